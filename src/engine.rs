@@ -1,0 +1,369 @@
+//! The round engine: which tasks run next. Pure — it reads plan state and returns decisions.
+//!
+//! * Ready set (seed 3a): pending tasks whose blockers are all completed.
+//! * Batch: a subset of the ready set in which no two tasks conflict in the overlap matrix.
+//!   Conflicting ready tasks wait for a later batch (on GitHub every batch is one job matrix,
+//!   so "run them sequentially" means "not in the same batch").
+//!   Order of choice: longest remaining critical path first (the task heading the longest chain
+//!   of dependents), ties by plan index. Why: when two ready tasks conflict, the one that
+//!   unblocks deeper work should not wait behind one that unblocks nothing; plan index breaks
+//!   ties so rounds are reproducible and follow declaration order.
+//! * Deadlock (seed 3a): pending tasks remain but none is ready.
+//! * Waves (seed 001): a batch holds only tasks of the lowest wave that still has pending
+//!   tasks, so a wave starts only when the previous one is resolved.
+//! * [`Policy`] is the hook for other schedulers (an eager one later): anything that can pick
+//!   the next batch from a [`View`].
+
+use crate::graph::Dag;
+use crate::overlap::OverlapMatrix;
+use crate::plan::model::{Plan, Status};
+
+/// The seed's deadlock message.
+pub fn deadlock_message(pending: usize) -> String {
+    format!(
+        "Deadlock detected: {pending} tasks remain but none are ready. Remaining tasks depend on failed or blocked predecessors."
+    )
+}
+
+/// What the engine sees: the plan's current state and its static structure.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    pub plan: &'a Plan,
+    pub dag: &'a Dag,
+    /// The conflicts scheduling must respect (computed ∪ declared).
+    pub conflicts: &'a OverlapMatrix,
+}
+
+/// The engine's decision for the next step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Run these tasks now (ascending plan index). `waiting` are ready tasks held back by a
+    /// conflict or the batch cap.
+    Batch {
+        tasks: Vec<usize>,
+        waiting: Vec<usize>,
+    },
+    /// No task is pending: go to completion.
+    Done,
+    /// Pending tasks remain but none can start.
+    Deadlock { pending: usize },
+}
+
+/// A scheduling policy: picks the next batch.
+pub trait Policy {
+    /// The next decision; `cap` limits the batch size (e.g. 256 jobs per GitHub matrix).
+    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next;
+}
+
+/// The seed's ready-set rounds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rounds;
+
+/// Seed 001: wave by wave.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Waves;
+
+/// Pending tasks whose blockers are all completed, ascending.
+pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
+    plan.tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            t.status == Status::Pending
+                && dag
+                    .deps(*i)
+                    .iter()
+                    .all(|&d| plan.tasks[d as usize].status == Status::Completed)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Picks a conflict-free batch from `ready`: critical path first, then plan index.
+pub fn select_batch(
+    ready: &[usize],
+    dag: &Dag,
+    conflicts: &OverlapMatrix,
+    cap: Option<usize>,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut order: Vec<usize> = ready.to_vec();
+    order.sort_by_key(|&i| (std::cmp::Reverse(dag.height(i)), i));
+    let cap = cap.unwrap_or(usize::MAX).max(1);
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut waiting: Vec<usize> = Vec::new();
+    for i in order {
+        if chosen.len() < cap && !chosen.iter().any(|&c| conflicts.conflict(i, c)) {
+            chosen.push(i);
+        } else {
+            waiting.push(i);
+        }
+    }
+    chosen.sort_unstable();
+    waiting.sort_unstable();
+    (chosen, waiting)
+}
+
+fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
+    if pending == 0 {
+        return Next::Done;
+    }
+    if ready.is_empty() {
+        return Next::Deadlock { pending };
+    }
+    let (tasks, waiting) = select_batch(&ready, view.dag, view.conflicts, cap);
+    Next::Batch { tasks, waiting }
+}
+
+impl Policy for Rounds {
+    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
+        let pending = view.plan.count(Status::Pending);
+        decide(pending, ready_set(view.plan, view.dag), view, cap)
+    }
+}
+
+/// The wave a task belongs to: its `wave` field, else its dependency depth.
+pub fn wave_of(plan: &Plan, dag: &Dag, task: usize) -> u64 {
+    plan.tasks[task]
+        .wave
+        .unwrap_or_else(|| u64::from(dag.depth(task)))
+}
+
+/// The lowest wave that still has pending tasks.
+pub fn current_wave(plan: &Plan, dag: &Dag) -> Option<u64> {
+    (0..plan.tasks.len())
+        .filter(|&i| plan.tasks[i].status == Status::Pending)
+        .map(|i| wave_of(plan, dag, i))
+        .min()
+}
+
+impl Policy for Waves {
+    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
+        let Some(wave) = current_wave(view.plan, view.dag) else {
+            return Next::Done;
+        };
+        let pending = view.plan.count(Status::Pending);
+        let ready: Vec<usize> = ready_set(view.plan, view.dag)
+            .into_iter()
+            .filter(|&i| wave_of(view.plan, view.dag, i) == wave)
+            .collect();
+        decide(pending, ready, view, cap)
+    }
+}
+
+/// How batches are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Ready-set rounds (seed 000), the default.
+    #[default]
+    Rounds,
+    /// Wave by wave (seed 001).
+    Waves,
+}
+
+impl Schedule {
+    /// The policy object for this schedule.
+    pub fn policy(self) -> &'static dyn Policy {
+        match self {
+            Schedule::Rounds => &Rounds,
+            Schedule::Waves => &Waves,
+        }
+    }
+}
+
+/// The batches a run would execute if every task completed: what `--dry-run` shows, and what
+/// the property tests check. Returns the batches, and the deadlock if one is reached.
+pub fn simulate(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &OverlapMatrix,
+    schedule: Schedule,
+    cap: Option<usize>,
+) -> (Vec<Vec<usize>>, Option<usize>) {
+    let mut state = plan.clone();
+    let mut batches = Vec::new();
+    loop {
+        let view = View {
+            plan: &state,
+            dag,
+            conflicts,
+        };
+        match schedule.policy().next(view, cap) {
+            Next::Done => return (batches, None),
+            Next::Deadlock { pending } => return (batches, Some(pending)),
+            Next::Batch { tasks, .. } => {
+                for &t in &tasks {
+                    state.tasks[t].status = Status::Completed;
+                }
+                batches.push(tasks);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::model::{Files, Metadata, Task};
+    use proptest::prelude::*;
+
+    fn plan(tasks: &[(&[usize], &[&str])]) -> Plan {
+        Plan {
+            schema_version: 2,
+            goal: String::new(),
+            context: None,
+            progress: Default::default(),
+            tasks: tasks
+                .iter()
+                .map(|(deps, files)| Task {
+                    blocked_by: deps.to_vec(),
+                    metadata: Some(Metadata {
+                        files: Files {
+                            modify: files.iter().map(|s| s.to_string()).collect(),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            extra: Default::default(),
+        }
+    }
+
+    fn run(p: &Plan, schedule: Schedule, cap: Option<usize>) -> (Vec<Vec<usize>>, Option<usize>) {
+        let dag = Dag::build(p).unwrap();
+        let m = OverlapMatrix::compute(p, &dag);
+        simulate(p, &dag, &m, schedule, cap)
+    }
+
+    #[test]
+    fn ready_set_rules() {
+        let mut p = plan(&[(&[], &[]), (&[0], &[]), (&[0, 1], &[]), (&[], &[])]);
+        let dag = Dag::build(&p).unwrap();
+        assert_eq!(ready_set(&p, &dag), [0, 3]);
+        p.tasks[0].status = Status::Completed;
+        p.tasks[3].status = Status::Failed;
+        assert_eq!(ready_set(&p, &dag), [1]);
+        p.tasks[1].status = Status::Skipped;
+        assert_eq!(ready_set(&p, &dag), Vec::<usize>::new());
+        let m = OverlapMatrix::empty(4);
+        let view = View {
+            plan: &p,
+            dag: &dag,
+            conflicts: &m,
+        };
+        assert_eq!(Rounds.next(view, None), Next::Deadlock { pending: 1 });
+        assert_eq!(
+            deadlock_message(1),
+            "Deadlock detected: 1 tasks remain but none are ready. Remaining tasks depend on failed or blocked predecessors."
+        );
+    }
+
+    #[test]
+    fn conflicts_wait_and_critical_path_goes_first() {
+        // 0 and 1 share a file; 1 heads a chain (1 ← 2 ← 3), so 1 runs first.
+        let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[1], &[]), (&[2], &[])]);
+        assert_eq!(
+            run(&p, Schedule::Rounds, None).0,
+            vec![vec![1], vec![0, 2], vec![3]]
+        );
+        // Equal heights: plan index breaks the tie.
+        let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[], &["a"])]);
+        assert_eq!(
+            run(&p, Schedule::Rounds, None).0,
+            vec![vec![0], vec![1], vec![2]]
+        );
+        // The cap holds the rest back.
+        let p = plan(&[(&[], &[]), (&[], &[]), (&[], &[])]);
+        assert_eq!(
+            run(&p, Schedule::Rounds, Some(2)).0,
+            vec![vec![0, 1], vec![2]]
+        );
+    }
+
+    #[test]
+    fn waves_wait_for_the_previous_wave() {
+        // Ready-set would run 2 in round 1; waves holds it for wave 2.
+        let mut p = plan(&[(&[], &[]), (&[0], &[]), (&[], &[])]);
+        p.tasks[0].wave = Some(1);
+        p.tasks[1].wave = Some(2);
+        p.tasks[2].wave = Some(2);
+        assert_eq!(run(&p, Schedule::Rounds, None).0, vec![vec![0, 2], vec![1]]);
+        assert_eq!(run(&p, Schedule::Waves, None).0, vec![vec![0], vec![1, 2]]);
+        // A missing wave falls back to the task's depth.
+        p.tasks[2].wave = None;
+        assert_eq!(run(&p, Schedule::Waves, None).0, vec![vec![0, 2], vec![1]]);
+    }
+
+    #[test]
+    fn nothing_pending_is_done() {
+        let mut p = plan(&[(&[], &[])]);
+        p.tasks[0].status = Status::Completed;
+        assert_eq!(run(&p, Schedule::Rounds, None), (vec![], None));
+    }
+
+    fn arb_plan() -> impl Strategy<Value = (Vec<Vec<usize>>, Vec<Vec<u8>>)> {
+        (1usize..40).prop_flat_map(|n| {
+            let deps = (0..n)
+                .map(|i| proptest::collection::vec(0..i.max(1), 0..=i.min(3)))
+                .collect::<Vec<_>>();
+            let files = proptest::collection::vec(proptest::collection::vec(0u8..8, 0..3), n);
+            (deps, files)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Without conflicts, every task completes and rounds == maxDepth.
+        #[test]
+        fn rounds_equal_max_depth_without_conflicts((deps, _files) in arb_plan()) {
+            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
+                .map(|(i, d)| (d.iter().copied().filter(|&x| x < i).collect(), vec![])).collect();
+            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
+            let p = plan(&spec);
+            let dag = Dag::build(&p).unwrap();
+            let (batches, deadlock) = run(&p, Schedule::Rounds, None);
+            prop_assert_eq!(deadlock, None);
+            prop_assert_eq!(batches.len() as u32, dag.max_depth());
+            prop_assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), p.tasks.len());
+            // Waves without wave fields (wave = depth) give the same rounds.
+            prop_assert_eq!(run(&p, Schedule::Waves, None).0, batches);
+        }
+
+        /// With conflicts, no batch holds two conflicting tasks, blockers always come first,
+        /// and everything still runs.
+        #[test]
+        fn batches_never_hold_conflicts((deps, files) in arb_plan(), cap in proptest::option::of(1usize..5)) {
+            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
+                .map(|(i, d)| (
+                    d.iter().copied().filter(|&x| x < i).collect(),
+                    files[i].iter().map(|&f| names[f as usize]).collect(),
+                )).collect();
+            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
+            let p = plan(&spec);
+            let dag = Dag::build(&p).unwrap();
+            let m = OverlapMatrix::compute(&p, &dag);
+            let (batches, deadlock) = simulate(&p, &dag, &m, Schedule::Rounds, cap);
+            prop_assert_eq!(deadlock, None);
+            let mut round_of = vec![usize::MAX; p.tasks.len()];
+            for (r, b) in batches.iter().enumerate() {
+                if let Some(c) = cap { prop_assert!(b.len() <= c); }
+                for (k, &x) in b.iter().enumerate() {
+                    round_of[x] = r;
+                    for &y in &b[k + 1..] {
+                        prop_assert!(!m.conflict(x, y), "tasks {} and {} conflict in one batch", x, y);
+                    }
+                }
+            }
+            for t in 0..p.tasks.len() {
+                prop_assert!(round_of[t] != usize::MAX);
+                for &d in dag.deps(t) {
+                    prop_assert!(round_of[d as usize] < round_of[t]);
+                }
+            }
+            prop_assert!(batches.len() as u32 >= dag.max_depth());
+        }
+    }
+}

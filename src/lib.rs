@@ -1,0 +1,22 @@
+//! dagexec executes a `.design/plan.json` — a DAG of AI-agent tasks — deterministically:
+//! ready-set rounds of parallel workers, each result verified, retried, and committed round by
+//! round.
+//!
+//! The crate is split into a pure core (no processes, git writes or network) and edges:
+//! - core: [`plan`] (model, load/save, validation), [`graph`] (the DAG), [`overlap`] (the
+//!   concurrency-aware file-overlap matrix), [`engine`] (ready sets, batches, deadlock),
+//!   [`outcome`] (the result processor), [`update`] (the plan updater, cascade, circuit breaker,
+//!   completion, resume), [`prompt`] (worker and retry prompts), [`render`] (tables, graphs);
+//! - edges: [`setup`] (git status, assumption checks, context files) and [`cli`].
+
+pub mod cli;
+pub mod engine;
+pub mod graph;
+pub mod outcome;
+pub mod overlap;
+pub mod plan;
+pub mod prompt;
+pub mod render;
+pub mod setup;
+pub mod shell;
+pub mod update;

@@ -1,0 +1,649 @@
+//! The result processor (seed section B): turns what a worker left behind into a verdict —
+//! status line, spot-checks, acceptance checks — and the verdict into a decision: completed,
+//! blocked, retry (with the seed's retry prompt) or failed.
+//!
+//! Pure: the runner gathers the facts (output, exit, log, files present and changed, check
+//! results) and hands them over in an [`AttemptReport`].
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::plan::model::{Plan, Status, Task};
+use crate::prompt::{self, FailedCheck, Unit};
+
+/// A task gets at most this many attempts.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// The reason used when a worker left neither a status line nor a log (seed B.3 step 1).
+pub const NO_STATUS_NO_LOG: &str = "No status line returned and no log file found";
+
+static STATUS_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(COMPLETED|FAILED|BLOCKED): .+").expect("valid regex"));
+
+/// What the worker said about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reported {
+    Completed,
+    Failed,
+    Blocked,
+}
+
+/// A parsed status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusLine {
+    pub kind: Reported,
+    /// The text after `KIND: `.
+    pub message: String,
+}
+
+/// The last non-empty line of a worker's output, trimmed of surrounding whitespace.
+pub fn last_nonempty_line(output: &str) -> Option<&str> {
+    output.lines().map(str::trim).rev().find(|l| !l.is_empty())
+}
+
+/// Matches the seed's `^(COMPLETED|FAILED|BLOCKED): .+` against one line.
+pub fn parse_status_line(line: &str) -> Option<StatusLine> {
+    let caps = STATUS_RE.captures(line)?;
+    let kind = match &caps[1] {
+        "COMPLETED" => Reported::Completed,
+        "FAILED" => Reported::Failed,
+        _ => Reported::Blocked,
+    };
+    Some(StatusLine {
+        kind,
+        message: line[caps[1].len() + 2..].trim().to_string(),
+    })
+}
+
+/// How the worker process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Exit status 0.
+    Success,
+    /// A non-zero exit status.
+    Code(i32),
+    /// Killed by a signal (a crash).
+    Signal(i32),
+    /// Killed by dagexec after the per-task timeout.
+    TimedOut(Duration),
+    /// The worker command could not be started.
+    SpawnFailed(String),
+}
+
+/// One acceptance check as it ran in the task's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRun {
+    pub criterion: String,
+    pub check: String,
+    pub passed: bool,
+    /// Combined stdout and stderr, possibly cut.
+    pub output: String,
+}
+
+/// Everything the runner observed about one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptReport {
+    /// The worker's stdout; only its last non-empty line counts.
+    pub output: String,
+    pub exit: Exit,
+    /// The work log's contents, `None` when the worker wrote none.
+    pub log: Option<String>,
+    /// Paths (repository-relative) that exist as files after the attempt.
+    pub present: BTreeSet<String>,
+    /// Paths the attempt changed or created (`git diff --name-only` plus new files).
+    pub changed: BTreeSet<String>,
+    /// Acceptance checks, when they were run (only after a COMPLETED that passed spot-checks).
+    pub acceptance: Option<Vec<CheckRun>>,
+}
+
+/// The processor's verdict on one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Completed, Failed or Blocked.
+    pub status: Status,
+    /// The summary (completed), the reason (failed) or what blocks it (blocked).
+    pub result: String,
+    /// Acceptance checks ran and all passed (or the task has none and completed).
+    pub acceptance_passed: bool,
+    /// The checks that failed, for the retry prompt.
+    pub failed_checks: Vec<FailedCheck>,
+    /// Unexpected files and other things the reviewer should know; never change the status.
+    pub warnings: Vec<String>,
+}
+
+/// Human form of a duration: `45s`, `30m`, `1h30m`.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Spot-check failures (seed B.3 step 2): files to create that do not exist, files to modify
+/// that did not change.
+pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in task.creates() {
+        if !report.present.contains(f.as_str()) {
+            problems.push(format!("{f} (to create) does not exist"));
+        }
+    }
+    for f in task.modifies() {
+        if !report.changed.contains(f.as_str()) {
+            problems.push(format!("{f} (to modify) was not changed"));
+        }
+    }
+    problems
+}
+
+/// Changed files the task did not declare (its own work log excepted), with the plan file
+/// called out: the runner discards a worker's edit of the plan.
+pub fn unexpected_files(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    plan_rel: &str,
+) -> Vec<String> {
+    let declared: BTreeSet<&str> = task.files().map(String::as_str).collect();
+    let own_log = format!(".design/worker-{index}.log");
+    report
+        .changed
+        .iter()
+        .filter(|f| !declared.contains(f.as_str()) && **f != own_log)
+        .map(|f| {
+            if f == plan_rel {
+                format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
+            } else {
+                format!("unexpected file changed: {f}")
+            }
+        })
+        .collect()
+}
+
+/// Whether the runner should run the acceptance checks: the worker reported COMPLETED, exited
+/// cleanly, and the spot-checks passed.
+pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
+    report.exit == Exit::Success
+        && last_nonempty_line(&report.output)
+            .and_then(parse_status_line)
+            .is_some_and(|s| s.kind == Reported::Completed)
+        && spot_check(task, report).is_empty()
+        && !task.acceptance_criteria().is_empty()
+}
+
+/// Judges one attempt (seed B.3 steps 1–5, 8).
+pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
+    let warnings = unexpected_files(index, task, report, plan_rel);
+    let failed = |result: String| Verdict {
+        status: Status::Failed,
+        result,
+        acceptance_passed: false,
+        failed_checks: Vec::new(),
+        warnings: warnings.clone(),
+    };
+    let last = last_nonempty_line(&report.output);
+    let shown = last
+        .map(|l| format!(" (last output: {:?})", clip(l, 120)))
+        .unwrap_or_default();
+    match &report.exit {
+        Exit::Success => {}
+        Exit::Code(c) => return failed(format!("worker exited with status {c}{shown}")),
+        Exit::Signal(s) => return failed(format!("worker crashed: killed by signal {s}{shown}")),
+        Exit::TimedOut(d) => return failed(format!("timed out after {}", human_duration(*d))),
+        Exit::SpawnFailed(e) => return failed(format!("worker could not be started: {e}")),
+    }
+    let Some(status) = last.and_then(parse_status_line) else {
+        let reason = match (&report.log, last) {
+            (None, None) => NO_STATUS_NO_LOG.to_string(),
+            (None, Some(l)) => format!(
+                "No status line returned (last output: {:?}) and no log file found",
+                clip(l, 120)
+            ),
+            (Some(log), _) => match last_nonempty_line(log) {
+                Some(l) => format!("No status line returned; last log line: {}", clip(l, 200)),
+                None => "No status line returned and the log file is empty".to_string(),
+            },
+        };
+        return failed(reason);
+    };
+    match status.kind {
+        Reported::Failed => return failed(status.message),
+        Reported::Blocked => {
+            return Verdict {
+                status: Status::Blocked,
+                result: status.message,
+                acceptance_passed: false,
+                failed_checks: Vec::new(),
+                warnings,
+            };
+        }
+        Reported::Completed => {}
+    }
+    let spot = spot_check(task, report);
+    if !spot.is_empty() {
+        return failed(format!("spot-check failed: {}", spot.join("; ")));
+    }
+    let checks = report.acceptance.as_deref().unwrap_or(&[]);
+    let failed_checks: Vec<FailedCheck> = checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| FailedCheck {
+            criterion: c.criterion.clone(),
+            check: c.check.clone(),
+            output: c.output.clone(),
+        })
+        .collect();
+    if !failed_checks.is_empty() {
+        let details = failed_checks
+            .iter()
+            .map(|c| {
+                let first = c
+                    .output
+                    .lines()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("no output");
+                format!("`{}`: {}", c.check, clip(first, 160))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Verdict {
+            status: Status::Failed,
+            result: format!("acceptance check failed: {details}"),
+            acceptance_passed: false,
+            failed_checks,
+            warnings,
+        };
+    }
+    Verdict {
+        status: Status::Completed,
+        result: status.message,
+        acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
+        failed_checks: Vec::new(),
+        warnings,
+    }
+}
+
+/// What happens to the task after a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Completed,
+    /// Never retried (seed B.3 step 5).
+    Blocked,
+    /// Another attempt with this prompt (placeholder still unresolved; the runner resolves it).
+    Retry {
+        attempt: u32,
+        prompt: String,
+    },
+    /// Out of attempts.
+    Failed,
+}
+
+/// Seed B.3 steps 6–7. `attempts` counts the attempts made so far, this one included.
+pub fn decide(plan: &Plan, index: usize, verdict: &Verdict, attempts: u32, unit: Unit) -> Decision {
+    match verdict.status {
+        Status::Completed => Decision::Completed,
+        Status::Blocked => Decision::Blocked,
+        _ if attempts < MAX_ATTEMPTS => {
+            let task = &plan.tasks[index];
+            let original = prompt::original_prompt(plan, index, unit);
+            Decision::Retry {
+                attempt: attempts + 1,
+                prompt: prompt::retry_prompt(
+                    &original,
+                    attempts + 1,
+                    &verdict.result,
+                    task.fallback(),
+                    &verdict.failed_checks,
+                ),
+            }
+        }
+        _ => Decision::Failed,
+    }
+}
+
+/// One entry of `.design/processor-batch-{N}.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchEntry {
+    pub plan_index: usize,
+    pub status: Status,
+    pub result: String,
+    pub attempts: u32,
+    pub acceptance_passed: bool,
+}
+
+/// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
+pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
+    let completed = entries
+        .iter()
+        .filter(|e| e.status == Status::Completed)
+        .count();
+    let blocked = entries
+        .iter()
+        .filter(|e| e.status == Status::Blocked)
+        .count();
+    let failed = entries
+        .iter()
+        .filter(|e| e.status == Status::Failed)
+        .count();
+    let mut s = format!("{completed} completed, {retries} retry pending, {blocked} blocked");
+    if failed > 0 {
+        s.push_str(&format!(", {failed} failed"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn plan() -> Plan {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/auth-v2.json");
+        crate::plan::load(&path).unwrap()
+    }
+
+    /// Task 1 of auth-v2 creates src/auth/password.ts + .test.ts and modifies package.json.
+    fn report(output: &str) -> AttemptReport {
+        AttemptReport {
+            output: output.to_string(),
+            exit: Exit::Success,
+            log: Some("did the work\n".into()),
+            present: [
+                "src/auth/password.ts",
+                "src/auth/password.test.ts",
+                "package.json",
+            ]
+            .map(String::from)
+            .into(),
+            changed: [
+                "src/auth/password.ts",
+                "src/auth/password.test.ts",
+                "package.json",
+            ]
+            .map(String::from)
+            .into(),
+            acceptance: None,
+        }
+    }
+
+    #[test]
+    fn status_line_regex() {
+        let cases: &[(&str, Option<(Reported, &str)>)] = &[
+            ("COMPLETED: done it", Some((Reported::Completed, "done it"))),
+            ("FAILED: nope", Some((Reported::Failed, "nope"))),
+            (
+                "BLOCKED: pg missing",
+                Some((Reported::Blocked, "pg missing")),
+            ),
+            ("COMPLETED:", None),
+            ("COMPLETED: ", None),
+            ("COMPLETED:done", None),
+            ("completed: done", None),
+            ("Task COMPLETED: done", None),
+            ("NEEDS_DECISION: which db", None),
+            ("SUCCESS: x", None),
+        ];
+        for (line, want) in cases {
+            let got = parse_status_line(line).map(|s| (s.kind, s.message));
+            assert_eq!(got, want.map(|(k, m)| (k, m.to_string())), "{line:?}");
+        }
+        assert_eq!(
+            last_nonempty_line("a\nCOMPLETED: x\n\n  \n"),
+            Some("COMPLETED: x")
+        );
+        assert_eq!(last_nonempty_line("COMPLETED: x\nbye\n"), Some("bye"));
+        assert_eq!(last_nonempty_line("\n\n"), None);
+    }
+
+    #[test]
+    fn verdicts() {
+        let p = plan();
+        let t = &p.tasks[1];
+        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
+        let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
+        assert_eq!(
+            (ok.status, ok.result.as_str()),
+            (Status::Completed, "helper added")
+        );
+        assert!(!ok.acceptance_passed, "criteria exist but were not run");
+
+        let mut r = report("COMPLETED: helper added");
+        r.acceptance = Some(vec![CheckRun {
+            criterion: "c".into(),
+            check: "npm test -- password".into(),
+            passed: true,
+            output: String::new(),
+        }]);
+        assert!(judge1(&r).acceptance_passed);
+
+        let cases: Vec<(AttemptReport, Status, &str)> = vec![
+            (
+                report("all good, trust me"),
+                Status::Failed,
+                "No status line returned; last log line: did the work",
+            ),
+            (
+                AttemptReport {
+                    log: None,
+                    ..report("")
+                },
+                Status::Failed,
+                NO_STATUS_NO_LOG,
+            ),
+            (
+                report("FAILED: bcrypt would not build"),
+                Status::Failed,
+                "bcrypt would not build",
+            ),
+            (
+                report("BLOCKED: Node 16 installed"),
+                Status::Blocked,
+                "Node 16 installed",
+            ),
+            (
+                AttemptReport {
+                    exit: Exit::Code(2),
+                    ..report("COMPLETED: lies")
+                },
+                Status::Failed,
+                "worker exited with status 2 (last output: \"COMPLETED: lies\")",
+            ),
+            (
+                AttemptReport {
+                    exit: Exit::Signal(9),
+                    ..report("")
+                },
+                Status::Failed,
+                "worker crashed: killed by signal 9",
+            ),
+            (
+                AttemptReport {
+                    exit: Exit::TimedOut(Duration::from_secs(1800)),
+                    ..report("")
+                },
+                Status::Failed,
+                "timed out after 30m",
+            ),
+            (
+                AttemptReport {
+                    exit: Exit::SpawnFailed("sh: not found".into()),
+                    ..report("")
+                },
+                Status::Failed,
+                "worker could not be started: sh: not found",
+            ),
+            (
+                AttemptReport {
+                    present: BTreeSet::new(),
+                    changed: BTreeSet::new(),
+                    ..report("COMPLETED: lie")
+                },
+                Status::Failed,
+                "spot-check failed: src/auth/password.ts (to create) does not exist; src/auth/password.test.ts (to create) does not exist; package.json (to modify) was not changed",
+            ),
+            (
+                AttemptReport {
+                    acceptance: Some(vec![CheckRun {
+                        criterion: "Password tests pass".into(),
+                        check: "npm test -- password".into(),
+                        passed: false,
+                        output: "\nFAIL password.test.ts\nmore".into(),
+                    }]),
+                    ..report("COMPLETED: done")
+                },
+                Status::Failed,
+                "acceptance check failed: `npm test -- password`: FAIL password.test.ts",
+            ),
+        ];
+        for (r, status, result) in cases {
+            let v = judge1(&r);
+            assert_eq!((v.status, v.result.as_str()), (status, result), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn blocked_is_not_spot_checked_and_warnings_are_exact() {
+        let p = plan();
+        let mut r = report("BLOCKED: need a decision");
+        r.present.clear();
+        r.changed = [
+            "README.md",
+            ".design/plan.json",
+            ".design/worker-1.log",
+            "package.json",
+        ]
+        .map(String::from)
+        .into();
+        let v = judge(1, &p.tasks[1], &r, ".design/plan.json");
+        assert_eq!(v.status, Status::Blocked);
+        assert_eq!(
+            v.warnings,
+            [
+                "edited .design/plan.json (the edit is discarded; only dagexec writes the plan)",
+                "unexpected file changed: README.md",
+            ]
+        );
+    }
+
+    #[test]
+    fn acceptance_runs_only_after_a_clean_completed() {
+        let p = plan();
+        let t = &p.tasks[1];
+        assert!(wants_acceptance(t, &report("COMPLETED: x")));
+        assert!(!wants_acceptance(t, &report("FAILED: x")));
+        assert!(!wants_acceptance(
+            t,
+            &AttemptReport {
+                exit: Exit::Code(1),
+                ..report("COMPLETED: x")
+            }
+        ));
+        assert!(!wants_acceptance(
+            t,
+            &AttemptReport {
+                present: BTreeSet::new(),
+                ..report("COMPLETED: x")
+            }
+        ));
+        assert!(
+            !wants_acceptance(&p.tasks[5], &report("COMPLETED: x")),
+            "no criteria, nothing to run"
+        );
+    }
+
+    #[test]
+    fn decisions_and_retry_limit() {
+        let p = plan();
+        let failed = Verdict {
+            status: Status::Failed,
+            result: "boom".into(),
+            acceptance_passed: false,
+            failed_checks: vec![],
+            warnings: vec![],
+        };
+        match decide(&p, 1, &failed, 1, Unit::Batch) {
+            Decision::Retry { attempt, prompt } => {
+                assert_eq!(attempt, 2);
+                assert!(prompt.contains("## Retry context\nThis is attempt 2 of 3. The previous attempt failed.\n\nPrevious failure reason:\nboom"));
+                assert!(prompt.contains("IMPORTANT: The primary approach failed. Use this strategy instead: Use Node's crypto.scrypt instead of bcrypt."));
+            }
+            d => panic!("expected a retry, got {d:?}"),
+        }
+        match decide(&p, 0, &failed, 2, Unit::Batch) {
+            Decision::Retry { attempt: 3, prompt } => {
+                assert!(!prompt.contains("IMPORTANT"), "task 0 has no fallback")
+            }
+            d => panic!("expected attempt 3, got {d:?}"),
+        }
+        assert_eq!(decide(&p, 1, &failed, 3, Unit::Batch), Decision::Failed);
+        let blocked = Verdict {
+            status: Status::Blocked,
+            ..failed.clone()
+        };
+        assert_eq!(decide(&p, 1, &blocked, 1, Unit::Batch), Decision::Blocked);
+        let done = Verdict {
+            status: Status::Completed,
+            ..failed
+        };
+        assert_eq!(decide(&p, 1, &done, 1, Unit::Batch), Decision::Completed);
+    }
+
+    #[test]
+    fn durations_and_summary() {
+        for (s, want) in [
+            (45, "45s"),
+            (1800, "30m"),
+            (90, "1m30s"),
+            (3600, "1h"),
+            (5400, "1h30m"),
+        ] {
+            assert_eq!(human_duration(Duration::from_secs(s)), want);
+        }
+        let e = |status| BatchEntry {
+            plan_index: 0,
+            status,
+            result: String::new(),
+            attempts: 1,
+            acceptance_passed: true,
+        };
+        assert_eq!(
+            summary(
+                &[
+                    e(Status::Completed),
+                    e(Status::Completed),
+                    e(Status::Blocked)
+                ],
+                1
+            ),
+            "2 completed, 1 retry pending, 1 blocked"
+        );
+        assert_eq!(
+            serde_json::to_string(&e(Status::Completed)).unwrap(),
+            r#"{"planIndex":0,"status":"completed","result":"","attempts":1,"acceptancePassed":true}"#
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! Everything that can be wrong with a plan file, as typed errors that name the task and the
+//! field, each with a one-line hint saying what to do. The CLI renders them; exit code 2.
+
+use std::path::PathBuf;
+
+/// A reason the plan cannot be executed.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// There is no plan file at the path.
+    #[error("No plan found at {}", path.display())]
+    NoPlan { path: PathBuf },
+
+    /// The plan file exists but cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The file is not JSON.
+    #[error("{}:{line}:{column}: malformed JSON: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
+    /// `schemaVersion` is missing or not one dagexec reads.
+    #[error(
+        "schemaVersion: unsupported schema version {found} (dagexec reads schemaVersion 2 and 3)"
+    )]
+    SchemaVersion { path: PathBuf, found: String },
+
+    /// `tasks` is missing or empty.
+    #[error("tasks: the plan contains no tasks")]
+    NoTasks { path: PathBuf },
+
+    /// A field has the wrong JSON type or an unknown value (`location` is empty for the
+    /// document as a whole).
+    #[error("{}{message}", if location.is_empty() { String::new() } else { format!("{location}: ") })]
+    Shape { location: String, message: String },
+
+    /// A `blockedBy` entry names a task that does not exist.
+    #[error("task {task} blockedBy[{position}]: no task {dep} (the plan has {count} tasks)")]
+    UnknownDependency {
+        task: usize,
+        position: usize,
+        dep: usize,
+        count: usize,
+    },
+
+    /// A task lists itself in `blockedBy`.
+    #[error("task {task} blockedBy[{position}]: a task cannot block itself")]
+    SelfDependency { task: usize, position: usize },
+
+    /// `blockedBy` chains form a cycle; the path starts and ends at the same task.
+    #[error("task {} blockedBy: cycle: {}", cycle[0], render_cycle(cycle))]
+    Cycle { cycle: Vec<usize> },
+
+    /// A file path would escape the repository or touch what workers must not touch.
+    #[error("task {task} {field}: {path:?} {reason}")]
+    UnsafePath {
+        task: usize,
+        field: String,
+        path: String,
+        reason: PathProblem,
+    },
+
+    /// A v3 `fileOverlaps` entry names a task that does not exist or the task itself.
+    #[error("task {task} fileOverlaps[{position}]: {problem}")]
+    BadOverlap {
+        task: usize,
+        position: usize,
+        problem: String,
+    },
+}
+
+/// Why a declared path is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathProblem {
+    #[error("is empty")]
+    Empty,
+    #[error("is absolute")]
+    Absolute,
+    #[error("contains '..' and could leave the repository")]
+    ParentDir,
+    #[error("points into .git/")]
+    GitDir,
+    #[error("points at the plan file itself")]
+    PlanItself,
+}
+
+/// `0 → 4 → 2 → 0`.
+pub fn render_cycle(cycle: &[usize]) -> String {
+    cycle
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+impl PlanError {
+    /// One line telling the user how to fix it.
+    pub fn hint(&self) -> String {
+        match self {
+            PlanError::NoPlan { .. } => {
+                "Run /design <goal> first, or pass --plan PATH to use a plan elsewhere.".into()
+            }
+            PlanError::Read { .. } => "Check the file's permissions and that it is UTF-8 text.".into(),
+            PlanError::Syntax { .. } => {
+                "Fix the JSON at that position (a trailing comma or a missing quote is the usual cause), or re-run /design.".into()
+            }
+            PlanError::SchemaVersion { .. } => {
+                "Set \"schemaVersion\" to 2 or 3, or re-run /design to produce a current plan.".into()
+            }
+            PlanError::NoTasks { .. } => "Re-run /design <goal>: a plan needs at least one task.".into(),
+            PlanError::Shape { .. } => {
+                "Fix the field's type to match the plan format (see README, \"Plan format\").".into()
+            }
+            PlanError::UnknownDependency { count, .. } => format!(
+                "blockedBy holds plan indices (0 to {}); remove the entry or point it at an existing task.",
+                count.saturating_sub(1)
+            ),
+            PlanError::SelfDependency { .. } => "Remove the task's own index from its blockedBy.".into(),
+            PlanError::Cycle { cycle } => format!(
+                "Tasks in a cycle can never start; remove one of these blockedBy edges: {}.",
+                cycle
+                    .windows(2)
+                    .map(|w| format!("task {} blockedBy {}", w[0], w[1]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            PlanError::UnsafePath { reason, .. } => match reason {
+                PathProblem::PlanItself => {
+                    "Only dagexec writes the plan; drop this path from the task.".into()
+                }
+                PathProblem::GitDir => "Workers must not touch git's own files; drop this path.".into(),
+                _ => "Use a path relative to the repository root that stays inside it, e.g. src/app.ts.".into(),
+            },
+            PlanError::BadOverlap { .. } => {
+                "fileOverlaps holds other tasks' plan indices; fix or remove the entry.".into()
+            }
+        }
+    }
+
+    /// Whether the message already says which file it is about.
+    pub fn names_file(&self) -> bool {
+        matches!(
+            self,
+            PlanError::NoPlan { .. } | PlanError::Read { .. } | PlanError::Syntax { .. }
+        )
+    }
+
+    /// The plan index this error is about, if it is about one task.
+    pub fn task(&self) -> Option<usize> {
+        match self {
+            PlanError::UnknownDependency { task, .. }
+            | PlanError::SelfDependency { task, .. }
+            | PlanError::UnsafePath { task, .. }
+            | PlanError::BadOverlap { task, .. } => Some(*task),
+            PlanError::Cycle { cycle } => cycle.first().copied(),
+            _ => None,
+        }
+    }
+}
+
+/// Every problem found in one plan, in plan order.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+pub struct PlanErrors(pub Vec<PlanError>);
+
+impl From<PlanError> for PlanErrors {
+    fn from(e: PlanError) -> Self {
+        PlanErrors(vec![e])
+    }
+}

@@ -1,0 +1,10 @@
+//! The plan file: its data model, reading and atomic writing, and validation.
+
+pub mod error;
+pub mod load;
+pub mod model;
+pub mod validate;
+
+pub use error::{PlanError, PlanErrors};
+pub use load::{load, parse, save};
+pub use model::{Plan, Status, Task};

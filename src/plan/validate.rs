@@ -1,0 +1,197 @@
+//! Semantic checks of a parsed plan: `blockedBy` indices exist and are not the task itself,
+//! the graph has no cycle, declared file paths stay inside the repository and away from
+//! `.git/` and the plan, and v3 `fileOverlaps` name other existing tasks.
+//!
+//! Every problem is reported (in plan order), each naming the task index and the field.
+
+use super::error::{PathProblem, PlanError, PlanErrors};
+use super::model::Plan;
+use crate::graph::Dag;
+
+/// The plan's own path relative to the repository root, as the seed places it.
+pub const DEFAULT_PLAN_REL: &str = ".design/plan.json";
+
+/// Checks the plan and builds its DAG. `plan_rel` is the plan file's path relative to the
+/// repository root (tasks may not declare it), when the plan lives inside the repository.
+pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
+    let n = plan.tasks.len();
+    let mut errors = Vec::new();
+    let mut deps_ok = true;
+    let plan_rel = plan_rel.map(normalize);
+    for (i, task) in plan.tasks.iter().enumerate() {
+        for (position, &dep) in task.blocked_by.iter().enumerate() {
+            if dep >= n {
+                deps_ok = false;
+                errors.push(PlanError::UnknownDependency {
+                    task: i,
+                    position,
+                    dep,
+                    count: n,
+                });
+            } else if dep == i {
+                deps_ok = false;
+                errors.push(PlanError::SelfDependency { task: i, position });
+            }
+        }
+        let mut paths: Vec<(String, &str)> = Vec::new();
+        for (k, p) in task.creates().iter().enumerate() {
+            paths.push((format!("metadata.files.create[{k}]"), p));
+        }
+        for (k, p) in task.modifies().iter().enumerate() {
+            paths.push((format!("metadata.files.modify[{k}]"), p));
+        }
+        for (k, c) in task.context_files().iter().enumerate() {
+            paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
+        }
+        for (field, path) in paths {
+            if let Some(reason) = path_problem(path, plan_rel.as_deref()) {
+                errors.push(PlanError::UnsafePath {
+                    task: i,
+                    field,
+                    path: path.to_string(),
+                    reason,
+                });
+            }
+        }
+        for (position, &other) in task.file_overlaps.iter().flatten().enumerate() {
+            let problem = if other >= n {
+                Some(format!("no task {other} (the plan has {n} tasks)"))
+            } else if other == i {
+                Some("a task cannot overlap itself".to_string())
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                errors.push(PlanError::BadOverlap {
+                    task: i,
+                    position,
+                    problem,
+                });
+            }
+        }
+    }
+    if !deps_ok {
+        return Err(PlanErrors(errors));
+    }
+    match Dag::build(plan) {
+        Ok(dag) if errors.is_empty() => Ok(dag),
+        Ok(_) => Err(PlanErrors(errors)),
+        Err(cycle) => {
+            errors.push(PlanError::Cycle { cycle });
+            Err(PlanErrors(errors))
+        }
+    }
+}
+
+/// Strips leading `./` so `./src/a.rs` and `src/a.rs` are the same file.
+pub fn normalize(path: &str) -> String {
+    let mut p = path;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest.trim_start_matches('/');
+    }
+    p.to_string()
+}
+
+/// Why a declared path may not be used, if it may not.
+pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
+    if path.trim().is_empty() {
+        return Some(PathProblem::Empty);
+    }
+    let bytes = path.as_bytes();
+    let windows_abs = bytes.len() >= 2 && bytes[1] == b':' && bytes[0].is_ascii_alphabetic();
+    if path.starts_with('/') || path.starts_with('\\') || path.starts_with('~') || windows_abs {
+        return Some(PathProblem::Absolute);
+    }
+    if path.split(['/', '\\']).any(|c| c == "..") {
+        return Some(PathProblem::ParentDir);
+    }
+    let norm = normalize(path);
+    let first = norm.split(['/', '\\']).next().unwrap_or("");
+    if first == ".git" {
+        return Some(PathProblem::GitDir);
+    }
+    if plan_rel.is_some_and(|p| p == norm) {
+        return Some(PathProblem::PlanItself);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::load::parse;
+    use std::path::Path;
+
+    #[test]
+    fn path_rules() {
+        let plan = Some(".design/plan.json");
+        let cases: &[(&str, Option<PathProblem>)] = &[
+            ("src/a.rs", None),
+            ("./src/a.rs", None),
+            ("a..b/c", None),
+            (".gitignore", None),
+            (".github/workflows/ci.yml", None),
+            ("", Some(PathProblem::Empty)),
+            ("/etc/passwd", Some(PathProblem::Absolute)),
+            ("~/x", Some(PathProblem::Absolute)),
+            ("C:\\x", Some(PathProblem::Absolute)),
+            ("../outside.txt", Some(PathProblem::ParentDir)),
+            ("src/../../x", Some(PathProblem::ParentDir)),
+            (".git/config", Some(PathProblem::GitDir)),
+            ("./.git/hooks/pre-commit", Some(PathProblem::GitDir)),
+            (".design/plan.json", Some(PathProblem::PlanItself)),
+            ("./.design/plan.json", Some(PathProblem::PlanItself)),
+            (".design/notes.md", None),
+        ];
+        for (p, want) in cases {
+            assert_eq!(path_problem(p, plan), *want, "{p}");
+        }
+    }
+
+    fn errors_of(json: &str) -> Vec<String> {
+        let plan = parse(json, Path::new("p.json")).unwrap();
+        match check(&plan, Some(DEFAULT_PLAN_REL)) {
+            Ok(_) => vec![],
+            Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn semantic_errors_name_task_and_field() {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                r#"{"schemaVersion":2,"tasks":[{"blockedBy":[]},{"blockedBy":[0]}]}"#,
+                &[],
+            ),
+            (
+                r#"{"schemaVersion":2,"tasks":[{"blockedBy":[5]},{"blockedBy":[1]}]}"#,
+                &[
+                    "task 0 blockedBy[0]: no task 5 (the plan has 2 tasks)",
+                    "task 1 blockedBy[0]: a task cannot block itself",
+                ],
+            ),
+            (
+                r#"{"schemaVersion":2,"tasks":[{"blockedBy":[1]},{"blockedBy":[0]}]}"#,
+                &["task 0 blockedBy: cycle: 0 → 1 → 0"],
+            ),
+            (
+                r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["../x"],"modify":[".design/plan.json"]}},"agent":{"role":"r","contextFiles":[{"path":".git/HEAD"}]}}]}"#,
+                &[
+                    "task 0 metadata.files.create[0]: \"../x\" contains '..' and could leave the repository",
+                    "task 0 metadata.files.modify[0]: \".design/plan.json\" points at the plan file itself",
+                    "task 0 agent.contextFiles[0].path: \".git/HEAD\" points into .git/",
+                ],
+            ),
+            (
+                r#"{"schemaVersion":3,"tasks":[{"fileOverlaps":[0,7]},{"fileOverlaps":[0]}]}"#,
+                &[
+                    "task 0 fileOverlaps[0]: a task cannot overlap itself",
+                    "task 0 fileOverlaps[1]: no task 7 (the plan has 2 tasks)",
+                ],
+            ),
+        ];
+        for (json, want) in cases {
+            assert_eq!(errors_of(json), *want, "{json}");
+        }
+    }
+}
