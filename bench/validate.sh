@@ -50,14 +50,17 @@
 # Needs: python3, jq (apt-get install jq); hyperfine optional (apt-get install hyperfine).
 set -euo pipefail
 
+caller_pwd="$PWD"
 cd "$(dirname "$0")/.."
 root="$PWD"
+# Paths given in the environment are relative to where you ran the script from.
+abspath() { if [[ $1 == /* ]]; then printf '%s' "$1"; else printf '%s' "$caller_pwd/$1"; fi; }
 
 SIZES="${SIZES:-1000 10000 100000}"
 RUNS="${RUNS:-5}"
 SEED=1
 PYTHON="${PYTHON:-python3}"
-GENPLAN="${GENPLAN:-$root/../shared/tools/genplan.py}"
+GENPLAN="$(abspath "${GENPLAN:-$root/../shared/tools/genplan.py}")"
 PLAN_DIR="$root/target/bench-plans"
 default_args='validate --plan {} --json --no-checks'  # {} = the plan file
 DAGEXEC_ARGS="${DAGEXEC_ARGS:-$default_args}"
@@ -65,6 +68,8 @@ DAGEXEC_ARGS="${DAGEXEC_ARGS:-$default_args}"
 say() { printf '%s\n' "$*" >&2; }
 die() { say "validate.sh: $*"; exit 1; }
 
+for n in $SIZES; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "SIZES: not a task count: $n"; done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS: not a positive integer: $RUNS"
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found (needed to generate plans)"
 
 tmp="$(mktemp -d)"
@@ -73,6 +78,8 @@ trap 'rm -rf "$tmp"' EXIT
 # ---------------------------------------------------------------- 1. build
 if [[ -n "${DAGEXEC_BIN:-}" ]]; then
     read -r -a dagexec_bin <<< "$DAGEXEC_BIN"
+    # a relative path (not a bare command name looked up in PATH) is relative to the caller
+    if [[ ${dagexec_bin[0]} == */* ]]; then dagexec_bin[0]="$(abspath "${dagexec_bin[0]}")"; fi
     say "== using DAGEXEC_BIN=$DAGEXEC_BIN (no cargo build)"
 else
     dagexec_bin=("$root/target/release/dagexec")
@@ -145,7 +152,7 @@ peak_rss_kb() {  # peak_rss_kb CMD...  (GNU time; prints KB)
 
 quote() { local out="" w; for w in "$@"; do out+="$(printf '%q' "$w") "; done; printf '%s' "${out% }"; }
 
-declare -A size_mb dx_s jq_s dx_rss jq_rss dx_rc
+declare -A size_mb dx_s jq_s dx_rss jq_rss
 warnings=()
 for n in $SIZES; do
     f="$PLAN_DIR/plan-$n.json"
@@ -157,7 +164,6 @@ for n in $SIZES; do
     # One plain run first: is the command working at all?
     rc=0
     "${dx[@]}" > /dev/null 2> "$tmp/err" || rc=$?
-    dx_rc[$n]=$rc
     if (( rc != 0 )); then
         warnings+=("dagexec exited $rc on the $n-task plan (timed anyway): $(head -c 300 "$tmp/err" | tr '\n' ' ')")
     fi
@@ -170,13 +176,13 @@ for n in $SIZES; do
         cmds=(--command-name "dagexec $n" "$(quote "${dx[@]}")")
         if (( have_jq )); then cmds+=(--command-name "jq $n" "$(quote "${jqc[@]}")"); fi
         "${hf[@]}" "${cmds[@]}" >&2
-        read -r dx_s[$n] jq_s[$n] < <("$PYTHON" -c '
+        read -r "dx_s[$n]" "jq_s[$n]" < <("$PYTHON" -c '
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]
 print(r[0]["median"], r[1]["median"] if len(r) > 1 else "")' "$json")
     else
-        read -r dx_s[$n] dx_rss[$n] < <(fallback_timer "${dx[@]}")
-        if (( have_jq )); then read -r jq_s[$n] jq_rss[$n] < <(fallback_timer "${jqc[@]}"); fi
+        read -r "dx_s[$n]" "dx_rss[$n]" < <(fallback_timer "${dx[@]}")
+        if (( have_jq )); then read -r "jq_s[$n]" "jq_rss[$n]" < <(fallback_timer "${jqc[@]}"); fi
     fi
     if (( gnu_time )); then
         dx_rss[$n]=$(peak_rss_kb "${dx[@]}")

@@ -47,7 +47,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Validate the plan and report what execution would start from (the seed's setup step).
+    /// Validate the plan and report what execution would start from.
     ///
     /// Reads the plan, checks its structure (dependencies, cycles, file paths), runs every
     /// blocking assumption check (each distinct command once, with a timeout), checks that
@@ -180,8 +180,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout().lock());
     match run(cli.command, &loc, &mut out) {
         Ok(code) => {
             let _ = out.flush();

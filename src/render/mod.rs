@@ -1,17 +1,98 @@
-//! TEMPORARY stand-in until the real renderers land (being written now).
-pub mod status {
-    use crate::plan::Plan;
-    pub fn status_table(_plan: &Plan, _out: &mut impl std::io::Write) -> std::io::Result<()> {
-        Ok(())
-    }
+//! Renderers of plan state for people: the status table and the DAG picture.
+//!
+//! They write to `impl io::Write` or return a `String`, and do no I/O of their own. Output is
+//! deterministic (it depends on the plan only) and has no colours or terminal escapes.
+
+pub mod graph;
+pub mod status;
+
+use crate::plan::model::Status;
+
+/// The chars of `text` on one line: every control character (newline, tab, …) and Unicode
+/// line or paragraph separator becomes a space, and `\r\n` a single space.
+fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
+    let mut chars = text.chars().peekable();
+    std::iter::from_fn(move || {
+        let c = chars.next()?;
+        if c == '\r' {
+            chars.next_if_eq(&'\n');
+        }
+        let breaks = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+        Some(if breaks { ' ' } else { c })
+    })
 }
-pub mod graph {
-    use crate::plan::Plan;
-    pub enum GraphFormat {
-        Mermaid,
-        Dot,
+
+/// Position of `status` in [`Status::ALL`], to index per-status arrays.
+fn status_rank(status: Status) -> usize {
+    Status::ALL
+        .iter()
+        .position(|&s| s == status)
+        .unwrap_or_default()
+}
+
+/// Fixtures shared by the renderers' tests.
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::plan::model::{Plan, Progress, Status, Task};
+
+    /// The auth-v2 example plan, exactly as shipped.
+    pub(crate) fn auth_v2() -> Plan {
+        serde_json::from_str(include_str!("../../examples/auth-v2.json"))
+            .expect("examples/auth-v2.json is a valid plan")
     }
-    pub fn render(_plan: &Plan, _f: GraphFormat) -> String {
-        String::new()
+
+    /// The auth-v2 plan part-way through a run, with every status present:
+    /// 0 completed, 1 failed after 3 attempts, 2 skipped (it needs 1), 3 in progress,
+    /// 4 pending, 5 blocked.
+    pub(crate) fn auth_v2_mid_run() -> Plan {
+        let mut plan = auth_v2();
+        let t = &mut plan.tasks;
+        t[0].status = Status::Completed;
+        t[0].attempts = Some(1);
+        t[0].result = Some("Added the User model and migration 001_user".into());
+        t[1].status = Status::Failed;
+        t[1].attempts = Some(3);
+        t[1].result = Some(
+            "npm test -- password failed:\nbcrypt needs node-gyp, python3 and a C++ toolchain"
+                .into(),
+        );
+        t[2].status = Status::Skipped;
+        t[2].result = Some("dependency 1 failed".into());
+        t[3].status = Status::InProgress;
+        t[3].attempts = Some(1);
+        t[5].status = Status::Blocked;
+        t[5].attempts = Some(1);
+        t[5].result = Some("blocked: no decision yet on \"Redis\" vs <in-memory> & co.".into());
+        plan
+    }
+
+    /// A v3 plan with no context and the given tasks.
+    pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
+        Plan {
+            schema_version: 3,
+            goal: "test".into(),
+            context: None,
+            progress: Progress::default(),
+            tasks,
+            extra: Default::default(),
+        }
+    }
+
+    /// A pending task with the given subject and dependencies.
+    pub(crate) fn task(subject: &str, blocked_by: &[usize]) -> Task {
+        Task {
+            subject: subject.into(),
+            blocked_by: blocked_by.to_vec(),
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn mid_run_fixture_has_every_status() {
+        let plan = auth_v2_mid_run();
+        assert_eq!(plan.tasks.len(), 6);
+        for status in Status::ALL {
+            assert!(plan.count(status) >= 1, "no task is {status}");
+        }
     }
 }

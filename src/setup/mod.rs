@@ -5,8 +5,9 @@
 pub mod checks;
 pub mod report;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
-use serde_json::{Map, Value};
 
 use crate::graph::Dag;
 use crate::overlap::OverlapMatrix;
@@ -43,19 +44,31 @@ pub struct Validation {
     pub checks_skipped: bool,
 }
 
-/// The seed's setup output object, field for field and in its order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The seed's setup output object, field for field and in its order. Large parts are
+/// borrowed or generated while serialising, so a 100k-task plan streams out without a copy.
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SetupOutput {
+pub struct SetupOutput<'a> {
     pub goal: String,
     pub context_summary: String,
     pub is_resume: bool,
     pub validation: Validation,
-    pub task_id_mapping: Value,
-    pub file_overlap_matrix: Value,
+    pub task_id_mapping: TaskIds,
+    pub file_overlap_matrix: &'a OverlapMatrix,
     pub task_count: usize,
     pub max_depth: u32,
-    pub depth_summary: Value,
+    /// Depth → plan indices at that depth (ascending); depths with no task are absent.
+    pub depth_summary: BTreeMap<u32, Vec<usize>>,
+}
+
+/// `taskIdMapping` for `n` tasks: `{"0": "task-0", …}`, generated while serialising.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskIds(pub usize);
+
+impl Serialize for TaskIds {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map((0..self.0).map(|i| (i, task_id(i))))
+    }
 }
 
 /// The overlap matrices of a plan: what the plan declares (v3) and what dagexec computes.
@@ -104,31 +117,25 @@ pub fn task_id(index: usize) -> String {
 }
 
 /// Builds the setup output from the plan, its DAG, overlaps and the gathered validation.
-pub fn output(plan: &Plan, dag: &Dag, overlaps: &Overlaps, validation: Validation) -> SetupOutput {
-    let mut ids = Map::new();
+pub fn output<'a>(
+    plan: &Plan,
+    dag: &Dag,
+    overlaps: &'a Overlaps,
+    validation: Validation,
+) -> SetupOutput<'a> {
+    let mut depth_summary: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for i in 0..plan.tasks.len() {
-        ids.insert(i.to_string(), Value::from(task_id(i)));
-    }
-    let max_depth = dag.max_depth();
-    let mut by_depth: Vec<Vec<usize>> = vec![Vec::new(); max_depth as usize + 1];
-    for i in 0..plan.tasks.len() {
-        by_depth[dag.depth(i) as usize].push(i);
-    }
-    let mut depths = Map::new();
-    for (d, tasks) in by_depth.into_iter().enumerate().skip(1) {
-        if !tasks.is_empty() {
-            depths.insert(d.to_string(), Value::from(tasks));
-        }
+        depth_summary.entry(dag.depth(i)).or_default().push(i);
     }
     SetupOutput {
         goal: plan.goal.clone(),
         context_summary: plan.context_summary(),
         is_resume: plan.is_resume(),
         validation,
-        task_id_mapping: Value::Object(ids),
-        file_overlap_matrix: overlaps.reported().to_json(),
+        task_id_mapping: TaskIds(plan.tasks.len()),
+        file_overlap_matrix: overlaps.reported(),
         task_count: plan.tasks.len(),
-        max_depth,
-        depth_summary: Value::Object(depths),
+        max_depth: dag.max_depth(),
+        depth_summary,
     }
 }

@@ -91,14 +91,9 @@ pub fn write(
     }
     writeln!(out)?;
     writeln!(out, "Depth summary:")?;
-    if let Some(depths) = setup.depth_summary.as_object() {
-        for (d, tasks) in depths {
-            let tasks: Vec<String> = tasks
-                .as_array()
-                .map(|a| a.iter().map(|t| t.to_string()).collect())
-                .unwrap_or_default();
-            writeln!(out, "  depth {d}: {}", list(&tasks))?;
-        }
+    for (d, tasks) in &setup.depth_summary {
+        let tasks: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
+        writeln!(out, "  depth {d}: {}", list(&tasks))?;
     }
     let reported = overlaps.reported();
     let mut pairs: Vec<String> = Vec::new();

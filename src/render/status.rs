@@ -1,0 +1,377 @@
+//! The status table: one row per task, like a task list, then a one-line count by status.
+//!
+//! ```text
+//! #  SUBJECT                   STATUS     ATTEMPTS  RESULT
+//! 0  Create user model         completed  1         Added the User model
+//! 1  Implement login endpoint  pending    0         -
+//! 2 tasks: 1 pending, 1 completed
+//! ```
+//!
+//! Columns are left-aligned and two spaces apart; widths count chars, not bytes. The last
+//! column is not padded, so no line ends in spaces.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+use super::{one_line, status_rank};
+use crate::plan::model::{Plan, Status, Task};
+
+/// Longest subject or result shown in full, in chars; longer ones are cut to one char less
+/// and end in `…`.
+pub const MAX_CELL_CHARS: usize = 60;
+
+/// What ends a cut cell.
+const ELLIPSIS: char = '…';
+
+/// Shown for an empty cell: a task without a result, or with an empty subject or result.
+const NONE: &str = "-";
+
+/// Space between two columns.
+const GAP: &str = "  ";
+
+/// The column titles, in order.
+const HEADERS: [&str; 5] = ["#", "SUBJECT", "STATUS", "ATTEMPTS", "RESULT"];
+
+/// Writes the status table of `plan` to `out`: a header row, one row per task in plan order,
+/// then the count line (see [`summary_line`]).
+///
+/// Subjects and results longer than [`MAX_CELL_CHARS`] chars are cut to one char less plus
+/// `…`; newlines and other control characters in them are shown as spaces.
+///
+/// # Errors
+///
+/// Whatever error writing to `out` returns; the table may then be partly written.
+pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let rows: Vec<Row<'_>> = plan.tasks.iter().enumerate().map(Row::new).collect();
+
+    let mut widths = HEADERS.map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row.cells()) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+
+    let mut out = io::BufWriter::new(out);
+    let mut line = String::new();
+    write_row(&mut out, &mut line, &widths, HEADERS)?;
+    for row in &rows {
+        write_row(&mut out, &mut line, &widths, row.cells())?;
+    }
+    writeln!(out, "{}", summary_line(plan))?;
+    out.flush()
+}
+
+/// The count line under the table, e.g.
+/// `6 tasks: 2 pending, 1 in progress, 1 completed, 1 failed, 1 skipped`.
+///
+/// Statuses come in [`Status::ALL`] order; one whose count is 0 is left out, except pending and
+/// completed, which are always shown. `in_progress` is written `in progress`.
+#[must_use]
+pub fn summary_line(plan: &Plan) -> String {
+    let mut counts = [0usize; Status::ALL.len()];
+    for task in &plan.tasks {
+        counts[status_rank(task.status)] += 1;
+    }
+    let parts: Vec<String> = Status::ALL
+        .iter()
+        .zip(counts)
+        .filter(|&(&status, n)| n > 0 || matches!(status, Status::Pending | Status::Completed))
+        .map(|(&status, n)| format!("{n} {}", status_words(status)))
+        .collect();
+    let total = plan.tasks.len();
+    let noun = if total == 1 { "task" } else { "tasks" };
+    format!("{total} {noun}: {}", parts.join(", "))
+}
+
+/// One task's cells, ready to print.
+struct Row<'a> {
+    /// Plan index.
+    index: String,
+    /// Subject, made fit for one line.
+    subject: Cow<'a, str>,
+    /// Status as written in the plan file.
+    status: &'static str,
+    /// Attempts made so far.
+    attempts: String,
+    /// Result (or [`NONE`]), made fit for one line.
+    result: Cow<'a, str>,
+}
+
+impl<'a> Row<'a> {
+    /// The row of the task at plan index `index`.
+    fn new((index, task): (usize, &'a Task)) -> Self {
+        Row {
+            index: index.to_string(),
+            subject: cell(&task.subject),
+            status: task.status.as_str(),
+            attempts: task.attempts().to_string(),
+            result: cell(task.result.as_deref().unwrap_or_default()),
+        }
+    }
+
+    /// The cells in column order.
+    fn cells(&self) -> [&str; 5] {
+        [
+            &self.index,
+            &self.subject,
+            self.status,
+            &self.attempts,
+            &self.result,
+        ]
+    }
+}
+
+/// Writes one table line: every cell but the last padded to its column's width.
+///
+/// `line` is a scratch buffer, reused between calls.
+fn write_row(
+    out: &mut impl Write,
+    line: &mut String,
+    widths: &[usize; 5],
+    cells: [&str; 5],
+) -> io::Result<()> {
+    use std::fmt::Write as _;
+
+    line.clear();
+    let last = cells.len() - 1;
+    for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
+        if i == last {
+            line.push_str(cell);
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(line, "{cell:<width$}{GAP}");
+        }
+    }
+    line.push('\n');
+    out.write_all(line.as_bytes())
+}
+
+/// `text` made fit for one table cell: trimmed, [`NONE`] if that leaves nothing, on one line
+/// (see [`one_line`]) and cut to [`MAX_CELL_CHARS`] chars.
+///
+/// Reads at most [`MAX_CELL_CHARS`] + 1 chars past the trim, however long `text` is.
+fn cell(text: &str) -> Cow<'_, str> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Cow::Borrowed(NONE);
+    }
+    if text.chars().nth(MAX_CELL_CHARS).is_none() && one_line(text).eq(text.chars()) {
+        return Cow::Borrowed(text);
+    }
+    let mut chars = one_line(text);
+    let mut shown: String = chars.by_ref().take(MAX_CELL_CHARS).collect();
+    if chars.next().is_some() {
+        let cut = shown
+            .char_indices()
+            .nth(MAX_CELL_CHARS - 1)
+            .map_or(shown.len(), |(at, _)| at);
+        shown.truncate(cut);
+        shown.push(ELLIPSIS);
+    }
+    Cow::Owned(shown)
+}
+
+/// The status as a person reads it in the count line.
+fn status_words(status: Status) -> &'static str {
+    match status {
+        Status::InProgress => "in progress",
+        other => other.as_str(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::tests::{auth_v2, auth_v2_mid_run, plan_of, task};
+
+    /// The table of `plan` as a String.
+    fn table(plan: &Plan) -> String {
+        let mut out = Vec::new();
+        status_table(plan, &mut out).expect("writing to a Vec cannot fail");
+        String::from_utf8(out).expect("the table is UTF-8")
+    }
+
+    #[test]
+    fn cells_are_made_fit_for_one_line() {
+        let a59 = "a".repeat(59);
+        let a60 = "a".repeat(60);
+        let a61 = "a".repeat(61);
+        let e60 = "é".repeat(60); // 120 bytes, 60 chars: fits
+        let e61 = "é".repeat(61);
+        let cases: &[(&str, &str, String)] = &[
+            ("plain", "Create user model", "Create user model".into()),
+            ("empty", "", "-".into()),
+            ("blank", " \n\t ", "-".into()),
+            ("trimmed", "  padded \n", "padded".into()),
+            ("newline", "line one\nline two", "line one line two".into()),
+            ("crlf is one space", "one\r\ntwo", "one two".into()),
+            ("lone cr and tab", "a\rb\tc", "a b c".into()),
+            (
+                "unicode separators",
+                "a\u{2028}b\u{2029}c\u{85}d",
+                "a b c d".into(),
+            ),
+            ("59 chars", &a59, a59.clone()),
+            ("60 chars fit", &a60, a60.clone()),
+            ("61 chars are cut", &a61, format!("{a59}…")),
+            ("60 two-byte chars fit", &e60, e60.clone()),
+            ("61 two-byte chars", &e61, format!("{}…", "é".repeat(59))),
+            (
+                "cut after newlines become spaces",
+                &format!("{a59}\nb"),
+                format!("{a59}…"),
+            ),
+            (
+                "emoji counted as chars",
+                &"🦀".repeat(61),
+                format!("{}…", "🦀".repeat(59)),
+            ),
+        ];
+        for (name, input, want) in cases {
+            let got = cell(input);
+            assert_eq!(&got, want, "case {name}");
+            assert!(got.chars().count() <= MAX_CELL_CHARS, "case {name}");
+        }
+    }
+
+    #[test]
+    fn summary_line_lists_statuses_in_status_all_order() {
+        use Status::*;
+        let cases: &[(&[Status], &str)] = &[
+            (&[], "0 tasks: 0 pending, 0 completed"),
+            (&[Pending], "1 task: 1 pending, 0 completed"),
+            (&[Completed, Completed], "2 tasks: 0 pending, 2 completed"),
+            (
+                &[InProgress],
+                "1 task: 0 pending, 1 in progress, 0 completed",
+            ),
+            (
+                &[Skipped, Blocked],
+                "2 tasks: 0 pending, 0 completed, 1 blocked, 1 skipped",
+            ),
+            (
+                &[Completed, Failed, Pending, Skipped, Completed, Pending],
+                "6 tasks: 2 pending, 2 completed, 1 failed, 1 skipped",
+            ),
+            (
+                &[Skipped, Blocked, Failed, Completed, InProgress, Pending],
+                "6 tasks: 1 pending, 1 in progress, 1 completed, 1 failed, 1 blocked, 1 skipped",
+            ),
+        ];
+        for (statuses, want) in cases {
+            let tasks = statuses
+                .iter()
+                .map(|&status| Task {
+                    status,
+                    ..task("t", &[])
+                })
+                .collect();
+            assert_eq!(summary_line(&plan_of(tasks)), *want, "{statuses:?}");
+        }
+    }
+
+    #[test]
+    fn table_rows() {
+        let cases: &[(&str, Task, &str)] = &[
+            (
+                "defaults",
+                task("Do it", &[]),
+                "0  Do it    pending  0         -",
+            ),
+            (
+                "attempts and result",
+                Task {
+                    status: Status::Failed,
+                    attempts: Some(3),
+                    result: Some("boom\nbang".into()),
+                    ..task("Do it", &[])
+                },
+                "0  Do it    failed  3         boom bang",
+            ),
+            (
+                "in progress keeps the plan word",
+                Task {
+                    status: Status::InProgress,
+                    ..task("Do it", &[])
+                },
+                "0  Do it    in_progress  0         -",
+            ),
+        ];
+        for (name, task, want) in cases {
+            let got = table(&plan_of(vec![task.clone()]));
+            let row = got.lines().nth(1).expect("a row under the header");
+            assert_eq!(row, *want, "case {name}");
+        }
+    }
+
+    #[test]
+    fn columns_are_aligned_by_chars_and_lines_have_no_trailing_space() {
+        let plan = plan_of(vec![
+            task("Ünïcödé subject", &[]),
+            task("x", &[]),
+            task(&"long ".repeat(20), &[]),
+        ]);
+        let got = table(&plan);
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines.len(), 5, "{got}");
+        let status_col = |line: &str| line.find("STATUS").or_else(|| line.find("pending"));
+        let cols: Vec<usize> = lines[..4]
+            .iter()
+            .map(|l| {
+                let byte = status_col(l).expect("a status cell");
+                l[..byte].chars().count()
+            })
+            .collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{got}");
+        assert!(lines.iter().all(|l| !l.ends_with(' ')), "{got}");
+        assert!(got.ends_with("3 tasks: 3 pending, 0 completed\n"), "{got}");
+    }
+
+    #[test]
+    fn empty_plan_has_header_and_count_only() {
+        assert_eq!(
+            table(&plan_of(Vec::new())),
+            "#  SUBJECT  STATUS  ATTEMPTS  RESULT\n0 tasks: 0 pending, 0 completed\n"
+        );
+    }
+
+    #[test]
+    fn large_plans_render_in_linear_time() {
+        let tasks = (0..100_000)
+            .map(|i| Task {
+                result: Some("r".repeat(i % 100)),
+                ..task(&format!("task {i}"), &[])
+            })
+            .collect();
+        let got = table(&plan_of(tasks));
+        assert_eq!(got.lines().count(), 100_002);
+    }
+
+    #[test]
+    fn write_errors_are_returned() {
+        /// A writer whose every write fails.
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::other("broken pipe"))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::Error::other("broken pipe"))
+            }
+        }
+        for plan in [plan_of(Vec::new()), auth_v2()] {
+            let err = status_table(&plan, &mut Broken).expect_err("the write fails");
+            assert_eq!(err.to_string(), "broken pipe");
+        }
+    }
+
+    #[test]
+    fn snapshot_auth_v2_pending() {
+        insta::assert_snapshot!(table(&auth_v2()));
+    }
+
+    #[test]
+    fn snapshot_auth_v2_mid_run() {
+        insta::assert_snapshot!(table(&auth_v2_mid_run()));
+    }
+}

@@ -1,0 +1,350 @@
+//! The `dagexec` binary end to end: real plan files in real git repositories in temp dirs,
+//! the exact stdout/stderr a user sees (insta snapshots), and the exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The binary, with the environment of a CI runner stripped so tests behave the same inside
+/// GitHub Actions as on a laptop.
+fn dagexec(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("dagexec").expect("binary built");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GITHUB_")
+            || k.starts_with("RUNNER_")
+            || k.starts_with("ACTIONS_")
+            || k == "CI"
+            || k.starts_with("DAGEXEC_")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.current_dir(dir).env("NO_COLOR", "1");
+    cmd
+}
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    let o = dagexec(dir).args(args).output().expect("dagexec runs");
+    Output {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs")
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A committed repository whose `.design/plan.json` is `plan_text`.
+fn repo_with_plan(plan_text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".design")).unwrap();
+    std::fs::write(dir.path().join(".design/plan.json"), plan_text).unwrap();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "plan"]);
+    dir
+}
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(manifest().join("examples").join(name)).unwrap()
+}
+
+#[test]
+fn every_bad_plan_gets_its_error() {
+    let dir = manifest().join("tests/fixtures/bad");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 6);
+    for name in names {
+        let name = name.to_string_lossy().to_string();
+        let out = run(&dir, &["validate", "--no-checks", "--plan", &name]);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{name} printed to stdout");
+        insta::assert_snapshot!(name.clone(), out.stderr);
+        // Every command refuses a broken plan the same way.
+        for cmd in [&["status"][..], &["graph"], &["prompt", "0"]] {
+            let other = run(&dir, &[cmd, &["--plan", &name]].concat());
+            assert_eq!(
+                (other.code, other.stderr.as_str()),
+                (2, out.stderr.as_str()),
+                "{name} {cmd:?}"
+            );
+        }
+    }
+}
+
+/// The specification's own broken plans, when `../shared` is beside the repository.
+#[test]
+fn shared_bad_plans_are_refused() {
+    let shared = manifest().join("../shared/plans");
+    let Ok(entries) = std::fs::read_dir(&shared) else {
+        eprintln!("../shared/plans not present; covered by tests/fixtures/bad");
+        return;
+    };
+    let fixtures = manifest().join("tests/fixtures/bad");
+    for e in entries {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("bad-") {
+            continue;
+        }
+        let out = run(&shared, &["validate", "--no-checks", "--plan", &name]);
+        assert_eq!(out.code, 2, "{name}");
+        let ours = run(&fixtures, &["validate", "--no-checks", "--plan", &name]);
+        assert_eq!(out.stderr, ours.stderr, "{name}: the fixture copy is stale");
+    }
+}
+
+#[test]
+fn no_plan_says_how_to_make_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["validate"]);
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stderr,
+        "error: No plan found at .design/plan.json\n  hint: Run /design <goal> first, or pass --plan PATH to use a plan elsewhere.\n"
+    );
+}
+
+#[test]
+fn validate_report_and_json_on_examples() {
+    for name in [
+        "auth-v2.json",
+        "auth-v3.json",
+        "auth-v2-waves.json",
+        "random-40-v2.json",
+    ] {
+        let repo = repo_with_plan(&example(name));
+        let human = run(repo.path(), &["validate", "--no-checks"]);
+        assert_eq!(human.code, 0, "{name}: {}", human.stderr);
+        insta::assert_snapshot!(format!("validate_{name}"), human.stdout);
+        let json = run(repo.path(), &["validate", "--no-checks", "--json"]);
+        assert_eq!(json.code, 0);
+        assert_eq!(json.stdout.lines().count(), 1, "one JSON line");
+        let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "goal",
+                "contextSummary",
+                "isResume",
+                "validation",
+                "taskIdMapping",
+                "fileOverlapMatrix",
+                "taskCount",
+                "maxDepth",
+                "depthSummary"
+            ]
+        );
+        insta::assert_json_snapshot!(format!("setup_{name}"), v);
+    }
+}
+
+#[test]
+fn blocking_checks_run_and_fail_with_exit_1() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();
+    plan["tasks"][0]["agent"]["assumptions"] = serde_json::json!([
+        {"claim": "shell works", "verify": "echo yes", "severity": "blocking"},
+        {"claim": "tool present", "verify": "echo 'tool: not found' >&2; exit 127", "severity": "blocking"},
+        {"claim": "only a warning", "verify": "exit 1", "severity": "warning"}
+    ]);
+    plan["tasks"][1]["agent"]["assumptions"] = serde_json::json!([]);
+    let repo = repo_with_plan(&serde_json::to_string_pretty(&plan).unwrap());
+    std::fs::create_dir_all(repo.path().join("prisma")).unwrap();
+    std::fs::write(repo.path().join("prisma/schema.prisma"), "").unwrap();
+    std::fs::write(repo.path().join("untracked.txt"), "").unwrap();
+    let out = run(repo.path(), &["validate"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    insta::assert_snapshot!(out.stdout);
+    let json = run(repo.path(), &["validate", "--json"]);
+    assert_eq!(json.code, 1);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        v["validation"],
+        serde_json::json!({
+            "gitClean": false,
+            "gitStatus": "?? prisma/\n?? untracked.txt",
+            "blockingChecks": [
+                {"claim": "shell works", "passed": true, "output": "yes"},
+                {"claim": "tool present", "passed": false, "output": "tool: not found"}
+            ],
+            "contextFilesValid": false,
+            "missingContextFiles": ["src/auth/password.ts", "src/middleware.ts"]
+        })
+    );
+}
+
+#[test]
+fn a_hanging_check_times_out() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();
+    for t in plan["tasks"].as_array_mut().unwrap() {
+        t["agent"]["assumptions"] = serde_json::json!([]);
+    }
+    plan["tasks"][3]["agent"]["assumptions"] =
+        serde_json::json!([{"claim": "hangs", "verify": "sleep 30", "severity": "blocking"}]);
+    let repo = repo_with_plan(&serde_json::to_string(&plan).unwrap());
+    let start = std::time::Instant::now();
+    let out = run(
+        repo.path(),
+        &["validate", "--json", "--check-timeout", "500ms"],
+    );
+    assert_eq!(out.code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        v["validation"]["blockingChecks"][0]["output"],
+        "timed out after 500ms"
+    );
+    assert!(start.elapsed().as_secs() < 20);
+}
+
+#[test]
+fn resume_is_detected_and_nothing_to_do_is_said() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();
+    for t in plan["tasks"].as_array_mut().unwrap() {
+        t["status"] = "completed".into();
+    }
+    plan["tasks"][4]["status"] = "failed".into();
+    let repo = repo_with_plan(&serde_json::to_string(&plan).unwrap());
+    let out = run(repo.path(), &["validate", "--no-checks"]);
+    assert!(
+        out.stdout
+            .contains("Resuming execution.\nAll tasks are already resolved — nothing to do.\n"),
+        "{}",
+        out.stdout
+    );
+    let json = run(repo.path(), &["validate", "--no-checks", "--json"]);
+    assert!(json.stdout.contains("\"isResume\":true"));
+}
+
+#[test]
+fn v3_warns_about_overlaps_the_plan_missed() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v3.json")).unwrap();
+    for t in plan["tasks"].as_array_mut().unwrap() {
+        t["fileOverlaps"] = serde_json::json!([]);
+    }
+    let repo = repo_with_plan(&serde_json::to_string(&plan).unwrap());
+    let out = run(repo.path(), &["validate", "--no-checks", "--json"]);
+    assert_eq!(out.code, 0);
+    assert!(
+        out.stdout.contains("\"fileOverlapMatrix\":{}"),
+        "the plan's own matrix is reported"
+    );
+    assert_eq!(
+        out.stderr,
+        "warning: the plan's fileOverlaps miss 2 conflict(s) dagexec found (first: 1 ↔ 3); they will not run at the same time either\n"
+    );
+    let human = run(repo.path(), &["validate", "--no-checks"]);
+    assert!(
+        human.stdout.contains(
+            "Warning: the plan's fileOverlaps miss conflicts dagexec found: 1 ↔ 3, 2 ↔ 3"
+        )
+    );
+}
+
+#[test]
+fn prompt_command() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();
+    plan["tasks"][0]["status"] = "completed".into();
+    plan["tasks"][0]["result"] = "User model with unique email".into();
+    let repo = repo_with_plan(&serde_json::to_string(&plan).unwrap());
+    let out = run(repo.path(), &["prompt", "3"]);
+    assert_eq!(out.code, 0);
+    assert!(out.stdout.contains(
+        "Dependency results (from prior tasks):\n- Task 0: User model with unique email\n"
+    ));
+    let raw = run(repo.path(), &["prompt", "3", "--raw"]);
+    assert!(
+        raw.stdout
+            .contains("[Dependency results — deferred: lead appends actual results at spawn time]")
+    );
+    let bad = run(repo.path(), &["prompt", "6"]);
+    assert_eq!(bad.code, 2);
+    assert_eq!(
+        bad.stderr,
+        "error: no task 6 (the plan has 6 tasks)\n  hint: task numbers are plan indices, 0 to 5; `dagexec status` lists them\n"
+    );
+    let v3 = repo_with_plan(&example("auth-v3.json"));
+    let out = run(v3.path(), &["prompt", "0"]);
+    assert!(
+        out.stdout
+            .starts_with("You are a backend engineer.\n\n## Task: Create user model\n")
+    );
+}
+
+#[test]
+fn help_teaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--help"]);
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!("help", out.stdout);
+    let out = run(dir.path(), &["validate", "--help"]);
+    insta::assert_snapshot!("help_validate", out.stdout);
+    let out = run(dir.path(), &["frobnicate"]);
+    assert_eq!(out.code, 2);
+}
+
+#[test]
+fn status_and_graph_show_a_run_in_progress() {
+    let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();
+    plan["tasks"][0]["status"] = "completed".into();
+    plan["tasks"][0]["result"] = "User model added".into();
+    plan["tasks"][0]["attempts"] = 1.into();
+    plan["tasks"][1]["status"] = "failed".into();
+    plan["tasks"][1]["result"] = "bcrypt needs a native toolchain".into();
+    plan["tasks"][1]["attempts"] = 3.into();
+    plan["tasks"][2]["status"] = "skipped".into();
+    plan["tasks"][2]["result"] =
+        "Skipped: dependency task 1 (Add password hashing helper) failed".into();
+    let repo = repo_with_plan(&serde_json::to_string(&plan).unwrap());
+    let table = run(repo.path(), &["status"]);
+    assert_eq!(table.code, 0);
+    insta::assert_snapshot!("status_table", table.stdout);
+    let json = run(repo.path(), &["status", "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        rows[1],
+        serde_json::json!({"index": 1, "subject": "Add password hashing helper", "status": "failed", "attempts": 3, "result": "bcrypt needs a native toolchain"})
+    );
+    assert_eq!(rows[3]["result"], serde_json::Value::Null);
+    let mermaid = run(repo.path(), &["graph"]);
+    assert_eq!(mermaid.code, 0);
+    assert!(mermaid.stdout.starts_with("flowchart TD\n"));
+    assert!(mermaid.stdout.contains("class t1 failed"));
+    let dot = run(repo.path(), &["graph", "--format", "dot"]);
+    assert!(dot.stdout.starts_with("digraph plan {"));
+    assert!(dot.stdout.contains("t0 -> t2"));
+    let bad = run(repo.path(), &["graph", "--format", "png"]);
+    assert_eq!(bad.code, 2);
+}
