@@ -159,13 +159,37 @@ struct Loaded {
 }
 
 fn load(loc: &Location) -> Result<Loaded, CliError> {
-    let plan = plan::load(&loc.plan).map_err(PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, loc.plan_rel.as_deref())?;
+    let plan = {
+        let _span = tracing::debug_span!("parse").entered();
+        plan::load(&loc.plan).map_err(PlanErrors::from)?
+    };
+    let dag = {
+        let _span = tracing::debug_span!("check").entered();
+        plan::validate::check(&plan, loc.plan_rel.as_deref())?
+    };
     Ok(Loaded { plan, dag })
+}
+
+/// Sends `tracing` events to stderr when `DAGEXEC_LOG` is set (e.g. `DAGEXEC_LOG=debug`
+/// shows how long each phase of a command took).
+fn init_logging() {
+    let Ok(filter) = std::env::var("DAGEXEC_LOG") else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
 }
 
 /// Runs the CLI with the process's arguments.
 pub fn main() -> ExitCode {
+    init_logging();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -293,8 +317,15 @@ fn validate(
     no_checks: bool,
     timeout: Duration,
 ) -> Result<u8, CliError> {
-    let Loaded { plan, dag } = load(loc)?;
-    let overlaps = Overlaps::of(&plan, &dag);
+    let Loaded { plan, dag } = {
+        let _span = tracing::debug_span!("load").entered();
+        load(loc)?
+    };
+    let overlaps = {
+        let _span = tracing::debug_span!("overlap").entered();
+        Overlaps::of(&plan, &dag)
+    };
+    let _span = tracing::debug_span!("checks").entered();
     let validation = checks::gather(
         &plan,
         &loc.root,
@@ -303,7 +334,9 @@ fn validate(
             timeout,
         },
     );
+    drop(_span);
     let setup = setup::output(&plan, &dag, &overlaps, validation);
+    let _span = tracing::debug_span!("write").entered();
     if json {
         let missed = overlaps.missed_by_plan();
         if !missed.is_empty() {
@@ -319,6 +352,7 @@ fn validate(
     } else {
         setup::report::write(out, &plan, &setup, &overlaps)?;
     }
+    out.flush()?;
     let failed = setup.validation.blocking_checks.iter().any(|c| !c.passed);
     Ok(if failed { EXIT_INCOMPLETE } else { 0 })
 }

@@ -72,6 +72,7 @@ impl OverlapMatrix {
 
     fn compute_with(plan: &Plan, dag: &Dag, words: usize) -> Self {
         let n = plan.tasks.len();
+        let span = tracing::debug_span!("candidates").entered();
         let (task_files, file_tasks) = index_files(plan);
         let nodes: Vec<Node> = (0..n)
             .map(|i| Node {
@@ -121,7 +122,16 @@ impl OverlapMatrix {
             }
             cand_off.push(cand.len());
         }
+        tracing::debug!(
+            candidates = cand.len(),
+            undecided = partners.iter().map(Vec::len).sum::<usize>(),
+            "candidate pairs"
+        );
+        drop(span);
+        let span = tracing::debug_span!("reachability").entered();
         resolve_by_reachability(dag, &partners, &mut conflict, words);
+        drop(span);
+        let _span = tracing::debug_span!("rows").entered();
         // Rows: for a ascending, a's conflicts b > a go to the end of row a, and a goes to the
         // end of row b. Row x thus receives its smaller partners (in ascending a) before its
         // larger ones (ascending b): every row comes out sorted, with no sort.

@@ -5,6 +5,7 @@
 
 pub mod graph;
 pub mod status;
+pub mod summary;
 
 use crate::plan::model::Status;
 

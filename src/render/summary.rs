@@ -1,0 +1,134 @@
+//! The texts the seed has the lead display: round progress (Step 3e) and the completion
+//! summary (Step 4), with follow-up recommendations when something did not complete.
+
+use std::fmt::Write as _;
+
+use crate::plan::model::{Plan, Status};
+use crate::update::closing_line;
+
+/// `Round {n}: {completed}/{in batch} tasks ({completed overall}/{task count} overall)` and
+/// one `- Task {i}: {subject} — {status}` line per task of the batch.
+pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
+    let done = batch
+        .iter()
+        .filter(|&&i| plan.tasks[i].status == Status::Completed)
+        .count();
+    let mut s = format!(
+        "Round {round}: {done}/{} tasks ({}/{} overall)",
+        batch.len(),
+        plan.count(Status::Completed),
+        plan.tasks.len()
+    );
+    for &i in batch {
+        let t = &plan.tasks[i];
+        let _ = write!(s, "\n- Task {i}: {} — {}", t.subject, t.status);
+    }
+    s.push('\n');
+    s
+}
+
+/// The Step 4 summary: counts with the subjects of what did not complete, follow-up
+/// recommendations, and the closing line ("All N tasks completed." or "Execution
+/// incomplete. x/N completed.").
+pub fn final_summary(plan: &Plan) -> String {
+    let mut s = format!("Completed: {}\n", plan.count(Status::Completed));
+    for (label, status) in [
+        ("Failed", Status::Failed),
+        ("Blocked", Status::Blocked),
+        ("Skipped", Status::Skipped),
+    ] {
+        let subjects: Vec<&str> = plan
+            .tasks
+            .iter()
+            .filter(|t| t.status == status)
+            .map(|t| t.subject.as_str())
+            .collect();
+        if subjects.is_empty() {
+            let _ = writeln!(s, "{label}: 0");
+        } else {
+            let _ = writeln!(s, "{label}: {} — {}", subjects.len(), subjects.join(", "));
+        }
+    }
+    let follow = follow_ups(plan);
+    if !follow.is_empty() {
+        s.push_str("\nFollow-up recommendations:\n");
+        for f in follow {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s.push('\n');
+    s.push_str(&closing_line(plan));
+    s.push('\n');
+    s
+}
+
+fn follow_ups(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let result = t.result.as_deref().unwrap_or("no result recorded");
+        match t.status {
+            Status::Failed => out.push(format!(
+                "Task {i} ({}) failed after {} attempt(s): {result}. Fix the cause, set its status back to \"pending\", and run again.",
+                t.subject,
+                t.attempts()
+            )),
+            Status::Blocked => out.push(format!(
+                "Task {i} ({}) is blocked: {result}. Resolve that, set its status back to \"pending\", and run again.",
+                t.subject
+            )),
+            _ => {}
+        }
+    }
+    let skipped = plan.count(Status::Skipped);
+    if skipped > 0 {
+        out.push(format!(
+            "{skipped} task(s) were skipped because a dependency failed or was blocked; set them back to \"pending\" with the task they depend on."
+        ));
+    }
+    let pending = plan.count(Status::Pending) + plan.count(Status::InProgress);
+    if pending > 0 {
+        out.push(format!(
+            "{pending} task(s) did not start; running again resumes from the plan as it stands."
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        crate::plan::parse(include_str!("../../examples/auth-v2.json"), std::path::Path::new("x")).unwrap()
+    }
+
+    #[test]
+    fn round_progress_lines() {
+        let mut p = plan();
+        p.tasks[0].status = Status::Completed;
+        p.tasks[1].status = Status::Failed;
+        p.tasks[5].status = Status::Completed;
+        assert_eq!(
+            round_progress(&p, 1, &[0, 1, 5]),
+            "Round 1: 2/3 tasks (2/6 overall)\n- Task 0: Create user model — completed\n- Task 1: Add password hashing helper — failed\n- Task 5: Research rate limiting options — completed\n"
+        );
+    }
+
+    #[test]
+    fn summaries() {
+        let mut p = plan();
+        for t in &mut p.tasks {
+            t.status = Status::Completed;
+        }
+        insta::assert_snapshot!("all_completed", final_summary(&p));
+        p.tasks[1].status = Status::Failed;
+        p.tasks[1].attempts = Some(3);
+        p.tasks[1].result = Some("acceptance check failed: `npm test -- password`: FAIL".into());
+        p.tasks[2].status = Status::Skipped;
+        p.tasks[4].status = Status::Skipped;
+        p.tasks[5].status = Status::Blocked;
+        p.tasks[5].result = Some("needs a decision between Redis and in-memory".into());
+        p.tasks[3].status = Status::Pending;
+        insta::assert_snapshot!("incomplete", final_summary(&p));
+    }
+}
