@@ -636,7 +636,15 @@ mod tests {
     fn completed_files_are_deduplicated() {
         let p = plan();
         let f = completed_files(&p, &[1, 2, 3]);
-        assert_eq!(f.create, ["src/auth/password.ts", "src/auth/password.test.ts", "src/pages/api/signup.ts", "src/auth/session.ts"]);
+        assert_eq!(
+            f.create,
+            [
+                "src/auth/password.ts",
+                "src/auth/password.test.ts",
+                "src/pages/api/signup.ts",
+                "src/auth/session.ts"
+            ]
+        );
         assert_eq!(f.modify, ["package.json", "src/middleware.ts"]);
     }
 

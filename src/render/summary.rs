@@ -99,7 +99,11 @@ mod tests {
     use super::*;
 
     fn plan() -> Plan {
-        crate::plan::parse(include_str!("../../examples/auth-v2.json"), std::path::Path::new("x")).unwrap()
+        crate::plan::parse(
+            include_str!("../../examples/auth-v2.json"),
+            std::path::Path::new("x"),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -5,18 +5,19 @@
 //! candidates. A candidate pair (u, v) with u before v in topological order is ordered only if
 //! u is an ancestor of v; when u is not shallower than v, or does not head a longer chain of
 //! dependents, that is impossible and the pair conflicts at once. The rest are answered with reachability bitsets computed in column
-//! chunks (64 × W candidate ancestors per pass, one pass over the topological range the chunk
-//! can reach), so memory stays bounded at O(n·W) words whatever the plan's size.
+//! chunks ([`reach`]), so memory stays bounded whatever the plan's size. Rows come out sorted
+//! without sorting, and the JSON form is written straight from them.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
+mod pairs;
+mod reach;
+
+use std::io::{self, Write};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::graph::Dag;
 use crate::plan::model::Plan;
-use crate::plan::validate::normalize;
 
 /// Symmetric conflict lists, one sorted row per task, stored as one array with offsets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,14 +25,6 @@ pub struct OverlapMatrix {
     /// Row `i` is `data[offsets[i]..offsets[i + 1]]`.
     offsets: Vec<usize>,
     data: Vec<u32>,
-}
-
-/// Per-task facts the pair test reads together (one cache line instead of three lookups).
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    pos: u32,
-    depth: u32,
-    height: u32,
 }
 
 impl OverlapMatrix {
@@ -65,7 +58,7 @@ impl OverlapMatrix {
     /// Computes the matrix from the tasks' declared files.
     pub fn compute(plan: &Plan, dag: &Dag) -> Self {
         // Words per bitset row: wide enough to amortise passes, narrow enough to bound memory
-        // (rows × words × 8 bytes stays under ~256 MiB).
+        // (rows × words × 8 bytes stays under ~256 MiB per thread).
         let words = (32_000_000 / plan.tasks.len().max(1)).clamp(1, 64);
         Self::compute_with(plan, dag, words)
     }
@@ -73,96 +66,79 @@ impl OverlapMatrix {
     fn compute_with(plan: &Plan, dag: &Dag, words: usize) -> Self {
         let n = plan.tasks.len();
         let span = tracing::debug_span!("candidates").entered();
-        let (task_files, file_tasks) = index_files(plan);
-        let nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                pos: dag.topo_pos(i) as u32,
-                depth: dag.depth(i),
-                height: dag.height(i),
-            })
-            .collect();
-        // Candidates per task a: the later-indexed tasks b sharing a file, each once, with a
-        // flag saying whether the pair conflicts (undecided pairs wait in `partners`).
-        let mut cand_off: Vec<usize> = Vec::with_capacity(n + 1);
-        let mut cand: Vec<u32> = Vec::new();
+        let parts = pairs::enumerate(plan, dag);
+        let mut bases = Vec::with_capacity(parts.len());
         let mut conflict: Vec<bool> = Vec::new();
-        let mut partners: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
-        let mut stamp: Vec<u32> = vec![u32::MAX; n];
-        cand_off.push(0);
-        for a in 0..n {
-            let first = cand.len();
-            let files = task_files.row(a);
-            for &f in files {
-                let list = file_tasks.row(f as usize);
-                let from = list.partition_point(|&t| t as usize <= a);
-                for &b in &list[from..] {
-                    if stamp[b as usize] != a as u32 {
-                        stamp[b as usize] = a as u32;
-                        cand.push(b);
-                    }
-                }
-            }
-            if files.len() > 1 {
-                cand[first..].sort_unstable();
-            }
-            for (k, &b) in cand.iter().enumerate().skip(first) {
-                let b = b as usize;
-                let (u, v) = if nodes[a].pos < nodes[b].pos {
-                    (a, b)
-                } else {
-                    (b, a)
-                };
-                match quick_order(dag, &nodes, u, v) {
-                    Some(ordered) => conflict.push(!ordered),
-                    None => {
-                        conflict.push(false);
-                        partners[u].push((v as u32, k as u32));
-                    }
-                }
-            }
-            cand_off.push(cand.len());
+        for part in &parts {
+            bases.push(conflict.len());
+            conflict.extend_from_slice(&part.conflict);
         }
+        let partners = reach::Partners::group(n, &parts, &bases);
         tracing::debug!(
-            candidates = cand.len(),
-            undecided = partners.iter().map(Vec::len).sum::<usize>(),
+            candidates = conflict.len(),
+            undecided = partners.pairs.len(),
             "candidate pairs"
         );
         drop(span);
         let span = tracing::debug_span!("reachability").entered();
-        resolve_by_reachability(dag, &partners, &mut conflict, words);
+        reach::resolve(dag, &partners, &mut conflict, words);
+        drop(partners);
         drop(span);
         let _span = tracing::debug_span!("rows").entered();
-        // Rows: for a ascending, a's conflicts b > a go to the end of row a, and a goes to the
-        // end of row b. Row x thus receives its smaller partners (in ascending a) before its
+        // For a ascending, a's conflicts b > a go to the end of row a, and a goes to the end
+        // of row b. Row x thus receives its smaller partners (in ascending a) before its
         // larger ones (ascending b): every row comes out sorted, with no sort.
-        let mut degree = vec![0usize; n + 1];
-        for a in 0..n {
-            for k in cand_off[a]..cand_off[a + 1] {
-                if conflict[k] {
-                    degree[a] += 1;
-                    degree[cand[k] as usize] += 1;
+        let each_conflict = |f: &mut dyn FnMut(usize, usize)| {
+            for (part, &base) in parts.iter().zip(&bases) {
+                for i in 0..part.offsets.len() - 1 {
+                    let a = part.start + i;
+                    for k in part.offsets[i]..part.offsets[i + 1] {
+                        if conflict[base + k] {
+                            f(a, part.cand[k] as usize);
+                        }
+                    }
                 }
             }
-        }
+        };
+        let mut degree = vec![0usize; n];
+        each_conflict(&mut |a, b| {
+            degree[a] += 1;
+            degree[b] += 1;
+        });
         let mut offsets = Vec::with_capacity(n + 1);
         let mut total = 0;
-        for d in &degree[..n] {
+        for d in &degree {
             offsets.push(total);
             total += d;
         }
         offsets.push(total);
-        let mut cursor = offsets.clone();
         let mut data = vec![0u32; total];
-        for a in 0..n {
-            for k in cand_off[a]..cand_off[a + 1] {
-                if conflict[k] {
-                    let b = cand[k] as usize;
-                    data[cursor[a]] = b as u32;
-                    cursor[a] += 1;
-                    data[cursor[b]] = a as u32;
-                    cursor[b] += 1;
+        // Fill in two halves of the rows at once when it is worth it: each thread reads every
+        // conflict and writes only the rows it owns, so the writes never overlap.
+        let mid = if total >= 1_000_000 { n / 2 } else { n };
+        let (low, high) = data.split_at_mut(offsets[mid]);
+        let fill = |rows: std::ops::Range<usize>, out: &mut [u32]| {
+            let base = offsets[rows.start];
+            let mut cursor: Vec<usize> = offsets[rows.clone()].iter().map(|o| o - base).collect();
+            let mut put = |row: usize, value: usize| {
+                if rows.contains(&row) {
+                    let c = &mut cursor[row - rows.start];
+                    out[*c] = value as u32;
+                    *c += 1;
                 }
-            }
+            };
+            each_conflict(&mut |a, b| {
+                put(a, b);
+                put(b, a);
+            });
+        };
+        if mid == n {
+            fill(0..n, low);
+        } else {
+            std::thread::scope(|s| {
+                s.spawn(|| fill(mid..n, high));
+                fill(0..mid, low);
+            });
         }
         OverlapMatrix { offsets, data }
     }
@@ -226,10 +202,63 @@ impl OverlapMatrix {
             .count()
     }
 
-    /// The seed's `fileOverlapMatrix` as a JSON value (see the [`Serialize`] impl, which
-    /// streams the same thing without building it).
+    /// The seed's `fileOverlapMatrix` as a JSON value.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("a matrix always serialises")
+    }
+
+    /// Writes the same JSON as the [`Serialize`] impl, compact, formatting the numbers
+    /// directly (in two halves on two threads for large matrices): a 100k-task plan's
+    /// matrix can hold tens of millions of entries.
+    pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        let n = self.len();
+        let render = |rows: std::ops::Range<usize>, first: bool| {
+            let mut buf: Vec<u8> =
+                Vec::with_capacity((self.offsets[rows.end] - self.offsets[rows.start]) * 7 + 64);
+            let mut fmt = itoa::Buffer::new();
+            let mut first = first;
+            for i in rows {
+                let row = self.conflicts(i);
+                if row.is_empty() {
+                    continue;
+                }
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                buf.push(b'"');
+                buf.extend_from_slice(fmt.format(i).as_bytes());
+                buf.extend_from_slice(b"\":[");
+                for (k, &j) in row.iter().enumerate() {
+                    if k > 0 {
+                        buf.push(b',');
+                    }
+                    buf.extend_from_slice(fmt.format(j).as_bytes());
+                }
+                buf.push(b']');
+            }
+            buf
+        };
+        out.write_all(b"{")?;
+        if self.data.len() < 1_000_000 {
+            out.write_all(&render(0..n, true))?;
+        } else {
+            // Split where half the entries lie; the second half starts with a comma only if
+            // the first half wrote something.
+            let mid = self
+                .offsets
+                .partition_point(|&o| o < self.data.len() / 2)
+                .min(n);
+            let first_has_rows = self.offsets[mid] > 0;
+            let (a, b) = std::thread::scope(|s| {
+                let h = s.spawn(|| render(mid..n, !first_has_rows));
+                let a = render(0..mid, true);
+                (a, h.join().expect("rendering does not panic"))
+            });
+            out.write_all(&a)?;
+            out.write_all(&b)?;
+        }
+        out.write_all(b"}")
     }
 }
 
@@ -245,150 +274,11 @@ impl Serialize for OverlapMatrix {
     }
 }
 
-/// Rows of small integers in one array (compressed sparse rows).
-struct Rows {
-    offsets: Vec<usize>,
-    data: Vec<u32>,
-}
-
-impl Rows {
-    fn row(&self, i: usize) -> &[u32] {
-        &self.data[self.offsets[i]..self.offsets[i + 1]]
-    }
-}
-
-/// (task → its distinct file ids, file id → tasks touching it in ascending order).
-fn index_files(plan: &Plan) -> (Rows, Rows) {
-    let mut ids: HashMap<Cow<'_, str>, u32> = HashMap::new();
-    let mut task_files = Rows {
-        offsets: vec![0],
-        data: Vec::new(),
-    };
-    let mut counts: Vec<usize> = Vec::new();
-    for task in &plan.tasks {
-        let first = task_files.data.len();
-        for f in task.files() {
-            let key = if f.starts_with("./") {
-                Cow::Owned(normalize(f))
-            } else {
-                Cow::Borrowed(f.as_str())
-            };
-            let next = ids.len() as u32;
-            let id = *ids.entry(key).or_insert(next);
-            if id as usize == counts.len() {
-                counts.push(0);
-            }
-            if !task_files.data[first..].contains(&id) {
-                task_files.data.push(id);
-                counts[id as usize] += 1;
-            }
-        }
-        task_files.offsets.push(task_files.data.len());
-    }
-    let mut offsets = Vec::with_capacity(counts.len() + 1);
-    let mut total = 0;
-    for c in &counts {
-        offsets.push(total);
-        total += c;
-    }
-    offsets.push(total);
-    let mut cursor = offsets.clone();
-    let mut data = vec![0u32; total];
-    for t in 0..plan.tasks.len() {
-        for &f in task_files.row(t) {
-            data[cursor[f as usize]] = t as u32;
-            cursor[f as usize] += 1;
-        }
-    }
-    (task_files, Rows { offsets, data })
-}
-
-/// Whether `u` (earlier in topological order) is an ancestor of `v`, when cheap facts
-/// decide it: an ancestor is strictly shallower and heads a strictly longer chain, and a
-/// direct blocker is an ancestor. `None` when only reachability can tell.
-fn quick_order(dag: &Dag, nodes: &[Node], u: usize, v: usize) -> Option<bool> {
-    let (nu, nv) = (nodes[u], nodes[v]);
-    if nu.depth >= nv.depth || nu.height <= nv.height {
-        Some(false)
-    } else if dag.deps(v).binary_search(&(u as u32)).is_ok() {
-        Some(true)
-    } else {
-        None
-    }
-}
-
-/// For every pending pair `(v, k)` in `partners[u]`, decides whether `u` is an ancestor of
-/// `v`, and marks `conflict[k]` when it is not.
-fn resolve_by_reachability(
-    dag: &Dag,
-    partners: &[Vec<(u32, u32)>],
-    conflict: &mut [bool],
-    words: usize,
-) {
-    let n = dag.len();
-    let mut columns: Vec<u32> = (0..n as u32)
-        .filter(|&u| !partners[u as usize].is_empty())
-        .collect();
-    if columns.is_empty() {
-        return;
-    }
-    columns.sort_unstable_by_key(|&u| dag.topo_pos(u as usize));
-    let per_chunk = words * 64;
-    let topo = dag.topo();
-    let mut col_of = vec![u32::MAX; n];
-    let mut bits: Vec<u64> = Vec::new();
-    for chunk in columns.chunks(per_chunk) {
-        for (c, &u) in chunk.iter().enumerate() {
-            col_of[u as usize] = c as u32;
-        }
-        let start = dag.topo_pos(chunk[0] as usize);
-        let end = chunk
-            .iter()
-            .flat_map(|&u| partners[u as usize].iter())
-            .map(|&(v, _)| dag.topo_pos(v as usize))
-            .max()
-            .unwrap_or(start);
-        bits.clear();
-        bits.resize((end - start + 1) * words, 0);
-        // Row x holds the chunk's columns that are x itself or an ancestor of x.
-        for (offset, &x) in topo[start..=end].iter().enumerate() {
-            let x = x as usize;
-            let row = offset * words;
-            for &d in dag.deps(x) {
-                let dp = dag.topo_pos(d as usize);
-                if dp < start {
-                    continue;
-                }
-                let drow = (dp - start) * words;
-                let (lo, hi) = bits.split_at_mut(row);
-                for (dst, src) in hi[..words].iter_mut().zip(&lo[drow..drow + words]) {
-                    *dst |= *src;
-                }
-            }
-            let c = col_of[x];
-            if c != u32::MAX {
-                bits[row + (c as usize) / 64] |= 1u64 << (c % 64);
-            }
-        }
-        for &u in chunk {
-            let c = col_of[u as usize] as usize;
-            for &(v, k) in &partners[u as usize] {
-                let row = (dag.topo_pos(v as usize) - start) * words;
-                if bits[row + c / 64] & (1u64 << (c % 64)) == 0 {
-                    conflict[k as usize] = true;
-                }
-            }
-        }
-        for &u in chunk {
-            col_of[u as usize] = u32::MAX;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::model::{Files, Metadata, Task};
+    use crate::plan::validate::normalize;
 
     fn plan(tasks: &[(&[usize], &[&str], &[&str])]) -> Plan {
         Plan {
@@ -446,7 +336,7 @@ mod tests {
 
     #[test]
     fn auth_plan_matrix() {
-        let text = include_str!("../examples/auth-v2.json");
+        let text = include_str!("../../examples/auth-v2.json");
         let p = crate::plan::parse(text, std::path::Path::new("x")).unwrap();
         let dag = Dag::build(&p).unwrap();
         let m = OverlapMatrix::compute(&p, &dag);
@@ -517,7 +407,14 @@ mod tests {
             let p = plan(&tasks);
             let dag = Dag::build(&p).unwrap();
             let want = brute(&p);
-            assert_eq!(OverlapMatrix::compute(&p, &dag), want, "seed {seed}");
+            let got = OverlapMatrix::compute(&p, &dag);
+            assert_eq!(got, want, "seed {seed}");
+            let mut fast = Vec::new();
+            got.write_json(&mut fast).unwrap();
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                serde_json::to_string(&got).unwrap()
+            );
             // One-word rows: many chunks of 64 candidate columns each.
             assert_eq!(
                 OverlapMatrix::compute_with(&p, &dag, 1),
@@ -525,6 +422,39 @@ mod tests {
                 "seed {seed}, narrow"
             );
         }
+    }
+
+    /// Big enough for the parallel paths: 2.2M candidate pairs, a 4.4M-entry matrix.
+    #[test]
+    fn parallel_paths_agree_with_the_serial_ones() {
+        let n = 2100;
+        let files: &[&str] = &["hot"];
+        let deps_store: Vec<Vec<usize>> = (0..n)
+            .map(|i| if i % 3 == 2 { vec![i - 1] } else { vec![] })
+            .collect();
+        let tasks: Vec<(&[usize], &[&str], &[&str])> = (0..n)
+            .map(|i| (deps_store[i].as_slice(), files, &[][..]))
+            .collect();
+        let p = plan(&tasks);
+        let dag = Dag::build(&p).unwrap();
+        let m = OverlapMatrix::compute(&p, &dag);
+        // Every pair conflicts except (i-1, i) for i % 3 == 2.
+        for i in [0usize, 1, 2, 700, 2099] {
+            let want: Vec<u32> = (0..n as u32)
+                .filter(|&j| {
+                    j as usize != i
+                        && !(i % 3 == 2 && j as usize == i - 1)
+                        && !(j % 3 == 2 && j as usize - 1 == i)
+                })
+                .collect();
+            assert_eq!(m.conflicts(i), want, "row {i}");
+        }
+        let mut fast = Vec::new();
+        m.write_json(&mut fast).unwrap();
+        assert_eq!(
+            String::from_utf8(fast).unwrap(),
+            serde_json::to_string(&m).unwrap()
+        );
     }
 
     #[test]
