@@ -203,31 +203,16 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::model::{Files, Metadata, Task};
+    use crate::testing::{plan_of, task};
     use proptest::prelude::*;
 
     fn plan(tasks: &[(&[usize], &[&str])]) -> Plan {
-        Plan {
-            schema_version: 2,
-            goal: String::new(),
-            context: None,
-            progress: Default::default(),
-            tasks: tasks
+        plan_of(
+            tasks
                 .iter()
-                .map(|(deps, files)| Task {
-                    blocked_by: deps.to_vec(),
-                    metadata: Some(Metadata {
-                        files: Files {
-                            modify: files.iter().map(|s| s.to_string()).collect(),
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
+                .map(|(deps, files)| task(deps, &[], files))
                 .collect(),
-            extra: Default::default(),
-        }
+        )
     }
 
     fn run(p: &Plan, schedule: Schedule, cap: Option<usize>) -> (Vec<Vec<usize>>, Option<usize>) {

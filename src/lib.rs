@@ -20,3 +20,6 @@ pub mod render;
 pub mod setup;
 pub mod shell;
 pub mod update;
+
+#[cfg(test)]
+mod testing;

@@ -274,14 +274,7 @@ pub fn retry_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
-
-    fn example(name: &str) -> Plan {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(name);
-        crate::plan::load(&path).unwrap()
-    }
+    use crate::testing::example;
 
     #[test]
     fn v2_prompts_snapshot() {

@@ -308,13 +308,7 @@ pub fn fail_verification(plan: &mut Plan, failures: &BTreeMap<usize, String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn example(name: &str) -> Plan {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(name);
-        crate::plan::load(&path).unwrap()
-    }
+    use crate::testing::example;
 
     fn res(index: usize, status: Status, result: &str, attempts: u32) -> TaskResult {
         TaskResult {
@@ -390,6 +384,14 @@ mod tests {
         assert_eq!(w.tasks[0].wave, Some(1));
         assert_eq!(w.progress.current_wave, Some(1));
         assert_eq!(w.progress.completed_tasks[0].wave, Some(1));
+        assert!(w.is_resume());
+        let mut fresh = example("auth-v2-waves.json");
+        assert!(!fresh.is_resume(), "currentWave 0 is a fresh start");
+        fresh.progress.current_wave = Some(2);
+        assert!(
+            fresh.is_resume(),
+            "currentWave > 0 is a resume even with every task pending"
+        );
     }
 
     #[test]

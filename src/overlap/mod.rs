@@ -277,32 +277,16 @@ impl Serialize for OverlapMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::model::{Files, Metadata, Task};
     use crate::plan::validate::normalize;
+    use crate::testing::{plan_of, task};
 
     fn plan(tasks: &[(&[usize], &[&str], &[&str])]) -> Plan {
-        Plan {
-            schema_version: 2,
-            goal: String::new(),
-            context: None,
-            progress: Default::default(),
-            tasks: tasks
+        plan_of(
+            tasks
                 .iter()
-                .map(|(deps, create, modify)| Task {
-                    blocked_by: deps.to_vec(),
-                    metadata: Some(Metadata {
-                        files: Files {
-                            create: create.iter().map(|s| s.to_string()).collect(),
-                            modify: modify.iter().map(|s| s.to_string()).collect(),
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
+                .map(|(deps, create, modify)| task(deps, create, modify))
                 .collect(),
-            extra: Default::default(),
-        }
+        )
     }
 
     /// The definition, pair by pair, for checking the fast path.

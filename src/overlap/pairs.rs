@@ -20,13 +20,7 @@ pub(super) fn enumerate(plan: &Plan, dag: &Dag) -> Vec<Candidates> {
         index_files(plan)
     };
     let _span = tracing::debug_span!("enumerate").entered();
-    let nodes: Vec<Node> = (0..n)
-        .map(|i| Node {
-            pos: dag.topo_pos(i) as u32,
-            depth: dag.depth(i),
-            height: dag.height(i),
-        })
-        .collect();
+    let nodes = Node::all(dag);
     let ctx = PairContext {
         dag,
         nodes: &nodes,
@@ -55,6 +49,19 @@ struct Node {
     pos: u32,
     depth: u32,
     height: u32,
+}
+
+impl Node {
+    /// Every task's facts, by plan index.
+    fn all(dag: &Dag) -> Vec<Node> {
+        (0..dag.len())
+            .map(|i| Node {
+                pos: dag.topo_pos(i) as u32,
+                depth: dag.depth(i),
+                height: dag.height(i),
+            })
+            .collect()
+    }
 }
 
 /// What candidate enumeration reads.
@@ -244,13 +251,7 @@ mod tests {
         let plan = crate::plan::parse(text, std::path::Path::new("x")).unwrap();
         let dag = Dag::build(&plan).unwrap();
         let (task_files, file_tasks) = index_files(&plan);
-        let nodes: Vec<Node> = (0..40)
-            .map(|i| Node {
-                pos: dag.topo_pos(i) as u32,
-                depth: dag.depth(i),
-                height: dag.height(i),
-            })
-            .collect();
+        let nodes = Node::all(&dag);
         let ctx = PairContext {
             dag: &dag,
             nodes: &nodes,

@@ -357,9 +357,11 @@ impl Plan {
         self.progress.current_wave.is_some() || self.tasks.iter().any(|t| t.wave.is_some())
     }
 
-    /// Resume detection (seed Step 1): any task whose status is not pending.
+    /// Resume detection (seed Step 1): any task whose status is not pending, or, in the waves
+    /// variant (seed 001), `progress.currentWave > 0`.
     pub fn is_resume(&self) -> bool {
-        self.tasks.iter().any(|t| t.status != Status::Pending)
+        self.progress.current_wave.is_some_and(|w| w > 0)
+            || self.tasks.iter().any(|t| t.status != Status::Pending)
     }
 
     /// Number of tasks with the given status.
