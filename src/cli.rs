@@ -24,6 +24,9 @@ pub const EXIT_USAGE: u8 = 2;
 
 const AFTER_HELP: &str = "\
 Examples:
+  dagexec demo                          a real run of a small plan, no API key needed
+  dagexec run --worker 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   execute .design/plan.json here
+  dagexec run --dry-run                 the rounds that would run
   dagexec validate                      check .design/plan.json and print the setup report
   dagexec validate --json --no-checks   the setup output object, without running assumption checks
   dagexec status                        the tasks and where each one stands
@@ -83,6 +86,56 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Execute the plan here: parallel workers in isolated worktrees, verified, retried, one
+    /// commit per round.
+    ///
+    /// Each round runs the ready tasks (blockers completed, no shared files in flight) with the
+    /// worker command, each in its own git worktree at the round's base commit. A result counts
+    /// only if the worker's last line is COMPLETED: …, the declared files exist or changed, and
+    /// the acceptance checks pass in the task's tree; failures are retried (3 attempts) with
+    /// the reason in the prompt. Completed work is applied in plan order and committed as
+    /// `dagexec: round N — …`. Interrupt at any moment and run again to resume.
+    ///
+    /// Worker: --worker, else $DAGEXEC_WORKER, else `worker:` in .design/dagexec.yml. It gets
+    /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
+    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE.
+    ///
+    /// Exit status: 0 all completed; 1 finished incomplete; 2 usage or plan error; 3 circuit
+    /// breaker; 4 deadlock; 130 interrupted.
+    Run {
+        /// The worker command line, run with `sh -c` in the task's tree.
+        #[arg(long, value_name = "CMD")]
+        worker: Option<String>,
+        /// Workers running at once [default: number of cores].
+        #[arg(long, short = 'j', value_name = "N")]
+        jobs: Option<usize>,
+        /// rounds (ready-set rounds) or waves (wave by wave) [default: rounds].
+        #[arg(long, value_name = "MODE", value_parser = crate::run::config::parse_schedule)]
+        schedule: Option<crate::engine::Schedule>,
+        /// Per-task time limit (e.g. 30m); the worker's process group is killed after it
+        /// [default: 30m].
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// Proceed even when blocking assumption checks fail.
+        #[arg(long)]
+        yes: bool,
+        /// Print the rounds that would run, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Time allowed for each assumption check.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        check_timeout: Duration,
+    },
+    /// Run a real demo with no API key: a small repository and plan executed by a bundled
+    /// scripted worker, then its round commits.
+    Demo {
+        /// Where to create the demo (a new directory) [default: a new temporary directory].
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Workers running at once.
+        #[arg(long, short = 'j', value_name = "N", default_value_t = 2)]
+        jobs: usize,
+    },
     /// Draw the task DAG coloured by status.
     Graph {
         /// mermaid (renders in GitHub markdown) or dot (Graphviz).
@@ -113,6 +166,23 @@ enum CliError {
     Usage { message: String, hint: String },
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
+}
+
+fn config_error(e: crate::run::config::ConfigError) -> CliError {
+    CliError::Usage {
+        message: e.to_string(),
+        hint: e.hint(),
+    }
+}
+
+fn run_error(e: crate::run::RunError) -> CliError {
+    match e {
+        crate::run::RunError::Plan(p) => CliError::Plan(p),
+        other => CliError::Usage {
+            hint: other.hint(),
+            message: other.to_string(),
+        },
+    }
 }
 
 /// Where the plan is and which directory is the project root.
@@ -236,7 +306,9 @@ fn report(e: &CliError, loc: &Location) {
         }
         CliError::Usage { message, hint } => {
             let _ = writeln!(err, "error: {message}");
-            let _ = writeln!(err, "  hint: {hint}");
+            if !hint.is_empty() {
+                let _ = writeln!(err, "  hint: {hint}");
+            }
         }
         CliError::Io(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
         CliError::Io(e) => {
@@ -247,6 +319,66 @@ fn report(e: &CliError, loc: &Location) {
 
 fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, CliError> {
     match command {
+        Command::Run {
+            worker,
+            jobs,
+            schedule,
+            timeout,
+            yes,
+            dry_run,
+            check_timeout,
+        } => {
+            let flags = crate::run::config::Flags {
+                worker,
+                jobs,
+                timeout,
+                schedule,
+            };
+            let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
+            let env = |k: &str| std::env::var(k).ok();
+            let settings = match crate::run::config::resolve(&flags, &env, &file) {
+                Ok(s) => s,
+                Err(crate::run::config::ConfigError::NoWorker) if dry_run => {
+                    let flags = crate::run::config::Flags {
+                        worker: Some("(none)".into()),
+                        ..flags
+                    };
+                    crate::run::config::resolve(&flags, &env, &file).map_err(config_error)?
+                }
+                Err(e) => return Err(config_error(e)),
+            };
+            let Some(plan_rel) = loc.plan_rel.clone() else {
+                return Err(CliError::Usage {
+                    message: format!(
+                        "{} is outside the project directory {}",
+                        loc.plan.display(),
+                        loc.root.display()
+                    ),
+                    hint: "run dagexec from the repository that holds the plan".into(),
+                });
+            };
+            let opts = crate::run::RunOptions {
+                plan: loc.plan.clone(),
+                plan_rel,
+                root: loc.root.clone(),
+                settings,
+                yes,
+                dry_run,
+                check_timeout,
+            };
+            out.flush()?;
+            let mut stdout = io::stdout().lock();
+            crate::run::run(&opts, &mut stdout)
+                .map(|end| end.code())
+                .map_err(run_error)
+        }
+        Command::Demo { dir, jobs } => {
+            out.flush()?;
+            let mut stdout = io::stdout().lock();
+            crate::demo::demo(dir, jobs.max(1), &mut stdout)
+                .map(|end| end.code())
+                .map_err(run_error)
+        }
         Command::Validate {
             json,
             no_checks,

@@ -7,19 +7,25 @@
 //!   concurrency-aware file-overlap matrix), [`engine`] (ready sets, batches, deadlock),
 //!   [`outcome`] (the result processor), [`update`] (the plan updater, cascade, circuit breaker,
 //!   completion, resume), [`prompt`] (worker and retry prompts), [`render`] (tables, graphs);
-//! - edges: [`setup`] (git status, assumption checks, context files) and [`cli`].
+//! - edges: [`setup`] (git status, assumption checks, context files), [`shell`] (one command
+//!   with a timeout), [`worker`] (a worker process), [`git`] (worktrees, patches, commits),
+//!   [`run`] (the local runner), [`demo`] and [`cli`].
 
 pub mod cli;
+pub mod demo;
 pub mod engine;
+pub mod git;
 pub mod graph;
 pub mod outcome;
 pub mod overlap;
 pub mod plan;
 pub mod prompt;
 pub mod render;
+pub mod run;
 pub mod setup;
 pub mod shell;
 pub mod update;
+pub mod worker;
 
 #[cfg(test)]
 mod testing;

@@ -209,6 +209,13 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
         .unwrap_or_default();
     match &report.exit {
         Exit::Success => {}
+        // A shell reports a child killed by signal N as exit status 128 + N.
+        Exit::Code(c) if (129..=192).contains(c) => {
+            return failed(format!(
+                "worker crashed: killed by signal {} (exit status {c}){shown}",
+                c - 128
+            ));
+        }
         Exit::Code(c) => return failed(format!("worker exited with status {c}{shown}")),
         Exit::Signal(s) => return failed(format!("worker crashed: killed by signal {s}{shown}")),
         Exit::TimedOut(d) => return failed(format!("timed out after {}", human_duration(*d))),

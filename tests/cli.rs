@@ -311,6 +311,8 @@ fn help_teaches() {
     insta::assert_snapshot!("help", out.stdout);
     let out = run(dir.path(), &["validate", "--help"]);
     insta::assert_snapshot!("help_validate", out.stdout);
+    let out = run(dir.path(), &["run", "--help"]);
+    insta::assert_snapshot!("help_run", out.stdout);
     let out = run(dir.path(), &["frobnicate"]);
     assert_eq!(out.code, 2);
 }

@@ -1,0 +1,127 @@
+//! `dagexec demo`: a real run with no API key. A small repository and plan (embedded from
+//! `examples/demo/`) are written to a new directory, committed, and executed by a bundled
+//! scripted worker that follows the worker contract — parallel rounds, a retry, a conflict
+//! that waits for a later round, and one commit per round to review with `git log`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::engine::Schedule;
+use crate::run::{self, RunEnd, RunError, RunOptions, Settings};
+
+const FILES: &[(&str, &str)] = &[
+    ("README.md", include_str!("../examples/demo/repo/README.md")),
+    (
+        "CHANGELOG.md",
+        include_str!("../examples/demo/repo/CHANGELOG.md"),
+    ),
+    (
+        "src/app.txt",
+        include_str!("../examples/demo/repo/src/app.txt"),
+    ),
+    (
+        ".design/plan.json",
+        include_str!("../examples/demo/plan.json"),
+    ),
+];
+const WORKER: &str = include_str!("../examples/demo/worker.sh");
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, RunError> {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .map_err(|e| RunError::Other(format!("cannot run git: {e}")))?;
+    if !o.status.success() {
+        return Err(RunError::Other(format!(
+            "git {} failed in {}: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).to_string())
+}
+
+/// Writes the demo into `dir` (a new directory; a temporary one when `None`) and runs it.
+pub fn demo(dir: Option<PathBuf>, jobs: usize, out: &mut dyn Write) -> Result<RunEnd, RunError> {
+    let top = match dir {
+        Some(d) => {
+            if d.exists() && d.read_dir().map_or(true, |mut e| e.next().is_some()) {
+                return Err(RunError::Other(format!(
+                    "{} exists and is not empty; give the demo a new directory",
+                    d.display()
+                )));
+            }
+            d
+        }
+        None => tempfile::Builder::new()
+            .prefix("dagexec-demo-")
+            .tempdir()
+            .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?
+            .keep(),
+    };
+    let repo = top.join("repo");
+    let write = |rel: &str, text: &str| -> Result<(), RunError> {
+        let path = repo.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap_or(&repo))
+            .and_then(|_| std::fs::write(&path, text))
+            .map_err(|source| RunError::Write { path, source })
+    };
+    for (rel, text) in FILES {
+        write(rel, text)?;
+    }
+    let worker = top.join("worker.sh");
+    std::fs::write(&worker, WORKER).map_err(|source| RunError::Write {
+        path: worker.clone(),
+        source,
+    })?;
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    git(&repo, &["config", "user.name", "dagexec demo"])?;
+    git(&repo, &["config", "user.email", "demo@dagexec.invalid"])?;
+    git(&repo, &["config", "commit.gpgsign", "false"])?;
+    git(&repo, &["add", "-A"])?;
+    git(
+        &repo,
+        &[
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            "demo: the app and its plan",
+        ],
+    )?;
+    let _ = writeln!(out, "Demo repository: {}", repo.display());
+    let _ = writeln!(
+        out,
+        "Worker: the bundled script {} (no API key needed)\n",
+        worker.display()
+    );
+    let opts = RunOptions {
+        plan: repo.join(".design/plan.json"),
+        plan_rel: ".design/plan.json".into(),
+        root: repo.clone(),
+        settings: Settings {
+            worker: format!("sh '{}'", worker.display()),
+            jobs,
+            timeout: Duration::from_secs(60),
+            schedule: Schedule::Rounds,
+        },
+        yes: true,
+        dry_run: false,
+        check_timeout: Duration::from_secs(10),
+    };
+    let end = run::run(&opts, out)?;
+    let log = git(&repo, &["log", "--format=%h %s"])?;
+    let _ = writeln!(out, "\nThe branch, one commit per round (git log):");
+    for line in log.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    let _ = writeln!(out, "\nReview it: cd {} && git log -p", repo.display());
+    Ok(end)
+}

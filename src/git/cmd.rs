@@ -1,0 +1,292 @@
+//! The one place a `git` process is started: a fixed, hermetic-enough environment and the
+//! settings every call needs for stable output, plus the errors a failed call turns into.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use super::GitError;
+
+/// Variables that would point git at another repository, index or object store than the
+/// directory we run it in (git's own `git rev-parse --local-env-vars`, less the `-c` config it
+/// passes on), or that change how pathspecs and diffs are read. A hook exports several of them,
+/// so a dagexec started from a hook (or its tests run from one) must not inherit them.
+const STRIPPED_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_CONFIG",
+    "GIT_LITERAL_PATHSPECS",
+    "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS",
+    "GIT_ICASE_PATHSPECS",
+    "GIT_DIFF_OPTS",
+    "GIT_EXTERNAL_DIFF",
+];
+
+/// Settings passed with `-c` to every call: unquoted paths in output, no hooks (a
+/// `post-checkout` hook would run on every worktree we add), no automatic gc or maintenance
+/// started behind our back between two of our commands.
+const ALWAYS: &[&str] = &[
+    "core.quotepath=off",
+    "core.hooksPath=/dev/null",
+    "gc.auto=0",
+    "maintenance.auto=false",
+];
+
+#[cfg(test)]
+thread_local! {
+    /// Per-test environment changes (`None` removes the variable), applied after our fixed ones
+    /// and before a call's own: lets a
+    /// test give git an empty HOME without touching the process environment.
+    pub(super) static TEST_ENV: std::cell::RefCell<Vec<(OsString, Option<OsString>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether `key` is set in the environment git will see.
+pub(super) fn env_is_set(key: &str) -> bool {
+    #[cfg(test)]
+    {
+        let over = TEST_ENV.with(|e| {
+            e.borrow()
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.is_some())
+        });
+        if let Some(set) = over {
+            return set;
+        }
+    }
+    std::env::var_os(key).is_some()
+}
+
+/// What a finished git process left.
+pub(super) struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// One git invocation being built: `git -c … <config> <args>` in `dir`.
+pub(super) struct Git<'a> {
+    dir: &'a Path,
+    label: &'static str,
+    config: Vec<String>,
+    args: Vec<OsString>,
+    env: Vec<(&'static str, OsString)>,
+    stdin: Option<&'a [u8]>,
+}
+
+/// Starts building `git …` in `dir`; `label` names the command in errors ("worktree add").
+pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
+    Git {
+        dir,
+        label,
+        config: Vec::new(),
+        args: Vec::new(),
+        env: Vec::new(),
+        stdin: None,
+    }
+}
+
+impl<'a> Git<'a> {
+    /// Adds `-c key=value` before the subcommand.
+    pub fn config(mut self, key_value: &str) -> Self {
+        self.config.push(key_value.to_owned());
+        self
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I>(mut self, args: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn env(mut self, key: &'static str, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key, value.as_ref().to_owned()));
+        self
+    }
+
+    /// Feeds `data` to git's standard input (closed otherwise).
+    pub fn stdin(mut self, data: &'a [u8]) -> Self {
+        self.stdin = Some(data);
+        self
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.current_dir(self.dir);
+        for key in STRIPPED_ENV {
+            cmd.env_remove(key);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_EDITOR", ":")
+            .env("GIT_PAGER", "cat")
+            .env("LC_ALL", "C")
+            .env("LANGUAGE", "C");
+        #[cfg(test)]
+        TEST_ENV.with(|e| {
+            for (key, value) in e.borrow().iter() {
+                match value {
+                    Some(v) => cmd.env(key, v),
+                    None => cmd.env_remove(key),
+                };
+            }
+        });
+        for (key, value) in &self.env {
+            cmd.env(key, value);
+        }
+        for setting in ALWAYS
+            .iter()
+            .copied()
+            .chain(self.config.iter().map(String::as_str))
+        {
+            cmd.arg("-c").arg(setting);
+        }
+        cmd.args(&self.args);
+        cmd.stdin(if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
+    pub fn output(&self) -> Result<Output, GitError> {
+        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
+        let spawn_error = |source| GitError::Spawn {
+            command: self.label.to_owned(),
+            dir: self.dir.to_path_buf(),
+            source,
+        };
+        let mut child = self.command().spawn().map_err(spawn_error)?;
+        let pipe = child.stdin.take();
+        let output = std::thread::scope(|scope| {
+            if let (Some(mut pipe), Some(data)) = (pipe, self.stdin) {
+                // A writer thread, so a large input cannot deadlock against git's output;
+                // git may exit early (a broken pipe is then its own error to report).
+                scope.spawn(move || {
+                    let _ = pipe.write_all(data);
+                });
+            }
+            child.wait_with_output()
+        })
+        .map_err(spawn_error)?;
+        Ok(Output {
+            status: output.status,
+            stdout: output.stdout,
+            stderr: output.stderr,
+        })
+    }
+
+    /// The error for a call that ended with `out`.
+    pub fn error(&self, out: &Output) -> GitError {
+        GitError::Failed {
+            command: self.label.to_owned(),
+            dir: self.dir.to_path_buf(),
+            code: out.status.code(),
+            stderr: describe_failure(out),
+        }
+    }
+
+    /// Runs git, requiring success; returns its standard output.
+    pub fn run(&self) -> Result<Vec<u8>, GitError> {
+        let out = self.output()?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(self.error(&out))
+        }
+    }
+
+    /// [`Git::run`], the output as text without its trailing newlines.
+    #[cfg(test)]
+    pub fn run_text(&self) -> Result<String, GitError> {
+        Ok(text(&self.run()?))
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir
+    }
+}
+
+/// Output bytes as text (lossy), trailing newlines removed.
+pub(super) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .trim_end_matches(['\n', '\r'])
+        .to_owned()
+}
+
+/// git's stderr, trimmed, or the exit status when it said nothing.
+pub(super) fn describe_failure(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    if !stderr.is_empty() {
+        return stderr;
+    }
+    match out.status.code() {
+        Some(code) => format!("exit status {code} (no message)"),
+        None => "killed by a signal (no message)".to_owned(),
+    }
+}
+
+/// A path printed by git (raw bytes, `core.quotepath=off` or `-z`).
+pub(super) fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+/// Splits `-z` output into its NUL-terminated fields.
+pub(super) fn nul_fields(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|b| *b == 0).filter(|field| !field.is_empty())
+}
+
+/// `path` as a literal pathspec (no globbing, no magic from the name itself).
+pub(super) fn literal(path: &str) -> String {
+    format!(":(literal){path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_from_a_hook_are_stripped_and_prompts_disabled() {
+        let cmd = git(Path::new("/"), "status").arg("status").command();
+        let envs: Vec<_> = cmd.get_envs().collect();
+        for key in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_COMMON_DIR",
+        ] {
+            assert!(envs.contains(&(OsStr::new(key), None)), "{key}");
+        }
+        assert!(envs.contains(&(OsStr::new("GIT_TERMINAL_PROMPT"), Some(OsStr::new("0")))));
+        let args: Vec<_> = cmd.get_args().collect();
+        assert_eq!(&args[..2], ["-c", "core.quotepath=off"]);
+        assert_eq!(args.last(), Some(&OsStr::new("status")));
+    }
+}

@@ -1,0 +1,65 @@
+//! [`GitError`], what every git operation here fails with.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A failed git operation. The messages name the git command, the directory it ran in and
+/// what git said on stderr.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// git could not be started (not installed, or the directory is gone).
+    #[error("cannot run git {command} in {}: {source}", dir.display())]
+    Spawn {
+        command: String,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// git ran and exited unsuccessfully.
+    #[error("git {command} failed in {}: {stderr}", dir.display())]
+    Failed {
+        command: String,
+        dir: PathBuf,
+        code: Option<i32>,
+        stderr: String,
+    },
+    /// [`Repo::discover`] outside any repository.
+    #[error("not a git repository (or any parent directory): {}", dir.display())]
+    NotARepository { dir: PathBuf },
+    /// The repository has no commit yet (an unborn branch).
+    #[error("{}: the repository has no commits; commit something first", dir.display())]
+    NoCommits { dir: PathBuf },
+    /// A revision that does not name a commit.
+    #[error("{rev:?} does not name a commit in {}", dir.display())]
+    BadRevision { rev: String, dir: PathBuf },
+    /// A worktree name that is not a single plain path component.
+    #[error("invalid worktree name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+    /// A path that is not repo-relative.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+    /// A file-system operation around git failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// git succeeded but printed something we could not make sense of.
+    #[error("git {command} in {}: unexpected output: {detail}", dir.display())]
+    Unexpected {
+        command: String,
+        dir: PathBuf,
+        detail: String,
+    },
+}
+
+pub(super) fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitError {
+    let path = path.to_path_buf();
+    move |source| GitError::Io {
+        action,
+        path,
+        source,
+    }
+}

@@ -1,0 +1,487 @@
+//! Everything dagexec asks of git, through the `git` command line: finding the repository,
+//! giving each worker a detached worktree of its own, taking what the worker did there as a
+//! binary patch, applying patches onto the execution branch's work tree and index, committing
+//! a round, and putting files back after a failed one.
+//!
+//! Worker worktrees live under `<git-common-dir>/dagexec/worktrees/<name>`, inside `.git`, so
+//! they never show in the user's work tree or `git status`.
+//!
+//! Every git process gets the same footing: `core.quotepath=off` (paths come back raw), no
+//! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
+//! and none of the variables a git hook exports (`GIT_DIR`, `GIT_INDEX_FILE`, …) that would
+//! aim it at another repository or index. Commits are never signed nor verified, and get the
+//! identity `dagexec <dagexec@localhost>` when the repository has none configured.
+//!
+//! Paths in the API are repo-relative, `/`-separated strings; paths git reports that are not
+//! UTF-8 are converted lossily.
+
+mod apply;
+mod cmd;
+mod error;
+mod paths;
+mod worktree;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use apply::ApplyError;
+pub use error::GitError;
+pub use worktree::{Changes, Worktree};
+
+use cmd::{git, literal, nul_fields, path_from_bytes, text};
+use error::io_error;
+use paths::{check_name, covers, normalize, real_path, remove_any};
+
+/// The identity commits get when the repository has no `user.name` / `user.email`.
+const FALLBACK_NAME: &str = "dagexec";
+const FALLBACK_EMAIL: &str = "dagexec@localhost";
+
+/// A git repository's work tree: the main one the execution branch is checked out in.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    root: PathBuf,
+    common_dir: PathBuf,
+}
+
+/// Git's worktree bookkeeping (`.git/worktrees/*`) is not safe against concurrent `git
+/// worktree` commands in one repository: a `list` can read a half-written entry another
+/// thread's `add` is creating. Every add, remove and prune in this process takes this lock.
+pub(crate) fn worktree_admin() -> std::sync::MutexGuard<'static, ()> {
+    static ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Repo {
+    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
+    /// [`GitError::NotARepository`] outside one.
+    pub fn discover(dir: &Path) -> Result<Repo, GitError> {
+        std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
+        let call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let out = call.output()?;
+        if !out.status.success() {
+            if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {
+                return Err(GitError::NotARepository {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            return Err(call.error(&out));
+        }
+        let top = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
+        if top.is_empty() {
+            return Err(GitError::Unexpected {
+                command: "rev-parse --show-toplevel".into(),
+                dir: dir.to_path_buf(),
+                detail: "no work tree (a bare repository?)".into(),
+            });
+        }
+        let root = path_from_bytes(top);
+        let common = git(&root, "rev-parse --git-common-dir")
+            .args(["rev-parse", "--git-common-dir"])
+            .run()?;
+        let common = path_from_bytes(common.strip_suffix(b"\n").unwrap_or(&common));
+        let common_dir = root.join(common); // a relative answer is relative to `root`
+        let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
+        Ok(Repo { root, common_dir })
+    }
+
+    /// The top of the work tree.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The repository's common git directory (shared by all its worktrees).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// The full SHA of `HEAD`; [`GitError::NoCommits`] before the first commit.
+    pub fn head(&self) -> Result<String, GitError> {
+        self.head_opt()?.ok_or_else(|| GitError::NoCommits {
+            dir: self.root.clone(),
+        })
+    }
+
+    /// `HEAD`'s SHA, `None` on an unborn branch.
+    fn head_opt(&self) -> Result<Option<String>, GitError> {
+        let call = git(&self.root, "rev-parse HEAD").args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "HEAD^{commit}",
+        ]);
+        let out = call.output()?;
+        if out.status.success() {
+            Ok(Some(text(&out.stdout)))
+        } else if out.stderr.iter().all(u8::is_ascii_whitespace) {
+            Ok(None)
+        } else {
+            Err(call.error(&out))
+        }
+    }
+
+    /// `git status --porcelain` (v1, unquoted paths), as git printed it.
+    pub fn status_porcelain(&self) -> Result<String, GitError> {
+        let out = git(&self.root, "status --porcelain")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args(["status", "--porcelain"])
+            .run()?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// A new worktree with a detached `HEAD` at `base`, at
+    /// `<git-common-dir>/dagexec/worktrees/<name>`. A worktree or directory left there by an
+    /// earlier run that crashed is removed first.
+    pub fn add_worktree(&self, base: &str, name: &str) -> Result<Worktree, GitError> {
+        check_name(name)?;
+        let _admin = worktree_admin();
+        let sha = self.resolve_commit(base)?;
+        let parent = self.worktrees_dir();
+        let path = parent.join(name);
+        let registered = self.registered_worktrees()?;
+        self.remove_worktree_at(&path, &registered)?;
+        std::fs::create_dir_all(&parent).map_err(io_error("create directory", &parent))?;
+        git(&self.root, "worktree add")
+            .args(["worktree", "add", "--quiet", "--detach"])
+            .arg(&path)
+            .arg(&sha)
+            .run()?;
+        Ok(Worktree::new(path, self.root.clone(), name.to_owned(), sha))
+    }
+
+    /// Removes every dagexec worktree — registered, or a left-over directory — under
+    /// `<git-common-dir>/dagexec/worktrees`, then runs `git worktree prune`. Returns how many
+    /// were removed.
+    pub fn prune_worktrees(&self) -> Result<usize, GitError> {
+        let _admin = worktree_admin();
+        let parent = self.worktrees_dir();
+        let parent_real = real_path(&parent);
+        let registered = self.registered_worktrees()?;
+        let mut removed = BTreeSet::new();
+        for path in &registered {
+            if real_path(path).parent() == Some(parent_real.as_path()) {
+                self.remove_worktree_at(path, &registered)?;
+                removed.insert(path.file_name().map(|n| n.to_owned()));
+            }
+        }
+        match std::fs::read_dir(&parent) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry.map_err(io_error("list", &parent))?;
+                    remove_any(&entry.path())?;
+                    removed.insert(Some(entry.file_name()));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("list", &parent)(e)),
+        }
+        git(&self.root, "worktree prune")
+            .args(["worktree", "prune"])
+            .run()?;
+        Ok(removed.len())
+    }
+
+    /// Whether `patch` would apply cleanly to the work tree and index
+    /// (`git apply --check --index --binary`). Nothing is changed.
+    pub fn check_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch, true)
+    }
+
+    /// Applies `patch` to the work tree and index (`git apply --index --binary`,
+    /// whitespace untouched). All or nothing: on failure nothing is changed.
+    pub fn apply_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch, false)
+    }
+
+    /// Stages exactly `paths` (repo-relative; one that no longer exists is staged as a
+    /// deletion, one that never existed or is ignored and untracked is skipped) and commits
+    /// what is staged with `message` as given (only surrounding blank lines and trailing
+    /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
+    pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = self.stageable(paths)?;
+        if !paths.is_empty() {
+            git(&self.root, "add")
+                .args(["add", "--all", "--"])
+                .args(paths.iter().map(|p| literal(p)))
+                .run()?;
+        }
+        let call = git(&self.root, "diff --cached --quiet").args([
+            "diff",
+            "--cached",
+            "--quiet",
+            "--no-ext-diff",
+            "--ignore-submodules=none",
+        ]);
+        let out = call.output()?;
+        match out.status.code() {
+            Some(0) => return Ok(None),
+            Some(1) => {}
+            _ => return Err(call.error(&out)),
+        }
+        let mut commit = git(&self.root, "commit")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args([
+                "commit",
+                "--no-verify",
+                "--quiet",
+                "--no-edit",
+                "--cleanup=whitespace",
+                "--allow-empty-message",
+                "--file=-",
+            ])
+            .stdin(message.as_bytes());
+        for (key, value) in self.fallback_identity()? {
+            commit = commit.env(key, value);
+        }
+        commit.run()?;
+        self.head().map(Some)
+    }
+
+    /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
+    pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
+        let path = normalize(path)?;
+        if self.head_opt()?.is_none() {
+            return Ok(false);
+        }
+        let in_head = git(&self.root, "ls-tree")
+            .args(["ls-tree", "-z", "--name-only", "HEAD", "--"])
+            .arg(literal(&path))
+            .run()?;
+        if !nul_fields(&in_head).any(|f| f == path.as_bytes()) {
+            return Ok(false);
+        }
+        let status = git(&self.root, "status")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "status",
+                "--porcelain",
+                "-z",
+                "--untracked-files=all",
+                "--ignore-submodules=none",
+                "--",
+            ])
+            .arg(literal(&path))
+            .run()?;
+        Ok(status.is_empty())
+    }
+
+    /// Puts `paths` back as they were at `HEAD`: tracked ones are checked out from `HEAD`
+    /// into the index and the work tree, the others are unstaged and their files deleted
+    /// (with directories left empty by that).
+    pub fn restore(&self, paths: &[String]) -> Result<(), GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let in_head: Vec<String> = if self.head_opt()?.is_some() {
+            let out = git(&self.root, "ls-tree")
+                .args(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--"])
+                .args(paths.iter().map(|p| literal(p)))
+                .run()?;
+            nul_fields(&out)
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (tracked, untracked): (Vec<String>, Vec<String>) =
+            paths.into_iter().partition(|p| covers(&in_head, p));
+        if !tracked.is_empty() {
+            git(&self.root, "checkout")
+                .args(["checkout", "--quiet", "--no-overlay", "HEAD", "--"])
+                .args(tracked.iter().map(|p| literal(p)))
+                .run()?;
+        }
+        if !untracked.is_empty() {
+            git(&self.root, "rm --cached")
+                .args(["rm", "--cached", "-r", "--quiet", "--ignore-unmatch", "--"])
+                .args(untracked.iter().map(|p| literal(p)))
+                .run()?;
+            for path in &untracked {
+                self.delete_file(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the file or symlink at repo-relative `path` (not a directory), then the
+    /// directories that left empty, up to the root.
+    fn delete_file(&self, path: &str) -> Result<(), GitError> {
+        let full = self.root.join(path);
+        match std::fs::symlink_metadata(&full) {
+            Ok(meta) if meta.is_dir() => {
+                tracing::debug!(path, "restore: leaving an untracked directory in place");
+                return Ok(());
+            }
+            Ok(_) => std::fs::remove_file(&full).map_err(io_error("delete", &full))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("inspect", &full)(e)),
+        }
+        let mut dir = full.parent();
+        while let Some(d) = dir {
+            if d == self.root || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+
+    /// Of `paths`, those `git add --all` can take: in the index, or present and not ignored.
+    fn stageable(&self, paths: Vec<String>) -> Result<Vec<String>, GitError> {
+        if paths.is_empty() {
+            return Ok(paths);
+        }
+        let out = git(&self.root, "ls-files")
+            .args(["ls-files", "-z", "--cached", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        let indexed: Vec<String> = nul_fields(&out)
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
+        let (tracked, rest): (Vec<String>, Vec<String>) =
+            paths.into_iter().partition(|p| covers(&indexed, p));
+        let present: Vec<String> = rest
+            .into_iter()
+            .filter(|p| std::fs::symlink_metadata(self.root.join(p)).is_ok())
+            .collect();
+        let ignored = if present.is_empty() {
+            BTreeSet::new()
+        } else {
+            let input: Vec<u8> = present.iter().flat_map(|p| p.bytes().chain([0])).collect();
+            let call = git(&self.root, "check-ignore")
+                .args(["check-ignore", "-z", "--stdin"])
+                .stdin(&input);
+            let out = call.output()?;
+            if !matches!(out.status.code(), Some(0 | 1)) {
+                return Err(call.error(&out));
+            }
+            nul_fields(&out.stdout)
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect()
+        };
+        let mut keep = tracked;
+        for path in present {
+            if ignored.contains(&path) {
+                tracing::warn!(path, "not committing a file .gitignore excludes");
+            } else {
+                keep.push(path);
+            }
+        }
+        Ok(keep)
+    }
+
+    /// The `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` values to set: the fallback identity, for
+    /// what neither the configuration nor the environment provides.
+    fn fallback_identity(&self) -> Result<Vec<(&'static str, &'static str)>, GitError> {
+        let call = git(&self.root, "config --get-regexp").args([
+            "config",
+            "--get-regexp",
+            r"^(user|author|committer)\.(name|email)$",
+        ]);
+        let out = call.output()?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(call.error(&out));
+        }
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let configured = |key: &str| {
+            listing.lines().any(|line| {
+                line.split_once(' ')
+                    .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
+            })
+        };
+        let mut env = Vec::new();
+        for (role, var_name, var_email) in [
+            ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
+            ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+        ] {
+            for (field, var, value) in [
+                ("name", var_name, FALLBACK_NAME),
+                ("email", var_email, FALLBACK_EMAIL),
+            ] {
+                let set = cmd::env_is_set(var)
+                    || configured(&format!("user.{field}"))
+                    || configured(&format!("{role}.{field}"));
+                if !set {
+                    env.push((var, value));
+                }
+            }
+        }
+        Ok(env)
+    }
+
+    /// The full SHA of the commit `rev` names.
+    fn resolve_commit(&self, rev: &str) -> Result<String, GitError> {
+        let bad = || GitError::BadRevision {
+            rev: rev.to_owned(),
+            dir: self.root.clone(),
+        };
+        if rev.is_empty() || rev.starts_with('-') {
+            return Err(bad());
+        }
+        let call = git(&self.root, "rev-parse").args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ]);
+        let out = call.output()?;
+        match out.status.code() {
+            Some(0) => Ok(text(&out.stdout)),
+            Some(1) => Err(bad()),
+            _ => Err(call.error(&out)),
+        }
+    }
+
+    /// `<git-common-dir>/dagexec/worktrees`.
+    fn worktrees_dir(&self) -> PathBuf {
+        self.common_dir.join("dagexec").join("worktrees")
+    }
+
+    /// The paths of all registered worktrees, the main one first.
+    fn registered_worktrees(&self) -> Result<Vec<PathBuf>, GitError> {
+        let out = git(&self.root, "worktree list")
+            .args(["worktree", "list", "--porcelain"])
+            .run()?;
+        Ok(out
+            .split(|b| *b == b'\n')
+            .filter_map(|line| line.strip_prefix(b"worktree "))
+            .map(path_from_bytes)
+            .collect())
+    }
+
+    /// Removes the worktree at `path`: unregisters it if `registered` lists it, deletes what
+    /// is on disk.
+    fn remove_worktree_at(&self, path: &Path, registered: &[PathBuf]) -> Result<(), GitError> {
+        let real = real_path(path);
+        let is_registered = registered.iter().any(|r| real_path(r) == real);
+        let mut unregistered = true;
+        if is_registered {
+            tracing::info!(path = %path.display(), "removing a stale dagexec worktree");
+            if let Err(e) = worktree::unregister(&self.root, path) {
+                tracing::debug!("{e}; deleting the directory and pruning instead");
+                unregistered = false;
+            }
+        }
+        remove_any(path)?;
+        if !unregistered {
+            git(&self.root, "worktree prune")
+                .args(["worktree", "prune"])
+                .run()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,776 @@
+//! Tests against real repositories in temporary directories. Every git call (ours and the
+//! fixtures') goes through `cmd::git`, which strips `GIT_DIR`, `GIT_WORK_TREE`,
+//! `GIT_INDEX_FILE` and the like, so the tests also pass when run from a git hook; each test
+//! also gets an empty `HOME`, no system config and a ceiling directory, so the developer's own
+//! git configuration cannot change the outcome.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tempfile::TempDir;
+
+use super::cmd::{TEST_ENV, git};
+use super::*;
+
+/// Every file outside `.git`: path → (content, executable).
+type Files = BTreeMap<String, (Vec<u8>, bool)>;
+
+/// A repository in a temporary directory, with git isolated from the user's configuration.
+struct Fixture {
+    tmp: TempDir,
+    repo: Repo,
+}
+
+const FILES: &[(&str, &str)] = &[
+    ("mod.txt", "one\ntwo\nthree\n"),
+    ("keep.txt", "untouched\n"),
+    ("del.txt", "delete me\n"),
+    ("script.sh", "#!/bin/sh\necho hi\n"),
+    (".gitignore", "*.log\nbuild/\n"),
+    (".design/plan.json", "{\"tasks\": []}\n"),
+];
+
+/// Points every git call of this thread at an empty HOME, no system config, and a ceiling at
+/// `tmp`; removes identity and `-c` variables a parent git may have exported.
+fn isolate(tmp: &Path) {
+    let home = tmp.join("home");
+    fs::create_dir_all(&home).unwrap();
+    let set = |k: &str, v: &Path| (k.into(), Some(v.as_os_str().to_owned()));
+    let mut env = vec![
+        set("HOME", &home),
+        set("XDG_CONFIG_HOME", &home.join(".config")),
+        set("GIT_CONFIG_NOSYSTEM", Path::new("1")),
+        set("GIT_CEILING_DIRECTORIES", tmp),
+    ];
+    for key in [
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+    ] {
+        env.push((key.into(), None));
+    }
+    TEST_ENV.with(|e| *e.borrow_mut() = env);
+}
+
+impl Fixture {
+    /// A repository with [`FILES`] committed and `user.name`/`user.email` configured.
+    fn new() -> Fixture {
+        let f = Fixture::empty(true);
+        for (path, content) in FILES {
+            f.write(path, content);
+        }
+        f.commit_all("initial");
+        f
+    }
+
+    /// `git init` only, with or without a configured identity.
+    fn empty(identity: bool) -> Fixture {
+        let tmp = TempDir::new().unwrap();
+        isolate(tmp.path());
+        let root = tmp.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        run(&root, &["init", "--quiet"]);
+        if identity {
+            run(&root, &["config", "user.name", "Test User"]);
+            run(&root, &["config", "user.email", "test@localhost"]);
+        }
+        let repo = Repo::discover(&root).unwrap();
+        Fixture { tmp, repo }
+    }
+
+    fn root(&self) -> &Path {
+        self.repo.root()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        run(self.root(), args)
+    }
+
+    fn write(&self, path: &str, content: impl AsRef<[u8]>) {
+        write(self.root(), path, content);
+    }
+
+    fn read(&self, path: &str) -> Vec<u8> {
+        fs::read(self.root().join(path)).unwrap()
+    }
+
+    /// Commits everything as a fixture identity (leaving the repository's config alone).
+    fn commit_all(&self, message: &str) -> String {
+        self.git(&["add", "--all"]);
+        git(self.root(), "test commit")
+            .config("user.name=Fixture")
+            .config("user.email=fixture@localhost")
+            .args(["commit", "--quiet", "-m", message])
+            .run()
+            .unwrap();
+        self.repo.head().unwrap()
+    }
+
+    fn worktrees_dir(&self) -> PathBuf {
+        self.root().join(".git/dagexec/worktrees")
+    }
+
+    /// The registered worktrees other than the main one.
+    fn linked_worktrees(&self) -> Vec<PathBuf> {
+        let mut all = self.repo.registered_worktrees().unwrap();
+        all.remove(0);
+        all
+    }
+
+    /// (work tree, index) as a comparable snapshot.
+    fn state(&self) -> (Files, String, String) {
+        (
+            files(self.root()),
+            self.repo.status_porcelain().unwrap(),
+            self.git(&["write-tree"]),
+        )
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        TEST_ENV.with(|e| e.borrow_mut().clear());
+    }
+}
+
+fn run(dir: &Path, args: &[&str]) -> String {
+    git(dir, "test").args(args).run_text().unwrap()
+}
+
+fn write(dir: &Path, path: &str, content: impl AsRef<[u8]>) {
+    let full = dir.join(path);
+    fs::create_dir_all(full.parent().unwrap()).unwrap();
+    fs::write(full, content).unwrap();
+}
+
+fn set_executable(path: &Path) {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Every file under `dir` outside `.git`: (content, executable).
+fn files(dir: &Path) -> Files {
+    fn walk(base: &Path, dir: &Path, out: &mut Files) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                continue;
+            }
+            let meta = fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                walk(base, &path, out);
+            } else {
+                let rel = path
+                    .strip_prefix(base)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                let exec = meta.permissions().mode() & 0o111 != 0;
+                out.insert(rel, (fs::read(&path).unwrap(), exec));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn set(paths: &[&str]) -> BTreeSet<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+fn strings(paths: &[&str]) -> Vec<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+fn long_text(tag: &str) -> String {
+    (1..=20).map(|i| format!("{tag} line {i}\n")).collect()
+}
+
+#[test]
+fn worktree_at_an_older_base_sees_that_base() {
+    let f = Fixture::new();
+    let first = f.repo.head().unwrap();
+    f.write("mod.txt", "changed on the branch\n");
+    let second = f.commit_all("second");
+    let wt = f.repo.add_worktree(&first, "old").unwrap();
+    assert_eq!(wt.path(), f.worktrees_dir().join("old"));
+    assert_eq!(
+        fs::read(wt.path().join("mod.txt")).unwrap(),
+        b"one\ntwo\nthree\n"
+    );
+    assert_eq!(run(wt.path(), &["rev-parse", "HEAD"]), first);
+    assert_eq!(f.repo.head().unwrap(), second, "the main HEAD did not move");
+    assert_eq!(
+        f.repo.status_porcelain().unwrap(),
+        "",
+        "the worktree is invisible"
+    );
+    let by_expr = f.repo.add_worktree("HEAD~1", "expr").unwrap();
+    assert_eq!(run(by_expr.path(), &["rev-parse", "HEAD"]), first);
+    assert!(matches!(
+        f.repo.add_worktree("no-such-branch", "x"),
+        Err(GitError::BadRevision { .. })
+    ));
+    for bad in ["", "..", "a/b", "-f"] {
+        assert!(
+            matches!(
+                f.repo.add_worktree("HEAD", bad),
+                Err(GitError::InvalidName { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn changes_capture_everything_and_the_patch_reproduces_it() {
+    let f = Fixture::new();
+    f.write("ren.txt", long_text("renamed"));
+    f.write("bin.dat", [0u8, 1, 2, 0, 255, 254, 0, 0]);
+    let base = f.commit_all("more files");
+    let wt = f.repo.add_worktree(&base, "w").unwrap();
+    let w = wt.path();
+    write(w, "mod.txt", "one\nTWO\nthree\n");
+    write(w, "new/dir/added.txt", "brand new\n");
+    write(w, "spaced name ü.txt", "unicode name\n");
+    fs::remove_file(w.join("del.txt")).unwrap();
+    fs::create_dir_all(w.join("moved")).unwrap();
+    fs::rename(w.join("ren.txt"), w.join("moved/renamed.txt")).unwrap();
+    write(w, "bin.dat", (0..=255u8).collect::<Vec<_>>());
+    write(w, "new.bin", (0..=255u8).rev().collect::<Vec<_>>());
+    set_executable(&w.join("script.sh"));
+    write(w, "worker.log", "ignored\n");
+    write(w, "build/out.o", "ignored too\n");
+
+    let c = wt.changes().unwrap();
+    let changed = [
+        "bin.dat",
+        "del.txt",
+        "mod.txt",
+        "moved/renamed.txt",
+        "new.bin",
+        "new/dir/added.txt",
+        "ren.txt",
+        "script.sh",
+        "spaced name ü.txt",
+    ];
+    assert_eq!(c.changed, set(&changed));
+    let present: Vec<&str> = changed
+        .into_iter()
+        .filter(|p| !["del.txt", "ren.txt"].contains(p))
+        .collect();
+    assert_eq!(c.present, set(&present));
+    let patch = String::from_utf8_lossy(&c.patch);
+    assert!(patch.contains("rename from ren.txt"), "{patch}");
+    assert!(patch.contains("GIT binary patch"), "{patch}");
+    assert!(patch.contains("new mode 100755"), "{patch}");
+    assert!(!patch.contains("worker.log") && !patch.contains("out.o"));
+    assert_eq!(
+        f.repo.status_porcelain().unwrap(),
+        "",
+        "main tree untouched"
+    );
+
+    f.repo.check_patch(&c.patch).unwrap();
+    f.repo.apply_patch(&c.patch).unwrap();
+    let mut expected = files(w);
+    expected.remove("worker.log");
+    expected.remove("build/out.o");
+    assert_eq!(files(f.root()), expected, "byte for byte, modes included");
+    assert_eq!(
+        f.git(&["write-tree"]),
+        run(w, &["write-tree"]),
+        "same index"
+    );
+    let status = f.repo.status_porcelain().unwrap();
+    assert!(
+        status.lines().all(|l| l.as_bytes()[1] == b' '),
+        "all staged: {status}"
+    );
+}
+
+#[test]
+fn no_changes_is_an_empty_patch() {
+    let f = Fixture::new();
+    let wt = f.repo.add_worktree("HEAD", "idle").unwrap();
+    write(wt.path(), "only.log", "ignored\n");
+    let c = wt.changes().unwrap();
+    assert!(c.patch.is_empty());
+    assert!(c.changed.is_empty() && c.present.is_empty());
+    f.repo.check_patch(&c.patch).unwrap();
+    f.repo.apply_patch(&c.patch).unwrap();
+    assert_eq!(f.repo.commit("nothing", &[]).unwrap(), None);
+}
+
+#[test]
+fn without_drops_paths() {
+    let f = Fixture::new();
+    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+    write(wt.path(), ".design/plan.json", "{\"tasks\": [\"mine\"]}\n");
+    write(wt.path(), ".dagexec/logs/w.txt", "worker log\n");
+    write(wt.path(), "src/lib.rs", "pub fn f() {}\n");
+    let c = wt.changes().unwrap();
+    assert_eq!(
+        c.changed,
+        set(&[".dagexec/logs/w.txt", ".design/plan.json", "src/lib.rs"])
+    );
+
+    let d = c
+        .without(&[".design/plan.json", ".dagexec/logs/w.txt"])
+        .unwrap();
+    assert_eq!(d.changed, set(&["src/lib.rs"]));
+    assert_eq!(d.present, set(&["src/lib.rs"]));
+    let patch = String::from_utf8_lossy(&d.patch);
+    assert!(
+        !patch.contains("plan.json") && !patch.contains("w.txt"),
+        "{patch}"
+    );
+    assert_eq!(c.changed.len(), 3, "the original is unchanged");
+    assert_eq!(
+        c.without(&["./.dagexec/"]).unwrap().changed.len(),
+        2,
+        "a directory"
+    );
+    assert_eq!(
+        d.without(&["src/lib.rs"]).unwrap().changed,
+        set(&[]),
+        "cumulative"
+    );
+
+    f.repo.apply_patch(&d.patch).unwrap();
+    assert_eq!(f.read(".design/plan.json"), b"{\"tasks\": []}\n");
+    assert_eq!(f.read("src/lib.rs"), b"pub fn f() {}\n");
+    assert!(!f.root().join(".dagexec").exists());
+}
+
+#[test]
+fn disjoint_patches_both_apply() {
+    let f = Fixture::new();
+    let w1 = f.repo.add_worktree("HEAD", "one").unwrap();
+    let w2 = f.repo.add_worktree("HEAD", "two").unwrap();
+    write(w1.path(), "mod.txt", "one\ntwo\nthree\nfour\n");
+    write(w2.path(), "keep.txt", "touched\n");
+    write(w2.path(), "added.txt", "added\n");
+    let (c1, c2) = (w1.changes().unwrap(), w2.changes().unwrap());
+    f.repo.check_patch(&c1.patch).unwrap();
+    f.repo.apply_patch(&c1.patch).unwrap();
+    f.repo.check_patch(&c2.patch).unwrap();
+    f.repo.apply_patch(&c2.patch).unwrap();
+    assert_eq!(f.read("mod.txt"), b"one\ntwo\nthree\nfour\n");
+    assert_eq!(f.read("keep.txt"), b"touched\n");
+    assert_eq!(f.read("added.txt"), b"added\n");
+}
+
+#[test]
+fn overlapping_patches_conflict_and_leave_the_tree_alone() {
+    let f = Fixture::new();
+    let w1 = f.repo.add_worktree("HEAD", "one").unwrap();
+    let w2 = f.repo.add_worktree("HEAD", "two").unwrap();
+    write(w1.path(), "mod.txt", "one\nTWO\nthree\n");
+    write(w2.path(), "mod.txt", "one\n2\nthree\n");
+    write(w2.path(), "other.txt", "would be added\n");
+    let (c1, c2) = (w1.changes().unwrap(), w2.changes().unwrap());
+    f.repo.apply_patch(&c1.patch).unwrap();
+    let before = f.state();
+
+    let err = f.repo.check_patch(&c2.patch).unwrap_err();
+    assert_eq!(err.paths, ["mod.txt"]);
+    let root = f.root().display().to_string();
+    assert!(
+        err.message
+            .starts_with(&format!("git apply --check failed in {root}: ")),
+        "{err}"
+    );
+    assert!(err.message.contains("patch failed: mod.txt:1"), "{err}");
+
+    let err = f.repo.apply_patch(&c2.patch).unwrap_err();
+    assert_eq!(err.paths, ["mod.txt"]);
+    assert_eq!(f.state(), before, "nothing changed");
+    assert!(!f.root().join("other.txt").exists());
+}
+
+#[test]
+fn commit_stages_only_the_given_paths() {
+    let f = Fixture::new();
+    f.write("mod.txt", "committed\n");
+    f.write("keep.txt", "dirty, not committed\n");
+    let message = "Round 1: tasks 1, 2\n\n# not a comment\nünïcödé ✓";
+    let sha = f
+        .repo
+        .commit(message, &strings(&["mod.txt"]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(sha.len(), 40);
+    assert_eq!(f.repo.head().unwrap(), sha);
+    assert_eq!(
+        f.git(&["show", "--name-only", "--format=", &sha]),
+        "mod.txt"
+    );
+    assert_eq!(f.git(&["log", "-1", "--format=%B"]), message);
+    assert_eq!(f.repo.status_porcelain().unwrap(), " M keep.txt\n");
+    assert_eq!(
+        f.repo.commit("again", &strings(&["mod.txt"])).unwrap(),
+        None
+    );
+
+    // Deletions are staged; a path that never existed and an ignored file are skipped.
+    fs::remove_file(f.root().join("del.txt")).unwrap();
+    f.write("debug.log", "ignored\n");
+    let long = "x".repeat(200_000);
+    let paths = strings(&["del.txt", "never.txt", "debug.log"]);
+    f.repo.commit(&long, &paths).unwrap().unwrap();
+    assert_eq!(
+        f.git(&["ls-tree", "HEAD", "--", "del.txt", "debug.log"]),
+        ""
+    );
+    assert_eq!(f.git(&["log", "-1", "--format=%B"]), long);
+    assert_eq!(f.repo.status_porcelain().unwrap(), " M keep.txt\n");
+
+    for bad in ["/etc/passwd", "../x", "a/../../x", "", ".", ".git/config"] {
+        assert!(
+            matches!(
+                f.repo.commit("bad", &strings(&[bad])),
+                Err(GitError::InvalidPath { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn commit_commits_what_apply_staged() {
+    let f = Fixture::new();
+    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+    write(wt.path(), "mod.txt", "worker\n");
+    write(wt.path(), "new.txt", "new\n");
+    let c = wt.changes().unwrap();
+    f.repo.apply_patch(&c.patch).unwrap();
+    let paths: Vec<String> = c.changed.iter().cloned().collect();
+    let sha = f.repo.commit("round", &paths).unwrap().unwrap();
+    assert_eq!(
+        f.git(&["show", "--name-only", "--format=", &sha]),
+        "mod.txt\nnew.txt"
+    );
+    assert_eq!(f.repo.status_porcelain().unwrap(), "");
+    assert!(f.repo.is_committed("new.txt").unwrap());
+}
+
+#[test]
+fn commit_without_a_configured_identity_uses_the_fallback() {
+    let f = Fixture::empty(false);
+    assert!(!f.git(&["config", "--list"]).contains("user."));
+    f.write("a.txt", "first\n");
+    let sha = f
+        .repo
+        .commit("first", &strings(&["a.txt"]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(f.repo.head().unwrap(), sha, "a root commit");
+    assert_eq!(
+        f.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>"]),
+        "dagexec <dagexec@localhost>|dagexec <dagexec@localhost>"
+    );
+
+    let g = Fixture::new();
+    g.write("mod.txt", "x\n");
+    g.repo
+        .commit("mine", &strings(&["mod.txt"]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        g.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>"]),
+        "Test User <test@localhost>|Test User <test@localhost>"
+    );
+}
+
+#[test]
+fn is_committed_cases() {
+    let f = Fixture::new();
+    f.write("mod.txt", "unstaged change\n");
+    f.write("keep.txt", "staged change\n");
+    f.git(&["add", "keep.txt"]);
+    fs::remove_file(f.root().join("del.txt")).unwrap();
+    f.write("untracked.txt", "new\n");
+    assert!(f.repo.is_committed("script.sh").unwrap());
+    assert!(f.repo.is_committed(".design/plan.json").unwrap());
+    assert!(f.repo.is_committed("./.design//plan.json").unwrap());
+    for path in [
+        "mod.txt",
+        "keep.txt",
+        "del.txt",
+        "untracked.txt",
+        "never.txt",
+    ] {
+        assert!(!f.repo.is_committed(path).unwrap(), "{path}");
+    }
+}
+
+#[test]
+fn restore_reverts_tracked_and_deletes_untracked() {
+    let f = Fixture::new();
+    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+    write(wt.path(), "added/by/patch.txt", "staged new file\n");
+    fs::remove_file(wt.path().join("del.txt")).unwrap();
+    f.repo.apply_patch(&wt.changes().unwrap().patch).unwrap();
+    f.write("mod.txt", "unstaged change\n");
+    f.write("keep.txt", "staged change\n");
+    f.git(&["add", "keep.txt"]);
+    f.write("scratch/new.txt", "untracked\n");
+    fs::write(f.root().join("script.sh"), "changed\n").unwrap();
+    set_executable(&f.root().join("script.sh"));
+    assert_ne!(f.repo.status_porcelain().unwrap(), "");
+
+    let paths = strings(&[
+        "mod.txt",
+        "keep.txt",
+        "del.txt",
+        "script.sh",
+        "scratch/new.txt",
+        "added/by/patch.txt",
+        "never.txt",
+    ]);
+    f.repo.restore(&paths).unwrap();
+    assert_eq!(f.repo.status_porcelain().unwrap(), "");
+    assert_eq!(f.read("mod.txt"), b"one\ntwo\nthree\n");
+    assert_eq!(f.read("del.txt"), b"delete me\n");
+    let mode = fs::metadata(f.root().join("script.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0, "mode restored");
+    assert!(
+        !f.root().join("scratch").exists(),
+        "emptied directories go too"
+    );
+    assert!(!f.root().join("added").exists());
+    f.repo.restore(&[]).unwrap();
+}
+
+#[test]
+fn prune_removes_crashed_and_left_over_worktrees() {
+    let f = Fixture::new();
+    let crashed = f.repo.add_worktree("HEAD", "crashed").unwrap();
+    let crashed_path = crashed.path().to_owned();
+    write(&crashed_path, "dirty.txt", "work in progress\n");
+    std::mem::forget(crashed);
+    let ghost = f.repo.add_worktree("HEAD", "ghost").unwrap();
+    fs::remove_dir_all(ghost.path()).unwrap(); // registered, directory gone
+    std::mem::forget(ghost);
+    let leftover = f.worktrees_dir().join("leftover");
+    write(&leftover, "sub/file.txt", "not a worktree\n");
+    assert_eq!(f.linked_worktrees().len(), 2);
+
+    assert_eq!(f.repo.prune_worktrees().unwrap(), 3);
+    assert!(!crashed_path.exists() && !leftover.exists());
+    assert!(f.linked_worktrees().is_empty());
+    assert_eq!(
+        f.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    assert_eq!(f.repo.prune_worktrees().unwrap(), 0);
+    assert_eq!(f.repo.status_porcelain().unwrap(), "");
+}
+
+#[test]
+fn add_worktree_replaces_a_stale_one_of_the_same_name() {
+    let f = Fixture::new();
+    let stale = f.repo.add_worktree("HEAD", "t").unwrap();
+    write(stale.path(), "dirty.txt", "from the crashed run\n");
+    std::mem::forget(stale);
+    write(&f.worktrees_dir().join("u"), "junk.txt", "left over\n");
+
+    let t = f.repo.add_worktree("HEAD", "t").unwrap();
+    assert!(!t.path().join("dirty.txt").exists());
+    assert_eq!(fs::read(t.path().join("keep.txt")).unwrap(), b"untouched\n");
+    let u = f.repo.add_worktree("HEAD", "u").unwrap();
+    assert!(!u.path().join("junk.txt").exists());
+    assert_eq!(f.linked_worktrees().len(), 2);
+}
+
+#[test]
+fn drop_and_remove_delete_the_worktree() {
+    let f = Fixture::new();
+    let dropped_path = {
+        let wt = f.repo.add_worktree("HEAD", "dropped").unwrap();
+        write(wt.path(), "dirty.txt", "x\n");
+        wt.path().to_owned()
+    };
+    assert!(!dropped_path.exists());
+    assert!(f.linked_worktrees().is_empty());
+
+    let wt = f.repo.add_worktree("HEAD", "removed").unwrap();
+    let path = wt.path().to_owned();
+    let c = wt.changes().unwrap();
+    wt.remove().unwrap();
+    assert!(!path.exists());
+    assert!(f.linked_worktrees().is_empty());
+    let err = c.without(&["x"]).unwrap_err();
+    assert!(err.to_string().contains(&*path.to_string_lossy()), "{err}");
+
+    // A worktree whose directory vanished under it is still unregistered.
+    let wt = f.repo.add_worktree("HEAD", "vanished").unwrap();
+    fs::remove_dir_all(wt.path()).unwrap();
+    wt.remove().unwrap();
+    assert!(f.linked_worktrees().is_empty());
+}
+
+#[test]
+fn head_on_an_empty_repository_says_so() {
+    let f = Fixture::empty(true);
+    let err = f.repo.head().unwrap_err();
+    assert!(matches!(err, GitError::NoCommits { .. }));
+    assert!(
+        err.to_string()
+            .contains("the repository has no commits; commit something first"),
+        "{err}"
+    );
+    assert!(!f.repo.is_committed("a.txt").unwrap());
+    assert!(matches!(
+        f.repo.add_worktree("HEAD", "w"),
+        Err(GitError::BadRevision { .. })
+    ));
+    f.write("a.txt", "x\n");
+    f.repo.restore(&strings(&["a.txt"])).unwrap();
+    assert!(!f.root().join("a.txt").exists());
+}
+
+#[test]
+fn discover_finds_the_top_or_says_not_a_repository() {
+    let f = Fixture::new();
+    fs::create_dir_all(f.root().join("deep/er")).unwrap();
+    let repo = Repo::discover(&f.root().join("deep/er")).unwrap();
+    assert_eq!(repo.root(), f.root());
+
+    let outside = f.tmp.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let err = Repo::discover(&outside).unwrap_err();
+    assert!(matches!(err, GitError::NotARepository { .. }), "{err:?}");
+    assert!(err.to_string().contains("not a git repository"), "{err}");
+    assert!(matches!(
+        Repo::discover(&f.tmp.path().join("missing")),
+        Err(GitError::Io { .. })
+    ));
+}
+
+#[test]
+fn errors_name_the_command_the_directory_and_stderr() {
+    let f = Fixture::new();
+    let err = git(f.root(), "frobnicate")
+        .arg("frobnicate")
+        .run()
+        .unwrap_err();
+    let root = f.root().display();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "git frobnicate failed in {root}: git: 'frobnicate' is not a git command"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn hostile_configuration_and_hooks_do_not_get_in_the_way() {
+    let f = Fixture::new();
+    let hooks = f.tmp.path().join("hooks");
+    for hook in [
+        "pre-commit",
+        "commit-msg",
+        "post-checkout",
+        "post-commit",
+        "reference-transaction",
+    ] {
+        write(&hooks, hook, "#!/bin/sh\necho hook ran >&2\nexit 1\n");
+        set_executable(&hooks.join(hook));
+    }
+    for (key, value) in [
+        ("core.hooksPath", hooks.to_str().unwrap()),
+        ("commit.gpgsign", "true"),
+        ("user.signingkey", "no-such-key"),
+        ("commit.cleanup", "strip"),
+        ("commit.template", "/nonexistent/template"),
+        ("core.editor", "false"),
+        ("diff.noprefix", "true"),
+        ("diff.mnemonicPrefix", "true"),
+        ("diff.external", "false"),
+        ("diff.renames", "copies"),
+        ("diff.submodule", "log"),
+        ("color.ui", "always"),
+        ("apply.whitespace", "error"),
+        ("apply.ignoreWhitespace", "change"),
+        ("core.whitespace", "trailing-space,space-before-tab"),
+        ("status.showUntrackedFiles", "no"),
+        ("i18n.commitEncoding", "ISO-8859-1"),
+    ] {
+        f.git(&["config", key, value]);
+    }
+    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+    write(wt.path(), "mod.txt", "one \ntwo\t \nthree\n");
+    write(wt.path(), "copy.txt", "one\ntwo\nthree\n");
+    let c = wt.changes().unwrap();
+    assert_eq!(c.changed, set(&["copy.txt", "mod.txt"]));
+    let patch = String::from_utf8_lossy(&c.patch);
+    assert!(patch.contains("diff --git a/mod.txt b/mod.txt"), "{patch}");
+    assert!(!patch.contains('\u{1b}'), "no colour");
+    f.repo.apply_patch(&c.patch).unwrap();
+    assert_eq!(
+        f.read("mod.txt"),
+        b"one \ntwo\t \nthree\n",
+        "whitespace untouched"
+    );
+    let message = "# round 1\nü";
+    let sha = f.repo.commit(message, &strings(&["mod.txt", "copy.txt"]));
+    let sha = sha.unwrap().unwrap();
+    let object = f.git(&["cat-file", "commit", &sha]);
+    assert!(
+        object.ends_with("\n\n# round 1\nü"),
+        "kept verbatim, UTF-8: {object}"
+    );
+    assert!(
+        !object.contains("gpgsig") && !object.contains("encoding"),
+        "{object}"
+    );
+    assert!(f.repo.is_committed("copy.txt").unwrap());
+    wt.remove().unwrap();
+}
+
+#[test]
+fn odd_file_names_are_taken_literally() {
+    let f = Fixture::new();
+    for name in [":odd", "st*r", "stXr", "-dash", "spa ce", "ünï"] {
+        f.write(name, "v1\n");
+    }
+    f.commit_all("odd names");
+    f.write("st*r", "v2\n");
+    f.write("stXr", "v2\n");
+    let sha = f.repo.commit("star", &strings(&["st*r"])).unwrap().unwrap();
+    assert_eq!(f.git(&["show", "--name-only", "--format=", &sha]), "st*r");
+    assert!(f.repo.is_committed(":odd").unwrap());
+    assert!(f.repo.is_committed("st*r").unwrap());
+    assert!(!f.repo.is_committed("stXr").unwrap());
+    f.repo.restore(&strings(&["stXr"])).unwrap();
+    assert_eq!(f.repo.status_porcelain().unwrap(), "");
+
+    let wt = f.repo.add_worktree("HEAD", "odd").unwrap();
+    for name in [":odd", "-dash", "ünï"] {
+        write(wt.path(), name, "v3\n");
+    }
+    let c = wt.changes().unwrap();
+    assert_eq!(c.changed, set(&["-dash", ":odd", "ünï"]));
+    let d = c.without(&[":odd", "ünï"]).unwrap();
+    assert_eq!(d.changed, set(&["-dash"]));
+    f.repo.apply_patch(&d.patch).unwrap();
+    assert_eq!(f.read("-dash"), b"v3\n");
+    assert_eq!(f.read(":odd"), b"v1\n");
+}

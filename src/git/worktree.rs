@@ -1,0 +1,212 @@
+//! A worker's worktree and what the worker changed in it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::GitError;
+use super::cmd::{git, nul_fields};
+
+/// A detached worktree of the repository at a base commit, where one worker works. Removed
+/// by [`Worktree::remove`], or on drop (best effort).
+#[derive(Debug)]
+pub struct Worktree {
+    path: PathBuf,
+    root: PathBuf,
+    name: String,
+    base: String,
+    removed: bool,
+}
+
+/// What a worker did in its worktree, relative to the base commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
+    /// applies onto a tree at the base; empty when nothing changed.
+    pub patch: Vec<u8>,
+    /// Repo-relative paths added, modified, deleted or renamed (both names of a rename),
+    /// including executable-bit and type changes.
+    pub changed: BTreeSet<String>,
+    /// Those of `changed` that are regular files in the worktree now (not deleted, not a
+    /// symlink).
+    pub present: BTreeSet<String>,
+    worktree: PathBuf,
+    base: String,
+    excluded: Vec<String>,
+}
+
+impl Worktree {
+    pub(super) fn new(path: PathBuf, root: PathBuf, name: String, base: String) -> Worktree {
+        Worktree {
+            path,
+            root,
+            name,
+            base,
+            removed: false,
+        }
+    }
+
+    /// The worktree's top directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Everything changed relative to the base: modified, added (untracked and not ignored
+    /// included), deleted, renamed, binary files and mode changes, committed by the worker or
+    /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
+    /// main work tree and index are not touched.
+    pub fn changes(&self) -> Result<Changes, GitError> {
+        git(&self.path, "add --all").args(["add", "--all"]).run()?;
+        diff(&self.path, &self.base, Vec::new())
+    }
+
+    /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
+    pub fn remove(mut self) -> Result<(), GitError> {
+        self.remove_now()
+    }
+
+    fn remove_now(&mut self) -> Result<(), GitError> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        let _admin = super::worktree_admin();
+        let unregistered = unregister(&self.root, &self.path);
+        super::paths::remove_any(&self.path)?;
+        if let Err(e) = unregistered {
+            // The directory is gone; `prune` drops the registration left behind.
+            tracing::debug!("{e}; pruning instead");
+            git(&self.root, "worktree prune")
+                .args(["worktree", "prune"])
+                .run()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_now() {
+            tracing::warn!(worktree = %self.name, "could not remove worktree: {e}");
+        }
+    }
+}
+
+/// `git worktree remove --force --force <path>` (the second force also takes a locked one).
+pub(super) fn unregister(root: &Path, path: &Path) -> Result<(), GitError> {
+    git(root, "worktree remove")
+        .args(["worktree", "remove", "--force", "--force"])
+        .arg(path)
+        .run()
+        .map(drop)
+}
+
+impl Changes {
+    /// The same changes without `paths` (files, or directories and all under them): the
+    /// worktree is diffed again with those paths excluded, so the worktree must still exist.
+    pub fn without(&self, paths: &[&str]) -> Result<Changes, GitError> {
+        let mut excluded = self.excluded.clone();
+        for path in paths {
+            excluded.push(super::paths::normalize(path)?);
+        }
+        diff(&self.worktree, &self.base, excluded)
+    }
+}
+
+/// The diff options both the patch and the name list use: fixed whatever the user's
+/// configuration (prefixes, renames, external diff, colour, submodule format).
+const DIFF_OPTIONS: &[&str] = &[
+    "diff",
+    "--cached",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--find-renames",
+    "--submodule=short",
+    "--ignore-submodules=none",
+];
+
+/// The staged changes in `worktree` against `base`, less `excluded`.
+fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
+    let pathspec: Vec<String> = excluded
+        .iter()
+        .map(|p| format!(":(exclude,literal){p}"))
+        .collect();
+    let patch = git(worktree, "diff --cached --binary")
+        .args(DIFF_OPTIONS)
+        .args(["--binary", "--full-index", base, "--"])
+        .args(&pathspec)
+        .run()?;
+    let names = git(worktree, "diff --cached --name-status")
+        .args(DIFF_OPTIONS)
+        .args(["--name-status", "-z", base, "--"])
+        .args(&pathspec)
+        .run()?;
+    let changed = parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+        command: "diff --cached --name-status".into(),
+        dir: worktree.to_path_buf(),
+        detail,
+    })?;
+    let present = changed
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
+        .cloned()
+        .collect();
+    Ok(Changes {
+        patch,
+        changed,
+        present,
+        worktree: worktree.to_path_buf(),
+        base: base.to_owned(),
+        excluded,
+    })
+}
+
+/// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
+/// and copies (a copy's source is unchanged, so only its destination counts).
+fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
+    let mut fields = nul_fields(out).map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut paths = BTreeSet::new();
+    while let Some(status) = fields.next() {
+        let mut path = || {
+            fields
+                .next()
+                .ok_or_else(|| format!("status {status:?} without a path"))
+        };
+        match status.chars().next() {
+            Some('R') => {
+                paths.insert(path()?);
+                paths.insert(path()?);
+            }
+            Some('C') => {
+                path()?;
+                paths.insert(path()?);
+            }
+            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => {
+                paths.insert(path()?);
+            }
+            _ => return Err(format!("unknown status {status:?}")),
+        }
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_status_parses_renames_and_copies() {
+        let out = b"M\0a b.txt\0R087\0old\0new/dir\0C100\0src\0copy\0D\0gone\0A\0\xc3\xbc\0";
+        let paths = parse_name_status(out).unwrap();
+        let expected: BTreeSet<String> = ["a b.txt", "old", "new/dir", "copy", "gone", "ü"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(paths, expected);
+        assert!(parse_name_status(b"R100\0only-one\0").is_err());
+        assert!(parse_name_status(b"?\0x\0").is_err());
+        assert!(parse_name_status(b"").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,142 @@
+//! One attempt at one task: a fresh worktree at the round's base, the worker, the facts the
+//! processor needs (changes, acceptance checks run in that tree), and the verdict.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::git::{Repo, Worktree};
+use crate::outcome::{self, AttemptReport, CheckRun, Verdict};
+use crate::plan::model::Task;
+use crate::shell;
+use crate::worker::{self, Stop, WorkerSpec};
+
+/// What the runner hands an attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptInput {
+    pub index: usize,
+    pub attempt: u32,
+    pub round: u32,
+    /// A snapshot of the task (its declared files and checks).
+    pub task: Task,
+    /// The prompt with dependency results filled in.
+    pub prompt: String,
+    pub base: String,
+    pub worker: String,
+    pub timeout: Duration,
+    /// Where prompt files go (outside the repository).
+    pub scratch: PathBuf,
+    /// The plan's path relative to the root.
+    pub plan_rel: String,
+}
+
+/// What came of it.
+#[derive(Debug)]
+pub enum AttemptEnd {
+    Judged(Box<Judged>),
+    /// Ctrl-C arrived while the worker ran.
+    Cancelled,
+}
+
+/// A judged attempt.
+#[derive(Debug)]
+pub struct Judged {
+    pub index: usize,
+    pub attempt: u32,
+    pub verdict: Verdict,
+    /// The changes to integrate (without the plan file and the work log), for a completed task.
+    pub patch: Vec<u8>,
+    /// Paths the patch touches.
+    pub touched: Vec<String>,
+    pub duration: Duration,
+}
+
+/// Runs one attempt. Git and check commands block, so they run on the blocking pool.
+pub async fn run(
+    repo: Arc<Repo>,
+    input: AttemptInput,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> Result<AttemptEnd, crate::git::GitError> {
+    let name = format!("task-{}-attempt-{}", input.index, input.attempt);
+    let (r, base) = (repo.clone(), input.base.clone());
+    let wt: Worktree = tokio::task::spawn_blocking(move || r.add_worktree(&base, &name))
+        .await
+        .expect("worktree creation does not panic")?;
+    let log_rel = format!(".design/worker-{}.log", input.index);
+    let spec = WorkerSpec {
+        command: input.worker.clone(),
+        cwd: wt.path().to_path_buf(),
+        prompt: input.prompt.clone(),
+        task_index: input.index,
+        attempt: input.attempt,
+        round: input.round,
+        model: input.task.model().unwrap_or_default().to_string(),
+        prompt_file: input
+            .scratch
+            .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
+        log_file: repo.root().join(&log_rel),
+        timeout: input.timeout,
+        extra_env: Vec::new(),
+    };
+    let mut run = match worker::run(&spec, &cancel).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled => return Ok(AttemptEnd::Cancelled),
+    };
+    // A worker following the prompt literally writes its log inside its own tree.
+    let in_tree_log = wt.path().join(&log_rel);
+    if run.log.is_none() {
+        if let Ok(text) = std::fs::read_to_string(&in_tree_log) {
+            let _ = std::fs::write(repo.root().join(&log_rel), &text);
+            run.log = Some(text);
+        }
+    }
+    let plan_rel = input.plan_rel.clone();
+    let task = input.task.clone();
+    let index = input.index;
+    let timeout = input.timeout;
+    let judged = tokio::task::spawn_blocking(
+        move || -> Result<(Verdict, Vec<u8>, Vec<String>), crate::git::GitError> {
+            let all = wt.changes()?;
+            let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
+            let mut report = AttemptReport {
+                output: run.stdout.clone(),
+                exit: run.exit.clone(),
+                log: run.log.clone(),
+                present: all.present.clone(),
+                changed: all.changed.clone(),
+                acceptance: None,
+            };
+            if outcome::wants_acceptance(&task, &report) {
+                let checks = task
+                    .acceptance_criteria()
+                    .iter()
+                    .map(|c| {
+                        let o = shell::run(&c.check, wt.path(), timeout);
+                        CheckRun {
+                            criterion: c.criterion.clone(),
+                            check: c.check.clone(),
+                            passed: o.passed,
+                            output: o.output,
+                        }
+                    })
+                    .collect();
+                report.acceptance = Some(checks);
+            }
+            let verdict = outcome::judge(index, &task, &report, &plan_rel);
+            let touched = kept.changed.iter().cloned().collect();
+            wt.remove()?;
+            Ok((verdict, kept.patch, touched))
+        },
+    )
+    .await
+    .expect("judging does not panic")?;
+    let (verdict, patch, touched) = judged;
+    Ok(AttemptEnd::Judged(Box::new(Judged {
+        index: input.index,
+        attempt: input.attempt,
+        verdict,
+        patch,
+        touched,
+        duration: run.duration,
+    })))
+}

@@ -1,0 +1,249 @@
+//! The run's settings: flags first, then `DAGEXEC_*` environment variables, then
+//! `.design/dagexec.yml`, then defaults. Converted here into plain values for the runner.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::Schedule;
+
+/// Default per-task timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// `.design/dagexec.yml`: defaults for `dagexec run` in this repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The worker command line.
+    pub worker: Option<String>,
+    /// Workers at once.
+    pub jobs: Option<usize>,
+    /// Per-task timeout, e.g. `30m`.
+    pub timeout: Option<String>,
+    /// `rounds`, `waves` or `eager`.
+    pub schedule: Option<String>,
+}
+
+/// Why the settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error(
+        "no worker command: pass --worker, set DAGEXEC_WORKER, or add `worker:` to .design/dagexec.yml"
+    )]
+    NoWorker,
+    #[error("{field}: {message}")]
+    Value { field: String, message: String },
+}
+
+impl ConfigError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
+            ConfigError::File { .. } => {
+                "Keys are worker, jobs, timeout and schedule; see README, \"Configuration\".".into()
+            }
+            ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
+        }
+    }
+}
+
+/// Shown when no worker is configured: working command lines for common agent CLIs. The
+/// prompt arrives on stdin and in `$DAGEXEC_PROMPT_FILE`; the last stdout line is the status.
+pub const WORKER_EXAMPLES: &str = "\
+a worker is any command that reads the task's prompt (stdin, or the file $DAGEXEC_PROMPT_FILE),
+  does the work in the current directory, and prints a last line COMPLETED: …, FAILED: … or BLOCKED: …
+  Claude Code:  dagexec run --worker 'claude -p --model \"${DAGEXEC_MODEL:-sonnet}\" --permission-mode acceptEdits < \"$DAGEXEC_PROMPT_FILE\"'
+  Codex:        dagexec run --worker 'codex exec --full-auto - < \"$DAGEXEC_PROMPT_FILE\"'
+  aider:        dagexec run --worker 'aider --yes-always --no-auto-commits --message-file \"$DAGEXEC_PROMPT_FILE\"'
+  or once for the repository, in .design/dagexec.yml:   worker: claude -p < \"$DAGEXEC_PROMPT_FILE\"";
+
+/// Reads `.design/dagexec.yml` under `root`, if present.
+pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
+    let path = root.join(".design/dagexec.yml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => Ok(FileConfig::default()),
+        Ok(text) => serde_yaml::from_str(&text).map_err(|e| ConfigError::File {
+            path: ".design/dagexec.yml".into(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+        Err(e) => Err(ConfigError::File {
+            path: ".design/dagexec.yml".into(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Parses `30s`, `5m`, `1h30m` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
+}
+
+/// `rounds`, `waves` (or `eager`, not yet available).
+pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    match s.trim() {
+        "rounds" => Ok(Schedule::Rounds),
+        "waves" => Ok(Schedule::Waves),
+        "eager" => Err("the eager schedule is not available yet; use rounds or waves".into()),
+        other => Err(format!("unknown schedule {other:?} (rounds or waves)")),
+    }
+}
+
+/// Settings given on the command line (None = not given).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub worker: Option<String>,
+    pub jobs: Option<usize>,
+    pub timeout: Option<Duration>,
+    pub schedule: Option<Schedule>,
+}
+
+/// The run's resolved settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub worker: String,
+    pub jobs: usize,
+    pub timeout: Duration,
+    pub schedule: Schedule,
+}
+
+/// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
+/// `DAGEXEC_SCHEDULE`), then the file, then defaults (jobs: the number of cores).
+pub fn resolve(
+    flags: &Flags,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &FileConfig,
+) -> Result<Settings, ConfigError> {
+    let value = |field: &str, message: String| ConfigError::Value {
+        field: field.into(),
+        message,
+    };
+    let worker = flags
+        .worker
+        .clone()
+        .or_else(|| env("DAGEXEC_WORKER"))
+        .or_else(|| file.worker.clone())
+        .filter(|w| !w.trim().is_empty())
+        .ok_or(ConfigError::NoWorker)?;
+    let jobs = match (flags.jobs, env("DAGEXEC_JOBS"), file.jobs) {
+        (Some(j), _, _) => j,
+        (None, Some(j), _) => j
+            .trim()
+            .parse()
+            .map_err(|_| value("DAGEXEC_JOBS", format!("{j:?} is not a number")))?,
+        (None, None, Some(j)) => j,
+        _ => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    if jobs == 0 {
+        return Err(value("jobs", "must be at least 1".into()));
+    }
+    let timeout = match (flags.timeout, env("DAGEXEC_TIMEOUT"), &file.timeout) {
+        (Some(t), _, _) => t,
+        (None, Some(t), _) => parse_duration(&t).map_err(|m| value("DAGEXEC_TIMEOUT", m))?,
+        (None, None, Some(t)) => parse_duration(t).map_err(|m| value("timeout", m))?,
+        _ => DEFAULT_TIMEOUT,
+    };
+    let schedule = match (flags.schedule, env("DAGEXEC_SCHEDULE"), &file.schedule) {
+        (Some(s), _, _) => s,
+        (None, Some(s), _) => parse_schedule(&s).map_err(|m| value("DAGEXEC_SCHEDULE", m))?,
+        (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
+        _ => Schedule::Rounds,
+    };
+    Ok(Settings {
+        worker,
+        jobs,
+        timeout,
+        schedule,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_flag_env_file_default() {
+        let file = FileConfig {
+            worker: Some("from-file".into()),
+            jobs: Some(3),
+            timeout: Some("5m".into()),
+            schedule: Some("waves".into()),
+        };
+        let none = |_: &str| None;
+        let s = resolve(&Flags::default(), &none, &file).unwrap();
+        assert_eq!(
+            (s.worker.as_str(), s.jobs, s.timeout, s.schedule),
+            ("from-file", 3, Duration::from_secs(300), Schedule::Waves)
+        );
+        let env = |k: &str| match k {
+            "DAGEXEC_WORKER" => Some("from-env".to_string()),
+            "DAGEXEC_JOBS" => Some("7".to_string()),
+            _ => None,
+        };
+        let s = resolve(&Flags::default(), &env, &file).unwrap();
+        assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
+        let flags = Flags {
+            worker: Some("from-flag".into()),
+            jobs: Some(1),
+            ..Default::default()
+        };
+        let s = resolve(&flags, &env, &file).unwrap();
+        assert_eq!((s.worker.as_str(), s.jobs), ("from-flag", 1));
+        let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
+        assert_eq!((s.timeout, s.schedule), (DEFAULT_TIMEOUT, Schedule::Rounds));
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let none = |_: &str| None;
+        let e = resolve(&Flags::default(), &none, &FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoWorker));
+        assert!(e.hint().contains("claude -p"));
+        assert!(e.hint().contains("codex exec"));
+        assert!(e.hint().contains("aider"));
+        let flags = Flags {
+            worker: Some("w".into()),
+            jobs: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&flags, &none, &FileConfig::default())
+                .unwrap_err()
+                .to_string(),
+            "jobs: must be at least 1"
+        );
+        let file = FileConfig {
+            schedule: Some("fast".into()),
+            ..Default::default()
+        };
+        let flags = Flags {
+            worker: Some("w".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&flags, &none, &file).unwrap_err().to_string(),
+            "schedule: unknown schedule \"fast\" (rounds or waves)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".design")).unwrap();
+        std::fs::write(dir.path().join(".design/dagexec.yml"), "wroker: x\n").unwrap();
+        let e = read_file_config(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(".design/dagexec.yml: unknown field `wroker`"),
+            "{e}"
+        );
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "worker: ./w.sh\njobs: 2\n",
+        )
+        .unwrap();
+        assert_eq!(read_file_config(dir.path()).unwrap().jobs, Some(2));
+    }
+}

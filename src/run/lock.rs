@@ -1,0 +1,123 @@
+//! One run per repository: a lock file holding the runner's pid. A lock left by a process
+//! that no longer exists (a crash, `kill -9`) is taken over, with a message.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("another dagexec run (pid {pid}) is executing this repository's plan")]
+    Held { pid: i32 },
+    #[error("cannot create the lock {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The held lock; released (the file removed) on drop.
+#[derive(Debug)]
+pub struct RunLock {
+    path: PathBuf,
+}
+
+/// What taking the lock found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    Fresh,
+    /// A lock from a process that is gone (its pid).
+    TakenOver(i32),
+}
+
+fn alive(pid: i32) -> bool {
+    // Signal 0 checks for existence; EPERM means it exists but is not ours.
+    pid > 0
+        && !matches!(
+            kill(Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        )
+}
+
+impl RunLock {
+    /// Takes the lock at `path` (its directory is created).
+    pub fn acquire(path: &Path) -> Result<(RunLock, Taken), LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut taken = Taken::Fresh;
+        loop {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+            {
+                Ok(mut f) => {
+                    write!(f, "{}", std::process::id()).map_err(io)?;
+                    return Ok((
+                        RunLock {
+                            path: path.to_path_buf(),
+                        },
+                        taken,
+                    ));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let pid: i32 = fs::read_to_string(path)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0);
+                    if alive(pid) && pid != std::process::id() as i32 {
+                        return Err(LockError::Held { pid });
+                    }
+                    fs::remove_file(path).map_err(io)?;
+                    taken = Taken::TakenOver(pid);
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        if let Err(e) = fs::remove_file(&self.path) {
+            tracing::warn!("could not remove the run lock {}: {e}", self.path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_stale_and_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dagexec/run.lock");
+        let (lock, taken) = RunLock::acquire(&path).unwrap();
+        assert_eq!(taken, Taken::Fresh);
+        // A live process's lock (our parent's pid stands in for another run).
+        drop(lock);
+        let parent = nix::unistd::getppid().as_raw();
+        fs::write(&path, parent.to_string()).unwrap();
+        assert!(matches!(RunLock::acquire(&path), Err(LockError::Held { pid }) if pid == parent));
+        // A dead process's lock: a child that has exited.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i32;
+        child.wait().unwrap();
+        fs::write(&path, dead.to_string()).unwrap();
+        let (_lock, taken) = RunLock::acquire(&path).unwrap();
+        assert_eq!(taken, Taken::TakenOver(dead));
+        drop(_lock);
+        assert!(!path.exists(), "released on drop");
+    }
+}

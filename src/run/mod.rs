@@ -1,0 +1,746 @@
+//! `dagexec run`: executes the plan on this machine, following the seed's orchestration flow
+//! (Steps 1–4) through the pure engine: pre-flight, then ready-set rounds of workers in
+//! isolated worktrees, each attempt verified, failures retried before the round is
+//! committed, completed patches integrated in plan-index order, the plan updated, one commit
+//! per round, and completion. Everything on disk is left resumable at every moment.
+
+mod attempt;
+pub mod config;
+pub mod lock;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::{self, Next, Schedule, View};
+use crate::git::{GitError, Repo};
+use crate::graph::Dag;
+use crate::outcome::{self, BatchEntry, Decision};
+use crate::plan::model::{Plan, Status};
+use crate::plan::{self, PlanErrors};
+use crate::prompt::{self, Unit};
+use crate::render::summary;
+use crate::setup::{self, Overlaps, checks};
+use crate::update::{self, RoundNotes, TaskResult};
+use attempt::{AttemptEnd, AttemptInput, Judged};
+pub use config::Settings;
+
+/// How a run ended; each maps to an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every task completed (0).
+    Completed,
+    /// Finished with failed, blocked or skipped tasks (1).
+    Incomplete,
+    /// The circuit breaker stopped the run (3).
+    CircuitBreaker,
+    /// Pending tasks remain but none can start (4).
+    Deadlock,
+    /// Ctrl-C (130).
+    Interrupted,
+}
+
+impl RunEnd {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            RunEnd::Completed => 0,
+            RunEnd::Incomplete => 1,
+            RunEnd::CircuitBreaker => 3,
+            RunEnd::Deadlock => 4,
+            RunEnd::Interrupted => 130,
+        }
+    }
+}
+
+/// Why a run could not start or continue.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanErrors),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Lock(#[from] lock::LockError),
+    #[error("{0} blocking assumption check(s) failed")]
+    Preflight(usize),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl RunError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            RunError::Plan(_) => String::new(),
+            RunError::Git(_) => "dagexec run needs a git repository with at least one commit.".into(),
+            RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
+            RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
+            RunError::Write { .. } => "Check the permissions of .design/.".into(),
+            RunError::Other(_) => String::new(),
+        }
+    }
+}
+
+/// Everything `dagexec run` needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan: PathBuf,
+    pub plan_rel: String,
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub yes: bool,
+    pub dry_run: bool,
+    pub check_timeout: std::time::Duration,
+}
+
+/// Runs the plan. Progress goes to `out`, one line per event.
+pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
+    let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
+    let dag = plan::validate::check(&plan, Some(&opts.plan_rel))?;
+    let overlaps = Overlaps::of(&plan, &dag);
+    let conflicts = overlaps.for_scheduling();
+    let unit = match opts.settings.schedule {
+        Schedule::Waves => Unit::Wave,
+        Schedule::Rounds => Unit::Batch,
+    };
+    if opts.dry_run {
+        return dry_run(&plan, &dag, &conflicts, opts, out);
+    }
+    let repo = Arc::new(Repo::discover(&opts.root)?);
+    repo.head()?;
+    let lock_path = repo.common_dir().join("dagexec").join("run.lock");
+    let (_lock, taken) = lock::RunLock::acquire(&lock_path)?;
+    if let lock::Taken::TakenOver(pid) = taken {
+        say(
+            out,
+            format!("Took over the lock of an earlier run (pid {pid}) that is no longer running."),
+        );
+    }
+    let pruned = repo.prune_worktrees()?;
+    if pruned > 0 {
+        say(
+            out,
+            format!("Removed {pruned} worktree(s) left by an interrupted run."),
+        );
+    }
+    let is_resume = plan.is_resume();
+    if is_resume {
+        resume(&repo, &mut plan, opts, out)?;
+    }
+    // Pre-flight (seed Steps 1–2).
+    let validation = checks::gather(
+        &plan,
+        &opts.root,
+        checks::CheckOptions {
+            skip_checks: false,
+            timeout: opts.check_timeout,
+        },
+    );
+    let setup = setup::output(&plan, &dag, &overlaps, validation);
+    let v = &setup.validation;
+    say(out, format!("Executing: {}", setup.goal));
+    say(
+        out,
+        format!(
+            "Tasks: {} (max dependency depth: {})",
+            setup.task_count, setup.max_depth
+        ),
+    );
+    let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
+    say(
+        out,
+        format!(
+            "Validation: {passed}/{} blocking checks passed",
+            v.blocking_checks.len()
+        ),
+    );
+    if !v.git_clean {
+        say(out, "Warning: the working tree has uncommitted changes; files a task declares are committed as they are after its patch.".to_string());
+    }
+    if !v.missing_context_files.is_empty() {
+        say(
+            out,
+            format!(
+                "Missing context files: {}",
+                v.missing_context_files.join(", ")
+            ),
+        );
+    }
+    let failed: Vec<_> = v.blocking_checks.iter().filter(|c| !c.passed).collect();
+    if !failed.is_empty() {
+        for c in &failed {
+            say(
+                out,
+                format!(
+                    "  ✗ task {}: {} — `{}`: {}",
+                    c.task,
+                    c.claim,
+                    c.verify,
+                    c.output.lines().next().unwrap_or("")
+                ),
+            );
+        }
+        if !opts.yes && !ask_proceed(out)? {
+            return Err(RunError::Preflight(failed.len()));
+        }
+        say(out, "Proceeding despite the failed checks.".to_string());
+    }
+    if is_resume {
+        say(out, "Resuming execution.".to_string());
+        if plan.count(Status::Pending) == 0 {
+            say(
+                out,
+                "All tasks are already resolved — nothing to do.".to_string(),
+            );
+            return finish(&repo, &mut plan, opts, out, None);
+        }
+    }
+    // Rounds (seed Step 3).
+    let scratch = tempfile::Builder::new()
+        .prefix("dagexec-prompts-")
+        .tempdir()
+        .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Other(format!("cannot start the async runtime: {e}")))?;
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    runtime.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = cancel_tx.send(true);
+        }
+    });
+    let mut round = round_counter(&plan);
+    loop {
+        let view = View {
+            plan: &plan,
+            dag: &dag,
+            conflicts: &conflicts,
+        };
+        let batch = match opts.settings.schedule.policy().next(view, None) {
+            Next::Done => break,
+            Next::Deadlock { pending } => {
+                say(out, engine::deadlock_message(pending));
+                return finish(&repo, &mut plan, opts, out, Some(RunEnd::Deadlock));
+            }
+            Next::Batch { tasks, waiting } => {
+                if !waiting.is_empty() {
+                    let ids = list(&waiting);
+                    say(
+                        out,
+                        if waiting.len() == 1 {
+                            format!(
+                                "(task {ids} waits for a later round: it shares files with a task in this one)"
+                            )
+                        } else {
+                            format!(
+                                "(tasks {ids} wait for a later round: they share files with tasks in this one)"
+                            )
+                        },
+                    );
+                }
+                tasks
+            }
+        };
+        round += 1;
+        let wave = (opts.settings.schedule == Schedule::Waves)
+            .then(|| engine::current_wave(&plan, &dag))
+            .flatten();
+        let base = repo.head()?;
+        say(
+            out,
+            format!(
+                "\nRound {round}: starting {} task(s): {}",
+                batch.len(),
+                list(&batch)
+            ),
+        );
+        for &i in &batch {
+            plan.tasks[i].status = Status::InProgress;
+        }
+        save(&plan, opts)?;
+        let ended = runtime.block_on(execute_batch(
+            &repo,
+            &plan,
+            &batch,
+            round,
+            &base,
+            unit,
+            opts,
+            scratch.path(),
+            &cancel_rx,
+            out,
+        ))?;
+        let Some(judged) = ended else {
+            say(out, "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.".to_string());
+            return Ok(RunEnd::Interrupted);
+        };
+        let end = integrate_and_commit(
+            &repo, &mut plan, &dag, &batch, judged, round, wave, opts, out,
+        )?;
+        if let Some(end) = end {
+            return finish(&repo, &mut plan, opts, out, Some(end));
+        }
+        if *cancel_rx.borrow() {
+            say(
+                out,
+                "Interrupted after the round was committed; run `dagexec run` again to resume."
+                    .to_string(),
+            );
+            return Ok(RunEnd::Interrupted);
+        }
+    }
+    finish(&repo, &mut plan, opts, out, None)
+}
+
+fn say(out: &mut dyn Write, line: String) {
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn list(tasks: &[usize]) -> String {
+    tasks
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
+    plan::save(plan, &opts.plan).map_err(|source| RunError::Write {
+        path: opts.plan.clone(),
+        source,
+    })
+}
+
+/// The last round number recorded in the plan (`progress.round`, dagexec's own field).
+fn round_counter(plan: &Plan) -> u32 {
+    plan.progress
+        .extra
+        .get("round")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0) as u32
+}
+
+/// On a terminal, asks whether to proceed despite failed checks.
+fn ask_proceed(out: &mut dyn Write) -> Result<bool, RunError> {
+    if !io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    let _ = write!(
+        out,
+        "Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p] "
+    );
+    let _ = out.flush();
+    let mut line = String::new();
+    io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| RunError::Other(e.to_string()))?;
+    Ok(line.trim().eq_ignore_ascii_case("p"))
+}
+
+/// Seed Step 1 resume: in-progress tasks back to pending with their partial work removed,
+/// completed tasks checked against the commits.
+fn resume(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    out: &mut dyn Write,
+) -> Result<(), RunError> {
+    let work = update::prepare_resume(plan);
+    for c in &work.cleanup {
+        let paths: Vec<String> = c.revert.iter().chain(&c.delete).cloned().collect();
+        repo.restore(&paths)?;
+    }
+    if !work.reset.is_empty() {
+        say(
+            out,
+            format!(
+                "Tasks {} were in progress when the last run stopped; they start again.",
+                list(&work.reset)
+            ),
+        );
+    }
+    let mut failures = BTreeMap::new();
+    for v in &work.verify {
+        let missing = v.creates.iter().find(|f| !repo.root().join(f).is_file());
+        let mut uncommitted = None;
+        for f in &v.modifies {
+            if !repo.is_committed(f)? {
+                uncommitted = Some(f);
+                break;
+            }
+        }
+        let why = match (missing, uncommitted) {
+            (Some(f), _) => Some(format!("{f} does not exist")),
+            (None, Some(f)) => Some(format!("{f} is not committed")),
+            _ => None,
+        };
+        if let Some(why) = why {
+            let paths: Vec<String> = v.creates.iter().chain(&v.modifies).cloned().collect();
+            repo.restore(&paths)?;
+            failures.insert(v.task, why);
+        }
+    }
+    if !failures.is_empty() {
+        for (t, why) in &failures {
+            say(
+                out,
+                format!("Task {t} was marked completed but {why}; it runs again."),
+            );
+        }
+        update::fail_verification(plan, &failures);
+    }
+    save(plan, opts)
+}
+
+/// Runs the batch's attempts, retrying failures (fresh worktree, the seed's retry prompt)
+/// until every task is resolved. `None` when interrupted.
+#[allow(clippy::too_many_arguments)]
+async fn execute_batch(
+    repo: &Arc<Repo>,
+    plan: &Plan,
+    batch: &[usize],
+    round: u32,
+    base: &str,
+    unit: Unit,
+    opts: &RunOptions,
+    scratch: &Path,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    out: &mut dyn Write,
+) -> Result<Option<Vec<Judged>>, RunError> {
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.settings.jobs));
+    let mut queue: Vec<(usize, u32, String)> = batch
+        .iter()
+        .map(|&i| {
+            (
+                i,
+                plan.tasks[i].attempts() + 1,
+                prompt::original_prompt(plan, i, unit),
+            )
+        })
+        .collect();
+    let mut done: Vec<Judged> = Vec::new();
+    while !queue.is_empty() {
+        let mut handles = Vec::new();
+        for (index, attempt, base_prompt) in queue.drain(..) {
+            let input = AttemptInput {
+                index,
+                attempt,
+                round,
+                task: plan.tasks[index].clone(),
+                prompt: prompt::spawn_prompt(plan, index, &base_prompt),
+                base: base.to_string(),
+                worker: opts.settings.worker.clone(),
+                timeout: opts.settings.timeout,
+                scratch: scratch.to_path_buf(),
+                plan_rel: opts.plan_rel.clone(),
+            };
+            let (repo, cancel, sem) = (repo.clone(), cancel.clone(), semaphore.clone());
+            handles.push(tokio::spawn(async move {
+                let _permit = sem
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
+                attempt::run(repo, input, cancel).await
+            }));
+        }
+        let mut cancelled = false;
+        for h in handles {
+            match h.await.expect("attempts do not panic")? {
+                AttemptEnd::Cancelled => cancelled = true,
+                AttemptEnd::Judged(j) => {
+                    let j = *j;
+                    let task = &plan.tasks[j.index];
+                    for w in &j.verdict.warnings {
+                        say(out, format!("  task {}: warning: {w}", j.index));
+                    }
+                    match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
+                        Decision::Retry { attempt, prompt } => {
+                            say(
+                                out,
+                                format!(
+                                    "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
+                                    j.index,
+                                    task.subject,
+                                    j.attempt,
+                                    j.verdict.result,
+                                    outcome::MAX_ATTEMPTS
+                                ),
+                            );
+                            queue.push((j.index, attempt, prompt));
+                        }
+                        _ => {
+                            say(
+                                out,
+                                format!(
+                                    "  task {} ({}): {} in {} — {}",
+                                    j.index,
+                                    task.subject,
+                                    j.verdict.status,
+                                    outcome::human_duration(j.duration),
+                                    j.verdict.result
+                                ),
+                            );
+                            done.push(j);
+                        }
+                    }
+                }
+            }
+        }
+        if cancelled || *cancel.borrow() {
+            return Ok(None);
+        }
+    }
+    done.sort_by_key(|j| j.index);
+    Ok(Some(done))
+}
+
+/// Applies completed patches in plan-index order, updates the plan, writes the processor
+/// batch file, and commits the round. Returns an end when the circuit breaker trips.
+#[allow(clippy::too_many_arguments)]
+fn integrate_and_commit(
+    repo: &Repo,
+    plan: &mut Plan,
+    dag: &Dag,
+    batch: &[usize],
+    judged: Vec<Judged>,
+    round: u32,
+    wave: Option<u64>,
+    opts: &RunOptions,
+    out: &mut dyn Write,
+) -> Result<Option<RunEnd>, RunError> {
+    let mut results = Vec::new();
+    let mut entries = Vec::new();
+    let mut applied: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    for j in &judged {
+        let mut status = j.verdict.status;
+        let mut result = j.verdict.result.clone();
+        if status == Status::Completed && !j.patch.is_empty() {
+            match repo.check_patch(&j.patch) {
+                Ok(()) => {
+                    repo.apply_patch(&j.patch)
+                        .map_err(|e| RunError::Other(e.message))?;
+                    applied.push((j.index, j.touched.iter().cloned().collect()));
+                }
+                Err(e) => {
+                    let touched: BTreeSet<&String> = j.touched.iter().collect();
+                    let culprit = applied
+                        .iter()
+                        .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
+                        .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
+                    status = Status::Pending;
+                    result = format!(
+                        "conflicts with {culprit}: {}",
+                        e.message.lines().next().unwrap_or("")
+                    );
+                    say(
+                        out,
+                        format!(
+                            "  task {}: {result}; it runs again next round on the new base",
+                            j.index
+                        ),
+                    );
+                }
+            }
+        } else if status == Status::Completed {
+            applied.push((j.index, BTreeSet::new()));
+        }
+        entries.push(BatchEntry {
+            plan_index: j.index,
+            status,
+            result: result.clone(),
+            attempts: j.attempt,
+            acceptance_passed: j.verdict.acceptance_passed,
+        });
+        results.push(TaskResult {
+            index: j.index,
+            status,
+            result,
+            attempts: j.attempt,
+        });
+    }
+    let batch_path = opts
+        .root
+        .join(format!(".design/processor-batch-{round}.json"));
+    let text = serde_json::to_string_pretty(&entries).expect("entries serialise");
+    plan::load::write_atomic(&batch_path, text.as_bytes()).map_err(|source| RunError::Write {
+        path: batch_path.clone(),
+        source,
+    })?;
+    let notes = RoundNotes {
+        wave,
+        ..Default::default()
+    };
+    let report = update::apply_round(plan, dag, &results, &notes);
+    plan.progress.extra.insert("round".into(), round.into());
+    save(plan, opts)?;
+    let completed: Vec<usize> = applied.iter().map(|(i, _)| *i).collect();
+    let files = outcome::completed_files(plan, &completed);
+    let mut paths: Vec<String> = files.create.iter().chain(&files.modify).cloned().collect();
+    // Files a completed task changed without declaring them were applied too (and flagged).
+    for (_, touched) in &applied {
+        for f in touched {
+            if !paths.contains(f) {
+                paths.push(f.clone());
+            }
+        }
+    }
+    let overall = plan.count(Status::Completed);
+    let message = commit_message(plan, round, batch, &results, overall);
+    if !paths.is_empty() {
+        paths.push(opts.plan_rel.clone());
+        if let Some(sha) = repo.commit(&message, &paths)? {
+            say(out, format!("  committed {}", &sha[..sha.len().min(12)]));
+        }
+    }
+    say(
+        out,
+        summary::round_progress(plan, round, batch)
+            .trim_end()
+            .to_string(),
+    );
+    if !report.skip_list.is_empty() {
+        say(
+            out,
+            format!(
+                "  skipped because a dependency failed or was blocked: {}",
+                list(&report.skip_list)
+            ),
+        );
+    }
+    if report.circuit_breaker.should_abort {
+        say(out, report.circuit_breaker.message());
+        return Ok(Some(RunEnd::CircuitBreaker));
+    }
+    Ok(None)
+}
+
+/// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task.
+pub fn commit_message(
+    plan: &Plan,
+    round: u32,
+    batch: &[usize],
+    results: &[TaskResult],
+    overall: usize,
+) -> String {
+    let done = results
+        .iter()
+        .filter(|r| r.status == Status::Completed)
+        .count();
+    let mut s = format!(
+        "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
+        batch.len(),
+        plan.tasks.len()
+    );
+    s.push('\n');
+    for r in results {
+        let result = r.result.lines().next().unwrap_or("");
+        s.push_str(&format!(
+            "- task {}: {} — {}: {}\n",
+            r.index, plan.tasks[r.index].subject, r.status, result
+        ));
+    }
+    s
+}
+
+/// Seed Step 4: summary, clean-up, archive when everything completed.
+fn finish(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    out: &mut dyn Write,
+    end: Option<RunEnd>,
+) -> Result<RunEnd, RunError> {
+    say(out, String::new());
+    say(out, summary::final_summary(plan).trim_end().to_string());
+    let design = opts.root.join(".design");
+    if let Ok(entries) = std::fs::read_dir(&design) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let intermediate = (name.starts_with("worker-") && name.ends_with(".log"))
+                || (name.starts_with("processor-batch-") && name.ends_with(".json"))
+                || name == "tasks.json";
+            if intermediate {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
+    if all_done {
+        let stamp = utc_timestamp();
+        if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
+            if let Some(dir) = to.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| RunError::Write {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+            std::fs::rename(&opts.plan, &to).map_err(|source| RunError::Write {
+                path: to.clone(),
+                source,
+            })?;
+            let rel = to
+                .strip_prefix(repo.root())
+                .unwrap_or(&to)
+                .to_string_lossy()
+                .to_string();
+            repo.commit(
+                &format!(
+                    "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
+                    plan.tasks.len()
+                ),
+                &[opts.plan_rel.clone(), rel.clone()],
+            )?;
+            say(out, format!("The plan is archived as {rel}."));
+        }
+        return Ok(end.unwrap_or(RunEnd::Completed));
+    }
+    Ok(end.unwrap_or(RunEnd::Incomplete))
+}
+
+/// UTC `%Y%m%dT%H%M%SZ` for the v3 history archive.
+fn utc_timestamp() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string()
+}
+
+/// `--dry-run`: the rounds the engine would run if every task completed.
+fn dry_run(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &crate::overlap::OverlapMatrix,
+    opts: &RunOptions,
+    out: &mut dyn Write,
+) -> Result<RunEnd, RunError> {
+    let (batches, deadlock) = engine::simulate(plan, dag, conflicts, opts.settings.schedule, None);
+    say(
+        out,
+        format!(
+            "Dry run: {} round(s) if every task completes (nothing is changed).",
+            batches.len()
+        ),
+    );
+    for (r, b) in batches.iter().enumerate() {
+        let names: Vec<String> = b
+            .iter()
+            .map(|&i| format!("{i} {}", plan.tasks[i].subject))
+            .collect();
+        say(out, format!("Round {}: {}", r + 1, names.join(" | ")));
+    }
+    if let Some(p) = deadlock {
+        say(out, engine::deadlock_message(p));
+        return Ok(RunEnd::Deadlock);
+    }
+    Ok(RunEnd::Completed)
+}

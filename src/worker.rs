@@ -1,0 +1,584 @@
+//! Running one worker process under the binding contract: `sh -c <command>` in the task's
+//! tree, the prompt on stdin and in `DAGEXEC_PROMPT_FILE`, the `DAGEXEC_*` variables set,
+//! stdout and stderr captured (tails only), the work log read back afterwards.
+//!
+//! The worker gets its own process group, SIGKILLed on every way out (exit, timeout,
+//! cancellation, a dropped future), so nothing it started outlives the attempt.
+
+use std::io::{self, SeekFrom};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::watch;
+
+use crate::outcome::Exit;
+
+// Bytes kept (the tail) of stdout, stderr and the work log; the mark in front of a cut one.
+const STDOUT_CAP: usize = 1 << 20;
+const STDERR_CAP: usize = 64 << 10;
+const LOG_CAP: usize = 4 << 20;
+const CUT_MARKER: &str = "… (output cut)\n";
+/// After the worker exits, how long what it left behind may keep stdout/stderr open.
+const EOF_GRACE: Duration = Duration::from_secs(2);
+/// After SIGTERM on cancellation, how long before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+/// After SIGKILLing the group, how long to drain what is left in the pipes.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+/// Everything needed to run one attempt of one task's worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSpec {
+    /// The user's shell command line, run with `sh -c`.
+    pub command: String,
+    /// The task's tree (a git worktree); the worker's working directory.
+    pub cwd: PathBuf,
+    /// The assembled prompt: written to stdin and to `prompt_file`.
+    pub prompt: String,
+    /// `DAGEXEC_TASK_INDEX`.
+    pub task_index: usize,
+    /// `DAGEXEC_ATTEMPT`, 1-based.
+    pub attempt: u32,
+    /// `DAGEXEC_ROUND`.
+    pub round: u32,
+    /// `DAGEXEC_MODEL`: the task's `agent.model`, may be empty.
+    pub model: String,
+    /// `DAGEXEC_PROMPT_FILE` (made absolute): written, parent dirs created, before spawning.
+    pub prompt_file: PathBuf,
+    /// `DAGEXEC_LOG_FILE` (made absolute): removed before spawning, read back after the run.
+    pub log_file: PathBuf,
+    /// The per-task timeout; the process group is SIGKILLed when it elapses.
+    pub timeout: Duration,
+    /// More environment variables (the `DAGEXEC_*` ones win on a clash).
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// What one finished (not cancelled) worker run left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRun {
+    /// Captured stdout (lossy UTF-8): at most the last 1 MiB, after `"… (output cut)\n"` if cut.
+    pub stdout: String,
+    /// The last 64 KiB of stderr (lossy UTF-8).
+    pub stderr_tail: String,
+    /// How the process ended.
+    pub exit: Exit,
+    /// The log file after the run (its last 4 MiB, marked like `stdout` when cut); `None` if
+    /// the worker wrote none.
+    pub log: Option<String>,
+    /// Wall time from the start of [`run`] to its end.
+    pub duration: Duration,
+}
+
+/// How [`run`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The worker ran to an end (a timeout and a failure to start included).
+    Finished(WorkerRun),
+    /// Cancellation was requested; the process group has been killed and the child reaped.
+    Cancelled,
+}
+
+/// Runs one worker per `spec`, stopping it when `cancel` becomes `true` (SIGTERM to the
+/// group, SIGKILL 3 s later) or when `spec.timeout` elapses (SIGKILL to the group).
+/// Returns [`Stop::Cancelled`] without spawning if `cancel` is already `true`.
+pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
+    let mut cancel = cancel.clone();
+    if *cancel.borrow_and_update() {
+        return Stop::Cancelled;
+    }
+    let started = Instant::now();
+    let (mut child, log_file) = match spawn(spec).await {
+        Ok(spawned) => spawned,
+        Err(reason) => {
+            return Stop::Finished(WorkerRun {
+                stdout: String::new(),
+                stderr_tail: String::new(),
+                exit: Exit::SpawnFailed(reason),
+                log: None,
+                duration: started.elapsed(),
+            });
+        }
+    };
+    // Dropping `group` SIGKILLs the whole group: the final sweep on every way out.
+    let group = Group(child.id().map(|id| Pid::from_raw(id as i32)));
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (mut out, mut err) = (Tail::new(STDOUT_CAP), Tail::new(STDERR_CAP));
+    let exit = {
+        let pumps = async { tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err)) };
+        let feed = feed(stdin, spec.prompt.as_bytes());
+        supervise(&mut child, &group, pumps, feed, spec.timeout, &mut cancel).await
+    };
+    drop(group);
+    let Some(exit) = exit else {
+        return Stop::Cancelled;
+    };
+    let (stdout, stderr_tail) = (out.into_string(CUT_MARKER), err.into_string(""));
+    let log = read_log(&log_file).await;
+    let duration = started.elapsed();
+    Stop::Finished(WorkerRun {
+        stdout,
+        stderr_tail,
+        exit,
+        log,
+        duration,
+    })
+}
+
+/// Writes the prompt file, removes a stale log and starts `sh -c`; returns the child and the
+/// absolute log path. Paths are made absolute because the worker runs elsewhere.
+async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
+    let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
+    let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
+    for dir in [prompt_file.parent(), log_file.parent()]
+        .into_iter()
+        .flatten()
+    {
+        let created = tokio::fs::create_dir_all(dir).await;
+        created.map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let written = tokio::fs::write(&prompt_file, &spec.prompt).await;
+    written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
+    match tokio::fs::remove_file(&log_file).await {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(format!("cannot remove the old {}: {e}", log_file.display()));
+        }
+        _ => {}
+    }
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(&spec.command)
+        .current_dir(&spec.cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
+        .env("DAGEXEC_TASK_INDEX", spec.task_index.to_string())
+        .env("DAGEXEC_ATTEMPT", spec.attempt.to_string())
+        .env("DAGEXEC_ROUND", spec.round.to_string())
+        .env("DAGEXEC_MODEL", &spec.model)
+        .env("DAGEXEC_PROMPT_FILE", &prompt_file)
+        .env("DAGEXEC_LOG_FILE", &log_file)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    Ok((child, log_file))
+}
+
+/// Waits for the child, the timeout or cancellation while the pipes are served; `None` means
+/// cancelled. The child has been reaped on return.
+async fn supervise(
+    child: &mut Child,
+    group: &Group,
+    pumps: impl Future<Output = ((), ())>,
+    feed: impl Future<Output = ()>,
+    timeout: Duration,
+    cancel: &mut watch::Receiver<bool>,
+) -> Option<Exit> {
+    tokio::pin!(pumps, feed);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let (mut pumped, mut fed) = (false, false);
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = &mut pumps, if !pumped => pumped = true,
+            () = &mut feed, if !fed => fed = true,
+            () = &mut deadline => {
+                group.signal(Signal::SIGKILL);
+                let _ = child.wait().await;
+                let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+                return Some(Exit::TimedOut(timeout));
+            }
+            () = cancelled(cancel) => {
+                group.signal(Signal::SIGTERM);
+                if tokio::time::timeout(TERM_GRACE, child.wait()).await.is_err() {
+                    group.signal(Signal::SIGKILL);
+                    let _ = child.wait().await;
+                }
+                return None;
+            }
+        }
+    };
+    // The worker is gone; what it left behind may still hold stdout/stderr open.
+    if !pumped {
+        tokio::select! {
+            _ = &mut pumps => {}
+            () = tokio::time::sleep(EOF_GRACE) => {
+                tracing::debug!("worker's leftovers hold its output open; killing its group");
+                group.signal(Signal::SIGKILL);
+                let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+            }
+            () = cancelled(cancel) => return None,
+        }
+    }
+    Some(match status {
+        Ok(status) => exit_of(status),
+        Err(e) => Exit::SpawnFailed(format!("waiting for the worker failed: {e}")),
+    })
+}
+
+/// Maps an exit status onto [`Exit`].
+fn exit_of(status: ExitStatus) -> Exit {
+    match status.code() {
+        Some(0) => Exit::Success,
+        Some(code) => Exit::Code(code),
+        None => status.signal().map_or(Exit::Code(-1), Exit::Signal),
+    }
+}
+
+/// Resolves once cancellation is requested; never if the sender is gone.
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    if cancel.wait_for(|&c| c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Writes the prompt to the worker's stdin, then closes it (by dropping it).
+async fn feed(stdin: Option<ChildStdin>, prompt: &[u8]) {
+    if let Some(mut stdin) = stdin {
+        // The only expected error is EPIPE: the worker exited without reading. Not our problem.
+        let _ = stdin.write_all(prompt).await;
+    }
+}
+
+/// Reads `src` to EOF (or an error) into `tail`.
+async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
+    let Some(mut src) = src else { return };
+    let mut chunk = vec![0; 64 * 1024];
+    while let Ok(n @ 1..) = src.read(&mut chunk).await {
+        tail.push(&chunk[..n]);
+    }
+}
+
+/// Reads back the work log: `None` if there is none, else its last [`LOG_CAP`] bytes.
+async fn read_log(path: &Path) -> Option<String> {
+    let mut file = tokio::fs::File::open(path).await.ok()?;
+    let len = file.metadata().await.ok().filter(|m| m.is_file())?.len();
+    let mut tail = Tail::new(LOG_CAP);
+    if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {
+        file.seek(SeekFrom::Start(skip)).await.ok()?;
+        tail.cut = true;
+    }
+    pump(Some(file), &mut tail).await;
+    Some(tail.into_string(CUT_MARKER))
+}
+
+/// The last `cap` bytes of a stream.
+struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+    cut: bool,
+}
+
+impl Tail {
+    fn new(cap: usize) -> Self {
+        let buf = Vec::new();
+        Self {
+            buf,
+            cap,
+            cut: false,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+        // Trim only past twice the cap, so the copying stays amortised O(1) per byte.
+        if self.buf.len() > 2 * self.cap {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        if self.buf.len() > self.cap {
+            self.buf.drain(..self.buf.len() - self.cap);
+            self.cut = true;
+        }
+    }
+
+    /// Lossy UTF-8, with `marker` in front (and no half character after it) if cut.
+    fn into_string(mut self, marker: &str) -> String {
+        self.trim();
+        if !self.cut {
+            return String::from_utf8_lossy(&self.buf).into_owned();
+        }
+        let skip = self.buf.iter().position(|b| b & 0xC0 != 0x80);
+        let text = String::from_utf8_lossy(&self.buf[skip.unwrap_or(0).min(3)..]);
+        format!("{marker}{text}")
+    }
+}
+
+/// The worker's process group; SIGKILLed when dropped.
+struct Group(Option<Pid>);
+
+impl Group {
+    fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.0 {
+            // ESRCH (an empty group) is the normal case after a clean exit.
+            let _ = killpg(pgid, signal);
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use tokio::time::{sleep, timeout};
+
+    const MS: Duration = Duration::from_millis(1);
+    /// Starts a background `sleep` and writes `$$ $!` (leader and child) to `pids`.
+    const BG: &str = "sleep 60 & echo \"$$ $!\" > pids;";
+
+    /// Writes `<name>.sh` into a tempdir; the spec runs it with `exec`, so `$$` leads the group.
+    fn setup(name: &str, body: &str) -> (tempfile::TempDir, WorkerSpec) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tree = dir.path().join("tree");
+        let script = dir.path().join(format!("{name}.sh"));
+        fs::create_dir(&tree).expect("tree");
+        fs::write(&script, body).expect("script");
+        let spec = WorkerSpec {
+            command: format!("exec sh '{}'", script.display()),
+            cwd: tree,
+            prompt: "do the thing\nsecond line".into(),
+            task_index: 4,
+            attempt: 2,
+            round: 7,
+            model: "opus".into(),
+            prompt_file: dir.path().join("run/prompt.md"),
+            log_file: dir.path().join("run/log.md"),
+            timeout: Duration::from_secs(10),
+            extra_env: vec![("EXTRA_VAR".into(), "extra".into())],
+        };
+        (dir, spec)
+    }
+
+    async fn go(spec: &WorkerSpec) -> WorkerRun {
+        let (_tx, rx) = watch::channel(false);
+        match timeout(Duration::from_secs(8), run(spec, &rx)).await {
+            Ok(Stop::Finished(run)) => run,
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+
+    /// Waits briefly until the pids the script wrote to `file` fail `kill -0`: the first (our
+    /// child, which we must have reaped) at once; the others may stay zombie orphans (a
+    /// sandbox's PID 1 may never reap them; not ours to fix).
+    async fn all_gone(file: &Path) {
+        let text = fs::read_to_string(file).expect("pid file");
+        let gone = |(i, pid): (usize, &str)| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let pid = Pid::from_raw(pid.parse().expect("pid"));
+            (i > 0 && stat.contains(") Z ")) || nix::sys::signal::kill(pid, None).is_err()
+        };
+        let leader = text.split_whitespace().next().expect("leader pid");
+        assert!(
+            gone((0, leader)),
+            "our child {leader} is still there (not reaped?)"
+        );
+        for _ in 0..50 {
+            if text.split_whitespace().enumerate().all(gone) {
+                return;
+            }
+            sleep(20 * MS).await;
+        }
+        panic!("still alive: {text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn succeeds() {
+        let body = r#"prompt=$(cat)
+{ echo "$DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $DAGEXEC_ROUND $DAGEXEC_MODEL $EXTRA_VAR"
+  echo "$DAGEXEC_PROMPT_FILE $DAGEXEC_LOG_FILE $(pwd -P)"; echo "$prompt"; } > "$DAGEXEC_LOG_FILE"
+echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
+        let (dir, spec) = setup("succeeds", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(run.stdout, "noise\nCOMPLETED: ok\n");
+        assert_eq!(run.stderr_tail, "to stderr\n");
+        let (d, tree) = (dir.path().display(), spec.cwd.canonicalize().expect("tree"));
+        let paths = format!("{d}/run/prompt.md {d}/run/log.md {}", tree.display());
+        let log = format!("4 2 7 opus extra\n{paths}\ndo the thing\nsecond line\n");
+        assert_eq!(run.log, Some(log));
+        let prompt = fs::read_to_string(&spec.prompt_file).expect("prompt");
+        assert_eq!(prompt, spec.prompt);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_prompt_file_never_stdin() {
+        let body = "wc -c < \"$DAGEXEC_PROMPT_FILE\"; echo 'COMPLETED: read'";
+        let (_dir, mut spec) = setup("reads_prompt_file_never_stdin", body);
+        spec.prompt = "p".repeat(1 << 20);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        let words: Vec<_> = run.stdout.split_whitespace().collect();
+        assert_eq!(words, ["1048576", "COMPLETED:", "read"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exits_and_crashes() {
+        for (name, body, exit, stdout) in [
+            (
+                "fails_with_exit_3",
+                "echo partial; exit 3",
+                Exit::Code(3),
+                "partial\n",
+            ),
+            (
+                "prints_failed_exits_0",
+                "echo 'FAILED: x'",
+                Exit::Success,
+                "FAILED: x\n",
+            ),
+            (
+                "crashes_via_kill_9",
+                "echo before; kill -9 $$",
+                Exit::Signal(9),
+                "before\n",
+            ),
+        ] {
+            let run = go(&setup(name, body).1).await;
+            assert_eq!((run.exit, run.stdout.as_str()), (exit, stdout), "{name}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn command_not_found_or_unstartable() {
+        let (_dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz".into();
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(127));
+        assert!(run.stderr_tail.contains("not found"), "{}", run.stderr_tail);
+        spec.cwd = spec.cwd.join("missing");
+        assert!(matches!(go(&spec).await.exit, Exit::SpawnFailed(_)));
+        spec.prompt_file = spec.prompt_file.join("under-a-file");
+        let run = go(&spec).await;
+        assert!(
+            matches!(&run.exit, Exit::SpawnFailed(r) if r.contains("cannot")),
+            "{run:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hangs_or_leaves_children_behind() {
+        let detached = "sleep 60 >/dev/null 2>&1 & echo \"$$ $!\" > pids; echo 'COMPLETED: y'";
+        let rows = [
+            ("hangs", format!("{BG} wait"), Exit::TimedOut(300 * MS), ""),
+            (
+                "holds_stdout",
+                format!("{BG} echo 'COMPLETED: x'"),
+                Exit::Success,
+                "COMPLETED: x\n",
+            ),
+            (
+                "detaches",
+                detached.to_string(),
+                Exit::Success,
+                "COMPLETED: y\n",
+            ),
+        ];
+        for (name, body, exit, stdout) in rows {
+            let (_dir, mut spec) = setup(name, &body);
+            if name == "hangs" {
+                spec.timeout = 300 * MS;
+            }
+            // "holds_stdout" waits out EOF_GRACE (2 s) before the group is killed.
+            let within = if name == "holds_stdout" {
+                3000 * MS
+            } else {
+                1000 * MS
+            };
+            let run = go(&spec).await;
+            assert_eq!((run.exit, run.stdout.as_str()), (exit, stdout), "{name}");
+            assert!(run.duration < within, "{name}: {:?}", run.duration);
+            all_gone(&spec.cwd.join("pids")).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prints_5_mib() {
+        let body = "(yes err | head -c 1000000 >&2) &
+                    yes 0123456789abcde | head -c 5242880; wait; echo 'COMPLETED: big'";
+        let run = go(&setup("prints_5_mib", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert!(run.stdout.starts_with(CUT_MARKER));
+        assert_eq!(run.stdout.len(), CUT_MARKER.len() + STDOUT_CAP);
+        assert_eq!(run.stdout.lines().last(), Some("COMPLETED: big"));
+        assert_eq!(run.stderr_tail.len(), STDERR_CAP);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_no_log_and_stale_log_is_removed() {
+        let body = "test -e \"$DAGEXEC_LOG_FILE\" && echo stale; echo 'COMPLETED: quiet'";
+        let (_dir, spec) = setup("writes_no_log", body);
+        fs::create_dir_all(spec.log_file.parent().expect("parent")).expect("run dir");
+        fs::write(&spec.log_file, "old log").expect("stale log");
+        let run = go(&spec).await;
+        assert_eq!((run.stdout.as_str(), run.log), ("COMPLETED: quiet\n", None));
+        assert!(!spec.log_file.exists());
+    }
+
+    /// Starts `body`, cancels once it wrote `pids`, checks all is gone; returns the time taken.
+    async fn cancel_mid_run(name: &str, body: &str) -> Duration {
+        let (_dir, spec) = setup(name, body);
+        let pids = spec.cwd.join("pids");
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move { run(&spec, &rx).await });
+        for _ in 0..250 {
+            if fs::read_to_string(&pids).is_ok_and(|s| s.ends_with('\n')) {
+                break;
+            }
+            sleep(20 * MS).await;
+        }
+        let sent = Instant::now();
+        tx.send(true).expect("send");
+        let stop = timeout(Duration::from_secs(8), task)
+            .await
+            .expect("in time");
+        assert_eq!(stop.expect("join"), Stop::Cancelled);
+        all_gone(&pids).await;
+        sent.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_mid_run() {
+        assert!(cancel_mid_run("cancelled", &format!("{BG} wait")).await < 1000 * MS);
+        let stubborn = format!("trap '' TERM; {BG} wait"); // SIGKILL after 3 s
+        let took = cancel_mid_run("ignores_sigterm", &stubborn).await;
+        assert!(took >= 2900 * MS && took < 4000 * MS, "{took:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_before_start_spawns_nothing() {
+        let (_dir, spec) = setup("would_touch", "touch started");
+        let (_tx, rx) = watch::channel(true);
+        assert_eq!(run(&spec, &rx).await, Stop::Cancelled);
+        assert!(!spec.cwd.join("started").exists() && !spec.prompt_file.exists());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn several_runs_at_once() {
+        let (_dir, spec) = setup("echoes_index", "echo \"COMPLETED: $DAGEXEC_TASK_INDEX\"");
+        let tasks: Vec<_> = (0..6)
+            .map(|i| WorkerSpec {
+                task_index: i,
+                ..spec.clone()
+            })
+            .map(|spec| tokio::spawn(async move { go(&spec).await.stdout }))
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            assert_eq!(task.await.expect("join"), format!("COMPLETED: {i}\n"));
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! `dagexec run` end to end: real git repositories in temp dirs, real worker processes
+//! (scripts that succeed, fail, lie, crash, hang), the plan and the commits checked after.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn dagexec(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("dagexec").expect("binary built");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GITHUB_")
+            || k.starts_with("RUNNER_")
+            || k.starts_with("ACTIONS_")
+            || k == "CI"
+            || k.starts_with("DAGEXEC_")
+            || k.starts_with("GIT_")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.current_dir(dir).env("NO_COLOR", "1");
+    cmd
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A committed repository with `plan` as `.design/plan.json` and `files` beside it.
+fn repo(plan: &Value, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in files {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    std::fs::create_dir_all(dir.path().join(".design")).unwrap();
+    std::fs::write(
+        dir.path().join(".design/plan.json"),
+        serde_json::to_string_pretty(plan).unwrap(),
+    )
+    .unwrap();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["config", "user.name", "t"]);
+    git(dir.path(), &["config", "user.email", "t@example.com"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "start"]);
+    dir
+}
+
+/// A worker script in its own temp dir (outside the repository).
+fn worker(body: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("worker.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let cmd = format!("sh '{}'", path.display());
+    (dir, cmd)
+}
+
+fn demo_worker() -> String {
+    format!(
+        "sh '{}'",
+        manifest().join("examples/demo/worker.sh").display()
+    )
+}
+
+fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
+    let timeout: &[&str] = if extra.contains(&"--timeout") {
+        &[]
+    } else {
+        &["--timeout", "20s"]
+    };
+    dagexec(dir)
+        .args(["run", "--worker", worker, "--jobs", "2"])
+        .args(timeout)
+        .args(extra)
+        .env("DAGEXEC_DEMO_DELAY", "0")
+        .output()
+        .expect("dagexec runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn plan_of(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
+}
+
+fn example(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(manifest().join("examples").join(name)).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn the_random_40_plan_runs_to_completion_round_by_round() {
+    let plan = example("random-40-v2.json");
+    let dir = repo(&plan, &[("README.md", "x\n")]);
+    let o = run(dir.path(), &demo_worker(), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("All 40 tasks completed."), "{out}");
+    assert!(
+        out.contains("task 1 (") && out.contains("retrying (attempt 2 of 3)"),
+        "the flaky task was retried: {out}"
+    );
+    // Archived, committed, nothing left behind.
+    assert!(!dir.path().join(".design/plan.json").exists());
+    let done: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        done["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "completed")
+    );
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    let log = git(dir.path(), &["log", "--format=%s"]);
+    assert!(
+        log.starts_with("dagexec: all 40 tasks completed\n"),
+        "{log}"
+    );
+    assert!(log.contains("dagexec: round 1 — "), "{log}");
+    // Every task's marker is in exactly one round commit.
+    for i in 0..40 {
+        let commits = git(
+            dir.path(),
+            &[
+                "log",
+                "--format=%h",
+                "-S",
+                &format!("dagexec-task-{i}:"),
+                "--",
+                "src",
+            ],
+        );
+        assert!(!commits.is_empty(), "task {i} left no committed marker");
+        for f in plan["tasks"][i]["metadata"]["files"]["create"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(
+                plan["tasks"][i]["metadata"]["files"]["modify"]
+                    .as_array()
+                    .unwrap(),
+            )
+        {
+            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
+            assert_eq!(
+                content.matches(&format!("dagexec-task-{i}:")).count(),
+                1,
+                "task {i} in {f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_lying_worker_fails_three_times_and_dependents_are_skipped() {
+    let plan = example("auth-v2.json");
+    // No blocking checks that need node/npx on this machine.
+    let mut plan = plan;
+    for t in plan["tasks"].as_array_mut().unwrap() {
+        t["agent"]["assumptions"] = serde_json::json!([]);
+        t["agent"]["acceptanceCriteria"] = serde_json::json!([]);
+    }
+    let dir = repo(
+        &plan,
+        &[
+            ("prisma/schema.prisma", "model A {}\n"),
+            ("package.json", "{}\n"),
+            ("src/middleware.ts", "\n"),
+        ],
+    );
+    // Claims success, writes nothing.
+    let (_w, cmd) = worker("echo 'COMPLETED: trust me'");
+    let o = run(dir.path(), &cmd, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "circuit breaker: {out}");
+    assert!(out.contains("spot-check failed"), "{out}");
+    assert!(out.contains("Circuit breaker triggered: "), "{out}");
+    let p = plan_of(dir.path());
+    assert_eq!(p["tasks"][0]["status"], "failed");
+    assert_eq!(p["tasks"][0]["attempts"], 3);
+    assert_eq!(p["tasks"][2]["status"], "skipped");
+    assert!(
+        p["tasks"][2]["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("Skipped: dependency task 0 (Create user model) failed")
+    );
+    // Task 5 declares no files, so it completed (nothing to spot-check).
+    assert_eq!(p["tasks"][5]["status"], "completed");
+}
+
+#[test]
+fn failure_modes_have_reasons() {
+    let plan = serde_json::json!({
+        "schemaVersion": 2, "goal": "modes",
+        "tasks": [
+            {"subject": "garbage", "metadata": {"files": {"create": ["a.txt"], "modify": []}}, "agent": {"role": "r"}},
+            {"subject": "crash", "metadata": {"files": {"create": ["b.txt"], "modify": []}}, "agent": {"role": "r"}},
+            {"subject": "hang", "metadata": {"files": {"create": ["c.txt"], "modify": []}}, "agent": {"role": "r"}},
+            {"subject": "blocked", "metadata": {"files": {"create": ["d.txt"], "modify": []}}, "agent": {"role": "r"}}
+        ]
+    });
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+  0) echo "I did some things" ;;
+  1) kill -9 $$ ;;
+  2) sleep 30 ;;
+  3) echo "BLOCKED: needs a database" ;;
+esac"#,
+    );
+    let o = run(dir.path(), &cmd, &["--timeout", "1s"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let p = plan_of(dir.path());
+    let result = |i: usize| p["tasks"][i]["result"].as_str().unwrap().to_string();
+    assert!(
+        result(0).starts_with("No status line returned"),
+        "{}",
+        result(0)
+    );
+    assert_eq!(
+        result(1),
+        "worker crashed: killed by signal 9 (exit status 137)"
+    );
+    assert_eq!(result(2), "timed out after 1s");
+    assert_eq!(p["tasks"][3]["status"], "blocked");
+    assert_eq!(p["tasks"][3]["attempts"], 1, "BLOCKED is not retried");
+    assert_eq!(p["tasks"][2]["attempts"], 3);
+}
+
+#[test]
+fn no_worker_shows_how_to_set_one() {
+    let dir = repo(&example("auth-v2.json"), &[]);
+    let o = dagexec(dir.path()).args(["run"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no worker command"), "{err}");
+    assert!(
+        err.contains("claude -p") && err.contains("codex exec") && err.contains("aider"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dry_run_shows_rounds_and_changes_nothing() {
+    let dir = repo(&example("auth-v2.json"), &[]);
+    let before = std::fs::read_to_string(dir.path().join(".design/plan.json")).unwrap();
+    let o = dagexec(dir.path())
+        .args(["run", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Tasks 2 and 3 both modify package.json, so 3 waits a round: 4 rounds, not maxDepth 3.
+    assert_eq!(
+        out,
+        "Dry run: 4 round(s) if every task completes (nothing is changed).\n\
+         Round 1: 0 Create user model | 1 Add password hashing helper | 5 Research rate limiting options\n\
+         Round 2: 2 Implement sign-up endpoint\n\
+         Round 3: 3 Implement session middleware\n\
+         Round 4: 4 Implement login endpoint\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".design/plan.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn resume_after_kill_9_commits_each_change_once() {
+    let plan = example("random-40-v2.json");
+    let dir = repo(&plan, &[]);
+    let mut child = dagexec(dir.path())
+        .args(["run", "--worker", &demo_worker(), "--jobs", "2"])
+        .env("DAGEXEC_DEMO_DELAY", "0.3")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let it get a few rounds in, then kill it without warning.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while git(dir.path(), &["log", "--format=%s"])
+        .matches("dagexec: round")
+        .count()
+        < 2
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let o = run(dir.path(), &demo_worker(), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("Took over the lock") || out.contains("Resuming execution."),
+        "{out}"
+    );
+    for i in 0..40 {
+        let files = plan["tasks"][i]["metadata"]["files"]["create"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(
+                plan["tasks"][i]["metadata"]["files"]["modify"]
+                    .as_array()
+                    .unwrap(),
+            );
+        for f in files {
+            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
+            assert_eq!(
+                content.matches(&format!("dagexec-task-{i}:")).count(),
+                1,
+                "task {i} in {f}: {content}"
+            );
+        }
+    }
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
