@@ -1,6 +1,7 @@
 //! `dagexec run` end to end: real git repositories in temp dirs, real worker processes
 //! (scripts that succeed, fail, lie, crash, hang), the plan and the commits checked after.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -96,8 +97,14 @@ fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
     } else {
         &["--timeout", "20s"]
     };
+    let jobs: &[&str] = if extra.contains(&"--jobs") {
+        &[]
+    } else {
+        &["--jobs", "2"]
+    };
     dagexec(dir)
-        .args(["run", "--worker", worker, "--jobs", "2"])
+        .args(["run", "--worker", worker])
+        .args(jobs)
         .args(timeout)
         .args(extra)
         .env("DAGEXEC_DEMO_DELAY", "0")
@@ -359,4 +366,268 @@ fn resume_after_kill_9_commits_each_change_once() {
         }
     }
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
+
+/// A plan whose tasks each create their own file, with the given blockers.
+/// (subject, blockedBy, files to create, files to modify)
+type TaskSpec<'a> = (&'a str, &'a [usize], &'a [&'a str], &'a [&'a str]);
+
+fn simple_plan(tasks: &[TaskSpec]) -> Value {
+    let tasks: Vec<Value> = tasks
+        .iter()
+        .map(|(subject, deps, create, modify)| {
+            serde_json::json!({
+                "subject": subject, "status": "pending", "blockedBy": deps,
+                "metadata": {"files": {"create": create, "modify": modify}},
+                "agent": {"role": "engineer", "fallback": "Write the file by hand."}
+            })
+        })
+        .collect();
+    serde_json::json!({"schemaVersion": 2, "goal": "test", "tasks": tasks})
+}
+
+#[test]
+fn retry_prompt_carries_reason_fallback_and_failed_checks() {
+    let mut plan = simple_plan(&[("make out", &[], &["out.txt"], &[])]);
+    plan["tasks"][0]["agent"]["acceptanceCriteria"] =
+        serde_json::json!([{"criterion": "says done", "check": "grep -q done out.txt"}]);
+    let dir = repo(&plan, &[]);
+    let record = tempfile::tempdir().unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"cp "$DAGEXEC_PROMPT_FILE" '{rec}/prompt-'"$DAGEXEC_ATTEMPT"
+if [ "$DAGEXEC_ATTEMPT" = 1 ]; then echo nope > out.txt; else echo done > out.txt; fi
+echo "COMPLETED: wrote out.txt""#,
+        rec = record.path().display()
+    ));
+    let o = run(dir.path(), &cmd, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let first = std::fs::read_to_string(record.path().join("prompt-1")).unwrap();
+    let second = std::fs::read_to_string(record.path().join("prompt-2")).unwrap();
+    assert!(!first.contains("## Retry context"));
+    assert!(
+        second.starts_with(first.trim_end()),
+        "the retry prompt extends the original"
+    );
+    let tail = &second[first.trim_end().len()..];
+    assert_eq!(
+        tail,
+        "\n\n## Retry context\nThis is attempt 2 of 3. The previous attempt failed.\n\nPrevious failure reason:\nacceptance check failed: `grep -q done out.txt`: no output\n\nIMPORTANT: The primary approach failed. Use this strategy instead: Write the file by hand.\n\nThe following acceptance checks failed — ensure they pass before reporting COMPLETED:\n- `grep -q done out.txt` (says done)\n  (no output)\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "done\n"
+    );
+}
+
+#[test]
+fn stray_files_are_flagged_and_plan_edits_discarded() {
+    let plan = simple_plan(&[("a", &[], &["a.txt"], &[]), ("b", &[], &["b.txt"], &[])]);
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(
+        r#"echo x > "$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )"
+if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then echo stray > notes.txt; echo '{}' > .design/plan.json; fi
+echo "COMPLETED: ok""#,
+    );
+    let o = run(dir.path(), &cmd, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("task 0: warning: unexpected file changed: notes.txt"),
+        "{out}"
+    );
+    assert!(out.contains("task 0: warning: edited .design/plan.json (the edit is discarded; only dagexec writes the plan)"), "{out}");
+    let done: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        done["goal"], "test",
+        "the worker's edit of the plan did not land"
+    );
+}
+
+#[test]
+fn an_undeclared_conflict_is_retried_on_the_new_base() {
+    // Both tasks declare their own file but also rewrite shared.txt without saying so.
+    let plan = simple_plan(&[("a", &[], &["a.txt"], &[]), ("b", &[], &["b.txt"], &[])]);
+    let dir = repo(&plan, &[("shared.txt", "base\n")]);
+    let (_w, cmd) = worker(
+        r#"f=$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )
+echo x > "$f"
+echo "changed by $DAGEXEC_TASK_INDEX" > shared.txt
+echo "COMPLETED: ok""#,
+    );
+    let o = run(dir.path(), &cmd, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("task 1: conflicts with task 0"), "{out}");
+    assert!(out.contains("Round 2: starting 1 task(s): 1"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("shared.txt")).unwrap(),
+        "changed by 1\n"
+    );
+}
+
+#[test]
+fn conflicting_tasks_never_run_at_the_same_time() {
+    // Six independent tasks, pairs of which modify the same file.
+    let plan = simple_plan(&[
+        ("a", &[], &[], &["x.txt"]),
+        ("b", &[], &[], &["x.txt"]),
+        ("c", &[], &[], &["y.txt"]),
+        ("d", &[], &[], &["y.txt"]),
+        ("e", &[], &["e.txt"], &[]),
+        ("f", &[], &["f.txt"], &[]),
+    ]);
+    let dir = repo(&plan, &[("x.txt", "\n"), ("y.txt", "\n")]);
+    let record = tempfile::tempdir().unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"echo "start $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
+sed -n -e 's/^Files to create: //p' -e 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' '\n' | sed 's/^ *//' | grep -v '^(none)$' | while read -r f; do echo "by $DAGEXEC_TASK_INDEX" >> "$f"; done
+sleep 0.3
+echo "end $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
+echo "COMPLETED: ok""#,
+        rec = record.path().display()
+    ));
+    let o = run(dir.path(), &cmd, &["--jobs", "6"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let times = std::fs::read_to_string(record.path().join("times")).unwrap();
+    let mut span: BTreeMap<u32, (u128, u128)> = BTreeMap::new();
+    for line in times.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let (i, t): (u32, u128) = (parts[1].parse().unwrap(), parts[2].parse().unwrap());
+        let e = span.entry(i).or_insert((0, 0));
+        if parts[0] == "start" {
+            e.0 = t
+        } else {
+            e.1 = t
+        }
+    }
+    for (a, b) in [(0, 1), (2, 3)] {
+        let (x, y) = (span[&a], span[&b]);
+        assert!(
+            x.1 <= y.0 || y.1 <= x.0,
+            "tasks {a} and {b} overlapped: {x:?} {y:?}"
+        );
+    }
+    // The others did run together with the first ones.
+    let (e, a) = (span[&4], span[&0]);
+    assert!(e.0 < a.1 && a.0 < e.1, "independent tasks run in parallel");
+}
+
+#[test]
+fn waves_mode_waits_for_each_wave() {
+    let mut plan = simple_plan(&[
+        ("a", &[], &["a.txt"], &[]),
+        ("b", &[0], &["b.txt"], &[]),
+        ("c", &[], &["c.txt"], &[]),
+    ]);
+    for (i, w) in [1, 2, 2].iter().enumerate() {
+        plan["tasks"][i]["wave"] = (*w).into();
+    }
+    plan["progress"] = serde_json::json!({"completedTasks": [], "surprises": [], "decisions": [], "currentWave": 0});
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(
+        r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; echo "COMPLETED: ok""#,
+    );
+    let o = run(dir.path(), &cmd, &["--schedule", "waves"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("Round 1: starting 1 task(s): 0\n"), "{out}");
+    assert!(out.contains("Round 2: starting 2 task(s): 1, 2\n"), "{out}");
+    let done: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(done["progress"]["currentWave"], 2);
+    assert_eq!(done["progress"]["completedTasks"][0]["wave"], 1);
+}
+
+#[test]
+fn failed_blocking_checks_stop_without_yes() {
+    let mut plan = simple_plan(&[("a", &[], &["a.txt"], &[])]);
+    plan["tasks"][0]["agent"]["assumptions"] =
+        serde_json::json!([{"claim": "tool present", "verify": "exit 1", "severity": "blocking"}]);
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(r#"echo x > a.txt; echo "COMPLETED: ok""#);
+    let o = dagexec(dir.path())
+        .args(["run", "--worker", &cmd])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("✗ task 0: tool present — `exit 1`"), "{out}");
+    assert!(
+        out.contains("error: 1 blocking assumption check(s) failed") && out.contains("--yes"),
+        "{out}"
+    );
+    assert!(!dir.path().join("a.txt").exists());
+    let o = run(dir.path(), &cmd, &["--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn ctrl_c_stops_and_the_next_run_resumes() {
+    let plan = simple_plan(&[
+        ("slow", &[], &["a.txt"], &[]),
+        ("after", &[0], &["b.txt"], &[]),
+    ]);
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(
+        r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; sleep "${SLOW:-0}"; echo "COMPLETED: ok""#,
+    );
+    let child = dagexec(dir.path())
+        .args(["run", "--worker", &cmd])
+        .env("SLOW", "30")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "in_progress");
+    let o = run(dir.path(), &cmd, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("Tasks 0 were in progress when the last run stopped"),
+        "{out}"
+    );
+    let done: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(done["tasks"][0]["status"], "completed");
+}
+
+#[test]
+fn a_second_run_on_the_same_repository_is_refused() {
+    let plan = simple_plan(&[("slow", &[], &["a.txt"], &[])]);
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(r#"echo x > a.txt; sleep 5; echo "COMPLETED: ok""#);
+    let mut first = dagexec(dir.path())
+        .args(["run", "--worker", &cmd])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let o = dagexec(dir.path())
+        .args(["run", "--worker", &cmd])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("another dagexec run (pid"),
+        "{}",
+        text(&o)
+    );
+    first.wait().unwrap();
 }
