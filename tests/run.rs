@@ -631,3 +631,75 @@ fn a_second_run_on_the_same_repository_is_refused() {
     );
     first.wait().unwrap();
 }
+
+/// Kill -9 at each step of a round commit (and inside a worker), then run again: the final
+/// plan is complete, every task's change is in exactly one commit, the tree is clean.
+#[test]
+fn resume_after_a_crash_at_each_step_of_a_round() {
+    let plan = example("random-40-v2.json");
+    for point in [
+        "after-workers:3",
+        "before-commit:3",
+        "after-commit:3",
+        "in-worker",
+    ] {
+        let dir = repo(&plan, &[]);
+        let scratch = tempfile::tempdir().unwrap();
+        let mut cmd = dagexec(dir.path());
+        cmd.args(["run", "--jobs", "2"])
+            .env("DAGEXEC_DEMO_DELAY", "0");
+        let mut _keep = None;
+        if point == "in-worker" {
+            // Task 9's worker kills dagexec itself (its grandparent) in the middle of a round.
+            let (w, c) = worker(&format!(
+                r#"if [ "$DAGEXEC_TASK_INDEX" = 9 ] && [ ! -e '{marker}' ]; then touch '{marker}'; kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 1; fi
+exec {demo}"#,
+                marker = scratch.path().join("killed-once").display(),
+                demo = demo_worker()
+            ));
+            _keep = Some(w);
+            cmd.args(["--worker", &c]);
+        } else {
+            cmd.args(["--worker", &demo_worker()])
+                .env("DAGEXEC_FAILPOINT", point);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            None,
+            "{point}: dagexec was killed: {}",
+            text(&o)
+        );
+        let o = run(dir.path(), &demo_worker(), &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{point}: {out}");
+        for i in 0..40 {
+            let files = plan["tasks"][i]["metadata"]["files"]["create"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .chain(
+                    plan["tasks"][i]["metadata"]["files"]["modify"]
+                        .as_array()
+                        .unwrap(),
+                );
+            for f in files {
+                let f = f.as_str().unwrap();
+                let content = std::fs::read_to_string(dir.path().join(f)).unwrap();
+                let marker = format!("dagexec-task-{i}:");
+                assert_eq!(
+                    content.matches(&marker).count(),
+                    1,
+                    "{point}: task {i} in {f}"
+                );
+                let commits = git(dir.path(), &["log", "--format=%h", "-G", &marker, "--", f]);
+                assert_eq!(
+                    commits.lines().count(),
+                    1,
+                    "{point}: task {i}'s change to {f} is in exactly one commit"
+                );
+            }
+        }
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{point}");
+    }
+}

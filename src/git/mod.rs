@@ -275,6 +275,20 @@ impl Repo {
         Ok(status.is_empty())
     }
 
+    /// The content of `path` in the `HEAD` commit, or `None` when it is not there (or there
+    /// are no commits).
+    pub fn read_at_head(&self, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let path = normalize(path)?;
+        if self.head_opt()?.is_none() {
+            return Ok(None);
+        }
+        let out = git(&self.root, "cat-file")
+            .args(["cat-file", "blob"])
+            .arg(format!("HEAD:{path}"))
+            .output()?;
+        Ok(out.status.success().then_some(out.stdout))
+    }
+
     /// Puts `paths` back as they were at `HEAD`: tracked ones are checked out from `HEAD`
     /// into the index and the work tree, the others are unstaged and their files deleted
     /// (with directories left empty by that).

@@ -279,6 +279,7 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
             &cancel_rx,
             out,
         ))?;
+        failpoint("after-workers", round);
         let Some(judged) = ended else {
             say(out, "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.".to_string());
             return Ok(RunEnd::Interrupted);
@@ -299,6 +300,15 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
         }
     }
     finish(&repo, &mut plan, opts, out, None)
+}
+
+/// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
+/// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
+/// stop a run before, between and after the steps of a round commit.
+fn failpoint(name: &str, round: u32) {
+    if std::env::var("DAGEXEC_FAILPOINT").is_ok_and(|v| v == format!("{name}:{round}")) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 fn say(out: &mut dyn Write, line: String) {
@@ -370,26 +380,50 @@ fn resume(
             ),
         );
     }
+    // A completed task is verified against the commits: its round was committed when the
+    // plan at HEAD records it completed. (Checking its files alone is not enough: a later,
+    // uncommitted round may have changed the same files.) Otherwise every file it declares
+    // must be committed, as the seed checks. A task that declares no files has nothing to
+    // verify.
+    let committed: Option<Plan> = repo
+        .read_at_head(&opts.plan_rel)?
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| plan::parse(&text, &opts.plan).ok());
+    let committed_done = |i: usize| {
+        committed
+            .as_ref()
+            .and_then(|p| p.tasks.get(i))
+            .is_some_and(|t| t.status == Status::Completed)
+    };
     let mut failures = BTreeMap::new();
     for v in &work.verify {
-        let missing = v.creates.iter().find(|f| !repo.root().join(f).is_file());
-        let mut uncommitted = None;
-        for f in &v.modifies {
-            if !repo.is_committed(f)? {
-                uncommitted = Some(f);
-                break;
-            }
+        if v.creates.is_empty() && v.modifies.is_empty() {
+            continue;
         }
-        let why = match (missing, uncommitted) {
-            (Some(f), _) => Some(format!("{f} does not exist")),
-            (None, Some(f)) => Some(format!("{f} is not committed")),
-            _ => None,
+        let why = if let Some(f) = v.creates.iter().find(|f| !repo.root().join(f).is_file()) {
+            Some(format!("{f} does not exist"))
+        } else if committed_done(v.task) {
+            None
+        } else {
+            // Not recorded at HEAD (a plan run by another executor commits only the files):
+            // the seed's check, every declared file committed as it is.
+            let mut uncommitted = None;
+            for f in v.modifies.iter().chain(&v.creates) {
+                if !repo.is_committed(f)? {
+                    uncommitted = Some(format!("{f} is not committed"));
+                    break;
+                }
+            }
+            uncommitted
         };
         if let Some(why) = why {
-            let paths: Vec<String> = v.creates.iter().chain(&v.modifies).cloned().collect();
-            repo.restore(&paths)?;
             failures.insert(v.task, why);
         }
+    }
+    for &t in failures.keys() {
+        let task = &plan.tasks[t];
+        let paths: Vec<String> = task.files().cloned().collect();
+        repo.restore(&paths)?;
     }
     if !failures.is_empty() {
         for (t, why) in &failures {
@@ -597,12 +631,14 @@ fn integrate_and_commit(
     }
     let overall = plan.count(Status::Completed);
     let message = commit_message(plan, round, batch, &results, overall);
+    failpoint("before-commit", round);
     if !paths.is_empty() {
         paths.push(opts.plan_rel.clone());
         if let Some(sha) = repo.commit(&message, &paths)? {
             say(out, format!("  committed {}", &sha[..sha.len().min(12)]));
         }
     }
+    failpoint("after-commit", round);
     say(
         out,
         summary::round_progress(plan, round, batch)
