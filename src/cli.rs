@@ -367,15 +367,15 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 check_timeout,
             };
             out.flush()?;
-            let mut stdout = io::stdout().lock();
-            crate::run::run(&opts, &mut stdout)
+            let ui = crate::run::Ui::for_stdout();
+            crate::run::run(&opts, &ui)
                 .map(|end| end.code())
                 .map_err(run_error)
         }
         Command::Demo { dir, jobs } => {
             out.flush()?;
-            let mut stdout = io::stdout().lock();
-            crate::demo::demo(dir, jobs.max(1), &mut stdout)
+            let ui = crate::run::Ui::for_stdout();
+            crate::demo::demo(dir, jobs.max(1), &ui)
                 .map(|end| end.code())
                 .map_err(run_error)
         }

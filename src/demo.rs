@@ -3,13 +3,12 @@
 //! scripted worker that follows the worker contract — parallel rounds, a retry, a conflict
 //! that waits for a later round, and one commit per round to review with `git log`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use crate::engine::Schedule;
-use crate::run::{self, RunEnd, RunError, RunOptions, Settings};
+use crate::run::{self, RunEnd, RunError, RunOptions, Settings, Ui};
 
 const FILES: &[(&str, &str)] = &[
     ("README.md", include_str!("../examples/demo/repo/README.md")),
@@ -49,7 +48,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, RunError> {
 }
 
 /// Writes the demo into `dir` (a new directory; a temporary one when `None`) and runs it.
-pub fn demo(dir: Option<PathBuf>, jobs: usize, out: &mut dyn Write) -> Result<RunEnd, RunError> {
+pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunError> {
     let top = match dir {
         Some(d) => {
             if d.exists() && d.read_dir().map_or(true, |mut e| e.next().is_some()) {
@@ -96,12 +95,11 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, out: &mut dyn Write) -> Result<Ru
             "demo: the app and its plan",
         ],
     )?;
-    let _ = writeln!(out, "Demo repository: {}", repo.display());
-    let _ = writeln!(
-        out,
+    ui.say(format!("Demo repository: {}", repo.display()));
+    ui.say(format!(
         "Worker: the bundled script {} (no API key needed)\n",
         worker.display()
-    );
+    ));
     let opts = RunOptions {
         plan: repo.join(".design/plan.json"),
         plan_rel: ".design/plan.json".into(),
@@ -116,12 +114,12 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, out: &mut dyn Write) -> Result<Ru
         dry_run: false,
         check_timeout: Duration::from_secs(10),
     };
-    let end = run::run(&opts, out)?;
+    let end = run::run(&opts, ui)?;
     let log = git(&repo, &["log", "--format=%h %s"])?;
-    let _ = writeln!(out, "\nThe branch, one commit per round (git log):");
+    ui.say("\nThe branch, one commit per round (git log):");
     for line in log.lines() {
-        let _ = writeln!(out, "  {line}");
+        ui.say(format!("  {line}"));
     }
-    let _ = writeln!(out, "\nReview it: cd {} && git log -p", repo.display());
+    ui.say(format!("\nReview it: cd {} && git log -p", repo.display()));
     Ok(end)
 }

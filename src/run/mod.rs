@@ -7,9 +7,10 @@
 mod attempt;
 pub mod config;
 pub mod lock;
+pub mod ui;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{self, BufRead, IsTerminal, Write};
+use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use crate::setup::{self, Overlaps, checks};
 use crate::update::{self, RoundNotes, TaskResult};
 use attempt::{AttemptEnd, AttemptInput, Judged};
 pub use config::Settings;
+pub use ui::Ui;
 
 /// How a run ended; each maps to an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +103,8 @@ pub struct RunOptions {
     pub check_timeout: std::time::Duration,
 }
 
-/// Runs the plan. Progress goes to `out`, one line per event.
-pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
+/// Runs the plan, showing its progress on `ui`.
+pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
     let dag = plan::validate::check(&plan, Some(&opts.plan_rel))?;
     let overlaps = Overlaps::of(&plan, &dag);
@@ -112,28 +114,26 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
         Schedule::Rounds => Unit::Batch,
     };
     if opts.dry_run {
-        return dry_run(&plan, &dag, &conflicts, opts, out);
+        return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
     let repo = Arc::new(Repo::discover(&opts.root)?);
     repo.head()?;
     let lock_path = repo.common_dir().join("dagexec").join("run.lock");
     let (_lock, taken) = lock::RunLock::acquire(&lock_path)?;
     if let lock::Taken::TakenOver(pid) = taken {
-        say(
-            out,
-            format!("Took over the lock of an earlier run (pid {pid}) that is no longer running."),
-        );
+        ui.say(format!(
+            "Took over the lock of an earlier run (pid {pid}) that is no longer running."
+        ));
     }
     let pruned = repo.prune_worktrees()?;
     if pruned > 0 {
-        say(
-            out,
-            format!("Removed {pruned} worktree(s) left by an interrupted run."),
-        );
+        ui.say(format!(
+            "Removed {pruned} worktree(s) left by an interrupted run."
+        ));
     }
     let is_resume = plan.is_resume();
     if is_resume {
-        resume(&repo, &mut plan, opts, out)?;
+        resume(&repo, &mut plan, opts, ui)?;
     }
     // Pre-flight (seed Steps 1–2).
     let validation = checks::gather(
@@ -146,61 +146,46 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
     );
     let setup = setup::output(&plan, &dag, &overlaps, validation);
     let v = &setup.validation;
-    say(out, format!("Executing: {}", setup.goal));
-    say(
-        out,
-        format!(
-            "Tasks: {} (max dependency depth: {})",
-            setup.task_count, setup.max_depth
-        ),
-    );
+    ui.say(format!("Executing: {}", setup.goal));
+    ui.say(format!(
+        "Tasks: {} (max dependency depth: {})",
+        setup.task_count, setup.max_depth
+    ));
     let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
-    say(
-        out,
-        format!(
-            "Validation: {passed}/{} blocking checks passed",
-            v.blocking_checks.len()
-        ),
-    );
+    ui.say(format!(
+        "Validation: {passed}/{} blocking checks passed",
+        v.blocking_checks.len()
+    ));
     if !v.git_clean {
-        say(out, "Warning: the working tree has uncommitted changes; files a task declares are committed as they are after its patch.".to_string());
+        ui.say("Warning: the working tree has uncommitted changes; files a task declares are committed as they are after its patch.");
     }
     if !v.missing_context_files.is_empty() {
-        say(
-            out,
-            format!(
-                "Missing context files: {}",
-                v.missing_context_files.join(", ")
-            ),
-        );
+        ui.say(format!(
+            "Missing context files: {}",
+            v.missing_context_files.join(", ")
+        ));
     }
     let failed: Vec<_> = v.blocking_checks.iter().filter(|c| !c.passed).collect();
     if !failed.is_empty() {
         for c in &failed {
-            say(
-                out,
-                format!(
-                    "  ✗ task {}: {} — `{}`: {}",
-                    c.task,
-                    c.claim,
-                    c.verify,
-                    c.output.lines().next().unwrap_or("")
-                ),
-            );
+            ui.say(format!(
+                "  ✗ task {}: {} — `{}`: {}",
+                c.task,
+                c.claim,
+                c.verify,
+                c.output.lines().next().unwrap_or("")
+            ));
         }
-        if !opts.yes && !ask_proceed(out)? {
+        if !opts.yes && !ask_proceed(ui)? {
             return Err(RunError::Preflight(failed.len()));
         }
-        say(out, "Proceeding despite the failed checks.".to_string());
+        ui.say("Proceeding despite the failed checks.");
     }
     if is_resume {
-        say(out, "Resuming execution.".to_string());
+        ui.say("Resuming execution.");
         if plan.count(Status::Pending) == 0 {
-            say(
-                out,
-                "All tasks are already resolved — nothing to do.".to_string(),
-            );
-            return finish(&repo, &mut plan, opts, out, None);
+            ui.say("All tasks are already resolved — nothing to do.");
+            return finish(&repo, &mut plan, opts, ui, None);
         }
     }
     // Rounds (seed Step 3).
@@ -219,6 +204,7 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
         }
     });
     let mut round = round_counter(&plan);
+    ui.progress(plan.count(Status::Completed), plan.tasks.len());
     loop {
         let view = View {
             plan: &plan,
@@ -228,14 +214,13 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
         let batch = match opts.settings.schedule.policy().next(view, None) {
             Next::Done => break,
             Next::Deadlock { pending } => {
-                say(out, engine::deadlock_message(pending));
-                return finish(&repo, &mut plan, opts, out, Some(RunEnd::Deadlock));
+                ui.say(engine::deadlock_message(pending));
+                return finish(&repo, &mut plan, opts, ui, Some(RunEnd::Deadlock));
             }
             Next::Batch { tasks, waiting } => {
                 if !waiting.is_empty() {
                     let ids = list(&waiting);
-                    say(
-                        out,
+                    ui.say(
                         if waiting.len() == 1 {
                             format!(
                                 "(task {ids} waits for a later round: it shares files with a task in this one)"
@@ -255,14 +240,11 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
             .then(|| engine::current_wave(&plan, &dag))
             .flatten();
         let base = repo.head()?;
-        say(
-            out,
-            format!(
-                "\nRound {round}: starting {} task(s): {}",
-                batch.len(),
-                list(&batch)
-            ),
-        );
+        ui.say(format!(
+            "\nRound {round}: starting {} task(s): {}",
+            batch.len(),
+            list(&batch)
+        ));
         for &i in &batch {
             plan.tasks[i].status = Status::InProgress;
         }
@@ -277,29 +259,25 @@ pub fn run(opts: &RunOptions, out: &mut dyn Write) -> Result<RunEnd, RunError> {
             opts,
             scratch.path(),
             &cancel_rx,
-            out,
+            ui,
         ))?;
         failpoint("after-workers", round);
         let Some(judged) = ended else {
-            say(out, "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.".to_string());
+            ui.say("Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.");
             return Ok(RunEnd::Interrupted);
         };
         let end = integrate_and_commit(
-            &repo, &mut plan, &dag, &batch, judged, round, wave, opts, out,
+            &repo, &mut plan, &dag, &batch, judged, round, wave, opts, ui,
         )?;
         if let Some(end) = end {
-            return finish(&repo, &mut plan, opts, out, Some(end));
+            return finish(&repo, &mut plan, opts, ui, Some(end));
         }
         if *cancel_rx.borrow() {
-            say(
-                out,
-                "Interrupted after the round was committed; run `dagexec run` again to resume."
-                    .to_string(),
-            );
+            ui.say("Interrupted after the round was committed; run `dagexec run` again to resume.");
             return Ok(RunEnd::Interrupted);
         }
     }
-    finish(&repo, &mut plan, opts, out, None)
+    finish(&repo, &mut plan, opts, ui, None)
 }
 
 /// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
@@ -309,11 +287,6 @@ fn failpoint(name: &str, round: u32) {
     if std::env::var("DAGEXEC_FAILPOINT").is_ok_and(|v| v == format!("{name}:{round}")) {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
-}
-
-fn say(out: &mut dyn Write, line: String) {
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
 }
 
 fn list(tasks: &[usize]) -> String {
@@ -341,15 +314,11 @@ fn round_counter(plan: &Plan) -> u32 {
 }
 
 /// On a terminal, asks whether to proceed despite failed checks.
-fn ask_proceed(out: &mut dyn Write) -> Result<bool, RunError> {
+fn ask_proceed(ui: &Ui) -> Result<bool, RunError> {
     if !io::stdin().is_terminal() {
         return Ok(false);
     }
-    let _ = write!(
-        out,
-        "Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p] "
-    );
-    let _ = out.flush();
+    ui.say("Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p]");
     let mut line = String::new();
     io::stdin()
         .lock()
@@ -360,25 +329,17 @@ fn ask_proceed(out: &mut dyn Write) -> Result<bool, RunError> {
 
 /// Seed Step 1 resume: in-progress tasks back to pending with their partial work removed,
 /// completed tasks checked against the commits.
-fn resume(
-    repo: &Repo,
-    plan: &mut Plan,
-    opts: &RunOptions,
-    out: &mut dyn Write,
-) -> Result<(), RunError> {
+fn resume(repo: &Repo, plan: &mut Plan, opts: &RunOptions, ui: &Ui) -> Result<(), RunError> {
     let work = update::prepare_resume(plan);
     for c in &work.cleanup {
         let paths: Vec<String> = c.revert.iter().chain(&c.delete).cloned().collect();
         repo.restore(&paths)?;
     }
     if !work.reset.is_empty() {
-        say(
-            out,
-            format!(
-                "Tasks {} were in progress when the last run stopped; they start again.",
-                list(&work.reset)
-            ),
-        );
+        ui.say(format!(
+            "Tasks {} were in progress when the last run stopped; they start again.",
+            list(&work.reset)
+        ));
     }
     // A completed task is verified against the commits: its round was committed when the
     // plan at HEAD records it completed. (Checking its files alone is not enough: a later,
@@ -427,10 +388,9 @@ fn resume(
     }
     if !failures.is_empty() {
         for (t, why) in &failures {
-            say(
-                out,
-                format!("Task {t} was marked completed but {why}; it runs again."),
-            );
+            ui.say(format!(
+                "Task {t} was marked completed but {why}; it runs again."
+            ));
         }
         update::fail_verification(plan, &failures);
     }
@@ -450,10 +410,10 @@ async fn execute_batch(
     opts: &RunOptions,
     scratch: &Path,
     cancel: &tokio::sync::watch::Receiver<bool>,
-    out: &mut dyn Write,
+    ui: &Ui,
 ) -> Result<Option<Vec<Judged>>, RunError> {
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.settings.jobs));
-    let mut queue: Vec<(usize, u32, String)> = batch
+    // Attempts waiting for a slot, in plan order; a retry goes to the front.
+    let mut queue: std::collections::VecDeque<(usize, u32, String)> = batch
         .iter()
         .map(|&i| {
             (
@@ -463,10 +423,14 @@ async fn execute_batch(
             )
         })
         .collect();
+    let mut running = tokio::task::JoinSet::new();
     let mut done: Vec<Judged> = Vec::new();
-    while !queue.is_empty() {
-        let mut handles = Vec::new();
-        for (index, attempt, base_prompt) in queue.drain(..) {
+    let mut cancelled = false;
+    loop {
+        while running.len() < opts.settings.jobs && !cancelled {
+            let Some((index, attempt, base_prompt)) = queue.pop_front() else {
+                break;
+            };
             let input = AttemptInput {
                 index,
                 attempt,
@@ -479,61 +443,53 @@ async fn execute_batch(
                 scratch: scratch.to_path_buf(),
                 plan_rel: opts.plan_rel.clone(),
             };
-            let (repo, cancel, sem) = (repo.clone(), cancel.clone(), semaphore.clone());
-            handles.push(tokio::spawn(async move {
-                let _permit = sem
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed");
-                attempt::run(repo, input, cancel).await
-            }));
+            ui.task_started(index, attempt, &plan.tasks[index].subject);
+            running.spawn(attempt::run(repo.clone(), input, cancel.clone()));
         }
-        let mut cancelled = false;
-        for h in handles {
-            match h.await.expect("attempts do not panic")? {
-                AttemptEnd::Cancelled => cancelled = true,
-                AttemptEnd::Judged(j) => {
-                    let j = *j;
-                    let task = &plan.tasks[j.index];
-                    for w in &j.verdict.warnings {
-                        say(out, format!("  task {}: warning: {w}", j.index));
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        match joined.expect("attempts do not panic")? {
+            AttemptEnd::Cancelled => cancelled = true,
+            AttemptEnd::Judged(j) => {
+                let j = *j;
+                ui.task_finished(j.index);
+                let task = &plan.tasks[j.index];
+                for w in &j.verdict.warnings {
+                    ui.say(format!("  task {}: warning: {w}", j.index));
+                }
+                match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
+                    Decision::Retry { attempt, prompt } => {
+                        ui.say(format!(
+                            "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
+                            j.index,
+                            task.subject,
+                            j.attempt,
+                            j.verdict.result,
+                            outcome::MAX_ATTEMPTS
+                        ));
+                        queue.push_front((j.index, attempt, prompt));
                     }
-                    match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
-                        Decision::Retry { attempt, prompt } => {
-                            say(
-                                out,
-                                format!(
-                                    "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
-                                    j.index,
-                                    task.subject,
-                                    j.attempt,
-                                    j.verdict.result,
-                                    outcome::MAX_ATTEMPTS
-                                ),
-                            );
-                            queue.push((j.index, attempt, prompt));
-                        }
-                        _ => {
-                            say(
-                                out,
-                                format!(
-                                    "  task {} ({}): {} in {} — {}",
-                                    j.index,
-                                    task.subject,
-                                    j.verdict.status,
-                                    outcome::human_duration(j.duration),
-                                    j.verdict.result
-                                ),
-                            );
-                            done.push(j);
-                        }
+                    _ => {
+                        ui.say(format!(
+                            "  task {} ({}): {} in {} — {}",
+                            j.index,
+                            task.subject,
+                            j.verdict.status,
+                            outcome::human_duration(j.duration),
+                            j.verdict.result
+                        ));
+                        done.push(j);
                     }
                 }
             }
         }
-        if cancelled || *cancel.borrow() {
-            return Ok(None);
+        if *cancel.borrow() {
+            cancelled = true;
         }
+    }
+    if cancelled {
+        return Ok(None);
     }
     done.sort_by_key(|j| j.index);
     Ok(Some(done))
@@ -551,7 +507,7 @@ fn integrate_and_commit(
     round: u32,
     wave: Option<u64>,
     opts: &RunOptions,
-    out: &mut dyn Write,
+    ui: &Ui,
 ) -> Result<Option<RunEnd>, RunError> {
     let mut results = Vec::new();
     let mut entries = Vec::new();
@@ -577,13 +533,10 @@ fn integrate_and_commit(
                         "conflicts with {culprit}: {}",
                         e.message.lines().next().unwrap_or("")
                     );
-                    say(
-                        out,
-                        format!(
-                            "  task {}: {result}; it runs again next round on the new base",
-                            j.index
-                        ),
-                    );
+                    ui.say(format!(
+                        "  task {}: {result}; it runs again next round on the new base",
+                        j.index
+                    ));
                 }
             }
         } else if status == Status::Completed {
@@ -635,27 +588,20 @@ fn integrate_and_commit(
     if !paths.is_empty() {
         paths.push(opts.plan_rel.clone());
         if let Some(sha) = repo.commit(&message, &paths)? {
-            say(out, format!("  committed {}", &sha[..sha.len().min(12)]));
+            ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
         }
     }
     failpoint("after-commit", round);
-    say(
-        out,
-        summary::round_progress(plan, round, batch)
-            .trim_end()
-            .to_string(),
-    );
+    ui.progress(plan.count(Status::Completed), plan.tasks.len());
+    ui.say(summary::round_progress(plan, round, batch).trim_end());
     if !report.skip_list.is_empty() {
-        say(
-            out,
-            format!(
-                "  skipped because a dependency failed or was blocked: {}",
-                list(&report.skip_list)
-            ),
-        );
+        ui.say(format!(
+            "  skipped because a dependency failed or was blocked: {}",
+            list(&report.skip_list)
+        ));
     }
     if report.circuit_breaker.should_abort {
-        say(out, report.circuit_breaker.message());
+        ui.say(report.circuit_breaker.message());
         return Ok(Some(RunEnd::CircuitBreaker));
     }
     Ok(None)
@@ -694,11 +640,12 @@ fn finish(
     repo: &Repo,
     plan: &mut Plan,
     opts: &RunOptions,
-    out: &mut dyn Write,
+    ui: &Ui,
     end: Option<RunEnd>,
 ) -> Result<RunEnd, RunError> {
-    say(out, String::new());
-    say(out, summary::final_summary(plan).trim_end().to_string());
+    ui.finish();
+    ui.say(String::new());
+    ui.say(summary::final_summary(plan).trim_end());
     let design = opts.root.join(".design");
     if let Ok(entries) = std::fs::read_dir(&design) {
         for e in entries.flatten() {
@@ -737,7 +684,7 @@ fn finish(
                 ),
                 &[opts.plan_rel.clone(), rel.clone()],
             )?;
-            say(out, format!("The plan is archived as {rel}."));
+            ui.say(format!("The plan is archived as {rel}."));
         }
         return Ok(end.unwrap_or(RunEnd::Completed));
     }
@@ -757,25 +704,22 @@ fn dry_run(
     dag: &Dag,
     conflicts: &crate::overlap::OverlapMatrix,
     opts: &RunOptions,
-    out: &mut dyn Write,
+    ui: &Ui,
 ) -> Result<RunEnd, RunError> {
     let (batches, deadlock) = engine::simulate(plan, dag, conflicts, opts.settings.schedule, None);
-    say(
-        out,
-        format!(
-            "Dry run: {} round(s) if every task completes (nothing is changed).",
-            batches.len()
-        ),
-    );
+    ui.say(format!(
+        "Dry run: {} round(s) if every task completes (nothing is changed).",
+        batches.len()
+    ));
     for (r, b) in batches.iter().enumerate() {
         let names: Vec<String> = b
             .iter()
             .map(|&i| format!("{i} {}", plan.tasks[i].subject))
             .collect();
-        say(out, format!("Round {}: {}", r + 1, names.join(" | ")));
+        ui.say(format!("Round {}: {}", r + 1, names.join(" | ")));
     }
     if let Some(p) = deadlock {
-        say(out, engine::deadlock_message(p));
+        ui.say(engine::deadlock_message(p));
         return Ok(RunEnd::Deadlock);
     }
     Ok(RunEnd::Completed)

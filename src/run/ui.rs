@@ -1,0 +1,168 @@
+//! What a run shows. On a terminal (and not under `CI` or `NO_COLOR`): a live display with the
+//! overall progress and one line per running task with its elapsed time, events printed above
+//! it as they land. Elsewhere: plain output, one line per event, nothing redrawn.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// The run's display; shared by the tasks running at once.
+pub struct Ui {
+    mode: Mode,
+}
+
+enum Mode {
+    Plain(Mutex<Box<dyn Write + Send>>),
+    Live {
+        multi: MultiProgress,
+        overall: ProgressBar,
+        tasks: Mutex<BTreeMap<usize, ProgressBar>>,
+    },
+}
+
+impl Ui {
+    /// One line per event to `out`.
+    pub fn plain(out: Box<dyn Write + Send>) -> Ui {
+        Ui {
+            mode: Mode::Plain(Mutex::new(out)),
+        }
+    }
+
+    /// The live display, drawn on stdout (a terminal).
+    fn live() -> Ui {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
+        let overall = multi.add(ProgressBar::new(0));
+        overall.set_style(
+            ProgressStyle::with_template(
+                "{bar:30.green/dim} {pos}/{len} tasks completed  {elapsed_precise}",
+            )
+            .expect("a valid template")
+            .progress_chars("█▉░"),
+        );
+        overall.enable_steady_tick(Duration::from_millis(200));
+        Ui {
+            mode: Mode::Live {
+                multi,
+                overall,
+                tasks: Mutex::new(BTreeMap::new()),
+            },
+        }
+    }
+
+    /// Live on an interactive terminal unless `CI` or `NO_COLOR` is set; plain otherwise.
+    pub fn for_stdout() -> Ui {
+        let quiet = std::env::var_os("CI").is_some() || std::env::var_os("NO_COLOR").is_some();
+        if std::io::stdout().is_terminal() && !quiet {
+            Ui::live()
+        } else {
+            Ui::plain(Box::new(std::io::stdout()))
+        }
+    }
+
+    /// Prints one event line.
+    pub fn say(&self, line: impl AsRef<str>) {
+        match &self.mode {
+            Mode::Plain(out) => {
+                let mut out = out
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let _ = writeln!(out, "{}", line.as_ref());
+                let _ = out.flush();
+            }
+            Mode::Live { multi, .. } => {
+                let _ = multi.println(line.as_ref());
+            }
+        }
+    }
+
+    /// Sets the overall progress: `done` of `total` tasks completed.
+    pub fn progress(&self, done: usize, total: usize) {
+        if let Mode::Live { overall, .. } = &self.mode {
+            overall.set_length(total as u64);
+            overall.set_position(done as u64);
+        }
+    }
+
+    /// A worker started (live: a spinner line with its elapsed time).
+    pub fn task_started(&self, index: usize, attempt: u32, subject: &str) {
+        if let Mode::Live { multi, tasks, .. } = &self.mode {
+            let bar = multi.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("  {spinner} task {prefix} {msg} {elapsed}")
+                    .expect("a valid template"),
+            );
+            bar.set_prefix(index.to_string());
+            let attempt = if attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            };
+            bar.set_message(format!("{subject}{attempt}"));
+            bar.enable_steady_tick(Duration::from_millis(120));
+            let old = tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(index, bar);
+            if let Some(old) = old {
+                old.finish_and_clear();
+                multi.remove(&old);
+            }
+        }
+    }
+
+    /// A worker finished (live: its line goes away).
+    pub fn task_finished(&self, index: usize) {
+        if let Mode::Live { multi, tasks, .. } = &self.mode {
+            let bar = tasks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&index);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+                multi.remove(&bar);
+            }
+        }
+    }
+
+    /// Ends the live display (the overall bar stays as the last line).
+    pub fn finish(&self) {
+        if let Mode::Live { overall, .. } = &self.mode {
+            overall.abandon();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Sink(std::sync::Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn plain_is_one_line_per_event_and_ignores_live_calls() {
+        let sink = Sink::default();
+        let ui = Ui::plain(Box::new(sink.clone()));
+        ui.progress(1, 3);
+        ui.task_started(2, 1, "x");
+        ui.say("Round 1: starting 1 task(s): 2");
+        ui.task_finished(2);
+        ui.finish();
+        assert_eq!(
+            String::from_utf8(sink.0.lock().unwrap().clone()).unwrap(),
+            "Round 1: starting 1 task(s): 2\n"
+        );
+    }
+}
