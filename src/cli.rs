@@ -274,7 +274,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout().lock());
+    // Not `stdout().lock()`: the live display of `run` writes from its own thread.
+    let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
     match run(cli.command, &loc, &mut out) {
         Ok(code) => {
             let _ = out.flush();
