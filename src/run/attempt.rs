@@ -51,6 +51,24 @@ pub struct Judged {
     pub duration: Duration,
 }
 
+/// Retries a git operation twice more after a short pause: git commands left running by a
+/// run that was killed can hold git's own locks for a moment after the next run starts.
+pub(super) fn retry_git<T>(
+    mut op: impl FnMut() -> Result<T, crate::git::GitError>,
+) -> Result<T, crate::git::GitError> {
+    let mut tries = 0;
+    loop {
+        match op() {
+            Err(e) if tries < 2 => {
+                tracing::debug!("retrying after a git failure: {e}");
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
 pub async fn run(
     repo: Arc<Repo>,
@@ -59,9 +77,10 @@ pub async fn run(
 ) -> Result<AttemptEnd, crate::git::GitError> {
     let name = format!("task-{}-attempt-{}", input.index, input.attempt);
     let (r, base) = (repo.clone(), input.base.clone());
-    let wt: Worktree = tokio::task::spawn_blocking(move || r.add_worktree(&base, &name))
-        .await
-        .expect("worktree creation does not panic")?;
+    let wt: Worktree =
+        tokio::task::spawn_blocking(move || retry_git(|| r.add_worktree(&base, &name)))
+            .await
+            .expect("worktree creation does not panic")?;
     let log_rel = format!(".design/worker-{}.log", input.index);
     let spec = WorkerSpec {
         command: input.worker.clone(),

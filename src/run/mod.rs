@@ -125,7 +125,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
     }
-    let pruned = repo.prune_worktrees()?;
+    let pruned = attempt::retry_git(|| repo.prune_worktrees())?;
     if pruned > 0 {
         ui.say(format!(
             "Removed {pruned} worktree(s) left by an interrupted run."
