@@ -158,16 +158,43 @@ pub enum Schedule {
     Rounds,
     /// Wave by wave (seed 001).
     Waves,
+    /// Beyond the seeds: a task starts as soon as its blockers are completed and a slot is
+    /// free ([`eager_pick`]); the batches shown for it (dry run) are the ready-set rounds.
+    Eager,
 }
 
 impl Schedule {
-    /// The policy object for this schedule.
+    /// The policy object for this schedule (eager runs pick with [`eager_pick`]; its batch
+    /// view, for the dry run, is the ready-set one).
     pub fn policy(self) -> &'static dyn Policy {
         match self {
-            Schedule::Rounds => &Rounds,
+            Schedule::Rounds | Schedule::Eager => &Rounds,
             Schedule::Waves => &Waves,
         }
     }
+}
+
+/// The eager policy's choice: up to `slots` ready tasks that conflict neither with a task in
+/// flight nor with each other, longest remaining critical path first, then plan index.
+pub fn eager_pick(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &OverlapMatrix,
+    in_flight: &[usize],
+    slots: usize,
+) -> Vec<usize> {
+    if slots == 0 {
+        return Vec::new();
+    }
+    let ready: Vec<usize> = ready_set(plan, dag)
+        .into_iter()
+        .filter(|&i| {
+            !in_flight
+                .iter()
+                .any(|&r| r == i || conflicts.conflict(i, r))
+        })
+        .collect();
+    select_batch(&ready, dag, conflicts, Some(slots)).0
 }
 
 /// The batches a run would execute if every task completed: what `--dry-run` shows, and what
@@ -278,6 +305,26 @@ mod tests {
         // A missing wave falls back to the task's depth.
         p.tasks[2].wave = None;
         assert_eq!(run(&p, Schedule::Waves, None).0, vec![vec![0, 2], vec![1]]);
+    }
+
+    #[test]
+    fn eager_fills_free_slots_around_what_is_in_flight() {
+        // 0 → 2 (long chain 2 → 3), 1 independent, 4 shares a file with 1.
+        let p = plan(&[
+            (&[], &[]),
+            (&[], &["x"]),
+            (&[0], &[]),
+            (&[2], &[]),
+            (&[], &["x"]),
+        ]);
+        let dag = Dag::build(&p).unwrap();
+        let m = OverlapMatrix::compute(&p, &dag);
+        // Critical path first: 0 heads 0 → 2 → 3.
+        assert_eq!(eager_pick(&p, &dag, &m, &[], 1), [0]);
+        // 1 in flight: 4 conflicts with it and waits; 0 is picked.
+        assert_eq!(eager_pick(&p, &dag, &m, &[1], 3), [0]);
+        assert_eq!(eager_pick(&p, &dag, &m, &[], 3), [0, 1]);
+        assert_eq!(eager_pick(&p, &dag, &m, &[0, 1], 0), Vec::<usize>::new());
     }
 
     #[test]

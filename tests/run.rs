@@ -703,3 +703,63 @@ exec {demo}"#,
         assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{point}");
     }
 }
+
+#[test]
+fn eager_mode_completes_the_random_plan_with_each_change_once() {
+    let plan = example("random-40-v2.json");
+    let dir = repo(&plan, &[]);
+    let o = run(
+        dir.path(),
+        &demo_worker(),
+        &["--schedule", "eager", "--jobs", "3"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("All 40 tasks completed."), "{out}");
+    for i in 0..40 {
+        let files = plan["tasks"][i]["metadata"]["files"]["create"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(
+                plan["tasks"][i]["metadata"]["files"]["modify"]
+                    .as_array()
+                    .unwrap(),
+            );
+        for f in files {
+            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
+            assert_eq!(
+                content.matches(&format!("dagexec-task-{i}:")).count(),
+                1,
+                "task {i} in {f}"
+            );
+        }
+    }
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn eager_starts_a_task_as_soon_as_its_blocker_lands() {
+    // 0 is slow; 1 → 2 are quick. Rounds would hold 2 until 0 finishes; eager does not.
+    let plan = simple_plan(&[
+        ("slow", &[], &["a.txt"], &[]),
+        ("quick", &[], &["b.txt"], &[]),
+        ("after quick", &[1], &["c.txt"], &[]),
+    ]);
+    let dir = repo(&plan, &[]);
+    let record = tempfile::tempdir().unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 2
+echo "$DAGEXEC_TASK_INDEX" >> '{rec}/finished'
+echo "COMPLETED: ok""#,
+        rec = record.path().display()
+    ));
+    let o = run(dir.path(), &cmd, &["--schedule", "eager", "--jobs", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let order = std::fs::read_to_string(record.path().join("finished")).unwrap();
+    assert_eq!(
+        order, "1\n2\n0\n",
+        "task 2 ran while task 0 was still working"
+    );
+}

@@ -86,13 +86,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
 }
 
-/// `rounds`, `waves` (or `eager`, not yet available).
+/// `rounds`, `waves` or `eager`.
 pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
     match s.trim() {
         "rounds" => Ok(Schedule::Rounds),
         "waves" => Ok(Schedule::Waves),
-        "eager" => Err("the eager schedule is not available yet; use rounds or waves".into()),
-        other => Err(format!("unknown schedule {other:?} (rounds or waves)")),
+        "eager" => Ok(Schedule::Eager),
+        other => Err(format!(
+            "unknown schedule {other:?} (rounds, waves or eager)"
+        )),
     }
 }
 
@@ -229,7 +231,7 @@ mod tests {
         };
         assert_eq!(
             resolve(&flags, &none, &file).unwrap_err().to_string(),
-            "schedule: unknown schedule \"fast\" (rounds or waves)"
+            "schedule: unknown schedule \"fast\" (rounds, waves or eager)"
         );
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".design")).unwrap();

@@ -6,6 +6,7 @@
 
 mod attempt;
 pub mod config;
+mod eager;
 pub mod lock;
 pub mod ui;
 
@@ -111,7 +112,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let conflicts = overlaps.for_scheduling();
     let unit = match opts.settings.schedule {
         Schedule::Waves => Unit::Wave,
-        Schedule::Rounds => Unit::Batch,
+        Schedule::Rounds | Schedule::Eager => Unit::Batch,
     };
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
@@ -205,6 +206,18 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     });
     let mut round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
+    if opts.settings.schedule == Schedule::Eager {
+        let eager = eager::Eager {
+            repo: &repo,
+            dag: &dag,
+            conflicts: &conflicts,
+            opts,
+            ui,
+            scratch: scratch.path(),
+            cancel: &cancel_rx,
+        };
+        return runtime.block_on(eager.run(&mut plan, round));
+    }
     loop {
         let view = View {
             plan: &plan,
@@ -431,18 +444,16 @@ async fn execute_batch(
             let Some((index, attempt, base_prompt)) = queue.pop_front() else {
                 break;
             };
-            let input = AttemptInput {
+            let input = attempt_input(
+                plan,
                 index,
                 attempt,
+                &base_prompt,
                 round,
-                task: plan.tasks[index].clone(),
-                prompt: prompt::spawn_prompt(plan, index, &base_prompt),
-                base: base.to_string(),
-                worker: opts.settings.worker.clone(),
-                timeout: opts.settings.timeout,
-                scratch: scratch.to_path_buf(),
-                plan_rel: opts.plan_rel.clone(),
-            };
+                base,
+                opts,
+                scratch,
+            );
             ui.task_started(index, attempt, &plan.tasks[index].subject);
             running.spawn(attempt::run(repo.clone(), input, cancel.clone()));
         }
@@ -451,38 +462,10 @@ async fn execute_batch(
         };
         match joined.expect("attempts do not panic")? {
             AttemptEnd::Cancelled => cancelled = true,
-            AttemptEnd::Judged(j) => {
-                let j = *j;
-                ui.task_finished(j.index);
-                let task = &plan.tasks[j.index];
-                for w in &j.verdict.warnings {
-                    ui.say(format!("  task {}: warning: {w}", j.index));
-                }
-                match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
-                    Decision::Retry { attempt, prompt } => {
-                        ui.say(format!(
-                            "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
-                            j.index,
-                            task.subject,
-                            j.attempt,
-                            j.verdict.result,
-                            outcome::MAX_ATTEMPTS
-                        ));
-                        queue.push_front((j.index, attempt, prompt));
-                    }
-                    _ => {
-                        ui.say(format!(
-                            "  task {} ({}): {} in {} — {}",
-                            j.index,
-                            task.subject,
-                            j.verdict.status,
-                            outcome::human_duration(j.duration),
-                            j.verdict.result
-                        ));
-                        done.push(j);
-                    }
-                }
-            }
+            AttemptEnd::Judged(j) => match judged(plan, *j, unit, ui) {
+                Ok(j) => done.push(j),
+                Err(retry) => queue.push_front(retry),
+            },
         }
         if *cancel.borrow() {
             cancelled = true;
@@ -493,6 +476,66 @@ async fn execute_batch(
     }
     done.sort_by_key(|j| j.index);
     Ok(Some(done))
+}
+
+/// The input of one attempt of task `index`.
+#[allow(clippy::too_many_arguments)]
+fn attempt_input(
+    plan: &Plan,
+    index: usize,
+    attempt: u32,
+    base_prompt: &str,
+    round: u32,
+    base: &str,
+    opts: &RunOptions,
+    scratch: &Path,
+) -> AttemptInput {
+    AttemptInput {
+        index,
+        attempt,
+        round,
+        task: plan.tasks[index].clone(),
+        prompt: prompt::spawn_prompt(plan, index, base_prompt),
+        base: base.to_string(),
+        worker: opts.settings.worker.clone(),
+        timeout: opts.settings.timeout,
+        scratch: scratch.to_path_buf(),
+        plan_rel: opts.plan_rel.clone(),
+    }
+}
+
+/// Shows a judged attempt and decides what follows: `Ok` when the task is resolved for this
+/// round, `Err((index, attempt, retry prompt))` when it is to be tried again.
+fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
+    ui.task_finished(j.index);
+    let task = &plan.tasks[j.index];
+    for w in &j.verdict.warnings {
+        ui.say(format!("  task {}: warning: {w}", j.index));
+    }
+    match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
+        Decision::Retry { attempt, prompt } => {
+            ui.say(format!(
+                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
+                j.index,
+                task.subject,
+                j.attempt,
+                j.verdict.result,
+                outcome::MAX_ATTEMPTS
+            ));
+            Err((j.index, attempt, prompt))
+        }
+        _ => {
+            ui.say(format!(
+                "  task {} ({}): {} in {} — {}",
+                j.index,
+                task.subject,
+                j.verdict.status,
+                outcome::human_duration(j.duration),
+                j.verdict.result
+            ));
+            Ok(j)
+        }
+    }
 }
 
 /// Applies completed patches in plan-index order, updates the plan, writes the processor
