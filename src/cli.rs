@@ -109,7 +109,8 @@ enum Command {
         /// Workers running at once [default: number of cores].
         #[arg(long, short = 'j', value_name = "N")]
         jobs: Option<usize>,
-        /// rounds (ready-set rounds) or waves (wave by wave) [default: rounds].
+        /// rounds (ready-set rounds), waves (wave by wave) or eager (start tasks as soon as
+        /// their blockers land) [default: rounds].
         #[arg(long, value_name = "MODE", value_parser = crate::run::config::parse_schedule)]
         schedule: Option<crate::engine::Schedule>,
         /// Per-task time limit (e.g. 30m); the worker's process group is killed after it
