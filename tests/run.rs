@@ -241,7 +241,8 @@ fn failure_modes_have_reasons() {
             {"subject": "garbage", "metadata": {"files": {"create": ["a.txt"], "modify": []}}, "agent": {"role": "r"}},
             {"subject": "crash", "metadata": {"files": {"create": ["b.txt"], "modify": []}}, "agent": {"role": "r"}},
             {"subject": "hang", "metadata": {"files": {"create": ["c.txt"], "modify": []}}, "agent": {"role": "r"}},
-            {"subject": "blocked", "metadata": {"files": {"create": ["d.txt"], "modify": []}}, "agent": {"role": "r"}}
+            {"subject": "blocked", "metadata": {"files": {"create": ["d.txt"], "modify": []}}, "agent": {"role": "r"}},
+            {"subject": "after blocked", "blockedBy": [3], "metadata": {"files": {"create": ["e.txt"], "modify": []}}, "agent": {"role": "r"}}
         ]
     });
     let dir = repo(&plan, &[]);
@@ -255,7 +256,9 @@ esac"#,
     );
     let o = run(dir.path(), &cmd, &["--timeout", "1s"]);
     let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    // Task 4's skip is 1 of 1 pending: the circuit breaker (5 tasks > 3) stops the run.
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.contains("Circuit breaker triggered: 1/1 pending tasks would be skipped due to cascading failures."), "{out}");
     let p = plan_of(dir.path());
     let result = |i: usize| p["tasks"][i]["result"].as_str().unwrap().to_string();
     assert!(
@@ -270,6 +273,11 @@ esac"#,
     assert_eq!(result(2), "timed out after 1s");
     assert_eq!(p["tasks"][3]["status"], "blocked");
     assert_eq!(p["tasks"][3]["attempts"], 1, "BLOCKED is not retried");
+    assert_eq!(p["tasks"][4]["status"], "skipped");
+    assert_eq!(
+        p["tasks"][4]["result"],
+        "Skipped: dependency task 3 (blocked) was blocked"
+    );
     assert_eq!(p["tasks"][2]["attempts"], 3);
 }
 
