@@ -20,8 +20,14 @@
 #   The ratio is an upper bound on dagexec's overhead: dagexec's per-task time also contains
 #   the worker process itself (sh + sed + grep of the demo worker) and the acceptance checks
 #   (grep per declared file), and dagexec runs JOBS workers at once while the floor is serial.
-#   On the other hand dagexec commits once per round (not once per task) and its worktrees
-#   check out a tree that grows as tasks create files, while the floor's tree stays tiny.
+#   On the other hand dagexec commits once per round (not once per task), and its worktrees
+#   check out a tree that grows as tasks create files (~730 files by the end of the 1,000-task
+#   plan), while the floor's tree stays at the plan plus one file. Checking out a worktree
+#   costs time per file, so with GROWN_FLOOR=1 the script also measures a second floor, in a
+#   second clone: the same loop, but iteration i appends task i's marker to task i's declared
+#   files (as the demo worker does) instead of to one file, so the floor's tree grows exactly
+#   as dagexec's does. It is printed as an extra column with its own ratio; it roughly doubles
+#   the run time (1,000 tasks: ~4 more minutes on a 2-core VM).
 #
 # How it works
 #   1. cargo build --release (skipped when DAGEXEC_BIN is set, or NO_BUILD=1).
@@ -29,7 +35,7 @@
 #      target/bench-plans/plan-N.json, shared with bench/validate.sh: generated only when
 #      missing, when genplan.py / genplan_fast.py changed, or REGEN=1.
 #   3. Per size: a fresh repository in a temp dir (removed at exit), a clone of it for the
-#      floor, the dagexec run (progress lines every ~10 s), then the floor loop.
+#      floor, the dagexec run (progress lines every ~10 s), then the floor loop(s).
 #
 # Run (from anywhere):   bench/run_overhead.sh          (1,000 tasks: a few minutes)
 # Environment knobs:
@@ -42,6 +48,7 @@
 #                        (default ../shared/tools/genplan.py from the repository root)
 #   PYTHON=python3       interpreter for the plan generator
 #   KEEP_LOGS=1          copy each run's log to target/bench-plans/run-overhead-N.log
+#   GROWN_FLOOR=1        also measure the grown-tree floor (see above)
 # Needs: bash >= 4, git, python3, cargo (unless NO_BUILD=1 or DAGEXEC_BIN).
 set -euo pipefail
 
@@ -131,26 +138,43 @@ git_init_config() {  # git_init_config DIR: local identity, no signing, no backg
 }
 
 # The floor: N x (worktree add, append + add + commit in the main tree, worktree remove),
-# serially, in repository $1. Prints the total seconds.
-floor() {  # floor REPO N
-    local repo="$1" n="$2" wt="$tmp/floor-wt" i t0 t1
+# serially, in repository $1. Without FILES the line goes to floor.txt every time; with FILES
+# (line i: task i's declared files, space-separated) iteration i appends task i's marker to
+# each of task i's files, so the tree grows as in dagexec's run. Prints the total seconds.
+floor() {  # floor REPO N [FILES]
+    local repo="$1" n="$2" files="${3:-}" wt="$tmp/floor-wt" i t0 t1 f
+    local -a paths=(floor.txt)
     t0=$(now)
     (
         cd "$repo"
-        for (( i = 1; i <= n; i++ )); do
+        if [[ -n "$files" ]]; then exec 3< "$files"; fi
+        for (( i = 0; i < n; i++ )); do
+            if [[ -n "$files" ]]; then read -r -a paths <&3; fi
             git worktree add -q --detach "$wt" HEAD
-            printf 'floor line %d\n' "$i" >> floor.txt
-            git add floor.txt
+            for f in "${paths[@]}"; do
+                if [[ $f == */* ]]; then mkdir -p "${f%/*}"; fi
+                printf 'dagexec-task-%d\n' "$i" >> "$f"
+            done
+            git add -- "${paths[@]}"
             git commit -q -m x
             git worktree remove --force "$wt"
-            if (( i % 250 == 0 && i < n )); then say "   floor: $i/$n"; fi
+            if (( (i + 1) % 250 == 0 && i + 1 < n )); then say "   floor: $(( i + 1 ))/$n"; fi
         done
     ) || die "the git floor loop failed"
     t1=$(now)
     elapsed "$t0" "$t1"
 }
 
-declare -A rounds commits dx_s floor_s
+# Line i: task i's declared files (create + modify), space-separated.
+task_files() {  # task_files PLAN > FILE
+    "$PYTHON" -c '
+import json, sys
+for t in json.load(open(sys.argv[1]))["tasks"]:
+    fs = t["metadata"]["files"]
+    print(" ".join(fs["create"] + fs["modify"]))' "$1"
+}
+
+declare -A rounds commits dx_s floor_s grown_s
 for n in $SIZES; do
     say "== $n tasks: fresh repository"
     repo="$tmp/repo-$n"
@@ -163,6 +187,11 @@ for n in $SIZES; do
     floor_repo="$tmp/floor-$n"
     git clone -q "$repo" "$floor_repo"
     git_init_config "$floor_repo"
+    if [[ -n "${GROWN_FLOOR:-}" ]]; then
+        git clone -q "$repo" "$tmp/grown-$n"
+        git_init_config "$tmp/grown-$n"
+        task_files "$repo/.design/plan.json" > "$tmp/files-$n" || die "could not list the plan's files"
+    fi
 
     say "== $n tasks: dagexec run --jobs $JOBS (instant demo worker)"
     log="$tmp/run-$n.log"
@@ -193,7 +222,7 @@ for n in $SIZES; do
     if [[ -n "${KEEP_LOGS:-}" ]]; then cp "$log" "$PLAN_DIR/run-overhead-$n.log"; fi
     if [[ $rc != 0 ]] || ! grep -qx "All $n tasks completed." "$log"; then
         say "dagexec run on the $n-task plan exited $rc without \"All $n tasks completed.\"; log tail:"
-        tail -n 40 "$log" >&2
+        tail -n 40 "$log" | cut -c1-400 >&2
         cp "$log" "$PLAN_DIR/run-overhead-$n.log"
         die "dagexec failed on the $n-task plan (full log: ${PLAN_DIR#"$root"/}/run-overhead-$n.log)"
     fi
@@ -205,28 +234,50 @@ for n in $SIZES; do
     say "== $n tasks: floor (git worktree add + commit, serial, $n times)"
     floor_s[$n]=$(floor "$floor_repo" "$n")
     say "   done: ${floor_s[$n]} s"
+    if [[ -n "${GROWN_FLOOR:-}" ]]; then
+        say "== $n tasks: grown-tree floor (the same, appending to each task's declared files)"
+        grown_s[$n]=$(floor "$tmp/grown-$n" "$n" "$tmp/files-$n")
+        say "   done: ${grown_s[$n]} s"
+    fi
 done
 
 # ---------------------------------------------------------------- 4. report
 # Whatever the figures, the script ends with status 0 (it reports, it does not gate).
 per_ms() { awk -v s="$1" -v n="$2" 'BEGIN{printf "%.1f", s*1000/n}'; }
+ratio()  { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f", a/b; else printf "inf" }'; }
+verdict() { awk -v r="$1" -v t="$TARGET_RATIO" 'BEGIN{ print (r != "inf" && r+0 <= t) ? "PASS" : "MISS" }'; }
 
 echo
 echo "dagexec run per-task overhead, instant demo worker, --jobs $JOBS  vs  git floor (serial)"
 echo "dagexec: $dagexec    plans: schema 2, seed $SEED    cores: $(nproc 2>/dev/null || echo '?')    load average before/after: $load_before / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
-printf '%-7s %7s %8s %11s %12s %10s %7s  %s\n' \
-    tasks rounds commits "dagexec s" "dagexec ms/t" "floor ms/t" ratio "target (<=${TARGET_RATIO}x)"
+header=(tasks rounds commits "dagexec s" "dagexec ms/t" "floor ms/t" ratio "target (<=${TARGET_RATIO}x)")
+fmt='%-7s %7s %8s %11s %12s %10s %7s  %s'
+if [[ -n "${GROWN_FLOOR:-}" ]]; then
+    header+=("grown-floor ms/t" ratio "target (<=${TARGET_RATIO}x)")
+    fmt='%-7s %7s %8s %11s %12s %10s %7s  %-13s %16s %7s  %s'
+fi
+# shellcheck disable=SC2059  # the format is built above
+printf "$fmt\n" "${header[@]}"
 for n in $SIZES; do
-    d=$(per_ms "${dx_s[$n]}" "$n")
-    fl=$(per_ms "${floor_s[$n]}" "$n")
-    r=$(awk -v a="${dx_s[$n]}" -v b="${floor_s[$n]}" 'BEGIN{ if (b>0) printf "%.2f", a/b; else printf "inf" }')
-    v=$(awk -v r="$r" -v t="$TARGET_RATIO" 'BEGIN{ print (r != "inf" && r+0 <= t) ? "PASS" : "MISS" }')
-    printf '%-7s %7s %8s %11s %12s %10s %6sx  %s\n' \
-        "$n" "${rounds[$n]}" "${commits[$n]}" "${dx_s[$n]}" "$d" "$fl" "$r" "$v"
+    r=$(ratio "${dx_s[$n]}" "${floor_s[$n]}")
+    row=("$n" "${rounds[$n]}" "${commits[$n]}" "${dx_s[$n]}" "$(per_ms "${dx_s[$n]}" "$n")"
+         "$(per_ms "${floor_s[$n]}" "$n")" "${r}x" "$(verdict "$r")")
+    if [[ -n "${GROWN_FLOOR:-}" ]]; then
+        g=$(ratio "${dx_s[$n]}" "${grown_s[$n]}")
+        row+=("$(per_ms "${grown_s[$n]}" "$n")" "${g}x" "$(verdict "$g")")
+    fi
+    # shellcheck disable=SC2059
+    printf "$fmt\n" "${row[@]}"
 done
 echo
 echo "floor = per task, serially: git worktree add --detach + append/add/commit in the main tree"
 echo "        + git worktree remove, on a clone of the same starting repository; total / tasks."
+if [[ -n "${GROWN_FLOOR:-}" ]]; then
+    echo "grown-tree floor = the same, but iteration i appends task i's marker to task i's declared"
+    echo "        files, so its tree grows as dagexec's does (worktree checkout cost grows with it)."
+else
+    echo "        Its tree stays tiny while dagexec's grows; GROWN_FLOOR=1 adds a floor whose tree grows too."
+fi
 echo "note: dagexec's per-task time includes the worker process (sh + sed + grep of the demo"
 echo "      worker) and its acceptance checks, and workers run $JOBS at a time while the floor is"
 echo "      serial, so the ratio is an upper bound on dagexec's own overhead. Commits = round"

@@ -59,38 +59,51 @@ impl Eager<'_> {
         Ok(())
     }
 
+    /// Starts as many ready tasks as there are free slots; `landed` are finished tasks not yet
+    /// integrated, kept apart from conflicting ones like tasks in flight.
+    fn fill(
+        &self,
+        running: &mut Running,
+        plan: &mut Plan,
+        in_flight: &mut Vec<usize>,
+        landed: &[usize],
+        round: u32,
+    ) -> Result<(), RunError> {
+        let jobs = self.opts.settings.jobs;
+        if running.len() >= jobs {
+            return Ok(());
+        }
+        let busy: Vec<usize> = in_flight.iter().chain(landed).copied().collect();
+        let picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, jobs - running.len());
+        if picks.is_empty() {
+            return Ok(());
+        }
+        self.ui.say(format!("starting task(s) {}", list(&picks)));
+        for &i in &picks {
+            plan.tasks[i].status = Status::InProgress;
+        }
+        save(plan, self.opts)?;
+        for &i in &picks {
+            let first = (
+                i,
+                plan.tasks[i].attempts() + 1,
+                prompt::original_prompt(plan, i, Unit::Batch),
+            );
+            self.spawn(running, plan, first, round + 1)?;
+            in_flight.push(i);
+        }
+        Ok(())
+    }
+
     /// Runs until nothing is pending or in flight, the breaker trips, or Ctrl-C.
     pub(super) async fn run(&self, plan: &mut Plan, mut round: u32) -> Result<RunEnd, RunError> {
-        let jobs = self.opts.settings.jobs;
         let mut running: Running = JoinSet::new();
         let mut in_flight: Vec<usize> = Vec::new();
         let mut arrived: Vec<Judged> = Vec::new();
         let mut cancelled = false;
         loop {
-            if !cancelled && running.len() < jobs {
-                let picks = engine::eager_pick(
-                    plan,
-                    self.dag,
-                    self.conflicts,
-                    &in_flight,
-                    jobs - running.len(),
-                );
-                if !picks.is_empty() {
-                    self.ui.say(format!("starting task(s) {}", list(&picks)));
-                    for &i in &picks {
-                        plan.tasks[i].status = Status::InProgress;
-                    }
-                    save(plan, self.opts)?;
-                    for &i in &picks {
-                        let first = (
-                            i,
-                            plan.tasks[i].attempts() + 1,
-                            prompt::original_prompt(plan, i, Unit::Batch),
-                        );
-                        self.spawn(&mut running, plan, first, round + 1)?;
-                        in_flight.push(i);
-                    }
-                }
+            if !cancelled {
+                self.fill(&mut running, plan, &mut in_flight, &[], round)?;
             }
             let Some(joined) = running.join_next().await else {
                 if cancelled {
@@ -126,6 +139,11 @@ impl Eager<'_> {
             if cancelled || arrived.is_empty() {
                 continue;
             }
+            // Start what is ready already before integrating: integration takes a moment, and
+            // work that does not depend on what just arrived need not wait for it. (What just
+            // arrived still counts as in flight for conflicts until it is committed.)
+            let landed: Vec<usize> = arrived.iter().map(|j| j.index).collect();
+            self.fill(&mut running, plan, &mut in_flight, &landed, round)?;
             round += 1;
             arrived.sort_by_key(|j| j.index);
             let batch: Vec<usize> = arrived.iter().map(|j| j.index).collect();
