@@ -37,7 +37,7 @@
 #   3. Per size: a fresh repository in a temp dir (removed at exit), a clone of it for the
 #      floor, the dagexec run (progress lines every ~10 s), then the floor loop(s).
 #
-# Run (from anywhere):   bench/run_overhead.sh          (1,000 tasks: a few minutes)
+# Run (from anywhere):   bench/run_overhead.sh   (both sizes: ~5 min on a 2-core VM, ~10 with GROWN_FLOOR=1)
 # Environment knobs:
 #   SIZES="200 1000"     task counts to run
 #   JOBS=2               dagexec run --jobs
@@ -49,6 +49,7 @@
 #   PYTHON=python3       interpreter for the plan generator
 #   KEEP_LOGS=1          copy each run's log to target/bench-plans/run-overhead-N.log
 #   GROWN_FLOOR=1        also measure the grown-tree floor (see above)
+#   DAGEXEC_SCHEDULE=    read by dagexec itself (rounds | waves | eager); default rounds
 # Needs: bash >= 4, git, python3, cargo (unless NO_BUILD=1 or DAGEXEC_BIN).
 set -euo pipefail
 
@@ -81,7 +82,15 @@ worker_cmd="sh '$WORKER_SCRIPT'"
 tmp="$(mktemp -d)"
 bg_pid=""
 cleanup() {
-    if [[ -n "$bg_pid" ]]; then  # interrupted mid-run: stop dagexec (its child), then the timer
+    if [[ -n "$bg_pid" ]]; then
+        # Interrupted mid-run: stop dagexec (the timer subshell's child) the way it expects,
+        # with SIGINT (it handles only Ctrl-C: it stops its workers and removes its scratch
+        # directory), then SIGTERM if it is still there after 15 s.
+        local waited=0
+        pkill -INT -P "$bg_pid" 2>/dev/null || true
+        while pgrep -P "$bg_pid" >/dev/null 2>&1 && (( waited < 30 )); do
+            sleep 0.5; waited=$(( waited + 1 ))
+        done
         pkill -TERM -P "$bg_pid" 2>/dev/null || true
         kill "$bg_pid" 2>/dev/null || true
         wait "$bg_pid" 2>/dev/null || true
@@ -227,7 +236,8 @@ for n in $SIZES; do
         die "dagexec failed on the $n-task plan (full log: ${PLAN_DIR#"$root"/}/run-overhead-$n.log)"
     fi
     dx_s[$n]=$secs
-    rounds[$n]=$(grep -cE '^Round [0-9]+: starting' "$log" || true)
+    # One commit per round, whatever the schedule: "dagexec: round N — ...".
+    rounds[$n]=$(git -C "$repo" log --format=%s | grep -c '^dagexec: round ' || true)
     commits[$n]=$(( $(git -C "$repo" rev-list --count HEAD) - 1 ))
     say "   done: ${secs} s, ${rounds[$n]} rounds, ${commits[$n]} commits"
 
@@ -248,7 +258,7 @@ ratio()  { awk -v a="$1" -v b="$2" 'BEGIN{ if (b>0) printf "%.2f", a/b; else pri
 verdict() { awk -v r="$1" -v t="$TARGET_RATIO" 'BEGIN{ print (r != "inf" && r+0 <= t) ? "PASS" : "MISS" }'; }
 
 echo
-echo "dagexec run per-task overhead, instant demo worker, --jobs $JOBS  vs  git floor (serial)"
+echo "dagexec run per-task overhead, instant demo worker, --jobs $JOBS, schedule ${DAGEXEC_SCHEDULE:-rounds (default)}  vs  git floor (serial)"
 echo "dagexec: $dagexec    plans: schema 2, seed $SEED    cores: $(nproc 2>/dev/null || echo '?')    load average before/after: $load_before / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 header=(tasks rounds commits "dagexec s" "dagexec ms/t" "floor ms/t" ratio "target (<=${TARGET_RATIO}x)")
 fmt='%-7s %7s %8s %11s %12s %10s %7s  %s'

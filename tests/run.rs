@@ -124,6 +124,31 @@ fn plan_of(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
 }
 
+/// The files task `i` of a genplan plan declares.
+fn declared_files(plan: &Value, i: usize) -> Vec<String> {
+    let files = &plan["tasks"][i]["metadata"]["files"];
+    files["create"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(files["modify"].as_array().unwrap())
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every task of a 40-task genplan plan run by the demo worker left its marker exactly once
+/// in each file it declares, and nothing is left uncommitted.
+fn assert_each_change_once(dir: &Path, plan: &Value, label: &str) {
+    for i in 0..40 {
+        for f in declared_files(plan, i) {
+            let content = std::fs::read_to_string(dir.join(&f)).unwrap();
+            let n = content.matches(&format!("dagexec-task-{i}:")).count();
+            assert_eq!(n, 1, "{label}: task {i} in {f}: {content}");
+        }
+    }
+    assert_eq!(git(dir, &["status", "--porcelain"]), "", "{label}");
+}
+
 fn example(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(manifest().join("examples").join(name)).unwrap())
         .unwrap()
@@ -162,37 +187,7 @@ fn the_random_40_plan_runs_to_completion_round_by_round() {
     );
     assert!(log.contains("dagexec: round 1 — "), "{log}");
     // Every task's marker is in exactly one round commit.
-    for i in 0..40 {
-        let commits = git(
-            dir.path(),
-            &[
-                "log",
-                "--format=%h",
-                "-S",
-                &format!("dagexec-task-{i}:"),
-                "--",
-                "src",
-            ],
-        );
-        assert!(!commits.is_empty(), "task {i} left no committed marker");
-        for f in plan["tasks"][i]["metadata"]["files"]["create"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .chain(
-                plan["tasks"][i]["metadata"]["files"]["modify"]
-                    .as_array()
-                    .unwrap(),
-            )
-        {
-            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
-            assert_eq!(
-                content.matches(&format!("dagexec-task-{i}:")).count(),
-                1,
-                "task {i} in {f}"
-            );
-        }
-    }
+    assert_each_change_once(dir.path(), &plan, "rounds");
 }
 
 #[test]
@@ -354,25 +349,7 @@ fn resume_after_kill_9_commits_each_change_once() {
         out.contains("Took over the lock") || out.contains("Resuming execution."),
         "{out}"
     );
-    for i in 0..40 {
-        let files = plan["tasks"][i]["metadata"]["files"]["create"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .chain(
-                plan["tasks"][i]["metadata"]["files"]["modify"]
-                    .as_array()
-                    .unwrap(),
-            );
-        for f in files {
-            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
-            assert_eq!(
-                content.matches(&format!("dagexec-task-{i}:")).count(),
-                1,
-                "task {i} in {f}: {content}"
-            );
-        }
-    }
+    assert_each_change_once(dir.path(), &plan, "run");
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
 
@@ -585,23 +562,32 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
     let (_w, cmd) = worker(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; sleep "${SLOW:-0}"; echo "COMPLETED: ok""#,
     );
-    let child = dagexec(dir.path())
-        .args(["run", "--worker", &cmd])
-        .env("SLOW", "30")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "in_progress");
+    // Ctrl-C, then a polite SIGTERM on the next try: both stop cleanly with 130.
+    for signal in [
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let child = dagexec(dir.path())
+            .args(["run", "--worker", &cmd])
+            .env("SLOW", "30")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(130), "{signal}: {out}");
+        assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "in_progress");
+        // Nothing left behind: no worktree, no prompt files, no worker still sleeping.
+        let git_dir = dir.path().join(".git/dagexec");
+        let leftovers: Vec<_> = ["worktrees", "prompts"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(git_dir.join(d)).into_iter().flatten())
+            .collect();
+        assert!(leftovers.is_empty(), "{signal}: {leftovers:?}");
+    }
     let o = run(dir.path(), &cmd, &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -681,26 +667,11 @@ exec {demo}"#,
         let o = run(dir.path(), &demo_worker(), &[]);
         let out = text(&o);
         assert_eq!(o.status.code(), Some(0), "{point}: {out}");
+        assert_each_change_once(dir.path(), &plan, point);
         for i in 0..40 {
-            let files = plan["tasks"][i]["metadata"]["files"]["create"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .chain(
-                    plan["tasks"][i]["metadata"]["files"]["modify"]
-                        .as_array()
-                        .unwrap(),
-                );
-            for f in files {
-                let f = f.as_str().unwrap();
-                let content = std::fs::read_to_string(dir.path().join(f)).unwrap();
+            for f in declared_files(&plan, i) {
                 let marker = format!("dagexec-task-{i}:");
-                assert_eq!(
-                    content.matches(&marker).count(),
-                    1,
-                    "{point}: task {i} in {f}"
-                );
-                let commits = git(dir.path(), &["log", "--format=%h", "-G", &marker, "--", f]);
+                let commits = git(dir.path(), &["log", "--format=%h", "-G", &marker, "--", &f]);
                 assert_eq!(
                     commits.lines().count(),
                     1,
@@ -724,25 +695,7 @@ fn eager_mode_completes_the_random_plan_with_each_change_once() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("All 40 tasks completed."), "{out}");
-    for i in 0..40 {
-        let files = plan["tasks"][i]["metadata"]["files"]["create"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .chain(
-                plan["tasks"][i]["metadata"]["files"]["modify"]
-                    .as_array()
-                    .unwrap(),
-            );
-        for f in files {
-            let content = std::fs::read_to_string(dir.path().join(f.as_str().unwrap())).unwrap();
-            assert_eq!(
-                content.matches(&format!("dagexec-task-{i}:")).count(),
-                1,
-                "task {i} in {f}"
-            );
-        }
-    }
+    assert_each_change_once(dir.path(), &plan, "run");
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
 

@@ -190,9 +190,17 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
     }
     // Rounds (seed Step 3).
+    // Prompt files live inside the repository's git directory (never in the work tree), in
+    // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
+    let prompts = repo.common_dir().join("dagexec").join("prompts");
+    let _ = std::fs::remove_dir_all(&prompts);
+    std::fs::create_dir_all(&prompts).map_err(|source| RunError::Write {
+        path: prompts.clone(),
+        source,
+    })?;
     let scratch = tempfile::Builder::new()
-        .prefix("dagexec-prompts-")
-        .tempdir()
+        .prefix("run-")
+        .tempdir_in(&prompts)
         .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -200,9 +208,20 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         .map_err(|e| RunError::Other(format!("cannot start the async runtime: {e}")))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     runtime.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = cancel_tx.send(true);
+        // Ctrl-C, or a polite stop (SIGTERM from a service manager or `timeout`): finish
+        // cleanly, killing the workers and leaving the plan resumable.
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
         }
+        let _ = cancel_tx.send(true);
     });
     let mut round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
