@@ -774,3 +774,47 @@ fn odd_file_names_are_taken_literally() {
     assert_eq!(f.read("-dash"), b"v3\n");
     assert_eq!(f.read(":odd"), b"v1\n");
 }
+
+#[test]
+fn reset_to_makes_a_used_worktree_a_clean_checkout_of_another_base() {
+    let f = Fixture::new();
+    f.write(".gitignore", "*.log\n");
+    f.write("a.txt", "one\n");
+    let first = f.commit_all("first");
+    f.write("a.txt", "two\n");
+    f.write("b.txt", "new in second\n");
+    let second = f.commit_all("second");
+    let mut wt = f.repo.add_worktree(&first, "pooled").unwrap();
+    // A worker's leftovers: a modified file, a new one, an ignored one, a staged change, a
+    // commit of its own.
+    write(wt.path(), "a.txt", "worker\n");
+    write(wt.path(), "untracked.txt", "x\n");
+    write(wt.path(), "build.log", "x\n");
+    run(wt.path(), &["add", "a.txt"]);
+    run(
+        wt.path(),
+        &[
+            "-c",
+            "user.name=w",
+            "-c",
+            "user.email=w@x",
+            "commit",
+            "-qm",
+            "worker's own",
+        ],
+    );
+    write(wt.path(), "later.txt", "x\n");
+    wt.reset_to(&second).unwrap();
+    let want = files(f.root());
+    let got = files(wt.path());
+    assert_eq!(
+        got, want,
+        "the worktree is the second commit's tree, nothing else"
+    );
+    let c = wt.changes().unwrap();
+    assert!(
+        c.patch.is_empty() && c.changed.is_empty(),
+        "{:?}",
+        c.changed
+    );
+}

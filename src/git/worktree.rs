@@ -50,6 +50,18 @@ impl Worktree {
         &self.path
     }
 
+    /// Makes the worktree a clean checkout of `base` again for the next task: `HEAD`, the
+    /// index and the files (only those that differ are rewritten), with untracked and ignored
+    /// files removed. Much cheaper than a new worktree once the tree is large.
+    pub fn reset_to(&mut self, base: &str) -> Result<(), GitError> {
+        git(&self.path, "reset --hard")
+            .args(["reset", "--hard", "--quiet", base])
+            .run()?;
+        git(&self.path, "clean").args(["clean", "-ffdxq"]).run()?;
+        self.base = base.to_owned();
+        Ok(())
+    }
+
     /// Everything changed relative to the base: modified, added (untracked and not ignored
     /// included), deleted, renamed, binary files and mode changes, committed by the worker or
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the

@@ -51,6 +51,44 @@ pub struct Judged {
     pub duration: Duration,
 }
 
+/// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
+/// instead of being removed and checked out again (checkout time grows with the tree). Whatever
+/// is left when the run ends is removed on drop.
+#[derive(Debug, Default)]
+pub struct Pool {
+    free: std::sync::Mutex<Vec<Worktree>>,
+    created: std::sync::atomic::AtomicUsize,
+}
+
+impl Pool {
+    fn acquire(&self, repo: &Repo, base: &str) -> Result<Worktree, crate::git::GitError> {
+        let reused = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        if let Some(mut wt) = reused {
+            match wt.reset_to(base) {
+                Ok(()) => return Ok(wt),
+                Err(e) => {
+                    tracing::debug!("a pooled worktree could not be reset ({e}); making a new one")
+                }
+            }
+        }
+        let n = self
+            .created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        retry_git(|| repo.add_worktree(base, &format!("slot-{n}")))
+    }
+
+    fn release(&self, wt: Worktree) {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(wt);
+    }
+}
+
 /// Retries a git operation twice more after a short pause: git commands left running by a
 /// run that was killed can hold git's own locks for a moment after the next run starts.
 pub(super) fn retry_git<T>(
@@ -72,15 +110,14 @@ pub(super) fn retry_git<T>(
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
 pub async fn run(
     repo: Arc<Repo>,
+    pool: Arc<Pool>,
     input: AttemptInput,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<AttemptEnd, crate::git::GitError> {
-    let name = format!("task-{}-attempt-{}", input.index, input.attempt);
-    let (r, base) = (repo.clone(), input.base.clone());
-    let wt: Worktree =
-        tokio::task::spawn_blocking(move || retry_git(|| r.add_worktree(&base, &name)))
-            .await
-            .expect("worktree creation does not panic")?;
+    let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
+    let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
+        .await
+        .expect("worktree creation does not panic")?;
     let log_rel = format!(".design/worker-{}.log", input.index);
     let spec = WorkerSpec {
         command: input.worker.clone(),
@@ -143,7 +180,7 @@ pub async fn run(
             }
             let verdict = outcome::judge(index, &task, &report, &plan_rel);
             let touched = kept.changed.iter().cloned().collect();
-            wt.remove()?;
+            pool.release(wt);
             Ok((verdict, kept.patch, touched))
         },
     )

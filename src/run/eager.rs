@@ -26,6 +26,7 @@ type Running = JoinSet<Result<AttemptEnd, crate::git::GitError>>;
 /// Everything the loop reads.
 pub(super) struct Eager<'a> {
     pub repo: &'a Arc<Repo>,
+    pub pool: &'a Arc<attempt::Pool>,
     pub dag: &'a Dag,
     pub conflicts: &'a OverlapMatrix,
     pub opts: &'a RunOptions,
@@ -55,7 +56,12 @@ impl Eager<'_> {
         );
         self.ui
             .task_started(index, attempt, &plan.tasks[index].subject);
-        running.spawn(attempt::run(self.repo.clone(), input, self.cancel.clone()));
+        running.spawn(attempt::run(
+            self.repo.clone(),
+            self.pool.clone(),
+            input,
+            self.cancel.clone(),
+        ));
         Ok(())
     }
 

@@ -223,11 +223,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         let _ = cancel_tx.send(true);
     });
+    let pool = Arc::new(attempt::Pool::default());
     let mut round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
     if opts.settings.schedule == Schedule::Eager {
         let eager = eager::Eager {
             repo: &repo,
+            pool: &pool,
             dag: &dag,
             conflicts: &conflicts,
             opts,
@@ -283,6 +285,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         save(&plan, opts)?;
         let ended = runtime.block_on(execute_batch(
             &repo,
+            &pool,
             &plan,
             &batch,
             round,
@@ -434,6 +437,7 @@ fn resume(repo: &Repo, plan: &mut Plan, opts: &RunOptions, ui: &Ui) -> Result<()
 #[allow(clippy::too_many_arguments)]
 async fn execute_batch(
     repo: &Arc<Repo>,
+    pool: &Arc<attempt::Pool>,
     plan: &Plan,
     batch: &[usize],
     round: u32,
@@ -474,7 +478,12 @@ async fn execute_batch(
                 scratch,
             );
             ui.task_started(index, attempt, &plan.tasks[index].subject);
-            running.spawn(attempt::run(repo.clone(), input, cancel.clone()));
+            running.spawn(attempt::run(
+                repo.clone(),
+                pool.clone(),
+                input,
+                cancel.clone(),
+            ));
         }
         let Some(joined) = running.join_next().await else {
             break;
