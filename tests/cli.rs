@@ -1,32 +1,11 @@
 //! The `dagexec` binary end to end: real plan files in real git repositories in temp dirs,
 //! the exact stdout/stderr a user sees (insta snapshots), and the exit codes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
-
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary, with the environment of a CI runner stripped so tests behave the same inside
-/// GitHub Actions as on a laptop.
-fn dagexec(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("dagexec").expect("binary built");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_")
-            || k.starts_with("RUNNER_")
-            || k.starts_with("ACTIONS_")
-            || k == "CI"
-            || k.starts_with("DAGEXEC_")
-        {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.current_dir(dir).env("NO_COLOR", "1");
-    cmd
-}
+mod common;
+use common::{dagexec, manifest};
 
 struct Output {
     code: i32,

@@ -2,32 +2,13 @@
 //! (scripts that succeed, fail, lie, crash, hang), the plan and the commits checked after.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 
-fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn dagexec(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("dagexec").expect("binary built");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_")
-            || k.starts_with("RUNNER_")
-            || k.starts_with("ACTIONS_")
-            || k == "CI"
-            || k.starts_with("DAGEXEC_")
-            || k.starts_with("GIT_")
-        {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.current_dir(dir).env("NO_COLOR", "1");
-    cmd
-}
+mod common;
+use common::{dagexec, manifest};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")

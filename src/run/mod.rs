@@ -7,10 +7,11 @@
 mod attempt;
 pub mod config;
 mod eager;
+mod integrate;
 pub mod lock;
+mod resume;
 pub mod ui;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,15 +19,18 @@ use std::sync::Arc;
 use crate::engine::{self, Next, Schedule, View};
 use crate::git::{GitError, Repo};
 use crate::graph::Dag;
-use crate::outcome::{self, BatchEntry, Decision};
+use crate::outcome::{self, Decision};
 use crate::plan::model::{Plan, Status};
 use crate::plan::{self, PlanErrors};
 use crate::prompt::{self, Unit};
 use crate::render::summary;
 use crate::setup::{self, Overlaps, checks};
-use crate::update::{self, RoundNotes, TaskResult};
+use crate::update;
 use attempt::{AttemptEnd, AttemptInput, Judged};
 pub use config::Settings;
+pub use integrate::commit_message;
+use integrate::integrate_and_commit;
+use resume::resume;
 pub use ui::Ui;
 
 /// How a run ended; each maps to an exit code.
@@ -362,76 +366,6 @@ fn ask_proceed(ui: &Ui) -> Result<bool, RunError> {
     Ok(line.trim().eq_ignore_ascii_case("p"))
 }
 
-/// Seed Step 1 resume: in-progress tasks back to pending with their partial work removed,
-/// completed tasks checked against the commits.
-fn resume(repo: &Repo, plan: &mut Plan, opts: &RunOptions, ui: &Ui) -> Result<(), RunError> {
-    let work = update::prepare_resume(plan);
-    for c in &work.cleanup {
-        let paths: Vec<String> = c.revert.iter().chain(&c.delete).cloned().collect();
-        repo.restore(&paths)?;
-    }
-    if !work.reset.is_empty() {
-        ui.say(format!(
-            "Tasks {} were in progress when the last run stopped; they start again.",
-            list(&work.reset)
-        ));
-    }
-    // A completed task is verified against the commits: its round was committed when the
-    // plan at HEAD records it completed. (Checking its files alone is not enough: a later,
-    // uncommitted round may have changed the same files.) Otherwise every file it declares
-    // must be committed, as the seed checks. A task that declares no files has nothing to
-    // verify.
-    let committed: Option<Plan> = repo
-        .read_at_head(&opts.plan_rel)?
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|text| plan::parse(&text, &opts.plan).ok());
-    let committed_done = |i: usize| {
-        committed
-            .as_ref()
-            .and_then(|p| p.tasks.get(i))
-            .is_some_and(|t| t.status == Status::Completed)
-    };
-    let mut failures = BTreeMap::new();
-    for v in &work.verify {
-        if v.creates.is_empty() && v.modifies.is_empty() {
-            continue;
-        }
-        let why = if let Some(f) = v.creates.iter().find(|f| !repo.root().join(f).is_file()) {
-            Some(format!("{f} does not exist"))
-        } else if committed_done(v.task) {
-            None
-        } else {
-            // Not recorded at HEAD (a plan run by another executor commits only the files):
-            // the seed's check, every declared file committed as it is.
-            let mut uncommitted = None;
-            for f in v.modifies.iter().chain(&v.creates) {
-                if !repo.is_committed(f)? {
-                    uncommitted = Some(format!("{f} is not committed"));
-                    break;
-                }
-            }
-            uncommitted
-        };
-        if let Some(why) = why {
-            failures.insert(v.task, why);
-        }
-    }
-    for &t in failures.keys() {
-        let task = &plan.tasks[t];
-        let paths: Vec<String> = task.files().cloned().collect();
-        repo.restore(&paths)?;
-    }
-    if !failures.is_empty() {
-        for (t, why) in &failures {
-            ui.say(format!(
-                "Task {t} was marked completed but {why}; it runs again."
-            ));
-        }
-        update::fail_verification(plan, &failures);
-    }
-    save(plan, opts)
-}
-
 /// Runs the batch's attempts, retrying failures (fresh worktree, the seed's retry prompt)
 /// until every task is resolved. `None` when interrupted.
 #[allow(clippy::too_many_arguments)]
@@ -564,146 +498,6 @@ fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize,
             Ok(j)
         }
     }
-}
-
-/// Applies completed patches in plan-index order, updates the plan, writes the processor
-/// batch file, and commits the round. Returns an end when the circuit breaker trips.
-#[allow(clippy::too_many_arguments)]
-fn integrate_and_commit(
-    repo: &Repo,
-    plan: &mut Plan,
-    dag: &Dag,
-    batch: &[usize],
-    judged: Vec<Judged>,
-    round: u32,
-    wave: Option<u64>,
-    opts: &RunOptions,
-    ui: &Ui,
-) -> Result<Option<RunEnd>, RunError> {
-    let mut results = Vec::new();
-    let mut entries = Vec::new();
-    let mut applied: Vec<(usize, BTreeSet<String>)> = Vec::new();
-    for j in &judged {
-        let mut status = j.verdict.status;
-        let mut result = j.verdict.result.clone();
-        if status == Status::Completed && !j.patch.is_empty() {
-            match repo.check_patch(&j.patch) {
-                Ok(()) => {
-                    repo.apply_patch(&j.patch)
-                        .map_err(|e| RunError::Other(e.message))?;
-                    applied.push((j.index, j.touched.iter().cloned().collect()));
-                }
-                Err(e) => {
-                    let touched: BTreeSet<&String> = j.touched.iter().collect();
-                    let culprit = applied
-                        .iter()
-                        .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
-                        .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
-                    status = Status::Pending;
-                    result = format!(
-                        "conflicts with {culprit}: {}",
-                        e.message.lines().next().unwrap_or("")
-                    );
-                    ui.say(format!(
-                        "  task {}: {result}; it runs again next round on the new base",
-                        j.index
-                    ));
-                }
-            }
-        } else if status == Status::Completed {
-            applied.push((j.index, BTreeSet::new()));
-        }
-        entries.push(BatchEntry {
-            plan_index: j.index,
-            status,
-            result: result.clone(),
-            attempts: j.attempt,
-            acceptance_passed: j.verdict.acceptance_passed,
-        });
-        results.push(TaskResult {
-            index: j.index,
-            status,
-            result,
-            attempts: j.attempt,
-        });
-    }
-    let batch_path = opts
-        .root
-        .join(format!(".design/processor-batch-{round}.json"));
-    let text = serde_json::to_string_pretty(&entries).expect("entries serialise");
-    plan::load::write_atomic(&batch_path, text.as_bytes()).map_err(|source| RunError::Write {
-        path: batch_path.clone(),
-        source,
-    })?;
-    let notes = RoundNotes {
-        wave,
-        ..Default::default()
-    };
-    let report = update::apply_round(plan, dag, &results, &notes);
-    plan.progress.extra.insert("round".into(), round.into());
-    save(plan, opts)?;
-    let completed: Vec<usize> = applied.iter().map(|(i, _)| *i).collect();
-    let files = outcome::completed_files(plan, &completed);
-    let mut paths: Vec<String> = files.create.iter().chain(&files.modify).cloned().collect();
-    // Files a completed task changed without declaring them were applied too (and flagged).
-    for (_, touched) in &applied {
-        for f in touched {
-            if !paths.contains(f) {
-                paths.push(f.clone());
-            }
-        }
-    }
-    let overall = plan.count(Status::Completed);
-    let message = commit_message(plan, round, batch, &results, overall);
-    failpoint("before-commit", round);
-    if !paths.is_empty() {
-        paths.push(opts.plan_rel.clone());
-        if let Some(sha) = repo.commit(&message, &paths)? {
-            ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
-        }
-    }
-    failpoint("after-commit", round);
-    ui.progress(plan.count(Status::Completed), plan.tasks.len());
-    ui.say(summary::round_progress(plan, round, batch).trim_end());
-    if !report.skip_list.is_empty() {
-        ui.say(format!(
-            "  skipped because a dependency failed or was blocked: {}",
-            list(&report.skip_list)
-        ));
-    }
-    if report.circuit_breaker.should_abort {
-        ui.say(report.circuit_breaker.message());
-        return Ok(Some(RunEnd::CircuitBreaker));
-    }
-    Ok(None)
-}
-
-/// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task.
-pub fn commit_message(
-    plan: &Plan,
-    round: u32,
-    batch: &[usize],
-    results: &[TaskResult],
-    overall: usize,
-) -> String {
-    let done = results
-        .iter()
-        .filter(|r| r.status == Status::Completed)
-        .count();
-    let mut s = format!(
-        "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
-        batch.len(),
-        plan.tasks.len()
-    );
-    s.push('\n');
-    for r in results {
-        let result = r.result.lines().next().unwrap_or("");
-        s.push_str(&format!(
-            "- task {}: {} — {}: {}\n",
-            r.index, plan.tasks[r.index].subject, r.status, result
-        ));
-    }
-    s
 }
 
 /// Seed Step 4: summary, clean-up, archive when everything completed.
