@@ -105,6 +105,18 @@ fn plan_of(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
 }
 
+/// Waits (up to 30 s) until `ready` holds: a run has reached the state a test needs.
+fn wait_for(ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The files task `i` of a genplan plan declares.
 fn declared_files(plan: &Value, i: usize) -> Vec<String> {
     let files = &plan["tasks"][i]["metadata"]["files"];
@@ -450,7 +462,7 @@ fn conflicting_tasks_never_run_at_the_same_time() {
     let (_w, cmd) = worker(&format!(
         r#"echo "start $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
 sed -n -e 's/^Files to create: //p' -e 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' '\n' | sed 's/^ *//' | grep -v '^(none)$' | while read -r f; do echo "by $DAGEXEC_TASK_INDEX" >> "$f"; done
-sleep 0.3
+sleep 1
 echo "end $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
 echo "COMPLETED: ok""#,
         rec = record.path().display()
@@ -555,7 +567,11 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
             .spawn()
             .unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        wait_for(|| {
+            std::fs::read_to_string(dir.path().join(".design/plan.json"))
+                .is_ok_and(|t| t.contains("\"in_progress\""))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
         nix::sys::signal::kill(pid, signal).unwrap();
         let o = child.wait_with_output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
@@ -593,7 +609,7 @@ fn a_second_run_on_the_same_repository_is_refused() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    wait_for(|| dir.path().join(".git/dagexec/run.lock").exists());
     let o = dagexec(dir.path())
         .args(["run", "--worker", &cmd])
         .output()
@@ -692,7 +708,7 @@ fn eager_starts_a_task_as_soon_as_its_blocker_lands() {
     let record = tempfile::tempdir().unwrap();
     let (_w, cmd) = worker(&format!(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done
-[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 2
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 4
 echo "$DAGEXEC_TASK_INDEX" >> '{rec}/finished'
 echo "COMPLETED: ok""#,
         rec = record.path().display()
