@@ -83,9 +83,9 @@ tmp="$(mktemp -d)"
 bg_pid=""
 cleanup() {
     if [[ -n "$bg_pid" ]]; then
-        # Interrupted mid-run: stop dagexec (the timer subshell's child) the way it expects,
-        # with SIGINT (it handles only Ctrl-C: it stops its workers and removes its scratch
-        # directory), then SIGTERM if it is still there after 15 s.
+        # Interrupted mid-run: stop dagexec (the timer subshell's child) politely with SIGINT
+        # (it stops its workers and removes its scratch directory), then SIGTERM if it is
+        # still there after 15 s.
         local waited=0
         pkill -INT -P "$bg_pid" 2>/dev/null || true
         while pgrep -P "$bg_pid" >/dev/null 2>&1 && (( waited < 30 )); do
@@ -120,23 +120,9 @@ fi
 [[ -n "$dagexec" && -x "$dagexec" ]] || die "dagexec binary not found or not executable: ${dagexec:-$DAGEXEC_BIN}"
 
 # ---------------------------------------------------------------- 2. plans
-[[ -f "$GENPLAN" ]] || die "genplan.py not found at $GENPLAN (set GENPLAN=...)"
-mkdir -p "$PLAN_DIR"
-# Same cache key as bench/validate.sh: if either generator changes, regenerate.
-genkey="$(cat "$GENPLAN" bench/genplan_fast.py | sha256sum | cut -c1-16)"
-if [[ "$(cat "$PLAN_DIR/.genkey" 2>/dev/null || true)" != "$genkey" ]]; then
-    rm -f "$PLAN_DIR"/plan-*.json
-    printf '%s\n' "$genkey" > "$PLAN_DIR/.genkey"
-fi
-for n in $SIZES; do
-    f="$PLAN_DIR/plan-$n.json"
-    if [[ ! -s "$f" || -n "${REGEN:-}" ]]; then
-        say "== generating $n-task plan -> ${f#"$root"/}"
-        "$PYTHON" bench/genplan_fast.py --genplan "$GENPLAN" --tasks "$n" --seed "$SEED" > "$f.tmp" \
-            || { rm -f "$f.tmp"; die "plan generation failed for $n tasks"; }
-        mv "$f.tmp" "$f"
-    fi
-done
+# shellcheck source=bench/plans.sh
+source "$root/bench/plans.sh"
+ensure_plans
 
 # ---------------------------------------------------------------- 3. runs
 git_init_config() {  # git_init_config DIR: local identity, no signing, no background gc

@@ -108,25 +108,9 @@ if [[ -n "$GNU_TIME" && -x "$GNU_TIME" ]] && "$GNU_TIME" -f %M -o /dev/null true
 fi
 
 # ---------------------------------------------------------------- 2. plans
-[[ -f "$GENPLAN" ]] || die "genplan.py not found at $GENPLAN (set GENPLAN=...)"
-mkdir -p "$PLAN_DIR"
-# Cached plans are tied to the generator sources: if either changes, regenerate.
-genkey="$(cat "$GENPLAN" bench/genplan_fast.py | sha256sum | cut -c1-16)"
-if [[ "$(cat "$PLAN_DIR/.genkey" 2>/dev/null || true)" != "$genkey" ]]; then
-    rm -f "$PLAN_DIR"/plan-*.json
-    printf '%s\n' "$genkey" > "$PLAN_DIR/.genkey"
-fi
-for n in $SIZES; do
-    f="$PLAN_DIR/plan-$n.json"
-    if [[ ! -s "$f" || -n "${REGEN:-}" ]]; then
-        say "== generating $n-task plan -> ${f#"$root"/}"
-        start=$(date +%s.%N)
-        "$PYTHON" bench/genplan_fast.py --genplan "$GENPLAN" --tasks "$n" --seed "$SEED" > "$f.tmp" \
-            || { rm -f "$f.tmp"; die "plan generation failed for $n tasks"; }
-        mv "$f.tmp" "$f"
-        say "   $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s", b-a}')"
-    fi
-done
+# shellcheck source=bench/plans.sh
+source "$root/bench/plans.sh"
+ensure_plans
 
 # ---------------------------------------------------------------- 3. timing
 # Python fallback timer: prints "median_seconds max_child_rss_kb".
