@@ -2,10 +2,9 @@
 //! the exact stdout/stderr a user sees (insta snapshots), and the exit codes.
 
 use std::path::Path;
-use std::process::Command;
 
 mod common;
-use common::{dagexec, manifest};
+use common::{dagexec, git, manifest};
 
 struct Output {
     code: i32,
@@ -20,25 +19,6 @@ fn run(dir: &Path, args: &[&str]) -> Output {
         stdout: String::from_utf8(o.stdout).unwrap(),
         stderr: String::from_utf8(o.stderr).unwrap(),
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs")
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 /// A committed repository whose `.design/plan.json` is `plan_text`.

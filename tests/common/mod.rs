@@ -29,3 +29,26 @@ pub fn dagexec(dir: &Path) -> Command {
     cmd.current_dir(dir).env("NO_COLOR", "1");
     cmd
 }
+
+/// Runs git in `dir` with a test identity and no signing; fails the test if git fails.
+/// Returns its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
