@@ -143,6 +143,34 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Mermaid)]
         format: Format,
     },
+    /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
+    ///
+    /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
+    /// job `work` (one job per task, read-only token, the worker's log and patch uploaded as an
+    /// artifact), job `finalize` (verifies, commits the round on the execution branch, keeps
+    /// a draft pull request current, starts the next round). Edit the worker command and its
+    /// secrets, commit, and start it from the Actions tab or with `gh workflow run dagexec.yml`.
+    Init {
+        /// The worker command line the `work` job runs.
+        #[arg(long, value_name = "CMD")]
+        worker: Option<String>,
+        /// The action reference the workflow uses.
+        #[arg(long, value_name = "REF", default_value = "org/dagexec@v1")]
+        action: String,
+        /// Replace an existing workflow file.
+        #[arg(long)]
+        force: bool,
+        /// Print the workflow instead of writing it.
+        #[arg(long)]
+        stdout: bool,
+    },
+    /// The jobs of a round on GitHub Actions (run by action.yml; see `dagexec init`).
+    ///
+    /// Inputs come from flags or the DAGEXEC_* variables action.yml sets, and the GITHUB_*
+    /// variables of the runner. Exit status: 0 done; 1 the run stopped on something a person
+    /// must fix (circuit breaker, deadlock, failed pre-flight); 2 dagexec could not do its job.
+    #[command(subcommand)]
+    Action(crate::actions::cli::ActionCommand),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -440,6 +468,33 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             };
             out.write_all(render::graph::render(&plan, format).as_bytes())?;
             Ok(0)
+        }
+        Command::Init {
+            worker,
+            action,
+            force,
+            stdout,
+        } => {
+            let usage = |message: String| CliError::Usage {
+                message,
+                hint: "see `dagexec init --help`".into(),
+            };
+            let text = crate::actions::init::render(&action, worker.as_deref()).map_err(usage)?;
+            if stdout {
+                out.write_all(text.as_bytes())?;
+                return Ok(0);
+            }
+            let path = crate::actions::init::write(&loc.root, &text, force).map_err(usage)?;
+            writeln!(
+                out,
+                "Wrote {}.\nNext: set the worker command (and its secrets) in the `work` job, commit, and start a run from the Actions tab or with `gh workflow run dagexec.yml`.",
+                path.display()
+            )?;
+            Ok(0)
+        }
+        Command::Action(cmd) => {
+            out.flush()?;
+            Ok(crate::actions::cli::run(cmd))
         }
     }
 }

@@ -11,10 +11,12 @@
 //!   with a timeout), [`worker`] (a worker process), [`git`] (worktrees, patches, commits),
 //!   [`run`] (the local runner), [`demo`] and [`cli`].
 
+pub mod actions;
 pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod git;
+pub mod github;
 pub mod graph;
 pub mod outcome;
 pub mod overlap;

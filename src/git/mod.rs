@@ -19,6 +19,7 @@ mod apply;
 mod cmd;
 mod error;
 mod paths;
+mod remote;
 mod worktree;
 
 #[cfg(test)]
@@ -30,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 pub use apply::ApplyError;
 pub use error::GitError;
+pub use remote::{Pushed, RemoteAuth, changes_in, patch_paths};
 pub use worktree::{Changes, Worktree};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};

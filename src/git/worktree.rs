@@ -139,6 +139,11 @@ const DIFF_OPTIONS: &[&str] = &[
     "--ignore-submodules=none",
 ];
 
+/// The staged changes in the checkout at `dir` against `base`.
+pub(super) fn diff_at(dir: &Path, base: &str) -> Result<Changes, GitError> {
+    diff(dir, base, Vec::new())
+}
+
 /// The staged changes in `worktree` against `base`, less `excluded`.
 fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
     let pathspec: Vec<String> = excluded

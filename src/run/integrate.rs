@@ -17,7 +17,7 @@ use crate::update::{self, RoundNotes, TaskResult};
 /// Applies completed patches in plan-index order, updates the plan, writes the processor
 /// batch file, and commits the round. Returns an end when the circuit breaker trips.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn integrate_and_commit(
+pub(crate) fn integrate_and_commit(
     repo: &Repo,
     plan: &mut Plan,
     dag: &Dag,

@@ -4,10 +4,10 @@
 //! committed, completed patches integrated in plan-index order, the plan updated, one commit
 //! per round, and completion. Everything on disk is left resumable at every moment.
 
-mod attempt;
+pub(crate) mod attempt;
 pub mod config;
 mod eager;
-mod integrate;
+pub(crate) mod integrate;
 pub mod lock;
 mod resume;
 pub mod ui;
@@ -344,7 +344,7 @@ fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
 }
 
 /// The last round number recorded in the plan (`progress.round`, dagexec's own field).
-fn round_counter(plan: &Plan) -> u32 {
+pub(crate) fn round_counter(plan: &Plan) -> u32 {
     plan.progress
         .extra
         .get("round")
@@ -501,7 +501,7 @@ fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize,
 }
 
 /// Seed Step 4: summary, clean-up, archive when everything completed.
-fn finish(
+pub(crate) fn finish(
     repo: &Repo,
     plan: &mut Plan,
     opts: &RunOptions,

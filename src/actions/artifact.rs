@@ -1,0 +1,219 @@
+//! What a worker job leaves for the finalize job, and how finalize reads it back:
+//! `result.json` (what the runner observed: output, exit, files, acceptance checks),
+//! `changes.patch` (a binary git patch, new files included) and `worker.log`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::{AttemptReport, CheckRun, Exit};
+
+pub const RESULT_FILE: &str = "result.json";
+pub const PATCH_FILE: &str = "changes.patch";
+pub const LOG_FILE: &str = "worker.log";
+
+/// `result.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkResult {
+    pub version: u32,
+    pub task: usize,
+    pub attempt: u32,
+    pub round: u32,
+    pub base: String,
+    /// The worker's standard output (only its last non-empty line is the status line).
+    pub output: String,
+    pub exit: ExitRecord,
+    pub duration_ms: u64,
+    pub present: BTreeSet<String>,
+    pub changed: BTreeSet<String>,
+    pub acceptance: Option<Vec<CheckRecord>>,
+}
+
+/// How the worker ended, in JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExitRecord {
+    Success,
+    Code { code: i32 },
+    Signal { signal: i32 },
+    TimedOut { after_secs: u64 },
+    SpawnFailed { message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRecord {
+    pub criterion: String,
+    pub check: String,
+    pub passed: bool,
+    pub output: String,
+}
+
+impl From<&Exit> for ExitRecord {
+    fn from(e: &Exit) -> Self {
+        match e {
+            Exit::Success => ExitRecord::Success,
+            Exit::Code(code) => ExitRecord::Code { code: *code },
+            Exit::Signal(signal) => ExitRecord::Signal { signal: *signal },
+            Exit::TimedOut(d) => ExitRecord::TimedOut {
+                after_secs: d.as_secs(),
+            },
+            Exit::SpawnFailed(m) => ExitRecord::SpawnFailed { message: m.clone() },
+        }
+    }
+}
+
+impl From<&ExitRecord> for Exit {
+    fn from(e: &ExitRecord) -> Self {
+        match e {
+            ExitRecord::Success => Exit::Success,
+            ExitRecord::Code { code } => Exit::Code(*code),
+            ExitRecord::Signal { signal } => Exit::Signal(*signal),
+            ExitRecord::TimedOut { after_secs } => Exit::TimedOut(Duration::from_secs(*after_secs)),
+            ExitRecord::SpawnFailed { message } => Exit::SpawnFailed(message.clone()),
+        }
+    }
+}
+
+impl WorkResult {
+    /// The record of an attempt the work job observed.
+    pub fn new(
+        (task, attempt, round): (usize, u32, u32),
+        base: &str,
+        report: &AttemptReport,
+        duration: Duration,
+    ) -> WorkResult {
+        WorkResult {
+            version: 1,
+            task,
+            attempt,
+            round,
+            base: base.to_string(),
+            output: report.output.clone(),
+            exit: (&report.exit).into(),
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            present: report.present.clone(),
+            changed: report.changed.clone(),
+            acceptance: report.acceptance.as_ref().map(|checks| {
+                checks
+                    .iter()
+                    .map(|c| CheckRecord {
+                        criterion: c.criterion.clone(),
+                        check: c.check.clone(),
+                        passed: c.passed,
+                        output: c.output.clone(),
+                    })
+                    .collect()
+            }),
+        }
+    }
+
+    /// The processor's input again, with the log the artifact carried.
+    pub fn report(&self, log: Option<String>) -> AttemptReport {
+        AttemptReport {
+            output: self.output.clone(),
+            exit: (&self.exit).into(),
+            log,
+            present: self.present.clone(),
+            changed: self.changed.clone(),
+            acceptance: self.acceptance.as_ref().map(|checks| {
+                checks
+                    .iter()
+                    .map(|c| CheckRun {
+                        criterion: c.criterion.clone(),
+                        check: c.check.clone(),
+                        passed: c.passed,
+                        output: c.output.clone(),
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// One downloaded artifact, read.
+#[derive(Debug, Clone)]
+pub struct Collected {
+    pub result: WorkResult,
+    pub patch: Vec<u8>,
+    pub log: Option<String>,
+}
+
+/// Writes the three files into `dir` (created if needed).
+pub fn write(
+    dir: &Path,
+    result: &WorkResult,
+    patch: &[u8],
+    log: Option<&str>,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(result).expect("a work result serialises");
+    std::fs::write(dir.join(RESULT_FILE), json)?;
+    std::fs::write(dir.join(PATCH_FILE), patch)?;
+    std::fs::write(dir.join(LOG_FILE), log.unwrap_or(""))?;
+    Ok(())
+}
+
+/// Reads an artifact directory; `Err` says what is missing or malformed.
+pub fn read(dir: &Path) -> Result<Collected, String> {
+    let path = dir.join(RESULT_FILE);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let result: WorkResult = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a dagexec work result: {e}", path.display()))?;
+    let patch = std::fs::read(dir.join(PATCH_FILE)).unwrap_or_default();
+    let log = std::fs::read_to_string(dir.join(LOG_FILE))
+        .ok()
+        .filter(|l| !l.trim().is_empty());
+    Ok(Collected { result, patch, log })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_round_trips_through_its_files() {
+        let report = AttemptReport {
+            output: "working\nCOMPLETED: done\n".into(),
+            exit: Exit::TimedOut(Duration::from_secs(30)),
+            log: Some("log".into()),
+            present: ["a".to_string()].into(),
+            changed: ["a".to_string(), "gone".to_string()].into(),
+            acceptance: Some(vec![CheckRun {
+                criterion: "c".into(),
+                check: "true".into(),
+                passed: true,
+                output: String::new(),
+            }]),
+        };
+        let r = WorkResult::new((3, 2, 5), "abc", &report, Duration::from_millis(1500));
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &r, b"\x00binary", report.log.as_deref()).unwrap();
+        let back = read(dir.path()).unwrap();
+        assert_eq!(back.result, r);
+        assert_eq!(back.patch, b"\x00binary");
+        assert_eq!(back.result.report(back.log.clone()), report);
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(RESULT_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(
+            json["exit"],
+            serde_json::json!({"kind": "timed_out", "after_secs": 30})
+        );
+    }
+
+    #[test]
+    fn a_missing_or_foreign_result_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read(dir.path()).unwrap_err().contains("result.json"));
+        std::fs::write(dir.path().join(RESULT_FILE), "{}").unwrap();
+        assert!(
+            read(dir.path())
+                .unwrap_err()
+                .contains("not a dagexec work result")
+        );
+    }
+}

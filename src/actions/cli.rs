@@ -1,0 +1,267 @@
+//! `dagexec action plan|work|finalize`: the commands `action.yml` runs. Every value comes
+//! from a flag or from the `DAGEXEC_*` variable the action sets from its inputs (never from
+//! `${{ }}` text inside a script).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::finalize::{self, Round};
+use super::plan as plan_job;
+use super::runtime::{self, Context};
+use super::work::{self, Job};
+use super::{ActionError, Inputs};
+use crate::github::{Client, Token};
+
+/// The inputs every command shares.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// The plan, relative to the repository root.
+    #[arg(long, env = "DAGEXEC_PLAN", default_value = ".design/plan.json")]
+    plan: String,
+    /// The execution branch [default: dagexec/<goal slug>].
+    #[arg(long, env = "DAGEXEC_BRANCH", default_value = "")]
+    branch: String,
+    /// Per-task timeout (work) and check timeout.
+    #[arg(long, env = "DAGEXEC_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ActionCommand {
+    /// Job `plan`: the round's batch as a job matrix (outputs: matrix, has-work, base, round,
+    /// branch, conclusion, message).
+    Plan {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Job `work`: one attempt at one task in this checkout; leaves result.json,
+    /// changes.patch and worker.log (outputs: artifact-name, artifact-path).
+    Work {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, env = "DAGEXEC_TASK")]
+        task: usize,
+        #[arg(long, env = "DAGEXEC_ATTEMPT")]
+        attempt: u32,
+        #[arg(long, env = "DAGEXEC_ROUND")]
+        round: u32,
+        #[arg(long, env = "DAGEXEC_BASE")]
+        base: String,
+        /// The worker command line.
+        #[arg(long, env = "DAGEXEC_WORKER")]
+        worker: String,
+        /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
+        #[arg(long, env = "DAGEXEC_ARTIFACTS")]
+        artifacts: Option<PathBuf>,
+    },
+    /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
+    /// stops, dispatch the next round (outputs: conclusion, pr-number).
+    Finalize {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, env = "DAGEXEC_MATRIX", default_value = "")]
+        matrix: String,
+        #[arg(long, env = "DAGEXEC_BASE")]
+        base: String,
+        #[arg(long, env = "DAGEXEC_ROUND")]
+        round: u32,
+        #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work")]
+        conclusion: String,
+        #[arg(long, env = "DAGEXEC_MESSAGE", default_value = "")]
+        message: String,
+        /// Where the round's artifacts were downloaded.
+        #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
+        artifacts: PathBuf,
+        /// Accept patches that change .github/workflows/.
+        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool)]
+        allow_workflow_changes: bool,
+        /// The workflow file the next round is dispatched to.
+        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+        workflow: String,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" => Ok(true),
+        "false" | "no" | "0" | "" => Ok(false),
+        other => Err(format!("{other:?}: expected true or false")),
+    }
+}
+
+/// The token: `DAGEXEC_TOKEN` (the action's `token` input), else `GITHUB_TOKEN`. Masked.
+fn token() -> Token {
+    let t = std::env::var("DAGEXEC_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .or_else(|| std::env::var("GITHUB_TOKEN").ok())
+        .unwrap_or_default();
+    let t = Token::new(t);
+    runtime::mask(&t);
+    t
+}
+
+fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
+    Inputs {
+        plan_rel: common.plan.clone(),
+        worker,
+        max_parallel: 1,
+        timeout: common.timeout,
+        branch: common.branch.clone(),
+        allow_workflow_changes: false,
+        token: token(),
+        workflow: "dagexec.yml".into(),
+        artifacts,
+    }
+}
+
+/// Runs an action command; the exit status (0 fine, 1 the run stopped on something a person
+/// must fix, 2 dagexec could not do its job).
+pub fn run(cmd: ActionCommand) -> u8 {
+    let ctx = Context::from_env();
+    match execute(cmd, &ctx) {
+        Ok(code) => code,
+        Err(e) => {
+            runtime::error_annotation("dagexec", &e.to_string());
+            2
+        }
+    }
+}
+
+fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
+    let root = std::env::current_dir()
+        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
+    let write_err = |source| ActionError::Write {
+        path: "GITHUB_OUTPUT".into(),
+        source,
+    };
+    match cmd {
+        ActionCommand::Plan { common } => {
+            let inputs = inputs(&common, String::new(), PathBuf::new());
+            let planned = plan_job::run(&root, &inputs, ctx)?;
+            println!("{}", planned.message);
+            let mut outs = plan_job::outputs(&planned);
+            outs.push(("message", planned.message.clone()));
+            ctx.set_outputs(
+                &outs
+                    .iter()
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(write_err)?;
+            ctx.summary(&format!(
+                "## dagexec: plan of round {}\n\n```\n{}\n```\n",
+                planned.round, planned.message
+            ))
+            .map_err(write_err)?;
+            Ok(0)
+        }
+        ActionCommand::Work {
+            common,
+            task,
+            attempt,
+            round,
+            base,
+            worker,
+            artifacts,
+        } => {
+            let dir = artifacts.unwrap_or_else(|| {
+                ctx.runner_temp
+                    .clone()
+                    .unwrap_or_else(std::env::temp_dir)
+                    .join("dagexec-work")
+            });
+            let name = super::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
+            // Outputs first: the upload step needs the name even if the attempt errors out.
+            ctx.set_outputs(&[
+                ("artifact-name", name),
+                ("artifact-path", dir.to_string_lossy().to_string()),
+            ])
+            .map_err(write_err)?;
+            let mut inputs = inputs(&common, worker, dir);
+            // The work job holds no write token; it needs none to fetch a public base, and
+            // the checkout's own credentials otherwise.
+            inputs.token = Token::new(String::new());
+            let verdict = work::run(
+                &root,
+                &inputs,
+                Job {
+                    task,
+                    attempt,
+                    round,
+                },
+                &base,
+            )?;
+            println!(
+                "task {task} attempt {attempt}: {} — {}",
+                verdict.status, verdict.result
+            );
+            for w in &verdict.warnings {
+                println!("warning: {w}");
+            }
+            ctx.summary(&format!(
+                "### task {task}, attempt {attempt}: {}\n\n{}\n",
+                verdict.status, verdict.result
+            ))
+            .map_err(write_err)?;
+            Ok(0)
+        }
+        ActionCommand::Finalize {
+            common,
+            matrix,
+            base,
+            round,
+            conclusion,
+            message,
+            artifacts,
+            allow_workflow_changes,
+            workflow,
+        } => {
+            let mut inputs = inputs(&common, String::new(), artifacts);
+            inputs.allow_workflow_changes = allow_workflow_changes;
+            inputs.workflow = workflow;
+            let client = match &ctx.repository {
+                Some(repo) if !inputs.token.is_empty() => {
+                    Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
+                }
+                Some(_) => {
+                    return Err(ActionError::Input(
+                        "finalize needs a token (the action's `token` input, e.g. ${{ secrets.GITHUB_TOKEN }}) to push and update the pull request".into(),
+                    ));
+                }
+                None => None,
+            };
+            let branch = if common.branch.is_empty() {
+                return Err(ActionError::Input(
+                    "finalize needs the execution branch (the plan job's `branch` output)".into(),
+                ));
+            } else {
+                common.branch.clone()
+            };
+            let r = Round {
+                branch,
+                base,
+                round,
+                matrix,
+                planned: conclusion,
+                planned_message: message,
+            };
+            let done = finalize::run(&root, &inputs, ctx, &r, client.as_ref())?;
+            let mut outs = vec![("conclusion", done.conclusion.clone())];
+            if let Some(pr) = done.pr {
+                outs.push(("pr-number", pr.to_string()));
+            }
+            ctx.set_outputs(&outs).map_err(write_err)?;
+            Ok(if done.failed { 1 } else { 0 })
+        }
+    }
+}

@@ -1,0 +1,562 @@
+//! `dagexec action finalize`: the last job of a round. Reads each worker job's artifact,
+//! judges it with the local runner's own processor, refuses patches that touch the plan or
+//! (unless allowed) workflows, integrates and commits the round exactly as `dagexec run`
+//! does, pushes (rebasing when the branch moved), keeps the pull request current, reports a
+//! stop as a failing `dagexec` check run, and dispatches the next round.
+//!
+//! It runs no code from the plan or a task: acceptance checks ran in the worker's job, which
+//! had no write token.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use super::artifact::{self, Collected};
+use super::matrix::{self, Entry};
+use super::report::{self, Links, Stop};
+use super::runtime::{self, Context};
+use super::work::RETRY_PROMPT_FIELD;
+use super::{ActionError, Inputs};
+use crate::engine::{self, Next, View};
+use crate::git::{Pushed, RemoteAuth, Repo, patch_paths};
+use crate::github::{Client, ops::Conclusion};
+use crate::outcome::{self, AttemptReport, Decision, Exit, Verdict};
+use crate::plan::{self, model::Status};
+use crate::prompt::Unit;
+use crate::run::attempt::Judged;
+use crate::run::{RunEnd, RunOptions, Settings, Ui};
+use crate::setup::Overlaps;
+
+/// What the plan job handed over.
+#[derive(Debug, Clone, Default)]
+pub struct Round {
+    pub branch: String,
+    pub base: String,
+    pub round: u32,
+    /// The matrix JSON (empty when the plan job found no work).
+    pub matrix: String,
+    /// The plan job's conclusion (`work`, `completed`, `deadlock`, …) and message.
+    pub planned: String,
+    pub planned_message: String,
+}
+
+/// How the round ended, for outputs and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finalized {
+    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`.
+    pub conclusion: String,
+    pub pr: Option<u64>,
+    /// The job fails (a stop the user must act on).
+    pub failed: bool,
+}
+
+/// Runs finalize in the checkout at `root`. `client` is `None` without a repository or token
+/// (a local try-out): then nothing is pushed and GitHub is not called.
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    ctx: &Context,
+    round: &Round,
+    client: Option<&Client>,
+) -> Result<Finalized, ActionError> {
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    if repo.head()? != round.base {
+        repo.ensure_commit(&round.base, &auth)?;
+        repo.checkout_detached(&round.base)?;
+    }
+    let plan_path = repo.root().join(&inputs.plan_rel);
+    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    let ui = Ui::plain(Box::new(std::io::stdout()));
+    let opts = RunOptions {
+        plan: plan_path.clone(),
+        plan_rel: inputs.plan_rel.clone(),
+        root: repo.root().to_path_buf(),
+        settings: Settings {
+            worker: inputs.worker.clone(),
+            jobs: inputs.max_parallel.max(1),
+            timeout: inputs.timeout,
+            schedule: engine::Schedule::Rounds,
+        },
+        yes: true,
+        dry_run: false,
+        check_timeout: inputs.timeout,
+    };
+    let rt = super::runtime()?;
+    let mut links = Links {
+        run: ctx.run_url(),
+        logs: saved_logs(&plan),
+    };
+
+    // No work: the plan job already knows how this ends.
+    if round.planned != "work" {
+        let stop = match round.planned.as_str() {
+            "completed" => Some(Stop::Completed),
+            "deadlock" => Some(Stop::Deadlock(round.planned_message.clone())),
+            "preflight-failed" => Some(Stop::CircuitBreaker(round.planned_message.clone())),
+            _ => None,
+        };
+        ui.say(&round.planned_message);
+        let pr = publish(&rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+        let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
+        ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))
+            .map_err(|source| ActionError::Write {
+                path: "GITHUB_STEP_SUMMARY".into(),
+                source,
+            })?;
+        return Ok(Finalized {
+            conclusion: round.planned.clone(),
+            pr,
+            failed,
+        });
+    }
+
+    let entries = matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?;
+    let found = collect(&inputs.artifacts, &ctx.run_id);
+    if let Some(c) = client {
+        if let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id)) {
+            for e in &entries {
+                let name = matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, e.task, e.attempt);
+                let best = ids
+                    .keys()
+                    .filter(|n| {
+                        matrix::parse_artifact_name(&ctx.run_id, n)
+                            .is_some_and(|(_, t, a)| t == e.task && a == e.attempt)
+                    })
+                    .max()
+                    .cloned()
+                    .unwrap_or(name);
+                if let Some(url) = ids.get(&best).and_then(|id| ctx.artifact_url(*id)) {
+                    links.logs.insert(e.task, url);
+                }
+            }
+        }
+    }
+    save_logs(&mut plan, &links.logs);
+    let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
+    let mut judged = Vec::new();
+    for e in &entries {
+        judged.push(judge_entry(
+            &repo,
+            &plan,
+            inputs,
+            e,
+            found.get(&(e.task, e.attempt)),
+            &ui,
+        )?);
+    }
+    judged.sort_by_key(|j| j.index);
+    // Retries run next round with their prompt kept in the plan; the rest drop theirs.
+    let retries: BTreeMap<usize, String> = judged
+        .iter()
+        .filter_map(|j| {
+            let Decision::Retry { prompt, .. } =
+                outcome::decide(&plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+            else {
+                return None;
+            };
+            Some((j.index, prompt))
+        })
+        .collect();
+    let judged: Vec<Judged> = judged
+        .into_iter()
+        .map(|mut j| {
+            if retries.contains_key(&j.index) {
+                j.verdict.result = format!(
+                    "attempt {} failed: {} — retried next round (attempt {} of {})",
+                    j.attempt,
+                    j.verdict.result,
+                    j.attempt + 1,
+                    outcome::MAX_ATTEMPTS
+                );
+                j.verdict.status = Status::Pending;
+                j.patch.clear();
+            }
+            j
+        })
+        .collect();
+    for (i, t) in plan.tasks.iter_mut().enumerate() {
+        match retries.get(&i) {
+            Some(p) => {
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+            }
+            None => {
+                t.extra.shift_remove(RETRY_PROMPT_FIELD);
+            }
+        }
+    }
+    let end = crate::run::integrate::integrate_and_commit(
+        &repo,
+        &mut plan,
+        &dag,
+        &batch,
+        judged,
+        round.round,
+        None,
+        &opts,
+        &ui,
+    )?;
+    // The state is committed every round, even when no task completed.
+    let message = format!(
+        "dagexec: round {} — state after {} attempt(s)\n",
+        round.round,
+        batch.len()
+    );
+    repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
+    let _ = std::fs::remove_file(
+        repo.root()
+            .join(format!(".design/processor-batch-{}.json", round.round)),
+    );
+
+    let stop = match end {
+        Some(RunEnd::CircuitBreaker) => Some(Stop::CircuitBreaker(
+            crate::update::CircuitBreaker::evaluate(
+                plan.tasks.len(),
+                plan.count(Status::Pending),
+                plan.count(Status::Skipped),
+            )
+            .message(),
+        )),
+        _ => {
+            let overlaps = Overlaps::of(&plan, &dag);
+            let conflicts = overlaps.for_scheduling();
+            let view = View {
+                plan: &plan,
+                dag: &dag,
+                conflicts: &conflicts,
+            };
+            match engine::Schedule::Rounds.policy().next(view, None) {
+                Next::Done => {
+                    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+                    crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
+                    all.then_some(Stop::Completed)
+                }
+                Next::Deadlock { pending } => {
+                    Some(Stop::Deadlock(engine::deadlock_message(pending)))
+                }
+                Next::Batch { .. } => None,
+            }
+        }
+    };
+    let more = stop.is_none() && plan.count(Status::Pending) > 0;
+    push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
+    let pr = publish(&rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+    let waiting: Vec<usize> = Vec::new();
+    ctx.summary(&report::round_summary(
+        &plan,
+        round.round,
+        &batch,
+        &links,
+        &waiting,
+    ))
+    .map_err(|source| ActionError::Write {
+        path: "GITHUB_STEP_SUMMARY".into(),
+        source,
+    })?;
+    if more {
+        if let Some(c) = client {
+            let mut inputs_json = serde_json::Map::new();
+            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
+            inputs_json.insert("branch".into(), round.branch.clone().into());
+            rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
+            ui.say(format!(
+                "Dispatched round {} on {}.",
+                round.round + 1,
+                round.branch
+            ));
+        }
+    }
+    let conclusion = match &stop {
+        Some(Stop::Completed) => "completed",
+        Some(Stop::CircuitBreaker(_)) => "circuit-breaker",
+        Some(Stop::Deadlock(_)) => "deadlock",
+        None if more => "continue",
+        None => "incomplete",
+    };
+    Ok(Finalized {
+        conclusion: conclusion.into(),
+        pr,
+        failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
+    })
+}
+
+/// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
+/// no log"), refusing patches that touch what a task may never change.
+fn judge_entry(
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    inputs: &Inputs,
+    e: &Entry,
+    found: Option<&Result<Collected, String>>,
+    ui: &Ui,
+) -> Result<Judged, ActionError> {
+    let task = &plan.tasks[e.task];
+    let (report, patch, duration) = match found {
+        Some(Ok(c)) => {
+            let mut report = c.result.report(c.log.clone());
+            // The patch is what gets applied: the changed set comes from it, not from the
+            // job's own account.
+            let touched = patch_paths(repo.root(), &c.patch)?;
+            report.changed.extend(touched.iter().cloned());
+            (
+                report,
+                c.patch.clone(),
+                Duration::from_millis(c.result.duration_ms),
+            )
+        }
+        Some(Err(why)) => {
+            ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
+            (missing(), Vec::new(), Duration::ZERO)
+        }
+        None => {
+            ui.say(format!("  task {}: no artifact from its job", e.task));
+            (missing(), Vec::new(), Duration::ZERO)
+        }
+    };
+    let touched = patch_paths(repo.root(), &patch)?;
+    let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
+    if let Some(reason) = refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes) {
+        verdict = Verdict {
+            status: Status::Failed,
+            result: reason,
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: verdict.warnings,
+        };
+    }
+    for w in &verdict.warnings {
+        ui.say(format!("  task {}: warning: {w}", e.task));
+    }
+    ui.say(format!(
+        "  task {} ({}) attempt {}: {} — {}",
+        e.task, task.subject, e.attempt, verdict.status, verdict.result
+    ));
+    Ok(Judged {
+        index: e.task,
+        attempt: e.attempt,
+        verdict,
+        patch,
+        touched,
+        duration,
+    })
+}
+
+/// An attempt with nothing to show.
+fn missing() -> AttemptReport {
+    AttemptReport {
+        output: String::new(),
+        exit: Exit::Success,
+        log: None,
+        present: Default::default(),
+        changed: Default::default(),
+        acceptance: None,
+    }
+}
+
+/// Why a patch touching `paths` is refused, if it is.
+pub fn refused(paths: &[String], plan_rel: &str, allow_workflows: bool) -> Option<String> {
+    if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
+        return Some(format!(
+            "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
+        ));
+    }
+    if !allow_workflows {
+        if let Some(p) = paths.iter().find(|p| p.starts_with(".github/workflows/")) {
+            return Some(format!(
+                "the patch changes {p}; workflow changes are refused unless the action's `allow-workflow-changes` input is true"
+            ));
+        }
+    }
+    None
+}
+
+/// The downloaded artifacts of run `run_id` under `dir`, by (task, attempt); of several run
+/// attempts (a re-run job) the latest wins.
+pub fn collect(dir: &Path, run_id: &str) -> BTreeMap<(usize, u32), Result<Collected, String>> {
+    let mut best: BTreeMap<(usize, u32), (u32, std::path::PathBuf)> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some((run_attempt, task, attempt)) = matrix::parse_artifact_name(run_id, &name) {
+            let slot = best
+                .entry((task, attempt))
+                .or_insert((run_attempt, e.path()));
+            if run_attempt >= slot.0 {
+                *slot = (run_attempt, e.path());
+            }
+        }
+    }
+    best.into_iter()
+        .map(|(k, (_, path))| (k, artifact::read(&path)))
+        .collect()
+}
+
+const LOGS_FIELD: &str = "dagexecLogs";
+
+fn saved_logs(plan: &plan::model::Plan) -> BTreeMap<usize, String> {
+    plan.progress
+        .extra
+        .get(LOGS_FIELD)
+        .and_then(|v| v.as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn save_logs(plan: &mut plan::model::Plan, logs: &BTreeMap<usize, String>) {
+    if logs.is_empty() {
+        return;
+    }
+    let map: serde_json::Map<String, serde_json::Value> = logs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone().into()))
+        .collect();
+    plan.progress.extra.insert(LOGS_FIELD.into(), map.into());
+}
+
+/// Pushes the round, fetching and rebasing onto whatever landed on the branch meanwhile.
+fn push(
+    repo: &Repo,
+    branch: &str,
+    auth: &RemoteAuth,
+    remote_expected: bool,
+    ui: &Ui,
+) -> Result<(), ActionError> {
+    let has_origin = repo.rev_parse("HEAD")?.is_some();
+    if !has_origin && !remote_expected {
+        return Ok(());
+    }
+    for attempt in 1..=5 {
+        match repo.push_head(branch, auth)? {
+            Pushed::Done => {
+                ui.say(format!("Pushed to {branch}."));
+                return Ok(());
+            }
+            Pushed::Rejected(why) => {
+                ui.say(format!(
+                    "The push was rejected ({}); fetching and rebasing (try {attempt} of 5).",
+                    why.lines().last().unwrap_or("")
+                ));
+                repo.fetch_branch(branch, auth)?;
+                repo.rebase_onto(&format!("refs/remotes/origin/{branch}"))?;
+            }
+        }
+    }
+    Err(ActionError::Input(format!(
+        "could not push to {branch}: rejected 5 times; someone keeps pushing to the execution branch"
+    )))
+}
+
+/// The pull request (opened as a draft on the first round, its body kept current), the
+/// `dagexec` check run on a stop or completion, and ready-for-review on completion.
+#[allow(clippy::too_many_arguments)]
+fn publish(
+    rt: &tokio::runtime::Runtime,
+    client: Option<&Client>,
+    ctx: &Context,
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    round: &Round,
+    links: &Links,
+    stop: Option<&Stop>,
+) -> Result<Option<u64>, ActionError> {
+    let Some(c) = client else {
+        if let Some(s) = stop {
+            let (title, summary) = report::check_run_text(plan, s, &round.branch);
+            println!("{title}\n\n{summary}");
+        }
+        return Ok(None);
+    };
+    let body = report::pr_body(plan, round.round, links, stop);
+    let pr = rt.block_on(async {
+        match c.find_pull(&round.branch).await? {
+            Some(pr) => {
+                c.update_pull_body(pr.number, &body).await?;
+                Ok::<_, crate::github::ApiError>(pr)
+            }
+            None => {
+                let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
+                    ctx.ref_name.clone()
+                } else {
+                    c.default_branch().await?
+                };
+                let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
+                c.create_pull(&round.branch, &base, &title, &body, true)
+                    .await
+            }
+        }
+    })?;
+    println!("Pull request #{}: {}", pr.number, pr.html_url);
+    if let Some(s) = stop {
+        let (title, summary) = report::check_run_text(plan, s, &round.branch);
+        let conclusion = match s {
+            Stop::Completed => Conclusion::Success,
+            _ => Conclusion::Failure,
+        };
+        let head = repo.head()?;
+        rt.block_on(c.complete_check_run(
+            "dagexec",
+            &head,
+            conclusion,
+            &title,
+            &summary,
+            ctx.run_url().as_deref(),
+        ))?;
+        if conclusion == Conclusion::Failure {
+            runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+            let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
+        }
+        if *s == Stop::Completed && pr.draft {
+            rt.block_on(c.mark_ready(&pr))?;
+            println!("Marked #{} ready for review.", pr.number);
+        }
+    }
+    Ok(Some(pr.number))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patches_touching_the_plan_or_workflows_are_refused() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(refused(&p(&["src/a.rs"]), ".design/plan.json", false).is_none());
+        assert!(
+            refused(&p(&[".design/plan.json"]), ".design/plan.json", true)
+                .unwrap()
+                .contains("the plan itself")
+        );
+        let w = refused(
+            &p(&[".github/workflows/ci.yml"]),
+            ".design/plan.json",
+            false,
+        )
+        .unwrap();
+        assert!(w.contains("allow-workflow-changes"), "{w}");
+        assert!(refused(&p(&[".github/workflows/ci.yml"]), ".design/plan.json", true).is_none());
+        assert!(refused(&p(&[".github/dependabot.yml"]), ".design/plan.json", false).is_none());
+    }
+
+    #[test]
+    fn the_latest_run_attempt_of_an_artifact_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = missing();
+        for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
+            let mut r = artifact::WorkResult::new((0, 1, 1), "b", &report, Duration::ZERO);
+            r.output = out.into();
+            let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
+            artifact::write(&dir.path().join(name), &r, b"", None).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("unrelated")).unwrap();
+        let found = collect(dir.path(), "77");
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[&(0, 1)].as_ref().unwrap().result.output,
+            "COMPLETED: second"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! dagexec as a GitHub Action: each round is one workflow run of three jobs, and these are
+//! the commands the composite `action.yml` runs in them.
+//!
+//! - [`plan`] (job `plan`, read-only): finds or starts the execution branch, and writes the
+//!   round's conflict-free batch as a job matrix (never an empty one: "no work" instead).
+//! - [`work`] (one matrix job per task, `contents: read`, no write token): runs the worker
+//!   under the same contract as locally, and the task's acceptance checks, and leaves
+//!   `result.json`, `changes.patch` and `worker.log` for `actions/upload-artifact`.
+//! - [`finalize`] (`if: always()`): reads the artifacts and runs the local runner's own
+//!   verification, integration and plan update, commits and pushes the round, keeps the
+//!   pull request current, reports stops as a `dagexec` check run, and dispatches the next
+//!   round. It never runs code from a task: the checks ran in the worker's job.
+//!
+//! Pure pieces: [`matrix`] (chunking, names), [`artifact`] (the files), [`report`] (texts).
+
+pub mod artifact;
+pub mod cli;
+pub mod finalize;
+pub mod init;
+pub mod matrix;
+pub mod plan;
+pub mod report;
+pub mod runtime;
+pub mod work;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::github::Token;
+
+/// The action's inputs, as the commands receive them (flags or `DAGEXEC_*`/`INPUT_*` env).
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The plan, relative to the repository root.
+    pub plan_rel: String,
+    pub worker: String,
+    pub max_parallel: usize,
+    pub timeout: Duration,
+    /// The execution branch; empty: `dagexec/<goal slug>`.
+    pub branch: String,
+    pub allow_workflow_changes: bool,
+    pub token: Token,
+    /// The workflow file to dispatch the next round of (`dagexec.yml`).
+    pub workflow: String,
+    /// Where `work` leaves its files / where `finalize` finds the downloaded artifacts.
+    pub artifacts: PathBuf,
+}
+
+/// Why an Action command could not do its job (a task failing is not such a reason).
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error(transparent)]
+    Plan(#[from] crate::plan::error::PlanErrors),
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error(transparent)]
+    Api(#[from] crate::github::ApiError),
+    #[error(transparent)]
+    Run(#[from] crate::run::RunError),
+    #[error("{0}")]
+    Input(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl From<crate::plan::error::PlanError> for ActionError {
+    fn from(e: crate::plan::error::PlanError) -> Self {
+        ActionError::Plan(e.into())
+    }
+}
+
+/// `dagexec/<goal slug>`: lower-case ASCII letters, digits and dashes, at most 48 of them.
+pub fn default_branch_name(goal: &str) -> String {
+    let mut slug = String::new();
+    for c in goal.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 48 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    format!("dagexec/{}", if slug.is_empty() { "plan" } else { slug })
+}
+
+/// The tokio runtime the commands' async edges (worker, API) run on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ActionError::Input(format!("cannot start the async runtime: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn branch_names_are_slugs_of_the_goal() {
+        use super::default_branch_name as b;
+        assert_eq!(b("Add JWT auth (v2)!"), "dagexec/add-jwt-auth-v2");
+        assert_eq!(b("  ☃ "), "dagexec/plan");
+        assert_eq!(b(&"word ".repeat(30)).len(), "dagexec/".len() + 48);
+    }
+}

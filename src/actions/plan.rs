@@ -1,0 +1,161 @@
+//! `dagexec action plan`: the first job of a round. Finds the execution branch (or starts it
+//! from the triggering commit), reads the plan there, and writes the round's batch as a job
+//! matrix. Read-only: the branch is created by the first finalize's push.
+
+use std::path::Path;
+
+use super::matrix::Matrix;
+use super::runtime::Context;
+use super::{ActionError, Inputs, default_branch_name};
+use crate::engine::{self, Next, View};
+use crate::git::{RemoteAuth, Repo};
+use crate::plan::{self, model::Status};
+use crate::setup::Overlaps;
+use crate::setup::{self, checks};
+
+/// What the plan job decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    pub branch: String,
+    pub base: String,
+    pub round: u32,
+    pub matrix: Option<Matrix>,
+    /// `work` (a matrix follows), `completed`, `incomplete`, `deadlock`, `preflight-failed`.
+    pub conclusion: String,
+    /// Said in the log and the job summary.
+    pub message: String,
+}
+
+/// Runs the plan job in the checkout at `root`.
+pub fn run(root: &Path, inputs: &Inputs, _ctx: &Context) -> Result<Planned, ActionError> {
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    let plan_path = repo.root().join(&inputs.plan_rel);
+    let first = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let branch = if inputs.branch.is_empty() {
+        default_branch_name(&first.goal)
+    } else {
+        inputs.branch.clone()
+    };
+    // The branch, when it exists, is where the state is; otherwise this commit starts it.
+    if let Some(tip) = repo.fetch_branch(&branch, &auth)? {
+        if repo.head()? != tip {
+            repo.checkout_detached(&tip)?;
+        }
+    }
+    let base = repo.head()?;
+    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    // A run that died mid-round leaves nothing in progress on the branch (finalize commits
+    // resolved states only), but a plan pushed from a local run might.
+    for t in &mut plan.tasks {
+        if t.status == Status::InProgress {
+            t.status = Status::Pending;
+        }
+    }
+    let round = crate::run::round_counter(&plan) + 1;
+    let overlaps = Overlaps::of(&plan, &dag);
+    let conflicts = overlaps.for_scheduling();
+    let fresh = !plan.is_resume() && round == 1;
+    let done = |conclusion: &str, message: String| Planned {
+        branch: branch.clone(),
+        base: base.clone(),
+        round,
+        matrix: None,
+        conclusion: conclusion.to_string(),
+        message,
+    };
+    if fresh {
+        let validation = checks::gather(
+            &plan,
+            repo.root(),
+            checks::CheckOptions {
+                skip_checks: false,
+                timeout: inputs.timeout,
+            },
+        );
+        let setup = setup::output(&plan, &dag, &overlaps, validation);
+        let failed: Vec<String> = setup
+            .validation
+            .blocking_checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
+            .collect();
+        if !failed.is_empty() {
+            return Ok(done(
+                "preflight-failed",
+                format!(
+                    "{} blocking pre-flight check(s) failed:\n{}",
+                    failed.len(),
+                    failed.join("\n")
+                ),
+            ));
+        }
+    }
+    let policy = engine::Schedule::Rounds.policy();
+    let view = View {
+        plan: &plan,
+        dag: &dag,
+        conflicts: &conflicts,
+    };
+    match policy.next(view, None) {
+        Next::Done => {
+            let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+            Ok(if all {
+                done(
+                    "completed",
+                    format!("All {} tasks are completed.", plan.tasks.len()),
+                )
+            } else {
+                done(
+                    "incomplete",
+                    format!(
+                        "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
+                        plan.count(Status::Completed),
+                        plan.tasks.len()
+                    ),
+                )
+            })
+        }
+        Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        Next::Batch { tasks, waiting } => {
+            let mut m = Matrix::of(&plan, &tasks, super::matrix::MAX_MATRIX_JOBS);
+            m.waiting.extend(waiting);
+            m.waiting.sort_unstable();
+            let names: Vec<String> = m.include.iter().map(|e| e.name.clone()).collect();
+            let message = format!(
+                "Round {round} on {branch} at {}: {} task(s)\n{}",
+                &base[..base.len().min(12)],
+                m.include.len(),
+                names.join("\n")
+            );
+            Ok(Planned {
+                branch,
+                base,
+                round,
+                matrix: Some(m),
+                conclusion: "work".into(),
+                message,
+            })
+        }
+    }
+}
+
+/// The step outputs of a plan.
+pub fn outputs(p: &Planned) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "matrix",
+            p.matrix
+                .as_ref()
+                .map(Matrix::to_json)
+                .unwrap_or_else(|| r#"{"include":[]}"#.into()),
+        ),
+        ("has-work", p.matrix.is_some().to_string()),
+        ("base", p.base.clone()),
+        ("round", p.round.to_string()),
+        ("branch", p.branch.clone()),
+        ("conclusion", p.conclusion.clone()),
+    ]
+}

@@ -1,0 +1,247 @@
+//! The texts the Action shows people: the pull request body (progress table, the DAG coloured
+//! by status, links), the job summary of each round, and the `dagexec` check run's summary
+//! when a run stops (circuit breaker, deadlock) or completes. Pure; snapshot-tested.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::plan::model::{Plan, Status};
+use crate::render::{graph, summary};
+
+/// The first line of every body dagexec writes, so it can find its own texts again.
+pub const BODY_MARKER: &str = "<!-- dagexec:pr-body -->";
+
+/// Where people can look: the workflow run, and each task's latest artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Links {
+    pub run: Option<String>,
+    pub logs: BTreeMap<usize, String>,
+}
+
+/// Why a run stopped, for the check run and summaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    CircuitBreaker(String),
+    Deadlock(String),
+    Completed,
+}
+
+fn icon(s: Status) -> &'static str {
+    match s {
+        Status::Pending => "⏳",
+        Status::InProgress => "🔄",
+        Status::Completed => "✅",
+        Status::Failed => "❌",
+        Status::Blocked => "⛔",
+        Status::Skipped => "⏭️",
+    }
+}
+
+/// A table cell: one line, no pipes breaking the table, at most `max` characters.
+fn cell(s: &str, max: usize) -> String {
+    let one: String = s
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+        .replace('<', "&lt;");
+    if one.chars().count() <= max {
+        one
+    } else {
+        let mut c: String = one.chars().take(max - 1).collect();
+        c.push('…');
+        c
+    }
+}
+
+/// The progress table (Markdown): one row per task.
+pub fn progress_table(plan: &Plan, links: &Links) -> String {
+    let mut s = String::from(
+        "| # | Task | Status | Attempts | Result | Log |\n|---:|---|---|---:|---|---|\n",
+    );
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let log = links
+            .logs
+            .get(&i)
+            .map(|u| format!("[artifact]({u})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {i} | {} | {} {} | {} | {} | {log} |",
+            cell(&t.subject, 80),
+            icon(t.status),
+            t.status,
+            t.attempts(),
+            cell(t.result.as_deref().unwrap_or(""), 120),
+        );
+    }
+    s
+}
+
+/// The pull request body after `round` rounds.
+pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> String {
+    let mut s = format!("{BODY_MARKER}\n## dagexec: {}\n\n", cell(&plan.goal, 200));
+    let done = plan.count(Status::Completed);
+    let _ = write!(
+        s,
+        "**{done}/{} tasks completed** after round {round}",
+        plan.tasks.len()
+    );
+    if let Some(run) = &links.run {
+        let _ = write!(s, " · [latest workflow run]({run})");
+    }
+    s.push_str("\n\n");
+    match stop {
+        Some(Stop::Completed) => {
+            s.push_str("Every task completed: this pull request is ready for review.\n\n")
+        }
+        Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why)) => {
+            let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
+        }
+        None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
+    }
+    s.push_str(&progress_table(plan, links));
+    s.push('\n');
+    let diagram = graph::mermaid(plan);
+    if diagram.len() < 45_000 && diagram.matches("-->").count() <= 500 {
+        let _ = write!(s, "```mermaid\n{diagram}```\n");
+    } else {
+        s.push_str("_The dependency graph is too large for GitHub's Mermaid renderer; run `dagexec graph` locally._\n");
+    }
+    s.push_str("\n<sub>Written by dagexec. The execution state is `.design/plan.json` on this branch; each round is one commit.</sub>\n");
+    s
+}
+
+/// The job summary of one finalize: the round's progress and the whole table.
+pub fn round_summary(
+    plan: &Plan,
+    round: u32,
+    batch: &[usize],
+    links: &Links,
+    waiting: &[usize],
+) -> String {
+    let mut s = format!(
+        "## dagexec round {round}\n\n```\n{}```\n\n",
+        summary::round_progress(plan, round, batch)
+    );
+    if !waiting.is_empty() {
+        let ids: Vec<String> = waiting.iter().map(usize::to_string).collect();
+        let (noun, verb) = if ids.len() == 1 {
+            ("Task", "waits")
+        } else {
+            ("Tasks", "wait")
+        };
+        let _ = writeln!(s, "{noun} {} {verb} for a later round.\n", ids.join(", "));
+    }
+    s.push_str(&progress_table(plan, links));
+    s
+}
+
+/// The `dagexec` check run's title and summary when a run stops or completes.
+pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String) {
+    let mut s = String::new();
+    let title = match stop {
+        Stop::Completed => format!("All {} tasks completed", plan.tasks.len()),
+        Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
+        Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
+    };
+    match stop {
+        Stop::Completed => {}
+        Stop::CircuitBreaker(why) | Stop::Deadlock(why) => {
+            let _ = writeln!(s, "{why}\n");
+            let failed: Vec<_> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| matches!(t.status, Status::Failed | Status::Blocked))
+                .collect();
+            if !failed.is_empty() {
+                s.push_str("### What failed\n");
+                for (i, t) in failed {
+                    let _ = writeln!(
+                        s,
+                        "- task {i} ({}): {} after {} attempt(s) — {}",
+                        cell(&t.subject, 80),
+                        t.status,
+                        t.attempts(),
+                        cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
+                    );
+                }
+                s.push('\n');
+            }
+            let skipped: Vec<String> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.status == Status::Skipped)
+                .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
+                .collect();
+            if !skipped.is_empty() {
+                let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
+            }
+            let _ = writeln!(
+                s,
+                "### How to resume\nFix the cause on branch `{branch}`, set the failed tasks' `status` back to `\"pending\"` in `.design/plan.json` (and the skipped ones they cascaded to), commit, and start the workflow again on that branch."
+            );
+        }
+    }
+    s.push('\n');
+    s.push_str(&summary::final_summary(plan));
+    (title, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "Add | auth", "context": {},
+            "progress": {"completedTasks": []},
+            "tasks": [
+                {"subject": "Model", "status": "completed", "result": "Added model", "attempts": 1, "blockedBy": []},
+                {"subject": "API", "status": "failed", "result": "tests fail:\nline two", "attempts": 3, "blockedBy": [0]},
+                {"subject": "UI", "status": "skipped", "result": "dependency 1 failed", "blockedBy": [1]},
+                {"subject": "Docs", "status": "pending", "blockedBy": []}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn links() -> Links {
+        Links {
+            run: Some("https://github.com/o/r/actions/runs/9".into()),
+            logs: [(
+                0,
+                "https://github.com/o/r/actions/runs/9/artifacts/11".to_string(),
+            )]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn pr_body_in_progress() {
+        insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None));
+    }
+
+    #[test]
+    fn pr_body_after_a_circuit_breaker_and_its_check_run() {
+        let stop =
+            Stop::CircuitBreaker("Circuit breaker: 2 of 4 tasks failed or were skipped.".into());
+        let body = pr_body(&plan(), 3, &links(), Some(&stop));
+        assert!(body.contains("[!WARNING]"));
+        let (title, summary) = check_run_text(&plan(), &stop, "dagexec/add-auth");
+        insta::assert_snapshot!(format!("{title}\n\n{summary}"));
+    }
+
+    #[test]
+    fn round_summary_lists_the_batch_and_who_waits() {
+        insta::assert_snapshot!(round_summary(&plan(), 1, &[0, 1], &links(), &[3]));
+    }
+
+    #[test]
+    fn cells_stay_in_their_cell() {
+        assert_eq!(cell("a|b\nc <script>", 50), "a\\|b c &lt;script>");
+        assert_eq!(cell(&"x".repeat(10), 5), "xxxx…");
+    }
+}

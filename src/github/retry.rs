@@ -1,0 +1,253 @@
+//! The one retry policy every GitHub call goes through, after GitHub's documented rules for
+//! rate limits and failures: honour `Retry-After`; when `x-ratelimit-remaining` is 0 wait until
+//! `x-ratelimit-reset`; a secondary rate limit without either waits at least a minute; 5xx and
+//! network errors back off exponentially with jitter, bounded; other 4xx fail at once.
+//!
+//! Pure: [`Policy::after_status`] decides from the status, the headers and the clock.
+
+use std::time::Duration;
+
+/// How patient a client is.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// The first back-off; doubled at each further attempt.
+    pub base: Duration,
+    /// The longest single back-off (before jitter).
+    pub cap: Duration,
+    /// The longest wait a rate limit may impose; a reset further away fails the call.
+    pub max_wait: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_attempts: 6,
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+            max_wait: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// The rate-limit headers of a response.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// `Retry-After`, in seconds.
+    pub retry_after: Option<u64>,
+    /// `x-ratelimit-remaining`.
+    pub remaining: Option<u64>,
+    /// `x-ratelimit-reset`, in epoch seconds.
+    pub reset: Option<u64>,
+}
+
+impl Limits {
+    /// Reads the three headers (absent or malformed ones are `None`).
+    pub fn from_headers(headers: &http::HeaderMap) -> Limits {
+        let num = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        Limits {
+            retry_after: num("retry-after"),
+            remaining: num("x-ratelimit-remaining"),
+            reset: num("x-ratelimit-reset"),
+        }
+    }
+}
+
+/// What to do after a response or a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Try again after this long.
+    Retry(Duration),
+    /// Give up; the reason says why when it is not simply the status.
+    Fail(Option<String>),
+}
+
+impl Policy {
+    /// After a non-2xx `status` on attempt `attempt` (1-based), at epoch second `now`.
+    pub fn after_status(
+        &self,
+        status: u16,
+        limits: &Limits,
+        message: &str,
+        attempt: u32,
+        now: u64,
+    ) -> Next {
+        let last = attempt >= self.max_attempts;
+        let rate_limited = matches!(status, 403 | 429);
+        if rate_limited {
+            if let Some(secs) = limits.retry_after {
+                return self.wait(Duration::from_secs(secs), last);
+            }
+            if limits.remaining == Some(0) {
+                if let Some(reset) = limits.reset {
+                    // One second past the reset: the window turns over on GitHub's clock.
+                    return self.wait(Duration::from_secs(reset.saturating_sub(now) + 1), last);
+                }
+            }
+            let lower = message.to_ascii_lowercase();
+            if status == 429 || lower.contains("secondary rate limit") {
+                // GitHub: "wait for at least one minute before retrying", longer each time.
+                let wait = Duration::from_secs(60).max(self.backoff(attempt));
+                return self.wait(wait, last);
+            }
+            return Next::Fail(None);
+        }
+        if status >= 500 {
+            if last {
+                return Next::Fail(Some(format!("still failing after {attempt} attempts")));
+            }
+            return Next::Retry(self.jittered(attempt));
+        }
+        Next::Fail(None)
+    }
+
+    /// After a network error on attempt `attempt`.
+    pub fn after_network_error(&self, attempt: u32) -> Next {
+        if attempt >= self.max_attempts {
+            Next::Fail(Some(format!("still failing after {attempt} attempts")))
+        } else {
+            Next::Retry(self.jittered(attempt))
+        }
+    }
+
+    fn wait(&self, wait: Duration, last: bool) -> Next {
+        if last {
+            return Next::Fail(Some("rate limited on every attempt".into()));
+        }
+        if wait > self.max_wait {
+            return Next::Fail(Some(format!(
+                "rate limited for {}s, longer than the {}s this client waits",
+                wait.as_secs(),
+                self.max_wait.as_secs()
+            )));
+        }
+        Next::Retry(wait)
+    }
+
+    /// `base * 2^(attempt-1)`, capped.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u32 << attempt.saturating_sub(1).min(16);
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+
+    /// The back-off with "full jitter" on its upper half, so clients that failed together do
+    /// not come back together.
+    fn jittered(&self, attempt: u32) -> Duration {
+        let b = self.backoff(attempt);
+        b / 2 + b.mul_f64(fastrand::f64() / 2.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> Policy {
+        Policy::default()
+    }
+
+    #[test]
+    fn retry_after_is_honoured_on_429_and_403() {
+        let l = Limits {
+            retry_after: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(
+            p().after_status(429, &l, "", 1, 0),
+            Next::Retry(Duration::from_secs(7))
+        );
+        assert_eq!(
+            p().after_status(403, &l, "", 1, 0),
+            Next::Retry(Duration::from_secs(7))
+        );
+    }
+
+    #[test]
+    fn exhausted_primary_limit_waits_until_the_reset() {
+        let l = Limits {
+            remaining: Some(0),
+            reset: Some(1_000_030),
+            ..Default::default()
+        };
+        assert_eq!(
+            p().after_status(403, &l, "API rate limit exceeded", 1, 1_000_000),
+            Next::Retry(Duration::from_secs(31))
+        );
+        // A reset further away than the client will wait fails, saying so.
+        let far = Limits {
+            remaining: Some(0),
+            reset: Some(1_000_000 + 3600),
+            ..Default::default()
+        };
+        match p().after_status(403, &far, "", 1, 1_000_000) {
+            Next::Fail(Some(why)) => assert!(why.contains("3601s"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn secondary_limit_without_headers_waits_a_minute() {
+        let n = p().after_status(
+            403,
+            &Limits::default(),
+            "You have exceeded a secondary rate limit",
+            1,
+            0,
+        );
+        assert_eq!(n, Next::Retry(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_plain_403_and_other_4xx_are_not_retried() {
+        for s in [400, 401, 403, 404, 409, 422] {
+            assert_eq!(
+                p().after_status(s, &Limits::default(), "Not Found", 1, 0),
+                Next::Fail(None),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn server_errors_back_off_exponentially_with_bounded_jitter() {
+        for attempt in 1..=5 {
+            let Next::Retry(d) = p().after_status(502, &Limits::default(), "", attempt, 0) else {
+                panic!("502 on attempt {attempt} is retried");
+            };
+            let b = Duration::from_secs(1 << (attempt - 1)).min(Duration::from_secs(60));
+            assert!(
+                d >= b / 2 && d <= b,
+                "attempt {attempt}: {d:?} outside [{:?}, {b:?}]",
+                b / 2
+            );
+        }
+        assert!(matches!(
+            p().after_status(502, &Limits::default(), "", 6, 0),
+            Next::Fail(Some(_))
+        ));
+        assert!(matches!(p().after_network_error(1), Next::Retry(_)));
+        assert!(matches!(p().after_network_error(6), Next::Fail(Some(_))));
+    }
+
+    #[test]
+    fn headers_are_read_leniently() {
+        let mut h = http::HeaderMap::new();
+        h.insert("retry-after", "12".parse().unwrap());
+        h.insert("x-ratelimit-remaining", "0".parse().unwrap());
+        h.insert("x-ratelimit-reset", "garbage".parse().unwrap());
+        assert_eq!(
+            Limits::from_headers(&h),
+            Limits {
+                retry_after: Some(12),
+                remaining: Some(0),
+                reset: None
+            }
+        );
+    }
+}

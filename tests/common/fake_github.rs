@@ -1,0 +1,932 @@
+//! A fake GitHub REST API for integration tests, checked against GitHub's own OpenAPI description.
+//!
+//! Every request is matched against `github/rest-api-subset.json` in the shared directory
+//! (`$DAGEXEC_SHARED`, else `<crate>/../shared`): the method and path must be a documented
+//! operation, documented query parameters must have valid values, and a JSON body must validate
+//! against the operation's `requestBody` schema. A request that fails is answered 404 (no such
+//! operation) or 422 (bad query/body) *and* recorded as a violation; end each test with
+//! [`FakeGitHub::assert_clean`].
+//!
+//! Valid requests are answered with GitHub's own example response for the operation (the first
+//! example of its lowest 2xx response), with a little state layered on top so a multi-step run is
+//! coherent: pull requests (numbers 1, 2, …; node ids `PR_<n>`), issue comments (ids 1000+),
+//! check runs (ids 5000+), workflow dispatches, reactions and collaborator permissions. Lists are
+//! not paginated; `pulls/list` is newest first like GitHub's default. A missing pull request,
+//! comment or check run is GitHub's 404 (not a violation). `POST /graphql` accepts only the
+//! `markPullRequestReadyForReview` mutation.
+//!
+//! The server runs on its own thread (wiremock), so it keeps answering while the test thread
+//! blocks, e.g. on a subprocess:
+//!
+//! ```ignore
+//! let gh = FakeGitHub::start().await; // from a blocking #[test]:
+//! // let gh = tokio::runtime::Runtime::new().unwrap().block_on(FakeGitHub::start());
+//! gh.fail_next("pulls/create", 502, &[], serde_json::json!({"message": "Bad Gateway"}));
+//! cmd.env("GITHUB_API_URL", gh.url()).assert().success();
+//! assert_eq!(gh.calls("pulls/create").len(), 2);
+//! assert!(gh.state().pulls[0].draft);
+//! gh.assert_clean();
+//! ```
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// One request the fake received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Upper-case HTTP method.
+    pub method: String,
+    /// The URL path as sent (percent-encoding kept).
+    pub path: String,
+    /// The raw query string, if any.
+    pub query: Option<String>,
+    /// The matched operation, e.g. `pulls/create`; `graphql` for `POST /graphql`; empty if none.
+    pub operation_id: String,
+    /// The body, if it was non-empty JSON.
+    pub body: Option<Value>,
+    /// Headers by lower-case name (repeated headers joined with `, `), `authorization` included.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// The fake's state, layered on GitHub's examples. `repo` fields are `owner/repo`.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    /// Pull requests in creation order.
+    pub pulls: Vec<Pull>,
+    /// Issue comments in creation order.
+    pub comments: Vec<Comment>,
+    /// Check runs in creation order.
+    pub check_runs: Vec<CheckRun>,
+    /// `actions/create-workflow-dispatch` calls.
+    pub dispatches: Vec<Dispatch>,
+    /// `reactions/create-for-issue-comment` calls.
+    pub reactions: Vec<Reaction>,
+    /// Role of a user, as seeded by [`FakeGitHub::set_permission`]; unlisted users have `write`.
+    pub permissions: BTreeMap<String, String>,
+}
+
+/// A pull request created through `pulls/create`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pull {
+    pub repo: String,
+    pub number: u64,
+    /// As sent: `branch` or `owner:branch`.
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub draft: bool,
+    /// `open` or `closed`.
+    pub state: String,
+    pub node_id: String,
+}
+
+/// An issue (or pull request) comment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comment {
+    pub repo: String,
+    pub id: u64,
+    pub issue_number: u64,
+    pub body: String,
+}
+
+/// A check run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckRun {
+    pub repo: String,
+    pub id: u64,
+    pub name: String,
+    pub head_sha: String,
+    pub status: String,
+    pub conclusion: Option<String>,
+    /// The `output` object as last sent.
+    pub output: Option<Value>,
+}
+
+/// A workflow dispatch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dispatch {
+    pub repo: String,
+    pub workflow_id: String,
+    pub git_ref: String,
+    /// `null` when no inputs were sent.
+    pub inputs: Value,
+}
+
+/// A reaction to an issue comment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reaction {
+    pub repo: String,
+    pub comment_id: u64,
+    pub content: String,
+}
+
+/// The running fake; dropping it stops the server.
+pub struct FakeGitHub {
+    server: MockServer,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl FakeGitHub {
+    /// Starts a fake on 127.0.0.1 and a free port. Panics if the spec file is missing.
+    pub async fn start() -> FakeGitHub {
+        let spec = spec();
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let server = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        let responder = Responder {
+            spec,
+            inner: inner.clone(),
+        };
+        Mock::given(wiremock::matchers::any())
+            .respond_with(responder)
+            .mount(&server)
+            .await;
+        FakeGitHub { server, inner }
+    }
+
+    /// Base URL without a trailing slash: use it as `GITHUB_API_URL`.
+    pub fn url(&self) -> String {
+        self.server.uri()
+    }
+
+    /// Every request received, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    /// The requests matched to one operation (e.g. `pulls/create`, `graphql`), in arrival order.
+    pub fn calls(&self, operation_id: &str) -> Vec<Recorded> {
+        let inner = self.lock();
+        inner
+            .requests
+            .iter()
+            .filter(|r| r.operation_id == operation_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Every violation so far: undocumented operations, bad query parameters, invalid bodies.
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Panics listing every violation, if there is any.
+    pub fn assert_clean(&self) {
+        let v = self.violations();
+        assert!(
+            v.is_empty(),
+            "fake GitHub saw {} violation(s):\n  {}",
+            v.len(),
+            v.join("\n  ")
+        );
+    }
+
+    /// Queues a scripted response for the next call of `operation_id` (one per call; queue several
+    /// for several calls). It is given instead of the normal answer and changes no state, e.g.
+    /// `fail_next("pulls/create", 429, &[("retry-after", "1")], json!({"message": "slow down"}))`.
+    /// A `null` body sends an empty body. Requests that are violations do not consume it.
+    pub fn fail_next(
+        &self,
+        operation_id: &str,
+        status: u16,
+        headers: &[(&str, &str)],
+        body: Value,
+    ) {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut inner = self.lock();
+        inner
+            .failures
+            .entry(operation_id.to_owned())
+            .or_default()
+            .push_back((status, headers, body));
+    }
+
+    /// Sets the role `user` has on every repository (`admin`, `maintain`, `write`, `triage`,
+    /// `read` or `none`), as answered by `repos/get-collaborator-permission-level`.
+    pub fn set_permission(&self, user: &str, permission: &str) {
+        self.lock()
+            .state
+            .permissions
+            .insert(user.to_owned(), permission.to_owned());
+    }
+
+    /// A snapshot of the state.
+    pub fn state(&self) -> State {
+        self.lock().state.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+// ---------------------------------------------------------------- the spec
+
+enum Seg {
+    Lit(String),
+    Param(String),
+}
+
+struct Operation {
+    id: String,
+    method: String,
+    segs: Vec<Seg>,
+    path_params: HashMap<String, Value>,
+    query_params: HashMap<String, Value>,
+    /// (required, validator) for a JSON request body.
+    body: Option<(bool, jsonschema::Validator)>,
+    /// 2xx status → its first example (`None`: no body).
+    examples: BTreeMap<u16, Option<Value>>,
+    docs: String,
+}
+
+struct Spec {
+    ops: Vec<Operation>,
+}
+
+fn spec() -> Arc<Spec> {
+    static SPEC: OnceLock<Arc<Spec>> = OnceLock::new();
+    SPEC.get_or_init(|| Arc::new(load_spec())).clone()
+}
+
+fn load_spec() -> Spec {
+    let dir = std::env::var_os("DAGEXEC_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
+    let path = dir.join("github/rest-api-subset.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "fake GitHub: cannot read GitHub's OpenAPI subset at {}: {e}\n\
+             (set DAGEXEC_SHARED to the directory that holds github/rest-api-subset.json)",
+            path.display()
+        )
+    });
+    let doc: Value = serde_json::from_str(&text).expect("rest-api-subset.json is JSON");
+    let mut ops = Vec::new();
+    for (template, item) in doc["paths"].as_object().expect("spec has `paths`") {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                continue;
+            }
+            let id = op["operationId"].as_str().unwrap_or_default().to_owned();
+            let (mut path_params, mut query_params) = (HashMap::new(), HashMap::new());
+            let params = item
+                .get("parameters")
+                .into_iter()
+                .chain(op.get("parameters"));
+            for p in params.filter_map(Value::as_array).flatten() {
+                let (name, schema) = (p["name"].as_str().unwrap_or_default(), p["schema"].clone());
+                match p["in"].as_str() {
+                    Some("path") => path_params.insert(name.to_owned(), schema),
+                    Some("query") => query_params.insert(name.to_owned(), schema),
+                    _ => None,
+                };
+            }
+            let body = op.get("requestBody").map(|rb| {
+                let schema = rb.pointer("/content/application~1json/schema").cloned();
+                let schema = nullable_to_null(schema.unwrap_or(json!({})));
+                let validator = jsonschema::draft4::options()
+                    .should_validate_formats(true)
+                    .build(&schema)
+                    .unwrap_or_else(|e| {
+                        panic!("fake GitHub: schema of {id} does not compile: {e}")
+                    });
+                (rb["required"].as_bool().unwrap_or(false), validator)
+            });
+            let mut examples = BTreeMap::new();
+            for (code, resp) in op["responses"].as_object().into_iter().flatten() {
+                let Some(code) = code.parse::<u16>().ok().filter(|c| (200..300).contains(c)) else {
+                    continue;
+                };
+                let ex = resp
+                    .pointer("/content/application~1json/examples")
+                    .and_then(Value::as_object);
+                examples.insert(
+                    code,
+                    ex.and_then(|e| e.values().next())
+                        .map(|e| e["value"].clone()),
+                );
+            }
+            let segs = template.trim_start_matches('/').split('/').map(|s| {
+                match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(name) => Seg::Param(name.to_owned()),
+                    None => Seg::Lit(s.to_owned()),
+                }
+            });
+            let docs = op
+                .pointer("/externalDocs/url")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            ops.push(Operation {
+                method: method.to_uppercase(),
+                segs: segs.collect(),
+                path_params,
+                query_params,
+                body,
+                examples,
+                docs: docs.to_owned(),
+                id,
+            });
+        }
+    }
+    // Most literal segments first, so a literal beats a parameter at the same position.
+    ops.sort_by_key(|o| {
+        std::cmp::Reverse(o.segs.iter().filter(|s| matches!(s, Seg::Lit(_))).count())
+    });
+    Spec { ops }
+}
+
+/// OpenAPI 3.0's `nullable: true` → JSON Schema's `type: [T, "null"]` (and `null` in an `enum`).
+fn nullable_to_null(mut v: Value) -> Value {
+    match &mut v {
+        Value::Object(map) => {
+            if map.remove("nullable") == Some(Value::Bool(true)) {
+                if let Some(Value::String(t)) = map.get("type") {
+                    let t = t.clone();
+                    map.insert("type".into(), json!([t, "null"]));
+                }
+                if let Some(Value::Array(e)) = map.get_mut("enum") {
+                    e.push(Value::Null);
+                }
+            }
+            for (_, child) in map.iter_mut() {
+                *child = nullable_to_null(child.take());
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|c| *c = nullable_to_null(c.take())),
+        _ => {}
+    }
+    v
+}
+
+/// Whether a path or query value fits a parameter's (simple) schema: integer and enum checks.
+fn param_ok(schema: &Value, value: &str) -> bool {
+    let int_ok = schema["type"] != "integer" || value.parse::<i64>().is_ok();
+    let enum_ok = schema["enum"]
+        .as_array()
+        .is_none_or(|e| e.iter().any(|x| x == value));
+    int_ok && enum_ok
+}
+
+fn percent_decode(s: &str) -> String {
+    let (b, mut out, mut i) = (s.as_bytes(), Vec::new(), 0);
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(byte) if b[i] == b'%' => {
+                out.push(byte);
+                i += 3;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Operation {
+    /// Path parameters if `segs` (the request path split on `/`) fits this template. A trailing
+    /// `{ref}` takes the rest of the path, since git refs contain slashes.
+    fn matches(&self, method: &str, segs: &[&str]) -> Option<HashMap<String, String>> {
+        let n = self.segs.len();
+        let greedy = matches!(self.segs.last(), Some(Seg::Param(p)) if p == "ref");
+        if method != self.method || segs.len() < n || (segs.len() > n && !greedy) {
+            return None;
+        }
+        let mut params = HashMap::new();
+        for (i, seg) in self.segs.iter().enumerate() {
+            match seg {
+                Seg::Lit(l) if segs[i] == l => {}
+                Seg::Lit(_) => return None,
+                Seg::Param(name) => {
+                    let raw = if i + 1 == n {
+                        segs[i..].join("/")
+                    } else {
+                        segs[i].to_owned()
+                    };
+                    let value = percent_decode(&raw);
+                    let schema = self.path_params.get(name).unwrap_or(&Value::Null);
+                    if value.is_empty() || !param_ok(schema, &value) {
+                        return None;
+                    }
+                    params.insert(name.clone(), value);
+                }
+            }
+        }
+        Some(params)
+    }
+
+    /// The lowest documented 2xx status and its example (`Null`: empty body).
+    fn example(&self) -> (u16, Value) {
+        let (code, ex) = self
+            .examples
+            .iter()
+            .next()
+            .map_or((200, None), |(c, e)| (*c, e.clone()));
+        (code, ex.unwrap_or(Value::Null))
+    }
+
+    fn not_found(&self) -> ResponseTemplate {
+        reply(
+            404,
+            json!({"message": "Not Found", "documentation_url": self.docs}),
+        )
+    }
+}
+
+// ---------------------------------------------------------------- serving
+
+type Scripted = (u16, Vec<(String, String)>, Value);
+
+#[derive(Default)]
+struct Inner {
+    state: State,
+    requests: Vec<Recorded>,
+    violations: Vec<String>,
+    failures: HashMap<String, VecDeque<Scripted>>,
+}
+
+struct Responder {
+    spec: Arc<Spec>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Respond for Responder {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.serve(&self.spec, req)
+    }
+}
+
+fn reply(status: u16, body: Value) -> ResponseTemplate {
+    match body {
+        Value::Null => ResponseTemplate::new(status),
+        body => ResponseTemplate::new(status).set_body_json(body),
+    }
+}
+
+/// Sets `ptr` (`/a/b`) in `v`, creating objects on the way.
+fn set(v: &mut Value, ptr: &str, new: Value) {
+    let mut cur = v;
+    for key in ptr.split('/').skip(1) {
+        cur = &mut cur[key];
+    }
+    *cur = new;
+}
+
+fn str_of(v: &Value, key: &str) -> Option<String> {
+    v[key].as_str().map(str::to_owned)
+}
+
+impl Inner {
+    fn serve(&mut self, spec: &Spec, req: &Request) -> ResponseTemplate {
+        let method = req.method.as_str().to_uppercase();
+        let path = req.url.path().to_owned();
+        let query: HashMap<String, String> = req
+            .url
+            .query_pairs()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let mut problems = Vec::new();
+        let mut body = None;
+        if !req.body.is_empty() {
+            match serde_json::from_slice::<Value>(&req.body) {
+                Ok(v) => body = Some(v),
+                Err(e) => problems.push(format!("body is not JSON: {e}")),
+            }
+        }
+        let graphql = method == "POST" && path == "/graphql";
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let found = spec
+            .ops
+            .iter()
+            .find_map(|op| Some((op, op.matches(&method, &segs)?)));
+        let op_id = match (graphql, &found) {
+            (true, _) => "graphql".to_owned(),
+            (false, found) => found
+                .as_ref()
+                .map_or(String::new(), |(op, _)| op.id.clone()),
+        };
+        let mut headers = BTreeMap::<String, String>::new();
+        for (name, value) in &req.headers {
+            let value = String::from_utf8_lossy(value.as_bytes());
+            let slot = headers.entry(name.as_str().to_owned()).or_default();
+            *slot = if slot.is_empty() {
+                value.into_owned()
+            } else {
+                format!("{slot}, {value}")
+            };
+        }
+        self.requests.push(Recorded {
+            method: method.clone(),
+            path: path.clone(),
+            query: req.url.query().map(str::to_owned),
+            operation_id: op_id.clone(),
+            body: body.clone(),
+            headers,
+        });
+        let what = format!(
+            "{method} {path}{}",
+            req.url.query().map(|q| format!("?{q}")).unwrap_or_default()
+        );
+        let mut docs = String::new();
+        let mut graphql_pr = None;
+        if graphql {
+            match graphql_pr_id(body.as_ref()) {
+                Ok(id) => graphql_pr = Some(id),
+                Err(e) => problems.push(e),
+            }
+        } else if let Some((op, _)) = &found {
+            docs.clone_from(&op.docs);
+            for (k, v) in &query {
+                match op.query_params.get(k) {
+                    None => problems.push(format!("undocumented query parameter `{k}`")),
+                    Some(s) if !param_ok(s, v) => {
+                        problems.push(format!("query `{k}={v}` does not fit {s}"))
+                    }
+                    Some(_) => {}
+                }
+            }
+            match (&op.body, &body) {
+                (Some((true, _)), None) if req.body.is_empty() => {
+                    problems.push("required JSON body missing".into())
+                }
+                (Some((_, validator)), Some(b)) => {
+                    for e in validator.iter_errors(b) {
+                        let at = e.instance_path().to_string();
+                        problems.push(format!(
+                            "body invalid at `{}`: {e}",
+                            if at.is_empty() { "/" } else { &at }
+                        ));
+                    }
+                }
+                (None, Some(_)) => {
+                    problems.push("body sent to an operation that takes none".into())
+                }
+                _ => {}
+            }
+        } else {
+            self.violations.push(format!(
+                "{what}: no documented operation has this method and path"
+            ));
+            return reply(
+                404,
+                json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
+            );
+        }
+        if !problems.is_empty() {
+            let context = if op_id.is_empty() {
+                String::new()
+            } else {
+                format!(" ({op_id})")
+            };
+            self.violations
+                .extend(problems.iter().map(|p| format!("{what}{context}: {p}")));
+            return reply(
+                422,
+                json!({"message": "Validation Failed", "errors": problems, "documentation_url": docs}),
+            );
+        }
+        if let Some((status, headers, body)) =
+            self.failures.get_mut(&op_id).and_then(VecDeque::pop_front)
+        {
+            let t = headers
+                .into_iter()
+                .fold(reply(status, body), |t, (k, v)| t.insert_header(k, v));
+            return t;
+        }
+        match (graphql_pr, found) {
+            (Some(node_id), _) => self.ready_for_review(&node_id),
+            (None, Some((op, params))) => {
+                self.answer(op, &params, &query, body.unwrap_or(Value::Null))
+            }
+            (None, None) => unreachable!("handled above"),
+        }
+    }
+
+    fn ready_for_review(&mut self, node_id: &str) -> ResponseTemplate {
+        let Some(pr) = self.state.pulls.iter_mut().find(|p| p.node_id == node_id) else {
+            let message = format!("Could not resolve to a node with the global id of '{node_id}'.");
+            return reply(
+                200,
+                json!({"data": {"markPullRequestReadyForReview": null},
+                "errors": [{"type": "NOT_FOUND", "path": ["markPullRequestReadyForReview"], "message": message}]}),
+            );
+        };
+        pr.draft = false;
+        let pull = json!({"isDraft": false, "number": pr.number});
+        reply(
+            200,
+            json!({"data": {"markPullRequestReadyForReview": {"pullRequest": pull}}}),
+        )
+    }
+
+    /// The example answer for a valid request, with state layered on.
+    fn answer(
+        &mut self,
+        op: &Operation,
+        p: &HashMap<String, String>,
+        q: &HashMap<String, String>,
+        body: Value,
+    ) -> ResponseTemplate {
+        let (mut status, mut ex) = op.example();
+        let param = |k: &str| p.get(k).cloned().unwrap_or_default();
+        let num = |k: &str| param(k).parse::<u64>().unwrap_or(0);
+        let repo = format!("{}/{}", param("owner"), param("repo"));
+        let first = |ex: &Value| {
+            ex.as_array()
+                .and_then(|a| a.first())
+                .cloned()
+                .unwrap_or(json!({}))
+        };
+        let st = &mut self.state;
+        match op.id.as_str() {
+            "pulls/create" => {
+                let number = st.pulls.len() as u64 + 1;
+                let pr = Pull {
+                    repo: repo.clone(),
+                    number,
+                    head: str_of(&body, "head").unwrap_or_default(),
+                    base: str_of(&body, "base").unwrap_or_default(),
+                    title: str_of(&body, "title").unwrap_or_default(),
+                    body: str_of(&body, "body"),
+                    draft: body["draft"].as_bool().unwrap_or(false),
+                    state: "open".into(),
+                    node_id: format!("PR_{number}"),
+                };
+                ex = pull_json(ex, &pr);
+                st.pulls.push(pr);
+            }
+            "pulls/list" => {
+                let want = q.get("state").map_or("open", String::as_str);
+                let (item, owner) = (first(&ex), param("owner"));
+                let hit = |pr: &&Pull| {
+                    let head_ok = q.get("head").is_none_or(|h| {
+                        let (o, b) = h.split_once(':').unwrap_or((&owner, h));
+                        pull_head(pr) == (o.to_owned(), b.to_owned())
+                    });
+                    let base_ok = q.get("base").is_none_or(|b| &pr.base == b);
+                    pr.repo == repo && (want == "all" || pr.state == want) && head_ok && base_ok
+                };
+                ex = st
+                    .pulls
+                    .iter()
+                    .rev()
+                    .filter(hit)
+                    .map(|pr| pull_json(item.clone(), pr))
+                    .collect();
+            }
+            "pulls/get" | "pulls/update" => {
+                let n = num("pull_number");
+                let Some(pr) = st
+                    .pulls
+                    .iter_mut()
+                    .find(|pr| pr.repo == repo && pr.number == n)
+                else {
+                    return op.not_found();
+                };
+                pr.title = str_of(&body, "title").unwrap_or(pr.title.clone());
+                pr.body = str_of(&body, "body").or(pr.body.clone());
+                pr.state = str_of(&body, "state").unwrap_or(pr.state.clone());
+                pr.base = str_of(&body, "base").unwrap_or(pr.base.clone());
+                ex = pull_json(ex, pr);
+            }
+            "issues/create-comment" => {
+                let c = Comment {
+                    repo: repo.clone(),
+                    id: 1000 + st.comments.len() as u64,
+                    issue_number: num("issue_number"),
+                    body: str_of(&body, "body").unwrap_or_default(),
+                };
+                ex = comment_json(ex, &c);
+                st.comments.push(c);
+            }
+            "issues/get-comment" | "issues/update-comment" => {
+                let id = num("comment_id");
+                let Some(c) = st
+                    .comments
+                    .iter_mut()
+                    .find(|c| c.repo == repo && c.id == id)
+                else {
+                    return op.not_found();
+                };
+                c.body = str_of(&body, "body").unwrap_or(c.body.clone());
+                ex = comment_json(ex, c);
+            }
+            "issues/list-comments" => {
+                let (n, item) = (num("issue_number"), first(&ex));
+                let hit = |c: &&Comment| c.repo == repo && c.issue_number == n;
+                ex = st
+                    .comments
+                    .iter()
+                    .filter(hit)
+                    .map(|c| comment_json(item.clone(), c))
+                    .collect();
+            }
+            "checks/create" => {
+                let conclusion = str_of(&body, "conclusion");
+                let default_status = if conclusion.is_some() {
+                    "completed"
+                } else {
+                    "queued"
+                };
+                let run = CheckRun {
+                    repo: repo.clone(),
+                    id: 5000 + st.check_runs.len() as u64,
+                    name: str_of(&body, "name").unwrap_or_default(),
+                    head_sha: str_of(&body, "head_sha").unwrap_or_default(),
+                    status: str_of(&body, "status").unwrap_or(default_status.into()),
+                    conclusion,
+                    output: body.get("output").cloned(),
+                };
+                ex = check_json(ex, &run);
+                st.check_runs.push(run);
+            }
+            "checks/get" | "checks/update" => {
+                let id = num("check_run_id");
+                let Some(run) = st
+                    .check_runs
+                    .iter_mut()
+                    .find(|r| r.repo == repo && r.id == id)
+                else {
+                    return op.not_found();
+                };
+                run.name = str_of(&body, "name").unwrap_or(run.name.clone());
+                if let Some(c) = str_of(&body, "conclusion") {
+                    (run.conclusion, run.status) = (Some(c), "completed".into());
+                }
+                run.status = str_of(&body, "status").unwrap_or(run.status.clone());
+                run.output = body.get("output").cloned().or(run.output.clone());
+                ex = check_json(ex, run);
+            }
+            "actions/create-workflow-dispatch" => {
+                st.dispatches.push(Dispatch {
+                    repo: repo.clone(),
+                    workflow_id: param("workflow_id"),
+                    git_ref: str_of(&body, "ref").unwrap_or_default(),
+                    inputs: body["inputs"].clone(),
+                });
+                if body["return_run_details"] != true {
+                    (status, ex) = (204, Value::Null);
+                }
+            }
+            "reactions/create-for-issue-comment" => {
+                let content = str_of(&body, "content").unwrap_or_default();
+                (status, ex) = (201, op.examples.get(&201).cloned().flatten().unwrap_or(ex));
+                set(&mut ex, "/content", json!(content));
+                st.reactions.push(Reaction {
+                    repo: repo.clone(),
+                    comment_id: num("comment_id"),
+                    content,
+                });
+            }
+            "repos/get-collaborator-permission-level" => {
+                let user = param("username");
+                let role = st.permissions.get(&user).map_or("write", String::as_str);
+                let permission = match role {
+                    "maintain" => "write",
+                    "triage" => "read",
+                    r => r,
+                };
+                set(&mut ex, "/permission", json!(permission));
+                set(&mut ex, "/role_name", json!(role));
+                set(&mut ex, "/user/login", json!(user));
+            }
+            "apps/create-installation-access-token" => {
+                set(&mut ex, "/token", json!("ghs_fake_installation_token"));
+            }
+            "git/get-ref" | "git/update-ref" => {
+                set(&mut ex, "/ref", json!(format!("refs/{}", param("ref"))));
+                if let Some(sha) = str_of(&body, "sha") {
+                    set(&mut ex, "/object/sha", json!(sha));
+                }
+            }
+            "git/create-ref" => {
+                set(&mut ex, "/ref", body["ref"].clone());
+                set(&mut ex, "/object/sha", body["sha"].clone());
+            }
+            "repos/get" => {
+                set(&mut ex, "/name", json!(param("repo")));
+                set(&mut ex, "/full_name", json!(repo));
+                set(&mut ex, "/owner/login", json!(param("owner")));
+            }
+            "actions/get-workflow-run" => set(&mut ex, "/id", json!(num("run_id"))),
+            _ => {}
+        }
+        reply(status, ex)
+    }
+}
+
+/// (owner, branch) of a PR's head.
+fn pull_head(pr: &Pull) -> (String, String) {
+    let owner = pr.repo.split('/').next().unwrap_or_default();
+    let (o, b) = pr.head.split_once(':').unwrap_or((owner, &pr.head));
+    (o.to_owned(), b.to_owned())
+}
+
+fn pull_json(mut v: Value, pr: &Pull) -> Value {
+    let (head_owner, head_ref) = pull_head(pr);
+    let owner = pr.repo.split('/').next().unwrap_or_default();
+    let fields = [
+        ("/number", json!(pr.number)),
+        ("/title", json!(pr.title)),
+        ("/body", json!(pr.body)),
+        ("/draft", json!(pr.draft)),
+        ("/state", json!(pr.state)),
+        ("/node_id", json!(pr.node_id)),
+        (
+            "/html_url",
+            json!(format!("https://github.com/{}/pull/{}", pr.repo, pr.number)),
+        ),
+        ("/head/ref", json!(head_ref)),
+        ("/head/label", json!(format!("{head_owner}:{head_ref}"))),
+        ("/base/ref", json!(pr.base)),
+        ("/base/label", json!(format!("{owner}:{}", pr.base))),
+    ];
+    fields
+        .into_iter()
+        .for_each(|(ptr, val)| set(&mut v, ptr, val));
+    v
+}
+
+fn comment_json(mut v: Value, c: &Comment) -> Value {
+    let html = format!(
+        "https://github.com/{}/issues/{}#issuecomment-{}",
+        c.repo, c.issue_number, c.id
+    );
+    set(&mut v, "/id", json!(c.id));
+    set(&mut v, "/node_id", json!(format!("IC_{}", c.id)));
+    set(&mut v, "/body", json!(c.body));
+    set(&mut v, "/html_url", json!(html));
+    v
+}
+
+fn check_json(mut v: Value, run: &CheckRun) -> Value {
+    set(&mut v, "/id", json!(run.id));
+    set(&mut v, "/name", json!(run.name));
+    set(&mut v, "/head_sha", json!(run.head_sha));
+    set(&mut v, "/status", json!(run.status));
+    set(&mut v, "/conclusion", json!(run.conclusion));
+    set(
+        &mut v,
+        "/html_url",
+        json!(format!("https://github.com/{}/runs/{}", run.repo, run.id)),
+    );
+    for key in ["title", "summary", "text"] {
+        let sent = run.output.as_ref().map_or(Value::Null, |o| o[key].clone());
+        set(&mut v, &format!("/output/{key}"), sent);
+    }
+    v
+}
+
+/// The pull request node id of a `markPullRequestReadyForReview` mutation, or why it is refused.
+fn graphql_pr_id(body: Option<&Value>) -> Result<String, String> {
+    let body = body.ok_or("GraphQL request without a JSON body")?;
+    let query = body["query"]
+        .as_str()
+        .ok_or("GraphQL body without a string `query`")?;
+    if !query.trim_start().starts_with("mutation")
+        || !query.contains("markPullRequestReadyForReview")
+    {
+        return Err(format!(
+            "only the mutation markPullRequestReadyForReview is allowed, got: {query}"
+        ));
+    }
+    // `pullRequestId: $var` or `pullRequestId: "PR_1"`, skipping a `$pullRequestId` declaration.
+    let arg = query.match_indices("pullRequestId").find_map(|(i, m)| {
+        let rest = query[i + m.len()..]
+            .trim_start()
+            .strip_prefix(':')?
+            .trim_start();
+        if query[..i].ends_with('$') {
+            return None;
+        }
+        if let Some(var) = rest.strip_prefix('$') {
+            let name: String = var
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            return body["variables"][name.as_str()].as_str().map(str::to_owned);
+        }
+        rest.strip_prefix('"')?.split('"').next().map(str::to_owned)
+    });
+    arg.or_else(|| str_of(&body["variables"], "pullRequestId"))
+        .ok_or_else(|| format!("markPullRequestReadyForReview without a pullRequestId: {body}"))
+}
