@@ -52,10 +52,18 @@ else
   fi
   src_id="$(cd "$action_path" && cat Cargo.lock Cargo.toml $(find src templates examples/demo -type f | LC_ALL=C sort) | sha256sum | cut -c1-16)"
   dir="$cache/source-$src_id"
-  if [[ ! -x "$dir/bin/dagexec" ]]; then
-    echo "Building dagexec from $action_path (no release asset for this ref)"
-    cargo install --quiet --locked --path "$action_path" --root "$dir" --force
-  fi
+  profile=()
+  # DAGEXEC_BUILD_PROFILE=dev builds unoptimised (the action's own tests); release otherwise.
+  [[ "${DAGEXEC_BUILD_PROFILE:-release}" == dev ]] && profile=(--debug)
+  mkdir -p "$cache"
+  (
+    # Jobs sharing a tool cache (self-hosted runners) build once, one at a time.
+    if command -v flock >/dev/null 2>&1; then flock 9; fi
+    if [[ ! -x "$dir/bin/dagexec" ]]; then
+      echo "Building dagexec from $action_path (no release asset for this ref)"
+      cargo install --quiet --locked "${profile[@]}" --path "$action_path" --root "$dir" --force
+    fi
+  ) 9>"$cache/build.lock"
   bin="$dir/bin/dagexec"
 fi
 "$bin" --version

@@ -18,7 +18,13 @@ use crate::github::{Client, Token};
 #[derive(Debug, Args)]
 pub struct Common {
     /// The plan, relative to the repository root.
-    #[arg(long, env = "DAGEXEC_PLAN", default_value = ".design/plan.json")]
+    #[arg(
+        id = "action_plan",
+        long = "plan-rel",
+        value_name = "PATH",
+        env = "DAGEXEC_PLAN",
+        default_value = ".design/plan.json"
+    )]
     plan: String,
     /// The execution branch [default: dagexec/<goal slug>].
     #[arg(long, env = "DAGEXEC_BRANCH", default_value = "")]
@@ -53,8 +59,8 @@ pub enum ActionCommand {
         #[arg(long, env = "DAGEXEC_WORKER")]
         worker: String,
         /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
-        #[arg(long, env = "DAGEXEC_ARTIFACTS")]
-        artifacts: Option<PathBuf>,
+        #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
+        artifacts: String,
     },
     /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
     /// stops, dispatch the next round (outputs: conclusion, pr-number).
@@ -73,9 +79,9 @@ pub enum ActionCommand {
         message: String,
         /// Where the round's artifacts were downloaded.
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
-        artifacts: PathBuf,
+        artifacts: String,
         /// Accept patches that change .github/workflows/.
-        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool)]
+        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
         allow_workflow_changes: bool,
         /// The workflow file the next round is dispatched to.
         #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
@@ -174,12 +180,15 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             worker,
             artifacts,
         } => {
-            let dir = artifacts.unwrap_or_else(|| {
+            // An input the workflow left empty arrives as an empty variable.
+            let dir = if artifacts.is_empty() {
                 ctx.runner_temp
                     .clone()
                     .unwrap_or_else(std::env::temp_dir)
                     .join("dagexec-work")
-            });
+            } else {
+                PathBuf::from(artifacts)
+            };
             let name = super::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
             // Outputs first: the upload step needs the name even if the attempt errors out.
             ctx.set_outputs(&[
@@ -226,11 +235,14 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             allow_workflow_changes,
             workflow,
         } => {
-            let mut inputs = inputs(&common, String::new(), artifacts);
+            let mut inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
             inputs.allow_workflow_changes = allow_workflow_changes;
             inputs.workflow = workflow;
+            let rt = super::runtime()?;
             let client = match &ctx.repository {
                 Some(repo) if !inputs.token.is_empty() => {
+                    // The HTTP client needs the runtime it will run on.
+                    let _entered = rt.enter();
                     Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
                 }
                 Some(_) => {
@@ -255,7 +267,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 planned: conclusion,
                 planned_message: message,
             };
-            let done = finalize::run(&root, &inputs, ctx, &r, client.as_ref())?;
+            let done = finalize::run(&root, &inputs, ctx, &r, client.as_ref(), &rt)?;
             let mut outs = vec![("conclusion", done.conclusion.clone())];
             if let Some(pr) = done.pr {
                 outs.push(("pr-number", pr.to_string()));
@@ -263,5 +275,70 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             ctx.set_outputs(&outs).map_err(write_err)?;
             Ok(if done.failed { 1 } else { 0 })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn every_action_command_parses_with_the_global_options() {
+        for args in [
+            vec![
+                "dagexec",
+                "--plan",
+                "x.json",
+                "action",
+                "plan",
+                "--plan-rel",
+                "p.json",
+            ],
+            vec![
+                "dagexec",
+                "action",
+                "work",
+                "--task",
+                "1",
+                "--attempt",
+                "2",
+                "--round",
+                "3",
+                "--base",
+                "abc",
+                "--worker",
+                "w",
+            ],
+            vec![
+                "dagexec",
+                "action",
+                "finalize",
+                "--base",
+                "abc",
+                "--round",
+                "1",
+                "--allow-workflow-changes",
+                "yes",
+            ],
+        ] {
+            crate::cli::Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        // The action passes every input, so unset ones arrive as empty variables.
+        let with_empty = [
+            "dagexec",
+            "action",
+            "finalize",
+            "--base",
+            "b",
+            "--round",
+            "1",
+            "--artifacts",
+            "",
+            "--plan-rel",
+            ".design/plan.json",
+            "--branch",
+            "",
+        ];
+        crate::cli::Cli::try_parse_from(with_empty).unwrap();
     }
 }

