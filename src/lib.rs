@@ -27,5 +27,9 @@ pub mod shell;
 pub mod update;
 pub mod worker;
 
+pub mod longrun;
+pub mod question;
+pub mod review;
+
 #[cfg(test)]
 mod testing;
