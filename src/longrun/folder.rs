@@ -240,10 +240,11 @@ pub fn build(
 /// order): completed tasks stay as they were; the others get the fresh prompt and keep
 /// status, result, attempts and every extra field (reviews, question).
 pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Result<(), LongRunError> {
+    // A task's identity is its summary file: the one field trimming keeps.
     let numbers = |p: &Plan| -> Vec<String> {
         p.tasks
             .iter()
-            .map(|t| t.description.clone().unwrap_or_default())
+            .map(|t| t.creates().first().cloned().unwrap_or_default())
             .collect()
     };
     if numbers(fresh) != numbers(old) {
@@ -375,6 +376,7 @@ mod tests {
         old.tasks[1]
             .extra
             .insert("question".into(), json!({"kind": "action"}));
+        crate::update::trim(&mut old.tasks[0]);
         let mut fresh = build(&files, &paths(), "new spec", "").unwrap();
         carry_over(&mut fresh, &old).unwrap();
         assert_eq!(fresh.tasks[0], old.tasks[0]);
