@@ -32,6 +32,7 @@ pub(super) fn integrate_and_commit(
     let mut entries = Vec::new();
     let mut applied: Vec<(usize, BTreeSet<String>)> = Vec::new();
     for j in &judged {
+        super::hooks::record(plan, j);
         let mut status = j.verdict.status;
         let mut result = j.verdict.result.clone();
         if status == Status::Completed && !j.patch.is_empty() {

@@ -7,6 +7,7 @@
 mod attempt;
 pub mod config;
 mod eager;
+mod hooks;
 mod integrate;
 pub mod lock;
 mod resume;
@@ -46,6 +47,8 @@ pub enum RunEnd {
     Deadlock,
     /// Ctrl-C (130).
     Interrupted,
+    /// Stopped with questions for the user: answer them (`dagexec answer`) and run again (5).
+    NeedsInput,
 }
 
 impl RunEnd {
@@ -57,6 +60,7 @@ impl RunEnd {
             RunEnd::CircuitBreaker => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
+            RunEnd::NeedsInput => 5,
         }
     }
 }
@@ -463,6 +467,7 @@ fn attempt_input(
         timeout: opts.settings.timeout,
         scratch: scratch.to_path_buf(),
         plan_rel: opts.plan_rel.clone(),
+        reviewer: opts.settings.reviewer.clone(),
     }
 }
 
@@ -523,6 +528,7 @@ fn finish(
             }
         }
     }
+    let end = hooks::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
         let stamp = utc_timestamp();
