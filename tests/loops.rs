@@ -399,6 +399,8 @@ fn needs_decision_asks_and_the_choice_reaches_the_next_attempt() {
     let w = lr_worker(
         out.path(),
         r#"if [ "$N" = 01 ] && ! grep -q 'User decided' "$DAGEXEC_PROMPT_FILE"; then
+echo model > model.txt
+printf '{"last_completed_task": 1}\n' > .long-run/plans/01-CHECKPOINT.json
 printf 'OUTPUT_JSON_START\n{"status":"NEEDS_DECISION","blocked_at":"Task 2","decision_needed":"Which store?","options":[{"key":"postgres","description":"server"},{"key":"sqlite","description":"file"}]}\nOUTPUT_JSON_END\n'
 exit 0; fi
 done_block"#,
@@ -429,6 +431,19 @@ done_block"#,
     assert!(
         p.contains("User decided: sqlite. Continue from Task 2."),
         "{p}"
+    );
+    // The work done before the question was committed; the next attempt resumed from its
+    // checkpoint.
+    assert!(
+        p.contains("Resuming from checkpoint. Skip to Task 2."),
+        "{p}"
+    );
+    assert_eq!(read(&dir.path().join("model.txt")), "model\n");
+    let log = git(dir.path(), &["log", "--reverse", "--stat", "--format=%s"]);
+    let first_round = log.split("dagexec: round 2").next().unwrap();
+    assert!(
+        first_round.contains("model.txt") && first_round.contains("01-CHECKPOINT.json"),
+        "{first_round}"
     );
 }
 

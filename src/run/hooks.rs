@@ -10,7 +10,8 @@
 //! seed's "same implementer"); attempt 3, and the first attempt after the user's answer,
 //! start from the clean tree with all the feedback (the seed's "fresh implementer"). A
 //! rejected attempt's changes are kept in memory only: after an interruption the retry
-//! starts fresh.
+//! starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
+//! round, and the attempt after the answer resumes from its checkpoint.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -350,6 +351,16 @@ pub(super) fn record(plan: &mut Plan, j: &Judged) {
     if let Some(q) = &j.question {
         question::set(&mut plan.tasks[j.index], q);
     }
+}
+
+/// Whether a blocked attempt's changes are committed with the round: a long-run worker that
+/// stopped to ask (NEEDS_DECISION, NEEDS_ACTION) keeps what it did — its commits and its
+/// checkpoint — so the attempt after the answer continues from there, as the seed's
+/// "Continue from {blocked_at}" expects. A rejected review's changes are never kept.
+pub(super) fn keeps_partial(j: &Judged) -> bool {
+    j.verdict.status == Status::Blocked
+        && !j.patch.is_empty()
+        && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
 /// The reviewer's part of the final summary: one line per reviewed task.

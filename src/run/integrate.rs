@@ -61,6 +61,19 @@ pub(super) fn integrate_and_commit(
             }
         } else if status == Status::Completed {
             applied.push((j.index, BTreeSet::new()));
+        } else if super::hooks::keeps_partial(j) {
+            match repo.check_patch(&j.patch) {
+                Ok(()) => {
+                    repo.apply_patch(&j.patch)
+                        .map_err(|e| RunError::Other(e.message))?;
+                    applied.push((j.index, j.touched.iter().cloned().collect()));
+                }
+                Err(e) => ui.say(format!(
+                    "  task {}: its work so far is dropped, it conflicts: {}",
+                    j.index,
+                    e.message.lines().next().unwrap_or("")
+                )),
+            }
         }
         entries.push(BatchEntry {
             plan_index: j.index,
