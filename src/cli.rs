@@ -386,19 +386,19 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 }
                 Err(e) => return Err(config_error(e)),
             };
-            let loc = &match long_run {
-                Some(dir) => {
-                    let p =
-                        crate::longrun::prepare(&loc.root, &dir).map_err(|e| CliError::Usage {
-                            hint: e.hint(),
-                            message: e.to_string(),
-                        })?;
-                    Location {
-                        plan: p.plan,
-                        root: loc.root.clone(),
-                        plan_rel: Some(p.plan_rel),
-                    }
-                }
+            let long_run = long_run
+                .map(|dir| crate::longrun::prepare(&loc.root, &dir, dry_run))
+                .transpose()
+                .map_err(|e| CliError::Usage {
+                    hint: e.hint(),
+                    message: e.to_string(),
+                })?;
+            let loc = &match &long_run {
+                Some(p) => Location {
+                    plan: p.plan.clone(),
+                    root: loc.root.clone(),
+                    plan_rel: Some(p.plan_rel.clone()),
+                },
                 None => loc.clone(),
             };
             let Some(plan_rel) = loc.plan_rel.clone() else {
@@ -481,7 +481,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             let text = if raw {
                 base
             } else {
-                prompt::spawn_prompt(&plan, task, &base)
+                let text = prompt::spawn_prompt(&plan, task, &base);
+                crate::longrun::with_checkpoint(&plan.tasks[task], &loc.root, &text)
             };
             out.write_all(text.as_bytes())?;
             Ok(0)

@@ -339,8 +339,9 @@ pub struct ReviewInput<'a> {
 }
 
 /// The seed's reviewer prompt, with dagexec's facts: the task specification, the changed
-/// files and the diff (the changes are not committed: they are in the reviewer's working
-/// tree, relative to `HEAD`), the checklist verbatim, and the output format verbatim.
+/// files and the diff (the changes are in the reviewer's working tree, relative to the base
+/// commit the runner passes as `DAGEXEC_BASE`), the checklist verbatim, and the output format
+/// verbatim.
 pub fn review_prompt(input: &ReviewInput<'_>) -> String {
     let task = input.task;
     let mut s = String::from(
@@ -361,7 +362,7 @@ pub fn review_prompt(input: &ReviewInput<'_>) -> String {
     }
     let _ = write!(
         s,
-        "\n\n### Implementation Details\n\n**Attempt:** {} of {MAX_ATTEMPTS}\n**Implementer's summary:** {}\n**Commits:** none — the changes are uncommitted in this working tree (`git diff HEAD` shows them)\n**Files Changed:**",
+        "\n\n### Implementation Details\n\n**Attempt:** {} of {MAX_ATTEMPTS}\n**Implementer's summary:** {}\n**Commits:** the changes are in this working tree, relative to the round's base commit in $DAGEXEC_BASE (`git diff $DAGEXEC_BASE` shows them, committed or not)\n**Files Changed:**",
         input.attempt, input.worker_summary
     );
     if input.changed.is_empty() {

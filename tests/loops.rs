@@ -567,3 +567,37 @@ fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
     );
     assert!(err.contains("hint: depends_on lists plan numbers"), "{err}");
 }
+
+#[test]
+fn dry_run_writes_nothing_and_prompt_shows_the_resume_state() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/01-CHECKPOINT.json",
+        "{\"last_completed_task\": 4}\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let o = dagexec(dir.path())
+        .args(["run", "--dry-run", "--long-run", ".long-run"])
+        .output()
+        .unwrap();
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("Round 1: 0 Models\nRound 2: 1 Routes"),
+        "{log}"
+    );
+    assert!(!dir.path().join(".long-run/plan.json").exists());
+    // A run that fails leaves the plan; `prompt` shows what the next worker gets.
+    let w = lr_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","error":"no"}\nOUTPUT_JSON_END\n'"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let p = dagexec(dir.path())
+        .args(["--plan", ".long-run/plan.json", "prompt", "0"])
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&p.stdout);
+    assert!(prompt.contains("Skip to Task 5."), "{prompt}");
+    assert!(prompt.contains("starting from Task 5"), "{prompt}");
+}

@@ -80,13 +80,31 @@ impl LongRunError {
     }
 }
 
+/// A long-run task's prompt with its resume state filled in from the checkpoint file in
+/// `tree` (the task's worktree, or the repository for `dagexec prompt`); other tasks' prompts
+/// unchanged.
+pub fn with_checkpoint(task: &crate::plan::model::Task, tree: &Path, prompt: &str) -> String {
+    let Some(path) = task
+        .extra
+        .get(folder::LONG_RUN_FIELD)
+        .and_then(|v| v.get("checkpoint"))
+        .and_then(|v| v.as_str())
+    else {
+        return prompt.to_string();
+    };
+    let checkpoint = std::fs::read_to_string(tree.join(path)).ok();
+    prompt::with_resume_state(prompt, checkpoint.as_deref())
+}
+
 /// The prepared run: where its plan is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Prepared {
     pub plan: PathBuf,
     /// Relative to the root.
     pub plan_rel: String,
     pub tasks: usize,
+    /// For a dry run, the temporary directory holding the plan (removed on drop).
+    pub scratch: Option<tempfile::TempDir>,
 }
 
 fn read(path: &Path) -> Result<Option<String>, LongRunError> {
@@ -108,8 +126,9 @@ fn rel(root: &Path, p: &Path) -> String {
 }
 
 /// Reads the long-run folder `dir` (inside `root`) and writes its plan as `dir/plan.json`,
-/// keeping the state an earlier run left there.
-pub fn prepare(root: &Path, dir: &Path) -> Result<Prepared, LongRunError> {
+/// keeping the state an earlier run left there. With `dry_run` the folder is not written to:
+/// the plan goes to a temporary directory.
+pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongRunError> {
     let abs = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
@@ -179,6 +198,17 @@ pub fn prepare(root: &Path, dir: &Path) -> Result<Prepared, LongRunError> {
         })?;
         folder::carry_over(&mut plan, &old)?;
     }
+    let scratch = if dry_run {
+        Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?)
+    } else {
+        None
+    };
+    let plan_path = scratch
+        .as_ref()
+        .map_or(plan_path, |d| d.path().join("plan.json"));
     crate::plan::save(&plan, &plan_path).map_err(|source| LongRunError::Write {
         path: plan_path.clone(),
         source,
@@ -187,5 +217,6 @@ pub fn prepare(root: &Path, dir: &Path) -> Result<Prepared, LongRunError> {
         plan_rel: format!("{state}/plan.json"),
         plan: plan_path,
         tasks: plan.tasks.len(),
+        scratch,
     })
 }

@@ -70,11 +70,7 @@ fn field<'a>(lr: &'a serde_json::Map<String, serde_json::Value>, key: &str) -> &
 /// filled in from the checkpoint in `wt`, then the reviewer feedback so far, then the user's
 /// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them.
 pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> String {
-    let mut prompt = input.prompt.clone();
-    if let Some(lr) = long_run(&input.task) {
-        let checkpoint = std::fs::read_to_string(wt.path().join(field(lr, "checkpoint"))).ok();
-        prompt = lr_prompt::with_resume_state(&prompt, checkpoint.as_deref());
-    }
+    let mut prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
     let mem = &pool.memory;
     let carry = lock(&mem.carry).remove(&input.index);
     let history = mem.history(input.index, &input.task);
