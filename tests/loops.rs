@@ -377,6 +377,11 @@ fn long_run_plans_run_in_number_order_and_write_summaries() {
         "{summary}"
     );
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    let state = read(&dir.path().join(".long-run/STATE.md"));
+    assert!(
+        state.contains("## Current Position\n- Current plan: none\n- Plans completed: 2/2\n- Progress: [██████████] 100%"),
+        "{state}"
+    );
     let rounds = git(dir.path(), &["log", "--format=%s"]);
     assert!(
         rounds.contains("dagexec: round 1 — 1/1 tasks (1/2 overall)"),

@@ -221,6 +221,10 @@ pub fn build(
         tasks,
         extra: Default::default(),
     };
+    plan.extra.insert(
+        LONG_RUN_FIELD.into(),
+        json!({"state": paths.state, "spec": paths.spec}),
+    );
     for (i, t) in plan.tasks.iter().enumerate() {
         if t.status == Status::Completed {
             plan.progress

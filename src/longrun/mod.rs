@@ -7,6 +7,7 @@
 //! DIR/plans/NN-CHECKPOINT.json  written by the worker; its resume state on the next attempt
 //! DIR/summaries/NN-SUMMARY.md   written by dagexec when a plan completes; a completed one is skipped
 //! DIR/ISSUES.md                 the seed's issue log (the worker's)
+//! DIR/STATE.md                  its "Current Position" section rewritten with each round commit
 //! DIR/logs/NN-attempt-K.log     a worker's raw output when its OUTPUT_JSON block is unusable
 //! DIR/spec/spec.md              the spec (or DIR/spec.md), `planning/requirements.md`, `tasks.md`
 //! DIR/plan.json                 the generated dagexec plan: the run's state, committed per round
@@ -19,6 +20,7 @@
 pub mod folder;
 pub mod output;
 pub mod prompt;
+pub mod state;
 
 use std::path::{Path, PathBuf};
 

@@ -359,6 +359,26 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
         && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
+/// For a long-run plan, rewrites the Current Position section of `DIR/STATE.md` (the seed's
+/// Step 5) and returns its path, to commit with the round; nothing for other plans.
+pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
+    if !plan.extra.contains_key(LONG_RUN_FIELD) {
+        return Ok(Vec::new());
+    }
+    let rel = match opts.plan_rel.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/STATE.md"),
+        None => "STATE.md".to_string(),
+    };
+    let path = opts.root.join(&rel);
+    let existing = std::fs::read_to_string(&path).ok();
+    let text = crate::longrun::state::with_position(
+        existing.as_deref(),
+        &crate::longrun::state::current_position(plan),
+    );
+    std::fs::write(&path, text).map_err(|source| super::RunError::Write { path, source })?;
+    Ok(vec![rel])
+}
+
 /// The reviewer's part of the final summary: one line per reviewed task.
 pub(super) fn review_summary(plan: &Plan) -> String {
     let mut lines = Vec::new();

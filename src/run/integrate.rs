@@ -119,6 +119,7 @@ pub(super) fn integrate_and_commit(
     let message = commit_message(plan, round, batch, &results, overall);
     failpoint("before-commit", round);
     if !paths.is_empty() {
+        paths.extend(super::hooks::state_md(plan, opts)?);
         paths.push(opts.plan_rel.clone());
         if let Some(sha) = repo.commit(&message, &paths)? {
             ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
