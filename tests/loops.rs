@@ -109,11 +109,12 @@ fn reviewed(reviewer_body: &str) -> Setup {
 
 impl Setup {
     fn run(&self) -> Output {
-        run(
-            self.dir.path(),
-            self.out.path(),
-            &["--worker", &self.worker, "--reviewer", &self.reviewer],
-        )
+        self.run_with(&[])
+    }
+    fn run_with(&self, extra: &[&str]) -> Output {
+        let mut args = vec!["--worker", &self.worker, "--reviewer", &self.reviewer];
+        args.extend_from_slice(extra);
+        run(self.dir.path(), self.out.path(), &args)
     }
     fn recorded(&self, name: &str) -> String {
         read(&self.out.path().join(name))
@@ -185,6 +186,19 @@ else printf 'APPROVED\nsummary: now tested\n'; fi"#,
         out.contains("approved after 1 rejection(s): now tested"),
         "{out}"
     );
+}
+
+#[test]
+fn the_eager_schedule_reviews_and_retries_the_same_way() {
+    let s = reviewed(
+        r#"if [ "$DAGEXEC_ATTEMPT" = 1 ]; then printf 'REJECTED\nsummary: no\nissues:\n- x\n'
+else printf 'APPROVED\nsummary: yes\n'; fi"#,
+    );
+    let o = s.run_with(&["--schedule", "eager"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert_eq!(s.recorded("tree-2").trim(), "carried");
+    assert!(out.contains("approved after 1 rejection(s): yes"), "{out}");
 }
 
 #[test]
