@@ -225,6 +225,11 @@ printf 'REJECTED\nsummary: try %s\nissues:\n- issue %s\n' "$DAGEXEC_ATTEMPT" "$D
     assert_eq!(task["status"], "blocked");
     assert_eq!(task["reviews"].as_array().unwrap().len(), 3);
     assert_eq!(task["question"]["kind"], "review");
+    assert_eq!(
+        git(s.dir.path(), &["status", "--porcelain"]),
+        "",
+        "the question is committed"
+    );
     assert!(out.contains("Questions for you"), "{out}");
     assert!(out.contains("Task 0 (Write a) needs your guidance:\nThe reviewer rejected task 0 (Write a) on all 3 attempts."), "{out}");
     assert!(
@@ -435,6 +440,11 @@ done_block"#,
     let plan = json_of(&dir.path().join(".long-run/plan.json"));
     assert_eq!(plan["tasks"][0]["status"], "blocked");
     assert_eq!(plan["tasks"][1]["status"], "skipped");
+    let committed = git(dir.path(), &["show", "HEAD:.long-run/plan.json"]);
+    assert!(
+        committed.contains("\"decision\"") && committed.contains("Which store?"),
+        "the question is committed"
+    );
     let bad = answer(dir.path(), &["0", "mysql"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("\"mysql\" is not one of the options (postgres, sqlite)"));

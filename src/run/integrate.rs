@@ -118,7 +118,9 @@ pub(super) fn integrate_and_commit(
     let overall = plan.count(Status::Completed);
     let message = commit_message(plan, round, batch, &results, overall);
     failpoint("before-commit", round);
-    if !paths.is_empty() {
+    // A question is committed even when nothing else is: the branch is the state a later run
+    // (or the Action) reads it from.
+    if !paths.is_empty() || judged.iter().any(|j| j.question.is_some()) {
         paths.extend(super::hooks::state_md(plan, opts)?);
         paths.push(opts.plan_rel.clone());
         if let Some(sha) = repo.commit(&message, &paths)? {
