@@ -37,20 +37,26 @@ pub struct FrontMatter {
 /// `spec_path`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
+    /// The long-run folder (`state_path`).
     pub state: String,
+    /// The folder holding spec.md (`spec_path`).
     pub spec: String,
 }
 
 impl Paths {
+    /// `STATE/plans/NN-CHECKPOINT.json`, written by the worker.
     pub fn checkpoint(&self, number: &str) -> String {
         format!("{}/plans/{number}-CHECKPOINT.json", self.state)
     }
+    /// `STATE/summaries/NN-SUMMARY.md`, written by dagexec on COMPLETED.
     pub fn summary(&self, number: &str) -> String {
         format!("{}/summaries/{number}-SUMMARY.md", self.state)
     }
+    /// `STATE/ISSUES.md`, the worker's issue log.
     pub fn issues(&self) -> String {
         format!("{}/ISSUES.md", self.state)
     }
+    /// `SPEC/tasks.md`, where the worker marks tasks complete.
     pub fn tasks_md(&self) -> String {
         format!("{}/tasks.md", self.spec)
     }

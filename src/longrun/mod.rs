@@ -101,9 +101,11 @@ pub fn with_checkpoint(task: &crate::plan::model::Task, tree: &Path, prompt: &st
 /// The prepared run: where its plan is.
 #[derive(Debug)]
 pub struct Prepared {
+    /// The generated plan (`DIR/plan.json`, or in `scratch` for a dry run).
     pub plan: PathBuf,
-    /// Relative to the root.
+    /// `DIR/plan.json` relative to the root.
     pub plan_rel: String,
+    /// How many plans (tasks) it has.
     pub tasks: usize,
     /// For a dry run, the temporary directory holding the plan (removed on drop).
     pub scratch: Option<tempfile::TempDir>,

@@ -5,8 +5,9 @@ use serde_json::Value;
 
 use crate::question::{Choice, Kind, Question};
 
-/// The marker lines around the block.
+/// The marker line before the block.
 pub const START: &str = "OUTPUT_JSON_START";
+/// The marker line after the block.
 pub const END: &str = "OUTPUT_JSON_END";
 
 /// A parsed block.
