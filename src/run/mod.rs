@@ -7,11 +7,13 @@
 mod attempt;
 pub mod config;
 mod eager;
-mod hooks;
 mod integrate;
 pub mod lock;
 mod resume;
 pub mod ui;
+
+// The reviewer loop, long-run output and questions around an attempt.
+mod hooks;
 
 use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
