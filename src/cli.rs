@@ -32,6 +32,9 @@ Examples:
   dagexec status                        the tasks and where each one stands
   dagexec prompt 2                      the prompt task 2's worker will receive
   dagexec graph --format dot | dot -Tsvg > plan.svg
+  dagexec run --reviewer 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   each completed task reviewed
+  dagexec run --long-run .long-run      the NN-PLAN.md files of .long-run, one worker per plan
+  dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
 
 The plan is .design/plan.json in the current directory unless --plan says otherwise.
 Plan format and worker contract: see README.md.";
@@ -100,8 +103,19 @@ enum Command {
     /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
     /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE.
     ///
+    /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
+    /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
+    /// prompt on stdin, and ends with APPROVED or REJECTED. Rejected: attempt 2 fixes the
+    /// rejected changes, attempt 3 starts from a clean tree with all feedback, then (or after
+    /// the same rejection three times in a row) the task is blocked with a question for you.
+    ///
+    /// Long-run plans (--long-run DIR): DIR/plans/NN-PLAN.md run as one task per plan (order:
+    /// front matter `depends_on`, else number order), each a fresh worker with the long-run
+    /// executor prompt and its checkpoint; the state is DIR/plan.json.
+    ///
     /// Exit status: 0 all completed; 1 finished incomplete; 2 usage or plan error; 3 circuit
-    /// breaker; 4 deadlock; 130 interrupted.
+    /// breaker; 4 deadlock; 5 questions wait for your answer (`dagexec answer`); 130
+    /// interrupted.
     Run {
         /// The worker command line, run with `sh -c` in the task's tree.
         #[arg(long, value_name = "CMD")]
@@ -126,6 +140,26 @@ enum Command {
         /// Time allowed for each assumption check.
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
         check_timeout: Duration,
+        /// The reviewer command line, run with `sh -c` in the task's tree after it completes.
+        #[arg(long, value_name = "CMD")]
+        reviewer: Option<String>,
+        /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.
+        #[arg(long, value_name = "DIR", conflicts_with = "plan")]
+        long_run: Option<PathBuf>,
+    },
+    /// Answer the question a blocked task asks, and put it back to pending.
+    ///
+    /// A task asks when the reviewer loop escalates, or when a long-run worker returns
+    /// NEEDS_DECISION (answer an option's key or number, or `defer` to skip the plan) or
+    /// NEEDS_ACTION (answer `done`). The answer is recorded in the task's `question` field and
+    /// given to its next attempt; tasks skipped because of it are pending again. Then run
+    /// `dagexec run` to resume. For a long-run folder pass --plan DIR/plan.json.
+    Answer {
+        /// The task's plan index.
+        task: usize,
+        /// The answer (several words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
     },
     /// Run a real demo with no API key: a small repository and plan executed by a bundled
     /// scripted worker, then its round commits.
@@ -357,12 +391,15 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             yes,
             dry_run,
             check_timeout,
+            reviewer,
+            long_run,
         } => {
             let flags = crate::run::config::Flags {
                 worker,
                 jobs,
                 timeout,
                 schedule,
+                reviewer,
             };
             let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
             let env = |k: &str| std::env::var(k).ok();
@@ -376,6 +413,21 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     crate::run::config::resolve(&flags, &env, &file).map_err(config_error)?
                 }
                 Err(e) => return Err(config_error(e)),
+            };
+            let long_run = long_run
+                .map(|dir| crate::longrun::prepare(&loc.root, &dir, dry_run))
+                .transpose()
+                .map_err(|e| CliError::Usage {
+                    hint: e.hint(),
+                    message: e.to_string(),
+                })?;
+            let loc = &match &long_run {
+                Some(p) => Location {
+                    plan: p.plan.clone(),
+                    root: loc.root.clone(),
+                    plan_rel: Some(p.plan_rel.clone()),
+                },
+                None => loc.clone(),
             };
             let Some(plan_rel) = loc.plan_rel.clone() else {
                 return Err(CliError::Usage {
@@ -401,6 +453,29 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             crate::run::run(&opts, &ui)
                 .map(|end| end.code())
                 .map_err(run_error)
+        }
+        Command::Answer { task, text } => {
+            let Loaded { mut plan, dag } = load(loc)?;
+            let answered = crate::question::answer(&mut plan, &dag, task, &text.join(" "))
+                .map_err(|e| CliError::Usage {
+                    hint: e.hint(),
+                    message: e.to_string(),
+                })?;
+            plan::save(&plan, &loc.plan)?;
+            writeln!(
+                out,
+                "Task {task}: answered {:?}; it is {} now.",
+                answered.reply, answered.status
+            )?;
+            if !answered.reopened.is_empty() {
+                let ids: Vec<String> = answered.reopened.iter().map(|i| i.to_string()).collect();
+                writeln!(out, "Tasks {} are pending again.", ids.join(", "))?;
+            }
+            writeln!(
+                out,
+                "Run `dagexec run` again, with the same options, to resume."
+            )?;
+            Ok(0)
         }
         Command::Demo { dir, jobs } => {
             out.flush()?;
@@ -434,7 +509,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             let text = if raw {
                 base
             } else {
-                prompt::spawn_prompt(&plan, task, &base)
+                let text = prompt::spawn_prompt(&plan, task, &base);
+                crate::longrun::with_checkpoint(&plan.tasks[task], &loc.root, &text)
             };
             out.write_all(text.as_bytes())?;
             Ok(0)

@@ -109,6 +109,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
             jobs,
             timeout: Duration::from_secs(60),
             schedule: Schedule::Rounds,
+            reviewer: None,
         },
         yes: true,
         dry_run: false,

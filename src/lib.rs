@@ -29,5 +29,11 @@ pub mod shell;
 pub mod update;
 pub mod worker;
 
+// The other two specifications: the reviewer loop (`review`, `question`; pure) and long-run
+// PLAN.md folders (`longrun`: pure `folder`, `prompt`, `output`; `prepare` reads the folder).
+pub mod longrun;
+pub mod question;
+pub mod review;
+
 #[cfg(test)]
 mod testing;

@@ -62,6 +62,12 @@ impl Worktree {
         Ok(())
     }
 
+    /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
+    /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
+    pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
+        super::apply::apply(&self.path, patch, false)
+    }
+
     /// Everything changed relative to the base: modified, added (untracked and not ignored
     /// included), deleted, renamed, binary files and mode changes, committed by the worker or
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the

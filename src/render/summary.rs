@@ -72,6 +72,12 @@ fn follow_ups(plan: &Plan) -> Vec<String> {
                 t.subject,
                 t.attempts()
             )),
+            Status::Blocked if crate::question::get(t).is_some_and(|q| q.reply.is_none()) => {
+                out.push(format!(
+                    "Task {i} ({}) is blocked: {result}. It asks you a question (below): answer it with `dagexec answer {i} …` and run again; the tasks skipped because of it run too.",
+                    t.subject
+                ))
+            }
             Status::Blocked => out.push(format!(
                 "Task {i} ({}) is blocked: {result}. Resolve that, set its status back to \"pending\", and run again.",
                 t.subject

@@ -28,6 +28,8 @@ pub struct AttemptInput {
     pub scratch: PathBuf,
     /// The plan's path relative to the root.
     pub plan_rel: String,
+    /// The run's reviewer command (a task's own `reviewer` field wins).
+    pub reviewer: Option<String>,
 }
 
 /// What came of it.
@@ -49,6 +51,10 @@ pub struct Judged {
     /// Paths the patch touches.
     pub touched: Vec<String>,
     pub duration: Duration,
+    /// The task's review history after this attempt, when a reviewer ran.
+    pub reviews: Option<Vec<crate::review::ReviewEntry>>,
+    /// What the task asks the user (a blocked attempt only).
+    pub question: Option<crate::question::Question>,
 }
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
@@ -58,6 +64,8 @@ pub struct Judged {
 pub struct Pool {
     free: std::sync::Mutex<Vec<Worktree>>,
     created: std::sync::atomic::AtomicUsize,
+    /// Review history and rejected changes between a task's attempts.
+    pub(super) memory: super::hooks::Memory,
 }
 
 impl Pool {
@@ -118,11 +126,12 @@ pub async fn run(
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
         .expect("worktree creation does not panic")?;
+    let prompt = super::hooks::prepare(&input, &wt, &pool);
     let log_rel = format!(".design/worker-{}.log", input.index);
     let spec = WorkerSpec {
         command: input.worker.clone(),
         cwd: wt.path().to_path_buf(),
-        prompt: input.prompt.clone(),
+        prompt,
         task_index: input.index,
         attempt: input.attempt,
         round: input.round,
@@ -146,12 +155,13 @@ pub async fn run(
             run.log = Some(text);
         }
     }
+    let question = super::hooks::long_run_output(&input, &mut run.stdout, wt.path(), repo.root());
     let plan_rel = input.plan_rel.clone();
     let task = input.task.clone();
     let index = input.index;
     let timeout = input.timeout;
     let judged = tokio::task::spawn_blocking(
-        move || -> Result<(Verdict, Vec<u8>, Vec<String>), crate::git::GitError> {
+        move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
             let all = wt.changes()?;
             let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
             let mut report = AttemptReport {
@@ -178,15 +188,23 @@ pub async fn run(
                     .collect();
                 report.acceptance = Some(checks);
             }
-            let verdict = outcome::judge(index, &task, &report, &plan_rel);
+            let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
+            super::hooks::quiet_long_run(&task, &mut verdict);
             let touched = kept.changed.iter().cloned().collect();
-            pool.release(wt);
-            Ok((verdict, kept.patch, touched))
+            Ok((verdict, kept.patch, touched, wt))
         },
     )
     .await
     .expect("judging does not panic")?;
-    let (verdict, patch, touched) = judged;
+    let (mut verdict, patch, touched, wt) = judged;
+    let reviewed =
+        super::hooks::review(&input, &wt, &pool, &mut verdict, &patch, &touched, &cancel).await;
+    pool.release(wt);
+    let (reviews, question) = match reviewed {
+        super::hooks::Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
+        super::hooks::Reviewed::Skipped => (None, question),
+        super::hooks::Reviewed::Done { history, question } => (Some(history), question),
+    };
     Ok(AttemptEnd::Judged(Box::new(Judged {
         index: input.index,
         attempt: input.attempt,
@@ -194,5 +212,7 @@ pub async fn run(
         patch,
         touched,
         duration: run.duration,
+        reviews,
+        question,
     })))
 }

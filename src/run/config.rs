@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub timeout: Option<String>,
     /// `rounds`, `waves` or `eager`.
     pub schedule: Option<String>,
+    /// The reviewer command line (the conductor seed's reviewer), none by default.
+    pub reviewer: Option<String>,
 }
 
 /// Why the settings cannot be used.
@@ -44,7 +46,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout and schedule; see README, \"Configuration\".".into()
+                "Keys are worker, jobs, timeout, schedule and reviewer; see README, \"Configuration\".".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -105,6 +107,7 @@ pub struct Flags {
     pub jobs: Option<usize>,
     pub timeout: Option<Duration>,
     pub schedule: Option<Schedule>,
+    pub reviewer: Option<String>,
 }
 
 /// The run's resolved settings.
@@ -114,10 +117,12 @@ pub struct Settings {
     pub jobs: usize,
     pub timeout: Duration,
     pub schedule: Schedule,
+    /// Reviews every completed attempt when set (see `review`).
+    pub reviewer: Option<String>,
 }
 
 /// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
-/// `DAGEXEC_SCHEDULE`), then the file, then defaults (jobs: the number of cores).
+/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`), then the file, then defaults (jobs: the number of cores).
 pub fn resolve(
     flags: &Flags,
     env: &dyn Fn(&str) -> Option<String>,
@@ -158,11 +163,18 @@ pub fn resolve(
         (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
         _ => Schedule::Rounds,
     };
+    let reviewer = flags
+        .reviewer
+        .clone()
+        .or_else(|| env("DAGEXEC_REVIEWER"))
+        .or_else(|| file.reviewer.clone())
+        .filter(|r| !r.trim().is_empty());
     Ok(Settings {
         worker,
         jobs,
         timeout,
         schedule,
+        reviewer,
     })
 }
 
@@ -177,6 +189,7 @@ mod tests {
             jobs: Some(3),
             timeout: Some("5m".into()),
             schedule: Some("waves".into()),
+            reviewer: Some("from-file-reviewer".into()),
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();
@@ -191,6 +204,7 @@ mod tests {
         };
         let s = resolve(&Flags::default(), &env, &file).unwrap();
         assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
+        assert_eq!(s.reviewer.as_deref(), Some("from-file-reviewer"));
         let flags = Flags {
             worker: Some("from-flag".into()),
             jobs: Some(1),

@@ -32,6 +32,7 @@ pub(crate) fn integrate_and_commit(
     let mut entries = Vec::new();
     let mut applied: Vec<(usize, BTreeSet<String>)> = Vec::new();
     for j in &judged {
+        super::hooks::record(plan, j);
         let mut status = j.verdict.status;
         let mut result = j.verdict.result.clone();
         if status == Status::Completed && !j.patch.is_empty() {
@@ -60,6 +61,19 @@ pub(crate) fn integrate_and_commit(
             }
         } else if status == Status::Completed {
             applied.push((j.index, BTreeSet::new()));
+        } else if super::hooks::keeps_partial(j) {
+            match repo.check_patch(&j.patch) {
+                Ok(()) => {
+                    repo.apply_patch(&j.patch)
+                        .map_err(|e| RunError::Other(e.message))?;
+                    applied.push((j.index, j.touched.iter().cloned().collect()));
+                }
+                Err(e) => ui.say(format!(
+                    "  task {}: its work so far is dropped, it conflicts: {}",
+                    j.index,
+                    e.message.lines().next().unwrap_or("")
+                )),
+            }
         }
         entries.push(BatchEntry {
             plan_index: j.index,
@@ -104,7 +118,10 @@ pub(crate) fn integrate_and_commit(
     let overall = plan.count(Status::Completed);
     let message = commit_message(plan, round, batch, &results, overall);
     failpoint("before-commit", round);
-    if !paths.is_empty() {
+    // A question is committed even when nothing else is: the branch is the state a later run
+    // (or the Action) reads it from.
+    if !paths.is_empty() || judged.iter().any(|j| j.question.is_some()) {
+        paths.extend(super::hooks::state_md(plan, opts)?);
         paths.push(opts.plan_rel.clone());
         if let Some(sha) = repo.commit(&message, &paths)? {
             ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));

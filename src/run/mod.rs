@@ -12,6 +12,9 @@ pub mod lock;
 mod resume;
 pub mod ui;
 
+// The reviewer loop, long-run output and questions around an attempt.
+mod hooks;
+
 use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,6 +49,8 @@ pub enum RunEnd {
     Deadlock,
     /// Ctrl-C (130).
     Interrupted,
+    /// Stopped with questions for the user: answer them (`dagexec answer`) and run again (5).
+    NeedsInput,
 }
 
 impl RunEnd {
@@ -57,6 +62,7 @@ impl RunEnd {
             RunEnd::CircuitBreaker => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
+            RunEnd::NeedsInput => 5,
         }
     }
 }
@@ -463,6 +469,7 @@ fn attempt_input(
         timeout: opts.settings.timeout,
         scratch: scratch.to_path_buf(),
         plan_rel: opts.plan_rel.clone(),
+        reviewer: opts.settings.reviewer.clone(),
     }
 }
 
@@ -523,6 +530,7 @@ pub(crate) fn finish(
             }
         }
     }
+    let end = hooks::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
         let stamp = utc_timestamp();

@@ -1,0 +1,601 @@
+//! The implementer + reviewer loop of the conductor seed (`seeds/conductor.md`), as pure
+//! functions: the reviewer's verdict (`APPROVED` / `REJECTED` with summary, issues and
+//! suggestions), the hash of a rejection's issues, the review prompt with the seed's
+//! checklist, the feedback block an implementer's retry prompt gets, and what follows a
+//! rejection (retry on the same work, retry from a clean tree, or escalate to the user, early
+//! when the same rejection comes three times in a row).
+//!
+//! The history of a task's reviews lives in the plan, in the task's `reviews` field (see
+//! [`REVIEWS_FIELD`]), so a resumed run and a run in another process see it.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::MAX_ATTEMPTS;
+use crate::plan::model::Task;
+
+/// The task field (kept by the model's `extra` map) holding the review history.
+pub const REVIEWS_FIELD: &str = "reviews";
+
+/// The task field naming a reviewer command for this task only (`false` turns the run's
+/// reviewer off for it).
+pub const REVIEWER_FIELD: &str = "reviewer";
+
+/// Identical rejections in a row that stop the loop (the seed's `max_identical_rejections`).
+pub const MAX_IDENTICAL_REJECTIONS: usize = 3;
+
+/// Longest diff put into a review prompt, in bytes; a longer one is cut with a note.
+pub const MAX_DIFF_BYTES: usize = 200_000;
+
+/// The reviewer's word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Word {
+    Approved,
+    Rejected,
+}
+
+/// A parsed review, as the seed's reviewer outputs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    pub word: Word,
+    pub summary: String,
+    pub issues: Vec<String>,
+    pub suggestions: Vec<String>,
+}
+
+/// One review of one attempt, as kept in the task's `reviews` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewEntry {
+    pub attempt: u32,
+    pub verdict: Word,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub issues: Vec<String>,
+    #[serde(default)]
+    pub suggestions: Vec<String>,
+    /// [`issues_hash`] of `issues`: equal hashes are the same rejection.
+    #[serde(default)]
+    pub hash: String,
+}
+
+impl ReviewEntry {
+    /// The entry for `review` of attempt `attempt`.
+    pub fn new(attempt: u32, review: &Review) -> ReviewEntry {
+        ReviewEntry {
+            attempt,
+            verdict: review.word,
+            summary: review.summary.clone(),
+            issues: review.issues.clone(),
+            suggestions: review.suggestions.clone(),
+            hash: issues_hash(&review.issues),
+        }
+    }
+}
+
+/// Why a reviewer's output is not a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewParseError {
+    /// No line `APPROVED` or `REJECTED`.
+    #[error(
+        "the reviewer's output has no line APPROVED or REJECTED (last output: {last:?}); a reviewer must end with the seed's verdict block"
+    )]
+    NoVerdict { last: String },
+}
+
+/// The verdict word of one line: `APPROVED`, `REJECTED`, also written `**APPROVED**`,
+/// `## REJECTED` or with a trailing colon.
+fn verdict_word(line: &str) -> Option<Word> {
+    let bare = line
+        .trim()
+        .trim_matches(|c: char| c == '*' || c == '#' || c == '`' || c.is_whitespace())
+        .trim_end_matches(':');
+    match bare {
+        "APPROVED" => Some(Word::Approved),
+        "REJECTED" => Some(Word::Rejected),
+        _ => None,
+    }
+}
+
+/// Parses the reviewer's output: the last `APPROVED` / `REJECTED` line and the block after
+/// it — `summary: …` (continued on following lines until the next key), `issues:` and
+/// `suggestions:` each followed by `- item` lines. Code fences are ignored.
+pub fn parse(output: &str) -> Result<Review, ReviewParseError> {
+    let lines: Vec<&str> = output.lines().collect();
+    let Some((at, word)) = lines
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, l)| verdict_word(l).map(|w| (i, w)))
+    else {
+        let last = crate::outcome::last_nonempty_line(output)
+            .unwrap_or("")
+            .chars()
+            .take(120)
+            .collect();
+        return Err(ReviewParseError::NoVerdict { last });
+    };
+    #[derive(PartialEq)]
+    enum Key {
+        None,
+        Summary,
+        Issues,
+        Suggestions,
+    }
+    let mut key = Key::None;
+    let mut review = Review {
+        word,
+        summary: String::new(),
+        issues: Vec::new(),
+        suggestions: Vec::new(),
+    };
+    for raw in &lines[at + 1..] {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with("```") {
+            continue;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(rest) = lower.strip_prefix("summary:") {
+            key = Key::Summary;
+            review.summary = line[line.len() - rest.len()..].trim().to_string();
+            continue;
+        }
+        if lower.starts_with("issues:") {
+            key = Key::Issues;
+            continue;
+        }
+        if lower.starts_with("suggestions:") {
+            key = Key::Suggestions;
+            continue;
+        }
+        let item = line
+            .strip_prefix("- ")
+            .or_else(|| line.strip_prefix("* "))
+            .map(str::trim);
+        match (&key, item) {
+            (Key::Issues, Some(i)) if !i.is_empty() => review.issues.push(i.to_string()),
+            (Key::Suggestions, Some(s)) if !s.is_empty() => review.suggestions.push(s.to_string()),
+            (Key::Summary, _) => {
+                if !review.summary.is_empty() {
+                    review.summary.push(' ');
+                }
+                review.summary.push_str(line);
+            }
+            _ => {}
+        }
+    }
+    Ok(review)
+}
+
+/// The seed's rejection identity: its issues, each trimmed, sorted — hashed (FNV-1a, 64 bits,
+/// hex) so the plan keeps a short, stable key. The order the reviewer listed them in does not
+/// matter.
+pub fn issues_hash(issues: &[String]) -> String {
+    let mut sorted: Vec<&str> = issues.iter().map(|i| i.trim()).collect();
+    sorted.sort_unstable();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (n, issue) in sorted.iter().enumerate() {
+        if n > 0 {
+            h ^= 0x0a;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        for b in issue.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// The task's review history (`reviews`), oldest first; empty when it has none or the field
+/// is not a list of reviews.
+pub fn history(task: &Task) -> Vec<ReviewEntry> {
+    task.extra
+        .get(REVIEWS_FIELD)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Stores `entries` as the task's `reviews`.
+pub fn set_history(task: &mut Task, entries: &[ReviewEntry]) {
+    task.extra.insert(
+        REVIEWS_FIELD.into(),
+        serde_json::to_value(entries).expect("reviews serialise"),
+    );
+}
+
+/// The reviewer command for a task: its own `reviewer` field (a command, or `false` for
+/// none), else the run's.
+pub fn reviewer_for<'a>(task: &'a Task, run: Option<&'a str>) -> Option<&'a str> {
+    match task.extra.get(REVIEWER_FIELD) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Some(s.as_str()),
+        Some(serde_json::Value::Bool(false)) => None,
+        _ => run.filter(|r| !r.trim().is_empty()),
+    }
+}
+
+/// What follows a rejection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterRejection {
+    /// Try again (the runner decides the tree from the attempt number, see [`Start`]).
+    Retry,
+    /// Stop and ask the user.
+    Escalate(Escalation),
+}
+
+/// Why the loop stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Escalation {
+    /// The attempts are used up (seed: attempts ≥ 3).
+    MaxAttempts,
+    /// The same rejection (same issues hash) [`MAX_IDENTICAL_REJECTIONS`] times in a row.
+    NoProgress,
+}
+
+/// The seed's retry logic after attempt `attempt` was rejected, `history` already holding
+/// that rejection: no progress (the last three rejections identical) escalates at once;
+/// otherwise attempts below [`MAX_ATTEMPTS`] retry and the last one escalates.
+pub fn after_rejection(history: &[ReviewEntry], attempt: u32) -> AfterRejection {
+    let recent: Vec<&ReviewEntry> = history
+        .iter()
+        .rev()
+        .take_while(|e| e.verdict == Word::Rejected)
+        .take(MAX_IDENTICAL_REJECTIONS)
+        .collect();
+    if recent.len() == MAX_IDENTICAL_REJECTIONS && recent.iter().all(|e| e.hash == recent[0].hash) {
+        return AfterRejection::Escalate(Escalation::NoProgress);
+    }
+    if attempt >= MAX_ATTEMPTS {
+        AfterRejection::Escalate(Escalation::MaxAttempts)
+    } else {
+        AfterRejection::Retry
+    }
+}
+
+/// Where the next attempt after a rejection starts (the seed's "same implementer" and "fresh
+/// implementer"). Every attempt is a new worker process; what differs is the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Attempt 2: the tree holds the rejected attempt's changes, to be fixed.
+    Continue,
+    /// Attempt 3 (and the first attempt after the user's answer): a clean checkout of the
+    /// base (`git reset --hard` + `git clean -ffdx`), none of the earlier changes.
+    Fresh,
+}
+
+/// Which start the attempt numbered `attempt` gets after a rejection.
+pub fn start_for(attempt: u32) -> Start {
+    if attempt == 2 {
+        Start::Continue
+    } else {
+        Start::Fresh
+    }
+}
+
+/// The seed's "Previous Attempts" block for the implementer: every rejection's summary,
+/// issues and suggestions, then how this attempt starts. Empty without rejections.
+pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
+    let rejected: Vec<&ReviewEntry> = history
+        .iter()
+        .filter(|e| e.verdict == Word::Rejected)
+        .collect();
+    if rejected.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "## Previous attempts\nThis task has been attempted before. Learn from the reviewer feedback:",
+    );
+    for (n, e) in rejected.iter().enumerate() {
+        let _ = write!(
+            s,
+            "\n\n**Attempt {} Feedback:**\n{}",
+            n + 1,
+            if e.summary.is_empty() {
+                "(no summary)"
+            } else {
+                &e.summary
+            }
+        );
+        if !e.issues.is_empty() {
+            s.push_str("\n\nIssues identified:");
+            for i in &e.issues {
+                let _ = write!(s, "\n- {i}");
+            }
+        }
+        if !e.suggestions.is_empty() {
+            s.push_str("\n\nSuggestions:");
+            for i in &e.suggestions {
+                let _ = write!(s, "\n- {i}");
+            }
+        }
+    }
+    s.push_str("\n\n");
+    s.push_str(match start {
+        Start::Continue => {
+            "Your previous attempt's changes are already in this tree. Fix the issues above in place; do not start over."
+        }
+        Start::Fresh => {
+            "This attempt starts from a clean tree: none of the earlier attempts' changes are here. Take a fresh approach that avoids every issue above."
+        }
+    });
+    s.push('\n');
+    s
+}
+
+/// What the reviewer is shown of one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct ReviewInput<'a> {
+    pub index: usize,
+    pub task: &'a Task,
+    pub attempt: u32,
+    /// The implementer's one-line summary (its COMPLETED message).
+    pub worker_summary: &'a str,
+    /// Files the attempt changed.
+    pub changed: &'a [String],
+    /// The attempt's changes as a patch against the round's base.
+    pub diff: &'a str,
+}
+
+/// The seed's reviewer prompt, with dagexec's facts: the task specification, the changed
+/// files and the diff (the changes are in the reviewer's working tree, relative to the base
+/// commit the runner passes as `DAGEXEC_BASE`), the checklist verbatim, and the output format
+/// verbatim.
+pub fn review_prompt(input: &ReviewInput<'_>) -> String {
+    let task = input.task;
+    let mut s = String::from(
+        "## Code Review Task\n\nYou are reviewing an implementation for the workflow.\n\n### Task Specification\n\n",
+    );
+    let _ = write!(
+        s,
+        "**Task ID:** {}\n**Title:** {}\n**Description:**\n{}\n\n**Acceptance Criteria:**",
+        input.index,
+        task.subject,
+        task.description.as_deref().unwrap_or("(none)").trim()
+    );
+    if task.acceptance_criteria().is_empty() {
+        s.push_str("\n(none declared)");
+    }
+    for c in task.acceptance_criteria() {
+        let _ = write!(s, "\n- {}: `{}`", c.criterion, c.check);
+    }
+    let _ = write!(
+        s,
+        "\n\n### Implementation Details\n\n**Attempt:** {} of {MAX_ATTEMPTS}\n**Implementer's summary:** {}\n**Commits:** the changes are in this working tree, relative to the round's base commit in $DAGEXEC_BASE (`git diff $DAGEXEC_BASE` shows them, committed or not)\n**Files Changed:**",
+        input.attempt, input.worker_summary
+    );
+    if input.changed.is_empty() {
+        s.push_str("\n(none)");
+    }
+    for f in input.changed {
+        let _ = write!(s, "\n- `{f}`");
+    }
+    let diff = if input.diff.len() > MAX_DIFF_BYTES {
+        let mut cut = MAX_DIFF_BYTES;
+        while !input.diff.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!(
+            "{}\n… (diff cut at {MAX_DIFF_BYTES} bytes; run `git diff HEAD` for the rest)",
+            &input.diff[..cut]
+        )
+    } else {
+        input.diff.trim_end().to_string()
+    };
+    let _ = write!(s, "\n\n**Diff:**\n```diff\n{diff}\n```");
+    s.push_str(REVIEW_TAIL);
+    s
+}
+
+/// The seed's checklist, instructions and output format, verbatim.
+const REVIEW_TAIL: &str = "
+
+### Review Checklist
+
+Verify each item:
+
+- [ ] **Functionality** - Implementation meets acceptance criteria
+- [ ] **Tests** - Test coverage is adequate and tests pass
+- [ ] **Code Quality** - Code is clean, readable, follows conventions
+- [ ] **No Regressions** - Existing functionality not broken
+- [ ] **Documentation** - Code is appropriately documented
+- [ ] **Security** - No obvious security issues introduced
+
+### Instructions
+
+1. Read the task specification carefully
+2. Review all changed files and commits
+3. Run the tests and verify they pass
+4. Check each item on the review checklist
+5. Provide detailed feedback
+
+### Output
+
+If the implementation is acceptable, output:
+
+```
+APPROVED
+summary: [brief summary of what was implemented]
+```
+
+If the implementation needs changes, output:
+
+```
+REJECTED
+summary: [overall assessment]
+issues:
+- [specific issue 1]
+- [specific issue 2]
+suggestions:
+- [actionable suggestion 1]
+- [actionable suggestion 2]
+```
+";
+
+/// The question put to the user when the loop escalates.
+pub fn escalation_question(
+    index: usize,
+    task: &Task,
+    history: &[ReviewEntry],
+    why: &Escalation,
+) -> String {
+    let last = history.last();
+    let mut s = match why {
+        Escalation::MaxAttempts => format!(
+            "The reviewer rejected task {index} ({}) on all {MAX_ATTEMPTS} attempts.",
+            task.subject
+        ),
+        Escalation::NoProgress => format!(
+            "The reviewer rejected task {index} ({}) with the same issues {MAX_IDENTICAL_REJECTIONS} times in a row: the loop makes no progress.",
+            task.subject
+        ),
+    };
+    if let Some(e) = last {
+        if !e.summary.is_empty() {
+            let _ = write!(s, "\nLast review: {}", e.summary);
+        }
+        for i in &e.issues {
+            let _ = write!(s, "\n- {i}");
+        }
+    }
+    s.push_str("\nHow should the implementer proceed? (for example: simplify the task, split it, clarify the requirements, or accept a different approach)");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(attempt: u32, issues: &[&str]) -> ReviewEntry {
+        let review = Review {
+            word: Word::Rejected,
+            summary: format!("attempt {attempt}"),
+            issues: issues.iter().map(|s| s.to_string()).collect(),
+            suggestions: vec![],
+        };
+        ReviewEntry::new(attempt, &review)
+    }
+
+    #[test]
+    fn parses_the_seeds_blocks() {
+        let r = parse("looked at it\nAPPROVED\nsummary: adds the model\n").unwrap();
+        assert_eq!(r.word, Word::Approved);
+        assert_eq!(r.summary, "adds the model");
+        let r = parse(
+            "notes\n```\nREJECTED\nsummary: Missing error\n  handling overall\nissues:\n- No try-catch\n- Missing validation\nsuggestions:\n- Wrap it\n```\n",
+        )
+        .unwrap();
+        assert_eq!(r.word, Word::Rejected);
+        assert_eq!(r.summary, "Missing error handling overall");
+        assert_eq!(r.issues, vec!["No try-catch", "Missing validation"]);
+        assert_eq!(r.suggestions, vec!["Wrap it"]);
+        // The last verdict counts; decorated verdict lines are accepted.
+        let r = parse("APPROVED\nsummary: first\n**REJECTED**\nissues:\n* bad\n").unwrap();
+        assert_eq!(
+            (r.word, r.issues),
+            (Word::Rejected, vec!["bad".to_string()])
+        );
+        // "APPROVED by me" is prose, not a verdict.
+        let e = parse("APPROVED by me\nall good").unwrap_err();
+        assert_eq!(
+            e,
+            ReviewParseError::NoVerdict {
+                last: "all good".into()
+            }
+        );
+        assert!(e.to_string().contains("APPROVED or REJECTED"));
+    }
+
+    #[test]
+    fn hash_ignores_order_and_padding() {
+        let a = issues_hash(&["x".into(), " y ".into()]);
+        assert_eq!(a, issues_hash(&["y".into(), "x".into()]));
+        assert_ne!(a, issues_hash(&["x".into()]));
+        assert_ne!(
+            issues_hash(&["ab".into()]),
+            issues_hash(&["a".into(), "b".into()])
+        );
+        assert_eq!(issues_hash(&[]).len(), 16);
+    }
+
+    #[test]
+    fn retry_then_escalate_and_no_progress() {
+        let h = vec![entry(1, &["a"])];
+        assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
+        let h = vec![entry(1, &["a"]), entry(2, &["b"])];
+        assert_eq!(after_rejection(&h, 2), AfterRejection::Retry);
+        let h = vec![entry(1, &["a"]), entry(2, &["b"]), entry(3, &["c"])];
+        assert_eq!(
+            after_rejection(&h, 3),
+            AfterRejection::Escalate(Escalation::MaxAttempts)
+        );
+        // Three identical in a row: early, whatever the attempt number (history carried over
+        // an answer restarts the numbering).
+        let h = vec![entry(1, &["a"]), entry(2, &["a"]), entry(1, &["a"])];
+        assert_eq!(
+            after_rejection(&h, 1),
+            AfterRejection::Escalate(Escalation::NoProgress)
+        );
+        // An approval in between breaks the streak.
+        let mut h = vec![entry(1, &["a"]), entry(2, &["a"])];
+        h.insert(
+            1,
+            ReviewEntry {
+                verdict: Word::Approved,
+                ..entry(9, &[])
+            },
+        );
+        h.push(entry(1, &["a"]));
+        assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
+        assert_eq!(
+            (start_for(2), start_for(3), start_for(1)),
+            (Start::Continue, Start::Fresh, Start::Fresh)
+        );
+    }
+
+    #[test]
+    fn reviewer_per_task_overrides_the_run() {
+        let mut t = Task::default();
+        assert_eq!(reviewer_for(&t, Some("r")), Some("r"));
+        assert_eq!(reviewer_for(&t, None), None);
+        t.extra.insert(REVIEWER_FIELD.into(), "mine".into());
+        assert_eq!(reviewer_for(&t, Some("r")), Some("mine"));
+        t.extra.insert(REVIEWER_FIELD.into(), false.into());
+        assert_eq!(reviewer_for(&t, Some("r")), None);
+    }
+
+    #[test]
+    fn history_round_trips_through_the_task() {
+        let mut t = Task::default();
+        assert!(history(&t).is_empty());
+        let h = vec![entry(1, &["a"]), entry(2, &["b"])];
+        set_history(&mut t, &h);
+        assert_eq!(history(&t), h);
+    }
+
+    #[test]
+    fn snapshot_prompts() {
+        let plan = crate::testing::example("auth-v2.json");
+        let task = &plan.tasks[1];
+        let changed = vec!["src/auth.ts".to_string()];
+        let prompt = review_prompt(&ReviewInput {
+            index: 1,
+            task,
+            attempt: 2,
+            worker_summary: "Added login",
+            changed: &changed,
+            diff: "diff --git a/src/auth.ts b/src/auth.ts\n+login()\n",
+        });
+        insta::assert_snapshot!("review_prompt", prompt);
+        let h = vec![
+            entry(1, &["No try-catch", "Missing validation"]),
+            entry(2, &["No edge case tests"]),
+        ];
+        insta::assert_snapshot!("feedback_fresh", feedback_section(&h, start_for(3)));
+        insta::assert_snapshot!(
+            "escalation_question",
+            escalation_question(1, task, &h, &Escalation::MaxAttempts)
+        );
+    }
+}

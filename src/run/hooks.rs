@@ -1,0 +1,442 @@
+//! What an attempt does beyond the `/execute` seed, for the other two specifications: the
+//! conductor's reviewer loop and the long-run executor's worker contract. Called from
+//! [`super::attempt`] at three points — before the worker (the final prompt), after it (a
+//! long-run worker's `OUTPUT_JSON` block), after judging (the reviewer) — and from the round
+//! integration and the end of the run (the plan fields, the questions to the user).
+//!
+//! "Fresh tree": every attempt is a new worker process in a worktree reset to the base
+//! (`git reset --hard` + `git clean -ffdx`). After a rejection of attempt 1 the rejected
+//! changes are applied again in that tree, so attempt 2 fixes its predecessor's work (the
+//! seed's "same implementer"); attempt 3, and the first attempt after the user's answer,
+//! start from the clean tree with all the feedback (the seed's "fresh implementer"). A
+//! rejected attempt's changes are kept in memory only: after an interruption the retry
+//! starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
+//! round, and the attempt after the answer resumes from its checkpoint.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::attempt::{AttemptInput, Judged, Pool};
+use super::{RunEnd, RunOptions, Ui};
+use crate::git::Worktree;
+use crate::longrun::folder::LONG_RUN_FIELD;
+use crate::longrun::output::{self, Output};
+use crate::longrun::prompt as lr_prompt;
+use crate::outcome::Verdict;
+use crate::plan::model::{Plan, Status, Task};
+use crate::question::{self, Kind, Question};
+use crate::review::{self, AfterRejection, ReviewEntry, ReviewInput, Start, Word};
+use crate::worker::{self, Stop, WorkerSpec};
+
+/// What the run remembers between the attempts of a task: the review history (seeded from
+/// the plan) and the changes of a rejected attempt that the next one continues from.
+#[derive(Debug, Default)]
+pub struct Memory {
+    reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
+    carry: Mutex<BTreeMap<usize, Vec<u8>>>,
+}
+
+impl Memory {
+    fn history(&self, index: usize, task: &Task) -> Vec<ReviewEntry> {
+        lock(&self.reviews)
+            .entry(index)
+            .or_insert_with(|| review::history(task))
+            .clone()
+    }
+
+    fn push(&self, index: usize, task: &Task, entry: ReviewEntry) -> Vec<ReviewEntry> {
+        let mut map = lock(&self.reviews);
+        let h = map.entry(index).or_insert_with(|| review::history(task));
+        h.push(entry);
+        h.clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The long-run paths of a task, when it is one.
+fn long_run(task: &Task) -> Option<&serde_json::Map<String, serde_json::Value>> {
+    task.extra.get(LONG_RUN_FIELD).and_then(|v| v.as_object())
+}
+
+fn field<'a>(lr: &'a serde_json::Map<String, serde_json::Value>, key: &str) -> &'a str {
+    lr.get(key).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+/// The prompt the worker gets: the runner's prompt with a long-run task's resume state
+/// filled in from the checkpoint in `wt`, then the reviewer feedback so far, then the user's
+/// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them.
+pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> String {
+    let mut prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
+    let mem = &pool.memory;
+    let carry = lock(&mem.carry).remove(&input.index);
+    let history = mem.history(input.index, &input.task);
+    let start = match carry {
+        Some(patch) if review::start_for(input.attempt) == Start::Continue => {
+            match wt.apply(&patch) {
+                Ok(()) => Start::Continue,
+                Err(e) => {
+                    tracing::debug!(
+                        "task {}: the rejected changes no longer apply ({e}); starting fresh",
+                        input.index
+                    );
+                    Start::Fresh
+                }
+            }
+        }
+        _ => Start::Fresh,
+    };
+    for extra in [
+        review::feedback_section(&history, start),
+        question::reply_section(&input.task),
+    ] {
+        if !extra.is_empty() {
+            prompt = format!("{}\n\n{extra}", prompt.trim_end());
+        }
+    }
+    prompt
+}
+
+/// A long-run worker's `OUTPUT_JSON` block, turned into the status line the processor reads
+/// (appended to its output): COMPLETED writes the plan's summary into `wt` first (its
+/// declared file, committed with the round); NEEDS_DECISION and NEEDS_ACTION block the task
+/// with a question; a missing or malformed block is a failure, the raw output kept in the
+/// long-run folder's `logs/`. Returns the question, if any.
+pub(super) fn long_run_output(
+    input: &AttemptInput,
+    stdout: &mut String,
+    wt: &Path,
+    root: &Path,
+) -> Option<Question> {
+    let lr = long_run(&input.task)?;
+    let number = field(lr, "number");
+    let line = match output::parse(stdout) {
+        Ok(Output::Completed(c)) => {
+            let summary = lr_prompt::summary_markdown(number, field(lr, "title"), &c);
+            let path = wt.join(field(lr, "summary"));
+            let written = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, summary));
+            match written {
+                Ok(()) if c.summary.is_empty() => format!("COMPLETED: plan {number} completed"),
+                Ok(()) => format!("COMPLETED: {}", c.summary.lines().next().unwrap_or("")),
+                Err(e) => format!("FAILED: cannot write {}: {e}", field(lr, "summary")),
+            }
+        }
+        Ok(Output::NeedsDecision(q)) | Ok(Output::NeedsAction(q)) => {
+            let what = if q.kind == Kind::Decision {
+                "needs a decision"
+            } else {
+                "needs an action"
+            };
+            let first = q.text.lines().next().unwrap_or("").to_string();
+            stdout.push_str(&format!("\nBLOCKED: {what}: {first}\n"));
+            return Some(q);
+        }
+        Ok(Output::Failed { reason }) => format!("FAILED: {reason}"),
+        Err(e) => {
+            let rel = format!(
+                "{}/{number}-attempt-{}.log",
+                field(lr, "logs"),
+                input.attempt
+            );
+            let path = root.join(&rel);
+            let kept = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, stdout.as_bytes()));
+            match kept {
+                Ok(()) => format!("FAILED: {e}; the raw output is in {rel}"),
+                Err(w) => format!("FAILED: {e} (the raw output could not be kept: {w})"),
+            }
+        }
+    };
+    stdout.push('\n');
+    stdout.push_str(&line);
+    stdout.push('\n');
+    None
+}
+
+/// Long-run plans name their files inside PLAN.md, not in the plan: changes outside the
+/// declared summary are expected, so those warnings go (an edit of the plan file stays).
+pub(super) fn quiet_long_run(task: &Task, verdict: &mut Verdict) {
+    if long_run(task).is_some() {
+        verdict
+            .warnings
+            .retain(|w| !w.starts_with("unexpected file changed"));
+    }
+}
+
+/// What the reviewer made of an attempt.
+pub(super) enum Reviewed {
+    /// Not reviewed: no reviewer for this task, or the attempt did not complete.
+    Skipped,
+    /// The verdict was updated; the history and any question go to the plan.
+    Done {
+        history: Vec<ReviewEntry>,
+        question: Option<Question>,
+    },
+    Cancelled,
+}
+
+/// Runs the reviewer on a completed attempt in its tree (same contract as a worker, plus
+/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`), and updates the verdict: approved stays
+/// completed; rejected fails the attempt (the runner retries it) or, when the loop escalates,
+/// blocks the task with a question. A reviewer that crashes or gives no verdict fails the
+/// attempt. Anything the reviewer changes in the tree is ignored: the patch is taken before.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn review(
+    input: &AttemptInput,
+    wt: &Worktree,
+    pool: &Pool,
+    verdict: &mut Verdict,
+    patch: &[u8],
+    touched: &[String],
+    cancel: &tokio::sync::watch::Receiver<bool>,
+) -> Reviewed {
+    let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
+        return Reviewed::Skipped;
+    };
+    if verdict.status != Status::Completed {
+        return Reviewed::Skipped;
+    }
+    let diff = String::from_utf8_lossy(patch);
+    let prompt = review::review_prompt(&ReviewInput {
+        index: input.index,
+        task: &input.task,
+        attempt: input.attempt,
+        worker_summary: &verdict.result,
+        changed: touched,
+        diff: &diff,
+    });
+    let name = format!("task-{}-attempt-{}-review", input.index, input.attempt);
+    let spec = WorkerSpec {
+        command: reviewer.to_string(),
+        cwd: wt.path().to_path_buf(),
+        prompt,
+        task_index: input.index,
+        attempt: input.attempt,
+        round: input.round,
+        model: input.task.model().unwrap_or_default().to_string(),
+        prompt_file: input.scratch.join(format!("{name}.md")),
+        log_file: input.scratch.join(format!("{name}.log")),
+        timeout: input.timeout,
+        extra_env: vec![
+            ("DAGEXEC_REVIEW".into(), "1".into()),
+            ("DAGEXEC_BASE".into(), input.base.clone()),
+        ],
+    };
+    let run = match worker::run(&spec, cancel).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled => return Reviewed::Cancelled,
+    };
+    let mem = &pool.memory;
+    let parsed = match &run.exit {
+        crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
+        other => Err(format!("the reviewer did not finish cleanly: {other:?}")),
+    };
+    let r = match parsed {
+        Ok(r) => r,
+        Err(why) => {
+            verdict.status = Status::Failed;
+            verdict.result = format!("review failed: {why}");
+            return Reviewed::Done {
+                history: mem.history(input.index, &input.task),
+                question: None,
+            };
+        }
+    };
+    let history = mem.push(
+        input.index,
+        &input.task,
+        ReviewEntry::new(input.attempt, &r),
+    );
+    let rejections = history
+        .iter()
+        .filter(|e| e.verdict == Word::Rejected)
+        .count();
+    if r.word == Word::Approved {
+        let after = if rejections > 0 {
+            format!(" after {rejections} rejection(s)")
+        } else {
+            String::new()
+        };
+        verdict.result = format!(
+            "{} (reviewer approved{after}: {})",
+            verdict.result,
+            if r.summary.is_empty() {
+                "no summary"
+            } else {
+                &r.summary
+            }
+        );
+        return Reviewed::Done {
+            history,
+            question: None,
+        };
+    }
+    let summary = if r.summary.is_empty() {
+        r.issues
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "no summary".into())
+    } else {
+        r.summary.clone()
+    };
+    match review::after_rejection(&history, input.attempt) {
+        AfterRejection::Retry => {
+            if review::start_for(input.attempt + 1) == Start::Continue {
+                lock(&mem.carry).insert(input.index, patch.to_vec());
+            }
+            verdict.status = Status::Failed;
+            verdict.result = format!("reviewer rejected: {summary}");
+            Reviewed::Done {
+                history,
+                question: None,
+            }
+        }
+        AfterRejection::Escalate(why) => {
+            let text = review::escalation_question(input.index, &input.task, &history, &why);
+            verdict.status = Status::Blocked;
+            verdict.result =
+                format!("escalated to the user after {rejections} rejection(s): {summary}");
+            Reviewed::Done {
+                history,
+                question: Some(Question {
+                    kind: Kind::Review,
+                    text,
+                    options: Vec::new(),
+                    blocked_at: None,
+                    reply: None,
+                }),
+            }
+        }
+    }
+}
+
+/// Writes what an attempt adds to the plan before the round's update: the review history and
+/// the question into the task, and a completed review into `progress.reviews` (kept when the
+/// completed task is trimmed, for the summary).
+pub(super) fn record(plan: &mut Plan, j: &Judged) {
+    let task = &mut plan.tasks[j.index];
+    if let Some(h) = &j.reviews {
+        review::set_history(task, h);
+        if j.verdict.status == Status::Completed {
+            let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            let entry = serde_json::json!({
+                "task": j.index,
+                "verdict": "approved",
+                "rejections": rejections,
+                "summary": h.last().map(|e| e.summary.clone()).unwrap_or_default(),
+            });
+            let list = plan
+                .progress
+                .extra
+                .entry("reviews")
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+            if let Some(items) = list.as_array_mut() {
+                items.retain(|i| i["task"] != j.index);
+                items.push(entry);
+            }
+        }
+    }
+    if let Some(q) = &j.question {
+        question::set(&mut plan.tasks[j.index], q);
+    }
+}
+
+/// Whether a blocked attempt's changes are committed with the round: a long-run worker that
+/// stopped to ask (NEEDS_DECISION, NEEDS_ACTION) keeps what it did — its commits and its
+/// checkpoint — so the attempt after the answer continues from there, as the seed's
+/// "Continue from {blocked_at}" expects. A rejected review's changes are never kept.
+pub(super) fn keeps_partial(j: &Judged) -> bool {
+    j.verdict.status == Status::Blocked
+        && !j.patch.is_empty()
+        && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
+}
+
+/// For a long-run plan, rewrites the Current Position section of `DIR/STATE.md` (the seed's
+/// Step 5) and returns its path, to commit with the round; nothing for other plans.
+pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
+    if !plan.extra.contains_key(LONG_RUN_FIELD) {
+        return Ok(Vec::new());
+    }
+    let rel = match opts.plan_rel.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/STATE.md"),
+        None => "STATE.md".to_string(),
+    };
+    let path = opts.root.join(&rel);
+    let existing = std::fs::read_to_string(&path).ok();
+    let text = crate::longrun::state::with_position(
+        existing.as_deref(),
+        &crate::longrun::state::current_position(plan),
+    );
+    std::fs::write(&path, text).map_err(|source| super::RunError::Write { path, source })?;
+    Ok(vec![rel])
+}
+
+/// The reviewer's part of the final summary: one line per reviewed task.
+pub(super) fn review_summary(plan: &Plan) -> String {
+    let mut lines = Vec::new();
+    if let Some(items) = plan
+        .progress
+        .extra
+        .get("reviews")
+        .and_then(|v| v.as_array())
+    {
+        for i in items {
+            lines.push(format!(
+                "- Task {}: approved after {} rejection(s): {}",
+                i["task"],
+                i["rejections"],
+                i["summary"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let h = review::history(t);
+        if t.status != Status::Completed && !h.is_empty() {
+            let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            lines.push(format!(
+                "- Task {i}: {} after {rejections} rejection(s)",
+                t.status
+            ));
+        }
+    }
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("Reviews:\n{}", lines.join("\n"))
+    }
+}
+
+/// At the end of a run: the reviewer summary, then the questions waiting for the user. A
+/// run that stops with open questions (and was not interrupted or deadlocked) ends
+/// [`RunEnd::NeedsInput`].
+pub(super) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) -> Option<RunEnd> {
+    let reviews = review_summary(plan);
+    if !reviews.is_empty() {
+        ui.say(reviews);
+    }
+    let plan_arg = if opts.plan_rel == crate::plan::validate::DEFAULT_PLAN_REL {
+        String::new()
+    } else {
+        format!(" --plan {}", opts.plan_rel)
+    };
+    let open = question::render_open(plan, &plan_arg);
+    if open.is_empty() {
+        return end;
+    }
+    ui.say(format!(
+        "\nQuestions for you (the run stops here; answer, then run again to resume):{}",
+        open.trim_end()
+    ));
+    match end {
+        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker) => Some(RunEnd::NeedsInput),
+        other => other,
+    }
+}

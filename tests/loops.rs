@@ -1,0 +1,632 @@
+//! The reviewer loop and long-run plans end to end: real git repositories, scripted workers
+//! and reviewers (shell scripts that record what they were given in `$OUT`), the plan, the
+//! commits and the exit codes checked after.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+#[allow(dead_code)] // this file does not use every helper
+mod common;
+use common::{dagexec, git};
+
+/// A committed repository holding `files`.
+fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in files {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["config", "user.name", "t"]);
+    git(dir.path(), &["config", "user.email", "t@example.com"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "start"]);
+    dir
+}
+
+/// A one-task plan: create `a.txt`.
+fn one_task_plan() -> String {
+    serde_json::to_string_pretty(&json!({
+        "schemaVersion": 2,
+        "goal": "Write a",
+        "tasks": [{
+            "subject": "Write a", "description": "Create a.txt.", "status": "pending", "blockedBy": [],
+            "metadata": {"files": {"create": ["a.txt"], "modify": []}},
+            "agent": {"role": "engineer"}
+        }]
+    }))
+    .unwrap()
+}
+
+/// A script file in `scripts`, as a command line.
+fn script(scripts: &Path, name: &str, body: &str) -> String {
+    let path = scripts.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    format!("sh '{}'", path.display())
+}
+
+fn run(dir: &Path, out: &Path, args: &[&str]) -> Output {
+    dagexec(dir)
+        .arg("run")
+        .args(["--jobs", "1", "--timeout", "20s"])
+        .args(args)
+        .env("OUT", out)
+        .output()
+        .expect("dagexec runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn json_of(p: &Path) -> Value {
+    serde_json::from_str(&read(p)).unwrap()
+}
+
+/// The worker of the reviewer tests: records its prompt and whether `a.txt` was already
+/// there, then writes it.
+const WORKER: &str = r#"cp "$DAGEXEC_PROMPT_FILE" "$OUT/worker-$DAGEXEC_ATTEMPT.md"
+if [ -f a.txt ]; then echo carried > "$OUT/tree-$DAGEXEC_ATTEMPT"; else echo clean > "$OUT/tree-$DAGEXEC_ATTEMPT"; fi
+echo "attempt $DAGEXEC_ATTEMPT" >> a.txt
+echo "COMPLETED: wrote a (attempt $DAGEXEC_ATTEMPT)""#;
+
+struct Setup {
+    dir: tempfile::TempDir,
+    out: tempfile::TempDir,
+    worker: String,
+    reviewer: String,
+}
+
+fn reviewed(reviewer_body: &str) -> Setup {
+    let dir = repo(&[(".design/plan.json", &one_task_plan())]);
+    let out = tempfile::tempdir().unwrap();
+    let worker = script(out.path(), "worker.sh", WORKER);
+    let reviewer = script(
+        out.path(),
+        "reviewer.sh",
+        &format!(
+            "cp \"$DAGEXEC_PROMPT_FILE\" \"$OUT/review-$DAGEXEC_ATTEMPT.md\"\n{reviewer_body}"
+        ),
+    );
+    Setup {
+        dir,
+        out,
+        worker,
+        reviewer,
+    }
+}
+
+impl Setup {
+    fn run(&self) -> Output {
+        self.run_with(&[])
+    }
+    fn run_with(&self, extra: &[&str]) -> Output {
+        let mut args = vec!["--worker", &self.worker, "--reviewer", &self.reviewer];
+        args.extend_from_slice(extra);
+        run(self.dir.path(), self.out.path(), &args)
+    }
+    fn recorded(&self, name: &str) -> String {
+        read(&self.out.path().join(name))
+    }
+    fn plan(&self) -> Value {
+        json_of(&self.dir.path().join(".design/plan.json"))
+    }
+}
+
+#[test]
+fn an_approved_task_completes_with_the_review_in_commit_and_summary() {
+    let s = reviewed("printf 'Looks fine.\\nAPPROVED\\nsummary: a.txt is there\\n'");
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let prompt = s.recorded("review-1.md");
+    assert!(prompt.contains("**Title:** Write a"), "{prompt}");
+    assert!(
+        prompt.contains("- `a.txt`") && prompt.contains("+attempt 1"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- [ ] **Security** - No obvious security issues introduced"));
+    let log = git(s.dir.path(), &["log", "--format=%B", "-n", "2"]);
+    assert!(
+        log.contains(
+            "- task 0: Write a — completed: wrote a (attempt 1) (reviewer approved: a.txt is there)"
+        ),
+        "{log}"
+    );
+    assert!(
+        out.contains("Reviews:\n- Task 0: approved after 0 rejection(s): a.txt is there"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_rejection_is_fixed_in_the_same_tree_then_approved() {
+    let s = reviewed(
+        r#"if [ "$DAGEXEC_ATTEMPT" = 1 ]; then
+printf 'REJECTED\nsummary: Missing tests\nissues:\n- no test for a\nsuggestions:\n- add one\n'
+else printf 'APPROVED\nsummary: now tested\n'; fi"#,
+    );
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "attempt 1 failed: reviewer rejected: Missing tests — retrying (attempt 2 of 3)"
+        ),
+        "{out}"
+    );
+    let second = s.recorded("worker-2.md");
+    assert!(
+        second.contains("**Attempt 1 Feedback:**\nMissing tests"),
+        "{second}"
+    );
+    assert!(
+        second.contains("- no test for a") && second.contains("- add one"),
+        "{second}"
+    );
+    assert!(second.contains("already in this tree"), "{second}");
+    assert_eq!(
+        s.recorded("tree-2").trim(),
+        "carried",
+        "attempt 2 continues attempt 1's work"
+    );
+    assert_eq!(read(&s.dir.path().join("a.txt")), "attempt 1\nattempt 2\n");
+    assert!(
+        out.contains("approved after 1 rejection(s): now tested"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_eager_schedule_reviews_and_retries_the_same_way() {
+    let s = reviewed(
+        r#"if [ "$DAGEXEC_ATTEMPT" = 1 ]; then printf 'REJECTED\nsummary: no\nissues:\n- x\n'
+else printf 'APPROVED\nsummary: yes\n'; fi"#,
+    );
+    let o = s.run_with(&["--schedule", "eager"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert_eq!(s.recorded("tree-2").trim(), "carried");
+    assert!(out.contains("approved after 1 rejection(s): yes"), "{out}");
+}
+
+#[test]
+fn three_rejections_escalate_then_the_answer_reopens_the_task() {
+    let s = reviewed(
+        r#"if [ -f "$OUT/approve" ]; then printf 'APPROVED\nsummary: ok\n'; exit 0; fi
+printf 'REJECTED\nsummary: try %s\nissues:\n- issue %s\n' "$DAGEXEC_ATTEMPT" "$DAGEXEC_ATTEMPT""#,
+    );
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{out}");
+    assert_eq!(
+        s.recorded("tree-3").trim(),
+        "clean",
+        "attempt 3 starts from a clean tree"
+    );
+    let third = s.recorded("worker-3.md");
+    assert!(
+        third.contains("**Attempt 2 Feedback:**\ntry 2") && third.contains("clean tree"),
+        "{third}"
+    );
+    let plan = s.plan();
+    let task = &plan["tasks"][0];
+    assert_eq!(task["status"], "blocked");
+    assert_eq!(task["reviews"].as_array().unwrap().len(), 3);
+    assert_eq!(task["question"]["kind"], "review");
+    assert_eq!(
+        git(s.dir.path(), &["status", "--porcelain"]),
+        "",
+        "the question is committed"
+    );
+    assert!(out.contains("Questions for you"), "{out}");
+    assert!(out.contains("Task 0 (Write a) needs your guidance:\nThe reviewer rejected task 0 (Write a) on all 3 attempts."), "{out}");
+    assert!(
+        out.contains("Answer with: dagexec answer 0 \"<your guidance>\""),
+        "{out}"
+    );
+    assert!(
+        !s.dir.path().join("a.txt").exists(),
+        "nothing rejected was applied"
+    );
+
+    let a = dagexec(s.dir.path())
+        .args(["answer", "0", "keep", "it", "short"])
+        .output()
+        .unwrap();
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    let plan = s.plan();
+    assert_eq!(plan["tasks"][0]["status"], "pending");
+    assert_eq!(plan["tasks"][0]["question"]["reply"], "keep it short");
+    // A second answer is refused: nothing is open.
+    let again = dagexec(s.dir.path())
+        .args(["answer", "0", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again).contains("task 0 has no open question (it is pending)"));
+
+    std::fs::write(s.out.path().join("approve"), "").unwrap();
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let first = s.recorded("worker-1.md");
+    assert!(
+        first.contains("The user answered:\nkeep it short"),
+        "{first}"
+    );
+    assert!(
+        first.contains("**Attempt 3 Feedback:**\ntry 3"),
+        "all feedback is kept: {first}"
+    );
+    assert_eq!(s.recorded("tree-1").trim(), "clean");
+}
+
+#[test]
+fn the_same_rejection_three_times_in_a_row_escalates_early() {
+    let s = reviewed("printf 'REJECTED\\nsummary: same\\nissues:\\n- b\\n- a\\n'");
+    // Two identical rejections from an earlier run (issues in another order: same hash).
+    let mut plan = s.plan();
+    let hash = dagexec::review::issues_hash(&["a".into(), "b".into()]);
+    plan["tasks"][0]["reviews"] = json!([
+        {"attempt": 1, "verdict": "rejected", "summary": "same", "issues": ["a", "b"], "suggestions": [], "hash": hash},
+        {"attempt": 2, "verdict": "rejected", "summary": "same", "issues": ["a", "b"], "suggestions": [], "hash": hash}
+    ]);
+    std::fs::write(
+        s.dir.path().join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    git(s.dir.path(), &["commit", "-qam", "earlier reviews"]);
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{out}");
+    assert!(
+        !s.out.path().join("worker-2.md").exists(),
+        "escalated after one attempt: {out}"
+    );
+    let plan = s.plan();
+    assert_eq!(plan["tasks"][0]["attempts"], 1);
+    assert!(
+        plan["tasks"][0]["question"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("with the same issues 3 times in a row"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_reviewer_without_a_verdict_fails_the_attempt() {
+    let s = reviewed("echo 'looks good to me'");
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("review failed: the reviewer's output has no line APPROVED or REJECTED"),
+        "{out}"
+    );
+    assert_eq!(s.plan()["tasks"][0]["status"], "failed");
+}
+
+// ---- long-run plans ----
+
+/// A repository with a `.long-run` folder: spec, and plans 01 and 02 (02 after 01 by number
+/// order), plus `extra` files.
+fn long_run_repo(extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let mut files = vec![
+        (".long-run/spec/spec.md", "# Spec\nA tiny app.\n"),
+        (".long-run/spec/planning/requirements.md", "- be small\n"),
+        (
+            ".long-run/plans/01-PLAN.md",
+            "# Models\n<task>1. m.txt</task>\n",
+        ),
+        (
+            ".long-run/plans/02-PLAN.md",
+            "---\ntitle: Routes\n---\n<task>1. r.txt</task>\n",
+        ),
+    ];
+    files.extend_from_slice(extra);
+    repo(&files)
+}
+
+/// The long-run worker: records its prompt per plan and attempt, then runs `body` (which
+/// prints an OUTPUT_JSON block). `$N` is the plan number (01, 02).
+fn lr_worker(out: &Path, body: &str) -> String {
+    script(
+        out,
+        "lr.sh",
+        &format!(
+            r#"N=$(grep -o '[0-9][0-9]-CHECKPOINT' "$DAGEXEC_PROMPT_FILE" | head -1 | cut -c1-2)
+cp "$DAGEXEC_PROMPT_FILE" "$OUT/plan-$N-$DAGEXEC_ATTEMPT.md"
+done_block() {{ printf 'OUTPUT_JSON_START\n{{"status":"COMPLETED","summary":"plan %s done","tasks_completed":["1"],"files_modified":["%s.txt"]}}\nOUTPUT_JSON_END\n' "$N" "$N"; }}
+{body}"#
+        ),
+    )
+}
+
+fn lr_run(dir: &Path, out: &Path, worker: &str) -> Output {
+    run(dir, out, &["--worker", worker, "--long-run", ".long-run"])
+}
+
+fn answer(dir: &Path, args: &[&str]) -> Output {
+    dagexec(dir)
+        .args(["--plan", ".long-run/plan.json", "answer"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn long_run_plans_run_in_number_order_and_write_summaries() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(out.path(), "echo $N > $N.txt\necho working\ndone_block");
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let p1 = read(&out.path().join("plan-01-1.md"));
+    assert!(
+        p1.starts_with("You are a long-run-executor subagent."),
+        "{p1}"
+    );
+    assert!(
+        p1.contains("# Models") && p1.contains("A tiny app.") && p1.contains("- be small"),
+        "{p1}"
+    );
+    assert!(p1.contains("Starting fresh from Task 1."), "{p1}");
+    // Plan 02 ran after 01 was committed: it sees 01's file.
+    assert!(dir.path().join("01.txt").exists() && dir.path().join("02.txt").exists());
+    let summary = read(&dir.path().join(".long-run/summaries/02-SUMMARY.md"));
+    assert!(
+        summary.starts_with(
+            "---\nplan: \"02\"\nstatus: completed\n---\n# Plan 02: Routes\n\nplan 02 done\n"
+        ),
+        "{summary}"
+    );
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    let state = read(&dir.path().join(".long-run/STATE.md"));
+    assert!(
+        state.contains("## Current Position\n- Current plan: none\n- Plans completed: 2/2\n- Progress: [██████████] 100%"),
+        "{state}"
+    );
+    let rounds = git(dir.path(), &["log", "--format=%s"]);
+    assert!(
+        rounds.contains("dagexec: round 1 — 1/1 tasks (1/2 overall)"),
+        "{rounds}"
+    );
+    assert!(
+        rounds.contains("dagexec: round 2 — 1/1 tasks (2/2 overall)"),
+        "{rounds}"
+    );
+    // A second run: every summary says completed, nothing runs.
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("nothing to do"), "{}", text(&o));
+}
+
+#[test]
+fn needs_decision_asks_and_the_choice_reaches_the_next_attempt() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ] && ! grep -q 'User decided' "$DAGEXEC_PROMPT_FILE"; then
+echo model > model.txt
+printf '{"last_completed_task": 1}\n' > .long-run/plans/01-CHECKPOINT.json
+printf 'OUTPUT_JSON_START\n{"status":"NEEDS_DECISION","blocked_at":"Task 2","decision_needed":"Which store?","options":[{"key":"postgres","description":"server"},{"key":"sqlite","description":"file"}]}\nOUTPUT_JSON_END\n'
+exit 0; fi
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(log.contains("Task 0 (Models) needs a decision at Task 2:\nWhich store?\n  1. postgres: server\n  2. sqlite: file"), "{log}");
+    assert!(
+        log.contains("Answer with: dagexec --plan .long-run/plan.json answer 0 postgres"),
+        "{log}"
+    );
+    let plan = json_of(&dir.path().join(".long-run/plan.json"));
+    assert_eq!(plan["tasks"][0]["status"], "blocked");
+    assert_eq!(plan["tasks"][1]["status"], "skipped");
+    let committed = git(dir.path(), &["show", "HEAD:.long-run/plan.json"]);
+    assert!(
+        committed.contains("\"decision\"") && committed.contains("Which store?"),
+        "the question is committed"
+    );
+    let bad = answer(dir.path(), &["0", "mysql"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("\"mysql\" is not one of the options (postgres, sqlite)"));
+    let a = answer(dir.path(), &["0", "2"]);
+    assert!(
+        text(&a).contains("Tasks 1 are pending again."),
+        "{}",
+        text(&a)
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let p = read(&out.path().join("plan-01-1.md"));
+    assert!(
+        p.contains("User decided: sqlite. Continue from Task 2."),
+        "{p}"
+    );
+    // The work done before the question was committed; the next attempt resumed from its
+    // checkpoint.
+    assert!(
+        p.contains("Resuming from checkpoint. Skip to Task 2."),
+        "{p}"
+    );
+    assert_eq!(read(&dir.path().join("model.txt")), "model\n");
+    let log = git(dir.path(), &["log", "--reverse", "--stat", "--format=%s"]);
+    let first_round = log.split("dagexec: round 2").next().unwrap();
+    assert!(
+        first_round.contains("model.txt") && first_round.contains("01-CHECKPOINT.json"),
+        "{first_round}"
+    );
+}
+
+#[test]
+fn needs_action_waits_for_done() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/02-PLAN.md",
+        "---\ndepends_on: []\n---\n# Routes\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ] && ! grep -q 'User completed action' "$DAGEXEC_PROMPT_FILE"; then
+printf 'OUTPUT_JSON_START\n{"status":"NEEDS_ACTION","blocked_at":"Task 1","action_needed":"Verify the email","instructions":["open the inbox","click the link"]}\nOUTPUT_JSON_END\n'
+exit 0; fi
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(log.contains("needs an action from you at Task 1:\nVerify the email\nSteps:\n1. open the inbox\n2. click the link"), "{log}");
+    // 02 declared no dependency: it completed beside the question.
+    let plan = json_of(&dir.path().join(".long-run/plan.json"));
+    assert_eq!(plan["tasks"][1]["status"], "completed");
+    let a = answer(dir.path(), &["0", "later"]);
+    assert!(
+        text(&a).contains("answer `done` once it is done"),
+        "{}",
+        text(&a)
+    );
+    answer(dir.path(), &["0", "done"]);
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        read(&out.path().join("plan-01-1.md"))
+            .contains("User completed action. Verify and continue.")
+    );
+}
+
+#[test]
+fn failed_and_malformed_blocks_are_failures_with_the_raw_output_kept() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"case "$N-$DAGEXEC_ATTEMPT" in
+01-1) printf 'OUTPUT_JSON_START\n{"status": COMPLETED}\nOUTPUT_JSON_END\n' ;;
+01-2) printf 'OUTPUT_JSON_START\n{"status":"FAILED","failed_at":"Task 1","error":"tests fail"}\nOUTPUT_JSON_END\n' ;;
+*) done_block ;;
+esac"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("attempt 1 failed: the OUTPUT_JSON_START block is not valid JSON"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the raw output is in .long-run/logs/01-attempt-1.log"),
+        "{log}"
+    );
+    let raw = read(&dir.path().join(".long-run/logs/01-attempt-1.log"));
+    assert!(raw.contains("{\"status\": COMPLETED}"), "{raw}");
+    let second = read(&out.path().join("plan-01-2.md"));
+    assert!(
+        second.contains("## Retry context") && second.contains("not valid JSON"),
+        "{second}"
+    );
+    let third = read(&out.path().join("plan-01-3.md"));
+    assert!(third.contains("failed at Task 1: tests fail"), "{third}");
+}
+
+#[test]
+fn a_committed_checkpoint_resumes_the_plan_and_a_completed_summary_skips_it() {
+    let dir = long_run_repo(&[
+        (
+            ".long-run/plans/01-CHECKPOINT.json",
+            "{\"last_completed_task\": 2}\n",
+        ),
+        (
+            ".long-run/plans/03-PLAN.md",
+            "---\ndepends_on: [\"01\"]\n---\n# Docs\n",
+        ),
+        (
+            ".long-run/summaries/02-SUMMARY.md",
+            "---\nplan: \"02\"\nstatus: completed\n---\n# Plan 02\n",
+        ),
+    ]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(out.path(), "done_block");
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let p = read(&out.path().join("plan-01-1.md"));
+    assert!(p.contains("Resuming from checkpoint. Skip to Task 3.\nPrevious progress:\n{\"last_completed_task\": 2}"), "{p}");
+    assert!(
+        p.contains("1. Execute tasks sequentially starting from Task 3"),
+        "{p}"
+    );
+    assert!(
+        !out.path().join("plan-02-1.md").exists(),
+        "plan 02 was completed already"
+    );
+    assert!(out.path().join("plan-03-1.md").exists());
+}
+
+#[test]
+fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/02-PLAN.md",
+        "---\ndepends_on: [\"07\"]\n---\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let o = lr_run(dir.path(), out.path(), "true");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("error: .long-run/plans/02-PLAN.md: depends_on names plan \"07\", which is not in the folder (plans: 01, 02)"),
+        "{err}"
+    );
+    assert!(err.contains("hint: depends_on lists plan numbers"), "{err}");
+}
+
+#[test]
+fn dry_run_writes_nothing_and_prompt_shows_the_resume_state() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/01-CHECKPOINT.json",
+        "{\"last_completed_task\": 4}\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let o = dagexec(dir.path())
+        .args(["run", "--dry-run", "--long-run", ".long-run"])
+        .output()
+        .unwrap();
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("Round 1: 0 Models\nRound 2: 1 Routes"),
+        "{log}"
+    );
+    assert!(!dir.path().join(".long-run/plan.json").exists());
+    // A run that fails leaves the plan; `prompt` shows what the next worker gets.
+    let w = lr_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","error":"no"}\nOUTPUT_JSON_END\n'"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let p = dagexec(dir.path())
+        .args(["--plan", ".long-run/plan.json", "prompt", "0"])
+        .output()
+        .unwrap();
+    let prompt = String::from_utf8_lossy(&p.stdout);
+    assert!(prompt.contains("Skip to Task 5."), "{prompt}");
+    assert!(prompt.contains("starting from Task 5"), "{prompt}");
+}
