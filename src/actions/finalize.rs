@@ -79,6 +79,8 @@ pub fn run(
             jobs: inputs.max_parallel.max(1),
             timeout: inputs.timeout,
             schedule: engine::Schedule::Rounds,
+            // The reviewer loop runs in the local runner; on Actions it is not wired yet.
+            reviewer: None,
         },
         yes: true,
         dry_run: false,
@@ -339,6 +341,8 @@ fn judge_entry(
         patch,
         touched,
         duration,
+        reviews: None,
+        question: None,
     })
 }
 
