@@ -17,7 +17,8 @@ case "$os/$arch" in
   *) target="" ;;
 esac
 
-cache="${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-/tmp}}/dagexec"
+# DAGEXEC_TOOL_CACHE: a cache shared beyond one runner's tool cache (the action's own tests).
+cache="${DAGEXEC_TOOL_CACHE:-${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-/tmp}}}/dagexec"
 checksums="$action_path/dist/checksums.txt"
 version=""
 expected=""
@@ -50,7 +51,8 @@ else
     echo "::error title=dagexec install::no release asset for this ref and no cargo to build one; use a released tag (org/dagexec@v1) or install Rust first"
     exit 1
   fi
-  src_id="$(cd "$action_path" && cat Cargo.lock Cargo.toml $(find src templates examples/demo -type f | LC_ALL=C sort) | sha256sum | cut -c1-16)"
+  src_id="$(cd "$action_path" && find Cargo.lock Cargo.toml src templates examples/demo -type f -print0 \
+    | LC_ALL=C sort -z | xargs -0 cat | sha256sum | cut -c1-16)"
   dir="$cache/source-$src_id"
   profile=()
   # DAGEXEC_BUILD_PROFILE=dev builds unoptimised (the action's own tests); release otherwise.

@@ -181,7 +181,7 @@ impl Lab {
             .args(["--env", &format!("GITHUB_RUN_ID={}", 4200 + n)])
             .args([
                 "--env",
-                &format!("RUNNER_TOOL_CACHE={}", shared.join("toolcache").display()),
+                &format!("DAGEXEC_TOOL_CACHE={}", shared.join("toolcache").display()),
             ])
             .args([
                 "--env",

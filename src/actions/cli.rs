@@ -86,6 +86,18 @@ pub enum ActionCommand {
         /// The workflow file the next round is dispatched to.
         #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
         workflow: String,
+        /// A GitHub App's id: with --private-key, finalize works with an installation token
+        /// of the app instead of the token (so round pushes trigger the PR's own CI).
+        #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
+        app_id: String,
+        /// The GitHub App's private key (PEM), from a secret. Never echoed.
+        #[arg(
+            long,
+            env = "DAGEXEC_APP_PRIVATE_KEY",
+            default_value = "",
+            hide_env_values = true
+        )]
+        private_key: String,
     },
 }
 
@@ -234,11 +246,37 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             artifacts,
             allow_workflow_changes,
             workflow,
+            app_id,
+            private_key,
         } => {
             let mut inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
             inputs.allow_workflow_changes = allow_workflow_changes;
             inputs.workflow = workflow;
             let rt = super::runtime()?;
+            if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
+                let (Some(repo), false, false) = (
+                    &ctx.repository,
+                    app_id.trim().is_empty(),
+                    private_key.trim().is_empty(),
+                ) else {
+                    return Err(ActionError::Input(
+                        "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
+                    ));
+                };
+                let _entered = rt.enter();
+                let token = rt.block_on(crate::github::app::installation_token(
+                    &ctx.api_url,
+                    repo,
+                    &app_id,
+                    &private_key,
+                ))?;
+                runtime::mask(&token);
+                println!(
+                    "Authenticated as GitHub App {} (installation token).",
+                    app_id.trim()
+                );
+                inputs.token = token;
+            }
             let client = match &ctx.repository {
                 Some(repo) if !inputs.token.is_empty() => {
                     // The HTTP client needs the runtime it will run on.

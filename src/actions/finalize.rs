@@ -18,7 +18,7 @@ use super::runtime::{self, Context};
 use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
 use crate::engine::{self, Next, View};
-use crate::git::{Pushed, RemoteAuth, Repo, patch_paths};
+use crate::git::{Pushed, RemoteAuth, Repo};
 use crate::github::{Client, ops::Conclusion};
 use crate::outcome::{self, AttemptReport, Decision, Exit, Verdict};
 use crate::plan::{self, model::Status};
@@ -294,19 +294,12 @@ fn judge_entry(
     ui: &Ui,
 ) -> Result<Judged, ActionError> {
     let task = &plan.tasks[e.task];
-    let (report, patch, duration) = match found {
-        Some(Ok(c)) => {
-            let mut report = c.result.report(c.log.clone());
-            // The patch is what gets applied: the changed set comes from it, not from the
-            // job's own account.
-            let touched = patch_paths(repo.root(), &c.patch)?;
-            report.changed.extend(touched.iter().cloned());
-            (
-                report,
-                c.patch.clone(),
-                Duration::from_millis(c.result.duration_ms),
-            )
-        }
+    let (mut report, mut patch, duration) = match found {
+        Some(Ok(c)) => (
+            c.result.report(c.log.clone()),
+            c.patch.clone(),
+            Duration::from_millis(c.result.duration_ms),
+        ),
         Some(Err(why)) => {
             ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
             (missing(), Vec::new(), Duration::ZERO)
@@ -316,9 +309,25 @@ fn judge_entry(
             (missing(), Vec::new(), Duration::ZERO)
         }
     };
-    let touched = patch_paths(repo.root(), &patch)?;
+    // The patch is what gets applied, so what it touches comes from the patch itself (applied
+    // to a scratch index of the base), not from the job's own account.
+    let mut broken = None;
+    let touched = match repo.patch_paths(&patch) {
+        Ok(paths) => paths,
+        Err(err) => {
+            broken = Some(format!(
+                "the job's changes.patch does not apply to the round's base ({})",
+                err.to_string().lines().next().unwrap_or("")
+            ));
+            patch.clear();
+            Vec::new()
+        }
+    };
+    report.changed.extend(touched.iter().cloned());
     let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
-    if let Some(reason) = refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes) {
+    let refusal =
+        broken.or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
+    if let Some(reason) = refusal {
         verdict = Verdict {
             status: Status::Failed,
             result: reason,
@@ -488,8 +497,17 @@ fn publish(
                     c.default_branch().await?
                 };
                 let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                c.create_pull(&round.branch, &base, &title, &body, true)
+                match c
+                    .create_pull(&round.branch, &base, &title, &body, true)
                     .await
+                {
+                    // A retried create whose first try landed after all: adopt that PR.
+                    Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
+                        Some(pr) => Ok(pr),
+                        None => Err(e),
+                    },
+                    other => other,
+                }
             }
         }
     })?;

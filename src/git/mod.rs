@@ -23,6 +23,8 @@ mod remote;
 mod worktree;
 
 #[cfg(test)]
+mod remote_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeSet;
@@ -31,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 pub use apply::ApplyError;
 pub use error::GitError;
-pub use remote::{Pushed, RemoteAuth, changes_in, patch_paths};
+pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use worktree::{Changes, Worktree};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};

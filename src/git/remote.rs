@@ -7,7 +7,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::cmd::{git, nul_fields};
+use super::cmd::git;
 use super::{GitError, Repo};
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
@@ -165,32 +165,46 @@ impl Repo {
     }
 }
 
-/// The repository-relative paths a patch touches (both names of a rename), read with
-/// `git apply --numstat -z` in `dir` (any repository; nothing is applied).
-pub fn patch_paths(dir: &Path, patch: &[u8]) -> Result<Vec<String>, GitError> {
-    if patch.is_empty() {
-        return Ok(Vec::new());
-    }
-    let out = git(dir, "apply --numstat")
-        .args(["apply", "--numstat", "-z", "--binary", "-"])
-        .stdin(patch)
-        .run()?;
-    // Records: "added\tdeleted\tpath\0", or for a rename "added\tdeleted\t\0old\0new\0".
-    let mut paths = Vec::new();
-    let mut fields = nul_fields(&out).map(|f| String::from_utf8_lossy(f).into_owned());
-    while let Some(rec) = fields.next() {
-        let mut parts = rec.splitn(3, '\t');
-        let (_, _, path) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
-        if path.is_empty() {
-            paths.extend(fields.next());
-            paths.extend(fields.next());
-        } else {
-            paths.push(path.to_string());
+impl Repo {
+    /// The repository-relative paths `patch` touches (both names of a rename), found by
+    /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
+    /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
+    /// apply to `HEAD`.
+    pub fn patch_paths(&self, patch: &[u8]) -> Result<Vec<String>, GitError> {
+        if patch.is_empty() {
+            return Ok(Vec::new());
         }
+        let scratch = tempfile::Builder::new()
+            .prefix("dagexec-index-")
+            .tempdir()
+            .map_err(|source| GitError::Spawn {
+                command: "patch paths".into(),
+                dir: self.root().to_path_buf(),
+                source,
+            })?;
+        let index = scratch.path().join("index");
+        git(self.root(), "read-tree")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["read-tree", "HEAD"])
+            .run()?;
+        git(self.root(), "apply --cached")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
+            .stdin(patch)
+            .run()?;
+        let names = git(self.root(), "diff --cached --name-status")
+            .env("GIT_INDEX_FILE", &index)
+            .args(super::worktree::DIFF_OPTIONS)
+            .args(["--name-status", "-z", "HEAD", "--"])
+            .run()?;
+        let paths =
+            super::worktree::parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+                command: "diff --cached --name-status".into(),
+                dir: self.root().to_path_buf(),
+                detail,
+            })?;
+        Ok(paths.into_iter().collect())
     }
-    paths.sort();
-    paths.dedup();
-    Ok(paths)
 }
 
 /// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`

@@ -132,7 +132,7 @@ impl Changes {
 
 /// The diff options both the patch and the name list use: fixed whatever the user's
 /// configuration (prefixes, renames, external diff, colour, submodule format).
-const DIFF_OPTIONS: &[&str] = &[
+pub(super) const DIFF_OPTIONS: &[&str] = &[
     "diff",
     "--cached",
     "--no-color",
@@ -188,7 +188,7 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
 
 /// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
 /// and copies (a copy's source is unchanged, so only its destination counts).
-fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
+pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
     let mut fields = nul_fields(out).map(|f| String::from_utf8_lossy(f).into_owned());
     let mut paths = BTreeSet::new();
     while let Some(status) = fields.next() {

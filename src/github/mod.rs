@@ -2,6 +2,7 @@
 //! through which every REST and GraphQL call goes, under one retry policy ([`retry`]).
 //! Tokens live in [`Token`], whose `Debug` never shows them. Typed operations are in [`ops`].
 
+pub mod app;
 pub mod ops;
 pub mod retry;
 

@@ -1,0 +1,324 @@
+//! The GitHub client (`dagexec::github`) against the fake GitHub API: the GitHub App token
+//! exchange, the retry policy through real calls, and tokens kept out of `Debug`.
+
+#[path = "common/fake_github.rs"]
+mod fake_github;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use dagexec::github::app::installation_token;
+use dagexec::github::{ApiError, Client, RepoName, Token};
+use fake_github::FakeGitHub;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::json;
+
+/// The throwaway, test-only key of `tests/fixtures/app-key.pem`.
+const KEY: &str = include_str!("fixtures/app-key.pem");
+
+fn repo() -> RepoName {
+    RepoName::parse("o/r").unwrap()
+}
+
+fn client(gh: &FakeGitHub) -> Client {
+    let mut c = Client::new(&gh.url(), &Token::new("ghs_test_token"), repo()).unwrap();
+    // Quick back-off for the 5xx tests; rate-limit waits come from GitHub's headers.
+    c.policy.base = Duration::from_millis(50);
+    c
+}
+
+fn epoch_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+// ---------------------------------------------------------------- GitHub App
+
+/// (n, e) of the fixture key, from its PKCS#1 DER: enough to verify the JWT's signature.
+fn public_key() -> DecodingKey {
+    fn next(d: &[u8]) -> (&[u8], &[u8]) {
+        let (len, at) = match d[1] {
+            l if l < 0x80 => (l as usize, 2),
+            l => {
+                let n = (l & 0x7f) as usize;
+                let len = d[2..2 + n].iter().fold(0, |a, &b| (a << 8) | b as usize);
+                (len, 2 + n)
+            }
+        };
+        (&d[at..at + len], &d[at + len..])
+    }
+    let b64: String = KEY
+        .split("-----BEGIN RSA PRIVATE KEY-----")
+        .nth(1)
+        .and_then(|s| s.split("-----END").next())
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    let (seq, _) = next(&der);
+    let (_version, rest) = next(seq);
+    let (n, rest) = next(rest);
+    let (e, _) = next(rest);
+    let strip = |b: &[u8]| -> Vec<u8> { b.iter().skip_while(|&&x| x == 0).copied().collect() };
+    DecodingKey::from_rsa_raw_components(&strip(n), &strip(e))
+}
+
+#[derive(serde::Deserialize)]
+struct Claims {
+    iat: u64,
+    exp: u64,
+    iss: String,
+}
+
+#[tokio::test]
+async fn app_token_exchange_end_to_end() {
+    let gh = FakeGitHub::start().await;
+    let before = epoch_now();
+    let token = installation_token(&gh.url(), &repo(), "123456", KEY)
+        .await
+        .unwrap();
+    assert_eq!(token.expose(), "ghs_fake_installation_token");
+    assert_eq!(format!("{token:?}"), "Token(***)");
+
+    let lookup = gh.calls("apps/get-repo-installation");
+    let create = gh.calls("apps/create-installation-access-token");
+    assert_eq!((lookup.len(), create.len(), gh.requests().len()), (1, 1, 2));
+    assert_eq!(lookup[0].path, "/repos/o/r/installation");
+    // The id from GitHub's example installation; the token is scoped to the one repository.
+    assert_eq!(create[0].path, "/app/installations/1/access_tokens");
+    assert_eq!(create[0].body, Some(json!({ "repositories": ["r"] })));
+
+    for call in [&lookup[0], &create[0]] {
+        let auth = &call.headers["authorization"];
+        let jwt = auth.strip_prefix("Bearer ").expect(auth);
+        let mut v = Validation::new(Algorithm::RS256);
+        v.set_issuer(&["123456"]);
+        v.set_required_spec_claims(&["iat", "exp", "iss"]);
+        let claims = jsonwebtoken::decode::<Claims>(jwt, &public_key(), &v)
+            .expect("a JWT signed with the app's key")
+            .claims;
+        assert_eq!(claims.iss, "123456");
+        assert!(claims.iat + 60 >= before && claims.iat + 60 <= epoch_now());
+        assert_eq!(claims.exp - claims.iat, 600, "exp is 9 minutes from now");
+    }
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn app_token_exchange_failures_say_why() {
+    let gh = FakeGitHub::start().await;
+    let not_found = json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app"});
+    gh.fail_next("apps/get-repo-installation", 404, &[], not_found);
+    let e = installation_token(&gh.url(), &repo(), "123456", KEY)
+        .await
+        .unwrap_err();
+    let s = e.to_string();
+    assert_eq!(e.status(), Some(404));
+    assert!(
+        s.starts_with("apps/get-repo-installation: GitHub answered 404: Not Found"),
+        "{s}"
+    );
+    assert!(
+        s.contains("the GitHub App `123456` is not installed on o/r"),
+        "{s}"
+    );
+
+    let bad_jwt = json!({"message": "A JSON web token could not be decoded"});
+    gh.fail_next("apps/get-repo-installation", 401, &[], bad_jwt);
+    let s = installation_token(&gh.url(), &repo(), "123456", KEY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(s.contains("A JSON web token could not be decoded"), "{s}");
+    assert!(s.contains("`app-id` and `private-key`"), "{s}");
+
+    // A bad key fails before any call, without quoting the key.
+    let n = gh.requests().len();
+    let e = installation_token(
+        &gh.url(),
+        &repo(),
+        "123456",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretstuff\n-----END RSA PRIVATE KEY-----",
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, ApiError::Invalid { .. }), "{e:?}");
+    assert!(!e.to_string().contains("secretstuff"), "{e}");
+    assert_eq!(gh.requests().len(), n);
+    assert!(gh.calls("apps/create-installation-access-token").is_empty());
+    gh.assert_clean();
+}
+
+// ---------------------------------------------------------------- the retry policy
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_retried_after_waiting() {
+    let gh = FakeGitHub::start().await;
+    gh.fail_next(
+        "pulls/list",
+        429,
+        &[("retry-after", "1")],
+        json!({"message": "Too Many Requests"}),
+    );
+    let t = Instant::now();
+    assert_eq!(client(&gh).find_pull("b").await.unwrap(), None);
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(gh.calls("pulls/list").len(), 2);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn an_exhausted_primary_limit_waits_for_the_reset() {
+    let gh = FakeGitHub::start().await;
+    let reset = (epoch_now() + 1).to_string();
+    gh.fail_next(
+        "pulls/list",
+        403,
+        &[
+            ("x-ratelimit-limit", "5000"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", &reset),
+        ],
+        json!({"message": "API rate limit exceeded for installation ID 1."}),
+    );
+    let t = Instant::now();
+    assert_eq!(client(&gh).find_pull("b").await.unwrap(), None);
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(gh.calls("pulls/list").len(), 2);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_is_retried() {
+    let gh = FakeGitHub::start().await;
+    gh.fail_next(
+        "pulls/create",
+        403,
+        &[("retry-after", "1")],
+        json!({"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+               "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}),
+    );
+    let t = Instant::now();
+    let pr = client(&gh)
+        .create_pull("b", "main", "t", "body", true)
+        .await
+        .unwrap();
+    assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(pr.number, 1);
+    // Scripted failures change no state: one pull request, from the retry.
+    assert_eq!(gh.calls("pulls/create").len(), 2);
+    assert_eq!(gh.state().pulls.len(), 1);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_with_backoff_then_given_up() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    for _ in 0..2 {
+        gh.fail_next("pulls/list", 502, &[], json!({"message": "Bad Gateway"}));
+    }
+    assert_eq!(c.find_pull("b").await.unwrap(), None);
+    assert_eq!(gh.calls("pulls/list").len(), 3);
+
+    // Every attempt failing: the last answer, saying it was retried.
+    let mut c = c;
+    c.policy.max_attempts = 3;
+    for _ in 0..3 {
+        gh.fail_next("pulls/get", 503, &[], serde_json::Value::Null);
+    }
+    let s = c.get_pull(1).await.unwrap_err().to_string();
+    assert_eq!(
+        s,
+        "pulls/get: GitHub answered 503: HTTP 503 with no message (still failing after 3 attempts)"
+    );
+    assert_eq!(gh.calls("pulls/get").len(), 3);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn a_404_is_not_retried_and_names_the_operation() {
+    let gh = FakeGitHub::start().await;
+    let e = client(&gh).get_pull(42).await.unwrap_err();
+    assert_eq!(e.status(), Some(404));
+    let s = e.to_string();
+    assert!(
+        s.starts_with("pulls/get: GitHub answered 404: Not Found"),
+        "{s}"
+    );
+    assert_eq!(gh.calls("pulls/get").len(), 1);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn a_plain_403_is_not_retried() {
+    let gh = FakeGitHub::start().await;
+    gh.fail_next(
+        "pulls/create",
+        403,
+        &[("x-ratelimit-remaining", "4999")],
+        json!({"message": "Resource not accessible by integration"}),
+    );
+    let e = client(&gh)
+        .create_pull("b", "main", "t", "body", false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "pulls/create: GitHub answered 403: Resource not accessible by integration"
+    );
+    assert_eq!(gh.calls("pulls/create").len(), 1);
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn a_422_surfaces_githubs_first_error() {
+    let gh = FakeGitHub::start().await;
+    gh.fail_next(
+        "pulls/create",
+        422,
+        &[],
+        json!({
+            "message": "Validation Failed",
+            "errors": [
+                {"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for o:b."},
+                {"resource": "PullRequest", "code": "custom", "message": "second"}
+            ],
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+        }),
+    );
+    let e = client(&gh)
+        .create_pull("b", "main", "t", "body", false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(422));
+    assert_eq!(
+        e.to_string(),
+        "pulls/create: GitHub answered 422: Validation Failed — A pull request already exists for o:b."
+    );
+    assert_eq!(gh.calls("pulls/create").len(), 1);
+    gh.assert_clean();
+}
+
+// ---------------------------------------------------------------- secrets
+
+#[tokio::test]
+async fn the_token_is_sent_but_never_shown() {
+    let gh = FakeGitHub::start().await;
+    let secret = "ghs_s3cr3tT0k3nValue";
+    let c = Client::new(&gh.url(), &Token::new(secret), repo()).unwrap();
+    let debug = format!("{c:?} {:#?}", c);
+    assert!(!debug.contains(secret), "{debug}");
+    assert!(!debug.contains("s3cr3t"), "{debug}");
+    // It is the one the client authenticates with.
+    c.find_pull("b").await.unwrap();
+    assert_eq!(
+        gh.calls("pulls/list")[0].headers["authorization"],
+        format!("Bearer {secret}")
+    );
+    gh.assert_clean();
+}
