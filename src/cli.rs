@@ -32,7 +32,7 @@ Examples:
   dagexec status                        the tasks and where each one stands
   dagexec prompt 2                      the prompt task 2's worker will receive
   dagexec graph --format dot | dot -Tsvg > plan.svg
-  dagexec init --worker 'claude -p'     write .github/workflows/dagexec.yml: the plan on GitHub Actions
+  dagexec init --worker 'claude -p'     write the workflow that runs the plan on GitHub Actions
   dagexec run --reviewer 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   each completed task reviewed
   dagexec run --long-run .long-run      the NN-PLAN.md files of .long-run, one worker per plan
   dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
