@@ -188,8 +188,14 @@ fn finalize_refuses_what_a_task_may_not_change_and_authenticates_as_an_app() {
         "Bearer ghs_fake_installation_token"
     );
     // Both tokens are masked in the log before anything else is printed.
-    assert!(text.contains("::add-mask::ghs_fake_installation_token"), "{text}");
-    assert!(text.contains("::add-mask::ghs_actions_token_unused"), "{text}");
+    assert!(
+        text.contains("::add-mask::ghs_fake_installation_token"),
+        "{text}"
+    );
+    assert!(
+        text.contains("::add-mask::ghs_actions_token_unused"),
+        "{text}"
+    );
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     gh.assert_clean();
 }

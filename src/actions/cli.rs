@@ -41,6 +41,9 @@ pub enum ActionCommand {
     Plan {
         #[command(flatten)]
         common: Common,
+        /// Worker jobs of a round running at once (passed on as the `max-parallel` output).
+        #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
+        max_parallel: u16,
     },
     /// Job `work`: one attempt at one task in this checkout; leaves result.json,
     /// changes.patch and worker.log (outputs: artifact-name, artifact-path).
@@ -163,12 +166,16 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
         source,
     };
     match cmd {
-        ActionCommand::Plan { common } => {
+        ActionCommand::Plan {
+            common,
+            max_parallel,
+        } => {
             let inputs = inputs(&common, String::new(), PathBuf::new());
             let planned = plan_job::run(&root, &inputs, ctx)?;
             println!("{}", planned.message);
             let mut outs = plan_job::outputs(&planned);
             outs.push(("message", planned.message.clone()));
+            outs.push(("max-parallel", max_parallel.to_string()));
             ctx.set_outputs(
                 &outs
                     .iter()

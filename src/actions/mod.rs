@@ -15,6 +15,7 @@
 
 pub mod artifact;
 pub mod cli;
+pub mod comment;
 pub mod finalize;
 pub mod init;
 pub mod matrix;

@@ -3,6 +3,7 @@
 //! Tokens live in [`Token`], whose `Debug` never shows them. Typed operations are in [`ops`].
 
 pub mod app;
+pub mod comments;
 pub mod ops;
 pub mod retry;
 
