@@ -8,10 +8,9 @@ use std::path::Path;
 use super::artifact::{self, WorkResult};
 use super::{ActionError, Inputs};
 use crate::git::{RemoteAuth, Repo, changes_in};
-use crate::outcome::{self, AttemptReport, CheckRun};
+use crate::outcome;
 use crate::plan;
 use crate::prompt::{self, Unit};
-use crate::shell;
 use crate::worker::{self, Stop, WorkerSpec};
 
 /// The key under a task's fields where finalize keeps the prompt of its next attempt.
@@ -93,30 +92,7 @@ pub fn run(
     }
     let all = changes_in(repo.root(), base)?;
     let kept = all.without(&[inputs.plan_rel.as_str(), log_rel.as_str()])?;
-    let mut report = AttemptReport {
-        output: run.stdout.clone(),
-        exit: run.exit.clone(),
-        log: run.log.clone(),
-        present: all.present.clone(),
-        changed: all.changed.clone(),
-        acceptance: None,
-    };
-    if outcome::wants_acceptance(task, &report) {
-        report.acceptance = Some(
-            task.acceptance_criteria()
-                .iter()
-                .map(|c| {
-                    let o = shell::run(&c.check, repo.root(), inputs.timeout);
-                    CheckRun {
-                        criterion: c.criterion.clone(),
-                        check: c.check.clone(),
-                        passed: o.passed,
-                        output: o.output,
-                    }
-                })
-                .collect(),
-        );
-    }
+    let report = crate::run::attempt::observe(repo.root(), task, &run, &all, inputs.timeout);
     let verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
     let result = WorkResult::new(
         (job.task, job.attempt, job.round),

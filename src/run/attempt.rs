@@ -115,6 +115,43 @@ pub(super) fn retry_git<T>(
     }
 }
 
+/// What the processor needs to know about an attempt that ran in `tree`: the worker's output,
+/// exit and log, the files it changed, and — when the task completed and its files are there —
+/// the acceptance checks, run in `tree`. Shared by local attempts and the Action's work job.
+pub(crate) fn observe(
+    tree: &std::path::Path,
+    task: &Task,
+    run: &worker::WorkerRun,
+    all: &crate::git::Changes,
+    timeout: Duration,
+) -> AttemptReport {
+    let mut report = AttemptReport {
+        output: run.stdout.clone(),
+        exit: run.exit.clone(),
+        log: run.log.clone(),
+        present: all.present.clone(),
+        changed: all.changed.clone(),
+        acceptance: None,
+    };
+    if outcome::wants_acceptance(task, &report) {
+        let checks = task
+            .acceptance_criteria()
+            .iter()
+            .map(|c| {
+                let o = shell::run(&c.check, tree, timeout);
+                CheckRun {
+                    criterion: c.criterion.clone(),
+                    check: c.check.clone(),
+                    passed: o.passed,
+                    output: o.output,
+                }
+            })
+            .collect();
+        report.acceptance = Some(checks);
+    }
+    report
+}
+
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
 pub async fn run(
     repo: Arc<Repo>,
@@ -160,34 +197,12 @@ pub async fn run(
     let task = input.task.clone();
     let index = input.index;
     let timeout = input.timeout;
+    let duration = run.duration;
     let judged = tokio::task::spawn_blocking(
         move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
             let all = wt.changes()?;
             let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
-            let mut report = AttemptReport {
-                output: run.stdout.clone(),
-                exit: run.exit.clone(),
-                log: run.log.clone(),
-                present: all.present.clone(),
-                changed: all.changed.clone(),
-                acceptance: None,
-            };
-            if outcome::wants_acceptance(&task, &report) {
-                let checks = task
-                    .acceptance_criteria()
-                    .iter()
-                    .map(|c| {
-                        let o = shell::run(&c.check, wt.path(), timeout);
-                        CheckRun {
-                            criterion: c.criterion.clone(),
-                            check: c.check.clone(),
-                            passed: o.passed,
-                            output: o.output,
-                        }
-                    })
-                    .collect();
-                report.acceptance = Some(checks);
-            }
+            let report = observe(wt.path(), &task, &run, &all, timeout);
             let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
             super::hooks::quiet_long_run(&task, &mut verdict);
             let touched = kept.changed.iter().cloned().collect();
@@ -211,7 +226,7 @@ pub async fn run(
         verdict,
         patch,
         touched,
-        duration: run.duration,
+        duration,
         reviews,
         question,
     })))
