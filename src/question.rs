@@ -257,28 +257,11 @@ pub fn answer(
     } else {
         format!("answered: {reply}")
     });
-    let mut reopened = Vec::new();
-    if status == Status::Pending {
-        let mut stack = vec![index];
-        let mut seen = vec![false; count];
-        while let Some(n) = stack.pop() {
-            for &d in dag.dependents(n) {
-                let d = d as usize;
-                if !std::mem::replace(&mut seen[d], true) {
-                    stack.push(d);
-                }
-            }
-        }
-        for d in (0..count).filter(|&d| seen[d]) {
-            let t = &mut plan.tasks[d];
-            if t.status == Status::Skipped {
-                t.status = Status::Pending;
-                t.result = None;
-                reopened.push(d);
-            }
-        }
-        reopened.sort_unstable();
-    }
+    let reopened = if status == Status::Pending {
+        crate::update::reopen_skipped_dependents(plan, dag, index)
+    } else {
+        Vec::new()
+    };
     Ok(Answered {
         reply,
         status,

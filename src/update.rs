@@ -123,6 +123,32 @@ pub fn apply_round(
     }
 }
 
+/// Puts the tasks the cascade skipped downstream of `index` back to pending (their results
+/// cleared), for when `index` gets another chance; returns them in plan order.
+pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Vec<usize> {
+    let count = plan.tasks.len();
+    let mut stack = vec![index];
+    let mut seen = vec![false; count];
+    while let Some(n) = stack.pop() {
+        for &d in dag.dependents(n) {
+            let d = d as usize;
+            if !std::mem::replace(&mut seen[d], true) {
+                stack.push(d);
+            }
+        }
+    }
+    let mut reopened = Vec::new();
+    for d in (0..count).filter(|&d| seen[d]) {
+        let t = &mut plan.tasks[d];
+        if t.status == Status::Skipped {
+            t.status = Status::Pending;
+            t.result = None;
+            reopened.push(d);
+        }
+    }
+    reopened
+}
+
 /// Progressive trimming (seed C.3 step 5; v3 finalizer phase 2 step 3): a completed task
 /// keeps only subject, status, result, metadata.files, blockedBy, agent.role and agent.model
 /// (and, in the waves variant, `wave`). Everything else goes, including v3's `prompt` and

@@ -109,26 +109,27 @@ impl Lab {
     /// Runs the workflow once for a `workflow_dispatch` on `git_ref` with `inputs`; returns
     /// act's exit status and output.
     fn run(&mut self, git_ref: &str, inputs: &Value) -> (i32, String) {
+        let payload = json!({
+            "inputs": inputs,
+            "ref": git_ref,
+            "repository": repository(),
+        });
+        let branch = git_ref.trim_start_matches("refs/heads/").to_string();
+        self.run_event("workflow_dispatch", &branch, &payload)
+    }
+
+    /// Runs the workflow once for an `event_name` event with `payload`, the clone (whose HEAD
+    /// is `github.sha`) on `branch` as the remote has it; returns act's exit status and output.
+    fn run_event(&mut self, event_name: &str, branch: &str, payload: &Value) -> (i32, String) {
         self.runs += 1;
         let n = self.runs;
-        let branch = git_ref.trim_start_matches("refs/heads/");
         git(&self.repo, &["fetch", "-q", "origin"]);
         git(
             &self.repo,
             &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
         );
         let event = self.root.join(format!("event-{n}.json"));
-        std::fs::write(
-            &event,
-            json!({
-                "inputs": inputs,
-                "ref": git_ref,
-                "repository": {"full_name": "acme/widgets", "name": "widgets",
-                               "owner": {"login": "acme"}, "default_branch": "main"}
-            })
-            .to_string(),
-        )
-        .unwrap();
+        std::fs::write(&event, payload.to_string()).unwrap();
         let artifacts = self.root.join(format!("artifacts-{n}"));
         let cache = self.root.join(format!("act-cache-{n}"));
         let home = self.root.join("home");
@@ -159,7 +160,7 @@ impl Lab {
             )
             .env("DAGEXEC_ARTIFACT_DIR", &artifacts)
             .current_dir(&self.repo)
-            .arg("workflow_dispatch")
+            .arg(event_name)
             .args(["-W", ".github/workflows/dagexec.yml"])
             .arg("-e")
             .arg(&event)
@@ -211,6 +212,12 @@ impl Lab {
     fn plan_on(&self, branch: &str, path: &str) -> Value {
         serde_json::from_str(&git(&self.origin, &["show", &format!("{branch}:{path}")])).unwrap()
     }
+}
+
+/// The repository of the events: the Lab's `acme/widgets`, whose default branch is `main`.
+fn repository() -> Value {
+    json!({"full_name": "acme/widgets", "name": "widgets",
+           "owner": {"login": "acme"}, "default_branch": "main"})
 }
 
 impl Drop for Lab {
@@ -421,5 +428,153 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
             .unwrap()
             .contains("Execution stopped")
     );
+    lab.gh.assert_clean();
+}
+
+/// Task 0 completes; task 1 asks which database until its prompt has the answer.
+const ASKING_WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+echo "task $DAGEXEC_TASK_INDEX attempt $DAGEXEC_ATTEMPT" > "$DAGEXEC_LOG_FILE"
+case "$DAGEXEC_TASK_INDEX" in
+0) echo hello > hello.txt; echo "COMPLETED: wrote hello.txt" ;;
+1) case "$prompt" in
+   *"use sqlite"*) echo sqlite > db.txt; echo "COMPLETED: chose sqlite" ;;
+   *) echo "BLOCKED: which database?" ;;
+   esac ;;
+esac
+"#;
+
+/// GitHub's example `issue_comment` event, made a comment by `Codertocat` (write access, the
+/// fake's default) on pull request `pr` of the Lab's repository, saying `body`.
+fn pr_comment_event(pr: u64, body: &str) -> Value {
+    let path = manifest().join("../shared/github/webhooks/issue_comment.created.0.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("webhook example {}: {e}", path.display()));
+    let mut p: Value = serde_json::from_str(&text).unwrap();
+    p["repository"] = repository();
+    p["issue"]["number"] = json!(pr);
+    p["issue"]["pull_request"] =
+        json!({"url": format!("https://api.github.com/repos/acme/widgets/pulls/{pr}")});
+    p["comment"]["body"] = json!(body);
+    p
+}
+
+#[test]
+fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
+    let p = plan(
+        "Pick a database",
+        vec![
+            task("Write hello", &["hello.txt"], &[], "test -s hello.txt"),
+            task("Choose the database", &["db.txt"], &[], "test -s db.txt"),
+        ],
+    );
+    let mut lab = Lab::new(&p, ASKING_WORKER);
+    let branch = "dagexec/pick-a-database";
+
+    // Round 1: task 0 completes, task 1 asks; nothing else can run, so the run waits on the
+    // pull request with an action_required check run and no dispatch.
+    let (code, log) = lab.run(
+        "refs/heads/main",
+        &json!({"plan": ".design/plan.json", "branch": ""}),
+    );
+    assert_eq!(code, 0, "round 1:\n{log}");
+    assert_eq!(matrix_of(&log), vec![(0, 1), (1, 1)]);
+    let created = lab.gh.calls("pulls/create");
+    assert_eq!(created.len(), 1, "{log}");
+    assert_eq!(created[0].body.as_ref().unwrap()["head"], branch);
+    let state = lab.gh.state();
+    let pr = state.pulls[0].number;
+    assert_eq!(pr, 1);
+    let question = state
+        .comments
+        .iter()
+        .find(|c| c.body.contains("<!-- dagexec:question:1 -->"))
+        .unwrap_or_else(|| panic!("no question comment for task 1: {:#?}", state.comments));
+    assert_eq!(question.issue_number, pr);
+    assert!(
+        question.body.contains("which database?"),
+        "{}",
+        question.body
+    );
+    assert!(
+        state
+            .comments
+            .iter()
+            .any(|c| c.body.contains("<!-- dagexec:status -->")),
+        "no status comment: {:#?}",
+        state.comments
+    );
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let check = checks[0].body.clone().unwrap();
+    assert_eq!(
+        (check["name"].as_str(), check["conclusion"].as_str()),
+        (Some("dagexec"), Some("action_required")),
+        "{check:#}"
+    );
+    assert!(lab.gh.calls("actions/create-workflow-dispatch").is_empty());
+    let round_1 = lab.log(branch);
+
+    // The answer, as a comment: the comment job (on the default branch) acknowledges it,
+    // commits it to the execution branch and dispatches a round there.
+    let (code, log) = lab.run_event(
+        "issue_comment",
+        "main",
+        &pr_comment_event(pr, "/execute answer 1 use sqlite"),
+    );
+    assert_eq!(code, 0, "the comment run:\n{log}");
+    assert!(
+        !log.contains("plan round"),
+        "only the comment job runs on a comment:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("Started a round on {branch}.")),
+        "the comment job ran:\n{log}"
+    );
+    let reactions = lab.gh.calls("reactions/create-for-issue-comment");
+    assert_eq!(reactions.len(), 1, "{log}");
+    assert_eq!(reactions[0].body.as_ref().unwrap()["content"], "eyes");
+    let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(dispatches.len(), 1, "{log}");
+    let dispatch = dispatches[0].body.clone().unwrap();
+    assert_eq!(dispatch["ref"], branch, "{dispatch:#}");
+    assert_eq!(dispatch["inputs"]["branch"], branch, "{dispatch:#}");
+    let after = lab.log(branch);
+    assert_eq!(after.len(), round_1.len() + 1, "{after:?}");
+    assert_eq!(after[0], "dagexec: answer to task 1", "{after:?}");
+    let answered = lab.plan_on(branch, ".design/plan.json");
+    assert_eq!(answered["tasks"][1]["status"], "pending", "{answered:#}");
+
+    // The dispatched round, as GitHub would start it: task 1 runs with the answer in its
+    // prompt, and the plan completes.
+    let (code, log) = lab.run(&format!("refs/heads/{branch}"), &dispatch["inputs"].clone());
+    assert_eq!(code, 0, "round 2:\n{log}");
+    let tasks: Vec<u64> = matrix_of(&log).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tasks, vec![1], "only the answered task runs");
+    let state = lab.plan_on(branch, ".design/plan.done.json");
+    assert!(
+        state["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "completed"),
+        "{state:#}"
+    );
+    let db = git(&lab.origin, &["show", &format!("{branch}:db.txt")]);
+    assert_eq!(db.trim(), "sqlite");
+    let checks = lab.gh.calls("checks/create");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.body.as_ref().unwrap()["conclusion"] == "success"),
+        "no success check run: {:#?}",
+        checks.iter().map(|c| c.body.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        lab.gh.calls("pulls/create").len(),
+        1,
+        "the same PR throughout"
+    );
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 1);
     lab.gh.assert_clean();
 }

@@ -199,3 +199,340 @@ fn finalize_refuses_what_a_task_may_not_change_and_authenticates_as_an_app() {
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     gh.assert_clean();
 }
+
+// ---- Questions on the pull request and `/execute` comments ---------------------------------
+
+const REPO: &str = "Codertocat/Hello-World";
+
+const ASKING_WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$prompt" in
+*"use sqlite"*) echo db > a.txt; echo "COMPLETED: used sqlite" ;;
+*) echo "BLOCKED: which database should the model use?" ;;
+esac
+"#;
+
+/// A repository whose one task asks a question, pushed to a bare remote.
+fn asking(tmp: &Path) -> (PathBuf, PathBuf, String) {
+    let (repo, origin, _) = setup(tmp);
+    let plan = json!({
+        "schemaVersion": 2, "goal": "Ask", "context": {}, "progress": {"completedTasks": []},
+        "tasks": [task("A", &["a.txt"])]
+    });
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(repo.join("worker.sh"), ASKING_WORKER).unwrap();
+    git(&repo, &["commit", "-qam", "one asking task"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    (repo, origin, base)
+}
+
+/// `dagexec` with the GitHub context of a run in `REPO` on the fake.
+fn in_actions(repo: &Path, gh: &FakeGitHub, run_id: &str) -> std::process::Command {
+    let mut cmd = dagexec(repo);
+    cmd.env("GITHUB_RUN_ID", run_id)
+        .env("GITHUB_REPOSITORY", REPO)
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_REF_NAME", "main")
+        .env("DAGEXEC_TOKEN", "ghs_token");
+    cmd
+}
+
+fn finalize(
+    repo: &Path,
+    gh: &FakeGitHub,
+    run_id: &str,
+    task_attempt: (usize, u32),
+    base: &str,
+    artifacts: &Path,
+) -> String {
+    let (t, a) = task_attempt;
+    let matrix = format!(r#"{{"include":[{{"task":{t},"attempt":{a},"name":"task {t}: A"}}]}}"#);
+    let out = in_actions(repo, gh, run_id)
+        .args(["action", "finalize"])
+        .env("DAGEXEC_MATRIX", matrix)
+        .env("DAGEXEC_BASE", base)
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BRANCH", "dagexec/ask")
+        .env("DAGEXEC_ARTIFACTS", artifacts)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// GitHub's example comment event, made a comment on pull request #1 saying `body`.
+fn comment_event(dir: &Path, body: &str) -> PathBuf {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/github/webhooks/issue_comment.created.0.json"
+    );
+    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    p["issue"]["number"] = json!(1);
+    p["issue"]["pull_request"] =
+        json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/1")});
+    p["comment"]["body"] = json!(body);
+    let file = dir.join(format!("event-{}.json", body.len()));
+    std::fs::write(&file, p.to_string()).unwrap();
+    file
+}
+
+fn comment(repo: &Path, gh: &FakeGitHub, event: &Path) -> String {
+    let out = in_actions(repo, gh, "90")
+        .args(["action", "comment"])
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env("GITHUB_EVENT_PATH", event)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+fn branch_plan(origin: &Path) -> Value {
+    serde_json::from_str(&git(origin, &["show", "dagexec/ask:.design/plan.json"])).unwrap()
+}
+
+#[test]
+fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = asking(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let artifacts = tmp.path().join("artifacts");
+    let name = "dagexec-77-1-task-0-attempt-1";
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", artifacts.join(name))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    // One question comment with the exact reply, one status comment, action_required, no
+    // next round.
+    let comments = gh.state().comments;
+    assert_eq!(comments.len(), 2, "{comments:#?}");
+    let question = comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:question:0 -->"))
+        .unwrap();
+    assert!(
+        question
+            .body
+            .contains("which database should the model use?"),
+        "{}",
+        question.body
+    );
+    assert!(
+        question.body.contains("/execute answer 0 <your answer>"),
+        "{}",
+        question.body
+    );
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.body.starts_with("<!-- dagexec:status -->"))
+    );
+    let checks = gh.calls("checks/create");
+    assert_eq!(
+        checks.last().unwrap().body.as_ref().unwrap()["conclusion"],
+        "action_required"
+    );
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 0);
+    // Re-running the same finalize creates no second PR, status comment or question.
+    git(&repo, &["checkout", "-q", "--detach", &base]);
+    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    assert_eq!(gh.calls("pulls/create").len(), 1);
+    assert_eq!(gh.state().comments.len(), 2);
+    assert_eq!(gh.calls("issues/create-comment").len(), 2);
+    // The answer, as a comment: 👀, committed to the plan on the branch, a round started.
+    let text = comment(
+        &repo,
+        &gh,
+        &comment_event(tmp.path(), "/execute answer 0 use sqlite\r\nplease"),
+    );
+    assert!(text.contains("Started a round on dagexec/ask"), "{text}");
+    assert_eq!(gh.calls("reactions/create-for-issue-comment").len(), 1);
+    let d = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].body.as_ref().unwrap()["ref"], "dagexec/ask");
+    let plan = branch_plan(&origin);
+    assert_eq!(plan["tasks"][0]["status"], "pending", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["question"]["reply"], "use sqlite\nplease");
+    let log = git(&origin, &["log", "--format=%s", "dagexec/ask"]);
+    assert!(log.starts_with("dagexec: answer to task 0\n"), "{log}");
+    // The next round's work job gives the worker the answer; the task completes.
+    let tip = git(&origin, &["rev-parse", "dagexec/ask"])
+        .trim()
+        .to_string();
+    git(&repo, &["fetch", "-q", "origin"]);
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "78")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "2")
+        .env("DAGEXEC_BASE", &tip)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env(
+            "DAGEXEC_ARTIFACTS",
+            artifacts.join("dagexec-78-1-task-0-attempt-1"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("completed — used sqlite"), "{text}");
+    gh.assert_clean();
+}
+
+#[test]
+fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = asking(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let artifacts = tmp.path().join("artifacts");
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env(
+            "DAGEXEC_ARTIFACTS",
+            artifacts.join("dagexec-77-1-task-0-attempt-1"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    let status_comments = |gh: &FakeGitHub| {
+        gh.state()
+            .comments
+            .iter()
+            .filter(|c| c.body.starts_with("<!-- dagexec:status -->"))
+            .map(|c| c.body.clone())
+            .collect::<Vec<_>>()
+    };
+    // A stranger: one reply saying who may, nothing else.
+    gh.set_permission("Codertocat", "read");
+    let before = gh.requests().len();
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute"));
+    let after: Vec<String> = gh.requests()[before..]
+        .iter()
+        .map(|r| r.operation_id.clone())
+        .collect();
+    assert_eq!(
+        after,
+        [
+            "repos/get-collaborator-permission-level",
+            "issues/create-comment"
+        ]
+    );
+    gh.set_permission("Codertocat", "write");
+    // status: the one status comment, refreshed.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute status"));
+    assert_eq!(status_comments(&gh).len(), 1);
+    // retry: the blocked task is pending again with fresh attempts, and a round starts.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute retry 0"));
+    let plan = branch_plan(&origin);
+    assert_eq!(plan["tasks"][0]["status"], "pending", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["attempts"], 0);
+    assert!(plan["tasks"][0].get("question").is_none(), "{plan:#}");
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
+    // retry of a task that is pending is refused with a reply.
+    let replies = gh.calls("issues/create-comment").len();
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute retry 0 "));
+    assert_eq!(gh.calls("issues/create-comment").len(), replies + 1);
+    assert!(
+        gh.state()
+            .comments
+            .last()
+            .unwrap()
+            .body
+            .contains("only a failed, blocked or skipped task")
+    );
+    // proceed: recorded in the plan for the plan job's pre-flight gate.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute proceed"));
+    assert_eq!(
+        branch_plan(&origin)["progress"]["dagexecPreflight"],
+        "proceed"
+    );
+    let dispatches = gh.calls("actions/create-workflow-dispatch").len();
+    // abort: the status comment records it, and the next finalize starts no round.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute abort"));
+    assert!(status_comments(&gh)[0].contains("dagexec:abort-requested"));
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        dispatches
+    );
+    let tip = git(&origin, &["rev-parse", "dagexec/ask"])
+        .trim()
+        .to_string();
+    git(&repo, &["fetch", "-q", "origin"]);
+    std::fs::write(
+        repo.join("worker.sh"),
+        "cat >/dev/null; echo 'FAILED: still thinking'\n",
+    )
+    .unwrap();
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "79")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "2")
+        .env("DAGEXEC_BASE", &tip)
+        .env(
+            "DAGEXEC_WORKER",
+            "cat >/dev/null; echo 'FAILED: still thinking'",
+        )
+        .env(
+            "DAGEXEC_ARTIFACTS",
+            artifacts.join("dagexec-79-1-task-0-attempt-1"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = finalize(&repo, &gh, "79", (0, 1), &tip, &artifacts);
+    assert!(text.contains("Stopped after this round"), "{text}");
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        dispatches
+    );
+    let status = status_comments(&gh);
+    assert_eq!(status.len(), 1);
+    assert!(
+        !status[0].contains("dagexec:abort-requested"),
+        "{}",
+        status[0]
+    );
+    assert!(
+        status[0].contains("comment `/execute` to resume"),
+        "{}",
+        status[0]
+    );
+    gh.assert_clean();
+}

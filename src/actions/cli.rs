@@ -65,6 +65,17 @@ pub enum ActionCommand {
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
         artifacts: String,
     },
+    /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
+    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, changes the plan on
+    /// the pull request's branch as the command says, and starts a round there (output:
+    /// dispatched, the branch).
+    Comment {
+        #[command(flatten)]
+        common: Common,
+        /// The workflow file rounds are dispatched to.
+        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+        workflow: String,
+    },
     /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
     /// stops, dispatch the next round (outputs: conclusion, pr-number).
     Finalize {
@@ -133,7 +144,12 @@ fn token() -> Token {
 
 fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
     Inputs {
-        plan_rel: common.plan.clone(),
+        // An input the workflow left empty arrives as an empty variable.
+        plan_rel: if common.plan.trim().is_empty() {
+            crate::plan::validate::DEFAULT_PLAN_REL.to_string()
+        } else {
+            common.plan.clone()
+        },
         worker,
         max_parallel: 1,
         timeout: common.timeout,
@@ -241,6 +257,27 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 verdict.status, verdict.result
             ))
             .map_err(write_err)?;
+            Ok(0)
+        }
+        ActionCommand::Comment { common, workflow } => {
+            let mut inputs = inputs(&common, String::new(), PathBuf::new());
+            inputs.workflow = workflow;
+            if inputs.token.is_empty() {
+                return Err(ActionError::Input(
+                    "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
+                ));
+            }
+            let rt = super::runtime()?;
+            let api_url = ctx.api_url.clone();
+            let token = inputs.token.clone();
+            let client_for = |t: &super::comment::Trigger| {
+                let _entered = rt.enter();
+                Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+            };
+            let done = super::steer::run(&root, &inputs, ctx, client_for, &rt)?;
+            println!("{}", done.message);
+            ctx.set_outputs(&[("dispatched", done.dispatched.unwrap_or_default())])
+                .map_err(write_err)?;
             Ok(0)
         }
         ActionCommand::Finalize {

@@ -15,6 +15,7 @@ use super::artifact::{self, Collected};
 use super::matrix::{self, Entry};
 use super::report::{self, Links, Stop};
 use super::runtime::{self, Context};
+use super::{comment, steer};
 use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
 use crate::engine::{self, Next, View};
@@ -93,14 +94,22 @@ pub fn run(
 
     // No work: the plan job already knows how this ends.
     if round.planned != "work" {
-        let stop = match round.planned.as_str() {
-            "completed" => Some(Stop::Completed),
-            "deadlock" => Some(Stop::Deadlock(round.planned_message.clone())),
-            "preflight-failed" => Some(Stop::CircuitBreaker(round.planned_message.clone())),
-            _ => None,
+        let (stop, preflight) = match round.planned.as_str() {
+            "completed" => (Some(Stop::Completed), None),
+            "deadlock" => (Some(Stop::Deadlock(round.planned_message.clone())), None),
+            "preflight-failed" => (
+                Some(Stop::NeedsInput(
+                    "blocking pre-flight checks failed; reply `/execute proceed` to run anyway".into(),
+                )),
+                Some(round.planned_message.as_str()),
+            ),
+            _ => (None, None),
         };
         ui.say(&round.planned_message);
-        let pr = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+        // The branch exists from the first round on, so the pull request (and any question
+        // on it) has a head.
+        push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
+        let published = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref(), false, preflight, inputs)?;
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))
             .map_err(|source| ActionError::Write {
@@ -109,7 +118,7 @@ pub fn run(
             })?;
         return Ok(Finalized {
             conclusion: round.planned.clone(),
-            pr,
+            pr: published.pr,
             failed,
         });
     }
@@ -188,6 +197,15 @@ pub fn run(
             }
         }
     }
+    // A task that answered BLOCKED asks its question on the pull request (kept in the plan).
+    for j in &judged {
+        if j.verdict.status == Status::Blocked && j.question.is_none() {
+            let t = &mut plan.tasks[j.index];
+            if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
+                crate::question::set(t, &super::steer::blocked_question(j.index, &j.verdict.result));
+            }
+        }
+    }
     let end = crate::run::integrate::integrate_and_commit(
         &repo,
         &mut plan,
@@ -231,8 +249,17 @@ pub fn run(
             match engine::Schedule::Rounds.policy().next(view, None) {
                 Next::Done => {
                     let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+                    let open = crate::question::open(&plan).len();
                     crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
-                    all.then_some(Stop::Completed)
+                    if all {
+                        Some(Stop::Completed)
+                    } else if open > 0 {
+                        Some(Stop::NeedsInput(format!(
+                            "{open} question(s) wait for your answer; nothing else can run until then"
+                        )))
+                    } else {
+                        None
+                    }
                 }
                 Next::Deadlock { pending } => {
                     Some(Stop::Deadlock(engine::deadlock_message(pending)))
@@ -243,7 +270,7 @@ pub fn run(
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
     push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-    let pr = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref())?;
+    let published = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref(), more, None, inputs)?;
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,
@@ -256,23 +283,18 @@ pub fn run(
         path: "GITHUB_STEP_SUMMARY".into(),
         source,
     })?;
-    if more {
-        if let Some(c) = client {
-            let mut inputs_json = serde_json::Map::new();
-            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
-            inputs_json.insert("branch".into(), round.branch.clone().into());
-            rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
-            ui.say(format!(
-                "Dispatched round {} on {}.",
-                round.round + 1,
-                round.branch
-            ));
-        }
+    if published.dispatched {
+        ui.say(format!("Dispatched round {} on {}.", round.round + 1, round.branch));
+    } else if published.aborted {
+        ui.say("Stopped after this round, as `/execute abort` asked; `/execute` resumes.");
     }
+    let pr = published.pr;
     let conclusion = match &stop {
         Some(Stop::Completed) => "completed",
         Some(Stop::CircuitBreaker(_)) => "circuit-breaker",
         Some(Stop::Deadlock(_)) => "deadlock",
+        Some(Stop::NeedsInput(_)) => "needs-input",
+        None if more && published.aborted => "aborted",
         None if more => "continue",
         None => "incomplete",
     };
@@ -463,8 +485,20 @@ fn push(
     )))
 }
 
-/// The pull request (opened as a draft on the first round, its body kept current), the
-/// `dagexec` check run on a stop or completion, and ready-for-review on completion.
+/// What [`publish`] did on GitHub.
+#[derive(Debug, Clone, Copy, Default)]
+struct Published {
+    pr: Option<u64>,
+    dispatched: bool,
+    /// `/execute abort` asked to stop after this round.
+    aborted: bool,
+}
+
+/// On GitHub: the pull request (opened as a draft on the first round, its body kept current),
+/// one comment per open question (and the pre-flight question), the next round dispatched
+/// unless `/execute abort` asked to stop, the one status comment, and the `dagexec` check run
+/// on a stop or completion (ready for review on completion). Every comment is found again by
+/// its marker, so a re-run finalize creates nothing twice.
 #[allow(clippy::too_many_arguments)]
 fn publish(
     rt: &tokio::runtime::Runtime,
@@ -475,13 +509,16 @@ fn publish(
     round: &Round,
     links: &Links,
     stop: Option<&Stop>,
-) -> Result<Option<u64>, ActionError> {
+    more: bool,
+    preflight: Option<&str>,
+    inputs: &Inputs,
+) -> Result<Published, ActionError> {
     let Some(c) = client else {
         if let Some(s) = stop {
             let (title, summary) = report::check_run_text(plan, s, &round.branch);
             println!("{title}\n\n{summary}");
         }
-        return Ok(None);
+        return Ok(Published::default());
     };
     let body = report::pr_body(plan, round.round, links, stop);
     let pr = rt.block_on(async {
@@ -497,10 +534,7 @@ fn publish(
                     c.default_branch().await?
                 };
                 let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                match c
-                    .create_pull(&round.branch, &base, &title, &body, true)
-                    .await
-                {
+                match c.create_pull(&round.branch, &base, &title, &body, true).await {
                     // A retried create whose first try landed after all: adopt that PR.
                     Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
                         Some(pr) => Ok(pr),
@@ -512,23 +546,49 @@ fn publish(
         }
     })?;
     println!("Pull request #{}: {}", pr.number, pr.html_url);
+    let n = pr.number;
+    rt.block_on(async {
+        for (i, q) in crate::question::open(plan) {
+            let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
+            c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text).await?;
+        }
+        if let Some(message) = preflight {
+            c.upsert_marked_comment(n, &steer::question_marker("preflight"), &steer::preflight_comment(message))
+                .await?;
+        }
+        Ok::<_, crate::github::ApiError>(())
+    })?;
+    let aborted = rt
+        .block_on(c.list_comments(n))?
+        .iter()
+        .any(|(_, b)| b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER));
+    let dispatched = more && !aborted;
+    if dispatched {
+        let mut inputs_json = serde_json::Map::new();
+        inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
+        inputs_json.insert("branch".into(), round.branch.clone().into());
+        rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
+    }
+    let waiting = if more && aborted {
+        format!("you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume", round.round)
+    } else {
+        steer::waiting_on(plan)
+    };
+    let status = comment::status_body(plan, round.round, links, &waiting);
+    rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
     if let Some(s) = stop {
         let (title, summary) = report::check_run_text(plan, s, &round.branch);
         let conclusion = match s {
             Stop::Completed => Conclusion::Success,
+            Stop::NeedsInput(_) => Conclusion::ActionRequired,
             _ => Conclusion::Failure,
         };
         let head = repo.head()?;
-        rt.block_on(c.complete_check_run(
-            "dagexec",
-            &head,
-            conclusion,
-            &title,
-            &summary,
-            ctx.run_url().as_deref(),
-        ))?;
-        if conclusion == Conclusion::Failure {
-            runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+        rt.block_on(c.complete_check_run("dagexec", &head, conclusion, &title, &summary, ctx.run_url().as_deref()))?;
+        if conclusion != Conclusion::Success {
+            if conclusion == Conclusion::Failure {
+                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+            }
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }
         if *s == Stop::Completed && pr.draft {
@@ -536,7 +596,11 @@ fn publish(
             println!("Marked #{} ready for review.", pr.number);
         }
     }
-    Ok(Some(pr.number))
+    Ok(Published {
+        pr: Some(n),
+        dispatched,
+        aborted,
+    })
 }
 
 #[cfg(test)]

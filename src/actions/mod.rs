@@ -22,6 +22,7 @@ pub mod matrix;
 pub mod plan;
 pub mod report;
 pub mod runtime;
+pub mod steer;
 pub mod work;
 
 use std::path::PathBuf;

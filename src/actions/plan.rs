@@ -82,7 +82,18 @@ pub fn run(root: &Path, inputs: &Inputs, _ctx: &Context) -> Result<Planned, Acti
             .filter(|c| !c.passed)
             .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
             .collect();
-        if !failed.is_empty() {
+        let proceed = plan
+            .progress
+            .extra
+            .get(super::steer::PROCEED_FIELD)
+            .and_then(|v| v.as_str())
+            == Some("proceed");
+        if !failed.is_empty() && proceed {
+            println!(
+                "{} blocking pre-flight check(s) failed; proceeding, as `/execute proceed` asked.",
+                failed.len()
+            );
+        } else if !failed.is_empty() {
             return Ok(done(
                 "preflight-failed",
                 format!(

@@ -23,6 +23,8 @@ pub struct Links {
 pub enum Stop {
     CircuitBreaker(String),
     Deadlock(String),
+    /// Questions (or failed pre-flight checks) wait for the user's reply.
+    NeedsInput(String),
     Completed,
 }
 
@@ -98,6 +100,9 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
         Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why)) => {
             let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
         }
+        Some(Stop::NeedsInput(why)) => {
+            let _ = writeln!(s, "> [!IMPORTANT]\n> Waiting for you: {}\n", cell(why, 300));
+        }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
     }
     s.push_str(&progress_table(plan, links));
@@ -144,9 +149,16 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
         Stop::Completed => format!("All {} tasks completed", plan.tasks.len()),
         Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
         Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
+        Stop::NeedsInput(_) => "Waiting for your answer".to_string(),
     };
     match stop {
         Stop::Completed => {}
+        Stop::NeedsInput(why) => {
+            let _ = writeln!(
+                s,
+                "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
+            );
+        }
         Stop::CircuitBreaker(why) | Stop::Deadlock(why) => {
             let _ = writeln!(s, "{why}\n");
             let failed: Vec<_> = plan

@@ -57,7 +57,12 @@ pub fn run(
         Some(p) => p.to_string(),
         None => prompt::original_prompt(&plan, job.task, Unit::Batch),
     };
-    let text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
+    let mut text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
+    // The user's answer to the task's question, as locally.
+    let reply = crate::question::reply_section(task);
+    if !reply.is_empty() {
+        text = format!("{}\n\n{reply}", text.trim_end());
+    }
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = tempfile::Builder::new()
         .prefix("dagexec-work-")
