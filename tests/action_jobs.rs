@@ -536,3 +536,55 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     gh.assert_clean();
 }
+
+#[test]
+fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = asking(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let artifacts = tmp.path().join("artifacts");
+    let worker = r#"cat >/dev/null; echo 'OUTPUT_JSON_START'; echo '{"status":"NEEDS_DECISION","blocked_at":"schema","decision_needed":"Which database?","options":[{"key":"pg","description":"Postgres"},"sqlite"]}'; echo 'OUTPUT_JSON_END'"#;
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", worker)
+        .env(
+            "DAGEXEC_ARTIFACTS",
+            artifacts.join("dagexec-77-1-task-0-attempt-1"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    let q = gh
+        .state()
+        .comments
+        .into_iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:question:0 -->"))
+        .expect("a question comment");
+    assert!(q.body.contains("Which database?"), "{}", q.body);
+    assert!(
+        q.body.contains("1. `pg` — Postgres") && q.body.contains("2. `sqlite`"),
+        "{}",
+        q.body
+    );
+    assert!(q.body.contains("/execute answer 0 pg"), "{}", q.body);
+    let plan = branch_plan(&origin);
+    assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
+    comment(
+        &repo,
+        &gh,
+        &comment_event(tmp.path(), "/execute answer 0 2"),
+    );
+    let plan = branch_plan(&origin);
+    assert_eq!(plan["tasks"][0]["question"]["reply"], "sqlite", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["status"], "pending");
+    gh.assert_clean();
+}

@@ -347,6 +347,20 @@ fn judge_entry(
     };
     report.changed.extend(touched.iter().cloned());
     let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
+    // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
+    // an OUTPUT_JSON block or a `NEEDS_DECISION: …` last line) blocks with a question.
+    let question = (verdict.status != Status::Completed)
+        .then(|| needs_input(&report.output))
+        .flatten();
+    if let Some(q) = &question {
+        verdict = Verdict {
+            status: Status::Blocked,
+            result: format!("waits for the user: {}", q.text.lines().next().unwrap_or("")),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: verdict.warnings,
+        };
+    }
     let refusal =
         broken.or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
     if let Some(reason) = refusal {
@@ -373,7 +387,27 @@ fn judge_entry(
         touched,
         duration,
         reviews: None,
-        question: None,
+        question,
+    })
+}
+
+/// The question a worker's output asks the user, if it stopped for one: an `OUTPUT_JSON`
+/// block with status NEEDS_DECISION or NEEDS_ACTION, or a last line `NEEDS_DECISION: …`.
+fn needs_input(output: &str) -> Option<crate::question::Question> {
+    use crate::longrun::output::{self, Output};
+    match output::parse(output) {
+        Ok(Output::NeedsDecision(q) | Output::NeedsAction(q)) => return Some(q),
+        Ok(_) => return None,
+        Err(_) => {}
+    }
+    let last = output.lines().rev().find(|l| !l.trim().is_empty())?;
+    let text = last.trim().strip_prefix("NEEDS_DECISION:")?.trim();
+    (!text.is_empty()).then(|| crate::question::Question {
+        kind: crate::question::Kind::Decision,
+        text: text.to_string(),
+        options: Vec::new(),
+        blocked_at: None,
+        reply: None,
     })
 }
 
