@@ -15,9 +15,9 @@ use super::artifact::{self, Collected};
 use super::matrix::{self, Entry};
 use super::report::{self, Links, Stop};
 use super::runtime::{self, Context};
-use super::{comment, steer};
 use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
+use super::{comment, steer};
 use crate::engine::{self, Next, View};
 use crate::git::{Pushed, RemoteAuth, Repo};
 use crate::github::{Client, ops::Conclusion};
@@ -99,7 +99,8 @@ pub fn run(
             "deadlock" => (Some(Stop::Deadlock(round.planned_message.clone())), None),
             "preflight-failed" => (
                 Some(Stop::NeedsInput(
-                    "blocking pre-flight checks failed; reply `/execute proceed` to run anyway".into(),
+                    "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
+                        .into(),
                 )),
                 Some(round.planned_message.as_str()),
             ),
@@ -109,7 +110,19 @@ pub fn run(
         // The branch exists from the first round on, so the pull request (and any question
         // on it) has a head.
         push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-        let published = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref(), false, preflight, inputs)?;
+        let published = publish(
+            rt,
+            client,
+            ctx,
+            &repo,
+            &plan,
+            round,
+            &links,
+            stop.as_ref(),
+            false,
+            preflight,
+            inputs,
+        )?;
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))
             .map_err(|source| ActionError::Write {
@@ -202,7 +215,10 @@ pub fn run(
         if j.verdict.status == Status::Blocked && j.question.is_none() {
             let t = &mut plan.tasks[j.index];
             if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
-                crate::question::set(t, &super::steer::blocked_question(j.index, &j.verdict.result));
+                crate::question::set(
+                    t,
+                    &super::steer::blocked_question(j.index, &j.verdict.result),
+                );
             }
         }
     }
@@ -270,7 +286,19 @@ pub fn run(
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
     push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-    let published = publish(rt, client, ctx, &repo, &plan, round, &links, stop.as_ref(), more, None, inputs)?;
+    let published = publish(
+        rt,
+        client,
+        ctx,
+        &repo,
+        &plan,
+        round,
+        &links,
+        stop.as_ref(),
+        more,
+        None,
+        inputs,
+    )?;
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,
@@ -284,7 +312,11 @@ pub fn run(
         source,
     })?;
     if published.dispatched {
-        ui.say(format!("Dispatched round {} on {}.", round.round + 1, round.branch));
+        ui.say(format!(
+            "Dispatched round {} on {}.",
+            round.round + 1,
+            round.branch
+        ));
     } else if published.aborted {
         ui.say("Stopped after this round, as `/execute abort` asked; `/execute` resumes.");
     }
@@ -355,7 +387,10 @@ fn judge_entry(
     if let Some(q) = &question {
         verdict = Verdict {
             status: Status::Blocked,
-            result: format!("waits for the user: {}", q.text.lines().next().unwrap_or("")),
+            result: format!(
+                "waits for the user: {}",
+                q.text.lines().next().unwrap_or("")
+            ),
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
@@ -568,7 +603,10 @@ fn publish(
                     c.default_branch().await?
                 };
                 let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                match c.create_pull(&round.branch, &base, &title, &body, true).await {
+                match c
+                    .create_pull(&round.branch, &base, &title, &body, true)
+                    .await
+                {
                     // A retried create whose first try landed after all: adopt that PR.
                     Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
                         Some(pr) => Ok(pr),
@@ -584,18 +622,22 @@ fn publish(
     rt.block_on(async {
         for (i, q) in crate::question::open(plan) {
             let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-            c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text).await?;
+            c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
+                .await?;
         }
         if let Some(message) = preflight {
-            c.upsert_marked_comment(n, &steer::question_marker("preflight"), &steer::preflight_comment(message))
-                .await?;
+            c.upsert_marked_comment(
+                n,
+                &steer::question_marker("preflight"),
+                &steer::preflight_comment(message),
+            )
+            .await?;
         }
         Ok::<_, crate::github::ApiError>(())
     })?;
-    let aborted = rt
-        .block_on(c.list_comments(n))?
-        .iter()
-        .any(|(_, b)| b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER));
+    let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
+        b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
+    });
     let dispatched = more && !aborted;
     if dispatched {
         let mut inputs_json = serde_json::Map::new();
@@ -604,7 +646,10 @@ fn publish(
         rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
     }
     let waiting = if more && aborted {
-        format!("you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume", round.round)
+        format!(
+            "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
+            round.round
+        )
     } else {
         steer::waiting_on(plan)
     };
@@ -618,7 +663,14 @@ fn publish(
             _ => Conclusion::Failure,
         };
         let head = repo.head()?;
-        rt.block_on(c.complete_check_run("dagexec", &head, conclusion, &title, &summary, ctx.run_url().as_deref()))?;
+        rt.block_on(c.complete_check_run(
+            "dagexec",
+            &head,
+            conclusion,
+            &title,
+            &summary,
+            ctx.run_url().as_deref(),
+        ))?;
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
                 runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));

@@ -39,8 +39,14 @@ pub fn run(
         Some(p) => std::fs::read_to_string(p)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| ActionError::Input(format!("cannot read the event at {}", p.display())))?,
-        None => return Err(ActionError::Input("no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into())),
+            .ok_or_else(|| {
+                ActionError::Input(format!("cannot read the event at {}", p.display()))
+            })?,
+        None => {
+            return Err(ActionError::Input(
+                "no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into(),
+            ));
+        }
     };
     let trigger = match comment::classify(&ctx.event_name, &payload) {
         Ok(t) => t,
@@ -65,12 +71,17 @@ pub fn run(
                 dispatched: None,
             });
         }
-        Outcome::Run { head_branch, command } => (head_branch, command),
+        Outcome::Run {
+            head_branch,
+            command,
+        } => (head_branch, command),
     };
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let Some(tip) = repo.fetch_branch(&branch, &auth)? else {
-        return Err(ActionError::Input(format!("the pull request's branch {branch} is not on the remote")));
+        return Err(ActionError::Input(format!(
+            "the pull request's branch {branch} is not on the remote"
+        )));
     };
     repo.checkout_detached(&tip)?;
     let plan_path = repo.root().join(&inputs.plan_rel);
@@ -86,39 +97,78 @@ pub fn run(
         Command::Start => None,
         Command::Status => {
             let round = crate::run::round_counter(&plan);
-            let body = comment::status_body(&plan, round, &Links { run: ctx.run_url(), logs: Default::default() }, &waiting_on(&plan));
+            let body = comment::status_body(
+                &plan,
+                round,
+                &Links {
+                    run: ctx.run_url(),
+                    logs: Default::default(),
+                },
+                &waiting_on(&plan),
+            );
             rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
-            return Ok(Steered { message: "Refreshed the status comment.".into(), dispatched: None });
+            return Ok(Steered {
+                message: "Refreshed the status comment.".into(),
+                dispatched: None,
+            });
         }
         Command::Abort => {
             let round = crate::run::round_counter(&plan);
             let body = format!(
                 "{}\n{ABORT_MARKER}\n**Stopping after the current round** ({by}). Comment `/execute` to resume.\n",
-                comment::status_body(&plan, round, &Links { run: ctx.run_url(), logs: Default::default() }, "the current round to end")
+                comment::status_body(
+                    &plan,
+                    round,
+                    &Links {
+                        run: ctx.run_url(),
+                        logs: Default::default()
+                    },
+                    "the current round to end"
+                )
             );
             rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
-            return Ok(Steered { message: "Abort requested: the run stops after the current round.".into(), dispatched: None });
+            return Ok(Steered {
+                message: "Abort requested: the run stops after the current round.".into(),
+                dispatched: None,
+            });
         }
         Command::Proceed => {
-            plan.progress.extra.insert(PROCEED_FIELD.into(), "proceed".into());
-            Some(format!("dagexec: proceed despite failed pre-flight checks\n\nAsked for with {by}.\n"))
+            plan.progress
+                .extra
+                .insert(PROCEED_FIELD.into(), "proceed".into());
+            Some(format!(
+                "dagexec: proceed despite failed pre-flight checks\n\nAsked for with {by}.\n"
+            ))
         }
         Command::Answer { task, text } => {
             let index = *task;
             if let Some(t) = plan.tasks.get_mut(index) {
                 // A plain BLOCKED (no question recorded) is answered like a review: free text.
                 if t.status == Status::Blocked && crate::question::get(t).is_none() {
-                    crate::question::set(t, &blocked_question(index, t.result.as_deref().unwrap_or("")));
+                    crate::question::set(
+                        t,
+                        &blocked_question(index, t.result.as_deref().unwrap_or("")),
+                    );
                 }
             }
             match crate::question::answer(&mut plan, &dag, index, &text.replace("\r\n", "\n")) {
                 Ok(a) => Some(format!(
                     "dagexec: answer to task {index}\n\nGiven with {by}; task {index}{} pending again.\n",
-                    if a.reopened.is_empty() { String::new() } else { format!(" and tasks {:?}", a.reopened) }
+                    if a.reopened.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and tasks {:?}", a.reopened)
+                    }
                 )),
                 Err(e) => {
-                    reply(format!("dagexec could not take that answer: {e}\n\n{}", e.hint()))?;
-                    return Ok(Steered { message: format!("Answer refused: {e}"), dispatched: None });
+                    reply(format!(
+                        "dagexec could not take that answer: {e}\n\n{}",
+                        e.hint()
+                    ))?;
+                    return Ok(Steered {
+                        message: format!("Answer refused: {e}"),
+                        dispatched: None,
+                    });
                 }
             }
         }
@@ -128,13 +178,19 @@ pub fn run(
             )),
             Err(why) => {
                 reply(format!("dagexec cannot retry that: {why}"))?;
-                return Ok(Steered { message: format!("Retry refused: {why}"), dispatched: None });
+                return Ok(Steered {
+                    message: format!("Retry refused: {why}"),
+                    dispatched: None,
+                });
             }
         },
         Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
     };
     if let Some(message) = change {
-        plan::save(&plan, &plan_path).map_err(|source| ActionError::Write { path: plan_path.clone(), source })?;
+        plan::save(&plan, &plan_path).map_err(|source| ActionError::Write {
+            path: plan_path.clone(),
+            source,
+        })?;
         repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
         push(&repo, &branch, &auth)?;
     }
@@ -167,7 +223,10 @@ pub fn retry(plan: &mut Plan, dag: &crate::graph::Dag, index: usize) -> Result<V
         return Err(format!("task {index}: no such task (the plan has {count})"));
     };
     if !matches!(t.status, Status::Failed | Status::Blocked | Status::Skipped) {
-        return Err(format!("task {index} is {}; only a failed, blocked or skipped task can be retried", t.status));
+        return Err(format!(
+            "task {index} is {}; only a failed, blocked or skipped task can be retried",
+            t.status
+        ));
     }
     t.status = Status::Pending;
     t.attempts = Some(0);
@@ -240,7 +299,11 @@ pub fn question_comment(index: usize, subject: &str, q: &crate::question::Questi
         }
     }
     let example = match q.kind {
-        crate::question::Kind::Decision => q.options.first().map(|c| c.key.clone()).unwrap_or_else(|| "<option>".into()),
+        crate::question::Kind::Decision => q
+            .options
+            .first()
+            .map(|c| c.key.clone())
+            .unwrap_or_else(|| "<option>".into()),
         crate::question::Kind::Action => "done".into(),
         crate::question::Kind::Review => "<your answer>".into(),
     };
