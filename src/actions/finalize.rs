@@ -19,7 +19,7 @@ use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
 use super::{comment, steer};
 use crate::engine::{self, Next, View};
-use crate::git::{Pushed, RemoteAuth, Repo};
+use crate::git::{RemoteAuth, Repo};
 use crate::github::{Client, ops::Conclusion};
 use crate::outcome::{self, AttemptReport, Decision, Exit, Verdict};
 use crate::plan::{self, model::Status};
@@ -521,37 +521,22 @@ fn save_logs(plan: &mut plan::model::Plan, logs: &BTreeMap<usize, String>) {
     plan.progress.extra.insert(LOGS_FIELD.into(), map.into());
 }
 
-/// Pushes the round, fetching and rebasing onto whatever landed on the branch meanwhile.
+/// Pushes the round (see [`super::push_with_rebase`]); without a GitHub repository (a local
+/// try-out) the round stays a local commit.
 fn push(
     repo: &Repo,
     branch: &str,
     auth: &RemoteAuth,
-    remote_expected: bool,
+    on_github: bool,
     ui: &Ui,
 ) -> Result<(), ActionError> {
-    let has_origin = repo.rev_parse("HEAD")?.is_some();
-    if !has_origin && !remote_expected {
+    if !on_github {
+        ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
         return Ok(());
     }
-    for attempt in 1..=5 {
-        match repo.push_head(branch, auth)? {
-            Pushed::Done => {
-                ui.say(format!("Pushed to {branch}."));
-                return Ok(());
-            }
-            Pushed::Rejected(why) => {
-                ui.say(format!(
-                    "The push was rejected ({}); fetching and rebasing (try {attempt} of 5).",
-                    why.lines().last().unwrap_or("")
-                ));
-                repo.fetch_branch(branch, auth)?;
-                repo.rebase_onto(&format!("refs/remotes/origin/{branch}"))?;
-            }
-        }
-    }
-    Err(ActionError::Input(format!(
-        "could not push to {branch}: rejected 5 times; someone keeps pushing to the execution branch"
-    )))
+    super::push_with_rebase(repo, branch, auth, |line| ui.say(line))?;
+    ui.say(format!("Pushed to {branch}."));
+    Ok(())
 }
 
 /// What [`publish`] did on GitHub.

@@ -91,6 +91,32 @@ pub fn default_branch_name(goal: &str) -> String {
     format!("dagexec/{}", if slug.is_empty() { "plan" } else { slug })
 }
 
+/// Pushes `HEAD` to `branch` on `origin`; a rejected push (the branch moved meanwhile) is
+/// fetched, rebased onto and pushed again, up to five tries. `say` reports each rejection.
+pub(crate) fn push_with_rebase(
+    repo: &crate::git::Repo,
+    branch: &str,
+    auth: &crate::git::RemoteAuth,
+    say: impl Fn(String),
+) -> Result<(), ActionError> {
+    for attempt in 1..=5 {
+        match repo.push_head(branch, auth)? {
+            crate::git::Pushed::Done => return Ok(()),
+            crate::git::Pushed::Rejected(why) => {
+                say(format!(
+                    "The push to {branch} was rejected ({}); fetching and rebasing (try {attempt} of 5).",
+                    why.lines().last().unwrap_or("")
+                ));
+                repo.fetch_branch(branch, auth)?;
+                repo.rebase_onto(&format!("refs/remotes/origin/{branch}"))?;
+            }
+        }
+    }
+    Err(ActionError::Input(format!(
+        "could not push to {branch}: rejected 5 times; someone keeps pushing to the execution branch"
+    )))
+}
+
 /// The tokio runtime the commands' async edges (worker, API) run on.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
     tokio::runtime::Builder::new_multi_thread()

@@ -10,7 +10,7 @@ use super::comment::{self, Command, Outcome, Trigger};
 use super::report::Links;
 use super::runtime::Context;
 use super::{ActionError, Inputs};
-use crate::git::{Pushed, RemoteAuth, Repo};
+use crate::git::{RemoteAuth, Repo};
 use crate::github::Client;
 use crate::plan::{self, Plan, model::Status};
 
@@ -192,7 +192,7 @@ pub fn run(
             source,
         })?;
         repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
-        push(&repo, &branch, &auth)?;
+        super::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
     }
     let mut dispatch = serde_json::Map::new();
     dispatch.insert("plan".into(), inputs.plan_rel.clone().into());
@@ -261,22 +261,6 @@ pub fn waiting_on(plan: &Plan) -> String {
     } else {
         "you: nothing is pending; `/execute retry N` runs a failed task again".into()
     }
-}
-
-/// Pushes, rebasing onto whatever landed on the branch meanwhile.
-pub(crate) fn push(repo: &Repo, branch: &str, auth: &RemoteAuth) -> Result<(), ActionError> {
-    for _ in 0..5 {
-        match repo.push_head(branch, auth)? {
-            Pushed::Done => return Ok(()),
-            Pushed::Rejected(_) => {
-                repo.fetch_branch(branch, auth)?;
-                repo.rebase_onto(&format!("refs/remotes/origin/{branch}"))?;
-            }
-        }
-    }
-    Err(ActionError::Input(format!(
-        "could not push to {branch}: rejected 5 times; someone keeps pushing to the execution branch"
-    )))
 }
 
 /// The comment a question gets on the pull request, found again by its marker.
