@@ -453,6 +453,15 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         ]
     );
     gh.set_permission("Codertocat", "write");
+    // A collaborator's `/execute`: 👀, and a round starts on the PR's branch.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute"));
+    assert_eq!(gh.calls("reactions/create-for-issue-comment").len(), 1);
+    let d = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        d[0].body.as_ref().unwrap()["inputs"]["branch"],
+        "dagexec/ask"
+    );
     // status: the one status comment, refreshed.
     comment(&repo, &gh, &comment_event(tmp.path(), "/execute status"));
     assert_eq!(status_comments(&gh).len(), 1);
@@ -462,7 +471,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     assert_eq!(plan["tasks"][0]["status"], "pending", "{plan:#}");
     assert_eq!(plan["tasks"][0]["attempts"], 0);
     assert!(plan["tasks"][0].get("question").is_none(), "{plan:#}");
-    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 2);
     // retry of a task that is pending is refused with a reply.
     let replies = gh.calls("issues/create-comment").len();
     comment(&repo, &gh, &comment_event(tmp.path(), "/execute retry 0 "));
@@ -586,5 +595,114 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["question"]["reply"], "sqlite", "{plan:#}");
     assert_eq!(plan["tasks"][0]["status"], "pending");
+    gh.assert_clean();
+}
+
+/// `dagexec action plan` in `repo`; its outputs by name.
+fn plan_job(repo: &Path, dir: &Path) -> std::collections::BTreeMap<String, String> {
+    let out_file = dir.join(format!("plan-output-{}", fastrand_suffix()));
+    let out = dagexec(repo)
+        .args(["action", "plan"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .env("DAGEXEC_BRANCH", "dagexec/ask")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    let mut outputs = std::collections::BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(head) = lines.next() {
+        let (key, delim) = head.split_once("<<").unwrap();
+        let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
+        outputs.insert(key.to_string(), value.join("\n"));
+    }
+    outputs
+}
+
+fn fastrand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[test]
+fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, _) = asking(tmp.path());
+    // Task 0 claims something that is not true here.
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
+            .unwrap();
+    plan["tasks"][0]["agent"] = json!({"assumptions": [
+        {"claim": "the database is up", "verify": "test -e /nonexistent/db.sock", "severity": "blocking"}
+    ]});
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-qam", "an assumption that fails"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let outputs = plan_job(&repo, tmp.path());
+    assert_eq!(outputs["conclusion"], "preflight-failed", "{outputs:#?}");
+    assert_eq!(outputs["has-work"], "false");
+    assert!(
+        outputs["message"].contains("the database is up"),
+        "{outputs:#?}"
+    );
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let out = in_actions(&repo, &gh, "80")
+        .args(["action", "finalize"])
+        .env("DAGEXEC_BASE", &outputs["base"])
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BRANCH", "dagexec/ask")
+        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+        .env("DAGEXEC_MESSAGE", &outputs["message"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The branch exists (the PR has a head), the question is on the PR, the check run waits.
+    assert!(git(&origin, &["branch", "--list", "dagexec/ask"]).contains("dagexec/ask"));
+    let q = gh
+        .state()
+        .comments
+        .into_iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:question:preflight -->"))
+        .expect("the pre-flight question");
+    assert!(
+        q.body.contains("/execute proceed") && q.body.contains("the database is up"),
+        "{}",
+        q.body
+    );
+    let checks = gh.calls("checks/create");
+    assert_eq!(
+        checks[0].body.as_ref().unwrap()["conclusion"],
+        "action_required"
+    );
+    // `/execute proceed`: recorded on the branch; the next plan job runs the batch anyway.
+    comment(&repo, &gh, &comment_event(tmp.path(), "/execute proceed"));
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
+    git(&repo, &["checkout", "-q", "main"]);
+    let outputs = plan_job(&repo, tmp.path());
+    assert_eq!(outputs["conclusion"], "work", "{outputs:#?}");
+    assert_eq!(
+        outputs["matrix"],
+        r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"}]}"#
+    );
+    assert_eq!(
+        outputs["base"],
+        git(&origin, &["rev-parse", "dagexec/ask"]).trim()
+    );
     gh.assert_clean();
 }
