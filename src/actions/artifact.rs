@@ -1,6 +1,7 @@
 //! What a worker job leaves for the finalize job, and how finalize reads it back:
 //! `result.json` (what the runner observed: output, exit, files, acceptance checks),
-//! `changes.patch` (a binary git patch, new files included) and `worker.log`.
+//! `changes.patch` (a binary git patch, new files included) and `worker.log` — and, when a
+//! reviewer ran, its verdict in `result.json` and its output in `review.log`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,6 +14,7 @@ use crate::outcome::{AttemptReport, CheckRun, Exit};
 pub const RESULT_FILE: &str = "result.json";
 pub const PATCH_FILE: &str = "changes.patch";
 pub const LOG_FILE: &str = "worker.log";
+pub const REVIEW_LOG_FILE: &str = "review.log";
 
 /// `result.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +32,41 @@ pub struct WorkResult {
     pub present: BTreeSet<String>,
     pub changed: BTreeSet<String>,
     pub acceptance: Option<Vec<CheckRecord>>,
+    /// What the reviewer said, when one ran (a completed attempt of a reviewed task). Absent
+    /// in files written before the reviewer loop ran on Actions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewRecord>,
+}
+
+/// The reviewer's outcome in `result.json`: its parsed verdict block
+/// (`{"kind": "reviewed", "verdict": "rejected", "summary": …, "issues": […], "suggestions": […]}`)
+/// or why it gave none (`{"kind": "failed", "message": …}`: it crashed, timed out or printed
+/// no APPROVED / REJECTED line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReviewRecord {
+    Reviewed(crate::review::Review),
+    Failed { message: String },
+}
+
+impl ReviewRecord {
+    /// From the reviewer run's parsed outcome.
+    pub fn new(parsed: &Result<crate::review::Review, String>) -> ReviewRecord {
+        match parsed {
+            Ok(r) => ReviewRecord::Reviewed(r.clone()),
+            Err(message) => ReviewRecord::Failed {
+                message: message.clone(),
+            },
+        }
+    }
+
+    /// The parsed review, or why there is none, as [`crate::review::conclude`] takes it.
+    pub fn outcome(&self) -> Result<&crate::review::Review, &str> {
+        match self {
+            ReviewRecord::Reviewed(r) => Ok(r),
+            ReviewRecord::Failed { message } => Err(message),
+        }
+    }
 }
 
 /// How the worker ended, in JSON.
@@ -107,6 +144,7 @@ impl WorkResult {
                     })
                     .collect()
             }),
+            review: None,
         }
     }
 
@@ -202,6 +240,40 @@ mod tests {
         assert_eq!(
             json["exit"],
             serde_json::json!({"kind": "timed_out", "after_secs": 30})
+        );
+    }
+
+    #[test]
+    fn a_review_round_trips_and_old_files_read_without_one() {
+        let report = AttemptReport {
+            output: "COMPLETED: done\n".into(),
+            exit: Exit::Success,
+            log: None,
+            present: Default::default(),
+            changed: Default::default(),
+            acceptance: None,
+        };
+        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::ZERO);
+        let old = serde_json::to_value(&r).unwrap();
+        assert!(old.get("review").is_none(), "{old}");
+        let back: WorkResult = serde_json::from_value(old).unwrap();
+        assert_eq!(back.review, None);
+        r.review = Some(ReviewRecord::new(&Ok(crate::review::parse(
+            "REJECTED\nsummary: thin\nissues:\n- no tests\n",
+        )
+        .unwrap())));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["review"],
+            serde_json::json!({"kind": "reviewed", "verdict": "rejected", "summary": "thin", "issues": ["no tests"], "suggestions": []})
+        );
+        assert_eq!(serde_json::from_value::<WorkResult>(json).unwrap(), r);
+        let failed = ReviewRecord::new(&Err("no verdict".into()));
+        assert_eq!(failed.outcome(), Err("no verdict"));
+        let json = serde_json::to_value(&failed).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"kind": "failed", "message": "no verdict"})
         );
     }
 

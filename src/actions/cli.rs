@@ -61,6 +61,10 @@ pub enum ActionCommand {
         /// The worker command line.
         #[arg(long, env = "DAGEXEC_WORKER")]
         worker: String,
+        /// The reviewer command line, run with `sh -c` in this checkout after the attempt
+        /// completes (a task's own `reviewer` field wins; empty: none).
+        #[arg(long, env = "DAGEXEC_REVIEWER", default_value = "")]
+        reviewer: String,
         /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
         artifacts: String,
@@ -151,6 +155,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
             common.plan.clone()
         },
         worker,
+        reviewer: None,
         max_parallel: 1,
         timeout: common.timeout,
         branch: common.branch.clone(),
@@ -213,6 +218,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             round,
             base,
             worker,
+            reviewer,
             artifacts,
         } => {
             // An input the workflow left empty arrives as an empty variable.
@@ -232,6 +238,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             ])
             .map_err(write_err)?;
             let mut inputs = inputs(&common, worker, dir);
+            inputs.reviewer = Some(reviewer).filter(|r| !r.trim().is_empty());
             // The work job holds no write token; it needs none to fetch a public base, and
             // the checkout's own credentials otherwise.
             inputs.token = Token::new(String::new());
@@ -390,6 +397,8 @@ mod tests {
                 "abc",
                 "--worker",
                 "w",
+                "--reviewer",
+                "r",
             ],
             vec![
                 "dagexec",

@@ -4,8 +4,18 @@
 //! does, pushes (rebasing when the branch moved), keeps the pull request current, reports a
 //! stop as a failing `dagexec` check run, and dispatches the next round.
 //!
-//! It runs no code from the plan or a task: acceptance checks ran in the worker's job, which
-//! had no write token.
+//! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
+//! worker's job, which had no write token.
+//!
+//! The reviewer loop: a completed attempt whose job reported a review is concluded by the
+//! seed's rules exactly as locally ([`crate::review::conclude`]): approved completes, its
+//! summary in the result and the round commit; rejected fails the attempt, retried next round
+//! with every review's feedback in its prompt (attempts 1–2); a rejection of attempt 3, or the
+//! same rejection three times in a row, blocks the task with a question, which becomes a
+//! comment on the pull request. A reviewer that failed or printed no verdict fails the
+//! attempt. The history goes into the task's `reviews` field through the local runner's own
+//! recording, so the next round's work job finds it at its base. Every attempt on Actions
+//! starts from a fresh checkout of its round's base (see [`super::work`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,14 +23,14 @@ use std::time::Duration;
 
 use super::artifact::{self, Collected};
 use super::matrix::{self, Entry};
+use super::publish::{publish, push};
 use super::report::{self, Links, Stop};
-use super::runtime::{self, Context};
+use super::runtime::Context;
 use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
-use super::{comment, steer};
 use crate::engine::{self, Next, View};
 use crate::git::{RemoteAuth, Repo};
-use crate::github::{Client, ops::Conclusion};
+use crate::github::Client;
 use crate::outcome::{self, AttemptReport, Decision, Exit, Verdict};
 use crate::plan::{self, model::Status};
 use crate::prompt::Unit;
@@ -80,7 +90,7 @@ pub fn run(
             jobs: inputs.max_parallel.max(1),
             timeout: inputs.timeout,
             schedule: engine::Schedule::Rounds,
-            // The reviewer loop runs in the local runner; on Actions it is not wired yet.
+            // The reviewer ran in the work job; finalize concludes from its verdict.
             reviewer: None,
         },
         yes: true,
@@ -348,19 +358,20 @@ fn judge_entry(
     ui: &Ui,
 ) -> Result<Judged, ActionError> {
     let task = &plan.tasks[e.task];
-    let (mut report, mut patch, duration) = match found {
+    let (mut report, mut patch, duration, reviewed) = match found {
         Some(Ok(c)) => (
             c.result.report(c.log.clone()),
             c.patch.clone(),
             Duration::from_millis(c.result.duration_ms),
+            c.result.review.as_ref(),
         ),
         Some(Err(why)) => {
             ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (missing(), Vec::new(), Duration::ZERO)
+            (missing(), Vec::new(), Duration::ZERO, None)
         }
         None => {
             ui.say(format!("  task {}: no artifact from its job", e.task));
-            (missing(), Vec::new(), Duration::ZERO)
+            (missing(), Vec::new(), Duration::ZERO, None)
         }
     };
     // The patch is what gets applied, so what it touches comes from the patch itself (applied
@@ -407,6 +418,34 @@ fn judge_entry(
             warnings: verdict.warnings,
         };
     }
+    // The reviewer's verdict, concluded by the seed's rules as locally.
+    let mut reviews = None;
+    let mut question = question;
+    if verdict.status == Status::Completed {
+        let own = crate::review::reviewer_for(task, None).is_some();
+        match reviewed {
+            Some(r) => {
+                let c = crate::review::conclude(
+                    e.task,
+                    task,
+                    e.attempt,
+                    &mut verdict,
+                    crate::review::history(task),
+                    r.outcome(),
+                );
+                reviews = Some(c.history);
+                question = c.question;
+            }
+            // The task names its own reviewer, so its job must have run it.
+            None if own => {
+                verdict.status = Status::Failed;
+                verdict.result =
+                    "review failed: the task names a reviewer, but its job reported no review"
+                        .into();
+            }
+            None => {}
+        }
+    }
     for w in &verdict.warnings {
         ui.say(format!("  task {}: warning: {w}", e.task));
     }
@@ -421,7 +460,7 @@ fn judge_entry(
         patch,
         touched,
         duration,
-        reviews: None,
+        reviews,
         question,
     })
 }
@@ -519,159 +558,6 @@ fn save_logs(plan: &mut plan::model::Plan, logs: &BTreeMap<usize, String>) {
         .map(|(k, v)| (k.to_string(), v.clone().into()))
         .collect();
     plan.progress.extra.insert(LOGS_FIELD.into(), map.into());
-}
-
-/// Pushes the round (see [`super::push_with_rebase`]); without a GitHub repository (a local
-/// try-out) the round stays a local commit.
-fn push(
-    repo: &Repo,
-    branch: &str,
-    auth: &RemoteAuth,
-    on_github: bool,
-    ui: &Ui,
-) -> Result<(), ActionError> {
-    if !on_github {
-        ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
-        return Ok(());
-    }
-    super::push_with_rebase(repo, branch, auth, |line| ui.say(line))?;
-    ui.say(format!("Pushed to {branch}."));
-    Ok(())
-}
-
-/// What [`publish`] did on GitHub.
-#[derive(Debug, Clone, Copy, Default)]
-struct Published {
-    pr: Option<u64>,
-    dispatched: bool,
-    /// `/execute abort` asked to stop after this round.
-    aborted: bool,
-}
-
-/// On GitHub: the pull request (opened as a draft on the first round, its body kept current),
-/// one comment per open question (and the pre-flight question), the next round dispatched
-/// unless `/execute abort` asked to stop, the one status comment, and the `dagexec` check run
-/// on a stop or completion (ready for review on completion). Every comment is found again by
-/// its marker, so a re-run finalize creates nothing twice.
-#[allow(clippy::too_many_arguments)]
-fn publish(
-    rt: &tokio::runtime::Runtime,
-    client: Option<&Client>,
-    ctx: &Context,
-    repo: &Repo,
-    plan: &plan::model::Plan,
-    round: &Round,
-    links: &Links,
-    stop: Option<&Stop>,
-    more: bool,
-    preflight: Option<&str>,
-    inputs: &Inputs,
-) -> Result<Published, ActionError> {
-    let Some(c) = client else {
-        if let Some(s) = stop {
-            let (title, summary) = report::check_run_text(plan, s, &round.branch);
-            println!("{title}\n\n{summary}");
-        }
-        return Ok(Published::default());
-    };
-    let body = report::pr_body(plan, round.round, links, stop);
-    let pr = rt.block_on(async {
-        match c.find_pull(&round.branch).await? {
-            Some(pr) => {
-                c.update_pull_body(pr.number, &body).await?;
-                Ok::<_, crate::github::ApiError>(pr)
-            }
-            None => {
-                let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
-                    ctx.ref_name.clone()
-                } else {
-                    c.default_branch().await?
-                };
-                let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                match c
-                    .create_pull(&round.branch, &base, &title, &body, true)
-                    .await
-                {
-                    // A retried create whose first try landed after all: adopt that PR.
-                    Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
-                        Some(pr) => Ok(pr),
-                        None => Err(e),
-                    },
-                    other => other,
-                }
-            }
-        }
-    })?;
-    println!("Pull request #{}: {}", pr.number, pr.html_url);
-    let n = pr.number;
-    rt.block_on(async {
-        for (i, q) in crate::question::open(plan) {
-            let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-            c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
-                .await?;
-        }
-        if let Some(message) = preflight {
-            c.upsert_marked_comment(
-                n,
-                &steer::question_marker("preflight"),
-                &steer::preflight_comment(message),
-            )
-            .await?;
-        }
-        Ok::<_, crate::github::ApiError>(())
-    })?;
-    let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
-        b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
-    });
-    let dispatched = more && !aborted;
-    if dispatched {
-        let mut inputs_json = serde_json::Map::new();
-        inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
-        inputs_json.insert("branch".into(), round.branch.clone().into());
-        rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
-    }
-    let waiting = if more && aborted {
-        format!(
-            "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
-            round.round
-        )
-    } else {
-        steer::waiting_on(plan)
-    };
-    let status = comment::status_body(plan, round.round, links, &waiting);
-    rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
-    if let Some(s) = stop {
-        let (title, summary) = report::check_run_text(plan, s, &round.branch);
-        let conclusion = match s {
-            Stop::Completed => Conclusion::Success,
-            Stop::NeedsInput(_) => Conclusion::ActionRequired,
-            _ => Conclusion::Failure,
-        };
-        let head = repo.head()?;
-        rt.block_on(c.complete_check_run(
-            "dagexec",
-            &head,
-            conclusion,
-            &title,
-            &summary,
-            ctx.run_url().as_deref(),
-        ))?;
-        if conclusion != Conclusion::Success {
-            if conclusion == Conclusion::Failure {
-                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
-            }
-            let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
-        }
-        if *s == Stop::Completed && pr.draft {
-            rt.block_on(c.mark_ready(&pr))?;
-            println!("Marked #{} ready for review.", pr.number);
-        }
-    }
-    Ok(Published {
-        pr: Some(n),
-        dispatched,
-        aborted,
-    })
 }
 
 #[cfg(test)]

@@ -4,10 +4,11 @@
 //! - [`plan`] (job `plan`, read-only): finds or starts the execution branch, and writes the
 //!   round's conflict-free batch as a job matrix (never an empty one: "no work" instead).
 //! - [`work`] (one matrix job per task, `contents: read`, no write token): runs the worker
-//!   under the same contract as locally, and the task's acceptance checks, and leaves
-//!   `result.json`, `changes.patch` and `worker.log` for `actions/upload-artifact`.
+//!   under the same contract as locally, the task's acceptance checks and, when the attempt
+//!   completed and a reviewer is set, the reviewer; leaves `result.json`, `changes.patch` and
+//!   `worker.log` for `actions/upload-artifact`.
 //! - [`finalize`] (`if: always()`): reads the artifacts and runs the local runner's own
-//!   verification, integration and plan update, commits and pushes the round, keeps the
+//!   verification, review rules, integration and plan update, commits and pushes the round, keeps the
 //!   pull request current, reports stops as a `dagexec` check run, and dispatches the next
 //!   round. It never runs code from a task: the checks ran in the worker's job.
 //!
@@ -20,6 +21,7 @@ pub mod finalize;
 pub mod init;
 pub mod matrix;
 pub mod plan;
+mod publish;
 pub mod report;
 pub mod runtime;
 pub mod steer;
@@ -36,6 +38,8 @@ pub struct Inputs {
     /// The plan, relative to the repository root.
     pub plan_rel: String,
     pub worker: String,
+    /// The run's reviewer command (work; a task's own `reviewer` field wins); `None`: none.
+    pub reviewer: Option<String>,
     pub max_parallel: usize,
     pub timeout: Duration,
     /// The execution branch; empty: `dagexec/<goal slug>`.

@@ -56,20 +56,45 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
-/// The progress table (Markdown): one row per task.
+/// The progress table (Markdown): one row per task, and a Review column with each task's
+/// latest review ([`crate::review::latest_word`]) once a reviewer has run on any task.
 pub fn progress_table(plan: &Plan, links: &Links) -> String {
-    let mut s = String::from(
-        "| # | Task | Status | Attempts | Result | Log |\n|---:|---|---|---:|---|---|\n",
-    );
+    // Completed tasks are trimmed (their `reviews` go); their approvals stay in the progress.
+    let approvals: BTreeMap<u64, u64> = plan
+        .progress
+        .extra
+        .get("reviews")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((r["task"].as_u64()?, r["rejections"].as_u64().unwrap_or(0))))
+        .collect();
+    let reviews: Vec<String> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| crate::review::latest_word(t, approvals.get(&(i as u64)).copied()))
+        .collect();
+    let reviewed = reviews.iter().any(|r| !r.is_empty());
+    let mut s = String::from(if reviewed {
+        "| # | Task | Status | Attempts | Review | Result | Log |\n|---:|---|---|---:|---|---|---|\n"
+    } else {
+        "| # | Task | Status | Attempts | Result | Log |\n|---:|---|---|---:|---|---|\n"
+    });
     for (i, t) in plan.tasks.iter().enumerate() {
         let log = links
             .logs
             .get(&i)
             .map(|u| format!("[artifact]({u})"))
             .unwrap_or_default();
+        let review = if reviewed {
+            format!(" {} |", reviews[i])
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "| {i} | {} | {} {} | {} | {} | {log} |",
+            "| {i} | {} | {} {} | {} |{review} {} | {log} |",
             cell(&t.subject, 80),
             icon(t.status),
             t.status,
@@ -209,10 +234,15 @@ mod tests {
     fn plan() -> Plan {
         serde_json::from_value(serde_json::json!({
             "schemaVersion": 2, "goal": "Add | auth", "context": {},
-            "progress": {"completedTasks": []},
+            "progress": {"completedTasks": [], "reviews": [{"task": 0, "verdict": "approved", "rejections": 1, "summary": "fine"}]},
             "tasks": [
-                {"subject": "Model", "status": "completed", "result": "Added model", "attempts": 1, "blockedBy": []},
-                {"subject": "API", "status": "failed", "result": "tests fail:\nline two", "attempts": 3, "blockedBy": [0]},
+                {"subject": "Model", "status": "completed", "result": "Added model", "attempts": 2, "blockedBy": []},
+                {"subject": "API", "status": "failed", "result": "tests fail:\nline two", "attempts": 3, "blockedBy": [0],
+                 "reviews": [
+                    {"attempt": 1, "verdict": "approved", "summary": "ok"},
+                    {"attempt": 2, "verdict": "rejected", "summary": "no", "issues": ["x"], "hash": "1"},
+                    {"attempt": 3, "verdict": "rejected", "summary": "no", "issues": ["x"], "hash": "1"}
+                 ]},
                 {"subject": "UI", "status": "skipped", "result": "dependency 1 failed", "blockedBy": [1]},
                 {"subject": "Docs", "status": "pending", "blockedBy": []}
             ]
@@ -249,6 +279,34 @@ mod tests {
     #[test]
     fn round_summary_lists_the_batch_and_who_waits() {
         insta::assert_snapshot!(round_summary(&plan(), 1, &[0, 1], &links(), &[3]));
+    }
+
+    #[test]
+    fn the_review_column_shows_only_once_a_reviewer_ran() {
+        let mut p = plan();
+        p.progress.extra.shift_remove("reviews");
+        p.tasks[1].extra.shift_remove("reviews");
+        let table = progress_table(&p, &links());
+        assert!(!table.contains("Review"), "{table}");
+        assert!(
+            table.contains("| 0 | Model | ✅ completed | 2 | Added model |"),
+            "{table}"
+        );
+        let table = progress_table(&plan(), &links());
+        assert!(
+            table.contains(
+                "| 0 | Model | ✅ completed | 2 | approved after 1 rejection | Added model |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 1 | API | ❌ failed | 3 | rejected ×2 | tests fail"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 3 | Docs | ⏳ pending | 0 |  |"),
+            "{table}"
+        );
     }
 
     #[test]

@@ -2,6 +2,19 @@
 //! of the round's base. The worker runs under the same contract as locally; then the
 //! acceptance checks run here (never in finalize, which holds a write token), and the job
 //! leaves `result.json`, `changes.patch` and `worker.log` in the artifact directory.
+//!
+//! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set
+//! (the `reviewer` input, or the task's own `reviewer` field, as locally), the reviewer runs
+//! here too, in this checkout, with the local runner's review prompt and under the worker
+//! contract; its parsed verdict (or why it gave none) goes into `result.json` and its output
+//! into `review.log`. Finalize applies the seed's rules to it. The review history a retry's
+//! prompt carries comes from the task's `reviews` field in the plan at the round's base,
+//! where finalize recorded it.
+//!
+//! "Fresh tree": every attempt on Actions is a new job with a fresh checkout of its round's
+//! base — a rejected attempt's changes are never carried into the next one (locally attempt 2
+//! continues attempt 1's changes). So every retry after a rejection is the seed's "fresh
+//! implementer" with all the feedback, and its prompt says the tree is clean.
 
 use std::path::Path;
 
@@ -11,6 +24,8 @@ use crate::git::{RemoteAuth, Repo, changes_in};
 use crate::outcome;
 use crate::plan;
 use crate::prompt::{self, Unit};
+use crate::review;
+use crate::run::hooks::{self, ToReview};
 use crate::worker::{self, Stop, WorkerSpec};
 
 /// The key under a task's fields where finalize keeps the prompt of its next attempt.
@@ -57,12 +72,11 @@ pub fn run(
         Some(p) => p.to_string(),
         None => prompt::original_prompt(&plan, job.task, Unit::Batch),
     };
-    let mut text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
-    // The user's answer to the task's question, as locally.
-    let reply = crate::question::reply_section(task);
-    if !reply.is_empty() {
-        text = format!("{}\n\n{reply}", text.trim_end());
-    }
+    let text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
+    // The reviewer feedback so far and the user's answer to the task's question, as locally;
+    // this checkout holds none of an earlier attempt's changes.
+    let history = review::history(task);
+    let text = hooks::with_feedback(&text, task, &history, review::Start::Fresh);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = tempfile::Builder::new()
         .prefix("dagexec-work-")
@@ -98,18 +112,58 @@ pub fn run(
     let all = changes_in(repo.root(), base)?;
     let kept = all.without(&[inputs.plan_rel.as_str(), log_rel.as_str()])?;
     let report = crate::run::attempt::observe(repo.root(), task, &run, &all, inputs.timeout);
-    let verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
-    let result = WorkResult::new(
+    let mut verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
+    let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
         &report,
         run.duration,
     );
-    artifact::write(&inputs.artifacts, &result, &kept.patch, run.log.as_deref()).map_err(
-        |source| ActionError::Write {
-            path: inputs.artifacts.clone(),
-            source,
-        },
-    )?;
+    let mut review_log = None;
+    let reviewer = review::reviewer_for(task, inputs.reviewer.as_deref());
+    if let (Some(reviewer), crate::plan::model::Status::Completed) = (reviewer, verdict.status) {
+        let touched: Vec<String> = kept.changed.iter().cloned().collect();
+        let to_review = ToReview {
+            index: job.task,
+            task,
+            attempt: job.attempt,
+            round: job.round,
+            base,
+            tree: repo.root(),
+            scratch: scratch.path(),
+            timeout: inputs.timeout,
+            summary: &verdict.result.clone(),
+            patch: &kept.patch,
+            touched: &touched,
+        };
+        let Some((review_run, parsed)) =
+            rt.block_on(hooks::run_reviewer(reviewer, &to_review, &rx))
+        else {
+            return Err(ActionError::Input("the reviewer was cancelled".into()));
+        };
+        // What this job would conclude (finalize concludes again from result.json).
+        review::conclude(
+            job.task,
+            task,
+            job.attempt,
+            &mut verdict,
+            history,
+            parsed.as_ref().map_err(String::as_str),
+        );
+        result.review = Some(artifact::ReviewRecord::new(&parsed));
+        review_log = Some(match review_run.log {
+            Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
+            _ => review_run.stdout,
+        });
+    }
+    let write_err = |source| ActionError::Write {
+        path: inputs.artifacts.clone(),
+        source,
+    };
+    artifact::write(&inputs.artifacts, &result, &kept.patch, run.log.as_deref())
+        .map_err(write_err)?;
+    if let Some(log) = review_log {
+        std::fs::write(inputs.artifacts.join(artifact::REVIEW_LOG_FILE), log).map_err(write_err)?;
+    }
     Ok(verdict)
 }

@@ -26,7 +26,7 @@ use crate::longrun::prompt as lr_prompt;
 use crate::outcome::Verdict;
 use crate::plan::model::{Plan, Status, Task};
 use crate::question::{self, Kind, Question};
-use crate::review::{self, AfterRejection, ReviewEntry, ReviewInput, Start, Word};
+use crate::review::{self, Review, ReviewEntry, ReviewInput, Start, Word};
 use crate::worker::{self, Stop, WorkerSpec};
 
 /// What the run remembers between the attempts of a task: the review history (seeded from
@@ -45,11 +45,8 @@ impl Memory {
             .clone()
     }
 
-    fn push(&self, index: usize, task: &Task, entry: ReviewEntry) -> Vec<ReviewEntry> {
-        let mut map = lock(&self.reviews);
-        let h = map.entry(index).or_insert_with(|| review::history(task));
-        h.push(entry);
-        h.clone()
+    fn set(&self, index: usize, history: Vec<ReviewEntry>) {
+        lock(&self.reviews).insert(index, history);
     }
 }
 
@@ -70,7 +67,7 @@ fn field<'a>(lr: &'a serde_json::Map<String, serde_json::Value>, key: &str) -> &
 /// filled in from the checkpoint in `wt`, then the reviewer feedback so far, then the user's
 /// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them.
 pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> String {
-    let mut prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
+    let prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
     let mem = &pool.memory;
     let carry = lock(&mem.carry).remove(&input.index);
     let history = mem.history(input.index, &input.task);
@@ -89,9 +86,22 @@ pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> Strin
         }
         _ => Start::Fresh,
     };
+    with_feedback(&prompt, &input.task, &history, start)
+}
+
+/// `prompt` with the reviewer feedback so far (`history`, for an attempt starting as `start`)
+/// and then the user's answer to the task's question appended. Shared by the local runner
+/// and the Action's work job.
+pub(crate) fn with_feedback(
+    prompt: &str,
+    task: &Task,
+    history: &[ReviewEntry],
+    start: Start,
+) -> String {
+    let mut prompt = prompt.to_string();
     for extra in [
-        review::feedback_section(&history, start),
-        question::reply_section(&input.task),
+        review::feedback_section(history, start),
+        question::reply_section(task),
     ] {
         if !extra.is_empty() {
             prompt = format!("{}\n\n{extra}", prompt.trim_end());
@@ -183,11 +193,78 @@ pub(super) enum Reviewed {
     Cancelled,
 }
 
-/// Runs the reviewer on a completed attempt in its tree (same contract as a worker, plus
-/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`), and updates the verdict: approved stays
-/// completed; rejected fails the attempt (the runner retries it) or, when the loop escalates,
-/// blocks the task with a question. A reviewer that crashes or gives no verdict fails the
-/// attempt. Anything the reviewer changes in the tree is ignored: the patch is taken before.
+/// A completed attempt, as the reviewer is given it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ToReview<'a> {
+    pub index: usize,
+    pub task: &'a Task,
+    pub attempt: u32,
+    pub round: u32,
+    /// The commit the attempt's changes are against (`DAGEXEC_BASE`).
+    pub base: &'a str,
+    /// The attempt's tree, where the reviewer runs.
+    pub tree: &'a Path,
+    /// Where the review's prompt and log files go (outside the repository).
+    pub scratch: &'a Path,
+    pub timeout: std::time::Duration,
+    /// The implementer's summary (the verdict's result).
+    pub summary: &'a str,
+    /// The attempt's changes, as a binary patch against `base`.
+    pub patch: &'a [u8],
+    /// The files the patch touches.
+    pub touched: &'a [String],
+}
+
+/// Runs `reviewer` on a completed attempt in its tree, under the worker contract plus
+/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`, with the seed's review prompt. Returns the run and
+/// its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line), or
+/// `None` when cancelled. Shared by the local runner and the Action's work job.
+pub(crate) async fn run_reviewer(
+    reviewer: &str,
+    r: &ToReview<'_>,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+) -> Option<(worker::WorkerRun, Result<Review, String>)> {
+    let diff = String::from_utf8_lossy(r.patch);
+    let prompt = review::review_prompt(&ReviewInput {
+        index: r.index,
+        task: r.task,
+        attempt: r.attempt,
+        worker_summary: r.summary,
+        changed: r.touched,
+        diff: &diff,
+    });
+    let name = format!("task-{}-attempt-{}-review", r.index, r.attempt);
+    let spec = WorkerSpec {
+        command: reviewer.to_string(),
+        cwd: r.tree.to_path_buf(),
+        prompt,
+        task_index: r.index,
+        attempt: r.attempt,
+        round: r.round,
+        model: r.task.model().unwrap_or_default().to_string(),
+        prompt_file: r.scratch.join(format!("{name}.md")),
+        log_file: r.scratch.join(format!("{name}.log")),
+        timeout: r.timeout,
+        extra_env: vec![
+            ("DAGEXEC_REVIEW".into(), "1".into()),
+            ("DAGEXEC_BASE".into(), r.base.to_string()),
+        ],
+    };
+    let run = match worker::run(&spec, cancel).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled => return None,
+    };
+    let parsed = match &run.exit {
+        crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
+        other => Err(format!("the reviewer did not finish cleanly: {other:?}")),
+    };
+    Some((run, parsed))
+}
+
+/// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
+/// verdict by the seed's rules ([`review::conclude`]). A rejected attempt 1 leaves its
+/// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
+/// ignored: the patch is taken before.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn review(
     input: &AttemptInput,
@@ -204,117 +281,39 @@ pub(super) async fn review(
     if verdict.status != Status::Completed {
         return Reviewed::Skipped;
     }
-    let diff = String::from_utf8_lossy(patch);
-    let prompt = review::review_prompt(&ReviewInput {
+    let to_review = ToReview {
         index: input.index,
         task: &input.task,
         attempt: input.attempt,
-        worker_summary: &verdict.result,
-        changed: touched,
-        diff: &diff,
-    });
-    let name = format!("task-{}-attempt-{}-review", input.index, input.attempt);
-    let spec = WorkerSpec {
-        command: reviewer.to_string(),
-        cwd: wt.path().to_path_buf(),
-        prompt,
-        task_index: input.index,
-        attempt: input.attempt,
         round: input.round,
-        model: input.task.model().unwrap_or_default().to_string(),
-        prompt_file: input.scratch.join(format!("{name}.md")),
-        log_file: input.scratch.join(format!("{name}.log")),
+        base: &input.base,
+        tree: wt.path(),
+        scratch: &input.scratch,
         timeout: input.timeout,
-        extra_env: vec![
-            ("DAGEXEC_REVIEW".into(), "1".into()),
-            ("DAGEXEC_BASE".into(), input.base.clone()),
-        ],
+        summary: &verdict.result.clone(),
+        patch,
+        touched,
     };
-    let run = match worker::run(&spec, cancel).await {
-        Stop::Finished(run) => run,
-        Stop::Cancelled => return Reviewed::Cancelled,
+    let Some((_, parsed)) = run_reviewer(reviewer, &to_review, cancel).await else {
+        return Reviewed::Cancelled;
     };
     let mem = &pool.memory;
-    let parsed = match &run.exit {
-        crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
-        other => Err(format!("the reviewer did not finish cleanly: {other:?}")),
-    };
-    let r = match parsed {
-        Ok(r) => r,
-        Err(why) => {
-            verdict.status = Status::Failed;
-            verdict.result = format!("review failed: {why}");
-            return Reviewed::Done {
-                history: mem.history(input.index, &input.task),
-                question: None,
-            };
-        }
-    };
-    let history = mem.push(
+    let before = mem.history(input.index, &input.task);
+    let c = review::conclude(
         input.index,
         &input.task,
-        ReviewEntry::new(input.attempt, &r),
+        input.attempt,
+        verdict,
+        before,
+        parsed.as_ref().map_err(String::as_str),
     );
-    let rejections = history
-        .iter()
-        .filter(|e| e.verdict == Word::Rejected)
-        .count();
-    if r.word == Word::Approved {
-        let after = if rejections > 0 {
-            format!(" after {rejections} rejection(s)")
-        } else {
-            String::new()
-        };
-        verdict.result = format!(
-            "{} (reviewer approved{after}: {})",
-            verdict.result,
-            if r.summary.is_empty() {
-                "no summary"
-            } else {
-                &r.summary
-            }
-        );
-        return Reviewed::Done {
-            history,
-            question: None,
-        };
+    mem.set(input.index, c.history.clone());
+    if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
+        lock(&mem.carry).insert(input.index, patch.to_vec());
     }
-    let summary = if r.summary.is_empty() {
-        r.issues
-            .first()
-            .cloned()
-            .unwrap_or_else(|| "no summary".into())
-    } else {
-        r.summary.clone()
-    };
-    match review::after_rejection(&history, input.attempt) {
-        AfterRejection::Retry => {
-            if review::start_for(input.attempt + 1) == Start::Continue {
-                lock(&mem.carry).insert(input.index, patch.to_vec());
-            }
-            verdict.status = Status::Failed;
-            verdict.result = format!("reviewer rejected: {summary}");
-            Reviewed::Done {
-                history,
-                question: None,
-            }
-        }
-        AfterRejection::Escalate(why) => {
-            let text = review::escalation_question(input.index, &input.task, &history, &why);
-            verdict.status = Status::Blocked;
-            verdict.result =
-                format!("escalated to the user after {rejections} rejection(s): {summary}");
-            Reviewed::Done {
-                history,
-                question: Some(Question {
-                    kind: Kind::Review,
-                    text,
-                    options: Vec::new(),
-                    blocked_at: None,
-                    reply: None,
-                }),
-            }
-        }
+    Reviewed::Done {
+        history: c.history,
+        question: c.question,
     }
 }
 

@@ -13,7 +13,7 @@ mod resume;
 pub mod ui;
 
 // The reviewer loop, long-run output and questions around an attempt.
-mod hooks;
+pub(crate) mod hooks;
 
 use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};

@@ -12,8 +12,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::MAX_ATTEMPTS;
-use crate::plan::model::Task;
+use crate::outcome::{MAX_ATTEMPTS, Verdict};
+use crate::plan::model::{Status, Task};
+use crate::question::{Kind, Question};
 
 /// The task field (kept by the model's `extra` map) holding the review history.
 pub const REVIEWS_FIELD: &str = "reviews";
@@ -36,12 +37,17 @@ pub enum Word {
     Rejected,
 }
 
-/// A parsed review, as the seed's reviewer outputs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed review, as the seed's reviewer outputs it (in JSON, as the Action's work job hands
+/// it to finalize: `{"verdict": "rejected", "summary": …, "issues": […], "suggestions": […]}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Review {
+    #[serde(rename = "verdict")]
     pub word: Word,
+    #[serde(default)]
     pub summary: String,
+    #[serde(default)]
     pub issues: Vec<String>,
+    #[serde(default)]
     pub suggestions: Vec<String>,
 }
 
@@ -324,6 +330,142 @@ pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
     s
 }
 
+/// What a review made of a completed attempt (see [`conclude`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Concluded {
+    /// The task's review history after this review (unchanged when the reviewer failed).
+    pub history: Vec<ReviewEntry>,
+    /// The question to the user, when the loop escalated.
+    pub question: Option<Question>,
+    /// The attempt was rejected and the task is tried again.
+    pub retry: bool,
+}
+
+/// The seed's rules applied to the review of a completed attempt, the same for the local
+/// runner and the Action's finalize: `reviewed` is the parsed review, or why the reviewer
+/// gave none; `history` the task's reviews before this one. Updates `verdict`: approved stays
+/// completed, its summary added to the result; rejected fails the attempt (to be retried)
+/// or, when [`after_rejection`] escalates, blocks the task with a question; a reviewer that
+/// failed or printed no verdict fails the attempt.
+pub fn conclude(
+    index: usize,
+    task: &Task,
+    attempt: u32,
+    verdict: &mut Verdict,
+    mut history: Vec<ReviewEntry>,
+    reviewed: Result<&Review, &str>,
+) -> Concluded {
+    let r = match reviewed {
+        Ok(r) => r,
+        Err(why) => {
+            verdict.status = Status::Failed;
+            verdict.result = format!("review failed: {why}");
+            return Concluded {
+                history,
+                question: None,
+                retry: false,
+            };
+        }
+    };
+    history.push(ReviewEntry::new(attempt, r));
+    let rejections = history
+        .iter()
+        .filter(|e| e.verdict == Word::Rejected)
+        .count();
+    if r.word == Word::Approved {
+        let after = if rejections > 0 {
+            format!(" after {rejections} rejection(s)")
+        } else {
+            String::new()
+        };
+        verdict.result = format!(
+            "{} (reviewer approved{after}: {})",
+            verdict.result,
+            if r.summary.is_empty() {
+                "no summary"
+            } else {
+                &r.summary
+            }
+        );
+        return Concluded {
+            history,
+            question: None,
+            retry: false,
+        };
+    }
+    let summary = if r.summary.is_empty() {
+        r.issues
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "no summary".into())
+    } else {
+        r.summary.clone()
+    };
+    match after_rejection(&history, attempt) {
+        AfterRejection::Retry => {
+            verdict.status = Status::Failed;
+            verdict.result = format!("reviewer rejected: {summary}");
+            Concluded {
+                history,
+                question: None,
+                retry: true,
+            }
+        }
+        AfterRejection::Escalate(why) => {
+            let text = escalation_question(index, task, &history, &why);
+            verdict.status = Status::Blocked;
+            verdict.result =
+                format!("escalated to the user after {rejections} rejection(s): {summary}");
+            Concluded {
+                history,
+                question: Some(Question {
+                    kind: Kind::Review,
+                    text,
+                    options: Vec::new(),
+                    blocked_at: None,
+                    reply: None,
+                }),
+                retry: false,
+            }
+        }
+    }
+}
+
+/// The latest review of a task in a few words, for tables: `approved` (`approved after 2
+/// rejections`), `rejected`, `rejected ×2` (rejections since the last approval), or empty
+/// when it was never reviewed. `approved_after` is the number of rejections kept in the
+/// plan's `progress.reviews` for a completed (trimmed) task, whose own history is gone.
+pub fn latest_word(task: &Task, approved_after: Option<u64>) -> String {
+    let h = history(task);
+    match h.last() {
+        Some(e) if e.verdict == Word::Rejected => {
+            let streak = h
+                .iter()
+                .rev()
+                .take_while(|e| e.verdict == Word::Rejected)
+                .count();
+            if streak > 1 {
+                format!("rejected ×{streak}")
+            } else {
+                "rejected".into()
+            }
+        }
+        Some(_) => {
+            let before = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            approved_word(before as u64)
+        }
+        None => approved_after.map(approved_word).unwrap_or_default(),
+    }
+}
+
+fn approved_word(rejections: u64) -> String {
+    match rejections {
+        0 => "approved".into(),
+        1 => "approved after 1 rejection".into(),
+        n => format!("approved after {n} rejections"),
+    }
+}
+
 /// What the reviewer is shown of one attempt.
 #[derive(Debug, Clone, Copy)]
 pub struct ReviewInput<'a> {
@@ -464,138 +606,4 @@ pub fn escalation_question(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(attempt: u32, issues: &[&str]) -> ReviewEntry {
-        let review = Review {
-            word: Word::Rejected,
-            summary: format!("attempt {attempt}"),
-            issues: issues.iter().map(|s| s.to_string()).collect(),
-            suggestions: vec![],
-        };
-        ReviewEntry::new(attempt, &review)
-    }
-
-    #[test]
-    fn parses_the_seeds_blocks() {
-        let r = parse("looked at it\nAPPROVED\nsummary: adds the model\n").unwrap();
-        assert_eq!(r.word, Word::Approved);
-        assert_eq!(r.summary, "adds the model");
-        let r = parse(
-            "notes\n```\nREJECTED\nsummary: Missing error\n  handling overall\nissues:\n- No try-catch\n- Missing validation\nsuggestions:\n- Wrap it\n```\n",
-        )
-        .unwrap();
-        assert_eq!(r.word, Word::Rejected);
-        assert_eq!(r.summary, "Missing error handling overall");
-        assert_eq!(r.issues, vec!["No try-catch", "Missing validation"]);
-        assert_eq!(r.suggestions, vec!["Wrap it"]);
-        // The last verdict counts; decorated verdict lines are accepted.
-        let r = parse("APPROVED\nsummary: first\n**REJECTED**\nissues:\n* bad\n").unwrap();
-        assert_eq!(
-            (r.word, r.issues),
-            (Word::Rejected, vec!["bad".to_string()])
-        );
-        // "APPROVED by me" is prose, not a verdict.
-        let e = parse("APPROVED by me\nall good").unwrap_err();
-        assert_eq!(
-            e,
-            ReviewParseError::NoVerdict {
-                last: "all good".into()
-            }
-        );
-        assert!(e.to_string().contains("APPROVED or REJECTED"));
-    }
-
-    #[test]
-    fn hash_ignores_order_and_padding() {
-        let a = issues_hash(&["x".into(), " y ".into()]);
-        assert_eq!(a, issues_hash(&["y".into(), "x".into()]));
-        assert_ne!(a, issues_hash(&["x".into()]));
-        assert_ne!(
-            issues_hash(&["ab".into()]),
-            issues_hash(&["a".into(), "b".into()])
-        );
-        assert_eq!(issues_hash(&[]).len(), 16);
-    }
-
-    #[test]
-    fn retry_then_escalate_and_no_progress() {
-        let h = vec![entry(1, &["a"])];
-        assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
-        let h = vec![entry(1, &["a"]), entry(2, &["b"])];
-        assert_eq!(after_rejection(&h, 2), AfterRejection::Retry);
-        let h = vec![entry(1, &["a"]), entry(2, &["b"]), entry(3, &["c"])];
-        assert_eq!(
-            after_rejection(&h, 3),
-            AfterRejection::Escalate(Escalation::MaxAttempts)
-        );
-        // Three identical in a row: early, whatever the attempt number (history carried over
-        // an answer restarts the numbering).
-        let h = vec![entry(1, &["a"]), entry(2, &["a"]), entry(1, &["a"])];
-        assert_eq!(
-            after_rejection(&h, 1),
-            AfterRejection::Escalate(Escalation::NoProgress)
-        );
-        // An approval in between breaks the streak.
-        let mut h = vec![entry(1, &["a"]), entry(2, &["a"])];
-        h.insert(
-            1,
-            ReviewEntry {
-                verdict: Word::Approved,
-                ..entry(9, &[])
-            },
-        );
-        h.push(entry(1, &["a"]));
-        assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
-        assert_eq!(
-            (start_for(2), start_for(3), start_for(1)),
-            (Start::Continue, Start::Fresh, Start::Fresh)
-        );
-    }
-
-    #[test]
-    fn reviewer_per_task_overrides_the_run() {
-        let mut t = Task::default();
-        assert_eq!(reviewer_for(&t, Some("r")), Some("r"));
-        assert_eq!(reviewer_for(&t, None), None);
-        t.extra.insert(REVIEWER_FIELD.into(), "mine".into());
-        assert_eq!(reviewer_for(&t, Some("r")), Some("mine"));
-        t.extra.insert(REVIEWER_FIELD.into(), false.into());
-        assert_eq!(reviewer_for(&t, Some("r")), None);
-    }
-
-    #[test]
-    fn history_round_trips_through_the_task() {
-        let mut t = Task::default();
-        assert!(history(&t).is_empty());
-        let h = vec![entry(1, &["a"]), entry(2, &["b"])];
-        set_history(&mut t, &h);
-        assert_eq!(history(&t), h);
-    }
-
-    #[test]
-    fn snapshot_prompts() {
-        let plan = crate::testing::example("auth-v2.json");
-        let task = &plan.tasks[1];
-        let changed = vec!["src/auth.ts".to_string()];
-        let prompt = review_prompt(&ReviewInput {
-            index: 1,
-            task,
-            attempt: 2,
-            worker_summary: "Added login",
-            changed: &changed,
-            diff: "diff --git a/src/auth.ts b/src/auth.ts\n+login()\n",
-        });
-        insta::assert_snapshot!("review_prompt", prompt);
-        let h = vec![
-            entry(1, &["No try-catch", "Missing validation"]),
-            entry(2, &["No edge case tests"]),
-        ];
-        insta::assert_snapshot!("feedback_fresh", feedback_section(&h, start_for(3)));
-        insta::assert_snapshot!(
-            "escalation_question",
-            escalation_question(1, task, &h, &Escalation::MaxAttempts)
-        );
-    }
-}
+mod tests;
