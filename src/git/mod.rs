@@ -25,6 +25,8 @@ mod worktree;
 #[cfg(test)]
 mod remote_tests;
 #[cfg(test)]
+mod repo_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeSet;

@@ -11,19 +11,20 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use super::cmd::{TEST_ENV, git};
+use super::cmd::TEST_ENV;
+pub(super) use super::cmd::git;
 use super::*;
 
 /// Every file outside `.git`: path → (content, executable).
-type Files = BTreeMap<String, (Vec<u8>, bool)>;
+pub(super) type Files = BTreeMap<String, (Vec<u8>, bool)>;
 
 /// A repository in a temporary directory, with git isolated from the user's configuration.
-struct Fixture {
-    tmp: TempDir,
-    repo: Repo,
+pub(super) struct Fixture {
+    pub(super) tmp: TempDir,
+    pub(super) repo: Repo,
 }
 
-const FILES: &[(&str, &str)] = &[
+pub(super) const FILES: &[(&str, &str)] = &[
     ("mod.txt", "one\ntwo\nthree\n"),
     ("keep.txt", "untouched\n"),
     ("del.txt", "delete me\n"),
@@ -34,7 +35,7 @@ const FILES: &[(&str, &str)] = &[
 
 /// Points every git call of this thread at an empty HOME, no system config, and a ceiling at
 /// `tmp`; removes identity and `-c` variables a parent git may have exported.
-fn isolate(tmp: &Path) {
+pub(super) fn isolate(tmp: &Path) {
     let home = tmp.join("home");
     fs::create_dir_all(&home).unwrap();
     let set = |k: &str, v: &Path| (k.into(), Some(v.as_os_str().to_owned()));
@@ -62,7 +63,7 @@ fn isolate(tmp: &Path) {
 
 impl Fixture {
     /// A repository with [`FILES`] committed and `user.name`/`user.email` configured.
-    fn new() -> Fixture {
+    pub(super) fn new() -> Fixture {
         let f = Fixture::empty(true);
         for (path, content) in FILES {
             f.write(path, content);
@@ -72,7 +73,7 @@ impl Fixture {
     }
 
     /// `git init` only, with or without a configured identity.
-    fn empty(identity: bool) -> Fixture {
+    pub(super) fn empty(identity: bool) -> Fixture {
         let tmp = TempDir::new().unwrap();
         isolate(tmp.path());
         let root = tmp.path().join("repo");
@@ -86,24 +87,24 @@ impl Fixture {
         Fixture { tmp, repo }
     }
 
-    fn root(&self) -> &Path {
+    pub(super) fn root(&self) -> &Path {
         self.repo.root()
     }
 
-    fn git(&self, args: &[&str]) -> String {
+    pub(super) fn git(&self, args: &[&str]) -> String {
         run(self.root(), args)
     }
 
-    fn write(&self, path: &str, content: impl AsRef<[u8]>) {
+    pub(super) fn write(&self, path: &str, content: impl AsRef<[u8]>) {
         write(self.root(), path, content);
     }
 
-    fn read(&self, path: &str) -> Vec<u8> {
+    pub(super) fn read(&self, path: &str) -> Vec<u8> {
         fs::read(self.root().join(path)).unwrap()
     }
 
     /// Commits everything as a fixture identity (leaving the repository's config alone).
-    fn commit_all(&self, message: &str) -> String {
+    pub(super) fn commit_all(&self, message: &str) -> String {
         self.git(&["add", "--all"]);
         git(self.root(), "test commit")
             .config("user.name=Fixture")
@@ -114,19 +115,19 @@ impl Fixture {
         self.repo.head().unwrap()
     }
 
-    fn worktrees_dir(&self) -> PathBuf {
+    pub(super) fn worktrees_dir(&self) -> PathBuf {
         self.root().join(".git/dagexec/worktrees")
     }
 
     /// The registered worktrees other than the main one.
-    fn linked_worktrees(&self) -> Vec<PathBuf> {
+    pub(super) fn linked_worktrees(&self) -> Vec<PathBuf> {
         let mut all = self.repo.registered_worktrees().unwrap();
         all.remove(0);
         all
     }
 
     /// (work tree, index) as a comparable snapshot.
-    fn state(&self) -> (Files, String, String) {
+    pub(super) fn state(&self) -> (Files, String, String) {
         (
             files(self.root()),
             self.repo.status_porcelain().unwrap(),
@@ -141,22 +142,22 @@ impl Drop for Fixture {
     }
 }
 
-fn run(dir: &Path, args: &[&str]) -> String {
+pub(super) fn run(dir: &Path, args: &[&str]) -> String {
     git(dir, "test").args(args).run_text().unwrap()
 }
 
-fn write(dir: &Path, path: &str, content: impl AsRef<[u8]>) {
+pub(super) fn write(dir: &Path, path: &str, content: impl AsRef<[u8]>) {
     let full = dir.join(path);
     fs::create_dir_all(full.parent().unwrap()).unwrap();
     fs::write(full, content).unwrap();
 }
 
-fn set_executable(path: &Path) {
+pub(super) fn set_executable(path: &Path) {
     fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// Every file under `dir` outside `.git`: (content, executable).
-fn files(dir: &Path) -> Files {
+pub(super) fn files(dir: &Path) -> Files {
     fn walk(base: &Path, dir: &Path, out: &mut Files) {
         for entry in fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
@@ -184,15 +185,15 @@ fn files(dir: &Path) -> Files {
     out
 }
 
-fn set(paths: &[&str]) -> BTreeSet<String> {
+pub(super) fn set(paths: &[&str]) -> BTreeSet<String> {
     paths.iter().map(|p| p.to_string()).collect()
 }
 
-fn strings(paths: &[&str]) -> Vec<String> {
+pub(super) fn strings(paths: &[&str]) -> Vec<String> {
     paths.iter().map(|p| p.to_string()).collect()
 }
 
-fn long_text(tag: &str) -> String {
+pub(super) fn long_text(tag: &str) -> String {
     (1..=20).map(|i| format!("{tag} line {i}\n")).collect()
 }
 
@@ -400,163 +401,6 @@ fn overlapping_patches_conflict_and_leave_the_tree_alone() {
 }
 
 #[test]
-fn commit_stages_only_the_given_paths() {
-    let f = Fixture::new();
-    f.write("mod.txt", "committed\n");
-    f.write("keep.txt", "dirty, not committed\n");
-    let message = "Round 1: tasks 1, 2\n\n# not a comment\nünïcödé ✓";
-    let sha = f
-        .repo
-        .commit(message, &strings(&["mod.txt"]))
-        .unwrap()
-        .unwrap();
-    assert_eq!(sha.len(), 40);
-    assert_eq!(f.repo.head().unwrap(), sha);
-    assert_eq!(
-        f.git(&["show", "--name-only", "--format=", &sha]),
-        "mod.txt"
-    );
-    assert_eq!(f.git(&["log", "-1", "--format=%B"]), message);
-    assert_eq!(f.repo.status_porcelain().unwrap(), " M keep.txt\n");
-    assert_eq!(
-        f.repo.commit("again", &strings(&["mod.txt"])).unwrap(),
-        None
-    );
-
-    // Deletions are staged; a path that never existed and an ignored file are skipped.
-    fs::remove_file(f.root().join("del.txt")).unwrap();
-    f.write("debug.log", "ignored\n");
-    let long = "x".repeat(200_000);
-    let paths = strings(&["del.txt", "never.txt", "debug.log"]);
-    f.repo.commit(&long, &paths).unwrap().unwrap();
-    assert_eq!(
-        f.git(&["ls-tree", "HEAD", "--", "del.txt", "debug.log"]),
-        ""
-    );
-    assert_eq!(f.git(&["log", "-1", "--format=%B"]), long);
-    assert_eq!(f.repo.status_porcelain().unwrap(), " M keep.txt\n");
-
-    for bad in ["/etc/passwd", "../x", "a/../../x", "", ".", ".git/config"] {
-        assert!(
-            matches!(
-                f.repo.commit("bad", &strings(&[bad])),
-                Err(GitError::InvalidPath { .. })
-            ),
-            "{bad:?}"
-        );
-    }
-}
-
-#[test]
-fn commit_commits_what_apply_staged() {
-    let f = Fixture::new();
-    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
-    write(wt.path(), "mod.txt", "worker\n");
-    write(wt.path(), "new.txt", "new\n");
-    let c = wt.changes().unwrap();
-    f.repo.apply_patch(&c.patch).unwrap();
-    let paths: Vec<String> = c.changed.iter().cloned().collect();
-    let sha = f.repo.commit("round", &paths).unwrap().unwrap();
-    assert_eq!(
-        f.git(&["show", "--name-only", "--format=", &sha]),
-        "mod.txt\nnew.txt"
-    );
-    assert_eq!(f.repo.status_porcelain().unwrap(), "");
-    assert!(f.repo.is_committed("new.txt").unwrap());
-}
-
-#[test]
-fn commit_without_a_configured_identity_uses_the_fallback() {
-    let f = Fixture::empty(false);
-    assert!(!f.git(&["config", "--list"]).contains("user."));
-    f.write("a.txt", "first\n");
-    let sha = f
-        .repo
-        .commit("first", &strings(&["a.txt"]))
-        .unwrap()
-        .unwrap();
-    assert_eq!(f.repo.head().unwrap(), sha, "a root commit");
-    assert_eq!(
-        f.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>"]),
-        "dagexec <dagexec@localhost>|dagexec <dagexec@localhost>"
-    );
-
-    let g = Fixture::new();
-    g.write("mod.txt", "x\n");
-    g.repo
-        .commit("mine", &strings(&["mod.txt"]))
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        g.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>"]),
-        "Test User <test@localhost>|Test User <test@localhost>"
-    );
-}
-
-#[test]
-fn is_committed_cases() {
-    let f = Fixture::new();
-    f.write("mod.txt", "unstaged change\n");
-    f.write("keep.txt", "staged change\n");
-    f.git(&["add", "keep.txt"]);
-    fs::remove_file(f.root().join("del.txt")).unwrap();
-    f.write("untracked.txt", "new\n");
-    assert!(f.repo.is_committed("script.sh").unwrap());
-    assert!(f.repo.is_committed(".design/plan.json").unwrap());
-    assert!(f.repo.is_committed("./.design//plan.json").unwrap());
-    for path in [
-        "mod.txt",
-        "keep.txt",
-        "del.txt",
-        "untracked.txt",
-        "never.txt",
-    ] {
-        assert!(!f.repo.is_committed(path).unwrap(), "{path}");
-    }
-}
-
-#[test]
-fn restore_reverts_tracked_and_deletes_untracked() {
-    let f = Fixture::new();
-    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
-    write(wt.path(), "added/by/patch.txt", "staged new file\n");
-    fs::remove_file(wt.path().join("del.txt")).unwrap();
-    f.repo.apply_patch(&wt.changes().unwrap().patch).unwrap();
-    f.write("mod.txt", "unstaged change\n");
-    f.write("keep.txt", "staged change\n");
-    f.git(&["add", "keep.txt"]);
-    f.write("scratch/new.txt", "untracked\n");
-    fs::write(f.root().join("script.sh"), "changed\n").unwrap();
-    set_executable(&f.root().join("script.sh"));
-    assert_ne!(f.repo.status_porcelain().unwrap(), "");
-
-    let paths = strings(&[
-        "mod.txt",
-        "keep.txt",
-        "del.txt",
-        "script.sh",
-        "scratch/new.txt",
-        "added/by/patch.txt",
-        "never.txt",
-    ]);
-    f.repo.restore(&paths).unwrap();
-    assert_eq!(f.repo.status_porcelain().unwrap(), "");
-    assert_eq!(f.read("mod.txt"), b"one\ntwo\nthree\n");
-    assert_eq!(f.read("del.txt"), b"delete me\n");
-    let mode = fs::metadata(f.root().join("script.sh"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o111, 0, "mode restored");
-    assert!(
-        !f.root().join("scratch").exists(),
-        "emptied directories go too"
-    );
-    assert!(!f.root().join("added").exists());
-    f.repo.restore(&[]).unwrap();
-}
-
-#[test]
 fn prune_removes_crashed_and_left_over_worktrees() {
     let f = Fixture::new();
     let crashed = f.repo.add_worktree("HEAD", "crashed").unwrap();
@@ -624,155 +468,6 @@ fn drop_and_remove_delete_the_worktree() {
     fs::remove_dir_all(wt.path()).unwrap();
     wt.remove().unwrap();
     assert!(f.linked_worktrees().is_empty());
-}
-
-#[test]
-fn head_on_an_empty_repository_says_so() {
-    let f = Fixture::empty(true);
-    let err = f.repo.head().unwrap_err();
-    assert!(matches!(err, GitError::NoCommits { .. }));
-    assert!(
-        err.to_string()
-            .contains("the repository has no commits; commit something first"),
-        "{err}"
-    );
-    assert!(!f.repo.is_committed("a.txt").unwrap());
-    assert!(matches!(
-        f.repo.add_worktree("HEAD", "w"),
-        Err(GitError::BadRevision { .. })
-    ));
-    f.write("a.txt", "x\n");
-    f.repo.restore(&strings(&["a.txt"])).unwrap();
-    assert!(!f.root().join("a.txt").exists());
-}
-
-#[test]
-fn discover_finds_the_top_or_says_not_a_repository() {
-    let f = Fixture::new();
-    fs::create_dir_all(f.root().join("deep/er")).unwrap();
-    let repo = Repo::discover(&f.root().join("deep/er")).unwrap();
-    assert_eq!(repo.root(), f.root());
-
-    let outside = f.tmp.path().join("outside");
-    fs::create_dir(&outside).unwrap();
-    let err = Repo::discover(&outside).unwrap_err();
-    assert!(matches!(err, GitError::NotARepository { .. }), "{err:?}");
-    assert!(err.to_string().contains("not a git repository"), "{err}");
-    assert!(matches!(
-        Repo::discover(&f.tmp.path().join("missing")),
-        Err(GitError::Io { .. })
-    ));
-}
-
-#[test]
-fn errors_name_the_command_the_directory_and_stderr() {
-    let f = Fixture::new();
-    let err = git(f.root(), "frobnicate")
-        .arg("frobnicate")
-        .run()
-        .unwrap_err();
-    let root = f.root().display();
-    assert!(
-        err.to_string().starts_with(&format!(
-            "git frobnicate failed in {root}: git: 'frobnicate' is not a git command"
-        )),
-        "{err}"
-    );
-}
-
-#[test]
-fn hostile_configuration_and_hooks_do_not_get_in_the_way() {
-    let f = Fixture::new();
-    let hooks = f.tmp.path().join("hooks");
-    for hook in [
-        "pre-commit",
-        "commit-msg",
-        "post-checkout",
-        "post-commit",
-        "reference-transaction",
-    ] {
-        write(&hooks, hook, "#!/bin/sh\necho hook ran >&2\nexit 1\n");
-        set_executable(&hooks.join(hook));
-    }
-    for (key, value) in [
-        ("core.hooksPath", hooks.to_str().unwrap()),
-        ("commit.gpgsign", "true"),
-        ("user.signingkey", "no-such-key"),
-        ("commit.cleanup", "strip"),
-        ("commit.template", "/nonexistent/template"),
-        ("core.editor", "false"),
-        ("diff.noprefix", "true"),
-        ("diff.mnemonicPrefix", "true"),
-        ("diff.external", "false"),
-        ("diff.renames", "copies"),
-        ("diff.submodule", "log"),
-        ("color.ui", "always"),
-        ("apply.whitespace", "error"),
-        ("apply.ignoreWhitespace", "change"),
-        ("core.whitespace", "trailing-space,space-before-tab"),
-        ("status.showUntrackedFiles", "no"),
-        ("i18n.commitEncoding", "ISO-8859-1"),
-    ] {
-        f.git(&["config", key, value]);
-    }
-    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
-    write(wt.path(), "mod.txt", "one \ntwo\t \nthree\n");
-    write(wt.path(), "copy.txt", "one\ntwo\nthree\n");
-    let c = wt.changes().unwrap();
-    assert_eq!(c.changed, set(&["copy.txt", "mod.txt"]));
-    let patch = String::from_utf8_lossy(&c.patch);
-    assert!(patch.contains("diff --git a/mod.txt b/mod.txt"), "{patch}");
-    assert!(!patch.contains('\u{1b}'), "no colour");
-    f.repo.apply_patch(&c.patch).unwrap();
-    assert_eq!(
-        f.read("mod.txt"),
-        b"one \ntwo\t \nthree\n",
-        "whitespace untouched"
-    );
-    let message = "# round 1\nü";
-    let sha = f.repo.commit(message, &strings(&["mod.txt", "copy.txt"]));
-    let sha = sha.unwrap().unwrap();
-    let object = f.git(&["cat-file", "commit", &sha]);
-    assert!(
-        object.ends_with("\n\n# round 1\nü"),
-        "kept verbatim, UTF-8: {object}"
-    );
-    assert!(
-        !object.contains("gpgsig") && !object.contains("encoding"),
-        "{object}"
-    );
-    assert!(f.repo.is_committed("copy.txt").unwrap());
-    wt.remove().unwrap();
-}
-
-#[test]
-fn odd_file_names_are_taken_literally() {
-    let f = Fixture::new();
-    for name in [":odd", "st*r", "stXr", "-dash", "spa ce", "ünï"] {
-        f.write(name, "v1\n");
-    }
-    f.commit_all("odd names");
-    f.write("st*r", "v2\n");
-    f.write("stXr", "v2\n");
-    let sha = f.repo.commit("star", &strings(&["st*r"])).unwrap().unwrap();
-    assert_eq!(f.git(&["show", "--name-only", "--format=", &sha]), "st*r");
-    assert!(f.repo.is_committed(":odd").unwrap());
-    assert!(f.repo.is_committed("st*r").unwrap());
-    assert!(!f.repo.is_committed("stXr").unwrap());
-    f.repo.restore(&strings(&["stXr"])).unwrap();
-    assert_eq!(f.repo.status_porcelain().unwrap(), "");
-
-    let wt = f.repo.add_worktree("HEAD", "odd").unwrap();
-    for name in [":odd", "-dash", "ünï"] {
-        write(wt.path(), name, "v3\n");
-    }
-    let c = wt.changes().unwrap();
-    assert_eq!(c.changed, set(&["-dash", ":odd", "ünï"]));
-    let d = c.without(&[":odd", "ünï"]).unwrap();
-    assert_eq!(d.changed, set(&["-dash"]));
-    f.repo.apply_patch(&d.patch).unwrap();
-    assert_eq!(f.read("-dash"), b"v3\n");
-    assert_eq!(f.read(":odd"), b"v1\n");
 }
 
 #[test]
