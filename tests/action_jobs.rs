@@ -706,3 +706,109 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
     );
     gh.assert_clean();
 }
+
+#[test]
+fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, _) = setup(tmp.path());
+    for (path, text) in [
+        (".long-run/spec/spec.md", "# Spec\nA tiny app.\n"),
+        (
+            ".long-run/plans/01-PLAN.md",
+            "# Models\n<task>1. m.txt</task>\n",
+        ),
+        (
+            ".long-run/plans/02-PLAN.md",
+            "---\ntitle: Routes\ndepends_on: [\"01\"]\n---\n<task>1. r.txt</task>\n",
+        ),
+    ] {
+        let p = repo.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "a long-run folder"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    // The plan input names the folder: the plan job derives the plan and its first batch.
+    let outputs = {
+        let out_file = tmp.path().join("out");
+        let o = dagexec(&repo)
+            .args(["action", "plan"])
+            .env("GITHUB_OUTPUT", &out_file)
+            .env("DAGEXEC_PLAN", ".long-run")
+            .env("DAGEXEC_BRANCH", "dagexec/lr")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out_file).unwrap()
+    };
+    assert!(
+        outputs.contains(r#"{"include":[{"task":0,"attempt":1,"name":"task 0: Models"}]}"#),
+        "{outputs}"
+    );
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    git(&repo, &["status", "--porcelain"]);
+    git(&repo, &["clean", "-qfdx"]);
+    let artifacts = tmp.path().join("artifacts");
+    let worker = r#"grep -q 'CHECKPOINT' "$DAGEXEC_PROMPT_FILE" || exit 3; echo m > m.txt; printf 'OUTPUT_JSON_START\n{"status":"COMPLETED","summary":"models done","tasks_completed":["1"],"files_modified":["m.txt"]}\nOUTPUT_JSON_END\n'"#;
+    let o = dagexec(&repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "91")
+        .env("DAGEXEC_PLAN", ".long-run")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", worker)
+        .env(
+            "DAGEXEC_ARTIFACTS",
+            artifacts.join("dagexec-91-1-task-0-attempt-1"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success() && text.contains("completed — models done"),
+        "{text}"
+    );
+    git(&repo, &["reset", "-q", "--hard", &base]);
+    git(&repo, &["clean", "-qfdx"]);
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let o = in_actions(&repo, &gh, "91")
+        .args(["action", "finalize"])
+        .env("DAGEXEC_PLAN", ".long-run")
+        .env(
+            "DAGEXEC_MATRIX",
+            r#"{"include":[{"task":0,"attempt":1,"name":"task 0: Models"}]}"#,
+        )
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BRANCH", "dagexec/lr")
+        .env("DAGEXEC_ARTIFACTS", &artifacts)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The round committed the work, the seed's summary and the folder's plan with its state;
+    // plan 02 is next.
+    let files = git(&origin, &["ls-tree", "-r", "--name-only", "dagexec/lr"]);
+    for f in [
+        "m.txt",
+        ".long-run/summaries/01-SUMMARY.md",
+        ".long-run/plan.json",
+    ] {
+        assert!(files.lines().any(|l| l == f), "{f} not in\n{files}");
+    }
+    let plan: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/lr:.long-run/plan.json"])).unwrap();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "pending");
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
+    gh.assert_clean();
+}

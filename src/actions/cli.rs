@@ -192,7 +192,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             max_parallel,
         } => {
             let inputs = inputs(&common, String::new(), PathBuf::new());
-            let planned = plan_job::run(&root, &inputs, ctx)?;
+            let planned = plan_job::run(&root, &inputs)?;
             println!("{}", planned.message);
             let mut outs = plan_job::outputs(&planned);
             outs.push(("message", planned.message.clone()));

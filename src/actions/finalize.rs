@@ -77,6 +77,7 @@ pub fn run(
         repo.ensure_commit(&round.base, &auth)?;
         repo.checkout_detached(&round.base)?;
     }
+    let inputs = &super::with_plan(repo.root(), inputs)?;
     let plan_path = repo.root().join(&inputs.plan_rel);
     let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
@@ -390,6 +391,7 @@ fn judge_entry(
     };
     report.changed.extend(touched.iter().cloned());
     let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
+    crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` last line) blocks with a question.
     let question = (verdict.status != Status::Completed)

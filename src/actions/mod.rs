@@ -78,6 +78,21 @@ impl From<crate::plan::error::PlanError> for ActionError {
     }
 }
 
+/// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
+/// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it.
+/// Preparing is deterministic from the tree, so every job of a round derives the same plan,
+/// carrying the state committed in `DIR/plan.json`.
+pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Inputs, ActionError> {
+    let mut resolved = inputs.clone();
+    let dir = root.join(&inputs.plan_rel);
+    if dir.is_dir() {
+        let prepared = crate::longrun::prepare(root, &dir, false)
+            .map_err(|e| ActionError::Input(format!("{e}\n  hint: {}", e.hint())))?;
+        resolved.plan_rel = prepared.plan_rel;
+    }
+    Ok(resolved)
+}
+
 /// `dagexec/<goal slug>`: lower-case ASCII letters, digits and dashes, at most 48 of them.
 pub fn default_branch_name(goal: &str) -> String {
     let mut slug = String::new();

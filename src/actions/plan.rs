@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::matrix::Matrix;
-use super::runtime::Context;
 use super::{ActionError, Inputs, default_branch_name};
 use crate::engine::{self, Next, View};
 use crate::git::{RemoteAuth, Repo};
@@ -27,11 +26,12 @@ pub struct Planned {
 }
 
 /// Runs the plan job in the checkout at `root`.
-pub fn run(root: &Path, inputs: &Inputs, _ctx: &Context) -> Result<Planned, ActionError> {
+pub fn run(root: &Path, inputs: &Inputs) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    let first = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let first_inputs = super::with_plan(repo.root(), inputs)?;
+    let first = plan::load(&repo.root().join(&first_inputs.plan_rel))
+        .map_err(crate::plan::error::PlanErrors::from)?;
     let branch = if inputs.branch.is_empty() {
         default_branch_name(&first.goal)
     } else {
@@ -44,6 +44,8 @@ pub fn run(root: &Path, inputs: &Inputs, _ctx: &Context) -> Result<Planned, Acti
         }
     }
     let base = repo.head()?;
+    let inputs = &super::with_plan(repo.root(), inputs)?;
+    let plan_path = repo.root().join(&inputs.plan_rel);
     let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
     // A run that died mid-round leaves nothing in progress on the branch (finalize commits

@@ -84,6 +84,7 @@ pub fn run(
         )));
     };
     repo.checkout_detached(&tip)?;
+    let inputs = &super::with_plan(repo.root(), inputs)?;
     let plan_path = repo.root().join(&inputs.plan_rel);
     let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;

@@ -53,6 +53,7 @@ pub fn run(
         repo.ensure_commit(base, &auth)?;
         repo.checkout_detached(base)?;
     }
+    let inputs = &super::with_plan(repo.root(), inputs)?;
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     plan::validate::check(&plan, Some(&inputs.plan_rel))?;
@@ -73,6 +74,8 @@ pub fn run(
         None => prompt::original_prompt(&plan, job.task, Unit::Batch),
     };
     let text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
+    // A long-run plan's resume state, from the checkpoint in this checkout.
+    let text = crate::longrun::with_checkpoint(task, repo.root(), &text);
     // The reviewer feedback so far and the user's answer to the task's question, as locally;
     // this checkout holds none of an earlier attempt's changes.
     let history = review::history(task);
@@ -109,10 +112,19 @@ pub fn run(
     if run.log.is_none() {
         run.log = std::fs::read_to_string(repo.root().join(&log_rel)).ok();
     }
+    // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
+    // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
+    hooks::long_run_output(
+        (task, job.attempt),
+        &mut run.stdout,
+        repo.root(),
+        scratch.path(),
+    );
     let all = changes_in(repo.root(), base)?;
     let kept = all.without(&[inputs.plan_rel.as_str(), log_rel.as_str()])?;
     let report = crate::run::attempt::observe(repo.root(), task, &run, &all, inputs.timeout);
     let mut verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
+    hooks::quiet_long_run(task, &mut verdict);
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,

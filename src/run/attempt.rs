@@ -192,7 +192,12 @@ pub async fn run(
             run.log = Some(text);
         }
     }
-    let question = super::hooks::long_run_output(&input, &mut run.stdout, wt.path(), repo.root());
+    let question = super::hooks::long_run_output(
+        (&input.task, input.attempt),
+        &mut run.stdout,
+        wt.path(),
+        repo.root(),
+    );
     let plan_rel = input.plan_rel.clone();
     let task = input.task.clone();
     let index = input.index;

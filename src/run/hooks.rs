@@ -115,13 +115,13 @@ pub(crate) fn with_feedback(
 /// declared file, committed with the round); NEEDS_DECISION and NEEDS_ACTION block the task
 /// with a question; a missing or malformed block is a failure, the raw output kept in the
 /// long-run folder's `logs/`. Returns the question, if any.
-pub(super) fn long_run_output(
-    input: &AttemptInput,
+pub(crate) fn long_run_output(
+    (task, attempt): (&Task, u32),
     stdout: &mut String,
     wt: &Path,
     root: &Path,
 ) -> Option<Question> {
-    let lr = long_run(&input.task)?;
+    let lr = long_run(task)?;
     let number = field(lr, "number");
     let line = match output::parse(stdout) {
         Ok(Output::Completed(c)) => {
@@ -149,11 +149,7 @@ pub(super) fn long_run_output(
         }
         Ok(Output::Failed { reason }) => format!("FAILED: {reason}"),
         Err(e) => {
-            let rel = format!(
-                "{}/{number}-attempt-{}.log",
-                field(lr, "logs"),
-                input.attempt
-            );
+            let rel = format!("{}/{number}-attempt-{}.log", field(lr, "logs"), attempt);
             let path = root.join(&rel);
             let kept = path
                 .parent()
@@ -173,7 +169,7 @@ pub(super) fn long_run_output(
 
 /// Long-run plans name their files inside PLAN.md, not in the plan: changes outside the
 /// declared summary are expected, so those warnings go (an edit of the plan file stays).
-pub(super) fn quiet_long_run(task: &Task, verdict: &mut Verdict) {
+pub(crate) fn quiet_long_run(task: &Task, verdict: &mut Verdict) {
     if long_run(task).is_some() {
         verdict
             .warnings
