@@ -60,6 +60,28 @@ fn setup(tmp: &Path) -> (PathBuf, PathBuf, String) {
     (repo, origin, base)
 }
 
+/// `dagexec action work` for attempt 1 of task 0 in run `run_id`, round `round`, its files
+/// left in `dir`.
+fn work_job(
+    repo: &Path,
+    (run_id, round): (&str, u32),
+    base: &str,
+    worker: &str,
+    dir: impl AsRef<Path>,
+) -> std::process::Output {
+    dagexec(repo)
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", run_id)
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", round.to_string())
+        .env("DAGEXEC_BASE", base)
+        .env("DAGEXEC_WORKER", worker)
+        .env("DAGEXEC_ARTIFACTS", dir.as_ref())
+        .output()
+        .unwrap()
+}
+
 /// `dagexec action work` for one task, its files left under `artifacts/<name>`.
 fn work(repo: &Path, artifacts: &Path, task: usize, base: &str) {
     let name = format!("dagexec-77-1-task-{task}-attempt-1");
@@ -315,17 +337,13 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
         .block_on(FakeGitHub::start());
     let artifacts = tmp.path().join("artifacts");
     let name = "dagexec-77-1-task-0-attempt-1";
-    let out = dagexec(&repo)
-        .args(["action", "work"])
-        .env("GITHUB_RUN_ID", "77")
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", "1")
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", "sh ./worker.sh")
-        .env("DAGEXEC_ARTIFACTS", artifacts.join(name))
-        .output()
-        .unwrap();
+    let out = work_job(
+        &repo,
+        ("77", 1),
+        &base,
+        "sh ./worker.sh",
+        artifacts.join(name),
+    );
     assert!(out.status.success());
     finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
     // One question comment with the exact reply, one status comment, action_required, no
@@ -386,20 +404,13 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
         .trim()
         .to_string();
     git(&repo, &["fetch", "-q", "origin"]);
-    let out = dagexec(&repo)
-        .args(["action", "work"])
-        .env("GITHUB_RUN_ID", "78")
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", "2")
-        .env("DAGEXEC_BASE", &tip)
-        .env("DAGEXEC_WORKER", "sh ./worker.sh")
-        .env(
-            "DAGEXEC_ARTIFACTS",
-            artifacts.join("dagexec-78-1-task-0-attempt-1"),
-        )
-        .output()
-        .unwrap();
+    let out = work_job(
+        &repo,
+        ("78", 2),
+        &tip,
+        "sh ./worker.sh",
+        artifacts.join("dagexec-78-1-task-0-attempt-1"),
+    );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("completed — used sqlite"), "{text}");
     gh.assert_clean();
@@ -413,20 +424,13 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         .unwrap()
         .block_on(FakeGitHub::start());
     let artifacts = tmp.path().join("artifacts");
-    let out = dagexec(&repo)
-        .args(["action", "work"])
-        .env("GITHUB_RUN_ID", "77")
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", "1")
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", "sh ./worker.sh")
-        .env(
-            "DAGEXEC_ARTIFACTS",
-            artifacts.join("dagexec-77-1-task-0-attempt-1"),
-        )
-        .output()
-        .unwrap();
+    let out = work_job(
+        &repo,
+        ("77", 1),
+        &base,
+        "sh ./worker.sh",
+        artifacts.join("dagexec-77-1-task-0-attempt-1"),
+    );
     assert!(out.status.success());
     finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
     let status_comments = |gh: &FakeGitHub| {
@@ -507,23 +511,13 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         "cat >/dev/null; echo 'FAILED: still thinking'\n",
     )
     .unwrap();
-    let out = dagexec(&repo)
-        .args(["action", "work"])
-        .env("GITHUB_RUN_ID", "79")
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", "2")
-        .env("DAGEXEC_BASE", &tip)
-        .env(
-            "DAGEXEC_WORKER",
-            "cat >/dev/null; echo 'FAILED: still thinking'",
-        )
-        .env(
-            "DAGEXEC_ARTIFACTS",
-            artifacts.join("dagexec-79-1-task-0-attempt-1"),
-        )
-        .output()
-        .unwrap();
+    let out = work_job(
+        &repo,
+        ("79", 2),
+        &tip,
+        "cat >/dev/null; echo 'FAILED: still thinking'",
+        artifacts.join("dagexec-79-1-task-0-attempt-1"),
+    );
     assert!(out.status.success());
     let text = finalize(&repo, &gh, "79", (0, 1), &tip, &artifacts);
     assert!(text.contains("Stopped after this round"), "{text}");
@@ -555,20 +549,13 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
         .block_on(FakeGitHub::start());
     let artifacts = tmp.path().join("artifacts");
     let worker = r#"cat >/dev/null; echo 'OUTPUT_JSON_START'; echo '{"status":"NEEDS_DECISION","blocked_at":"schema","decision_needed":"Which database?","options":[{"key":"pg","description":"Postgres"},"sqlite"]}'; echo 'OUTPUT_JSON_END'"#;
-    let out = dagexec(&repo)
-        .args(["action", "work"])
-        .env("GITHUB_RUN_ID", "77")
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", "1")
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", worker)
-        .env(
-            "DAGEXEC_ARTIFACTS",
-            artifacts.join("dagexec-77-1-task-0-attempt-1"),
-        )
-        .output()
-        .unwrap();
+    let out = work_job(
+        &repo,
+        ("77", 1),
+        &base,
+        worker,
+        artifacts.join("dagexec-77-1-task-0-attempt-1"),
+    );
     assert!(out.status.success());
     finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
     let q = gh
