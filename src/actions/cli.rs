@@ -182,10 +182,6 @@ pub fn run(cmd: ActionCommand) -> u8 {
 fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
-    let write_err = |source| ActionError::Write {
-        path: "GITHUB_OUTPUT".into(),
-        source,
-    };
     match cmd {
         ActionCommand::Plan {
             common,
@@ -202,13 +198,11 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                     .iter()
                     .map(|(k, v)| (*k, v.clone()))
                     .collect::<Vec<_>>(),
-            )
-            .map_err(write_err)?;
+            )?;
             ctx.summary(&format!(
                 "## dagexec: plan of round {}\n\n```\n{}\n```\n",
                 planned.round, planned.message
-            ))
-            .map_err(write_err)?;
+            ))?;
             Ok(0)
         }
         ActionCommand::Work {
@@ -235,8 +229,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             ctx.set_outputs(&[
                 ("artifact-name", name),
                 ("artifact-path", dir.to_string_lossy().to_string()),
-            ])
-            .map_err(write_err)?;
+            ])?;
             let mut inputs = inputs(&common, worker, dir);
             inputs.reviewer = Some(reviewer).filter(|r| !r.trim().is_empty());
             // The work job holds no write token; it needs none to fetch a public base, and
@@ -262,8 +255,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             ctx.summary(&format!(
                 "### task {task}, attempt {attempt}: {}\n\n{}\n",
                 verdict.status, verdict.result
-            ))
-            .map_err(write_err)?;
+            ))?;
             Ok(0)
         }
         ActionCommand::Comment { common, workflow } => {
@@ -283,8 +275,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             };
             let done = super::steer::run(&root, &inputs, ctx, client_for, &rt)?;
             println!("{}", done.message);
-            ctx.set_outputs(&[("dispatched", done.dispatched.unwrap_or_default())])
-                .map_err(write_err)?;
+            ctx.set_outputs(&[("dispatched", done.dispatched.unwrap_or_default())])?;
             Ok(0)
         }
         ActionCommand::Finalize {
@@ -361,7 +352,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             if let Some(pr) = done.pr {
                 outs.push(("pr-number", pr.to_string()));
             }
-            ctx.set_outputs(&outs).map_err(write_err)?;
+            ctx.set_outputs(&outs)?;
             Ok(if done.failed { 1 } else { 0 })
         }
     }

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::artifact::{self, Collected};
 use super::matrix::{self, Entry};
-use super::publish::{publish, push};
+use super::publish::Ending;
 use super::report::{self, Links, Stop};
 use super::runtime::Context;
 use super::work::RETRY_PROMPT_FIELD;
@@ -102,6 +102,16 @@ pub fn run(
         run: ctx.run_url(),
         logs: saved_logs(&plan),
     };
+    let ending = Ending {
+        rt,
+        client,
+        ctx,
+        repo: &repo,
+        auth: &auth,
+        round,
+        inputs,
+        ui: &ui,
+    };
 
     // No work: the plan job already knows how this ends.
     if round.planned != "work" {
@@ -120,26 +130,9 @@ pub fn run(
         ui.say(&round.planned_message);
         // The branch exists from the first round on, so the pull request (and any question
         // on it) has a head.
-        push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-        let published = publish(
-            rt,
-            client,
-            ctx,
-            &repo,
-            &plan,
-            round,
-            &links,
-            stop.as_ref(),
-            false,
-            preflight,
-            inputs,
-        )?;
+        let published = ending.finish(&plan, &links, stop.as_ref(), false, preflight)?;
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
-        ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))
-            .map_err(|source| ActionError::Write {
-                path: "GITHUB_STEP_SUMMARY".into(),
-                source,
-            })?;
+        ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))?;
         return Ok(Finalized {
             conclusion: round.planned.clone(),
             pr: published.pr,
@@ -296,20 +289,7 @@ pub fn run(
         }
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
-    push(&repo, &round.branch, &auth, client.is_some(), &ui)?;
-    let published = publish(
-        rt,
-        client,
-        ctx,
-        &repo,
-        &plan,
-        round,
-        &links,
-        stop.as_ref(),
-        more,
-        None,
-        inputs,
-    )?;
+    let published = ending.finish(&plan, &links, stop.as_ref(), more, None)?;
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,
@@ -317,11 +297,7 @@ pub fn run(
         &batch,
         &links,
         &waiting,
-    ))
-    .map_err(|source| ActionError::Write {
-        path: "GITHUB_STEP_SUMMARY".into(),
-        source,
-    })?;
+    ))?;
     if published.dispatched {
         ui.say(format!(
             "Dispatched round {} on {}.",

@@ -12,25 +12,7 @@ use crate::github::{Client, ops::Conclusion};
 use crate::plan;
 use crate::run::Ui;
 
-/// Pushes the round (see [`super::push_with_rebase`]); without a GitHub repository (a local
-/// try-out) the round stays a local commit.
-pub(super) fn push(
-    repo: &Repo,
-    branch: &str,
-    auth: &RemoteAuth,
-    on_github: bool,
-    ui: &Ui,
-) -> Result<(), ActionError> {
-    if !on_github {
-        ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
-        return Ok(());
-    }
-    super::push_with_rebase(repo, branch, auth, |line| ui.say(line))?;
-    ui.say(format!("Pushed to {branch}."));
-    Ok(())
-}
-
-/// What [`publish`] did on GitHub.
+/// What [`Ending::finish`] did on GitHub.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Published {
     pub pr: Option<u64>,
@@ -39,128 +21,164 @@ pub(super) struct Published {
     pub aborted: bool,
 }
 
-/// On GitHub: the pull request (opened as a draft on the first round, its body kept current),
-/// one comment per open question (and the pre-flight question), the next round dispatched
-/// unless `/execute abort` asked to stop, the one status comment, and the `dagexec` check run
-/// on a stop or completion (ready for review on completion). Every comment is found again by
-/// its marker, so a re-run finalize creates nothing twice.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn publish(
-    rt: &tokio::runtime::Runtime,
-    client: Option<&Client>,
-    ctx: &Context,
-    repo: &Repo,
-    plan: &plan::model::Plan,
-    round: &Round,
-    links: &Links,
-    stop: Option<&Stop>,
-    more: bool,
-    preflight: Option<&str>,
-    inputs: &Inputs,
-) -> Result<Published, ActionError> {
-    let Some(c) = client else {
-        if let Some(s) = stop {
-            let (title, summary) = report::check_run_text(plan, s, &round.branch);
-            println!("{title}\n\n{summary}");
+/// What finalize ends a round with: where it pushes and whom it tells.
+#[derive(Clone, Copy)]
+pub(super) struct Ending<'a> {
+    pub rt: &'a tokio::runtime::Runtime,
+    /// `None` without a GitHub repository (a local try-out).
+    pub client: Option<&'a Client>,
+    pub ctx: &'a Context,
+    pub repo: &'a Repo,
+    pub auth: &'a RemoteAuth,
+    pub round: &'a Round,
+    pub inputs: &'a Inputs,
+    pub ui: &'a Ui,
+}
+
+impl Ending<'_> {
+    /// Pushes the round (see [`super::push_with_rebase`]); without a GitHub repository the
+    /// round stays a local commit.
+    fn push(&self) -> Result<(), ActionError> {
+        let (ui, branch) = (self.ui, &self.round.branch);
+        if self.client.is_none() {
+            ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
+            return Ok(());
         }
-        return Ok(Published::default());
-    };
-    let body = report::pr_body(plan, round.round, links, stop);
-    let pr = rt.block_on(async {
-        match c.find_pull(&round.branch).await? {
-            Some(pr) => {
-                c.update_pull_body(pr.number, &body).await?;
-                Ok::<_, crate::github::ApiError>(pr)
+        super::push_with_rebase(self.repo, branch, self.auth, |line| ui.say(line))?;
+        ui.say(format!("Pushed to {branch}."));
+        Ok(())
+    }
+
+    /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
+    /// round, its body kept current), one comment per open question (and the pre-flight
+    /// question), the next round dispatched when `more` work waits unless `/execute abort`
+    /// asked to stop, the one status comment, and the `dagexec` check run on a stop or
+    /// completion (ready for review on completion). Every comment is found again by its
+    /// marker, so a re-run finalize creates nothing twice.
+    pub(super) fn finish(
+        &self,
+        plan: &plan::model::Plan,
+        links: &Links,
+        stop: Option<&Stop>,
+        more: bool,
+        preflight: Option<&str>,
+    ) -> Result<Published, ActionError> {
+        self.push()?;
+        let Ending {
+            rt,
+            client,
+            ctx,
+            repo,
+            round,
+            inputs,
+            ..
+        } = *self;
+        let Some(c) = client else {
+            if let Some(s) = stop {
+                let (title, summary) = report::check_run_text(plan, s, &round.branch);
+                println!("{title}\n\n{summary}");
             }
-            None => {
-                let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
-                    ctx.ref_name.clone()
-                } else {
-                    c.default_branch().await?
-                };
-                let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                match c
-                    .create_pull(&round.branch, &base, &title, &body, true)
-                    .await
-                {
-                    // A retried create whose first try landed after all: adopt that PR.
-                    Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
-                        Some(pr) => Ok(pr),
-                        None => Err(e),
-                    },
-                    other => other,
+            return Ok(Published::default());
+        };
+        let body = report::pr_body(plan, round.round, links, stop);
+        let pr = rt.block_on(async {
+            match c.find_pull(&round.branch).await? {
+                Some(pr) => {
+                    c.update_pull_body(pr.number, &body).await?;
+                    Ok::<_, crate::github::ApiError>(pr)
+                }
+                None => {
+                    let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
+                        ctx.ref_name.clone()
+                    } else {
+                        c.default_branch().await?
+                    };
+                    let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
+                    match c
+                        .create_pull(&round.branch, &base, &title, &body, true)
+                        .await
+                    {
+                        // A retried create whose first try landed after all: adopt that PR.
+                        Err(e) if e.status() == Some(422) => {
+                            match c.find_pull(&round.branch).await? {
+                                Some(pr) => Ok(pr),
+                                None => Err(e),
+                            }
+                        }
+                        other => other,
+                    }
                 }
             }
-        }
-    })?;
-    println!("Pull request #{}: {}", pr.number, pr.html_url);
-    let n = pr.number;
-    rt.block_on(async {
-        for (i, q) in crate::question::open(plan) {
-            let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-            c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
-                .await?;
-        }
-        if let Some(message) = preflight {
-            c.upsert_marked_comment(
-                n,
-                &steer::question_marker("preflight"),
-                &steer::preflight_comment(message),
-            )
-            .await?;
-        }
-        Ok::<_, crate::github::ApiError>(())
-    })?;
-    let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
-        b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
-    });
-    let dispatched = more && !aborted;
-    if dispatched {
-        let mut inputs_json = serde_json::Map::new();
-        inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
-        inputs_json.insert("branch".into(), round.branch.clone().into());
-        rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
-    }
-    let waiting = if more && aborted {
-        format!(
-            "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
-            round.round
-        )
-    } else {
-        steer::waiting_on(plan)
-    };
-    let status = comment::status_body(plan, round.round, links, &waiting);
-    rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
-    if let Some(s) = stop {
-        let (title, summary) = report::check_run_text(plan, s, &round.branch);
-        let conclusion = match s {
-            Stop::Completed => Conclusion::Success,
-            Stop::NeedsInput(_) => Conclusion::ActionRequired,
-            _ => Conclusion::Failure,
-        };
-        let head = repo.head()?;
-        rt.block_on(c.complete_check_run(
-            "dagexec",
-            &head,
-            conclusion,
-            &title,
-            &summary,
-            ctx.run_url().as_deref(),
-        ))?;
-        if conclusion != Conclusion::Success {
-            if conclusion == Conclusion::Failure {
-                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+        })?;
+        println!("Pull request #{}: {}", pr.number, pr.html_url);
+        let n = pr.number;
+        rt.block_on(async {
+            for (i, q) in crate::question::open(plan) {
+                let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
+                c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
+                    .await?;
             }
-            let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
+            if let Some(message) = preflight {
+                c.upsert_marked_comment(
+                    n,
+                    &steer::question_marker("preflight"),
+                    &steer::preflight_comment(message),
+                )
+                .await?;
+            }
+            Ok::<_, crate::github::ApiError>(())
+        })?;
+        let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
+            b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
+        });
+        let dispatched = more && !aborted;
+        if dispatched {
+            let mut inputs_json = serde_json::Map::new();
+            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
+            inputs_json.insert("branch".into(), round.branch.clone().into());
+            rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
         }
-        if *s == Stop::Completed && pr.draft {
-            rt.block_on(c.mark_ready(&pr))?;
-            println!("Marked #{} ready for review.", pr.number);
+        let waiting = if more && aborted {
+            format!(
+                "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
+                round.round
+            )
+        } else {
+            steer::waiting_on(plan)
+        };
+        let status = comment::status_body(plan, round.round, links, &waiting);
+        rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
+        if let Some(s) = stop {
+            let (title, summary) = report::check_run_text(plan, s, &round.branch);
+            let conclusion = match s {
+                Stop::Completed => Conclusion::Success,
+                Stop::NeedsInput(_) => Conclusion::ActionRequired,
+                _ => Conclusion::Failure,
+            };
+            let head = repo.head()?;
+            rt.block_on(c.complete_check_run(
+                "dagexec",
+                &head,
+                conclusion,
+                &title,
+                &summary,
+                ctx.run_url().as_deref(),
+            ))?;
+            if conclusion != Conclusion::Success {
+                if conclusion == Conclusion::Failure {
+                    runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+                }
+                let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
+            }
+            if *s == Stop::Completed && pr.draft {
+                rt.block_on(c.mark_ready(&pr))?;
+                println!("Marked #{} ready for review.", pr.number);
+            }
         }
+        Ok(Published {
+            pr: Some(n),
+            dispatched,
+            aborted,
+        })
     }
-    Ok(Published {
-        pr: Some(n),
-        dispatched,
-        aborted,
-    })
 }

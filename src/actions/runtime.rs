@@ -67,7 +67,7 @@ impl Context {
 
     /// Sets step outputs (`name<<delimiter` form, so any value is safe). Without
     /// `$GITHUB_OUTPUT` (a local try-out) they are printed instead.
-    pub fn set_outputs(&self, pairs: &[(&str, String)]) -> std::io::Result<()> {
+    pub fn set_outputs(&self, pairs: &[(&str, String)]) -> Result<(), super::ActionError> {
         let mut text = String::new();
         for (k, v) in pairs {
             let mut delim = format!("dagexec_{}", fastrand::u64(..));
@@ -88,7 +88,7 @@ impl Context {
     }
 
     /// Appends Markdown to the job summary (printed when there is none).
-    pub fn summary(&self, markdown: &str) -> std::io::Result<()> {
+    pub fn summary(&self, markdown: &str) -> Result<(), super::ActionError> {
         match &self.step_summary {
             Some(path) => append(path, &format!("{markdown}\n")),
             None => {
@@ -99,12 +99,17 @@ impl Context {
     }
 }
 
-fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
+/// Appends `text` to one of the runner's files; an error names the file.
+fn append(path: &std::path::Path, text: &str) -> Result<(), super::ActionError> {
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)?;
-    f.write_all(text.as_bytes())
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|source| super::ActionError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Asks the runner to mask `token` in every later log line. Only when running in Actions:
