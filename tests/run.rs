@@ -414,7 +414,10 @@ echo "COMPLETED: ok""#,
     let o = run(dir.path(), &cmd, &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("task 1: conflicts with task 0"), "{out}");
+    assert!(
+        out.contains("task 1: attempt 1 of 3 could not be integrated: conflicts with task 0"),
+        "{out}"
+    );
     assert!(out.contains("Round 2: starting 1 task(s): 1"), "{out}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("shared.txt")).unwrap(),

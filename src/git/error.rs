@@ -46,6 +46,20 @@ pub enum GitError {
         #[source]
         source: io::Error,
     },
+    /// The index is locked: `path` exists. Another git process is running in the repository,
+    /// or one crashed and left its lock.
+    #[error(
+        "git cannot lock the index of {}: {} exists. Another git process is running in this repository, or one stopped without removing its lock; if no git process is running, delete {} and run again",
+        dir.display(), path.display(), path.display()
+    )]
+    IndexLocked { path: PathBuf, dir: PathBuf },
+    /// A round commit found `HEAD` no longer at the commit the round started from.
+    #[error("{}: HEAD moved away from {expected} while the round ran (a commit made meanwhile?); the round was not committed: {detail}", dir.display())]
+    HeadMoved {
+        dir: PathBuf,
+        expected: String,
+        detail: String,
+    },
     /// git succeeded but printed something we could not make sense of.
     #[error("git {command} in {}: unexpected output: {detail}", dir.display())]
     Unexpected {

@@ -86,13 +86,16 @@ impl Eager<'_> {
         }
         self.ui.say(format!("starting task(s) {}", list(&picks)));
         for &i in &picks {
-            plan.tasks[i].status = Status::InProgress;
+            let t = &mut plan.tasks[i];
+            t.status = Status::InProgress;
+            // Counted when it starts, as in rounds.
+            t.attempts = Some(t.attempts() + 1);
         }
         save(plan, self.opts)?;
         for &i in &picks {
             let first = (
                 i,
-                plan.tasks[i].attempts() + 1,
+                plan.tasks[i].attempts(),
                 prompt::original_prompt(plan, i, Unit::Batch),
             );
             self.spawn(running, plan, first, round + 1)?;
@@ -133,6 +136,7 @@ impl Eager<'_> {
                             arrived.push(j);
                         }
                         Err(retry) if !cancelled => {
+                            super::count_attempt(plan, retry.0, retry.1, self.opts)?;
                             self.spawn(&mut running, plan, retry, round + 1)?
                         }
                         Err(_) => {}
