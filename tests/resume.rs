@@ -490,7 +490,16 @@ fn kill_9_at_fifty_points_loses_and_duplicates_nothing() {
         ("d", &[1], &["d.txt"], &[]),
         ("e", &[2, 3], &[], &["README.md", "b/b.txt"]),
     ]);
-    let w = Worker::new(WRITE_DECLARED);
+    let w = Worker::new(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+  0) echo dagexec-task-0 >> a.txt ;;
+  1) mkdir -p b; echo dagexec-task-1 >> b/b.txt; echo dagexec-task-1 >> README.md ;;
+  2) echo dagexec-task-2 >> a.txt ;;
+  3) echo dagexec-task-3 >> d.txt ;;
+  4) echo dagexec-task-4 >> README.md; echo dagexec-task-4 >> b/b.txt ;;
+esac
+echo "COMPLETED: wrote the files""#,
+    );
     let mut rng = fastrand::Rng::with_seed(0x00da_6e7e_c000_0010);
     let mut kills = 0;
     let mut scenario = 0;

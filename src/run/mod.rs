@@ -587,6 +587,8 @@ pub(crate) fn finish(
     if let Ok(entries) = std::fs::read_dir(&design) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
+            // (and the temporary files of their atomic writes a crash may have left)
+            let name = name.strip_suffix(".tmp").unwrap_or(&name);
             let intermediate = (name.starts_with("worker-") && name.ends_with(".log"))
                 || (name.starts_with("processor-batch-") && name.ends_with(".json"))
                 || name == "tasks.json";
@@ -595,6 +597,10 @@ pub(crate) fn finish(
             }
         }
     }
+    // A crash in the middle of an atomic save of the plan leaves its temporary file.
+    let mut plan_tmp = opts.plan.as_os_str().to_owned();
+    plan_tmp.push(".tmp");
+    let _ = std::fs::remove_file(PathBuf::from(plan_tmp));
     let end = hooks::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
