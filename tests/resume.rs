@@ -560,6 +560,22 @@ echo "COMPLETED: wrote the files""#,
                 break;
             }
             wait_for_no_lock(d, &label);
+            // Nothing staged, unless a round commit was published and its record says so
+            // (the next start brings the work tree and index to it).
+            let staged = git(d, &["diff", "--cached", "--name-only"]);
+            if !staged.is_empty() {
+                let record: Value = serde_json::from_str(
+                    &std::fs::read_to_string(d.join(".git/dagexec/round.json")).unwrap_or_else(
+                        |_| panic!("{label}: staged with no round record: {staged}"),
+                    ),
+                )
+                .unwrap();
+                assert_eq!(
+                    record["new"].as_str().unwrap(),
+                    git(d, &["rev-parse", "HEAD"]).trim(),
+                    "{label}: staged: {staged}"
+                );
+            }
             assert_eq!(read(d, "local.cfg"), "mine\n", "{label}");
             assert_eq!(read(d, "notes.txt"), "notes\nWIP\n", "{label}");
             assert_eq!(read(d, "scratch.txt"), "untracked\n", "{label}");
