@@ -623,3 +623,29 @@ echo "COMPLETED: wrote the files""#,
         }
     }
 }
+
+#[test]
+fn the_generated_long_run_plan_is_not_reported_as_an_uncommitted_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (rel, text) in [
+        (".long-run/spec/spec.md", "# Spec\nA tiny app.\n"),
+        (
+            ".long-run/plans/01-PLAN.md",
+            "# Models\n<task>1. m.txt</task>\n",
+        ),
+    ] {
+        std::fs::create_dir_all(d.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(d.join(rel), text).unwrap();
+    }
+    git(d, &["init", "-q"]);
+    git(d, &["add", "-A"]);
+    git(d, &["commit", "-qm", "start"]);
+    let w = Worker::new(
+        r#"echo 1 > 01.txt
+printf 'OUTPUT_JSON_START\n{"status":"COMPLETED","summary":"done","tasks_completed":["1"],"files_modified":["01.txt"]}\nOUTPUT_JSON_END\n'"#,
+    );
+    let ran = run(d, &w.cmd, &["--long-run", ".long-run"]);
+    assert_eq!(ran.code(), Some(0), "{}", ran.out);
+    assert!(!ran.out.contains("uncommitted"), "{}", ran.out);
+}

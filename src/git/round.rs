@@ -45,6 +45,20 @@ pub struct Journal {
     pub paths: Vec<String>,
 }
 
+impl Journal {
+    /// Object names that are hex, paths that are repo-relative and plainly written.
+    fn is_sound(&self) -> bool {
+        let sha =
+            |s: &str| (40..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+        sha(&self.old)
+            && sha(&self.new)
+            && self
+                .paths
+                .iter()
+                .all(|p| normalize(p).is_ok_and(|n| &n == p))
+    }
+}
+
 /// A round commit made but not yet published: [`Prepared::publish`] moves `HEAD`,
 /// [`Prepared::sync`] brings the work tree to it.
 #[derive(Debug)]
@@ -103,10 +117,9 @@ impl Repo {
     /// state differs from `HEAD` in the index or the work tree, as `(path, status)`: staged or
     /// unstaged changes, untracked and ignored files. These are the user's, not the run's.
     pub fn uncommitted(&self, paths: &[String]) -> Result<Vec<(String, String)>, GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        // A path that is not repo-relative names nothing of the user's here (validation
+        // reports it elsewhere).
+        let paths: Vec<String> = paths.iter().filter_map(|p| normalize(p).ok()).collect();
         if paths.is_empty() {
             return Ok(Vec::new());
         }
@@ -176,8 +189,12 @@ impl Repo {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Recovered::Nothing),
             Err(e) => return Err(io_error("read", &path)(e)),
         };
-        let Ok(journal) = serde_json::from_slice::<Journal>(&bytes) else {
-            // Written atomically, so never half; anything else is not ours to trust.
+        // Written atomically, so never half; anything else (not JSON, a path that is not
+        // plainly inside the repository, an object name that is not one) is not ours to trust.
+        let journal = serde_json::from_slice::<Journal>(&bytes)
+            .ok()
+            .filter(Journal::is_sound);
+        let Some(journal) = journal else {
             tracing::warn!(path = %path.display(), "ignoring an unreadable round record");
             super::paths::remove_any(&path)?;
             return Ok(Recovered::Nothing);
@@ -748,6 +765,31 @@ mod tests {
             "{found:?}"
         );
         assert_eq!(fs::read(outside.path().join("x.txt")).unwrap(), b"x\n");
+    }
+
+    #[test]
+    fn a_forged_round_record_is_dropped_untouched() {
+        let f = Fixture::new();
+        let head = f.repo.head().unwrap();
+        for paths in [
+            vec!["../outside.txt"],
+            vec!["/etc/passwd"],
+            vec![".git/config"],
+        ] {
+            let journal = Journal {
+                old: "0".repeat(40),
+                new: head.clone(),
+                paths: strings(&paths),
+            };
+            fs::create_dir_all(f.repo.dagexec_dir()).unwrap();
+            fs::write(f.repo.journal_path(), serde_json::to_vec(&journal).unwrap()).unwrap();
+            assert_eq!(
+                f.repo.recover_round().unwrap(),
+                Recovered::Nothing,
+                "{paths:?}"
+            );
+            assert!(!f.repo.journal_path().exists());
+        }
     }
 
     #[test]
