@@ -12,6 +12,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Serialize;
 
+use crate::paths::Link;
 use crate::plan::model::{Plan, Status, Task};
 use crate::prompt::{self, FailedCheck, Unit};
 
@@ -145,13 +146,14 @@ fn clip(s: &str, max: usize) -> String {
 /// that did not change.
 pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
     let mut problems = Vec::new();
+    use crate::paths::key;
     for f in task.creates() {
-        if !report.present.contains(f.as_str()) {
+        if !report.present.contains(&key(f)) {
             problems.push(format!("{f} (to create) does not exist"));
         }
     }
     for f in task.modifies() {
-        if !report.changed.contains(f.as_str()) {
+        if !report.changed.contains(&key(f)) {
             problems.push(format!("{f} (to modify) was not changed"));
         }
     }
@@ -166,7 +168,7 @@ pub fn unexpected_files(
     report: &AttemptReport,
     plan_rel: &str,
 ) -> Vec<String> {
-    let declared: BTreeSet<&str> = task.files().map(String::as_str).collect();
+    let declared: BTreeSet<String> = task.files().map(|f| crate::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
         .changed
@@ -180,6 +182,55 @@ pub fn unexpected_files(
             }
         })
         .collect()
+}
+
+/// Why an attempt's changes are refused whatever the worker reported, if they are: a path in
+/// git's own directory under any case (`.GIT/hooks/x`), or a symlink the task did not declare,
+/// or a declared one whose target leaves the repository or points into `.git/`, `.design/` or
+/// the plan's directory. Such an attempt fails with this reason (it is not integrated).
+pub fn refused_changes<'a>(
+    task: &Task,
+    changed: impl IntoIterator<Item = &'a String>,
+    links: &[Link],
+    plan_rel: &str,
+) -> Option<String> {
+    use crate::paths::{git_dir_prefix, key, resolve_link, within};
+    if let Some(p) = changed.into_iter().find(|p| git_dir_prefix(p).is_some()) {
+        return Some(format!(
+            "refused: the change writes {p}, inside git's own directory (.git under any case); workers must not touch it"
+        ));
+    }
+    let declared: BTreeSet<String> = task.files().map(|f| key(f)).collect();
+    let plan_dir = plan_rel.rsplit_once('/').map(|(dir, _)| dir);
+    for link in links {
+        let shown = format!("{} -> {}", link.path, link.target);
+        if !declared.contains(&key(&link.path)) {
+            return Some(format!(
+                "refused: the change adds the symbolic link {shown}, which the task does not declare"
+            ));
+        }
+        let why = match resolve_link(&link.path, &link.target) {
+            None => Some("outside the repository"),
+            Some(r) if git_dir_prefix(&r).is_some() => Some("into .git/"),
+            Some(r) if within(&r, ".design") => Some("into .design/"),
+            Some(r) if plan_dir.is_some_and(|d| within(&r, d)) => Some("into the plan's directory"),
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return Some(format!(
+                "refused: the symbolic link {shown} points {why}; dagexec never lets a task link there"
+            ));
+        }
+    }
+    None
+}
+
+/// Makes `verdict` a failure for `reason` (warnings kept).
+pub fn refuse(verdict: &mut Verdict, reason: String) {
+    verdict.status = Status::Failed;
+    verdict.result = reason;
+    verdict.acceptance_passed = false;
+    verdict.failed_checks.clear();
 }
 
 /// Whether the runner should run the acceptance checks: the worker reported COMPLETED, exited

@@ -346,7 +346,9 @@ impl Repo {
                 tracing::debug!(path, "restore: leaving an untracked directory in place");
                 return Ok(());
             }
-            Ok(_) => std::fs::remove_file(&full).map_err(io_error("delete", &full))?,
+            // Never through a linked directory (`d -> /outside`, deleting `d/x`).
+            Ok(_) => crate::fsx::remove_file(&self.root, &full)
+                .map_err(|e| io_error("delete", &full)(e.into()))?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io_error("inspect", &full)(e)),
         }

@@ -171,8 +171,17 @@ impl Repo {
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
     pub fn patch_paths(&self, patch: &[u8]) -> Result<Vec<String>, GitError> {
+        self.patch_changes(patch).map(|(paths, _)| paths)
+    }
+
+    /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
+    /// as git stores them (so a hand-made patch cannot hide one from the check).
+    pub fn patch_changes(
+        &self,
+        patch: &[u8],
+    ) -> Result<(Vec<String>, Vec<crate::paths::Link>), GitError> {
         if patch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let scratch = tempfile::Builder::new()
             .prefix("dagexec-index-")
@@ -203,13 +212,13 @@ impl Repo {
                 dir: self.root().to_path_buf(),
                 detail,
             })?;
-        Ok(paths.into_iter().collect())
+        let links = super::worktree::staged_links(self.root(), "HEAD", &[], Some(&index))?;
+        Ok((paths.into_iter().collect(), links))
     }
 }
 
 /// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`
 /// first), as for a worktree: the Action's worker job runs in a plain checkout.
 pub fn changes_in(dir: &Path, base: &str) -> Result<super::Changes, GitError> {
-    git(dir, "add --all").args(["add", "--all"]).run()?;
-    super::worktree::diff_at(dir, base)
+    super::worktree::stage_all(dir, base)
 }

@@ -277,7 +277,7 @@ impl Serialize for OverlapMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::validate::normalize;
+    use crate::paths::key as normalize;
     use crate::testing::{plan_of, task};
 
     fn plan(tasks: &[(&[usize], &[&str], &[&str])]) -> Plan {

@@ -17,7 +17,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     let n = plan.tasks.len();
     let mut errors = Vec::new();
     let mut deps_ok = true;
-    let plan_rel = plan_rel.map(normalize);
+    let plan_rel = plan_rel.map(crate::paths::key);
     for (i, task) in plan.tasks.iter().enumerate() {
         for (position, &dep) in task.blocked_by.iter().enumerate() {
             if dep >= n {
@@ -83,34 +83,23 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     }
 }
 
-/// Strips leading `./` so `./src/a.rs` and `src/a.rs` are the same file.
-pub fn normalize(path: &str) -> String {
-    let mut p = path;
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest.trim_start_matches('/');
-    }
-    p.to_string()
-}
-
 /// Why a declared path may not be used, if it may not.
 pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
+    use crate::paths::{Unclean, git_dir_prefix, normalize, same_file};
     if path.trim().is_empty() {
         return Some(PathProblem::Empty);
     }
-    let bytes = path.as_bytes();
-    let windows_abs = bytes.len() >= 2 && bytes[1] == b':' && bytes[0].is_ascii_alphabetic();
-    if path.starts_with('/') || path.starts_with('\\') || path.starts_with('~') || windows_abs {
-        return Some(PathProblem::Absolute);
-    }
-    if path.split(['/', '\\']).any(|c| c == "..") {
-        return Some(PathProblem::ParentDir);
-    }
-    let norm = normalize(path);
-    let first = norm.split(['/', '\\']).next().unwrap_or("");
-    if first == ".git" {
+    let norm = match normalize(path) {
+        Ok(norm) => norm,
+        Err(Unclean::Absolute) => return Some(PathProblem::Absolute),
+        Err(Unclean::ParentDir) => return Some(PathProblem::ParentDir),
+        Err(Unclean::Empty | Unclean::Nul) => return Some(PathProblem::Empty),
+    };
+    // `.GIT/config` is `.git/config` on a case-insensitive file system.
+    if git_dir_prefix(&norm).is_some() {
         return Some(PathProblem::GitDir);
     }
-    if plan_rel.is_some_and(|p| p == norm) {
+    if plan_rel.is_some_and(|p| same_file(p, &norm)) {
         return Some(PathProblem::PlanItself);
     }
     None
@@ -139,6 +128,14 @@ mod tests {
             ("src/../../x", Some(PathProblem::ParentDir)),
             (".git/config", Some(PathProblem::GitDir)),
             ("./.git/hooks/pre-commit", Some(PathProblem::GitDir)),
+            (".GIT/config", Some(PathProblem::GitDir)),
+            (".Git/hooks/pre-commit", Some(PathProblem::GitDir)),
+            ("src/.git/config", Some(PathProblem::GitDir)),
+            (".git./config", Some(PathProblem::GitDir)),
+            (".DESIGN/plan.json", Some(PathProblem::PlanItself)),
+            (".design//plan.json", Some(PathProblem::PlanItself)),
+            ("src//a.rs", None),
+            ("a/./../b", Some(PathProblem::ParentDir)),
             (".design/plan.json", Some(PathProblem::PlanItself)),
             ("./.design/plan.json", Some(PathProblem::PlanItself)),
             (".design/notes.md", None),

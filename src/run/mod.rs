@@ -203,10 +203,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // Prompt files live inside the repository's git directory (never in the work tree), in
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
     let prompts = repo.common_dir().join("dagexec").join("prompts");
-    let _ = std::fs::remove_dir_all(&prompts);
-    std::fs::create_dir_all(&prompts).map_err(|source| RunError::Write {
+    let _ = crate::fsx::remove_all(repo.common_dir(), &prompts);
+    crate::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
         path: prompts.clone(),
-        source,
+        source: e.into(),
     })?;
     let scratch = tempfile::Builder::new()
         .prefix("run-")
@@ -526,7 +526,7 @@ pub(crate) fn finish(
                 || (name.starts_with("processor-batch-") && name.ends_with(".json"))
                 || name == "tasks.json";
             if intermediate {
-                let _ = std::fs::remove_file(e.path());
+                let _ = crate::fsx::remove_file(&opts.root, &e.path());
             }
         }
     }
@@ -536,9 +536,11 @@ pub(crate) fn finish(
         let stamp = utc_timestamp();
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| RunError::Write {
-                    path: dir.to_path_buf(),
-                    source,
+                crate::fsx::create_dir_all(crate::fsx::default_root(dir), dir).map_err(|e| {
+                    RunError::Write {
+                        path: dir.to_path_buf(),
+                        source: e.into(),
+                    }
                 })?;
             }
             std::fs::rename(&opts.plan, &to).map_err(|source| RunError::Write {
