@@ -299,7 +299,7 @@ fn load(loc: &Location) -> Result<Loaded, CliError> {
     };
     let dag = {
         let _span = tracing::debug_span!("check").entered();
-        plan::validate::check(&plan, loc.plan_rel.as_deref())?
+        plan::validate::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
     };
     Ok(Loaded { plan, dag })
 }

@@ -285,7 +285,6 @@ pub fn remove_all(root: &Path, path: &Path) -> Result<(), Error> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,11 +325,17 @@ mod tests {
         // A parent a link: refused, naming the parent.
         symlink(&outside, root.join("d")).unwrap();
         let err = write_atomic(&root.join("d/x/y.txt"), b"x").unwrap_err();
-        assert!(matches!(&err, Error::Link { link, .. } if *link == root.join("d")), "{err}");
+        assert!(
+            matches!(&err, Error::Link { link, .. } if *link == root.join("d")),
+            "{err}"
+        );
         assert!(err.to_string().contains("is a symbolic link"), "{err}");
         let err = append(&root, &root.join(".design/batch.json"), b"x").unwrap_err();
         assert!(matches!(err, Error::Link { .. }), "{err}");
-        assert_eq!(fs::read_to_string(outside.join("file")).unwrap(), "precious");
+        assert_eq!(
+            fs::read_to_string(outside.join("file")).unwrap(),
+            "precious"
+        );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
     }
 
@@ -348,7 +353,10 @@ mod tests {
         fs::create_dir_all(root.join("tree")).unwrap();
         symlink(&outside, root.join("tree/inner")).unwrap();
         remove_all(&root, &root.join("tree")).unwrap();
-        assert_eq!(fs::read_to_string(outside.join("file")).unwrap(), "precious");
+        assert_eq!(
+            fs::read_to_string(outside.join("file")).unwrap(),
+            "precious"
+        );
         remove_file(&root, &root.join("missing")).unwrap();
     }
 

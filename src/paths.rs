@@ -61,7 +61,9 @@ pub fn key(path: &str) -> String {
 pub fn is_clean(path: &str) -> bool {
     !path.is_empty()
         && !path.contains('\\')
-        && path.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+        && path
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
 /// Whether one path component names git's directory on some file system: `.git` in any case,
@@ -152,7 +154,13 @@ mod tests {
 
     #[test]
     fn git_dir_under_any_case() {
-        for p in [".git/config", ".GIT/hooks/x", ".Git/config", "sub/.gIt", ".git./x"] {
+        for p in [
+            ".git/config",
+            ".GIT/hooks/x",
+            ".Git/config",
+            "sub/.gIt",
+            ".git./x",
+        ] {
             assert!(git_dir_prefix(p).is_some(), "{p}");
         }
         assert_eq!(git_dir_prefix("a/.GIT/hooks/x").as_deref(), Some("a/.GIT"));
@@ -170,7 +178,10 @@ mod tests {
         assert_eq!(resolve_link("a/b", "../c"), Some("c".into()));
         assert_eq!(resolve_link("a/b", "../../c"), None);
         assert_eq!(resolve_link("a", "/etc/passwd"), None);
-        assert_eq!(resolve_link("x", "./.git/config"), Some(".git/config".into()));
+        assert_eq!(
+            resolve_link("x", "./.git/config"),
+            Some(".git/config".into())
+        );
         assert_eq!(resolve_link("x", ""), None);
     }
 }

@@ -143,7 +143,9 @@ async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
     }
     let written = crate::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
     written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
-    match crate::fsx::remove_file(crate::fsx::default_root(&log_file), &log_file).map_err(io::Error::from) {
+    match crate::fsx::remove_file(crate::fsx::default_root(&log_file), &log_file)
+        .map_err(io::Error::from)
+    {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
             return Err(format!("cannot remove the old {}: {e}", log_file.display()));
         }

@@ -70,6 +70,5 @@ pub(super) fn real_path(path: &Path) -> PathBuf {
 /// points at); nothing there is fine.
 pub(super) fn remove_any(path: &Path) -> Result<(), GitError> {
     let parent = path.parent().unwrap_or(Path::new(""));
-    crate::fsx::remove_all(parent, path)
-        .map_err(|e| io_error("delete", path)(io::Error::from(e)))
+    crate::fsx::remove_all(parent, path).map_err(|e| io_error("delete", path)(io::Error::from(e)))
 }

@@ -7,6 +7,7 @@
 use super::error::{PathProblem, PlanError, PlanErrors};
 use super::model::Plan;
 use crate::graph::Dag;
+use std::path::Path;
 
 /// The plan's own path relative to the repository root, as the seed places it.
 pub const DEFAULT_PLAN_REL: &str = ".design/plan.json";
@@ -33,17 +34,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
                 errors.push(PlanError::SelfDependency { task: i, position });
             }
         }
-        let mut paths: Vec<(String, &str)> = Vec::new();
-        for (k, p) in task.creates().iter().enumerate() {
-            paths.push((format!("metadata.files.create[{k}]"), p));
-        }
-        for (k, p) in task.modifies().iter().enumerate() {
-            paths.push((format!("metadata.files.modify[{k}]"), p));
-        }
-        for (k, c) in task.context_files().iter().enumerate() {
-            paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
-        }
-        for (field, path) in paths {
+        for (field, path) in declared(task) {
             if let Some(reason) = path_problem(path, plan_rel.as_deref()) {
                 errors.push(PlanError::UnsafePath {
                     task: i,
@@ -83,6 +74,64 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     }
 }
 
+/// Every path a task declares, with the field it is in.
+fn declared(task: &crate::plan::model::Task) -> Vec<(String, &str)> {
+    let mut paths: Vec<(String, &str)> = Vec::new();
+    for (k, p) in task.creates().iter().enumerate() {
+        paths.push((format!("metadata.files.create[{k}]"), p));
+    }
+    for (k, p) in task.modifies().iter().enumerate() {
+        paths.push((format!("metadata.files.modify[{k}]"), p));
+    }
+    for (k, c) in task.context_files().iter().enumerate() {
+        paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
+    }
+    paths
+}
+
+/// [`check`], then the declared paths against the work tree at `root` (this part reads the
+/// file system: `lstat` only): a path whose parent directory is a symbolic link in the
+/// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
+pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {
+    let checked = check(plan, plan_rel);
+    let mut errors = Vec::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        for (field, path) in declared(task) {
+            let Ok(norm) = crate::paths::normalize(path) else {
+                continue;
+            };
+            let parts: Vec<&str> = norm.split('/').collect();
+            for end in 1..parts.len() {
+                let link = parts[..end].join("/");
+                let Ok(meta) = std::fs::symlink_metadata(root.join(&link)) else {
+                    break;
+                };
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(root.join(&link))
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_default();
+                    errors.push(PlanError::LinkedPath {
+                        task: i,
+                        field: field.clone(),
+                        path: path.to_string(),
+                        link,
+                        target,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    match checked {
+        Ok(dag) if errors.is_empty() => Ok(dag),
+        Ok(_) => Err(PlanErrors(errors)),
+        Err(PlanErrors(mut all)) => {
+            all.extend(errors);
+            Err(PlanErrors(all))
+        }
+    }
+}
+
 /// Why a declared path may not be used, if it may not.
 pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
     use crate::paths::{Unclean, git_dir_prefix, normalize, same_file};
@@ -109,7 +158,6 @@ pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
 mod tests {
     use super::*;
     use crate::plan::load::parse;
-    use std::path::Path;
 
     #[test]
     fn path_rules() {

@@ -117,7 +117,7 @@ pub struct RunOptions {
 /// Runs the plan, showing its progress on `ui`.
 pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&opts.plan_rel))?;
+    let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
     let unit = match opts.settings.schedule {
