@@ -194,11 +194,19 @@ pub fn refused_changes<'a>(
     links: &[Link],
     plan_rel: &str,
 ) -> Option<String> {
-    use crate::paths::{git_dir_prefix, key, resolve_link, within};
-    if let Some(p) = changed.into_iter().find(|p| git_dir_prefix(p).is_some()) {
-        return Some(format!(
-            "refused: the change writes {p}, inside git's own directory (.git under any case); workers must not touch it"
-        ));
+    use crate::paths::{git_dir_prefix, key, resolve_link, same_file, within};
+    for p in changed {
+        if git_dir_prefix(p).is_some() {
+            return Some(format!(
+                "refused: the change writes {p}, inside git's own directory (.git under any case); workers must not touch it"
+            ));
+        }
+        // `.DESIGN/Plan.json` is the plan on a case-insensitive file system.
+        if same_file(p, plan_rel) && key(p) != key(plan_rel) {
+            return Some(format!(
+                "refused: the change writes {p}, the plan file {plan_rel} under another case; only dagexec writes the plan"
+            ));
+        }
     }
     let declared: BTreeSet<String> = task.files().map(|f| key(f)).collect();
     let plan_dir = plan_rel.rsplit_once('/').map(|(dir, _)| dir);
@@ -495,6 +503,61 @@ mod tests {
         );
         assert_eq!(last_nonempty_line("COMPLETED: x\nbye\n"), Some("bye"));
         assert_eq!(last_nonempty_line("\n\n"), None);
+    }
+
+    #[test]
+    fn declared_paths_are_checked_in_their_one_form() {
+        let p = crate::plan::load::parse(
+            r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["src//a.txt","docs/"],"modify":["src/./b.txt"]}}}]}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let mut r = report("COMPLETED: done");
+        r.present = ["src/a.txt", "docs"].map(String::from).into();
+        r.changed = ["src/a.txt", "docs", "src/b.txt"].map(String::from).into();
+        assert!(spot_check(&p.tasks[0], &r).is_empty(), "{:?}", spot_check(&p.tasks[0], &r));
+        assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
+    }
+
+    #[test]
+    fn links_and_git_dirs_in_a_change_are_refused() {
+        let p = crate::plan::load::parse(
+            r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["lib/link","./up","out","g","d","ok"],"modify":[]}}}]}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let t = &p.tasks[0];
+        let link = |path: &str, target: &str| Link {
+            path: path.into(),
+            target: target.into(),
+        };
+        let refused = |changed: &[&str], links: &[Link]| {
+            let changed: Vec<String> = changed.iter().map(|s| s.to_string()).collect();
+            refused_changes(t, &changed, links, ".design/plan.json").unwrap_or_default()
+        };
+        let cases: &[(&[&str], Vec<Link>, &str)] = &[
+            (&["a.txt"], vec![], ""),
+            (&["lib/link"], vec![link("lib/link", "../src/x")], ""),
+            (&["up"], vec![link("up", "lib")], ""),
+            (&["ok"], vec![link("ok", ".designs/x")], ""),
+            (&[".GIT/hooks/pre-commit"], vec![], "writes .GIT/hooks/pre-commit, inside git's own"),
+            (&["src/.Git"], vec![], "writes src/.Git, inside git's own"),
+            (&[".DESIGN/Plan.json"], vec![], "the plan file .design/plan.json under another case"),
+            (&["x"], vec![link("x", "a")], "adds the symbolic link x -> a, which the task does not declare"),
+            (&["out"], vec![link("out", "/etc/passwd")], "out -> /etc/passwd points outside the repository"),
+            (&["out"], vec![link("out", "../../x")], "points outside the repository"),
+            (&["lib/link"], vec![link("lib/link", "../.GIT/config")], "points into .git/"),
+            (&["g"], vec![link("g", ".git")], "points into .git/"),
+            (&["d"], vec![link("d", "./.Design/plan.json")], "points into .design/"),
+        ];
+        for (changed, links, want) in cases {
+            let got = refused(changed, links);
+            if want.is_empty() {
+                assert_eq!(got, "", "{changed:?} {links:?}");
+            } else {
+                assert!(got.contains(want), "{changed:?} {links:?}: {got}");
+            }
+        }
     }
 
     #[test]

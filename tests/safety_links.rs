@@ -117,6 +117,24 @@ fn a_workers_link_at_the_plans_temp_name_never_redirects_a_save() {
 }
 
 #[test]
+fn links_already_in_the_repository_are_never_written_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, outside) = setup(tmp.path(), vec![task("A", &["a.txt"])]);
+    // Links a user (or an earlier tool) committed at the names dagexec used to write through.
+    let file = outside.join("file");
+    for name in ["plan.json.tmp", "processor-batch-1.json.tmp", "worker-0.log"] {
+        std::os::unix::fs::symlink(&file, repo.join(".design").join(name)).unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "links"]);
+    let out = run(&repo, "echo a > a.txt; echo 'COMPLETED: a'");
+    let all = text(&out);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n", "{all}");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "{all}");
+    assert!(std::fs::symlink_metadata(repo.join(".design/plan.json.tmp")).is_ok());
+}
+
+#[test]
 fn declared_links_out_of_the_repository_or_into_git_and_design_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let (repo, outside) = setup(
@@ -242,7 +260,7 @@ fn crafted_patch(tmp: &Path, repo: &Path, name: &str, make: impl FnOnce(&Path)) 
 fn artifact(repo: &Path, artifacts: &Path, base: &str, t: usize, patch: Option<&str>) {
     let dir = artifacts.join(format!("dagexec-77-1-task-{t}-attempt-1"));
     let worker = "case $DAGEXEC_TASK_INDEX in 0) echo a > a.txt ;; 1) echo x > cfg ;; \
-                  2) echo c > c.txt ;; esac; echo 'COMPLETED: done'";
+                  2) echo c > c.txt ;; 3) echo d > d.txt ;; esac; echo 'COMPLETED: done'";
     let out = dagexec(repo)
         .args(["action", "work"])
         .env("GITHUB_RUN_ID", "77")
@@ -272,6 +290,7 @@ fn finalize_refuses_patches_adding_links_to_the_plans_temp_name_or_git_config() 
             task("A", &["a.txt"]),
             task("B", &["cfg"]),
             task("C", &["c.txt"]),
+            task("D", &["d.txt"]),
         ],
     );
     let origin = tmp.path().join("origin.git");
@@ -295,10 +314,14 @@ fn finalize_refuses_patches_adding_links_to_the_plans_temp_name_or_git_config() 
     });
     artifact(&repo, &artifacts, &base, 1, Some(&p1));
     artifact(&repo, &artifacts, &base, 2, None);
+    // Git itself cannot make this patch (it refuses `.GIT` paths); a forged artifact can.
+    let p3 = "diff --git a/.GIT/config b/.GIT/config\nnew file mode 100644\n--- /dev/null\n\
+              +++ b/.GIT/config\n@@ -0,0 +1 @@\n+[core]\n";
+    artifact(&repo, &artifacts, &base, 3, Some(p3));
     let gh = tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(fake_github::FakeGitHub::start());
-    let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"}]}"#;
+    let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"},{"task":3,"attempt":1,"name":"task 3: D"}]}"#;
     let out = dagexec(&repo)
         .args(["action", "finalize"])
         .env("GITHUB_RUN_ID", "77")
@@ -335,6 +358,10 @@ fn finalize_refuses_patches_adding_links_to_the_plans_temp_name_or_git_config() 
         "{state:#}"
     );
     assert_eq!(state["tasks"][2]["status"], "completed", "{state:#}");
+    assert!(
+        result(3).contains("the change writes .GIT/config, inside git's own directory"),
+        "{state:#}"
+    );
     let tree = git(&origin, &["ls-tree", "-r", "dagexec/links"]);
     assert!(!tree.contains("120000") && tree.contains("c.txt"), "{tree}");
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::cmd::git;
+use super::cmd::{git, nul_fields};
 use super::{GitError, Repo};
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
@@ -182,6 +182,23 @@ impl Repo {
     ) -> Result<(Vec<String>, Vec<crate::paths::Link>), GitError> {
         if patch.is_empty() {
             return Ok((Vec::new(), Vec::new()));
+        }
+        // Git refuses to apply a path in `.GIT/` (any case) and would only say the patch does
+        // not apply; its names as written let the caller refuse it in words.
+        let listed = git(self.root(), "apply --numstat")
+            .args(["apply", "--numstat", "-z", "-"])
+            .stdin(patch)
+            .run()?;
+        let in_git_dir: Vec<String> = nul_fields(&listed)
+            .map(|f| {
+                let f = String::from_utf8_lossy(f);
+                // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
+                f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string()
+            })
+            .filter(|p| crate::paths::git_dir_prefix(p).is_some())
+            .collect();
+        if !in_git_dir.is_empty() {
+            return Ok((in_git_dir, Vec::new()));
         }
         let scratch = tempfile::Builder::new()
             .prefix("dagexec-index-")
