@@ -515,7 +515,11 @@ mod tests {
         let mut r = report("COMPLETED: done");
         r.present = ["src/a.txt", "docs"].map(String::from).into();
         r.changed = ["src/a.txt", "docs", "src/b.txt"].map(String::from).into();
-        assert!(spot_check(&p.tasks[0], &r).is_empty(), "{:?}", spot_check(&p.tasks[0], &r));
+        assert!(
+            spot_check(&p.tasks[0], &r).is_empty(),
+            "{:?}",
+            spot_check(&p.tasks[0], &r)
+        );
         assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
     }
 
@@ -540,15 +544,43 @@ mod tests {
             (&["lib/link"], vec![link("lib/link", "../src/x")], ""),
             (&["up"], vec![link("up", "lib")], ""),
             (&["ok"], vec![link("ok", ".designs/x")], ""),
-            (&[".GIT/hooks/pre-commit"], vec![], "writes .GIT/hooks/pre-commit, inside git's own"),
+            (
+                &[".GIT/hooks/pre-commit"],
+                vec![],
+                "writes .GIT/hooks/pre-commit, inside git's own",
+            ),
             (&["src/.Git"], vec![], "writes src/.Git, inside git's own"),
-            (&[".DESIGN/Plan.json"], vec![], "the plan file .design/plan.json under another case"),
-            (&["x"], vec![link("x", "a")], "adds the symbolic link x -> a, which the task does not declare"),
-            (&["out"], vec![link("out", "/etc/passwd")], "out -> /etc/passwd points outside the repository"),
-            (&["out"], vec![link("out", "../../x")], "points outside the repository"),
-            (&["lib/link"], vec![link("lib/link", "../.GIT/config")], "points into .git/"),
+            (
+                &[".DESIGN/Plan.json"],
+                vec![],
+                "the plan file .design/plan.json under another case",
+            ),
+            (
+                &["x"],
+                vec![link("x", "a")],
+                "adds the symbolic link x -> a, which the task does not declare",
+            ),
+            (
+                &["out"],
+                vec![link("out", "/etc/passwd")],
+                "out -> /etc/passwd points outside the repository",
+            ),
+            (
+                &["out"],
+                vec![link("out", "../../x")],
+                "points outside the repository",
+            ),
+            (
+                &["lib/link"],
+                vec![link("lib/link", "../.GIT/config")],
+                "points into .git/",
+            ),
             (&["g"], vec![link("g", ".git")], "points into .git/"),
-            (&["d"], vec![link("d", "./.Design/plan.json")], "points into .design/"),
+            (
+                &["d"],
+                vec![link("d", "./.Design/plan.json")],
+                "points into .design/",
+            ),
         ];
         for (changed, links, want) in cases {
             let got = refused(changed, links);

@@ -138,7 +138,7 @@ async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
         .into_iter()
         .flatten()
     {
-        let created = tokio::fs::create_dir_all(dir).await;
+        let created = crate::fsx::create_dir_all(crate::fsx::default_root(dir), dir);
         created.map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let written = crate::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());

@@ -122,14 +122,22 @@ fn links_already_in_the_repository_are_never_written_through() {
     let (repo, outside) = setup(tmp.path(), vec![task("A", &["a.txt"])]);
     // Links a user (or an earlier tool) committed at the names dagexec used to write through.
     let file = outside.join("file");
-    for name in ["plan.json.tmp", "processor-batch-1.json.tmp", "worker-0.log"] {
+    for name in [
+        "plan.json.tmp",
+        "processor-batch-1.json.tmp",
+        "worker-0.log",
+    ] {
         std::os::unix::fs::symlink(&file, repo.join(".design").join(name)).unwrap();
     }
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-qm", "links"]);
     let out = run(&repo, "echo a > a.txt; echo 'COMPLETED: a'");
     let all = text(&out);
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n", "{all}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "precious\n",
+        "{all}"
+    );
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "{all}");
     assert!(std::fs::symlink_metadata(repo.join(".design/plan.json.tmp")).is_ok());
 }

@@ -52,6 +52,11 @@ pub(super) fn check_name(name: &str) -> Result<(), GitError> {
     if name.starts_with('-') {
         return Err(invalid("must not start with `-`"));
     }
+    if crate::paths::git_dir_component(name) {
+        return Err(invalid(
+            "must not be git's own directory name under any case",
+        ));
+    }
     Ok(())
 }
 

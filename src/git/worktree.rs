@@ -141,13 +141,7 @@ impl Changes {
 /// fail the whole command — then the staged changes against `base`.
 pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
     let untracked = git(dir, "ls-files --others")
-        .args([
-            "ls-files",
-            "--others",
-            "--exclude-standard",
-            "--directory",
-            "-z",
-        ])
+        .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .run()?;
     let mut forbidden = BTreeSet::new();
     for f in nul_fields(&untracked) {
