@@ -219,9 +219,13 @@ pub fn refused_changes<'a>(
         }
         let why = match resolve_link(&link.path, &link.target) {
             None => Some("outside the repository"),
+            // The top holds `.git/`: `x -> .` makes `x/.git/config` a way in.
+            Some(r) if r.is_empty() => Some("at the repository's top, which holds .git/"),
             Some(r) if git_dir_prefix(&r).is_some() => Some("into .git/"),
-            Some(r) if within(&r, ".design") => Some("into .design/"),
-            Some(r) if plan_dir.is_some_and(|d| within(&r, d)) => Some("into the plan's directory"),
+            Some(r) if within(&r, ".design") || within(".design", &r) => Some("into .design/"),
+            Some(r) if plan_dir.is_some_and(|d| within(&r, d) || within(d, &r)) => {
+                Some("into the plan's directory")
+            }
             Some(_) => None,
         };
         if let Some(why) = why {
@@ -580,6 +584,12 @@ mod tests {
                 &["d"],
                 vec![link("d", "./.Design/plan.json")],
                 "points into .design/",
+            ),
+            (&["up"], vec![link("up", ".")], "at the repository's top"),
+            (
+                &["lib/link"],
+                vec![link("lib/link", "..")],
+                "at the repository's top",
             ),
         ];
         for (changed, links, want) in cases {
