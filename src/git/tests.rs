@@ -524,10 +524,12 @@ fn changes_name_links_with_targets_and_leave_git_dirs_under_another_case_unstage
     std::os::unix::fs::symlink("../mod.txt", w.join(".design/plan.json.tmp")).unwrap();
     write(w, ".GIT/hooks/pre-commit", "#!/bin/sh\n");
     write(w, "sub/.Git/config", "[core]\n");
+    write(w, "other/.git", "gitdir: /nowhere\n");
     write(w, "ok.txt", "fine\n");
     let c = wt
         .changes()
         .expect("a .GIT directory does not make the changes fail");
+    // `other/.git` makes `other/` a repository git cannot read: git skips it, nothing to refuse.
     assert_eq!(c.forbidden, strings(&[".GIT", "sub/.Git"]));
     assert_eq!(c.changed, set(&[".design/plan.json.tmp", "ok.txt", "out"]));
     let links: Vec<(&str, &str)> = c
