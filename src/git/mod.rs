@@ -154,7 +154,8 @@ impl Repo {
         let path = parent.join(name);
         let registered = self.registered_worktrees()?;
         self.remove_worktree_at(&path, &registered)?;
-        std::fs::create_dir_all(&parent).map_err(io_error("create directory", &parent))?;
+        crate::fsx::create_dir_all(&self.common_dir, &parent)
+            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
         git(&self.root, "worktree add")
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&path)

@@ -43,8 +43,8 @@ pub enum RunEnd {
     Completed,
     /// Finished with failed, blocked or skipped tasks (1).
     Incomplete,
-    /// The circuit breaker stopped the run (3).
-    CircuitBreaker,
+    /// The circuit breaker stopped the run (3), with the numbers it decided on.
+    CircuitBreaker(crate::update::CircuitBreaker),
     /// Pending tasks remain but none can start (4).
     Deadlock,
     /// Ctrl-C (130).
@@ -59,7 +59,7 @@ impl RunEnd {
         match self {
             RunEnd::Completed => 0,
             RunEnd::Incomplete => 1,
-            RunEnd::CircuitBreaker => 3,
+            RunEnd::CircuitBreaker(_) => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
             RunEnd::NeedsInput => 5,
@@ -123,7 +123,7 @@ pub struct RunOptions {
 /// Runs the plan, showing its progress on `ui`.
 pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&opts.plan_rel))?;
+    let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
     let unit = match opts.settings.schedule {
@@ -245,10 +245,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // Prompt files live inside the repository's git directory (never in the work tree), in
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
     let prompts = repo.common_dir().join("dagexec").join("prompts");
-    let _ = std::fs::remove_dir_all(&prompts);
-    std::fs::create_dir_all(&prompts).map_err(|source| RunError::Write {
+    let _ = crate::fsx::remove_all(repo.common_dir(), &prompts);
+    crate::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
         path: prompts.clone(),
-        source,
+        source: e.into(),
     })?;
     let scratch = tempfile::Builder::new()
         .prefix("run-")
@@ -583,33 +583,36 @@ pub(crate) fn finish(
     ui.finish();
     ui.say(String::new());
     ui.say(summary::final_summary(plan).trim_end());
+    // Intermediate files, and the temporary files of atomic writes a crash may have left
+    // beside the plan.
     let design = opts.root.join(".design");
-    if let Ok(entries) = std::fs::read_dir(&design) {
+    let plan_dir = opts.plan.parent().map(Path::to_path_buf);
+    for dir in std::iter::once(design.clone()).chain(plan_dir.filter(|d| *d != design)) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            // (and the temporary files of their atomic writes a crash may have left)
-            let name = name.strip_suffix(".tmp").unwrap_or(&name);
-            let intermediate = (name.starts_with("worker-") && name.ends_with(".log"))
-                || (name.starts_with("processor-batch-") && name.ends_with(".json"))
-                || name == "tasks.json";
-            if intermediate {
-                let _ = std::fs::remove_file(e.path());
+            let intermediate = dir == design
+                && ((name.starts_with("worker-") && name.ends_with(".log"))
+                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
+                    || name == "tasks.json");
+            if intermediate || checks::is_dagexec_temp(&name) {
+                let _ = crate::fsx::remove_file(&opts.root, &e.path());
             }
         }
     }
-    // A crash in the middle of an atomic save of the plan leaves its temporary file.
-    let mut plan_tmp = opts.plan.as_os_str().to_owned();
-    plan_tmp.push(".tmp");
-    let _ = std::fs::remove_file(PathBuf::from(plan_tmp));
     let end = hooks::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
         let stamp = utc_timestamp();
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| RunError::Write {
-                    path: dir.to_path_buf(),
-                    source,
+                crate::fsx::create_dir_all(crate::fsx::default_root(dir), dir).map_err(|e| {
+                    RunError::Write {
+                        path: dir.to_path_buf(),
+                        source: e.into(),
+                    }
                 })?;
             }
             // The archive is a copy until the commit that moves it lands: a crash before

@@ -41,12 +41,26 @@ pub fn git_status(root: &Path) -> (bool, String) {
     }
 }
 
+/// Whether `name` is the temporary file of one of dagexec's atomic writes
+/// (`.<name>.dagexec-<16 hex digits>.tmp`, see `fsx`), left by a crash.
+pub fn is_dagexec_temp(name: &str) -> bool {
+    name.starts_with('.')
+        && name
+            .strip_suffix(".tmp")
+            .and_then(|rest| rest.get(rest.len().saturating_sub(25)..))
+            .and_then(|tail| tail.strip_prefix(".dagexec-"))
+            .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Whether `path` (repo-relative) is a file dagexec itself writes beside the plan at
 /// `plan_rel`: the plan (for `--long-run DIR`, the generated `DIR/plan.json`) and its
 /// temporary file, the processor batch files, worker logs and `tasks.json` of `.design/`.
 pub fn is_own_file(path: &str, plan_rel: &str) -> bool {
     let path = path.trim_end_matches('/');
-    if path == plan_rel || path == format!("{plan_rel}.tmp") {
+    if path == plan_rel
+        || path == format!("{plan_rel}.tmp")
+        || path.rsplit('/').next().is_some_and(is_dagexec_temp)
+    {
         return true;
     }
     let Some(name) = path.strip_prefix(".design/") else {
@@ -253,6 +267,35 @@ pub fn gather(plan: &Plan, root: &Path, opts: CheckOptions) -> Validation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dagexecs_own_files_are_told_apart_from_the_users() {
+        let own = [
+            ".design/plan.json",
+            ".design/.plan.json.dagexec-0123456789abcdef.tmp",
+            "src/.x.dagexec-0123456789abcdef.tmp",
+            ".design/processor-batch-3.json",
+            ".design/worker-2.log",
+            ".long-run/plan.json",
+        ];
+        for p in own {
+            let plan_rel = if p.starts_with(".long-run") {
+                ".long-run/plan.json"
+            } else {
+                ".design/plan.json"
+            };
+            assert!(is_own_file(p, plan_rel), "{p}");
+        }
+        for p in [
+            ".design/notes.md",
+            ".design/sub/processor-batch-1.json",
+            "plan.json",
+            "x.dagexec-0123456789abcdef.tmp",
+            ".x.dagexec-0123.tmp",
+        ] {
+            assert!(!is_own_file(p, ".design/plan.json"), "{p}");
+        }
+    }
 
     #[test]
     fn checks_run_once_per_command_and_report_in_plan_order() {
