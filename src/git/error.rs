@@ -53,8 +53,9 @@ pub enum GitError {
         dir.display(), path.display(), path.display()
     )]
     IndexLocked { path: PathBuf, dir: PathBuf },
-    /// A round commit found `HEAD` no longer at the commit the round started from.
-    #[error("{}: HEAD moved away from {expected} while the round ran (a commit made meanwhile?); the round was not committed: {detail}", dir.display())]
+    /// A round commit could not move `HEAD` from the commit the round started from (it moved,
+    /// or its ref is locked).
+    #[error("{}: the round commit could not move HEAD from {expected} (did a commit land while the round ran, or does another git process hold the branch?); nothing was committed and the work tree is as it was: {detail}", dir.display())]
     HeadMoved {
         dir: PathBuf,
         expected: String,
