@@ -11,7 +11,8 @@
 //! any moment leaves `HEAD` at the old commit (the work tree untouched) or at the new one; the
 //! next start reads the journal ([`Repo::recover_round`]) and finishes bringing exactly those
 //! paths to the new commit. A path whose file is neither the old nor the new content is the
-//! user's and is left alone.
+//! user's and is left alone. (In the moment between the commit point and that sync, `git
+//! status` shows the round's paths as changed back; a crash there is what the record is for.)
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
