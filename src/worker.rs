@@ -650,6 +650,120 @@ echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
         all_gone(&spec.cwd.join("pids")).await;
     }
 
+    /// The worker-behaviour matrix: whatever a worker does to its pipes and processes, the
+    /// run ends with the right exit, keeps what it can of the output, and leaves no process
+    /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn worker_behaviour_matrix() {
+        // Waits (inside the worker) until `f` exists; the escaped process writes it.
+        let await_file = |f: &str| format!("while [ ! -s {f} ]; do sleep 0.05; done;");
+        let escaped = "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60'";
+        let rows: Vec<(&str, String, Option<u32>, Exit, &str)> = vec![
+            (
+                "closes_stdout",
+                "echo $$ > pids; exec >&-; echo lost; echo 'to stderr' >&2".into(),
+                None,
+                Exit::Success,
+                "",
+            ),
+            (
+                "closes_stdout_then_hangs",
+                "echo $$ > pids; exec >&-; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "",
+            ),
+            (
+                "closes_stderr",
+                "echo $$ > pids; exec 2>&-; echo 'COMPLETED: fine'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: fine\n",
+            ),
+            (
+                "closes_stderr_then_hangs",
+                "echo $$ > pids; exec 2>&-; echo partial; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "partial\n",
+            ),
+            (
+                "double_fork",
+                "( (sleep 60 & echo \"$$ $!\" > pids) & ); sleep 0.2; echo 'COMPLETED: df'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: df\n",
+            ),
+            (
+                "setsid_holds_stdout",
+                format!(
+                    "{escaped} & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: s'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: s\n",
+            ),
+            (
+                "setsid_detached",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: d'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: d\n",
+            ),
+            (
+                "setsid_then_hangs",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; sleep 60",
+                    await_file("esc")
+                ),
+                Some(1000),
+                Exit::TimedOut(1000 * MS),
+                "",
+            ),
+            (
+                "segfaults",
+                "echo $$ > pids; echo before; kill -SEGV $$".into(),
+                None,
+                Exit::Signal(11),
+                "before\n",
+            ),
+        ];
+        for (name, body, timeout_ms, exit, stdout) in rows {
+            let (_dir, mut spec) = setup(name, &body);
+            if let Some(ms) = timeout_ms {
+                spec.timeout = ms * MS;
+            }
+            let run = go(&spec).await;
+            assert_eq!((&run.exit, run.stdout.as_str()), (&exit, stdout), "{name}");
+            all_gone(&spec.cwd.join("pids")).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tens_of_mib_and_binary_output() {
+        // 24 MiB on each stream: only the tails are kept.
+        let body = "(yes err | head -c 25165824 >&2) &
+                    yes 0123456789abcde | head -c 25165824; wait; echo 'COMPLETED: huge'";
+        let run = go(&setup("prints_24_mib_twice", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(run.stdout.len(), CUT_MARKER.len() + STDOUT_CAP);
+        assert_eq!(run.stdout.lines().last(), Some("COMPLETED: huge"));
+        assert_eq!(run.stderr_tail.len(), STDERR_CAP);
+
+        let body = "head -c 300000 /dev/urandom; head -c 3000 /dev/urandom >&2
+                    printf '\\nCOMPLETED: bin \\377\\376 end\\n'";
+        let run = go(&setup("prints_binary", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(
+            run.stdout.lines().last(),
+            Some("COMPLETED: bin \u{FFFD}\u{FFFD} end")
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn prints_5_mib() {
         let body = "(yes err | head -c 1000000 >&2) &
