@@ -342,7 +342,11 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
                     .map(str::trim)
                     .find(|l| !l.is_empty())
                     .unwrap_or("no output");
-                format!("`{}`: {}", c.check, clip(&crate::sanitize::line(first), 160))
+                format!(
+                    "`{}`: {}",
+                    c.check,
+                    clip(&crate::sanitize::line(first), 160)
+                )
             })
             .collect::<Vec<_>>()
             .join("; ");
@@ -474,7 +478,10 @@ mod tests {
         r.output = "noise\n\u{1b}[31mno status\u{1b}[0m".into();
         r.log = Some("last \u{1b}]0;t\u{7}line\n".into());
         let verdict = judge(1, &plan().tasks[1], &r, ".design/plan.json");
-        assert_eq!(verdict.result, "No status line returned; last log line: last line");
+        assert_eq!(
+            verdict.result,
+            "No status line returned; last log line: last line"
+        );
     }
 
     /// Task 1 of auth-v2 creates src/auth/password.ts + .test.ts and modifies package.json.

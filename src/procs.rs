@@ -21,7 +21,11 @@ pub const TAG_VAR: &str = "DAGEXEC_PROCESS_TAG";
 /// A tag no other command of this or any other dagexec process has: `<pid>-<n>`.
 pub fn new_tag() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// SIGKILLs the process group `pgid` and every process whose environment holds
@@ -99,8 +103,14 @@ mod tests {
             .expect("sleep starts");
         assert_eq!(kill_all(None, &tag), 1);
         let status = child.wait().expect("reaped");
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
-        assert!(other.try_wait().expect("waits").is_none(), "a similar tag is not ours");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        assert!(
+            other.try_wait().expect("waits").is_none(),
+            "a similar tag is not ours"
+        );
         other.kill().expect("kill");
         other.wait().expect("reaped");
     }

@@ -185,7 +185,11 @@ mod leftovers {
     fn background_children_die_with_the_command() {
         let dir = tempfile::tempdir().expect("tempdir");
         let t = Duration::from_secs(10);
-        let quiet = run("sleep 60 >/dev/null 2>&1 & echo $! > bg; echo ok", dir.path(), t);
+        let quiet = run(
+            "sleep 60 >/dev/null 2>&1 & echo $! > bg; echo ok",
+            dir.path(),
+            t,
+        );
         assert!(quiet.passed, "{quiet:?}");
         wait_gone(&std::fs::read_to_string(dir.path().join("bg")).expect("pid"));
         let holding = run("sleep 60 & echo $! > bg2; exit 4", dir.path(), t);

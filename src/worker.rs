@@ -112,7 +112,10 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     };
     // Dropping `group` SIGKILLs the whole group: the final sweep on every way out.
     let group = Group {
-        pgid: child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw),
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
         tag,
     };
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -189,9 +192,17 @@ pub fn stderr_tail_line(stderr: &str) -> String {
 /// `sh: foo: not found`.
 fn culprit(stderr: &str, code: i32) -> Option<String> {
     let markers: &[&str] = if code == 127 {
-        &[": command not found", ": not found", ": No such file or directory"]
+        &[
+            ": command not found",
+            ": not found",
+            ": No such file or directory",
+        ]
     } else {
-        &[": Permission denied", ": cannot execute", ": Is a directory"]
+        &[
+            ": Permission denied",
+            ": cannot execute",
+            ": Is a directory",
+        ]
     };
     stderr.lines().rev().find_map(|line| {
         let line = crate::sanitize::line(line);

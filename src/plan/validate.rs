@@ -302,6 +302,10 @@ mod tests {
         let plan = parse(json, Path::new("p.json")).unwrap();
         let first = &check(&plan, None).unwrap_err().0[0];
         assert_eq!(first.task(), Some(1));
-        assert!(first.hint().contains("one line of printable text"), "{}", first.hint());
+        assert!(
+            first.hint().contains("one line of printable text"),
+            "{}",
+            first.hint()
+        );
     }
 }

@@ -1,7 +1,14 @@
 //! One attempt at one task: a fresh worktree at the round's base, the worker, the facts the
 //! processor needs (changes, acceptance checks run in that tree), and the verdict.
+//!
+//! Each attempt's stdout, stderr and work log are kept as
+//! `<git-common-dir>/dagexec/logs/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]),
+//! listed by `dagexec status` and the run's summary ([`kept_logs`]). The folder is inside
+//! git's own directory, where no patch can place a file; it is still written without
+//! following links (each folder checked, each file created anew with `O_EXCL|O_NOFOLLOW`).
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -192,6 +199,10 @@ pub async fn run(
             run.log = Some(text);
         }
     }
+    if let Err(e) = keep_logs(repo.common_dir(), input.index, input.attempt, &run) {
+        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
+    }
+    let detail = worker::failure_detail(&run, &input.worker);
     let question = super::hooks::long_run_output(
         (&input.task, input.attempt),
         &mut run.stdout,
@@ -209,6 +220,11 @@ pub async fn run(
             let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
             let report = observe(wt.path(), &task, &run, &all, timeout);
             let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
+            if verdict.status == crate::plan::model::Status::Failed
+                && report.exit != outcome::Exit::Success
+            {
+                verdict.result.push_str(&detail);
+            }
             super::hooks::quiet_long_run(&task, &mut verdict);
             let touched = kept.changed.iter().cloned().collect();
             let changed = all.changed.iter().chain(&all.forbidden);
@@ -240,4 +256,113 @@ pub async fn run(
         reviews,
         question,
     })))
+}
+
+/// The folder of kept attempt logs in the repository's common git directory.
+pub(crate) fn logs_dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("dagexec").join("logs")
+}
+
+/// [`logs_dir`] as shown to the user: relative to the work tree `root` when inside it.
+pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
+    let dir = logs_dir(common_dir);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    dir.strip_prefix(&root)
+        .unwrap_or(&dir)
+        .display()
+        .to_string()
+}
+
+/// Keeps what attempt `attempt` of task `index` printed — its stdout and stderr (the tails the
+/// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in
+/// [`logs_dir`]; a first attempt also clears the task's files of an earlier plan. Returns the
+/// files written.
+pub(crate) fn keep_logs(
+    common_dir: &Path,
+    index: usize,
+    attempt: u32,
+    run: &worker::WorkerRun,
+) -> io::Result<Vec<PathBuf>> {
+    let dir = real_dir(&real_dir(common_dir, "dagexec")?, "logs")?;
+    if attempt == 1 {
+        let stale = format!("task-{index}-attempt-");
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&stale) {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+    }
+    let mut written = Vec::new();
+    let files = [
+        ("stdout", Some(&run.stdout)),
+        ("stderr", Some(&run.stderr_tail)),
+        ("log", run.log.as_ref()),
+    ];
+    for (ext, text) in files {
+        let Some(text) = text else { continue };
+        let path = dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
+        write_new(&path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// `parent/name`, created if missing; an error if it is a link or not a directory.
+fn real_dir(parent: &Path, name: &str) -> io::Result<PathBuf> {
+    let dir = parent.join(name);
+    match std::fs::create_dir(&dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.file_type().is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory (a link?); refusing to write through it",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Writes `bytes` to a new file at `path`, replacing (never following) whatever is there.
+fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+/// The kept logs: for each task index, for each attempt, the kinds kept (`stdout`, `stderr`,
+/// `log`), in order. Empty when there are none.
+pub(crate) fn kept_logs(common_dir: &Path) -> crate::render::status::KeptLogs {
+    let mut kept = crate::render::status::KeptLogs::default();
+    let Ok(entries) = std::fs::read_dir(logs_dir(common_dir)) else {
+        return kept;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let parsed = name.strip_prefix("task-").and_then(|rest| {
+            let (task, rest) = rest.split_once("-attempt-")?;
+            let (attempt, kind) = rest.split_once('.')?;
+            Some((task.parse().ok()?, attempt.parse().ok()?, kind.to_string()))
+        });
+        if let Some((task, attempt, kind)) = parsed {
+            let kinds: &mut Vec<String> = kept.entry(task).or_default().entry(attempt).or_default();
+            kinds.push(kind);
+        }
+    }
+    for kinds in kept.values_mut().flat_map(|a| a.values_mut()) {
+        let rank = |k: &String| ["stdout", "stderr", "log"].iter().position(|x| x == k);
+        kinds.sort_by_key(|k| (rank(k).unwrap_or(3), k.clone()));
+    }
+    kept
 }
