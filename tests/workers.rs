@@ -112,13 +112,16 @@ fn all_gone(dir: &Path) {
     panic!("left running after the run: {alive:?}");
 }
 
+/// A worker command that closes its stdout and stderr, then hangs.
+const HANGS_WITH_OUTPUT_CLOSED: &str = "exec >/dev/null 2>&1; sleep 100";
+
 /// Regression: a worker that closed its output and then hung made `dagexec run` panic at the
 /// timeout (exit 101), leaving the task in progress.
 #[test]
 fn closed_output_then_hang_is_a_timeout_not_a_panic() {
     let dir = repo(&["a.txt"]);
-    let (_w, cmd) = worker("exec >/dev/null 2>&1; sleep 100");
-    let o = run(dir.path(), &cmd, "2s");
+    // The command itself, not a script: no shell in between keeps the pipes open.
+    let o = run(dir.path(), HANGS_WITH_OUTPUT_CLOSED, "2s");
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(!out.contains("panicked"), "{out}");
@@ -132,7 +135,6 @@ fn closed_output_then_hang_is_a_timeout_not_a_panic() {
 fn closed_output_then_hang_in_the_action_work_job() {
     let dir = repo(&["a.txt"]);
     let base = git(dir.path(), &["rev-parse", "HEAD"]).trim().to_string();
-    let (_w, cmd) = worker("exec >/dev/null 2>&1; sleep 100");
     let artifacts = tempfile::tempdir().unwrap();
     let o = dagexec(dir.path())
         .args(["action", "work"])
@@ -141,7 +143,7 @@ fn closed_output_then_hang_in_the_action_work_job() {
         .env("DAGEXEC_ATTEMPT", "1")
         .env("DAGEXEC_ROUND", "1")
         .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", &cmd)
+        .env("DAGEXEC_WORKER", HANGS_WITH_OUTPUT_CLOSED)
         .env("DAGEXEC_TIMEOUT", "2s")
         .env("DAGEXEC_ARTIFACTS", artifacts.path())
         .output()
