@@ -366,3 +366,51 @@ pub(crate) fn kept_logs(common_dir: &Path) -> crate::render::status::KeptLogs {
     }
     kept
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(stdout: &str, stderr: &str, log: Option<&str>) -> worker::WorkerRun {
+        worker::WorkerRun {
+            stdout: stdout.into(),
+            stderr_tail: stderr.into(),
+            exit: outcome::Exit::Code(1),
+            log: log.map(String::from),
+            duration: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn logs_are_kept_per_attempt_and_listed() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let run = finished("out\n", "err\n", Some("log\n"));
+        keep_logs(common.path(), 3, 1, &run).expect("kept");
+        keep_logs(common.path(), 3, 2, &finished("o2", "e2", None)).expect("kept");
+        let dir = logs_dir(common.path());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("task-3-attempt-1.stderr")).expect("stderr"),
+            "err\n"
+        );
+        let kept = kept_logs(common.path());
+        assert_eq!(kept[&3][&1], ["stdout", "stderr", "log"]);
+        assert_eq!(kept[&3][&2], ["stdout", "stderr"]);
+        // A new first attempt (a new plan, the same index) starts the task's list afresh.
+        keep_logs(common.path(), 3, 1, &finished("", "", None)).expect("kept");
+        assert_eq!(kept_logs(common.path())[&3].len(), 1);
+    }
+
+    #[test]
+    fn a_linked_log_folder_is_refused() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(common.path().join("dagexec")).expect("dir");
+        std::os::unix::fs::symlink(outside.path(), logs_dir(common.path())).expect("link");
+        let err = keep_logs(common.path(), 0, 1, &finished("x", "y", None)).unwrap_err();
+        assert!(
+            err.to_string().contains("refusing to write through it"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
+    }
+}
