@@ -354,9 +354,15 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
     }
 }
 
-/// Reads back the work log: `None` if there is none, else its last [`LOG_CAP`] bytes.
+/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
+/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
 async fn read_log(path: &Path) -> Option<String> {
-    let mut file = tokio::fs::File::open(path).await.ok()?;
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .ok()?;
     let len = file.metadata().await.ok().filter(|m| m.is_file())?.len();
     let mut tail = Tail::new(LOG_CAP);
     if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {

@@ -297,6 +297,38 @@ fn kept_logs_do_not_follow_planted_links() {
     assert_eq!(std::fs::read_to_string(stderr).unwrap(), "overwritten\n");
 }
 
+/// A work log that is a link (at `$DAGEXEC_LOG_FILE` or in the task's tree) is not read: its
+/// target would end up in the reason, the plan and the kept logs.
+#[test]
+fn a_linked_work_log_is_not_read() {
+    let dir = repo(&["a.txt", "b.txt"]);
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "TOPSECRET\n").unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then ln -sf '{s}' "$DAGEXEC_LOG_FILE"
+else mkdir -p .design; ln -s '{s}' ".design/worker-$DAGEXEC_TASK_INDEX.log"; fi
+echo 'no status line'"#,
+        s = secret.display()
+    ));
+    let o = run(dir.path(), &cmd, "20s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("TOPSECRET"), "{out}");
+    let plan = plan_of(dir.path());
+    for i in 0..2 {
+        assert_eq!(
+            result(&plan, i),
+            "No status line returned (last output: \"no status line\") and no log file found"
+        );
+    }
+    let logs = dir.path().join(".git/dagexec/logs");
+    for entry in std::fs::read_dir(logs).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        assert!(!text.contains("TOPSECRET"), "{}", entry.path().display());
+    }
+}
+
 /// Terminal escapes in a status line reach neither the output nor the commit message.
 #[test]
 fn escape_sequences_in_a_status_line_are_neutralised() {

@@ -193,7 +193,9 @@ pub async fn run(
     };
     // A worker following the prompt literally writes its log inside its own tree.
     let in_tree_log = wt.path().join(&log_rel);
-    if run.log.is_none() {
+    // Only a regular file: a link there could point at any file of the user's.
+    let regular = std::fs::symlink_metadata(&in_tree_log).is_ok_and(|m| m.file_type().is_file());
+    if run.log.is_none() && regular {
         if let Ok(text) = std::fs::read_to_string(&in_tree_log) {
             let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
             run.log = Some(text);
