@@ -7,7 +7,6 @@
 //! git's own directory, where no patch can place a file; it is still written without
 //! following links (each folder checked, each file created anew with `O_EXCL|O_NOFOLLOW`).
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -277,20 +276,22 @@ pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
 
 /// Keeps what attempt `attempt` of task `index` printed — its stdout and stderr (the tails the
 /// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in
-/// [`logs_dir`]; a first attempt also clears the task's files of an earlier plan. Returns the
-/// files written.
+/// [`logs_dir`], through [`crate::fsx`] (a link on the way is refused; one at a file's name is
+/// removed, not followed); a first attempt also clears the task's files of an earlier plan.
+/// Returns the files written.
 pub(crate) fn keep_logs(
     common_dir: &Path,
     index: usize,
     attempt: u32,
     run: &worker::WorkerRun,
-) -> io::Result<Vec<PathBuf>> {
-    let dir = real_dir(&real_dir(common_dir, "dagexec")?, "logs")?;
+) -> Result<Vec<PathBuf>, crate::fsx::Error> {
+    let dir = logs_dir(common_dir);
+    crate::fsx::create_dir_all(common_dir, &dir)?;
     if attempt == 1 {
         let stale = format!("task-{index}-attempt-");
-        for entry in std::fs::read_dir(&dir)?.flatten() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             if entry.file_name().to_string_lossy().starts_with(&stale) {
-                std::fs::remove_file(entry.path())?;
+                crate::fsx::remove_file(common_dir, &entry.path())?;
             }
         }
     }
@@ -303,44 +304,11 @@ pub(crate) fn keep_logs(
     for (ext, text) in files {
         let Some(text) = text else { continue };
         let path = dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
-        write_new(&path, text.as_bytes())?;
+        crate::fsx::remove_file(common_dir, &path)?;
+        crate::fsx::write(common_dir, &path, text.as_bytes())?;
         written.push(path);
     }
     Ok(written)
-}
-
-/// `parent/name`, created if missing; an error if it is a link or not a directory.
-fn real_dir(parent: &Path, name: &str) -> io::Result<PathBuf> {
-    let dir = parent.join(name);
-    match std::fs::create_dir(&dir) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    let meta = std::fs::symlink_metadata(&dir)?;
-    if !meta.file_type().is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory (a link?); refusing to write through it",
-            dir.display()
-        )));
-    }
-    Ok(dir)
-}
-
-/// Writes `bytes` to a new file at `path`, replacing (never following) whatever is there.
-fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
 }
 
 /// The kept logs: for each task index, for each attempt, the kinds kept (`stdout`, `stderr`,
@@ -409,10 +377,7 @@ mod tests {
         std::fs::create_dir(common.path().join("dagexec")).expect("dir");
         std::os::unix::fs::symlink(outside.path(), logs_dir(common.path())).expect("link");
         let err = keep_logs(common.path(), 0, 1, &finished("x", "y", None)).unwrap_err();
-        assert!(
-            err.to_string().contains("refusing to write through it"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
         assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
     }
 }
