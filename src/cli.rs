@@ -375,6 +375,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    install_panic_hook(loc.plan.clone());
     // Not `stdout().lock()`: the live display of `run` writes from its own thread.
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
     match run(cli.command, &loc, &mut out) {
@@ -387,6 +388,60 @@ pub fn main() -> ExitCode {
             report(&e, &loc);
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// Where bugs are reported.
+const BUG_REPORTS: &str = concat!(env!("CARGO_PKG_REPOSITORY"), "/issues");
+
+/// Makes a panic a bug report instead of a bare exit 101: what happened and where (the
+/// source location), that it is a bug in dagexec and where to report it, and where the plan
+/// at `plan` stands (it is written atomically, so it is either the last saved state or the
+/// one before). A second panic (a task's, then the main thread's that joins it) adds one line.
+fn install_panic_hook(plan: PathBuf) {
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let what = crate::sanitize::line(&what);
+        let location = info.location().map_or_else(
+            || "an unknown place".to_string(),
+            |l| format!("{}:{}:{}", l.file(), l.line(), l.column()),
+        );
+        let mut err = io::stderr().lock();
+        if REPORTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = writeln!(err, "dagexec: and then: {what} (at {location})");
+            return;
+        }
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        let _ = writeln!(
+            err,
+            "\ndagexec: internal error — this is a bug in dagexec, not in your plan or worker.\n  what:  {what}\n  where: {location} (thread {thread}), dagexec {}\n  plan:  {}\nPlease report it at {BUG_REPORTS} with this message and the command you ran (RUST_BACKTRACE=1 and DAGEXEC_LOG=debug add detail).",
+            env!("CARGO_PKG_VERSION"),
+            plan_state(&plan)
+        );
+        let trace = std::backtrace::Backtrace::capture();
+        if trace.status() == std::backtrace::BacktraceStatus::Captured {
+            let _ = writeln!(err, "{trace}");
+        }
+    }));
+}
+
+/// One sentence on the plan file after a crash.
+fn plan_state(path: &Path) -> String {
+    match plan::load(path) {
+        Ok(p) => format!(
+            "{} is intact ({}); it is saved whenever a status changes, so run `dagexec run` again to resume — tasks left in progress start over.",
+            path.display(),
+            render::status::summary_line(&p)
+        ),
+        Err(plan::PlanError::NoPlan { .. }) => format!("no plan at {}.", path.display()),
+        Err(e) => format!("{} cannot be read back: {e}", path.display()),
     }
 }
 
@@ -611,22 +666,48 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     path.strip_prefix(&loc.root).unwrap_or(path).display()
                 )?;
             }
+            // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
+            let (logs_dir, logs) = match crate::git::Repo::discover(&loc.root) {
+                Ok(repo) => (
+                    crate::run::attempt::logs_dir_shown(repo.root(), repo.common_dir()),
+                    crate::run::attempt::kept_logs(repo.common_dir()),
+                ),
+                Err(_) => (String::new(), render::status::KeptLogs::new()),
+            };
             if json {
                 let rows: Vec<serde_json::Value> = plan
                     .tasks
                     .iter()
                     .enumerate()
                     .map(|(i, t)| {
-                        serde_json::json!({
+                        let mut row = serde_json::json!({
                             "index": i, "subject": t.subject, "status": t.status,
                             "attempts": plan.attempts_of(i), "result": t.result,
-                        })
+                        });
+                        if let Some(attempts) = logs.get(&i) {
+                            let logs_dir = &logs_dir;
+                            let files: Vec<String> = attempts
+                                .iter()
+                                .flat_map(|(k, kinds)| {
+                                    kinds.iter().map(move |kind| {
+                                        format!("{logs_dir}/task-{i}-attempt-{k}.{kind}")
+                                    })
+                                })
+                                .collect();
+                            row["logs"] = files.into();
+                        }
+                        row
                     })
                     .collect();
                 serde_json::to_writer_pretty(&mut *out, &rows).map_err(io::Error::other)?;
                 writeln!(out)?;
             } else {
                 render::status::status_table(&plan, out)?;
+                let section = render::status::logs_section(&plan, &logs_dir, &logs, false);
+                if !section.is_empty() {
+                    writeln!(out)?;
+                    out.write_all(section.as_bytes())?;
+                }
             }
             Ok(0)
         }

@@ -232,7 +232,7 @@ esac"#,
     );
     assert_eq!(
         result(1),
-        "worker crashed: killed by signal 9 (exit status 137)"
+        "worker crashed: killed by signal 9 (exit status 137); stderr: Killed"
     );
     assert_eq!(result(2), "timed out after 1s");
     assert_eq!(p["tasks"][3]["status"], "blocked");

@@ -373,10 +373,17 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
 
 /// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
 /// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
-/// stop a run before, between and after the steps of a round commit.
+/// stop a run before, between and after the steps of a round commit. `panic:<name>:<round>`
+/// panics there instead (the panic-report test).
 fn failpoint(name: &str, round: u32) {
-    if std::env::var("DAGEXEC_FAILPOINT").is_ok_and(|v| v == format!("{name}:{round}")) {
+    let Ok(v) = std::env::var("DAGEXEC_FAILPOINT") else {
+        return;
+    };
+    if v == format!("{name}:{round}") {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    if v == format!("panic:{name}:{round}") {
+        panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
     }
 }
 
@@ -583,6 +590,12 @@ pub(crate) fn finish(
     ui.finish();
     ui.say(String::new());
     ui.say(summary::final_summary(plan).trim_end());
+    let logs = attempt::kept_logs(repo.common_dir());
+    let shown = attempt::logs_dir_shown(repo.root(), repo.common_dir());
+    let logs = crate::render::status::logs_section(plan, &shown, &logs, true);
+    if !logs.is_empty() {
+        ui.say(format!("\n{}", logs.trim_end()));
+    }
     // Intermediate files, and the temporary files of atomic writes a crash may have left
     // beside the plan.
     let design = opts.root.join(".design");
