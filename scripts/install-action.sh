@@ -56,7 +56,12 @@ if [[ -n "$base_url" && -n "$version" && -n "$target" && -n "$expected" ]]; then
   key=""
 else
   mode=source
-  src_id="$(cd "$action_path" && find Cargo.lock Cargo.toml build.rs src templates examples/demo -type f -print0 2>/dev/null \
+  # The files the binary is built from (those of them this copy of the action has).
+  sources=()
+  for f in Cargo.lock Cargo.toml build.rs src templates examples/demo; do
+    [[ -e "$action_path/$f" ]] && sources+=("$f")
+  done
+  src_id="$(cd "$action_path" && find "${sources[@]}" -type f -print0 \
     | LC_ALL=C sort -z | xargs -0 cat | sha256sum | cut -c1-16)"
   dir="$cache/source-$profile_name-$src_id"
   key="dagexec-source-${target:-$os-$arch}-$profile_name-$src_id"
