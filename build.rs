@@ -37,7 +37,10 @@ fn main() {
         // Only this package's own repository counts: a checkout that merely contains the
         // source (vendored, or copied into another repository) is not the action's history.
         let top = git(&dir, &["rev-parse", "--show-toplevel"]);
-        let own = top.as_deref().map(Path::new).and_then(|t| t.canonicalize().ok())
+        let own = top
+            .as_deref()
+            .map(Path::new)
+            .and_then(|t| t.canonicalize().ok())
             == dir.canonicalize().ok()
             && dir.join("action.yml").is_file();
         match (own, git(&dir, &["rev-parse", "HEAD"])) {
@@ -46,9 +49,10 @@ fn main() {
                 if let Some(git_dir) = git(&dir, &["rev-parse", "--absolute-git-dir"]) {
                     println!("cargo:rerun-if-changed={git_dir}/HEAD");
                     if let Some(r) = git(&dir, &["symbolic-ref", "-q", "HEAD"]) {
-                        if let Some(common) =
-                            git(&dir, &["rev-parse", "--path-format=absolute", "--git-common-dir"])
-                        {
+                        if let Some(common) = git(
+                            &dir,
+                            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+                        ) {
                             // A missing path would make cargo rerun this on every build.
                             for f in [format!("{common}/{r}"), format!("{common}/packed-refs")] {
                                 if Path::new(&f).is_file() {
@@ -58,8 +62,7 @@ fn main() {
                         }
                     }
                 }
-                let describe =
-                    git(&dir, &["describe", "--tags", "--always"]).unwrap_or_default();
+                let describe = git(&dir, &["describe", "--tags", "--always"]).unwrap_or_default();
                 ("source", head, describe)
             }
             _ => ("unknown", String::new(), String::new()),

@@ -144,7 +144,10 @@ impl Lab {
             .env("GIT_TERMINAL_PROMPT", "0")
             .output()
             .unwrap();
-        assert!(!anonymous.status.success(), "the lab's remote must refuse anonymous fetches");
+        assert!(
+            !anonymous.status.success(),
+            "the lab's remote must refuse anonymous fetches"
+        );
         lab
     }
 
@@ -260,7 +263,10 @@ impl Lab {
             marker.display()
         );
         std::fs::write(&script, text.replacen("set -euo pipefail\n", &hook, 1)).unwrap();
-        git(&self.repo, &["commit", "-qam", "a task's patch changes the action"]);
+        git(
+            &self.repo,
+            &["commit", "-qam", "a task's patch changes the action"],
+        );
         git(&self.repo, &["push", "-q", "origin", branch]);
     }
 

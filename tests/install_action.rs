@@ -38,8 +38,26 @@ fn path_without_cargo(dir: &Path) -> PathBuf {
     let bin = dir.join("path");
     std::fs::create_dir_all(&bin).unwrap();
     for tool in [
-        "bash", "sh", "uname", "sed", "awk", "head", "find", "sort", "xargs", "cat", "sha256sum",
-        "cut", "mkdir", "rm", "tar", "gzip", "curl", "flock", "dirname", "basename",
+        "bash",
+        "sh",
+        "uname",
+        "sed",
+        "awk",
+        "head",
+        "find",
+        "sort",
+        "xargs",
+        "cat",
+        "sha256sum",
+        "cut",
+        "mkdir",
+        "rm",
+        "tar",
+        "gzip",
+        "curl",
+        "flock",
+        "dirname",
+        "basename",
     ] {
         if let Some(p) = which(tool) {
             std::os::unix::fs::symlink(p, bin.join(tool)).unwrap();
@@ -102,19 +120,23 @@ fn a_cached_source_build_is_used_where_cargo_is_absent() {
     // Without a cached build and without cargo: a clear error.
     let cold = install(&action, tmp.path(), None, &[]);
     assert!(!cold.status.success());
-    assert!(text(&cold).contains("no cargo to build one"), "{}", text(&cold));
+    assert!(
+        text(&cold).contains("no cargo to build one"),
+        "{}",
+        text(&cold)
+    );
     // What actions/cache restores: the build of this very source.
     let bin = Path::new(&dir).join("bin/dagexec");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     std::fs::write(&bin, "#!/bin/sh\necho 'dagexec 0.0.0-cached'\n").unwrap();
-    std::fs::set_permissions(
-        &bin,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let warm = install(&action, tmp.path(), None, &[]);
     assert!(warm.status.success(), "{}", text(&warm));
-    assert!(text(&warm).contains("dagexec 0.0.0-cached"), "{}", text(&warm));
+    assert!(
+        text(&warm).contains("dagexec 0.0.0-cached"),
+        "{}",
+        text(&warm)
+    );
     assert!(
         outputs(tmp.path()).contains(&format!("bin={}\n", bin.display())),
         "{}",

@@ -235,7 +235,8 @@ pub fn check_environment(name: &str) -> Result<String, InitError> {
     let n = name.trim();
     if !n.is_empty()
         && n.len() <= 255
-        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
     {
         Ok(n.to_string())
     } else {
@@ -511,9 +512,7 @@ pub fn next_steps(opts: &Options) -> String {
             ),
             None => format!("gh secret set {s}    # the worker's API key; paste it when asked"),
         },
-        None => {
-            "# no secret: the worker needs none (else rerun with --secret NAME)".to_string()
-        }
+        None => "# no secret: the worker needs none (else rerun with --secret NAME)".to_string(),
     };
     format!(
         "Next:\n  1. {secret}\n  2. git add {WORKFLOW_REL} && git commit -m \"Run the plan with dagexec\" && git push\n  3. gh workflow run dagexec.yml    # or Actions → dagexec → Run workflow\n"
@@ -555,7 +554,8 @@ mod tests {
         });
         assert_eq!(t.matches("uses: ./\n").count(), 2, "comment and work");
         assert_eq!(
-            t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n")).count(),
+            t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n"))
+                .count(),
             2,
             "plan and finalize run the action from the default branch:\n{t}"
         );
@@ -608,10 +608,8 @@ mod tests {
     fn init_pins_the_action_by_commit_with_the_tag_as_comment() {
         let t = render(&opts("claude"));
         assert_eq!(
-            t.matches(
-                "uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n"
-            )
-            .count(),
+            t.matches("uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n")
+                .count(),
             4,
             "{t}"
         );
