@@ -61,7 +61,7 @@ struct Lab {
 /// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
 fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
     let port_file = root.join("git-server.port");
-    let child = Command::new("python3")
+    let mut child = Command::new("python3")
         .arg(manifest().join("tests/act/git-http-server.py"))
         .arg(srv)
         .arg(TOKEN)
@@ -77,6 +77,8 @@ fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the git server did not start (no {})", port_file.display());
 }
 
