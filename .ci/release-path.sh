@@ -53,8 +53,10 @@ cp "$out/$asset" "$srv/$version/"
 python3 - "$srv" "$work/port" <<'PY' &
 import functools, http.server, os, sys
 srv, portfile = sys.argv[1], sys.argv[2]
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=srv)
-handler.log_message = lambda *a: None
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Quiet, directory=srv)
 httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
 with open(portfile + ".tmp", "w") as f:
     f.write(str(httpd.server_address[1]))
