@@ -84,3 +84,49 @@ fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--secret \"GITHUB_TOKEN\""), "{err}");
 }
+
+/// The secret check as the runner runs it (`bash -e` with the step's `env:`): a missing secret
+/// stops the job with the fix; a set one lets it go on.
+#[test]
+fn the_secret_check_step_fails_early_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dagexec(dir.path())
+        .args(["init", "--stdout", "--worker", "aider"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let wf: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let steps = wf["jobs"]["work"]["steps"].as_sequence().unwrap();
+    let check = steps
+        .iter()
+        .position(|s| s["name"] == "Check the ANTHROPIC_API_KEY secret")
+        .expect("a secret check step");
+    let work = steps.iter().position(|s| s["id"] == "work").unwrap();
+    assert!(check < work, "the check runs before the worker");
+    assert_eq!(
+        steps[check]["env"]["ANTHROPIC_API_KEY"],
+        "${{ secrets.ANTHROPIC_API_KEY }}"
+    );
+    let script = steps[check]["run"].as_str().unwrap();
+    let run = |value: &str| {
+        std::process::Command::new("bash")
+            .args([
+                "--noprofile",
+                "--norc",
+                "-e",
+                "-o",
+                "pipefail",
+                "-c",
+                script,
+            ])
+            .env("ANTHROPIC_API_KEY", value)
+            .output()
+            .unwrap()
+    };
+    let missing = run("");
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stdout);
+    assert!(said.starts_with("::error "), "{said}");
+    assert!(said.contains("gh secret set ANTHROPIC_API_KEY"), "{said}");
+    assert!(run("sk-test").status.success());
+}
