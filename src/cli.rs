@@ -191,17 +191,30 @@ enum Command {
     /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
     ///
     /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
-    /// job `work` (one job per task, read-only token, the worker's log and patch uploaded as an
-    /// artifact), job `finalize` (verifies, commits the round on the execution branch, keeps
-    /// a draft pull request current, starts the next round). Edit the worker command and its
-    /// secrets, commit, and start it from the Actions tab or with `gh workflow run dagexec.yml`.
+    /// job `work` (one job per task, read-only token, installs the worker and checks its
+    /// secret, uploads the worker's log and patch as an artifact), job `finalize` (verifies,
+    /// commits the round on the execution branch, keeps a draft pull request current, starts
+    /// the next round). The action is pinned by commit. Without --worker, asks on a terminal
+    /// (which worker, which secret) and otherwise uses Claude Code; then prints the next three
+    /// commands (set the secret, commit and push the workflow, start a run).
     Init {
-        /// The worker command line the `work` job runs.
-        #[arg(long, value_name = "CMD")]
+        /// The worker: claude, codex or aider (installed at a pinned version), or any command
+        /// line that reads the prompt on stdin.
+        #[arg(long, value_name = "claude|codex|aider|CMD")]
         worker: Option<String>,
-        /// The action reference the workflow uses.
-        #[arg(long, value_name = "REF", default_value = "org/dagexec@v1")]
-        action: String,
+        /// The repository secret the worker needs, passed to it as an environment variable of
+        /// the same name and checked before it runs (default: the worker's own, e.g.
+        /// ANTHROPIC_API_KEY; none for a command).
+        #[arg(long, value_name = "NAME")]
+        secret: Option<String>,
+        /// Keep the secret in this GitHub environment (the work job runs in it, so no other
+        /// job can read the secret) instead of the repository's secrets.
+        #[arg(long, value_name = "NAME")]
+        environment: Option<String>,
+        /// The action reference the workflow uses (default: this dagexec's own commit, e.g.
+        /// org/dagexec@<commit>); `./` builds it from the repository's own source.
+        #[arg(long, value_name = "REF")]
+        action: Option<String>,
         /// Replace an existing workflow file.
         #[arg(long)]
         force: bool,
@@ -722,6 +735,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
         }
         Command::Init {
             worker,
+            secret,
+            environment,
             action,
             force,
             stdout,
@@ -730,18 +745,15 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 message,
                 hint: "see `dagexec init --help`".into(),
             };
-            let text = crate::actions::init::render(&action, worker.as_deref()).map_err(usage)?;
-            if stdout {
-                out.write_all(text.as_bytes())?;
-                return Ok(0);
-            }
-            let path = crate::actions::init::write(&loc.root, &text, force).map_err(usage)?;
-            writeln!(
-                out,
-                "Wrote {}.\nNext: set the worker command (and its secrets) in the `work` job, commit, and start a run from the Actions tab or with `gh workflow run dagexec.yml`.",
-                path.display()
-            )?;
-            Ok(0)
+            let args = crate::actions::init::Args {
+                worker,
+                secret,
+                environment,
+                action,
+                force,
+                stdout,
+            };
+            crate::actions::init::run(&loc.root, &args, out).map_err(usage)
         }
         Command::Action(cmd) => {
             out.flush()?;
