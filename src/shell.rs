@@ -52,6 +52,7 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
         .stdout(writer)
         .stderr(writer2);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::actions::runtime::scrub_child_env(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),

@@ -799,3 +799,238 @@ fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     gh.assert_clean();
 }
+
+// ---- The trust boundary of the work and plan jobs ------------------------------------------
+
+/// The runner's files and secrets, as a job step has them: (file command files, variables).
+fn runner_env(dir: &Path) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = [
+        "GITHUB_OUTPUT",
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+    ]
+    .iter()
+    .map(|v| {
+        let path = dir.join(v.to_ascii_lowercase());
+        std::fs::write(&path, "").unwrap();
+        (v.to_string(), path.to_str().unwrap().to_string())
+    })
+    .collect();
+    for (k, v) in [
+        ("ACTIONS_RUNTIME_TOKEN", "runtime-secret"),
+        ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "oidc-secret"),
+        (
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "https://oidc.example/secret",
+        ),
+        ("ACTIONS_CACHE_URL", "https://cache.example/secret"),
+        ("GITHUB_TOKEN", "ghs_github_token_secret"),
+        ("GH_TOKEN", "ghs_gh_token_secret"),
+        ("INPUT_TOKEN", "ghs_input_token_secret"),
+        ("DAGEXEC_TOKEN", "ghs_dagexec_token_secret"),
+    ] {
+        vars.push((k.into(), v.into()));
+    }
+    vars
+}
+
+/// Task code that tries the runner's files: records its environment in `seen`, appends to
+/// every file command it can see, and — as if it had found the runner's directory — to the
+/// files at their real paths too.
+fn hostile(seen: &Path, files: &Path, status: &str) -> String {
+    let s = seen.display();
+    let f = files.display();
+    format!(
+        r#"env >> "{s}"
+[ -n "$GITHUB_OUTPUT" ] && echo "artifact-name=dagexec-77-1-task-1-attempt-1" >> "$GITHUB_OUTPUT"
+echo "artifact-name=forged-by-task-code" >> "{f}/github_output"
+echo "matrix={{\"include\":[]}}" >> "{f}/github_output"
+echo "LD_PRELOAD=/tmp/evil.so" >> "{f}/github_env"
+echo "/tmp/evil-bin" >> "{f}/github_path"
+echo "pwned" >> "{f}/github_step_summary"
+{status}"#
+    )
+}
+
+/// The step outputs in a `$GITHUB_OUTPUT` file, by name, in the order written; a line that is
+/// not dagexec's `name<<delimiter` form is kept as it is.
+fn outputs_in(text: &str) -> Vec<(String, String)> {
+    let mut outputs = Vec::new();
+    let mut lines = text.lines();
+    while let Some(head) = lines.next() {
+        match head.split_once("<<") {
+            Some((key, delim)) => {
+                let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
+                outputs.push((key.to_string(), value.join("\n")));
+            }
+            None => outputs.push((head.to_string(), String::new())),
+        }
+    }
+    outputs
+}
+
+#[test]
+fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, _) = setup(tmp.path());
+    let files = tmp.path().join("runner");
+    std::fs::create_dir_all(&files).unwrap();
+    let seen = tmp.path().join("seen.txt");
+    // Task 0's acceptance check tries the same as the worker.
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
+            .unwrap();
+    let check = hostile(&seen, &files, "true").replace('\n', "; ");
+    plan["tasks"][0]["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "the check runs", "check": check}
+    ]});
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("hostile.sh"),
+        format!(
+            "cat > /dev/null\necho a > a.txt\n{}",
+            hostile(&seen, &files, "echo 'COMPLETED: tried'")
+        ),
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "hostile task code"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let dir = tmp.path().join("artifact");
+    let mut cmd = dagexec(&repo);
+    cmd.args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("GITHUB_ACTIONS", "true")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./hostile.sh")
+        .env("DAGEXEC_ARTIFACTS", &dir);
+    for (k, v) in runner_env(&files) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    // Both the worker and the check ran, and neither saw a runner file or a token.
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(seen.matches("DAGEXEC_TASK_INDEX=").count(), 1, "{seen}");
+    assert_eq!(
+        seen.matches("\nPWD=").count() + seen.starts_with("PWD=") as usize,
+        2
+    );
+    for secret in [
+        "GITHUB_OUTPUT",
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+        "ACTIONS_",
+        "secret",
+    ] {
+        assert!(!seen.contains(secret), "task code saw {secret}:\n{seen}");
+    }
+    // The step's outputs are dagexec's alone: what task code appended was undone.
+    let outputs = outputs_in(&std::fs::read_to_string(files.join("github_output")).unwrap());
+    assert_eq!(
+        outputs,
+        vec![
+            (
+                "artifact-name".to_string(),
+                "dagexec-77-1-task-0-attempt-1".to_string()
+            ),
+            (
+                "artifact-path".to_string(),
+                dir.to_str().unwrap().to_string()
+            ),
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_env")).unwrap(),
+        ""
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_path")).unwrap(),
+        ""
+    );
+    let summary = std::fs::read_to_string(files.join("github_step_summary")).unwrap();
+    assert!(!summary.contains("pwned"), "{summary}");
+    assert!(summary.contains("task 0, attempt 1"), "{summary}");
+    assert!(log.contains("put back as it was"), "{log}");
+    // The attempt itself is judged as usual.
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
+}
+
+#[test]
+fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, _) = setup(tmp.path());
+    let files = tmp.path().join("runner");
+    std::fs::create_dir_all(&files).unwrap();
+    let seen = tmp.path().join("seen.txt");
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
+            .unwrap();
+    let verify = hostile(&seen, &files, "true").replace('\n', "; ");
+    plan["tasks"][0]["agent"] = json!({"assumptions": [
+        {"claim": "the tree is fine", "verify": verify, "severity": "blocking"}
+    ]});
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-qam", "a hostile pre-flight check"]);
+    let mut cmd = dagexec(&repo);
+    cmd.args(["action", "plan"])
+        .env("DAGEXEC_BRANCH", "dagexec/jobs");
+    for (k, v) in runner_env(&files) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        !seen.contains("GITHUB_OUTPUT") && !seen.contains("secret"),
+        "{seen}"
+    );
+    let outputs = outputs_in(&std::fs::read_to_string(files.join("github_output")).unwrap());
+    let keys: Vec<&str> = outputs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "matrix",
+            "has-work",
+            "base",
+            "round",
+            "branch",
+            "conclusion",
+            "message",
+            "max-parallel"
+        ]
+    );
+    assert!(outputs[0].1.contains("\"task\":0"), "{outputs:?}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_env")).unwrap(),
+        ""
+    );
+}

@@ -188,7 +188,14 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             max_parallel,
         } => {
             let inputs = inputs(&common, String::new(), PathBuf::new());
-            let planned = plan_job::run(&root, &inputs)?;
+            // The pre-flight checks are the plan's commands: what they wrote to the runner's
+            // files is undone before the matrix is set.
+            let guard = runtime::FileGuard::from_env();
+            let planned = plan_job::run(&root, &inputs);
+            for line in guard.restore()? {
+                println!("warning: {line}");
+            }
+            let planned = planned?;
             println!("{}", planned.message);
             let mut outs = plan_job::outputs(&planned);
             outs.push(("message", planned.message.clone()));
@@ -225,16 +232,16 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 PathBuf::from(artifacts)
             };
             let name = super::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
-            // Outputs first: the upload step needs the name even if the attempt errors out.
-            ctx.set_outputs(&[
-                ("artifact-name", name),
-                ("artifact-path", dir.to_string_lossy().to_string()),
-            ])?;
-            let mut inputs = inputs(&common, worker, dir);
+            let mut inputs = inputs(&common, worker, dir.clone());
             inputs.reviewer = Some(reviewer).filter(|r| !r.trim().is_empty());
             // The work job holds no write token; it needs none to fetch a public base, and
             // the checkout's own credentials otherwise.
             inputs.token = Token::new(String::new());
+            // Task code (worker, checks, reviewer) runs without the runner's files in its
+            // environment; whatever it wrote to them anyway is undone before the outputs are
+            // written, after it exited — and they are written even if the attempt errors out,
+            // since the upload step needs the name.
+            let guard = runtime::FileGuard::from_env();
             let verdict = work::run(
                 &root,
                 &inputs,
@@ -244,7 +251,15 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                     round,
                 },
                 &base,
-            )?;
+            );
+            for line in guard.restore()? {
+                println!("warning: {line}");
+            }
+            ctx.set_outputs(&[
+                ("artifact-name", name),
+                ("artifact-path", dir.to_string_lossy().to_string()),
+            ])?;
+            let verdict = verdict?;
             println!(
                 "task {task} attempt {attempt}: {} — {}",
                 verdict.status, verdict.result
