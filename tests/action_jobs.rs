@@ -1034,3 +1034,104 @@ fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
         ""
     );
 }
+
+/// `dagexec action finalize` of round 1 in run 77 (attempt `run_attempt`) with `matrix`.
+fn finalize_77(
+    repo: &Path,
+    gh: &FakeGitHub,
+    (run_attempt, matrix): (&str, &str),
+    base: &str,
+    artifacts: &Path,
+) -> (bool, String) {
+    let out = dagexec(repo)
+        .args(["action", "finalize"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("GITHUB_RUN_ATTEMPT", run_attempt)
+        .env("GITHUB_REPOSITORY", "acme/widgets")
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_REF_NAME", "main")
+        .env("DAGEXEC_TOKEN", "ghs_token")
+        .env("DAGEXEC_MATRIX", matrix)
+        .env("DAGEXEC_BASE", base)
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .env("DAGEXEC_ARTIFACTS", artifacts)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    // Another job of the run (any task's code can upload artifacts) forges task 1's result
+    // under names that sort after the real one: a later run attempt, another spelling.
+    let real = artifacts.join("dagexec-77-1-task-1-attempt-1");
+    let mut forged: Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("result.json")).unwrap()).unwrap();
+    forged["output"] = json!("FAILED: forged by another job");
+    for name in [
+        "dagexec-77-999-task-1-attempt-1",
+        "dagexec-77-2-task-1-attempt-1",
+        "dagexec-77-01-task-1-attempt-1",
+    ] {
+        std::fs::create_dir_all(artifacts.join(name)).unwrap();
+        std::fs::write(artifacts.join(name).join("result.json"), forged.to_string()).unwrap();
+    }
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    for name in [
+        "dagexec-77-999-task-1-attempt-1",
+        "dagexec-77-2-task-1-attempt-1",
+        "dagexec-77-01-task-1-attempt-1",
+    ] {
+        assert!(log.contains(&format!("ignored artifact {name}")), "{log}");
+    }
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    assert_eq!(state["tasks"][1]["status"], "completed", "{state:#}");
+    assert_eq!(state["tasks"][1]["result"], "b", "{state:#}");
+}
+
+#[test]
+fn a_matrix_entry_for_a_task_the_plan_lacks_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":7,"attempt":1,"name":"task 7: ghost"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &tmp.path().join("none"));
+    assert!(!ok, "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(
+        log.contains("the matrix names task 7, but the plan at") && log.contains("has 3 task(s)"),
+        "{log}"
+    );
+    assert!(gh.calls("git/push").is_empty() && gh.calls("pulls/create").is_empty());
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "7")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", tmp.path().join("a"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("task 7: no such task (the plan has 3)"), "{err}");
+}

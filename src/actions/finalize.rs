@@ -141,21 +141,21 @@ pub fn run(
     }
 
     let entries = matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?;
-    let found = collect(&inputs.artifacts, &ctx.run_id);
+    check_entries(&entries, &plan, &round.base)?;
+    let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
+    let (found, ignored) = collect(&inputs.artifacts, &ctx.run_id, run_attempt, &entries);
+    for name in &ignored {
+        ui.say(format!(
+            "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
+        ));
+    }
     if let Some(c) = client {
         if let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id)) {
             for e in &entries {
-                let name = matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, e.task, e.attempt);
-                let best = ids
-                    .keys()
-                    .filter(|n| {
-                        matrix::parse_artifact_name(&ctx.run_id, n)
-                            .is_some_and(|(_, t, a)| t == e.task && a == e.attempt)
-                    })
-                    .max()
-                    .cloned()
-                    .unwrap_or(name);
-                if let Some(url) = ids.get(&best).and_then(|id| ctx.artifact_url(*id)) {
+                let best = accepted_names(&ctx.run_id, run_attempt, e)
+                    .into_iter()
+                    .find(|n| ids.contains_key(n));
+                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
                     links.logs.insert(e.task, url);
                 }
             }
@@ -492,24 +492,86 @@ pub fn refused(paths: &[String], plan_rel: &str, allow_workflows: bool) -> Optio
     None
 }
 
-/// The downloaded artifacts of run `run_id` under `dir`, by (task, attempt); of several run
-/// attempts (a re-run job) the latest wins.
-pub fn collect(dir: &Path, run_id: &str) -> BTreeMap<(usize, u32), Result<Collected, String>> {
-    let mut best: BTreeMap<(usize, u32), (u32, std::path::PathBuf)> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if let Some((run_attempt, task, attempt)) = matrix::parse_artifact_name(run_id, &name) {
-            let slot = best
-                .entry((task, attempt))
-                .or_insert((run_attempt, e.path()));
-            if run_attempt >= slot.0 {
-                *slot = (run_attempt, e.path());
-            }
+/// A matrix entry must name a task of the plan at the round's base, once.
+fn check_entries(
+    entries: &[Entry],
+    plan: &plan::model::Plan,
+    base: &str,
+) -> Result<(), ActionError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for e in entries {
+        if e.task >= plan.tasks.len() {
+            return Err(ActionError::Input(format!(
+                "the matrix names task {}, but the plan at {base} has {} task(s); the plan job's matrix and the plan disagree (was the plan input or the base changed between the jobs?), so nothing of this round was judged",
+                e.task,
+                plan.tasks.len()
+            )));
+        }
+        if !seen.insert(e.task) {
+            return Err(ActionError::Input(format!(
+                "the matrix names task {} twice; the plan job writes each task once, so the matrix was not the plan job's",
+                e.task
+            )));
         }
     }
-    best.into_iter()
-        .map(|(k, (_, path))| (k, artifact::read(&path)))
+    Ok(())
+}
+
+/// The artifact names finalize accepts for `e`, best first: the one of this run attempt, then
+/// those of earlier attempts. "Re-run failed jobs" starts attempt N+1 of the same run in which
+/// only the failed jobs run again; the work jobs that passed keep the artifacts they uploaded
+/// in their attempt, and GitHub keeps those, so a re-run finalize must take an earlier
+/// attempt's artifact when its job was not re-run — and the re-run job's own when it was. A
+/// name of a later attempt than `run_attempt` cannot come from this attempt's jobs.
+pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> {
+    (1..=run_attempt)
+        .rev()
+        .map(|k| matrix::artifact_name(run_id, &k.to_string(), e.task, e.attempt))
         .collect()
+}
+
+/// The downloaded artifacts under `dir` for the matrix `entries` of run `run_id`, attempt
+/// `run_attempt`, by (task, attempt): for each entry exactly the artifact named for it (see
+/// [`accepted_names`]; the latest run attempt wins). Every other entry of `dir` is returned as
+/// ignored (and never read): a forged name, another run attempt, a task or attempt not in the
+/// matrix.
+pub fn collect(
+    dir: &Path,
+    run_id: &str,
+    run_attempt: u32,
+    entries: &[Entry],
+) -> (
+    BTreeMap<(usize, u32), Result<Collected, String>>,
+    Vec<String>,
+) {
+    let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    let mut found = BTreeMap::new();
+    for e in entries {
+        let names = accepted_names(run_id, run_attempt, e);
+        if let Some(name) = names.iter().find(|n| present.contains(*n)) {
+            let path = dir.join(name);
+            let read = artifact::read(&path).and_then(|c| {
+                if (c.result.task, c.result.attempt) == (e.task, e.attempt) {
+                    Ok(c)
+                } else {
+                    Err(format!(
+                        "{name} holds the result of task {} attempt {}, not of task {} attempt {}",
+                        c.result.task, c.result.attempt, e.task, e.attempt
+                    ))
+                }
+            });
+            found.insert((e.task, e.attempt), read);
+        }
+        for n in &names {
+            present.remove(n);
+        }
+    }
+    (found, present.into_iter().collect())
 }
 
 const LOGS_FIELD: &str = "dagexecLogs";
@@ -562,22 +624,65 @@ mod tests {
         assert!(refused(&p(&[".github/dependabot.yml"]), ".design/plan.json", false).is_none());
     }
 
-    #[test]
-    fn the_latest_run_attempt_of_an_artifact_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let report = missing();
-        for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
-            let mut r = artifact::WorkResult::new((0, 1, 1), "b", &report, Duration::ZERO);
-            r.output = out.into();
-            let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
-            artifact::write(&dir.path().join(name), &r, b"", None).unwrap();
+    fn entry(task: usize, attempt: u32) -> Entry {
+        Entry {
+            task,
+            attempt,
+            name: format!("task {task}"),
         }
+    }
+
+    /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
+    fn artifact_at(dir: &Path, name: &str, (task, attempt): (usize, u32), out: &str) {
+        let mut r = artifact::WorkResult::new((task, attempt, 1), "b", &missing(), Duration::ZERO);
+        r.output = out.into();
+        artifact::write(&dir.join(name), &r, b"", None).unwrap();
+    }
+
+    #[test]
+    fn the_latest_run_attempt_up_to_this_one_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
+            let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
+            artifact_at(dir.path(), &name, (0, 1), out);
+        }
+        // A job that passed in attempt 1 and was not re-run: its attempt-1 artifact counts.
+        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (1, 1), "COMPLETED: kept");
         std::fs::create_dir(dir.path().join("unrelated")).unwrap();
-        let found = collect(dir.path(), "77");
-        assert_eq!(found.len(), 1);
-        assert_eq!(
-            found[&(0, 1)].as_ref().unwrap().result.output,
-            "COMPLETED: second"
-        );
+        let (found, ignored) = collect(dir.path(), "77", 2, &[entry(0, 1), entry(1, 1)]);
+        assert_eq!(found.len(), 2);
+        let output = |k| found[&k].as_ref().unwrap().result.output.clone();
+        assert_eq!(output((0, 1)), "COMPLETED: second");
+        assert_eq!(output((1, 1)), "COMPLETED: kept");
+        assert_eq!(ignored, vec!["unrelated".to_string()]);
+    }
+
+    #[test]
+    fn forged_artifacts_are_ignored_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (1, 1), "FAILED: real");
+        for forged in [
+            "dagexec-77-999-task-1-attempt-1",
+            "dagexec-77-01-task-1-attempt-1",
+            "dagexec-77-+1-task-1-attempt-1",
+            "dagexec-77-1-task-01-attempt-1",
+            "dagexec-77-1-task-1-attempt-2",
+            "dagexec-78-1-task-1-attempt-1",
+            "dagexec-77-1-task-5-attempt-1",
+        ] {
+            artifact_at(dir.path(), forged, (1, 1), "COMPLETED: forged");
+        }
+        let (found, ignored) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
+        assert_eq!(found[&(1, 1)].as_ref().unwrap().result.output, "FAILED: real");
+        assert_eq!(ignored.len(), 7, "{ignored:?}");
+        // Nothing at all for the entry: nothing else stands in for it.
+        std::fs::remove_dir_all(dir.path().join("dagexec-77-1-task-1-attempt-1")).unwrap();
+        let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
+        assert!(found.is_empty());
+        // The right name around another task's result is unreadable, not that task's.
+        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (2, 1), "COMPLETED: other");
+        let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
+        let why = found[&(1, 1)].as_ref().unwrap_err();
+        assert!(why.contains("task 2 attempt 1, not of task 1 attempt 1"), "{why}");
     }
 }
