@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_genplan_fast.sh — proves bench/genplan_fast.py is a byte-identical drop-in
-# for the (slow, quadratic) ../shared/tools/genplan.py.
+# for the (slow, quadratic) bench/genplan.py.
 #
 # It runs both generators with the same arguments at 500 and 2000 tasks, for two
 # seeds, schema 2 (pretty and --compact) and schema 3, plus one non-default shape,
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-genplan="${GENPLAN:-$here/../../shared/tools/genplan.py}"
+genplan="${GENPLAN:-$here/genplan.py}"
 fast="$here/genplan_fast.py"
 py="${PYTHON:-python3}"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fast, byte-identical drop-in for shared/tools/genplan.py (benchmark plan generator).
+"""Fast, byte-identical drop-in for bench/genplan.py (benchmark plan generator).
 
 genplan.py is quadratic: `rnd.choices(pool, weights)` rebuilds the cumulative
 weights (O(files)) on every draw, and the create/modify split scans every earlier
@@ -26,8 +26,8 @@ Usage (same CLI as genplan.py):
   bench/genplan_fast.py --tasks N [--schema 2|3] [--seed S] [--edge-p P]
       [--files F] [--files-per-task K] [--window W] [--compact]
       [--genplan PATH/TO/genplan.py] > plan.json
---genplan defaults to <this dir>/../../shared/tools/genplan.py
-(i.e. ../shared/tools/genplan.py relative to the repository root).
+--genplan defaults to <this dir>/genplan.py
+(a copy of the specification's generator, shared/tools/genplan.py).
 """
 import argparse
 import importlib.util
@@ -38,7 +38,7 @@ import random
 import sys
 
 DEFAULT_GENPLAN = os.path.normpath(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "tools", "genplan.py"))
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "genplan.py"))
 
 
 def load_genplan(path):

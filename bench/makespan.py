@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makespan of `dagexec run --schedule rounds` vs `--schedule eager` vs the lower bound.
 
-A genplan plan (bench/genplan_fast.py, same output as ../shared/tools/genplan.py) is executed
+A genplan plan (bench/genplan_fast.py, same output as bench/genplan.py) is executed
 twice in fresh git repositories by a worker that sleeps a fixed, task-specific time (0.5-2.5 s,
 from the task index) and then does the demo worker's work (marker lines in the declared files,
 which the plan's acceptance checks look for). The lower bound is

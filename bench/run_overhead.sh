@@ -45,7 +45,7 @@
 #   NO_BUILD=1           don't run cargo build (use target/release/dagexec as is)
 #   REGEN=1              regenerate the cached plans of SIZES
 #   GENPLAN=path         genplan.py to take constants from
-#                        (default ../shared/tools/genplan.py from the repository root)
+#                        (default bench/genplan.py from the repository root)
 #   PYTHON=python3       interpreter for the plan generator
 #   KEEP_LOGS=1          copy each run's log to target/bench-plans/run-overhead-N.log
 #   GROWN_FLOOR=1        also measure the grown-tree floor (see above)
@@ -62,7 +62,7 @@ SIZES="${SIZES:-200 1000}"
 JOBS="${JOBS:-2}"
 SEED=1
 PYTHON="${PYTHON:-python3}"
-GENPLAN="$(abspath "${GENPLAN:-$root/../shared/tools/genplan.py}")"
+GENPLAN="$(abspath "${GENPLAN:-$root/bench/genplan.py}")"
 PLAN_DIR="$root/target/bench-plans"
 WORKER_SCRIPT="$root/examples/demo/worker.sh"
 TARGET_RATIO=3

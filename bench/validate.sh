@@ -19,7 +19,7 @@
 # How it works
 #   1. cargo build --release (skipped when DAGEXEC_BIN is set, or NO_BUILD=1).
 #   2. Plans come from bench/genplan_fast.py, a byte-identical but linear-time
-#      re-implementation of ../shared/tools/genplan.py (bench/check_genplan_fast.sh
+#      re-implementation of bench/genplan.py (bench/check_genplan_fast.sh
 #      proves the identity). They are cached in target/bench-plans/plan-N.json and
 #      generated only when missing (or when genplan.py / genplan_fast.py changed,
 #      or REGEN=1). 100k tasks: ~150 MB, ~10 s to generate.
@@ -45,7 +45,7 @@
 #   REGEN=1                    regenerate the cached plans of SIZES
 #   GNU_TIME=/usr/bin/time     GNU time for peak RSS; GNU_TIME= (empty) -> python fallback
 #   GENPLAN=path               genplan.py to take constants from
-#                              (default ../shared/tools/genplan.py from the repo root)
+#                              (default bench/genplan.py from the repo root)
 #   PYTHON=python3             interpreter for the generator and the fallback timer
 # Needs: python3, jq (apt-get install jq); hyperfine optional (apt-get install hyperfine).
 set -euo pipefail
@@ -60,7 +60,7 @@ SIZES="${SIZES:-1000 10000 100000}"
 RUNS="${RUNS:-5}"
 SEED=1
 PYTHON="${PYTHON:-python3}"
-GENPLAN="$(abspath "${GENPLAN:-$root/../shared/tools/genplan.py}")"
+GENPLAN="$(abspath "${GENPLAN:-$root/bench/genplan.py}")"
 PLAN_DIR="$root/target/bench-plans"
 default_args='validate --plan {} --json --no-checks'  # {} = the plan file
 DAGEXEC_ARGS="${DAGEXEC_ARGS:-$default_args}"

@@ -447,7 +447,7 @@ esac
 /// GitHub's example `issue_comment` event, made a comment by `Codertocat` (write access, the
 /// fake's default) on pull request `pr` of the Lab's repository, saying `body`.
 fn pr_comment_event(pr: u64, body: &str) -> Value {
-    let path = manifest().join("../shared/github/webhooks/issue_comment.created.0.json");
+    let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("webhook example {}: {e}", path.display()));
     let mut p: Value = serde_json::from_str(&text).unwrap();

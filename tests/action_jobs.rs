@@ -296,7 +296,7 @@ fn finalize(
 fn comment_event(dir: &Path, body: &str) -> PathBuf {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/github/webhooks/issue_comment.created.0.json"
+        "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
     );
     let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     p["issue"]["number"] = json!(1);

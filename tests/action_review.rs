@@ -359,7 +359,7 @@ fn a_rejection_is_retried_next_round_with_its_feedback_and_then_approved() {
 fn comment_event(dir: &Path, body: &str) -> PathBuf {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/github/webhooks/issue_comment.created.0.json"
+        "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
     );
     let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     p["issue"]["number"] = json!(1);

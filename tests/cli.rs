@@ -63,28 +63,6 @@ fn every_bad_plan_gets_its_error() {
     }
 }
 
-/// The specification's own broken plans, when `../shared` is beside the repository.
-#[test]
-fn shared_bad_plans_are_refused() {
-    let shared = manifest().join("../shared/plans");
-    let Ok(entries) = std::fs::read_dir(&shared) else {
-        eprintln!("../shared/plans not present; covered by tests/fixtures/bad");
-        return;
-    };
-    let fixtures = manifest().join("tests/fixtures/bad");
-    for e in entries {
-        let path = e.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !name.starts_with("bad-") {
-            continue;
-        }
-        let out = run(&shared, &["validate", "--no-checks", "--plan", &name]);
-        assert_eq!(out.code, 2, "{name}");
-        let ours = run(&fixtures, &["validate", "--no-checks", "--plan", &name]);
-        assert_eq!(out.stderr, ours.stderr, "{name}: the fixture copy is stale");
-    }
-}
-
 #[test]
 fn no_plan_says_how_to_make_one() {
     let dir = tempfile::tempdir().unwrap();

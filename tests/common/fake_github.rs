@@ -1,7 +1,7 @@
 //! A fake GitHub REST API for integration tests, checked against GitHub's own OpenAPI description.
 //!
-//! Every request is matched against `github/rest-api-subset.json` in the shared directory
-//! (`$DAGEXEC_SHARED`, else `<crate>/../shared`): the method and path must be a documented
+//! Every request is matched against `tests/fixtures/github/rest-api-subset.json` (GitHub's
+//! published OpenAPI description, vendored; see its README): the method and path must be a documented
 //! operation, documented query parameters must have valid values, and a JSON body must validate
 //! against the operation's `requestBody` schema. A request that fails is answered 404 (no such
 //! operation) or 422 (bad query/body) *and* recorded as a violation; end each test with
@@ -30,7 +30,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Value, json};
@@ -261,17 +261,9 @@ fn spec() -> Arc<Spec> {
 }
 
 fn load_spec() -> Spec {
-    let dir = std::env::var_os("DAGEXEC_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")));
-    let path = dir.join("github/rest-api-subset.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "fake GitHub: cannot read GitHub's OpenAPI subset at {}: {e}\n\
-             (set DAGEXEC_SHARED to the directory that holds github/rest-api-subset.json)",
-            path.display()
-        )
-    });
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github/rest-api-subset.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fake GitHub: cannot read {}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).expect("rest-api-subset.json is JSON");
     let mut ops = Vec::new();
     for (template, item) in doc["paths"].as_object().expect("spec has `paths`") {

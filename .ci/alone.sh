@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs a command with nothing beside the repository, as on a user's fresh clone: in a private
+# mount namespace the repository's parent directory is replaced by an empty one that holds only
+# the repository, so a test that reads a sibling directory (the specification folder, say) fails here instead of on a
+# user's machine. Needs unshare(1) and the right to mount (root, or user namespaces); where those
+# are missing it says so and runs the command as it is (tests/self_contained.rs still refuses
+# such reads statically).
+#   .ci/alone.sh cargo test --locked
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd -P)"
+parent="$(dirname "$repo")"
+
+can_hide() {
+  [[ "$parent" != "/" ]] && command -v unshare >/dev/null 2>&1 \
+    && { unshare --mount true 2>/dev/null || unshare --mount --map-root-user true 2>/dev/null; }
+}
+if ! can_hide; then
+  echo "== alone: cannot hide the repository's siblings here (no unshare/mount rights); running as is" >&2
+  exec "$@"
+fi
+
+flags=(--mount)
+unshare --mount true 2>/dev/null || flags=(--mount --map-root-user)
+keep="$(mktemp -d)"
+# shellcheck disable=SC2016 # expanded by the inner shell
+exec unshare "${flags[@]}" bash -euo pipefail -c '
+  repo="$1" parent="$2" keep="$3"; shift 3
+  mount --make-rprivate /
+  mount --bind "$repo" "$keep"
+  mount -t tmpfs -o mode=755 dagexec-alone "$parent"
+  mkdir -p "$repo"
+  mount --bind "$keep" "$repo"
+  cd "$repo"
+  echo "== alone: $parent holds only $(basename "$repo") for: $*" >&2
+  exec "$@"
+' alone "$repo" "$parent" "$keep" "$@"
