@@ -647,7 +647,12 @@ mod tests {
             artifact_at(dir.path(), &name, (0, 1), out);
         }
         // A job that passed in attempt 1 and was not re-run: its attempt-1 artifact counts.
-        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (1, 1), "COMPLETED: kept");
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (1, 1),
+            "COMPLETED: kept",
+        );
         std::fs::create_dir(dir.path().join("unrelated")).unwrap();
         let (found, ignored) = collect(dir.path(), "77", 2, &[entry(0, 1), entry(1, 1)]);
         assert_eq!(found.len(), 2);
@@ -660,7 +665,12 @@ mod tests {
     #[test]
     fn forged_artifacts_are_ignored_and_reported() {
         let dir = tempfile::tempdir().unwrap();
-        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (1, 1), "FAILED: real");
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (1, 1),
+            "FAILED: real",
+        );
         for forged in [
             "dagexec-77-999-task-1-attempt-1",
             "dagexec-77-01-task-1-attempt-1",
@@ -673,16 +683,27 @@ mod tests {
             artifact_at(dir.path(), forged, (1, 1), "COMPLETED: forged");
         }
         let (found, ignored) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
-        assert_eq!(found[&(1, 1)].as_ref().unwrap().result.output, "FAILED: real");
+        assert_eq!(
+            found[&(1, 1)].as_ref().unwrap().result.output,
+            "FAILED: real"
+        );
         assert_eq!(ignored.len(), 7, "{ignored:?}");
         // Nothing at all for the entry: nothing else stands in for it.
         std::fs::remove_dir_all(dir.path().join("dagexec-77-1-task-1-attempt-1")).unwrap();
         let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
         assert!(found.is_empty());
         // The right name around another task's result is unreadable, not that task's.
-        artifact_at(dir.path(), "dagexec-77-1-task-1-attempt-1", (2, 1), "COMPLETED: other");
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (2, 1),
+            "COMPLETED: other",
+        );
         let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
         let why = found[&(1, 1)].as_ref().unwrap_err();
-        assert!(why.contains("task 2 attempt 1, not of task 1 attempt 1"), "{why}");
+        assert!(
+            why.contains("task 2 attempt 1, not of task 1 attempt 1"),
+            "{why}"
+        );
     }
 }
