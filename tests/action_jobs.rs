@@ -1138,3 +1138,57 @@ fn a_matrix_entry_for_a_task_the_plan_lacks_is_an_error_not_a_panic() {
         "{err}"
     );
 }
+
+#[test]
+fn in_the_actions_own_repository_patches_to_its_source_and_github_dir_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, _) = setup(tmp.path());
+    // The repository is an action that `uses: ./` builds from source.
+    std::fs::write(
+        repo.join("action.yml"),
+        "name: x\nruns:\n  using: composite\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(
+        repo.join("worker.sh"),
+        r#"cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo 'fn main() { steal() }' > src/main.rs; echo a > a.txt; echo "COMPLETED: a" ;;
+1) mkdir -p .GitHub/actions/x; echo "runs: {}" > .GitHub/actions/x/action.yml; echo b > b.txt; echo "COMPLETED: b" ;;
+2) echo c > c.txt; echo "COMPLETED: c" ;;
+esac
+"#,
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "an action repository"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let artifacts = tmp.path().join("artifacts");
+    for t in 0..3 {
+        work(&repo, &artifacts, t, &base);
+    }
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    let result = |i: usize| state["tasks"][i]["result"].as_str().unwrap().to_string();
+    assert!(
+        result(0).contains("src/main.rs") && result(0).contains("built from it"),
+        "{state:#}"
+    );
+    assert!(
+        result(1).contains(".GitHub/actions/x/action.yml")
+            && result(1).contains("allow-workflow-changes"),
+        "{state:#}"
+    );
+    assert_eq!(state["tasks"][2]["status"], "completed", "{state:#}");
+    let main_rs = git(&origin, &["show", "dagexec/jobs:src/main.rs"]);
+    assert_eq!(main_rs, "fn main() {}\n");
+}

@@ -98,7 +98,10 @@ pub enum ActionCommand {
         /// Where the round's artifacts were downloaded.
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
         artifacts: String,
-        /// Accept patches that change .github/workflows/.
+        /// Accept task patches that change .github/ (all of it), a root action.yml/action.yaml
+        /// and, in a repository that is itself the action, the files it is built from
+        /// (Cargo.toml, Cargo.lock, build.rs, src/, scripts/install-action.sh). Off: such a
+        /// patch fails its attempt with the reason.
         #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
         allow_workflow_changes: bool,
         /// The workflow file the next round is dispatched to.

@@ -385,8 +385,10 @@ fn judge_entry(
             warnings: verdict.warnings,
         };
     }
-    let refusal =
-        broken.or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
+    let refusal = broken.or_else(|| {
+        let protected = Protected::at(repo.root(), inputs.allow_workflow_changes);
+        refused(&touched, &inputs.plan_rel, protected)
+    });
     if let Some(reason) = refusal {
         verdict = Verdict {
             status: Status::Failed,
@@ -475,21 +477,81 @@ fn missing() -> AttemptReport {
     }
 }
 
-/// Why a patch touching `paths` is refused, if it is.
-pub fn refused(paths: &[String], plan_rel: &str, allow_workflows: bool) -> Option<String> {
+/// What, beyond the plan, a task's patch may not change: what GitHub or the action runs with
+/// the write token. `.github/` (workflows, but also composite actions and the files they
+/// read), the root `action.yml`/`action.yaml`, and — when the repository is itself an action
+/// that `uses: ./` builds from source — the files `scripts/install-action.sh` builds it from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protected {
+    /// The user opted in (`allow-workflow-changes: true`): only the plan is protected.
+    Nothing,
+    /// `.github/` and a root action metadata file.
+    Workflows,
+    /// Those, and the action's build inputs: the repository holds the action's source.
+    WorkflowsAndActionSource,
+}
+
+impl Protected {
+    /// What to protect in the checkout at `root` (the round's base).
+    pub fn at(root: &Path, allow_workflow_changes: bool) -> Protected {
+        if allow_workflow_changes {
+            Protected::Nothing
+        } else if ACTION_FILES.iter().any(|f| root.join(f).exists()) {
+            Protected::WorkflowsAndActionSource
+        } else {
+            Protected::Workflows
+        }
+    }
+}
+
+/// The metadata file that makes a repository root an action (`uses: ./`, `uses: org/repo@ref`).
+const ACTION_FILES: [&str; 2] = ["action.yml", "action.yaml"];
+
+/// What `scripts/install-action.sh` builds the action from when it has no release to fetch.
+const ACTION_SOURCE: [&str; 5] = [
+    "Cargo.toml",
+    "Cargo.lock",
+    "build.rs",
+    "src/",
+    "scripts/install-action.sh",
+];
+
+/// Why `path` is protected, if it is. Compared case-insensitively: on a case-insensitive
+/// file system (macOS, Windows runners) `.GitHub/workflows/x.yml` is the workflow.
+fn protected_reason(path: &str, protected: Protected) -> Option<&'static str> {
+    let lower = path.to_ascii_lowercase();
+    let under = |dir: &str| lower.starts_with(dir) || lower == dir.trim_end_matches('/');
+    match protected {
+        Protected::Nothing => None,
+        _ if under(".github/") => Some("GitHub runs what is under .github/ (workflows, actions)"),
+        _ if ACTION_FILES.contains(&lower.as_str()) => {
+            Some("it is the action's metadata, which `uses: ./` runs")
+        }
+        Protected::WorkflowsAndActionSource
+            if ACTION_SOURCE.iter().any(|f| under(&f.to_ascii_lowercase())) =>
+        {
+            Some(
+                "the action is built from it (this repository is an action that `uses: ./` builds from source)",
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Why a patch touching `paths` is refused, if it is: it changes the plan, or what the jobs
+/// holding a write token would run ([`Protected`]).
+pub fn refused(paths: &[String], plan_rel: &str, protected: Protected) -> Option<String> {
     if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
         return Some(format!(
             "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
         ));
     }
-    if !allow_workflows {
-        if let Some(p) = paths.iter().find(|p| p.starts_with(".github/workflows/")) {
-            return Some(format!(
-                "the patch changes {p}; workflow changes are refused unless the action's `allow-workflow-changes` input is true"
-            ));
-        }
-    }
-    None
+    let (p, why) = paths
+        .iter()
+        .find_map(|p| Some((p, protected_reason(p, protected)?)))?;
+    Some(format!(
+        "the patch changes {p}, and {why}; changes to .github/, action.yml and the action's own source are refused unless the action's `allow-workflow-changes` input is true"
+    ))
 }
 
 /// A matrix entry must name a task of the plan at the round's base, once.
@@ -606,22 +668,60 @@ mod tests {
 
     #[test]
     fn patches_touching_the_plan_or_workflows_are_refused() {
+        use Protected::*;
         let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(refused(&p(&["src/a.rs"]), ".design/plan.json", false).is_none());
+        let plan = ".design/plan.json";
+        assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(
-            refused(&p(&[".design/plan.json"]), ".design/plan.json", true)
+            refused(&p(&[".design/plan.json"]), plan, Nothing)
                 .unwrap()
                 .contains("the plan itself")
         );
-        let w = refused(
-            &p(&[".github/workflows/ci.yml"]),
-            ".design/plan.json",
-            false,
-        )
-        .unwrap();
-        assert!(w.contains("allow-workflow-changes"), "{w}");
-        assert!(refused(&p(&[".github/workflows/ci.yml"]), ".design/plan.json", true).is_none());
-        assert!(refused(&p(&[".github/dependabot.yml"]), ".design/plan.json", false).is_none());
+        for path in [
+            ".github/workflows/ci.yml",
+            ".github/dependabot.yml",
+            ".github/actions/setup/action.yml",
+            ".GitHub/Workflows/ci.yml",
+            ".GITHUB/x",
+            "action.yml",
+            "Action.YAML",
+        ] {
+            let w = refused(&p(&["ok.txt", path]), plan, Workflows)
+                .unwrap_or_else(|| panic!("{path} passed"));
+            assert!(
+                w.contains(path) && w.contains("allow-workflow-changes"),
+                "{w}"
+            );
+            assert!(refused(&p(&[path]), plan, Nothing).is_none(), "{path}");
+        }
+        assert!(refused(&p(&["docs/action.yml", ".githubx/y"]), plan, Workflows).is_none());
+        // The action's own repository: what it is built from is protected too.
+        for path in [
+            "Cargo.toml",
+            "Cargo.lock",
+            "build.rs",
+            "src/main.rs",
+            "SRC/lib.rs",
+            "scripts/install-action.sh",
+        ] {
+            assert!(refused(&p(&[path]), plan, Workflows).is_none(), "{path}");
+            let w = refused(&p(&[path]), plan, WorkflowsAndActionSource)
+                .unwrap_or_else(|| panic!("{path} passed"));
+            assert!(w.contains("built from it"), "{w}");
+        }
+        assert!(
+            refused(
+                &p(&["scripts/other.sh", "tests/x.rs"]),
+                plan,
+                WorkflowsAndActionSource
+            )
+            .is_none()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Protected::at(dir.path(), false), Workflows);
+        assert_eq!(Protected::at(dir.path(), true), Nothing);
+        std::fs::write(dir.path().join("action.yaml"), "runs: {}").unwrap();
+        assert_eq!(Protected::at(dir.path(), false), WorkflowsAndActionSource);
     }
 
     fn entry(task: usize, attempt: u32) -> Entry {
