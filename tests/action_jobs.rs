@@ -1192,3 +1192,38 @@ esac
     let main_rs = git(&origin, &["show", "dagexec/jobs:src/main.rs"]);
     assert_eq!(main_rs, "fn main() {}\n");
 }
+
+#[test]
+fn a_strangers_comment_with_the_status_and_abort_markers_stops_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    gh.set_permission("mallory", "read");
+    let forged = "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop";
+    // On the pull request finalize is about to open (#1).
+    gh.add_comment("acme/widgets", 1, "mallory", forged);
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    assert!(log.contains("Ignoring comment 1000 by @mallory"), "{log}");
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        1,
+        "the next round starts: {log}"
+    );
+    let state = gh.state();
+    assert_eq!(state.comments[0].body, forged);
+    let status: Vec<_> = state
+        .comments
+        .iter()
+        .filter(|c| {
+            c.user == "github-actions[bot]" && c.body.starts_with("<!-- dagexec:status -->")
+        })
+        .collect();
+    assert_eq!(status.len(), 1, "{:#?}", state.comments);
+    gh.assert_clean();
+}

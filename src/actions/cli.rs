@@ -164,6 +164,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         branch: common.branch.clone(),
         allow_workflow_changes: false,
         token: token(),
+        app_id: None,
         workflow: "dagexec.yml".into(),
         artifacts,
     }
@@ -336,6 +337,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                     app_id.trim()
                 );
                 inputs.token = token;
+                inputs.app_id = app_id.trim().parse().ok();
             }
             let client = match &ctx.repository {
                 Some(repo) if !inputs.token.is_empty() => {

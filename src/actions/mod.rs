@@ -46,6 +46,8 @@ pub struct Inputs {
     pub branch: String,
     pub allow_workflow_changes: bool,
     pub token: Token,
+    /// The GitHub App finalize authenticates as (its comments are dagexec's own too).
+    pub app_id: Option<u64>,
     /// The workflow file to dispatch the next round of (`dagexec.yml`).
     pub workflow: String,
     /// Where `work` leaves its files / where `finalize` finds the downloaded artifacts.

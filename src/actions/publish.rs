@@ -112,10 +112,23 @@ impl Ending<'_> {
         })?;
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let n = pr.number;
+        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
+        // is reported and ignored.
+        let me = comment::Identity {
+            app_id: inputs.app_id,
+        };
+        let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+        for other in &marked.ignored {
+            println!(
+                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
+                other.id, other.author.login
+            );
+        }
         rt.block_on(async {
             for (i, q) in crate::question::open(plan) {
                 let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-                c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
+                let marker = steer::question_marker(&i.to_string());
+                c.upsert_marked_comment(n, &marker, &text, &marked.own)
                     .await?;
             }
             if let Some(message) = preflight {
@@ -123,14 +136,13 @@ impl Ending<'_> {
                     n,
                     &steer::question_marker("preflight"),
                     &steer::preflight_comment(message),
+                    &marked.own,
                 )
                 .await?;
             }
             Ok::<_, crate::github::ApiError>(())
         })?;
-        let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
-            b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
-        });
+        let aborted = marked.abort_requested(steer::ABORT_MARKER);
         let dispatched = more && !aborted;
         if dispatched {
             let mut inputs_json = serde_json::Map::new();
@@ -147,7 +159,17 @@ impl Ending<'_> {
             steer::waiting_on(plan)
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
-        rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
+        let status_id =
+            rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own))?;
+        // The abort is consumed: any other status comment of dagexec's that asked for it (the
+        // comment job writes as GitHub Actions, a finalize with an App as the App) says so.
+        for other in marked.own.iter().filter(|o| {
+            o.id != status_id
+                && o.starts_with(comment::STATUS_MARKER)
+                && o.body.contains(steer::ABORT_MARKER)
+        }) {
+            rt.block_on(c.update_comment(other.id, &status))?;
+        }
         if let Some(s) = stop {
             let (title, summary) = report::check_run_text(plan, s, &round.branch);
             let conclusion = match s {

@@ -107,7 +107,17 @@ pub fn run(
                 },
                 &waiting_on(&plan),
             );
-            rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
+            let marked = rt.block_on(comment::trusted_marked(
+                &client,
+                pr,
+                comment::Identity::default(),
+            ))?;
+            rt.block_on(client.upsert_marked_comment(
+                pr,
+                comment::STATUS_MARKER,
+                &body,
+                &marked.own,
+            ))?;
             return Ok(Steered {
                 message: "Refreshed the status comment.".into(),
                 dispatched: None,
@@ -127,7 +137,17 @@ pub fn run(
                     "the current round to end"
                 )
             );
-            rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
+            let marked = rt.block_on(comment::trusted_marked(
+                &client,
+                pr,
+                comment::Identity::default(),
+            ))?;
+            rt.block_on(client.upsert_marked_comment(
+                pr,
+                comment::STATUS_MARKER,
+                &body,
+                &marked.own,
+            ))?;
             return Ok(Steered {
                 message: "Abort requested: the run stops after the current round.".into(),
                 dispatched: None,
