@@ -1227,3 +1227,44 @@ fn a_strangers_comment_with_the_status_and_abort_markers_stops_nothing() {
     assert_eq!(status.len(), 1, "{:#?}", state.comments);
     gh.assert_clean();
 }
+
+#[test]
+fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    // Two runs planned the same round on the same base (a dispatch and an `/execute` at
+    // once); the first to finish pushes it.
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    let pushed = git(&origin, &["rev-parse", "dagexec/jobs"]);
+    let prs = gh.calls("pulls/create").len() + gh.calls("pulls/update").len();
+    let comments = gh.state().comments.len();
+    // The second finds the branch moved: it pushes and publishes nothing, and starts a
+    // fresh round from where the branch stands.
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    assert!(log.contains("this round is stale"), "{log}");
+    assert_eq!(git(&origin, &["rev-parse", "dagexec/jobs"]), pushed);
+    assert_eq!(
+        gh.calls("pulls/create").len() + gh.calls("pulls/update").len(),
+        prs
+    );
+    assert_eq!(gh.state().comments.len(), comments);
+    assert!(gh.calls("checks/create").is_empty());
+    let dispatches = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(dispatches.len(), 2, "{log}");
+    assert_eq!(dispatches[1].body.as_ref().unwrap()["ref"], "dagexec/jobs");
+    let log_lines = git(&origin, &["log", "--format=%s", "dagexec/jobs"]);
+    assert_eq!(
+        log_lines.matches("dagexec: round 1").count(),
+        1,
+        "{log_lines}"
+    );
+    gh.assert_clean();
+}

@@ -131,6 +131,9 @@ pub fn run(
         // The branch exists from the first round on, so the pull request (and any question
         // on it) has a head.
         let published = ending.finish(&plan, &links, stop.as_ref(), false, preflight)?;
+        if published.stale {
+            return Ok(stale(published));
+        }
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))?;
         return Ok(Finalized {
@@ -290,6 +293,9 @@ pub fn run(
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
     let published = ending.finish(&plan, &links, stop.as_ref(), more, None)?;
+    if published.stale {
+        return Ok(stale(published));
+    }
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,
@@ -322,6 +328,15 @@ pub fn run(
         pr,
         failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
     })
+}
+
+/// A stale round's end: not a failure (the fresh round carries on), nothing to report.
+fn stale(published: super::publish::Published) -> Finalized {
+    Finalized {
+        conclusion: "stale".into(),
+        pr: published.pr,
+        failed: false,
+    }
 }
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
