@@ -314,7 +314,9 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         "refs/heads/main".to_string(),
         json!({"plan": ".design/plan.json", "branch": ""}),
     );
-    for round in 1..=4 {
+    // Run 1 is started on main without a branch: it only starts round 1 again with the
+    // branch named, in the branch's concurrency group.
+    for round in 1..=5 {
         let (code, log) = lab.run(&git_ref, &inputs);
         assert_eq!(code, 0, "round {round}:\n{log}");
         matrices.push(matrix_of(&log));
@@ -326,10 +328,18 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
         inputs = body["inputs"].clone();
     }
-    // Round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
+    // The redirect; round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
     assert_eq!(
         matrices,
-        vec![vec![(0, 1), (1, 1)], vec![(1, 2)], vec![(2, 1)]]
+        vec![vec![], vec![(0, 1), (1, 1)], vec![(1, 2)], vec![(2, 1)]]
+    );
+    let first = lab.gh.calls("actions/create-workflow-dispatch")[0]
+        .body
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (first["ref"].as_str(), first["inputs"]["branch"].as_str()),
+        (Some("main"), Some("dagexec/widgets-greet"))
     );
     let branch = "dagexec/widgets-greet";
     let log = lab.log(branch);
@@ -382,7 +392,7 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         lab.gh.state().pulls.iter().all(|p| !p.draft),
         "the PR is ready for review"
     );
-    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 2);
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 3);
     lab.gh.assert_clean();
 }
 
@@ -405,7 +415,7 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
     let mut lab = Lab::new(&p, BLOCKED_WORKER);
     let (code, log) = lab.run(
         "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": ""}),
+        &json!({"plan": ".design/plan.json", "branch": "dagexec/break"}),
     );
     assert_ne!(code, 0, "the finalize job fails:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1)]);
@@ -475,7 +485,7 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
     // pull request with an action_required check run and no dispatch.
     let (code, log) = lab.run(
         "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": ""}),
+        &json!({"plan": ".design/plan.json", "branch": branch}),
     );
     assert_eq!(code, 0, "round 1:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1), (1, 1)]);

@@ -308,19 +308,34 @@ fn comment_event(dir: &Path, body: &str) -> PathBuf {
     file
 }
 
+/// The `comment` job for `event`, then — when it hands the command on (`steer-branch`) —
+/// the `steer` job, as the workflow runs them; their output.
 fn comment(repo: &Path, gh: &FakeGitHub, event: &Path) -> String {
-    let out = in_actions(repo, gh, "90")
-        .args(["action", "comment"])
-        .env("GITHUB_EVENT_NAME", "issue_comment")
-        .env("GITHUB_EVENT_PATH", event)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
+    let outputs = event.with_extension("outputs");
+    let _ = std::fs::remove_file(&outputs);
+    let job = |command: &str| {
+        let out = in_actions(repo, gh, "90")
+            .args(["action", command])
+            .env("GITHUB_EVENT_NAME", "issue_comment")
+            .env("GITHUB_EVENT_PATH", event)
+            .env("GITHUB_OUTPUT", &outputs)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{command}: {text}");
+        text
+    };
+    let mut text = job("comment");
+    let handed_on = outputs_in(&std::fs::read_to_string(&outputs).unwrap_or_default())
+        .into_iter()
+        .any(|(k, v)| k == "steer-branch" && !v.is_empty());
+    if handed_on {
+        text.push_str(&job("steer"));
+    }
     text
 }
 
@@ -1245,8 +1260,12 @@ fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
     let pushed = git(&origin, &["rev-parse", "dagexec/jobs"]);
     let prs = gh.calls("pulls/create").len() + gh.calls("pulls/update").len();
     let comments = gh.state().comments.len();
-    // The second finds the branch moved: it pushes and publishes nothing, and starts a
-    // fresh round from where the branch stands.
+    // The second run's worker said something else, so its round differs; it finds the branch
+    // moved and pushes and publishes nothing.
+    let result = artifacts.join("dagexec-77-1-task-1-attempt-1/result.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    r["output"] = json!("COMPLETED: b, the second time");
+    std::fs::write(&result, r.to_string()).unwrap();
     let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     assert!(log.contains("this round is stale"), "{log}");
@@ -1257,14 +1276,158 @@ fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
     );
     assert_eq!(gh.state().comments.len(), comments);
     assert!(gh.calls("checks/create").is_empty());
-    let dispatches = gh.calls("actions/create-workflow-dispatch");
-    assert_eq!(dispatches.len(), 2, "{log}");
-    assert_eq!(dispatches[1].body.as_ref().unwrap()["ref"], "dagexec/jobs");
+    // The round is on the branch already: the first run's dispatch carries on, alone.
+    assert!(log.contains("already holds round 1"), "{log}");
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        1,
+        "{log}"
+    );
     let log_lines = git(&origin, &["log", "--format=%s", "dagexec/jobs"]);
     assert_eq!(
         log_lines.matches("dagexec: round 1").count(),
         1,
         "{log_lines}"
     );
+    // Round 2 is planned on that commit, and then someone pushes to the branch by hand: the
+    // round is stale, and a fresh one is started from where the branch stands.
+    let scratch = tmp.path().join("by-hand");
+    let origin_url = origin.to_str().unwrap();
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "dagexec/jobs",
+            origin_url,
+            scratch.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(scratch.join("notes.txt"), "by hand\n").unwrap();
+    git(&scratch, &["add", "-A"]);
+    git(&scratch, &["commit", "-qm", "by hand"]);
+    git(&scratch, &["push", "-q", "origin", "dagexec/jobs"]);
+    let moved = git(&origin, &["rev-parse", "dagexec/jobs"]);
+    let out = dagexec(&repo)
+        .args(["action", "finalize"])
+        .env("GITHUB_RUN_ID", "79")
+        .env("GITHUB_REPOSITORY", "acme/widgets")
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_REF_NAME", "dagexec/jobs")
+        .env("DAGEXEC_TOKEN", "ghs_token")
+        .env("DAGEXEC_BASE", pushed.trim())
+        .env("DAGEXEC_ROUND", "2")
+        .env("DAGEXEC_CONCLUSION", "incomplete")
+        .env("DAGEXEC_MESSAGE", "nothing to do")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("this round is stale"), "{log}");
+    assert_eq!(git(&origin, &["rev-parse", "dagexec/jobs"]), moved);
+    let dispatches = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(dispatches.len(), 2, "{log}");
+    assert_eq!(dispatches[1].body.as_ref().unwrap()["ref"], "dagexec/jobs");
     gh.assert_clean();
+}
+
+#[test]
+fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let out_file = tmp.path().join("plan-output");
+    let out = dagexec(&repo)
+        .args(["action", "plan"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .env("GITHUB_REF_NAME", "main")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outputs: std::collections::BTreeMap<_, _> =
+        outputs_in(&std::fs::read_to_string(&out_file).unwrap())
+            .into_iter()
+            .collect();
+    assert_eq!(outputs["conclusion"], "redirect", "{outputs:#?}");
+    assert_eq!(outputs["has-work"], "false");
+    assert_eq!(outputs["branch"], "dagexec/jobs");
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let out = in_actions(&repo, &gh, "81")
+        .args(["action", "finalize"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_ROUND", &outputs["round"])
+        .env("DAGEXEC_BRANCH", &outputs["branch"])
+        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+        .env("DAGEXEC_MESSAGE", &outputs["message"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(d.len(), 1);
+    let body = d[0].body.clone().unwrap();
+    assert_eq!(body["ref"], "main");
+    assert_eq!(body["inputs"]["branch"], "dagexec/jobs");
+    assert!(gh.calls("pulls/create").is_empty() && gh.calls("issues/create-comment").is_empty());
+    // The dispatched run names the branch: it plans round 1.
+    let out = dagexec(&repo)
+        .args(["action", "plan"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .env("GITHUB_REF_NAME", "main")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    assert!(text.contains("\nwork\n"), "{text}");
+    gh.assert_clean();
+}
+
+#[test]
+fn the_template_keeps_one_concurrency_group_per_execution_branch() {
+    let text = std::fs::read_to_string(manifest().join("templates/dagexec.yml")).unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    // Rounds (workflow_dispatch): the branch input, or the ref the run is on.
+    let group = wf["concurrency"]["group"].as_str().unwrap();
+    assert!(
+        group.contains("format('dagexec-{0}', inputs.branch || github.ref_name)"),
+        "{group}"
+    );
+    // Comment events: a group per run, so a comment neither waits for nor cancels a round…
+    assert!(
+        group.contains(
+            "github.event_name == 'issue_comment' && format('dagexec-comment-{0}', github.run_id)"
+        ),
+        "{group}"
+    );
+    assert_eq!(wf["concurrency"]["cancel-in-progress"], false);
+    // …and the job that commits to the branch waits in the branch's group.
+    let steer = &wf["jobs"]["steer"];
+    assert_eq!(
+        steer["concurrency"]["group"],
+        "dagexec-${{ needs.comment.outputs.steer-branch }}"
+    );
+    assert_eq!(steer["concurrency"]["cancel-in-progress"], false);
+    assert_eq!(steer["needs"], "comment");
+    let jobs = wf["jobs"].as_mapping().unwrap();
+    for (name, job) in jobs {
+        let writes = job["permissions"]["contents"] == "write";
+        let in_group = name == "steer" || name == "plan" || name == "work" || name == "finalize";
+        assert!(
+            !writes || in_group,
+            "{name:?} writes outside the branch's group"
+        );
+    }
+    assert_eq!(wf["jobs"]["comment"]["permissions"]["contents"], "read");
+    assert!(!text.contains("never cancelled"));
 }

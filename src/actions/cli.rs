@@ -70,10 +70,21 @@ pub enum ActionCommand {
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
-    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, changes the plan on
-    /// the pull request's branch as the command says, and starts a round there (output:
-    /// dispatched, the branch).
+    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
+    /// the status comment or records an abort, starts a round (`/execute`), and hands a
+    /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
+    /// round was started on; steer-branch, the branch whose plan the steer job changes).
     Comment {
+        #[command(flatten)]
+        common: Common,
+        /// The workflow file rounds are dispatched to.
+        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+        workflow: String,
+    },
+    /// Job `steer`, in the execution branch's concurrency group: the same comment, checked
+    /// again; `/execute proceed|answer|retry` committed to the plan on the branch, pushed,
+    /// and a round started (output: dispatched).
+    Steer {
         #[command(flatten)]
         common: Common,
         /// The workflow file rounds are dispatched to.
@@ -195,7 +206,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             // The pre-flight checks are the plan's commands: what they wrote to the runner's
             // files is undone before the matrix is set.
             let guard = runtime::FileGuard::from_env();
-            let planned = plan_job::run(&root, &inputs);
+            let planned = plan_job::run(&root, &inputs, &ctx.ref_name);
             for line in guard.restore()? {
                 println!("warning: {line}");
             }
@@ -278,24 +289,10 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             Ok(0)
         }
         ActionCommand::Comment { common, workflow } => {
-            let mut inputs = inputs(&common, String::new(), PathBuf::new());
-            inputs.workflow = workflow;
-            if inputs.token.is_empty() {
-                return Err(ActionError::Input(
-                    "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
-                ));
-            }
-            let rt = super::runtime()?;
-            let api_url = ctx.api_url.clone();
-            let token = inputs.token.clone();
-            let client_for = |t: &super::comment::Trigger| {
-                let _entered = rt.enter();
-                Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
-            };
-            let done = super::steer::run(&root, &inputs, ctx, client_for, &rt)?;
-            println!("{}", done.message);
-            ctx.set_outputs(&[("dispatched", done.dispatched.unwrap_or_default())])?;
-            Ok(0)
+            steer_job(&root, ctx, &common, workflow, super::steer::Phase::Route)
+        }
+        ActionCommand::Steer { common, workflow } => {
+            steer_job(&root, ctx, &common, workflow, super::steer::Phase::Apply)
         }
         ActionCommand::Finalize {
             common,
@@ -376,6 +373,37 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             Ok(if done.failed { 1 } else { 0 })
         }
     }
+}
+
+/// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.
+fn steer_job(
+    root: &std::path::Path,
+    ctx: &Context,
+    common: &Common,
+    workflow: String,
+    phase: super::steer::Phase,
+) -> Result<u8, ActionError> {
+    let mut inputs = inputs(common, String::new(), PathBuf::new());
+    inputs.workflow = workflow;
+    if inputs.token.is_empty() {
+        return Err(ActionError::Input(
+            "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
+        ));
+    }
+    let rt = super::runtime()?;
+    let api_url = ctx.api_url.clone();
+    let token = inputs.token.clone();
+    let client_for = |t: &super::comment::Trigger| {
+        let _entered = rt.enter();
+        Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+    };
+    let done = super::steer::run(root, &inputs, ctx, client_for, &rt, phase)?;
+    println!("{}", done.message);
+    ctx.set_outputs(&[
+        ("dispatched", done.dispatched.unwrap_or_default()),
+        ("steer-branch", done.to_apply.unwrap_or_default()),
+    ])?;
+    Ok(0)
 }
 
 #[cfg(test)]

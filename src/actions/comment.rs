@@ -364,6 +364,16 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
 /// nothing else), reacts 👀, answers an unknown command with the list, refuses a closed or
 /// fork pull request with a reply, and otherwise hands back the head branch to act on.
 pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Outcome, ApiError> {
+    handle_as(client, trigger, true).await
+}
+
+/// [`handle`], reacting 👀 only when `acknowledge` (the `steer` job checks a comment the
+/// `comment` job already acknowledged).
+pub async fn handle_as(
+    client: &Client,
+    trigger: &Trigger,
+    acknowledge: bool,
+) -> Result<Outcome, ApiError> {
     let op = || format!("{PREFIX} comment {}", trigger.comment_id);
     if client.repo != trigger.repo {
         return Err(ApiError::Invalid {
@@ -384,7 +394,9 @@ pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Outcome, ApiEr
             .await?;
         return Ok(Outcome::Denied);
     }
-    client.react(trigger.comment_id, "eyes").await?;
+    if acknowledge {
+        client.react(trigger.comment_id, "eyes").await?;
+    }
     if let Command::Unknown(why) = &trigger.command {
         client.comment(pr, &unknown_reply(why)).await?;
         return Ok(Outcome::Replied);

@@ -113,6 +113,25 @@ pub fn run(
         ui: &ui,
     };
 
+    // The run was started outside the branch's concurrency group: start it there.
+    if round.planned == "redirect" {
+        ui.say(&round.planned_message);
+        if let Some(c) = client {
+            let mut inputs_json = serde_json::Map::new();
+            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
+            inputs_json.insert("branch".into(), round.branch.clone().into());
+            rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
+            ui.say(format!(
+                "Dispatched the round on {} (branch: {}).",
+                ctx.ref_name, round.branch
+            ));
+        }
+        return Ok(Finalized {
+            conclusion: "redirect".into(),
+            pr: None,
+            failed: false,
+        });
+    }
     // No work: the plan job already knows how this ends.
     if round.planned != "work" {
         let (stop, preflight) = match round.planned.as_str() {
@@ -607,6 +626,9 @@ pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> 
         .collect()
 }
 
+/// The artifacts read, by (task, attempt); `Err` says why one is unusable.
+pub type Found = BTreeMap<(usize, u32), Result<Collected, String>>;
+
 /// The downloaded artifacts under `dir` for the matrix `entries` of run `run_id`, attempt
 /// `run_attempt`, by (task, attempt): for each entry exactly the artifact named for it (see
 /// [`accepted_names`]; the latest run attempt wins). Every other entry of `dir` is returned as
@@ -617,10 +639,7 @@ pub fn collect(
     run_id: &str,
     run_attempt: u32,
     entries: &[Entry],
-) -> (
-    BTreeMap<(usize, u32), Result<Collected, String>>,
-    Vec<String>,
-) {
+) -> (Found, Vec<String>) {
     let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

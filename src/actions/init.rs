@@ -55,7 +55,7 @@ mod tests {
     #[test]
     fn the_template_names_the_action_and_a_worker() {
         let t = render("./", Some("sh -c 'it''s'")).unwrap();
-        assert_eq!(t.matches("uses: ./").count(), 4);
+        assert_eq!(t.matches("uses: ./").count(), 5);
         assert!(!t.contains("org/dagexec@v1"));
         assert!(t.contains("worker: 'sh -c ''it''''s'''\n"), "{t}");
         assert!(render("a b", None).is_err());

@@ -69,12 +69,33 @@ impl Ending<'_> {
         }
     }
 
-    /// The end of a stale round: a fresh round plans from where the branch stands now,
-    /// unless `/execute abort` asked to stop.
+    /// The end of a stale round. When the branch already holds this round or a later one
+    /// (the same round started twice, or this finalize re-run after its push), whoever
+    /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
+    /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
+    /// to stop.
     fn stale(&self, c: &Client) -> Result<Published, ActionError> {
         let Ending {
             rt, round, inputs, ..
         } = *self;
+        let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
+            Some(tip) => {
+                self.repo.checkout_detached(&tip)?;
+                plan::load(&self.repo.root().join(&inputs.plan_rel))
+                    .map_or(true, |p| crate::run::round_counter(&p) >= round.round)
+            }
+            None => false,
+        };
+        if done_there {
+            self.ui.say(format!(
+                "{} already holds round {} or a later one; that run carries on.",
+                round.branch, round.round
+            ));
+            return Ok(Published {
+                stale: true,
+                ..Published::default()
+            });
+        }
         let pr = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number);
         let aborted = match pr {
             Some(n) => {
