@@ -259,11 +259,23 @@ pub fn run(
         &opts,
         &ui,
     )?;
-    // The state is committed every round, even when no task completed.
-    let message = format!(
-        "dagexec: round {} — state after {} attempt(s)\n",
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format (the plan now holds each batch task's outcome).
+    let outcomes: Vec<crate::update::TaskResult> = batch
+        .iter()
+        .map(|&i| crate::update::TaskResult {
+            index: i,
+            status: plan.tasks[i].status,
+            result: plan.tasks[i].result.clone().unwrap_or_default(),
+            attempts: plan.attempts_of(i),
+        })
+        .collect();
+    let message = crate::run::integrate::commit_message(
+        &plan,
         round.round,
-        batch.len()
+        &batch,
+        &outcomes,
+        plan.count(Status::Completed),
     );
     repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
     let _ = std::fs::remove_file(
@@ -272,14 +284,9 @@ pub fn run(
     );
 
     let stop = match end {
-        Some(RunEnd::CircuitBreaker) => Some(Stop::CircuitBreaker(
-            crate::update::CircuitBreaker::evaluate(
-                plan.tasks.len(),
-                plan.count(Status::Pending),
-                plan.count(Status::Skipped),
-            )
-            .message(),
-        )),
+        // The numbers the breaker decided on: pending before this round's cascade, and what
+        // the cascade skipped (not a recount after it).
+        Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
         _ => {
             let overlaps = Overlaps::of(&plan, &dag);
             let conflicts = overlaps.for_scheduling();

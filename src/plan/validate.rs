@@ -71,6 +71,15 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
         }
     }
     if !deps_ok {
+        // Every problem at once: a cycle among the dependencies that do exist is reported
+        // beside the ones that do not.
+        let mut known = plan.clone();
+        for (i, t) in known.tasks.iter_mut().enumerate() {
+            t.blocked_by.retain(|&d| d < n && d != i);
+        }
+        if let Err(cycle) = Dag::build(&known) {
+            errors.push(PlanError::Cycle { cycle });
+        }
         return Err(PlanErrors(errors));
     }
     match Dag::build(plan) {

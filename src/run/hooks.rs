@@ -431,7 +431,9 @@ pub(super) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) 
         open.trim_end()
     ));
     match end {
-        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker) => Some(RunEnd::NeedsInput),
+        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker(_)) => {
+            Some(RunEnd::NeedsInput)
+        }
         other => other,
     }
 }

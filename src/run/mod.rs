@@ -43,8 +43,8 @@ pub enum RunEnd {
     Completed,
     /// Finished with failed, blocked or skipped tasks (1).
     Incomplete,
-    /// The circuit breaker stopped the run (3).
-    CircuitBreaker,
+    /// The circuit breaker stopped the run (3), with the numbers it decided on.
+    CircuitBreaker(crate::update::CircuitBreaker),
     /// Pending tasks remain but none can start (4).
     Deadlock,
     /// Ctrl-C (130).
@@ -59,7 +59,7 @@ impl RunEnd {
         match self {
             RunEnd::Completed => 0,
             RunEnd::Incomplete => 1,
-            RunEnd::CircuitBreaker => 3,
+            RunEnd::CircuitBreaker(_) => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
             RunEnd::NeedsInput => 5,
