@@ -1,7 +1,8 @@
 //! `dagexec action finalize`: the last job of a round. Reads each worker job's artifact,
 //! judges it with the local runner's own processor, refuses patches that touch the plan or
 //! (unless allowed) workflows, integrates and commits the round exactly as `dagexec run`
-//! does, pushes (rebasing when the branch moved), keeps the pull request current, reports a
+//! does, pushes onto the commit the round was planned on (a moved branch makes the round
+//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a
 //! stop as a failing `dagexec` check run, and dispatches the next round.
 //!
 //! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the

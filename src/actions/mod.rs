@@ -114,6 +114,7 @@ pub fn default_branch_name(goal: &str) -> String {
 
 /// Pushes `HEAD` to `branch` on `origin`; a rejected push (the branch moved meanwhile) is
 /// fetched, rebased onto and pushed again, up to five tries. `say` reports each rejection.
+/// For the `steer` job's one-commit plan change; finalize never rebases a round.
 pub(crate) fn push_with_rebase(
     repo: &crate::git::Repo,
     branch: &str,
