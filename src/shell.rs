@@ -56,6 +56,7 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let tag = crate::procs::new_tag();
     cmd.env(crate::procs::TAG_VAR, &tag);
+    crate::actions::runtime::scrub_child_env(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),

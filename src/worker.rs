@@ -242,7 +242,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf), String>
         }
         _ => {}
     }
-    let child = Command::new("sh")
+    let child = crate::actions::runtime::scrub_child_env(&mut Command::new("sh"))
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)

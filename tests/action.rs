@@ -389,7 +389,9 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         json!({"plan": ".design/plan.json", "branch": ""}),
     );
     let ran = lab.root.join("untrusted-install-ran");
-    for round in 1..=4 {
+    // Run 1 is started on main without a branch: it only starts round 1 again with the
+    // branch named, in the branch's concurrency group.
+    for round in 1..=5 {
         let (code, log) = lab.run(&git_ref, &inputs);
         assert_eq!(code, 0, "round {round}:\n{log}");
         matrices.push(matrix_of(&log));
@@ -400,7 +402,8 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         }
         let body = dispatches.last().unwrap().body.clone().unwrap();
         let branch = body["ref"].as_str().unwrap().to_string();
-        if round == 1 {
+        if round == 2 {
+            // (Run 2 was round 1: the execution branch exists now.)
             // What a task's patch could do to the execution branch: change the action's
             // install script. The work job (no write token) may run it; the jobs that hold a
             // token must run the action from the default branch instead.
@@ -430,10 +433,18 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
             .all(|l| l.contains("Cache restored from key: dagexec-source-")),
         "later rounds restore the build from actions/cache"
     );
-    // Round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
+    // The redirect; round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
     assert_eq!(
         matrices,
-        vec![vec![(0, 1), (1, 1)], vec![(1, 2)], vec![(2, 1)]]
+        vec![vec![], vec![(0, 1), (1, 1)], vec![(1, 2)], vec![(2, 1)]]
+    );
+    let first = lab.gh.calls("actions/create-workflow-dispatch")[0]
+        .body
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (first["ref"].as_str(), first["inputs"]["branch"].as_str()),
+        (Some("main"), Some("dagexec/widgets-greet"))
     );
     let branch = "dagexec/widgets-greet";
     let log = lab.log(branch);
@@ -486,7 +497,7 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         lab.gh.state().pulls.iter().all(|p| !p.draft),
         "the PR is ready for review"
     );
-    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 2);
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 3);
     lab.gh.assert_clean();
 }
 
@@ -509,7 +520,7 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
     let mut lab = Lab::new(&p, BLOCKED_WORKER);
     let (code, log) = lab.run(
         "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": ""}),
+        &json!({"plan": ".design/plan.json", "branch": "dagexec/break"}),
     );
     assert_ne!(code, 0, "the finalize job fails:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1)]);
@@ -579,7 +590,7 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
     // pull request with an action_required check run and no dispatch.
     let (code, log) = lab.run(
         "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": ""}),
+        &json!({"plan": ".design/plan.json", "branch": branch}),
     );
     assert_eq!(code, 0, "round 1:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1), (1, 1)]);

@@ -308,19 +308,34 @@ fn comment_event(dir: &Path, body: &str) -> PathBuf {
     file
 }
 
+/// The `comment` job for `event`, then — when it hands the command on (`steer-branch`) —
+/// the `steer` job, as the workflow runs them; their output.
 fn comment(repo: &Path, gh: &FakeGitHub, event: &Path) -> String {
-    let out = in_actions(repo, gh, "90")
-        .args(["action", "comment"])
-        .env("GITHUB_EVENT_NAME", "issue_comment")
-        .env("GITHUB_EVENT_PATH", event)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
+    let outputs = event.with_extension("outputs");
+    let _ = std::fs::remove_file(&outputs);
+    let job = |command: &str| {
+        let out = in_actions(repo, gh, "90")
+            .args(["action", command])
+            .env("GITHUB_EVENT_NAME", "issue_comment")
+            .env("GITHUB_EVENT_PATH", event)
+            .env("GITHUB_OUTPUT", &outputs)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{command}: {text}");
+        text
+    };
+    let mut text = job("comment");
+    let handed_on = outputs_in(&std::fs::read_to_string(&outputs).unwrap_or_default())
+        .into_iter()
+        .any(|(k, v)| k == "steer-branch" && !v.is_empty());
+    if handed_on {
+        text.push_str(&job("steer"));
+    }
     text
 }
 
@@ -798,4 +813,621 @@ fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
     assert_eq!(plan["tasks"][1]["status"], "pending");
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     gh.assert_clean();
+}
+
+// ---- The trust boundary of the work and plan jobs ------------------------------------------
+
+/// The runner's files and secrets, as a job step has them: (file command files, variables).
+fn runner_env(dir: &Path) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = [
+        "GITHUB_OUTPUT",
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+    ]
+    .iter()
+    .map(|v| {
+        let path = dir.join(v.to_ascii_lowercase());
+        std::fs::write(&path, "").unwrap();
+        (v.to_string(), path.to_str().unwrap().to_string())
+    })
+    .collect();
+    for (k, v) in [
+        ("ACTIONS_RUNTIME_TOKEN", "runtime-secret"),
+        ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "oidc-secret"),
+        (
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "https://oidc.example/secret",
+        ),
+        ("ACTIONS_CACHE_URL", "https://cache.example/secret"),
+        ("GITHUB_TOKEN", "ghs_github_token_secret"),
+        ("GH_TOKEN", "ghs_gh_token_secret"),
+        ("INPUT_TOKEN", "ghs_input_token_secret"),
+        ("DAGEXEC_TOKEN", "ghs_dagexec_token_secret"),
+    ] {
+        vars.push((k.into(), v.into()));
+    }
+    vars
+}
+
+/// Task code that tries the runner's files: records its environment in `seen`, appends to
+/// every file command it can see, and — as if it had found the runner's directory — to the
+/// files at their real paths too.
+fn hostile(seen: &Path, files: &Path, status: &str) -> String {
+    let s = seen.display();
+    let f = files.display();
+    format!(
+        r#"env >> "{s}"
+[ -n "$GITHUB_OUTPUT" ] && echo "artifact-name=dagexec-77-1-task-1-attempt-1" >> "$GITHUB_OUTPUT"
+echo "artifact-name=forged-by-task-code" >> "{f}/github_output"
+echo "matrix={{\"include\":[]}}" >> "{f}/github_output"
+echo "LD_PRELOAD=/tmp/evil.so" >> "{f}/github_env"
+echo "/tmp/evil-bin" >> "{f}/github_path"
+echo "pwned" >> "{f}/github_step_summary"
+{status}"#
+    )
+}
+
+/// The step outputs in a `$GITHUB_OUTPUT` file, by name, in the order written; a line that is
+/// not dagexec's `name<<delimiter` form is kept as it is.
+fn outputs_in(text: &str) -> Vec<(String, String)> {
+    let mut outputs = Vec::new();
+    let mut lines = text.lines();
+    while let Some(head) = lines.next() {
+        match head.split_once("<<") {
+            Some((key, delim)) => {
+                let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
+                outputs.push((key.to_string(), value.join("\n")));
+            }
+            None => outputs.push((head.to_string(), String::new())),
+        }
+    }
+    outputs
+}
+
+#[test]
+fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, _) = setup(tmp.path());
+    let files = tmp.path().join("runner");
+    std::fs::create_dir_all(&files).unwrap();
+    let seen = tmp.path().join("seen.txt");
+    // Task 0's acceptance check tries the same as the worker.
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
+            .unwrap();
+    let check = hostile(&seen, &files, "true").replace('\n', "; ");
+    plan["tasks"][0]["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "the check runs", "check": check}
+    ]});
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("hostile.sh"),
+        format!(
+            "cat > /dev/null\necho a > a.txt\n{}",
+            hostile(&seen, &files, "echo 'COMPLETED: tried'")
+        ),
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "hostile task code"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let dir = tmp.path().join("artifact");
+    let mut cmd = dagexec(&repo);
+    cmd.args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("GITHUB_ACTIONS", "true")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./hostile.sh")
+        .env("DAGEXEC_ARTIFACTS", &dir);
+    for (k, v) in runner_env(&files) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    // Both the worker and the check ran, and neither saw a runner file or a token.
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(seen.matches("DAGEXEC_TASK_INDEX=").count(), 1, "{seen}");
+    assert_eq!(
+        seen.matches("\nPWD=").count() + seen.starts_with("PWD=") as usize,
+        2
+    );
+    for secret in [
+        "GITHUB_OUTPUT",
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+        "ACTIONS_",
+        "secret",
+    ] {
+        assert!(!seen.contains(secret), "task code saw {secret}:\n{seen}");
+    }
+    // The step's outputs are dagexec's alone: what task code appended was undone.
+    let outputs = outputs_in(&std::fs::read_to_string(files.join("github_output")).unwrap());
+    assert_eq!(
+        outputs,
+        vec![
+            (
+                "artifact-name".to_string(),
+                "dagexec-77-1-task-0-attempt-1".to_string()
+            ),
+            (
+                "artifact-path".to_string(),
+                dir.to_str().unwrap().to_string()
+            ),
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_env")).unwrap(),
+        ""
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_path")).unwrap(),
+        ""
+    );
+    let summary = std::fs::read_to_string(files.join("github_step_summary")).unwrap();
+    assert!(!summary.contains("pwned"), "{summary}");
+    assert!(summary.contains("task 0, attempt 1"), "{summary}");
+    assert!(log.contains("put back as it was"), "{log}");
+    // The attempt itself is judged as usual.
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
+}
+
+#[test]
+fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, _) = setup(tmp.path());
+    let files = tmp.path().join("runner");
+    std::fs::create_dir_all(&files).unwrap();
+    let seen = tmp.path().join("seen.txt");
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
+            .unwrap();
+    let verify = hostile(&seen, &files, "true").replace('\n', "; ");
+    plan["tasks"][0]["agent"] = json!({"assumptions": [
+        {"claim": "the tree is fine", "verify": verify, "severity": "blocking"}
+    ]});
+    std::fs::write(
+        repo.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    git(&repo, &["commit", "-qam", "a hostile pre-flight check"]);
+    let mut cmd = dagexec(&repo);
+    cmd.args(["action", "plan"])
+        .env("DAGEXEC_BRANCH", "dagexec/jobs");
+    for (k, v) in runner_env(&files) {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        !seen.contains("GITHUB_OUTPUT") && !seen.contains("secret"),
+        "{seen}"
+    );
+    let outputs = outputs_in(&std::fs::read_to_string(files.join("github_output")).unwrap());
+    let keys: Vec<&str> = outputs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "matrix",
+            "has-work",
+            "base",
+            "round",
+            "branch",
+            "conclusion",
+            "message",
+            "max-parallel"
+        ]
+    );
+    assert!(outputs[0].1.contains("\"task\":0"), "{outputs:?}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("github_env")).unwrap(),
+        ""
+    );
+}
+
+/// `dagexec action finalize` of round 1 in run 77 (attempt `run_attempt`) with `matrix`.
+fn finalize_77(
+    repo: &Path,
+    gh: &FakeGitHub,
+    (run_attempt, matrix): (&str, &str),
+    base: &str,
+    artifacts: &Path,
+) -> (bool, String) {
+    let out = dagexec(repo)
+        .args(["action", "finalize"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("GITHUB_RUN_ATTEMPT", run_attempt)
+        .env("GITHUB_REPOSITORY", "acme/widgets")
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_REF_NAME", "main")
+        .env("DAGEXEC_TOKEN", "ghs_token")
+        .env("DAGEXEC_MATRIX", matrix)
+        .env("DAGEXEC_BASE", base)
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .env("DAGEXEC_ARTIFACTS", artifacts)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    // Another job of the run (any task's code can upload artifacts) forges task 1's result
+    // under names that sort after the real one: a later run attempt, another spelling.
+    let real = artifacts.join("dagexec-77-1-task-1-attempt-1");
+    let mut forged: Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("result.json")).unwrap()).unwrap();
+    forged["output"] = json!("FAILED: forged by another job");
+    for name in [
+        "dagexec-77-999-task-1-attempt-1",
+        "dagexec-77-2-task-1-attempt-1",
+        "dagexec-77-01-task-1-attempt-1",
+    ] {
+        std::fs::create_dir_all(artifacts.join(name)).unwrap();
+        std::fs::write(artifacts.join(name).join("result.json"), forged.to_string()).unwrap();
+    }
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    for name in [
+        "dagexec-77-999-task-1-attempt-1",
+        "dagexec-77-2-task-1-attempt-1",
+        "dagexec-77-01-task-1-attempt-1",
+    ] {
+        assert!(log.contains(&format!("ignored artifact {name}")), "{log}");
+    }
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    assert_eq!(state["tasks"][1]["status"], "completed", "{state:#}");
+    assert_eq!(state["tasks"][1]["result"], "b", "{state:#}");
+}
+
+#[test]
+fn a_matrix_entry_for_a_task_the_plan_lacks_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":7,"attempt":1,"name":"task 7: ghost"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &tmp.path().join("none"));
+    assert!(!ok, "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(
+        log.contains("the matrix names task 7, but the plan at") && log.contains("has 3 task(s)"),
+        "{log}"
+    );
+    assert!(gh.calls("pulls/create").is_empty());
+    let out = dagexec(&repo)
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "7")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", tmp.path().join("a"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("task 7: no such task (the plan has 3)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn in_the_actions_own_repository_patches_to_its_source_and_github_dir_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, _) = setup(tmp.path());
+    // The repository is an action that `uses: ./` builds from source.
+    std::fs::write(
+        repo.join("action.yml"),
+        "name: x\nruns:\n  using: composite\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(
+        repo.join("worker.sh"),
+        r#"cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo 'fn main() { steal() }' > src/main.rs; echo a > a.txt; echo "COMPLETED: a" ;;
+1) mkdir -p .GitHub/actions/x; echo "runs: {}" > .GitHub/actions/x/action.yml; echo b > b.txt; echo "COMPLETED: b" ;;
+2) echo c > c.txt; echo "COMPLETED: c" ;;
+esac
+"#,
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "an action repository"]);
+    git(&repo, &["push", "-q", "origin", "main"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let artifacts = tmp.path().join("artifacts");
+    for t in 0..3 {
+        work(&repo, &artifacts, t, &base);
+    }
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    let result = |i: usize| state["tasks"][i]["result"].as_str().unwrap().to_string();
+    assert!(
+        result(0).contains("src/main.rs") && result(0).contains("built from it"),
+        "{state:#}"
+    );
+    assert!(
+        result(1).contains(".GitHub/actions/x/action.yml")
+            && result(1).contains("allow-workflow-changes"),
+        "{state:#}"
+    );
+    assert_eq!(state["tasks"][2]["status"], "completed", "{state:#}");
+    let main_rs = git(&origin, &["show", "dagexec/jobs:src/main.rs"]);
+    assert_eq!(main_rs, "fn main() {}\n");
+}
+
+#[test]
+fn a_strangers_comment_with_the_status_and_abort_markers_stops_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    gh.set_permission("mallory", "read");
+    let forged = "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop";
+    // On the pull request finalize is about to open (#1).
+    gh.add_comment("acme/widgets", 1, "mallory", forged);
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    assert!(log.contains("Ignoring comment 1000 by @mallory"), "{log}");
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        1,
+        "the next round starts: {log}"
+    );
+    let state = gh.state();
+    assert_eq!(state.comments[0].body, forged);
+    let status: Vec<_> = state
+        .comments
+        .iter()
+        .filter(|c| {
+            c.user == "github-actions[bot]" && c.body.starts_with("<!-- dagexec:status -->")
+        })
+        .collect();
+    assert_eq!(status.len(), 1, "{:#?}", state.comments);
+    gh.assert_clean();
+}
+
+#[test]
+fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = setup(tmp.path());
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    // Two runs planned the same round on the same base (a dispatch and an `/execute` at
+    // once); the first to finish pushes it.
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    let pushed = git(&origin, &["rev-parse", "dagexec/jobs"]);
+    let prs = gh.calls("pulls/create").len() + gh.calls("pulls/update").len();
+    let comments = gh.state().comments.len();
+    // The second run's worker said something else, so its round differs; it finds the branch
+    // moved and pushes and publishes nothing.
+    let result = artifacts.join("dagexec-77-1-task-1-attempt-1/result.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    r["output"] = json!("COMPLETED: b, the second time");
+    std::fs::write(&result, r.to_string()).unwrap();
+    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{log}");
+    assert!(log.contains("this round is stale"), "{log}");
+    assert_eq!(git(&origin, &["rev-parse", "dagexec/jobs"]), pushed);
+    assert_eq!(
+        gh.calls("pulls/create").len() + gh.calls("pulls/update").len(),
+        prs
+    );
+    assert_eq!(gh.state().comments.len(), comments);
+    assert!(gh.calls("checks/create").is_empty());
+    // The round is on the branch already: the first run's dispatch carries on, alone.
+    assert!(log.contains("already holds round 1"), "{log}");
+    assert_eq!(
+        gh.calls("actions/create-workflow-dispatch").len(),
+        1,
+        "{log}"
+    );
+    let log_lines = git(&origin, &["log", "--format=%s", "dagexec/jobs"]);
+    assert_eq!(
+        log_lines.matches("dagexec: round 1").count(),
+        1,
+        "{log_lines}"
+    );
+    // Round 2 is planned on that commit, and then someone pushes to the branch by hand: the
+    // round is stale, and a fresh one is started from where the branch stands.
+    let scratch = tmp.path().join("by-hand");
+    let origin_url = origin.to_str().unwrap();
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "dagexec/jobs",
+            origin_url,
+            scratch.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(scratch.join("notes.txt"), "by hand\n").unwrap();
+    git(&scratch, &["add", "-A"]);
+    git(&scratch, &["commit", "-qm", "by hand"]);
+    git(&scratch, &["push", "-q", "origin", "dagexec/jobs"]);
+    let moved = git(&origin, &["rev-parse", "dagexec/jobs"]);
+    let out = dagexec(&repo)
+        .args(["action", "finalize"])
+        .env("GITHUB_RUN_ID", "79")
+        .env("GITHUB_REPOSITORY", "acme/widgets")
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_REF_NAME", "dagexec/jobs")
+        .env("DAGEXEC_TOKEN", "ghs_token")
+        .env("DAGEXEC_BASE", pushed.trim())
+        .env("DAGEXEC_ROUND", "2")
+        .env("DAGEXEC_CONCLUSION", "incomplete")
+        .env("DAGEXEC_MESSAGE", "nothing to do")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("this round is stale"), "{log}");
+    assert_eq!(git(&origin, &["rev-parse", "dagexec/jobs"]), moved);
+    let dispatches = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(dispatches.len(), 2, "{log}");
+    assert_eq!(dispatches[1].body.as_ref().unwrap()["ref"], "dagexec/jobs");
+    gh.assert_clean();
+}
+
+#[test]
+fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _origin, base) = setup(tmp.path());
+    let out_file = tmp.path().join("plan-output");
+    let out = dagexec(&repo)
+        .args(["action", "plan"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .env("GITHUB_REF_NAME", "main")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outputs: std::collections::BTreeMap<_, _> =
+        outputs_in(&std::fs::read_to_string(&out_file).unwrap())
+            .into_iter()
+            .collect();
+    assert_eq!(outputs["conclusion"], "redirect", "{outputs:#?}");
+    assert_eq!(outputs["has-work"], "false");
+    assert_eq!(outputs["branch"], "dagexec/jobs");
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let out = in_actions(&repo, &gh, "81")
+        .args(["action", "finalize"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_ROUND", &outputs["round"])
+        .env("DAGEXEC_BRANCH", &outputs["branch"])
+        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+        .env("DAGEXEC_MESSAGE", &outputs["message"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(d.len(), 1);
+    let body = d[0].body.clone().unwrap();
+    assert_eq!(body["ref"], "main");
+    assert_eq!(body["inputs"]["branch"], "dagexec/jobs");
+    assert!(gh.calls("pulls/create").is_empty() && gh.calls("issues/create-comment").is_empty());
+    // The dispatched run names the branch: it plans round 1.
+    let out = dagexec(&repo)
+        .args(["action", "plan"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .env("GITHUB_REF_NAME", "main")
+        .env("DAGEXEC_BRANCH", "dagexec/jobs")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    assert!(text.contains("\nwork\n"), "{text}");
+    gh.assert_clean();
+}
+
+#[test]
+fn the_template_keeps_one_concurrency_group_per_execution_branch() {
+    let text = std::fs::read_to_string(manifest().join("templates/dagexec.yml")).unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    // Rounds (workflow_dispatch): the branch input, or the ref the run is on.
+    let group = wf["concurrency"]["group"].as_str().unwrap();
+    assert!(
+        group.contains("format('dagexec-{0}', inputs.branch || github.ref_name)"),
+        "{group}"
+    );
+    // Comment events: a group per run, so a comment neither waits for nor cancels a round…
+    assert!(
+        group.contains(
+            "github.event_name == 'issue_comment' && format('dagexec-comment-{0}', github.run_id)"
+        ),
+        "{group}"
+    );
+    assert_eq!(wf["concurrency"]["cancel-in-progress"], false);
+    // …and the job that commits to the branch waits in the branch's group.
+    let steer = &wf["jobs"]["steer"];
+    assert_eq!(
+        steer["concurrency"]["group"],
+        "dagexec-${{ needs.comment.outputs.steer-branch }}"
+    );
+    assert_eq!(steer["concurrency"]["cancel-in-progress"], false);
+    assert_eq!(steer["needs"], "comment");
+    let jobs = wf["jobs"].as_mapping().unwrap();
+    for (name, job) in jobs {
+        let writes = job["permissions"]["contents"] == "write";
+        let in_group = name == "steer" || name == "plan" || name == "work" || name == "finalize";
+        assert!(
+            !writes || in_group,
+            "{name:?} writes outside the branch's group"
+        );
+    }
+    assert_eq!(wf["jobs"]["comment"]["permissions"]["contents"], "read");
+    assert!(!text.contains("never cancelled"));
 }

@@ -430,22 +430,23 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
     // The answer reopens the task with fresh attempts and the history kept; the answered
     // attempt's prompt carries the answer and all the feedback. The same rejection once more
     // is the fourth identical one in a row: escalated at once, on attempt 1.
-    let out = s
-        .in_actions("90")
-        .args(["action", "comment"])
-        .env("DAGEXEC_TOKEN", "ghs_token")
-        .env("GITHUB_EVENT_NAME", "issue_comment")
-        .env(
-            "GITHUB_EVENT_PATH",
-            comment_event(s.repo.parent().unwrap(), "/execute answer 0 keep it simple"),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The comment job hands the answer to the steer job, which commits it.
+    let event = comment_event(s.repo.parent().unwrap(), "/execute answer 0 keep it simple");
+    for job in ["comment", "steer"] {
+        let out = s
+            .in_actions("90")
+            .args(["action", job])
+            .env("DAGEXEC_TOKEN", "ghs_token")
+            .env("GITHUB_EVENT_NAME", "issue_comment")
+            .env("GITHUB_EVENT_PATH", &event)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{job}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     assert_eq!(s.branch_plan()["tasks"][0]["status"], "pending");
     let (attempt, text) = s.round(4);
     assert_eq!(attempt, 1);

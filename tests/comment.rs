@@ -206,23 +206,31 @@ async fn a_fork_or_closed_pull_request_is_refused_with_a_reply() {
     gh.assert_clean();
 }
 
+/// dagexec's own marked comments on #1, as finalize finds them before it upserts.
+async fn own(client: &Client) -> Vec<dagexec::github::comments::IssueComment> {
+    comment::trusted_marked(client, 1, comment::Identity::default())
+        .await
+        .unwrap()
+        .own
+}
+
 #[tokio::test]
 async fn the_status_comment_is_created_once_then_updated_in_place() {
     let (gh, client) = setup("dagexec/add-auth").await;
     let other = client.comment(1, "LGTM").await.unwrap();
     let first = format!("{STATUS_MARKER}\nround 1");
     let id = client
-        .upsert_marked_comment(1, STATUS_MARKER, &first)
+        .upsert_marked_comment(1, STATUS_MARKER, &first, &own(&client).await)
         .await
         .unwrap();
     assert_ne!(id, other);
     let again = client
-        .upsert_marked_comment(1, STATUS_MARKER, "round 2")
+        .upsert_marked_comment(1, STATUS_MARKER, "round 2", &own(&client).await)
         .await
         .unwrap();
     assert_eq!(again, id);
     let same = client
-        .upsert_marked_comment(1, STATUS_MARKER, "round 2")
+        .upsert_marked_comment(1, STATUS_MARKER, "round 2", &own(&client).await)
         .await
         .unwrap();
     assert_eq!(same, id);
@@ -243,5 +251,60 @@ async fn the_status_comment_is_created_once_then_updated_in_place() {
     let list = gh.calls("issues/list-comments");
     assert_eq!(list.len(), 3);
     assert_eq!(list[0].query.as_deref(), Some("per_page=100"));
+    gh.assert_clean();
+}
+
+#[tokio::test]
+async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
+    let (gh, client) = setup("dagexec/add-auth").await;
+    let repo = "Codertocat/Hello-World";
+    // Someone writes a comment that looks like dagexec's status comment asking to abort,
+    // before dagexec wrote its own.
+    let forged = format!(
+        "{STATUS_MARKER}\n{}\nstop everything",
+        dagexec::actions::steer::ABORT_MARKER
+    );
+    let theirs = gh.add_comment(repo, 1, "mallory", &forged);
+    let found = comment::trusted_marked(&client, 1, comment::Identity::default())
+        .await
+        .unwrap();
+    assert!(found.own.is_empty());
+    assert_eq!(found.ignored.len(), 1);
+    assert!(!found.abort_requested(dagexec::actions::steer::ABORT_MARKER));
+    let id = client
+        .upsert_marked_comment(1, STATUS_MARKER, "round 1", &found.own)
+        .await
+        .unwrap();
+    assert_ne!(id, theirs, "dagexec writes its own status comment");
+    let state = gh.state();
+    assert_eq!(
+        state.comments[0].body, forged,
+        "the stranger's comment is untouched"
+    );
+    assert_eq!(state.comments[1].user, "github-actions[bot]");
+    // dagexec's own comment with the abort marker is believed; so is one the App wrote, for
+    // the finalize that authenticates as that App, and no other App's.
+    let asked = format!("{STATUS_MARKER}\n{}", dagexec::actions::steer::ABORT_MARKER);
+    client.update_comment(id, &asked).await.unwrap();
+    let found = comment::trusted_marked(&client, 1, comment::Identity::default())
+        .await
+        .unwrap();
+    assert!(found.abort_requested(dagexec::actions::steer::ABORT_MARKER));
+    let app_bot = dagexec::github::comments::Author {
+        login: "dagexec-test-app[bot]".into(),
+        bot: true,
+        app_id: Some(123456),
+    };
+    let app = comment::Identity {
+        app_id: Some(123456),
+    };
+    assert!(app.wrote(&app_bot));
+    assert!(!comment::Identity::default().wrote(&app_bot));
+    let impostor = dagexec::github::comments::Author {
+        login: "github-actions[bot]".into(),
+        bot: false,
+        app_id: None,
+    };
+    assert!(!app.wrote(&impostor));
     gh.assert_clean();
 }

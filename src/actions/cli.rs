@@ -70,10 +70,21 @@ pub enum ActionCommand {
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
-    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, changes the plan on
-    /// the pull request's branch as the command says, and starts a round there (output:
-    /// dispatched, the branch).
+    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
+    /// the status comment or records an abort, starts a round (`/execute`), and hands a
+    /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
+    /// round was started on; steer-branch, the branch whose plan the steer job changes).
     Comment {
+        #[command(flatten)]
+        common: Common,
+        /// The workflow file rounds are dispatched to.
+        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+        workflow: String,
+    },
+    /// Job `steer`, in the execution branch's concurrency group: the same comment, checked
+    /// again; `/execute proceed|answer|retry` committed to the plan on the branch, pushed,
+    /// and a round started (output: dispatched).
+    Steer {
         #[command(flatten)]
         common: Common,
         /// The workflow file rounds are dispatched to.
@@ -98,7 +109,10 @@ pub enum ActionCommand {
         /// Where the round's artifacts were downloaded.
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
         artifacts: String,
-        /// Accept patches that change .github/workflows/.
+        /// Accept task patches that change .github/ (all of it), a root action.yml/action.yaml
+        /// and, in a repository that is itself the action, the files it is built from
+        /// (Cargo.toml, Cargo.lock, build.rs, src/, scripts/install-action.sh). Off: such a
+        /// patch fails its attempt with the reason.
         #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
         allow_workflow_changes: bool,
         /// The workflow file the next round is dispatched to.
@@ -161,6 +175,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         branch: common.branch.clone(),
         allow_workflow_changes: false,
         token: token(),
+        app_id: None,
         workflow: "dagexec.yml".into(),
         artifacts,
     }
@@ -188,7 +203,14 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             max_parallel,
         } => {
             let inputs = inputs(&common, String::new(), PathBuf::new());
-            let planned = plan_job::run(&root, &inputs)?;
+            // The pre-flight checks are the plan's commands: what they wrote to the runner's
+            // files is undone before the matrix is set.
+            let guard = runtime::FileGuard::from_env();
+            let planned = plan_job::run(&root, &inputs, &ctx.ref_name);
+            for line in guard.restore()? {
+                println!("warning: {line}");
+            }
+            let planned = planned?;
             println!("{}", planned.message);
             let mut outs = plan_job::outputs(&planned);
             outs.push(("message", planned.message.clone()));
@@ -225,16 +247,16 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 PathBuf::from(artifacts)
             };
             let name = super::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
-            // Outputs first: the upload step needs the name even if the attempt errors out.
-            ctx.set_outputs(&[
-                ("artifact-name", name),
-                ("artifact-path", dir.to_string_lossy().to_string()),
-            ])?;
-            let mut inputs = inputs(&common, worker, dir);
+            let mut inputs = inputs(&common, worker, dir.clone());
             inputs.reviewer = Some(reviewer).filter(|r| !r.trim().is_empty());
             // The work job holds no write token; it needs none to fetch a public base, and
             // the checkout's own credentials otherwise.
             inputs.token = Token::new(String::new());
+            // Task code (worker, checks, reviewer) runs without the runner's files in its
+            // environment; whatever it wrote to them anyway is undone before the outputs are
+            // written, after it exited — and they are written even if the attempt errors out,
+            // since the upload step needs the name.
+            let guard = runtime::FileGuard::from_env();
             let verdict = work::run(
                 &root,
                 &inputs,
@@ -244,7 +266,15 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                     round,
                 },
                 &base,
-            )?;
+            );
+            for line in guard.restore()? {
+                println!("warning: {line}");
+            }
+            ctx.set_outputs(&[
+                ("artifact-name", name),
+                ("artifact-path", dir.to_string_lossy().to_string()),
+            ])?;
+            let verdict = verdict?;
             println!(
                 "task {task} attempt {attempt}: {} — {}",
                 verdict.status, verdict.result
@@ -259,24 +289,10 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             Ok(0)
         }
         ActionCommand::Comment { common, workflow } => {
-            let mut inputs = inputs(&common, String::new(), PathBuf::new());
-            inputs.workflow = workflow;
-            if inputs.token.is_empty() {
-                return Err(ActionError::Input(
-                    "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
-                ));
-            }
-            let rt = super::runtime()?;
-            let api_url = ctx.api_url.clone();
-            let token = inputs.token.clone();
-            let client_for = |t: &super::comment::Trigger| {
-                let _entered = rt.enter();
-                Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
-            };
-            let done = super::steer::run(&root, &inputs, ctx, client_for, &rt)?;
-            println!("{}", done.message);
-            ctx.set_outputs(&[("dispatched", done.dispatched.unwrap_or_default())])?;
-            Ok(0)
+            steer_job(&root, ctx, &common, workflow, super::steer::Phase::Route)
+        }
+        ActionCommand::Steer { common, workflow } => {
+            steer_job(&root, ctx, &common, workflow, super::steer::Phase::Apply)
         }
         ActionCommand::Finalize {
             common,
@@ -318,6 +334,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                     app_id.trim()
                 );
                 inputs.token = token;
+                inputs.app_id = app_id.trim().parse().ok();
             }
             let client = match &ctx.repository {
                 Some(repo) if !inputs.token.is_empty() => {
@@ -356,6 +373,37 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             Ok(if done.failed { 1 } else { 0 })
         }
     }
+}
+
+/// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.
+fn steer_job(
+    root: &std::path::Path,
+    ctx: &Context,
+    common: &Common,
+    workflow: String,
+    phase: super::steer::Phase,
+) -> Result<u8, ActionError> {
+    let mut inputs = inputs(common, String::new(), PathBuf::new());
+    inputs.workflow = workflow;
+    if inputs.token.is_empty() {
+        return Err(ActionError::Input(
+            "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
+        ));
+    }
+    let rt = super::runtime()?;
+    let api_url = ctx.api_url.clone();
+    let token = inputs.token.clone();
+    let client_for = |t: &super::comment::Trigger| {
+        let _entered = rt.enter();
+        Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+    };
+    let done = super::steer::run(root, &inputs, ctx, client_for, &rt, phase)?;
+    println!("{}", done.message);
+    ctx.set_outputs(&[
+        ("dispatched", done.dispatched.unwrap_or_default()),
+        ("steer-branch", done.to_apply.unwrap_or_default()),
+    ])?;
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -6,12 +6,18 @@
 //! dispatch is the caller's.
 //!
 //! Comment text is data: it is parsed here and never reaches a shell.
+//!
+//! State kept in comments (the status comment, `/execute abort`'s marker in it, the question
+//! comments) is believed only from a comment dagexec wrote itself ([`Identity`]) or from
+//! someone who passes the same permission check as a command ([`trusted_marked`]): anyone can
+//! write a comment that starts with a marker.
 
 use std::fmt::Write as _;
 
 use serde_json::Value;
 
 use crate::actions::report::{Links, progress_table};
+use crate::github::comments::{Author, IssueComment};
 use crate::github::{ApiError, Client, RepoName};
 use crate::plan::model::{Plan, Status};
 
@@ -220,6 +226,77 @@ pub fn may_run(permission: &str, role_name: Option<&str>) -> bool {
         || matches!(role_name, Some("admin" | "maintain" | "write"))
 }
 
+/// The login of GitHub Actions' bot: who writes what a job does with `GITHUB_TOKEN`. No person
+/// or other App can have it (logins cannot hold brackets; an App's bot is `<slug>[bot]`).
+pub const ACTIONS_BOT: &str = "github-actions[bot]";
+
+/// Who dagexec is on GitHub in this job: GitHub Actions' bot always (the comment job and a
+/// finalize without an App write as it), and the GitHub App when this job authenticates as one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub app_id: Option<u64>,
+}
+
+impl Identity {
+    /// Whether `author` is dagexec itself.
+    pub fn wrote(&self, author: &Author) -> bool {
+        author.bot
+            && (author.login == ACTIONS_BOT
+                || (author.app_id.is_some() && author.app_id == self.app_id))
+    }
+}
+
+/// Every dagexec comment marker starts with this.
+const MARKER_PREFIX: &str = "<!-- dagexec:";
+
+/// The comments on `issue` that carry a dagexec marker, split into those dagexec wrote itself
+/// ([`Trusted::own`]: the only ones it updates and believes) and the rest, which are logged
+/// and ignored: a stranger's comment that starts with the status marker and the abort marker
+/// stops nothing. People with write access steer with `/execute` commands, which pass the
+/// permission check; a hand-written marker is not state, from anyone.
+pub async fn trusted_marked(
+    client: &Client,
+    issue: u64,
+    me: Identity,
+) -> Result<Trusted, ApiError> {
+    Ok(Trusted::split(client.list_comments(issue).await?, me))
+}
+
+/// What [`trusted_marked`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Trusted {
+    /// Marked comments written by dagexec itself, oldest first.
+    pub own: Vec<IssueComment>,
+    /// Marked comments by anyone else.
+    pub ignored: Vec<IssueComment>,
+}
+
+impl Trusted {
+    /// Splits `comments` by author, keeping only the marked ones.
+    pub fn split(comments: Vec<IssueComment>, me: Identity) -> Trusted {
+        let mut out = Trusted::default();
+        for c in comments
+            .into_iter()
+            .filter(|c| c.starts_with(MARKER_PREFIX))
+        {
+            if me.wrote(&c.author) {
+                out.own.push(c);
+            } else {
+                tracing::warn!(comment = c.id, user = %c.author.login, "ignored a comment with a dagexec marker that dagexec did not write");
+                out.ignored.push(c);
+            }
+        }
+        out
+    }
+
+    /// Whether one of dagexec's own status comments asks to stop after this round.
+    pub fn abort_requested(&self, abort_marker: &str) -> bool {
+        self.own
+            .iter()
+            .any(|c| c.starts_with(STATUS_MARKER) && c.body.contains(abort_marker))
+    }
+}
+
 /// The list of commands, as a reply.
 pub fn help_text() -> String {
     format!(
@@ -287,6 +364,16 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
 /// nothing else), reacts 👀, answers an unknown command with the list, refuses a closed or
 /// fork pull request with a reply, and otherwise hands back the head branch to act on.
 pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Outcome, ApiError> {
+    handle_as(client, trigger, true).await
+}
+
+/// [`handle`], reacting 👀 only when `acknowledge` (the `steer` job checks a comment the
+/// `comment` job already acknowledged).
+pub async fn handle_as(
+    client: &Client,
+    trigger: &Trigger,
+    acknowledge: bool,
+) -> Result<Outcome, ApiError> {
     let op = || format!("{PREFIX} comment {}", trigger.comment_id);
     if client.repo != trigger.repo {
         return Err(ApiError::Invalid {
@@ -307,7 +394,9 @@ pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Outcome, ApiEr
             .await?;
         return Ok(Outcome::Denied);
     }
-    client.react(trigger.comment_id, "eyes").await?;
+    if acknowledge {
+        client.react(trigger.comment_id, "eyes").await?;
+    }
     if let Command::Unknown(why) = &trigger.command {
         client.comment(pr, &unknown_reply(why)).await?;
         return Ok(Outcome::Replied);

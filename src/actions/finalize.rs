@@ -1,7 +1,8 @@
 //! `dagexec action finalize`: the last job of a round. Reads each worker job's artifact,
 //! judges it with the local runner's own processor, refuses patches that touch the plan or
 //! (unless allowed) workflows, integrates and commits the round exactly as `dagexec run`
-//! does, pushes (rebasing when the branch moved), keeps the pull request current, reports a
+//! does, pushes onto the commit the round was planned on (a moved branch makes the round
+//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a
 //! stop as a failing `dagexec` check run, and dispatches the next round.
 //!
 //! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
@@ -113,6 +114,25 @@ pub fn run(
         ui: &ui,
     };
 
+    // The run was started outside the branch's concurrency group: start it there.
+    if round.planned == "redirect" {
+        ui.say(&round.planned_message);
+        if let Some(c) = client {
+            let mut inputs_json = serde_json::Map::new();
+            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
+            inputs_json.insert("branch".into(), round.branch.clone().into());
+            rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
+            ui.say(format!(
+                "Dispatched the round on {} (branch: {}).",
+                ctx.ref_name, round.branch
+            ));
+        }
+        return Ok(Finalized {
+            conclusion: "redirect".into(),
+            pr: None,
+            failed: false,
+        });
+    }
     // No work: the plan job already knows how this ends.
     if round.planned != "work" {
         let (stop, preflight) = match round.planned.as_str() {
@@ -131,6 +151,9 @@ pub fn run(
         // The branch exists from the first round on, so the pull request (and any question
         // on it) has a head.
         let published = ending.finish(&plan, &links, stop.as_ref(), false, preflight)?;
+        if published.stale {
+            return Ok(stale(published));
+        }
         let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))?;
         return Ok(Finalized {
@@ -141,21 +164,21 @@ pub fn run(
     }
 
     let entries = matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?;
-    let found = collect(&inputs.artifacts, &ctx.run_id);
+    check_entries(&entries, &plan, &round.base)?;
+    let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
+    let (found, ignored) = collect(&inputs.artifacts, &ctx.run_id, run_attempt, &entries);
+    for name in &ignored {
+        ui.say(format!(
+            "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
+        ));
+    }
     if let Some(c) = client {
         if let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id)) {
             for e in &entries {
-                let name = matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, e.task, e.attempt);
-                let best = ids
-                    .keys()
-                    .filter(|n| {
-                        matrix::parse_artifact_name(&ctx.run_id, n)
-                            .is_some_and(|(_, t, a)| t == e.task && a == e.attempt)
-                    })
-                    .max()
-                    .cloned()
-                    .unwrap_or(name);
-                if let Some(url) = ids.get(&best).and_then(|id| ctx.artifact_url(*id)) {
+                let best = accepted_names(&ctx.run_id, run_attempt, e)
+                    .into_iter()
+                    .find(|n| ids.contains_key(n));
+                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
                     links.logs.insert(e.task, url);
                 }
             }
@@ -295,6 +318,9 @@ pub fn run(
     };
     let more = stop.is_none() && plan.count(Status::Pending) > 0;
     let published = ending.finish(&plan, &links, stop.as_ref(), more, None)?;
+    if published.stale {
+        return Ok(stale(published));
+    }
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
         &plan,
@@ -327,6 +353,15 @@ pub fn run(
         pr,
         failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
     })
+}
+
+/// A stale round's end: not a failure (the fresh round carries on), nothing to report.
+fn stale(published: super::publish::Published) -> Finalized {
+    Finalized {
+        conclusion: "stale".into(),
+        pr: published.pr,
+        failed: false,
+    }
 }
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
@@ -392,7 +427,10 @@ fn judge_entry(
     }
     let refusal = broken
         .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
-        .or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
+        .or_else(|| {
+            let protected = Protected::at(repo.root(), inputs.allow_workflow_changes);
+            refused(&touched, &inputs.plan_rel, protected)
+        });
     if let Some(reason) = refusal {
         verdict = Verdict {
             status: Status::Failed,
@@ -481,41 +519,163 @@ fn missing() -> AttemptReport {
     }
 }
 
-/// Why a patch touching `paths` is refused, if it is.
-pub fn refused(paths: &[String], plan_rel: &str, allow_workflows: bool) -> Option<String> {
+/// What, beyond the plan, a task's patch may not change: what GitHub or the action runs with
+/// the write token. `.github/` (workflows, but also composite actions and the files they
+/// read), the root `action.yml`/`action.yaml`, and — when the repository is itself an action
+/// that `uses: ./` builds from source — the files `scripts/install-action.sh` builds it from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protected {
+    /// The user opted in (`allow-workflow-changes: true`): only the plan is protected.
+    Nothing,
+    /// `.github/` and a root action metadata file.
+    Workflows,
+    /// Those, and the action's build inputs: the repository holds the action's source.
+    WorkflowsAndActionSource,
+}
+
+impl Protected {
+    /// What to protect in the checkout at `root` (the round's base).
+    pub fn at(root: &Path, allow_workflow_changes: bool) -> Protected {
+        if allow_workflow_changes {
+            Protected::Nothing
+        } else if ACTION_FILES.iter().any(|f| root.join(f).exists()) {
+            Protected::WorkflowsAndActionSource
+        } else {
+            Protected::Workflows
+        }
+    }
+}
+
+/// The metadata file that makes a repository root an action (`uses: ./`, `uses: org/repo@ref`).
+const ACTION_FILES: [&str; 2] = ["action.yml", "action.yaml"];
+
+/// What `scripts/install-action.sh` builds the action from when it has no release to fetch.
+const ACTION_SOURCE: [&str; 5] = [
+    "Cargo.toml",
+    "Cargo.lock",
+    "build.rs",
+    "src/",
+    "scripts/install-action.sh",
+];
+
+/// Why `path` is protected, if it is. Compared case-insensitively: on a case-insensitive
+/// file system (macOS, Windows runners) `.GitHub/workflows/x.yml` is the workflow.
+fn protected_reason(path: &str, protected: Protected) -> Option<&'static str> {
+    let lower = path.to_ascii_lowercase();
+    let under = |dir: &str| lower.starts_with(dir) || lower == dir.trim_end_matches('/');
+    match protected {
+        Protected::Nothing => None,
+        _ if under(".github/") => Some("GitHub runs what is under .github/ (workflows, actions)"),
+        _ if ACTION_FILES.contains(&lower.as_str()) => {
+            Some("it is the action's metadata, which `uses: ./` runs")
+        }
+        Protected::WorkflowsAndActionSource
+            if ACTION_SOURCE.iter().any(|f| under(&f.to_ascii_lowercase())) =>
+        {
+            Some(
+                "the action is built from it (this repository is an action that `uses: ./` builds from source)",
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Why a patch touching `paths` is refused, if it is: it changes the plan, or what the jobs
+/// holding a write token would run ([`Protected`]).
+pub fn refused(paths: &[String], plan_rel: &str, protected: Protected) -> Option<String> {
     if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
         return Some(format!(
             "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
         ));
     }
-    if !allow_workflows {
-        if let Some(p) = paths.iter().find(|p| p.starts_with(".github/workflows/")) {
-            return Some(format!(
-                "the patch changes {p}; workflow changes are refused unless the action's `allow-workflow-changes` input is true"
-            ));
-        }
-    }
-    None
+    let (p, why) = paths
+        .iter()
+        .find_map(|p| Some((p, protected_reason(p, protected)?)))?;
+    Some(format!(
+        "the patch changes {p}, and {why}; changes to .github/, action.yml and the action's own source are refused unless the action's `allow-workflow-changes` input is true"
+    ))
 }
 
-/// The downloaded artifacts of run `run_id` under `dir`, by (task, attempt); of several run
-/// attempts (a re-run job) the latest wins.
-pub fn collect(dir: &Path, run_id: &str) -> BTreeMap<(usize, u32), Result<Collected, String>> {
-    let mut best: BTreeMap<(usize, u32), (u32, std::path::PathBuf)> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if let Some((run_attempt, task, attempt)) = matrix::parse_artifact_name(run_id, &name) {
-            let slot = best
-                .entry((task, attempt))
-                .or_insert((run_attempt, e.path()));
-            if run_attempt >= slot.0 {
-                *slot = (run_attempt, e.path());
-            }
+/// A matrix entry must name a task of the plan at the round's base, once.
+fn check_entries(
+    entries: &[Entry],
+    plan: &plan::model::Plan,
+    base: &str,
+) -> Result<(), ActionError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for e in entries {
+        if e.task >= plan.tasks.len() {
+            return Err(ActionError::Input(format!(
+                "the matrix names task {}, but the plan at {base} has {} task(s); the plan job's matrix and the plan disagree (was the plan input or the base changed between the jobs?), so nothing of this round was judged",
+                e.task,
+                plan.tasks.len()
+            )));
+        }
+        if !seen.insert(e.task) {
+            return Err(ActionError::Input(format!(
+                "the matrix names task {} twice; the plan job writes each task once, so the matrix was not the plan job's",
+                e.task
+            )));
         }
     }
-    best.into_iter()
-        .map(|(k, (_, path))| (k, artifact::read(&path)))
+    Ok(())
+}
+
+/// The artifact names finalize accepts for `e`, best first: the one of this run attempt, then
+/// those of earlier attempts. "Re-run failed jobs" starts attempt N+1 of the same run in which
+/// only the failed jobs run again; the work jobs that passed keep the artifacts they uploaded
+/// in their attempt, and GitHub keeps those, so a re-run finalize must take an earlier
+/// attempt's artifact when its job was not re-run — and the re-run job's own when it was. A
+/// name of a later attempt than `run_attempt` cannot come from this attempt's jobs.
+pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> {
+    (1..=run_attempt)
+        .rev()
+        .map(|k| matrix::artifact_name(run_id, &k.to_string(), e.task, e.attempt))
         .collect()
+}
+
+/// The artifacts read, by (task, attempt); `Err` says why one is unusable.
+pub type Found = BTreeMap<(usize, u32), Result<Collected, String>>;
+
+/// The downloaded artifacts under `dir` for the matrix `entries` of run `run_id`, attempt
+/// `run_attempt`, by (task, attempt): for each entry exactly the artifact named for it (see
+/// [`accepted_names`]; the latest run attempt wins). Every other entry of `dir` is returned as
+/// ignored (and never read): a forged name, another run attempt, a task or attempt not in the
+/// matrix.
+pub fn collect(
+    dir: &Path,
+    run_id: &str,
+    run_attempt: u32,
+    entries: &[Entry],
+) -> (Found, Vec<String>) {
+    let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    let mut found = BTreeMap::new();
+    for e in entries {
+        let names = accepted_names(run_id, run_attempt, e);
+        if let Some(name) = names.iter().find(|n| present.contains(*n)) {
+            let path = dir.join(name);
+            let read = artifact::read(&path).and_then(|c| {
+                if (c.result.task, c.result.attempt) == (e.task, e.attempt) {
+                    Ok(c)
+                } else {
+                    Err(format!(
+                        "{name} holds the result of task {} attempt {}, not of task {} attempt {}",
+                        c.result.task, c.result.attempt, e.task, e.attempt
+                    ))
+                }
+            });
+            found.insert((e.task, e.attempt), read);
+        }
+        for n in &names {
+            present.remove(n);
+        }
+    }
+    (found, present.into_iter().collect())
 }
 
 const LOGS_FIELD: &str = "dagexecLogs";
@@ -550,40 +710,142 @@ mod tests {
 
     #[test]
     fn patches_touching_the_plan_or_workflows_are_refused() {
+        use Protected::*;
         let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(refused(&p(&["src/a.rs"]), ".design/plan.json", false).is_none());
+        let plan = ".design/plan.json";
+        assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(
-            refused(&p(&[".design/plan.json"]), ".design/plan.json", true)
+            refused(&p(&[".design/plan.json"]), plan, Nothing)
                 .unwrap()
                 .contains("the plan itself")
         );
-        let w = refused(
-            &p(&[".github/workflows/ci.yml"]),
-            ".design/plan.json",
-            false,
-        )
-        .unwrap();
-        assert!(w.contains("allow-workflow-changes"), "{w}");
-        assert!(refused(&p(&[".github/workflows/ci.yml"]), ".design/plan.json", true).is_none());
-        assert!(refused(&p(&[".github/dependabot.yml"]), ".design/plan.json", false).is_none());
+        for path in [
+            ".github/workflows/ci.yml",
+            ".github/dependabot.yml",
+            ".github/actions/setup/action.yml",
+            ".GitHub/Workflows/ci.yml",
+            ".GITHUB/x",
+            "action.yml",
+            "Action.YAML",
+        ] {
+            let w = refused(&p(&["ok.txt", path]), plan, Workflows)
+                .unwrap_or_else(|| panic!("{path} passed"));
+            assert!(
+                w.contains(path) && w.contains("allow-workflow-changes"),
+                "{w}"
+            );
+            assert!(refused(&p(&[path]), plan, Nothing).is_none(), "{path}");
+        }
+        assert!(refused(&p(&["docs/action.yml", ".githubx/y"]), plan, Workflows).is_none());
+        // The action's own repository: what it is built from is protected too.
+        for path in [
+            "Cargo.toml",
+            "Cargo.lock",
+            "build.rs",
+            "src/main.rs",
+            "SRC/lib.rs",
+            "scripts/install-action.sh",
+        ] {
+            assert!(refused(&p(&[path]), plan, Workflows).is_none(), "{path}");
+            let w = refused(&p(&[path]), plan, WorkflowsAndActionSource)
+                .unwrap_or_else(|| panic!("{path} passed"));
+            assert!(w.contains("built from it"), "{w}");
+        }
+        assert!(
+            refused(
+                &p(&["scripts/other.sh", "tests/x.rs"]),
+                plan,
+                WorkflowsAndActionSource
+            )
+            .is_none()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Protected::at(dir.path(), false), Workflows);
+        assert_eq!(Protected::at(dir.path(), true), Nothing);
+        std::fs::write(dir.path().join("action.yaml"), "runs: {}").unwrap();
+        assert_eq!(Protected::at(dir.path(), false), WorkflowsAndActionSource);
+    }
+
+    fn entry(task: usize, attempt: u32) -> Entry {
+        Entry {
+            task,
+            attempt,
+            name: format!("task {task}"),
+        }
+    }
+
+    /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
+    fn artifact_at(dir: &Path, name: &str, (task, attempt): (usize, u32), out: &str) {
+        let mut r = artifact::WorkResult::new((task, attempt, 1), "b", &missing(), Duration::ZERO);
+        r.output = out.into();
+        artifact::write(&dir.join(name), &r, b"", None).unwrap();
     }
 
     #[test]
-    fn the_latest_run_attempt_of_an_artifact_wins() {
+    fn the_latest_run_attempt_up_to_this_one_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let report = missing();
         for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
-            let mut r = artifact::WorkResult::new((0, 1, 1), "b", &report, Duration::ZERO);
-            r.output = out.into();
             let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
-            artifact::write(&dir.path().join(name), &r, b"", None).unwrap();
+            artifact_at(dir.path(), &name, (0, 1), out);
         }
+        // A job that passed in attempt 1 and was not re-run: its attempt-1 artifact counts.
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (1, 1),
+            "COMPLETED: kept",
+        );
         std::fs::create_dir(dir.path().join("unrelated")).unwrap();
-        let found = collect(dir.path(), "77");
-        assert_eq!(found.len(), 1);
+        let (found, ignored) = collect(dir.path(), "77", 2, &[entry(0, 1), entry(1, 1)]);
+        assert_eq!(found.len(), 2);
+        let output = |k| found[&k].as_ref().unwrap().result.output.clone();
+        assert_eq!(output((0, 1)), "COMPLETED: second");
+        assert_eq!(output((1, 1)), "COMPLETED: kept");
+        assert_eq!(ignored, vec!["unrelated".to_string()]);
+    }
+
+    #[test]
+    fn forged_artifacts_are_ignored_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (1, 1),
+            "FAILED: real",
+        );
+        for forged in [
+            "dagexec-77-999-task-1-attempt-1",
+            "dagexec-77-01-task-1-attempt-1",
+            "dagexec-77-+1-task-1-attempt-1",
+            "dagexec-77-1-task-01-attempt-1",
+            "dagexec-77-1-task-1-attempt-2",
+            "dagexec-78-1-task-1-attempt-1",
+            "dagexec-77-1-task-5-attempt-1",
+        ] {
+            artifact_at(dir.path(), forged, (1, 1), "COMPLETED: forged");
+        }
+        let (found, ignored) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
         assert_eq!(
-            found[&(0, 1)].as_ref().unwrap().result.output,
-            "COMPLETED: second"
+            found[&(1, 1)].as_ref().unwrap().result.output,
+            "FAILED: real"
+        );
+        assert_eq!(ignored.len(), 7, "{ignored:?}");
+        // Nothing at all for the entry: nothing else stands in for it.
+        std::fs::remove_dir_all(dir.path().join("dagexec-77-1-task-1-attempt-1")).unwrap();
+        let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
+        assert!(found.is_empty());
+        // The right name around another task's result is unreadable, not that task's.
+        artifact_at(
+            dir.path(),
+            "dagexec-77-1-task-1-attempt-1",
+            (2, 1),
+            "COMPLETED: other",
+        );
+        let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
+        let why = found[&(1, 1)].as_ref().unwrap_err();
+        assert!(
+            why.contains("task 2 attempt 1, not of task 1 attempt 1"),
+            "{why}"
         );
     }
 }

@@ -548,7 +548,11 @@ mod tests {
             secret: None,
             environment: None,
         });
-        assert_eq!(t.matches("uses: ./\n").count(), 2, "comment and work");
+        assert_eq!(
+            t.matches("uses: ./\n").count(),
+            3,
+            "comment, steer (both on the default branch) and work"
+        );
         assert_eq!(
             t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n"))
                 .count(),

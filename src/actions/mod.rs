@@ -46,6 +46,8 @@ pub struct Inputs {
     pub branch: String,
     pub allow_workflow_changes: bool,
     pub token: Token,
+    /// The GitHub App finalize authenticates as (its comments are dagexec's own too).
+    pub app_id: Option<u64>,
     /// The workflow file to dispatch the next round of (`dagexec.yml`).
     pub workflow: String,
     /// Where `work` leaves its files / where `finalize` finds the downloaded artifacts.
@@ -112,6 +114,7 @@ pub fn default_branch_name(goal: &str) -> String {
 
 /// Pushes `HEAD` to `branch` on `origin`; a rejected push (the branch moved meanwhile) is
 /// fetched, rebased onto and pushed again, up to five tries. `say` reports each rejection.
+/// For the `steer` job's one-commit plan change; finalize never rebases a round.
 pub(crate) fn push_with_rebase(
     repo: &crate::git::Repo,
     branch: &str,

@@ -1,6 +1,12 @@
 //! `dagexec action plan`: the first job of a round. Finds the execution branch (or starts it
 //! from the triggering commit), reads the plan there, and writes the round's batch as a job
 //! matrix. Read-only: the branch is created by the first finalize's push.
+//!
+//! One execution branch is one concurrency group (`dagexec-<branch>`) from its first round
+//! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
+//! that ref's group, not the branch's, so it does no work: it resolves the branch and
+//! concludes `redirect`, and finalize dispatches the first round again with the branch named,
+//! into the branch's group.
 
 use std::path::Path;
 
@@ -19,14 +25,16 @@ pub struct Planned {
     pub base: String,
     pub round: u32,
     pub matrix: Option<Matrix>,
-    /// `work` (a matrix follows), `completed`, `incomplete`, `deadlock`, `preflight-failed`.
+    /// `work` (a matrix follows), `completed`, `incomplete`, `deadlock`, `preflight-failed`,
+    /// `redirect` (start the round again with `branch` named, in the branch's group).
     pub conclusion: String,
     /// Said in the log and the job summary.
     pub message: String,
 }
 
-/// Runs the plan job in the checkout at `root`.
-pub fn run(root: &Path, inputs: &Inputs) -> Result<Planned, ActionError> {
+/// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
+/// (`GITHUB_REF_NAME`; empty outside Actions).
+pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let first_inputs = super::with_plan(repo.root(), inputs)?;
@@ -37,6 +45,18 @@ pub fn run(root: &Path, inputs: &Inputs) -> Result<Planned, ActionError> {
     } else {
         inputs.branch.clone()
     };
+    if inputs.branch.is_empty() && !ref_name.is_empty() && ref_name != branch {
+        return Ok(Planned {
+            base: repo.head()?,
+            round: 0,
+            matrix: None,
+            conclusion: "redirect".into(),
+            message: format!(
+                "The plan runs on {branch}; its rounds run in that branch's concurrency group, so this run starts the round there (workflow_dispatch with branch: {branch})."
+            ),
+            branch,
+        });
+    }
     // The branch, when it exists, is where the state is; otherwise this commit starts it.
     if let Some(tip) = repo.fetch_branch(&branch, &auth)? {
         if repo.head()? != tip {

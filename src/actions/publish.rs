@@ -2,6 +2,12 @@
 //! questions and the status comment written (each found again by its marker, so a re-run
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
 //! stop, and the `dagexec` check run when the run stops or completes.
+//!
+//! A round is pushed only onto the commit it was planned on. If the execution branch moved
+//! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
+//! push by hand), the round is stale: nothing is pushed or published, and a fresh round is
+//! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
+//! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
 use super::finalize::Round;
 use super::report::{self, Links, Stop};
@@ -19,6 +25,8 @@ pub(super) struct Published {
     pub dispatched: bool,
     /// `/execute abort` asked to stop after this round.
     pub aborted: bool,
+    /// The branch moved since the round was planned: nothing was pushed or published.
+    pub stale: bool,
 }
 
 /// What finalize ends a round with: where it pushes and whom it tells.
@@ -36,16 +44,92 @@ pub(super) struct Ending<'a> {
 }
 
 impl Ending<'_> {
-    /// Pushes the round (see [`super::push_with_rebase`]); without a GitHub repository the
-    /// round stays a local commit.
-    fn push(&self) -> Result<(), ActionError> {
+    /// Pushes the round onto the commit it was planned on; `false` when the branch moved
+    /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
+    /// repository the round stays a local commit.
+    fn push(&self) -> Result<bool, ActionError> {
         let (ui, branch) = (self.ui, &self.round.branch);
         if self.client.is_none() {
             ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
-            return Ok(());
+            return Ok(true);
         }
-        super::push_with_rebase(self.repo, branch, self.auth, |line| ui.say(line))?;
-        ui.say(format!("Pushed to {branch}."));
+        match self.repo.push_head(branch, self.auth)? {
+            crate::git::Pushed::Done => {
+                ui.say(format!("Pushed to {branch}."));
+                Ok(true)
+            }
+            crate::git::Pushed::Rejected(why) => {
+                ui.say(format!(
+                    "{branch} moved since this round was planned on {} ({}): this round is stale, so nothing of it is pushed or published.",
+                    &self.round.base[..self.round.base.len().min(12)],
+                    why.lines().last().unwrap_or("").trim()
+                ));
+                Ok(false)
+            }
+        }
+    }
+
+    /// The end of a stale round. When the branch already holds this round or a later one
+    /// (the same round started twice, or this finalize re-run after its push), whoever
+    /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
+    /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
+    /// to stop.
+    fn stale(&self, c: &Client) -> Result<Published, ActionError> {
+        let Ending {
+            rt, round, inputs, ..
+        } = *self;
+        let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
+            Some(tip) => {
+                self.repo.checkout_detached(&tip)?;
+                plan::load(&self.repo.root().join(&inputs.plan_rel))
+                    .map_or(true, |p| crate::run::round_counter(&p) >= round.round)
+            }
+            None => false,
+        };
+        if done_there {
+            self.ui.say(format!(
+                "{} already holds round {} or a later one; that run carries on.",
+                round.branch, round.round
+            ));
+            return Ok(Published {
+                stale: true,
+                ..Published::default()
+            });
+        }
+        let pr = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number);
+        let aborted = match pr {
+            Some(n) => {
+                let me = comment::Identity {
+                    app_id: inputs.app_id,
+                };
+                rt.block_on(comment::trusted_marked(c, n, me))?
+                    .abort_requested(steer::ABORT_MARKER)
+            }
+            None => false,
+        };
+        if !aborted {
+            self.dispatch(c)?;
+            self.ui.say(format!(
+                "Dispatched a fresh round on {} to plan from where it stands.",
+                round.branch
+            ));
+        }
+        Ok(Published {
+            pr,
+            dispatched: !aborted,
+            aborted,
+            stale: true,
+        })
+    }
+
+    /// Starts the next round on the execution branch.
+    fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
+        let mut inputs_json = serde_json::Map::new();
+        inputs_json.insert("plan".into(), self.inputs.plan_rel.clone().into());
+        inputs_json.insert("branch".into(), self.round.branch.clone().into());
+        let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
+        self.rt
+            .block_on(c.dispatch(workflow, branch, &inputs_json))?;
         Ok(())
     }
 
@@ -63,7 +147,10 @@ impl Ending<'_> {
         more: bool,
         preflight: Option<&str>,
     ) -> Result<Published, ActionError> {
-        self.push()?;
+        let pushed = self.push()?;
+        if let (false, Some(c)) = (pushed, self.client) {
+            return self.stale(c);
+        }
         let Ending {
             rt,
             client,
@@ -112,10 +199,23 @@ impl Ending<'_> {
         })?;
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let n = pr.number;
+        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
+        // is reported and ignored.
+        let me = comment::Identity {
+            app_id: inputs.app_id,
+        };
+        let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+        for other in &marked.ignored {
+            println!(
+                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
+                other.id, other.author.login
+            );
+        }
         rt.block_on(async {
             for (i, q) in crate::question::open(plan) {
                 let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-                c.upsert_marked_comment(n, &steer::question_marker(&i.to_string()), &text)
+                let marker = steer::question_marker(&i.to_string());
+                c.upsert_marked_comment(n, &marker, &text, &marked.own)
                     .await?;
             }
             if let Some(message) = preflight {
@@ -123,20 +223,16 @@ impl Ending<'_> {
                     n,
                     &steer::question_marker("preflight"),
                     &steer::preflight_comment(message),
+                    &marked.own,
                 )
                 .await?;
             }
             Ok::<_, crate::github::ApiError>(())
         })?;
-        let aborted = rt.block_on(c.list_comments(n))?.iter().any(|(_, b)| {
-            b.trim_start().starts_with(comment::STATUS_MARKER) && b.contains(steer::ABORT_MARKER)
-        });
+        let aborted = marked.abort_requested(steer::ABORT_MARKER);
         let dispatched = more && !aborted;
         if dispatched {
-            let mut inputs_json = serde_json::Map::new();
-            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
-            inputs_json.insert("branch".into(), round.branch.clone().into());
-            rt.block_on(c.dispatch(&inputs.workflow, &round.branch, &inputs_json))?;
+            self.dispatch(c)?;
         }
         let waiting = if more && aborted {
             format!(
@@ -147,7 +243,17 @@ impl Ending<'_> {
             steer::waiting_on(plan)
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
-        rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status))?;
+        let status_id =
+            rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own))?;
+        // The abort is consumed: any other status comment of dagexec's that asked for it (the
+        // comment job writes as GitHub Actions, a finalize with an App as the App) says so.
+        for other in marked.own.iter().filter(|o| {
+            o.id != status_id
+                && o.starts_with(comment::STATUS_MARKER)
+                && o.body.contains(steer::ABORT_MARKER)
+        }) {
+            rt.block_on(c.update_comment(other.id, &status))?;
+        }
         if let Some(s) = stop {
             let (title, summary) = report::check_run_text(plan, s, &round.branch);
             let conclusion = match s {
@@ -179,6 +285,7 @@ impl Ending<'_> {
             pr: Some(n),
             dispatched,
             aborted,
+            stale: false,
         })
     }
 }

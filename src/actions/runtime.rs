@@ -1,8 +1,15 @@
 //! The GitHub Actions runtime as a step sees it: the `GITHUB_*` variables, step outputs
 //! (`$GITHUB_OUTPUT`), the job summary (`$GITHUB_STEP_SUMMARY`), and workflow commands
 //! (`::add-mask::`, `::error::`).
+//!
+//! And the trust boundary around the code dagexec runs (workers, reviewers, acceptance and
+//! pre-flight checks): [`scrub_child_env`] takes the runner's file commands (`GITHUB_OUTPUT`,
+//! `GITHUB_ENV`, …), its `ACTIONS_*` service tokens and every token variable out of a child's
+//! environment, and [`FileGuard`] puts the runner's files back as they were before that code
+//! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use crate::github::{RepoName, Token};
 
@@ -134,9 +141,201 @@ pub fn error_annotation(title: &str, message: &str) {
     }
 }
 
+/// The runner's file commands: a line appended to any of them changes the step's outputs,
+/// the next steps' environment or `PATH`, the post step's state or the job summary.
+pub const FILE_COMMANDS: [&str; 5] = [
+    "GITHUB_OUTPUT",
+    "GITHUB_ENV",
+    "GITHUB_PATH",
+    "GITHUB_STATE",
+    "GITHUB_STEP_SUMMARY",
+];
+
+/// Variables that carry a credential, by exact name: the action's inputs as dagexec reads
+/// them, the token variables of `gh`, git and the runner, and the GitHub App's key.
+const SECRET_VARS: [&str; 9] = [
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "DAGEXEC_TOKEN",
+    "DAGEXEC_APP_PRIVATE_KEY",
+    "INPUT_TOKEN",
+    "INPUT_PRIVATE-KEY",
+    "INPUT_PRIVATE_KEY",
+];
+
+/// Whether a child process dagexec starts (worker, reviewer, acceptance or pre-flight check)
+/// must not see the variable `name`: the file commands, every `ACTIONS_*` variable (the
+/// runtime token that uploads artifacts and reads the cache, the OIDC token request), and
+/// the credentials of [`SECRET_VARS`].
+pub fn hidden_from_children(name: &str) -> bool {
+    FILE_COMMANDS.contains(&name)
+        || name.starts_with("ACTIONS_")
+        || SECRET_VARS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+/// A command whose environment can lose variables: std's and tokio's `Command`.
+pub trait ChildEnv {
+    fn remove_var(&mut self, name: &std::ffi::OsStr);
+}
+
+impl ChildEnv for std::process::Command {
+    fn remove_var(&mut self, name: &std::ffi::OsStr) {
+        self.env_remove(name);
+    }
+}
+
+impl ChildEnv for tokio::process::Command {
+    fn remove_var(&mut self, name: &std::ffi::OsStr) {
+        self.env_remove(name);
+    }
+}
+
+/// Takes every variable [`hidden_from_children`] names (of dagexec's own environment) out of
+/// `cmd`'s: task code never sees the runner's file commands or a token. Every spawner of
+/// task code calls it; locally it costs nothing (the variables are not set).
+pub fn scrub_child_env<C: ChildEnv>(cmd: &mut C) -> &mut C {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_none_or(hidden_from_children) {
+            cmd.remove_var(&name);
+        }
+    }
+    cmd
+}
+
+/// The runner's file commands as they were before task code ran, to be put back after it.
+/// The variables are taken out of task code's environment, but the files lie in a
+/// predictable directory, so a worker could still find and append to them; restoring them
+/// before dagexec writes its own outputs leaves the step's outputs dagexec's alone.
+#[derive(Debug, Default)]
+pub struct FileGuard {
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+impl FileGuard {
+    /// Remembers the current content of each file command's file in this environment.
+    pub fn from_env() -> FileGuard {
+        FileGuard::of(
+            FILE_COMMANDS
+                .iter()
+                .filter_map(|v| var(v).map(PathBuf::from)),
+        )
+    }
+
+    /// Remembers the current content of `paths` (a missing file as empty).
+    pub fn of(paths: impl IntoIterator<Item = PathBuf>) -> FileGuard {
+        FileGuard {
+            files: paths
+                .into_iter()
+                .map(|p| {
+                    let content = std::fs::read(&p).unwrap_or_default();
+                    (p, content)
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts back every file whose content changed (never following a link the task code
+    /// may have put in its place); one line per file put back, for the log.
+    pub fn restore(&self) -> Result<Vec<String>, super::ActionError> {
+        let mut said = Vec::new();
+        for (path, before) in &self.files {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file());
+            if !link && std::fs::read(path).unwrap_or_default() == *before {
+                continue;
+            }
+            replace(path, before).map_err(|source| super::ActionError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            said.push(format!(
+                "{} was changed while task code ran; put back as it was (task code may not set the step's outputs, environment or summary)",
+                path.display()
+            ));
+        }
+        Ok(said)
+    }
+}
+
+/// Replaces the file at `path` (whatever is there now, a link included) by a new file
+/// holding `content`: removed, then created exclusively, so no link is ever followed.
+fn replace(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(content)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_code_never_sees_file_commands_or_tokens() {
+        for hidden in [
+            "GITHUB_OUTPUT",
+            "GITHUB_ENV",
+            "GITHUB_PATH",
+            "GITHUB_STATE",
+            "GITHUB_STEP_SUMMARY",
+            "ACTIONS_RUNTIME_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "ACTIONS_CACHE_URL",
+            "ACTIONS_RESULTS_URL",
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "INPUT_TOKEN",
+            "input_token",
+            "DAGEXEC_TOKEN",
+            "DAGEXEC_APP_PRIVATE_KEY",
+        ] {
+            assert!(hidden_from_children(hidden), "{hidden}");
+        }
+        for kept in [
+            "PATH",
+            "HOME",
+            "RUNNER_TEMP",
+            "GITHUB_WORKSPACE",
+            "GITHUB_SHA",
+            "ANTHROPIC_API_KEY",
+            "DAGEXEC_TASK_INDEX",
+        ] {
+            assert!(!hidden_from_children(kept), "{kept}");
+        }
+    }
+
+    #[test]
+    fn the_guard_puts_back_changed_files_and_replaced_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, env, same) = (
+            dir.path().join("out"),
+            dir.path().join("env"),
+            dir.path().join("same"),
+        );
+        std::fs::write(&out, "").unwrap();
+        std::fs::write(&env, "A=1\n").unwrap();
+        std::fs::write(&same, "x").unwrap();
+        let guard = FileGuard::of([out.clone(), env.clone(), same.clone()]);
+        std::fs::write(&out, "artifact-name=forged\n").unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "keep").unwrap();
+        std::fs::remove_file(&env).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &env).unwrap();
+        let said = guard.restore().unwrap();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&env).unwrap(), "A=1\n");
+        assert!(std::fs::symlink_metadata(&env).unwrap().is_file());
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&same).unwrap(), "x");
+    }
 
     #[test]
     fn outputs_use_delimiters_so_any_value_is_safe() {

@@ -3,6 +3,15 @@
 //! changes the plan on the pull request's head branch (committed and pushed), and usually
 //! starts a round there with `workflow_dispatch`. The comment's text is data throughout: it
 //! goes into the plan as an answer, never into a shell.
+//!
+//! Two jobs, because a command that commits to the execution branch must wait for a running
+//! round of that branch (one concurrency group per branch, `dagexec-<branch>`), and the
+//! branch is known only after asking the API for the pull request's head:
+//! - [`Phase::Route`] (job `comment`, no group): permission, 👀, replies; `/execute`,
+//!   `status` and `abort` are done here (they push nothing; an abort must reach the running
+//!   round, not wait for it); `proceed`, `answer` and `retry` are handed on with the branch.
+//! - [`Phase::Apply`] (job `steer`, in the branch's group): checks the permission again,
+//!   commits the change to the plan, pushes and starts a round.
 
 use std::path::Path;
 
@@ -20,11 +29,28 @@ pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
 pub const PROCEED_FIELD: &str = "dagexecPreflight";
 
 /// What the command did, for the log and the job's outputs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Steered {
     pub message: String,
     /// A round was dispatched on this branch.
     pub dispatched: Option<String>,
+    /// The change to the plan is left to the `steer` job, in this branch's group.
+    pub to_apply: Option<String>,
+}
+
+/// Which half of a command this job does (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Route,
+    Apply,
+}
+
+/// Whether `command` changes the plan (and so runs in the `steer` job).
+pub fn changes_plan(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Proceed | Command::Answer { .. } | Command::Retry { .. }
+    )
 }
 
 /// Handles the event at `ctx.event_path` in the checkout at `root`.
@@ -34,6 +60,7 @@ pub fn run(
     ctx: &Context,
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
     rt: &tokio::runtime::Runtime,
+    phase: Phase,
 ) -> Result<Steered, ActionError> {
     let payload: serde_json::Value = match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
@@ -53,29 +80,45 @@ pub fn run(
         Err(why) => {
             return Ok(Steered {
                 message: format!("Ignoring this event: {why}."),
-                dispatched: None,
+                ..Default::default()
             });
         }
     };
+    if phase == Phase::Apply && !changes_plan(&trigger.command) {
+        return Ok(Steered {
+            message: "The comment job handled this command.".into(),
+            ..Default::default()
+        });
+    }
     let client = client_for(&trigger)?;
-    let (branch, command) = match rt.block_on(comment::handle(&client, &trigger))? {
-        Outcome::Denied => {
-            return Ok(Steered {
-                message: format!("@{} may not run dagexec here; replied.", trigger.user),
-                dispatched: None,
-            });
-        }
-        Outcome::Replied => {
-            return Ok(Steered {
-                message: "Replied to the comment.".into(),
-                dispatched: None,
-            });
-        }
-        Outcome::Run {
-            head_branch,
-            command,
-        } => (head_branch, command),
-    };
+    let (branch, command) =
+        match rt.block_on(comment::handle_as(&client, &trigger, phase == Phase::Route))? {
+            Outcome::Denied => {
+                return Ok(Steered {
+                    message: format!("@{} may not run dagexec here; replied.", trigger.user),
+                    ..Default::default()
+                });
+            }
+            Outcome::Replied => {
+                return Ok(Steered {
+                    message: "Replied to the comment.".into(),
+                    ..Default::default()
+                });
+            }
+            Outcome::Run {
+                head_branch,
+                command,
+            } => (head_branch, command),
+        };
+    if phase == Phase::Route && changes_plan(&command) {
+        return Ok(Steered {
+            message: format!(
+                "The change to the plan is made by the steer job, once no round of {branch} runs."
+            ),
+            to_apply: Some(branch),
+            ..Default::default()
+        });
+    }
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let Some(tip) = repo.fetch_branch(&branch, &auth)? else {
@@ -107,10 +150,20 @@ pub fn run(
                 },
                 &waiting_on(&plan),
             );
-            rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
+            let marked = rt.block_on(comment::trusted_marked(
+                &client,
+                pr,
+                comment::Identity::default(),
+            ))?;
+            rt.block_on(client.upsert_marked_comment(
+                pr,
+                comment::STATUS_MARKER,
+                &body,
+                &marked.own,
+            ))?;
             return Ok(Steered {
                 message: "Refreshed the status comment.".into(),
-                dispatched: None,
+                ..Default::default()
             });
         }
         Command::Abort => {
@@ -127,10 +180,20 @@ pub fn run(
                     "the current round to end"
                 )
             );
-            rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body))?;
+            let marked = rt.block_on(comment::trusted_marked(
+                &client,
+                pr,
+                comment::Identity::default(),
+            ))?;
+            rt.block_on(client.upsert_marked_comment(
+                pr,
+                comment::STATUS_MARKER,
+                &body,
+                &marked.own,
+            ))?;
             return Ok(Steered {
                 message: "Abort requested: the run stops after the current round.".into(),
-                dispatched: None,
+                ..Default::default()
             });
         }
         Command::Proceed => {
@@ -168,7 +231,7 @@ pub fn run(
                     ))?;
                     return Ok(Steered {
                         message: format!("Answer refused: {e}"),
-                        dispatched: None,
+                        ..Default::default()
                     });
                 }
             }
@@ -181,7 +244,7 @@ pub fn run(
                 reply(format!("dagexec cannot retry that: {why}"))?;
                 return Ok(Steered {
                     message: format!("Retry refused: {why}"),
-                    dispatched: None,
+                    ..Default::default()
                 });
             }
         },
@@ -202,6 +265,7 @@ pub fn run(
     Ok(Steered {
         message: format!("Started a round on {branch}."),
         dispatched: Some(branch),
+        to_apply: None,
     })
 }
 

@@ -2,6 +2,11 @@
 //! the 👀 acknowledgement, replies, and the one status comment dagexec keeps up to date
 //! (found again by a hidden marker). Each is a documented REST operation named by its
 //! OpenAPI `operationId` in errors.
+//!
+//! Anyone who can comment can write a comment that starts with dagexec's marker, so a listed
+//! comment carries its author ([`Author`]), and the marked comments dagexec updates or
+//! believes are chosen by the caller (see `actions::comment::trusted_marked`), never by the
+//! marker alone.
 
 use http::Method;
 use serde_json::{Value, json};
@@ -22,6 +27,44 @@ pub struct PullHead {
     pub head_owner: String,
     /// `open` or `closed`.
     pub state: String,
+}
+
+/// Who wrote a comment, from the REST comment object: `user.login`, `user.type` and the id of
+/// `performed_via_github_app` (the App whose token wrote it; GitHub Actions for `GITHUB_TOKEN`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Author {
+    pub login: String,
+    /// `user.type` is `Bot`.
+    pub bot: bool,
+    pub app_id: Option<u64>,
+}
+
+/// A comment on an issue or pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueComment {
+    pub id: u64,
+    pub body: String,
+    pub author: Author,
+}
+
+impl IssueComment {
+    /// Whether the body starts with `marker` (leading whitespace aside).
+    pub fn starts_with(&self, marker: &str) -> bool {
+        self.body.trim_start().starts_with(marker)
+    }
+
+    /// From a REST comment object; `None` without an id.
+    fn from_json(c: &Value) -> Option<IssueComment> {
+        Some(IssueComment {
+            id: c.get("id")?.as_u64()?,
+            body: c.get("body").and_then(Value::as_str).unwrap_or("").into(),
+            author: Author {
+                login: c["user"]["login"].as_str().unwrap_or("").into(),
+                bot: c["user"]["type"] == "Bot",
+                app_id: c["performed_via_github_app"]["id"].as_u64(),
+            },
+        })
+    }
 }
 
 fn bad_answer(op: &str, what: &str) -> ApiError {
@@ -102,10 +145,10 @@ impl Client {
         .map(drop)
     }
 
-    /// The first 100 comments on issue or pull request `issue_number`, oldest first, as
-    /// (id, body) (`issues/list-comments`). dagexec's status comment comes early in a thread,
-    /// so one page is enough to find it.
-    pub async fn list_comments(&self, issue_number: u64) -> Result<Vec<(u64, String)>, ApiError> {
+    /// The first 100 comments on issue or pull request `issue_number`, oldest first
+    /// (`issues/list-comments`). dagexec's status comment comes early in a thread, so one
+    /// page is enough to find it.
+    pub async fn list_comments(&self, issue_number: u64) -> Result<Vec<IssueComment>, ApiError> {
         const OP: &str = "issues/list-comments";
         let v = self
             .rest(
@@ -118,39 +161,29 @@ impl Client {
         let list = v
             .as_array()
             .ok_or_else(|| bad_answer(OP, "the list of comments"))?;
-        Ok(list
-            .iter()
-            .filter_map(|c| {
-                let id = c.get("id")?.as_u64()?;
-                let body = c.get("body").and_then(Value::as_str).unwrap_or("");
-                Some((id, body.to_string()))
-            })
-            .collect())
+        Ok(list.iter().filter_map(IssueComment::from_json).collect())
     }
 
-    /// Keeps one comment per `marker` on `issue_number`: updates the oldest comment whose body
-    /// starts with `marker` (leading whitespace aside), or creates one. `body` is prefixed with
-    /// the marker when it does not start with it, so the comment is always found again and a
-    /// second call never creates a second comment. The comment's id.
+    /// Keeps one comment per `marker` on `issue_number`: updates the oldest of `own` (the
+    /// comments dagexec wrote, as the caller found them) whose body starts with `marker`
+    /// (leading whitespace aside), or creates one. `body` is prefixed with the marker when it
+    /// does not start with it, so the comment is always found again and a second call never
+    /// creates a second comment. The comment's id.
     pub async fn upsert_marked_comment(
         &self,
         issue_number: u64,
         marker: &str,
         body: &str,
+        own: &[IssueComment],
     ) -> Result<u64, ApiError> {
         let body = if body.trim_start().starts_with(marker) {
             clip(body, MAX_BODY)
         } else {
             clip(&format!("{marker}\n{body}"), MAX_BODY)
         };
-        let existing = self
-            .list_comments(issue_number)
-            .await?
-            .into_iter()
-            .find(|(_, b)| b.trim_start().starts_with(marker));
-        match existing {
-            Some((id, old)) if old == body => Ok(id),
-            Some((id, _)) => self.update_comment(id, &body).await.map(|()| id),
+        match own.iter().find(|c| c.starts_with(marker)) {
+            Some(c) if c.body == body => Ok(c.id),
+            Some(c) => self.update_comment(c.id, &body).await.map(|()| c.id),
             None => self.comment(issue_number, &body).await,
         }
     }

@@ -93,6 +93,27 @@ pub struct Comment {
     pub id: u64,
     pub issue_number: u64,
     pub body: String,
+    /// The author's login: the token's identity for comments made through the API
+    /// ([`author_of`]), anyone for [`FakeGitHub::add_comment`].
+    pub user: String,
+}
+
+/// The installation token the fake hands out for a GitHub App (`apps/create-installation-access-token`).
+pub const APP_TOKEN: &str = "ghs_fake_installation_token";
+/// The app id its comments carry in `performed_via_github_app`.
+pub const APP_ID: u64 = 123456;
+/// Its bot user.
+pub const APP_BOT: &str = "dagexec-test-app[bot]";
+/// The bot user of every other token, as `GITHUB_TOKEN` comments are GitHub Actions'.
+pub const ACTIONS_BOT: &str = "github-actions[bot]";
+
+/// Who a request with `authorization` acts as.
+fn author_of(authorization: &str) -> &'static str {
+    if authorization.ends_with(APP_TOKEN) {
+        APP_BOT
+    } else {
+        ACTIONS_BOT
+    }
 }
 
 /// A check run.
@@ -219,6 +240,21 @@ impl FakeGitHub {
             .state
             .permissions
             .insert(user.to_owned(), permission.to_owned());
+    }
+
+    /// A comment by `user` (a person, `type: User`) on issue or pull request `issue_number`
+    /// of `repo`, as if written on the web; its id.
+    pub fn add_comment(&self, repo: &str, issue_number: u64, user: &str, body: &str) -> u64 {
+        let mut inner = self.lock();
+        let id = 1000 + inner.state.comments.len() as u64;
+        inner.state.comments.push(Comment {
+            repo: repo.into(),
+            id,
+            issue_number,
+            body: body.into(),
+            user: user.into(),
+        });
+        id
     }
 
     /// A snapshot of the state.
@@ -451,6 +487,8 @@ type Scripted = (u16, Vec<(String, String)>, Value);
 #[derive(Default)]
 struct Inner {
     state: State,
+    /// The `authorization` header of the request being answered.
+    authorization: String,
     requests: Vec<Recorded>,
     violations: Vec<String>,
     failures: HashMap<String, VecDeque<Scripted>>,
@@ -527,6 +565,7 @@ impl Inner {
                 format!("{slot}, {value}")
             };
         }
+        self.authorization = headers.get("authorization").cloned().unwrap_or_default();
         self.requests.push(Recorded {
             method: method.clone(),
             path: path.clone(),
@@ -707,6 +746,7 @@ impl Inner {
                     id: 1000 + st.comments.len() as u64,
                     issue_number: num("issue_number"),
                     body: str_of(&body, "body").unwrap_or_default(),
+                    user: author_of(&self.authorization).into(),
                 };
                 ex = comment_json(ex, &c);
                 st.comments.push(c);
@@ -803,7 +843,7 @@ impl Inner {
                 set(&mut ex, "/user/login", json!(user));
             }
             "apps/create-installation-access-token" => {
-                set(&mut ex, "/token", json!("ghs_fake_installation_token"));
+                set(&mut ex, "/token", json!(APP_TOKEN));
             }
             "git/get-ref" | "git/update-ref" => {
                 set(&mut ex, "/ref", json!(format!("refs/{}", param("ref"))));
@@ -868,6 +908,34 @@ fn comment_json(mut v: Value, c: &Comment) -> Value {
     set(&mut v, "/node_id", json!(format!("IC_{}", c.id)));
     set(&mut v, "/body", json!(c.body));
     set(&mut v, "/html_url", json!(html));
+    let bot = c.user.ends_with("[bot]");
+    set(&mut v, "/user/login", json!(c.user));
+    set(
+        &mut v,
+        "/user/type",
+        json!(if bot { "Bot" } else { "User" }),
+    );
+    let app = match c.user.as_str() {
+        APP_BOT => json!({"id": APP_ID, "slug": "dagexec-test-app", "name": "dagexec test app"}),
+        ACTIONS_BOT => json!({"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}),
+        _ => Value::Null,
+    };
+    if app.is_null() {
+        if let Some(o) = v.as_object_mut() {
+            o.insert("performed_via_github_app".into(), Value::Null);
+        }
+    } else {
+        let mut full = v["performed_via_github_app"].clone();
+        if !full.is_object() {
+            full = json!({});
+        }
+        for (k, val) in app.as_object().unwrap() {
+            full[k] = val.clone();
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.insert("performed_via_github_app".into(), full);
+        }
+    }
     v
 }
 
