@@ -320,6 +320,138 @@ fn a_reviewer_without_a_verdict_fails_the_attempt() {
     assert_eq!(s.plan()["tasks"][0]["status"], "failed");
 }
 
+/// A reviewer that rejects the first review it ever gives (remembered in `$OUT`) and
+/// approves every later one, whatever the attempt number; the worker keeps its last prompt.
+fn reject_once() -> Setup {
+    let s = reviewed(
+        r#"if [ ! -f "$OUT/rejected" ]; then touch "$OUT/rejected"
+printf 'REJECTED\nsummary: Missing tests\nissues:\n- no test for a\nsuggestions:\n- add one\n'
+else printf 'APPROVED\nsummary: now tested\n'; fi"#,
+    );
+    let worker = script(
+        s.out.path(),
+        "worker.sh",
+        &format!("cp \"$DAGEXEC_PROMPT_FILE\" \"$OUT/last-prompt.md\"\n{WORKER}"),
+    );
+    Setup { worker, ..s }
+}
+
+#[test]
+fn a_rejection_survives_a_crash_before_the_next_review() {
+    let s = reject_once();
+    // The runner dies (SIGKILL) right after the first verdict is recorded.
+    let o = dagexec(s.dir.path())
+        .arg("run")
+        .args(["--jobs", "1", "--timeout", "20s"])
+        .args(["--worker", &s.worker, "--reviewer", &s.reviewer])
+        .env("OUT", s.out.path())
+        .env("DAGEXEC_FAILPOINT", "after-review:1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let plan = s.plan();
+    let reviews = plan["tasks"][0]["reviews"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        reviews.len(),
+        1,
+        "the rejection is in the plan file: {plan}"
+    );
+    assert_eq!(reviews[0]["verdict"], "rejected");
+    assert_eq!(reviews[0]["summary"], "Missing tests");
+
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let resumed = s.recorded("last-prompt.md");
+    assert!(
+        resumed.contains("**Attempt 1 Feedback:**\nMissing tests")
+            && resumed.contains("- no test for a"),
+        "the resumed attempt has the feedback: {resumed}"
+    );
+    assert!(
+        out.contains("Reviews:\n- Task 0: approved after 1 rejection(s): now tested"),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_rejection_is_in_the_plan_file_before_the_next_attempt_starts() {
+    // The worker of attempt 2 reads the plan file as it is on disk at that moment.
+    let s = reject_once();
+    let worker = script(
+        s.out.path(),
+        "worker2.sh",
+        &format!("cp \"$DAGEXEC_ROOT_PLAN\" \"$OUT/plan-at-$DAGEXEC_ATTEMPT.json\"\n{WORKER}"),
+    );
+    let plan_path = s.dir.path().join(".design/plan.json");
+    let o = dagexec(s.dir.path())
+        .arg("run")
+        .args([
+            "--jobs",
+            "1",
+            "--timeout",
+            "20s",
+            "--worker",
+            &worker,
+            "--reviewer",
+            &s.reviewer,
+        ])
+        .env("OUT", s.out.path())
+        .env("DAGEXEC_ROOT_PLAN", &plan_path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let seen: Value = serde_json::from_str(&s.recorded("plan-at-2.json")).unwrap();
+    assert_eq!(seen["tasks"][0]["status"], "in_progress");
+    assert_eq!(
+        seen["tasks"][0]["reviews"][0]["verdict"], "rejected",
+        "{seen}"
+    );
+}
+
+#[test]
+fn a_missing_reviewer_is_found_before_any_worker_runs() {
+    let s = reviewed("true");
+    let o = run(
+        s.dir.path(),
+        s.out.path(),
+        &[
+            "--worker",
+            &s.worker,
+            "--reviewer",
+            "dagexec-no-such-reviewer --strict",
+        ],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("dagexec-no-such-reviewer") && out.contains("not found"),
+        "{out}"
+    );
+    assert!(
+        !s.out.path().join("worker-1.md").exists(),
+        "no worker ran: {out}"
+    );
+    assert_eq!(s.plan()["tasks"][0]["status"], "pending");
+}
+
+#[test]
+fn a_crashing_reviewer_is_reported_in_words_with_its_stderr() {
+    let s = reviewed("echo 'reviewer: cannot open the model' >&2\nexit 3");
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("Code(3)"), "{out}");
+    assert!(
+        out.contains("review failed: the reviewer exited with status 3")
+            && out.contains("reviewer: cannot open the model"),
+        "{out}"
+    );
+}
+
 // ---- long-run plans ----
 
 /// A repository with a `.long-run` folder: spec, and plans 01 and 02 (02 after 01 by number

@@ -217,8 +217,18 @@ pub async fn run(
     .await
     .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
-    let reviewed =
-        super::hooks::review(&input, &wt, &pool, &mut verdict, &patch, &touched, &cancel).await;
+    let plan_path = repo.root().join(&input.plan_rel);
+    let reviewed = super::hooks::review(
+        &input,
+        &wt,
+        &pool,
+        &plan_path,
+        &mut verdict,
+        &patch,
+        &touched,
+        &cancel,
+    )
+    .await;
     pool.release(wt);
     let (reviews, question) = match reviewed {
         super::hooks::Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),

@@ -88,6 +88,9 @@ impl Eager<'_> {
         for &i in &picks {
             plan.tasks[i].status = Status::InProgress;
         }
+        // Attempts in flight write their reviews to the plan file: keep them.
+        let _held = self.pool.memory.plan_file();
+        self.pool.memory.apply(plan);
         save(plan, self.opts)?;
         for &i in &picks {
             let first = (
@@ -157,6 +160,8 @@ impl Eager<'_> {
                 "\nRound {round}: integrating task(s) {}",
                 list(&batch)
             ));
+            let held = self.pool.memory.plan_file();
+            self.pool.memory.apply(plan);
             let end = integrate_and_commit(
                 self.repo,
                 plan,
@@ -168,6 +173,7 @@ impl Eager<'_> {
                 self.opts,
                 self.ui,
             )?;
+            drop(held);
             failpoint("eager-after-round", round);
             if let Some(end) = end {
                 // Stop what is still running: dropping the set kills the workers' groups and

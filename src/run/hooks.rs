@@ -8,9 +8,10 @@
 //! (`git reset --hard` + `git clean -ffdx`). After a rejection of attempt 1 the rejected
 //! changes are applied again in that tree, so attempt 2 fixes its predecessor's work (the
 //! seed's "same implementer"); attempt 3, and the first attempt after the user's answer,
-//! start from the clean tree with all the feedback (the seed's "fresh implementer"). A
-//! rejected attempt's changes are kept in memory only: after an interruption the retry
-//! starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
+//! start from the clean tree with all the feedback (the seed's "fresh implementer"). Every
+//! verdict is written to the plan file as soon as it is given, so a run killed between two
+//! reviews resumes with all the feedback; a rejected attempt's changes are kept in memory
+//! only: after an interruption the retry starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
 //! round, and the attempt after the answer resumes from its checkpoint.
 
 use std::collections::BTreeMap;
@@ -31,10 +32,16 @@ use crate::worker::{self, Stop, WorkerSpec};
 
 /// What the run remembers between the attempts of a task: the review history (seeded from
 /// the plan) and the changes of a rejected attempt that the next one continues from.
+///
+/// Each verdict is also written to the plan file at once ([`Memory::persist`]), so that a
+/// run killed before the next step (the next attempt, the round commit) loses no rejection.
+/// Whoever else writes the plan file while attempts run (the eager loop) holds
+/// [`Memory::plan_file`] and puts the histories in first ([`Memory::apply`]).
 #[derive(Debug, Default)]
 pub struct Memory {
     reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
     carry: Mutex<BTreeMap<usize, Vec<u8>>>,
+    plan_file: Mutex<()>,
 }
 
 impl Memory {
@@ -47,6 +54,42 @@ impl Memory {
 
     fn set(&self, index: usize, history: Vec<ReviewEntry>) {
         lock(&self.reviews).insert(index, history);
+    }
+
+    /// Held while the plan file is read and written during a round, by [`Memory::persist`]
+    /// and by a runner saving its own copy of the plan while attempts run.
+    pub(super) fn plan_file(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.plan_file)
+    }
+
+    /// Puts the review histories of this run into the tasks still in progress in `plan` (a
+    /// resolved task's history arrives with its judged attempt).
+    pub(super) fn apply(&self, plan: &mut Plan) {
+        for (&i, h) in lock(&self.reviews).iter() {
+            if let Some(t) = plan.tasks.get_mut(i) {
+                if t.status == Status::InProgress {
+                    review::set_history(t, h);
+                }
+            }
+        }
+    }
+
+    /// Writes task `index`'s review history into the plan file at `plan_path` (read, changed,
+    /// saved atomically), the seed's "state updated at each stage of the loop".
+    fn persist(
+        &self,
+        plan_path: &Path,
+        index: usize,
+        history: &[ReviewEntry],
+    ) -> Result<(), String> {
+        let _held = self.plan_file();
+        let mut plan = crate::plan::load(plan_path).map_err(|e| e.to_string())?;
+        let task = plan
+            .tasks
+            .get_mut(index)
+            .ok_or_else(|| format!("the plan file has no task {index}"))?;
+        review::set_history(task, history);
+        crate::plan::save(&plan, plan_path).map_err(|e| e.to_string())
     }
 }
 
@@ -252,20 +295,77 @@ pub(crate) async fn run_reviewer(
     };
     let parsed = match &run.exit {
         crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
-        other => Err(format!("the reviewer did not finish cleanly: {other:?}")),
+        other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
     Some((run, parsed))
 }
 
+/// Before any worker runs: every reviewer command the run will use (the run's, and the
+/// `reviewer` field of each task still to run) must start a program that exists — on `PATH`,
+/// or a path (relative to `root`, where the attempts' trees are checkouts of). A command line
+/// whose program only a shell can tell (a builtin, an expansion) is not checked.
+pub(super) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        if task.status.is_resolved() && task.status != Status::Blocked {
+            continue;
+        }
+        let Some(command) = review::reviewer_for(task, run) else {
+            continue;
+        };
+        if !seen.insert(command) {
+            continue;
+        }
+        let Some(program) = review::program(command) else {
+            continue;
+        };
+        if !program_exists(&program, root) {
+            let source = if task.extra.contains_key(review::REVIEWER_FIELD) {
+                format!("task {i}'s `reviewer` field")
+            } else {
+                "--reviewer (or DAGEXEC_REVIEWER, or `reviewer:` in .design/dagexec.yml)".into()
+            };
+            let where_ = if program.contains('/') {
+                "no such executable file"
+            } else {
+                "not on PATH"
+            };
+            return Err(format!(
+                "reviewer command not found: `{program}` ({where_}), from {source}: `{command}`. Install it or fix the command; no task was started."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `program` names an executable file: a path (with a `/`, relative to `root`), or a
+/// name found in a `PATH` directory.
+fn program_exists(program: &str, root: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(&root.join(program));
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter(|d| !d.as_os_str().is_empty())
+            .any(|d| executable(&d.join(program)))
+    })
+}
+
 /// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
-/// verdict by the seed's rules ([`review::conclude`]). A rejected attempt 1 leaves its
+/// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
+/// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn review(
     input: &AttemptInput,
     wt: &Worktree,
-    pool: &Pool,
+    pool: &std::sync::Arc<Pool>,
+    plan_path: &Path,
     verdict: &mut Verdict,
     patch: &[u8],
     touched: &[String],
@@ -295,6 +395,7 @@ pub(super) async fn review(
     };
     let mem = &pool.memory;
     let before = mem.history(input.index, &input.task);
+    let history_len = before.len();
     let c = review::conclude(
         input.index,
         &input.task,
@@ -304,6 +405,20 @@ pub(super) async fn review(
         parsed.as_ref().map_err(String::as_str),
     );
     mem.set(input.index, c.history.clone());
+    if c.history.len() != history_len {
+        let (path, index, history) = (plan_path.to_path_buf(), input.index, c.history.clone());
+        let p = pool.clone();
+        let saved =
+            tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
+        match saved {
+            Ok(Ok(())) => super::failpoint("after-review", input.round),
+            Ok(Err(e)) => tracing::warn!(
+                "task {}: the review could not be written to the plan file yet: {e}",
+                input.index
+            ),
+            Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
+        }
+    }
     if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
         lock(&mem.carry).insert(input.index, patch.to_vec());
     }

@@ -127,6 +127,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
+    hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
+        .map_err(RunError::Other)?;
     let repo = Arc::new(Repo::discover(&opts.root)?);
     repo.head()?;
     let lock_path = repo.common_dir().join("dagexec").join("run.lock");
