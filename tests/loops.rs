@@ -730,6 +730,42 @@ fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
 }
 
 #[test]
+fn a_cycle_among_the_plan_files_names_them_and_writes_nothing() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/01-PLAN.md",
+        "---\ndepends_on: [\"02\"]\n---\n# Models\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let o = lr_run(dir.path(), out.path(), "true");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: .long-run/plans/01-PLAN.md: depends_on makes a cycle: .long-run/plans/01-PLAN.md → .long-run/plans/02-PLAN.md → .long-run/plans/01-PLAN.md"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("blockedBy") && !err.contains("plan.json"),
+        "{err}"
+    );
+    assert!(!dir.path().join(".long-run/plan.json").exists());
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+
+    let dir = long_run_repo(&[(
+        ".long-run/plans/02-PLAN.md",
+        "---\ndepends_on: [2]\n---\n# Routes\n",
+    )]);
+    let o = lr_run(dir.path(), out.path(), "true");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: .long-run/plans/02-PLAN.md: depends_on names the plan itself (02)"),
+        "{err}"
+    );
+    assert!(!err.contains("blockedBy"), "{err}");
+    assert!(!dir.path().join(".long-run/plan.json").exists());
+}
+
+#[test]
 fn dry_run_writes_nothing_and_prompt_shows_the_resume_state() {
     let dir = long_run_repo(&[(
         ".long-run/plans/01-CHECKPOINT.json",

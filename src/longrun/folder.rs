@@ -157,6 +157,12 @@ pub fn build(
                                 .collect::<Vec<_>>()
                                 .join(", "),
                         })?;
+                    if at == i {
+                        return Err(LongRunError::SelfDependency {
+                            path: f.path.clone(),
+                            number: f.number.clone(),
+                        });
+                    }
                     out.push(at);
                 }
                 out
@@ -227,6 +233,11 @@ pub fn build(
         tasks,
         extra: Default::default(),
     };
+    if let Err(cycle) = crate::graph::Dag::build(&plan) {
+        return Err(LongRunError::Cycle {
+            cycle: cycle.iter().map(|&i| files[i].path.clone()).collect(),
+        });
+    }
     plan.extra.insert(
         LONG_RUN_FIELD.into(),
         json!({"state": paths.state, "spec": paths.spec}),

@@ -43,6 +43,13 @@ pub enum LongRunError {
         dep: String,
         known: String,
     },
+    #[error("{path}: depends_on names the plan itself ({number})")]
+    SelfDependency { path: String, number: String },
+    #[error("{}: depends_on makes a cycle: {}", cycle.first().map_or("", String::as_str), cycle.join(" → "))]
+    Cycle {
+        /// The plan files along `depends_on`, the first repeated at the end.
+        cycle: Vec<String>,
+    },
     #[error("the PLAN.md files changed since plan.json was generated")]
     Changed,
     #[error("{} is outside the repository {}", dir.display(), root.display())]
@@ -71,6 +78,12 @@ impl LongRunError {
             }
             LongRunError::UnknownDependency { .. } => {
                 "depends_on lists plan numbers of this folder; fix or remove the entry.".into()
+            }
+            LongRunError::SelfDependency { .. } => {
+                "Remove the plan's own number from its depends_on.".into()
+            }
+            LongRunError::Cycle { .. } => {
+                "Each plan in the cycle waits for the next: remove one of these depends_on entries.".into()
             }
             LongRunError::Changed => {
                 "Finish or drop the earlier run: delete DIR/plan.json to start over from the summaries."
