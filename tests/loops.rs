@@ -549,6 +549,31 @@ fn long_run_plans_run_in_number_order_and_write_summaries() {
 }
 
 #[test]
+fn the_generated_plan_is_not_an_uncommitted_change_of_the_user() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","error":"no"}\nOUTPUT_JSON_END\n'"#,
+    );
+    // The first run writes .long-run/plan.json (untracked until its first round commit).
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(!log.contains("uncommitted changes"), "{log}");
+    // A second run regenerates it beside the committed one.
+    std::fs::write(
+        dir.path().join(".long-run/plans/01-PLAN.md"),
+        "# Models\n<task>1. m2</task>\n",
+    )
+    .unwrap();
+    git(dir.path(), &["commit", "-qam", "edit plan 01"]);
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert!(!log.contains("uncommitted changes"), "{log}");
+}
+
+#[test]
 fn needs_decision_asks_and_the_choice_reaches_the_next_attempt() {
     let dir = long_run_repo(&[]);
     let out = tempfile::tempdir().unwrap();

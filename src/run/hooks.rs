@@ -210,6 +210,26 @@ pub(crate) fn long_run_output(
     None
 }
 
+/// Takes the plan file dagexec itself writes (`plan_rel`; for `--long-run DIR` the generated
+/// `DIR/plan.json`) out of the pre-flight's `git status`: it is not the user's uncommitted
+/// change.
+pub(super) fn drop_own_plan(v: &mut crate::setup::Validation, plan_rel: &str) {
+    if v.git_clean {
+        return;
+    }
+    let kept: Vec<&str> = v
+        .git_status
+        .lines()
+        .filter(|line| {
+            // `XY path` (porcelain v1); anything else is a message and stays.
+            line.get(3..)
+                .is_none_or(|path| path.trim_matches('"') != plan_rel)
+        })
+        .collect();
+    v.git_clean = kept.is_empty();
+    v.git_status = kept.join("\n");
+}
+
 /// Long-run plans name their files inside PLAN.md, not in the plan: changes outside the
 /// declared summary are expected, so those warnings go (an edit of the plan file stays).
 pub(crate) fn quiet_long_run(task: &Task, verdict: &mut Verdict) {

@@ -149,7 +149,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         resume(&repo, &mut plan, opts, ui)?;
     }
     // Pre-flight (seed Steps 1–2).
-    let validation = checks::gather(
+    let mut validation = checks::gather(
         &plan,
         &opts.root,
         checks::CheckOptions {
@@ -157,6 +157,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             timeout: opts.check_timeout,
         },
     );
+    hooks::drop_own_plan(&mut validation, &opts.plan_rel);
     let setup = setup::output(&plan, &dag, &overlaps, validation);
     let v = &setup.validation;
     ui.say(format!("Executing: {}", setup.goal));
