@@ -67,6 +67,14 @@ pub fn set(task: &mut Task, q: &Question) {
     );
 }
 
+/// Whether the user deferred the task's decision (`dagexec answer N defer`): skipped by
+/// choice, not because a dependency failed.
+pub fn deferred(task: &Task) -> bool {
+    task.status == Status::Skipped
+        && get(task)
+            .is_some_and(|q| q.kind == Kind::Decision && q.reply.as_deref() == Some("defer"))
+}
+
 /// Blocked tasks with a question still waiting for its reply, in plan order.
 pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
     plan.tasks
@@ -257,7 +265,12 @@ pub fn answer(
     } else {
         format!("answered: {reply}")
     });
-    let reopened = if status == Status::Pending {
+    // A deferred long-run plan does not stop the plans after it (the seed: "CONTINUE to next
+    // plan"); the next run skips again those that name it in depends_on.
+    let long_run = plan.tasks[index]
+        .extra
+        .contains_key(crate::longrun::folder::LONG_RUN_FIELD);
+    let reopened = if status == Status::Pending || long_run {
         crate::update::reopen_skipped_dependents(plan, dag, index)
     } else {
         Vec::new()

@@ -634,6 +634,65 @@ done_block"#,
 }
 
 #[test]
+fn a_deferred_decision_is_logged_summarised_and_the_run_continues() {
+    // 02 follows 01 by number order; 03 names 01 in depends_on.
+    let dir = long_run_repo(&[(
+        ".long-run/plans/03-PLAN.md",
+        "---\ndepends_on: [\"01\"]\n---\n# Docs\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ]; then
+printf 'OUTPUT_JSON_START\n{"status":"NEEDS_DECISION","blocked_at":"Task 2","decision_needed":"Which store?","options":[{"key":"postgres","description":"server"}]}\nOUTPUT_JSON_END\n'
+exit 0; fi
+echo $N > $N.txt
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let a = answer(dir.path(), &["0", "defer"]);
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    let issues = read(&dir.path().join(".long-run/ISSUES.md"));
+    assert!(
+        issues.contains("Plan 01 (Models)")
+            && issues.contains("Which store?")
+            && issues.contains("Task 2"),
+        "{issues}"
+    );
+    let summary = read(&dir.path().join(".long-run/summaries/01-SUMMARY.md"));
+    assert!(
+        summary.starts_with("---\nplan: \"01\"\nstatus: skipped\n---\n# Plan 01: Models\n"),
+        "{summary}"
+    );
+
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert!(!log.contains("because a dependency failed"), "{log}");
+    assert!(log.contains("Task 0 (Models) was deferred"), "{log}");
+    // The next plan ran; the one that named 01 in depends_on is skipped, saying why.
+    assert!(dir.path().join("02.txt").exists(), "{log}");
+    let plan = json_of(&dir.path().join(".long-run/plan.json"));
+    assert_eq!(plan["tasks"][0]["status"], "skipped");
+    assert_eq!(plan["tasks"][1]["status"], "completed");
+    assert_eq!(plan["tasks"][2]["status"], "skipped");
+    assert!(
+        plan["tasks"][2]["result"]
+            .as_str()
+            .unwrap()
+            .contains("was deferred"),
+        "{plan}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    let committed = git(dir.path(), &["ls-files", ".long-run"]);
+    assert!(
+        committed.contains(".long-run/ISSUES.md")
+            && committed.contains(".long-run/summaries/01-SUMMARY.md"),
+        "{committed}"
+    );
+}
+
+#[test]
 fn needs_action_waits_for_done() {
     let dir = long_run_repo(&[(
         ".long-run/plans/02-PLAN.md",

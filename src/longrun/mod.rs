@@ -111,6 +111,71 @@ pub fn with_checkpoint(task: &crate::plan::model::Task, tree: &Path, prompt: &st
     prompt::with_resume_state(prompt, checkpoint.as_deref())
 }
 
+/// The seed's "defer" for long-run task `index` of `plan` (in `root`), after `dagexec answer
+/// N defer` marked it skipped: its decision logged to `DIR/ISSUES.md` and a skipped
+/// `NN-SUMMARY.md` written, so later runs skip the plan and the next plans continue. Returns
+/// the files written (repository-relative); nothing for a task that is not a deferred
+/// long-run plan.
+pub fn defer(
+    root: &Path,
+    plan: &crate::plan::model::Plan,
+    index: usize,
+) -> Result<Vec<String>, LongRunError> {
+    let Some(task) = plan.tasks.get(index) else {
+        return Ok(Vec::new());
+    };
+    let (Some(lr), Some(q)) = (
+        task.extra.get(folder::LONG_RUN_FIELD),
+        crate::question::get(task),
+    ) else {
+        return Ok(Vec::new());
+    };
+    if !crate::question::deferred(task) {
+        return Ok(Vec::new());
+    }
+    let field = |k: &str| lr.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let (number, title, summary) = (field("number"), field("title"), field("summary"));
+    let state = plan
+        .extra
+        .get(folder::LONG_RUN_FIELD)
+        .and_then(|v| v.get("state"))
+        .and_then(|v| v.as_str())
+        .unwrap_or(".");
+    let issues = format!("{state}/ISSUES.md");
+    let write = |rel: &str, text: &str, append: bool| -> Result<(), LongRunError> {
+        let path = root.join(rel);
+        let io = |source| LongRunError::Write {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        if append {
+            use std::io::Write as _;
+            let existed = path.is_file();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(io)?;
+            if !existed {
+                f.write_all(b"# Issues\n").map_err(io)?;
+            }
+            f.write_all(text.as_bytes()).map_err(io)
+        } else {
+            std::fs::write(&path, text).map_err(io)
+        }
+    };
+    write(&issues, &prompt::deferred_issue(&number, &title, &q), true)?;
+    write(
+        &summary,
+        &prompt::skipped_summary_markdown(&number, &title, &q),
+        false,
+    )?;
+    Ok(vec![issues, summary])
+}
+
 /// The prepared run: where its plan is.
 #[derive(Debug)]
 pub struct Prepared {
@@ -202,6 +267,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         files.push(PlanFile {
             path: rel(&root_c, &path),
             completed: summary.as_deref().is_some_and(folder::summary_completed),
+            deferred: summary.as_deref().is_some_and(folder::summary_skipped),
             number,
             content,
         });
@@ -215,6 +281,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         })?;
         folder::carry_over(&mut plan, &old)?;
     }
+    folder::skip_after_deferred(&mut plan);
     let scratch = if dry_run {
         Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
             path: std::env::temp_dir(),

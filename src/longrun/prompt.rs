@@ -158,6 +158,51 @@ pub fn summary_markdown(number: &str, title: &str, c: &Completed) -> String {
     s
 }
 
+/// `NN-SUMMARY.md` for a plan whose decision the user deferred (the seed's "Create skipped
+/// summary"), with `status: skipped` in its front matter: a later run skips the plan.
+pub fn skipped_summary_markdown(
+    number: &str,
+    title: &str,
+    q: &crate::question::Question,
+) -> String {
+    let mut s = format!(
+        "---\nplan: \"{number}\"\nstatus: skipped\n---\n# {}\n\nSkipped: the user deferred the decision",
+        heading(number, title)
+    );
+    if let Some(at) = &q.blocked_at {
+        let _ = write!(s, " at {at}");
+    }
+    s.push_str(" (logged in ISSUES.md).\n\n## Decision deferred\n");
+    let _ = writeln!(s, "{}", q.text.trim_end());
+    for c in &q.options {
+        let _ = writeln!(s, "- {}: {}", c.key, c.description);
+    }
+    s
+}
+
+/// The `ISSUES.md` entry for a deferred decision (the seed's "Log to ISSUES.md").
+pub fn deferred_issue(number: &str, title: &str, q: &crate::question::Question) -> String {
+    let mut s = format!("\n## Plan {number} ({title}): decision deferred\n");
+    if let Some(at) = &q.blocked_at {
+        let _ = writeln!(s, "- Blocked at: {at}");
+    }
+    let _ = writeln!(
+        s,
+        "- Decision needed: {}",
+        q.text.trim_end().replace('\n', " ")
+    );
+    if !q.options.is_empty() {
+        let options: Vec<String> = q
+            .options
+            .iter()
+            .map(|c| format!("{} ({})", c.key, c.description))
+            .collect();
+        let _ = writeln!(s, "- Options: {}", options.join(", "));
+    }
+    s.push_str("- The user deferred it; the plan was skipped and the run continued.\n");
+    s
+}
+
 /// `Plan NN: title`, unless the title already starts with `Plan NN` (a PLAN.md headed
 /// `# Plan 01: Models` gives the title `Plan 01: Models`, not `Plan 01: Plan 01: Models`).
 pub fn heading(number: &str, title: &str) -> String {

@@ -490,7 +490,8 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
 }
 
 /// For a long-run plan, rewrites the Current Position section of `DIR/STATE.md` (the seed's
-/// Step 5) and returns its path, to commit with the round; nothing for other plans.
+/// Step 5) and returns its path, with `DIR/ISSUES.md` and the summaries of deferred plans, to
+/// commit with the round; nothing for other plans.
 pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
     if !plan.extra.contains_key(LONG_RUN_FIELD) {
         return Ok(Vec::new());
@@ -506,7 +507,20 @@ pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
         &crate::longrun::state::current_position(plan),
     );
     std::fs::write(&path, text).map_err(|source| super::RunError::Write { path, source })?;
-    Ok(vec![rel])
+    let mut paths = vec![rel];
+    // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
+    let issues = format!("{}ISSUES.md", paths[0].trim_end_matches("STATE.md"));
+    if opts.root.join(&issues).is_file() {
+        paths.push(issues);
+    }
+    for t in plan.tasks.iter().filter(|t| question::deferred(t)) {
+        for summary in t.creates() {
+            if opts.root.join(summary).is_file() {
+                paths.push(summary.clone());
+            }
+        }
+    }
+    Ok(paths)
 }
 
 /// The reviewer's part of the final summary: one line per reviewed task.
