@@ -693,6 +693,64 @@ done_block"#,
 }
 
 #[test]
+fn a_needs_decision_last_line_asks_like_the_output_json_block() {
+    // A plan.json task: the worker contract allows `NEEDS_DECISION: …` as the status line.
+    let dir = repo(&[(".design/plan.json", &one_task_plan())]);
+    let out = tempfile::tempdir().unwrap();
+    let w = script(
+        out.path(),
+        "w.sh",
+        r#"cp "$DAGEXEC_PROMPT_FILE" "$OUT/prompt-$DAGEXEC_ATTEMPT.md"
+if grep -q 'User decided' "$DAGEXEC_PROMPT_FILE"; then echo a > a.txt; echo 'COMPLETED: wrote a'; exit 0; fi
+echo thinking
+echo 'NEEDS_DECISION: Which encoding, utf-8 or latin-1?'"#,
+    );
+    let o = run(dir.path(), out.path(), &["--worker", &w]);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(
+        !out.path().join("prompt-2.md").exists(),
+        "not retried: {log}"
+    );
+    assert!(
+        log.contains("Task 0 (Write a) needs a decision:\nWhich encoding, utf-8 or latin-1?"),
+        "{log}"
+    );
+    let plan = json_of(&dir.path().join(".design/plan.json"));
+    assert_eq!(plan["tasks"][0]["status"], "blocked");
+    assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
+    let a = dagexec(dir.path())
+        .args(["answer", "0", "utf-8"])
+        .output()
+        .unwrap();
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    let o = run(dir.path(), out.path(), &["--worker", &w]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(read(&out.path().join("prompt-1.md")).contains("User decided: utf-8."));
+
+    // A long-run plan: `NEEDS_ACTION: …` as the last line, no OUTPUT_JSON block.
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ] && ! grep -q 'User completed action' "$DAGEXEC_PROMPT_FILE"; then
+echo 'NEEDS_ACTION: Verify the email address'; exit 0; fi
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(!log.contains("OUTPUT_JSON"), "{log}");
+    assert!(
+        log.contains("Task 0 (Models) needs an action from you:\nVerify the email address"),
+        "{log}"
+    );
+    answer(dir.path(), &["0", "done"]);
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
 fn needs_action_waits_for_done() {
     let dir = long_run_repo(&[(
         ".long-run/plans/02-PLAN.md",

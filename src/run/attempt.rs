@@ -203,6 +203,7 @@ pub async fn run(
     let index = input.index;
     let timeout = input.timeout;
     let duration = run.duration;
+    let asked = question.clone();
     let judged = tokio::task::spawn_blocking(
         move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
             let all = wt.changes()?;
@@ -210,8 +211,14 @@ pub async fn run(
             let report = observe(wt.path(), &task, &run, &all, timeout);
             let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
             super::hooks::quiet_long_run(&task, &mut verdict);
-            let touched = kept.changed.iter().cloned().collect();
-            Ok((verdict, kept.patch, touched, wt))
+            let mut patch = kept.patch;
+            super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
+            let touched = if patch.is_empty() {
+                Vec::new()
+            } else {
+                kept.changed.iter().cloned().collect()
+            };
+            Ok((verdict, patch, touched, wt))
         },
     )
     .await

@@ -157,14 +157,19 @@ pub(crate) fn with_feedback(
 /// (appended to its output): COMPLETED writes the plan's summary into `wt` first (its
 /// declared file, committed with the round); NEEDS_DECISION and NEEDS_ACTION block the task
 /// with a question; a missing or malformed block is a failure, the raw output kept in the
-/// long-run folder's `logs/`. Returns the question, if any.
+/// long-run folder's `logs/`. Returns the question, if any — also for any task whose last line
+/// is `NEEDS_DECISION: …` or `NEEDS_ACTION: …` (the worker contract's form, left in the
+/// output as it is; [`blocked_on`] turns the verdict).
 pub(crate) fn long_run_output(
     (task, attempt): (&Task, u32),
     stdout: &mut String,
     wt: &Path,
     root: &Path,
 ) -> Option<Question> {
-    let lr = long_run(task)?;
+    let Some(lr) = long_run(task) else {
+        // Any task may stop with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line.
+        return question::from_status_line(stdout);
+    };
     let number = field(lr, "number");
     let line = match output::parse(stdout) {
         Ok(Output::Completed(c)) => {
@@ -191,6 +196,10 @@ pub(crate) fn long_run_output(
             return Some(q);
         }
         Ok(Output::Failed { reason }) => format!("FAILED: {reason}"),
+        // No block, but the contract's status-line form of the same question.
+        Err(_) if question::from_status_line(stdout).is_some() => {
+            return question::from_status_line(stdout);
+        }
         Err(e) => {
             let rel = format!("{}/{number}-attempt-{}.log", field(lr, "logs"), attempt);
             let path = root.join(&rel);
@@ -228,6 +237,38 @@ pub(super) fn drop_own_plan(v: &mut crate::setup::Validation, plan_rel: &str) {
         .collect();
     v.git_clean = kept.is_empty();
     v.git_status = kept.join("\n");
+}
+
+/// A worker that stopped with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line (see
+/// [`long_run_output`]) is blocked on its question, not failed — the judge does not know
+/// those lines. Its changes are kept only for a long-run plan (whose attempt after the answer
+/// continues from its checkpoint); a plan.json task starts again from the base.
+pub(super) fn blocked_on(
+    task: &Task,
+    question: Option<&Question>,
+    verdict: &mut Verdict,
+    patch: &mut Vec<u8>,
+) {
+    let Some(q) = question else {
+        return;
+    };
+    if verdict.status == Status::Completed {
+        return;
+    }
+    if verdict.status != Status::Blocked {
+        let what = if q.kind == Kind::Decision {
+            "needs a decision"
+        } else {
+            "needs an action"
+        };
+        verdict.status = Status::Blocked;
+        verdict.result = format!("{what}: {}", q.text.lines().next().unwrap_or(""));
+        verdict.acceptance_passed = false;
+        verdict.failed_checks.clear();
+    }
+    if long_run(task).is_none() {
+        patch.clear();
+    }
 }
 
 /// Long-run plans name their files inside PLAN.md, not in the plan: changes outside the
