@@ -854,6 +854,85 @@ fn a_committed_checkpoint_resumes_the_plan_and_a_completed_summary_skips_it() {
     assert!(out.path().join("plan-03-1.md").exists());
 }
 
+/// The long-run worker of the resume tests, for plan 01: done Task 1 (committed `m1.txt`,
+/// checkpoint `last_completed_task: 1`) unless its tree already has it, then `$1`.
+fn checkpointing_worker(out: &Path, then: &str) -> String {
+    lr_worker(
+        out,
+        &format!(
+            r#"if [ "$N" = 01 ]; then
+  if grep -q 'Skip to Task 2' "$DAGEXEC_PROMPT_FILE" && [ -f m1.txt ]; then
+    echo resumed > "$OUT/resumed"; echo m2 > m2.txt; done_block; exit 0
+  fi
+  echo m1 > m1.txt; git add m1.txt; git commit -qm "feat(01): task 1"
+  printf '{{"last_completed_task": 1}}\n' > .long-run/plans/01-CHECKPOINT.json
+  {then}
+fi
+done_block"#
+        ),
+    )
+}
+
+#[test]
+fn a_retry_after_failed_resumes_from_the_attempts_checkpoint() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = checkpointing_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","failed_at":"Task 2","error":"tests fail"}\nOUTPUT_JSON_END\n'; exit 0"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let second = read(&out.path().join("plan-01-2.md"));
+    assert!(
+        second.contains("Resuming from checkpoint. Skip to Task 2.")
+            && second.contains("starting from Task 2"),
+        "the retry says where to resume: {second}"
+    );
+    assert!(
+        out.path().join("resumed").exists(),
+        "task 1's work was in the tree: {log}"
+    );
+    // Task 1's work (from attempt 1) and Task 2's (attempt 2) are both integrated.
+    assert_eq!(read(&dir.path().join("m1.txt")), "m1\n");
+    assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
+}
+
+#[test]
+fn a_crash_mid_plan_keeps_the_checkpoint_and_the_work_it_describes() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    // After Task 1 the worker keeps working (until the runner is gone).
+    let w = checkpointing_worker(
+        out.path(),
+        r#"i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 1"#,
+    );
+    let o = dagexec(dir.path())
+        .arg("run")
+        .args([
+            "--jobs",
+            "1",
+            "--timeout",
+            "20s",
+            "--worker",
+            &w,
+            "--long-run",
+            ".long-run",
+        ])
+        .env("OUT", out.path())
+        .env("DAGEXEC_FAILPOINT", "checkpoint-saved:1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(out.path().join("resumed").exists(), "{log}");
+    assert_eq!(read(&dir.path().join("m1.txt")), "m1\n");
+    assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
+}
+
 #[test]
 fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
     let dir = long_run_repo(&[(

@@ -5,6 +5,8 @@
 //! ```text
 //! DIR/plans/NN-PLAN.md          the plans (or DIR/NN-PLAN.md); front matter `depends_on`, `title`
 //! DIR/plans/NN-CHECKPOINT.json  written by the worker; its resume state on the next attempt
+//!                               (kept with the attempt's work in `.git/dagexec/checkpoints/`
+//!                               when it fails or the runner dies, see [`partial`])
 //! DIR/summaries/NN-SUMMARY.md   written by dagexec when a plan completes; a completed one is skipped
 //! DIR/ISSUES.md                 the seed's issue log (the worker's)
 //! DIR/STATE.md                  its "Current Position" section rewritten with each round commit
@@ -19,6 +21,7 @@
 
 pub mod folder;
 pub mod output;
+pub mod partial;
 pub mod prompt;
 pub mod state;
 
@@ -274,6 +277,16 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
     }
     let mut plan = folder::build(&files, &paths, &spec, &requirements)?;
     let plan_path = abs.join("plan.json");
+    if !plan_path.is_file() && !dry_run {
+        // A fresh start (no plan.json, or the user deleted it to start over): no partial work
+        // of an earlier run's attempts carries over.
+        if let Ok(repo) = crate::git::Repo::discover(root) {
+            let store = partial::Store::new(repo.common_dir());
+            for f in &files {
+                store.remove(&paths.checkpoint(&f.number));
+            }
+        }
+    }
     if plan_path.is_file() {
         let old = crate::plan::load(&plan_path).map_err(|e| LongRunError::Read {
             path: plan_path.clone(),

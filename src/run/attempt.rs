@@ -163,7 +163,8 @@ pub async fn run(
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
         .expect("worktree creation does not panic")?;
-    let prompt = super::hooks::prepare(&input, &wt, &pool);
+    let store = crate::longrun::partial::Store::new(repo.common_dir());
+    let prompt = super::hooks::prepare(&input, &wt, &pool, &store);
     let log_rel = format!(".design/worker-{}.log", input.index);
     let spec = WorkerSpec {
         command: input.worker.clone(),
@@ -180,7 +181,19 @@ pub async fn run(
         timeout: input.timeout,
         extra_env: Vec::new(),
     };
-    let mut run = match worker::run(&spec, &cancel).await {
+    // A long-run worker's progress is kept as it goes, for a crash of this process.
+    let watch = super::hooks::watch_checkpoint(
+        &input.task,
+        wt.path().to_path_buf(),
+        input.base.clone(),
+        repo.clone(),
+        input.round,
+    );
+    let stop = tokio::select! {
+        stop = worker::run(&spec, &cancel) => stop,
+        () = watch => unreachable!("the checkpoint watch never ends"),
+    };
+    let mut run = match stop {
         Stop::Finished(run) => run,
         Stop::Cancelled => return Ok(AttemptEnd::Cancelled),
     };
@@ -242,6 +255,14 @@ pub async fn run(
         super::hooks::Reviewed::Skipped => (None, question),
         super::hooks::Reviewed::Done { history, question } => (Some(history), question),
     };
+    super::hooks::keep_partial(
+        &input.task,
+        &store,
+        &input.base,
+        &verdict,
+        &patch,
+        question.as_ref(),
+    );
     Ok(AttemptEnd::Judged(Box::new(Judged {
         index: input.index,
         attempt: input.attempt,

@@ -11,8 +11,12 @@
 //! start from the clean tree with all the feedback (the seed's "fresh implementer"). Every
 //! verdict is written to the plan file as soon as it is given, so a run killed between two
 //! reviews resumes with all the feedback; a rejected attempt's changes are kept in memory
-//! only: after an interruption the retry starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
-//! round, and the attempt after the answer resumes from its checkpoint.
+//! only: after an interruption the retry starts fresh. A long-run worker that stops to ask
+//! keeps its work: it is committed with the round, and the attempt after the answer resumes
+//! from its checkpoint. A long-run attempt that fails leaves its work and checkpoint for the
+//! next attempt, and while a long-run worker runs its commits and checkpoint are kept as they
+//! appear, for a crash ([`crate::longrun::partial`]): the next attempt resumes "from the
+//! failed task", as the seed re-spawns it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +27,7 @@ use super::{RunEnd, RunOptions, Ui};
 use crate::git::Worktree;
 use crate::longrun::folder::LONG_RUN_FIELD;
 use crate::longrun::output::{self, Output};
+use crate::longrun::partial::{Partial, Store};
 use crate::longrun::prompt as lr_prompt;
 use crate::outcome::Verdict;
 use crate::plan::model::{Plan, Status, Task};
@@ -108,11 +113,15 @@ fn field<'a>(lr: &'a serde_json::Map<String, serde_json::Value>, key: &str) -> &
 
 /// The prompt the worker gets: the runner's prompt with a long-run task's resume state
 /// filled in from the checkpoint in `wt`, then the reviewer feedback so far, then the user's
-/// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them.
-pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> String {
-    let prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
+/// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them, and
+/// a long-run plan's kept partial work ([`restore_partial`]) otherwise.
+pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool, store: &Store) -> String {
     let mem = &pool.memory;
     let carry = lock(&mem.carry).remove(&input.index);
+    if carry.is_none() {
+        restore_partial(input, wt, store);
+    }
+    let prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
     let history = mem.history(input.index, &input.task);
     let start = match carry {
         Some(patch) if review::start_for(input.attempt) == Start::Continue => {
@@ -130,6 +139,141 @@ pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> Strin
         _ => Start::Fresh,
     };
     with_feedback(&prompt, &input.task, &history, start)
+}
+
+/// The checkpoint file of a long-run task (`DIR/plans/NN-CHECKPOINT.json`).
+fn checkpoint_rel(task: &Task) -> Option<&str> {
+    long_run(task)
+        .map(|lr| field(lr, "checkpoint"))
+        .filter(|c| !c.is_empty())
+}
+
+/// Puts the partial work an earlier attempt of this long-run plan left (see
+/// [`crate::longrun::partial`]) into `wt`: its changes, then its checkpoint file. When the
+/// changes no longer apply, the attempt starts from the base, without the checkpoint (it would
+/// describe work that is not there).
+fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
+    let Some(rel) = checkpoint_rel(&input.task) else {
+        return;
+    };
+    let Some(partial) = store.load(rel) else {
+        return;
+    };
+    if !partial.patch.is_empty() {
+        if let Err(e) = wt.apply(&partial.patch) {
+            tracing::warn!(
+                "task {}: the work of its earlier attempt no longer applies ({e}); it starts from Task 1",
+                input.index
+            );
+            return;
+        }
+    }
+    if let Some(text) = &partial.checkpoint {
+        let path = wt.path().join(rel);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        if let Err(e) = written {
+            tracing::warn!("task {}: cannot restore its checkpoint: {e}", input.index);
+        }
+    }
+}
+
+/// Longest checkpoint file read while a worker runs; a bigger one is not kept.
+const MAX_CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// While a long-run worker works: each time its checkpoint file changes, keeps the commits it
+/// made since `base` and the checkpoint ([`crate::longrun::partial`]), so that a crash of the
+/// runner (or of the machine) loses no finished task of the plan. Read-only on the worker's
+/// tree. Never returns (for other tasks it waits forever): race it against the worker.
+pub(super) async fn watch_checkpoint(
+    task: &Task,
+    tree: std::path::PathBuf,
+    base: String,
+    repo: std::sync::Arc<crate::git::Repo>,
+    round: u32,
+) {
+    let Some(rel) = checkpoint_rel(task).map(str::to_string) else {
+        return std::future::pending().await;
+    };
+    let store = Store::new(repo.common_dir());
+    let path = tree.join(&rel);
+    let read = |p: &Path| -> Option<Vec<u8>> {
+        let meta = std::fs::symlink_metadata(p).ok()?;
+        (meta.is_file() && meta.len() <= MAX_CHECKPOINT_BYTES)
+            .then(|| std::fs::read(p).ok())
+            .flatten()
+    };
+    let mut seen = read(&path);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let now = read(&path);
+        if now.is_none() || now == seen {
+            continue;
+        }
+        seen.clone_from(&now);
+        let (repo, tree, base, rel, store) = (
+            repo.clone(),
+            tree.clone(),
+            base.clone(),
+            rel.clone(),
+            store.clone(),
+        );
+        let checkpoint = now.map(|b| String::from_utf8_lossy(&b).into_owned());
+        let kept = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let head = repo.head_of(&tree).map_err(|e| e.to_string())?;
+            let patch = repo.diff_commits(&base, &head).map_err(|e| e.to_string())?;
+            store
+                .save(
+                    &rel,
+                    &Partial {
+                        base,
+                        patch,
+                        checkpoint,
+                    },
+                )
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        match kept {
+            Ok(Ok(())) => super::failpoint("checkpoint-saved", round),
+            Ok(Err(e)) => tracing::debug!("the checkpoint could not be kept yet: {e}"),
+            Err(e) => tracing::debug!("keeping the checkpoint panicked: {e}"),
+        }
+    }
+}
+
+/// After a long-run attempt is judged: a failed one leaves its work (`patch`, checkpoint
+/// included) for the next attempt; one that completed, or stopped with a question (its work
+/// is committed with the round), leaves nothing.
+pub(super) fn keep_partial(
+    task: &Task,
+    store: &Store,
+    base: &str,
+    verdict: &Verdict,
+    patch: &[u8],
+    question: Option<&Question>,
+) {
+    let Some(rel) = checkpoint_rel(task) else {
+        return;
+    };
+    let committed = verdict.status == Status::Completed
+        || (verdict.status == Status::Blocked && question.is_some_and(|q| q.kind != Kind::Review));
+    if committed || patch.is_empty() {
+        if committed {
+            store.remove(rel);
+        }
+        return;
+    }
+    let partial = Partial {
+        base: base.to_string(),
+        patch: patch.to_vec(),
+        checkpoint: None,
+    };
+    if let Err(e) = store.save(rel, &partial) {
+        tracing::warn!("cannot keep the partial work of {rel}: {e}");
+    }
 }
 
 /// `prompt` with the reviewer feedback so far (`history`, for an attempt starting as `start`)
