@@ -236,7 +236,7 @@ fn prompt_command() {
     let out = run(v3.path(), &["prompt", "0"]);
     assert!(
         out.stdout
-            .starts_with("You are a backend engineer\n\n## Task: Create user model\n")
+            .starts_with("You are a backend engineer.\n\n## Task: Create user model\n")
     );
 }
 
