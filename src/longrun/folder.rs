@@ -384,6 +384,54 @@ mod tests {
     }
 
     #[test]
+    fn a_deferred_plan_holds_back_only_the_plans_that_name_it() {
+        let mut files = vec![
+            file("01", "# A\n"),
+            file("02", "# B\n"),
+            file("03", "---\ndepends_on: [\"01\"]\n---\n# C\n"),
+            file("04", "---\ndepends_on: [\"03\"]\n---\n# D\n"),
+        ];
+        files[0].deferred = true;
+        let mut plan = build(&files, &paths(), "", "").unwrap();
+        assert_eq!(plan.tasks[0].status, Status::Skipped);
+        assert!(
+            plan.tasks[1].blocked_by.is_empty(),
+            "02 follows no deferred plan"
+        );
+        skip_after_deferred(&mut plan);
+        assert_eq!(plan.tasks[1].status, Status::Pending);
+        assert_eq!(plan.tasks[2].status, Status::Skipped);
+        assert_eq!(
+            plan.tasks[2].result.as_deref(),
+            Some("Skipped: dependency task 0 (A) was deferred by the user")
+        );
+        assert_eq!(plan.tasks[3].status, Status::Skipped, "transitively");
+        assert_eq!(
+            plan.tasks[3].result.as_deref(),
+            Some("Skipped: dependency task 2 (C) was skipped")
+        );
+    }
+
+    #[test]
+    fn a_cycle_or_self_dependency_names_the_plan_files() {
+        let files = vec![
+            file("01", "---\ndepends_on: [\"02\"]\n---\n"),
+            file("02", ""),
+        ];
+        let e = build(&files, &paths(), "", "").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            ".long-run/plans/01-PLAN.md: depends_on makes a cycle: .long-run/plans/01-PLAN.md → .long-run/plans/02-PLAN.md → .long-run/plans/01-PLAN.md"
+        );
+        let files = vec![file("01", "---\ndepends_on: [1]\n---\n")];
+        let e = build(&files, &paths(), "", "").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            ".long-run/plans/01-PLAN.md: depends_on names the plan itself (01)"
+        );
+    }
+
+    #[test]
     fn dependencies_from_front_matter_else_number_order() {
         let files = vec![
             file("01", "# Models\n"),
