@@ -162,6 +162,16 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+    /// Run a failed, blocked or skipped task again: it gets a fresh set of attempts, and the
+    /// tasks the cascade skipped because of it are pending again.
+    ///
+    /// The local twin of `/execute retry N` on a pull request. Fix what made the task fail
+    /// first (its reason is in `dagexec status`, its logs under .git/dagexec/logs/), then
+    /// `dagexec retry N` and `dagexec run` to resume.
+    Retry {
+        /// The task's plan index.
+        task: usize,
+    },
     /// Run a real demo with no API key: a small repository and plan executed by a bundled
     /// scripted worker, then its round commits.
     Demo {
@@ -292,6 +302,33 @@ struct Loaded {
     dag: Dag,
 }
 
+/// Where a completed run archived the plan at `plan`: `plan.done.json` beside it (schema 2),
+/// or the newest `history/<timestamp>-plan.json` (schema 3).
+fn archived_plan(plan: &Path) -> Option<PathBuf> {
+    let dir = plan.parent()?;
+    let done = dir.join("plan.done.json");
+    let newest = std::fs::read_dir(dir.join("history"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with("-plan.json"))
+        .max();
+    match (done.is_file(), newest) {
+        (true, Some(h)) => {
+            // Both: the one written last.
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            Some(if modified(&h) > modified(&done) {
+                h
+            } else {
+                done
+            })
+        }
+        (true, None) => Some(done),
+        (false, h) => h,
+    }
+}
+
 fn load(loc: &Location) -> Result<Loaded, CliError> {
     let plan = {
         let _span = tracing::debug_span!("parse").entered();
@@ -299,7 +336,7 @@ fn load(loc: &Location) -> Result<Loaded, CliError> {
     };
     let dag = {
         let _span = tracing::debug_span!("check").entered();
-        plan::validate::check(&plan, loc.plan_rel.as_deref())?
+        plan::validate::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
     };
     Ok(Loaded { plan, dag })
 }
@@ -490,6 +527,38 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             )?;
             Ok(0)
         }
+        Command::Retry { task } => {
+            let Loaded { mut plan, dag } = load(loc)?;
+            let reopened =
+                crate::actions::steer::retry(&mut plan, &dag, task).map_err(|message| {
+                    CliError::Usage {
+                        message,
+                        hint: "`dagexec status` lists the tasks and where each stands".into(),
+                    }
+                })?;
+            plan::save(&plan, &loc.plan)?;
+            writeln!(
+                out,
+                "Task {task} is pending again, with a fresh set of attempts."
+            )?;
+            let others: Vec<String> = reopened
+                .iter()
+                .filter(|&&i| i != task)
+                .map(ToString::to_string)
+                .collect();
+            if !others.is_empty() {
+                writeln!(
+                    out,
+                    "Tasks {} (skipped because of it) are pending again.",
+                    others.join(", ")
+                )?;
+            }
+            writeln!(
+                out,
+                "Run `dagexec run` again, with the same options, to resume."
+            )?;
+            Ok(0)
+        }
         Command::Demo { dir, jobs } => {
             out.flush()?;
             let ui = crate::run::Ui::for_stdout();
@@ -523,13 +592,37 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 base
             } else {
                 let text = prompt::spawn_prompt(&plan, task, &base);
-                crate::longrun::with_checkpoint(&plan.tasks[task], &loc.root, &text)
+                let text = crate::longrun::with_checkpoint(&plan.tasks[task], &loc.root, &text);
+                // The user's answer to the task's question goes to its next attempt.
+                match crate::question::reply_section(&plan.tasks[task]) {
+                    reply if reply.is_empty() => text,
+                    reply => format!("{}\n\n{reply}", text.trim_end()),
+                }
             };
             out.write_all(text.as_bytes())?;
             Ok(0)
         }
         Command::Status { json } => {
-            let Loaded { plan, .. } = load(loc)?;
+            // After a completed run the plan is archived (seed Step 4): show that run.
+            let archived = (!loc.plan.exists())
+                .then(|| archived_plan(&loc.plan))
+                .flatten();
+            let Loaded { plan, .. } = match &archived {
+                Some(path) => load(&Location {
+                    plan: path.clone(),
+                    root: loc.root.clone(),
+                    plan_rel: None,
+                })?,
+                None => load(loc)?,
+            };
+            if let (Some(path), false) = (&archived, json) {
+                writeln!(
+                    out,
+                    "The run is complete: {} (the plan was archived at {}).\n",
+                    crate::update::closing_line(&plan),
+                    path.strip_prefix(&loc.root).unwrap_or(path).display()
+                )?;
+            }
             if json {
                 let rows: Vec<serde_json::Value> = plan
                     .tasks
@@ -538,7 +631,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     .map(|(i, t)| {
                         serde_json::json!({
                             "index": i, "subject": t.subject, "status": t.status,
-                            "attempts": t.attempts(), "result": t.result,
+                            "attempts": plan.attempts_of(i), "result": t.result,
                         })
                     })
                     .collect();

@@ -68,17 +68,18 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     let repo = top.join("repo");
     let write = |rel: &str, text: &str| -> Result<(), RunError> {
         let path = repo.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap_or(&repo))
-            .and_then(|_| std::fs::write(&path, text))
-            .map_err(|source| RunError::Write { path, source })
+        crate::fsx::write(&top, &path, text.as_bytes()).map_err(|e| RunError::Write {
+            path,
+            source: e.into(),
+        })
     };
     for (rel, text) in FILES {
         write(rel, text)?;
     }
     let worker = top.join("worker.sh");
-    std::fs::write(&worker, WORKER).map_err(|source| RunError::Write {
+    crate::fsx::write(&top, &worker, WORKER.as_bytes()).map_err(|e| RunError::Write {
         path: worker.clone(),
-        source,
+        source: e.into(),
     })?;
     git(&repo, &["init", "-q", "-b", "main"])?;
     git(&repo, &["config", "user.name", "dagexec demo"])?;

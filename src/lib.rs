@@ -3,23 +3,27 @@
 //! round.
 //!
 //! The crate is split into a pure core (no processes, git writes or network) and edges:
-//! - core: [`plan`] (model, load/save, validation), [`graph`] (the DAG), [`overlap`] (the
-//!   concurrency-aware file-overlap matrix), [`engine`] (ready sets, batches, deadlock),
-//!   [`outcome`] (the result processor), [`update`] (the plan updater, cascade, circuit breaker,
-//!   completion, resume), [`prompt`] (worker and retry prompts), [`render`] (tables, graphs);
-//! - edges: [`setup`] (git status, assumption checks, context files), [`shell`] (one command
-//!   with a timeout), [`worker`] (a worker process), [`git`] (worktrees, patches, commits),
-//!   [`run`] (the local runner), [`demo`] and [`cli`].
+//! - core: [`plan`] (model, load/save, validation), [`paths`] (one form per path), [`graph`]
+//!   (the DAG), [`overlap`] (the concurrency-aware file-overlap matrix), [`engine`] (ready sets,
+//!   batches, deadlock), [`outcome`] (the result processor), [`update`] (the plan updater,
+//!   cascade, circuit breaker, completion, resume), [`prompt`] (worker and retry prompts),
+//!   [`render`] (tables, graphs);
+//! - edges: [`fsx`] (file writes that never follow a link), [`setup`] (git status, assumption
+//!   checks, context files), [`shell`] (one command with a timeout), [`worker`] (a worker
+//!   process), [`git`] (worktrees, patches, commits), [`run`] (the local runner), [`demo`] and
+//!   [`cli`].
 
 pub mod actions;
 pub mod cli;
 pub mod demo;
 pub mod engine;
+pub mod fsx;
 pub mod git;
 pub mod github;
 pub mod graph;
 pub mod outcome;
 pub mod overlap;
+pub mod paths;
 pub mod plan;
 pub mod prompt;
 pub mod render;

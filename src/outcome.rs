@@ -12,6 +12,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Serialize;
 
+use crate::paths::Link;
 use crate::plan::model::{Plan, Status, Task};
 use crate::prompt::{self, FailedCheck, Unit};
 
@@ -145,13 +146,14 @@ fn clip(s: &str, max: usize) -> String {
 /// that did not change.
 pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
     let mut problems = Vec::new();
+    use crate::paths::key;
     for f in task.creates() {
-        if !report.present.contains(f.as_str()) {
+        if !report.present.contains(&key(f)) {
             problems.push(format!("{f} (to create) does not exist"));
         }
     }
     for f in task.modifies() {
-        if !report.changed.contains(f.as_str()) {
+        if !report.changed.contains(&key(f)) {
             problems.push(format!("{f} (to modify) was not changed"));
         }
     }
@@ -166,7 +168,7 @@ pub fn unexpected_files(
     report: &AttemptReport,
     plan_rel: &str,
 ) -> Vec<String> {
-    let declared: BTreeSet<&str> = task.files().map(String::as_str).collect();
+    let declared: BTreeSet<String> = task.files().map(|f| crate::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
         .changed
@@ -180,6 +182,67 @@ pub fn unexpected_files(
             }
         })
         .collect()
+}
+
+/// Why an attempt's changes are refused whatever the worker reported, if they are: a path in
+/// git's own directory under any case (`.GIT/hooks/x`), or a symlink the task did not declare,
+/// or a declared one whose target leaves the repository or points into `.git/`, `.design/` or
+/// the plan's directory. Such an attempt fails with this reason (it is not integrated).
+pub fn refused_changes<'a>(
+    task: &Task,
+    changed: impl IntoIterator<Item = &'a String>,
+    links: &[Link],
+    plan_rel: &str,
+) -> Option<String> {
+    use crate::paths::{git_dir_prefix, key, resolve_link, same_file, within};
+    for p in changed {
+        if git_dir_prefix(p).is_some() {
+            return Some(format!(
+                "refused: the change writes {p}, inside git's own directory (.git under any case); workers must not touch it"
+            ));
+        }
+        // `.DESIGN/Plan.json` is the plan on a case-insensitive file system.
+        if same_file(p, plan_rel) && key(p) != key(plan_rel) {
+            return Some(format!(
+                "refused: the change writes {p}, the plan file {plan_rel} under another case; only dagexec writes the plan"
+            ));
+        }
+    }
+    let declared: BTreeSet<String> = task.files().map(|f| key(f)).collect();
+    let plan_dir = plan_rel.rsplit_once('/').map(|(dir, _)| dir);
+    for link in links {
+        let shown = format!("{} -> {}", link.path, link.target);
+        if !declared.contains(&key(&link.path)) {
+            return Some(format!(
+                "refused: the change adds the symbolic link {shown}, which the task does not declare"
+            ));
+        }
+        let why = match resolve_link(&link.path, &link.target) {
+            None => Some("outside the repository"),
+            // The top holds `.git/`: `x -> .` makes `x/.git/config` a way in.
+            Some(r) if r.is_empty() => Some("at the repository's top, which holds .git/"),
+            Some(r) if git_dir_prefix(&r).is_some() => Some("into .git/"),
+            Some(r) if within(&r, ".design") || within(".design", &r) => Some("into .design/"),
+            Some(r) if plan_dir.is_some_and(|d| within(&r, d) || within(d, &r)) => {
+                Some("into the plan's directory")
+            }
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            return Some(format!(
+                "refused: the symbolic link {shown} points {why}; dagexec never lets a task link there"
+            ));
+        }
+    }
+    None
+}
+
+/// Makes `verdict` a failure for `reason` (warnings kept).
+pub fn refuse(verdict: &mut Verdict, reason: String) {
+    verdict.status = Status::Failed;
+    verdict.result = reason;
+    verdict.acceptance_passed = false;
+    verdict.failed_checks.clear();
 }
 
 /// Whether the runner should run the acceptance checks: the worker reported COMPLETED, exited
@@ -444,6 +507,99 @@ mod tests {
         );
         assert_eq!(last_nonempty_line("COMPLETED: x\nbye\n"), Some("bye"));
         assert_eq!(last_nonempty_line("\n\n"), None);
+    }
+
+    #[test]
+    fn declared_paths_are_checked_in_their_one_form() {
+        let p = crate::plan::load::parse(
+            r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["src//a.txt","docs/"],"modify":["src/./b.txt"]}}}]}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let mut r = report("COMPLETED: done");
+        r.present = ["src/a.txt", "docs"].map(String::from).into();
+        r.changed = ["src/a.txt", "docs", "src/b.txt"].map(String::from).into();
+        assert!(
+            spot_check(&p.tasks[0], &r).is_empty(),
+            "{:?}",
+            spot_check(&p.tasks[0], &r)
+        );
+        assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
+    }
+
+    #[test]
+    fn links_and_git_dirs_in_a_change_are_refused() {
+        let p = crate::plan::load::parse(
+            r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["lib/link","./up","out","g","d","ok"],"modify":[]}}}]}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let t = &p.tasks[0];
+        let link = |path: &str, target: &str| Link {
+            path: path.into(),
+            target: target.into(),
+        };
+        let refused = |changed: &[&str], links: &[Link]| {
+            let changed: Vec<String> = changed.iter().map(|s| s.to_string()).collect();
+            refused_changes(t, &changed, links, ".design/plan.json").unwrap_or_default()
+        };
+        let cases: &[(&[&str], Vec<Link>, &str)] = &[
+            (&["a.txt"], vec![], ""),
+            (&["lib/link"], vec![link("lib/link", "../src/x")], ""),
+            (&["up"], vec![link("up", "lib")], ""),
+            (&["ok"], vec![link("ok", ".designs/x")], ""),
+            (
+                &[".GIT/hooks/pre-commit"],
+                vec![],
+                "writes .GIT/hooks/pre-commit, inside git's own",
+            ),
+            (&["src/.Git"], vec![], "writes src/.Git, inside git's own"),
+            (
+                &[".DESIGN/Plan.json"],
+                vec![],
+                "the plan file .design/plan.json under another case",
+            ),
+            (
+                &["x"],
+                vec![link("x", "a")],
+                "adds the symbolic link x -> a, which the task does not declare",
+            ),
+            (
+                &["out"],
+                vec![link("out", "/etc/passwd")],
+                "out -> /etc/passwd points outside the repository",
+            ),
+            (
+                &["out"],
+                vec![link("out", "../../x")],
+                "points outside the repository",
+            ),
+            (
+                &["lib/link"],
+                vec![link("lib/link", "../.GIT/config")],
+                "points into .git/",
+            ),
+            (&["g"], vec![link("g", ".git")], "points into .git/"),
+            (
+                &["d"],
+                vec![link("d", "./.Design/plan.json")],
+                "points into .design/",
+            ),
+            (&["up"], vec![link("up", ".")], "at the repository's top"),
+            (
+                &["lib/link"],
+                vec![link("lib/link", "..")],
+                "at the repository's top",
+            ),
+        ];
+        for (changed, links, want) in cases {
+            let got = refused(changed, links);
+            if want.is_empty() {
+                assert_eq!(got, "", "{changed:?} {links:?}");
+            } else {
+                assert!(got.contains(want), "{changed:?} {links:?}: {got}");
+            }
+        }
     }
 
     #[test]

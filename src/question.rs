@@ -228,12 +228,27 @@ pub fn answer(
         .tasks
         .get(index)
         .ok_or(AnswerError::NoTask { index, count })?;
-    let mut q = get(task)
-        .filter(|q| q.reply.is_none() && task.status == Status::Blocked)
-        .ok_or(AnswerError::NoQuestion {
-            index,
-            status: task.status,
-        })?;
+    let mut q = match get(task) {
+        Some(q) if q.reply.is_none() && task.status == Status::Blocked => q,
+        // A worker that answered `BLOCKED: reason` asks in its own words: the answer goes
+        // to its next attempt like an escalated review's.
+        _ if task.status == Status::Blocked => Question {
+            kind: Kind::Review,
+            text: format!(
+                "Task {index} is blocked: {}",
+                task.result.as_deref().unwrap_or("no reason given")
+            ),
+            options: Vec::new(),
+            blocked_at: None,
+            reply: None,
+        },
+        _ => {
+            return Err(AnswerError::NoQuestion {
+                index,
+                status: task.status,
+            });
+        }
+    };
     let given = text.trim();
     if given.is_empty() {
         return Err(AnswerError::Empty { index });

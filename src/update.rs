@@ -87,12 +87,16 @@ pub fn apply_round(
         task.result = Some(r.result.clone());
         task.attempts = Some(r.attempts);
         if r.status == Status::Completed {
-            let entry = CompletedTask {
+            let mut entry = CompletedTask {
                 index: r.index,
                 summary: r.result.clone(),
                 wave: notes.wave,
                 extra: Default::default(),
             };
+            entry.extra.insert(
+                crate::plan::model::COMPLETED_ATTEMPTS_FIELD.into(),
+                r.attempts.into(),
+            );
             let list = &mut plan.progress.completed_tasks;
             match list.iter_mut().find(|c| c.index == r.index) {
                 Some(existing) => *existing = entry,
@@ -379,7 +383,10 @@ mod tests {
         assert_eq!(
             progress,
             serde_json::json!({
-                "completedTasks": [{"index": 0, "summary": "User model added"}, {"index": 1, "summary": "helper"}],
+                "completedTasks": [
+                    {"index": 0, "summary": "User model added", "attempts": 1},
+                    {"index": 1, "summary": "helper", "attempts": 2}
+                ],
                 "surprises": ["schema had a User already"], "decisions": ["kept bcrypt"]
             })
         );

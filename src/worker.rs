@@ -138,12 +138,14 @@ async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
         .into_iter()
         .flatten()
     {
-        let created = tokio::fs::create_dir_all(dir).await;
+        let created = crate::fsx::create_dir_all(crate::fsx::default_root(dir), dir);
         created.map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let written = tokio::fs::write(&prompt_file, &spec.prompt).await;
+    let written = crate::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
     written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
-    match tokio::fs::remove_file(&log_file).await {
+    match crate::fsx::remove_file(crate::fsx::default_root(&log_file), &log_file)
+        .map_err(io::Error::from)
+    {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
             return Err(format!("cannot remove the old {}: {e}", log_file.display()));
         }

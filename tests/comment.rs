@@ -14,7 +14,10 @@ const REPO: &str = "Codertocat/Hello-World";
 const COMMENT_ID: u64 = 492700400;
 
 fn webhook(name: &str) -> Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/github/webhooks/");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/github/webhooks/"
+    );
     let text = std::fs::read_to_string(format!("{dir}{name}")).expect("webhook example");
     serde_json::from_str(&text).expect("webhook JSON")
 }

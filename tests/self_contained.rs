@@ -10,8 +10,15 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = e.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if path.is_dir() {
-            if !["target", ".git", "tools", "node_modules", "fixtures", "snapshots"]
-                .contains(&name.as_str())
+            if ![
+                "target",
+                ".git",
+                "tools",
+                "node_modules",
+                "fixtures",
+                "snapshots",
+            ]
+            .contains(&name.as_str())
             {
                 files(&path, out);
             }

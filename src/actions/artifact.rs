@@ -188,9 +188,9 @@ pub fn write(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(result).expect("a work result serialises");
-    std::fs::write(dir.join(RESULT_FILE), json)?;
-    std::fs::write(dir.join(PATCH_FILE), patch)?;
-    std::fs::write(dir.join(LOG_FILE), log.unwrap_or(""))?;
+    crate::fsx::write(dir, &dir.join(RESULT_FILE), json.as_bytes())?;
+    crate::fsx::write(dir, &dir.join(PATCH_FILE), patch)?;
+    crate::fsx::write(dir, &dir.join(LOG_FILE), log.unwrap_or("").as_bytes())?;
     Ok(())
 }
 

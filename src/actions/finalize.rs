@@ -237,27 +237,32 @@ pub fn run(
         &opts,
         &ui,
     )?;
-    // The state is committed every round, even when no task completed.
-    let message = format!(
-        "dagexec: round {} — state after {} attempt(s)\n",
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format (the plan now holds each batch task's outcome).
+    let outcomes: Vec<crate::update::TaskResult> = batch
+        .iter()
+        .map(|&i| crate::update::TaskResult {
+            index: i,
+            status: plan.tasks[i].status,
+            result: plan.tasks[i].result.clone().unwrap_or_default(),
+            attempts: plan.attempts_of(i),
+        })
+        .collect();
+    let message = crate::run::integrate::commit_message(
+        &plan,
         round.round,
-        batch.len()
+        &batch,
+        &outcomes,
+        plan.count(Status::Completed),
     );
     repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
-    let _ = std::fs::remove_file(
-        repo.root()
-            .join(format!(".design/processor-batch-{}.json", round.round)),
-    );
+    let batch_file = format!(".design/processor-batch-{}.json", round.round);
+    let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
 
     let stop = match end {
-        Some(RunEnd::CircuitBreaker) => Some(Stop::CircuitBreaker(
-            crate::update::CircuitBreaker::evaluate(
-                plan.tasks.len(),
-                plan.count(Status::Pending),
-                plan.count(Status::Skipped),
-            )
-            .message(),
-        )),
+        // The numbers the breaker decided on: pending before this round's cascade, and what
+        // the cascade skipped (not a recount after it).
+        Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
         _ => {
             let overlaps = Overlaps::of(&plan, &dag);
             let conflicts = overlaps.for_scheduling();
@@ -354,15 +359,15 @@ fn judge_entry(
     // The patch is what gets applied, so what it touches comes from the patch itself (applied
     // to a scratch index of the base), not from the job's own account.
     let mut broken = None;
-    let touched = match repo.patch_paths(&patch) {
-        Ok(paths) => paths,
+    let (touched, links) = match repo.patch_changes(&patch) {
+        Ok(found) => found,
         Err(err) => {
             broken = Some(format!(
                 "the job's changes.patch does not apply to the round's base ({})",
                 err.to_string().lines().next().unwrap_or("")
             ));
             patch.clear();
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
     };
     report.changed.extend(touched.iter().cloned());
@@ -386,8 +391,9 @@ fn judge_entry(
             warnings: verdict.warnings,
         };
     }
-    let refusal =
-        broken.or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
+    let refusal = broken
+        .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
+        .or_else(|| refused(&touched, &inputs.plan_rel, inputs.allow_workflow_changes));
     if let Some(reason) = refusal {
         verdict = Verdict {
             status: Status::Failed,

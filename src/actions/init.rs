@@ -39,11 +39,7 @@ pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
             path.display()
         ));
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    crate::plan::load::write_atomic(&path, text.as_bytes())
+    crate::fsx::write(root, &path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }

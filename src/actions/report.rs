@@ -98,7 +98,7 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
             cell(&t.subject, 80),
             icon(t.status),
             t.status,
-            t.attempts(),
+            plan.attempts_of(i),
             cell(t.result.as_deref().unwrap_or(""), 120),
         );
     }
@@ -200,7 +200,7 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
                         "- task {i} ({}): {} after {} attempt(s) — {}",
                         cell(&t.subject, 80),
                         t.status,
-                        t.attempts(),
+                        plan.attempts_of(i),
                         cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
                     );
                 }
@@ -218,12 +218,15 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
             }
             let _ = writeln!(
                 s,
-                "### How to resume\nFix the cause on branch `{branch}`, set the failed tasks' `status` back to `\"pending\"` in `.design/plan.json` (and the skipped ones they cascaded to), commit, and start the workflow again on that branch."
+                "### How to resume\nFix the cause on branch `{branch}` if it is in the repository, then comment `/execute retry N` on this pull request for each failed task N (the tasks it cascaded to come back with it); a blocked task takes `/execute answer N …`."
             );
         }
     }
     s.push('\n');
-    s.push_str(&summary::final_summary(plan));
+    s.push_str(&summary::final_summary_for(
+        plan,
+        summary::Reader::PullRequest,
+    ));
     (title, s)
 }
 

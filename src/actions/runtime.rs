@@ -2,7 +2,6 @@
 //! (`$GITHUB_OUTPUT`), the job summary (`$GITHUB_STEP_SUMMARY`), and workflow commands
 //! (`::add-mask::`, `::error::`).
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use crate::github::{RepoName, Token};
@@ -101,15 +100,12 @@ impl Context {
 
 /// Appends `text` to one of the runner's files; an error names the file.
 fn append(path: &std::path::Path, text: &str) -> Result<(), super::ActionError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|source| super::ActionError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+    // The runner's own file: only its last component is checked not to be a link.
+    let dir = path.parent().unwrap_or(std::path::Path::new(""));
+    crate::fsx::append(dir, path, text.as_bytes()).map_err(|e| super::ActionError::Write {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
 }
 
 /// Asks the runner to mask `token` in every later log line. Only when running in Actions:

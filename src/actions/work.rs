@@ -175,7 +175,9 @@ pub fn run(
     artifact::write(&inputs.artifacts, &result, &kept.patch, run.log.as_deref())
         .map_err(write_err)?;
     if let Some(log) = review_log {
-        std::fs::write(inputs.artifacts.join(artifact::REVIEW_LOG_FILE), log).map_err(write_err)?;
+        let path = inputs.artifacts.join(artifact::REVIEW_LOG_FILE);
+        crate::fsx::write(&inputs.artifacts, &path, log.as_bytes())
+            .map_err(|e| write_err(e.into()))?;
     }
     Ok(verdict)
 }

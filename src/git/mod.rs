@@ -152,7 +152,8 @@ impl Repo {
         let path = parent.join(name);
         let registered = self.registered_worktrees()?;
         self.remove_worktree_at(&path, &registered)?;
-        std::fs::create_dir_all(&parent).map_err(io_error("create directory", &parent))?;
+        crate::fsx::create_dir_all(&self.common_dir, &parent)
+            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
         git(&self.root, "worktree add")
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&path)
@@ -347,7 +348,9 @@ impl Repo {
                 tracing::debug!(path, "restore: leaving an untracked directory in place");
                 return Ok(());
             }
-            Ok(_) => std::fs::remove_file(&full).map_err(io_error("delete", &full))?,
+            // Never through a linked directory (`d -> /outside`, deleting `d/x`).
+            Ok(_) => crate::fsx::remove_file(&self.root, &full)
+                .map_err(|e| io_error("delete", &full)(e.into()))?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(io_error("inspect", &full)(e)),
         }

@@ -1,7 +1,7 @@
 //! Checking and comparing paths, and deleting files around git.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::GitError;
 use super::error::io_error;
@@ -16,33 +16,25 @@ pub(super) fn covers(listing: &[String], path: &str) -> bool {
     })
 }
 
-/// `path` checked to be repo-relative and written plainly: `a/./b/` becomes `a/b`.
+/// `path` checked to be repo-relative and written plainly ([`crate::paths::normalize`]:
+/// `a//./b/` becomes `a/b`), and not inside git's own directory under any case.
 pub(super) fn normalize(path: &str) -> Result<String, GitError> {
     let invalid = |reason| GitError::InvalidPath {
         path: path.to_owned(),
         reason,
     };
-    if path.contains('\0') {
-        return Err(invalid("contains a NUL byte"));
-    }
-    let mut parts = Vec::new();
-    for component in Path::new(path).components() {
-        match component {
-            Component::Normal(part) => parts.push(part.to_str().unwrap_or_default()),
-            Component::CurDir => {}
-            Component::ParentDir => return Err(invalid("must not contain `..`")),
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(invalid("must be relative to the repository root"));
-            }
-        }
-    }
-    if parts.is_empty() {
-        return Err(invalid("names no file"));
-    }
-    if parts.first() == Some(&".git") {
+    let norm = crate::paths::normalize(path).map_err(|e| {
+        invalid(match e {
+            crate::paths::Unclean::Nul => "contains a NUL byte",
+            crate::paths::Unclean::ParentDir => "must not contain `..`",
+            crate::paths::Unclean::Absolute => "must be relative to the repository root",
+            crate::paths::Unclean::Empty => "names no file",
+        })
+    })?;
+    if crate::paths::git_dir_prefix(&norm).is_some() {
         return Err(invalid("is inside .git"));
     }
-    Ok(parts.join("/"))
+    Ok(norm)
 }
 
 /// A worktree name must be one plain path component.
@@ -60,6 +52,11 @@ pub(super) fn check_name(name: &str) -> Result<(), GitError> {
     if name.starts_with('-') {
         return Err(invalid("must not start with `-`"));
     }
+    if crate::paths::git_dir_component(name) {
+        return Err(invalid(
+            "must not be git's own directory name under any case",
+        ));
+    }
     Ok(())
 }
 
@@ -74,15 +71,9 @@ pub(super) fn real_path(path: &Path) -> PathBuf {
     }
 }
 
-/// Deletes whatever is at `path` (a directory recursively); nothing there is fine.
+/// Deletes whatever is at `path` (a directory recursively, a link itself and never what it
+/// points at); nothing there is fine.
 pub(super) fn remove_any(path: &Path) -> Result<(), GitError> {
-    let result = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match result {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error("delete", path)(e)),
-        _ => Ok(()),
-    }
+    let parent = path.parent().unwrap_or(Path::new(""));
+    crate::fsx::remove_all(parent, path).map_err(|e| io_error("delete", path)(io::Error::from(e)))
 }

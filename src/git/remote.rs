@@ -7,7 +7,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::cmd::git;
+use super::cmd::{git, nul_fields};
 use super::{GitError, Repo};
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
@@ -171,8 +171,34 @@ impl Repo {
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
     pub fn patch_paths(&self, patch: &[u8]) -> Result<Vec<String>, GitError> {
+        self.patch_changes(patch).map(|(paths, _)| paths)
+    }
+
+    /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
+    /// as git stores them (so a hand-made patch cannot hide one from the check).
+    pub fn patch_changes(
+        &self,
+        patch: &[u8],
+    ) -> Result<(Vec<String>, Vec<crate::paths::Link>), GitError> {
         if patch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // Git refuses to apply a path in `.GIT/` (any case) and would only say the patch does
+        // not apply; its names as written let the caller refuse it in words.
+        let listed = git(self.root(), "apply --numstat")
+            .args(["apply", "--numstat", "-z", "-"])
+            .stdin(patch)
+            .run()?;
+        let in_git_dir: Vec<String> = nul_fields(&listed)
+            .map(|f| {
+                let f = String::from_utf8_lossy(f);
+                // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
+                f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string()
+            })
+            .filter(|p| crate::paths::git_dir_prefix(p).is_some())
+            .collect();
+        if !in_git_dir.is_empty() {
+            return Ok((in_git_dir, Vec::new()));
         }
         let scratch = tempfile::Builder::new()
             .prefix("dagexec-index-")
@@ -203,13 +229,13 @@ impl Repo {
                 dir: self.root().to_path_buf(),
                 detail,
             })?;
-        Ok(paths.into_iter().collect())
+        let links = super::worktree::staged_links(self.root(), "HEAD", &[], Some(&index))?;
+        Ok((paths.into_iter().collect(), links))
     }
 }
 
 /// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`
 /// first), as for a worktree: the Action's worker job runs in a plain checkout.
 pub fn changes_in(dir: &Path, base: &str) -> Result<super::Changes, GitError> {
-    git(dir, "add --all").args(["add", "--all"]).run()?;
-    super::worktree::diff_at(dir, base)
+    super::worktree::stage_all(dir, base)
 }

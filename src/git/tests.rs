@@ -513,3 +513,70 @@ fn reset_to_makes_a_used_worktree_a_clean_checkout_of_another_base() {
         c.changed
     );
 }
+
+#[test]
+fn changes_name_links_with_targets_and_leave_git_dirs_under_another_case_unstaged() {
+    let f = Fixture::new();
+    let base = f.repo.head().unwrap();
+    let wt = f.repo.add_worktree(&base, "links").unwrap();
+    let w = wt.path();
+    std::os::unix::fs::symlink("/etc/passwd", w.join("out")).unwrap();
+    std::os::unix::fs::symlink("../mod.txt", w.join(".design/plan.json.tmp")).unwrap();
+    write(w, ".GIT/hooks/pre-commit", "#!/bin/sh\n");
+    write(w, "sub/.Git/config", "[core]\n");
+    write(w, "other/.git", "gitdir: /nowhere\n");
+    write(w, "ok.txt", "fine\n");
+    let c = wt
+        .changes()
+        .expect("a .GIT directory does not make the changes fail");
+    // `other/.git` makes `other/` a repository git cannot read: git skips it, nothing to refuse.
+    assert_eq!(c.forbidden, strings(&[".GIT", "sub/.Git"]));
+    assert_eq!(c.changed, set(&[".design/plan.json.tmp", "ok.txt", "out"]));
+    let links: Vec<(&str, &str)> = c
+        .links
+        .iter()
+        .map(|l| (l.path.as_str(), l.target.as_str()))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            (".design/plan.json.tmp", "../mod.txt"),
+            ("out", "/etc/passwd")
+        ]
+    );
+    // The same facts from the patch alone, as finalize sees it.
+    let (paths, from_patch) = f.repo.patch_changes(&c.patch).unwrap();
+    assert_eq!(paths, strings(&[".design/plan.json.tmp", "ok.txt", "out"]));
+    assert_eq!(from_patch, c.links);
+    // A forged patch writing `.GIT/config` is named, not "does not apply".
+    let forged = b"diff --git a/.GIT/config b/.GIT/config\nnew file mode 100644\n--- /dev/null\n+++ b/.GIT/config\n@@ -0,0 +1 @@\n+x\n";
+    assert_eq!(
+        f.repo.patch_changes(forged).unwrap().0,
+        strings(&[".GIT/config"])
+    );
+    let without = c.without(&["out"]).unwrap();
+    assert_eq!(without.forbidden, c.forbidden);
+    assert_eq!(without.links.len(), 1);
+}
+
+#[test]
+fn restore_never_deletes_through_a_linked_directory() {
+    let f = Fixture::new();
+    let outside = f.tmp.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("x"), "precious\n").unwrap();
+    std::os::unix::fs::symlink(&outside, f.root().join("d")).unwrap();
+    f.commit_all("a link");
+    let err = f.repo.restore(&strings(&["d/x"]));
+    assert!(err.is_err(), "{err:?}");
+    assert_eq!(fs::read_to_string(outside.join("x")).unwrap(), "precious\n");
+    for bad in [".GIT/config", "sub/.Git/hooks/x", "src//../x"] {
+        assert!(
+            matches!(
+                f.repo.restore(&strings(&[bad])),
+                Err(GitError::InvalidPath { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+}

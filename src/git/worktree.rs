@@ -29,6 +29,11 @@ pub struct Changes {
     /// Those of `changed` that are regular files in the worktree now (not deleted, not a
     /// symlink).
     pub present: BTreeSet<String>,
+    /// The symlinks the change adds or changes (mode 120000 after it), with their targets.
+    pub links: Vec<crate::paths::Link>,
+    /// Paths the worker wrote inside git's own directory under another case (`.GIT/hooks/x`,
+    /// `sub/.Git`): never staged, listed so the attempt is refused with them named.
+    pub forbidden: Vec<String>,
     worktree: PathBuf,
     base: String,
     excluded: Vec<String>,
@@ -73,8 +78,7 @@ impl Worktree {
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
     /// main work tree and index are not touched.
     pub fn changes(&self) -> Result<Changes, GitError> {
-        git(&self.path, "add --all").args(["add", "--all"]).run()?;
-        diff(&self.path, &self.base, Vec::new())
+        stage_all(&self.path, &self.base)
     }
 
     /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
@@ -126,8 +130,89 @@ impl Changes {
         for path in paths {
             excluded.push(super::paths::normalize(path)?);
         }
-        diff(&self.worktree, &self.base, excluded)
+        let mut changes = diff(&self.worktree, &self.base, excluded)?;
+        changes.forbidden = self.forbidden.clone();
+        Ok(changes)
     }
+}
+
+/// `git add --all` in the checkout at `dir`, leaving out (and reporting) what lies in a
+/// directory named like git's own under another case — git itself would refuse to add it and
+/// fail the whole command — then the staged changes against `base`.
+pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
+    let untracked = git(dir, "ls-files --others")
+        .args(["ls-files", "--others", "--exclude-standard", "-z"])
+        .run()?;
+    let mut forbidden = BTreeSet::new();
+    for f in nul_fields(&untracked) {
+        let f = String::from_utf8_lossy(f);
+        if let Some(prefix) = crate::paths::git_dir_prefix(&f) {
+            forbidden.insert(prefix);
+        }
+    }
+    let mut add = git(dir, "add --all").args(["add", "--all", "--", "."]);
+    for f in &forbidden {
+        add = add.arg(format!(":(exclude,literal){f}"));
+    }
+    add.run()?;
+    let mut changes = diff(dir, base, Vec::new())?;
+    changes.forbidden = forbidden.into_iter().collect();
+    Ok(changes)
+}
+
+/// The symlinks among the staged changes at `dir` (against `base`, less `pathspec`), with
+/// their targets read from the object database. `index` names another index file.
+pub(super) fn staged_links(
+    dir: &Path,
+    base: &str,
+    pathspec: &[String],
+    index: Option<&Path>,
+) -> Result<Vec<crate::paths::Link>, GitError> {
+    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
+        if let Some(index) = index {
+            call = call.env("GIT_INDEX_FILE", index);
+        }
+        call
+    }
+    let raw = with_index(git(dir, "diff --cached --raw"), index)
+        .args(DIFF_OPTIONS)
+        .args(["--raw", "--no-abbrev", "-z", base, "--"])
+        .args(pathspec)
+        .run()?;
+    let unexpected = |detail: String| GitError::Unexpected {
+        command: "diff --cached --raw".into(),
+        dir: dir.to_path_buf(),
+        detail,
+    };
+    let mut links = Vec::new();
+    let mut fields = nul_fields(&raw);
+    while let Some(head) = fields.next() {
+        let head = String::from_utf8_lossy(head);
+        // `:<old mode> <new mode> <old sha> <new sha> <status>`
+        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, _, new_sha, status] = parts[..] else {
+            return Err(unexpected(format!("unexpected raw line {head:?}")));
+        };
+        let mut path = fields
+            .next()
+            .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
+        if status.starts_with(['R', 'C']) {
+            path = fields
+                .next()
+                .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
+        }
+        if new_mode != "120000" {
+            continue;
+        }
+        let target = with_index(git(dir, "cat-file blob"), index)
+            .args(["cat-file", "blob", new_sha])
+            .run()?;
+        links.push(crate::paths::Link {
+            path: String::from_utf8_lossy(path).into_owned(),
+            target: String::from_utf8_lossy(&target).into_owned(),
+        });
+    }
+    Ok(links)
 }
 
 /// The diff options both the patch and the name list use: fixed whatever the user's
@@ -144,11 +229,6 @@ pub(super) const DIFF_OPTIONS: &[&str] = &[
     "--submodule=short",
     "--ignore-submodules=none",
 ];
-
-/// The staged changes in the checkout at `dir` against `base`.
-pub(super) fn diff_at(dir: &Path, base: &str) -> Result<Changes, GitError> {
-    diff(dir, base, Vec::new())
-}
 
 /// The staged changes in `worktree` against `base`, less `excluded`.
 fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
@@ -176,10 +256,13 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
         .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
         .cloned()
         .collect();
+    let links = staged_links(worktree, base, &pathspec, None)?;
     Ok(Changes {
         patch,
         changed,
         present,
+        links,
+        forbidden: Vec::new(),
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),
         excluded,

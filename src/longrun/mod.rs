@@ -145,29 +145,23 @@ pub fn defer(
         .and_then(|v| v.as_str())
         .unwrap_or(".");
     let issues = format!("{state}/ISSUES.md");
+    // Paths from the plan file: written only below `root`, never through a link (fsx).
     let write = |rel: &str, text: &str, append: bool| -> Result<(), LongRunError> {
         let path = root.join(rel);
-        let io = |source| LongRunError::Write {
+        let io = |e: crate::fsx::Error| LongRunError::Write {
             path: path.clone(),
-            source,
+            source: e.into(),
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
         if append {
-            use std::io::Write as _;
-            let existed = path.is_file();
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(io)?;
-            if !existed {
-                f.write_all(b"# Issues\n").map_err(io)?;
-            }
-            f.write_all(text.as_bytes()).map_err(io)
+            let existed = std::fs::symlink_metadata(&path).is_ok();
+            let text = if existed {
+                text.to_string()
+            } else {
+                format!("# Issues\n{text}")
+            };
+            crate::fsx::append(root, &path, text.as_bytes()).map_err(io)
         } else {
-            std::fs::write(&path, text).map_err(io)
+            crate::fsx::write(root, &path, text.as_bytes()).map_err(io)
         }
     };
     write(&issues, &prompt::deferred_issue(&number, &title, &q), true)?;

@@ -277,7 +277,7 @@ impl Serialize for OverlapMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::validate::normalize;
+    use crate::paths::key as normalize;
     use crate::testing::{plan_of, task};
 
     fn plan(tasks: &[(&[usize], &[&str], &[&str])]) -> Plan {
@@ -346,6 +346,17 @@ mod tests {
                 r#"{"0":[1],"1":[0]}"#,
             ),
             (&[(&[], &["a"], &["a"]), (&[], &["b"], &[])], r#"{}"#),
+            // One path, one file: `src//a`, `src/./a`, `./src/a` and `src/a`; `docs/` and `docs`.
+            (
+                &[
+                    (&[], &["src//a"], &[]),
+                    (&[], &[], &["src/./a"]),
+                    (&[], &["docs/"], &[]),
+                    (&[], &[], &["docs"]),
+                    (&[], &["src/a"], &[]),
+                ],
+                r#"{"0":[1,4],"1":[0,4],"2":[3],"3":[2],"4":[0,1]}"#,
+            ),
             (
                 &[
                     (&[], &["x"], &[]),

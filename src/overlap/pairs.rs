@@ -10,7 +10,6 @@ use rustc_hash::FxHashMap;
 
 use crate::graph::Dag;
 use crate::plan::model::Plan;
-use crate::plan::validate::normalize;
 
 /// Enumerates every candidate pair of the plan, in ascending `a`, as consecutive parts.
 pub(super) fn enumerate(plan: &Plan, dag: &Dag) -> Vec<Candidates> {
@@ -191,10 +190,10 @@ fn index_files(plan: &Plan) -> (Rows, Rows) {
     for task in &plan.tasks {
         let first = task_files.data.len();
         for f in task.files() {
-            let key = if f.starts_with("./") {
-                Cow::Owned(normalize(f))
-            } else {
+            let key = if crate::paths::is_clean(f) {
                 Cow::Borrowed(f.as_str())
+            } else {
+                Cow::Owned(crate::paths::key(f))
             };
             let next = ids.len() as u32;
             let id = *ids.entry(key).or_insert(next);

@@ -68,6 +68,16 @@ pub enum PlanError {
         reason: PathProblem,
     },
 
+    /// A declared path goes through a directory that is a symbolic link in the repository.
+    #[error("task {task} {field}: {path:?} goes through {link}, a symbolic link to {target}")]
+    LinkedPath {
+        task: usize,
+        field: String,
+        path: String,
+        link: String,
+        target: String,
+    },
+
     /// A v3 `fileOverlaps` entry names a task that does not exist or the task itself.
     #[error("task {task} fileOverlaps[{position}]: {problem}")]
     BadOverlap {
@@ -139,6 +149,9 @@ impl PlanError {
                 PathProblem::GitDir => "Workers must not touch git's own files; drop this path.".into(),
                 _ => "Use a path relative to the repository root that stays inside it, e.g. src/app.ts.".into(),
             },
+            PlanError::LinkedPath { .. } => {
+                "dagexec never writes through a link: declare the path inside the directory the link points at, or replace the link with a real directory.".into()
+            }
             PlanError::BadOverlap { .. } => {
                 "fileOverlaps holds other tasks' plan indices; fix or remove the entry.".into()
             }
@@ -159,6 +172,7 @@ impl PlanError {
             PlanError::UnknownDependency { task, .. }
             | PlanError::SelfDependency { task, .. }
             | PlanError::UnsafePath { task, .. }
+            | PlanError::LinkedPath { task, .. }
             | PlanError::BadOverlap { task, .. } => Some(*task),
             PlanError::Cycle { cycle } => cycle.first().copied(),
             _ => None,

@@ -2,7 +2,6 @@
 //! atomically (`{path}.tmp`, fsync, rename), as the seed's "Atomic write" convention says.
 
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::Value;
@@ -143,22 +142,16 @@ pub fn to_text(plan: &Plan) -> String {
     s
 }
 
-/// Writes the plan atomically: `{path}.tmp`, flushed to disk, then renamed over `path`.
+/// Writes the plan atomically and never through a link (see [`crate::fsx`]): a temp file
+/// with a random name beside it, flushed to disk, then renamed over `path`.
 pub fn save(plan: &Plan, path: &Path) -> std::io::Result<()> {
     write_atomic(path, to_text(plan).as_bytes())
 }
 
-/// Atomic write of any file (temp file beside it, fsync, rename).
+/// Atomic write of any file inside the work tree it belongs to, never through a link
+/// ([`crate::fsx::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)
+    crate::fsx::write_atomic(path, bytes).map_err(Into::into)
 }
 
 #[cfg(test)]

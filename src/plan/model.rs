@@ -351,6 +351,10 @@ impl Agent {
     }
 }
 
+/// The field of a `progress.completedTasks` entry that keeps how many attempts the task took
+/// (the task's own `attempts` is trimmed at completion).
+pub const COMPLETED_ATTEMPTS_FIELD: &str = "attempts";
+
 impl Plan {
     /// True for the waves variant of v2 (`progress.currentWave` or a task with `wave`).
     pub fn is_waves(&self) -> bool {
@@ -362,6 +366,23 @@ impl Plan {
     pub fn is_resume(&self) -> bool {
         self.progress.current_wave.is_some_and(|w| w > 0)
             || self.tasks.iter().any(|t| t.status != Status::Pending)
+    }
+
+    /// Attempts task `index` took. Completion trims a task's `attempts` (the seed's keep-list),
+    /// so for a completed task the count kept in its `progress.completedTasks` entry
+    /// ([`COMPLETED_ATTEMPTS_FIELD`]) answers.
+    pub fn attempts_of(&self, index: usize) -> u32 {
+        let task = &self.tasks[index];
+        if let Some(n) = task.attempts {
+            return n;
+        }
+        self.progress
+            .completed_tasks
+            .iter()
+            .find(|c| c.index == index)
+            .and_then(|c| c.extra.get(COMPLETED_ATTEMPTS_FIELD))
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// Number of tasks with the given status.

@@ -7,6 +7,7 @@
 use super::error::{PathProblem, PlanError, PlanErrors};
 use super::model::Plan;
 use crate::graph::Dag;
+use std::path::Path;
 
 /// The plan's own path relative to the repository root, as the seed places it.
 pub const DEFAULT_PLAN_REL: &str = ".design/plan.json";
@@ -17,7 +18,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     let n = plan.tasks.len();
     let mut errors = Vec::new();
     let mut deps_ok = true;
-    let plan_rel = plan_rel.map(normalize);
+    let plan_rel = plan_rel.map(crate::paths::key);
     for (i, task) in plan.tasks.iter().enumerate() {
         for (position, &dep) in task.blocked_by.iter().enumerate() {
             if dep >= n {
@@ -33,17 +34,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
                 errors.push(PlanError::SelfDependency { task: i, position });
             }
         }
-        let mut paths: Vec<(String, &str)> = Vec::new();
-        for (k, p) in task.creates().iter().enumerate() {
-            paths.push((format!("metadata.files.create[{k}]"), p));
-        }
-        for (k, p) in task.modifies().iter().enumerate() {
-            paths.push((format!("metadata.files.modify[{k}]"), p));
-        }
-        for (k, c) in task.context_files().iter().enumerate() {
-            paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
-        }
-        for (field, path) in paths {
+        for (field, path) in declared(task) {
             if let Some(reason) = path_problem(path, plan_rel.as_deref()) {
                 errors.push(PlanError::UnsafePath {
                     task: i,
@@ -71,6 +62,15 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
         }
     }
     if !deps_ok {
+        // Every problem at once: a cycle among the dependencies that do exist is reported
+        // beside the ones that do not.
+        let mut known = plan.clone();
+        for (i, t) in known.tasks.iter_mut().enumerate() {
+            t.blocked_by.retain(|&d| d < n && d != i);
+        }
+        if let Err(cycle) = Dag::build(&known) {
+            errors.push(PlanError::Cycle { cycle });
+        }
         return Err(PlanErrors(errors));
     }
     match Dag::build(plan) {
@@ -83,34 +83,81 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     }
 }
 
-/// Strips leading `./` so `./src/a.rs` and `src/a.rs` are the same file.
-pub fn normalize(path: &str) -> String {
-    let mut p = path;
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest.trim_start_matches('/');
+/// Every path a task declares, with the field it is in.
+fn declared(task: &crate::plan::model::Task) -> Vec<(String, &str)> {
+    let mut paths: Vec<(String, &str)> = Vec::new();
+    for (k, p) in task.creates().iter().enumerate() {
+        paths.push((format!("metadata.files.create[{k}]"), p));
     }
-    p.to_string()
+    for (k, p) in task.modifies().iter().enumerate() {
+        paths.push((format!("metadata.files.modify[{k}]"), p));
+    }
+    for (k, c) in task.context_files().iter().enumerate() {
+        paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
+    }
+    paths
+}
+
+/// [`check`], then the declared paths against the work tree at `root` (this part reads the
+/// file system: `lstat` only): a path whose parent directory is a symbolic link in the
+/// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
+pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {
+    let checked = check(plan, plan_rel);
+    let mut errors = Vec::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        for (field, path) in declared(task) {
+            let Ok(norm) = crate::paths::normalize(path) else {
+                continue;
+            };
+            let parts: Vec<&str> = norm.split('/').collect();
+            for end in 1..parts.len() {
+                let link = parts[..end].join("/");
+                let Ok(meta) = std::fs::symlink_metadata(root.join(&link)) else {
+                    break;
+                };
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(root.join(&link))
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_default();
+                    errors.push(PlanError::LinkedPath {
+                        task: i,
+                        field: field.clone(),
+                        path: path.to_string(),
+                        link,
+                        target,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    match checked {
+        Ok(dag) if errors.is_empty() => Ok(dag),
+        Ok(_) => Err(PlanErrors(errors)),
+        Err(PlanErrors(mut all)) => {
+            all.extend(errors);
+            Err(PlanErrors(all))
+        }
+    }
 }
 
 /// Why a declared path may not be used, if it may not.
 pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
+    use crate::paths::{Unclean, git_dir_prefix, normalize, same_file};
     if path.trim().is_empty() {
         return Some(PathProblem::Empty);
     }
-    let bytes = path.as_bytes();
-    let windows_abs = bytes.len() >= 2 && bytes[1] == b':' && bytes[0].is_ascii_alphabetic();
-    if path.starts_with('/') || path.starts_with('\\') || path.starts_with('~') || windows_abs {
-        return Some(PathProblem::Absolute);
-    }
-    if path.split(['/', '\\']).any(|c| c == "..") {
-        return Some(PathProblem::ParentDir);
-    }
-    let norm = normalize(path);
-    let first = norm.split(['/', '\\']).next().unwrap_or("");
-    if first == ".git" {
+    let norm = match normalize(path) {
+        Ok(norm) => norm,
+        Err(Unclean::Absolute) => return Some(PathProblem::Absolute),
+        Err(Unclean::ParentDir) => return Some(PathProblem::ParentDir),
+        Err(Unclean::Empty | Unclean::Nul) => return Some(PathProblem::Empty),
+    };
+    // `.GIT/config` is `.git/config` on a case-insensitive file system.
+    if git_dir_prefix(&norm).is_some() {
         return Some(PathProblem::GitDir);
     }
-    if plan_rel.is_some_and(|p| p == norm) {
+    if plan_rel.is_some_and(|p| same_file(p, &norm)) {
         return Some(PathProblem::PlanItself);
     }
     None
@@ -120,7 +167,6 @@ pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
 mod tests {
     use super::*;
     use crate::plan::load::parse;
-    use std::path::Path;
 
     #[test]
     fn path_rules() {
@@ -139,6 +185,14 @@ mod tests {
             ("src/../../x", Some(PathProblem::ParentDir)),
             (".git/config", Some(PathProblem::GitDir)),
             ("./.git/hooks/pre-commit", Some(PathProblem::GitDir)),
+            (".GIT/config", Some(PathProblem::GitDir)),
+            (".Git/hooks/pre-commit", Some(PathProblem::GitDir)),
+            ("src/.git/config", Some(PathProblem::GitDir)),
+            (".git./config", Some(PathProblem::GitDir)),
+            (".DESIGN/plan.json", Some(PathProblem::PlanItself)),
+            (".design//plan.json", Some(PathProblem::PlanItself)),
+            ("src//a.rs", None),
+            ("a/./../b", Some(PathProblem::ParentDir)),
             (".design/plan.json", Some(PathProblem::PlanItself)),
             ("./.design/plan.json", Some(PathProblem::PlanItself)),
             (".design/notes.md", None),

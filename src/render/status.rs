@@ -42,7 +42,12 @@ const HEADERS: [&str; 5] = ["#", "SUBJECT", "STATUS", "ATTEMPTS", "RESULT"];
 ///
 /// Whatever error writing to `out` returns; the table may then be partly written.
 pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
-    let rows: Vec<Row<'_>> = plan.tasks.iter().enumerate().map(Row::new).collect();
+    let rows: Vec<Row<'_>> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Row::new((i, t), plan.attempts_of(i)))
+        .collect();
 
     let mut widths = HEADERS.map(|h| h.chars().count());
     for row in &rows {
@@ -99,12 +104,12 @@ struct Row<'a> {
 
 impl<'a> Row<'a> {
     /// The row of the task at plan index `index`.
-    fn new((index, task): (usize, &'a Task)) -> Self {
+    fn new((index, task): (usize, &'a Task), attempts: u32) -> Self {
         Row {
             index: index.to_string(),
             subject: cell(&task.subject),
             status: task.status.as_str(),
-            attempts: task.attempts().to_string(),
+            attempts: attempts.to_string(),
             result: cell(task.result.as_deref().unwrap_or_default()),
         }
     }

@@ -31,6 +31,30 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
 /// recommendations, and the closing line ("All N tasks completed." or "Execution
 /// incomplete. x/N completed.").
 pub fn final_summary(plan: &Plan) -> String {
+    final_summary_for(plan, Reader::Terminal)
+}
+
+/// Who reads a summary, and so which commands its recommendations name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// Someone at the terminal: `dagexec retry N`, `dagexec answer N …`.
+    Terminal,
+    /// The pull request: `/execute retry N`, `/execute answer N …` comments.
+    PullRequest,
+}
+
+impl Reader {
+    /// How this reader gives the command: `dagexec retry 1` / comment `/execute retry 1`.
+    fn command(self, verb_and_args: &str) -> String {
+        match self {
+            Reader::Terminal => format!("`dagexec {verb_and_args}`"),
+            Reader::PullRequest => format!("comment `/execute {verb_and_args}`"),
+        }
+    }
+}
+
+/// [`final_summary`] for `reader`.
+pub fn final_summary_for(plan: &Plan, reader: Reader) -> String {
     let mut s = format!("Completed: {}\n", plan.count(Status::Completed));
     for (label, status) in [
         ("Failed", Status::Failed),
@@ -49,7 +73,7 @@ pub fn final_summary(plan: &Plan) -> String {
             let _ = writeln!(s, "{label}: {} — {}", subjects.len(), subjects.join(", "));
         }
     }
-    let follow = follow_ups(plan);
+    let follow = follow_ups(plan, reader);
     if !follow.is_empty() {
         s.push_str("\nFollow-up recommendations:\n");
         for f in follow {
@@ -62,24 +86,30 @@ pub fn final_summary(plan: &Plan) -> String {
     s
 }
 
-fn follow_ups(plan: &Plan) -> Vec<String> {
+fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
     let mut out = Vec::new();
+    let again = match reader {
+        Reader::Terminal => " and run again",
+        Reader::PullRequest => "; it starts the next round",
+    };
     for (i, t) in plan.tasks.iter().enumerate() {
         let result = t.result.as_deref().unwrap_or("no result recorded");
+        let retry = reader.command(&format!("retry {i}"));
+        let answer = reader.command(&format!("answer {i} …"));
         match t.status {
             Status::Failed => out.push(format!(
-                "Task {i} ({}) failed after {} attempt(s): {result}. Fix the cause, set its status back to \"pending\", and run again.",
+                "Task {i} ({}) failed after {} attempt(s): {result}. Fix the cause, then {retry}{again}.",
                 t.subject,
-                t.attempts()
+                plan.attempts_of(i)
             )),
             Status::Blocked if crate::question::get(t).is_some_and(|q| q.reply.is_none()) => {
                 out.push(format!(
-                    "Task {i} ({}) is blocked: {result}. It asks you a question (below): answer it with `dagexec answer {i} …` and run again; the tasks skipped because of it run too.",
+                    "Task {i} ({}) is blocked: {result}. It asks you a question (below): answer it with {answer}{again}; the tasks skipped because of it run too.",
                     t.subject
                 ))
             }
             Status::Blocked => out.push(format!(
-                "Task {i} ({}) is blocked: {result}. Resolve that, set its status back to \"pending\", and run again.",
+                "Task {i} ({}) is blocked: {result}. Tell it what it needs with {answer}, or resolve that, then {retry}{again}.",
                 t.subject
             )),
             Status::Skipped if crate::question::deferred(t) => out.push(format!(
@@ -108,7 +138,7 @@ fn follow_ups(plan: &Plan) -> Vec<String> {
     let skipped = waiting.len() - behind;
     if skipped > 0 {
         out.push(format!(
-            "{skipped} task(s) were skipped because a dependency failed or was blocked; set them back to \"pending\" with the task they depend on."
+            "{skipped} task(s) were skipped because a dependency failed or was blocked; they are pending again when the task they depend on is retried or answered."
         ));
     }
     let pending = plan.count(Status::Pending) + plan.count(Status::InProgress);

@@ -201,7 +201,7 @@ pub async fn run(
     let in_tree_log = wt.path().join(&log_rel);
     if run.log.is_none() {
         if let Ok(text) = std::fs::read_to_string(&in_tree_log) {
-            let _ = std::fs::write(repo.root().join(&log_rel), &text);
+            let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
             run.log = Some(text);
         }
     }
@@ -231,6 +231,11 @@ pub async fn run(
             } else {
                 kept.changed.iter().cloned().collect()
             };
+            let changed = all.changed.iter().chain(&all.forbidden);
+            if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
+                outcome::refuse(&mut verdict, reason);
+                return Ok((verdict, Vec::new(), touched, wt));
+            }
             Ok((verdict, patch, touched, wt))
         },
     )

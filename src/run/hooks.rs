@@ -170,10 +170,7 @@ fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
     }
     if let Some(text) = &partial.checkpoint {
         let path = wt.path().join(rel);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, text));
+        let written = crate::fsx::write(wt.path(), &path, text.as_bytes());
         if let Err(e) = written {
             tracing::warn!("task {}: cannot restore its checkpoint: {e}", input.index);
         }
@@ -319,10 +316,7 @@ pub(crate) fn long_run_output(
         Ok(Output::Completed(c)) => {
             let summary = lr_prompt::summary_markdown(number, field(lr, "title"), &c);
             let path = wt.join(field(lr, "summary"));
-            let written = path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::write(&path, summary));
+            let written = crate::fsx::write(wt, &path, summary.as_bytes());
             match written {
                 Ok(()) if c.summary.is_empty() => format!("COMPLETED: plan {number} completed"),
                 Ok(()) => format!("COMPLETED: {}", c.summary.lines().next().unwrap_or("")),
@@ -347,10 +341,7 @@ pub(crate) fn long_run_output(
         Err(e) => {
             let rel = format!("{}/{number}-attempt-{}.log", field(lr, "logs"), attempt);
             let path = root.join(&rel);
-            let kept = path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::write(&path, stdout.as_bytes()));
+            let kept = crate::fsx::write(root, &path, stdout.as_bytes());
             match kept {
                 Ok(()) => format!("FAILED: {e}; the raw output is in {rel}"),
                 Err(w) => format!("FAILED: {e} (the raw output could not be kept: {w})"),
@@ -691,7 +682,10 @@ pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
         existing.as_deref(),
         &crate::longrun::state::current_position(plan),
     );
-    std::fs::write(&path, text).map_err(|source| super::RunError::Write { path, source })?;
+    crate::fsx::write(&opts.root, &path, text.as_bytes()).map_err(|e| super::RunError::Write {
+        path,
+        source: e.into(),
+    })?;
     let mut paths = vec![rel];
     // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
     let issues = format!("{}ISSUES.md", paths[0].trim_end_matches("STATE.md"));
@@ -765,7 +759,9 @@ pub(super) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) 
         open.trim_end()
     ));
     match end {
-        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker) => Some(RunEnd::NeedsInput),
+        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker(_)) => {
+            Some(RunEnd::NeedsInput)
+        }
         other => other,
     }
 }

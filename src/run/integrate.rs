@@ -138,7 +138,7 @@ pub(crate) fn integrate_and_commit(
     }
     if report.circuit_breaker.should_abort {
         ui.say(report.circuit_breaker.message());
-        return Ok(Some(RunEnd::CircuitBreaker));
+        return Ok(Some(RunEnd::CircuitBreaker(report.circuit_breaker)));
     }
     Ok(None)
 }

@@ -43,8 +43,8 @@ pub enum RunEnd {
     Completed,
     /// Finished with failed, blocked or skipped tasks (1).
     Incomplete,
-    /// The circuit breaker stopped the run (3).
-    CircuitBreaker,
+    /// The circuit breaker stopped the run (3), with the numbers it decided on.
+    CircuitBreaker(crate::update::CircuitBreaker),
     /// Pending tasks remain but none can start (4).
     Deadlock,
     /// Ctrl-C (130).
@@ -59,7 +59,7 @@ impl RunEnd {
         match self {
             RunEnd::Completed => 0,
             RunEnd::Incomplete => 1,
-            RunEnd::CircuitBreaker => 3,
+            RunEnd::CircuitBreaker(_) => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
             RunEnd::NeedsInput => 5,
@@ -117,7 +117,7 @@ pub struct RunOptions {
 /// Runs the plan, showing its progress on `ui`.
 pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&opts.plan_rel))?;
+    let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
     let unit = match opts.settings.schedule {
@@ -206,10 +206,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // Prompt files live inside the repository's git directory (never in the work tree), in
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
     let prompts = repo.common_dir().join("dagexec").join("prompts");
-    let _ = std::fs::remove_dir_all(&prompts);
-    std::fs::create_dir_all(&prompts).map_err(|source| RunError::Write {
+    let _ = crate::fsx::remove_all(repo.common_dir(), &prompts);
+    crate::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
         path: prompts.clone(),
-        source,
+        source: e.into(),
     })?;
     let scratch = tempfile::Builder::new()
         .prefix("run-")
@@ -529,7 +529,7 @@ pub(crate) fn finish(
                 || (name.starts_with("processor-batch-") && name.ends_with(".json"))
                 || name == "tasks.json";
             if intermediate {
-                let _ = std::fs::remove_file(e.path());
+                let _ = crate::fsx::remove_file(&opts.root, &e.path());
             }
         }
     }
@@ -539,9 +539,11 @@ pub(crate) fn finish(
         let stamp = utc_timestamp();
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| RunError::Write {
-                    path: dir.to_path_buf(),
-                    source,
+                crate::fsx::create_dir_all(crate::fsx::default_root(dir), dir).map_err(|e| {
+                    RunError::Write {
+                        path: dir.to_path_buf(),
+                        source: e.into(),
+                    }
                 })?;
             }
             std::fs::rename(&opts.plan, &to).map_err(|source| RunError::Write {

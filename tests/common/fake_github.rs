@@ -30,7 +30,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Value, json};
@@ -261,7 +261,8 @@ fn spec() -> Arc<Spec> {
 }
 
 fn load_spec() -> Spec {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github/rest-api-subset.json");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github/rest-api-subset.json");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("fake GitHub: cannot read {}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).expect("rest-api-subset.json is JSON");

@@ -1,0 +1,305 @@
+//! Whole runs of the Action's rounds driven job by job, the way a workflow run does it but
+//! without act: `action plan` in a fresh clone, one `action work` per matrix entry (each in its
+//! own fresh clone at the round's base), then `action finalize`, against a bare remote and the
+//! fake GitHub API, until a round does not ask for another. What these runs check is that the
+//! things people read are true of a plan that really ran: round commit messages, the circuit
+//! breaker's numbers on the check run, and attempt counts after retries in the PR body.
+
+#[path = "common/fake_github.rs"]
+mod fake_github;
+
+#[allow(dead_code)] // this file does not use every helper
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fake_github::FakeGitHub;
+use serde_json::{Value, json};
+
+use common::{dagexec, git};
+
+const REPO: &str = "acme/widgets";
+
+/// Task 0 fails twice, then completes; task 1 never works; the others complete.
+const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) if [ "$DAGEXEC_ATTEMPT" -ge 3 ]; then echo zero > a.txt; echo "COMPLETED: a on attempt $DAGEXEC_ATTEMPT";
+   else echo "FAILED: not yet (attempt $DAGEXEC_ATTEMPT)"; fi ;;
+1) echo "FAILED: b never works" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+
+fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
+    json!({
+        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
+        "metadata": {"files": {"create": creates, "modify": []}}
+    })
+}
+
+struct Lab {
+    tmp: tempfile::TempDir,
+    origin: PathBuf,
+    gh: FakeGitHub,
+    jobs: usize,
+}
+
+impl Lab {
+    fn new(tasks: Vec<Value>) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let origin = tmp.path().join("origin.git");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+        let repo = tmp.path().join("seed");
+        std::fs::create_dir_all(repo.join(".design")).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let plan = json!({
+            "schemaVersion": 2, "goal": "Rounds", "context": {},
+            "progress": {"completedTasks": []}, "tasks": tasks
+        });
+        std::fs::write(
+            repo.join(".design/plan.json"),
+            serde_json::to_string_pretty(&plan).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(repo.join("worker.sh"), WORKER).unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-qm", "plan"]);
+        git(
+            &repo,
+            &[
+                "push",
+                "-q",
+                origin.to_str().unwrap(),
+                "HEAD:refs/heads/main",
+            ],
+        );
+        let gh = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(FakeGitHub::start());
+        Lab {
+            tmp,
+            origin,
+            gh,
+            jobs: 0,
+        }
+    }
+
+    /// A fresh clone of the remote at `rev`, as `actions/checkout` leaves one.
+    fn checkout(&mut self, rev: &str) -> PathBuf {
+        self.jobs += 1;
+        let dir = self.tmp.path().join(format!("job-{}", self.jobs));
+        git(
+            self.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                self.origin.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        git(&dir, &["checkout", "-q", "--detach", rev]);
+        git(
+            &dir,
+            &["remote", "set-url", "origin", self.origin.to_str().unwrap()],
+        );
+        dir
+    }
+
+    fn job(&self, dir: &Path, run_id: u32) -> std::process::Command {
+        let mut cmd = dagexec(dir);
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", run_id.to_string())
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_API_URL", self.gh.url())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("GITHUB_REF_NAME", "main")
+            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
+            .env("DAGEXEC_TOKEN", "ghs_token")
+            .env("DAGEXEC_BRANCH", "dagexec/rounds");
+        cmd
+    }
+
+    /// One workflow run: plan, the matrix's work jobs, finalize. Returns the plan job's
+    /// outputs and whether finalize succeeded.
+    fn round(&mut self, run_id: u32) -> (BTreeMap<String, String>, bool, String) {
+        let dir = self.checkout("main");
+        let out = self
+            .job(&dir, run_id)
+            .args(["action", "plan"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "plan job: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let outputs: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("output "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if outputs.get("has-work").map(String::as_str) != Some("true") {
+            return (outputs, true, text);
+        }
+        let base = outputs["base"].clone();
+        let matrix: Value = serde_json::from_str(&outputs["matrix"]).unwrap();
+        let artifacts = self.tmp.path().join(format!("artifacts-{run_id}"));
+        for entry in matrix["include"].as_array().unwrap() {
+            let (t, a) = (
+                entry["task"].as_u64().unwrap(),
+                entry["attempt"].as_u64().unwrap(),
+            );
+            let dir = self.checkout(&base);
+            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
+            let out = self
+                .job(&dir, run_id)
+                .args(["action", "work"])
+                .env("DAGEXEC_TASK", t.to_string())
+                .env("DAGEXEC_ATTEMPT", a.to_string())
+                .env("DAGEXEC_ROUND", &outputs["round"])
+                .env("DAGEXEC_BASE", &base)
+                .env("DAGEXEC_WORKER", "sh ./worker.sh")
+                .env("DAGEXEC_ARTIFACTS", artifacts.join(&name))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "work job {t}/{a}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let dir = self.checkout(&base);
+        git(
+            &dir,
+            &[
+                "fetch",
+                "-q",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+        );
+        let out = self
+            .job(&dir, run_id)
+            .args(["action", "finalize"])
+            .env("DAGEXEC_MATRIX", &outputs["matrix"])
+            .env("DAGEXEC_BASE", &base)
+            .env("DAGEXEC_ROUND", &outputs["round"])
+            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+            .env(
+                "DAGEXEC_MESSAGE",
+                outputs.get("message").cloned().unwrap_or_default(),
+            )
+            .env("DAGEXEC_ARTIFACTS", &artifacts)
+            .output()
+            .unwrap();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (outputs, out.status.success(), log)
+    }
+
+    /// Rounds until one does not dispatch another (at most `limit`). Returns the last
+    /// finalize's success and log.
+    fn run(&mut self, limit: u32) -> (bool, String) {
+        for run_id in 1..=limit {
+            let dispatched = self.gh.calls("actions/create-workflow-dispatch").len();
+            let (outputs, ok, log) = self.round(100 + run_id);
+            let again = self.gh.calls("actions/create-workflow-dispatch").len() > dispatched;
+            if !ok || !again || outputs.get("has-work").map(String::as_str) != Some("true") {
+                return (ok, log);
+            }
+        }
+        panic!("more than {limit} rounds");
+    }
+
+    fn branch_log(&self) -> Vec<String> {
+        git(&self.origin, &["log", "--format=%s", "dagexec/rounds"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[test]
+fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones() {
+    let mut lab = Lab::new(vec![
+        task("Zero", &["a.txt"], &[]),
+        task("One", &["b.txt"], &[]),
+        task("Two", &["t2.txt"], &[1]),
+        task("Three", &["t3.txt"], &[1]),
+        task("Four", &["t4.txt"], &[0]),
+    ]);
+    let (ok, log) = lab.run(6);
+    assert!(!ok, "the circuit breaker fails finalize:\n{log}");
+
+    // Every round commit has the one format, including the rounds where nothing completed.
+    let subjects = lab.branch_log();
+    let rounds: Vec<&String> = subjects
+        .iter()
+        .filter(|s| s.starts_with("dagexec: round"))
+        .collect();
+    let format =
+        regex::Regex::new(r"^dagexec: round \d+ — \d+/\d+ tasks \(\d+/\d+ overall\)$").unwrap();
+    assert_eq!(rounds.len(), 3, "{subjects:#?}");
+    for s in &rounds {
+        assert!(format.is_match(s), "{s:?} in {subjects:#?}");
+    }
+    assert_eq!(
+        rounds.last().unwrap().as_str(),
+        "dagexec: round 1 — 0/2 tasks (0/5 overall)"
+    );
+    assert_eq!(
+        rounds[0].as_str(),
+        "dagexec: round 3 — 1/2 tasks (1/5 overall)"
+    );
+
+    // The breaker decided on round 3: tasks 2, 3 and 4 were pending before the cascade, and
+    // the cascade skipped 2 and 3.
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let summary = checks[0].body.as_ref().unwrap()["output"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("Circuit breaker triggered: 2/3 pending tasks"),
+        "{summary}"
+    );
+
+    // Task 0 took three attempts; completion trims the task's own field, the table does not
+    // forget.
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    assert_eq!(state["tasks"][0]["status"], "completed", "{state:#}");
+    assert_eq!(
+        state["progress"]["completedTasks"][0]["attempts"], 3,
+        "{state:#}"
+    );
+    let body = lab
+        .gh
+        .calls("pulls/update")
+        .last()
+        .and_then(|c| c.body.clone())
+        .and_then(|b| b["body"].as_str().map(str::to_string))
+        .expect("the PR body was updated");
+    let row = body
+        .lines()
+        .find(|l| l.starts_with("| 0 |"))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains("completed | 3 |"), "{row}");
+    let row = body.lines().find(|l| l.starts_with("| 1 |")).unwrap();
+    assert!(row.contains("failed | 3 |"), "{row}");
+    lab.gh.assert_clean();
+}
