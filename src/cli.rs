@@ -191,17 +191,30 @@ enum Command {
     /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
     ///
     /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
-    /// job `work` (one job per task, read-only token, the worker's log and patch uploaded as an
-    /// artifact), job `finalize` (verifies, commits the round on the execution branch, keeps
-    /// a draft pull request current, starts the next round). Edit the worker command and its
-    /// secrets, commit, and start it from the Actions tab or with `gh workflow run dagexec.yml`.
+    /// job `work` (one job per task, read-only token, installs the worker and checks its
+    /// secret, uploads the worker's log and patch as an artifact), job `finalize` (verifies,
+    /// commits the round on the execution branch, keeps a draft pull request current, starts
+    /// the next round). The action is pinned by commit. Without --worker, asks on a terminal
+    /// (which worker, which secret) and otherwise uses Claude Code; then prints the next three
+    /// commands (set the secret, commit and push the workflow, start a run).
     Init {
-        /// The worker command line the `work` job runs.
-        #[arg(long, value_name = "CMD")]
+        /// The worker: claude, codex or aider (installed at a pinned version), or any command
+        /// line that reads the prompt on stdin.
+        #[arg(long, value_name = "claude|codex|aider|CMD")]
         worker: Option<String>,
-        /// The action reference the workflow uses.
-        #[arg(long, value_name = "REF", default_value = "org/dagexec@v1")]
-        action: String,
+        /// The repository secret the worker needs, passed to it as an environment variable of
+        /// the same name and checked before it runs (default: the worker's own, e.g.
+        /// ANTHROPIC_API_KEY; none for a command).
+        #[arg(long, value_name = "NAME")]
+        secret: Option<String>,
+        /// Keep the secret in this GitHub environment (the work job runs in it, so no other
+        /// job can read the secret) instead of the repository's secrets.
+        #[arg(long, value_name = "NAME")]
+        environment: Option<String>,
+        /// The action reference the workflow uses (default: this dagexec's own commit, e.g.
+        /// org/dagexec@<commit>); `./` builds it from the repository's own source.
+        #[arg(long, value_name = "REF")]
+        action: Option<String>,
         /// Replace an existing workflow file.
         #[arg(long)]
         force: bool,
@@ -375,6 +388,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    install_panic_hook(loc.plan.clone());
     // Not `stdout().lock()`: the live display of `run` writes from its own thread.
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
     match run(cli.command, &loc, &mut out) {
@@ -387,6 +401,60 @@ pub fn main() -> ExitCode {
             report(&e, &loc);
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// Where bugs are reported.
+const BUG_REPORTS: &str = concat!(env!("CARGO_PKG_REPOSITORY"), "/issues");
+
+/// Makes a panic a bug report instead of a bare exit 101: what happened and where (the
+/// source location), that it is a bug in dagexec and where to report it, and where the plan
+/// at `plan` stands (it is written atomically, so it is either the last saved state or the
+/// one before). A second panic (a task's, then the main thread's that joins it) adds one line.
+fn install_panic_hook(plan: PathBuf) {
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        let what = crate::sanitize::line(&what);
+        let location = info.location().map_or_else(
+            || "an unknown place".to_string(),
+            |l| format!("{}:{}:{}", l.file(), l.line(), l.column()),
+        );
+        let mut err = io::stderr().lock();
+        if REPORTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = writeln!(err, "dagexec: and then: {what} (at {location})");
+            return;
+        }
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        let _ = writeln!(
+            err,
+            "\ndagexec: internal error — this is a bug in dagexec, not in your plan or worker.\n  what:  {what}\n  where: {location} (thread {thread}), dagexec {}\n  plan:  {}\nPlease report it at {BUG_REPORTS} with this message and the command you ran (RUST_BACKTRACE=1 and DAGEXEC_LOG=debug add detail).",
+            env!("CARGO_PKG_VERSION"),
+            plan_state(&plan)
+        );
+        let trace = std::backtrace::Backtrace::capture();
+        if trace.status() == std::backtrace::BacktraceStatus::Captured {
+            let _ = writeln!(err, "{trace}");
+        }
+    }));
+}
+
+/// One sentence on the plan file after a crash.
+fn plan_state(path: &Path) -> String {
+    match plan::load(path) {
+        Ok(p) => format!(
+            "{} is intact ({}); it is saved whenever a status changes, so run `dagexec run` again to resume — tasks left in progress start over.",
+            path.display(),
+            render::status::summary_line(&p)
+        ),
+        Err(plan::PlanError::NoPlan { .. }) => format!("no plan at {}.", path.display()),
+        Err(e) => format!("{} cannot be read back: {e}", path.display()),
     }
 }
 
@@ -623,22 +691,48 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     path.strip_prefix(&loc.root).unwrap_or(path).display()
                 )?;
             }
+            // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
+            let (logs_dir, logs) = match crate::git::Repo::discover(&loc.root) {
+                Ok(repo) => (
+                    crate::run::attempt::logs_dir_shown(repo.root(), repo.common_dir()),
+                    crate::run::attempt::kept_logs(repo.common_dir()),
+                ),
+                Err(_) => (String::new(), render::status::KeptLogs::new()),
+            };
             if json {
                 let rows: Vec<serde_json::Value> = plan
                     .tasks
                     .iter()
                     .enumerate()
                     .map(|(i, t)| {
-                        serde_json::json!({
+                        let mut row = serde_json::json!({
                             "index": i, "subject": t.subject, "status": t.status,
                             "attempts": plan.attempts_of(i), "result": t.result,
-                        })
+                        });
+                        if let Some(attempts) = logs.get(&i) {
+                            let logs_dir = &logs_dir;
+                            let files: Vec<String> = attempts
+                                .iter()
+                                .flat_map(|(k, kinds)| {
+                                    kinds.iter().map(move |kind| {
+                                        format!("{logs_dir}/task-{i}-attempt-{k}.{kind}")
+                                    })
+                                })
+                                .collect();
+                            row["logs"] = files.into();
+                        }
+                        row
                     })
                     .collect();
                 serde_json::to_writer_pretty(&mut *out, &rows).map_err(io::Error::other)?;
                 writeln!(out)?;
             } else {
                 render::status::status_table(&plan, out)?;
+                let section = render::status::logs_section(&plan, &logs_dir, &logs, false);
+                if !section.is_empty() {
+                    writeln!(out)?;
+                    out.write_all(section.as_bytes())?;
+                }
             }
             Ok(0)
         }
@@ -653,6 +747,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
         }
         Command::Init {
             worker,
+            secret,
+            environment,
             action,
             force,
             stdout,
@@ -661,18 +757,15 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 message,
                 hint: "see `dagexec init --help`".into(),
             };
-            let text = crate::actions::init::render(&action, worker.as_deref()).map_err(usage)?;
-            if stdout {
-                out.write_all(text.as_bytes())?;
-                return Ok(0);
-            }
-            let path = crate::actions::init::write(&loc.root, &text, force).map_err(usage)?;
-            writeln!(
-                out,
-                "Wrote {}.\nNext: set the worker command (and its secrets) in the `work` job, commit, and start a run from the Actions tab or with `gh workflow run dagexec.yml`.",
-                path.display()
-            )?;
-            Ok(0)
+            let args = crate::actions::init::Args {
+                worker,
+                secret,
+                environment,
+                action,
+                force,
+                stdout,
+            };
+            crate::actions::init::run(&loc.root, &args, out).map_err(usage)
         }
         Command::Action(cmd) => {
             out.flush()?;

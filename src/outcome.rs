@@ -46,7 +46,9 @@ pub fn last_nonempty_line(output: &str) -> Option<&str> {
     output.lines().map(str::trim).rev().find(|l| !l.is_empty())
 }
 
-/// Matches the seed's `^(COMPLETED|FAILED|BLOCKED): .+` against one line.
+/// Matches the seed's `^(COMPLETED|FAILED|BLOCKED): .+` against one line. The message is
+/// worker output, on its way to the terminal, the plan and commit messages: it comes back
+/// sanitised ([`crate::sanitize::line`]: no escape sequences, no control characters).
 pub fn parse_status_line(line: &str) -> Option<StatusLine> {
     let caps = STATUS_RE.captures(line)?;
     let kind = match &caps[1] {
@@ -56,7 +58,9 @@ pub fn parse_status_line(line: &str) -> Option<StatusLine> {
     };
     Some(StatusLine {
         kind,
-        message: line[caps[1].len() + 2..].trim().to_string(),
+        message: crate::sanitize::line(&line[caps[1].len() + 2..])
+            .trim()
+            .to_string(),
     })
 }
 
@@ -292,7 +296,10 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
                 clip(l, 120)
             ),
             (Some(log), _) => match last_nonempty_line(log) {
-                Some(l) => format!("No status line returned; last log line: {}", clip(l, 200)),
+                Some(l) => format!(
+                    "No status line returned; last log line: {}",
+                    clip(&crate::sanitize::line(l), 200)
+                ),
                 None => "No status line returned and the log file is empty".to_string(),
             },
         };
@@ -335,7 +342,11 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
                     .map(str::trim)
                     .find(|l| !l.is_empty())
                     .unwrap_or("no output");
-                format!("`{}`: {}", c.check, clip(first, 160))
+                format!(
+                    "`{}`: {}",
+                    c.check,
+                    clip(&crate::sanitize::line(first), 160)
+                )
             })
             .collect::<Vec<_>>()
             .join("; ");
@@ -454,6 +465,23 @@ mod tests {
     fn plan() -> Plan {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/auth-v2.json");
         crate::plan::load(&path).unwrap()
+    }
+
+    /// Escape sequences in a status line never reach the terminal, the plan or a commit.
+    #[test]
+    fn status_line_messages_are_sanitised() {
+        let line = "COMPLETED: \u{1b}]0;pwned\u{7}\u{1b}[2J done\u{0} \u{202e}x";
+        let status = parse_status_line(line).expect("a status line");
+        assert_eq!(status.kind, Reported::Completed);
+        assert_eq!(status.message, "done\u{FFFD} \u{FFFD}x");
+        let mut r = report("COMPLETED: ok");
+        r.output = "noise\n\u{1b}[31mno status\u{1b}[0m".into();
+        r.log = Some("last \u{1b}]0;t\u{7}line\n".into());
+        let verdict = judge(1, &plan().tasks[1], &r, ".design/plan.json");
+        assert_eq!(
+            verdict.result,
+            "No status line returned; last log line: last line"
+        );
     }
 
     /// Task 1 of auth-v2 creates src/auth/password.ts + .test.ts and modifies package.json.

@@ -1,6 +1,8 @@
 //! Running one shell command line (`sh -c`) with a timeout: assumption checks now, acceptance
-//! checks later. The command runs in its own process group so a timeout kills everything it
-//! started; stdout and stderr are captured together, cut at a limit.
+//! checks later. The command runs in its own process group with a process tag
+//! ([`crate::procs`]); when it exits or times out, everything it started is SIGKILLed, so a
+//! check cannot leave a server or a `sleep` running. stdout and stderr are captured together,
+//! cut at a limit.
 
 use std::io::Read;
 use std::path::Path;
@@ -28,7 +30,7 @@ pub struct ShellOutcome {
 }
 
 /// Runs `command` with `sh -c` in `cwd`, stdin closed, killing its process group after
-/// `timeout`.
+/// `timeout`, and whatever it left running when it exits.
 pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     let failed = |output: String| ShellOutcome {
         passed: false,
@@ -52,6 +54,8 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
         .stdout(writer)
         .stderr(writer2);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let tag = crate::procs::new_tag();
+    cmd.env(crate::procs::TAG_VAR, &tag);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),
@@ -81,14 +85,20 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
             Ok(Some(s)) => break Some(s),
             Ok(None) if start.elapsed() >= timeout => {
                 timed_out = true;
-                let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+                if let Ok(pgid) = i32::try_from(child.id()) {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                }
                 break child.wait().ok();
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => break None,
         }
     };
-    // A process that left the group may hold the pipe open; do not wait for it forever.
+    // Whatever the command left running (in its group, or escaped and tagged) goes with it;
+    // that also closes the pipe it may hold.
+    let pgid = i32::try_from(child.id()).ok().map(Pid::from_raw);
+    crate::procs::kill_all(pgid, &tag);
+    // A process that escaped both may hold the pipe open; do not wait for it forever.
     let bytes = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
     let mut output = String::from_utf8_lossy(&bytes).trim().to_string();
     if bytes.len() >= OUTPUT_LIMIT {
@@ -146,5 +156,52 @@ mod tests {
             start.elapsed() < Duration::from_secs(4),
             "the whole group was killed"
         );
+    }
+}
+
+#[cfg(test)]
+mod leftovers {
+    use super::*;
+
+    /// Whether `pid` is gone (or a zombie nobody reaps: not running any more).
+    fn gone(pid: &str) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let pid = Pid::from_raw(pid.trim().parse().expect("pid"));
+        stat.contains(") Z ") || nix::sys::signal::kill(pid, None).is_err()
+    }
+
+    fn wait_gone(pid: &str) {
+        for _ in 0..100 {
+            if gone(pid) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("process {pid} outlived the command that started it");
+    }
+
+    /// Regression: a check's background child (here a `sleep`) survived the check.
+    #[test]
+    fn background_children_die_with_the_command() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = Duration::from_secs(10);
+        let quiet = run(
+            "sleep 60 >/dev/null 2>&1 & echo $! > bg; echo ok",
+            dir.path(),
+            t,
+        );
+        assert!(quiet.passed, "{quiet:?}");
+        wait_gone(&std::fs::read_to_string(dir.path().join("bg")).expect("pid"));
+        let holding = run("sleep 60 & echo $! > bg2; exit 4", dir.path(), t);
+        assert_eq!((holding.passed, holding.code), (false, Some(4)));
+        wait_gone(&std::fs::read_to_string(dir.path().join("bg2")).expect("pid"));
+        let escaped = run(
+            "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60' >/dev/null 2>&1 &
+             while [ ! -s esc ]; do sleep 0.05; done; true",
+            dir.path(),
+            t,
+        );
+        assert!(escaped.passed, "{escaped:?}");
+        wait_gone(&std::fs::read_to_string(dir.path().join("esc")).expect("pid"));
     }
 }

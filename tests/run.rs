@@ -232,7 +232,7 @@ esac"#,
     );
     assert_eq!(
         result(1),
-        "worker crashed: killed by signal 9 (exit status 137)"
+        "worker crashed: killed by signal 9 (exit status 137); stderr: Killed"
     );
     assert_eq!(result(2), "timed out after 1s");
     assert_eq!(p["tasks"][3]["status"], "blocked");
@@ -414,7 +414,10 @@ echo "COMPLETED: ok""#,
     let o = run(dir.path(), &cmd, &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("task 1: conflicts with task 0"), "{out}");
+    assert!(
+        out.contains("task 1: attempt 1 of 3 could not be integrated: conflicts with task 0"),
+        "{out}"
+    );
     assert!(out.contains("Round 2: starting 1 task(s): 1"), "{out}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("shared.txt")).unwrap(),

@@ -60,7 +60,7 @@ const PATH_FIRST: &[&str] = &[
 ];
 
 /// The paths named in `git apply`'s error lines, each once, in order.
-fn failing_paths(stderr: &str) -> Vec<String> {
+pub(super) fn failing_paths(stderr: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
     for line in stderr.lines() {
         let Some(rest) = line.strip_prefix("error: ") else {

@@ -204,6 +204,12 @@ impl<'a> Git<'a> {
 
     /// The error for a call that ended with `out`.
     pub fn error(&self, out: &Output) -> GitError {
+        if let Some(path) = index_lock(&out.stderr) {
+            return GitError::IndexLocked {
+                path: self.dir.join(path),
+                dir: self.dir.to_path_buf(),
+            };
+        }
         GitError::Failed {
             command: self.label.to_owned(),
             dir: self.dir.to_path_buf(),
@@ -231,6 +237,18 @@ impl<'a> Git<'a> {
     pub fn dir(&self) -> &Path {
         self.dir
     }
+}
+
+/// The lock file a git error names when it could not take the index lock
+/// (`fatal: Unable to create '<path>/index.lock': File exists.`).
+fn index_lock(stderr: &[u8]) -> Option<PathBuf> {
+    let stderr = String::from_utf8_lossy(stderr);
+    stderr.lines().find_map(|line| {
+        let rest = line.split_once("Unable to create '")?.1;
+        let (path, tail) = rest.split_once("': ")?;
+        (path.ends_with("index.lock") && tail.starts_with("File exists"))
+            .then(|| PathBuf::from(path))
+    })
 }
 
 /// Output bytes as text (lossy), trailing newlines removed.

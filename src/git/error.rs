@@ -46,6 +46,21 @@ pub enum GitError {
         #[source]
         source: io::Error,
     },
+    /// The index is locked: `path` exists. Another git process is running in the repository,
+    /// or one crashed and left its lock.
+    #[error(
+        "git cannot lock the index of {}: {} exists. Another git process is running in this repository, or one stopped without removing its lock; if no git process is running, delete {} and run again",
+        dir.display(), path.display(), path.display()
+    )]
+    IndexLocked { path: PathBuf, dir: PathBuf },
+    /// A round commit could not move `HEAD` from the commit the round started from (it moved,
+    /// or its ref is locked).
+    #[error("{}: the round commit could not move HEAD from {expected} (did a commit land while the round ran, or does another git process hold the branch?); nothing was committed and the work tree is as it was: {detail}", dir.display())]
+    HeadMoved {
+        dir: PathBuf,
+        expected: String,
+        detail: String,
+    },
     /// git succeeded but printed something we could not make sense of.
     #[error("git {command} in {}: unexpected output: {detail}", dir.display())]
     Unexpected {

@@ -1,7 +1,8 @@
 //! Everything dagexec asks of git, through the `git` command line: finding the repository,
 //! giving each worker a detached worktree of its own, taking what the worker did there as a
-//! binary patch, applying patches onto the execution branch's work tree and index, committing
-//! a round, and putting files back after a failed one.
+//! binary patch, and committing a round: built in a temporary index, published with one ref
+//! update, then brought to the work tree at the round's paths only (`round`), so a crash
+//! leaves the old commit or the new one and the user's files are never cleaned up.
 //!
 //! Worker worktrees live under `<git-common-dir>/dagexec/worktrees/<name>`, inside `.git`, so
 //! they never show in the user's work tree or `git status`.
@@ -21,6 +22,7 @@ mod cmd;
 mod error;
 mod paths;
 mod remote;
+mod round;
 mod worktree;
 
 #[cfg(test)]
@@ -37,6 +39,7 @@ use std::path::{Path, PathBuf};
 pub use apply::ApplyError;
 pub use error::GitError;
 pub use remote::{Pushed, RemoteAuth, changes_in};
+pub use round::{Journal, Prepared, Recovered, RoundIndex};
 pub use worktree::{Changes, Worktree};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};
@@ -295,73 +298,6 @@ impl Repo {
             .arg(format!("HEAD:{path}"))
             .output()?;
         Ok(out.status.success().then_some(out.stdout))
-    }
-
-    /// Puts `paths` back as they were at `HEAD`: tracked ones are checked out from `HEAD`
-    /// into the index and the work tree, the others are unstaged and their files deleted
-    /// (with directories left empty by that).
-    pub fn restore(&self, paths: &[String]) -> Result<(), GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        if paths.is_empty() {
-            return Ok(());
-        }
-        let in_head: Vec<String> = if self.head_opt()?.is_some() {
-            let out = git(&self.root, "ls-tree")
-                .args(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--"])
-                .args(paths.iter().map(|p| literal(p)))
-                .run()?;
-            nul_fields(&out)
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let (tracked, untracked): (Vec<String>, Vec<String>) =
-            paths.into_iter().partition(|p| covers(&in_head, p));
-        if !tracked.is_empty() {
-            git(&self.root, "checkout")
-                .args(["checkout", "--quiet", "--no-overlay", "HEAD", "--"])
-                .args(tracked.iter().map(|p| literal(p)))
-                .run()?;
-        }
-        if !untracked.is_empty() {
-            git(&self.root, "rm --cached")
-                .args(["rm", "--cached", "-r", "--quiet", "--ignore-unmatch", "--"])
-                .args(untracked.iter().map(|p| literal(p)))
-                .run()?;
-            for path in &untracked {
-                self.delete_file(path)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes the file or symlink at repo-relative `path` (not a directory), then the
-    /// directories that left empty, up to the root.
-    fn delete_file(&self, path: &str) -> Result<(), GitError> {
-        let full = self.root.join(path);
-        match std::fs::symlink_metadata(&full) {
-            Ok(meta) if meta.is_dir() => {
-                tracing::debug!(path, "restore: leaving an untracked directory in place");
-                return Ok(());
-            }
-            // Never through a linked directory (`d -> /outside`, deleting `d/x`).
-            Ok(_) => crate::fsx::remove_file(&self.root, &full)
-                .map_err(|e| io_error("delete", &full)(e.into()))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_error("inspect", &full)(e)),
-        }
-        let mut dir = full.parent();
-        while let Some(d) = dir {
-            if d == self.root || std::fs::remove_dir(d).is_err() {
-                break;
-            }
-            dir = d.parent();
-        }
-        Ok(())
     }
 
     /// Of `paths`, those `git add --all` can take: in the index, or present and not ignored.

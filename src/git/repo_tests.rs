@@ -1,9 +1,8 @@
 //! The repository edge against real repositories: commits stage exactly what they are given,
-//! restore, discovery and errors, and hostile configuration, hooks and file names. The
+//! discovery and errors, and hostile configuration, hooks and file names. The
 //! fixtures are in `tests.rs`.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 
 use super::tests::*;
 use super::*;
@@ -125,47 +124,6 @@ fn is_committed_cases() {
 }
 
 #[test]
-fn restore_reverts_tracked_and_deletes_untracked() {
-    let f = Fixture::new();
-    let wt = f.repo.add_worktree("HEAD", "w").unwrap();
-    write(wt.path(), "added/by/patch.txt", "staged new file\n");
-    fs::remove_file(wt.path().join("del.txt")).unwrap();
-    f.repo.apply_patch(&wt.changes().unwrap().patch).unwrap();
-    f.write("mod.txt", "unstaged change\n");
-    f.write("keep.txt", "staged change\n");
-    f.git(&["add", "keep.txt"]);
-    f.write("scratch/new.txt", "untracked\n");
-    fs::write(f.root().join("script.sh"), "changed\n").unwrap();
-    set_executable(&f.root().join("script.sh"));
-    assert_ne!(f.repo.status_porcelain().unwrap(), "");
-
-    let paths = strings(&[
-        "mod.txt",
-        "keep.txt",
-        "del.txt",
-        "script.sh",
-        "scratch/new.txt",
-        "added/by/patch.txt",
-        "never.txt",
-    ]);
-    f.repo.restore(&paths).unwrap();
-    assert_eq!(f.repo.status_porcelain().unwrap(), "");
-    assert_eq!(f.read("mod.txt"), b"one\ntwo\nthree\n");
-    assert_eq!(f.read("del.txt"), b"delete me\n");
-    let mode = fs::metadata(f.root().join("script.sh"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o111, 0, "mode restored");
-    assert!(
-        !f.root().join("scratch").exists(),
-        "emptied directories go too"
-    );
-    assert!(!f.root().join("added").exists());
-    f.repo.restore(&[]).unwrap();
-}
-
-#[test]
 fn head_on_an_empty_repository_says_so() {
     let f = Fixture::empty(true);
     let err = f.repo.head().unwrap_err();
@@ -180,9 +138,6 @@ fn head_on_an_empty_repository_says_so() {
         f.repo.add_worktree("HEAD", "w"),
         Err(GitError::BadRevision { .. })
     ));
-    f.write("a.txt", "x\n");
-    f.repo.restore(&strings(&["a.txt"])).unwrap();
-    assert!(!f.root().join("a.txt").exists());
 }
 
 #[test]
@@ -298,7 +253,7 @@ fn odd_file_names_are_taken_literally() {
     assert!(f.repo.is_committed(":odd").unwrap());
     assert!(f.repo.is_committed("st*r").unwrap());
     assert!(!f.repo.is_committed("stXr").unwrap());
-    f.repo.restore(&strings(&["stXr"])).unwrap();
+    f.git(&["checkout", "--", "stXr"]);
     assert_eq!(f.repo.status_porcelain().unwrap(), "");
 
     let wt = f.repo.add_worktree("HEAD", "odd").unwrap();

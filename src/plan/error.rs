@@ -85,6 +85,16 @@ pub enum PlanError {
         position: usize,
         problem: String,
     },
+
+    /// A one-line text field (shown on the terminal, put in commit messages) holds a control
+    /// character: a NUL, an escape, a newline, a bidirectional override.
+    #[error("task {task} {field}: {value:?} contains a control character (U+{code:04X})")]
+    ControlChar {
+        task: usize,
+        field: String,
+        value: String,
+        code: u32,
+    },
 }
 
 /// Why a declared path is refused.
@@ -155,6 +165,9 @@ impl PlanError {
             PlanError::BadOverlap { .. } => {
                 "fileOverlaps holds other tasks' plan indices; fix or remove the entry.".into()
             }
+            PlanError::ControlChar { .. } => {
+                "Keep the field to one line of printable text: remove the character (it would reach commit messages and the terminal as it is).".into()
+            }
         }
     }
 
@@ -173,7 +186,8 @@ impl PlanError {
             | PlanError::SelfDependency { task, .. }
             | PlanError::UnsafePath { task, .. }
             | PlanError::LinkedPath { task, .. }
-            | PlanError::BadOverlap { task, .. } => Some(*task),
+            | PlanError::BadOverlap { task, .. }
+            | PlanError::ControlChar { task, .. } => Some(*task),
             PlanError::Cycle { cycle } => cycle.first().copied(),
             _ => None,
         }

@@ -20,6 +20,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     let mut deps_ok = true;
     let plan_rel = plan_rel.map(crate::paths::key);
     for (i, task) in plan.tasks.iter().enumerate() {
+        errors.extend(control_characters(i, task));
         for (position, &dep) in task.blocked_by.iter().enumerate() {
             if dep >= n {
                 deps_ok = false;
@@ -141,6 +142,34 @@ pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag,
     }
 }
 
+/// The one-line text fields of task `index` that hold a control character (see
+/// [`crate::sanitize::has_control`]): `subject`, `activeForm`, `agent.role`, `agent.model`.
+/// They reach commit messages and the terminal as they are, so they are refused, not cleaned.
+pub fn control_characters(index: usize, task: &super::model::Task) -> Vec<PlanError> {
+    let agent = task.agent.as_ref();
+    let fields = [
+        ("subject", Some(task.subject.as_str())),
+        ("activeForm", task.active_form.as_deref()),
+        ("agent.role", agent.map(|a| a.role.as_str())),
+        ("agent.model", agent.and_then(|a| a.model.as_deref())),
+    ];
+    fields
+        .into_iter()
+        .filter_map(|(field, value)| {
+            let value = value?;
+            let bad = value
+                .chars()
+                .find(|&c| crate::sanitize::has_control(c.encode_utf8(&mut [0; 4])))?;
+            Some(PlanError::ControlChar {
+                task: index,
+                field: field.to_string(),
+                value: value.to_string(),
+                code: u32::from(bad),
+            })
+        })
+        .collect()
+}
+
 /// Why a declared path may not be used, if it may not.
 pub fn path_problem(path: &str, plan_rel: Option<&str>) -> Option<PathProblem> {
     use crate::paths::{Unclean, git_dir_prefix, normalize, same_file};
@@ -247,5 +276,36 @@ mod tests {
         for (json, want) in cases {
             assert_eq!(errors_of(json), *want, "{json}");
         }
+    }
+
+    /// Regression: a NUL in a subject passed validation and made every round commit fail;
+    /// escape sequences in one would be printed and committed as they are.
+    #[test]
+    fn control_characters_in_one_line_fields_are_refused() {
+        let json = r#"{"schemaVersion":2,"tasks":[
+            {"subject":"ok — fine ✓","activeForm":"Doing it","agent":{"role":"engineer","model":"opus"}},
+            {"subject":"nul\u0000here","activeForm":"bell\u0007","agent":{"role":"esc\u001b]0;pwned\u0007","model":"m\nx"}},
+            {"subject":"two\nlines"},
+            {"subject":"rtl \u202e override"}
+        ]}"#;
+        assert_eq!(
+            errors_of(json),
+            [
+                "task 1 subject: \"nul\\0here\" contains a control character (U+0000)",
+                "task 1 activeForm: \"bell\\u{7}\" contains a control character (U+0007)",
+                "task 1 agent.role: \"esc\\u{1b}]0;pwned\\u{7}\" contains a control character (U+001B)",
+                "task 1 agent.model: \"m\\nx\" contains a control character (U+000A)",
+                "task 2 subject: \"two\\nlines\" contains a control character (U+000A)",
+                "task 3 subject: \"rtl \\u{202e} override\" contains a control character (U+202E)",
+            ]
+        );
+        let plan = parse(json, Path::new("p.json")).unwrap();
+        let first = &check(&plan, None).unwrap_err().0[0];
+        assert_eq!(first.task(), Some(1));
+        assert!(
+            first.hint().contains("one line of printable text"),
+            "{}",
+            first.hint()
+        );
     }
 }

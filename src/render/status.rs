@@ -88,6 +88,43 @@ pub fn summary_line(plan: &Plan) -> String {
     format!("{total} {noun}: {}", parts.join(", "))
 }
 
+/// Kept attempt logs: task index → attempt → the kinds kept (`stdout`, `stderr`, `log`).
+pub type KeptLogs = std::collections::BTreeMap<usize, std::collections::BTreeMap<u32, Vec<String>>>;
+
+/// The kept attempt logs of `plan`'s tasks, one line per task that has some, e.g.
+///
+/// ```text
+/// Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):
+///   task 1: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr)
+/// ```
+///
+/// `unfinished_only` leaves out completed tasks (the run's summary); tasks the plan does not
+/// have, and pending tasks never attempted (logs of an earlier plan), are always left out.
+/// Empty when there is no line to show.
+#[must_use]
+pub fn logs_section(plan: &Plan, dir: &str, logs: &KeptLogs, unfinished_only: bool) -> String {
+    use std::fmt::Write as _;
+    let mut lines = String::new();
+    for (&index, attempts) in logs {
+        let Some(task) = plan.tasks.get(index) else {
+            continue;
+        };
+        let stale = task.status == Status::Pending && task.attempts() == 0;
+        if stale || (unfinished_only && task.status == Status::Completed) {
+            continue;
+        }
+        let shown: Vec<String> = attempts
+            .iter()
+            .map(|(attempt, kinds)| format!("attempt {attempt} ({})", kinds.join(", ")))
+            .collect();
+        let _ = writeln!(lines, "  task {index}: {}", shown.join(", "));
+    }
+    if lines.is_empty() {
+        return lines;
+    }
+    format!("Attempt logs in {dir} (task-N-attempt-K.stdout, .stderr, .log):\n{lines}")
+}
+
 /// One task's cells, ready to print.
 struct Row<'a> {
     /// Plan index.
@@ -194,6 +231,29 @@ mod tests {
         let mut out = Vec::new();
         status_table(plan, &mut out).expect("writing to a Vec cannot fail");
         String::from_utf8(out).expect("the table is UTF-8")
+    }
+
+    #[test]
+    fn logs_section_lists_the_tasks_with_kept_logs() {
+        let plan = auth_v2_mid_run();
+        let kinds = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut logs = KeptLogs::new();
+        logs.entry(0)
+            .or_default()
+            .insert(1, kinds(&["stdout", "stderr"]));
+        let one = logs.entry(1).or_default();
+        one.insert(1, kinds(&["stdout", "stderr", "log"]));
+        one.insert(2, kinds(&["stdout", "stderr"]));
+        logs.entry(4).or_default().insert(1, kinds(&["stdout"])); // pending, never tried
+        logs.entry(99).or_default().insert(1, kinds(&["stdout"])); // not in this plan
+        let dir = ".git/dagexec/logs";
+        assert_eq!(
+            logs_section(&plan, dir, &logs, false),
+            "Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr)\n  task 1: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr)\n"
+        );
+        let unfinished = logs_section(&plan, dir, &logs, true);
+        assert!(!unfinished.contains("task 0:") && unfinished.contains("task 1:"));
+        assert_eq!(logs_section(&plan, dir, &KeptLogs::new(), false), "");
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! One attempt at one task: a fresh worktree at the round's base, the worker, the facts the
 //! processor needs (changes, acceptance checks run in that tree), and the verdict.
+//!
+//! Each attempt's stdout, stderr and work log are kept as
+//! `<git-common-dir>/dagexec/logs/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]),
+//! listed by `dagexec status` and the run's summary ([`kept_logs`]). The folder is inside
+//! git's own directory, where no patch can place a file; it is still written without
+//! following links (each folder checked, each file created anew with `O_EXCL|O_NOFOLLOW`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -199,12 +205,18 @@ pub async fn run(
     };
     // A worker following the prompt literally writes its log inside its own tree.
     let in_tree_log = wt.path().join(&log_rel);
-    if run.log.is_none() {
+    // Only a regular file: a link there could point at any file of the user's.
+    let regular = std::fs::symlink_metadata(&in_tree_log).is_ok_and(|m| m.file_type().is_file());
+    if run.log.is_none() && regular {
         if let Ok(text) = std::fs::read_to_string(&in_tree_log) {
             let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
             run.log = Some(text);
         }
     }
+    if let Err(e) = keep_logs(repo.common_dir(), input.index, input.attempt, &run) {
+        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
+    }
+    let detail = worker::failure_detail(&run, &input.worker);
     let question = super::hooks::long_run_output(
         (&input.task, input.attempt),
         &mut run.stdout,
@@ -223,6 +235,11 @@ pub async fn run(
             let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
             let report = observe(wt.path(), &task, &run, &all, timeout);
             let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
+            if verdict.status == crate::plan::model::Status::Failed
+                && report.exit != outcome::Exit::Success
+            {
+                verdict.result.push_str(&detail);
+            }
             super::hooks::quiet_long_run(&task, &mut verdict);
             let mut patch = kept.patch;
             super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
@@ -278,4 +295,127 @@ pub async fn run(
         reviews,
         question,
     })))
+}
+
+/// The folder of kept attempt logs in the repository's common git directory.
+pub(crate) fn logs_dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("dagexec").join("logs")
+}
+
+/// [`logs_dir`] as shown to the user: relative to the work tree `root` when inside it.
+pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
+    let dir = logs_dir(common_dir);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    dir.strip_prefix(&root)
+        .unwrap_or(&dir)
+        .display()
+        .to_string()
+}
+
+/// Keeps what attempt `attempt` of task `index` printed — its stdout and stderr (the tails the
+/// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in
+/// [`logs_dir`], through [`crate::fsx`] (a link on the way is refused; one at a file's name is
+/// removed, not followed); a first attempt also clears the task's files of an earlier plan.
+/// Returns the files written.
+pub(crate) fn keep_logs(
+    common_dir: &Path,
+    index: usize,
+    attempt: u32,
+    run: &worker::WorkerRun,
+) -> Result<Vec<PathBuf>, crate::fsx::Error> {
+    let dir = logs_dir(common_dir);
+    crate::fsx::create_dir_all(common_dir, &dir)?;
+    if attempt == 1 {
+        let stale = format!("task-{index}-attempt-");
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&stale) {
+                crate::fsx::remove_file(common_dir, &entry.path())?;
+            }
+        }
+    }
+    let mut written = Vec::new();
+    let files = [
+        ("stdout", Some(&run.stdout)),
+        ("stderr", Some(&run.stderr_tail)),
+        ("log", run.log.as_ref()),
+    ];
+    for (ext, text) in files {
+        let Some(text) = text else { continue };
+        let path = dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
+        crate::fsx::remove_file(common_dir, &path)?;
+        crate::fsx::write(common_dir, &path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The kept logs: for each task index, for each attempt, the kinds kept (`stdout`, `stderr`,
+/// `log`), in order. Empty when there are none.
+pub(crate) fn kept_logs(common_dir: &Path) -> crate::render::status::KeptLogs {
+    let mut kept = crate::render::status::KeptLogs::default();
+    let Ok(entries) = std::fs::read_dir(logs_dir(common_dir)) else {
+        return kept;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let parsed = name.strip_prefix("task-").and_then(|rest| {
+            let (task, rest) = rest.split_once("-attempt-")?;
+            let (attempt, kind) = rest.split_once('.')?;
+            Some((task.parse().ok()?, attempt.parse().ok()?, kind.to_string()))
+        });
+        if let Some((task, attempt, kind)) = parsed {
+            let kinds: &mut Vec<String> = kept.entry(task).or_default().entry(attempt).or_default();
+            kinds.push(kind);
+        }
+    }
+    for kinds in kept.values_mut().flat_map(|a| a.values_mut()) {
+        let rank = |k: &String| ["stdout", "stderr", "log"].iter().position(|x| x == k);
+        kinds.sort_by_key(|k| (rank(k).unwrap_or(3), k.clone()));
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(stdout: &str, stderr: &str, log: Option<&str>) -> worker::WorkerRun {
+        worker::WorkerRun {
+            stdout: stdout.into(),
+            stderr_tail: stderr.into(),
+            exit: outcome::Exit::Code(1),
+            log: log.map(String::from),
+            duration: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn logs_are_kept_per_attempt_and_listed() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let run = finished("out\n", "err\n", Some("log\n"));
+        keep_logs(common.path(), 3, 1, &run).expect("kept");
+        keep_logs(common.path(), 3, 2, &finished("o2", "e2", None)).expect("kept");
+        let dir = logs_dir(common.path());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("task-3-attempt-1.stderr")).expect("stderr"),
+            "err\n"
+        );
+        let kept = kept_logs(common.path());
+        assert_eq!(kept[&3][&1], ["stdout", "stderr", "log"]);
+        assert_eq!(kept[&3][&2], ["stdout", "stderr"]);
+        // A new first attempt (a new plan, the same index) starts the task's list afresh.
+        keep_logs(common.path(), 3, 1, &finished("", "", None)).expect("kept");
+        assert_eq!(kept_logs(common.path())[&3].len(), 1);
+    }
+
+    #[test]
+    fn a_linked_log_folder_is_refused() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(common.path().join("dagexec")).expect("dir");
+        std::os::unix::fs::symlink(outside.path(), logs_dir(common.path())).expect("link");
+        let err = keep_logs(common.path(), 0, 1, &finished("x", "y", None)).unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
+    }
 }

@@ -86,7 +86,10 @@ impl Eager<'_> {
         }
         self.ui.say(format!("starting task(s) {}", list(&picks)));
         for &i in &picks {
-            plan.tasks[i].status = Status::InProgress;
+            let t = &mut plan.tasks[i];
+            t.status = Status::InProgress;
+            // Counted when it starts, as in rounds.
+            t.attempts = Some(t.attempts() + 1);
         }
         // Attempts in flight write their reviews to the plan file: keep them.
         let _held = self.pool.memory.plan_file();
@@ -95,7 +98,7 @@ impl Eager<'_> {
         for &i in &picks {
             let first = (
                 i,
-                plan.tasks[i].attempts() + 1,
+                plan.tasks[i].attempts(),
                 prompt::original_prompt(plan, i, Unit::Batch),
             );
             self.spawn(running, plan, first, round + 1)?;
@@ -136,6 +139,13 @@ impl Eager<'_> {
                             arrived.push(j);
                         }
                         Err(retry) if !cancelled => {
+                            super::count_attempt(
+                                plan,
+                                retry.0,
+                                retry.1,
+                                self.opts,
+                                &self.pool.memory,
+                            )?;
                             self.spawn(&mut running, plan, retry, round + 1)?
                         }
                         Err(_) => {}

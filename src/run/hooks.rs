@@ -354,26 +354,6 @@ pub(crate) fn long_run_output(
     None
 }
 
-/// Takes the plan file dagexec itself writes (`plan_rel`; for `--long-run DIR` the generated
-/// `DIR/plan.json`) out of the pre-flight's `git status`: it is not the user's uncommitted
-/// change.
-pub(super) fn drop_own_plan(v: &mut crate::setup::Validation, plan_rel: &str) {
-    if v.git_clean {
-        return;
-    }
-    let kept: Vec<&str> = v
-        .git_status
-        .lines()
-        .filter(|line| {
-            // `XY path` (porcelain v1); anything else is a message and stays.
-            line.get(3..)
-                .is_none_or(|path| path.trim_matches('"') != plan_rel)
-        })
-        .collect();
-    v.git_clean = kept.is_empty();
-    v.git_status = kept.join("\n");
-}
-
 /// A worker that stopped with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line (see
 /// [`long_run_output`]) is blocked on its question, not failed — the judge does not know
 /// those lines. Its changes are kept only for a long-run plan (whose attempt after the answer

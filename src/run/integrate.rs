@@ -1,8 +1,10 @@
-//! The end of a round: completed patches applied in plan-index order (a patch that no longer
-//! applies sends its task back to the next round), the processor batch file, the plan
-//! update, and the round commit.
+//! The end of a round: completed patches applied in plan-index order to a temporary index at
+//! `HEAD` (a patch that no longer applies, or that would overwrite the user's uncommitted
+//! files, is a failed attempt: retried next round while attempts remain), the processor batch
+//! file, the plan update, and the round commit: one ref update as the commit point, then the
+//! round's paths brought to it in the work tree (see `git::round`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::attempt::Judged;
 use super::{RunEnd, RunError, RunOptions, Ui, failpoint, list, save};
@@ -28,6 +30,13 @@ pub(crate) fn integrate_and_commit(
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<Option<RunEnd>, RunError> {
+    // The round is built in a temporary index at HEAD: the user's index and work tree are
+    // not touched until the commit exists and HEAD points at it.
+    let index = repo.round_index()?;
+    // Files the user changed (or keeps untracked or ignored) where a patch writes: the patch
+    // cannot land without losing them, so it does not.
+    let touched: Vec<String> = judged.iter().flat_map(|j| j.touched.clone()).collect();
+    let theirs: BTreeMap<String, String> = repo.uncommitted(&touched)?.into_iter().collect();
     let mut results = Vec::new();
     let mut entries = Vec::new();
     let mut applied: Vec<(usize, BTreeSet<String>)> = Vec::new();
@@ -35,23 +44,56 @@ pub(crate) fn integrate_and_commit(
         super::hooks::record(plan, j);
         let mut status = j.verdict.status;
         let mut result = j.verdict.result.clone();
+        let users = |j: &Judged| -> Vec<String> {
+            j.touched
+                .iter()
+                .filter_map(|p| theirs.get(p).map(|how| format!("{p} ({how})")))
+                .collect()
+        };
         if status == Status::Completed && !j.patch.is_empty() {
-            match repo.check_patch(&j.patch) {
-                Ok(()) => {
-                    repo.apply_patch(&j.patch)
-                        .map_err(|e| RunError::Other(e.message))?;
-                    applied.push((j.index, j.touched.iter().cloned().collect()));
-                }
-                Err(e) => {
-                    let touched: BTreeSet<&String> = j.touched.iter().collect();
-                    let culprit = applied
-                        .iter()
-                        .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
-                        .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
+            let conflict = match users(j) {
+                found if !found.is_empty() => Some(format!(
+                    "the working tree has uncommitted changes that are not from this run at {} (commit or stash them)",
+                    found.join(", ")
+                )),
+                _ => match index.check_patch(&j.patch) {
+                    Ok(()) => {
+                        index
+                            .apply_patch(&j.patch)
+                            .map_err(|e| RunError::Other(e.message))?;
+                        applied.push((j.index, j.touched.iter().cloned().collect()));
+                        None
+                    }
+                    Err(e) => {
+                        let touched: BTreeSet<&String> = j.touched.iter().collect();
+                        let culprit = applied
+                            .iter()
+                            .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
+                            .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
+                        Some(format!(
+                            "conflicts with {culprit}: {}",
+                            e.message.lines().next().unwrap_or("")
+                        ))
+                    }
+                },
+            };
+            if let Some(why) = conflict {
+                // An integration conflict is a failed attempt like any other: retried on the
+                // next round's base while attempts remain, then failed (and cascaded).
+                if j.attempt >= outcome::MAX_ATTEMPTS {
+                    status = Status::Failed;
+                    result = format!(
+                        "attempt {} of {} could not be integrated: {why}",
+                        j.attempt,
+                        outcome::MAX_ATTEMPTS
+                    );
+                    ui.say(format!("  task {}: {result}; it fails", j.index));
+                } else {
                     status = Status::Pending;
                     result = format!(
-                        "conflicts with {culprit}: {}",
-                        e.message.lines().next().unwrap_or("")
+                        "attempt {} of {} could not be integrated: {why}",
+                        j.attempt,
+                        outcome::MAX_ATTEMPTS
                     );
                     ui.say(format!(
                         "  task {}: {result}; it runs again next round on the new base",
@@ -62,16 +104,26 @@ pub(crate) fn integrate_and_commit(
         } else if status == Status::Completed {
             applied.push((j.index, BTreeSet::new()));
         } else if super::hooks::keeps_partial(j) {
-            match repo.check_patch(&j.patch) {
+            let found = users(j);
+            let checked = if found.is_empty() {
+                index.check_patch(&j.patch).map_err(|e| e.message)
+            } else {
+                Err(format!(
+                    "the working tree has uncommitted changes at {}",
+                    found.join(", ")
+                ))
+            };
+            match checked {
                 Ok(()) => {
-                    repo.apply_patch(&j.patch)
+                    index
+                        .apply_patch(&j.patch)
                         .map_err(|e| RunError::Other(e.message))?;
                     applied.push((j.index, j.touched.iter().cloned().collect()));
                 }
                 Err(e) => ui.say(format!(
                     "  task {}: its work so far is dropped, it conflicts: {}",
                     j.index,
-                    e.message.lines().next().unwrap_or("")
+                    e.lines().next().unwrap_or("")
                 )),
             }
         }
@@ -106,27 +158,33 @@ pub(crate) fn integrate_and_commit(
     save(plan, opts)?;
     let completed: Vec<usize> = applied.iter().map(|(i, _)| *i).collect();
     let files = outcome::completed_files(plan, &completed);
-    let mut paths: Vec<String> = files.create.iter().chain(&files.modify).cloned().collect();
-    // Files a completed task changed without declaring them were applied too (and flagged).
-    for (_, touched) in &applied {
-        for f in touched {
-            if !paths.contains(f) {
-                paths.push(f.clone());
-            }
-        }
-    }
+    let something = !files.create.is_empty()
+        || !files.modify.is_empty()
+        || applied.iter().any(|(_, touched)| !touched.is_empty());
     let overall = plan.count(Status::Completed);
     let message = commit_message(plan, round, batch, &results, overall);
-    failpoint("before-commit", round);
+    failpoint("after-apply", round);
     // A question is committed even when nothing else is: the branch is the state a later run
     // (or the Action) reads it from.
-    if !paths.is_empty() || judged.iter().any(|j| j.question.is_some()) {
-        paths.extend(super::hooks::state_md(plan, opts)?);
-        paths.push(opts.plan_rel.clone());
-        if let Some(sha) = repo.commit(&message, &paths)? {
+    if something || judged.iter().any(|j| j.question.is_some()) {
+        let mut own = super::hooks::state_md(plan, opts)?;
+        own.push(opts.plan_rel.clone());
+        index.add_own_files(repo, &own)?;
+        if let Some(prepared) = index.prepare(repo, &message)? {
+            // The round's paths are recorded; HEAD has not moved.
+            failpoint("before-commit", round);
+            prepared.publish(repo)?;
+            failpoint("after-ref", round);
+            for path in prepared.sync(repo)? {
+                ui.say(format!(
+                    "  {path}: left as you changed it (the round committed another version)"
+                ));
+            }
+            let sha = prepared.sha();
             ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
         }
     }
+    drop(index);
     failpoint("after-commit", round);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
     ui.say(summary::round_progress(plan, round, batch).trim_end());

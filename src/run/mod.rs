@@ -78,6 +78,8 @@ pub enum RunError {
     Lock(#[from] lock::LockError),
     #[error("{0} blocking assumption check(s) failed")]
     Preflight(usize),
+    #[error("uncommitted changes at {} file(s) that pending tasks declare: {}", .0.len(), .0.join(", "))]
+    Uncommitted(Vec<String>),
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -93,7 +95,11 @@ impl RunError {
     pub fn hint(&self) -> String {
         match self {
             RunError::Plan(_) => String::new(),
-            RunError::Git(_) => "dagexec run needs a git repository with at least one commit.".into(),
+            RunError::Git(GitError::NotARepository { .. } | GitError::NoCommits { .. }) => {
+                "dagexec run needs a git repository with at least one commit.".into()
+            }
+            RunError::Git(_) => String::new(),
+            RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
             RunError::Write { .. } => "Check the permissions of .design/.".into(),
@@ -138,6 +144,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
     }
+    resume::recover(&repo, ui)?;
     let pruned = attempt::retry_git(|| repo.prune_worktrees())?;
     if pruned > 0 {
         ui.say(format!(
@@ -148,8 +155,9 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if is_resume {
         resume(&repo, &mut plan, opts, ui)?;
     }
+    resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
     // Pre-flight (seed Steps 1–2).
-    let mut validation = checks::gather(
+    let validation = checks::gather(
         &plan,
         &opts.root,
         checks::CheckOptions {
@@ -157,7 +165,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             timeout: opts.check_timeout,
         },
     );
-    hooks::drop_own_plan(&mut validation, &opts.plan_rel);
+    let mut validation = validation;
+    checks::drop_own_files(&mut validation, &opts.plan_rel);
     let setup = setup::output(&plan, &dag, &overlaps, validation);
     let v = &setup.validation;
     ui.say(format!("Executing: {}", setup.goal));
@@ -170,8 +179,12 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         "Validation: {passed}/{} blocking checks passed",
         v.blocking_checks.len()
     ));
-    if !v.git_clean {
-        ui.say("Warning: the working tree has uncommitted changes; files a task declares are committed as they are after its patch.");
+    // The user's uncommitted files where pending tasks write: asked about before any
+    // worker runs (dagexec never overwrites or cleans them up).
+    let declared = checks::declared_paths(&plan);
+    let theirs = checks::declared_changes(&plan, &repo.uncommitted(&declared)?, &opts.plan_rel);
+    if !v.git_clean && theirs.is_empty() {
+        ui.say("Note: the working tree has uncommitted changes; dagexec leaves them as they are.");
     }
     if !v.missing_context_files.is_empty() {
         ui.say(format!(
@@ -190,10 +203,38 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
                 c.output.lines().next().unwrap_or("")
             ));
         }
-        if !opts.yes && !ask_proceed(ui)? {
+        if !opts.yes
+            && !ask(
+                ui,
+                "Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p]",
+            )?
+        {
             return Err(RunError::Preflight(failed.len()));
         }
         ui.say("Proceeding despite the failed checks.");
+    }
+    if !theirs.is_empty() {
+        ui.say("Uncommitted changes at files that pending tasks declare (yours, not this run's):");
+        for c in &theirs {
+            ui.say(format!(
+                "  {} ({}) — {}",
+                c.path,
+                c.how,
+                c.tasks_text(&plan)
+            ));
+        }
+        ui.say("dagexec never overwrites them: a task whose change touches one of them cannot be committed and fails after its attempts.");
+        if !opts.yes
+            && !ask(
+                ui,
+                "Commit or stash them first (f), or proceed anyway (p)? [f/p]",
+            )?
+        {
+            return Err(RunError::Uncommitted(
+                theirs.iter().map(|c| c.path.clone()).collect(),
+            ));
+        }
+        ui.say("Proceeding with the uncommitted changes in place.");
     }
     if is_resume {
         ui.say("Resuming execution.");
@@ -293,13 +334,17 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             list(&batch)
         ));
         for &i in &batch {
-            plan.tasks[i].status = Status::InProgress;
+            let t = &mut plan.tasks[i];
+            t.status = Status::InProgress;
+            // An attempt is counted when it starts (saved before the worker runs): a crash
+            // never gives a task an attempt more.
+            t.attempts = Some(t.attempts() + 1);
         }
         save(&plan, opts)?;
         let ended = runtime.block_on(execute_batch(
             &repo,
             &pool,
-            &plan,
+            &mut plan,
             &batch,
             round,
             &base,
@@ -330,10 +375,17 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
 
 /// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
 /// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
-/// stop a run before, between and after the steps of a round commit.
+/// stop a run before, between and after the steps of a round commit. `panic:<name>:<round>`
+/// panics there instead (the panic-report test).
 fn failpoint(name: &str, round: u32) {
-    if std::env::var("DAGEXEC_FAILPOINT").is_ok_and(|v| v == format!("{name}:{round}")) {
+    let Ok(v) = std::env::var("DAGEXEC_FAILPOINT") else {
+        return;
+    };
+    if v == format!("{name}:{round}") {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    if v == format!("panic:{name}:{round}") {
+        panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
     }
 }
 
@@ -352,6 +404,26 @@ fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
     })
 }
 
+/// Records that attempt `attempt` of task `index` starts (the plan saved before its worker
+/// runs), so a crash cannot hand the task more attempts than it had. The review histories
+/// the attempts in flight wrote to the plan file (`memory`) are kept in it.
+pub(crate) fn count_attempt(
+    plan: &mut Plan,
+    index: usize,
+    attempt: u32,
+    opts: &RunOptions,
+    memory: &hooks::Memory,
+) -> Result<(), RunError> {
+    let t = &mut plan.tasks[index];
+    if t.attempts() < attempt {
+        t.attempts = Some(attempt);
+        let _held = memory.plan_file();
+        memory.apply(plan);
+        save(plan, opts)?;
+    }
+    Ok(())
+}
+
 /// The last round number recorded in the plan (`progress.round`, dagexec's own field).
 pub(crate) fn round_counter(plan: &Plan) -> u32 {
     plan.progress
@@ -361,12 +433,12 @@ pub(crate) fn round_counter(plan: &Plan) -> u32 {
         .unwrap_or(0) as u32
 }
 
-/// On a terminal, asks whether to proceed despite failed checks.
-fn ask_proceed(ui: &Ui) -> Result<bool, RunError> {
+/// On a terminal, asks `question` (fix first, or proceed?); `true` to proceed.
+fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
     if !io::stdin().is_terminal() {
         return Ok(false);
     }
-    ui.say("Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p]");
+    ui.say(question);
     let mut line = String::new();
     io::stdin()
         .lock()
@@ -381,7 +453,7 @@ fn ask_proceed(ui: &Ui) -> Result<bool, RunError> {
 async fn execute_batch(
     repo: &Arc<Repo>,
     pool: &Arc<attempt::Pool>,
-    plan: &Plan,
+    plan: &mut Plan,
     batch: &[usize],
     round: u32,
     base: &str,
@@ -397,7 +469,7 @@ async fn execute_batch(
         .map(|&i| {
             (
                 i,
-                plan.tasks[i].attempts() + 1,
+                plan.tasks[i].attempts().max(1),
                 prompt::original_prompt(plan, i, unit),
             )
         })
@@ -435,7 +507,10 @@ async fn execute_batch(
             AttemptEnd::Cancelled => cancelled = true,
             AttemptEnd::Judged(j) => match judged(plan, *j, unit, ui) {
                 Ok(j) => done.push(j),
-                Err(retry) => queue.push_front(retry),
+                Err(retry) => {
+                    count_attempt(plan, retry.0, retry.1, opts, &pool.memory)?;
+                    queue.push_front(retry)
+                }
             },
         }
         if *cancel.borrow() {
@@ -521,14 +596,27 @@ pub(crate) fn finish(
     ui.finish();
     ui.say(String::new());
     ui.say(summary::final_summary(plan).trim_end());
+    let logs = attempt::kept_logs(repo.common_dir());
+    let shown = attempt::logs_dir_shown(repo.root(), repo.common_dir());
+    let logs = crate::render::status::logs_section(plan, &shown, &logs, true);
+    if !logs.is_empty() {
+        ui.say(format!("\n{}", logs.trim_end()));
+    }
+    // Intermediate files, and the temporary files of atomic writes a crash may have left
+    // beside the plan.
     let design = opts.root.join(".design");
-    if let Ok(entries) = std::fs::read_dir(&design) {
+    let plan_dir = opts.plan.parent().map(Path::to_path_buf);
+    for dir in std::iter::once(design.clone()).chain(plan_dir.filter(|d| *d != design)) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            let intermediate = (name.starts_with("worker-") && name.ends_with(".log"))
-                || (name.starts_with("processor-batch-") && name.ends_with(".json"))
-                || name == "tasks.json";
-            if intermediate {
+            let intermediate = dir == design
+                && ((name.starts_with("worker-") && name.ends_with(".log"))
+                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
+                    || name == "tasks.json");
+            if intermediate || checks::is_dagexec_temp(&name) {
                 let _ = crate::fsx::remove_file(&opts.root, &e.path());
             }
         }
@@ -546,7 +634,14 @@ pub(crate) fn finish(
                     }
                 })?;
             }
-            std::fs::rename(&opts.plan, &to).map_err(|source| RunError::Write {
+            // The archive is a copy until the commit that moves it lands: a crash before
+            // then leaves the plan in place (every task completed), and the next run
+            // archives it again.
+            let bytes = std::fs::read(&opts.plan).map_err(|source| RunError::Write {
+                path: opts.plan.clone(),
+                source,
+            })?;
+            plan::load::write_atomic(&to, &bytes).map_err(|source| RunError::Write {
                 path: to.clone(),
                 source,
             })?;
@@ -555,13 +650,27 @@ pub(crate) fn finish(
                 .unwrap_or(&to)
                 .to_string_lossy()
                 .to_string();
-            repo.commit(
-                &format!(
-                    "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
-                    plan.tasks.len()
-                ),
-                &[opts.plan_rel.clone(), rel.clone()],
-            )?;
+            let index = repo.round_index()?;
+            index.add_own_files(repo, std::slice::from_ref(&rel))?;
+            index.remove(std::slice::from_ref(&opts.plan_rel))?;
+            let message = format!(
+                "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
+                plan.tasks.len()
+            );
+            if let Some(prepared) = index.prepare(repo, &message)? {
+                prepared.publish(repo)?;
+                failpoint("archive-after-ref", 0);
+                prepared.sync(repo)?;
+            }
+            match std::fs::remove_file(&opts.plan) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(RunError::Write {
+                        path: opts.plan.clone(),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
             ui.say(format!("The plan is archived as {rel}."));
         }
         return Ok(end.unwrap_or(RunEnd::Completed));

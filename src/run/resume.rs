@@ -1,11 +1,18 @@
-//! Resume (seed Step 1): tasks that were in progress start again with their partial work
-//! removed; completed tasks are checked against the commits, and the ones whose round never
-//! got committed run again.
+//! Resume (seed Step 1): tasks that were in progress start again; completed tasks are checked
+//! against the commits, and the ones whose round never got committed run again.
+//!
+//! Nothing the user has is cleaned up: a task's work never reaches the work tree before its
+//! round is committed (workers run in their own worktrees, the round is built in a temporary
+//! index), so the only files to put right are those of a round commit a crash interrupted,
+//! and [`recover`] finishes exactly those, from the record the round wrote before its commit
+//! point. Files the user changed at declared paths are the pre-flight's question, not
+//! something to restore.
 
 use std::collections::BTreeMap;
 
 use super::{RunError, RunOptions, Ui, list, save};
-use crate::git::Repo;
+use crate::git::{Recovered, Repo};
+use crate::graph::Dag;
 use crate::plan;
 use crate::plan::model::{Plan, Status};
 use crate::update;
@@ -19,10 +26,6 @@ pub(super) fn resume(
     ui: &Ui,
 ) -> Result<(), RunError> {
     let work = update::prepare_resume(plan);
-    for c in &work.cleanup {
-        let paths: Vec<String> = c.revert.iter().chain(&c.delete).cloned().collect();
-        repo.restore(&paths)?;
-    }
     if !work.reset.is_empty() {
         ui.say(format!(
             "Tasks {} were in progress when the last run stopped; they start again.",
@@ -44,6 +47,9 @@ pub(super) fn resume(
             .and_then(|p| p.tasks.get(i))
             .is_some_and(|t| t.status == Status::Completed)
     };
+    let dagexec_ran = committed
+        .as_ref()
+        .is_some_and(|p| super::round_counter(p) > 0);
     let mut failures = BTreeMap::new();
     for v in &work.verify {
         if v.creates.is_empty() && v.modifies.is_empty() {
@@ -53,6 +59,10 @@ pub(super) fn resume(
             Some(format!("{f} does not exist"))
         } else if committed_done(v.task) {
             None
+        } else if dagexec_ran {
+            // dagexec commits every completed task with its round's plan; a crash before that
+            // commit point left the task's work uncommitted (and out of the work tree).
+            Some("its round was not committed".to_string())
         } else {
             // Not recorded at HEAD (a plan run by another executor commits only the files):
             // the seed's check, every declared file committed as it is.
@@ -69,11 +79,6 @@ pub(super) fn resume(
             failures.insert(v.task, why);
         }
     }
-    for &t in failures.keys() {
-        let task = &plan.tasks[t];
-        let paths: Vec<String> = task.files().cloned().collect();
-        repo.restore(&paths)?;
-    }
     if !failures.is_empty() {
         for (t, why) in &failures {
             ui.say(format!(
@@ -83,4 +88,55 @@ pub(super) fn resume(
         update::fail_verification(plan, &failures);
     }
     save(plan, opts)
+}
+
+/// Pending tasks that have used every attempt (the last one interrupted) fail instead of
+/// getting a fourth, and their dependents are skipped.
+pub(super) fn fail_exhausted(
+    plan: &mut Plan,
+    dag: &Dag,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(), RunError> {
+    let exhausted = update::fail_exhausted(plan, dag);
+    if exhausted.failed.is_empty() {
+        return Ok(());
+    }
+    for t in &exhausted.failed {
+        ui.say(format!(
+            "Task {t} has used all {} attempts (the last was interrupted); it fails.",
+            crate::outcome::MAX_ATTEMPTS
+        ));
+    }
+    if !exhausted.skipped.is_empty() {
+        ui.say(format!(
+            "  skipped because a dependency failed or was blocked: {}",
+            list(&exhausted.skipped)
+        ));
+    }
+    save(plan, opts)
+}
+
+/// Finishes or drops a round commit an interrupted run left (see `git::round`), before
+/// anything else looks at the work tree.
+pub(super) fn recover(repo: &Repo, ui: &Ui) -> Result<(), RunError> {
+    repo.check_index_lock()?;
+    match repo.recover_round()? {
+        Recovered::Nothing | Recovered::NotCommitted => {}
+        Recovered::Finished { sha, kept } => {
+            ui.say(format!(
+                "Finished bringing the work tree to round commit {} that an interrupted run had made.",
+                &sha[..sha.len().min(12)]
+            ));
+            for path in kept {
+                ui.say(format!(
+                    "  {path}: left as you changed it (the round committed another version)"
+                ));
+            }
+        }
+        Recovered::Moved => ui.say(
+            "An interrupted round commit was dropped: HEAD has moved since; nothing was changed.",
+        ),
+    }
+    Ok(())
 }

@@ -62,18 +62,21 @@ impl Ui {
         }
     }
 
-    /// Prints one event line.
+    /// Prints one event line (several lines are fine). Escape sequences and other control
+    /// characters in it are neutralised ([`crate::sanitize::text`]): what it shows can come
+    /// from a worker.
     pub fn say(&self, line: impl AsRef<str>) {
+        let line = crate::sanitize::text(line.as_ref());
         match &self.mode {
             Mode::Plain(out) => {
                 let mut out = out
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let _ = writeln!(out, "{}", line.as_ref());
+                let _ = writeln!(out, "{line}");
                 let _ = out.flush();
             }
             Mode::Live { multi, .. } => {
-                let _ = multi.println(line.as_ref());
+                let _ = multi.println(line);
             }
         }
     }
@@ -100,7 +103,7 @@ impl Ui {
             } else {
                 String::new()
             };
-            bar.set_message(format!("{subject}{attempt}"));
+            bar.set_message(format!("{}{attempt}", crate::sanitize::line(subject)));
             bar.enable_steady_tick(Duration::from_millis(120));
             let old = tasks
                 .lock()
@@ -160,9 +163,10 @@ mod tests {
         ui.say("Round 1: starting 1 task(s): 2");
         ui.task_finished(2);
         ui.finish();
+        ui.say("  task 2: \u{1b}]0;pwned\u{7}\u{1b}[2Jdone\nnext line");
         assert_eq!(
             String::from_utf8(sink.0.lock().unwrap().clone()).unwrap(),
-            "Round 1: starting 1 task(s): 2\n"
+            "Round 1: starting 1 task(s): 2\n  task 2: done\nnext line\n"
         );
     }
 }

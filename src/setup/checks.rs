@@ -41,6 +41,144 @@ pub fn git_status(root: &Path) -> (bool, String) {
     }
 }
 
+/// Whether `name` is the temporary file of one of dagexec's atomic writes
+/// (`.<name>.dagexec-<16 hex digits>.tmp`, see `fsx`), left by a crash.
+pub fn is_dagexec_temp(name: &str) -> bool {
+    name.starts_with('.')
+        && name
+            .strip_suffix(".tmp")
+            .and_then(|rest| rest.get(rest.len().saturating_sub(25)..))
+            .and_then(|tail| tail.strip_prefix(".dagexec-"))
+            .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Whether `path` (repo-relative) is a file dagexec itself writes beside the plan at
+/// `plan_rel`: the plan (for `--long-run DIR`, the generated `DIR/plan.json`) and its
+/// temporary file, the processor batch files, worker logs and `tasks.json` of `.design/`.
+pub fn is_own_file(path: &str, plan_rel: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    if path == plan_rel
+        || path == format!("{plan_rel}.tmp")
+        || path.rsplit('/').next().is_some_and(is_dagexec_temp)
+    {
+        return true;
+    }
+    let Some(name) = path.strip_prefix(".design/") else {
+        return false;
+    };
+    !name.contains('/')
+        && ((name.starts_with("processor-batch-") && name.ends_with(".json"))
+            || (name.starts_with("worker-") && name.ends_with(".log"))
+            || name == "tasks.json")
+}
+
+/// Takes dagexec's own files (see [`is_own_file`]) out of `v.git_status` and recomputes
+/// `v.git_clean`: they are not the user's uncommitted changes.
+pub fn drop_own_files(v: &mut Validation, plan_rel: &str) {
+    if v.git_clean {
+        return;
+    }
+    let kept: Vec<&str> = v
+        .git_status
+        .lines()
+        .filter(|line| {
+            // `XY path` or `XY from -> to`; a line that is not of that shape is a message.
+            let Some(path) = line.get(3..) else {
+                return true;
+            };
+            let path = path.rsplit(" -> ").next().unwrap_or(path);
+            !is_own_file(path.trim_matches('"'), plan_rel)
+        })
+        .collect();
+    if kept.len() != v.git_status.lines().count() {
+        let kept = kept.join("\n");
+        v.git_clean = kept.is_empty();
+        v.git_status = kept;
+    }
+}
+
+/// Every path a pending or in-progress task declares (create and modify), each once.
+pub fn declared_paths(plan: &Plan) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for t in plan.tasks.iter().filter(|t| {
+        matches!(
+            t.status,
+            crate::plan::model::Status::Pending | crate::plan::model::Status::InProgress
+        )
+    }) {
+        for f in t.files() {
+            if !paths.contains(f) {
+                paths.push(f.clone());
+            }
+        }
+    }
+    paths
+}
+
+/// A user's uncommitted change at a path pending tasks declare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredChange {
+    pub path: String,
+    /// `modified`, `untracked`, `ignored`, …
+    pub how: String,
+    /// The pending tasks that declare it (or a directory above it), in plan order.
+    pub tasks: Vec<usize>,
+}
+
+impl DeclaredChange {
+    /// `task 0 (Build app), task 2 (Docs)`.
+    pub fn tasks_text(&self, plan: &Plan) -> String {
+        self.tasks
+            .iter()
+            .map(|&t| format!("task {t} ({})", plan.tasks[t].subject))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Of `changes` (`(path, how)` as [`Repo::uncommitted`](crate::git::Repo::uncommitted)
+/// reports them), those at paths pending tasks declare, with the tasks; dagexec's own files
+/// are left out. Sorted by path.
+pub fn declared_changes(
+    plan: &Plan,
+    changes: &[(String, String)],
+    plan_rel: &str,
+) -> Vec<DeclaredChange> {
+    let mut changes = changes.to_vec();
+    changes.sort();
+    let covers = |declared: &str, path: &str| {
+        let declared = declared.trim_start_matches("./").trim_end_matches('/');
+        path == declared
+            || path
+                .strip_prefix(declared)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    changes
+        .iter()
+        .filter(|(path, _)| !is_own_file(path, plan_rel))
+        .filter_map(|(path, how)| {
+            let tasks: Vec<usize> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| {
+                    matches!(
+                        t.status,
+                        crate::plan::model::Status::Pending
+                            | crate::plan::model::Status::InProgress
+                    ) && t.files().any(|f| covers(f, path))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            (!tasks.is_empty()).then(|| DeclaredChange {
+                path: path.clone(),
+                how: how.clone(),
+                tasks,
+            })
+        })
+        .collect()
+}
+
 /// Runs the blocking assumption checks of every task, in plan order. Identical commands are
 /// run once and share their result.
 pub fn blocking_checks(plan: &Plan, root: &Path, timeout: Duration) -> Vec<BlockingCheck> {
@@ -129,6 +267,35 @@ pub fn gather(plan: &Plan, root: &Path, opts: CheckOptions) -> Validation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dagexecs_own_files_are_told_apart_from_the_users() {
+        let own = [
+            ".design/plan.json",
+            ".design/.plan.json.dagexec-0123456789abcdef.tmp",
+            "src/.x.dagexec-0123456789abcdef.tmp",
+            ".design/processor-batch-3.json",
+            ".design/worker-2.log",
+            ".long-run/plan.json",
+        ];
+        for p in own {
+            let plan_rel = if p.starts_with(".long-run") {
+                ".long-run/plan.json"
+            } else {
+                ".design/plan.json"
+            };
+            assert!(is_own_file(p, plan_rel), "{p}");
+        }
+        for p in [
+            ".design/notes.md",
+            ".design/sub/processor-batch-1.json",
+            "plan.json",
+            "x.dagexec-0123456789abcdef.tmp",
+            ".x.dagexec-0123.tmp",
+        ] {
+            assert!(!is_own_file(p, ".design/plan.json"), "{p}");
+        }
+    }
 
     #[test]
     fn checks_run_once_per_command_and_report_in_plan_order() {

@@ -1,0 +1,820 @@
+//! The round commit, built apart from the user's index and work tree.
+//!
+//! A round's patches are applied to a temporary index (`GIT_INDEX_FILE` at
+//! `<git-common-dir>/dagexec/round-index`, read from `HEAD`), with dagexec's own state files
+//! added from the work tree; `write-tree` and `commit-tree` make the commit, and one
+//! `update-ref HEAD <new> <old>` (compare-and-swap) is the single commit point. Only then are
+//! the work tree and the real index brought to the new commit, and only at the round's paths.
+//!
+//! Before the ref moves, the round is recorded in a journal (`<git-common-dir>/dagexec/round.json`,
+//! written atomically): the old and new commits and every path the round changes. A crash at
+//! any moment leaves `HEAD` at the old commit (the work tree untouched) or at the new one; the
+//! next start reads the journal ([`Repo::recover_round`]) and finishes bringing exactly those
+//! paths to the new commit. A path whose file is neither the old nor the new content is the
+//! user's and is left alone. (In the moment between the commit point and that sync, `git
+//! status` shows the round's paths as changed back; a crash there is what the record is for.)
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{ApplyError, failing_paths};
+use super::cmd::{describe_failure, git, literal, nul_fields, text};
+use super::error::io_error;
+use super::paths::normalize;
+use super::{GitError, Repo};
+
+/// A temporary index at the base commit that a round's patches are applied to. Removed on drop.
+#[derive(Debug)]
+pub struct RoundIndex {
+    root: PathBuf,
+    dir: PathBuf,
+    index: PathBuf,
+    base: String,
+}
+
+/// What a round commit records before its commit point: enough to finish it after a crash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// The commit `HEAD` was at (the parent).
+    pub old: String,
+    /// The round's commit.
+    pub new: String,
+    /// Every path that differs between the two, repo-relative.
+    pub paths: Vec<String>,
+}
+
+impl Journal {
+    /// Object names that are hex, paths that are repo-relative and plainly written.
+    fn is_sound(&self) -> bool {
+        let sha =
+            |s: &str| (40..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+        sha(&self.old)
+            && sha(&self.new)
+            && self
+                .paths
+                .iter()
+                .all(|p| normalize(p).is_ok_and(|n| &n == p))
+    }
+}
+
+/// A round commit made but not yet published: [`Prepared::publish`] moves `HEAD`,
+/// [`Prepared::sync`] brings the work tree to it.
+#[derive(Debug)]
+pub struct Prepared {
+    pub journal: Journal,
+}
+
+/// What [`Repo::recover_round`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// No interrupted round commit.
+    Nothing,
+    /// The round's commit had not been published; nothing had changed.
+    NotCommitted,
+    /// The round was committed; its paths were brought to it. The paths kept as the user had
+    /// them are listed.
+    Finished { sha: String, kept: Vec<String> },
+    /// `HEAD` is neither the old nor the new commit (someone else moved it); the record was
+    /// dropped, nothing was changed.
+    Moved,
+}
+
+impl Repo {
+    fn dagexec_dir(&self) -> PathBuf {
+        self.common_dir.join("dagexec")
+    }
+
+    fn journal_path(&self) -> PathBuf {
+        self.dagexec_dir().join("round.json")
+    }
+
+    /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
+    /// replaced.
+    pub fn round_index(&self) -> Result<RoundIndex, GitError> {
+        let base = self.head()?;
+        let dir = self.dagexec_dir();
+        std::fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
+        let index = dir.join("round-index");
+        for stale in [index.clone(), dir.join("round-index.lock")] {
+            super::paths::remove_any(&stale)?;
+        }
+        let round = RoundIndex {
+            root: self.root.clone(),
+            dir,
+            index,
+            base,
+        };
+        round
+            .git("read-tree")
+            .args(["read-tree", &round.base])
+            .run()?;
+        Ok(round)
+    }
+
+    /// Of `paths` (repo-relative; a directory covers what is under it), the entries whose
+    /// state differs from `HEAD` in the index or the work tree, as `(path, status)`: staged or
+    /// unstaged changes, untracked and ignored files. These are the user's, not the run's.
+    pub fn uncommitted(&self, paths: &[String]) -> Result<Vec<(String, String)>, GitError> {
+        // A path that is not repo-relative names nothing of the user's here (validation
+        // reports it elsewhere).
+        let paths: Vec<String> = paths.iter().filter_map(|p| normalize(p).ok()).collect();
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = git(&self.root, "status")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "status",
+                "--porcelain",
+                "-z",
+                "--ignored=traditional",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=none",
+                "--",
+            ])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(nul_fields(&out)
+            .filter(|f| f.len() > 3)
+            .map(|f| {
+                let code = match &f[..2] {
+                    b"??" => "untracked",
+                    b"!!" => "ignored",
+                    [_, b'D'] | [b'D', _] => "deleted",
+                    [b'A', _] => "added",
+                    _ => "modified",
+                };
+                (String::from_utf8_lossy(&f[3..]).into_owned(), code.into())
+            })
+            .collect())
+    }
+
+    /// Fails with [`GitError::IndexLocked`] when the index lock file exists and stays for a
+    /// few seconds: another git process is running (a short one is waited for — after a
+    /// `kill -9`, the git commands the killed run had started finish on their own), or one
+    /// crashed and left it.
+    pub fn check_index_lock(&self) -> Result<(), GitError> {
+        let out = git(&self.root, "rev-parse --git-path")
+            .args(["rev-parse", "--git-path", "index.lock"])
+            .run()?;
+        let path = self.root.join(super::cmd::path_from_bytes(
+            out.strip_suffix(b"\n").unwrap_or(&out),
+        ));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while std::fs::symlink_metadata(&path).is_ok() {
+            if std::time::Instant::now() >= deadline {
+                return Err(GitError::IndexLocked {
+                    path,
+                    dir: self.root.clone(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Finishes or drops a round commit an interrupted run left (see the module docs), and
+    /// removes the temporary index.
+    pub fn recover_round(&self) -> Result<Recovered, GitError> {
+        let dir = self.dagexec_dir();
+        for stale in [dir.join("round-index"), dir.join("round-index.lock")] {
+            super::paths::remove_any(&stale)?;
+        }
+        let path = self.journal_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Recovered::Nothing),
+            Err(e) => return Err(io_error("read", &path)(e)),
+        };
+        // Written atomically, so never half; anything else (not JSON, a path that is not
+        // plainly inside the repository, an object name that is not one) is not ours to trust.
+        let journal = serde_json::from_slice::<Journal>(&bytes)
+            .ok()
+            .filter(Journal::is_sound);
+        let Some(journal) = journal else {
+            tracing::warn!(path = %path.display(), "ignoring an unreadable round record");
+            super::paths::remove_any(&path)?;
+            return Ok(Recovered::Nothing);
+        };
+        let head = self.head()?;
+        let found = if head == journal.new {
+            let kept = self.sync_round(&journal)?;
+            Recovered::Finished {
+                sha: journal.new.clone(),
+                kept,
+            }
+        } else if head == journal.old {
+            Recovered::NotCommitted
+        } else {
+            Recovered::Moved
+        };
+        super::paths::remove_any(&path)?;
+        Ok(found)
+    }
+
+    /// Brings `journal.paths` of the work tree and the index from `old` to `new`: a file at
+    /// the old content (or absent, as in `old`) gets the new one; a file already at the new
+    /// content is left; any other file is the user's and is left (its path returned). The
+    /// index gets the new commit's entries for all of them.
+    fn sync_round(&self, journal: &Journal) -> Result<Vec<String>, GitError> {
+        if journal.paths.is_empty() {
+            return Ok(Vec::new());
+        }
+        let old = self.blobs(&journal.old, &journal.paths)?;
+        let new = self.blobs(&journal.new, &journal.paths)?;
+        let work = self.work_blobs(&journal.paths)?;
+        let mut write = Vec::new();
+        let mut delete = Vec::new();
+        let mut kept = Vec::new();
+        for p in &journal.paths {
+            let w = work.get(p).unwrap_or(&WorkState::Other);
+            let (o, n) = (old.get(p), new.get(p));
+            match w {
+                WorkState::Blob(b) if Some(b) == n => {}
+                WorkState::Absent if n.is_none() => {}
+                WorkState::Blob(b) if Some(b) == o => {
+                    if n.is_some() {
+                        write.push(p.clone())
+                    } else {
+                        delete.push(p.clone())
+                    }
+                }
+                WorkState::Absent if o.is_none() => write.push(p.clone()),
+                _ => kept.push(p.clone()),
+            }
+        }
+        git(&self.root, "reset")
+            .args(["reset", "--quiet", &journal.new, "--"])
+            .args(journal.paths.iter().map(|p| literal(p)))
+            .run()?;
+        if !write.is_empty() {
+            git(&self.root, "checkout")
+                .args(["checkout", "--quiet", &journal.new, "--"])
+                .args(write.iter().map(|p| literal(p)))
+                .run()?;
+        }
+        for p in &delete {
+            self.delete_inside(p)?;
+        }
+        Ok(kept)
+    }
+
+    /// `path → blob id` of the files of `commit` among `paths`.
+    fn blobs(&self, commit: &str, paths: &[String]) -> Result<BTreeMap<String, String>, GitError> {
+        let out = git(&self.root, "ls-tree")
+            .args(["ls-tree", "-r", "-z", "--full-tree", commit, "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(nul_fields(&out)
+            .filter_map(|entry| {
+                // `<mode> SP <type> SP <object> TAB <path>`
+                let tab = entry.iter().position(|b| *b == b'\t')?;
+                let meta = String::from_utf8_lossy(&entry[..tab]);
+                let id = meta.split(' ').nth(2)?.to_owned();
+                Some((String::from_utf8_lossy(&entry[tab + 1..]).into_owned(), id))
+            })
+            .collect())
+    }
+
+    /// What is in the work tree at each of `paths`, as git would store it.
+    fn work_blobs(&self, paths: &[String]) -> Result<BTreeMap<String, WorkState>, GitError> {
+        let mut states = BTreeMap::new();
+        let mut files = Vec::new();
+        for p in paths {
+            let full = self.root.join(p);
+            let state = if self.leading_link(p) {
+                WorkState::Other
+            } else {
+                match std::fs::symlink_metadata(&full) {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => WorkState::Absent,
+                    Err(e) => return Err(io_error("inspect", &full)(e)),
+                    Ok(m) if m.file_type().is_symlink() => {
+                        let target = std::fs::read_link(&full).map_err(io_error("read", &full))?;
+                        use std::os::unix::ffi::OsStrExt;
+                        let id = git(&self.root, "hash-object")
+                            .args(["hash-object", "--stdin", "--no-filters"])
+                            .stdin(target.as_os_str().as_bytes())
+                            .run()?;
+                        WorkState::Blob(text(&id))
+                    }
+                    Ok(m) if m.is_file() => {
+                        files.push(p.clone());
+                        continue;
+                    }
+                    Ok(_) => WorkState::Other,
+                }
+            };
+            states.insert(p.clone(), state);
+        }
+        if !files.is_empty() {
+            let input: Vec<u8> = files
+                .iter()
+                .flat_map(|p| p.bytes().chain([b'\n']))
+                .collect();
+            let out = git(&self.root, "hash-object")
+                .args(["hash-object", "--stdin-paths"])
+                .stdin(&input)
+                .run()?;
+            let ids: Vec<String> = String::from_utf8_lossy(&out)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            if ids.len() != files.len() {
+                return Err(GitError::Unexpected {
+                    command: "hash-object --stdin-paths".into(),
+                    dir: self.root.clone(),
+                    detail: format!("{} ids for {} files", ids.len(), files.len()),
+                });
+            }
+            for (p, id) in files.into_iter().zip(ids) {
+                states.insert(p, WorkState::Blob(id));
+            }
+        }
+        Ok(states)
+    }
+
+    /// Whether a directory on the way to repo-relative `path` is a symbolic link (or not a
+    /// directory): nothing is read or written through it.
+    fn leading_link(&self, path: &str) -> bool {
+        let mut at = self.root.clone();
+        let parts: Vec<&str> = path.split('/').collect();
+        for part in &parts[..parts.len().saturating_sub(1)] {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return false,
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    /// Deletes the file at repo-relative `path` (never through a link), then directories left
+    /// empty, up to the root.
+    fn delete_inside(&self, path: &str) -> Result<(), GitError> {
+        if self.leading_link(path) {
+            return Ok(());
+        }
+        let full = self.root.join(path);
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if !m.is_dir() => {
+                std::fs::remove_file(&full).map_err(io_error("delete", &full))?
+            }
+            _ => return Ok(()),
+        }
+        let mut dir = full.parent();
+        while let Some(d) = dir {
+            if d == self.root || std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+}
+
+/// A work-tree path's content, for [`Repo::sync_round`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WorkState {
+    Absent,
+    Blob(String),
+    /// A directory, a device, or behind a link: not something a round wrote.
+    Other,
+}
+
+impl RoundIndex {
+    fn git(&self, label: &'static str) -> super::cmd::Git<'_> {
+        git(&self.root, label).env("GIT_INDEX_FILE", &self.index)
+    }
+
+    /// The commit the index started from.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Whether `patch` applies to the index as it is now; nothing is changed.
+    pub fn check_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
+        self.apply(patch, true)
+    }
+
+    /// Applies `patch` to the index (all or nothing). The work tree is not touched.
+    pub fn apply_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
+        self.apply(patch, false)
+    }
+
+    fn apply(&self, patch: &[u8], check_only: bool) -> Result<(), ApplyError> {
+        if patch.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let label = if check_only {
+            "apply --cached --check"
+        } else {
+            "apply --cached"
+        };
+        let mut call = self
+            .git(label)
+            .config("apply.ignoreWhitespace=no")
+            .arg("apply");
+        if check_only {
+            call = call.arg("--check");
+        }
+        let call = call
+            .args(["--cached", "--binary", "--whitespace=nowarn", "-"])
+            .stdin(patch);
+        let out = call.output().map_err(|e| ApplyError {
+            message: e.to_string(),
+            paths: Vec::new(),
+        })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = describe_failure(&out);
+        Err(ApplyError {
+            message: format!("git {label} failed in {}: {stderr}", self.root.display()),
+            paths: failing_paths(&stderr),
+        })
+    }
+
+    /// Puts dagexec's own files (the plan, its state file) into the index as they are in the
+    /// work tree; a path that no longer exists is removed, one that is ignored and untracked
+    /// is skipped (with a warning), as `git add` would.
+    pub fn add_own_files(&self, repo: &Repo, paths: &[String]) -> Result<(), GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = repo.stageable(paths)?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.git("add")
+            .args(["add", "--all", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(())
+    }
+
+    /// Takes `paths` out of the index (the work tree is not touched); absent ones are fine.
+    pub fn remove(&self, paths: &[String]) -> Result<(), GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.git("rm --cached")
+            .args(["rm", "--cached", "-r", "--quiet", "--ignore-unmatch", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(())
+    }
+
+    /// Writes the tree and the commit (parent: the base) with `message`, and records the
+    /// round in the journal. `None` when the tree is the base's: nothing to commit.
+    pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<Prepared>, GitError> {
+        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
+        let base_tree = text(
+            &git(&self.root, "rev-parse")
+                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
+                .run()?,
+        );
+        if tree == base_tree {
+            return Ok(None);
+        }
+        let message = cleanup_message(message);
+        let mut call = git(&self.root, "commit-tree")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                &tree,
+                "-p",
+                &self.base,
+                "-F",
+                "-",
+            ])
+            .stdin(message.as_bytes());
+        for (key, value) in repo.fallback_identity()? {
+            call = call.env(key, value);
+        }
+        let new = text(&call.run()?);
+        let out = git(&self.root, "diff-tree")
+            .args(["diff-tree", "-r", "-z", "--name-only", "--no-renames"])
+            .args([&self.base, &new])
+            .run()?;
+        let paths = nul_fields(&out)
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
+        let journal = Journal {
+            old: self.base.clone(),
+            new,
+            paths,
+        };
+        write_journal(&self.dir, &repo.journal_path(), &journal)?;
+        Ok(Some(Prepared { journal }))
+    }
+}
+
+impl Drop for RoundIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.index);
+    }
+}
+
+impl Prepared {
+    /// The new commit's SHA.
+    pub fn sha(&self) -> &str {
+        &self.journal.new
+    }
+
+    /// The commit point: `HEAD` (or the branch it names) moves from the old commit to the new
+    /// one, or nothing happens when it is no longer at the old one.
+    pub fn publish(&self, repo: &Repo) -> Result<(), GitError> {
+        let call = git(&repo.root, "update-ref").args([
+            "update-ref",
+            "-m",
+            "dagexec: round commit",
+            "HEAD",
+            &self.journal.new,
+            &self.journal.old,
+        ]);
+        let out = call.output()?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(repo.journal_path());
+        Err(GitError::HeadMoved {
+            dir: repo.root.clone(),
+            expected: self.journal.old.clone(),
+            detail: describe_failure(&out),
+        })
+    }
+
+    /// Brings the round's paths of the work tree and the index to the new commit (files the
+    /// user changed meanwhile are left, their paths returned), then drops the journal.
+    pub fn sync(&self, repo: &Repo) -> Result<Vec<String>, GitError> {
+        let kept = repo.sync_round(&self.journal)?;
+        super::paths::remove_any(&repo.journal_path())?;
+        Ok(kept)
+    }
+}
+
+/// `git commit --cleanup=whitespace`: trailing whitespace off every line, runs of blank lines
+/// made one, no blank lines at either end, one final newline.
+fn cleanup_message(message: &str) -> String {
+    let mut out = String::new();
+    let mut blank = false;
+    for line in message.lines().map(str::trim_end) {
+        if line.is_empty() {
+            blank = !out.is_empty();
+            continue;
+        }
+        if blank {
+            out.push('\n');
+            blank = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes the journal atomically: a fresh temporary file beside it (created exclusively),
+/// synced, renamed over.
+fn write_journal(dir: &Path, path: &Path, journal: &Journal) -> Result<(), GitError> {
+    let bytes = serde_json::to_vec_pretty(journal).expect("the journal serialises");
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".round-")
+        .tempfile_in(dir)
+        .map_err(io_error("create a file in", dir))?;
+    tmp.write_all(&bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(io_error("write", tmp.path()))?;
+    tmp.persist(path)
+        .map_err(|e| io_error("write", path)(e.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::super::tests::*;
+    use super::*;
+
+    /// A worktree change: `new.txt` created, `del.txt` deleted, `mod.txt` changed.
+    fn patch(f: &Fixture) -> Vec<u8> {
+        let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+        write(wt.path(), "sub/new.txt", "new\n");
+        write(wt.path(), "mod.txt", "changed\n");
+        fs::remove_file(wt.path().join("del.txt")).unwrap();
+        wt.changes().unwrap().patch
+    }
+
+    fn commit(f: &Fixture, patch: &[u8]) -> Prepared {
+        let index = f.repo.round_index().unwrap();
+        index.check_patch(patch).unwrap();
+        index.apply_patch(patch).unwrap();
+        index.prepare(&f.repo, "round\n\n- a\n").unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_round_commit_touches_only_its_paths_and_leaves_the_users_index_alone() {
+        let f = Fixture::new();
+        let patch = patch(&f);
+        let old = f.repo.head().unwrap();
+        f.write("keep.txt", "staged by the user\n");
+        f.git(&["add", "keep.txt"]);
+        f.write("build/out.log", "ignored\n");
+        f.write("scratch.txt", "untracked\n");
+        let prepared = commit(&f, &patch);
+        assert_eq!(f.repo.head().unwrap(), old, "not published yet");
+        assert_eq!(
+            f.read("mod.txt"),
+            b"one\ntwo\nthree\n",
+            "work tree untouched"
+        );
+        assert_eq!(
+            prepared.journal.paths,
+            strings(&["del.txt", "mod.txt", "sub/new.txt"])
+        );
+        assert!(f.repo.journal_path().exists());
+        prepared.publish(&f.repo).unwrap();
+        assert_eq!(prepared.sync(&f.repo).unwrap(), Vec::<String>::new());
+        assert_eq!(f.repo.head().unwrap(), prepared.sha());
+        assert_eq!(f.git(&["log", "-1", "--format=%B"]), "round\n\n- a");
+        assert_eq!(f.read("mod.txt"), b"changed\n");
+        assert_eq!(f.read("sub/new.txt"), b"new\n");
+        assert!(!f.root().join("del.txt").exists());
+        // The user's staged change is still staged, and the only change; their other files stay.
+        assert_eq!(
+            f.repo.status_porcelain().unwrap(),
+            "M  keep.txt\n?? scratch.txt\n"
+        );
+        assert_eq!(f.read("build/out.log"), b"ignored\n");
+        assert!(!f.repo.journal_path().exists());
+        assert!(
+            !f.repo.common_dir().join("dagexec/round-index").exists(),
+            "the temporary index goes with its RoundIndex"
+        );
+    }
+
+    #[test]
+    fn the_users_uncommitted_files_are_reported() {
+        let f = Fixture::new();
+        f.write("mod.txt", "edited\n");
+        f.write("build/out.log", "ignored\n");
+        f.write("new.txt", "untracked\n");
+        fs::remove_file(f.root().join("del.txt")).unwrap();
+        let found = f
+            .repo
+            .uncommitted(&strings(&[
+                "mod.txt",
+                "build/out.log",
+                "new.txt",
+                "del.txt",
+                "keep.txt",
+            ]))
+            .unwrap();
+        let mut found: Vec<(&str, &str)> = found
+            .iter()
+            .map(|(p, h)| (p.as_str(), h.as_str()))
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                ("build/out.log", "ignored"),
+                ("del.txt", "deleted"),
+                ("mod.txt", "modified"),
+                ("new.txt", "untracked")
+            ]
+        );
+    }
+
+    #[test]
+    fn recovery_finishes_a_published_round_and_keeps_what_the_user_changed() {
+        let f = Fixture::new();
+        let patch = patch(&f);
+        let prepared = commit(&f, &patch);
+        prepared.publish(&f.repo).unwrap();
+        // The run died here. Meanwhile the user edits one of the round's files.
+        f.write("mod.txt", "the user's\n");
+        let found = f.repo.recover_round().unwrap();
+        assert_eq!(
+            found,
+            Recovered::Finished {
+                sha: prepared.sha().to_owned(),
+                kept: strings(&["mod.txt"])
+            }
+        );
+        assert_eq!(f.read("mod.txt"), b"the user's\n");
+        assert_eq!(f.read("sub/new.txt"), b"new\n");
+        assert!(!f.root().join("del.txt").exists());
+        assert_eq!(f.repo.status_porcelain().unwrap(), " M mod.txt\n");
+        assert_eq!(f.repo.recover_round().unwrap(), Recovered::Nothing);
+    }
+
+    #[test]
+    fn recovery_of_an_unpublished_round_changes_nothing() {
+        let f = Fixture::new();
+        let patch = patch(&f);
+        let old = f.repo.head().unwrap();
+        let prepared = commit(&f, &patch);
+        drop(prepared);
+        assert_eq!(f.repo.recover_round().unwrap(), Recovered::NotCommitted);
+        assert_eq!(f.repo.head().unwrap(), old);
+        assert_eq!(f.repo.status_porcelain().unwrap(), "");
+    }
+
+    #[test]
+    fn a_moved_head_refuses_the_commit_point() {
+        let f = Fixture::new();
+        let patch = patch(&f);
+        let prepared = commit(&f, &patch);
+        f.write("keep.txt", "someone else\n");
+        let theirs = f.commit_all("meanwhile");
+        let err = prepared.publish(&f.repo).unwrap_err();
+        assert!(matches!(err, GitError::HeadMoved { .. }), "{err}");
+        assert_eq!(f.repo.head().unwrap(), theirs);
+        assert_eq!(f.repo.recover_round().unwrap(), Recovered::Nothing);
+    }
+
+    #[test]
+    fn recovery_never_deletes_through_a_symlinked_directory() {
+        let f = Fixture::new();
+        f.write("d/x.txt", "x\n");
+        f.commit_all("d");
+        let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+        fs::remove_file(wt.path().join("d/x.txt")).unwrap();
+        let prepared = commit(&f, &wt.changes().unwrap().patch);
+        prepared.publish(&f.repo).unwrap();
+        // Before the work tree follows, `d` becomes a link to a directory outside.
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("x.txt"), "x\n").unwrap();
+        fs::remove_dir_all(f.root().join("d")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), f.root().join("d")).unwrap();
+        let found = f.repo.recover_round().unwrap();
+        assert!(
+            matches!(&found, Recovered::Finished { kept, .. } if kept == &strings(&["d/x.txt"])),
+            "{found:?}"
+        );
+        assert_eq!(fs::read(outside.path().join("x.txt")).unwrap(), b"x\n");
+    }
+
+    #[test]
+    fn a_forged_round_record_is_dropped_untouched() {
+        let f = Fixture::new();
+        let head = f.repo.head().unwrap();
+        for paths in [
+            vec!["../outside.txt"],
+            vec!["/etc/passwd"],
+            vec![".git/config"],
+        ] {
+            let journal = Journal {
+                old: "0".repeat(40),
+                new: head.clone(),
+                paths: strings(&paths),
+            };
+            fs::create_dir_all(f.repo.dagexec_dir()).unwrap();
+            fs::write(f.repo.journal_path(), serde_json::to_vec(&journal).unwrap()).unwrap();
+            assert_eq!(
+                f.repo.recover_round().unwrap(),
+                Recovered::Nothing,
+                "{paths:?}"
+            );
+            assert!(!f.repo.journal_path().exists());
+        }
+    }
+
+    #[test]
+    fn a_held_index_lock_is_named_with_the_fix() {
+        let f = Fixture::new();
+        let lock = f.root().join(".git/index.lock");
+        fs::write(&lock, "").unwrap();
+        f.write("keep.txt", "changed\n");
+        let err = f.repo.commit("x", &strings(&["keep.txt"])).unwrap_err();
+        assert!(matches!(err, GitError::IndexLocked { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{} exists", lock.display()))
+                && text.contains("if no git process is running, delete"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn messages_are_cleaned_like_git_commit() {
+        assert_eq!(
+            cleanup_message("\n\ntitle  \n\n\n- a \n- b\n\n"),
+            "title\n\n- a\n- b\n"
+        );
+        assert_eq!(cleanup_message(""), "");
+    }
+}

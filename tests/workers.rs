@@ -1,0 +1,403 @@
+//! Hostile and broken workers against the real binary: whatever a worker does to its output
+//! and its processes, `dagexec run` and `dagexec action work` end with a verdict in words (no
+//! panic), leave nothing of the worker's running, keep each attempt's stdout, stderr and log,
+//! and print and commit no escape sequence. A panic, when there is one, is a bug report.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+#[allow(dead_code)] // this file does not use every helper
+mod common;
+use common::{dagexec, git};
+
+/// A committed repository whose `.design/plan.json` has one task per entry of `creates`,
+/// each creating that file.
+fn repo(creates: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks: Vec<Value> = creates
+        .iter()
+        .map(|f| {
+            json!({
+                "subject": format!("make {f}"), "status": "pending", "blockedBy": [],
+                "metadata": {"files": {"create": [f], "modify": []}},
+                "agent": {"role": "engineer"}
+            })
+        })
+        .collect();
+    let plan = json!({"schemaVersion": 2, "goal": "workers", "tasks": tasks});
+    std::fs::create_dir_all(dir.path().join(".design")).unwrap();
+    std::fs::write(
+        dir.path().join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "start"]);
+    dir
+}
+
+/// A worker script outside the repository; returns its dir (keep it alive) and the command.
+fn worker(body: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("worker.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    (dir, format!("sh '{}'", path.display()))
+}
+
+fn run(dir: &Path, worker: &str, timeout: &str) -> Output {
+    dagexec(dir)
+        .args([
+            "run",
+            "--jobs",
+            "4",
+            "--timeout",
+            timeout,
+            "--worker",
+            worker,
+        ])
+        .output()
+        .expect("dagexec runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn plan_of(dir: &Path) -> Value {
+    let path = dir.join(".design/plan.json");
+    let text = std::fs::read_to_string(&path)
+        .or_else(|_| std::fs::read_to_string(dir.join(".design/plan.done.json")))
+        .unwrap();
+    serde_json::from_str(&text).expect("the plan file is valid JSON")
+}
+
+fn result(plan: &Value, i: usize) -> String {
+    plan["tasks"][i]["result"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Whether `pid` no longer runs (gone, or a zombie no one reaps).
+fn gone(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = Path::new(&format!("/proc/{pid}")).exists();
+    !alive || stat.contains(") Z ")
+}
+
+/// Every pid listed (one per line) in the files of `dir` named `pids*` is gone, after a
+/// moment for SIGKILL to land.
+fn all_gone(dir: &Path) {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("pids") {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            pids.extend(text.split_whitespace().map(String::from));
+        }
+    }
+    assert!(!pids.is_empty(), "the workers recorded their processes");
+    for _ in 0..150 {
+        if pids.iter().all(|p| gone(p)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let alive: Vec<_> = pids.iter().filter(|p| !gone(p)).collect();
+    panic!("left running after the run: {alive:?}");
+}
+
+/// A worker command that closes its stdout and stderr, then hangs.
+const HANGS_WITH_OUTPUT_CLOSED: &str = "exec >/dev/null 2>&1; sleep 100";
+
+/// Regression: a worker that closed its output and then hung made `dagexec run` panic at the
+/// timeout (exit 101), leaving the task in progress.
+#[test]
+fn closed_output_then_hang_is_a_timeout_not_a_panic() {
+    let dir = repo(&["a.txt"]);
+    // The command itself, not a script: no shell in between keeps the pipes open.
+    let o = run(dir.path(), HANGS_WITH_OUTPUT_CLOSED, "2s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    let plan = plan_of(dir.path());
+    assert_eq!(plan["tasks"][0]["status"], "failed");
+    assert_eq!(result(&plan, 0), "timed out after 2s");
+}
+
+/// The same worker under the Action's work job: an artifact with the verdict, no panic.
+#[test]
+fn closed_output_then_hang_in_the_action_work_job() {
+    let dir = repo(&["a.txt"]);
+    let base = git(dir.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    let artifacts = tempfile::tempdir().unwrap();
+    let o = dagexec(dir.path())
+        .args(["action", "work"])
+        .env("GITHUB_RUN_ID", "77")
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "1")
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", HANGS_WITH_OUTPUT_CLOSED)
+        .env("DAGEXEC_TIMEOUT", "2s")
+        .env("DAGEXEC_ARTIFACTS", artifacts.path())
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_ne!(o.status.code(), Some(101), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    let result = std::fs::read_to_string(artifacts.path().join("result.json")).expect("artifact");
+    assert!(
+        result.contains("TimedOut") || result.contains("timed"),
+        "{result}"
+    );
+}
+
+/// The behaviour matrix through the real binary: each task's worker misbehaves its own way,
+/// records its processes in `pids-<task>` beside the script, and nothing it started survives.
+#[test]
+fn misbehaving_workers_get_a_verdict_and_leave_nothing_running() {
+    let files = ["t0", "t1", "t2", "t3", "t4", "t5", "t6"];
+    let dir = repo(&files);
+    let rec = tempfile::tempdir().unwrap();
+    let body = format!(
+        r#"pids='{rec}/pids-'"$DAGEXEC_TASK_INDEX-$DAGEXEC_ATTEMPT"
+echo $$ > "$pids"
+case "$DAGEXEC_TASK_INDEX" in
+0) exec >&-; sleep 100 ;;
+1) exec 2>&-; echo x > t1; echo 'COMPLETED: no stderr' ;;
+2) sleep 100 & echo $! >> "$pids"; echo x > t2; echo 'COMPLETED: forked' ;;
+3) setsid sh -c 'echo $$ >> "$1"; exec sleep 100' sh "$pids" &
+   while [ "$(wc -l < "$pids")" -lt 2 ]; do sleep 0.05; done
+   echo x > t3; echo 'COMPLETED: escaped' ;;
+4) (yes out | head -c 20000000) ; (yes err | head -c 20000000 >&2); echo x > t4; echo 'COMPLETED: loud' ;;
+5) head -c 100000 /dev/urandom; echo x > t5; printf '\nCOMPLETED: bin \377\n' ;;
+6) echo 'about to crash' >&2; kill -SEGV $$ ;;
+esac"#,
+        rec = rec.path().display()
+    );
+    let (_w, cmd) = worker(&body);
+    let o = run(dir.path(), &cmd, "3s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    let plan = plan_of(dir.path());
+    let status = |i: usize| plan["tasks"][i]["status"].as_str().unwrap().to_string();
+    assert_eq!(
+        (0..7).map(status).collect::<Vec<_>>(),
+        [
+            "failed",
+            "completed",
+            "completed",
+            "completed",
+            "completed",
+            "completed",
+            "failed"
+        ],
+        "{out}"
+    );
+    assert_eq!(result(&plan, 0), "timed out after 3s");
+    assert_eq!(result(&plan, 3), "escaped");
+    assert_eq!(result(&plan, 5), "bin \u{FFFD}");
+    let crashed = result(&plan, 6);
+    assert!(
+        crashed.starts_with("worker crashed: killed by signal 11")
+            && crashed.contains("; stderr: about to crash"),
+        "{crashed}"
+    );
+    all_gone(rec.path());
+}
+
+/// Issue 11 §7: a failing worker's stderr is shown in the reason and kept with its stdout and
+/// log, listed by `status` and the run's summary; 127 says which command was not found.
+#[test]
+fn a_failing_workers_stderr_is_shown_and_kept() {
+    let dir = repo(&["a.txt", "b.txt"]);
+    let (_w, cmd) = worker(
+        r#"if [ "$DAGEXEC_TASK_INDEX" = 1 ]; then exec no-such-agent-cli --print; fi
+echo "working on attempt $DAGEXEC_ATTEMPT" > "$DAGEXEC_LOG_FILE"
+echo 'some progress'
+echo 'error: ANTHROPIC_API_KEY is not set' >&2
+exit 1"#,
+    );
+    let o = run(dir.path(), &cmd, "20s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let plan = plan_of(dir.path());
+    assert_eq!(
+        result(&plan, 0),
+        "worker exited with status 1 (last output: \"some progress\"); stderr: error: ANTHROPIC_API_KEY is not set"
+    );
+    let missing = result(&plan, 1);
+    assert!(
+        missing.starts_with("worker exited with status 127")
+            && missing.contains("— `no-such-agent-cli`: not found; stderr: "),
+        "{missing}"
+    );
+    let logs = dir.path().join(".git/dagexec/logs");
+    for k in 1..=3 {
+        let file =
+            |ext: &str| std::fs::read_to_string(logs.join(format!("task-0-attempt-{k}.{ext}")));
+        assert_eq!(file("stdout").unwrap(), "some progress\n");
+        assert_eq!(
+            file("stderr").unwrap(),
+            "error: ANTHROPIC_API_KEY is not set\n"
+        );
+        assert_eq!(file("log").unwrap(), format!("working on attempt {k}\n"));
+    }
+    assert!(
+        out.contains("Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr, log), attempt 3 (stdout, stderr, log)\n  task 1: attempt 1 (stdout, stderr)"),
+        "{out}"
+    );
+    let status = dagexec(dir.path()).arg("status").output().unwrap();
+    let status = text(&status);
+    assert!(
+        status.contains("\nAttempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr, log),"),
+        "{status}"
+    );
+    let json = dagexec(dir.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        rows[1]["logs"][0],
+        ".git/dagexec/logs/task-1-attempt-1.stdout"
+    );
+}
+
+/// The kept logs are written without following a link planted where one of them goes.
+#[test]
+fn kept_logs_do_not_follow_planted_links() {
+    let dir = repo(&["a.txt"]);
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let logs = dir.path().join(".git/dagexec/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(&victim, logs.join("task-0-attempt-2.stderr")).unwrap();
+    let (_w, cmd) = worker("echo overwritten >&2; echo x > a.txt; echo 'COMPLETED: ok'");
+    let o = run(dir.path(), &cmd, "20s");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Attempt 1 cleared the task's old files (the link with them); write one for attempt 2.
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let stderr = logs.join("task-0-attempt-1.stderr");
+    assert!(
+        !std::fs::symlink_metadata(&stderr)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(stderr).unwrap(), "overwritten\n");
+}
+
+/// A work log that is a link (at `$DAGEXEC_LOG_FILE` or in the task's tree) is not read: its
+/// target would end up in the reason, the plan and the kept logs.
+#[test]
+fn a_linked_work_log_is_not_read() {
+    let dir = repo(&["a.txt", "b.txt"]);
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "TOPSECRET\n").unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then ln -sf '{s}' "$DAGEXEC_LOG_FILE"
+else mkdir -p .design; ln -s '{s}' ".design/worker-$DAGEXEC_TASK_INDEX.log"; fi
+echo 'no status line'"#,
+        s = secret.display()
+    ));
+    let o = run(dir.path(), &cmd, "20s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("TOPSECRET"), "{out}");
+    let plan = plan_of(dir.path());
+    assert_eq!(
+        result(&plan, 0),
+        "No status line returned (last output: \"no status line\") and no log file found"
+    );
+    // The link in the tree is also a change that adds a link: refused for that.
+    assert!(
+        !result(&plan, 1).contains("TOPSECRET"),
+        "{}",
+        result(&plan, 1)
+    );
+    let logs = dir.path().join(".git/dagexec/logs");
+    for entry in std::fs::read_dir(logs).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        assert!(!text.contains("TOPSECRET"), "{}", entry.path().display());
+    }
+}
+
+/// Terminal escapes in a status line reach neither the output nor the commit message.
+#[test]
+fn escape_sequences_in_a_status_line_are_neutralised() {
+    let dir = repo(&["a.txt"]);
+    let (_w, cmd) = worker(r"echo x > a.txt; printf 'COMPLETED: \033]0;pwned\007\033[2J done\n'");
+    let o = run(dir.path(), &cmd, "20s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    let log = git(dir.path(), &["log", "--format=%B"]);
+    assert!(!log.contains('\u{1b}') && !log.contains('\u{7}'), "{log:?}");
+    assert!(
+        log.contains("- task 0: make a.txt — completed: done"),
+        "{log}"
+    );
+}
+
+/// Regression: a NUL or an escape in a subject passed validation (and every commit failed).
+#[test]
+fn control_characters_in_a_subject_are_refused_before_anything_runs() {
+    let dir = repo(&["a.txt"]);
+    let path = dir.path().join(".design/plan.json");
+    let mut plan: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    plan["tasks"][0]["subject"] = "make\u{0} a.txt \u{1b}[2J".into();
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let (_w, cmd) = worker("touch ran; echo 'COMPLETED: ok'");
+    let o = run(dir.path(), &cmd, "20s");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "task 0 subject: \"make\\0 a.txt \\u{1b}[2J\" contains a control character (U+0000)"
+        ),
+        "{err}"
+    );
+    assert!(!dir.path().join("ran").exists());
+}
+
+/// A panic is a bug report: what, where, where to report it, and the plan's state; the plan
+/// file stays valid and a second run resumes.
+#[test]
+fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
+    let dir = repo(&["a.txt", "b.txt"]);
+    let (_w, cmd) = worker(
+        r#"echo x > "$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )"; echo 'COMPLETED: ok'"#,
+    );
+    let o = dagexec(dir.path())
+        .args(["run", "--timeout", "20s", "--worker", &cmd])
+        .env("DAGEXEC_FAILPOINT", "panic:after-workers:1")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(101), "{err}");
+    assert!(
+        err.contains("dagexec: internal error — this is a bug in dagexec, not in your plan or worker.\n  what:  failpoint after-workers:1 reached (DAGEXEC_FAILPOINT asked for a panic)\n  where: src/run/mod.rs:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  plan:  .design/plan.json is intact (2 tasks: 0 pending, 2 in progress, 0 completed); it is saved whenever a status changes, so run `dagexec run` again to resume"),
+        "{err}"
+    );
+    assert!(err.contains("Please report it at https://"), "{err}");
+    assert!(!err.contains("panicked at"), "no raw panic message: {err}");
+    plan_of(dir.path());
+    let again = run(dir.path(), &cmd, "20s");
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+}
