@@ -573,6 +573,18 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 "Task {task}: answered {:?}; it is {} now.",
                 answered.reply, answered.status
             )?;
+            let written =
+                crate::longrun::defer(&loc.root, &plan, task).map_err(|e| CliError::Usage {
+                    hint: e.hint(),
+                    message: e.to_string(),
+                })?;
+            if !written.is_empty() {
+                writeln!(
+                    out,
+                    "Logged the deferred decision: {} (committed with the next round).",
+                    written.join(", ")
+                )?;
+            }
             if !answered.reopened.is_empty() {
                 let ids: Vec<String> = answered.reopened.iter().map(|i| i.to_string()).collect();
                 writeln!(out, "Tasks {} are pending again.", ids.join(", "))?;

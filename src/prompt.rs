@@ -43,7 +43,6 @@ pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
     if let Some(e) = agent.expertise.as_deref().filter(|e| !e.is_empty()) {
         let _ = write!(s1, " with expertise in {e}");
     }
-    s1.push('.');
     sections.push(s1);
 
     // S2: pre-flight.
@@ -299,6 +298,22 @@ mod tests {
             original_prompt(&v3, 0, Unit::Batch),
             v3.tasks[0].prompt.clone().unwrap()
         );
+    }
+
+    /// The seed's S1 is `You are a {agent.role}` + ` with expertise in {agent.expertise}`,
+    /// nothing after it (issue 12 §6).
+    #[test]
+    fn the_role_line_is_the_seeds_template_exactly() {
+        let plan = example("auth-v2.json");
+        let p0 = original_prompt(&plan, 0, Unit::Batch);
+        assert_eq!(
+            p0.lines().next(),
+            Some("You are a backend engineer with expertise in Prisma schema design")
+        );
+        let mut bare = plan.clone();
+        bare.tasks[0].agent.as_mut().unwrap().expertise = None;
+        let p = original_prompt(&bare, 0, Unit::Batch);
+        assert_eq!(p.lines().next(), Some("You are a backend engineer"));
     }
 
     #[test]

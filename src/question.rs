@@ -67,6 +67,36 @@ pub fn set(task: &mut Task, q: &Question) {
     );
 }
 
+/// The question a worker asks in its status line (the worker contract's last non-empty
+/// stdout line): `NEEDS_DECISION: …` or `NEEDS_ACTION: …`, the text after the colon. The
+/// long-run seed's `OUTPUT_JSON` form is [`crate::longrun::output`]'s.
+pub fn from_status_line(output: &str) -> Option<Question> {
+    let last = output.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let (kind, text) = if let Some(t) = last.strip_prefix("NEEDS_DECISION:") {
+        (Kind::Decision, t)
+    } else if let Some(t) = last.strip_prefix("NEEDS_ACTION:") {
+        (Kind::Action, t)
+    } else {
+        return None;
+    };
+    let text = text.trim();
+    (!text.is_empty()).then(|| Question {
+        kind,
+        text: text.to_string(),
+        options: Vec::new(),
+        blocked_at: None,
+        reply: None,
+    })
+}
+
+/// Whether the user deferred the task's decision (`dagexec answer N defer`): skipped by
+/// choice, not because a dependency failed.
+pub fn deferred(task: &Task) -> bool {
+    task.status == Status::Skipped
+        && get(task)
+            .is_some_and(|q| q.kind == Kind::Decision && q.reply.as_deref() == Some("defer"))
+}
+
 /// Blocked tasks with a question still waiting for its reply, in plan order.
 pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
     plan.tasks
@@ -272,7 +302,12 @@ pub fn answer(
     } else {
         format!("answered: {reply}")
     });
-    let reopened = if status == Status::Pending {
+    // A deferred long-run plan does not stop the plans after it (the seed: "CONTINUE to next
+    // plan"); the next run skips again those that name it in depends_on.
+    let long_run = plan.tasks[index]
+        .extra
+        .contains_key(crate::longrun::folder::LONG_RUN_FIELD);
+    let reopened = if status == Status::Pending || long_run {
         crate::update::reopen_skipped_dependents(plan, dag, index)
     } else {
         Vec::new()
@@ -287,6 +322,20 @@ pub fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_line_question() {
+        let q = from_status_line("work\nNEEDS_DECISION: Which db?\n\n").unwrap();
+        assert_eq!((q.kind, q.text.as_str()), (Kind::Decision, "Which db?"));
+        let q = from_status_line("NEEDS_ACTION:  verify the email ").unwrap();
+        assert_eq!(
+            (q.kind, q.text.as_str()),
+            (Kind::Action, "verify the email")
+        );
+        assert_eq!(from_status_line("NEEDS_DECISION:"), None);
+        assert_eq!(from_status_line("NEEDS_DECISION: x\nCOMPLETED: y"), None);
+        assert_eq!(from_status_line("needs_decision: x"), None);
+    }
     use crate::testing::{plan_of, task};
 
     fn blocked(q: Question) -> Plan {

@@ -600,6 +600,34 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
     gh.assert_clean();
 }
 
+#[test]
+fn a_workers_needs_action_status_line_becomes_a_question_as_locally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, origin, base) = asking(tmp.path());
+    let gh = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(FakeGitHub::start());
+    let artifacts = tmp.path().join("artifacts");
+    let worker = r#"cat >/dev/null; echo working; echo 'NEEDS_ACTION: Verify the email address'"#;
+    let out = work_job(
+        &repo,
+        ("78", 1),
+        &base,
+        worker,
+        artifacts.join("dagexec-78-1-task-0-attempt-1"),
+    );
+    assert!(out.status.success());
+    finalize(&repo, &gh, "78", (0, 1), &base, &artifacts);
+    let plan = branch_plan(&origin);
+    assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["question"]["kind"], "action", "{plan:#}");
+    assert_eq!(
+        plan["tasks"][0]["question"]["text"], "Verify the email address",
+        "{plan:#}"
+    );
+    gh.assert_clean();
+}
+
 /// `dagexec action plan` in `repo`; its outputs by name.
 fn plan_job(repo: &Path, dir: &Path) -> std::collections::BTreeMap<String, String> {
     let out_file = dir.join(format!("plan-output-{}", fastrand_suffix()));

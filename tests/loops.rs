@@ -320,6 +320,138 @@ fn a_reviewer_without_a_verdict_fails_the_attempt() {
     assert_eq!(s.plan()["tasks"][0]["status"], "failed");
 }
 
+/// A reviewer that rejects the first review it ever gives (remembered in `$OUT`) and
+/// approves every later one, whatever the attempt number; the worker keeps its last prompt.
+fn reject_once() -> Setup {
+    let s = reviewed(
+        r#"if [ ! -f "$OUT/rejected" ]; then touch "$OUT/rejected"
+printf 'REJECTED\nsummary: Missing tests\nissues:\n- no test for a\nsuggestions:\n- add one\n'
+else printf 'APPROVED\nsummary: now tested\n'; fi"#,
+    );
+    let worker = script(
+        s.out.path(),
+        "worker.sh",
+        &format!("cp \"$DAGEXEC_PROMPT_FILE\" \"$OUT/last-prompt.md\"\n{WORKER}"),
+    );
+    Setup { worker, ..s }
+}
+
+#[test]
+fn a_rejection_survives_a_crash_before_the_next_review() {
+    let s = reject_once();
+    // The runner dies (SIGKILL) right after the first verdict is recorded.
+    let o = dagexec(s.dir.path())
+        .arg("run")
+        .args(["--jobs", "1", "--timeout", "20s"])
+        .args(["--worker", &s.worker, "--reviewer", &s.reviewer])
+        .env("OUT", s.out.path())
+        .env("DAGEXEC_FAILPOINT", "after-review:1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let plan = s.plan();
+    let reviews = plan["tasks"][0]["reviews"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        reviews.len(),
+        1,
+        "the rejection is in the plan file: {plan}"
+    );
+    assert_eq!(reviews[0]["verdict"], "rejected");
+    assert_eq!(reviews[0]["summary"], "Missing tests");
+
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let resumed = s.recorded("last-prompt.md");
+    assert!(
+        resumed.contains("**Attempt 1 Feedback:**\nMissing tests")
+            && resumed.contains("- no test for a"),
+        "the resumed attempt has the feedback: {resumed}"
+    );
+    assert!(
+        out.contains("Reviews:\n- Task 0: approved after 1 rejection(s): now tested"),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_rejection_is_in_the_plan_file_before_the_next_attempt_starts() {
+    // The worker of attempt 2 reads the plan file as it is on disk at that moment.
+    let s = reject_once();
+    let worker = script(
+        s.out.path(),
+        "worker2.sh",
+        &format!("cp \"$DAGEXEC_ROOT_PLAN\" \"$OUT/plan-at-$DAGEXEC_ATTEMPT.json\"\n{WORKER}"),
+    );
+    let plan_path = s.dir.path().join(".design/plan.json");
+    let o = dagexec(s.dir.path())
+        .arg("run")
+        .args([
+            "--jobs",
+            "1",
+            "--timeout",
+            "20s",
+            "--worker",
+            &worker,
+            "--reviewer",
+            &s.reviewer,
+        ])
+        .env("OUT", s.out.path())
+        .env("DAGEXEC_ROOT_PLAN", &plan_path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let seen: Value = serde_json::from_str(&s.recorded("plan-at-2.json")).unwrap();
+    assert_eq!(seen["tasks"][0]["status"], "in_progress");
+    assert_eq!(
+        seen["tasks"][0]["reviews"][0]["verdict"], "rejected",
+        "{seen}"
+    );
+}
+
+#[test]
+fn a_missing_reviewer_is_found_before_any_worker_runs() {
+    let s = reviewed("true");
+    let o = run(
+        s.dir.path(),
+        s.out.path(),
+        &[
+            "--worker",
+            &s.worker,
+            "--reviewer",
+            "dagexec-no-such-reviewer --strict",
+        ],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("dagexec-no-such-reviewer") && out.contains("not found"),
+        "{out}"
+    );
+    assert!(
+        !s.out.path().join("worker-1.md").exists(),
+        "no worker ran: {out}"
+    );
+    assert_eq!(s.plan()["tasks"][0]["status"], "pending");
+}
+
+#[test]
+fn a_crashing_reviewer_is_reported_in_words_with_its_stderr() {
+    let s = reviewed("echo 'reviewer: cannot open the model' >&2\nexit 3");
+    let o = s.run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("Code(3)"), "{out}");
+    assert!(
+        out.contains("review failed: the reviewer exited with status 3")
+            && out.contains("reviewer: cannot open the model"),
+        "{out}"
+    );
+}
+
 // ---- long-run plans ----
 
 /// A repository with a `.long-run` folder: spec, and plans 01 and 02 (02 after 01 by number
@@ -417,6 +549,31 @@ fn long_run_plans_run_in_number_order_and_write_summaries() {
 }
 
 #[test]
+fn the_generated_plan_is_not_an_uncommitted_change_of_the_user() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","error":"no"}\nOUTPUT_JSON_END\n'"#,
+    );
+    // The first run writes .long-run/plan.json (untracked until its first round commit).
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(!log.contains("uncommitted changes"), "{log}");
+    // A second run regenerates it beside the committed one.
+    std::fs::write(
+        dir.path().join(".long-run/plans/01-PLAN.md"),
+        "# Models\n<task>1. m2</task>\n",
+    )
+    .unwrap();
+    git(dir.path(), &["commit", "-qam", "edit plan 01"]);
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert!(!log.contains("uncommitted changes"), "{log}");
+}
+
+#[test]
 fn needs_decision_asks_and_the_choice_reaches_the_next_attempt() {
     let dir = long_run_repo(&[]);
     let out = tempfile::tempdir().unwrap();
@@ -474,6 +631,123 @@ done_block"#,
         first_round.contains("model.txt") && first_round.contains("01-CHECKPOINT.json"),
         "{first_round}"
     );
+}
+
+#[test]
+fn a_deferred_decision_is_logged_summarised_and_the_run_continues() {
+    // 02 follows 01 by number order; 03 names 01 in depends_on.
+    let dir = long_run_repo(&[(
+        ".long-run/plans/03-PLAN.md",
+        "---\ndepends_on: [\"01\"]\n---\n# Docs\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ]; then
+printf 'OUTPUT_JSON_START\n{"status":"NEEDS_DECISION","blocked_at":"Task 2","decision_needed":"Which store?","options":[{"key":"postgres","description":"server"}]}\nOUTPUT_JSON_END\n'
+exit 0; fi
+echo $N > $N.txt
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let a = answer(dir.path(), &["0", "defer"]);
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    let issues = read(&dir.path().join(".long-run/ISSUES.md"));
+    assert!(
+        issues.contains("Plan 01 (Models)")
+            && issues.contains("Which store?")
+            && issues.contains("Task 2"),
+        "{issues}"
+    );
+    let summary = read(&dir.path().join(".long-run/summaries/01-SUMMARY.md"));
+    assert!(
+        summary.starts_with("---\nplan: \"01\"\nstatus: skipped\n---\n# Plan 01: Models\n"),
+        "{summary}"
+    );
+
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert!(!log.contains("because a dependency failed"), "{log}");
+    assert!(log.contains("Task 0 (Models) was deferred"), "{log}");
+    // The next plan ran; the one that named 01 in depends_on is skipped, saying why.
+    assert!(dir.path().join("02.txt").exists(), "{log}");
+    let plan = json_of(&dir.path().join(".long-run/plan.json"));
+    assert_eq!(plan["tasks"][0]["status"], "skipped");
+    assert_eq!(plan["tasks"][1]["status"], "completed");
+    assert_eq!(plan["tasks"][2]["status"], "skipped");
+    assert!(
+        plan["tasks"][2]["result"]
+            .as_str()
+            .unwrap()
+            .contains("was deferred"),
+        "{plan}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    let committed = git(dir.path(), &["ls-files", ".long-run"]);
+    assert!(
+        committed.contains(".long-run/ISSUES.md")
+            && committed.contains(".long-run/summaries/01-SUMMARY.md"),
+        "{committed}"
+    );
+}
+
+#[test]
+fn a_needs_decision_last_line_asks_like_the_output_json_block() {
+    // A plan.json task: the worker contract allows `NEEDS_DECISION: …` as the status line.
+    let dir = repo(&[(".design/plan.json", &one_task_plan())]);
+    let out = tempfile::tempdir().unwrap();
+    let w = script(
+        out.path(),
+        "w.sh",
+        r#"cp "$DAGEXEC_PROMPT_FILE" "$OUT/prompt-$DAGEXEC_ATTEMPT.md"
+if grep -q 'User decided' "$DAGEXEC_PROMPT_FILE"; then echo a > a.txt; echo 'COMPLETED: wrote a'; exit 0; fi
+echo thinking
+echo 'NEEDS_DECISION: Which encoding, utf-8 or latin-1?'"#,
+    );
+    let o = run(dir.path(), out.path(), &["--worker", &w]);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(
+        !out.path().join("prompt-2.md").exists(),
+        "not retried: {log}"
+    );
+    assert!(
+        log.contains("Task 0 (Write a) needs a decision:\nWhich encoding, utf-8 or latin-1?"),
+        "{log}"
+    );
+    let plan = json_of(&dir.path().join(".design/plan.json"));
+    assert_eq!(plan["tasks"][0]["status"], "blocked");
+    assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
+    let a = dagexec(dir.path())
+        .args(["answer", "0", "utf-8"])
+        .output()
+        .unwrap();
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    let o = run(dir.path(), out.path(), &["--worker", &w]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(read(&out.path().join("prompt-1.md")).contains("User decided: utf-8."));
+
+    // A long-run plan: `NEEDS_ACTION: …` as the last line, no OUTPUT_JSON block.
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ] && ! grep -q 'User completed action' "$DAGEXEC_PROMPT_FILE"; then
+echo 'NEEDS_ACTION: Verify the email address'; exit 0; fi
+done_block"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(!log.contains("OUTPUT_JSON"), "{log}");
+    assert!(
+        log.contains("Task 0 (Models) needs an action from you:\nVerify the email address"),
+        "{log}"
+    );
+    answer(dir.path(), &["0", "done"]);
+    let o = lr_run(dir.path(), out.path(), &w);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
@@ -580,6 +854,85 @@ fn a_committed_checkpoint_resumes_the_plan_and_a_completed_summary_skips_it() {
     assert!(out.path().join("plan-03-1.md").exists());
 }
 
+/// The long-run worker of the resume tests, for plan 01: done Task 1 (committed `m1.txt`,
+/// checkpoint `last_completed_task: 1`) unless its tree already has it, then `$1`.
+fn checkpointing_worker(out: &Path, then: &str) -> String {
+    lr_worker(
+        out,
+        &format!(
+            r#"if [ "$N" = 01 ]; then
+  if grep -q 'Skip to Task 2' "$DAGEXEC_PROMPT_FILE" && [ -f m1.txt ]; then
+    echo resumed > "$OUT/resumed"; echo m2 > m2.txt; done_block; exit 0
+  fi
+  echo m1 > m1.txt; git add m1.txt; git commit -qm "feat(01): task 1"
+  printf '{{"last_completed_task": 1}}\n' > .long-run/plans/01-CHECKPOINT.json
+  {then}
+fi
+done_block"#
+        ),
+    )
+}
+
+#[test]
+fn a_retry_after_failed_resumes_from_the_attempts_checkpoint() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = checkpointing_worker(
+        out.path(),
+        r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","failed_at":"Task 2","error":"tests fail"}\nOUTPUT_JSON_END\n'; exit 0"#,
+    );
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let second = read(&out.path().join("plan-01-2.md"));
+    assert!(
+        second.contains("Resuming from checkpoint. Skip to Task 2.")
+            && second.contains("starting from Task 2"),
+        "the retry says where to resume: {second}"
+    );
+    assert!(
+        out.path().join("resumed").exists(),
+        "task 1's work was in the tree: {log}"
+    );
+    // Task 1's work (from attempt 1) and Task 2's (attempt 2) are both integrated.
+    assert_eq!(read(&dir.path().join("m1.txt")), "m1\n");
+    assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
+}
+
+#[test]
+fn a_crash_mid_plan_keeps_the_checkpoint_and_the_work_it_describes() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    // After Task 1 the worker keeps working (until the runner is gone).
+    let w = checkpointing_worker(
+        out.path(),
+        r#"i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 1"#,
+    );
+    let o = dagexec(dir.path())
+        .arg("run")
+        .args([
+            "--jobs",
+            "1",
+            "--timeout",
+            "20s",
+            "--worker",
+            &w,
+            "--long-run",
+            ".long-run",
+        ])
+        .env("OUT", out.path())
+        .env("DAGEXEC_FAILPOINT", "checkpoint-saved:1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(out.path().join("resumed").exists(), "{log}");
+    assert_eq!(read(&dir.path().join("m1.txt")), "m1\n");
+    assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
+}
+
 #[test]
 fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
     let dir = long_run_repo(&[(
@@ -595,6 +948,42 @@ fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
         "{err}"
     );
     assert!(err.contains("hint: depends_on lists plan numbers"), "{err}");
+}
+
+#[test]
+fn a_cycle_among_the_plan_files_names_them_and_writes_nothing() {
+    let dir = long_run_repo(&[(
+        ".long-run/plans/01-PLAN.md",
+        "---\ndepends_on: [\"02\"]\n---\n# Models\n",
+    )]);
+    let out = tempfile::tempdir().unwrap();
+    let o = lr_run(dir.path(), out.path(), "true");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: .long-run/plans/01-PLAN.md: depends_on makes a cycle: .long-run/plans/01-PLAN.md → .long-run/plans/02-PLAN.md → .long-run/plans/01-PLAN.md"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("blockedBy") && !err.contains("plan.json"),
+        "{err}"
+    );
+    assert!(!dir.path().join(".long-run/plan.json").exists());
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+
+    let dir = long_run_repo(&[(
+        ".long-run/plans/02-PLAN.md",
+        "---\ndepends_on: [2]\n---\n# Routes\n",
+    )]);
+    let o = lr_run(dir.path(), out.path(), "true");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("error: .long-run/plans/02-PLAN.md: depends_on names the plan itself (02)"),
+        "{err}"
+    );
+    assert!(!err.contains("blockedBy"), "{err}");
+    assert!(!dir.path().join(".long-run/plan.json").exists());
 }
 
 #[test]

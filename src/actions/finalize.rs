@@ -409,7 +409,8 @@ fn judge_entry(
     let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
     crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
-    // an OUTPUT_JSON block or a `NEEDS_DECISION: …` last line) blocks with a question.
+    // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
+    // with a question.
     let question = (verdict.status != Status::Completed)
         .then(|| needs_input(&report.output))
         .flatten();
@@ -488,7 +489,8 @@ fn judge_entry(
 }
 
 /// The question a worker's output asks the user, if it stopped for one: an `OUTPUT_JSON`
-/// block with status NEEDS_DECISION or NEEDS_ACTION, or a last line `NEEDS_DECISION: …`.
+/// block with status NEEDS_DECISION or NEEDS_ACTION, or a last line `NEEDS_DECISION: …` or
+/// `NEEDS_ACTION: …`.
 fn needs_input(output: &str) -> Option<crate::question::Question> {
     use crate::longrun::output::{self, Output};
     match output::parse(output) {
@@ -496,15 +498,7 @@ fn needs_input(output: &str) -> Option<crate::question::Question> {
         Ok(_) => return None,
         Err(_) => {}
     }
-    let last = output.lines().rev().find(|l| !l.trim().is_empty())?;
-    let text = last.trim().strip_prefix("NEEDS_DECISION:")?.trim();
-    (!text.is_empty()).then(|| crate::question::Question {
-        kind: crate::question::Kind::Decision,
-        text: text.to_string(),
-        options: Vec::new(),
-        blocked_at: None,
-        reply: None,
-    })
+    crate::question::from_status_line(output)
 }
 
 /// An attempt with nothing to show.

@@ -17,6 +17,7 @@
 //! UTF-8 are converted lossily.
 
 mod apply;
+mod checkpoint;
 mod cmd;
 mod error;
 mod paths;

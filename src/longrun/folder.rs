@@ -23,6 +23,8 @@ pub struct PlanFile {
     pub content: String,
     /// Whether `summaries/NN-SUMMARY.md` says the plan is completed.
     pub completed: bool,
+    /// Whether it says the plan was skipped (the user deferred its decision).
+    pub deferred: bool,
 }
 
 /// The PLAN.md front matter keys dagexec reads (others are ignored).
@@ -100,22 +102,28 @@ pub fn front_matter(path: &str, text: &str) -> Result<(FrontMatter, String), Lon
     Ok((fm, body))
 }
 
-/// Whether a summary's front matter says `status: completed`.
-pub fn summary_completed(text: &str) -> bool {
+/// The `status` of a summary's front matter.
+fn summary_status(text: &str) -> Option<String> {
     #[derive(Deserialize)]
     struct S {
         status: Option<String>,
     }
-    let Some(rest) = text.strip_prefix("---\n") else {
-        return false;
-    };
-    let Some(end) = rest.find("\n---") else {
-        return false;
-    };
+    let rest = text.strip_prefix("---\n")?;
+    let end = rest.find("\n---")?;
     serde_yaml::from_str::<S>(&rest[..end])
         .ok()
         .and_then(|s| s.status)
-        .is_some_and(|s| s.trim().eq_ignore_ascii_case("completed"))
+        .map(|s| s.trim().to_ascii_lowercase())
+}
+
+/// Whether a summary's front matter says `status: completed`.
+pub fn summary_completed(text: &str) -> bool {
+    summary_status(text).as_deref() == Some("completed")
+}
+
+/// Whether a summary's front matter says `status: skipped` (a deferred plan).
+pub fn summary_skipped(text: &str) -> bool {
+    summary_status(text).as_deref() == Some("skipped")
 }
 
 fn same_number(a: &str, b: &str) -> bool {
@@ -136,7 +144,13 @@ pub fn build(
     for (i, f) in files.iter().enumerate() {
         let (fm, body) = front_matter(&f.path, &f.content)?;
         let blocked_by = match &fm.depends_on {
-            None => i.checked_sub(1).into_iter().collect(),
+            // The previous plan in number order; a deferred one does not hold the next back
+            // (the seed continues to the next plan).
+            None => (0..i)
+                .rev()
+                .find(|&p| !files[p].deferred)
+                .into_iter()
+                .collect(),
             Some(deps) => {
                 let mut out = Vec::new();
                 for d in deps {
@@ -157,6 +171,12 @@ pub fn build(
                                 .collect::<Vec<_>>()
                                 .join(", "),
                         })?;
+                    if at == i {
+                        return Err(LongRunError::SelfDependency {
+                            path: f.path.clone(),
+                            number: f.number.clone(),
+                        });
+                    }
                     out.push(at);
                 }
                 out
@@ -187,6 +207,8 @@ pub fn build(
             description: Some(format!("Execute {} (plan {}).", f.path, f.number)),
             status: if f.completed {
                 Status::Completed
+            } else if f.deferred {
+                Status::Skipped
             } else {
                 Status::Pending
             },
@@ -205,6 +227,9 @@ pub fn build(
         if f.completed {
             task.result = Some(format!("completed earlier (see {summary})"));
         } else {
+            if f.deferred {
+                task.result = Some(format!("deferred by the user (see {summary})"));
+            }
             task.extra.insert(
                 LONG_RUN_FIELD.into(),
                 json!({
@@ -227,6 +252,11 @@ pub fn build(
         tasks,
         extra: Default::default(),
     };
+    if let Err(cycle) = crate::graph::Dag::build(&plan) {
+        return Err(LongRunError::Cycle {
+            cycle: cycle.iter().map(|&i| files[i].path.clone()).collect(),
+        });
+    }
     plan.extra.insert(
         LONG_RUN_FIELD.into(),
         json!({"state": paths.state, "spec": paths.spec}),
@@ -269,6 +299,15 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Result<(), LongRunError> {
             // A summary marked it completed since: keep the fresh one.
             continue;
         }
+        if new.status == Status::Skipped {
+            // Deferred (its summary says skipped): skipped whatever the old plan said.
+            for (k, v) in &old.extra {
+                if k != LONG_RUN_FIELD {
+                    new.extra.insert(k.clone(), v.clone());
+                }
+            }
+            continue;
+        }
         new.status = old.status;
         new.result = old.result.clone();
         new.attempts = old.attempts;
@@ -282,6 +321,47 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Result<(), LongRunError> {
     Ok(())
 }
 
+/// Plans still to run that name a deferred (skipped) plan in `depends_on`, directly or
+/// through another such plan, are skipped, saying which plan was deferred.
+pub fn skip_after_deferred(plan: &mut Plan) {
+    loop {
+        let mut changed = false;
+        for i in 0..plan.tasks.len() {
+            if plan.tasks[i].status != Status::Pending {
+                continue;
+            }
+            let dep = plan.tasks[i].blocked_by.iter().copied().find(|&d| {
+                plan.tasks
+                    .get(d)
+                    .is_some_and(|t| t.status == Status::Skipped)
+            });
+            if let Some(d) = dep {
+                let why = if crate::question::deferred(&plan.tasks[d])
+                    || plan.tasks[d]
+                        .result
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("deferred"))
+                {
+                    "was deferred by the user".to_string()
+                } else {
+                    "was skipped".to_string()
+                };
+                let result = format!(
+                    "Skipped: dependency task {d} ({}) {why}",
+                    plan.tasks[d].subject
+                );
+                let t = &mut plan.tasks[i];
+                t.status = Status::Skipped;
+                t.result = Some(result);
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,6 +372,7 @@ mod tests {
             path: format!(".long-run/plans/{number}-PLAN.md"),
             content: content.into(),
             completed: false,
+            deferred: false,
         }
     }
 
@@ -300,6 +381,54 @@ mod tests {
             state: ".long-run".into(),
             spec: ".long-run/spec".into(),
         }
+    }
+
+    #[test]
+    fn a_deferred_plan_holds_back_only_the_plans_that_name_it() {
+        let mut files = vec![
+            file("01", "# A\n"),
+            file("02", "# B\n"),
+            file("03", "---\ndepends_on: [\"01\"]\n---\n# C\n"),
+            file("04", "---\ndepends_on: [\"03\"]\n---\n# D\n"),
+        ];
+        files[0].deferred = true;
+        let mut plan = build(&files, &paths(), "", "").unwrap();
+        assert_eq!(plan.tasks[0].status, Status::Skipped);
+        assert!(
+            plan.tasks[1].blocked_by.is_empty(),
+            "02 follows no deferred plan"
+        );
+        skip_after_deferred(&mut plan);
+        assert_eq!(plan.tasks[1].status, Status::Pending);
+        assert_eq!(plan.tasks[2].status, Status::Skipped);
+        assert_eq!(
+            plan.tasks[2].result.as_deref(),
+            Some("Skipped: dependency task 0 (A) was deferred by the user")
+        );
+        assert_eq!(plan.tasks[3].status, Status::Skipped, "transitively");
+        assert_eq!(
+            plan.tasks[3].result.as_deref(),
+            Some("Skipped: dependency task 2 (C) was skipped")
+        );
+    }
+
+    #[test]
+    fn a_cycle_or_self_dependency_names_the_plan_files() {
+        let files = vec![
+            file("01", "---\ndepends_on: [\"02\"]\n---\n"),
+            file("02", ""),
+        ];
+        let e = build(&files, &paths(), "", "").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            ".long-run/plans/01-PLAN.md: depends_on makes a cycle: .long-run/plans/01-PLAN.md → .long-run/plans/02-PLAN.md → .long-run/plans/01-PLAN.md"
+        );
+        let files = vec![file("01", "---\ndepends_on: [1]\n---\n")];
+        let e = build(&files, &paths(), "", "").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            ".long-run/plans/01-PLAN.md: depends_on names the plan itself (01)"
+        );
     }
 
     #[test]

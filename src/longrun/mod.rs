@@ -5,6 +5,8 @@
 //! ```text
 //! DIR/plans/NN-PLAN.md          the plans (or DIR/NN-PLAN.md); front matter `depends_on`, `title`
 //! DIR/plans/NN-CHECKPOINT.json  written by the worker; its resume state on the next attempt
+//!                               (kept with the attempt's work in `.git/dagexec/checkpoints/`
+//!                               when it fails or the runner dies, see [`partial`])
 //! DIR/summaries/NN-SUMMARY.md   written by dagexec when a plan completes; a completed one is skipped
 //! DIR/ISSUES.md                 the seed's issue log (the worker's)
 //! DIR/STATE.md                  its "Current Position" section rewritten with each round commit
@@ -19,6 +21,7 @@
 
 pub mod folder;
 pub mod output;
+pub mod partial;
 pub mod prompt;
 pub mod state;
 
@@ -42,6 +45,13 @@ pub enum LongRunError {
         path: String,
         dep: String,
         known: String,
+    },
+    #[error("{path}: depends_on names the plan itself ({number})")]
+    SelfDependency { path: String, number: String },
+    #[error("{}: depends_on makes a cycle: {}", cycle.first().map_or("", String::as_str), cycle.join(" → "))]
+    Cycle {
+        /// The plan files along `depends_on`, the first repeated at the end.
+        cycle: Vec<String>,
     },
     #[error("the PLAN.md files changed since plan.json was generated")]
     Changed,
@@ -72,6 +82,12 @@ impl LongRunError {
             LongRunError::UnknownDependency { .. } => {
                 "depends_on lists plan numbers of this folder; fix or remove the entry.".into()
             }
+            LongRunError::SelfDependency { .. } => {
+                "Remove the plan's own number from its depends_on.".into()
+            }
+            LongRunError::Cycle { .. } => {
+                "Each plan in the cycle waits for the next: remove one of these depends_on entries.".into()
+            }
             LongRunError::Changed => {
                 "Finish or drop the earlier run: delete DIR/plan.json to start over from the summaries."
                     .into()
@@ -96,6 +112,65 @@ pub fn with_checkpoint(task: &crate::plan::model::Task, tree: &Path, prompt: &st
     };
     let checkpoint = std::fs::read_to_string(tree.join(path)).ok();
     prompt::with_resume_state(prompt, checkpoint.as_deref())
+}
+
+/// The seed's "defer" for long-run task `index` of `plan` (in `root`), after `dagexec answer
+/// N defer` marked it skipped: its decision logged to `DIR/ISSUES.md` and a skipped
+/// `NN-SUMMARY.md` written, so later runs skip the plan and the next plans continue. Returns
+/// the files written (repository-relative); nothing for a task that is not a deferred
+/// long-run plan.
+pub fn defer(
+    root: &Path,
+    plan: &crate::plan::model::Plan,
+    index: usize,
+) -> Result<Vec<String>, LongRunError> {
+    let Some(task) = plan.tasks.get(index) else {
+        return Ok(Vec::new());
+    };
+    let (Some(lr), Some(q)) = (
+        task.extra.get(folder::LONG_RUN_FIELD),
+        crate::question::get(task),
+    ) else {
+        return Ok(Vec::new());
+    };
+    if !crate::question::deferred(task) {
+        return Ok(Vec::new());
+    }
+    let field = |k: &str| lr.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let (number, title, summary) = (field("number"), field("title"), field("summary"));
+    let state = plan
+        .extra
+        .get(folder::LONG_RUN_FIELD)
+        .and_then(|v| v.get("state"))
+        .and_then(|v| v.as_str())
+        .unwrap_or(".");
+    let issues = format!("{state}/ISSUES.md");
+    // Paths from the plan file: written only below `root`, never through a link (fsx).
+    let write = |rel: &str, text: &str, append: bool| -> Result<(), LongRunError> {
+        let path = root.join(rel);
+        let io = |e: crate::fsx::Error| LongRunError::Write {
+            path: path.clone(),
+            source: e.into(),
+        };
+        if append {
+            let existed = std::fs::symlink_metadata(&path).is_ok();
+            let text = if existed {
+                text.to_string()
+            } else {
+                format!("# Issues\n{text}")
+            };
+            crate::fsx::append(root, &path, text.as_bytes()).map_err(io)
+        } else {
+            crate::fsx::write(root, &path, text.as_bytes()).map_err(io)
+        }
+    };
+    write(&issues, &prompt::deferred_issue(&number, &title, &q), true)?;
+    write(
+        &summary,
+        &prompt::skipped_summary_markdown(&number, &title, &q),
+        false,
+    )?;
+    Ok(vec![issues, summary])
 }
 
 /// The prepared run: where its plan is.
@@ -189,12 +264,23 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         files.push(PlanFile {
             path: rel(&root_c, &path),
             completed: summary.as_deref().is_some_and(folder::summary_completed),
+            deferred: summary.as_deref().is_some_and(folder::summary_skipped),
             number,
             content,
         });
     }
     let mut plan = folder::build(&files, &paths, &spec, &requirements)?;
     let plan_path = abs.join("plan.json");
+    if !plan_path.is_file() && !dry_run {
+        // A fresh start (no plan.json, or the user deleted it to start over): no partial work
+        // of an earlier run's attempts carries over.
+        if let Ok(repo) = crate::git::Repo::discover(root) {
+            let store = partial::Store::new(repo.common_dir());
+            for f in &files {
+                store.remove(&paths.checkpoint(&f.number));
+            }
+        }
+    }
     if plan_path.is_file() {
         let old = crate::plan::load(&plan_path).map_err(|e| LongRunError::Read {
             path: plan_path.clone(),
@@ -202,6 +288,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         })?;
         folder::carry_over(&mut plan, &old)?;
     }
+    folder::skip_after_deferred(&mut plan);
     let scratch = if dry_run {
         Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
             path: std::env::temp_dir(),

@@ -134,8 +134,10 @@ pub fn with_resume_state(prompt: &str, checkpoint: Option<&str>) -> String {
 /// `NN-SUMMARY.md` for a completed plan (the seed's summary fields), with `status:
 /// completed` in its front matter so a later run skips the plan.
 pub fn summary_markdown(number: &str, title: &str, c: &Completed) -> String {
-    let mut s =
-        format!("---\nplan: \"{number}\"\nstatus: completed\n---\n# Plan {number}: {title}\n");
+    let mut s = format!(
+        "---\nplan: \"{number}\"\nstatus: completed\n---\n# {}\n",
+        heading(number, title)
+    );
     if !c.summary.is_empty() {
         let _ = write!(s, "\n{}\n", c.summary);
     }
@@ -156,8 +158,95 @@ pub fn summary_markdown(number: &str, title: &str, c: &Completed) -> String {
     s
 }
 
+/// `NN-SUMMARY.md` for a plan whose decision the user deferred (the seed's "Create skipped
+/// summary"), with `status: skipped` in its front matter: a later run skips the plan.
+pub fn skipped_summary_markdown(
+    number: &str,
+    title: &str,
+    q: &crate::question::Question,
+) -> String {
+    let mut s = format!(
+        "---\nplan: \"{number}\"\nstatus: skipped\n---\n# {}\n\nSkipped: the user deferred the decision",
+        heading(number, title)
+    );
+    if let Some(at) = &q.blocked_at {
+        let _ = write!(s, " at {at}");
+    }
+    s.push_str(" (logged in ISSUES.md).\n\n## Decision deferred\n");
+    let _ = writeln!(s, "{}", q.text.trim_end());
+    for c in &q.options {
+        let _ = writeln!(s, "- {}: {}", c.key, c.description);
+    }
+    s
+}
+
+/// The `ISSUES.md` entry for a deferred decision (the seed's "Log to ISSUES.md").
+pub fn deferred_issue(number: &str, title: &str, q: &crate::question::Question) -> String {
+    let mut s = format!("\n## Plan {number} ({title}): decision deferred\n");
+    if let Some(at) = &q.blocked_at {
+        let _ = writeln!(s, "- Blocked at: {at}");
+    }
+    let _ = writeln!(
+        s,
+        "- Decision needed: {}",
+        q.text.trim_end().replace('\n', " ")
+    );
+    if !q.options.is_empty() {
+        let options: Vec<String> = q
+            .options
+            .iter()
+            .map(|c| format!("{} ({})", c.key, c.description))
+            .collect();
+        let _ = writeln!(s, "- Options: {}", options.join(", "));
+    }
+    s.push_str("- The user deferred it; the plan was skipped and the run continued.\n");
+    s
+}
+
+/// `Plan NN: title`, unless the title already starts with `Plan NN` (a PLAN.md headed
+/// `# Plan 01: Models` gives the title `Plan 01: Models`, not `Plan 01: Plan 01: Models`).
+pub fn heading(number: &str, title: &str) -> String {
+    let named = title
+        .get(..4)
+        .filter(|w| w.eq_ignore_ascii_case("plan"))
+        .and_then(|_| {
+            let rest = title[4..].trim_start();
+            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let n = &rest[..digits];
+            let after = &rest[digits..];
+            let same = !n.is_empty() && n.parse::<u64>().ok() == number.parse::<u64>().ok();
+            (same && (after.is_empty() || after.starts_with([':', ' ', '-', '.', '\u{2014}'])))
+                .then_some(())
+        })
+        .is_some();
+    if named {
+        title.to_string()
+    } else {
+        format!("Plan {number}: {title}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_title_naming_its_plan_is_not_prefixed_again() {
+        assert_eq!(heading("01", "Plan 01: models"), "Plan 01: models");
+        assert_eq!(heading("01", "plan 1 - models"), "plan 1 - models");
+        assert_eq!(heading("01", "Plan 01"), "Plan 01");
+        assert_eq!(heading("01", "models"), "Plan 01: models");
+        assert_eq!(heading("01", "Plan 012: other"), "Plan 01: Plan 012: other");
+        assert_eq!(heading("02", "Plan 01: models"), "Plan 02: Plan 01: models");
+        assert_eq!(heading("01", "Planning"), "Plan 01: Planning");
+        let c = Completed {
+            summary: String::new(),
+            tasks_completed: vec![],
+            commits: vec![],
+            files_modified: vec![],
+            deviations: vec![],
+        };
+        assert!(summary_markdown("01", "Plan 01: models", &c).contains("\n# Plan 01: models\n"));
+    }
+
     use super::*;
 
     #[test]

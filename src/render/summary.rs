@@ -112,10 +112,30 @@ fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
                 "Task {i} ({}) is blocked: {result}. Tell it what it needs with {answer}, or resolve that, then {retry}{again}.",
                 t.subject
             )),
+            Status::Skipped if crate::question::deferred(t) => out.push(format!(
+                "Task {i} ({}) was deferred (your answer `defer`): it is skipped. Set it back to \"pending\" to run it.",
+                t.subject
+            )),
             _ => {}
         }
     }
-    let skipped = plan.count(Status::Skipped);
+    let after_deferred = |t: &&&crate::plan::model::Task| {
+        t.result
+            .as_deref()
+            .is_some_and(|r| r.ends_with("was deferred by the user"))
+    };
+    let waiting: Vec<_> = plan
+        .tasks
+        .iter()
+        .filter(|t| t.status == Status::Skipped && !crate::question::deferred(t))
+        .collect();
+    let behind = waiting.iter().filter(after_deferred).count();
+    if behind > 0 {
+        out.push(format!(
+            "{behind} task(s) were skipped because a task they depend on was deferred; set them back to \"pending\" with it."
+        ));
+    }
+    let skipped = waiting.len() - behind;
     if skipped > 0 {
         out.push(format!(
             "{skipped} task(s) were skipped because a dependency failed or was blocked; they are pending again when the task they depend on is retried or answered."

@@ -206,3 +206,49 @@ fn snapshot_prompts() {
         escalation_question(1, task, &h, &Escalation::MaxAttempts)
     );
 }
+
+#[test]
+fn the_program_of_a_command_line() {
+    for (line, want) in [
+        ("claude -p", Some("claude")),
+        ("  ./review.sh --strict", Some("./review.sh")),
+        ("sh '/tmp/a b/r.sh'", Some("sh")),
+        ("'/opt/my tools/rev' x", Some("/opt/my tools/rev")),
+        ("\"rev\" x", Some("rev")),
+        ("FOO=1 BAR=x rev --x", Some("rev")),
+        ("rev;echo", Some("rev")),
+        ("rev|cat", Some("rev")),
+        ("$HOME/bin/rev", None),
+        ("\"$R\" x", None),
+        ("exec rev", None),
+        ("true", None),
+        ("(cd x && rev)", None),
+        ("~/bin/rev", None),
+        ("", None),
+        ("FOO=1", None),
+        ("'unclosed", None),
+    ] {
+        assert_eq!(program(line).as_deref(), want, "{line:?}");
+    }
+}
+
+#[test]
+fn a_failed_reviewer_is_described_in_words() {
+    use crate::outcome::Exit;
+    let s = reviewer_failure(&Exit::Code(3), "warming up\nerror: no model\n\n");
+    assert_eq!(
+        s,
+        "the reviewer exited with status 3; its stderr ends: warming up | error: no model"
+    );
+    assert!(!s.contains("Code("));
+    assert_eq!(
+        reviewer_failure(&Exit::Code(137), ""),
+        "the reviewer crashed: killed by signal 9 (exit status 137) (no stderr)"
+    );
+    assert_eq!(
+        reviewer_failure(&Exit::Signal(11), "boom"),
+        "the reviewer crashed: killed by signal 11; its stderr ends: boom"
+    );
+    let long = "x".repeat(1000);
+    assert!(reviewer_failure(&Exit::Code(1), &long).chars().count() < 500);
+}

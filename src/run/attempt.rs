@@ -169,7 +169,8 @@ pub async fn run(
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
         .expect("worktree creation does not panic")?;
-    let prompt = super::hooks::prepare(&input, &wt, &pool);
+    let store = crate::longrun::partial::Store::new(repo.common_dir());
+    let prompt = super::hooks::prepare(&input, &wt, &pool, &store);
     let log_rel = format!(".design/worker-{}.log", input.index);
     let spec = WorkerSpec {
         command: input.worker.clone(),
@@ -186,7 +187,19 @@ pub async fn run(
         timeout: input.timeout,
         extra_env: Vec::new(),
     };
-    let mut run = match worker::run(&spec, &cancel).await {
+    // A long-run worker's progress is kept as it goes, for a crash of this process.
+    let watch = super::hooks::watch_checkpoint(
+        &input.task,
+        wt.path().to_path_buf(),
+        input.base.clone(),
+        repo.clone(),
+        input.round,
+    );
+    let stop = tokio::select! {
+        stop = worker::run(&spec, &cancel) => stop,
+        () = watch => unreachable!("the checkpoint watch never ends"),
+    };
+    let mut run = match stop {
         Stop::Finished(run) => run,
         Stop::Cancelled => return Ok(AttemptEnd::Cancelled),
     };
@@ -215,6 +228,7 @@ pub async fn run(
     let index = input.index;
     let timeout = input.timeout;
     let duration = run.duration;
+    let asked = question.clone();
     let judged = tokio::task::spawn_blocking(
         move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
             let all = wt.changes()?;
@@ -227,26 +241,50 @@ pub async fn run(
                 verdict.result.push_str(&detail);
             }
             super::hooks::quiet_long_run(&task, &mut verdict);
-            let touched = kept.changed.iter().cloned().collect();
+            let mut patch = kept.patch;
+            super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
+            let touched = if patch.is_empty() {
+                Vec::new()
+            } else {
+                kept.changed.iter().cloned().collect()
+            };
             let changed = all.changed.iter().chain(&all.forbidden);
             if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
                 outcome::refuse(&mut verdict, reason);
                 return Ok((verdict, Vec::new(), touched, wt));
             }
-            Ok((verdict, kept.patch, touched, wt))
+            Ok((verdict, patch, touched, wt))
         },
     )
     .await
     .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
-    let reviewed =
-        super::hooks::review(&input, &wt, &pool, &mut verdict, &patch, &touched, &cancel).await;
+    let plan_path = repo.root().join(&input.plan_rel);
+    let reviewed = super::hooks::review(
+        &input,
+        &wt,
+        &pool,
+        &plan_path,
+        &mut verdict,
+        &patch,
+        &touched,
+        &cancel,
+    )
+    .await;
     pool.release(wt);
     let (reviews, question) = match reviewed {
         super::hooks::Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
         super::hooks::Reviewed::Skipped => (None, question),
         super::hooks::Reviewed::Done { history, question } => (Some(history), question),
     };
+    super::hooks::keep_partial(
+        &input.task,
+        &store,
+        &input.base,
+        &verdict,
+        &patch,
+        question.as_ref(),
+    );
     Ok(AttemptEnd::Judged(Box::new(Judged {
         index: input.index,
         attempt: input.attempt,

@@ -91,6 +91,9 @@ impl Eager<'_> {
             // Counted when it starts, as in rounds.
             t.attempts = Some(t.attempts() + 1);
         }
+        // Attempts in flight write their reviews to the plan file: keep them.
+        let _held = self.pool.memory.plan_file();
+        self.pool.memory.apply(plan);
         save(plan, self.opts)?;
         for &i in &picks {
             let first = (
@@ -136,7 +139,13 @@ impl Eager<'_> {
                             arrived.push(j);
                         }
                         Err(retry) if !cancelled => {
-                            super::count_attempt(plan, retry.0, retry.1, self.opts)?;
+                            super::count_attempt(
+                                plan,
+                                retry.0,
+                                retry.1,
+                                self.opts,
+                                &self.pool.memory,
+                            )?;
                             self.spawn(&mut running, plan, retry, round + 1)?
                         }
                         Err(_) => {}
@@ -161,6 +170,8 @@ impl Eager<'_> {
                 "\nRound {round}: integrating task(s) {}",
                 list(&batch)
             ));
+            let held = self.pool.memory.plan_file();
+            self.pool.memory.apply(plan);
             let end = integrate_and_commit(
                 self.repo,
                 plan,
@@ -172,6 +183,7 @@ impl Eager<'_> {
                 self.opts,
                 self.ui,
             )?;
+            drop(held);
             failpoint("eager-after-round", round);
             if let Some(end) = end {
                 // Stop what is still running: dropping the set kills the workers' groups and

@@ -8,10 +8,15 @@
 //! (`git reset --hard` + `git clean -ffdx`). After a rejection of attempt 1 the rejected
 //! changes are applied again in that tree, so attempt 2 fixes its predecessor's work (the
 //! seed's "same implementer"); attempt 3, and the first attempt after the user's answer,
-//! start from the clean tree with all the feedback (the seed's "fresh implementer"). A
-//! rejected attempt's changes are kept in memory only: after an interruption the retry
-//! starts fresh. A long-run worker that stops to ask keeps its work: it is committed with the
-//! round, and the attempt after the answer resumes from its checkpoint.
+//! start from the clean tree with all the feedback (the seed's "fresh implementer"). Every
+//! verdict is written to the plan file as soon as it is given, so a run killed between two
+//! reviews resumes with all the feedback; a rejected attempt's changes are kept in memory
+//! only: after an interruption the retry starts fresh. A long-run worker that stops to ask
+//! keeps its work: it is committed with the round, and the attempt after the answer resumes
+//! from its checkpoint. A long-run attempt that fails leaves its work and checkpoint for the
+//! next attempt, and while a long-run worker runs its commits and checkpoint are kept as they
+//! appear, for a crash ([`crate::longrun::partial`]): the next attempt resumes "from the
+//! failed task", as the seed re-spawns it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,6 +27,7 @@ use super::{RunEnd, RunOptions, Ui};
 use crate::git::Worktree;
 use crate::longrun::folder::LONG_RUN_FIELD;
 use crate::longrun::output::{self, Output};
+use crate::longrun::partial::{Partial, Store};
 use crate::longrun::prompt as lr_prompt;
 use crate::outcome::Verdict;
 use crate::plan::model::{Plan, Status, Task};
@@ -31,10 +37,16 @@ use crate::worker::{self, Stop, WorkerSpec};
 
 /// What the run remembers between the attempts of a task: the review history (seeded from
 /// the plan) and the changes of a rejected attempt that the next one continues from.
+///
+/// Each verdict is also written to the plan file at once ([`Memory::persist`]), so that a
+/// run killed before the next step (the next attempt, the round commit) loses no rejection.
+/// Whoever else writes the plan file while attempts run (the eager loop) holds
+/// [`Memory::plan_file`] and puts the histories in first ([`Memory::apply`]).
 #[derive(Debug, Default)]
 pub struct Memory {
     reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
     carry: Mutex<BTreeMap<usize, Vec<u8>>>,
+    plan_file: Mutex<()>,
 }
 
 impl Memory {
@@ -47,6 +59,42 @@ impl Memory {
 
     fn set(&self, index: usize, history: Vec<ReviewEntry>) {
         lock(&self.reviews).insert(index, history);
+    }
+
+    /// Held while the plan file is read and written during a round, by [`Memory::persist`]
+    /// and by a runner saving its own copy of the plan while attempts run.
+    pub(super) fn plan_file(&self) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.plan_file)
+    }
+
+    /// Puts the review histories of this run into the tasks still in progress in `plan` (a
+    /// resolved task's history arrives with its judged attempt).
+    pub(super) fn apply(&self, plan: &mut Plan) {
+        for (&i, h) in lock(&self.reviews).iter() {
+            if let Some(t) = plan.tasks.get_mut(i) {
+                if t.status == Status::InProgress {
+                    review::set_history(t, h);
+                }
+            }
+        }
+    }
+
+    /// Writes task `index`'s review history into the plan file at `plan_path` (read, changed,
+    /// saved atomically), the seed's "state updated at each stage of the loop".
+    fn persist(
+        &self,
+        plan_path: &Path,
+        index: usize,
+        history: &[ReviewEntry],
+    ) -> Result<(), String> {
+        let _held = self.plan_file();
+        let mut plan = crate::plan::load(plan_path).map_err(|e| e.to_string())?;
+        let task = plan
+            .tasks
+            .get_mut(index)
+            .ok_or_else(|| format!("the plan file has no task {index}"))?;
+        review::set_history(task, history);
+        crate::plan::save(&plan, plan_path).map_err(|e| e.to_string())
     }
 }
 
@@ -65,11 +113,15 @@ fn field<'a>(lr: &'a serde_json::Map<String, serde_json::Value>, key: &str) -> &
 
 /// The prompt the worker gets: the runner's prompt with a long-run task's resume state
 /// filled in from the checkpoint in `wt`, then the reviewer feedback so far, then the user's
-/// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them.
-pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> String {
-    let prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
+/// answer. Applies a rejected attempt's changes to `wt` when this attempt continues them, and
+/// a long-run plan's kept partial work ([`restore_partial`]) otherwise.
+pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool, store: &Store) -> String {
     let mem = &pool.memory;
     let carry = lock(&mem.carry).remove(&input.index);
+    if carry.is_none() {
+        restore_partial(input, wt, store);
+    }
+    let prompt = crate::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
     let history = mem.history(input.index, &input.task);
     let start = match carry {
         Some(patch) if review::start_for(input.attempt) == Start::Continue => {
@@ -87,6 +139,138 @@ pub(super) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool) -> Strin
         _ => Start::Fresh,
     };
     with_feedback(&prompt, &input.task, &history, start)
+}
+
+/// The checkpoint file of a long-run task (`DIR/plans/NN-CHECKPOINT.json`).
+fn checkpoint_rel(task: &Task) -> Option<&str> {
+    long_run(task)
+        .map(|lr| field(lr, "checkpoint"))
+        .filter(|c| !c.is_empty())
+}
+
+/// Puts the partial work an earlier attempt of this long-run plan left (see
+/// [`crate::longrun::partial`]) into `wt`: its changes, then its checkpoint file. When the
+/// changes no longer apply, the attempt starts from the base, without the checkpoint (it would
+/// describe work that is not there).
+fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
+    let Some(rel) = checkpoint_rel(&input.task) else {
+        return;
+    };
+    let Some(partial) = store.load(rel) else {
+        return;
+    };
+    if !partial.patch.is_empty() {
+        if let Err(e) = wt.apply(&partial.patch) {
+            tracing::warn!(
+                "task {}: the work of its earlier attempt no longer applies ({e}); it starts from Task 1",
+                input.index
+            );
+            return;
+        }
+    }
+    if let Some(text) = &partial.checkpoint {
+        let path = wt.path().join(rel);
+        let written = crate::fsx::write(wt.path(), &path, text.as_bytes());
+        if let Err(e) = written {
+            tracing::warn!("task {}: cannot restore its checkpoint: {e}", input.index);
+        }
+    }
+}
+
+/// Longest checkpoint file read while a worker runs; a bigger one is not kept.
+const MAX_CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// While a long-run worker works: each time its checkpoint file changes, keeps the commits it
+/// made since `base` and the checkpoint ([`crate::longrun::partial`]), so that a crash of the
+/// runner (or of the machine) loses no finished task of the plan. Read-only on the worker's
+/// tree. Never returns (for other tasks it waits forever): race it against the worker.
+pub(super) async fn watch_checkpoint(
+    task: &Task,
+    tree: std::path::PathBuf,
+    base: String,
+    repo: std::sync::Arc<crate::git::Repo>,
+    round: u32,
+) {
+    let Some(rel) = checkpoint_rel(task).map(str::to_string) else {
+        return std::future::pending().await;
+    };
+    let store = Store::new(repo.common_dir());
+    let path = tree.join(&rel);
+    let read = |p: &Path| -> Option<Vec<u8>> {
+        let meta = std::fs::symlink_metadata(p).ok()?;
+        (meta.is_file() && meta.len() <= MAX_CHECKPOINT_BYTES)
+            .then(|| std::fs::read(p).ok())
+            .flatten()
+    };
+    let mut seen = read(&path);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let now = read(&path);
+        if now.is_none() || now == seen {
+            continue;
+        }
+        seen.clone_from(&now);
+        let (repo, tree, base, rel, store) = (
+            repo.clone(),
+            tree.clone(),
+            base.clone(),
+            rel.clone(),
+            store.clone(),
+        );
+        let checkpoint = now.map(|b| String::from_utf8_lossy(&b).into_owned());
+        let kept = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let head = repo.head_of(&tree).map_err(|e| e.to_string())?;
+            let patch = repo.diff_commits(&base, &head).map_err(|e| e.to_string())?;
+            store
+                .save(
+                    &rel,
+                    &Partial {
+                        base,
+                        patch,
+                        checkpoint,
+                    },
+                )
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        match kept {
+            Ok(Ok(())) => super::failpoint("checkpoint-saved", round),
+            Ok(Err(e)) => tracing::debug!("the checkpoint could not be kept yet: {e}"),
+            Err(e) => tracing::debug!("keeping the checkpoint panicked: {e}"),
+        }
+    }
+}
+
+/// After a long-run attempt is judged: a failed one leaves its work (`patch`, checkpoint
+/// included) for the next attempt; one that completed, or stopped with a question (its work
+/// is committed with the round), leaves nothing.
+pub(super) fn keep_partial(
+    task: &Task,
+    store: &Store,
+    base: &str,
+    verdict: &Verdict,
+    patch: &[u8],
+    question: Option<&Question>,
+) {
+    let Some(rel) = checkpoint_rel(task) else {
+        return;
+    };
+    let committed = verdict.status == Status::Completed
+        || (verdict.status == Status::Blocked && question.is_some_and(|q| q.kind != Kind::Review));
+    if committed || patch.is_empty() {
+        if committed {
+            store.remove(rel);
+        }
+        return;
+    }
+    let partial = Partial {
+        base: base.to_string(),
+        patch: patch.to_vec(),
+        checkpoint: None,
+    };
+    if let Err(e) = store.save(rel, &partial) {
+        tracing::warn!("cannot keep the partial work of {rel}: {e}");
+    }
 }
 
 /// `prompt` with the reviewer feedback so far (`history`, for an attempt starting as `start`)
@@ -114,14 +298,19 @@ pub(crate) fn with_feedback(
 /// (appended to its output): COMPLETED writes the plan's summary into `wt` first (its
 /// declared file, committed with the round); NEEDS_DECISION and NEEDS_ACTION block the task
 /// with a question; a missing or malformed block is a failure, the raw output kept in the
-/// long-run folder's `logs/`. Returns the question, if any.
+/// long-run folder's `logs/`. Returns the question, if any — also for any task whose last line
+/// is `NEEDS_DECISION: …` or `NEEDS_ACTION: …` (the worker contract's form, left in the
+/// output as it is; [`blocked_on`] turns the verdict).
 pub(crate) fn long_run_output(
     (task, attempt): (&Task, u32),
     stdout: &mut String,
     wt: &Path,
     root: &Path,
 ) -> Option<Question> {
-    let lr = long_run(task)?;
+    let Some(lr) = long_run(task) else {
+        // Any task may stop with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line.
+        return question::from_status_line(stdout);
+    };
     let number = field(lr, "number");
     let line = match output::parse(stdout) {
         Ok(Output::Completed(c)) => {
@@ -145,6 +334,10 @@ pub(crate) fn long_run_output(
             return Some(q);
         }
         Ok(Output::Failed { reason }) => format!("FAILED: {reason}"),
+        // No block, but the contract's status-line form of the same question.
+        Err(_) if question::from_status_line(stdout).is_some() => {
+            return question::from_status_line(stdout);
+        }
         Err(e) => {
             let rel = format!("{}/{number}-attempt-{}.log", field(lr, "logs"), attempt);
             let path = root.join(&rel);
@@ -159,6 +352,38 @@ pub(crate) fn long_run_output(
     stdout.push_str(&line);
     stdout.push('\n');
     None
+}
+
+/// A worker that stopped with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line (see
+/// [`long_run_output`]) is blocked on its question, not failed — the judge does not know
+/// those lines. Its changes are kept only for a long-run plan (whose attempt after the answer
+/// continues from its checkpoint); a plan.json task starts again from the base.
+pub(super) fn blocked_on(
+    task: &Task,
+    question: Option<&Question>,
+    verdict: &mut Verdict,
+    patch: &mut Vec<u8>,
+) {
+    let Some(q) = question else {
+        return;
+    };
+    if verdict.status == Status::Completed {
+        return;
+    }
+    if verdict.status != Status::Blocked {
+        let what = if q.kind == Kind::Decision {
+            "needs a decision"
+        } else {
+            "needs an action"
+        };
+        verdict.status = Status::Blocked;
+        verdict.result = format!("{what}: {}", q.text.lines().next().unwrap_or(""));
+        verdict.acceptance_passed = false;
+        verdict.failed_checks.clear();
+    }
+    if long_run(task).is_none() {
+        patch.clear();
+    }
 }
 
 /// Long-run plans name their files inside PLAN.md, not in the plan: changes outside the
@@ -246,20 +471,77 @@ pub(crate) async fn run_reviewer(
     };
     let parsed = match &run.exit {
         crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
-        other => Err(format!("the reviewer did not finish cleanly: {other:?}")),
+        other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
     Some((run, parsed))
 }
 
+/// Before any worker runs: every reviewer command the run will use (the run's, and the
+/// `reviewer` field of each task still to run) must start a program that exists — on `PATH`,
+/// or a path (relative to `root`, where the attempts' trees are checkouts of). A command line
+/// whose program only a shell can tell (a builtin, an expansion) is not checked.
+pub(super) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        if task.status.is_resolved() && task.status != Status::Blocked {
+            continue;
+        }
+        let Some(command) = review::reviewer_for(task, run) else {
+            continue;
+        };
+        if !seen.insert(command) {
+            continue;
+        }
+        let Some(program) = review::program(command) else {
+            continue;
+        };
+        if !program_exists(&program, root) {
+            let source = if task.extra.contains_key(review::REVIEWER_FIELD) {
+                format!("task {i}'s `reviewer` field")
+            } else {
+                "--reviewer (or DAGEXEC_REVIEWER, or `reviewer:` in .design/dagexec.yml)".into()
+            };
+            let where_ = if program.contains('/') {
+                "no such executable file"
+            } else {
+                "not on PATH"
+            };
+            return Err(format!(
+                "reviewer command not found: `{program}` ({where_}), from {source}: `{command}`. Install it or fix the command; no task was started."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `program` names an executable file: a path (with a `/`, relative to `root`), or a
+/// name found in a `PATH` directory.
+fn program_exists(program: &str, root: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(&root.join(program));
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter(|d| !d.as_os_str().is_empty())
+            .any(|d| executable(&d.join(program)))
+    })
+}
+
 /// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
-/// verdict by the seed's rules ([`review::conclude`]). A rejected attempt 1 leaves its
+/// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
+/// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn review(
     input: &AttemptInput,
     wt: &Worktree,
-    pool: &Pool,
+    pool: &std::sync::Arc<Pool>,
+    plan_path: &Path,
     verdict: &mut Verdict,
     patch: &[u8],
     touched: &[String],
@@ -289,6 +571,7 @@ pub(super) async fn review(
     };
     let mem = &pool.memory;
     let before = mem.history(input.index, &input.task);
+    let history_len = before.len();
     let c = review::conclude(
         input.index,
         &input.task,
@@ -298,6 +581,20 @@ pub(super) async fn review(
         parsed.as_ref().map_err(String::as_str),
     );
     mem.set(input.index, c.history.clone());
+    if c.history.len() != history_len {
+        let (path, index, history) = (plan_path.to_path_buf(), input.index, c.history.clone());
+        let p = pool.clone();
+        let saved =
+            tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
+        match saved {
+            Ok(Ok(())) => super::failpoint("after-review", input.round),
+            Ok(Err(e)) => tracing::warn!(
+                "task {}: the review could not be written to the plan file yet: {e}",
+                input.index
+            ),
+            Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
+        }
+    }
     if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
         lock(&mem.carry).insert(input.index, patch.to_vec());
     }
@@ -349,7 +646,8 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
 }
 
 /// For a long-run plan, rewrites the Current Position section of `DIR/STATE.md` (the seed's
-/// Step 5) and returns its path, to commit with the round; nothing for other plans.
+/// Step 5) and returns its path, with `DIR/ISSUES.md` and the summaries of deferred plans, to
+/// commit with the round; nothing for other plans.
 pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
     if !plan.extra.contains_key(LONG_RUN_FIELD) {
         return Ok(Vec::new());
@@ -368,7 +666,20 @@ pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
         path,
         source: e.into(),
     })?;
-    Ok(vec![rel])
+    let mut paths = vec![rel];
+    // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
+    let issues = format!("{}ISSUES.md", paths[0].trim_end_matches("STATE.md"));
+    if opts.root.join(&issues).is_file() {
+        paths.push(issues);
+    }
+    for t in plan.tasks.iter().filter(|t| question::deferred(t)) {
+        for summary in t.creates() {
+            if opts.root.join(summary).is_file() {
+                paths.push(summary.clone());
+            }
+        }
+    }
+    Ok(paths)
 }
 
 /// The reviewer's part of the final summary: one line per reviewed task.

@@ -133,6 +133,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
+    hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
+        .map_err(RunError::Other)?;
     let repo = Arc::new(Repo::discover(&opts.root)?);
     repo.head()?;
     let lock_path = repo.common_dir().join("dagexec").join("run.lock");
@@ -403,16 +405,20 @@ fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
 }
 
 /// Records that attempt `attempt` of task `index` starts (the plan saved before its worker
-/// runs), so a crash cannot hand the task more attempts than it had.
+/// runs), so a crash cannot hand the task more attempts than it had. The review histories
+/// the attempts in flight wrote to the plan file (`memory`) are kept in it.
 pub(crate) fn count_attempt(
     plan: &mut Plan,
     index: usize,
     attempt: u32,
     opts: &RunOptions,
+    memory: &hooks::Memory,
 ) -> Result<(), RunError> {
     let t = &mut plan.tasks[index];
     if t.attempts() < attempt {
         t.attempts = Some(attempt);
+        let _held = memory.plan_file();
+        memory.apply(plan);
         save(plan, opts)?;
     }
     Ok(())
@@ -502,7 +508,7 @@ async fn execute_batch(
             AttemptEnd::Judged(j) => match judged(plan, *j, unit, ui) {
                 Ok(j) => done.push(j),
                 Err(retry) => {
-                    count_attempt(plan, retry.0, retry.1, opts)?;
+                    count_attempt(plan, retry.0, retry.1, opts, &pool.memory)?;
                     queue.push_front(retry)
                 }
             },
