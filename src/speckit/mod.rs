@@ -17,7 +17,8 @@
 //!   from each of its tasks that waits for nothing in its own phase to each task of the phases
 //!   it waits for that nothing there waits for.
 //! - **`- [x]` / `- [X]`** tasks are completed.
-//! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``), or a word
+//! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``, `` `.env` ``,
+//!   `` `Makefile` ``), or a word
 //!   with a file extension that has a `/`, follows `in`, `at`, `to`, `into`, `from`,
 //!   `under` (`in src/models/user.py`), or is the object of the task's verb when that verb
 //!   does not only read (`Update README.md`, not `Run quickstart.md validation`) — are its files, so the overlap rules keep two tasks off one
@@ -192,6 +193,19 @@ pub fn tasks_md_of(plan: &Plan) -> Option<&str> {
 /// changes are dagexec's own, not the user's.
 pub fn generated_dir_of(plan: &Plan) -> Option<String> {
     tasks_md_of(plan).map(|t| join(dir_of(t), GENERATED_DIR))
+}
+
+/// `git status --porcelain` output without the entries inside `dir` (or `dir` itself).
+pub fn without_dir(status: &str, dir: &str) -> String {
+    status
+        .lines()
+        .filter(|l| {
+            let path = l.get(3..).unwrap_or("").trim_matches('"');
+            let path = path.rsplit(" -> ").next().unwrap_or(path);
+            !(path.trim_end_matches('/') == dir || crate::paths::within(path, dir))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The task's ID and text as kept in the plan (plan-level, since completion trims tasks).

@@ -77,6 +77,22 @@ static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unw
 static EXTENSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[^./][^/]*\.[A-Za-z][A-Za-z0-9]{0,9}$").unwrap());
 
+static DOTFILE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\.[A-Za-z0-9][\w.-]*$").unwrap());
+
+/// File names without an extension that a backticked word names.
+const KNOWN_FILES: &[&str] = &[
+    "Makefile",
+    "Dockerfile",
+    "Containerfile",
+    "Justfile",
+    "Procfile",
+    "Gemfile",
+    "Rakefile",
+    "Vagrantfile",
+    "LICENSE",
+    "CODEOWNERS",
+];
+
 /// Verbs that make a task the creator of the files it names first.
 const CREATING_VERBS: &[&str] = &[
     "create",
@@ -306,7 +322,8 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
     Ok(out)
 }
 
-/// The files named in a task's description: backticked paths, and words that look like a
+/// The files named in a task's description: backticked paths (with a `/`, an extension, a
+/// dotfile, or a name like `Makefile`), and words that look like a
 /// file path (a file name with an extension that has a `/` in it, follows `in`, `at`,
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
@@ -316,7 +333,11 @@ fn files_of(text: &str) -> (Vec<String>, Vec<(String, String)>) {
     let mut found: Vec<String> = Vec::new();
     for c in BACKTICK.captures_iter(&text) {
         let s = c[1].trim();
-        if !s.contains(char::is_whitespace) && (s.contains('/') || EXTENSION.is_match(s)) {
+        let named = s.contains('/')
+            || EXTENSION.is_match(s)
+            || DOTFILE.is_match(s)
+            || KNOWN_FILES.contains(&s);
+        if !s.contains(char::is_whitespace) && named {
             found.push(s.to_string());
         }
     }
