@@ -35,6 +35,7 @@ Examples:
   dagexec init --worker 'claude -p'     write the workflow that runs the plan on GitHub Actions
   dagexec run --reviewer 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   each completed task reviewed
   dagexec run --long-run .long-run      the NN-PLAN.md files of .long-run, one worker per plan
+  dagexec --plan specs/001-x/tasks.md run   a Spec Kit task list, ticked as tasks complete
   dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
 
 The plan is .design/plan.json in the current directory unless --plan says otherwise.
@@ -44,7 +45,7 @@ Plan format and worker contract: see README.md.";
 #[derive(Debug, Parser)]
 #[command(name = "dagexec", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
-    /// The plan file [default: .design/plan.json]
+    /// The plan file, or a Spec Kit tasks.md [default: .design/plan.json]
     #[arg(long, global = true, value_name = "PATH")]
     plan: Option<PathBuf>,
 
