@@ -1,12 +1,18 @@
 //! `--plan specs/NNN-feature/tasks.md`: a Spec Kit task list run, validated, shown and drawn
 //! end to end, with the real binary, real git repositories and a scripted worker.
 
+#[path = "common/fake_github.rs"]
+mod fake_github;
+
+#[allow(dead_code)] // this file does not use every helper
 mod common;
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{dagexec, git, manifest};
+use fake_github::FakeGitHub;
 
 const TASKS: &str = "specs/003-todo/tasks.md";
 
@@ -323,4 +329,197 @@ fn a_task_that_changes_no_file_is_ticked_in_its_round_commit() {
         (vec!["T008".to_string()], vec!["T008".to_string()])
     );
     assert!(!read(&path).contains("- [ ] T"));
+}
+
+/// The Action's rounds on a tasks.md, job by job as a workflow run does them (the way
+/// tests/action_rounds.rs drives them, without act): `plan` in a fresh clone, one `work` per
+/// matrix entry at the round's base, `finalize`, against a bare remote and the fake API.
+struct Lab {
+    tmp: tempfile::TempDir,
+    origin: PathBuf,
+    gh: FakeGitHub,
+    jobs: usize,
+}
+
+impl Lab {
+    fn new() -> Self {
+        let seed = repo();
+        let tmp = tempfile::tempdir().unwrap();
+        let origin = tmp.path().join("origin.git");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+        let w = worker(tmp.path());
+        std::fs::copy(
+            w.trim_start_matches("sh '").trim_end_matches('\''),
+            seed.path().join("worker.sh"),
+        )
+        .unwrap();
+        git(seed.path(), &["add", "-A"]);
+        git(seed.path(), &["commit", "-qm", "worker"]);
+        git(
+            seed.path(),
+            &[
+                "push",
+                "-q",
+                origin.to_str().unwrap(),
+                "HEAD:refs/heads/main",
+            ],
+        );
+        let gh = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(FakeGitHub::start());
+        Lab {
+            tmp,
+            origin,
+            gh,
+            jobs: 0,
+        }
+    }
+
+    fn checkout(&mut self, rev: &str) -> PathBuf {
+        self.jobs += 1;
+        let dir = self.tmp.path().join(format!("job-{}", self.jobs));
+        let origin = self.origin.to_str().unwrap();
+        git(
+            self.tmp.path(),
+            &["clone", "-q", origin, dir.to_str().unwrap()],
+        );
+        git(&dir, &["checkout", "-q", "--detach", rev]);
+        dir
+    }
+
+    fn job(&self, dir: &Path, run_id: u32) -> std::process::Command {
+        let mut cmd = dagexec(dir);
+        let out = self.tmp.path().join("prompts");
+        std::fs::create_dir_all(&out).unwrap();
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", run_id.to_string())
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_REPOSITORY", "acme/widgets")
+            .env("GITHUB_API_URL", self.gh.url())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("GITHUB_REF_NAME", "main")
+            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
+            .env("DAGEXEC_TOKEN", "ghs_token")
+            .env("DAGEXEC_BRANCH", "dagexec/todo")
+            .env("DAGEXEC_PLAN", TASKS)
+            .env("OUT", out);
+        cmd
+    }
+
+    /// One workflow run; whether it asked for another.
+    fn round(&mut self, run_id: u32) -> bool {
+        let dispatched = self.gh.calls("actions/create-workflow-dispatch").len();
+        let dir = self.checkout("main");
+        let out = self
+            .job(&dir, run_id)
+            .args(["action", "plan"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "plan job: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let outputs: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("output "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if outputs.get("has-work").map(String::as_str) != Some("true") {
+            return false;
+        }
+        let base = outputs["base"].clone();
+        let matrix: serde_json::Value = serde_json::from_str(&outputs["matrix"]).unwrap();
+        let artifacts = self.tmp.path().join(format!("artifacts-{run_id}"));
+        for entry in matrix["include"].as_array().unwrap() {
+            let (t, a) = (
+                entry["task"].as_u64().unwrap(),
+                entry["attempt"].as_u64().unwrap(),
+            );
+            let dir = self.checkout(&base);
+            let out = self
+                .job(&dir, run_id)
+                .args(["action", "work"])
+                .env("DAGEXEC_TASK", t.to_string())
+                .env("DAGEXEC_ATTEMPT", a.to_string())
+                .env("DAGEXEC_ROUND", &outputs["round"])
+                .env("DAGEXEC_BASE", &base)
+                .env("DAGEXEC_WORKER", "sh ./worker.sh")
+                .env(
+                    "DAGEXEC_ARTIFACTS",
+                    artifacts.join(format!("dagexec-{run_id}-1-task-{t}-attempt-{a}")),
+                )
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "work job {t}/{a}: {}", text_of(&out));
+        }
+        let dir = self.checkout(&base);
+        git(
+            &dir,
+            &[
+                "fetch",
+                "-q",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+        );
+        let out = self
+            .job(&dir, run_id)
+            .args(["action", "finalize"])
+            .env("DAGEXEC_MATRIX", &outputs["matrix"])
+            .env("DAGEXEC_BASE", &base)
+            .env("DAGEXEC_ROUND", &outputs["round"])
+            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+            .env(
+                "DAGEXEC_MESSAGE",
+                outputs.get("message").cloned().unwrap_or_default(),
+            )
+            .env("DAGEXEC_ARTIFACTS", &artifacts)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "finalize: {}", text_of(&out));
+        self.gh.calls("actions/create-workflow-dispatch").len() > dispatched
+    }
+}
+
+fn text_of(o: &Output) -> String {
+    text(o)
+}
+
+#[test]
+fn the_action_runs_a_tasks_md_round_by_round_and_ticks_it() {
+    let mut lab = Lab::new();
+    let mut runs = 0;
+    while lab.round(200 + runs) {
+        runs += 1;
+        assert!(runs < 10, "more rounds than the DAG has");
+    }
+    let branch = "dagexec/todo";
+    let md = git(&lab.origin, &["show", &format!("{branch}:{TASKS}")]);
+    assert!(!md.contains("- [ ] T"), "{md}");
+    let subjects = git(&lab.origin, &["log", "--reverse", "--format=%H %s", branch]);
+    let rounds: Vec<&str> = subjects
+        .lines()
+        .filter(|l| l.contains(" dagexec: round "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(rounds.len(), 5, "{subjects}");
+    let mut per_round = Vec::new();
+    for sha in &rounds {
+        let (listed, ticked) = round_ticks(&lab.origin, sha);
+        assert_eq!(listed, ticked, "round commit {sha} ticks its own tasks");
+        per_round.push(ticked.join(" "));
+    }
+    assert_eq!(
+        per_round,
+        ["T002", "T003 T004", "T005 T007", "T006", "T008"]
+    );
+    let files = git(&lab.origin, &["ls-tree", "-r", "--name-only", branch]);
+    for f in ["src/add.sh", "README.md", "tests/add_test.sh"] {
+        assert!(files.lines().any(|l| l == f), "{f} not in\n{files}");
+    }
+    lab.gh.assert_clean();
 }

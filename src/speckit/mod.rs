@@ -426,7 +426,13 @@ fn context_docs(root: &Path, dir: &Path) -> Vec<String> {
         }
     }
     let mut contracts = Vec::new();
-    let mut stack = vec![dir.join("contracts")];
+    let contracts_dir = dir.join("contracts");
+    // A linked contracts/ is not followed (its files could be anywhere).
+    let mut stack = if std::fs::symlink_metadata(&contracts_dir).is_ok_and(|m| m.is_dir()) {
+        vec![contracts_dir]
+    } else {
+        Vec::new()
+    };
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
