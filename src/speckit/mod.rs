@@ -5,8 +5,9 @@
 //! `- [ ] T012 [P] [US1] Create User model in src/models/user.py`. [`parse`] reads one, and
 //! [`build`] makes it a plan by these rules:
 //!
-//! - **Phases run in order.** A `## ` section holding task lines is a phase; a tasks.md with
-//!   no section is one phase.
+//! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section
+//!   under a `###` or `####` heading that starts with `Phase`); a tasks.md with no section is
+//!   one phase. Fenced code blocks and HTML comments are skipped.
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without
 //!   `[P]` comes after every task written before it in its phase.
 //! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file).

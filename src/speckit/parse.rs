@@ -70,7 +70,10 @@ static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
 static FIELD: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\*\*([^*]+?)\*\*\s*:\s*(.*)$").unwrap());
+    LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());
+/// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
+static SECTION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:##\s|#{3,4}\s+(?i:phase)\b)").unwrap());
 static STORY_HEADING: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\buser\s+story\s+\d+").unwrap());
 static BACKTICK: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").unwrap());
@@ -156,7 +159,10 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
             }
             continue;
         }
-        if let Some(h) = trimmed.strip_prefix("## ") {
+        if let Some(h) = SECTION
+            .is_match(trimmed)
+            .then(|| trimmed.trim_start_matches('#').trim())
+        {
             section = Some(Phase {
                 title: h.trim().to_string(),
                 line: line_no,

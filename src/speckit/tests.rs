@@ -442,3 +442,14 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     let outside = prepare(root.path(), std::path::Path::new("/etc/tasks.md"), false).unwrap_err();
     assert!(matches!(outside[0], SpecKitError::Outside { .. }));
 }
+
+#[test]
+fn deeper_phase_headings_and_bold_colons() {
+    let p = read(
+        "## Tasks\n\n### Phase 3.1: Setup\n**Purpose:** get going\n- [ ] T001 Write `a.txt`\n- [ ] T002 Write `b.txt`\n\n### Phase 3.2: Core\n### Tests first\n- [ ] T003 [P] Write `c.txt`\n- [ ] T004 [P] Write `d.txt`\n",
+    );
+    let titles: Vec<&str> = p.phases.iter().map(|ph| ph.title.as_str()).collect();
+    assert_eq!(titles, ["Phase 3.1: Setup", "Phase 3.2: Core"]);
+    assert_eq!(p.phases[0].goal.as_deref(), Some("get going"));
+    assert_eq!(p.deps, [vec![], vec![0], vec![1], vec![1]]);
+}
