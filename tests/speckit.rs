@@ -230,6 +230,24 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
             "T008 skipped"
         ]
     );
+    // `retry` writes the generated plan: T004 and what it skipped are pending again.
+    let o = dagexec(dir.path())
+        .args(["--plan", TASKS, "retry", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let retried = status(dir.path());
+    assert_eq!(
+        &retried[3..],
+        [
+            "T004 pending",
+            "T009 pending",
+            "T005 pending",
+            "T006 pending",
+            "T007 pending",
+            "T008 pending"
+        ]
+    );
     // `graph` draws the derived DAG with the IDs.
     let g = dagexec(dir.path())
         .args(["--plan", TASKS, "graph"])
@@ -238,6 +256,20 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
     let g = String::from_utf8_lossy(&g.stdout);
     assert!(g.contains("T009 Add a logger in src/log.sh"), "{g}");
     assert!(g.contains("t4 --> t5"), "T005 waits for the new T009: {g}");
+    // The run resumes on the edited file and ends with all of it ticked.
+    let o = run(dir.path(), out.path(), "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = read(&dir.path().join(TASKS));
+    assert!(
+        !md.contains("- [ ] T") && md.contains("- [x] T009 [P] Add a logger"),
+        "{md}"
+    );
+    assert_eq!(
+        read(&dir.path().join("src/store.sh")),
+        "T003\n",
+        "T003 ran once"
+    );
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
 
 #[test]
