@@ -471,6 +471,12 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
         }));
     }
     let tasks_rel = rel(&root_c, &abs_c);
+    if crate::paths::git_dir_prefix(&tasks_rel).is_some() {
+        return Err(one(SpecKitError::Outside {
+            path: abs,
+            root: root.to_path_buf(),
+        }));
+    }
     let text = read(&abs_c).map_err(one)?;
     let parsed = parse(&tasks_rel, &text)?;
     let dir = abs_c.parent().unwrap_or(&root_c).to_path_buf();
@@ -539,6 +545,16 @@ pub fn tick_file(root: &Path, plan: &Plan) -> Result<Vec<String>, SpecKitError> 
         file: tasks_md.to_string(),
         why: e.to_string(),
     })?;
+    // The plan names the file; only a Markdown file outside `.git` is ever ticked.
+    if !is_tasks_md(Path::new(&clean)) || crate::paths::git_dir_prefix(&clean).is_some() {
+        return Err(SpecKitError::Path {
+            path: clean.clone(),
+            line: 0,
+            id: String::new(),
+            file: clean,
+            why: "is not a tasks.md dagexec may tick".into(),
+        });
+    }
     let path = root.join(&clean);
     let text = read(&path)?;
     let ticked = parse::tick(&text, &completed_ids(plan));

@@ -439,8 +439,18 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
         tick_file(root.path(), &plan).unwrap().is_empty(),
         "nothing left to tick"
     );
+    for bad in ["src/main.rs", ".git/hooks/x.md", "../x/tasks.md"] {
+        let mut tampered = plan.clone();
+        tampered.extra[FIELD]["tasksMd"] = bad.into();
+        assert!(tick_file(root.path(), &tampered).is_err(), "{bad}");
+    }
     let outside = prepare(root.path(), std::path::Path::new("/etc/tasks.md"), false).unwrap_err();
     assert!(matches!(outside[0], SpecKitError::Outside { .. }));
+    std::fs::create_dir_all(root.path().join(".git")).unwrap();
+    std::fs::write(root.path().join(".git/tasks.md"), "- [ ] T1 x\n").unwrap();
+    let inside_git = prepare(root.path(), std::path::Path::new(".git/tasks.md"), true).unwrap_err();
+    assert!(matches!(inside_git[0], SpecKitError::Outside { .. }));
+    assert!(!root.path().join(".git/.dagexec").exists());
 }
 
 #[test]
