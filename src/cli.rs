@@ -35,6 +35,7 @@ Examples:
   dagexec init --worker 'claude -p'     write the workflow that runs the plan on GitHub Actions
   dagexec run --reviewer 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   each completed task reviewed
   dagexec run --long-run .long-run      the NN-PLAN.md files of .long-run, one worker per plan
+  dagexec --plan specs/001-x/tasks.md run   a Spec Kit task list, ticked as tasks complete
   dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
 
 The plan is .design/plan.json in the current directory unless --plan says otherwise.
@@ -44,7 +45,7 @@ Plan format and worker contract: see README.md.";
 #[derive(Debug, Parser)]
 #[command(name = "dagexec", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
-    /// The plan file [default: .design/plan.json]
+    /// The plan file, or a Spec Kit tasks.md [default: .design/plan.json]
     #[arg(long, global = true, value_name = "PATH")]
     plan: Option<PathBuf>,
 
@@ -309,6 +310,45 @@ impl Location {
     }
 }
 
+/// For `--plan …/tasks.md` (a Spec Kit task list), the location of the plan generated from
+/// it (`speckit::prepare`): written next to tasks.md for the commands that change the state
+/// (`run`, `answer`, `retry`), else in a temporary directory that lives as long as the
+/// returned value. Other plans and commands: `loc` unchanged.
+fn speckit_location(
+    command: &Command,
+    loc: Location,
+) -> Result<(Location, Option<crate::speckit::Prepared>), CliError> {
+    if !crate::speckit::is_tasks_md(&loc.plan) {
+        return Ok((loc, None));
+    }
+    let write = match command {
+        Command::Run { dry_run, .. } => !dry_run,
+        Command::Answer { .. } | Command::Retry { .. } => true,
+        Command::Validate { .. }
+        | Command::Status { .. }
+        | Command::Graph { .. }
+        | Command::Prompt { .. } => false,
+        Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => {
+            return Ok((loc, None));
+        }
+    };
+    let prepared = crate::speckit::prepare(&loc.root, &loc.plan, write).map_err(|errors| {
+        let (message, hint) = crate::speckit::describe(&errors);
+        CliError::Usage { message, hint }
+    })?;
+    if matches!(command, Command::Validate { .. } | Command::Run { .. }) {
+        for w in &prepared.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let loc = Location {
+        plan: prepared.plan.clone(),
+        root: loc.root,
+        plan_rel: Some(prepared.plan_rel.clone()),
+    };
+    Ok((loc, Some(prepared)))
+}
+
 /// A plan that loaded and validated.
 struct Loaded {
     plan: Plan,
@@ -385,6 +425,15 @@ pub fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: cannot determine the current directory: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    // `--plan specs/001-x/tasks.md`: the plan generated next to it.
+    let given = loc.clone();
+    let (loc, _speckit) = match speckit_location(&cli.command, loc) {
+        Ok(l) => l,
+        Err(e) => {
+            report(&e, &given);
             return ExitCode::from(EXIT_USAGE);
         }
     };

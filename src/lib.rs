@@ -38,8 +38,10 @@ pub mod worker;
 // The other two specifications: the reviewer loop (`review`, `question`; pure) and long-run
 // PLAN.md folders (`longrun`: pure `folder`, `prompt`, `output`; `prepare` reads the folder).
 pub mod longrun;
+// Spec Kit tasks.md files (`speckit`: pure `parse`; `prepare` writes the generated plan).
 pub mod question;
 pub mod review;
+pub mod speckit;
 
 #[cfg(test)]
 mod testing;

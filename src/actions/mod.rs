@@ -81,7 +81,8 @@ impl From<crate::plan::error::PlanError> for ActionError {
 }
 
 /// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
-/// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it.
+/// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it,
+/// a Spec Kit `tasks.md` the plan `speckit::prepare` writes next to it.
 /// Preparing is deterministic from the tree, so every job of a round derives the same plan,
 /// carrying the state committed in `DIR/plan.json`.
 pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Inputs, ActionError> {
@@ -90,6 +91,13 @@ pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Input
     if dir.is_dir() {
         let prepared = crate::longrun::prepare(root, &dir, false)
             .map_err(|e| ActionError::Input(format!("{e}\n  hint: {}", e.hint())))?;
+        resolved.plan_rel = prepared.plan_rel;
+    } else if crate::speckit::is_tasks_md(&dir) && dir.is_file() {
+        // A Spec Kit tasks.md: the plan generated next to it (`speckit::prepare`).
+        let prepared = crate::speckit::prepare(root, &dir, true).map_err(|errors| {
+            let (message, hint) = crate::speckit::describe(&errors);
+            ActionError::Input(format!("{message}\n  hint: {hint}"))
+        })?;
         resolved.plan_rel = prepared.plan_rel;
     }
     Ok(resolved)

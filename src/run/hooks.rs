@@ -645,12 +645,20 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
         && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
-/// For a long-run plan, rewrites the Current Position section of `DIR/STATE.md` (the seed's
-/// Step 5) and returns its path, with `DIR/ISSUES.md` and the summaries of deferred plans, to
-/// commit with the round; nothing for other plans.
+/// For a Spec Kit plan, ticks the completed tasks in its tasks.md and returns the file's
+/// path, to commit with the round; nothing for other plans.
+pub(super) fn tasks_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
+    crate::speckit::tick_file(&opts.root, plan).map_err(|e| super::RunError::Other(e.to_string()))
+}
+
+/// The state files committed with the round: a Spec Kit plan's ticked tasks.md
+/// ([`tasks_md`]); for a long-run plan, `DIR/STATE.md` with its Current Position section
+/// rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries of deferred plans.
+/// Nothing for other plans.
 pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
+    let ticked = tasks_md(plan, opts)?;
     if !plan.extra.contains_key(LONG_RUN_FIELD) {
-        return Ok(Vec::new());
+        return Ok(ticked);
     }
     let rel = match opts.plan_rel.rsplit_once('/') {
         Some((dir, _)) => format!("{dir}/STATE.md"),
@@ -666,9 +674,10 @@ pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
         path,
         source: e.into(),
     })?;
-    let mut paths = vec![rel];
+    let mut paths = vec![rel.clone()];
+    paths.extend(ticked);
     // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
-    let issues = format!("{}ISSUES.md", paths[0].trim_end_matches("STATE.md"));
+    let issues = format!("{}ISSUES.md", rel.trim_end_matches("STATE.md"));
     if opts.root.join(&issues).is_file() {
         paths.push(issues);
     }

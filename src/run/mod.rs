@@ -651,7 +651,10 @@ pub(crate) fn finish(
                 .to_string_lossy()
                 .to_string();
             let index = repo.round_index()?;
-            index.add_own_files(repo, std::slice::from_ref(&rel))?;
+            // With a Spec Kit plan's tasks.md, ticked (when the last round had nothing to commit).
+            let mut own = vec![rel.clone()];
+            own.extend(hooks::tasks_md(plan, opts)?);
+            index.add_own_files(repo, &own)?;
             index.remove(std::slice::from_ref(&opts.plan_rel))?;
             let message = format!(
                 "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
