@@ -156,6 +156,7 @@ fn conflicting_tasks_run_one_after_another_in_one_round() {
     let seen = tempfile::tempdir().unwrap();
     let (_w, cmd) = worker(&format!(
         r#"cp x.txt '{seen}/seen-by-'"$DAGEXEC_TASK_INDEX"
+if [ -e "$(git rev-parse --git-common-dir)/dagexec/round-index" ]; then echo "$DAGEXEC_TASK_INDEX" >> '{seen}/index-present'; fi
 {WRITE_DECLARED}
 echo "COMPLETED: done""#,
         seen = seen.path().display()
@@ -180,6 +181,8 @@ echo "COMPLETED: done""#,
     assert_eq!(saw(1), "base\n");
     assert_eq!(saw(0), "base\nby 1\n");
     assert_eq!(saw(2), "base\nby 1\nby 0\n");
+    // The round's temporary index never exists while a worker runs (a worker could edit it).
+    assert!(!seen.path().join("index-present").exists());
     assert_eq!(
         std::fs::read_to_string(dir.path().join("x.txt")).unwrap(),
         "base\nby 1\nby 0\nby 2\n"

@@ -31,17 +31,20 @@ pub(crate) fn integrate_and_commit(
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<Option<RunEnd>, RunError> {
-    let mut build = RoundBuild::start(repo)?;
+    let mut build = RoundBuild::start();
     build.add(repo, plan, &judged, ui)?;
     build.commit(repo, plan, dag, batch, round, wave, opts, ui)
 }
 
-/// A round being integrated: its temporary index at `HEAD` with the patches accepted so far,
-/// and the results decided so far. A round whose conflicting tasks run in sequential groups
-/// adds each group's judged attempts in turn ([`RoundBuild::add`]); the next group starts from
-/// [`RoundBuild::next_base`], so its patches apply on top of the earlier ones.
+/// A round being integrated: the patches accepted so far (in the order they apply) and the
+/// results decided so far. A round whose conflicting tasks run in sequential groups adds each
+/// group's judged attempts in turn ([`RoundBuild::add`]); the next group starts from
+/// [`RoundBuild::next_base`], so its patches apply on top of the earlier ones. The temporary
+/// index is built from `HEAD` and the accepted patches each time it is needed and removed
+/// before any worker runs again: no worker ever runs while it exists.
 pub(crate) struct RoundBuild {
-    index: RoundIndex,
+    /// The accepted patches, in the order they were applied.
+    accepted: Vec<Vec<u8>>,
     results: Vec<TaskResult>,
     entries: Vec<BatchEntry>,
     /// Tasks whose changes are in the index, with the paths they touch.
@@ -53,20 +56,31 @@ pub(crate) struct RoundBuild {
 impl RoundBuild {
     /// A round built at `HEAD` (the user's index and work tree are not touched until the
     /// commit exists and `HEAD` points at it).
-    pub(crate) fn start(repo: &Repo) -> Result<RoundBuild, RunError> {
-        Ok(RoundBuild {
-            index: repo.round_index()?,
+    pub(crate) fn start() -> RoundBuild {
+        RoundBuild {
+            accepted: Vec::new(),
             results: Vec::new(),
             entries: Vec::new(),
             applied: Vec::new(),
             questions: false,
-        })
+        }
+    }
+
+    /// The round's temporary index: `HEAD` with the accepted patches applied.
+    fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
+        let index = repo.round_index()?;
+        for patch in &self.accepted {
+            index
+                .apply_patch(patch)
+                .map_err(|e| RunError::Other(format!("cannot rebuild the round: {}", e.message)))?;
+        }
+        Ok(index)
     }
 
     /// The commit the round's next group starts from: `HEAD` with every patch accepted so far
     /// (not published on any branch).
     pub(crate) fn next_base(&self, repo: &Repo) -> Result<String, RunError> {
-        Ok(self.index.snapshot(repo)?)
+        Ok(self.index(repo)?.snapshot(repo)?)
     }
 
     /// Decides the judged attempts of one group (in plan-index order): a completed patch is
@@ -80,7 +94,8 @@ impl RoundBuild {
         judged: &[Judged],
         ui: &Ui,
     ) -> Result<(), RunError> {
-        let index = &self.index;
+        let index = self.index(repo)?;
+        let accepted = &mut self.accepted;
         let applied = &mut self.applied;
         // Files the user changed (or keeps untracked or ignored) where a patch writes: the
         // patch cannot land without losing them, so it does not.
@@ -108,6 +123,7 @@ impl RoundBuild {
                             index
                                 .apply_patch(&j.patch)
                                 .map_err(|e| RunError::Other(e.message))?;
+                            accepted.push(j.patch.clone());
                             applied.push((j.index, j.touched.iter().cloned().collect()));
                             None
                         }
@@ -160,6 +176,7 @@ impl RoundBuild {
                         index
                             .apply_patch(&j.patch)
                             .map_err(|e| RunError::Other(e.message))?;
+                        accepted.push(j.patch.clone());
                         applied.push((j.index, j.touched.iter().cloned().collect()));
                     }
                     Err(e) => ui.say(format!(
@@ -200,8 +217,9 @@ impl RoundBuild {
         opts: &RunOptions,
         ui: &Ui,
     ) -> Result<Option<RunEnd>, RunError> {
+        let index = self.index(repo)?;
         let RoundBuild {
-            index,
+            accepted: _,
             mut results,
             mut entries,
             applied,

@@ -343,7 +343,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
                 groups_text(&groups)
             ));
         }
-        let mut build = integrate::RoundBuild::start(&repo)?;
+        let mut build = integrate::RoundBuild::start();
         let mut interrupted = false;
         for (k, group) in groups.iter().enumerate() {
             let base = build.next_base(&repo)?;
