@@ -608,6 +608,8 @@ fn a_second_run_on_the_same_repository_is_refused() {
 fn resume_after_a_crash_at_each_step_of_a_round() {
     let plan = example("random-40-v2.json");
     for point in [
+        // Round 3 runs its tasks sharing files in two groups: a crash between them.
+        "between-groups:3",
         "after-workers:3",
         "before-commit:3",
         "after-commit:3",

@@ -381,6 +381,9 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
                 break;
             };
             build.add(&repo, &mut plan, &judged, ui)?;
+            if k + 1 < groups.len() {
+                failpoint("between-groups", round);
+            }
         }
         failpoint("after-workers", round);
         if interrupted {
