@@ -1,7 +1,8 @@
 //! `dagexec demo`: a real run with no API key. A small repository and plan (embedded from
 //! `examples/demo/`) are written to a new directory, committed, and executed by a bundled
-//! scripted worker that follows the worker contract — parallel rounds, a retry, a conflict
-//! that waits for a later round, and one commit per round to review with `git log`.
+//! scripted worker that follows the worker contract — parallel rounds, a retry, two tasks
+//! sharing a file run one after another inside a round, and one commit per round to review
+//! with `git log`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,13 +1,18 @@
 //! The round engine: which tasks run next. Pure — it reads plan state and returns decisions.
 //!
 //! * Ready set (seed 3a): pending tasks whose blockers are all completed.
-//! * Batch: a subset of the ready set in which no two tasks conflict in the overlap matrix.
-//!   Conflicting ready tasks wait for a later batch (on GitHub every batch is one job matrix,
-//!   so "run them sequentially" means "not in the same batch").
-//!   Order of choice: longest remaining critical path first (the task heading the longest chain
-//!   of dependents), ties by plan index. Why: when two ready tasks conflict, the one that
-//!   unblocks deeper work should not wait behind one that unblocks nothing; plan index breaks
-//!   ties so rounds are reproducible and follow declaration order.
+//! * Round ([`Rounds`], seed 3b): the whole ready set. Tasks in it that conflict on files "run
+//!   sequentially": [`sequential_groups`] splits the round into groups run one after another,
+//!   no two conflicting tasks in one group; the round still ends with one update, one circuit
+//!   breaker decision and one commit.
+//! * Batch ([`Batches`], and within a wave): a subset of the ready set in which no two tasks
+//!   conflict in the overlap matrix; conflicting ready tasks wait for a later batch. The
+//!   GitHub Action plans its job matrices this way (a matrix cannot order its jobs).
+//!   Order of choice (for batches and groups alike): longest remaining critical path first
+//!   (the task heading the longest chain of dependents), ties by plan index. Why: when two
+//!   ready tasks conflict, the one that unblocks deeper work should not wait behind one that
+//!   unblocks nothing; plan index breaks ties so rounds are reproducible and follow
+//!   declaration order.
 //! * Deadlock (seed 3a): pending tasks remain but none is ready.
 //! * Waves (seed 001): a batch holds only tasks of the lowest wave that still has pending
 //!   tasks, so a wave starts only when the previous one is resolved.
@@ -55,9 +60,15 @@ pub trait Policy {
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next;
 }
 
-/// The seed's ready-set rounds.
+/// The seed's ready-set rounds: a round is every ready task (conflicting ones run one after
+/// another inside it, see [`sequential_groups`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rounds;
+
+/// Conflict-free batches of the ready set: conflicting ready tasks wait for a later batch.
+/// What a GitHub job matrix can run at once; also the dry-run view of `eager`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Batches;
 
 /// Seed 001: wave by wave.
 #[derive(Debug, Clone, Copy, Default)]
@@ -103,6 +114,20 @@ pub fn select_batch(
     (chosen, waiting)
 }
 
+/// Splits a round's tasks into groups run one after another: no two tasks of a group
+/// conflict, each group takes what [`select_batch`] picks from what is left (critical path
+/// first, then plan index). Each group ascending; the groups cover `tasks` exactly once.
+pub fn sequential_groups(tasks: &[usize], dag: &Dag, conflicts: &OverlapMatrix) -> Vec<Vec<usize>> {
+    let mut rest = tasks.to_vec();
+    let mut groups = Vec::new();
+    while !rest.is_empty() {
+        let (group, waiting) = select_batch(&rest, dag, conflicts, None);
+        groups.push(group);
+        rest = waiting;
+    }
+    groups
+}
+
 fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
     if pending == 0 {
         return Next::Done;
@@ -115,6 +140,29 @@ fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>)
 }
 
 impl Policy for Rounds {
+    /// The whole ready set (with a cap: the first `cap` by critical path, then plan index).
+    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
+        let pending = view.plan.count(Status::Pending);
+        if pending == 0 {
+            return Next::Done;
+        }
+        let mut ready = ready_set(view.plan, view.dag);
+        if ready.is_empty() {
+            return Next::Deadlock { pending };
+        }
+        let cap = cap.unwrap_or(usize::MAX).max(1);
+        ready.sort_by_key(|&i| (std::cmp::Reverse(view.dag.height(i)), i));
+        let mut waiting = ready.split_off(cap.min(ready.len()));
+        ready.sort_unstable();
+        waiting.sort_unstable();
+        Next::Batch {
+            tasks: ready,
+            waiting,
+        }
+    }
+}
+
+impl Policy for Batches {
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
         let pending = view.plan.count(Status::Pending);
         decide(pending, ready_set(view.plan, view.dag), view, cap)
@@ -153,23 +201,24 @@ impl Policy for Waves {
 /// How batches are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Schedule {
-    /// Ready-set rounds (seed 000), the default.
+    /// Ready-set rounds (seed 000), the default: a round is the whole ready set.
     #[default]
     Rounds,
     /// Wave by wave (seed 001).
     Waves,
     /// Beyond the seeds: a task starts as soon as its blockers are completed and a slot is
-    /// free ([`eager_pick`]); the batches shown for it (dry run) are the ready-set rounds.
+    /// free ([`eager_pick`]); the batches shown for it (dry run) are conflict-free ones.
     Eager,
 }
 
 impl Schedule {
     /// The policy object for this schedule (eager runs pick with [`eager_pick`]; its batch
-    /// view, for the dry run, is the ready-set one).
+    /// view, for the dry run, is [`Batches`]).
     pub fn policy(self) -> &'static dyn Policy {
         match self {
-            Schedule::Rounds | Schedule::Eager => &Rounds,
+            Schedule::Rounds => &Rounds,
             Schedule::Waves => &Waves,
+            Schedule::Eager => &Batches,
         }
     }
 }
@@ -276,20 +325,61 @@ mod tests {
         // 0 and 1 share a file; 1 heads a chain (1 ← 2 ← 3), so 1 runs first.
         let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[1], &[]), (&[2], &[])]);
         assert_eq!(
-            run(&p, Schedule::Rounds, None).0,
+            run(&p, Schedule::Eager, None).0,
             vec![vec![1], vec![0, 2], vec![3]]
         );
         // Equal heights: plan index breaks the tie.
         let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[], &["a"])]);
         assert_eq!(
-            run(&p, Schedule::Rounds, None).0,
+            run(&p, Schedule::Eager, None).0,
             vec![vec![0], vec![1], vec![2]]
         );
         // The cap holds the rest back.
         let p = plan(&[(&[], &[]), (&[], &[]), (&[], &[])]);
         assert_eq!(
-            run(&p, Schedule::Rounds, Some(2)).0,
+            run(&p, Schedule::Eager, Some(2)).0,
             vec![vec![0, 1], vec![2]]
+        );
+    }
+
+    #[test]
+    fn a_round_is_the_whole_ready_set_with_conflicts_in_sequence() {
+        // 0 and 1 share a file; 1 heads a chain (1 ← 2 ← 3). The seed's round 1 is {0, 1}:
+        // 1 first (critical path), then 0 on top of it.
+        let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[1], &[]), (&[2], &[])]);
+        let dag = Dag::build(&p).unwrap();
+        let m = OverlapMatrix::compute(&p, &dag);
+        let rounds = run(&p, Schedule::Rounds, None).0;
+        assert_eq!(rounds, vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(
+            sequential_groups(&rounds[0], &dag, &m),
+            vec![vec![1], vec![0]]
+        );
+        // Three tasks on one file: one round, three groups in plan order.
+        let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[], &["a"]), (&[], &["b"])]);
+        let dag = Dag::build(&p).unwrap();
+        let m = OverlapMatrix::compute(&p, &dag);
+        let rounds = run(&p, Schedule::Rounds, None).0;
+        assert_eq!(rounds, vec![vec![0, 1, 2, 3]]);
+        assert_eq!(
+            sequential_groups(&rounds[0], &dag, &m),
+            vec![vec![0, 3], vec![1], vec![2]]
+        );
+        // A cap takes the first tasks by critical path, then plan index.
+        let p = plan(&[(&[], &[]), (&[], &[]), (&[1], &[])]);
+        let dag = Dag::build(&p).unwrap();
+        let m = OverlapMatrix::empty(3);
+        let view = View {
+            plan: &p,
+            dag: &dag,
+            conflicts: &m,
+        };
+        assert_eq!(
+            Rounds.next(view, Some(1)),
+            Next::Batch {
+                tasks: vec![1],
+                waiting: vec![0]
+            }
         );
     }
 
@@ -377,7 +467,7 @@ mod tests {
             let p = plan(&spec);
             let dag = Dag::build(&p).unwrap();
             let m = OverlapMatrix::compute(&p, &dag);
-            let (batches, deadlock) = simulate(&p, &dag, &m, Schedule::Rounds, cap);
+            let (batches, deadlock) = simulate(&p, &dag, &m, Schedule::Eager, cap);
             prop_assert_eq!(deadlock, None);
             let mut round_of = vec![usize::MAX; p.tasks.len()];
             for (r, b) in batches.iter().enumerate() {
@@ -396,6 +486,52 @@ mod tests {
                 }
             }
             prop_assert!(batches.len() as u32 >= dag.max_depth());
+        }
+
+        /// `rounds` against a plain model of the seed's round loop (Step 3: a round is every
+        /// pending task whose blockers completed; all of them complete): the same rounds, on
+        /// plans with file conflicts, and each round's sequential groups cover it once with
+        /// no two conflicting tasks in a group.
+        #[test]
+        fn rounds_match_the_seed_round_loop_with_conflicts((deps, files) in arb_plan()) {
+            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
+                .map(|(i, d)| (
+                    d.iter().copied().filter(|&x| x < i).collect(),
+                    files[i].iter().map(|&f| names[f as usize]).collect(),
+                )).collect();
+            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
+            let p = plan(&spec);
+            // The seed's loop, written out with no engine code.
+            let mut done = vec![false; tasks.len()];
+            let mut seed: Vec<Vec<usize>> = Vec::new();
+            while done.iter().any(|d| !d) {
+                let ready: Vec<usize> = (0..tasks.len())
+                    .filter(|&i| !done[i] && tasks[i].0.iter().all(|&d| done[d]))
+                    .collect();
+                prop_assert!(!ready.is_empty());
+                for &i in &ready { done[i] = true; }
+                seed.push(ready);
+            }
+            let dag = Dag::build(&p).unwrap();
+            let m = OverlapMatrix::compute(&p, &dag);
+            let (rounds, deadlock) = simulate(&p, &dag, &m, Schedule::Rounds, None);
+            prop_assert_eq!(deadlock, None);
+            prop_assert_eq!(rounds.len(), seed.len());
+            prop_assert_eq!(&rounds, &seed);
+            for round in &rounds {
+                let groups = sequential_groups(round, &dag, &m);
+                let mut all: Vec<usize> = groups.concat();
+                all.sort_unstable();
+                prop_assert_eq!(&all, round);
+                for g in &groups {
+                    for (k, &x) in g.iter().enumerate() {
+                        for &y in &g[k + 1..] {
+                            prop_assert!(!m.conflict(x, y), "tasks {} and {} conflict in one group", x, y);
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -268,14 +268,14 @@ fn dry_run_shows_rounds_and_changes_nothing() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
-    // Tasks 2 and 3 both modify package.json, so 3 waits a round: 4 rounds, not maxDepth 3.
+    // Tasks 2 and 3 both modify package.json: the seed runs them one after another inside
+    // round 2, so there are maxDepth (3) rounds.
     assert_eq!(
         out,
-        "Dry run: 4 round(s) if every task completes (nothing is changed).\n\
+        "Dry run: 3 round(s) if every task completes (nothing is changed).\n\
          Round 1: 0 Create user model | 1 Add password hashing helper | 5 Research rate limiting options\n\
-         Round 2: 2 Implement sign-up endpoint\n\
-         Round 3: 3 Implement session middleware\n\
-         Round 4: 4 Implement login endpoint\n"
+         Round 2: 2 Implement sign-up endpoint, then 3 Implement session middleware (sharing files: 2 groups, one after another)\n\
+         Round 3: 4 Implement login endpoint\n"
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join(".design/plan.json")).unwrap(),
@@ -608,6 +608,8 @@ fn a_second_run_on_the_same_repository_is_refused() {
 fn resume_after_a_crash_at_each_step_of_a_round() {
     let plan = example("random-40-v2.json");
     for point in [
+        // Round 3 runs its tasks sharing files in two groups: a crash between them.
+        "between-groups:3",
         "after-workers:3",
         "before-commit:3",
         "after-commit:3",

@@ -126,7 +126,9 @@ pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, Acti
             ));
         }
     }
-    let policy = engine::Schedule::Rounds.policy();
+    // A job matrix cannot order its jobs: a workflow run takes a conflict-free batch of the
+    // ready set, and conflicting tasks wait for a later run (see ARCHITECTURE.md, "The Action").
+    let policy: &dyn engine::Policy = &engine::Batches;
     let view = View {
         plan: &plan,
         dag: &dag,

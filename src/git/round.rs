@@ -474,6 +474,37 @@ impl RoundIndex {
         Ok(())
     }
 
+    /// A commit of the index as it is now (parent: the base), published nowhere: the base a
+    /// later group of the round starts from, with the earlier groups' patches applied. The
+    /// base itself when nothing was applied. No ref moves and no journal is written; an
+    /// unreferenced commit is garbage git collects in time.
+    pub fn snapshot(&self, repo: &Repo) -> Result<String, GitError> {
+        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
+        let base_tree = text(
+            &git(&self.root, "rev-parse")
+                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
+                .run()?,
+        );
+        if tree == base_tree {
+            return Ok(self.base.clone());
+        }
+        let mut call = git(&self.root, "commit-tree")
+            .config("commit.gpgsign=false")
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                &tree,
+                "-p",
+                &self.base,
+                "-m",
+                "dagexec: the round so far (the base of its next group)",
+            ]);
+        for (key, value) in repo.fallback_identity()? {
+            call = call.env(key, value);
+        }
+        Ok(text(&call.run()?))
+    }
+
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
     /// round in the journal. `None` when the tree is the base's: nothing to commit.
     pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<Prepared>, GitError> {

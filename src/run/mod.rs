@@ -327,41 +327,73 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         let wave = (opts.settings.schedule == Schedule::Waves)
             .then(|| engine::current_wave(&plan, &dag))
             .flatten();
-        let base = repo.head()?;
+        // Seed 3b: a round's tasks that share files "run sequentially" — in groups one after
+        // another, each starting from the round's tree with the earlier groups' work applied.
+        let groups = match opts.settings.schedule {
+            Schedule::Rounds => engine::sequential_groups(&batch, &dag, &conflicts),
+            _ => vec![batch.clone()],
+        };
         ui.say(format!(
             "\nRound {round}: starting {} task(s): {}",
             batch.len(),
             list(&batch)
         ));
-        for &i in &batch {
-            let t = &mut plan.tasks[i];
-            t.status = Status::InProgress;
-            // An attempt is counted when it starts (saved before the worker runs): a crash
-            // never gives a task an attempt more.
-            t.attempts = Some(t.attempts() + 1);
+        if groups.len() > 1 {
+            ui.say(format!(
+                "  they share files, so they run in {} groups one after another: {}",
+                groups.len(),
+                groups_text(&groups)
+            ));
         }
-        save(&plan, opts)?;
-        let ended = runtime.block_on(execute_batch(
-            &repo,
-            &pool,
-            &mut plan,
-            &batch,
-            round,
-            &base,
-            unit,
-            opts,
-            scratch.path(),
-            &cancel_rx,
-            ui,
-        ))?;
+        let mut build = integrate::RoundBuild::start();
+        let mut interrupted = false;
+        for (k, group) in groups.iter().enumerate() {
+            let base = build.next_base(&repo)?;
+            if k > 0 {
+                ui.say(format!(
+                    "  group {} of {}: {}",
+                    k + 1,
+                    groups.len(),
+                    list(group)
+                ));
+            }
+            for &i in group {
+                let t = &mut plan.tasks[i];
+                t.status = Status::InProgress;
+                // An attempt is counted when it starts (saved before the worker runs): a crash
+                // never gives a task an attempt more.
+                t.attempts = Some(t.attempts() + 1);
+            }
+            save(&plan, opts)?;
+            let ended = runtime.block_on(execute_batch(
+                &repo,
+                &pool,
+                &mut plan,
+                group,
+                round,
+                &base,
+                unit,
+                opts,
+                scratch.path(),
+                &cancel_rx,
+                ui,
+            ))?;
+            let Some(judged) = ended else {
+                interrupted = true;
+                break;
+            };
+            build.add(&repo, &mut plan, &judged, ui)?;
+            if k + 1 < groups.len() {
+                failpoint("between-groups", round);
+            }
+        }
         failpoint("after-workers", round);
-        let Some(judged) = ended else {
+        if interrupted {
             ui.say("Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.");
             return Ok(RunEnd::Interrupted);
-        };
-        let end = integrate_and_commit(
-            &repo, &mut plan, &dag, &batch, judged, round, wave, opts, ui,
-        )?;
+        }
+        // One update (results, cascade, circuit breaker) and one commit for the whole round.
+        let end = build.commit(&repo, &mut plan, &dag, &batch, round, wave, opts, ui)?;
         if let Some(end) = end {
             return finish(&repo, &mut plan, opts, ui, Some(end));
         }
@@ -387,6 +419,15 @@ fn failpoint(name: &str, round: u32) {
     if v == format!("panic:{name}:{round}") {
         panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
     }
+}
+
+/// `1, 3, then 0, then 2`: a round's sequential groups.
+fn groups_text(groups: &[Vec<usize>]) -> String {
+    groups
+        .iter()
+        .map(|g| list(g))
+        .collect::<Vec<_>>()
+        .join(", then ")
 }
 
 fn list(tasks: &[usize]) -> String {
@@ -702,11 +743,31 @@ fn dry_run(
         batches.len()
     ));
     for (r, b) in batches.iter().enumerate() {
-        let names: Vec<String> = b
-            .iter()
-            .map(|&i| format!("{i} {}", plan.tasks[i].subject))
-            .collect();
-        ui.say(format!("Round {}: {}", r + 1, names.join(" | ")));
+        let names = |g: &[usize]| {
+            g.iter()
+                .map(|&i| format!("{i} {}", plan.tasks[i].subject))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        let groups = match opts.settings.schedule {
+            Schedule::Rounds => engine::sequential_groups(b, dag, conflicts),
+            _ => vec![b.clone()],
+        };
+        if groups.len() == 1 {
+            ui.say(format!("Round {}: {}", r + 1, names(b)));
+        } else {
+            // Tasks sharing files run one after another inside the round.
+            ui.say(format!(
+                "Round {}: {} (sharing files: {} groups, one after another)",
+                r + 1,
+                groups
+                    .iter()
+                    .map(|g| names(g))
+                    .collect::<Vec<_>>()
+                    .join(", then "),
+                groups.len()
+            ));
+        }
     }
     if let Some(p) = deadlock {
         ui.say(engine::deadlock_message(p));
