@@ -610,8 +610,8 @@ mod tests {
         assert_eq!(
             t.matches("uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n")
                 .count(),
-            4,
-            "{t}"
+            5,
+            "comment, steer, plan, work, finalize:\n{t}"
         );
         let source = Build {
             repository: "org/dagexec".into(),

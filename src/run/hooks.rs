@@ -651,14 +651,12 @@ pub(super) fn tasks_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
     crate::speckit::tick_file(&opts.root, plan).map_err(|e| super::RunError::Other(e.to_string()))
 }
 
-/// The state files committed with the round: a Spec Kit plan's ticked tasks.md
-/// ([`tasks_md`]); for a long-run plan, `DIR/STATE.md` with its Current Position section
-/// rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries of deferred plans.
-/// Nothing for other plans.
+/// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its
+/// Current Position section rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries
+/// of deferred plans. Nothing for other plans (a Spec Kit plan's tasks.md is [`tasks_md`]).
 pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
-    let ticked = tasks_md(plan, opts)?;
     if !plan.extra.contains_key(LONG_RUN_FIELD) {
-        return Ok(ticked);
+        return Ok(Vec::new());
     }
     let rel = match opts.plan_rel.rsplit_once('/') {
         Some((dir, _)) => format!("{dir}/STATE.md"),
@@ -675,7 +673,6 @@ pub(super) fn state_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, su
         source: e.into(),
     })?;
     let mut paths = vec![rel.clone()];
-    paths.extend(ticked);
     // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
     let issues = format!("{}ISSUES.md", rel.trim_end_matches("STATE.md"));
     if opts.root.join(&issues).is_file() {

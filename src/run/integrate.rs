@@ -250,15 +250,17 @@ impl RoundBuild {
             || !files.modify.is_empty()
             || applied.iter().any(|(_, touched)| !touched.is_empty());
         // A Spec Kit plan's tasks.md, ticked: a completed task that changed no file still
-        // commits (state_md below returns it again, with the other state files).
-        let something = something || !super::hooks::tasks_md(plan, opts)?.is_empty();
+        // commits.
+        let ticked = super::hooks::tasks_md(plan, opts)?;
+        let something = something || !ticked.is_empty();
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
         // A question is committed even when nothing else is: the branch is the state a later
         // run (or the Action) reads it from.
         if something || questions {
-            let mut own = super::hooks::state_md(plan, opts)?;
+            let mut own = ticked;
+            own.extend(super::hooks::state_md(plan, opts)?);
             own.push(opts.plan_rel.clone());
             index.add_own_files(repo, &own)?;
             if let Some(prepared) = index.prepare(repo, &message)? {
