@@ -21,7 +21,19 @@ fi
 
 flags=(--mount)
 unshare --mount true 2>/dev/null || flags=(--mount --map-root-user)
-keep="$(mktemp -d)"
+# A place for the repository's bind mount that the hidden parent does not cover.
+keep=""
+for base in "${TMPDIR:-/tmp}" /var/tmp /dev/shm "$HOME"; do
+  real="$(cd "$base" 2>/dev/null && pwd -P)" || continue
+  case "$real/" in
+    "$parent"/*) continue ;;
+  esac
+  keep="$(mktemp -d -p "$base" 2>/dev/null)" && break
+done
+if [[ -z "$keep" ]]; then
+  echo "== alone: no place outside $parent for the bind mount; running as is" >&2
+  exec "$@"
+fi
 # shellcheck disable=SC2016 # expanded by the inner shell
 exec unshare "${flags[@]}" bash -euo pipefail -c '
   repo="$1" parent="$2" keep="$3"; shift 3
