@@ -490,6 +490,22 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         (Some(branch), Some("main"), Some(true))
     );
     assert!(lab.gh.calls("pulls/update").len() >= 2);
+    // Attempt counts after retries: task 1 took two (completion trims the task's own field).
+    let body = lab
+        .gh
+        .calls("pulls/update")
+        .iter()
+        .filter_map(|c| c.body.as_ref()?["body"].as_str().map(str::to_string))
+        .next_back()
+        .expect("a PR body update");
+    let row = |i: usize| {
+        body.lines()
+            .find(|l| l.starts_with(&format!("| {i} |")))
+            .unwrap_or_else(|| panic!("no row {i} in\n{body}"))
+            .to_string()
+    };
+    assert!(row(1).contains("completed | 2 |"), "{}", row(1));
+    assert!(row(0).contains("completed | 1 |"), "{}", row(0));
     let checks = lab.gh.calls("checks/create");
     assert_eq!(checks.len(), 1);
     assert_eq!(checks[0].body.as_ref().unwrap()["conclusion"], "success");
@@ -530,12 +546,20 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
     assert_eq!(body["name"], "dagexec");
     assert_eq!(body["conclusion"], "failure");
     let summary = body["output"]["summary"].as_str().unwrap();
-    assert!(summary.contains("Circuit breaker triggered"), "{summary}");
+    // The numbers the breaker decided on: three pending before the cascade, three skipped.
+    assert!(
+        summary.contains("Circuit breaker triggered: 3/3 pending tasks would be skipped"),
+        "{summary}"
+    );
     assert!(summary.contains("the schema needs a decision"), "{summary}");
     assert!(summary.contains("How to resume"), "{summary}");
     assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
+    // A round in which nothing completed has the one round commit format.
     let log = lab.log("dagexec/break");
-    assert!(log[0].starts_with("dagexec: round 1"), "{log:?}");
+    assert_eq!(
+        log[0], "dagexec: round 1 — 0/1 tasks (0/4 overall)",
+        "{log:?}"
+    );
     let pr = &lab.gh.calls("pulls/create")[0];
     assert!(
         pr.body.as_ref().unwrap()["body"]
