@@ -84,6 +84,17 @@ fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
 
 impl Lab {
     fn new(plan: &Value, worker: &str) -> Lab {
+        Lab::with_files(
+            &[(
+                ".design/plan.json".to_string(),
+                serde_json::to_string_pretty(plan).unwrap(),
+            )],
+            worker,
+        )
+    }
+
+    /// A lab whose repository holds `files` (repository-relative path, text) as its plan.
+    fn with_files(files: &[(String, String)], worker: &str) -> Lab {
         let labs = manifest().join("target/act/labs");
         std::fs::create_dir_all(&labs).unwrap();
         let tmp = tempfile::tempdir_in(&labs).unwrap();
@@ -98,11 +109,11 @@ impl Lab {
             &repo,
             &["remote", "add", "origin", origin.to_str().unwrap()],
         );
-        std::fs::write(
-            repo.join(".design/plan.json"),
-            serde_json::to_string_pretty(plan).unwrap(),
-        )
-        .unwrap();
+        for (path, text) in files {
+            let path = repo.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
         std::fs::write(repo.join("worker.sh"), worker).unwrap();
         std::fs::write(repo.join("README.md"), "widgets\n").unwrap();
         // The action itself, as `uses: ./` finds it: action.yml, its script, and the source
@@ -715,5 +726,68 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
         "the same PR throughout"
     );
     assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 1);
+    lab.gh.assert_clean();
+}
+
+/// A Spec Kit worker: writes its task id into the files its prompt names.
+const SPECKIT_WORKER: &str = r#"#!/bin/sh
+id=$(sed -n 's/^## Task: \(T[0-9]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE")
+for f in $(sed -n 's/^Files to create: //p; s/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' ' '); do
+  [ "$f" = "(none)" ] && continue
+  mkdir -p "$(dirname "$f")"
+  echo "$id" >> "$f"
+done
+echo "COMPLETED: $id done"
+"#;
+
+#[test]
+fn a_spec_kit_tasks_md_runs_round_by_round_and_ends_ticked() {
+    let fixture = manifest().join("tests/fixtures/speckit/003-todo");
+    let files: Vec<(String, String)> = ["tasks.md", "spec.md", "plan.md"]
+        .iter()
+        .map(|f| {
+            // The lab's repository is also the action (`uses: ./` builds its src/), and
+            // patches to an action's build inputs are refused: the tasks write app/ instead.
+            let text = std::fs::read_to_string(fixture.join(f)).unwrap();
+            (format!("specs/003-todo/{f}"), text.replace("src/", "app/"))
+        })
+        .collect();
+    let mut lab = Lab::with_files(&files, SPECKIT_WORKER);
+    let branch = "dagexec/todo";
+    let (mut git_ref, mut inputs) = (
+        "refs/heads/main".to_string(),
+        json!({"plan": "specs/003-todo/tasks.md", "branch": branch}),
+    );
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs <= 8, "more runs than the DAG has rounds");
+        let (code, log) = lab.run(&git_ref, &inputs);
+        assert_eq!(code, 0, "run {runs}:\n{log}");
+        let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+        if dispatches.len() < runs {
+            break;
+        }
+        let body = dispatches.last().unwrap().body.clone().unwrap();
+        git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
+        inputs = body["inputs"].clone();
+    }
+    // Every task ticked on the branch, one round commit per round of the derived DAG.
+    let md = git(
+        &lab.origin,
+        &["show", &format!("{branch}:specs/003-todo/tasks.md")],
+    );
+    assert!(!md.contains("- [ ] T"), "{md}");
+    let rounds = lab
+        .log(branch)
+        .into_iter()
+        .filter(|s| s.starts_with("dagexec: round "))
+        .count();
+    assert_eq!(rounds, 5, "{:?}", lab.log(branch));
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(
+        checks.last().unwrap().body.as_ref().unwrap()["conclusion"],
+        "success"
+    );
     lab.gh.assert_clean();
 }
