@@ -58,6 +58,9 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
                     d.display()
                 )));
             }
+            // A new directory may be several levels deep; the user named it, so make it.
+            std::fs::create_dir_all(&d)
+                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?;
             d
         }
         None => tempfile::Builder::new()
