@@ -8,7 +8,6 @@
 #[path = "common/fake_github.rs"]
 mod fake_github;
 
-#[allow(dead_code)] // this file does not use every helper
 mod common;
 
 use std::collections::BTreeMap;

@@ -2,7 +2,6 @@
 //! and no GitHub or API key, in a temporary directory or in a new one the user names (any
 //! depth), and refuses a directory that holds something.
 
-#[allow(dead_code)] // this file does not use every helper
 mod common;
 
 use common::{dagexec, git};

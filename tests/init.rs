@@ -2,7 +2,6 @@
 //! so, writes a workflow that installs the worker and checks its secret, pins the action by
 //! commit, and prints the next three commands.
 
-#[allow(dead_code)] // each test file uses a part of it
 mod common;
 
 use std::process::Stdio;

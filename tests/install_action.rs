@@ -4,7 +4,6 @@
 //! `dist/checksums.txt` pins (the full release path, with the real archive, is
 //! `.ci/release-path.sh`).
 
-#[allow(dead_code)] // each test file uses a part of it
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,6 @@
 //! after a completed run, and every problem of a broken plan reported at once (the README's
 //! example, verbatim).
 
-#[allow(dead_code)] // this file does not use every helper
 mod common;
 
 use std::path::Path;

@@ -8,38 +8,7 @@ use std::process::Output;
 use serde_json::Value;
 
 mod common;
-use common::{dagexec, git, manifest};
-
-/// A committed repository with `plan` as `.design/plan.json` and `files` beside it.
-fn repo(plan: &Value, files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (rel, text) in files {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    std::fs::create_dir_all(dir.path().join(".design")).unwrap();
-    std::fs::write(
-        dir.path().join(".design/plan.json"),
-        serde_json::to_string_pretty(plan).unwrap(),
-    )
-    .unwrap();
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    git(dir.path(), &["config", "user.email", "t@example.com"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "start"]);
-    dir
-}
-
-/// A worker script in its own temp dir (outside the repository).
-fn worker(body: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("worker.sh");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    let cmd = format!("sh '{}'", path.display());
-    (dir, cmd)
-}
+use common::{dagexec, git, manifest, repo, worker};
 
 fn demo_worker() -> String {
     format!(

@@ -5,7 +5,6 @@
 #[path = "common/fake_github.rs"]
 mod fake_github;
 
-#[allow(dead_code)] // not every helper is used here
 mod common;
 
 use std::path::{Path, PathBuf};

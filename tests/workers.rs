@@ -8,7 +8,6 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-#[allow(dead_code)] // this file does not use every helper
 mod common;
 use common::{dagexec, git};
 
