@@ -101,6 +101,18 @@ mod tests {
             .env(TAG_VAR, format!("{tag}0"))
             .spawn()
             .expect("sleep starts");
+        // Until the child has exec'd, its /proc environ is still its parent's: wait for the
+        // tag to show, as it has long before any worker's end is swept.
+        let needle = format!("{TAG_VAR}={tag}");
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !tagged(needle.as_bytes()).contains(&pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never showed its tag"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(kill_all(None, &tag), 1);
         let status = child.wait().expect("reaped");
         assert_eq!(
