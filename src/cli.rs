@@ -855,9 +855,7 @@ fn validate(
         if !missed.is_empty() {
             eprintln!(
                 "warning: the plan's fileOverlaps miss {} conflict(s) dagexec found (first: {} ↔ {}); they will not run at the same time either",
-                missed.len(),
-                missed[0].0,
-                missed[0].1
+                missed.count, missed.first[0].0, missed.first[0].1
             );
         }
         setup.write_json(out)?;

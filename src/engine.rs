@@ -18,9 +18,22 @@
 //!   tasks, so a wave starts only when the previous one is resolved.
 //! * [`Policy`] is the hook for other schedulers (an eager one later): anything that can pick
 //!   the next batch from a [`View`].
+//! * Conflicts are per-file locks ([`Conflicts`], [`Locks`]), not the pairwise matrix: a task
+//!   joins a batch or group when none of its files is held by a task already in it. Ready
+//!   tasks are not ordered among themselves in any state the runner writes, so this is the
+//!   matrix's answer; when a hand-edited state makes two candidates ordered, the locks ask the
+//!   DAG (the property tests check both against the matrix). Nothing here is quadratic in the
+//!   plan: [`sequential_groups`] is a first-fit colouring, [`simulate`] keeps the ready set
+//!   as tasks complete.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap;
 
 use crate::graph::Dag;
-use crate::overlap::OverlapMatrix;
+use crate::overlap::Conflicts;
+use crate::overlap::locks::{Locks, may_be_ordered};
 use crate::plan::model::{Plan, Status};
 
 /// The seed's deadlock message.
@@ -36,7 +49,7 @@ pub struct View<'a> {
     pub plan: &'a Plan,
     pub dag: &'a Dag,
     /// The conflicts scheduling must respect (computed ∪ declared).
-    pub conflicts: &'a OverlapMatrix,
+    pub conflicts: &'a Conflicts,
 }
 
 /// The engine's decision for the next step.
@@ -90,20 +103,38 @@ pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
         .collect()
 }
 
+/// The order of choice: longest remaining critical path first, then plan index.
+fn by_priority(tasks: &[usize], dag: &Dag) -> Vec<usize> {
+    let mut order = tasks.to_vec();
+    order.sort_unstable_by_key(|&i| (Reverse(dag.height(i)), i));
+    order
+}
+
 /// Picks a conflict-free batch from `ready`: critical path first, then plan index.
 pub fn select_batch(
     ready: &[usize],
     dag: &Dag,
-    conflicts: &OverlapMatrix,
+    conflicts: &Conflicts,
     cap: Option<usize>,
 ) -> (Vec<usize>, Vec<usize>) {
-    let mut order: Vec<usize> = ready.to_vec();
-    order.sort_by_key(|&i| (std::cmp::Reverse(dag.height(i)), i));
+    let mut locks = Locks::new(conflicts, dag, ready);
+    choose(ready, dag, &mut locks, cap)
+}
+
+/// Greedy choice under `locks`: a task joins when the cap allows and none of its files (or
+/// declared partners) is held; it then holds them.
+fn choose(
+    ready: &[usize],
+    dag: &Dag,
+    locks: &mut Locks<'_>,
+    cap: Option<usize>,
+) -> (Vec<usize>, Vec<usize>) {
     let cap = cap.unwrap_or(usize::MAX).max(1);
     let mut chosen: Vec<usize> = Vec::new();
     let mut waiting: Vec<usize> = Vec::new();
-    for i in order {
-        if chosen.len() < cap && !chosen.iter().any(|&c| conflicts.conflict(i, c)) {
+    for i in by_priority(ready, dag) {
+        if chosen.len() < cap && !locks.blocked(i) {
+            locks.take(i);
             chosen.push(i);
         } else {
             waiting.push(i);
@@ -117,15 +148,86 @@ pub fn select_batch(
 /// Splits a round's tasks into groups run one after another: no two tasks of a group
 /// conflict, each group takes what [`select_batch`] picks from what is left (critical path
 /// first, then plan index). Each group ascending; the groups cover `tasks` exactly once.
-pub fn sequential_groups(tasks: &[usize], dag: &Dag, conflicts: &OverlapMatrix) -> Vec<Vec<usize>> {
-    let mut rest = tasks.to_vec();
-    let mut groups = Vec::new();
-    while !rest.is_empty() {
-        let (group, waiting) = select_batch(&rest, dag, conflicts, None);
-        groups.push(group);
-        rest = waiting;
+///
+/// That is a first-fit colouring in priority order (a task goes to the first group holding
+/// none of its files), which is what is computed, in O(k log k) for k tasks; when two of the
+/// tasks may be ordered, the groups are taken one by one with exact locks instead.
+pub fn sequential_groups(tasks: &[usize], dag: &Dag, conflicts: &Conflicts) -> Vec<Vec<usize>> {
+    if may_be_ordered(dag, tasks) {
+        let mut rest = tasks.to_vec();
+        let mut groups = Vec::new();
+        while !rest.is_empty() {
+            let (group, waiting) = select_batch(&rest, dag, conflicts, None);
+            groups.push(group);
+            rest = waiting;
+        }
+        return groups;
+    }
+    let mut used: FxHashMap<u32, UsedGroups> = FxHashMap::default();
+    let mut group_of: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in by_priority(tasks, dag) {
+        let files = conflicts.index().files_of(i);
+        let declared = conflicts.declared_of(i);
+        let mut g = 0u32;
+        loop {
+            let before = g;
+            for f in files {
+                if let Some(u) = used.get(f) {
+                    g = u.next_free(g);
+                }
+            }
+            for d in declared {
+                if group_of.get(d) == Some(&g) {
+                    g += 1;
+                }
+            }
+            if g == before {
+                break;
+            }
+        }
+        for &f in files {
+            used.entry(f).or_default().insert(g);
+        }
+        group_of.insert(i as u32, g);
+        if g as usize == groups.len() {
+            groups.push(Vec::new());
+        }
+        groups[g as usize].push(i);
+    }
+    for g in &mut groups {
+        g.sort_unstable();
     }
     groups
+}
+
+/// The groups holding one file: all below `first_free`, and those in `above`.
+#[derive(Debug, Default)]
+struct UsedGroups {
+    first_free: u32,
+    above: BTreeSet<u32>,
+}
+
+impl UsedGroups {
+    /// The first group from `g` on that does not hold the file.
+    fn next_free(&self, mut g: u32) -> u32 {
+        g = g.max(self.first_free);
+        while self.above.contains(&g) {
+            g += 1;
+        }
+        g
+    }
+
+    fn insert(&mut self, g: u32) {
+        if g == self.first_free {
+            self.first_free += 1;
+            while self.above.remove(&self.first_free) {
+                self.first_free += 1;
+            }
+        } else {
+            self.above.insert(g);
+        }
+    }
 }
 
 fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
@@ -146,20 +248,23 @@ impl Policy for Rounds {
         if pending == 0 {
             return Next::Done;
         }
-        let mut ready = ready_set(view.plan, view.dag);
+        let ready = ready_set(view.plan, view.dag);
         if ready.is_empty() {
             return Next::Deadlock { pending };
         }
-        let cap = cap.unwrap_or(usize::MAX).max(1);
-        ready.sort_by_key(|&i| (std::cmp::Reverse(view.dag.height(i)), i));
-        let mut waiting = ready.split_off(cap.min(ready.len()));
-        ready.sort_unstable();
-        waiting.sort_unstable();
-        Next::Batch {
-            tasks: ready,
-            waiting,
-        }
+        let (tasks, waiting) = round_of(&ready, view.dag, cap);
+        Next::Batch { tasks, waiting }
     }
+}
+
+/// A round of `ready`: all of it, or with a cap the first `cap` by critical path, then plan index.
+fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<usize>) {
+    let cap = cap.unwrap_or(usize::MAX).max(1);
+    let mut tasks = by_priority(ready, dag);
+    let mut waiting = tasks.split_off(cap.min(tasks.len()));
+    tasks.sort_unstable();
+    waiting.sort_unstable();
+    (tasks, waiting)
 }
 
 impl Policy for Batches {
@@ -228,51 +333,105 @@ impl Schedule {
 pub fn eager_pick(
     plan: &Plan,
     dag: &Dag,
-    conflicts: &OverlapMatrix,
+    conflicts: &Conflicts,
     in_flight: &[usize],
     slots: usize,
 ) -> Vec<usize> {
     if slots == 0 {
         return Vec::new();
     }
+    let busy: rustc_hash::FxHashSet<usize> = in_flight.iter().copied().collect();
     let ready: Vec<usize> = ready_set(plan, dag)
         .into_iter()
-        .filter(|&i| {
-            !in_flight
-                .iter()
-                .any(|&r| r == i || conflicts.conflict(i, r))
-        })
+        .filter(|i| !busy.contains(i))
         .collect();
-    select_batch(&ready, dag, conflicts, Some(slots)).0
+    let mut everyone = ready.clone();
+    everyone.extend(busy.iter().copied());
+    // Tasks in flight hold their files first; a ready task blocked by one waits.
+    let mut locks = Locks::new(conflicts, dag, &everyone);
+    for &r in &busy {
+        locks.take(r);
+    }
+    choose(&ready, dag, &mut locks, Some(slots)).0
 }
 
 /// The batches a run would execute if every task completed: what `--dry-run` shows, and what
 /// the property tests check. Returns the batches, and the deadlock if one is reached.
+///
+/// The same decisions as [`Policy::next`] on the plan with each batch marked completed in
+/// turn, with the ready set kept as tasks complete (a count of open blockers per task)
+/// instead of found anew each step, so a 100,000-task chain is not 100,000 scans.
 pub fn simulate(
     plan: &Plan,
     dag: &Dag,
-    conflicts: &OverlapMatrix,
+    conflicts: &Conflicts,
     schedule: Schedule,
     cap: Option<usize>,
 ) -> (Vec<Vec<usize>>, Option<usize>) {
-    let mut state = plan.clone();
+    let n = plan.tasks.len();
+    let mut status: Vec<Status> = plan.tasks.iter().map(|t| t.status).collect();
+    let mut open: Vec<usize> = (0..n)
+        .map(|i| {
+            dag.deps(i)
+                .iter()
+                .filter(|&&d| status[d as usize] != Status::Completed)
+                .count()
+        })
+        .collect();
+    let mut ready: BTreeSet<usize> = (0..n)
+        .filter(|&i| status[i] == Status::Pending && open[i] == 0)
+        .collect();
+    let mut pending = status.iter().filter(|&&s| s == Status::Pending).count();
+    let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
+    if schedule == Schedule::Waves {
+        for i in (0..n).filter(|&i| status[i] == Status::Pending) {
+            *waves.entry(wave_of(plan, dag, i)).or_default() += 1;
+        }
+    }
     let mut batches = Vec::new();
     loop {
-        let view = View {
-            plan: &state,
-            dag,
-            conflicts,
+        if pending == 0 {
+            return (batches, None);
+        }
+        let candidates: Vec<usize> = match schedule {
+            Schedule::Waves => {
+                let wave = *waves.keys().next().expect("a pending task has a wave");
+                ready
+                    .iter()
+                    .copied()
+                    .filter(|&i| wave_of(plan, dag, i) == wave)
+                    .collect()
+            }
+            Schedule::Rounds | Schedule::Eager => ready.iter().copied().collect(),
         };
-        match schedule.policy().next(view, cap) {
-            Next::Done => return (batches, None),
-            Next::Deadlock { pending } => return (batches, Some(pending)),
-            Next::Batch { tasks, .. } => {
-                for &t in &tasks {
-                    state.tasks[t].status = Status::Completed;
+        if candidates.is_empty() {
+            return (batches, Some(pending));
+        }
+        let tasks = match schedule {
+            Schedule::Rounds => round_of(&candidates, dag, cap).0,
+            Schedule::Waves | Schedule::Eager => select_batch(&candidates, dag, conflicts, cap).0,
+        };
+        for &t in &tasks {
+            status[t] = Status::Completed;
+            pending -= 1;
+            ready.remove(&t);
+            if schedule == Schedule::Waves {
+                let w = wave_of(plan, dag, t);
+                let left = waves.get_mut(&w).expect("the task's wave is counted");
+                *left -= 1;
+                if *left == 0 {
+                    waves.remove(&w);
                 }
-                batches.push(tasks);
+            }
+            for &d in dag.dependents(t) {
+                let d = d as usize;
+                open[d] -= 1;
+                if open[d] == 0 && status[d] == Status::Pending {
+                    ready.insert(d);
+                }
             }
         }
+        batches.push(tasks);
     }
 }
 
@@ -293,7 +452,7 @@ mod tests {
 
     fn run(p: &Plan, schedule: Schedule, cap: Option<usize>) -> (Vec<Vec<usize>>, Option<usize>) {
         let dag = Dag::build(p).unwrap();
-        let m = OverlapMatrix::compute(p, &dag);
+        let m = Conflicts::of(p);
         simulate(p, &dag, &m, schedule, cap)
     }
 
@@ -307,7 +466,7 @@ mod tests {
         assert_eq!(ready_set(&p, &dag), [1]);
         p.tasks[1].status = Status::Skipped;
         assert_eq!(ready_set(&p, &dag), Vec::<usize>::new());
-        let m = OverlapMatrix::empty(4);
+        let m = Conflicts::none(4);
         let view = View {
             plan: &p,
             dag: &dag,
@@ -348,7 +507,7 @@ mod tests {
         // 1 first (critical path), then 0 on top of it.
         let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[1], &[]), (&[2], &[])]);
         let dag = Dag::build(&p).unwrap();
-        let m = OverlapMatrix::compute(&p, &dag);
+        let m = Conflicts::of(&p);
         let rounds = run(&p, Schedule::Rounds, None).0;
         assert_eq!(rounds, vec![vec![0, 1], vec![2], vec![3]]);
         assert_eq!(
@@ -358,7 +517,7 @@ mod tests {
         // Three tasks on one file: one round, three groups in plan order.
         let p = plan(&[(&[], &["a"]), (&[], &["a"]), (&[], &["a"]), (&[], &["b"])]);
         let dag = Dag::build(&p).unwrap();
-        let m = OverlapMatrix::compute(&p, &dag);
+        let m = Conflicts::of(&p);
         let rounds = run(&p, Schedule::Rounds, None).0;
         assert_eq!(rounds, vec![vec![0, 1, 2, 3]]);
         assert_eq!(
@@ -368,7 +527,7 @@ mod tests {
         // A cap takes the first tasks by critical path, then plan index.
         let p = plan(&[(&[], &[]), (&[], &[]), (&[1], &[])]);
         let dag = Dag::build(&p).unwrap();
-        let m = OverlapMatrix::empty(3);
+        let m = Conflicts::none(3);
         let view = View {
             plan: &p,
             dag: &dag,
@@ -408,7 +567,7 @@ mod tests {
             (&[], &["x"]),
         ]);
         let dag = Dag::build(&p).unwrap();
-        let m = OverlapMatrix::compute(&p, &dag);
+        let m = Conflicts::of(&p);
         // Critical path first: 0 heads 0 → 2 → 3.
         assert_eq!(eager_pick(&p, &dag, &m, &[], 1), [0]);
         // 1 in flight: 4 conflicts with it and waits; 0 is picked.
@@ -466,7 +625,7 @@ mod tests {
             let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
             let p = plan(&spec);
             let dag = Dag::build(&p).unwrap();
-            let m = OverlapMatrix::compute(&p, &dag);
+            let m = Conflicts::of(&p);
             let (batches, deadlock) = simulate(&p, &dag, &m, Schedule::Eager, cap);
             prop_assert_eq!(deadlock, None);
             let mut round_of = vec![usize::MAX; p.tasks.len()];
@@ -475,7 +634,7 @@ mod tests {
                 for (k, &x) in b.iter().enumerate() {
                     round_of[x] = r;
                     for &y in &b[k + 1..] {
-                        prop_assert!(!m.conflict(x, y), "tasks {} and {} conflict in one batch", x, y);
+                        prop_assert!(!m.conflict(&dag, x, y), "tasks {} and {} conflict in one batch", x, y);
                     }
                 }
             }
@@ -514,7 +673,7 @@ mod tests {
                 seed.push(ready);
             }
             let dag = Dag::build(&p).unwrap();
-            let m = OverlapMatrix::compute(&p, &dag);
+            let m = Conflicts::of(&p);
             let (rounds, deadlock) = simulate(&p, &dag, &m, Schedule::Rounds, None);
             prop_assert_eq!(deadlock, None);
             prop_assert_eq!(rounds.len(), seed.len());
@@ -527,7 +686,7 @@ mod tests {
                 for g in &groups {
                     for (k, &x) in g.iter().enumerate() {
                         for &y in &g[k + 1..] {
-                            prop_assert!(!m.conflict(x, y), "tasks {} and {} conflict in one group", x, y);
+                            prop_assert!(!m.conflict(&dag, x, y), "tasks {} and {} conflict in one group", x, y);
                         }
                     }
                 }

@@ -135,6 +135,45 @@ impl Dag {
     pub fn max_depth(&self) -> u32 {
         self.depth.iter().copied().max().unwrap_or(0)
     }
+
+    /// Whether `u` is a (strict) ancestor of `v`: `v` reaches `u` through `blockedBy`.
+    ///
+    /// Cheap facts first (an ancestor is strictly shallower, heads a strictly longer chain,
+    /// and comes earlier in topological order); otherwise a walk back from `v` that never
+    /// leaves the tasks deeper than `u`. For the rare questions scheduling cannot settle
+    /// otherwise (see [`crate::engine`]), not for all pairs.
+    pub fn reaches(&self, u: usize, v: usize) -> bool {
+        if u == v
+            || self.depth[u] >= self.depth[v]
+            || self.height[u] <= self.height[v]
+            || self.pos[u] >= self.pos[v]
+        {
+            return false;
+        }
+        if self.deps[v].binary_search(&(u as u32)).is_ok() {
+            return true;
+        }
+        let (du, pu) = (self.depth[u], self.pos[u]);
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut stack = vec![v as u32];
+        while let Some(x) = stack.pop() {
+            for &d in &self.deps[x as usize] {
+                if d as usize == u {
+                    return true;
+                }
+                let di = d as usize;
+                if self.depth[di] > du && self.pos[di] > pu && seen.insert(d) {
+                    stack.push(d);
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether either task reaches the other (they can never run at the same time anyway).
+    pub fn ordered(&self, a: usize, b: usize) -> bool {
+        self.reaches(a, b) || self.reaches(b, a)
+    }
 }
 
 /// A shortest cycle through the lowest-numbered task that lies on any cycle, as a path that

@@ -1,23 +1,29 @@
 //! The concurrency-aware file-overlap matrix (seed Step 4): tasks i and j conflict when their
 //! create+modify sets intersect and neither reaches the other through `blockedBy` chains.
 //!
-//! Never compares all pairs: tasks are indexed by file, so only tasks that share a file are
-//! candidates. A candidate pair (u, v) with u before v in topological order is ordered only if
-//! u is an ancestor of v; when u is not shallower than v, or does not head a longer chain of
-//! dependents, that is impossible and the pair conflicts at once. The rest are answered with reachability bitsets computed in column
-//! chunks ([`reach`]), so memory stays bounded whatever the plan's size. Rows come out sorted
-//! without sorting, and the JSON form is written straight from them.
+//! Never compares all pairs and never holds the whole matrix unless asked: tasks are indexed
+//! by file ([`FileIndex`]), so only tasks that share a file are candidates; the computed
+//! matrix is made row by row ([`Computed`], [`stream`]) and its JSON written as it is made.
+//! Scheduling does not need the matrix at all: exclusive per-file locks give the same batches
+//! ([`Conflicts`], [`locks`]). [`OverlapMatrix`] holds a matrix whole: a v3 plan's declared
+//! `fileOverlaps` (as large as the plan), and small computed ones in tests.
 
-mod pairs;
-mod reach;
+mod index;
+pub mod locks;
+pub mod stream;
 
 use std::io::{self, Write};
 
 use serde::Serialize;
+use serde::ser::SerializeMap;
 use serde_json::Value;
 
 use crate::graph::Dag;
 use crate::plan::model::Plan;
+
+pub use index::FileIndex;
+pub use locks::Conflicts;
+pub use stream::Computed;
 
 /// Symmetric conflict lists, one sorted row per task, stored as one array with offsets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,91 +61,23 @@ impl OverlapMatrix {
         self.offsets.len() - 1
     }
 
-    /// Computes the matrix from the tasks' declared files.
+    /// Computes the whole matrix from the tasks' declared files (small plans and tests: a
+    /// large plan's matrix is streamed with [`Computed`]).
     pub fn compute(plan: &Plan, dag: &Dag) -> Self {
-        // Words per bitset row: wide enough to amortise passes, narrow enough to bound memory
-        // (rows × words × 8 bytes stays under ~256 MiB per thread).
-        let words = (32_000_000 / plan.tasks.len().max(1)).clamp(1, 64);
-        Self::compute_with(plan, dag, words)
+        let index = FileIndex::of(plan);
+        Self::collect(Computed::new(&index, dag))
     }
 
-    fn compute_with(plan: &Plan, dag: &Dag, words: usize) -> Self {
-        let n = plan.tasks.len();
-        let span = tracing::debug_span!("candidates").entered();
-        let parts = pairs::enumerate(plan, dag);
-        let mut bases = Vec::with_capacity(parts.len());
-        let mut conflict: Vec<bool> = Vec::new();
-        for part in &parts {
-            bases.push(conflict.len());
-            conflict.extend_from_slice(&part.conflict);
-        }
-        let partners = reach::Partners::group(n, &parts, &bases);
-        tracing::debug!(
-            candidates = conflict.len(),
-            undecided = partners.pairs.len(),
-            "candidate pairs"
-        );
-        drop(span);
-        let span = tracing::debug_span!("reachability").entered();
-        reach::resolve(dag, &partners, &mut conflict, words);
-        drop(partners);
-        drop(span);
-        let _span = tracing::debug_span!("rows").entered();
-        // For a ascending, a's conflicts b > a go to the end of row a, and a goes to the end
-        // of row b. Row x thus receives its smaller partners (in ascending a) before its
-        // larger ones (ascending b): every row comes out sorted, with no sort.
-        let each_conflict = |f: &mut dyn FnMut(usize, usize)| {
-            for (part, &base) in parts.iter().zip(&bases) {
-                for i in 0..part.offsets.len() - 1 {
-                    let a = part.start + i;
-                    for k in part.offsets[i]..part.offsets[i + 1] {
-                        if conflict[base + k] {
-                            f(a, part.cand[k] as usize);
-                        }
-                    }
-                }
-            }
-        };
-        let mut degree = vec![0usize; n];
-        each_conflict(&mut |a, b| {
-            degree[a] += 1;
-            degree[b] += 1;
-        });
-        let mut offsets = Vec::with_capacity(n + 1);
-        let mut total = 0;
-        for d in &degree {
-            offsets.push(total);
-            total += d;
-        }
-        offsets.push(total);
-        let mut data = vec![0u32; total];
-        // Fill in two halves of the rows at once when it is worth it: each thread reads every
-        // conflict and writes only the rows it owns, so the writes never overlap.
-        let mid = if total >= 1_000_000 { n / 2 } else { n };
-        let (low, high) = data.split_at_mut(offsets[mid]);
-        let fill = |rows: std::ops::Range<usize>, out: &mut [u32]| {
-            let base = offsets[rows.start];
-            let mut cursor: Vec<usize> = offsets[rows.clone()].iter().map(|o| o - base).collect();
-            let mut put = |row: usize, value: usize| {
-                if rows.contains(&row) {
-                    let c = &mut cursor[row - rows.start];
-                    out[*c] = value as u32;
-                    *c += 1;
-                }
-            };
-            each_conflict(&mut |a, b| {
-                put(a, b);
-                put(b, a);
-            });
-        };
-        if mid == n {
-            fill(0..n, low);
-        } else {
-            std::thread::scope(|s| {
-                s.spawn(|| fill(mid..n, high));
-                fill(0..mid, low);
-            });
-        }
+    /// Holds the rows of a streamed matrix.
+    pub fn collect(rows: Computed<'_>) -> Self {
+        let mut offsets = vec![0];
+        let mut data = Vec::new();
+        rows.for_each_row(|_, row| {
+            data.extend_from_slice(row);
+            offsets.push(data.len());
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap_or_else(|e| match e {});
         OverlapMatrix { offsets, data }
     }
 
@@ -156,33 +94,6 @@ impl OverlapMatrix {
             }
         }
         Self::from_rows(rows)
-    }
-
-    /// Both matrices' conflicts.
-    pub fn union(&self, other: &OverlapMatrix) -> Self {
-        let rows = (0..self.len())
-            .map(|i| {
-                self.conflicts(i)
-                    .iter()
-                    .chain(other.conflicts(i))
-                    .copied()
-                    .collect()
-            })
-            .collect();
-        Self::from_rows(rows)
-    }
-
-    /// Pairs `(i, j)`, `i < j`, that conflict here but not in `other`.
-    pub fn missing_from(&self, other: &OverlapMatrix) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
-        for i in 0..self.len() {
-            for &j in self.conflicts(i) {
-                if (j as usize) > i && other.conflicts(i).binary_search(&j).is_err() {
-                    out.push((i, j as usize));
-                }
-            }
-        }
-        out
     }
 
     /// Tasks that conflict with `task` (sorted).
@@ -207,58 +118,9 @@ impl OverlapMatrix {
         serde_json::to_value(self).expect("a matrix always serialises")
     }
 
-    /// Writes the same JSON as the [`Serialize`] impl, compact, formatting the numbers
-    /// directly (in two halves on two threads for large matrices): a 100k-task plan's
-    /// matrix can hold tens of millions of entries.
+    /// Writes the same JSON as the [`Serialize`] impl, compact.
     pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
-        let n = self.len();
-        let render = |rows: std::ops::Range<usize>, first: bool| {
-            let mut buf: Vec<u8> =
-                Vec::with_capacity((self.offsets[rows.end] - self.offsets[rows.start]) * 7 + 64);
-            let mut fmt = itoa::Buffer::new();
-            let mut first = first;
-            for i in rows {
-                let row = self.conflicts(i);
-                if row.is_empty() {
-                    continue;
-                }
-                if !first {
-                    buf.push(b',');
-                }
-                first = false;
-                buf.push(b'"');
-                buf.extend_from_slice(fmt.format(i).as_bytes());
-                buf.extend_from_slice(b"\":[");
-                for (k, &j) in row.iter().enumerate() {
-                    if k > 0 {
-                        buf.push(b',');
-                    }
-                    buf.extend_from_slice(fmt.format(j).as_bytes());
-                }
-                buf.push(b']');
-            }
-            buf
-        };
-        out.write_all(b"{")?;
-        if self.data.len() < 1_000_000 {
-            out.write_all(&render(0..n, true))?;
-        } else {
-            // Split where half the entries lie; the second half starts with a comma only if
-            // the first half wrote something.
-            let mid = self
-                .offsets
-                .partition_point(|&o| o < self.data.len() / 2)
-                .min(n);
-            let first_has_rows = self.offsets[mid] > 0;
-            let (a, b) = std::thread::scope(|s| {
-                let h = s.spawn(|| render(mid..n, !first_has_rows));
-                let a = render(0..mid, true);
-                (a, h.join().expect("rendering does not panic"))
-            });
-            out.write_all(&a)?;
-            out.write_all(&b)?;
-        }
-        out.write_all(b"}")
+        Rows::Held(self).write_json(out)
     }
 }
 
@@ -266,11 +128,76 @@ impl OverlapMatrix {
 /// only tasks with at least one conflict, values ascending.
 impl Serialize for OverlapMatrix {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(
-            (0..self.len())
-                .map(|i| (i, self.conflicts(i)))
-                .filter(|(_, r)| !r.is_empty()),
-        )
+        Rows::Held(self).serialize(serializer)
+    }
+}
+
+/// A matrix to report: held whole (declared), or made row by row (computed).
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    Held(&'a OverlapMatrix),
+    Streamed(Computed<'a>),
+}
+
+impl Rows<'_> {
+    /// Calls `f(i, row)` for every task in ascending order (rows sorted, possibly empty).
+    pub fn for_each_row<E>(
+        &self,
+        mut f: impl FnMut(usize, &[u32]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            Rows::Held(m) => (0..m.len()).try_for_each(|i| f(i, m.conflicts(i))),
+            Rows::Streamed(c) => c.for_each_row(f),
+        }
+    }
+
+    /// Writes the seed's `fileOverlapMatrix` JSON (the [`Serialize`] form, compact) as the rows
+    /// are made, formatting the numbers directly.
+    pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut fmt = itoa::Buffer::new();
+        let mut first = true;
+        out.write_all(b"{")?;
+        self.for_each_row(|i, row| {
+            if row.is_empty() {
+                return Ok::<(), io::Error>(());
+            }
+            if !first {
+                buf.push(b',');
+            }
+            first = false;
+            buf.push(b'"');
+            buf.extend_from_slice(fmt.format(i).as_bytes());
+            buf.extend_from_slice(b"\":[");
+            for (k, &j) in row.iter().enumerate() {
+                if k > 0 {
+                    buf.push(b',');
+                }
+                buf.extend_from_slice(fmt.format(j).as_bytes());
+            }
+            buf.push(b']');
+            if buf.len() >= 1 << 16 {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+            Ok(())
+        })?;
+        out.write_all(&buf)?;
+        out.write_all(b"}")
+    }
+}
+
+impl Serialize for Rows<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        self.for_each_row(|i, row| {
+            if row.is_empty() {
+                Ok(())
+            } else {
+                map.serialize_entry(&i, row)
+            }
+        })?;
+        map.end()
     }
 }
 
@@ -410,12 +337,17 @@ mod tests {
                 String::from_utf8(fast).unwrap(),
                 serde_json::to_string(&got).unwrap()
             );
-            // One-word rows: many chunks of 64 candidate columns each.
-            assert_eq!(
-                OverlapMatrix::compute_with(&p, &dag, 1),
-                want,
-                "seed {seed}, narrow"
-            );
+            // One-word bitsets: many blocks of 64 rows each.
+            let index = FileIndex::of(&p);
+            let mut narrow = OverlapMatrix::empty(0);
+            Computed::new(&index, &dag)
+                .for_each_row_with(1, |_, row| {
+                    narrow.data.extend_from_slice(row);
+                    narrow.offsets.push(narrow.data.len());
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+            assert_eq!(narrow, want, "seed {seed}, narrow");
         }
     }
 
@@ -453,17 +385,19 @@ mod tests {
     }
 
     #[test]
-    fn declared_union_and_missing() {
+    fn declared_and_the_scheduling_view() {
         let mut p = plan(&[(&[], &["a"], &[]), (&[], &["a"], &[]), (&[], &["b"], &[])]);
         p.tasks[0].file_overlaps = Some(vec![2]);
+        p.schema_version = 3;
         let dag = Dag::build(&p).unwrap();
-        let computed = OverlapMatrix::compute(&p, &dag);
         let declared = OverlapMatrix::declared(&p);
         assert_eq!(declared.to_json().to_string(), r#"{"0":[2],"2":[0]}"#);
-        assert_eq!(computed.missing_from(&declared), [(0, 1)]);
-        assert_eq!(
-            computed.union(&declared).to_json().to_string(),
-            r#"{"0":[1,2],"1":[0],"2":[0]}"#
-        );
+        // Scheduling respects both: 0-1 (computed) and 0-2 (declared), not 1-2.
+        let c = Conflicts::of(&p);
+        let pairs: Vec<(usize, usize)> = (0..3)
+            .flat_map(|a| (a + 1..3).map(move |b| (a, b)))
+            .filter(|&(a, b)| c.conflict(&dag, a, b))
+            .collect();
+        assert_eq!(pairs, [(0, 1), (0, 2)]);
     }
 }

@@ -17,7 +17,7 @@ use super::{
 use crate::engine;
 use crate::git::Repo;
 use crate::graph::Dag;
-use crate::overlap::OverlapMatrix;
+use crate::overlap::Conflicts;
 use crate::plan::model::{Plan, Status};
 use crate::prompt::{self, Unit};
 
@@ -28,7 +28,7 @@ pub(super) struct Eager<'a> {
     pub repo: &'a Arc<Repo>,
     pub pool: &'a Arc<attempt::Pool>,
     pub dag: &'a Dag,
-    pub conflicts: &'a OverlapMatrix,
+    pub conflicts: &'a Conflicts,
     pub opts: &'a RunOptions,
     pub ui: &'a Ui,
     pub scratch: &'a Path,

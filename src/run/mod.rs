@@ -733,7 +733,7 @@ fn utc_timestamp() -> String {
 fn dry_run(
     plan: &Plan,
     dag: &Dag,
-    conflicts: &crate::overlap::OverlapMatrix,
+    conflicts: &crate::overlap::Conflicts,
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<RunEnd, RunError> {

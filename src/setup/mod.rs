@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::graph::Dag;
-use crate::overlap::OverlapMatrix;
+use crate::overlap::{Computed, Conflicts, FileIndex, OverlapMatrix, Rows};
 use crate::plan::model::Plan;
 
 /// One blocking assumption check's result.
@@ -45,7 +45,8 @@ pub struct Validation {
 }
 
 /// The seed's setup output object, field for field and in its order. Large parts are
-/// borrowed or generated while serialising, so a 100k-task plan streams out without a copy.
+/// borrowed or generated while serialising, so a 100k-task plan streams out without a copy,
+/// and the overlap matrix is made row by row as it is written.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetupOutput<'a> {
@@ -54,7 +55,7 @@ pub struct SetupOutput<'a> {
     pub is_resume: bool,
     pub validation: Validation,
     pub task_id_mapping: TaskIds,
-    pub file_overlap_matrix: &'a OverlapMatrix,
+    pub file_overlap_matrix: Rows<'a>,
     pub task_count: usize,
     pub max_depth: u32,
     /// Depth → plan indices at that depth (ascending); depths with no task are absent.
@@ -63,7 +64,7 @@ pub struct SetupOutput<'a> {
 
 impl SetupOutput<'_> {
     /// Writes the same compact JSON as `serde_json::to_writer(out, self)`, with the overlap
-    /// matrix formatted directly (see [`OverlapMatrix::write_json`]).
+    /// matrix formatted directly as it is made (see [`Rows::write_json`]).
     pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         fn field(
             out: &mut impl std::io::Write,
@@ -106,42 +107,83 @@ impl Serialize for TaskIds {
 }
 
 /// The overlap matrices of a plan: what the plan declares (v3) and what dagexec computes.
+/// Linear in the plan: the computed matrix is made row by row when it is read
+/// ([`Overlaps::reported`], [`Overlaps::missed_by_plan`]), and scheduling takes file locks
+/// ([`Overlaps::for_scheduling`]).
 #[derive(Debug, Clone)]
 pub struct Overlaps {
-    /// From the declared files and the DAG.
-    pub computed: OverlapMatrix,
+    dag: Dag,
+    index: FileIndex,
     /// v3: from the tasks' `fileOverlaps`; `None` for v2.
     pub declared: Option<OverlapMatrix>,
 }
 
+/// Conflicts dagexec found that a v3 plan's `fileOverlaps` miss: how many, and the first
+/// ones (pairs `(i, j)`, `i < j`, ascending).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Missed {
+    pub count: usize,
+    pub first: Vec<(usize, usize)>,
+}
+
+impl Missed {
+    /// How many of the first pairs are kept.
+    pub const KEPT: usize = 32;
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 impl Overlaps {
-    /// Computes (and for v3 reads) the matrices.
+    /// Indexes the plan's files (and for v3 reads its declared matrix).
     pub fn of(plan: &Plan, dag: &Dag) -> Self {
-        let computed = OverlapMatrix::compute(plan, dag);
-        let declared = (plan.schema_version >= 3).then(|| OverlapMatrix::declared(plan));
-        Overlaps { computed, declared }
+        Overlaps {
+            dag: dag.clone(),
+            index: FileIndex::of(plan),
+            declared: (plan.schema_version >= 3).then(|| OverlapMatrix::declared(plan)),
+        }
+    }
+
+    /// The computed matrix, row by row.
+    pub fn computed(&self) -> Computed<'_> {
+        Computed::new(&self.index, &self.dag)
     }
 
     /// The seed's `fileOverlapMatrix`: v3 honours the plan's `fileOverlaps` (as the v3 seed
     /// extracts them); v2 is computed.
-    pub fn reported(&self) -> &OverlapMatrix {
-        self.declared.as_ref().unwrap_or(&self.computed)
+    pub fn reported(&self) -> Rows<'_> {
+        match &self.declared {
+            Some(d) => Rows::Held(d),
+            None => Rows::Streamed(self.computed()),
+        }
     }
 
-    /// What scheduling respects: everything either side knows.
-    pub fn for_scheduling(&self) -> OverlapMatrix {
-        match &self.declared {
-            Some(d) => d.union(&self.computed),
-            None => self.computed.clone(),
-        }
+    /// What scheduling respects: everything either side knows, as file locks.
+    pub fn for_scheduling(&self) -> Conflicts {
+        Conflicts::new(self.index.clone(), self.declared.clone())
     }
 
     /// v3: conflicts dagexec found that the plan's `fileOverlaps` miss.
-    pub fn missed_by_plan(&self) -> Vec<(usize, usize)> {
-        match &self.declared {
-            Some(d) => self.computed.missing_from(d),
-            None => Vec::new(),
-        }
+    pub fn missed_by_plan(&self) -> Missed {
+        let mut missed = Missed::default();
+        let Some(d) = &self.declared else {
+            return missed;
+        };
+        self.computed()
+            .for_each_row(|i, row| {
+                for &j in row {
+                    if (j as usize) > i && !d.conflict(i, j as usize) {
+                        missed.count += 1;
+                        if missed.first.len() < Missed::KEPT {
+                            missed.first.push((i, j as usize));
+                        }
+                    }
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_or_else(|e| match e {});
+        missed
     }
 }
 
