@@ -692,5 +692,255 @@ mod tests {
                 }
             }
         }
+
+        /// The lock-based scheduler against the matrix-based one it replaced (`by_matrix`,
+        /// the former code, fed the computed ∪ declared matrix): the same batches, rounds,
+        /// groups and eager picks, on random plans in random states — including states a
+        /// hand edit makes, where a completed task has a pending ancestor and two ready tasks
+        /// are ordered — with v3 `fileOverlaps` and waves.
+        #[test]
+        fn locks_schedule_as_the_matrix_does(
+            (deps, files) in arb_plan(),
+            states in proptest::collection::vec(0u8..12, 40),
+            declared in proptest::collection::vec((0usize..40, 0usize..40), 0..6),
+            waves in proptest::collection::vec(proptest::option::of(0u64..4), 40),
+            subset in proptest::collection::vec(any::<bool>(), 40),
+            cap in proptest::option::of(1usize..5),
+            slots in 0usize..5,
+        ) {
+            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
+                .map(|(i, d)| (
+                    d.iter().copied().filter(|&x| x < i).collect(),
+                    files[i].iter().map(|&f| names[f as usize]).collect(),
+                )).collect();
+            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
+            let mut p = plan(&spec);
+            let n = p.tasks.len();
+            for (i, t) in p.tasks.iter_mut().enumerate() {
+                t.status = match states[i] {
+                    8 => Status::Completed,
+                    9 => Status::Failed,
+                    10 => Status::InProgress,
+                    11 => Status::Skipped,
+                    _ => Status::Pending,
+                };
+                t.wave = waves[i];
+            }
+            if !declared.is_empty() {
+                p.schema_version = 3;
+                for &(a, b) in &declared {
+                    if a < n && b < n && a != b {
+                        p.tasks[a].file_overlaps.get_or_insert_with(Vec::new).push(b);
+                    }
+                }
+            }
+            let dag = Dag::build(&p).unwrap();
+            let locks = Conflicts::of(&p);
+            let m = by_matrix::matrix(&p, &dag);
+            for (a, b) in (0..n).flat_map(|a| (0..n).map(move |b| (a, b))) {
+                prop_assert_eq!(locks.conflict(&dag, a, b), m.conflict(a, b), "pair {} {}", a, b);
+            }
+            for schedule in [Schedule::Rounds, Schedule::Waves, Schedule::Eager] {
+                let view = View { plan: &p, dag: &dag, conflicts: &locks };
+                prop_assert_eq!(
+                    schedule.policy().next(view, cap),
+                    by_matrix::next(&p, &dag, &m, schedule, cap),
+                    "{:?}", schedule
+                );
+                prop_assert_eq!(
+                    simulate(&p, &dag, &locks, schedule, cap),
+                    by_matrix::simulate(&p, &dag, &m, schedule, cap),
+                    "{:?}", schedule
+                );
+            }
+            let ready = ready_set(&p, &dag);
+            prop_assert_eq!(
+                sequential_groups(&ready, &dag, &locks),
+                by_matrix::sequential_groups(&ready, &dag, &m)
+            );
+            // Any set of tasks, ordered ones included.
+            let some: Vec<usize> = (0..n).filter(|&i| subset[i]).collect();
+            prop_assert_eq!(
+                sequential_groups(&some, &dag, &locks),
+                by_matrix::sequential_groups(&some, &dag, &m)
+            );
+            let in_flight: Vec<usize> = (0..n).filter(|&i| subset[i] && states[i] % 2 == 0).collect();
+            prop_assert_eq!(
+                eager_pick(&p, &dag, &locks, &in_flight, slots),
+                by_matrix::eager_pick(&p, &dag, &m, &in_flight, slots)
+            );
+        }
+    }
+
+    /// The matrix-based scheduling the locks replaced, kept word for word as their model.
+    mod by_matrix {
+        use super::super::{Next, Schedule, current_wave, ready_set, wave_of};
+        use crate::graph::Dag;
+        use crate::overlap::OverlapMatrix;
+        use crate::plan::model::{Plan, Status};
+
+        /// Computed ∪ declared, as `Overlaps::for_scheduling` made it.
+        pub fn matrix(p: &Plan, dag: &Dag) -> OverlapMatrix {
+            let computed = OverlapMatrix::compute(p, dag);
+            if p.schema_version < 3 {
+                return computed;
+            }
+            let declared = OverlapMatrix::declared(p);
+            let n = p.tasks.len();
+            let pairs: Vec<(usize, usize)> = (0..n)
+                .flat_map(|a| (0..n).map(move |b| (a, b)))
+                .filter(|&(a, b)| computed.conflict(a, b) || declared.conflict(a, b))
+                .collect();
+            let mut q = p.clone();
+            q.schema_version = 3;
+            for t in &mut q.tasks {
+                t.file_overlaps = Some(Vec::new());
+            }
+            for (a, b) in pairs {
+                q.tasks[a].file_overlaps.as_mut().unwrap().push(b);
+            }
+            OverlapMatrix::declared(&q)
+        }
+
+        pub fn select_batch(
+            ready: &[usize],
+            dag: &Dag,
+            conflicts: &OverlapMatrix,
+            cap: Option<usize>,
+        ) -> (Vec<usize>, Vec<usize>) {
+            let mut order: Vec<usize> = ready.to_vec();
+            order.sort_by_key(|&i| (std::cmp::Reverse(dag.height(i)), i));
+            let cap = cap.unwrap_or(usize::MAX).max(1);
+            let mut chosen: Vec<usize> = Vec::new();
+            let mut waiting: Vec<usize> = Vec::new();
+            for i in order {
+                if chosen.len() < cap && !chosen.iter().any(|&c| conflicts.conflict(i, c)) {
+                    chosen.push(i);
+                } else {
+                    waiting.push(i);
+                }
+            }
+            chosen.sort_unstable();
+            waiting.sort_unstable();
+            (chosen, waiting)
+        }
+
+        pub fn sequential_groups(
+            tasks: &[usize],
+            dag: &Dag,
+            conflicts: &OverlapMatrix,
+        ) -> Vec<Vec<usize>> {
+            let mut rest = tasks.to_vec();
+            let mut groups = Vec::new();
+            while !rest.is_empty() {
+                let (group, waiting) = select_batch(&rest, dag, conflicts, None);
+                groups.push(group);
+                rest = waiting;
+            }
+            groups
+        }
+
+        pub fn eager_pick(
+            plan: &Plan,
+            dag: &Dag,
+            conflicts: &OverlapMatrix,
+            in_flight: &[usize],
+            slots: usize,
+        ) -> Vec<usize> {
+            if slots == 0 {
+                return Vec::new();
+            }
+            let ready: Vec<usize> = ready_set(plan, dag)
+                .into_iter()
+                .filter(|&i| {
+                    !in_flight
+                        .iter()
+                        .any(|&r| r == i || conflicts.conflict(i, r))
+                })
+                .collect();
+            select_batch(&ready, dag, conflicts, Some(slots)).0
+        }
+
+        fn decide(
+            pending: usize,
+            ready: Vec<usize>,
+            dag: &Dag,
+            m: &OverlapMatrix,
+            cap: Option<usize>,
+        ) -> Next {
+            if pending == 0 {
+                return Next::Done;
+            }
+            if ready.is_empty() {
+                return Next::Deadlock { pending };
+            }
+            let (tasks, waiting) = select_batch(&ready, dag, m, cap);
+            Next::Batch { tasks, waiting }
+        }
+
+        pub fn next(
+            p: &Plan,
+            dag: &Dag,
+            m: &OverlapMatrix,
+            schedule: Schedule,
+            cap: Option<usize>,
+        ) -> Next {
+            let pending = p.count(Status::Pending);
+            match schedule {
+                Schedule::Rounds => {
+                    if pending == 0 {
+                        return Next::Done;
+                    }
+                    let mut ready = ready_set(p, dag);
+                    if ready.is_empty() {
+                        return Next::Deadlock { pending };
+                    }
+                    let cap = cap.unwrap_or(usize::MAX).max(1);
+                    ready.sort_by_key(|&i| (std::cmp::Reverse(dag.height(i)), i));
+                    let mut waiting = ready.split_off(cap.min(ready.len()));
+                    ready.sort_unstable();
+                    waiting.sort_unstable();
+                    Next::Batch {
+                        tasks: ready,
+                        waiting,
+                    }
+                }
+                Schedule::Waves => {
+                    let Some(wave) = current_wave(p, dag) else {
+                        return Next::Done;
+                    };
+                    let ready: Vec<usize> = ready_set(p, dag)
+                        .into_iter()
+                        .filter(|&i| wave_of(p, dag, i) == wave)
+                        .collect();
+                    decide(pending, ready, dag, m, cap)
+                }
+                Schedule::Eager => decide(pending, ready_set(p, dag), dag, m, cap),
+            }
+        }
+
+        pub fn simulate(
+            plan: &Plan,
+            dag: &Dag,
+            m: &OverlapMatrix,
+            schedule: Schedule,
+            cap: Option<usize>,
+        ) -> (Vec<Vec<usize>>, Option<usize>) {
+            let mut state = plan.clone();
+            let mut batches = Vec::new();
+            loop {
+                match next(&state, dag, m, schedule, cap) {
+                    Next::Done => return (batches, None),
+                    Next::Deadlock { pending } => return (batches, Some(pending)),
+                    Next::Batch { tasks, .. } => {
+                        for &t in &tasks {
+                            state.tasks[t].status = Status::Completed;
+                        }
+                        batches.push(tasks);
+                    }
+                }
+            }
+        }
     }
 }
