@@ -378,9 +378,23 @@ pub fn simulate(
                 .count()
         })
         .collect();
-    let mut ready: BTreeSet<usize> = (0..n)
-        .filter(|&i| status[i] == Status::Pending && open[i] == 0)
-        .collect();
+    // When every completed task's blockers are completed (so all its ancestors are), every
+    // step keeps it so, and ready tasks are never ordered: plain file locks, no DAG questions.
+    let unordered = (0..n).all(|i| status[i] != Status::Completed || open[i] == 0);
+    let priority = |i: usize| (Reverse(dag.height(i)), i);
+    // The ready set in the order of choice, and how many ready tasks touch each file.
+    let mut ready: BTreeSet<(Reverse<u32>, usize)> = BTreeSet::new();
+    let mut on_file: Vec<usize> = vec![0; conflicts.index().files()];
+    let make_ready =
+        |i: usize, ready: &mut BTreeSet<(Reverse<u32>, usize)>, on_file: &mut Vec<usize>| {
+            ready.insert(priority(i));
+            for &f in conflicts.index().files_of(i) {
+                on_file[f as usize] += 1;
+            }
+        };
+    for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0) {
+        make_ready(i, &mut ready, &mut on_file);
+    }
     let mut pending = status.iter().filter(|&&s| s == Status::Pending).count();
     let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
     if schedule == Schedule::Waves {
@@ -393,28 +407,61 @@ pub fn simulate(
         if pending == 0 {
             return (batches, None);
         }
-        let candidates: Vec<usize> = match schedule {
-            Schedule::Waves => {
-                let wave = *waves.keys().next().expect("a pending task has a wave");
-                ready
-                    .iter()
-                    .copied()
-                    .filter(|&i| wave_of(plan, dag, i) == wave)
-                    .collect()
-            }
-            Schedule::Rounds | Schedule::Eager => ready.iter().copied().collect(),
-        };
-        if candidates.is_empty() {
+        if ready.is_empty() {
             return (batches, Some(pending));
         }
         let tasks = match schedule {
-            Schedule::Rounds => round_of(&candidates, dag, cap).0,
-            Schedule::Waves | Schedule::Eager => select_batch(&candidates, dag, conflicts, cap).0,
+            Schedule::Rounds => {
+                let all: Vec<usize> = ready.iter().map(|&(_, i)| i).collect();
+                round_of(&all, dag, cap).0
+            }
+            Schedule::Waves => {
+                let wave = *waves.keys().next().expect("a pending task has a wave");
+                let candidates: Vec<usize> = ready
+                    .iter()
+                    .map(|&(_, i)| i)
+                    .filter(|&i| wave_of(plan, dag, i) == wave)
+                    .collect();
+                if candidates.is_empty() {
+                    return (batches, Some(pending));
+                }
+                select_batch(&candidates, dag, conflicts, cap).0
+            }
+            Schedule::Eager if unordered => {
+                // `choose` over the ready set in order, stopping once nothing more can join:
+                // the cap is reached, or every ready task touches a file now held.
+                let cap = cap.unwrap_or(usize::MAX).max(1);
+                let mut locks = Locks::unordered(conflicts, dag);
+                let mut chosen = Vec::new();
+                for &(_, i) in &ready {
+                    if chosen.len() == cap {
+                        break;
+                    }
+                    if locks.blocked(i) {
+                        continue;
+                    }
+                    locks.take(i);
+                    chosen.push(i);
+                    let files = conflicts.index().files_of(i);
+                    if files.iter().any(|&f| on_file[f as usize] == ready.len()) {
+                        break;
+                    }
+                }
+                chosen.sort_unstable();
+                chosen
+            }
+            Schedule::Eager => {
+                let all: Vec<usize> = ready.iter().map(|&(_, i)| i).collect();
+                select_batch(&all, dag, conflicts, cap).0
+            }
         };
         for &t in &tasks {
             status[t] = Status::Completed;
             pending -= 1;
-            ready.remove(&t);
+            ready.remove(&priority(t));
+            for &f in conflicts.index().files_of(t) {
+                on_file[f as usize] -= 1;
+            }
             if schedule == Schedule::Waves {
                 let w = wave_of(plan, dag, t);
                 let left = waves.get_mut(&w).expect("the task's wave is counted");
@@ -427,7 +474,7 @@ pub fn simulate(
                 let d = d as usize;
                 open[d] -= 1;
                 if open[d] == 0 && status[d] == Status::Pending {
-                    ready.insert(d);
+                    make_ready(d, &mut ready, &mut on_file);
                 }
             }
         }
@@ -752,6 +799,18 @@ mod tests {
                     simulate(&p, &dag, &locks, schedule, cap),
                     by_matrix::simulate(&p, &dag, &m, schedule, cap),
                     "{:?}", schedule
+                );
+            }
+            // The same plan fresh: every state consistent, the fast paths taken.
+            let mut fresh = p.clone();
+            for t in &mut fresh.tasks {
+                t.status = Status::Pending;
+            }
+            for schedule in [Schedule::Rounds, Schedule::Waves, Schedule::Eager] {
+                prop_assert_eq!(
+                    simulate(&fresh, &dag, &locks, schedule, cap),
+                    by_matrix::simulate(&fresh, &dag, &m, schedule, cap),
+                    "fresh {:?}", schedule
                 );
             }
             let ready = ready_set(&p, &dag);

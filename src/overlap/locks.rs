@@ -133,6 +133,17 @@ impl<'a> Locks<'a> {
         }
     }
 
+    /// No locks held, for candidates the caller knows are pairwise unordered.
+    pub fn unordered(conflicts: &'a Conflicts, dag: &'a Dag) -> Self {
+        Locks {
+            conflicts,
+            dag,
+            exact: false,
+            holders: FxHashMap::default(),
+            chosen: FxHashSet::default(),
+        }
+    }
+
     /// Whether `task` conflicts with a task holding locks.
     pub fn blocked(&self, task: usize) -> bool {
         for f in self.conflicts.index.files_of(task) {

@@ -129,64 +129,60 @@ fn quick_order(dag: &Dag, a: usize, b: usize) -> Option<bool> {
     }
 }
 
-/// Reachability between a block of tasks (columns) and every task.
+/// Reachability between a block of tasks (columns) and every task. Stored word-major
+/// (`up[w * n + x]`), so a row's lookups (one column, every partner) read memory in order.
 #[derive(Default)]
 struct Reach {
-    words: usize,
-    /// `up[x]`: the block's tasks that are `x` or its ancestors.
+    n: usize,
+    /// Bit c of `up[w * n + x]` (c = 64·w + bit): the block's column c is `x` or its ancestor.
     up: Vec<u64>,
-    /// `down[x]`: the block's tasks that are `x` or its descendants.
+    /// The same for descendants.
     down: Vec<u64>,
 }
 
 impl Reach {
     fn compute(&mut self, dag: &Dag, block: std::ops::Range<usize>, words: usize) {
         let n = dag.len();
-        self.words = words;
+        self.n = n;
         for v in [&mut self.up, &mut self.down] {
             v.clear();
             v.resize(n * words, 0);
         }
-        let bit = |x: usize| -> Option<(usize, u64)> {
-            block
-                .contains(&x)
-                .then(|| ((x - block.start) / 64, 1u64 << ((x - block.start) % 64)))
-        };
+        for x in block.clone() {
+            let c = x - block.start;
+            self.up[(c / 64) * n + x] |= 1u64 << (c % 64);
+            self.down[(c / 64) * n + x] |= 1u64 << (c % 64);
+        }
         let first = block.clone().map(|x| dag.topo_pos(x)).min().unwrap_or(0);
         let last = block.clone().map(|x| dag.topo_pos(x)).max().unwrap_or(0);
         let topo = dag.topo();
-        for &x in &topo[first..] {
-            let x = x as usize;
-            let (lo, hi) = (x * words, x * words + words);
-            for &d in dag.deps(x) {
-                let d = d as usize * words;
-                for k in 0..words {
-                    self.up[lo + k] |= self.up[d + k];
+        // Only the words that hold the block's columns.
+        let used = block.len().div_ceil(64);
+        for w in 0..used {
+            let up = &mut self.up[w * n..(w + 1) * n];
+            for &x in &topo[first..] {
+                let x = x as usize;
+                let mut acc = up[x];
+                for &d in dag.deps(x) {
+                    acc |= up[d as usize];
                 }
+                up[x] = acc;
             }
-            if let Some((w, b)) = bit(x) {
-                self.up[lo + w] |= b;
-            }
-            debug_assert!(hi <= self.up.len());
-        }
-        for &x in topo[..=last].iter().rev() {
-            let x = x as usize;
-            let lo = x * words;
-            for &d in dag.dependents(x) {
-                let d = d as usize * words;
-                for k in 0..words {
-                    self.down[lo + k] |= self.down[d + k];
+            let down = &mut self.down[w * n..(w + 1) * n];
+            for &x in topo[..=last].iter().rev() {
+                let x = x as usize;
+                let mut acc = down[x];
+                for &d in dag.dependents(x) {
+                    acc |= down[d as usize];
                 }
-            }
-            if let Some((w, b)) = bit(x) {
-                self.down[lo + w] |= b;
+                down[x] = acc;
             }
         }
     }
 
     /// Whether the block's column `c` and task `j` are ordered.
     fn ordered(&self, c: usize, j: usize) -> bool {
-        let (w, b) = (j * self.words + c / 64, 1u64 << (c % 64));
+        let (w, b) = ((c / 64) * self.n + j, 1u64 << (c % 64));
         (self.up[w] | self.down[w]) & b != 0
     }
 }
