@@ -38,10 +38,12 @@ pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, Acti
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let first_inputs = super::with_plan(repo.root(), inputs)?;
-    let first = plan::load(&repo.root().join(&first_inputs.plan_rel))
-        .map_err(crate::plan::error::PlanErrors::from)?;
+    // Only its goal is needed (the branch's name): not held while the branch's plan is read.
+    let first_goal = plan::load(&repo.root().join(&first_inputs.plan_rel))
+        .map_err(crate::plan::error::PlanErrors::from)?
+        .goal;
     let branch = if inputs.branch.is_empty() {
-        default_branch_name(&first.goal)
+        default_branch_name(&first_goal)
     } else {
         inputs.branch.clone()
     };

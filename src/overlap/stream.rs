@@ -68,14 +68,15 @@ impl<'a> Computed<'a> {
             for i in start..end {
                 self.candidates(i, &mut stamp, &mut cand);
                 row.clear();
-                for &j in &cand {
-                    let ordered = match quick_order(self.dag, i, j as usize) {
-                        Some(o) => o,
-                        None => reach.ordered(i - start, j as usize),
-                    };
-                    if !ordered {
-                        row.push(j);
-                    }
+                if undecided {
+                    // The bitsets answer every pair exactly, with one read each.
+                    let c = i - start;
+                    row.extend(cand.iter().filter(|&&j| !reach.ordered(c, j as usize)));
+                } else {
+                    row.extend(
+                        cand.iter()
+                            .filter(|&&j| quick_order(self.dag, i, j as usize) == Some(false)),
+                    );
                 }
                 f(i, &row)?;
             }
