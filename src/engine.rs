@@ -624,6 +624,29 @@ mod tests {
     }
 
     #[test]
+    fn ordered_ready_tasks_share_a_file_without_conflict() {
+        // A hand edit completed 1 while its blocker 0 is pending: 0 and 2 (blocked by 1) are
+        // both ready, share `a`, and are ordered (0 reaches 2), so they may run together, as
+        // the matrix says; 3 shares `a` with both and is ordered with neither.
+        let mut p = plan(&[(&[], &["a"]), (&[0], &[]), (&[1], &["a"]), (&[], &["a"])]);
+        p.tasks[1].status = Status::Completed;
+        let dag = Dag::build(&p).unwrap();
+        let c = Conflicts::of(&p);
+        assert!(!c.conflict(&dag, 0, 2));
+        assert!(c.conflict(&dag, 0, 3) && c.conflict(&dag, 2, 3));
+        assert_eq!(
+            select_batch(&[0, 2, 3], &dag, &c, None),
+            (vec![0, 2], vec![3])
+        );
+        assert_eq!(
+            sequential_groups(&[0, 2, 3], &dag, &c),
+            vec![vec![0, 2], vec![3]]
+        );
+        assert_eq!(eager_pick(&p, &dag, &c, &[3], 4), Vec::<usize>::new());
+        assert_eq!(eager_pick(&p, &dag, &c, &[0], 4), [2]);
+    }
+
+    #[test]
     fn nothing_pending_is_done() {
         let mut p = plan(&[(&[], &[])]);
         p.tasks[0].status = Status::Completed;
