@@ -381,59 +381,40 @@ pub fn simulate(
     // When every completed task's blockers are completed (so all its ancestors are), every
     // step keeps it so, and ready tasks are never ordered: plain file locks, no DAG questions.
     let unordered = (0..n).all(|i| status[i] != Status::Completed || open[i] == 0);
-    let priority = |i: usize| (Reverse(dag.height(i)), i);
-    // The ready set in the order of choice, and how many ready tasks touch each file.
-    let mut ready: BTreeSet<(Reverse<u32>, usize)> = BTreeSet::new();
-    let mut on_file: Vec<usize> = vec![0; conflicts.index().files()];
-    let make_ready =
-        |i: usize, ready: &mut BTreeSet<(Reverse<u32>, usize)>, on_file: &mut Vec<usize>| {
-            ready.insert(priority(i));
-            for &f in conflicts.index().files_of(i) {
-                on_file[f as usize] += 1;
-            }
-        };
+    // Waves choose within the lowest wave with pending tasks; the others from all ready tasks.
+    let wave = |i: usize| match schedule {
+        Schedule::Waves => wave_of(plan, dag, i),
+        Schedule::Rounds | Schedule::Eager => 0,
+    };
+    let mut ready = ReadySet::default();
     for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0) {
-        make_ready(i, &mut ready, &mut on_file);
+        ready.insert(i, wave(i), dag, conflicts);
     }
     let mut pending = status.iter().filter(|&&s| s == Status::Pending).count();
     let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
-    if schedule == Schedule::Waves {
-        for i in (0..n).filter(|&i| status[i] == Status::Pending) {
-            *waves.entry(wave_of(plan, dag, i)).or_default() += 1;
-        }
+    for i in (0..n).filter(|&i| status[i] == Status::Pending) {
+        *waves.entry(wave(i)).or_default() += 1;
     }
     let mut batches = Vec::new();
     loop {
-        if pending == 0 {
+        let Some(&current) = waves.keys().next() else {
             return (batches, None);
-        }
-        if ready.is_empty() {
+        };
+        let Some(set) = ready.by_wave.get(&current) else {
             return (batches, Some(pending));
-        }
+        };
         let tasks = match schedule {
             Schedule::Rounds => {
-                let all: Vec<usize> = ready.iter().map(|&(_, i)| i).collect();
+                let all: Vec<usize> = set.iter().map(|&(_, i)| i).collect();
                 round_of(&all, dag, cap).0
             }
-            Schedule::Waves => {
-                let wave = *waves.keys().next().expect("a pending task has a wave");
-                let candidates: Vec<usize> = ready
-                    .iter()
-                    .map(|&(_, i)| i)
-                    .filter(|&i| wave_of(plan, dag, i) == wave)
-                    .collect();
-                if candidates.is_empty() {
-                    return (batches, Some(pending));
-                }
-                select_batch(&candidates, dag, conflicts, cap).0
-            }
-            Schedule::Eager if unordered => {
-                // `choose` over the ready set in order, stopping once nothing more can join:
-                // the cap is reached, or every ready task touches a file now held.
+            Schedule::Waves | Schedule::Eager if unordered => {
+                // `choose` over the candidates in order, stopping once nothing more can join:
+                // the cap is reached, or every candidate touches a file now held.
                 let cap = cap.unwrap_or(usize::MAX).max(1);
                 let mut locks = Locks::unordered(conflicts, dag);
                 let mut chosen = Vec::new();
-                for &(_, i) in &ready {
+                for &(_, i) in set {
                     if chosen.len() == cap {
                         break;
                     }
@@ -443,42 +424,77 @@ pub fn simulate(
                     locks.take(i);
                     chosen.push(i);
                     let files = conflicts.index().files_of(i);
-                    if files.iter().any(|&f| on_file[f as usize] == ready.len()) {
+                    if files
+                        .iter()
+                        .any(|&f| ready.on_file[&(current, f)] == set.len())
+                    {
                         break;
                     }
                 }
                 chosen.sort_unstable();
                 chosen
             }
-            Schedule::Eager => {
-                let all: Vec<usize> = ready.iter().map(|&(_, i)| i).collect();
+            Schedule::Waves | Schedule::Eager => {
+                let all: Vec<usize> = set.iter().map(|&(_, i)| i).collect();
                 select_batch(&all, dag, conflicts, cap).0
             }
         };
         for &t in &tasks {
             status[t] = Status::Completed;
             pending -= 1;
-            ready.remove(&priority(t));
-            for &f in conflicts.index().files_of(t) {
-                on_file[f as usize] -= 1;
-            }
-            if schedule == Schedule::Waves {
-                let w = wave_of(plan, dag, t);
-                let left = waves.get_mut(&w).expect("the task's wave is counted");
-                *left -= 1;
-                if *left == 0 {
-                    waves.remove(&w);
-                }
+            let w = wave(t);
+            ready.remove(t, w, dag, conflicts);
+            let left = waves.get_mut(&w).expect("a pending task's wave is counted");
+            *left -= 1;
+            if *left == 0 {
+                waves.remove(&w);
             }
             for &d in dag.dependents(t) {
                 let d = d as usize;
                 open[d] -= 1;
                 if open[d] == 0 && status[d] == Status::Pending {
-                    make_ready(d, &mut ready, &mut on_file);
+                    ready.insert(d, wave(d), dag, conflicts);
                 }
             }
         }
         batches.push(tasks);
+    }
+}
+
+/// [`simulate`]'s ready tasks: per wave in the order of choice, and how many of a wave's
+/// ready tasks touch each file.
+#[derive(Default)]
+struct ReadySet {
+    by_wave: BTreeMap<u64, BTreeSet<(Reverse<u32>, usize)>>,
+    on_file: FxHashMap<(u64, u32), usize>,
+}
+
+impl ReadySet {
+    fn insert(&mut self, task: usize, wave: u64, dag: &Dag, conflicts: &Conflicts) {
+        self.by_wave
+            .entry(wave)
+            .or_default()
+            .insert((Reverse(dag.height(task)), task));
+        for &f in conflicts.index().files_of(task) {
+            *self.on_file.entry((wave, f)).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, task: usize, wave: u64, dag: &Dag, conflicts: &Conflicts) {
+        if let Some(set) = self.by_wave.get_mut(&wave) {
+            set.remove(&(Reverse(dag.height(task)), task));
+            if set.is_empty() {
+                self.by_wave.remove(&wave);
+            }
+        }
+        for &f in conflicts.index().files_of(task) {
+            if let Some(c) = self.on_file.get_mut(&(wave, f)) {
+                *c -= 1;
+                if *c == 0 {
+                    self.on_file.remove(&(wave, f));
+                }
+            }
+        }
     }
 }
 
