@@ -9,18 +9,21 @@ Cases (N tasks; plans cached in target/bench-plans/scale-*.json):
   dry-run  hot    `run --dry-run` (rounds), every task modifying one file, genplan's random DAG
   dry-run  chain  `run --dry-run`, a chain 0 <- 1 <- ... <- N-1, each task its own file
   dry-run  chain-hot   the same chain, every task on one file (no conflicts, all pairs ordered)
-  eager    hot    `run --dry-run --schedule eager` on the hot plan
+  eager    hot / chain   `run --dry-run --schedule eager` (conflict-free batches: one task per
+                  batch on the hot plan, so 100k batches)
+  waves    hot    `run --dry-run --schedule waves` on the hot plan
   plan-job hot / chain / chain-hot   `action plan` (the Action's plan job, round 1) in a git
                   repository with a bare origin, the plan committed
   validate hot    `validate --json --no-checks > /dev/null`, every task on one file (the
-                  overlap matrix is ~N^2 entries: ~2.4 GB of JSON at 20k tasks)
+                  overlap matrix is ~N^2 entries: 0.4 GB of JSON at 10k tasks, 1.6 GB at 20k)
 Targets (issue 13 §5): dry-run and plan job at 100k tasks under 5 s and 1 GB; validate at 20k
 tasks under 1 GB (no time target; its output alone is quadratic).
 
-Usage: bench/scale.py [--bin PATH] [--no-build] [--cases dry-run,plan-job,...] [--n 100000]
-                      [--validate-n 20000] [--timeout 300] [--mem-limit-gb 8]
-Each run is capped (prlimit --as, timeout) so a blow-up reports "fail" instead of taking the
-machine down. Needs python3, git and GNU time (apt-get install time).
+Usage: bench/scale.py [--bin PATH] [--no-build] [--cases dry-run,eager,waves,plan-job,validate]
+                      [--n 100000] [--validate-n 10000,20000] [--timeout 300] [--mem-limit-gb 8]
+--bin compares another build (e.g. one of an older commit); it is not rebuilt. Each run is
+capped (prlimit --as, timeout) so a blow-up reports "fail" (its exit status was not 0: out of
+memory under the cap, or killed at the timeout) instead of taking the machine down. Needs python3, git and GNU time (apt-get install time).
 """
 import argparse
 import json
@@ -132,7 +135,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "dagexec"))
     ap.add_argument("--no-build", action="store_true")
-    ap.add_argument("--cases", default="dry-run,eager,plan-job,validate")
+    ap.add_argument("--cases", default="dry-run,eager,waves,plan-job,validate")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--validate-n", default="10000,20000")
     ap.add_argument("--timeout", type=int, default=300)
@@ -177,6 +180,9 @@ def main():
             for kind in ["hot", "chain"]:
                 run("eager dry-run", kind, a.n,
                     ["run", "--dry-run", "--schedule", "eager", "--plan", ".design/plan.json"], 5, 1024)
+        if "waves" in cases:
+            run("waves dry-run", "hot", a.n,
+                ["run", "--dry-run", "--schedule", "waves", "--plan", ".design/plan.json"], 5, 1024)
         if "plan-job" in cases:
             for kind in ["hot", "chain", "chain-hot"]:
                 run("plan-job", kind, a.n, ["action", "plan"], 5, 1024)
