@@ -11,12 +11,12 @@ use crate::plan::model::Plan;
 
 /// Rows of small integers in one array (compressed sparse rows).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Rows {
+pub(crate) struct Csr {
     offsets: Vec<usize>,
     data: Vec<u32>,
 }
 
-impl Rows {
+impl Csr {
     pub(crate) fn row(&self, i: usize) -> &[u32] {
         &self.data[self.offsets[i]..self.offsets[i + 1]]
     }
@@ -29,15 +29,15 @@ impl Rows {
 /// Task → its distinct file ids; file id → the tasks touching it, ascending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileIndex {
-    pub(crate) task_files: Rows,
-    pub(crate) file_tasks: Rows,
+    pub(crate) task_files: Csr,
+    pub(crate) file_tasks: Csr,
 }
 
 impl FileIndex {
     /// Indexes the create+modify files of every task.
     pub fn of(plan: &Plan) -> Self {
         let mut ids: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
-        let mut task_files = Rows {
+        let mut task_files = Csr {
             offsets: vec![0],
             data: Vec::new(),
         };
@@ -79,18 +79,18 @@ impl FileIndex {
         }
         FileIndex {
             task_files,
-            file_tasks: Rows { offsets, data },
+            file_tasks: Csr { offsets, data },
         }
     }
 
     /// `n` tasks without files.
     pub fn empty(n: usize) -> Self {
         FileIndex {
-            task_files: Rows {
+            task_files: Csr {
                 offsets: vec![0; n + 1],
                 data: Vec::new(),
             },
-            file_tasks: Rows {
+            file_tasks: Csr {
                 offsets: vec![0],
                 data: Vec::new(),
             },
