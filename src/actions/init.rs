@@ -291,12 +291,13 @@ pub fn render(opts: &Options) -> String {
             job = match name {
                 "plan" => "plan",
                 "finalize" => "finalize",
+                "conduct" => "conduct",
                 _ => "other",
             };
         }
         let target = format!("uses: {TEMPLATE_ACTION}");
         if let Some(at) = line.find(&target) {
-            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize") {
+            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
                 format!("./{TRUSTED_ACTION_DIR}")
             } else {
                 opts.action.uses.clone()
@@ -550,14 +551,14 @@ mod tests {
         });
         assert_eq!(
             t.matches("uses: ./\n").count(),
-            3,
-            "comment, steer (both on the default branch) and work"
+            4,
+            "comment, steer (both on the default branch), work and task"
         );
         assert_eq!(
             t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n"))
                 .count(),
-            2,
-            "plan and finalize run the action from the default branch:\n{t}"
+            3,
+            "plan, conduct and finalize run the action from the default branch:\n{t}"
         );
         assert!(!t.contains("org/dagexec@v1"));
         assert!(!t.contains("@worker"), "{t}");
@@ -610,8 +611,8 @@ mod tests {
         assert_eq!(
             t.matches("uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n")
                 .count(),
-            5,
-            "comment, steer, plan, work, finalize:\n{t}"
+            7,
+            "comment, steer, plan, work, task, conduct, finalize:\n{t}"
         );
         let source = Build {
             repository: "org/dagexec".into(),
