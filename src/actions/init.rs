@@ -209,6 +209,8 @@ pub struct Options {
     pub secret: Option<String>,
     /// A GitHub environment for the work job, holding the secret (`None`: a repository secret).
     pub environment: Option<String>,
+    /// `schedule: eager` (a conductor and a run per task) instead of rounds.
+    pub eager: bool,
 }
 
 /// Why `init` cannot write the workflow.
@@ -360,7 +362,12 @@ pub fn render(opts: &Options) -> String {
         "          worker: '{}'\n",
         opts.worker.command().replace('\'', "''")
     );
-    text.replace(old, &new)
+    let text = text.replace(old, &new);
+    if opts.eager {
+        text.replace("          schedule: rounds\n", "          schedule: eager\n")
+    } else {
+        text
+    }
 }
 
 /// Writes the workflow under `root`; refuses to overwrite unless `force`.
@@ -384,6 +391,8 @@ pub struct Args {
     pub secret: Option<String>,
     pub environment: Option<String>,
     pub action: Option<String>,
+    /// `--schedule eager`.
+    pub eager: bool,
     pub force: bool,
     pub stdout: bool,
 }
@@ -428,6 +437,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
         worker,
         secret,
         environment,
+        eager: args.eager,
     };
     let text = render(&opts);
     if args.stdout {
@@ -538,6 +548,7 @@ mod tests {
             secret: worker.default_secret().map(str::to_string),
             worker,
             environment: None,
+            eager: false,
         }
     }
 
@@ -548,6 +559,7 @@ mod tests {
             worker: Worker::parse("sh -c 'it''s'").unwrap(),
             secret: None,
             environment: None,
+            eager: false,
         });
         assert_eq!(
             t.matches("uses: ./\n").count(),
@@ -674,6 +686,7 @@ mod tests {
             worker: Worker::parse("my-agent --yes").unwrap(),
             secret: Some("MY_AGENT_KEY".into()),
             environment: Some("agents".into()),
+            eager: true,
         };
         insta::assert_snapshot!("init_local_custom", render(&custom));
         insta::assert_snapshot!("init_next_steps", next_steps(&opts("claude")));
