@@ -186,12 +186,38 @@ impl Lab {
             &self.repo,
             &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
         );
+        let mut cmd = self.act_command(
+            (n, 4200 + u64::from(n)),
+            event_name,
+            payload,
+            &self.repo,
+            &self.root.join("home"),
+        );
+        let out = cmd.output().expect("act runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// The act command for workflow run `n` (id `run_id`) of `event_name` with `payload`, in the clone
+    /// `workdir` (whose HEAD is `github.sha`), with `home` as its HOME.
+    fn act_command(
+        &self,
+        (n, run_id): (u32, u64),
+        event_name: &str,
+        payload: &Value,
+        workdir: &Path,
+        home: &Path,
+    ) -> Command {
         let event = self.root.join(format!("event-{n}.json"));
         std::fs::write(&event, payload.to_string()).unwrap();
         let artifacts = self.root.join(format!("artifacts-{n}"));
         let cache = self.root.join(format!("act-cache-{n}"));
-        let home = self.root.join("home");
-        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(home).unwrap();
         let standins = manifest().join("tests/act/actions");
         let local = |action: &str, dir: &str| {
             format!("{}/{action}={}", self.server, standins.join(dir).display())
@@ -203,7 +229,7 @@ impl Lab {
         let mut cmd = Command::new(act());
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
-            .env("HOME", &home)
+            .env("HOME", home)
             .env("LANG", "C.UTF-8")
             .env("CARGO_HOME", &cargo_home)
             .env(
@@ -216,7 +242,7 @@ impl Lab {
             // keeps a repository's caches; entries are keyed by the action's source hash.
             .env("DAGEXEC_CACHE_DIR", shared.join("cache"))
             .env("GIT_TERMINAL_PROMPT", "0")
-            .current_dir(&self.repo)
+            .current_dir(workdir)
             .arg(event_name)
             .args(["-W", ".github/workflows/dagexec.yml"])
             .arg("-e")
@@ -234,7 +260,7 @@ impl Lab {
             .args(["--env", &format!("GITHUB_SERVER_URL={}", self.server)])
             .args(["--env", &format!("GITHUB_API_URL={}", self.gh.url())])
             .args(["--env", "GITHUB_REPOSITORY=acme/widgets"])
-            .args(["--env", &format!("GITHUB_RUN_ID={}", 4200 + n)])
+            .args(["--env", &format!("GITHUB_RUN_ID={run_id}")])
             // A fresh tool cache per workflow run, as hosted runners have: a binary built in
             // an earlier run reaches this one only through actions/cache.
             .args([
@@ -251,14 +277,7 @@ impl Lab {
             .args(["--env", "DAGEXEC_BUILD_PROFILE=dev"])
             .args(["-s", &format!("GITHUB_TOKEN={TOKEN}")])
             .stdin(std::process::Stdio::null());
-        let out = cmd.output().expect("act runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
-        (out.status.code().unwrap_or(-1), text)
+        cmd
     }
 
     /// Commits to `branch` on the remote a change to the action's install script that appends
@@ -790,4 +809,211 @@ fn a_spec_kit_tasks_md_runs_round_by_round_and_ends_ticked() {
         "success"
     );
     lab.gh.assert_clean();
+}
+
+/// `schedule: eager` under act: the conductor is one act run (plan job, then the conduct
+/// job) that dispatches every task as a run of its own; this harness starts each dispatched
+/// run as its own act process at once (so task runs really run side by side), and hands its
+/// uploaded artifact to the fake API, which the conductor polls and downloads from.
+#[test]
+fn eager_runs_every_task_as_its_own_workflow_run_side_by_side() {
+    let p = plan(
+        "Widgets eager",
+        vec![
+            task("Slow", &["slow.txt"], &[], "test -s slow.txt"),
+            task("Quick", &["quick.txt"], &[], "test -s quick.txt"),
+            task("After quick", &["after.txt"], &[1], "test -s after.txt"),
+        ],
+    );
+    let times_dir = tempfile::tempdir().unwrap();
+    let times = times_dir.path().join("times.log");
+    let worker = format!(
+        r#"cat > /dev/null
+echo "start $DAGEXEC_TASK_INDEX $(date +%s.%N)" >> '{t}'
+case "$DAGEXEC_TASK_INDEX" in
+0) sleep 12; echo slow > slow.txt ;;
+1) echo quick > quick.txt ;;
+2) echo after > after.txt ;;
+esac
+echo "end $DAGEXEC_TASK_INDEX $(date +%s.%N)" >> '{t}'
+echo "COMPLETED: task $DAGEXEC_TASK_INDEX"
+"#,
+        t = times.display()
+    );
+    let mut lab = Lab::new(&p, &worker);
+    // The eager workflow (`init --schedule eager`), polling every second (the fake API has
+    // no rate limit).
+    let wf = lab.repo.join(".github/workflows/dagexec.yml");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    assert!(text.contains("          schedule: rounds\n"));
+    let text = text
+        .replace(
+            "          schedule: rounds\n",
+            "          schedule: eager\n",
+        )
+        .replace(
+            "          command: conduct\n",
+            "          command: conduct\n          poll: 1s\n          polls-per-hour: 360000\n",
+        );
+    std::fs::write(&wf, text).unwrap();
+    git(&lab.repo, &["commit", "-qam", "eager"]);
+    git(&lab.repo, &["push", "-q", "origin", "main"]);
+
+    // Run 1 on main only names the branch; run 2 (dispatched on main with it) conducts.
+    let (code, log) = lab.run(
+        "refs/heads/main",
+        &json!({"plan": ".design/plan.json", "branch": ""}),
+    );
+    assert_eq!(code, 0, "{log}");
+    let first = lab.gh.state().dispatches[0].clone();
+    lab.runs += 1;
+    let n = lab.runs;
+    let payload =
+        json!({"inputs": first.inputs, "ref": "refs/heads/main", "repository": repository()});
+    let mut conductor = lab
+        .act_command(
+            (n, first.run_id),
+            "workflow_dispatch",
+            &payload,
+            &lab.repo,
+            &lab.root.join("home"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let conductor_out = std::thread::spawn({
+        let mut out = conductor.stdout.take().unwrap();
+        move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut out, &mut s).unwrap();
+            s
+        }
+    });
+    let conductor_err = std::thread::spawn({
+        let mut err = conductor.stderr.take().unwrap();
+        move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut err, &mut s).unwrap();
+            s
+        }
+    });
+
+    // Play GitHub: each dispatched task run starts at once, as its own act process.
+    let lab = std::sync::Arc::new(lab);
+    let mut started = std::collections::BTreeSet::new();
+    let mut runners = Vec::new();
+    let t0 = std::time::Instant::now();
+    let status =
+        loop {
+            for d in lab.gh.state().dispatches {
+                if d.inputs.get("task").is_none() || !started.insert(d.run_id) {
+                    continue;
+                }
+                let lab = lab.clone();
+                let k = 100 + started.len() as u32;
+                runners.push(std::thread::spawn(move || {
+                lab.gh.start_run(d.run_id);
+                let dir = lab.root.join(format!("run-{}", d.run_id));
+                git(
+                    &lab.root,
+                    &["clone", "-q", lab.origin.to_str().unwrap(), dir.to_str().unwrap()],
+                );
+                git(&dir, &["checkout", "-q", "-B", &d.git_ref, &format!("origin/{}", d.git_ref)]);
+                let payload = json!({"inputs": d.inputs, "ref": format!("refs/heads/{}", d.git_ref),
+                                     "repository": repository()});
+                let home = lab.root.join(format!("home-{}", d.run_id));
+                let out = lab
+                    .act_command((k, d.run_id), "workflow_dispatch", &payload, &dir, &home)
+                    .output()
+                    .unwrap();
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                std::fs::write(lab.root.join(format!("act-task-{}.log", d.run_id)), &text)
+                    .unwrap();
+                assert!(out.status.success(), "task run {}:\n{text}", d.run_id);
+                let stored = lab.root.join(format!("artifacts-{k}"));
+                let mut artifacts = Vec::new();
+                for e in std::fs::read_dir(&stored).into_iter().flatten().flatten() {
+                    artifacts.push((
+                        e.file_name().to_string_lossy().to_string(),
+                        zip_dir(&e.path()),
+                    ));
+                }
+                lab.gh.finish_run(d.run_id, "success", artifacts);
+            }));
+            }
+            if let Some(status) = conductor.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(900),
+                "the conductor did not finish"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+    for r in runners {
+        r.join().unwrap();
+    }
+    let log = format!(
+        "{}{}",
+        conductor_out.join().unwrap(),
+        conductor_err.join().unwrap()
+    );
+    std::fs::write(lab.root.join("act-conductor.log"), &log).unwrap();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("Started task 0 (Slow) attempt 1"), "{log}");
+
+    // Tasks 1 and 2 ran (one after the other) while slow task 0 ran: eager, not rounds.
+    let mut at: std::collections::BTreeMap<(String, u64), f64> = Default::default();
+    for line in std::fs::read_to_string(&times).unwrap().lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        at.insert(
+            (f[0].to_string(), f[1].parse().unwrap()),
+            f[2].parse().unwrap(),
+        );
+    }
+    let (slow_start, slow_end) = (at[&("start".into(), 0)], at[&("end".into(), 0)]);
+    assert!(at[&("start".into(), 1)] < slow_end, "{at:?}");
+    assert!(
+        at[&("start".into(), 2)] < slow_end,
+        "task 2 waited for slow task 0: {at:?}"
+    );
+    assert!(at[&("end".into(), 1)] > slow_start - 30.0);
+
+    let branch = "dagexec/widgets-eager";
+    let plan = lab.plan_on(branch, ".design/plan.done.json");
+    for t in plan["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "completed", "{t:#}");
+    }
+    for f in ["slow.txt", "quick.txt", "after.txt"] {
+        git(&lab.origin, &["cat-file", "-e", &format!("{branch}:{f}")]);
+    }
+    let st = lab.gh.state();
+    assert_eq!(
+        st.check_runs.last().unwrap().conclusion.as_deref(),
+        Some("success")
+    );
+    assert!(!st.pulls[0].draft);
+    lab.gh.assert_clean();
+}
+
+fn zip_dir(dir: &Path) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    for name in names {
+        w.start_file(name.as_str(), zip::write::SimpleFileOptions::default())
+            .unwrap();
+        w.write_all(&std::fs::read(dir.join(&name)).unwrap())
+            .unwrap();
+    }
+    w.finish().unwrap().into_inner()
 }
