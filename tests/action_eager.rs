@@ -59,10 +59,16 @@ struct Lab {
     times: PathBuf,
     /// Task runs started so far (each runs once, however many conductors come and go).
     started: std::sync::Mutex<BTreeSet<u64>>,
+    /// (task, attempt) runs that end cancelled, with no artifact.
+    lost: std::sync::Mutex<BTreeSet<(String, String)>>,
 }
 
 impl Lab {
     fn new(tasks: Vec<Value>) -> Lab {
+        Lab::with_worker(tasks, WORKER)
+    }
+
+    fn with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
         let tmp = tempfile::tempdir().unwrap();
         let origin = tmp.path().join("origin.git");
         std::fs::create_dir_all(&origin).unwrap();
@@ -79,7 +85,7 @@ impl Lab {
             serde_json::to_string_pretty(&plan).unwrap(),
         )
         .unwrap();
-        std::fs::write(seed.join("worker.sh"), WORKER).unwrap();
+        std::fs::write(seed.join("worker.sh"), worker).unwrap();
         git(&seed, &["add", "-A"]);
         git(&seed, &["commit", "-qm", "plan"]);
         git(
@@ -102,6 +108,7 @@ impl Lab {
             clones: AtomicUsize::new(0),
             times,
             started: Default::default(),
+            lost: Default::default(),
         }
     }
 
@@ -200,6 +207,16 @@ impl Lab {
         self.gh.start_run(d.run_id);
         let input = |k: &str| d.inputs[k].as_str().unwrap().to_string();
         let (task, attempt, base) = (input("task"), input("attempt"), input("base"));
+        // A run GitHub cancelled before its job uploaded anything (a lost runner).
+        if self
+            .lost
+            .lock()
+            .unwrap()
+            .remove(&(task.clone(), attempt.clone()))
+        {
+            self.gh.finish_run(d.run_id, "cancelled", Vec::new());
+            return;
+        }
         assert_eq!(d.git_ref, BRANCH, "task runs are dispatched on the branch");
         let dir = self.checkout(&base);
         let artifacts = self.tmp.path().join(format!("artifact-{}", d.run_id));
@@ -515,5 +532,198 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
     for t in lab.plan()["tasks"].as_array().unwrap() {
         assert_eq!(t["status"], "completed", "{t:#}\n{log}");
     }
+    lab.gh.assert_clean();
+}
+
+/// Task 0 never works; 1–3 need it; 4 is slow and independent.
+const BREAKER_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "FAILED: never works" ;;
+4) sleep 4; echo t4 > t4.txt; echo "COMPLETED: t4" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+
+#[test]
+fn the_circuit_breaker_stops_the_conductor_with_its_numbers_and_keeps_the_runs_in_flight() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("base", &["t0.txt"], &[]),
+            task("a", &["t1.txt"], &[0]),
+            task("b", &["t2.txt"], &[0]),
+            task("c", &["t3.txt"], &[0]),
+            task("slow", &["t4.txt"], &[]),
+        ],
+        BREAKER_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 1, "a breaker stop fails the job:\n{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "failed", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["attempts"], 3, "{plan:#}");
+    for i in 1..=3 {
+        assert_eq!(plan["tasks"][i]["status"], "skipped", "{plan:#}");
+    }
+    // Slow task 4 was still running: recorded, for a later conductor to adopt.
+    assert!(plan["tasks"][4].get("dagexecRun").is_some(), "{plan:#}");
+    let st = lab.gh.state();
+    let check = st.check_runs.last().unwrap();
+    assert_eq!(check.conclusion.as_deref(), Some("failure"));
+    let text = check.output.as_ref().unwrap().to_string();
+    // Pending when the cascade ran: 1–3 (task 4 was running, not pending).
+    assert!(
+        text.contains("3/3 pending tasks"),
+        "the breaker's numbers: {text}"
+    );
+    lab.gh.assert_clean();
+}
+
+const BLOCKED_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "BLOCKED: which database should the cache use?" ;;
+*) echo t1 > t1.txt; echo "COMPLETED: t1" ;;
+esac
+"#;
+
+#[test]
+fn a_blocked_task_asks_on_the_pull_request_and_the_conductor_ends_waiting_for_the_answer() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("cache", &["t0.txt"], &[]),
+            task("docs", &["t1.txt"], &[]),
+            task("use cache", &["t2.txt"], &[0]),
+        ],
+        BLOCKED_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: needs-input."), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "completed", "{plan:#}");
+    let st = lab.gh.state();
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.contains("<!-- dagexec:question:0 -->")
+                && c.body.contains("which database")),
+        "{:#?}",
+        st.comments
+    );
+    assert_eq!(
+        st.check_runs.last().unwrap().conclusion.as_deref(),
+        Some("action_required")
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_run_lost_without_an_artifact_is_a_failed_attempt_and_the_task_is_retried() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.lost
+        .lock()
+        .unwrap()
+        .insert(("0".to_string(), "1".to_string()));
+    // GitHub's rate limit on the first poll: the conductor waits and polls again.
+    let reset = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1)
+    .to_string();
+    lab.gh.fail_next(
+        "actions/get-workflow-run",
+        403,
+        &[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", &reset),
+        ],
+        json!({"message": "API rate limit exceeded"}),
+    );
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("no artifact from its job"), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert_eq!(
+        plan["progress"]["completedTasks"][0]["attempts"], 2,
+        "{plan:#}"
+    );
+    assert!(lab.gh.calls("actions/get-workflow-run").len() >= 2);
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn execute_abort_stops_starting_tasks_and_integrates_what_is_in_flight() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("slow", &["t0.txt"], &[]),
+            task("after", &["t1.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 2
+echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    // Once the status comment exists, `/execute abort` marks it (as the comment job does).
+    let t0 = Instant::now();
+    let mut threads = Vec::new();
+    loop {
+        threads.extend(lab.run_dispatched());
+        let st = lab.gh.state();
+        if let Some(c) = st
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        {
+            let body = format!("{}\n<!-- dagexec:abort-requested -->", c.body);
+            lab.gh.edit_comment(c.id, &body);
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
+    let started: Vec<Value> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| d.inputs["task"].clone())
+        .collect();
+    assert_eq!(
+        started,
+        vec![json!("0")],
+        "nothing new started after the abort"
+    );
     lab.gh.assert_clean();
 }

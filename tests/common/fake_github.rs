@@ -299,6 +299,15 @@ impl FakeGitHub {
         }
     }
 
+    /// Rewrites comment `id`'s body, as an edit on the web would (or the comment job's
+    /// `/execute abort`).
+    pub fn edit_comment(&self, id: u64, body: &str) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.state.comments.iter_mut().find(|c| c.id == id) {
+            c.body = body.into();
+        }
+    }
+
     /// A snapshot of the state.
     pub fn state(&self) -> State {
         self.lock().state.clone()
