@@ -31,6 +31,7 @@ pub mod render;
 pub mod run;
 pub mod sanitize;
 pub mod setup;
+pub mod simulate;
 pub mod shell;
 pub mod update;
 pub mod worker;
