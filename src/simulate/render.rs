@@ -236,18 +236,15 @@ pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
     for &task in &tasks {
         let mut row = vec![' '; bars];
         for s in p.spans.iter().filter(|s| s.task == task) {
-            let paint = |row: &mut Vec<char>, a: u64, b: u64, c: char| {
-                if b <= a {
-                    return;
-                }
-                let from = cell(a).min(bars - 1);
-                let to = cell_end(b).max(from + 1);
-                for x in &mut row[from..to] {
-                    *x = c;
-                }
-            };
-            paint(&mut row, s.start, s.work, '░');
-            paint(&mut row, s.work, s.end, if s.failed { '▒' } else { '█' });
+            // Every start-up and every attempt's work gets at least one cell, in order.
+            let mut from = cell(s.start).min(bars - 1);
+            if s.work > s.start {
+                let to = cell(s.work).max(from + 1).min(bars);
+                row[from..to].fill('░');
+                from = to.min(bars - 1);
+            }
+            let to = cell_end(s.end).max(from + 1).min(bars);
+            row[from..to].fill(if s.failed { '▒' } else { '█' });
         }
         let bar: String = row.into_iter().collect();
         out.push_str(&format!(
