@@ -27,6 +27,7 @@ Examples:
   dagexec demo                          a real run of a small plan, no API key needed
   dagexec run --worker 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   execute .design/plan.json here
   dagexec run --dry-run                 the rounds that would run
+  dagexec simulate --duration 10m       how long each schedule would take, here and on Actions
   dagexec validate                      check .design/plan.json and print the setup report
   dagexec validate --json --no-checks   the setup output object, without running assumption checks
   dagexec status                        the tasks and where each one stands
@@ -189,8 +190,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Mermaid)]
         format: Format,
     },
-    /// Predict how long the plan takes and how many jobs it starts, for each schedule,
-    /// locally and on GitHub Actions — before spending anything.
+    /// Predict each schedule's wall time and jobs, locally and on GitHub Actions, before spending
     ///
     /// Plays the scheduler's own decisions on a clock: `rounds` (each round's tasks sharing
     /// files in groups one after another), `waves` and `eager` locally on --jobs slots; on
@@ -246,7 +246,7 @@ enum Command {
         /// Do not draw the charts.
         #[arg(long)]
         no_gantt: bool,
-        /// The charts' schedules where: local or actions.
+        /// Which place the charts show the rounds and eager schedules of.
         #[arg(long, value_enum, value_name = "WHERE", default_value_t = ChartPlace::Actions)]
         chart: ChartPlace,
         /// The charts' width in columns [default: the terminal's, else 100].
