@@ -1113,9 +1113,11 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
             ChartPlace::Local => Place::Local,
             ChartPlace::Actions => Place::Actions,
         };
-        for p in report.predictions.iter().filter(|p| {
-            p.place == place && p.schedule != crate::engine::Schedule::Waves
-        }) {
+        for p in report
+            .predictions
+            .iter()
+            .filter(|p| p.place == place && p.schedule != crate::engine::Schedule::Waves)
+        {
             writeln!(out)?;
             out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
         }

@@ -31,8 +31,8 @@ pub mod render;
 pub mod run;
 pub mod sanitize;
 pub mod setup;
-pub mod simulate;
 pub mod shell;
+pub mod simulate;
 pub mod update;
 pub mod worker;
 

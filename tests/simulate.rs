@@ -91,7 +91,10 @@ fn predicts_from_the_plans_history() {
         dir.path(),
         &["--jobs", "2", "--max-parallel", "2", "--job-start", "10s"],
     );
-    assert_eq!(v["durations"]["default"], json!({"seconds": 75.0, "source": "median"}));
+    assert_eq!(
+        v["durations"]["default"],
+        json!({"seconds": 75.0, "source": "median"})
+    );
     assert_eq!(v["durations"]["tasks"][1]["attempts"], json!([30.0, 90.0]));
     // Local rounds: round 1 is {0, 2}, sharing a file: 0 (heads a chain) then 2, 60 + 75 s;
     // round 2: 1 fails and is retried at once, 30 + 90 s. 255 s. Waves: {0}, {2}, {1}.
@@ -119,7 +122,15 @@ fn predicts_from_the_plans_history() {
 
     // The table, without charts when the output is not a terminal.
     let out = dagexec(dir.path())
-        .args(["simulate", "-j", "2", "--max-parallel", "2", "--job-start", "10s"])
+        .args([
+            "simulate",
+            "-j",
+            "2",
+            "--max-parallel",
+            "2",
+            "--job-start",
+            "10s",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -134,13 +145,18 @@ fn predicts_from_the_plans_history() {
         text.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == cells)
     };
-    assert!(row(&["schedule", "where", "wall", "time", "jobs", "×", "bound"]), "{text}");
+    assert!(
+        row(&["schedule", "where", "wall", "time", "jobs", "×", "bound"]),
+        "{text}"
+    );
     assert!(row(&["eager", "local", "3m", "4", "1.00"]), "{text}");
     assert!(row(&["rounds", "Actions", "5m15s", "10", "1.50"]), "{text}");
     assert!(!text.contains('█'), "{text}");
     // --gantt draws them anyway, at the width asked.
     let out = dagexec(dir.path())
-        .args(["simulate", "-j", "2", "--gantt", "--width", "60", "--chart", "local"])
+        .args([
+            "simulate", "-j", "2", "--gantt", "--width", "60", "--chart", "local",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
@@ -163,7 +179,17 @@ fn given_durations_and_settings() {
     // --no-history: every task 10 s but task 1 (40 s).
     let v = json_of(
         dir.path(),
-        &["--no-history", "-d", "10s", "-d", "1=40s", "-j", "1", "--job-start", "0"],
+        &[
+            "--no-history",
+            "-d",
+            "10s",
+            "-d",
+            "1=40s",
+            "-j",
+            "1",
+            "--job-start",
+            "0",
+        ],
     );
     assert_eq!(v["durations"]["sources"]["given"], json!(1));
     assert_eq!(v["durations"]["sources"]["default"], json!(2));
@@ -201,10 +227,19 @@ fn bad_durations_name_the_fix() {
         String::from_utf8(out.stderr).unwrap()
     };
     let e = err(&["-d", "7=1m"]);
-    assert!(e.contains("error: --duration 7=…: the plan has no task 7 (it has 3)"), "{e}");
-    assert!(e.contains("hint: task numbers are plan indices, 0 to 2"), "{e}");
+    assert!(
+        e.contains("error: --duration 7=…: the plan has no task 7 (it has 3)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("hint: task numbers are plan indices, 0 to 2"),
+        "{e}"
+    );
     let e = err(&["-d", "1m", "-d", "2m"]);
-    assert!(e.contains("--duration without a task is given twice"), "{e}");
+    assert!(
+        e.contains("--duration without a task is given twice"),
+        "{e}"
+    );
     let e = err(&["-d", "x=1m"]);
     assert!(e.contains("\"x\" is not a task number"), "{e}");
     let e = err(&["-d", "soon"]);

@@ -255,7 +255,11 @@ mod tests {
     use serde_json::json;
 
     fn three() -> Plan {
-        plan_of(vec![task(&[], &[], &[]), task(&[], &[], &[]), task(&[], &[], &[])])
+        plan_of(vec![
+            task(&[], &[], &[]),
+            task(&[], &[], &[]),
+            task(&[], &[], &[]),
+        ])
     }
 
     fn input() -> DurationInput {

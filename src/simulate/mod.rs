@@ -197,7 +197,13 @@ impl Clock {
     }
 
     /// Runs task `i`'s next attempt from `start`: its end, and whether it failed.
-    fn one_attempt(&mut self, times: &Durations, i: usize, start: u64, startup: u64) -> (u64, bool) {
+    fn one_attempt(
+        &mut self,
+        times: &Durations,
+        i: usize,
+        start: u64,
+        startup: u64,
+    ) -> (u64, bool) {
         let attempts = &times.tasks[i].attempts;
         let k = self.next[i];
         let failed = k + 1 < attempts.len();
@@ -295,22 +301,28 @@ impl Sim<'_> {
         // (end, task) of the tasks in flight.
         let mut running: Vec<(u64, usize)> = Vec::new();
         let (mut now, mut integrations) = (t0, 0u64);
-        let mut fill = |state: &mut Plan, running: &mut Vec<(u64, usize)>, landed: &[usize], now: u64| {
-            let busy: Vec<usize> = running.iter().map(|&(_, i)| i).chain(landed.iter().copied()).collect();
-            let free = slots.saturating_sub(running.len());
-            for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
-                state.tasks[i].status = Status::InProgress;
-                let end = clock.all_attempts(self.times, i, now, startup);
-                running.push((end, i));
-            }
-        };
+        let mut fill =
+            |state: &mut Plan, running: &mut Vec<(u64, usize)>, landed: &[usize], now: u64| {
+                let busy: Vec<usize> = running
+                    .iter()
+                    .map(|&(_, i)| i)
+                    .chain(landed.iter().copied())
+                    .collect();
+                let free = slots.saturating_sub(running.len());
+                for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
+                    state.tasks[i].status = Status::InProgress;
+                    let end = clock.all_attempts(self.times, i, now, startup);
+                    running.push((end, i));
+                }
+            };
         loop {
             fill(&mut state, &mut running, &[], now);
             let Some(&(next, _)) = running.iter().min() else {
                 break;
             };
             now = next;
-            let mut arrived: Vec<usize> = running.iter().filter(|r| r.0 == now).map(|r| r.1).collect();
+            let mut arrived: Vec<usize> =
+                running.iter().filter(|r| r.0 == now).map(|r| r.1).collect();
             arrived.sort_unstable();
             running.retain(|r| r.0 != now);
             fill(&mut state, &mut running, &arrived, now);
@@ -320,7 +332,12 @@ impl Sim<'_> {
             integrations += 1;
         }
         let pending = state.count(Status::Pending);
-        (clock.into_spans(), now, integrations, (pending > 0).then_some(pending))
+        (
+            clock.into_spans(),
+            now,
+            integrations,
+            (pending > 0).then_some(pending),
+        )
     }
 
     fn local_eager(&self) -> Prediction {
@@ -395,15 +412,30 @@ impl Sim<'_> {
     /// max(critical path, work ÷ slots) over the simulated tasks, each costing `cost`.
     fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
-        let counted = |i: usize| !(self.setting.remaining && self.plan.tasks[i].status == Status::Completed);
+        let counted =
+            |i: usize| !(self.setting.remaining && self.plan.tasks[i].status == Status::Completed);
         let mut finish = vec![0u64; n];
         for &i in self.dag.topo() {
             let i = i as usize;
-            let ready = self.dag.deps(i).iter().map(|&d| finish[d as usize]).max().unwrap_or(0);
-            finish[i] = ready + if counted(i) { cost(&self.times.tasks[i]) } else { 0 };
+            let ready = self
+                .dag
+                .deps(i)
+                .iter()
+                .map(|&d| finish[d as usize])
+                .max()
+                .unwrap_or(0);
+            finish[i] = ready
+                + if counted(i) {
+                    cost(&self.times.tasks[i])
+                } else {
+                    0
+                };
         }
         let critical_path = finish.iter().copied().max().unwrap_or(0);
-        let work: u64 = (0..n).filter(|&i| counted(i)).map(|i| cost(&self.times.tasks[i])).sum();
+        let work: u64 = (0..n)
+            .filter(|&i| counted(i))
+            .map(|i| cost(&self.times.tasks[i]))
+            .sum();
         let slots = slots.max(1);
         Bound {
             critical_path,

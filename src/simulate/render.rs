@@ -38,7 +38,7 @@ use crate::plan::model::Plan;
 pub fn human(ms: u64) -> String {
     if ms < 60_000 {
         let tenths = (ms + 50) / 100;
-        return if tenths % 10 == 0 {
+        return if tenths.is_multiple_of(10) {
             format!("{}s", tenths / 10)
         } else {
             format!("{}.{}s", tenths / 10, tenths % 10)
@@ -232,7 +232,8 @@ pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
     let bars = width.saturating_sub(label_width + 3).max(10);
     let wall = p.wall.max(1);
     let cell = |t: u64| ((t as u128 * bars as u128) / wall as u128) as usize;
-    let cell_end = |t: u64| (((t as u128 * bars as u128).div_ceil(wall as u128)) as usize).min(bars);
+    let cell_end =
+        |t: u64| (((t as u128 * bars as u128).div_ceil(wall as u128)) as usize).min(bars);
     for &task in &tasks {
         let mut row = vec![' '; bars];
         for s in p.spans.iter().filter(|s| s.task == task) {

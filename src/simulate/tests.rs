@@ -66,10 +66,7 @@ fn chain() {
     // 3 jobs per run. Eager: 5 (conductor) + 15 + 25 + 35 = 80 s, 1 + 3 jobs.
     let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
     let r = report(&p, &d, setting(2, 2, 5));
-    assert_eq!(
-        walls(&r),
-        [(60, 3), (60, 3), (60, 3), (105, 9), (80, 4)]
-    );
+    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (80, 4)]);
     assert_eq!(r.local_bound.value, 60 * S);
     assert_eq!(r.local_bound.critical_path, 60 * S);
     // Each task's job start-up counted: 15 + 25 + 35.
@@ -108,10 +105,7 @@ fn diamond_and_one_job() {
     // One job: everything in sequence, 80 s; the bound is the work. On Actions three
     // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs.
     let r = report(&p, &d, setting(1, 1, 0));
-    assert_eq!(
-        walls(&r),
-        [(80, 4), (80, 4), (80, 4), (80, 10), (80, 5)]
-    );
+    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 5)]);
     assert_eq!(r.local_bound.value, 80 * S);
     assert_eq!(r.ratio(&r.predictions[0]), Some(1.0));
 }
@@ -151,7 +145,8 @@ fn conflicting_tasks() {
         r.predictions.iter().map(|p| p.rounds).collect::<Vec<_>>(),
         [1, 2, 2, 2, 1]
     );
-    let starts = |k: usize| -> Vec<u64> { r.predictions[k].spans.iter().map(|s| s.start / S).collect() };
+    let starts =
+        |k: usize| -> Vec<u64> { r.predictions[k].spans.iter().map(|s| s.start / S).collect() };
     assert_eq!(starts(0), [0, 10, 0]);
     assert_eq!(starts(4), [5, 20, 5]);
     // The bound ignores conflicts: 10 s.
@@ -248,7 +243,9 @@ fn waves_out_of_dependency_order_deadlock() {
     let r = report(&p, &d, setting(1, 1, 0));
     assert_eq!(r.predictions[1].deadlock, Some(2));
     assert_eq!(r.predictions[0].deadlock, None);
-    assert!(render::table(&r, &durations::durations(&p, &d).unwrap()).contains("deadlock (2 left)"));
+    assert!(
+        render::table(&r, &durations::durations(&p, &d).unwrap()).contains("deadlock (2 left)")
+    );
 }
 
 #[test]
@@ -344,7 +341,10 @@ fn gantt_is_deterministic_and_fits_the_width() {
         let g = render::gantt(&p, &r.predictions[4], width);
         assert_eq!(g, render::gantt(&p, &r.predictions[4], width));
         for line in g.lines().skip(1) {
-            assert!(line.chars().count() <= width.max(40), "{line:?} exceeds {width}");
+            assert!(
+                line.chars().count() <= width.max(40),
+                "{line:?} exceeds {width}"
+            );
         }
     }
 }
