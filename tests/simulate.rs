@@ -214,6 +214,29 @@ fn given_durations_and_settings() {
 }
 
 #[test]
+fn a_completed_run_is_simulated_from_its_archived_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    write_plan(dir.path(), &plan_with_history());
+    std::fs::rename(
+        dir.path().join(".design/plan.json"),
+        dir.path().join(".design/plan.done.json"),
+    )
+    .unwrap();
+    let out = dagexec(dir.path())
+        .args(["simulate", "--json", "-j", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("simulating the archived plan .design/plan.done.json"),
+        "{stderr}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["durations"]["sources"]["history"], json!(2));
+}
+
+#[test]
 fn bad_durations_name_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     write_plan(dir.path(), &plan_with_history());

@@ -348,3 +348,124 @@ fn gantt_is_deterministic_and_fits_the_width() {
         }
     }
 }
+
+#[test]
+fn round_counts_match_the_engines_dry_run() {
+    // `run --dry-run`'s rounds (rounds, waves) and the Action's batches (eager's dry run) are
+    // the rounds and workflow runs simulated.
+    let (p, d) = plan(&[
+        (&[], &["a"], 3),
+        (&[], &["a"], 4),
+        (&[0], &[], 5),
+        (&[1, 2], &["b"], 6),
+    ]);
+    let dag = Dag::build(&p).unwrap();
+    let m = OverlapMatrix::compute(&p, &dag);
+    let r = report(&p, &d, setting(2, 2, 1));
+    for (k, schedule) in [(0, Schedule::Rounds), (1, Schedule::Waves)] {
+        let (batches, _) = engine::simulate(&p, &dag, &m, schedule, None);
+        assert_eq!(r.predictions[k].rounds, batches.len() as u64);
+    }
+    let (batches, _) = engine::simulate(&p, &dag, &m, Schedule::Eager, None);
+    assert_eq!(r.predictions[3].rounds, batches.len() as u64);
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Random plans: blockers point backwards, files from a pool of 4, 1–9 s per task, and
+    /// now and then a failed attempt first.
+    fn arb() -> impl Strategy<Value = (Vec<(Vec<usize>, Vec<u8>, Vec<u64>)>, usize, usize, u64)> {
+        let tasks = (1usize..25).prop_flat_map(|n| {
+            (0..n)
+                .map(|i| {
+                    (
+                        proptest::collection::vec(0..i.max(1), 0..=i.min(3)),
+                        proptest::collection::vec(0u8..4, 0..2),
+                        proptest::collection::vec(1u64..10, 1..3),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        (tasks, 1usize..5, 1usize..5, 0u64..4)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Every prediction: each attempt once, in order; a task starts after its blockers
+        /// ended; never more attempts at once than slots; conflicting tasks never overlap in
+        /// eager, rounds or waves (attempt by attempt: on Actions a task's retry waits for a later
+        /// workflow run, and another may run in between); never below the bound.
+        #[test]
+        fn schedules_respect_the_rules((spec, jobs, max_parallel, js) in arb()) {
+            let names = ["a", "b", "c", "d"];
+            let mut p = plan_of(spec.iter().enumerate().map(|(i, (deps, files, _))| {
+                let deps: Vec<usize> = deps.iter().copied().filter(|&d| d < i).collect();
+                let files: Vec<&str> = files.iter().map(|&f| names[f as usize]).collect();
+                task(&deps, &[], &files)
+            }).collect());
+            let records: Vec<serde_json::Value> = spec.iter().enumerate().flat_map(|(i, (_, _, attempts))| {
+                let last = attempts.len() - 1;
+                attempts.iter().enumerate().map(move |(k, &s)| json!({
+                    "task": i, "seconds": s as f64,
+                    "outcome": if k == last { "completed" } else { "failed" },
+                }))
+            }).collect();
+            p = with_history(p, json!(records));
+            let input = DurationInput { use_history: true, ..Default::default() };
+            let r = report(&p, &input, setting(jobs, max_parallel, js));
+            let dag = Dag::build(&p).unwrap();
+            let m = OverlapMatrix::compute(&p, &dag);
+            for pr in &r.predictions {
+                prop_assert_eq!(pr.deadlock, None);
+                let slots = match pr.place { Place::Local => jobs, Place::Actions => max_parallel };
+                let startup = match pr.place { Place::Local => 0, Place::Actions => js * S };
+                // Each attempt once, in order, with its time.
+                let mut k = 0;
+                for (i, (_, _, attempts)) in spec.iter().enumerate() {
+                    for (a, &secs) in attempts.iter().enumerate() {
+                        let s = pr.spans[k];
+                        prop_assert_eq!((s.task, s.attempt as usize), (i, a + 1));
+                        prop_assert_eq!(s.work - s.start, startup);
+                        prop_assert_eq!(s.end - s.work, secs * S);
+                        prop_assert_eq!(s.failed, a + 1 < attempts.len());
+                        if a > 0 {
+                            prop_assert!(s.start >= pr.spans[k - 1].end);
+                        }
+                        k += 1;
+                    }
+                }
+                prop_assert_eq!(k, pr.spans.len());
+                let first = |i: usize| pr.spans.iter().find(|s| s.task == i).unwrap().start;
+                let last = |i: usize| pr.spans.iter().filter(|s| s.task == i).map(|s| s.end).max().unwrap();
+                for i in 0..spec.len() {
+                    for &d in dag.deps(i) {
+                        prop_assert!(first(i) >= last(d as usize), "{:?} {:?}: {} before {}", pr.schedule, pr.place, i, d);
+                    }
+                }
+                for s in &pr.spans {
+                    let at_once = pr.spans.iter().filter(|o| o.start <= s.start && s.start < o.end).count();
+                    prop_assert!(at_once <= slots, "{:?} {:?}: {} at once", pr.schedule, pr.place, at_once);
+                }
+                for a in &pr.spans {
+                    for b in &pr.spans {
+                        if a.task < b.task && m.conflict(a.task, b.task) {
+                            prop_assert!(a.end <= b.start || b.end <= a.start,
+                                "{:?} {:?}: {} and {} overlap", pr.schedule, pr.place, a.task, b.task);
+                        }
+                    }
+                }
+                let bound = r.bound(pr.place).value;
+                prop_assert!(pr.wall >= bound, "{:?} {:?}: {} < bound {}", pr.schedule, pr.place, pr.wall, bound);
+                prop_assert_eq!(pr.wall, pr.spans.iter().map(|s| s.end).max().unwrap()
+                    + if pr.schedule == Schedule::Rounds && pr.place == Place::Actions { js * S } else { 0 });
+            }
+            // Without conflicts and with a slot per task, eager reaches the critical path.
+            if m.conflicting_tasks() == 0 && jobs >= spec.len() {
+                prop_assert_eq!(r.predictions[2].wall, r.local_bound.critical_path);
+            }
+        }
+    }
+}
