@@ -376,7 +376,10 @@ mod properties {
 
     /// Random plans: blockers point backwards, files from a pool of 4, 1–9 s per task, and
     /// now and then a failed attempt first.
-    fn arb() -> impl Strategy<Value = (Vec<(Vec<usize>, Vec<u8>, Vec<u64>)>, usize, usize, u64)> {
+    /// A task: blockers, files (pool indices), attempts' seconds.
+    type Spec = Vec<(Vec<usize>, Vec<u8>, Vec<u64>)>;
+
+    fn arb() -> impl Strategy<Value = (Spec, usize, usize, u64)> {
         let tasks = (1usize..25).prop_flat_map(|n| {
             (0..n)
                 .map(|i| {
