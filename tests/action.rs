@@ -1210,14 +1210,17 @@ fn bench_actions_makespan() {
     println!(
         "  lower bound   {bound:>6} s  (2 start-ups + max(critical path {critical} s, work {work} s / 8))"
     );
+    let (pr, pe) = (on_actions("rounds"), on_actions("eager"));
     println!(
-        "  rounds        {rounds:>6.0} s  ×{:.2} of the bound  ({runs} workflow runs)",
-        rounds / bound as f64
+        "  rounds        {rounds:>6.0} s  ×{:.2} of the bound  ({runs} workflow runs)  simulate predicted {pr:.0} s (×{:.2} of measured)",
+        rounds / bound as f64,
+        pr / rounds
     );
     println!(
-        "  eager         {eager:>6.0} s  ×{:.2} of the bound  ×{:.2} of rounds",
+        "  eager         {eager:>6.0} s  ×{:.2} of the bound  ×{:.2} of rounds  simulate predicted {pe:.0} s (×{:.2} of measured)",
         eager / bound as f64,
-        eager / rounds
+        eager / rounds,
+        pe / eager
     );
 }
 
