@@ -727,3 +727,31 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_run_deleted_on_github_is_a_failed_attempt_not_a_dead_conductor() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.gh.fail_next(
+        "actions/get-workflow-run",
+        404,
+        &[],
+        json!({"message": "Not Found"}),
+    );
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("ended (gone)"), "{log}");
+    let plan = lab.plan();
+    assert_eq!(
+        plan["progress"]["completedTasks"][0]["attempts"], 2,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
