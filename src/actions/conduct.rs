@@ -557,16 +557,16 @@ fn fetch(
             );
         }
     };
+    for a in listed.iter().filter(|a| !names.contains(&a.name)) {
+        ui.say(format!(
+            "  ignored artifact {} of run {}: not task {task} attempt {attempt}'s",
+            a.name, run.id
+        ));
+    }
     let Some(artifact) = names
         .iter()
         .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
     else {
-        for a in &listed {
-            ui.say(format!(
-                "  ignored artifact {} of run {}: not task {task} attempt {attempt}'s",
-                a.name, run.id
-            ));
-        }
         return (None, None);
     };
     let url = (!run.html_url.is_empty()).then(|| {
