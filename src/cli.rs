@@ -71,7 +71,7 @@ enum Command {
         #[arg(long)]
         no_checks: bool,
         /// Time allowed for each assumption check (e.g. 30s, 2m).
-        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         check_timeout: Duration,
     },
     /// Print the prompt a task's worker receives.
@@ -131,7 +131,7 @@ enum Command {
         schedule: Option<crate::engine::Schedule>,
         /// Per-task time limit (e.g. 30m); the worker's process group is killed after it
         /// [default: 30m].
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::run::config::parse_duration)]
         timeout: Option<Duration>,
         /// Proceed even when blocking assumption checks fail.
         #[arg(long)]
@@ -140,7 +140,7 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Time allowed for each assumption check.
-        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         check_timeout: Duration,
         /// The reviewer command line, run with `sh -c` in the task's tree after it completes.
         #[arg(long, value_name = "CMD")]
@@ -236,13 +236,6 @@ enum Command {
 enum Format {
     Mermaid,
     Dot,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
 }
 
 /// A failure the CLI reports and maps to an exit code.
