@@ -6,7 +6,6 @@ mod fake_github;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use dagexec::github::app::installation_token;
 use dagexec::github::{ApiError, Client, RepoName, Token};
 use fake_github::FakeGitHub;
@@ -36,35 +35,9 @@ fn epoch_now() -> u64 {
 
 // ---------------------------------------------------------------- GitHub App
 
-/// (n, e) of the fixture key, from its PKCS#1 DER: enough to verify the JWT's signature.
+/// The fixture key's public half (`openssl rsa -pubout`): enough to verify the JWT's signature.
 fn public_key() -> DecodingKey {
-    fn next(d: &[u8]) -> (&[u8], &[u8]) {
-        let (len, at) = match d[1] {
-            l if l < 0x80 => (l as usize, 2),
-            l => {
-                let n = (l & 0x7f) as usize;
-                let len = d[2..2 + n].iter().fold(0, |a, &b| (a << 8) | b as usize);
-                (len, 2 + n)
-            }
-        };
-        (&d[at..at + len], &d[at + len..])
-    }
-    let b64: String = KEY
-        .split("-----BEGIN RSA PRIVATE KEY-----")
-        .nth(1)
-        .and_then(|s| s.split("-----END").next())
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap();
-    let (seq, _) = next(&der);
-    let (_version, rest) = next(seq);
-    let (n, rest) = next(rest);
-    let (e, _) = next(rest);
-    let strip = |b: &[u8]| -> Vec<u8> { b.iter().skip_while(|&&x| x == 0).copied().collect() };
-    DecodingKey::from_rsa_raw_components(&strip(n), &strip(e))
+    DecodingKey::from_rsa_pem(include_bytes!("fixtures/app-key.pub.pem")).unwrap()
 }
 
 #[derive(serde::Deserialize)]
