@@ -216,6 +216,11 @@ enum Command {
         /// org/dagexec@<commit>); `./` builds it from the repository's own source.
         #[arg(long, value_name = "REF")]
         action: Option<String>,
+        /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
+        /// conductor job starts each task as its own run as soon as its blockers are
+        /// committed and a slot is free, and commits each result as it arrives.
+        #[arg(long, value_name = "rounds|eager", default_value = "rounds", value_parser = ["rounds", "eager"])]
+        schedule: String,
         /// Replace an existing workflow file.
         #[arg(long)]
         force: bool,
@@ -792,6 +797,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             secret,
             environment,
             action,
+            schedule,
             force,
             stdout,
         } => {
@@ -804,6 +810,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 secret,
                 environment,
                 action,
+                eager: schedule == "eager",
                 force,
                 stdout,
             };
