@@ -61,6 +61,8 @@ struct Lab {
     started: std::sync::Mutex<BTreeSet<u64>>,
     /// (task, attempt) runs that end cancelled, with no artifact.
     lost: std::sync::Mutex<BTreeSet<(String, String)>>,
+    /// Task runs also upload a forged artifact.
+    forge: std::sync::atomic::AtomicBool,
 }
 
 impl Lab {
@@ -109,6 +111,7 @@ impl Lab {
             times,
             started: Default::default(),
             lost: Default::default(),
+            forge: Default::default(),
         }
     }
 
@@ -238,8 +241,13 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         let name = format!("dagexec-{}-1-task-{task}-attempt-{attempt}", d.run_id);
-        self.gh
-            .finish_run(d.run_id, "success", vec![(name, zip_dir(&artifacts))]);
+        let mut uploaded = vec![(name, zip_dir(&artifacts))];
+        if self.forge.load(Ordering::SeqCst) {
+            // Task code beside the runner's token uploads one of its own.
+            let forged = format!("dagexec-{}-1-task-9-attempt-1", d.run_id);
+            uploaded.insert(0, (forged, zip_dir(&artifacts)));
+        }
+        self.gh.finish_run(d.run_id, "success", uploaded);
     }
 
     /// Runs task runs until the conductor exits; its exit code.
@@ -725,5 +733,58 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
         vec![json!("0")],
         "nothing new started after the abort"
     );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_run_deleted_on_github_is_a_failed_attempt_not_a_dead_conductor() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.gh.fail_next(
+        "actions/get-workflow-run",
+        404,
+        &[],
+        json!({"message": "Not Found"}),
+    );
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("ended (gone)"), "{log}");
+    let plan = lab.plan();
+    assert_eq!(
+        plan["progress"]["completedTasks"][0]["attempts"], 2,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn another_artifact_in_a_task_run_is_ignored_and_reported() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.forge.store(true, Ordering::SeqCst);
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert!(
+        log.contains("ignored artifact dagexec-7001-1-task-9-attempt-1 of run 7001"),
+        "{log}"
+    );
+    // Only the task's own artifact was downloaded.
+    assert_eq!(lab.gh.calls("actions/download-artifact").len(), 1);
     lab.gh.assert_clean();
 }

@@ -349,11 +349,17 @@ pub fn run(
         // Poll every run in flight once; the ended ones are this batch.
         let mut arrived = Vec::new();
         for (&i, f) in &flights {
-            let run = rt.block_on(client.workflow_run(f.run))?;
-            if !run.completed() {
-                continue;
-            }
-            let (found, log_url) = fetch(client, rt, &run, i, f.attempt, &ui);
+            let (found, log_url, conclusion) = match rt.block_on(client.workflow_run(f.run)) {
+                Ok(run) if !run.completed() => continue,
+                Ok(run) => {
+                    let (found, url) = fetch(client, rt, &run, i, f.attempt, &ui);
+                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                    (found, url, conclusion)
+                }
+                // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
+                Err(e) => return Err(e.into()),
+            };
             if let Some(url) = log_url {
                 links.logs.insert(i, url);
             }
@@ -362,11 +368,7 @@ pub fn run(
                 attempt: f.attempt,
                 name: run_name(&round.branch, i, f.attempt),
             };
-            ui.say(format!(
-                "Run {} of task {i} ended ({}).",
-                run.id,
-                run.conclusion.as_deref().unwrap_or("no conclusion")
-            ));
+            ui.say(format!("Run {} of task {i} ended ({conclusion}).", f.run));
             arrived.push(finalize::judge_entry(
                 &repo,
                 &plan,
@@ -555,16 +557,16 @@ fn fetch(
             );
         }
     };
+    for a in listed.iter().filter(|a| !names.contains(&a.name)) {
+        ui.say(format!(
+            "  ignored artifact {} of run {}: not task {task} attempt {attempt}'s",
+            a.name, run.id
+        ));
+    }
     let Some(artifact) = names
         .iter()
         .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
     else {
-        for a in &listed {
-            ui.say(format!(
-                "  ignored artifact {} of run {}: not task {task} attempt {attempt}'s",
-                a.name, run.id
-            ));
-        }
         return (None, None);
     };
     let url = (!run.html_url.is_empty()).then(|| {
