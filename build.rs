@@ -48,16 +48,16 @@ fn main() {
                 // Rebuild when HEAD moves (a commit, a checkout).
                 if let Some(git_dir) = git(&dir, &["rev-parse", "--absolute-git-dir"]) {
                     println!("cargo:rerun-if-changed={git_dir}/HEAD");
-                    if let Some(r) = git(&dir, &["symbolic-ref", "-q", "HEAD"]) {
-                        if let Some(common) = git(
+                    if let Some(r) = git(&dir, &["symbolic-ref", "-q", "HEAD"])
+                        && let Some(common) = git(
                             &dir,
                             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-                        ) {
-                            // A missing path would make cargo rerun this on every build.
-                            for f in [format!("{common}/{r}"), format!("{common}/packed-refs")] {
-                                if Path::new(&f).is_file() {
-                                    println!("cargo:rerun-if-changed={f}");
-                                }
+                        )
+                    {
+                        // A missing path would make cargo rerun this on every build.
+                        for f in [format!("{common}/{r}"), format!("{common}/packed-refs")] {
+                            if Path::new(&f).is_file() {
+                                println!("cargo:rerun-if-changed={f}");
                             }
                         }
                     }

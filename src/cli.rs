@@ -72,7 +72,7 @@ enum Command {
         #[arg(long)]
         no_checks: bool,
         /// Time allowed for each assumption check (e.g. 30s, 2m).
-        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         check_timeout: Duration,
     },
     /// Print the prompt a task's worker receives.
@@ -132,7 +132,7 @@ enum Command {
         schedule: Option<crate::engine::Schedule>,
         /// Per-task time limit (e.g. 30m); the worker's process group is killed after it
         /// [default: 30m].
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::run::config::parse_duration)]
         timeout: Option<Duration>,
         /// Proceed even when blocking assumption checks fail.
         #[arg(long)]
@@ -141,7 +141,7 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Time allowed for each assumption check.
-        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         check_timeout: Duration,
         /// The reviewer command line, run with `sh -c` in the task's tree after it completes.
         #[arg(long, value_name = "CMD")]
@@ -232,7 +232,7 @@ enum Command {
         max_parallel: usize,
         /// A job's start-up on Actions: queueing, runner, checkout, installing dagexec and the
         /// worker.
-        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         job_start: Duration,
         /// Only the tasks not completed yet (a run in progress); completed ones stay done.
         #[arg(long)]
@@ -323,21 +323,14 @@ enum TaskDuration {
 /// `10m` or `3=10m`.
 fn parse_task_duration(s: &str) -> Result<TaskDuration, String> {
     match s.split_once('=') {
-        None => parse_duration(s).map(TaskDuration::All),
+        None => crate::run::config::parse_duration(s).map(TaskDuration::All),
         Some((task, d)) => {
             let task = task.trim().parse::<usize>().map_err(|_| {
                 format!("{task:?} is not a task number (expected TASK=DURATION, e.g. 3=20m)")
             })?;
-            parse_duration(d).map(|d| TaskDuration::Task(task, d))
+            crate::run::config::parse_duration(d).map(|d| TaskDuration::Task(task, d))
         }
     }
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
 }
 
 /// A failure the CLI reports and maps to an exit code.

@@ -337,10 +337,10 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.git_server.kill();
         let _ = self.git_server.wait();
-        if std::thread::panicking() {
-            if let Some(t) = self.tmp.take() {
-                eprintln!("kept the act lab at {}", t.keep().display());
-            }
+        if std::thread::panicking()
+            && let Some(t) = self.tmp.take()
+        {
+            eprintln!("kept the act lab at {}", t.keep().display());
         }
     }
 }

@@ -323,3 +323,28 @@ fn status_and_graph_show_a_run_in_progress() {
     let bad = run(repo.path(), &["graph", "--format", "png"]);
     assert_eq!(bad.code, 2);
 }
+
+#[test]
+fn a_bad_duration_names_its_flag_and_shows_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (
+            &["validate", "--check-timeout", "5x"][..],
+            "--check-timeout",
+        ),
+        (&["run", "--timeout", "soon"][..], "--timeout"),
+        (
+            &["action", "plan", "--timeout", "1 fortnight"][..],
+            "--timeout",
+        ),
+    ] {
+        let out = run(dir.path(), args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(flag), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("examples: 30s, 5m, 1h30m"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

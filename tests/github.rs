@@ -6,7 +6,6 @@ mod fake_github;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use dagexec::github::app::installation_token;
 use dagexec::github::{ApiError, Client, RepoName, Token};
 use fake_github::FakeGitHub;
@@ -36,35 +35,9 @@ fn epoch_now() -> u64 {
 
 // ---------------------------------------------------------------- GitHub App
 
-/// (n, e) of the fixture key, from its PKCS#1 DER: enough to verify the JWT's signature.
+/// The fixture key's public half (`openssl rsa -pubout`): enough to verify the JWT's signature.
 fn public_key() -> DecodingKey {
-    fn next(d: &[u8]) -> (&[u8], &[u8]) {
-        let (len, at) = match d[1] {
-            l if l < 0x80 => (l as usize, 2),
-            l => {
-                let n = (l & 0x7f) as usize;
-                let len = d[2..2 + n].iter().fold(0, |a, &b| (a << 8) | b as usize);
-                (len, 2 + n)
-            }
-        };
-        (&d[at..at + len], &d[at + len..])
-    }
-    let b64: String = KEY
-        .split("-----BEGIN RSA PRIVATE KEY-----")
-        .nth(1)
-        .and_then(|s| s.split("-----END").next())
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap();
-    let (seq, _) = next(&der);
-    let (_version, rest) = next(seq);
-    let (n, rest) = next(rest);
-    let (e, _) = next(rest);
-    let strip = |b: &[u8]| -> Vec<u8> { b.iter().skip_while(|&&x| x == 0).copied().collect() };
-    DecodingKey::from_rsa_raw_components(&strip(n), &strip(e))
+    DecodingKey::from_rsa_pem(include_bytes!("fixtures/app-key.pub.pem")).unwrap()
 }
 
 #[derive(serde::Deserialize)]
@@ -321,4 +294,181 @@ async fn the_token_is_sent_but_never_shown() {
         format!("Bearer {secret}")
     );
     gh.assert_clean();
+}
+
+// ---------------------------------------------------------------- the typed operations
+
+/// Every operation through the fake: the request each sends (path, query, body) and what the
+/// typed answer carries.
+#[tokio::test]
+async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
+    use dagexec::github::ops::Conclusion;
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+
+    assert!(!c.default_branch().await.unwrap().is_empty());
+
+    let branch = "dagexec/añadir auth";
+    let pr = c
+        .create_pull(branch, "main", "Añadir auth", "body", true)
+        .await
+        .unwrap();
+    assert_eq!(
+        (pr.number, pr.node_id.as_str(), pr.draft),
+        (1, "PR_1", true)
+    );
+    assert_eq!(
+        (pr.head_ref.as_str(), pr.base_ref.as_str()),
+        (branch, "main")
+    );
+    assert_eq!(pr.html_url, "https://github.com/o/r/pull/1");
+    assert_eq!(
+        gh.calls("pulls/create")[0].body,
+        Some(
+            json!({"title": "Añadir auth", "head": branch, "base": "main", "body": "body", "draft": true})
+        )
+    );
+    // Another branch whose name starts the same is not the one looked for.
+    c.create_pull("dagexec/añadir", "main", "t", "b", false)
+        .await
+        .unwrap();
+    assert_eq!(c.find_pull(branch).await.unwrap(), Some(pr.clone()));
+    let list = gh.calls("pulls/list");
+    assert_eq!(list[0].path, "/repos/o/r/pulls");
+    assert_eq!(
+        list[0].query.as_deref(),
+        Some("state=open&head=o:dagexec/a%C3%B1adir%20auth")
+    );
+    assert_eq!(c.get_pull(1).await.unwrap(), pr);
+    let head = c.pull_head(1).await.unwrap();
+    assert_eq!(
+        (
+            head.head_ref.as_str(),
+            head.head_owner.as_str(),
+            head.state.as_str()
+        ),
+        (branch, "o", "open")
+    );
+
+    c.update_pull_body(1, "new body").await.unwrap();
+    assert_eq!(
+        gh.calls("pulls/update")[0].body,
+        Some(json!({"body": "new body"}))
+    );
+    c.mark_ready(&pr).await.unwrap();
+    assert!(!gh.state().pulls[0].draft);
+
+    let id = c
+        .complete_check_run(
+            "dagexec",
+            "abc123",
+            Conclusion::Failure,
+            "t",
+            "s",
+            Some("https://x/1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(id, gh.state().check_runs[0].id);
+    assert_eq!(
+        gh.calls("checks/create")[0].body,
+        Some(
+            json!({"name": "dagexec", "head_sha": "abc123", "status": "completed",
+            "conclusion": "failure", "output": {"title": "t", "summary": "s"},
+            "details_url": "https://x/1"})
+        )
+    );
+    c.complete_check_run("dagexec", "abc123", Conclusion::Success, "t", "s", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        gh.calls("checks/create")[1]
+            .body
+            .as_ref()
+            .unwrap()
+            .get("details_url"),
+        None
+    );
+
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("round".into(), json!("2"));
+    c.dispatch("dagexec.yml", branch, &inputs).await.unwrap();
+    let d = &gh.calls("actions/create-workflow-dispatch")[0];
+    assert_eq!(
+        d.path,
+        "/repos/o/r/actions/workflows/dagexec.yml/dispatches"
+    );
+    assert_eq!(
+        d.body,
+        Some(json!({"ref": branch, "inputs": {"round": "2"}}))
+    );
+
+    let artifacts = c.run_artifacts("42").await.unwrap();
+    assert!(!artifacts.is_empty(), "GitHub's example lists artifacts");
+
+    // Comments: create, list (with authors), update, react.
+    let human = gh.add_comment("o/r", 1, "octocat", "/execute");
+    let mine = c.comment(1, "<!-- m -->\nhello").await.unwrap();
+    let listed = c.list_comments(1).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].id, human);
+    assert_eq!(
+        (
+            listed[0].author.login.as_str(),
+            listed[0].author.bot,
+            listed[0].author.app_id
+        ),
+        ("octocat", false, None)
+    );
+    assert_eq!(listed[1].id, mine);
+    assert_eq!(
+        (
+            listed[1].author.login.as_str(),
+            listed[1].author.bot,
+            listed[1].author.app_id
+        ),
+        ("github-actions[bot]", true, Some(15368))
+    );
+    c.update_comment(mine, "<!-- m -->\nbye").await.unwrap();
+    assert_eq!(gh.state().comments[1].body, "<!-- m -->\nbye");
+    c.react(human, "eyes").await.unwrap();
+    assert_eq!(gh.state().reactions.len(), 1);
+
+    gh.set_permission("octocat", "maintain");
+    let (permission, role) = c.permission("octocat").await.unwrap();
+    assert_eq!(permission, "write");
+    assert_eq!(role.as_deref(), Some("maintain"));
+    // A slash in a login cannot change the path.
+    let _ = c.permission("a/../b").await;
+    let p = gh.calls("repos/get-collaborator-permission-level");
+    assert_eq!(p[1].path, "/repos/o/r/collaborators/a%2F..%2Fb/permission");
+    gh.assert_clean();
+}
+
+/// An answer without a field dagexec reads fails naming the operation and the field.
+#[tokio::test]
+async fn an_answer_without_a_needed_field_names_it() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    gh.fail_next("repos/get", 200, &[], json!({"name": "r"}));
+    let e = c.default_branch().await.unwrap_err().to_string();
+    assert!(e.starts_with("repos/get: "), "{e}");
+    assert!(e.contains("default_branch"), "{e}");
+    gh.fail_next("pulls/get", 200, &[], json!({"number": 1, "head": {}}));
+    let e = c.pull_head(1).await.unwrap_err().to_string();
+    assert!(e.starts_with("pulls/get: ") && e.contains("head"), "{e}");
+    gh.fail_next("checks/create", 201, &[], json!({"id": "five"}));
+    let e = c
+        .complete_check_run(
+            "n",
+            "abc",
+            dagexec::github::ops::Conclusion::Neutral,
+            "t",
+            "s",
+            None,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("checks/create: ") && e.contains("id"), "{e}");
 }

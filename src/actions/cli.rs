@@ -30,7 +30,7 @@ pub struct Common {
     #[arg(long, env = "DAGEXEC_BRANCH", default_value = "")]
     branch: String,
     /// Per-task timeout (work) and check timeout.
-    #[arg(long, env = "DAGEXEC_TIMEOUT", default_value = "30m", value_parser = parse_duration)]
+    #[arg(long, env = "DAGEXEC_TIMEOUT", default_value = "30m", value_parser = crate::run::config::parse_duration)]
     timeout: Duration,
 }
 
@@ -110,10 +110,10 @@ pub enum ActionCommand {
         max_parallel: u16,
         /// The least time between two polls of the runs in flight (longer with many runs, to
         /// stay under GitHub's rate limit).
-        #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = parse_duration)]
+        #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         poll: Duration,
         /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
-        #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = parse_duration)]
+        #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::run::config::parse_duration)]
         handover_after: Duration,
         /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
         #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = super::conduct::POLLS_PER_HOUR)]
@@ -178,13 +178,6 @@ pub enum ActionCommand {
     },
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
-}
-
 /// A schedule on Actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schedule {
@@ -202,12 +195,27 @@ fn parse_schedule(s: &str) -> Result<Schedule, String> {
     }
 }
 
+/// A boolean input as clap's [`BoolishValueParser`] reads it (`true`/`false`, `yes`/`no`,
+/// `on`/`off`, `1`/`0`, any case), and an empty value as false: an action input that is not
+/// set (`${{ vars.UNSET }}`) arrives as an empty variable. Anything else is refused, never
+/// read as true.
+///
+/// [`BoolishValueParser`]: clap::builder::BoolishValueParser
 fn parse_bool(s: &str) -> Result<bool, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "true" | "yes" | "1" => Ok(true),
-        "false" | "no" | "0" | "" => Ok(false),
-        other => Err(format!("{other:?}: expected true or false")),
+    use clap::builder::{BoolishValueParser, TypedValueParser};
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(false);
     }
+    BoolishValueParser::new()
+        .parse_ref(
+            &clap::Command::new("dagexec"),
+            None,
+            std::ffi::OsStr::new(s),
+        )
+        .map_err(|_| {
+            format!("{s:?} is neither true nor false (true, false, yes, no, on, off, 1, 0)")
+        })
 }
 
 /// The token: `DAGEXEC_TOKEN` (the action's `token` input), else `GITHUB_TOKEN`. Masked.
@@ -593,5 +601,49 @@ mod tests {
             "",
         ];
         crate::cli::Cli::try_parse_from(with_empty).unwrap();
+    }
+
+    #[test]
+    fn booleans_read_as_clap_reads_them_and_empty_is_false() {
+        for (s, want) in [
+            ("true", true),
+            (" TRUE ", true),
+            ("yes", true),
+            ("on", true),
+            ("1", true),
+            ("false", false),
+            ("No", false),
+            ("off", false),
+            ("0", false),
+            ("", false),
+            ("  ", false),
+        ] {
+            assert_eq!(super::parse_bool(s), Ok(want), "{s:?}");
+        }
+        for s in ["ture", "2", "enabled"] {
+            let e = super::parse_bool(s).unwrap_err();
+            assert!(
+                e.contains(&format!("{s:?}")) && e.contains("true, false"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_show_examples() {
+        let finalize = |flag: &str, value: &str| {
+            let args = [
+                "dagexec", "action", "finalize", "--base", "b", "--round", "1", flag, value,
+            ];
+            crate::cli::Cli::try_parse_from(args)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = finalize("--allow-workflow-changes", "ture");
+        assert!(e.contains("--allow-workflow-changes"), "{e}");
+        assert!(e.contains("neither true nor false"), "{e}");
+        let e = finalize("--timeout", "soon");
+        assert!(e.contains("--timeout"), "{e}");
+        assert!(e.contains("examples: 30s, 5m, 1h30m"), "{e}");
     }
 }

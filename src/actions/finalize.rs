@@ -172,15 +172,15 @@ pub fn run(
             "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
         ));
     }
-    if let Some(c) = client {
-        if let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id)) {
-            for e in &entries {
-                let best = accepted_names(&ctx.run_id, run_attempt, e)
-                    .into_iter()
-                    .find(|n| ids.contains_key(n));
-                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
-                    links.logs.insert(e.task, url);
-                }
+    if let Some(c) = client
+        && let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id))
+    {
+        for e in &entries {
+            let best = accepted_names(&ctx.run_id, run_attempt, e)
+                .into_iter()
+                .find(|n| ids.contains_key(n));
+            if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
+                links.logs.insert(e.task, url);
             }
         }
     }

@@ -66,10 +66,10 @@ pub fn run(
         });
     }
     // The branch, when it exists, is where the state is; otherwise this commit starts it.
-    if let Some(tip) = repo.fetch_branch(&branch, &auth)? {
-        if repo.head()? != tip {
-            repo.checkout_detached(&tip)?;
-        }
+    if let Some(tip) = repo.fetch_branch(&branch, &auth)?
+        && repo.head()? != tip
+    {
+        repo.checkout_detached(&tip)?;
     }
     let base = repo.head()?;
     let inputs = &super::with_plan(repo.root(), inputs)?;

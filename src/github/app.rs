@@ -14,11 +14,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use http::Method;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use super::{ApiError, Client, RepoName, Token};
 
@@ -63,14 +61,14 @@ pub fn app_jwt(app_id: &str, pem: &str, now: u64) -> Result<Token, AppError> {
     if app_id.is_empty() {
         return Err(AppError::NoAppId);
     }
-    let der = rsa_private_key_der(pem)?;
+    let key = rsa_private_key(pem)?;
     let claims = Claims {
         iat: now.saturating_sub(JWT_BACKDATE),
         exp: now + JWT_LIFETIME,
         iss: app_id,
     };
-    let key = EncodingKey::from_rsa_der(&der);
-    // The key is only parsed (by ring) when signing; its errors name the problem, not the key.
+    // The key's numbers are only checked (by ring) when signing; its errors name the
+    // problem, not the key.
     jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &key)
         .map(Token::new)
         .map_err(|e| AppError::BadKey(format!("not a valid RSA private key ({e})")))
@@ -94,9 +92,15 @@ pub async fn installation_token(
     // Rate-limit waits must leave the JWT (valid 9 minutes) alive for both calls.
     client.policy.max_wait = client.policy.max_wait.min(Duration::from_secs(180));
 
-    const GET: &str = "apps/get-repo-installation";
-    let installation = client
-        .rest(GET, Method::GET, &client.repo_path("/installation"), None)
+    #[derive(Deserialize)]
+    struct Installation {
+        id: u64,
+    }
+    let installation: Installation = client
+        .get(
+            "apps/get-repo-installation",
+            &client.repo_path("/installation"),
+        )
         .await
         .map_err(|e| {
             explain(e, |status| match status {
@@ -111,31 +115,33 @@ pub async fn installation_token(
                 _ => None,
             })
         })?;
-    let id = installation
-        .get("id")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| ApiError::Invalid {
-            op: GET.into(),
-            message: "GitHub's answer has no installation `id`".into(),
-        })?;
 
     const CREATE: &str = "apps/create-installation-access-token";
-    let body = json!({ "repositories": [repo.name] });
-    let answer = client
-        .rest(
+    #[derive(Serialize)]
+    struct Create<'a> {
+        repositories: [&'a str; 1],
+    }
+    #[derive(Deserialize)]
+    struct Access {
+        token: String,
+    }
+    let access: Access = client
+        .send(
             CREATE,
             Method::POST,
-            &format!("/app/installations/{id}/access_tokens"),
-            Some(&body),
+            &format!("/app/installations/{}/access_tokens", installation.id),
+            &Create {
+                repositories: [&repo.name],
+            },
         )
         .await?;
-    match answer.get("token").and_then(Value::as_str) {
-        Some(t) if !t.is_empty() => Ok(Token::new(t)),
-        _ => Err(ApiError::Invalid {
+    if access.token.is_empty() {
+        return Err(ApiError::Invalid {
             op: CREATE.into(),
-            message: "GitHub's answer has no `token`".into(),
-        }),
+            message: "GitHub's answer has an empty `token`".into(),
+        });
     }
+    Ok(Token::new(access.token))
 }
 
 /// Adds a hint to a status error that has none.
@@ -163,10 +169,13 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The PKCS#1 DER of an RSA private key given as PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8
-/// (`PRIVATE KEY`) PEM. Text around the block is ignored; a secret pasted with literal `\n`
-/// escapes is accepted.
-fn rsa_private_key_der(pem: &str) -> Result<Vec<u8>, AppError> {
+/// The signing key of an RSA private key given as PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8
+/// (`PRIVATE KEY`) PEM, read by jsonwebtoken. Text around the block is ignored; a secret
+/// pasted with literal `\n` escapes is accepted. The block is looked at first (with the `pem`
+/// crate jsonwebtoken reads it with) only to say what is wrong with a key that is not one:
+/// jsonwebtoken's own error does not tell an encrypted key from a public one. No message
+/// quotes the text: a mangled line may run into the key itself.
+fn rsa_private_key(pem: &str) -> Result<EncodingKey, AppError> {
     let bad = |why: &str| AppError::BadKey(why.to_string());
     let unescaped;
     let pem = if !pem.contains('\n') && pem.contains("\\n") {
@@ -179,30 +188,23 @@ fn rsa_private_key_der(pem: &str) -> Result<Vec<u8>, AppError> {
     if pem.is_empty() {
         return Err(bad("it is empty"));
     }
-    let start = pem
-        .find("-----BEGIN ")
-        .ok_or_else(|| bad("no `-----BEGIN …-----` line"))?;
-    let after = &pem[start + "-----BEGIN ".len()..];
-    let label_end = after
-        .find("-----")
-        .ok_or_else(|| bad("a malformed `-----BEGIN …-----` line"))?;
-    let label = &after[..label_end];
-    if label.is_empty()
-        || !label
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c == ' ' || c == '#')
-    {
-        // Quote nothing: a mangled line may run into the key itself.
-        return Err(bad("a malformed `-----BEGIN …-----` line"));
+    if !pem.contains("-----BEGIN ") {
+        return Err(bad("no `-----BEGIN …-----` line"));
     }
-    let body = &after[label_end + 5..];
-    let end_line = format!("-----END {label}-----");
-    let body = &body[..body
-        .find(&end_line)
-        .ok_or_else(|| bad(&format!("no `{end_line}` line")))?];
-    let pkcs8 = match label {
-        "RSA PRIVATE KEY" => false,
-        "PRIVATE KEY" => true,
+    let block = ::pem::parse(pem).map_err(|e| {
+        bad(match e {
+            ::pem::PemError::InvalidData(_) => "its body is not valid base64",
+            ::pem::PemError::MismatchedTags(..) => {
+                "its `-----BEGIN …-----` and `-----END …-----` lines name different blocks"
+            }
+            ::pem::PemError::MalformedFraming if !pem.contains("-----END ") => {
+                "no `-----END …-----` line"
+            }
+            _ => "a malformed `-----BEGIN …-----` or `-----END …-----` line",
+        })
+    })?;
+    match block.tag() {
+        "RSA PRIVATE KEY" | "PRIVATE KEY" => {}
         "ENCRYPTED PRIVATE KEY" => {
             return Err(bad(
                 "it is encrypted; give the unencrypted key GitHub generated",
@@ -211,74 +213,23 @@ fn rsa_private_key_der(pem: &str) -> Result<Vec<u8>, AppError> {
         l if l.contains("PUBLIC KEY") => {
             return Err(bad("it is a public key; the app's private key is needed"));
         }
-        l => {
-            // The label is a PEM header word, not key material.
-            let l: String = l.chars().take(40).collect();
+        l if l.len() <= 40 && l.chars().all(|c| c.is_ascii_uppercase() || c == ' ') => {
+            // A PEM label of words, not key material.
             return Err(AppError::BadKey(format!(
                 "a `{l}` block is not an RSA private key"
             )));
         }
-    };
-    if body.lines().any(|l| l.contains(':')) {
+        _ => return Err(bad("a malformed `-----BEGIN …-----` line")),
+    }
+    if block.headers().get("Proc-Type").is_some() {
         // RFC 1421 headers (`Proc-Type: 4,ENCRYPTED`) mean a legacy encrypted key.
         return Err(bad(
             "it is encrypted; give the unencrypted key GitHub generated",
         ));
     }
-    let b64: String = body.chars().filter(|c| !c.is_whitespace()).collect();
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map_err(|_| bad("its body is not valid base64"))?;
-    if pkcs8 {
-        pkcs8_rsa_inner(&der).ok_or_else(|| bad("a PKCS#8 key that is not an RSA key"))
-    } else {
-        Ok(der)
-    }
-}
-
-/// `rsaEncryption`, 1.2.840.113549.1.1.1.
-const RSA_OID: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
-
-/// The PKCS#1 key inside a PKCS#8 `PrivateKeyInfo` (RFC 5208) whose algorithm is RSA.
-fn pkcs8_rsa_inner(der: &[u8]) -> Option<Vec<u8>> {
-    let (0x30, info, _) = der_next(der)? else {
-        return None;
-    };
-    let (0x02, _version, rest) = der_next(info)? else {
-        return None;
-    };
-    let (0x30, alg, rest) = der_next(rest)? else {
-        return None;
-    };
-    let (0x06, oid, _) = der_next(alg)? else {
-        return None;
-    };
-    if oid != RSA_OID {
-        return None;
-    }
-    let (0x04, key, _) = der_next(rest)? else {
-        return None;
-    };
-    Some(key.to_vec())
-}
-
-/// One DER element: (tag, contents, what follows).
-fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (first as usize, rest)
-    } else {
-        let n = (first & 0x7f) as usize;
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | b as usize);
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    EncodingKey::from_rsa_pem(pem.as_bytes()).map_err(|_| {
+        bad("not a valid RSA private key (its content is not an RSA key in PKCS#1 or PKCS#8 form)")
+    })
 }
 
 #[cfg(test)]
@@ -287,50 +238,12 @@ mod tests {
     use jsonwebtoken::{DecodingKey, Validation};
 
     const KEY: &str = include_str!("../../tests/fixtures/app-key.pem");
-
-    /// (n, e) of a PKCS#1 RSA private key, without DER's leading zero.
-    fn public_parts(pkcs1: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let (_, seq, _) = der_next(pkcs1).unwrap();
-        let (_, _version, rest) = der_next(seq).unwrap();
-        let (_, n, rest) = der_next(rest).unwrap();
-        let (_, e, _) = der_next(rest).unwrap();
-        let strip = |b: &[u8]| b.iter().skip_while(|&&x| x == 0).copied().collect();
-        (strip(n), strip(e))
-    }
-
-    fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag];
-        let len = contents.len();
-        if len < 0x80 {
-            out.push(len as u8);
-        } else {
-            let bytes: Vec<u8> = len
-                .to_be_bytes()
-                .into_iter()
-                .skip_while(|&b| b == 0)
-                .collect();
-            out.push(0x80 | bytes.len() as u8);
-            out.extend(bytes);
-        }
-        out.extend_from_slice(contents);
-        out
-    }
-
-    /// The fixture re-wrapped as PKCS#8 `PRIVATE KEY` PEM.
-    fn pkcs8_pem(pkcs1: &[u8]) -> String {
-        let alg = der(0x30, &[der(0x06, RSA_OID), vec![0x05, 0x00]].concat());
-        let info = der(0x30, &[der(0x02, &[0]), alg, der(0x04, pkcs1)].concat());
-        let b64 = base64::engine::general_purpose::STANDARD.encode(info);
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-            lines.join("\n")
-        )
-    }
+    /// The same key as PKCS#8 (`openssl pkcs8 -topk8 -nocrypt`).
+    const KEY_PKCS8: &str = include_str!("../../tests/fixtures/app-key-pkcs8.pem");
+    /// Its public half (`openssl rsa -pubout`).
+    const PUBLIC: &str = include_str!("../../tests/fixtures/app-key.pub.pem");
+    /// A P-256 key, PKCS#8: a private key, not an RSA one.
+    const EC_KEY: &str = include_str!("../../tests/fixtures/ec-key.pem");
 
     #[derive(serde::Deserialize)]
     struct Seen {
@@ -339,22 +252,18 @@ mod tests {
         iss: String,
     }
 
-    fn verify(jwt: &Token, pkcs1: &[u8]) -> Seen {
+    fn verify(jwt: &Token) -> Seen {
         let header = jsonwebtoken::decode_header(jwt.expose()).unwrap();
         assert_eq!(header.alg, Algorithm::RS256);
         assert_eq!(header.typ.as_deref(), Some("JWT"));
-        let (n, e) = public_parts(pkcs1);
         let mut v = Validation::new(Algorithm::RS256);
         // The test's `now` is in the past; the claims are checked by hand below.
         v.validate_exp = false;
         v.required_spec_claims.clear();
-        jsonwebtoken::decode::<Seen>(
-            jwt.expose(),
-            &DecodingKey::from_rsa_raw_components(&n, &e),
-            &v,
-        )
-        .expect("the JWT verifies with the key's public half")
-        .claims
+        let public = DecodingKey::from_rsa_pem(PUBLIC.as_bytes()).unwrap();
+        jsonwebtoken::decode::<Seen>(jwt.expose(), &public, &v)
+            .expect("the JWT verifies with the key's public half")
+            .claims
     }
 
     #[test]
@@ -362,29 +271,29 @@ mod tests {
         let now = 1_700_000_000;
         let jwt = app_jwt(" 123456\n", KEY, now).unwrap();
         assert_eq!(format!("{jwt:?}"), "Token(***)");
-        let claims = verify(&jwt, &rsa_private_key_der(KEY).unwrap());
+        let claims = verify(&jwt);
         assert_eq!(claims.iss, "123456");
         assert_eq!(claims.iat, now - 60);
         assert_eq!(claims.exp, now + 540);
         assert!(claims.exp - now <= 600);
         // `iss` is a string, client IDs included.
         let jwt = app_jwt("Iv23liAbCdEf", KEY, now).unwrap();
-        assert_eq!(
-            verify(&jwt, &rsa_private_key_der(KEY).unwrap()).iss,
-            "Iv23liAbCdEf"
-        );
+        assert_eq!(verify(&jwt).iss, "Iv23liAbCdEf");
     }
 
     #[test]
     fn pkcs8_and_escaped_newlines_are_accepted() {
-        let pkcs1 = rsa_private_key_der(KEY).unwrap();
-        let p8 = pkcs8_pem(&pkcs1);
-        assert_eq!(rsa_private_key_der(&p8).unwrap(), pkcs1);
-        let jwt = app_jwt("1", &p8, 1_700_000_000).unwrap();
-        assert_eq!(verify(&jwt, &pkcs1).iss, "1");
+        let now = 1_700_000_000;
+        let pkcs1 = app_jwt("1", KEY, now).unwrap();
+        let pkcs8 = app_jwt("1", KEY_PKCS8, now).unwrap();
+        assert_eq!(verify(&pkcs8).iss, "1");
+        // RS256 is deterministic: the same key signs the same claims alike.
+        assert_eq!(pkcs1, pkcs8);
         // A secret stored with literal `\n`s.
-        let escaped = p8.replace('\n', "\\n");
-        assert_eq!(rsa_private_key_der(&escaped).unwrap(), pkcs1);
+        for pem in [KEY, KEY_PKCS8] {
+            let escaped = pem.replace('\n', "\\n");
+            assert_eq!(app_jwt("1", &escaped, now).unwrap(), pkcs1);
+        }
     }
 
     #[test]
@@ -394,7 +303,7 @@ mod tests {
             .find(|l| l.starts_with("MII"))
             .unwrap()
             .to_string();
-        // Corrupt the key's body but keep valid base64, so ring rejects the key itself.
+        // Corrupt the key's body but keep valid base64, so the key itself is refused.
         let corrupt = KEY.replacen(&body_line, &"A".repeat(body_line.len()), 1);
         let truncated: String = {
             let mut lines: Vec<&str> = KEY.lines().collect();
@@ -402,32 +311,51 @@ mod tests {
             lines.join("\n")
         };
         let not_base64 = KEY.replacen(&body_line, &format!("{}!!", &body_line[2..]), 1);
+        let legacy_encrypted = KEY.replacen(
+            "-----BEGIN RSA PRIVATE KEY-----\n",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\n",
+            1,
+        );
         let cases = [
             ("", "empty"),
             ("ghp_notakey", "no `-----BEGIN"),
-            ("-----BEGIN MIIsecret+/0-----\nMII\n-----END", "malformed"),
             (
-                "-----BEGIN RSA PRIVATE KEY-----\nMIIsecret\n",
-                "no `-----END RSA PRIVATE KEY-----`",
+                "-----BEGIN MIIsecret+/0-----\nMIIA\n-----END MIIsecret+/0-----",
+                "malformed",
             ),
             (
-                "-----BEGIN PUBLIC KEY-----\nMIIsecret\n-----END PUBLIC KEY-----",
+                "-----BEGIN MIIsecret+/0-----\nMII\n-----END",
+                "no `-----END",
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIsecretAAA\n",
+                "no `-----END",
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIsecretAAA\n-----END PRIVATE KEY-----",
+                "name different blocks",
+            ),
+            (
+                "-----BEGIN PUBLIC KEY-----\nMIIsecretAAA\n-----END PUBLIC KEY-----",
                 "public key",
             ),
+            (PUBLIC, "public key"),
             (
-                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blsecret\n-----END OPENSSH PRIVATE KEY-----",
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlsecretAAAA==\n-----END OPENSSH PRIVATE KEY-----",
                 "`OPENSSH PRIVATE KEY` block",
             ),
             (
-                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIsecret\n-----END ENCRYPTED PRIVATE KEY-----",
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIsecretAAA\n-----END ENCRYPTED PRIVATE KEY-----",
                 "encrypted",
             ),
+            (&legacy_encrypted, "encrypted"),
             (&not_base64, "not valid base64"),
             (&corrupt, "not a valid RSA private key"),
             (&truncated, "not a valid RSA private key"),
+            (EC_KEY, "not a valid RSA private key"),
             (
                 "-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----",
-                "not an RSA key",
+                "not a valid RSA private key",
             ),
         ];
         for (pem, want) in cases {
@@ -443,14 +371,5 @@ mod tests {
             app_jwt("  ", KEY, 1_700_000_000),
             Err(AppError::NoAppId)
         ));
-    }
-
-    #[test]
-    fn der_lengths_in_long_form_parse() {
-        let long = der(0x04, &[7; 300]);
-        let (tag, contents, rest) = der_next(&long).unwrap();
-        assert_eq!((tag, contents.len(), rest.len()), (0x04, 300, 0));
-        assert!(der_next(&long[..100]).is_none());
-        assert!(der_next(&[0x30]).is_none());
     }
 }

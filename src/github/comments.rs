@@ -9,10 +9,11 @@
 //! marker alone.
 
 use http::Method;
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 
-use super::ops::{clip, encode};
-use super::{ApiError, Client};
+use super::ops::{Id, PullJson, clip, encode_segment};
+use super::{ApiError, Client, nullable};
 
 /// GitHub's limit on a comment body is 65,536 characters; stay clear of it.
 const MAX_BODY: usize = 65_000;
@@ -52,32 +53,57 @@ impl IssueComment {
     pub fn starts_with(&self, marker: &str) -> bool {
         self.body.trim_start().starts_with(marker)
     }
+}
 
-    /// From a REST comment object; `None` without an id.
-    fn from_json(c: &Value) -> Option<IssueComment> {
-        Some(IssueComment {
-            id: c.get("id")?.as_u64()?,
-            body: c.get("body").and_then(Value::as_str).unwrap_or("").into(),
+/// The fields of GitHub's issue comment object dagexec reads.
+#[derive(Deserialize)]
+struct CommentJson {
+    id: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    body: String,
+    /// Null for a deleted account.
+    #[serde(default)]
+    user: Option<UserJson>,
+    #[serde(default)]
+    performed_via_github_app: Option<AppJson>,
+}
+
+#[derive(Deserialize)]
+struct UserJson {
+    #[serde(default, deserialize_with = "nullable")]
+    login: String,
+    #[serde(rename = "type", default, deserialize_with = "nullable")]
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct AppJson {
+    #[serde(default)]
+    id: Option<u64>,
+}
+
+impl From<CommentJson> for IssueComment {
+    fn from(c: CommentJson) -> IssueComment {
+        let user = c.user.unwrap_or(UserJson {
+            login: String::new(),
+            kind: String::new(),
+        });
+        IssueComment {
+            id: c.id,
+            body: c.body,
             author: Author {
-                login: c["user"]["login"].as_str().unwrap_or("").into(),
-                bot: c["user"]["type"] == "Bot",
-                app_id: c["performed_via_github_app"]["id"].as_u64(),
+                bot: user.kind == "Bot",
+                login: user.login,
+                app_id: c.performed_via_github_app.and_then(|a| a.id),
             },
-        })
+        }
     }
 }
 
-fn bad_answer(op: &str, what: &str) -> ApiError {
-    ApiError::Invalid {
-        op: op.to_string(),
-        message: format!("GitHub's answer lacks {what}"),
-    }
-}
-
-fn id_of(op: &str, v: &Value) -> Result<u64, ApiError> {
-    v.get("id")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| bad_answer(op, "the comment's `id`"))
+/// A comment's new body (`issues/create-comment`, `issues/update-comment`).
+#[derive(Serialize)]
+struct Body {
+    body: String,
 }
 
 impl Client {
@@ -85,34 +111,36 @@ impl Client {
     /// (`repos/get-collaborator-permission-level`). `permission` is `admin`, `write`, `read` or
     /// `none`; `role_name` also tells `maintain` and `triage` (and custom roles) apart.
     pub async fn permission(&self, user: &str) -> Result<(String, Option<String>), ApiError> {
-        const OP: &str = "repos/get-collaborator-permission-level";
+        #[derive(Deserialize)]
+        struct Permission {
+            permission: String,
+            #[serde(default)]
+            role_name: Option<String>,
+        }
         // A login never holds a slash; make sure one cannot change the path either.
-        let user = encode(user).replace('/', "%2F");
-        let v = self
-            .rest(
-                OP,
-                Method::GET,
+        let user = encode_segment(user);
+        let p: Permission = self
+            .get(
+                "repos/get-collaborator-permission-level",
                 &self.repo_path(&format!("/collaborators/{user}/permission")),
-                None,
             )
             .await?;
-        let permission = v
-            .get("permission")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad_answer(OP, "`permission`"))?;
-        let role = v.get("role_name").and_then(Value::as_str);
-        Ok((permission.to_string(), role.map(str::to_string)))
+        Ok((p.permission, p.role_name))
     }
 
     /// Reacts to an issue or pull request comment (`reactions/create-for-issue-comment`);
     /// `content` is one of GitHub's reaction names (`eyes`, `+1`, `rocket`, …). Reacting twice
     /// is not an error.
     pub async fn react(&self, comment_id: u64, content: &str) -> Result<(), ApiError> {
-        self.rest(
+        #[derive(Serialize)]
+        struct Reaction<'a> {
+            content: &'a str,
+        }
+        self.send::<IgnoredAny, _>(
             "reactions/create-for-issue-comment",
             Method::POST,
             &self.repo_path(&format!("/issues/comments/{comment_id}/reactions")),
-            Some(&json!({ "content": content })),
+            &Reaction { content },
         )
         .await
         .map(drop)
@@ -121,25 +149,28 @@ impl Client {
     /// Comments on issue or pull request `issue_number` (`issues/create-comment`); the new
     /// comment's id.
     pub async fn comment(&self, issue_number: u64, body: &str) -> Result<u64, ApiError> {
-        const OP: &str = "issues/create-comment";
-        let v = self
-            .rest(
-                OP,
+        let created: Id = self
+            .send(
+                "issues/create-comment",
                 Method::POST,
                 &self.repo_path(&format!("/issues/{issue_number}/comments")),
-                Some(&json!({ "body": clip(body, MAX_BODY) })),
+                &Body {
+                    body: clip(body, MAX_BODY),
+                },
             )
             .await?;
-        id_of(OP, &v)
+        Ok(created.id)
     }
 
     /// Replaces comment `id`'s body (`issues/update-comment`).
     pub async fn update_comment(&self, id: u64, body: &str) -> Result<(), ApiError> {
-        self.rest(
+        self.send::<IgnoredAny, _>(
             "issues/update-comment",
             Method::PATCH,
             &self.repo_path(&format!("/issues/comments/{id}")),
-            Some(&json!({ "body": clip(body, MAX_BODY) })),
+            &Body {
+                body: clip(body, MAX_BODY),
+            },
         )
         .await
         .map(drop)
@@ -149,19 +180,13 @@ impl Client {
     /// (`issues/list-comments`). dagexec's status comment comes early in a thread, so one
     /// page is enough to find it.
     pub async fn list_comments(&self, issue_number: u64) -> Result<Vec<IssueComment>, ApiError> {
-        const OP: &str = "issues/list-comments";
-        let v = self
-            .rest(
-                OP,
-                Method::GET,
+        let list: Vec<CommentJson> = self
+            .get(
+                "issues/list-comments",
                 &self.repo_path(&format!("/issues/{issue_number}/comments?per_page=100")),
-                None,
             )
             .await?;
-        let list = v
-            .as_array()
-            .ok_or_else(|| bad_answer(OP, "the list of comments"))?;
-        Ok(list.iter().filter_map(IssueComment::from_json).collect())
+        Ok(list.into_iter().map(IssueComment::from).collect())
     }
 
     /// Keeps one comment per `marker` on `issue_number`: updates the oldest of `own` (the
@@ -192,28 +217,31 @@ impl Client {
     /// repository that branch lives in, and whether it is open.
     pub async fn pull_head(&self, number: u64) -> Result<PullHead, ApiError> {
         const OP: &str = "pulls/get";
-        let v = self
-            .rest(
-                OP,
-                Method::GET,
-                &self.repo_path(&format!("/pulls/{number}")),
-                None,
-            )
+        let pull: PullJson = self
+            .get(OP, &self.repo_path(&format!("/pulls/{number}")))
             .await?;
-        let head_ref = v["head"]["ref"]
-            .as_str()
-            .ok_or_else(|| bad_answer(OP, "`head.ref`"))?;
         // `head.label` is `owner:branch`; `head.repo` is null once a fork is deleted.
-        let head_owner = v["head"]["label"]
-            .as_str()
+        let head_owner = pull
+            .head
+            .label
+            .as_deref()
             .and_then(|l| l.split_once(':'))
-            .map(|(owner, _)| owner)
-            .or_else(|| v["head"]["repo"]["owner"]["login"].as_str())
-            .ok_or_else(|| bad_answer(OP, "`head.label`"))?;
+            .map(|(owner, _)| owner.to_string())
+            .or_else(|| pull.head.repo.map(|r| r.owner.login))
+            .ok_or_else(|| ApiError::Invalid {
+                op: OP.into(),
+                message: "GitHub's answer is not what dagexec reads: `head.label` (or \
+                          `head.repo.owner.login`) is missing"
+                    .into(),
+            })?;
         Ok(PullHead {
-            head_ref: head_ref.to_string(),
-            head_owner: head_owner.to_string(),
-            state: v["state"].as_str().unwrap_or("open").to_string(),
+            head_ref: pull.head.git_ref,
+            head_owner,
+            state: if pull.state.is_empty() {
+                "open".into()
+            } else {
+                pull.state
+            },
         })
     }
 }

@@ -12,6 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
 use octocrab::Octocrab;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use retry::Policy;
@@ -148,8 +150,33 @@ impl Client {
         format!("/repos/{}/{}{rest}", self.repo.owner, self.repo.name)
     }
 
-    /// One REST call: `op` names it in errors and logs (`pulls/create`), `path` is relative to
-    /// the API root. The answer's JSON (`Null` for an empty body).
+    /// One REST `GET` whose answer is read as `T` (a serde struct of the fields dagexec
+    /// reads): `op` names it in errors and logs (`pulls/get`), `path` is relative to the API
+    /// root.
+    pub async fn get<T: DeserializeOwned>(&self, op: &str, path: &str) -> Result<T, ApiError> {
+        let text = self
+            .exchange(&self.rest, op, Method::GET, path, None::<&()>)
+            .await?;
+        decode(op, &text)
+    }
+
+    /// One REST call with a JSON `body` (a serde struct), its answer read as `T`
+    /// ([`serde::de::IgnoredAny`] when dagexec needs nothing from it).
+    pub async fn send<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        op: &str,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ApiError> {
+        let text = self
+            .exchange(&self.rest, op, method, path, Some(body))
+            .await?;
+        decode(op, &text)
+    }
+
+    /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
+    /// [`Client::get`] and [`Client::send`] are preferred.
     pub async fn rest(
         &self,
         op: &str,
@@ -157,44 +184,66 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        self.send(&self.rest, op, method, path, body).await
+        let text = self.exchange(&self.rest, op, method, path, body).await?;
+        decode(op, &text)
     }
 
-    /// One GraphQL query or mutation. GraphQL reports errors in a 200 answer; they fail the call.
-    pub async fn graphql(
+    /// One GraphQL query or mutation, its `data` read as `T`. GraphQL reports errors in a 200
+    /// answer; they fail the call.
+    pub async fn graphql<T: DeserializeOwned>(
         &self,
         op: &str,
         query: &str,
         variables: Value,
-    ) -> Result<Value, ApiError> {
-        let body = serde_json::json!({ "query": query, "variables": variables });
-        let v = self
-            .send(&self.graphql, op, Method::POST, "/graphql", Some(&body))
-            .await?;
-        if let Some(errors) = v.get("errors").and_then(Value::as_array) {
-            if !errors.is_empty() {
-                let message = errors
-                    .iter()
-                    .filter_map(|e| e.get("message").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                return Err(ApiError::Invalid {
-                    op: op.to_string(),
-                    message: format!("GraphQL error: {message}"),
-                });
-            }
+    ) -> Result<T, ApiError> {
+        #[derive(Serialize)]
+        struct Request<'a> {
+            query: &'a str,
+            variables: Value,
         }
-        Ok(v.get("data").cloned().unwrap_or(Value::Null))
+        #[derive(Deserialize)]
+        struct Answer {
+            data: Option<Value>,
+            #[serde(default)]
+            errors: Vec<GraphqlError>,
+        }
+        #[derive(Deserialize)]
+        struct GraphqlError {
+            message: Option<String>,
+        }
+        let body = Request { query, variables };
+        let text = self
+            .exchange(&self.graphql, op, Method::POST, "/graphql", Some(&body))
+            .await?;
+        let answer: Answer = decode(op, &text)?;
+        if !answer.errors.is_empty() {
+            let message = answer
+                .errors
+                .iter()
+                .filter_map(|e| e.message.as_deref())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(ApiError::Invalid {
+                op: op.to_string(),
+                message: format!("GraphQL error: {message}"),
+            });
+        }
+        let data = answer.data.ok_or_else(|| ApiError::Invalid {
+            op: op.to_string(),
+            message: "GitHub's GraphQL answer has no `data`".into(),
+        })?;
+        serde_path_to_error::deserialize(data).map_err(|e| shape_error(op, e))
     }
 
-    async fn send(
+    /// Sends one request under the retry policy; the body of the 2xx answer.
+    async fn exchange<B: Serialize + ?Sized>(
         &self,
         octo: &Octocrab,
         op: &str,
         method: Method,
         path: &str,
-        body: Option<&Value>,
-    ) -> Result<Value, ApiError> {
+        body: Option<&B>,
+    ) -> Result<String, ApiError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -230,13 +279,7 @@ impl Client {
                     let limits = retry::Limits::from_headers(response.headers());
                     let text = octo.body_to_string(response).await.unwrap_or_default();
                     if (200..300).contains(&status) {
-                        if text.trim().is_empty() {
-                            return Ok(Value::Null);
-                        }
-                        return serde_json::from_str(&text).map_err(|e| ApiError::Invalid {
-                            op: op.to_string(),
-                            message: format!("GitHub's answer is not JSON ({e})"),
-                        });
+                        return Ok(text);
                     }
                     let message = github_message(&text, status);
                     match self
@@ -265,9 +308,50 @@ impl Client {
     }
 }
 
+/// A 2xx answer read as `T` (an empty body as `null`). When it does not fit, the error names
+/// the field (`head.ref: missing field `ref``), never the answer's content.
+fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
+    let text = if text.trim().is_empty() { "null" } else { text };
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| shape_error(op, e))
+}
+
+fn shape_error(op: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    let message = if inner.is_syntax() || inner.is_eof() {
+        format!("GitHub's answer is not JSON ({inner})")
+    } else if path == "." {
+        format!("GitHub's answer is not what dagexec reads ({inner})")
+    } else {
+        format!("GitHub's answer is not what dagexec reads: `{path}`: {inner}")
+    };
+    ApiError::Invalid {
+        op: op.to_string(),
+        message,
+    }
+}
+
+/// A string, number or flag GitHub may send as `null` or leave out: its default then.
+pub(crate) fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
 /// GitHub's `message` (and the first of its `errors`) from an error body.
 fn github_message(text: &str, status: u16) -> String {
-    let Ok(v) = serde_json::from_str::<Value>(text) else {
+    /// GitHub's error body: `errors` items are objects with a `message`, or anything else.
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        #[serde(default, deserialize_with = "nullable")]
+        message: String,
+        #[serde(default)]
+        errors: Value,
+    }
+    let Ok(body) = serde_json::from_str::<ErrorBody>(text) else {
         let t = text.trim();
         return if t.is_empty() {
             format!("HTTP {status} with no message")
@@ -275,21 +359,16 @@ fn github_message(text: &str, status: u16) -> String {
             t.chars().take(200).collect()
         };
     };
-    let mut m = v
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("no message")
-        .to_string();
-    if let Some(first) = v
-        .get("errors")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
-        let detail = first
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| first.to_string());
+    let mut m = if body.message.is_empty() {
+        "no message".to_string()
+    } else {
+        body.message
+    };
+    if let Some(first) = body.errors.as_array().and_then(|e| e.first()) {
+        let detail = match first.get("message").and_then(Value::as_str) {
+            Some(message) => message.to_string(),
+            None => first.to_string(),
+        };
         m.push_str(&format!(" — {detail}"));
     }
     m

@@ -2,9 +2,12 @@
 //! OpenAPI `operationId` in errors) or the one GraphQL mutation REST lacks.
 
 use http::Method;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ApiError, Client};
+use super::{ApiError, Client, nullable};
 
 /// The pull request an execution branch is reviewed in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,29 +20,63 @@ pub struct PullRequest {
     pub base_ref: String,
 }
 
-impl PullRequest {
-    fn from_json(v: &Value) -> Option<PullRequest> {
-        Some(PullRequest {
-            number: v.get("number")?.as_u64()?,
-            node_id: v
-                .get("node_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            html_url: v
-                .get("html_url")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            draft: v.get("draft").and_then(Value::as_bool).unwrap_or(false),
-            head_ref: v["head"]["ref"].as_str().unwrap_or("").to_string(),
-            base_ref: v["base"]["ref"].as_str().unwrap_or("").to_string(),
-        })
+/// The fields of GitHub's pull request object dagexec reads (`pulls/get`, `pulls/list`,
+/// `pulls/create`); also [`super::comments::PullHead`]'s source.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PullJson {
+    pub number: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    pub node_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub html_url: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub draft: bool,
+    /// `open` or `closed`.
+    #[serde(default, deserialize_with = "nullable")]
+    pub state: String,
+    pub head: BranchJson,
+    pub base: BranchJson,
+}
+
+/// `head` / `base` of a pull request.
+#[derive(Debug, Deserialize)]
+pub(crate) struct BranchJson {
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// `owner:branch`.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Null once a fork is deleted.
+    #[serde(default)]
+    pub repo: Option<RepoJson>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RepoJson {
+    pub owner: LoginJson,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LoginJson {
+    pub login: String,
+}
+
+impl From<PullJson> for PullRequest {
+    fn from(p: PullJson) -> PullRequest {
+        PullRequest {
+            number: p.number,
+            node_id: p.node_id,
+            html_url: p.html_url,
+            draft: p.draft,
+            head_ref: p.head.git_ref,
+            base_ref: p.base.git_ref,
+        }
     }
 }
 
 /// A check run's ending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Conclusion {
     Success,
     Failure,
@@ -58,23 +95,21 @@ impl Conclusion {
     }
 }
 
-fn bad_answer(op: &str) -> ApiError {
-    ApiError::Invalid {
-        op: op.to_string(),
-        message: "GitHub's answer lacks the fields dagexec reads".into(),
-    }
+/// An answer dagexec reads only the `id` of.
+#[derive(Deserialize)]
+pub(crate) struct Id {
+    pub id: u64,
 }
 
 impl Client {
     /// The repository's default branch (`repos/get`).
     pub async fn default_branch(&self) -> Result<String, ApiError> {
-        let v = self
-            .rest("repos/get", Method::GET, &self.repo_path(""), None)
-            .await?;
-        v.get("default_branch")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| bad_answer("repos/get"))
+        #[derive(Deserialize)]
+        struct Repo {
+            default_branch: String,
+        }
+        let repo: Repo = self.get("repos/get", &self.repo_path("")).await?;
+        Ok(repo.default_branch)
     }
 
     /// The open pull request whose head is `branch` in this repository, if any (`pulls/list`).
@@ -84,26 +119,20 @@ impl Client {
             self.repo.owner,
             encode(branch)
         ));
-        let v = self.rest("pulls/list", Method::GET, &path, None).await?;
-        let list = v.as_array().ok_or_else(|| bad_answer("pulls/list"))?;
+        let list: Vec<PullJson> = self.get("pulls/list", &path).await?;
         // Filter again: a server that ignores `head` must not make us adopt a stranger's PR.
         Ok(list
-            .iter()
-            .filter_map(PullRequest::from_json)
+            .into_iter()
+            .map(PullRequest::from)
             .find(|p| p.head_ref == branch))
     }
 
     /// The pull request `number` (`pulls/get`).
     pub async fn get_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
-        let v = self
-            .rest(
-                "pulls/get",
-                Method::GET,
-                &self.repo_path(&format!("/pulls/{number}")),
-                None,
-            )
+        let pull: PullJson = self
+            .get("pulls/get", &self.repo_path(&format!("/pulls/{number}")))
             .await?;
-        PullRequest::from_json(&v).ok_or_else(|| bad_answer("pulls/get"))
+        Ok(pull.into())
     }
 
     /// Opens a pull request (`pulls/create`).
@@ -115,27 +144,43 @@ impl Client {
         body: &str,
         draft: bool,
     ) -> Result<PullRequest, ApiError> {
-        let req =
-            json!({ "title": title, "head": head, "base": base, "body": body, "draft": draft });
-        let v = self
-            .rest(
+        #[derive(Serialize)]
+        struct Create<'a> {
+            title: &'a str,
+            head: &'a str,
+            base: &'a str,
+            body: &'a str,
+            draft: bool,
+        }
+        let req = Create {
+            title,
+            head,
+            base,
+            body,
+            draft,
+        };
+        let pull: PullJson = self
+            .send(
                 "pulls/create",
                 Method::POST,
                 &self.repo_path("/pulls"),
-                Some(&req),
+                &req,
             )
             .await?;
-        PullRequest::from_json(&v).ok_or_else(|| bad_answer("pulls/create"))
+        Ok(pull.into())
     }
 
     /// Replaces a pull request's body (`pulls/update`).
     pub async fn update_pull_body(&self, number: u64, body: &str) -> Result<(), ApiError> {
-        let req = json!({ "body": body });
-        self.rest(
+        #[derive(Serialize)]
+        struct Update<'a> {
+            body: &'a str,
+        }
+        self.send::<IgnoredAny, _>(
             "pulls/update",
             Method::PATCH,
             &self.repo_path(&format!("/pulls/{number}")),
-            Some(&req),
+            &Update { body },
         )
         .await
         .map(drop)
@@ -145,7 +190,7 @@ impl Client {
     /// `markPullRequestReadyForReview` can.
     pub async fn mark_ready(&self, pr: &PullRequest) -> Result<(), ApiError> {
         const MUTATION: &str = "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft number } } }";
-        self.graphql(
+        self.graphql::<IgnoredAny>(
             "graphql markPullRequestReadyForReview",
             MUTATION,
             json!({ "id": pr.node_id }),
@@ -164,27 +209,41 @@ impl Client {
         summary: &str,
         details_url: Option<&str>,
     ) -> Result<u64, ApiError> {
-        let mut req = json!({
-            "name": name,
-            "head_sha": head_sha,
-            "status": "completed",
-            "conclusion": conclusion.as_str(),
-            "output": { "title": title, "summary": clip(summary, 65_000) },
-        });
-        if let Some(url) = details_url {
-            req["details_url"] = url.into();
+        #[derive(Serialize)]
+        struct Create<'a> {
+            name: &'a str,
+            head_sha: &'a str,
+            status: &'static str,
+            conclusion: Conclusion,
+            output: Output<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            details_url: Option<&'a str>,
         }
-        let v = self
-            .rest(
+        #[derive(Serialize)]
+        struct Output<'a> {
+            title: &'a str,
+            summary: String,
+        }
+        let req = Create {
+            name,
+            head_sha,
+            status: "completed",
+            conclusion,
+            output: Output {
+                title,
+                summary: clip(summary, 65_000),
+            },
+            details_url,
+        };
+        let run: Id = self
+            .send(
                 "checks/create",
                 Method::POST,
                 &self.repo_path("/check-runs"),
-                Some(&req),
+                &req,
             )
             .await?;
-        v.get("id")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| bad_answer("checks/create"))
+        Ok(run.id)
     }
 
     /// Starts `workflow` (a file name such as `dagexec.yml`, or an id) on `git_ref` with
@@ -195,15 +254,20 @@ impl Client {
         git_ref: &str,
         inputs: &serde_json::Map<String, Value>,
     ) -> Result<(), ApiError> {
-        let req = json!({ "ref": git_ref, "inputs": inputs });
-        self.rest(
+        #[derive(Serialize)]
+        struct Dispatch<'a> {
+            #[serde(rename = "ref")]
+            git_ref: &'a str,
+            inputs: &'a serde_json::Map<String, Value>,
+        }
+        self.send::<IgnoredAny, _>(
             "actions/create-workflow-dispatch",
             Method::POST,
             &self.repo_path(&format!(
                 "/actions/workflows/{}/dispatches",
                 encode(workflow)
             )),
-            Some(&req),
+            &Dispatch { git_ref, inputs },
         )
         .await
         .map(drop)
@@ -214,35 +278,50 @@ impl Client {
         &self,
         run_id: &str,
     ) -> Result<std::collections::BTreeMap<String, u64>, ApiError> {
-        let v = self
-            .rest(
+        #[derive(Deserialize)]
+        struct List {
+            #[serde(default)]
+            artifacts: Vec<Artifact>,
+        }
+        #[derive(Deserialize)]
+        struct Artifact {
+            name: String,
+            id: u64,
+        }
+        let list: List = self
+            .get(
                 "actions/list-workflow-run-artifacts",
-                Method::GET,
-                &self.repo_path(&format!("/actions/runs/{run_id}/artifacts?per_page=100")),
-                None,
+                &self.repo_path(&format!(
+                    "/actions/runs/{}/artifacts?per_page=100",
+                    encode_segment(run_id)
+                )),
             )
             .await?;
-        Ok(v.get("artifacts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|a| Some((a.get("name")?.as_str()?.to_string(), a.get("id")?.as_u64()?)))
-            .collect())
+        Ok(list.artifacts.into_iter().map(|a| (a.name, a.id)).collect())
     }
 }
 
-/// Percent-encodes what may not appear raw in a path segment or query value.
+/// What [`encode`] escapes: everything but RFC 3986's unreserved characters and `/`.
+const KEEP_SLASH: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// What [`encode_segment`] escapes: `/` too.
+const SEGMENT: &AsciiSet = &KEEP_SLASH.add(b'/');
+
+/// Percent-encodes what may not appear raw in a query value or a path (a branch name keeps
+/// its `/`; spaces, `&`, `:`, `#`, `%` and non-ASCII UTF-8 bytes are escaped).
 pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    utf8_percent_encode(s, KEEP_SLASH).to_string()
+}
+
+/// Percent-encodes one path segment: as [`encode`], and `/` too, so a value (a login, an id)
+/// can never change which path is asked for.
+pub fn encode_segment(s: &str) -> String {
+    utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 /// At most `max` bytes, cut on a character boundary with a note.
@@ -265,6 +344,21 @@ mod tests {
     fn encoding_keeps_branch_slashes_and_escapes_the_rest() {
         assert_eq!(encode("dagexec/add-auth"), "dagexec/add-auth");
         assert_eq!(encode("a b&c"), "a%20b%26c");
+        assert_eq!(encode("feat/x_1.2~rc"), "feat/x_1.2~rc");
+        assert_eq!(encode("dagexec/añadir auth"), "dagexec/a%C3%B1adir%20auth");
+        assert_eq!(
+            encode("日本/ブランチ"),
+            "%E6%97%A5%E6%9C%AC/%E3%83%96%E3%83%A9%E3%83%B3%E3%83%81"
+        );
+        assert_eq!(encode("a:b?c=d#e%f+g"), "a%3Ab%3Fc%3Dd%23e%25f%2Bg");
+        assert_eq!(encode("tab\tnl\n"), "tab%09nl%0A");
+    }
+
+    #[test]
+    fn a_segment_escapes_slashes_too() {
+        assert_eq!(encode_segment("a/../b"), "a%2F..%2Fb");
+        assert_eq!(encode_segment("octo-cat_1"), "octo-cat_1");
+        assert_eq!(encode_segment("ü b"), "%C3%BC%20b");
     }
 
     #[test]

@@ -84,11 +84,11 @@ impl Policy {
             if let Some(secs) = limits.retry_after {
                 return self.wait(Duration::from_secs(secs), last);
             }
-            if limits.remaining == Some(0) {
-                if let Some(reset) = limits.reset {
-                    // One second past the reset: the window turns over on GitHub's clock.
-                    return self.wait(Duration::from_secs(reset.saturating_sub(now) + 1), last);
-                }
+            if limits.remaining == Some(0)
+                && let Some(reset) = limits.reset
+            {
+                // One second past the reset: the window turns over on GitHub's clock.
+                return self.wait(Duration::from_secs(reset.saturating_sub(now) + 1), last);
             }
             let lower = message.to_ascii_lowercase();
             if status == 429 || lower.contains("secondary rate limit") {

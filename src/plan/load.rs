@@ -121,16 +121,16 @@ fn strip_position(msg: &str) -> String {
 
 /// `tasks[2].agent.model` → `task 2 agent.model`.
 fn describe_path(p: &str) -> String {
-    if let Some(rest) = p.strip_prefix("tasks[") {
-        if let Some(end) = rest.find(']') {
-            let idx = &rest[..end];
-            let field = rest[end + 1..].trim_start_matches('.');
-            return if field.is_empty() {
-                format!("task {idx}")
-            } else {
-                format!("task {idx} {field}")
-            };
-        }
+    if let Some(rest) = p.strip_prefix("tasks[")
+        && let Some(end) = rest.find(']')
+    {
+        let idx = &rest[..end];
+        let field = rest[end + 1..].trim_start_matches('.');
+        return if field.is_empty() {
+            format!("task {idx}")
+        } else {
+            format!("task {idx} {field}")
+        };
     }
     p.to_string()
 }

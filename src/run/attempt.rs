@@ -207,11 +207,12 @@ pub async fn run(
     let in_tree_log = wt.path().join(&log_rel);
     // Only a regular file: a link there could point at any file of the user's.
     let regular = std::fs::symlink_metadata(&in_tree_log).is_ok_and(|m| m.file_type().is_file());
-    if run.log.is_none() && regular {
-        if let Ok(text) = std::fs::read_to_string(&in_tree_log) {
-            let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
-            run.log = Some(text);
-        }
+    if run.log.is_none()
+        && regular
+        && let Ok(text) = std::fs::read_to_string(&in_tree_log)
+    {
+        let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
+        run.log = Some(text);
     }
     if let Err(e) = keep_logs(repo.common_dir(), input.index, input.attempt, &run) {
         tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);

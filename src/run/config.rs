@@ -217,6 +217,27 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_humantime_or_plain_seconds() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration(" 1h30m "), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        for bad in ["", "soon", "5x", "-1"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("examples: 30s, 5m, 1h30m"), "{bad:?}: {e}");
+        }
+        let flags = Flags {
+            worker: Some("w".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| (k == "DAGEXEC_TIMEOUT").then(|| "soon".to_string());
+        let e = resolve(&flags, &env, &FileConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("DAGEXEC_TIMEOUT: "), "{e}");
+        assert!(e.contains("examples: 30s"), "{e}");
+    }
+
+    #[test]
     fn errors_say_what_to_do() {
         let none = |_: &str| None;
         let e = resolve(&Flags::default(), &none, &FileConfig::default()).unwrap_err();

@@ -71,10 +71,10 @@ impl Memory {
     /// resolved task's history arrives with its judged attempt).
     pub(super) fn apply(&self, plan: &mut Plan) {
         for (&i, h) in lock(&self.reviews).iter() {
-            if let Some(t) = plan.tasks.get_mut(i) {
-                if t.status == Status::InProgress {
-                    review::set_history(t, h);
-                }
+            if let Some(t) = plan.tasks.get_mut(i)
+                && t.status == Status::InProgress
+            {
+                review::set_history(t, h);
             }
         }
     }
@@ -159,14 +159,14 @@ fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
     let Some(partial) = store.load(rel) else {
         return;
     };
-    if !partial.patch.is_empty() {
-        if let Err(e) = wt.apply(&partial.patch) {
-            tracing::warn!(
-                "task {}: the work of its earlier attempt no longer applies ({e}); it starts from Task 1",
-                input.index
-            );
-            return;
-        }
+    if !partial.patch.is_empty()
+        && let Err(e) = wt.apply(&partial.patch)
+    {
+        tracing::warn!(
+            "task {}: the work of its earlier attempt no longer applies ({e}); it starts from Task 1",
+            input.index
+        );
+        return;
     }
     if let Some(text) = &partial.checkpoint {
         let path = wt.path().join(rel);

@@ -187,16 +187,16 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
             }
             continue;
         }
-        if let Some(c) = NO_CHECKBOX.captures(trimmed) {
-            if !CHECKBOX.is_match(trimmed) {
-                errors.push(SpecKitError::Malformed {
-                    path: path.into(),
-                    line: line_no,
-                    why: format!("task {} has no checkbox", &c[1]),
-                    hint: format!("write it as `- [ ] {} Description in path/to/file`", &c[1]),
-                });
-                continue;
-            }
+        if let Some(c) = NO_CHECKBOX.captures(trimmed)
+            && !CHECKBOX.is_match(trimmed)
+        {
+            errors.push(SpecKitError::Malformed {
+                path: path.into(),
+                line: line_no,
+                why: format!("task {} has no checkbox", &c[1]),
+                hint: format!("write it as `- [ ] {} Description in path/to/file`", &c[1]),
+            });
+            continue;
         }
         let Some(c) = CHECKBOX.captures(trimmed) else {
             continue;
@@ -570,20 +570,18 @@ pub fn tick(text: &str, done: &BTreeSet<String>) -> String {
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             in_fence = !in_fence;
         }
-        if !in_fence {
-            if let Some(c) = CHECKBOX.captures(line.trim_end_matches(['\n', '\r'])) {
-                let rest = c[2].trim();
-                if &c[1] == " "
-                    && ID
-                        .captures(rest)
-                        .is_some_and(|m| done.contains(&m[1].to_string()))
-                {
-                    let at = line.find("[ ]").expect("the checkbox matched");
-                    out.push_str(&line[..at]);
-                    out.push_str("[x]");
-                    out.push_str(&line[at + 3..]);
-                    continue;
-                }
+        if !in_fence && let Some(c) = CHECKBOX.captures(line.trim_end_matches(['\n', '\r'])) {
+            let rest = c[2].trim();
+            if &c[1] == " "
+                && ID
+                    .captures(rest)
+                    .is_some_and(|m| done.contains(&m[1].to_string()))
+            {
+                let at = line.find("[ ]").expect("the checkbox matched");
+                out.push_str(&line[..at]);
+                out.push_str("[x]");
+                out.push_str(&line[at + 3..]);
+                continue;
             }
         }
         out.push_str(line);
