@@ -147,10 +147,10 @@ impl<'a> Locks<'a> {
     /// Whether `task` conflicts with a task holding locks.
     pub fn blocked(&self, task: usize) -> bool {
         for f in self.conflicts.index.files_of(task) {
-            if let Some(h) = self.holders.get(f) {
-                if !self.exact || h.iter().any(|&x| !self.dag.ordered(x as usize, task)) {
-                    return true;
-                }
+            if let Some(h) = self.holders.get(f)
+                && (!self.exact || h.iter().any(|&x| !self.dag.ordered(x as usize, task)))
+            {
+                return true;
             }
         }
         self.conflicts
