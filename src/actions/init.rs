@@ -364,7 +364,10 @@ pub fn render(opts: &Options) -> String {
     );
     let text = text.replace(old, &new);
     if opts.eager {
-        text.replace("          schedule: rounds\n", "          schedule: eager\n")
+        text.replace(
+            "          schedule: rounds\n",
+            "          schedule: eager\n",
+        )
     } else {
         text
     }

@@ -24,6 +24,7 @@ pub mod matrix;
 pub mod plan;
 mod publish;
 pub mod report;
+pub mod rounds;
 pub mod runtime;
 pub mod steer;
 pub mod work;

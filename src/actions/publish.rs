@@ -3,7 +3,7 @@
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
 //! stop, and the `dagexec` check run when the run stops or completes.
 //!
-//! A round is pushed only onto the commit it was planned on. If the execution branch moved
+//! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
 //! push by hand), the round is stale: nothing is pushed or published, and a fresh round is
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
@@ -74,15 +74,23 @@ impl Ending<'_> {
     /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
     /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
     /// to stop.
-    fn stale(&self, c: &Client) -> Result<Published, ActionError> {
+    fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
         let Ending {
             rt, round, inputs, ..
         } = *self;
+        // A part of a round that takes several runs is "this far" when the branch holds the
+        // same part of the round, a later one, or the round's end.
+        let ours = super::rounds::position(ours);
         let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
             Some(tip) => {
                 self.repo.checkout_detached(&tip)?;
-                plan::load(&self.repo.root().join(&inputs.plan_rel))
-                    .map_or(true, |p| crate::run::round_counter(&p) >= round.round)
+                plan::load(&self.repo.root().join(&inputs.plan_rel)).map_or(true, |p| {
+                    if ours.1 > 0 {
+                        super::rounds::position(&p) >= ours
+                    } else {
+                        crate::run::round_counter(&p) >= round.round
+                    }
+                })
             }
             None => false,
         };
@@ -149,7 +157,7 @@ impl Ending<'_> {
     ) -> Result<Published, ActionError> {
         let pushed = self.push()?;
         if let (false, Some(c)) = (pushed, self.client) {
-            return self.stale(c);
+            return self.stale(c, plan);
         }
         let Ending {
             rt,
@@ -234,7 +242,13 @@ impl Ending<'_> {
         if dispatched {
             self.dispatch(c)?;
         }
-        let waiting = if more && aborted {
+        let (_, part) = super::rounds::position(plan);
+        let waiting = if more && aborted && part > 0 {
+            format!(
+                "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
+                round.round
+            )
+        } else if more && aborted {
             format!(
                 "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
                 round.round
