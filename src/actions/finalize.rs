@@ -178,10 +178,10 @@ pub fn run(
     };
     let mut open = current.open;
     if open.round != round.round {
-        return Err(ActionError::Input(format!(
-            "the plan job planned round {}, but the plan at {} is at round {}; was the base changed between the jobs? Nothing of this run was judged",
+        ui.say(format!(
+            "  the plan job said round {}, but the plan at {} is in round {}: it is that round's part",
             round.round, round.base, open.round
-        )));
+        ));
     }
     let entries = if round.planned == "work" {
         matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
@@ -283,7 +283,7 @@ pub fn run(
     if published.dispatched && !closed {
         ui.say(format!(
             "Dispatched the next part of round {} on {}.",
-            round.round, round.branch
+            open.round, round.branch
         ));
     } else if published.dispatched {
         ui.say(format!(
@@ -294,7 +294,7 @@ pub fn run(
     } else if published.aborted && !closed {
         ui.say(format!(
             "Stopped after part {} of round {}, as `/execute abort` asked; `/execute` resumes the round.",
-            open.parts, round.round
+            open.parts, open.round
         ));
     } else if published.aborted {
         ui.say("Stopped after this round, as `/execute abort` asked; `/execute` resumes.");

@@ -78,18 +78,21 @@ impl Ending<'_> {
         let Ending {
             rt, round, inputs, ..
         } = *self;
-        // A part of a round that takes several runs is "this far" when the branch holds the
-        // same part of the round, a later one, or the round's end.
-        let ours = super::rounds::position(ours);
+        let plan_path = self.repo.root().join(&inputs.plan_rel);
+        // With a round open (one that takes several runs, see `rounds`), the branch is
+        // further when it holds a later part of the round or its end than the base this run
+        // was planned on.
+        self.repo.checkout_detached(&round.base)?;
+        let base = plan::load(&plan_path)
+            .ok()
+            .map(|p| super::rounds::position(&p))
+            .filter(|b| b.1 > 0 || super::rounds::position(ours).1 > 0);
         let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
             Some(tip) => {
                 self.repo.checkout_detached(&tip)?;
-                plan::load(&self.repo.root().join(&inputs.plan_rel)).map_or(true, |p| {
-                    if ours.1 > 0 {
-                        super::rounds::position(&p) >= ours
-                    } else {
-                        crate::run::round_counter(&p) >= round.round
-                    }
+                plan::load(&plan_path).map_or(true, |p| match base {
+                    Some(base) => super::rounds::position(&p) > base,
+                    None => crate::run::round_counter(&p) >= round.round,
                 })
             }
             None => false,
