@@ -493,3 +493,95 @@ esac
     assert_eq!(shared, "start\nt0\nt1\nt3\n");
     lab.gh.assert_clean();
 }
+
+/// A task of an open round that a person reopens between two of its runs (what
+/// `/execute retry` or an answer commits: pending again, fresh attempts) runs again in that
+/// round, and the round ends once it is resolved: the record on the branch is reconciled with
+/// the plan, not trusted over it.
+#[test]
+fn a_task_reopened_while_its_round_is_open_runs_again_in_that_round() {
+    const ASKS: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) if [ -f unblocked ]; then echo zero >> shared.txt; echo "COMPLETED: zero";
+   else echo "BLOCKED: which format?"; fi ;;
+1) echo one >> shared.txt; echo "COMPLETED: one" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+    let mut lab = Lab::with(
+        vec![
+            edit("Zero", &[], &["shared.txt"], &[]),
+            edit("One", &[], &["shared.txt"], &[]),
+            task("Two", &["t2.txt"], &[0, 1]),
+        ],
+        ASKS,
+        &[("shared.txt", "start\n")],
+    );
+    // Part 1 of round 1: task 0 (task 1 shares its file) is blocked; task 1 waits.
+    let (outputs, ok, log) = lab.round(301);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["round"], "1");
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    assert_eq!(state["tasks"][0]["status"], "blocked", "{state:#}");
+    assert_eq!(
+        state["progress"]["dagexecRound"],
+        json!({"round": 1, "tasks": [0, 1], "parts": 1}),
+        "{state:#}"
+    );
+    // A person reopens task 0 on the branch (as `/execute retry 0` does) and unblocks it.
+    let by_hand = lab.tmp.path().join("by-hand");
+    git(
+        lab.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "dagexec/rounds",
+            lab.origin.to_str().unwrap(),
+            by_hand.to_str().unwrap(),
+        ],
+    );
+    let mut plan = state.clone();
+    plan["tasks"][0]["status"] = json!("pending");
+    plan["tasks"][0]["attempts"] = json!(0);
+    plan["tasks"][0]
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| k != "result" && k != "question");
+    std::fs::write(
+        by_hand.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(by_hand.join("unblocked"), "yes\n").unwrap();
+    git(&by_hand, &["add", "-A"]);
+    git(&by_hand, &["commit", "-qm", "dagexec: retry task 0"]);
+    git(&by_hand, &["push", "-q", "origin", "dagexec/rounds"]);
+
+    let (ok, log) = lab.run(6);
+    assert!(ok, "{log}");
+    let subjects = lab.branch_log();
+    let ours: Vec<&str> = subjects
+        .iter()
+        .map(String::as_str)
+        .filter(|s| s.starts_with("dagexec: round"))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            "dagexec: round 2 — 1/1 tasks (3/3 overall)",
+            "dagexec: round 1 — 2/2 tasks (2/3 overall)",
+            "dagexec: round 1 (part 2) — 1/2 tasks resolved",
+            "dagexec: round 1 (part 1) — 1/2 tasks resolved",
+        ],
+        "{subjects:#?}"
+    );
+    let shared = git(&lab.origin, &["show", "dagexec/rounds:shared.txt"]);
+    assert_eq!(shared, "start\nzero\none\n");
+    lab.gh.assert_clean();
+}

@@ -86,7 +86,9 @@ pub fn run(
     let round = crate::run::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let fresh = !plan.is_resume() && round == 1;
+    // A round open on the branch (round 1 retried in a later part) is not a fresh start.
+    let fresh =
+        !plan.is_resume() && round == 1 && !plan.progress.extra.contains_key(super::rounds::FIELD);
     let done = |conclusion: &str, message: String| Planned {
         branch: branch.clone(),
         base: base.clone(),
@@ -156,7 +158,10 @@ pub fn run(
         }
         return Ok(work(&plan, &c.open, part, branch, base));
     }
-    let policy: &dyn engine::Policy = &engine::Rounds;
+    let policy: &dyn engine::Policy = match schedule {
+        super::cli::Schedule::Eager => &engine::Batches,
+        _ => &engine::Rounds,
+    };
     let view = View {
         plan: &plan,
         dag: &dag,
