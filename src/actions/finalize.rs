@@ -1,22 +1,24 @@
-//! `dagexec action finalize`: the last job of a round. Reads each worker job's artifact,
-//! judges it with the local runner's own processor, refuses patches that touch the plan or
-//! (unless allowed) workflows, integrates and commits the round exactly as `dagexec run`
-//! does, pushes onto the commit the round was planned on (a moved branch makes the round
-//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a
-//! stop as a failing `dagexec` check run, and dispatches the next round.
+//! `dagexec action finalize`: the last job of a workflow run, which is a round or a part of
+//! one (see [`super::rounds`]). Reads each worker job's artifact, judges it with the local
+//! runner's own processor, refuses patches that touch the plan or (unless allowed)
+//! workflows, integrates the part and, when it resolves the round's last task, ends the
+//! round exactly as `dagexec run` does (one update, one circuit-breaker decision, the round
+//! commit); pushes onto the commit the run was planned on (a moved branch makes the run
+//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a stop
+//! as a failing `dagexec` check run, and dispatches the next run.
 //!
 //! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
 //! worker's job, which had no write token.
 //!
 //! The reviewer loop: a completed attempt whose job reported a review is concluded by the
 //! seed's rules exactly as locally ([`crate::review::conclude`]): approved completes, its
-//! summary in the result and the round commit; rejected fails the attempt, retried next round
-//! with every review's feedback in its prompt (attempts 1–2); a rejection of attempt 3, or the
-//! same rejection three times in a row, blocks the task with a question, which becomes a
-//! comment on the pull request. A reviewer that failed or printed no verdict fails the
-//! attempt. The history goes into the task's `reviews` field through the local runner's own
-//! recording, so the next round's work job finds it at its base. Every attempt on Actions
-//! starts from a fresh checkout of its round's base (see [`super::work`]).
+//! summary in the result and the round commit; rejected fails the attempt, retried in the
+//! round's next part with every review's feedback in its prompt (attempts 1–2); a rejection
+//! of attempt 3, or the same rejection three times in a row, blocks the task with a
+//! question, which becomes a comment on the pull request. A reviewer that failed or printed
+//! no verdict fails the attempt. The history goes into the task's `reviews` field through
+//! the local runner's own recording, so the next part's work job finds it at its base. Every
+//! attempt on Actions starts from a fresh checkout of its run's base (see [`super::work`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
