@@ -378,7 +378,11 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
         let (attempt, text) = s.round(round);
         assert_eq!(attempt, round);
         assert!(
-            text.contains(&format!("retried next round (attempt {} of 3)", round + 1)),
+            // Retries belong to the round: each run is a part of round 1.
+            text.contains(&format!(
+                "retried in this round (attempt {} of 3)",
+                round + 1
+            )),
             "{text}"
         );
         assert!(s.question_comments().is_empty());

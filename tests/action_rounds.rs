@@ -32,9 +32,13 @@ esac
 "#;
 
 fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
+    edit(subject, creates, &[], blocked_by)
+}
+
+fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[usize]) -> Value {
     json!({
         "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": []}}
+        "metadata": {"files": {"create": creates, "modify": modifies}}
     })
 }
 
@@ -47,6 +51,12 @@ struct Lab {
 
 impl Lab {
     fn new(tasks: Vec<Value>) -> Self {
+        Self::with(tasks, WORKER, &[])
+    }
+
+    /// A lab whose plan is `tasks`, whose worker is the script `worker` (committed as
+    /// `worker.sh`) and whose repository holds `files`.
+    fn with(tasks: Vec<Value>, worker: &str, files: &[(&str, &str)]) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let origin = tmp.path().join("origin.git");
         std::fs::create_dir_all(&origin).unwrap();
@@ -63,7 +73,10 @@ impl Lab {
             serde_json::to_string_pretty(&plan).unwrap(),
         )
         .unwrap();
-        std::fs::write(repo.join("worker.sh"), WORKER).unwrap();
+        std::fs::write(repo.join("worker.sh"), worker).unwrap();
+        for (rel, text) in files {
+            std::fs::write(repo.join(rel), text).unwrap();
+        }
         git(&repo, &["add", "-A"]);
         git(&repo, &["commit", "-qm", "plan"]);
         git(
@@ -240,28 +253,25 @@ fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones
     let (ok, log) = lab.run(6);
     assert!(!ok, "the circuit breaker fails finalize:\n{log}");
 
-    // Every round commit has the one format, including the rounds where nothing completed.
+    // The seed's round is the whole ready set, retries included: tasks 0 and 1 take three
+    // attempts each in round 1 (three workflow runs: two parts, then the round's end), and
+    // the round ends with one commit in the one format, one update and one breaker decision.
     let subjects = lab.branch_log();
     let rounds: Vec<&String> = subjects
         .iter()
         .filter(|s| s.starts_with("dagexec: round"))
         .collect();
-    let format =
-        regex::Regex::new(r"^dagexec: round \d+ — \d+/\d+ tasks \(\d+/\d+ overall\)$").unwrap();
-    assert_eq!(rounds.len(), 3, "{subjects:#?}");
-    for s in &rounds {
-        assert!(format.is_match(s), "{s:?} in {subjects:#?}");
-    }
     assert_eq!(
-        rounds.last().unwrap().as_str(),
-        "dagexec: round 1 — 0/2 tasks (0/5 overall)"
-    );
-    assert_eq!(
-        rounds[0].as_str(),
-        "dagexec: round 3 — 1/2 tasks (1/5 overall)"
+        rounds,
+        [
+            "dagexec: round 1 — 1/2 tasks (1/5 overall)",
+            "dagexec: round 1 (part 2) — 0/2 tasks resolved",
+            "dagexec: round 1 (part 1) — 0/2 tasks resolved",
+        ],
+        "{subjects:#?}"
     );
 
-    // The breaker decided on round 3: tasks 2, 3 and 4 were pending before the cascade, and
+    // The breaker decided on round 1: tasks 2, 3 and 4 were pending before the cascade, and
     // the cascade skipped 2 and 3.
     let checks = lab.gh.calls("checks/create");
     assert_eq!(checks.len(), 1, "{log}");
@@ -273,14 +283,17 @@ fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones
         summary.contains("Circuit breaker triggered: 2/3 pending tasks"),
         "{summary}"
     );
-
-    // Task 0 took three attempts; completion trims the task's own field, the table does not
-    // forget.
+    // The round is closed: no open-round record is left on the branch.
     let state: Value = serde_json::from_str(&git(
         &lab.origin,
         &["show", "dagexec/rounds:.design/plan.json"],
     ))
     .unwrap();
+    assert!(state["progress"].get("dagexecRound").is_none(), "{state:#}");
+    assert_eq!(state["progress"]["round"], 1, "{state:#}");
+
+    // Task 0 took three attempts; completion trims the task's own field, the table does not
+    // forget.
     assert_eq!(state["tasks"][0]["status"], "completed", "{state:#}");
     assert_eq!(
         state["progress"]["completedTasks"][0]["attempts"], 3,
@@ -300,5 +313,275 @@ fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones
     assert!(row.contains("completed | 3 |"), "{row}");
     let row = body.lines().find(|l| l.starts_with("| 1 |")).unwrap();
     assert!(row.contains("failed | 3 |"), "{row}");
+    lab.gh.assert_clean();
+}
+
+/// The issue's example: tasks 0 and 1 share a file, task 0 fails three times. The seed's
+/// round is {0, 1} (0 and 1 one after another, 0's retries inside the round), so the breaker
+/// is evaluated once the round is resolved: 2 (tasks 2, 3) of the 4 pending (2–5) would be
+/// skipped → abort. A workflow run per conflict-free batch evaluated it over {0} alone
+/// (2 of 5: it carried on).
+#[test]
+fn the_circuit_breaker_is_evaluated_over_the_whole_round_after_its_parts_and_retries() {
+    const FAILS: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "FAILED: zero never works (attempt $DAGEXEC_ATTEMPT)" ;;
+1) echo one >> shared.txt; echo "COMPLETED: one" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+    let mut lab = Lab::with(
+        vec![
+            edit("Zero", &[], &["shared.txt"], &[]),
+            edit("One", &[], &["shared.txt"], &[]),
+            task("Two", &["t2.txt"], &[0]),
+            task("Three", &["t3.txt"], &[0]),
+            task("Four", &["t4.txt"], &[1]),
+            task("Five", &["t5.txt"], &[1]),
+        ],
+        FAILS,
+        &[("shared.txt", "start\n")],
+    );
+    // Run by run: the part of round 1 that each plan job chose.
+    let mut matrices = Vec::new();
+    let mut last = (true, String::new());
+    for run_id in 1..=8 {
+        let dispatched = lab.gh.calls("actions/create-workflow-dispatch").len();
+        let (outputs, ok, log) = lab.round(200 + run_id);
+        matrices.push((
+            outputs.get("round").cloned().unwrap_or_default(),
+            outputs.get("matrix").cloned().unwrap_or_default(),
+        ));
+        last = (ok, log);
+        let again = lab.gh.calls("actions/create-workflow-dispatch").len() > dispatched;
+        if !ok || !again {
+            break;
+        }
+    }
+    let (ok, log) = last;
+    assert!(!ok, "the circuit breaker fails finalize:\n{log}");
+    // Round 1 took four runs: task 0 three times (its group first: it heads as long a chain
+    // as task 1 and comes first in the plan), then task 1 on top of what they left.
+    let tasks_of = |m: &str| -> Vec<(u64, u64)> {
+        serde_json::from_str::<Value>(m).unwrap()["include"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["task"].as_u64().unwrap(), e["attempt"].as_u64().unwrap()))
+            .collect()
+    };
+    assert_eq!(matrices.len(), 4, "{matrices:#?}");
+    for (round, _) in &matrices {
+        assert_eq!(round, "1", "{matrices:#?}");
+    }
+    let parts: Vec<Vec<(u64, u64)>> = matrices.iter().map(|(_, m)| tasks_of(m)).collect();
+    assert_eq!(
+        parts,
+        vec![vec![(0, 1)], vec![(0, 2)], vec![(0, 3)], vec![(1, 1)]]
+    );
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let summary = checks[0].body.as_ref().unwrap()["output"]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.contains("Circuit breaker triggered: 2/4 pending tasks"),
+        "{summary}"
+    );
+    let subjects = lab.branch_log();
+    assert_eq!(
+        subjects[0], "dagexec: round 1 — 1/2 tasks (1/6 overall)",
+        "{subjects:#?}"
+    );
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    let statuses: Vec<&str> = state["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "failed",
+            "completed",
+            "skipped",
+            "skipped",
+            "pending",
+            "pending"
+        ]
+    );
+    let shared = git(&lab.origin, &["show", "dagexec/rounds:shared.txt"]);
+    assert_eq!(shared, "start\none\n");
+    lab.gh.assert_clean();
+}
+
+/// A plan whose ready tasks share files takes as many rounds on Actions as `dagexec run`
+/// takes locally, each round with the same tasks: the round commits are the same.
+#[test]
+fn rounds_with_conflicting_ready_tasks_are_the_seeds_rounds_as_locally() {
+    const APPENDS: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0|1|3) echo "t$DAGEXEC_TASK_INDEX" >> shared.txt; echo "COMPLETED: appended t$DAGEXEC_TASK_INDEX" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+    let tasks = vec![
+        edit("Zero", &[], &["shared.txt"], &[]),
+        edit("One", &[], &["shared.txt"], &[]),
+        task("Two", &["t2.txt"], &[]),
+        edit("Three", &[], &["shared.txt"], &[0]),
+        task("Four", &["t4.txt"], &[1, 2]),
+    ];
+    let files = [("shared.txt", "start\n")];
+
+    // Locally.
+    let plan = json!({
+        "schemaVersion": 2, "goal": "Rounds", "context": {},
+        "progress": {"completedTasks": []}, "tasks": tasks.clone()
+    });
+    let local = common::repo(&plan, &files);
+    let (_w, worker) = common::worker(APPENDS);
+    let out = dagexec(local.path())
+        .args([
+            "run",
+            "--worker",
+            &worker,
+            "--jobs",
+            "4",
+            "--timeout",
+            "20s",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let round_commits = |log: String| -> Vec<String> {
+        log.lines()
+            .filter(|s| s.starts_with("dagexec: round") && !s.contains("(part "))
+            .map(str::to_string)
+            .collect()
+    };
+    let locally = round_commits(git(local.path(), &["log", "--format=%s"]));
+
+    // On Actions.
+    let mut lab = Lab::with(tasks, APPENDS, &files);
+    let (ok, log) = lab.run(8);
+    assert!(ok, "{log}");
+    let on_actions = round_commits(lab.branch_log().join("\n"));
+    assert_eq!(
+        locally,
+        [
+            "dagexec: round 2 — 2/2 tasks (5/5 overall)",
+            "dagexec: round 1 — 3/3 tasks (3/5 overall)",
+        ]
+    );
+    assert_eq!(on_actions, locally, "{:#?}", lab.branch_log());
+    // The round's second group (task 1) started from the first group's work.
+    let shared = git(&lab.origin, &["show", "dagexec/rounds:shared.txt"]);
+    assert_eq!(shared, "start\nt0\nt1\nt3\n");
+    lab.gh.assert_clean();
+}
+
+/// A task of an open round that a person reopens between two of its runs (what
+/// `/execute retry` or an answer commits: pending again, fresh attempts) runs again in that
+/// round, and the round ends once it is resolved: the record on the branch is reconciled with
+/// the plan, not trusted over it.
+#[test]
+fn a_task_reopened_while_its_round_is_open_runs_again_in_that_round() {
+    const ASKS: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) if [ -f unblocked ]; then echo zero >> shared.txt; echo "COMPLETED: zero";
+   else echo "BLOCKED: which format?"; fi ;;
+1) echo one >> shared.txt; echo "COMPLETED: one" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+    let mut lab = Lab::with(
+        vec![
+            edit("Zero", &[], &["shared.txt"], &[]),
+            edit("One", &[], &["shared.txt"], &[]),
+            task("Two", &["t2.txt"], &[0, 1]),
+        ],
+        ASKS,
+        &[("shared.txt", "start\n")],
+    );
+    // Part 1 of round 1: task 0 (task 1 shares its file) is blocked; task 1 waits.
+    let (outputs, ok, log) = lab.round(301);
+    assert!(ok, "{log}");
+    assert_eq!(outputs["round"], "1");
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    assert_eq!(state["tasks"][0]["status"], "blocked", "{state:#}");
+    assert_eq!(
+        state["progress"]["dagexecRound"],
+        json!({"round": 1, "tasks": [0, 1], "parts": 1}),
+        "{state:#}"
+    );
+    // A person reopens task 0 on the branch (as `/execute retry 0` does) and unblocks it.
+    let by_hand = lab.tmp.path().join("by-hand");
+    git(
+        lab.tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "dagexec/rounds",
+            lab.origin.to_str().unwrap(),
+            by_hand.to_str().unwrap(),
+        ],
+    );
+    let mut plan = state.clone();
+    plan["tasks"][0]["status"] = json!("pending");
+    plan["tasks"][0]["attempts"] = json!(0);
+    plan["tasks"][0]
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| k != "result" && k != "question");
+    std::fs::write(
+        by_hand.join(".design/plan.json"),
+        serde_json::to_string_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(by_hand.join("unblocked"), "yes\n").unwrap();
+    git(&by_hand, &["add", "-A"]);
+    git(&by_hand, &["commit", "-qm", "dagexec: retry task 0"]);
+    git(&by_hand, &["push", "-q", "origin", "dagexec/rounds"]);
+
+    let (ok, log) = lab.run(6);
+    assert!(ok, "{log}");
+    let subjects = lab.branch_log();
+    let ours: Vec<&str> = subjects
+        .iter()
+        .map(String::as_str)
+        .filter(|s| s.starts_with("dagexec: round"))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            "dagexec: round 2 — 1/1 tasks (3/3 overall)",
+            "dagexec: round 1 — 2/2 tasks (2/3 overall)",
+            "dagexec: round 1 (part 2) — 1/2 tasks resolved",
+            "dagexec: round 1 (part 1) — 1/2 tasks resolved",
+        ],
+        "{subjects:#?}"
+    );
+    let shared = git(&lab.origin, &["show", "dagexec/rounds:shared.txt"]);
+    assert_eq!(shared, "start\nzero\none\n");
     lab.gh.assert_clean();
 }

@@ -1,22 +1,24 @@
-//! `dagexec action finalize`: the last job of a round. Reads each worker job's artifact,
-//! judges it with the local runner's own processor, refuses patches that touch the plan or
-//! (unless allowed) workflows, integrates and commits the round exactly as `dagexec run`
-//! does, pushes onto the commit the round was planned on (a moved branch makes the round
-//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a
-//! stop as a failing `dagexec` check run, and dispatches the next round.
+//! `dagexec action finalize`: the last job of a workflow run, which is a round or a part of
+//! one (see [`super::rounds`]). Reads each worker job's artifact, judges it with the local
+//! runner's own processor, refuses patches that touch the plan or (unless allowed)
+//! workflows, integrates the part and, when it resolves the round's last task, ends the
+//! round exactly as `dagexec run` does (one update, one circuit-breaker decision, the round
+//! commit); pushes onto the commit the run was planned on (a moved branch makes the run
+//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a stop
+//! as a failing `dagexec` check run, and dispatches the next run.
 //!
 //! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
 //! worker's job, which had no write token.
 //!
 //! The reviewer loop: a completed attempt whose job reported a review is concluded by the
 //! seed's rules exactly as locally ([`crate::review::conclude`]): approved completes, its
-//! summary in the result and the round commit; rejected fails the attempt, retried next round
-//! with every review's feedback in its prompt (attempts 1–2); a rejection of attempt 3, or the
-//! same rejection three times in a row, blocks the task with a question, which becomes a
-//! comment on the pull request. A reviewer that failed or printed no verdict fails the
-//! attempt. The history goes into the task's `reviews` field through the local runner's own
-//! recording, so the next round's work job finds it at its base. Every attempt on Actions
-//! starts from a fresh checkout of its round's base (see [`super::work`]).
+//! summary in the result and the round commit; rejected fails the attempt, retried in the
+//! round's next part with every review's feedback in its prompt (attempts 1–2); a rejection
+//! of attempt 3, or the same rejection three times in a row, blocks the task with a
+//! question, which becomes a comment on the pull request. A reviewer that failed or printed
+//! no verdict fails the attempt. The history goes into the task's `reviews` field through
+//! the local runner's own recording, so the next part's work job finds it at its base. Every
+//! attempt on Actions starts from a fresh checkout of its run's base (see [`super::work`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -134,7 +136,7 @@ pub fn run(
         });
     }
     // No work: the plan job already knows how this ends.
-    if round.planned != "work" {
+    if round.planned != "work" && round.planned != "close-round" {
         let (stop, preflight) = match round.planned.as_str() {
             "completed" => (Some(Stop::Completed), None),
             "deadlock" => (Some(Stop::Deadlock(round.planned_message.clone())), None),
@@ -163,8 +165,40 @@ pub fn run(
         });
     }
 
-    let entries = matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?;
+    // The round this run is a part of: the one open on the branch, else the one it starts
+    // (the plan job read the same plan at the same base).
+    for t in &mut plan.tasks {
+        if t.status == Status::InProgress {
+            t.status = Status::Pending;
+        }
+    }
+    let Some(current) = super::rounds::current(&plan, &dag) else {
+        return Err(ActionError::Input(format!(
+            "the plan at {} has no open round and no ready task, but the plan job planned round {} ({}); was the base changed between the jobs? Nothing of this run was judged",
+            round.base, round.round, round.planned
+        )));
+    };
+    let mut open = current.open;
+    if open.round != round.round {
+        ui.say(format!(
+            "  the plan job said round {}, but the plan at {} is in round {}: it is that round's part",
+            round.round, round.base, open.round
+        ));
+    }
+    let entries = if round.planned == "work" {
+        matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
+    } else {
+        Vec::new()
+    };
     check_entries(&entries, &plan, &round.base)?;
+    let unresolved = open.unresolved(&plan);
+    if let Some(e) = entries.iter().find(|e| !unresolved.contains(&e.task)) {
+        return Err(ActionError::Input(format!(
+            "the matrix names task {}, which is not an unresolved task of round {} at {} (those are {unresolved:?}); the matrix was not the plan job's, so nothing of this run was judged",
+            e.task, open.round, round.base
+        )));
+    }
+
     let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
     let (found, ignored) = collect(&inputs.artifacts, &ctx.run_id, run_attempt, &entries);
     for name in &ignored {
@@ -197,9 +231,11 @@ pub fn run(
             &ui,
         )?);
     }
-    let end = integrate(&repo, &mut plan, &dag, judged, round.round, &opts, &ui)?;
+    let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
 
     let stop = match end {
+        // A part that leaves tasks of the round unresolved: the next part runs them.
+        _ if !closed => None,
         // The numbers the breaker decided on: pending before this round's cascade, and what
         // the cascade skipped (not a recount after it).
         Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
@@ -246,11 +282,21 @@ pub fn run(
         &links,
         &waiting,
     ))?;
-    if published.dispatched {
+    if published.dispatched && !closed {
+        ui.say(format!(
+            "Dispatched the next part of round {} on {}.",
+            open.round, round.branch
+        ));
+    } else if published.dispatched {
         ui.say(format!(
             "Dispatched round {} on {}.",
             round.round + 1,
             round.branch
+        ));
+    } else if published.aborted && !closed {
+        ui.say(format!(
+            "Stopped after part {} of round {}, as `/execute abort` asked; `/execute` resumes the round.",
+            open.parts, open.round
         ));
     } else if published.aborted {
         ui.say("Stopped after this round, as `/execute abort` asked; `/execute` resumes.");
@@ -272,13 +318,135 @@ pub fn run(
     })
 }
 
+/// Integrates one part of the open round `open` (one workflow run: the judged attempts of
+/// one conflict-free group of the round's unresolved tasks). A failed attempt with attempts
+/// left stays pending in the round, its retry prompt kept in the plan for the next part; a
+/// BLOCKED task asks its question; completed patches are applied on top of the earlier
+/// parts' ([`crate::run::integrate::RoundBuild`]). While tasks of the round remain
+/// unresolved, the part commits its patches and the tasks' outcomes
+/// (`dagexec: round R (part P) — …`, [`super::rounds::part_message`]) and records the round
+/// as open. The part that resolves the round's last task ends it as `dagexec run` ends a
+/// round: one update (results, cascade) over the whole round, one circuit-breaker decision,
+/// the round commit in its one format. Returns whether the round ended, and the end when
+/// the circuit breaker trips.
+fn integrate_part(
+    repo: &Repo,
+    plan: &mut plan::model::Plan,
+    dag: &crate::graph::Dag,
+    mut judged: Vec<Judged>,
+    open: &mut super::rounds::OpenRound,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(bool, Option<RunEnd>), ActionError> {
+    judged.sort_by_key(|j| j.index);
+    let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
+    let retries: BTreeMap<usize, String> = judged
+        .iter()
+        .filter_map(|j| {
+            let Decision::Retry { prompt, .. } =
+                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+            else {
+                return None;
+            };
+            Some((j.index, prompt))
+        })
+        .collect();
+    for j in &mut judged {
+        if retries.contains_key(&j.index) {
+            j.verdict.result = format!(
+                "attempt {} failed: {} — retried in this round (attempt {} of {})",
+                j.attempt,
+                j.verdict.result,
+                j.attempt + 1,
+                outcome::MAX_ATTEMPTS
+            );
+            j.verdict.status = Status::Pending;
+            j.patch.clear();
+        }
+    }
+    for &i in &part {
+        let t = &mut plan.tasks[i];
+        match retries.get(&i) {
+            Some(p) => {
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+            }
+            None => {
+                t.extra.shift_remove(RETRY_PROMPT_FIELD);
+            }
+        }
+    }
+    ask_blocked(plan, &judged);
+    let mut build = crate::run::integrate::RoundBuild::start();
+    build.add(repo, plan, &judged, ui)?;
+    // The part's outcomes go into its tasks now (a pending one runs in a later part); the
+    // update itself waits for the round's end.
+    let now: Vec<crate::update::TaskResult> = build.results().to_vec();
+    for r in &now {
+        let t = &mut plan.tasks[r.index];
+        t.status = r.status;
+        t.result = Some(r.result.clone());
+        t.attempts = Some(r.attempts);
+    }
+    if !open.unresolved(plan).is_empty() {
+        open.parts += 1;
+        open.write(plan);
+        let message = super::rounds::part_message(plan, open, open.parts, &now);
+        build.commit_part(repo, plan, opts, &message, ui)?;
+        ui.say(format!(
+            "Round {}: part {} committed; {} of its {} task(s) wait for a later part.",
+            open.round,
+            open.parts,
+            open.unresolved(plan).len(),
+            open.tasks.len()
+        ));
+        return Ok((false, None));
+    }
+    let earlier: Vec<crate::update::TaskResult> = open
+        .results(plan)
+        .into_iter()
+        .filter(|r| !part.contains(&r.index))
+        .collect();
+    build.resolved_earlier(earlier);
+    super::rounds::clear(plan);
+    let end = build.commit(repo, plan, dag, &open.tasks, open.round, None, opts, ui)?;
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format.
+    let message = crate::run::integrate::commit_message(
+        plan,
+        open.round,
+        &open.tasks,
+        &open.results(plan),
+        plan.count(Status::Completed),
+    );
+    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    let batch_file = format!(".design/processor-batch-{}.json", open.round);
+    let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    Ok((true, end))
+}
+
+/// A task that answered BLOCKED asks its question on the pull request (kept in the plan).
+fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
+    for j in judged {
+        if j.verdict.status == Status::Blocked && j.question.is_none() {
+            let t = &mut plan.tasks[j.index];
+            if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
+                crate::question::set(
+                    t,
+                    &super::steer::blocked_question(j.index, &j.verdict.result),
+                );
+            }
+        }
+    }
+}
+
 /// Integrates judged attempts as one round `round`, exactly as `dagexec run` does: a failed
 /// attempt with attempts left goes back to pending with its retry prompt kept in the plan
 /// (the next attempt's job reads it at its base), a BLOCKED task asks its question, completed
 /// patches are applied and the plan updated ([`crate::run::integrate::integrate_and_commit`]),
 /// and the plan is committed in the one round-commit format even when no task completed.
 /// Only the judged tasks' retry prompts are touched. Shared by finalize (a round's matrix)
-/// and the conductor (a batch of arrivals). Returns an end when the circuit breaker trips.
+/// by the conductor (`schedule: eager`, a batch of arrivals). Returns an end when the circuit
+/// breaker trips.
 pub(super) fn integrate(
     repo: &Repo,
     plan: &mut plan::model::Plan,
@@ -338,18 +506,7 @@ pub(super) fn integrate(
             }
         }
     }
-    // A task that answered BLOCKED asks its question on the pull request (kept in the plan).
-    for j in &judged {
-        if j.verdict.status == Status::Blocked && j.question.is_none() {
-            let t = &mut plan.tasks[j.index];
-            if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
-                crate::question::set(
-                    t,
-                    &super::steer::blocked_question(j.index, &j.verdict.result),
-                );
-            }
-        }
-    }
+    ask_blocked(plan, &judged);
     let end = crate::run::integrate::integrate_and_commit(
         repo, plan, dag, &batch, judged, round, None, opts, ui,
     )?;

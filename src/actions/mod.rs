@@ -2,7 +2,8 @@
 //! the commands the composite `action.yml` runs in them.
 //!
 //! - [`plan`] (job `plan`, read-only): finds or starts the execution branch, and writes the
-//!   round's conflict-free batch as a job matrix (never an empty one: "no work" instead).
+//!   round's next part (a group of its unresolved tasks that share no file, see [`rounds`])
+//!   as a job matrix (never an empty one: "no work" instead).
 //! - [`work`] (one matrix job per task, `contents: read`, no write token): runs the worker
 //!   under the same contract as locally, the task's acceptance checks and, when the attempt
 //!   completed and a reviewer is set, the reviewer; leaves `result.json`, `changes.patch` and
@@ -24,6 +25,7 @@ pub mod matrix;
 pub mod plan;
 mod publish;
 pub mod report;
+pub mod rounds;
 pub mod runtime;
 pub mod steer;
 pub mod work;

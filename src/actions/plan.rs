@@ -1,6 +1,7 @@
-//! `dagexec action plan`: the first job of a round. Finds the execution branch (or starts it
-//! from the triggering commit), reads the plan there, and writes the round's batch as a job
-//! matrix. Read-only: the branch is created by the first finalize's push.
+//! `dagexec action plan`: the first job of a workflow run. Finds the execution branch (or
+//! starts it from the triggering commit), reads the plan there, and writes the next part of
+//! the round (see [`super::rounds`]) as a job matrix. Read-only: the branch is created by the
+//! first finalize's push.
 //!
 //! One execution branch is one concurrency group (`dagexec-<branch>`) from its first round
 //! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
@@ -25,7 +26,8 @@ pub struct Planned {
     pub base: String,
     pub round: u32,
     pub matrix: Option<Matrix>,
-    /// `work` (a matrix follows), `conduct` (`schedule: eager`: the conductor job runs),
+    /// `work` (a matrix follows), `close-round` (the open round's tasks are all resolved:
+    /// finalize ends it), `conduct` (`schedule: eager`: the conductor job runs),
     /// `completed`, `incomplete`, `deadlock`, `preflight-failed`,
     /// `redirect` (start the round again with `branch` named, in the branch's group).
     pub conclusion: String,
@@ -86,7 +88,9 @@ pub fn run(
     let round = crate::run::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let fresh = !plan.is_resume() && round == 1;
+    // A round open on the branch (round 1 retried in a later part) is not a fresh start.
+    let fresh =
+        !plan.is_resume() && round == 1 && !plan.progress.extra.contains_key(super::rounds::FIELD);
     let done = |conclusion: &str, message: String| Planned {
         branch: branch.clone(),
         base: base.clone(),
@@ -134,9 +138,32 @@ pub fn run(
             ));
         }
     }
-    // A job matrix cannot order its jobs: a workflow run takes a conflict-free batch of the
-    // ready set, and conflicting tasks wait for a later run (see ARCHITECTURE.md, "The Action").
-    let policy: &dyn engine::Policy = &engine::Batches;
+    // `rounds`: the seed's round is the whole ready set; a job matrix cannot order its jobs,
+    // so a round takes a workflow run per group of tasks that share files and per retry
+    // (see `rounds`). An open round on the branch goes on before anything else.
+    let current = (schedule != super::cli::Schedule::Eager)
+        .then(|| super::rounds::current(&plan, &dag))
+        .flatten();
+    for note in current.iter().flat_map(|c| &c.notes) {
+        println!("{note}");
+    }
+    if let Some(c) = current.as_ref().filter(|c| c.resumed) {
+        let part = c.open.next_part(&plan, &dag, &conflicts);
+        if part.is_empty() {
+            return Ok(done(
+                "close-round",
+                format!(
+                    "Round {} on {branch}: every task of it is resolved; finalize ends the round (its update and circuit breaker).",
+                    c.open.round
+                ),
+            ));
+        }
+        return Ok(work(&plan, &c.open, part, branch, base));
+    }
+    let policy: &dyn engine::Policy = match schedule {
+        super::cli::Schedule::Eager => &engine::Batches,
+        _ => &engine::Rounds,
+    };
     let view = View {
         plan: &plan,
         dag: &dag,
@@ -172,26 +199,54 @@ pub fn run(
                 ),
             ))
         }
-        Next::Batch { tasks, waiting } => {
-            let mut m = Matrix::of(&plan, &tasks, super::matrix::MAX_MATRIX_JOBS);
-            m.waiting.extend(waiting);
-            m.waiting.sort_unstable();
-            let names: Vec<String> = m.include.iter().map(|e| e.name.clone()).collect();
-            let message = format!(
-                "Round {round} on {branch} at {}: {} task(s)\n{}",
-                &base[..base.len().min(12)],
-                m.include.len(),
-                names.join("\n")
-            );
-            Ok(Planned {
-                branch,
-                base,
-                round,
-                matrix: Some(m),
-                conclusion: "work".into(),
-                message,
-            })
+        Next::Batch { .. } => {
+            let open = current.map(|c| c.open).expect("a ready set starts a round");
+            let part = open.next_part(&plan, &dag, &conflicts);
+            Ok(work(&plan, &open, part, branch, base))
         }
+    }
+}
+
+/// A part of round `open` (its first when `open.parts` is 0): `part`'s tasks as the matrix;
+/// the round's other unresolved tasks wait for a later part.
+fn work(
+    plan: &plan::model::Plan,
+    open: &super::rounds::OpenRound,
+    part: Vec<usize>,
+    branch: String,
+    base: String,
+) -> Planned {
+    let mut m = Matrix::of(plan, &part, super::matrix::MAX_MATRIX_JOBS);
+    m.waiting.extend(
+        open.unresolved(plan)
+            .into_iter()
+            .filter(|t| !part.contains(t)),
+    );
+    m.waiting.sort_unstable();
+    let names: Vec<String> = m.include.iter().map(|e| e.name.clone()).collect();
+    let round = open.round;
+    let of = if m.include.len() == open.tasks.len() {
+        String::new()
+    } else {
+        format!(
+            " of the round's {} (part {}; the rest share files with them, wait for a retry or were resolved earlier)",
+            open.tasks.len(),
+            open.parts + 1
+        )
+    };
+    let message = format!(
+        "Round {round} on {branch} at {}: {} task(s){of}\n{}",
+        &base[..base.len().min(12)],
+        m.include.len(),
+        names.join("\n")
+    );
+    Planned {
+        branch,
+        base,
+        round,
+        matrix: Some(m),
+        conclusion: "work".into(),
+        message,
     }
 }
 

@@ -3,7 +3,7 @@
 //! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
 //! stop, and the `dagexec` check run when the run stops or completes.
 //!
-//! A round is pushed only onto the commit it was planned on. If the execution branch moved
+//! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
 //! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
 //! push by hand), the round is stale: nothing is pushed or published, and a fresh round is
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
@@ -74,15 +74,26 @@ impl Ending<'_> {
     /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
     /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
     /// to stop.
-    fn stale(&self, c: &Client) -> Result<Published, ActionError> {
+    fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
         let Ending {
             rt, round, inputs, ..
         } = *self;
+        let plan_path = self.repo.root().join(&inputs.plan_rel);
+        // With a round open (one that takes several runs, see `rounds`), the branch is
+        // further when it holds a later part of the round or its end than the base this run
+        // was planned on.
+        self.repo.checkout_detached(&round.base)?;
+        let base = plan::load(&plan_path)
+            .ok()
+            .map(|p| super::rounds::position(&p))
+            .filter(|b| b.1 > 0 || super::rounds::position(ours).1 > 0);
         let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
             Some(tip) => {
                 self.repo.checkout_detached(&tip)?;
-                plan::load(&self.repo.root().join(&inputs.plan_rel))
-                    .map_or(true, |p| crate::run::round_counter(&p) >= round.round)
+                plan::load(&plan_path).map_or(true, |p| match base {
+                    Some(base) => super::rounds::position(&p) > base,
+                    None => crate::run::round_counter(&p) >= round.round,
+                })
             }
             None => false,
         };
@@ -149,7 +160,7 @@ impl Ending<'_> {
     ) -> Result<Published, ActionError> {
         let pushed = self.push()?;
         if let (false, Some(c)) = (pushed, self.client) {
-            return self.stale(c);
+            return self.stale(c, plan);
         }
         let Ending {
             rt,
@@ -234,7 +245,13 @@ impl Ending<'_> {
         if dispatched {
             self.dispatch(c)?;
         }
-        let waiting = if more && aborted {
+        let (_, part) = super::rounds::position(plan);
+        let waiting = if more && aborted && part > 0 {
+            format!(
+                "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
+                round.round
+            )
+        } else if more && aborted {
             format!(
                 "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
                 round.round

@@ -169,7 +169,7 @@ pub fn run(
         Command::Abort => {
             let round = crate::run::round_counter(&plan);
             let body = format!(
-                "{}\n{ABORT_MARKER}\n**Stopping after the current round** ({by}). Comment `/execute` to resume.\n",
+                "{}\n{ABORT_MARKER}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
                 comment::status_body(
                     &plan,
                     round,

@@ -203,6 +203,54 @@ impl RoundBuild {
         Ok(())
     }
 
+    /// The results decided so far (this build's attempts, after integration).
+    pub(crate) fn results(&self) -> &[TaskResult] {
+        &self.results
+    }
+
+    /// Results of the round decided and committed earlier (on Actions, by earlier workflow
+    /// runs of the round): part of the round's update and commit message, nothing to apply.
+    pub(crate) fn resolved_earlier(&mut self, earlier: Vec<TaskResult>) {
+        for r in earlier {
+            self.entries.push(BatchEntry {
+                plan_index: r.index,
+                status: r.status,
+                result: r.result.clone(),
+                attempts: r.attempts,
+                acceptance_passed: r.status == Status::Completed,
+            });
+            self.results.push(r);
+        }
+    }
+
+    /// A part of a round that does not end it (on Actions: one workflow run of a round that
+    /// takes several): the accepted patches and the plan as the caller left it committed
+    /// with `message`, without the update; the round's last part ends it with
+    /// [`RoundBuild::commit`].
+    pub(crate) fn commit_part(
+        self,
+        repo: &Repo,
+        plan: &Plan,
+        opts: &RunOptions,
+        message: &str,
+        ui: &Ui,
+    ) -> Result<(), RunError> {
+        let index = self.index(repo)?;
+        save(plan, opts)?;
+        index.add_own_files(repo, std::slice::from_ref(&opts.plan_rel))?;
+        if let Some(prepared) = index.prepare(repo, message)? {
+            prepared.publish(repo)?;
+            for path in prepared.sync(repo)? {
+                ui.say(format!(
+                    "  {path}: left as you changed it (the round committed another version)"
+                ));
+            }
+            let sha = prepared.sha();
+            ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+        }
+        Ok(())
+    }
+
     /// The end of the round, once every task of it is resolved: the processor batch file,
     /// one plan update (results, cascade, circuit breaker) and one commit.
     #[allow(clippy::too_many_arguments)]
