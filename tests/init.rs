@@ -41,7 +41,11 @@ fn init_without_a_terminal_uses_the_default_worker_and_says_what_to_run_next() {
                 .strip_prefix("uses: org/dagexec@")
         })
         .collect();
-    assert_eq!(uses.len(), 5, "comment, steer, plan, work, finalize:\n{wf}");
+    assert_eq!(
+        uses.len(),
+        7,
+        "comment, steer, plan, work, task, conduct, finalize:\n{wf}"
+    );
     for u in uses {
         let sha = u.split(' ').next().unwrap();
         assert!(
