@@ -33,6 +33,7 @@ pub mod sanitize;
 pub mod setup;
 pub mod shell;
 pub mod update;
+pub mod usage;
 pub mod worker;
 
 // The other two specifications: the reviewer loop (`review`, `question`; pure) and long-run
