@@ -198,6 +198,10 @@ pub fn run(
         )?);
     }
     judged.sort_by_key(|j| j.index);
+    // Each attempt's time and cost, committed with the round (`crate::usage`).
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(&mut plan, &r);
+    }
     // Retries run next round with their prompt kept in the plan; the rest drop theirs.
     let retries: BTreeMap<usize, String> = judged
         .iter()
@@ -391,6 +395,12 @@ fn judge_entry(
             (missing(), Vec::new(), Duration::ZERO, None)
         }
     };
+    // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
+    let measured = match found {
+        Some(Ok(c)) => Some(c.result.measured(jiff::Timestamp::now())),
+        _ => None,
+    };
+    let timed_out = matches!(report.exit, Exit::TimedOut(_));
     // The patch is what gets applied, so what it touches comes from the patch itself (applied
     // to a scratch index of the base), not from the job's own account.
     let mut broken = None;
@@ -485,6 +495,8 @@ fn judge_entry(
         duration,
         reviews,
         question,
+        measured,
+        timed_out,
     })
 }
 

@@ -592,10 +592,19 @@ fn attempt_input(
     }
 }
 
-/// Shows a judged attempt and decides what follows: `Ok` when the task is resolved for this
-/// round, `Err((index, attempt, retry prompt))` when it is to be tried again.
-fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
+/// Records a judged attempt's time and cost in the plan (saved with the next save), shows it
+/// and decides what follows: `Ok` when the task is resolved for this round,
+/// `Err((index, attempt, retry prompt))` when it is to be tried again.
+fn judged(plan: &mut Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
     ui.task_finished(j.index);
+    let record = j.record();
+    if let Some(r) = &record {
+        crate::usage::record(plan, r);
+    }
+    let cost = record
+        .and_then(|r| r.cost_usd)
+        .map(|c| format!(", {}", crate::usage::money(c)))
+        .unwrap_or_default();
     let task = &plan.tasks[j.index];
     for w in &j.verdict.warnings {
         ui.say(format!("  task {}: warning: {w}", j.index));
@@ -603,10 +612,11 @@ fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize,
     match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
         Decision::Retry { attempt, prompt } => {
             ui.say(format!(
-                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
+                "  task {} ({}) attempt {} failed after {}{cost}: {} — retrying (attempt {attempt} of {})",
                 j.index,
                 task.subject,
                 j.attempt,
+                outcome::human_duration(j.duration),
                 j.verdict.result,
                 outcome::MAX_ATTEMPTS
             ));
@@ -614,7 +624,7 @@ fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize,
         }
         _ => {
             ui.say(format!(
-                "  task {} ({}): {} in {} — {}",
+                "  task {} ({}): {} in {}{cost} — {}",
                 j.index,
                 task.subject,
                 j.verdict.status,
