@@ -148,6 +148,11 @@ enum Command {
         /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.
         #[arg(long, value_name = "DIR", conflicts_with = "plan")]
         long_run: Option<PathBuf>,
+        /// A budget in USD (e.g. 5 or 12.50): once the plan's recorded spend (what workers
+        /// report, see `dagexec status`) reaches it, no new attempt starts and the run ends
+        /// with exit status 1 [default: none].
+        #[arg(long, value_name = "USD", value_parser = crate::usage::Budget::parse)]
+        max_cost: Option<crate::usage::Budget>,
     },
     /// Answer the question a blocked task asks, and put it back to pending.
     ///
@@ -548,6 +553,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             check_timeout,
             reviewer,
             long_run,
+            max_cost,
         } => {
             let flags = crate::run::config::Flags {
                 worker,
@@ -555,6 +561,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 timeout,
                 schedule,
                 reviewer,
+                max_cost,
             };
             let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
             let env = |k: &str| std::env::var(k).ok();
@@ -749,6 +756,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 Err(_) => (String::new(), render::status::KeptLogs::new()),
             };
             if json {
+                let spent = crate::usage::per_task(&plan);
                 let rows: Vec<serde_json::Value> = plan
                     .tasks
                     .iter()
@@ -758,6 +766,19 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                             "index": i, "subject": t.subject, "status": t.status,
                             "attempts": plan.attempts_of(i), "result": t.result,
                         });
+                        // The recorded attempts' wall time and reported usage, summed.
+                        if let Some(t) = spent.get(&i) {
+                            row["seconds"] = t.seconds.into();
+                            for (k, v) in [
+                                ("costUsd", t.cost_usd.map(Into::into)),
+                                ("inputTokens", t.input_tokens.map(Into::into)),
+                                ("outputTokens", t.output_tokens.map(Into::into)),
+                            ] {
+                                if let Some(v) = v {
+                                    row[k] = v;
+                                }
+                            }
+                        }
                         if let Some(attempts) = logs.get(&i) {
                             let logs_dir = &logs_dir;
                             let files: Vec<String> = attempts

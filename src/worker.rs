@@ -234,10 +234,7 @@ fn first_word(command: &str) -> String {
 /// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
 /// the child and the absolute log and usage paths. Paths are made absolute because the worker
 /// runs elsewhere.
-async fn spawn(
-    spec: &WorkerSpec,
-    tag: &str,
-) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
+async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
     let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
     let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
     let usage_file = match &spec.usage_file {
@@ -287,9 +284,7 @@ async fn spawn(
         Some(f) => command.env(crate::usage::USAGE_FILE_VAR, f),
         None => command.env_remove(crate::usage::USAGE_FILE_VAR),
     };
-    let child = command
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let child = command.spawn().map_err(|e| e.to_string())?;
     Ok((child, log_file, usage_file))
 }
 
@@ -419,7 +414,11 @@ async fn read_usage(path: &Path) -> Option<String> {
         return None;
     }
     let mut buf = Vec::new();
-    (&mut file).take(USAGE_CAP).read_to_end(&mut buf).await.ok()?;
+    (&mut file)
+        .take(USAGE_CAP)
+        .read_to_end(&mut buf)
+        .await
+        .ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
@@ -602,7 +601,10 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
         spec.extra_env
             .push((crate::usage::USAGE_FILE_VAR.into(), "/tmp/inherited".into()));
         let run = go(&spec).await;
-        assert_eq!((run.stdout.as_str(), run.usage), ("COMPLETED: [unset]\n", None));
+        assert_eq!(
+            (run.stdout.as_str(), run.usage),
+            ("COMPLETED: [unset]\n", None)
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

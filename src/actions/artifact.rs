@@ -365,7 +365,11 @@ mod tests {
             r.start = Some(start.into());
             r.end = Some(end.into());
             let m = r.measured(now);
-            assert_eq!((m.start, m.end), (at("2026-11-23T05:58:30Z"), now), "{start}");
+            assert_eq!(
+                (m.start, m.end),
+                (at("2026-11-23T05:58:30Z"), now),
+                "{start}"
+            );
         }
         r.duration_ms = u64::MAX;
         r.usage = Some(crate::usage::Usage {

@@ -94,6 +94,7 @@ pub fn run(
             schedule: engine::Schedule::Rounds,
             // The reviewer ran in the work job; finalize concludes from its verdict.
             reviewer: None,
+            max_cost: None,
         },
         yes: true,
         dry_run: false,

@@ -76,7 +76,9 @@ impl Judged {
             .reviews
             .as_ref()
             .and_then(|h| h.last())
-            .is_some_and(|e| e.attempt == self.attempt && e.verdict == crate::review::Word::Rejected);
+            .is_some_and(|e| {
+                e.attempt == self.attempt && e.verdict == crate::review::Word::Rejected
+            });
         let outcome = crate::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
         Some(crate::usage::AttemptRecord::new(
             self.index,
