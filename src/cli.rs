@@ -103,7 +103,9 @@ enum Command {
     ///
     /// Worker: --worker, else $DAGEXEC_WORKER, else `worker:` in .design/dagexec.yml. It gets
     /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
-    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE.
+    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE, and may report what it spent in the
+    /// JSON file $DAGEXEC_USAGE_FILE (cost_usd, input_tokens, output_tokens, model); the
+    /// outputs of `claude -p --output-format json` and `codex exec --json` are read natively.
     ///
     /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
     /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
@@ -115,7 +117,8 @@ enum Command {
     /// front matter `depends_on`, else number order), each a fresh worker with the long-run
     /// executor prompt and its checkpoint; the state is DIR/plan.json.
     ///
-    /// Exit status: 0 all completed; 1 finished incomplete; 2 usage or plan error; 3 circuit
+    /// Exit status: 0 all completed; 1 finished incomplete (or --max-cost spent); 2 usage or
+    /// plan error; 3 circuit
     /// breaker; 4 deadlock; 5 questions wait for your answer (`dagexec answer`); 130
     /// interrupted.
     Run {
