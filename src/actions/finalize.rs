@@ -55,7 +55,8 @@ pub struct Round {
 /// How the round ended, for outputs and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finalized {
-    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`.
+    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`,
+    /// `budget`.
     pub conclusion: String,
     pub pr: Option<u64>,
     /// The job fails (a stop the user must act on).
@@ -139,6 +140,7 @@ pub fn run(
         let (stop, preflight) = match round.planned.as_str() {
             "completed" => (Some(Stop::Completed), None),
             "deadlock" => (Some(Stop::Deadlock(round.planned_message.clone())), None),
+            "budget" => (Some(Stop::Budget(round.planned_message.clone())), None),
             "preflight-failed" => (
                 Some(Stop::NeedsInput(
                     "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
@@ -155,7 +157,10 @@ pub fn run(
         if published.stale {
             return Ok(stale(published));
         }
-        let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
+        let failed = matches!(
+            stop,
+            Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_) | Stop::Budget(_))
+        );
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))?;
         return Ok(Finalized {
             conclusion: round.planned.clone(),
@@ -317,7 +322,11 @@ pub fn run(
                 Next::Deadlock { pending } => {
                     Some(Stop::Deadlock(engine::deadlock_message(pending)))
                 }
-                Next::Batch { .. } => None,
+                // More to do, unless the budget is spent: then nothing is dispatched.
+                Next::Batch { .. } => inputs
+                    .max_cost
+                    .and_then(|b| b.exhausted(&plan))
+                    .map(Stop::Budget),
             }
         }
     };
@@ -349,6 +358,7 @@ pub fn run(
         Some(Stop::CircuitBreaker(_)) => "circuit-breaker",
         Some(Stop::Deadlock(_)) => "deadlock",
         Some(Stop::NeedsInput(_)) => "needs-input",
+        Some(Stop::Budget(_)) => "budget",
         None if more && published.aborted => "aborted",
         None if more => "continue",
         None => "incomplete",
@@ -356,7 +366,10 @@ pub fn run(
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr,
-        failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
+        failed: matches!(
+            stop,
+            Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        ),
     })
 }
 

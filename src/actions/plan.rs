@@ -26,6 +26,7 @@ pub struct Planned {
     pub round: u32,
     pub matrix: Option<Matrix>,
     /// `work` (a matrix follows), `completed`, `incomplete`, `deadlock`, `preflight-failed`,
+    /// `budget` (the `max-cost` budget is spent),
     /// `redirect` (start the round again with `branch` named, in the branch's group).
     pub conclusion: String,
     /// Said in the log and the job summary.
@@ -154,6 +155,15 @@ pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, Acti
             })
         }
         Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        // Work waits, but the `max-cost` budget is spent: no job starts.
+        Next::Batch { .. }
+            if inputs
+                .max_cost
+                .is_some_and(|b| b.exhausted(&plan).is_some()) =>
+        {
+            let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
+            Ok(done("budget", budget.unwrap_or_default()))
+        }
         Next::Batch { tasks, waiting } => {
             let mut m = Matrix::of(&plan, &tasks, super::matrix::MAX_MATRIX_JOBS);
             m.waiting.extend(waiting);
