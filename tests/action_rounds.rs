@@ -43,10 +43,16 @@ struct Lab {
     origin: PathBuf,
     gh: FakeGitHub,
     jobs: usize,
+    /// The `max-cost` input of every job, when set.
+    max_cost: Option<String>,
 }
 
 impl Lab {
     fn new(tasks: Vec<Value>) -> Self {
+        Lab::with_worker(tasks, WORKER)
+    }
+
+    fn with_worker(tasks: Vec<Value>, worker: &str) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let origin = tmp.path().join("origin.git");
         std::fs::create_dir_all(&origin).unwrap();
@@ -63,7 +69,7 @@ impl Lab {
             serde_json::to_string_pretty(&plan).unwrap(),
         )
         .unwrap();
-        std::fs::write(repo.join("worker.sh"), WORKER).unwrap();
+        std::fs::write(repo.join("worker.sh"), worker).unwrap();
         git(&repo, &["add", "-A"]);
         git(&repo, &["commit", "-qm", "plan"]);
         git(
@@ -83,6 +89,7 @@ impl Lab {
             origin,
             gh,
             jobs: 0,
+            max_cost: None,
         }
     }
 
@@ -119,6 +126,9 @@ impl Lab {
             .env("GITHUB_EVENT_NAME", "workflow_dispatch")
             .env("DAGEXEC_TOKEN", "ghs_token")
             .env("DAGEXEC_BRANCH", "dagexec/rounds");
+        if let Some(budget) = &self.max_cost {
+            cmd.env("DAGEXEC_MAX_COST", budget);
+        }
         cmd
     }
 
@@ -300,5 +310,131 @@ fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones
     assert!(row.contains("completed | 3 |"), "{row}");
     let row = body.lines().find(|l| l.starts_with("| 1 |")).unwrap();
     assert!(row.contains("failed | 3 |"), "{row}");
+    lab.gh.assert_clean();
+}
+
+/// Every task reports $0.40 in its usage file (and a claude-style JSON result would do the same).
+const PAYING_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '{"cost_usd": 0.4, "input_tokens": 1000, "output_tokens": 50, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+
+/// The `max-cost` budget on Actions: the round that spends it is committed with each attempt's
+/// time and cost, then nothing more is dispatched and the check run fails naming the budget,
+/// what was spent and what it bought; a later run plans no work while it stays spent.
+#[test]
+fn the_budget_stops_dispatching_with_a_failing_check_run() {
+    let mut lab = Lab::with_worker(
+        vec![
+            task("Zero", &["t0.txt"], &[]),
+            task("One", &["t1.txt"], &[]),
+            task("Two", &["t2.txt"], &[]),
+            task("Three", &["t3.txt"], &[0]),
+        ],
+        PAYING_WORKER,
+    );
+    lab.max_cost = Some("1".into());
+    let (ok, log) = lab.run(4);
+    assert!(!ok, "a spent budget fails finalize:\n{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    assert_eq!(
+        lab.gh.calls("actions/create-workflow-dispatch").len(),
+        0,
+        "{log}"
+    );
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let check = checks[0].body.clone().unwrap();
+    assert_eq!(check["conclusion"], "failure", "{check:#}");
+    assert_eq!(
+        check["output"]["title"],
+        "Stopped: the budget of $1.00 is spent ($1.20 recorded)"
+    );
+    let summary = check["output"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("$1.20 recorded over 3 attempt(s) bought 3 of 4 task(s) completed"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("### What it bought\n- task 0 (Zero): $0.40\n"),
+        "{summary}"
+    );
+
+    // Each attempt's span and usage were committed with the round.
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    let records = state["progress"]["dagexecAttempts"]
+        .as_array()
+        .expect("records");
+    let stamp = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").unwrap();
+    let tasks: Vec<_> = records
+        .iter()
+        .map(|r| r["task"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tasks, [0, 1, 2], "{records:?}");
+    for r in records {
+        assert_eq!(
+            (r["attempt"].as_u64(), r["outcome"].as_str()),
+            (Some(1), Some("completed"))
+        );
+        assert_eq!(
+            (r["costUsd"].as_f64(), r["inputTokens"].as_u64()),
+            (Some(0.4), Some(1000))
+        );
+        assert_eq!(r["model"], "m-1");
+        assert!(stamp.is_match(r["start"].as_str().unwrap()), "{r}");
+        assert!(r["seconds"].as_f64().unwrap() >= 0.0, "{r}");
+    }
+    assert_eq!(state["tasks"][3]["status"], "pending");
+    let body = lab
+        .gh
+        .calls("pulls/update")
+        .last()
+        .and_then(|c| c.body.clone())
+        .and_then(|b| b["body"].as_str().map(str::to_string))
+        .or_else(|| {
+            lab.gh
+                .calls("pulls/create")
+                .last()
+                .and_then(|c| c.body.clone())
+                .and_then(|b| b["body"].as_str().map(str::to_string))
+        })
+        .expect("a PR body");
+    assert!(body.contains("| Time | Cost |"), "{body}");
+    assert!(
+        body.contains("**Time and cost:** 3 attempt(s) · "),
+        "{body}"
+    );
+    assert!(body.contains(" · $1.20"), "{body}");
+
+    // A later run (an `/execute`) plans nothing while the budget stays spent.
+    let (outputs, _, text) = lab.round(200);
+    assert_eq!(outputs["conclusion"], "budget", "{text}");
+    assert_eq!(
+        outputs.get("has-work").map(String::as_str),
+        Some("false"),
+        "{text}"
+    );
+    assert!(text.contains("the budget of $1.00 is spent"), "{text}");
+    // With a higher budget the run goes on.
+    lab.max_cost = Some("5".into());
+    let (ok, log) = lab.run(4);
+    assert!(ok, "{log}");
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.done.json"],
+    ))
+    .unwrap_or_else(|_| panic!("{log}"));
+    assert_eq!(
+        state["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
     lab.gh.assert_clean();
 }
