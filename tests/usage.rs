@@ -273,3 +273,41 @@ f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo 
         assert!(dir.path().join("c.txt").exists());
     }
 }
+
+/// An attempt Ctrl-C stops is recorded too, as `interrupted`, in both schedules.
+#[test]
+fn an_interrupted_attempt_is_recorded() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt"]), &[]);
+        let marks = tempfile::tempdir().unwrap();
+        let started = marks.path().join("started");
+        let (_w, cmd) = worker(&format!(
+            "echo x > a.txt; touch '{}'; sleep 30; echo 'COMPLETED: late'",
+            started.display()
+        ));
+        let child = dagexec(dir.path())
+            .args(["run", "--schedule", schedule, "--worker", &cmd])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..500 {
+            if started.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(started.exists(), "{schedule}: the worker never started");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{schedule}: {}", text(&o));
+        let p = plan_of(dir.path());
+        let r = records(&p, 0);
+        assert_eq!(r.len(), 1, "{schedule}: {p:#}");
+        assert_eq!(
+            (&r[0]["attempt"], &r[0]["outcome"]),
+            (&json!(1), &json!("interrupted"))
+        );
+        assert_eq!(p["tasks"][0]["status"], "in_progress", "{schedule}");
+    }
+}

@@ -84,13 +84,13 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
     let timed = !spent.is_empty();
     let mut s = String::from("| # | Task | Status | Attempts |");
     let mut rule = String::from("|---:|---|---|---:|");
-    if timed {
-        s.push_str(" Time | Cost |");
-        rule.push_str("---:|---:|");
-    }
     if reviewed {
         s.push_str(" Review |");
         rule.push_str("---|");
+    }
+    if timed {
+        s.push_str(" Time | Cost |");
+        rule.push_str("---:|---:|");
     }
     let _ = writeln!(s, " Result | Log |\n{rule}---|---|");
     for (i, t) in plan.tasks.iter().enumerate() {
@@ -100,12 +100,12 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
             .map(|u| format!("[artifact]({u})"))
             .unwrap_or_default();
         let mut extra = String::new();
+        if reviewed {
+            let _ = write!(extra, " {} |", reviews[i]);
+        }
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
             let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
-        }
-        if reviewed {
-            let _ = write!(extra, " {} |", reviews[i]);
         }
         let _ = writeln!(
             s,

@@ -98,6 +98,8 @@ pub struct Pool {
     created: std::sync::atomic::AtomicUsize,
     /// Review history and rejected changes between a task's attempts.
     pub(super) memory: super::hooks::Memory,
+    /// The records of attempts Ctrl-C stopped, for the plan ([`Pool::take_interrupted`]).
+    interrupted: std::sync::Mutex<Vec<crate::usage::AttemptRecord>>,
 }
 
 impl Pool {
@@ -119,6 +121,29 @@ impl Pool {
             .created
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         retry_git(|| repo.add_worktree(base, &format!("slot-{n}")))
+    }
+
+    /// Keeps the record of an attempt Ctrl-C stopped.
+    fn interrupted(&self, input: &AttemptInput, start: jiff::Timestamp) {
+        let measured = crate::usage::Measured::since(start, crate::usage::Usage::default());
+        let outcome = crate::usage::Outcome::Interrupted;
+        let record =
+            crate::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
+    }
+
+    /// The records of the attempts Ctrl-C stopped since the last call, in the order they
+    /// stopped.
+    pub(super) fn take_interrupted(&self) -> Vec<crate::usage::AttemptRecord> {
+        std::mem::take(
+            &mut *self
+                .interrupted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn release(&self, wt: Worktree) {
@@ -232,7 +257,10 @@ pub async fn run(
     };
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled => return Ok(AttemptEnd::Cancelled),
+        Stop::Cancelled => {
+            pool.interrupted(&input, start);
+            return Ok(AttemptEnd::Cancelled);
+        }
     };
     // A worker following the prompt literally writes its log inside its own tree.
     let in_tree_log = wt.path().join(&log_rel);
@@ -309,7 +337,10 @@ pub async fn run(
     .await;
     pool.release(wt);
     let (reviews, question) = match reviewed {
-        super::hooks::Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
+        super::hooks::Reviewed::Cancelled => {
+            pool.interrupted(&input, start);
+            return Ok(AttemptEnd::Cancelled);
+        }
         super::hooks::Reviewed::Skipped => (None, question),
         super::hooks::Reviewed::Done { history, question } => (Some(history), question),
     };

@@ -119,6 +119,7 @@ impl Eager<'_> {
             }
             let Some(joined) = running.join_next().await else {
                 if cancelled {
+                    super::keep_interrupted(self.pool, plan, self.opts)?;
                     self.ui.say("Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume.");
                     return Ok(RunEnd::Interrupted);
                 }

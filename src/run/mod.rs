@@ -401,6 +401,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         failpoint("after-workers", round);
         if interrupted {
+            keep_interrupted(&pool, &mut plan, opts)?;
             ui.say("Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.");
             return Ok(RunEnd::Interrupted);
         }
@@ -484,6 +485,25 @@ pub(crate) fn count_attempt(
         save(plan, opts)?;
     }
     Ok(())
+}
+
+/// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
+/// the review histories attempts in flight wrote to the plan file.
+pub(crate) fn keep_interrupted(
+    pool: &attempt::Pool,
+    plan: &mut Plan,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let records = pool.take_interrupted();
+    if records.is_empty() {
+        return Ok(());
+    }
+    for r in &records {
+        crate::usage::record(plan, r);
+    }
+    let _held = pool.memory.plan_file();
+    pool.memory.apply(plan);
+    save(plan, opts)
 }
 
 /// Why no new attempt may start, when the budget (`--max-cost`) is spent.
