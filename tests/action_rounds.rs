@@ -420,6 +420,34 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
         "{text}"
     );
     assert!(text.contains("the budget of $1.00 is spent"), "{text}");
+    // Its finalize (which always runs) reports the stop again as a failing check run.
+    let base = outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 200)
+        .args(["action", "finalize"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_ROUND", &outputs["round"])
+        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+        .env("DAGEXEC_MESSAGE", &outputs["message"])
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("none"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 2, "{log}");
+    let check = checks[1].body.clone().unwrap();
+    assert_eq!(check["conclusion"], "failure", "{check:#}");
+    assert!(
+        check["output"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("bought 3 of 4 task(s) completed"),
+        "{check:#}"
+    );
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
     // With a higher budget the run goes on.
     lab.max_cost = Some("5".into());
     let (ok, log) = lab.run(4);

@@ -642,7 +642,7 @@ mod tests {
         );
         let body = status_body(&plan, 2, &links, waiting);
         assert!(
-            body.contains("| 0 | Model | ✅ completed | 1 | 2m5s | $0.50 | Added model |"),
+            body.contains("| 0 | Model | ✅ completed | 1 | Added model | 2m5s | $0.50 |"),
             "{body}"
         );
         assert!(

@@ -88,11 +88,13 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         s.push_str(" Review |");
         rule.push_str("---|");
     }
+    s.push_str(" Result |");
+    rule.push_str("---|");
     if timed {
         s.push_str(" Time | Cost |");
         rule.push_str("---:|---:|");
     }
-    let _ = writeln!(s, " Result | Log |\n{rule}---|---|");
+    let _ = writeln!(s, " Log |\n{rule}---|");
     for (i, t) in plan.tasks.iter().enumerate() {
         let log = links
             .logs
@@ -103,18 +105,18 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         if reviewed {
             let _ = write!(extra, " {} |", reviews[i]);
         }
+        let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
             let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
         }
         let _ = writeln!(
             s,
-            "| {i} | {} | {} {} | {} |{extra} {} | {log} |",
+            "| {i} | {} | {} {} | {} |{extra} {log} |",
             cell(&t.subject, 80),
             icon(t.status),
             t.status,
             plan.attempts_of(i),
-            cell(t.result.as_deref().unwrap_or(""), 120),
         );
     }
     if let Some(total) = crate::usage::total_line(plan) {

@@ -696,13 +696,13 @@ fn judged(plan: &mut Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (us
     match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
         Decision::Retry { attempt, prompt } => {
             ui.say(format!(
-                "  task {} ({}) attempt {} failed after {}{cost}: {} — retrying (attempt {attempt} of {})",
+                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {}); it took {}{cost}",
                 j.index,
                 task.subject,
                 j.attempt,
-                outcome::human_duration(j.duration),
                 j.verdict.result,
-                outcome::MAX_ATTEMPTS
+                outcome::MAX_ATTEMPTS,
+                outcome::human_duration(j.duration),
             ));
             Err((j.index, attempt, prompt))
         }
