@@ -313,11 +313,19 @@ fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones
     lab.gh.assert_clean();
 }
 
-/// Every task reports $0.40 in its usage file (and a claude-style JSON result would do the same).
+/// Every task reports $0.40: task 2 as `claude -p --output-format json` does (its status line in
+/// `result`), the others in their usage file.
 const PAYING_WORKER: &str = r#"#!/bin/sh
 cat > /dev/null
-printf '{"cost_usd": 0.4, "input_tokens": 1000, "output_tokens": 50, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
-echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+if [ "$DAGEXEC_TASK_INDEX" = 2 ]; then
+  cat <<'JSON'
+{"type":"result","subtype":"success","is_error":false,"result":"Wrote it.\n\nCOMPLETED: t2","total_cost_usd":0.4,"usage":{"input_tokens":400,"cache_read_input_tokens":600,"output_tokens":50},"modelUsage":{"m-1":{"costUSD":0.4}}}
+JSON
+else
+  printf '{"cost_usd": 0.4, "input_tokens": 1000, "output_tokens": 50, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+  echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+fi
 "#;
 
 /// The `max-cost` budget on Actions: the round that spends it is committed with each attempt's
@@ -390,6 +398,13 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
         assert!(r["seconds"].as_f64().unwrap() >= 0.0, "{r}");
     }
     assert_eq!(state["tasks"][3]["status"], "pending");
+    let summaries: Vec<_> = state["progress"]["completedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["summary"].clone())
+        .collect();
+    assert!(summaries.contains(&json!("t2")), "{summaries:?}");
     let body = lab
         .gh
         .calls("pulls/update")

@@ -165,10 +165,11 @@ impl WorkResult {
         }
     }
 
-    /// Sets the attempt's span and usage from `measured`.
+    /// Sets the attempt's span (to the nanosecond: the record's `seconds` come from it) and
+    /// usage from `measured`.
     pub fn set_measured(&mut self, measured: &crate::usage::Measured) {
-        self.start = Some(crate::usage::timestamp(measured.start));
-        self.end = Some(crate::usage::timestamp(measured.end));
+        self.start = Some(measured.start.to_string());
+        self.end = Some(measured.end.to_string());
         self.usage = (!measured.usage.is_empty()).then(|| measured.usage.clone());
     }
 
@@ -342,7 +343,7 @@ mod tests {
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
         let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::from_millis(90_000));
         let measured = crate::usage::Measured {
-            start: at("2026-11-23T05:20:13Z"),
+            start: at("2026-11-23T05:20:13.25Z"),
             end: at("2026-11-23T05:22:40Z"),
             usage: crate::usage::Usage {
                 cost_usd: Some(0.25),
@@ -351,7 +352,7 @@ mod tests {
         };
         r.set_measured(&measured);
         let json = serde_json::to_value(&r).unwrap();
-        assert_eq!(json["start"], "2026-11-23T05:20:13Z");
+        assert_eq!(json["start"], "2026-11-23T05:20:13.25Z");
         assert_eq!(json["usage"], serde_json::json!({"costUsd": 0.25}));
         assert_eq!(serde_json::from_value::<WorkResult>(json).unwrap(), r);
         assert_eq!(r.measured(now), measured);
