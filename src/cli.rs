@@ -27,6 +27,7 @@ Examples:
   dagexec demo                          a real run of a small plan, no API key needed
   dagexec run --worker 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   execute .design/plan.json here
   dagexec run --dry-run                 the rounds that would run
+  dagexec simulate --duration 10m       how long each schedule would take, here and on Actions
   dagexec validate                      check .design/plan.json and print the setup report
   dagexec validate --json --no-checks   the setup output object, without running assumption checks
   dagexec status                        the tasks and where each one stands
@@ -197,6 +198,69 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Mermaid)]
         format: Format,
     },
+    /// Predict each schedule's wall time and jobs, locally and on GitHub Actions, before spending
+    ///
+    /// Plays the scheduler's own decisions on a clock: `rounds` (each round's tasks sharing
+    /// files in groups one after another), `waves` and `eager` locally on --jobs slots; on
+    /// Actions, `rounds` as the Action runs them today (one workflow run per conflict-free
+    /// batch: a plan job, up to --max-parallel work jobs at once, a finalize job) and `eager`
+    /// (a conductor job dispatching one job per task attempt), every job paying --job-start
+    /// before it works. Prints each one's wall time, jobs, and ratio to the lower bound
+    /// max(critical path, total work ÷ slots); on a terminal (or with --gantt) a chart of the
+    /// rounds and eager schedules, one row per task.
+    ///
+    /// Task durations: --duration 3=20m for task 3; else the plan's history (the attempts
+    /// `run` recorded in progress.dagexecAttempts: a task's completed attempt, preceded by the
+    /// failed ones that were retried); else --duration 10m; else the history's median; else
+    /// 10 minutes, said as an assumption. Every task is assumed to complete (after the
+    /// failed attempts its history records); dagexec's own time (git, checks, commits) is
+    /// not counted.
+    ///
+    /// Examples:
+    ///   dagexec simulate --duration 10m                  every task 10 minutes
+    ///   dagexec simulate -d 15m -d 3=1h -d 7=2m           task 3 an hour, task 7 two minutes
+    ///   dagexec simulate --max-parallel 20 --job-start 45s   a bigger matrix, slower runners
+    ///   dagexec simulate --remaining                     what is left of a run, from its history
+    ///   dagexec simulate --json | jq '.schedules[] | {schedule, where, seconds}'
+    #[command(verbatim_doc_comment)]
+    Simulate {
+        /// How long tasks take: `10m` for every task without history, `3=20m` for task 3
+        /// (repeat it for several).
+        #[arg(long, short = 'd', value_name = "[TASK=]DURATION", value_parser = parse_task_duration)]
+        duration: Vec<TaskDuration>,
+        /// Ignore the attempts recorded in the plan (progress.dagexecAttempts).
+        #[arg(long)]
+        no_history: bool,
+        /// Workers at once locally [default: as `run`: $DAGEXEC_JOBS, `jobs:` in
+        /// .design/dagexec.yml, else the number of cores].
+        #[arg(long, short = 'j', value_name = "N")]
+        jobs: Option<usize>,
+        /// Work jobs at once on Actions (the action's max-parallel input).
+        #[arg(long, value_name = "N", default_value_t = 8)]
+        max_parallel: usize,
+        /// A job's start-up on Actions: queueing, runner, checkout, installing dagexec and the
+        /// worker.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+        job_start: Duration,
+        /// Only the tasks not completed yet (a run in progress); completed ones stay done.
+        #[arg(long)]
+        remaining: bool,
+        /// Print the prediction as JSON (shape: see README.md, "dagexec simulate").
+        #[arg(long)]
+        json: bool,
+        /// Draw the charts even when the output is not a terminal.
+        #[arg(long, overrides_with = "no_gantt")]
+        gantt: bool,
+        /// Do not draw the charts.
+        #[arg(long)]
+        no_gantt: bool,
+        /// Which place the charts show the rounds and eager schedules of.
+        #[arg(long, value_enum, value_name = "WHERE", default_value_t = ChartPlace::Actions)]
+        chart: ChartPlace,
+        /// The charts' width in columns [default: the terminal's, else 100].
+        #[arg(long, value_name = "COLUMNS")]
+        width: Option<usize>,
+    },
     /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
     ///
     /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
@@ -224,6 +288,11 @@ enum Command {
         /// org/dagexec@<commit>); `./` builds it from the repository's own source.
         #[arg(long, value_name = "REF")]
         action: Option<String>,
+        /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
+        /// conductor job starts each task as its own run as soon as its blockers are
+        /// committed and a slot is free, and commits each result as it arrives.
+        #[arg(long, value_name = "rounds|eager", default_value = "rounds", value_parser = ["rounds", "eager"])]
+        schedule: String,
         /// Replace an existing workflow file.
         #[arg(long)]
         force: bool,
@@ -244,6 +313,32 @@ enum Command {
 enum Format {
     Mermaid,
     Dot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ChartPlace {
+    Local,
+    Actions,
+}
+
+/// `--duration`: for every task without history, or for one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskDuration {
+    All(Duration),
+    Task(usize, Duration),
+}
+
+/// `10m` or `3=10m`.
+fn parse_task_duration(s: &str) -> Result<TaskDuration, String> {
+    match s.split_once('=') {
+        None => parse_duration(s).map(TaskDuration::All),
+        Some((task, d)) => {
+            let task = task.trim().parse::<usize>().map_err(|_| {
+                format!("{task:?} is not a task number (expected TASK=DURATION, e.g. 3=20m)")
+            })?;
+            parse_duration(d).map(|d| TaskDuration::Task(task, d))
+        }
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -335,6 +430,7 @@ fn speckit_location(
         Command::Validate { .. }
         | Command::Status { .. }
         | Command::Graph { .. }
+        | Command::Simulate { .. }
         | Command::Prompt { .. } => false,
         Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => {
             return Ok((loc, None));
@@ -818,11 +914,40 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             out.write_all(render::graph::render(&plan, format).as_bytes())?;
             Ok(0)
         }
+        Command::Simulate {
+            duration,
+            no_history,
+            jobs,
+            max_parallel,
+            job_start,
+            remaining,
+            json,
+            gantt,
+            no_gantt,
+            chart,
+            width,
+        } => {
+            let args = SimulateArgs {
+                duration,
+                no_history,
+                jobs,
+                max_parallel,
+                job_start,
+                remaining,
+                json,
+                gantt,
+                no_gantt,
+                chart,
+                width,
+            };
+            simulate(loc, out, args)
+        }
         Command::Init {
             worker,
             secret,
             environment,
             action,
+            schedule,
             force,
             stdout,
         } => {
@@ -835,6 +960,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 secret,
                 environment,
                 action,
+                eager: schedule == "eager",
                 force,
                 stdout,
             };
@@ -896,4 +1022,136 @@ fn validate(
     drop(setup);
     std::mem::forget((plan, dag, overlaps));
     Ok(if failed { EXIT_INCOMPLETE } else { 0 })
+}
+
+/// `dagexec simulate`'s arguments.
+struct SimulateArgs {
+    duration: Vec<TaskDuration>,
+    no_history: bool,
+    jobs: Option<usize>,
+    max_parallel: usize,
+    job_start: Duration,
+    remaining: bool,
+    json: bool,
+    gantt: bool,
+    no_gantt: bool,
+    chart: ChartPlace,
+    width: Option<usize>,
+}
+
+fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8, CliError> {
+    use crate::simulate::{self, DurationInput, Place, Setting};
+    use std::io::IsTerminal;
+    let usage = |message: String, hint: &str| CliError::Usage {
+        message,
+        hint: hint.into(),
+    };
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    // After a completed run the plan is archived (seed Step 4): its history is there.
+    let archived = (!loc.plan.exists())
+        .then(|| archived_plan(&loc.plan))
+        .flatten();
+    let Loaded { plan, dag } = match &archived {
+        Some(path) => {
+            eprintln!(
+                "(the run is complete: simulating the archived plan {})",
+                path.strip_prefix(&loc.root).unwrap_or(path).display()
+            );
+            load(&Location {
+                plan: path.clone(),
+                root: loc.root.clone(),
+                plan_rel: None,
+            })?
+        }
+        None => load(loc)?,
+    };
+    // Locally the same number of workers `run` would start.
+    let jobs = match a.jobs {
+        Some(j) => j,
+        None => {
+            let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
+            let flags = crate::run::config::Flags {
+                worker: Some("(none)".into()),
+                ..Default::default()
+            };
+            let env = |k: &str| std::env::var(k).ok();
+            crate::run::config::resolve(&flags, &env, &file)
+                .map_err(config_error)?
+                .jobs
+        }
+    };
+    if jobs == 0 || a.max_parallel == 0 {
+        return Err(usage(
+            "--jobs and --max-parallel must be at least 1".into(),
+            "they are how many tasks run at once",
+        ));
+    }
+    let mut input = DurationInput {
+        use_history: !a.no_history,
+        ..Default::default()
+    };
+    for d in &a.duration {
+        match *d {
+            TaskDuration::All(d) => {
+                if input.default.replace(ms(d)).is_some() {
+                    return Err(usage(
+                        "--duration without a task is given twice".into(),
+                        "give it once (every task without history); `--duration 3=20m` sets task 3's",
+                    ));
+                }
+            }
+            TaskDuration::Task(task, d) => {
+                if input.per_task.insert(task, ms(d)).is_some() {
+                    return Err(usage(
+                        format!("--duration {task}=… is given twice"),
+                        "give each task's duration once",
+                    ));
+                }
+            }
+        }
+    }
+    let times = simulate::durations::durations(&plan, &input).map_err(|e| CliError::Usage {
+        hint: e.hint(),
+        message: e.to_string(),
+    })?;
+    let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+    let setting = Setting {
+        jobs,
+        max_parallel: a.max_parallel,
+        job_start: ms(a.job_start),
+        remaining: a.remaining,
+    };
+    let report = simulate::predict(&plan, &dag, &conflicts, &times, setting);
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &simulate::render::json(&report, &times))
+            .map_err(io::Error::other)?;
+        writeln!(out)?;
+        return Ok(0);
+    }
+    out.write_all(simulate::render::table(&report, &times).as_bytes())?;
+    let terminal = io::stdout().is_terminal();
+    if !a.no_gantt && (a.gantt || terminal) {
+        let width = a
+            .width
+            .or_else(|| {
+                terminal
+                    .then(terminal_size::terminal_size)
+                    .flatten()
+                    .map(|(w, _)| usize::from(w.0))
+            })
+            .unwrap_or(100);
+        let place = match a.chart {
+            ChartPlace::Local => Place::Local,
+            ChartPlace::Actions => Place::Actions,
+        };
+        for p in report
+            .predictions
+            .iter()
+            .filter(|p| p.place == place && p.schedule != crate::engine::Schedule::Waves)
+        {
+            writeln!(out)?;
+            out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
+        }
+    }
+    Ok(0)
 }

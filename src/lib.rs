@@ -32,6 +32,7 @@ pub mod run;
 pub mod sanitize;
 pub mod setup;
 pub mod shell;
+pub mod simulate;
 pub mod update;
 pub mod usage;
 pub mod worker;

@@ -1450,7 +1450,9 @@ fn the_template_keeps_one_concurrency_group_per_execution_branch() {
     let jobs = wf["jobs"].as_mapping().unwrap();
     for (name, job) in jobs {
         let writes = job["permissions"]["contents"] == "write";
-        let in_group = name == "steer" || name == "plan" || name == "work" || name == "finalize";
+        // conduct: the branch's group (a workflow_dispatch without a task).
+        let in_group =
+            ["steer", "plan", "work", "finalize", "conduct"].contains(&name.as_str().unwrap());
         assert!(
             !writes || in_group,
             "{name:?} writes outside the branch's group"
@@ -1458,4 +1460,10 @@ fn the_template_keeps_one_concurrency_group_per_execution_branch() {
     }
     assert_eq!(wf["jobs"]["comment"]["permissions"]["contents"], "read");
     assert!(!text.contains("never cancelled"));
+    // A task run (schedule: eager) has a group of its own: a shared one would keep one
+    // pending run and cancel the rest.
+    assert!(
+        group.contains("inputs.task != '' && format('dagexec-task-{0}', github.run_id)"),
+        "{group}"
+    );
 }

@@ -59,6 +59,10 @@ pub enum ActionCommand {
         /// Worker jobs of a round running at once (passed on as the `max-parallel` output).
         #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
         max_parallel: u16,
+        /// `rounds`: each workflow run is a round (a job matrix). `eager`: the conductor job
+        /// starts each task as its own run as soon as it is ready (conclusion `conduct`).
+        #[arg(long, env = "DAGEXEC_SCHEDULE", default_value = "rounds", value_parser = parse_schedule)]
+        schedule: Schedule,
     },
     /// Job `work`: one attempt at one task in this checkout; leaves result.json,
     /// changes.patch and worker.log (outputs: artifact-name, artifact-path).
@@ -105,6 +109,47 @@ pub enum ActionCommand {
         /// The workflow file rounds are dispatched to.
         #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
         workflow: String,
+    },
+    /// Job `conduct` (`schedule: eager`): starts every ready task as its own workflow run,
+    /// polls them, integrates, commits and pushes each batch of arrivals, keeps the PR
+    /// current, and reports the end as finalize does (outputs: conclusion, pr-number).
+    Conduct {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, env = "DAGEXEC_BASE")]
+        base: String,
+        #[arg(long, env = "DAGEXEC_ROUND", default_value = "1")]
+        round: u32,
+        /// Task runs at once.
+        #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
+        max_parallel: u16,
+        /// The least time between two polls of the runs in flight (longer with many runs, to
+        /// stay under GitHub's rate limit).
+        #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = parse_duration)]
+        poll: Duration,
+        /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
+        #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = parse_duration)]
+        handover_after: Duration,
+        /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
+        #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = super::conduct::POLLS_PER_HOUR)]
+        polls_per_hour: u64,
+        /// As finalize's.
+        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
+        allow_workflow_changes: bool,
+        /// The workflow file task runs (and a successor conductor) are dispatched to.
+        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+        workflow: String,
+        /// As finalize's.
+        #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
+        app_id: String,
+        /// As finalize's. Never echoed.
+        #[arg(
+            long,
+            env = "DAGEXEC_APP_PRIVATE_KEY",
+            default_value = "",
+            hide_env_values = true
+        )]
+        private_key: String,
     },
     /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
     /// stops, dispatch the next round (outputs: conclusion, pr-number).
@@ -153,6 +198,23 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
+}
+
+/// A schedule on Actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    Rounds,
+    Eager,
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    match s.trim() {
+        "" | "rounds" => Ok(Schedule::Rounds),
+        "eager" => Ok(Schedule::Eager),
+        other => Err(format!(
+            "{other:?}: the schedule on Actions is `rounds` (a workflow run per round) or `eager` (a run per task, started as soon as it is ready)"
+        )),
+    }
 }
 
 fn parse_bool(s: &str) -> Result<bool, String> {
@@ -217,12 +279,13 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
         ActionCommand::Plan {
             common,
             max_parallel,
+            schedule,
         } => {
             let inputs = inputs(&common, String::new(), PathBuf::new());
             // The pre-flight checks are the plan's commands: what they wrote to the runner's
             // files is undone before the matrix is set.
             let guard = runtime::FileGuard::from_env();
-            let planned = plan_job::run(&root, &inputs, &ctx.ref_name);
+            let planned = plan_job::run(&root, &inputs, &ctx.ref_name, schedule);
             for line in guard.restore()? {
                 println!("warning: {line}");
             }
@@ -310,6 +373,52 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
         ActionCommand::Steer { common, workflow } => {
             steer_job(&root, ctx, &common, workflow, super::steer::Phase::Apply)
         }
+        ActionCommand::Conduct {
+            common,
+            base,
+            round,
+            max_parallel,
+            poll,
+            handover_after,
+            polls_per_hour,
+            allow_workflow_changes,
+            workflow,
+            app_id,
+            private_key,
+        } => {
+            let mut inputs = inputs(&common, String::new(), PathBuf::new());
+            inputs.allow_workflow_changes = allow_workflow_changes;
+            inputs.workflow = workflow;
+            inputs.max_parallel = max_parallel.into();
+            let rt = super::runtime()?;
+            let client = writer_client(ctx, &mut inputs, &app_id, &private_key, &rt, "conduct")?;
+            if common.branch.is_empty() {
+                return Err(ActionError::Input(
+                    "conduct needs the execution branch (the plan job's `branch` output)".into(),
+                ));
+            }
+            let r = Round {
+                branch: common.branch.clone(),
+                base,
+                round,
+                matrix: String::new(),
+                planned: "conduct".into(),
+                planned_message: String::new(),
+            };
+            let timing = super::conduct::Timing {
+                poll,
+                handover_after,
+                polls_per_hour,
+            };
+            let done = super::conduct::run(&root, &inputs, ctx, &r, timing, client.as_ref(), &rt)?;
+            println!("Conductor: {}.", done.conclusion);
+            let mut outs = vec![("conclusion", done.conclusion.clone())];
+            if let Some(pr) = done.pr {
+                outs.push(("pr-number", pr.to_string()));
+            }
+            ctx.set_outputs(&outs)?;
+            Ok(if done.failed { 1 } else { 0 })
+        }
         ActionCommand::Finalize {
             common,
             matrix,
@@ -327,44 +436,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             inputs.allow_workflow_changes = allow_workflow_changes;
             inputs.workflow = workflow;
             let rt = super::runtime()?;
-            if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
-                let (Some(repo), false, false) = (
-                    &ctx.repository,
-                    app_id.trim().is_empty(),
-                    private_key.trim().is_empty(),
-                ) else {
-                    return Err(ActionError::Input(
-                        "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
-                    ));
-                };
-                let _entered = rt.enter();
-                let token = rt.block_on(crate::github::app::installation_token(
-                    &ctx.api_url,
-                    repo,
-                    &app_id,
-                    &private_key,
-                ))?;
-                runtime::mask(&token);
-                println!(
-                    "Authenticated as GitHub App {} (installation token).",
-                    app_id.trim()
-                );
-                inputs.token = token;
-                inputs.app_id = app_id.trim().parse().ok();
-            }
-            let client = match &ctx.repository {
-                Some(repo) if !inputs.token.is_empty() => {
-                    // The HTTP client needs the runtime it will run on.
-                    let _entered = rt.enter();
-                    Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
-                }
-                Some(_) => {
-                    return Err(ActionError::Input(
-                        "finalize needs a token (the action's `token` input, e.g. ${{ secrets.GITHUB_TOKEN }}) to push and update the pull request".into(),
-                    ));
-                }
-                None => None,
-            };
+            let client = writer_client(ctx, &mut inputs, &app_id, &private_key, &rt, "finalize")?;
             let branch = if common.branch.is_empty() {
                 return Err(ActionError::Input(
                     "finalize needs the execution branch (the plan job's `branch` output)".into(),
@@ -389,6 +461,57 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             Ok(if done.failed { 1 } else { 0 })
         }
     }
+}
+
+/// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
+/// GitHub App's installation token replaces the token. `None` outside a repository.
+fn writer_client(
+    ctx: &Context,
+    inputs: &mut Inputs,
+    app_id: &str,
+    private_key: &str,
+    rt: &tokio::runtime::Runtime,
+    job: &str,
+) -> Result<Option<Client>, ActionError> {
+    if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
+        let (Some(repo), false, false) = (
+            &ctx.repository,
+            app_id.trim().is_empty(),
+            private_key.trim().is_empty(),
+        ) else {
+            return Err(ActionError::Input(
+                    "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
+                ));
+        };
+        let _entered = rt.enter();
+        let token = rt.block_on(crate::github::app::installation_token(
+            &ctx.api_url,
+            repo,
+            app_id,
+            private_key,
+        ))?;
+        runtime::mask(&token);
+        println!(
+            "Authenticated as GitHub App {} (installation token).",
+            app_id.trim()
+        );
+        inputs.token = token;
+        inputs.app_id = app_id.trim().parse().ok();
+    }
+    let client = match &ctx.repository {
+        Some(repo) if !inputs.token.is_empty() => {
+            // The HTTP client needs the runtime it will run on.
+            let _entered = rt.enter();
+            Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
+        }
+        Some(_) => {
+            return Err(ActionError::Input(format!(
+                "{job} needs a token (the action's `token` input, e.g. ${{{{ secrets.GITHUB_TOKEN }}}}) to push and update the pull request"
+            )));
+        }
+        None => None,
+    };
+    Ok(client)
 }
 
 /// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.

@@ -203,94 +203,7 @@ pub fn run(
             &ui,
         )?);
     }
-    judged.sort_by_key(|j| j.index);
-    // Each attempt's time and cost, committed with the round (`crate::usage`).
-    for r in judged.iter().filter_map(Judged::record) {
-        crate::usage::record(&mut plan, &r);
-    }
-    // Retries run next round with their prompt kept in the plan; the rest drop theirs.
-    let retries: BTreeMap<usize, String> = judged
-        .iter()
-        .filter_map(|j| {
-            let Decision::Retry { prompt, .. } =
-                outcome::decide(&plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-            else {
-                return None;
-            };
-            Some((j.index, prompt))
-        })
-        .collect();
-    let judged: Vec<Judged> = judged
-        .into_iter()
-        .map(|mut j| {
-            if retries.contains_key(&j.index) {
-                j.verdict.result = format!(
-                    "attempt {} failed: {} — retried next round (attempt {} of {})",
-                    j.attempt,
-                    j.verdict.result,
-                    j.attempt + 1,
-                    outcome::MAX_ATTEMPTS
-                );
-                j.verdict.status = Status::Pending;
-                j.patch.clear();
-            }
-            j
-        })
-        .collect();
-    for (i, t) in plan.tasks.iter_mut().enumerate() {
-        match retries.get(&i) {
-            Some(p) => {
-                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
-            }
-            None => {
-                t.extra.shift_remove(RETRY_PROMPT_FIELD);
-            }
-        }
-    }
-    // A task that answered BLOCKED asks its question on the pull request (kept in the plan).
-    for j in &judged {
-        if j.verdict.status == Status::Blocked && j.question.is_none() {
-            let t = &mut plan.tasks[j.index];
-            if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
-                crate::question::set(
-                    t,
-                    &super::steer::blocked_question(j.index, &j.verdict.result),
-                );
-            }
-        }
-    }
-    let end = crate::run::integrate::integrate_and_commit(
-        &repo,
-        &mut plan,
-        &dag,
-        &batch,
-        judged,
-        round.round,
-        None,
-        &opts,
-        &ui,
-    )?;
-    // The state is committed every round, even when no task completed, in the one round
-    // commit format (the plan now holds each batch task's outcome).
-    let outcomes: Vec<crate::update::TaskResult> = batch
-        .iter()
-        .map(|&i| crate::update::TaskResult {
-            index: i,
-            status: plan.tasks[i].status,
-            result: plan.tasks[i].result.clone().unwrap_or_default(),
-            attempts: plan.attempts_of(i),
-        })
-        .collect();
-    let message = crate::run::integrate::commit_message(
-        &plan,
-        round.round,
-        &batch,
-        &outcomes,
-        plan.count(Status::Completed),
-    );
-    repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
-    let batch_file = format!(".design/processor-batch-{}.json", round.round);
-    let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    let end = integrate(&repo, &mut plan, &dag, judged, round.round, &opts, &ui)?;
 
     let stop = match end {
         // The numbers the breaker decided on: pending before this round's cascade, and what
@@ -373,6 +286,115 @@ pub fn run(
     })
 }
 
+/// Integrates judged attempts as one round `round`, exactly as `dagexec run` does: a failed
+/// attempt with attempts left goes back to pending with its retry prompt kept in the plan
+/// (the next attempt's job reads it at its base), a BLOCKED task asks its question, completed
+/// patches are applied and the plan updated ([`crate::run::integrate::integrate_and_commit`]),
+/// and the plan is committed in the one round-commit format even when no task completed.
+/// Only the judged tasks' retry prompts are touched. Shared by finalize (a round's matrix)
+/// and the conductor (a batch of arrivals). Returns an end when the circuit breaker trips.
+pub(super) fn integrate(
+    repo: &Repo,
+    plan: &mut plan::model::Plan,
+    dag: &crate::graph::Dag,
+    mut judged: Vec<Judged>,
+    round: u32,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<Option<RunEnd>, ActionError> {
+    let batch: Vec<usize> = {
+        let mut b: Vec<usize> = judged.iter().map(|j| j.index).collect();
+        b.sort_unstable();
+        b
+    };
+    judged.sort_by_key(|j| j.index);
+    // Each attempt's time and cost, committed with the round (`crate::usage`).
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(plan, &r);
+    }
+    // Retries run next round with their prompt kept in the plan; the rest drop theirs.
+    let retries: BTreeMap<usize, String> = judged
+        .iter()
+        .filter_map(|j| {
+            let Decision::Retry { prompt, .. } =
+                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+            else {
+                return None;
+            };
+            Some((j.index, prompt))
+        })
+        .collect();
+    let judged: Vec<Judged> = judged
+        .into_iter()
+        .map(|mut j| {
+            if retries.contains_key(&j.index) {
+                j.verdict.result = format!(
+                    "attempt {} failed: {} — retried next round (attempt {} of {})",
+                    j.attempt,
+                    j.verdict.result,
+                    j.attempt + 1,
+                    outcome::MAX_ATTEMPTS
+                );
+                j.verdict.status = Status::Pending;
+                j.patch.clear();
+            }
+            j
+        })
+        .collect();
+    for (i, t) in plan
+        .tasks
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| batch.contains(i))
+    {
+        match retries.get(&i) {
+            Some(p) => {
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+            }
+            None => {
+                t.extra.shift_remove(RETRY_PROMPT_FIELD);
+            }
+        }
+    }
+    // A task that answered BLOCKED asks its question on the pull request (kept in the plan).
+    for j in &judged {
+        if j.verdict.status == Status::Blocked && j.question.is_none() {
+            let t = &mut plan.tasks[j.index];
+            if crate::question::get(t).is_none_or(|q| q.reply.is_some()) {
+                crate::question::set(
+                    t,
+                    &super::steer::blocked_question(j.index, &j.verdict.result),
+                );
+            }
+        }
+    }
+    let end = crate::run::integrate::integrate_and_commit(
+        repo, plan, dag, &batch, judged, round, None, opts, ui,
+    )?;
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format (the plan now holds each batch task's outcome).
+    let outcomes: Vec<crate::update::TaskResult> = batch
+        .iter()
+        .map(|&i| crate::update::TaskResult {
+            index: i,
+            status: plan.tasks[i].status,
+            result: plan.tasks[i].result.clone().unwrap_or_default(),
+            attempts: plan.attempts_of(i),
+        })
+        .collect();
+    let message = crate::run::integrate::commit_message(
+        plan,
+        round,
+        &batch,
+        &outcomes,
+        plan.count(Status::Completed),
+    );
+    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    let batch_file = format!(".design/processor-batch-{}.json", round);
+    let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    Ok(end)
+}
+
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.
 fn stale(published: super::publish::Published) -> Finalized {
     Finalized {
@@ -384,7 +406,7 @@ fn stale(published: super::publish::Published) -> Finalized {
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change.
-fn judge_entry(
+pub(super) fn judge_entry(
     repo: &Repo,
     plan: &plan::model::Plan,
     inputs: &Inputs,

@@ -209,6 +209,8 @@ pub struct Options {
     pub secret: Option<String>,
     /// A GitHub environment for the work job, holding the secret (`None`: a repository secret).
     pub environment: Option<String>,
+    /// `schedule: eager` (a conductor and a run per task) instead of rounds.
+    pub eager: bool,
 }
 
 /// Why `init` cannot write the workflow.
@@ -291,12 +293,13 @@ pub fn render(opts: &Options) -> String {
             job = match name {
                 "plan" => "plan",
                 "finalize" => "finalize",
+                "conduct" => "conduct",
                 _ => "other",
             };
         }
         let target = format!("uses: {TEMPLATE_ACTION}");
         if let Some(at) = line.find(&target) {
-            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize") {
+            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
                 format!("./{TRUSTED_ACTION_DIR}")
             } else {
                 opts.action.uses.clone()
@@ -359,7 +362,15 @@ pub fn render(opts: &Options) -> String {
         "          worker: '{}'\n",
         opts.worker.command().replace('\'', "''")
     );
-    text.replace(old, &new)
+    let text = text.replace(old, &new);
+    if opts.eager {
+        text.replace(
+            "          schedule: rounds\n",
+            "          schedule: eager\n",
+        )
+    } else {
+        text
+    }
 }
 
 /// Writes the workflow under `root`; refuses to overwrite unless `force`.
@@ -383,6 +394,8 @@ pub struct Args {
     pub secret: Option<String>,
     pub environment: Option<String>,
     pub action: Option<String>,
+    /// `--schedule eager`.
+    pub eager: bool,
     pub force: bool,
     pub stdout: bool,
 }
@@ -427,6 +440,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
         worker,
         secret,
         environment,
+        eager: args.eager,
     };
     let text = render(&opts);
     if args.stdout {
@@ -537,6 +551,7 @@ mod tests {
             secret: worker.default_secret().map(str::to_string),
             worker,
             environment: None,
+            eager: false,
         }
     }
 
@@ -547,17 +562,18 @@ mod tests {
             worker: Worker::parse("sh -c 'it''s'").unwrap(),
             secret: None,
             environment: None,
+            eager: false,
         });
         assert_eq!(
             t.matches("uses: ./\n").count(),
-            3,
-            "comment, steer (both on the default branch) and work"
+            4,
+            "comment, steer (both on the default branch), work and task"
         );
         assert_eq!(
             t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n"))
                 .count(),
-            2,
-            "plan and finalize run the action from the default branch:\n{t}"
+            3,
+            "plan, conduct and finalize run the action from the default branch:\n{t}"
         );
         assert!(!t.contains("org/dagexec@v1"));
         assert!(!t.contains("@worker"), "{t}");
@@ -610,8 +626,8 @@ mod tests {
         assert_eq!(
             t.matches("uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n")
                 .count(),
-            5,
-            "comment, steer, plan, work, finalize:\n{t}"
+            7,
+            "comment, steer, plan, work, task, conduct, finalize:\n{t}"
         );
         let source = Build {
             repository: "org/dagexec".into(),
@@ -673,6 +689,7 @@ mod tests {
             worker: Worker::parse("my-agent --yes").unwrap(),
             secret: Some("MY_AGENT_KEY".into()),
             environment: Some("agents".into()),
+            eager: true,
         };
         insta::assert_snapshot!("init_local_custom", render(&custom));
         insta::assert_snapshot!("init_next_steps", next_steps(&opts("claude")));

@@ -17,6 +17,7 @@
 pub mod artifact;
 pub mod cli;
 pub mod comment;
+pub mod conduct;
 pub mod finalize;
 pub mod init;
 pub mod matrix;

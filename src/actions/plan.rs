@@ -25,8 +25,9 @@ pub struct Planned {
     pub base: String,
     pub round: u32,
     pub matrix: Option<Matrix>,
-    /// `work` (a matrix follows), `completed`, `incomplete`, `deadlock`, `preflight-failed`,
-    /// `budget` (the `max-cost` budget is spent),
+    /// `work` (a matrix follows), `conduct` (`schedule: eager`: the conductor job runs),
+    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`, `budget` (the `max-cost`
+    /// budget is spent),
     /// `redirect` (start the round again with `branch` named, in the branch's group).
     pub conclusion: String,
     /// Said in the log and the job summary.
@@ -35,7 +36,12 @@ pub struct Planned {
 
 /// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
 /// (`GITHUB_REF_NAME`; empty outside Actions).
-pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, ActionError> {
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    ref_name: &str,
+    schedule: super::cli::Schedule,
+) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let first_inputs = super::with_plan(repo.root(), inputs)?;
@@ -163,6 +169,16 @@ pub fn run(root: &Path, inputs: &Inputs, ref_name: &str) -> Result<Planned, Acti
         {
             let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
             Ok(done("budget", budget.unwrap_or_default()))
+        }
+        Next::Batch { tasks, .. } if schedule == super::cli::Schedule::Eager => {
+            let ready = tasks.len();
+            Ok(done(
+                "conduct",
+                format!(
+                    "Eager on {branch} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",
+                    &base[..base.len().min(12)]
+                ),
+            ))
         }
         Next::Batch { tasks, waiting } => {
             let mut m = Matrix::of(&plan, &tasks, super::matrix::MAX_MATRIX_JOBS);

@@ -6,6 +6,7 @@ pub mod app;
 pub mod comments;
 pub mod ops;
 pub mod retry;
+pub mod runs;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

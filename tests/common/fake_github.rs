@@ -66,6 +66,10 @@ pub struct State {
     pub dispatches: Vec<Dispatch>,
     /// `reactions/create-for-issue-comment` calls.
     pub reactions: Vec<Reaction>,
+    /// Workflow runs started by dispatches, by id.
+    pub runs: BTreeMap<u64, Run>,
+    /// Runs finished so far (artifact ids are numbered from it).
+    pub artifacts: usize,
     /// Role of a user, as seeded by [`FakeGitHub::set_permission`]; unlisted users have `write`.
     pub permissions: BTreeMap<String, String>,
 }
@@ -137,6 +141,19 @@ pub struct Dispatch {
     pub git_ref: String,
     /// `null` when no inputs were sent.
     pub inputs: Value,
+    /// The run it started (every dispatch starts one; its id is answered only with
+    /// `return_run_details`).
+    pub run_id: u64,
+}
+
+/// A workflow run started by a dispatch: `queued` until [`FakeGitHub::finish_run`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    pub id: u64,
+    pub status: String,
+    pub conclusion: Option<String>,
+    /// (artifact id, name, zip archive)
+    pub artifacts: Vec<(u64, String, Vec<u8>)>,
 }
 
 /// A reaction to an issue comment.
@@ -166,6 +183,7 @@ impl FakeGitHub {
             spec,
             inner: inner.clone(),
         };
+        inner.lock().unwrap().base_url = server.uri();
         Mock::given(wiremock::matchers::any())
             .respond_with(responder)
             .mount(&server)
@@ -255,6 +273,39 @@ impl FakeGitHub {
             user: user.into(),
         });
         id
+    }
+
+    /// Ends run `run_id` with `conclusion` and the artifacts it uploaded (name, zip archive),
+    /// as GitHub shows it once its jobs are done.
+    pub fn finish_run(&self, run_id: u64, conclusion: &str, artifacts: Vec<(String, Vec<u8>)>) {
+        let mut inner = self.lock();
+        inner.state.artifacts += 1;
+        let next = 8000 + inner.state.artifacts * 10;
+        let run = inner.state.runs.get_mut(&run_id).expect("a dispatched run");
+        run.status = "completed".into();
+        run.conclusion = Some(conclusion.into());
+        run.artifacts = artifacts
+            .into_iter()
+            .enumerate()
+            .map(|(k, (name, zip))| ((next + k) as u64, name, zip))
+            .collect();
+    }
+
+    /// Marks run `run_id` as running (`in_progress`).
+    pub fn start_run(&self, run_id: u64) {
+        let mut inner = self.lock();
+        if let Some(run) = inner.state.runs.get_mut(&run_id) {
+            run.status = "in_progress".into();
+        }
+    }
+
+    /// Rewrites comment `id`'s body, as an edit on the web would (or the comment job's
+    /// `/execute abort`).
+    pub fn edit_comment(&self, id: u64, body: &str) {
+        let mut inner = self.lock();
+        if let Some(c) = inner.state.comments.iter_mut().find(|c| c.id == id) {
+            c.body = body.into();
+        }
     }
 
     /// A snapshot of the state.
@@ -487,6 +538,8 @@ type Scripted = (u16, Vec<(String, String)>, Value);
 #[derive(Default)]
 struct Inner {
     state: State,
+    /// The server's own URL (for redirects to its artifact storage).
+    base_url: String,
     /// The `authorization` header of the request being answered.
     authorization: String,
     requests: Vec<Recorded>,
@@ -542,6 +595,29 @@ impl Inner {
                 Ok(v) => body = Some(v),
                 Err(e) => problems.push(format!("body is not JSON: {e}")),
             }
+        }
+        // Artifact storage, where `actions/download-artifact` redirects: not the API, and
+        // never to be sent the API's token.
+        if let Some(id) = path.strip_prefix("/_storage/artifacts/") {
+            if req.headers.contains_key("authorization") {
+                self.violations.push(format!(
+                    "GET {path}: the API token was sent to artifact storage"
+                ));
+            }
+            let id: u64 = id.trim_end_matches(".zip").parse().unwrap_or(0);
+            let zip = self
+                .state
+                .runs
+                .values()
+                .flat_map(|r| &r.artifacts)
+                .find(|a| a.0 == id)
+                .map(|a| a.2.clone());
+            return match zip {
+                Some(z) => ResponseTemplate::new(200)
+                    .insert_header("content-type", "application/zip")
+                    .set_body_bytes(z),
+                None => ResponseTemplate::new(404),
+            };
         }
         let graphql = method == "POST" && path == "/graphql";
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -810,15 +886,66 @@ impl Inner {
                 ex = check_json(ex, run);
             }
             "actions/create-workflow-dispatch" => {
+                let run_id = 7001 + st.dispatches.len() as u64;
                 st.dispatches.push(Dispatch {
                     repo: repo.clone(),
                     workflow_id: param("workflow_id"),
                     git_ref: str_of(&body, "ref").unwrap_or_default(),
                     inputs: body["inputs"].clone(),
+                    run_id,
                 });
+                st.runs.insert(
+                    run_id,
+                    Run {
+                        id: run_id,
+                        status: "queued".into(),
+                        conclusion: None,
+                        artifacts: Vec::new(),
+                    },
+                );
                 if body["return_run_details"] != true {
                     (status, ex) = (204, Value::Null);
+                } else {
+                    set(&mut ex, "/workflow_run_id", json!(run_id));
+                    let url = format!("https://api.github.com/repos/{repo}/actions/runs/{run_id}");
+                    set(&mut ex, "/run_url", json!(url));
+                    let html = format!("https://github.com/{repo}/actions/runs/{run_id}");
+                    set(&mut ex, "/html_url", json!(html));
                 }
+            }
+            "actions/list-workflow-run-artifacts" if st.runs.contains_key(&num("run_id")) => {
+                let run = &st.runs[&num("run_id")];
+                let template = ex["artifacts"][0].clone();
+                let list: Vec<Value> = run
+                    .artifacts
+                    .iter()
+                    .filter(|a| q.get("name").is_none_or(|n| *n == a.1))
+                    .map(|(id, name, zip)| {
+                        let mut a = template.clone();
+                        set(&mut a, "/id", json!(id));
+                        set(&mut a, "/name", json!(name));
+                        set(&mut a, "/size_in_bytes", json!(zip.len()));
+                        set(&mut a, "/expired", json!(false));
+                        set(&mut a, "/workflow_run/id", json!(run.id));
+                        a
+                    })
+                    .collect();
+                ex = json!({"total_count": list.len(), "artifacts": list});
+            }
+            "actions/download-artifact" => {
+                let id = num("artifact_id");
+                if !st
+                    .runs
+                    .values()
+                    .flat_map(|r| &r.artifacts)
+                    .any(|a| a.0 == id)
+                {
+                    return op.not_found();
+                }
+                return ResponseTemplate::new(302).insert_header(
+                    "location",
+                    format!("{}/_storage/artifacts/{id}.zip", self.base_url),
+                );
             }
             "reactions/create-for-issue-comment" => {
                 let content = str_of(&body, "content").unwrap_or_default();
@@ -860,7 +987,16 @@ impl Inner {
                 set(&mut ex, "/full_name", json!(repo));
                 set(&mut ex, "/owner/login", json!(param("owner")));
             }
-            "actions/get-workflow-run" => set(&mut ex, "/id", json!(num("run_id"))),
+            "actions/get-workflow-run" => {
+                set(&mut ex, "/id", json!(num("run_id")));
+                if let Some(run) = st.runs.get(&num("run_id")) {
+                    set(&mut ex, "/status", json!(run.status));
+                    set(&mut ex, "/conclusion", json!(run.conclusion));
+                    set(&mut ex, "/run_attempt", json!(1));
+                    let html = format!("https://github.com/{repo}/actions/runs/{}", run.id);
+                    set(&mut ex, "/html_url", json!(html));
+                }
+            }
             _ => {}
         }
         reply(status, ex)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Issue 13's Actions benchmark: the makespan of `schedule: eager` against `rounds` and the
+# lower bound with job start-ups counted, under act (host mode, the fake GitHub API, a
+# private repository over HTTP), on a random plan whose tasks sleep 2–20 s, every job
+# delayed by a fixed start-up. Prints the figures. Takes several minutes.
+#   DAGEXEC_BENCH_TASKS=30 DAGEXEC_BENCH_JOB_START=5 DAGEXEC_BENCH_POLLS_PER_HOUR=4800 bench/actions_makespan.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=/dev/null
+source .ci/install-tools.sh >/dev/null
+cargo test --locked --test action bench_actions_makespan -- --ignored --nocapture 2>&1 |
+  sed -n '/^Actions makespan/,/eager /p'

@@ -1,0 +1,713 @@
+//! `dagexec action conduct`: `schedule: eager` on GitHub Actions. One job — the conductor —
+//! holds the write token and never runs task code; every task attempt is its own workflow
+//! run (`workflow_dispatch` with `task`, `attempt` and `base`; its run-name says which), so
+//! a task starts as soon as its blockers are committed and a slot is free, and its result is
+//! integrated, committed and pushed as soon as its run ends — the pull request and status
+//! comment move with it.
+//!
+//! The loop is the local eager engine's: [`engine::eager_pick`] (longest remaining chain
+//! first, never beside a task it conflicts with, at most `max-parallel` at once), the same
+//! judging as finalize ([`super::finalize`]: the artifact read back, refusals, reviews,
+//! questions), the same integration, plan update, retries, cascade and circuit breaker
+//! ([`super::finalize::integrate`]), one round commit per batch of arrivals (the runs found
+//! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
+//!
+//! State and crash safety: the execution branch is the only state. A started attempt is
+//! recorded on its task (`status: in_progress`, its attempt counted, and the field
+//! `dagexecRun` with the run's id, attempt and base) and committed with the next round
+//! commit (or the handover commit). A conductor that starts — the first, a successor, or one
+//! started by `/execute` after any crash — adopts the runs its branch records and polls them
+//! again; a task in progress without a run record (its conductor died before committing it)
+//! is an interrupted attempt: counted, and retried while attempts remain. Its orphaned run,
+//! if one was dispatched, is never read: at worst work is done twice, never lost or
+//! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
+//! push means another writer: it stops without publishing), so the branch has exactly one
+//! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
+//! group of their own.
+//!
+//! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
+//! they stay under 600 requests an hour (GITHUB_TOKEN allows 1,000 per repository); every
+//! call goes through the one retry policy ([`crate::github::retry`]). Before the 6-hour job
+//! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
+//! successor conductor run (which waits in the branch's concurrency group until this one
+//! ends) and exits; the successor adopts the runs still in flight.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::finalize::{self, Finalized, Round};
+use super::matrix::Entry;
+use super::publish::Ending;
+use super::report::{Links, Stop};
+use super::runtime::Context;
+use super::{ActionError, Inputs};
+use crate::engine::{self, Next, View};
+use crate::git::{RemoteAuth, Repo};
+use crate::github::Client;
+use crate::github::runs::WorkflowRun;
+use crate::plan::{self, model::Plan, model::Status};
+
+fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
+    crate::plan::save(plan, path).map_err(|source| ActionError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+use crate::run::{RunEnd, RunOptions, Settings, Ui};
+use crate::setup::Overlaps;
+
+/// The task field that records a started attempt's workflow run.
+pub const RUN_FIELD: &str = "dagexecRun";
+
+/// The largest artifact archive the conductor downloads.
+const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
+
+/// At most this many run polls an hour by default (GITHUB_TOKEN: 1,000 requests an hour).
+pub const POLLS_PER_HOUR: u64 = 600;
+
+/// A started attempt: its workflow run, and the commit it started from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flight {
+    pub run: u64,
+    pub attempt: u32,
+    pub base: String,
+}
+
+/// The conductor's own settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// How long to wait between polls (at least; see [`poll_interval`]).
+    pub poll: Duration,
+    /// When to hand over to a successor run (before GitHub's 6-hour job limit).
+    pub handover_after: Duration,
+    /// The most run polls an hour (a token with a larger rate limit may allow more).
+    pub polls_per_hour: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            poll: Duration::from_secs(30),
+            handover_after: Duration::from_secs(5 * 3600 + 30 * 60),
+            polls_per_hour: POLLS_PER_HOUR,
+        }
+    }
+}
+
+/// The wait between two polls with `in_flight` runs: at least `poll`, and long enough that
+/// one read of each run per poll stays under `per_hour` reads an hour.
+pub fn poll_interval(poll: Duration, in_flight: usize, per_hour: u64) -> Duration {
+    let budget = Duration::from_millis(3_600_000 * in_flight as u64 / per_hour.max(1));
+    poll.max(budget)
+}
+
+/// The run-name of a task run (the template's `run-name` expression gives the same).
+pub fn run_name(branch: &str, task: usize, attempt: u32) -> String {
+    format!("dagexec {branch}: task {task} attempt {attempt}")
+}
+
+/// The flight recorded on task `t`, if any.
+pub fn flight_of(t: &crate::plan::model::Task) -> Option<Flight> {
+    serde_json::from_value(t.extra.get(RUN_FIELD)?.clone()).ok()
+}
+
+/// Reads the three files of a work job's artifact from its zip archive, in memory: only
+/// regular entries with exactly the expected names are read, each bounded in size; links,
+/// directories and every other entry are ignored (nothing is extracted to disk).
+pub fn read_zip(bytes: &[u8]) -> Result<super::artifact::Collected, String> {
+    use super::artifact::{LOG_FILE, PATCH_FILE, RESULT_FILE, WorkResult};
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| format!("the artifact is not a zip archive: {e}"))?;
+    let mut entry = |name: &str, limit: u64| -> Result<Option<Vec<u8>>, String> {
+        let mut f = match zip.by_name(name) {
+            Ok(f) => f,
+            Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+            Err(e) => return Err(format!("{name}: {e}")),
+        };
+        if !f.is_file() || f.is_symlink() {
+            return Err(format!("{name} is not a regular file in the artifact"));
+        }
+        let mut out = Vec::new();
+        (&mut f)
+            .take(limit + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("{name}: {e}"))?;
+        if out.len() as u64 > limit {
+            return Err(format!("{name} is larger than {limit} bytes; refused"));
+        }
+        Ok(Some(out))
+    };
+    let result = entry(RESULT_FILE, 32 << 20)?
+        .ok_or_else(|| format!("the artifact has no {RESULT_FILE}"))?;
+    let result: WorkResult = serde_json::from_slice(&result)
+        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
+    let patch = entry(PATCH_FILE, 128 << 20)?.unwrap_or_default();
+    let log = entry(LOG_FILE, 32 << 20)?
+        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .filter(|l| !l.trim().is_empty());
+    Ok(super::artifact::Collected { result, patch, log })
+}
+
+/// How the conductor stopped looping.
+enum Exit {
+    /// Nothing in flight and nothing can start: the plan's own end.
+    Settled,
+    /// The circuit breaker tripped (its message).
+    Breaker(String),
+    /// `/execute abort`: nothing new started, what was in flight integrated.
+    Aborted,
+    /// Time to hand over to a successor run.
+    Handover,
+    /// Another writer moved the branch.
+    Stale(super::publish::Published),
+}
+
+/// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    ctx: &Context,
+    round: &Round,
+    timing: Timing,
+    client: Option<&Client>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Finalized, ActionError> {
+    let Some(client) = client else {
+        return Err(ActionError::Input(
+            "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
+        ));
+    };
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    if repo.head()? != round.base {
+        repo.ensure_commit(&round.base, &auth)?;
+        repo.checkout_detached(&round.base)?;
+    }
+    let inputs = &super::with_plan(repo.root(), inputs)?;
+    let plan_path = repo.root().join(&inputs.plan_rel);
+    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    let overlaps = Overlaps::of(&plan, &dag);
+    let conflicts = overlaps.for_scheduling();
+    let ui = Ui::plain(Box::new(std::io::stdout()));
+    let opts = RunOptions {
+        plan: plan_path.clone(),
+        plan_rel: inputs.plan_rel.clone(),
+        root: repo.root().to_path_buf(),
+        settings: Settings {
+            worker: inputs.worker.clone(),
+            jobs: inputs.max_parallel.max(1),
+            timeout: inputs.timeout,
+            schedule: engine::Schedule::Eager,
+            reviewer: None,
+            max_cost: inputs.max_cost,
+        },
+        yes: true,
+        dry_run: false,
+        check_timeout: inputs.timeout,
+    };
+    let started = Instant::now();
+    let slots = inputs.max_parallel.max(1);
+
+    // Adopt what the branch records as running; a task in progress without a run is an
+    // interrupted attempt.
+    let mut flights: BTreeMap<usize, Flight> = BTreeMap::new();
+    for (i, t) in plan.tasks.iter_mut().enumerate() {
+        if t.status != Status::InProgress {
+            t.extra.shift_remove(RUN_FIELD);
+            continue;
+        }
+        match flight_of(t) {
+            Some(f) => {
+                ui.say(format!(
+                    "Adopting task {i} attempt {} (run {}), started earlier.",
+                    f.attempt, f.run
+                ));
+                flights.insert(i, f);
+            }
+            None => {
+                ui.say(format!(
+                    "Task {i}: attempt {} was interrupted (no run recorded); it counts.",
+                    t.attempts()
+                ));
+                t.status = Status::Pending;
+            }
+        }
+    }
+    let exhausted = crate::update::fail_exhausted(&mut plan, &dag);
+    for i in &exhausted.failed {
+        ui.say(format!(
+            "Task {i}: no attempts left after an interrupted one."
+        ));
+    }
+
+    let mut round_no = crate::run::round_counter(&plan);
+    let mut links = Links {
+        run: ctx.run_url(),
+        logs: BTreeMap::new(),
+    };
+    let ending_round = |base: String, n: u32| Round {
+        branch: round.branch.clone(),
+        base,
+        round: n,
+        matrix: String::new(),
+        planned: "conduct".into(),
+        planned_message: String::new(),
+    };
+    // The branch (and the pull request) exist before any run is dispatched on it.
+    let mut pushed = repo.head()?;
+    {
+        let r = ending_round(pushed.clone(), round_no);
+        let ending = Ending {
+            rt,
+            client: Some(client),
+            ctx,
+            repo: &repo,
+            auth: &auth,
+            round: &r,
+            inputs,
+            ui: &ui,
+        };
+        save(&plan, &plan_path)?;
+        repo.commit(
+            &format!(
+                "dagexec: conductor starts ({} run(s) adopted)",
+                flights.len()
+            ),
+            std::slice::from_ref(&inputs.plan_rel),
+        )?;
+        let published = ending.finish(&plan, &links, None, false, None)?;
+        if published.stale {
+            return Ok(stale(published));
+        }
+        pushed = repo.head()?;
+    }
+    let mut aborted = false;
+    let exit = loop {
+        // Start what is ready, up to the free slots.
+        if !aborted {
+            let busy: Vec<usize> = flights.keys().copied().collect();
+            let free = slots.saturating_sub(flights.len());
+            // Once the `max-cost` budget is spent, nothing new starts (`crate::usage`).
+            let spent = inputs
+                .max_cost
+                .is_some_and(|b| b.exhausted(&plan).is_some());
+            let free = if spent { 0 } else { free };
+            let picks = engine::eager_pick(&plan, &dag, &conflicts, &busy, free);
+            for &i in &picks {
+                let t = &mut plan.tasks[i];
+                t.status = Status::InProgress;
+                t.attempts = Some(t.attempts() + 1);
+                let attempt = t.attempts();
+                let mut dispatch = serde_json::Map::new();
+                dispatch.insert("plan".into(), inputs.plan_rel.clone().into());
+                dispatch.insert("branch".into(), round.branch.clone().into());
+                dispatch.insert("task".into(), i.to_string().into());
+                dispatch.insert("attempt".into(), attempt.to_string().into());
+                dispatch.insert("base".into(), pushed.clone().into());
+                let id = rt
+                    .block_on(client.dispatch_run(&inputs.workflow, &round.branch, &dispatch))?
+                    .ok_or_else(|| {
+                        ActionError::Input(
+                            "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
+                        )
+                    })?;
+                let f = Flight {
+                    run: id,
+                    attempt,
+                    base: pushed.clone(),
+                };
+                let t = &mut plan.tasks[i];
+                t.extra.insert(
+                    RUN_FIELD.into(),
+                    serde_json::to_value(&f).expect("a flight serialises"),
+                );
+                ui.say(format!(
+                    "Started task {i} ({}) attempt {attempt}: run {id}.",
+                    t.subject
+                ));
+                flights.insert(i, f);
+            }
+            if !picks.is_empty() {
+                save(&plan, &plan_path)?;
+            }
+        }
+        if flights.is_empty() {
+            break if aborted {
+                Exit::Aborted
+            } else {
+                Exit::Settled
+            };
+        }
+        if started.elapsed() >= timing.handover_after {
+            break Exit::Handover;
+        }
+        std::thread::sleep(poll_interval(
+            timing.poll,
+            flights.len(),
+            timing.polls_per_hour,
+        ));
+
+        // Poll every run in flight once; the ended ones are this batch.
+        let mut arrived = Vec::new();
+        for (&i, f) in &flights {
+            let (found, log_url, conclusion) = match rt.block_on(client.workflow_run(f.run)) {
+                Ok(run) if !run.completed() => continue,
+                Ok(run) => {
+                    let (found, url) = fetch(client, rt, &run, i, f.attempt, &ui);
+                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                    (found, url, conclusion)
+                }
+                // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(url) = log_url {
+                links.logs.insert(i, url);
+            }
+            let entry = Entry {
+                task: i,
+                attempt: f.attempt,
+                name: run_name(&round.branch, i, f.attempt),
+            };
+            ui.say(format!("Run {} of task {i} ended ({conclusion}).", f.run));
+            arrived.push(finalize::judge_entry(
+                &repo,
+                &plan,
+                inputs,
+                &entry,
+                found.as_ref(),
+                &ui,
+            )?);
+        }
+        if arrived.is_empty() {
+            continue;
+        }
+        for j in &arrived {
+            flights.remove(&j.index);
+            plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
+        }
+        round_no += 1;
+        let end = finalize::integrate(&repo, &mut plan, &dag, arrived, round_no, &opts, &ui)?;
+        let r = ending_round(pushed.clone(), round_no);
+        let ending = Ending {
+            rt,
+            client: Some(client),
+            ctx,
+            repo: &repo,
+            auth: &auth,
+            round: &r,
+            inputs,
+            ui: &ui,
+        };
+        if let Some(RunEnd::CircuitBreaker(b)) = end {
+            break Exit::Breaker(b.message());
+        }
+        let published = ending.finish(&plan, &links, None, false, None)?;
+        if published.stale {
+            break Exit::Stale(published);
+        }
+        pushed = repo.head()?;
+        if published.aborted && !aborted {
+            ui.say("`/execute abort`: no new task starts; what is in flight is integrated.");
+            aborted = true;
+        }
+    };
+
+    let r = ending_round(pushed.clone(), round_no);
+    let ending = Ending {
+        rt,
+        client: Some(client),
+        ctx,
+        repo: &repo,
+        auth: &auth,
+        round: &r,
+        inputs,
+        ui: &ui,
+    };
+    let (conclusion, stop) = match exit {
+        Exit::Stale(p) => return Ok(stale(p)),
+        Exit::Handover => {
+            save(&plan, &plan_path)?;
+            repo.commit(
+                &format!(
+                    "dagexec: conductor hands over ({} run(s) in flight)",
+                    flights.len()
+                ),
+                std::slice::from_ref(&inputs.plan_rel),
+            )?;
+            let published = ending.finish(&plan, &links, None, false, None)?;
+            if published.stale {
+                return Ok(stale(published));
+            }
+            let mut next = serde_json::Map::new();
+            next.insert("plan".into(), inputs.plan_rel.clone().into());
+            next.insert("branch".into(), round.branch.clone().into());
+            rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next))?;
+            ui.say(format!(
+                "Handed over after {}: a new conductor run adopts the {} run(s) in flight.",
+                humantime::format_duration(Duration::from_secs(started.elapsed().as_secs())),
+                flights.len()
+            ));
+            return Ok(Finalized {
+                conclusion: "handover".into(),
+                pr: published.pr,
+                failed: false,
+            });
+        }
+        Exit::Breaker(message) => {
+            // Runs still in flight stay recorded on their tasks: a later conductor adopts them.
+            save(&plan, &plan_path)?;
+            repo.commit(
+                &format!(
+                    "dagexec: circuit breaker ({} run(s) left in flight)",
+                    flights.len()
+                ),
+                std::slice::from_ref(&inputs.plan_rel),
+            )?;
+            ("circuit-breaker", Some(Stop::CircuitBreaker(message)))
+        }
+        Exit::Aborted => ("aborted", None),
+        Exit::Settled => {
+            let view = View {
+                plan: &plan,
+                dag: &dag,
+                conflicts: &conflicts,
+            };
+            match engine::Schedule::Eager.policy().next(view, None) {
+                Next::Deadlock { pending } => (
+                    "deadlock",
+                    Some(Stop::Deadlock(engine::deadlock_message(pending))),
+                ),
+                Next::Batch { .. }
+                    if inputs
+                        .max_cost
+                        .is_some_and(|b| b.exhausted(&plan).is_some()) =>
+                {
+                    let why = inputs.max_cost.and_then(|b| b.exhausted(&plan));
+                    ("budget", Some(Stop::Budget(why.unwrap_or_default())))
+                }
+                _ => {
+                    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+                    let open = crate::question::open(&plan).len();
+                    crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
+                    repo.commit(
+                        "dagexec: run complete",
+                        std::slice::from_ref(&inputs.plan_rel),
+                    )?;
+                    if all {
+                        ("completed", Some(Stop::Completed))
+                    } else if open > 0 {
+                        (
+                            "needs-input",
+                            Some(Stop::NeedsInput(format!(
+                                "{open} question(s) wait for your answer; nothing else can run until then"
+                            ))),
+                        )
+                    } else {
+                        ("incomplete", None)
+                    }
+                }
+            }
+        }
+    };
+    let published = ending.finish(&plan, &links, stop.as_ref(), false, None)?;
+    if published.stale {
+        return Ok(stale(published));
+    }
+    ctx.summary(&super::report::round_summary(
+        &plan,
+        round_no,
+        &[],
+        &links,
+        &[],
+    ))?;
+    Ok(Finalized {
+        conclusion: conclusion.into(),
+        pr: published.pr,
+        failed: matches!(
+            stop,
+            Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        ),
+    })
+}
+
+fn stale(published: super::publish::Published) -> Finalized {
+    Finalized {
+        conclusion: "stale".into(),
+        pr: published.pr,
+        failed: false,
+    }
+}
+
+/// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
+/// uploads (the latest run attempt first, see [`finalize::accepted_names`]), downloaded and
+/// read in memory; `None` when the run left none (it failed before uploading, was
+/// cancelled, or the artifact expired). Also the artifact's page, for the logs link.
+fn fetch(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    run: &WorkflowRun,
+    task: usize,
+    attempt: u32,
+    ui: &Ui,
+) -> (
+    Option<Result<super::artifact::Collected, String>>,
+    Option<String>,
+) {
+    let entry = Entry {
+        task,
+        attempt,
+        name: String::new(),
+    };
+    let names = finalize::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
+    let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
+        Ok(l) => l,
+        Err(e) => {
+            return (
+                Some(Err(format!("cannot list the run's artifacts: {e}"))),
+                None,
+            );
+        }
+    };
+    for a in listed.iter().filter(|a| !names.contains(&a.name)) {
+        ui.say(format!(
+            "  ignored artifact {} of run {}: not task {task} attempt {attempt}'s",
+            a.name, run.id
+        ));
+    }
+    let Some(artifact) = names
+        .iter()
+        .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
+    else {
+        return (None, None);
+    };
+    let url = (!run.html_url.is_empty()).then(|| {
+        format!(
+            "{}/artifacts/{}",
+            run.html_url.trim_end_matches('/'),
+            artifact.id
+        )
+    });
+    let read = rt
+        .block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES))
+        .map_err(|e| format!("cannot download {}: {e}", artifact.name))
+        .and_then(|bytes| read_zip(&bytes))
+        .and_then(|c| {
+            if (c.result.task, c.result.attempt) == (task, attempt) {
+                Ok(c)
+            } else {
+                Err(format!(
+                    "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
+                    artifact.name, c.result.task, c.result.attempt
+                ))
+            }
+        });
+    (Some(read), url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_stay_under_the_hourly_budget() {
+        let poll = Duration::from_secs(30);
+        assert_eq!(poll_interval(poll, 1, POLLS_PER_HOUR), poll);
+        assert_eq!(
+            poll_interval(poll, 8, POLLS_PER_HOUR),
+            Duration::from_secs(48)
+        );
+        for n in 1..=256 {
+            let per_hour = 3600 / poll_interval(poll, n, POLLS_PER_HOUR).as_secs() * n as u64;
+            assert!(
+                per_hour <= POLLS_PER_HOUR,
+                "{n} runs: {per_hour} polls an hour"
+            );
+        }
+    }
+
+    fn zip_of(entries: &[(&str, &[u8])], link: Option<(&str, &str)>) -> Vec<u8> {
+        use std::io::Write;
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let o = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, data) in entries {
+            w.start_file(*name, o).unwrap();
+            w.write_all(data).unwrap();
+        }
+        if let Some((name, target)) = link {
+            w.add_symlink(name, target, o).unwrap();
+        }
+        w.finish().unwrap().into_inner()
+    }
+
+    fn result_json(task: usize, attempt: u32) -> Vec<u8> {
+        let report = crate::outcome::AttemptReport {
+            output: "COMPLETED: ok\n".into(),
+            exit: crate::outcome::Exit::Success,
+            log: None,
+            present: Default::default(),
+            changed: Default::default(),
+            acceptance: None,
+        };
+        let r = super::super::artifact::WorkResult::new(
+            (task, attempt, 1),
+            "abc",
+            &report,
+            Duration::from_millis(5),
+        );
+        serde_json::to_vec(&r).unwrap()
+    }
+
+    #[test]
+    fn an_artifact_is_read_from_its_zip_without_touching_the_disk() {
+        let bytes = zip_of(
+            &[
+                ("result.json", &result_json(3, 2)),
+                ("changes.patch", b"\x00patch"),
+                ("worker.log", b"log\n"),
+                ("../../evil", b"x"),
+            ],
+            None,
+        );
+        let c = read_zip(&bytes).unwrap();
+        assert_eq!((c.result.task, c.result.attempt), (3, 2));
+        assert_eq!(c.patch, b"\x00patch");
+        assert_eq!(c.log.as_deref(), Some("log\n"));
+    }
+
+    #[test]
+    fn hostile_archives_are_refused_with_the_reason() {
+        assert!(read_zip(b"not a zip").unwrap_err().contains("not a zip"));
+        let none = zip_of(&[("changes.patch", b"")], None);
+        assert!(read_zip(&none).unwrap_err().contains("no result.json"));
+        let linked = zip_of(
+            &[("result.json", &result_json(0, 1))],
+            Some(("changes.patch", "/etc/passwd")),
+        );
+        assert!(
+            read_zip(&linked)
+                .unwrap_err()
+                .contains("changes.patch is not a regular file")
+        );
+        let junk = zip_of(&[("result.json", b"{\"no\": 1}")], None);
+        assert!(
+            read_zip(&junk)
+                .unwrap_err()
+                .contains("not a dagexec work result")
+        );
+    }
+
+    #[test]
+    fn run_names_say_branch_task_and_attempt() {
+        assert_eq!(
+            run_name("dagexec/x", 3, 2),
+            "dagexec dagexec/x: task 3 attempt 2"
+        );
+    }
+}

@@ -1,0 +1,843 @@
+//! `schedule: eager` on Actions driven job by job without act: the plan job, then the
+//! conductor (`action conduct`) as a real process against a bare remote and the fake GitHub
+//! API, while this harness plays GitHub's runners: every task run the conductor dispatches
+//! runs `action work` in its own fresh clone at the run's base, on its own thread (so task
+//! runs really run at the same time), and its artifact is served back as a zip through the
+//! fake's run, artifact and download endpoints (a redirect to storage, as GitHub does).
+
+#[path = "common/fake_github.rs"]
+mod fake_github;
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use fake_github::FakeGitHub;
+use serde_json::{Value, json};
+
+use common::{dagexec, git};
+
+const REPO: &str = "acme/widgets";
+const BRANCH: &str = "dagexec/eager";
+
+/// Each task sleeps its own time (task 1 is slow), logs when it ran, and writes its file;
+/// task 0 fails its first attempt.
+const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo "start $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
+case "$DAGEXEC_TASK_INDEX" in
+0) sleep 0.3 ;;
+1) sleep 3 ;;
+*) sleep 0.5 ;;
+esac
+echo "end $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
+if [ "$DAGEXEC_TASK_INDEX" = 0 ] && [ "$DAGEXEC_ATTEMPT" = 1 ]; then
+  echo "FAILED: not on the first try"; exit 0
+fi
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+
+fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
+    json!({
+        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
+        "metadata": {"files": {"create": creates, "modify": []}}
+    })
+}
+
+struct Lab {
+    tmp: tempfile::TempDir,
+    origin: PathBuf,
+    gh: Arc<FakeGitHub>,
+    clones: AtomicUsize,
+    times: PathBuf,
+    /// Task runs started so far (each runs once, however many conductors come and go).
+    started: std::sync::Mutex<BTreeSet<u64>>,
+    /// (task, attempt) runs that end cancelled, with no artifact.
+    lost: std::sync::Mutex<BTreeSet<(String, String)>>,
+    /// Task runs also upload a forged artifact.
+    forge: std::sync::atomic::AtomicBool,
+}
+
+impl Lab {
+    fn new(tasks: Vec<Value>) -> Lab {
+        Lab::with_worker(tasks, WORKER)
+    }
+
+    fn with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
+        let tmp = tempfile::tempdir().unwrap();
+        let origin = tmp.path().join("origin.git");
+        std::fs::create_dir_all(&origin).unwrap();
+        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
+        let seed = tmp.path().join("seed");
+        std::fs::create_dir_all(seed.join(".design")).unwrap();
+        git(&seed, &["init", "-q", "-b", "main"]);
+        let plan = json!({
+            "schemaVersion": 2, "goal": "Eager", "context": {},
+            "progress": {"completedTasks": []}, "tasks": tasks
+        });
+        std::fs::write(
+            seed.join(".design/plan.json"),
+            serde_json::to_string_pretty(&plan).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(seed.join("worker.sh"), worker).unwrap();
+        git(&seed, &["add", "-A"]);
+        git(&seed, &["commit", "-qm", "plan"]);
+        git(
+            &seed,
+            &[
+                "push",
+                "-q",
+                origin.to_str().unwrap(),
+                "HEAD:refs/heads/main",
+            ],
+        );
+        let gh = tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(FakeGitHub::start());
+        let times = tmp.path().join("times.log");
+        Lab {
+            tmp,
+            origin,
+            gh: Arc::new(gh),
+            clones: AtomicUsize::new(0),
+            times,
+            started: Default::default(),
+            lost: Default::default(),
+            forge: Default::default(),
+        }
+    }
+
+    /// A fresh clone of the remote at `rev`, as `actions/checkout` leaves one.
+    fn checkout(&self, rev: &str) -> PathBuf {
+        let n = self.clones.fetch_add(1, Ordering::SeqCst);
+        let dir = self.tmp.path().join(format!("job-{n}"));
+        git(
+            self.tmp.path(),
+            &[
+                "clone",
+                "-q",
+                self.origin.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        git(&dir, &["checkout", "-q", "--detach", rev]);
+        dir
+    }
+
+    fn job(&self, dir: &Path, run_id: u64) -> Command {
+        let mut cmd = dagexec(dir);
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", run_id.to_string())
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_API_URL", self.gh.url())
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("GITHUB_REF_NAME", BRANCH)
+            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
+            .env("DAGEXEC_TOKEN", "ghs_token")
+            .env("DAGEXEC_BRANCH", BRANCH)
+            .env("LAB_TIMES", &self.times);
+        cmd
+    }
+
+    /// A conductor run: the plan job (eager), then `action conduct` started as a process.
+    fn conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
+        let dir = self.checkout("main");
+        let out = self
+            .job(&dir, run_id)
+            .args(["action", "plan"])
+            .env("DAGEXEC_SCHEDULE", "eager")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "plan job: {text}");
+        let outputs: BTreeMap<String, String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("output "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(outputs["conclusion"], "conduct", "{text}");
+        assert_eq!(outputs["has-work"], "false", "{text}");
+        let dir = self.checkout(&outputs["base"]);
+        let log =
+            std::fs::File::create(self.tmp.path().join(format!("conduct-{run_id}.log"))).unwrap();
+        let mut cmd = self.job(&dir, run_id);
+        cmd.args(["action", "conduct"])
+            .env("DAGEXEC_BASE", &outputs["base"])
+            .env("DAGEXEC_ROUND", &outputs["round"])
+            .env("DAGEXEC_MAX_PARALLEL", "4")
+            .env("DAGEXEC_POLL", "100ms")
+            .env("DAGEXEC_POLLS_PER_HOUR", "100000000")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    fn conduct_log(&self, run_id: u64) -> String {
+        std::fs::read_to_string(self.tmp.path().join(format!("conduct-{run_id}.log")))
+            .unwrap_or_default()
+    }
+
+    /// Plays GitHub's runners: starts every task run dispatched so far that has not been
+    /// started yet, each on its own thread. Returns the threads started.
+    fn run_dispatched(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
+        let mut threads = Vec::new();
+        for d in self.gh.state().dispatches {
+            let task = d.inputs["task"].as_str().unwrap_or_default().to_string();
+            if task.is_empty() || !self.started.lock().unwrap().insert(d.run_id) {
+                continue;
+            }
+            let lab = self.clone();
+            threads.push(std::thread::spawn(move || lab.task_run(&d)));
+        }
+        threads
+    }
+
+    /// One task run: the `task` job (`action work` at the run's base), its artifact zipped.
+    fn task_run(&self, d: &fake_github::Dispatch) {
+        self.gh.start_run(d.run_id);
+        let input = |k: &str| d.inputs[k].as_str().unwrap().to_string();
+        let (task, attempt, base) = (input("task"), input("attempt"), input("base"));
+        // A run GitHub cancelled before its job uploaded anything (a lost runner).
+        if self
+            .lost
+            .lock()
+            .unwrap()
+            .remove(&(task.clone(), attempt.clone()))
+        {
+            self.gh.finish_run(d.run_id, "cancelled", Vec::new());
+            return;
+        }
+        assert_eq!(d.git_ref, BRANCH, "task runs are dispatched on the branch");
+        let dir = self.checkout(&base);
+        let artifacts = self.tmp.path().join(format!("artifact-{}", d.run_id));
+        let out = self
+            .job(&dir, d.run_id)
+            .args(["action", "work"])
+            .env("DAGEXEC_TASK", &task)
+            .env("DAGEXEC_ATTEMPT", &attempt)
+            .env("DAGEXEC_ROUND", "0")
+            .env("DAGEXEC_BASE", &base)
+            .env("DAGEXEC_WORKER", "sh ./worker.sh")
+            .env("DAGEXEC_ARTIFACTS", &artifacts)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "task run {task}/{attempt}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let name = format!("dagexec-{}-1-task-{task}-attempt-{attempt}", d.run_id);
+        let mut uploaded = vec![(name, zip_dir(&artifacts))];
+        if self.forge.load(Ordering::SeqCst) {
+            // Task code beside the runner's token uploads one of its own.
+            let forged = format!("dagexec-{}-1-task-9-attempt-1", d.run_id);
+            uploaded.insert(0, (forged, zip_dir(&artifacts)));
+        }
+        self.gh.finish_run(d.run_id, "success", uploaded);
+    }
+
+    /// Runs task runs until the conductor exits; its exit code.
+    fn drive(self: &Arc<Self>, mut conductor: Child, limit: Duration) -> i32 {
+        let mut threads = Vec::new();
+        let t0 = Instant::now();
+        loop {
+            threads.extend(self.run_dispatched());
+            if let Some(status) = conductor.try_wait().unwrap() {
+                for t in threads {
+                    t.join().unwrap();
+                }
+                return status.code().unwrap_or(-1);
+            }
+            if t0.elapsed() > limit {
+                let _ = conductor.kill();
+                panic!("the conductor did not end within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The branch's commit subjects, newest first (none before it exists).
+    fn branch_log(&self) -> Vec<String> {
+        let out = Command::new("git")
+            .args(["log", "--format=%s", BRANCH, "--"])
+            .current_dir(&self.origin)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The plan on the branch (once completed, its archived copy).
+    fn plan(&self) -> Value {
+        let files = git(&self.origin, &["ls-tree", "-r", "--name-only", BRANCH]);
+        let path = if files.lines().any(|f| f == ".design/plan.json") {
+            ".design/plan.json".to_string()
+        } else {
+            files
+                .lines()
+                .find(|f| f.starts_with(".design/") && f.ends_with(".json"))
+                .unwrap_or_else(|| panic!("no plan on the branch: {files}"))
+                .to_string()
+        };
+        serde_json::from_str(&git(&self.origin, &["show", &format!("{BRANCH}:{path}")])).unwrap()
+    }
+
+    /// (task, attempt) → (start, end) seconds, from the workers' own log.
+    fn times(&self) -> BTreeMap<(u64, u64), (f64, f64)> {
+        let mut out: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
+        for line in std::fs::read_to_string(&self.times).unwrap().lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let key = (f[1].parse().unwrap(), f[2].parse().unwrap());
+            let at: f64 = f[3].parse().unwrap();
+            let e = out.entry(key).or_insert((0.0, 0.0));
+            if f[0] == "start" {
+                e.0 = at;
+            } else {
+                e.1 = at;
+            }
+        }
+        out
+    }
+}
+
+fn zip_dir(dir: &Path) -> Vec<u8> {
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    for name in names {
+        w.start_file(name.as_str(), o).unwrap();
+        w.write_all(&std::fs::read(dir.join(&name)).unwrap())
+            .unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+/// 0 and 1 start at once; 2 (after 0) starts while slow 1 still runs — a round would wait
+/// for 1; 3 waits for both. Task 0's first attempt fails and is retried from a base whose
+/// plan holds its retry prompt.
+fn diamond() -> Vec<Value> {
+    vec![
+        task("zero", &["t0.txt"], &[]),
+        task("one (slow)", &["t1.txt"], &[]),
+        task("two", &["t2.txt"], &[0]),
+        task("three", &["t3.txt"], &[1, 2]),
+    ]
+}
+
+#[test]
+fn eager_on_actions_starts_each_task_when_its_blockers_land_and_commits_each_arrival() {
+    let lab = Arc::new(Lab::new(diamond()));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+
+    let plan = lab.plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
+        assert!(
+            t.get("dagexecRun").is_none(),
+            "task {i} still records a run"
+        );
+    }
+    let attempts: Vec<u64> = plan["progress"]["completedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["attempts"].as_u64().unwrap_or(1))
+        .collect();
+    assert!(attempts.contains(&2), "task 0 took two attempts: {plan:#}");
+
+    // Eager: task 2 started (after 0's retry landed) while slow task 1 was still running,
+    // and 0 and 1 ran at the same time.
+    let times = lab.times();
+    let (one_start, one_end) = times[&(1, 1)];
+    let (two_start, _) = times[&(2, 1)];
+    let (zero_start, _) = times[&(0, 1)];
+    assert!(
+        zero_start < one_end && one_start < times[&(0, 1)].1,
+        "{times:?}"
+    );
+    assert!(
+        two_start < one_end,
+        "task 2 waited for task 1: {times:?}\n{log}"
+    );
+    assert!(times[&(3, 1)].0 >= one_end, "{times:?}");
+
+    // One dispatch per attempt, each on the branch with its base; the retry's base holds
+    // the retry prompt.
+    let dispatches = lab.gh.state().dispatches;
+    let tasks: Vec<(String, String)> = dispatches
+        .iter()
+        .map(|d| {
+            (
+                d.inputs["task"].as_str().unwrap().to_string(),
+                d.inputs["attempt"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(tasks.len(), 5, "{tasks:?}");
+    let retry = dispatches
+        .iter()
+        .find(|d| d.inputs["task"] == "0" && d.inputs["attempt"] == "2")
+        .unwrap();
+    let at_base: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &[
+            "show",
+            &format!(
+                "{}:.design/plan.json",
+                retry.inputs["base"].as_str().unwrap()
+            ),
+        ],
+    ))
+    .unwrap();
+    assert!(
+        at_base["tasks"][0]["dagexecRetryPrompt"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not on the first try"),
+        "{at_base:#}"
+    );
+
+    // A commit per batch of arrivals, in the one round format; the files all landed.
+    let commits = lab.branch_log();
+    assert!(
+        commits
+            .iter()
+            .filter(|c| c.starts_with("dagexec: round "))
+            .count()
+            >= 4,
+        "{commits:#?}"
+    );
+    for f in ["t0.txt", "t1.txt", "t2.txt", "t3.txt"] {
+        git(&lab.origin, &["cat-file", "-e", &format!("{BRANCH}:{f}")]);
+    }
+    // The pull request and the check run moved with it.
+    let st = lab.gh.state();
+    assert_eq!(st.pulls.len(), 1);
+    assert!(!st.pulls[0].draft, "completed: ready for review");
+    assert_eq!(
+        st.check_runs.last().unwrap().conclusion.as_deref(),
+        Some("success")
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
+    let lab = Arc::new(Lab::new(diamond()));
+    let mut conductor = lab.conductor(1, &[]);
+    // Play runners until the first arrival is committed and pushed, then kill -9 it.
+    let mut threads = Vec::new();
+    let t0 = Instant::now();
+    while !lab
+        .branch_log()
+        .iter()
+        .any(|c| c.starts_with("dagexec: round 1"))
+    {
+        threads.extend(lab.run_dispatched());
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    conductor.kill().unwrap();
+    conductor.wait().unwrap();
+    // The runs it started keep running, as GitHub's would.
+    threads.extend(lab.run_dispatched());
+    let in_flight: Vec<usize> = lab.plan()["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.get("dagexecRun").is_some())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        !in_flight.is_empty(),
+        "the round commit records the runs in flight: {:#}",
+        lab.plan()
+    );
+
+    // `/execute` (or any dispatch) starts a fresh conductor from the branch alone.
+    let second = lab.conductor(2, &[]);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    for i in &in_flight {
+        assert!(log.contains(&format!("Adopting task {i} ")), "{log}");
+    }
+    let plan = lab.plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
+    }
+    // No task was integrated twice: one completedTasks entry each.
+    let done: Vec<u64> = plan["progress"]["completedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(done.iter().collect::<BTreeSet<_>>().len(), 4, "{done:?}");
+    assert_eq!(done.len(), 4, "{done:?}");
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs() {
+    let lab = Arc::new(Lab::new(diamond()));
+    let first = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "1s")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Handed over after"), "{log}");
+    let successor = lab
+        .gh
+        .state()
+        .dispatches
+        .into_iter()
+        .find(|d| d.inputs.get("task").is_none())
+        .expect("a successor conductor run was dispatched");
+    assert_eq!(successor.git_ref, BRANCH);
+    assert!(
+        lab.branch_log()
+            .iter()
+            .any(|c| c.starts_with("dagexec: conductor hands over")),
+        "{:#?}",
+        lab.branch_log()
+    );
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Adopting task"), "{log}");
+    for t in lab.plan()["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "completed", "{t:#}\n{log}");
+    }
+    lab.gh.assert_clean();
+}
+
+/// Task 0 never works; 1–3 need it; 4 is slow and independent.
+const BREAKER_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "FAILED: never works" ;;
+4) sleep 4; echo t4 > t4.txt; echo "COMPLETED: t4" ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+
+#[test]
+fn the_circuit_breaker_stops_the_conductor_with_its_numbers_and_keeps_the_runs_in_flight() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("base", &["t0.txt"], &[]),
+            task("a", &["t1.txt"], &[0]),
+            task("b", &["t2.txt"], &[0]),
+            task("c", &["t3.txt"], &[0]),
+            task("slow", &["t4.txt"], &[]),
+        ],
+        BREAKER_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 1, "a breaker stop fails the job:\n{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "failed", "{plan:#}");
+    assert_eq!(plan["tasks"][0]["attempts"], 3, "{plan:#}");
+    for i in 1..=3 {
+        assert_eq!(plan["tasks"][i]["status"], "skipped", "{plan:#}");
+    }
+    // Slow task 4 was still running: recorded, for a later conductor to adopt.
+    assert!(plan["tasks"][4].get("dagexecRun").is_some(), "{plan:#}");
+    let st = lab.gh.state();
+    let check = st.check_runs.last().unwrap();
+    assert_eq!(check.conclusion.as_deref(), Some("failure"));
+    let text = check.output.as_ref().unwrap().to_string();
+    // Pending when the cascade ran: 1–3 (task 4 was running, not pending).
+    assert!(
+        text.contains("3/3 pending tasks"),
+        "the breaker's numbers: {text}"
+    );
+    lab.gh.assert_clean();
+}
+
+const BLOCKED_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) echo "BLOCKED: which database should the cache use?" ;;
+*) echo t1 > t1.txt; echo "COMPLETED: t1" ;;
+esac
+"#;
+
+#[test]
+fn a_blocked_task_asks_on_the_pull_request_and_the_conductor_ends_waiting_for_the_answer() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("cache", &["t0.txt"], &[]),
+            task("docs", &["t1.txt"], &[]),
+            task("use cache", &["t2.txt"], &[0]),
+        ],
+        BLOCKED_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: needs-input."), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "completed", "{plan:#}");
+    let st = lab.gh.state();
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.contains("<!-- dagexec:question:0 -->")
+                && c.body.contains("which database")),
+        "{:#?}",
+        st.comments
+    );
+    assert_eq!(
+        st.check_runs.last().unwrap().conclusion.as_deref(),
+        Some("action_required")
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_run_lost_without_an_artifact_is_a_failed_attempt_and_the_task_is_retried() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.lost
+        .lock()
+        .unwrap()
+        .insert(("0".to_string(), "1".to_string()));
+    // GitHub's rate limit on the first poll: the conductor waits and polls again.
+    let reset = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1)
+    .to_string();
+    lab.gh.fail_next(
+        "actions/get-workflow-run",
+        403,
+        &[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", &reset),
+        ],
+        json!({"message": "API rate limit exceeded"}),
+    );
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("no artifact from its job"), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert_eq!(
+        plan["progress"]["completedTasks"][0]["attempts"], 2,
+        "{plan:#}"
+    );
+    assert!(lab.gh.calls("actions/get-workflow-run").len() >= 2);
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn execute_abort_stops_starting_tasks_and_integrates_what_is_in_flight() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("slow", &["t0.txt"], &[]),
+            task("after", &["t1.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 2
+echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    // Once the status comment exists, `/execute abort` marks it (as the comment job does).
+    let t0 = Instant::now();
+    let mut threads = Vec::new();
+    loop {
+        threads.extend(lab.run_dispatched());
+        let st = lab.gh.state();
+        if let Some(c) = st
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        {
+            let body = format!("{}\n<!-- dagexec:abort-requested -->", c.body);
+            lab.gh.edit_comment(c.id, &body);
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
+    let started: Vec<Value> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| d.inputs["task"].clone())
+        .collect();
+    assert_eq!(
+        started,
+        vec![json!("0")],
+        "nothing new started after the abort"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_run_deleted_on_github_is_a_failed_attempt_not_a_dead_conductor() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.gh.fail_next(
+        "actions/get-workflow-run",
+        404,
+        &[],
+        json!({"message": "Not Found"}),
+    );
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("ended (gone)"), "{log}");
+    let plan = lab.plan();
+    assert_eq!(
+        plan["progress"]["completedTasks"][0]["attempts"], 2,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn another_artifact_in_a_task_run_is_ignored_and_reported() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#,
+    ));
+    lab.forge.store(true, Ordering::SeqCst);
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    assert!(
+        log.contains("ignored artifact dagexec-7001-1-task-9-attempt-1 of run 7001"),
+        "{log}"
+    );
+    // Only the task's own artifact was downloaded.
+    assert_eq!(lab.gh.calls("actions/download-artifact").len(), 1);
+    lab.gh.assert_clean();
+}
+
+/// Every task reports $0.40 in its usage file.
+const PAYING_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '{"cost_usd": 0.4, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+
+/// The `max-cost` budget stops the conductor from starting task runs once the recorded spend
+/// reaches it: what ran is committed with its cost, and the check run fails naming the budget.
+#[test]
+fn the_budget_stops_the_conductor_starting_runs() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("a", &["t0.txt"], &[]),
+            task("b", &["t1.txt"], &[]),
+            task("after both", &["t2.txt"], &[0, 1]),
+        ],
+        PAYING_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[("DAGEXEC_MAX_COST", "0.5")]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 1, "a spent budget fails the job:\n{log}");
+    let dispatched: Vec<String> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter_map(|d| d.inputs["task"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(dispatched.len(), 2, "{dispatched:?}\n{log}");
+    assert!(!dispatched.contains(&"2".to_string()), "{dispatched:?}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
+    let costs: Vec<_> = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .map(|r| r["costUsd"].clone())
+        .collect();
+    assert_eq!(costs, [json!(0.4), json!(0.4)], "{plan:#}");
+    let st = lab.gh.state();
+    let check = st.check_runs.last().unwrap();
+    assert_eq!(check.conclusion.as_deref(), Some("failure"));
+    let text = check.output.as_ref().unwrap().to_string();
+    assert!(
+        text.contains("the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
+        "{text}"
+    );
+    lab.gh.assert_clean();
+}
