@@ -104,7 +104,9 @@ enum Command {
     ///
     /// Worker: --worker, else $DAGEXEC_WORKER, else `worker:` in .design/dagexec.yml. It gets
     /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
-    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE.
+    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE, and may report what it spent in the
+    /// JSON file $DAGEXEC_USAGE_FILE (cost_usd, input_tokens, output_tokens, model); the
+    /// outputs of `claude -p --output-format json` and `codex exec --json` are read natively.
     ///
     /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
     /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
@@ -116,7 +118,8 @@ enum Command {
     /// front matter `depends_on`, else number order), each a fresh worker with the long-run
     /// executor prompt and its checkpoint; the state is DIR/plan.json.
     ///
-    /// Exit status: 0 all completed; 1 finished incomplete; 2 usage or plan error; 3 circuit
+    /// Exit status: 0 all completed; 1 finished incomplete (or --max-cost spent); 2 usage or
+    /// plan error; 3 circuit
     /// breaker; 4 deadlock; 5 questions wait for your answer (`dagexec answer`); 130
     /// interrupted.
     Run {
@@ -149,6 +152,11 @@ enum Command {
         /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.
         #[arg(long, value_name = "DIR", conflicts_with = "plan")]
         long_run: Option<PathBuf>,
+        /// A budget in USD (e.g. 5 or 12.50): once the plan's recorded spend (what workers
+        /// report, see `dagexec status`) reaches it, no new attempt starts and the run ends
+        /// with exit status 1 [default: none].
+        #[arg(long, value_name = "USD", value_parser = crate::usage::Budget::parse)]
+        max_cost: Option<crate::usage::Budget>,
     },
     /// Answer the question a blocked task asks, and put it back to pending.
     ///
@@ -637,6 +645,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             check_timeout,
             reviewer,
             long_run,
+            max_cost,
         } => {
             let flags = crate::run::config::Flags {
                 worker,
@@ -644,6 +653,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 timeout,
                 schedule,
                 reviewer,
+                max_cost,
             };
             let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
             let env = |k: &str| std::env::var(k).ok();
@@ -838,6 +848,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 Err(_) => (String::new(), render::status::KeptLogs::new()),
             };
             if json {
+                let spent = crate::usage::per_task(&plan);
                 let rows: Vec<serde_json::Value> = plan
                     .tasks
                     .iter()
@@ -847,6 +858,19 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                             "index": i, "subject": t.subject, "status": t.status,
                             "attempts": plan.attempts_of(i), "result": t.result,
                         });
+                        // The recorded attempts' wall time and reported usage, summed.
+                        if let Some(t) = spent.get(&i) {
+                            row["seconds"] = t.seconds.into();
+                            for (k, v) in [
+                                ("costUsd", t.cost_usd.map(Into::into)),
+                                ("inputTokens", t.input_tokens.map(Into::into)),
+                                ("outputTokens", t.output_tokens.map(Into::into)),
+                            ] {
+                                if let Some(v) = v {
+                                    row[k] = v;
+                                }
+                            }
+                        }
                         if let Some(attempts) = logs.get(&i) {
                             let logs_dir = &logs_dir;
                             let files: Vec<String> = attempts

@@ -115,6 +115,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
             timeout: Duration::from_secs(60),
             schedule: Schedule::Rounds,
             reviewer: None,
+            max_cost: None,
         },
         yes: true,
         dry_run: false,

@@ -7,7 +7,7 @@
 //!   (the DAG), [`overlap`] (the concurrency-aware file-overlap matrix), [`engine`] (ready sets,
 //!   batches, deadlock), [`outcome`] (the result processor), [`update`] (the plan updater,
 //!   cascade, circuit breaker, completion, resume), [`prompt`] (worker and retry prompts),
-//!   [`render`] (tables, graphs);
+//!   [`render`] (tables, graphs), [`usage`] (time and cost per attempt, the budget);
 //! - edges: [`fsx`] (file writes that never follow a link), [`setup`] (git status, assumption
 //!   checks, context files), [`shell`] (one command with a timeout), [`worker`] (a worker
 //!   process), [`git`] (worktrees, patches, commits), [`run`] (the local runner), [`demo`] and
@@ -34,6 +34,7 @@ pub mod setup;
 pub mod shell;
 pub mod simulate;
 pub mod update;
+pub mod usage;
 pub mod worker;
 
 // The other two specifications: the reviewer loop (`review`, `question`; pure) and long-run

@@ -57,6 +57,9 @@ pub struct WorkerSpec {
     pub prompt_file: PathBuf,
     /// `DAGEXEC_LOG_FILE` (made absolute): removed before spawning, read back after the run.
     pub log_file: PathBuf,
+    /// `DAGEXEC_USAGE_FILE` (made absolute) when set: where the worker may report what it spent
+    /// (see [`crate::usage`]); removed before spawning, read back after the run.
+    pub usage_file: Option<PathBuf>,
     /// The per-task timeout; the process group is SIGKILLed when it elapses.
     pub timeout: Duration,
     /// More environment variables (the `DAGEXEC_*` ones win on a clash).
@@ -77,6 +80,8 @@ pub struct WorkerRun {
     pub log: Option<String>,
     /// Wall time from the start of [`run`] to its end.
     pub duration: Duration,
+    /// The usage file's text (at most 64 KiB), when the worker wrote one (a regular file).
+    pub usage: Option<String>,
 }
 
 /// How [`run`] ended.
@@ -98,7 +103,7 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     }
     let started = Instant::now();
     let tag = crate::procs::new_tag();
-    let (mut child, log_file) = match spawn(spec, &tag).await {
+    let (mut child, log_file, usage_file) = match spawn(spec, &tag).await {
         Ok(spawned) => spawned,
         Err(reason) => {
             return Stop::Finished(WorkerRun {
@@ -107,6 +112,7 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
                 exit: Exit::SpawnFailed(reason),
                 log: None,
                 duration: started.elapsed(),
+                usage: None,
             });
         }
     };
@@ -131,6 +137,10 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     };
     let (stdout, stderr_tail) = (out.into_string(CUT_MARKER), err.into_string(""));
     let log = read_log(&log_file).await;
+    let usage = match &usage_file {
+        Some(path) => read_usage(path).await,
+        None => None,
+    };
     let duration = started.elapsed();
     Stop::Finished(WorkerRun {
         stdout,
@@ -138,6 +148,7 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
         exit,
         log,
         duration,
+        usage,
     })
 }
 
@@ -220,12 +231,18 @@ fn first_word(command: &str) -> String {
     crate::sanitize::line(word)
 }
 
-/// Writes the prompt file, removes a stale log and starts `sh -c`; returns the child and the
-/// absolute log path. Paths are made absolute because the worker runs elsewhere.
-async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf), String> {
+/// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
+/// the child and the absolute log and usage paths. Paths are made absolute because the worker
+/// runs elsewhere.
+async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
     let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
     let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
-    for dir in [prompt_file.parent(), log_file.parent()]
+    let usage_file = match &spec.usage_file {
+        Some(f) => Some(std::path::absolute(f).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let usage_dir = usage_file.as_deref().and_then(Path::parent);
+    for dir in [prompt_file.parent(), log_file.parent(), usage_dir]
         .into_iter()
         .flatten()
     {
@@ -234,15 +251,18 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf), String>
     }
     let written = crate::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
     written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
-    match crate::fsx::remove_file(crate::fsx::default_root(&log_file), &log_file)
-        .map_err(io::Error::from)
-    {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            return Err(format!("cannot remove the old {}: {e}", log_file.display()));
+    for stale in std::iter::once(&log_file).chain(usage_file.as_ref()) {
+        match crate::fsx::remove_file(crate::fsx::default_root(stale), stale)
+            .map_err(io::Error::from)
+        {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove the old {}: {e}", stale.display()));
+            }
+            _ => {}
         }
-        _ => {}
     }
-    let child = crate::actions::runtime::scrub_child_env(&mut Command::new("sh"))
+    let mut command = Command::new("sh");
+    crate::actions::runtime::scrub_child_env(&mut command)
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)
@@ -258,10 +278,14 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf), String>
         .env("DAGEXEC_MODEL", &spec.model)
         .env("DAGEXEC_PROMPT_FILE", &prompt_file)
         .env("DAGEXEC_LOG_FILE", &log_file)
-        .env(crate::procs::TAG_VAR, tag)
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    Ok((child, log_file))
+        .env(crate::procs::TAG_VAR, tag);
+    // Only this attempt's file: never one inherited from dagexec's own environment.
+    match &usage_file {
+        Some(f) => command.env(crate::usage::USAGE_FILE_VAR, f),
+        None => command.env_remove(crate::usage::USAGE_FILE_VAR),
+    };
+    let child = command.spawn().map_err(|e| e.to_string())?;
+    Ok((child, log_file, usage_file))
 }
 
 /// Waits for the child, the timeout or cancellation while the pipes are served; `None` means
@@ -373,6 +397,31 @@ async fn read_log(path: &Path) -> Option<String> {
     Some(tail.into_string(CUT_MARKER))
 }
 
+/// Bytes of a usage file read; a bigger one is not a usage report.
+const USAGE_CAP: u64 = 64 << 10;
+
+/// Reads back the usage file: `None` if there is none, it is not a regular file (a link could
+/// point at any file of the user's) or it is bigger than [`USAGE_CAP`].
+async fn read_usage(path: &Path) -> Option<String> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .ok()?;
+    let meta = file.metadata().await.ok()?;
+    if !meta.is_file() || meta.len() > USAGE_CAP {
+        return None;
+    }
+    let mut buf = Vec::new();
+    (&mut file)
+        .take(USAGE_CAP)
+        .read_to_end(&mut buf)
+        .await
+        .ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
 /// The last `cap` bytes of a stream.
 struct Tail {
     buf: Vec<u8>,
@@ -470,6 +519,7 @@ mod tests {
             model: "opus".into(),
             prompt_file: dir.path().join("run/prompt.md"),
             log_file: dir.path().join("run/log.md"),
+            usage_file: Some(dir.path().join("run/usage.json")),
             timeout: Duration::from_secs(10),
             extra_env: vec![("EXTRA_VAR".into(), "extra".into())],
         };
@@ -525,6 +575,36 @@ echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
         assert_eq!(run.log, Some(log));
         let prompt = fs::read_to_string(&spec.prompt_file).expect("prompt");
         assert_eq!(prompt, spec.prompt);
+    }
+
+    /// The usage file is this attempt's own: a stale one is removed, a link or a huge file is
+    /// not read, and without one the variable is unset even if dagexec itself had it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_back_the_usage_file() {
+        let body = r#"test -e "$DAGEXEC_USAGE_FILE" && echo stale
+printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
+        let (_dir, spec) = setup("writes_usage", body);
+        let file = spec.usage_file.clone().expect("a usage file");
+        fs::create_dir_all(file.parent().expect("parent")).expect("run dir");
+        fs::write(&file, "old").expect("stale usage");
+        let run = go(&spec).await;
+        assert_eq!(run.stdout, "COMPLETED: paid\n");
+        assert_eq!(run.usage.as_deref(), Some(r#"{"cost_usd": 0.5}"#));
+
+        let body = r#"ln -s /etc/passwd "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: linked'"#;
+        assert_eq!(go(&setup("links_usage", body).1).await.usage, None);
+        let body = r#"head -c 100000 /dev/zero > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: big'"#;
+        assert_eq!(go(&setup("huge_usage", body).1).await.usage, None);
+        let body = r#"echo "COMPLETED: [${DAGEXEC_USAGE_FILE-unset}]""#;
+        let (_dir, mut spec) = setup("no_usage", body);
+        spec.usage_file = None;
+        spec.extra_env
+            .push((crate::usage::USAGE_FILE_VAR.into(), "/tmp/inherited".into()));
+        let run = go(&spec).await;
+        assert_eq!(
+            (run.stdout.as_str(), run.usage),
+            ("COMPLETED: [unset]\n", None)
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -788,3 +788,56 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     assert_eq!(lab.gh.calls("actions/download-artifact").len(), 1);
     lab.gh.assert_clean();
 }
+
+/// Every task reports $0.40 in its usage file.
+const PAYING_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '{"cost_usd": 0.4, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+
+/// The `max-cost` budget stops the conductor from starting task runs once the recorded spend
+/// reaches it: what ran is committed with its cost, and the check run fails naming the budget.
+#[test]
+fn the_budget_stops_the_conductor_starting_runs() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("a", &["t0.txt"], &[]),
+            task("b", &["t1.txt"], &[]),
+            task("after both", &["t2.txt"], &[0, 1]),
+        ],
+        PAYING_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[("DAGEXEC_MAX_COST", "0.5")]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 1, "a spent budget fails the job:\n{log}");
+    let dispatched: Vec<String> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter_map(|d| d.inputs["task"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(dispatched.len(), 2, "{dispatched:?}\n{log}");
+    assert!(!dispatched.contains(&"2".to_string()), "{dispatched:?}");
+    let plan = lab.plan();
+    assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
+    let costs: Vec<_> = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .map(|r| r["costUsd"].clone())
+        .collect();
+    assert_eq!(costs, [json!(0.4), json!(0.4)], "{plan:#}");
+    let st = lab.gh.state();
+    let check = st.check_runs.last().unwrap();
+    assert_eq!(check.conclusion.as_deref(), Some("failure"));
+    let text = check.output.as_ref().unwrap().to_string();
+    assert!(
+        text.contains("the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
+        "{text}"
+    );
+    lab.gh.assert_clean();
+}

@@ -47,11 +47,17 @@ struct Lab {
     origin: PathBuf,
     gh: FakeGitHub,
     jobs: usize,
+    /// The `max-cost` input of every job, when set.
+    max_cost: Option<String>,
 }
 
 impl Lab {
     fn new(tasks: Vec<Value>) -> Self {
         Self::with(tasks, WORKER, &[])
+    }
+
+    fn with_worker(tasks: Vec<Value>, worker: &str) -> Self {
+        Self::with(tasks, worker, &[])
     }
 
     /// A lab whose plan is `tasks`, whose worker is the script `worker` (committed as
@@ -96,6 +102,7 @@ impl Lab {
             origin,
             gh,
             jobs: 0,
+            max_cost: None,
         }
     }
 
@@ -132,6 +139,9 @@ impl Lab {
             .env("GITHUB_EVENT_NAME", "workflow_dispatch")
             .env("DAGEXEC_TOKEN", "ghs_token")
             .env("DAGEXEC_BRANCH", "dagexec/rounds");
+        if let Some(budget) = &self.max_cost {
+            cmd.env("DAGEXEC_MAX_COST", budget);
+        }
         cmd
     }
 
@@ -583,5 +593,174 @@ esac
     );
     let shared = git(&lab.origin, &["show", "dagexec/rounds:shared.txt"]);
     assert_eq!(shared, "start\nzero\none\n");
+    lab.gh.assert_clean();
+}
+
+/// Every task reports $0.40: task 2 as `claude -p --output-format json` does (its status line in
+/// `result`), the others in their usage file.
+const PAYING_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+if [ "$DAGEXEC_TASK_INDEX" = 2 ]; then
+  cat <<'JSON'
+{"type":"result","subtype":"success","is_error":false,"result":"Wrote it.\n\nCOMPLETED: t2","total_cost_usd":0.4,"usage":{"input_tokens":400,"cache_read_input_tokens":600,"output_tokens":50},"modelUsage":{"m-1":{"costUSD":0.4}}}
+JSON
+else
+  printf '{"cost_usd": 0.4, "input_tokens": 1000, "output_tokens": 50, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+  echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+fi
+"#;
+
+/// The `max-cost` budget on Actions: the round that spends it is committed with each attempt's
+/// time and cost, then nothing more is dispatched and the check run fails naming the budget,
+/// what was spent and what it bought; a later run plans no work while it stays spent.
+#[test]
+fn the_budget_stops_dispatching_with_a_failing_check_run() {
+    let mut lab = Lab::with_worker(
+        vec![
+            task("Zero", &["t0.txt"], &[]),
+            task("One", &["t1.txt"], &[]),
+            task("Two", &["t2.txt"], &[]),
+            task("Three", &["t3.txt"], &[0]),
+        ],
+        PAYING_WORKER,
+    );
+    lab.max_cost = Some("1".into());
+    let (ok, log) = lab.run(4);
+    assert!(!ok, "a spent budget fails finalize:\n{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    assert_eq!(
+        lab.gh.calls("actions/create-workflow-dispatch").len(),
+        0,
+        "{log}"
+    );
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 1, "{log}");
+    let check = checks[0].body.clone().unwrap();
+    assert_eq!(check["conclusion"], "failure", "{check:#}");
+    assert_eq!(
+        check["output"]["title"],
+        "Stopped: the budget of $1.00 is spent ($1.20 recorded)"
+    );
+    let summary = check["output"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("$1.20 recorded over 3 attempt(s) bought 3 of 4 task(s) completed"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("### What it bought\n- task 0 (Zero): $0.40\n"),
+        "{summary}"
+    );
+
+    // Each attempt's span and usage were committed with the round.
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.json"],
+    ))
+    .unwrap();
+    let records = state["progress"]["dagexecAttempts"]
+        .as_array()
+        .expect("records");
+    let stamp = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").unwrap();
+    let tasks: Vec<_> = records
+        .iter()
+        .map(|r| r["task"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tasks, [0, 1, 2], "{records:?}");
+    for r in records {
+        assert_eq!(
+            (r["attempt"].as_u64(), r["outcome"].as_str()),
+            (Some(1), Some("completed"))
+        );
+        assert_eq!(
+            (r["costUsd"].as_f64(), r["inputTokens"].as_u64()),
+            (Some(0.4), Some(1000))
+        );
+        assert_eq!(r["model"], "m-1");
+        assert!(stamp.is_match(r["start"].as_str().unwrap()), "{r}");
+        assert!(r["seconds"].as_f64().unwrap() >= 0.0, "{r}");
+    }
+    assert_eq!(state["tasks"][3]["status"], "pending");
+    let summaries: Vec<_> = state["progress"]["completedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["summary"].clone())
+        .collect();
+    assert!(summaries.contains(&json!("t2")), "{summaries:?}");
+    let body = lab
+        .gh
+        .calls("pulls/update")
+        .last()
+        .and_then(|c| c.body.clone())
+        .and_then(|b| b["body"].as_str().map(str::to_string))
+        .or_else(|| {
+            lab.gh
+                .calls("pulls/create")
+                .last()
+                .and_then(|c| c.body.clone())
+                .and_then(|b| b["body"].as_str().map(str::to_string))
+        })
+        .expect("a PR body");
+    assert!(body.contains("| Time | Cost |"), "{body}");
+    assert!(
+        body.contains("**Time and cost:** 3 attempt(s) · "),
+        "{body}"
+    );
+    assert!(body.contains(" · $1.20"), "{body}");
+
+    // A later run (an `/execute`) plans nothing while the budget stays spent.
+    let (outputs, _, text) = lab.round(200);
+    assert_eq!(outputs["conclusion"], "budget", "{text}");
+    assert_eq!(
+        outputs.get("has-work").map(String::as_str),
+        Some("false"),
+        "{text}"
+    );
+    assert!(text.contains("the budget of $1.00 is spent"), "{text}");
+    // Its finalize (which always runs) reports the stop again as a failing check run.
+    let base = outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 200)
+        .args(["action", "finalize"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_ROUND", &outputs["round"])
+        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+        .env("DAGEXEC_MESSAGE", &outputs["message"])
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("none"))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    let checks = lab.gh.calls("checks/create");
+    assert_eq!(checks.len(), 2, "{log}");
+    let check = checks[1].body.clone().unwrap();
+    assert_eq!(check["conclusion"], "failure", "{check:#}");
+    assert!(
+        check["output"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("bought 3 of 4 task(s) completed"),
+        "{check:#}"
+    );
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
+    // With a higher budget the run goes on.
+    lab.max_cost = Some("5".into());
+    let (ok, log) = lab.run(4);
+    assert!(ok, "{log}");
+    let state: Value = serde_json::from_str(&git(
+        &lab.origin,
+        &["show", "dagexec/rounds:.design/plan.done.json"],
+    ))
+    .unwrap_or_else(|_| panic!("{log}"));
+    assert_eq!(
+        state["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
     lab.gh.assert_clean();
 }

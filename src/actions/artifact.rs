@@ -2,6 +2,11 @@
 //! `result.json` (what the runner observed: output, exit, files, acceptance checks),
 //! `changes.patch` (a binary git patch, new files included) and `worker.log` — and, when a
 //! reviewer ran, its verdict in `result.json` and its output in `review.log`.
+//!
+//! `result.json` also carries the attempt's span (`start`, `end`: when the work job began the
+//! attempt and when it finished it, checks and reviewer included) and what the worker reported
+//! spending (`usage`, see [`crate::usage`]); finalize believes them only within bounds
+//! ([`WorkResult::measured`]).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,7 +22,7 @@ pub const LOG_FILE: &str = "worker.log";
 pub const REVIEW_LOG_FILE: &str = "review.log";
 
 /// `result.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkResult {
     pub version: u32,
@@ -36,6 +41,15 @@ pub struct WorkResult {
     /// in files written before the reviewer loop ran on Actions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
+    /// When the job began the attempt and when it was done (UTC, `2026-11-23T05:20:13Z`).
+    /// Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// What the worker reported spending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::Usage>,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -145,6 +159,44 @@ impl WorkResult {
                     .collect()
             }),
             review: None,
+            start: None,
+            end: None,
+            usage: None,
+        }
+    }
+
+    /// Sets the attempt's span (to the nanosecond: the record's `seconds` come from it) and
+    /// usage from `measured`.
+    pub fn set_measured(&mut self, measured: &crate::usage::Measured) {
+        self.start = Some(measured.start.to_string());
+        self.end = Some(measured.end.to_string());
+        self.usage = (!measured.usage.is_empty()).then(|| measured.usage.clone());
+    }
+
+    /// The attempt's span and usage as finalize believes them (the file is the work job's, so
+    /// hostile): the usage [`crate::usage::Usage::checked`]; `start` and `end` when both parse,
+    /// `end` is not before `start` nor after `now`, and they are at most a week apart — else the
+    /// span is `duration_ms` (at most a week) ending `now`.
+    pub fn measured(&self, now: jiff::Timestamp) -> crate::usage::Measured {
+        const WEEK: i64 = 7 * 24 * 3600;
+        let usage = self.usage.clone().unwrap_or_default().checked();
+        let parse = |s: &Option<String>| s.as_deref()?.parse::<jiff::Timestamp>().ok();
+        if let (Some(start), Some(end)) = (parse(&self.start), parse(&self.end)) {
+            let span = end.duration_since(start).as_secs();
+            if start <= end && end <= now && span <= WEEK {
+                return crate::usage::Measured { start, end, usage };
+            }
+        }
+        let ms = i64::try_from(self.duration_ms)
+            .unwrap_or(i64::MAX)
+            .min(WEEK * 1000);
+        let start = now
+            .checked_sub(jiff::SignedDuration::from_millis(ms))
+            .unwrap_or(now);
+        crate::usage::Measured {
+            start,
+            end: now,
+            usage,
         }
     }
 
@@ -274,6 +326,69 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"kind": "failed", "message": "no verdict"})
+        );
+    }
+
+    #[test]
+    fn the_span_and_usage_are_believed_only_within_bounds() {
+        let report = AttemptReport {
+            output: String::new(),
+            exit: Exit::Success,
+            log: None,
+            present: Default::default(),
+            changed: Default::default(),
+            acceptance: None,
+        };
+        let now: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::from_millis(90_000));
+        let measured = crate::usage::Measured {
+            start: at("2026-11-23T05:20:13.25Z"),
+            end: at("2026-11-23T05:22:40Z"),
+            usage: crate::usage::Usage {
+                cost_usd: Some(0.25),
+                ..Default::default()
+            },
+        };
+        r.set_measured(&measured);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["start"], "2026-11-23T05:20:13.25Z");
+        assert_eq!(json["usage"], serde_json::json!({"costUsd": 0.25}));
+        assert_eq!(serde_json::from_value::<WorkResult>(json).unwrap(), r);
+        assert_eq!(r.measured(now), measured);
+        // Forged: a span from the future, reversed, or of years; a negative or absurd cost.
+        for (start, end) in [
+            ("2026-11-23T05:00:00Z", "2027-01-01T00:00:00Z"),
+            ("2026-11-23T05:30:00Z", "2026-11-23T05:00:00Z"),
+            ("2020-01-01T00:00:00Z", "2026-11-23T05:00:00Z"),
+            ("soon", "2026-11-23T05:00:00Z"),
+        ] {
+            r.start = Some(start.into());
+            r.end = Some(end.into());
+            let m = r.measured(now);
+            assert_eq!(
+                (m.start, m.end),
+                (at("2026-11-23T05:58:30Z"), now),
+                "{start}"
+            );
+        }
+        r.duration_ms = u64::MAX;
+        r.usage = Some(crate::usage::Usage {
+            cost_usd: Some(-3.0),
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(12),
+            model: Some("<img src=x>".into()),
+        });
+        let m = r.measured(now);
+        assert_eq!(m.duration(), Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(
+            m.usage,
+            crate::usage::Usage {
+                cost_usd: None,
+                input_tokens: None,
+                output_tokens: Some(12),
+                model: Some("imgsrcx".into())
+            }
         );
     }
 

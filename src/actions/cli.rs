@@ -32,6 +32,21 @@ pub struct Common {
     /// Per-task timeout (work) and check timeout.
     #[arg(long, env = "DAGEXEC_TIMEOUT", default_value = "30m", value_parser = crate::run::config::parse_duration)]
     timeout: Duration,
+    /// A budget in USD (plan, finalize): once the plan's recorded spend reaches it, no round
+    /// is planned or dispatched [default: none].
+    #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", value_parser = parse_budget)]
+    max_cost: Budget,
+}
+
+/// The `max-cost` input: empty for none.
+#[derive(Debug, Clone, Copy)]
+struct Budget(Option<crate::usage::Budget>);
+
+fn parse_budget(s: &str) -> Result<Budget, String> {
+    if s.trim().is_empty() {
+        return Ok(Budget(None));
+    }
+    crate::usage::Budget::parse(s).map(|b| Budget(Some(b)))
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,6 +263,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         app_id: None,
         workflow: "dagexec.yml".into(),
         artifacts,
+        max_cost: common.max_cost.0,
     }
 }
 

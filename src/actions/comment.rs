@@ -352,6 +352,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     if !waiting_on.trim().is_empty() {
         let _ = writeln!(s, "**Waiting on:** {}\n", waiting_on.trim());
     }
+    // With attempt records, the table ends with the total time and cost.
     s.push_str(&progress_table(plan, links));
     let _ = writeln!(
         s,
@@ -630,5 +631,23 @@ mod tests {
         assert!(body.starts_with(STATUS_MARKER));
         insta::assert_snapshot!("status", body);
         assert!(!status_body(&plan, 2, &Links::default(), " ").contains("Waiting on"));
+        // Once attempts are recorded: each task's time and cost, and the total.
+        let mut plan = plan;
+        crate::render::tests::spend(
+            &mut plan,
+            &[
+                (0, 1, 125, Some(0.5), crate::usage::Outcome::Completed),
+                (1, 1, 40, Some(0.25), crate::usage::Outcome::Blocked),
+            ],
+        );
+        let body = status_body(&plan, 2, &links, waiting);
+        assert!(
+            body.contains("| 0 | Model | ✅ completed | 1 | Added model | 2m5s | $0.50 |"),
+            "{body}"
+        );
+        assert!(
+            body.contains("**Time and cost:** 2 attempt(s) · 2m45s of work · $0.75"),
+            "{body}"
+        );
     }
 }

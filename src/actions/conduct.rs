@@ -204,6 +204,7 @@ pub fn run(
             timeout: inputs.timeout,
             schedule: engine::Schedule::Eager,
             reviewer: None,
+            max_cost: inputs.max_cost,
         },
         yes: true,
         dry_run: false,
@@ -291,6 +292,11 @@ pub fn run(
         if !aborted {
             let busy: Vec<usize> = flights.keys().copied().collect();
             let free = slots.saturating_sub(flights.len());
+            // Once the `max-cost` budget is spent, nothing new starts (`crate::usage`).
+            let spent = inputs
+                .max_cost
+                .is_some_and(|b| b.exhausted(&plan).is_some());
+            let free = if spent { 0 } else { free };
             let picks = engine::eager_pick(&plan, &dag, &conflicts, &busy, free);
             for &i in &picks {
                 let t = &mut plan.tasks[i];
@@ -477,6 +483,14 @@ pub fn run(
                     "deadlock",
                     Some(Stop::Deadlock(engine::deadlock_message(pending))),
                 ),
+                Next::Batch { .. }
+                    if inputs
+                        .max_cost
+                        .is_some_and(|b| b.exhausted(&plan).is_some()) =>
+                {
+                    let why = inputs.max_cost.and_then(|b| b.exhausted(&plan));
+                    ("budget", Some(Stop::Budget(why.unwrap_or_default())))
+                }
                 _ => {
                     let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
                     let open = crate::question::open(&plan).len();
@@ -515,7 +529,10 @@ pub fn run(
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr: published.pr,
-        failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
+        failed: matches!(
+            stop,
+            Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        ),
     })
 }
 

@@ -57,7 +57,8 @@ pub struct Round {
 /// How the round ended, for outputs and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finalized {
-    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`.
+    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`,
+    /// `budget`.
     pub conclusion: String,
     pub pr: Option<u64>,
     /// The job fails (a stop the user must act on).
@@ -96,6 +97,7 @@ pub fn run(
             schedule: engine::Schedule::Rounds,
             // The reviewer ran in the work job; finalize concludes from its verdict.
             reviewer: None,
+            max_cost: None,
         },
         yes: true,
         dry_run: false,
@@ -140,6 +142,7 @@ pub fn run(
         let (stop, preflight) = match round.planned.as_str() {
             "completed" => (Some(Stop::Completed), None),
             "deadlock" => (Some(Stop::Deadlock(round.planned_message.clone())), None),
+            "budget" => (Some(Stop::Budget(round.planned_message.clone())), None),
             "preflight-failed" => (
                 Some(Stop::NeedsInput(
                     "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
@@ -156,7 +159,10 @@ pub fn run(
         if published.stale {
             return Ok(stale(published));
         }
-        let failed = matches!(stop, Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_)));
+        let failed = matches!(
+            stop,
+            Some(Stop::Deadlock(_) | Stop::CircuitBreaker(_) | Stop::Budget(_))
+        );
         ctx.summary(&format!("## dagexec\n\n{}\n", round.planned_message))?;
         return Ok(Finalized {
             conclusion: round.planned.clone(),
@@ -265,7 +271,11 @@ pub fn run(
                 Next::Deadlock { pending } => {
                     Some(Stop::Deadlock(engine::deadlock_message(pending)))
                 }
-                Next::Batch { .. } => None,
+                // More to do, unless the budget is spent: then nothing is dispatched.
+                Next::Batch { .. } => inputs
+                    .max_cost
+                    .and_then(|b| b.exhausted(&plan))
+                    .map(Stop::Budget),
             }
         }
     };
@@ -307,6 +317,7 @@ pub fn run(
         Some(Stop::CircuitBreaker(_)) => "circuit-breaker",
         Some(Stop::Deadlock(_)) => "deadlock",
         Some(Stop::NeedsInput(_)) => "needs-input",
+        Some(Stop::Budget(_)) => "budget",
         None if more && published.aborted => "aborted",
         None if more => "continue",
         None => "incomplete",
@@ -314,7 +325,10 @@ pub fn run(
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr,
-        failed: matches!(stop, Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_))),
+        failed: matches!(
+            stop,
+            Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        ),
     })
 }
 
@@ -462,6 +476,10 @@ pub(super) fn integrate(
         b
     };
     judged.sort_by_key(|j| j.index);
+    // Each attempt's time and cost, committed with the round (`crate::usage`).
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(plan, &r);
+    }
     // Retries run next round with their prompt kept in the plan; the rest drop theirs.
     let retries: BTreeMap<usize, String> = judged
         .iter()
@@ -570,6 +588,12 @@ pub(super) fn judge_entry(
             (missing(), Vec::new(), Duration::ZERO, None)
         }
     };
+    // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
+    let measured = match found {
+        Some(Ok(c)) => Some(c.result.measured(jiff::Timestamp::now())),
+        _ => None,
+    };
+    let timed_out = matches!(report.exit, Exit::TimedOut(_));
     // The patch is what gets applied, so what it touches comes from the patch itself (applied
     // to a scratch index of the base), not from the job's own account.
     let mut broken = None;
@@ -664,6 +688,8 @@ pub(super) fn judge_entry(
         duration,
         reviews,
         question,
+        measured,
+        timed_out,
     })
 }
 

@@ -55,6 +55,9 @@ pub struct Inputs {
     pub workflow: String,
     /// Where `work` leaves its files / where `finalize` finds the downloaded artifacts.
     pub artifacts: PathBuf,
+    /// The `max-cost` budget (plan, finalize): no round is planned or dispatched once the
+    /// plan's recorded spend reaches it.
+    pub max_cost: Option<crate::usage::Budget>,
 }
 
 /// Why an Action command could not do its job (a task failing is not such a reason).

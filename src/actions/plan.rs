@@ -28,7 +28,8 @@ pub struct Planned {
     pub matrix: Option<Matrix>,
     /// `work` (a matrix follows), `close-round` (the open round's tasks are all resolved:
     /// finalize ends it), `conduct` (`schedule: eager`: the conductor job runs),
-    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`,
+    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`, `budget` (the `max-cost`
+    /// budget is spent),
     /// `redirect` (start the round again with `branch` named, in the branch's group).
     pub conclusion: String,
     /// Said in the log and the job summary.
@@ -189,6 +190,15 @@ pub fn run(
             })
         }
         Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        // Work waits, but the `max-cost` budget is spent: no job starts.
+        Next::Batch { .. }
+            if inputs
+                .max_cost
+                .is_some_and(|b| b.exhausted(&plan).is_some()) =>
+        {
+            let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
+            Ok(done("budget", budget.unwrap_or_default()))
+        }
         Next::Batch { tasks, .. } if schedule == super::cli::Schedule::Eager => {
             let ready = tasks.len();
             Ok(done(

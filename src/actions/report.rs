@@ -1,6 +1,8 @@
 //! The texts the Action shows people: the pull request body (progress table, the DAG coloured
 //! by status, links), the job summary of each round, and the `dagexec` check run's summary
-//! when a run stops (circuit breaker, deadlock) or completes. Pure; snapshot-tested.
+//! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
+//! are recorded ([`crate::usage`]), the progress table has Time and Cost columns and a total
+//! line follows it. Pure; snapshot-tested.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,6 +27,8 @@ pub enum Stop {
     Deadlock(String),
     /// Questions (or failed pre-flight checks) wait for the user's reply.
     NeedsInput(String),
+    /// The `max-cost` budget is spent ([`crate::usage::Budget::exhausted`] says so).
+    Budget(String),
     Completed,
 }
 
@@ -76,31 +80,47 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         .map(|(i, t)| crate::review::latest_word(t, approvals.get(&(i as u64)).copied()))
         .collect();
     let reviewed = reviews.iter().any(|r| !r.is_empty());
-    let mut s = String::from(if reviewed {
-        "| # | Task | Status | Attempts | Review | Result | Log |\n|---:|---|---|---:|---|---|---|\n"
-    } else {
-        "| # | Task | Status | Attempts | Result | Log |\n|---:|---|---|---:|---|---|\n"
-    });
+    let spent = crate::usage::per_task(plan);
+    let timed = !spent.is_empty();
+    let mut s = String::from("| # | Task | Status | Attempts |");
+    let mut rule = String::from("|---:|---|---|---:|");
+    if reviewed {
+        s.push_str(" Review |");
+        rule.push_str("---|");
+    }
+    s.push_str(" Result |");
+    rule.push_str("---|");
+    if timed {
+        s.push_str(" Time | Cost |");
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(s, " Log |\n{rule}---|");
     for (i, t) in plan.tasks.iter().enumerate() {
         let log = links
             .logs
             .get(&i)
             .map(|u| format!("[artifact]({u})"))
             .unwrap_or_default();
-        let review = if reviewed {
-            format!(" {} |", reviews[i])
-        } else {
-            String::new()
-        };
+        let mut extra = String::new();
+        if reviewed {
+            let _ = write!(extra, " {} |", reviews[i]);
+        }
+        let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
+        if timed {
+            let t = spent.get(&i).cloned().unwrap_or_default();
+            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
+        }
         let _ = writeln!(
             s,
-            "| {i} | {} | {} {} | {} |{review} {} | {log} |",
+            "| {i} | {} | {} {} | {} |{extra} {log} |",
             cell(&t.subject, 80),
             icon(t.status),
             t.status,
             plan.attempts_of(i),
-            cell(t.result.as_deref().unwrap_or(""), 120),
         );
+    }
+    if let Some(total) = crate::usage::total_line(plan) {
+        let _ = writeln!(s, "\n**Time and cost:** {total}");
     }
     s
 }
@@ -122,7 +142,7 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
         Some(Stop::Completed) => {
             s.push_str("Every task completed: this pull request is ready for review.\n\n")
         }
-        Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why)) => {
+        Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why) | Stop::Budget(why)) => {
             let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
         }
         Some(Stop::NeedsInput(why)) => {
@@ -175,9 +195,42 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
         Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
         Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
         Stop::NeedsInput(_) => "Waiting for your answer".to_string(),
+        Stop::Budget(why) => {
+            let what = cell(why.split(':').next().unwrap_or("the budget is spent"), 80);
+            match plan_budget(plan) {
+                Some(spent) => format!("Stopped: {what} ({spent} recorded)"),
+                None => format!("Stopped: {what}"),
+            }
+        }
     };
     match stop {
         Stop::Completed => {}
+        Stop::Budget(why) => {
+            let _ = writeln!(s, "{}\n", cell(why, 400));
+            let spent = crate::usage::per_task(plan);
+            let bought: Vec<String> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.status == Status::Completed)
+                .map(|(i, t)| {
+                    let cost = spent.get(&i).map(|t| t.cost_text()).unwrap_or_default();
+                    let cost = if cost.is_empty() {
+                        "no cost reported".into()
+                    } else {
+                        cost
+                    };
+                    format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
+                })
+                .collect();
+            if !bought.is_empty() {
+                let _ = writeln!(s, "### What it bought\n{}\n", bought.join("\n"));
+            }
+            let _ = writeln!(
+                s,
+                "### How to go on\nRaise the `max-cost` input of the plan and finalize steps, then comment `/execute` on this pull request (or run the workflow on branch `{branch}`): the run resumes where it stopped."
+            );
+        }
         Stop::NeedsInput(why) => {
             let _ = writeln!(
                 s,
@@ -228,6 +281,11 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
         summary::Reader::PullRequest,
     ));
     (title, s)
+}
+
+/// What the plan's recorded attempts cost, as `$1.23`, when any reported a cost.
+fn plan_budget(plan: &Plan) -> Option<String> {
+    crate::usage::total(plan).cost_usd.map(crate::usage::money)
 }
 
 #[cfg(test)]
@@ -310,6 +368,27 @@ mod tests {
             table.contains("| 3 | Docs | ⏳ pending | 0 |  |"),
             "{table}"
         );
+    }
+
+    /// With attempt records: Time and Cost columns, the total line, and the budget's check run.
+    #[test]
+    fn time_and_cost_and_the_budget_check_run() {
+        use crate::usage::Outcome::*;
+        let mut p = plan();
+        crate::render::tests::spend(
+            &mut p,
+            &[
+                (0, 1, 95, Some(0.3), Failed),
+                (0, 2, 61, Some(0.25), Completed),
+                (1, 1, 1800, None, Timeout),
+            ],
+        );
+        let budget = crate::usage::Budget::parse("0.5").unwrap();
+        let why = budget.exhausted(&p).expect("spent");
+        let stop = Stop::Budget(why);
+        let body = pr_body(&p, 3, &links(), Some(&stop));
+        let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
+        insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
     }
 
     #[test]

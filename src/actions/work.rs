@@ -47,6 +47,7 @@ pub fn run(
     job: Job,
     base: &str,
 ) -> Result<outcome::Verdict, ActionError> {
+    let start = jiff::Timestamp::now();
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     if repo.head()? != base {
@@ -99,6 +100,7 @@ pub fn run(
         model: task.model().unwrap_or_default().to_string(),
         prompt_file: scratch.path().join("prompt.md"),
         log_file,
+        usage_file: Some(scratch.path().join("usage.json")),
         timeout: inputs.timeout,
         extra_env: Vec::new(),
     };
@@ -108,6 +110,9 @@ pub fn run(
         Stop::Finished(run) => run,
         Stop::Cancelled => return Err(ActionError::Input("the worker was cancelled".into())),
     };
+    // What the worker spent; a structured output (claude's result object, codex's events)
+    // stands for its output by its text, as locally.
+    let (usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = std::fs::read_to_string(repo.root().join(&log_rel)).ok();
@@ -125,6 +130,7 @@ pub fn run(
     let report = crate::run::attempt::observe(repo.root(), task, &run, &all, inputs.timeout);
     let mut verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
     hooks::quiet_long_run(task, &mut verdict);
+    verdict.warnings.extend(usage_warning);
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -168,6 +174,7 @@ pub fn run(
             _ => review_run.stdout,
         });
     }
+    result.set_measured(&crate::usage::Measured::since(start, usage));
     let write_err = |source| ActionError::Write {
         path: inputs.artifacts.clone(),
         source,

@@ -67,6 +67,44 @@ pub(crate) mod tests {
         plan
     }
 
+    /// Records attempts in `plan`: (task, attempt, seconds, cost, outcome), each starting at
+    /// 2026-11-23T05:00:00Z.
+    pub(crate) fn spend(
+        plan: &mut Plan,
+        rows: &[(usize, u32, i64, Option<f64>, crate::usage::Outcome)],
+    ) {
+        let start: jiff::Timestamp = "2026-11-23T05:00:00Z".parse().expect("a timestamp");
+        for &(task, attempt, secs, cost, outcome) in rows {
+            let m = crate::usage::Measured {
+                start,
+                end: start + jiff::SignedDuration::from_secs(secs),
+                usage: crate::usage::Usage {
+                    cost_usd: cost,
+                    ..Default::default()
+                },
+            };
+            let r = crate::usage::AttemptRecord::new(task, attempt, &m, outcome);
+            crate::usage::record(plan, &r);
+        }
+    }
+
+    /// [`auth_v2_mid_run`] with its attempts' time and cost recorded.
+    pub(crate) fn auth_v2_spent() -> Plan {
+        use crate::usage::Outcome::*;
+        let mut plan = auth_v2_mid_run();
+        spend(
+            &mut plan,
+            &[
+                (0, 1, 123, Some(0.42), Completed),
+                (1, 1, 60, Some(0.1), Failed),
+                (1, 2, 1800, Some(1.25), Timeout),
+                (1, 3, 30, None, Failed),
+                (5, 1, 10, Some(0.004), Blocked),
+            ],
+        );
+        plan
+    }
+
     /// A v3 plan with no context and the given tasks.
     pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
         Plan {

@@ -7,6 +7,18 @@
 //! 2 tasks: 1 pending, 1 completed
 //! ```
 //!
+//! Once the plan holds attempt records ([`crate::usage`]), TIME (the task's attempts' wall
+//! time) and COST (what their workers reported; `-` when none did) come before RESULT, and a
+//! total line follows the count line:
+//!
+//! ```text
+//! #  SUBJECT                   STATUS     ATTEMPTS  TIME  COST   RESULT
+//! 0  Create user model         completed  1         2m3s  $0.42  Added the User model
+//! 1  Implement login endpoint  pending    0         -     -      -
+//! 2 tasks: 1 pending, 1 completed
+//! Total: 1 attempt(s) · 2m3s of work · $0.42
+//! ```
+//!
 //! Columns are left-aligned and two spaces apart; widths count chars, not bytes. The last
 //! column is not padded, so no line ends in spaces.
 
@@ -31,6 +43,10 @@ const GAP: &str = "  ";
 
 /// The column titles, in order.
 const HEADERS: [&str; 5] = ["#", "SUBJECT", "STATUS", "ATTEMPTS", "RESULT"];
+/// With attempt records: the column titles, in order.
+const TIMED_HEADERS: [&str; 7] = [
+    "#", "SUBJECT", "STATUS", "ATTEMPTS", "TIME", "COST", "RESULT",
+];
 
 /// Writes the status table of `plan` to `out`: a header row, one row per task in plan order,
 /// then the count line (see [`summary_line`]).
@@ -42,27 +58,33 @@ const HEADERS: [&str; 5] = ["#", "SUBJECT", "STATUS", "ATTEMPTS", "RESULT"];
 ///
 /// Whatever error writing to `out` returns; the table may then be partly written.
 pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
+    let spent = crate::usage::per_task(plan);
+    let timed = !spent.is_empty();
     let rows: Vec<Row<'_>> = plan
         .tasks
         .iter()
         .enumerate()
-        .map(|(i, t)| Row::new((i, t), plan.attempts_of(i)))
+        .map(|(i, t)| Row::new((i, t), plan.attempts_of(i), spent.get(&i)))
         .collect();
+    let headers: &[&str] = if timed { &TIMED_HEADERS } else { &HEADERS };
 
-    let mut widths = HEADERS.map(|h| h.chars().count());
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row.cells()) {
+        for (width, cell) in widths.iter_mut().zip(row.cells(timed)) {
             *width = (*width).max(cell.chars().count());
         }
     }
 
     let mut out = io::BufWriter::new(out);
     let mut line = String::new();
-    write_row(&mut out, &mut line, &widths, HEADERS)?;
+    write_row(&mut out, &mut line, &widths, headers)?;
     for row in &rows {
-        write_row(&mut out, &mut line, &widths, row.cells())?;
+        write_row(&mut out, &mut line, &widths, &row.cells(timed))?;
     }
     writeln!(out, "{}", summary_line(plan))?;
+    if let Some(total) = crate::usage::total_line(plan) {
+        writeln!(out, "Total: {total}")?;
+    }
     out.flush()
 }
 
@@ -135,31 +157,40 @@ struct Row<'a> {
     status: &'static str,
     /// Attempts made so far.
     attempts: String,
+    /// The recorded attempts' wall time and cost (or [`NONE`]).
+    time: String,
+    cost: String,
     /// Result (or [`NONE`]), made fit for one line.
     result: Cow<'a, str>,
 }
 
 impl<'a> Row<'a> {
     /// The row of the task at plan index `index`.
-    fn new((index, task): (usize, &'a Task), attempts: u32) -> Self {
+    fn new(
+        (index, task): (usize, &'a Task),
+        attempts: u32,
+        spent: Option<&crate::usage::Totals>,
+    ) -> Self {
+        let or_none = |s: String| if s.is_empty() { NONE.to_string() } else { s };
         Row {
             index: index.to_string(),
             subject: cell(&task.subject),
             status: task.status.as_str(),
             attempts: attempts.to_string(),
+            time: or_none(spent.map(|t| t.time_text()).unwrap_or_default()),
+            cost: or_none(spent.map(|t| t.cost_text()).unwrap_or_default()),
             result: cell(task.result.as_deref().unwrap_or_default()),
         }
     }
 
-    /// The cells in column order.
-    fn cells(&self) -> [&str; 5] {
-        [
-            &self.index,
-            &self.subject,
-            self.status,
-            &self.attempts,
-            &self.result,
-        ]
+    /// The cells in column order (with TIME and COST when `timed`).
+    fn cells(&self, timed: bool) -> Vec<&str> {
+        let mut cells = vec![&*self.index, &self.subject, self.status, &self.attempts];
+        if timed {
+            cells.extend([self.time.as_str(), self.cost.as_str()]);
+        }
+        cells.push(&self.result);
+        cells
     }
 }
 
@@ -169,8 +200,8 @@ impl<'a> Row<'a> {
 fn write_row(
     out: &mut impl Write,
     line: &mut String,
-    widths: &[usize; 5],
-    cells: [&str; 5],
+    widths: &[usize],
+    cells: &[&str],
 ) -> io::Result<()> {
     use std::fmt::Write as _;
 
@@ -438,5 +469,11 @@ mod tests {
     #[test]
     fn snapshot_auth_v2_mid_run() {
         insta::assert_snapshot!(table(&auth_v2_mid_run()));
+    }
+
+    /// With attempt records: TIME and COST columns and the total line.
+    #[test]
+    fn snapshot_auth_v2_with_time_and_cost() {
+        insta::assert_snapshot!(table(&crate::render::tests::auth_v2_spent()));
     }
 }

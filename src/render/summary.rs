@@ -19,12 +19,27 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
         plan.count(Status::Completed),
         plan.tasks.len()
     );
+    let spent = crate::usage::per_task(plan);
     for &i in batch {
         let t = &plan.tasks[i];
         let _ = write!(s, "\n- Task {i}: {} — {}", t.subject, t.status);
+        if let Some(spent) = spent.get(&i) {
+            let _ = write!(s, " ({})", time_and_cost(spent));
+        }
     }
     s.push('\n');
+    if let Some(total) = crate::usage::total_line(plan) {
+        let _ = writeln!(s, "So far: {total}");
+    }
     s
+}
+
+/// `2m3s, $0.42` (the cost left out when none was reported).
+fn time_and_cost(t: &crate::usage::Totals) -> String {
+    match t.cost_usd {
+        Some(c) => format!("{}, {}", t.time_text(), crate::usage::money(c)),
+        None => t.time_text(),
+    }
 }
 
 /// The Step 4 summary: counts with the subjects of what did not complete, follow-up
@@ -72,6 +87,9 @@ pub fn final_summary_for(plan: &Plan, reader: Reader) -> String {
         } else {
             let _ = writeln!(s, "{label}: {} — {}", subjects.len(), subjects.join(", "));
         }
+    }
+    if let Some(total) = crate::usage::total_line(plan) {
+        let _ = writeln!(s, "Time and cost: {total}");
     }
     let follow = follow_ups(plan, reader);
     if !follow.is_empty() {
@@ -160,6 +178,21 @@ mod tests {
             std::path::Path::new("x"),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn time_and_cost_when_recorded() {
+        let plan = crate::render::tests::auth_v2_spent();
+        assert_eq!(
+            round_progress(&plan, 2, &[0, 1, 3]),
+            "Round 2: 1/3 tasks (1/6 overall)\n- Task 0: Create user model — completed (2m3s, $0.42)\n- Task 1: Add password hashing helper — failed (31m30s, $1.35)\n- Task 3: Implement session middleware — in_progress\nSo far: 5 attempt(s) · 33m43s of work · $1.77\n"
+        );
+        assert!(
+            final_summary(&plan)
+                .contains("\nTime and cost: 5 attempt(s) · 33m43s of work · $1.77\n"),
+            "{}",
+            final_summary(&plan)
+        );
     }
 
     #[test]

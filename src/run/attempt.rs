@@ -61,6 +61,32 @@ pub struct Judged {
     pub reviews: Option<Vec<crate::review::ReviewEntry>>,
     /// What the task asks the user (a blocked attempt only).
     pub question: Option<crate::question::Question>,
+    /// The attempt's span and what its worker reported spending; `None` when nothing is known
+    /// of it (an Action job that left no artifact).
+    pub measured: Option<crate::usage::Measured>,
+    /// The worker was killed at the task's timeout.
+    pub timed_out: bool,
+}
+
+impl Judged {
+    /// The record this attempt leaves in the plan ([`crate::usage`]), when it was measured.
+    pub fn record(&self) -> Option<crate::usage::AttemptRecord> {
+        let measured = self.measured.as_ref()?;
+        let rejected = self
+            .reviews
+            .as_ref()
+            .and_then(|h| h.last())
+            .is_some_and(|e| {
+                e.attempt == self.attempt && e.verdict == crate::review::Word::Rejected
+            });
+        let outcome = crate::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
+        Some(crate::usage::AttemptRecord::new(
+            self.index,
+            self.attempt,
+            measured,
+            outcome,
+        ))
+    }
 }
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
@@ -72,6 +98,8 @@ pub struct Pool {
     created: std::sync::atomic::AtomicUsize,
     /// Review history and rejected changes between a task's attempts.
     pub(super) memory: super::hooks::Memory,
+    /// The records of attempts Ctrl-C stopped, for the plan ([`Pool::take_interrupted`]).
+    interrupted: std::sync::Mutex<Vec<crate::usage::AttemptRecord>>,
 }
 
 impl Pool {
@@ -93,6 +121,29 @@ impl Pool {
             .created
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         retry_git(|| repo.add_worktree(base, &format!("slot-{n}")))
+    }
+
+    /// Keeps the record of an attempt Ctrl-C stopped.
+    fn interrupted(&self, input: &AttemptInput, start: jiff::Timestamp) {
+        let measured = crate::usage::Measured::since(start, crate::usage::Usage::default());
+        let outcome = crate::usage::Outcome::Interrupted;
+        let record =
+            crate::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);
+        self.interrupted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record);
+    }
+
+    /// The records of the attempts Ctrl-C stopped since the last call, in the order they
+    /// stopped.
+    pub(super) fn take_interrupted(&self) -> Vec<crate::usage::AttemptRecord> {
+        std::mem::take(
+            &mut *self
+                .interrupted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn release(&self, wt: Worktree) {
@@ -165,6 +216,7 @@ pub async fn run(
     input: AttemptInput,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<AttemptEnd, crate::git::GitError> {
+    let start = jiff::Timestamp::now();
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
@@ -184,6 +236,10 @@ pub async fn run(
             .scratch
             .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
         log_file: repo.root().join(&log_rel),
+        usage_file: Some(input.scratch.join(format!(
+            "task-{}-attempt-{}.usage.json",
+            input.index, input.attempt
+        ))),
         timeout: input.timeout,
         extra_env: Vec::new(),
     };
@@ -201,7 +257,10 @@ pub async fn run(
     };
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled => return Ok(AttemptEnd::Cancelled),
+        Stop::Cancelled => {
+            pool.interrupted(&input, start);
+            return Ok(AttemptEnd::Cancelled);
+        }
     };
     // A worker following the prompt literally writes its log inside its own tree.
     let in_tree_log = wt.path().join(&log_rel);
@@ -217,6 +276,9 @@ pub async fn run(
     if let Err(e) = keep_logs(repo.common_dir(), input.index, input.attempt, &run) {
         tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
     }
+    // What the worker spent; a structured output (claude's result object, codex's events)
+    // stands for its output by its text (the raw output is in the kept logs).
+    let (usage, usage_warning) = reported_usage(&mut run);
     let detail = worker::failure_detail(&run, &input.worker);
     let question = super::hooks::long_run_output(
         (&input.task, input.attempt),
@@ -229,6 +291,7 @@ pub async fn run(
     let index = input.index;
     let timeout = input.timeout;
     let duration = run.duration;
+    let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
     let asked = question.clone();
     let judged = tokio::task::spawn_blocking(
         move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
@@ -242,6 +305,7 @@ pub async fn run(
                 verdict.result.push_str(&detail);
             }
             super::hooks::quiet_long_run(&task, &mut verdict);
+            verdict.warnings.extend(usage_warning);
             let mut patch = kept.patch;
             super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
             let touched = if patch.is_empty() {
@@ -274,7 +338,10 @@ pub async fn run(
     .await;
     pool.release(wt);
     let (reviews, question) = match reviewed {
-        super::hooks::Reviewed::Cancelled => return Ok(AttemptEnd::Cancelled),
+        super::hooks::Reviewed::Cancelled => {
+            pool.interrupted(&input, start);
+            return Ok(AttemptEnd::Cancelled);
+        }
         super::hooks::Reviewed::Skipped => (None, question),
         super::hooks::Reviewed::Done { history, question } => (Some(history), question),
     };
@@ -295,7 +362,20 @@ pub async fn run(
         duration,
         reviews,
         question,
+        measured: Some(crate::usage::Measured::since(start, usage)),
+        timed_out,
     })))
+}
+
+/// Reads what the worker reported spending ([`crate::usage::gather`]); when its output was
+/// structured, replaces it with the text that stands for it. Returns the usage and, when the
+/// usage file was unusable, a warning.
+pub(crate) fn reported_usage(run: &mut worker::WorkerRun) -> (crate::usage::Usage, Option<String>) {
+    let (text, usage, warning) = crate::usage::gather(&run.stdout, run.usage.as_deref());
+    if let Some(text) = text {
+        run.stdout = text;
+    }
+    (usage, warning)
 }
 
 /// The folder of kept attempt logs in the repository's common git directory.
@@ -387,6 +467,7 @@ mod tests {
             exit: outcome::Exit::Code(1),
             log: log.map(String::from),
             duration: Duration::ZERO,
+            usage: None,
         }
     }
 

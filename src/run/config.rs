@@ -25,6 +25,10 @@ pub struct FileConfig {
     pub schedule: Option<String>,
     /// The reviewer command line (the conductor seed's reviewer), none by default.
     pub reviewer: Option<String>,
+    /// The budget in USD (`5`, `12.50`): no attempt starts once the plan's recorded spend
+    /// reaches it. None by default.
+    #[serde(rename = "max-cost")]
+    pub max_cost: Option<String>,
 }
 
 /// Why the settings cannot be used.
@@ -46,7 +50,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule and reviewer; see README, \"Configuration\".".into()
+                "Keys are worker, jobs, timeout, schedule, reviewer and max-cost; see README, \"Configuration\".".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -108,6 +112,7 @@ pub struct Flags {
     pub timeout: Option<Duration>,
     pub schedule: Option<Schedule>,
     pub reviewer: Option<String>,
+    pub max_cost: Option<crate::usage::Budget>,
 }
 
 /// The run's resolved settings.
@@ -119,10 +124,13 @@ pub struct Settings {
     pub schedule: Schedule,
     /// Reviews every completed attempt when set (see `review`).
     pub reviewer: Option<String>,
+    /// The budget: no attempt starts once the plan's recorded spend reaches it.
+    pub max_cost: Option<crate::usage::Budget>,
 }
 
 /// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
-/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`), then the file, then defaults (jobs: the number of cores).
+/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`), then the file, then defaults
+/// (jobs: the number of cores; no budget).
 pub fn resolve(
     flags: &Flags,
     env: &dyn Fn(&str) -> Option<String>,
@@ -169,12 +177,23 @@ pub fn resolve(
         .or_else(|| env("DAGEXEC_REVIEWER"))
         .or_else(|| file.reviewer.clone())
         .filter(|r| !r.trim().is_empty());
+    let max_cost = match (flags.max_cost, env("DAGEXEC_MAX_COST"), &file.max_cost) {
+        (Some(b), _, _) => Some(b),
+        (None, Some(b), _) => {
+            Some(crate::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?)
+        }
+        (None, None, Some(b)) => {
+            Some(crate::usage::Budget::parse(b).map_err(|m| value("max-cost", m))?)
+        }
+        _ => None,
+    };
     Ok(Settings {
         worker,
         jobs,
         timeout,
         schedule,
         reviewer,
+        max_cost,
     })
 }
 
@@ -190,6 +209,7 @@ mod tests {
             timeout: Some("5m".into()),
             schedule: Some("waves".into()),
             reviewer: Some("from-file-reviewer".into()),
+            max_cost: Some("$2.50".into()),
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();
@@ -205,6 +225,10 @@ mod tests {
         let s = resolve(&Flags::default(), &env, &file).unwrap();
         assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
         assert_eq!(s.reviewer.as_deref(), Some("from-file-reviewer"));
+        assert_eq!(s.max_cost.map(|b| b.usd()), Some(2.5));
+        let env_budget = |k: &str| (k == "DAGEXEC_MAX_COST").then(|| "0".to_string());
+        let e = resolve(&Flags::default(), &env_budget, &file).unwrap_err();
+        assert!(e.to_string().starts_with("DAGEXEC_MAX_COST: \"0\""), "{e}");
         let flags = Flags {
             worker: Some("from-flag".into()),
             jobs: Some(1),

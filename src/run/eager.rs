@@ -76,7 +76,7 @@ impl Eager<'_> {
         round: u32,
     ) -> Result<(), RunError> {
         let jobs = self.opts.settings.jobs;
-        if running.len() >= jobs {
+        if running.len() >= jobs || super::over_budget(plan, self.opts).is_some() {
             return Ok(());
         }
         let busy: Vec<usize> = in_flight.iter().chain(landed).copied().collect();
@@ -119,12 +119,16 @@ impl Eager<'_> {
             }
             let Some(joined) = running.join_next().await else {
                 if cancelled {
+                    super::keep_interrupted(self.pool, plan, self.opts)?;
                     self.ui.say("Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume.");
                     return Ok(RunEnd::Interrupted);
                 }
                 let pending = plan.count(Status::Pending);
                 if pending == 0 {
                     return finish(self.repo, plan, self.opts, self.ui, None);
+                }
+                if super::over_budget(plan, self.opts).is_some() {
+                    return super::stop_for_budget(self.repo, plan, self.opts, self.ui);
                 }
                 self.ui.say(engine::deadlock_message(pending));
                 return finish(self.repo, plan, self.opts, self.ui, Some(RunEnd::Deadlock));
@@ -137,6 +141,10 @@ impl Eager<'_> {
                         Ok(j) => {
                             in_flight.retain(|&t| t != j.index);
                             arrived.push(j);
+                        }
+                        Err(retry) if super::over_budget(plan, self.opts).is_some() => {
+                            in_flight.retain(|&t| t != retry.0);
+                            super::uncount_attempt(plan, retry.0, retry.1, self.opts)?;
                         }
                         Err(retry) if !cancelled => {
                             super::count_attempt(

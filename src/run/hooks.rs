@@ -459,6 +459,7 @@ pub(crate) async fn run_reviewer(
         model: r.task.model().unwrap_or_default().to_string(),
         prompt_file: r.scratch.join(format!("{name}.md")),
         log_file: r.scratch.join(format!("{name}.log")),
+        usage_file: None,
         timeout: r.timeout,
         extra_env: vec![
             ("DAGEXEC_REVIEW".into(), "1".into()),

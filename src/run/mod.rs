@@ -51,6 +51,8 @@ pub enum RunEnd {
     Interrupted,
     /// Stopped with questions for the user: answer them (`dagexec answer`) and run again (5).
     NeedsInput,
+    /// The budget (`--max-cost`) is spent: no new attempt was started (1, as incomplete).
+    BudgetSpent,
 }
 
 impl RunEnd {
@@ -58,7 +60,7 @@ impl RunEnd {
     pub fn code(self) -> u8 {
         match self {
             RunEnd::Completed => 0,
-            RunEnd::Incomplete => 1,
+            RunEnd::Incomplete | RunEnd::BudgetSpent => 1,
             RunEnd::CircuitBreaker(_) => 3,
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
@@ -305,6 +307,9 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
                 ui.say(engine::deadlock_message(pending));
                 return finish(&repo, &mut plan, opts, ui, Some(RunEnd::Deadlock));
             }
+            Next::Batch { .. } if over_budget(&plan, opts).is_some() => {
+                return stop_for_budget(&repo, &mut plan, opts, ui);
+            }
             Next::Batch { tasks, waiting } => {
                 if !waiting.is_empty() {
                     let ids = list(&waiting);
@@ -347,7 +352,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         let mut build = integrate::RoundBuild::start();
         let mut interrupted = false;
+        // Tasks of the round that never started: the budget ran out first.
+        let mut unstarted: Vec<usize> = Vec::new();
         for (k, group) in groups.iter().enumerate() {
+            if over_budget(&plan, opts).is_some() {
+                unstarted.extend(group);
+                continue;
+            }
             let base = build.next_base(&repo)?;
             if k > 0 {
                 ui.say(format!(
@@ -378,10 +389,11 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
                 &cancel_rx,
                 ui,
             ))?;
-            let Some(judged) = ended else {
+            let Some((judged, not_started)) = ended else {
                 interrupted = true;
                 break;
             };
+            unstarted.extend(not_started);
             build.add(&repo, &mut plan, &judged, ui)?;
             if k + 1 < groups.len() {
                 failpoint("between-groups", round);
@@ -389,13 +401,23 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         failpoint("after-workers", round);
         if interrupted {
+            keep_interrupted(&pool, &mut plan, opts)?;
             ui.say("Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.");
             return Ok(RunEnd::Interrupted);
         }
-        // One update (results, cascade, circuit breaker) and one commit for the whole round.
-        let end = build.commit(&repo, &mut plan, &dag, &batch, round, wave, opts, ui)?;
+        // One update (results, cascade, circuit breaker) and one commit for the whole round
+        // (of the tasks that ran).
+        let ran: Vec<usize> = batch
+            .iter()
+            .copied()
+            .filter(|i| !unstarted.contains(i))
+            .collect();
+        let end = build.commit(&repo, &mut plan, &dag, &ran, round, wave, opts, ui)?;
         if let Some(end) = end {
             return finish(&repo, &mut plan, opts, ui, Some(end));
+        }
+        if !unstarted.is_empty() {
+            return stop_for_budget(&repo, &mut plan, opts, ui);
         }
         if *cancel_rx.borrow() {
             ui.say("Interrupted after the round was committed; run `dagexec run` again to resume.");
@@ -465,6 +487,59 @@ pub(crate) fn count_attempt(
     Ok(())
 }
 
+/// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
+/// the review histories attempts in flight wrote to the plan file.
+pub(crate) fn keep_interrupted(
+    pool: &attempt::Pool,
+    plan: &mut Plan,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let records = pool.take_interrupted();
+    if records.is_empty() {
+        return Ok(());
+    }
+    for r in &records {
+        crate::usage::record(plan, r);
+    }
+    let _held = pool.memory.plan_file();
+    pool.memory.apply(plan);
+    save(plan, opts)
+}
+
+/// Why no new attempt may start, when the budget (`--max-cost`) is spent.
+pub(crate) fn over_budget(plan: &Plan, opts: &RunOptions) -> Option<String> {
+    opts.settings.max_cost?.exhausted(plan)
+}
+
+/// The run's end when the budget is spent: the summary, then what the budget bought.
+pub(crate) fn stop_for_budget(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<RunEnd, RunError> {
+    let why = over_budget(plan, opts).unwrap_or_default();
+    let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
+    ui.say(format!(
+        "\nStopped: {why}. Run again with a higher --max-cost to go on."
+    ));
+    Ok(end)
+}
+
+/// Puts back a task whose attempt `attempt` was counted but never started (the budget ran
+/// out first): pending, with the attempts it really made.
+pub(crate) fn uncount_attempt(
+    plan: &mut Plan,
+    index: usize,
+    attempt: u32,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let t = &mut plan.tasks[index];
+    t.status = Status::Pending;
+    t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
+    save(plan, opts)
+}
+
 /// The last round number recorded in the plan (`progress.round`, dagexec's own field).
 pub(crate) fn round_counter(plan: &Plan) -> u32 {
     plan.progress
@@ -489,7 +564,9 @@ fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
 }
 
 /// Runs the batch's attempts, retrying failures (fresh worktree, the seed's retry prompt)
-/// until every task is resolved. `None` when interrupted.
+/// until every task is resolved, or the budget is spent: then the attempts not yet started
+/// never start, and their tasks are pending again (returned beside the judged attempts).
+/// `None` when interrupted.
 #[allow(clippy::too_many_arguments)]
 async fn execute_batch(
     repo: &Arc<Repo>,
@@ -503,7 +580,7 @@ async fn execute_batch(
     scratch: &Path,
     cancel: &tokio::sync::watch::Receiver<bool>,
     ui: &Ui,
-) -> Result<Option<Vec<Judged>>, RunError> {
+) -> Result<Option<(Vec<Judged>, Vec<usize>)>, RunError> {
     // Attempts waiting for a slot, in plan order; a retry goes to the front.
     let mut queue: std::collections::VecDeque<(usize, u32, String)> = batch
         .iter()
@@ -518,8 +595,15 @@ async fn execute_batch(
     let mut running = tokio::task::JoinSet::new();
     let mut done: Vec<Judged> = Vec::new();
     let mut cancelled = false;
+    let mut unstarted = Vec::new();
     loop {
         while running.len() < opts.settings.jobs && !cancelled {
+            if over_budget(plan, opts).is_some() {
+                for (index, attempt, _) in queue.drain(..) {
+                    uncount_attempt(plan, index, attempt, opts)?;
+                    unstarted.push(index);
+                }
+            }
             let Some((index, attempt, base_prompt)) = queue.pop_front() else {
                 break;
             };
@@ -562,7 +646,7 @@ async fn execute_batch(
         return Ok(None);
     }
     done.sort_by_key(|j| j.index);
-    Ok(Some(done))
+    Ok(Some((done, unstarted)))
 }
 
 /// The input of one attempt of task `index`.
@@ -592,10 +676,19 @@ fn attempt_input(
     }
 }
 
-/// Shows a judged attempt and decides what follows: `Ok` when the task is resolved for this
-/// round, `Err((index, attempt, retry prompt))` when it is to be tried again.
-fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
+/// Records a judged attempt's time and cost in the plan (saved with the next save), shows it
+/// and decides what follows: `Ok` when the task is resolved for this round,
+/// `Err((index, attempt, retry prompt))` when it is to be tried again.
+fn judged(plan: &mut Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
     ui.task_finished(j.index);
+    let record = j.record();
+    if let Some(r) = &record {
+        crate::usage::record(plan, r);
+    }
+    let cost = record
+        .and_then(|r| r.cost_usd)
+        .map(|c| format!(", {}", crate::usage::money(c)))
+        .unwrap_or_default();
     let task = &plan.tasks[j.index];
     for w in &j.verdict.warnings {
         ui.say(format!("  task {}: warning: {w}", j.index));
@@ -603,18 +696,19 @@ fn judged(plan: &Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize,
     match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
         Decision::Retry { attempt, prompt } => {
             ui.say(format!(
-                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {})",
+                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {}); it took {}{cost}",
                 j.index,
                 task.subject,
                 j.attempt,
                 j.verdict.result,
-                outcome::MAX_ATTEMPTS
+                outcome::MAX_ATTEMPTS,
+                outcome::human_duration(j.duration),
             ));
             Err((j.index, attempt, prompt))
         }
         _ => {
             ui.say(format!(
-                "  task {} ({}): {} in {} — {}",
+                "  task {} ({}): {} in {}{cost} — {}",
                 j.index,
                 task.subject,
                 j.verdict.status,

@@ -1,0 +1,313 @@
+//! Time and cost per attempt, end to end with the real binary and real worker scripts: what
+//! `claude -p --output-format json`, `codex exec --json` and a `$DAGEXEC_USAGE_FILE` report is
+//! recorded in `progress.dagexecAttempts`, shown by `dagexec status`, and held to the budget of
+//! `dagexec run --max-cost`.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+mod common;
+use common::{dagexec, git, repo, worker};
+
+/// One independent task per file of `creates`, each creating it.
+fn plan(creates: &[&str]) -> Value {
+    let tasks: Vec<Value> = creates
+        .iter()
+        .map(|f| {
+            json!({
+                "subject": format!("make {f}"), "status": "pending", "blockedBy": [],
+                "metadata": {"files": {"create": [f], "modify": []}},
+                "agent": {"role": "engineer"}
+            })
+        })
+        .collect();
+    json!({"schemaVersion": 2, "goal": "spend", "tasks": tasks})
+}
+
+fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
+    dagexec(dir)
+        .args(["run", "--timeout", "2s", "--worker", worker])
+        .args(extra)
+        .output()
+        .expect("dagexec runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn plan_of(dir: &Path) -> Value {
+    let path = dir.join(".design/plan.json");
+    let text = std::fs::read_to_string(&path)
+        .or_else(|_| std::fs::read_to_string(dir.join(".design/plan.done.json")))
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The records of task `i`, in the order they were kept.
+fn records(plan: &Value, i: u64) -> Vec<Value> {
+    plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .expect("attempts are recorded")
+        .iter()
+        .filter(|r| r["task"] == i)
+        .cloned()
+        .collect()
+}
+
+/// A claude `-p --output-format json` final result object whose `result` ends in `status`.
+fn claude_json(status: &str) -> String {
+    json!({
+        "type": "result", "subtype": "success", "is_error": false, "duration_ms": 1200,
+        "num_turns": 3, "result": format!("I created the file.\n\n{status}"), "session_id": "s-1",
+        "total_cost_usd": 0.1, "usage": {"input_tokens": 20, "cache_creation_input_tokens": 300,
+        "cache_read_input_tokens": 4000, "output_tokens": 55, "service_tier": "standard"},
+        "modelUsage": {"claude-sonnet-4-5-20250929": {"inputTokens": 4320, "outputTokens": 55, "costUSD": 0.1}}
+    })
+    .to_string()
+}
+
+/// `codex exec --json` events ending in an agent message saying `status`.
+fn codex_jsonl(status: &str) -> String {
+    [
+        json!({"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"}),
+        json!({"type": "turn.started"}),
+        json!({"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "bash -lc 'touch b.txt'", "aggregated_output": "", "exit_code": 0, "status": "completed"}}),
+        json!({"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": format!("Done.\n{status}")}}),
+        json!({"type": "turn.completed", "usage": {"input_tokens": 24763, "cached_input_tokens": 24448, "output_tokens": 122}}),
+    ]
+    .iter()
+    .map(|v| v.to_string())
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+#[test]
+fn time_and_cost_are_recorded_per_attempt_and_shown() {
+    let dir = repo(&plan(&["a.txt", "b.txt", "c.txt", "d.txt"]), &[]);
+    let scripts = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scripts.path().join("claude.json"),
+        claude_json("COMPLETED: via claude"),
+    )
+    .unwrap();
+    std::fs::write(
+        scripts.path().join("codex.jsonl"),
+        codex_jsonl("COMPLETED: via codex"),
+    )
+    .unwrap();
+    let s = scripts.path().display();
+    let (_w, cmd) = worker(&format!(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+0) echo a > a.txt; cat '{s}/claude.json' ;;
+1) echo b > b.txt; cat '{s}/codex.jsonl' ;;
+2) printf '{{"cost_usd": 0.25, "input_tokens": 10, "output_tokens": 5, "model": "m-1"}}' > "$DAGEXEC_USAGE_FILE"
+   if [ "$DAGEXEC_ATTEMPT" = 1 ]; then echo 'FAILED: not yet'; else echo c > c.txt; echo 'COMPLETED: third time'; fi ;;
+3) if [ "$DAGEXEC_ATTEMPT" = 1 ]; then sleep 30; fi; echo 'FAILED: cannot' ;;
+esac"#
+    ));
+    let o = run(dir.path(), &cmd, &["--jobs", "4"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let p = plan_of(dir.path());
+    // The status lines came from claude's `result` and codex's last agent message.
+    assert_eq!(p["tasks"][0]["status"], "completed", "{out}");
+    let summary = |i: u64| {
+        let done = p["progress"]["completedTasks"].as_array().unwrap();
+        done.iter()
+            .find(|c| c["index"] == i)
+            .map(|c| c["summary"].clone())
+    };
+    assert_eq!(summary(0), Some(json!("via claude")));
+    assert_eq!(summary(1), Some(json!("via codex")));
+    assert_eq!(p["tasks"][1]["status"], "completed", "{out}");
+    assert_eq!(p["tasks"][3]["status"], "failed", "{out}");
+
+    let stamp = regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$").unwrap();
+    let all = p["progress"]["dagexecAttempts"].as_array().unwrap();
+    assert_eq!(all.len(), 7, "{all:?}");
+    for r in all {
+        assert!(stamp.is_match(r["start"].as_str().unwrap()), "{r}");
+        assert!(stamp.is_match(r["end"].as_str().unwrap()), "{r}");
+        assert!(r["seconds"].as_f64().unwrap() >= 0.0, "{r}");
+    }
+    let r = &records(&p, 0)[0];
+    assert_eq!(
+        (
+            &r["outcome"],
+            &r["costUsd"],
+            &r["inputTokens"],
+            &r["outputTokens"],
+            &r["model"]
+        ),
+        (
+            &json!("completed"),
+            &json!(0.1),
+            &json!(4320),
+            &json!(55),
+            &json!("claude-sonnet-4-5-20250929")
+        )
+    );
+    let r = &records(&p, 1)[0];
+    assert_eq!(
+        (&r["inputTokens"], &r["outputTokens"]),
+        (&json!(24763), &json!(122))
+    );
+    assert!(
+        r.get("costUsd").is_none() && r.get("model").is_none(),
+        "{r}"
+    );
+    let two: Vec<_> = records(&p, 2)
+        .iter()
+        .map(|r| {
+            (
+                r["attempt"].clone(),
+                r["outcome"].clone(),
+                r["costUsd"].clone(),
+                r["model"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        two,
+        [
+            (json!(1), json!("failed"), json!(0.25), json!("m-1")),
+            (json!(2), json!("completed"), json!(0.25), json!("m-1"))
+        ]
+    );
+    let three: Vec<_> = records(&p, 3)
+        .iter()
+        .map(|r| r["outcome"].clone())
+        .collect();
+    assert_eq!(three, [json!("timeout"), json!("failed"), json!("failed")]);
+    assert!(out.contains(", $0.10 — via claude"), "{out}");
+
+    let status = dagexec(dir.path()).args(["status"]).output().unwrap();
+    let shown = text(&status);
+    assert!(shown.contains("ATTEMPTS  TIME"), "{shown}");
+    assert!(shown.contains("Total: 7 attempt(s) · "), "{shown}");
+    assert!(shown.contains(" · $0.60\n"), "{shown}");
+    let json = dagexec(dir.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows[2]["costUsd"], json!(0.5));
+    assert_eq!(rows[2]["inputTokens"], json!(20));
+    assert!(rows[3]["seconds"].as_f64().unwrap() >= 2.0, "{}", rows[3]);
+}
+
+/// A usage file a worker points elsewhere, or fills with garbage, is ignored with a warning;
+/// the attempt is still judged and timed.
+#[test]
+fn a_bad_usage_file_is_a_warning_not_a_failure() {
+    let dir = repo(&plan(&["a.txt"]), &[]);
+    let (_w, cmd) = worker(
+        r#"printf '{"cost_usd": -4}' > "$DAGEXEC_USAGE_FILE"; echo a > a.txt; echo 'COMPLETED: made'"#,
+    );
+    let o = run(dir.path(), &cmd, &["--jobs", "1"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("$DAGEXEC_USAGE_FILE was ignored: `cost_usd` -4 is out of range"),
+        "{out}"
+    );
+    let p = plan_of(dir.path());
+    let r = &records(&p, 0)[0];
+    assert_eq!(r["outcome"], "completed");
+    assert!(r.get("costUsd").is_none(), "{r}");
+}
+
+#[test]
+fn the_budget_stops_new_attempts_and_says_what_it_bought() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt", "b.txt", "c.txt"]), &[]);
+        let (_w, cmd) = worker(
+            r#"printf '{"cost_usd": 0.4}' > "$DAGEXEC_USAGE_FILE"
+f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo "COMPLETED: made $f""#,
+        );
+        let args = ["--jobs", "1", "--schedule", schedule, "--max-cost", "0.5"];
+        let o = run(dir.path(), &cmd, &args);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{schedule}: {out}");
+        assert!(
+            out.contains("Stopped: the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
+            "{schedule}: {out}"
+        );
+        let p = plan_of(dir.path());
+        let statuses: Vec<_> = p["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["status"].clone())
+            .collect();
+        assert_eq!(
+            statuses,
+            [json!("completed"), json!("completed"), json!("pending")],
+            "{schedule}: {out}"
+        );
+        // The task that never started has no attempt counted, and nothing of it was made.
+        assert!(
+            p["tasks"][2].get("attempts").is_none(),
+            "{schedule}: {}",
+            p["tasks"][2]
+        );
+        assert!(!dir.path().join("c.txt").exists());
+        // The spend is committed with the work it bought.
+        let committed = git(dir.path(), &["show", "HEAD:.design/plan.json"]);
+        assert!(committed.contains("dagexecAttempts"), "{schedule}");
+        // Already spent: nothing starts at all.
+        let o = run(dir.path(), &cmd, &args);
+        assert_eq!(o.status.code(), Some(1), "{schedule}: {}", text(&o));
+        assert_eq!(records(&plan_of(dir.path()), 2).len(), 0);
+        // A higher budget goes on.
+        let more = ["--jobs", "1", "--schedule", schedule, "--max-cost", "5"];
+        let o = run(dir.path(), &cmd, &more);
+        assert_eq!(o.status.code(), Some(0), "{schedule}: {}", text(&o));
+        assert!(dir.path().join("c.txt").exists());
+    }
+}
+
+/// An attempt Ctrl-C stops is recorded too, as `interrupted`, in both schedules.
+#[test]
+fn an_interrupted_attempt_is_recorded() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt"]), &[]);
+        let marks = tempfile::tempdir().unwrap();
+        let started = marks.path().join("started");
+        let (_w, cmd) = worker(&format!(
+            "echo x > a.txt; touch '{}'; sleep 30; echo 'COMPLETED: late'",
+            started.display()
+        ));
+        let child = dagexec(dir.path())
+            .args(["run", "--schedule", schedule, "--worker", &cmd])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..500 {
+            if started.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(started.exists(), "{schedule}: the worker never started");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{schedule}: {}", text(&o));
+        let p = plan_of(dir.path());
+        let r = records(&p, 0);
+        assert_eq!(r.len(), 1, "{schedule}: {p:#}");
+        assert_eq!(
+            (&r[0]["attempt"], &r[0]["outcome"]),
+            (&json!(1), &json!("interrupted"))
+        );
+        assert_eq!(p["tasks"][0]["status"], "in_progress", "{schedule}");
+    }
+}
