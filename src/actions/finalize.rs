@@ -354,6 +354,10 @@ fn integrate_part(
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
     judged.sort_by_key(|j| j.index);
     let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
+    // Each attempt's time and cost, committed with the part (`crate::usage`).
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(plan, &r);
+    }
     let retries: BTreeMap<usize, String> = judged
         .iter()
         .filter_map(|j| {
