@@ -49,6 +49,33 @@ fn parse_budget(s: &str) -> Result<Budget, String> {
     crate::usage::Budget::parse(s).map(|b| Budget(Some(b)))
 }
 
+/// The inputs of the jobs that write the execution branch (finalize, conduct).
+#[derive(Debug, Args)]
+pub struct Writer {
+    /// Accept task patches that change .github/ (all of it), a root action.yml/action.yaml
+    /// and, in a repository that is itself the action, the files it is built from
+    /// (Cargo.toml, Cargo.lock, build.rs, src/, scripts/install-action.sh). Off: such a
+    /// patch fails its attempt with the reason.
+    #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
+    allow_workflow_changes: bool,
+    /// The workflow file the next round (or a task run, or a successor conductor) is
+    /// dispatched to.
+    #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+    workflow: String,
+    /// A GitHub App's id: with --private-key, the job works with an installation token of
+    /// the app instead of the token (so its pushes trigger the PR's own CI).
+    #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
+    app_id: String,
+    /// The GitHub App's private key (PEM), from a secret. Never echoed.
+    #[arg(
+        long,
+        env = "DAGEXEC_APP_PRIVATE_KEY",
+        default_value = "",
+        hide_env_values = true
+    )]
+    private_key: String,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ActionCommand {
     /// Job `plan`: the round's batch as a job matrix (outputs: matrix, has-work, base, round,
@@ -133,23 +160,8 @@ pub enum ActionCommand {
         /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
         #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = super::conduct::POLLS_PER_HOUR)]
         polls_per_hour: u64,
-        /// As finalize's.
-        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
-        allow_workflow_changes: bool,
-        /// The workflow file task runs (and a successor conductor) are dispatched to.
-        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
-        workflow: String,
-        /// As finalize's.
-        #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
-        app_id: String,
-        /// As finalize's. Never echoed.
-        #[arg(
-            long,
-            env = "DAGEXEC_APP_PRIVATE_KEY",
-            default_value = "",
-            hide_env_values = true
-        )]
-        private_key: String,
+        #[command(flatten)]
+        writer: Writer,
     },
     /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
     /// stops, dispatch the next round (outputs: conclusion, pr-number).
@@ -169,27 +181,8 @@ pub enum ActionCommand {
         /// Where the round's artifacts were downloaded.
         #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
         artifacts: String,
-        /// Accept task patches that change .github/ (all of it), a root action.yml/action.yaml
-        /// and, in a repository that is itself the action, the files it is built from
-        /// (Cargo.toml, Cargo.lock, build.rs, src/, scripts/install-action.sh). Off: such a
-        /// patch fails its attempt with the reason.
-        #[arg(long, env = "DAGEXEC_ALLOW_WORKFLOW_CHANGES", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
-        allow_workflow_changes: bool,
-        /// The workflow file the next round is dispatched to.
-        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
-        workflow: String,
-        /// A GitHub App's id: with --private-key, finalize works with an installation token
-        /// of the app instead of the token (so round pushes trigger the PR's own CI).
-        #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
-        app_id: String,
-        /// The GitHub App's private key (PEM), from a secret. Never echoed.
-        #[arg(
-            long,
-            env = "DAGEXEC_APP_PRIVATE_KEY",
-            default_value = "",
-            hide_env_values = true
-        )]
-        private_key: String,
+        #[command(flatten)]
+        writer: Writer,
     },
 }
 
@@ -389,17 +382,12 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             poll,
             handover_after,
             polls_per_hour,
-            allow_workflow_changes,
-            workflow,
-            app_id,
-            private_key,
+            writer,
         } => {
             let mut inputs = inputs(&common, String::new(), PathBuf::new());
-            inputs.allow_workflow_changes = allow_workflow_changes;
-            inputs.workflow = workflow;
             inputs.max_parallel = max_parallel.into();
             let rt = super::runtime()?;
-            let client = writer_client(ctx, &mut inputs, &app_id, &private_key, &rt, "conduct")?;
+            let client = writer_client(ctx, &mut inputs, &writer, &rt, "conduct")?;
             if common.branch.is_empty() {
                 return Err(ActionError::Input(
                     "conduct needs the execution branch (the plan job's `branch` output)".into(),
@@ -435,16 +423,11 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             conclusion,
             message,
             artifacts,
-            allow_workflow_changes,
-            workflow,
-            app_id,
-            private_key,
+            writer,
         } => {
             let mut inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
-            inputs.allow_workflow_changes = allow_workflow_changes;
-            inputs.workflow = workflow;
             let rt = super::runtime()?;
-            let client = writer_client(ctx, &mut inputs, &app_id, &private_key, &rt, "finalize")?;
+            let client = writer_client(ctx, &mut inputs, &writer, &rt, "finalize")?;
             let branch = if common.branch.is_empty() {
                 return Err(ActionError::Input(
                     "finalize needs the execution branch (the plan job's `branch` output)".into(),
@@ -476,11 +459,13 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
 fn writer_client(
     ctx: &Context,
     inputs: &mut Inputs,
-    app_id: &str,
-    private_key: &str,
+    writer: &Writer,
     rt: &tokio::runtime::Runtime,
     job: &str,
 ) -> Result<Option<Client>, ActionError> {
+    inputs.allow_workflow_changes = writer.allow_workflow_changes;
+    inputs.workflow = writer.workflow.clone();
+    let (app_id, private_key) = (writer.app_id.as_str(), writer.private_key.as_str());
     if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
         let (Some(repo), false, false) = (
             &ctx.repository,

@@ -45,10 +45,9 @@ use super::report::{Links, Stop};
 use super::runtime::Context;
 use super::{ActionError, Inputs};
 use crate::engine::{self, Next, View};
-use crate::git::{RemoteAuth, Repo};
 use crate::github::Client;
 use crate::github::runs::WorkflowRun;
-use crate::plan::{self, model::Plan, model::Status};
+use crate::plan::model::{Plan, Status};
 
 fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
     crate::plan::save(plan, path).map_err(|source| ActionError::Write {
@@ -56,7 +55,7 @@ fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
         source,
     })
 }
-use crate::run::{RunEnd, RunOptions, Settings, Ui};
+use crate::run::{RunEnd, Ui};
 use crate::setup::Overlaps;
 
 /// The task field that records a started attempt's workflow run.
@@ -181,35 +180,19 @@ pub fn run(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
     };
-    let repo = Repo::discover(root)?;
-    let auth = RemoteAuth::token(inputs.token.expose());
-    if repo.head()? != round.base {
-        repo.ensure_commit(&round.base, &auth)?;
-        repo.checkout_detached(&round.base)?;
-    }
-    let inputs = &super::with_plan(repo.root(), inputs)?;
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    let finalize::Job {
+        repo,
+        auth,
+        inputs,
+        plan_path,
+        mut plan,
+        dag,
+        ui,
+        opts,
+    } = finalize::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    let inputs = &inputs;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let ui = Ui::plain(Box::new(std::io::stdout()));
-    let opts = RunOptions {
-        plan: plan_path.clone(),
-        plan_rel: inputs.plan_rel.clone(),
-        root: repo.root().to_path_buf(),
-        settings: Settings {
-            worker: inputs.worker.clone(),
-            jobs: inputs.max_parallel.max(1),
-            timeout: inputs.timeout,
-            schedule: engine::Schedule::Eager,
-            reviewer: None,
-            max_cost: inputs.max_cost,
-        },
-        yes: true,
-        dry_run: false,
-        check_timeout: inputs.timeout,
-    };
     let started = Instant::now();
     let slots = inputs.max_parallel.max(1);
 
@@ -250,18 +233,17 @@ pub fn run(
         run: ctx.run_url(),
         logs: BTreeMap::new(),
     };
-    let ending_round = |base: String, n: u32| Round {
-        branch: round.branch.clone(),
-        base,
-        round: n,
-        matrix: String::new(),
-        planned: "conduct".into(),
-        planned_message: String::new(),
-    };
-    // The branch (and the pull request) exist before any run is dispatched on it.
-    let mut pushed = repo.head()?;
-    {
-        let r = ending_round(pushed.clone(), round_no);
+    // Pushes onto `base` (what was pushed last) and brings the PR, comments and, with a
+    // stop, the check run up to date.
+    let publish = |base: &str, n: u32, plan: &Plan, links: &Links, stop: Option<&Stop>| {
+        let r = Round {
+            branch: round.branch.clone(),
+            base: base.to_string(),
+            round: n,
+            matrix: String::new(),
+            planned: "conduct".into(),
+            planned_message: String::new(),
+        };
         let ending = Ending {
             rt,
             client: Some(client),
@@ -272,6 +254,11 @@ pub fn run(
             inputs,
             ui: &ui,
         };
+        ending.finish(plan, links, stop, false, None)
+    };
+    // The branch (and the pull request) exist before any run is dispatched on it.
+    let mut pushed = repo.head()?;
+    {
         save(&plan, &plan_path)?;
         repo.commit(
             &format!(
@@ -280,7 +267,7 @@ pub fn run(
             ),
             std::slice::from_ref(&inputs.plan_rel),
         )?;
-        let published = ending.finish(&plan, &links, None, false, None)?;
+        let published = publish(&pushed, round_no, &plan, &links, None)?;
         if published.stale {
             return Ok(stale(published));
         }
@@ -393,21 +380,10 @@ pub fn run(
         }
         round_no += 1;
         let end = finalize::integrate(&repo, &mut plan, &dag, arrived, round_no, &opts, &ui)?;
-        let r = ending_round(pushed.clone(), round_no);
-        let ending = Ending {
-            rt,
-            client: Some(client),
-            ctx,
-            repo: &repo,
-            auth: &auth,
-            round: &r,
-            inputs,
-            ui: &ui,
-        };
         if let Some(RunEnd::CircuitBreaker(b)) = end {
             break Exit::Breaker(b.message());
         }
-        let published = ending.finish(&plan, &links, None, false, None)?;
+        let published = publish(&pushed, round_no, &plan, &links, None)?;
         if published.stale {
             break Exit::Stale(published);
         }
@@ -418,17 +394,6 @@ pub fn run(
         }
     };
 
-    let r = ending_round(pushed.clone(), round_no);
-    let ending = Ending {
-        rt,
-        client: Some(client),
-        ctx,
-        repo: &repo,
-        auth: &auth,
-        round: &r,
-        inputs,
-        ui: &ui,
-    };
     let (conclusion, stop) = match exit {
         Exit::Stale(p) => return Ok(stale(p)),
         Exit::Handover => {
@@ -440,7 +405,7 @@ pub fn run(
                 ),
                 std::slice::from_ref(&inputs.plan_rel),
             )?;
-            let published = ending.finish(&plan, &links, None, false, None)?;
+            let published = publish(&pushed, round_no, &plan, &links, None)?;
             if published.stale {
                 return Ok(stale(published));
             }
@@ -515,7 +480,7 @@ pub fn run(
             }
         }
     };
-    let published = ending.finish(&plan, &links, stop.as_ref(), false, None)?;
+    let published = publish(&pushed, round_no, &plan, &links, stop.as_ref())?;
     if published.stale {
         return Ok(stale(published));
     }

@@ -75,34 +75,17 @@ pub fn run(
     client: Option<&Client>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
-    let repo = Repo::discover(root)?;
-    let auth = RemoteAuth::token(inputs.token.expose());
-    if repo.head()? != round.base {
-        repo.ensure_commit(&round.base, &auth)?;
-        repo.checkout_detached(&round.base)?;
-    }
-    let inputs = &super::with_plan(repo.root(), inputs)?;
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
-    let ui = Ui::plain(Box::new(std::io::stdout()));
-    let opts = RunOptions {
-        plan: plan_path.clone(),
-        plan_rel: inputs.plan_rel.clone(),
-        root: repo.root().to_path_buf(),
-        settings: Settings {
-            worker: inputs.worker.clone(),
-            jobs: inputs.max_parallel.max(1),
-            timeout: inputs.timeout,
-            schedule: engine::Schedule::Rounds,
-            // The reviewer ran in the work job; finalize concludes from its verdict.
-            reviewer: None,
-            max_cost: None,
-        },
-        yes: true,
-        dry_run: false,
-        check_timeout: inputs.timeout,
-    };
+    let Job {
+        repo,
+        auth,
+        inputs,
+        plan_path: _,
+        mut plan,
+        dag,
+        ui,
+        opts,
+    } = Job::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
+    let inputs = &inputs;
     let mut links = Links {
         run: ctx.run_url(),
         logs: saved_logs(&plan),
@@ -352,48 +335,8 @@ fn integrate_part(
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
-    judged.sort_by_key(|j| j.index);
+    prepare_arrivals(plan, &mut judged, "in this round");
     let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
-    // Each attempt's time and cost, committed with the part (`crate::usage`).
-    for r in judged.iter().filter_map(Judged::record) {
-        crate::usage::record(plan, &r);
-    }
-    let retries: BTreeMap<usize, String> = judged
-        .iter()
-        .filter_map(|j| {
-            let Decision::Retry { prompt, .. } =
-                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-            else {
-                return None;
-            };
-            Some((j.index, prompt))
-        })
-        .collect();
-    for j in &mut judged {
-        if retries.contains_key(&j.index) {
-            j.verdict.result = format!(
-                "attempt {} failed: {} — retried in this round (attempt {} of {})",
-                j.attempt,
-                j.verdict.result,
-                j.attempt + 1,
-                outcome::MAX_ATTEMPTS
-            );
-            j.verdict.status = Status::Pending;
-            j.patch.clear();
-        }
-    }
-    for &i in &part {
-        let t = &mut plan.tasks[i];
-        match retries.get(&i) {
-            Some(p) => {
-                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
-            }
-            None => {
-                t.extra.shift_remove(RETRY_PROMPT_FIELD);
-            }
-        }
-    }
-    ask_blocked(plan, &judged);
     let mut build = crate::run::integrate::RoundBuild::start();
     build.add(repo, plan, &judged, ui)?;
     // The part's outcomes go into its tasks now (a pending one runs in a later part); the
@@ -443,6 +386,49 @@ fn integrate_part(
 }
 
 /// A task that answered BLOCKED asks its question on the pull request (kept in the plan).
+/// What every arrival goes through before it is integrated: its time and cost recorded
+/// (`crate::usage`); a failed attempt with attempts left turned back to pending, its patch
+/// dropped and its retry prompt kept in the plan for the next attempt's job (`when` says
+/// when that runs); the others' retry prompts dropped; a BLOCKED task's question asked.
+fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judged], when: &str) {
+    judged.sort_by_key(|j| j.index);
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(plan, &r);
+    }
+    let retries: BTreeMap<usize, String> = judged
+        .iter()
+        .filter_map(|j| {
+            let Decision::Retry { prompt, .. } =
+                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+            else {
+                return None;
+            };
+            Some((j.index, prompt))
+        })
+        .collect();
+    for j in judged.iter_mut() {
+        let t = &mut plan.tasks[j.index];
+        match retries.get(&j.index) {
+            Some(p) => {
+                j.verdict.result = format!(
+                    "attempt {} failed: {} — retried {when} (attempt {} of {})",
+                    j.attempt,
+                    j.verdict.result,
+                    j.attempt + 1,
+                    outcome::MAX_ATTEMPTS
+                );
+                j.verdict.status = Status::Pending;
+                j.patch.clear();
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+            }
+            None => {
+                t.extra.shift_remove(RETRY_PROMPT_FIELD);
+            }
+        }
+    }
+    ask_blocked(plan, judged);
+}
+
 fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
     for j in judged {
         if j.verdict.status == Status::Blocked && j.question.is_none() {
@@ -479,56 +465,7 @@ pub(super) fn integrate(
         b.sort_unstable();
         b
     };
-    judged.sort_by_key(|j| j.index);
-    // Each attempt's time and cost, committed with the round (`crate::usage`).
-    for r in judged.iter().filter_map(Judged::record) {
-        crate::usage::record(plan, &r);
-    }
-    // Retries run next round with their prompt kept in the plan; the rest drop theirs.
-    let retries: BTreeMap<usize, String> = judged
-        .iter()
-        .filter_map(|j| {
-            let Decision::Retry { prompt, .. } =
-                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-            else {
-                return None;
-            };
-            Some((j.index, prompt))
-        })
-        .collect();
-    let judged: Vec<Judged> = judged
-        .into_iter()
-        .map(|mut j| {
-            if retries.contains_key(&j.index) {
-                j.verdict.result = format!(
-                    "attempt {} failed: {} — retried next round (attempt {} of {})",
-                    j.attempt,
-                    j.verdict.result,
-                    j.attempt + 1,
-                    outcome::MAX_ATTEMPTS
-                );
-                j.verdict.status = Status::Pending;
-                j.patch.clear();
-            }
-            j
-        })
-        .collect();
-    for (i, t) in plan
-        .tasks
-        .iter_mut()
-        .enumerate()
-        .filter(|(i, _)| batch.contains(i))
-    {
-        match retries.get(&i) {
-            Some(p) => {
-                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
-            }
-            None => {
-                t.extra.shift_remove(RETRY_PROMPT_FIELD);
-            }
-        }
-    }
-    ask_blocked(plan, &judged);
+    prepare_arrivals(plan, &mut judged, "as soon as a slot is free");
     let end = crate::run::integrate::integrate_and_commit(
         repo, plan, dag, &batch, judged, round, None, opts, ui,
     )?;
@@ -554,6 +491,68 @@ pub(super) fn integrate(
     let batch_file = format!(".design/processor-batch-{}.json", round);
     let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
     Ok(end)
+}
+
+/// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
+/// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
+/// options the local runner's integration takes.
+pub(super) struct Job {
+    pub repo: Repo,
+    pub auth: RemoteAuth,
+    pub inputs: Inputs,
+    pub plan_path: std::path::PathBuf,
+    pub plan: plan::model::Plan,
+    pub dag: crate::graph::Dag,
+    pub ui: Ui,
+    pub opts: RunOptions,
+}
+
+impl Job {
+    /// Checks out `base` in the repository at `root` and reads the plan there.
+    pub(super) fn open(
+        root: &Path,
+        inputs: &Inputs,
+        base: &str,
+        schedule: engine::Schedule,
+    ) -> Result<Job, ActionError> {
+        let repo = Repo::discover(root)?;
+        let auth = RemoteAuth::token(inputs.token.expose());
+        if repo.head()? != base {
+            repo.ensure_commit(base, &auth)?;
+            repo.checkout_detached(base)?;
+        }
+        let inputs = super::with_plan(repo.root(), inputs)?;
+        let plan_path = repo.root().join(&inputs.plan_rel);
+        let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+        let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+        let opts = RunOptions {
+            plan: plan_path.clone(),
+            plan_rel: inputs.plan_rel.clone(),
+            root: repo.root().to_path_buf(),
+            settings: Settings {
+                worker: inputs.worker.clone(),
+                jobs: inputs.max_parallel.max(1),
+                timeout: inputs.timeout,
+                schedule,
+                // The reviewer ran in the work job; the verdict is concluded from its record.
+                reviewer: None,
+                max_cost: inputs.max_cost,
+            },
+            yes: true,
+            dry_run: false,
+            check_timeout: inputs.timeout,
+        };
+        Ok(Job {
+            repo,
+            auth,
+            inputs,
+            plan_path,
+            plan,
+            dag,
+            ui: Ui::plain(Box::new(std::io::stdout())),
+            opts,
+        })
+    }
 }
 
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.
