@@ -3,7 +3,7 @@
 # mount namespace the repository's parent directory is replaced by an empty one that holds only
 # the repository, so a test that reads a sibling directory (the specification folder, say) fails here instead of on a
 # user's machine. Needs unshare(1) and the right to mount (root, or user namespaces); where those
-# are missing it says so and runs the command as it is (tests/self_contained.rs still refuses
+# are missing it says so and runs the command as it is (tests/it/self_contained.rs still refuses
 # such reads statically).
 #   .ci/alone.sh cargo test --locked
 set -euo pipefail

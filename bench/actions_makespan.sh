@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=/dev/null
 source .ci/install-tools.sh >/dev/null
-cargo test --locked --test action bench_actions_makespan -- --ignored --nocapture 2>&1 |
+cargo test --locked --test it action::bench_actions_makespan -- --ignored --nocapture 2>&1 |
   sed -n '/^Actions makespan/,/eager /p'

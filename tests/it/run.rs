@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{dagexec, git, manifest, repo, worker};
 
 fn demo_worker() -> String {

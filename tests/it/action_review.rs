@@ -5,10 +5,9 @@
 //! rejection three times, escalated to a question on the pull request, answered, and
 //! escalated again at once when the reviewer still says the same.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,10 +5,9 @@
 //! things people read are true of a plan that really ran: round commit messages, the circuit
 //! breaker's numbers on the check run, and attempt counts after retries in the PR body.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{dagexec, git, repo, worker};
 
 fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {

@@ -8,7 +8,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{dagexec, git, repo, worker};
 
 /// One independent task per file of `creates`, each creating it.

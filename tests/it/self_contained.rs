@@ -57,7 +57,7 @@ fn nothing_reads_beside_the_repository() {
         }
     }
     all.push(root.join("action.yml"));
-    let this = root.join("tests/self_contained.rs");
+    let this = root.join("tests/it/self_contained.rs");
     let mut found = Vec::new();
     for path in all.iter().filter(|p| **p != this) {
         let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -3,8 +3,7 @@
 //! Requests go through a tiny blocking HTTP/1.1 client on `std::net::TcpStream`, called straight
 //! from the async tests: that only works because the fake serves from its own thread.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -2,7 +2,7 @@
 //! and no GitHub or API key, in a temporary directory or in a new one the user names (any
 //! depth), and refuses a directory that holds something.
 
-mod common;
+use crate::common;
 
 use common::{dagexec, git};
 

@@ -7,10 +7,9 @@
 //!
 //! Needs `act` (`source .ci/install-tools.sh` installs it; `.ci/run` does).
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

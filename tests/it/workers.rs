@@ -8,7 +8,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{dagexec, git};
 
 /// A committed repository whose `.design/plan.json` has one task per entry of `creates`,

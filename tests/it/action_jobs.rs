@@ -3,10 +3,9 @@
 //! missing artifact, retries carried to the next round, and GitHub App authentication, against
 //! a local bare remote and the fake GitHub API.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

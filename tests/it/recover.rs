@@ -3,7 +3,7 @@
 //! after a completed run, and every problem of a broken plan reported at once (the README's
 //! example, verbatim).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

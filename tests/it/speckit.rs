@@ -1,10 +1,9 @@
 //! `--plan specs/NNN-feature/tasks.md`: a Spec Kit task list run, validated, shown and drawn
 //! end to end, with the real binary, real git repositories and a scripted worker.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

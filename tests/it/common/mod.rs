@@ -3,6 +3,8 @@
 // Each test binary uses a subset of these helpers.
 #![allow(dead_code)]
 
+pub mod fake_github;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,10 +2,9 @@
 //! reach git's directory under any case: `dagexec run` with hostile workers, `dagexec
 //! validate` with hostile plans and repositories, and `action finalize` with crafted patches.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

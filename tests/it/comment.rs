@@ -2,8 +2,7 @@
 //! may run them, the 👀 acknowledgement, the replies, the events that make no call at all, and
 //! the one status comment updated in place.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
 use dagexec::actions::comment::{self, Command, Outcome, STATUS_MARKER, Trigger, classify, handle};
 use dagexec::github::{Client, RepoName, Token};

@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{dagexec, git};
 
 /// A committed repository holding `files`.

@@ -5,10 +5,9 @@
 //! runs really run at the same time), and its artifact is served back as a zip through the
 //! fake's run, artifact and download endpoints (a redirect to storage, as GitHub does).
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! so, writes a workflow that installs the worker and checks its secret, pins the action by
 //! commit, and prints the next three commands.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 

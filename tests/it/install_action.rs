@@ -4,7 +4,7 @@
 //! `dist/checksums.txt` pins (the full release path, with the real archive, is
 //! `.ci/release-path.sh`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! `dagexec simulate` end to end: a plan carrying a history of attempts, the durations given
 //! on the command line, the settings `run` would use, the errors, and the help.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,8 +1,7 @@
 //! The GitHub client (`dagexec::github`) against the fake GitHub API: the GitHub App token
 //! exchange, the retry policy through real calls, and tokens kept out of `Debug`.
 
-#[path = "common/fake_github.rs"]
-mod fake_github;
+use crate::common::fake_github;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,7 +12,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::json;
 
 /// The throwaway, test-only key of `tests/fixtures/app-key.pem`.
-const KEY: &str = include_str!("fixtures/app-key.pem");
+const KEY: &str = include_str!("../fixtures/app-key.pem");
 
 fn repo() -> RepoName {
     RepoName::parse("o/r").unwrap()
@@ -37,7 +36,7 @@ fn epoch_now() -> u64 {
 
 /// The fixture key's public half (`openssl rsa -pubout`): enough to verify the JWT's signature.
 fn public_key() -> DecodingKey {
-    DecodingKey::from_rsa_pem(include_bytes!("fixtures/app-key.pub.pem")).unwrap()
+    DecodingKey::from_rsa_pem(include_bytes!("../fixtures/app-key.pub.pem")).unwrap()
 }
 
 #[derive(serde::Deserialize)]

@@ -1,0 +1,33 @@
+//! Every end-to-end test in one binary: each module was a test binary of its own, and each of
+//! those compiled and linked the fake GitHub API, the shared helpers and the whole crate
+//! again. `common` holds what they share (the binary in a neutral environment, git, scratch
+//! repositories and workers, the fake GitHub API).
+//!
+//! Run one group with `cargo test --test it <module>::` (e.g. `cargo test --test it action::`,
+//! the act runs, which need act: `source .ci/install-tools.sh`).
+
+mod common;
+
+mod action;
+mod action_eager;
+mod action_jobs;
+mod action_review;
+mod action_rounds;
+mod cli;
+mod comment;
+mod demo;
+mod fake_api;
+mod github;
+mod init;
+mod install_action;
+mod loops;
+mod recover;
+mod resume;
+mod rounds;
+mod run;
+mod safety_links;
+mod self_contained;
+mod simulate;
+mod speckit;
+mod usage;
+mod workers;
