@@ -17,6 +17,8 @@ pub mod actions;
 pub mod cli;
 pub mod demo;
 pub mod engine;
+pub mod events;
+pub mod exec;
 pub mod fsx;
 pub mod git;
 pub mod github;

@@ -283,17 +283,19 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
     if opts.settings.schedule == Schedule::Eager {
-        let eager = eager::Eager {
-            repo: &repo,
-            pool: &pool,
-            dag: &dag,
-            conflicts: &conflicts,
+        return eager::run(
+            &repo,
+            &pool,
+            &dag,
+            &conflicts,
             opts,
             ui,
-            scratch: scratch.path(),
-            cancel: &cancel_rx,
-        };
-        return runtime.block_on(eager.run(&mut plan, round));
+            scratch.path(),
+            &cancel_rx,
+            &runtime,
+            &mut plan,
+            round,
+        );
     }
     loop {
         let view = View {

@@ -1,6 +1,10 @@
 //! What a run shows. On a terminal (and not under `CI` or `NO_COLOR`): a live display with the
 //! overall progress and one line per running task with its elapsed time, events printed above
 //! it as they land. Elsewhere: plain output, one line per event, nothing redrawn.
+//!
+//! The runners report what happens as typed events ([`Ui::emit`], [`crate::events`]); the
+//! display renders them and keeps them ([`Ui::activity`]) for the reports written at the end
+//! of a job (on GitHub: the job summary, the pull request body, the status comment).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -9,10 +13,17 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::events::{Event, Stamped};
+
 /// The run's display; shared by the tasks running at once.
 pub struct Ui {
     mode: Mode,
+    /// The events emitted so far (the newest [`KEPT_EVENTS`]).
+    journal: Mutex<std::collections::VecDeque<Stamped>>,
 }
+
+/// How many events a display keeps for the reports.
+const KEPT_EVENTS: usize = 10_000;
 
 enum Mode {
     Plain(Mutex<Box<dyn Write + Send>>),
@@ -28,6 +39,7 @@ impl Ui {
     pub fn plain(out: Box<dyn Write + Send>) -> Ui {
         Ui {
             mode: Mode::Plain(Mutex::new(out)),
+            journal: Mutex::default(),
         }
     }
 
@@ -49,6 +61,7 @@ impl Ui {
                 overall,
                 tasks: Mutex::new(BTreeMap::new()),
             },
+            journal: Mutex::default(),
         }
     }
 
@@ -79,6 +92,45 @@ impl Ui {
                 let _ = multi.println(line);
             }
         }
+    }
+
+    /// Reports `event`: its line ([`crate::events::line`]), the live display's task lines, and
+    /// the journal the job's reports read.
+    pub fn emit(&self, event: Event) {
+        match &event {
+            Event::AttemptStarted {
+                task,
+                attempt,
+                subject,
+                run: None,
+            } => self.task_started(*task, *attempt, subject),
+            Event::AttemptEnded(e) => self.task_finished(e.task),
+            _ => {}
+        }
+        if let Some(line) = crate::events::line(&event) {
+            self.say(line);
+        }
+        let mut journal = self
+            .journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if journal.len() == KEPT_EVENTS {
+            journal.pop_front();
+        }
+        journal.push_back(Stamped {
+            at: jiff::Timestamp::now(),
+            event,
+        });
+    }
+
+    /// The events emitted so far, oldest first.
+    pub fn activity(&self) -> Vec<Stamped> {
+        self.journal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Sets the overall progress: `done` of `total` tasks completed.

@@ -1,0 +1,177 @@
+//! What happens during a run, as typed events: the engine loop ([`crate::exec`]) and the
+//! runners emit them, and every place that shows a run renders them — the terminal display
+//! ([`crate::run::Ui`]: a line each, live bars on a terminal), and on GitHub the job summary,
+//! the pull request body and the status comment ([`crate::actions::report::activity`]), which
+//! read the events the job recorded ([`crate::run::Ui::activity`]). Pure: building and
+//! rendering, no I/O.
+//!
+//! Modelled on nextest's reporter events: the runner says what happened, once, with the facts
+//! (task, attempt, outcome, time, cost); each reporter decides how to show it.
+
+use std::time::Duration;
+
+use crate::plan::model::Status;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The scheduler starts these tasks (ascending).
+    Starting { tasks: Vec<usize> },
+    /// An attempt's worker starts: locally in a worktree, on GitHub as workflow run `run`.
+    AttemptStarted {
+        task: usize,
+        attempt: u32,
+        subject: String,
+        run: Option<u64>,
+    },
+    /// An attempt ended and was judged.
+    AttemptEnded(Ended),
+    /// A judged attempt's warning (for example, an unreadable usage report).
+    Warning { task: usize, text: String },
+    /// The arrivals of a batch are integrated and committed as round `round`.
+    Integrating { round: u32, tasks: Vec<usize> },
+    /// Anything else worth a line (adoptions, handovers, aborts).
+    Note(String),
+}
+
+/// A judged attempt, as reporters show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    pub task: usize,
+    pub attempt: u32,
+    pub subject: String,
+    /// The verdict's status (a failed attempt that is retried is `failed` here).
+    pub status: Status,
+    /// The verdict's result line (untrusted worker text; reporters neutralise it).
+    pub result: String,
+    pub took: Duration,
+    pub cost_usd: Option<f64>,
+    /// The next attempt's number when the task is tried again.
+    pub retry: Option<u32>,
+}
+
+impl Ended {
+    /// `, $0.12` when the attempt reported a cost.
+    fn cost_text(&self) -> String {
+        self.cost_usd
+            .map(|c| format!(", {}", crate::usage::money(c)))
+            .unwrap_or_default()
+    }
+}
+
+/// An event and when it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped {
+    pub at: jiff::Timestamp,
+    pub event: Event,
+}
+
+fn list(tasks: &[usize]) -> String {
+    tasks
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The event's line on a plain terminal or a job log; `None` for events only a live display
+/// shows (a local attempt starting is a spinner line there, nothing in plain output).
+pub fn line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::Starting { tasks } => format!("starting task(s) {}", list(tasks)),
+        Event::AttemptStarted {
+            task,
+            attempt,
+            subject,
+            run: Some(run),
+        } => format!("Started task {task} ({subject}) attempt {attempt}: run {run}."),
+        Event::AttemptStarted { run: None, .. } => return None,
+        Event::AttemptEnded(e) => match e.retry {
+            Some(next) => format!(
+                "  task {} ({}) attempt {} failed: {} — retrying (attempt {next} of {}); it took {}{}",
+                e.task,
+                e.subject,
+                e.attempt,
+                e.result,
+                crate::outcome::MAX_ATTEMPTS,
+                crate::outcome::human_duration(e.took),
+                e.cost_text(),
+            ),
+            None => format!(
+                "  task {} ({}): {} in {}{} — {}",
+                e.task,
+                e.subject,
+                e.status,
+                crate::outcome::human_duration(e.took),
+                e.cost_text(),
+                e.result
+            ),
+        },
+        Event::Warning { task, text } => format!("  task {task}: warning: {text}"),
+        Event::Integrating { round, tasks } => {
+            format!("\nRound {round}: integrating task(s) {}", list(tasks))
+        }
+        Event::Note(text) => text.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(retry: Option<u32>, cost_usd: Option<f64>) -> Event {
+        Event::AttemptEnded(Ended {
+            task: 3,
+            attempt: 1,
+            subject: "Add login".into(),
+            status: Status::Failed,
+            result: "tests fail".into(),
+            took: Duration::from_secs(75),
+            cost_usd,
+            retry,
+        })
+    }
+
+    #[test]
+    fn each_event_has_its_line() {
+        assert_eq!(
+            line(&ended(Some(2), Some(0.5))).unwrap(),
+            "  task 3 (Add login) attempt 1 failed: tests fail — retrying (attempt 2 of 3); it took 1m15s, $0.50"
+        );
+        assert_eq!(
+            line(&ended(None, None)).unwrap(),
+            "  task 3 (Add login): failed in 1m15s — tests fail"
+        );
+        assert_eq!(
+            line(&Event::Starting { tasks: vec![1, 4] }).unwrap(),
+            "starting task(s) 1, 4"
+        );
+        assert_eq!(
+            line(&Event::AttemptStarted {
+                task: 2,
+                attempt: 1,
+                subject: "s".into(),
+                run: Some(9)
+            })
+            .unwrap(),
+            "Started task 2 (s) attempt 1: run 9."
+        );
+        assert_eq!(
+            line(&Event::AttemptStarted {
+                task: 2,
+                attempt: 1,
+                subject: "s".into(),
+                run: None
+            }),
+            None
+        );
+        assert_eq!(
+            line(&Event::Integrating {
+                round: 4,
+                tasks: vec![0, 2]
+            })
+            .unwrap(),
+            "\nRound 4: integrating task(s) 0, 2"
+        );
+    }
+}
