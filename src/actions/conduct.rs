@@ -40,14 +40,15 @@ use serde::{Deserialize, Serialize};
 
 use super::finalize::{self, Finalized, Round};
 use super::matrix::Entry;
-use super::publish::Ending;
 use super::report::{Links, Stop};
 use super::runtime::Context;
 use super::{ActionError, Inputs};
-use crate::engine::{self, Next, View};
+use crate::engine;
+use crate::exec::{Arrivals, Eager, Ending, Executor, Integrated, Start};
 use crate::github::Client;
 use crate::github::runs::WorkflowRun;
 use crate::plan::model::{Plan, Status};
+use crate::run::attempt::Judged;
 
 fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
     crate::plan::save(plan, path).map_err(|source| ActionError::Write {
@@ -151,18 +152,206 @@ pub fn read_zip(bytes: &[u8]) -> Result<super::artifact::Collected, String> {
     Ok(super::artifact::Collected { result, patch, log })
 }
 
-/// How the conductor stopped looping.
-enum Exit {
-    /// Nothing in flight and nothing can start: the plan's own end.
-    Settled,
-    /// The circuit breaker tripped (its message).
-    Breaker(String),
-    /// `/execute abort`: nothing new started, what was in flight integrated.
-    Aborted,
-    /// Time to hand over to a successor run.
-    Handover,
-    /// Another writer moved the branch.
-    Stale(super::publish::Published),
+/// The conductor's executor: each attempt a workflow run of this workflow, polled, its
+/// artifact read through the API; each batch integrated, committed and pushed, the pull
+/// request and status comment moved with it.
+struct Remote<'a> {
+    client: &'a Client,
+    rt: &'a tokio::runtime::Runtime,
+    ctx: &'a Context,
+    repo: &'a crate::git::Repo,
+    auth: &'a crate::git::RemoteAuth,
+    inputs: &'a Inputs,
+    branch: &'a str,
+    plan_path: &'a Path,
+    dag: &'a crate::graph::Dag,
+    opts: &'a crate::run::RunOptions,
+    ui: &'a Ui,
+    timing: Timing,
+    started: Instant,
+    /// The runs in flight, by task.
+    flights: BTreeMap<usize, Flight>,
+    /// What this conductor pushed last (task runs start from it; pushes go only onto it).
+    pushed: String,
+    links: Links,
+    /// The publication that found the branch moved by another writer.
+    stale: Option<super::publish::Published>,
+}
+
+impl Remote<'_> {
+    /// Pushes onto what was pushed last and brings the PR, comments and, with a stop, the
+    /// check run up to date.
+    fn publish(
+        &self,
+        n: u32,
+        plan: &Plan,
+        stop: Option<&Stop>,
+    ) -> Result<super::publish::Published, ActionError> {
+        let r = Round {
+            branch: self.branch.to_string(),
+            base: self.pushed.clone(),
+            round: n,
+            matrix: String::new(),
+            planned: "conduct".into(),
+            planned_message: String::new(),
+        };
+        let ending = super::publish::Ending {
+            rt: self.rt,
+            client: Some(self.client),
+            ctx: self.ctx,
+            repo: self.repo,
+            auth: self.auth,
+            round: &r,
+            inputs: self.inputs,
+            ui: self.ui,
+        };
+        ending.finish(plan, &self.links, stop, false, None)
+    }
+
+    /// Commits the plan as it stands with `message`.
+    fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
+        save(plan, self.plan_path)?;
+        self.repo
+            .commit(message, std::slice::from_ref(&self.inputs.plan_rel))?;
+        Ok(())
+    }
+}
+
+impl Executor for Remote<'_> {
+    type Error = ActionError;
+
+    fn slots(&self) -> usize {
+        self.inputs.max_parallel.max(1)
+    }
+
+    fn running(&self) -> usize {
+        self.flights.len()
+    }
+
+    /// A retry's prompt must be on the branch before its run can read it.
+    fn retries_in_place(&self) -> bool {
+        false
+    }
+
+    fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
+        save(plan, self.plan_path)
+    }
+
+    fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), ActionError> {
+        let (i, attempt) = (start.task, start.attempt);
+        let mut dispatch = super::publish::dispatch_inputs(&self.inputs.plan_rel, self.branch);
+        dispatch.insert("task".into(), i.to_string().into());
+        dispatch.insert("attempt".into(), attempt.to_string().into());
+        dispatch.insert("base".into(), self.pushed.clone().into());
+        let id = self
+            .rt
+            .block_on(self.client.dispatch_run(&self.inputs.workflow, self.branch, &dispatch))?
+            .ok_or_else(|| {
+                ActionError::Input(
+                    "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
+                )
+            })?;
+        let f = Flight {
+            run: id,
+            attempt,
+            base: self.pushed.clone(),
+        };
+        let t = &mut plan.tasks[i];
+        t.extra.insert(
+            RUN_FIELD.into(),
+            serde_json::to_value(&f).expect("a flight serialises"),
+        );
+        self.emit(crate::events::Event::AttemptStarted {
+            task: i,
+            attempt,
+            subject: t.subject.clone(),
+            run: Some(id),
+        });
+        self.flights.insert(i, f);
+        save(plan, self.plan_path)
+    }
+
+    /// One poll of every run in flight, after the poll interval; the ended ones are judged.
+    fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
+        std::thread::sleep(poll_interval(
+            self.timing.poll,
+            self.flights.len(),
+            self.timing.polls_per_hour,
+        ));
+        let mut arrivals = Arrivals::default();
+        for (&i, f) in &self.flights {
+            let (found, log_url, conclusion) =
+                match self.rt.block_on(self.client.workflow_run(f.run)) {
+                    Ok(run) if !run.completed() => continue,
+                    Ok(run) => {
+                        let (found, url) = fetch(self.client, self.rt, &run, i, f.attempt, self.ui);
+                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                        (found, url, conclusion)
+                    }
+                    // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                    Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
+                    Err(e) => return Err(e.into()),
+                };
+            if let Some(url) = log_url {
+                self.links.logs.insert(i, url);
+            }
+            let entry = Entry {
+                task: i,
+                attempt: f.attempt,
+                name: run_name(self.branch, i, f.attempt),
+            };
+            self.emit(crate::events::Event::Note(format!(
+                "Run {} of task {i} ended ({conclusion}).",
+                f.run
+            )));
+            arrivals.judged.push(finalize::judge_entry(
+                self.repo,
+                plan,
+                self.inputs,
+                &entry,
+                found.as_ref(),
+                self.ui,
+            )?);
+        }
+        for j in &arrivals.judged {
+            self.flights.remove(&j.index);
+            plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
+        }
+        Ok(arrivals)
+    }
+
+    fn integrate(
+        &mut self,
+        plan: &mut Plan,
+        batch: Vec<Judged>,
+        round: u32,
+    ) -> Result<Integrated, ActionError> {
+        let end = finalize::integrate(self.repo, plan, self.dag, batch, round, self.opts, self.ui)?;
+        if let Some(end) = end {
+            return Ok(Integrated::End(end));
+        }
+        let published = self.publish(round, plan, None)?;
+        if published.stale {
+            self.stale = Some(published);
+            return Ok(Integrated::Stale);
+        }
+        self.pushed = self.repo.head()?;
+        if published.aborted {
+            self.emit(crate::events::Event::Note(
+                "`/execute abort`: no new task starts; what is in flight is integrated.".into(),
+            ));
+            return Ok(Integrated::Abort);
+        }
+        Ok(Integrated::Continue)
+    }
+
+    fn handover_due(&self) -> bool {
+        self.started.elapsed() >= self.timing.handover_after
+    }
+
+    fn emit(&self, event: crate::events::Event) {
+        self.ui.emit(event);
+    }
 }
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
@@ -193,8 +382,6 @@ pub fn run(
     let inputs = &inputs;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let started = Instant::now();
-    let slots = inputs.max_parallel.max(1);
 
     // Adopt what the branch records as running; a task in progress without a run is an
     // interrupted attempt.
@@ -228,267 +415,129 @@ pub fn run(
         ));
     }
 
-    let mut round_no = crate::run::round_counter(&plan);
-    let mut links = Links {
-        run: ctx.run_url(),
-        logs: BTreeMap::new(),
-    };
-    // Pushes onto `base` (what was pushed last) and brings the PR, comments and, with a
-    // stop, the check run up to date.
-    let publish = |base: &str, n: u32, plan: &Plan, links: &Links, stop: Option<&Stop>| {
-        let r = Round {
-            branch: round.branch.clone(),
-            base: base.to_string(),
-            round: n,
-            matrix: String::new(),
-            planned: "conduct".into(),
-            planned_message: String::new(),
-        };
-        let ending = Ending {
-            rt,
-            client: Some(client),
-            ctx,
-            repo: &repo,
-            auth: &auth,
-            round: &r,
-            inputs,
-            ui: &ui,
-        };
-        ending.finish(plan, links, stop, false, None)
+    let round_no = crate::run::round_counter(&plan);
+    let adopted: Vec<usize> = flights.keys().copied().collect();
+    let mut remote = Remote {
+        client,
+        rt,
+        ctx,
+        repo: &repo,
+        auth: &auth,
+        inputs,
+        branch: &round.branch,
+        plan_path: &plan_path,
+        dag: &dag,
+        opts: &opts,
+        ui: &ui,
+        timing,
+        started: Instant::now(),
+        flights,
+        pushed: repo.head()?,
+        links: Links {
+            run: ctx.run_url(),
+            logs: BTreeMap::new(),
+        },
+        stale: None,
     };
     // The branch (and the pull request) exist before any run is dispatched on it.
-    let mut pushed = repo.head()?;
-    {
-        save(&plan, &plan_path)?;
-        repo.commit(
-            &format!(
-                "dagexec: conductor starts ({} run(s) adopted)",
-                flights.len()
-            ),
-            std::slice::from_ref(&inputs.plan_rel),
-        )?;
-        let published = publish(&pushed, round_no, &plan, &links, None)?;
-        if published.stale {
-            return Ok(stale(published));
-        }
-        pushed = repo.head()?;
+    remote.commit(
+        &plan,
+        &format!(
+            "dagexec: conductor starts ({} run(s) adopted)",
+            adopted.len()
+        ),
+    )?;
+    let published = remote.publish(round_no, &plan, None)?;
+    if published.stale {
+        return Ok(finalize::stale(published));
     }
-    let mut aborted = false;
-    let exit = loop {
-        // Start what is ready, up to the free slots.
-        if !aborted {
-            let busy: Vec<usize> = flights.keys().copied().collect();
-            let free = slots.saturating_sub(flights.len());
-            // Once the `max-cost` budget is spent, nothing new starts (`crate::usage`).
-            let spent = inputs
-                .max_cost
-                .is_some_and(|b| b.exhausted(&plan).is_some());
-            let free = if spent { 0 } else { free };
-            let picks = engine::eager_pick(&plan, &dag, &conflicts, &busy, free);
-            for &i in &picks {
-                let t = &mut plan.tasks[i];
-                t.status = Status::InProgress;
-                t.attempts = Some(t.attempts() + 1);
-                let attempt = t.attempts();
-                let mut dispatch = serde_json::Map::new();
-                dispatch.insert("plan".into(), inputs.plan_rel.clone().into());
-                dispatch.insert("branch".into(), round.branch.clone().into());
-                dispatch.insert("task".into(), i.to_string().into());
-                dispatch.insert("attempt".into(), attempt.to_string().into());
-                dispatch.insert("base".into(), pushed.clone().into());
-                let id = rt
-                    .block_on(client.dispatch_run(&inputs.workflow, &round.branch, &dispatch))?
-                    .ok_or_else(|| {
-                        ActionError::Input(
-                            "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
-                        )
-                    })?;
-                let f = Flight {
-                    run: id,
-                    attempt,
-                    base: pushed.clone(),
-                };
-                let t = &mut plan.tasks[i];
-                t.extra.insert(
-                    RUN_FIELD.into(),
-                    serde_json::to_value(&f).expect("a flight serialises"),
-                );
-                ui.say(format!(
-                    "Started task {i} ({}) attempt {attempt}: run {id}.",
-                    t.subject
-                ));
-                flights.insert(i, f);
-            }
-            if !picks.is_empty() {
-                save(&plan, &plan_path)?;
-            }
-        }
-        if flights.is_empty() {
-            break if aborted {
-                Exit::Aborted
-            } else {
-                Exit::Settled
-            };
-        }
-        if started.elapsed() >= timing.handover_after {
-            break Exit::Handover;
-        }
-        std::thread::sleep(poll_interval(
-            timing.poll,
-            flights.len(),
-            timing.polls_per_hour,
-        ));
+    remote.pushed = repo.head()?;
 
-        // Poll every run in flight once; the ended ones are this batch.
-        let mut arrived = Vec::new();
-        for (&i, f) in &flights {
-            let (found, log_url, conclusion) = match rt.block_on(client.workflow_run(f.run)) {
-                Ok(run) if !run.completed() => continue,
-                Ok(run) => {
-                    let (found, url) = fetch(client, rt, &run, i, f.attempt, &ui);
-                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
-                    (found, url, conclusion)
-                }
-                // The run is gone (deleted by hand): its attempt ends with nothing to show.
-                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(url) = log_url {
-                links.logs.insert(i, url);
-            }
-            let entry = Entry {
-                task: i,
-                attempt: f.attempt,
-                name: run_name(&round.branch, i, f.attempt),
-            };
-            ui.say(format!("Run {} of task {i} ended ({conclusion}).", f.run));
-            arrived.push(finalize::judge_entry(
-                &repo,
-                &plan,
-                inputs,
-                &entry,
-                found.as_ref(),
-                &ui,
-            )?);
-        }
-        if arrived.is_empty() {
-            continue;
-        }
-        for j in &arrived {
-            flights.remove(&j.index);
-            plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
-        }
-        round_no += 1;
-        let end = finalize::integrate(&repo, &mut plan, &dag, arrived, round_no, &opts, &ui)?;
-        if let Some(RunEnd::CircuitBreaker(b)) = end {
-            break Exit::Breaker(b.message());
-        }
-        let published = publish(&pushed, round_no, &plan, &links, None)?;
-        if published.stale {
-            break Exit::Stale(published);
-        }
-        pushed = repo.head()?;
-        if published.aborted && !aborted {
-            ui.say("`/execute abort`: no new task starts; what is in flight is integrated.");
-            aborted = true;
-        }
+    let engine = Eager {
+        dag: &dag,
+        conflicts: &conflicts,
+        budget: inputs.max_cost,
     };
-
-    let (conclusion, stop) = match exit {
-        Exit::Stale(p) => return Ok(stale(p)),
-        Exit::Handover => {
-            save(&plan, &plan_path)?;
-            repo.commit(
-                &format!(
-                    "dagexec: conductor hands over ({} run(s) in flight)",
-                    flights.len()
-                ),
-                std::slice::from_ref(&inputs.plan_rel),
+    let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
+    let in_flight = remote.flights.len();
+    let (conclusion, stop) = match ending {
+        Ending::Stale => {
+            let published = remote.stale.take().unwrap_or_default();
+            return Ok(finalize::stale(published));
+        }
+        Ending::Handover => {
+            remote.commit(
+                &plan,
+                &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
             )?;
-            let published = publish(&pushed, round_no, &plan, &links, None)?;
+            let published = remote.publish(round_no, &plan, None)?;
             if published.stale {
-                return Ok(stale(published));
+                return Ok(finalize::stale(published));
             }
-            let mut next = serde_json::Map::new();
-            next.insert("plan".into(), inputs.plan_rel.clone().into());
-            next.insert("branch".into(), round.branch.clone().into());
+            let next = super::publish::dispatch_inputs(&inputs.plan_rel, &round.branch);
             rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next))?;
-            ui.say(format!(
-                "Handed over after {}: a new conductor run adopts the {} run(s) in flight.",
-                humantime::format_duration(Duration::from_secs(started.elapsed().as_secs())),
-                flights.len()
-            ));
+            ui.emit(crate::events::Event::Note(format!(
+                "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
+                humantime::format_duration(Duration::from_secs(
+                    remote.started.elapsed().as_secs()
+                )),
+            )));
             return Ok(Finalized {
                 conclusion: "handover".into(),
                 pr: published.pr,
                 failed: false,
             });
         }
-        Exit::Breaker(message) => {
+        Ending::Ended(end) => {
             // Runs still in flight stay recorded on their tasks: a later conductor adopts them.
-            save(&plan, &plan_path)?;
+            remote.commit(
+                &plan,
+                &format!("dagexec: circuit breaker ({in_flight} run(s) left in flight)"),
+            )?;
+            let why = match end {
+                RunEnd::CircuitBreaker(b) => b.message(),
+                other => format!("the run ended ({other:?})"),
+            };
+            ("circuit-breaker", Some(Stop::CircuitBreaker(why)))
+        }
+        // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
+        Ending::Aborted | Ending::Interrupted => ("aborted", None),
+        Ending::Deadlock { pending } => (
+            "deadlock",
+            Some(Stop::Deadlock(engine::deadlock_message(pending))),
+        ),
+        Ending::Budget(why) => ("budget", Some(Stop::Budget(why))),
+        Ending::Done => {
+            let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+            let open = crate::question::open(&plan).len();
+            crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
             repo.commit(
-                &format!(
-                    "dagexec: circuit breaker ({} run(s) left in flight)",
-                    flights.len()
-                ),
+                "dagexec: run complete",
                 std::slice::from_ref(&inputs.plan_rel),
             )?;
-            ("circuit-breaker", Some(Stop::CircuitBreaker(message)))
-        }
-        Exit::Aborted => ("aborted", None),
-        Exit::Settled => {
-            let view = View {
-                plan: &plan,
-                dag: &dag,
-                conflicts: &conflicts,
-            };
-            match engine::Schedule::Eager.policy().next(view, None) {
-                Next::Deadlock { pending } => (
-                    "deadlock",
-                    Some(Stop::Deadlock(engine::deadlock_message(pending))),
-                ),
-                Next::Batch { .. }
-                    if inputs
-                        .max_cost
-                        .is_some_and(|b| b.exhausted(&plan).is_some()) =>
-                {
-                    let why = inputs.max_cost.and_then(|b| b.exhausted(&plan));
-                    ("budget", Some(Stop::Budget(why.unwrap_or_default())))
-                }
-                _ => {
-                    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
-                    let open = crate::question::open(&plan).len();
-                    crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
-                    repo.commit(
-                        "dagexec: run complete",
-                        std::slice::from_ref(&inputs.plan_rel),
-                    )?;
-                    if all {
-                        ("completed", Some(Stop::Completed))
-                    } else if open > 0 {
-                        (
-                            "needs-input",
-                            Some(Stop::NeedsInput(format!(
-                                "{open} question(s) wait for your answer; nothing else can run until then"
-                            ))),
-                        )
-                    } else {
-                        ("incomplete", None)
-                    }
-                }
+            if all {
+                ("completed", Some(Stop::Completed))
+            } else if open > 0 {
+                (
+                    "needs-input",
+                    Some(Stop::NeedsInput(format!(
+                        "{open} question(s) wait for your answer; nothing else can run until then"
+                    ))),
+                )
+            } else {
+                ("incomplete", None)
             }
         }
     };
-    let published = publish(&pushed, round_no, &plan, &links, stop.as_ref())?;
+    let published = remote.publish(round_no, &plan, stop.as_ref())?;
     if published.stale {
-        return Ok(stale(published));
+        return Ok(finalize::stale(published));
     }
     ctx.summary(&super::report::round_summary(
         &plan,
         round_no,
         &[],
-        &links,
+        &remote.links,
         &[],
     ))?;
     Ok(Finalized {
@@ -499,14 +548,6 @@ pub fn run(
             Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
         ),
     })
-}
-
-fn stale(published: super::publish::Published) -> Finalized {
-    Finalized {
-        conclusion: "stale".into(),
-        pr: published.pr,
-        failed: false,
-    }
 }
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job

@@ -105,9 +105,7 @@ pub fn run(
     if round.planned == "redirect" {
         ui.say(&round.planned_message);
         if let Some(c) = client {
-            let mut inputs_json = serde_json::Map::new();
-            inputs_json.insert("plan".into(), inputs.plan_rel.clone().into());
-            inputs_json.insert("branch".into(), round.branch.clone().into());
+            let inputs_json = super::publish::dispatch_inputs(&inputs.plan_rel, &round.branch);
             rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
             ui.say(format!(
                 "Dispatched the round on {} (branch: {}).",
@@ -335,6 +333,9 @@ fn integrate_part(
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
+    for r in judged.iter().filter_map(Judged::record) {
+        crate::usage::record(plan, &r);
+    }
     prepare_arrivals(plan, &mut judged, "in this round");
     let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
     let mut build = crate::run::integrate::RoundBuild::start();
@@ -385,16 +386,12 @@ fn integrate_part(
     Ok((true, end))
 }
 
-/// A task that answered BLOCKED asks its question on the pull request (kept in the plan).
-/// What every arrival goes through before it is integrated: its time and cost recorded
-/// (`crate::usage`); a failed attempt with attempts left turned back to pending, its patch
+/// What every arrival goes through before it is integrated (its time and cost are recorded
+/// by the caller: finalize, or the engine loop for the conductor): a failed attempt with attempts left turned back to pending, its patch
 /// dropped and its retry prompt kept in the plan for the next attempt's job (`when` says
 /// when that runs); the others' retry prompts dropped; a BLOCKED task's question asked.
 fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judged], when: &str) {
     judged.sort_by_key(|j| j.index);
-    for r in judged.iter().filter_map(Judged::record) {
-        crate::usage::record(plan, &r);
-    }
     let retries: BTreeMap<usize, String> = judged
         .iter()
         .filter_map(|j| {
@@ -556,7 +553,7 @@ impl Job {
 }
 
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.
-fn stale(published: super::publish::Published) -> Finalized {
+pub(super) fn stale(published: super::publish::Published) -> Finalized {
     Finalized {
         conclusion: "stale".into(),
         pr: published.pr,

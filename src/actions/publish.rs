@@ -29,6 +29,18 @@ pub(super) struct Published {
     pub stale: bool,
 }
 
+/// The inputs of a `workflow_dispatch` that runs the plan at `plan_rel` on `branch` (a
+/// conductor's task run adds `task`, `attempt` and `base`).
+pub(super) fn dispatch_inputs(
+    plan_rel: &str,
+    branch: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("plan".into(), plan_rel.into());
+    inputs.insert("branch".into(), branch.into());
+    inputs
+}
+
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
 pub(super) struct Ending<'a> {
@@ -135,9 +147,7 @@ impl Ending<'_> {
 
     /// Starts the next round on the execution branch.
     fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let mut inputs_json = serde_json::Map::new();
-        inputs_json.insert("plan".into(), self.inputs.plan_rel.clone().into());
-        inputs_json.insert("branch".into(), self.round.branch.clone().into());
+        let inputs_json = dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
         self.rt
             .block_on(c.dispatch(workflow, branch, &inputs_json))?;

@@ -258,9 +258,7 @@ pub fn run(
         repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
         super::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
     }
-    let mut dispatch = serde_json::Map::new();
-    dispatch.insert("plan".into(), inputs.plan_rel.clone().into());
-    dispatch.insert("branch".into(), branch.clone().into());
+    let dispatch = super::publish::dispatch_inputs(&inputs.plan_rel, &branch);
     rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
     Ok(Steered {
         message: format!("Started a round on {branch}."),
