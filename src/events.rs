@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use crate::plan::model::Status;
+use crate::plan::model::{Plan, Status};
+use crate::usage::Outcome;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +43,8 @@ pub struct Ended {
     pub subject: String,
     /// The verdict's status (a failed attempt that is retried is `failed` here).
     pub status: Status,
+    /// How it ended, as its record says (a failure refined: timeout, rejected).
+    pub outcome: Outcome,
     /// The verdict's result line (untrusted worker text; reporters neutralise it).
     pub result: String,
     pub took: Duration,
@@ -64,6 +67,43 @@ impl Ended {
 pub struct Stamped {
     pub at: jiff::Timestamp,
     pub event: Event,
+}
+
+/// The attempts the plan records (`progress.dagexecAttempts`), as the events that ended them,
+/// oldest first: what any job can show of a run's history, since the branch is the only
+/// state between jobs. The result line is not recorded (empty here).
+pub fn of_records(plan: &Plan) -> Vec<Stamped> {
+    let records = crate::usage::records(plan);
+    let mut out: Vec<Stamped> = records
+        .iter()
+        .map(|r| {
+            let status = match r.outcome {
+                Outcome::Completed => Status::Completed,
+                Outcome::Blocked => Status::Blocked,
+                Outcome::Interrupted => Status::InProgress,
+                Outcome::Failed | Outcome::Timeout | Outcome::Rejected => Status::Failed,
+            };
+            let retried = records
+                .iter()
+                .any(|o| o.task == r.task && o.attempt == r.attempt + 1);
+            Stamped {
+                at: r.end.parse().unwrap_or_default(),
+                event: Event::AttemptEnded(Ended {
+                    task: r.task,
+                    attempt: r.attempt,
+                    subject: plan.tasks[r.task].subject.clone(),
+                    status,
+                    outcome: r.outcome,
+                    result: String::new(),
+                    took: Duration::from_secs_f64(r.seconds.max(0.0)),
+                    cost_usd: r.cost_usd,
+                    retry: retried.then_some(r.attempt + 1),
+                }),
+            }
+        })
+        .collect();
+    out.sort_by_key(|s| s.at);
+    out
 }
 
 fn list(tasks: &[usize]) -> String {
@@ -125,6 +165,7 @@ mod tests {
             attempt: 1,
             subject: "Add login".into(),
             status: Status::Failed,
+            outcome: Outcome::Failed,
             result: "tests fail".into(),
             took: Duration::from_secs(75),
             cost_usd,

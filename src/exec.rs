@@ -118,6 +118,26 @@ pub trait Executor {
     fn emit(&self, event: Event);
 }
 
+/// The event of judged attempt `j`; `retry` is the next attempt's number when the task is
+/// tried again.
+pub fn ended(plan: &Plan, j: &Judged, retry: Option<u32>) -> Ended {
+    let record = j.record();
+    Ended {
+        task: j.index,
+        attempt: j.attempt,
+        subject: plan.tasks[j.index].subject.clone(),
+        status: j.verdict.status,
+        outcome: record.as_ref().map_or(
+            crate::usage::Outcome::of(j.verdict.status, j.timed_out, false),
+            |r| r.outcome,
+        ),
+        result: j.verdict.result.clone(),
+        took: j.duration,
+        cost_usd: record.and_then(|r| r.cost_usd),
+        retry,
+    }
+}
+
 /// What the loop reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Eager<'a> {
@@ -235,16 +255,11 @@ impl Eager<'_> {
                     Decision::Retry { attempt, prompt } => Some((attempt, prompt)),
                     _ => None,
                 };
-                x.emit(Event::AttemptEnded(Ended {
-                    task: j.index,
-                    attempt: j.attempt,
-                    subject: plan.tasks[j.index].subject.clone(),
-                    status: j.verdict.status,
-                    result: j.verdict.result.clone(),
-                    took: j.duration,
-                    cost_usd: j.record().and_then(|r| r.cost_usd),
-                    retry: retry.as_ref().map(|r| r.0),
-                }));
+                x.emit(Event::AttemptEnded(ended(
+                    plan,
+                    &j,
+                    retry.as_ref().map(|r| r.0),
+                )));
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         if self.spent(plan).is_some() {

@@ -352,8 +352,16 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     if !waiting_on.trim().is_empty() {
         let _ = writeln!(s, "**Waiting on:** {}\n", waiting_on.trim());
     }
-    // With attempt records, the table ends with the total time and cost.
+    // With attempt records, the table ends with the total time and cost, and the latest
+    // attempts follow.
     s.push_str(&progress_table(plan, links));
+    let latest = super::report::activity(
+        &crate::events::of_records(plan),
+        super::report::LATEST_ATTEMPTS,
+    );
+    if !latest.is_empty() {
+        let _ = write!(s, "\n**Latest attempts**\n\n{latest}");
+    }
     let _ = writeln!(
         s,
         "\n<sub>Updated in place after every round. `{PREFIX} status` refreshes it; `{PREFIX} help` lists the commands.</sub>"
@@ -647,6 +655,12 @@ mod tests {
         );
         assert!(
             body.contains("**Time and cost:** 2 attempt(s) · 2m45s of work · $0.75"),
+            "{body}"
+        );
+        // And the latest attempts, as the plan records them (any job can write this comment).
+        assert!(body.contains("**Latest attempts**"), "{body}");
+        assert!(
+            body.contains("| 1 API | 1 | ⛔ blocked | 40s | $0.25 |"),
             "{body}"
         );
     }

@@ -539,6 +539,7 @@ pub fn run(
         &[],
         &remote.links,
         &[],
+        &ui.activity(),
     ))?;
     Ok(Finalized {
         conclusion: conclusion.into(),

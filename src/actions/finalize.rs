@@ -272,6 +272,7 @@ pub fn run(
         &batch,
         &links,
         &waiting,
+        &ui.activity(),
     ))?;
     if published.dispatched && !closed {
         ui.say(format!(
@@ -333,8 +334,17 @@ fn integrate_part(
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
-    for r in judged.iter().filter_map(Judged::record) {
-        crate::usage::record(plan, &r);
+    for j in &judged {
+        if let Some(r) = j.record() {
+            crate::usage::record(plan, &r);
+        }
+        let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
+            Decision::Retry { attempt, .. } => Some(attempt),
+            _ => None,
+        };
+        ui.emit(crate::events::Event::AttemptEnded(crate::exec::ended(
+            plan, j, retry,
+        )));
     }
     prepare_arrivals(plan, &mut judged, "in this round");
     let part: Vec<usize> = judged.iter().map(|j| j.index).collect();

@@ -125,6 +125,64 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
     s
 }
 
+/// How many of the latest attempts the pull request body and the status comment list.
+pub const LATEST_ATTEMPTS: usize = 5;
+
+/// The attempts that ended among `events`, the newest `last` of them, as a Markdown table
+/// (when each ended, the task, the attempt, how it ended, its time and cost); empty when none
+/// ended. The job summary renders the job's own events ([`crate::run::Ui::activity`]); the
+/// pull request body and the status comment those the plan records
+/// ([`crate::events::of_records`]).
+pub fn activity(events: &[crate::events::Stamped], last: usize) -> String {
+    use crate::usage::Outcome;
+    let ended: Vec<(&jiff::Timestamp, &crate::events::Ended)> = events
+        .iter()
+        .filter_map(|s| match &s.event {
+            crate::events::Event::AttemptEnded(e) => Some((&s.at, e)),
+            _ => None,
+        })
+        .collect();
+    if ended.is_empty() || last == 0 {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| Ended (UTC) | Task | Attempt | Outcome | Time | Cost |\n|---|---|---:|---|---:|---:|\n",
+    );
+    for (at, e) in &ended[ended.len().saturating_sub(last)..] {
+        let icon = match e.outcome {
+            Outcome::Completed => "✅",
+            Outcome::Failed => "❌",
+            Outcome::Timeout => "⏱️",
+            Outcome::Rejected => "↩️",
+            Outcome::Blocked => "⛔",
+            Outcome::Interrupted => "⏸️",
+        };
+        let next = e
+            .retry
+            .map(|n| format!(" → attempt {n}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {} | {} {} | {} | {icon} {}{next} | {} | {} |",
+            at.strftime("%Y-%m-%d %H:%M:%S"),
+            e.task,
+            cell(&e.subject, 60),
+            e.attempt,
+            e.outcome,
+            crate::outcome::human_duration(e.took),
+            e.cost_usd.map(crate::usage::money).unwrap_or_default(),
+        );
+    }
+    if ended.len() > last {
+        let _ = writeln!(
+            s,
+            "\n_{} earlier attempt(s) not shown._",
+            ended.len() - last
+        );
+    }
+    s
+}
+
 /// The pull request body after `round` rounds.
 pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> String {
     let mut s = format!("{BODY_MARKER}\n## dagexec: {}\n\n", cell(&plan.goal, 200));
@@ -152,6 +210,10 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
     }
     s.push_str(&progress_table(plan, links));
     s.push('\n');
+    let latest = activity(&crate::events::of_records(plan), LATEST_ATTEMPTS);
+    if !latest.is_empty() {
+        let _ = write!(s, "### Latest attempts\n\n{latest}\n");
+    }
     let diagram = graph::mermaid(plan);
     if diagram.len() < 45_000 && diagram.matches("-->").count() <= 500 {
         let _ = write!(s, "```mermaid\n{diagram}```\n");
@@ -162,13 +224,15 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
     s
 }
 
-/// The job summary of one finalize: the round's progress and the whole table.
+/// The job summary of one finalize or conductor: the round's progress, the whole table, and
+/// the attempts that ended in this job (`events`, the job's own).
 pub fn round_summary(
     plan: &Plan,
     round: u32,
     batch: &[usize],
     links: &Links,
     waiting: &[usize],
+    events: &[crate::events::Stamped],
 ) -> String {
     let mut s = format!(
         "## dagexec round {round}\n\n```\n{}```\n\n",
@@ -184,6 +248,10 @@ pub fn round_summary(
         let _ = writeln!(s, "{noun} {} {verb} for a later round.\n", ids.join(", "));
     }
     s.push_str(&progress_table(plan, links));
+    let here = activity(events, 200);
+    if !here.is_empty() {
+        let _ = write!(s, "\n### Attempts judged in this job\n\n{here}");
+    }
     s
 }
 
@@ -339,7 +407,7 @@ mod tests {
 
     #[test]
     fn round_summary_lists_the_batch_and_who_waits() {
-        insta::assert_snapshot!(round_summary(&plan(), 1, &[0, 1], &links(), &[3]));
+        insta::assert_snapshot!(round_summary(&plan(), 1, &[0, 1], &links(), &[3], &[]));
     }
 
     #[test]
@@ -389,6 +457,56 @@ mod tests {
         let body = pr_body(&p, 3, &links(), Some(&stop));
         let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
+    }
+
+    #[test]
+    fn the_job_summary_lists_the_attempts_the_job_judged_newest_last() {
+        use crate::events::{Ended, Event, Stamped};
+        use crate::usage::Outcome;
+        let at = |s: i64| jiff::Timestamp::from_second(1_795_000_000 + s).unwrap();
+        let ended = |task: usize, attempt: u32, outcome: Outcome, retry: Option<u32>| Ended {
+            task,
+            attempt,
+            subject: "Add | login <b>".into(),
+            status: Status::Failed,
+            outcome,
+            result: String::new(),
+            took: std::time::Duration::from_secs(75),
+            cost_usd: Some(0.5),
+            retry,
+        };
+        let events = vec![
+            Stamped {
+                at: at(0),
+                event: Event::Starting { tasks: vec![0, 1] },
+            },
+            Stamped {
+                at: at(75),
+                event: Event::AttemptEnded(ended(0, 1, Outcome::Failed, Some(2))),
+            },
+            Stamped {
+                at: at(80),
+                event: Event::Integrating {
+                    round: 2,
+                    tasks: vec![0],
+                },
+            },
+            Stamped {
+                at: at(150),
+                event: Event::AttemptEnded(ended(0, 2, Outcome::Completed, None)),
+            },
+        ];
+        let summary = round_summary(&plan(), 2, &[0], &links(), &[], &events);
+        insta::assert_snapshot!(summary);
+        // Only the newest are listed when asked for fewer, and the rest are counted.
+        let one = activity(&events, 1);
+        assert!(
+            one.contains("| 0 Add \\| login &lt;b> | 2 | ✅ completed |"),
+            "{one}"
+        );
+        assert!(!one.contains("→ attempt 2"), "{one}");
+        assert!(one.contains("1 earlier attempt(s) not shown"), "{one}");
+        assert_eq!(activity(&events[..1], 5), "", "no attempt ended: no table");
     }
 
     #[test]

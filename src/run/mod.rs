@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::{self, Next, Schedule, View};
+use crate::events::Event;
 use crate::git::{GitError, Repo};
 use crate::graph::Dag;
 use crate::outcome::{self, Decision};
@@ -619,7 +620,12 @@ async fn execute_batch(
                 opts,
                 scratch,
             );
-            ui.task_started(index, attempt, &plan.tasks[index].subject);
+            ui.emit(Event::AttemptStarted {
+                task: index,
+                attempt,
+                subject: plan.tasks[index].subject.clone(),
+                run: None,
+            });
             running.spawn(attempt::run(
                 repo.clone(),
                 pool.clone(),
@@ -682,43 +688,24 @@ fn attempt_input(
 /// and decides what follows: `Ok` when the task is resolved for this round,
 /// `Err((index, attempt, retry prompt))` when it is to be tried again.
 fn judged(plan: &mut Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
-    ui.task_finished(j.index);
-    let record = j.record();
-    if let Some(r) = &record {
-        crate::usage::record(plan, r);
+    if let Some(r) = j.record() {
+        crate::usage::record(plan, &r);
     }
-    let cost = record
-        .and_then(|r| r.cost_usd)
-        .map(|c| format!(", {}", crate::usage::money(c)))
-        .unwrap_or_default();
-    let task = &plan.tasks[j.index];
     for w in &j.verdict.warnings {
-        ui.say(format!("  task {}: warning: {w}", j.index));
+        ui.emit(Event::Warning {
+            task: j.index,
+            text: w.clone(),
+        });
     }
-    match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
-        Decision::Retry { attempt, prompt } => {
-            ui.say(format!(
-                "  task {} ({}) attempt {} failed: {} — retrying (attempt {attempt} of {}); it took {}{cost}",
-                j.index,
-                task.subject,
-                j.attempt,
-                j.verdict.result,
-                outcome::MAX_ATTEMPTS,
-                outcome::human_duration(j.duration),
-            ));
-            Err((j.index, attempt, prompt))
-        }
-        _ => {
-            ui.say(format!(
-                "  task {} ({}): {} in {}{cost} — {}",
-                j.index,
-                task.subject,
-                j.verdict.status,
-                outcome::human_duration(j.duration),
-                j.verdict.result
-            ));
-            Ok(j)
-        }
+    let decision = outcome::decide(plan, j.index, &j.verdict, j.attempt, unit);
+    let retry = match &decision {
+        Decision::Retry { attempt, .. } => Some(*attempt),
+        _ => None,
+    };
+    ui.emit(Event::AttemptEnded(crate::exec::ended(plan, &j, retry)));
+    match decision {
+        Decision::Retry { attempt, prompt } => Err((j.index, attempt, prompt)),
+        _ => Ok(j),
     }
 }
 
