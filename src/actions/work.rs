@@ -115,8 +115,9 @@ pub fn run(
     let (usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
-        run.log = std::fs::read_to_string(repo.root().join(&log_rel)).ok();
+        run.log = crate::run::attempt::log_in_tree(repo.root(), &log_rel);
     }
+    let detail = crate::worker::failure_detail(&run, &inputs.worker);
     // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
     // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
     hooks::long_run_output(
@@ -125,12 +126,20 @@ pub fn run(
         repo.root(),
         scratch.path(),
     );
-    let all = changes_in(repo.root(), base)?;
-    let kept = all.without(&[inputs.plan_rel.as_str(), log_rel.as_str()])?;
-    let report = crate::run::attempt::observe(repo.root(), task, &run, &all, inputs.timeout);
-    let mut verdict = outcome::judge(job.task, task, &report, &inputs.plan_rel);
-    hooks::quiet_long_run(task, &mut verdict);
-    verdict.warnings.extend(usage_warning);
+    let crate::run::attempt::Observed {
+        report,
+        mut verdict,
+        kept,
+        ..
+    } = crate::run::attempt::observe_and_judge(
+        repo.root(),
+        (job.task, task),
+        &run,
+        changes_in(repo.root(), base)?,
+        (&inputs.plan_rel, &log_rel),
+        inputs.timeout,
+        (&detail, usage_warning),
+    )?;
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,

@@ -209,6 +209,59 @@ pub(crate) fn observe(
     report
 }
 
+/// The work log a worker wrote inside its tree at `log_rel` (the prompt names that path), when
+/// it is a regular file: a link there could point at any file the job can read, which would
+/// then travel with the attempt's logs (and, on GitHub, its artifact).
+pub(crate) fn log_in_tree(tree: &Path, log_rel: &str) -> Option<String> {
+    let path = tree.join(log_rel);
+    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+    regular
+        .then(|| std::fs::read_to_string(&path).ok())
+        .flatten()
+}
+
+/// An attempt after its worker, observed and judged.
+pub(crate) struct Observed {
+    pub report: AttemptReport,
+    pub verdict: Verdict,
+    /// Every change in the tree (the refusals read its links and forbidden paths).
+    pub all: crate::git::Changes,
+    /// The changes to integrate: without the plan file and the work log.
+    pub kept: crate::git::Changes,
+}
+
+/// The attempt pipeline after the worker ran in `tree` — observe, then judge — shared by
+/// local attempts and the Action's work job: the changes to integrate (`all` without the plan
+/// file and the work log, `(plan_rel, log_rel)`), the facts ([`observe`]: acceptance checks
+/// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
+/// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
+/// report's warning.
+pub(crate) fn observe_and_judge(
+    tree: &Path,
+    (index, task): (usize, &Task),
+    run: &worker::WorkerRun,
+    all: crate::git::Changes,
+    (plan_rel, log_rel): (&str, &str),
+    timeout: Duration,
+    (detail, usage_warning): (&str, Option<String>),
+) -> Result<Observed, crate::git::GitError> {
+    let kept = all.without(&[plan_rel, log_rel])?;
+    let report = observe(tree, task, run, &all, timeout);
+    let mut verdict = outcome::judge(index, task, &report, plan_rel);
+    if verdict.status == crate::plan::model::Status::Failed && report.exit != outcome::Exit::Success
+    {
+        verdict.result.push_str(detail);
+    }
+    super::hooks::quiet_long_run(task, &mut verdict);
+    verdict.warnings.extend(usage_warning);
+    Ok(Observed {
+        report,
+        verdict,
+        all,
+        kept,
+    })
+}
+
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
 pub async fn run(
     repo: Arc<Repo>,
@@ -263,12 +316,8 @@ pub async fn run(
         }
     };
     // A worker following the prompt literally writes its log inside its own tree.
-    let in_tree_log = wt.path().join(&log_rel);
-    // Only a regular file: a link there could point at any file of the user's.
-    let regular = std::fs::symlink_metadata(&in_tree_log).is_ok_and(|m| m.file_type().is_file());
     if run.log.is_none()
-        && regular
-        && let Ok(text) = std::fs::read_to_string(&in_tree_log)
+        && let Some(text) = log_in_tree(wt.path(), &log_rel)
     {
         let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
         run.log = Some(text);
@@ -295,17 +344,20 @@ pub async fn run(
     let asked = question.clone();
     let judged = tokio::task::spawn_blocking(
         move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::git::GitError> {
-            let all = wt.changes()?;
-            let kept = all.without(&[plan_rel.as_str(), log_rel.as_str()])?;
-            let report = observe(wt.path(), &task, &run, &all, timeout);
-            let mut verdict = outcome::judge(index, &task, &report, &plan_rel);
-            if verdict.status == crate::plan::model::Status::Failed
-                && report.exit != outcome::Exit::Success
-            {
-                verdict.result.push_str(&detail);
-            }
-            super::hooks::quiet_long_run(&task, &mut verdict);
-            verdict.warnings.extend(usage_warning);
+            let Observed {
+                mut verdict,
+                all,
+                kept,
+                ..
+            } = observe_and_judge(
+                wt.path(),
+                (index, &task),
+                &run,
+                wt.changes()?,
+                (&plan_rel, &log_rel),
+                timeout,
+                (&detail, usage_warning),
+            )?;
             let mut patch = kept.patch;
             super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
             let touched = if patch.is_empty() {
@@ -499,5 +551,26 @@ mod tests {
         let err = keep_logs(common.path(), 0, 1, &finished("x", "y", None)).unwrap_err();
         assert!(err.to_string().contains("is a symbolic link"), "{err}");
         assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
+    }
+
+    #[test]
+    fn a_work_log_is_read_from_the_tree_only_when_it_is_a_regular_file() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let secret = outside.path().join("credentials");
+        std::fs::write(&secret, "token=ghs_secret").expect("write");
+        std::fs::create_dir(tree.path().join(".design")).expect("dir");
+        let rel = ".design/worker-0.log";
+        // A worker (hostile, or on the Action a task that wants the job's files in its
+        // artifact) links its log to a file outside: nothing is read.
+        std::os::unix::fs::symlink(&secret, tree.path().join(rel)).expect("link");
+        assert_eq!(log_in_tree(tree.path(), rel), None);
+        std::fs::remove_file(tree.path().join(rel)).expect("rm");
+        assert_eq!(log_in_tree(tree.path(), rel), None, "no log");
+        std::fs::write(tree.path().join(rel), "did the work\n").expect("write");
+        assert_eq!(
+            log_in_tree(tree.path(), rel).as_deref(),
+            Some("did the work\n")
+        );
     }
 }
