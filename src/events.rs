@@ -16,7 +16,22 @@ use crate::usage::Outcome;
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// The scheduler starts these tasks (ascending).
+    /// A round of the seeds' rounds or waves starts: its tasks, in the sequential groups
+    /// they run in (one group unless some share files).
+    RoundStarted {
+        round: u32,
+        tasks: Vec<usize>,
+        groups: Vec<Vec<usize>>,
+    },
+    /// The next sequential group of the round starts (`group` of `of`, from 1).
+    GroupStarted {
+        group: usize,
+        of: usize,
+        tasks: Vec<usize>,
+    },
+    /// Ready tasks that wait for a later round (they share files with this one's).
+    Waiting { tasks: Vec<usize> },
+    /// The eager scheduler starts these tasks (ascending).
     Starting { tasks: Vec<usize> },
     /// An attempt's worker starts: locally in a worktree, on GitHub as workflow run `run`.
     AttemptStarted {
@@ -118,6 +133,40 @@ fn list(tasks: &[usize]) -> String {
 /// shows (a local attempt starting is a spinner line there, nothing in plain output).
 pub fn line(event: &Event) -> Option<String> {
     Some(match event {
+        Event::RoundStarted {
+            round,
+            tasks,
+            groups,
+        } => {
+            let mut s = format!(
+                "\nRound {round}: starting {} task(s): {}",
+                tasks.len(),
+                list(tasks)
+            );
+            if groups.len() > 1 {
+                let text = groups
+                    .iter()
+                    .map(|g| list(g))
+                    .collect::<Vec<_>>()
+                    .join(", then ");
+                s.push_str(&format!(
+                    "\n  they share files, so they run in {} groups one after another: {text}",
+                    groups.len()
+                ));
+            }
+            s
+        }
+        Event::GroupStarted { group, of, tasks } => {
+            format!("  group {group} of {of}: {}", list(tasks))
+        }
+        Event::Waiting { tasks } if tasks.len() == 1 => format!(
+            "(task {} waits for a later round: it shares files with a task in this one)",
+            list(tasks)
+        ),
+        Event::Waiting { tasks } => format!(
+            "(tasks {} wait for a later round: they share files with tasks in this one)",
+            list(tasks)
+        ),
         Event::Starting { tasks } => format!("starting task(s) {}", list(tasks)),
         Event::AttemptStarted {
             task,
@@ -213,6 +262,19 @@ mod tests {
             })
             .unwrap(),
             "\nRound 4: integrating task(s) 0, 2"
+        );
+        assert_eq!(
+            line(&Event::RoundStarted {
+                round: 2,
+                tasks: vec![0, 1, 3],
+                groups: vec![vec![0, 3], vec![1]]
+            })
+            .unwrap(),
+            "\nRound 2: starting 3 task(s): 0, 1, 3\n  they share files, so they run in 2 groups one after another: 0, 3, then 1"
+        );
+        assert_eq!(
+            line(&Event::Waiting { tasks: vec![5] }).unwrap(),
+            "(task 5 waits for a later round: it shares files with a task in this one)"
         );
     }
 }

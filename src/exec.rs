@@ -1,28 +1,39 @@
-//! One engine loop, two executors. The eager schedule — a task starts as soon as its blockers
-//! are completed and a slot is free, longest remaining chain first, never beside a task it
-//! conflicts with; what ends is judged, and each batch of arrivals is integrated and
-//! committed as a round — is this one loop, [`eager`], whoever runs the attempts:
+//! One engine loop per schedule, two executors. Whoever runs the attempts, the policy is
+//! decided here, once:
 //!
-//! * the local runner ([`crate::run`]): worktrees on this machine, Ctrl-C stops it;
-//! * the conductor ([`crate::actions::conduct`]): one workflow run per attempt on GitHub,
-//!   polled, its artifact read through the API; `/execute abort` stops it, another writer
-//!   on the branch ends it, and it hands over before GitHub's job limit.
+//! * [`Rounds`] — the seeds' rounds (and waves): the whole ready set, its tasks that share
+//!   files in sequential groups (each group starting from the round's tree with the earlier
+//!   groups' work applied), failures retried inside the round, then one update, one circuit
+//!   breaker decision and one commit;
+//! * [`Eager`] — a task starts as soon as its blockers are completed and a slot is free,
+//!   longest remaining chain first, never beside a task it conflicts with; each batch of
+//!   arrivals is integrated and committed as a round.
 //!
-//! An [`Executor`] starts attempts, waits for them, and integrates a batch of judged
-//! arrivals (verification, refusals, reviews, the plan update and the round commit, then — on
-//! GitHub — the push and the pull request). The loop owns the policy: which tasks start
-//! ([`engine::eager_pick`]), when an attempt is counted (when it starts), the `--max-cost`
-//! budget (nothing new starts once it is spent), retries, and how the run ends
-//! ([`Ending`]). Executors differ only where the machine differs: a local failed attempt is
-//! retried in place at once ([`Executor::retries_in_place`]), while on GitHub the retry's
-//! prompt must be committed before its run can read it, so the failure is integrated and the
-//! task picked again. What happens is emitted as typed [`Event`]s.
+//! An [`Executor`] runs attempts and integrates what they leave:
 //!
-//! The loop does no I/O of its own: it calls the executor and the pure engine.
+//! * the local executor ([`crate::run`]): worktrees on this machine (rounds, waves and eager);
+//!   Ctrl-C stops it;
+//! * the conductor ([`crate::actions::conduct`], eager on GitHub): one workflow run per
+//!   attempt, polled, its artifact read through the API, each batch committed and pushed;
+//!   `/execute abort` stops it, another writer on the branch ends it, and it hands over
+//!   before GitHub's job limit.
+//!
+//! The rounds workflow on GitHub cannot be one process — each part of a round is a workflow
+//! run — so its plan and finalize jobs take the same decisions from the same engine
+//! ([`engine::sequential_groups`], [`crate::actions::rounds`]) and integrate with the same
+//! integrator ([`crate::run::integrate::RoundBuild`]).
+//!
+//! The loops own the policy: which tasks start, when an attempt is counted (when it starts,
+//! saved before it runs), the `--max-cost` budget (nothing new starts once it is spent),
+//! retries, and how the run ends ([`Ending`]). Executors differ only where the machine does:
+//! a local failed attempt is retried in place at once ([`Executor::retries_in_place`]), while
+//! on GitHub the retry's prompt must be committed before its run can read it, so the failure
+//! is integrated and the task picked again. What happens is emitted as typed [`Event`]s.
+//! The loops do no I/O of their own: they call the executor and the pure engine.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
-use crate::engine::{self, Next, View};
+use crate::engine::{self, Next, Schedule, View};
 use crate::events::{Ended, Event};
 use crate::graph::Dag;
 use crate::outcome::{self, Decision};
@@ -51,7 +62,7 @@ pub struct Arrivals {
     pub cancelled: bool,
 }
 
-/// What came of integrating a batch.
+/// What came of committing a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Integrated {
     /// Committed (and, on GitHub, published): go on.
@@ -64,7 +75,7 @@ pub enum Integrated {
     Stale,
 }
 
-/// How the loop ended.
+/// How a loop ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
     /// Nothing pending: the plan's own end (completion, or questions left open).
@@ -73,10 +84,11 @@ pub enum Ending {
     Deadlock { pending: usize },
     /// The budget is spent and ready tasks wait (why).
     Budget(String),
-    /// An integration ended the run (the circuit breaker); attempts may still be in flight.
+    /// A commit ended the run (the circuit breaker); attempts may still be in flight.
     Ended(RunEnd),
-    /// Ctrl-C: attempts were stopped and their tasks left in progress.
-    Interrupted,
+    /// Ctrl-C: attempts were stopped and their tasks left in progress; `committed` when it
+    /// came between rounds (nothing was in flight).
+    Interrupted { committed: bool },
     /// `/execute abort`: what was in flight is integrated, nothing new started.
     Aborted,
     /// Time to hand over to a successor (attempts in flight stay recorded).
@@ -98,22 +110,35 @@ pub trait Executor {
     fn retries_in_place(&self) -> bool;
     /// Writes the plan where the executor keeps it (an attempt is counted before it starts).
     fn save(&mut self, plan: &mut Plan) -> Result<(), Self::Error>;
-    /// Starts an attempt; its task is in progress and the attempt counted (and saved).
-    /// `round` is the round its result will be integrated in at the earliest.
+    /// Starts an attempt from the round as staged so far; its task is in progress and the
+    /// attempt counted (and saved). `round` is the round it belongs to.
     fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), Self::Error>;
-    /// Blocks until at least one running attempt ends, or the run is cancelled.
+    /// Waits for running attempts to end (at least one, or the executor's poll): the judged
+    /// ones, and whether the run is cancelled.
     fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, Self::Error>;
-    /// Integrates a batch of arrivals as round `round` and commits it.
-    fn integrate(
+    /// Adds judged attempts to the round being built: completed patches applied on top of
+    /// what it holds (attempts started later begin from there), outcomes decided.
+    fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), Self::Error>;
+    /// Commits the round built from `tasks` as round `round`: one plan update (results,
+    /// cascade, circuit breaker) and one commit (on GitHub: pushed and published).
+    fn commit(
         &mut self,
         plan: &mut Plan,
-        batch: Vec<Judged>,
+        tasks: &[usize],
         round: u32,
+        wave: Option<u64>,
     ) -> Result<Integrated, Self::Error>;
+    /// Whether the run was asked to stop (checked between rounds).
+    fn cancelled(&self) -> bool {
+        false
+    }
     /// Whether to stop and hand over to a successor now.
     fn handover_due(&self) -> bool {
         false
     }
+    /// The loop reached a step of round `round` (`between-groups`, `after-workers`): the
+    /// crash tests' failpoints hook here.
+    fn reached(&self, _step: &str, _round: u32) {}
     /// Reports an event.
     fn emit(&self, event: Event);
 }
@@ -138,7 +163,243 @@ pub fn ended(plan: &Plan, j: &Judged, retry: Option<u32>) -> Ended {
     }
 }
 
-/// What the loop reads.
+/// Records judged attempt `j` in the plan (its time and cost), reports it and its warnings,
+/// and decides: `Some((next attempt, retry prompt))` when the task is to be tried again.
+fn arrive<X: Executor>(x: &X, plan: &mut Plan, j: &Judged, unit: Unit) -> Option<(u32, String)> {
+    if let Some(r) = j.record() {
+        crate::usage::record(plan, &r);
+    }
+    for w in &j.verdict.warnings {
+        x.emit(Event::Warning {
+            task: j.index,
+            text: w.clone(),
+        });
+    }
+    let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, unit) {
+        Decision::Retry { attempt, prompt } => Some((attempt, prompt)),
+        _ => None,
+    };
+    x.emit(Event::AttemptEnded(ended(
+        plan,
+        j,
+        retry.as_ref().map(|r| r.0),
+    )));
+    retry
+}
+
+/// Puts back a task whose next attempt `attempt` was never started (the budget ran out
+/// first): pending, with the attempts it really made.
+fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
+    let t = &mut plan.tasks[task];
+    t.status = Status::Pending;
+    t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
+}
+
+/// Counts retry `attempt` of `task` (saved before it starts).
+fn count<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    task: usize,
+    attempt: u32,
+) -> Result<(), X::Error> {
+    let t = &mut plan.tasks[task];
+    if t.attempts() < attempt {
+        t.attempts = Some(attempt);
+        x.save(plan)?;
+    }
+    Ok(())
+}
+
+/// Marks `tasks` in progress with an attempt more each, saved before any of them starts.
+fn begin<X: Executor>(x: &mut X, plan: &mut Plan, tasks: &[usize]) -> Result<(), X::Error> {
+    for &i in tasks {
+        let t = &mut plan.tasks[i];
+        t.status = Status::InProgress;
+        // Counted when it starts: a crash never gives a task an attempt more.
+        t.attempts = Some(t.attempts() + 1);
+    }
+    x.save(plan)
+}
+
+/// A group's judged attempts (ascending), and its tasks the budget kept from starting.
+type GroupEnd = (Vec<Judged>, Vec<usize>);
+
+/// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds<'a> {
+    pub dag: &'a Dag,
+    pub conflicts: &'a Conflicts,
+    pub budget: Option<Budget>,
+    /// [`Schedule::Rounds`] or [`Schedule::Waves`].
+    pub schedule: Schedule,
+}
+
+impl Rounds<'_> {
+    fn spent(&self, plan: &Plan) -> Option<String> {
+        self.budget?.exhausted(plan)
+    }
+
+    fn unit(&self) -> Unit {
+        match self.schedule {
+            Schedule::Waves => Unit::Wave,
+            Schedule::Rounds | Schedule::Eager => Unit::Batch,
+        }
+    }
+
+    /// Runs round after round until nothing is pending, the run stops, or it is cancelled;
+    /// `round` is the last round committed. Returns how it ended and the last round.
+    pub fn run<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        mut round: u32,
+    ) -> Result<(Ending, u32), X::Error> {
+        loop {
+            let view = View {
+                plan,
+                dag: self.dag,
+                conflicts: self.conflicts,
+            };
+            let batch = match self.schedule.policy().next(view, None) {
+                Next::Done => return Ok((Ending::Done, round)),
+                Next::Deadlock { pending } => return Ok((Ending::Deadlock { pending }, round)),
+                Next::Batch { .. } if self.spent(plan).is_some() => {
+                    return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
+                }
+                Next::Batch { tasks, waiting } => {
+                    if !waiting.is_empty() {
+                        x.emit(Event::Waiting { tasks: waiting });
+                    }
+                    tasks
+                }
+            };
+            round += 1;
+            let wave = (self.schedule == Schedule::Waves)
+                .then(|| engine::current_wave(plan, self.dag))
+                .flatten();
+            // Seed 3b: a round's tasks that share files "run sequentially" — in groups one
+            // after another, each starting from the round's tree with the earlier groups'
+            // work applied.
+            let groups = match self.schedule {
+                Schedule::Rounds => engine::sequential_groups(&batch, self.dag, self.conflicts),
+                _ => vec![batch.clone()],
+            };
+            x.emit(Event::RoundStarted {
+                round,
+                tasks: batch.clone(),
+                groups: groups.clone(),
+            });
+            // Tasks of the round that never started: the budget ran out first.
+            let mut unstarted: Vec<usize> = Vec::new();
+            for (k, group) in groups.iter().enumerate() {
+                if self.spent(plan).is_some() {
+                    unstarted.extend(group);
+                    continue;
+                }
+                if k > 0 {
+                    x.emit(Event::GroupStarted {
+                        group: k + 1,
+                        of: groups.len(),
+                        tasks: group.clone(),
+                    });
+                }
+                begin(x, plan, group)?;
+                let Some((judged, not_started)) = self.group(x, plan, group, round)? else {
+                    return Ok((Ending::Interrupted { committed: false }, round));
+                };
+                unstarted.extend(not_started);
+                x.stage(plan, judged)?;
+                if k + 1 < groups.len() {
+                    x.reached("between-groups", round);
+                }
+            }
+            x.reached("after-workers", round);
+            // One update (results, cascade, circuit breaker) and one commit for the whole
+            // round (of the tasks that ran).
+            let ran: Vec<usize> = batch
+                .iter()
+                .copied()
+                .filter(|i| !unstarted.contains(i))
+                .collect();
+            match x.commit(plan, &ran, round, wave)? {
+                Integrated::Continue => {}
+                Integrated::End(end) => return Ok((Ending::Ended(end), round)),
+                Integrated::Abort => return Ok((Ending::Aborted, round)),
+                Integrated::Stale => return Ok((Ending::Stale, round)),
+            }
+            if !unstarted.is_empty() {
+                return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
+            }
+            if x.cancelled() {
+                return Ok((Ending::Interrupted { committed: true }, round));
+            }
+        }
+    }
+
+    /// Runs one group's attempts, retrying failures until every task is resolved, or the
+    /// budget is spent: then the attempts not yet started never start, and their tasks are
+    /// pending again (returned beside the judged attempts). `None` when cancelled.
+    fn group<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        group: &[usize],
+        round: u32,
+    ) -> Result<Option<GroupEnd>, X::Error> {
+        // Attempts waiting for a slot, in plan order; a retry goes to the front.
+        let mut queue: VecDeque<Start> = group
+            .iter()
+            .map(|&i| Start {
+                task: i,
+                attempt: plan.tasks[i].attempts().max(1),
+                retry_prompt: None,
+            })
+            .collect();
+        let mut done: Vec<Judged> = Vec::new();
+        let mut unstarted = Vec::new();
+        let mut cancelled = false;
+        loop {
+            while x.running() < x.slots() && !cancelled {
+                if self.spent(plan).is_some() && !queue.is_empty() {
+                    for s in queue.drain(..) {
+                        uncount(plan, s.task, s.attempt);
+                        unstarted.push(s.task);
+                    }
+                    x.save(plan)?;
+                }
+                let Some(start) = queue.pop_front() else {
+                    break;
+                };
+                x.start(plan, start, round)?;
+            }
+            if x.running() == 0 {
+                break;
+            }
+            let arrivals = x.wait(plan)?;
+            cancelled |= arrivals.cancelled;
+            for j in arrivals.judged {
+                match arrive(x, plan, &j, self.unit()) {
+                    Some((attempt, prompt)) if x.retries_in_place() => {
+                        count(x, plan, j.index, attempt)?;
+                        queue.push_front(Start {
+                            task: j.index,
+                            attempt,
+                            retry_prompt: Some(prompt),
+                        });
+                    }
+                    _ => done.push(j),
+                }
+            }
+        }
+        if cancelled {
+            return Ok(None);
+        }
+        done.sort_by_key(|j| j.index);
+        Ok(Some((done, unstarted)))
+    }
+}
+
+/// The eager schedule.
 #[derive(Debug, Clone, Copy)]
 pub struct Eager<'a> {
     pub dag: &'a Dag,
@@ -172,14 +433,7 @@ impl Eager<'_> {
         x.emit(Event::Starting {
             tasks: picks.clone(),
         });
-        for &i in &picks {
-            let t = &mut plan.tasks[i];
-            t.status = Status::InProgress;
-            // Counted when it starts (saved before it runs): a crash never gives a task an
-            // attempt more.
-            t.attempts = Some(t.attempts() + 1);
-        }
-        x.save(plan)?;
+        begin(x, plan, &picks)?;
         for &i in &picks {
             let start = Start {
                 task: i,
@@ -198,7 +452,7 @@ impl Eager<'_> {
             dag: self.dag,
             conflicts: self.conflicts,
         };
-        match engine::Schedule::Eager.policy().next(view, None) {
+        match Schedule::Eager.policy().next(view, None) {
             Next::Done => Ending::Done,
             Next::Deadlock { pending } => Ending::Deadlock { pending },
             // Ready tasks that did not start: only the budget holds them back.
@@ -226,7 +480,7 @@ impl Eager<'_> {
             }
             if x.running() == 0 {
                 let end = if cancelled {
-                    Ending::Interrupted
+                    Ending::Interrupted { committed: false }
                 } else if aborted {
                     Ending::Aborted
                 } else {
@@ -241,40 +495,15 @@ impl Eager<'_> {
             cancelled |= arrivals.cancelled;
             let mut landed: Vec<Judged> = Vec::new();
             for j in arrivals.judged {
-                if let Some(r) = j.record() {
-                    crate::usage::record(plan, &r);
-                }
-                for w in &j.verdict.warnings {
-                    x.emit(Event::Warning {
-                        task: j.index,
-                        text: w.clone(),
-                    });
-                }
-                let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-                {
-                    Decision::Retry { attempt, prompt } => Some((attempt, prompt)),
-                    _ => None,
-                };
-                x.emit(Event::AttemptEnded(ended(
-                    plan,
-                    &j,
-                    retry.as_ref().map(|r| r.0),
-                )));
-                match retry {
+                match arrive(x, plan, &j, Unit::Batch) {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         if self.spent(plan).is_some() {
                             // Never started: the task is pending with the attempts it made.
-                            let t = &mut plan.tasks[j.index];
-                            t.status = Status::Pending;
-                            t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
+                            uncount(plan, j.index, attempt);
                             in_flight.remove(&j.index);
                             x.save(plan)?;
                         } else if !cancelled {
-                            let t = &mut plan.tasks[j.index];
-                            if t.attempts() < attempt {
-                                t.attempts = Some(attempt);
-                                x.save(plan)?;
-                            }
+                            count(x, plan, j.index, attempt)?;
                             let start = Start {
                                 task: j.index,
                                 attempt,
@@ -297,15 +526,19 @@ impl Eager<'_> {
                 in_flight.extend(started);
             }
             landed.sort_by_key(|j| j.index);
-            for j in &landed {
-                in_flight.remove(&j.index);
+            let tasks: Vec<usize> = landed.iter().map(|j| j.index).collect();
+            for i in &tasks {
+                in_flight.remove(i);
             }
             round += 1;
             x.emit(Event::Integrating {
                 round,
-                tasks: landed.iter().map(|j| j.index).collect(),
+                tasks: tasks.clone(),
             });
-            match x.integrate(plan, landed, round)? {
+            x.stage(plan, landed)?;
+            let committed = x.commit(plan, &tasks, round, None)?;
+            x.reached("eager-after-round", round);
+            match committed {
                 Integrated::Continue => {}
                 Integrated::Abort => aborted = true,
                 Integrated::End(end) => return Ok((Ending::Ended(end), round)),
@@ -350,6 +583,7 @@ mod tests {
         abort_at: Option<usize>,
         dag: crate::graph::Dag,
         events: RefCell<Vec<Event>>,
+        staged: Vec<Judged>,
     }
 
     impl Virtual {
@@ -365,6 +599,7 @@ mod tests {
                 abort_at: None,
                 dag: crate::plan::validate::check(plan, None).unwrap(),
                 events: RefCell::default(),
+                staged: Vec::new(),
             }
         }
     }
@@ -449,13 +684,22 @@ mod tests {
                 cancelled: false,
             })
         }
-        fn integrate(
+        fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), Self::Error> {
+            self.staged.extend(judged);
+            Ok(())
+        }
+        fn commit(
             &mut self,
             plan: &mut Plan,
-            batch: Vec<Judged>,
+            tasks: &[usize],
             _round: u32,
+            _wave: Option<u64>,
         ) -> Result<Integrated, Self::Error> {
-            self.rounds.push(batch.iter().map(|j| j.index).collect());
+            let batch = std::mem::take(&mut self.staged);
+            let mut staged: Vec<usize> = batch.iter().map(|j| j.index).collect();
+            staged.sort_unstable();
+            assert_eq!(staged, tasks, "the round commits what was staged");
+            self.rounds.push(staged);
             let mut results = Vec::new();
             for j in &batch {
                 let retried = !self.in_place
@@ -639,5 +883,88 @@ mod tests {
             assert_eq!(plan.tasks[0].status, Status::Failed);
             assert_eq!(plan.tasks[0].attempts(), 3);
         }
+    }
+
+    fn rounds(plan: &mut Plan, x: &mut Virtual, budget: Option<Budget>) -> Ending {
+        let dag = x.dag.clone();
+        let conflicts = Conflicts::of(plan);
+        let engine = Rounds {
+            dag: &dag,
+            conflicts: &conflicts,
+            budget,
+            schedule: Schedule::Rounds,
+        };
+        engine.run(x, plan, 0).unwrap().0
+    }
+
+    #[test]
+    fn a_round_waits_for_its_slowest_task_and_retries_inside_itself() {
+        let (plan, script) = diamond();
+        let mut plan = plan;
+        let mut x = Virtual::new(&plan, true, 2, script);
+        assert_eq!(rounds(&mut plan, &mut x, None), Ending::Done);
+        // The seed's rounds: {0, 4} (4 takes 50 s), then {1, 2} with 1's retry inside the
+        // round, then {3}: one commit each.
+        assert_eq!(x.rounds, vec![vec![0, 4], vec![1, 2], vec![3]]);
+        assert_eq!(x.now, 50 + 30 + 10, "eager took 60 s on the same plan");
+        assert!(plan.tasks.iter().all(|t| t.status == Status::Completed));
+        assert_eq!(crate::usage::records(&plan).len(), 6);
+    }
+
+    #[test]
+    fn tasks_sharing_a_file_run_in_sequential_groups_of_one_round() {
+        // 0 and 1 both modify `shared`; 2 is free: one round, groups {0, 2} then {1}.
+        let plan = plan_of(vec![
+            task(&[], &[], &["shared"]),
+            task(&[], &[], &["shared"]),
+            task(&[], &["c"], &[]),
+        ]);
+        let script: Script = (0..3).map(|i| ((i, 1), (5, true, 0.0))).collect();
+        let mut p = plan.clone();
+        let mut x = Virtual::new(&plan, true, 4, script);
+        assert_eq!(rounds(&mut p, &mut x, None), Ending::Done);
+        assert_eq!(x.rounds, vec![vec![0, 1, 2]], "one round, one commit");
+        let starts: Vec<(u64, usize)> = x.started.iter().map(|s| (s.0, s.1)).collect();
+        assert_eq!(
+            starts,
+            vec![(0, 0), (0, 2), (5, 1)],
+            "1 starts after 0's group"
+        );
+        let groups: Vec<Event> = x
+            .events
+            .borrow()
+            .iter()
+            .filter(|e| matches!(e, Event::RoundStarted { .. } | Event::GroupStarted { .. }))
+            .cloned()
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                Event::RoundStarted {
+                    round: 1,
+                    tasks: vec![0, 1, 2],
+                    groups: vec![vec![0, 2], vec![1]]
+                },
+                Event::GroupStarted {
+                    group: 2,
+                    of: 2,
+                    tasks: vec![1]
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_round_the_budget_cuts_short_commits_what_ran_and_stops() {
+        let (plan, script) = diamond();
+        let mut plan = plan;
+        let mut x = Virtual::new(&plan, true, 2, script);
+        // Round 1 ({0, 4}: $2.50) spends it; round 2 never starts.
+        let budget = Budget::parse("2").unwrap();
+        let end = rounds(&mut plan, &mut x, Some(budget));
+        assert!(matches!(end, Ending::Budget(_)), "{end:?}");
+        assert_eq!(x.rounds, vec![vec![0, 4]]);
+        assert_eq!(plan.tasks[1].status, Status::Pending);
+        assert_eq!(plan.tasks[1].attempts(), 0);
     }
 }

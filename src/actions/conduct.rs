@@ -176,6 +176,8 @@ struct Remote<'a> {
     links: Links,
     /// The publication that found the branch moved by another writer.
     stale: Option<super::publish::Published>,
+    /// The batch of arrivals to commit next.
+    staged: Vec<Judged>,
 }
 
 impl Remote<'_> {
@@ -320,12 +322,22 @@ impl Executor for Remote<'_> {
         Ok(arrivals)
     }
 
-    fn integrate(
+    /// The arrivals of one poll are one batch: kept until it is committed.
+    fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+        self.staged.extend(judged);
+        Ok(())
+    }
+
+    /// Integrates the batch as finalize integrates a round ([`finalize::integrate`]: the
+    /// same refusals, retries, questions, update and round commit), then pushes and publishes.
+    fn commit(
         &mut self,
         plan: &mut Plan,
-        batch: Vec<Judged>,
+        _tasks: &[usize],
         round: u32,
+        _wave: Option<u64>,
     ) -> Result<Integrated, ActionError> {
+        let batch = std::mem::take(&mut self.staged);
         let end = finalize::integrate(self.repo, plan, self.dag, batch, round, self.opts, self.ui)?;
         if let Some(end) = end {
             return Ok(Integrated::End(end));
@@ -438,6 +450,7 @@ pub fn run(
             logs: BTreeMap::new(),
         },
         stale: None,
+        staged: Vec::new(),
     };
     // The branch (and the pull request) exist before any run is dispatched on it.
     remote.commit(
@@ -501,7 +514,7 @@ pub fn run(
             ("circuit-breaker", Some(Stop::CircuitBreaker(why)))
         }
         // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
-        Ending::Aborted | Ending::Interrupted => ("aborted", None),
+        Ending::Aborted | Ending::Interrupted { .. } => ("aborted", None),
         Ending::Deadlock { pending } => (
             "deadlock",
             Some(Stop::Deadlock(engine::deadlock_message(pending))),

@@ -66,6 +66,11 @@ impl RoundBuild {
         }
     }
 
+    /// Whether no patch is accepted yet (the round's tree is `HEAD`'s).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.accepted.is_empty()
+    }
+
     /// The round's temporary index: `HEAD` with the accepted patches applied.
     fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
         let index = repo.round_index()?;

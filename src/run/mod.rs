@@ -6,8 +6,8 @@
 
 pub(crate) mod attempt;
 pub mod config;
-mod eager;
 pub(crate) mod integrate;
+mod local;
 pub mod lock;
 mod resume;
 pub mod ui;
@@ -19,21 +19,18 @@ use std::io::{self, BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::engine::{self, Next, Schedule, View};
-use crate::events::Event;
+use crate::engine::{self, Schedule};
 use crate::git::{GitError, Repo};
 use crate::graph::Dag;
-use crate::outcome::{self, Decision};
 use crate::plan::model::{Plan, Status};
 use crate::plan::{self, PlanErrors};
 use crate::prompt::{self, Unit};
 use crate::render::summary;
 use crate::setup::{self, Overlaps, checks};
 use crate::update;
-use attempt::{AttemptEnd, AttemptInput, Judged};
+use attempt::AttemptInput;
 pub use config::Settings;
 pub use integrate::commit_message;
-use integrate::integrate_and_commit;
 use resume::resume;
 pub use ui::Ui;
 
@@ -129,7 +126,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let unit = match opts.settings.schedule {
+    let _unit = match opts.settings.schedule {
         Schedule::Waves => Unit::Wave,
         Schedule::Rounds | Schedule::Eager => Unit::Batch,
     };
@@ -281,153 +278,21 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         let _ = cancel_tx.send(true);
     });
     let pool = Arc::new(attempt::Pool::default());
-    let mut round = round_counter(&plan);
+    let round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
-    if opts.settings.schedule == Schedule::Eager {
-        return eager::run(
-            &repo,
-            &pool,
-            &dag,
-            &conflicts,
-            opts,
-            ui,
-            scratch.path(),
-            &cancel_rx,
-            &runtime,
-            &mut plan,
-            round,
-        );
-    }
-    loop {
-        let view = View {
-            plan: &plan,
-            dag: &dag,
-            conflicts: &conflicts,
-        };
-        let batch = match opts.settings.schedule.policy().next(view, None) {
-            Next::Done => break,
-            Next::Deadlock { pending } => {
-                ui.say(engine::deadlock_message(pending));
-                return finish(&repo, &mut plan, opts, ui, Some(RunEnd::Deadlock));
-            }
-            Next::Batch { .. } if over_budget(&plan, opts).is_some() => {
-                return stop_for_budget(&repo, &mut plan, opts, ui);
-            }
-            Next::Batch { tasks, waiting } => {
-                if !waiting.is_empty() {
-                    let ids = list(&waiting);
-                    ui.say(
-                        if waiting.len() == 1 {
-                            format!(
-                                "(task {ids} waits for a later round: it shares files with a task in this one)"
-                            )
-                        } else {
-                            format!(
-                                "(tasks {ids} wait for a later round: they share files with tasks in this one)"
-                            )
-                        },
-                    );
-                }
-                tasks
-            }
-        };
-        round += 1;
-        let wave = (opts.settings.schedule == Schedule::Waves)
-            .then(|| engine::current_wave(&plan, &dag))
-            .flatten();
-        // Seed 3b: a round's tasks that share files "run sequentially" — in groups one after
-        // another, each starting from the round's tree with the earlier groups' work applied.
-        let groups = match opts.settings.schedule {
-            Schedule::Rounds => engine::sequential_groups(&batch, &dag, &conflicts),
-            _ => vec![batch.clone()],
-        };
-        ui.say(format!(
-            "\nRound {round}: starting {} task(s): {}",
-            batch.len(),
-            list(&batch)
-        ));
-        if groups.len() > 1 {
-            ui.say(format!(
-                "  they share files, so they run in {} groups one after another: {}",
-                groups.len(),
-                groups_text(&groups)
-            ));
-        }
-        let mut build = integrate::RoundBuild::start();
-        let mut interrupted = false;
-        // Tasks of the round that never started: the budget ran out first.
-        let mut unstarted: Vec<usize> = Vec::new();
-        for (k, group) in groups.iter().enumerate() {
-            if over_budget(&plan, opts).is_some() {
-                unstarted.extend(group);
-                continue;
-            }
-            let base = build.next_base(&repo)?;
-            if k > 0 {
-                ui.say(format!(
-                    "  group {} of {}: {}",
-                    k + 1,
-                    groups.len(),
-                    list(group)
-                ));
-            }
-            for &i in group {
-                let t = &mut plan.tasks[i];
-                t.status = Status::InProgress;
-                // An attempt is counted when it starts (saved before the worker runs): a crash
-                // never gives a task an attempt more.
-                t.attempts = Some(t.attempts() + 1);
-            }
-            save(&plan, opts)?;
-            let ended = runtime.block_on(execute_batch(
-                &repo,
-                &pool,
-                &mut plan,
-                group,
-                round,
-                &base,
-                unit,
-                opts,
-                scratch.path(),
-                &cancel_rx,
-                ui,
-            ))?;
-            let Some((judged, not_started)) = ended else {
-                interrupted = true;
-                break;
-            };
-            unstarted.extend(not_started);
-            build.add(&repo, &mut plan, &judged, ui)?;
-            if k + 1 < groups.len() {
-                failpoint("between-groups", round);
-            }
-        }
-        failpoint("after-workers", round);
-        if interrupted {
-            keep_interrupted(&pool, &mut plan, opts)?;
-            ui.say("Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume.");
-            return Ok(RunEnd::Interrupted);
-        }
-        // One update (results, cascade, circuit breaker) and one commit for the whole round
-        // (of the tasks that ran).
-        let ran: Vec<usize> = batch
-            .iter()
-            .copied()
-            .filter(|i| !unstarted.contains(i))
-            .collect();
-        let end = build.commit(&repo, &mut plan, &dag, &ran, round, wave, opts, ui)?;
-        if let Some(end) = end {
-            return finish(&repo, &mut plan, opts, ui, Some(end));
-        }
-        if !unstarted.is_empty() {
-            return stop_for_budget(&repo, &mut plan, opts, ui);
-        }
-        if *cancel_rx.borrow() {
-            ui.say("Interrupted after the round was committed; run `dagexec run` again to resume.");
-            return Ok(RunEnd::Interrupted);
-        }
-    }
-    finish(&repo, &mut plan, opts, ui, None)
+    local::run(
+        &repo,
+        &pool,
+        &dag,
+        &conflicts,
+        opts,
+        ui,
+        scratch.path(),
+        &cancel_rx,
+        &runtime,
+        &mut plan,
+        round,
+    )
 }
 
 /// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
@@ -446,15 +311,6 @@ fn failpoint(name: &str, round: u32) {
     }
 }
 
-/// `1, 3, then 0, then 2`: a round's sequential groups.
-fn groups_text(groups: &[Vec<usize>]) -> String {
-    groups
-        .iter()
-        .map(|g| list(g))
-        .collect::<Vec<_>>()
-        .join(", then ")
-}
-
 fn list(tasks: &[usize]) -> String {
     tasks
         .iter()
@@ -468,26 +324,6 @@ fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
         path: opts.plan.clone(),
         source,
     })
-}
-
-/// Records that attempt `attempt` of task `index` starts (the plan saved before its worker
-/// runs), so a crash cannot hand the task more attempts than it had. The review histories
-/// the attempts in flight wrote to the plan file (`memory`) are kept in it.
-pub(crate) fn count_attempt(
-    plan: &mut Plan,
-    index: usize,
-    attempt: u32,
-    opts: &RunOptions,
-    memory: &hooks::Memory,
-) -> Result<(), RunError> {
-    let t = &mut plan.tasks[index];
-    if t.attempts() < attempt {
-        t.attempts = Some(attempt);
-        let _held = memory.plan_file();
-        memory.apply(plan);
-        save(plan, opts)?;
-    }
-    Ok(())
 }
 
 /// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
@@ -529,20 +365,6 @@ pub(crate) fn stop_for_budget(
     Ok(end)
 }
 
-/// Puts back a task whose attempt `attempt` was counted but never started (the budget ran
-/// out first): pending, with the attempts it really made.
-pub(crate) fn uncount_attempt(
-    plan: &mut Plan,
-    index: usize,
-    attempt: u32,
-    opts: &RunOptions,
-) -> Result<(), RunError> {
-    let t = &mut plan.tasks[index];
-    t.status = Status::Pending;
-    t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
-    save(plan, opts)
-}
-
 /// The last round number recorded in the plan (`progress.round`, dagexec's own field).
 pub(crate) fn round_counter(plan: &Plan) -> u32 {
     plan.progress
@@ -564,97 +386,6 @@ fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
         .read_line(&mut line)
         .map_err(|e| RunError::Other(e.to_string()))?;
     Ok(line.trim().eq_ignore_ascii_case("p"))
-}
-
-/// Runs the batch's attempts, retrying failures (fresh worktree, the seed's retry prompt)
-/// until every task is resolved, or the budget is spent: then the attempts not yet started
-/// never start, and their tasks are pending again (returned beside the judged attempts).
-/// `None` when interrupted.
-#[allow(clippy::too_many_arguments)]
-async fn execute_batch(
-    repo: &Arc<Repo>,
-    pool: &Arc<attempt::Pool>,
-    plan: &mut Plan,
-    batch: &[usize],
-    round: u32,
-    base: &str,
-    unit: Unit,
-    opts: &RunOptions,
-    scratch: &Path,
-    cancel: &tokio::sync::watch::Receiver<bool>,
-    ui: &Ui,
-) -> Result<Option<(Vec<Judged>, Vec<usize>)>, RunError> {
-    // Attempts waiting for a slot, in plan order; a retry goes to the front.
-    let mut queue: std::collections::VecDeque<(usize, u32, String)> = batch
-        .iter()
-        .map(|&i| {
-            (
-                i,
-                plan.tasks[i].attempts().max(1),
-                prompt::original_prompt(plan, i, unit),
-            )
-        })
-        .collect();
-    let mut running = tokio::task::JoinSet::new();
-    let mut done: Vec<Judged> = Vec::new();
-    let mut cancelled = false;
-    let mut unstarted = Vec::new();
-    loop {
-        while running.len() < opts.settings.jobs && !cancelled {
-            if over_budget(plan, opts).is_some() {
-                for (index, attempt, _) in queue.drain(..) {
-                    uncount_attempt(plan, index, attempt, opts)?;
-                    unstarted.push(index);
-                }
-            }
-            let Some((index, attempt, base_prompt)) = queue.pop_front() else {
-                break;
-            };
-            let input = attempt_input(
-                plan,
-                index,
-                attempt,
-                &base_prompt,
-                round,
-                base,
-                opts,
-                scratch,
-            );
-            ui.emit(Event::AttemptStarted {
-                task: index,
-                attempt,
-                subject: plan.tasks[index].subject.clone(),
-                run: None,
-            });
-            running.spawn(attempt::run(
-                repo.clone(),
-                pool.clone(),
-                input,
-                cancel.clone(),
-            ));
-        }
-        let Some(joined) = running.join_next().await else {
-            break;
-        };
-        match joined.expect("attempts do not panic")? {
-            AttemptEnd::Cancelled => cancelled = true,
-            AttemptEnd::Judged(j) => match judged(plan, *j, unit, ui) {
-                Ok(j) => done.push(j),
-                Err(retry) => {
-                    count_attempt(plan, retry.0, retry.1, opts, &pool.memory)?;
-                    queue.push_front(retry)
-                }
-            },
-        }
-        if *cancel.borrow() {
-            cancelled = true;
-        }
-    }
-    if cancelled {
-        return Ok(None);
-    }
-    done.sort_by_key(|j| j.index);
-    Ok(Some((done, unstarted)))
 }
 
 /// The input of one attempt of task `index`.
@@ -681,31 +412,6 @@ fn attempt_input(
         scratch: scratch.to_path_buf(),
         plan_rel: opts.plan_rel.clone(),
         reviewer: opts.settings.reviewer.clone(),
-    }
-}
-
-/// Records a judged attempt's time and cost in the plan (saved with the next save), shows it
-/// and decides what follows: `Ok` when the task is resolved for this round,
-/// `Err((index, attempt, retry prompt))` when it is to be tried again.
-fn judged(plan: &mut Plan, j: Judged, unit: Unit, ui: &Ui) -> Result<Judged, (usize, u32, String)> {
-    if let Some(r) = j.record() {
-        crate::usage::record(plan, &r);
-    }
-    for w in &j.verdict.warnings {
-        ui.emit(Event::Warning {
-            task: j.index,
-            text: w.clone(),
-        });
-    }
-    let decision = outcome::decide(plan, j.index, &j.verdict, j.attempt, unit);
-    let retry = match &decision {
-        Decision::Retry { attempt, .. } => Some(*attempt),
-        _ => None,
-    };
-    ui.emit(Event::AttemptEnded(crate::exec::ended(plan, &j, retry)));
-    match decision {
-        Decision::Retry { attempt, prompt } => Err((j.index, attempt, prompt)),
-        _ => Ok(j),
     }
 }
 

@@ -1,9 +1,8 @@
-//! The eager schedule (beyond the seeds) on this machine: the engine loop
-//! ([`crate::exec::Eager`]) with the local executor — each attempt in a worktree from the
-//! branch as it stands, a failed attempt retried in place at once, each batch of arrivals
-//! integrated and committed as it lands (each batch commit counts as a round), with the same
-//! verification, retries, cascade and circuit breaker as `rounds`. Ctrl-C stops the workers
-//! and leaves their tasks in progress for a resume.
+//! The local executor: each attempt in a worktree on this machine (pooled, reset between
+//! attempts), a failed attempt retried in place at once, the round built in a temporary
+//! index ([`RoundBuild`]) and committed with one ref update. The engine loops
+//! ([`crate::exec::Rounds`] for rounds and waves, [`crate::exec::Eager`]) drive it; Ctrl-C
+//! stops the workers and leaves their tasks in progress for a resume.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,11 +10,11 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 
 use super::attempt::{self, AttemptEnd, Judged};
-use super::{
-    RunEnd, RunError, RunOptions, Ui, attempt_input, failpoint, finish, integrate_and_commit, save,
-};
+use super::integrate::RoundBuild;
+use super::{RunEnd, RunError, RunOptions, Ui, attempt_input, failpoint, finish, save};
+use crate::engine::Schedule;
 use crate::events::Event;
-use crate::exec::{Arrivals, Eager, Ending, Executor, Integrated, Start};
+use crate::exec::{Arrivals, Eager, Ending, Executor, Integrated, Rounds, Start};
 use crate::git::Repo;
 use crate::graph::Dag;
 use crate::overlap::Conflicts;
@@ -33,6 +32,19 @@ pub(super) struct Local<'a> {
     pub cancel: &'a tokio::sync::watch::Receiver<bool>,
     pub rt: &'a tokio::runtime::Runtime,
     pub running: JoinSet<Result<AttemptEnd, crate::git::GitError>>,
+    /// The round being built (the patches staged so far).
+    pub build: RoundBuild,
+    /// The commit attempts start from now: `HEAD`, or the round so far.
+    pub base: Option<String>,
+}
+
+impl Local<'_> {
+    fn unit(&self) -> Unit {
+        match self.opts.settings.schedule {
+            Schedule::Waves => Unit::Wave,
+            Schedule::Rounds | Schedule::Eager => Unit::Batch,
+        }
+    }
 }
 
 impl Executor for Local<'_> {
@@ -58,10 +70,23 @@ impl Executor for Local<'_> {
     }
 
     fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), RunError> {
-        let base = self.repo.head()?;
+        let base = match &self.base {
+            Some(b) => b.clone(),
+            None => {
+                // A round's later group starts from the round so far (its earlier groups'
+                // accepted patches), unpublished.
+                let b = if self.build.is_empty() {
+                    self.repo.head()?
+                } else {
+                    self.build.next_base(self.repo)?
+                };
+                self.base = Some(b.clone());
+                b
+            }
+        };
         let base_prompt = start
             .retry_prompt
-            .unwrap_or_else(|| prompt::original_prompt(plan, start.task, Unit::Batch));
+            .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
         let input = attempt_input(
             plan,
             start.task,
@@ -92,8 +117,7 @@ impl Executor for Local<'_> {
 
     fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, RunError> {
         let mut arrivals = Arrivals::default();
-        let first = self.rt.block_on(self.running.join_next());
-        let mut next = first;
+        let mut next = self.rt.block_on(self.running.join_next());
         while let Some(joined) = next.take().or_else(|| self.running.try_join_next()) {
             match joined.expect("attempts do not panic")? {
                 AttemptEnd::Cancelled => arrivals.cancelled = true,
@@ -106,21 +130,34 @@ impl Executor for Local<'_> {
         Ok(arrivals)
     }
 
-    fn integrate(
+    fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), RunError> {
+        self.base = None;
+        self.build.add(self.repo, plan, &judged, self.ui)
+    }
+
+    fn commit(
         &mut self,
         plan: &mut Plan,
-        batch: Vec<Judged>,
+        tasks: &[usize],
         round: u32,
+        wave: Option<u64>,
     ) -> Result<Integrated, RunError> {
-        let tasks: Vec<usize> = batch.iter().map(|j| j.index).collect();
-        let held = self.pool.memory.plan_file();
+        self.base = None;
+        let build = std::mem::replace(&mut self.build, RoundBuild::start());
+        let _held = self.pool.memory.plan_file();
         self.pool.memory.apply(plan);
-        let end = integrate_and_commit(
-            self.repo, plan, self.dag, &tasks, batch, round, None, self.opts, self.ui,
+        let end = build.commit(
+            self.repo, plan, self.dag, tasks, round, wave, self.opts, self.ui,
         )?;
-        drop(held);
-        failpoint("eager-after-round", round);
         Ok(end.map_or(Integrated::Continue, Integrated::End))
+    }
+
+    fn cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    fn reached(&self, step: &str, round: u32) {
+        failpoint(step, round);
     }
 
     fn emit(&self, event: Event) {
@@ -128,7 +165,8 @@ impl Executor for Local<'_> {
     }
 }
 
-/// Runs the plan eagerly until nothing is pending or in flight, the breaker trips, or Ctrl-C.
+/// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending
+/// or in flight, the breaker trips, the budget is spent, or Ctrl-C.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     repo: &Arc<Repo>,
@@ -153,13 +191,26 @@ pub(super) fn run(
         cancel,
         rt,
         running: JoinSet::new(),
+        build: RoundBuild::start(),
+        base: None,
     };
-    let engine = Eager {
-        dag,
-        conflicts,
-        budget: opts.settings.max_cost,
+    let budget = opts.settings.max_cost;
+    let (ending, _) = match opts.settings.schedule {
+        Schedule::Eager => Eager {
+            dag,
+            conflicts,
+            budget,
+        }
+        .run(&mut local, plan, round, [])?,
+        schedule => Rounds {
+            dag,
+            conflicts,
+            budget,
+            schedule,
+        }
+        .run(&mut local, plan, round)?,
     };
-    let (ending, _) = engine.run(&mut local, plan, round, [])?;
+    let eager = opts.settings.schedule == Schedule::Eager;
     match ending {
         Ending::Done => finish(repo, plan, opts, ui, None),
         Ending::Deadlock { pending } => {
@@ -168,16 +219,25 @@ pub(super) fn run(
         }
         Ending::Budget(_) => super::stop_for_budget(repo, plan, opts, ui),
         Ending::Ended(end) => {
-            // Stop what is still running: its workers' groups are killed and their
+            // Stop what is still running (eager): its workers' groups are killed and their
             // worktrees removed; their tasks stay in progress for a resume.
             rt.block_on(local.running.shutdown());
             finish(repo, plan, opts, ui, Some(end))
         }
-        Ending::Interrupted | Ending::Aborted | Ending::Handover | Ending::Stale => {
+        Ending::Interrupted { committed: true } => {
+            ui.say("Interrupted after the round was committed; run `dagexec run` again to resume.");
+            Ok(RunEnd::Interrupted)
+        }
+        Ending::Interrupted { committed: false }
+        | Ending::Aborted
+        | Ending::Handover
+        | Ending::Stale => {
             super::keep_interrupted(pool, plan, opts)?;
-            ui.say(
-                "Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume.",
-            );
+            ui.say(if eager {
+                "Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume."
+            } else {
+                "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume."
+            });
             Ok(RunEnd::Interrupted)
         }
     }
