@@ -5,7 +5,8 @@
 //! runs really run at the same time), and its artifact is served back as a zip through the
 //! fake's run, artifact and download endpoints (a redirect to storage, as GitHub does).
 
-use crate::common::{fake_github, git, lab};
+use crate::common::lab::{self, task};
+use crate::common::{fake_github, git};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -36,13 +37,6 @@ fi
 echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
 echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
 "#;
-
-fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": []}}
-    })
-}
 
 /// The shared lab ([`crate::common::lab`]) on branch [`BRANCH`], and what this harness
 /// keeps while it plays GitHub's runners.

@@ -130,12 +130,7 @@ impl Setup {
             .env("DAGEXEC_ARTIFACTS", self.artifacts.join(&name))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", lab::text(&out));
         // The next job starts from a clean checkout.
         git(&self.repo, &["reset", "-q", "--hard", &base]);
         git(&self.repo, &["clean", "-qfdx"]);
@@ -151,11 +146,7 @@ impl Setup {
             .env("DAGEXEC_ARTIFACTS", &self.artifacts)
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = lab::text(&out);
         assert!(out.status.success(), "{text}");
         (attempt, text)
     }

@@ -5,7 +5,8 @@
 //! things people read are true of a plan that really ran: round commit messages, the circuit
 //! breaker's numbers on the check run, and attempt counts after retries in the PR body.
 
-use crate::common::{self, dagexec, git, lab};
+use crate::common::lab::{self, edit, task};
+use crate::common::{self, dagexec, git};
 
 use std::collections::BTreeMap;
 
@@ -21,17 +22,6 @@ case "$DAGEXEC_TASK_INDEX" in
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;
-
-fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
-    edit(subject, creates, &[], blocked_by)
-}
-
-fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[usize]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": modifies}}
-    })
-}
 
 /// The shared lab ([`crate::common::lab`]) on branch `dagexec/rounds`, run workflow run by workflow
 /// run.
@@ -315,12 +305,7 @@ esac
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", lab::text(&out));
     let round_commits = |log: String| -> Vec<String> {
         log.lines()
             .filter(|s| s.starts_with("dagexec: round") && !s.contains("(part "))

@@ -1,7 +1,8 @@
 //! `--plan specs/NNN-feature/tasks.md`: a Spec Kit task list run, validated, shown and drawn
 //! end to end, with the real binary, real git repositories and a scripted worker.
 
-use crate::common::{dagexec, git, lab, manifest};
+use crate::common::lab::{self, text};
+use crate::common::{dagexec, git, manifest};
 
 use std::path::Path;
 use std::process::Output;
@@ -58,14 +59,6 @@ fn run(dir: &Path, out: &Path, fail: &str) -> Output {
         .env("FAIL", fail)
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn read(p: &Path) -> String {

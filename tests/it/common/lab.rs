@@ -17,6 +17,19 @@ use serde_json::{Value, json};
 use super::fake_github::FakeGitHub;
 use super::{dagexec, git, manifest};
 
+/// A pending task of a schema 2 plan creating `creates`, after `blocked_by`.
+pub fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
+    edit(subject, creates, &[], blocked_by)
+}
+
+/// A pending task creating `creates` and modifying `modifies`, after `blocked_by`.
+pub fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[usize]) -> Value {
+    json!({
+        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
+        "metadata": {"files": {"create": creates, "modify": modifies}}
+    })
+}
+
 /// What a lab is made of, before it starts.
 pub struct LabBuilder {
     plan: Option<Value>,
@@ -234,6 +247,15 @@ impl Lab {
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.env.retain(|(k, _)| k != key);
         self.env.push((key.into(), value.into()));
+    }
+
+    /// Rewrites the seed clone's `.design/plan.json` with `edit` (left uncommitted).
+    pub fn edit_plan(&self, edit: impl FnOnce(&mut Value)) {
+        let path = self.repo.join(".design/plan.json");
+        let mut plan: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut plan);
+        std::fs::write(&path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
     }
 
     /// A fresh clone of the remote at `rev`, as `actions/checkout` leaves one.
