@@ -244,6 +244,40 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<String, ApiError> {
+        let response = self
+            .respond(octo, op, method, path, body, Redirects::Fail)
+            .await?;
+        Ok(octo.body_to_string(response).await.unwrap_or_default())
+    }
+
+    /// One REST `GET` whose answer is not JSON (an artifact's zip): the 2xx response, or a
+    /// 3xx redirect as it came (its `Location` is for the caller to follow, and to decide
+    /// which credentials go there), under the same retry policy as every other call.
+    pub(crate) async fn get_raw(&self, op: &str, path: &str) -> Result<RawResponse, ApiError> {
+        self.respond(
+            &self.rest,
+            op,
+            Method::GET,
+            path,
+            None::<&()>,
+            Redirects::Return,
+        )
+        .await
+    }
+
+    /// Sends one request under the retry policy ([`retry::Policy`]): network errors, 5xx and
+    /// rate limits are retried, anything else that is not 2xx (nor, with
+    /// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message. The answer is
+    /// returned unread.
+    async fn respond<B: Serialize + ?Sized>(
+        &self,
+        octo: &Octocrab,
+        op: &str,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        redirects: Redirects,
+    ) -> Result<RawResponse, ApiError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -276,11 +310,12 @@ impl Client {
                 }
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    let redirect = (300..400).contains(&status) && redirects == Redirects::Return;
+                    if (200..300).contains(&status) || redirect {
+                        return Ok(response);
+                    }
                     let limits = retry::Limits::from_headers(response.headers());
                     let text = octo.body_to_string(response).await.unwrap_or_default();
-                    if (200..300).contains(&status) {
-                        return Ok(text);
-                    }
                     let message = github_message(&text, status);
                     match self
                         .policy
@@ -306,6 +341,20 @@ impl Client {
             }
         }
     }
+}
+
+/// An answer as it came off the wire, its body unread.
+pub(crate) type RawResponse =
+    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>;
+
+/// What [`Client::respond`] makes of a 3xx answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Redirects {
+    /// An error, as any other status that is not 2xx (JSON calls: GitHub does not redirect
+    /// them).
+    Fail,
+    /// The answer itself, for the caller to follow.
+    Return,
 }
 
 /// A 2xx answer read as `T` (an empty body as `null`). When it does not fit, the error names

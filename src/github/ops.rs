@@ -3,7 +3,7 @@
 
 use http::Method;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -254,23 +254,44 @@ impl Client {
         git_ref: &str,
         inputs: &serde_json::Map<String, Value>,
     ) -> Result<(), ApiError> {
+        self.create_dispatch::<IgnoredAny>(workflow, git_ref, inputs, false)
+            .await
+            .map(drop)
+    }
+
+    /// The one `actions/create-workflow-dispatch` request: `workflow` on `git_ref` with
+    /// `inputs`, asking for the new run's details when `return_run_details` (the field is left
+    /// out otherwise, as GitHub Enterprise Server versions before it expect). The answer is
+    /// read as `T` (empty, `null`, without the details).
+    pub(crate) async fn create_dispatch<T: DeserializeOwned>(
+        &self,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &serde_json::Map<String, Value>,
+        return_run_details: bool,
+    ) -> Result<T, ApiError> {
         #[derive(Serialize)]
         struct Dispatch<'a> {
             #[serde(rename = "ref")]
             git_ref: &'a str,
             inputs: &'a serde_json::Map<String, Value>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            return_run_details: bool,
         }
-        self.send::<IgnoredAny, _>(
+        self.send(
             "actions/create-workflow-dispatch",
             Method::POST,
             &self.repo_path(&format!(
                 "/actions/workflows/{}/dispatches",
                 encode(workflow)
             )),
-            &Dispatch { git_ref, inputs },
+            &Dispatch {
+                git_ref,
+                inputs,
+                return_run_details,
+            },
         )
         .await
-        .map(drop)
     }
 
     /// Artifact names → ids of a workflow run (`actions/list-workflow-run-artifacts`), for links.
@@ -278,26 +299,8 @@ impl Client {
         &self,
         run_id: &str,
     ) -> Result<std::collections::BTreeMap<String, u64>, ApiError> {
-        #[derive(Deserialize)]
-        struct List {
-            #[serde(default)]
-            artifacts: Vec<Artifact>,
-        }
-        #[derive(Deserialize)]
-        struct Artifact {
-            name: String,
-            id: u64,
-        }
-        let list: List = self
-            .get(
-                "actions/list-workflow-run-artifacts",
-                &self.repo_path(&format!(
-                    "/actions/runs/{}/artifacts?per_page=100",
-                    encode_segment(run_id)
-                )),
-            )
-            .await?;
-        Ok(list.artifacts.into_iter().map(|a| (a.name, a.id)).collect())
+        let list = self.list_artifacts(&encode_segment(run_id), None).await?;
+        Ok(list.into_iter().map(|a| (a.name, a.id)).collect())
     }
 }
 

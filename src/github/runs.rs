@@ -2,19 +2,20 @@
 //! that answers with the new run's id (`return_run_details`), a run's state, its artifacts,
 //! and an artifact's zip archive.
 //!
-//! The answers are read into serde structs of our own, keeping only the fields dagexec uses;
-//! an answer without them is [`ApiError::Invalid`]. An artifact download follows GitHub's
-//! redirect to its storage by hand, without the token: the redirect target is another host
-//! with a signed URL, and the repository's token must never be sent there.
+//! Every call goes through [`Client`]'s typed `get`/`send` (answers read into serde structs
+//! of our own, keeping only the fields dagexec uses; an answer without them is
+//! [`ApiError::Invalid`] naming the field) and its one retry policy. An artifact download asks
+//! the API under that policy too, then follows GitHub's redirect to its storage by hand,
+//! without the token: the redirect target is another host with a signed URL, and the
+//! repository's token must never be sent there.
 
 use std::time::Duration;
 
-use http::Method;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::ops::encode;
-use super::{ApiError, Client};
+use super::{ApiError, Client, RawResponse};
 
 /// A workflow run, as far as the conductor cares.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -62,6 +63,7 @@ struct ArtifactList {
     artifacts: Vec<Artifact>,
 }
 
+/// `actions/create-workflow-dispatch`'s answer with `return_run_details`.
 #[derive(Deserialize)]
 struct DispatchDetails {
     workflow_run_id: u64,
@@ -76,48 +78,30 @@ fn invalid(op: &str, e: impl std::fmt::Display) -> ApiError {
 
 impl Client {
     /// Starts `workflow` on `git_ref` with `inputs` and returns the new run's id
-    /// (`actions/create-workflow-dispatch` with `return_run_details: true`). `None` when the
-    /// server answered without details (a GitHub Enterprise Server that predates them).
+    /// (`actions/create-workflow-dispatch` with `return_run_details: true`, the request
+    /// [`Client::dispatch`] sends). `None` when the server answered without details (a
+    /// GitHub Enterprise Server that predates them).
     pub async fn dispatch_run(
         &self,
         workflow: &str,
         git_ref: &str,
         inputs: &serde_json::Map<String, Value>,
     ) -> Result<Option<u64>, ApiError> {
-        const OP: &str = "actions/create-workflow-dispatch";
-        let req = json!({ "ref": git_ref, "inputs": inputs, "return_run_details": true });
-        let v = self
-            .rest(
-                OP,
-                Method::POST,
-                &self.repo_path(&format!(
-                    "/actions/workflows/{}/dispatches",
-                    encode(workflow)
-                )),
-                Some(&req),
-            )
+        let details: Option<DispatchDetails> = self
+            .create_dispatch(workflow, git_ref, inputs, true)
             .await?;
-        if v.is_null() {
-            return Ok(None);
-        }
-        let d: DispatchDetails = serde_json::from_value(v).map_err(|e| invalid(OP, e))?;
-        Ok(Some(d.workflow_run_id))
+        Ok(details.map(|d| d.workflow_run_id))
     }
 
     /// One workflow run (`actions/get-workflow-run`).
     pub async fn workflow_run(&self, run_id: u64) -> Result<WorkflowRun, ApiError> {
-        const OP: &str = "actions/get-workflow-run";
-        let v = self
-            .rest(
-                OP,
-                Method::GET,
-                &self.repo_path(&format!(
-                    "/actions/runs/{run_id}?exclude_pull_requests=true"
-                )),
-                None,
-            )
-            .await?;
-        serde_json::from_value(v).map_err(|e| invalid(OP, e))
+        self.get(
+            "actions/get-workflow-run",
+            &self.repo_path(&format!(
+                "/actions/runs/{run_id}?exclude_pull_requests=true"
+            )),
+        )
+        .await
     }
 
     /// The artifacts of a run (`actions/list-workflow-run-artifacts`, `name` filtered when
@@ -127,89 +111,51 @@ impl Client {
         run_id: u64,
         name: Option<&str>,
     ) -> Result<Vec<Artifact>, ApiError> {
-        const OP: &str = "actions/list-workflow-run-artifacts";
+        self.list_artifacts(&run_id.to_string(), name).await
+    }
+
+    /// The artifacts of the run whose id is `run_segment` (already encoded as a path segment).
+    pub(crate) async fn list_artifacts(
+        &self,
+        run_segment: &str,
+        name: Option<&str>,
+    ) -> Result<Vec<Artifact>, ApiError> {
         let filter = name
             .map(|n| format!("&name={}", encode(n)))
             .unwrap_or_default();
-        let v = self
-            .rest(
-                OP,
-                Method::GET,
+        let list: ArtifactList = self
+            .get(
+                "actions/list-workflow-run-artifacts",
                 &self.repo_path(&format!(
-                    "/actions/runs/{run_id}/artifacts?per_page=100{filter}"
+                    "/actions/runs/{run_segment}/artifacts?per_page=100{filter}"
                 )),
-                None,
             )
             .await?;
-        let list: ArtifactList = serde_json::from_value(v).map_err(|e| invalid(OP, e))?;
         Ok(list.artifacts)
     }
 
-    /// An artifact's zip archive (`actions/download-artifact`), at most `limit` bytes.
-    /// GitHub answers with a redirect to its storage; that URL is fetched without the token.
+    /// An artifact's zip archive (`actions/download-artifact`), at most `limit` bytes, asked
+    /// for under the client's one retry policy. GitHub answers with a redirect to its
+    /// storage; that URL is fetched without the token.
     pub async fn download_artifact(&self, id: u64, limit: u64) -> Result<Vec<u8>, ApiError> {
         const OP: &str = "actions/download-artifact";
         let path = self.repo_path(&format!("/actions/artifacts/{id}/zip"));
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let next = match self.rest._get(&path).await {
-                Err(e) => match self.policy.after_network_error(attempt) {
-                    super::retry::Next::Fail(_) => {
-                        return Err(ApiError::Network {
-                            op: OP.into(),
-                            url: format!("{}{path}", self.api_url),
-                            message: super::error_chain(&e),
-                        });
-                    }
-                    next => next,
-                },
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    if (300..400).contains(&status) {
-                        let location = response
-                            .headers()
-                            .get(http::header::LOCATION)
-                            .and_then(|l| l.to_str().ok())
-                            .map(str::to_string)
-                            .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
-                        return fetch_unauthenticated(OP, &location, limit).await;
-                    }
-                    let limits = super::retry::Limits::from_headers(response.headers());
-                    if (200..300).contains(&status) {
-                        return read_limited(OP, response, limit).await;
-                    }
-                    let text = self.rest.body_to_string(response).await.unwrap_or_default();
-                    let message = super::github_message(&text, status);
-                    match self
-                        .policy
-                        .after_status(status, &limits, &message, attempt, super::now())
-                    {
-                        super::retry::Next::Fail(why) => {
-                            return Err(ApiError::Status {
-                                op: OP.into(),
-                                status,
-                                message,
-                                why,
-                            });
-                        }
-                        next => next,
-                    }
-                }
-            };
-            if let super::retry::Next::Retry(wait) = next {
-                tokio::time::sleep(wait).await;
-            }
+        let response = self.get_raw(OP, &path).await?;
+        if response.status().is_redirection() {
+            let location = response
+                .headers()
+                .get(http::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(str::to_string)
+                .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
+            return fetch_unauthenticated(OP, &location, limit).await;
         }
+        read_limited(OP, response, limit).await
     }
 }
 
 /// The body of `response`, refused once it passes `limit` bytes.
-async fn read_limited(
-    op: &str,
-    response: http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>,
-    limit: u64,
-) -> Result<Vec<u8>, ApiError> {
+async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Vec<u8>, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
     let mut out = Vec::new();

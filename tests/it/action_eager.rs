@@ -5,24 +5,19 @@
 //! runs really run at the same time), and its artifact is served back as a zip through the
 //! fake's run, artifact and download endpoints (a redirect to storage, as GitHub does).
 
-use crate::common::fake_github;
-
-use crate::common;
+use crate::common::lab::{self, task};
+use crate::common::{fake_github, git};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fake_github::FakeGitHub;
 use serde_json::{Value, json};
 
-use common::{dagexec, git};
-
-const REPO: &str = "acme/widgets";
 const BRANCH: &str = "dagexec/eager";
 
 /// Each task sleeps its own time (task 1 is slow), logs when it ran, and writes its file;
@@ -43,18 +38,11 @@ echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
 echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
 "#;
 
-fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": []}}
-    })
-}
-
+/// The shared lab ([`crate::common::lab`]) on branch [`BRANCH`], and what this harness
+/// keeps while it plays GitHub's runners.
 struct Lab {
-    tmp: tempfile::TempDir,
-    origin: PathBuf,
-    gh: Arc<FakeGitHub>,
-    clones: AtomicUsize,
+    lab: lab::Lab,
+    /// The workers' log of when each attempt started and ended (`$LAB_TIMES`).
     times: PathBuf,
     /// Task runs started so far (each runs once, however many conductors come and go).
     started: std::sync::Mutex<BTreeSet<u64>>,
@@ -64,49 +52,29 @@ struct Lab {
     forge: std::sync::atomic::AtomicBool,
 }
 
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.lab
+    }
+}
+
 impl Lab {
     fn new(tasks: Vec<Value>) -> Lab {
         Lab::with_worker(tasks, WORKER)
     }
 
     fn with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
-        let tmp = tempfile::tempdir().unwrap();
-        let origin = tmp.path().join("origin.git");
-        std::fs::create_dir_all(&origin).unwrap();
-        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-        let seed = tmp.path().join("seed");
-        std::fs::create_dir_all(seed.join(".design")).unwrap();
-        git(&seed, &["init", "-q", "-b", "main"]);
-        let plan = json!({
-            "schemaVersion": 2, "goal": "Eager", "context": {},
-            "progress": {"completedTasks": []}, "tasks": tasks
-        });
-        std::fs::write(
-            seed.join(".design/plan.json"),
-            serde_json::to_string_pretty(&plan).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(seed.join("worker.sh"), worker).unwrap();
-        git(&seed, &["add", "-A"]);
-        git(&seed, &["commit", "-qm", "plan"]);
-        git(
-            &seed,
-            &[
-                "push",
-                "-q",
-                origin.to_str().unwrap(),
-                "HEAD:refs/heads/main",
-            ],
-        );
-        let gh = tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(FakeGitHub::start());
-        let times = tmp.path().join("times.log");
+        let mut lab = lab::lab()
+            .plan("Eager", tasks)
+            .worker(worker)
+            .branch(BRANCH)
+            .ref_name(BRANCH)
+            .start();
+        let times = lab.tmp.path().join("times.log");
+        lab.set_env("LAB_TIMES", times.to_str().unwrap());
         Lab {
-            tmp,
-            origin,
-            gh: Arc::new(gh),
-            clones: AtomicUsize::new(0),
+            lab,
             times,
             started: Default::default(),
             lost: Default::default(),
@@ -114,56 +82,10 @@ impl Lab {
         }
     }
 
-    /// A fresh clone of the remote at `rev`, as `actions/checkout` leaves one.
-    fn checkout(&self, rev: &str) -> PathBuf {
-        let n = self.clones.fetch_add(1, Ordering::SeqCst);
-        let dir = self.tmp.path().join(format!("job-{n}"));
-        git(
-            self.tmp.path(),
-            &[
-                "clone",
-                "-q",
-                self.origin.to_str().unwrap(),
-                dir.to_str().unwrap(),
-            ],
-        );
-        git(&dir, &["checkout", "-q", "--detach", rev]);
-        dir
-    }
-
-    fn job(&self, dir: &Path, run_id: u64) -> Command {
-        let mut cmd = dagexec(dir);
-        cmd.env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_RUN_ID", run_id.to_string())
-            .env("GITHUB_RUN_ATTEMPT", "1")
-            .env("GITHUB_REPOSITORY", REPO)
-            .env("GITHUB_API_URL", self.gh.url())
-            .env("GITHUB_SERVER_URL", "https://github.com")
-            .env("GITHUB_REF_NAME", BRANCH)
-            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
-            .env("DAGEXEC_TOKEN", "ghs_token")
-            .env("DAGEXEC_BRANCH", BRANCH)
-            .env("LAB_TIMES", &self.times);
-        cmd
-    }
-
     /// A conductor run: the plan job (eager), then `action conduct` started as a process.
     fn conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
-        let dir = self.checkout("main");
-        let out = self
-            .job(&dir, run_id)
-            .args(["action", "plan"])
-            .env("DAGEXEC_SCHEDULE", "eager")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(out.status.success(), "plan job: {text}");
-        let outputs: BTreeMap<String, String> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("output "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let planned = self.plan_job(run_id, &[("DAGEXEC_SCHEDULE", "eager")]);
+        let (outputs, text) = (&planned.outputs, &planned.log);
         assert_eq!(outputs["conclusion"], "conduct", "{text}");
         assert_eq!(outputs["has-work"], "false", "{text}");
         let dir = self.checkout(&outputs["base"]);
@@ -220,25 +142,9 @@ impl Lab {
             return;
         }
         assert_eq!(d.git_ref, BRANCH, "task runs are dispatched on the branch");
-        let dir = self.checkout(&base);
         let artifacts = self.tmp.path().join(format!("artifact-{}", d.run_id));
-        let out = self
-            .job(&dir, d.run_id)
-            .args(["action", "work"])
-            .env("DAGEXEC_TASK", &task)
-            .env("DAGEXEC_ATTEMPT", &attempt)
-            .env("DAGEXEC_ROUND", "0")
-            .env("DAGEXEC_BASE", &base)
-            .env("DAGEXEC_WORKER", "sh ./worker.sh")
-            .env("DAGEXEC_ARTIFACTS", &artifacts)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "task run {task}/{attempt}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let entry = (task.parse().unwrap(), attempt.parse().unwrap());
+        self.work_job(d.run_id, entry, "0", &base, &artifacts);
         let name = format!("dagexec-{}-1-task-{task}-attempt-{attempt}", d.run_id);
         let mut uploaded = vec![(name, zip_dir(&artifacts))];
         if self.forge.load(Ordering::SeqCst) {
@@ -267,34 +173,6 @@ impl Lab {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-
-    /// The branch's commit subjects, newest first (none before it exists).
-    fn branch_log(&self) -> Vec<String> {
-        let out = Command::new("git")
-            .args(["log", "--format=%s", BRANCH, "--"])
-            .current_dir(&self.origin)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// The plan on the branch (once completed, its archived copy).
-    fn plan(&self) -> Value {
-        let files = git(&self.origin, &["ls-tree", "-r", "--name-only", BRANCH]);
-        let path = if files.lines().any(|f| f == ".design/plan.json") {
-            ".design/plan.json".to_string()
-        } else {
-            files
-                .lines()
-                .find(|f| f.starts_with(".design/") && f.ends_with(".json"))
-                .unwrap_or_else(|| panic!("no plan on the branch: {files}"))
-                .to_string()
-        };
-        serde_json::from_str(&git(&self.origin, &["show", &format!("{BRANCH}:{path}")])).unwrap()
     }
 
     /// (task, attempt) → (start, end) seconds, from the workers' own log.
@@ -351,7 +229,7 @@ fn eager_on_actions_starts_each_task_when_its_blockers_land_and_commits_each_arr
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
 
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
         assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
         assert!(
@@ -467,7 +345,7 @@ fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
     conductor.wait().unwrap();
     // The runs it started keep running, as GitHub's would.
     threads.extend(lab.run_dispatched());
-    let in_flight: Vec<usize> = lab.plan()["tasks"]
+    let in_flight: Vec<usize> = lab.branch_plan()["tasks"]
         .as_array()
         .unwrap()
         .iter()
@@ -478,7 +356,7 @@ fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
     assert!(
         !in_flight.is_empty(),
         "the round commit records the runs in flight: {:#}",
-        lab.plan()
+        lab.branch_plan()
     );
 
     // `/execute` (or any dispatch) starts a fresh conductor from the branch alone.
@@ -492,7 +370,7 @@ fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
     for i in &in_flight {
         assert!(log.contains(&format!("Adopting task {i} ")), "{log}");
     }
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
         assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
     }
@@ -536,7 +414,7 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
     let log = lab.conduct_log(2);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("Adopting task"), "{log}");
-    for t in lab.plan()["tasks"].as_array().unwrap() {
+    for t in lab.branch_plan()["tasks"].as_array().unwrap() {
         assert_eq!(t["status"], "completed", "{t:#}\n{log}");
     }
     lab.gh.assert_clean();
@@ -568,7 +446,7 @@ fn the_circuit_breaker_stops_the_conductor_with_its_numbers_and_keeps_the_runs_i
     let code = lab.drive(conductor, Duration::from_secs(120));
     let log = lab.conduct_log(1);
     assert_eq!(code, 1, "a breaker stop fails the job:\n{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "failed", "{plan:#}");
     assert_eq!(plan["tasks"][0]["attempts"], 3, "{plan:#}");
     for i in 1..=3 {
@@ -611,7 +489,7 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_conductor_ends_waiting_for_th
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("Conductor: needs-input."), "{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
     assert_eq!(plan["tasks"][1]["status"], "completed", "{plan:#}");
     let st = lab.gh.state();
@@ -664,7 +542,7 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("no artifact from its job"), "{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
     assert_eq!(
         plan["progress"]["completedTasks"][0]["attempts"], 2,
@@ -717,7 +595,7 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("Conductor: aborted."), "{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
     assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
     let started: Vec<Value> = lab
@@ -755,7 +633,7 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("ended (gone)"), "{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(
         plan["progress"]["completedTasks"][0]["attempts"], 2,
         "{plan:#}"
@@ -777,7 +655,7 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     let code = lab.drive(conductor, Duration::from_secs(120));
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
     assert!(
         log.contains("ignored artifact dagexec-7001-1-task-9-attempt-1 of run 7001"),
@@ -821,7 +699,7 @@ fn the_budget_stops_the_conductor_starting_runs() {
         .collect();
     assert_eq!(dispatched.len(), 2, "{dispatched:?}\n{log}");
     assert!(!dispatched.contains(&"2".to_string()), "{dispatched:?}");
-    let plan = lab.plan();
+    let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
     let costs: Vec<_> = plan["progress"]["dagexecAttempts"]
         .as_array()

@@ -3,16 +3,12 @@
 //! missing artifact, retries carried to the next round, and GitHub App authentication, against
 //! a local bare remote and the fake GitHub API.
 
-use crate::common::fake_github;
-
-use crate::common;
+use crate::common::fake_github::FakeGitHub;
+use crate::common::{dagexec, git, lab, manifest};
 
 use std::path::{Path, PathBuf};
 
-use fake_github::FakeGitHub;
 use serde_json::{Value, json};
-
-use common::{dagexec, git, manifest};
 
 const WORKER: &str = r#"#!/bin/sh
 cat > /dev/null
@@ -24,39 +20,31 @@ esac
 "#;
 
 fn task(subject: &str, creates: &[&str]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": [],
-        "metadata": {"files": {"create": creates, "modify": []}}
-    })
+    lab::task(subject, creates, &[])
 }
 
-/// A repository pushed to a bare remote; returns (repo, origin, base sha).
-fn setup(tmp: &Path) -> (PathBuf, PathBuf, String) {
-    let origin = tmp.join("origin.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    let repo = tmp.join("repo");
-    std::fs::create_dir_all(repo.join(".design")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(
-        &repo,
-        &["remote", "add", "origin", origin.to_str().unwrap()],
-    );
-    let plan = json!({
-        "schemaVersion": 2, "goal": "Jobs", "context": {}, "progress": {"completedTasks": []},
-        "tasks": [task("A", &["a.txt"]), task("B", &["b.txt"]), task("C", &["c.txt"])]
-    });
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(repo.join("worker.sh"), WORKER).unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "plan"]);
-    git(&repo, &["push", "-q", "origin", "main"]);
-    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
-    (repo, origin, base)
+/// The shared lab ([`crate::common::lab`]): tasks A, B and C and [`WORKER`], on branch
+/// `dagexec/jobs`; its jobs run one at a time in the seed clone.
+fn setup() -> lab::Lab {
+    lab::lab()
+        .plan(
+            "Jobs",
+            vec![
+                task("A", &["a.txt"]),
+                task("B", &["b.txt"]),
+                task("C", &["c.txt"]),
+            ],
+        )
+        .worker(WORKER)
+        .branch("dagexec/jobs")
+        .start()
+}
+
+/// What the tests here use of a lab: its folder, the seed clone, the remote and `main`'s
+/// commit.
+fn parts(lab: &lab::Lab) -> (&tempfile::TempDir, PathBuf, PathBuf, String) {
+    let base = git(&lab.repo, &["rev-parse", "HEAD"]).trim().to_string();
+    (&lab.tmp, lab.repo.clone(), lab.origin.clone(), base)
 }
 
 /// `dagexec action work` for attempt 1 of task 0 in run `run_id`, round `round`, its files
@@ -95,12 +83,7 @@ fn work(repo: &Path, artifacts: &Path, task: usize, base: &str) {
         .env("DAGEXEC_ARTIFACTS", artifacts.join(&name))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", lab::text(&out));
     // Undo the worker's changes, as a fresh job would start clean.
     git(repo, &["reset", "-q", "--hard", base]);
     git(repo, &["clean", "-qfdx"]);
@@ -108,8 +91,8 @@ fn work(repo: &Path, artifacts: &Path, task: usize, base: &str) {
 
 #[test]
 fn finalize_refuses_what_a_task_may_not_change_and_authenticates_as_an_app() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, origin, base) = parts(&lab);
     let artifacts = tmp.path().join("artifacts");
     work(&repo, &artifacts, 0, &base);
     work(&repo, &artifacts, 1, &base);
@@ -136,9 +119,7 @@ fn finalize_refuses_what_a_task_may_not_change_and_authenticates_as_an_app() {
     )
     .unwrap();
     // Task 2's job left nothing.
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let gh = &lab.gh;
     let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"}]}"#;
     let key = std::fs::read_to_string(manifest().join("tests/fixtures/app-key.pem")).unwrap();
     let out = dagexec(&repo)
@@ -158,11 +139,7 @@ fn finalize_refuses_what_a_task_may_not_change_and_authenticates_as_an_app() {
         .env("DAGEXEC_ARTIFACTS", &artifacts)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = lab::text(&out);
     assert!(out.status.success(), "{text}");
     assert!(!text.contains("BEGIN RSA"), "the key never reaches the log");
     let state: Value =
@@ -233,23 +210,15 @@ case "$prompt" in
 esac
 "#;
 
-/// A repository whose one task asks a question, pushed to a bare remote.
-fn asking(tmp: &Path) -> (PathBuf, PathBuf, String) {
-    let (repo, origin, _) = setup(tmp);
-    let plan = json!({
-        "schemaVersion": 2, "goal": "Ask", "context": {}, "progress": {"completedTasks": []},
-        "tasks": [task("A", &["a.txt"])]
-    });
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(repo.join("worker.sh"), ASKING_WORKER).unwrap();
-    git(&repo, &["commit", "-qam", "one asking task"]);
-    git(&repo, &["push", "-q", "origin", "main"]);
-    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
-    (repo, origin, base)
+/// A lab whose one task asks a question ([`ASKING_WORKER`]), in `REPO` (the webhook
+/// examples' repository), on branch `dagexec/ask`.
+fn asking() -> lab::Lab {
+    lab::lab()
+        .plan("Ask", vec![task("A", &["a.txt"])])
+        .worker(ASKING_WORKER)
+        .repository(REPO)
+        .branch("dagexec/ask")
+        .start()
 }
 
 /// `dagexec` with the GitHub context of a run in `REPO` on the fake.
@@ -282,11 +251,7 @@ fn finalize(
         .env("DAGEXEC_ARTIFACTS", artifacts)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = lab::text(&out);
     assert!(out.status.success(), "{text}");
     text
 }
@@ -320,11 +285,7 @@ fn comment(repo: &Path, gh: &FakeGitHub, event: &Path) -> String {
             .env("GITHUB_OUTPUT", &outputs)
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = lab::text(&out);
         assert!(out.status.success(), "{command}: {text}");
         text
     };
@@ -344,11 +305,9 @@ fn branch_plan(origin: &Path) -> Value {
 
 #[test]
 fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = asking(tmp.path());
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let lab = asking();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let gh = &lab.gh;
     let artifacts = tmp.path().join("artifacts");
     let name = "dagexec-77-1-task-0-attempt-1";
     let out = work_job(
@@ -359,7 +318,7 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
         artifacts.join(name),
     );
     assert!(out.status.success());
-    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    finalize(&repo, gh, "77", (0, 1), &base, &artifacts);
     // One question comment with the exact reply, one status comment, action_required, no
     // next round.
     let comments = gh.state().comments;
@@ -393,14 +352,14 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 0);
     // Re-running the same finalize creates no second PR, status comment or question.
     git(&repo, &["checkout", "-q", "--detach", &base]);
-    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    finalize(&repo, gh, "77", (0, 1), &base, &artifacts);
     assert_eq!(gh.calls("pulls/create").len(), 1);
     assert_eq!(gh.state().comments.len(), 2);
     assert_eq!(gh.calls("issues/create-comment").len(), 2);
     // The answer, as a comment: 👀, committed to the plan on the branch, a round started.
     let text = comment(
         &repo,
-        &gh,
+        gh,
         &comment_event(tmp.path(), "/execute answer 0 use sqlite\r\nplease"),
     );
     assert!(text.contains("Started a round on dagexec/ask"), "{text}");
@@ -432,11 +391,9 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_answer_resumes_it() {
 
 #[test]
 fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = asking(tmp.path());
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let lab = asking();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let gh = &lab.gh;
     let artifacts = tmp.path().join("artifacts");
     let out = work_job(
         &repo,
@@ -446,7 +403,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         artifacts.join("dagexec-77-1-task-0-attempt-1"),
     );
     assert!(out.status.success());
-    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    finalize(&repo, gh, "77", (0, 1), &base, &artifacts);
     let status_comments = |gh: &FakeGitHub| {
         gh.state()
             .comments
@@ -458,7 +415,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     // A stranger: one reply saying who may, nothing else.
     gh.set_permission("Codertocat", "read");
     let before = gh.requests().len();
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute"));
     let after: Vec<String> = gh.requests()[before..]
         .iter()
         .map(|r| r.operation_id.clone())
@@ -472,7 +429,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     gh.set_permission("Codertocat", "write");
     // A collaborator's `/execute`: 👀, and a round starts on the PR's branch.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute"));
     assert_eq!(gh.calls("reactions/create-for-issue-comment").len(), 1);
     let d = gh.calls("actions/create-workflow-dispatch");
     assert_eq!(d.len(), 1);
@@ -481,10 +438,10 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         "dagexec/ask"
     );
     // status: the one status comment, refreshed.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute status"));
-    assert_eq!(status_comments(&gh).len(), 1);
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute status"));
+    assert_eq!(status_comments(gh).len(), 1);
     // retry: the blocked task is pending again with fresh attempts, and a round starts.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute retry 0"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute retry 0"));
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["status"], "pending", "{plan:#}");
     assert_eq!(plan["tasks"][0]["attempts"], 0);
@@ -492,7 +449,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 2);
     // retry of a task that is pending is refused with a reply.
     let replies = gh.calls("issues/create-comment").len();
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute retry 0 "));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute retry 0 "));
     assert_eq!(gh.calls("issues/create-comment").len(), replies + 1);
     assert!(
         gh.state()
@@ -503,15 +460,15 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
             .contains("only a failed, blocked or skipped task")
     );
     // proceed: recorded in the plan for the plan job's pre-flight gate.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute proceed"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute proceed"));
     assert_eq!(
         branch_plan(&origin)["progress"]["dagexecPreflight"],
         "proceed"
     );
     let dispatches = gh.calls("actions/create-workflow-dispatch").len();
     // abort: the status comment records it, and the next finalize starts no round.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute abort"));
-    assert!(status_comments(&gh)[0].contains("dagexec:abort-requested"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute abort"));
+    assert!(status_comments(gh)[0].contains("dagexec:abort-requested"));
     assert_eq!(
         gh.calls("actions/create-workflow-dispatch").len(),
         dispatches
@@ -533,7 +490,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         artifacts.join("dagexec-79-1-task-0-attempt-1"),
     );
     assert!(out.status.success());
-    let text = finalize(&repo, &gh, "79", (0, 1), &tip, &artifacts);
+    let text = finalize(&repo, gh, "79", (0, 1), &tip, &artifacts);
     // The failed attempt is retried inside round 2, so the round is still open: the abort
     // stops after this part of it, and `/execute` resumes the round.
     assert!(text.contains("Stopped after part 1 of round 2"), "{text}");
@@ -541,7 +498,7 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
         gh.calls("actions/create-workflow-dispatch").len(),
         dispatches
     );
-    let status = status_comments(&gh);
+    let status = status_comments(gh);
     assert_eq!(status.len(), 1);
     assert!(
         !status[0].contains("dagexec:abort-requested"),
@@ -558,11 +515,9 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
 
 #[test]
 fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = asking(tmp.path());
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let lab = asking();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let gh = &lab.gh;
     let artifacts = tmp.path().join("artifacts");
     let worker = r#"cat >/dev/null; echo 'OUTPUT_JSON_START'; echo '{"status":"NEEDS_DECISION","blocked_at":"schema","decision_needed":"Which database?","options":[{"key":"pg","description":"Postgres"},"sqlite"]}'; echo 'OUTPUT_JSON_END'"#;
     let out = work_job(
@@ -573,7 +528,7 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
         artifacts.join("dagexec-77-1-task-0-attempt-1"),
     );
     assert!(out.status.success());
-    finalize(&repo, &gh, "77", (0, 1), &base, &artifacts);
+    finalize(&repo, gh, "77", (0, 1), &base, &artifacts);
     let q = gh
         .state()
         .comments
@@ -590,11 +545,7 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
     assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
-    comment(
-        &repo,
-        &gh,
-        &comment_event(tmp.path(), "/execute answer 0 2"),
-    );
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute answer 0 2"));
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["question"]["reply"], "sqlite", "{plan:#}");
     assert_eq!(plan["tasks"][0]["status"], "pending");
@@ -603,11 +554,9 @@ fn a_workers_decision_becomes_a_question_with_options_and_a_numbered_reply_picks
 
 #[test]
 fn a_workers_needs_action_status_line_becomes_a_question_as_locally() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = asking(tmp.path());
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let lab = asking();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let gh = &lab.gh;
     let artifacts = tmp.path().join("artifacts");
     let worker = r#"cat >/dev/null; echo working; echo 'NEEDS_ACTION: Verify the email address'"#;
     let out = work_job(
@@ -618,7 +567,7 @@ fn a_workers_needs_action_status_line_becomes_a_question_as_locally() {
         artifacts.join("dagexec-78-1-task-0-attempt-1"),
     );
     assert!(out.status.success());
-    finalize(&repo, &gh, "78", (0, 1), &base, &artifacts);
+    finalize(&repo, gh, "78", (0, 1), &base, &artifacts);
     let plan = branch_plan(&origin);
     assert_eq!(plan["tasks"][0]["status"], "blocked", "{plan:#}");
     assert_eq!(plan["tasks"][0]["question"]["kind"], "action", "{plan:#}");
@@ -643,15 +592,9 @@ fn plan_job(repo: &Path, dir: &Path) -> std::collections::BTreeMap<String, Strin
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = std::fs::read_to_string(&out_file).unwrap();
-    let mut outputs = std::collections::BTreeMap::new();
-    let mut lines = text.lines();
-    while let Some(head) = lines.next() {
-        let (key, delim) = head.split_once("<<").unwrap();
-        let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
-        outputs.insert(key.to_string(), value.join("\n"));
-    }
-    outputs
+    outputs_in(&std::fs::read_to_string(&out_file).unwrap())
+        .into_iter()
+        .collect()
 }
 
 fn fastrand_suffix() -> u128 {
@@ -663,20 +606,14 @@ fn fastrand_suffix() -> u128 {
 
 #[test]
 fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, _) = asking(tmp.path());
+    let lab = asking();
+    let (tmp, repo, origin, _) = parts(&lab);
     // Task 0 claims something that is not true here.
-    let mut plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
-            .unwrap();
-    plan["tasks"][0]["agent"] = json!({"assumptions": [
-        {"claim": "the database is up", "verify": "test -e /nonexistent/db.sock", "severity": "blocking"}
-    ]});
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
+    lab.edit_plan(|plan| {
+        plan["tasks"][0]["agent"] = json!({"assumptions": [
+            {"claim": "the database is up", "verify": "test -e /nonexistent/db.sock", "severity": "blocking"}
+        ]});
+    });
     git(&repo, &["commit", "-qam", "an assumption that fails"]);
     git(&repo, &["push", "-q", "origin", "main"]);
     let outputs = plan_job(&repo, tmp.path());
@@ -686,10 +623,8 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
         outputs["message"].contains("the database is up"),
         "{outputs:#?}"
     );
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
-    let out = in_actions(&repo, &gh, "80")
+    let gh = &lab.gh;
+    let out = in_actions(&repo, gh, "80")
         .args(["action", "finalize"])
         .env("DAGEXEC_BASE", &outputs["base"])
         .env("DAGEXEC_ROUND", "1")
@@ -722,7 +657,7 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
         "action_required"
     );
     // `/execute proceed`: recorded on the branch; the next plan job runs the batch anyway.
-    comment(&repo, &gh, &comment_event(tmp.path(), "/execute proceed"));
+    comment(&repo, gh, &comment_event(tmp.path(), "/execute proceed"));
     assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
     git(&repo, &["checkout", "-q", "main"]);
     let outputs = plan_job(&repo, tmp.path());
@@ -740,8 +675,8 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
 
 #[test]
 fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, _) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, origin, _) = parts(&lab);
     for (path, text) in [
         (".long-run/spec/spec.md", "# Spec\nA tiny app.\n"),
         (
@@ -804,10 +739,8 @@ fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
     );
     git(&repo, &["reset", "-q", "--hard", &base]);
     git(&repo, &["clean", "-qfdx"]);
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
-    let o = in_actions(&repo, &gh, "91")
+    let gh = &lab.gh;
+    let o = in_actions(&repo, gh, "91")
         .args(["action", "finalize"])
         .env("DAGEXEC_PLAN", ".long-run")
         .env(
@@ -820,12 +753,7 @@ fn a_long_run_folder_runs_on_actions_through_the_same_jobs() {
         .env("DAGEXEC_ARTIFACTS", &artifacts)
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", lab::text(&o));
     // The round committed the work, the seed's summary and the folder's plan with its state;
     // plan 02 is next.
     let files = git(&origin, &["ls-tree", "-r", "--name-only", "dagexec/lr"]);
@@ -901,40 +829,23 @@ echo "pwned" >> "{f}/github_step_summary"
 /// The step outputs in a `$GITHUB_OUTPUT` file, by name, in the order written; a line that is
 /// not dagexec's `name<<delimiter` form is kept as it is.
 fn outputs_in(text: &str) -> Vec<(String, String)> {
-    let mut outputs = Vec::new();
-    let mut lines = text.lines();
-    while let Some(head) = lines.next() {
-        match head.split_once("<<") {
-            Some((key, delim)) => {
-                let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
-                outputs.push((key.to_string(), value.join("\n")));
-            }
-            None => outputs.push((head.to_string(), String::new())),
-        }
-    }
-    outputs
+    lab::output_file(text)
 }
 
 #[test]
 fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outputs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, _origin, _) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, _origin, _) = parts(&lab);
     let files = tmp.path().join("runner");
     std::fs::create_dir_all(&files).unwrap();
     let seen = tmp.path().join("seen.txt");
     // Task 0's acceptance check tries the same as the worker.
-    let mut plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
-            .unwrap();
     let check = hostile(&seen, &files, "true").replace('\n', "; ");
-    plan["tasks"][0]["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
-        {"criterion": "the check runs", "check": check}
-    ]});
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
+    lab.edit_plan(|plan| {
+        plan["tasks"][0]["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+            {"criterion": "the check runs", "check": check}
+        ]});
+    });
     std::fs::write(
         repo.join("hostile.sh"),
         format!(
@@ -961,11 +872,7 @@ fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outpu
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let log = lab::text(&out);
     assert!(out.status.success(), "{log}");
     // Both the worker and the check ran, and neither saw a runner file or a token.
     let seen = std::fs::read_to_string(&seen).unwrap();
@@ -1021,23 +928,17 @@ fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outpu
 
 #[test]
 fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, _origin, _) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, _origin, _) = parts(&lab);
     let files = tmp.path().join("runner");
     std::fs::create_dir_all(&files).unwrap();
     let seen = tmp.path().join("seen.txt");
-    let mut plan: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo.join(".design/plan.json")).unwrap())
-            .unwrap();
     let verify = hostile(&seen, &files, "true").replace('\n', "; ");
-    plan["tasks"][0]["agent"] = json!({"assumptions": [
-        {"claim": "the tree is fine", "verify": verify, "severity": "blocking"}
-    ]});
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
+    lab.edit_plan(|plan| {
+        plan["tasks"][0]["agent"] = json!({"assumptions": [
+            {"claim": "the tree is fine", "verify": verify, "severity": "blocking"}
+        ]});
+    });
     git(&repo, &["commit", "-qam", "a hostile pre-flight check"]);
     let mut cmd = dagexec(&repo);
     cmd.args(["action", "plan"])
@@ -1102,18 +1003,14 @@ fn finalize_77(
         .env("DAGEXEC_ARTIFACTS", artifacts)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = lab::text(&out);
     (out.status.success(), text)
 }
 
 #[test]
 fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, origin, base) = parts(&lab);
     let artifacts = tmp.path().join("artifacts");
     work(&repo, &artifacts, 1, &base);
     // Another job of the run (any task's code can upload artifacts) forges task 1's result
@@ -1130,11 +1027,9 @@ fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
         std::fs::create_dir_all(artifacts.join(name)).unwrap();
         std::fs::write(artifacts.join(name).join("result.json"), forged.to_string()).unwrap();
     }
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let gh = &lab.gh;
     let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     for name in [
         "dagexec-77-999-task-1-attempt-1",
@@ -1151,13 +1046,11 @@ fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
 
 #[test]
 fn a_matrix_entry_for_a_task_the_plan_lacks_is_an_error_not_a_panic() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, _origin, base) = setup(tmp.path());
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let lab = setup();
+    let (tmp, repo, _origin, base) = parts(&lab);
+    let gh = &lab.gh;
     let matrix = r#"{"include":[{"task":7,"attempt":1,"name":"task 7: ghost"}]}"#;
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &tmp.path().join("none"));
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &tmp.path().join("none"));
     assert!(!ok, "{log}");
     assert!(!log.contains("panicked"), "{log}");
     assert!(
@@ -1185,8 +1078,8 @@ fn a_matrix_entry_for_a_task_the_plan_lacks_is_an_error_not_a_panic() {
 
 #[test]
 fn in_the_actions_own_repository_patches_to_its_source_and_github_dir_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, _) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, origin, _) = parts(&lab);
     // The repository is an action that `uses: ./` builds from source.
     std::fs::write(
         repo.join("action.yml"),
@@ -1214,11 +1107,9 @@ esac
     for t in 0..3 {
         work(&repo, &artifacts, t, &base);
     }
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let gh = &lab.gh;
     let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"},{"task":1,"attempt":1,"name":"task 1: B"},{"task":2,"attempt":1,"name":"task 2: C"}]}"#;
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     let state: Value =
         serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
@@ -1239,19 +1130,17 @@ esac
 
 #[test]
 fn a_strangers_comment_with_the_status_and_abort_markers_stops_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, _origin, base) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, _origin, base) = parts(&lab);
     let artifacts = tmp.path().join("artifacts");
     work(&repo, &artifacts, 1, &base);
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let gh = &lab.gh;
     gh.set_permission("mallory", "read");
     let forged = "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop";
     // On the pull request finalize is about to open (#1).
     gh.add_comment("acme/widgets", 1, "mallory", forged);
     let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     assert!(log.contains("Ignoring comment 1000 by @mallory"), "{log}");
     assert_eq!(
@@ -1274,17 +1163,15 @@ fn a_strangers_comment_with_the_status_and_abort_markers_stops_nothing() {
 
 #[test]
 fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, origin, base) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, origin, base) = parts(&lab);
     let artifacts = tmp.path().join("artifacts");
     work(&repo, &artifacts, 1, &base);
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
+    let gh = &lab.gh;
     let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
     // Two runs planned the same round on the same base (a dispatch and an `/execute` at
     // once); the first to finish pushes it.
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     let pushed = git(&origin, &["rev-parse", "dagexec/jobs"]);
     let prs = gh.calls("pulls/create").len() + gh.calls("pulls/update").len();
@@ -1295,7 +1182,7 @@ fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
     let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
     r["output"] = json!("COMPLETED: b, the second time");
     std::fs::write(&result, r.to_string()).unwrap();
-    let (ok, log) = finalize_77(&repo, &gh, ("1", matrix), &base, &artifacts);
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
     assert!(ok, "{log}");
     assert!(log.contains("this round is stale"), "{log}");
     assert_eq!(git(&origin, &["rev-parse", "dagexec/jobs"]), pushed);
@@ -1364,8 +1251,8 @@ fn a_round_started_twice_pushes_once_and_the_stale_one_stops_cleanly() {
 
 #[test]
 fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (repo, _origin, base) = setup(tmp.path());
+    let lab = setup();
+    let (tmp, repo, _origin, base) = parts(&lab);
     let out_file = tmp.path().join("plan-output");
     let out = dagexec(&repo)
         .args(["action", "plan"])
@@ -1385,10 +1272,8 @@ fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
     assert_eq!(outputs["conclusion"], "redirect", "{outputs:#?}");
     assert_eq!(outputs["has-work"], "false");
     assert_eq!(outputs["branch"], "dagexec/jobs");
-    let gh = tokio::runtime::Runtime::new()
-        .unwrap()
-        .block_on(FakeGitHub::start());
-    let out = in_actions(&repo, &gh, "81")
+    let gh = &lab.gh;
+    let out = in_actions(&repo, gh, "81")
         .args(["action", "finalize"])
         .env("DAGEXEC_BASE", &base)
         .env("DAGEXEC_ROUND", &outputs["round"])

@@ -5,16 +5,11 @@
 //! rejection three times, escalated to a question on the pull request, answered, and
 //! escalated again at once when the reviewer still says the same.
 
-use crate::common::fake_github;
-
-use crate::common;
+use crate::common::{git, lab};
 
 use std::path::{Path, PathBuf};
 
-use fake_github::FakeGitHub;
 use serde_json::{Value, json};
-
-use common::{dagexec, git};
 
 const REPO: &str = "Codertocat/Hello-World";
 const BRANCH: &str = "dagexec/review";
@@ -40,107 +35,72 @@ const REJECT: &str = "echo 'looked at it'\necho REJECTED\necho 'summary: Tests i
 
 const APPROVE: &str = "echo APPROVED\necho 'summary: a.txt is there'\n";
 
+/// The shared lab ([`crate::common::lab`]), whose jobs run one after another in its seed
+/// clone, with the reviewer and what the scripts record.
 struct Setup {
-    _tmp: tempfile::TempDir,
-    repo: PathBuf,
-    origin: PathBuf,
+    lab: lab::Lab,
     out: PathBuf,
     artifacts: PathBuf,
-    gh: FakeGitHub,
-    _rt: tokio::runtime::Runtime,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.lab
+    }
 }
 
 /// A repository with one task (A, creating a.txt), pushed to a bare remote; the reviewer's
 /// verdict comes from `verdict` (shell, after [`REVIEWER_HEAD`]).
 fn setup(verdict: &str) -> Setup {
-    let tmp = tempfile::tempdir().unwrap();
-    let origin = tmp.path().join("origin.git");
-    std::fs::create_dir_all(&origin).unwrap();
-    git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(repo.join(".design")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(
-        &repo,
-        &["remote", "add", "origin", origin.to_str().unwrap()],
-    );
-    let plan = json!({
-        "schemaVersion": 2, "goal": "Review", "context": {}, "progress": {"completedTasks": []},
-        "tasks": [{
-            "subject": "A", "description": "Write a.txt", "status": "pending", "blockedBy": [],
-            "metadata": {"files": {"create": ["a.txt"], "modify": []}},
-            "agent": {"acceptanceCriteria": [{"criterion": "a exists", "check": "test -f a.txt"}]}
-        }]
-    });
-    std::fs::write(
-        repo.join(".design/plan.json"),
-        serde_json::to_string_pretty(&plan).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(repo.join("worker.sh"), WORKER).unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "plan"]);
-    git(&repo, &["push", "-q", "origin", "main"]);
-    let out = tmp.path().join("out");
+    let lab = lab::lab()
+        .repository(REPO)
+        .branch(BRANCH)
+        .plan(
+            "Review",
+            vec![json!({
+                "subject": "A", "description": "Write a.txt", "status": "pending", "blockedBy": [],
+                "metadata": {"files": {"create": ["a.txt"], "modify": []}},
+                "agent": {"acceptanceCriteria": [{"criterion": "a exists", "check": "test -f a.txt"}]}
+            })],
+        )
+        .worker(WORKER)
+        .start();
+    let out = lab.tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     // The reviewer lives outside the repository, so it is no part of any patch.
     std::fs::write(
-        tmp.path().join("reviewer.sh"),
+        lab.tmp.path().join("reviewer.sh"),
         format!("{REVIEWER_HEAD}{verdict}"),
     )
     .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let gh = rt.block_on(FakeGitHub::start());
     Setup {
-        repo,
-        origin,
+        artifacts: lab.tmp.path().join("artifacts"),
         out,
-        artifacts: tmp.path().join("artifacts"),
-        gh,
-        _rt: rt,
-        _tmp: tmp,
+        lab,
     }
 }
 
 impl Setup {
     fn reviewer(&self) -> String {
-        format!(
-            "sh '{}'",
-            self.repo.parent().unwrap().join("reviewer.sh").display()
-        )
+        format!("sh '{}'", self.tmp.path().join("reviewer.sh").display())
     }
 
-    /// `dagexec` with the GitHub context of run `run_id` in `REPO` on the fake.
+    /// `dagexec` in the seed clone with the GitHub context of run `run_id` on the fake.
     fn in_actions(&self, run_id: &str) -> std::process::Command {
-        let mut cmd = dagexec(&self.repo);
-        cmd.env("GITHUB_RUN_ID", run_id)
-            .env("GITHUB_REPOSITORY", REPO)
-            .env("GITHUB_API_URL", self.gh.url())
-            .env("GITHUB_REF_NAME", "main")
-            .env("OUT", &self.out);
+        let mut cmd = self.context(&self.repo, run_id);
+        cmd.env("OUT", &self.out);
         cmd
     }
 
     /// The plan on the execution branch (or, once every task completed, its archive).
     fn branch_plan(&self) -> Value {
-        let ls = git(&self.origin, &["ls-tree", "-r", "--name-only", BRANCH]);
-        let file = if ls.lines().any(|l| l == ".design/plan.json") {
-            ".design/plan.json"
-        } else {
-            ".design/plan.done.json"
-        };
-        serde_json::from_str(&git(&self.origin, &["show", &format!("{BRANCH}:{file}")])).unwrap()
+        self.lab.branch_plan()
     }
 
     /// The commit the next round starts from: the branch's tip, or `main` before round 1.
     fn base(&self) -> String {
-        let refs = git(&self.origin, &["branch", "--list", BRANCH]);
-        let r = if refs.trim().is_empty() {
-            "main"
-        } else {
-            BRANCH
-        };
-        git(&self.origin, &["rev-parse", r]).trim().to_string()
+        self.next_base()
     }
 
     /// One round on Actions: the work job for task 0 (its attempt taken from the plan at the
@@ -159,6 +119,7 @@ impl Setup {
         let name = format!("dagexec-{run_id}-1-task-0-attempt-{attempt}");
         let out = self
             .in_actions(&run_id)
+            .env_remove("DAGEXEC_TOKEN")
             .args(["action", "work"])
             .env("DAGEXEC_TASK", "0")
             .env("DAGEXEC_ATTEMPT", attempt.to_string())
@@ -169,12 +130,7 @@ impl Setup {
             .env("DAGEXEC_ARTIFACTS", self.artifacts.join(&name))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", lab::text(&out));
         // The next job starts from a clean checkout.
         git(&self.repo, &["reset", "-q", "--hard", &base]);
         git(&self.repo, &["clean", "-qfdx"]);
@@ -183,7 +139,6 @@ impl Setup {
         let out = self
             .in_actions(&run_id)
             .args(["action", "finalize"])
-            .env("DAGEXEC_TOKEN", "ghs_token")
             .env("DAGEXEC_MATRIX", matrix)
             .env("DAGEXEC_BASE", &base)
             .env("DAGEXEC_ROUND", round.to_string())
@@ -191,11 +146,7 @@ impl Setup {
             .env("DAGEXEC_ARTIFACTS", &self.artifacts)
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = lab::text(&out);
         assert!(out.status.success(), "{text}");
         (attempt, text)
     }

@@ -5,19 +5,12 @@
 //! things people read are true of a plan that really ran: round commit messages, the circuit
 //! breaker's numbers on the check run, and attempt counts after retries in the PR body.
 
-use crate::common::fake_github;
-
-use crate::common;
+use crate::common::lab::{self, edit, task};
+use crate::common::{self, dagexec, git};
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use fake_github::FakeGitHub;
 use serde_json::{Value, json};
-
-use common::{dagexec, git};
-
-const REPO: &str = "acme/widgets";
 
 /// Task 0 fails twice, then completes; task 1 never works; the others complete.
 const WORKER: &str = r#"#!/bin/sh
@@ -30,24 +23,15 @@ case "$DAGEXEC_TASK_INDEX" in
 esac
 "#;
 
-fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
-    edit(subject, creates, &[], blocked_by)
-}
+/// The shared lab ([`crate::common::lab`]) on branch `dagexec/rounds`, run workflow run by workflow
+/// run.
+struct Lab(lab::Lab);
 
-fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[usize]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": modifies}}
-    })
-}
-
-struct Lab {
-    tmp: tempfile::TempDir,
-    origin: PathBuf,
-    gh: FakeGitHub,
-    jobs: usize,
-    /// The `max-cost` input of every job, when set.
-    max_cost: Option<String>,
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.0
+    }
 }
 
 impl Lab {
@@ -62,197 +46,48 @@ impl Lab {
     /// A lab whose plan is `tasks`, whose worker is the script `worker` (committed as
     /// `worker.sh`) and whose repository holds `files`.
     fn with(tasks: Vec<Value>, worker: &str, files: &[(&str, &str)]) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let origin = tmp.path().join("origin.git");
-        std::fs::create_dir_all(&origin).unwrap();
-        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-        let repo = tmp.path().join("seed");
-        std::fs::create_dir_all(repo.join(".design")).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        let plan = json!({
-            "schemaVersion": 2, "goal": "Rounds", "context": {},
-            "progress": {"completedTasks": []}, "tasks": tasks
-        });
-        std::fs::write(
-            repo.join(".design/plan.json"),
-            serde_json::to_string_pretty(&plan).unwrap(),
-        )
-        .unwrap();
-        std::fs::write(repo.join("worker.sh"), worker).unwrap();
+        let mut b = lab::lab()
+            .plan("Rounds", tasks)
+            .worker(worker)
+            .branch("dagexec/rounds");
         for (rel, text) in files {
-            std::fs::write(repo.join(rel), text).unwrap();
+            b = b.file(rel, text);
         }
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-qm", "plan"]);
-        git(
-            &repo,
-            &[
-                "push",
-                "-q",
-                origin.to_str().unwrap(),
-                "HEAD:refs/heads/main",
-            ],
-        );
-        let gh = tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(FakeGitHub::start());
-        Lab {
-            tmp,
-            origin,
-            gh,
-            jobs: 0,
-            max_cost: None,
-        }
+        Lab(b.start())
     }
 
-    /// A fresh clone of the remote at `rev`, as `actions/checkout` leaves one.
-    fn checkout(&mut self, rev: &str) -> PathBuf {
-        self.jobs += 1;
-        let dir = self.tmp.path().join(format!("job-{}", self.jobs));
-        git(
-            self.tmp.path(),
-            &[
-                "clone",
-                "-q",
-                self.origin.to_str().unwrap(),
-                dir.to_str().unwrap(),
-            ],
-        );
-        git(&dir, &["checkout", "-q", "--detach", rev]);
-        git(
-            &dir,
-            &["remote", "set-url", "origin", self.origin.to_str().unwrap()],
-        );
-        dir
-    }
-
-    fn job(&self, dir: &Path, run_id: u32) -> std::process::Command {
-        let mut cmd = dagexec(dir);
-        cmd.env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_RUN_ID", run_id.to_string())
-            .env("GITHUB_RUN_ATTEMPT", "1")
-            .env("GITHUB_REPOSITORY", REPO)
-            .env("GITHUB_API_URL", self.gh.url())
-            .env("GITHUB_SERVER_URL", "https://github.com")
-            .env("GITHUB_REF_NAME", "main")
-            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
-            .env("DAGEXEC_TOKEN", "ghs_token")
-            .env("DAGEXEC_BRANCH", "dagexec/rounds");
-        if let Some(budget) = &self.max_cost {
-            cmd.env("DAGEXEC_MAX_COST", budget);
-        }
-        cmd
+    /// The `max-cost` input of every later job.
+    fn max_cost(&mut self, budget: &str) {
+        self.0.set_env("DAGEXEC_MAX_COST", budget);
     }
 
     /// One workflow run: plan, the matrix's work jobs, finalize. Returns the plan job's
-    /// outputs and whether finalize succeeded.
-    fn round(&mut self, run_id: u32) -> (BTreeMap<String, String>, bool, String) {
-        let dir = self.checkout("main");
-        let out = self
-            .job(&dir, run_id)
-            .args(["action", "plan"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "plan job: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let outputs: BTreeMap<String, String> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("output "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        if outputs.get("has-work").map(String::as_str) != Some("true") {
-            return (outputs, true, text);
-        }
-        let base = outputs["base"].clone();
-        let matrix: Value = serde_json::from_str(&outputs["matrix"]).unwrap();
-        let artifacts = self.tmp.path().join(format!("artifacts-{run_id}"));
-        for entry in matrix["include"].as_array().unwrap() {
-            let (t, a) = (
-                entry["task"].as_u64().unwrap(),
-                entry["attempt"].as_u64().unwrap(),
-            );
-            let dir = self.checkout(&base);
-            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
-            let out = self
-                .job(&dir, run_id)
-                .args(["action", "work"])
-                .env("DAGEXEC_TASK", t.to_string())
-                .env("DAGEXEC_ATTEMPT", a.to_string())
-                .env("DAGEXEC_ROUND", &outputs["round"])
-                .env("DAGEXEC_BASE", &base)
-                .env("DAGEXEC_WORKER", "sh ./worker.sh")
-                .env("DAGEXEC_ARTIFACTS", artifacts.join(&name))
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "work job {t}/{a}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let dir = self.checkout(&base);
-        git(
-            &dir,
-            &[
-                "fetch",
-                "-q",
-                "origin",
-                "+refs/heads/*:refs/remotes/origin/*",
-            ],
-        );
-        let out = self
-            .job(&dir, run_id)
-            .args(["action", "finalize"])
-            .env("DAGEXEC_MATRIX", &outputs["matrix"])
-            .env("DAGEXEC_BASE", &base)
-            .env("DAGEXEC_ROUND", &outputs["round"])
-            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
-            .env(
-                "DAGEXEC_MESSAGE",
-                outputs.get("message").cloned().unwrap_or_default(),
-            )
-            .env("DAGEXEC_ARTIFACTS", &artifacts)
-            .output()
-            .unwrap();
-        let log = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (outputs, out.status.success(), log)
+    /// outputs, whether finalize succeeded and its log (the plan job's, when it planned no
+    /// work).
+    fn round(&self, run_id: u64) -> (BTreeMap<String, String>, bool, String) {
+        let lab::Round { planned, finalized } = self.0.round(run_id);
+        let (ok, log) = finalized.unwrap_or((true, planned.log));
+        (planned.outputs, ok, log)
     }
 
     /// Rounds until one does not dispatch another (at most `limit`). Returns the last
     /// finalize's success and log.
-    fn run(&mut self, limit: u32) -> (bool, String) {
+    fn run(&self, limit: u64) -> (bool, String) {
         for run_id in 1..=limit {
-            let dispatched = self.gh.calls("actions/create-workflow-dispatch").len();
+            let dispatched = self.dispatches();
             let (outputs, ok, log) = self.round(100 + run_id);
-            let again = self.gh.calls("actions/create-workflow-dispatch").len() > dispatched;
+            let again = self.dispatches() > dispatched;
             if !ok || !again || outputs.get("has-work").map(String::as_str) != Some("true") {
                 return (ok, log);
             }
         }
         panic!("more than {limit} rounds");
     }
-
-    fn branch_log(&self) -> Vec<String> {
-        git(&self.origin, &["log", "--format=%s", "dagexec/rounds"])
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
 }
 
 #[test]
 fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones() {
-    let mut lab = Lab::new(vec![
+    let lab = Lab::new(vec![
         task("Zero", &["a.txt"], &[]),
         task("One", &["b.txt"], &[]),
         task("Two", &["t2.txt"], &[1]),
@@ -340,7 +175,7 @@ case "$DAGEXEC_TASK_INDEX" in
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;
-    let mut lab = Lab::with(
+    let lab = Lab::with(
         vec![
             edit("Zero", &[], &["shared.txt"], &[]),
             edit("One", &[], &["shared.txt"], &[]),
@@ -470,12 +305,7 @@ esac
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", lab::text(&out));
     let round_commits = |log: String| -> Vec<String> {
         log.lines()
             .filter(|s| s.starts_with("dagexec: round") && !s.contains("(part "))
@@ -485,7 +315,7 @@ esac
     let locally = round_commits(git(local.path(), &["log", "--format=%s"]));
 
     // On Actions.
-    let mut lab = Lab::with(tasks, APPENDS, &files);
+    let lab = Lab::with(tasks, APPENDS, &files);
     let (ok, log) = lab.run(8);
     assert!(ok, "{log}");
     let on_actions = round_commits(lab.branch_log().join("\n"));
@@ -518,7 +348,7 @@ case "$DAGEXEC_TASK_INDEX" in
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;
-    let mut lab = Lab::with(
+    let lab = Lab::with(
         vec![
             edit("Zero", &[], &["shared.txt"], &[]),
             edit("One", &[], &["shared.txt"], &[]),
@@ -624,7 +454,7 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
         ],
         PAYING_WORKER,
     );
-    lab.max_cost = Some("1".into());
+    lab.max_cost("1");
     let (ok, log) = lab.run(4);
     assert!(!ok, "a spent budget fails finalize:\n{log}");
     assert!(log.contains("output conclusion=budget"), "{log}");
@@ -746,7 +576,7 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
     );
     assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
     // With a higher budget the run goes on.
-    lab.max_cost = Some("5".into());
+    lab.max_cost("5");
     let (ok, log) = lab.run(4);
     assert!(ok, "{log}");
     let state: Value = serde_json::from_str(&git(

@@ -471,3 +471,127 @@ async fn an_answer_without_a_needed_field_names_it() {
         .to_string();
     assert!(e.starts_with("checks/create: ") && e.contains("id"), "{e}");
 }
+
+// ---------------------------------------------------------------- workflow runs (eager)
+
+/// A zip archive holding `files`.
+fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, text) in files {
+        w.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        w.write_all(text.as_bytes()).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+/// A run dispatched with `dispatch_run` (the same request as `dispatch`, asking for the run's
+/// id), ended with one artifact; returns (run id, artifact id, its zip).
+async fn a_finished_run(gh: &FakeGitHub, c: &Client) -> (u64, u64, Vec<u8>) {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("task".into(), json!("3"));
+    let run = c
+        .dispatch_run("dagexec.yml", "dagexec/x", &inputs)
+        .await
+        .unwrap()
+        .expect("the fake answers with the run's details");
+    let d = gh.calls("actions/create-workflow-dispatch");
+    assert_eq!(
+        d.last().unwrap().body,
+        Some(json!({"ref": "dagexec/x", "inputs": {"task": "3"}, "return_run_details": true}))
+    );
+    let zip = zip_of(&[("result.json", "{}")]);
+    gh.finish_run(run, "success", vec![("dagexec-a".into(), zip.clone())]);
+    let found = c.workflow_run(run).await.unwrap();
+    assert!(found.completed() && found.conclusion.as_deref() == Some("success"));
+    let artifacts = c.artifacts_of(run, Some("dagexec-a")).await.unwrap();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert_eq!(c.run_artifacts(&run.to_string()).await.unwrap().len(), 1);
+    (run, artifacts[0].id, zip)
+}
+
+/// The artifact download goes through the client's one retry policy: a rate limit on the API
+/// call is waited out, then the redirect to storage is followed without the token (the fake
+/// flags a token sent there).
+#[tokio::test]
+async fn an_artifact_download_is_retried_by_the_one_policy_and_storage_never_sees_the_token() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    let (_, id, zip) = a_finished_run(&gh, &c).await;
+    gh.fail_next(
+        "actions/download-artifact",
+        429,
+        &[("retry-after", "0")],
+        json!({"message": "slow down"}),
+    );
+    gh.fail_next(
+        "actions/download-artifact",
+        502,
+        &[],
+        json!({"message": "bad gateway"}),
+    );
+    let got = c.download_artifact(id, 1 << 20).await.unwrap();
+    assert_eq!(got, zip);
+    assert_eq!(gh.calls("actions/download-artifact").len(), 3);
+    gh.assert_clean();
+
+    // A plain 403 (no rate limit) is not retried, and names the operation.
+    gh.fail_next(
+        "actions/download-artifact",
+        403,
+        &[],
+        json!({"message": "Resource not accessible by integration"}),
+    );
+    let e = c.download_artifact(id, 1 << 20).await.unwrap_err();
+    assert_eq!(e.status(), Some(403));
+    assert!(
+        e.to_string()
+            .starts_with("actions/download-artifact: GitHub answered 403"),
+        "{e}"
+    );
+    assert_eq!(gh.calls("actions/download-artifact").len(), 4);
+}
+
+/// An archive larger than the limit is refused, saying so.
+#[tokio::test]
+async fn an_artifact_over_the_limit_is_refused() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    let (_, id, zip) = a_finished_run(&gh, &c).await;
+    let e = c
+        .download_artifact(id, zip.len() as u64 - 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "actions/download-artifact: the artifact is larger than {} bytes; refused",
+            zip.len() - 1
+        )
+    );
+    assert_eq!(
+        c.download_artifact(id, zip.len() as u64).await.unwrap(),
+        zip
+    );
+    gh.assert_clean();
+}
+
+/// An answer to a run lookup without the run's id names the field.
+#[tokio::test]
+async fn a_run_answer_without_its_id_names_the_field() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    gh.fail_next(
+        "actions/get-workflow-run",
+        200,
+        &[],
+        json!({"status": "queued"}),
+    );
+    let e = c.workflow_run(5).await.unwrap_err().to_string();
+    assert!(
+        e.starts_with("actions/get-workflow-run: ") && e.contains("id"),
+        "{e}"
+    );
+}

@@ -1,7 +1,8 @@
 //! Every end-to-end test in one binary: each module was a test binary of its own, and each of
 //! those compiled and linked the fake GitHub API, the shared helpers and the whole crate
 //! again. `common` holds what they share (the binary in a neutral environment, git, scratch
-//! repositories and workers, the fake GitHub API).
+//! repositories and workers, the fake GitHub API, and `common::lab`, the remote, fake API and
+//! job environment the Action's job-by-job tests build on).
 //!
 //! Run one group with `cargo test --test it <module>::` (e.g. `cargo test --test it action::`,
 //! the act runs, which need act: `source .ci/install-tools.sh`).

@@ -1,16 +1,11 @@
 //! `--plan specs/NNN-feature/tasks.md`: a Spec Kit task list run, validated, shown and drawn
 //! end to end, with the real binary, real git repositories and a scripted worker.
 
-use crate::common::fake_github;
+use crate::common::lab::{self, text};
+use crate::common::{dagexec, git, manifest};
 
-use crate::common;
-
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
-
-use common::{dagexec, git, manifest};
-use fake_github::FakeGitHub;
 
 const TASKS: &str = "specs/003-todo/tasks.md";
 
@@ -37,11 +32,7 @@ fn repo() -> tempfile::TempDir {
 
 /// The worker: keeps its prompt, appends a line to every file the prompt names, and
 /// completes — except for the task whose ID is in $FAIL.
-fn worker(out: &Path) -> String {
-    let path = out.join("worker.sh");
-    std::fs::write(
-        &path,
-        r#"#!/bin/sh
+const WORKER: &str = r#"#!/bin/sh
 id=$(sed -n 's/^## Task: \(T[0-9]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE")
 cp "$DAGEXEC_PROMPT_FILE" "$OUT/prompt-$id.md"
 if [ "$id" = "$FAIL" ]; then echo "FAILED: $id cannot be done"; exit 0; fi
@@ -51,9 +42,12 @@ for f in $(sed -n 's/^Files to create: //p; s/^Files to modify: //p' "$DAGEXEC_P
   echo "$id" >> "$f"
 done
 echo "COMPLETED: $id done"
-"#,
-    )
-    .unwrap();
+"#;
+
+/// [`WORKER`] written to `out`, and the command line that runs it.
+fn worker(out: &Path) -> String {
+    let path = out.join("worker.sh");
+    std::fs::write(&path, WORKER).unwrap();
     format!("sh '{}'", path.display())
 }
 
@@ -65,14 +59,6 @@ fn run(dir: &Path, out: &Path, fail: &str) -> Output {
         .env("FAIL", fail)
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn read(p: &Path) -> String {
@@ -362,168 +348,35 @@ fn a_task_that_changes_no_file_is_ticked_in_its_round_commit() {
 }
 
 /// The Action's rounds on a tasks.md, job by job as a workflow run does them (the way
-/// tests/action_rounds.rs drives them, without act): `plan` in a fresh clone, one `work` per
-/// matrix entry at the round's base, `finalize`, against a bare remote and the fake API.
-struct Lab {
-    tmp: tempfile::TempDir,
-    origin: PathBuf,
-    gh: FakeGitHub,
-    jobs: usize,
+/// action_rounds.rs drives them, without act), in the shared lab ([`crate::common::lab`]).
+fn action_lab(prompts: &Path) -> lab::Lab {
+    lab::lab()
+        .fixture("specs/003-todo", "speckit/003-todo")
+        .file("Makefile", "all:\n")
+        .worker(WORKER)
+        .branch("dagexec/todo")
+        .env("DAGEXEC_PLAN", TASKS)
+        .env("OUT", prompts)
+        .start()
 }
 
-impl Lab {
-    fn new() -> Self {
-        let seed = repo();
-        let tmp = tempfile::tempdir().unwrap();
-        let origin = tmp.path().join("origin.git");
-        std::fs::create_dir_all(&origin).unwrap();
-        git(&origin, &["init", "-q", "--bare", "-b", "main"]);
-        let w = worker(tmp.path());
-        std::fs::copy(
-            w.trim_start_matches("sh '").trim_end_matches('\''),
-            seed.path().join("worker.sh"),
-        )
-        .unwrap();
-        git(seed.path(), &["add", "-A"]);
-        git(seed.path(), &["commit", "-qm", "worker"]);
-        git(
-            seed.path(),
-            &[
-                "push",
-                "-q",
-                origin.to_str().unwrap(),
-                "HEAD:refs/heads/main",
-            ],
-        );
-        let gh = tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(FakeGitHub::start());
-        Lab {
-            tmp,
-            origin,
-            gh,
-            jobs: 0,
-        }
-    }
-
-    fn checkout(&mut self, rev: &str) -> PathBuf {
-        self.jobs += 1;
-        let dir = self.tmp.path().join(format!("job-{}", self.jobs));
-        let origin = self.origin.to_str().unwrap();
-        git(
-            self.tmp.path(),
-            &["clone", "-q", origin, dir.to_str().unwrap()],
-        );
-        git(&dir, &["checkout", "-q", "--detach", rev]);
-        dir
-    }
-
-    fn job(&self, dir: &Path, run_id: u32) -> std::process::Command {
-        let mut cmd = dagexec(dir);
-        let out = self.tmp.path().join("prompts");
-        std::fs::create_dir_all(&out).unwrap();
-        cmd.env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_RUN_ID", run_id.to_string())
-            .env("GITHUB_RUN_ATTEMPT", "1")
-            .env("GITHUB_REPOSITORY", "acme/widgets")
-            .env("GITHUB_API_URL", self.gh.url())
-            .env("GITHUB_SERVER_URL", "https://github.com")
-            .env("GITHUB_REF_NAME", "main")
-            .env("GITHUB_EVENT_NAME", "workflow_dispatch")
-            .env("DAGEXEC_TOKEN", "ghs_token")
-            .env("DAGEXEC_BRANCH", "dagexec/todo")
-            .env("DAGEXEC_PLAN", TASKS)
-            .env("OUT", out);
-        cmd
-    }
-
-    /// One workflow run; whether it asked for another.
-    fn round(&mut self, run_id: u32) -> bool {
-        let dispatched = self.gh.calls("actions/create-workflow-dispatch").len();
-        let dir = self.checkout("main");
-        let out = self
-            .job(&dir, run_id)
-            .args(["action", "plan"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "plan job: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let outputs: BTreeMap<String, String> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("output "))
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        if outputs.get("has-work").map(String::as_str) != Some("true") {
-            return false;
-        }
-        let base = outputs["base"].clone();
-        let matrix: serde_json::Value = serde_json::from_str(&outputs["matrix"]).unwrap();
-        let artifacts = self.tmp.path().join(format!("artifacts-{run_id}"));
-        for entry in matrix["include"].as_array().unwrap() {
-            let (t, a) = (
-                entry["task"].as_u64().unwrap(),
-                entry["attempt"].as_u64().unwrap(),
-            );
-            let dir = self.checkout(&base);
-            let out = self
-                .job(&dir, run_id)
-                .args(["action", "work"])
-                .env("DAGEXEC_TASK", t.to_string())
-                .env("DAGEXEC_ATTEMPT", a.to_string())
-                .env("DAGEXEC_ROUND", &outputs["round"])
-                .env("DAGEXEC_BASE", &base)
-                .env("DAGEXEC_WORKER", "sh ./worker.sh")
-                .env(
-                    "DAGEXEC_ARTIFACTS",
-                    artifacts.join(format!("dagexec-{run_id}-1-task-{t}-attempt-{a}")),
-                )
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "work job {t}/{a}: {}", text_of(&out));
-        }
-        let dir = self.checkout(&base);
-        git(
-            &dir,
-            &[
-                "fetch",
-                "-q",
-                "origin",
-                "+refs/heads/*:refs/remotes/origin/*",
-            ],
-        );
-        let out = self
-            .job(&dir, run_id)
-            .args(["action", "finalize"])
-            .env("DAGEXEC_MATRIX", &outputs["matrix"])
-            .env("DAGEXEC_BASE", &base)
-            .env("DAGEXEC_ROUND", &outputs["round"])
-            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
-            .env(
-                "DAGEXEC_MESSAGE",
-                outputs.get("message").cloned().unwrap_or_default(),
-            )
-            .env("DAGEXEC_ARTIFACTS", &artifacts)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "finalize: {}", text_of(&out));
-        self.gh.calls("actions/create-workflow-dispatch").len() > dispatched
-    }
-}
-
-fn text_of(o: &Output) -> String {
-    text(o)
+/// One workflow run, whose finalize must succeed; whether it asked for another.
+fn round(lab: &lab::Lab, run_id: u64) -> bool {
+    let dispatched = lab.dispatches();
+    let lab::Round { finalized, .. } = lab.round(run_id);
+    let Some((ok, log)) = finalized else {
+        return false;
+    };
+    assert!(ok, "finalize: {log}");
+    lab.dispatches() > dispatched
 }
 
 #[test]
 fn the_action_runs_a_tasks_md_round_by_round_and_ticks_it() {
-    let mut lab = Lab::new();
+    let prompts = tempfile::tempdir().unwrap();
+    let lab = action_lab(prompts.path());
     let mut runs = 0;
-    while lab.round(200 + runs) {
+    while round(&lab, 200 + runs) {
         runs += 1;
         assert!(runs < 10, "more rounds than the DAG has");
     }
