@@ -593,3 +593,30 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
     );
     lab.gh.assert_clean();
 }
+
+/// A work job reads a work log its worker left in the checkout only when it is a regular
+/// file: a link there (to the job's credentials, say) would carry that file into the public
+/// artifact. The worker writes no log of its own, so the fallback is what is tested.
+#[test]
+fn a_work_log_linked_out_of_the_checkout_is_not_carried_into_the_artifact() {
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("credentials");
+    std::fs::write(&secret, "ghs_not_for_the_artifact\n").unwrap();
+    let worker = format!(
+        "#!/bin/sh\ncat > /dev/null\necho a > a.txt\nmkdir -p .design\nln -s '{}' \".design/worker-$DAGEXEC_TASK_INDEX.log\"\necho \"COMPLETED: a\"\n",
+        secret.display()
+    );
+    let lab = Lab::with_worker(vec![task("A", &["a.txt"], &[])], &worker);
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let artifacts = lab.tmp.path().join("artifacts");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &artifacts);
+    let log = std::fs::read_to_string(artifacts.join("worker.log")).unwrap_or_default();
+    assert!(
+        !log.contains("ghs_not_for_the_artifact"),
+        "the artifact's log: {log}"
+    );
+    // The attempt itself is judged as usual (the link is no declared file of the task's).
+    let result = std::fs::read_to_string(artifacts.join("result.json")).unwrap();
+    assert!(result.contains("COMPLETED: a"), "{result}");
+}
