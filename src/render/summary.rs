@@ -159,10 +159,17 @@ fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
             "{skipped} task(s) were skipped because a dependency failed or was blocked; they are pending again when the task they depend on is retried or answered."
         ));
     }
-    let pending = plan.count(Status::Pending) + plan.count(Status::InProgress);
+    let pending = plan.count(Status::Pending);
     if pending > 0 {
         out.push(format!(
             "{pending} task(s) did not start; running again resumes from the plan as it stands."
+        ));
+    }
+    // Attempts the stop left running (eager: the breaker ends a run with work in flight).
+    let running = plan.count(Status::InProgress);
+    if running > 0 {
+        out.push(format!(
+            "{running} task(s) were still in progress when the run stopped; running again picks them up (on GitHub, their runs in flight are adopted)."
         ));
     }
     out
@@ -178,6 +185,22 @@ mod tests {
             std::path::Path::new("x"),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn tasks_still_running_are_not_said_never_to_have_started() {
+        let mut plan = plan();
+        plan.tasks[0].status = Status::InProgress;
+        let text = final_summary(&plan);
+        let pending = plan.count(Status::Pending);
+        assert!(
+            text.contains(&format!("{pending} task(s) did not start")),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 task(s) were still in progress when the run stopped"),
+            "{text}"
+        );
     }
 
     #[test]
