@@ -87,6 +87,23 @@ impl Usage {
         }
     }
 
+    /// Two runs' spend together (an attempt's worker and its reviewer): costs and token
+    /// counts added where either reported one; the model is `self`'s, else `other`'s.
+    pub fn plus(self, other: Usage) -> Usage {
+        fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            }
+        }
+        Usage {
+            cost_usd: add(self.cost_usd, other.cost_usd),
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+            model: self.model.or(other.model),
+        }
+    }
+
     /// Nothing reported.
     pub fn is_empty(&self) -> bool {
         *self == Usage::default()
@@ -637,6 +654,33 @@ pub fn gather(stdout: &str, file: Option<&str>) -> (Option<String>, Usage, Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reviewers_spend_adds_to_the_workers() {
+        let worker = Usage {
+            cost_usd: Some(0.25),
+            input_tokens: Some(10),
+            output_tokens: None,
+            model: Some("w".into()),
+        };
+        let reviewer = Usage {
+            cost_usd: Some(0.5),
+            input_tokens: None,
+            output_tokens: Some(7),
+            model: Some("r".into()),
+        };
+        assert_eq!(
+            worker.clone().plus(reviewer.clone()),
+            Usage {
+                cost_usd: Some(0.75),
+                input_tokens: Some(10),
+                output_tokens: Some(7),
+                model: Some("w".into()),
+            }
+        );
+        assert_eq!(Usage::default().plus(reviewer.clone()), reviewer);
+        assert_eq!(worker.clone().plus(Usage::default()), worker);
+    }
 
     fn plan(tasks: usize) -> Plan {
         let tasks: Vec<Value> = (0..tasks)

@@ -112,7 +112,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
+    let (mut usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::run::attempt::log_in_tree(repo.root(), &log_rel);
@@ -163,11 +163,16 @@ pub fn run(
             patch: &kept.patch,
             touched: &touched,
         };
-        let Some((review_run, parsed)) =
-            rt.block_on(hooks::run_reviewer(reviewer, &to_review, &rx))
+        let Some(hooks::Reviewer {
+            run: review_run,
+            parsed,
+            usage: spent,
+        }) = rt.block_on(hooks::run_reviewer(reviewer, &to_review, &rx))
         else {
             return Err(ActionError::Input("the reviewer was cancelled".into()));
         };
+        // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
+        usage = usage.plus(spent);
         // What this job would conclude (finalize concludes again from result.json).
         review::conclude(
             job.task,

@@ -389,13 +389,17 @@ pub async fn run(
     )
     .await;
     pool.release(wt);
-    let (reviews, question) = match reviewed {
+    let (reviews, question, usage) = match reviewed {
         super::hooks::Reviewed::Cancelled => {
             pool.interrupted(&input, start);
             return Ok(AttemptEnd::Cancelled);
         }
-        super::hooks::Reviewed::Skipped => (None, question),
-        super::hooks::Reviewed::Done { history, question } => (Some(history), question),
+        super::hooks::Reviewed::Skipped => (None, question, usage),
+        super::hooks::Reviewed::Done {
+            history,
+            question,
+            usage: reviewer,
+        } => (Some(history), question, usage.plus(reviewer)),
     };
     super::hooks::keep_partial(
         &input.task,

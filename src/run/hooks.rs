@@ -400,10 +400,12 @@ pub(crate) fn quiet_long_run(task: &Task, verdict: &mut Verdict) {
 pub(super) enum Reviewed {
     /// Not reviewed: no reviewer for this task, or the attempt did not complete.
     Skipped,
-    /// The verdict was updated; the history and any question go to the plan.
+    /// The verdict was updated; the history and any question go to the plan, and what the
+    /// reviewer spent is the attempt's too.
     Done {
         history: Vec<ReviewEntry>,
         question: Option<Question>,
+        usage: crate::usage::Usage,
     },
     Cancelled,
 }
@@ -438,7 +440,7 @@ pub(crate) async fn run_reviewer(
     reviewer: &str,
     r: &ToReview<'_>,
     cancel: &tokio::sync::watch::Receiver<bool>,
-) -> Option<(worker::WorkerRun, Result<Review, String>)> {
+) -> Option<Reviewer> {
     let diff = String::from_utf8_lossy(r.patch);
     let prompt = review::review_prompt(&ReviewInput {
         index: r.index,
@@ -459,22 +461,33 @@ pub(crate) async fn run_reviewer(
         model: r.task.model().unwrap_or_default().to_string(),
         prompt_file: r.scratch.join(format!("{name}.md")),
         log_file: r.scratch.join(format!("{name}.log")),
-        usage_file: None,
+        usage_file: Some(r.scratch.join(format!("{name}.usage.json"))),
         timeout: r.timeout,
         extra_env: vec![
             ("DAGEXEC_REVIEW".into(), "1".into()),
             ("DAGEXEC_BASE".into(), r.base.to_string()),
         ],
     };
-    let run = match worker::run(&spec, cancel).await {
+    let mut run = match worker::run(&spec, cancel).await {
         Stop::Finished(run) => run,
         Stop::Cancelled => return None,
     };
+    // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
+    // output (claude's result object, codex's events) stands for its verdict by its text.
+    let (usage, _) = crate::run::attempt::reported_usage(&mut run);
     let parsed = match &run.exit {
         crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),
     };
-    Some((run, parsed))
+    Some(Reviewer { run, parsed, usage })
+}
+
+/// A reviewer's run: the process, its parsed verdict (or why there is none), and what it
+/// reported spending.
+pub(crate) struct Reviewer {
+    pub run: worker::WorkerRun,
+    pub parsed: Result<Review, String>,
+    pub usage: crate::usage::Usage,
 }
 
 /// Before any worker runs: every reviewer command the run will use (the run's, and the
@@ -567,7 +580,8 @@ pub(super) async fn review(
         patch,
         touched,
     };
-    let Some((_, parsed)) = run_reviewer(reviewer, &to_review, cancel).await else {
+    let Some(Reviewer { parsed, usage, .. }) = run_reviewer(reviewer, &to_review, cancel).await
+    else {
         return Reviewed::Cancelled;
     };
     let mem = &pool.memory;
@@ -602,6 +616,7 @@ pub(super) async fn review(
     Reviewed::Done {
         history: c.history,
         question: c.question,
+        usage,
     }
 }
 

@@ -421,3 +421,20 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
     );
     s.gh.assert_clean();
 }
+
+/// On GitHub too, what the reviewer spends is the attempt's: the work job adds it to the
+/// worker's in `result.json`, and finalize records it in the plan (where `max-cost` reads it).
+#[test]
+fn the_reviewers_cost_is_recorded_with_the_attempt() {
+    let s = setup(&format!(
+        "printf '{{\"cost_usd\": 0.1}}' > \"$DAGEXEC_USAGE_FILE\"\n{APPROVE}"
+    ));
+    let (attempt, text) = s.round(1);
+    assert_eq!(attempt, 1, "{text}");
+    let plan = s.branch_plan();
+    assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
+    let records = plan["progress"]["dagexecAttempts"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{plan:#}");
+    assert_eq!(records[0]["costUsd"], json!(0.1), "{plan:#}");
+    s.gh.assert_clean();
+}

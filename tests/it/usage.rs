@@ -311,3 +311,33 @@ fn an_interrupted_attempt_is_recorded() {
         assert_eq!(p["tasks"][0]["status"], "in_progress", "{schedule}");
     }
 }
+
+/// What the reviewer spends is the attempt's too: a reviewer that answers as
+/// `claude -p --output-format json` is read by its result text (its verdict), and its cost
+/// adds to the worker's in the attempt's record, so `--max-cost` counts it.
+#[test]
+fn a_reviewers_cost_is_the_attempts_and_its_structured_verdict_is_read() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt"]), &[]);
+        let (_w, cmd) = worker(
+            r#"printf '{"cost_usd": 0.4, "input_tokens": 100}' > "$DAGEXEC_USAGE_FILE"
+echo x > a.txt; echo "COMPLETED: made a.txt""#,
+        );
+        let (_r, reviewer) = worker(&format!(
+            "cat > /dev/null\nprintf '%s\\n' '{}'",
+            claude_json("APPROVED\nsummary: a.txt is there")
+        ));
+        let o = run(
+            dir.path(),
+            &cmd,
+            &["--schedule", schedule, "--reviewer", &reviewer],
+        );
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{schedule}: {out}");
+        let r = records(&plan_of(dir.path()), 0);
+        assert_eq!(r.len(), 1, "{schedule}: {r:?}");
+        assert_eq!(r[0]["costUsd"], json!(0.5), "{schedule}: {r:?}");
+        // The worker's 100 input tokens and the reviewer's 4,320 (cache reads included).
+        assert_eq!(r[0]["inputTokens"], json!(4420), "{schedule}: {r:?}");
+    }
+}
