@@ -521,25 +521,17 @@ pub fn run(
         ),
         Ending::Budget(why) => ("budget", Some(Stop::Budget(why))),
         Ending::Done => {
-            let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
-            let open = crate::question::open(&plan).len();
-            crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
+            let stop = finalize::done_stop(&repo, &mut plan, &opts, &ui)?;
             repo.commit(
                 "dagexec: run complete",
                 std::slice::from_ref(&inputs.plan_rel),
             )?;
-            if all {
-                ("completed", Some(Stop::Completed))
-            } else if open > 0 {
-                (
-                    "needs-input",
-                    Some(Stop::NeedsInput(format!(
-                        "{open} question(s) wait for your answer; nothing else can run until then"
-                    ))),
-                )
-            } else {
-                ("incomplete", None)
-            }
+            let conclusion = match stop {
+                Some(Stop::Completed) => "completed",
+                Some(_) => "needs-input",
+                None => "incomplete",
+            };
+            (conclusion, stop)
         }
     };
     let published = remote.publish(round_no, &plan, stop.as_ref())?;

@@ -31,7 +31,8 @@ use super::report::{self, Links, Stop};
 use super::runtime::Context;
 use super::work::RETRY_PROMPT_FIELD;
 use super::{ActionError, Inputs};
-use crate::engine::{self, Next, View};
+use crate::engine;
+use crate::exec::Settled;
 use crate::git::{RemoteAuth, Repo};
 use crate::github::Client;
 use crate::outcome::{self, AttemptReport, Decision, Exit, Verdict};
@@ -227,36 +228,16 @@ pub fn run(
         // the cascade skipped (not a recount after it).
         Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
         _ => {
-            let overlaps = Overlaps::of(&plan, &dag);
-            let conflicts = overlaps.for_scheduling();
-            let view = View {
-                plan: &plan,
-                dag: &dag,
-                conflicts: &conflicts,
-            };
-            match engine::Schedule::Rounds.policy().next(view, None) {
-                Next::Done => {
-                    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
-                    let open = crate::question::open(&plan).len();
-                    crate::run::finish(&repo, &mut plan, &opts, &ui, None)?;
-                    if all {
-                        Some(Stop::Completed)
-                    } else if open > 0 {
-                        Some(Stop::NeedsInput(format!(
-                            "{open} question(s) wait for your answer; nothing else can run until then"
-                        )))
-                    } else {
-                        None
-                    }
-                }
-                Next::Deadlock { pending } => {
+            let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+            let schedule = engine::Schedule::Rounds;
+            match crate::exec::settle(&plan, &dag, &conflicts, schedule, inputs.max_cost) {
+                Settled::Done => done_stop(&repo, &mut plan, &opts, &ui)?,
+                Settled::Deadlock { pending } => {
                     Some(Stop::Deadlock(engine::deadlock_message(pending)))
                 }
                 // More to do, unless the budget is spent: then nothing is dispatched.
-                Next::Batch { .. } => inputs
-                    .max_cost
-                    .and_then(|b| b.exhausted(&plan))
-                    .map(Stop::Budget),
+                Settled::Budget(why) => Some(Stop::Budget(why)),
+                Settled::More => None,
             }
         }
     };
@@ -498,6 +479,29 @@ pub(super) fn integrate(
     let batch_file = format!(".design/processor-batch-{}.json", round);
     let _ = crate::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
     Ok(end)
+}
+
+/// The stop when nothing is pending (finalize's last round, the conductor's end): the seed's
+/// Step 4 summary and clean-up ([`crate::run::finish`]), then every task completed, or the
+/// questions that wait for answers, or nothing to say (tasks failed or were skipped).
+pub(super) fn done_stop(
+    repo: &Repo,
+    plan: &mut plan::model::Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<Option<Stop>, ActionError> {
+    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+    let open = crate::question::open(plan).len();
+    crate::run::finish(repo, plan, opts, ui, None)?;
+    Ok(if all {
+        Some(Stop::Completed)
+    } else if open > 0 {
+        Some(Stop::NeedsInput(format!(
+            "{open} question(s) wait for your answer; nothing else can run until then"
+        )))
+    } else {
+        None
+    })
 }
 
 /// What a job that writes the branch (finalize, conduct) starts from: the checkout at the

@@ -97,6 +97,43 @@ pub enum Ending {
     Stale,
 }
 
+/// Where a plan stands between rounds: what the engine says comes next, with the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Nothing is pending.
+    Done,
+    /// Pending tasks remain and none can start.
+    Deadlock { pending: usize },
+    /// Ready tasks wait, but the budget is spent (why).
+    Budget(String),
+    /// Ready tasks can start.
+    More,
+}
+
+/// Where `plan` stands under `schedule` and `budget`: the one answer the loops, finalize
+/// (after each part of a round on GitHub) and the conductor give to "does the run go on?".
+pub fn settle(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    schedule: Schedule,
+    budget: Option<Budget>,
+) -> Settled {
+    let view = View {
+        plan,
+        dag,
+        conflicts,
+    };
+    match schedule.policy().next(view, None) {
+        Next::Done => Settled::Done,
+        Next::Deadlock { pending } => Settled::Deadlock { pending },
+        Next::Batch { .. } => match budget.and_then(|b| b.exhausted(plan)) {
+            Some(why) => Settled::Budget(why),
+            None => Settled::More,
+        },
+    }
+}
+
 /// Runs attempts somewhere: worktrees on this machine, or workflow runs on GitHub.
 pub trait Executor {
     type Error;
@@ -447,16 +484,13 @@ impl Eager<'_> {
 
     /// The run's end once nothing runs.
     fn settle(&self, plan: &Plan) -> Ending {
-        let view = View {
-            plan,
-            dag: self.dag,
-            conflicts: self.conflicts,
-        };
-        match Schedule::Eager.policy().next(view, None) {
-            Next::Done => Ending::Done,
-            Next::Deadlock { pending } => Ending::Deadlock { pending },
-            // Ready tasks that did not start: only the budget holds them back.
-            Next::Batch { .. } => Ending::Budget(self.spent(plan).unwrap_or_default()),
+        match settle(plan, self.dag, self.conflicts, Schedule::Eager, self.budget) {
+            Settled::Done => Ending::Done,
+            Settled::Deadlock { pending } => Ending::Deadlock { pending },
+            Settled::Budget(why) => Ending::Budget(why),
+            // Ready tasks did not start though nothing runs: only the budget holds them back
+            // (spent between the check and the pick).
+            Settled::More => Ending::Budget(self.spent(plan).unwrap_or_default()),
         }
     }
 

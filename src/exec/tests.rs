@@ -414,3 +414,28 @@ fn a_round_the_budget_cuts_short_commits_what_ran_and_stops() {
     assert_eq!(plan.tasks[1].status, Status::Pending);
     assert_eq!(plan.tasks[1].attempts(), 0);
 }
+
+#[test]
+fn settle_says_whether_a_run_goes_on() {
+    let (plan, _) = diamond();
+    let dag = crate::plan::validate::check(&plan, None).unwrap();
+    let conflicts = Conflicts::of(&plan);
+    let at = |p: &Plan, b: Option<Budget>| settle(p, &dag, &conflicts, Schedule::Rounds, b);
+    assert_eq!(at(&plan, None), Settled::More);
+    let mut spent = plan.clone();
+    crate::render::tests::spend(
+        &mut spent,
+        &[(0, 1, 10, Some(1.0), crate::usage::Outcome::Failed)],
+    );
+    let budget = Budget::parse("1").unwrap();
+    assert!(matches!(at(&spent, Some(budget)), Settled::Budget(why) if why.contains("$1.00")));
+    let mut done = plan.clone();
+    for t in &mut done.tasks {
+        t.status = Status::Completed;
+    }
+    assert_eq!(at(&done, Some(budget)), Settled::Done);
+    let mut stuck = plan.clone();
+    stuck.tasks[0].status = Status::Failed;
+    stuck.tasks[4].status = Status::Completed;
+    assert_eq!(at(&stuck, None), Settled::Deadlock { pending: 3 });
+}
