@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::arrival;
 use super::finalize::{self, Finalized, Round};
 use super::matrix::Entry;
 use super::report::{Links, Stop};
@@ -306,7 +307,7 @@ impl Executor for Remote<'_> {
                 "Run {} of task {i} ended ({conclusion}).",
                 f.run
             )));
-            arrivals.judged.push(finalize::judge_entry(
+            arrivals.judged.push(arrival::judge_entry(
                 self.repo,
                 plan,
                 self.inputs,
@@ -557,7 +558,7 @@ pub fn run(
 }
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
-/// uploads (the latest run attempt first, see [`finalize::accepted_names`]), downloaded and
+/// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded and
 /// read in memory; `None` when the run left none (it failed before uploading, was
 /// cancelled, or the artifact expired). Also the artifact's page, for the logs link.
 fn fetch(
@@ -576,7 +577,7 @@ fn fetch(
         attempt,
         name: String::new(),
     };
-    let names = finalize::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
+    let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
     let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
         Ok(l) => l,
         Err(e) => {

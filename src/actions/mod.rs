@@ -15,6 +15,7 @@
 //!
 //! Pure pieces: [`matrix`] (chunking, names), [`artifact`] (the files), [`report`] (texts).
 
+pub mod arrival;
 pub mod artifact;
 pub mod cli;
 pub mod comment;
