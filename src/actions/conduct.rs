@@ -496,6 +496,7 @@ pub fn run(
                     remote.started.elapsed().as_secs()
                 )),
             )));
+            summary(ctx, &plan, round_no, &remote.links, &ui)?;
             return Ok(Finalized {
                 conclusion: "handover".into(),
                 pr: published.pr,
@@ -539,14 +540,7 @@ pub fn run(
     if published.stale {
         return Ok(finalize::stale(published));
     }
-    ctx.summary(&super::report::round_summary(
-        &plan,
-        round_no,
-        &[],
-        &remote.links,
-        &[],
-        &ui.activity(),
-    ))?;
+    summary(ctx, &plan, round_no, &remote.links, &ui)?;
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr: published.pr,
@@ -555,6 +549,35 @@ pub fn run(
             Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
         ),
     })
+}
+
+/// The conductor's job summary: the tasks whose attempts ended in this job (its events), the
+/// whole table, and those attempts one by one.
+fn summary(
+    ctx: &Context,
+    plan: &Plan,
+    round: u32,
+    links: &Links,
+    ui: &Ui,
+) -> Result<(), ActionError> {
+    let events = ui.activity();
+    let ended: std::collections::BTreeSet<usize> = events
+        .iter()
+        .filter_map(|s| match &s.event {
+            crate::events::Event::AttemptEnded(e) => Some(e.task),
+            _ => None,
+        })
+        .collect();
+    let ended: Vec<usize> = ended.into_iter().collect();
+    ctx.summary(&super::report::round_summary(
+        plan,
+        round,
+        &ended,
+        links,
+        &[],
+        &events,
+    ))?;
+    Ok(())
 }
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job

@@ -98,6 +98,10 @@ impl Lab {
             .env("DAGEXEC_MAX_PARALLEL", "4")
             .env("DAGEXEC_POLL", "100ms")
             .env("DAGEXEC_POLLS_PER_HOUR", "100000000")
+            .env(
+                "GITHUB_STEP_SUMMARY",
+                self.tmp.path().join(format!("summary-{run_id}.md")),
+            )
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         for (k, v) in extra {
@@ -260,6 +264,22 @@ fn eager_on_actions_starts_each_task_when_its_blockers_land_and_commits_each_arr
         "task 2 waited for task 1: {times:?}\n{log}"
     );
     assert!(times[&(3, 1)].0 >= one_end, "{times:?}");
+
+    // The job summary lists every attempt the conductor judged, in the order they ended.
+    let summary = std::fs::read_to_string(lab.tmp.path().join("summary-1.md")).unwrap_or_default();
+    assert!(
+        summary.contains("### Attempts judged in this job"),
+        "{summary}"
+    );
+    let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with("| 20")).collect();
+    assert_eq!(rows.len(), 5, "{summary}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("| 1 | ❌ failed → attempt 2 |")),
+        "{summary}"
+    );
+    assert!(summary.contains("Round "), "{summary}");
+    assert!(!summary.contains("0/0 tasks"), "{summary}");
 
     // One dispatch per attempt, each on the branch with its base; the retry's base holds
     // the retry prompt.
