@@ -242,7 +242,7 @@ impl Executor for Remote<'_> {
 
     fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), ActionError> {
         let (i, attempt) = (start.task, start.attempt);
-        let mut dispatch = super::publish::dispatch_inputs(&self.inputs.plan_rel, self.branch);
+        let mut dispatch = super::dispatch_inputs(&self.inputs.plan_rel, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());
@@ -488,7 +488,7 @@ pub fn run(
             if published.stale {
                 return Ok(finalize::stale(published));
             }
-            let next = super::publish::dispatch_inputs(&inputs.plan_rel, &round.branch);
+            let next = super::dispatch_inputs(&inputs.plan_rel, &round.branch);
             rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next))?;
             ui.emit(crate::events::Event::Note(format!(
                 "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",

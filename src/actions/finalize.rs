@@ -41,18 +41,7 @@ use crate::run::attempt::Judged;
 use crate::run::{RunEnd, RunOptions, Settings, Ui};
 use crate::setup::Overlaps;
 
-/// What the plan job handed over.
-#[derive(Debug, Clone, Default)]
-pub struct Round {
-    pub branch: String,
-    pub base: String,
-    pub round: u32,
-    /// The matrix JSON (empty when the plan job found no work).
-    pub matrix: String,
-    /// The plan job's conclusion (`work`, `completed`, `deadlock`, …) and message.
-    pub planned: String,
-    pub planned_message: String,
-}
+pub use super::rounds::Round;
 
 /// How the round ended, for outputs and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +94,7 @@ pub fn run(
     if round.planned == "redirect" {
         ui.say(&round.planned_message);
         if let Some(c) = client {
-            let inputs_json = super::publish::dispatch_inputs(&inputs.plan_rel, &round.branch);
+            let inputs_json = super::dispatch_inputs(&inputs.plan_rel, &round.branch);
             rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
             ui.say(format!(
                 "Dispatched the round on {} (branch: {}).",

@@ -163,6 +163,18 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
         .map_err(|e| ActionError::Input(format!("cannot start the async runtime: {e}")))
 }
 
+/// The inputs of a `workflow_dispatch` that runs the plan at `plan_rel` on `branch` (a
+/// conductor's task run adds `task`, `attempt` and `base`).
+pub(crate) fn dispatch_inputs(
+    plan_rel: &str,
+    branch: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("plan".into(), plan_rel.into());
+    inputs.insert("branch".into(), branch.into());
+    inputs
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

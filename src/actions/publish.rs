@@ -9,8 +9,8 @@
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
-use super::finalize::Round;
 use super::report::{self, Links, Stop};
+use super::rounds::Round;
 use super::runtime::{self, Context};
 use super::{ActionError, Inputs, comment, steer};
 use crate::git::{RemoteAuth, Repo};
@@ -27,18 +27,6 @@ pub(super) struct Published {
     pub aborted: bool,
     /// The branch moved since the round was planned: nothing was pushed or published.
     pub stale: bool,
-}
-
-/// The inputs of a `workflow_dispatch` that runs the plan at `plan_rel` on `branch` (a
-/// conductor's task run adds `task`, `attempt` and `base`).
-pub(super) fn dispatch_inputs(
-    plan_rel: &str,
-    branch: &str,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut inputs = serde_json::Map::new();
-    inputs.insert("plan".into(), plan_rel.into());
-    inputs.insert("branch".into(), branch.into());
-    inputs
 }
 
 /// What finalize ends a round with: where it pushes and whom it tells.
@@ -147,7 +135,7 @@ impl Ending<'_> {
 
     /// Starts the next round on the execution branch.
     fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
+        let inputs_json = super::dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
         self.rt
             .block_on(c.dispatch(workflow, branch, &inputs_json))?;

@@ -22,6 +22,19 @@ use crate::overlap::Conflicts;
 use crate::plan::model::{Plan, Status};
 use crate::update::TaskResult;
 
+/// What the plan job handed over.
+#[derive(Debug, Clone, Default)]
+pub struct Round {
+    pub branch: String,
+    pub base: String,
+    pub round: u32,
+    /// The matrix JSON (empty when the plan job found no work).
+    pub matrix: String,
+    /// The plan job's conclusion (`work`, `completed`, `deadlock`, …) and message.
+    pub planned: String,
+    pub planned_message: String,
+}
+
 /// The plan field (in `progress`) of the open round.
 pub const FIELD: &str = "dagexecRound";
 

@@ -258,7 +258,7 @@ pub fn run(
         repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
         super::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
     }
-    let dispatch = super::publish::dispatch_inputs(&inputs.plan_rel, &branch);
+    let dispatch = super::dispatch_inputs(&inputs.plan_rel, &branch);
     rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
     Ok(Steered {
         message: format!("Started a round on {branch}."),

@@ -40,9 +40,83 @@ use crate::outcome::{self, Decision};
 use crate::overlap::Conflicts;
 use crate::plan::model::{Plan, Status};
 use crate::prompt::Unit;
-use crate::run::RunEnd;
-use crate::run::attempt::Judged;
 use crate::usage::Budget;
+
+/// How a run ended; each maps to an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every task completed (0).
+    Completed,
+    /// Finished with failed, blocked or skipped tasks (1).
+    Incomplete,
+    /// The circuit breaker stopped the run (3), with the numbers it decided on.
+    CircuitBreaker(crate::update::CircuitBreaker),
+    /// Pending tasks remain but none can start (4).
+    Deadlock,
+    /// Ctrl-C (130).
+    Interrupted,
+    /// Stopped with questions for the user: answer them (`dagexec answer`) and run again (5).
+    NeedsInput,
+    /// The budget (`--max-cost`) is spent: no new attempt was started (1, as incomplete).
+    BudgetSpent,
+}
+
+impl RunEnd {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            RunEnd::Completed => 0,
+            RunEnd::Incomplete | RunEnd::BudgetSpent => 1,
+            RunEnd::CircuitBreaker(_) => 3,
+            RunEnd::Deadlock => 4,
+            RunEnd::Interrupted => 130,
+            RunEnd::NeedsInput => 5,
+        }
+    }
+}
+
+/// A judged attempt.
+#[derive(Debug)]
+pub struct Judged {
+    pub index: usize,
+    pub attempt: u32,
+    pub verdict: crate::outcome::Verdict,
+    /// The changes to integrate (without the plan file and the work log), for a completed task.
+    pub patch: Vec<u8>,
+    /// Paths the patch touches.
+    pub touched: Vec<String>,
+    pub duration: std::time::Duration,
+    /// The task's review history after this attempt, when a reviewer ran.
+    pub reviews: Option<Vec<crate::review::ReviewEntry>>,
+    /// What the task asks the user (a blocked attempt only).
+    pub question: Option<crate::question::Question>,
+    /// The attempt's span and what its worker reported spending; `None` when nothing is known
+    /// of it (an Action job that left no artifact).
+    pub measured: Option<crate::usage::Measured>,
+    /// The worker was killed at the task's timeout.
+    pub timed_out: bool,
+}
+
+impl Judged {
+    /// The record this attempt leaves in the plan ([`crate::usage`]), when it was measured.
+    pub fn record(&self) -> Option<crate::usage::AttemptRecord> {
+        let measured = self.measured.as_ref()?;
+        let rejected = self
+            .reviews
+            .as_ref()
+            .and_then(|h| h.last())
+            .is_some_and(|e| {
+                e.attempt == self.attempt && e.verdict == crate::review::Word::Rejected
+            });
+        let outcome = crate::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
+        Some(crate::usage::AttemptRecord::new(
+            self.index,
+            self.attempt,
+            measured,
+            outcome,
+        ))
+    }
+}
 
 /// One attempt to start: its task, its number (already counted in the plan) and, for a
 /// retry in place, the seed's retry prompt.

@@ -46,48 +46,7 @@ pub enum AttemptEnd {
     Cancelled,
 }
 
-/// A judged attempt.
-#[derive(Debug)]
-pub struct Judged {
-    pub index: usize,
-    pub attempt: u32,
-    pub verdict: Verdict,
-    /// The changes to integrate (without the plan file and the work log), for a completed task.
-    pub patch: Vec<u8>,
-    /// Paths the patch touches.
-    pub touched: Vec<String>,
-    pub duration: Duration,
-    /// The task's review history after this attempt, when a reviewer ran.
-    pub reviews: Option<Vec<crate::review::ReviewEntry>>,
-    /// What the task asks the user (a blocked attempt only).
-    pub question: Option<crate::question::Question>,
-    /// The attempt's span and what its worker reported spending; `None` when nothing is known
-    /// of it (an Action job that left no artifact).
-    pub measured: Option<crate::usage::Measured>,
-    /// The worker was killed at the task's timeout.
-    pub timed_out: bool,
-}
-
-impl Judged {
-    /// The record this attempt leaves in the plan ([`crate::usage`]), when it was measured.
-    pub fn record(&self) -> Option<crate::usage::AttemptRecord> {
-        let measured = self.measured.as_ref()?;
-        let rejected = self
-            .reviews
-            .as_ref()
-            .and_then(|h| h.last())
-            .is_some_and(|e| {
-                e.attempt == self.attempt && e.verdict == crate::review::Word::Rejected
-            });
-        let outcome = crate::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
-        Some(crate::usage::AttemptRecord::new(
-            self.index,
-            self.attempt,
-            measured,
-            outcome,
-        ))
-    }
-}
+pub use crate::exec::Judged;
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
 /// instead of being removed and checked out again (checkout time grows with the tree). Whatever

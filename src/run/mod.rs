@@ -34,38 +34,7 @@ pub use integrate::commit_message;
 use resume::resume;
 pub use ui::Ui;
 
-/// How a run ended; each maps to an exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunEnd {
-    /// Every task completed (0).
-    Completed,
-    /// Finished with failed, blocked or skipped tasks (1).
-    Incomplete,
-    /// The circuit breaker stopped the run (3), with the numbers it decided on.
-    CircuitBreaker(crate::update::CircuitBreaker),
-    /// Pending tasks remain but none can start (4).
-    Deadlock,
-    /// Ctrl-C (130).
-    Interrupted,
-    /// Stopped with questions for the user: answer them (`dagexec answer`) and run again (5).
-    NeedsInput,
-    /// The budget (`--max-cost`) is spent: no new attempt was started (1, as incomplete).
-    BudgetSpent,
-}
-
-impl RunEnd {
-    /// The process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            RunEnd::Completed => 0,
-            RunEnd::Incomplete | RunEnd::BudgetSpent => 1,
-            RunEnd::CircuitBreaker(_) => 3,
-            RunEnd::Deadlock => 4,
-            RunEnd::Interrupted => 130,
-            RunEnd::NeedsInput => 5,
-        }
-    }
-}
+pub use crate::exec::RunEnd;
 
 /// Why a run could not start or continue.
 #[derive(Debug, thiserror::Error)]
