@@ -1355,18 +1355,13 @@ fn unix_now() -> f64 {
 /// Runs the work jobs of `lab`'s workflow side by side, `n` at once, as GitHub does: act does
 /// not evaluate an expression in `max-parallel` (it logs "Failed to parse 'max-parallel'
 /// option" and runs the matrix one job at a time), so the plan job's output is replaced by
-/// `n`; and each work job gets a tool cache of its own, as each GitHub job has its own runner
-/// (jobs sharing one restore the dagexec binary over the one another job is running).
+/// `n`.
 fn literal_max_parallel(lab: &Lab, n: usize) {
     let wf = lab.repo.join(".github/workflows/dagexec.yml");
     let text = std::fs::read_to_string(&wf).unwrap();
-    let expr = "    strategy:\n      fail-fast: false\n      max-parallel: ${{ fromJSON(needs.plan.outputs.max-parallel) }}\n";
+    let expr = "max-parallel: ${{ fromJSON(needs.plan.outputs.max-parallel) }}";
     assert!(text.contains(expr), "the template's work job sets {expr}");
-    let own = format!(
-        "    env:\n      DAGEXEC_TOOL_CACHE: {}/toolcache-${{{{ github.run_id }}}}-task-${{{{ matrix.task }}}}-${{{{ matrix.attempt }}}}\n    strategy:\n      fail-fast: false\n      max-parallel: {n}\n",
-        lab.root.display()
-    );
-    std::fs::write(&wf, text.replace(expr, &own)).unwrap();
+    std::fs::write(&wf, text.replace(expr, &format!("max-parallel: {n}"))).unwrap();
     git(
         &lab.repo,
         &["commit", "-qam", "a literal max-parallel for act"],
