@@ -32,8 +32,9 @@
 //!   `engine::eager_pick` picks (one run per attempt: T, then the attempt), at most N at once;
 //!   waits `conduct::poll_interval(P, runs in flight, H)`, polls, and waits again until a
 //!   run has ended; integrates every ended run at once (I; a failed attempt's task is ready
-//!   again and dispatched as a new run), and loops. One more conductor job per 5½ hours
-//!   for its hand-over (its start-up overlaps the work in flight).
+//!   again and dispatched as a new run), and loops. After 5½ hours (`handover-after`) it
+//!   commits and hands over (I): the successor run's plan job and conductor (2T) and first
+//!   commit (I) while the runs in flight go on.
 //! * The Action has no `waves`.
 //!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
@@ -447,8 +448,12 @@ impl Sim<'_> {
         let mut clock = Clock::new(state.tasks.len());
         // (end, task, failed) of the runs in flight.
         let mut flights: Vec<(u64, usize, bool)> = Vec::new();
-        // The plan job, the conductor's start-up, its first commit and pull request.
-        let mut now = 2 * js + s.integrate;
+        let handover = handover_ms();
+        // The plan job and the conductor's start-up (when the conductor starts), then its
+        // first commit and pull request.
+        let mut since = 2 * js;
+        let mut now = since + s.integrate;
+        let mut conductors = 1u64;
         loop {
             let busy: Vec<usize> = flights.iter().map(|f| f.1).collect();
             let free = s.max_parallel.saturating_sub(flights.len());
@@ -460,13 +465,24 @@ impl Sim<'_> {
             let Some(first) = flights.iter().map(|f| f.0).min() else {
                 break;
             };
-            // A poll after the wait, then one every wait until a run has ended.
+            if now - since >= handover {
+                // It commits and hands over; the successor run (pending until this one
+                // ends) pays its plan job and conductor, adopts the runs and commits.
+                now += s.integrate + 2 * js;
+                since = now;
+                now += s.integrate;
+                conductors += 1;
+                continue;
+            }
+            // A poll after the wait, then one every wait until a run has ended or it is
+            // time to hand over.
             let wait = poll_wait(s, flights.len());
             now += wait;
-            if first > now {
+            let until = first.min(since + handover);
+            if until > now {
                 now += match wait {
-                    0 => first - now,
-                    w => (first - now).div_ceil(w) * w,
+                    0 => until - now,
+                    w => (until - now).div_ceil(w) * w,
                 };
             }
             let mut arrived: Vec<(usize, bool)> = flights
@@ -476,6 +492,9 @@ impl Sim<'_> {
                 .collect();
             arrived.sort_unstable();
             flights.retain(|f| f.0 > now);
+            if arrived.is_empty() {
+                continue;
+            }
             now += s.integrate;
             for (i, failed) in arrived {
                 state.tasks[i].status = if failed {
@@ -487,12 +506,12 @@ impl Sim<'_> {
         }
         let pending = state.count(Status::Pending);
         let spans = clock.into_spans();
-        let conductors = now.div_ceil(handover_ms()).max(1);
         Prediction {
             schedule: Schedule::Eager,
             place: Place::Actions,
             wall: now,
-            jobs: 1 + conductors + spans.len() as u64,
+            // Each conductor's run: a plan job and the conductor job.
+            jobs: 2 * conductors + spans.len() as u64,
             rounds: conductors,
             spans,
             deadlock: (pending > 0).then_some(pending),

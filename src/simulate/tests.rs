@@ -328,6 +328,27 @@ fn actions_eager_polls_less_often_with_many_runs_in_flight() {
 }
 
 #[test]
+fn actions_eager_hands_over_after_five_and_a_half_hours() {
+    // One 6-hour task; 60 s a job, 10 s an integration, a poll every 30 s.
+    // The conductor starts at 120 (plan job, conductor), commits to 130 and dispatches the
+    // run (ends 130 + 60 + 21600 = 21790). Polls from 160 every 30 s; the first at or after
+    // 120 + 19800 is 19930: it hands over: commit to 19940, the successor's plan job and
+    // conductor to 20060, its commit to 20070. Polls from 20100 every 30 s: the run is seen
+    // at 21810, integrated at 21820. Two conductors' runs: 2 × 2 jobs and the task's.
+    let (p, d) = plan(&[(&[], &[], 6 * 3600)]);
+    let s = Setting {
+        integrate: 10 * S,
+        ..polling(8, 30, 600)
+    };
+    let s = Setting {
+        job_start: 60 * S,
+        ..s
+    };
+    let eager = &report(&p, &d, s).predictions[4];
+    assert_eq!((eager.wall, eager.rounds, eager.jobs), (21_820 * S, 2, 5));
+}
+
+#[test]
 fn remaining_keeps_completed_tasks_done() {
     let (mut p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
     p.tasks[0].status = Status::Completed;
