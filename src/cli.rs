@@ -202,12 +202,19 @@ enum Command {
     ///
     /// Plays the scheduler's own decisions on a clock: `rounds` (each round's tasks sharing
     /// files in groups one after another), `waves` and `eager` locally on --jobs slots; on
-    /// Actions, `rounds` as the Action runs them today (one workflow run per conflict-free
-    /// batch: a plan job, up to --max-parallel work jobs at once, a finalize job) and `eager`
-    /// (a conductor job dispatching one job per task attempt), every job paying --job-start
-    /// before it works. Prints each one's wall time, jobs, and ratio to the lower bound
+    /// Actions, `rounds` as the Action runs them (a round is the whole ready set; one workflow
+    /// run per group of it that shares no files, and per retry: a plan job, up to
+    /// --max-parallel work jobs at once, a finalize job) and `eager` (the plan job, then a
+    /// conductor that dispatches one run per task attempt, polls them every --poll, and
+    /// integrates what ended), every job paying --job-start and every integration
+    /// --integrate. Prints each one's wall time, jobs, and ratio to the lower bound
     /// max(critical path, total work ÷ slots); on a terminal (or with --gantt) a chart of the
     /// rounds and eager schedules, one row per task.
+    ///
+    /// To describe your GitHub, measure on a run there (or take the defaults): --job-start is
+    /// a task run's duration (or a work job's, queueing included) minus its attempt's seconds
+    /// in progress.dagexecAttempts; --integrate is the `dagexec finalize` step's time in a
+    /// finalize job; --poll and --polls-per-hour are the action's inputs of the same name.
     ///
     /// Task durations: --duration 3=20m for task 3; else the plan's history (the attempts
     /// `run` recorded in progress.dagexecAttempts: a task's completed attempt, preceded by the
@@ -220,6 +227,7 @@ enum Command {
     ///   dagexec simulate --duration 10m                  every task 10 minutes
     ///   dagexec simulate -d 15m -d 3=1h -d 7=2m           task 3 an hour, task 7 two minutes
     ///   dagexec simulate --max-parallel 20 --job-start 45s   a bigger matrix, slower runners
+    ///   dagexec simulate --poll 10s --polls-per-hour 4000     eager with a GitHub App's token
     ///   dagexec simulate --remaining                     what is left of a run, from its history
     ///   dagexec simulate --json | jq '.schedules[] | {schedule, where, seconds}'
     #[command(verbatim_doc_comment)]
@@ -238,10 +246,27 @@ enum Command {
         /// Work jobs at once on Actions (the action's max-parallel input).
         #[arg(long, value_name = "N", default_value_t = 8)]
         max_parallel: usize,
-        /// A job's start-up on Actions: queueing, runner, checkout, installing dagexec and the
-        /// worker.
+        /// A job's time on Actions that is not a task's work: queueing, runner, checkout,
+        /// installing dagexec and the worker, uploading the artifact. Every job pays it (plan,
+        /// work, finalize, conductor). Measured: a task run's duration minus its attempt's
+        /// seconds in progress.dagexecAttempts.
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
         job_start: Duration,
+        /// dagexec's own step where results land on Actions: a finalize job's (download and
+        /// judge the artifacts, apply, commit, push, update the pull request, start the next
+        /// run), and the conductor's for each batch of arrivals (and once as it starts).
+        /// Measured: the `dagexec finalize` step's time in the Actions tab.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::run::config::parse_duration)]
+        integrate: Duration,
+        /// `schedule: eager`: the conductor's `poll` input, its least wait between two polls
+        /// of the runs in flight; a run that ends is integrated at the next poll.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::run::config::parse_duration)]
+        poll: Duration,
+        /// `schedule: eager`: the conductor's `polls-per-hour` input. With many runs in flight
+        /// it waits longer than --poll between polls: 3600 s × runs ÷ this (600: 48 s with 8
+        /// runs).
+        #[arg(long, value_name = "N", default_value_t = crate::actions::conduct::POLLS_PER_HOUR)]
+        polls_per_hour: u64,
         /// Only the tasks not completed yet (a run in progress); completed ones stay done.
         #[arg(long)]
         remaining: bool,
@@ -913,6 +938,9 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             jobs,
             max_parallel,
             job_start,
+            integrate,
+            poll,
+            polls_per_hour,
             remaining,
             json,
             gantt,
@@ -926,6 +954,9 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 jobs,
                 max_parallel,
                 job_start,
+                integrate,
+                poll,
+                polls_per_hour,
                 remaining,
                 json,
                 gantt,
@@ -1022,6 +1053,9 @@ struct SimulateArgs {
     jobs: Option<usize>,
     max_parallel: usize,
     job_start: Duration,
+    integrate: Duration,
+    poll: Duration,
+    polls_per_hour: u64,
     remaining: bool,
     json: bool,
     gantt: bool,
@@ -1071,10 +1105,10 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
                 .jobs
         }
     };
-    if jobs == 0 || a.max_parallel == 0 {
+    if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
         return Err(usage(
-            "--jobs and --max-parallel must be at least 1".into(),
-            "they are how many tasks run at once",
+            "--jobs, --max-parallel and --polls-per-hour must be at least 1".into(),
+            "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
     let mut input = DurationInput {
@@ -1110,6 +1144,9 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
         jobs,
         max_parallel: a.max_parallel,
         job_start: ms(a.job_start),
+        integrate: ms(a.integrate),
+        poll: ms(a.poll),
+        polls_per_hour: a.polls_per_hour,
         remaining: a.remaining,
     };
     let report = simulate::predict(&plan, &dag, &conflicts, &times, setting);

@@ -1,13 +1,14 @@
 //! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on
 //! GitHub Actions, from task durations ([`durations`]) — before spending money on a run.
 //! Pure: the schedules are played with the engine's own decisions ([`engine::Rounds`],
-//! [`engine::sequential_groups`], [`engine::Waves`], [`engine::Batches`],
-//! [`engine::eager_pick`]) on a clock instead of workers. Deterministic: times are whole
-//! milliseconds, ties go by plan index. Integration, commits, git and dagexec's own work take
-//! no time in the model; every task completes, after the failed attempts its history
-//! records (see [`durations`]).
+//! [`engine::sequential_groups`], [`engine::Waves`], [`engine::eager_pick`]) on a clock
+//! instead of workers. Deterministic: times are whole milliseconds, ties go by plan index.
+//! Locally, integration, commits, git and dagexec's own work take no time in the model; on
+//! Actions they are the jobs' start-up and the integrations' time. Every task completes,
+//! after the failed attempts its history records (see [`durations`]).
 //!
-//! What is modelled (`--jobs N` locally, `--max-parallel N --job-start T` on Actions):
+//! What is modelled (`--jobs N` locally; on Actions `--max-parallel N`, `--job-start T`,
+//! `--integrate I`, and the conductor's `--poll P` and `--polls-per-hour H`):
 //! * local `rounds`: a round is the whole ready set, its sequential groups one after another,
 //!   each group's tasks queued in plan order on N slots; the round ends when all are done.
 //!   A failed attempt's retry takes its slot again at once (as `run` does).
@@ -17,15 +18,24 @@
 //!   integrated together: first the free slots are filled around them (they still count as
 //!   running for conflicts), then they are completed and the slots filled again, as
 //!   `run::eager` does.
-//! * Actions `rounds` (the Action today): one workflow run per conflict-free batch
-//!   (`engine::Batches`, at most 256 jobs): a plan job, the matrix (N jobs at once, in matrix
-//!   order), a finalize job; every job pays T before it works. A failed attempt waits for the
-//!   next workflow run. Jobs = 2 per run + 1 per task attempt.
-//! * Actions `eager` (the conductor design): one conductor job (T, and one more per 6 hours
-//!   for its hand-over, whose start-up overlaps the work in flight) dispatches one workflow
-//!   run per task attempt — a job paying T before the task's time — at most N at once, with
-//!   the local eager policy, and integrates each arrival at once.
-//! * The Action has no `waves`: it is not predicted there.
+//! * Every job on Actions pays T, its time that is not a task's work (queueing, runner,
+//!   checkout, installs, artifact upload, tear-down), counted before its work.
+//! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`engine::Rounds`),
+//!   as locally; it takes one workflow run (*part*) per sequential group of its unresolved
+//!   tasks (at most 256 jobs; the rest wait for the next part), and a failed attempt stays
+//!   unresolved, so its retry is a later part of the same round. A part is a plan job (T),
+//!   the matrix (N jobs at once, in matrix order, each T and the attempt's time), a finalize
+//!   job (T, then I: judge, apply, commit, push, pull request, next run). Jobs = 2 per part
+//!   + 1 per task attempt.
+//! * Actions `eager` (`actions::conduct`): the run's plan job (T), the conductor job (T, and
+//!   its first commit and pull request, I), then the conductor's loop: it dispatches what
+//!   `engine::eager_pick` picks (one run per attempt: T, then the attempt), at most N at once;
+//!   waits `conduct::poll_interval(P, runs in flight, H)`, polls, and waits again until a
+//!   run has ended; integrates every ended run at once (I; a failed attempt's task is ready
+//!   again and dispatched as a new run), and loops. After 5½ hours (`handover-after`) it
+//!   commits and hands over (I): the successor run's plan job and conductor (2T) and first
+//!   commit (I) while the runs in flight go on.
+//! * The Action has no `waves`.
 //!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
 //! times (all attempts), on Actions over the tasks' jobs (each attempt's T plus its time),
@@ -47,8 +57,22 @@ pub use durations::{DurationInput, Durations, Source, TaskTime};
 /// A job matrix holds at most this many jobs (the plan job's limit).
 const MATRIX_LIMIT: usize = crate::actions::matrix::MAX_MATRIX_JOBS;
 
-/// GitHub's limit on one job's run time (6 hours), in ms.
-pub const JOB_LIMIT_MS: u64 = 6 * 3600 * 1000;
+/// When the conductor hands over to a successor (its `handover-after` default, before
+/// GitHub's 6-hour job limit), in ms.
+fn handover_ms() -> u64 {
+    let t = crate::actions::conduct::Timing::default().handover_after;
+    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The conductor's wait between two polls with `in_flight` runs (`conduct::poll_interval`), ms.
+fn poll_wait(s: &Setting, in_flight: usize) -> u64 {
+    let d = crate::actions::conduct::poll_interval(
+        std::time::Duration::from_millis(s.poll),
+        in_flight,
+        s.polls_per_hour,
+    );
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// Where the plan runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,8 +97,18 @@ pub struct Setting {
     pub jobs: usize,
     /// `--max-parallel`: work jobs at once on Actions.
     pub max_parallel: usize,
-    /// `--job-start`: a job's start-up on Actions (runner, checkout, install), ms.
+    /// `--job-start`: a job's time on Actions that is not a task's work (queueing, runner,
+    /// checkout, installs, artifact upload, tear-down), ms; every job pays it.
     pub job_start: u64,
+    /// `--integrate`: dagexec's own step where results land on Actions, ms: a finalize job's
+    /// (judge the artifacts, apply, commit, push, pull request, the next run's dispatch), the
+    /// conductor's for each batch of arrivals and once as it starts.
+    pub integrate: u64,
+    /// `--poll`: the conductor's least wait between two polls of its runs, ms.
+    pub poll: u64,
+    /// `--polls-per-hour`: the conductor's most run reads an hour (with many runs in flight it
+    /// waits longer than `poll`).
+    pub polls_per_hour: u64,
     /// Only what is not completed yet (completed tasks stay done).
     pub remaining: bool,
 }
@@ -293,14 +327,14 @@ impl Sim<'_> {
         }
     }
 
-    /// Eager with `slots` slots from `t0`, each attempt after a start-up of `startup`:
-    /// the spans, the end, the number of integrations and the deadlock.
-    fn eager(&self, slots: usize, t0: u64, startup: u64) -> (Vec<Span>, u64, u64, Option<usize>) {
+    /// Local eager with `slots` slots: the spans, the end, the number of integrations and the
+    /// deadlock.
+    fn eager(&self, slots: usize) -> (Vec<Span>, u64, u64, Option<usize>) {
         let mut state = start_state(self.plan, self.setting.remaining);
         let mut clock = Clock::new(state.tasks.len());
         // (end, task) of the tasks in flight.
         let mut running: Vec<(u64, usize)> = Vec::new();
-        let (mut now, mut integrations) = (t0, 0u64);
+        let (mut now, mut integrations) = (0u64, 0u64);
         let mut fill =
             |state: &mut Plan, running: &mut Vec<(u64, usize)>, landed: &[usize], now: u64| {
                 let busy: Vec<usize> = running
@@ -311,7 +345,7 @@ impl Sim<'_> {
                 let free = slots.saturating_sub(running.len());
                 for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
                     state.tasks[i].status = Status::InProgress;
-                    let end = clock.all_attempts(self.times, i, now, startup);
+                    let end = clock.all_attempts(self.times, i, now, 0);
                     running.push((end, i));
                 }
             };
@@ -341,7 +375,7 @@ impl Sim<'_> {
     }
 
     fn local_eager(&self) -> Prediction {
-        let (spans, wall, rounds, deadlock) = self.eager(self.setting.jobs, 0, 0);
+        let (spans, wall, rounds, deadlock) = self.eager(self.setting.jobs);
         Prediction {
             schedule: Schedule::Eager,
             place: Place::Local,
@@ -353,34 +387,46 @@ impl Sim<'_> {
         }
     }
 
-    /// The Action's rounds: one workflow run (plan, matrix, finalize) per conflict-free batch.
+    /// The Action's rounds: each round the whole ready set, one workflow run (plan job,
+    /// matrix, finalize) per part: the first sequential group of its unresolved tasks.
     fn actions_rounds(&self) -> Prediction {
         let js = self.setting.job_start;
         let mut state = start_state(self.plan, self.setting.remaining);
         let mut clock = Clock::new(state.tasks.len());
         let (mut t, mut jobs, mut runs) = (0u64, 0u64, 0u64);
         let deadlock = loop {
-            let tasks = match engine::Batches.next(self.view(&state), None) {
+            let round = match engine::Rounds.next(self.view(&state), None) {
                 Next::Batch { tasks, .. } => tasks,
                 Next::Done => break None,
                 Next::Deadlock { pending } => break Some(pending),
             };
-            let matrix = &tasks[..tasks.len().min(MATRIX_LIMIT)];
-            let mut completed = Vec::new();
-            t += js; // the plan job
-            t = list_schedule(matrix, self.setting.max_parallel, t, |i, start| {
-                let (end, failed) = clock.one_attempt(self.times, i, start, js);
-                if !failed {
-                    completed.push(i);
+            let mut unresolved = round.clone();
+            while !unresolved.is_empty() {
+                let part = engine::sequential_groups(&unresolved, self.dag, self.conflicts)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let matrix = &part[..part.len().min(MATRIX_LIMIT)];
+                if matrix.is_empty() {
+                    break;
                 }
-                end
-            });
-            t += js; // finalize
-            for i in completed {
+                let mut resolved = Vec::new();
+                t += js; // the plan job
+                t = list_schedule(matrix, self.setting.max_parallel, t, |i, start| {
+                    let (end, failed) = clock.one_attempt(self.times, i, start, js);
+                    if !failed {
+                        resolved.push(i);
+                    }
+                    end
+                });
+                t += js + self.setting.integrate; // finalize
+                unresolved.retain(|i| !resolved.contains(i));
+                jobs += 2 + matrix.len() as u64;
+                runs += 1;
+            }
+            for &i in &round {
                 state.tasks[i].status = Status::Completed;
             }
-            jobs += 2 + matrix.len() as u64;
-            runs += 1;
         };
         Prediction {
             schedule: Schedule::Rounds,
@@ -393,19 +439,82 @@ impl Sim<'_> {
         }
     }
 
-    /// Eager on Actions: a conductor job, then one job per task attempt.
+    /// Eager on Actions: the plan job, the conductor, and its loop of dispatches, polls and
+    /// integrations (`actions::conduct`), one run per task attempt.
     fn actions_eager(&self) -> Prediction {
-        let js = self.setting.job_start;
-        let (spans, wall, _, deadlock) = self.eager(self.setting.max_parallel, js, js);
-        let conductors = wall.div_ceil(JOB_LIMIT_MS).max(1);
+        let s = &self.setting;
+        let js = s.job_start;
+        let mut state = start_state(self.plan, s.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        // (end, task, failed) of the runs in flight.
+        let mut flights: Vec<(u64, usize, bool)> = Vec::new();
+        let handover = handover_ms();
+        // The plan job and the conductor's start-up (when the conductor starts), then its
+        // first commit and pull request.
+        let mut since = 2 * js;
+        let mut now = since + s.integrate;
+        let mut conductors = 1u64;
+        loop {
+            let busy: Vec<usize> = flights.iter().map(|f| f.1).collect();
+            let free = s.max_parallel.saturating_sub(flights.len());
+            for i in engine::eager_pick(&state, self.dag, self.conflicts, &busy, free) {
+                state.tasks[i].status = Status::InProgress;
+                let (end, failed) = clock.one_attempt(self.times, i, now, js);
+                flights.push((end, i, failed));
+            }
+            let Some(first) = flights.iter().map(|f| f.0).min() else {
+                break;
+            };
+            if now - since >= handover {
+                // It commits and hands over; the successor run (pending until this one
+                // ends) pays its plan job and conductor, adopts the runs and commits.
+                now += s.integrate + 2 * js;
+                since = now;
+                now += s.integrate;
+                conductors += 1;
+                continue;
+            }
+            // A poll after the wait, then one every wait until a run has ended or it is
+            // time to hand over.
+            let wait = poll_wait(s, flights.len());
+            now += wait;
+            let until = first.min(since + handover);
+            if until > now {
+                now += match wait {
+                    0 => until - now,
+                    w => (until - now).div_ceil(w) * w,
+                };
+            }
+            let mut arrived: Vec<(usize, bool)> = flights
+                .iter()
+                .filter(|f| f.0 <= now)
+                .map(|f| (f.1, f.2))
+                .collect();
+            arrived.sort_unstable();
+            flights.retain(|f| f.0 > now);
+            if arrived.is_empty() {
+                continue;
+            }
+            now += s.integrate;
+            for (i, failed) in arrived {
+                state.tasks[i].status = if failed {
+                    Status::Pending
+                } else {
+                    Status::Completed
+                };
+            }
+        }
+        let pending = state.count(Status::Pending);
+        let spans = clock.into_spans();
         Prediction {
             schedule: Schedule::Eager,
             place: Place::Actions,
-            wall,
-            jobs: conductors + spans.len() as u64,
+            wall: now,
+            // Each conductor's run: a plan job and the conductor job.
+            jobs: 2 * conductors + spans.len() as u64,
             rounds: conductors,
             spans,
-            deadlock,
+            deadlock: (pending > 0).then_some(pending),
         }
     }
 

@@ -4,7 +4,8 @@
 //! ```json
 //! {
 //!   "tasks": 30,
-//!   "settings": {"jobs": 4, "maxParallel": 8, "jobStartSeconds": 30.0, "remaining": false},
+//!   "settings": {"jobs": 4, "maxParallel": 8, "jobStartSeconds": 30.0, "integrateSeconds": 10.0,
+//!                "pollSeconds": 30.0, "pollsPerHour": 600, "remaining": false},
 //!   "durations": {
 //!     "default": {"seconds": 147.2, "source": "median"},
 //!     "sources": {"given": 0, "history": 24, "default": 0, "median": 6, "assumed": 0},
@@ -111,10 +112,13 @@ pub fn table(report: &Report, durations: &Durations) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&format!(
-        "local: {} job(s) at once; Actions: {} job(s) at once (max-parallel), {} start-up per job.\n\n",
+        "local: {} job(s) at once.\nActions: {} job(s) at once (max-parallel), {} per job besides its work, {} per integration;\neager's conductor polls every {} or more ({} run reads an hour at most).\n\n",
         s.jobs,
         s.max_parallel,
-        human(s.job_start)
+        human(s.job_start),
+        human(s.integrate),
+        human(s.poll),
+        s.polls_per_hour
     ));
     let rows: Vec<[String; 5]> = report
         .predictions
@@ -290,6 +294,9 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "jobs": s.jobs,
             "maxParallel": s.max_parallel,
             "jobStartSeconds": secs(s.job_start),
+            "integrateSeconds": secs(s.integrate),
+            "pollSeconds": secs(s.poll),
+            "pollsPerHour": s.polls_per_hour,
             "remaining": s.remaining,
         },
         "durations": {

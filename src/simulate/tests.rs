@@ -32,11 +32,16 @@ fn plan(tasks: &[(&[usize], &[&str], u64)]) -> (Plan, DurationInput) {
     (p, input)
 }
 
+/// `jobs` locally, `max_parallel` on Actions with `job_start` s per job; integrations take no
+/// time and the conductor sees a run end at once (no poll wait).
 fn setting(jobs: usize, max_parallel: usize, job_start: u64) -> Setting {
     Setting {
         jobs,
         max_parallel,
         job_start: job_start * S,
+        integrate: 0,
+        poll: 0,
+        polls_per_hour: u64::MAX,
         remaining: false,
     }
 }
@@ -63,10 +68,10 @@ fn walls(r: &Report) -> Vec<(u64, u64)> {
 fn chain() {
     // 0 → 1 → 2 taking 10, 20, 30 s: 60 s whatever the schedule, locally.
     // Actions rounds: per run 5 (plan) + 5 + d (work) + 5 (finalize): 25 + 35 + 45 = 105 s,
-    // 3 jobs per run. Eager: 5 (conductor) + 15 + 25 + 35 = 80 s, 1 + 3 jobs.
+    // 3 jobs per run. Eager: 5 (plan job) + 5 (conductor) + 15 + 25 + 35 = 85 s, 2 + 3 jobs.
     let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
     let r = report(&p, &d, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (80, 4)]);
+    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (85, 5)]);
     assert_eq!(r.local_bound.value, 60 * S);
     assert_eq!(r.local_bound.critical_path, 60 * S);
     // Each task's job start-up counted: 15 + 25 + 35.
@@ -79,9 +84,9 @@ fn chain() {
         Span {
             task: 1,
             attempt: 1,
-            start: 20 * S,
-            work: 25 * S,
-            end: 45 * S,
+            start: 25 * S,
+            work: 30 * S,
+            end: 50 * S,
             failed: false
         }
     );
@@ -103,9 +108,9 @@ fn diamond_and_one_job() {
     assert_eq!(r.predictions[3].wall, 60 * S);
     assert_eq!(r.predictions[4].wall, 60 * S);
     // One job: everything in sequence, 80 s; the bound is the work. On Actions three
-    // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs.
+    // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs; eager: plan, conductor and 4 jobs.
     let r = report(&p, &d, setting(1, 1, 0));
-    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 5)]);
+    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 6)]);
     assert_eq!(r.local_bound.value, 80 * S);
     assert_eq!(r.ratio(&r.predictions[0]), Some(1.0));
 }
@@ -136,11 +141,11 @@ fn conflicting_tasks() {
     // 0 and 1 modify the same file; 2 is alone; 10 s each, three jobs, 5 s start-up.
     // rounds: one round, groups {0, 2} then {1}: 20 s. waves: {0, 2}, then {1}: 20 s.
     // eager: 0 and 2, then 1 once 0 is integrated: 20 s.
-    // Actions rounds: run {0, 2}: 5 + 15 + 5; run {1}: 25 → 50 s, 4 + 3 jobs.
-    // Actions eager: 5 + 15, then 1: 35 s, 1 + 3 jobs.
+    // Actions rounds: one round, two parts: run {0, 2}: 5 + 15 + 5; run {1}: 25 → 50 s,
+    // 4 + 3 jobs. Actions eager: 10 (plan job, conductor) + 15, then 1: 40 s, 2 + 3 jobs.
     let (p, d) = plan(&[(&[], &["a"], 10), (&[], &["a"], 10), (&[], &[], 10)]);
     let r = report(&p, &d, setting(3, 3, 5));
-    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (50, 7), (35, 4)]);
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (50, 7), (40, 5)]);
     assert_eq!(
         r.predictions.iter().map(|p| p.rounds).collect::<Vec<_>>(),
         [1, 2, 2, 2, 1]
@@ -148,7 +153,7 @@ fn conflicting_tasks() {
     let starts =
         |k: usize| -> Vec<u64> { r.predictions[k].spans.iter().map(|s| s.start / S).collect() };
     assert_eq!(starts(0), [0, 10, 0]);
-    assert_eq!(starts(4), [5, 20, 5]);
+    assert_eq!(starts(4), [10, 25, 10]);
     // The bound ignores conflicts: 10 s.
     assert_eq!(r.local_bound.value, 10 * S);
 }
@@ -156,10 +161,10 @@ fn conflicting_tasks() {
 #[test]
 fn jobs_limit_queues_in_plan_order() {
     // Three independent 10 s tasks on two slots: 20 s locally; on Actions the matrix runs
-    // two jobs at once: 5 + (15, 15 then 15) + 5 = 40 s, 5 jobs.
+    // two jobs at once: 5 + (15, 15 then 15) + 5 = 40 s, 5 jobs; eager 10 + 15 + 15 = 40 s.
     let (p, d) = plan(&[(&[], &[], 10), (&[], &[], 10), (&[], &[], 10)]);
     let r = report(&p, &d, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (40, 5), (35, 4)]);
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (40, 5), (40, 5)]);
     assert_eq!(r.predictions[0].spans[2].start, 10 * S);
 }
 
@@ -188,9 +193,11 @@ fn failed_attempts_from_history() {
     // Task 0 failed after 10 s, then completed in 20 s; task 1 completed in 30 s. Two jobs,
     // 5 s start-up.
     // Local: the retry takes its slot again at once: 0 ends at 30, as does 1; 3 attempts.
-    // Actions rounds: run 1: plan to 5, 0 fails at 20, 1 ends at 40, finalize to 45; run 2:
-    // plan to 50, 0's job from 50 (its work from 55) to 75, finalize to 80: 80 s, 4 + 3 jobs.
-    // Actions eager: conductor to 5; 0 fails at 20 and is dispatched again, ends at 45.
+    // Actions rounds: run 1: plan to 5, 0 fails at 20, 1 ends at 40, finalize to 45; run 2
+    // (the round's second part): plan to 50, 0's job from 50 (its work from 55) to 75,
+    // finalize to 80: 80 s, 4 + 3 jobs.
+    // Actions eager: plan job and conductor to 10; 0 fails at 25 and is dispatched again,
+    // ends at 50; 2 + 3 jobs.
     let p = with_history(
         plan_of(vec![task(&[], &[], &[]), task(&[], &[], &[])]),
         json!([
@@ -204,7 +211,7 @@ fn failed_attempts_from_history() {
         ..Default::default()
     };
     let r = report(&p, &input, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(30, 3), (30, 3), (30, 3), (80, 7), (45, 4)]);
+    assert_eq!(walls(&r), [(30, 3), (30, 3), (30, 3), (80, 7), (50, 5)]);
     assert_eq!(r.predictions[3].rounds, 2);
     let spans = &r.predictions[3].spans;
     assert!(spans[0].failed && !spans[1].failed);
@@ -215,6 +222,130 @@ fn failed_attempts_from_history() {
     // Bounds: locally 30 s; on Actions task 0 costs 10 + 20 + 2 × 5 = 40 s.
     assert_eq!(r.local_bound.value, 30 * S);
     assert_eq!(r.actions_bound.value, 40 * S);
+}
+
+#[test]
+fn actions_rounds_retry_is_a_later_part_of_its_round() {
+    // 0 fails its first attempt; 1 and 2 (blocked by 1) take 10 s each; no start-up.
+    // The Action's round is {0, 1}: part 1 runs both (0 fails), part 2 retries 0 alone —
+    // the round is open until 0 completes — and only then does round 2 run 2: 30 s, 3 runs
+    // (a conflict-free batch per run would have run 0's retry beside 2: 20 s, 2 runs).
+    let p = with_history(
+        plan_of(vec![
+            task(&[], &[], &[]),
+            task(&[], &[], &[]),
+            task(&[1], &[], &[]),
+        ]),
+        json!([
+            {"task": 0, "seconds": 10.0, "outcome": "failed"},
+            {"task": 0, "seconds": 10.0, "outcome": "completed"},
+            {"task": 1, "seconds": 10.0, "outcome": "completed"},
+            {"task": 2, "seconds": 10.0, "outcome": "completed"},
+        ]),
+    );
+    let input = DurationInput {
+        use_history: true,
+        ..Default::default()
+    };
+    let r = report(&p, &input, setting(2, 2, 0));
+    let rounds = &r.predictions[3];
+    assert_eq!(
+        (rounds.wall, rounds.rounds, rounds.jobs),
+        (30 * S, 3, 2 * 3 + 4)
+    );
+    let starts: Vec<(usize, u32, u64)> = rounds
+        .spans
+        .iter()
+        .map(|s| (s.task, s.attempt, s.start / S))
+        .collect();
+    assert_eq!(starts, [(0, 1, 0), (0, 2, 10), (1, 1, 0), (2, 1, 20)]);
+}
+
+#[test]
+fn actions_integrations_take_time() {
+    // 0 → 1 taking 10 and 20 s; 5 s per job, 3 s per integration, no poll wait.
+    // Rounds: run 1: plan 5, work 5 + 10, finalize 5 + 3 → 28; run 2: 28 + 5 + 25 + 8 = 66.
+    // Eager: plan job and conductor 10, its first commit 3 → 13; 0's run ends at 28,
+    // integrated at 31; 1's run ends at 56, integrated at 59.
+    let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20)]);
+    let s = Setting {
+        integrate: 3 * S,
+        ..setting(1, 1, 5)
+    };
+    let r = report(&p, &d, s);
+    assert_eq!(r.predictions[3].wall, 66 * S);
+    assert_eq!(r.predictions[4].wall, 59 * S);
+    assert_eq!(r.predictions[4].spans[1].start, 31 * S);
+}
+
+/// `setting` with the conductor polling at least every `poll` s, at most `per_hour` run
+/// reads an hour.
+fn polling(max_parallel: usize, poll: u64, per_hour: u64) -> Setting {
+    Setting {
+        poll: poll * S,
+        polls_per_hour: per_hour,
+        ..setting(1, max_parallel, 0)
+    }
+}
+
+#[test]
+fn actions_eager_sees_an_ended_run_at_the_next_poll() {
+    // 0 → 1 taking 10 s each, a poll every 30 s: 0 ends at 10, is seen at the poll at 30
+    // (1 run in flight: 6 s of the 600 reads an hour, so the 30 s rule); 1 runs from 30 to 40
+    // and is seen at 60.
+    let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 10)]);
+    let r = report(&p, &d, polling(8, 30, 600));
+    assert_eq!(r.predictions[4].wall, 60 * S);
+    assert_eq!(r.predictions[4].spans[1].start, 30 * S);
+    // A 70 s task is seen at the third poll, at 90 s.
+    let (p, d) = plan(&[(&[], &[], 70)]);
+    assert_eq!(
+        report(&p, &d, polling(8, 30, 600)).predictions[4].wall,
+        90 * S
+    );
+}
+
+#[test]
+fn actions_eager_polls_less_often_with_many_runs_in_flight() {
+    // Eight 10 s tasks. Eight runs in flight at 600 reads an hour: a poll every
+    // 3600 × 8 / 600 = 48 s, so all are seen at 48 s. Four at a time: every 30 s
+    // (4 runs: 24 s), two batches seen at 30 and 60 s.
+    let ten: (&[usize], &[&str], u64) = (&[], &[], 10);
+    let (p, d) = plan(&[ten; 8]);
+    assert_eq!(
+        report(&p, &d, polling(8, 30, 600)).predictions[4].wall,
+        48 * S
+    );
+    assert_eq!(
+        report(&p, &d, polling(4, 30, 600)).predictions[4].wall,
+        60 * S
+    );
+    // A GitHub App's budget (4,800 an hour) and a 1 s poll: every 6 s with 8 in flight.
+    assert_eq!(
+        report(&p, &d, polling(8, 1, 4800)).predictions[4].wall,
+        12 * S
+    );
+}
+
+#[test]
+fn actions_eager_hands_over_after_five_and_a_half_hours() {
+    // One 6-hour task; 60 s a job, 10 s an integration, a poll every 30 s.
+    // The conductor starts at 120 (plan job, conductor), commits to 130 and dispatches the
+    // run (ends 130 + 60 + 21600 = 21790). Polls from 160 every 30 s; the first at or after
+    // 120 + 19800 is 19930: it hands over: commit to 19940, the successor's plan job and
+    // conductor to 20060, its commit to 20070. Polls from 20100 every 30 s: the run is seen
+    // at 21810, integrated at 21820. Two conductors' runs: 2 × 2 jobs and the task's.
+    let (p, d) = plan(&[(&[], &[], 6 * 3600)]);
+    let s = Setting {
+        integrate: 10 * S,
+        ..polling(8, 30, 600)
+    };
+    let s = Setting {
+        job_start: 60 * S,
+        ..s
+    };
+    let eager = &report(&p, &d, s).predictions[4];
+    assert_eq!((eager.wall, eager.rounds, eager.jobs), (21_820 * S, 2, 5));
 }
 
 #[test]
@@ -254,7 +385,8 @@ fn empty_plan() {
     let r = report(&p, &d, setting(1, 1, 5));
     assert_eq!(r.local_bound.value, 0);
     assert_eq!(r.ratio(&r.predictions[0]), None);
-    assert_eq!(r.predictions[4].wall, 5 * S);
+    // The plan job and the conductor start all the same.
+    assert_eq!(r.predictions[4].wall, 10 * S);
 }
 
 #[test]
@@ -308,7 +440,14 @@ fn showcase() -> (Plan, Durations, Report) {
     let times = durations::durations(&p, &input).unwrap();
     let dag = Dag::build(&p).unwrap();
     let m = Conflicts::of(&p);
-    let r = predict(&p, &dag, &m, &times, setting(2, 4, 30));
+    // The defaults of `dagexec simulate` on Actions, but for max-parallel.
+    let s = Setting {
+        integrate: 10 * S,
+        poll: 30 * S,
+        polls_per_hour: 600,
+        ..setting(2, 4, 30)
+    };
+    let r = predict(&p, &dag, &m, &times, s);
     (p, times, r)
 }
 
@@ -351,8 +490,8 @@ fn gantt_is_deterministic_and_fits_the_width() {
 
 #[test]
 fn round_counts_match_the_engines_dry_run() {
-    // `run --dry-run`'s rounds (rounds, waves) and the Action's batches (eager's dry run) are
-    // the rounds and workflow runs simulated.
+    // `run --dry-run`'s rounds (rounds, waves) are the rounds simulated; on Actions a round
+    // takes a workflow run per sequential group.
     let (p, d) = plan(&[
         (&[], &["a"], 3),
         (&[], &["a"], 4),
@@ -366,8 +505,12 @@ fn round_counts_match_the_engines_dry_run() {
         let (batches, _) = engine::simulate(&p, &dag, &m, schedule, None);
         assert_eq!(r.predictions[k].rounds, batches.len() as u64);
     }
-    let (batches, _) = engine::simulate(&p, &dag, &m, Schedule::Eager, None);
-    assert_eq!(r.predictions[3].rounds, batches.len() as u64);
+    let (rounds, _) = engine::simulate(&p, &dag, &m, Schedule::Rounds, None);
+    let parts: usize = rounds
+        .iter()
+        .map(|b| engine::sequential_groups(b, &dag, &m).len())
+        .sum();
+    assert_eq!(r.predictions[3].rounds, parts as u64);
 }
 
 mod properties {
@@ -379,7 +522,7 @@ mod properties {
     /// A task: blockers, files (pool indices), attempts' seconds.
     type Spec = Vec<(Vec<usize>, Vec<u8>, Vec<u64>)>;
 
-    fn arb() -> impl Strategy<Value = (Spec, usize, usize, u64)> {
+    fn arb() -> impl Strategy<Value = (Spec, usize, usize, u64, (u64, u64))> {
         let tasks = (1usize..25).prop_flat_map(|n| {
             (0..n)
                 .map(|i| {
@@ -391,7 +534,7 @@ mod properties {
                 })
                 .collect::<Vec<_>>()
         });
-        (tasks, 1usize..5, 1usize..5, 0u64..4)
+        (tasks, 1usize..5, 1usize..5, 0u64..4, (0u64..4, 0u64..40))
     }
 
     proptest! {
@@ -402,7 +545,7 @@ mod properties {
         /// eager, rounds or waves (attempt by attempt: on Actions a task's retry waits for a later
         /// workflow run, and another may run in between); never below the bound.
         #[test]
-        fn schedules_respect_the_rules((spec, jobs, max_parallel, js) in arb()) {
+        fn schedules_respect_the_rules((spec, jobs, max_parallel, js, (integrate, poll)) in arb()) {
             let names = ["a", "b", "c", "d"];
             let mut p = plan_of(spec.iter().enumerate().map(|(i, (deps, files, _))| {
                 let deps: Vec<usize> = deps.iter().copied().filter(|&d| d < i).collect();
@@ -418,7 +561,13 @@ mod properties {
             }).collect();
             p = with_history(p, json!(records));
             let input = DurationInput { use_history: true, ..Default::default() };
-            let r = report(&p, &input, setting(jobs, max_parallel, js));
+            let s = Setting {
+                integrate: integrate * S,
+                poll: poll * S,
+                polls_per_hour: 600,
+                ..setting(jobs, max_parallel, js)
+            };
+            let r = report(&p, &input, s);
             let dag = Dag::build(&p).unwrap();
             let m = Conflicts::of(&p);
             for pr in &r.predictions {
@@ -462,8 +611,14 @@ mod properties {
                 }
                 let bound = r.bound(pr.place).value;
                 prop_assert!(pr.wall >= bound, "{:?} {:?}: {} < bound {}", pr.schedule, pr.place, pr.wall, bound);
-                prop_assert_eq!(pr.wall, pr.spans.iter().map(|s| s.end).max().unwrap()
-                    + if pr.schedule == Schedule::Rounds && pr.place == Place::Actions { js * S } else { 0 });
+                // The last attempt's end, then on Actions the last finalize job, or the
+                // conductor's last poll and integration.
+                let last = pr.spans.iter().map(|s| s.end).max().unwrap();
+                match (pr.schedule, pr.place) {
+                    (_, Place::Local) => prop_assert_eq!(pr.wall, last),
+                    (Schedule::Rounds, _) => prop_assert_eq!(pr.wall, last + (js + integrate) * S),
+                    _ => prop_assert!(pr.wall >= last + integrate * S),
+                }
             }
             // Without conflicts and with a slot per task, eager reaches the critical path.
             if crate::overlap::OverlapMatrix::compute(&p, &dag).conflicting_tasks() == 0 && jobs >= spec.len() {

@@ -87,10 +87,21 @@ fn rows(v: &Value) -> Vec<(String, String, f64, u64)> {
 fn predicts_from_the_plans_history() {
     let dir = tempfile::tempdir().unwrap();
     write_plan(dir.path(), &plan_with_history());
-    let v = json_of(
-        dir.path(),
-        &["--jobs", "2", "--max-parallel", "2", "--job-start", "10s"],
-    );
+    // On Actions 10 s a job; integrations take no time, and the conductor sees a run end at
+    // once (no poll wait).
+    let actions = [
+        "--max-parallel",
+        "2",
+        "--job-start",
+        "10s",
+        "--integrate",
+        "0",
+        "--poll",
+        "0",
+        "--polls-per-hour",
+        "3600000000",
+    ];
+    let v = json_of(dir.path(), &[&["--jobs", "2"][..], &actions].concat());
     assert_eq!(
         v["durations"]["default"],
         json!({"seconds": 75.0, "source": "median"})
@@ -99,15 +110,17 @@ fn predicts_from_the_plans_history() {
     // Local rounds: round 1 is {0, 2}, sharing a file: 0 (heads a chain) then 2, 60 + 75 s;
     // round 2: 1 fails and is retried at once, 30 + 90 s. 255 s. Waves: {0}, {2}, {1}.
     // Eager: 0, then 1 and 2 at once when 0 lands: 60 + 120 = 180 s.
-    // Actions rounds (10 s a job): run {0}: 10 + 70 + 10; run {1, 2}: 10 + max(40, 85) + 10;
-    // run {1}'s retry: 10 + 100 + 10 = 315 s; 3 + 4 + 3 jobs.
-    // Actions eager: conductor 10, 0 to 80, then 1 (40 s failed + 100 s) to 220, 2 to 165.
+    // Actions rounds: round 1 {0, 2} in two parts (they share a file): run {0}: 10 + 70 + 10,
+    // run {2}: 10 + 85 + 10; round 2 {1}: run {1}: 10 + 40 + 10 (fails), run {1}'s retry:
+    // 10 + 100 + 10 = 375 s; 4 runs, 2 × 4 + 4 jobs.
+    // Actions eager: plan job and conductor 20, 0 to 90, then 2 to 175 and 1 (fails at 130,
+    // dispatched again) to 230; 2 + 4 jobs.
     let expected = [
         ("rounds", "local", 255.0, 4),
         ("waves", "local", 255.0, 4),
         ("eager", "local", 180.0, 4),
-        ("rounds", "actions", 315.0, 10),
-        ("eager", "actions", 220.0, 5),
+        ("rounds", "actions", 375.0, 12),
+        ("eager", "actions", 230.0, 6),
     ];
     let expected: Vec<(String, String, f64, u64)> = expected
         .iter()
@@ -118,19 +131,12 @@ fn predicts_from_the_plans_history() {
     assert_eq!(v["bounds"]["local"]["seconds"], json!(180.0));
     assert_eq!(v["bounds"]["actions"]["seconds"], json!(210.0));
     assert_eq!(v["schedules"][0]["vsBound"], json!(1.417));
-    assert_eq!(v["schedules"][3]["rounds"], json!(3));
+    assert_eq!(v["schedules"][3]["rounds"], json!(4));
 
     // The table, without charts when the output is not a terminal.
     let out = dagexec(dir.path())
-        .args([
-            "simulate",
-            "-j",
-            "2",
-            "--max-parallel",
-            "2",
-            "--job-start",
-            "10s",
-        ])
+        .args(["simulate", "-j", "2"])
+        .args(actions)
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -150,7 +156,7 @@ fn predicts_from_the_plans_history() {
         "{text}"
     );
     assert!(row(&["eager", "local", "3m", "4", "1.00"]), "{text}");
-    assert!(row(&["rounds", "Actions", "5m15s", "10", "1.50"]), "{text}");
+    assert!(row(&["rounds", "Actions", "6m15s", "12", "1.79"]), "{text}");
     assert!(!text.contains('█'), "{text}");
     // --gantt draws them anyway, at the width asked.
     let out = dagexec(dir.path())
@@ -204,6 +210,10 @@ fn given_durations_and_settings() {
     assert_eq!(v["settings"]["jobs"], json!(3));
     assert_eq!(v["settings"]["maxParallel"], json!(8));
     assert_eq!(v["settings"]["jobStartSeconds"], json!(30.0));
+    // The conductor's defaults are the action's: `poll` 30s, `polls-per-hour` 600.
+    assert_eq!(v["settings"]["integrateSeconds"], json!(10.0));
+    assert_eq!(v["settings"]["pollSeconds"], json!(30.0));
+    assert_eq!(v["settings"]["pollsPerHour"], json!(600));
     // --remaining: only what is not completed.
     let mut plan = plan_with_history();
     plan["tasks"][0]["status"] = json!("completed");
