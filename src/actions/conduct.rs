@@ -179,6 +179,8 @@ struct Remote<'a> {
     stale: Option<super::publish::Published>,
     /// The batch of arrivals to commit next.
     staged: Vec<Judged>,
+    /// The pull request, once published.
+    pr: Option<u64>,
 }
 
 impl Remote<'_> {
@@ -343,7 +345,29 @@ impl Executor for Remote<'_> {
         if let Some(end) = end {
             return Ok(Integrated::End(end));
         }
+        // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
+        // steer job waits in the branch's group until this conductor ends), applied now.
+        if let Some(pr) = self.pr {
+            let me = super::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let applied = self.rt.block_on(super::steer::catch_up(
+                self.client,
+                pr,
+                me,
+                self.repo,
+                self.plan_path,
+                &self.inputs.plan_rel,
+                plan,
+                self.dag,
+                None,
+            ))?;
+            for line in applied {
+                self.emit(crate::events::Event::Note(line));
+            }
+        }
         let published = self.publish(round, plan, None)?;
+        self.pr = published.pr.or(self.pr);
         if published.stale {
             self.stale = Some(published);
             return Ok(Integrated::Stale);
@@ -452,6 +476,7 @@ pub fn run(
         },
         stale: None,
         staged: Vec::new(),
+        pr: None,
     };
     // The branch (and the pull request) exist before any run is dispatched on it.
     remote.commit(
@@ -466,6 +491,7 @@ pub fn run(
         return Ok(finalize::stale(published));
     }
     remote.pushed = repo.head()?;
+    remote.pr = published.pr;
 
     let engine = Eager {
         dag: &dag,

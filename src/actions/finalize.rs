@@ -68,7 +68,7 @@ pub fn run(
         repo,
         auth,
         inputs,
-        plan_path: _,
+        plan_path,
         mut plan,
         dag,
         ui,
@@ -208,6 +208,30 @@ pub fn run(
         )?);
     }
     let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
+    // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
+    // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
+    // next round queues): applied now, before deciding what runs next.
+    if let Some(c) = client
+        && let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number)
+    {
+        let me = super::comment::Identity {
+            app_id: inputs.app_id,
+        };
+        let applied = rt.block_on(super::steer::catch_up(
+            c,
+            pr,
+            me,
+            &repo,
+            &plan_path,
+            &inputs.plan_rel,
+            &mut plan,
+            &dag,
+            None,
+        ))?;
+        for line in applied {
+            ui.say(line);
+        }
+    }
 
     let stop = match end {
         // A part that leaves tasks of the round unresolved: the next part runs them.

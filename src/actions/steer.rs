@@ -111,6 +111,17 @@ pub fn run(
             } => (head_branch, command),
         };
     if phase == Phase::Route && changes_plan(&command) {
+        // The command is kept on the pull request as dagexec's own comment: whichever job
+        // writes the branch next applies it (the steer job below, or — when GitHub cancels
+        // that pending job because a round got there first — the running round's writer).
+        rt.block_on(client.comment(
+            trigger.pr_number,
+            &format!(
+                "{}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
+                steer_marker(trigger.comment_id),
+                command_text(&command)
+            ),
+        ))?;
         return Ok(Steered {
             message: format!(
                 "The change to the plan is made by the steer job, once no round of {branch} runs."
@@ -137,6 +148,8 @@ pub fn run(
         Ok(())
     };
     let by = format!("`/execute` by @{}", trigger.user);
+    // Whether queued changes were committed before this command's own.
+    let mut caught_up = false;
     let change: Option<String> = match &command {
         Command::Start => None,
         Command::Status => {
@@ -196,11 +209,132 @@ pub fn run(
                 ..Default::default()
             });
         }
+        Command::Proceed | Command::Answer { .. } | Command::Retry { .. } => {
+            // Commands queued earlier whose steer job GitHub cancelled (one pending job per
+            // branch group) are applied first, in order; then this one, unless a round's
+            // writer applied it already.
+            let me = comment::Identity {
+                app_id: inputs.app_id,
+            };
+            let applied = rt.block_on(catch_up(
+                &client,
+                pr,
+                me,
+                &repo,
+                &plan_path,
+                &inputs.plan_rel,
+                &mut plan,
+                &dag,
+                Some(&trigger),
+            ))?;
+            for line in &applied {
+                println!("{line}");
+            }
+            caught_up = !applied.is_empty();
+            if steered(&plan).contains(&trigger.comment_id) {
+                None
+            } else {
+                match apply(&mut plan, &dag, &command, &by) {
+                    Ok(message) => {
+                        record(&mut plan, trigger.comment_id);
+                        Some(message)
+                    }
+                    Err(refusal) => {
+                        reply(refusal.clone())?;
+                        return Ok(Steered {
+                            message: refusal,
+                            ..Default::default()
+                        });
+                    }
+                }
+            }
+        }
+        Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
+    };
+    if let Some(message) = &change {
+        plan::save(&plan, &plan_path).map_err(|source| ActionError::Write {
+            path: plan_path.clone(),
+            source,
+        })?;
+        repo.commit(message, std::slice::from_ref(&inputs.plan_rel))?;
+    }
+    if change.is_some() || caught_up {
+        super::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
+    }
+    let dispatch = super::dispatch_inputs(&inputs.plan_rel, &branch);
+    rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
+    Ok(Steered {
+        message: format!("Started a round on {branch}."),
+        dispatched: Some(branch),
+        to_apply: None,
+    })
+}
+
+/// The start of the marker of a queued plan change: `<!-- dagexec:steer:<comment id> -->`,
+/// written by the comment job once the commenter's permission is checked.
+pub const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
+
+/// The marker of the plan change asked for in comment `id`.
+pub fn steer_marker(id: u64) -> String {
+    format!("{STEER_MARKER_PREFIX}{id} -->")
+}
+
+/// In the plan's progress: the `/execute` comments whose plan change is applied (oldest
+/// first, the newest [`STEERED_KEPT`]): each is applied exactly once, by whichever job writes
+/// the branch first, since the record is committed with the change.
+pub const STEERED_FIELD: &str = "dagexecSteered";
+
+/// How many applied comments the plan remembers.
+pub const STEERED_KEPT: usize = 500;
+
+/// The comments whose change the plan records as applied.
+pub fn steered(plan: &Plan) -> Vec<u64> {
+    plan.progress
+        .extra
+        .get(STEERED_FIELD)
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_u64())
+        .collect()
+}
+
+/// Records comment `id` as applied.
+fn record(plan: &mut Plan, id: u64) {
+    let mut ids = steered(plan);
+    if !ids.contains(&id) {
+        ids.push(id);
+    }
+    let keep = ids.len().saturating_sub(STEERED_KEPT);
+    plan.progress
+        .extra
+        .insert(STEERED_FIELD.into(), ids[keep..].to_vec().into());
+}
+
+/// A plan-changing command in words, for the queued reply.
+fn command_text(command: &Command) -> String {
+    match command {
+        Command::Proceed => "`/execute proceed`".into(),
+        Command::Answer { task, .. } => format!("the answer to task {task}"),
+        Command::Retry { task } => format!("`/execute retry {task}`"),
+        _ => "the command".into(),
+    }
+}
+
+/// Applies a plan-changing `command` to `plan`: the commit message (`by` says who asked),
+/// or why it cannot be applied (a reply for the pull request, with the fix).
+pub fn apply(
+    plan: &mut Plan,
+    dag: &crate::graph::Dag,
+    command: &Command,
+    by: &str,
+) -> Result<String, String> {
+    match command {
         Command::Proceed => {
             plan.progress
                 .extra
                 .insert(PROCEED_FIELD.into(), "proceed".into());
-            Some(format!(
+            Ok(format!(
                 "dagexec: proceed despite failed pre-flight checks\n\nAsked for with {by}.\n"
             ))
         }
@@ -215,8 +349,8 @@ pub fn run(
                     );
                 }
             }
-            match crate::question::answer(&mut plan, &dag, index, &text.replace("\r\n", "\n")) {
-                Ok(a) => Some(format!(
+            match crate::question::answer(plan, dag, index, &text.replace("\r\n", "\n")) {
+                Ok(a) => Ok(format!(
                     "dagexec: answer to task {index}\n\nGiven with {by}; task {index}{} pending again.\n",
                     if a.reopened.is_empty() {
                         String::new()
@@ -224,47 +358,105 @@ pub fn run(
                         format!(" and tasks {:?}", a.reopened)
                     }
                 )),
-                Err(e) => {
-                    reply(format!(
-                        "dagexec could not take that answer: {e}\n\n{}",
-                        e.hint()
-                    ))?;
-                    return Ok(Steered {
-                        message: format!("Answer refused: {e}"),
-                        ..Default::default()
-                    });
-                }
+                Err(e) => Err(format!(
+                    "dagexec could not take that answer: {e}\n\n{}",
+                    e.hint()
+                )),
             }
         }
-        Command::Retry { task } => match retry(&mut plan, &dag, *task) {
-            Ok(reopened) => Some(format!(
+        Command::Retry { task } => match retry(plan, dag, *task) {
+            Ok(reopened) => Ok(format!(
                 "dagexec: retry task {task}\n\nAsked for with {by}; pending again: {reopened:?}.\n"
             )),
-            Err(why) => {
-                reply(format!("dagexec cannot retry that: {why}"))?;
-                return Ok(Steered {
-                    message: format!("Retry refused: {why}"),
-                    ..Default::default()
-                });
-            }
+            Err(why) => Err(format!("dagexec cannot retry that: {why}")),
         },
-        Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
-    };
-    if let Some(message) = change {
-        plan::save(&plan, &plan_path).map_err(|source| ActionError::Write {
-            path: plan_path.clone(),
+        other => Err(format!("{other:?} does not change the plan")),
+    }
+}
+
+/// Applies every plan change queued on pull request `pr` that the plan does not record yet,
+/// oldest first, each committed in the checkout (`plan_path`) with its record: the queued
+/// markers are dagexec's own comments (`me`: a stranger's marker is no command), each naming
+/// the `/execute` comment whose author's permission the comment job checked; that comment
+/// is read again for the command. A change that cannot be applied any more (the task moved
+/// on) is recorded too, and the commenter told why. Each marker is then rewritten to say
+/// what became of it. Returns a line per command, for the log.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn catch_up(
+    client: &Client,
+    pr: u64,
+    me: comment::Identity,
+    repo: &Repo,
+    plan_path: &Path,
+    plan_rel: &str,
+    plan: &mut Plan,
+    dag: &crate::graph::Dag,
+    known: Option<&Trigger>,
+) -> Result<Vec<String>, ActionError> {
+    let marked = comment::trusted_marked(client, pr, me).await?;
+    let mut queued: Vec<(u64, u64)> = marked
+        .own
+        .iter()
+        .filter_map(|c| {
+            let rest = c.body.trim_start().strip_prefix(STEER_MARKER_PREFIX)?;
+            let id: u64 = rest.split(" -->").next()?.trim().parse().ok()?;
+            Some((id, c.id))
+        })
+        .filter(|(id, _)| !steered(plan).contains(id))
+        .collect();
+    queued.sort_unstable();
+    queued.dedup_by_key(|q| q.0);
+    let mut lines = Vec::new();
+    for (id, marker) in queued {
+        // The command this job was started for is in its event; any other is read again.
+        let (user, command) = match known.filter(|t| t.comment_id == id) {
+            Some(t) => (t.user.clone(), Some(t.command.clone())),
+            None => match client.get_comment(id).await {
+                Ok(c) => (c.author.login, comment::parse(&c.body)),
+                // Deleted since: nothing to apply.
+                Err(e) if e.status() == Some(404) => {
+                    record(plan, id);
+                    lines.push(format!("Comment {id} is gone; nothing to apply."));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let by = format!("`/execute` by @{user}");
+        let outcome = match command {
+            Some(command) if changes_plan(&command) => apply(plan, dag, &command, &by),
+            _ => Err(format!(
+                "Comment {id} no longer holds a command that changes the plan; nothing was applied."
+            )),
+        };
+        record(plan, id);
+        crate::plan::save(plan, plan_path).map_err(|source| ActionError::Write {
+            path: plan_path.to_path_buf(),
             source,
         })?;
-        repo.commit(&message, std::slice::from_ref(&inputs.plan_rel))?;
-        super::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
+        let (message, status) = match &outcome {
+            Ok(message) => (message.clone(), "✅ Applied".to_string()),
+            Err(why) => (
+                format!(
+                    "dagexec: /execute comment {id} not applied\n\n{}\n",
+                    why.lines().next().unwrap_or("")
+                ),
+                format!("❌ Not applied: {}", why.lines().next().unwrap_or("")),
+            ),
+        };
+        repo.commit(&message, &[plan_rel.to_string()])?;
+        if let Err(why) = &outcome {
+            client.comment(pr, why).await?;
+        }
+        let _ = client
+            .update_comment(marker, &format!("{}\n{status}.\n", steer_marker(id)))
+            .await;
+        lines.push(format!(
+            "{status}: comment {id} ({}).",
+            message.lines().next().unwrap_or("")
+        ));
     }
-    let dispatch = super::dispatch_inputs(&inputs.plan_rel, &branch);
-    rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
-    Ok(Steered {
-        message: format!("Started a round on {branch}."),
-        dispatched: Some(branch),
-        to_apply: None,
-    })
+    Ok(lines)
 }
 
 /// The question a plain BLOCKED result asks.

@@ -100,6 +100,9 @@ impl From<CommentJson> for IssueComment {
     }
 }
 
+/// The most pages of comments read from one pull request (10,000 comments).
+pub const MAX_COMMENT_PAGES: u32 = 100;
+
 /// A comment's new body (`issues/create-comment`, `issues/update-comment`).
 #[derive(Serialize)]
 struct Body {
@@ -176,17 +179,38 @@ impl Client {
         .map(drop)
     }
 
-    /// The first 100 comments on issue or pull request `issue_number`, oldest first
-    /// (`issues/list-comments`). dagexec's status comment comes early in a thread, so one
-    /// page is enough to find it.
+    /// Every comment on issue or pull request `issue_number`, oldest first
+    /// (`issues/list-comments`, 100 a page, page after page until a short one; at most
+    /// [`MAX_COMMENT_PAGES`] pages).
     pub async fn list_comments(&self, issue_number: u64) -> Result<Vec<IssueComment>, ApiError> {
-        let list: Vec<CommentJson> = self
+        let mut all = Vec::new();
+        for page in 1..=MAX_COMMENT_PAGES {
+            let list: Vec<CommentJson> = self
+                .get(
+                    "issues/list-comments",
+                    &self.repo_path(&format!(
+                        "/issues/{issue_number}/comments?per_page=100&page={page}"
+                    )),
+                )
+                .await?;
+            let last = list.len() < 100;
+            all.extend(list.into_iter().map(IssueComment::from));
+            if last {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// One comment (`issues/get-comment`).
+    pub async fn get_comment(&self, id: u64) -> Result<IssueComment, ApiError> {
+        let c: CommentJson = self
             .get(
-                "issues/list-comments",
-                &self.repo_path(&format!("/issues/{issue_number}/comments?per_page=100")),
+                "issues/get-comment",
+                &self.repo_path(&format!("/issues/comments/{id}")),
             )
             .await?;
-        Ok(list.into_iter().map(IssueComment::from).collect())
+        Ok(c.into())
     }
 
     /// Keeps one comment per `marker` on `issue_number`: updates the oldest of `own` (the

@@ -267,6 +267,9 @@ fn comment_event(dir: &Path, body: &str) -> PathBuf {
     p["issue"]["pull_request"] =
         json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/1")});
     p["comment"]["body"] = json!(body);
+    // Every comment has an id of its own (a queued plan change is known by it).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7_000);
+    p["comment"]["id"] = json!(NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
     let file = dir.join(format!("event-{}.json", body.len()));
     std::fs::write(&file, p.to_string()).unwrap();
     file
@@ -450,7 +453,8 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     // retry of a task that is pending is refused with a reply.
     let replies = gh.calls("issues/create-comment").len();
     comment(&repo, gh, &comment_event(tmp.path(), "/execute retry 0 "));
-    assert_eq!(gh.calls("issues/create-comment").len(), replies + 1);
+    // The queued note, then the refusal.
+    assert_eq!(gh.calls("issues/create-comment").len(), replies + 2);
     assert!(
         gh.state()
             .comments

@@ -620,3 +620,124 @@ fn a_work_log_linked_out_of_the_checkout_is_not_carried_into_the_artifact() {
     let result = std::fs::read_to_string(artifacts.join("result.json")).unwrap();
     assert!(result.contains("COMPLETED: a"), "{result}");
 }
+
+/// Task 0 asks which database to use until its prompt carries the answer; the others
+/// complete.
+const ASKING: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) if printf '%s' "$prompt" | grep -q 'use sqlite'; then echo a > a.txt; echo "COMPLETED: used sqlite";
+   else echo "BLOCKED: which database should the model use?"; fi ;;
+*) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
+esac
+"#;
+
+/// GitHub keeps one pending member per concurrency group: a `steer` job queued behind a
+/// running round (to commit an `/execute answer`) is cancelled when that round's finalize
+/// queues the next round. The answer is not lost: the comment job queued it on the pull
+/// request, and the next job that writes the branch — here the running round's finalize —
+/// applies it, exactly once (a steer job that does run later finds it applied).
+#[test]
+fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() {
+    let lab = Lab::with_worker(
+        vec![
+            task("A", &["a.txt"], &[]),
+            task("B", &["t1.txt"], &[]),
+            task("C", &["t2.txt"], &[1]),
+        ],
+        ASKING,
+    );
+    let (_, ok, log) = lab.round(1);
+    assert!(ok, "{log}");
+    assert_eq!(lab.branch_plan()["tasks"][0]["status"], "blocked");
+    // Round 2 (task C) is queued; the user answers task 0's question on the pull request.
+    let event = lab.tmp.path().join("answer.json");
+    let mut p: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    p["repository"]["full_name"] = json!(lab.repository);
+    p["issue"]["number"] = json!(1);
+    p["issue"]["pull_request"] =
+        json!({"url": "https://api.github.com/repos/acme/widgets/pulls/1"});
+    // The comment as GitHub keeps it (later jobs read it again by its id).
+    let user = p["comment"]["user"]["login"].as_str().unwrap().to_string();
+    lab.gh.set_permission(&user, "write");
+    let id = lab
+        .gh
+        .add_comment(&lab.repository, 1, &user, "/execute answer 0 use sqlite");
+    p["comment"]["id"] = json!(id);
+    p["comment"]["body"] = json!("/execute answer 0 use sqlite");
+    std::fs::write(&event, p.to_string()).unwrap();
+    let outputs = lab.tmp.path().join("comment-outputs");
+    let job = |command: &str| {
+        let dir = lab.checkout("main");
+        let out = lab
+            .context(&dir, 90)
+            .args(["action", command])
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_EVENT_NAME", "issue_comment")
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GITHUB_OUTPUT", &outputs)
+            .output()
+            .unwrap();
+        let text = lab::text(&out);
+        assert!(out.status.success(), "{command}: {text}");
+        text
+    };
+    let text = job("comment");
+    assert!(
+        lab::output_file(&std::fs::read_to_string(&outputs).unwrap())
+            .contains(&("steer-branch".into(), "dagexec/rounds".into())),
+        "{text}"
+    );
+    let queued = |gh: &common::fake_github::FakeGitHub| {
+        gh.state()
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
+            .map(|c| c.body.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        queued(&lab.gh).contains("⏳ Queued: the answer to task 0"),
+        "{}",
+        queued(&lab.gh)
+    );
+    // The steer job never runs (GitHub cancelled it). Round 2's finalize applies the answer.
+    let (_, ok, log) = lab.round(2);
+    assert!(ok, "{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][0]["status"], "pending", "{log}");
+    assert_eq!(plan["tasks"][0]["question"]["reply"], "use sqlite");
+    assert_eq!(plan["progress"]["dagexecSteered"], json!([id]), "{plan:#}");
+    assert!(
+        queued(&lab.gh).contains("✅ Applied"),
+        "{}",
+        queued(&lab.gh)
+    );
+    let subjects = lab.branch_log();
+    assert_eq!(
+        subjects
+            .iter()
+            .filter(|s| s.starts_with("dagexec: answer to task 0"))
+            .count(),
+        1,
+        "{subjects:?}"
+    );
+    // Had the steer job run after all, it applies nothing twice.
+    // (It starts the round the answer reopened, as it always does.)
+    let before = lab.branch_log();
+    let text = job("steer");
+    assert_eq!(lab.branch_log(), before, "{text}");
+    assert_eq!(lab.branch_plan()["progress"]["dagexecSteered"], json!([id]));
+    // Round 3 runs the task with the answer in its prompt.
+    let (_, ok, log) = lab.round(3);
+    assert!(ok, "{log}");
+    assert_eq!(lab.branch_plan()["tasks"][0]["status"], "completed");
+    lab.gh.assert_clean();
+}

@@ -249,7 +249,7 @@ async fn the_status_comment_is_created_once_then_updated_in_place() {
     );
     let list = gh.calls("issues/list-comments");
     assert_eq!(list.len(), 3);
-    assert_eq!(list[0].query.as_deref(), Some("per_page=100"));
+    assert_eq!(list[0].query.as_deref(), Some("per_page=100&page=1"));
     gh.assert_clean();
 }
 

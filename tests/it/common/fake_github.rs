@@ -840,12 +840,18 @@ impl Inner {
                 ex = comment_json(ex, c);
             }
             "issues/list-comments" => {
+                // Paginated as GitHub does: `per_page` (default 30, at most 100), `page` from 1.
                 let (n, item) = (num("issue_number"), first(&ex));
+                let qnum = |k: &str, d: usize| q.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
+                let per_page = qnum("per_page", 30).clamp(1, 100);
+                let page = qnum("page", 1).max(1);
                 let hit = |c: &&Comment| c.repo == repo && c.issue_number == n;
                 ex = st
                     .comments
                     .iter()
                     .filter(hit)
+                    .skip((page - 1) * per_page)
+                    .take(per_page)
                     .map(|c| comment_json(item.clone(), c))
                     .collect();
             }
