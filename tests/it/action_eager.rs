@@ -528,6 +528,70 @@ fn a_blocked_task_asks_on_the_pull_request_and_the_conductor_ends_waiting_for_th
     lab.gh.assert_clean();
 }
 
+/// An answer given while the conductor runs: its steer job waits in the branch's group until
+/// the conductor ends, so the conductor applies it at its next commit — the blocked task
+/// runs again with the answer, and the run completes instead of stopping for input.
+#[test]
+fn an_answer_queued_while_the_conductor_runs_is_applied_at_its_next_commit() {
+    let flag = tempfile::tempdir().unwrap();
+    let go = flag.path().join("go");
+    let worker = format!(
+        r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) if printf '%s' "$prompt" | grep -q 'use sqlite'; then echo t0 > t0.txt; echo "COMPLETED: used sqlite";
+   else echo "BLOCKED: which database should the cache use?"; fi ;;
+*) i=0; while [ ! -f '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+   echo t1 > t1.txt; echo "COMPLETED: t1" ;;
+esac
+"#,
+        go.display()
+    );
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("cache", &["t0.txt"], &[]),
+            task("docs", &["t1.txt"], &[]),
+        ],
+        &worker,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    // Once task 0's question is on the pull request (task 1 still running), the user answers.
+    let user = {
+        let lab = lab.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !lab
+                .gh
+                .state()
+                .comments
+                .iter()
+                .any(|c| c.body.starts_with("<!-- dagexec:question:0 -->"))
+            {
+                assert!(t0.elapsed() < Duration::from_secs(60), "no question asked");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let (id, text) = lab.comment_jobs(90, 1, "/execute answer 0 use sqlite", false);
+            std::fs::write(&go, "").unwrap();
+            (id, text)
+        })
+    };
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let (id, text) = user.join().unwrap();
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}\n{text}");
+    assert!(log.contains("Conductor: completed."), "{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(plan["progress"]["dagexecSteered"], json!([id]), "{plan:#}");
+    assert!(
+        lab.branch_log()
+            .iter()
+            .any(|s| s.starts_with("dagexec: answer to task 0")),
+        "{:?}",
+        lab.branch_log()
+    );
+    lab.gh.assert_clean();
+}
+
 #[test]
 fn a_run_lost_without_an_artifact_is_a_failed_attempt_and_the_task_is_retried() {
     let lab = Arc::new(Lab::with_worker(

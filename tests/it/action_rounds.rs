@@ -650,51 +650,10 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     let (_, ok, log) = lab.round(1);
     assert!(ok, "{log}");
     assert_eq!(lab.branch_plan()["tasks"][0]["status"], "blocked");
-    // Round 2 (task C) is queued; the user answers task 0's question on the pull request.
-    let event = lab.tmp.path().join("answer.json");
-    let mut p: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    p["repository"]["full_name"] = json!(lab.repository);
-    p["issue"]["number"] = json!(1);
-    p["issue"]["pull_request"] =
-        json!({"url": "https://api.github.com/repos/acme/widgets/pulls/1"});
-    // The comment as GitHub keeps it (later jobs read it again by its id).
-    let user = p["comment"]["user"]["login"].as_str().unwrap().to_string();
-    lab.gh.set_permission(&user, "write");
-    let id = lab
-        .gh
-        .add_comment(&lab.repository, 1, &user, "/execute answer 0 use sqlite");
-    p["comment"]["id"] = json!(id);
-    p["comment"]["body"] = json!("/execute answer 0 use sqlite");
-    std::fs::write(&event, p.to_string()).unwrap();
-    let outputs = lab.tmp.path().join("comment-outputs");
-    let job = |command: &str| {
-        let dir = lab.checkout("main");
-        let out = lab
-            .context(&dir, 90)
-            .args(["action", command])
-            .env("GITHUB_ACTIONS", "true")
-            .env("GITHUB_EVENT_NAME", "issue_comment")
-            .env("GITHUB_EVENT_PATH", &event)
-            .env("GITHUB_OUTPUT", &outputs)
-            .output()
-            .unwrap();
-        let text = lab::text(&out);
-        assert!(out.status.success(), "{command}: {text}");
-        text
-    };
-    let text = job("comment");
-    assert!(
-        lab::output_file(&std::fs::read_to_string(&outputs).unwrap())
-            .contains(&("steer-branch".into(), "dagexec/rounds".into())),
-        "{text}"
-    );
+    // Round 2 (task C) is queued; the user answers task 0's question on the pull request:
+    // the comment job queues it and hands it to the steer job.
+    let (id, text) = lab.comment_jobs(90, 1, "/execute answer 0 use sqlite", false);
+    assert!(text.contains("made by the steer job"), "{text}");
     let queued = |gh: &common::fake_github::FakeGitHub| {
         gh.state()
             .comments
@@ -707,6 +666,16 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
         queued(&lab.gh).contains("⏳ Queued: the answer to task 0"),
         "{}",
         queued(&lab.gh)
+    );
+    // A stranger's marker naming their own `/execute retry 1` is no queued change.
+    let theirs = lab
+        .gh
+        .add_comment(&lab.repository, 1, "mallory", "/execute retry 1");
+    lab.gh.add_comment(
+        &lab.repository,
+        1,
+        "mallory",
+        &format!("<!-- dagexec:steer:{theirs} -->\n⏳ Queued"),
     );
     // The steer job never runs (GitHub cancelled it). Round 2's finalize applies the answer.
     let (_, ok, log) = lab.round(2);
@@ -732,7 +701,7 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     // Had the steer job run after all, it applies nothing twice.
     // (It starts the round the answer reopened, as it always does.)
     let before = lab.branch_log();
-    let text = job("steer");
+    let (_, text) = lab.comment_job_again(90, id, true);
     assert_eq!(lab.branch_log(), before, "{text}");
     assert_eq!(lab.branch_plan()["progress"]["dagexecSteered"], json!([id]));
     // Round 3 runs the task with the answer in its prompt.

@@ -352,6 +352,59 @@ impl Lab {
         );
     }
 
+    /// `user` (with write access) comments `body` on pull request `pr`, and the `comment` job
+    /// of workflow run `run_id` handles the event; then, with `steer`, the `steer` job too
+    /// (without: GitHub cancelled it). The comment's id and the jobs' output.
+    pub fn comment_jobs(&self, run_id: u64, pr: u64, body: &str, steer: bool) -> (u64, String) {
+        let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
+        let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let user = p["comment"]["user"]["login"].as_str().unwrap().to_string();
+        self.gh.set_permission(&user, "write");
+        let id = self.gh.add_comment(&self.repository, pr, &user, body);
+        p["repository"]["full_name"] = json!(self.repository);
+        p["issue"]["number"] = json!(pr);
+        p["issue"]["pull_request"] = json!({
+            "url": format!("https://api.github.com/repos/{}/pulls/{pr}", self.repository)
+        });
+        p["comment"]["id"] = json!(id);
+        p["comment"]["body"] = json!(body);
+        let event = self.tmp.path().join(format!("comment-{id}.json"));
+        std::fs::write(&event, p.to_string()).unwrap();
+        self.comment_job_again(run_id, id, steer)
+    }
+
+    /// The jobs of [`Lab::comment_jobs`] for comment `id`: the `comment` job unless it ran
+    /// already, then with `steer` the `steer` job (as it runs once no round of the branch
+    /// does).
+    pub fn comment_job_again(&self, run_id: u64, id: u64, steer: bool) -> (u64, String) {
+        let event = self.tmp.path().join(format!("comment-{id}.json"));
+        let outputs = self.tmp.path().join(format!("comment-{id}.outputs"));
+        let job = |command: &str| {
+            let dir = self.checkout("main");
+            let out = self
+                .context(&dir, run_id)
+                .args(["action", command])
+                .env("GITHUB_ACTIONS", "true")
+                .env("GITHUB_EVENT_NAME", "issue_comment")
+                .env("GITHUB_EVENT_PATH", &event)
+                .env("GITHUB_OUTPUT", &outputs)
+                .output()
+                .unwrap();
+            let text = text(&out);
+            assert!(out.status.success(), "{command}: {text}");
+            text
+        };
+        let mut log = if outputs.exists() {
+            String::new()
+        } else {
+            job("comment")
+        };
+        if steer {
+            log.push_str(&job("steer"));
+        }
+        (id, log)
+    }
+
     /// One workflow run of the rounds workflow: the plan job, the matrix's work jobs, then
     /// finalize (when there was work).
     pub fn round(&self, run_id: u64) -> Round {
