@@ -114,14 +114,26 @@ pub fn run(
         // The command is kept on the pull request as dagexec's own comment: whichever job
         // writes the branch next applies it (the steer job below, or — when GitHub cancels
         // that pending job because a round got there first — the running round's writer).
-        rt.block_on(client.comment(
-            trigger.pr_number,
-            &format!(
-                "{}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                steer_marker(trigger.comment_id),
-                command_text(&command)
-            ),
-        ))?;
+        // Found again by its marker, so a re-run of this job queues nothing twice.
+        let marker = steer_marker(trigger.comment_id);
+        let own = rt
+            .block_on(comment::trusted_marked(
+                &client,
+                trigger.pr_number,
+                comment::Identity {
+                    app_id: inputs.app_id,
+                },
+            ))?
+            .own;
+        if !own.iter().any(|c| c.starts_with(&marker)) {
+            rt.block_on(client.comment(
+                trigger.pr_number,
+                &format!(
+                    "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
+                    command_text(&command)
+                ),
+            ))?;
+        }
         return Ok(Steered {
             message: format!(
                 "The change to the plan is made by the steer job, once no round of {branch} runs."

@@ -654,6 +654,17 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     // the comment job queues it and hands it to the steer job.
     let (id, text) = lab.comment_jobs(90, 1, "/execute answer 0 use sqlite", false);
     assert!(text.contains("made by the steer job"), "{text}");
+    // A re-run of the comment job queues it once.
+    std::fs::remove_file(lab.tmp.path().join(format!("comment-{id}.outputs"))).unwrap();
+    lab.comment_job_again(91, id, false);
+    let markers = lab
+        .gh
+        .state()
+        .comments
+        .iter()
+        .filter(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
+        .count();
+    assert_eq!(markers, 1);
     let queued = |gh: &common::fake_github::FakeGitHub| {
         gh.state()
             .comments
