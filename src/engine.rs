@@ -317,6 +317,14 @@ pub enum Schedule {
 }
 
 impl Schedule {
+    /// What a worker's prompt calls the set it runs in: a wave (waves), else a batch.
+    pub fn unit(self) -> crate::prompt::Unit {
+        match self {
+            Schedule::Waves => crate::prompt::Unit::Wave,
+            Schedule::Rounds | Schedule::Eager => crate::prompt::Unit::Batch,
+        }
+    }
+
     /// The policy object for this schedule (eager runs pick with [`eager_pick`]; its batch
     /// view, for the dry run, is [`Batches`]).
     pub fn policy(self) -> &'static dyn Policy {

@@ -351,10 +351,7 @@ impl Rounds<'_> {
     }
 
     fn unit(&self) -> Unit {
-        match self.schedule {
-            Schedule::Waves => Unit::Wave,
-            Schedule::Rounds | Schedule::Eager => Unit::Batch,
-        }
+        self.schedule.unit()
     }
 
     /// Runs round after round until nothing is pending, the run stops, or it is cancelled;

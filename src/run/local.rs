@@ -40,10 +40,7 @@ pub(super) struct Local<'a> {
 
 impl Local<'_> {
     fn unit(&self) -> Unit {
-        match self.opts.settings.schedule {
-            Schedule::Waves => Unit::Wave,
-            Schedule::Rounds | Schedule::Eager => Unit::Batch,
-        }
+        self.opts.settings.schedule.unit()
     }
 }
 

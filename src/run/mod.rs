@@ -24,7 +24,7 @@ use crate::git::{GitError, Repo};
 use crate::graph::Dag;
 use crate::plan::model::{Plan, Status};
 use crate::plan::{self, PlanErrors};
-use crate::prompt::{self, Unit};
+use crate::prompt;
 use crate::render::summary;
 use crate::setup::{self, Overlaps, checks};
 use crate::update;
@@ -95,10 +95,6 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
-    let _unit = match opts.settings.schedule {
-        Schedule::Waves => Unit::Wave,
-        Schedule::Rounds | Schedule::Eager => Unit::Batch,
-    };
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
