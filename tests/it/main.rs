@@ -22,6 +22,7 @@ mod github;
 mod init;
 mod install_action;
 mod loops;
+mod real_agents;
 mod recover;
 mod resume;
 mod rounds;
