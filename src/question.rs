@@ -59,11 +59,14 @@ pub fn get(task: &Task) -> Option<Question> {
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-/// Sets the task's question.
+/// Sets the task's question, its text clipped as a result is ([`crate::outcome::clip_result`]:
+/// it is worker output, on its way to the plan and a pull request comment).
 pub fn set(task: &mut Task, q: &Question) {
+    let mut q = q.clone();
+    q.text = crate::outcome::clip_result(&q.text);
     task.extra.insert(
         QUESTION_FIELD.into(),
-        serde_json::to_value(q).expect("questions serialise"),
+        serde_json::to_value(&q).expect("questions serialise"),
     );
 }
 

@@ -472,3 +472,44 @@ fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
     let again = run(dir.path(), &cmd, "20s");
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
 }
+
+/// Issue 20 §4: a 900 KB `COMPLETED:` line was stored whole in the plan's result, its
+/// `completedTasks` and a 921 KB commit message. A result is clipped to 4 KiB with a marker;
+/// the whole line stays in the attempt's kept stdout.
+#[test]
+fn a_900_kb_status_line_is_clipped_everywhere_and_kept_whole_in_the_log() {
+    let dir = repo(&["a.txt"]);
+    let (_w, cmd) = worker(
+        r#"echo x > a.txt
+printf 'COMPLETED: '; head -c 900000 /dev/zero | tr '\0' 'y'; echo"#,
+    );
+    let o = run(dir.path(), &cmd, "30s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", &out[..out.len().min(2000)]);
+    assert!(out.len() < 64 << 10, "the run printed {} bytes", out.len());
+    let marker = " … [clipped: 900000 bytes in all; the whole text is in the attempt's log]";
+    let plan = plan_of(dir.path());
+    let r = result(&plan, 0);
+    assert!(
+        r.len() <= 4096 && r.starts_with("yyy") && r.ends_with(marker),
+        "{}",
+        r.len()
+    );
+    let summary = plan["progress"]["completedTasks"][0]["summary"]
+        .as_str()
+        .unwrap();
+    assert_eq!(summary, r);
+    let message = git(dir.path(), &["log", "--format=%B"]);
+    assert!(
+        message.len() < 16 << 10,
+        "commit messages of {} bytes",
+        message.len()
+    );
+    assert!(message.contains(marker), "{message}");
+    let kept = std::fs::read_to_string(
+        dir.path()
+            .join(".git/dagexec/logs/run-1/task-0-attempt-1.stdout"),
+    )
+    .unwrap();
+    assert_eq!(kept.trim_end().len(), "COMPLETED: ".len() + 900_000);
+}
