@@ -326,6 +326,25 @@ pub fn answer(
 mod tests {
     use super::*;
 
+    /// Issue 20 §4: a question is worker output on its way to the plan and a comment.
+    #[test]
+    fn a_questions_text_is_clipped_as_a_result_is() {
+        let line = format!("NEEDS_DECISION: {}", "which? ".repeat(100_000));
+        let q = from_status_line(&line).expect("a question");
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "subject": "s", "status": "blocked", "blockedBy": []
+        }))
+        .expect("a task");
+        set(&mut task, &q);
+        let text = get(&task).expect("kept").text;
+        assert!(
+            text.len() <= crate::outcome::RESULT_MAX_BYTES,
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("which? which?") && text.contains("clipped: 699999 bytes"));
+    }
+
     #[test]
     fn a_status_line_question() {
         let q = from_status_line("work\nNEEDS_DECISION: Which db?\n\n").unwrap();

@@ -440,6 +440,18 @@ mod tests {
             assert_eq!(c.patch, b"\x00patch");
             assert_eq!(c.log.as_deref().map(str::len), Some(4000));
         }
+        // Written as a stream (upload-artifact's way): sizes in data descriptors after the data.
+        let mut w = zip::ZipWriter::new_stream(Vec::new());
+        let o = zip::write::SimpleFileOptions::default();
+        w.start_file(RESULT_FILE, o).expect("start");
+        w.write_all(&result_json(4, 2)).expect("write");
+        w.start_file(PATCH_FILE, o).expect("start");
+        w.write_all(&b"diff\n".repeat(100)).expect("write");
+        let bytes = w.finish().expect("finish").into_inner();
+        let flags = u16_at(&bytes, 6).expect("flags");
+        assert_eq!(flags & 8, 8, "a data descriptor");
+        let c = read(&bytes).expect("read");
+        assert_eq!((c.result.task, c.patch.len()), (4, 500));
     }
 
     /// Issue 20 §4: the zip crate parsed the whole central directory first (a million empty
