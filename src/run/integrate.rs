@@ -191,6 +191,9 @@ impl RoundBuild {
                     )),
                 }
             }
+            // Whatever made it (a status line, a question, a refusal), a result is bounded
+            // before it reaches the plan, the commit message and the pull request.
+            let result = outcome::clip_result(&result);
             self.entries.push(BatchEntry {
                 plan_index: j.index,
                 status,

@@ -1357,3 +1357,56 @@ fn the_template_keeps_one_concurrency_group_per_execution_branch() {
         "{group}"
     );
 }
+
+/// Issue 20 §4: an artifact's `result.json` could carry a status line of up to 32 MiB into the
+/// plan, `completedTasks`, the round commit and the pull request. Finalize clips the result as
+/// the local runner does (4 KiB, with a marker).
+#[test]
+fn a_huge_status_line_in_an_artifact_is_clipped_in_the_plan_commit_and_pull_request() {
+    let lab = setup();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let real = artifacts.join("dagexec-77-1-task-1-attempt-1");
+    let mut result: Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("result.json")).unwrap()).unwrap();
+    let huge = 8 << 20;
+    result["output"] = json!(format!("COMPLETED: {}\n", "z".repeat(huge)));
+    std::fs::write(real.join("result.json"), result.to_string()).unwrap();
+    let gh = &lab.gh;
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{}", &log[..log.len().min(4000)]);
+    assert!(log.len() < 64 << 10, "finalize printed {} bytes", log.len());
+    let marker =
+        format!(" … [clipped: {huge} bytes in all; the whole text is in the attempt's log]");
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    assert_eq!(state["tasks"][1]["status"], "completed");
+    let r = state["tasks"][1]["result"].as_str().unwrap();
+    assert!(
+        r.len() <= 4096 && r.starts_with("zzz") && r.ends_with(&marker),
+        "{}",
+        r.len()
+    );
+    // completedTasks, when the round ended with this part.
+    for done in state["progress"]["completedTasks"].as_array().unwrap() {
+        assert!(done["summary"].as_str().unwrap().len() <= 4096, "{done}");
+    }
+    let messages = git(&origin, &["log", "--format=%B", "dagexec/jobs"]);
+    assert!(
+        messages.len() < 16 << 10,
+        "commit messages of {} bytes",
+        messages.len()
+    );
+    assert!(messages.contains(&marker), "{messages}");
+    for request in gh.requests() {
+        let body = request.body.map(|b| b.to_string()).unwrap_or_default();
+        assert!(
+            body.len() < 64 << 10,
+            "{} sent {} bytes",
+            request.operation_id,
+            body.len()
+        );
+    }
+}
