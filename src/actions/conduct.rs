@@ -347,6 +347,7 @@ impl Executor for Remote<'_> {
         }
         // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
         // steer job waits in the branch's group until this conductor ends), applied now.
+        let mut steered = false;
         if let Some(pr) = self.pr {
             let me = super::comment::Identity {
                 app_id: self.inputs.app_id,
@@ -362,6 +363,7 @@ impl Executor for Remote<'_> {
                 self.dag,
                 None,
             ))?;
+            steered = !applied.is_empty();
             for line in applied {
                 self.emit(crate::events::Event::Note(line));
             }
@@ -371,6 +373,18 @@ impl Executor for Remote<'_> {
         if published.stale {
             self.stale = Some(published);
             return Ok(Integrated::Stale);
+        }
+        // Pushed: the markers of the commands applied above say so now.
+        if let (true, Some(pr)) = (steered, self.pr) {
+            let me = super::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let confirmed =
+                self.rt
+                    .block_on(super::steer::confirm(self.client, pr, me, self.repo))?;
+            for line in confirmed {
+                self.emit(crate::events::Event::Note(line));
+            }
         }
         self.pushed = self.repo.head()?;
         if published.aborted {
