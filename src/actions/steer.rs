@@ -871,3 +871,85 @@ pub fn preflight_comment(message: &str) -> String {
         message.trim()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+
+    #[test]
+    fn the_history_records_only_steering_commits_own_last_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        let repo = Repo::discover(dir).unwrap();
+        assert!(settled_in_history(&repo).unwrap().is_empty());
+        let commit = |message: &str| git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+        commit(&with_trailer(
+            "dagexec: answer to task 2\n\nGiven with `/execute` by @o.\n",
+            11,
+            true,
+        ));
+        commit(&with_trailer(
+            "dagexec: /execute comment 12 not applied\n\ndagexec cannot retry that: task 1 is completed\nline two",
+            12,
+            false,
+        ));
+        // Workers' words are in a round's message: they settle nothing, nor does a trailer
+        // that is not the last line, nor one with something after the outcome.
+        commit(
+            "dagexec: round 3 — 1/1 tasks\n\n- task 0: A — completed: x\n\nDagexec-Steered: 13 applied",
+        );
+        commit("dagexec: retry task 1\n\nDagexec-Steered: 14 applied\nmore");
+        commit("dagexec: retry task 1\n\nDagexec-Steered: 15 applied now");
+        commit(&with_trailer(
+            "dagexec: proceed despite failed pre-flight checks",
+            16,
+            true,
+        ));
+        let found = settled_in_history(&repo).unwrap();
+        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [11, 12, 16]);
+        assert!(found[&11].applied && found[&16].applied);
+        assert_eq!(found[&11].subject, "dagexec: answer to task 2");
+        assert_eq!(found[&11].sha.len(), 40);
+        let refused = &found[&12];
+        assert!(!refused.applied);
+        assert_eq!(
+            refused.why,
+            "dagexec cannot retry that: task 1 is completed\nline two"
+        );
+    }
+
+    #[test]
+    fn trailers_parse_exactly() {
+        assert_eq!(parse_trailer("Dagexec-Steered: 5 applied"), Some((5, true)));
+        assert_eq!(
+            parse_trailer("Dagexec-Steered: 5 refused"),
+            Some((5, false))
+        );
+        for bad in [
+            "Dagexec-Steered: x applied",
+            "Dagexec-Steered: 5",
+            "Dagexec-Steered: 5 done",
+            "dagexec-steered: 5 applied",
+        ] {
+            assert_eq!(parse_trailer(bad), None, "{bad}");
+        }
+        assert!(
+            with_trailer("dagexec: retry task 1\n", 9, false)
+                .ends_with("\n\nDagexec-Steered: 9 refused\n")
+        );
+    }
+}
