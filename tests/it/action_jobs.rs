@@ -930,6 +930,62 @@ fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outpu
     assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
 }
 
+/// Task code that leaves its process group and session with an empty environment (so no tag
+/// finds it) and keeps appending to the runner's output file: the work job ends it before it
+/// puts the runner's files back and writes its outputs, so nothing it started outlives the
+/// step (to forge the step's outputs, or to read the upload step's environment).
+#[test]
+fn nothing_task_code_starts_outlives_the_work_job() {
+    let outside = tempfile::tempdir().unwrap();
+    let pidfile = outside.path().join("escaped.pid");
+    let output = outside.path().join("github_output");
+    std::fs::write(&output, "").unwrap();
+    let worker = format!(
+        "cat > /dev/null\necho a > a.txt\nsetsid env -i /bin/sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; while :; do echo artifact-name=forged >> \"$2\"; sleep 0.05; done' sh '{}' '{}' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e '{}' ]; do sleep 0.01; done\necho 'COMPLETED: a'\n",
+        pidfile.display(),
+        output.display(),
+        pidfile.display()
+    );
+    let mut lab = lab::lab()
+        .plan("Escape", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(&worker)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    lab.set_env("GITHUB_OUTPUT", output.to_str().unwrap());
+    lab.work_job(
+        1,
+        (0, 1),
+        &o["round"],
+        &o["base"],
+        &lab.tmp.path().join("art"),
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = stat
+        .rfind(')')
+        .is_some_and(|c| !stat[c + 1..].trim_start().starts_with('Z'));
+    if running {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        !running,
+        "process {pid}, started by task code, still runs: {stat}"
+    );
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    assert!(!outputs.contains("forged"), "{outputs}");
+    assert!(
+        outputs.contains("dagexec-1-1-task-0-attempt-1"),
+        "{outputs}"
+    );
+}
+
 #[test]
 fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
     let lab = setup();
