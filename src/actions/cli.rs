@@ -543,6 +543,22 @@ fn steer_job(
     Ok(0)
 }
 
+/// Ends what task code left running in this step, saying what it could not end.
+fn reaped(reaper: &crate::reaper::Reaper) {
+    let reaped = reaper.finish();
+    if reaped.killed > 0 {
+        println!(
+            "Stopped {} process(es) task code left running.",
+            reaped.killed
+        );
+    }
+    for who in &reaped.survivors {
+        println!(
+            "warning: process {who}, started by task code, runs as another user and could not be stopped: it can still change the runner's files and read later steps' environment"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -651,21 +667,5 @@ mod tests {
         let e = finalize("--timeout", "soon");
         assert!(e.contains("--timeout"), "{e}");
         assert!(e.contains("examples: 30s, 5m, 1h30m"), "{e}");
-    }
-}
-
-/// Ends what task code left running in this step, saying what it could not end.
-fn reaped(reaper: &crate::reaper::Reaper) {
-    let reaped = reaper.finish();
-    if reaped.killed > 0 {
-        println!(
-            "Stopped {} process(es) task code left running.",
-            reaped.killed
-        );
-    }
-    for who in &reaped.survivors {
-        println!(
-            "warning: process {who}, started by task code, runs as another user and could not be stopped: it can still change the runner's files and read later steps' environment"
-        );
     }
 }
