@@ -25,6 +25,54 @@ use crate::plan::{self, Plan, model::Status};
 
 /// In the status comment: the user asked to stop after the current round.
 pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
+/// After [`ABORT_MARKER`]: the `/execute abort` comment that asked, `<!-- dagexec:abort-by:<id> -->`.
+pub const ABORT_BY_PREFIX: &str = "<!-- dagexec:abort-by:";
+
+/// The marker naming `/execute abort` comment `id`.
+pub fn abort_by_marker(id: u64) -> String {
+    format!("{ABORT_BY_PREFIX}{id} -->")
+}
+
+/// Whether a stop after the current round was asked for on pull request `pr`: one of
+/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`] and names an `/execute
+/// abort` comment that is on this pull request, by a person with write access now. Any
+/// workflow that comments with `GITHUB_TOKEN` writes as dagexec's comment job does, so the
+/// marker alone stops nothing.
+pub async fn abort_confirmed(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+) -> Result<bool, ActionError> {
+    if !marked.abort_requested(ABORT_MARKER) {
+        return Ok(false);
+    }
+    let ids: std::collections::BTreeSet<u64> = marked
+        .own
+        .iter()
+        .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
+        .flat_map(|c| {
+            c.body
+                .match_indices(ABORT_BY_PREFIX)
+                .filter_map(|(at, _)| {
+                    let rest = &c.body[at + ABORT_BY_PREFIX.len()..];
+                    rest.split(" -->").next()?.trim().parse().ok()
+                })
+                .collect::<Vec<u64>>()
+        })
+        .collect();
+    for id in ids {
+        match still_a_command(client, pr, id).await? {
+            Ok((_, Some(Command::Abort))) => return Ok(true),
+            Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
+            Err(why) => tracing::warn!(comment = id, "abort not believed: {why}"),
+        }
+    }
+    println!(
+        "warning: a status comment asks to stop, but names no `/execute abort` a person with write access gave on this pull request; not stopping"
+    );
+    Ok(false)
+}
+
 /// In the plan's progress: the user answered "proceed anyway" to failed pre-flight checks.
 pub const PROCEED_FIELD: &str = "dagexecPreflight";
 
@@ -196,7 +244,7 @@ pub fn run(
         Command::Abort => {
             let round = crate::run::round_counter(&plan);
             let body = format!(
-                "{}\n{ABORT_MARKER}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
+                "{}\n{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
                 comment::status_body(
                     &plan,
                     round,
@@ -205,7 +253,8 @@ pub fn run(
                         logs: Default::default()
                     },
                     "the current round to end"
-                )
+                ),
+                abort_by_marker(trigger.comment_id)
             );
             let marked = rt.block_on(comment::trusted_marked(
                 &client,

@@ -471,7 +471,12 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     let dispatches = gh.calls("actions/create-workflow-dispatch").len();
     // abort: the status comment records it, and the next finalize starts no round.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute abort"));
+    // (The comment is on the pull request: the round reads it again before it stops.)
+    let abort = comment_event(tmp.path(), "/execute abort");
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(&abort).unwrap()).unwrap();
+    event["comment"]["id"] = json!(gh.add_comment(REPO, 1, "Codertocat", "/execute abort"));
+    std::fs::write(&abort, event.to_string()).unwrap();
+    comment(&repo, gh, &abort);
     assert!(status_comments(gh)[0].contains("dagexec:abort-requested"));
     assert_eq!(
         gh.calls("actions/create-workflow-dispatch").len(),

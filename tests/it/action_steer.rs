@@ -271,3 +271,38 @@ fn a_queued_command_is_applied_only_when_a_writer_gave_it_on_this_pull_request()
     assert_eq!(lab.gh.calls("issues/get-comment").len(), before);
     lab.gh.assert_clean();
 }
+
+/// A status comment asking to stop, written as GitHub Actions' bot by some other workflow:
+/// the round stops only for an `/execute abort` a writer gave on this pull request (one does:
+/// `action_jobs::execute_comments_retry_abort_proceed_status_and_refuse_strangers`).
+#[test]
+fn a_forged_abort_in_a_bot_status_comment_stops_nothing() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.gh.set_permission("mallory", "read");
+    let theirs = lab
+        .gh
+        .add_comment(&lab.repository, 1, "mallory", "/execute abort");
+    lab.gh.add_comment(
+        &lab.repository,
+        1,
+        ACTIONS_BOT,
+        &format!(
+            "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{theirs} -->\nstop"
+        ),
+    );
+    lab.gh.add_comment(
+        &lab.repository,
+        1,
+        ACTIONS_BOT,
+        "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop",
+    );
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
+    assert!(!log.contains("Stopped after"), "{log}");
+    lab.gh.assert_clean();
+}
