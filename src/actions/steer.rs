@@ -12,6 +12,10 @@
 //!   round, not wait for it); `proceed`, `answer` and `retry` are handed on with the branch.
 //! - [`Phase::Apply`] (job `steer`, in the branch's group): checks the permission again,
 //!   commits the change to the plan, pushes and starts a round.
+//!
+//! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
+//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
+//! and then its marker, rewritten after the push ([`confirm`]); the plan's list is a cache.
 
 use std::path::Path;
 

@@ -107,6 +107,15 @@ fn an_applied_command_is_not_applied_again_after_a_person_replaces_the_plan() {
         "the new plan got a decision nobody gave it: {plan:#}\n{text}"
     );
     assert!(marker(&lab.gh, id).contains("✅ Applied in "));
+    // The command that could not be applied is settled too, and its author told why once.
+    let told = lab
+        .gh
+        .state()
+        .comments
+        .iter()
+        .filter(|c| c.body.starts_with("dagexec cannot retry that: task 9"))
+        .count();
+    assert_eq!(told, 1, "{text}");
     lab.gh.assert_clean();
 }
 
