@@ -329,7 +329,7 @@ pub fn run(
         let me = comment::Identity {
             app_id: inputs.app_id,
         };
-        for line in rt.block_on(confirm(&client, pr, me, &repo))? {
+        for line in rt.block_on(confirm(&client, pr, me, &repo)) {
             println!("{line}");
         }
     }
@@ -612,8 +612,24 @@ async fn rewrite(client: &Client, id: u64, markers: &[u64], status: &str) -> boo
 /// Makes the markers of commands the branch's history settled say so (a refused command's
 /// author is told why, once its marker says so). Run after a push, so `HEAD`'s history is the
 /// branch's; also the repair when the job that pushed died before its markers were rewritten.
-/// A line per marker rewritten.
+/// A line per marker rewritten. Never fails the job: what it could not do (GitHub did not
+/// answer) is a line too, and the next writer of the branch does it, since the history keeps
+/// the record.
 pub(super) async fn confirm(
+    client: &Client,
+    pr: u64,
+    me: comment::Identity,
+    repo: &Repo,
+) -> Vec<String> {
+    match try_confirm(client, pr, me, repo).await {
+        Ok(lines) => lines,
+        Err(e) => vec![format!(
+            "warning: the replies of the commands applied here still say queued ({e}); the next job that writes the branch rewrites them (the branch's history records the commands)"
+        )],
+    }
+}
+
+async fn try_confirm(
     client: &Client,
     pr: u64,
     me: comment::Identity,
