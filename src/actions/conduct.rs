@@ -347,7 +347,6 @@ impl Executor for Remote<'_> {
         }
         // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
         // steer job waits in the branch's group until this conductor ends), applied now.
-        let mut steered = false;
         if let Some(pr) = self.pr {
             let me = super::comment::Identity {
                 app_id: self.inputs.app_id,
@@ -363,7 +362,6 @@ impl Executor for Remote<'_> {
                 self.dag,
                 None,
             ))?;
-            steered = !applied.is_empty();
             for line in applied {
                 self.emit(crate::events::Event::Note(line));
             }
@@ -375,7 +373,9 @@ impl Executor for Remote<'_> {
             return Ok(Integrated::Stale);
         }
         // Pushed: the markers of the commands applied above say so now.
-        if let (true, Some(pr)) = (steered, self.pr) {
+        if let Some(pr) = self.pr
+            && super::steer::settled_since(self.repo, &self.pushed)
+        {
             let me = super::comment::Identity {
                 app_id: self.inputs.app_id,
             };

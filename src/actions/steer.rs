@@ -434,8 +434,16 @@ pub struct Settled {
 pub fn settled_in_history(
     repo: &Repo,
 ) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
+    settled_between(repo, None)
+}
+
+/// What [`settled_in_history`] finds in the commits since `since` (all of `HEAD`'s without).
+fn settled_between(
+    repo: &Repo,
+    since: Option<&str>,
+) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
     let mut out = std::collections::BTreeMap::new();
-    for c in repo.commits_mentioning(STEERED_TRAILER)? {
+    for c in repo.commits_mentioning(STEERED_TRAILER, since)? {
         let mut lines = c.message.lines();
         let subject = lines.next().unwrap_or("").to_string();
         if !STEER_SUBJECTS.iter().any(|s| subject.starts_with(s)) {
@@ -647,6 +655,12 @@ async fn try_confirm(
         }
     }
     Ok(lines)
+}
+
+/// Whether the commits after `since` up to `HEAD` settle a queued command (so their markers
+/// are to be rewritten once pushed).
+pub(super) fn settled_since(repo: &Repo, since: &str) -> bool {
+    settled_between(repo, Some(since)).is_ok_and(|s| !s.is_empty())
 }
 
 /// Rewrites the markers of comment `id`, settled by `s`; replies with why when it was refused.

@@ -14,9 +14,14 @@ pub struct Logged {
 }
 
 impl Repo {
-    /// The commits reachable from `HEAD` whose message contains `needle` (a fixed string,
-    /// case-sensitive), newest first; none before the first commit.
-    pub fn commits_mentioning(&self, needle: &str) -> Result<Vec<Logged>, GitError> {
+    /// The commits reachable from `HEAD` (and not from `since`, when given) whose message
+    /// contains `needle` (a fixed string, case-sensitive), newest first; none before the first
+    /// commit.
+    pub fn commits_mentioning(
+        &self,
+        needle: &str,
+        since: Option<&str>,
+    ) -> Result<Vec<Logged>, GitError> {
         if self.rev_parse("HEAD^{commit}")?.is_none() {
             return Ok(Vec::new());
         }
@@ -29,7 +34,11 @@ impl Repo {
                 "--format=%H%n%B",
             ])
             .arg(format!("--grep={needle}"))
-            .args(["HEAD", "--"])
+            .arg(match since {
+                Some(since) => format!("{since}..HEAD"),
+                None => "HEAD".to_string(),
+            })
+            .arg("--")
             .run()?;
         // `-z`: one commit per NUL-separated entry, its SHA on the first line.
         Ok(nul_fields(&out)
