@@ -29,6 +29,7 @@ pub mod paths;
 pub mod plan;
 pub mod procs;
 pub mod prompt;
+pub mod reaper;
 pub mod render;
 pub mod run;
 pub mod sanitize;

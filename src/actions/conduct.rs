@@ -343,6 +343,20 @@ impl Executor for Remote<'_> {
             self.stale = Some(published);
             return Ok(Integrated::Stale);
         }
+        // Pushed: the markers of the commands applied above say so now.
+        if let Some(pr) = self.pr
+            && super::steer::settled_since(self.repo, &self.pushed)
+        {
+            let me = super::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let confirmed = self
+                .rt
+                .block_on(super::steer::confirm(self.client, pr, me, self.repo));
+            for line in confirmed {
+                self.emit(crate::events::Event::Note(line));
+            }
+        }
         self.pushed = self.repo.head()?;
         if published.aborted {
             self.emit(crate::events::Event::Note(

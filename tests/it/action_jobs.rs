@@ -471,7 +471,12 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     let dispatches = gh.calls("actions/create-workflow-dispatch").len();
     // abort: the status comment records it, and the next finalize starts no round.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute abort"));
+    // (The comment is on the pull request: the round reads it again before it stops.)
+    let abort = comment_event(tmp.path(), "/execute abort");
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(&abort).unwrap()).unwrap();
+    event["comment"]["id"] = json!(gh.add_comment(REPO, 1, "Codertocat", "/execute abort"));
+    std::fs::write(&abort, event.to_string()).unwrap();
+    comment(&repo, gh, &abort);
     assert!(status_comments(gh)[0].contains("dagexec:abort-requested"));
     assert_eq!(
         gh.calls("actions/create-workflow-dispatch").len(),
@@ -928,6 +933,62 @@ fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outpu
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
     assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
+}
+
+/// Task code that leaves its process group and session with an empty environment (so no tag
+/// finds it) and keeps appending to the runner's output file: the work job ends it before it
+/// puts the runner's files back and writes its outputs, so nothing it started outlives the
+/// step (to forge the step's outputs, or to read the upload step's environment).
+#[test]
+fn nothing_task_code_starts_outlives_the_work_job() {
+    let outside = tempfile::tempdir().unwrap();
+    let pidfile = outside.path().join("escaped.pid");
+    let output = outside.path().join("github_output");
+    std::fs::write(&output, "").unwrap();
+    let worker = format!(
+        "cat > /dev/null\necho a > a.txt\nsetsid env -i /bin/sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; while :; do echo artifact-name=forged >> \"$2\"; sleep 0.05; done' sh '{}' '{}' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e '{}' ]; do sleep 0.01; done\necho 'COMPLETED: a'\n",
+        pidfile.display(),
+        output.display(),
+        pidfile.display()
+    );
+    let mut lab = lab::lab()
+        .plan("Escape", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(&worker)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    lab.set_env("GITHUB_OUTPUT", output.to_str().unwrap());
+    lab.work_job(
+        1,
+        (0, 1),
+        &o["round"],
+        &o["base"],
+        &lab.tmp.path().join("art"),
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = stat
+        .rfind(')')
+        .is_some_and(|c| !stat[c + 1..].trim_start().starts_with('Z'));
+    if running {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        !running,
+        "process {pid}, started by task code, still runs: {stat}"
+    );
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    assert!(!outputs.contains("forged"), "{outputs}");
+    assert!(
+        outputs.contains("dagexec-1-1-task-0-attempt-1"),
+        "{outputs}"
+    );
 }
 
 #[test]

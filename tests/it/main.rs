@@ -14,6 +14,7 @@ mod action_eager;
 mod action_jobs;
 mod action_review;
 mod action_rounds;
+mod action_steer;
 mod cli;
 mod comment;
 mod demo;
