@@ -165,12 +165,12 @@ pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
 }
 
 /// Changed files the task did not declare (its own work log excepted), with the plan file
-/// called out: the runner discards a worker's edit of the plan.
+/// and a Spec Kit plan's `tasks_md` called out: the runner discards a worker's edit of them.
 pub fn unexpected_files(
     index: usize,
     task: &Task,
     report: &AttemptReport,
-    plan_rel: &str,
+    (plan_rel, tasks_md): (&str, Option<&str>),
 ) -> Vec<String> {
     let declared: BTreeSet<String> = task.files().map(|f| crate::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
@@ -181,6 +181,10 @@ pub fn unexpected_files(
         .map(|f| {
             if f == plan_rel {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
+            } else if Some(f.as_str()) == tasks_md {
+                format!(
+                    "edited {f} (the edit is discarded; dagexec ticks the task there when its work is committed)"
+                )
             } else {
                 format!("unexpected file changed: {f}")
             }
@@ -261,8 +265,15 @@ pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
 }
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
-pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
-    let warnings = unexpected_files(index, task, report, plan_rel);
+/// `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's edit of them is
+/// discarded, with a warning.
+pub fn judge(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    own: (&str, Option<&str>),
+) -> Verdict {
+    let warnings = unexpected_files(index, task, report, own);
     let failed = |result: String| Verdict {
         status: Status::Failed,
         result,
@@ -477,7 +488,7 @@ mod tests {
         let mut r = report("COMPLETED: ok");
         r.output = "noise\n\u{1b}[31mno status\u{1b}[0m".into();
         r.log = Some("last \u{1b}]0;t\u{7}line\n".into());
-        let verdict = judge(1, &plan().tasks[1], &r, ".design/plan.json");
+        let verdict = judge(1, &plan().tasks[1], &r, (".design/plan.json", None));
         assert_eq!(
             verdict.result,
             "No status line returned; last log line: last line"
@@ -552,7 +563,7 @@ mod tests {
             "{:?}",
             spot_check(&p.tasks[0], &r)
         );
-        assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
+        assert!(unexpected_files(0, &p.tasks[0], &r, (".design/plan.json", None)).is_empty());
     }
 
     #[test]
@@ -634,7 +645,7 @@ mod tests {
     fn verdicts() {
         let p = plan();
         let t = &p.tasks[1];
-        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
+        let judge1 = |r: &AttemptReport| judge(1, t, r, (".design/plan.json", None));
         let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
         assert_eq!(
             (ok.status, ok.result.as_str()),
@@ -749,7 +760,7 @@ mod tests {
         ]
         .map(String::from)
         .into();
-        let v = judge(1, &p.tasks[1], &r, ".design/plan.json");
+        let v = judge(1, &p.tasks[1], &r, (".design/plan.json", None));
         assert_eq!(v.status, Status::Blocked);
         assert_eq!(
             v.warnings,
