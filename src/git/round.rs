@@ -2,7 +2,8 @@
 //!
 //! A round's patches are applied to a temporary index (`GIT_INDEX_FILE` at
 //! `<git-common-dir>/dagexec/round-index`, read from `HEAD`), with dagexec's own state files
-//! added from the work tree; `write-tree` and `commit-tree` make the commit, and one
+//! added from the work tree (or, like a Spec Kit tasks.md's ticks, written into the index
+//! only: [`RoundIndex::write_entry`]); `write-tree` and `commit-tree` make the commit, and one
 //! `update-ref HEAD <new> <old>` (compare-and-swap) is the single commit point. Only then are
 //! the work tree and the real index brought to the new commit, and only at the round's paths.
 //!
@@ -480,10 +481,7 @@ impl RoundIndex {
         if mode == "160000" {
             return Ok(None);
         }
-        let bytes = self
-            .git("cat-file")
-            .args(["cat-file", "blob", id])
-            .run()?;
+        let bytes = self.git("cat-file").args(["cat-file", "blob", id]).run()?;
         Ok(Some((mode.to_string(), bytes)))
     }
 

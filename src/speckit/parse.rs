@@ -209,10 +209,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
 
 /// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
 #[allow(clippy::type_complexity)]
-fn read_lines(
-    path: &str,
-    text: &str,
-) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
+fn read_lines(path: &str, text: &str) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
     let mut errors = Vec::new();
     let mut out = Parsed::default();
     // The current `## ` section: (title, line, goal, test), made a phase when it gets a task.
@@ -274,7 +271,8 @@ fn read_lines(
             continue;
         };
         let done = &c[1] != " ";
-        let checkbox = content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
+        let checkbox =
+            content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
         let Some(idc) = ID.captures(rest) else {
             errors.push(SpecKitError::Malformed {
@@ -656,7 +654,11 @@ fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<SpecKitError>> {
     let (read, _) = read_lines(path, text)?;
     let mut bytes = text.as_bytes().to_vec();
-    for t in read.tasks.iter().filter(|t| !t.done && done.contains(&t.id)) {
+    for t in read
+        .tasks
+        .iter()
+        .filter(|t| !t.done && done.contains(&t.id))
+    {
         bytes[t.checkbox] = b'x';
     }
     Ok(String::from_utf8(bytes).expect("an ASCII space became an ASCII x"))

@@ -298,7 +298,11 @@ fn ticking_changes_only_the_completed_lines() {
     assert_eq!(ticked.len(), ALBUMS.len());
     let again = read(&ticked);
     assert!(task(&again, "T012").done);
-    assert_eq!(tick(&ticked, &done), ticked, "ticking twice changes nothing");
+    assert_eq!(
+        tick(&ticked, &done),
+        ticked,
+        "ticking twice changes nothing"
+    );
     // CRLF files keep their line ends.
     let crlf = "- [ ] T001 Write `a.txt`\r\n- [ ] T002 Write `b.txt`\r\n";
     assert_eq!(
@@ -431,7 +435,12 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     let git = |args: &[&str]| {
         let o = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(["-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "commit.gpgsign=false",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .current_dir(root.path())
             .output()
@@ -444,15 +453,19 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     let repo = crate::git::Repo::discover(root.path()).unwrap();
     let index = repo.round_index().unwrap();
     let rel = "specs/001-photo-albums/tasks.md";
-    assert_eq!(
-        tick_index(&index, &plan).unwrap(),
-        Tick::Ticked(rel.into())
-    );
+    assert_eq!(tick_index(&index, &plan).unwrap(), Tick::Ticked(rel.into()));
     let (mode, bytes) = index.read_entry(rel).unwrap().unwrap();
     assert_eq!(mode, "100644");
-    assert!(String::from_utf8(bytes).unwrap().contains("- [x] T002 Initialize"));
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .contains("- [x] T002 Initialize")
+    );
     let text = std::fs::read_to_string(dir.join("tasks.md")).unwrap();
-    assert!(text.contains("- [ ] T002 Initialize"), "the work tree is untouched");
+    assert!(
+        text.contains("- [ ] T002 Initialize"),
+        "the work tree is untouched"
+    );
     assert_eq!(
         tick_index(&index, &plan).unwrap(),
         Tick::Nothing,
@@ -469,7 +482,9 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     // A tasks.md the commit holds as something unreadable, or not at all: skipped, saying so.
     drop(index);
     let fresh = repo.round_index().unwrap();
-    fresh.write_entry(rel, "100644", b"- [ ] T002 \xff\n").unwrap();
+    fresh
+        .write_entry(rel, "100644", b"- [ ] T002 \xff\n")
+        .unwrap();
     assert_eq!(
         tick_index(&fresh, &plan).unwrap(),
         Tick::Skipped {
@@ -513,7 +528,10 @@ fn done(ids: &[&str]) -> BTreeSet<String> {
 fn a_fence_inside_a_comment_before_the_tasks_does_not_stop_ticking() {
     let text = "# Tasks: x\n\n<!--\nAn example:\n```\n- [ ] T999 Not a task\n-->\n\n## Phase 1\n\n- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
     let p = read(text);
-    assert_eq!(ids(&["T001", "T002"]), p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&["T001", "T002"]),
+        p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>()
+    );
     let ticked = parse::tick("t.md", text, &done(&["T001", "T002"])).unwrap();
     assert_eq!(ticked, text.replace("- [ ] T00", "- [x] T00"));
     assert!(read(&ticked).tasks.iter().all(|t| t.done));
@@ -540,14 +558,20 @@ fn a_bom_before_the_first_task_line_keeps_that_task() {
     assert_eq!(task(&p, "T001").line, 1);
     assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
     let ticked = parse::tick("t.md", text, &done(&["T001"])).unwrap();
-    assert_eq!(ticked, "\u{feff}- [x] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n");
+    assert_eq!(
+        ticked,
+        "\u{feff}- [x] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n"
+    );
 }
 
 #[test]
 fn a_backtick_fence_is_closed_only_by_its_own_kind() {
     let text = "```\n~~~\n- [ ] T009 In the fence\n```\n- [ ] T001 Create `a.txt`\n";
     let p = read(text);
-    assert_eq!(p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["T001"]);
+    assert_eq!(
+        p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["T001"]
+    );
 }
 
 #[test]
@@ -633,4 +657,29 @@ fn a_phase_without_p_is_a_chain() {
     // T0006 waits for T0004 (the last task without [P]) and T0005 ([P], since).
     assert_eq!(deps_of(&p, "T0006"), ids(&["T0004", "T0005"]));
     assert_eq!(deps_of(&p, "T0005"), ids(&[]));
+}
+
+#[test]
+fn what_plan_validation_refuses_is_named_at_its_line() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("specs/x")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("d")).unwrap();
+    std::fs::write(
+        root.path().join("specs/x/tasks.md"),
+        "- [ ] T001 Create `a.txt`\n- [ ] T002 Write `d/x.txt`\n- [ ] T003 Say \u{1b}[31mhi in `b.txt`\n",
+    )
+    .unwrap();
+    let e = prepare(root.path(), std::path::Path::new("specs/x/tasks.md"), false).unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            format!(
+                "specs/x/tasks.md:2: task T002 names the file \"d/x.txt\", which goes through d, a symbolic link to {}",
+                outside.path().display()
+            ),
+            "specs/x/tasks.md:3: task T003 contains a control character (U+001B)".to_string(),
+        ]
+    );
 }

@@ -520,7 +520,11 @@ fn ticking_reads_tasks_md_as_the_parser_does() {
     let out = tempfile::tempdir().unwrap();
     let o = run_plan(dir.path(), FOUR, out.path(), &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(read(&dir.path().join("a.txt")), "T001\n", "the BOM's task ran");
+    assert_eq!(
+        read(&dir.path().join("a.txt")),
+        "T001\n",
+        "the BOM's task ran"
+    );
     let want = md
         .replace("\u{feff}- [ ] T001", "\u{feff}- [x] T001")
         .replace("\n- [ ] T002 Create `b.txt`", "\n- [x] T002 Create `b.txt`");
@@ -613,8 +617,9 @@ fn a_users_edit_of_tasks_md_during_a_run_is_neither_committed_nor_lost() {
     let err = String::from_utf8_lossy(&again.stderr);
     assert_ne!(again.status.code(), Some(0), "{err}");
     assert!(
-        err.contains(&format!("error: {TASKS} has uncommitted changes (modified)"))
-            && err.contains(&format!("git add {TASKS} && git commit")),
+        err.contains(&format!(
+            "error: {TASKS} has uncommitted changes (modified)"
+        )) && err.contains(&format!("git add {TASKS} && git commit")),
         "{err}"
     );
     assert_eq!(read(&dir.path().join(TASKS)), format!("{fixture}{note}\n"));
@@ -627,7 +632,9 @@ fn a_users_edit_of_tasks_md_during_a_run_is_neither_committed_nor_lost() {
 fn tasks_md_made_unreadable_during_a_round_still_commits_the_round() {
     for (meanwhile, why) in [
         (
-            format!("printf '\\377\\376 not text\\n' > {TASKS} && git commit -qm unreadable -- {TASKS}"),
+            format!(
+                "printf '\\377\\376 not text\\n' > {TASKS} && git commit -qm unreadable -- {TASKS}"
+            ),
             "it is not UTF-8 text",
         ),
         (
@@ -685,7 +692,10 @@ fn a_refused_path_names_the_tasks_md_line_and_the_task() {
     );
     std::fs::write(&path, md).unwrap();
     git(dir.path(), &["commit", "-qam", "bad paths"]);
-    for cmd in [&["validate", "--no-checks"][..], &["run", "--worker", "true"]] {
+    for cmd in [
+        &["validate", "--no-checks"][..],
+        &["run", "--worker", "true"],
+    ] {
         let o = dagexec(dir.path())
             .args(["--plan", TASKS])
             .args(cmd)
