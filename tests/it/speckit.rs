@@ -515,7 +515,7 @@ fn on_the_action_workers_that_tick_their_own_line_all_land_in_one_round() {
 /// commented-out task line is never ticked, a BOM before the first task line keeps the task.
 #[test]
 fn ticking_reads_tasks_md_as_the_parser_does() {
-    let md = "\u{feff}- [ ] T001 Create `a.txt`\n<!--\nAn example, not a task:\n```\n- [ ] T009 Example\n-->\n<!-- - [ ] T002 Create `old.txt` -->\n- [ ] T002 Create `b.txt`\n";
+    let md = "\u{feff}- [ ] T001 Create `a.txt`\n<!--\nAn example, not a task:\n```\n- [ ] T009 Example\n-->\n<!--\n- [ ] T002 Create `old.txt`\n-->\n- [ ] T002 Create `b.txt`\n";
     let dir = repo_of(&[(FOUR, md.as_bytes())]);
     let out = tempfile::tempdir().unwrap();
     let o = run_plan(dir.path(), FOUR, out.path(), &[]);
