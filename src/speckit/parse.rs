@@ -348,7 +348,7 @@ fn read_lines(path: &str, text: &str) -> Result<(Parsed, BTreeMap<u64, usize>), 
                 out.phases.len() - 1
             }
         };
-        let (files, problems) = files_of(&body, &plan_rel);
+        let (files, problems) = files_of(&body, (path, &plan_rel));
         for p in problems {
             errors.push(SpecKitError::Path {
                 path: path.into(),
@@ -397,8 +397,11 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
 /// Returns the files (normalised) and the paths no task may name (absolute, `..`, in `.git/`,
-/// the generated plan at `plan_rel`), each with why.
-fn files_of(text: &str, plan_rel: &str) -> (Vec<String>, Vec<(String, String)>) {
+/// the generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
+fn files_of(
+    text: &str,
+    (tasks_md, plan_rel): (&str, &str),
+) -> (Vec<String>, Vec<(String, String)>) {
     let text = DEPENDS.replace_all(text, "");
     let mut found: Vec<String> = Vec::new();
     for c in BACKTICK.captures_iter(&text) {
@@ -444,6 +447,13 @@ fn files_of(text: &str, plan_rel: &str) -> (Vec<String>, Vec<(String, String)>) 
         match crate::paths::normalize(&f) {
             Ok(n) => match crate::plan::validate::path_problem(&n, Some(plan_rel)) {
                 Some(why) => problems.push((f, why.to_string())),
+                // A worker's edit of the task list is dropped from its patch: only dagexec
+                // ticks it.
+                None if n == tasks_md => problems.push((
+                    f,
+                    "is this task list itself; only dagexec changes it (it ticks completed tasks)"
+                        .into(),
+                )),
                 None if !files.contains(&n) => files.push(n),
                 None => {}
             },

@@ -576,7 +576,7 @@ fn a_backtick_fence_is_closed_only_by_its_own_kind() {
 
 #[test]
 fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
-    let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n";
+    let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n- [ ] T005 Tick the task in specs/x/tasks.md\n";
     let e = parse("specs/x/tasks.md", text).unwrap_err();
     let e: Vec<String> = e.iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -585,6 +585,7 @@ fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
             "specs/x/tasks.md:2: task T002 names the file \".git/config\", which points into .git/",
             "specs/x/tasks.md:3: task T003 names the file \"../x\", which must not contain `..`",
             "specs/x/tasks.md:4: task T004 names the file \"specs/x/.dagexec/plan.json\", which points at the plan file itself",
+            "specs/x/tasks.md:5: task T005 names the file \"specs/x/tasks.md\", which is this task list itself; only dagexec changes it (it ticks completed tasks)",
         ]
     );
 }
