@@ -165,8 +165,19 @@ pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
 }
 
 /// Changed files the task did not declare (its own work log excepted), with the plan file
-/// and a Spec Kit plan's `tasks_md` called out: the runner discards a worker's edit of them.
+/// called out: the runner discards a worker's edit of the plan.
 pub fn unexpected_files(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    plan_rel: &str,
+) -> Vec<String> {
+    unexpected_files_among(index, task, report, (plan_rel, None))
+}
+
+/// [`unexpected_files`], with a Spec Kit plan's `tasks_md` called out too (its edits are
+/// discarded as the plan's are).
+pub fn unexpected_files_among(
     index: usize,
     task: &Task,
     report: &AttemptReport,
@@ -265,15 +276,19 @@ pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
 }
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
-/// `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's edit of them is
-/// discarded, with a warning.
-pub fn judge(
+pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
+    judge_among(index, task, report, (plan_rel, None))
+}
+
+/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
+/// edit of them is discarded, with a warning.
+pub fn judge_among(
     index: usize,
     task: &Task,
     report: &AttemptReport,
     own: (&str, Option<&str>),
 ) -> Verdict {
-    let warnings = unexpected_files(index, task, report, own);
+    let warnings = unexpected_files_among(index, task, report, own);
     let failed = |result: String| Verdict {
         status: Status::Failed,
         result,
@@ -488,7 +503,7 @@ mod tests {
         let mut r = report("COMPLETED: ok");
         r.output = "noise\n\u{1b}[31mno status\u{1b}[0m".into();
         r.log = Some("last \u{1b}]0;t\u{7}line\n".into());
-        let verdict = judge(1, &plan().tasks[1], &r, (".design/plan.json", None));
+        let verdict = judge(1, &plan().tasks[1], &r, ".design/plan.json");
         assert_eq!(
             verdict.result,
             "No status line returned; last log line: last line"
@@ -563,7 +578,7 @@ mod tests {
             "{:?}",
             spot_check(&p.tasks[0], &r)
         );
-        assert!(unexpected_files(0, &p.tasks[0], &r, (".design/plan.json", None)).is_empty());
+        assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
     }
 
     #[test]
@@ -645,7 +660,7 @@ mod tests {
     fn verdicts() {
         let p = plan();
         let t = &p.tasks[1];
-        let judge1 = |r: &AttemptReport| judge(1, t, r, (".design/plan.json", None));
+        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
         let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
         assert_eq!(
             (ok.status, ok.result.as_str()),
@@ -760,7 +775,7 @@ mod tests {
         ]
         .map(String::from)
         .into();
-        let v = judge(1, &p.tasks[1], &r, (".design/plan.json", None));
+        let v = judge(1, &p.tasks[1], &r, ".design/plan.json");
         assert_eq!(v.status, Status::Blocked);
         assert_eq!(
             v.warnings,

@@ -71,7 +71,7 @@ pub(super) fn judge_entry(
     // it from the patch, as it drops the plan's.
     let tasks_md = crate::speckit::own_tasks_md(plan);
     let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
-    let mut verdict = outcome::judge(e.task, task, &report, own);
+    let mut verdict = outcome::judge_among(e.task, task, &report, own);
     crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks

@@ -213,7 +213,7 @@ pub(crate) fn observe_and_judge(
     own.extend(tasks_md);
     let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
-    let mut verdict = outcome::judge(index, task, &report, (plan_rel, tasks_md));
+    let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
     if verdict.status == crate::plan::model::Status::Failed && report.exit != outcome::Exit::Success
     {
         verdict.result.push_str(detail);
