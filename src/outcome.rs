@@ -195,6 +195,17 @@ pub fn unexpected_files(
     report: &AttemptReport,
     plan_rel: &str,
 ) -> Vec<String> {
+    unexpected_files_among(index, task, report, (plan_rel, None))
+}
+
+/// [`unexpected_files`], with a Spec Kit plan's `tasks_md` called out too (its edits are
+/// discarded as the plan's are).
+pub fn unexpected_files_among(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    (plan_rel, tasks_md): (&str, Option<&str>),
+) -> Vec<String> {
     let declared: BTreeSet<String> = task.files().map(|f| crate::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
@@ -204,6 +215,10 @@ pub fn unexpected_files(
         .map(|f| {
             if f == plan_rel {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
+            } else if Some(f.as_str()) == tasks_md {
+                format!(
+                    "edited {f} (the edit is discarded; dagexec ticks the task there when its work is committed)"
+                )
             } else {
                 format!("unexpected file changed: {f}")
             }
@@ -285,7 +300,18 @@ pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
 pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
-    let warnings = unexpected_files(index, task, report, plan_rel);
+    judge_among(index, task, report, (plan_rel, None))
+}
+
+/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
+/// edit of them is discarded, with a warning.
+pub fn judge_among(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    own: (&str, Option<&str>),
+) -> Verdict {
+    let warnings = unexpected_files_among(index, task, report, own);
     let failed = |result: String| Verdict {
         status: Status::Failed,
         result,

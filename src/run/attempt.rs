@@ -39,6 +39,9 @@ pub struct AttemptInput {
     pub scratch: PathBuf,
     /// The plan's path relative to the root.
     pub plan_rel: String,
+    /// A Spec Kit plan's tasks.md, relative to the root: only dagexec ticks it, so a worker's
+    /// edit of it is dropped from the patch.
+    pub tasks_md: Option<String>,
     /// The run's reviewer command (a task's own `reviewer` field wins).
     pub reviewer: Option<String>,
 }
@@ -192,13 +195,15 @@ pub(crate) struct Observed {
     pub verdict: Verdict,
     /// Every change in the tree (the refusals read its links and forbidden paths).
     pub all: crate::git::Changes,
-    /// The changes to integrate: without the plan file and the work log.
+    /// The changes to integrate: without the plan file, a Spec Kit plan's tasks.md and the
+    /// work log.
     pub kept: crate::git::Changes,
 }
 
 /// The attempt pipeline after the worker ran in `tree` — observe, then judge — shared by
 /// local attempts and the Action's work job: the changes to integrate (`all` without the plan
-/// file and the work log, `(plan_rel, log_rel)`), the facts ([`observe`]: acceptance checks
+/// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
+/// worker's edit of them is dropped, with a warning), the facts ([`observe`]: acceptance checks
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
 /// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
 /// report's warning.
@@ -207,13 +212,15 @@ pub(crate) fn observe_and_judge(
     (index, task): (usize, &Task),
     run: &worker::WorkerRun,
     all: crate::git::Changes,
-    (plan_rel, log_rel): (&str, &str),
+    (plan_rel, tasks_md, log_rel): (&str, Option<&str>, &str),
     timeout: Duration,
     (detail, usage_warning): (&str, Option<String>),
 ) -> Result<Observed, crate::git::GitError> {
-    let kept = all.without(&[plan_rel, log_rel])?;
+    let mut own = vec![plan_rel, log_rel];
+    own.extend(tasks_md);
+    let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
-    let mut verdict = outcome::judge(index, task, &report, plan_rel);
+    let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
     if verdict.status == crate::plan::model::Status::Failed && report.exit != outcome::Exit::Success
     {
         verdict.result.push_str(detail);
@@ -306,6 +313,7 @@ pub async fn run(
         repo.root(),
     );
     let plan_rel = input.plan_rel.clone();
+    let tasks_md = input.tasks_md.clone();
     let task = input.task.clone();
     let index = input.index;
     let timeout = input.timeout;
@@ -324,7 +332,7 @@ pub async fn run(
                 (index, &task),
                 &run,
                 wt.changes()?,
-                (&plan_rel, &log_rel),
+                (&plan_rel, tasks_md.as_deref(), &log_rel),
                 timeout,
                 (&detail, usage_warning),
             )?;
