@@ -10,7 +10,8 @@
 //!   `response.completed` with `usage`; edits are the freeform `apply_patch` custom tool.
 //! - **Gemini** (`POST /v1beta/models/{model}:streamGenerateContent?alt=sse` and
 //!   `:generateContent`, what `gemini` calls under `GOOGLE_GEMINI_BASE_URL`): `candidates` with
-//!   `functionCall` parts, `usageMetadata`.
+//!   `functionCall` parts, `usageMetadata`; the CLI's model router (a JSON verdict on the
+//!   prompt's complexity) is answered too.
 //!
 //! The script: every `[[write PATH]]` in the conversation is a file the model writes (content
 //! [`content_of`]) in its first turn, through the CLI's own edit tool; once the conversation
@@ -179,7 +180,7 @@ impl Respond for Responder {
                 text_has_type(&body, "custom_tool_call_output")
                     || text_has_type(&body, "function_call_output")
             }
-            Api::Gemini => has_key(&body, "functionResponse"),
+            Api::Gemini => has_key(&body["contents"], "functionResponse"),
         };
         let model = match api {
             Api::Gemini => path
@@ -209,7 +210,7 @@ impl Respond for Responder {
         match api {
             Api::Anthropic => anthropic(&script, &text, &model, after_tools, stream),
             Api::OpenAi => openai(&script, &model, after_tools),
-            Api::Gemini => gemini(&script, after_tools, stream),
+            Api::Gemini => gemini(&script, &body, &text, stream),
         }
     }
 }
@@ -421,15 +422,33 @@ fn openai(script: &Script, model: &str, after_tools: bool) -> ResponseTemplate {
 
 // ------------------------------------------------------------------------------ Gemini
 
-fn gemini(script: &Script, after_tools: bool, stream: bool) -> ResponseTemplate {
+fn gemini(script: &Script, body: &Value, text: &str, stream: bool) -> ResponseTemplate {
     let (prompt, candidates, total) = GEMINI_USAGE;
+    let usage = json!({"promptTokenCount": prompt, "candidatesTokenCount": candidates,
+                       "totalTokenCount": total});
+    // The CLI's model router asks first (not streamed) for a JSON verdict on the prompt.
+    if body["generationConfig"]["responseMimeType"] == "application/json" {
+        let verdict = json!({"complexity_reasoning": "scripted", "complexity_score": 10});
+        return ResponseTemplate::new(200).set_body_json(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": verdict.to_string()}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage, "modelVersion": "gemini-2.5-flash-lite"}));
+    }
+    let after_tools = has_key(&body["contents"], "functionResponse");
+    // `- **Workspace Directories:**` then `  - /abs/cwd`: write_file wants absolute paths.
+    let cwd = text
+        .lines()
+        .skip_while(|l| !l.contains("Workspace Directories:"))
+        .nth(1)
+        .map(|l| l.trim().trim_start_matches("- ").trim().to_owned())
+        .unwrap_or_else(|| ".".to_owned());
     let parts: Vec<Value> = if !after_tools && !script.writes.is_empty() {
         script
             .writes
             .iter()
             .map(|path| {
                 json!({"functionCall": {"name": "write_file",
-                       "args": {"file_path": path, "content": content_of(path)}}})
+                       "args": {"file_path": format!("{cwd}/{path}"), "content": content_of(path)}}})
             })
             .collect()
     } else {
@@ -437,9 +456,9 @@ fn gemini(script: &Script, after_tools: bool, stream: bool) -> ResponseTemplate 
     };
     let chunk = json!({
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
-                          "totalTokenCount": total},
-        "modelVersion": "scripted",
+        "usageMetadata": usage,
+        "modelVersion": "gemini-2.5-pro",
+        "responseId": "scripted",
     });
     if stream {
         stream_reply(sse(&[chunk], false))
