@@ -546,8 +546,11 @@ impl Job {
         }
         let inputs = super::with_plan(repo.root(), inputs)?;
         let plan_path = repo.root().join(&inputs.plan_rel);
-        let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-        let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+        // A completed plan may be archived already (see `load_plan`): then it is what the
+        // job publishes.
+        let (plan, archived) = super::load_plan(&repo, &inputs.plan_rel)?;
+        let dag =
+            plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
         let opts = RunOptions {
             plan: plan_path.clone(),
             plan_rel: inputs.plan_rel.clone(),

@@ -264,7 +264,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
 /// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
 /// stop a run before, between and after the steps of a round commit. `panic:<name>:<round>`
 /// panics there instead (the panic-report test).
-fn failpoint(name: &str, round: u32) {
+pub(crate) fn failpoint(name: &str, round: u32) {
     let Ok(v) = std::env::var("DAGEXEC_FAILPOINT") else {
         return;
     };

@@ -802,3 +802,56 @@ fn the_budget_stops_the_conductor_starting_runs() {
     );
     lab.gh.assert_clean();
 }
+
+const ONE_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#;
+
+/// Killed (kill -9) right after its final push: the branch holds only the archived plan
+/// (`.design/plan.done.json`), the pull request is a draft and no check run was written. The
+/// next job (Run workflow or `/execute`: the plan job, then finalize) finishes the run.
+#[test]
+fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "final-push:1")]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, -1, "killed by its failpoint:\n{log}");
+    git(
+        &lab.origin,
+        &[
+            "cat-file",
+            "-e",
+            &format!("{BRANCH}:.design/plan.done.json"),
+        ],
+    );
+    let st = lab.gh.state();
+    assert!(st.pulls[0].draft, "{log}");
+    assert!(st.check_runs.is_empty(), "{:?}", st.check_runs);
+
+    let planned = lab.plan_job(2, &[("DAGEXEC_SCHEDULE", "eager")]);
+    assert_eq!(
+        planned.outputs["conclusion"], "completed",
+        "{}",
+        planned.log
+    );
+    let (ok, text) = lab.finalize_job(2, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.pulls.len(), 1, "{text}");
+    assert!(!st.pulls[0].draft, "ready for review:\n{text}");
+    let check = st.check_runs.last().expect("a check run");
+    assert_eq!(check.conclusion.as_deref(), Some("success"));
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.starts_with("<!-- dagexec:status -->")),
+        "{:#?}",
+        st.comments
+    );
+    lab.gh.assert_clean();
+}
