@@ -285,18 +285,22 @@ impl Executor for Remote<'_> {
         ));
         let mut arrivals = Arrivals::default();
         for (&i, f) in &self.flights {
-            let (found, log_url, conclusion) =
-                match self.rt.block_on(self.client.workflow_run(f.run)) {
-                    Ok(run) if !run.completed() => continue,
-                    Ok(run) => {
-                        let (found, url) = fetch(self.client, self.rt, &run, i, f.attempt, self.ui);
-                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
-                        (found, url, conclusion)
-                    }
-                    // The run is gone (deleted by hand): its attempt ends with nothing to show.
-                    Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
-                    Err(e) => return Err(e.into()),
-                };
+            let now = jiff::Timestamp::now();
+            let (found, log_url, conclusion, span) = match self
+                .rt
+                .block_on(self.client.workflow_run(f.run))
+            {
+                Ok(run) if !run.completed() => continue,
+                Ok(run) => {
+                    let (found, url) = fetch(self.client, self.rt, &run, i, f.attempt, self.ui);
+                    let span = run.span(now);
+                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                    (found, url, conclusion, span)
+                }
+                // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
+                Err(e) => return Err(e.into()),
+            };
             if let Some(url) = log_url {
                 self.links.logs.insert(i, url);
             }
@@ -309,14 +313,24 @@ impl Executor for Remote<'_> {
                 "Run {} of task {i} ended ({conclusion}).",
                 f.run
             )));
-            arrivals.judged.push(arrival::judge_entry(
+            let mut judged = arrival::judge_entry(
                 self.repo,
                 plan,
                 self.inputs,
                 &entry,
                 found.as_ref(),
                 self.ui,
-            )?);
+            )?;
+            // A run that left no readable result (cancelled, failed before its upload, gone)
+            // still ended an attempt: its record spans the run as GitHub reports it.
+            if judged.measured.is_none() {
+                judged.measured = Some(crate::usage::Measured {
+                    start: span.0,
+                    end: span.1,
+                    usage: Default::default(),
+                });
+            }
+            arrivals.judged.push(judged);
         }
         for j in &arrivals.judged {
             self.flights.remove(&j.index);

@@ -33,6 +33,16 @@ pub struct WorkflowRun {
     /// The run-name (`run-name:` of the workflow), which names the task and attempt.
     #[serde(default)]
     pub display_title: String,
+    /// The commit the run's ref pointed at when it was started.
+    #[serde(default)]
+    pub head_sha: String,
+    /// When the run was created, started and last changed (ISO 8601).
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub run_started_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 fn one() -> u32 {
@@ -43,6 +53,24 @@ impl WorkflowRun {
     /// The run has ended (whatever its conclusion).
     pub fn completed(&self) -> bool {
         self.status.as_deref() == Some("completed")
+    }
+
+    /// When the run started and (once completed) ended, as far as GitHub says, within the
+    /// week before `now` (a longer span is not an attempt's): the span of an attempt whose
+    /// job left no record of its own.
+    pub fn span(&self, now: jiff::Timestamp) -> (jiff::Timestamp, jiff::Timestamp) {
+        let parse = |s: &Option<String>| s.as_deref()?.parse::<jiff::Timestamp>().ok();
+        let week_ago = now
+            .checked_sub(jiff::SignedDuration::from_hours(7 * 24))
+            .unwrap_or(now);
+        let start = parse(&self.run_started_at)
+            .or_else(|| parse(&self.created_at))
+            .filter(|s| *s <= now && *s >= week_ago)
+            .unwrap_or(now);
+        let end = parse(&self.updated_at)
+            .filter(|e| self.completed() && *e >= start && *e <= now)
+            .unwrap_or(now);
+        (start, end)
     }
 }
 

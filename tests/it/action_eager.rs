@@ -632,6 +632,27 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
         plan["progress"]["completedTasks"][0]["attempts"], 2,
         "{plan:#}"
     );
+    // Every finished attempt leaves its record, the cancelled one too (spanning its run).
+    let records: Vec<(Value, Value, Value)> = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .map(|r| {
+            (
+                r["task"].clone(),
+                r["attempt"].clone(),
+                r["outcome"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        records,
+        [
+            (json!(0), json!(1), json!("failed")),
+            (json!(0), json!(2), json!("completed"))
+        ],
+        "{plan:#}"
+    );
     assert!(lab.gh.calls("actions/get-workflow-run").len() >= 2);
     lab.gh.assert_clean();
 }
@@ -718,6 +739,12 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("ended (gone)"), "{log}");
     let plan = lab.branch_plan();
+    let attempts = plan["progress"]["dagexecAttempts"].as_array().map(Vec::len);
+    assert_eq!(
+        attempts,
+        Some(2),
+        "a record for the run that is gone too: {plan:#}"
+    );
     assert_eq!(
         plan["progress"]["completedTasks"][0]["attempts"], 2,
         "{plan:#}"

@@ -759,3 +759,24 @@ fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
     );
     lab.gh.assert_clean();
 }
+
+/// A matrix job that GitHub cancelled before it uploaded anything still ended an attempt:
+/// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
+#[test]
+fn a_matrix_job_without_an_artifact_leaves_an_attempt_record() {
+    let lab = Lab::new(vec![task("one", &["t1.txt"], &[])]);
+    let planned = lab.plan_job(1, &[]);
+    assert_eq!(planned.outputs["has-work"], "true", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("no-artifacts"));
+    assert!(ok, "{text}");
+    assert!(text.contains("no artifact from its job"), "{text}");
+    let plan = lab.branch_plan();
+    let records = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempt record: {plan:#}"));
+    assert_eq!(records.len(), 1, "{plan:#}");
+    assert_eq!(records[0]["task"], 0);
+    assert_eq!(records[0]["attempt"], 1);
+    assert_eq!(records[0]["outcome"], "failed");
+    lab.gh.assert_clean();
+}

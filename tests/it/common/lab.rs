@@ -145,6 +145,7 @@ impl LabBuilder {
         let gh = tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(FakeGitHub::start());
+        gh.resolve_refs_in(&origin);
         Lab {
             tmp,
             origin,
