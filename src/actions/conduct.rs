@@ -181,6 +181,8 @@ struct Remote<'a> {
     staged: Vec<Judged>,
     /// The pull request, once published.
     pr: Option<u64>,
+    /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
+    outages: u32,
 }
 
 impl Remote<'_> {
@@ -278,12 +280,19 @@ impl Executor for Remote<'_> {
 
     /// One poll of every run in flight, after the poll interval; the ended ones are judged.
     fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
-        std::thread::sleep(poll_interval(
+        let mut pause = poll_interval(
             self.timing.poll,
             self.flights.len(),
             self.timing.polls_per_hour,
-        ));
+        );
+        // GitHub failed at the last polls: back off as the retry policy does.
+        if self.outages > 0 {
+            pause += self.client.policy.backoff(self.outages);
+        }
+        std::thread::sleep(pause);
         let mut arrivals = Arrivals::default();
+        // What GitHub failed to answer at this poll (the first such failure).
+        let mut outage: Option<String> = None;
         for (&i, f) in &self.flights {
             let now = jiff::Timestamp::now();
             let (found, log_url, conclusion, span) = match self
@@ -291,14 +300,25 @@ impl Executor for Remote<'_> {
                 .block_on(self.client.workflow_run(f.run))
             {
                 Ok(run) if !run.completed() => continue,
-                Ok(run) => {
-                    let (found, url) = fetch(self.client, self.rt, &run, i, f.attempt, self.ui);
-                    let span = run.span(now);
-                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
-                    (found, url, conclusion, span)
-                }
+                Ok(run) => match fetch(self.client, self.rt, &run, i, f.attempt, self.ui) {
+                    Fetched::Later(e) => {
+                        outage
+                            .get_or_insert(format!("the result of run {} (task {i}): {e}", f.run));
+                        continue;
+                    }
+                    Fetched::Done(found, url) => {
+                        let span = run.span(now);
+                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                        (found, url, conclusion, span)
+                    }
+                },
                 // The run is gone (deleted by hand): its attempt ends with nothing to show.
                 Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
+                // GitHub is down or limits us: the run goes on regardless and stays readable.
+                Err(e) if e.transient() => {
+                    outage.get_or_insert(format!("the state of run {} (task {i}): {e}", f.run));
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             if let Some(url) = log_url {
@@ -335,6 +355,24 @@ impl Executor for Remote<'_> {
         for j in &arrivals.judged {
             self.flights.remove(&j.index);
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
+        }
+        match outage {
+            Some(what) => {
+                self.outages += 1;
+                self.emit(crate::events::Event::Note(format!(
+                    "GitHub could not give {what}. A run and its result stay retrievable for days, so this costs no attempt: waiting {} more before the next poll (failing poll {} in a row).",
+                    humantime::format_duration(self.client.policy.backoff(self.outages)),
+                    self.outages
+                )));
+            }
+            None if self.outages > 0 => {
+                self.emit(crate::events::Event::Note(format!(
+                    "GitHub answers again after {} failing poll(s).",
+                    self.outages
+                )));
+                self.outages = 0;
+            }
+            None => {}
         }
         Ok(arrivals)
     }
@@ -491,6 +529,7 @@ pub fn run(
         stale: None,
         staged: Vec::new(),
         pr: None,
+        outages: 0,
     };
     // The branch (and the pull request) exist before any run is dispatched on it.
     remote.commit(
@@ -620,10 +659,29 @@ fn summary(
     Ok(())
 }
 
+/// How long after its run ended an artifact that GitHub fails to list or serve is waited
+/// for; past it the attempt is judged without its result. GitHub keeps artifacts for 90 days
+/// by default and at least one day.
+pub const RESULT_PATIENCE: Duration = Duration::from_secs(24 * 3600);
+
+/// What a poll got of an ended run's result.
+enum Fetched {
+    /// The artifact read (or why it could not be: `None` when the run left none — it failed
+    /// before uploading, was cancelled, or the artifact expired), and its page for the logs
+    /// link.
+    Done(
+        Option<Result<super::artifact::Collected, String>>,
+        Option<String>,
+    ),
+    /// GitHub failed to list or serve it (down, or rate limiting): the result is still
+    /// there, to be read at a later poll.
+    Later(crate::github::ApiError),
+}
+
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
 /// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded and
-/// read in memory; `None` when the run left none (it failed before uploading, was
-/// cancelled, or the artifact expired). Also the artifact's page, for the logs link.
+/// read in memory. A listing or download GitHub fails (after the retry policy's tries) is
+/// [`Fetched::Later`] for [`RESULT_PATIENCE`] after the run ended.
 fn fetch(
     client: &Client,
     rt: &tokio::runtime::Runtime,
@@ -631,10 +689,14 @@ fn fetch(
     task: usize,
     attempt: u32,
     ui: &Ui,
-) -> (
-    Option<Result<super::artifact::Collected, String>>,
-    Option<String>,
-) {
+) -> Fetched {
+    let ended = run
+        .updated_at
+        .as_deref()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let patient = ended.is_none_or(|e| {
+        jiff::Timestamp::now().duration_since(e).as_secs() < RESULT_PATIENCE.as_secs() as i64
+    });
     let entry = Entry {
         task,
         attempt,
@@ -643,8 +705,9 @@ fn fetch(
     let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
     let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
         Ok(l) => l,
+        Err(e) if e.transient() && patient => return Fetched::Later(e),
         Err(e) => {
-            return (
+            return Fetched::Done(
                 Some(Err(format!("cannot list the run's artifacts: {e}"))),
                 None,
             );
@@ -660,7 +723,7 @@ fn fetch(
         .iter()
         .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
     else {
-        return (None, None);
+        return Fetched::Done(None, None);
     };
     let url = (!run.html_url.is_empty()).then(|| {
         format!(
@@ -669,21 +732,27 @@ fn fetch(
             artifact.id
         )
     });
-    let read = rt
-        .block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES))
-        .map_err(|e| format!("cannot download {}: {e}", artifact.name))
-        .and_then(|bytes| read_zip(&bytes))
-        .and_then(|c| {
-            if (c.result.task, c.result.attempt) == (task, attempt) {
-                Ok(c)
-            } else {
-                Err(format!(
-                    "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
-                    artifact.name, c.result.task, c.result.attempt
-                ))
-            }
-        });
-    (Some(read), url)
+    let bytes = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
+        Ok(b) => b,
+        Err(e) if e.transient() && patient => return Fetched::Later(e),
+        Err(e) => {
+            return Fetched::Done(
+                Some(Err(format!("cannot download {}: {e}", artifact.name))),
+                url,
+            );
+        }
+    };
+    let read = read_zip(&bytes).and_then(|c| {
+        if (c.result.task, c.result.attempt) == (task, attempt) {
+            Ok(c)
+        } else {
+            Err(format!(
+                "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
+                artifact.name, c.result.task, c.result.attempt
+            ))
+        }
+    });
+    Fetched::Done(Some(read), url)
 }
 
 #[cfg(test)]

@@ -93,6 +93,19 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A failure of GitHub rather than of the request: unreachable, a 5xx, or a rate limit
+    /// (a 403 or 429 the retry policy recognised) — worth waiting out, as the same request
+    /// may succeed later.
+    pub fn transient(&self) -> bool {
+        match self {
+            ApiError::Network { .. } => true,
+            ApiError::Status { status, why, .. } => {
+                *status >= 500 || *status == 429 || (*status == 403 && why.is_some())
+            }
+            _ => false,
+        }
+    }
+
     /// The HTTP status, when GitHub answered.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -136,7 +149,7 @@ impl Client {
             graphql: build(&graphql_root(&api_url))?,
             api_url,
             repo,
-            policy: Policy::default(),
+            policy: Policy::from_env(),
         })
     }
 
@@ -433,7 +446,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

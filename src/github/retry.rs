@@ -20,6 +20,32 @@ pub struct Policy {
     pub max_wait: Duration,
 }
 
+/// The environment variables that set [`Policy::base`] and [`Policy::cap`] (durations such as
+/// `2s` or `100ms`): for tests that play GitHub outages without waiting minutes, or a
+/// runner that must be more patient.
+pub const BASE_ENV: &str = "DAGEXEC_API_RETRY_BASE";
+pub const CAP_ENV: &str = "DAGEXEC_API_RETRY_CAP";
+
+impl Policy {
+    /// The default policy, its back-off base and cap taken from [`BASE_ENV`] and [`CAP_ENV`]
+    /// when they are set to a duration (anything else is ignored).
+    pub fn from_env() -> Policy {
+        let read = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        };
+        let mut p = Policy::default();
+        if let Some(base) = read(BASE_ENV) {
+            p.base = base;
+        }
+        if let Some(cap) = read(CAP_ENV) {
+            p.cap = cap;
+        }
+        p
+    }
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {
@@ -131,7 +157,7 @@ impl Policy {
     }
 
     /// `base * 2^(attempt-1)`, capped.
-    fn backoff(&self, attempt: u32) -> Duration {
+    pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = 1u32 << attempt.saturating_sub(1).min(16);
         self.base.saturating_mul(factor).min(self.cap)
     }

@@ -176,7 +176,7 @@ impl Client {
                 .and_then(|l| l.to_str().ok())
                 .map(str::to_string)
                 .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
-            return fetch_unauthenticated(OP, &location, limit).await;
+            return fetch_unauthenticated(&self.policy, OP, &location, limit).await;
         }
         read_limited(OP, response, limit).await
     }
@@ -206,8 +206,16 @@ async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Vec
     Ok(out)
 }
 
-/// GETs `url` with no credentials (a signed storage URL), at most `limit` bytes.
-async fn fetch_unauthenticated(op: &str, url: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
+/// GETs `url` with no credentials (a signed storage URL), at most `limit` bytes, under
+/// `policy` as every API call is: network errors and 5xx answers of the storage are tried
+/// again with back-off, anything else that is not 2xx fails at once.
+async fn fetch_unauthenticated(
+    policy: &super::retry::Policy,
+    op: &str,
+    url: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ApiError> {
+    use super::retry::{Limits, Next};
     let uri: http::Uri = url
         .parse()
         .map_err(|e| invalid(op, format!("a redirect to an invalid URL: {e}")))?;
@@ -227,17 +235,48 @@ async fn fetch_unauthenticated(op: &str, url: &str, limit: u64) -> Result<Vec<u8
         .set_read_timeout(Some(Duration::from_secs(120)))
         .build()
         .map_err(setup)?;
-    let response = octo._get(url).await.map_err(|e| ApiError::Network {
-        op: op.into(),
-        url: base.clone(),
-        message: super::error_chain(&e),
-    })?;
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(ApiError::Invalid {
-            op: op.into(),
-            message: format!("the artifact's storage answered HTTP {status}"),
-        });
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let next = match octo._get(url).await {
+            Err(e) => match policy.after_network_error(attempt) {
+                Next::Fail(_) => {
+                    return Err(ApiError::Network {
+                        op: op.into(),
+                        url: base.clone(),
+                        message: super::error_chain(&e),
+                    });
+                }
+                next => {
+                    tracing::warn!("{op}: the artifact's storage is unreachable; retrying");
+                    next
+                }
+            },
+            Ok(response) => {
+                let status = response.status().as_u16();
+                if (200..300).contains(&status) {
+                    return read_limited(op, response, limit).await;
+                }
+                let limits = Limits::from_headers(response.headers());
+                let message = format!("the artifact's storage answered HTTP {status}");
+                match policy.after_status(status, &limits, &message, attempt, super::now()) {
+                    Next::Fail(why) => {
+                        return Err(ApiError::Status {
+                            op: op.into(),
+                            status,
+                            message,
+                            why,
+                        });
+                    }
+                    next => {
+                        tracing::warn!("{op}: {message}; retrying");
+                        next
+                    }
+                }
+            }
+        };
+        if let Next::Retry(wait) = next {
+            tokio::time::sleep(wait).await;
+        }
     }
-    read_limited(op, response, limit).await
 }

@@ -882,3 +882,62 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
     );
     lab.gh.assert_clean();
 }
+
+/// One task under a GitHub outage of `operation` (`calls` answers of 502 in a row), the
+/// retry policy's back-off shortened so that the outage outlasts its tries in moments: the
+/// outage costs waiting time, never an attempt and never the conductor.
+fn outage_costs_only_time(operation: &str, calls: usize, waited: bool) {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    lab.gh.outage(operation, calls);
+    let conductor = lab.conductor(
+        1,
+        &[
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: completed."), "{log}");
+    if waited {
+        assert!(
+            log.contains("GitHub could not give") && log.contains("GitHub answers again"),
+            "the wait is said in the log:\n{log}"
+        );
+    }
+    let done = lab.branch_plan();
+    assert_eq!(
+        done["progress"]["completedTasks"][0]["attempts"], 1,
+        "the outage cost no attempt:\n{done:#}\n{log}"
+    );
+    assert_eq!(
+        lab.gh.state().dispatches.len(),
+        1,
+        "one run for the one attempt:\n{log}"
+    );
+    assert!(
+        lab.gh.calls(operation).len() > calls,
+        "{operation} was asked again after the outage"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn an_outage_of_the_run_status_poll_costs_time_not_the_conductor() {
+    // Several polls' worth of the retry policy's six tries.
+    outage_costs_only_time("actions/get-workflow-run", 20, true);
+}
+
+#[test]
+fn an_outage_of_the_artifact_listing_costs_time_not_the_attempt() {
+    outage_costs_only_time("actions/list-workflow-run-artifacts", 9, true);
+}
+
+#[test]
+fn a_failing_download_from_artifact_storage_is_retried() {
+    outage_costs_only_time("storage", 2, false);
+}
