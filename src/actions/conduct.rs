@@ -215,6 +215,64 @@ impl Remote<'_> {
         ending.finish(plan, &self.links, stop, false, None)
     }
 
+    /// Makes the attempts `plan` counts as started, and the branch does not record yet,
+    /// durable before their runs are dispatched: the plan last pushed, with just those tasks
+    /// in progress and their attempts counted, is committed (`dagexec: starting task N
+    /// attempt K, …`) and pushed; the run dispatched next starts from that commit. A conductor
+    /// that dies after a dispatch thus leaves the attempt on the branch, and its successor
+    /// finds the run by its run-name and adopts it ([`find_unrecorded`]) or counts the attempt
+    /// as interrupted — never starts it again as the same attempt. A rejected push means
+    /// another writer: nothing is dispatched and the conductor stops.
+    fn record_starts(&mut self, plan: &Plan) -> Result<(), ActionError> {
+        let rel = &self.inputs.plan_rel;
+        let Some(bytes) = self.repo.read_at(&self.pushed, rel)? else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut pushed = crate::plan::load::parse(&text, self.plan_path)
+            .map_err(crate::plan::error::PlanErrors::from)?;
+        if pushed.tasks.len() != plan.tasks.len() {
+            return Ok(());
+        }
+        let mut starts = Vec::new();
+        for (i, t) in plan.tasks.iter().enumerate() {
+            if t.status != Status::InProgress || self.flights.contains_key(&i) {
+                continue;
+            }
+            let p = &mut pushed.tasks[i];
+            if p.status == Status::InProgress && p.attempts() == t.attempts() {
+                continue; // recorded already (an arrival not integrated yet)
+            }
+            p.status = Status::InProgress;
+            p.attempts = t.attempts;
+            p.extra.shift_remove(RUN_FIELD);
+            starts.push(format!("task {i} attempt {}", t.attempts()));
+        }
+        if starts.is_empty() {
+            return Ok(());
+        }
+        save(&pushed, self.plan_path)?;
+        self.repo.commit(
+            &format!("dagexec: starting {}", starts.join(", ")),
+            std::slice::from_ref(rel),
+        )?;
+        match self.repo.push_head(self.branch, self.auth)? {
+            crate::git::Pushed::Done => self.pushed = self.repo.head()?,
+            crate::git::Pushed::Rejected(why) => {
+                self.ui.say(format!(
+                    "{} moved since this conductor last pushed ({}): another writer; nothing more is started, and this conductor stops.",
+                    self.branch,
+                    why.lines().last().unwrap_or("").trim()
+                ));
+                self.stale = Some(super::publish::Published {
+                    stale: true,
+                    ..Default::default()
+                });
+            }
+        }
+        save(plan, self.plan_path)
+    }
+
     /// Commits the plan as it stands with `message`.
     fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
         save(plan, self.plan_path)?;
@@ -231,8 +289,13 @@ impl Executor for Remote<'_> {
         self.inputs.max_parallel.max(1)
     }
 
+    /// Nothing runs for a conductor that found another writer on the branch: it stops.
     fn running(&self) -> usize {
-        self.flights.len()
+        if self.stale.is_some() {
+            0
+        } else {
+            self.flights.len()
+        }
     }
 
     /// A retry's prompt must be on the branch before its run can read it.
@@ -240,11 +303,17 @@ impl Executor for Remote<'_> {
         false
     }
 
+    /// Saved, and the attempts counted since the last push made durable on the branch before
+    /// their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
-        save(plan, self.plan_path)
+        save(plan, self.plan_path)?;
+        self.record_starts(plan)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), ActionError> {
+    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), ActionError> {
+        if self.stale.is_some() {
+            return Ok(());
+        }
         let (i, attempt) = (start.task, start.attempt);
         let mut dispatch = super::dispatch_inputs(&self.inputs.plan_rel, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
@@ -258,6 +327,8 @@ impl Executor for Remote<'_> {
                     "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
                 )
             })?;
+        // The crash tests' kill -9 between a dispatch and the commit that records its run.
+        crate::run::failpoint("dispatched", round);
         let f = Flight {
             run: id,
             attempt,
@@ -475,6 +546,7 @@ pub fn run(
     // Adopt what the branch records as running; a task in progress without a run is an
     // interrupted attempt.
     let mut flights: BTreeMap<usize, Flight> = BTreeMap::new();
+    let mut unrecorded = Vec::new();
     for (i, t) in plan.tasks.iter_mut().enumerate() {
         if t.status != Status::InProgress {
             t.extra.shift_remove(RUN_FIELD);
@@ -489,11 +561,45 @@ pub fn run(
                 flights.insert(i, f);
             }
             None => {
-                ui.say(format!(
-                    "Task {i}: attempt {} was interrupted (no run recorded); it counts.",
-                    t.attempts()
-                ));
-                t.status = Status::Pending;
+                unrecorded.push(i);
+            }
+        }
+    }
+    // Attempts the branch records as started without their run: a conductor died between
+    // the dispatch and the commit that records it. Its run is found by its run-name, from
+    // the commit that recorded the start, and adopted; else the attempt counts.
+    if !unrecorded.is_empty() {
+        let found = find_unrecorded(
+            &repo,
+            client,
+            rt,
+            inputs,
+            &round.branch,
+            &plan,
+            &unrecorded,
+            &ui,
+        );
+        for i in unrecorded {
+            let t = &mut plan.tasks[i];
+            match found.get(&i) {
+                Some(f) => {
+                    ui.say(format!(
+                        "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
+                        f.attempt, f.run
+                    ));
+                    t.extra.insert(
+                        RUN_FIELD.into(),
+                        serde_json::to_value(f).expect("a flight serialises"),
+                    );
+                    flights.insert(i, f.clone());
+                }
+                None => {
+                    ui.say(format!(
+                        "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
+                        t.attempts()
+                    ));
+                    t.status = Status::Pending;
+                }
             }
         }
     }
@@ -552,12 +658,12 @@ pub fn run(
         budget: inputs.max_cost,
     };
     let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
+    if let Some(published) = remote.stale.take() {
+        return Ok(finalize::stale(published));
+    }
     let in_flight = remote.flights.len();
     let (conclusion, stop) = match ending {
-        Ending::Stale => {
-            let published = remote.stale.take().unwrap_or_default();
-            return Ok(finalize::stale(published));
-        }
+        Ending::Stale => return Ok(finalize::stale(Default::default())),
         Ending::Handover => {
             remote.commit(
                 &plan,
@@ -657,6 +763,90 @@ fn summary(
         &events,
     ))?;
     Ok(())
+}
+
+/// The runs of attempts the branch records as started (`tasks`: in progress, no run
+/// recorded) that a conductor dispatched before dying: a run of `workflow` on `branch` whose
+/// run-name names the task and its attempt, started from a commit that records the attempt
+/// as started and that the branch kept unchanged for the task since (the first-parent
+/// history of `HEAD`, newest first, while the task stays in progress at that attempt with no
+/// run), so a run of the same task and attempt number from before a `/execute retry` is never
+/// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
+/// said, and the attempts then count as interrupted.
+#[allow(clippy::too_many_arguments)]
+fn find_unrecorded(
+    repo: &crate::git::Repo,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    inputs: &Inputs,
+    branch: &str,
+    plan: &Plan,
+    tasks: &[usize],
+    ui: &Ui,
+) -> BTreeMap<usize, Flight> {
+    // The commits each start may have been dispatched from.
+    let mut from: BTreeMap<usize, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut alive: Vec<usize> = tasks.to_vec();
+    for c in repo.first_parents(64).unwrap_or_default() {
+        let Ok(Some(bytes)) = repo.read_at(&c, &inputs.plan_rel) else {
+            break;
+        };
+        let Ok(there) = crate::plan::load::parse(
+            &String::from_utf8_lossy(&bytes),
+            Path::new(&inputs.plan_rel),
+        ) else {
+            break;
+        };
+        alive.retain(|&i| {
+            let same = there.tasks.get(i).is_some_and(|t| {
+                t.status == Status::InProgress
+                    && t.attempts() == plan.tasks[i].attempts()
+                    && !t.extra.contains_key(RUN_FIELD)
+            });
+            if same {
+                from.entry(i).or_default().insert(c.clone());
+            }
+            same
+        });
+        if alive.is_empty() {
+            break;
+        }
+    }
+    let mut found = BTreeMap::new();
+    for page in 1..=10 {
+        let runs = match rt.block_on(client.dispatched_runs(&inputs.workflow, branch, page)) {
+            Ok(r) => r,
+            Err(e) => {
+                ui.say(format!(
+                    "Cannot list the runs of {branch} to find the runs of attempts started without one recorded: {e}"
+                ));
+                break;
+            }
+        };
+        for run in &runs {
+            for (&i, commits) in &from {
+                let attempt = plan.tasks[i].attempts();
+                if found.contains_key(&i)
+                    || run.display_title != run_name(branch, i, attempt)
+                    || !commits.contains(&run.head_sha)
+                {
+                    continue;
+                }
+                found.insert(
+                    i,
+                    Flight {
+                        run: run.id,
+                        attempt,
+                        base: run.head_sha.clone(),
+                    },
+                );
+            }
+        }
+        if runs.len() < 100 || found.len() == from.len() {
+            break;
+        }
+    }
+    found
 }
 
 /// How long after its run ended an artifact that GitHub fails to list or serve is waited

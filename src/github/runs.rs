@@ -1,6 +1,7 @@
 //! Workflow runs the conductor starts and watches (`schedule: eager` on Actions): a dispatch
-//! that answers with the new run's id (`return_run_details`), a run's state, its artifacts,
-//! and an artifact's zip archive.
+//! that answers with the new run's id (`return_run_details`), a run's state, the dispatched
+//! runs of a branch (to find a run by its run-name), its artifacts, and an artifact's zip
+//! archive (its download from storage retried under the same policy).
 //!
 //! Every call goes through [`Client`]'s typed `get`/`send` (answers read into serde structs
 //! of our own, keeping only the fields dagexec uses; an answer without them is
@@ -130,6 +131,32 @@ impl Client {
             )),
         )
         .await
+    }
+
+    /// Page `page` (from 1) of the runs of `workflow` on `branch` that a `workflow_dispatch`
+    /// started, newest first, 100 a page (`actions/list-workflow-runs`).
+    pub async fn dispatched_runs(
+        &self,
+        workflow: &str,
+        branch: &str,
+        page: u32,
+    ) -> Result<Vec<WorkflowRun>, ApiError> {
+        #[derive(Deserialize)]
+        struct RunList {
+            #[serde(default)]
+            workflow_runs: Vec<WorkflowRun>,
+        }
+        let list: RunList = self
+            .get(
+                "actions/list-workflow-runs",
+                &self.repo_path(&format!(
+                    "/actions/workflows/{}/runs?branch={}&event=workflow_dispatch&per_page=100&page={page}",
+                    encode(workflow),
+                    super::ops::encode_segment(branch)
+                )),
+            )
+            .await?;
+        Ok(list.workflow_runs)
     }
 
     /// The artifacts of a run (`actions/list-workflow-run-artifacts`, `name` filtered when

@@ -941,3 +941,63 @@ fn an_outage_of_the_artifact_listing_costs_time_not_the_attempt() {
 fn a_failing_download_from_artifact_storage_is_retried() {
     outage_costs_only_time("storage", 2, false);
 }
+
+/// Killed (kill -9) right after dispatching a task run, before any commit records its run:
+/// the attempt was committed as started before its dispatch, so the next conductor finds the
+/// run by its run-name and adopts it, and the task whose dispatch never happened counts an
+/// interrupted attempt. No task is ever dispatched twice as the same attempt.
+#[test]
+fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
+    let lab = Arc::new(Lab::new(diamond()));
+    // Round 1's first dispatch: task 0 attempt 1 (the longest chain first), then task 1's.
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "dispatched:1")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let dispatched: Vec<(String, String)> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| {
+            (
+                d.inputs["task"].as_str().unwrap_or_default().to_string(),
+                d.inputs["attempt"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(dispatched, [("0".to_string(), "1".to_string())]);
+
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("Adopting task 0 attempt 1 (run 7001), dispatched by a conductor that died"),
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
+    }
+    let mut pairs: Vec<(String, String)> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.inputs.get("task")?.as_str()?.to_string(),
+                d.inputs["attempt"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let all = pairs.len();
+    pairs.sort();
+    pairs.dedup();
+    assert_eq!(
+        pairs.len(),
+        all,
+        "an attempt dispatched twice: {pairs:?}\n{log}"
+    );
+    lab.gh.assert_clean();
+}
