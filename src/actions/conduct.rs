@@ -13,21 +13,30 @@
 //! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
 //!
 //! State and crash safety: the execution branch is the only state. A started attempt is
-//! recorded on its task (`status: in_progress`, its attempt counted, and the field
-//! `dagexecRun` with the run's id, attempt and base) and committed with the next round
-//! commit (or the handover commit). A conductor that starts — the first, a successor, or one
-//! started by `/execute` after any crash — adopts the runs its branch records and polls them
-//! again; a task in progress without a run record (its conductor died before committing it)
-//! is an interrupted attempt: counted, and retried while attempts remain. Its orphaned run,
-//! if one was dispatched, is never read: at worst work is done twice, never lost or
+//! committed and pushed before its run is dispatched (`dagexec: starting task N attempt K`:
+//! `status: in_progress`, its attempt counted); its run (the field `dagexecRun` with the
+//! run's id, attempt and base) is committed with the next round commit (or the handover
+//! commit). A conductor that starts — the first, a successor, or one started by `/execute`
+//! after any crash — adopts the runs its branch records and polls them again; a task in
+//! progress without a run record (its conductor died between the start's commit and the
+//! next) has its run looked up by its run-name among the branch's dispatched runs, from the
+//! commit that recorded the start, and adopted; with none found the attempt is interrupted:
+//! counted, and retried while attempts remain. No attempt is dispatched twice, and none is
 //! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
 //! push means another writer: it stops without publishing), so the branch has exactly one
 //! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
-//! group of their own.
+//! group of their own. When everything completed, the plan is archived on the branch before
+//! the pull request is marked ready: a conductor killed between the two is finished by the
+//! next run's plan job and finalize, which read the archive.
 //!
 //! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
 //! they stay under 600 requests an hour (GITHUB_TOKEN allows 1,000 per repository); every
-//! call goes through the one retry policy ([`crate::github::retry`]). Before the 6-hour job
+//! call goes through the one retry policy ([`crate::github::retry`]). An outage outlasting
+//! the policy's tries costs time only: a run's state, artifact listing or download that
+//! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
+//! off as the policy does and the log saying so, for as long as the result is retrievable
+//! ([`RESULT_PATIENCE`] after the run ended); a run without a readable result still leaves
+//! its attempt's record (spanning the run). Before the 6-hour job
 //! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
 //! successor conductor run (which waits in the branch's concurrency group until this one
 //! ends) and exits; the successor adopts the runs still in flight.
@@ -404,6 +413,7 @@ impl Executor for Remote<'_> {
                 "Run {} of task {i} ended ({conclusion}).",
                 f.run
             )));
+            let found = found.map(|r| r.map(|c| *c));
             let mut judged = arrival::judge_entry(
                 self.repo,
                 plan,
@@ -860,7 +870,7 @@ enum Fetched {
     /// before uploading, was cancelled, or the artifact expired), and its page for the logs
     /// link.
     Done(
-        Option<Result<super::artifact::Collected, String>>,
+        Option<Result<Box<super::artifact::Collected>, String>>,
         Option<String>,
     ),
     /// GitHub failed to list or serve it (down, or rate limiting): the result is still
@@ -942,7 +952,7 @@ fn fetch(
             ))
         }
     });
-    Fetched::Done(Some(read), url)
+    Fetched::Done(Some(read.map(Box::new)), url)
 }
 
 #[cfg(test)]
