@@ -75,6 +75,10 @@ pub const RUN_FIELD: &str = "dagexecRun";
 /// The largest artifact archive the conductor downloads.
 const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
 
+/// How long a dispatch that GitHub keeps failing is tried again before the conductor gives
+/// up (and a later conductor counts the attempt as interrupted).
+pub const DISPATCH_PATIENCE: Duration = Duration::from_secs(30 * 60);
+
 /// At most this many run polls an hour by default (GITHUB_TOKEN: 1,000 requests an hour).
 pub const POLLS_PER_HOUR: u64 = 600;
 
@@ -282,6 +286,56 @@ impl Remote<'_> {
         save(plan, self.plan_path)
     }
 
+    /// Dispatches the run of task `i` attempt `attempt` (its start is on the branch already)
+    /// and returns its id. A dispatch GitHub fails (5xx, network, rate limit) after the retry
+    /// policy's tries is waited out with back-off, said in the log, for at most
+    /// [`DISPATCH_PATIENCE`]: before each new try the branch's runs are searched for one of
+    /// this task and attempt from this base (a failed answer may still have started it), and
+    /// such a run is taken instead of starting a second.
+    fn dispatch_task_run(
+        &self,
+        i: usize,
+        attempt: u32,
+        inputs: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<u64, ActionError> {
+        let since = Instant::now();
+        let mut failures = 0;
+        loop {
+            let e = match self.rt.block_on(self.client.dispatch_run(
+                &self.inputs.workflow,
+                self.branch,
+                inputs,
+            )) {
+                Ok(Some(id)) => return Ok(id),
+                Ok(None) => {
+                    return Err(ActionError::Input(
+                        "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
+                    ));
+                }
+                Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => e,
+                Err(e) => return Err(e.into()),
+            };
+            failures += 1;
+            let pause = self.client.policy.backoff(failures);
+            self.emit(crate::events::Event::Note(format!(
+                "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is on the branch, so this costs no attempt: trying again in {}.",
+                humantime::format_duration(pause)
+            )));
+            std::thread::sleep(pause);
+            let name = run_name(self.branch, i, attempt);
+            if let Ok(runs) = self.rt.block_on(self.client.dispatched_runs(
+                &self.inputs.workflow,
+                self.branch,
+                1,
+            )) && let Some(run) = runs
+                .iter()
+                .find(|r| r.display_title == name && r.head_sha == self.pushed)
+            {
+                return Ok(run.id);
+            }
+        }
+    }
+
     /// Commits the plan as it stands with `message`.
     fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
         save(plan, self.plan_path)?;
@@ -328,14 +382,7 @@ impl Executor for Remote<'_> {
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());
-        let id = self
-            .rt
-            .block_on(self.client.dispatch_run(&self.inputs.workflow, self.branch, &dispatch))?
-            .ok_or_else(|| {
-                ActionError::Input(
-                    "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
-                )
-            })?;
+        let id = self.dispatch_task_run(i, attempt, &dispatch)?;
         // The crash tests' kill -9 between a dispatch and the commit that records its run.
         crate::run::failpoint("dispatched", round);
         let f = Flight {
@@ -684,7 +731,25 @@ pub fn run(
                 return Ok(finalize::stale(published));
             }
             let next = super::dispatch_inputs(&inputs.plan_rel, &round.branch);
-            rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next))?;
+            // The state is pushed; only the successor's start is left: an outage is waited
+            // out (a second successor would only wait in the branch's group).
+            let since = Instant::now();
+            let mut failures = 0;
+            loop {
+                match rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next)) {
+                    Ok(()) => break,
+                    Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
+                        failures += 1;
+                        let pause = client.policy.backoff(failures);
+                        ui.say(format!(
+                            "GitHub could not start the successor conductor ({e}); trying again in {}.",
+                            humantime::format_duration(pause)
+                        ));
+                        std::thread::sleep(pause);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             ui.emit(crate::events::Event::Note(format!(
                 "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
                 humantime::format_duration(Duration::from_secs(

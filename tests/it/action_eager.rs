@@ -938,6 +938,11 @@ fn an_outage_of_the_artifact_listing_costs_time_not_the_attempt() {
 }
 
 #[test]
+fn an_outage_of_the_dispatch_costs_time_not_the_conductor() {
+    outage_costs_only_time("actions/create-workflow-dispatch", 9, false);
+}
+
+#[test]
 fn a_failing_download_from_artifact_storage_is_retried() {
     outage_costs_only_time("storage", 2, false);
 }
@@ -966,6 +971,15 @@ fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
         })
         .collect();
     assert_eq!(dispatched, [("0".to_string(), "1".to_string())]);
+    // A run with task 1 attempt 1's run-name from before that start was recorded (as one
+    // from before a `/execute retry` would be) is not task 1's current attempt.
+    let before = git(&lab.origin, &["rev-parse", &format!("{BRANCH}~1")]);
+    let decoy = lab.gh.add_run(
+        "dagexec.yml",
+        BRANCH,
+        before.trim(),
+        "dagexec dagexec/eager: task 1 attempt 1",
+    );
 
     let second = lab.conductor(2, &[]);
     let code = lab.drive(second, Duration::from_secs(120));
@@ -973,6 +987,11 @@ fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
     assert_eq!(code, 0, "{log}");
     assert!(
         log.contains("Adopting task 0 attempt 1 (run 7001), dispatched by a conductor that died"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Task 1: attempt 1 was interrupted (no run recorded or found)")
+            && !log.contains(&format!("(run {decoy})")),
         "{log}"
     );
     let plan = lab.branch_plan();

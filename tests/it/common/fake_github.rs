@@ -330,6 +330,37 @@ impl FakeGitHub {
             .collect();
     }
 
+    /// A run of `workflow_id` on `branch` at `head_sha` named `display_title`, started
+    /// earlier by a `workflow_dispatch` (completed, with no artifact); its id.
+    pub fn add_run(
+        &self,
+        workflow_id: &str,
+        branch: &str,
+        head_sha: &str,
+        display_title: &str,
+    ) -> u64 {
+        let mut inner = self.lock();
+        let id = 6001 + inner.state.runs.len() as u64;
+        let now = now_rfc3339();
+        inner.state.runs.insert(
+            id,
+            Run {
+                id,
+                status: "completed".into(),
+                conclusion: Some("success".into()),
+                artifacts: Vec::new(),
+                workflow_id: workflow_id.into(),
+                head_branch: branch.into(),
+                head_sha: head_sha.into(),
+                display_title: display_title.into(),
+                created_at: now.clone(),
+                run_started_at: now.clone(),
+                updated_at: now,
+            },
+        );
+        id
+    }
+
     /// Marks run `run_id` as running (`in_progress`).
     pub fn start_run(&self, run_id: u64) {
         let mut inner = self.lock();
