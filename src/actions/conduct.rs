@@ -336,6 +336,34 @@ impl Remote<'_> {
         }
     }
 
+    /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
+    /// request's or the comments' update after the push landed, the conductor goes on — the
+    /// next commit brings them up to date.
+    fn publish_through(
+        &self,
+        n: u32,
+        plan: &Plan,
+    ) -> Result<super::publish::Published, ActionError> {
+        let mine = self.repo.head()?;
+        match self.publish(n, plan, None) {
+            Err(ActionError::Api(e))
+                if e.transient()
+                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()
+                        == Some(mine.as_str()) =>
+            {
+                self.emit(crate::events::Event::Note(format!(
+                    "Pushed to {}, but GitHub could not update the pull request ({e}); the next commit brings it up to date.",
+                    self.branch
+                )));
+                Ok(super::publish::Published {
+                    pr: self.pr,
+                    ..Default::default()
+                })
+            }
+            other => other,
+        }
+    }
+
     /// Commits the plan as it stands with `message`.
     fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
         save(plan, self.plan_path)?;
@@ -541,12 +569,23 @@ impl Executor for Remote<'_> {
                 plan,
                 self.dag,
                 None,
-            ))?;
-            for line in applied {
-                self.emit(crate::events::Event::Note(line));
+            ));
+            match applied {
+                Ok(applied) => {
+                    for line in applied {
+                        self.emit(crate::events::Event::Note(line));
+                    }
+                }
+                // Queued commands stay queued on the pull request: the next commit applies them.
+                Err(ActionError::Api(e)) if e.transient() => {
+                    self.emit(crate::events::Event::Note(format!(
+                        "GitHub could not give the commands queued on the pull request ({e}); they are applied at the next commit."
+                    )));
+                }
+                Err(e) => return Err(e),
             }
         }
-        let published = self.publish(round, plan, None)?;
+        let published = self.publish_through(round, plan)?;
         self.pr = published.pr.or(self.pr);
         if published.stale {
             self.stale = Some(published);
@@ -702,7 +741,7 @@ pub fn run(
             adopted.len()
         ),
     )?;
-    let published = remote.publish(round_no, &plan, None)?;
+    let published = remote.publish_through(round_no, &plan)?;
     if published.stale {
         return Ok(finalize::stale(published));
     }
@@ -726,7 +765,7 @@ pub fn run(
                 &plan,
                 &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
             )?;
-            let published = remote.publish(round_no, &plan, None)?;
+            let published = remote.publish_through(round_no, &plan)?;
             if published.stale {
                 return Ok(finalize::stale(published));
             }

@@ -943,6 +943,12 @@ fn an_outage_of_the_dispatch_costs_time_not_the_conductor() {
 }
 
 #[test]
+fn an_outage_of_the_pull_request_update_costs_time_not_the_conductor() {
+    // The round's publication outlasts the policy's six tries; the push had landed.
+    outage_costs_only_time("pulls/update", 7, false);
+}
+
+#[test]
 fn a_failing_download_from_artifact_storage_is_retried() {
     outage_costs_only_time("storage", 2, false);
 }
