@@ -327,10 +327,11 @@ impl Remote<'_> {
                 &self.inputs.workflow,
                 self.branch,
                 1,
-            )) && let Some(run) = runs
-                .iter()
-                .find(|r| r.display_title == name && r.head_sha == self.pushed)
-            {
+            )) && let Some(run) = runs.iter().find(|r| {
+                r.event == "workflow_dispatch"
+                    && r.display_title == name
+                    && r.head_sha == self.pushed
+            }) {
                 return Ok(run.id);
             }
         }
@@ -941,6 +942,7 @@ fn find_unrecorded(
             for (&i, commits) in &from {
                 let attempt = plan.tasks[i].attempts();
                 if found.contains_key(&i)
+                    || run.event != "workflow_dispatch"
                     || run.display_title != run_name(branch, i, attempt)
                     || !commits.contains(&run.head_sha)
                 {

@@ -37,6 +37,9 @@ pub struct WorkflowRun {
     /// The commit the run's ref pointed at when it was started.
     #[serde(default)]
     pub head_sha: String,
+    /// What started it (`workflow_dispatch`, `pull_request`, …).
+    #[serde(default)]
+    pub event: String,
     /// When the run was created, started and last changed (ISO 8601).
     #[serde(default)]
     pub created_at: Option<String>,
@@ -304,6 +307,44 @@ async fn fetch_unauthenticated(
         };
         if let Next::Retry(wait) = next {
             tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(status: &str, started: &str, updated: &str) -> WorkflowRun {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "status": status, "run_started_at": started, "updated_at": updated
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_runs_span_is_what_github_says_within_the_last_week() {
+        let now: jiff::Timestamp = "2026-11-25T12:00:00Z".parse().unwrap();
+        let t = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        let ended = run("completed", "2026-11-25T11:50:00Z", "2026-11-25T11:55:00Z");
+        assert_eq!(
+            ended.span(now),
+            (t("2026-11-25T11:50:00Z"), t("2026-11-25T11:55:00Z"))
+        );
+        // Not ended yet: up to now.
+        let running = run(
+            "in_progress",
+            "2026-11-25T11:50:00Z",
+            "2026-11-25T11:51:00Z",
+        );
+        assert_eq!(running.span(now), (t("2026-11-25T11:50:00Z"), now));
+        // Times from the future, from years ago or missing are not an attempt's.
+        for (s, u) in [
+            ("2026-11-26T00:00:00Z", "2026-11-26T00:00:01Z"),
+            ("2020-01-22T19:33:08Z", "2020-01-22T19:33:08Z"),
+            ("garbage", ""),
+        ] {
+            assert_eq!(run("completed", s, u).span(now), (now, now), "{s}");
         }
     }
 }
