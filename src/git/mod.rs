@@ -331,8 +331,23 @@ impl Repo {
     pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {
         let path = normalize(path)?;
         let out = git(&self.root, "log")
-            .args(["log", "-1", "--format=", "--name-only", "--"])
+            .args(["log", "-1", "--format=%H", "--"])
             .arg(literal(&path))
+            .output()?;
+        let sha = text(&out.stdout);
+        if !out.status.success() || sha.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = git(&self.root, "diff-tree")
+            .args([
+                "diff-tree",
+                "-r",
+                "--root",
+                "--no-renames",
+                "--no-commit-id",
+                "--name-only",
+            ])
+            .arg(&sha)
             .output()?;
         Ok(text(&out.stdout)
             .lines()
