@@ -1026,3 +1026,54 @@ fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
     );
     lab.gh.assert_clean();
 }
+
+/// GitHub fails the dispatch of the successor conductor at a handover for longer than the
+/// retry policy's tries: the conductor waits it out (its state is pushed already) and the
+/// successor is started, rather than the run being left without a conductor.
+#[test]
+fn an_outage_at_the_handover_is_waited_out_and_the_successor_started() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("slow", &["t1.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\nsleep 5; echo t1 > t1.txt; echo \"COMPLETED: t1\"\n",
+    ));
+    let mut conductor = lab.conductor(
+        1,
+        &[
+            ("DAGEXEC_HANDOVER_AFTER", "2s"),
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    // Once the task's run is dispatched, every dispatch fails for a while: the next one is
+    // the successor's.
+    let t0 = Instant::now();
+    while lab.gh.state().dispatches.is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        if conductor.try_wait().unwrap().is_some() {
+            panic!("the conductor ended early:\n{}", lab.conduct_log(1));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    lab.gh.outage("actions/create-workflow-dispatch", 9);
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("GitHub could not start the successor conductor")
+            && log.contains("Handed over after"),
+        "{log}"
+    );
+    let successors = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter(|d| d.inputs.get("task").is_none())
+        .count();
+    assert_eq!(successors, 1, "{log}");
+    lab.gh.assert_clean();
+}
