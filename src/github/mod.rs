@@ -464,6 +464,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn outages_and_rate_limits_are_transient_other_refusals_are_not() {
+        let status = |status, why: Option<&str>| ApiError::Status {
+            op: "op".into(),
+            status,
+            message: "m".into(),
+            why: why.map(str::to_string),
+        };
+        let network = ApiError::Network {
+            op: "op".into(),
+            url: "u".into(),
+            message: "reset".into(),
+        };
+        assert!(network.transient());
+        assert!(status(502, Some("still failing after 6 attempts")).transient());
+        assert!(status(429, Some("rate limited on every attempt")).transient());
+        assert!(status(403, Some("rate limited on every attempt")).transient());
+        for s in [400, 401, 404, 410, 422] {
+            assert!(!status(s, None).transient(), "{s}");
+        }
+        assert!(!status(403, None).transient(), "a plain 403 is a refusal");
+        let invalid = ApiError::Invalid {
+            op: "op".into(),
+            message: "m".into(),
+        };
+        assert!(!invalid.transient());
+    }
+
+    #[test]
     fn tokens_never_show_in_debug_or_display() {
         let t = Token::new("ghs_secret");
         assert_eq!(format!("{t:?}"), "Token(***)");
