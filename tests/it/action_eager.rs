@@ -860,13 +860,17 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
     assert!(st.pulls[0].draft, "{log}");
     assert!(st.check_runs.is_empty(), "{:?}", st.check_runs);
 
-    let planned = lab.plan_job(2, &[("DAGEXEC_SCHEDULE", "eager")]);
+    // `/execute` on the pull request starts a run on the branch, as for a dead conductor.
+    let dispatched = lab.dispatches();
+    let (_, text) = lab.comment_jobs(2, st.pulls[0].number, "/execute", false);
+    assert_eq!(lab.dispatches(), dispatched + 1, "{text}");
+    let planned = lab.plan_job(3, &[("DAGEXEC_SCHEDULE", "eager")]);
     assert_eq!(
         planned.outputs["conclusion"], "completed",
         "{}",
         planned.log
     );
-    let (ok, text) = lab.finalize_job(2, &planned, &lab.tmp.path().join("none"));
+    let (ok, text) = lab.finalize_job(3, &planned, &lab.tmp.path().join("none"));
     assert!(ok, "{text}");
     let st = lab.gh.state();
     assert_eq!(st.pulls.len(), 1, "{text}");
@@ -880,6 +884,11 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
         "{:#?}",
         st.comments
     );
+    // A plan change asked of the archived plan is refused, saying why; the branch stays.
+    let tip = git(&lab.origin, &["rev-parse", BRANCH]);
+    let (_, text) = lab.comment_jobs(4, st.pulls[0].number, "/execute retry 0", true);
+    assert!(text.contains("nothing left to change"), "{text}");
+    assert_eq!(git(&lab.origin, &["rev-parse", BRANCH]), tip);
     lab.gh.assert_clean();
 }
 
