@@ -196,16 +196,31 @@ pub fn run(
     }
     save_logs(&mut plan, &links.logs);
     let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
+    // A matrix job that left no readable artifact (cancelled, failed before its upload)
+    // still ended an attempt: its record spans this run, as far as GitHub says.
+    let now = jiff::Timestamp::now();
+    let run_start = client
+        .zip(ctx.run_id.parse::<u64>().ok())
+        .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
+        .map_or(now, |r| r.span(now).0);
     let mut judged = Vec::new();
     for e in &entries {
-        judged.push(judge_entry(
+        let mut j = judge_entry(
             &repo,
             &plan,
             inputs,
             e,
             found.get(&(e.task, e.attempt)),
             &ui,
-        )?);
+        )?;
+        if j.measured.is_none() {
+            j.measured = Some(crate::usage::Measured {
+                start: run_start,
+                end: now,
+                usage: Default::default(),
+            });
+        }
+        judged.push(j);
     }
     let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
     // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
@@ -556,8 +571,11 @@ impl Job {
         }
         let inputs = super::with_plan(repo.root(), inputs)?;
         let plan_path = repo.root().join(&inputs.plan_rel);
-        let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-        let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+        // A completed plan may be archived already (see `load_plan`): then it is what the
+        // job publishes.
+        let (plan, archived) = super::load_plan(&repo, &inputs.plan_rel)?;
+        let dag =
+            plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
         let opts = RunOptions {
             plan: plan_path.clone(),
             plan_rel: inputs.plan_rel.clone(),

@@ -160,6 +160,10 @@ impl Ending<'_> {
         if let (false, Some(c)) = (pushed, self.client) {
             return self.stale(c, plan);
         }
+        // The crash tests' kill -9 between a push and its publication (`final-push` when the
+        // run stops or completes).
+        let step = if stop.is_some() { "final-push" } else { "push" };
+        crate::run::failpoint(step, self.round.round);
         let Ending {
             rt,
             client,

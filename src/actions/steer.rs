@@ -204,8 +204,21 @@ pub fn run(
     repo.checkout_detached(&tip)?;
     let inputs = &super::with_plan(repo.root(), inputs)?;
     let plan_path = repo.root().join(&inputs.plan_rel);
-    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    // Only the archive is left when the job that completed the plan died before publishing:
+    // `/execute` (a round there finishes the run), `status` and `abort` read it; nothing
+    // changes it.
+    let (mut plan, archived) = super::load_plan(&repo, &inputs.plan_rel)?;
+    if let (Some(rel), true) = (&archived, changes_plan(&command)) {
+        let text = format!(
+            "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
+        );
+        rt.block_on(client.comment(trigger.pr_number, &text))?;
+        return Ok(Steered {
+            message: text,
+            ..Default::default()
+        });
+    }
+    let dag = plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
     let pr = trigger.pr_number;
     let reply = |text: String| -> Result<(), ActionError> {
         rt.block_on(client.comment(pr, &text))?;
