@@ -85,6 +85,7 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     let refusal = broken
@@ -100,6 +101,7 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     // The reviewer's verdict, concluded by the seed's rules as locally.
