@@ -56,6 +56,11 @@ const REFUSED_SHOWN: usize = 3;
 const FAILURE_MAX: usize = 300;
 
 impl Said {
+    /// Nothing said.
+    pub fn is_empty(&self) -> bool {
+        *self == Said::default()
+    }
+
     /// `self`, with what `other` says where `self` says nothing.
     pub fn or(self, other: Said) -> Said {
         Said {

@@ -152,6 +152,53 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     })
 }
 
+/// What a worker's exit says about whether another attempt could help
+/// ([`crate::said::Halt::Task`]): not when the command could not be started, was not found
+/// (127) or not executable (126), or the CLI refused its command line — a non-zero exit with
+/// nothing on stdout and a usage message on stderr (`error: unexpected argument '--full-auto'
+/// found`, `error: unknown option`, `Unknown argument:`, `Usage: …` with exit status 2).
+pub fn classify(run: &WorkerRun) -> crate::said::Said {
+    use crate::said::{Halt, Said};
+    let halt = |why: String| Said {
+        halt: Some(Halt::Task { why }),
+        ..Said::default()
+    };
+    match &run.exit {
+        Exit::SpawnFailed(_) => halt("the worker command could not be started".into()),
+        Exit::Code(127) => {
+            halt("the command was not found (install it, or fix the worker command)".into())
+        }
+        Exit::Code(126) => halt(
+            "the command is not executable (fix its permissions, or the worker command)".into(),
+        ),
+        Exit::Code(code) if (1..=2).contains(code) && run.stdout.trim().is_empty() => {
+            let usage = |l: &str| {
+                const SAYS: [&str; 9] = [
+                    "error: unexpected argument",
+                    "error: unknown option",
+                    "error: option '",
+                    "error: missing required argument",
+                    "error: invalid value",
+                    "error: unrecognized",
+                    "unknown argument",
+                    "unknown arguments",
+                    "not enough non-option arguments",
+                ];
+                let l = l.trim().to_ascii_lowercase();
+                SAYS.iter().any(|s| l.starts_with(s)) || (*code == 2 && l.starts_with("usage:"))
+            };
+            match run.stderr_tail.lines().find(|l| usage(l)) {
+                Some(line) => halt(format!(
+                    "the agent CLI refused its command line ({}); check the worker command against the CLI's --help",
+                    crate::sanitize::line(line.trim())
+                )),
+                None => Said::default(),
+            }
+        }
+        _ => Said::default(),
+    }
+}
+
 /// Lines of stderr shown in a failure reason (all of it is kept in the attempt's log files).
 const STDERR_LINES_SHOWN: usize = 5;
 /// At most this many chars of them.

@@ -68,6 +68,11 @@ pub(super) fn judge_entry(
     };
     report.changed.extend(touched.iter().cloned());
     let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
+    // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
+    // bounded again, since the file is the job's.
+    if let Some(Ok(c)) = found {
+        crate::said::heed(&mut verdict, &c.result.said.clone().checked());
+    }
     crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks

@@ -50,6 +50,10 @@ pub struct WorkResult {
     /// What the worker reported spending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::usage::Usage>,
+    /// What the agent CLI said about how it ended ([`crate::said`]): its failure, the calls it
+    /// refused, and why no retry should follow. Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "crate::said::Said::is_empty")]
+    pub said: crate::said::Said,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -162,6 +166,7 @@ impl WorkResult {
             start: None,
             end: None,
             usage: None,
+            said: crate::said::Said::default(),
         }
     }
 

@@ -112,7 +112,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
+    let (mut usage, said, warnings) = crate::run::attempt::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::run::attempt::log_in_tree(repo.root(), &log_rel);
@@ -138,7 +138,7 @@ pub fn run(
         changes_in(repo.root(), base)?,
         (&inputs.plan_rel, &log_rel),
         inputs.timeout,
-        (&detail, usage_warning),
+        (&detail, &said, warnings),
     )?;
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
@@ -146,6 +146,7 @@ pub fn run(
         &report,
         run.duration,
     );
+    result.said = said;
     let mut review_log = None;
     let reviewer = review::reviewer_for(task, inputs.reviewer.as_deref());
     if let (Some(reviewer), crate::plan::model::Status::Completed) = (reviewer, verdict.status) {
