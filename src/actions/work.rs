@@ -55,6 +55,11 @@ pub fn run(
         repo.checkout_detached(base)?;
     }
     let inputs = &super::with_plan(repo.root(), inputs)?;
+    // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
+    // one leaves the defaults: the spend is the worker's own account anyway).
+    if let Ok(prices) = crate::run::config::read_file_config(repo.root()).and_then(|f| f.prices()) {
+        crate::prices::install(prices);
+    }
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     plan::validate::check(&plan, Some(&inputs.plan_rel))?;
