@@ -791,11 +791,16 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
 fn trailing_object(text: &str) -> Option<serde_json::Map<String, Value>> {
     let t = text.trim_end();
     let mut at = t.len();
+    // Worker output is hostile: a bounded number of tries.
+    let mut tries = 0;
     while let Some(i) = t[..at].rfind('{') {
-        if i == 0 || t.as_bytes()[i - 1] == b'\n' {
-            if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(&t[i..]) {
-                return Some(o);
-            }
+        let starts_line = i == 0 || t.as_bytes()[i - 1] == b'\n';
+        tries += usize::from(starts_line);
+        if tries > 16 {
+            return None;
+        }
+        if starts_line && let Ok(Value::Object(o)) = serde_json::from_str::<Value>(&t[i..]) {
+            return Some(o);
         }
         at = i;
     }

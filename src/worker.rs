@@ -729,6 +729,48 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
         assert_eq!(stderr_tail_line(&"x".repeat(1000)).chars().count(), 400);
     }
 
+    /// The real messages the pinned CLIs give a command line they do not accept (codex
+    /// 0.169.0 and `--full-auto`, claude and gemini an unknown option): no retry can help.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_usage_error_a_missing_command_and_a_spawn_failure_are_not_retried() {
+        use crate::said::Halt;
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        for (name, code) in [
+            ("codex-usage-error.stderr", 2),
+            ("claude-usage-error.stderr", 1),
+            ("gemini-usage-error.stderr", 1),
+        ] {
+            let body = format!("cat '{}' >&2; exit {code}", fixtures.join(name).display());
+            let (_dir, spec) = setup("usage", &body);
+            let run = go(&spec).await;
+            let said = classify(&run);
+            assert!(
+                matches!(&said.halt, Some(Halt::Task { why }) if why.starts_with("the agent CLI refused its command line (")),
+                "{name}: {said:?}"
+            );
+        }
+        // An ordinary failure is retried: output on stdout, or stderr without a usage message.
+        for body in [
+            "echo working; echo 'error: unknown option' >&2; exit 1",
+            "echo 'error: the tests failed' >&2; exit 1",
+            "echo 'Usage: see above' >&2; exit 1",
+        ] {
+            let (_dir, spec) = setup("ordinary", body);
+            assert_eq!(classify(&go(&spec).await).halt, None, "{body}");
+        }
+        let (_dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz".into();
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
+        spec.cwd = spec.cwd.join("missing");
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn command_not_found_or_unstartable() {
         let (_dir, mut spec) = setup("unused", "");

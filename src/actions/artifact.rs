@@ -298,6 +298,25 @@ mod tests {
             json["exit"],
             serde_json::json!({"kind": "timed_out", "after_secs": 30})
         );
+        assert!(json.get("said").is_none(), "nothing said, nothing written");
+        // What the CLI said travels to finalize.
+        let mut r = r;
+        r.said = crate::said::Said {
+            failure: Some("codex: the turn failed: unexpected status 401".into()),
+            halt: Some(crate::said::Halt::Run {
+                secret: "OPENAI_API_KEY".into(),
+            }),
+            refused: vec!["Write /x".into()],
+        };
+        write(dir.path(), &r, b"", None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(RESULT_FILE)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            json["said"],
+            serde_json::json!({"failure": "codex: the turn failed: unexpected status 401",
+                "halt": {"kind": "run", "secret": "OPENAI_API_KEY"}, "refused": ["Write /x"]})
+        );
+        assert_eq!(read(dir.path()).unwrap().result.said, r.said);
     }
 
     #[test]
