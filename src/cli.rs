@@ -906,10 +906,10 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                             let logs_dir = &logs_dir;
                             let files: Vec<String> = attempts
                                 .iter()
-                                .flat_map(|(k, kinds)| {
-                                    kinds.iter().map(move |kind| {
-                                        format!("{logs_dir}/task-{i}-attempt-{k}.{kind}")
-                                    })
+                                .flat_map(|a| {
+                                    a.kinds
+                                        .iter()
+                                        .map(move |kind| format!("{logs_dir}/{}", a.file(i, kind)))
                                 })
                                 .collect();
                             row["logs"] = files.into();

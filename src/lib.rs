@@ -30,6 +30,7 @@ pub mod plan;
 pub mod prices;
 pub mod procs;
 pub mod prompt;
+pub mod reaper;
 pub mod render;
 pub mod run;
 pub mod said;

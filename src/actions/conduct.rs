@@ -117,40 +117,11 @@ pub fn flight_of(t: &crate::plan::model::Task) -> Option<Flight> {
 
 /// Reads the three files of a work job's artifact from its zip archive, in memory: only
 /// regular entries with exactly the expected names are read, each bounded in size; links,
-/// directories and every other entry are ignored (nothing is extracted to disk).
+/// directories and every other entry are ignored (nothing is extracted to disk), and an
+/// archive of more entries than an artifact has is refused before its directory is parsed
+/// ([`super::artifact_zip`]).
 pub fn read_zip(bytes: &[u8]) -> Result<super::artifact::Collected, String> {
-    use super::artifact::{LOG_FILE, PATCH_FILE, RESULT_FILE, WorkResult};
-    use std::io::Read;
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| format!("the artifact is not a zip archive: {e}"))?;
-    let mut entry = |name: &str, limit: u64| -> Result<Option<Vec<u8>>, String> {
-        let mut f = match zip.by_name(name) {
-            Ok(f) => f,
-            Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-            Err(e) => return Err(format!("{name}: {e}")),
-        };
-        if !f.is_file() || f.is_symlink() {
-            return Err(format!("{name} is not a regular file in the artifact"));
-        }
-        let mut out = Vec::new();
-        (&mut f)
-            .take(limit + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| format!("{name}: {e}"))?;
-        if out.len() as u64 > limit {
-            return Err(format!("{name} is larger than {limit} bytes; refused"));
-        }
-        Ok(Some(out))
-    };
-    let result = entry(RESULT_FILE, 32 << 20)?
-        .ok_or_else(|| format!("the artifact has no {RESULT_FILE}"))?;
-    let result: WorkResult = serde_json::from_slice(&result)
-        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
-    let patch = entry(PATCH_FILE, 128 << 20)?.unwrap_or_default();
-    let log = entry(LOG_FILE, 32 << 20)?
-        .map(|l| String::from_utf8_lossy(&l).into_owned())
-        .filter(|l| !l.trim().is_empty());
-    Ok(super::artifact::Collected { result, patch, log })
+    super::artifact_zip::read(bytes)
 }
 
 /// The conductor's executor: each attempt a workflow run of this workflow, polled, its
@@ -371,6 +342,20 @@ impl Executor for Remote<'_> {
         if published.stale {
             self.stale = Some(published);
             return Ok(Integrated::Stale);
+        }
+        // Pushed: the markers of the commands applied above say so now.
+        if let Some(pr) = self.pr
+            && super::steer::settled_since(self.repo, &self.pushed)
+        {
+            let me = super::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let confirmed = self
+                .rt
+                .block_on(super::steer::confirm(self.client, pr, me, self.repo));
+            for line in confirmed {
+                self.emit(crate::events::Event::Note(line));
+            }
         }
         self.pushed = self.repo.head()?;
         if published.aborted {

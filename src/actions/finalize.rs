@@ -217,6 +217,8 @@ pub fn run(
     // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
     // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
     // next round queues): applied now, before deciding what runs next.
+    // The pull request whose queued markers are to be rewritten once the round is pushed.
+    let mut steered_on = None;
     if let Some(c) = client
         && let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number)
     {
@@ -234,6 +236,9 @@ pub fn run(
             &dag,
             None,
         ))?;
+        if !applied.is_empty() {
+            steered_on = Some((c, pr, me));
+        }
         for line in applied {
             ui.say(line);
         }
@@ -264,6 +269,11 @@ pub fn run(
     let published = ending.finish(&plan, &links, stop.as_ref(), more, None)?;
     if published.stale {
         return Ok(stale(published));
+    }
+    if let Some((c, pr, me)) = steered_on {
+        for line in rt.block_on(super::steer::confirm(c, pr, me, &repo)) {
+            ui.say(line);
+        }
     }
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(

@@ -17,6 +17,7 @@
 
 pub mod arrival;
 pub mod artifact;
+pub mod artifact_zip;
 pub mod cli;
 pub mod comment;
 pub mod conduct;

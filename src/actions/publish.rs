@@ -113,8 +113,8 @@ impl Ending<'_> {
                 let me = comment::Identity {
                     app_id: inputs.app_id,
                 };
-                rt.block_on(comment::trusted_marked(c, n, me))?
-                    .abort_requested(steer::ABORT_MARKER)
+                let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+                rt.block_on(steer::abort_confirmed(c, n, &marked))?
             }
             None => false,
         };
@@ -238,7 +238,7 @@ impl Ending<'_> {
             }
             Ok::<_, crate::github::ApiError>(())
         })?;
-        let aborted = marked.abort_requested(steer::ABORT_MARKER);
+        let aborted = rt.block_on(steer::abort_confirmed(c, n, &marked))?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c)?;

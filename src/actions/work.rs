@@ -141,7 +141,11 @@ pub fn run(
         (job.task, task),
         &run,
         changes_in(repo.root(), base)?,
-        (&inputs.plan_rel, &log_rel),
+        (
+            &inputs.plan_rel,
+            crate::speckit::own_tasks_md(&plan).as_deref(),
+            &log_rel,
+        ),
         inputs.timeout,
         (&detail, &said, warnings),
     )?;

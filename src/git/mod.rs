@@ -20,6 +20,7 @@ mod apply;
 mod checkpoint;
 mod cmd;
 mod error;
+mod history;
 mod paths;
 mod remote;
 mod round;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 pub use apply::ApplyError;
 pub use error::GitError;
+pub use history::Logged;
 pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use round::{Journal, Prepared, Recovered, RoundIndex};
 pub use worktree::{Changes, Worktree};

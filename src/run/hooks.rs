@@ -661,10 +661,24 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
         && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
-/// For a Spec Kit plan, ticks the completed tasks in its tasks.md and returns the file's
-/// path, to commit with the round; nothing for other plans.
-pub(super) fn tasks_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
-    crate::speckit::tick_file(&opts.root, plan).map_err(|e| super::RunError::Other(e.to_string()))
+/// For a Spec Kit plan, ticks the completed tasks in the tasks.md of the round's `index`
+/// (see [`crate::speckit::tick_index`]); whether it changed. A tasks.md that cannot be ticked
+/// is said with a warning naming it, and the round is committed without the tick.
+pub(super) fn tasks_md(
+    plan: &Plan,
+    index: &crate::git::RoundIndex,
+    ui: &super::Ui,
+) -> Result<bool, super::RunError> {
+    Ok(match crate::speckit::tick_index(index, plan)? {
+        crate::speckit::Tick::Nothing => false,
+        crate::speckit::Tick::Ticked(_) => true,
+        crate::speckit::Tick::Skipped { path, why } => {
+            ui.say(format!(
+                "  warning: {path} is not ticked in this commit: {why}; the completed tasks are recorded in the plan"
+            ));
+            false
+        }
+    })
 }
 
 /// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its

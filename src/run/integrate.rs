@@ -191,6 +191,9 @@ impl RoundBuild {
                     )),
                 }
             }
+            // Whatever made it (a status line, a question, a refusal), a result is bounded
+            // before it reaches the plan, the commit message and the pull request.
+            let result = outcome::clip_result(&result);
             self.entries.push(BatchEntry {
                 plan_index: j.index,
                 status,
@@ -302,18 +305,17 @@ impl RoundBuild {
         let something = !files.create.is_empty()
             || !files.modify.is_empty()
             || applied.iter().any(|(_, touched)| !touched.is_empty());
-        // A Spec Kit plan's tasks.md, ticked: a completed task that changed no file still
-        // commits.
-        let ticked = super::hooks::tasks_md(plan, opts)?;
-        let something = something || !ticked.is_empty();
+        // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
+        // when the commit is published): a completed task that changed no file still commits.
+        let ticked = super::hooks::tasks_md(plan, &index, ui)?;
+        let something = something || ticked;
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
         // A question is committed even when nothing else is: the branch is the state a later
         // run (or the Action) reads it from.
         if something || questions {
-            let mut own = ticked;
-            own.extend(super::hooks::state_md(plan, opts)?);
+            let mut own = super::hooks::state_md(plan, opts)?;
             own.push(opts.plan_rel.clone());
             index.add_own_files(repo, &own)?;
             if let Some(prepared) = index.prepare(repo, &message)? {

@@ -661,7 +661,13 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
             .iter()
             .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
         {
-            let body = format!("{}\n<!-- dagexec:abort-requested -->", c.body);
+            let asked = lab
+                .gh
+                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+            let body = format!(
+                "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+                c.body
+            );
             lab.gh.edit_comment(c.id, &body);
             break;
         }

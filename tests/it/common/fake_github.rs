@@ -1050,6 +1050,14 @@ fn comment_json(mut v: Value, c: &Comment) -> Value {
     set(&mut v, "/node_id", json!(format!("IC_{}", c.id)));
     set(&mut v, "/body", json!(c.body));
     set(&mut v, "/html_url", json!(html));
+    set(
+        &mut v,
+        "/issue_url",
+        json!(format!(
+            "https://api.github.com/repos/{}/issues/{}",
+            c.repo, c.issue_number
+        )),
+    );
     let bot = c.user.ends_with("[bot]");
     set(&mut v, "/user/login", json!(c.user));
     set(
