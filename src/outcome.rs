@@ -141,6 +141,9 @@ pub struct Verdict {
     pub failed_checks: Vec<FailedCheck>,
     /// Unexpected files and other things the reviewer should know; never change the status.
     pub warnings: Vec<String>,
+    /// Why no other attempt follows this failure, when a retry cannot help
+    /// ([`crate::said::heed`]).
+    pub halt: Option<crate::said::Halt>,
 }
 
 /// Human form of a duration: `45s`, `30m`, `1h30m`.
@@ -318,6 +321,7 @@ pub fn judge_among(
         acceptance_passed: false,
         failed_checks: Vec::new(),
         warnings: warnings.clone(),
+        halt: None,
     };
     let last = last_nonempty_line(&report.output);
     let shown = last
@@ -363,6 +367,7 @@ pub fn judge_among(
                 acceptance_passed: false,
                 failed_checks: Vec::new(),
                 warnings,
+                halt: None,
             };
         }
         Reported::Completed => {}
@@ -405,6 +410,7 @@ pub fn judge_among(
             acceptance_passed: false,
             failed_checks,
             warnings,
+            halt: None,
         };
     }
     Verdict {
@@ -413,6 +419,7 @@ pub fn judge_among(
         acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
         failed_checks: Vec::new(),
         warnings,
+        halt: None,
     }
 }
 
@@ -436,6 +443,8 @@ pub fn decide(plan: &Plan, index: usize, verdict: &Verdict, attempts: u32, unit:
     match verdict.status {
         Status::Completed => Decision::Completed,
         Status::Blocked => Decision::Blocked,
+        // A retry cannot help (a usage error, a missing command, refused credentials).
+        _ if verdict.halt.is_some() => Decision::Failed,
         _ if attempts < MAX_ATTEMPTS => {
             let task = &plan.tasks[index];
             let original = prompt::original_prompt(plan, index, unit);
@@ -877,6 +886,7 @@ mod tests {
             acceptance_passed: false,
             failed_checks: vec![],
             warnings: vec![],
+            halt: None,
         };
         match decide(&p, 1, &failed, 1, Unit::Batch) {
             Decision::Retry { attempt, prompt } => {

@@ -72,6 +72,11 @@ pub(super) fn judge_entry(
     let tasks_md = crate::speckit::own_tasks_md(plan);
     let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
     let mut verdict = outcome::judge_among(e.task, task, &report, own);
+    // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
+    // bounded again, since the file is the job's.
+    if let Some(Ok(c)) = found {
+        crate::said::heed(&mut verdict, &c.result.said.clone().checked());
+    }
     crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
@@ -89,6 +94,7 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     let refusal = broken
@@ -104,6 +110,7 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     // The reviewer's verdict, concluded by the seed's rules as locally.

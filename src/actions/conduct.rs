@@ -807,6 +807,9 @@ pub fn run(
             Some(Stop::Deadlock(engine::deadlock_message(pending))),
         ),
         Ending::Budget(why) => ("budget", Some(Stop::Budget(why))),
+        // Refused credentials: every task would fail the same way (the check run says which
+        // secret to fix).
+        Ending::Halted(why) => ("halted", Some(Stop::CircuitBreaker(why))),
         Ending::Done => {
             let stop = finalize::done_stop(&repo, &mut plan, &opts, &ui)?;
             repo.commit(

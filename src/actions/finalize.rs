@@ -222,6 +222,12 @@ pub fn run(
         }
         judged.push(j);
     }
+    // Refused credentials: every task would fail the same way, so nothing more is dispatched
+    // (the check run names the secret to fix).
+    let halted = judged.iter().find_map(|j| {
+        matches!(j.verdict.halt, Some(crate::said::Halt::Run { .. }))
+            .then(|| format!("task {}: {}", j.index, j.verdict.result))
+    });
     let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
     // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
     // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
@@ -254,6 +260,7 @@ pub fn run(
     }
 
     let stop = match end {
+        _ if halted.is_some() => halted.map(Stop::CircuitBreaker),
         // A part that leaves tasks of the round unresolved: the next part runs them.
         _ if !closed => None,
         // The numbers the breaker decided on: pending before this round's cascade, and what

@@ -214,7 +214,7 @@ pub(crate) fn observe_and_judge(
     all: crate::git::Changes,
     (plan_rel, tasks_md, log_rel): (&str, Option<&str>, &str),
     timeout: Duration,
-    (detail, usage_warning): (&str, Option<String>),
+    (detail, said, warnings): (&str, &crate::said::Said, Vec<String>),
 ) -> Result<Observed, crate::git::GitError> {
     let mut own = vec![plan_rel, log_rel];
     own.extend(tasks_md);
@@ -225,8 +225,10 @@ pub(crate) fn observe_and_judge(
     {
         verdict.result.push_str(detail);
     }
+    // What the agent CLI said: its failure in its words, what it refused, no retry.
+    crate::said::heed(&mut verdict, said);
     super::hooks::quiet_long_run(task, &mut verdict);
-    verdict.warnings.extend(usage_warning);
+    verdict.warnings.extend(warnings);
     Ok(Observed {
         report,
         verdict,
@@ -304,7 +306,7 @@ pub async fn run(
     }
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
-    let (usage, usage_warning) = reported_usage(&mut run);
+    let (usage, said, warnings) = reported_usage(&mut run);
     let detail = worker::failure_detail(&run, &input.worker);
     let question = super::hooks::long_run_output(
         (&input.task, input.attempt),
@@ -334,7 +336,7 @@ pub async fn run(
                 wt.changes()?,
                 (&plan_rel, tasks_md.as_deref(), &log_rel),
                 timeout,
-                (&detail, usage_warning),
+                (&detail, &said, warnings),
             )?;
             let mut patch = kept.patch;
             super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
@@ -401,15 +403,25 @@ pub async fn run(
     })))
 }
 
-/// Reads what the worker reported spending ([`crate::usage::gather`]); when its output was
-/// structured, replaces it with the text that stands for it. Returns the usage and, when the
-/// usage file was unusable, a warning.
-pub(crate) fn reported_usage(run: &mut worker::WorkerRun) -> (crate::usage::Usage, Option<String>) {
-    let (text, usage, warning) = crate::usage::gather(&run.stdout, run.usage.as_deref());
-    if let Some(text) = text {
+/// Reads what the worker reported spending ([`crate::usage::gather`], token-only CLIs priced
+/// with [`crate::prices::current`]) and what it said about how it ended (its structured
+/// output, else its exit: [`worker::classify`]); when its output was structured, replaces it
+/// with the text that stands for it. Returns the usage, what the CLI said, and warnings (an
+/// unusable usage file, a model without a price).
+pub(crate) fn reported_usage(
+    run: &mut worker::WorkerRun,
+) -> (crate::usage::Usage, crate::said::Said, Vec<String>) {
+    let g = crate::usage::gather(
+        &run.stdout,
+        &run.stderr_tail,
+        run.usage.as_deref(),
+        crate::prices::current(),
+    );
+    let said = g.said.or(worker::classify(run));
+    if let Some(text) = g.text {
         run.stdout = text;
     }
-    (usage, warning)
+    (g.usage, said, g.warnings)
 }
 
 /// The folder of kept attempt logs in the repository's common git directory.

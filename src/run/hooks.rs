@@ -474,7 +474,7 @@ pub(crate) async fn run_reviewer(
     };
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _) = crate::run::attempt::reported_usage(&mut run);
+    let (usage, _, _) = crate::run::attempt::reported_usage(&mut run);
     let parsed = match &run.exit {
         crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),

@@ -329,14 +329,18 @@ pub(crate) fn over_budget(plan: &Plan, opts: &RunOptions) -> Option<String> {
     opts.settings.max_cost?.exhausted(plan)
 }
 
-/// The run's end when the budget is spent: the summary, then what the budget bought.
+/// The run's end when the budget is spent (or an agent CLI stopped at its own spending
+/// limit, `why`): the summary, then what the budget bought.
 pub(crate) fn stop_for_budget(
     repo: &Repo,
     plan: &mut Plan,
     opts: &RunOptions,
     ui: &Ui,
+    why: String,
 ) -> Result<RunEnd, RunError> {
-    let why = over_budget(plan, opts).unwrap_or_default();
+    // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
+    // spending limit).
+    let why = over_budget(plan, opts).unwrap_or(why);
     let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
     ui.say(format!(
         "\nStopped: {why}. Run again with a higher --max-cost to go on."

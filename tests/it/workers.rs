@@ -473,6 +473,64 @@ fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
 }
 
+/// Issue 21 §4: a failure a retry cannot help is not retried — a usage error (the real
+/// message codex 0.169.0 gives `--full-auto`), exit 127 — and refused credentials (the real
+/// result object claude 2.1.328 prints for a 401) stop the run with exit 6, naming the
+/// secret; the task after them never starts.
+#[test]
+fn failures_no_retry_can_help_are_not_retried_and_refused_credentials_stop_the_run() {
+    let dir = repo(&["a.txt", "b.txt", "c.txt", "d.txt"]);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+    let (_w, cmd) = worker(&format!(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+0) cat '{usage}' >&2; exit 2 ;;
+1) exec no-such-agent-cli -p ;;
+2) cat '{auth}'; exit 1 ;;
+3) echo x > d.txt; echo 'COMPLETED: d' ;;
+esac"#,
+        usage = fixtures.join("codex-usage-error.stderr").display(),
+        auth = fixtures.join("claude-401.json").display(),
+    ));
+    let o = dagexec(dir.path())
+        .args(["run", "--jobs", "1", "--timeout", "20s", "--worker", &cmd])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(6), "{out}");
+    let plan = plan_of(dir.path());
+    let attempts = |i: usize| plan["tasks"][i]["attempts"].as_u64();
+    assert_eq!(
+        (attempts(0), attempts(1), attempts(2), attempts(3)),
+        (Some(1), Some(1), Some(1), None),
+        "{out}"
+    );
+    assert!(
+        result(&plan, 0).contains(
+            "— not retried: the agent CLI refused its command line (error: unexpected argument '--full-auto' found)"
+        ),
+        "{}",
+        result(&plan, 0)
+    );
+    assert!(
+        result(&plan, 1).contains("— not retried: the command was not found"),
+        "{}",
+        result(&plan, 1)
+    );
+    assert!(
+        result(&plan, 2).starts_with(
+            "claude: API error 401: Invalid API key · Fix external API key — not retried, and the run stops"
+        ),
+        "{}",
+        result(&plan, 2)
+    );
+    assert_eq!(plan["tasks"][3]["status"], "pending", "{out}");
+    assert!(
+        out.contains("Stopped: task 2: claude: API error 401")
+            && out.contains("set the secret ANTHROPIC_API_KEY"),
+        "{out}"
+    );
+}
+
 /// Issue 20 §4: a 900 KB `COMPLETED:` line was stored whole in the plan's result, its
 /// `completedTasks` and a 921 KB commit message. A result is clipped to 4 KiB with a marker;
 /// the whole line stays in the attempt's kept stdout.
