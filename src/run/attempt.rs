@@ -261,7 +261,7 @@ pub async fn run(
         wt.path().to_path_buf(),
         input.base.clone(),
         repo.clone(),
-        input.round,
+        (input.round, vec![input.plan_rel.clone(), log_rel.clone()]),
     );
     let stop = tokio::select! {
         stop = worker::run(&spec, &cancel) => stop,

@@ -180,16 +180,19 @@ fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
 /// Longest checkpoint file read while a worker runs; a bigger one is not kept.
 const MAX_CHECKPOINT_BYTES: u64 = 1 << 20;
 
-/// While a long-run worker works: each time its checkpoint file changes, keeps the commits it
-/// made since `base` and the checkpoint ([`crate::longrun::partial`]), so that a crash of the
-/// runner (or of the machine) loses no finished task of the plan. Read-only on the worker's
-/// tree. Never returns (for other tasks it waits forever): race it against the worker.
+/// While a long-run worker works: each time its checkpoint file changes, keeps the tree the
+/// checkpoint was written in — everything in it against `base`, committed or not, less
+/// `excluded` (the plan file, the work log) — and the checkpoint
+/// ([`crate::longrun::partial`]), so that a crash of the runner (or of the machine) loses no
+/// work the checkpoint describes: the next attempt is told to resume from it and starts from
+/// that tree. Read-only on the worker's tree and index. Never returns (for other tasks it
+/// waits forever): race it against the worker.
 pub(super) async fn watch_checkpoint(
     task: &Task,
     tree: std::path::PathBuf,
     base: String,
     repo: std::sync::Arc<crate::git::Repo>,
-    round: u32,
+    (round, excluded): (u32, Vec<String>),
 ) {
     let Some(rel) = checkpoint_rel(task).map(str::to_string) else {
         return std::future::pending().await;
@@ -210,17 +213,19 @@ pub(super) async fn watch_checkpoint(
             continue;
         }
         seen.clone_from(&now);
-        let (repo, tree, base, rel, store) = (
+        let (repo, tree, base, rel, store, excluded) = (
             repo.clone(),
             tree.clone(),
             base.clone(),
             rel.clone(),
             store.clone(),
+            excluded.clone(),
         );
         let checkpoint = now.map(|b| String::from_utf8_lossy(&b).into_owned());
         let kept = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let head = repo.head_of(&tree).map_err(|e| e.to_string())?;
-            let patch = repo.diff_commits(&base, &head).map_err(|e| e.to_string())?;
+            let patch = repo
+                .tree_changes(&tree, &base, &excluded)
+                .map_err(|e| e.to_string())?;
             store
                 .save(
                     &rel,
