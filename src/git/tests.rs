@@ -83,7 +83,10 @@ impl Fixture {
             run(&root, &["config", "user.name", "Test User"]);
             run(&root, &["config", "user.email", "test@localhost"]);
         }
-        let repo = Repo::discover(&root).unwrap();
+        let repo = Repo::discover(&root)
+            .unwrap()
+            .with_worktrees_home(&tmp.path().join("cache"))
+            .unwrap();
         Fixture { tmp, repo }
     }
 
@@ -116,7 +119,7 @@ impl Fixture {
     }
 
     pub(super) fn worktrees_dir(&self) -> PathBuf {
-        self.root().join(".git/dagexec/worktrees")
+        self.repo.worktrees_dir().to_path_buf()
     }
 
     /// The registered worktrees other than the main one.

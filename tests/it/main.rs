@@ -32,3 +32,4 @@ mod simulate;
 mod speckit;
 mod usage;
 mod workers;
+mod worktrees;
