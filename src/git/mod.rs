@@ -230,8 +230,12 @@ impl Repo {
                 folders.push(other);
             }
         }
+        let legacy = slots::legacy_dir(&self.common_dir);
         let mut removed = BTreeSet::new();
         for (i, folder) in folders.iter().enumerate() {
+            // In a folder found through the record (not derived from this repository, nor in
+            // its git directory), only what dagexec makes there is deleted.
+            let only_slots = i > 0 && *folder != legacy;
             let folder_real = real_path(folder);
             for path in &registered {
                 if real_path(path).parent() == Some(folder_real.as_path()) {
@@ -243,18 +247,20 @@ impl Repo {
                 Ok(entries) => {
                     for entry in entries {
                         let entry = entry.map_err(io_error("list", folder))?;
-                        if entry.file_name() == slots::MARKER {
+                        let name = entry.file_name();
+                        let ours = name.to_string_lossy().starts_with("slot-");
+                        if name == slots::MARKER || (only_slots && !ours) {
                             continue;
                         }
                         remove_any(&entry.path())?;
-                        removed.insert((i, Some(entry.file_name())));
+                        removed.insert((i, Some(name)));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error("list", folder)(e)),
             }
             if i > 0 {
-                remove_any(folder)?;
+                slots::remove_if_empty(folder);
             }
         }
         // The home's folders of repositories that are gone.
@@ -268,7 +274,12 @@ impl Repo {
                     && slots::orphaned(&path)
                 {
                     tracing::info!(path = %path.display(), "removing the worktrees of a repository that is gone");
-                    remove_any(&path)?;
+                    for e in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                        if e.file_name().to_string_lossy().starts_with("slot-") {
+                            remove_any(&e.path())?;
+                        }
+                    }
+                    slots::remove_if_empty(&path);
                 }
             }
         }

@@ -148,6 +148,22 @@ pub(super) fn orphaned(dir: &Path) -> bool {
     })
 }
 
+/// Deletes the folder `dir` when it holds nothing but its marker (else leaves it as it is).
+pub(super) fn remove_if_empty(dir: &Path) {
+    let only_marker = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().all(|e| e.file_name() == MARKER))
+        .unwrap_or(false);
+    if only_marker {
+        let _ = std::fs::remove_file(dir.join(MARKER));
+        let _ = std::fs::remove_dir(dir);
+    } else {
+        tracing::debug!(
+            "left {}: it holds more than dagexec's worktrees",
+            dir.display()
+        );
+    }
+}
+
 /// `<name>-<id>`: the repository's directory name (letters, digits, `.`, `_`, `-`; at most 40)
 /// and 16 hex digits of a hash of the common directory's path.
 pub(super) fn folder_name(common_dir: &Path) -> String {

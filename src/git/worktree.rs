@@ -67,6 +67,24 @@ impl Worktree {
         Ok(())
     }
 
+    /// Moves the worktree to `name` in the same folder (`git worktree move`): a process that
+    /// knows the old path but holds nothing in the tree can no longer reach it. Refused by git
+    /// for a tree with submodules.
+    pub fn move_to(&mut self, name: &str) -> Result<(), GitError> {
+        super::paths::check_name(name)?;
+        let parent = self.path.parent().unwrap_or(Path::new("/"));
+        let to = parent.join(name);
+        let _admin = super::worktree_admin();
+        git(&self.root, "worktree move")
+            .args(["worktree", "move"])
+            .arg(&self.path)
+            .arg(&to)
+            .run()?;
+        self.path = to;
+        name.clone_into(&mut self.name);
+        Ok(())
+    }
+
     /// Why the tree is not exactly a clean checkout of its base, if it is not: `HEAD` elsewhere,
     /// or any path `git status` lists — modified, staged, untracked or ignored. `None` when it
     /// is exactly the base.

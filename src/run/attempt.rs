@@ -50,8 +50,9 @@ pub use crate::exec::Judged;
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
 /// instead of being removed and checked out again (checkout time grows with the tree) — only
-/// when no process still holds anything in it and the reset left exactly the base
-/// ([`reusable`]); otherwise it is removed and the next attempt gets a new tree at a new path.
+/// when no process still holds anything in it, and moved to a new path ([`reusable`]);
+/// otherwise it is removed and the next attempt gets a new tree. No two attempts work at one
+/// path.
 /// Whatever is left when the run ends is removed on drop.
 #[derive(Debug, Default)]
 pub struct Pool {
@@ -64,9 +65,14 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A worktree at `base`: a pooled one when it is proven quiet and, after the reset, exactly
-    /// the base ([`reusable`]); else a new one, at a path no earlier attempt or run used.
+    /// A worktree at `base`, at a path no earlier attempt or run used: a pooled one moved
+    /// there when it is proven quiet and, after the reset, exactly the base ([`reusable`]);
+    /// else a new one.
     fn acquire(&self, repo: &Repo, base: &str) -> Result<Worktree, crate::git::GitError> {
+        let n = self
+            .created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("slot-{}-{n}", run_id());
         loop {
             let reused = self
                 .free
@@ -74,19 +80,16 @@ impl Pool {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .pop();
             let Some(mut wt) = reused else { break };
-            match reusable(&mut wt, base) {
+            match reusable(&mut wt, base, &name) {
                 Ok(()) => return Ok(wt),
-                // Dropped: removed, and its path never used again.
+                // Dropped: removed.
                 Err(why) => tracing::debug!(
                     "not reusing the worktree {}: {why}; making a new one",
                     wt.path().display()
                 ),
             }
         }
-        let n = self
-            .created
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        retry_git(|| repo.add_worktree(base, &format!("slot-{}-{n}", run_id())))
+        retry_git(|| repo.add_worktree(base, &name))
     }
 
     /// Keeps the record of an attempt Ctrl-C stopped.
@@ -138,11 +141,12 @@ impl Pool {
     }
 }
 
-/// Whether a pooled worktree may serve the next attempt: no process holds anything in it
-/// ([`crate::procs::inside`]: an escaped process of an earlier attempt would keep writing into
-/// it), and after the reset to `base` it is exactly `base`, untracked and ignored files
-/// included.
-fn reusable(wt: &mut Worktree, base: &str) -> Result<(), String> {
+/// Whether a pooled worktree may serve the next attempt, made ready for it: no process holds
+/// anything in it ([`crate::procs::inside`]: an escaped process of an earlier attempt would
+/// keep writing into it); then it moves to the new path `name` (a process that only knows the
+/// old path writes nowhere), and after the reset to `base` it must be exactly `base`,
+/// untracked and ignored files included.
+fn reusable(wt: &mut Worktree, base: &str, name: &str) -> Result<(), String> {
     match crate::procs::inside(wt.path()) {
         None => return Err("no /proc to tell whether a process still works in it".into()),
         Some(h) if !h.is_empty() => {
@@ -151,6 +155,7 @@ fn reusable(wt: &mut Worktree, base: &str) -> Result<(), String> {
         }
         Some(_) => {}
     }
+    wt.move_to(name).map_err(|e| e.to_string())?;
     wt.reset_to(base).map_err(|e| e.to_string())?;
     match wt.differs_from_base() {
         Ok(None) => Ok(()),

@@ -240,6 +240,54 @@ esac"#,
     );
 }
 
+/// An escaped process that holds nothing in its tree (it left for `/`) but knows the tree's
+/// path, and writes there later: the next attempt's tree is never at that path.
+#[test]
+fn a_process_that_only_knows_an_earlier_trees_path_cannot_write_into_a_later_attempts_tree() {
+    let dir = repo(&plan(&[("a.txt", &[]), ("b.txt", &[0])]), &[]);
+    let cache = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (path, escaped, go, wrote) = (
+        out.path().join("path"),
+        out.path().join("escaped"),
+        out.path().join("go"),
+        out.path().join("wrote"),
+    );
+    let escapee = out.path().join("escapee.sh");
+    std::fs::write(
+        &escapee,
+        format!(
+            "cd /\ntouch '{}'\n{}\np=$(cat '{}')\necho stray > \"$p/stray.txt\"\ntouch '{}'\n",
+            escaped.display(),
+            wait_sh(&go),
+            path.display(),
+            wrote.display()
+        ),
+    )
+    .unwrap();
+    let (_w, cmd) = worker(&format!(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+0) echo a > a.txt; pwd -P > '{path}'
+   setsid env -i /bin/sh '{escapee}' </dev/null >/dev/null 2>&1 &
+   {wait_escaped}
+   echo "COMPLETED: a";;
+1) touch '{go}'; {wait}; echo b > b.txt; echo "COMPLETED: b";;
+esac"#,
+        path = path.display(),
+        escapee = escapee.display(),
+        wait_escaped = wait_sh(&escaped),
+        go = go.display(),
+        wait = wait_sh(&wrote),
+    ));
+    let o = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(wrote.exists(), "the escaped process ran to its end: {log}");
+    let files = committed_files(dir.path());
+    assert!(!files.contains("stray.txt"), "{files}\n{log}");
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
+
 /// kill -9 of dagexec while a worker runs: the worker lives on, and writes (by its absolute
 /// path, as agent CLIs do) into the tree it was given, after the next run has started. The
 /// next run resumes, finds and removes the old worktree, and never gives its own attempts a
