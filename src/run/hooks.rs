@@ -198,6 +198,9 @@ pub(super) async fn watch_checkpoint(
         return std::future::pending().await;
     };
     let store = Store::new(repo.common_dir());
+    // Closed when this watch is dropped (the worker ended): a snapshot still being taken then
+    // is not kept, so it never replaces what the judged attempt keeps ([`keep_partial`]).
+    let gate = Gate(std::sync::Arc::new(Mutex::new(false)));
     let path = tree.join(&rel);
     let read = |p: &Path| -> Option<Vec<u8>> {
         let meta = std::fs::symlink_metadata(p).ok()?;
@@ -213,19 +216,24 @@ pub(super) async fn watch_checkpoint(
             continue;
         }
         seen.clone_from(&now);
-        let (repo, tree, base, rel, store, excluded) = (
+        let (repo, tree, base, rel, store, excluded, closed) = (
             repo.clone(),
             tree.clone(),
             base.clone(),
             rel.clone(),
             store.clone(),
             excluded.clone(),
+            gate.0.clone(),
         );
         let checkpoint = now.map(|b| String::from_utf8_lossy(&b).into_owned());
         let kept = tokio::task::spawn_blocking(move || -> Result<(), String> {
             let patch = repo
                 .tree_changes(&tree, &base, &excluded)
                 .map_err(|e| e.to_string())?;
+            let closed = lock(&closed);
+            if *closed {
+                return Err("the worker has ended".into());
+            }
             store
                 .save(
                     &rel,
@@ -243,6 +251,15 @@ pub(super) async fn watch_checkpoint(
             Ok(Err(e)) => tracing::debug!("the checkpoint could not be kept yet: {e}"),
             Err(e) => tracing::debug!("keeping the checkpoint panicked: {e}"),
         }
+    }
+}
+
+/// Closes a checkpoint watch's snapshots when dropped (waiting for one being saved).
+struct Gate(std::sync::Arc<Mutex<bool>>);
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        *lock(&self.0) = true;
     }
 }
 

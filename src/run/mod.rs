@@ -241,6 +241,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
     let prompts = repo.common_dir().join("dagexec").join("prompts");
     let _ = crate::fsx::remove_all(repo.common_dir(), &prompts);
+    // The temporary indexes of long-run snapshots a killed run was taking.
+    let state = repo.common_dir().join("dagexec");
+    for e in std::fs::read_dir(&state).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("snapshot-") {
+            let _ = crate::fsx::remove_all(repo.common_dir(), &e.path());
+        }
+    }
     crate::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
         path: prompts.clone(),
         source: e.into(),
