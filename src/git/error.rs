@@ -62,7 +62,7 @@ pub enum GitError {
         detail: String,
     },
     /// The worktrees folder named by the settings lies inside the work tree.
-    #[error("the worktrees folder {} is inside the repository's work tree {}: the project's own tools (test runners, workspaces, file watchers) would see every worker's copy, and `git add -A` would take them; name a folder outside it", dir.display(), root.display())]
+    #[error("the worktrees folder {} is inside the repository's work tree {}: the project's own tools (test runners, workspaces, file watchers) would see every worker's copy, and `git add -A` would take them", dir.display(), root.display())]
     WorktreesInWorkTree { dir: PathBuf, root: PathBuf },
     /// The repository's worktrees folder is claimed by another repository.
     #[error("the worktrees folder {} belongs to another repository ({other}, named in its `repository` file); dagexec never shares it: set DAGEXEC_WORKTREES to another folder, or delete this one if that repository is gone", dir.display())]

@@ -84,7 +84,7 @@ impl RunError {
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
             RunError::Write { .. } => "Check the permissions of .design/.".into(),
-            RunError::Worktrees { .. } => "Unset it to use the user's cache (see README, \"Configuration\").".into(),
+            RunError::Worktrees { .. } => "Name a folder outside the repository's work tree, or unset it: the worktrees then go to $XDG_CACHE_HOME (else ~/.cache)/dagexec/worktrees.".into(),
             RunError::StateDeleted { .. } => "Every round committed so far is kept: run `dagexec run` again and it resumes from there (tasks that were in progress start again).".into(),
             RunError::Other(_) => String::new(),
         }
