@@ -9,6 +9,11 @@
 //! The limit: a process that both leaves the group *and* drops the tag from its environment
 //! (`setsid env -i …`), or that runs as another user, cannot be told apart from the user's own
 //! processes and is left alone. Elsewhere than Linux only the group is killed.
+//!
+//! A tag starts with the pid of the dagexec process that made it, so the next run after a
+//! `kill -9` stops what the dead one left ([`kill_left_by`]); and [`inside`] finds the
+//! processes that still hold anything in a directory — how a worktree is proven quiet before
+//! another attempt gets it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,9 +61,34 @@ pub fn kill_all(pgid: Option<Pid>, tag: &str) -> usize {
     killed
 }
 
+/// SIGKILLs every process still carrying a tag of the dagexec process `pid` — one that is gone
+/// (a `kill -9`, a crash): the workers, checks and reviewers it left running, which would
+/// otherwise go on working (and spending) for nobody. Returns how many it killed.
+pub fn kill_left_by(pid: i32) -> usize {
+    let prefix = format!("{TAG_VAR}={pid}-");
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let found = matching(|entry| entry.starts_with(prefix.as_bytes()));
+        if found.is_empty() {
+            break;
+        }
+        for p in found {
+            if kill(p, Signal::SIGKILL).is_ok() {
+                killed.insert(p);
+            }
+        }
+    }
+    killed.len()
+}
+
 /// The live processes (not zombies, not this one) whose environment holds `needle` exactly as
 /// one `KEY=value` entry.
 fn tagged(needle: &[u8]) -> Vec<Pid> {
+    matching(|entry| entry == needle)
+}
+
+/// The live processes (not zombies, not this one) with an environment entry `wanted` accepts.
+fn matching(wanted: impl Fn(&[u8]) -> bool) -> Vec<Pid> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -70,7 +100,7 @@ fn tagged(needle: &[u8]) -> Vec<Pid> {
         .filter(|&pid| {
             // A zombie's environ reads empty; another user's fails: both are skipped.
             std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|entry| entry == needle))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(&wanted))
         })
         .filter_map(|pid| i32::try_from(pid).ok().map(Pid::from_raw))
         .collect()
@@ -212,6 +242,36 @@ mod tests {
         }
         child.kill().expect("kill");
         child.wait().expect("reaped");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn what_a_dead_run_left_is_found_by_its_pid_and_nothing_else() {
+        // Tags of a dagexec process 999999937 (no such pid runs here) and of a similar one.
+        let spawn = |tag: &str| {
+            Command::new("sleep")
+                .arg("60")
+                .env(TAG_VAR, tag)
+                .spawn()
+                .expect("sleep starts")
+        };
+        let mut left = spawn("999999937-4");
+        let mut other = spawn("9999999370-4");
+        let pid = Pid::from_raw(i32::try_from(left.id()).unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !tagged(format!("{TAG_VAR}=999999937-4").as_bytes()).contains(&pid) {
+            assert!(std::time::Instant::now() < deadline, "never tagged");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(kill_left_by(999_999_937), 1);
+        let status = left.wait().expect("reaped");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        assert!(other.try_wait().expect("waits").is_none(), "not its tag");
+        other.kill().expect("kill");
+        other.wait().expect("reaped");
     }
 
     #[test]

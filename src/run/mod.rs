@@ -133,6 +133,16 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         ui.say(format!(
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
+        let stopped = if pid > 0 {
+            crate::procs::kill_left_by(pid)
+        } else {
+            0
+        };
+        if stopped > 0 {
+            ui.say(format!(
+                "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
+            ));
+        }
     }
     resume::recover(&repo, ui)?;
     let pruned = attempt::retry_git(|| repo.prune_worktrees())?;

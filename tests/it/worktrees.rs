@@ -288,66 +288,97 @@ esac"#,
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
 
-/// kill -9 of dagexec while a worker runs: the worker lives on, and writes (by its absolute
-/// path, as agent CLIs do) into the tree it was given, after the next run has started. The
-/// next run resumes, finds and removes the old worktree, and never gives its own attempts a
-/// tree at a path the dead run's processes know.
+/// Whether process `pid` is still running (a zombie is not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
+}
+
+/// kill -9 of dagexec while a worker runs. The next run takes over: it stops the worker the
+/// dead run left (it carries the dead run's tag), and a process that escaped with a cleared
+/// environment — which writes (by its absolute path, as agent CLIs do) into the tree it was
+/// given after the next run started — reaches nothing: the old worktree is found and removed,
+/// and no new one is made at its path.
 #[test]
 fn kill_9_mid_round_then_resume_in_the_cache_location() {
     let dir = repo(&plan(&[("a.txt", &[]), ("b.txt", &[])]), &[]);
     let cache = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let (started, go, wrote) = (
-        out.path().join("started"),
-        out.path().join("go"),
-        out.path().join("wrote"),
-    );
+    let o = |name: &str| out.path().join(name);
+    let escapee = o("escapee.sh");
+    std::fs::write(
+        &escapee,
+        format!(
+            "touch '{}'\n{}\necho late > \"$1/late.txt\"\ntouch '{}'\n",
+            o("escaped").display(),
+            wait_sh(&o("go")),
+            o("wrote").display()
+        ),
+    )
+    .unwrap();
     let (_w, cmd) = worker(&format!(
         r#"f=$(sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE")
 if [ "$f" = a.txt ] && [ ! -e '{started}' ]; then
-  pwd -P > '{out}/first-cwd'; here=$(pwd -P); touch '{started}'
+  pwd -P > '{out}/first-cwd'; echo $$ > '{out}/worker-pid'
+  setsid env -i /bin/sh '{escapee}' "$(pwd -P)" </dev/null >/dev/null 2>&1 &
+  {wait_escaped}
   exec >/dev/null 2>&1 # its runner is about to die: no SIGPIPE from a closed pipe
-  {wait_go}; echo late > "$here/late.txt"; touch '{wrote}'; exit 1
+  touch '{started}'
+  i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; exit 1
 fi
 if [ "$f" = a.txt ]; then touch '{go}'; {wait_wrote}; fi
 echo x > "$f"; echo "COMPLETED: $f""#,
-        started = started.display(),
-        go = go.display(),
-        wrote = wrote.display(),
+        started = o("started").display(),
+        go = o("go").display(),
         out = out.path().display(),
-        wait_go = wait_sh(&go),
-        wait_wrote = wait_sh(&wrote),
+        escapee = escapee.display(),
+        wait_escaped = wait_sh(&o("escaped")),
+        wait_wrote = wait_sh(&o("wrote")),
     ));
     let mut child = run_cmd(dir.path(), cache.path(), &cmd)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_file(&started);
+    wait_file(&o("started"));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
     child.wait().unwrap();
-    let first = std::fs::read_to_string(out.path().join("first-cwd")).unwrap();
-    let first = PathBuf::from(first.trim());
+    let first = PathBuf::from(std::fs::read_to_string(o("first-cwd")).unwrap().trim());
     assert!(
         first.starts_with(cache.path().canonicalize().unwrap()),
         "{}",
         first.display()
     );
     assert!(first.exists(), "the killed run's worktree is still there");
-    let o = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let orphan: i32 = std::fs::read_to_string(o("worker-pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(running(orphan), "the killed run's worker lives on");
+    let run = run_cmd(dir.path(), cache.path(), &cmd).output().unwrap();
+    let log = text(&run);
+    assert_eq!(run.status.code(), Some(0), "{log}");
     assert!(
         log.contains("Removed 1 worktree(s) left by an interrupted run."),
         "{log}"
     );
+    // The worker, its `sh -c`, and a `sleep` when one is running.
     assert!(
-        wrote.exists(),
-        "the dead run's worker wrote its late file: {log}"
+        log.contains("Stopped ") && log.contains(" process(es) it left running"),
+        "{log}"
+    );
+    assert!(!running(orphan), "the dead run's worker was stopped");
+    assert!(
+        o("wrote").exists(),
+        "the escaped process wrote its late file: {log}"
     );
     let files = committed_files(dir.path());
     assert!(
