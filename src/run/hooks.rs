@@ -14,9 +14,10 @@
 //! only: after an interruption the retry starts fresh. A long-run worker that stops to ask
 //! keeps its work: it is committed with the round, and the attempt after the answer resumes
 //! from its checkpoint. A long-run attempt that fails leaves its work and checkpoint for the
-//! next attempt, and while a long-run worker runs its commits and checkpoint are kept as they
-//! appear, for a crash ([`crate::longrun::partial`]): the next attempt resumes "from the
-//! failed task", as the seed re-spawns it.
+//! next attempt, and while a long-run worker runs, each checkpoint it writes is kept with the
+//! tree it was written in (its commits and its uncommitted work), for a crash
+//! ([`crate::longrun::partial`]): the next attempt resumes "from the failed task", in that
+//! tree, as the seed re-spawns it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
