@@ -678,3 +678,78 @@ fn paths_into_git_are_refused_however_written() {
         );
     }
 }
+
+#[test]
+fn tree_changes_take_commits_and_uncommitted_work_without_touching_the_index() {
+    let f = Fixture::new();
+    let base = f.repo.head().unwrap();
+    let wt = f.repo.add_worktree(&base, "worker").unwrap();
+    // Task 1 committed; task 2's work staged, modified, untracked; an ignored build file.
+    write(wt.path(), "one.txt", "task 1\n");
+    run(wt.path(), &["add", "one.txt"]);
+    run(
+        wt.path(),
+        &[
+            "-c",
+            "user.name=w",
+            "-c",
+            "user.email=w@x",
+            "commit",
+            "-qm",
+            "t1",
+        ],
+    );
+    write(wt.path(), "staged.txt", "staged\n");
+    run(wt.path(), &["add", "staged.txt"]);
+    write(wt.path(), "mod.txt", "changed, not staged\n");
+    write(wt.path(), "new/untracked.txt", "untracked\n");
+    write(wt.path(), "build/out.bin", "ignored\n");
+    write(wt.path(), ".design/worker-0.log", "log\n");
+    let index = run(wt.path(), &["rev-parse", "--git-path", "index"]);
+    let index = wt.path().join(index.trim());
+    // (status may refresh the index: before the bytes are taken.)
+    let status_before = run(wt.path(), &["status", "--porcelain"]);
+    let before = fs::read(&index).unwrap();
+
+    let patch = f
+        .repo
+        .tree_changes(wt.path(), &base, &[".design/worker-0.log".to_string()])
+        .unwrap();
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        before,
+        "the worker's index untouched"
+    );
+    assert_eq!(run(wt.path(), &["status", "--porcelain"]), status_before);
+    assert!(
+        f.repo
+            .common_dir()
+            .join("dagexec")
+            .read_dir()
+            .unwrap()
+            .all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("snapshot-")),
+        "the temporary index is gone"
+    );
+    // Applied to a fresh tree at the base, it is the worker's tree less the ignored and
+    // excluded files.
+    let fresh = f.repo.add_worktree(&base, "fresh").unwrap();
+    fresh.apply(&patch).unwrap();
+    for (path, text) in [
+        ("one.txt", "task 1\n"),
+        ("staged.txt", "staged\n"),
+        ("mod.txt", "changed, not staged\n"),
+        ("new/untracked.txt", "untracked\n"),
+    ] {
+        assert_eq!(
+            fs::read_to_string(fresh.path().join(path)).unwrap(),
+            text,
+            "{path}"
+        );
+    }
+    assert!(!fresh.path().join("build/out.bin").exists());
+    assert!(!fresh.path().join(".design/worker-0.log").exists());
+}
