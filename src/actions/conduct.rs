@@ -209,6 +209,7 @@ impl Remote<'_> {
             round: &r,
             inputs: self.inputs,
             ui: self.ui,
+            schedule: crate::engine::Schedule::Eager,
         };
         ending.finish(plan, &self.links, stop, false, None)
     }
@@ -522,7 +523,14 @@ pub fn run(
                     remote.started.elapsed().as_secs()
                 )),
             )));
-            summary(ctx, &plan, round_no, &remote.links, &ui)?;
+            summary(
+                ctx,
+                &plan,
+                round_no,
+                &remote.links,
+                &ui,
+                inputs.max_parallel,
+            )?;
             return Ok(Finalized {
                 conclusion: "handover".into(),
                 pr: published.pr,
@@ -566,7 +574,14 @@ pub fn run(
     if published.stale {
         return Ok(finalize::stale(published));
     }
-    summary(ctx, &plan, round_no, &remote.links, &ui)?;
+    summary(
+        ctx,
+        &plan,
+        round_no,
+        &remote.links,
+        &ui,
+        inputs.max_parallel,
+    )?;
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr: published.pr,
@@ -585,6 +600,7 @@ fn summary(
     round: u32,
     links: &Links,
     ui: &Ui,
+    max_parallel: usize,
 ) -> Result<(), ActionError> {
     let events = ui.activity();
     let ended: std::collections::BTreeSet<usize> = events
@@ -602,6 +618,11 @@ fn summary(
         links,
         &[],
         &events,
+        crate::timeline::Ran {
+            schedule: crate::engine::Schedule::Eager,
+            place: crate::simulate::Place::Actions,
+            slots: max_parallel,
+        },
     ))?;
     Ok(())
 }

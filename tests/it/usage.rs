@@ -341,3 +341,62 @@ echo x > a.txt; echo "COMPLETED: made a.txt""#,
         assert_eq!(r[0]["inputTokens"], json!(4420), "{schedule}: {r:?}");
     }
 }
+
+/// `dagexec status --gantt` after a run: the recorded attempts as a chart (a failed attempt
+/// `▒`, a completed one `█`), simulate's prediction for the schedule `run` uses, and the two
+/// wall times side by side; before any attempt, a line saying there is nothing to chart.
+#[test]
+fn status_gantt_draws_the_recorded_attempts_beside_the_prediction() {
+    let dir = repo(&plan(&["a.txt", "b.txt"]), &[]);
+    let none = dagexec(dir.path())
+        .args(["status", "--gantt"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&none).contains("No attempt is recorded yet"),
+        "{}",
+        text(&none)
+    );
+    // Task 0 fails its first attempt (a second long: records keep whole seconds), then
+    // completes; task 1 completes at once.
+    let (_w, cmd) = worker(
+        r#"f=$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )
+if [ "$DAGEXEC_TASK_INDEX" = 0 ] && [ "$DAGEXEC_ATTEMPT" = 1 ]; then sleep 1; echo 'FAILED: not yet'; exit 0; fi
+echo x > "$f"; echo 'COMPLETED: made'"#,
+    );
+    let o = run(dir.path(), &cmd, &["--jobs", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = dagexec(dir.path())
+        .env("DAGEXEC_JOBS", "2")
+        .args(["status", "--gantt", "--width", "70"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("\nactual: "), "{out}");
+    assert!(out.contains(", 3 attempt(s)  (█ completed"), "{out}");
+    let row = |task: &str| {
+        out.lines()
+            .find(|l| l.starts_with(task))
+            .unwrap_or_else(|| panic!("no row {task:?} in {out}"))
+            .to_string()
+    };
+    assert!(row("0 make a.txt").contains('▒'), "{out}");
+    assert!(row("0 make a.txt").contains('█'), "{out}");
+    assert!(!row("1 make b.txt").contains('▒'), "{out}");
+    assert!(
+        out.contains("predicted by `dagexec simulate`:\nrounds locally: "),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "(`dagexec simulate`: rounds locally on 2 worker(s); each task's time as recorded)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("predicted ") && l.contains(" · actual ")),
+        "{out}"
+    );
+}
