@@ -49,8 +49,6 @@ pub(crate) struct RoundBuild {
     entries: Vec<BatchEntry>,
     /// Tasks whose changes are in the index, with the paths they touch.
     applied: Vec<(usize, BTreeSet<String>)>,
-    /// Whether an attempt asked a question (committed even when nothing else is).
-    questions: bool,
 }
 
 impl RoundBuild {
@@ -62,7 +60,6 @@ impl RoundBuild {
             results: Vec::new(),
             entries: Vec::new(),
             applied: Vec::new(),
-            questions: false,
         }
     }
 
@@ -108,7 +105,6 @@ impl RoundBuild {
         let theirs: BTreeMap<String, String> = repo.uncommitted(&touched)?.into_iter().collect();
         for j in judged {
             super::hooks::record(plan, j);
-            self.questions |= j.question.is_some();
             let mut status = j.verdict.status;
             let mut result = j.verdict.result.clone();
             let users = |j: &Judged| -> Vec<String> {
@@ -275,8 +271,7 @@ impl RoundBuild {
             accepted: _,
             mut results,
             mut entries,
-            applied,
-            questions,
+            applied: _,
         } = self;
         results.sort_by_key(|r| r.index);
         entries.sort_by_key(|e| e.plan_index);
@@ -297,21 +292,15 @@ impl RoundBuild {
         let report = update::apply_round(plan, dag, &results, &notes);
         plan.progress.extra.insert("round".into(), round.into());
         save(plan, opts)?;
-        let completed: Vec<usize> = applied.iter().map(|(i, _)| *i).collect();
-        let files = outcome::completed_files(plan, &completed);
-        let something = !files.create.is_empty()
-            || !files.modify.is_empty()
-            || applied.iter().any(|(_, touched)| !touched.is_empty());
-        // A Spec Kit plan's tasks.md, ticked: a completed task that changed no file still
-        // commits.
+        // A Spec Kit plan's tasks.md, ticked.
         let ticked = super::hooks::tasks_md(plan, opts)?;
-        let something = something || !ticked.is_empty();
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
-        // A question is committed even when nothing else is: the branch is the state a later
-        // run (or the Action) reads it from.
-        if something || questions {
+        // The plan is committed with every round, also when no task completed or changed a
+        // file: its attempt records and spend, its failures and questions are the state a
+        // later run (or the Action) reads from the branch.
+        {
             let mut own = ticked;
             own.extend(super::hooks::state_md(plan, opts)?);
             own.push(opts.plan_rel.clone());

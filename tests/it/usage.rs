@@ -400,3 +400,31 @@ echo x > "$f"; echo 'COMPLETED: made'"#,
         "{out}"
     );
 }
+
+/// A round where no task completes still commits the plan: its attempt records and spend (and
+/// the failures) are on the branch, as the README promises for every round.
+#[test]
+fn a_round_where_nothing_completes_commits_its_attempt_records() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt"]), &[]);
+        let (_w, cmd) =
+            worker(r#"printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'FAILED: cannot'"#);
+        let o = run(dir.path(), &cmd, &["--jobs", "1", "--schedule", schedule]);
+        let out = text(&o);
+        assert_ne!(o.status.code(), Some(0), "{schedule}: {out}");
+        let saved = plan_of(dir.path());
+        assert_eq!(records(&saved, 0).len(), 3, "{schedule}: {out}");
+        let committed: Value =
+            serde_json::from_str(&git(dir.path(), &["show", "HEAD:.design/plan.json"])).unwrap();
+        assert_eq!(
+            committed["progress"]["dagexecAttempts"], saved["progress"]["dagexecAttempts"],
+            "{schedule}: the records are not committed\n{out}"
+        );
+        assert_eq!(committed["tasks"][0]["status"], "failed", "{schedule}");
+        let subject = git(dir.path(), &["log", "-1", "--format=%s"]);
+        assert!(
+            subject.starts_with("dagexec: round 1"),
+            "{schedule}: {subject}"
+        );
+    }
+}
