@@ -390,7 +390,8 @@ fn tasks_sharing_a_file_run_in_sequential_groups_of_one_round() {
             Event::RoundStarted {
                 round: 1,
                 tasks: vec![0, 1, 2],
-                groups: vec![vec![0, 2], vec![1]]
+                groups: vec![vec![0, 2], vec![1]],
+                slots: 4,
             },
             Event::GroupStarted {
                 group: 2,

@@ -240,6 +240,22 @@ f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo 
             out.contains("Stopped: the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
             "{schedule}: {out}"
         );
+        // The display says what really starts: one task at a time, the third never.
+        assert!(!out.contains("starting 3 task(s)"), "{schedule}: {out}");
+        if schedule == "rounds" {
+            assert!(
+                out.contains("Round 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)"),
+                "{out}"
+            );
+        }
+        assert!(out.contains("starting task(s) 1\n"), "{schedule}: {out}");
+        assert!(!out.contains("starting task(s) 2"), "{schedule}: {out}");
+        if schedule == "rounds" {
+            assert!(
+                out.contains("the budget is spent: task(s) 2 not started (they stay pending)"),
+                "{out}"
+            );
+        }
         let p = plan_of(dir.path());
         let statuses: Vec<_> = p["tasks"]
             .as_array()
