@@ -344,6 +344,7 @@ pub async fn run(
         &mut verdict,
         &patch,
         &touched,
+        repo.common_dir(),
         &cancel,
     )
     .await;

@@ -444,3 +444,37 @@ fn a_round_where_nothing_completes_commits_its_attempt_records() {
         );
     }
 }
+
+/// A reviewer's stdout (as it printed it, structured or not) and stderr are kept beside the
+/// attempt's own logs, as `task-N-attempt-K.review.{stdout,stderr}`, and listed by
+/// `dagexec status`.
+#[test]
+fn a_reviewers_output_is_kept_beside_the_attempts_logs() {
+    let dir = repo(&plan(&["a.txt"]), &[]);
+    let (_w, cmd) = worker(r#"echo x > a.txt; echo "COMPLETED: made a.txt""#);
+    let (_r, reviewer) = worker(&format!(
+        "cat > /dev/null\necho 'reviewer says hi on stderr' >&2\nprintf '%s\\n' '{}'",
+        claude_json("APPROVED\nsummary: a.txt is there")
+    ));
+    let o = run(dir.path(), &cmd, &["--reviewer", &reviewer]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let logs = dir.path().join(".git/dagexec/logs");
+    let read = |name: &str| {
+        std::fs::read_to_string(logs.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    assert!(
+        read("task-0-attempt-1.review.stdout").contains("\"total_cost_usd\""),
+        "the raw structured output is kept"
+    );
+    assert_eq!(
+        read("task-0-attempt-1.review.stderr"),
+        "reviewer says hi on stderr\n"
+    );
+    assert!(read("task-0-attempt-1.stdout").contains("COMPLETED: made a.txt"));
+    let status = dagexec(dir.path()).args(["status"]).output().unwrap();
+    let shown = text(&status);
+    assert!(
+        shown.contains("  task 0: attempt 1 (stdout, stderr, review.stderr, review.stdout)"),
+        "{shown}"
+    );
+}
