@@ -2,7 +2,8 @@
 //! by status, links), the job summary of each round, and the `dagexec` check run's summary
 //! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
 //! are recorded ([`crate::usage`]), the progress table has Time and Cost columns and a total
-//! line follows it. Pure; snapshot-tested.
+//! line follows it, and the body and the job summary have a timeline ([`timeline`]: the
+//! attempts as a Mermaid gantt, beside `dagexec simulate`'s prediction). Pure; snapshot-tested.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -186,6 +187,9 @@ pub fn activity(events: &[crate::events::Stamped], last: usize) -> String {
 /// GitHub refuses a pull request body longer than this many characters.
 pub const BODY_LIMIT: usize = 65_536;
 
+/// Plans with more tasks get the actual time without the prediction beside it.
+pub const PREDICT_MAX_TASKS: usize = 5_000;
+
 /// The run's timeline (Markdown) once attempts are recorded: the actual run beside what
 /// `dagexec simulate` predicts for the schedule that ran (`ran`), then the Mermaid chart of
 /// the attempts ([`crate::timeline`]: at most [`crate::timeline::MERMAID_BARS`] bars, the
@@ -194,7 +198,11 @@ pub fn timeline(plan: &Plan, ran: crate::timeline::Ran) -> String {
     let Some(actual) = crate::timeline::actual(plan) else {
         return String::new();
     };
-    let predicted = crate::timeline::predicted(plan, ran);
+    // Simulating every schedule of a very large plan in each job would cost more than the
+    // line is worth: `dagexec simulate` gives it.
+    let predicted = (plan.tasks.len() <= PREDICT_MAX_TASKS)
+        .then(|| crate::timeline::predicted(plan, ran))
+        .flatten();
     format!(
         "### Timeline\n\n{}.\n\n{}",
         crate::timeline::versus(&actual, predicted.as_ref()),
