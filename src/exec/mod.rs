@@ -402,6 +402,9 @@ impl Rounds<'_> {
             let mut unstarted: Vec<usize> = Vec::new();
             for (k, group) in groups.iter().enumerate() {
                 if self.spent(plan).is_some() {
+                    let mut held = group.clone();
+                    held.sort_unstable();
+                    x.emit(Event::NotStarted { tasks: held });
                     unstarted.extend(group);
                     continue;
                 }
