@@ -11,7 +11,7 @@ bin="${CARGO_TARGET_DIR:-target}/debug/dagexec"
 # A fixed pin, so the check does not depend on how this checkout was built.
 pin="org/dagexec@0123456789abcdef0123456789abcdef01234567"
 i=0
-for args in "--worker claude" "--worker codex" "--worker aider" "--worker my-agent --secret MY_KEY" \
+for args in "--worker claude" "--worker codex" "--worker gemini" "--worker aider" "--worker my-agent --secret MY_KEY" \
             "--worker sh-agent" "--worker codex --schedule eager" "--worker claude --environment agents"; do
   i=$((i + 1))
   # shellcheck disable=SC2086 # the flags are meant to split

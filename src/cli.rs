@@ -25,7 +25,8 @@ pub const EXIT_USAGE: u8 = 2;
 const AFTER_HELP: &str = "\
 Examples:
   dagexec demo                          a real run of a small plan, no API key needed
-  dagexec run --worker 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   execute .design/plan.json here
+  dagexec run --worker 'claude -p --output-format json --permission-mode acceptEdits'
+                                        execute .design/plan.json here with Claude Code
   dagexec run --dry-run                 the rounds that would run
   dagexec simulate --duration 10m       how long each schedule would take, here and on Actions
   dagexec validate                      check .design/plan.json and print the setup report
@@ -33,8 +34,8 @@ Examples:
   dagexec status                        the tasks and where each one stands
   dagexec prompt 2                      the prompt task 2's worker will receive
   dagexec graph --format dot | dot -Tsvg > plan.svg
-  dagexec init --worker 'claude -p'     write the workflow that runs the plan on GitHub Actions
-  dagexec run --reviewer 'claude -p < \"$DAGEXEC_PROMPT_FILE\"'   each completed task reviewed
+  dagexec init --worker claude          write the workflow that runs the plan on GitHub Actions
+  dagexec run --reviewer 'claude -p --output-format json'   each completed task reviewed
   dagexec run --long-run .long-run      the NN-PLAN.md files of .long-run, one worker per plan
   dagexec --plan specs/001-x/tasks.md run   a Spec Kit task list, ticked as tasks complete
   dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
@@ -117,7 +118,10 @@ enum Command {
     /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
     /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE, and may report what it spent in the
     /// JSON file $DAGEXEC_USAGE_FILE (cost_usd, input_tokens, output_tokens, model); the
-    /// outputs of `claude -p --output-format json` and `codex exec --json` are read natively.
+    /// outputs of `claude -p --output-format json`, `codex exec --json` and `gemini
+    /// --output-format json` are read natively (spend, status line, failures; a usage error,
+    /// a missing command or refused credentials are not retried, and refused credentials stop
+    /// the run with exit status 6).
     ///
     /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
     /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
@@ -307,9 +311,9 @@ enum Command {
     /// (which worker, which secret) and otherwise uses Claude Code; then prints the next three
     /// commands (set the secret, commit and push the workflow, start a run).
     Init {
-        /// The worker: claude, codex or aider (installed at a pinned version), or any command
-        /// line that reads the prompt on stdin.
-        #[arg(long, value_name = "claude|codex|aider|CMD")]
+        /// The worker: claude, codex, gemini or aider (installed at a pinned version), or any
+        /// command line that reads the prompt on stdin.
+        #[arg(long, value_name = "claude|codex|gemini|aider|CMD")]
         worker: Option<String>,
         /// The repository secret the worker needs, passed to it as an environment variable of
         /// the same name and checked before it runs (default: the worker's own, e.g.
@@ -704,6 +708,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 }
                 Err(e) => return Err(config_error(e)),
             };
+            // What tokens cost, for the CLIs that report no cost of their own.
+            crate::prices::install(file.prices().map_err(config_error)?);
             let long_run = long_run
                 .map(|dir| crate::longrun::prepare(&loc.root, &dir, dry_run))
                 .transpose()
@@ -911,10 +917,10 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                             let logs_dir = &logs_dir;
                             let files: Vec<String> = attempts
                                 .iter()
-                                .flat_map(|(k, kinds)| {
-                                    kinds.iter().map(move |kind| {
-                                        format!("{logs_dir}/task-{i}-attempt-{k}.{kind}")
-                                    })
+                                .flat_map(|a| {
+                                    a.kinds
+                                        .iter()
+                                        .map(move |kind| format!("{logs_dir}/{}", a.file(i, kind)))
                                 })
                                 .collect();
                             row["logs"] = files.into();

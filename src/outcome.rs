@@ -41,6 +41,30 @@ pub struct StatusLine {
     pub message: String,
 }
 
+/// A result — a task's summary, the reason it failed, what blocks it — is at most this many
+/// bytes wherever it goes (the plan's `result` and `completedTasks`, commit messages, the pull
+/// request and status comment, the retry prompt): [`clip_result`].
+pub const RESULT_MAX_BYTES: usize = 4096;
+
+/// `text` when it fits [`RESULT_MAX_BYTES`]; else its start, cut at a character boundary, and a
+/// marker saying it was clipped and where the whole text is (the attempt's kept stdout: locally
+/// in `.git/dagexec/logs`, on Actions the work job's artifact), together at most
+/// [`RESULT_MAX_BYTES`]. A clipped text is returned as it is.
+pub fn clip_result(text: &str) -> String {
+    if text.len() <= RESULT_MAX_BYTES {
+        return text.to_string();
+    }
+    let marker = format!(
+        " … [clipped: {} bytes in all; the whole text is in the attempt's log]",
+        text.len()
+    );
+    let mut end = RESULT_MAX_BYTES.saturating_sub(marker.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{marker}", text[..end].trim_end())
+}
+
 /// The last non-empty line of a worker's output, trimmed of surrounding whitespace.
 pub fn last_nonempty_line(output: &str) -> Option<&str> {
     output.lines().map(str::trim).rev().find(|l| !l.is_empty())
@@ -48,7 +72,8 @@ pub fn last_nonempty_line(output: &str) -> Option<&str> {
 
 /// Matches the seed's `^(COMPLETED|FAILED|BLOCKED): .+` against one line. The message is
 /// worker output, on its way to the terminal, the plan and commit messages: it comes back
-/// sanitised ([`crate::sanitize::line`]: no escape sequences, no control characters).
+/// sanitised ([`crate::sanitize::line`]: no escape sequences, no control characters) and
+/// clipped ([`clip_result`]).
 pub fn parse_status_line(line: &str) -> Option<StatusLine> {
     let caps = STATUS_RE.captures(line)?;
     let kind = match &caps[1] {
@@ -58,9 +83,7 @@ pub fn parse_status_line(line: &str) -> Option<StatusLine> {
     };
     Some(StatusLine {
         kind,
-        message: crate::sanitize::line(&line[caps[1].len() + 2..])
-            .trim()
-            .to_string(),
+        message: clip_result(crate::sanitize::line(&line[caps[1].len() + 2..]).trim()),
     })
 }
 
@@ -118,6 +141,9 @@ pub struct Verdict {
     pub failed_checks: Vec<FailedCheck>,
     /// Unexpected files and other things the reviewer should know; never change the status.
     pub warnings: Vec<String>,
+    /// Why no other attempt follows this failure, when a retry cannot help
+    /// ([`crate::said::heed`]).
+    pub halt: Option<crate::said::Halt>,
 }
 
 /// Human form of a duration: `45s`, `30m`, `1h30m`.
@@ -172,6 +198,17 @@ pub fn unexpected_files(
     report: &AttemptReport,
     plan_rel: &str,
 ) -> Vec<String> {
+    unexpected_files_among(index, task, report, (plan_rel, None))
+}
+
+/// [`unexpected_files`], with a Spec Kit plan's `tasks_md` called out too (its edits are
+/// discarded as the plan's are).
+pub fn unexpected_files_among(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    (plan_rel, tasks_md): (&str, Option<&str>),
+) -> Vec<String> {
     let declared: BTreeSet<String> = task.files().map(|f| crate::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
@@ -181,6 +218,10 @@ pub fn unexpected_files(
         .map(|f| {
             if f == plan_rel {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
+            } else if Some(f.as_str()) == tasks_md {
+                format!(
+                    "edited {f} (the edit is discarded; dagexec ticks the task there when its work is committed)"
+                )
             } else {
                 format!("unexpected file changed: {f}")
             }
@@ -262,13 +303,25 @@ pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
 pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
-    let warnings = unexpected_files(index, task, report, plan_rel);
+    judge_among(index, task, report, (plan_rel, None))
+}
+
+/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
+/// edit of them is discarded, with a warning.
+pub fn judge_among(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    own: (&str, Option<&str>),
+) -> Verdict {
+    let warnings = unexpected_files_among(index, task, report, own);
     let failed = |result: String| Verdict {
         status: Status::Failed,
         result,
         acceptance_passed: false,
         failed_checks: Vec::new(),
         warnings: warnings.clone(),
+        halt: None,
     };
     let last = last_nonempty_line(&report.output);
     let shown = last
@@ -314,6 +367,7 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
                 acceptance_passed: false,
                 failed_checks: Vec::new(),
                 warnings,
+                halt: None,
             };
         }
         Reported::Completed => {}
@@ -356,6 +410,7 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
             acceptance_passed: false,
             failed_checks,
             warnings,
+            halt: None,
         };
     }
     Verdict {
@@ -364,6 +419,7 @@ pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) 
         acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
         failed_checks: Vec::new(),
         warnings,
+        halt: None,
     }
 }
 
@@ -387,6 +443,8 @@ pub fn decide(plan: &Plan, index: usize, verdict: &Verdict, attempts: u32, unit:
     match verdict.status {
         Status::Completed => Decision::Completed,
         Status::Blocked => Decision::Blocked,
+        // A retry cannot help (a usage error, a missing command, refused credentials).
+        _ if verdict.halt.is_some() => Decision::Failed,
         _ if attempts < MAX_ATTEMPTS => {
             let task = &plan.tasks[index];
             let original = prompt::original_prompt(plan, index, unit);
@@ -506,6 +564,39 @@ mod tests {
             .into(),
             acceptance: None,
         }
+    }
+
+    /// Issue 20 §4: a 900 KB `COMPLETED:` line was the result whole (plan, completedTasks,
+    /// commit message).
+    #[test]
+    fn results_are_clipped_at_a_character_boundary_with_a_marker() {
+        let line = format!("COMPLETED: {}", "é".repeat(450_000));
+        let message = parse_status_line(&line).expect("a status line").message;
+        assert!(message.len() <= RESULT_MAX_BYTES, "{}", message.len());
+        assert!(message.starts_with("éé"), "{message}");
+        assert!(
+            message.ends_with(
+                " … [clipped: 900000 bytes in all; the whole text is in the attempt's log]"
+            ),
+            "{message}"
+        );
+        assert_eq!(
+            clip_result(&message),
+            message,
+            "clipping twice changes nothing"
+        );
+        let short = "a".repeat(RESULT_MAX_BYTES);
+        assert_eq!(clip_result(&short), short);
+        let long = clip_result(&format!("{short}b"));
+        assert!(
+            long.len() <= RESULT_MAX_BYTES && long.starts_with("aaa"),
+            "{long}"
+        );
+        assert!(long.contains("4097 bytes in all"), "{long}");
+        let failed = report(&format!("FAILED: {}", "x".repeat(900_000)));
+        let v = judge(1, &plan().tasks[1], &failed, ".design/plan.json");
+        assert_eq!(v.status, Status::Failed);
+        assert!(v.result.len() <= RESULT_MAX_BYTES && v.result.contains("clipped: 900000 bytes"));
     }
 
     #[test]
@@ -795,6 +886,7 @@ mod tests {
             acceptance_passed: false,
             failed_checks: vec![],
             warnings: vec![],
+            halt: None,
         };
         match decide(&p, 1, &failed, 1, Unit::Batch) {
             Decision::Retry { attempt, prompt } => {

@@ -59,11 +59,14 @@ pub fn get(task: &Task) -> Option<Question> {
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
-/// Sets the task's question.
+/// Sets the task's question, its text clipped as a result is ([`crate::outcome::clip_result`]:
+/// it is worker output, on its way to the plan and a pull request comment).
 pub fn set(task: &mut Task, q: &Question) {
+    let mut q = q.clone();
+    q.text = crate::outcome::clip_result(&q.text);
     task.extra.insert(
         QUESTION_FIELD.into(),
-        serde_json::to_value(q).expect("questions serialise"),
+        serde_json::to_value(&q).expect("questions serialise"),
     );
 }
 
@@ -322,6 +325,25 @@ pub fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 20 §4: a question is worker output on its way to the plan and a comment.
+    #[test]
+    fn a_questions_text_is_clipped_as_a_result_is() {
+        let line = format!("NEEDS_DECISION: {}", "which? ".repeat(100_000));
+        let q = from_status_line(&line).expect("a question");
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "subject": "s", "status": "blocked", "blockedBy": []
+        }))
+        .expect("a task");
+        set(&mut task, &q);
+        let text = get(&task).expect("kept").text;
+        assert!(
+            text.len() <= crate::outcome::RESULT_MAX_BYTES,
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("which? which?") && text.contains("clipped: 699999 bytes"));
+    }
 
     #[test]
     fn a_status_line_question() {

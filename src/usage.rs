@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::plan::model::{Plan, Status};
+use crate::said::{Halt, Said};
 
 /// The key under `progress` of the attempt records.
 pub const ATTEMPTS_FIELD: &str = "dagexecAttempts";
@@ -503,16 +504,73 @@ pub fn parse_usage_file(text: &str) -> Result<Usage, String> {
 }
 
 /// What a worker's structured output said: the text standing for its output (where the status
-/// line is read), when there is one, and what it reported spending.
+/// line is read), when there is one, what it reported spending, what it said about how it
+/// ended ([`Said`]), and — for a CLI that reports tokens but no cost — the tokens per model,
+/// priced with [`crate::prices`] by [`gather`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Native {
     pub text: Option<String>,
     pub usage: Usage,
+    pub said: Said,
+    /// Tokens per model, for pricing (empty when the CLI reports its cost).
+    pub tokens: Vec<crate::prices::Tokens>,
+    /// The price table's entry for a model the CLI does not name (`codex`).
+    pub cli: &'static str,
+}
+
+/// A failure text shown in a reason: sanitised, on one line.
+fn one_line(s: &str) -> String {
+    crate::sanitize::line(&s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// `Write /abs/path` from one of claude's `permission_denials`.
+fn refused_call(d: &Value) -> Option<String> {
+    let tool = d.get("tool_name")?.as_str()?;
+    let input = d.get("tool_input");
+    let what = [
+        "file_path",
+        "notebook_path",
+        "command",
+        "path",
+        "url",
+        "pattern",
+    ]
+    .iter()
+    .find_map(|k| input.and_then(|i| i.get(*k)).and_then(Value::as_str));
+    Some(match what {
+        Some(w) => format!("{tool} {}", one_line(w)),
+        None => tool.to_string(),
+    })
+}
+
+/// Whether a failure text says the API key was refused or missing.
+fn says_auth(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "401 unauthorized",
+        "invalid api key",
+        "invalid x-api-key",
+        "incorrect api key",
+        "invalid_api_key",
+        "authentication_error",
+        "not logged in",
+        "missing environment variable: `openai_api_key`",
+        "api key not valid",
+        "api_key_invalid",
+        "unauthenticated",
+        "must specify the gemini_api_key",
+        "please set an auth method",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
 }
 
 /// The output of a worker run under `claude -p --output-format json` (the whole output is the
 /// final result object) or `stream-json` (its last line is): `total_cost_usd`, `usage`, the
-/// costliest model of `modelUsage`, and the `result` text. `None` for any other output.
+/// costliest model of `modelUsage`, and the `result` text; and how it ended: `is_error` with
+/// `api_error_status` (401 or an authentication error stops the run), `subtype`
+/// `error_max_turns` (a failure), `error_max_budget_usd` (a budget stop, not a failure), and
+/// the tool calls in `permission_denials`. `None` for any other output.
 pub fn claude_result(stdout: &str) -> Option<Native> {
     let trimmed = stdout.trim();
     let last = trimmed.lines().next_back().unwrap_or_default();
@@ -548,11 +606,70 @@ pub fn claude_result(stdout: &str) -> Option<Native> {
             named.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             named.first().map(|(n, _)| n.to_string())
         });
+    let text = object
+        .get("result")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let str_of = |k: &str| object.get(k).and_then(Value::as_str);
+    let errors: Vec<String> = object
+        .get("errors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(one_line)
+        .collect();
+    let mut said = Said {
+        refused: object
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(refused_call)
+            .collect(),
+        ..Said::default()
+    };
+    let turns = object.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+    match str_of("subtype").unwrap_or_default() {
+        "error_max_turns" => {
+            said.failure = Some(format!(
+                "claude stopped at its turn limit after {turns} turn(s) (error_max_turns){}",
+                errors.first().map(|e| format!(": {e}")).unwrap_or_default()
+            ))
+        }
+        "error_max_budget_usd" => {
+            said.failure = Some(format!(
+                "claude stopped at its spending limit (error_max_budget_usd){}",
+                errors.first().map(|e| format!(": {e}")).unwrap_or_default()
+            ));
+            said.halt = Some(Halt::Budget);
+        }
+        s if s.starts_with("error") => {
+            said.failure = Some(format!(
+                "claude ended with {}{}",
+                one_line(s),
+                errors.first().map(|e| format!(": {e}")).unwrap_or_default()
+            ))
+        }
+        _ if object.get("is_error").and_then(Value::as_bool) == Some(true) => {
+            let status = object.get("api_error_status").and_then(Value::as_u64);
+            let kind = str_of("api_error_type").unwrap_or_default();
+            let what = text.as_deref().map(one_line).unwrap_or_default();
+            said.failure = Some(match status {
+                Some(s) => format!("claude: API error {s}: {what}"),
+                None => format!("claude: {what}"),
+            });
+            if status == Some(401) || says_auth(kind) || says_auth(&what) {
+                said.halt = Some(Halt::Run {
+                    secret: crate::said::secret_of("claude").into(),
+                });
+            }
+        }
+        _ => {}
+    }
     Some(Native {
-        text: object
-            .get("result")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        // An error's text is not a status line; the failure says it.
+        text: text.filter(|_| said.failure.is_none()),
         usage: Usage {
             cost_usd: object.get("total_cost_usd").and_then(Value::as_f64),
             input_tokens,
@@ -560,17 +677,24 @@ pub fn claude_result(stdout: &str) -> Option<Native> {
             model,
         }
         .checked(),
+        said: said.checked(),
+        tokens: Vec::new(),
+        cli: "claude",
     })
 }
 
 /// The output of a worker run under `codex exec --json` (JSON lines): every `turn.completed`
-/// event's `usage` (`input_tokens`, which include the cached ones, and `output_tokens`) summed,
-/// and the text of the last `item.completed` whose item is an `agent_message`. Lines that are
-/// not events are skipped; `None` when no line is a codex event.
+/// event's `usage` (`input_tokens`, which include `cached_input_tokens`, and
+/// `output_tokens`) summed, the text of the last `item.completed` whose item is an
+/// `agent_message`, and how it failed: a `turn.failed` event's `error.message`, else the last
+/// `error` event that is not a reconnection notice (`Reconnecting... 2/5 (…)`); a 401 or a
+/// missing key stops the run. Lines that are not events are skipped; `None` when no line is a
+/// codex event.
 pub fn codex_events(stdout: &str) -> Option<Native> {
     let mut seen = false;
-    let (mut input, mut output): (Option<u64>, Option<u64>) = (None, None);
+    let (mut input, mut cached, mut output): (Option<u64>, u64, Option<u64>) = (None, 0, None);
     let mut text = None;
+    let (mut failed, mut error): (Option<String>, Option<String>) = (None, None);
     let add = |sum: &mut Option<u64>, n: Option<u64>| {
         if let Some(n) = n {
             *sum = Some(sum.unwrap_or(0).saturating_add(n));
@@ -584,10 +708,11 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if !["thread.", "turn.", "item."]
+        let is_event = ["thread.", "turn.", "item."]
             .iter()
             .any(|p| kind.starts_with(p))
-        {
+            || kind == "error";
+        if !is_event {
             continue;
         }
         seen = true;
@@ -597,6 +722,7 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
                 let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
                 add(&mut input, count("input_tokens"));
                 add(&mut output, count("output_tokens"));
+                cached = cached.saturating_add(count("cached_input_tokens").unwrap_or(0));
             }
             "item.completed" => {
                 let item = event.get("item");
@@ -609,11 +735,44 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
                     text = Some(t.to_string());
                 }
             }
+            "turn.failed" => {
+                failed = event
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(one_line);
+            }
+            "error" => {
+                let m = event.get("message").and_then(Value::as_str).map(one_line);
+                if let Some(m) = m.filter(|m| !m.starts_with("Reconnecting...")) {
+                    error = Some(m);
+                }
+            }
             _ => {}
         }
     }
-    seen.then(|| Native {
-        text,
+    if !seen {
+        return None;
+    }
+    let mut said = Said::default();
+    if let Some(why) = failed.or(error) {
+        if says_auth(&why) {
+            said.halt = Some(Halt::Run {
+                secret: crate::said::secret_of("codex").into(),
+            });
+        }
+        said.failure = Some(format!("codex: the turn failed: {why}"));
+    }
+    let tokens = match (input, output) {
+        (None, None) => Vec::new(),
+        (i, o) => vec![crate::prices::Tokens {
+            model: None,
+            input: i.unwrap_or(0),
+            cached,
+            output: o.unwrap_or(0),
+        }],
+    };
+    Some(Native {
+        text: text.filter(|_| said.failure.is_none()),
         usage: Usage {
             cost_usd: None,
             input_tokens: input,
@@ -621,34 +780,185 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
             model: None,
         }
         .checked(),
+        said: said.checked(),
+        tokens,
+        cli: "codex",
     })
 }
 
-/// [`claude_result`], else [`codex_events`].
-pub fn from_output(stdout: &str) -> Option<Native> {
-    claude_result(stdout).or_else(|| codex_events(stdout))
+/// The last JSON object in `text` that starts on a line of its own (`{` at the start of a
+/// line) and runs to the end: how gemini prints its result (stdout) and its error (stderr).
+fn trailing_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+    let t = text.trim_end();
+    let mut at = t.len();
+    // Worker output is hostile: a bounded number of tries.
+    let mut tries = 0;
+    while let Some(i) = t[..at].rfind('{') {
+        let starts_line = i == 0 || t.as_bytes()[i - 1] == b'\n';
+        tries += usize::from(starts_line);
+        if tries > 16 {
+            return None;
+        }
+        if starts_line && let Ok(Value::Object(o)) = serde_json::from_str::<Value>(&t[i..]) {
+            return Some(o);
+        }
+        at = i;
+    }
+    None
+}
+
+/// The output of a worker run under `gemini -p … --output-format json`: one JSON object on
+/// stdout, `{"session_id", "response", "stats"}` — the status line is read from `response`,
+/// the tokens from `stats.models.<model>.tokens` (`prompt`, which includes `cached`, and
+/// `candidates` plus `thoughts` as output) — or, when it failed, `{"session_id", "error":
+/// {"type", "message", "code"}}`, which gemini prints on stderr (the exit status is the code
+/// modulo 256). A missing or refused key (401, `API_KEY_INVALID`, code 41) stops the run.
+/// `None` for any other output.
+pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
+    let is_gemini = |o: &serde_json::Map<String, Value>| {
+        o.contains_key("session_id")
+            && ["response", "stats", "error"]
+                .iter()
+                .any(|k| o.contains_key(*k))
+    };
+    let object = trailing_object(stdout)
+        .filter(is_gemini)
+        .or_else(|| trailing_object(stderr).filter(is_gemini))?;
+    let mut tokens = Vec::new();
+    for (name, m) in object
+        .get("stats")
+        .and_then(|s| s.get("models"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let count = |k: &str| {
+            m.get("tokens")
+                .and_then(|t| t.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        tokens.push(crate::prices::Tokens {
+            model: Some(name.clone()),
+            input: count("prompt"),
+            cached: count("cached"),
+            output: count("candidates").saturating_add(count("thoughts")),
+        });
+    }
+    let sum = |f: fn(&crate::prices::Tokens) -> u64| {
+        (!tokens.is_empty()).then(|| tokens.iter().map(f).fold(0u64, u64::saturating_add))
+    };
+    let model = tokens
+        .iter()
+        .max_by_key(|t| {
+            (
+                t.input.saturating_add(t.output),
+                std::cmp::Reverse(t.model.clone()),
+            )
+        })
+        .and_then(|t| t.model.clone());
+    let mut said = Said::default();
+    if let Some(e) = object.get("error") {
+        let code = e.get("code").and_then(Value::as_i64);
+        let raw = e.get("message").and_then(Value::as_str).unwrap_or_default();
+        // The API's own error object, when the message is one.
+        let message = serde_json::from_str::<Value>(raw)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| raw.to_string());
+        if code == Some(401) || code == Some(41) || says_auth(raw) {
+            said.halt = Some(Halt::Run {
+                secret: crate::said::secret_of("gemini").into(),
+            });
+        }
+        said.failure = Some(match code {
+            Some(c) => format!("gemini: {} (code {c})", one_line(&message)),
+            None => format!("gemini: {}", one_line(&message)),
+        });
+    }
+    Some(Native {
+        text: object
+            .get("response")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .filter(|_| said.failure.is_none()),
+        usage: Usage {
+            cost_usd: None,
+            input_tokens: sum(|t| t.input),
+            output_tokens: sum(|t| t.output),
+            model,
+        }
+        .checked(),
+        said: said.checked(),
+        tokens,
+        cli: "gemini",
+    })
+}
+
+/// [`claude_result`], else [`codex_events`], else [`gemini_json`].
+pub fn from_output(stdout: &str, stderr: &str) -> Option<Native> {
+    claude_result(stdout)
+        .or_else(|| codex_events(stdout))
+        .or_else(|| gemini_json(stdout, stderr))
+}
+
+/// What one attempt's worker reported.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gathered {
+    /// The text that stands for the output, when the output was structured.
+    pub text: Option<String>,
+    pub usage: Usage,
+    /// What the CLI said about how it ended.
+    pub said: Said,
+    /// Why some of it was ignored or not priced.
+    pub warnings: Vec<String>,
 }
 
 /// What one attempt's worker reported: the usage file (`file`: its text, when the worker wrote
-/// one) first, then its structured output. Returns the text that stands for the output (when
-/// the output was structured), the usage, and a warning when the usage file was unusable.
-pub fn gather(stdout: &str, file: Option<&str>) -> (Option<String>, Usage, Option<String>) {
-    let (from_file, warning) = match file.map(parse_usage_file) {
-        None => (Usage::default(), None),
-        Some(Ok(u)) => (u, None),
-        Some(Err(why)) => (
-            Usage::default(),
-            Some(format!(
+/// one) first, then its structured output (`stdout`, and `stderr` where gemini prints its
+/// errors). A token-only CLI's tokens are priced with `prices` when nothing reported a cost.
+pub fn gather(
+    stdout: &str,
+    stderr: &str,
+    file: Option<&str>,
+    prices: &crate::prices::Prices,
+) -> Gathered {
+    let mut warnings = Vec::new();
+    let from_file = match file.map(parse_usage_file) {
+        None => Usage::default(),
+        Some(Ok(u)) => u,
+        Some(Err(why)) => {
+            warnings.push(format!(
                 "the usage file ${USAGE_FILE_VAR} was ignored: {why}"
-            )),
-        ),
+            ));
+            Usage::default()
+        }
     };
-    let native = from_output(stdout);
-    let (text, usage) = match native {
-        Some(n) => (n.text, from_file.or(n.usage)),
-        None => (None, from_file),
+    let Some(native) = from_output(stdout, stderr) else {
+        return Gathered {
+            usage: from_file,
+            warnings,
+            ..Gathered::default()
+        };
     };
-    (text, usage, warning)
+    let mut usage = from_file.or(native.usage);
+    if usage.cost_usd.is_none() && !native.tokens.is_empty() {
+        match prices.cost(&native.tokens, native.cli) {
+            Ok(cost) => usage.cost_usd = Some(cost),
+            Err(why) => warnings.push(why),
+        }
+        usage = usage.checked();
+    }
+    Gathered {
+        text: native.text,
+        usage,
+        said: native.said,
+        warnings,
+    }
 }
 
 #[cfg(test)]
@@ -862,6 +1172,7 @@ mod tests {
             r#"{"type":"result","subtype":"error_max_turns","is_error":true,"total_cost_usd":2.5}"#;
         let n = claude_result(err).unwrap();
         assert_eq!((n.text, n.usage.cost_usd), (None, Some(2.5)));
+        assert!(n.said.failure.unwrap().contains("error_max_turns"));
         for other in ["COMPLETED: plain", r#"{"type":"assistant"}"#, "", "{"] {
             assert_eq!(claude_result(other), None, "{other}");
         }
@@ -897,26 +1208,27 @@ mod tests {
             (Some(24770), Some(125))
         );
         assert_eq!(codex_events("COMPLETED: plain\n{\"x\":1}\n"), None);
-        assert_eq!(from_output(CODEX).unwrap().usage.output_tokens, Some(122));
+        assert_eq!(
+            from_output(CODEX, "").unwrap().usage.output_tokens,
+            Some(122)
+        );
     }
 
     #[test]
     fn the_file_wins_field_by_field() {
         let file = r#"{"cost_usd": 1.5, "model": "mine"}"#;
-        let (text, usage, warning) = gather(CLAUDE, Some(file));
-        assert!(text.unwrap().ends_with("COMPLETED: added the parser"));
+        let prices = crate::prices::Prices::default();
+        let g = gather(CLAUDE, "", Some(file), &prices);
+        assert!(g.text.unwrap().ends_with("COMPLETED: added the parser"));
+        let usage = g.usage;
         assert_eq!(
             (usage.cost_usd, usage.model.as_deref(), usage.output_tokens),
             (Some(1.5), Some("mine"), Some(9))
         );
-        assert_eq!(warning, None);
-        let (text, usage, warning) = gather("COMPLETED: x\n", Some("{oops"));
-        assert_eq!((text, usage), (None, Usage::default()));
-        assert!(
-            warning
-                .unwrap()
-                .contains("$DAGEXEC_USAGE_FILE was ignored: not JSON")
-        );
+        assert_eq!(g.warnings, Vec::<String>::new());
+        let g = gather("COMPLETED: x\n", "", Some("{oops"), &prices);
+        assert_eq!((g.text, g.usage), (None, Usage::default()));
+        assert!(g.warnings[0].contains("$DAGEXEC_USAGE_FILE was ignored: not JSON"));
     }
 
     #[test]
@@ -959,5 +1271,194 @@ mod tests {
         assert_eq!(Outcome::of(Failed, false, true), Outcome::Rejected);
         assert_eq!(Outcome::of(Failed, false, false), Outcome::Failed);
         assert_eq!(Outcome::Interrupted.to_string(), "interrupted");
+    }
+
+    fn fixture(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/agents")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn halt_of(n: &Native) -> Option<&Halt> {
+        n.said.halt.as_ref()
+    }
+
+    #[test]
+    fn claude_says_what_it_refused_and_why_it_stopped() {
+        // acceptEdits refused a Bash `npm test`; the run still "succeeded".
+        let n = claude_result(&fixture("claude-refused-bash.json")).unwrap();
+        assert_eq!(n.text.as_deref(), Some("done\nCOMPLETED: wrote x"));
+        assert_eq!(n.said.refused, ["Bash npm test"]);
+        assert_eq!((n.said.failure.as_deref(), halt_of(&n)), (None, None));
+        assert_eq!(n.usage.cost_usd, Some(0.0016));
+        // A refused key: the run stops, naming the secret.
+        let n = claude_result(&fixture("claude-401.json")).unwrap();
+        assert_eq!(
+            n.said.failure.as_deref(),
+            Some("claude: API error 401: Invalid API key · Fix external API key")
+        );
+        assert_eq!(
+            halt_of(&n),
+            Some(&Halt::Run {
+                secret: "ANTHROPIC_API_KEY".into()
+            })
+        );
+        assert_eq!(n.text, None, "an error's text is no status line");
+        let n = claude_result(&fixture("claude-not-logged-in.json")).unwrap();
+        assert!(matches!(halt_of(&n), Some(Halt::Run { .. })), "{n:?}");
+        // A server error is an ordinary failure: retried.
+        let n = claude_result(&fixture("claude-500.json")).unwrap();
+        assert!(
+            n.said
+                .failure
+                .as_deref()
+                .unwrap()
+                .starts_with("claude: API error 500: API Error: 500 Internal server error."),
+            "{n:?}"
+        );
+        assert_eq!(halt_of(&n), None);
+        let n = claude_result(&fixture("claude-max-turns.json")).unwrap();
+        assert_eq!(
+            n.said.failure.as_deref(),
+            Some(
+                "claude stopped at its turn limit after 2 turn(s) (error_max_turns): Reached maximum number of turns (1)"
+            )
+        );
+        assert_eq!(halt_of(&n), None);
+        // Its own spending limit: a budget stop, what it spent recorded.
+        let n = claude_result(&fixture("claude-max-budget.json")).unwrap();
+        assert_eq!(halt_of(&n), Some(&Halt::Budget));
+        assert_eq!(n.usage.cost_usd, Some(0.0008));
+        assert_eq!(
+            n.said.failure.as_deref(),
+            Some(
+                "claude stopped at its spending limit (error_max_budget_usd): Reached maximum budget ($0.0001)"
+            )
+        );
+    }
+
+    #[test]
+    fn codex_failures_are_read_not_shown_as_raw_json() {
+        let n = codex_events(&fixture("codex-ok.jsonl")).unwrap();
+        assert_eq!(n.text.as_deref(), Some("COMPLETED: wrote x"));
+        assert_eq!(
+            n.tokens,
+            [crate::prices::Tokens {
+                model: None,
+                input: 240,
+                cached: 40,
+                output: 60
+            }]
+        );
+        assert_eq!(n.said, Said::default());
+        let n = codex_events(&fixture("codex-401.jsonl")).unwrap();
+        insta::assert_snapshot!(n.said.failure.unwrap(), @"codex: the turn failed: unexpected status 401 Unauthorized: Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys., url: http://127.0.0.1:18743/v1/responses");
+        assert_eq!(
+            n.said.halt,
+            Some(Halt::Run {
+                secret: "OPENAI_API_KEY".into()
+            })
+        );
+        let n = codex_events(&fixture("codex-missing-key.jsonl")).unwrap();
+        assert!(matches!(n.said.halt, Some(Halt::Run { .. })));
+        let n = codex_events(&fixture("codex-500.jsonl")).unwrap();
+        assert_eq!(
+            n.said.failure.as_deref(),
+            Some(
+                "codex: the turn failed: We’re currently experiencing high demand, which may cause temporary errors."
+            )
+        );
+        assert_eq!((n.said.halt, n.text), (None, None));
+        // "Reconnecting..." notices alone are no failure.
+        let notice = r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 500)"}"#;
+        assert_eq!(codex_events(notice).unwrap().said.failure, None);
+    }
+
+    #[test]
+    fn gemini_json_output_and_its_errors_on_stderr() {
+        let n = gemini_json(&fixture("gemini-ok.json"), "").unwrap();
+        assert_eq!(n.text.as_deref(), Some("done\nCOMPLETED: wrote x.txt"));
+        assert_eq!(
+            n.tokens,
+            [crate::prices::Tokens {
+                model: Some("gemini-2.5-pro".into()),
+                input: 360,
+                cached: 60,
+                output: 90 + 15
+            }]
+        );
+        assert_eq!(
+            (
+                n.usage.input_tokens,
+                n.usage.output_tokens,
+                n.usage.model.as_deref()
+            ),
+            (Some(360), Some(105), Some("gemini-2.5-pro"))
+        );
+        // Priced from the table: 300 fresh at $1.25, 60 cached at $0.125, 105 out at $10.
+        let g = gather(
+            &fixture("gemini-ok.json"),
+            "",
+            None,
+            &crate::prices::Prices::default(),
+        );
+        let want = (300.0 * 1.25 + 60.0 * 0.125 + 105.0 * 10.0) / 1e6;
+        assert!((g.usage.cost_usd.unwrap() - want).abs() < 1e-12, "{g:?}");
+        for (name, code) in [
+            ("gemini-401.stderr", 401),
+            ("gemini-400-bad-key.stderr", 400),
+            ("gemini-no-key.stderr", 41),
+        ] {
+            let n = from_output("", &fixture(name)).unwrap();
+            assert_eq!(
+                n.said.halt,
+                Some(Halt::Run {
+                    secret: "GEMINI_API_KEY".into()
+                }),
+                "{name}"
+            );
+            assert!(
+                n.said
+                    .failure
+                    .as_deref()
+                    .unwrap()
+                    .ends_with(&format!("(code {code})")),
+                "{name}: {n:?}"
+            );
+        }
+        assert_eq!(
+            from_output("", &fixture("gemini-401.stderr"))
+                .unwrap()
+                .said
+                .failure
+                .as_deref(),
+            Some("gemini: Request had invalid authentication credentials. (code 401)")
+        );
+        assert_eq!(gemini_json("COMPLETED: x", "some\nnoise {\n"), None);
+    }
+
+    #[test]
+    fn a_token_only_cli_is_priced_unless_its_cost_is_reported() {
+        let prices = crate::prices::Prices::default();
+        let codex = fixture("codex-ok.jsonl");
+        let g = gather(&codex, "", None, &prices);
+        let want = (200.0 * 5.0 + 40.0 * 0.5 + 60.0 * 30.0) / 1e6;
+        assert!((g.usage.cost_usd.unwrap() - want).abs() < 1e-12);
+        // The usage file's cost wins.
+        let g = gather(&codex, "", Some(r#"{"cost_usd": 0.5}"#), &prices);
+        assert_eq!(g.usage.cost_usd, Some(0.5));
+        // A model the table lacks: tokens kept, no cost, a warning saying how to add it.
+        let y: serde_yaml::Value = serde_yaml::from_str("other: {input: 1, output: 1}").unwrap();
+        let mut gemini = fixture("gemini-ok.json");
+        gemini = gemini.replace("gemini-2.5-pro", "gemini-9-ultra");
+        let g = gather(
+            &gemini,
+            "",
+            None,
+            &crate::prices::Prices::with(Some(&y)).unwrap(),
+        );
+        assert_eq!((g.usage.cost_usd, g.usage.input_tokens), (None, Some(360)));
+        assert!(g.warnings[0].contains("no price for the model \"gemini-9-ultra\""));
     }
 }

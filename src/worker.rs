@@ -152,6 +152,53 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     })
 }
 
+/// What a worker's exit says about whether another attempt could help
+/// ([`crate::said::Halt::Task`]): not when the command could not be started, was not found
+/// (127) or not executable (126), or the CLI refused its command line — a non-zero exit with
+/// nothing on stdout and a usage message on stderr (`error: unexpected argument '--full-auto'
+/// found`, `error: unknown option`, `Unknown argument:`, `Usage: …` with exit status 2).
+pub fn classify(run: &WorkerRun) -> crate::said::Said {
+    use crate::said::{Halt, Said};
+    let halt = |why: String| Said {
+        halt: Some(Halt::Task { why }),
+        ..Said::default()
+    };
+    match &run.exit {
+        Exit::SpawnFailed(_) => halt("the worker command could not be started".into()),
+        Exit::Code(127) => {
+            halt("the command was not found (install it, or fix the worker command)".into())
+        }
+        Exit::Code(126) => halt(
+            "the command is not executable (fix its permissions, or the worker command)".into(),
+        ),
+        Exit::Code(code) if (1..=2).contains(code) && run.stdout.trim().is_empty() => {
+            let usage = |l: &str| {
+                const SAYS: [&str; 9] = [
+                    "error: unexpected argument",
+                    "error: unknown option",
+                    "error: option '",
+                    "error: missing required argument",
+                    "error: invalid value",
+                    "error: unrecognized",
+                    "unknown argument",
+                    "unknown arguments",
+                    "not enough non-option arguments",
+                ];
+                let l = l.trim().to_ascii_lowercase();
+                SAYS.iter().any(|s| l.starts_with(s)) || (*code == 2 && l.starts_with("usage:"))
+            };
+            match run.stderr_tail.lines().find(|l| usage(l)) {
+                Some(line) => halt(format!(
+                    "the agent CLI refused its command line ({}); check the worker command against the CLI's --help",
+                    crate::sanitize::line(line.trim())
+                )),
+                None => Said::default(),
+            }
+        }
+        _ => Said::default(),
+    }
+}
+
 /// Lines of stderr shown in a failure reason (all of it is kept in the attempt's log files).
 const STDERR_LINES_SHOWN: usize = 5;
 /// At most this many chars of them.
@@ -680,6 +727,48 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
         );
         assert!(stderr_tail_line(&"x".repeat(1000)).starts_with('…'));
         assert_eq!(stderr_tail_line(&"x".repeat(1000)).chars().count(), 400);
+    }
+
+    /// The real messages the pinned CLIs give a command line they do not accept (codex
+    /// 0.169.0 and `--full-auto`, claude and gemini an unknown option): no retry can help.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_usage_error_a_missing_command_and_a_spawn_failure_are_not_retried() {
+        use crate::said::Halt;
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        for (name, code) in [
+            ("codex-usage-error.stderr", 2),
+            ("claude-usage-error.stderr", 1),
+            ("gemini-usage-error.stderr", 1),
+        ] {
+            let body = format!("cat '{}' >&2; exit {code}", fixtures.join(name).display());
+            let (_dir, spec) = setup("usage", &body);
+            let run = go(&spec).await;
+            let said = classify(&run);
+            assert!(
+                matches!(&said.halt, Some(Halt::Task { why }) if why.starts_with("the agent CLI refused its command line (")),
+                "{name}: {said:?}"
+            );
+        }
+        // An ordinary failure is retried: output on stdout, or stderr without a usage message.
+        for body in [
+            "echo working; echo 'error: unknown option' >&2; exit 1",
+            "echo 'error: the tests failed' >&2; exit 1",
+            "echo 'Usage: see above' >&2; exit 1",
+        ] {
+            let (_dir, spec) = setup("ordinary", body);
+            assert_eq!(classify(&go(&spec).await).halt, None, "{body}");
+        }
+        let (_dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz".into();
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
+        spec.cwd = spec.cwd.join("missing");
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

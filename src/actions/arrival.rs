@@ -67,7 +67,16 @@ pub(super) fn judge_entry(
         }
     };
     report.changed.extend(touched.iter().cloned());
-    let mut verdict = outcome::judge(e.task, task, &report, &inputs.plan_rel);
+    // A Spec Kit plan's tasks.md is dagexec's to tick: the work job drops a worker's edit of
+    // it from the patch, as it drops the plan's.
+    let tasks_md = crate::speckit::own_tasks_md(plan);
+    let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
+    let mut verdict = outcome::judge_among(e.task, task, &report, own);
+    // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
+    // bounded again, since the file is the job's.
+    if let Some(Ok(c)) = found {
+        crate::said::heed(&mut verdict, &c.result.said.clone().checked());
+    }
     crate::run::hooks::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
@@ -85,13 +94,14 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     let refusal = broken
         .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
         .or_else(|| {
             let protected = Protected::at(repo.root(), inputs.allow_workflow_changes);
-            refused(&touched, &inputs.plan_rel, protected)
+            refused(&touched, own, protected)
         });
     if let Some(reason) = refusal {
         verdict = Verdict {
@@ -100,6 +110,7 @@ pub(super) fn judge_entry(
             acceptance_passed: false,
             failed_checks: Vec::new(),
             warnings: verdict.warnings,
+            halt: None,
         };
     }
     // The reviewer's verdict, concluded by the seed's rules as locally.
@@ -237,12 +248,22 @@ fn protected_reason(path: &str, protected: Protected) -> Option<&'static str> {
     }
 }
 
-/// Why a patch touching `paths` is refused, if it is: it changes the plan, or what the jobs
-/// holding a write token would run ([`Protected`]).
-pub fn refused(paths: &[String], plan_rel: &str, protected: Protected) -> Option<String> {
+/// Why a patch touching `paths` is refused, if it is: it changes the plan or a Spec Kit
+/// plan's tasks.md (`own`; the work job drops a worker's edit of them, so a patch holding one
+/// is not the work job's), or what the jobs holding a write token would run ([`Protected`]).
+pub fn refused(
+    paths: &[String],
+    (plan_rel, tasks_md): (&str, Option<&str>),
+    protected: Protected,
+) -> Option<String> {
     if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
         return Some(format!(
             "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
+        ));
+    }
+    if let Some(p) = paths.iter().find(|p| Some(p.as_str()) == tasks_md) {
+        return Some(format!(
+            "the patch changes {p}, the Spec Kit task list only dagexec ticks (the work job drops a worker's edit of it), so the patch was refused"
         ));
     }
     let (p, why) = paths
@@ -343,13 +364,22 @@ mod tests {
     fn patches_touching_the_plan_or_workflows_are_refused() {
         use Protected::*;
         let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let plan = ".design/plan.json";
+        let plan = (".design/plan.json", None);
         assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(
             refused(&p(&[".design/plan.json"]), plan, Nothing)
                 .unwrap()
                 .contains("the plan itself")
         );
+        // A Spec Kit plan's tasks.md: the work job drops a worker's edit, so a patch holding
+        // one is refused, whatever is allowed.
+        let speckit = ("specs/x/.dagexec/plan.json", Some("specs/x/tasks.md"));
+        assert!(
+            refused(&p(&["src/a.rs", "specs/x/tasks.md"]), speckit, Nothing)
+                .unwrap()
+                .contains("specs/x/tasks.md, the Spec Kit task list only dagexec ticks")
+        );
+        assert!(refused(&p(&["specs/x/spec.md"]), speckit, Nothing).is_none());
         for path in [
             ".github/workflows/ci.yml",
             ".github/dependabot.yml",

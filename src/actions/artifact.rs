@@ -50,6 +50,10 @@ pub struct WorkResult {
     /// What the worker reported spending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::usage::Usage>,
+    /// What the agent CLI said about how it ended ([`crate::said`]): its failure, the calls it
+    /// refused, and why no retry should follow. Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "crate::said::Said::is_empty")]
+    pub said: crate::said::Said,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -162,6 +166,7 @@ impl WorkResult {
             start: None,
             end: None,
             usage: None,
+            said: crate::said::Said::default(),
         }
     }
 
@@ -293,6 +298,25 @@ mod tests {
             json["exit"],
             serde_json::json!({"kind": "timed_out", "after_secs": 30})
         );
+        assert!(json.get("said").is_none(), "nothing said, nothing written");
+        // What the CLI said travels to finalize.
+        let mut r = r;
+        r.said = crate::said::Said {
+            failure: Some("codex: the turn failed: unexpected status 401".into()),
+            halt: Some(crate::said::Halt::Run {
+                secret: "OPENAI_API_KEY".into(),
+            }),
+            refused: vec!["Write /x".into()],
+        };
+        write(dir.path(), &r, b"", None).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(RESULT_FILE)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            json["said"],
+            serde_json::json!({"failure": "codex: the turn failed: unexpected status 401",
+                "halt": {"kind": "run", "secret": "OPENAI_API_KEY"}, "refused": ["Write /x"]})
+        );
+        assert_eq!(read(dir.path()).unwrap().result.said, r.said);
     }
 
     #[test]

@@ -286,7 +286,9 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             // The pre-flight checks are the plan's commands: what they wrote to the runner's
             // files is undone before the matrix is set.
             let guard = runtime::FileGuard::from_env();
+            let reaper = crate::reaper::Reaper::start();
             let planned = plan_job::run(&root, &inputs, &ctx.ref_name, schedule);
+            reaped(&reaper);
             for line in guard.restore()? {
                 println!("warning: {line}");
             }
@@ -337,6 +339,8 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
             // written, after it exited — and they are written even if the attempt errors out,
             // since the upload step needs the name.
             let guard = runtime::FileGuard::from_env();
+            // And nothing it started outlives this step (see `reaper`).
+            let reaper = crate::reaper::Reaper::start();
             let verdict = work::run(
                 &root,
                 &inputs,
@@ -347,6 +351,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 },
                 &base,
             );
+            reaped(&reaper);
             for line in guard.restore()? {
                 println!("warning: {line}");
             }
@@ -536,6 +541,22 @@ fn steer_job(
         ("steer-branch", done.to_apply.unwrap_or_default()),
     ])?;
     Ok(0)
+}
+
+/// Ends what task code left running in this step, saying what it could not end.
+fn reaped(reaper: &crate::reaper::Reaper) {
+    let reaped = reaper.finish();
+    if reaped.killed > 0 {
+        println!(
+            "Stopped {} process(es) task code left running.",
+            reaped.killed
+        );
+    }
+    for who in &reaped.survivors {
+        println!(
+            "warning: process {who}, started by task code, runs as another user and could not be stopped: it can still change the runner's files and read later steps' environment"
+        );
+    }
 }
 
 #[cfg(test)]

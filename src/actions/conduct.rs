@@ -13,21 +13,30 @@
 //! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
 //!
 //! State and crash safety: the execution branch is the only state. A started attempt is
-//! recorded on its task (`status: in_progress`, its attempt counted, and the field
-//! `dagexecRun` with the run's id, attempt and base) and committed with the next round
-//! commit (or the handover commit). A conductor that starts — the first, a successor, or one
-//! started by `/execute` after any crash — adopts the runs its branch records and polls them
-//! again; a task in progress without a run record (its conductor died before committing it)
-//! is an interrupted attempt: counted, and retried while attempts remain. Its orphaned run,
-//! if one was dispatched, is never read: at worst work is done twice, never lost or
+//! committed and pushed before its run is dispatched (`dagexec: starting task N attempt K`:
+//! `status: in_progress`, its attempt counted); its run (the field `dagexecRun` with the
+//! run's id, attempt and base) is committed with the next round commit (or the handover
+//! commit). A conductor that starts — the first, a successor, or one started by `/execute`
+//! after any crash — adopts the runs its branch records and polls them again; a task in
+//! progress without a run record (its conductor died between the start's commit and the
+//! next) has its run looked up by its run-name among the branch's dispatched runs, from the
+//! commit that recorded the start, and adopted; with none found the attempt is interrupted:
+//! counted, and retried while attempts remain. No attempt is dispatched twice, and none is
 //! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
 //! push means another writer: it stops without publishing), so the branch has exactly one
 //! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
-//! group of their own.
+//! group of their own. When everything completed, the plan is archived on the branch before
+//! the pull request is marked ready: a conductor killed between the two is finished by the
+//! next run's plan job and finalize, which read the archive.
 //!
 //! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
 //! they stay under 600 requests an hour (GITHUB_TOKEN allows 1,000 per repository); every
-//! call goes through the one retry policy ([`crate::github::retry`]). Before the 6-hour job
+//! call goes through the one retry policy ([`crate::github::retry`]). An outage outlasting
+//! the policy's tries costs time only: a run's state, artifact listing or download that
+//! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
+//! off as the policy does and the log saying so, for as long as the result is retrievable
+//! ([`RESULT_PATIENCE`] after the run ended); a run without a readable result still leaves
+//! its attempt's record (spanning the run). Before the 6-hour job
 //! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
 //! successor conductor run (which waits in the branch's concurrency group until this one
 //! ends) and exits; the successor adopts the runs still in flight.
@@ -65,6 +74,10 @@ pub const RUN_FIELD: &str = "dagexecRun";
 
 /// The largest artifact archive the conductor downloads.
 const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
+
+/// How long a dispatch that GitHub keeps failing is tried again before the conductor gives
+/// up (and a later conductor counts the attempt as interrupted).
+pub const DISPATCH_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// At most this many run polls an hour by default (GITHUB_TOKEN: 1,000 requests an hour).
 pub const POLLS_PER_HOUR: u64 = 600;
@@ -117,40 +130,11 @@ pub fn flight_of(t: &crate::plan::model::Task) -> Option<Flight> {
 
 /// Reads the three files of a work job's artifact from its zip archive, in memory: only
 /// regular entries with exactly the expected names are read, each bounded in size; links,
-/// directories and every other entry are ignored (nothing is extracted to disk).
+/// directories and every other entry are ignored (nothing is extracted to disk), and an
+/// archive of more entries than an artifact has is refused before its directory is parsed
+/// ([`super::artifact_zip`]).
 pub fn read_zip(bytes: &[u8]) -> Result<super::artifact::Collected, String> {
-    use super::artifact::{LOG_FILE, PATCH_FILE, RESULT_FILE, WorkResult};
-    use std::io::Read;
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
-        .map_err(|e| format!("the artifact is not a zip archive: {e}"))?;
-    let mut entry = |name: &str, limit: u64| -> Result<Option<Vec<u8>>, String> {
-        let mut f = match zip.by_name(name) {
-            Ok(f) => f,
-            Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-            Err(e) => return Err(format!("{name}: {e}")),
-        };
-        if !f.is_file() || f.is_symlink() {
-            return Err(format!("{name} is not a regular file in the artifact"));
-        }
-        let mut out = Vec::new();
-        (&mut f)
-            .take(limit + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| format!("{name}: {e}"))?;
-        if out.len() as u64 > limit {
-            return Err(format!("{name} is larger than {limit} bytes; refused"));
-        }
-        Ok(Some(out))
-    };
-    let result = entry(RESULT_FILE, 32 << 20)?
-        .ok_or_else(|| format!("the artifact has no {RESULT_FILE}"))?;
-    let result: WorkResult = serde_json::from_slice(&result)
-        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
-    let patch = entry(PATCH_FILE, 128 << 20)?.unwrap_or_default();
-    let log = entry(LOG_FILE, 32 << 20)?
-        .map(|l| String::from_utf8_lossy(&l).into_owned())
-        .filter(|l| !l.trim().is_empty());
-    Ok(super::artifact::Collected { result, patch, log })
+    super::artifact_zip::read(bytes)
 }
 
 /// The conductor's executor: each attempt a workflow run of this workflow, polled, its
@@ -181,6 +165,8 @@ struct Remote<'a> {
     staged: Vec<Judged>,
     /// The pull request, once published.
     pr: Option<u64>,
+    /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
+    outages: u32,
 }
 
 impl Remote<'_> {
@@ -214,6 +200,143 @@ impl Remote<'_> {
         ending.finish(plan, &self.links, stop, false, None)
     }
 
+    /// Makes the attempts `plan` counts as started, and the branch does not record yet,
+    /// durable before their runs are dispatched: the plan last pushed, with just those tasks
+    /// in progress and their attempts counted, is committed (`dagexec: starting task N
+    /// attempt K, …`) and pushed; the run dispatched next starts from that commit. A conductor
+    /// that dies after a dispatch thus leaves the attempt on the branch, and its successor
+    /// finds the run by its run-name and adopts it ([`find_unrecorded`]) or counts the attempt
+    /// as interrupted — never starts it again as the same attempt. A rejected push means
+    /// another writer: nothing is dispatched and the conductor stops.
+    fn record_starts(&mut self, plan: &Plan) -> Result<(), ActionError> {
+        let rel = &self.inputs.plan_rel;
+        let Some(bytes) = self.repo.read_at(&self.pushed, rel)? else {
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut pushed = crate::plan::load::parse(&text, self.plan_path)
+            .map_err(crate::plan::error::PlanErrors::from)?;
+        if pushed.tasks.len() != plan.tasks.len() {
+            return Ok(());
+        }
+        let mut starts = Vec::new();
+        for (i, t) in plan.tasks.iter().enumerate() {
+            if t.status != Status::InProgress || self.flights.contains_key(&i) {
+                continue;
+            }
+            let p = &mut pushed.tasks[i];
+            if p.status == Status::InProgress && p.attempts() == t.attempts() {
+                continue; // recorded already (an arrival not integrated yet)
+            }
+            p.status = Status::InProgress;
+            p.attempts = t.attempts;
+            p.extra.shift_remove(RUN_FIELD);
+            starts.push(format!("task {i} attempt {}", t.attempts()));
+        }
+        if starts.is_empty() {
+            return Ok(());
+        }
+        save(&pushed, self.plan_path)?;
+        self.repo.commit(
+            &format!("dagexec: starting {}", starts.join(", ")),
+            std::slice::from_ref(rel),
+        )?;
+        match self.repo.push_head(self.branch, self.auth)? {
+            crate::git::Pushed::Done => self.pushed = self.repo.head()?,
+            crate::git::Pushed::Rejected(why) => {
+                self.ui.say(format!(
+                    "{} moved since this conductor last pushed ({}): another writer; nothing more is started, and this conductor stops.",
+                    self.branch,
+                    why.lines().last().unwrap_or("").trim()
+                ));
+                self.stale = Some(super::publish::Published {
+                    stale: true,
+                    ..Default::default()
+                });
+            }
+        }
+        save(plan, self.plan_path)
+    }
+
+    /// Dispatches the run of task `i` attempt `attempt` (its start is on the branch already)
+    /// and returns its id. A dispatch GitHub fails (5xx, network, rate limit) after the retry
+    /// policy's tries is waited out with back-off, said in the log, for at most
+    /// [`DISPATCH_PATIENCE`]: before each new try the branch's runs are searched for one of
+    /// this task and attempt from this base (a failed answer may still have started it), and
+    /// such a run is taken instead of starting a second.
+    fn dispatch_task_run(
+        &self,
+        i: usize,
+        attempt: u32,
+        inputs: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<u64, ActionError> {
+        let since = Instant::now();
+        let mut failures = 0;
+        loop {
+            let e = match self.rt.block_on(self.client.dispatch_run(
+                &self.inputs.workflow,
+                self.branch,
+                inputs,
+            )) {
+                Ok(Some(id)) => return Ok(id),
+                Ok(None) => {
+                    return Err(ActionError::Input(
+                        "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
+                    ));
+                }
+                Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => e,
+                Err(e) => return Err(e.into()),
+            };
+            failures += 1;
+            let pause = self.client.policy.backoff(failures);
+            self.emit(crate::events::Event::Note(format!(
+                "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is on the branch, so this costs no attempt: trying again in {}.",
+                humantime::format_duration(pause)
+            )));
+            std::thread::sleep(pause);
+            let name = run_name(self.branch, i, attempt);
+            if let Ok(runs) = self.rt.block_on(self.client.dispatched_runs(
+                &self.inputs.workflow,
+                self.branch,
+                1,
+            )) && let Some(run) = runs.iter().find(|r| {
+                r.event == "workflow_dispatch"
+                    && r.display_title == name
+                    && r.head_sha == self.pushed
+            }) {
+                return Ok(run.id);
+            }
+        }
+    }
+
+    /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
+    /// request's or the comments' update after the push landed, the conductor goes on — the
+    /// next commit brings them up to date.
+    fn publish_through(
+        &self,
+        n: u32,
+        plan: &Plan,
+    ) -> Result<super::publish::Published, ActionError> {
+        let mine = self.repo.head()?;
+        match self.publish(n, plan, None) {
+            Err(ActionError::Api(e))
+                if e.transient()
+                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()
+                        == Some(mine.as_str()) =>
+            {
+                self.emit(crate::events::Event::Note(format!(
+                    "Pushed to {}, but GitHub could not update the pull request ({e}); the next commit brings it up to date.",
+                    self.branch
+                )));
+                Ok(super::publish::Published {
+                    pr: self.pr,
+                    ..Default::default()
+                })
+            }
+            other => other,
+        }
+    }
+
     /// Commits the plan as it stands with `message`.
     fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
         save(plan, self.plan_path)?;
@@ -230,8 +353,13 @@ impl Executor for Remote<'_> {
         self.inputs.max_parallel.max(1)
     }
 
+    /// Nothing runs for a conductor that found another writer on the branch: it stops.
     fn running(&self) -> usize {
-        self.flights.len()
+        if self.stale.is_some() {
+            0
+        } else {
+            self.flights.len()
+        }
     }
 
     /// A retry's prompt must be on the branch before its run can read it.
@@ -239,24 +367,25 @@ impl Executor for Remote<'_> {
         false
     }
 
+    /// Saved, and the attempts counted since the last push made durable on the branch before
+    /// their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
-        save(plan, self.plan_path)
+        save(plan, self.plan_path)?;
+        self.record_starts(plan)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), ActionError> {
+    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), ActionError> {
+        if self.stale.is_some() {
+            return Ok(());
+        }
         let (i, attempt) = (start.task, start.attempt);
         let mut dispatch = super::dispatch_inputs(&self.inputs.plan_rel, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());
-        let id = self
-            .rt
-            .block_on(self.client.dispatch_run(&self.inputs.workflow, self.branch, &dispatch))?
-            .ok_or_else(|| {
-                ActionError::Input(
-                    "GitHub started the task's run but did not say which run it is (`return_run_details`); `schedule: eager` needs a GitHub that answers a dispatch with the run's id (github.com does). Use `schedule: rounds` here.".into(),
-                )
-            })?;
+        let id = self.dispatch_task_run(i, attempt, &dispatch)?;
+        // The crash tests' kill -9 between a dispatch and the commit that records its run.
+        crate::run::failpoint("dispatched", round);
         let f = Flight {
             run: id,
             attempt,
@@ -279,25 +408,47 @@ impl Executor for Remote<'_> {
 
     /// One poll of every run in flight, after the poll interval; the ended ones are judged.
     fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
-        std::thread::sleep(poll_interval(
+        let mut pause = poll_interval(
             self.timing.poll,
             self.flights.len(),
             self.timing.polls_per_hour,
-        ));
+        );
+        // GitHub failed at the last polls: back off as the retry policy does.
+        if self.outages > 0 {
+            pause += self.client.policy.backoff(self.outages);
+        }
+        std::thread::sleep(pause);
         let mut arrivals = Arrivals::default();
+        // What GitHub failed to answer at this poll (the first such failure).
+        let mut outage: Option<String> = None;
         for (&i, f) in &self.flights {
-            let (found, log_url, conclusion) =
-                match self.rt.block_on(self.client.workflow_run(f.run)) {
-                    Ok(run) if !run.completed() => continue,
-                    Ok(run) => {
-                        let (found, url) = fetch(self.client, self.rt, &run, i, f.attempt, self.ui);
-                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
-                        (found, url, conclusion)
+            let now = jiff::Timestamp::now();
+            let (found, log_url, conclusion, span) = match self
+                .rt
+                .block_on(self.client.workflow_run(f.run))
+            {
+                Ok(run) if !run.completed() => continue,
+                Ok(run) => match fetch(self.client, self.rt, &run, i, f.attempt, self.ui) {
+                    Fetched::Later(e) => {
+                        outage
+                            .get_or_insert(format!("the result of run {} (task {i}): {e}", f.run));
+                        continue;
                     }
-                    // The run is gone (deleted by hand): its attempt ends with nothing to show.
-                    Err(e) if e.status() == Some(404) => (None, None, "gone".to_string()),
-                    Err(e) => return Err(e.into()),
-                };
+                    Fetched::Done(found, url) => {
+                        let span = run.span(now);
+                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                        (found, url, conclusion, span)
+                    }
+                },
+                // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
+                // GitHub is down or limits us: the run goes on regardless and stays readable.
+                Err(e) if e.transient() => {
+                    outage.get_or_insert(format!("the state of run {} (task {i}): {e}", f.run));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             if let Some(url) = log_url {
                 self.links.logs.insert(i, url);
             }
@@ -310,18 +461,47 @@ impl Executor for Remote<'_> {
                 "Run {} of task {i} ended ({conclusion}).",
                 f.run
             )));
-            arrivals.judged.push(arrival::judge_entry(
+            let found = found.map(|r| r.map(|c| *c));
+            let mut judged = arrival::judge_entry(
                 self.repo,
                 plan,
                 self.inputs,
                 &entry,
                 found.as_ref(),
                 self.ui,
-            )?);
+            )?;
+            // A run that left no readable result (cancelled, failed before its upload, gone)
+            // still ended an attempt: its record spans the run as GitHub reports it.
+            if judged.measured.is_none() {
+                judged.measured = Some(crate::usage::Measured {
+                    start: span.0,
+                    end: span.1,
+                    usage: Default::default(),
+                });
+            }
+            arrivals.judged.push(judged);
         }
         for j in &arrivals.judged {
             self.flights.remove(&j.index);
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
+        }
+        match outage {
+            Some(what) => {
+                self.outages += 1;
+                self.emit(crate::events::Event::Note(format!(
+                    "GitHub could not give {what}. A run and its result stay retrievable for days, so this costs no attempt: waiting {} more before the next poll (failing poll {} in a row).",
+                    humantime::format_duration(self.client.policy.backoff(self.outages)),
+                    self.outages
+                )));
+            }
+            None if self.outages > 0 => {
+                self.emit(crate::events::Event::Note(format!(
+                    "GitHub answers again after {} failing poll(s).",
+                    self.outages
+                )));
+                self.outages = 0;
+            }
+            None => {}
         }
         Ok(arrivals)
     }
@@ -362,16 +542,41 @@ impl Executor for Remote<'_> {
                 plan,
                 self.dag,
                 None,
-            ))?;
-            for line in applied {
-                self.emit(crate::events::Event::Note(line));
+            ));
+            match applied {
+                Ok(applied) => {
+                    for line in applied {
+                        self.emit(crate::events::Event::Note(line));
+                    }
+                }
+                // Queued commands stay queued on the pull request: the next commit applies them.
+                Err(ActionError::Api(e)) if e.transient() => {
+                    self.emit(crate::events::Event::Note(format!(
+                        "GitHub could not give the commands queued on the pull request ({e}); they are applied at the next commit."
+                    )));
+                }
+                Err(e) => return Err(e),
             }
         }
-        let published = self.publish(round, plan, None)?;
+        let published = self.publish_through(round, plan)?;
         self.pr = published.pr.or(self.pr);
         if published.stale {
             self.stale = Some(published);
             return Ok(Integrated::Stale);
+        }
+        // Pushed: the markers of the commands applied above say so now.
+        if let Some(pr) = self.pr
+            && super::steer::settled_since(self.repo, &self.pushed)
+        {
+            let me = super::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let confirmed = self
+                .rt
+                .block_on(super::steer::confirm(self.client, pr, me, self.repo));
+            for line in confirmed {
+                self.emit(crate::events::Event::Note(line));
+            }
         }
         self.pushed = self.repo.head()?;
         if published.aborted {
@@ -424,6 +629,7 @@ pub fn run(
     // Adopt what the branch records as running; a task in progress without a run is an
     // interrupted attempt.
     let mut flights: BTreeMap<usize, Flight> = BTreeMap::new();
+    let mut unrecorded = Vec::new();
     for (i, t) in plan.tasks.iter_mut().enumerate() {
         if t.status != Status::InProgress {
             t.extra.shift_remove(RUN_FIELD);
@@ -438,11 +644,45 @@ pub fn run(
                 flights.insert(i, f);
             }
             None => {
-                ui.say(format!(
-                    "Task {i}: attempt {} was interrupted (no run recorded); it counts.",
-                    t.attempts()
-                ));
-                t.status = Status::Pending;
+                unrecorded.push(i);
+            }
+        }
+    }
+    // Attempts the branch records as started without their run: a conductor died between
+    // the dispatch and the commit that records it. Its run is found by its run-name, from
+    // the commit that recorded the start, and adopted; else the attempt counts.
+    if !unrecorded.is_empty() {
+        let found = find_unrecorded(
+            &repo,
+            client,
+            rt,
+            inputs,
+            &round.branch,
+            &plan,
+            &unrecorded,
+            &ui,
+        );
+        for i in unrecorded {
+            let t = &mut plan.tasks[i];
+            match found.get(&i) {
+                Some(f) => {
+                    ui.say(format!(
+                        "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
+                        f.attempt, f.run
+                    ));
+                    t.extra.insert(
+                        RUN_FIELD.into(),
+                        serde_json::to_value(f).expect("a flight serialises"),
+                    );
+                    flights.insert(i, f.clone());
+                }
+                None => {
+                    ui.say(format!(
+                        "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
+                        t.attempts()
+                    ));
+                    t.status = Status::Pending;
+                }
             }
         }
     }
@@ -478,6 +718,7 @@ pub fn run(
         stale: None,
         staged: Vec::new(),
         pr: None,
+        outages: 0,
     };
     // The branch (and the pull request) exist before any run is dispatched on it.
     remote.commit(
@@ -487,7 +728,7 @@ pub fn run(
             adopted.len()
         ),
     )?;
-    let published = remote.publish(round_no, &plan, None)?;
+    let published = remote.publish_through(round_no, &plan)?;
     if published.stale {
         return Ok(finalize::stale(published));
     }
@@ -500,23 +741,41 @@ pub fn run(
         budget: inputs.max_cost,
     };
     let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
+    if let Some(published) = remote.stale.take() {
+        return Ok(finalize::stale(published));
+    }
     let in_flight = remote.flights.len();
     let (conclusion, stop) = match ending {
-        Ending::Stale => {
-            let published = remote.stale.take().unwrap_or_default();
-            return Ok(finalize::stale(published));
-        }
+        Ending::Stale => return Ok(finalize::stale(Default::default())),
         Ending::Handover => {
             remote.commit(
                 &plan,
                 &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
             )?;
-            let published = remote.publish(round_no, &plan, None)?;
+            let published = remote.publish_through(round_no, &plan)?;
             if published.stale {
                 return Ok(finalize::stale(published));
             }
             let next = super::dispatch_inputs(&inputs.plan_rel, &round.branch);
-            rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next))?;
+            // The state is pushed; only the successor's start is left: an outage is waited
+            // out (a second successor would only wait in the branch's group).
+            let since = Instant::now();
+            let mut failures = 0;
+            loop {
+                match rt.block_on(client.dispatch(&inputs.workflow, &round.branch, &next)) {
+                    Ok(()) => break,
+                    Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
+                        failures += 1;
+                        let pause = client.policy.backoff(failures);
+                        ui.say(format!(
+                            "GitHub could not start the successor conductor ({e}); trying again in {}.",
+                            humantime::format_duration(pause)
+                        ));
+                        std::thread::sleep(pause);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             ui.emit(crate::events::Event::Note(format!(
                 "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
                 humantime::format_duration(Duration::from_secs(
@@ -556,6 +815,9 @@ pub fn run(
             Some(Stop::Deadlock(engine::deadlock_message(pending))),
         ),
         Ending::Budget(why) => ("budget", Some(Stop::Budget(why))),
+        // Refused credentials: every task would fail the same way (the check run says which
+        // secret to fix).
+        Ending::Halted(why) => ("halted", Some(Stop::CircuitBreaker(why))),
         Ending::Done => {
             let stop = finalize::done_stop(&repo, &mut plan, &opts, &ui)?;
             repo.commit(
@@ -627,10 +889,114 @@ fn summary(
     Ok(())
 }
 
+/// The runs of attempts the branch records as started (`tasks`: in progress, no run
+/// recorded) that a conductor dispatched before dying: a run of `workflow` on `branch` whose
+/// run-name names the task and its attempt, started from a commit that records the attempt
+/// as started and that the branch kept unchanged for the task since (the first-parent
+/// history of `HEAD`, newest first, while the task stays in progress at that attempt with no
+/// run), so a run of the same task and attempt number from before a `/execute retry` is never
+/// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
+/// said, and the attempts then count as interrupted.
+#[allow(clippy::too_many_arguments)]
+fn find_unrecorded(
+    repo: &crate::git::Repo,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    inputs: &Inputs,
+    branch: &str,
+    plan: &Plan,
+    tasks: &[usize],
+    ui: &Ui,
+) -> BTreeMap<usize, Flight> {
+    // The commits each start may have been dispatched from.
+    let mut from: BTreeMap<usize, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut alive: Vec<usize> = tasks.to_vec();
+    for c in repo.first_parents(64).unwrap_or_default() {
+        let Ok(Some(bytes)) = repo.read_at(&c, &inputs.plan_rel) else {
+            break;
+        };
+        let Ok(there) = crate::plan::load::parse(
+            &String::from_utf8_lossy(&bytes),
+            Path::new(&inputs.plan_rel),
+        ) else {
+            break;
+        };
+        alive.retain(|&i| {
+            let same = there.tasks.get(i).is_some_and(|t| {
+                t.status == Status::InProgress
+                    && t.attempts() == plan.tasks[i].attempts()
+                    && !t.extra.contains_key(RUN_FIELD)
+            });
+            if same {
+                from.entry(i).or_default().insert(c.clone());
+            }
+            same
+        });
+        if alive.is_empty() {
+            break;
+        }
+    }
+    let mut found = BTreeMap::new();
+    for page in 1..=10 {
+        let runs = match rt.block_on(client.dispatched_runs(&inputs.workflow, branch, page)) {
+            Ok(r) => r,
+            Err(e) => {
+                ui.say(format!(
+                    "Cannot list the runs of {branch} to find the runs of attempts started without one recorded: {e}"
+                ));
+                break;
+            }
+        };
+        for run in &runs {
+            for (&i, commits) in &from {
+                let attempt = plan.tasks[i].attempts();
+                if found.contains_key(&i)
+                    || run.event != "workflow_dispatch"
+                    || run.display_title != run_name(branch, i, attempt)
+                    || !commits.contains(&run.head_sha)
+                {
+                    continue;
+                }
+                found.insert(
+                    i,
+                    Flight {
+                        run: run.id,
+                        attempt,
+                        base: run.head_sha.clone(),
+                    },
+                );
+            }
+        }
+        if runs.len() < 100 || found.len() == from.len() {
+            break;
+        }
+    }
+    found
+}
+
+/// How long after its run ended an artifact that GitHub fails to list or serve is waited
+/// for; past it the attempt is judged without its result. GitHub keeps artifacts for 90 days
+/// by default and at least one day.
+pub const RESULT_PATIENCE: Duration = Duration::from_secs(24 * 3600);
+
+/// What a poll got of an ended run's result.
+enum Fetched {
+    /// The artifact read (or why it could not be: `None` when the run left none — it failed
+    /// before uploading, was cancelled, or the artifact expired), and its page for the logs
+    /// link.
+    Done(
+        Option<Result<Box<super::artifact::Collected>, String>>,
+        Option<String>,
+    ),
+    /// GitHub failed to list or serve it (down, or rate limiting): the result is still
+    /// there, to be read at a later poll.
+    Later(crate::github::ApiError),
+}
+
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
 /// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded and
-/// read in memory; `None` when the run left none (it failed before uploading, was
-/// cancelled, or the artifact expired). Also the artifact's page, for the logs link.
+/// read in memory. A listing or download GitHub fails (after the retry policy's tries) is
+/// [`Fetched::Later`] for [`RESULT_PATIENCE`] after the run ended.
 fn fetch(
     client: &Client,
     rt: &tokio::runtime::Runtime,
@@ -638,10 +1004,14 @@ fn fetch(
     task: usize,
     attempt: u32,
     ui: &Ui,
-) -> (
-    Option<Result<super::artifact::Collected, String>>,
-    Option<String>,
-) {
+) -> Fetched {
+    let ended = run
+        .updated_at
+        .as_deref()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let patient = ended.is_none_or(|e| {
+        jiff::Timestamp::now().duration_since(e).as_secs() < RESULT_PATIENCE.as_secs() as i64
+    });
     let entry = Entry {
         task,
         attempt,
@@ -650,8 +1020,9 @@ fn fetch(
     let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
     let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
         Ok(l) => l,
+        Err(e) if e.transient() && patient => return Fetched::Later(e),
         Err(e) => {
-            return (
+            return Fetched::Done(
                 Some(Err(format!("cannot list the run's artifacts: {e}"))),
                 None,
             );
@@ -667,7 +1038,7 @@ fn fetch(
         .iter()
         .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
     else {
-        return (None, None);
+        return Fetched::Done(None, None);
     };
     let url = (!run.html_url.is_empty()).then(|| {
         format!(
@@ -676,21 +1047,27 @@ fn fetch(
             artifact.id
         )
     });
-    let read = rt
-        .block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES))
-        .map_err(|e| format!("cannot download {}: {e}", artifact.name))
-        .and_then(|bytes| read_zip(&bytes))
-        .and_then(|c| {
-            if (c.result.task, c.result.attempt) == (task, attempt) {
-                Ok(c)
-            } else {
-                Err(format!(
-                    "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
-                    artifact.name, c.result.task, c.result.attempt
-                ))
-            }
-        });
-    (Some(read), url)
+    let bytes = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
+        Ok(b) => b,
+        Err(e) if e.transient() && patient => return Fetched::Later(e),
+        Err(e) => {
+            return Fetched::Done(
+                Some(Err(format!("cannot download {}: {e}", artifact.name))),
+                url,
+            );
+        }
+    };
+    let read = read_zip(&bytes).and_then(|c| {
+        if (c.result.task, c.result.attempt) == (task, attempt) {
+            Ok(c)
+        } else {
+            Err(format!(
+                "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
+                artifact.name, c.result.task, c.result.attempt
+            ))
+        }
+    });
+    Fetched::Done(Some(read.map(Box::new)), url)
 }
 
 #[cfg(test)]

@@ -197,21 +197,44 @@ pub fn run(
     }
     save_logs(&mut plan, &links.logs);
     let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
+    // A matrix job that left no readable artifact (cancelled, failed before its upload)
+    // still ended an attempt: its record spans this run, as far as GitHub says.
+    let now = jiff::Timestamp::now();
+    let run_start = client
+        .zip(ctx.run_id.parse::<u64>().ok())
+        .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
+        .map_or(now, |r| r.span(now).0);
     let mut judged = Vec::new();
     for e in &entries {
-        judged.push(judge_entry(
+        let mut j = judge_entry(
             &repo,
             &plan,
             inputs,
             e,
             found.get(&(e.task, e.attempt)),
             &ui,
-        )?);
+        )?;
+        if j.measured.is_none() {
+            j.measured = Some(crate::usage::Measured {
+                start: run_start,
+                end: now,
+                usage: Default::default(),
+            });
+        }
+        judged.push(j);
     }
+    // Refused credentials: every task would fail the same way, so nothing more is dispatched
+    // (the check run names the secret to fix).
+    let halted = judged.iter().find_map(|j| {
+        matches!(j.verdict.halt, Some(crate::said::Halt::Run { .. }))
+            .then(|| format!("task {}: {}", j.index, j.verdict.result))
+    });
     let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
     // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
     // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
     // next round queues): applied now, before deciding what runs next.
+    // The pull request whose queued markers are to be rewritten once the round is pushed.
+    let mut steered_on = None;
     if let Some(c) = client
         && let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number)
     {
@@ -229,12 +252,16 @@ pub fn run(
             &dag,
             None,
         ))?;
+        if !applied.is_empty() {
+            steered_on = Some((c, pr, me));
+        }
         for line in applied {
             ui.say(line);
         }
     }
 
     let stop = match end {
+        _ if halted.is_some() => halted.map(Stop::CircuitBreaker),
         // A part that leaves tasks of the round unresolved: the next part runs them.
         _ if !closed => None,
         // The numbers the breaker decided on: pending before this round's cascade, and what
@@ -258,6 +285,11 @@ pub fn run(
     let published = ending.finish(&plan, &links, stop.as_ref(), more, None)?;
     if published.stale {
         return Ok(stale(published));
+    }
+    if let Some((c, pr, me)) = steered_on {
+        for line in rt.block_on(super::steer::confirm(c, pr, me, &repo)) {
+            ui.say(line);
+        }
     }
     let waiting: Vec<usize> = Vec::new();
     ctx.summary(&report::round_summary(
@@ -552,8 +584,11 @@ impl Job {
         }
         let inputs = super::with_plan(repo.root(), inputs)?;
         let plan_path = repo.root().join(&inputs.plan_rel);
-        let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
-        let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+        // A completed plan may be archived already (see `load_plan`): then it is what the
+        // job publishes.
+        let (plan, archived) = super::load_plan(&repo, &inputs.plan_rel)?;
+        let dag =
+            plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
         let opts = RunOptions {
             plan: plan_path.clone(),
             plan_rel: inputs.plan_rel.clone(),

@@ -125,14 +125,32 @@ impl ActionRef {
 pub enum Worker {
     Claude,
     Codex,
+    Gemini,
     Aider,
     Command(String),
 }
 
-/// The CLI versions `init` pins (bump together with the README).
+/// The CLI versions `init` pins (bump together with the README), in one place: the commands
+/// below are read from each version's `--help` and run against scripted model servers.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.328";
 pub const CODEX_VERSION: &str = "0.169.0";
+pub const GEMINI_CLI_VERSION: &str = "0.61.0";
 pub const AIDER_VERSION: &str = "0.86.2";
+
+/// Claude Code: machine output (the result object: cost, tokens, status line), edits in the
+/// task's tree without asking (`acceptEdits`: Bash runs only read-only and file-system
+/// commands; anything else, tests included, is refused unless allowed with
+/// `--allowedTools 'Bash(npm test:*)'`), the task's model when the plan names one.
+pub const CLAUDE_COMMAND: &str = r#"claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model "$DAGEXEC_MODEL"}"#;
+/// Codex: JSONL events (tokens, the last message), its `workspace-write` sandbox (edits and
+/// commands inside the tree, no network), a model the price table knows (codex's output
+/// names none; plans name Claude models, so `DAGEXEC_MODEL` is not passed).
+pub const CODEX_COMMAND: &str = "codex exec --json --sandbox workspace-write --model gpt-5.5 -";
+/// Gemini CLI: its JSON result (response, token stats), `auto_edit` (edit tools approved,
+/// no shell tool), the task's tree trusted (`--skip-trust`: it refuses to run headless in an
+/// untrusted folder), the prompt on stdin (`--prompt=` appends nothing to it).
+pub const GEMINI_COMMAND: &str =
+    "gemini --output-format json --approval-mode auto_edit --skip-trust --prompt=";
 
 impl Worker {
     /// The known names (`claude`, `codex`, `aider`), else the text as a command line.
@@ -144,6 +162,7 @@ impl Worker {
         Ok(match t {
             "claude" => Worker::Claude,
             "codex" => Worker::Codex,
+            "gemini" => Worker::Gemini,
             "aider" => Worker::Aider,
             _ => Worker::Command(t.to_string()),
         })
@@ -154,6 +173,7 @@ impl Worker {
         match self {
             Worker::Claude => "Claude Code",
             Worker::Codex => "Codex CLI",
+            Worker::Gemini => "Gemini CLI",
             Worker::Aider => "Aider",
             Worker::Command(c) => c,
         }
@@ -162,8 +182,9 @@ impl Worker {
     /// The command line the work job runs (prompt on stdin).
     pub fn command(&self) -> String {
         match self {
-            Worker::Claude => "claude -p --permission-mode acceptEdits".into(),
-            Worker::Codex => "codex exec --full-auto -".into(),
+            Worker::Claude => CLAUDE_COMMAND.into(),
+            Worker::Codex => CODEX_COMMAND.into(),
+            Worker::Gemini => GEMINI_COMMAND.into(),
             Worker::Aider => "aider --yes-always --no-auto-commits --no-check-update --no-show-model-warnings --message-file /dev/stdin".into(),
             Worker::Command(c) => c.clone(),
         }
@@ -174,7 +195,18 @@ impl Worker {
         match self {
             Worker::Claude | Worker::Aider => Some("ANTHROPIC_API_KEY"),
             Worker::Codex => Some("OPENAI_API_KEY"),
+            Worker::Gemini => Some("GEMINI_API_KEY"),
             Worker::Command(_) => None,
+        }
+    }
+
+    /// Variables the work job sets for the worker besides its secret: the CLI's own retry
+    /// budget, so a dead API fails in seconds (claude retries a 500 or a 401 for about three
+    /// minutes by default; with 3 retries, seconds).
+    fn env(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Worker::Claude => &[("CLAUDE_CODE_MAX_RETRIES", "3")],
+            _ => &[],
         }
     }
 
@@ -190,6 +222,13 @@ impl Worker {
             Worker::Codex => Some((
                 format!("Install the worker (Codex CLI {CODEX_VERSION})"),
                 format!("npm install --global --no-audit --no-fund @openai/codex@{CODEX_VERSION}"),
+            )),
+            // Its retry budget in its settings: 3 attempts at the main model, not 10.
+            Worker::Gemini => Some((
+                format!("Install the worker (Gemini CLI {GEMINI_CLI_VERSION})"),
+                format!(
+                    "npm install --global --no-audit --no-fund @google/gemini-cli@{GEMINI_CLI_VERSION} && mkdir -p ~/.gemini && echo '{{\"general\":{{\"maxAttempts\":3}}}}' > ~/.gemini/settings.json"
+                ),
             )),
             Worker::Aider => Some((
                 format!("Install the worker (Aider {AIDER_VERSION})"),
@@ -218,7 +257,7 @@ pub struct Options {
 pub enum InitError {
     #[error("--action {0:?}: expected a reference such as org/dagexec@<commit> or ./")]
     BadAction(String),
-    #[error("--worker: expected claude, codex, aider or one command line")]
+    #[error("--worker: expected claude, codex, gemini, aider or one command line")]
     BadWorker,
     #[error(
         "--secret {0:?}: expected the name of a repository secret (letters, digits and _, not starting with a digit or GITHUB_)"
@@ -351,18 +390,31 @@ pub fn render(opts: &Options) -> String {
         None => String::new(),
     };
     text = text.replace("    # @worker-environment@\n", &env_line);
-    let env = match &opts.secret {
-        Some(s) => format!("        env:\n          {s}: ${{{{ secrets.{s} }}}}\n"),
-        None => String::new(),
+    let mut vars: Vec<String> = Vec::new();
+    if let Some(s) = &opts.secret {
+        vars.push(format!("          {s}: ${{{{ secrets.{s} }}}}\n"));
+    }
+    for (k, v) in opts.worker.env() {
+        vars.push(format!(
+            "          {k}: \"{v}\" # the CLI's own retries: a dead API fails in seconds\n"
+        ));
+    }
+    let env = if vars.is_empty() {
+        String::new()
+    } else {
+        format!("        env:\n{}", vars.concat())
     };
     text = text.replace("        # @worker-env@\n", &env);
-    let old = "          worker: claude -p --permission-mode acceptEdits\n";
+    let old = format!(
+        "          worker: '{}'\n",
+        CLAUDE_COMMAND.replace('\'', "''")
+    );
     // A YAML single-quoted scalar: only the quote itself needs escaping.
     let new = format!(
         "          worker: '{}'\n",
         opts.worker.command().replace('\'', "''")
     );
-    let text = text.replace(old, &new);
+    let text = text.replace(&old, &new);
     if opts.eager {
         text.replace(
             "          schedule: rounds\n",
@@ -420,7 +472,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
             Some(w) => Worker::parse(w).map_err(|e| e.to_string())?,
             None => {
                 eprintln!(
-                    "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|aider|CMD to choose)."
+                    "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
                 );
                 Worker::Claude
             }
@@ -470,6 +522,7 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
     let items = [
         format!("Claude Code {CLAUDE_CODE_VERSION} (npm @anthropic-ai/claude-code)"),
         format!("Codex CLI {CODEX_VERSION} (npm @openai/codex)"),
+        format!("Gemini CLI {GEMINI_CLI_VERSION} (npm @google/gemini-cli)"),
         format!("Aider {AIDER_VERSION} (pip aider-chat)"),
         "Another command (installed by your own step)".to_string(),
     ];
@@ -482,7 +535,8 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
     let worker = match pick {
         0 => Worker::Claude,
         1 => Worker::Codex,
-        2 => Worker::Aider,
+        2 => Worker::Gemini,
+        3 => Worker::Aider,
         _ => {
             let cmd: String = Input::new()
                 .with_prompt("The command (reads the prompt on stdin)")
@@ -660,6 +714,11 @@ mod tests {
                 "npm install --global --no-audit --no-fund @openai/codex@",
                 "OPENAI_API_KEY",
             ),
+            (
+                "gemini",
+                "npm install --global --no-audit --no-fund @google/gemini-cli@",
+                "GEMINI_API_KEY",
+            ),
             ("aider", "pipx install aider-chat==", "ANTHROPIC_API_KEY"),
         ] {
             let t = render(&opts(w));
@@ -672,6 +731,17 @@ mod tests {
             assert!(t.contains(&format!(
                 "        env:\n          {secret}: ${{{{ secrets.{secret} }}}}\n"
             )));
+            // Machine output on, so spend is recorded and max-cost counts.
+            assert!(
+                ["--output-format json", "--json", "--message-file"]
+                    .iter()
+                    .any(|f| t.contains(f)),
+                "{w}"
+            );
+            assert!(
+                !t.contains("--full-auto"),
+                "{w}: codex has no --full-auto at 0.169.0"
+            );
         }
         assert_eq!(check_secret("MY_KEY").unwrap(), "MY_KEY");
         for bad in ["", "1X", "GITHUB_TOKEN", "A-B", "a b"] {
@@ -681,7 +751,7 @@ mod tests {
 
     #[test]
     fn generated_workflows() {
-        for w in ["claude", "codex", "aider"] {
+        for w in ["claude", "codex", "gemini", "aider"] {
             insta::assert_snapshot!(format!("init_{w}"), render(&opts(w)));
         }
         let custom = Options {

@@ -17,6 +17,7 @@
 
 pub mod arrival;
 pub mod artifact;
+pub mod artifact_zip;
 pub mod cli;
 pub mod comment;
 pub mod conduct;
@@ -108,6 +109,67 @@ pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Input
         resolved.plan_rel = prepared.plan_rel;
     }
     Ok(resolved)
+}
+
+/// The plan at `plan_rel` in `repo`'s checkout, or — when it is gone because a completed run
+/// archived it (`plan.done.json`, or `history/<stamp>-plan.json` beside it) — the archived
+/// plan with its path, provided every task of it is completed. A job that dies after pushing
+/// the archive but before publishing (PR ready, status, check run) leaves only the archive on
+/// the branch; whichever job comes next finishes the run from it.
+pub(crate) fn load_plan(
+    repo: &crate::git::Repo,
+    plan_rel: &str,
+) -> Result<(crate::plan::model::Plan, Option<String>), ActionError> {
+    use crate::plan::error::PlanErrors;
+    let path = repo.root().join(plan_rel);
+    match crate::plan::load(&path) {
+        Ok(plan) => Ok((plan, None)),
+        Err(e) if !path.exists() => {
+            let Some(rel) = archived_plan(repo, plan_rel) else {
+                return Err(PlanErrors::from(e).into());
+            };
+            let archived = crate::plan::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
+            let all = archived
+                .tasks
+                .iter()
+                .all(|t| t.status == crate::plan::model::Status::Completed);
+            if !all {
+                return Err(PlanErrors::from(e).into());
+            }
+            Ok((archived, Some(rel)))
+        }
+        Err(e) => Err(PlanErrors::from(e).into()),
+    }
+}
+
+/// Where a completed run archived the plan at `plan_rel`: the archive the commit that removed
+/// the plan added (`plan.done.json` or `history/<stamp>-plan.json` beside it); in a history
+/// that does not reach that commit, the newest `history/` entry, else `plan.done.json`.
+fn archived_plan(repo: &crate::git::Repo, plan_rel: &str) -> Option<String> {
+    let rel = std::path::Path::new(plan_rel);
+    let dir = rel.parent().unwrap_or(std::path::Path::new(""));
+    let is_archive = |p: &str| {
+        let p = std::path::Path::new(p);
+        p == dir.join("plan.done.json")
+            || (p.parent() == Some(&dir.join("history"))
+                && p.to_string_lossy().ends_with("-plan.json"))
+    };
+    let present = |p: &str| repo.root().join(p).is_file();
+    if let Ok(files) = repo.files_of_last_change(plan_rel)
+        && let Some(f) = files.iter().find(|f| is_archive(f) && present(f))
+    {
+        return Some(f.clone());
+    }
+    let newest = std::fs::read_dir(repo.root().join(dir).join("history"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with("-plan.json"))
+        .max()
+        .map(|n| dir.join("history").join(n).to_string_lossy().to_string());
+    let done = dir.join("plan.done.json").to_string_lossy().to_string();
+    newest.or_else(|| present(&done).then_some(done))
 }
 
 /// `dagexec/<goal slug>`: lower-case ASCII letters, digits and dashes, at most 48 of them.

@@ -76,8 +76,24 @@ pub fn run(
     }
     let base = repo.head()?;
     let inputs = &super::with_plan(repo.root(), inputs)?;
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    let mut plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
+    let (mut plan, archived) = super::load_plan(&repo, &inputs.plan_rel)?;
+    // Every task completed and the plan archived, but the run not finished on GitHub (its
+    // last job died after pushing the archive): finalize finishes it (pull request ready,
+    // status comment, check run).
+    if let Some(rel) = archived {
+        let round = crate::run::round_counter(&plan);
+        return Ok(Planned {
+            message: format!(
+                "All {} tasks are completed and the plan is archived as {rel}; finishing the run (pull request, status comment, check run).",
+                plan.tasks.len()
+            ),
+            branch,
+            base,
+            round,
+            matrix: None,
+            conclusion: "completed".into(),
+        });
+    }
     let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
     // A run that died mid-round leaves nothing in progress on the branch (finalize commits
     // resolved states only), but a plan pushed from a local run might.

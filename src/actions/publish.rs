@@ -116,8 +116,8 @@ impl Ending<'_> {
                 let me = comment::Identity {
                     app_id: inputs.app_id,
                 };
-                rt.block_on(comment::trusted_marked(c, n, me))?
-                    .abort_requested(steer::ABORT_MARKER)
+                let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+                rt.block_on(steer::abort_confirmed(c, n, &marked))?
             }
             None => false,
         };
@@ -163,6 +163,10 @@ impl Ending<'_> {
         if let (false, Some(c)) = (pushed, self.client) {
             return self.stale(c, plan);
         }
+        // The crash tests' kill -9 between a push and its publication (`final-push` when the
+        // run stops or completes).
+        let step = if stop.is_some() { "final-push" } else { "push" };
+        crate::run::failpoint(step, self.round.round);
         let Ending {
             rt,
             client,
@@ -246,7 +250,7 @@ impl Ending<'_> {
             }
             Ok::<_, crate::github::ApiError>(())
         })?;
-        let aborted = marked.abort_requested(steer::ABORT_MARKER);
+        let aborted = rt.block_on(steer::abort_confirmed(c, n, &marked))?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c)?;

@@ -55,6 +55,11 @@ pub fn run(
         repo.checkout_detached(base)?;
     }
     let inputs = &super::with_plan(repo.root(), inputs)?;
+    // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
+    // one leaves the defaults: the spend is the worker's own account anyway).
+    if let Ok(prices) = crate::run::config::read_file_config(repo.root()).and_then(|f| f.prices()) {
+        crate::prices::install(prices);
+    }
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = plan::load(&plan_path).map_err(crate::plan::error::PlanErrors::from)?;
     plan::validate::check(&plan, Some(&inputs.plan_rel))?;
@@ -112,7 +117,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, usage_warning) = crate::run::attempt::reported_usage(&mut run);
+    let (mut usage, said, warnings) = crate::run::attempt::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::run::attempt::log_in_tree(repo.root(), &log_rel);
@@ -136,9 +141,13 @@ pub fn run(
         (job.task, task),
         &run,
         changes_in(repo.root(), base)?,
-        (&inputs.plan_rel, &log_rel),
+        (
+            &inputs.plan_rel,
+            crate::speckit::own_tasks_md(&plan).as_deref(),
+            &log_rel,
+        ),
         inputs.timeout,
-        (&detail, usage_warning),
+        (&detail, &said, warnings),
     )?;
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
@@ -146,6 +155,7 @@ pub fn run(
         &report,
         run.duration,
     );
+    result.said = said;
     let mut review_log = None;
     let reviewer = review::reviewer_for(task, inputs.reviewer.as_deref());
     if let (Some(reviewer), crate::plan::model::Status::Completed) = (reviewer, verdict.status) {

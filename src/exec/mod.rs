@@ -25,7 +25,10 @@
 //!
 //! The loops own the policy: which tasks start, when an attempt is counted (when it starts,
 //! saved before it runs), the `--max-cost` budget (nothing new starts once it is spent),
-//! retries, and how the run ends ([`Ending`]). Executors differ only where the machine does:
+//! retries — none for a failure a retry cannot help ([`crate::said::Halt`]) — and how the
+//! run ends ([`Ending`]): an attempt whose credentials were refused stops the run
+//! ([`Ending::Halted`]: every task would fail the same way), one its CLI stopped at its own
+//! spending limit stops it as the budget does, its task pending again. Executors differ only where the machine does:
 //! a local failed attempt is retried in place at once ([`Executor::retries_in_place`]), while
 //! on GitHub the retry's prompt must be committed before its run can read it, so the failure
 //! is integrated and the task picked again. What happens is emitted as typed [`Event`]s.
@@ -59,6 +62,9 @@ pub enum RunEnd {
     NeedsInput,
     /// The budget (`--max-cost`) is spent: no new attempt was started (1, as incomplete).
     BudgetSpent,
+    /// A worker's credentials were refused: every task would fail the same way, so nothing
+    /// new was started (6).
+    Halted,
 }
 
 impl RunEnd {
@@ -71,6 +77,7 @@ impl RunEnd {
             RunEnd::Deadlock => 4,
             RunEnd::Interrupted => 130,
             RunEnd::NeedsInput => 5,
+            RunEnd::Halted => 6,
         }
     }
 }
@@ -169,6 +176,9 @@ pub enum Ending {
     Handover,
     /// Another writer moved the branch.
     Stale,
+    /// A worker's credentials were refused ([`crate::said::Halt::Run`]): what was in flight is
+    /// integrated, nothing new started (why, naming the secret to fix).
+    Halted(String),
 }
 
 /// Where a plan stands between rounds: what the engine says comes next, with the budget.
@@ -298,6 +308,34 @@ fn arrive<X: Executor>(x: &X, plan: &mut Plan, j: &Judged, unit: Unit) -> Option
     retry
 }
 
+/// What a judged attempt means for the run beyond its task: `Some` when the run must stop —
+/// [`Ending::Halted`] for refused credentials, [`Ending::Budget`] when the CLI stopped at
+/// its own spending limit (the task is then pending again, this attempt not counted).
+fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<Ending>, X::Error> {
+    use crate::said::Halt;
+    Ok(match &j.verdict.halt {
+        Some(Halt::Run { .. }) => Some(Ending::Halted(format!(
+            "task {}: {}",
+            j.index, j.verdict.result
+        ))),
+        Some(Halt::Budget) => {
+            uncount(plan, j.index, j.attempt);
+            x.save(plan)?;
+            Some(Ending::Budget(format!(
+                "task {}: {}",
+                j.index, j.verdict.result
+            )))
+        }
+        Some(Halt::Task { .. }) | None => None,
+    })
+}
+
+/// Whether a judged attempt is integrated: not when its CLI stopped at its own spending
+/// limit (its task is pending again, as if it never started).
+fn lands(j: &Judged) -> bool {
+    j.verdict.halt != Some(crate::said::Halt::Budget)
+}
+
 /// Puts back a task whose next attempt `attempt` was never started (the budget ran out
 /// first): pending, with the attempts it really made.
 fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
@@ -332,8 +370,9 @@ fn begin<X: Executor>(x: &mut X, plan: &mut Plan, tasks: &[usize]) -> Result<(),
     x.save(plan)
 }
 
-/// A group's judged attempts (ascending), and its tasks the budget kept from starting.
-type GroupEnd = (Vec<Judged>, Vec<usize>);
+/// A group's judged attempts (ascending), its tasks the budget kept from starting (or whose
+/// attempt its CLI's spending limit stopped), and why the run stops after this round.
+type GroupEnd = (Vec<Judged>, Vec<usize>, Option<Ending>);
 
 /// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
 #[derive(Debug, Clone, Copy)]
@@ -400,11 +439,14 @@ impl Rounds<'_> {
             });
             // Tasks of the round that never started: the budget ran out first.
             let mut unstarted: Vec<usize> = Vec::new();
+            let mut stop: Option<Ending> = None;
             for (k, group) in groups.iter().enumerate() {
-                if self.spent(plan).is_some() {
-                    let mut held = group.clone();
-                    held.sort_unstable();
-                    x.emit(Event::NotStarted { tasks: held });
+                if self.spent(plan).is_some() || stop.is_some() {
+                    if stop.is_none() {
+                        let mut held = group.clone();
+                        held.sort_unstable();
+                        x.emit(Event::NotStarted { tasks: held });
+                    }
                     unstarted.extend(group);
                     continue;
                 }
@@ -416,10 +458,11 @@ impl Rounds<'_> {
                     });
                 }
                 begin(x, plan, group)?;
-                let Some((judged, not_started)) = self.group(x, plan, group, round)? else {
+                let Some((judged, not_started, halted)) = self.group(x, plan, group, round)? else {
                     return Ok((Ending::Interrupted { committed: false }, round));
                 };
                 unstarted.extend(not_started);
+                stop = stop.or(halted);
                 x.stage(plan, judged)?;
                 if k + 1 < groups.len() {
                     x.reached("between-groups", round);
@@ -438,6 +481,9 @@ impl Rounds<'_> {
                 Integrated::End(end) => return Ok((Ending::Ended(end), round)),
                 Integrated::Abort => return Ok((Ending::Aborted, round)),
                 Integrated::Stale => return Ok((Ending::Stale, round)),
+            }
+            if let Some(stop) = stop {
+                return Ok((stop, round));
             }
             if !unstarted.is_empty() {
                 return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
@@ -470,13 +516,14 @@ impl Rounds<'_> {
         let mut done: Vec<Judged> = Vec::new();
         let mut unstarted = Vec::new();
         let mut cancelled = false;
+        let mut stop: Option<Ending> = None;
         // The group's first starts are announced by its round's (or group's) line; tasks that
         // waited for a free worker are announced as they start.
         let mut announced = false;
         loop {
             let free = x.slots().saturating_sub(x.running());
             if free > 0 && !cancelled {
-                if self.spent(plan).is_some() && !queue.is_empty() {
+                if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
                     let mut held = Vec::new();
                     for s in queue.drain(..) {
                         uncount(plan, s.task, s.attempt);
@@ -484,9 +531,11 @@ impl Rounds<'_> {
                     }
                     x.save(plan)?;
                     held.sort_unstable();
-                    x.emit(Event::NotStarted {
-                        tasks: held.clone(),
-                    });
+                    if stop.is_none() {
+                        x.emit(Event::NotStarted {
+                            tasks: held.clone(),
+                        });
+                    }
                     unstarted.extend(held);
                 }
                 let starts: Vec<Start> = queue.drain(..free.min(queue.len())).collect();
@@ -510,7 +559,11 @@ impl Rounds<'_> {
             let arrivals = x.wait(plan)?;
             cancelled |= arrivals.cancelled;
             for j in arrivals.judged {
-                match arrive(x, plan, &j, self.unit()) {
+                let retry = arrive(x, plan, &j, self.unit());
+                if let Some(end) = halts(x, plan, &j)? {
+                    stop = stop.or(Some(end));
+                }
+                match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;
                         queue.push_front(Start {
@@ -519,6 +572,7 @@ impl Rounds<'_> {
                             retry_prompt: Some(prompt),
                         });
                     }
+                    _ if !lands(&j) => unstarted.push(j.index),
                     _ => done.push(j),
                 }
             }
@@ -527,7 +581,7 @@ impl Rounds<'_> {
             return Ok(None);
         }
         done.sort_by_key(|j| j.index);
-        Ok(Some((done, unstarted)))
+        Ok(Some((done, unstarted, stop)))
     }
 }
 
@@ -602,8 +656,10 @@ impl Eager<'_> {
         let mut in_flight: BTreeSet<usize> = in_flight.into_iter().collect();
         let mut cancelled = false;
         let mut aborted = false;
+        // Why nothing new starts: refused credentials, or a CLI's own spending limit.
+        let mut stop: Option<Ending> = None;
         loop {
-            if !cancelled && !aborted {
+            if !cancelled && !aborted && stop.is_none() {
                 let started = self.fill(x, plan, &in_flight, round)?;
                 in_flight.extend(started);
             }
@@ -612,6 +668,8 @@ impl Eager<'_> {
                     Ending::Interrupted { committed: false }
                 } else if aborted {
                     Ending::Aborted
+                } else if let Some(stop) = stop {
+                    stop
                 } else {
                     self.settle(plan)
                 };
@@ -624,9 +682,17 @@ impl Eager<'_> {
             cancelled |= arrivals.cancelled;
             let mut landed: Vec<Judged> = Vec::new();
             for j in arrivals.judged {
-                match arrive(x, plan, &j, Unit::Batch) {
+                let retry = arrive(x, plan, &j, Unit::Batch);
+                if let Some(end) = halts(x, plan, &j)? {
+                    stop = stop.or(Some(end));
+                }
+                if !lands(&j) {
+                    in_flight.remove(&j.index);
+                    continue;
+                }
+                match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
-                        if self.spent(plan).is_some() {
+                        if self.spent(plan).is_some() || stop.is_some() {
                             // Never started: the task is pending with the attempts it made.
                             uncount(plan, j.index, attempt);
                             in_flight.remove(&j.index);
@@ -650,7 +716,7 @@ impl Eager<'_> {
             // Start what is ready already before integrating: integration takes a moment, and
             // work that does not depend on what just arrived need not wait for it. What just
             // arrived still counts as busy for conflicts until it is committed.
-            if !aborted {
+            if !aborted && stop.is_none() {
                 let started = self.fill(x, plan, &in_flight, round)?;
                 in_flight.extend(started);
             }

@@ -32,6 +32,8 @@ struct Virtual {
     dag: crate::graph::Dag,
     events: RefCell<Vec<Event>>,
     staged: Vec<Judged>,
+    /// Attempts that fail with a reason no retry can help.
+    halts: BTreeMap<(usize, u32), crate::said::Halt>,
 }
 
 impl Virtual {
@@ -48,6 +50,7 @@ impl Virtual {
             dag: crate::plan::validate::check(plan, None).unwrap(),
             events: RefCell::default(),
             staged: Vec::new(),
+            halts: BTreeMap::new(),
         }
     }
 }
@@ -109,6 +112,7 @@ impl Executor for Virtual {
                         acceptance_passed: ok,
                         failed_checks: Vec::new(),
                         warnings: Vec::new(),
+                        halt: self.halts.get(&(task, attempt)).cloned(),
                     },
                     patch: Vec::new(),
                     touched: Vec::new(),
@@ -439,6 +443,121 @@ fn settle_says_whether_a_run_goes_on() {
     stuck.tasks[0].status = Status::Failed;
     stuck.tasks[4].status = Status::Completed;
     assert_eq!(at(&stuck, None), Settled::Deadlock { pending: 3 });
+}
+
+#[test]
+fn a_failure_no_retry_can_help_fails_its_task_at_once() {
+    let (plan, mut script) = diamond();
+    script.insert((4, 1), (50, false, 2.0));
+    for in_place in [true, false] {
+        for eager in [true, false] {
+            let mut plan = plan.clone();
+            let mut x = Virtual::new(&plan, in_place, 2, script.clone());
+            let why = "the command was not found".to_string();
+            x.halts.insert((4, 1), crate::said::Halt::Task { why });
+            let end = if eager {
+                drive(&mut plan, &mut x, None)
+            } else {
+                rounds(&mut plan, &mut x, None)
+            };
+            assert_eq!(end, Ending::Done, "in place {in_place}, eager {eager}");
+            assert_eq!(
+                (plan.tasks[4].status, plan.tasks[4].attempts()),
+                (Status::Failed, 1),
+                "no second attempt"
+            );
+            assert!(!x.started.iter().any(|s| s.1 == 4 && s.2 == 2));
+            // Task 1's ordinary failure is still retried.
+            assert_eq!(plan.attempts_of(1), 2);
+            assert!(
+                plan.tasks[..4]
+                    .iter()
+                    .all(|t| t.status == Status::Completed)
+            );
+        }
+    }
+}
+
+/// Five independent tasks; task 0 takes 10 s, the others 20 s.
+fn five() -> (Plan, Script) {
+    let plan = plan_of(
+        ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|f| task(&[], &[f], &[]))
+            .collect(),
+    );
+    let script: Script = (0..5)
+        .map(|i| ((i, 1), (if i == 0 { 10 } else { 20 }, i != 0, 0.0)))
+        .collect();
+    (plan, script)
+}
+
+#[test]
+fn refused_credentials_stop_the_run_once_what_is_in_flight_lands() {
+    let (plan, script) = five();
+    for (in_place, eager) in [(true, true), (false, true), (true, false)] {
+        let mut plan = plan.clone();
+        let mut x = Virtual::new(&plan, in_place, 2, script.clone());
+        let secret = "ANTHROPIC_API_KEY".to_string();
+        x.halts.insert((0, 1), crate::said::Halt::Run { secret });
+        let end = if eager {
+            drive(&mut plan, &mut x, None)
+        } else {
+            rounds(&mut plan, &mut x, None)
+        };
+        assert!(
+            matches!(&end, Ending::Halted(why) if why.starts_with("task 0: broke")),
+            "{end:?}"
+        );
+        assert_eq!(end_code(&end), 6);
+        // Task 1 was in flight and is integrated; nothing else started.
+        assert_eq!(x.started.len(), 2, "in place {in_place}, eager {eager}");
+        assert_eq!(plan.tasks[1].status, Status::Completed);
+        assert_eq!(
+            (plan.tasks[0].status, plan.tasks[0].attempts()),
+            (Status::Failed, 1)
+        );
+        assert!(
+            plan.tasks[2..]
+                .iter()
+                .all(|t| t.status == Status::Pending && t.attempts() == 0)
+        );
+    }
+}
+
+fn end_code(end: &Ending) -> u8 {
+    match end {
+        Ending::Halted(_) => RunEnd::Halted.code(),
+        _ => 0,
+    }
+}
+
+#[test]
+fn a_clis_own_spending_limit_stops_the_run_without_failing_the_task() {
+    let (plan, mut script) = diamond();
+    script.insert((0, 1), (10, false, 1.5));
+    for eager in [true, false] {
+        let mut plan = plan.clone();
+        let mut x = Virtual::new(&plan, true, 2, script.clone());
+        x.halts.insert((0, 1), crate::said::Halt::Budget);
+        let end = if eager {
+            drive(&mut plan, &mut x, None)
+        } else {
+            rounds(&mut plan, &mut x, None)
+        };
+        assert!(
+            matches!(&end, Ending::Budget(why) if why.starts_with("task 0:")),
+            "{end:?}"
+        );
+        // Pending again, the attempt not counted; what it spent is recorded.
+        assert_eq!(
+            (plan.tasks[0].status, plan.tasks[0].attempts()),
+            (Status::Pending, 0)
+        );
+        assert_eq!(crate::usage::spent(&plan), 1.5 + 2.0);
+        assert_eq!(plan.tasks[4].status, Status::Completed);
+        assert!(x.rounds.iter().all(|r| !r.contains(&0)), "not integrated");
+    }
 }
 
 /// The display says what really starts: with one worker the round's line names the task

@@ -20,6 +20,7 @@ mod apply;
 mod checkpoint;
 mod cmd;
 mod error;
+mod history;
 mod paths;
 mod remote;
 mod round;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 pub use apply::ApplyError;
 pub use error::GitError;
+pub use history::Logged;
 pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use round::{Journal, Prepared, Recovered, RoundIndex};
 pub use worktree::{Changes, Worktree};
@@ -298,6 +300,62 @@ impl Repo {
             .arg(format!("HEAD:{path}"))
             .output()?;
         Ok(out.status.success().then_some(out.stdout))
+    }
+
+    /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
+    /// is not in this clone).
+    pub fn read_at(&self, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let path = normalize(path)?;
+        let out = git(&self.root, "cat-file")
+            .args(["cat-file", "blob"])
+            .arg(format!("{rev}:{path}"))
+            .output()?;
+        Ok(out.status.success().then_some(out.stdout))
+    }
+
+    /// The first `n` commits of `HEAD`'s first-parent history, newest first (fewer in a
+    /// shallow clone or a short history).
+    pub fn first_parents(&self, n: usize) -> Result<Vec<String>, GitError> {
+        let out = git(&self.root, "rev-list")
+            .args(["rev-list", "--first-parent"])
+            .arg(format!("--max-count={n}"))
+            .arg("HEAD")
+            .output()?;
+        Ok(text(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// The files changed by the last commit of `HEAD` that touched `path` (none in a history
+    /// that does not reach it).
+    pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {
+        let path = normalize(path)?;
+        let out = git(&self.root, "log")
+            .args(["log", "-1", "--format=%H", "--"])
+            .arg(literal(&path))
+            .output()?;
+        let sha = text(&out.stdout);
+        if !out.status.success() || sha.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = git(&self.root, "diff-tree")
+            .args([
+                "diff-tree",
+                "-r",
+                "--root",
+                "--no-renames",
+                "--no-commit-id",
+                "--name-only",
+            ])
+            .arg(&sha)
+            .output()?;
+        Ok(text(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect())
     }
 
     /// Of `paths`, those `git add --all` can take: in the index, or present and not ignored.

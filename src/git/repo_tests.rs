@@ -268,3 +268,33 @@ fn odd_file_names_are_taken_literally() {
     assert_eq!(f.read("-dash"), b"v3\n");
     assert_eq!(f.read(":odd"), b"v1\n");
 }
+
+#[test]
+fn history_is_read_at_a_commit_along_first_parents_and_by_the_last_change_of_a_path() {
+    let f = Fixture::new();
+    let first = f.repo.head().unwrap();
+    f.git(&["mv", ".design/plan.json", ".design/plan.done.json"]);
+    f.git(&["commit", "-qm", "archive"]);
+    f.write("a.txt", "later\n");
+    let last = f.commit_all("later");
+    assert_eq!(
+        f.repo.first_parents(10).unwrap(),
+        [last.clone(), f.git(&["rev-parse", "HEAD~1"]), first.clone()]
+    );
+    assert_eq!(f.repo.first_parents(1).unwrap(), [last]);
+    assert_eq!(
+        f.repo
+            .read_at(&first, ".design/plan.json")
+            .unwrap()
+            .as_deref(),
+        Some(&b"{\"tasks\": []}\n"[..])
+    );
+    assert_eq!(f.repo.read_at("HEAD", ".design/plan.json").unwrap(), None);
+    assert_eq!(f.repo.read_at("0000000", "a.txt").unwrap(), None);
+    // The commit that removed the plan is the one that archived it.
+    assert_eq!(
+        f.repo.files_of_last_change(".design/plan.json").unwrap(),
+        [".design/plan.done.json", ".design/plan.json"]
+    );
+    assert!(f.repo.files_of_last_change("never.txt").unwrap().is_empty());
+}

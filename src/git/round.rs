@@ -2,7 +2,8 @@
 //!
 //! A round's patches are applied to a temporary index (`GIT_INDEX_FILE` at
 //! `<git-common-dir>/dagexec/round-index`, read from `HEAD`), with dagexec's own state files
-//! added from the work tree; `write-tree` and `commit-tree` make the commit, and one
+//! added from the work tree (or, like a Spec Kit tasks.md's ticks, written into the index
+//! only: [`RoundIndex::write_entry`]); `write-tree` and `commit-tree` make the commit, and one
 //! `update-ref HEAD <new> <old>` (compare-and-swap) is the single commit point. Only then are
 //! the work tree and the real index brought to the new commit, and only at the round's paths.
 //!
@@ -454,6 +455,50 @@ impl RoundIndex {
         self.git("add")
             .args(["add", "--all", "--"])
             .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(())
+    }
+
+    /// The index entry at `path`, as `(mode, content)`: what the round's commit will hold
+    /// there. `None` when the index has no file at `path`.
+    pub fn read_entry(&self, path: &str) -> Result<Option<(String, Vec<u8>)>, GitError> {
+        let path = normalize(path)?;
+        let out = self
+            .git("ls-files --stage")
+            .args(["ls-files", "--stage", "-z", "--"])
+            .arg(literal(&path))
+            .run()?;
+        // `<mode> SP <object> SP <stage> TAB <path>`
+        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(format!("\t{path}").as_bytes()))
+        else {
+            return Ok(None);
+        };
+        let meta = String::from_utf8_lossy(entry);
+        let mut fields = meta.split([' ', '\t']);
+        let (Some(mode), Some(id)) = (fields.next(), fields.next()) else {
+            return Ok(None);
+        };
+        if mode == "160000" {
+            return Ok(None);
+        }
+        let bytes = self.git("cat-file").args(["cat-file", "blob", id]).run()?;
+        Ok(Some((mode.to_string(), bytes)))
+    }
+
+    /// Puts `content` at `path` in the index with `mode` (as [`RoundIndex::read_entry`] gave
+    /// it); the work tree is not touched. The bytes are stored as they are (no filters).
+    pub fn write_entry(&self, path: &str, mode: &str, content: &[u8]) -> Result<(), GitError> {
+        let path = normalize(path)?;
+        let id = text(
+            &self
+                .git("hash-object -w")
+                .args(["hash-object", "-w", "--stdin", "--no-filters"])
+                .stdin(content)
+                .run()?,
+        );
+        self.git("update-index --cacheinfo")
+            .args(["update-index", "--cacheinfo"])
+            .arg(format!("{mode},{id},{path}"))
             .run()?;
         Ok(())
     }

@@ -46,6 +46,8 @@ pub struct IssueComment {
     pub id: u64,
     pub body: String,
     pub author: Author,
+    /// The number of the issue or pull request it is on (the last segment of `issue_url`).
+    pub issue: Option<u64>,
 }
 
 impl IssueComment {
@@ -66,6 +68,9 @@ struct CommentJson {
     user: Option<UserJson>,
     #[serde(default)]
     performed_via_github_app: Option<AppJson>,
+    /// `https://api.github.com/repos/o/r/issues/<number>`.
+    #[serde(default, deserialize_with = "nullable")]
+    issue_url: String,
 }
 
 #[derive(Deserialize)]
@@ -88,8 +93,13 @@ impl From<CommentJson> for IssueComment {
             login: String::new(),
             kind: String::new(),
         });
+        let issue = c
+            .issue_url
+            .rsplit_once("/issues/")
+            .and_then(|(_, n)| n.parse().ok());
         IssueComment {
             id: c.id,
+            issue,
             body: c.body,
             author: Author {
                 bot: user.kind == "Bot",

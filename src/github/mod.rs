@@ -93,6 +93,19 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// A failure of GitHub rather than of the request: unreachable, a 5xx, or a rate limit
+    /// (a 403 or 429 the retry policy recognised) — worth waiting out, as the same request
+    /// may succeed later.
+    pub fn transient(&self) -> bool {
+        match self {
+            ApiError::Network { .. } => true,
+            ApiError::Status { status, why, .. } => {
+                *status >= 500 || *status == 429 || (*status == 403 && why.is_some())
+            }
+            _ => false,
+        }
+    }
+
     /// The HTTP status, when GitHub answered.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -136,7 +149,7 @@ impl Client {
             graphql: build(&graphql_root(&api_url))?,
             api_url,
             repo,
-            policy: Policy::default(),
+            policy: Policy::from_env(),
         })
     }
 
@@ -433,7 +446,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -449,6 +462,34 @@ pub fn graphql_root(api_url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outages_and_rate_limits_are_transient_other_refusals_are_not() {
+        let status = |status, why: Option<&str>| ApiError::Status {
+            op: "op".into(),
+            status,
+            message: "m".into(),
+            why: why.map(str::to_string),
+        };
+        let network = ApiError::Network {
+            op: "op".into(),
+            url: "u".into(),
+            message: "reset".into(),
+        };
+        assert!(network.transient());
+        assert!(status(502, Some("still failing after 6 attempts")).transient());
+        assert!(status(429, Some("rate limited on every attempt")).transient());
+        assert!(status(403, Some("rate limited on every attempt")).transient());
+        for s in [400, 401, 404, 410, 422] {
+            assert!(!status(s, None).transient(), "{s}");
+        }
+        assert!(!status(403, None).transient(), "a plain 403 is a refusal");
+        let invalid = ApiError::Invalid {
+            op: "op".into(),
+            message: "m".into(),
+        };
+        assert!(!invalid.transient());
+    }
 
     #[test]
     fn tokens_never_show_in_debug_or_display() {

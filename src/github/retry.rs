@@ -3,7 +3,8 @@
 //! `x-ratelimit-reset`; a secondary rate limit without either waits at least a minute; 5xx and
 //! network errors back off exponentially with jitter, bounded; other 4xx fail at once.
 //!
-//! Pure: [`Policy::after_status`] decides from the status, the headers and the clock.
+//! Pure: [`Policy::after_status`] decides from the status, the headers and the clock. The
+//! back-off's base and cap may be set from the environment ([`Policy::from_env`]).
 
 use std::time::Duration;
 
@@ -18,6 +19,33 @@ pub struct Policy {
     pub cap: Duration,
     /// The longest wait a rate limit may impose; a reset further away fails the call.
     pub max_wait: Duration,
+}
+
+/// The environment variables that set [`Policy::base`] and [`Policy::cap`] (durations such as
+/// `2s` or `100ms`): for tests that play GitHub outages without waiting minutes, or a
+/// runner that must be more patient.
+pub const BASE_ENV: &str = "DAGEXEC_API_RETRY_BASE";
+pub const CAP_ENV: &str = "DAGEXEC_API_RETRY_CAP";
+
+impl Policy {
+    /// The default policy, its back-off base and cap taken from [`BASE_ENV`] and [`CAP_ENV`]
+    /// when they are set to a duration (anything else is ignored).
+    pub fn from_env() -> Policy {
+        Policy::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`Policy::from_env`] over the variables `var` gives.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Policy {
+        let read = |k: &str| var(k).and_then(|v| humantime::parse_duration(v.trim()).ok());
+        let mut p = Policy::default();
+        if let Some(base) = read(BASE_ENV) {
+            p.base = base;
+        }
+        if let Some(cap) = read(CAP_ENV) {
+            p.cap = cap;
+        }
+        p
+    }
 }
 
 impl Default for Policy {
@@ -131,7 +159,7 @@ impl Policy {
     }
 
     /// `base * 2^(attempt-1)`, capped.
-    fn backoff(&self, attempt: u32) -> Duration {
+    pub fn backoff(&self, attempt: u32) -> Duration {
         let factor = 1u32 << attempt.saturating_sub(1).min(16);
         self.base.saturating_mul(factor).min(self.cap)
     }
@@ -233,6 +261,27 @@ mod tests {
         ));
         assert!(matches!(p().after_network_error(1), Next::Retry(_)));
         assert!(matches!(p().after_network_error(6), Next::Fail(Some(_))));
+    }
+
+    #[test]
+    fn the_back_off_base_and_cap_can_be_set_and_junk_is_ignored() {
+        let p = Policy::from_vars(|k| match k {
+            BASE_ENV => Some("10ms".into()),
+            CAP_ENV => Some(" 40ms ".into()),
+            _ => None,
+        });
+        assert_eq!(
+            (p.base, p.cap),
+            (Duration::from_millis(10), Duration::from_millis(40))
+        );
+        assert_eq!(p.backoff(1), Duration::from_millis(10));
+        assert_eq!(p.backoff(5), Duration::from_millis(40));
+        assert_eq!(p.max_attempts, Policy::default().max_attempts);
+        let junk = Policy::from_vars(|_| Some("soon".into()));
+        assert_eq!(
+            (junk.base, junk.cap),
+            (Policy::default().base, Policy::default().cap)
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Workflow runs the conductor starts and watches (`schedule: eager` on Actions): a dispatch
-//! that answers with the new run's id (`return_run_details`), a run's state, its artifacts,
-//! and an artifact's zip archive.
+//! that answers with the new run's id (`return_run_details`), a run's state, the dispatched
+//! runs of a branch (to find a run by its run-name), its artifacts, and an artifact's zip
+//! archive (its download from storage retried under the same policy).
 //!
 //! Every call goes through [`Client`]'s typed `get`/`send` (answers read into serde structs
 //! of our own, keeping only the fields dagexec uses; an answer without them is
@@ -33,6 +34,19 @@ pub struct WorkflowRun {
     /// The run-name (`run-name:` of the workflow), which names the task and attempt.
     #[serde(default)]
     pub display_title: String,
+    /// The commit the run's ref pointed at when it was started.
+    #[serde(default)]
+    pub head_sha: String,
+    /// What started it (`workflow_dispatch`, `pull_request`, …).
+    #[serde(default)]
+    pub event: String,
+    /// When the run was created, started and last changed (ISO 8601).
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub run_started_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 fn one() -> u32 {
@@ -43,6 +57,24 @@ impl WorkflowRun {
     /// The run has ended (whatever its conclusion).
     pub fn completed(&self) -> bool {
         self.status.as_deref() == Some("completed")
+    }
+
+    /// When the run started and (once completed) ended, as far as GitHub says, within the
+    /// week before `now` (a longer span is not an attempt's): the span of an attempt whose
+    /// job left no record of its own.
+    pub fn span(&self, now: jiff::Timestamp) -> (jiff::Timestamp, jiff::Timestamp) {
+        let parse = |s: &Option<String>| s.as_deref()?.parse::<jiff::Timestamp>().ok();
+        let week_ago = now
+            .checked_sub(jiff::SignedDuration::from_hours(7 * 24))
+            .unwrap_or(now);
+        let start = parse(&self.run_started_at)
+            .or_else(|| parse(&self.created_at))
+            .filter(|s| *s <= now && *s >= week_ago)
+            .unwrap_or(now);
+        let end = parse(&self.updated_at)
+            .filter(|e| self.completed() && *e >= start && *e <= now)
+            .unwrap_or(now);
+        (start, end)
     }
 }
 
@@ -104,6 +136,32 @@ impl Client {
         .await
     }
 
+    /// Page `page` (from 1) of the runs of `workflow` on `branch` that a `workflow_dispatch`
+    /// started, newest first, 100 a page (`actions/list-workflow-runs`).
+    pub async fn dispatched_runs(
+        &self,
+        workflow: &str,
+        branch: &str,
+        page: u32,
+    ) -> Result<Vec<WorkflowRun>, ApiError> {
+        #[derive(Deserialize)]
+        struct RunList {
+            #[serde(default)]
+            workflow_runs: Vec<WorkflowRun>,
+        }
+        let list: RunList = self
+            .get(
+                "actions/list-workflow-runs",
+                &self.repo_path(&format!(
+                    "/actions/workflows/{}/runs?branch={}&event=workflow_dispatch&per_page=100&page={page}",
+                    encode(workflow),
+                    super::ops::encode_segment(branch)
+                )),
+            )
+            .await?;
+        Ok(list.workflow_runs)
+    }
+
     /// The artifacts of a run (`actions/list-workflow-run-artifacts`, `name` filtered when
     /// given).
     pub async fn artifacts_of(
@@ -148,7 +206,7 @@ impl Client {
                 .and_then(|l| l.to_str().ok())
                 .map(str::to_string)
                 .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
-            return fetch_unauthenticated(OP, &location, limit).await;
+            return fetch_unauthenticated(&self.policy, OP, &location, limit).await;
         }
         read_limited(OP, response, limit).await
     }
@@ -178,8 +236,16 @@ async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Vec
     Ok(out)
 }
 
-/// GETs `url` with no credentials (a signed storage URL), at most `limit` bytes.
-async fn fetch_unauthenticated(op: &str, url: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
+/// GETs `url` with no credentials (a signed storage URL), at most `limit` bytes, under
+/// `policy` as every API call is: network errors and 5xx answers of the storage are tried
+/// again with back-off, anything else that is not 2xx fails at once.
+async fn fetch_unauthenticated(
+    policy: &super::retry::Policy,
+    op: &str,
+    url: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ApiError> {
+    use super::retry::{Limits, Next};
     let uri: http::Uri = url
         .parse()
         .map_err(|e| invalid(op, format!("a redirect to an invalid URL: {e}")))?;
@@ -199,17 +265,86 @@ async fn fetch_unauthenticated(op: &str, url: &str, limit: u64) -> Result<Vec<u8
         .set_read_timeout(Some(Duration::from_secs(120)))
         .build()
         .map_err(setup)?;
-    let response = octo._get(url).await.map_err(|e| ApiError::Network {
-        op: op.into(),
-        url: base.clone(),
-        message: super::error_chain(&e),
-    })?;
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(ApiError::Invalid {
-            op: op.into(),
-            message: format!("the artifact's storage answered HTTP {status}"),
-        });
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let next = match octo._get(url).await {
+            Err(e) => match policy.after_network_error(attempt) {
+                Next::Fail(_) => {
+                    return Err(ApiError::Network {
+                        op: op.into(),
+                        url: base.clone(),
+                        message: super::error_chain(&e),
+                    });
+                }
+                next => {
+                    tracing::warn!("{op}: the artifact's storage is unreachable; retrying");
+                    next
+                }
+            },
+            Ok(response) => {
+                let status = response.status().as_u16();
+                if (200..300).contains(&status) {
+                    return read_limited(op, response, limit).await;
+                }
+                let limits = Limits::from_headers(response.headers());
+                let message = format!("the artifact's storage answered HTTP {status}");
+                match policy.after_status(status, &limits, &message, attempt, super::now()) {
+                    Next::Fail(why) => {
+                        return Err(ApiError::Status {
+                            op: op.into(),
+                            status,
+                            message,
+                            why,
+                        });
+                    }
+                    next => {
+                        tracing::warn!("{op}: {message}; retrying");
+                        next
+                    }
+                }
+            }
+        };
+        if let Next::Retry(wait) = next {
+            tokio::time::sleep(wait).await;
+        }
     }
-    read_limited(op, response, limit).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(status: &str, started: &str, updated: &str) -> WorkflowRun {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "status": status, "run_started_at": started, "updated_at": updated
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_runs_span_is_what_github_says_within_the_last_week() {
+        let now: jiff::Timestamp = "2026-11-25T12:00:00Z".parse().unwrap();
+        let t = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        let ended = run("completed", "2026-11-25T11:50:00Z", "2026-11-25T11:55:00Z");
+        assert_eq!(
+            ended.span(now),
+            (t("2026-11-25T11:50:00Z"), t("2026-11-25T11:55:00Z"))
+        );
+        // Not ended yet: up to now.
+        let running = run(
+            "in_progress",
+            "2026-11-25T11:50:00Z",
+            "2026-11-25T11:51:00Z",
+        );
+        assert_eq!(running.span(now), (t("2026-11-25T11:50:00Z"), now));
+        // Times from the future, from years ago or missing are not an attempt's.
+        for (s, u) in [
+            ("2026-11-26T00:00:00Z", "2026-11-26T00:00:01Z"),
+            ("2020-01-22T19:33:08Z", "2020-01-22T19:33:08Z"),
+            ("garbage", ""),
+        ] {
+            assert_eq!(run("completed", s, u).span(now), (now, now), "{s}");
+        }
+    }
 }

@@ -110,14 +110,39 @@ pub fn summary_line(plan: &Plan) -> String {
     format!("{total} {noun}: {}", parts.join(", "))
 }
 
-/// Kept attempt logs: task index → attempt → the kinds kept (`stdout`, `stderr`, `log`).
-pub type KeptLogs = std::collections::BTreeMap<usize, std::collections::BTreeMap<u32, Vec<String>>>;
+/// One attempt's kept logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptAttempt {
+    /// The run that made the attempt (its folder `run-R`); 0 for logs an older dagexec kept
+    /// directly in the logs folder.
+    pub run: u32,
+    pub attempt: u32,
+    /// The kinds kept (`stdout`, `stderr`, `log`), in that order.
+    pub kinds: Vec<String>,
+}
+
+impl KeptAttempt {
+    /// The file of `kind` of task `task`'s attempt, relative to the logs folder
+    /// (`run-R/task-N-attempt-K.kind`).
+    #[must_use]
+    pub fn file(&self, task: usize, kind: &str) -> String {
+        let name = format!("task-{task}-attempt-{}.{kind}", self.attempt);
+        match self.run {
+            0 => name,
+            r => format!("run-{r}/{name}"),
+        }
+    }
+}
+
+/// Kept attempt logs: task index → the attempts kept, oldest run first (a task's attempt
+/// numbers start again at 1 after `dagexec retry` or in a new plan, each time in a new run).
+pub type KeptLogs = std::collections::BTreeMap<usize, Vec<KeptAttempt>>;
 
 /// The kept attempt logs of `plan`'s tasks, one line per task that has some, e.g.
 ///
 /// ```text
-/// Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):
-///   task 1: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr)
+/// Attempt logs in .git/dagexec/logs (run-R/task-N-attempt-K.stdout, .stderr, .log):
+///   task 1: run-1 attempt 1 (stdout, stderr, log), run-2 attempt 2 (stdout, stderr)
 /// ```
 ///
 /// `unfinished_only` leaves out completed tasks (the run's summary); tasks the plan does not
@@ -137,14 +162,20 @@ pub fn logs_section(plan: &Plan, dir: &str, logs: &KeptLogs, unfinished_only: bo
         }
         let shown: Vec<String> = attempts
             .iter()
-            .map(|(attempt, kinds)| format!("attempt {attempt} ({})", kinds.join(", ")))
+            .map(|a| {
+                let run = match a.run {
+                    0 => String::new(),
+                    r => format!("run-{r} "),
+                };
+                format!("{run}attempt {} ({})", a.attempt, a.kinds.join(", "))
+            })
             .collect();
         let _ = writeln!(lines, "  task {index}: {}", shown.join(", "));
     }
     if lines.is_empty() {
         return lines;
     }
-    format!("Attempt logs in {dir} (task-N-attempt-K.stdout, .stderr, .log):\n{lines}")
+    format!("Attempt logs in {dir} (run-R/task-N-attempt-K.stdout, .stderr, .log):\n{lines}")
 }
 
 /// One task's cells, ready to print.
@@ -267,24 +298,36 @@ mod tests {
     #[test]
     fn logs_section_lists_the_tasks_with_kept_logs() {
         let plan = auth_v2_mid_run();
-        let kinds = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let kept = |run: u32, attempt: u32, k: &[&str]| KeptAttempt {
+            run,
+            attempt,
+            kinds: k.iter().map(|s| s.to_string()).collect(),
+        };
         let mut logs = KeptLogs::new();
-        logs.entry(0)
-            .or_default()
-            .insert(1, kinds(&["stdout", "stderr"]));
-        let one = logs.entry(1).or_default();
-        one.insert(1, kinds(&["stdout", "stderr", "log"]));
-        one.insert(2, kinds(&["stdout", "stderr"]));
-        logs.entry(4).or_default().insert(1, kinds(&["stdout"])); // pending, never tried
-        logs.entry(99).or_default().insert(1, kinds(&["stdout"])); // not in this plan
+        logs.insert(0, vec![kept(0, 1, &["stdout", "stderr"])]); // kept flat, by an older dagexec
+        logs.insert(
+            1,
+            vec![
+                kept(1, 1, &["stdout", "stderr", "log"]),
+                kept(2, 2, &["stdout", "stderr"]),
+                kept(3, 1, &["stdout"]), // after `dagexec retry 1`
+            ],
+        );
+        logs.insert(4, vec![kept(1, 1, &["stdout"])]); // pending, never tried
+        logs.insert(99, vec![kept(1, 1, &["stdout"])]); // not in this plan
         let dir = ".git/dagexec/logs";
         assert_eq!(
             logs_section(&plan, dir, &logs, false),
-            "Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr)\n  task 1: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr)\n"
+            "Attempt logs in .git/dagexec/logs (run-R/task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr)\n  task 1: run-1 attempt 1 (stdout, stderr, log), run-2 attempt 2 (stdout, stderr), run-3 attempt 1 (stdout)\n"
         );
         let unfinished = logs_section(&plan, dir, &logs, true);
         assert!(!unfinished.contains("task 0:") && unfinished.contains("task 1:"));
         assert_eq!(logs_section(&plan, dir, &KeptLogs::new(), false), "");
+        assert_eq!(
+            logs[&1][1].file(1, "stderr"),
+            "run-2/task-1-attempt-2.stderr"
+        );
+        assert_eq!(logs[&0][0].file(0, "stdout"), "task-0-attempt-1.stdout");
     }
 
     #[test]

@@ -100,6 +100,7 @@ fn conclude_applies_the_seeds_rules_to_the_verdict() {
         acceptance_passed: true,
         failed_checks: Vec::new(),
         warnings: Vec::new(),
+        halt: None,
     };
     let rejected = parse("REJECTED\nsummary: thin\nissues:\n- no tests\n").unwrap();
     // Attempt 1 rejected: failed, retried, the history holds it.

@@ -2,10 +2,15 @@
 //! processor needs (changes, acceptance checks run in that tree), and the verdict.
 //!
 //! Each attempt's stdout, stderr and work log are kept as
-//! `<git-common-dir>/dagexec/logs/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]),
-//! listed by `dagexec status` and the run's summary ([`kept_logs`]). The folder is inside
-//! git's own directory, where no patch can place a file; it is still written without
-//! following links (each folder checked, each file created anew with `O_EXCL|O_NOFOLLOW`).
+//! `<git-common-dir>/dagexec/logs/run-R/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]):
+//! every run that keeps logs gets a folder of its own, numbered on ([`RunLogs`]), so no attempt
+//! ever overwrites another's (`dagexec retry N` and a new plan start a task's attempts at 1
+//! again, in a new run). When a run makes its folder, older runs are pruned ([`prune_logs`]:
+//! the newest [`KEEP_RUNS`] kept, older ones dropped while all logs pass [`LOGS_CAP`]). The
+//! logs are listed by `dagexec status` and the run's summary ([`kept_logs`]). The folder is
+//! inside git's own directory, where no patch can place a file; it is still written without
+//! following links (each folder checked, a run's folder made anew, each file created anew with
+//! `O_EXCL|O_NOFOLLOW`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +39,9 @@ pub struct AttemptInput {
     pub scratch: PathBuf,
     /// The plan's path relative to the root.
     pub plan_rel: String,
+    /// A Spec Kit plan's tasks.md, relative to the root: only dagexec ticks it, so a worker's
+    /// edit of it is dropped from the patch.
+    pub tasks_md: Option<String>,
     /// The run's reviewer command (a task's own `reviewer` field wins).
     pub reviewer: Option<String>,
 }
@@ -59,6 +67,8 @@ pub struct Pool {
     pub(super) memory: super::hooks::Memory,
     /// The records of attempts Ctrl-C stopped, for the plan ([`Pool::take_interrupted`]).
     interrupted: std::sync::Mutex<Vec<crate::usage::AttemptRecord>>,
+    /// This run's folder of kept logs, made when the first attempt's logs are kept.
+    pub(super) logs: RunLogs,
 }
 
 impl Pool {
@@ -185,13 +195,15 @@ pub(crate) struct Observed {
     pub verdict: Verdict,
     /// Every change in the tree (the refusals read its links and forbidden paths).
     pub all: crate::git::Changes,
-    /// The changes to integrate: without the plan file and the work log.
+    /// The changes to integrate: without the plan file, a Spec Kit plan's tasks.md and the
+    /// work log.
     pub kept: crate::git::Changes,
 }
 
 /// The attempt pipeline after the worker ran in `tree` — observe, then judge — shared by
 /// local attempts and the Action's work job: the changes to integrate (`all` without the plan
-/// file and the work log, `(plan_rel, log_rel)`), the facts ([`observe`]: acceptance checks
+/// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
+/// worker's edit of them is dropped, with a warning), the facts ([`observe`]: acceptance checks
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
 /// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
 /// report's warning.
@@ -200,19 +212,23 @@ pub(crate) fn observe_and_judge(
     (index, task): (usize, &Task),
     run: &worker::WorkerRun,
     all: crate::git::Changes,
-    (plan_rel, log_rel): (&str, &str),
+    (plan_rel, tasks_md, log_rel): (&str, Option<&str>, &str),
     timeout: Duration,
-    (detail, usage_warning): (&str, Option<String>),
+    (detail, said, warnings): (&str, &crate::said::Said, Vec<String>),
 ) -> Result<Observed, crate::git::GitError> {
-    let kept = all.without(&[plan_rel, log_rel])?;
+    let mut own = vec![plan_rel, log_rel];
+    own.extend(tasks_md);
+    let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
-    let mut verdict = outcome::judge(index, task, &report, plan_rel);
+    let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
     if verdict.status == crate::plan::model::Status::Failed && report.exit != outcome::Exit::Success
     {
         verdict.result.push_str(detail);
     }
+    // What the agent CLI said: its failure in its words, what it refused, no retry.
+    crate::said::heed(&mut verdict, said);
     super::hooks::quiet_long_run(task, &mut verdict);
-    verdict.warnings.extend(usage_warning);
+    verdict.warnings.extend(warnings);
     Ok(Observed {
         report,
         verdict,
@@ -281,12 +297,16 @@ pub async fn run(
         let _ = crate::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
         run.log = Some(text);
     }
-    if let Err(e) = keep_logs(repo.common_dir(), input.index, input.attempt, &run) {
+    let kept = pool
+        .logs
+        .dir(repo.common_dir())
+        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, &run));
+    if let Err(e) = kept {
         tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
     }
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
-    let (usage, usage_warning) = reported_usage(&mut run);
+    let (usage, said, warnings) = reported_usage(&mut run);
     let detail = worker::failure_detail(&run, &input.worker);
     let question = super::hooks::long_run_output(
         (&input.task, input.attempt),
@@ -295,6 +315,7 @@ pub async fn run(
         repo.root(),
     );
     let plan_rel = input.plan_rel.clone();
+    let tasks_md = input.tasks_md.clone();
     let task = input.task.clone();
     let index = input.index;
     let timeout = input.timeout;
@@ -313,9 +334,9 @@ pub async fn run(
                 (index, &task),
                 &run,
                 wt.changes()?,
-                (&plan_rel, &log_rel),
+                (&plan_rel, tasks_md.as_deref(), &log_rel),
                 timeout,
-                (&detail, usage_warning),
+                (&detail, &said, warnings),
             )?;
             let mut patch = kept.patch;
             super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
@@ -383,15 +404,25 @@ pub async fn run(
     })))
 }
 
-/// Reads what the worker reported spending ([`crate::usage::gather`]); when its output was
-/// structured, replaces it with the text that stands for it. Returns the usage and, when the
-/// usage file was unusable, a warning.
-pub(crate) fn reported_usage(run: &mut worker::WorkerRun) -> (crate::usage::Usage, Option<String>) {
-    let (text, usage, warning) = crate::usage::gather(&run.stdout, run.usage.as_deref());
-    if let Some(text) = text {
+/// Reads what the worker reported spending ([`crate::usage::gather`], token-only CLIs priced
+/// with [`crate::prices::current`]) and what it said about how it ended (its structured
+/// output, else its exit: [`worker::classify`]); when its output was structured, replaces it
+/// with the text that stands for it. Returns the usage, what the CLI said, and warnings (an
+/// unusable usage file, a model without a price).
+pub(crate) fn reported_usage(
+    run: &mut worker::WorkerRun,
+) -> (crate::usage::Usage, crate::said::Said, Vec<String>) {
+    let g = crate::usage::gather(
+        &run.stdout,
+        &run.stderr_tail,
+        run.usage.as_deref(),
+        crate::prices::current(),
+    );
+    let said = g.said.or(worker::classify(run));
+    if let Some(text) = g.text {
         run.stdout = text;
     }
-    (usage, warning)
+    (g.usage, said, g.warnings)
 }
 
 /// The folder of kept attempt logs in the repository's common git directory.
@@ -409,27 +440,162 @@ pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
         .to_string()
 }
 
+/// Runs kept in [`logs_dir`]: when a run makes its folder, only the newest this many (its own
+/// included) stay.
+pub(crate) const KEEP_RUNS: usize = 20;
+
+/// Older runs' folders are also dropped, oldest first, while everything in [`logs_dir`] is
+/// larger than this (the current run's folder is never dropped).
+pub(crate) const LOGS_CAP: u64 = 256 << 20;
+
+/// This run's folder of kept logs (`run-R` in [`logs_dir`]), made on first use, so a run that
+/// starts no attempt neither makes one nor prunes the earlier runs' logs.
+#[derive(Debug, Default)]
+pub struct RunLogs {
+    dir: std::sync::Mutex<Option<PathBuf>>,
+}
+
+impl RunLogs {
+    /// The folder, made ([`new_run_dir`]) and the older runs pruned ([`prune_logs`]) the first
+    /// time.
+    pub(crate) fn dir(&self, common_dir: &Path) -> Result<PathBuf, crate::fsx::Error> {
+        let mut dir = self
+            .dir
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(d) = dir.as_ref() {
+            return Ok(d.clone());
+        }
+        let made = new_run_dir(common_dir)?;
+        if let Err(e) = prune_logs(common_dir, &made, KEEP_RUNS, LOGS_CAP) {
+            tracing::warn!("cannot prune the kept logs of earlier runs: {e}");
+        }
+        *dir = Some(made.clone());
+        Ok(made)
+    }
+}
+
+/// The run number of a folder name in [`logs_dir`] (`run-12` → 12).
+fn run_number(name: &str) -> Option<u32> {
+    let n = name.strip_prefix("run-")?;
+    (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// Makes the next run's folder in [`logs_dir`]: `run-R`, R one more than any run there (so
+/// numbers keep rising while older runs are pruned). The folder is created anew (`mkdir`,
+/// never an existing one or a link planted at its name: another number is taken then).
+pub(crate) fn new_run_dir(common_dir: &Path) -> Result<PathBuf, crate::fsx::Error> {
+    let dir = logs_dir(common_dir);
+    crate::fsx::create_dir_all(common_dir, &dir)?;
+    let last = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| run_number(&e.file_name().to_string_lossy()))
+        .max()
+        .unwrap_or(0);
+    let mut n = last.saturating_add(1);
+    loop {
+        let path = dir.join(format!("run-{n}"));
+        match std::fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u32::MAX => n += 1,
+            Err(source) => {
+                return Err(crate::fsx::Error::Io {
+                    action: "create",
+                    path,
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Bytes in `path`: a file's size, or the files directly in a folder (links not followed).
+fn size_of(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::symlink_metadata(e.path()).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// The pruning rule of [`logs_dir`], applied when `current` (a run's new folder) is made: the
+/// newest `keep_runs` runs stay (by run number; `current` is the newest), and older ones are
+/// dropped, oldest first, while the folder holds more than `cap` bytes — never `current`. Files
+/// kept flat by an older dagexec (`task-N-attempt-K.*`) count as the oldest run. Returns the
+/// runs removed, oldest first.
+pub(crate) fn prune_logs(
+    common_dir: &Path,
+    current: &Path,
+    keep_runs: usize,
+    cap: u64,
+) -> Result<Vec<String>, crate::fsx::Error> {
+    let dir = logs_dir(common_dir);
+    // (run number, the paths that make it up, their size); the flat files are run 0.
+    let mut runs: Vec<(u32, Vec<PathBuf>, u64)> = Vec::new();
+    let mut flat = (0, Vec::new(), 0);
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let path = entry.path();
+        if path == current {
+            continue;
+        }
+        if let Some(n) = run_number(&name) {
+            let size = size_of(&path);
+            runs.push((n, vec![path], size));
+        } else if name.starts_with("task-") {
+            flat.2 += size_of(&path);
+            flat.1.push(path);
+        }
+    }
+    if !flat.1.is_empty() {
+        runs.push(flat);
+    }
+    runs.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let mut total = size_of(current) + runs.iter().map(|r| r.2).sum::<u64>();
+    let mut removed = Vec::new();
+    // Newest first: the first `keep_runs - 1` older runs may stay (with `current`).
+    for (kept, (n, paths, size)) in runs.into_iter().enumerate().rev() {
+        if kept + 1 < keep_runs && total <= cap {
+            continue;
+        }
+        for path in &paths {
+            crate::fsx::remove_all(common_dir, path)?;
+        }
+        total = total.saturating_sub(size);
+        removed.push(if n == 0 {
+            "task-*".to_string()
+        } else {
+            format!("run-{n}")
+        });
+    }
+    Ok(removed)
+}
+
 /// Keeps what attempt `attempt` of task `index` printed — its stdout and stderr (the tails the
-/// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in
-/// [`logs_dir`], through [`crate::fsx`] (a link on the way is refused; one at a file's name is
-/// removed, not followed); a first attempt also clears the task's files of an earlier plan.
-/// Returns the files written.
+/// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in the
+/// run's folder `run_dir` ([`RunLogs::dir`]), through [`crate::fsx`] (a link on the way is
+/// refused; one at a file's name is removed, not followed). An attempt number is started once
+/// per run, so nothing of another attempt is overwritten. Returns the files written.
 pub(crate) fn keep_logs(
     common_dir: &Path,
+    run_dir: &Path,
     index: usize,
     attempt: u32,
     run: &worker::WorkerRun,
 ) -> Result<Vec<PathBuf>, crate::fsx::Error> {
-    let dir = logs_dir(common_dir);
-    crate::fsx::create_dir_all(common_dir, &dir)?;
-    if attempt == 1 {
-        let stale = format!("task-{index}-attempt-");
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&stale) {
-                crate::fsx::remove_file(common_dir, &entry.path())?;
-            }
-        }
-    }
+    crate::fsx::create_dir_all(common_dir, run_dir)?;
     let mut written = Vec::new();
     let files = [
         ("stdout", Some(&run.stdout)),
@@ -438,7 +604,7 @@ pub(crate) fn keep_logs(
     ];
     for (ext, text) in files {
         let Some(text) = text else { continue };
-        let path = dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
+        let path = run_dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
         crate::fsx::remove_file(common_dir, &path)?;
         crate::fsx::write(common_dir, &path, text.as_bytes())?;
         written.push(path);
@@ -446,28 +612,52 @@ pub(crate) fn keep_logs(
     Ok(written)
 }
 
-/// The kept logs: for each task index, for each attempt, the kinds kept (`stdout`, `stderr`,
-/// `log`), in order. Empty when there are none.
+/// `task-N-attempt-K.kind` → (N, K, kind).
+fn parse_log_name(name: &str) -> Option<(usize, u32, String)> {
+    let rest = name.strip_prefix("task-")?;
+    let (task, rest) = rest.split_once("-attempt-")?;
+    let (attempt, kind) = rest.split_once('.')?;
+    Some((task.parse().ok()?, attempt.parse().ok()?, kind.to_string()))
+}
+
+/// The kept logs: for each task index, each attempt kept (its run, its number, the kinds kept:
+/// `stdout`, `stderr`, `log`), oldest run first. Files kept flat by an older dagexec are run 0.
+/// Empty when there are none.
 pub(crate) fn kept_logs(common_dir: &Path) -> crate::render::status::KeptLogs {
-    let mut kept = crate::render::status::KeptLogs::default();
-    let Ok(entries) = std::fs::read_dir(logs_dir(common_dir)) else {
-        return kept;
+    use crate::render::status::KeptAttempt;
+    let mut found: std::collections::BTreeMap<(usize, u32, u32), Vec<String>> =
+        std::collections::BTreeMap::new();
+    let dir = logs_dir(common_dir);
+    let mut add = |run: u32, name: &str| {
+        if let Some((task, attempt, kind)) = parse_log_name(name) {
+            found.entry((task, run, attempt)).or_default().push(kind);
+        }
     };
-    for entry in entries.flatten() {
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        let parsed = name.strip_prefix("task-").and_then(|rest| {
-            let (task, rest) = rest.split_once("-attempt-")?;
-            let (attempt, kind) = rest.split_once('.')?;
-            Some((task.parse().ok()?, attempt.parse().ok()?, kind.to_string()))
-        });
-        if let Some((task, attempt, kind)) = parsed {
-            let kinds: &mut Vec<String> = kept.entry(task).or_default().entry(attempt).or_default();
-            kinds.push(kind);
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        match run_number(&name) {
+            Some(run) if is_dir => {
+                for file in std::fs::read_dir(entry.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    add(run, &file.file_name().to_string_lossy());
+                }
+            }
+            _ => add(0, &name),
         }
     }
-    for kinds in kept.values_mut().flat_map(|a| a.values_mut()) {
+    let mut kept = crate::render::status::KeptLogs::default();
+    for ((task, run, attempt), mut kinds) in found {
         let rank = |k: &String| ["stdout", "stderr", "log"].iter().position(|x| x == k);
         kinds.sort_by_key(|k| (rank(k).unwrap_or(3), k.clone()));
+        kept.entry(task).or_default().push(KeptAttempt {
+            run,
+            attempt,
+            kinds,
+        });
     }
     kept
 }
@@ -490,20 +680,105 @@ mod tests {
     #[test]
     fn logs_are_kept_per_attempt_and_listed() {
         let common = tempfile::tempdir().expect("tempdir");
+        let logs = RunLogs::default();
+        let run1 = logs.dir(common.path()).expect("run folder");
+        assert_eq!(run1, logs_dir(common.path()).join("run-1"));
+        assert_eq!(logs.dir(common.path()).expect("the same"), run1);
         let run = finished("out\n", "err\n", Some("log\n"));
-        keep_logs(common.path(), 3, 1, &run).expect("kept");
-        keep_logs(common.path(), 3, 2, &finished("o2", "e2", None)).expect("kept");
-        let dir = logs_dir(common.path());
+        keep_logs(common.path(), &run1, 3, 1, &run).expect("kept");
+        keep_logs(common.path(), &run1, 3, 2, &finished("o2", "e2", None)).expect("kept");
         assert_eq!(
-            std::fs::read_to_string(dir.join("task-3-attempt-1.stderr")).expect("stderr"),
+            std::fs::read_to_string(run1.join("task-3-attempt-1.stderr")).expect("stderr"),
             "err\n"
         );
         let kept = kept_logs(common.path());
-        assert_eq!(kept[&3][&1], ["stdout", "stderr", "log"]);
-        assert_eq!(kept[&3][&2], ["stdout", "stderr"]);
-        // A new first attempt (a new plan, the same index) starts the task's list afresh.
-        keep_logs(common.path(), 3, 1, &finished("", "", None)).expect("kept");
-        assert_eq!(kept_logs(common.path())[&3].len(), 1);
+        let shown: Vec<_> = kept[&3]
+            .iter()
+            .map(|a| (a.run, a.attempt, a.kinds.clone()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    1,
+                    1,
+                    vec!["stdout".to_string(), "stderr".into(), "log".into()]
+                ),
+                (1, 2, vec!["stdout".to_string(), "stderr".into()]),
+            ]
+        );
+    }
+
+    /// Issue 20 §4: `dagexec retry N` and a new plan start a task's attempts at 1 again; a new
+    /// run keeps them in a folder of its own, so the first run's attempt 1 is still there.
+    #[test]
+    fn a_new_run_never_overwrites_an_earlier_runs_attempt() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let first = RunLogs::default().dir(common.path()).expect("run 1");
+        keep_logs(common.path(), &first, 0, 1, &finished("first", "", None)).expect("kept");
+        let second = RunLogs::default().dir(common.path()).expect("run 2");
+        assert_eq!(second, logs_dir(common.path()).join("run-2"));
+        keep_logs(common.path(), &second, 0, 1, &finished("again", "", None)).expect("kept");
+        assert_eq!(
+            std::fs::read_to_string(first.join("task-0-attempt-1.stdout")).expect("kept"),
+            "first"
+        );
+        let runs: Vec<u32> = kept_logs(common.path())[&0].iter().map(|a| a.run).collect();
+        assert_eq!(runs, [1, 2]);
+    }
+
+    #[test]
+    fn old_runs_are_pruned_by_count_and_by_size() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let dir = logs_dir(common.path());
+        std::fs::create_dir_all(&dir).expect("dir");
+        // Logs an older dagexec kept flat count as the oldest run.
+        std::fs::write(dir.join("task-0-attempt-1.stdout"), "flat").expect("write");
+        for n in 1..=5 {
+            std::fs::create_dir(dir.join(format!("run-{n}"))).expect("dir");
+            std::fs::write(
+                dir.join(format!("run-{n}/task-0-attempt-1.stdout")),
+                "0123456789",
+            )
+            .expect("write");
+        }
+        std::fs::write(dir.join("notes.txt"), "not ours").expect("write");
+        let current = new_run_dir(common.path()).expect("run 6");
+        assert_eq!(current, dir.join("run-6"));
+        let removed = prune_logs(common.path(), &current, 4, u64::MAX).expect("pruned");
+        assert_eq!(removed, ["task-*", "run-1", "run-2"]);
+        // Ten bytes a run: a cap of 25 keeps the two newest older runs besides the current one.
+        std::fs::write(current.join("task-1-attempt-1.stdout"), "").expect("write");
+        let removed = prune_logs(common.path(), &current, 4, 25).expect("pruned");
+        assert_eq!(removed, ["run-3"]);
+        // Never the current run, however large.
+        let removed = prune_logs(common.path(), &current, 1, 0).expect("pruned");
+        assert_eq!(removed, ["run-4", "run-5"]);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["notes.txt", "run-6"]);
+        // Numbers keep rising after pruning.
+        assert_eq!(
+            new_run_dir(common.path()).expect("run 7"),
+            dir.join("run-7")
+        );
+    }
+
+    #[test]
+    fn a_run_folder_is_made_anew_never_through_a_planted_link() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let dir = logs_dir(common.path());
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::os::unix::fs::symlink(outside.path(), dir.join("run-2")).expect("link");
+        let logs = RunLogs::default();
+        let made = logs.dir(common.path()).expect("a run folder");
+        assert_eq!(made, dir.join("run-3"));
+        keep_logs(common.path(), &made, 0, 1, &finished("x", "y", None)).expect("kept");
+        assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
     }
 
     #[test]
@@ -512,7 +787,7 @@ mod tests {
         let outside = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(common.path().join("dagexec")).expect("dir");
         std::os::unix::fs::symlink(outside.path(), logs_dir(common.path())).expect("link");
-        let err = keep_logs(common.path(), 0, 1, &finished("x", "y", None)).unwrap_err();
+        let err = RunLogs::default().dir(common.path()).unwrap_err();
         assert!(err.to_string().contains("is a symbolic link"), "{err}");
         assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 0);
     }

@@ -29,6 +29,19 @@ pub struct FileConfig {
     /// reaches it. None by default.
     #[serde(rename = "max-cost")]
     pub max_cost: Option<String>,
+    /// List prices in USD per million tokens for the CLIs that report tokens but no cost
+    /// (codex, gemini), each entry replacing the default of its name ([`crate::prices`]).
+    pub prices: Option<serde_yaml::Value>,
+}
+
+impl FileConfig {
+    /// The price table: the defaults with the file's `prices:` over them.
+    pub fn prices(&self) -> Result<crate::prices::Prices, ConfigError> {
+        crate::prices::Prices::with(self.prices.as_ref()).map_err(|message| ConfigError::File {
+            path: ".design/dagexec.yml".into(),
+            message,
+        })
+    }
 }
 
 /// Why the settings cannot be used.
@@ -50,7 +63,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, reviewer and max-cost; see README, \"Configuration\".".into()
+                "Keys are worker, jobs, timeout, schedule, reviewer, max-cost and prices; see README, \"Time and cost\".".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -62,10 +75,11 @@ impl ConfigError {
 pub const WORKER_EXAMPLES: &str = "\
 a worker is any command that reads the task's prompt (stdin, or the file $DAGEXEC_PROMPT_FILE),
   does the work in the current directory, and prints a last line COMPLETED: …, FAILED: … or BLOCKED: …
-  Claude Code:  dagexec run --worker 'claude -p --model \"${DAGEXEC_MODEL:-sonnet}\" --permission-mode acceptEdits < \"$DAGEXEC_PROMPT_FILE\"'
-  Codex:        dagexec run --worker 'codex exec --full-auto - < \"$DAGEXEC_PROMPT_FILE\"'
+  Claude Code:  dagexec run --worker 'claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model \"$DAGEXEC_MODEL\"}'
+  Codex:        dagexec run --worker 'codex exec --json --sandbox workspace-write --model gpt-5.5 -'
+  Gemini CLI:   dagexec run --worker 'gemini --output-format json --approval-mode auto_edit --skip-trust --prompt='
   aider:        dagexec run --worker 'aider --yes-always --no-auto-commits --message-file \"$DAGEXEC_PROMPT_FILE\"'
-  or once for the repository, in .design/dagexec.yml:   worker: claude -p < \"$DAGEXEC_PROMPT_FILE\"";
+  or once for the repository, in .design/dagexec.yml:   worker: claude -p --output-format json --permission-mode acceptEdits";
 
 /// Reads `.design/dagexec.yml` under `root`, if present.
 pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
@@ -210,6 +224,7 @@ mod tests {
             schedule: Some("waves".into()),
             reviewer: Some("from-file-reviewer".into()),
             max_cost: Some("$2.50".into()),
+            prices: None,
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();
@@ -267,7 +282,17 @@ mod tests {
         let e = resolve(&Flags::default(), &none, &FileConfig::default()).unwrap_err();
         assert!(matches!(e, ConfigError::NoWorker));
         assert!(e.hint().contains("claude -p"));
-        assert!(e.hint().contains("codex exec"));
+        assert!(
+            e.hint()
+                .contains("codex exec --json --sandbox workspace-write")
+        );
+        assert!(e.hint().contains("gemini --output-format json"));
+        assert!(!e.hint().contains("--full-auto"));
+        // The same commands `dagexec init` writes.
+        use crate::actions::init::{CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND};
+        for c in [CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND] {
+            assert!(e.hint().contains(&format!("'{c}'")), "{c}");
+        }
         assert!(e.hint().contains("aider"));
         let flags = Flags {
             worker: Some("w".into()),
@@ -306,5 +331,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read_file_config(dir.path()).unwrap().jobs, Some(2));
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "prices:\n  gpt-5.5: {input: 1, output: 8}\n  my-model: {input: x, output: 1}\n",
+        )
+        .unwrap();
+        let e = read_file_config(dir.path())
+            .unwrap()
+            .prices()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(".design/dagexec.yml: prices: "), "{e}");
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "prices:\n  gpt-5.5: {input: 1, cached-input: 0.1, output: 8}\n",
+        )
+        .unwrap();
+        let p = read_file_config(dir.path()).unwrap().prices().unwrap();
+        assert_eq!(p.find("gpt-5.5").unwrap().1.output, 8.0);
     }
 }

@@ -430,24 +430,25 @@ pub(crate) struct ToReview<'a> {
     pub patch: &'a [u8],
     /// The files the patch touches.
     pub touched: &'a [String],
-    /// The repository's common git directory, to keep what the reviewer printed beside the
-    /// attempt's own logs ([`keep_review_logs`]); `None` keeps nothing (the work job).
-    pub keep_logs_in: Option<&'a Path>,
+    /// The repository's common git directory and this run's folder of kept logs, to keep
+    /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
+    /// keeps nothing (the work job carries it in its artifact's log).
+    pub keep_logs_in: Option<(&'a Path, &'a Path)>,
 }
 
 /// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
 /// printed it), stderr (the tail the worker runner keeps) and work log — beside the attempt's
-/// own logs, as `task-N-attempt-K.review.{stdout,stderr,log}` in the kept logs' folder
-/// ([`super::attempt::logs_dir`], through [`crate::fsx`]: a link on the way is refused, one at
-/// a file's name removed, not followed). Returns the files written.
+/// own logs, as `task-N-attempt-K.review.{stdout,stderr,log}` in the run's folder `dir`
+/// ([`super::attempt::RunLogs::dir`]), through [`crate::fsx`]: a link on the way is refused,
+/// one at a file's name removed, not followed. Returns the files written.
 pub(crate) fn keep_review_logs(
     common_dir: &Path,
+    dir: &Path,
     index: usize,
     attempt: u32,
     run: &worker::WorkerRun,
 ) -> Result<Vec<std::path::PathBuf>, crate::fsx::Error> {
-    let dir = super::attempt::logs_dir(common_dir);
-    crate::fsx::create_dir_all(common_dir, &dir)?;
+    crate::fsx::create_dir_all(common_dir, dir)?;
     let mut written = Vec::new();
     let files = [
         ("stdout", Some(&run.stdout)),
@@ -504,14 +505,14 @@ pub(crate) async fn run_reviewer(
         Stop::Finished(run) => run,
         Stop::Cancelled => return None,
     };
-    if let Some(dir) = r.keep_logs_in
-        && let Err(e) = keep_review_logs(dir, r.index, r.attempt, &run)
+    if let Some((common, dir)) = r.keep_logs_in
+        && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
     {
         tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _) = crate::run::attempt::reported_usage(&mut run);
+    let (usage, _, _) = crate::run::attempt::reported_usage(&mut run);
     let parsed = match &run.exit {
         crate::outcome::Exit::Success => review::parse(&run.stdout).map_err(|e| e.to_string()),
         other => Err(review::reviewer_failure(other, &run.stderr_tail)),
@@ -605,6 +606,11 @@ pub(super) async fn review(
     if verdict.status != Status::Completed {
         return Reviewed::Skipped;
     }
+    let logs_dir = pool
+        .logs
+        .dir(common_dir)
+        .map_err(|e| tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", input.index))
+        .ok();
     let to_review = ToReview {
         index: input.index,
         task: &input.task,
@@ -617,7 +623,7 @@ pub(super) async fn review(
         summary: &verdict.result.clone(),
         patch,
         touched,
-        keep_logs_in: Some(common_dir),
+        keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
     };
     let Some(Reviewer { parsed, usage, .. }) = run_reviewer(reviewer, &to_review, cancel).await
     else {
@@ -700,10 +706,24 @@ pub(super) fn keeps_partial(j: &Judged) -> bool {
         && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
-/// For a Spec Kit plan, ticks the completed tasks in its tasks.md and returns the file's
-/// path, to commit with the round; nothing for other plans.
-pub(super) fn tasks_md(plan: &Plan, opts: &RunOptions) -> Result<Vec<String>, super::RunError> {
-    crate::speckit::tick_file(&opts.root, plan).map_err(|e| super::RunError::Other(e.to_string()))
+/// For a Spec Kit plan, ticks the completed tasks in the tasks.md of the round's `index`
+/// (see [`crate::speckit::tick_index`]); whether it changed. A tasks.md that cannot be ticked
+/// is said with a warning naming it, and the round is committed without the tick.
+pub(super) fn tasks_md(
+    plan: &Plan,
+    index: &crate::git::RoundIndex,
+    ui: &super::Ui,
+) -> Result<bool, super::RunError> {
+    Ok(match crate::speckit::tick_index(index, plan)? {
+        crate::speckit::Tick::Nothing => false,
+        crate::speckit::Tick::Ticked(_) => true,
+        crate::speckit::Tick::Skipped { path, why } => {
+            ui.say(format!(
+                "  warning: {path} is not ticked in this commit: {why}; the completed tasks are recorded in the plan"
+            ));
+            false
+        }
+    })
 }
 
 /// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its
@@ -828,19 +848,21 @@ mod tests {
     fn a_reviewers_logs_are_kept_beside_the_attempts_and_links_are_not_followed() {
         let common = tempfile::tempdir().expect("tempdir");
         let outside = tempfile::tempdir().expect("tempdir");
-        let dir = super::super::attempt::logs_dir(common.path());
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = super::super::attempt::RunLogs::default()
+            .dir(common.path())
+            .expect("run folder");
         let target = outside.path().join("victim");
         std::fs::write(&target, "keep me").expect("write");
         std::os::unix::fs::symlink(&target, dir.join("task-2-attempt-1.review.stdout"))
             .expect("link");
-        keep_review_logs(common.path(), 2, 1, &finished("APPROVED\n", "warn\n")).expect("kept");
+        keep_review_logs(common.path(), &dir, 2, 1, &finished("APPROVED\n", "warn\n"))
+            .expect("kept");
         assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep me");
         assert_eq!(
             std::fs::read_to_string(dir.join("task-2-attempt-1.review.stdout")).expect("read"),
             "APPROVED\n"
         );
         let kept = super::super::attempt::kept_logs(common.path());
-        assert_eq!(kept[&2][&1], ["review.stderr", "review.stdout"]);
+        assert_eq!(kept[&2][0].kinds, ["review.stderr", "review.stdout"]);
     }
 }

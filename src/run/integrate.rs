@@ -187,6 +187,9 @@ impl RoundBuild {
                     )),
                 }
             }
+            // Whatever made it (a status line, a question, a refusal), a result is bounded
+            // before it reaches the plan, the commit message and the pull request.
+            let result = outcome::clip_result(&result);
             self.entries.push(BatchEntry {
                 plan_index: j.index,
                 status,
@@ -292,8 +295,9 @@ impl RoundBuild {
         let report = update::apply_round(plan, dag, &results, &notes);
         plan.progress.extra.insert("round".into(), round.into());
         save(plan, opts)?;
-        // A Spec Kit plan's tasks.md, ticked.
-        let ticked = super::hooks::tasks_md(plan, opts)?;
+        // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
+        // when the commit is published).
+        super::hooks::tasks_md(plan, &index, ui)?;
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
@@ -301,8 +305,7 @@ impl RoundBuild {
         // file: its attempt records and spend, its failures and questions are the state a
         // later run (or the Action) reads from the branch.
         {
-            let mut own = ticked;
-            own.extend(super::hooks::state_md(plan, opts)?);
+            let mut own = super::hooks::state_md(plan, opts)?;
             own.push(opts.plan_rel.clone());
             index.add_own_files(repo, &own)?;
             if let Some(prepared) = index.prepare(repo, &message)? {

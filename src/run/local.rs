@@ -214,7 +214,12 @@ pub(super) fn run(
             ui.say(crate::engine::deadlock_message(pending));
             finish(repo, plan, opts, ui, Some(RunEnd::Deadlock))
         }
-        Ending::Budget(_) => super::stop_for_budget(repo, plan, opts, ui),
+        Ending::Budget(why) => super::stop_for_budget(repo, plan, opts, ui, why),
+        Ending::Halted(why) => {
+            let end = finish(repo, plan, opts, ui, Some(RunEnd::Halted))?;
+            ui.say(format!("\nStopped: {why}"));
+            Ok(end)
+        }
         Ending::Ended(end) => {
             // Stop what is still running (eager): its workers' groups are killed and their
             // worktrees removed; their tasks stay in progress for a resume.

@@ -49,6 +49,10 @@ pub enum RunError {
     Preflight(usize),
     #[error("uncommitted changes at {} file(s) that pending tasks declare: {}", .0.len(), .0.join(", "))]
     Uncommitted(Vec<String>),
+    #[error(
+        "{path} has uncommitted changes ({how}); dagexec ticks the committed tasks.md in each round commit and never commits your edits"
+    )]
+    TasksMdUncommitted { path: String, how: String },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -69,6 +73,9 @@ impl RunError {
             }
             RunError::Git(_) => String::new(),
             RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
+            RunError::TasksMdUncommitted { path, .. } => format!(
+                "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
+            ),
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
             RunError::Write { .. } => "Check the permissions of .design/.".into(),
@@ -110,6 +117,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         ));
     }
     resume::recover(&repo, ui)?;
+    // A Spec Kit plan's tasks.md is ticked in its committed version; an edit not committed
+    // would be neither run nor ticked as written, so it is committed first (never by dagexec).
+    if let Some(tasks_md) = crate::speckit::own_tasks_md(&plan)
+        && let Some((path, how)) = repo.uncommitted(std::slice::from_ref(&tasks_md))?.pop()
+    {
+        return Err(RunError::TasksMdUncommitted { path, how });
+    }
     let pruned = attempt::retry_git(|| repo.prune_worktrees())?;
     if pruned > 0 {
         ui.say(format!(
@@ -264,7 +278,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
 /// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
 /// stop a run before, between and after the steps of a round commit. `panic:<name>:<round>`
 /// panics there instead (the panic-report test).
-fn failpoint(name: &str, round: u32) {
+pub(crate) fn failpoint(name: &str, round: u32) {
     let Ok(v) = std::env::var("DAGEXEC_FAILPOINT") else {
         return;
     };
@@ -315,14 +329,18 @@ pub(crate) fn over_budget(plan: &Plan, opts: &RunOptions) -> Option<String> {
     opts.settings.max_cost?.exhausted(plan)
 }
 
-/// The run's end when the budget is spent: the summary, then what the budget bought.
+/// The run's end when the budget is spent (or an agent CLI stopped at its own spending
+/// limit, `why`): the summary, then what the budget bought.
 pub(crate) fn stop_for_budget(
     repo: &Repo,
     plan: &mut Plan,
     opts: &RunOptions,
     ui: &Ui,
+    why: String,
 ) -> Result<RunEnd, RunError> {
-    let why = over_budget(plan, opts).unwrap_or_default();
+    // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
+    // spending limit).
+    let why = over_budget(plan, opts).unwrap_or(why);
     let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
     ui.say(format!(
         "\nStopped: {why}. Run again with a higher --max-cost to go on."
@@ -376,6 +394,7 @@ fn attempt_input(
         timeout: opts.settings.timeout,
         scratch: scratch.to_path_buf(),
         plan_rel: opts.plan_rel.clone(),
+        tasks_md: crate::speckit::own_tasks_md(plan),
         reviewer: opts.settings.reviewer.clone(),
     }
 }
@@ -447,9 +466,8 @@ pub(crate) fn finish(
                 .to_string();
             let index = repo.round_index()?;
             // With a Spec Kit plan's tasks.md, ticked (when the last round had nothing to commit).
-            let mut own = vec![rel.clone()];
-            own.extend(hooks::tasks_md(plan, opts)?);
-            index.add_own_files(repo, &own)?;
+            hooks::tasks_md(plan, &index, ui)?;
+            index.add_own_files(repo, std::slice::from_ref(&rel))?;
             index.remove(std::slice::from_ref(&opts.plan_rel))?;
             let message = format!(
                 "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",

@@ -7,9 +7,11 @@
 //!
 //! - **Phases run in order.** A `## ` section holding task lines is a phase (so is a section
 //!   under a `###` or `####` heading that starts with `Phase`); a tasks.md with no section is
-//!   one phase. Fenced code blocks and HTML comments are skipped.
+//!   one phase. Fenced code blocks and HTML comments are skipped, by the one line scanner
+//!   parsing and ticking share; a UTF-8 BOM is ignored.
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without
-//!   `[P]` comes after every task written before it in its phase.
+//!   `[P]` comes after every task written before it in its phase (its edges: the previous task
+//!   without `[P]` and the `[P]` tasks since — the same order in O(N) edges).
 //! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file).
 //! - **User stories**: a phase whose heading says `User Story N`, or whose tasks all carry
 //!   `[USn]`, is a story phase. Story phases wait for the last non-story phase before them (the
@@ -34,13 +36,17 @@
 //!   `**Independent Test**:` are in its description.
 //! - **Errors** name the line and come with a hint: a task line without an ID or checkbox or
 //!   description, a duplicate ID, an unknown ID in `depends on`, a cycle (as a path of IDs), a
-//!   path outside the repository.
+//!   path no task may name (outside the repository, in `.git/`, the generated plan, through a
+//!   linked directory), each at its line with the task's ID.
 //!
 //! State: [`prepare`] writes the generated plan to `<feature>/.dagexec/plan.json` (the
 //! [`GENERATED_DIR`] next to tasks.md; archived as `.dagexec/plan.done.json` when every task
 //! completed). Reading an edited tasks.md again carries over the state of every task whose ID
 //! and text are unchanged. Each round commit ticks the tasks completed so far in tasks.md
-//! ([`tick_file`]).
+//! ([`tick_index`]: in the round's index, on the committed version, so the work tree gets the
+//! ticks only with the published commit and a user's uncommitted edit is neither committed nor
+//! lost). During a run only dagexec writes tasks.md: a worker's edit of it is dropped from its
+//! patch ([`own_tasks_md`]).
 
 pub mod parse;
 
@@ -131,7 +137,7 @@ impl SpecKitError {
                 "remove one `(depends on …)` of the cycle, or move a task so the one it waits for is written before it".into()
             }
             SpecKitError::Path { .. } => {
-                "name files relative to the repository root, without `..`".into()
+                "name files relative to the repository root, without `..`, outside .git/ and dagexec's generated plan".into()
             }
             SpecKitError::NoTasks { .. } => {
                 "is this a Spec Kit tasks.md? Task lines look like `- [ ] T001 [P] [US1] Create X in src/x.py`".into()
@@ -482,6 +488,18 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
     let dir = abs_c.parent().unwrap_or(&root_c).to_path_buf();
     let mut plan = build(&parsed, &tasks_rel, &context_docs(&root_c, &dir));
     let plan_rel = generated_plan_rel(&tasks_rel);
+    // What the plan's validation would refuse is said here, at its line of tasks.md (the
+    // generated plan's name, perhaps a temporary file's, means nothing to the user).
+    if let Err(crate::plan::PlanErrors(errors)) =
+        crate::plan::validate::check_in(&plan, Some(&plan_rel), &root_c)
+    {
+        let mut found: Vec<(usize, SpecKitError)> = errors
+            .iter()
+            .map(|e| at_line(&tasks_rel, &parsed, e))
+            .collect();
+        found.sort_by_key(|(line, _)| *line);
+        return Err(found.into_iter().map(|(_, e)| e).collect());
+    }
     let plan_path = root_c.join(&plan_rel);
     if plan_path.is_file() {
         let old = crate::plan::load(&plan_path).map_err(|e| {
@@ -532,40 +550,151 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
     })
 }
 
-/// For a Spec Kit plan, ticks its completed tasks in tasks.md (under `root`) and returns the
-/// file's path to commit with the round; nothing for other plans or when nothing changed.
-pub fn tick_file(root: &Path, plan: &Plan) -> Result<Vec<String>, SpecKitError> {
-    let Some(tasks_md) = tasks_md_of(plan) else {
-        return Ok(Vec::new());
+/// What ticking tasks.md did for a round commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tick {
+    /// Not a Spec Kit plan, or nothing new to tick.
+    Nothing,
+    /// The round's tree holds tasks.md at this path with the completed tasks ticked.
+    Ticked(String),
+    /// tasks.md could not be ticked in the round's tree; the round is committed without it.
+    Skipped { path: String, why: String },
+}
+
+/// The tasks.md a Spec Kit plan names, when it is one dagexec may tick: a Markdown file
+/// outside `.git`, in repository form.
+fn tickable(plan: &Plan) -> Option<Result<String, String>> {
+    let tasks_md = tasks_md_of(plan)?;
+    Some(match crate::paths::normalize(tasks_md) {
+        Ok(clean)
+            if is_tasks_md(Path::new(&clean)) && crate::paths::git_dir_prefix(&clean).is_none() =>
+        {
+            Ok(clean)
+        }
+        _ => Err(format!("{tasks_md:?} is not a tasks.md dagexec may tick")),
+    })
+}
+
+/// The tasks.md of a Spec Kit plan (repository-relative, as the plan names it), which only
+/// dagexec writes during a run: a worker's change to it is dropped from its patch.
+pub fn own_tasks_md(plan: &Plan) -> Option<String> {
+    tickable(plan)?.ok()
+}
+
+/// A problem the plan's validation found in the plan built from `parsed`, at the line of
+/// tasks.md (`path`) of the task it names (and that line, 0 when it names none).
+fn at_line(
+    path: &str,
+    parsed: &Parsed,
+    e: &crate::plan::error::PlanError,
+) -> (usize, SpecKitError) {
+    use crate::plan::error::PlanError as E;
+    let task = match e {
+        E::UnsafePath { task, .. }
+        | E::LinkedPath { task, .. }
+        | E::ControlChar { task, .. }
+        | E::UnknownDependency { task, .. }
+        | E::SelfDependency { task, .. }
+        | E::BadOverlap { task, .. } => Some(*task),
+        E::Cycle { cycle } => cycle.first().copied(),
+        _ => None,
     };
-    let clean = crate::paths::normalize(tasks_md).map_err(|e| SpecKitError::Path {
-        path: tasks_md.to_string(),
-        line: 0,
-        id: String::new(),
-        file: tasks_md.to_string(),
-        why: e.to_string(),
-    })?;
-    // The plan names the file; only a Markdown file outside `.git` is ever ticked.
-    if !is_tasks_md(Path::new(&clean)) || crate::paths::git_dir_prefix(&clean).is_some() {
-        return Err(SpecKitError::Path {
-            path: clean.clone(),
+    let Some(t) = task.and_then(|i| parsed.tasks.get(i)) else {
+        let e = SpecKitError::Malformed {
+            path: path.into(),
             line: 0,
-            id: String::new(),
-            file: clean,
-            why: "is not a tasks.md dagexec may tick".into(),
-        });
-    }
-    let path = root.join(&clean);
-    let text = read(&path)?;
-    let ticked = parse::tick(&text, &completed_ids(plan));
-    if ticked == text {
-        return Ok(Vec::new());
-    }
-    crate::fsx::write(root, &path, ticked.as_bytes()).map_err(|e| SpecKitError::Write {
+            why: format!("the plan made from it is refused: {e}"),
+            hint: e.hint(),
+        };
+        return (0, e);
+    };
+    let (line, id) = (t.line, t.id.clone());
+    let e = match e {
+        E::UnsafePath {
+            path: file, reason, ..
+        } => SpecKitError::Path {
+            path: path.into(),
+            line,
+            id,
+            file: file.clone(),
+            why: reason.to_string(),
+        },
+        E::LinkedPath {
+            path: file,
+            link,
+            target,
+            ..
+        } => SpecKitError::Path {
+            path: path.into(),
+            line,
+            id,
+            file: file.clone(),
+            why: format!("goes through {link}, a symbolic link to {target}"),
+        },
+        E::ControlChar { code, .. } => SpecKitError::Malformed {
+            path: path.into(),
+            line,
+            why: format!("task {id} contains a control character (U+{code:04X})"),
+            hint: "remove it: task lines reach the terminal and commit messages".into(),
+        },
+        other => SpecKitError::Malformed {
+            path: path.into(),
+            line,
+            why: format!("task {id}: {other}"),
+            hint: other.hint(),
+        },
+    };
+    (line, e)
+}
+
+/// For a Spec Kit plan, ticks its completed tasks in the tasks.md of the round's `index`
+/// (the version the round commits: `HEAD`'s, never the work tree's, so a user's uncommitted
+/// edit is neither committed nor overwritten; the work tree gets the ticked file only when
+/// the commit is published, and only where it still holds `HEAD`'s version). A tasks.md the
+/// commit does not hold, or cannot be read as the parser reads it (not UTF-8, malformed), is
+/// skipped with why: the round's work is committed all the same.
+pub fn tick_index(
+    index: &crate::git::RoundIndex,
+    plan: &Plan,
+) -> Result<Tick, crate::git::GitError> {
+    let path = match tickable(plan) {
+        None => return Ok(Tick::Nothing),
+        Some(Ok(p)) => p,
+        Some(Err(why)) => {
+            return Ok(Tick::Skipped {
+                path: tasks_md_of(plan).unwrap_or_default().to_string(),
+                why,
+            });
+        }
+    };
+    let skipped = |why: String| Tick::Skipped {
         path: path.clone(),
-        message: e.to_string(),
-    })?;
-    Ok(vec![clean])
+        why,
+    };
+    let Some((mode, bytes)) = index.read_entry(&path)? else {
+        return Ok(skipped("the commit holds no such file (deleted?)".into()));
+    };
+    if mode == "120000" {
+        return Ok(skipped("it is a symbolic link".into()));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(skipped("it is not UTF-8 text".into()));
+    };
+    let ticked = match parse::tick(&path, &text, &completed_ids(plan)) {
+        Ok(t) => t,
+        Err(errors) => {
+            let (message, _) = describe(&errors);
+            return Ok(skipped(format!(
+                "it no longer reads as a task list ({})",
+                message.lines().next().unwrap_or("")
+            )));
+        }
+    };
+    if ticked == text {
+        return Ok(Tick::Nothing);
+    }
+    index.write_entry(&path, &mode, ticked.as_bytes())?;
+    Ok(Tick::Ticked(path))
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub struct TaskLine {
     pub modify: Vec<String>,
     /// The phase this task belongs to (index into [`Parsed::phases`]).
     pub phase: usize,
+    /// Byte offset in the text of the character between the checkbox's brackets (what
+    /// [`tick`] turns into `x`).
+    pub checkbox: usize,
 }
 
 /// A `## …` section that holds tasks.
@@ -121,37 +124,103 @@ fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())
 }
 
+/// One line of a tasks.md that carries Markdown content, as every reader of the file sees it.
+struct Content<'a> {
+    /// 1-based line number.
+    number: usize,
+    /// Byte offset of `text` in the file.
+    start: usize,
+    /// The line without its line end, trailing whitespace and (on line 1) a UTF-8 BOM.
+    text: &'a str,
+}
+
+/// The lines of `text` outside HTML comments and fenced code blocks (the comment and fence
+/// lines themselves excluded). The one scanner behind both [`parse`] and [`tick`], so a line
+/// the parser reads as a task is exactly a line ticking may change. A line starting `<!--`
+/// opens a comment (closed on the line that holds `-->`); inside a fence only its closing
+/// fence (the same character, at least as long) counts.
+fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
+    let mut fence: Option<(char, usize)> = None;
+    let mut in_comment = false;
+    let mut offset = 0;
+    text.split_inclusive('\n')
+        .enumerate()
+        .filter_map(move |(i, raw)| {
+            let mut start = offset;
+            offset += raw.len();
+            let mut line = raw.strip_suffix('\n').unwrap_or(raw);
+            if i == 0
+                && let Some(rest) = line.strip_prefix('\u{feff}')
+            {
+                start += '\u{feff}'.len_utf8();
+                line = rest;
+            }
+            let line = line.trim_end();
+            let trimmed = line.trim_start();
+            let opens = ['`', '~'].into_iter().find_map(|c| {
+                let n = trimmed.chars().take_while(|&x| x == c).count();
+                (n >= 3).then_some((c, n))
+            });
+            if let Some((c, n)) = fence {
+                if opens.is_some_and(|(o, m)| o == c && m >= n) {
+                    fence = None;
+                }
+                return None;
+            }
+            if in_comment {
+                in_comment = !trimmed.contains("-->");
+                return None;
+            }
+            if trimmed.starts_with("<!--") {
+                in_comment = !trimmed.contains("-->");
+                return None;
+            }
+            if opens.is_some() {
+                fence = opens;
+                return None;
+            }
+            Some(Content {
+                number: i + 1,
+                start,
+                text: line,
+            })
+        })
+}
+
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).
 pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
+    let (mut out, by_number) = read_lines(path, text)?;
+    for ph in &mut out.phases {
+        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
+        ph.story = ph.story || all_stories;
+    }
+    classify_files(&mut out);
+    out.deps = derive(path, &out, &by_number, Rule::Chain)?;
+    for t in &out.tasks {
+        if t.create.is_empty() && t.modify.is_empty() {
+            out.warnings.push(format!(
+                "{path}:{}: task {} names no file, so nothing keeps it apart from other tasks; name the file it changes (`in src/x.py` or a `backticked/path`)",
+                t.line, t.id
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
+#[allow(clippy::type_complexity)]
+fn read_lines(path: &str, text: &str) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
     let mut errors = Vec::new();
     let mut out = Parsed::default();
     // The current `## ` section: (title, line, goal, test), made a phase when it gets a task.
     let mut section: Option<Phase> = None;
     let mut section_phase: Option<usize> = None;
-    let mut in_fence = false;
-    let mut in_comment = false;
     let mut by_number: BTreeMap<u64, usize> = BTreeMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line_no = i + 1;
-        let line = raw.trim_end();
+    let plan_rel = super::generated_plan_rel(path);
+    for content in content_lines(text) {
+        let line_no = content.number;
+        let line = content.text;
         let trimmed = line.trim_start();
-        if in_comment {
-            if trimmed.contains("-->") {
-                in_comment = false;
-            }
-            continue;
-        }
-        if trimmed.starts_with("<!--") {
-            in_comment = !trimmed.contains("-->");
-            continue;
-        }
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
         if let Some(h) = trimmed.strip_prefix("# ") {
             if out.feature.is_none() {
                 let h = h.trim();
@@ -202,6 +271,8 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
             continue;
         };
         let done = &c[1] != " ";
+        let checkbox =
+            content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
         let rest = c[2].trim();
         let Some(idc) = ID.captures(rest) else {
             errors.push(SpecKitError::Malformed {
@@ -277,7 +348,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
                 out.phases.len() - 1
             }
         };
-        let (files, problems) = files_of(&body);
+        let (files, problems) = files_of(&body, (path, &plan_rel));
         for p in problems {
             errors.push(SpecKitError::Path {
                 path: path.into(),
@@ -300,6 +371,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
             create: Vec::new(),
             modify: files,
             phase,
+            checkbox,
         });
     }
     if out.tasks.is_empty() && errors.is_empty() {
@@ -308,24 +380,15 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    for ph in &mut out.phases {
-        let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
-        ph.story = ph.story || all_stories;
-    }
+    Ok((out, by_number))
+}
+
+/// [`read_lines`] for the property tests of [`derive`].
+#[cfg(test)]
+pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<u64, usize>) {
+    let (mut out, by_number) = read_lines(path, text).unwrap_or_else(|e| panic!("{e:?}"));
     classify_files(&mut out);
-    match derive(path, &out, &by_number) {
-        Ok(deps) => out.deps = deps,
-        Err(e) => return Err(e),
-    }
-    for t in &out.tasks {
-        if t.create.is_empty() && t.modify.is_empty() {
-            out.warnings.push(format!(
-                "{path}:{}: task {} names no file, so nothing keeps it apart from other tasks; name the file it changes (`in src/x.py` or a `backticked/path`)",
-                t.line, t.id
-            ));
-        }
-    }
-    Ok(out)
+    (out, by_number)
 }
 
 /// The files named in a task's description: backticked paths (with a `/`, an extension, a
@@ -333,8 +396,12 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
 /// file path (a file name with an extension that has a `/` in it, follows `in`, `at`,
 /// `to`, `into`, `from`, `under`, or is the object of the task's verb unless that verb only
 /// reads: `Update README.md`, not `Run quickstart.md validation`). Directories (`docs/`) and placeholders (`[name].py`) are not files.
-/// Returns the files (normalised) and the paths that cannot be (absolute, `..`).
-fn files_of(text: &str) -> (Vec<String>, Vec<(String, String)>) {
+/// Returns the files (normalised) and the paths no task may name (absolute, `..`, in `.git/`,
+/// the generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
+fn files_of(
+    text: &str,
+    (tasks_md, plan_rel): (&str, &str),
+) -> (Vec<String>, Vec<(String, String)>) {
     let text = DEPENDS.replace_all(text, "");
     let mut found: Vec<String> = Vec::new();
     for c in BACKTICK.captures_iter(&text) {
@@ -378,11 +445,18 @@ fn files_of(text: &str) -> (Vec<String>, Vec<(String, String)>) {
             continue;
         }
         match crate::paths::normalize(&f) {
-            Ok(n) => {
-                if !files.contains(&n) {
-                    files.push(n);
-                }
-            }
+            Ok(n) => match crate::plan::validate::path_problem(&n, Some(plan_rel)) {
+                Some(why) => problems.push((f, why.to_string())),
+                // A worker's edit of the task list is dropped from its patch: only dagexec
+                // ticks it.
+                None if n == tasks_md => problems.push((
+                    f,
+                    "is this task list itself; only dagexec changes it (it ticks completed tasks)"
+                        .into(),
+                )),
+                None if !files.contains(&n) => files.push(n),
+                None => {}
+            },
             Err(e) => problems.push((f, e.to_string())),
         }
     }
@@ -415,19 +489,42 @@ fn classify_files(out: &mut Parsed) {
     }
 }
 
+/// How a task without `[P]` waits for the tasks written before it in its phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// For the previous task without `[P]` and the `[P]` tasks since: the same order as
+    /// [`Rule::AllPairs`] (the previous one waits, in turn, for everything before it) in
+    /// O(N) edges.
+    Chain,
+    /// For every task before it: N(N−1)/2 edges for a phase of N such tasks. Kept to test
+    /// that [`Rule::Chain`] gives the same order.
+    #[cfg_attr(not(test), allow(dead_code))]
+    AllPairs,
+}
+
 /// The rules of [`super`]: phase order, `[P]`, `(depends on …)`, stories.
-fn derive(
+pub(crate) fn derive(
     path: &str,
     out: &Parsed,
     by_number: &BTreeMap<u64, usize>,
+    rule: Rule,
 ) -> Result<Vec<Vec<usize>>, Vec<SpecKitError>> {
     let n = out.tasks.len();
     let mut deps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
-    // Within a phase: a task without [P] waits for every task written before it.
+    // Within a phase: a task without [P] comes after every task written before it.
     for ph in &out.phases {
+        let mut since: usize = 0;
         for (k, &t) in ph.tasks.iter().enumerate() {
-            if !out.tasks[t].parallel {
-                deps[t].extend(ph.tasks[..k].iter().copied());
+            if out.tasks[t].parallel {
+                continue;
+            }
+            match rule {
+                Rule::Chain => {
+                    let from = since.saturating_sub(1);
+                    deps[t].extend(ph.tasks[from..k].iter().copied());
+                    since = k + 1;
+                }
+                Rule::AllPairs => deps[t].extend(ph.tasks[..k].iter().copied()),
             }
         }
     }
@@ -560,31 +657,19 @@ fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-/// `text` with the checkbox of every task line whose ID is in `done` ticked (`- [ ]` →
-/// `- [x]`); every other byte unchanged.
-pub fn tick(text: &str, done: &BTreeSet<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_fence = false;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            in_fence = !in_fence;
-        }
-        if !in_fence && let Some(c) = CHECKBOX.captures(line.trim_end_matches(['\n', '\r'])) {
-            let rest = c[2].trim();
-            if &c[1] == " "
-                && ID
-                    .captures(rest)
-                    .is_some_and(|m| done.contains(&m[1].to_string()))
-            {
-                let at = line.find("[ ]").expect("the checkbox matched");
-                out.push_str(&line[..at]);
-                out.push_str("[x]");
-                out.push_str(&line[at + 3..]);
-                continue;
-            }
-        }
-        out.push_str(line);
+/// `text` (the tasks.md at `path`) with the checkbox of every task whose ID is in `done`
+/// ticked (`- [ ]` → `- [x]`); every other byte unchanged. The task lines are the parser's
+/// own ([`content_lines`]): a line in a comment or a fence is never ticked. A file the parser
+/// refuses is not ticked (the errors say why).
+pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<SpecKitError>> {
+    let (read, _) = read_lines(path, text)?;
+    let mut bytes = text.as_bytes().to_vec();
+    for t in read
+        .tasks
+        .iter()
+        .filter(|t| !t.done && done.contains(&t.id))
+    {
+        bytes[t.checkbox] = b'x';
     }
-    out
+    Ok(String::from_utf8(bytes).expect("an ASCII space became an ASCII x"))
 }

@@ -281,7 +281,8 @@ fn a_file_without_phases_is_one_phase() {
 #[test]
 fn ticking_changes_only_the_completed_lines() {
     let done = BTreeSet::from(["T002".to_string(), "T012".to_string(), "T999".to_string()]);
-    let ticked = parse::tick(ALBUMS, &done);
+    let tick = |text: &str, done: &BTreeSet<String>| parse::tick("t.md", text, done).unwrap();
+    let ticked = tick(ALBUMS, &done);
     let changed: Vec<(&str, &str)> = ALBUMS
         .lines()
         .zip(ticked.lines())
@@ -298,14 +299,14 @@ fn ticking_changes_only_the_completed_lines() {
     let again = read(&ticked);
     assert!(task(&again, "T012").done);
     assert_eq!(
-        parse::tick(&ticked, &done),
+        tick(&ticked, &done),
         ticked,
         "ticking twice changes nothing"
     );
     // CRLF files keep their line ends.
     let crlf = "- [ ] T001 Write `a.txt`\r\n- [ ] T002 Write `b.txt`\r\n";
     assert_eq!(
-        parse::tick(crlf, &BTreeSet::from(["T002".to_string()])),
+        tick(crlf, &BTreeSet::from(["T002".to_string()])),
         "- [ ] T001 Write `a.txt`\r\n- [x] T002 Write `b.txt`\r\n"
     );
 }
@@ -429,21 +430,76 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     let again = prepare(root.path(), md, true).unwrap();
     let plan = crate::plan::load(&again.plan).unwrap();
     assert_eq!(plan.tasks[1].status, Status::Completed);
-    assert_eq!(
-        tick_file(root.path(), &plan).unwrap(),
-        ["specs/001-photo-albums/tasks.md"]
+    // Ticking happens in the round's index (the version the commit holds), never in the work
+    // tree.
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args([
+                "-c",
+                "commit.gpgsign=false",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(root.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    let repo = crate::git::Repo::discover(root.path()).unwrap();
+    let index = repo.round_index().unwrap();
+    let rel = "specs/001-photo-albums/tasks.md";
+    assert_eq!(tick_index(&index, &plan).unwrap(), Tick::Ticked(rel.into()));
+    let (mode, bytes) = index.read_entry(rel).unwrap().unwrap();
+    assert_eq!(mode, "100644");
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .contains("- [x] T002 Initialize")
     );
     let text = std::fs::read_to_string(dir.join("tasks.md")).unwrap();
-    assert!(text.contains("- [x] T002 Initialize"));
     assert!(
-        tick_file(root.path(), &plan).unwrap().is_empty(),
+        text.contains("- [ ] T002 Initialize"),
+        "the work tree is untouched"
+    );
+    assert_eq!(
+        tick_index(&index, &plan).unwrap(),
+        Tick::Nothing,
         "nothing left to tick"
     );
     for bad in ["src/main.rs", ".git/hooks/x.md", "../x/tasks.md"] {
         let mut tampered = plan.clone();
         tampered.extra[FIELD]["tasksMd"] = bad.into();
-        assert!(tick_file(root.path(), &tampered).is_err(), "{bad}");
+        assert!(
+            matches!(tick_index(&index, &tampered).unwrap(), Tick::Skipped { .. }),
+            "{bad}"
+        );
     }
+    // A tasks.md the commit holds as something unreadable, or not at all: skipped, saying so.
+    drop(index);
+    let fresh = repo.round_index().unwrap();
+    fresh
+        .write_entry(rel, "100644", b"- [ ] T002 \xff\n")
+        .unwrap();
+    assert_eq!(
+        tick_index(&fresh, &plan).unwrap(),
+        Tick::Skipped {
+            path: rel.into(),
+            why: "it is not UTF-8 text".into()
+        }
+    );
+    drop(fresh);
+    let fresh = repo.round_index().unwrap();
+    fresh.remove(&[rel.to_string()]).unwrap();
+    assert!(matches!(
+        tick_index(&fresh, &plan).unwrap(),
+        Tick::Skipped { why, .. } if why.contains("holds no such file")
+    ));
+    drop(fresh);
     let outside = prepare(root.path(), std::path::Path::new("/etc/tasks.md"), false).unwrap_err();
     assert!(matches!(outside[0], SpecKitError::Outside { .. }));
     std::fs::create_dir_all(root.path().join(".git")).unwrap();
@@ -462,4 +518,169 @@ fn deeper_phase_headings_and_bold_colons() {
     assert_eq!(titles, ["Phase 3.1: Setup", "Phase 3.2: Core"]);
     assert_eq!(p.phases[0].goal.as_deref(), Some("get going"));
     assert_eq!(p.deps, [vec![], vec![0], vec![1], vec![1]]);
+}
+
+fn done(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_fence_inside_a_comment_before_the_tasks_does_not_stop_ticking() {
+    let text = "# Tasks: x\n\n<!--\nAn example:\n```\n- [ ] T999 Not a task\n-->\n\n## Phase 1\n\n- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        ids(&["T001", "T002"]),
+        p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>()
+    );
+    let ticked = parse::tick("t.md", text, &done(&["T001", "T002"])).unwrap();
+    assert_eq!(ticked, text.replace("- [ ] T00", "- [x] T00"));
+    assert!(read(&ticked).tasks.iter().all(|t| t.done));
+}
+
+#[test]
+fn a_commented_out_task_line_is_never_ticked() {
+    let text = "## Phase 1\n\n<!-- - [ ] T001 Create `old.txt` -->\n- [ ] T001 Create `a.txt`\n<!--\n- [ ] T002 Create `b.txt`\n-->\n- [ ] T003 Create `c.txt`\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 2);
+    assert_eq!(task(&p, "T001").line, 4);
+    let ticked = parse::tick("t.md", text, &done(&["T001", "T002", "T003"])).unwrap();
+    assert_eq!(
+        ticked,
+        "## Phase 1\n\n<!-- - [ ] T001 Create `old.txt` -->\n- [x] T001 Create `a.txt`\n<!--\n- [ ] T002 Create `b.txt`\n-->\n- [x] T003 Create `c.txt`\n"
+    );
+}
+
+#[test]
+fn a_bom_before_the_first_task_line_keeps_that_task() {
+    let text = "\u{feff}- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 2, "{:?}", p.tasks);
+    assert_eq!(task(&p, "T001").line, 1);
+    assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
+    let ticked = parse::tick("t.md", text, &done(&["T001"])).unwrap();
+    assert_eq!(
+        ticked,
+        "\u{feff}- [x] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n"
+    );
+}
+
+#[test]
+fn a_backtick_fence_is_closed_only_by_its_own_kind() {
+    let text = "```\n~~~\n- [ ] T009 In the fence\n```\n- [ ] T001 Create `a.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["T001"]
+    );
+}
+
+#[test]
+fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
+    let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n- [ ] T005 Tick the task in specs/x/tasks.md\n";
+    let e = parse("specs/x/tasks.md", text).unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            "specs/x/tasks.md:2: task T002 names the file \".git/config\", which points into .git/",
+            "specs/x/tasks.md:3: task T003 names the file \"../x\", which must not contain `..`",
+            "specs/x/tasks.md:4: task T004 names the file \"specs/x/.dagexec/plan.json\", which points at the plan file itself",
+            "specs/x/tasks.md:5: task T005 names the file \"specs/x/tasks.md\", which is this task list itself; only dagexec changes it (it ticks completed tasks)",
+        ]
+    );
+}
+
+/// Every pair (a, b) with a reachable from b through `deps` (b waits for a, directly or not).
+fn closure(deps: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
+    let mut out = BTreeSet::new();
+    for b in 0..deps.len() {
+        let mut stack = deps[b].clone();
+        let mut seen = BTreeSet::new();
+        while let Some(a) = stack.pop() {
+            if seen.insert(a) {
+                out.insert((a, b));
+                stack.extend(deps[a].iter().copied());
+            }
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// The O(N) edges of a phase give exactly the order the all-pairs rule gave, whatever
+    /// the `[P]` markers, stories and `depends on`.
+    #[test]
+    fn chained_edges_keep_the_all_pairs_order(
+        phases in proptest::collection::vec(
+            (proptest::bool::ANY, proptest::collection::vec((proptest::bool::ANY, 0usize..4), 1..7)),
+            1..5,
+        )
+    ) {
+        let mut text = String::new();
+        let mut n = 0;
+        for (p, (story, tasks)) in phases.iter().enumerate() {
+            let heading = if *story { format!("User Story {}", p + 1) } else { "Build".into() };
+            text.push_str(&format!("## Phase {}: {heading}\n\n", p + 1));
+            for (parallel, back) in tasks {
+                n += 1;
+                let marker = if *parallel { "[P] " } else { "" };
+                let dep = if *back > 0 && n > *back + 1 {
+                    format!(" (depends on T{:03})", n - back - 1)
+                } else {
+                    String::new()
+                };
+                text.push_str(&format!("- [ ] T{n:03} {marker}Create `f{n}.txt`{dep}\n"));
+            }
+        }
+        let (mut out, by_number) = parse::read_lines_for_tests("t.md", &text);
+        for ph in &mut out.phases {
+            let all = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
+            ph.story = ph.story || all;
+        }
+        let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap();
+        let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap();
+        proptest::prop_assert_eq!(closure(&chain), closure(&pairs), "{}", text);
+        let edges = |d: &[Vec<usize>]| d.iter().map(Vec::len).sum::<usize>();
+        proptest::prop_assert!(edges(&chain) <= edges(&pairs));
+    }
+}
+
+#[test]
+fn a_phase_without_p_is_a_chain() {
+    let mut text = String::from("## Phase 1\n\n");
+    for n in 1..=2000 {
+        let marker = if n % 5 == 0 { "[P] " } else { "" };
+        text.push_str(&format!("- [ ] T{n:04} {marker}Create `f{n}.txt`\n"));
+    }
+    let p = read(&text);
+    let edges: usize = p.deps.iter().map(Vec::len).sum();
+    assert!(edges < 2 * 2000, "{edges} edges for 2000 tasks");
+    // T0006 waits for T0004 (the last task without [P]) and T0005 ([P], since).
+    assert_eq!(deps_of(&p, "T0006"), ids(&["T0004", "T0005"]));
+    assert_eq!(deps_of(&p, "T0005"), ids(&[]));
+}
+
+#[test]
+fn what_plan_validation_refuses_is_named_at_its_line() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("specs/x")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("d")).unwrap();
+    std::fs::write(
+        root.path().join("specs/x/tasks.md"),
+        "- [ ] T001 Create `a.txt`\n- [ ] T002 Write `d/x.txt`\n- [ ] T003 Say \u{1b}[31mhi in `b.txt`\n",
+    )
+    .unwrap();
+    let e = prepare(root.path(), std::path::Path::new("specs/x/tasks.md"), false).unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            format!(
+                "specs/x/tasks.md:2: task T002 names the file \"d/x.txt\", which goes through d, a symbolic link to {}",
+                outside.path().display()
+            ),
+            "specs/x/tasks.md:3: task T003 contains a control character (U+001B)".to_string(),
+        ]
+    );
 }

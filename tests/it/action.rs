@@ -58,6 +58,8 @@ struct Lab {
     /// Seconds each job's main checkout waits (the benchmark's stand-in for GitHub's job
     /// start-up).
     job_start: Option<u64>,
+    /// More arguments for every act run (`--env`, `-s`): the real agents' settings.
+    act_args: Vec<String>,
 }
 
 /// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
@@ -97,6 +99,11 @@ impl Lab {
 
     /// A lab whose repository holds `files` (repository-relative path, text) as its plan.
     fn with_files(files: &[(String, String)], worker: &str) -> Lab {
+        Lab::with_init(files, worker, "sh ./worker.sh")
+    }
+
+    /// A lab whose workflow is the one `dagexec init --worker <init_worker>` writes.
+    fn with_init(files: &[(String, String)], worker: &str, init_worker: &str) -> Lab {
         let labs = manifest().join("target/act/labs");
         std::fs::create_dir_all(&labs).unwrap();
         let tmp = tempfile::tempdir_in(&labs).unwrap();
@@ -128,7 +135,7 @@ impl Lab {
             copy_dir(&m.join(d), &repo.join(d));
         }
         let out = dagexec(&repo)
-            .args(["init", "--action", "./", "--worker", "sh ./worker.sh"])
+            .args(["init", "--action", "./", "--worker", init_worker])
             .output()
             .unwrap();
         assert!(
@@ -153,6 +160,7 @@ impl Lab {
             server,
             git_server,
             job_start: None,
+            act_args: Vec::new(),
         };
         // Private, as GitHub serves a private repository: no token, no fetch.
         let anonymous = Command::new("git")
@@ -230,8 +238,15 @@ impl Lab {
             .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
         let shared = manifest().join("target/act");
         let mut cmd = Command::new(act());
+        // `npm install --global` under `NPM_CONFIG_PREFIX=<root>/npm-global` (the real
+        // agents' install step) puts its commands here, as on a runner's PATH.
+        let path = format!(
+            "{}:{}",
+            self.root.join("npm-global/bin").display(),
+            std::env::var("PATH").unwrap()
+        );
         cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap())
+            .env("PATH", path)
             .env("HOME", home)
             .env("LANG", "C.UTF-8")
             .env("CARGO_HOME", &cargo_home)
@@ -286,6 +301,7 @@ impl Lab {
                     .map(|s| vec!["--env".to_string(), format!("DAGEXEC_LAB_JOB_START={s}")])
                     .unwrap_or_default(),
             )
+            .args(&self.act_args)
             .stdin(std::process::Stdio::null());
         cmd
     }
@@ -1391,4 +1407,88 @@ fn log_seconds_before_conductor(lab: &Lab) -> f64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Issue 21: the real agent CLIs in the work job. The workflow is the one `dagexec init
+/// --worker claude|codex` writes: its install step (`npm install --global` of the pinned
+/// version, into a prefix of the lab's), its secret check, and its worker command, run against
+/// the scripted model server; a one-task plan completes in one round with the file the model
+/// wrote, and the spend the CLI reported is recorded on the branch.
+#[test]
+fn the_work_job_runs_the_pinned_agent_clis() {
+    if crate::real_agents::agents_bin().is_none() {
+        return;
+    }
+    let server = crate::common::model_server::ModelServer::start();
+    for (cli, secret) in [("claude", "ANTHROPIC_API_KEY"), ("codex", "OPENAI_API_KEY")] {
+        let p = plan(
+            "Real agents",
+            vec![json!({
+                "subject": "alpha", "status": "pending", "blockedBy": [],
+                "description": "Create alpha.txt. [[write alpha.txt]]",
+                "metadata": {"files": {"create": ["alpha.txt"], "modify": []}},
+                "agent": {"role": "engineer",
+                          "acceptanceCriteria": [{"criterion": "written", "check": "test -s alpha.txt"}]}
+            })],
+        );
+        let files = [(
+            ".design/plan.json".to_string(),
+            serde_json::to_string_pretty(&p).unwrap(),
+        )];
+        let mut lab = Lab::with_init(&files, "", cli);
+        let codex_home = lab.root.join("codex-home");
+        std::fs::create_dir_all(&codex_home).unwrap();
+        std::fs::write(
+            codex_home.join("config.toml"),
+            crate::real_agents::codex_config(&server),
+        )
+        .unwrap();
+        let npm_cache = PathBuf::from(std::env::var("HOME").unwrap()).join(".npm");
+        for arg in [
+            format!(
+                "NPM_CONFIG_PREFIX={}",
+                lab.root.join("npm-global").display()
+            ),
+            format!("npm_config_cache={}", npm_cache.display()),
+            format!("ANTHROPIC_BASE_URL={}", server.url()),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".to_string(),
+            format!("CODEX_HOME={}", codex_home.display()),
+        ] {
+            lab.act_args.extend(["--env".to_string(), arg]);
+        }
+        lab.act_args
+            .extend(["-s".to_string(), format!("{secret}=sk-test-{cli}")]);
+        let (mut git_ref, mut inputs) = (
+            "refs/heads/main".to_string(),
+            json!({"plan": ".design/plan.json", "branch": ""}),
+        );
+        for round in 1..=3 {
+            let (code, log) = lab.run(&git_ref, &inputs);
+            assert_eq!(code, 0, "{cli}, run {round}:\n{log}");
+            let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+            if dispatches.len() < round {
+                break;
+            }
+            let body = dispatches.last().unwrap().body.clone().unwrap();
+            git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
+            inputs = body["inputs"].clone();
+        }
+        let branch = "dagexec/real-agents";
+        assert_eq!(
+            git(&lab.origin, &["show", &format!("{branch}:alpha.txt")]),
+            crate::common::model_server::content_of("alpha.txt"),
+            "{cli}"
+        );
+        let done = lab.plan_on(branch, ".design/plan.done.json");
+        let attempts = done["progress"]["dagexecAttempts"].as_array().cloned();
+        let attempts = attempts.unwrap_or_default();
+        assert_eq!(attempts.len(), 1, "{cli}: {done:#}");
+        assert!(
+            attempts[0]["inputTokens"].as_u64().unwrap_or(0) > 0
+                && attempts[0]["outputTokens"].as_u64().unwrap_or(0) > 0,
+            "{cli}: no spend recorded: {:#}",
+            attempts[0]
+        );
+        lab.gh.assert_clean();
+    }
 }

@@ -632,6 +632,27 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
         plan["progress"]["completedTasks"][0]["attempts"], 2,
         "{plan:#}"
     );
+    // Every finished attempt leaves its record, the cancelled one too (spanning its run).
+    let records: Vec<(Value, Value, Value)> = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{plan:#}"))
+        .iter()
+        .map(|r| {
+            (
+                r["task"].clone(),
+                r["attempt"].clone(),
+                r["outcome"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        records,
+        [
+            (json!(0), json!(1), json!("failed")),
+            (json!(0), json!(2), json!("completed"))
+        ],
+        "{plan:#}"
+    );
     assert!(lab.gh.calls("actions/get-workflow-run").len() >= 2);
     lab.gh.assert_clean();
 }
@@ -661,7 +682,13 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
             .iter()
             .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
         {
-            let body = format!("{}\n<!-- dagexec:abort-requested -->", c.body);
+            let asked = lab
+                .gh
+                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+            let body = format!(
+                "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+                c.body
+            );
             lab.gh.edit_comment(c.id, &body);
             break;
         }
@@ -718,6 +745,12 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("ended (gone)"), "{log}");
     let plan = lab.branch_plan();
+    let attempts = plan["progress"]["dagexecAttempts"].as_array().map(Vec::len);
+    assert_eq!(
+        attempts,
+        Some(2),
+        "a record for the run that is gone too: {plan:#}"
+    );
     assert_eq!(
         plan["progress"]["completedTasks"][0]["attempts"], 2,
         "{plan:#}"
@@ -800,5 +833,262 @@ fn the_budget_stops_the_conductor_starting_runs() {
         text.contains("the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
         "{text}"
     );
+    lab.gh.assert_clean();
+}
+
+const ONE_WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo t1 > t1.txt; echo "COMPLETED: t1"
+"#;
+
+/// Killed (kill -9) right after its final push: the branch holds only the archived plan
+/// (`.design/plan.done.json`), the pull request is a draft and no check run was written. The
+/// next job (Run workflow or `/execute`: the plan job, then finalize) finishes the run.
+#[test]
+fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let conductor = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "final-push:1")]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, -1, "killed by its failpoint:\n{log}");
+    git(
+        &lab.origin,
+        &[
+            "cat-file",
+            "-e",
+            &format!("{BRANCH}:.design/plan.done.json"),
+        ],
+    );
+    let st = lab.gh.state();
+    assert!(st.pulls[0].draft, "{log}");
+    assert!(st.check_runs.is_empty(), "{:?}", st.check_runs);
+
+    // `/execute` on the pull request starts a run on the branch, as for a dead conductor.
+    let dispatched = lab.dispatches();
+    let (_, text) = lab.comment_jobs(2, st.pulls[0].number, "/execute", false);
+    assert_eq!(lab.dispatches(), dispatched + 1, "{text}");
+    let planned = lab.plan_job(3, &[("DAGEXEC_SCHEDULE", "eager")]);
+    assert_eq!(
+        planned.outputs["conclusion"], "completed",
+        "{}",
+        planned.log
+    );
+    let (ok, text) = lab.finalize_job(3, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.pulls.len(), 1, "{text}");
+    assert!(!st.pulls[0].draft, "ready for review:\n{text}");
+    let check = st.check_runs.last().expect("a check run");
+    assert_eq!(check.conclusion.as_deref(), Some("success"));
+    assert!(
+        st.comments
+            .iter()
+            .any(|c| c.body.starts_with("<!-- dagexec:status -->")),
+        "{:#?}",
+        st.comments
+    );
+    // A plan change asked of the archived plan is refused, saying why; the branch stays.
+    let tip = git(&lab.origin, &["rev-parse", BRANCH]);
+    let (_, text) = lab.comment_jobs(4, st.pulls[0].number, "/execute retry 0", true);
+    assert!(text.contains("nothing left to change"), "{text}");
+    assert_eq!(git(&lab.origin, &["rev-parse", BRANCH]), tip);
+    lab.gh.assert_clean();
+}
+
+/// One task under a GitHub outage of `operation` (`calls` answers of 502 in a row), the
+/// retry policy's back-off shortened so that the outage outlasts its tries in moments: the
+/// outage costs waiting time, never an attempt and never the conductor.
+fn outage_costs_only_time(operation: &str, calls: usize, waited: bool) {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    lab.gh.outage(operation, calls);
+    let conductor = lab.conductor(
+        1,
+        &[
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: completed."), "{log}");
+    if waited {
+        assert!(
+            log.contains("GitHub could not give") && log.contains("GitHub answers again"),
+            "the wait is said in the log:\n{log}"
+        );
+    }
+    let done = lab.branch_plan();
+    assert_eq!(
+        done["progress"]["completedTasks"][0]["attempts"], 1,
+        "the outage cost no attempt:\n{done:#}\n{log}"
+    );
+    assert_eq!(
+        lab.gh.state().dispatches.len(),
+        1,
+        "one run for the one attempt:\n{log}"
+    );
+    assert!(
+        lab.gh.calls(operation).len() > calls,
+        "{operation} was asked again after the outage"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn an_outage_of_the_run_status_poll_costs_time_not_the_conductor() {
+    // Several polls' worth of the retry policy's six tries.
+    outage_costs_only_time("actions/get-workflow-run", 20, true);
+}
+
+#[test]
+fn an_outage_of_the_artifact_listing_costs_time_not_the_attempt() {
+    outage_costs_only_time("actions/list-workflow-run-artifacts", 9, true);
+}
+
+#[test]
+fn an_outage_of_the_dispatch_costs_time_not_the_conductor() {
+    outage_costs_only_time("actions/create-workflow-dispatch", 9, false);
+}
+
+#[test]
+fn an_outage_of_the_pull_request_update_costs_time_not_the_conductor() {
+    // The round's publication outlasts the policy's six tries; the push had landed.
+    outage_costs_only_time("pulls/update", 7, false);
+}
+
+#[test]
+fn a_failing_download_from_artifact_storage_is_retried() {
+    outage_costs_only_time("storage", 2, false);
+}
+
+/// Killed (kill -9) right after dispatching a task run, before any commit records its run:
+/// the attempt was committed as started before its dispatch, so the next conductor finds the
+/// run by its run-name and adopts it, and the task whose dispatch never happened counts an
+/// interrupted attempt. No task is ever dispatched twice as the same attempt.
+#[test]
+fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
+    let lab = Arc::new(Lab::new(diamond()));
+    // Round 1's first dispatch: task 0 attempt 1 (the longest chain first), then task 1's.
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "dispatched:1")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let dispatched: Vec<(String, String)> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| {
+            (
+                d.inputs["task"].as_str().unwrap_or_default().to_string(),
+                d.inputs["attempt"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(dispatched, [("0".to_string(), "1".to_string())]);
+    // A run with task 1 attempt 1's run-name from before that start was recorded (as one
+    // from before a `/execute retry` would be) is not task 1's current attempt.
+    let before = git(&lab.origin, &["rev-parse", &format!("{BRANCH}~1")]);
+    let decoy = lab.gh.add_run(
+        "dagexec.yml",
+        BRANCH,
+        before.trim(),
+        "dagexec dagexec/eager: task 1 attempt 1",
+    );
+
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("Adopting task 0 attempt 1 (run 7001), dispatched by a conductor that died"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Task 1: attempt 1 was interrupted (no run recorded or found)")
+            && !log.contains(&format!("(run {decoy})")),
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
+    }
+    let mut pairs: Vec<(String, String)> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.inputs.get("task")?.as_str()?.to_string(),
+                d.inputs["attempt"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let all = pairs.len();
+    pairs.sort();
+    pairs.dedup();
+    assert_eq!(
+        pairs.len(),
+        all,
+        "an attempt dispatched twice: {pairs:?}\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
+/// GitHub fails the dispatch of the successor conductor at a handover for longer than the
+/// retry policy's tries: the conductor waits it out (its state is pushed already) and the
+/// successor is started, rather than the run being left without a conductor.
+#[test]
+fn an_outage_at_the_handover_is_waited_out_and_the_successor_started() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("slow", &["t1.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\nsleep 5; echo t1 > t1.txt; echo \"COMPLETED: t1\"\n",
+    ));
+    let mut conductor = lab.conductor(
+        1,
+        &[
+            ("DAGEXEC_HANDOVER_AFTER", "2s"),
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    // Once the task's run is dispatched, every dispatch fails for a while: the next one is
+    // the successor's.
+    let t0 = Instant::now();
+    while lab.gh.state().dispatches.is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        if conductor.try_wait().unwrap().is_some() {
+            panic!("the conductor ended early:\n{}", lab.conduct_log(1));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    lab.gh.outage("actions/create-workflow-dispatch", 9);
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("GitHub could not start the successor conductor")
+            && log.contains("Handed over after"),
+        "{log}"
+    );
+    let successors = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .filter(|d| d.inputs.get("task").is_none())
+        .count();
+    assert_eq!(successors, 1, "{log}");
     lab.gh.assert_clean();
 }

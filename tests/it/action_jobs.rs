@@ -471,7 +471,12 @@ fn execute_comments_retry_abort_proceed_status_and_refuse_strangers() {
     );
     let dispatches = gh.calls("actions/create-workflow-dispatch").len();
     // abort: the status comment records it, and the next finalize starts no round.
-    comment(&repo, gh, &comment_event(tmp.path(), "/execute abort"));
+    // (The comment is on the pull request: the round reads it again before it stops.)
+    let abort = comment_event(tmp.path(), "/execute abort");
+    let mut event: Value = serde_json::from_str(&std::fs::read_to_string(&abort).unwrap()).unwrap();
+    event["comment"]["id"] = json!(gh.add_comment(REPO, 1, "Codertocat", "/execute abort"));
+    std::fs::write(&abort, event.to_string()).unwrap();
+    comment(&repo, gh, &abort);
     assert!(status_comments(gh)[0].contains("dagexec:abort-requested"));
     assert_eq!(
         gh.calls("actions/create-workflow-dispatch").len(),
@@ -930,6 +935,62 @@ fn task_code_in_the_work_job_sees_no_runner_files_or_tokens_and_cannot_set_outpu
     assert_eq!(result["acceptance"][0]["passed"], true, "{result:#}");
 }
 
+/// Task code that leaves its process group and session with an empty environment (so no tag
+/// finds it) and keeps appending to the runner's output file: the work job ends it before it
+/// puts the runner's files back and writes its outputs, so nothing it started outlives the
+/// step (to forge the step's outputs, or to read the upload step's environment).
+#[test]
+fn nothing_task_code_starts_outlives_the_work_job() {
+    let outside = tempfile::tempdir().unwrap();
+    let pidfile = outside.path().join("escaped.pid");
+    let output = outside.path().join("github_output");
+    std::fs::write(&output, "").unwrap();
+    let worker = format!(
+        "cat > /dev/null\necho a > a.txt\nsetsid env -i /bin/sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; while :; do echo artifact-name=forged >> \"$2\"; sleep 0.05; done' sh '{}' '{}' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e '{}' ]; do sleep 0.01; done\necho 'COMPLETED: a'\n",
+        pidfile.display(),
+        output.display(),
+        pidfile.display()
+    );
+    let mut lab = lab::lab()
+        .plan("Escape", vec![lab::task("A", &["a.txt"], &[])])
+        .worker(&worker)
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    lab.set_env("GITHUB_OUTPUT", output.to_str().unwrap());
+    lab.work_job(
+        1,
+        (0, 1),
+        &o["round"],
+        &o["base"],
+        &lab.tmp.path().join("art"),
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = stat
+        .rfind(')')
+        .is_some_and(|c| !stat[c + 1..].trim_start().starts_with('Z'));
+    if running {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        !running,
+        "process {pid}, started by task code, still runs: {stat}"
+    );
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    assert!(!outputs.contains("forged"), "{outputs}");
+    assert!(
+        outputs.contains("dagexec-1-1-task-0-attempt-1"),
+        "{outputs}"
+    );
+}
+
 #[test]
 fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
     let lab = setup();
@@ -1356,4 +1417,57 @@ fn the_template_keeps_one_concurrency_group_per_execution_branch() {
         group.contains("inputs.task != '' && format('dagexec-task-{0}', github.run_id)"),
         "{group}"
     );
+}
+
+/// Issue 20 §4: an artifact's `result.json` could carry a status line of up to 32 MiB into the
+/// plan, `completedTasks`, the round commit and the pull request. Finalize clips the result as
+/// the local runner does (4 KiB, with a marker).
+#[test]
+fn a_huge_status_line_in_an_artifact_is_clipped_in_the_plan_commit_and_pull_request() {
+    let lab = setup();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let artifacts = tmp.path().join("artifacts");
+    work(&repo, &artifacts, 1, &base);
+    let real = artifacts.join("dagexec-77-1-task-1-attempt-1");
+    let mut result: Value =
+        serde_json::from_str(&std::fs::read_to_string(real.join("result.json")).unwrap()).unwrap();
+    let huge = 8 << 20;
+    result["output"] = json!(format!("COMPLETED: {}\n", "z".repeat(huge)));
+    std::fs::write(real.join("result.json"), result.to_string()).unwrap();
+    let gh = &lab.gh;
+    let matrix = r#"{"include":[{"task":1,"attempt":1,"name":"task 1: B"}]}"#;
+    let (ok, log) = finalize_77(&repo, gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{}", &log[..log.len().min(4000)]);
+    assert!(log.len() < 64 << 10, "finalize printed {} bytes", log.len());
+    let marker =
+        format!(" … [clipped: {huge} bytes in all; the whole text is in the attempt's log]");
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    assert_eq!(state["tasks"][1]["status"], "completed");
+    let r = state["tasks"][1]["result"].as_str().unwrap();
+    assert!(
+        r.len() <= 4096 && r.starts_with("zzz") && r.ends_with(&marker),
+        "{}",
+        r.len()
+    );
+    // completedTasks, when the round ended with this part.
+    for done in state["progress"]["completedTasks"].as_array().unwrap() {
+        assert!(done["summary"].as_str().unwrap().len() <= 4096, "{done}");
+    }
+    let messages = git(&origin, &["log", "--format=%B", "dagexec/jobs"]);
+    assert!(
+        messages.len() < 16 << 10,
+        "commit messages of {} bytes",
+        messages.len()
+    );
+    assert!(messages.contains(&marker), "{messages}");
+    for request in gh.requests() {
+        let body = request.body.map(|b| b.to_string()).unwrap_or_default();
+        assert!(
+            body.len() < 64 << 10,
+            "{} sent {} bytes",
+            request.operation_id,
+            body.len()
+        );
+    }
 }

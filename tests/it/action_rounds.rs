@@ -721,3 +721,62 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     assert_eq!(lab.branch_plan()["tasks"][0]["status"], "completed");
     lab.gh.assert_clean();
 }
+
+/// Finalize killed (kill -9) right after pushing the round that completed and archived the
+/// plan: the branch holds only `.design/plan.done.json`, the pull request is a draft and no
+/// check run was written. The next run (Run workflow or `/execute`) finishes it.
+#[test]
+fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
+    let mut lab = Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\necho t1 > t1.txt; echo \"COMPLETED: t1\"\n",
+    );
+    lab.0.set_env("DAGEXEC_FAILPOINT", "final-push:1");
+    let (_, ok, log) = lab.round(1);
+    assert!(!ok, "killed by its failpoint:\n{log}");
+    lab.0.set_env("DAGEXEC_FAILPOINT", "");
+    git(
+        &lab.origin,
+        &["cat-file", "-e", "dagexec/rounds:.design/plan.done.json"],
+    );
+    let st = lab.gh.state();
+    assert!(st.pulls.iter().all(|p| p.draft), "{log}");
+    assert!(st.check_runs.is_empty(), "{:?}", st.check_runs);
+
+    let planned = lab.plan_job(2, &[]);
+    assert_eq!(
+        planned.outputs["conclusion"], "completed",
+        "{}",
+        planned.log
+    );
+    let (ok, text) = lab.finalize_job(2, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "ready for review:\n{text}");
+    assert_eq!(
+        st.check_runs.last().and_then(|c| c.conclusion.as_deref()),
+        Some("success")
+    );
+    lab.gh.assert_clean();
+}
+
+/// A matrix job that GitHub cancelled before it uploaded anything still ended an attempt:
+/// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
+#[test]
+fn a_matrix_job_without_an_artifact_leaves_an_attempt_record() {
+    let lab = Lab::new(vec![task("one", &["t1.txt"], &[])]);
+    let planned = lab.plan_job(1, &[]);
+    assert_eq!(planned.outputs["has-work"], "true", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("no-artifacts"));
+    assert!(ok, "{text}");
+    assert!(text.contains("no artifact from its job"), "{text}");
+    let plan = lab.branch_plan();
+    let records = plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempt record: {plan:#}"));
+    assert_eq!(records.len(), 1, "{plan:#}");
+    assert_eq!(records[0]["task"], 0);
+    assert_eq!(records[0]["attempt"], 1);
+    assert_eq!(records[0]["outcome"], "failed");
+    lab.gh.assert_clean();
+}

@@ -31,6 +31,11 @@ fn init_without_a_terminal_uses_the_default_worker_and_says_what_to_run_next() {
     }
     let wf = std::fs::read_to_string(dir.path().join(".github/workflows/dagexec.yml")).unwrap();
     assert!(wf.contains("npm install --global --no-audit --no-fund @anthropic-ai/claude-code@"));
+    // Machine output (spend recorded, max-cost counts) and the plan's model when it names one.
+    assert!(
+        wf.contains("worker: 'claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model \"$DAGEXEC_MODEL\"}'"),
+        "{wf}"
+    );
     assert!(wf.contains("- name: Check the ANTHROPIC_API_KEY secret"));
     // Pinned by a full commit (this test binary is built from a git checkout).
     let uses: Vec<&str> = wf
@@ -70,7 +75,29 @@ fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
         wf.contains("OPENAI_API_KEY: ${{ secrets.OPENAI_API_KEY }}"),
         "{wf}"
     );
-    assert!(wf.contains("worker: 'codex exec --full-auto -'"), "{wf}");
+    assert!(
+        wf.contains("worker: 'codex exec --json --sandbox workspace-write --model gpt-5.5 -'"),
+        "{wf}"
+    );
+
+    // Gemini CLI: pinned, its key checked, JSON output, edits approved and no shell.
+    let out = dagexec(dir.path())
+        .args(["init", "--stdout", "--worker", "gemini"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let wf = String::from_utf8_lossy(&out.stdout);
+    assert!(wf.contains("@google/gemini-cli@0.61.0"), "{wf}");
+    assert!(
+        wf.contains("- name: Check the GEMINI_API_KEY secret"),
+        "{wf}"
+    );
+    assert!(
+        wf.contains(
+            "worker: 'gemini --output-format json --approval-mode auto_edit --skip-trust --prompt='"
+        ),
+        "{wf}"
+    );
 
     let out = dagexec(dir.path())
         .args([

@@ -31,16 +31,24 @@ fn repo() -> tempfile::TempDir {
 }
 
 /// The worker: keeps its prompt, appends a line to every file the prompt names, and
-/// completes — except for the task whose ID is in $FAIL.
+/// completes — except for the task whose ID is in $FAIL. On the task $MEANWHILE_ON it first
+/// runs $MEANWHILE in the user's repository $MAIN (what a user does during a run); with $TICK
+/// (a tasks.md path) it ticks its own line there, as Spec Kit's `/implement` tells agents to.
 const WORKER: &str = r#"#!/bin/sh
 id=$(sed -n 's/^## Task: \(T[0-9]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE")
 cp "$DAGEXEC_PROMPT_FILE" "$OUT/prompt-$id.md"
 if [ "$id" = "$FAIL" ]; then echo "FAILED: $id cannot be done"; exit 0; fi
+if [ -n "$MEANWHILE" ] && [ "$id" = "$MEANWHILE_ON" ]; then
+  (cd "$MAIN" && sh -c "$MEANWHILE") || { echo "FAILED: meanwhile"; exit 0; }
+fi
 for f in $(sed -n 's/^Files to create: //p; s/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' ' '); do
   [ "$f" = "(none)" ] && continue
   mkdir -p "$(dirname "$f")"
   echo "$id" >> "$f"
 done
+if [ -n "$TICK" ]; then
+  sed "s/^- \[ \] $id /- [x] $id /" "$TICK" > "$TICK.new" && mv "$TICK.new" "$TICK"
+fi
 echo "COMPLETED: $id done"
 "#;
 
@@ -52,13 +60,24 @@ fn worker(out: &Path) -> String {
 }
 
 fn run(dir: &Path, out: &Path, fail: &str) -> Output {
-    dagexec(dir)
-        .args(["--plan", TASKS, "run", "--jobs", "4", "--timeout", "20s"])
+    run_with(dir, out, &[("FAIL", fail)])
+}
+
+/// A run of `--plan TASKS` with the worker's environment `env` (see [`WORKER`]).
+fn run_with(dir: &Path, out: &Path, env: &[(&str, &str)]) -> Output {
+    run_plan(dir, TASKS, out, env)
+}
+
+fn run_plan(dir: &Path, tasks: &str, out: &Path, env: &[(&str, &str)]) -> Output {
+    let mut cmd = dagexec(dir);
+    cmd.args(["--plan", tasks, "run", "--jobs", "4", "--timeout", "20s"])
         .args(["--worker", &worker(out)])
         .env("OUT", out)
-        .env("FAIL", fail)
-        .output()
-        .unwrap()
+        .env("MAIN", dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
 }
 
 fn read(p: &Path) -> String {
@@ -199,6 +218,8 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
         )
         .replace("Implement list command", "Implement the list command");
     std::fs::write(dir.path().join(TASKS), edited).unwrap();
+    // dagexec ticks the committed tasks.md: a run starts once the edit is committed.
+    git(dir.path(), &["commit", "-qm", "a new task", "--", TASKS]);
     let after = status(dir.path());
     assert_eq!(
         after,
@@ -405,4 +426,291 @@ fn the_action_runs_a_tasks_md_round_by_round_and_ticks_it() {
         assert!(files.lines().any(|l| l == f), "{f} not in\n{files}");
     }
     lab.gh.assert_clean();
+}
+
+/// Four `[P]` tasks of one phase, in `specs/004-four/tasks.md`.
+const FOUR: &str = "specs/004-four/tasks.md";
+const FOUR_MD: &str = "# Tasks: Four\n\n## Phase 1: Setup\n\n- [ ] T001 [P] Create `a.txt`\n- [ ] T002 [P] Create `b.txt`\n- [ ] T003 [P] Create `c.txt`\n- [ ] T004 [P] Create `d.txt`\n";
+
+/// A committed repository holding `files`.
+fn repo_of(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, bytes) in files {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["config", "user.name", "t"]);
+    git(dir.path(), &["config", "user.email", "t@example.com"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "start"]);
+    dir
+}
+
+/// The subjects of the round commits, oldest first.
+fn round_subjects(dir: &Path, rev: &str) -> Vec<String> {
+    git(dir, &["log", "--reverse", "--format=%s", rev])
+        .lines()
+        .filter(|l| l.starts_with("dagexec: round "))
+        .map(String::from)
+        .collect()
+}
+
+/// Spec Kit's `/implement` has each agent tick its own task in tasks.md: those edits are
+/// dropped from the patches (with a warning), so four `[P]` tasks land in one round instead of
+/// conflicting on tasks.md.
+#[test]
+fn workers_that_tick_their_own_line_all_land_in_one_round() {
+    let dir = repo_of(&[(FOUR, FOUR_MD.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_plan(dir.path(), FOUR, out.path(), &[("TICK", FOUR)]);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert_eq!(
+        round_subjects(dir.path(), "HEAD"),
+        ["dagexec: round 1 — 4/4 tasks (4/4 overall)"],
+        "{log}"
+    );
+    for id in ["T001", "T002", "T003", "T004"] {
+        assert!(
+            log.contains(&format!("warning: edited {FOUR} (the edit is discarded; dagexec ticks the task there when its work is committed)")),
+            "{id}: {log}"
+        );
+    }
+    let committed = git(dir.path(), &["show", &format!("HEAD:{FOUR}")]);
+    assert_eq!(committed, FOUR_MD.replace("- [ ] T", "- [x] T"));
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
+
+/// The same on the Action: the work job drops the worker's tick from its patch, finalize
+/// commits the four tasks in one round and ticks them itself.
+#[test]
+fn on_the_action_workers_that_tick_their_own_line_all_land_in_one_round() {
+    let prompts = tempfile::tempdir().unwrap();
+    let lab = lab::lab()
+        .file(FOUR, FOUR_MD)
+        .worker(WORKER)
+        .branch("dagexec/four")
+        .env("DAGEXEC_PLAN", FOUR)
+        .env("OUT", prompts.path())
+        .env("TICK", FOUR)
+        .start();
+    let mut runs = 0;
+    while round(&lab, 300 + runs) {
+        runs += 1;
+        assert!(runs < 4, "more rounds than the DAG has");
+    }
+    let branch = "dagexec/four";
+    assert_eq!(
+        round_subjects(&lab.origin, branch),
+        ["dagexec: round 1 — 4/4 tasks (4/4 overall)"]
+    );
+    let md = git(&lab.origin, &["show", &format!("{branch}:{FOUR}")]);
+    assert_eq!(md, FOUR_MD.replace("- [ ] T", "- [x] T"));
+    lab.gh.assert_clean();
+}
+
+/// Ticking reads tasks.md as the parser does: a fence inside a comment stops nothing, a
+/// commented-out task line is never ticked, a BOM before the first task line keeps the task.
+#[test]
+fn ticking_reads_tasks_md_as_the_parser_does() {
+    let md = "\u{feff}- [ ] T001 Create `a.txt`\n<!--\nAn example, not a task:\n```\n- [ ] T009 Example\n-->\n<!--\n- [ ] T002 Create `old.txt`\n-->\n- [ ] T002 Create `b.txt`\n";
+    let dir = repo_of(&[(FOUR, md.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_plan(dir.path(), FOUR, out.path(), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        read(&dir.path().join("a.txt")),
+        "T001\n",
+        "the BOM's task ran"
+    );
+    let want = md
+        .replace("\u{feff}- [ ] T001", "\u{feff}- [x] T001")
+        .replace("\n- [ ] T002 Create `b.txt`", "\n- [x] T002 Create `b.txt`");
+    assert_eq!(git(dir.path(), &["show", &format!("HEAD:{FOUR}")]), want);
+    assert_eq!(read(&dir.path().join(FOUR)), want);
+    let again = run_plan(dir.path(), FOUR, out.path(), &[]);
+    assert!(text(&again).contains("nothing to do"), "{}", text(&again));
+}
+
+/// The ticked IDs of tasks.md at `rev`, and the IDs its committed generated plan records
+/// completed (`plan` its path).
+fn ticked_and_completed(dir: &Path, rev: &str, plan: &str) -> (Vec<String>, Vec<String>) {
+    let md = git(dir, &["show", &format!("{rev}:{TASKS}")]);
+    let ticked = md
+        .lines()
+        .filter_map(|l| l.strip_prefix("- [x] "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    let plan: serde_json::Value =
+        serde_json::from_str(&git(dir, &["show", &format!("{rev}:{plan}")])).unwrap();
+    let ids = plan["specKit"]["tasks"].as_array().unwrap();
+    let completed = plan["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(ids)
+        .filter(|(t, _)| t["status"] == "completed")
+        .map(|(_, id)| id["id"].as_str().unwrap().to_string())
+        .collect();
+    (ticked, completed)
+}
+
+/// Killed between the tick and the commit, then resumed (where a task that had completed
+/// fails this time): the committed tasks.md ticks exactly the completed tasks.
+#[test]
+fn killed_between_the_tick_and_the_commit_the_resumed_run_ticks_exactly_the_completed() {
+    let dir = repo();
+    let out = tempfile::tempdir().unwrap();
+    // Round 2 is T003 and T004; the run dies after ticking, before its commit.
+    let o = run_with(
+        dir.path(),
+        out.path(),
+        &[("DAGEXEC_FAILPOINT", "after-apply:2")],
+    );
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    assert_eq!(
+        git(dir.path(), &["status", "--porcelain", "--", TASKS]),
+        "",
+        "nothing is ticked before the commit"
+    );
+    let o = run(dir.path(), out.path(), "T003");
+    let log = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{log}");
+    let (ticked, completed) =
+        ticked_and_completed(dir.path(), "HEAD", "specs/003-todo/.dagexec/plan.json");
+    assert_eq!(ticked, completed, "{log}");
+    assert!(ticked.contains(&"T004".to_string()) && !ticked.contains(&"T003".to_string()));
+    assert_eq!(git(dir.path(), &["status", "--porcelain", "--", TASKS]), "");
+}
+
+/// The user edits tasks.md while the run goes on: the edit stays in the work tree, no
+/// commit of dagexec holds it, and the committed tasks.md is ticked; the next run refuses to
+/// start until the edit is committed.
+#[test]
+fn a_users_edit_of_tasks_md_during_a_run_is_neither_committed_nor_lost() {
+    let dir = repo();
+    let out = tempfile::tempdir().unwrap();
+    let note = "<!-- a note of mine -->";
+    let edit = format!("printf '%s\\n' '{note}' >> {TASKS}");
+    let o = run_with(
+        dir.path(),
+        out.path(),
+        &[("MEANWHILE_ON", "T002"), ("MEANWHILE", &edit)],
+    );
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains(&format!("{TASKS}: left as you changed it")),
+        "{log}"
+    );
+    let history = git(dir.path(), &["log", "-p", "--format=%s", "--", TASKS]);
+    assert!(!history.contains(note), "{history}");
+    let fixture = read(&manifest().join("tests/fixtures/speckit/003-todo/tasks.md"));
+    assert_eq!(
+        git(dir.path(), &["show", &format!("HEAD:{TASKS}")]),
+        fixture.replace("- [ ] T", "- [x] T")
+    );
+    assert_eq!(read(&dir.path().join(TASKS)), format!("{fixture}{note}\n"));
+    let again = run(dir.path(), out.path(), "");
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_ne!(again.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: {TASKS} has uncommitted changes (modified)"
+        )) && err.contains(&format!("git add {TASKS} && git commit")),
+        "{err}"
+    );
+    assert_eq!(read(&dir.path().join(TASKS)), format!("{fixture}{note}\n"));
+}
+
+/// tasks.md made unreadable during a round (committed as bytes that are not UTF-8, or
+/// deleted): every round is still committed, the tick is skipped with a warning naming the
+/// file, and each task is attempted once.
+#[test]
+fn tasks_md_made_unreadable_during_a_round_still_commits_the_round() {
+    for (meanwhile, why) in [
+        (
+            format!(
+                "printf '\\377\\376 not text\\n' > {TASKS} && git commit -qm unreadable -- {TASKS}"
+            ),
+            "it is not UTF-8 text",
+        ),
+        (
+            format!("git rm -q {TASKS} && git commit -qm deleted"),
+            "the commit holds no such file (deleted?)",
+        ),
+    ] {
+        let dir = repo();
+        let out = tempfile::tempdir().unwrap();
+        let o = run_with(
+            dir.path(),
+            out.path(),
+            &[("MEANWHILE_ON", "T002"), ("MEANWHILE", &meanwhile)],
+        );
+        let log = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{meanwhile}: {log}");
+        assert!(
+            log.contains(&format!(
+                "warning: {TASKS} is not ticked in this commit: {why}"
+            )),
+            "{log}"
+        );
+        assert_eq!(round_subjects(dir.path(), "HEAD").len(), 5, "{log}");
+        let plan: serde_json::Value = serde_json::from_str(&git(
+            dir.path(),
+            &["show", "HEAD:specs/003-todo/.dagexec/plan.done.json"],
+        ))
+        .unwrap();
+        let attempts: Vec<(u64, u64)> = plan["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["task"].as_u64().unwrap(), r["attempt"].as_u64().unwrap()))
+            .collect();
+        let mut sorted = attempts.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            (1..8).map(|t| (t, 1)).collect::<Vec<_>>(),
+            "one attempt each: {attempts:?}"
+        );
+        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    }
+}
+
+/// A path no task may name is reported at its line in tasks.md with the task's ID, never
+/// with the name of a temporary plan file.
+#[test]
+fn a_refused_path_names_the_tasks_md_line_and_the_task() {
+    let dir = repo();
+    let path = dir.path().join(TASKS);
+    let md = read(&path).replace(
+        "- [ ] T008 Update README.md with usage",
+        "- [ ] T008 Update README.md with usage\n- [ ] T009 Harden `.git/config`\n- [ ] T010 Tidy `../x`",
+    );
+    std::fs::write(&path, md).unwrap();
+    git(dir.path(), &["commit", "-qam", "bad paths"]);
+    for cmd in [
+        &["validate", "--no-checks"][..],
+        &["run", "--worker", "true"],
+    ] {
+        let o = dagexec(dir.path())
+            .args(["--plan", TASKS])
+            .args(cmd)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "error: {TASKS}:51: task T009 names the file \".git/config\", which points into .git/"
+            )) && err.contains(&format!(
+                "{TASKS}:52: task T010 names the file \"../x\", which must not contain `..`"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("/tmp") && !err.contains("plan.json"), "{err}");
+    }
 }

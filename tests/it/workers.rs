@@ -241,8 +241,9 @@ exit 1"#,
     );
     let logs = dir.path().join(".git/dagexec/logs");
     for k in 1..=3 {
-        let file =
-            |ext: &str| std::fs::read_to_string(logs.join(format!("task-0-attempt-{k}.{ext}")));
+        let file = |ext: &str| {
+            std::fs::read_to_string(logs.join(format!("run-1/task-0-attempt-{k}.{ext}")))
+        };
         assert_eq!(file("stdout").unwrap(), "some progress\n");
         assert_eq!(
             file("stderr").unwrap(),
@@ -251,13 +252,13 @@ exit 1"#,
         assert_eq!(file("log").unwrap(), format!("working on attempt {k}\n"));
     }
     assert!(
-        out.contains("Attempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr, log), attempt 2 (stdout, stderr, log), attempt 3 (stdout, stderr, log)\n  task 1: attempt 1 (stdout, stderr)"),
+        out.contains("Attempt logs in .git/dagexec/logs (run-R/task-N-attempt-K.stdout, .stderr, .log):\n  task 0: run-1 attempt 1 (stdout, stderr, log), run-1 attempt 2 (stdout, stderr, log), run-1 attempt 3 (stdout, stderr, log)\n  task 1: run-1 attempt 1 (stdout, stderr)"),
         "{out}"
     );
     let status = dagexec(dir.path()).arg("status").output().unwrap();
     let status = text(&status);
     assert!(
-        status.contains("\nAttempt logs in .git/dagexec/logs (task-N-attempt-K.stdout, .stderr, .log):\n  task 0: attempt 1 (stdout, stderr, log),"),
+        status.contains("\nAttempt logs in .git/dagexec/logs (run-R/task-N-attempt-K.stdout, .stderr, .log):\n  task 0: run-1 attempt 1 (stdout, stderr, log),"),
         "{status}"
     );
     let json = dagexec(dir.path())
@@ -267,7 +268,75 @@ exit 1"#,
     let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(
         rows[1]["logs"][0],
-        ".git/dagexec/logs/task-1-attempt-1.stdout"
+        ".git/dagexec/logs/run-1/task-1-attempt-1.stdout"
+    );
+}
+
+/// Issue 20 §4: `dagexec retry N` starts task N's attempts at 1 again, and the next run used
+/// to overwrite the first run's `task-N-attempt-1..3` logs (attempt 1 even cleared them all).
+/// Every attempt ever made keeps its own logs: each run keeps them in a folder of its own.
+#[test]
+fn every_attempt_keeps_its_logs_after_a_retry_and_a_new_run() {
+    let dir = repo(&["a.txt"]);
+    let (_w, cmd) = worker(
+        r#"n=$(cat "$MARK" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$MARK"
+echo "call $n" > "$DAGEXEC_LOG_FILE"
+echo "call $n"
+if [ $n -le 3 ]; then echo "FAILED: call $n"; exit 0; fi
+echo x > a.txt; echo "COMPLETED: call $n""#,
+    );
+    let mark = tempfile::tempdir().unwrap();
+    let mark = mark.path().join("calls");
+    let run = |dir: &Path| {
+        dagexec(dir)
+            .env("MARK", &mark)
+            .args(["run", "--timeout", "20s", "--worker", &cmd])
+            .output()
+            .unwrap()
+    };
+    let o = run(dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = dagexec(dir.path()).args(["retry", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(dir.path());
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let logs = dir.path().join(".git/dagexec/logs");
+    let read = |rel: &str| std::fs::read_to_string(logs.join(rel)).unwrap_or_default();
+    for k in 1..=3 {
+        assert_eq!(
+            read(&format!("run-1/task-0-attempt-{k}.stdout")),
+            format!("call {k}\nFAILED: call {k}\n")
+        );
+        assert_eq!(
+            read(&format!("run-1/task-0-attempt-{k}.log")),
+            format!("call {k}\n")
+        );
+    }
+    assert_eq!(
+        read("run-2/task-0-attempt-1.stdout"),
+        "call 4\nCOMPLETED: call 4\n"
+    );
+    let json = dagexec(dir.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let files: Vec<&str> = rows[0]["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|f| f.ends_with(".stdout"))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ".git/dagexec/logs/run-1/task-0-attempt-1.stdout",
+            ".git/dagexec/logs/run-1/task-0-attempt-2.stdout",
+            ".git/dagexec/logs/run-1/task-0-attempt-3.stdout",
+            ".git/dagexec/logs/run-2/task-0-attempt-1.stdout",
+        ]
     );
 }
 
@@ -279,14 +348,17 @@ fn kept_logs_do_not_follow_planted_links() {
     let victim = outside.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
     let logs = dir.path().join(".git/dagexec/logs");
-    std::fs::create_dir_all(&logs).unwrap();
-    std::os::unix::fs::symlink(&victim, logs.join("task-0-attempt-2.stderr")).unwrap();
+    std::fs::create_dir_all(logs.join("run-1")).unwrap();
+    std::os::unix::fs::symlink(&victim, logs.join("run-1/task-0-attempt-1.stderr")).unwrap();
+    // A planted run folder that links out of the repository.
+    std::os::unix::fs::symlink(outside.path(), logs.join("run-2")).unwrap();
     let (_w, cmd) = worker("echo overwritten >&2; echo x > a.txt; echo 'COMPLETED: ok'");
     let o = run(dir.path(), &cmd, "20s");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // Attempt 1 cleared the task's old files (the link with them); write one for attempt 2.
+    // The run made a folder of its own, past every name already there.
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
-    let stderr = logs.join("task-0-attempt-1.stderr");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+    let stderr = logs.join("run-3/task-0-attempt-1.stderr");
     assert!(
         !std::fs::symlink_metadata(&stderr)
             .unwrap()
@@ -325,7 +397,7 @@ echo 'no status line'"#,
         "{}",
         result(&plan, 1)
     );
-    let logs = dir.path().join(".git/dagexec/logs");
+    let logs = dir.path().join(".git/dagexec/logs/run-1");
     for entry in std::fs::read_dir(logs).unwrap().flatten() {
         let text = std::fs::read_to_string(entry.path()).unwrap();
         assert!(!text.contains("TOPSECRET"), "{}", entry.path().display());
@@ -399,4 +471,103 @@ fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
     plan_of(dir.path());
     let again = run(dir.path(), &cmd, "20s");
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+}
+
+/// Issue 21 §4: a failure a retry cannot help is not retried — a usage error (the real
+/// message codex 0.169.0 gives `--full-auto`), exit 127 — and refused credentials (the real
+/// result object claude 2.1.328 prints for a 401) stop the run with exit 6, naming the
+/// secret; the task after them never starts.
+#[test]
+fn failures_no_retry_can_help_are_not_retried_and_refused_credentials_stop_the_run() {
+    let dir = repo(&["a.txt", "b.txt", "c.txt", "d.txt"]);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+    let (_w, cmd) = worker(&format!(
+        r#"case "$DAGEXEC_TASK_INDEX" in
+0) cat '{usage}' >&2; exit 2 ;;
+1) exec no-such-agent-cli -p ;;
+2) cat '{auth}'; exit 1 ;;
+3) echo x > d.txt; echo 'COMPLETED: d' ;;
+esac"#,
+        usage = fixtures.join("codex-usage-error.stderr").display(),
+        auth = fixtures.join("claude-401.json").display(),
+    ));
+    let o = dagexec(dir.path())
+        .args(["run", "--jobs", "1", "--timeout", "20s", "--worker", &cmd])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(6), "{out}");
+    let plan = plan_of(dir.path());
+    let attempts = |i: usize| plan["tasks"][i]["attempts"].as_u64();
+    assert_eq!(
+        (attempts(0), attempts(1), attempts(2), attempts(3)),
+        (Some(1), Some(1), Some(1), None),
+        "{out}"
+    );
+    assert!(
+        result(&plan, 0).contains(
+            "— not retried: the agent CLI refused its command line (error: unexpected argument '--full-auto' found)"
+        ),
+        "{}",
+        result(&plan, 0)
+    );
+    assert!(
+        result(&plan, 1).contains("— not retried: the command was not found"),
+        "{}",
+        result(&plan, 1)
+    );
+    assert!(
+        result(&plan, 2).starts_with(
+            "claude: API error 401: Invalid API key · Fix external API key — not retried, and the run stops"
+        ),
+        "{}",
+        result(&plan, 2)
+    );
+    assert_eq!(plan["tasks"][3]["status"], "pending", "{out}");
+    assert!(
+        out.contains("Stopped: task 2: claude: API error 401")
+            && out.contains("set the secret ANTHROPIC_API_KEY"),
+        "{out}"
+    );
+}
+
+/// Issue 20 §4: a 900 KB `COMPLETED:` line was stored whole in the plan's result, its
+/// `completedTasks` and a 921 KB commit message. A result is clipped to 4 KiB with a marker;
+/// the whole line stays in the attempt's kept stdout.
+#[test]
+fn a_900_kb_status_line_is_clipped_everywhere_and_kept_whole_in_the_log() {
+    let dir = repo(&["a.txt"]);
+    let (_w, cmd) = worker(
+        r#"echo x > a.txt
+printf 'COMPLETED: '; head -c 900000 /dev/zero | tr '\0' 'y'; echo"#,
+    );
+    let o = run(dir.path(), &cmd, "30s");
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", &out[..out.len().min(2000)]);
+    assert!(out.len() < 64 << 10, "the run printed {} bytes", out.len());
+    let marker = " … [clipped: 900000 bytes in all; the whole text is in the attempt's log]";
+    let plan = plan_of(dir.path());
+    let r = result(&plan, 0);
+    assert!(
+        r.len() <= 4096 && r.starts_with("yyy") && r.ends_with(marker),
+        "{}",
+        r.len()
+    );
+    let summary = plan["progress"]["completedTasks"][0]["summary"]
+        .as_str()
+        .unwrap();
+    assert_eq!(summary, r);
+    let message = git(dir.path(), &["log", "--format=%B"]);
+    assert!(
+        message.len() < 16 << 10,
+        "commit messages of {} bytes",
+        message.len()
+    );
+    assert!(message.contains(marker), "{message}");
+    let kept = std::fs::read_to_string(
+        dir.path()
+            .join(".git/dagexec/logs/run-1/task-0-attempt-1.stdout"),
+    )
+    .unwrap();
+    assert_eq!(kept.trim_end().len(), "COMPLETED: ".len() + 900_000);
 }

@@ -10,8 +10,12 @@
 //! Valid requests are answered with GitHub's own example response for the operation (the first
 //! example of its lowest 2xx response), with a little state layered on top so a multi-step run is
 //! coherent: pull requests (numbers 1, 2, …; node ids `PR_<n>`), issue comments (ids 1000+),
-//! check runs (ids 5000+), workflow dispatches, reactions and collaborator permissions. Lists are
-//! not paginated; `pulls/list` is newest first like GitHub's default. A missing pull request,
+//! check runs (ids 5000+), workflow dispatches and the runs they start (their run-name,
+//! `head_sha` read from the lab's bare repository, times, artifacts served from a storage URL),
+//! reactions and collaborator permissions. Lists are not paginated, except comments and workflow
+//! runs, as GitHub pages them; `pulls/list` is newest first like GitHub's default.
+//! Faults are injected per operation ([`FakeGitHub::fail_next`], [`FakeGitHub::outage`];
+//! `storage` names the artifact storage). A missing pull request,
 //! comment or check run is GitHub's 404 (not a violation). `POST /graphql` accepts only the
 //! `markPullRequestReadyForReview` mutation.
 //!
@@ -154,6 +158,25 @@ pub struct Run {
     pub conclusion: Option<String>,
     /// (artifact id, name, zip archive)
     pub artifacts: Vec<(u64, String, Vec<u8>)>,
+    /// The workflow file it runs, the ref it was dispatched on and that ref's commit then
+    /// (`head_sha`, when [`FakeGitHub::resolve_refs_in`] names the repository), its event.
+    pub workflow_id: String,
+    pub head_branch: String,
+    pub head_sha: String,
+    /// The workflow's `run-name` for it (the template's: `dagexec <branch>: task N attempt K`
+    /// for a task run, else the workflow's name).
+    pub display_title: String,
+    /// When it was created, started (its first job) and last changed (RFC 3339).
+    pub created_at: String,
+    pub run_started_at: String,
+    pub updated_at: String,
+}
+
+/// Now, as GitHub writes times (RFC 3339, whole seconds, UTC).
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A reaction to an issue comment.
@@ -251,6 +274,21 @@ impl FakeGitHub {
             .push_back((status, headers, body));
     }
 
+    /// Reads the refs of dispatches from the (bare) repository `git_dir`: each run records
+    /// the commit its branch pointed at when it was dispatched (`head_sha`), as GitHub does.
+    pub fn resolve_refs_in(&self, git_dir: &Path) {
+        self.lock().git_dir = Some(git_dir.to_path_buf());
+    }
+
+    /// A GitHub outage of `operation_id` (`storage` for artifact storage, where
+    /// `actions/download-artifact` redirects): its next `calls` calls are answered 502 Bad
+    /// Gateway, as GitHub's front end answers when a backend is down.
+    pub fn outage(&self, operation_id: &str, calls: usize) {
+        for _ in 0..calls {
+            self.fail_next(operation_id, 502, &[], json!({"message": "Server Error"}));
+        }
+    }
+
     /// Sets the role `user` has on every repository (`admin`, `maintain`, `write`, `triage`,
     /// `read` or `none`), as answered by `repos/get-collaborator-permission-level`.
     pub fn set_permission(&self, user: &str, permission: &str) {
@@ -282,6 +320,7 @@ impl FakeGitHub {
         inner.state.artifacts += 1;
         let next = 8000 + inner.state.artifacts * 10;
         let run = inner.state.runs.get_mut(&run_id).expect("a dispatched run");
+        run.updated_at = now_rfc3339();
         run.status = "completed".into();
         run.conclusion = Some(conclusion.into());
         run.artifacts = artifacts
@@ -291,11 +330,43 @@ impl FakeGitHub {
             .collect();
     }
 
+    /// A run of `workflow_id` on `branch` at `head_sha` named `display_title`, started
+    /// earlier by a `workflow_dispatch` (completed, with no artifact); its id.
+    pub fn add_run(
+        &self,
+        workflow_id: &str,
+        branch: &str,
+        head_sha: &str,
+        display_title: &str,
+    ) -> u64 {
+        let mut inner = self.lock();
+        let id = 6001 + inner.state.runs.len() as u64;
+        let now = now_rfc3339();
+        inner.state.runs.insert(
+            id,
+            Run {
+                id,
+                status: "completed".into(),
+                conclusion: Some("success".into()),
+                artifacts: Vec::new(),
+                workflow_id: workflow_id.into(),
+                head_branch: branch.into(),
+                head_sha: head_sha.into(),
+                display_title: display_title.into(),
+                created_at: now.clone(),
+                run_started_at: now.clone(),
+                updated_at: now,
+            },
+        );
+        id
+    }
+
     /// Marks run `run_id` as running (`in_progress`).
     pub fn start_run(&self, run_id: u64) {
         let mut inner = self.lock();
         if let Some(run) = inner.state.runs.get_mut(&run_id) {
             run.status = "in_progress".into();
+            (run.run_started_at, run.updated_at) = (now_rfc3339(), now_rfc3339());
         }
     }
 
@@ -545,6 +616,26 @@ struct Inner {
     requests: Vec<Recorded>,
     violations: Vec<String>,
     failures: HashMap<String, VecDeque<Scripted>>,
+    /// The repository whose refs a dispatch's `head_sha` is read from.
+    git_dir: Option<std::path::PathBuf>,
+}
+
+/// The commit `git_ref` (a branch) points at in the repository `git_dir`, as GitHub records
+/// it for a run started on it; empty without one.
+fn head_of(git_dir: Option<&Path>, git_ref: &str) -> String {
+    {
+        let Some(dir) = git_dir else {
+            return String::new();
+        };
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/{git_ref}^{{commit}}"))
+            .output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    }
 }
 
 struct Responder {
@@ -603,6 +694,21 @@ impl Inner {
                 self.violations.push(format!(
                     "GET {path}: the API token was sent to artifact storage"
                 ));
+            }
+            self.requests.push(Recorded {
+                method: method.clone(),
+                path: path.clone(),
+                query: None,
+                operation_id: "storage".into(),
+                body: None,
+                headers: BTreeMap::new(),
+            });
+            if let Some((status, _, _)) = self
+                .failures
+                .get_mut("storage")
+                .and_then(VecDeque::pop_front)
+            {
+                return ResponseTemplate::new(status);
             }
             let id: u64 = id.trim_end_matches(".zip").parse().unwrap_or(0);
             let zip = self
@@ -900,6 +1006,20 @@ impl Inner {
                     inputs: body["inputs"].clone(),
                     run_id,
                 });
+                let git_ref = str_of(&body, "ref").unwrap_or_default();
+                let input = |k: &str| body["inputs"][k].as_str().unwrap_or_default().to_string();
+                let display_title = if input("task").is_empty() {
+                    "dagexec".to_string()
+                } else {
+                    format!(
+                        "dagexec {}: task {} attempt {}",
+                        input("branch"),
+                        input("task"),
+                        input("attempt")
+                    )
+                };
+                let head_sha = head_of(self.git_dir.as_deref(), &git_ref);
+                let now = now_rfc3339();
                 st.runs.insert(
                     run_id,
                     Run {
@@ -907,6 +1027,13 @@ impl Inner {
                         status: "queued".into(),
                         conclusion: None,
                         artifacts: Vec::new(),
+                        workflow_id: param("workflow_id"),
+                        head_branch: git_ref,
+                        head_sha,
+                        display_title,
+                        created_at: now.clone(),
+                        run_started_at: now.clone(),
+                        updated_at: now,
                     },
                 );
                 if body["return_run_details"] != true {
@@ -937,6 +1064,28 @@ impl Inner {
                     })
                     .collect();
                 ex = json!({"total_count": list.len(), "artifacts": list});
+            }
+            "actions/list-workflow-runs" => {
+                // Newest first and paginated, as GitHub lists them (`per_page` default 30, at
+                // most 100); filtered by the workflow, `branch`, `event` and `head_sha`.
+                let (workflow, item) = (param("workflow_id"), ex["workflow_runs"][0].clone());
+                let qnum = |k: &str, d: usize| q.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
+                let per_page = qnum("per_page", 30).clamp(1, 100);
+                let page = qnum("page", 1).max(1);
+                let hit = |r: &&Run| {
+                    r.workflow_id == workflow
+                        && q.get("branch").is_none_or(|b| *b == r.head_branch)
+                        && q.get("event").is_none_or(|e| e == "workflow_dispatch")
+                        && q.get("head_sha").is_none_or(|h| *h == r.head_sha)
+                };
+                let all: Vec<&Run> = st.runs.values().rev().filter(hit).collect();
+                let list: Vec<Value> = all
+                    .iter()
+                    .skip((page - 1) * per_page)
+                    .take(per_page)
+                    .map(|r| run_json(item.clone(), r, &repo))
+                    .collect();
+                ex = json!({"total_count": all.len(), "workflow_runs": list});
             }
             "actions/download-artifact" => {
                 let id = num("artifact_id");
@@ -996,17 +1145,31 @@ impl Inner {
             "actions/get-workflow-run" => {
                 set(&mut ex, "/id", json!(num("run_id")));
                 if let Some(run) = st.runs.get(&num("run_id")) {
-                    set(&mut ex, "/status", json!(run.status));
-                    set(&mut ex, "/conclusion", json!(run.conclusion));
-                    set(&mut ex, "/run_attempt", json!(1));
-                    let html = format!("https://github.com/{repo}/actions/runs/{}", run.id);
-                    set(&mut ex, "/html_url", json!(html));
+                    ex = run_json(ex, run, &repo);
                 }
             }
             _ => {}
         }
         reply(status, ex)
     }
+}
+
+/// A workflow run as GitHub answers it, from its example `item`.
+fn run_json(mut v: Value, run: &Run, repo: &str) -> Value {
+    set(&mut v, "/id", json!(run.id));
+    set(&mut v, "/status", json!(run.status));
+    set(&mut v, "/conclusion", json!(run.conclusion));
+    set(&mut v, "/run_attempt", json!(1));
+    let html = format!("https://github.com/{repo}/actions/runs/{}", run.id);
+    set(&mut v, "/html_url", json!(html));
+    set(&mut v, "/event", json!("workflow_dispatch"));
+    set(&mut v, "/head_branch", json!(run.head_branch));
+    set(&mut v, "/head_sha", json!(run.head_sha));
+    set(&mut v, "/display_title", json!(run.display_title));
+    set(&mut v, "/created_at", json!(run.created_at));
+    set(&mut v, "/run_started_at", json!(run.run_started_at));
+    set(&mut v, "/updated_at", json!(run.updated_at));
+    v
 }
 
 /// (owner, branch) of a PR's head.
@@ -1050,6 +1213,14 @@ fn comment_json(mut v: Value, c: &Comment) -> Value {
     set(&mut v, "/node_id", json!(format!("IC_{}", c.id)));
     set(&mut v, "/body", json!(c.body));
     set(&mut v, "/html_url", json!(html));
+    set(
+        &mut v,
+        "/issue_url",
+        json!(format!(
+            "https://api.github.com/repos/{}/issues/{}",
+            c.repo, c.issue_number
+        )),
+    );
     let bot = c.user.ends_with("[bot]");
     set(&mut v, "/user/login", json!(c.user));
     set(

@@ -145,6 +145,7 @@ impl LabBuilder {
         let gh = tokio::runtime::Runtime::new()
             .unwrap()
             .block_on(FakeGitHub::start());
+        gh.resolve_refs_in(&origin);
         Lab {
             tmp,
             origin,
@@ -422,6 +423,16 @@ impl Lab {
             let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
             self.work_job(run_id, (t, a), &o["round"], &base, &artifacts.join(name));
         }
+        let finalized = Some(self.finalize_job(run_id, &planned, &artifacts));
+        Round { planned, finalized }
+    }
+
+    /// The finalize job of run `run_id` after `planned` (the template runs it after every
+    /// plan job that did not hand over to a conductor), the artifacts in `artifacts`:
+    /// whether it succeeded, and its output.
+    pub fn finalize_job(&self, run_id: u64, planned: &Planned, artifacts: &Path) -> (bool, String) {
+        let o = &planned.outputs;
+        let base = o["base"].clone();
         let dir = self.checkout(&base);
         git(
             &dir,
@@ -443,11 +454,10 @@ impl Lab {
                 "DAGEXEC_MESSAGE",
                 o.get("message").cloned().unwrap_or_default(),
             )
-            .env("DAGEXEC_ARTIFACTS", &artifacts)
+            .env("DAGEXEC_ARTIFACTS", artifacts)
             .output()
             .unwrap();
-        let finalized = Some((out.status.success(), text(&out)));
-        Round { planned, finalized }
+        (out.status.success(), text(&out))
     }
 
     /// How many dispatches the fake has seen (a finalize that starts the next run adds one).

@@ -5,6 +5,7 @@
 
 pub mod fake_github;
 pub mod lab;
+pub mod model_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

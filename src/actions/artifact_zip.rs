@@ -1,0 +1,566 @@
+//! A work job's artifact, read by the conductor from its zip archive in memory (nothing is
+//! extracted to disk), without handing the archive's own central directory to the `zip` crate.
+//!
+//! The archive is task code's (any job of a task run can upload it), and a zip reader that
+//! parses the whole central directory holds every entry in memory: a million empty entries
+//! took 590 MB, a 256 MiB archive of them 2 GB. So the end-of-central-directory record (and
+//! its zip64 form) is read here first, and an archive with more than [`MAX_ENTRIES`] entries
+//! or a central directory over [`MAX_DIRECTORY_BYTES`] is refused before anything else is
+//! parsed. The central directory is then walked in place (no entry is kept but the three
+//! expected ones: `result.json`, `changes.patch`, `worker.log`), each of those checked — a
+//! regular file, stored or deflated, not encrypted, its data before the directory, its
+//! declared size within its bound — and the `zip` crate reads them through a view of the
+//! archive whose central directory is a new one naming only them ([`Spliced`]). Whatever
+//! else the archive holds is ignored; its memory stays the archive's bytes plus the three
+//! entries read, whatever the archive says about itself (`bench/artifact_zip.sh` measures it).
+
+use std::io::{Read, Seek, SeekFrom};
+
+use super::artifact::{Collected, LOG_FILE, PATCH_FILE, RESULT_FILE, WorkResult};
+
+/// A work job's artifact has three entries; an archive with more than this many is refused.
+pub const MAX_ENTRIES: u64 = 16;
+
+/// The largest central directory read (its entries' names, extra fields and comments).
+pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
+
+/// The bound of each entry read: `result.json`, `changes.patch`, `worker.log`.
+const LIMITS: [(&str, u64); 3] = [
+    (RESULT_FILE, 32 << 20),
+    (PATCH_FILE, 128 << 20),
+    (LOG_FILE, 32 << 20),
+];
+
+const EOCD: u32 = 0x0605_4b50;
+const EOCD64: u32 = 0x0606_4b50;
+const EOCD64_LOCATOR: u32 = 0x0706_4b50;
+const CENTRAL: u32 = 0x0201_4b50;
+const LOCAL: u32 = 0x0403_4b50;
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// What the end-of-central-directory record (zip64 included) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct End {
+    entries: u64,
+    directory_offset: u64,
+    directory_size: u64,
+    /// Where the directory must end: the zip64 record, else the record itself.
+    limit: u64,
+}
+
+const NOT_A_ZIP: &str = "the artifact is not a zip archive";
+
+/// Finds and reads the end-of-central-directory record: the last one whose comment reaches
+/// exactly the end of the archive, then its zip64 form when the record says so.
+fn end_record(bytes: &[u8]) -> Result<End, String> {
+    let len = bytes.len();
+    if len < 22 {
+        return Err(format!("{NOT_A_ZIP} (too short)"));
+    }
+    let lowest = len.saturating_sub(22 + usize::from(u16::MAX));
+    let at = (lowest..=len - 22)
+        .rev()
+        .find(|&p| {
+            u32_at(bytes, p) == Some(EOCD)
+                && u16_at(bytes, p + 20).is_some_and(|c| p + 22 + usize::from(c) == len)
+        })
+        .ok_or_else(|| format!("{NOT_A_ZIP} (no end of central directory record)"))?;
+    let field16 = |o| u16_at(bytes, at + o).unwrap_or(0);
+    let field32 = |o| u32_at(bytes, at + o).unwrap_or(0);
+    if field16(4) != 0 || field16(6) != 0 {
+        return Err(format!("{NOT_A_ZIP} (it spans several disks)"));
+    }
+    let (entries, size, offset) = (field16(10), field32(12), field32(16));
+    if entries != u16::MAX && size != u32::MAX && offset != u32::MAX {
+        return Ok(End {
+            entries: entries.into(),
+            directory_offset: offset.into(),
+            directory_size: size.into(),
+            limit: at as u64,
+        });
+    }
+    // Zip64: the locator just before the record names the zip64 record.
+    let broken = || format!("{NOT_A_ZIP} (a broken zip64 end of central directory)");
+    let locator = at.checked_sub(20).ok_or_else(broken)?;
+    if u32_at(bytes, locator) != Some(EOCD64_LOCATOR) {
+        return Err(broken());
+    }
+    let record = u64_at(bytes, locator + 8).ok_or_else(broken)?;
+    let record = usize::try_from(record)
+        .ok()
+        .filter(|&r| r + 56 <= locator)
+        .ok_or_else(broken)?;
+    if u32_at(bytes, record) != Some(EOCD64) || u32_at(bytes, record + 16) != Some(0) {
+        return Err(broken());
+    }
+    let read = |o| u64_at(bytes, record + o).ok_or_else(broken);
+    Ok(End {
+        entries: read(32)?,
+        directory_size: read(40)?,
+        directory_offset: read(48)?,
+        limit: record as u64,
+    })
+}
+
+/// One of the expected entries, as its central directory record describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wanted {
+    name: &'static str,
+    limit: u64,
+    flags: u16,
+    method: u16,
+    crc: u32,
+    compressed: u64,
+    uncompressed: u64,
+    local: u64,
+}
+
+/// The values a zip64 extra field holds for the fields of a record set to `0xFFFFFFFF`, in the
+/// format's order (uncompressed size, compressed size, local header offset); of several such
+/// fields the last counts, as for the `zip` crate.
+fn zip64_values(extra: &[u8], wanted: [bool; 3]) -> Option<[Option<u64>; 3]> {
+    let mut at = 0;
+    let mut found = None;
+    while at + 4 <= extra.len() {
+        let (id, size) = (u16_at(extra, at)?, usize::from(u16_at(extra, at + 2)?));
+        let data = extra.get(at + 4..at + 4 + size)?;
+        if id == 1 {
+            let mut out = [None; 3];
+            let mut from = 0;
+            for (slot, want) in out.iter_mut().zip(wanted) {
+                if want {
+                    *slot = Some(u64_at(data, from)?);
+                    from += 8;
+                }
+            }
+            found = Some(out);
+        }
+        at += 4 + size;
+    }
+    found
+}
+
+/// Walks the central directory in place and returns the expected entries it names, each
+/// checked; every other entry is skipped without being kept.
+fn wanted_entries(bytes: &[u8], end: &End) -> Result<Vec<Wanted>, String> {
+    if end.entries > MAX_ENTRIES {
+        return Err(format!(
+            "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
+             artifact may have (it has 3); refused before reading them",
+            end.entries
+        ));
+    }
+    if end.directory_size > MAX_DIRECTORY_BYTES {
+        return Err(format!(
+            "the artifact's zip has a central directory of {} bytes, more than {MAX_DIRECTORY_BYTES}; refused",
+            end.directory_size
+        ));
+    }
+    let start = end.directory_offset;
+    let stop = start
+        .checked_add(end.directory_size)
+        .filter(|&s| s <= end.limit)
+        .ok_or_else(|| format!("{NOT_A_ZIP} (its central directory lies outside it)"))?;
+    let (start, stop) = (start as usize, stop as usize);
+    let dir = &bytes[start..stop];
+    let broken = |what: &str| format!("{NOT_A_ZIP} ({what} in its central directory)");
+    let mut found: Vec<Wanted> = Vec::new();
+    let mut at = 0;
+    for _ in 0..end.entries {
+        if u32_at(dir, at) != Some(CENTRAL) {
+            return Err(broken("a missing entry"));
+        }
+        let field16 = |o| u16_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
+        let field32 = |o| u32_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
+        let (name_len, extra_len, comment_len) = (field16(28)?, field16(30)?, field16(32)?);
+        let name_at = at + 46;
+        let extra_at = name_at + usize::from(name_len);
+        let next = extra_at + usize::from(extra_len) + usize::from(comment_len);
+        if next > dir.len() {
+            return Err(broken("a cut entry"));
+        }
+        let name = &dir[name_at..extra_at];
+        let known = LIMITS.iter().find(|(n, _)| n.as_bytes() == name);
+        if let Some(&(name, limit)) = known {
+            if found.iter().any(|w| w.name == name) {
+                return Err(format!("the artifact's zip holds {name} twice; refused"));
+            }
+            let made_by = field16(4)?;
+            let mode = if made_by >> 8 == 3 {
+                field32(38)? >> 16
+            } else {
+                0
+            };
+            if !matches!(mode & 0o170_000, 0 | 0o100_000) {
+                return Err(format!("{name} is not a regular file in the artifact"));
+            }
+            let flags = field16(8)?;
+            if flags & 1 != 0 {
+                return Err(format!("{name} is encrypted in the artifact; refused"));
+            }
+            let method = field16(10)?;
+            if !matches!(method, 0 | 8) {
+                return Err(format!(
+                    "{name} is compressed with method {method} in the artifact (only stored \
+                     and deflated entries are read); refused"
+                ));
+            }
+            let (compressed, uncompressed, local) = (field32(20)?, field32(24)?, field32(42)?);
+            let extra = &dir[extra_at..extra_at + usize::from(extra_len)];
+            let maxed = [uncompressed, compressed, local].map(|v| v == u32::MAX);
+            let [u64u, u64c, u64l] = if maxed.contains(&true) {
+                zip64_values(extra, maxed).ok_or_else(|| broken("a broken zip64 field"))?
+            } else {
+                [None; 3]
+            };
+            let wanted = Wanted {
+                name,
+                limit,
+                flags,
+                method,
+                crc: field32(16)?,
+                compressed: u64c.unwrap_or(compressed.into()),
+                uncompressed: u64u.unwrap_or(uncompressed.into()),
+                local: u64l.unwrap_or(local.into()),
+            };
+            if wanted.uncompressed > limit {
+                return Err(format!("{name} is larger than {limit} bytes; refused"));
+            }
+            let data_end = wanted
+                .local
+                .checked_add(30)
+                .and_then(|e| e.checked_add(wanted.compressed));
+            if data_end.is_none_or(|e| e > start as u64) {
+                return Err(format!(
+                    "{name} lies outside the artifact's data (past its central directory); refused"
+                ));
+            }
+            if u32_at(bytes, wanted.local as usize) != Some(LOCAL) {
+                return Err(broken("an entry without its local header"));
+            }
+            found.push(wanted);
+        }
+        at = next;
+    }
+    Ok(found)
+}
+
+/// The archive as the `zip` crate sees it: its bytes up to its central directory (`head`),
+/// then `tail` — a central directory of the checked entries only and its end record.
+struct Spliced<'a> {
+    head: &'a [u8],
+    tail: Vec<u8>,
+    pos: u64,
+}
+
+impl Spliced<'_> {
+    fn len(&self) -> u64 {
+        (self.head.len() + self.tail.len()) as u64
+    }
+}
+
+impl Read for Spliced<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let head = self.head.len() as u64;
+        let from = if self.pos < head {
+            &self.head[self.pos as usize..]
+        } else {
+            let at = usize::try_from(self.pos - head).unwrap_or(usize::MAX);
+            self.tail.get(at..).unwrap_or_default()
+        };
+        let n = from.len().min(buf.len());
+        buf[..n].copy_from_slice(&from[..n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Spliced<'_> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => self.len().checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start")
+        })?;
+        Ok(self.pos)
+    }
+}
+
+/// A central directory naming only `entries` (their data where the archive has it), then its
+/// end record, with the directory at `offset`.
+fn new_directory(entries: &[Wanted], offset: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let put16 = |out: &mut Vec<u8>, v: u16| out.extend_from_slice(&v.to_le_bytes());
+    let put32 = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&v.to_le_bytes());
+    for e in entries {
+        put32(&mut out, CENTRAL);
+        put16(&mut out, (3 << 8) | 20); // made by: Unix, zip 2.0
+        put16(&mut out, 20); // needed: 2.0
+        put16(&mut out, (e.flags & 0x0008) | 0x0800); // data descriptor as it was; UTF-8 name
+        put16(&mut out, e.method);
+        put16(&mut out, 0); // time
+        put16(&mut out, 0x21); // date: 1980-01-01
+        put32(&mut out, e.crc);
+        // Both below their bound (checked), so under 4 GiB.
+        put32(&mut out, e.compressed as u32);
+        put32(&mut out, e.uncompressed as u32);
+        put16(&mut out, e.name.len() as u16);
+        put16(&mut out, 0); // extra
+        put16(&mut out, 0); // comment
+        put16(&mut out, 0); // disk
+        put16(&mut out, 0); // internal attributes
+        put32(&mut out, 0o100_644 << 16); // a regular file
+        put32(&mut out, e.local as u32);
+        out.extend_from_slice(e.name.as_bytes());
+    }
+    let size = out.len() as u32;
+    put32(&mut out, EOCD);
+    put16(&mut out, 0);
+    put16(&mut out, 0);
+    put16(&mut out, entries.len() as u16);
+    put16(&mut out, entries.len() as u16);
+    put32(&mut out, size);
+    put32(&mut out, offset);
+    put16(&mut out, 0); // comment
+    out
+}
+
+/// Reads the three files of a work job's artifact from its zip archive `bytes` (see the module
+/// documentation): `Err` says why the artifact is refused.
+pub fn read(bytes: &[u8]) -> Result<Collected, String> {
+    let end = end_record(bytes)?;
+    let entries = wanted_entries(bytes, &end)?;
+    let offset = u32::try_from(end.directory_offset)
+        .map_err(|_| format!("{NOT_A_ZIP} (its central directory starts past 4 GiB)"))?;
+    let entry_of = |name: &str| entries.iter().find(|e| e.name == name);
+    if entry_of(RESULT_FILE).is_none() {
+        return Err(format!("the artifact has no {RESULT_FILE}"));
+    }
+    let view = Spliced {
+        head: &bytes[..end.directory_offset as usize],
+        tail: new_directory(&entries, offset),
+        pos: 0,
+    };
+    let mut zip = zip::ZipArchive::new(view).map_err(|e| format!("{NOT_A_ZIP}: {e}"))?;
+    let mut entry = |name: &str| -> Result<Option<Vec<u8>>, String> {
+        let Some(wanted) = entry_of(name) else {
+            return Ok(None);
+        };
+        let mut f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
+        let mut out = Vec::new();
+        (&mut f)
+            .take(wanted.limit + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("{name}: {e}"))?;
+        if out.len() as u64 > wanted.limit {
+            return Err(format!(
+                "{name} is larger than {} bytes; refused",
+                wanted.limit
+            ));
+        }
+        Ok(Some(out))
+    };
+    let result = entry(RESULT_FILE)?.unwrap_or_default();
+    let result: WorkResult = serde_json::from_slice(&result)
+        .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
+    let patch = entry(PATCH_FILE)?.unwrap_or_default();
+    let log = entry(LOG_FILE)?
+        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .filter(|l| !l.trim().is_empty());
+    Ok(Collected { result, patch, log })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn options() -> zip::write::SimpleFileOptions {
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored)
+    }
+
+    fn result_json(task: usize, attempt: u32) -> Vec<u8> {
+        let report = crate::outcome::AttemptReport {
+            output: "COMPLETED: ok\n".into(),
+            exit: crate::outcome::Exit::Success,
+            log: None,
+            present: Default::default(),
+            changed: Default::default(),
+            acceptance: None,
+        };
+        let r = WorkResult::new(
+            (task, attempt, 1),
+            "abc",
+            &report,
+            std::time::Duration::from_millis(5),
+        );
+        serde_json::to_vec(&r).expect("serialises")
+    }
+
+    /// A zip of the three files, then `extra` empty entries.
+    fn artifact(extra: usize, method: zip::CompressionMethod) -> Vec<u8> {
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let o = options().compression_method(method);
+        for (name, data) in [
+            (RESULT_FILE, result_json(2, 1)),
+            (PATCH_FILE, b"\x00patch".to_vec()),
+            (LOG_FILE, b"log\n".repeat(1000)),
+        ] {
+            w.start_file(name, o).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        for i in 0..extra {
+            w.start_file(format!("e{i}"), options()).expect("start");
+        }
+        w.finish().expect("finish").into_inner()
+    }
+
+    #[test]
+    fn the_three_files_are_read_stored_or_deflated() {
+        for method in [
+            zip::CompressionMethod::Stored,
+            zip::CompressionMethod::Deflated,
+        ] {
+            let c = read(&artifact(2, method)).expect("read");
+            assert_eq!((c.result.task, c.result.attempt), (2, 1));
+            assert_eq!(c.patch, b"\x00patch");
+            assert_eq!(c.log.as_deref().map(str::len), Some(4000));
+        }
+        // Written as a stream (upload-artifact's way): sizes in data descriptors after the data.
+        let mut w = zip::ZipWriter::new_stream(Vec::new());
+        let o = zip::write::SimpleFileOptions::default();
+        w.start_file(RESULT_FILE, o).expect("start");
+        w.write_all(&result_json(4, 2)).expect("write");
+        w.start_file(PATCH_FILE, o).expect("start");
+        w.write_all(&b"diff\n".repeat(100)).expect("write");
+        let bytes = w.finish().expect("finish").into_inner();
+        let flags = u16_at(&bytes, 6).expect("flags");
+        assert_eq!(flags & 8, 8, "a data descriptor");
+        let c = read(&bytes).expect("read");
+        assert_eq!((c.result.task, c.patch.len()), (4, 500));
+    }
+
+    /// Issue 20 §4: the zip crate parsed the whole central directory first (a million empty
+    /// entries: 590 MB). The entry count is read from the end record and refused first.
+    #[test]
+    fn an_archive_of_many_entries_is_refused_before_its_directory_is_parsed() {
+        let bytes = artifact(70_000, zip::CompressionMethod::Stored);
+        let end = end_record(&bytes).expect("an end record");
+        assert_eq!(end.entries, 70_003, "zip64: more entries than 16 bits hold");
+        // The conductor's reader.
+        let err = crate::actions::conduct::read_zip(&bytes).unwrap_err();
+        assert!(
+            err.contains("has 70003 entries, more than the 16 a work job's artifact may have"),
+            "{err}"
+        );
+        let err = read(&artifact(14, zip::CompressionMethod::Stored)).unwrap_err();
+        assert!(err.contains("has 17 entries"), "{err}");
+        assert!(read(&artifact(13, zip::CompressionMethod::Stored)).is_ok());
+    }
+
+    /// The directory the end record points at is the one walked; an end record that lies (3
+    /// entries said, a directory of thousands) is refused by its size, and one hidden earlier
+    /// in the data (where a reader that retries older records would find it) is never read.
+    #[test]
+    fn a_lying_or_hidden_end_record_gets_nowhere() {
+        let mut bytes = artifact(3000, zip::CompressionMethod::Stored);
+        let at = bytes.len() - 22;
+        bytes[at + 8..at + 12].copy_from_slice(&[3, 0, 3, 0]);
+        let err = read(&bytes).unwrap_err();
+        assert!(err.contains("a central directory of"), "{err}");
+        // A whole many-entry archive inside worker.log, then a good end: only the three read.
+        let inner = artifact(20_000, zip::CompressionMethod::Stored);
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file(RESULT_FILE, options()).expect("start");
+        w.write_all(&result_json(0, 1)).expect("write");
+        w.start_file(LOG_FILE, options()).expect("start");
+        w.write_all(&inner).expect("write");
+        let bytes = w.finish().expect("finish").into_inner();
+        let c = read(&bytes).expect("read");
+        assert_eq!(c.result.task, 0);
+        assert!(c.log.is_some());
+        // The same with the good directory broken: refused, never the hidden archive instead
+        // (the zip crate alone falls back to it and reads its 20,003 entries and task 2's result).
+        let mut broken = bytes.clone();
+        let dir = end_record(&broken).expect("end").directory_offset as usize;
+        broken[dir..dir + 4].copy_from_slice(b"junk");
+        let err = read(&broken).unwrap_err();
+        assert!(
+            err.contains("a missing entry in its central directory"),
+            "{err}"
+        );
+        let fallback = zip::ZipArchive::new(std::io::Cursor::new(&broken)).map(|z| z.len());
+        assert_eq!(
+            fallback.ok(),
+            Some(20_003),
+            "what the zip crate alone would read"
+        );
+    }
+
+    #[test]
+    fn hostile_entries_are_refused_with_the_reason() {
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file(RESULT_FILE, options()).expect("start");
+        w.write_all(&result_json(0, 1)).expect("write");
+        w.start_file(RESULT_FILE.to_uppercase(), options())
+            .expect("start");
+        w.add_directory("dir/", options()).expect("dir");
+        let ok = w.finish().expect("finish").into_inner();
+        assert!(read(&ok).is_ok(), "other entries are ignored");
+        let mut twice = ok.clone();
+        // Rename RESULT.JSON to result.json in the central directory only.
+        let dir = end_record(&twice).expect("end").directory_offset as usize;
+        let pos = dir
+            + twice[dir..]
+                .windows(11)
+                .position(|w| w == b"RESULT.JSON")
+                .expect("the name");
+        twice[pos..pos + 11].copy_from_slice(b"result.json");
+        assert!(
+            read(&twice)
+                .unwrap_err()
+                .contains("holds result.json twice")
+        );
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file(RESULT_FILE, options()).expect("start");
+        w.write_all(&result_json(0, 1)).expect("write");
+        w.add_symlink(LOG_FILE, "/etc/passwd", options())
+            .expect("link");
+        let linked = w.finish().expect("finish").into_inner();
+        assert!(
+            read(&linked)
+                .unwrap_err()
+                .contains("worker.log is not a regular file")
+        );
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file(RESULT_FILE, options()).expect("start");
+        w.write_all(&result_json(0, 1)).expect("write");
+        w.start_file(PATCH_FILE, options().large_file(true))
+            .expect("start");
+        w.write_all(b"p").expect("write");
+        let bytes = w.finish().expect("finish").into_inner();
+        assert_eq!(read(&bytes).expect("zip64 fields read").patch, b"p");
+        assert!(read(b"PK\x05\x06").unwrap_err().contains("not a zip"));
+        let mut truncated = artifact(0, zip::CompressionMethod::Stored);
+        truncated.truncate(truncated.len() - 1);
+        assert!(
+            read(&truncated)
+                .unwrap_err()
+                .contains("no end of central directory")
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! The price table: what a token costs, for the agent CLIs that report tokens but no cost
+//! (`codex exec --json`, `gemini --output-format json`). Claude Code reports its own cost
+//! (`total_cost_usd`), which always wins over a price computed here.
+//!
+//! Prices are **list prices in USD per million tokens** — `input` (uncached prompt tokens),
+//! `cached-input` (prompt tokens read from the provider's cache) and `output` (reasoning or
+//! thinking tokens included) — as the providers' pricing pages showed them on [`TAKEN`].
+//! They change: a repository's `.design/dagexec.yml` may name its own under `prices:`, each
+//! entry replacing the default of that name:
+//!
+//! ```yaml
+//! prices:
+//!   gpt-5.5: {input: 5.00, cached-input: 0.50, output: 30.00}
+//!   codex: {input: 5.00, cached-input: 0.50, output: 30.00}   # codex runs whose model is unknown
+//! ```
+//!
+//! A model is looked up by its exact name, then by the longest name in the table that it
+//! starts with (`gemini-3.1-pro-preview` is priced as `gemini-3.1-pro`). `codex exec --json`
+//! names no model: its runs are priced by the entry `codex` (the defaults price it as
+//! `gpt-5.5`, the model `dagexec init --worker codex` passes). A model the table lacks
+//! gets no cost (its tokens are still recorded), with a warning naming it.
+//!
+//! The table is read once per process ([`install`]); workers' spend is priced with
+//! [`current`].
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// When the default prices were taken from the providers' pricing pages.
+pub const TAKEN: &str = "2026-11-25";
+
+/// One model's list prices, USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    /// Cached prompt tokens; the `input` price when not given.
+    #[serde(rename = "cached-input", default)]
+    pub cached_input: Option<f64>,
+    pub output: f64,
+}
+
+/// The default list prices (USD per million tokens, taken on [`TAKEN`]): OpenAI's
+/// (openai.com/api/pricing) and Google's Gemini API, paid tier, prompts up to 200k tokens
+/// (ai.google.dev/gemini-api/docs/pricing).
+pub const DEFAULTS: &[(&str, f64, f64, f64)] = &[
+    // name, input, cached input, output
+    ("codex", 5.00, 0.50, 30.00),
+    ("gpt-5.5", 5.00, 0.50, 30.00),
+    ("gpt-5.4", 2.50, 0.25, 15.00),
+    ("gpt-5.4-mini", 0.75, 0.075, 4.50),
+    ("gpt-5.4-nano", 0.20, 0.02, 1.25),
+    ("gemini-3.5-flash", 1.50, 0.15, 9.00),
+    ("gemini-3.1-pro", 2.00, 0.20, 12.00),
+    ("gemini-3.1-flash-lite", 0.25, 0.025, 1.50),
+    ("gemini-3-flash", 0.50, 0.05, 3.00),
+    ("gemini-2.5-pro", 1.25, 0.125, 10.00),
+    ("gemini-2.5-flash", 0.30, 0.03, 2.50),
+    ("gemini-2.5-flash-lite", 0.10, 0.01, 0.40),
+];
+
+/// Model name → price.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prices {
+    table: BTreeMap<String, Price>,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Prices {
+            table: DEFAULTS
+                .iter()
+                .map(|&(name, input, cached, output)| {
+                    let price = Price {
+                        input,
+                        cached_input: Some(cached),
+                        output,
+                    };
+                    (name.to_string(), price)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Tokens one model used, as a token-only CLI reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tokens {
+    /// The model, when the CLI names it.
+    pub model: Option<String>,
+    /// Prompt tokens, cached ones included.
+    pub input: u64,
+    /// Of `input`, those read from the cache.
+    pub cached: u64,
+    /// Output tokens, reasoning included.
+    pub output: u64,
+}
+
+impl Prices {
+    /// The defaults with `overrides` (the `prices:` of `.design/dagexec.yml`, a YAML map of
+    /// name → `{input, cached-input, output}`) put over them. `Err` names the entry and what
+    /// is wrong with it.
+    pub fn with(overrides: Option<&serde_yaml::Value>) -> Result<Prices, String> {
+        let mut prices = Prices::default();
+        let Some(value) = overrides else {
+            return Ok(prices);
+        };
+        let map: BTreeMap<String, Price> = serde_yaml::from_value(value.clone())
+            .map_err(|e| format!("prices: {e} (expected `model: {{input: 1.25, cached-input: 0.125, output: 10}}`, USD per million tokens)"))?;
+        for (name, price) in map {
+            let ok = |x: f64| x.is_finite() && (0.0..=10_000.0).contains(&x);
+            if !ok(price.input) || !ok(price.output) || !price.cached_input.is_none_or(ok) {
+                return Err(format!(
+                    "prices: {name}: a price must be a number of USD per million tokens from 0 to 10000"
+                ));
+            }
+            prices.table.insert(name.trim().to_string(), price);
+        }
+        Ok(prices)
+    }
+
+    /// The price of `model`: its exact name, else the longest name it starts with.
+    pub fn find(&self, model: &str) -> Option<(&str, Price)> {
+        if let Some((k, p)) = self.table.get_key_value(model) {
+            return Some((k, *p));
+        }
+        self.table
+            .iter()
+            .filter(|(k, _)| model.starts_with(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map(|(k, p)| (k.as_str(), *p))
+    }
+
+    /// What `tokens` cost, each model priced by its entry (a model the CLI does not name by
+    /// `unnamed`, the CLI's own entry). `Err` names a model the table lacks.
+    pub fn cost(&self, tokens: &[Tokens], unnamed: &str) -> Result<f64, String> {
+        let mut sum = 0.0;
+        for t in tokens {
+            let name = t.model.as_deref().unwrap_or(unnamed);
+            let Some((_, p)) = self.find(name) else {
+                return Err(format!(
+                    "no price for the model {name:?}: its cost is not recorded; add it under `prices:` in .design/dagexec.yml (USD per million tokens)"
+                ));
+            };
+            let cached = t.cached.min(t.input);
+            let fresh = t.input - cached;
+            sum += (fresh as f64 * p.input
+                + cached as f64 * p.cached_input.unwrap_or(p.input)
+                + t.output as f64 * p.output)
+                / 1e6;
+        }
+        Ok(sum)
+    }
+}
+
+static CURRENT: OnceLock<Prices> = OnceLock::new();
+
+/// Sets this process's price table (the first call wins).
+pub fn install(prices: Prices) {
+    let _ = CURRENT.set(prices);
+}
+
+/// This process's price table: the one [`install`]ed, else the defaults.
+pub fn current() -> &'static Prices {
+    CURRENT.get_or_init(Prices::default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_by_name_then_longest_prefix() {
+        let p = Prices::default();
+        assert_eq!(p.find("gpt-5.5").unwrap().0, "gpt-5.5");
+        assert_eq!(
+            p.find("gemini-3.1-pro-preview").unwrap().0,
+            "gemini-3.1-pro"
+        );
+        assert_eq!(
+            p.find("gemini-2.5-flash-lite-001").unwrap().0,
+            "gemini-2.5-flash-lite"
+        );
+        assert_eq!(p.find("claude-opus-5"), None);
+    }
+
+    #[test]
+    fn tokens_are_priced_per_million_with_the_cached_rate() {
+        let p = Prices::default();
+        // gpt-5.5: 200 fresh at $5, 40 cached at $0.50, 60 out at $30 per million.
+        let t = Tokens {
+            model: None,
+            input: 240,
+            cached: 40,
+            output: 60,
+        };
+        let c = p.cost(&[t], "codex").unwrap();
+        assert!((c - (200.0 * 5.0 + 40.0 * 0.5 + 60.0 * 30.0) / 1e6).abs() < 1e-12);
+        let unknown = Tokens {
+            model: Some("gpt-9".into()),
+            ..Default::default()
+        };
+        let e = p.cost(&[unknown], "codex").unwrap_err();
+        assert!(e.contains("no price for the model \"gpt-9\""), "{e}");
+    }
+
+    #[test]
+    fn a_users_table_overrides_and_adds() {
+        let y: serde_yaml::Value = serde_yaml::from_str(
+            "gpt-5.5: {input: 1, output: 2}\nmy-model: {input: 3, cached-input: 0.3, output: 4}\n",
+        )
+        .unwrap();
+        let p = Prices::with(Some(&y)).unwrap();
+        let gpt = p.find("gpt-5.5").unwrap().1;
+        assert_eq!((gpt.input, gpt.cached_input, gpt.output), (1.0, None, 2.0));
+        assert_eq!(p.find("my-model").unwrap().1.input, 3.0);
+        assert_eq!(p.find("gemini-2.5-pro").unwrap().1.output, 10.0);
+        for bad in [
+            "gpt-5.5: {input: -1, output: 2}",
+            "gpt-5.5: {input: 1}",
+            "gpt-5.5: 3",
+            "gpt-5.5: {input: 1, output: 2, extra: 1}",
+        ] {
+            let y: serde_yaml::Value = serde_yaml::from_str(bad).unwrap();
+            let e = Prices::with(Some(&y)).unwrap_err();
+            assert!(e.starts_with("prices: "), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Queued steering (`/execute proceed|answer|retry`) driven job by job on the lab: each
+//! command is applied once — whatever later happens to the plan file, however many commands
+//! came before, and when the job that applied it died right after its push — and only a
+//! command a person with write access gave on this pull request, checked when it is applied.
+
+use crate::common::fake_github::{ACTIONS_BOT, FakeGitHub};
+use crate::common::git;
+use crate::common::lab::{Lab, lab, task};
+
+use serde_json::{Value, json};
+
+/// Every task writes its own file and completes.
+const WORKER: &str = "#!/bin/sh\ncat > /dev/null\necho x > \"t$DAGEXEC_TASK_INDEX.txt\"\necho \"COMPLETED: t$DAGEXEC_TASK_INDEX\"\n";
+
+/// Three tasks in a chain: a round each, so three writers of the branch in turn.
+fn chain() -> Lab {
+    lab()
+        .plan(
+            "Steer",
+            vec![
+                task("A", &["t0.txt"], &[]),
+                task("B", &["t1.txt"], &[0]),
+                task("C", &["t2.txt"], &[1]),
+            ],
+        )
+        .worker(WORKER)
+        .start()
+}
+
+/// A person pushes a new `.design/plan.json` (the branch's plan changed by `edit`) to the
+/// execution branch.
+fn hand_push_plan(lab: &Lab, edit: impl FnOnce(&mut Value)) {
+    let dir = lab.checkout(&format!("origin/{}", lab.branch));
+    let path = dir.join(".design/plan.json");
+    let mut plan: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut plan);
+    std::fs::write(&path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
+    git(&dir, &["commit", "-qam", "A new plan, by hand"]);
+    git(
+        &dir,
+        &[
+            "push",
+            "-q",
+            "origin",
+            &format!("HEAD:refs/heads/{}", lab.branch),
+        ],
+    );
+}
+
+/// How many commits on the branch have a subject starting with `prefix`.
+fn commits(lab: &Lab, prefix: &str) -> usize {
+    lab.branch_log()
+        .iter()
+        .filter(|s| s.starts_with(prefix))
+        .count()
+}
+
+/// The body of dagexec's marker for comment `id`.
+fn marker(gh: &FakeGitHub, id: u64) -> String {
+    gh.state()
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
+        .map(|c| c.body.clone())
+        .unwrap_or_default()
+}
+
+/// Round 1 ran and `/execute proceed` was applied by its steer job: the lab and the comment.
+fn proceeded() -> (Lab, u64) {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, text) = lab.comment_jobs(90, 1, "/execute proceed", true);
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert!(
+        marker(&lab.gh, id).contains("✅ Applied"),
+        "{}",
+        marker(&lab.gh, id)
+    );
+    (lab, id)
+}
+
+#[test]
+fn an_applied_command_is_not_applied_again_after_a_person_replaces_the_plan() {
+    let (lab, id) = proceeded();
+    // A person replaces the plan: the new one knows nothing of the commands applied so far.
+    hand_push_plan(&lab, |p| {
+        p["goal"] = json!("Steer, replanned");
+        let progress = p["progress"].as_object_mut().unwrap();
+        progress.remove("dagexecSteered");
+        progress.remove("dagexecPreflight");
+    });
+    // The next writers of the branch — a round's finalize, then a steer job — apply nothing.
+    let r = lab.round(2);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (_, text) = lab.comment_jobs(92, 1, "/execute retry 9", true);
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        1,
+        "{:?}",
+        lab.branch_log()
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(plan["goal"], "Steer, replanned");
+    assert!(
+        plan["progress"].get("dagexecPreflight").is_none(),
+        "the new plan got a decision nobody gave it: {plan:#}\n{text}"
+    );
+    assert!(marker(&lab.gh, id).contains("✅ Applied in "));
+    // The command that could not be applied is settled too, and its author told why once.
+    let told = lab
+        .gh
+        .state()
+        .comments
+        .iter()
+        .filter(|c| c.body.starts_with("dagexec cannot retry that: task 9"))
+        .count();
+    assert_eq!(told, 1, "{text}");
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn the_record_of_applied_commands_is_not_capped() {
+    let (lab, _) = proceeded();
+    // The plan's list keeps the newest 500: after 500 more commands, the first is not in it.
+    hand_push_plan(&lab, |p| {
+        let newer: Vec<u64> = (1_000_000..1_000_500).collect();
+        p["progress"]["dagexecSteered"] = json!(newer);
+    });
+    for run in [2, 3] {
+        let r = lab.round(run);
+        assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    }
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        1,
+        "{:?}",
+        lab.branch_log()
+    );
+    lab.gh.assert_clean();
+}
+
+/// The steer job is killed (SIGKILL) right after its push, before it rewrites the marker; a
+/// person then replaces the plan. The next writer finds the command in the branch's history:
+/// not applied again, and its marker now says so.
+#[test]
+fn a_steer_job_killed_after_its_push_applied_its_command_once() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let (id, _) = lab.comment_jobs(90, 1, "/execute proceed", false);
+    // The steer job, as the workflow runs it, with a crash after the push.
+    let dir = lab.checkout("main");
+    let out = lab
+        .context(&dir, 90)
+        .args(["action", "steer"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_EVENT_NAME", "issue_comment")
+        .env(
+            "GITHUB_EVENT_PATH",
+            lab.tmp.path().join(format!("comment-{id}.json")),
+        )
+        .env("DAGEXEC_FAILPOINT", "steer-pushed:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", crate::common::lab::text(&out));
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        1,
+        "{:?}",
+        lab.branch_log()
+    );
+    assert!(
+        marker(&lab.gh, id).contains("⏳ Queued"),
+        "{}",
+        marker(&lab.gh, id)
+    );
+    hand_push_plan(&lab, |p| {
+        let progress = p["progress"].as_object_mut().unwrap();
+        progress.remove("dagexecSteered");
+        progress.remove("dagexecPreflight");
+    });
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        1,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    assert!(
+        lab.branch_plan()["progress"]
+            .get("dagexecPreflight")
+            .is_none()
+    );
+    assert!(
+        marker(&lab.gh, id).contains("✅ Applied in "),
+        "{}\n{log}",
+        marker(&lab.gh, id)
+    );
+    lab.gh.assert_clean();
+}
+
+/// Any workflow that comments with `GITHUB_TOKEN` comments as GitHub Actions' bot, as the
+/// comment job does: its marker is dagexec's by its author alone. What it names is checked
+/// when it is applied: a read-only user's command, a command on another pull request, a
+/// command whose author lost write access since the comment job checked it, a bot's comment
+/// — none is applied, and each marker says why.
+#[test]
+fn a_queued_command_is_applied_only_when_a_writer_gave_it_on_this_pull_request() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let forge = |named: u64| {
+        lab.gh.add_comment(
+            &lab.repository,
+            1,
+            ACTIONS_BOT,
+            &format!("<!-- dagexec:steer:{named} -->\n⏳ Queued"),
+        );
+    };
+    lab.gh.set_permission("mallory", "read");
+    let read_only = lab
+        .gh
+        .add_comment(&lab.repository, 1, "mallory", "/execute proceed");
+    forge(read_only);
+    lab.gh.set_permission("wendy", "write");
+    let elsewhere = lab
+        .gh
+        .add_comment(&lab.repository, 2, "wendy", "/execute proceed");
+    forge(elsewhere);
+    let bots = lab
+        .gh
+        .add_comment(&lab.repository, 1, "helper[bot]", "/execute proceed");
+    forge(bots);
+    // A writer's command, queued by the comment job (its steer job cancelled by GitHub);
+    // the writer loses write access before any job applies it.
+    let (revoked, _) = lab.comment_jobs(91, 1, "/execute proceed", false);
+    let user = lab
+        .gh
+        .state()
+        .comments
+        .iter()
+        .find(|c| c.id == revoked)
+        .unwrap()
+        .user
+        .clone();
+    lab.gh.set_permission(&user, "read");
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(
+        commits(&lab, "dagexec: proceed"),
+        0,
+        "{:?}\n{log}",
+        lab.branch_log()
+    );
+    assert!(
+        lab.branch_plan()["progress"]
+            .get("dagexecPreflight")
+            .is_none()
+    );
+    for (id, why) in [
+        (read_only, "@mallory has read access now"),
+        (elsewhere, "is not on this pull request"),
+        (bots, "was not written by a person"),
+        (revoked, &format!("@{user} has read access now")),
+    ] {
+        let m = marker(&lab.gh, id);
+        assert!(
+            m.contains("❌ Not applied: ") && m.contains(why),
+            "{id}: {m}\n{log}"
+        );
+    }
+    // Settled: the next writer reads none of them again.
+    let before = lab.gh.calls("issues/get-comment").len();
+    let r = lab.round(3);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    assert_eq!(lab.gh.calls("issues/get-comment").len(), before);
+    lab.gh.assert_clean();
+}
+
+/// A status comment asking to stop, written as GitHub Actions' bot by some other workflow:
+/// the round stops only for an `/execute abort` a writer gave on this pull request (one does:
+/// `action_jobs::execute_comments_retry_abort_proceed_status_and_refuse_strangers`).
+#[test]
+fn a_forged_abort_in_a_bot_status_comment_stops_nothing() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    lab.gh.set_permission("mallory", "read");
+    let theirs = lab
+        .gh
+        .add_comment(&lab.repository, 1, "mallory", "/execute abort");
+    lab.gh.add_comment(
+        &lab.repository,
+        1,
+        ACTIONS_BOT,
+        &format!(
+            "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{theirs} -->\nstop"
+        ),
+    );
+    lab.gh.add_comment(
+        &lab.repository,
+        1,
+        ACTIONS_BOT,
+        "<!-- dagexec:status -->\n<!-- dagexec:abort-requested -->\nstop",
+    );
+    let before = lab.dispatches();
+    let r = lab.round(2);
+    let (ok, log) = r.finalized.unwrap();
+    assert!(ok, "{log}");
+    assert_eq!(lab.dispatches(), before + 1, "round 3 starts: {log}");
+    assert!(!log.contains("Stopped after"), "{log}");
+    lab.gh.assert_clean();
+}

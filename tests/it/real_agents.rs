@@ -1,0 +1,376 @@
+//! The real agent CLIs, at the versions `dagexec init` pins, run by `dagexec run` with the
+//! worker commands `dagexec init` writes, against the scripted model server
+//! (`common::model_server`): a plan completes, every task's spend is recorded exactly as the
+//! server sent it, and the API's faults end in failed attempts whose reasons say what happened.
+//!
+//! The CLIs are installed by `.ci/install-agents.sh` (npm, into `.ci/tools/agents`; `.ci/run`
+//! does it). Without them these tests fail and say how to install them; set
+//! `DAGEXEC_SKIP_REAL_AGENTS=1` to skip them knowingly.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::common;
+use common::model_server::{ANTHROPIC_USAGE, Api, Fault, ModelServer, OPENAI_USAGE, content_of};
+use common::{dagexec, git, repo};
+
+/// Where the pinned CLIs are, or `None` when the tests are knowingly skipped.
+pub(crate) fn agents_bin() -> Option<PathBuf> {
+    if std::env::var_os("DAGEXEC_SKIP_REAL_AGENTS").is_some_and(|v| v == "1") {
+        eprintln!("real agent CLIs skipped (DAGEXEC_SKIP_REAL_AGENTS=1)");
+        return None;
+    }
+    let dir = std::env::var_os("DAGEXEC_AGENTS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::manifest().join(".ci/tools/agents/node_modules/.bin"));
+    for cli in ["claude", "codex"] {
+        assert!(
+            dir.join(cli).exists(),
+            "the real agent CLIs are not installed in {}: run `bash .ci/install-agents.sh` \
+             (or `.ci/run`), or set DAGEXEC_SKIP_REAL_AGENTS=1 to skip these tests",
+            dir.display()
+        );
+    }
+    Some(dir)
+}
+
+/// The worker command `dagexec init --worker <cli>` writes into the workflow.
+fn documented_worker(cli: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dagexec(dir.path())
+        .args(["init", "--worker", cli, "--stdout"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let workflow = String::from_utf8(out.stdout).unwrap();
+    let line = workflow
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("worker: "))
+        .unwrap_or_else(|| panic!("no worker line in:\n{workflow}"));
+    match serde_yaml::from_str::<String>(line) {
+        Ok(s) => s,
+        Err(_) => line.to_owned(),
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Two independent tasks and one after both; task 1 names a model.
+fn plan(model: &str) -> Value {
+    let task = |subject: &str, file: &str, blocked: Vec<u64>, model: Option<&str>| {
+        let mut agent = json!({"role": "engineer"});
+        if let Some(m) = model {
+            agent["model"] = json!(m);
+        }
+        json!({
+            "subject": subject,
+            "description": format!("Create {file}. [[write {file}]]"),
+            "status": "pending", "blockedBy": blocked,
+            "metadata": {"files": {"create": [file], "modify": []}},
+            "agent": agent,
+        })
+    };
+    json!({"schemaVersion": 2, "goal": "real agents", "tasks": [
+        task("alpha", "alpha.txt", vec![], None),
+        task("beta", "beta.txt", vec![], Some(model)),
+        task("gamma", "gamma.txt", vec![0, 1], None),
+    ]})
+}
+
+/// Codex's configuration for the scripted server: a provider speaking the Responses API
+/// (codex ignores `OPENAI_BASE_URL`), a model whose tools include `apply_patch`, and no
+/// retries of its own.
+pub(crate) fn codex_config(server: &ModelServer) -> String {
+    format!(
+        "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\n\n\
+         [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\n\
+         env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\
+         request_max_retries = 0\nstream_max_retries = 0\n",
+        server.url()
+    )
+}
+
+/// A run of `cli` in `dir` against `server`: the pinned CLI first on PATH, its home and
+/// configuration in `home`.
+struct Agent {
+    cli: &'static str,
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Agent {
+    fn new(cli: &'static str, bin: &Path, server: &ModelServer) -> Agent {
+        let home = tempfile::tempdir().unwrap();
+        if cli == "codex" {
+            let codex_home = home.path().join(".codex");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            std::fs::write(codex_home.join("config.toml"), codex_config(server)).unwrap();
+        }
+        Agent {
+            cli,
+            bin: bin.to_owned(),
+            home,
+        }
+    }
+
+    fn run(&self, dir: &Path, server: &ModelServer, extra: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = dagexec(dir);
+        cmd.args(["run", "--yes", "--worker", &documented_worker(self.cli)])
+            .args(extra)
+            .env("PATH", path)
+            .env("HOME", self.home.path())
+            .env("CODEX_HOME", self.home.path().join(".codex"))
+            .env("ANTHROPIC_BASE_URL", server.url())
+            .env("ANTHROPIC_API_KEY", "sk-ant-test")
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .env_remove("ANTHROPIC_AUTH_TOKEN")
+            .env_remove("OPENAI_BASE_URL");
+        cmd.output().expect("dagexec runs")
+    }
+}
+
+fn status_json(dir: &Path) -> Value {
+    let out = dagexec(dir).args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn task_row(status: &Value, index: u64) -> Value {
+    status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["index"] == index)
+        .cloned()
+        .unwrap_or_else(|| panic!("task {index} in {status}"))
+}
+
+/// The plan completes with the CLI's own edits, committed round by round.
+fn completes_a_plan(cli: &'static str, model: &str) -> Option<(tempfile::TempDir, ModelServer)> {
+    let bin = agents_bin()?;
+    let server = ModelServer::start();
+    let dir = repo(&plan(model), &[("README.md", "real agents\n")]);
+    let agent = Agent::new(cli, &bin, &server);
+    let out = agent.run(dir.path(), &server, &["--timeout", "120s"]);
+    assert!(out.status.success(), "{cli}: {}", text(&out));
+    for file in ["alpha.txt", "beta.txt", "gamma.txt"] {
+        let committed = git(dir.path(), &["show", &format!("HEAD:{file}")]);
+        assert_eq!(committed, content_of(file), "{cli}: {file}");
+    }
+    let log = git(dir.path(), &["log", "--format=%s"]);
+    assert!(log.contains("dagexec: round 1 — 2/2 tasks"), "{cli}: {log}");
+    assert!(log.contains("dagexec: round 2 — 1/1 tasks"), "{cli}: {log}");
+    assert!(server.other().is_empty(), "{cli}: {:?}", server.other());
+    // The task that names a model ran with it; the others with the CLI's default.
+    let seen = server.seen();
+    assert!(seen.iter().any(|s| s.model == model), "{cli}: {seen:?}");
+    Some((dir, server))
+}
+
+#[test]
+fn claude_completes_a_plan_with_its_spend() {
+    let Some((dir, server)) = completes_a_plan("claude", "claude-sonnet-4-5") else {
+        return;
+    };
+    assert!(server.seen().iter().all(|s| s.api == Api::Anthropic));
+    // Two requests per task (the edit, then the final text); claude counts cache reads and
+    // writes as input and reports its own cost.
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let status = status_json(dir.path());
+    for i in 0..3 {
+        let row = task_row(&status, i);
+        assert_eq!(row["status"], "completed", "{row}");
+        assert_eq!(
+            row["inputTokens"],
+            json!(2 * (input + writes + reads)),
+            "{row}"
+        );
+        assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+        assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
+    }
+}
+
+#[test]
+fn codex_completes_a_plan_with_its_spend() {
+    let Some((dir, server)) = completes_a_plan("codex", "gpt-5.5-mini") else {
+        return;
+    };
+    assert!(server.seen().iter().all(|s| s.api == Api::OpenAi));
+    let (input, _cached, output) = OPENAI_USAGE;
+    let status = status_json(dir.path());
+    for i in 0..3 {
+        let row = task_row(&status, i);
+        assert_eq!(row["status"], "completed", "{row}");
+        assert_eq!(row["inputTokens"], json!(2 * input), "{row}");
+        assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+    }
+}
+
+/// One task against a faulty API: the attempt fails, the reason says what the API did, the
+/// logs are kept and no CLI process is left behind.
+fn fault(cli: &'static str, fault: Fault) -> Option<(Output, tempfile::TempDir)> {
+    let bin = agents_bin()?;
+    let server = ModelServer::start();
+    server.set_fault(Some(fault.clone()));
+    let one = json!({"schemaVersion": 2, "goal": "faults", "tasks": [{
+        "subject": "alpha", "description": "Create alpha.txt. [[write alpha.txt]]",
+        "status": "pending", "blockedBy": [],
+        "metadata": {"files": {"create": ["alpha.txt"], "modify": []}},
+        "agent": {"role": "engineer"}}]});
+    let dir = repo(&one, &[]);
+    let agent = Agent::new(cli, &bin, &server);
+    let out = agent.run(dir.path(), &server, &["--timeout", "8s"]);
+    assert!(!out.status.success(), "{cli} {fault:?}: {}", text(&out));
+    assert!(
+        !server.seen().is_empty(),
+        "{cli} {fault:?}: the CLI never called the server"
+    );
+    // No CLI process of this run is left.
+    let home = agent.home.path().display().to_string();
+    let left = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("grep -l '{home}' /proc/[0-9]*/environ 2>/dev/null || true"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "{cli} {fault:?}: processes left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    Some((out, dir))
+}
+
+fn reason(dir: &Path) -> String {
+    let status = status_json(dir);
+    task_row(&status, 0)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn claude_faults_give_clear_reasons() {
+    for (f, want) in [
+        (Fault::Status(500), "500"),
+        (Fault::Status(429), "429"),
+        (Fault::Malformed, "malformed"),
+        (Fault::Truncated, "malformed"),
+        (Fault::Hang, "timed out"),
+    ] {
+        let Some((out, dir)) = fault("claude", f.clone()) else {
+            return;
+        };
+        let why = reason(dir.path());
+        eprintln!("REASON {f:?}: {why}");
+        assert!(
+            !why.is_empty() && why.contains(want),
+            "claude {f:?}: {why}\n{}",
+            text(&out)
+        );
+        assert!(!why.contains("\"type\""), "claude {f:?}: raw JSON in {why}");
+    }
+}
+
+#[test]
+fn codex_faults_give_clear_reasons() {
+    for (f, want) in [
+        (Fault::Status(500), "high demand"),
+        (Fault::Status(429), "429"),
+        (Fault::Malformed, "stream disconnected"),
+        (Fault::Truncated, "stream disconnected"),
+        (Fault::Hang, "timed out"),
+    ] {
+        let Some((out, dir)) = fault("codex", f.clone()) else {
+            return;
+        };
+        let why = reason(dir.path());
+        eprintln!("REASON {f:?}: {why}");
+        assert!(
+            !why.is_empty() && why.contains(want),
+            "codex {f:?}: {why}\n{}",
+            text(&out)
+        );
+        assert!(
+            !why.contains("\"type\"") && !why.contains("turn.failed"),
+            "codex {f:?}: raw JSON in {why}"
+        );
+    }
+}
+
+/// An authentication failure cannot be cured by retrying: the task fails at its first
+/// attempt, the run stops, and the message names the secret to fix.
+fn bad_key(cli: &'static str, secret: &str) {
+    let Some((out, dir)) = fault(cli, Fault::Status(401)) else {
+        return;
+    };
+    let status = status_json(dir.path());
+    let row = task_row(&status, 0);
+    assert_eq!(
+        row["attempts"],
+        json!(1),
+        "{cli}: retried an authentication failure: {row}"
+    );
+    let all = text(&out);
+    assert!(
+        all.contains(secret),
+        "{cli}: the message does not name {secret}:\n{all}"
+    );
+}
+
+#[test]
+fn claude_with_a_bad_key_stops_at_once_naming_the_secret() {
+    bad_key("claude", "ANTHROPIC_API_KEY");
+}
+
+#[test]
+fn codex_with_a_bad_key_stops_at_once_naming_the_secret() {
+    bad_key("codex", "OPENAI_API_KEY");
+}
+
+/// The CLIs the tests install are the ones `dagexec init` pins: a bump of a pinned version
+/// is tested before users get it.
+#[test]
+fn the_tested_versions_are_the_pinned_ones() {
+    let script = std::fs::read_to_string(common::manifest().join(".ci/install-agents.sh")).unwrap();
+    for (cli, package) in [
+        ("claude", "@anthropic-ai/claude-code@"),
+        ("codex", "@openai/codex@"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dagexec(dir.path())
+            .args(["init", "--worker", cli, "--stdout"])
+            .output()
+            .unwrap();
+        let workflow = String::from_utf8_lossy(&out.stdout);
+        let start = workflow
+            .find(package)
+            .unwrap_or_else(|| panic!("{cli}: init installs no {package}:\n{workflow}"));
+        let pinned: String = workflow[start..]
+            .chars()
+            .take_while(|c| !c.is_whitespace())
+            .collect();
+        assert!(
+            script
+                .split_whitespace()
+                .any(|w| w.trim_matches('"') == pinned),
+            "{cli}: init pins {pinned}, .ci/install-agents.sh installs something else"
+        );
+    }
+}
