@@ -7,9 +7,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dir="${DAGEXEC_TOOLS_DIR:-$here/tools}/agents"
 # Pinned versions: the same as src/actions/init.rs (CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION).
-want="@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0"
+want="@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0"
 stamp="$dir/.stamp"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/node_modules/.bin/claude" && -x "$dir/node_modules/.bin/codex" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/node_modules/.bin/claude" && -x "$dir/node_modules/.bin/codex" && -x "$dir/node_modules/.bin/gemini" ]]; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
@@ -21,7 +21,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 # shellcheck disable=SC2086 # $want is a list of packages
 npm install --silent --no-audit --no-fund --prefix "$dir" $want
-for cli in claude codex; do
+for cli in claude codex gemini; do
   "$dir/node_modules/.bin/$cli" --version
 done
 printf '%s' "$want" > "$stamp"

@@ -116,6 +116,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
             schedule: Schedule::Rounds,
             reviewer: None,
             max_cost: None,
+            worktrees: None,
         },
         yes: true,
         dry_run: false,

@@ -9,6 +9,11 @@
 //! The limit: a process that both leaves the group *and* drops the tag from its environment
 //! (`setsid env -i …`), or that runs as another user, cannot be told apart from the user's own
 //! processes and is left alone. Elsewhere than Linux only the group is killed.
+//!
+//! A tag starts with the pid of the dagexec process that made it, so the next run after a
+//! `kill -9` stops what the dead one left ([`kill_left_by`]); and [`inside`] finds the
+//! processes that still hold anything in a directory — how a worktree is proven quiet before
+//! another attempt gets it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -56,9 +61,34 @@ pub fn kill_all(pgid: Option<Pid>, tag: &str) -> usize {
     killed
 }
 
+/// SIGKILLs every process still carrying a tag of the dagexec process `pid` — one that is gone
+/// (a `kill -9`, a crash): the workers, checks and reviewers it left running, which would
+/// otherwise go on working (and spending) for nobody. Returns how many it killed.
+pub fn kill_left_by(pid: i32) -> usize {
+    let prefix = format!("{TAG_VAR}={pid}-");
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        let found = matching(|entry| entry.starts_with(prefix.as_bytes()));
+        if found.is_empty() {
+            break;
+        }
+        for p in found {
+            if kill(p, Signal::SIGKILL).is_ok() {
+                killed.insert(p);
+            }
+        }
+    }
+    killed.len()
+}
+
 /// The live processes (not zombies, not this one) whose environment holds `needle` exactly as
 /// one `KEY=value` entry.
 fn tagged(needle: &[u8]) -> Vec<Pid> {
+    matching(|entry| entry == needle)
+}
+
+/// The live processes (not zombies, not this one) with an environment entry `wanted` accepts.
+fn matching(wanted: impl Fn(&[u8]) -> bool) -> Vec<Pid> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -70,16 +100,179 @@ fn tagged(needle: &[u8]) -> Vec<Pid> {
         .filter(|&pid| {
             // A zombie's environ reads empty; another user's fails: both are skipped.
             std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|entry| entry == needle))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(&wanted))
         })
         .filter_map(|pid| i32::try_from(pid).ok().map(Pid::from_raw))
         .collect()
+}
+
+/// A process that still has a hold on a directory: see [`inside`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: i32,
+    /// Its command name (`/proc/<pid>/comm`).
+    pub name: String,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} `{}`", self.pid, self.name)
+    }
+}
+
+/// The processes other than this one that can still write into `dir`: whose working or root
+/// directory, an open file or directory, or a mapped file is in it, or whose command line
+/// names it. `None` where that cannot be known (no `/proc`): then nothing proves `dir` quiet.
+///
+/// What escapes this: a process of another user (it cannot write our files either), and one
+/// that holds nothing in `dir` yet knows its path from elsewhere (a file, a variable) and opens
+/// it later.
+pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
+    use std::os::unix::ffi::OsStrExt;
+    let entries = std::fs::read_dir("/proc").ok()?;
+    std::fs::read_link("/proc/self/cwd").ok()?;
+    let mut prefixes: Vec<Vec<u8>> = vec![dir.as_os_str().as_bytes().to_vec()];
+    if let Ok(real) = dir.canonicalize()
+        && real != dir
+    {
+        prefixes.push(real.as_os_str().as_bytes().to_vec());
+    }
+    let under = |p: &[u8]| {
+        prefixes.iter().any(|d| {
+            p.starts_with(d) && (p.len() == d.len() || p[d.len()] == b'/' || p[d.len()] == b' ')
+        })
+    };
+    // A command line names `dir` when one of its NUL-separated words holds it followed by
+    // nothing, `/` or a quote (`…/slot-1` does not name `…/slot-10`).
+    let names = |cmdline: &[u8]| {
+        cmdline.split(|&b| b == 0).any(|word| {
+            prefixes.iter().any(|d| {
+                (0..word.len().saturating_sub(d.len()) + 1).any(|i| {
+                    word[i..].starts_with(d)
+                        && matches!(
+                            word.get(i + d.len()),
+                            None | Some(b'/' | b'\'' | b'"' | b' ')
+                        )
+                })
+            })
+        })
+    };
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+    {
+        let base = format!("/proc/{pid}");
+        let link = |name: &str| {
+            std::fs::read_link(format!("{base}/{name}"))
+                .ok()
+                .is_some_and(|t| under(t.as_os_str().as_bytes()))
+        };
+        let holds = link("cwd")
+            || link("root")
+            || std::fs::read_dir(format!("{base}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|t| under(t.as_os_str().as_bytes()))
+                })
+            || std::fs::read(format!("{base}/maps")).is_ok_and(|maps| {
+                maps.split(|&b| b == b'\n').any(|line| {
+                    // `address perms offset dev inode path`: the path starts at the first `/`.
+                    line.iter()
+                        .position(|&b| b == b'/')
+                        .is_some_and(|i| under(&line[i..]))
+                })
+            })
+            || std::fs::read(format!("{base}/cmdline")).is_ok_and(|c| names(&c));
+        if holds {
+            let name = std::fs::read_to_string(format!("{base}/comm"))
+                .map(|n| n.trim_end().to_string())
+                .unwrap_or_default();
+            if let Ok(pid) = i32::try_from(pid) {
+                found.push(Holder { pid, name });
+            }
+        }
+    }
+    Some(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_process_working_in_a_directory_is_found_until_it_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).expect("dir");
+        let other = tempfile::tempdir().expect("tempdir");
+        assert_eq!(inside(dir.path()), Some(Vec::new()), "nothing there yet");
+        // Working in it (a subdirectory), with a cleared environment: no tag to find it by.
+        let mut child = Command::new("sleep")
+            .arg("60")
+            .current_dir(&sub)
+            .env_clear()
+            .spawn()
+            .expect("sleep starts");
+        let pid = i32::try_from(child.id()).unwrap();
+        let found = inside(dir.path()).expect("linux has /proc");
+        assert!(found.iter().any(|h| h.pid == pid), "{found:?}");
+        assert_eq!(inside(other.path()), Some(Vec::new()), "not elsewhere");
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+        assert!(!inside(dir.path()).unwrap().iter().any(|h| h.pid == pid));
+        // Holding a file open there while working elsewhere.
+        let mut child = Command::new("sh")
+            .args(["-c", "exec 3>>\"$1\"; exec sleep 60", "sh"])
+            .arg(dir.path().join("held"))
+            .current_dir(other.path())
+            .spawn()
+            .expect("sh starts");
+        let pid = i32::try_from(child.id()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !inside(dir.path()).unwrap().iter().any(|h| h.pid == pid) {
+            assert!(std::time::Instant::now() < deadline, "never found");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.kill().expect("kill");
+        child.wait().expect("reaped");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn what_a_dead_run_left_is_found_by_its_pid_and_nothing_else() {
+        // Tags of a dagexec process 999999937 (no such pid runs here) and of a similar one.
+        let spawn = |tag: &str| {
+            Command::new("sleep")
+                .arg("60")
+                .env(TAG_VAR, tag)
+                .spawn()
+                .expect("sleep starts")
+        };
+        let mut left = spawn("999999937-4");
+        let mut other = spawn("9999999370-4");
+        let pid = Pid::from_raw(i32::try_from(left.id()).unwrap());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !tagged(format!("{TAG_VAR}=999999937-4").as_bytes()).contains(&pid) {
+            assert!(std::time::Instant::now() < deadline, "never tagged");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(kill_left_by(999_999_937), 1);
+        let status = left.wait().expect("reaped");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        assert!(other.try_wait().expect("waits").is_none(), "not its tag");
+        other.kill().expect("kill");
+        other.wait().expect("reaped");
+    }
 
     #[test]
     fn tags_are_unique() {

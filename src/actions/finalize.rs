@@ -601,6 +601,7 @@ impl Job {
                 // The reviewer ran in the work job; the verdict is concluded from its record.
                 reviewer: None,
                 max_cost: inputs.max_cost,
+                worktrees: None,
             },
             yes: true,
             dry_run: false,

@@ -1,41 +1,57 @@
-//! A long-run worker's committed progress, read while the worker is still at work: the commit
-//! its worktree's `HEAD` is at, and the changes from the attempt's base to that commit as a
-//! binary patch. Read-only, and nothing here touches the worktree's index, so it never
-//! contends with the worker's own `git commit`.
+//! A long-run worker's progress, read while the worker is still at work: everything its
+//! worktree holds against the attempt's base — its commits and what it has not committed —
+//! as a binary patch ([`Repo::tree_changes`]). Read-only on
+//! the worktree: its index is copied, never written, so this never contends with the worker's
+//! own `git add` or `git commit`.
 
 use std::path::Path;
 
-use super::cmd::{git, text};
+use super::cmd::{git, path_from_bytes};
+use super::error::io_error;
 use super::{GitError, Repo};
 
-/// `git diff` of two commits as [`super::Worktree::apply`] takes it: no colour, no external
-/// diff or textconv (a hostile configuration runs nothing), full indexes, binary content.
-const COMMIT_DIFF: &[&str] = &[
-    "diff",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-    "--binary",
-    "--full-index",
-];
-
 impl Repo {
-    /// The commit `HEAD` of the worktree at `tree` points at.
-    pub fn head_of(&self, tree: &Path) -> Result<String, GitError> {
-        let out = git(tree, "rev-parse HEAD")
-            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+    /// Everything the worktree at `tree` holds against commit `base` — the commits made there
+    /// and every change not committed, untracked files included (ignored ones, `excluded` paths
+    /// and anything in a directory named like git's own are left out) — as a binary patch that
+    /// applies to a tree at `base`. Staged into a copy of the worktree's index (in a temporary
+    /// folder under `<git-common-dir>/dagexec`), never into the index itself.
+    pub fn tree_changes(
+        &self,
+        tree: &Path,
+        base: &str,
+        excluded: &[String],
+    ) -> Result<Vec<u8>, GitError> {
+        let parent = self.common_dir().join("dagexec");
+        crate::fsx::create_dir_all(self.common_dir(), &parent)
+            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("snapshot-")
+            .tempdir_in(&parent)
+            .map_err(io_error("create a temporary folder in", &parent))?;
+        let index = tmp.path().join("index");
+        let own = git(tree, "rev-parse --git-path index")
+            .args(["rev-parse", "--git-path", "index"])
             .run()?;
-        Ok(text(&out))
-    }
-
-    /// The changes from commit `from` to commit `to`, as a binary patch that applies to a
-    /// tree at `from`; empty when they are the same.
-    pub fn diff_commits(&self, from: &str, to: &str) -> Result<Vec<u8>, GitError> {
-        git(self.root(), "diff commits")
-            .args(COMMIT_DIFF)
-            .args([from, to, "--"])
+        let own = tree.join(path_from_bytes(own.strip_suffix(b"\n").unwrap_or(&own)));
+        // The worktree's own index spares re-reading every unchanged file; git replaces it by
+        // a rename, so the copy is one whole version. Without one, start from `HEAD`.
+        if std::fs::copy(&own, &index).is_err() {
+            git(tree, "read-tree HEAD")
+                .env("GIT_INDEX_FILE", &index)
+                .args(["read-tree", "HEAD"])
+                .run()?;
+        }
+        super::worktree::add_all(tree, Some(&index))?;
+        let pathspec = excluded
+            .iter()
+            .map(|p| super::paths::normalize(p).map(|p| format!(":(exclude,literal){p}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        git(tree, "diff --cached --binary")
+            .env("GIT_INDEX_FILE", &index)
+            .args(super::worktree::DIFF_OPTIONS)
+            .args(["--binary", "--full-index", base, "--"])
+            .args(&pathspec)
             .run()
     }
 }

@@ -61,6 +61,12 @@ pub enum GitError {
         expected: String,
         detail: String,
     },
+    /// The worktrees folder named by the settings lies inside the work tree.
+    #[error("the worktrees folder {} is inside the repository's work tree {}: the project's own tools (test runners, workspaces, file watchers) would see every worker's copy, and `git add -A` would take them", dir.display(), root.display())]
+    WorktreesInWorkTree { dir: PathBuf, root: PathBuf },
+    /// The repository's worktrees folder is claimed by another repository.
+    #[error("the worktrees folder {} belongs to another repository ({other}, named in its `repository` file); dagexec never shares it: set DAGEXEC_WORKTREES to another folder, or delete this one if that repository is gone", dir.display())]
+    WorktreesTaken { dir: PathBuf, other: String },
     /// git succeeded but printed something we could not make sense of.
     #[error("git {command} in {}: unexpected output: {detail}", dir.display())]
     Unexpected {

@@ -4,8 +4,9 @@
 //! update, then brought to the work tree at the round's paths only (`round`), so a crash
 //! leaves the old commit or the new one and the user's files are never cleaned up.
 //!
-//! Worker worktrees live under `<git-common-dir>/dagexec/worktrees/<name>`, inside `.git`, so
-//! they never show in the user's work tree or `git status`.
+//! Worker worktrees live outside the work tree and outside `.git`, by default in the user's
+//! cache (`slots`: `~/.cache/dagexec/worktrees/<repo>-<id>/<name>`), so they never show in the
+//! user's work tree or `git status`, and agent CLIs that refuse to edit under `.git` work there.
 //!
 //! Every git process gets the same footing: `core.quotepath=off` (paths come back raw), no
 //! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
@@ -24,6 +25,7 @@ mod history;
 mod paths;
 mod remote;
 mod round;
+mod slots;
 mod worktree;
 
 #[cfg(test)]
@@ -47,6 +49,7 @@ pub use worktree::{Changes, Worktree};
 use cmd::{git, literal, nul_fields, path_from_bytes, text};
 use error::io_error;
 use paths::{check_name, covers, normalize, real_path, remove_any};
+use slots::Slots;
 
 /// The identity commits get when the repository has no `user.name` / `user.email`.
 const FALLBACK_NAME: &str = "dagexec";
@@ -57,6 +60,8 @@ const FALLBACK_EMAIL: &str = "dagexec@localhost";
 pub struct Repo {
     root: PathBuf,
     common_dir: PathBuf,
+    /// Where worker worktrees are made.
+    slots: Slots,
 }
 
 /// Git's worktree bookkeeping (`.git/worktrees/*`) is not safe against concurrent `git
@@ -99,7 +104,38 @@ impl Repo {
         let common = path_from_bytes(common.strip_suffix(b"\n").unwrap_or(&common));
         let common_dir = root.join(common); // a relative answer is relative to `root`
         let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
-        Ok(Repo { root, common_dir })
+        let slots = Slots::default_for(&common_dir);
+        Ok(Repo {
+            root,
+            common_dir,
+            slots,
+        })
+    }
+
+    /// The same repository with its worker worktrees in a folder of its own under `home`
+    /// instead of the cache (a relative `home` is taken from the work tree's top). Refused
+    /// inside the work tree ([`GitError::WorktreesInWorkTree`]), unless inside its `.git`.
+    pub fn with_worktrees_home(mut self, home: &Path) -> Result<Repo, GitError> {
+        let home = if home.is_absolute() {
+            home.to_path_buf()
+        } else {
+            self.root.join(home)
+        };
+        let real = real_path(&home);
+        if real.starts_with(real_path(&self.root)) && !real.starts_with(real_path(&self.common_dir))
+        {
+            return Err(GitError::WorktreesInWorkTree {
+                dir: home,
+                root: self.root.clone(),
+            });
+        }
+        self.slots = Slots::under(&home, &self.common_dir);
+        Ok(self)
+    }
+
+    /// The folder this repository's worker worktrees are made in (see the module doc).
+    pub fn worktrees_dir(&self) -> &Path {
+        &self.slots.dir
     }
 
     /// The top of the work tree.
@@ -146,19 +182,22 @@ impl Repo {
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
-    /// A new worktree with a detached `HEAD` at `base`, at
-    /// `<git-common-dir>/dagexec/worktrees/<name>`. A worktree or directory left there by an
-    /// earlier run that crashed is removed first.
+    /// A new worktree with a detached `HEAD` at `base`, at `<`[`Repo::worktrees_dir`]`>/<name>`.
+    /// A worktree or directory left there by an earlier run that crashed is removed first.
     pub fn add_worktree(&self, base: &str, name: &str) -> Result<Worktree, GitError> {
         check_name(name)?;
+        if name == slots::MARKER {
+            return Err(GitError::InvalidName {
+                name: name.to_owned(),
+                reason: "is the name of the folder's marker file",
+            });
+        }
         let _admin = worktree_admin();
         let sha = self.resolve_commit(base)?;
-        let parent = self.worktrees_dir();
-        let path = parent.join(name);
+        self.slots.ensure(&self.common_dir)?;
+        let path = self.slots.dir.join(name);
         let registered = self.registered_worktrees()?;
         self.remove_worktree_at(&path, &registered)?;
-        crate::fsx::create_dir_all(&self.common_dir, &parent)
-            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
         git(&self.root, "worktree add")
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&path)
@@ -167,36 +206,111 @@ impl Repo {
         Ok(Worktree::new(path, self.root.clone(), name.to_owned(), sha))
     }
 
-    /// Removes every dagexec worktree — registered, or a left-over directory — under
-    /// `<git-common-dir>/dagexec/worktrees`, then runs `git worktree prune`. Returns how many
-    /// were removed.
+    /// Removes every dagexec worktree — registered, or a left-over directory — in
+    /// [`Repo::worktrees_dir`], in the folder the last run recorded when that was another (the
+    /// setting changed, the repository moved) and in `<git-common-dir>/dagexec/worktrees`
+    /// (older versions); deletes the folders of repositories that no longer exist from the
+    /// home; then runs `git worktree prune`. Returns how many worktrees were removed.
     pub fn prune_worktrees(&self) -> Result<usize, GitError> {
         let _admin = worktree_admin();
-        let parent = self.worktrees_dir();
-        let parent_real = real_path(&parent);
         let registered = self.registered_worktrees()?;
-        let mut removed = BTreeSet::new();
-        for path in &registered {
-            if real_path(path).parent() == Some(parent_real.as_path()) {
-                self.remove_worktree_at(path, &registered)?;
-                removed.insert(path.file_name().map(|n| n.to_owned()));
+        let ours = real_path(&self.slots.dir);
+        let mut folders = vec![self.slots.dir.clone()];
+        let earlier = [
+            slots::recorded(&self.common_dir),
+            Some(slots::legacy_dir(&self.common_dir)),
+        ];
+        for other in earlier.into_iter().flatten() {
+            let real = real_path(&other);
+            if real == ours || folders.iter().any(|f| real_path(f) == real) {
+                continue;
+            }
+            let legacy = other == slots::legacy_dir(&self.common_dir);
+            let claimed = slots::read_marker(&other)
+                .is_some_and(|m| m == slots::marker_text(&self.common_dir));
+            if legacy || claimed || slots::orphaned(&other) {
+                folders.push(other);
             }
         }
-        match std::fs::read_dir(&parent) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry.map_err(io_error("list", &parent))?;
-                    remove_any(&entry.path())?;
-                    removed.insert(Some(entry.file_name()));
+        let legacy = slots::legacy_dir(&self.common_dir);
+        let mut removed = BTreeSet::new();
+        for (i, folder) in folders.iter().enumerate() {
+            // In a folder found through the record (not derived from this repository, nor in
+            // its git directory), only what dagexec makes there is deleted.
+            let only_slots = i > 0 && *folder != legacy;
+            let folder_real = real_path(folder);
+            for path in &registered {
+                if real_path(path).parent() == Some(folder_real.as_path()) {
+                    self.remove_worktree_at(path, &registered)?;
+                    removed.insert((i, path.file_name().map(|n| n.to_owned())));
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error("list", &parent)(e)),
+            match std::fs::read_dir(folder) {
+                Ok(entries) => {
+                    for entry in entries {
+                        let entry = entry.map_err(io_error("list", folder))?;
+                        let name = entry.file_name();
+                        let ours = name.to_string_lossy().starts_with("slot-");
+                        if name == slots::MARKER || (only_slots && !ours) {
+                            continue;
+                        }
+                        remove_any(&entry.path())?;
+                        removed.insert((i, Some(name)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("list", folder)(e)),
+            }
+            if i > 0 {
+                slots::remove_if_empty(folder);
+            }
+        }
+        // The home's folders of repositories that are gone.
+        if !self.slots.inside_git
+            && let Ok(entries) = std::fs::read_dir(&self.slots.base)
+        {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path != self.slots.dir
+                    && entry.file_type().is_ok_and(|t| t.is_dir())
+                    && slots::orphaned(&path)
+                {
+                    tracing::info!(path = %path.display(), "removing the worktrees of a repository that is gone");
+                    for e in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                        if e.file_name().to_string_lossy().starts_with("slot-") {
+                            remove_any(&e.path())?;
+                        }
+                    }
+                    slots::remove_if_empty(&path);
+                }
+            }
         }
         git(&self.root, "worktree prune")
             .args(["worktree", "prune"])
             .run()?;
         Ok(removed.len())
+    }
+
+    /// Removes this repository's worktree folder and its record when no worktree is left in
+    /// it (the end of a run); a folder still holding something is left for the next start.
+    pub fn remove_worktrees_dir(&self) -> Result<(), GitError> {
+        let _admin = worktree_admin();
+        let dir = &self.slots.dir;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("list", dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_error("list", dir))?;
+            if entry.file_name() != slots::MARKER || self.slots.inside_git {
+                return Ok(());
+            }
+        }
+        remove_any(dir)?;
+        let record = slots::record_path(&self.common_dir);
+        crate::fsx::remove_file(&self.common_dir, &record)
+            .map_err(|e| io_error("delete", &record)(e.into()))
     }
 
     /// Whether `patch` would apply cleanly to the work tree and index
@@ -462,11 +576,6 @@ impl Repo {
             Some(1) => Err(bad()),
             _ => Err(call.error(&out)),
         }
-    }
-
-    /// `<git-common-dir>/dagexec/worktrees`.
-    fn worktrees_dir(&self) -> PathBuf {
-        self.common_dir.join("dagexec").join("worktrees")
     }
 
     /// The paths of all registered worktrees, the main one first.

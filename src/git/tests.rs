@@ -83,7 +83,10 @@ impl Fixture {
             run(&root, &["config", "user.name", "Test User"]);
             run(&root, &["config", "user.email", "test@localhost"]);
         }
-        let repo = Repo::discover(&root).unwrap();
+        let repo = Repo::discover(&root)
+            .unwrap()
+            .with_worktrees_home(&tmp.path().join("cache"))
+            .unwrap();
         Fixture { tmp, repo }
     }
 
@@ -116,7 +119,7 @@ impl Fixture {
     }
 
     pub(super) fn worktrees_dir(&self) -> PathBuf {
-        self.root().join(".git/dagexec/worktrees")
+        self.repo.worktrees_dir().to_path_buf()
     }
 
     /// The registered worktrees other than the main one.
@@ -428,6 +431,98 @@ fn prune_removes_crashed_and_left_over_worktrees() {
 }
 
 #[test]
+fn prune_finds_the_worktrees_of_an_earlier_location_and_of_older_versions() {
+    let f = Fixture::new();
+    // A run with another home (the setting changed since) was killed: its worktree is left.
+    let first_home = f.tmp.path().join("first-home");
+    let first = f.repo.clone().with_worktrees_home(&first_home).unwrap();
+    let crashed = first.add_worktree("HEAD", "slot-a-0").unwrap();
+    let crashed_path = crashed.path().to_owned();
+    std::mem::forget(crashed);
+    write(
+        &first.worktrees_dir().join("unrelated"),
+        "keep.txt",
+        "not dagexec's\n",
+    );
+    // An older version's worktree inside .git.
+    let legacy = f.root().join(".git/dagexec/worktrees/slot-0");
+    f.git(&[
+        "worktree",
+        "add",
+        "--quiet",
+        "--detach",
+        &legacy.to_string_lossy(),
+        "HEAD",
+    ]);
+    // Folders of other repositories in the home: one gone, one alive.
+    let gone = f
+        .worktrees_dir()
+        .parent()
+        .unwrap()
+        .join("gone-0000000000000000");
+    write(&gone, "repository", "/no/such/repository/.git\n");
+    write(&gone, "slot-x-0/f.txt", "left\n");
+    let alive = f
+        .worktrees_dir()
+        .parent()
+        .unwrap()
+        .join("alive-0000000000000000");
+    write(&alive, "repository", slots::marker_text(f.tmp.path()));
+    write(&alive, "slot-y-0/f.txt", "in use\n");
+    assert_eq!(f.linked_worktrees().len(), 2);
+
+    assert_eq!(f.repo.prune_worktrees().unwrap(), 2);
+    assert!(f.linked_worktrees().is_empty());
+    assert!(!crashed_path.exists() && !legacy.exists());
+    // Only what dagexec makes is deleted from a folder found through the record.
+    assert!(first.worktrees_dir().join("unrelated/keep.txt").exists());
+    assert!(!gone.exists(), "the folder of a repository that is gone");
+    assert!(
+        alive.join("slot-y-0/f.txt").exists(),
+        "another repository's slots"
+    );
+    // The end of a run removes the folder and its record.
+    let wt = f.repo.add_worktree("HEAD", "slot-b-0").unwrap();
+    assert_eq!(
+        slots::recorded(f.repo.common_dir()).as_deref(),
+        Some(f.worktrees_dir().as_path())
+    );
+    wt.remove().unwrap();
+    f.repo.remove_worktrees_dir().unwrap();
+    assert!(!f.worktrees_dir().exists());
+    assert_eq!(slots::recorded(f.repo.common_dir()), None);
+}
+
+#[test]
+fn a_home_inside_the_work_tree_is_refused_one_inside_git_is_not() {
+    let f = Fixture::new();
+    for inside in ["wt", "sub/dir", "."] {
+        let err = f
+            .repo
+            .clone()
+            .with_worktrees_home(Path::new(inside))
+            .unwrap_err();
+        assert!(
+            matches!(err, GitError::WorktreesInWorkTree { .. }),
+            "{inside}: {err}"
+        );
+    }
+    let in_git = f
+        .repo
+        .clone()
+        .with_worktrees_home(Path::new(".git/wt"))
+        .unwrap();
+    let wt = in_git.add_worktree("HEAD", "w").unwrap();
+    assert!(wt.path().starts_with(f.repo.common_dir()));
+    assert!(
+        f.repo
+            .clone()
+            .with_worktrees_home(Path::new("../beside"))
+            .is_ok()
+    );
+}
+
+#[test]
 fn add_worktree_replaces_a_stale_one_of_the_same_name() {
     let f = Fixture::new();
     let stale = f.repo.add_worktree("HEAD", "t").unwrap();
@@ -499,7 +594,19 @@ fn reset_to_makes_a_used_worktree_a_clean_checkout_of_another_base() {
         ],
     );
     write(wt.path(), "later.txt", "x\n");
+    assert!(wt.differs_from_base().unwrap().is_some());
     wt.reset_to(&second).unwrap();
+    assert_eq!(wt.differs_from_base().unwrap(), None);
+    // An ignored file written after the reset (by a process still at work there) is seen.
+    write(wt.path(), "late.log", "x\n");
+    let why = wt.differs_from_base().unwrap().unwrap();
+    assert!(why.contains("late.log"), "{why}");
+    fs::remove_file(wt.path().join("late.log")).unwrap();
+    // Moved to a new path, it is the same tree, registered there.
+    let old = wt.path().to_owned();
+    wt.move_to("moved").unwrap();
+    assert!(!old.exists() && wt.path() == f.worktrees_dir().join("moved"));
+    assert_eq!(f.linked_worktrees(), [wt.path().to_owned()]);
     let want = files(f.root());
     let got = files(wt.path());
     assert_eq!(
@@ -570,4 +677,79 @@ fn paths_into_git_are_refused_however_written() {
             "{bad:?}"
         );
     }
+}
+
+#[test]
+fn tree_changes_take_commits_and_uncommitted_work_without_touching_the_index() {
+    let f = Fixture::new();
+    let base = f.repo.head().unwrap();
+    let wt = f.repo.add_worktree(&base, "worker").unwrap();
+    // Task 1 committed; task 2's work staged, modified, untracked; an ignored build file.
+    write(wt.path(), "one.txt", "task 1\n");
+    run(wt.path(), &["add", "one.txt"]);
+    run(
+        wt.path(),
+        &[
+            "-c",
+            "user.name=w",
+            "-c",
+            "user.email=w@x",
+            "commit",
+            "-qm",
+            "t1",
+        ],
+    );
+    write(wt.path(), "staged.txt", "staged\n");
+    run(wt.path(), &["add", "staged.txt"]);
+    write(wt.path(), "mod.txt", "changed, not staged\n");
+    write(wt.path(), "new/untracked.txt", "untracked\n");
+    write(wt.path(), "build/out.bin", "ignored\n");
+    write(wt.path(), ".design/worker-0.log", "log\n");
+    let index = run(wt.path(), &["rev-parse", "--git-path", "index"]);
+    let index = wt.path().join(index.trim());
+    // (status may refresh the index: before the bytes are taken.)
+    let status_before = run(wt.path(), &["status", "--porcelain"]);
+    let before = fs::read(&index).unwrap();
+
+    let patch = f
+        .repo
+        .tree_changes(wt.path(), &base, &[".design/worker-0.log".to_string()])
+        .unwrap();
+    assert_eq!(
+        fs::read(&index).unwrap(),
+        before,
+        "the worker's index untouched"
+    );
+    assert_eq!(run(wt.path(), &["status", "--porcelain"]), status_before);
+    assert!(
+        f.repo
+            .common_dir()
+            .join("dagexec")
+            .read_dir()
+            .unwrap()
+            .all(|e| !e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("snapshot-")),
+        "the temporary index is gone"
+    );
+    // Applied to a fresh tree at the base, it is the worker's tree less the ignored and
+    // excluded files.
+    let fresh = f.repo.add_worktree(&base, "fresh").unwrap();
+    fresh.apply(&patch).unwrap();
+    for (path, text) in [
+        ("one.txt", "task 1\n"),
+        ("staged.txt", "staged\n"),
+        ("mod.txt", "changed, not staged\n"),
+        ("new/untracked.txt", "untracked\n"),
+    ] {
+        assert_eq!(
+            fs::read_to_string(fresh.path().join(path)).unwrap(),
+            text,
+            "{path}"
+        );
+    }
+    assert!(!fresh.path().join("build/out.bin").exists());
+    assert!(!fresh.path().join(".design/worker-0.log").exists());
 }

@@ -67,6 +67,51 @@ impl Worktree {
         Ok(())
     }
 
+    /// Moves the worktree to `name` in the same folder (`git worktree move`): a process that
+    /// knows the old path but holds nothing in the tree can no longer reach it. Refused by git
+    /// for a tree with submodules.
+    pub fn move_to(&mut self, name: &str) -> Result<(), GitError> {
+        super::paths::check_name(name)?;
+        let parent = self.path.parent().unwrap_or(Path::new("/"));
+        let to = parent.join(name);
+        let _admin = super::worktree_admin();
+        git(&self.root, "worktree move")
+            .args(["worktree", "move"])
+            .arg(&self.path)
+            .arg(&to)
+            .run()?;
+        self.path = to;
+        name.clone_into(&mut self.name);
+        Ok(())
+    }
+
+    /// Why the tree is not exactly a clean checkout of its base, if it is not: `HEAD` elsewhere,
+    /// or any path `git status` lists — modified, staged, untracked or ignored. `None` when it
+    /// is exactly the base.
+    pub fn differs_from_base(&self) -> Result<Option<String>, GitError> {
+        let head = git(&self.path, "rev-parse HEAD")
+            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .run()?;
+        let head = super::cmd::text(&head);
+        if head != self.base {
+            return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
+        }
+        let status = git(&self.path, "status --ignored")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "status",
+                "--porcelain",
+                "-z",
+                "--ignored=matching",
+                "--untracked-files=all",
+                "--ignore-submodules=none",
+            ])
+            .run()?;
+        Ok(nul_fields(&status)
+            .next()
+            .map(|entry| format!("it holds `{}`", String::from_utf8_lossy(entry))))
+    }
+
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
     pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
@@ -140,7 +185,23 @@ impl Changes {
 /// directory named like git's own under another case — git itself would refuse to add it and
 /// fail the whole command — then the staged changes against `base`.
 pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
-    let untracked = git(dir, "ls-files --others")
+    let forbidden = add_all(dir, None)?;
+    let mut changes = diff(dir, base, Vec::new())?;
+    changes.forbidden = forbidden.into_iter().collect();
+    Ok(changes)
+}
+
+/// `git add --all` in the checkout at `dir` (into the index file `index` instead of its own,
+/// when given), leaving out what lies in a directory named like git's own under another case;
+/// returns those left out.
+pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<String>, GitError> {
+    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
+        if let Some(index) = index {
+            call = call.env("GIT_INDEX_FILE", index);
+        }
+        call
+    }
+    let untracked = with_index(git(dir, "ls-files --others"), index)
         .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .run()?;
     let mut forbidden = BTreeSet::new();
@@ -150,14 +211,12 @@ pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
             forbidden.insert(prefix);
         }
     }
-    let mut add = git(dir, "add --all").args(["add", "--all", "--", "."]);
+    let mut add = with_index(git(dir, "add --all"), index).args(["add", "--all", "--", "."]);
     for f in &forbidden {
         add = add.arg(format!(":(exclude,literal){f}"));
     }
     add.run()?;
-    let mut changes = diff(dir, base, Vec::new())?;
-    changes.forbidden = forbidden.into_iter().collect();
-    Ok(changes)
+    Ok(forbidden)
 }
 
 /// The symlinks among the staged changes at `dir` (against `base`, less `pathspec`), with

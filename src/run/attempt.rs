@@ -57,8 +57,11 @@ pub enum AttemptEnd {
 pub use crate::exec::Judged;
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
-/// instead of being removed and checked out again (checkout time grows with the tree). Whatever
-/// is left when the run ends is removed on drop.
+/// instead of being removed and checked out again (checkout time grows with the tree) — only
+/// when no process still holds anything in it, and moved to a new path ([`reusable`]);
+/// otherwise it is removed and the next attempt gets a new tree. No two attempts work at one
+/// path.
+/// Whatever is left when the run ends is removed on drop.
 #[derive(Debug, Default)]
 pub struct Pool {
     free: std::sync::Mutex<Vec<Worktree>>,
@@ -72,24 +75,31 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// A worktree at `base`, at a path no earlier attempt or run used: a pooled one moved
+    /// there when it is proven quiet and, after the reset, exactly the base ([`reusable`]);
+    /// else a new one.
     fn acquire(&self, repo: &Repo, base: &str) -> Result<Worktree, crate::git::GitError> {
-        let reused = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
-        if let Some(mut wt) = reused {
-            match wt.reset_to(base) {
-                Ok(()) => return Ok(wt),
-                Err(e) => {
-                    tracing::debug!("a pooled worktree could not be reset ({e}); making a new one")
-                }
-            }
-        }
         let n = self
             .created
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        retry_git(|| repo.add_worktree(base, &format!("slot-{n}")))
+        let name = format!("slot-{}-{n}", run_id());
+        loop {
+            let reused = self
+                .free
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop();
+            let Some(mut wt) = reused else { break };
+            match reusable(&mut wt, base, &name) {
+                Ok(()) => return Ok(wt),
+                // Dropped: removed.
+                Err(why) => tracing::debug!(
+                    "not reusing the worktree {}: {why}; making a new one",
+                    wt.path().display()
+                ),
+            }
+        }
+        retry_git(|| repo.add_worktree(base, &name))
     }
 
     /// Keeps the record of an attempt Ctrl-C stopped.
@@ -115,12 +125,61 @@ impl Pool {
         )
     }
 
-    fn release(&self, wt: Worktree) {
-        self.free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(wt);
+    /// Takes a finished attempt's worktree back for later attempts — unless a process the
+    /// attempt started still holds something in it: then the tree is removed, and the warning
+    /// saying so is returned.
+    fn release(&self, wt: Worktree) -> Option<String> {
+        match crate::procs::inside(wt.path()) {
+            Some(holders) if holders.is_empty() => {
+                self.free
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(wt);
+                None
+            }
+            // Without /proc nothing proves the tree quiet: a new one for the next attempt.
+            None => None,
+            Some(holders) => Some(format!(
+                "a process the attempt started is still running in its worktree ({}); that worktree is removed and never given to another attempt (stop the process if it should not run)",
+                holders
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
     }
+}
+
+/// Whether a pooled worktree may serve the next attempt, made ready for it: no process holds
+/// anything in it ([`crate::procs::inside`]: an escaped process of an earlier attempt would
+/// keep writing into it); then it moves to the new path `name` (a process that only knows the
+/// old path writes nowhere), and after the reset to `base` it must be exactly `base`,
+/// untracked and ignored files included.
+fn reusable(wt: &mut Worktree, base: &str, name: &str) -> Result<(), String> {
+    match crate::procs::inside(wt.path()) {
+        None => return Err("no /proc to tell whether a process still works in it".into()),
+        Some(h) if !h.is_empty() => {
+            let h: Vec<String> = h.iter().map(ToString::to_string).collect();
+            return Err(format!("still in use by {}", h.join(", ")));
+        }
+        Some(_) => {}
+    }
+    wt.move_to(name).map_err(|e| e.to_string())?;
+    wt.reset_to(base).map_err(|e| e.to_string())?;
+    match wt.differs_from_base() {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(format!("not its base after the reset: {why}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// This process's run, in its worktrees' names: a run never makes a worktree at a path an
+/// earlier run used, so a process that run left behind (after a kill -9) cannot write into a
+/// tree of this one through the path it knows.
+fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| format!("{:08x}", fastrand::u32(..)))
 }
 
 /// Retries a git operation twice more after a short pause: git commands left running by a
@@ -277,7 +336,7 @@ pub async fn run(
         wt.path().to_path_buf(),
         input.base.clone(),
         repo.clone(),
-        input.round,
+        (input.round, vec![input.plan_rel.clone(), log_rel.clone()]),
     );
     let stop = tokio::select! {
         stop = worker::run(&spec, &cancel) => stop,
@@ -369,7 +428,9 @@ pub async fn run(
         &cancel,
     )
     .await;
-    pool.release(wt);
+    if let Some(warning) = pool.release(wt) {
+        verdict.warnings.push(warning);
+    }
     let (reviews, question, usage) = match reviewed {
         super::hooks::Reviewed::Cancelled => {
             pool.interrupted(&input, start);

@@ -32,6 +32,9 @@ pub struct FileConfig {
     /// List prices in USD per million tokens for the CLIs that report tokens but no cost
     /// (codex, gemini), each entry replacing the default of its name ([`crate::prices`]).
     pub prices: Option<serde_yaml::Value>,
+    /// The folder that holds the worker worktrees (a folder per repository in it), instead of
+    /// the user's cache; relative to the repository's top; never inside its work tree.
+    pub worktrees: Option<String>,
 }
 
 impl FileConfig {
@@ -63,7 +66,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, reviewer, max-cost and prices; see README, \"Time and cost\".".into()
+                "Keys are worker, jobs, timeout, schedule, reviewer, max-cost, prices and worktrees; see README, \"Workers\".".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -140,11 +143,21 @@ pub struct Settings {
     pub reviewer: Option<String>,
     /// The budget: no attempt starts once the plan's recorded spend reaches it.
     pub max_cost: Option<crate::usage::Budget>,
+    /// Where the worker worktrees go instead of the user's cache, and which setting said so.
+    pub worktrees: Option<WorktreesHome>,
+}
+
+/// A folder for the worker worktrees named by a setting (see [`crate::git::Repo::with_worktrees_home`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreesHome {
+    pub dir: std::path::PathBuf,
+    /// `DAGEXEC_WORKTREES` or `worktrees (.design/dagexec.yml)`, for messages.
+    pub from: &'static str,
 }
 
 /// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
-/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`), then the file, then defaults
-/// (jobs: the number of cores; no budget).
+/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`, `DAGEXEC_WORKTREES`), then the
+/// file, then defaults (jobs: the number of cores; no budget; worktrees in the user's cache).
 pub fn resolve(
     flags: &Flags,
     env: &dyn Fn(&str) -> Option<String>,
@@ -201,6 +214,17 @@ pub fn resolve(
         }
         _ => None,
     };
+    let worktrees = match (env("DAGEXEC_WORKTREES"), &file.worktrees) {
+        (Some(d), _) if !d.trim().is_empty() => Some(WorktreesHome {
+            dir: d.into(),
+            from: "DAGEXEC_WORKTREES",
+        }),
+        (_, Some(d)) if !d.trim().is_empty() => Some(WorktreesHome {
+            dir: d.into(),
+            from: "worktrees (.design/dagexec.yml)",
+        }),
+        _ => None,
+    };
     Ok(Settings {
         worker,
         jobs,
@@ -208,6 +232,7 @@ pub fn resolve(
         schedule,
         reviewer,
         max_cost,
+        worktrees,
     })
 }
 
@@ -225,6 +250,7 @@ mod tests {
             reviewer: Some("from-file-reviewer".into()),
             max_cost: Some("$2.50".into()),
             prices: None,
+            worktrees: Some("../wt".into()),
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();
@@ -241,6 +267,22 @@ mod tests {
         assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
         assert_eq!(s.reviewer.as_deref(), Some("from-file-reviewer"));
         assert_eq!(s.max_cost.map(|b| b.usd()), Some(2.5));
+        assert_eq!(
+            s.worktrees.as_ref().map(|w| (w.dir.as_path(), w.from)),
+            Some((
+                std::path::Path::new("../wt"),
+                "worktrees (.design/dagexec.yml)"
+            ))
+        );
+        let env_wt = |k: &str| (k == "DAGEXEC_WORKTREES").then(|| "/elsewhere".to_string());
+        let s = resolve(&Flags::default(), &env_wt, &file).unwrap();
+        assert_eq!(
+            s.worktrees,
+            Some(WorktreesHome {
+                dir: "/elsewhere".into(),
+                from: "DAGEXEC_WORKTREES"
+            })
+        );
         let env_budget = |k: &str| (k == "DAGEXEC_MAX_COST").then(|| "0".to_string());
         let e = resolve(&Flags::default(), &env_budget, &file).unwrap_err();
         assert!(e.to_string().starts_with("DAGEXEC_MAX_COST: \"0\""), "{e}");

@@ -14,9 +14,10 @@
 //! only: after an interruption the retry starts fresh. A long-run worker that stops to ask
 //! keeps its work: it is committed with the round, and the attempt after the answer resumes
 //! from its checkpoint. A long-run attempt that fails leaves its work and checkpoint for the
-//! next attempt, and while a long-run worker runs its commits and checkpoint are kept as they
-//! appear, for a crash ([`crate::longrun::partial`]): the next attempt resumes "from the
-//! failed task", as the seed re-spawns it.
+//! next attempt, and while a long-run worker runs, each checkpoint it writes is kept with the
+//! tree it was written in (its commits and its uncommitted work), for a crash
+//! ([`crate::longrun::partial`]): the next attempt resumes "from the failed task", in that
+//! tree, as the seed re-spawns it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -180,21 +181,27 @@ fn restore_partial(input: &AttemptInput, wt: &Worktree, store: &Store) {
 /// Longest checkpoint file read while a worker runs; a bigger one is not kept.
 const MAX_CHECKPOINT_BYTES: u64 = 1 << 20;
 
-/// While a long-run worker works: each time its checkpoint file changes, keeps the commits it
-/// made since `base` and the checkpoint ([`crate::longrun::partial`]), so that a crash of the
-/// runner (or of the machine) loses no finished task of the plan. Read-only on the worker's
-/// tree. Never returns (for other tasks it waits forever): race it against the worker.
+/// While a long-run worker works: each time its checkpoint file changes, keeps the tree the
+/// checkpoint was written in — everything in it against `base`, committed or not, less
+/// `excluded` (the plan file, the work log) — and the checkpoint
+/// ([`crate::longrun::partial`]), so that a crash of the runner (or of the machine) loses no
+/// work the checkpoint describes: the next attempt is told to resume from it and starts from
+/// that tree. Read-only on the worker's tree and index. Never returns (for other tasks it
+/// waits forever): race it against the worker.
 pub(super) async fn watch_checkpoint(
     task: &Task,
     tree: std::path::PathBuf,
     base: String,
     repo: std::sync::Arc<crate::git::Repo>,
-    round: u32,
+    (round, excluded): (u32, Vec<String>),
 ) {
     let Some(rel) = checkpoint_rel(task).map(str::to_string) else {
         return std::future::pending().await;
     };
     let store = Store::new(repo.common_dir());
+    // Closed when this watch is dropped (the worker ended): a snapshot still being taken then
+    // is not kept, so it never replaces what the judged attempt keeps ([`keep_partial`]).
+    let gate = Gate(std::sync::Arc::new(Mutex::new(false)));
     let path = tree.join(&rel);
     let read = |p: &Path| -> Option<Vec<u8>> {
         let meta = std::fs::symlink_metadata(p).ok()?;
@@ -210,17 +217,24 @@ pub(super) async fn watch_checkpoint(
             continue;
         }
         seen.clone_from(&now);
-        let (repo, tree, base, rel, store) = (
+        let (repo, tree, base, rel, store, excluded, closed) = (
             repo.clone(),
             tree.clone(),
             base.clone(),
             rel.clone(),
             store.clone(),
+            excluded.clone(),
+            gate.0.clone(),
         );
         let checkpoint = now.map(|b| String::from_utf8_lossy(&b).into_owned());
         let kept = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let head = repo.head_of(&tree).map_err(|e| e.to_string())?;
-            let patch = repo.diff_commits(&base, &head).map_err(|e| e.to_string())?;
+            let patch = repo
+                .tree_changes(&tree, &base, &excluded)
+                .map_err(|e| e.to_string())?;
+            let closed = lock(&closed);
+            if *closed {
+                return Err("the worker has ended".into());
+            }
             store
                 .save(
                     &rel,
@@ -238,6 +252,15 @@ pub(super) async fn watch_checkpoint(
             Ok(Err(e)) => tracing::debug!("the checkpoint could not be kept yet: {e}"),
             Err(e) => tracing::debug!("keeping the checkpoint panicked: {e}"),
         }
+    }
+}
+
+/// Closes a checkpoint watch's snapshots when dropped (waiting for one being saved).
+struct Gate(std::sync::Arc<Mutex<bool>>);
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        *lock(&self.0) = true;
     }
 }
 

@@ -60,6 +60,8 @@ impl Executor for Local<'_> {
     }
 
     fn save(&mut self, plan: &mut Plan) -> Result<(), RunError> {
+        // Every attempt is counted through here before it starts.
+        super::check_state(self.repo, self.scratch)?;
         // Attempts in flight write their reviews to the plan file: keep them.
         let _held = self.pool.memory.plan_file();
         self.pool.memory.apply(plan);

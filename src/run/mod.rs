@@ -59,6 +59,18 @@ pub enum RunError {
         #[source]
         source: io::Error,
     },
+    /// The worktrees folder a setting names cannot be used.
+    #[error("{from}: {source}")]
+    Worktrees {
+        from: &'static str,
+        #[source]
+        source: GitError,
+    },
+    /// dagexec's own folder in the git directory vanished while the run went on.
+    #[error(
+        "{shown} was deleted while the run was going (its lock, prompt files and kept logs with it); the run stopped before starting more work"
+    )]
+    StateDeleted { shown: String },
     #[error("{0}")]
     Other(String),
 }
@@ -79,6 +91,8 @@ impl RunError {
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
             RunError::Write { .. } => "Check the permissions of .design/.".into(),
+            RunError::Worktrees { .. } => "Name a folder outside the repository's work tree, or unset it: the worktrees then go to $XDG_CACHE_HOME (else ~/.cache)/dagexec/worktrees.".into(),
+            RunError::StateDeleted { .. } => "Every round committed so far is kept: run `dagexec run` again and it resumes from there (tasks that were in progress start again).".into(),
             RunError::Other(_) => String::new(),
         }
     }
@@ -107,7 +121,18 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
         .map_err(RunError::Other)?;
-    let repo = Arc::new(Repo::discover(&opts.root)?);
+    let repo = Repo::discover(&opts.root)?;
+    let repo = match &opts.settings.worktrees {
+        Some(home) => {
+            repo.with_worktrees_home(&home.dir)
+                .map_err(|source| RunError::Worktrees {
+                    from: home.from,
+                    source,
+                })?
+        }
+        None => repo,
+    };
+    let repo = Arc::new(repo);
     repo.head()?;
     let lock_path = repo.common_dir().join("dagexec").join("run.lock");
     let (_lock, taken) = lock::RunLock::acquire(&lock_path)?;
@@ -115,6 +140,16 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         ui.say(format!(
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
+        let stopped = if pid > 0 {
+            crate::procs::kill_left_by(pid)
+        } else {
+            0
+        };
+        if stopped > 0 {
+            ui.say(format!(
+                "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
+            ));
+        }
     }
     resume::recover(&repo, ui)?;
     // A Spec Kit plan's tasks.md is ticked in its committed version; an edit not committed
@@ -125,6 +160,9 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         return Err(RunError::TasksMdUncommitted { path, how });
     }
     let pruned = attempt::retry_git(|| repo.prune_worktrees())?;
+    // Declared before the pool and the runtime, so dropped after them: once their worktrees
+    // are gone, the repository's folder goes too.
+    let _folder = WorktreesFolder(&repo);
     if pruned > 0 {
         ui.say(format!(
             "Removed {pruned} worktree(s) left by an interrupted run."
@@ -227,6 +265,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
     let prompts = repo.common_dir().join("dagexec").join("prompts");
     let _ = crate::fsx::remove_all(repo.common_dir(), &prompts);
+    // The temporary indexes of long-run snapshots a killed run was taking.
+    let state = repo.common_dir().join("dagexec");
+    for e in std::fs::read_dir(&state).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("snapshot-") {
+            let _ = crate::fsx::remove_all(repo.common_dir(), &e.path());
+        }
+    }
     crate::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
         path: prompts.clone(),
         source: e.into(),
@@ -288,6 +333,38 @@ pub(crate) fn failpoint(name: &str, round: u32) {
     if v == format!("panic:{name}:{round}") {
         panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
     }
+}
+
+/// Removes the repository's worktree folder when the run ends, however it ends.
+struct WorktreesFolder<'a>(&'a Repo);
+
+impl Drop for WorktreesFolder<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.remove_worktrees_dir() {
+            tracing::warn!("cannot remove the worktrees folder: {e}");
+        }
+    }
+}
+
+/// dagexec's folder in the git directory (`.git/dagexec`) still holds this run's lock and
+/// prompt folder: someone deleting it during the run gets [`RunError::StateDeleted`] before
+/// the next step, instead of the first file operation's raw error.
+fn check_state(repo: &Repo, scratch: &Path) -> Result<(), RunError> {
+    let lock = repo.common_dir().join("dagexec").join("run.lock");
+    if lock.is_file() && scratch.is_dir() {
+        return Ok(());
+    }
+    let dir = repo.common_dir().join("dagexec");
+    let root = repo
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| repo.root().to_path_buf());
+    let shown = dir
+        .strip_prefix(&root)
+        .unwrap_or(&dir)
+        .display()
+        .to_string();
+    Err(RunError::StateDeleted { shown })
 }
 
 fn list(tasks: &[usize]) -> String {

@@ -932,6 +932,55 @@ fn a_crash_mid_plan_keeps_the_checkpoint_and_the_work_it_describes() {
     assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
 }
 
+/// The issue's case: the worker did Task 1 without committing it (the seed's executor
+/// stages only the files a task lists), wrote its checkpoint, and was killed with the runner.
+/// The next attempt is told to resume from the checkpoint, so it must find Task 1's work in its
+/// tree: the tree the checkpoint was written in, not only the commits.
+#[test]
+fn a_crash_after_an_uncommitted_checkpoint_resumes_from_the_tree_it_was_written_in() {
+    let dir = long_run_repo(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let w = lr_worker(
+        out.path(),
+        r#"if [ "$N" = 01 ]; then
+  if grep -q 'Skip to Task 2' "$DAGEXEC_PROMPT_FILE"; then
+    cat half.txt > "$OUT/found" 2>/dev/null; echo second >> half.txt; done_block; exit 0
+  fi
+  echo first > half.txt; mkdir -p notes; echo n > notes/new.txt
+  printf '{"last_completed_task": 1}\n' > .long-run/plans/01-CHECKPOINT.json
+  i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 1
+fi
+done_block"#,
+    );
+    let o = dagexec(dir.path())
+        .arg("run")
+        .args([
+            "--jobs",
+            "1",
+            "--timeout",
+            "20s",
+            "--worker",
+            &w,
+            "--long-run",
+            ".long-run",
+        ])
+        .env("OUT", out.path())
+        .env("DAGEXEC_FAILPOINT", "checkpoint-saved:1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let o = lr_run(dir.path(), out.path(), &w);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("found")).unwrap_or_default(),
+        "first\n",
+        "the resumed attempt found Task 1's work: {log}"
+    );
+    assert_eq!(read(&dir.path().join("half.txt")), "first\nsecond\n");
+    assert_eq!(read(&dir.path().join("notes/new.txt")), "n\n");
+}
+
 #[test]
 fn a_long_run_folder_with_an_unknown_dependency_is_refused() {
     let dir = long_run_repo(&[(

@@ -34,3 +34,4 @@ mod simulate;
 mod speckit;
 mod usage;
 mod workers;
+mod worktrees;

@@ -13,7 +13,9 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::model_server::{ANTHROPIC_USAGE, Api, Fault, ModelServer, OPENAI_USAGE, content_of};
+use common::model_server::{
+    ANTHROPIC_USAGE, Api, Fault, GEMINI_USAGE, ModelServer, OPENAI_USAGE, content_of,
+};
 use common::{dagexec, git, repo};
 
 /// Where the pinned CLIs are, or `None` when the tests are knowingly skipped.
@@ -25,7 +27,7 @@ pub(crate) fn agents_bin() -> Option<PathBuf> {
     let dir = std::env::var_os("DAGEXEC_AGENTS_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| common::manifest().join(".ci/tools/agents/node_modules/.bin"));
-    for cli in ["claude", "codex"] {
+    for cli in ["claude", "codex", "gemini"] {
         assert!(
             dir.join(cli).exists(),
             "the real agent CLIs are not installed in {}: run `bash .ci/install-agents.sh` \
@@ -98,6 +100,11 @@ pub(crate) fn codex_config(server: &ModelServer) -> String {
     )
 }
 
+/// Gemini CLI's settings for the scripted server: with `GOOGLE_GEMINI_BASE_URL` set it takes
+/// the gateway's authentication unless told to use `GEMINI_API_KEY`; one attempt per request.
+pub(crate) const GEMINI_SETTINGS: &str =
+    r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"general":{"maxAttempts":1}}"#;
+
 /// A run of `cli` in `dir` against `server`: the pinned CLI first on PATH, its home and
 /// configuration in `home`.
 struct Agent {
@@ -113,6 +120,11 @@ impl Agent {
             let codex_home = home.path().join(".codex");
             std::fs::create_dir_all(&codex_home).unwrap();
             std::fs::write(codex_home.join("config.toml"), codex_config(server)).unwrap();
+        }
+        if cli == "gemini" {
+            let gemini_home = home.path().join(".gemini");
+            std::fs::create_dir_all(&gemini_home).unwrap();
+            std::fs::write(gemini_home.join("settings.json"), GEMINI_SETTINGS).unwrap();
         }
         Agent {
             cli,
@@ -136,6 +148,8 @@ impl Agent {
             .env("ANTHROPIC_BASE_URL", server.url())
             .env("ANTHROPIC_API_KEY", "sk-ant-test")
             .env("OPENAI_API_KEY", "sk-test")
+            .env("GEMINI_API_KEY", "gm-test")
+            .env("GOOGLE_GEMINI_BASE_URL", server.url())
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("CLAUDE_CODE_MAX_RETRIES", "0")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
@@ -176,9 +190,12 @@ fn completes_a_plan(cli: &'static str, model: &str) -> Option<(tempfile::TempDir
     assert!(log.contains("dagexec: round 1 — 2/2 tasks"), "{cli}: {log}");
     assert!(log.contains("dagexec: round 2 — 1/1 tasks"), "{cli}: {log}");
     assert!(server.other().is_empty(), "{cli}: {:?}", server.other());
-    // The task that names a model ran with it; the others with the CLI's default.
+    // Where the documented command passes the task's model (claude's: plans name Claude
+    // models), the task that names one ran with it.
     let seen = server.seen();
-    assert!(seen.iter().any(|s| s.model == model), "{cli}: {seen:?}");
+    if documented_worker(cli).contains("DAGEXEC_MODEL") {
+        assert!(seen.iter().any(|s| s.model == model), "{cli}: {seen:?}");
+    }
     Some((dir, server))
 }
 
@@ -207,7 +224,7 @@ fn claude_completes_a_plan_with_its_spend() {
 
 #[test]
 fn codex_completes_a_plan_with_its_spend() {
-    let Some((dir, server)) = completes_a_plan("codex", "gpt-5.5-mini") else {
+    let Some((dir, server)) = completes_a_plan("codex", "gpt-5.5") else {
         return;
     };
     assert!(server.seen().iter().all(|s| s.api == Api::OpenAi));
@@ -218,6 +235,24 @@ fn codex_completes_a_plan_with_its_spend() {
         assert_eq!(row["status"], "completed", "{row}");
         assert_eq!(row["inputTokens"], json!(2 * input), "{row}");
         assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+    }
+}
+
+#[test]
+fn gemini_completes_a_plan_with_its_spend() {
+    let Some((dir, server)) = completes_a_plan("gemini", "gemini-2.5-pro") else {
+        return;
+    };
+    assert!(server.seen().iter().all(|s| s.api == Api::Gemini));
+    // The CLI's router asks once, then two turns: three answers of the same usage.
+    let (prompt, candidates, _total) = GEMINI_USAGE;
+    let status = status_json(dir.path());
+    for i in 0..3 {
+        let row = task_row(&status, i);
+        assert_eq!(row["status"], "completed", "{row}");
+        assert_eq!(row["inputTokens"], json!(3 * prompt), "{row}");
+        assert_eq!(row["outputTokens"], json!(3 * candidates), "{row}");
+        assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
     }
 }
 
@@ -344,6 +379,11 @@ fn codex_with_a_bad_key_stops_at_once_naming_the_secret() {
     bad_key("codex", "OPENAI_API_KEY");
 }
 
+#[test]
+fn gemini_with_a_bad_key_stops_at_once_naming_the_secret() {
+    bad_key("gemini", "GEMINI_API_KEY");
+}
+
 /// The CLIs the tests install are the ones `dagexec init` pins: a bump of a pinned version
 /// is tested before users get it.
 #[test]
@@ -352,6 +392,7 @@ fn the_tested_versions_are_the_pinned_ones() {
     for (cli, package) in [
         ("claude", "@anthropic-ai/claude-code@"),
         ("codex", "@openai/codex@"),
+        ("gemini", "@google/gemini-cli@"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = dagexec(dir.path())
@@ -368,8 +409,8 @@ fn the_tested_versions_are_the_pinned_ones() {
             .collect();
         assert!(
             script
-                .split_whitespace()
-                .any(|w| w.trim_matches('"') == pinned),
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '=')
+                .any(|w| w == pinned),
             "{cli}: init pins {pinned}, .ci/install-agents.sh installs something else"
         );
     }

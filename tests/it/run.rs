@@ -500,6 +500,7 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         ("after", &[0], &["b.txt"], &[]),
     ]);
     let dir = repo(&plan, &[]);
+    let cache = tempfile::tempdir().unwrap();
     let (_w, cmd) = worker(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; sleep "${SLOW:-0}"; echo "COMPLETED: ok""#,
     );
@@ -511,6 +512,7 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         let child = dagexec(dir.path())
             .args(["run", "--worker", &cmd])
             .env("SLOW", "30")
+            .env("XDG_CACHE_HOME", cache.path())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -525,12 +527,16 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(130), "{signal}: {out}");
         assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "in_progress");
-        // Nothing left behind: no worktree, no prompt files, no worker still sleeping.
-        let git_dir = dir.path().join(".git/dagexec");
-        let leftovers: Vec<_> = ["worktrees", "prompts"]
-            .iter()
-            .flat_map(|d| std::fs::read_dir(git_dir.join(d)).into_iter().flatten())
-            .collect();
+        // Nothing left behind: no worktree (in the cache, where they are made, nor registered),
+        // no prompt files, no worker still sleeping.
+        let leftovers: Vec<_> = [
+            cache.path().join("dagexec/worktrees"),
+            dir.path().join(".git/dagexec/prompts"),
+            dir.path().join(".git/worktrees"),
+        ]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
+        .collect();
         assert!(leftovers.is_empty(), "{signal}: {leftovers:?}");
     }
     let o = run(dir.path(), &cmd, &[]);

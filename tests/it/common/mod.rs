@@ -33,7 +33,11 @@ pub fn dagexec(dir: &Path) -> Command {
             cmd.env_remove(k);
         }
     }
-    cmd.current_dir(dir).env("NO_COLOR", "1");
+    // Worker worktrees go to the cache: the build's temporary folder, not the developer's.
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache");
+    cmd.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("XDG_CACHE_HOME", cache);
     cmd
 }
 
