@@ -88,10 +88,21 @@ enum Command {
         raw: bool,
     },
     /// Show every task's status, attempts and result.
+    ///
+    /// With --gantt, then a chart of the run as it happened: one row per task, one bar per
+    /// recorded attempt (progress.dagexecAttempts) coloured by outcome, and below it what
+    /// `dagexec simulate` predicts for the schedule `run` uses here (--jobs, --schedule as
+    /// `run` resolves them), from the same attempts' times: `predicted 4m10s · actual 5m2s`.
     Status {
         /// Print the table as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "gantt")]
         json: bool,
+        /// Also draw the recorded attempts as a Gantt chart, beside simulate's prediction.
+        #[arg(long)]
+        gantt: bool,
+        /// The charts' width in columns [default: the terminal's, else 100].
+        #[arg(long, value_name = "COLUMNS", requires = "gantt")]
+        width: Option<usize>,
     },
     /// Execute the plan here: parallel workers in isolated worktrees, verified, retried, one
     /// commit per round.
@@ -849,7 +860,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             out.write_all(text.as_bytes())?;
             Ok(0)
         }
-        Command::Status { json } => {
+        Command::Status { json, gantt, width } => {
             // After a completed run the plan is archived (seed Step 4): show that run.
             let archived = (!loc.plan.exists())
                 .then(|| archived_plan(&loc.plan))
@@ -925,6 +936,10 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 if !section.is_empty() {
                     writeln!(out)?;
                     out.write_all(section.as_bytes())?;
+                }
+                if gantt {
+                    writeln!(out)?;
+                    status_gantt(loc, &plan, width, out)?;
                 }
             }
             Ok(0)
@@ -1050,6 +1065,54 @@ fn validate(
     drop(setup);
     std::mem::forget((plan, dag, overlaps));
     Ok(if failed { EXIT_INCOMPLETE } else { 0 })
+}
+
+/// `dagexec status --gantt`: the recorded attempts as a chart, then simulate's prediction
+/// for the schedule and workers `run` would use here, and the two wall times side by side.
+fn status_gantt(
+    loc: &Location,
+    plan: &crate::plan::model::Plan,
+    width: Option<usize>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    use crate::timeline;
+    use std::io::IsTerminal;
+    let Some(actual) = timeline::actual(plan) else {
+        writeln!(
+            out,
+            "No attempt is recorded yet (progress.dagexecAttempts): nothing to chart."
+        )?;
+        return Ok(());
+    };
+    let width = width
+        .or_else(|| {
+            io::stdout()
+                .is_terminal()
+                .then(terminal_size::terminal_size)
+                .flatten()
+                .map(|(w, _)| usize::from(w.0))
+        })
+        .unwrap_or(100);
+    let file = crate::run::config::read_file_config(&loc.root).map_err(config_error)?;
+    let flags = crate::run::config::Flags {
+        worker: Some("(none)".into()),
+        ..Default::default()
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = crate::run::config::resolve(&flags, &env, &file).map_err(config_error)?;
+    let ran = timeline::Ran {
+        schedule: settings.schedule,
+        place: crate::simulate::Place::Local,
+        slots: settings.jobs,
+    };
+    let predicted = timeline::predicted(plan, ran);
+    out.write_all(timeline::terminal(plan, &actual, width).as_bytes())?;
+    if let Some(p) = &predicted {
+        writeln!(out, "\npredicted by `dagexec simulate`:")?;
+        out.write_all(crate::simulate::render::gantt(plan, &p.prediction, width).as_bytes())?;
+    }
+    writeln!(out, "\n{}", timeline::versus(&actual, predicted.as_ref()))?;
+    Ok(())
 }
 
 /// `dagexec simulate`'s arguments.

@@ -17,11 +17,14 @@ use crate::usage::Outcome;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A round of the seeds' rounds or waves starts: its tasks, in the sequential groups
-    /// they run in (one group unless some share files).
+    /// they run in (one group unless some share files), on `slots` workers at once (when the
+    /// first group has more tasks, only its first `slots` start now; the others are
+    /// [`Event::Starting`] as workers free up).
     RoundStarted {
         round: u32,
         tasks: Vec<usize>,
         groups: Vec<Vec<usize>>,
+        slots: usize,
     },
     /// The next sequential group of the round starts (`group` of `of`, from 1).
     GroupStarted {
@@ -31,8 +34,11 @@ pub enum Event {
     },
     /// Ready tasks that wait for a later round (they share files with this one's).
     Waiting { tasks: Vec<usize> },
-    /// The eager scheduler starts these tasks (ascending).
+    /// These tasks start (ascending): the eager scheduler's picks, or a round's tasks that
+    /// waited for a free worker.
     Starting { tasks: Vec<usize> },
+    /// The budget is spent: these tasks of the round do not start (they stay pending).
+    NotStarted { tasks: Vec<usize> },
     /// An attempt's worker starts: locally in a worktree, on GitHub as workflow run `run`.
     AttemptStarted {
         task: usize,
@@ -137,12 +143,23 @@ pub fn line(event: &Event) -> Option<String> {
             round,
             tasks,
             groups,
+            slots,
         } => {
-            let mut s = format!(
-                "\nRound {round}: starting {} task(s): {}",
-                tasks.len(),
-                list(tasks)
-            );
+            let first = groups.first().map_or(tasks.as_slice(), Vec::as_slice);
+            let mut s = if first.len() > *slots {
+                format!(
+                    "\nRound {round}: {} task(s): {}; starting {} now ({slots} at a time, the others as workers free up)",
+                    tasks.len(),
+                    list(tasks),
+                    list(&first[..*slots])
+                )
+            } else {
+                format!(
+                    "\nRound {round}: starting {} task(s): {}",
+                    tasks.len(),
+                    list(tasks)
+                )
+            };
             if groups.len() > 1 {
                 let text = groups
                     .iter()
@@ -168,6 +185,10 @@ pub fn line(event: &Event) -> Option<String> {
             list(tasks)
         ),
         Event::Starting { tasks } => format!("starting task(s) {}", list(tasks)),
+        Event::NotStarted { tasks } => format!(
+            "  the budget is spent: task(s) {} not started (they stay pending)",
+            list(tasks)
+        ),
         Event::AttemptStarted {
             task,
             attempt,
@@ -267,10 +288,26 @@ mod tests {
             line(&Event::RoundStarted {
                 round: 2,
                 tasks: vec![0, 1, 3],
-                groups: vec![vec![0, 3], vec![1]]
+                groups: vec![vec![0, 3], vec![1]],
+                slots: 4,
             })
             .unwrap(),
             "\nRound 2: starting 3 task(s): 0, 1, 3\n  they share files, so they run in 2 groups one after another: 0, 3, then 1"
+        );
+        // More tasks than workers: the line says which start now.
+        assert_eq!(
+            line(&Event::RoundStarted {
+                round: 1,
+                tasks: vec![0, 1, 2],
+                groups: vec![vec![0, 1, 2]],
+                slots: 1,
+            })
+            .unwrap(),
+            "\nRound 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)"
+        );
+        assert_eq!(
+            line(&Event::NotStarted { tasks: vec![2] }).unwrap(),
+            "  the budget is spent: task(s) 2 not started (they stay pending)"
         );
         assert_eq!(
             line(&Event::Waiting { tasks: vec![5] }).unwrap(),

@@ -38,6 +38,7 @@ pub mod sanitize;
 pub mod setup;
 pub mod shell;
 pub mod simulate;
+pub mod timeline;
 pub mod update;
 pub mod usage;
 pub mod worker;

@@ -195,6 +195,7 @@ impl Remote<'_> {
             round: &r,
             inputs: self.inputs,
             ui: self.ui,
+            schedule: crate::engine::Schedule::Eager,
         };
         ending.finish(plan, &self.links, stop, false, None)
     }
@@ -781,7 +782,14 @@ pub fn run(
                     remote.started.elapsed().as_secs()
                 )),
             )));
-            summary(ctx, &plan, round_no, &remote.links, &ui)?;
+            summary(
+                ctx,
+                &plan,
+                round_no,
+                &remote.links,
+                &ui,
+                inputs.max_parallel,
+            )?;
             return Ok(Finalized {
                 conclusion: "handover".into(),
                 pr: published.pr,
@@ -828,7 +836,14 @@ pub fn run(
     if published.stale {
         return Ok(finalize::stale(published));
     }
-    summary(ctx, &plan, round_no, &remote.links, &ui)?;
+    summary(
+        ctx,
+        &plan,
+        round_no,
+        &remote.links,
+        &ui,
+        inputs.max_parallel,
+    )?;
     Ok(Finalized {
         conclusion: conclusion.into(),
         pr: published.pr,
@@ -847,6 +862,7 @@ fn summary(
     round: u32,
     links: &Links,
     ui: &Ui,
+    max_parallel: usize,
 ) -> Result<(), ActionError> {
     let events = ui.activity();
     let ended: std::collections::BTreeSet<usize> = events
@@ -864,6 +880,11 @@ fn summary(
         links,
         &[],
         &events,
+        crate::timeline::Ran {
+            schedule: crate::engine::Schedule::Eager,
+            place: crate::simulate::Place::Actions,
+            slots: max_parallel,
+        },
     ))?;
     Ok(())
 }

@@ -88,6 +88,7 @@ pub fn run(
         round,
         inputs,
         ui: &ui,
+        schedule: engine::Schedule::Rounds,
     };
 
     // The run was started outside the branch's concurrency group: start it there.
@@ -298,6 +299,11 @@ pub fn run(
         &links,
         &waiting,
         &ui.activity(),
+        crate::timeline::Ran {
+            schedule: engine::Schedule::Rounds,
+            place: crate::simulate::Place::Actions,
+            slots: inputs.max_parallel,
+        },
     ))?;
     if published.dispatched && !closed {
         ui.say(format!(

@@ -41,6 +41,9 @@ pub(super) struct Ending<'a> {
     pub round: &'a Round,
     pub inputs: &'a Inputs,
     pub ui: &'a Ui,
+    /// The schedule the run keeps (`rounds`: finalize; `eager`: the conductor), for the
+    /// timeline's prediction in the pull request body.
+    pub schedule: crate::engine::Schedule,
 }
 
 impl Ending<'_> {
@@ -180,7 +183,12 @@ impl Ending<'_> {
             }
             return Ok(Published::default());
         };
-        let body = report::pr_body(plan, round.round, links, stop);
+        let ran = crate::timeline::Ran {
+            schedule: self.schedule,
+            place: crate::simulate::Place::Actions,
+            slots: inputs.max_parallel,
+        };
+        let body = report::pr_body(plan, round.round, links, stop, ran);
         let pr = rt.block_on(async {
             match c.find_pull(&round.branch).await? {
                 Some(pr) => {

@@ -2,7 +2,8 @@
 //! by status, links), the job summary of each round, and the `dagexec` check run's summary
 //! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
 //! are recorded ([`crate::usage`]), the progress table has Time and Cost columns and a total
-//! line follows it. Pure; snapshot-tested.
+//! line follows it, and the body and the job summary have a timeline ([`timeline`]: the
+//! attempts as a Mermaid gantt, beside `dagexec simulate`'s prediction). Pure; snapshot-tested.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -183,8 +184,42 @@ pub fn activity(events: &[crate::events::Stamped], last: usize) -> String {
     s
 }
 
-/// The pull request body after `round` rounds.
-pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> String {
+/// GitHub refuses a pull request body longer than this many characters.
+pub const BODY_LIMIT: usize = 65_536;
+
+/// Plans with more tasks get the actual time without the prediction beside it.
+pub const PREDICT_MAX_TASKS: usize = 5_000;
+
+/// The run's timeline (Markdown) once attempts are recorded: the actual run beside what
+/// `dagexec simulate` predicts for the schedule that ran (`ran`), then the Mermaid chart of
+/// the attempts ([`crate::timeline`]: at most [`crate::timeline::MERMAID_BARS`] bars, the
+/// rest counted); empty before any attempt is recorded.
+pub fn timeline(plan: &Plan, ran: crate::timeline::Ran) -> String {
+    let Some(actual) = crate::timeline::actual(plan) else {
+        return String::new();
+    };
+    // Simulating every schedule of a very large plan in each job would cost more than the
+    // line is worth: `dagexec simulate` gives it.
+    let predicted = (plan.tasks.len() <= PREDICT_MAX_TASKS)
+        .then(|| crate::timeline::predicted(plan, ran))
+        .flatten();
+    format!(
+        "### Timeline\n\n{}.\n\n{}",
+        crate::timeline::versus(&actual, predicted.as_ref()),
+        crate::timeline::mermaid(plan, &actual, crate::timeline::MERMAID_BARS)
+    )
+}
+
+/// The pull request body after `round` rounds, the timeline's prediction for `ran`. At most
+/// [`BODY_LIMIT`] characters for any plan whose progress table fits: the timeline and the
+/// dependency graph are left out (saying so) when they would not fit.
+pub fn pr_body(
+    plan: &Plan,
+    round: u32,
+    links: &Links,
+    stop: Option<&Stop>,
+    ran: crate::timeline::Ran,
+) -> String {
     let mut s = format!("{BODY_MARKER}\n## dagexec: {}\n\n", cell(&plan.goal, 200));
     let done = plan.count(Status::Completed);
     let _ = write!(
@@ -214,8 +249,19 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
     if !latest.is_empty() {
         let _ = write!(s, "### Latest attempts\n\n{latest}\n");
     }
+    const FOOTER: usize = 400;
+    let timeline = timeline(plan, ran);
+    if timeline.is_empty() {
+    } else if s.len() + timeline.len() + FOOTER < BODY_LIMIT {
+        let _ = writeln!(s, "{timeline}");
+    } else {
+        s.push_str("_The timeline does not fit in this body; run `dagexec status --gantt` on the branch._\n\n");
+    }
     let diagram = graph::mermaid(plan);
-    if diagram.len() < 45_000 && diagram.matches("-->").count() <= 500 {
+    if diagram.len() < 45_000
+        && diagram.matches("-->").count() <= 500
+        && s.len() + diagram.len() + FOOTER < BODY_LIMIT
+    {
         let _ = write!(s, "```mermaid\n{diagram}```\n");
     } else {
         s.push_str("_The dependency graph is too large for GitHub's Mermaid renderer; run `dagexec graph` locally._\n");
@@ -224,8 +270,9 @@ pub fn pr_body(plan: &Plan, round: u32, links: &Links, stop: Option<&Stop>) -> S
     s
 }
 
-/// The job summary of one finalize or conductor: the round's progress, the whole table, and
-/// the attempts that ended in this job (`events`, the job's own).
+/// The job summary of one finalize or conductor: the round's progress, the whole table, the
+/// attempts that ended in this job (`events`, the job's own), and the run's timeline so far
+/// (the plan's recorded attempts, beside the prediction for `ran`).
 pub fn round_summary(
     plan: &Plan,
     round: u32,
@@ -233,6 +280,7 @@ pub fn round_summary(
     links: &Links,
     waiting: &[usize],
     events: &[crate::events::Stamped],
+    ran: crate::timeline::Ran,
 ) -> String {
     let mut s = format!(
         "## dagexec round {round}\n\n```\n{}```\n\n",
@@ -251,6 +299,10 @@ pub fn round_summary(
     let here = activity(events, 200);
     if !here.is_empty() {
         let _ = write!(s, "\n### Attempts judged in this job\n\n{here}");
+    }
+    let timeline = timeline(plan, ran);
+    if !timeline.is_empty() {
+        let _ = write!(s, "\n{timeline}");
     }
     s
 }
@@ -379,6 +431,14 @@ mod tests {
         .unwrap()
     }
 
+    fn ran() -> crate::timeline::Ran {
+        crate::timeline::Ran {
+            schedule: crate::engine::Schedule::Rounds,
+            place: crate::simulate::Place::Actions,
+            slots: 8,
+        }
+    }
+
     fn links() -> Links {
         Links {
             run: Some("https://github.com/o/r/actions/runs/9".into()),
@@ -392,14 +452,14 @@ mod tests {
 
     #[test]
     fn pr_body_in_progress() {
-        insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None));
+        insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None, ran()));
     }
 
     #[test]
     fn pr_body_after_a_circuit_breaker_and_its_check_run() {
         let stop =
             Stop::CircuitBreaker("Circuit breaker: 2 of 4 tasks failed or were skipped.".into());
-        let body = pr_body(&plan(), 3, &links(), Some(&stop));
+        let body = pr_body(&plan(), 3, &links(), Some(&stop), ran());
         assert!(body.contains("[!WARNING]"));
         let (title, summary) = check_run_text(&plan(), &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{title}\n\n{summary}"));
@@ -407,7 +467,15 @@ mod tests {
 
     #[test]
     fn round_summary_lists_the_batch_and_who_waits() {
-        insta::assert_snapshot!(round_summary(&plan(), 1, &[0, 1], &links(), &[3], &[]));
+        insta::assert_snapshot!(round_summary(
+            &plan(),
+            1,
+            &[0, 1],
+            &links(),
+            &[3],
+            &[],
+            ran()
+        ));
     }
 
     #[test]
@@ -454,7 +522,7 @@ mod tests {
         let budget = crate::usage::Budget::parse("0.5").unwrap();
         let why = budget.exhausted(&p).expect("spent");
         let stop = Stop::Budget(why);
-        let body = pr_body(&p, 3, &links(), Some(&stop));
+        let body = pr_body(&p, 3, &links(), Some(&stop), ran());
         let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
     }
@@ -496,7 +564,7 @@ mod tests {
                 event: Event::AttemptEnded(ended(0, 2, Outcome::Completed, None)),
             },
         ];
-        let summary = round_summary(&plan(), 2, &[0], &links(), &[], &events);
+        let summary = round_summary(&plan(), 2, &[0], &links(), &[], &events, ran());
         insta::assert_snapshot!(summary);
         // Only the newest are listed when asked for fewer, and the rest are counted.
         let one = activity(&events, 1);
@@ -507,6 +575,42 @@ mod tests {
         assert!(!one.contains("→ attempt 2"), "{one}");
         assert!(one.contains("1 earlier attempt(s) not shown"), "{one}");
         assert_eq!(activity(&events[..1], 5), "", "no attempt ended: no table");
+    }
+
+    /// Many attempts with long subjects: the chart is cut to the latest ones (saying how many
+    /// it left out), the job summary has the timeline too, and the body stays under GitHub's
+    /// limit.
+    #[test]
+    fn the_timeline_is_bounded_for_plans_with_many_attempts() {
+        use crate::usage::Outcome::*;
+        let mut p = plan();
+        for t in &mut p.tasks {
+            t.subject = format!("{} {}", t.subject, "long words ".repeat(40));
+        }
+        let rows: Vec<_> = (0..600u32)
+            .map(|k| {
+                (
+                    k as usize % 4,
+                    k / 4 + 1,
+                    60 + i64::from(k),
+                    Some(0.01),
+                    Failed,
+                )
+            })
+            .collect();
+        crate::render::tests::spend(&mut p, &rows);
+        let body = pr_body(&p, 9, &links(), None, ran());
+        assert!(body.len() < BODY_LIMIT, "{}", body.len());
+        assert!(body.contains("### Timeline"), "{body}");
+        assert!(
+            body.contains("The chart shows the latest 100 of 600 attempts (500 left out)"),
+            "{body}"
+        );
+        let chart = body.split("```mermaid\ngantt").nth(1).unwrap();
+        assert_eq!(chart.matches(" :crit, ").count(), 100);
+        let summary = round_summary(&p, 9, &[0], &links(), &[], &[], ran());
+        assert!(summary.contains("### Timeline\n\npredicted "), "{summary}");
+        assert!(summary.contains("```mermaid\ngantt\n"), "{summary}");
     }
 
     #[test]

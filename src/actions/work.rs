@@ -172,6 +172,7 @@ pub fn run(
             summary: &verdict.result.clone(),
             patch: &kept.patch,
             touched: &touched,
+            keep_logs_in: None,
         };
         let Some(hooks::Reviewer {
             run: review_run,

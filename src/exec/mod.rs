@@ -435,12 +435,18 @@ impl Rounds<'_> {
                 round,
                 tasks: batch.clone(),
                 groups: groups.clone(),
+                slots: x.slots(),
             });
             // Tasks of the round that never started: the budget ran out first.
             let mut unstarted: Vec<usize> = Vec::new();
             let mut stop: Option<Ending> = None;
             for (k, group) in groups.iter().enumerate() {
                 if self.spent(plan).is_some() || stop.is_some() {
+                    if stop.is_none() {
+                        let mut held = group.clone();
+                        held.sort_unstable();
+                        x.emit(Event::NotStarted { tasks: held });
+                    }
                     unstarted.extend(group);
                     continue;
                 }
@@ -511,20 +517,42 @@ impl Rounds<'_> {
         let mut unstarted = Vec::new();
         let mut cancelled = false;
         let mut stop: Option<Ending> = None;
+        // The group's first starts are announced by its round's (or group's) line; tasks that
+        // waited for a free worker are announced as they start.
+        let mut announced = false;
         loop {
-            while x.running() < x.slots() && !cancelled {
+            let free = x.slots().saturating_sub(x.running());
+            if free > 0 && !cancelled {
                 if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
+                    let mut held = Vec::new();
                     for s in queue.drain(..) {
                         uncount(plan, s.task, s.attempt);
-                        unstarted.push(s.task);
+                        held.push(s.task);
                     }
                     x.save(plan)?;
+                    held.sort_unstable();
+                    if stop.is_none() {
+                        x.emit(Event::NotStarted {
+                            tasks: held.clone(),
+                        });
+                    }
+                    unstarted.extend(held);
                 }
-                let Some(start) = queue.pop_front() else {
-                    break;
-                };
-                x.start(plan, start, round)?;
+                let starts: Vec<Start> = queue.drain(..free.min(queue.len())).collect();
+                let mut fresh: Vec<usize> = starts
+                    .iter()
+                    .filter(|s| s.retry_prompt.is_none())
+                    .map(|s| s.task)
+                    .collect();
+                fresh.sort_unstable();
+                if announced && !fresh.is_empty() {
+                    x.emit(Event::Starting { tasks: fresh });
+                }
+                for start in starts {
+                    x.start(plan, start, round)?;
+                }
             }
+            announced = true;
             if x.running() == 0 {
                 break;
             }

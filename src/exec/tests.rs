@@ -394,7 +394,8 @@ fn tasks_sharing_a_file_run_in_sequential_groups_of_one_round() {
             Event::RoundStarted {
                 round: 1,
                 tasks: vec![0, 1, 2],
-                groups: vec![vec![0, 2], vec![1]]
+                groups: vec![vec![0, 2], vec![1]],
+                slots: 4,
             },
             Event::GroupStarted {
                 group: 2,
@@ -557,4 +558,53 @@ fn a_clis_own_spending_limit_stops_the_run_without_failing_the_task() {
         assert_eq!(plan.tasks[4].status, Status::Completed);
         assert!(x.rounds.iter().all(|r| !r.contains(&0)), "not integrated");
     }
+}
+
+/// The display says what really starts: with one worker the round's line names the task
+/// starting now, the next is announced as it starts, and those the budget holds back — in
+/// this group and in a later one — are named as not started.
+#[test]
+fn a_round_on_fewer_workers_announces_each_start_and_what_the_budget_holds_back() {
+    // 0 and 1 share `shared`: groups {0, 2} then {1}.
+    let plan = plan_of(vec![
+        task(&[], &[], &["shared"]),
+        task(&[], &[], &["shared"]),
+        task(&[], &["c"], &[]),
+    ]);
+    let script: Script = (0..3).map(|i| ((i, 1), (5, true, 1.0))).collect();
+    let shown = |budget: Option<Budget>| {
+        let mut p = plan.clone();
+        let mut x = Virtual::new(&plan, true, 1, script.clone());
+        rounds(&mut p, &mut x, budget);
+        x.events
+            .borrow()
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::RoundStarted { .. }
+                        | Event::GroupStarted { .. }
+                        | Event::Starting { .. }
+                        | Event::NotStarted { .. }
+                )
+            })
+            .filter_map(crate::events::line)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown(None),
+        [
+            "\nRound 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)\n  they share files, so they run in 2 groups one after another: 0, 2, then 1",
+            "starting task(s) 2",
+            "  group 2 of 2: 1",
+        ]
+    );
+    assert_eq!(
+        shown(Some(Budget::parse("0.5").unwrap())),
+        [
+            "\nRound 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)\n  they share files, so they run in 2 groups one after another: 0, 2, then 1",
+            "  the budget is spent: task(s) 2 not started (they stay pending)",
+            "  the budget is spent: task(s) 1 not started (they stay pending)",
+        ]
+    );
 }

@@ -71,7 +71,7 @@ pub struct Pool {
     /// The records of attempts Ctrl-C stopped, for the plan ([`Pool::take_interrupted`]).
     interrupted: std::sync::Mutex<Vec<crate::usage::AttemptRecord>>,
     /// This run's folder of kept logs, made when the first attempt's logs are kept.
-    logs: RunLogs,
+    pub(super) logs: RunLogs,
 }
 
 impl Pool {
@@ -424,6 +424,7 @@ pub async fn run(
         &mut verdict,
         &patch,
         &touched,
+        repo.common_dir(),
         &cancel,
     )
     .await;

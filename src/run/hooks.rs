@@ -453,6 +453,39 @@ pub(crate) struct ToReview<'a> {
     pub patch: &'a [u8],
     /// The files the patch touches.
     pub touched: &'a [String],
+    /// The repository's common git directory and this run's folder of kept logs, to keep
+    /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
+    /// keeps nothing (the work job carries it in its artifact's log).
+    pub keep_logs_in: Option<(&'a Path, &'a Path)>,
+}
+
+/// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
+/// printed it), stderr (the tail the worker runner keeps) and work log — beside the attempt's
+/// own logs, as `task-N-attempt-K.review.{stdout,stderr,log}` in the run's folder `dir`
+/// ([`super::attempt::RunLogs::dir`]), through [`crate::fsx`]: a link on the way is refused,
+/// one at a file's name removed, not followed. Returns the files written.
+pub(crate) fn keep_review_logs(
+    common_dir: &Path,
+    dir: &Path,
+    index: usize,
+    attempt: u32,
+    run: &worker::WorkerRun,
+) -> Result<Vec<std::path::PathBuf>, crate::fsx::Error> {
+    crate::fsx::create_dir_all(common_dir, dir)?;
+    let mut written = Vec::new();
+    let files = [
+        ("stdout", Some(&run.stdout)),
+        ("stderr", Some(&run.stderr_tail)),
+        ("log", run.log.as_ref()),
+    ];
+    for (ext, text) in files {
+        let Some(text) = text else { continue };
+        let path = dir.join(format!("task-{index}-attempt-{attempt}.review.{ext}"));
+        crate::fsx::remove_file(common_dir, &path)?;
+        crate::fsx::write(common_dir, &path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// Runs `reviewer` on a completed attempt in its tree, under the worker contract plus
@@ -495,6 +528,11 @@ pub(crate) async fn run_reviewer(
         Stop::Finished(run) => run,
         Stop::Cancelled => return None,
     };
+    if let Some((common, dir)) = r.keep_logs_in
+        && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
+    {
+        tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
+    }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
     let (usage, _, _) = crate::run::attempt::reported_usage(&mut run);
@@ -582,6 +620,7 @@ pub(super) async fn review(
     verdict: &mut Verdict,
     patch: &[u8],
     touched: &[String],
+    common_dir: &Path,
     cancel: &tokio::sync::watch::Receiver<bool>,
 ) -> Reviewed {
     let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
@@ -590,6 +629,11 @@ pub(super) async fn review(
     if verdict.status != Status::Completed {
         return Reviewed::Skipped;
     }
+    let logs_dir = pool
+        .logs
+        .dir(common_dir)
+        .map_err(|e| tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", input.index))
+        .ok();
     let to_review = ToReview {
         index: input.index,
         task: &input.task,
@@ -602,6 +646,7 @@ pub(super) async fn review(
         summary: &verdict.result.clone(),
         patch,
         touched,
+        keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
     };
     let Some(Reviewer { parsed, usage, .. }) = run_reviewer(reviewer, &to_review, cancel).await
     else {
@@ -802,5 +847,45 @@ pub(super) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) 
             Some(RunEnd::NeedsInput)
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(stdout: &str, stderr: &str) -> worker::WorkerRun {
+        worker::WorkerRun {
+            stdout: stdout.into(),
+            stderr_tail: stderr.into(),
+            exit: crate::outcome::Exit::Success,
+            log: None,
+            duration: std::time::Duration::ZERO,
+            usage: None,
+        }
+    }
+
+    /// The reviewer's output lands beside the attempt's logs and is listed with them; a link
+    /// planted at one of its names is replaced, never written through.
+    #[test]
+    fn a_reviewers_logs_are_kept_beside_the_attempts_and_links_are_not_followed() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let dir = super::super::attempt::RunLogs::default()
+            .dir(common.path())
+            .expect("run folder");
+        let target = outside.path().join("victim");
+        std::fs::write(&target, "keep me").expect("write");
+        std::os::unix::fs::symlink(&target, dir.join("task-2-attempt-1.review.stdout"))
+            .expect("link");
+        keep_review_logs(common.path(), &dir, 2, 1, &finished("APPROVED\n", "warn\n"))
+            .expect("kept");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep me");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("task-2-attempt-1.review.stdout")).expect("read"),
+            "APPROVED\n"
+        );
+        let kept = super::super::attempt::kept_logs(common.path());
+        assert_eq!(kept[&2][0].kinds, ["review.stderr", "review.stdout"]);
     }
 }

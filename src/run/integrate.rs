@@ -49,8 +49,6 @@ pub(crate) struct RoundBuild {
     entries: Vec<BatchEntry>,
     /// Tasks whose changes are in the index, with the paths they touch.
     applied: Vec<(usize, BTreeSet<String>)>,
-    /// Whether an attempt asked a question (committed even when nothing else is).
-    questions: bool,
 }
 
 impl RoundBuild {
@@ -62,7 +60,6 @@ impl RoundBuild {
             results: Vec::new(),
             entries: Vec::new(),
             applied: Vec::new(),
-            questions: false,
         }
     }
 
@@ -108,7 +105,6 @@ impl RoundBuild {
         let theirs: BTreeMap<String, String> = repo.uncommitted(&touched)?.into_iter().collect();
         for j in judged {
             super::hooks::record(plan, j);
-            self.questions |= j.question.is_some();
             let mut status = j.verdict.status;
             let mut result = j.verdict.result.clone();
             let users = |j: &Judged| -> Vec<String> {
@@ -278,8 +274,7 @@ impl RoundBuild {
             accepted: _,
             mut results,
             mut entries,
-            applied,
-            questions,
+            applied: _,
         } = self;
         results.sort_by_key(|r| r.index);
         entries.sort_by_key(|e| e.plan_index);
@@ -300,21 +295,16 @@ impl RoundBuild {
         let report = update::apply_round(plan, dag, &results, &notes);
         plan.progress.extra.insert("round".into(), round.into());
         save(plan, opts)?;
-        let completed: Vec<usize> = applied.iter().map(|(i, _)| *i).collect();
-        let files = outcome::completed_files(plan, &completed);
-        let something = !files.create.is_empty()
-            || !files.modify.is_empty()
-            || applied.iter().any(|(_, touched)| !touched.is_empty());
         // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
-        // when the commit is published): a completed task that changed no file still commits.
-        let ticked = super::hooks::tasks_md(plan, &index, ui)?;
-        let something = something || ticked;
+        // when the commit is published).
+        super::hooks::tasks_md(plan, &index, ui)?;
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
-        // A question is committed even when nothing else is: the branch is the state a later
-        // run (or the Action) reads it from.
-        if something || questions {
+        // The plan is committed with every round, also when no task completed or changed a
+        // file: its attempt records and spend, its failures and questions are the state a
+        // later run (or the Action) reads from the branch.
+        {
             let mut own = super::hooks::state_md(plan, opts)?;
             own.push(opts.plan_rel.clone());
             index.add_own_files(repo, &own)?;

@@ -1,4 +1,5 @@
-//! What `dagexec simulate` prints: the table, the Gantt chart, and the JSON for tools.
+//! What `dagexec simulate` prints: the table, the Gantt chart ([`chart`], also drawn by
+//! `dagexec status --gantt`), and the JSON for tools.
 //!
 //! The JSON shape (stable; times in seconds, ms precision):
 //! ```json
@@ -54,7 +55,7 @@ pub fn human(ms: u64) -> String {
     }
 }
 
-fn schedule_name(s: Schedule) -> &'static str {
+pub(crate) fn schedule_name(s: Schedule) -> &'static str {
     match s {
         Schedule::Rounds => "rounds",
         Schedule::Waves => "waves",
@@ -205,8 +206,8 @@ fn label(plan: &Plan, i: usize, width: usize, index_width: usize) -> String {
 /// A text Gantt chart of one prediction, `width` columns wide: one row per task (plan
 /// order), `░` a job's start-up, `█` work, `▒` a failed attempt's work, then the time axis.
 pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
-    let mut out = format!(
-        "{} {}: {}, {} jobs  (░ job start-up, █ work, ▒ failed attempt)\n",
+    let heading = format!(
+        "{} {}: {}, {} jobs  (░ job start-up, █ work, ▒ failed attempt)",
         schedule_name(p.schedule),
         match p.place {
             Place::Local => "locally",
@@ -215,7 +216,38 @@ pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
         human(p.wall),
         p.jobs
     );
-    let mut tasks: Vec<usize> = p.spans.iter().map(|s| s.task).collect();
+    let bars: Vec<Bar> = p
+        .spans
+        .iter()
+        .map(|s| Bar {
+            task: s.task,
+            start: s.start,
+            work: s.work,
+            end: s.end,
+            glyph: if s.failed { '▒' } else { '█' },
+        })
+        .collect();
+    chart(plan, &heading, &bars, p.wall, width)
+}
+
+/// One bar of a [`chart`], in ms from the chart's start: `start..work` is drawn `░` (a job's
+/// start-up), `work..end` with `glyph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bar {
+    pub task: usize,
+    pub start: u64,
+    pub work: u64,
+    pub end: u64,
+    pub glyph: char,
+}
+
+/// A text Gantt chart, `width` columns wide: `heading`, one row per task (plan order) with
+/// each of its bars (every bar gets at least one cell), then the time axis from 0 to `wall`
+/// ms. Shared by `dagexec simulate` and `dagexec status --gantt` ([`crate::timeline`]).
+pub fn chart(plan: &Plan, heading: &str, bars: &[Bar], wall: u64, width: usize) -> String {
+    let mut out = format!("{heading}\n");
+    let mut tasks: Vec<usize> = bars.iter().map(|s| s.task).collect();
+    tasks.sort_unstable();
     tasks.dedup();
     if tasks.is_empty() {
         out.push_str("(no tasks)\n");
@@ -233,23 +265,23 @@ pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
         .min(28)
         .min(width.saturating_sub(13))
         .max(index_width + 2);
-    let bars = width.saturating_sub(label_width + 3).max(10);
-    let wall = p.wall.max(1);
-    let cell = |t: u64| ((t as u128 * bars as u128) / wall as u128) as usize;
+    let cells = width.saturating_sub(label_width + 3).max(10);
+    let wall = wall.max(1);
+    let cell = |t: u64| ((t as u128 * cells as u128) / wall as u128) as usize;
     let cell_end =
-        |t: u64| (((t as u128 * bars as u128).div_ceil(wall as u128)) as usize).min(bars);
+        |t: u64| (((t as u128 * cells as u128).div_ceil(wall as u128)) as usize).min(cells);
     for &task in &tasks {
-        let mut row = vec![' '; bars];
-        for s in p.spans.iter().filter(|s| s.task == task) {
+        let mut row = vec![' '; cells];
+        for s in bars.iter().filter(|s| s.task == task) {
             // Every start-up and every attempt's work gets at least one cell, in order.
-            let mut from = cell(s.start).min(bars - 1);
+            let mut from = cell(s.start).min(cells - 1);
             if s.work > s.start {
-                let to = cell(s.work).max(from + 1).min(bars);
+                let to = cell(s.work).max(from + 1).min(cells);
                 row[from..to].fill('░');
-                from = to.min(bars - 1);
+                from = to.min(cells - 1);
             }
-            let to = cell_end(s.end).max(from + 1).min(bars);
-            row[from..to].fill(if s.failed { '▒' } else { '█' });
+            let to = cell_end(s.end).max(from + 1).min(cells);
+            row[from..to].fill(s.glyph);
         }
         let bar: String = row.into_iter().collect();
         out.push_str(&format!(
@@ -257,11 +289,11 @@ pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
             label(plan, task, label_width, index_width)
         ));
     }
-    let end = human(p.wall);
+    let end = human(wall);
     out.push_str(&format!(
         "{} 0{}{end}\n",
         " ".repeat(label_width),
-        " ".repeat((bars + 1).saturating_sub(end.chars().count()))
+        " ".repeat((cells + 1).saturating_sub(end.chars().count()))
     ));
     out
 }

@@ -240,6 +240,22 @@ f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo 
             out.contains("Stopped: the budget of $0.50 is spent: $0.80 recorded over 2 attempt(s) bought 2 of 3 task(s) completed"),
             "{schedule}: {out}"
         );
+        // The display says what really starts: one task at a time, the third never.
+        assert!(!out.contains("starting 3 task(s)"), "{schedule}: {out}");
+        if schedule == "rounds" {
+            assert!(
+                out.contains("Round 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)"),
+                "{out}"
+            );
+        }
+        assert!(out.contains("starting task(s) 1\n"), "{schedule}: {out}");
+        assert!(!out.contains("starting task(s) 2"), "{schedule}: {out}");
+        if schedule == "rounds" {
+            assert!(
+                out.contains("the budget is spent: task(s) 2 not started (they stay pending)"),
+                "{out}"
+            );
+        }
         let p = plan_of(dir.path());
         let statuses: Vec<_> = p["tasks"]
             .as_array()
@@ -340,4 +356,125 @@ echo x > a.txt; echo "COMPLETED: made a.txt""#,
         // The worker's 100 input tokens and the reviewer's 4,320 (cache reads included).
         assert_eq!(r[0]["inputTokens"], json!(4420), "{schedule}: {r:?}");
     }
+}
+
+/// `dagexec status --gantt` after a run: the recorded attempts as a chart (a failed attempt
+/// `▒`, a completed one `█`), simulate's prediction for the schedule `run` uses, and the two
+/// wall times side by side; before any attempt, a line saying there is nothing to chart.
+#[test]
+fn status_gantt_draws_the_recorded_attempts_beside_the_prediction() {
+    let dir = repo(&plan(&["a.txt", "b.txt"]), &[]);
+    let none = dagexec(dir.path())
+        .args(["status", "--gantt"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&none).contains("No attempt is recorded yet"),
+        "{}",
+        text(&none)
+    );
+    // Task 0 fails its first attempt (a second long: records keep whole seconds), then
+    // completes; task 1 completes at once.
+    let (_w, cmd) = worker(
+        r#"f=$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )
+if [ "$DAGEXEC_TASK_INDEX" = 0 ] && [ "$DAGEXEC_ATTEMPT" = 1 ]; then sleep 1; echo 'FAILED: not yet'; exit 0; fi
+echo x > "$f"; echo 'COMPLETED: made'"#,
+    );
+    let o = run(dir.path(), &cmd, &["--jobs", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = dagexec(dir.path())
+        .env("DAGEXEC_JOBS", "2")
+        .args(["status", "--gantt", "--width", "70"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("\nactual: "), "{out}");
+    assert!(out.contains(", 3 attempt(s)  (█ completed"), "{out}");
+    let row = |task: &str| {
+        out.lines()
+            .find(|l| l.starts_with(task))
+            .unwrap_or_else(|| panic!("no row {task:?} in {out}"))
+            .to_string()
+    };
+    assert!(row("0 make a.txt").contains('▒'), "{out}");
+    assert!(row("0 make a.txt").contains('█'), "{out}");
+    assert!(!row("1 make b.txt").contains('▒'), "{out}");
+    assert!(
+        out.contains("predicted by `dagexec simulate`:\nrounds locally: "),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "(`dagexec simulate`: rounds locally on 2 worker(s); each task's time as recorded)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("predicted ") && l.contains(" · actual ")),
+        "{out}"
+    );
+}
+
+/// A round where no task completes still commits the plan: its attempt records and spend (and
+/// the failures) are on the branch, as the README promises for every round.
+#[test]
+fn a_round_where_nothing_completes_commits_its_attempt_records() {
+    for schedule in ["rounds", "eager"] {
+        let dir = repo(&plan(&["a.txt"]), &[]);
+        let (_w, cmd) =
+            worker(r#"printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'FAILED: cannot'"#);
+        let o = run(dir.path(), &cmd, &["--jobs", "1", "--schedule", schedule]);
+        let out = text(&o);
+        assert_ne!(o.status.code(), Some(0), "{schedule}: {out}");
+        let saved = plan_of(dir.path());
+        assert_eq!(records(&saved, 0).len(), 3, "{schedule}: {out}");
+        let committed: Value =
+            serde_json::from_str(&git(dir.path(), &["show", "HEAD:.design/plan.json"])).unwrap();
+        assert_eq!(
+            committed["progress"]["dagexecAttempts"], saved["progress"]["dagexecAttempts"],
+            "{schedule}: the records are not committed\n{out}"
+        );
+        assert_eq!(committed["tasks"][0]["status"], "failed", "{schedule}");
+        let subject = git(dir.path(), &["log", "-1", "--format=%s"]);
+        assert!(
+            subject.starts_with("dagexec: round 1"),
+            "{schedule}: {subject}"
+        );
+    }
+}
+
+/// A reviewer's stdout (as it printed it, structured or not) and stderr are kept beside the
+/// attempt's own logs, as `run-R/task-N-attempt-K.review.{stdout,stderr}`, and listed by
+/// `dagexec status`.
+#[test]
+fn a_reviewers_output_is_kept_beside_the_attempts_logs() {
+    let dir = repo(&plan(&["a.txt"]), &[]);
+    let (_w, cmd) = worker(r#"echo x > a.txt; echo "COMPLETED: made a.txt""#);
+    let (_r, reviewer) = worker(&format!(
+        "cat > /dev/null\necho 'reviewer says hi on stderr' >&2\nprintf '%s\\n' '{}'",
+        claude_json("APPROVED\nsummary: a.txt is there")
+    ));
+    let o = run(dir.path(), &cmd, &["--reviewer", &reviewer]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let logs = dir.path().join(".git/dagexec/logs/run-1");
+    let read = |name: &str| {
+        std::fs::read_to_string(logs.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    assert!(
+        read("task-0-attempt-1.review.stdout").contains("\"total_cost_usd\""),
+        "the raw structured output is kept"
+    );
+    assert_eq!(
+        read("task-0-attempt-1.review.stderr"),
+        "reviewer says hi on stderr\n"
+    );
+    assert!(read("task-0-attempt-1.stdout").contains("COMPLETED: made a.txt"));
+    let status = dagexec(dir.path()).args(["status"]).output().unwrap();
+    let shown = text(&status);
+    assert!(
+        shown.contains("  task 0: run-1 attempt 1 (stdout, stderr, review.stderr, review.stdout)"),
+        "{shown}"
+    );
 }
