@@ -656,6 +656,17 @@ pub(crate) fn keep_logs(
     attempt: u32,
     run: &worker::WorkerRun,
 ) -> Result<Vec<PathBuf>, crate::fsx::Error> {
+    keep_run_logs(common_dir, run_dir, &format!("task-{index}-attempt-{attempt}"), run)
+}
+
+/// Writes `run`'s stdout, stderr tail and work log to `<stem>.{stdout,stderr,log}` in
+/// `run_dir`, as [`keep_logs`] does for a worker (the reviewer's are `<stem>.review`).
+pub(crate) fn keep_run_logs(
+    common_dir: &Path,
+    run_dir: &Path,
+    stem: &str,
+    run: &worker::WorkerRun,
+) -> Result<Vec<PathBuf>, crate::fsx::Error> {
     crate::fsx::create_dir_all(common_dir, run_dir)?;
     let mut written = Vec::new();
     let files = [
@@ -665,7 +676,7 @@ pub(crate) fn keep_logs(
     ];
     for (ext, text) in files {
         let Some(text) = text else { continue };
-        let path = run_dir.join(format!("task-{index}-attempt-{attempt}.{ext}"));
+        let path = run_dir.join(format!("{stem}.{ext}"));
         crate::fsx::remove_file(common_dir, &path)?;
         crate::fsx::write(common_dir, &path, text.as_bytes())?;
         written.push(path);

@@ -471,21 +471,12 @@ pub(crate) fn keep_review_logs(
     attempt: u32,
     run: &worker::WorkerRun,
 ) -> Result<Vec<std::path::PathBuf>, crate::fsx::Error> {
-    crate::fsx::create_dir_all(common_dir, dir)?;
-    let mut written = Vec::new();
-    let files = [
-        ("stdout", Some(&run.stdout)),
-        ("stderr", Some(&run.stderr_tail)),
-        ("log", run.log.as_ref()),
-    ];
-    for (ext, text) in files {
-        let Some(text) = text else { continue };
-        let path = dir.join(format!("task-{index}-attempt-{attempt}.review.{ext}"));
-        crate::fsx::remove_file(common_dir, &path)?;
-        crate::fsx::write(common_dir, &path, text.as_bytes())?;
-        written.push(path);
-    }
-    Ok(written)
+    super::attempt::keep_run_logs(
+        common_dir,
+        dir,
+        &format!("task-{index}-attempt-{attempt}.review"),
+        run,
+    )
 }
 
 /// Runs `reviewer` on a completed attempt in its tree, under the worker contract plus
