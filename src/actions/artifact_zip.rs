@@ -523,6 +523,68 @@ mod tests {
         assert!(read_bytes(&artifact(13, zip::CompressionMethod::Stored)).is_ok());
     }
 
+    /// Counts the bytes read through it.
+    struct Counted<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl<R: Seek> Seek for Counted<R> {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(to)
+        }
+    }
+
+    /// Issue 20 §4: the archive was held whole in memory to be read. It is read from its file
+    /// where it lies: the end (64 KiB at most), the directory and the three entries — not the
+    /// megabytes of another entry, nor a refused archive's directory.
+    #[test]
+    fn only_the_end_the_directory_and_the_three_entries_are_read_from_the_file() {
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file("padding", options()).expect("start");
+        w.write_all(&vec![b'p'; 8 << 20]).expect("write");
+        for (name, data) in [
+            (RESULT_FILE, result_json(5, 3)),
+            (PATCH_FILE, b"diff\n".repeat(1000)),
+            (LOG_FILE, b"log\n".repeat(1000)),
+        ] {
+            w.start_file(name, options()).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        let bytes = w.finish().expect("finish").into_inner();
+        let mut file = tempfile::tempfile().expect("a file");
+        file.write_all(&bytes).expect("write");
+        file.rewind().expect("rewind"); // as the download leaves it
+        let mut counted = Counted {
+            inner: file,
+            read: 0,
+        };
+        let c = read(&mut counted).expect("read from the file");
+        assert_eq!((c.result.task, c.patch.len()), (5, 5000));
+        assert!(
+            counted.read < 200 << 10,
+            "{} bytes read of an archive of {}",
+            counted.read,
+            bytes.len()
+        );
+        // A refused archive: its end record (and no more than 64 KiB besides) is all read.
+        let many = artifact(70_000, zip::CompressionMethod::Stored);
+        let mut counted = Counted {
+            inner: Cursor::new(&many),
+            read: 0,
+        };
+        assert!(read(&mut counted).unwrap_err().contains("70003 entries"));
+        assert!(counted.read <= 70 << 10, "{} bytes read", counted.read);
+    }
+
     /// The directory the end record points at is the one walked; an end record that lies (3
     /// entries said, a directory of thousands) is refused by its size, and one hidden earlier
     /// in the data (where a reader that retries older records would find it) is never read.
