@@ -218,9 +218,9 @@ impl Client {
     }
 }
 
-/// `body` written into a new anonymous temporary file as it arrives, refused (and the file
-/// dropped, which frees it) as soon as it passes `limit` bytes; the file is returned
-/// rewound to its start.
+/// The body of `response` written into a new anonymous temporary file as it arrives,
+/// refused (and the file dropped, which frees it) as soon as it passes `limit` bytes; the
+/// file is returned rewound to its start.
 async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<File, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
