@@ -1,18 +1,21 @@
-//! A work job's artifact, read by the conductor from its zip archive in memory (nothing is
-//! extracted to disk), without handing the archive's own central directory to the `zip` crate.
+//! A work job's artifact, read by the conductor from its zip archive — the temporary file the
+//! download streamed it into — without handing the archive's own central directory to the
+//! `zip` crate, and without extracting anything to disk.
 //!
 //! The archive is task code's (any job of a task run can upload it), and a zip reader that
 //! parses the whole central directory holds every entry in memory: a million empty entries
 //! took 590 MB, a 256 MiB archive of them 2 GB. So the end-of-central-directory record (and
-//! its zip64 form) is read here first, and an archive with more than [`MAX_ENTRIES`] entries
-//! or a central directory over [`MAX_DIRECTORY_BYTES`] is refused before anything else is
-//! parsed. The central directory is then walked in place (no entry is kept but the three
-//! expected ones: `result.json`, `changes.patch`, `worker.log`), each of those checked — a
-//! regular file, stored or deflated, not encrypted, its data before the directory, its
-//! declared size within its bound — and the `zip` crate reads them through a view of the
-//! archive whose central directory is a new one naming only them ([`Spliced`]). Whatever
-//! else the archive holds is ignored; its memory stays the archive's bytes plus the three
-//! entries read, whatever the archive says about itself (`bench/artifact_zip.sh` measures it).
+//! its zip64 form) is read here first, from the archive's last 64 KiB, and an archive with
+//! more than [`MAX_ENTRIES`] entries or a central directory over [`MAX_DIRECTORY_BYTES`] is
+//! refused before anything else is read. The central directory (at most that size) is then
+//! read and walked (no entry is kept but the three expected ones: `result.json`,
+//! `changes.patch`, `worker.log`), each of those checked — a regular file, stored or
+//! deflated, not encrypted, its data before the directory, its declared size within its
+//! bound — and the `zip` crate reads them through a view of the archive whose central
+//! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
+//! never read; the memory a read takes is the directory and the three entries (each within its
+//! bound), whatever the archive's size or what it says about itself (`bench/artifact_zip.sh`
+//! measures it, download included).
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -61,23 +64,40 @@ struct End {
 
 const NOT_A_ZIP: &str = "the artifact is not a zip archive";
 
+/// `len` bytes of `archive` from offset `at`.
+fn read_at<R: Read + Seek>(archive: &mut R, at: u64, len: usize) -> Result<Vec<u8>, String> {
+    let mut buf = vec![0; len];
+    archive
+        .seek(SeekFrom::Start(at))
+        .and_then(|_| archive.read_exact(&mut buf))
+        .map_err(|e| format!("cannot read the artifact's zip archive: {e}"))?;
+    Ok(buf)
+}
+
 /// Finds and reads the end-of-central-directory record: the last one whose comment reaches
-/// exactly the end of the archive, then its zip64 form when the record says so.
-fn end_record(bytes: &[u8]) -> Result<End, String> {
-    let len = bytes.len();
+/// exactly the end of the archive, then its zip64 form when the record says so. Reads the
+/// archive's last 64 KiB (the record, its comment, the zip64 locator before it) and the
+/// zip64 record, nothing else.
+fn end_record<R: Read + Seek>(archive: &mut R) -> Result<End, String> {
+    let len = archive
+        .seek(SeekFrom::End(0))
+        .map_err(|e| format!("cannot read the artifact's zip archive: {e}"))?;
     if len < 22 {
         return Err(format!("{NOT_A_ZIP} (too short)"));
     }
-    let lowest = len.saturating_sub(22 + usize::from(u16::MAX));
-    let at = (lowest..=len - 22)
+    let from = len.saturating_sub(20 + 22 + u64::from(u16::MAX));
+    let bytes = read_at(archive, from, (len - from) as usize)?;
+    let tail = bytes.len();
+    let lowest = tail.saturating_sub(22 + usize::from(u16::MAX));
+    let at = (lowest..=tail - 22)
         .rev()
         .find(|&p| {
-            u32_at(bytes, p) == Some(EOCD)
-                && u16_at(bytes, p + 20).is_some_and(|c| p + 22 + usize::from(c) == len)
+            u32_at(&bytes, p) == Some(EOCD)
+                && u16_at(&bytes, p + 20).is_some_and(|c| p + 22 + usize::from(c) == tail)
         })
         .ok_or_else(|| format!("{NOT_A_ZIP} (no end of central directory record)"))?;
-    let field16 = |o| u16_at(bytes, at + o).unwrap_or(0);
-    let field32 = |o| u32_at(bytes, at + o).unwrap_or(0);
+    let field16 = |o| u16_at(&bytes, at + o).unwrap_or(0);
+    let field32 = |o| u32_at(&bytes, at + o).unwrap_or(0);
     if field16(4) != 0 || field16(6) != 0 {
         return Err(format!("{NOT_A_ZIP} (it spans several disks)"));
     }
@@ -87,29 +107,31 @@ fn end_record(bytes: &[u8]) -> Result<End, String> {
             entries: entries.into(),
             directory_offset: offset.into(),
             directory_size: size.into(),
-            limit: at as u64,
+            limit: from + at as u64,
         });
     }
     // Zip64: the locator just before the record names the zip64 record.
     let broken = || format!("{NOT_A_ZIP} (a broken zip64 end of central directory)");
     let locator = at.checked_sub(20).ok_or_else(broken)?;
-    if u32_at(bytes, locator) != Some(EOCD64_LOCATOR) {
+    if u32_at(&bytes, locator) != Some(EOCD64_LOCATOR) {
         return Err(broken());
     }
-    let record = u64_at(bytes, locator + 8).ok_or_else(broken)?;
-    let record = usize::try_from(record)
-        .ok()
-        .filter(|&r| r + 56 <= locator)
+    let record = u64_at(&bytes, locator + 8)
+        .filter(|r| {
+            r.checked_add(56)
+                .is_some_and(|e| e <= from + locator as u64)
+        })
         .ok_or_else(broken)?;
-    if u32_at(bytes, record) != Some(EOCD64) || u32_at(bytes, record + 16) != Some(0) {
+    let zip64 = read_at(archive, record, 56)?;
+    if u32_at(&zip64, 0) != Some(EOCD64) || u32_at(&zip64, 16) != Some(0) {
         return Err(broken());
     }
-    let read = |o| u64_at(bytes, record + o).ok_or_else(broken);
+    let read = |o| u64_at(&zip64, o).ok_or_else(broken);
     Ok(End {
         entries: read(32)?,
         directory_size: read(40)?,
         directory_offset: read(48)?,
-        limit: record as u64,
+        limit: record,
     })
 }
 
@@ -151,9 +173,10 @@ fn zip64_values(extra: &[u8], wanted: [bool; 3]) -> Option<[Option<u64>; 3]> {
     found
 }
 
-/// Walks the central directory in place and returns the expected entries it names, each
+/// Reads the central directory (refused first if it is larger than [`MAX_DIRECTORY_BYTES`] or
+/// has more than [`MAX_ENTRIES`] entries) and returns the expected entries it names, each
 /// checked; every other entry is skipped without being kept.
-fn wanted_entries(bytes: &[u8], end: &End) -> Result<Vec<Wanted>, String> {
+fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Wanted>, String> {
     if end.entries > MAX_ENTRIES {
         return Err(format!(
             "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
@@ -172,8 +195,8 @@ fn wanted_entries(bytes: &[u8], end: &End) -> Result<Vec<Wanted>, String> {
         .checked_add(end.directory_size)
         .filter(|&s| s <= end.limit)
         .ok_or_else(|| format!("{NOT_A_ZIP} (its central directory lies outside it)"))?;
-    let (start, stop) = (start as usize, stop as usize);
-    let dir = &bytes[start..stop];
+    let dir = read_at(archive, start, (stop - start) as usize)?;
+    let dir = dir.as_slice();
     let broken = |what: &str| format!("{NOT_A_ZIP} ({what} in its central directory)");
     let mut found: Vec<Wanted> = Vec::new();
     let mut at = 0;
@@ -241,12 +264,12 @@ fn wanted_entries(bytes: &[u8], end: &End) -> Result<Vec<Wanted>, String> {
                 .local
                 .checked_add(30)
                 .and_then(|e| e.checked_add(wanted.compressed));
-            if data_end.is_none_or(|e| e > start as u64) {
+            if data_end.is_none_or(|e| e > start) {
                 return Err(format!(
                     "{name} lies outside the artifact's data (past its central directory); refused"
                 ));
             }
-            if u32_at(bytes, wanted.local as usize) != Some(LOCAL) {
+            if u32_at(&read_at(archive, wanted.local, 4)?, 0) != Some(LOCAL) {
                 return Err(broken("an entry without its local header"));
             }
             found.push(wanted);
@@ -256,29 +279,41 @@ fn wanted_entries(bytes: &[u8], end: &End) -> Result<Vec<Wanted>, String> {
     Ok(found)
 }
 
-/// The archive as the `zip` crate sees it: its bytes up to its central directory (`head`),
-/// then `tail` — a central directory of the checked entries only and its end record.
-struct Spliced<'a> {
-    head: &'a [u8],
+/// The archive as the `zip` crate sees it: its bytes up to its central directory (the first
+/// `head` bytes of `inner`, read where they are), then `tail` — a central directory of the
+/// checked entries only and its end record.
+struct Spliced<R> {
+    inner: R,
+    head: u64,
     tail: Vec<u8>,
     pos: u64,
+    /// Where `inner` is, when known (to seek it only when a read does not follow the last).
+    inner_pos: Option<u64>,
 }
 
-impl Spliced<'_> {
+impl<R> Spliced<R> {
     fn len(&self) -> u64 {
-        (self.head.len() + self.tail.len()) as u64
+        self.head + self.tail.len() as u64
     }
 }
 
-impl Read for Spliced<'_> {
+impl<R: Read + Seek> Read for Spliced<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let head = self.head.len() as u64;
-        let from = if self.pos < head {
-            &self.head[self.pos as usize..]
-        } else {
-            let at = usize::try_from(self.pos - head).unwrap_or(usize::MAX);
-            self.tail.get(at..).unwrap_or_default()
-        };
+        if self.pos < self.head {
+            let want = usize::try_from(self.head - self.pos)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            if self.inner_pos != Some(self.pos) {
+                self.inner_pos = None;
+                self.inner.seek(SeekFrom::Start(self.pos))?;
+            }
+            let n = self.inner.read(&mut buf[..want])?;
+            self.pos += n as u64;
+            self.inner_pos = Some(self.pos);
+            return Ok(n);
+        }
+        let at = usize::try_from(self.pos - self.head).unwrap_or(usize::MAX);
+        let from = self.tail.get(at..).unwrap_or_default();
         let n = from.len().min(buf.len());
         buf[..n].copy_from_slice(&from[..n]);
         self.pos += n as u64;
@@ -286,7 +321,7 @@ impl Read for Spliced<'_> {
     }
 }
 
-impl Seek for Spliced<'_> {
+impl<R> Seek for Spliced<R> {
     fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
         let target = match to {
             SeekFrom::Start(n) => Some(n),
@@ -339,11 +374,11 @@ fn new_directory(entries: &[Wanted], offset: u32) -> Vec<u8> {
     out
 }
 
-/// Reads the three files of a work job's artifact from its zip archive `bytes` (see the module
-/// documentation): `Err` says why the artifact is refused.
-pub fn read(bytes: &[u8]) -> Result<Collected, String> {
-    let end = end_record(bytes)?;
-    let entries = wanted_entries(bytes, &end)?;
+/// Reads the three files of a work job's artifact from its zip archive `archive` (see the
+/// module documentation): `Err` says why the artifact is refused.
+pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
+    let end = end_record(&mut archive)?;
+    let entries = wanted_entries(&mut archive, &end)?;
     let offset = u32::try_from(end.directory_offset)
         .map_err(|_| format!("{NOT_A_ZIP} (its central directory starts past 4 GiB)"))?;
     let entry_of = |name: &str| entries.iter().find(|e| e.name == name);
@@ -351,9 +386,11 @@ pub fn read(bytes: &[u8]) -> Result<Collected, String> {
         return Err(format!("the artifact has no {RESULT_FILE}"));
     }
     let view = Spliced {
-        head: &bytes[..end.directory_offset as usize],
+        inner: archive,
+        head: end.directory_offset,
         tail: new_directory(&entries, offset),
         pos: 0,
+        inner_pos: None,
     };
     let mut zip = zip::ZipArchive::new(view).map_err(|e| format!("{NOT_A_ZIP}: {e}"))?;
     let mut entry = |name: &str| -> Result<Option<Vec<u8>>, String> {
@@ -361,7 +398,8 @@ pub fn read(bytes: &[u8]) -> Result<Collected, String> {
             return Ok(None);
         };
         let mut f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
-        let mut out = Vec::new();
+        // The declared size (within the bound, checked): no doubling past it as it is read.
+        let mut out = Vec::with_capacity(wanted.uncompressed.min(wanted.limit) as usize + 1);
         (&mut f)
             .take(wanted.limit + 1)
             .read_to_end(&mut out)
@@ -378,8 +416,12 @@ pub fn read(bytes: &[u8]) -> Result<Collected, String> {
     let result: WorkResult = serde_json::from_slice(&result)
         .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
     let patch = entry(PATCH_FILE)?.unwrap_or_default();
+    // Valid UTF-8 (the usual case) is kept as it is, not copied.
     let log = entry(LOG_FILE)?
-        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .map(|l| {
+            String::from_utf8(l)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        })
         .filter(|l| !l.trim().is_empty());
     Ok(Collected { result, patch, log })
 }
@@ -387,7 +429,16 @@ pub fn read(bytes: &[u8]) -> Result<Collected, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Cursor, Write};
+
+    /// [`read`] of an archive in memory.
+    fn read_bytes(bytes: &[u8]) -> Result<Collected, String> {
+        read(Cursor::new(bytes))
+    }
+
+    fn end_of(bytes: &[u8]) -> Result<End, String> {
+        end_record(&mut Cursor::new(bytes))
+    }
 
     fn options() -> zip::write::SimpleFileOptions {
         zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored)
@@ -435,7 +486,7 @@ mod tests {
             zip::CompressionMethod::Stored,
             zip::CompressionMethod::Deflated,
         ] {
-            let c = read(&artifact(2, method)).expect("read");
+            let c = read_bytes(&artifact(2, method)).expect("read");
             assert_eq!((c.result.task, c.result.attempt), (2, 1));
             assert_eq!(c.patch, b"\x00patch");
             assert_eq!(c.log.as_deref().map(str::len), Some(4000));
@@ -450,7 +501,7 @@ mod tests {
         let bytes = w.finish().expect("finish").into_inner();
         let flags = u16_at(&bytes, 6).expect("flags");
         assert_eq!(flags & 8, 8, "a data descriptor");
-        let c = read(&bytes).expect("read");
+        let c = read_bytes(&bytes).expect("read");
         assert_eq!((c.result.task, c.patch.len()), (4, 500));
     }
 
@@ -459,17 +510,79 @@ mod tests {
     #[test]
     fn an_archive_of_many_entries_is_refused_before_its_directory_is_parsed() {
         let bytes = artifact(70_000, zip::CompressionMethod::Stored);
-        let end = end_record(&bytes).expect("an end record");
+        let end = end_of(&bytes).expect("an end record");
         assert_eq!(end.entries, 70_003, "zip64: more entries than 16 bits hold");
         // The conductor's reader.
-        let err = crate::actions::conduct::read_zip(&bytes).unwrap_err();
+        let err = crate::actions::conduct::read_zip(Cursor::new(&bytes)).unwrap_err();
         assert!(
             err.contains("has 70003 entries, more than the 16 a work job's artifact may have"),
             "{err}"
         );
-        let err = read(&artifact(14, zip::CompressionMethod::Stored)).unwrap_err();
+        let err = read_bytes(&artifact(14, zip::CompressionMethod::Stored)).unwrap_err();
         assert!(err.contains("has 17 entries"), "{err}");
-        assert!(read(&artifact(13, zip::CompressionMethod::Stored)).is_ok());
+        assert!(read_bytes(&artifact(13, zip::CompressionMethod::Stored)).is_ok());
+    }
+
+    /// Counts the bytes read through it.
+    struct Counted<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: Read> Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl<R: Seek> Seek for Counted<R> {
+        fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(to)
+        }
+    }
+
+    /// Issue 20 §4: the archive was held whole in memory to be read. It is read from its file
+    /// where it lies: the end (64 KiB at most), the directory and the three entries — not the
+    /// megabytes of another entry, nor a refused archive's directory.
+    #[test]
+    fn only_the_end_the_directory_and_the_three_entries_are_read_from_the_file() {
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        w.start_file("padding", options()).expect("start");
+        w.write_all(&vec![b'p'; 8 << 20]).expect("write");
+        for (name, data) in [
+            (RESULT_FILE, result_json(5, 3)),
+            (PATCH_FILE, b"diff\n".repeat(1000)),
+            (LOG_FILE, b"log\n".repeat(1000)),
+        ] {
+            w.start_file(name, options()).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        let bytes = w.finish().expect("finish").into_inner();
+        let mut file = tempfile::tempfile().expect("a file");
+        file.write_all(&bytes).expect("write");
+        file.rewind().expect("rewind"); // as the download leaves it
+        let mut counted = Counted {
+            inner: file,
+            read: 0,
+        };
+        let c = read(&mut counted).expect("read from the file");
+        assert_eq!((c.result.task, c.patch.len()), (5, 5000));
+        assert!(
+            counted.read < 200 << 10,
+            "{} bytes read of an archive of {}",
+            counted.read,
+            bytes.len()
+        );
+        // A refused archive: its end record (and no more than 64 KiB besides) is all read.
+        let many = artifact(70_000, zip::CompressionMethod::Stored);
+        let mut counted = Counted {
+            inner: Cursor::new(&many),
+            read: 0,
+        };
+        assert!(read(&mut counted).unwrap_err().contains("70003 entries"));
+        assert!(counted.read <= 70 << 10, "{} bytes read", counted.read);
     }
 
     /// The directory the end record points at is the one walked; an end record that lies (3
@@ -480,7 +593,7 @@ mod tests {
         let mut bytes = artifact(3000, zip::CompressionMethod::Stored);
         let at = bytes.len() - 22;
         bytes[at + 8..at + 12].copy_from_slice(&[3, 0, 3, 0]);
-        let err = read(&bytes).unwrap_err();
+        let err = read_bytes(&bytes).unwrap_err();
         assert!(err.contains("a central directory of"), "{err}");
         // A whole many-entry archive inside worker.log, then a good end: only the three read.
         let inner = artifact(20_000, zip::CompressionMethod::Stored);
@@ -490,15 +603,15 @@ mod tests {
         w.start_file(LOG_FILE, options()).expect("start");
         w.write_all(&inner).expect("write");
         let bytes = w.finish().expect("finish").into_inner();
-        let c = read(&bytes).expect("read");
+        let c = read_bytes(&bytes).expect("read");
         assert_eq!(c.result.task, 0);
         assert!(c.log.is_some());
         // The same with the good directory broken: refused, never the hidden archive instead
         // (the zip crate alone falls back to it and reads its 20,003 entries and task 2's result).
         let mut broken = bytes.clone();
-        let dir = end_record(&broken).expect("end").directory_offset as usize;
+        let dir = end_of(&broken).expect("end").directory_offset as usize;
         broken[dir..dir + 4].copy_from_slice(b"junk");
-        let err = read(&broken).unwrap_err();
+        let err = read_bytes(&broken).unwrap_err();
         assert!(
             err.contains("a missing entry in its central directory"),
             "{err}"
@@ -520,10 +633,10 @@ mod tests {
             .expect("start");
         w.add_directory("dir/", options()).expect("dir");
         let ok = w.finish().expect("finish").into_inner();
-        assert!(read(&ok).is_ok(), "other entries are ignored");
+        assert!(read_bytes(&ok).is_ok(), "other entries are ignored");
         let mut twice = ok.clone();
         // Rename RESULT.JSON to result.json in the central directory only.
-        let dir = end_record(&twice).expect("end").directory_offset as usize;
+        let dir = end_of(&twice).expect("end").directory_offset as usize;
         let pos = dir
             + twice[dir..]
                 .windows(11)
@@ -531,7 +644,7 @@ mod tests {
                 .expect("the name");
         twice[pos..pos + 11].copy_from_slice(b"result.json");
         assert!(
-            read(&twice)
+            read_bytes(&twice)
                 .unwrap_err()
                 .contains("holds result.json twice")
         );
@@ -542,7 +655,7 @@ mod tests {
             .expect("link");
         let linked = w.finish().expect("finish").into_inner();
         assert!(
-            read(&linked)
+            read_bytes(&linked)
                 .unwrap_err()
                 .contains("worker.log is not a regular file")
         );
@@ -553,12 +666,12 @@ mod tests {
             .expect("start");
         w.write_all(b"p").expect("write");
         let bytes = w.finish().expect("finish").into_inner();
-        assert_eq!(read(&bytes).expect("zip64 fields read").patch, b"p");
-        assert!(read(b"PK\x05\x06").unwrap_err().contains("not a zip"));
+        assert_eq!(read_bytes(&bytes).expect("zip64 fields read").patch, b"p");
+        assert!(read_bytes(b"PK\x05\x06").unwrap_err().contains("not a zip"));
         let mut truncated = artifact(0, zip::CompressionMethod::Stored);
         truncated.truncate(truncated.len() - 1);
         assert!(
-            read(&truncated)
+            read_bytes(&truncated)
                 .unwrap_err()
                 .contains("no end of central directory")
         );

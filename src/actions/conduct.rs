@@ -72,8 +72,8 @@ use crate::setup::Overlaps;
 /// The task field that records a started attempt's workflow run.
 pub const RUN_FIELD: &str = "dagexecRun";
 
-/// The largest artifact archive the conductor downloads.
-const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
+/// The largest artifact archive the conductor downloads (streamed into a temporary file).
+pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
 
 /// How long a dispatch that GitHub keeps failing is tried again before the conductor gives
 /// up (and a later conductor counts the attempt as interrupted).
@@ -128,13 +128,15 @@ pub fn flight_of(t: &crate::plan::model::Task) -> Option<Flight> {
     serde_json::from_value(t.extra.get(RUN_FIELD)?.clone()).ok()
 }
 
-/// Reads the three files of a work job's artifact from its zip archive, in memory: only
-/// regular entries with exactly the expected names are read, each bounded in size; links,
-/// directories and every other entry are ignored (nothing is extracted to disk), and an
-/// archive of more entries than an artifact has is refused before its directory is parsed
-/// ([`super::artifact_zip`]).
-pub fn read_zip(bytes: &[u8]) -> Result<super::artifact::Collected, String> {
-    super::artifact_zip::read(bytes)
+/// Reads the three files of a work job's artifact from its zip archive (the temporary file
+/// the download streamed it into): only regular entries with exactly the expected names are
+/// read, each bounded in size; links, directories and every other entry are ignored (nothing
+/// is extracted to disk), and an archive of more entries than an artifact has is refused
+/// before its directory is parsed ([`super::artifact_zip`]).
+pub fn read_zip(
+    archive: impl std::io::Read + std::io::Seek,
+) -> Result<super::artifact::Collected, String> {
+    super::artifact_zip::read(archive)
 }
 
 /// The conductor's executor: each attempt a workflow run of this workflow, polled, its
@@ -994,8 +996,8 @@ enum Fetched {
 }
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
-/// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded and
-/// read in memory. A listing or download GitHub fails (after the retry policy's tries) is
+/// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded into
+/// an anonymous temporary file and read from it. A listing or download GitHub fails (after the retry policy's tries) is
 /// [`Fetched::Later`] for [`RESULT_PATIENCE`] after the run ended.
 fn fetch(
     client: &Client,
@@ -1047,8 +1049,8 @@ fn fetch(
             artifact.id
         )
     });
-    let bytes = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
-        Ok(b) => b,
+    let file = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
+        Ok(f) => f,
         Err(e) if e.transient() && patient => return Fetched::Later(e),
         Err(e) => {
             return Fetched::Done(
@@ -1057,7 +1059,7 @@ fn fetch(
             );
         }
     };
-    let read = read_zip(&bytes).and_then(|c| {
+    let read = read_zip(file).and_then(|c| {
         if (c.result.task, c.result.attempt) == (task, attempt) {
             Ok(c)
         } else {
@@ -1089,6 +1091,10 @@ mod tests {
                 "{n} runs: {per_hour} polls an hour"
             );
         }
+    }
+
+    fn read_zip_bytes(bytes: &[u8]) -> Result<super::super::artifact::Collected, String> {
+        read_zip(std::io::Cursor::new(bytes))
     }
 
     fn zip_of(entries: &[(&str, &[u8])], link: Option<(&str, &str)>) -> Vec<u8> {
@@ -1135,7 +1141,7 @@ mod tests {
             ],
             None,
         );
-        let c = read_zip(&bytes).unwrap();
+        let c = read_zip_bytes(&bytes).unwrap();
         assert_eq!((c.result.task, c.result.attempt), (3, 2));
         assert_eq!(c.patch, b"\x00patch");
         assert_eq!(c.log.as_deref(), Some("log\n"));
@@ -1143,21 +1149,29 @@ mod tests {
 
     #[test]
     fn hostile_archives_are_refused_with_the_reason() {
-        assert!(read_zip(b"not a zip").unwrap_err().contains("not a zip"));
+        assert!(
+            read_zip_bytes(b"not a zip")
+                .unwrap_err()
+                .contains("not a zip")
+        );
         let none = zip_of(&[("changes.patch", b"")], None);
-        assert!(read_zip(&none).unwrap_err().contains("no result.json"));
+        assert!(
+            read_zip_bytes(&none)
+                .unwrap_err()
+                .contains("no result.json")
+        );
         let linked = zip_of(
             &[("result.json", &result_json(0, 1))],
             Some(("changes.patch", "/etc/passwd")),
         );
         assert!(
-            read_zip(&linked)
+            read_zip_bytes(&linked)
                 .unwrap_err()
                 .contains("changes.patch is not a regular file")
         );
         let junk = zip_of(&[("result.json", b"{\"no\": 1}")], None);
         assert!(
-            read_zip(&junk)
+            read_zip_bytes(&junk)
                 .unwrap_err()
                 .contains("not a dagexec work result")
         );

@@ -1,7 +1,9 @@
 //! Workflow runs the conductor starts and watches (`schedule: eager` on Actions): a dispatch
 //! that answers with the new run's id (`return_run_details`), a run's state, the dispatched
 //! runs of a branch (to find a run by its run-name), its artifacts, and an artifact's zip
-//! archive (its download from storage retried under the same policy).
+//! archive (its download from storage retried under the same policy), streamed into an
+//! anonymous temporary file — never held in memory — and refused while it is read once it
+//! passes its size limit.
 //!
 //! Every call goes through [`Client`]'s typed `get`/`send` (answers read into serde structs
 //! of our own, keeping only the fields dagexec uses; an answer without them is
@@ -10,6 +12,8 @@
 //! without the token: the redirect target is another host with a signed URL, and the
 //! repository's token must never be sent there.
 
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -194,8 +198,10 @@ impl Client {
 
     /// An artifact's zip archive (`actions/download-artifact`), at most `limit` bytes, asked
     /// for under the client's one retry policy. GitHub answers with a redirect to its
-    /// storage; that URL is fetched without the token.
-    pub async fn download_artifact(&self, id: u64, limit: u64) -> Result<Vec<u8>, ApiError> {
+    /// storage; that URL is fetched without the token. The body is written as it arrives into
+    /// an anonymous temporary file (unlinked, `tempfile::tempfile`), returned at its start:
+    /// the process holds no more of it than a frame at a time.
+    pub async fn download_artifact(&self, id: u64, limit: u64) -> Result<File, ApiError> {
         const OP: &str = "actions/download-artifact";
         let path = self.repo_path(&format!("/actions/artifacts/{id}/zip"));
         let response = self.get_raw(OP, &path).await?;
@@ -212,11 +218,21 @@ impl Client {
     }
 }
 
-/// The body of `response`, refused once it passes `limit` bytes.
-async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Vec<u8>, ApiError> {
+/// The body of `response` written into a new anonymous temporary file as it arrives,
+/// refused (and the file dropped, which frees it) as soon as it passes `limit` bytes; the
+/// file is returned rewound to its start.
+async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<File, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
-    let mut out = Vec::new();
+    let disk = |what: &str, e: std::io::Error| ApiError::Invalid {
+        op: op.into(),
+        message: format!(
+            "cannot {what} the temporary file the artifact is downloaded into ({e}); check \
+             that the temporary directory ($TMPDIR, else /tmp) is writable and has room"
+        ),
+    };
+    let mut file = tempfile::tempfile().map_err(|e| disk("create", e))?;
+    let mut written: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::Network {
             op: op.into(),
@@ -224,16 +240,19 @@ async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Vec
             message: super::error_chain(&e),
         })?;
         if let Ok(data) = frame.into_data() {
-            out.extend_from_slice(&data);
-            if out.len() as u64 > limit {
+            written += data.len() as u64;
+            if written > limit {
                 return Err(ApiError::Invalid {
                     op: op.into(),
                     message: format!("the artifact is larger than {limit} bytes; refused"),
                 });
             }
+            file.write_all(&data).map_err(|e| disk("write", e))?;
         }
     }
-    Ok(out)
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| disk("rewind", e))?;
+    Ok(file)
 }
 
 /// GETs `url` with no credentials (a signed storage URL), at most `limit` bytes, under
@@ -244,7 +263,7 @@ async fn fetch_unauthenticated(
     op: &str,
     url: &str,
     limit: u64,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<File, ApiError> {
     use super::retry::{Limits, Next};
     let uri: http::Uri = url
         .parse()
@@ -314,6 +333,85 @@ async fn fetch_unauthenticated(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A storage server for one GET: `body` with its length, or (`None`) an endless chunked
+    /// body. Its task ends when the client goes away and gives the bytes of body it wrote.
+    async fn storage(body: Option<Vec<u8>>) -> (String, tokio::task::JoinHandle<u64>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/artifact.zip?sig=x",
+            listener.local_addr().unwrap()
+        );
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            while !request.ends_with(b"\r\n\r\n") {
+                let mut b = [0u8; 1];
+                if s.read(&mut b).await.unwrap() == 0 {
+                    return 0;
+                }
+                request.push(b[0]);
+            }
+            let Some(body) = body else {
+                let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                s.write_all(head.as_bytes()).await.unwrap();
+                let chunk = [b"10000\r\n".as_slice(), &[b'x'; 0x10000], b"\r\n"].concat();
+                let mut sent = 0;
+                while s.write_all(&chunk).await.is_ok() {
+                    sent += 0x10000;
+                }
+                return sent;
+            };
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+            s.write_all(head.as_bytes()).await.unwrap();
+            s.write_all(&body).await.unwrap();
+            let _ = s.read(&mut [0u8; 1]).await;
+            body.len() as u64
+        });
+        (url, task)
+    }
+
+    /// Issue 20 §4: the artifact was held in memory whole (up to 256 MiB). It is streamed
+    /// into an anonymous temporary file, returned at its start; an endless body is refused
+    /// while it is read, once past the limit (holding it first would never end).
+    #[tokio::test]
+    async fn an_artifact_is_streamed_into_an_unlinked_file_and_refused_past_its_limit() {
+        let policy = super::super::retry::Policy::default();
+        let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (url, server) = storage(Some(body.clone())).await;
+        let mut file = fetch_unauthenticated(&policy, "op", &url, 300_000)
+            .await
+            .unwrap();
+        drop(server);
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut got).unwrap();
+        assert!(got == body, "the file holds the body, from its start");
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let name = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+            assert!(
+                name.to_string_lossy().ends_with("(deleted)"),
+                "no name in the file system: {name:?}"
+            );
+        }
+
+        let limit = 1 << 20;
+        let (url, server) = storage(None).await;
+        let e = fetch_unauthenticated(&policy, "op", &url, limit)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("op: the artifact is larger than {limit} bytes; refused")
+        );
+        let sent = server.await.unwrap();
+        assert!(
+            sent > limit && sent < limit + (32 << 20),
+            "refused as it read, the connection dropped: {sent} bytes sent"
+        );
+    }
 
     fn run(status: &str, started: &str, updated: &str) -> WorkflowRun {
         serde_json::from_value(serde_json::json!({
