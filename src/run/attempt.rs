@@ -656,7 +656,12 @@ pub(crate) fn keep_logs(
     attempt: u32,
     run: &worker::WorkerRun,
 ) -> Result<Vec<PathBuf>, crate::fsx::Error> {
-    keep_run_logs(common_dir, run_dir, &format!("task-{index}-attempt-{attempt}"), run)
+    keep_run_logs(
+        common_dir,
+        run_dir,
+        &format!("task-{index}-attempt-{attempt}"),
+        run,
+    )
 }
 
 /// Writes `run`'s stdout, stderr tail and work log to `<stem>.{stdout,stderr,log}` in

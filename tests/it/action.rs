@@ -1463,7 +1463,8 @@ fn the_work_job_runs_the_pinned_agent_clis() {
         // from a cleared environment.
         for var in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "npm_config_cafile"] {
             if let Ok(value) = std::env::var(var) {
-                lab.act_args.extend(["--env".to_string(), format!("{var}={value}")]);
+                lab.act_args
+                    .extend(["--env".to_string(), format!("{var}={value}")]);
             }
         }
         lab.act_args
