@@ -27,8 +27,8 @@ use crate::outcome::Exit;
 // Bytes kept (the tail) of stdout, stderr and the work log; the mark in front of a cut one.
 const STDOUT_CAP: usize = 1 << 20;
 const STDERR_CAP: usize = 64 << 10;
-const LOG_CAP: usize = 4 << 20;
-const CUT_MARKER: &str = "… (output cut)\n";
+pub(crate) const LOG_CAP: usize = 4 << 20;
+pub(crate) const CUT_MARKER: &str = "… (output cut)\n";
 /// After the worker exits, how long what it left behind may keep stdout/stderr open.
 const EOF_GRACE: Duration = Duration::from_secs(2);
 /// After SIGTERM on cancellation, how long before SIGKILL.
@@ -470,14 +470,14 @@ async fn read_usage(path: &Path) -> Option<String> {
 }
 
 /// The last `cap` bytes of a stream.
-struct Tail {
+pub(crate) struct Tail {
     buf: Vec<u8>,
     cap: usize,
     cut: bool,
 }
 
 impl Tail {
-    fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         let buf = Vec::new();
         Self {
             buf,
@@ -486,7 +486,7 @@ impl Tail {
         }
     }
 
-    fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
         // Trim only past twice the cap, so the copying stays amortised O(1) per byte.
         if self.buf.len() > 2 * self.cap {
@@ -502,7 +502,7 @@ impl Tail {
     }
 
     /// Lossy UTF-8, with `marker` in front (and no half character after it) if cut.
-    fn into_string(mut self, marker: &str) -> String {
+    pub(crate) fn into_string(mut self, marker: &str) -> String {
         self.trim();
         if !self.cut {
             return String::from_utf8_lossy(&self.buf).into_owned();

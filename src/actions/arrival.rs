@@ -39,11 +39,11 @@ pub(super) fn judge_entry(
         ),
         Some(Err(why)) => {
             ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (missing(), Vec::new(), Duration::ZERO, None)
+            (missing(), Default::default(), Duration::ZERO, None)
         }
         None => {
             ui.say(format!("  task {}: no artifact from its job", e.task));
-            (missing(), Vec::new(), Duration::ZERO, None)
+            (missing(), Default::default(), Duration::ZERO, None)
         }
     };
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).

@@ -232,7 +232,9 @@ impl WorkResult {
 #[derive(Debug, Clone)]
 pub struct Collected {
     pub result: WorkResult,
-    pub patch: Vec<u8>,
+    /// `changes.patch`: a file of the conductor's (see [`crate::git::PatchFile`]), read from
+    /// the downloaded zip; finalize's, read from the downloaded directory, in memory.
+    pub patch: crate::git::Patch,
     pub log: Option<String>,
 }
 
@@ -258,7 +260,9 @@ pub fn read(dir: &Path) -> Result<Collected, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let result: WorkResult = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a dagexec work result: {e}", path.display()))?;
-    let patch = std::fs::read(dir.join(PATCH_FILE)).unwrap_or_default();
+    let patch = std::fs::read(dir.join(PATCH_FILE))
+        .unwrap_or_default()
+        .into();
     let log = std::fs::read_to_string(dir.join(LOG_FILE))
         .ok()
         .filter(|l| !l.trim().is_empty());
@@ -289,7 +293,7 @@ mod tests {
         write(dir.path(), &r, b"\x00binary", report.log.as_deref()).unwrap();
         let back = read(dir.path()).unwrap();
         assert_eq!(back.result, r);
-        assert_eq!(back.patch, b"\x00binary");
+        assert_eq!(back.patch.read_to_vec(), b"\x00binary");
         assert_eq!(back.result.report(back.log.clone()), report);
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join(RESULT_FILE)).unwrap())

@@ -17,7 +17,7 @@
 //! bound), whatever the archive's size or what it says about itself (`bench/artifact_zip.sh`
 //! measures it, download included).
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 
 use super::artifact::{Collected, LOG_FILE, PATCH_FILE, RESULT_FILE, WorkResult};
 
@@ -27,12 +27,48 @@ pub const MAX_ENTRIES: u64 = 16;
 /// The largest central directory read (its entries' names, extra fields and comments).
 pub const MAX_DIRECTORY_BYTES: u64 = 64 << 10;
 
+/// The bound of `result.json`: the worker's output (its last MiB, which JSON's `\u0000`
+/// escapes can make 6 MiB), the paths it changed and the acceptance checks' outputs.
+pub const RESULT_LIMIT: u64 = 8 << 20;
+
+/// The bound of `changes.patch`, extracted into a temporary file (never held in memory).
+pub const PATCH_LIMIT: u64 = 128 << 20;
+
+/// The bound of `worker.log`, of which only the last [`crate::worker::LOG_CAP`] bytes are
+/// kept (as a local run keeps of the work log).
+pub const LOG_LIMIT: u64 = 32 << 20;
+
 /// The bound of each entry read: `result.json`, `changes.patch`, `worker.log`.
 const LIMITS: [(&str, u64); 3] = [
-    (RESULT_FILE, 32 << 20),
-    (PATCH_FILE, 128 << 20),
-    (LOG_FILE, 32 << 20),
+    (RESULT_FILE, RESULT_LIMIT),
+    (PATCH_FILE, PATCH_LIMIT),
+    (LOG_FILE, LOG_LIMIT),
 ];
+
+/// Reads `from` to its end in chunks, handing each to `each`; `Err` when it holds more than
+/// `limit` bytes (or cannot be read). Returns how many bytes it held.
+fn each_chunk(
+    name: &str,
+    mut from: impl Read,
+    limit: u64,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<u64, String> {
+    let mut buf = vec![0; 64 << 10];
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("{name}: {e}")),
+        };
+        total += n as u64;
+        if total > limit {
+            return Err(format!("{name} is larger than {limit} bytes; refused"));
+        }
+        each(&buf[..n]).map_err(|e| format!("{name}: {e}"))?;
+    }
+}
 
 const EOCD: u32 = 0x0605_4b50;
 const EOCD64: u32 = 0x0606_4b50;
@@ -393,35 +429,44 @@ pub fn read<R: Read + Seek>(mut archive: R) -> Result<Collected, String> {
         inner_pos: None,
     };
     let mut zip = zip::ZipArchive::new(view).map_err(|e| format!("{NOT_A_ZIP}: {e}"))?;
-    let mut entry = |name: &str| -> Result<Option<Vec<u8>>, String> {
+    // Each entry is read to its end (the zip crate checks its CRC there) in chunks, refused
+    // past its bound, and kept as it is used: result.json parsed, changes.patch in a file,
+    // worker.log's tail.
+    let mut read_entry = |name: &str, each: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
         let Some(wanted) = entry_of(name) else {
             return Ok(None);
         };
-        let mut f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
-        // The declared size (within the bound, checked): no doubling past it as it is read.
-        let mut out = Vec::with_capacity(wanted.uncompressed.min(wanted.limit) as usize + 1);
-        (&mut f)
-            .take(wanted.limit + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| format!("{name}: {e}"))?;
-        if out.len() as u64 > wanted.limit {
-            return Err(format!(
-                "{name} is larger than {} bytes; refused",
-                wanted.limit
-            ));
-        }
-        Ok(Some(out))
+        let f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
+        each_chunk(name, f, wanted.limit, each).map(Some)
     };
-    let result = entry(RESULT_FILE)?.unwrap_or_default();
+    // The declared size (within the bound, checked): no doubling past it as it is read.
+    let declared = entry_of(RESULT_FILE).map_or(0, |w| w.uncompressed.min(RESULT_LIMIT));
+    let mut result = Vec::with_capacity(declared as usize);
+    read_entry(RESULT_FILE, &mut |c| {
+        result.extend_from_slice(c);
+        Ok(())
+    })?;
     let result: WorkResult = serde_json::from_slice(&result)
         .map_err(|e| format!("{RESULT_FILE} is not a dagexec work result: {e}"))?;
-    let patch = entry(PATCH_FILE)?.unwrap_or_default();
-    // Valid UTF-8 (the usual case) is kept as it is, not copied.
-    let log = entry(LOG_FILE)?
-        .map(|l| {
-            String::from_utf8(l)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-        })
+    let patch = if entry_of(PATCH_FILE).is_some() {
+        let mut file = tempfile::tempfile()
+            .map_err(|e| format!("cannot make a temporary file for {PATCH_FILE}: {e}"))?;
+        let mut out = std::io::BufWriter::with_capacity(64 << 10, &mut file);
+        let len = read_entry(PATCH_FILE, &mut |c| out.write_all(c))?.unwrap_or(0);
+        out.flush()
+            .map_err(|e| format!("cannot write {PATCH_FILE} to a temporary file: {e}"))?;
+        drop(out);
+        crate::git::PatchFile::new(file, len).into()
+    } else {
+        crate::git::Patch::default()
+    };
+    let mut tail = crate::worker::Tail::new(crate::worker::LOG_CAP);
+    let read_log = read_entry(LOG_FILE, &mut |c| {
+        tail.push(c);
+        Ok(())
+    })?;
+    let log = read_log
+        .map(|_| tail.into_string(crate::worker::CUT_MARKER))
         .filter(|l| !l.trim().is_empty());
     Ok(Collected { result, patch, log })
 }
@@ -488,7 +533,7 @@ mod tests {
         ] {
             let c = read_bytes(&artifact(2, method)).expect("read");
             assert_eq!((c.result.task, c.result.attempt), (2, 1));
-            assert_eq!(c.patch, b"\x00patch");
+            assert_eq!(c.patch.read_to_vec(), b"\x00patch");
             assert_eq!(c.log.as_deref().map(str::len), Some(4000));
         }
         // Written as a stream (upload-artifact's way): sizes in data descriptors after the data.
@@ -585,6 +630,114 @@ mod tests {
         assert!(counted.read <= 70 << 10, "{} bytes read", counted.read);
     }
 
+    fn git(root: &std::path::Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .current_dir(root)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .expect("git runs")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// Issue 20 §4: changes.patch was held in memory from the zip to `git apply` (an artifact
+    /// at its bounds took 232 MiB). It goes from the archive into a file of its own, and the
+    /// arrival's check of what it touches and the round's check and apply read it from there
+    /// (in chunks of 64 KiB): no consumer has it as bytes.
+    #[test]
+    fn a_large_patch_goes_from_the_zip_to_git_apply_in_a_file() {
+        let dir = tempfile::tempdir().expect("a dir");
+        let root = dir.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("a.txt"), "a\n").expect("write");
+        git(root, &["add", "a.txt"]);
+        git(root, &["commit", "-q", "-m", "base"]);
+        let repo = crate::git::Repo::discover(root).expect("a repo");
+        // A patch adding an 8 MiB file: 128 chunks.
+        let line = format!("{}\n", "0123456789abcdef".repeat(4));
+        let lines = (8 << 20) / line.len() + 1;
+        let mut patch = format!(
+            "diff --git a/big.txt b/big.txt\nnew file mode 100644\n--- /dev/null\n\
+             +++ b/big.txt\n@@ -0,0 +1,{lines} @@\n"
+        )
+        .into_bytes();
+        for _ in 0..lines {
+            patch.push(b'+');
+            patch.extend_from_slice(line.as_bytes());
+        }
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, data) in [(RESULT_FILE, result_json(1, 1)), (PATCH_FILE, patch)] {
+            w.start_file(name, options()).expect("start");
+            w.write_all(&data).expect("write");
+        }
+        let bytes = w.finish().expect("finish").into_inner();
+        let mut file = tempfile::tempfile().expect("a file");
+        file.write_all(&bytes).expect("write");
+        file.rewind().expect("rewind");
+        drop(bytes);
+        let c = read(file).expect("read");
+        let crate::git::Patch::File(held) = &c.patch else {
+            panic!("the patch is held in memory");
+        };
+        assert!(held.len() > 8 << 20, "{}", held.len());
+        assert_eq!(
+            repo.patch_paths(&c.patch).expect("the paths it touches"),
+            vec!["big.txt".to_string()]
+        );
+        let index = repo.round_index().expect("an index");
+        index.check_patch(&c.patch).expect("it applies");
+        index.apply_patch(&c.patch).expect("applied");
+        let (_, applied) = index.read_entry("big.txt").expect("read").expect("big.txt");
+        assert_eq!(applied.len(), lines * line.len());
+        assert!(applied.starts_with(line.as_bytes()));
+    }
+
+    /// worker.log is kept as a local run keeps a work log: its last
+    /// [`crate::worker::LOG_CAP`] bytes behind a mark (it was read whole, up to 32 MiB);
+    /// result.json has a bound of its own.
+    #[test]
+    fn the_log_keeps_its_tail_and_result_json_its_bound() {
+        let zip_of = |entries: &[(&str, &[u8])]| {
+            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            for (name, data) in entries {
+                w.start_file(*name, options()).expect("start");
+                w.write_all(data).expect("write");
+            }
+            w.finish().expect("finish").into_inner()
+        };
+        let mut log = b"early\n".repeat(1 << 20);
+        log.extend_from_slice(b"the end\n");
+        let c = read_bytes(&zip_of(&[
+            (RESULT_FILE, &result_json(0, 1)),
+            (LOG_FILE, &log),
+        ]))
+        .expect("read");
+        let kept = c.log.expect("a log");
+        assert!(kept.starts_with(crate::worker::CUT_MARKER), "cut");
+        assert_eq!(
+            kept.len(),
+            crate::worker::CUT_MARKER.len() + crate::worker::LOG_CAP
+        );
+        assert!(kept.ends_with("early\nthe end\n"));
+        let mut big = result_json(0, 1);
+        big.resize(RESULT_LIMIT as usize + 1, b' ');
+        let err = read_bytes(&zip_of(&[(RESULT_FILE, &big)])).unwrap_err();
+        assert!(
+            err.contains("result.json is larger than 8388608 bytes"),
+            "{err}"
+        );
+    }
+
     /// The directory the end record points at is the one walked; an end record that lies (3
     /// entries said, a directory of thousands) is refused by its size, and one hidden earlier
     /// in the data (where a reader that retries older records would find it) is never read.
@@ -666,7 +819,13 @@ mod tests {
             .expect("start");
         w.write_all(b"p").expect("write");
         let bytes = w.finish().expect("finish").into_inner();
-        assert_eq!(read_bytes(&bytes).expect("zip64 fields read").patch, b"p");
+        assert_eq!(
+            read_bytes(&bytes)
+                .expect("zip64 fields read")
+                .patch
+                .read_to_vec(),
+            b"p"
+        );
         assert!(read_bytes(b"PK\x05\x06").unwrap_err().contains("not a zip"));
         let mut truncated = artifact(0, zip::CompressionMethod::Stored);
         truncated.truncate(truncated.len() - 1);

@@ -1143,7 +1143,7 @@ mod tests {
         );
         let c = read_zip_bytes(&bytes).unwrap();
         assert_eq!((c.result.task, c.result.attempt), (3, 2));
-        assert_eq!(c.patch, b"\x00patch");
+        assert_eq!(c.patch.read_to_vec(), b"\x00patch");
         assert_eq!(c.log.as_deref(), Some("log\n"));
     }
 

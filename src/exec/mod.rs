@@ -88,8 +88,9 @@ pub struct Judged {
     pub index: usize,
     pub attempt: u32,
     pub verdict: crate::outcome::Verdict,
-    /// The changes to integrate (without the plan file and the work log), for a completed task.
-    pub patch: Vec<u8>,
+    /// The changes to integrate (without the plan file and the work log), for a completed task:
+    /// in memory for a local attempt, in a file for an artifact's (see [`crate::git::Patch`]).
+    pub patch: crate::git::Patch,
     /// Paths the patch touches.
     pub touched: Vec<String>,
     pub duration: std::time::Duration,

@@ -114,7 +114,7 @@ impl Executor for Virtual {
                         warnings: Vec::new(),
                         halt: self.halts.get(&(task, attempt)).cloned(),
                     },
-                    patch: Vec::new(),
+                    patch: Default::default(),
                     touched: Vec::new(),
                     duration: Duration::from_secs(took),
                     reviews: None,

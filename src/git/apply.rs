@@ -18,8 +18,12 @@ pub struct ApplyError {
 
 /// `git apply [--check] --index --binary --whitespace=nowarn` of `patch` in `root`. An empty
 /// patch applies trivially (git itself would call it "no valid patches").
-pub(super) fn apply(root: &Path, patch: &[u8], check_only: bool) -> Result<(), ApplyError> {
-    if patch.iter().all(u8::is_ascii_whitespace) {
+pub(super) fn apply(
+    root: &Path,
+    patch: super::PatchRef<'_>,
+    check_only: bool,
+) -> Result<(), ApplyError> {
+    if patch.is_blank() {
         return Ok(());
     }
     let label = if check_only { "apply --check" } else { "apply" };
@@ -31,7 +35,7 @@ pub(super) fn apply(root: &Path, patch: &[u8], check_only: bool) -> Result<(), A
     }
     let call = call
         .args(["--index", "--binary", "--whitespace=nowarn", "-"])
-        .stdin(patch);
+        .stdin_patch(patch);
     let out = call.output().map_err(|e| ApplyError {
         message: e.to_string(),
         paths: Vec::new(),
@@ -119,9 +123,9 @@ mod tests {
     #[test]
     fn empty_patch_applies_without_git() {
         let nowhere = Path::new("/nonexistent/dagexec-test");
-        assert_eq!(apply(nowhere, b"", true), Ok(()));
-        assert_eq!(apply(nowhere, b"\n", false), Ok(()));
-        let err = apply(nowhere, b"diff --git a/x b/x\n", true).unwrap_err();
+        assert_eq!(apply(nowhere, b"".into(), true), Ok(()));
+        assert_eq!(apply(nowhere, b"\n".into(), false), Ok(()));
+        let err = apply(nowhere, b"diff --git a/x b/x\n".into(), true).unwrap_err();
         assert!(err.message.contains("/nonexistent/dagexec-test"), "{err}");
         assert!(err.paths.is_empty());
     }

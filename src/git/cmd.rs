@@ -2,7 +2,6 @@
 //! settings every call needs for stable output, plus the errors a failed call turns into.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
@@ -85,7 +84,7 @@ pub(super) struct Git<'a> {
     config: Vec<String>,
     args: Vec<OsString>,
     env: Vec<(&'static str, OsString)>,
-    stdin: Option<&'a [u8]>,
+    stdin: Option<super::PatchRef<'a>>,
 }
 
 /// Starts building `git …` in `dir`; `label` names the command in errors ("worktree add").
@@ -129,7 +128,13 @@ impl<'a> Git<'a> {
 
     /// Feeds `data` to git's standard input (closed otherwise).
     pub fn stdin(mut self, data: &'a [u8]) -> Self {
-        self.stdin = Some(data);
+        self.stdin = Some(super::PatchRef::Bytes(data));
+        self
+    }
+
+    /// Feeds `patch` to git's standard input, a file's in chunks.
+    pub fn stdin_patch(mut self, patch: super::PatchRef<'a>) -> Self {
+        self.stdin = Some(patch);
         self
     }
 
@@ -189,7 +194,7 @@ impl<'a> Git<'a> {
                 // A writer thread, so a large input cannot deadlock against git's output;
                 // git may exit early (a broken pipe is then its own error to report).
                 scope.spawn(move || {
-                    let _ = pipe.write_all(data);
+                    let _ = data.write_to(&mut pipe);
                 });
             }
             child.wait_with_output()

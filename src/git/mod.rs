@@ -22,6 +22,7 @@ mod checkpoint;
 mod cmd;
 mod error;
 mod history;
+mod patch;
 mod paths;
 mod remote;
 mod round;
@@ -42,6 +43,7 @@ use std::path::{Path, PathBuf};
 pub use apply::ApplyError;
 pub use error::GitError;
 pub use history::Logged;
+pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use round::{Journal, Prepared, Recovered, RoundIndex};
 pub use worktree::{Changes, Worktree};
@@ -315,14 +317,14 @@ impl Repo {
 
     /// Whether `patch` would apply cleanly to the work tree and index
     /// (`git apply --check --index --binary`). Nothing is changed.
-    pub fn check_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
-        apply::apply(&self.root, patch, true)
+    pub fn check_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch.into(), true)
     }
 
     /// Applies `patch` to the work tree and index (`git apply --index --binary`,
     /// whitespace untouched). All or nothing: on failure nothing is changed.
-    pub fn apply_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
-        apply::apply(&self.root, patch, false)
+    pub fn apply_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch.into(), false)
     }
 
     /// Stages exactly `paths` (repo-relative; one that no longer exists is staged as a

@@ -170,16 +170,20 @@ impl Repo {
     /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
-    pub fn patch_paths(&self, patch: &[u8]) -> Result<Vec<String>, GitError> {
+    pub fn patch_paths<'p>(
+        &self,
+        patch: impl Into<super::PatchRef<'p>>,
+    ) -> Result<Vec<String>, GitError> {
         self.patch_changes(patch).map(|(paths, _)| paths)
     }
 
     /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
     /// as git stores them (so a hand-made patch cannot hide one from the check).
-    pub fn patch_changes(
+    pub fn patch_changes<'p>(
         &self,
-        patch: &[u8],
+        patch: impl Into<super::PatchRef<'p>>,
     ) -> Result<(Vec<String>, Vec<crate::paths::Link>), GitError> {
+        let patch = patch.into();
         if patch.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
@@ -187,7 +191,7 @@ impl Repo {
         // not apply; its names as written let the caller refuse it in words.
         let listed = git(self.root(), "apply --numstat")
             .args(["apply", "--numstat", "-z", "-"])
-            .stdin(patch)
+            .stdin_patch(patch)
             .run()?;
         let in_git_dir: Vec<String> = nul_fields(&listed)
             .map(|f| {
@@ -216,7 +220,7 @@ impl Repo {
         git(self.root(), "apply --cached")
             .env("GIT_INDEX_FILE", &index)
             .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
-            .stdin(patch)
+            .stdin_patch(patch)
             .run()?;
         let names = git(self.root(), "diff --cached --name-status")
             .env("GIT_INDEX_FILE", &index)

@@ -398,17 +398,17 @@ impl RoundIndex {
     }
 
     /// Whether `patch` applies to the index as it is now; nothing is changed.
-    pub fn check_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
-        self.apply(patch, true)
+    pub fn check_patch<'p>(&self, patch: impl Into<super::PatchRef<'p>>) -> Result<(), ApplyError> {
+        self.apply(patch.into(), true)
     }
 
     /// Applies `patch` to the index (all or nothing). The work tree is not touched.
-    pub fn apply_patch(&self, patch: &[u8]) -> Result<(), ApplyError> {
-        self.apply(patch, false)
+    pub fn apply_patch<'p>(&self, patch: impl Into<super::PatchRef<'p>>) -> Result<(), ApplyError> {
+        self.apply(patch.into(), false)
     }
 
-    fn apply(&self, patch: &[u8], check_only: bool) -> Result<(), ApplyError> {
-        if patch.iter().all(u8::is_ascii_whitespace) {
+    fn apply(&self, patch: super::PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
+        if patch.is_blank() {
             return Ok(());
         }
         let label = if check_only {
@@ -425,7 +425,7 @@ impl RoundIndex {
         }
         let call = call
             .args(["--cached", "--binary", "--whitespace=nowarn", "-"])
-            .stdin(patch);
+            .stdin_patch(patch);
         let out = call.output().map_err(|e| ApplyError {
             message: e.to_string(),
             paths: Vec::new(),

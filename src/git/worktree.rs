@@ -115,7 +115,7 @@ impl Worktree {
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
     pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
-        super::apply::apply(&self.path, patch, false)
+        super::apply::apply(&self.path, patch.into(), false)
     }
 
     /// Everything changed relative to the base: modified, added (untracked and not ignored

@@ -455,7 +455,7 @@ pub async fn run(
         index: input.index,
         attempt: input.attempt,
         verdict,
-        patch,
+        patch: patch.into(),
         touched,
         duration,
         reviews,

@@ -44,7 +44,7 @@ pub(crate) fn integrate_and_commit(
 /// before any worker runs again: no worker ever runs while it exists.
 pub(crate) struct RoundBuild {
     /// The accepted patches, in the order they were applied.
-    accepted: Vec<Vec<u8>>,
+    accepted: Vec<crate::git::Patch>,
     results: Vec<TaskResult>,
     entries: Vec<BatchEntry>,
     /// Tasks whose changes are in the index, with the paths they touch.
