@@ -11,8 +11,9 @@
 #     large   ~250 MiB (LARGE_MIB): result.json, a small changes.patch and a worker.log of
 #             LOG_MIB (default 32, its bound), the rest data that no entry names (a stray
 #             local entry), so the archive nears the 256 MiB download limit
-#     full    each entry at its bound: result.json 32 MiB, changes.patch 128 MiB, worker.log
-#             32 MiB (~192 MiB) — what the conductor keeps of an artifact, not just reads
+#     full    each entry at its bound: result.json 8 MiB, changes.patch 128 MiB, worker.log
+#             32 MiB (~168 MiB) — what the conductor keeps of an artifact, not just reads
+#             (the patch goes to a temporary file, the log's last 4 MiB are kept)
 #   examples/artifact_zip_rss.rs then runs, each in its own process:
 #     download   the conductor's path: Client::download_artifact (the API, its redirect,
 #                the storage's body streamed into an anonymous temporary file), then
@@ -93,10 +94,10 @@ if "large" in which:
     used = sum(len(d) for _, d in files)
     write(f"{tmp}/large.zip", files, stray=max(0, large_mib * MIB - used - 4096))
 if "full" in which:
-    out = "x" * (32 * MIB - len(result("")) - 16)
+    out = "x" * (8 * MIB - len(result("")) - 16)
     files = [(b"result.json", result(out)), (b"changes.patch", b"p" * (128 * MIB)),
              (b"worker.log", b"l" * (32 * MIB))]
-    assert len(files[0][1]) <= 32 * MIB
+    assert len(files[0][1]) <= 8 * MIB
     write(f"{tmp}/full.zip", files)
 PY
 # GitHub's API and artifact storage, as far as a download goes.

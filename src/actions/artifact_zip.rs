@@ -1,6 +1,7 @@
 //! A work job's artifact, read by the conductor from its zip archive — the temporary file the
 //! download streamed it into — without handing the archive's own central directory to the
-//! `zip` crate, and without extracting anything to disk.
+//! `zip` crate, and without extracting anything but `changes.patch` (into a temporary file of
+//! its own).
 //!
 //! The archive is task code's (any job of a task run can upload it), and a zip reader that
 //! parses the whole central directory holds every entry in memory: a million empty entries
@@ -13,9 +14,14 @@
 //! deflated, not encrypted, its data before the directory, its declared size within its
 //! bound — and the `zip` crate reads them through a view of the archive whose central
 //! directory is a new one naming only them ([`Spliced`]). Whatever else the archive holds is
-//! never read; the memory a read takes is the directory and the three entries (each within its
-//! bound), whatever the archive's size or what it says about itself (`bench/artifact_zip.sh`
-//! measures it, download included).
+//! never read. What is kept of the three is bounded too: `result.json` (at most
+//! [`RESULT_LIMIT`]) is parsed, `changes.patch` (at most [`PATCH_LIMIT`]) is inflated in
+//! chunks into an unlinked temporary file, which is what the arrival's checks and `git apply`
+//! read ([`crate::git::PatchFile`]), and of `worker.log` (at most [`LOG_LIMIT`]) only the last
+//! [`crate::worker::LOG_CAP`] bytes are kept, as a local run keeps of a work log. So the
+//! memory a read takes is the directory, `result.json` and the log's tail, whatever the
+//! archive's size or what it says about itself: `bench/artifact_zip.sh` measures it,
+//! download included (peak RSS under 40 MiB with every entry at its bound).
 
 use std::io::{Read, Seek, SeekFrom, Write};
 

@@ -130,8 +130,9 @@ pub fn flight_of(t: &crate::plan::model::Task) -> Option<Flight> {
 
 /// Reads the three files of a work job's artifact from its zip archive (the temporary file
 /// the download streamed it into): only regular entries with exactly the expected names are
-/// read, each bounded in size; links, directories and every other entry are ignored (nothing
-/// is extracted to disk), and an archive of more entries than an artifact has is refused
+/// read, each bounded in size (`changes.patch` into a temporary file of its own, the log's
+/// tail); links, directories and every other entry are ignored (nothing else is extracted),
+/// and an archive of more entries than an artifact has is refused
 /// before its directory is parsed ([`super::artifact_zip`]).
 pub fn read_zip(
     archive: impl std::io::Read + std::io::Seek,

@@ -14,6 +14,9 @@
 //! aim it at another repository or index. Commits are never signed nor verified, and get the
 //! identity `dagexec <dagexec@localhost>` when the repository has none configured.
 //!
+//! A patch is bytes or a file (`patch`: an artifact's, which git reads from its file in
+//! chunks, never held in memory).
+//!
 //! Paths in the API are repo-relative, `/`-separated strings; paths git reports that are not
 //! UTF-8 are converted lossily.
 
