@@ -232,8 +232,9 @@ impl WorkResult {
 #[derive(Debug, Clone)]
 pub struct Collected {
     pub result: WorkResult,
-    /// `changes.patch`: a file of the conductor's (see [`crate::git::PatchFile`]), read from
-    /// the downloaded zip; finalize's, read from the downloaded directory, in memory.
+    /// `changes.patch`, read where it lies ([`crate::git::PatchFile`]): the conductor's in an
+    /// unlinked temporary file it was extracted into from the zip, finalize's in the
+    /// downloaded directory.
     pub patch: crate::git::Patch,
     pub log: Option<String>,
 }
@@ -260,9 +261,14 @@ pub fn read(dir: &Path) -> Result<Collected, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let result: WorkResult = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a dagexec work result: {e}", path.display()))?;
-    let patch = std::fs::read(dir.join(PATCH_FILE))
-        .unwrap_or_default()
-        .into();
+    // Read where it lies, as the conductor's (a missing or irregular file is no patch).
+    let patch = std::fs::File::open(dir.join(PATCH_FILE))
+        .and_then(|f| Ok((f.metadata()?, f)))
+        .ok()
+        .filter(|(m, _)| m.is_file())
+        .map_or_else(crate::git::Patch::default, |(m, f)| {
+            crate::git::PatchFile::new(f, m.len()).into()
+        });
     let log = std::fs::read_to_string(dir.join(LOG_FILE))
         .ok()
         .filter(|l| !l.trim().is_empty());
