@@ -133,9 +133,13 @@ enum Command {
     /// front matter `depends_on`, else number order), each a fresh worker with the long-run
     /// executor prompt and its checkpoint; the state is DIR/plan.json.
     ///
+    /// Worktrees: outside the repository and its .git, in $XDG_CACHE_HOME/dagexec/worktrees
+    /// (else ~/.cache/dagexec/worktrees), a folder per repository; $DAGEXEC_WORKTREES or
+    /// `worktrees:` in .design/dagexec.yml names another place (never inside the work tree).
+    ///
     /// Exit status: 0 all completed; 1 finished incomplete (or --max-cost spent); 2 usage or
-    /// plan error; 3 circuit
-    /// breaker; 4 deadlock; 5 questions wait for your answer (`dagexec answer`); 130
+    /// plan error; 3 circuit breaker; 4 deadlock; 5 questions wait for your answer (`dagexec
+    /// answer`); 6 the agent's API refused its credentials (the secret to fix is named); 130
     /// interrupted.
     Run {
         /// The worker command line, run with `sh -c` in the task's tree.
