@@ -24,10 +24,12 @@ older commit's, to compare); it is not rebuilt. Needs python3, git and GNU time.
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale import measure  # noqa: E402  (one GNU-time measurement for every bench)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GNU_TIME = "/usr/bin/time"
@@ -50,27 +52,6 @@ def git(cwd, *args):
     subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@example.com",
                     "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
                    stdout=subprocess.DEVNULL)
-
-
-def measure(cmd, cwd, env, timeout, mem_gb):
-    """(wall seconds, peak MB, exit code, stdout) of one run."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
-        full = ["prlimit", f"--as={mem_gb << 30}", "--", "timeout", str(timeout),
-                GNU_TIME, "-v", "-o", t.name, *cmd]
-        p = subprocess.run(full, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
-        text = t.read()
-    wall = peak = None
-    m = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", text)
-    if m:
-        wall = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
-    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-    if m:
-        peak = int(m.group(1)) / 1024
-    if p.returncode != 0:
-        tail = p.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        say(f"   exit {p.returncode}: {' '.join(tail)[:200]}")
-    return wall, peak, p.returncode, p.stdout
 
 
 def main():
@@ -108,7 +89,7 @@ def main():
             ("dry-run", ["run", "--dry-run"], "(no target)"),
         ]
         for name, args, target in cases:
-            wall, peak, code, _ = measure([binary, "--plan", TASKS, *args], tmp, env,
+            wall, peak, code = measure([binary, "--plan", TASKS, *args], tmp, env,
                                           a.timeout, a.mem_limit_gb)
             shown = lambda v, f: "fail" if v is None or code != 0 else f.format(v)
             print(f"{name:<10} {shown(wall, '{:.2f}'):>8} {shown(peak, '{:.0f}'):>8}  {target}")
