@@ -2,54 +2,32 @@
 //! ready-set rounds of parallel workers, each result verified, retried, and committed round by
 //! round.
 //!
-//! The crate is split into a pure core (no processes, git writes or network) and edges:
-//! - core: [`plan`] (model, load/save, validation), [`paths`] (one form per path), [`graph`]
-//!   (the DAG), [`overlap`] (the concurrency-aware file-overlap matrix), [`engine`] (ready sets,
-//!   batches, deadlock), [`outcome`] (the result processor), [`update`] (the plan updater,
-//!   cascade, circuit breaker, completion, resume), [`prompt`] (worker and retry prompts),
-//!   [`render`] (tables, graphs), [`usage`] (time and cost per attempt, the budget);
-//! - edges: [`fsx`] (file writes that never follow a link), [`setup`] (git status, assumption
-//!   checks, context files), [`shell`] (one command with a timeout), [`worker`] (a worker
-//!   process), [`git`] (worktrees, patches, commits), [`run`] (the local runner), [`demo`] and
-//!   [`cli`].
+//! The folders are the architecture (ARCHITECTURE.md draws it); each room uses only the rooms
+//! listed before it (`tests/it/layout.rs` holds the crate to that):
+//! - [`pure`]: the plan model, the DAG, the engine, the result processor, the plan updater,
+//!   prompts, reviews, questions, rendering, time and cost, the simulator — values in, values
+//!   out, nothing spawned, no disk, git or network;
+//! - [`edge`]: files, processes, workers, git and the GitHub API;
+//! - [`sources`]: plan formats beside `plan.json` (Spec Kit `tasks.md`, long-run folders);
+//! - [`flow`]: the kernel the local run and the Action's jobs share (attempts, the engine
+//!   loops, round integration, pre-flight, settings, the display);
+//! - [`local`]: `dagexec run` and the demo;
+//! - [`action`]: the GitHub Action's jobs and what they share;
+//! - [`cli`]: the command line, and the exit codes.
 
-pub mod actions;
+pub mod pure;
+
+pub mod edge;
+
+pub mod sources;
+
+pub mod flow;
+
+pub mod local;
+
+pub mod action;
+
 pub mod cli;
-pub mod demo;
-pub mod engine;
-pub mod events;
-pub mod exec;
-pub mod fsx;
-pub mod git;
-pub mod github;
-pub mod graph;
-pub mod outcome;
-pub mod overlap;
-pub mod paths;
-pub mod plan;
-pub mod prices;
-pub mod procs;
-pub mod prompt;
-pub mod reaper;
-pub mod render;
-pub mod run;
-pub mod said;
-pub mod sanitize;
-pub mod setup;
-pub mod shell;
-pub mod simulate;
-pub mod timeline;
-pub mod update;
-pub mod usage;
-pub mod worker;
-
-// The other two specifications: the reviewer loop (`review`, `question`; pure) and long-run
-// PLAN.md folders (`longrun`: pure `folder`, `prompt`, `output`; `prepare` reads the folder).
-pub mod longrun;
-// Spec Kit tasks.md files (`speckit`: pure `parse`; `prepare` writes the generated plan).
-pub mod question;
-pub mod review;
-pub mod speckit;
 
 #[cfg(test)]
 mod testing;

@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use crate::plan::model::{Files, Metadata, Plan, Task};
+use crate::pure::plan::model::{Files, Metadata, Plan, Task};
 
 /// `examples/{name}`, parsed.
 pub(crate) fn example(name: &str) -> Plan {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(name);
-    crate::plan::load(&path).unwrap()
+    crate::pure::plan::load(&path).unwrap()
 }
 
 /// A plan of the given tasks.

@@ -1,0 +1,786 @@
+//! `dagexec init`: writes the workflow a repository needs to run its plan on GitHub Actions,
+//! from the template in `templates/dagexec.yml` (the same file the end-to-end tests run).
+//!
+//! What it fills in: the action reference (pinned by commit, `org/dagexec@<40-hex> # v1.2.3`,
+//! so security scanners and reviewers see exactly what runs), the worker (a known CLI installed
+//! at a pinned version, or any command), the secret the worker needs (checked before anything
+//! runs, with the fix in the error), and, when the action is built from the repository itself
+//! (`--action ./`), a checkout of the action's source from the default branch for the jobs
+//! that hold a write token.
+
+use std::path::{Path, PathBuf};
+
+/// The workflow template, as shipped.
+pub const TEMPLATE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/templates/dagexec.yml"
+));
+
+/// Where the workflow goes, relative to the repository root.
+pub const WORKFLOW_REL: &str = ".github/workflows/dagexec.yml";
+
+/// The reference the template is written with, replaced by [`render`].
+const TEMPLATE_ACTION: &str = "org/dagexec@v1";
+
+/// Where the jobs holding a write token check out the action's own source (`--action ./`).
+pub const TRUSTED_ACTION_DIR: &str = ".dagexec-action";
+
+/// `actions/checkout`, as the template pins it.
+const CHECKOUT: &str = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2";
+
+/// How this binary was built: the commit and tag `build.rs` baked in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// `owner/name` of the action's repository (from Cargo.toml's `repository`).
+    pub repository: String,
+    /// The commit the binary was built from (40 hex), when known.
+    pub commit: Option<String>,
+    /// The release tag (`v1.2.3`) for a release build, else what `git describe` said.
+    pub describe: Option<String>,
+    /// A release build (the release workflow set `DAGEXEC_RELEASE_TAG`).
+    pub release: bool,
+}
+
+impl Build {
+    /// This binary's build facts.
+    pub fn current() -> Build {
+        let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+        Build {
+            repository: repository_slug(env!("CARGO_PKG_REPOSITORY")),
+            commit: non_empty(env!("DAGEXEC_BUILD_COMMIT")).filter(|c| is_sha(c)),
+            describe: non_empty(env!("DAGEXEC_BUILD_DESCRIBE")),
+            release: env!("DAGEXEC_BUILD_KIND") == "release",
+        }
+    }
+
+    /// The pinned `uses:` value for this build, or why there is none.
+    pub fn pinned_action(&self) -> Result<ActionRef, InitError> {
+        let Some(commit) = &self.commit else {
+            return Err(InitError::CannotPin);
+        };
+        let comment = match (&self.describe, self.release) {
+            (Some(tag), true) => tag.clone(),
+            (Some(d), false) => format!("{d}, the commit this dagexec was built from"),
+            (None, _) => "the commit this dagexec was built from".to_string(),
+        };
+        Ok(ActionRef {
+            uses: format!("{}@{commit}", self.repository),
+            comment: Some(comment),
+        })
+    }
+}
+
+/// `https://github.com/org/dagexec` → `org/dagexec`.
+fn repository_slug(url: &str) -> String {
+    let t = url.trim_end_matches('/').trim_end_matches(".git");
+    let mut parts = t.rsplit('/');
+    match (parts.next(), parts.next()) {
+        (Some(name), Some(owner)) if !name.is_empty() && !owner.is_empty() => {
+            format!("{owner}/{name}")
+        }
+        _ => "org/dagexec".to_string(),
+    }
+}
+
+fn is_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The action as the workflow's `uses:` names it, with the comment that follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRef {
+    pub uses: String,
+    pub comment: Option<String>,
+}
+
+impl ActionRef {
+    /// `--action REF`: `./` (this repository's own source), or `owner/name@ref`.
+    pub fn parse(s: &str) -> Result<ActionRef, InitError> {
+        let s = s.trim();
+        let ok = !s.is_empty()
+            && !s.contains(char::is_whitespace)
+            && !s.contains('#')
+            && (s.starts_with("./") || s.contains('@'));
+        if !ok {
+            return Err(InitError::BadAction(s.to_string()));
+        }
+        Ok(ActionRef {
+            uses: s.to_string(),
+            comment: None,
+        })
+    }
+
+    /// Built from this repository's own source (`./`).
+    pub fn is_local(&self) -> bool {
+        self.uses.starts_with("./")
+    }
+
+    fn line(&self, uses: &str) -> String {
+        match &self.comment {
+            Some(c) => format!("uses: {uses} # {c}"),
+            None => format!("uses: {uses}"),
+        }
+    }
+}
+
+/// A worker `--worker` can name, or any command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Worker {
+    Claude,
+    Codex,
+    Gemini,
+    Aider,
+    Command(String),
+}
+
+/// The CLI versions `init` pins (bump together with the README), in one place: the commands
+/// below are read from each version's `--help` and run against scripted model servers.
+pub const CLAUDE_CODE_VERSION: &str = "2.1.328";
+pub const CODEX_VERSION: &str = "0.169.0";
+pub const GEMINI_CLI_VERSION: &str = "0.61.0";
+pub const AIDER_VERSION: &str = "0.86.2";
+
+/// Claude Code: machine output (the result object: cost, tokens, status line), edits in the
+/// task's tree without asking (`acceptEdits`: Bash runs only read-only and file-system
+/// commands; anything else, tests included, is refused unless allowed with
+/// `--allowedTools 'Bash(npm test:*)'`), the task's model when the plan names one.
+pub const CLAUDE_COMMAND: &str = r#"claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model "$DAGEXEC_MODEL"}"#;
+/// Codex: JSONL events (tokens, the last message), its `workspace-write` sandbox (edits and
+/// commands inside the tree, no network), a model the price table knows (codex's output
+/// names none; plans name Claude models, so `DAGEXEC_MODEL` is not passed).
+pub const CODEX_COMMAND: &str = "codex exec --json --sandbox workspace-write --model gpt-5.5 -";
+/// Gemini CLI: its JSON result (response, token stats), `auto_edit` (edit tools approved,
+/// no shell tool), the task's tree trusted (`--skip-trust`: it refuses to run headless in an
+/// untrusted folder), the prompt on stdin (`--prompt=` appends nothing to it).
+pub const GEMINI_COMMAND: &str =
+    "gemini --output-format json --approval-mode auto_edit --skip-trust --prompt=";
+
+impl Worker {
+    /// The known names (`claude`, `codex`, `aider`), else the text as a command line.
+    pub fn parse(s: &str) -> Result<Worker, InitError> {
+        let t = s.trim();
+        if t.is_empty() || t.contains(['\n', '\r']) {
+            return Err(InitError::BadWorker);
+        }
+        Ok(match t {
+            "claude" => Worker::Claude,
+            "codex" => Worker::Codex,
+            "gemini" => Worker::Gemini,
+            "aider" => Worker::Aider,
+            _ => Worker::Command(t.to_string()),
+        })
+    }
+
+    /// Said in prompts and step names.
+    pub fn label(&self) -> &str {
+        match self {
+            Worker::Claude => "Claude Code",
+            Worker::Codex => "Codex CLI",
+            Worker::Gemini => "Gemini CLI",
+            Worker::Aider => "Aider",
+            Worker::Command(c) => c,
+        }
+    }
+
+    /// The command line the work job runs (prompt on stdin).
+    pub fn command(&self) -> String {
+        match self {
+            Worker::Claude => CLAUDE_COMMAND.into(),
+            Worker::Codex => CODEX_COMMAND.into(),
+            Worker::Gemini => GEMINI_COMMAND.into(),
+            Worker::Aider => "aider --yes-always --no-auto-commits --no-check-update --no-show-model-warnings --message-file /dev/stdin".into(),
+            Worker::Command(c) => c.clone(),
+        }
+    }
+
+    /// The secret the worker reads its API key from, by default.
+    pub fn default_secret(&self) -> Option<&'static str> {
+        match self {
+            Worker::Claude | Worker::Aider => Some("ANTHROPIC_API_KEY"),
+            Worker::Codex => Some("OPENAI_API_KEY"),
+            Worker::Gemini => Some("GEMINI_API_KEY"),
+            Worker::Command(_) => None,
+        }
+    }
+
+    /// Variables the work job sets for the worker besides its secret: the CLI's own retry
+    /// budget, so a dead API fails in seconds (claude retries a 500 or a 401 for about three
+    /// minutes by default; with 3 retries, seconds).
+    fn env(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Worker::Claude => &[("CLAUDE_CODE_MAX_RETRIES", "3")],
+            _ => &[],
+        }
+    }
+
+    /// The install step's name and command, for a known CLI.
+    fn install(&self) -> Option<(String, String)> {
+        match self {
+            Worker::Claude => Some((
+                format!("Install the worker (Claude Code {CLAUDE_CODE_VERSION})"),
+                format!(
+                    "npm install --global --no-audit --no-fund @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
+                ),
+            )),
+            Worker::Codex => Some((
+                format!("Install the worker (Codex CLI {CODEX_VERSION})"),
+                format!("npm install --global --no-audit --no-fund @openai/codex@{CODEX_VERSION}"),
+            )),
+            // Its retry budget in its settings: 3 attempts at the main model, not 10.
+            Worker::Gemini => Some((
+                format!("Install the worker (Gemini CLI {GEMINI_CLI_VERSION})"),
+                format!(
+                    "npm install --global --no-audit --no-fund @google/gemini-cli@{GEMINI_CLI_VERSION} && mkdir -p ~/.gemini && echo '{{\"general\":{{\"maxAttempts\":3}}}}' > ~/.gemini/settings.json"
+                ),
+            )),
+            Worker::Aider => Some((
+                format!("Install the worker (Aider {AIDER_VERSION})"),
+                format!("pipx install aider-chat=={AIDER_VERSION}"),
+            )),
+            Worker::Command(_) => None,
+        }
+    }
+}
+
+/// What `init` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub action: ActionRef,
+    pub worker: Worker,
+    /// The repository secret the worker needs (`None`: none).
+    pub secret: Option<String>,
+    /// A GitHub environment for the work job, holding the secret (`None`: a repository secret).
+    pub environment: Option<String>,
+    /// `schedule: eager` (a conductor and a run per task) instead of rounds.
+    pub eager: bool,
+}
+
+/// Why `init` cannot write the workflow.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InitError {
+    #[error("--action {0:?}: expected a reference such as org/dagexec@<commit> or ./")]
+    BadAction(String),
+    #[error("--worker: expected claude, codex, gemini, aider or one command line")]
+    BadWorker,
+    #[error(
+        "--secret {0:?}: expected the name of a repository secret (letters, digits and _, not starting with a digit or GITHUB_)"
+    )]
+    BadSecret(String),
+    #[error("--environment {0:?}: expected a name of letters, digits, -, _ and .")]
+    BadEnvironment(String),
+    #[error(
+        "this dagexec was built without knowing its commit (not from a git checkout, nor by the release workflow), so it cannot pin the action; pass --action org/dagexec@<40-hex commit> (the commit of a release tag)"
+    )]
+    CannotPin,
+}
+
+/// An environment's name, as `init` accepts it: letters, digits, `-`, `_` and `.`.
+pub fn check_environment(name: &str) -> Result<String, InitError> {
+    let n = name.trim();
+    if !n.is_empty()
+        && n.len() <= 255
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        Ok(n.to_string())
+    } else {
+        Err(InitError::BadEnvironment(name.to_string()))
+    }
+}
+
+/// Checks a secret's name the way GitHub does.
+pub fn check_secret(name: &str) -> Result<String, InitError> {
+    let n = name.trim();
+    let ok = !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !n.as_bytes()[0].is_ascii_digit()
+        && !n.to_ascii_uppercase().starts_with("GITHUB_");
+    if ok {
+        Ok(n.to_string())
+    } else {
+        Err(InitError::BadSecret(name.to_string()))
+    }
+}
+
+/// The template with the action reference, the worker, its install and secret filled in.
+pub fn render(opts: &Options) -> String {
+    let mut text = TEMPLATE.to_string();
+    // The jobs that hold a write token (plan reads the branch they act on) run the action
+    // from the default branch when it is built from this repository.
+    let trusted = if opts.action.is_local() {
+        format!(
+            "      # The action's own source, from the default branch, never from the execution
+      # branch that task patches land on: this job's token must not run their code.
+      - uses: {CHECKOUT}
+        with:
+          ref: ${{{{ github.event.repository.default_branch }}}}
+          path: {TRUSTED_ACTION_DIR}
+          persist-credentials: false
+      - name: Keep the action's checkout out of the repository's status
+        run: echo /{TRUSTED_ACTION_DIR}/ >> .git/info/exclude
+"
+        )
+    } else {
+        String::new()
+    };
+    text = text.replace("      # @trusted-action@\n", &trusted);
+    let mut out = String::with_capacity(text.len());
+    let mut job = "";
+    for line in text.split_inclusive('\n') {
+        if let Some(name) = line
+            .strip_prefix("  ")
+            .and_then(|l| l.strip_suffix(":\n"))
+            .filter(|l| !l.starts_with(' '))
+        {
+            job = match name {
+                "plan" => "plan",
+                "finalize" => "finalize",
+                "conduct" => "conduct",
+                _ => "other",
+            };
+        }
+        let target = format!("uses: {TEMPLATE_ACTION}");
+        if let Some(at) = line.find(&target) {
+            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
+                format!("./{TRUSTED_ACTION_DIR}")
+            } else {
+                opts.action.uses.clone()
+            };
+            out.push_str(&line[..at]);
+            out.push_str(&opts.action.line(&uses));
+            out.push_str(&line[at + target.len()..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    text = out;
+
+    let mut setup = String::new();
+    if let Some(secret) = &opts.secret {
+        setup.push_str(&format!(
+            "      # The worker's secret, checked before anything is installed or run.
+      - name: Check the {secret} secret
+        env:
+          {secret}: ${{{{ secrets.{secret} }}}}
+        run: |
+          if [ -z \"${secret}\" ]; then
+            echo \"::error title=dagexec: the {secret} secret is not set::The worker ({label}) needs the secret {secret}{place}. Set it with: gh secret set {secret}{flag}\"
+            exit 1
+          fi
+",
+            label = opts.worker.label().replace('"', "'"),
+            place = match &opts.environment {
+                Some(e) => format!(" in the environment {e}"),
+                None => " of the repository".to_string(),
+            },
+            flag = match &opts.environment {
+                Some(e) => format!(" --env {e}"),
+                None => String::new(),
+            },
+        ));
+    }
+    if let Some((name, run)) = opts.worker.install() {
+        // Pinned to an exact version; zizmor's adhoc-packages asks for a lockfile.
+        setup.push_str(&format!(
+            "      - name: {name}\n        run: {run} # zizmor: ignore[adhoc-packages] -- an exact version\n"
+        ));
+    }
+    text = text.replace("      # @worker-setup@\n", &setup);
+    let env_line = match &opts.environment {
+        Some(e) => format!(
+            "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
+        ),
+        None => String::new(),
+    };
+    text = text.replace("    # @worker-environment@\n", &env_line);
+    let mut vars: Vec<String> = Vec::new();
+    if let Some(s) = &opts.secret {
+        vars.push(format!("          {s}: ${{{{ secrets.{s} }}}}\n"));
+    }
+    for (k, v) in opts.worker.env() {
+        vars.push(format!(
+            "          {k}: \"{v}\" # the CLI's own retries: a dead API fails in seconds\n"
+        ));
+    }
+    let env = if vars.is_empty() {
+        String::new()
+    } else {
+        format!("        env:\n{}", vars.concat())
+    };
+    text = text.replace("        # @worker-env@\n", &env);
+    let old = format!(
+        "          worker: '{}'\n",
+        CLAUDE_COMMAND.replace('\'', "''")
+    );
+    // A YAML single-quoted scalar: only the quote itself needs escaping.
+    let new = format!(
+        "          worker: '{}'\n",
+        opts.worker.command().replace('\'', "''")
+    );
+    let text = text.replace(&old, &new);
+    if opts.eager {
+        text.replace(
+            "          schedule: rounds\n",
+            "          schedule: eager\n",
+        )
+    } else {
+        text
+    }
+}
+
+/// Writes the workflow under `root`; refuses to overwrite unless `force`.
+pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
+    let path = root.join(WORKFLOW_REL);
+    if path.exists() && !force {
+        return Err(format!(
+            "{} exists; pass --force to replace it",
+            path.display()
+        ));
+    }
+    crate::edge::fsx::write(root, &path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// `dagexec init`'s flags.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    pub worker: Option<String>,
+    pub secret: Option<String>,
+    pub environment: Option<String>,
+    pub action: Option<String>,
+    /// `--schedule eager`.
+    pub eager: bool,
+    pub force: bool,
+    pub stdout: bool,
+}
+
+/// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
+/// writes or prints the workflow, and says what to do next. Errors are usage errors.
+pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8, String> {
+    use std::io::IsTerminal;
+    let action = match &args.action {
+        Some(a) => ActionRef::parse(a),
+        None => Build::current().pinned_action(),
+    }
+    .map_err(|e| e.to_string())?;
+    let interactive = args.worker.is_none()
+        && !args.stdout
+        && std::io::stdin().is_terminal()
+        && std::io::stderr().is_terminal();
+    let (worker, secret) = if interactive {
+        ask(args.secret.as_deref())?
+    } else {
+        let worker = match &args.worker {
+            Some(w) => Worker::parse(w).map_err(|e| e.to_string())?,
+            None => {
+                eprintln!(
+                    "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
+                );
+                Worker::Claude
+            }
+        };
+        let secret = match (&args.secret, worker.default_secret()) {
+            (Some(s), _) => Some(check_secret(s).map_err(|e| e.to_string())?),
+            (None, d) => d.map(str::to_string),
+        };
+        (worker, secret)
+    };
+    let environment = match &args.environment {
+        Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let opts = Options {
+        action,
+        worker,
+        secret,
+        environment,
+        eager: args.eager,
+    };
+    let text = render(&opts);
+    if args.stdout {
+        out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        return Ok(0);
+    }
+    let path = write(root, &text, args.force)?;
+    let pin = match &opts.action.comment {
+        Some(c) => format!("{} ({c})", opts.action.uses),
+        None => opts.action.uses.clone(),
+    };
+    writeln!(
+        out,
+        "Wrote {}: worker {}, action {pin}.\n{}",
+        path.display(),
+        opts.worker.label(),
+        next_steps(&opts)
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(0)
+}
+
+/// Asks which worker and which secret (dialoguer, on the terminal).
+fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
+    use dialoguer::{Input, Select};
+    let err = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
+    let items = [
+        format!("Claude Code {CLAUDE_CODE_VERSION} (npm @anthropic-ai/claude-code)"),
+        format!("Codex CLI {CODEX_VERSION} (npm @openai/codex)"),
+        format!("Gemini CLI {GEMINI_CLI_VERSION} (npm @google/gemini-cli)"),
+        format!("Aider {AIDER_VERSION} (pip aider-chat)"),
+        "Another command (installed by your own step)".to_string(),
+    ];
+    let pick = Select::new()
+        .with_prompt("Which worker runs the tasks?")
+        .items(&items)
+        .default(0)
+        .interact()
+        .map_err(err)?;
+    let worker = match pick {
+        0 => Worker::Claude,
+        1 => Worker::Codex,
+        2 => Worker::Gemini,
+        3 => Worker::Aider,
+        _ => {
+            let cmd: String = Input::new()
+                .with_prompt("The command (reads the prompt on stdin)")
+                .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
+                .interact_text()
+                .map_err(err)?;
+            Worker::parse(&cmd).map_err(|e| e.to_string())?
+        }
+    };
+    if let Some(s) = secret_flag {
+        return Ok((worker, Some(check_secret(s).map_err(|e| e.to_string())?)));
+    }
+    let default = worker.default_secret().unwrap_or("").to_string();
+    let name: String = Input::new()
+        .with_prompt("The repository secret holding its API key (empty: none)")
+        .default(default)
+        .allow_empty(true)
+        .validate_with(|s: &String| {
+            if s.trim().is_empty() {
+                Ok(())
+            } else {
+                check_secret(s).map(drop).map_err(|e| e.to_string())
+            }
+        })
+        .interact_text()
+        .map_err(err)?;
+    let secret = Some(name.trim().to_string()).filter(|s| !s.is_empty());
+    Ok((worker, secret))
+}
+
+/// The three commands to run after `init`, numbered.
+pub fn next_steps(opts: &Options) -> String {
+    let secret = match &opts.secret {
+        Some(s) => match &opts.environment {
+            Some(e) => format!(
+                "gh secret set {s} --env {e}    # the worker's API key; paste it when asked"
+            ),
+            None => format!("gh secret set {s}    # the worker's API key; paste it when asked"),
+        },
+        None => "# no secret: the worker needs none (else rerun with --secret NAME)".to_string(),
+    };
+    format!(
+        "Next:\n  1. {secret}\n  2. git add {WORKFLOW_REL} && git commit -m \"Run the plan with dagexec\" && git push\n  3. gh workflow run dagexec.yml    # or Actions → dagexec → Run workflow\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pinned() -> ActionRef {
+        Build {
+            repository: "org/dagexec".into(),
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            describe: Some("v1.2.3".into()),
+            release: true,
+        }
+        .pinned_action()
+        .unwrap()
+    }
+
+    fn opts(worker: &str) -> Options {
+        let worker = Worker::parse(worker).unwrap();
+        Options {
+            action: pinned(),
+            secret: worker.default_secret().map(str::to_string),
+            worker,
+            environment: None,
+            eager: false,
+        }
+    }
+
+    #[test]
+    fn the_template_names_the_action_and_a_worker() {
+        let t = render(&Options {
+            action: ActionRef::parse("./").unwrap(),
+            worker: Worker::parse("sh -c 'it''s'").unwrap(),
+            secret: None,
+            environment: None,
+            eager: false,
+        });
+        assert_eq!(
+            t.matches("uses: ./\n").count(),
+            4,
+            "comment, steer (both on the default branch), work and task"
+        );
+        assert_eq!(
+            t.matches(&format!("uses: ./{TRUSTED_ACTION_DIR}\n"))
+                .count(),
+            3,
+            "plan, conduct and finalize run the action from the default branch:\n{t}"
+        );
+        assert!(!t.contains("org/dagexec@v1"));
+        assert!(!t.contains("@worker"), "{t}");
+        assert!(!t.contains("@trusted-action@"), "{t}");
+        assert!(t.contains("worker: 'sh -c ''it''''s'''\n"), "{t}");
+        assert!(ActionRef::parse("a b").is_err());
+        assert!(ActionRef::parse("v1").is_err());
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        assert_eq!(v["jobs"]["work"]["permissions"]["contents"], "read");
+    }
+
+    #[test]
+    fn every_job_that_fetches_gets_a_read_token_and_the_work_job_no_write() {
+        let t = render(&opts("claude"));
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        let jobs = v["jobs"].as_mapping().unwrap();
+        for (name, job) in jobs {
+            let contents = job["permissions"]["contents"].as_str();
+            assert!(
+                matches!(contents, Some("read" | "write")),
+                "job {name:?} fetches and needs contents: read at least"
+            );
+        }
+        let work = &v["jobs"]["work"];
+        for (k, level) in work["permissions"].as_mapping().unwrap() {
+            assert_eq!(level, "read", "work job permission {k:?}");
+        }
+        let plan_step = v["jobs"]["plan"]["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "plan")
+            .unwrap();
+        assert_eq!(plan_step["with"]["token"], "${{ secrets.GITHUB_TOKEN }}");
+        let work_step = work["steps"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "work")
+            .unwrap();
+        assert!(
+            work_step["with"]["token"].is_null(),
+            "the work job's action gets no token"
+        );
+    }
+
+    #[test]
+    fn init_pins_the_action_by_commit_with_the_tag_as_comment() {
+        let t = render(&opts("claude"));
+        assert_eq!(
+            t.matches("uses: org/dagexec@0123456789abcdef0123456789abcdef01234567 # v1.2.3\n")
+                .count(),
+            7,
+            "comment, steer, plan, work, task, conduct, finalize:\n{t}"
+        );
+        let source = Build {
+            repository: "org/dagexec".into(),
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            describe: Some("v1.2.3-4-g0123456".into()),
+            release: false,
+        };
+        assert_eq!(
+            source.pinned_action().unwrap().comment.as_deref(),
+            Some("v1.2.3-4-g0123456, the commit this dagexec was built from")
+        );
+        let unknown = Build {
+            commit: None,
+            ..source
+        };
+        assert_eq!(unknown.pinned_action(), Err(InitError::CannotPin));
+        assert_eq!(repository_slug("https://github.com/acme/x.git"), "acme/x");
+    }
+
+    #[test]
+    fn known_workers_are_installed_pinned_and_their_secret_checked_first() {
+        for (w, install, secret) in [
+            (
+                "claude",
+                "npm install --global --no-audit --no-fund @anthropic-ai/claude-code@",
+                "ANTHROPIC_API_KEY",
+            ),
+            (
+                "codex",
+                "npm install --global --no-audit --no-fund @openai/codex@",
+                "OPENAI_API_KEY",
+            ),
+            (
+                "gemini",
+                "npm install --global --no-audit --no-fund @google/gemini-cli@",
+                "GEMINI_API_KEY",
+            ),
+            ("aider", "pipx install aider-chat==", "ANTHROPIC_API_KEY"),
+        ] {
+            let t = render(&opts(w));
+            let check = t
+                .find(&format!("- name: Check the {secret} secret"))
+                .unwrap();
+            let inst = t.find(install).unwrap_or_else(|| panic!("{w}: {t}"));
+            let work = t.find("      - id: work\n").unwrap();
+            assert!(check < inst && inst < work, "{w}: check, install, work");
+            assert!(t.contains(&format!(
+                "        env:\n          {secret}: ${{{{ secrets.{secret} }}}}\n"
+            )));
+            // Machine output on, so spend is recorded and max-cost counts.
+            assert!(
+                ["--output-format json", "--json", "--message-file"]
+                    .iter()
+                    .any(|f| t.contains(f)),
+                "{w}"
+            );
+            assert!(
+                !t.contains("--full-auto"),
+                "{w}: codex has no --full-auto at 0.169.0"
+            );
+        }
+        assert_eq!(check_secret("MY_KEY").unwrap(), "MY_KEY");
+        for bad in ["", "1X", "GITHUB_TOKEN", "A-B", "a b"] {
+            assert!(check_secret(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn generated_workflows() {
+        for w in ["claude", "codex", "gemini", "aider"] {
+            insta::assert_snapshot!(format!("init_{w}"), render(&opts(w)));
+        }
+        let custom = Options {
+            action: ActionRef::parse("./").unwrap(),
+            worker: Worker::parse("my-agent --yes").unwrap(),
+            secret: Some("MY_AGENT_KEY".into()),
+            environment: Some("agents".into()),
+            eager: true,
+        };
+        insta::assert_snapshot!("init_local_custom", render(&custom));
+        insta::assert_snapshot!("init_next_steps", next_steps(&opts("claude")));
+    }
+
+    #[test]
+    fn init_refuses_to_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "x", false).unwrap();
+        assert!(
+            write(dir.path(), "y", false)
+                .unwrap_err()
+                .contains("--force")
+        );
+        write(dir.path(), "y", true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(WORKFLOW_REL)).unwrap(),
+            "y"
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! `dagexec action plan`: the first job of a workflow run. Finds the execution branch (or
+//! starts it from the triggering commit), reads the plan there, and writes the next part of
+//! the round (see [`crate::action::rounds`]) as a job matrix. Read-only: the branch is created by the
+//! first finalize's push.
+//!
+//! One execution branch is one concurrency group (`dagexec-<branch>`) from its first round
+//! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
+//! that ref's group, not the branch's, so it does no work: it resolves the branch and
+//! concludes `redirect`, and finalize dispatches the first round again with the branch named,
+//! into the branch's group.
+
+use std::path::Path;
+
+use crate::action::matrix::Matrix;
+use crate::action::{ActionError, Inputs, default_branch_name};
+use crate::edge::git::{RemoteAuth, Repo};
+use crate::flow::preflight::Overlaps;
+use crate::flow::preflight::{self, checks};
+use crate::pure::engine::{self, Next, View};
+use crate::pure::plan::{self, model::Status};
+
+/// What the plan job decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    pub branch: String,
+    pub base: String,
+    pub round: u32,
+    pub matrix: Option<Matrix>,
+    /// `work` (a matrix follows), `close-round` (the open round's tasks are all resolved:
+    /// finalize ends it), `conduct` (`schedule: eager`: the conductor job runs),
+    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`, `budget` (the `max-cost`
+    /// budget is spent),
+    /// `redirect` (start the round again with `branch` named, in the branch's group).
+    pub conclusion: String,
+    /// Said in the log and the job summary.
+    pub message: String,
+}
+
+/// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
+/// (`GITHUB_REF_NAME`; empty outside Actions).
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    ref_name: &str,
+    schedule: crate::pure::engine::Schedule,
+) -> Result<Planned, ActionError> {
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
+    // Only its goal is needed (the branch's name): not held while the branch's plan is read.
+    let first_goal = plan::load(&repo.root().join(&first_inputs.plan_rel))
+        .map_err(crate::pure::plan::error::PlanErrors::from)?
+        .goal;
+    let branch = if inputs.branch.is_empty() {
+        default_branch_name(&first_goal)
+    } else {
+        inputs.branch.clone()
+    };
+    if inputs.branch.is_empty() && !ref_name.is_empty() && ref_name != branch {
+        return Ok(Planned {
+            base: repo.head()?,
+            round: 0,
+            matrix: None,
+            conclusion: "redirect".into(),
+            message: format!(
+                "The plan runs on {branch}; its rounds run in that branch's concurrency group, so this run starts the round there (workflow_dispatch with branch: {branch})."
+            ),
+            branch,
+        });
+    }
+    // The branch, when it exists, is where the state is; otherwise this commit starts it.
+    if let Some(tip) = repo.fetch_branch(&branch, &auth)?
+        && repo.head()? != tip
+    {
+        repo.checkout_detached(&tip)?;
+    }
+    let base = repo.head()?;
+    let inputs = &crate::action::with_plan(repo.root(), inputs)?;
+    let (mut plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
+    // Every task completed and the plan archived, but the run not finished on GitHub (its
+    // last job died after pushing the archive): finalize finishes it (pull request ready,
+    // status comment, check run).
+    if let Some(rel) = archived {
+        let round = crate::flow::round_counter(&plan);
+        return Ok(Planned {
+            message: format!(
+                "All {} tasks are completed and the plan is archived as {rel}; finishing the run (pull request, status comment, check run).",
+                plan.tasks.len()
+            ),
+            branch,
+            base,
+            round,
+            matrix: None,
+            conclusion: "completed".into(),
+        });
+    }
+    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    // A run that died mid-round leaves nothing in progress on the branch (finalize commits
+    // resolved states only), but a plan pushed from a local run might.
+    for t in &mut plan.tasks {
+        if t.status == Status::InProgress {
+            t.status = Status::Pending;
+        }
+    }
+    let round = crate::flow::round_counter(&plan) + 1;
+    let overlaps = Overlaps::of(&plan, &dag);
+    let conflicts = overlaps.for_scheduling();
+    // A round open on the branch (round 1 retried in a later part) is not a fresh start.
+    let fresh = !plan.is_resume()
+        && round == 1
+        && !plan
+            .progress
+            .extra
+            .contains_key(crate::action::rounds::FIELD);
+    let done = |conclusion: &str, message: String| Planned {
+        branch: branch.clone(),
+        base: base.clone(),
+        round,
+        matrix: None,
+        conclusion: conclusion.to_string(),
+        message,
+    };
+    if fresh {
+        let validation = checks::gather(
+            &plan,
+            repo.root(),
+            checks::CheckOptions {
+                skip_checks: false,
+                timeout: inputs.timeout,
+            },
+        );
+        let setup = preflight::output(&plan, &dag, &overlaps, validation);
+        let failed: Vec<String> = setup
+            .validation
+            .blocking_checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
+            .collect();
+        let proceed = plan
+            .progress
+            .extra
+            .get(super::steer::PROCEED_FIELD)
+            .and_then(|v| v.as_str())
+            == Some("proceed");
+        if !failed.is_empty() && proceed {
+            println!(
+                "{} blocking pre-flight check(s) failed; proceeding, as `/execute proceed` asked.",
+                failed.len()
+            );
+        } else if !failed.is_empty() {
+            return Ok(done(
+                "preflight-failed",
+                format!(
+                    "{} blocking pre-flight check(s) failed:\n{}",
+                    failed.len(),
+                    failed.join("\n")
+                ),
+            ));
+        }
+    }
+    // `rounds`: the seed's round is the whole ready set; a job matrix cannot order its jobs,
+    // so a round takes a workflow run per group of tasks that share files and per retry
+    // (see `rounds`). An open round on the branch goes on before anything else.
+    let current = (schedule != crate::pure::engine::Schedule::Eager)
+        .then(|| crate::action::rounds::current(&plan, &dag))
+        .flatten();
+    for note in current.iter().flat_map(|c| &c.notes) {
+        println!("{note}");
+    }
+    if let Some(c) = current.as_ref().filter(|c| c.resumed) {
+        let part = c.open.next_part(&plan, &dag, &conflicts);
+        if part.is_empty() {
+            return Ok(done(
+                "close-round",
+                format!(
+                    "Round {} on {branch}: every task of it is resolved; finalize ends the round (its update and circuit breaker).",
+                    c.open.round
+                ),
+            ));
+        }
+        return Ok(work(&plan, &c.open, part, branch, base));
+    }
+    let policy: &dyn engine::Policy = match schedule {
+        crate::pure::engine::Schedule::Eager => &engine::Batches,
+        _ => &engine::Rounds,
+    };
+    let view = View {
+        plan: &plan,
+        dag: &dag,
+        conflicts: &conflicts,
+    };
+    match policy.next(view, None) {
+        Next::Done => {
+            let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+            Ok(if all {
+                done(
+                    "completed",
+                    format!("All {} tasks are completed.", plan.tasks.len()),
+                )
+            } else {
+                done(
+                    "incomplete",
+                    format!(
+                        "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
+                        plan.count(Status::Completed),
+                        plan.tasks.len()
+                    ),
+                )
+            })
+        }
+        Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        // Work waits, but the `max-cost` budget is spent: no job starts.
+        Next::Batch { .. }
+            if inputs
+                .max_cost
+                .is_some_and(|b| b.exhausted(&plan).is_some()) =>
+        {
+            let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
+            Ok(done("budget", budget.unwrap_or_default()))
+        }
+        Next::Batch { tasks, .. } if schedule == crate::pure::engine::Schedule::Eager => {
+            let ready = tasks.len();
+            Ok(done(
+                "conduct",
+                format!(
+                    "Eager on {branch} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",
+                    &base[..base.len().min(12)]
+                ),
+            ))
+        }
+        Next::Batch { .. } => {
+            let open = current.map(|c| c.open).expect("a ready set starts a round");
+            let part = open.next_part(&plan, &dag, &conflicts);
+            Ok(work(&plan, &open, part, branch, base))
+        }
+    }
+}
+
+/// A part of round `open` (its first when `open.parts` is 0): `part`'s tasks as the matrix;
+/// the round's other unresolved tasks wait for a later part.
+fn work(
+    plan: &plan::model::Plan,
+    open: &crate::action::rounds::OpenRound,
+    part: Vec<usize>,
+    branch: String,
+    base: String,
+) -> Planned {
+    let mut m = Matrix::of(plan, &part, crate::action::matrix::MAX_MATRIX_JOBS);
+    m.waiting.extend(
+        open.unresolved(plan)
+            .into_iter()
+            .filter(|t| !part.contains(t)),
+    );
+    m.waiting.sort_unstable();
+    let names: Vec<String> = m.include.iter().map(|e| e.name.clone()).collect();
+    let round = open.round;
+    let of = if m.include.len() == open.tasks.len() {
+        String::new()
+    } else {
+        format!(
+            " of the round's {} (part {}; the rest share files with them, wait for a retry or were resolved earlier)",
+            open.tasks.len(),
+            open.parts + 1
+        )
+    };
+    let message = format!(
+        "Round {round} on {branch} at {}: {} task(s){of}\n{}",
+        &base[..base.len().min(12)],
+        m.include.len(),
+        names.join("\n")
+    );
+    Planned {
+        branch,
+        base,
+        round,
+        matrix: Some(m),
+        conclusion: "work".into(),
+        message,
+    }
+}
+
+/// The step outputs of a plan.
+pub fn outputs(p: &Planned) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "matrix",
+            p.matrix
+                .as_ref()
+                .map(Matrix::to_json)
+                .unwrap_or_else(|| r#"{"include":[]}"#.into()),
+        ),
+        ("has-work", p.matrix.is_some().to_string()),
+        ("base", p.base.clone()),
+        ("round", p.round.to_string()),
+        ("branch", p.branch.clone()),
+        ("conclusion", p.conclusion.clone()),
+    ]
+}

@@ -1,0 +1,174 @@
+//! A round as a job matrix: the batch the engine chose, cut to what one matrix may hold, each
+//! entry named after its task; and the artifact name each worker job uploads under.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::plan::model::Plan;
+
+/// GitHub's limit on the jobs one matrix may generate.
+pub const MAX_MATRIX_JOBS: usize = 256;
+
+/// One job of the round's matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub task: usize,
+    pub attempt: u32,
+    /// The job's display name: `task 3: Add login form`.
+    pub name: String,
+}
+
+/// The matrix (`{"include":[…]}`) and the tasks that wait for a later round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matrix {
+    pub include: Vec<Entry>,
+    pub waiting: Vec<usize>,
+}
+
+impl Matrix {
+    /// The first `limit` tasks of `batch` (in the engine's order); the rest wait.
+    pub fn of(plan: &Plan, batch: &[usize], limit: usize) -> Matrix {
+        let limit = limit.clamp(1, MAX_MATRIX_JOBS);
+        let take = batch.len().min(limit);
+        Matrix {
+            include: batch[..take]
+                .iter()
+                .map(|&i| Entry {
+                    task: i,
+                    attempt: plan.tasks[i].attempts() + 1,
+                    name: job_name(i, &plan.tasks[i].subject),
+                })
+                .collect(),
+            waiting: batch[take..].to_vec(),
+        }
+    }
+
+    /// `{"include":[{"task":…,"attempt":…,"name":…}]}` on one line, as `$GITHUB_OUTPUT` wants.
+    pub fn to_json(&self) -> String {
+        serde_json::json!({ "include": self.include }).to_string()
+    }
+
+    /// Reads what [`Matrix::to_json`] wrote.
+    pub fn parse(s: &str) -> Result<Vec<Entry>, String> {
+        #[derive(Deserialize)]
+        struct M {
+            include: Vec<Entry>,
+        }
+        serde_json::from_str::<M>(s)
+            .map(|m| m.include)
+            .map_err(|e| format!("the matrix is not dagexec's {{\"include\":[…]}} JSON: {e}"))
+    }
+}
+
+/// `task 3: Add login form`, cut to 100 characters (a job name shows in one line of the UI).
+pub fn job_name(index: usize, subject: &str) -> String {
+    let one_line = subject.split_whitespace().collect::<Vec<_>>().join(" ");
+    let name = format!("task {index}: {one_line}");
+    if name.chars().count() <= 100 {
+        name
+    } else {
+        let mut s: String = name.chars().take(99).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// The artifact a worker job uploads: unique per workflow run, run attempt (a re-run job
+/// uploads anew), task and attempt, and free of the characters artifact names refuse.
+pub fn artifact_name(run_id: &str, run_attempt: &str, task: usize, attempt: u32) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect()
+    };
+    format!(
+        "dagexec-{}-{}-task-{task}-attempt-{attempt}",
+        clean(run_id),
+        clean(run_attempt)
+    )
+}
+
+/// The `(run attempt, task, attempt)` an artifact name of run `run_id` encodes, if it is one.
+pub fn parse_artifact_name(run_id: &str, name: &str) -> Option<(u32, usize, u32)> {
+    let rest = name.strip_prefix(&format!("dagexec-{run_id}-"))?;
+    let (run_attempt, rest) = rest.split_once("-task-")?;
+    let (task, attempt) = rest.split_once("-attempt-")?;
+    Some((
+        run_attempt.parse().ok()?,
+        task.parse().ok()?,
+        attempt.parse().ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::plan::model::{Plan, Task};
+
+    fn plan(n: usize) -> Plan {
+        let mut p: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": []},
+            "tasks": []
+        }))
+        .unwrap();
+        for i in 0..n {
+            let mut t: Task = serde_json::from_value(serde_json::json!({
+                "subject": format!("Task  number\n{i}"), "status": "pending", "blockedBy": []
+            }))
+            .unwrap();
+            if i == 1 {
+                t.attempts = Some(2);
+            }
+            p.tasks.push(t);
+        }
+        p
+    }
+
+    #[test]
+    fn a_batch_is_cut_to_the_matrix_limit_in_engine_order() {
+        let p = plan(300);
+        let batch: Vec<usize> = (0..300).rev().collect();
+        let m = Matrix::of(&p, &batch, 1000);
+        assert_eq!(m.include.len(), MAX_MATRIX_JOBS);
+        assert_eq!(m.include[0].task, 299);
+        assert_eq!(m.waiting.len(), 300 - MAX_MATRIX_JOBS);
+        assert_eq!(m.waiting[0], 299 - MAX_MATRIX_JOBS);
+        let small = Matrix::of(&p, &[1, 0], 1);
+        assert_eq!(small.include.len(), 1);
+        assert_eq!(small.waiting, vec![0]);
+    }
+
+    #[test]
+    fn entries_carry_the_next_attempt_and_a_one_line_name() {
+        let p = plan(3);
+        let m = Matrix::of(&p, &[0, 1], 256);
+        assert_eq!(
+            m.to_json(),
+            r#"{"include":[{"task":0,"attempt":1,"name":"task 0: Task number 0"},{"task":1,"attempt":3,"name":"task 1: Task number 1"}]}"#
+        );
+        assert_eq!(Matrix::parse(&m.to_json()).unwrap(), m.include);
+        assert!(Matrix::parse("[]").unwrap_err().contains("include"));
+    }
+
+    #[test]
+    fn long_names_are_cut() {
+        let n = job_name(7, &"x".repeat(300));
+        assert_eq!(n.chars().count(), 100);
+        assert!(n.ends_with('…'));
+    }
+
+    #[test]
+    fn artifact_names_round_trip_and_are_safe() {
+        let n = artifact_name("123", "2", 14, 3);
+        assert_eq!(n, "dagexec-123-2-task-14-attempt-3");
+        assert_eq!(parse_artifact_name("123", &n), Some((2, 14, 3)));
+        assert_eq!(parse_artifact_name("124", &n), None);
+        assert_eq!(
+            artifact_name("1/2:3", "\"1", 0, 1),
+            "dagexec-123-1-task-0-attempt-1"
+        );
+        assert_eq!(
+            parse_artifact_name("123", "dagexec-123-x-task-1-attempt-1"),
+            None
+        );
+    }
+}

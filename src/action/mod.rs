@@ -1,0 +1,244 @@
+//! dagexec as a GitHub Action: each round is one workflow run of three jobs, and these are
+//! the commands the composite `action.yml` runs in them.
+//!
+//! - [`plan`] (job `plan`, read-only): finds or starts the execution branch, and writes the
+//!   round's next part (a group of its unresolved tasks that share no file, see [`rounds`])
+//!   as a job matrix (never an empty one: "no work" instead).
+//! - [`work`] (one matrix job per task, `contents: read`, no write token): runs the worker
+//!   under the same contract as locally, the task's acceptance checks and, when the attempt
+//!   completed and a reviewer is set, the reviewer; leaves `result.json`, `changes.patch` and
+//!   `worker.log` for `actions/upload-artifact`.
+//! - [`finalize`] (`if: always()`): reads the artifacts and runs the local runner's own
+//!   verification, review rules, integration and plan update, commits and pushes the round, keeps the
+//!   pull request current, reports stops as a `dagexec` check run, and dispatches the next
+//!   round. It never runs code from a task: the checks ran in the worker's job.
+//!
+//! Pure pieces: [`matrix`] (chunking, names), [`artifact`] (the files), [`report`] (texts).
+
+pub mod arrival;
+pub mod artifact;
+pub mod artifact_zip;
+pub mod init;
+pub mod jobs;
+pub mod matrix;
+mod publish;
+pub mod report;
+pub mod rounds;
+pub mod runtime;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::edge::github::Token;
+
+/// The action's inputs, as the commands receive them (flags or `DAGEXEC_*`/`INPUT_*` env).
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The plan, relative to the repository root.
+    pub plan_rel: String,
+    pub worker: String,
+    /// The run's reviewer command (work; a task's own `reviewer` field wins); `None`: none.
+    pub reviewer: Option<String>,
+    pub max_parallel: usize,
+    pub timeout: Duration,
+    /// The execution branch; empty: `dagexec/<goal slug>`.
+    pub branch: String,
+    pub allow_workflow_changes: bool,
+    pub token: Token,
+    /// The GitHub App finalize authenticates as (its comments are dagexec's own too).
+    pub app_id: Option<u64>,
+    /// The workflow file to dispatch the next round of (`dagexec.yml`).
+    pub workflow: String,
+    /// Where `work` leaves its files / where `finalize` finds the downloaded artifacts.
+    pub artifacts: PathBuf,
+    /// The `max-cost` budget (plan, finalize): no round is planned or dispatched once the
+    /// plan's recorded spend reaches it.
+    pub max_cost: Option<crate::pure::usage::Budget>,
+}
+
+/// Why an Action command could not do its job (a task failing is not such a reason).
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error(transparent)]
+    Plan(#[from] crate::pure::plan::error::PlanErrors),
+    #[error(transparent)]
+    Git(#[from] crate::edge::git::GitError),
+    #[error(transparent)]
+    Api(#[from] crate::edge::github::ApiError),
+    #[error(transparent)]
+    Run(#[from] crate::flow::RunError),
+    #[error("{0}")]
+    Input(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl From<crate::pure::plan::error::PlanError> for ActionError {
+    fn from(e: crate::pure::plan::error::PlanError) -> Self {
+        ActionError::Plan(e.into())
+    }
+}
+
+/// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
+/// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it,
+/// a Spec Kit `tasks.md` the plan `speckit::prepare` writes next to it.
+/// Preparing is deterministic from the tree, so every job of a round derives the same plan,
+/// carrying the state committed in `DIR/plan.json`.
+pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Inputs, ActionError> {
+    let mut resolved = inputs.clone();
+    let dir = root.join(&inputs.plan_rel);
+    if dir.is_dir() {
+        let prepared = crate::sources::longrun::prepare(root, &dir, false)
+            .map_err(|e| ActionError::Input(format!("{e}\n  hint: {}", e.hint())))?;
+        resolved.plan_rel = prepared.plan_rel;
+    } else if crate::sources::speckit::is_tasks_md(&dir) && dir.is_file() {
+        // A Spec Kit tasks.md: the plan generated next to it (`speckit::prepare`).
+        let prepared = crate::sources::speckit::prepare(root, &dir, true).map_err(|errors| {
+            let (message, hint) = crate::sources::speckit::describe(&errors);
+            ActionError::Input(format!("{message}\n  hint: {hint}"))
+        })?;
+        resolved.plan_rel = prepared.plan_rel;
+    }
+    Ok(resolved)
+}
+
+/// The plan at `plan_rel` in `repo`'s checkout, or — when it is gone because a completed run
+/// archived it (`plan.done.json`, or `history/<stamp>-plan.json` beside it) — the archived
+/// plan with its path, provided every task of it is completed. A job that dies after pushing
+/// the archive but before publishing (PR ready, status, check run) leaves only the archive on
+/// the branch; whichever job comes next finishes the run from it.
+pub(crate) fn load_plan(
+    repo: &crate::edge::git::Repo,
+    plan_rel: &str,
+) -> Result<(crate::pure::plan::model::Plan, Option<String>), ActionError> {
+    use crate::pure::plan::error::PlanErrors;
+    let path = repo.root().join(plan_rel);
+    match crate::pure::plan::load(&path) {
+        Ok(plan) => Ok((plan, None)),
+        Err(e) if !path.exists() => {
+            let Some(rel) = archived_plan(repo, plan_rel) else {
+                return Err(PlanErrors::from(e).into());
+            };
+            let archived =
+                crate::pure::plan::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
+            let all = archived
+                .tasks
+                .iter()
+                .all(|t| t.status == crate::pure::plan::model::Status::Completed);
+            if !all {
+                return Err(PlanErrors::from(e).into());
+            }
+            Ok((archived, Some(rel)))
+        }
+        Err(e) => Err(PlanErrors::from(e).into()),
+    }
+}
+
+/// Where a completed run archived the plan at `plan_rel`: the archive the commit that removed
+/// the plan added (`plan.done.json` or `history/<stamp>-plan.json` beside it); in a history
+/// that does not reach that commit, the newest `history/` entry, else `plan.done.json`.
+fn archived_plan(repo: &crate::edge::git::Repo, plan_rel: &str) -> Option<String> {
+    let rel = std::path::Path::new(plan_rel);
+    let dir = rel.parent().unwrap_or(std::path::Path::new(""));
+    let is_archive = |p: &str| {
+        let p = std::path::Path::new(p);
+        p == dir.join("plan.done.json")
+            || (p.parent() == Some(&dir.join("history"))
+                && p.to_string_lossy().ends_with("-plan.json"))
+    };
+    let present = |p: &str| repo.root().join(p).is_file();
+    if let Ok(files) = repo.files_of_last_change(plan_rel)
+        && let Some(f) = files.iter().find(|f| is_archive(f) && present(f))
+    {
+        return Some(f.clone());
+    }
+    let newest = std::fs::read_dir(repo.root().join(dir).join("history"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with("-plan.json"))
+        .max()
+        .map(|n| dir.join("history").join(n).to_string_lossy().to_string());
+    let done = dir.join("plan.done.json").to_string_lossy().to_string();
+    newest.or_else(|| present(&done).then_some(done))
+}
+
+/// `dagexec/<goal slug>`: lower-case ASCII letters, digits and dashes, at most 48 of them.
+pub fn default_branch_name(goal: &str) -> String {
+    let mut slug = String::new();
+    for c in goal.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') && !slug.is_empty() {
+            slug.push('-');
+        }
+        if slug.len() >= 48 {
+            break;
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    format!("dagexec/{}", if slug.is_empty() { "plan" } else { slug })
+}
+
+/// Pushes `HEAD` to `branch` on `origin`; a rejected push (the branch moved meanwhile) is
+/// fetched, rebased onto and pushed again, up to five tries. `say` reports each rejection.
+/// For the `steer` job's one-commit plan change; finalize never rebases a round.
+pub(crate) fn push_with_rebase(
+    repo: &crate::edge::git::Repo,
+    branch: &str,
+    auth: &crate::edge::git::RemoteAuth,
+    say: impl Fn(String),
+) -> Result<(), ActionError> {
+    for attempt in 1..=5 {
+        match repo.push_head(branch, auth)? {
+            crate::edge::git::Pushed::Done => return Ok(()),
+            crate::edge::git::Pushed::Rejected(why) => {
+                say(format!(
+                    "The push to {branch} was rejected ({}); fetching and rebasing (try {attempt} of 5).",
+                    why.lines().last().unwrap_or("")
+                ));
+                repo.fetch_branch(branch, auth)?;
+                repo.rebase_onto(&format!("refs/remotes/origin/{branch}"))?;
+            }
+        }
+    }
+    Err(ActionError::Input(format!(
+        "could not push to {branch}: rejected 5 times; someone keeps pushing to the execution branch"
+    )))
+}
+
+/// The tokio runtime the commands' async edges (worker, API) run on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ActionError::Input(format!("cannot start the async runtime: {e}")))
+}
+
+/// The inputs of a `workflow_dispatch` that runs the plan at `plan_rel` on `branch` (a
+/// conductor's task run adds `task`, `attempt` and `base`).
+pub(crate) fn dispatch_inputs(
+    plan_rel: &str,
+    branch: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("plan".into(), plan_rel.into());
+    inputs.insert("branch".into(), branch.into());
+    inputs
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn branch_names_are_slugs_of_the_goal() {
+        use super::default_branch_name as b;
+        assert_eq!(b("Add JWT auth (v2)!"), "dagexec/add-jwt-auth-v2");
+        assert_eq!(b("  ☃ "), "dagexec/plan");
+        assert_eq!(b(&"word ".repeat(30)).len(), "dagexec/".len() + 48);
+    }
+}

@@ -1,0 +1,319 @@
+//! The end of finalize on GitHub: the round pushed, the pull request opened or updated, the
+//! questions and the status comment written (each found again by its marker, so a re-run
+//! finalize duplicates nothing), the next round dispatched unless `/execute abort` asked to
+//! stop, and the `dagexec` check run when the run stops or completes.
+//!
+//! A round (or a part of one, see `rounds`) is pushed only onto the commit it was planned on. If the execution branch moved
+//! since the plan job read it (a round started twice, a re-run of an old run's finalize, a
+//! push by hand), the round is stale: nothing is pushed or published, and a fresh round is
+//! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
+//! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
+
+use super::jobs::{comment, steer};
+use super::report::{self, Links, Stop};
+use super::rounds::Round;
+use super::runtime::{self, Context};
+use super::{ActionError, Inputs};
+use crate::edge::git::{RemoteAuth, Repo};
+use crate::edge::github::{Client, ops::Conclusion};
+use crate::flow::Ui;
+use crate::pure::plan;
+
+/// What [`Ending::finish`] did on GitHub.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Published {
+    pub pr: Option<u64>,
+    pub dispatched: bool,
+    /// `/execute abort` asked to stop after this round.
+    pub aborted: bool,
+    /// The branch moved since the round was planned: nothing was pushed or published.
+    pub stale: bool,
+}
+
+/// What finalize ends a round with: where it pushes and whom it tells.
+#[derive(Clone, Copy)]
+pub(super) struct Ending<'a> {
+    pub rt: &'a tokio::runtime::Runtime,
+    /// `None` without a GitHub repository (a local try-out).
+    pub client: Option<&'a Client>,
+    pub ctx: &'a Context,
+    pub repo: &'a Repo,
+    pub auth: &'a RemoteAuth,
+    pub round: &'a Round,
+    pub inputs: &'a Inputs,
+    pub ui: &'a Ui,
+    /// The schedule the run keeps (`rounds`: finalize; `eager`: the conductor), for the
+    /// timeline's prediction in the pull request body.
+    pub schedule: crate::pure::engine::Schedule,
+}
+
+impl Ending<'_> {
+    /// Pushes the round onto the commit it was planned on; `false` when the branch moved
+    /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
+    /// repository the round stays a local commit.
+    fn push(&self) -> Result<bool, ActionError> {
+        let (ui, branch) = (self.ui, &self.round.branch);
+        if self.client.is_none() {
+            ui.say("No GitHub repository (GITHUB_REPOSITORY unset): the round is committed here, not pushed.");
+            return Ok(true);
+        }
+        match self.repo.push_head(branch, self.auth)? {
+            crate::edge::git::Pushed::Done => {
+                ui.say(format!("Pushed to {branch}."));
+                Ok(true)
+            }
+            crate::edge::git::Pushed::Rejected(why) => {
+                ui.say(format!(
+                    "{branch} moved since this round was planned on {} ({}): this round is stale, so nothing of it is pushed or published.",
+                    &self.round.base[..self.round.base.len().min(12)],
+                    why.lines().last().unwrap_or("").trim()
+                ));
+                Ok(false)
+            }
+        }
+    }
+
+    /// The end of a stale round. When the branch already holds this round or a later one
+    /// (the same round started twice, or this finalize re-run after its push), whoever
+    /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
+    /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
+    /// to stop.
+    fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
+        let Ending {
+            rt, round, inputs, ..
+        } = *self;
+        let plan_path = self.repo.root().join(&inputs.plan_rel);
+        // With a round open (one that takes several runs, see `rounds`), the branch is
+        // further when it holds a later part of the round or its end than the base this run
+        // was planned on.
+        self.repo.checkout_detached(&round.base)?;
+        let base = plan::load(&plan_path)
+            .ok()
+            .map(|p| super::rounds::position(&p))
+            .filter(|b| b.1 > 0 || super::rounds::position(ours).1 > 0);
+        let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
+            Some(tip) => {
+                self.repo.checkout_detached(&tip)?;
+                plan::load(&plan_path).map_or(true, |p| match base {
+                    Some(base) => super::rounds::position(&p) > base,
+                    None => crate::flow::round_counter(&p) >= round.round,
+                })
+            }
+            None => false,
+        };
+        if done_there {
+            self.ui.say(format!(
+                "{} already holds round {} or a later one; that run carries on.",
+                round.branch, round.round
+            ));
+            return Ok(Published {
+                stale: true,
+                ..Published::default()
+            });
+        }
+        let pr = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number);
+        let aborted = match pr {
+            Some(n) => {
+                let me = comment::Identity {
+                    app_id: inputs.app_id,
+                };
+                let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+                rt.block_on(steer::abort_confirmed(c, n, &marked))?
+            }
+            None => false,
+        };
+        if !aborted {
+            self.dispatch(c)?;
+            self.ui.say(format!(
+                "Dispatched a fresh round on {} to plan from where it stands.",
+                round.branch
+            ));
+        }
+        Ok(Published {
+            pr,
+            dispatched: !aborted,
+            aborted,
+            stale: true,
+        })
+    }
+
+    /// Starts the next round on the execution branch.
+    fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
+        let inputs_json = super::dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
+        let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
+        self.rt
+            .block_on(c.dispatch(workflow, branch, &inputs_json))?;
+        Ok(())
+    }
+
+    /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
+    /// round, its body kept current), one comment per open question (and the pre-flight
+    /// question), the next round dispatched when `more` work waits unless `/execute abort`
+    /// asked to stop, the one status comment, and the `dagexec` check run on a stop or
+    /// completion (ready for review on completion). Every comment is found again by its
+    /// marker, so a re-run finalize creates nothing twice.
+    pub(super) fn finish(
+        &self,
+        plan: &plan::model::Plan,
+        links: &Links,
+        stop: Option<&Stop>,
+        more: bool,
+        preflight: Option<&str>,
+    ) -> Result<Published, ActionError> {
+        let pushed = self.push()?;
+        if let (false, Some(c)) = (pushed, self.client) {
+            return self.stale(c, plan);
+        }
+        // The crash tests' kill -9 between a push and its publication (`final-push` when the
+        // run stops or completes).
+        let step = if stop.is_some() { "final-push" } else { "push" };
+        crate::flow::failpoint(step, self.round.round);
+        let Ending {
+            rt,
+            client,
+            ctx,
+            repo,
+            round,
+            inputs,
+            ..
+        } = *self;
+        let Some(c) = client else {
+            if let Some(s) = stop {
+                let (title, summary) = report::check_run_text(plan, s, &round.branch);
+                println!("{title}\n\n{summary}");
+            }
+            return Ok(Published::default());
+        };
+        let ran = crate::pure::timeline::Ran {
+            schedule: self.schedule,
+            place: crate::pure::simulate::Place::Actions,
+            slots: inputs.max_parallel,
+        };
+        let body = report::pr_body(plan, round.round, links, stop, ran);
+        let pr = rt.block_on(async {
+            match c.find_pull(&round.branch).await? {
+                Some(pr) => {
+                    c.update_pull_body(pr.number, &body).await?;
+                    Ok::<_, crate::edge::github::ApiError>(pr)
+                }
+                None => {
+                    let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
+                        ctx.ref_name.clone()
+                    } else {
+                        c.default_branch().await?
+                    };
+                    let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
+                    match c
+                        .create_pull(&round.branch, &base, &title, &body, true)
+                        .await
+                    {
+                        // A retried create whose first try landed after all: adopt that PR.
+                        Err(e) if e.status() == Some(422) => {
+                            match c.find_pull(&round.branch).await? {
+                                Some(pr) => Ok(pr),
+                                None => Err(e),
+                            }
+                        }
+                        other => other,
+                    }
+                }
+            }
+        })?;
+        println!("Pull request #{}: {}", pr.number, pr.html_url);
+        let n = pr.number;
+        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
+        // is reported and ignored.
+        let me = comment::Identity {
+            app_id: inputs.app_id,
+        };
+        let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
+        for other in &marked.ignored {
+            println!(
+                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
+                other.id, other.author.login
+            );
+        }
+        rt.block_on(async {
+            for (i, q) in crate::pure::question::open(plan) {
+                let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
+                let marker = steer::question_marker(&i.to_string());
+                c.upsert_marked_comment(n, &marker, &text, &marked.own)
+                    .await?;
+            }
+            if let Some(message) = preflight {
+                c.upsert_marked_comment(
+                    n,
+                    &steer::question_marker("preflight"),
+                    &steer::preflight_comment(message),
+                    &marked.own,
+                )
+                .await?;
+            }
+            Ok::<_, crate::edge::github::ApiError>(())
+        })?;
+        let aborted = rt.block_on(steer::abort_confirmed(c, n, &marked))?;
+        let dispatched = more && !aborted;
+        if dispatched {
+            self.dispatch(c)?;
+        }
+        let (_, part) = super::rounds::position(plan);
+        let waiting = if more && aborted && part > 0 {
+            format!(
+                "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
+                round.round
+            )
+        } else if more && aborted {
+            format!(
+                "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
+                round.round
+            )
+        } else {
+            steer::waiting_on(plan)
+        };
+        let status = comment::status_body(plan, round.round, links, &waiting);
+        let status_id =
+            rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own))?;
+        // The abort is consumed: any other status comment of dagexec's that asked for it (the
+        // comment job writes as GitHub Actions, a finalize with an App as the App) says so.
+        for other in marked.own.iter().filter(|o| {
+            o.id != status_id
+                && o.starts_with(comment::STATUS_MARKER)
+                && o.body.contains(steer::ABORT_MARKER)
+        }) {
+            rt.block_on(c.update_comment(other.id, &status))?;
+        }
+        if let Some(s) = stop {
+            let (title, summary) = report::check_run_text(plan, s, &round.branch);
+            let conclusion = match s {
+                Stop::Completed => Conclusion::Success,
+                Stop::NeedsInput(_) => Conclusion::ActionRequired,
+                _ => Conclusion::Failure,
+            };
+            let head = repo.head()?;
+            rt.block_on(c.complete_check_run(
+                "dagexec",
+                &head,
+                conclusion,
+                &title,
+                &summary,
+                ctx.run_url().as_deref(),
+            ))?;
+            if conclusion != Conclusion::Success {
+                if conclusion == Conclusion::Failure {
+                    runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+                }
+                let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
+            }
+            if *s == Stop::Completed && pr.draft {
+                rt.block_on(c.mark_ready(&pr))?;
+                println!("Marked #{} ready for review.", pr.number);
+            }
+        }
+        Ok(Published {
+            pr: Some(n),
+            dispatched,
+            aborted,
+            stale: false,
+        })
+    }
+}

@@ -1,0 +1,625 @@
+//! The texts the Action shows people: the pull request body (progress table, the DAG coloured
+//! by status, links), the job summary of each round, and the `dagexec` check run's summary
+//! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
+//! are recorded ([`crate::pure::usage`]), the progress table has Time and Cost columns and a total
+//! line follows it, and the body and the job summary have a timeline ([`timeline`]: the
+//! attempts as a Mermaid gantt, beside `dagexec simulate`'s prediction). Pure; snapshot-tested.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::render::{graph, summary};
+
+/// The first line of every body dagexec writes, so it can find its own texts again.
+pub const BODY_MARKER: &str = "<!-- dagexec:pr-body -->";
+
+/// Where people can look: the workflow run, and each task's latest artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Links {
+    pub run: Option<String>,
+    pub logs: BTreeMap<usize, String>,
+}
+
+/// Why a run stopped, for the check run and summaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    CircuitBreaker(String),
+    Deadlock(String),
+    /// Questions (or failed pre-flight checks) wait for the user's reply.
+    NeedsInput(String),
+    /// The `max-cost` budget is spent ([`crate::pure::usage::Budget::exhausted`] says so).
+    Budget(String),
+    Completed,
+}
+
+fn icon(s: Status) -> &'static str {
+    match s {
+        Status::Pending => "⏳",
+        Status::InProgress => "🔄",
+        Status::Completed => "✅",
+        Status::Failed => "❌",
+        Status::Blocked => "⛔",
+        Status::Skipped => "⏭️",
+    }
+}
+
+/// A table cell: one line, no pipes breaking the table, at most `max` characters.
+fn cell(s: &str, max: usize) -> String {
+    let one: String = s
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+        .replace('<', "&lt;");
+    if one.chars().count() <= max {
+        one
+    } else {
+        let mut c: String = one.chars().take(max - 1).collect();
+        c.push('…');
+        c
+    }
+}
+
+/// The progress table (Markdown): one row per task, and a Review column with each task's
+/// latest review ([`crate::pure::review::latest_word`]) once a reviewer has run on any task.
+pub fn progress_table(plan: &Plan, links: &Links) -> String {
+    // Completed tasks are trimmed (their `reviews` go); their approvals stay in the progress.
+    let approvals: BTreeMap<u64, u64> = plan
+        .progress
+        .extra
+        .get("reviews")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((r["task"].as_u64()?, r["rejections"].as_u64().unwrap_or(0))))
+        .collect();
+    let reviews: Vec<String> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| crate::pure::review::latest_word(t, approvals.get(&(i as u64)).copied()))
+        .collect();
+    let reviewed = reviews.iter().any(|r| !r.is_empty());
+    let spent = crate::pure::usage::per_task(plan);
+    let timed = !spent.is_empty();
+    let mut s = String::from("| # | Task | Status | Attempts |");
+    let mut rule = String::from("|---:|---|---|---:|");
+    if reviewed {
+        s.push_str(" Review |");
+        rule.push_str("---|");
+    }
+    s.push_str(" Result |");
+    rule.push_str("---|");
+    if timed {
+        s.push_str(" Time | Cost |");
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(s, " Log |\n{rule}---|");
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let log = links
+            .logs
+            .get(&i)
+            .map(|u| format!("[artifact]({u})"))
+            .unwrap_or_default();
+        let mut extra = String::new();
+        if reviewed {
+            let _ = write!(extra, " {} |", reviews[i]);
+        }
+        let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
+        if timed {
+            let t = spent.get(&i).cloned().unwrap_or_default();
+            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
+        }
+        let _ = writeln!(
+            s,
+            "| {i} | {} | {} {} | {} |{extra} {log} |",
+            cell(&t.subject, 80),
+            icon(t.status),
+            t.status,
+            plan.attempts_of(i),
+        );
+    }
+    if let Some(total) = crate::pure::usage::total_line(plan) {
+        let _ = writeln!(s, "\n**Time and cost:** {total}");
+    }
+    s
+}
+
+/// How many of the latest attempts the pull request body and the status comment list.
+pub const LATEST_ATTEMPTS: usize = 5;
+
+/// The attempts that ended among `events`, the newest `last` of them, as a Markdown table
+/// (when each ended, the task, the attempt, how it ended, its time and cost); empty when none
+/// ended. The job summary renders the job's own events ([`crate::flow::Ui::activity`]); the
+/// pull request body and the status comment those the plan records
+/// ([`crate::pure::events::of_records`]).
+pub fn activity(events: &[crate::pure::events::Stamped], last: usize) -> String {
+    use crate::pure::usage::Outcome;
+    let ended: Vec<(&jiff::Timestamp, &crate::pure::events::Ended)> = events
+        .iter()
+        .filter_map(|s| match &s.event {
+            crate::pure::events::Event::AttemptEnded(e) => Some((&s.at, e)),
+            _ => None,
+        })
+        .collect();
+    if ended.is_empty() || last == 0 {
+        return String::new();
+    }
+    let mut s = String::from(
+        "| Ended (UTC) | Task | Attempt | Outcome | Time | Cost |\n|---|---|---:|---|---:|---:|\n",
+    );
+    for (at, e) in &ended[ended.len().saturating_sub(last)..] {
+        let icon = match e.outcome {
+            Outcome::Completed => "✅",
+            Outcome::Failed => "❌",
+            Outcome::Timeout => "⏱️",
+            Outcome::Rejected => "↩️",
+            Outcome::Blocked => "⛔",
+            Outcome::Interrupted => "⏸️",
+        };
+        let next = e
+            .retry
+            .map(|n| format!(" → attempt {n}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "| {} | {} {} | {} | {icon} {}{next} | {} | {} |",
+            at.strftime("%Y-%m-%d %H:%M:%S"),
+            e.task,
+            cell(&e.subject, 60),
+            e.attempt,
+            e.outcome,
+            crate::pure::outcome::human_duration(e.took),
+            e.cost_usd
+                .map(crate::pure::usage::money)
+                .unwrap_or_default(),
+        );
+    }
+    if ended.len() > last {
+        let _ = writeln!(
+            s,
+            "\n_{} earlier attempt(s) not shown._",
+            ended.len() - last
+        );
+    }
+    s
+}
+
+/// GitHub refuses a pull request body longer than this many characters.
+pub const BODY_LIMIT: usize = 65_536;
+
+/// Plans with more tasks get the actual time without the prediction beside it.
+pub const PREDICT_MAX_TASKS: usize = 5_000;
+
+/// The run's timeline (Markdown) once attempts are recorded: the actual run beside what
+/// `dagexec simulate` predicts for the schedule that ran (`ran`), then the Mermaid chart of
+/// the attempts ([`crate::pure::timeline`]: at most [`crate::pure::timeline::MERMAID_BARS`] bars, the
+/// rest counted); empty before any attempt is recorded.
+pub fn timeline(plan: &Plan, ran: crate::pure::timeline::Ran) -> String {
+    let Some(actual) = crate::pure::timeline::actual(plan) else {
+        return String::new();
+    };
+    // Simulating every schedule of a very large plan in each job would cost more than the
+    // line is worth: `dagexec simulate` gives it.
+    let predicted = (plan.tasks.len() <= PREDICT_MAX_TASKS)
+        .then(|| crate::pure::timeline::predicted(plan, ran))
+        .flatten();
+    format!(
+        "### Timeline\n\n{}.\n\n{}",
+        crate::pure::timeline::versus(&actual, predicted.as_ref()),
+        crate::pure::timeline::mermaid(plan, &actual, crate::pure::timeline::MERMAID_BARS)
+    )
+}
+
+/// The pull request body after `round` rounds, the timeline's prediction for `ran`. At most
+/// [`BODY_LIMIT`] characters for any plan whose progress table fits: the timeline and the
+/// dependency graph are left out (saying so) when they would not fit.
+pub fn pr_body(
+    plan: &Plan,
+    round: u32,
+    links: &Links,
+    stop: Option<&Stop>,
+    ran: crate::pure::timeline::Ran,
+) -> String {
+    let mut s = format!("{BODY_MARKER}\n## dagexec: {}\n\n", cell(&plan.goal, 200));
+    let done = plan.count(Status::Completed);
+    let _ = write!(
+        s,
+        "**{done}/{} tasks completed** after round {round}",
+        plan.tasks.len()
+    );
+    if let Some(run) = &links.run {
+        let _ = write!(s, " · [latest workflow run]({run})");
+    }
+    s.push_str("\n\n");
+    match stop {
+        Some(Stop::Completed) => {
+            s.push_str("Every task completed: this pull request is ready for review.\n\n")
+        }
+        Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why) | Stop::Budget(why)) => {
+            let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
+        }
+        Some(Stop::NeedsInput(why)) => {
+            let _ = writeln!(s, "> [!IMPORTANT]\n> Waiting for you: {}\n", cell(why, 300));
+        }
+        None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
+    }
+    s.push_str(&progress_table(plan, links));
+    s.push('\n');
+    let latest = activity(&crate::pure::events::of_records(plan), LATEST_ATTEMPTS);
+    if !latest.is_empty() {
+        let _ = write!(s, "### Latest attempts\n\n{latest}\n");
+    }
+    const FOOTER: usize = 400;
+    let timeline = timeline(plan, ran);
+    if timeline.is_empty() {
+    } else if s.len() + timeline.len() + FOOTER < BODY_LIMIT {
+        let _ = writeln!(s, "{timeline}");
+    } else {
+        s.push_str("_The timeline does not fit in this body; run `dagexec status --gantt` on the branch._\n\n");
+    }
+    let diagram = graph::mermaid(plan);
+    if diagram.len() < 45_000
+        && diagram.matches("-->").count() <= 500
+        && s.len() + diagram.len() + FOOTER < BODY_LIMIT
+    {
+        let _ = write!(s, "```mermaid\n{diagram}```\n");
+    } else {
+        s.push_str("_The dependency graph is too large for GitHub's Mermaid renderer; run `dagexec graph` locally._\n");
+    }
+    s.push_str("\n<sub>Written by dagexec. The execution state is `.design/plan.json` on this branch; each round is one commit.</sub>\n");
+    s
+}
+
+/// The job summary of one finalize or conductor: the round's progress, the whole table, the
+/// attempts that ended in this job (`events`, the job's own), and the run's timeline so far
+/// (the plan's recorded attempts, beside the prediction for `ran`).
+pub fn round_summary(
+    plan: &Plan,
+    round: u32,
+    batch: &[usize],
+    links: &Links,
+    waiting: &[usize],
+    events: &[crate::pure::events::Stamped],
+    ran: crate::pure::timeline::Ran,
+) -> String {
+    let mut s = format!(
+        "## dagexec round {round}\n\n```\n{}```\n\n",
+        summary::round_progress(plan, round, batch)
+    );
+    if !waiting.is_empty() {
+        let ids: Vec<String> = waiting.iter().map(usize::to_string).collect();
+        let (noun, verb) = if ids.len() == 1 {
+            ("Task", "waits")
+        } else {
+            ("Tasks", "wait")
+        };
+        let _ = writeln!(s, "{noun} {} {verb} for a later round.\n", ids.join(", "));
+    }
+    s.push_str(&progress_table(plan, links));
+    let here = activity(events, 200);
+    if !here.is_empty() {
+        let _ = write!(s, "\n### Attempts judged in this job\n\n{here}");
+    }
+    let timeline = timeline(plan, ran);
+    if !timeline.is_empty() {
+        let _ = write!(s, "\n{timeline}");
+    }
+    s
+}
+
+/// The `dagexec` check run's title and summary when a run stops or completes.
+pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String) {
+    let mut s = String::new();
+    let title = match stop {
+        Stop::Completed => format!("All {} tasks completed", plan.tasks.len()),
+        Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
+        Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
+        Stop::NeedsInput(_) => "Waiting for your answer".to_string(),
+        Stop::Budget(why) => {
+            let what = cell(why.split(':').next().unwrap_or("the budget is spent"), 80);
+            match plan_budget(plan) {
+                Some(spent) => format!("Stopped: {what} ({spent} recorded)"),
+                None => format!("Stopped: {what}"),
+            }
+        }
+    };
+    match stop {
+        Stop::Completed => {}
+        Stop::Budget(why) => {
+            let _ = writeln!(s, "{}\n", cell(why, 400));
+            let spent = crate::pure::usage::per_task(plan);
+            let bought: Vec<String> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.status == Status::Completed)
+                .map(|(i, t)| {
+                    let cost = spent.get(&i).map(|t| t.cost_text()).unwrap_or_default();
+                    let cost = if cost.is_empty() {
+                        "no cost reported".into()
+                    } else {
+                        cost
+                    };
+                    format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
+                })
+                .collect();
+            if !bought.is_empty() {
+                let _ = writeln!(s, "### What it bought\n{}\n", bought.join("\n"));
+            }
+            let _ = writeln!(
+                s,
+                "### How to go on\nRaise the `max-cost` input of the plan and finalize steps, then comment `/execute` on this pull request (or run the workflow on branch `{branch}`): the run resumes where it stopped."
+            );
+        }
+        Stop::NeedsInput(why) => {
+            let _ = writeln!(
+                s,
+                "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
+            );
+        }
+        Stop::CircuitBreaker(why) | Stop::Deadlock(why) => {
+            let _ = writeln!(s, "{why}\n");
+            let failed: Vec<_> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| matches!(t.status, Status::Failed | Status::Blocked))
+                .collect();
+            if !failed.is_empty() {
+                s.push_str("### What failed\n");
+                for (i, t) in failed {
+                    let _ = writeln!(
+                        s,
+                        "- task {i} ({}): {} after {} attempt(s) — {}",
+                        cell(&t.subject, 80),
+                        t.status,
+                        plan.attempts_of(i),
+                        cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
+                    );
+                }
+                s.push('\n');
+            }
+            let skipped: Vec<String> = plan
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.status == Status::Skipped)
+                .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
+                .collect();
+            if !skipped.is_empty() {
+                let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
+            }
+            let _ = writeln!(
+                s,
+                "### How to resume\nFix the cause on branch `{branch}` if it is in the repository, then comment `/execute retry N` on this pull request for each failed task N (the tasks it cascaded to come back with it); a blocked task takes `/execute answer N …`."
+            );
+        }
+    }
+    s.push('\n');
+    s.push_str(&summary::final_summary_for(
+        plan,
+        summary::Reader::PullRequest,
+    ));
+    (title, s)
+}
+
+/// What the plan's recorded attempts cost, as `$1.23`, when any reported a cost.
+fn plan_budget(plan: &Plan) -> Option<String> {
+    crate::pure::usage::total(plan)
+        .cost_usd
+        .map(crate::pure::usage::money)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "Add | auth", "context": {},
+            "progress": {"completedTasks": [], "reviews": [{"task": 0, "verdict": "approved", "rejections": 1, "summary": "fine"}]},
+            "tasks": [
+                {"subject": "Model", "status": "completed", "result": "Added model", "attempts": 2, "blockedBy": []},
+                {"subject": "API", "status": "failed", "result": "tests fail:\nline two", "attempts": 3, "blockedBy": [0],
+                 "reviews": [
+                    {"attempt": 1, "verdict": "approved", "summary": "ok"},
+                    {"attempt": 2, "verdict": "rejected", "summary": "no", "issues": ["x"], "hash": "1"},
+                    {"attempt": 3, "verdict": "rejected", "summary": "no", "issues": ["x"], "hash": "1"}
+                 ]},
+                {"subject": "UI", "status": "skipped", "result": "dependency 1 failed", "blockedBy": [1]},
+                {"subject": "Docs", "status": "pending", "blockedBy": []}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn ran() -> crate::pure::timeline::Ran {
+        crate::pure::timeline::Ran {
+            schedule: crate::pure::engine::Schedule::Rounds,
+            place: crate::pure::simulate::Place::Actions,
+            slots: 8,
+        }
+    }
+
+    fn links() -> Links {
+        Links {
+            run: Some("https://github.com/o/r/actions/runs/9".into()),
+            logs: [(
+                0,
+                "https://github.com/o/r/actions/runs/9/artifacts/11".to_string(),
+            )]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn pr_body_in_progress() {
+        insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None, ran()));
+    }
+
+    #[test]
+    fn pr_body_after_a_circuit_breaker_and_its_check_run() {
+        let stop =
+            Stop::CircuitBreaker("Circuit breaker: 2 of 4 tasks failed or were skipped.".into());
+        let body = pr_body(&plan(), 3, &links(), Some(&stop), ran());
+        assert!(body.contains("[!WARNING]"));
+        let (title, summary) = check_run_text(&plan(), &stop, "dagexec/add-auth");
+        insta::assert_snapshot!(format!("{title}\n\n{summary}"));
+    }
+
+    #[test]
+    fn round_summary_lists_the_batch_and_who_waits() {
+        insta::assert_snapshot!(round_summary(
+            &plan(),
+            1,
+            &[0, 1],
+            &links(),
+            &[3],
+            &[],
+            ran()
+        ));
+    }
+
+    #[test]
+    fn the_review_column_shows_only_once_a_reviewer_ran() {
+        let mut p = plan();
+        p.progress.extra.shift_remove("reviews");
+        p.tasks[1].extra.shift_remove("reviews");
+        let table = progress_table(&p, &links());
+        assert!(!table.contains("Review"), "{table}");
+        assert!(
+            table.contains("| 0 | Model | ✅ completed | 2 | Added model |"),
+            "{table}"
+        );
+        let table = progress_table(&plan(), &links());
+        assert!(
+            table.contains(
+                "| 0 | Model | ✅ completed | 2 | approved after 1 rejection | Added model |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 1 | API | ❌ failed | 3 | rejected ×2 | tests fail"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 3 | Docs | ⏳ pending | 0 |  |"),
+            "{table}"
+        );
+    }
+
+    /// With attempt records: Time and Cost columns, the total line, and the budget's check run.
+    #[test]
+    fn time_and_cost_and_the_budget_check_run() {
+        use crate::pure::usage::Outcome::*;
+        let mut p = plan();
+        crate::pure::render::tests::spend(
+            &mut p,
+            &[
+                (0, 1, 95, Some(0.3), Failed),
+                (0, 2, 61, Some(0.25), Completed),
+                (1, 1, 1800, None, Timeout),
+            ],
+        );
+        let budget = crate::pure::usage::Budget::parse("0.5").unwrap();
+        let why = budget.exhausted(&p).expect("spent");
+        let stop = Stop::Budget(why);
+        let body = pr_body(&p, 3, &links(), Some(&stop), ran());
+        let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
+        insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
+    }
+
+    #[test]
+    fn the_job_summary_lists_the_attempts_the_job_judged_newest_last() {
+        use crate::pure::events::{Ended, Event, Stamped};
+        use crate::pure::usage::Outcome;
+        let at = |s: i64| jiff::Timestamp::from_second(1_795_000_000 + s).unwrap();
+        let ended = |task: usize, attempt: u32, outcome: Outcome, retry: Option<u32>| Ended {
+            task,
+            attempt,
+            subject: "Add | login <b>".into(),
+            status: Status::Failed,
+            outcome,
+            result: String::new(),
+            took: std::time::Duration::from_secs(75),
+            cost_usd: Some(0.5),
+            retry,
+        };
+        let events = vec![
+            Stamped {
+                at: at(0),
+                event: Event::Starting { tasks: vec![0, 1] },
+            },
+            Stamped {
+                at: at(75),
+                event: Event::AttemptEnded(ended(0, 1, Outcome::Failed, Some(2))),
+            },
+            Stamped {
+                at: at(80),
+                event: Event::Integrating {
+                    round: 2,
+                    tasks: vec![0],
+                },
+            },
+            Stamped {
+                at: at(150),
+                event: Event::AttemptEnded(ended(0, 2, Outcome::Completed, None)),
+            },
+        ];
+        let summary = round_summary(&plan(), 2, &[0], &links(), &[], &events, ran());
+        insta::assert_snapshot!(summary);
+        // Only the newest are listed when asked for fewer, and the rest are counted.
+        let one = activity(&events, 1);
+        assert!(
+            one.contains("| 0 Add \\| login &lt;b> | 2 | ✅ completed |"),
+            "{one}"
+        );
+        assert!(!one.contains("→ attempt 2"), "{one}");
+        assert!(one.contains("1 earlier attempt(s) not shown"), "{one}");
+        assert_eq!(activity(&events[..1], 5), "", "no attempt ended: no table");
+    }
+
+    /// Many attempts with long subjects: the chart is cut to the latest ones (saying how many
+    /// it left out), the job summary has the timeline too, and the body stays under GitHub's
+    /// limit.
+    #[test]
+    fn the_timeline_is_bounded_for_plans_with_many_attempts() {
+        use crate::pure::usage::Outcome::*;
+        let mut p = plan();
+        for t in &mut p.tasks {
+            t.subject = format!("{} {}", t.subject, "long words ".repeat(40));
+        }
+        let rows: Vec<_> = (0..600u32)
+            .map(|k| {
+                (
+                    k as usize % 4,
+                    k / 4 + 1,
+                    60 + i64::from(k),
+                    Some(0.01),
+                    Failed,
+                )
+            })
+            .collect();
+        crate::pure::render::tests::spend(&mut p, &rows);
+        let body = pr_body(&p, 9, &links(), None, ran());
+        assert!(body.len() < BODY_LIMIT, "{}", body.len());
+        assert!(body.contains("### Timeline"), "{body}");
+        assert!(
+            body.contains("The chart shows the latest 100 of 600 attempts (500 left out)"),
+            "{body}"
+        );
+        let chart = body.split("```mermaid\ngantt").nth(1).unwrap();
+        assert_eq!(chart.matches(" :crit, ").count(), 100);
+        let summary = round_summary(&p, 9, &[0], &links(), &[], &[], ran());
+        assert!(summary.contains("### Timeline\n\npredicted "), "{summary}");
+        assert!(summary.contains("```mermaid\ngantt\n"), "{summary}");
+    }
+
+    #[test]
+    fn cells_stay_in_their_cell() {
+        assert_eq!(cell("a|b\nc <script>", 50), "a\\|b c &lt;script>");
+        assert_eq!(cell(&"x".repeat(10), 5), "xxxx…");
+    }
+}

@@ -1,0 +1,377 @@
+//! The GitHub Actions runtime as a step sees it: the `GITHUB_*` variables, step outputs
+//! (`$GITHUB_OUTPUT`), the job summary (`$GITHUB_STEP_SUMMARY`), and workflow commands
+//! (`::add-mask::`, `::error::`).
+//!
+//! And the trust boundary around the code dagexec runs (workers, reviewers, acceptance and
+//! pre-flight checks): [`scrub_child_env`] takes the runner's file commands (`GITHUB_OUTPUT`,
+//! `GITHUB_ENV`, …), its `ACTIONS_*` service tokens and every token variable out of a child's
+//! environment, and [`FileGuard`] puts the runner's files back as they were before that code
+//! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::edge::github::{RepoName, Token};
+
+/// The parts of the runner's environment dagexec reads.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub repository: Option<RepoName>,
+    pub api_url: String,
+    pub server_url: String,
+    pub run_id: String,
+    pub run_attempt: String,
+    /// The ref the run was started on, short form (`main`, `dagexec/x`).
+    pub ref_name: String,
+    pub sha: String,
+    pub event_name: String,
+    pub event_path: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub step_summary: Option<PathBuf>,
+    pub runner_temp: Option<PathBuf>,
+}
+
+fn var(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+impl Context {
+    /// Reads the environment (missing values are empty; the commands say what they need).
+    pub fn from_env() -> Context {
+        Context {
+            repository: var("GITHUB_REPOSITORY")
+                .as_deref()
+                .and_then(RepoName::parse),
+            api_url: var("GITHUB_API_URL").unwrap_or_else(|| "https://api.github.com".into()),
+            server_url: var("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into()),
+            run_id: var("GITHUB_RUN_ID").unwrap_or_else(|| "0".into()),
+            run_attempt: var("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".into()),
+            ref_name: var("GITHUB_REF_NAME").unwrap_or_default(),
+            sha: var("GITHUB_SHA").unwrap_or_default(),
+            event_name: var("GITHUB_EVENT_NAME").unwrap_or_default(),
+            event_path: var("GITHUB_EVENT_PATH").map(PathBuf::from),
+            output: var("GITHUB_OUTPUT").map(PathBuf::from),
+            step_summary: var("GITHUB_STEP_SUMMARY").map(PathBuf::from),
+            runner_temp: var("RUNNER_TEMP").map(PathBuf::from),
+        }
+    }
+
+    /// `https://github.com/o/r/actions/runs/123`, when the repository is known.
+    pub fn run_url(&self) -> Option<String> {
+        let repo = self.repository.as_ref()?;
+        Some(format!(
+            "{}/{repo}/actions/runs/{}",
+            self.server_url.trim_end_matches('/'),
+            self.run_id
+        ))
+    }
+
+    /// The web address of an artifact of this run.
+    pub fn artifact_url(&self, artifact_id: u64) -> Option<String> {
+        Some(format!("{}/artifacts/{artifact_id}", self.run_url()?))
+    }
+
+    /// Sets step outputs (`name<<delimiter` form, so any value is safe). Without
+    /// `$GITHUB_OUTPUT` (a local try-out) they are printed instead.
+    pub fn set_outputs(&self, pairs: &[(&str, String)]) -> Result<(), super::ActionError> {
+        let mut text = String::new();
+        for (k, v) in pairs {
+            let mut delim = format!("dagexec_{}", fastrand::u64(..));
+            while v.contains(&delim) {
+                delim = format!("dagexec_{}", fastrand::u64(..));
+            }
+            text.push_str(&format!("{k}<<{delim}\n{v}\n{delim}\n"));
+        }
+        match &self.output {
+            Some(path) => append(path, &text),
+            None => {
+                for (k, v) in pairs {
+                    println!("output {k}={v}");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends Markdown to the job summary (printed when there is none).
+    pub fn summary(&self, markdown: &str) -> Result<(), super::ActionError> {
+        match &self.step_summary {
+            Some(path) => append(path, &format!("{markdown}\n")),
+            None => {
+                println!("{markdown}");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Appends `text` to one of the runner's files; an error names the file.
+fn append(path: &std::path::Path, text: &str) -> Result<(), super::ActionError> {
+    // The runner's own file: only its last component is checked not to be a link.
+    let dir = path.parent().unwrap_or(std::path::Path::new(""));
+    crate::edge::fsx::append(dir, path, text.as_bytes()).map_err(|e| super::ActionError::Write {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
+}
+
+/// Asks the runner to mask `token` in every later log line. Only when running in Actions:
+/// elsewhere the command line would print the token.
+pub fn mask(token: &Token) {
+    if !token.is_empty() && std::env::var_os("GITHUB_ACTIONS").is_some() {
+        println!("::add-mask::{}", token.expose());
+    }
+}
+
+/// An error annotation (shown on the run's page) in Actions, a plain line elsewhere.
+pub fn error_annotation(title: &str, message: &str) {
+    if std::env::var_os("GITHUB_ACTIONS").is_some() {
+        let esc = |s: &str| {
+            s.replace('%', "%25")
+                .replace('\r', "%0D")
+                .replace('\n', "%0A")
+        };
+        println!(
+            "::error title={}::{}",
+            esc(title).replace(',', "%2C").replace(':', "%3A"),
+            esc(message)
+        );
+    } else {
+        eprintln!("error: {title}: {message}");
+    }
+}
+
+/// The runner's file commands: a line appended to any of them changes the step's outputs,
+/// the next steps' environment or `PATH`, the post step's state or the job summary.
+pub const FILE_COMMANDS: [&str; 5] = [
+    "GITHUB_OUTPUT",
+    "GITHUB_ENV",
+    "GITHUB_PATH",
+    "GITHUB_STATE",
+    "GITHUB_STEP_SUMMARY",
+];
+
+/// Variables that carry a credential, by exact name: the action's inputs as dagexec reads
+/// them, the token variables of `gh`, git and the runner, and the GitHub App's key.
+const SECRET_VARS: [&str; 9] = [
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "DAGEXEC_TOKEN",
+    "DAGEXEC_APP_PRIVATE_KEY",
+    "INPUT_TOKEN",
+    "INPUT_PRIVATE-KEY",
+    "INPUT_PRIVATE_KEY",
+];
+
+/// Whether a child process dagexec starts (worker, reviewer, acceptance or pre-flight check)
+/// must not see the variable `name`: the file commands, every `ACTIONS_*` variable (the
+/// runtime token that uploads artifacts and reads the cache, the OIDC token request), and
+/// the credentials of [`SECRET_VARS`].
+pub fn hidden_from_children(name: &str) -> bool {
+    FILE_COMMANDS.contains(&name)
+        || name.starts_with("ACTIONS_")
+        || SECRET_VARS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+/// A command whose environment can lose variables: std's and tokio's `Command`.
+pub trait ChildEnv {
+    fn remove_var(&mut self, name: &std::ffi::OsStr);
+}
+
+impl ChildEnv for std::process::Command {
+    fn remove_var(&mut self, name: &std::ffi::OsStr) {
+        self.env_remove(name);
+    }
+}
+
+impl ChildEnv for tokio::process::Command {
+    fn remove_var(&mut self, name: &std::ffi::OsStr) {
+        self.env_remove(name);
+    }
+}
+
+/// Takes every variable [`hidden_from_children`] names (of dagexec's own environment) out of
+/// `cmd`'s: task code never sees the runner's file commands or a token. Every spawner of
+/// task code calls it; locally it costs nothing (the variables are not set).
+pub fn scrub_child_env<C: ChildEnv>(cmd: &mut C) -> &mut C {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_none_or(hidden_from_children) {
+            cmd.remove_var(&name);
+        }
+    }
+    cmd
+}
+
+/// The runner's file commands as they were before task code ran, to be put back after it.
+/// The variables are taken out of task code's environment, but the files lie in a
+/// predictable directory, so a worker could still find and append to them; restoring them
+/// before dagexec writes its own outputs leaves the step's outputs dagexec's alone.
+#[derive(Debug, Default)]
+pub struct FileGuard {
+    files: Vec<(PathBuf, Vec<u8>)>,
+}
+
+impl FileGuard {
+    /// Remembers the current content of each file command's file in this environment.
+    pub fn from_env() -> FileGuard {
+        FileGuard::of(
+            FILE_COMMANDS
+                .iter()
+                .filter_map(|v| var(v).map(PathBuf::from)),
+        )
+    }
+
+    /// Remembers the current content of `paths` (a missing file as empty).
+    pub fn of(paths: impl IntoIterator<Item = PathBuf>) -> FileGuard {
+        FileGuard {
+            files: paths
+                .into_iter()
+                .map(|p| {
+                    let content = std::fs::read(&p).unwrap_or_default();
+                    (p, content)
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts back every file whose content changed (never following a link the task code
+    /// may have put in its place); one line per file put back, for the log.
+    pub fn restore(&self) -> Result<Vec<String>, super::ActionError> {
+        let mut said = Vec::new();
+        for (path, before) in &self.files {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file());
+            if !link && std::fs::read(path).unwrap_or_default() == *before {
+                continue;
+            }
+            replace(path, before).map_err(|source| super::ActionError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            said.push(format!(
+                "{} was changed while task code ran; put back as it was (task code may not set the step's outputs, environment or summary)",
+                path.display()
+            ));
+        }
+        Ok(said)
+    }
+}
+
+/// Replaces the file at `path` (whatever is there now, a link included) by a new file
+/// holding `content`: removed, then created exclusively, so no link is ever followed.
+fn replace(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_code_never_sees_file_commands_or_tokens() {
+        for hidden in [
+            "GITHUB_OUTPUT",
+            "GITHUB_ENV",
+            "GITHUB_PATH",
+            "GITHUB_STATE",
+            "GITHUB_STEP_SUMMARY",
+            "ACTIONS_RUNTIME_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+            "ACTIONS_ID_TOKEN_REQUEST_URL",
+            "ACTIONS_CACHE_URL",
+            "ACTIONS_RESULTS_URL",
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "INPUT_TOKEN",
+            "input_token",
+            "DAGEXEC_TOKEN",
+            "DAGEXEC_APP_PRIVATE_KEY",
+        ] {
+            assert!(hidden_from_children(hidden), "{hidden}");
+        }
+        for kept in [
+            "PATH",
+            "HOME",
+            "RUNNER_TEMP",
+            "GITHUB_WORKSPACE",
+            "GITHUB_SHA",
+            "ANTHROPIC_API_KEY",
+            "DAGEXEC_TASK_INDEX",
+        ] {
+            assert!(!hidden_from_children(kept), "{kept}");
+        }
+    }
+
+    #[test]
+    fn the_guard_puts_back_changed_files_and_replaced_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, env, same) = (
+            dir.path().join("out"),
+            dir.path().join("env"),
+            dir.path().join("same"),
+        );
+        std::fs::write(&out, "").unwrap();
+        std::fs::write(&env, "A=1\n").unwrap();
+        std::fs::write(&same, "x").unwrap();
+        let guard = FileGuard::of([out.clone(), env.clone(), same.clone()]);
+        std::fs::write(&out, "artifact-name=forged\n").unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "keep").unwrap();
+        std::fs::remove_file(&env).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &env).unwrap();
+        let said = guard.restore().unwrap();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(&env).unwrap(), "A=1\n");
+        assert!(std::fs::symlink_metadata(&env).unwrap().is_file());
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&same).unwrap(), "x");
+    }
+
+    #[test]
+    fn outputs_use_delimiters_so_any_value_is_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = Context {
+            output: Some(dir.path().join("out")),
+            ..Default::default()
+        };
+        ctx.set_outputs(&[
+            ("matrix", "{\"include\":[]}".into()),
+            ("multi", "a\nb".into()),
+        ])
+        .unwrap();
+        let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("matrix<<dagexec_"));
+        assert_eq!(lines[1], "{\"include\":[]}");
+        assert_eq!(lines[2], &lines[0]["matrix<<".len()..]);
+        assert_eq!(&lines[4..6], &["a", "b"]);
+    }
+
+    #[test]
+    fn run_and_artifact_urls() {
+        let ctx = Context {
+            repository: RepoName::parse("o/r"),
+            server_url: "https://github.com/".into(),
+            run_id: "42".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            ctx.run_url().unwrap(),
+            "https://github.com/o/r/actions/runs/42"
+        );
+        assert_eq!(
+            ctx.artifact_url(7).unwrap(),
+            "https://github.com/o/r/actions/runs/42/artifacts/7"
+        );
+    }
+}

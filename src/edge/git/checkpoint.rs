@@ -1,0 +1,57 @@
+//! A long-run worker's progress, read while the worker is still at work: everything its
+//! worktree holds against the attempt's base — its commits and what it has not committed —
+//! as a binary patch ([`Repo::tree_changes`]). Read-only on
+//! the worktree: its index is copied, never written, so this never contends with the worker's
+//! own `git add` or `git commit`.
+
+use std::path::Path;
+
+use super::cmd::{git, path_from_bytes};
+use super::error::io_error;
+use super::{GitError, Repo};
+
+impl Repo {
+    /// Everything the worktree at `tree` holds against commit `base` — the commits made there
+    /// and every change not committed, untracked files included (ignored ones, `excluded` paths
+    /// and anything in a directory named like git's own are left out) — as a binary patch that
+    /// applies to a tree at `base`. Staged into a copy of the worktree's index (in a temporary
+    /// folder under `<git-common-dir>/dagexec`), never into the index itself.
+    pub fn tree_changes(
+        &self,
+        tree: &Path,
+        base: &str,
+        excluded: &[String],
+    ) -> Result<Vec<u8>, GitError> {
+        let parent = self.common_dir().join("dagexec");
+        crate::edge::fsx::create_dir_all(self.common_dir(), &parent)
+            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("snapshot-")
+            .tempdir_in(&parent)
+            .map_err(io_error("create a temporary folder in", &parent))?;
+        let index = tmp.path().join("index");
+        let own = git(tree, "rev-parse --git-path index")
+            .args(["rev-parse", "--git-path", "index"])
+            .run()?;
+        let own = tree.join(path_from_bytes(own.strip_suffix(b"\n").unwrap_or(&own)));
+        // The worktree's own index spares re-reading every unchanged file; git replaces it by
+        // a rename, so the copy is one whole version. Without one, start from `HEAD`.
+        if std::fs::copy(&own, &index).is_err() {
+            git(tree, "read-tree HEAD")
+                .env("GIT_INDEX_FILE", &index)
+                .args(["read-tree", "HEAD"])
+                .run()?;
+        }
+        super::worktree::add_all(tree, Some(&index))?;
+        let pathspec = excluded
+            .iter()
+            .map(|p| super::paths::normalize(p).map(|p| format!(":(exclude,literal){p}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        git(tree, "diff --cached --binary")
+            .env("GIT_INDEX_FILE", &index)
+            .args(super::worktree::DIFF_OPTIONS)
+            .args(["--binary", "--full-index", base, "--"])
+            .args(&pathspec)
+            .run()
+    }
+}

@@ -1,0 +1,619 @@
+//! Everything dagexec asks of git, through the `git` command line: finding the repository,
+//! giving each worker a detached worktree of its own, taking what the worker did there as a
+//! binary patch, and committing a round: built in a temporary index, published with one ref
+//! update, then brought to the work tree at the round's paths only (`round`), so a crash
+//! leaves the old commit or the new one and the user's files are never cleaned up.
+//!
+//! Worker worktrees live outside the work tree and outside `.git`, by default in the user's
+//! cache (`slots`: `~/.cache/dagexec/worktrees/<repo>-<id>/<name>`), so they never show in the
+//! user's work tree or `git status`, and agent CLIs that refuse to edit under `.git` work there.
+//!
+//! Every git process gets the same footing: `core.quotepath=off` (paths come back raw), no
+//! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
+//! and none of the variables a git hook exports (`GIT_DIR`, `GIT_INDEX_FILE`, …) that would
+//! aim it at another repository or index. Commits are never signed nor verified, and get the
+//! identity `dagexec <dagexec@localhost>` when the repository has none configured.
+//!
+//! A patch is bytes or a file (`patch`: an artifact's, which git reads from its file in
+//! chunks, never held in memory).
+//!
+//! Paths in the API are repo-relative, `/`-separated strings; paths git reports that are not
+//! UTF-8 are converted lossily.
+
+mod apply;
+mod checkpoint;
+mod cmd;
+mod error;
+mod history;
+mod patch;
+mod paths;
+mod remote;
+mod round;
+mod slots;
+mod worktree;
+
+#[cfg(test)]
+mod remote_tests;
+#[cfg(test)]
+mod repo_tests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use apply::ApplyError;
+pub use error::GitError;
+pub use history::Logged;
+pub use patch::{Patch, PatchFile, PatchRef};
+pub use remote::{Pushed, RemoteAuth, changes_in};
+pub use round::{Journal, Prepared, Recovered, RoundIndex};
+pub use worktree::{Changes, Worktree};
+
+use cmd::{git, literal, nul_fields, path_from_bytes, text};
+use error::io_error;
+use paths::{check_name, covers, normalize, real_path, remove_any};
+use slots::Slots;
+
+/// The identity commits get when the repository has no `user.name` / `user.email`.
+const FALLBACK_NAME: &str = "dagexec";
+const FALLBACK_EMAIL: &str = "dagexec@localhost";
+
+/// A git repository's work tree: the main one the execution branch is checked out in.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    root: PathBuf,
+    common_dir: PathBuf,
+    /// Where worker worktrees are made.
+    slots: Slots,
+}
+
+/// Git's worktree bookkeeping (`.git/worktrees/*`) is not safe against concurrent `git
+/// worktree` commands in one repository: a `list` can read a half-written entry another
+/// thread's `add` is creating. Every add, remove and prune in this process takes this lock.
+pub(crate) fn worktree_admin() -> std::sync::MutexGuard<'static, ()> {
+    static ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Repo {
+    /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
+    /// [`GitError::NotARepository`] outside one.
+    pub fn discover(dir: &Path) -> Result<Repo, GitError> {
+        std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
+        let call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let out = call.output()?;
+        if !out.status.success() {
+            if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {
+                return Err(GitError::NotARepository {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            return Err(call.error(&out));
+        }
+        let top = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
+        if top.is_empty() {
+            return Err(GitError::Unexpected {
+                command: "rev-parse --show-toplevel".into(),
+                dir: dir.to_path_buf(),
+                detail: "no work tree (a bare repository?)".into(),
+            });
+        }
+        let root = path_from_bytes(top);
+        let common = git(&root, "rev-parse --git-common-dir")
+            .args(["rev-parse", "--git-common-dir"])
+            .run()?;
+        let common = path_from_bytes(common.strip_suffix(b"\n").unwrap_or(&common));
+        let common_dir = root.join(common); // a relative answer is relative to `root`
+        let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
+        let slots = Slots::default_for(&common_dir);
+        Ok(Repo {
+            root,
+            common_dir,
+            slots,
+        })
+    }
+
+    /// The same repository with its worker worktrees in a folder of its own under `home`
+    /// instead of the cache (a relative `home` is taken from the work tree's top). Refused
+    /// inside the work tree ([`GitError::WorktreesInWorkTree`]), unless inside its `.git`.
+    pub fn with_worktrees_home(mut self, home: &Path) -> Result<Repo, GitError> {
+        let home = if home.is_absolute() {
+            home.to_path_buf()
+        } else {
+            self.root.join(home)
+        };
+        let real = real_path(&home);
+        if real.starts_with(real_path(&self.root)) && !real.starts_with(real_path(&self.common_dir))
+        {
+            return Err(GitError::WorktreesInWorkTree {
+                dir: home,
+                root: self.root.clone(),
+            });
+        }
+        self.slots = Slots::under(&home, &self.common_dir);
+        Ok(self)
+    }
+
+    /// The folder this repository's worker worktrees are made in (see the module doc).
+    pub fn worktrees_dir(&self) -> &Path {
+        &self.slots.dir
+    }
+
+    /// The top of the work tree.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The repository's common git directory (shared by all its worktrees).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// The full SHA of `HEAD`; [`GitError::NoCommits`] before the first commit.
+    pub fn head(&self) -> Result<String, GitError> {
+        self.head_opt()?.ok_or_else(|| GitError::NoCommits {
+            dir: self.root.clone(),
+        })
+    }
+
+    /// `HEAD`'s SHA, `None` on an unborn branch.
+    fn head_opt(&self) -> Result<Option<String>, GitError> {
+        let call = git(&self.root, "rev-parse HEAD").args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "HEAD^{commit}",
+        ]);
+        let out = call.output()?;
+        if out.status.success() {
+            Ok(Some(text(&out.stdout)))
+        } else if out.stderr.iter().all(u8::is_ascii_whitespace) {
+            Ok(None)
+        } else {
+            Err(call.error(&out))
+        }
+    }
+
+    /// `git status --porcelain` (v1, unquoted paths), as git printed it.
+    pub fn status_porcelain(&self) -> Result<String, GitError> {
+        let out = git(&self.root, "status --porcelain")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args(["status", "--porcelain"])
+            .run()?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// A new worktree with a detached `HEAD` at `base`, at `<`[`Repo::worktrees_dir`]`>/<name>`.
+    /// A worktree or directory left there by an earlier run that crashed is removed first.
+    pub fn add_worktree(&self, base: &str, name: &str) -> Result<Worktree, GitError> {
+        check_name(name)?;
+        if name == slots::MARKER {
+            return Err(GitError::InvalidName {
+                name: name.to_owned(),
+                reason: "is the name of the folder's marker file",
+            });
+        }
+        let _admin = worktree_admin();
+        let sha = self.resolve_commit(base)?;
+        self.slots.ensure(&self.common_dir)?;
+        let path = self.slots.dir.join(name);
+        let registered = self.registered_worktrees()?;
+        self.remove_worktree_at(&path, &registered)?;
+        git(&self.root, "worktree add")
+            .args(["worktree", "add", "--quiet", "--detach"])
+            .arg(&path)
+            .arg(&sha)
+            .run()?;
+        Ok(Worktree::new(path, self.root.clone(), name.to_owned(), sha))
+    }
+
+    /// Removes every dagexec worktree — registered, or a left-over directory — in
+    /// [`Repo::worktrees_dir`], in the folder the last run recorded when that was another (the
+    /// setting changed, the repository moved) and in `<git-common-dir>/dagexec/worktrees`
+    /// (older versions); deletes the folders of repositories that no longer exist from the
+    /// home; then runs `git worktree prune`. Returns how many worktrees were removed.
+    pub fn prune_worktrees(&self) -> Result<usize, GitError> {
+        let _admin = worktree_admin();
+        let registered = self.registered_worktrees()?;
+        let ours = real_path(&self.slots.dir);
+        let mut folders = vec![self.slots.dir.clone()];
+        let earlier = [
+            slots::recorded(&self.common_dir),
+            Some(slots::legacy_dir(&self.common_dir)),
+        ];
+        for other in earlier.into_iter().flatten() {
+            let real = real_path(&other);
+            if real == ours || folders.iter().any(|f| real_path(f) == real) {
+                continue;
+            }
+            let legacy = other == slots::legacy_dir(&self.common_dir);
+            let claimed = slots::read_marker(&other)
+                .is_some_and(|m| m == slots::marker_text(&self.common_dir));
+            if legacy || claimed || slots::orphaned(&other) {
+                folders.push(other);
+            }
+        }
+        let legacy = slots::legacy_dir(&self.common_dir);
+        let mut removed = BTreeSet::new();
+        for (i, folder) in folders.iter().enumerate() {
+            // In a folder found through the record (not derived from this repository, nor in
+            // its git directory), only what dagexec makes there is deleted.
+            let only_slots = i > 0 && *folder != legacy;
+            let folder_real = real_path(folder);
+            for path in &registered {
+                if real_path(path).parent() == Some(folder_real.as_path()) {
+                    self.remove_worktree_at(path, &registered)?;
+                    removed.insert((i, path.file_name().map(|n| n.to_owned())));
+                }
+            }
+            match std::fs::read_dir(folder) {
+                Ok(entries) => {
+                    for entry in entries {
+                        let entry = entry.map_err(io_error("list", folder))?;
+                        let name = entry.file_name();
+                        let ours = name.to_string_lossy().starts_with("slot-");
+                        if name == slots::MARKER || (only_slots && !ours) {
+                            continue;
+                        }
+                        remove_any(&entry.path())?;
+                        removed.insert((i, Some(name)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("list", folder)(e)),
+            }
+            if i > 0 {
+                slots::remove_if_empty(folder);
+            }
+        }
+        // The home's folders of repositories that are gone.
+        if !self.slots.inside_git
+            && let Ok(entries) = std::fs::read_dir(&self.slots.base)
+        {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path != self.slots.dir
+                    && entry.file_type().is_ok_and(|t| t.is_dir())
+                    && slots::orphaned(&path)
+                {
+                    tracing::info!(path = %path.display(), "removing the worktrees of a repository that is gone");
+                    for e in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                        if e.file_name().to_string_lossy().starts_with("slot-") {
+                            remove_any(&e.path())?;
+                        }
+                    }
+                    slots::remove_if_empty(&path);
+                }
+            }
+        }
+        git(&self.root, "worktree prune")
+            .args(["worktree", "prune"])
+            .run()?;
+        Ok(removed.len())
+    }
+
+    /// Removes this repository's worktree folder and its record when no worktree is left in
+    /// it (the end of a run); a folder still holding something is left for the next start.
+    pub fn remove_worktrees_dir(&self) -> Result<(), GitError> {
+        let _admin = worktree_admin();
+        let dir = &self.slots.dir;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("list", dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_error("list", dir))?;
+            if entry.file_name() != slots::MARKER || self.slots.inside_git {
+                return Ok(());
+            }
+        }
+        remove_any(dir)?;
+        let record = slots::record_path(&self.common_dir);
+        crate::edge::fsx::remove_file(&self.common_dir, &record)
+            .map_err(|e| io_error("delete", &record)(e.into()))
+    }
+
+    /// Whether `patch` would apply cleanly to the work tree and index
+    /// (`git apply --check --index --binary`). Nothing is changed.
+    pub fn check_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch.into(), true)
+    }
+
+    /// Applies `patch` to the work tree and index (`git apply --index --binary`,
+    /// whitespace untouched). All or nothing: on failure nothing is changed.
+    pub fn apply_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
+        apply::apply(&self.root, patch.into(), false)
+    }
+
+    /// Stages exactly `paths` (repo-relative; one that no longer exists is staged as a
+    /// deletion, one that never existed or is ignored and untracked is skipped) and commits
+    /// what is staged with `message` as given (only surrounding blank lines and trailing
+    /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
+    pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = self.stageable(paths)?;
+        if !paths.is_empty() {
+            git(&self.root, "add")
+                .args(["add", "--all", "--"])
+                .args(paths.iter().map(|p| literal(p)))
+                .run()?;
+        }
+        let call = git(&self.root, "diff --cached --quiet").args([
+            "diff",
+            "--cached",
+            "--quiet",
+            "--no-ext-diff",
+            "--ignore-submodules=none",
+        ]);
+        let out = call.output()?;
+        match out.status.code() {
+            Some(0) => return Ok(None),
+            Some(1) => {}
+            _ => return Err(call.error(&out)),
+        }
+        let mut commit = git(&self.root, "commit")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args([
+                "commit",
+                "--no-verify",
+                "--quiet",
+                "--no-edit",
+                "--cleanup=whitespace",
+                "--allow-empty-message",
+                "--file=-",
+            ])
+            .stdin(message.as_bytes());
+        for (key, value) in self.fallback_identity()? {
+            commit = commit.env(key, value);
+        }
+        commit.run()?;
+        self.head().map(Some)
+    }
+
+    /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
+    pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
+        let path = normalize(path)?;
+        if self.head_opt()?.is_none() {
+            return Ok(false);
+        }
+        let in_head = git(&self.root, "ls-tree")
+            .args(["ls-tree", "-z", "--name-only", "HEAD", "--"])
+            .arg(literal(&path))
+            .run()?;
+        if !nul_fields(&in_head).any(|f| f == path.as_bytes()) {
+            return Ok(false);
+        }
+        let status = git(&self.root, "status")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "status",
+                "--porcelain",
+                "-z",
+                "--untracked-files=all",
+                "--ignore-submodules=none",
+                "--",
+            ])
+            .arg(literal(&path))
+            .run()?;
+        Ok(status.is_empty())
+    }
+
+    /// The content of `path` in the `HEAD` commit, or `None` when it is not there (or there
+    /// are no commits).
+    pub fn read_at_head(&self, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let path = normalize(path)?;
+        if self.head_opt()?.is_none() {
+            return Ok(None);
+        }
+        let out = git(&self.root, "cat-file")
+            .args(["cat-file", "blob"])
+            .arg(format!("HEAD:{path}"))
+            .output()?;
+        Ok(out.status.success().then_some(out.stdout))
+    }
+
+    /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
+    /// is not in this clone).
+    pub fn read_at(&self, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let path = normalize(path)?;
+        let out = git(&self.root, "cat-file")
+            .args(["cat-file", "blob"])
+            .arg(format!("{rev}:{path}"))
+            .output()?;
+        Ok(out.status.success().then_some(out.stdout))
+    }
+
+    /// The first `n` commits of `HEAD`'s first-parent history, newest first (fewer in a
+    /// shallow clone or a short history).
+    pub fn first_parents(&self, n: usize) -> Result<Vec<String>, GitError> {
+        let out = git(&self.root, "rev-list")
+            .args(["rev-list", "--first-parent"])
+            .arg(format!("--max-count={n}"))
+            .arg("HEAD")
+            .output()?;
+        Ok(text(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// The files changed by the last commit of `HEAD` that touched `path` (none in a history
+    /// that does not reach it).
+    pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {
+        let path = normalize(path)?;
+        let out = git(&self.root, "log")
+            .args(["log", "-1", "--format=%H", "--"])
+            .arg(literal(&path))
+            .output()?;
+        let sha = text(&out.stdout);
+        if !out.status.success() || sha.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = git(&self.root, "diff-tree")
+            .args([
+                "diff-tree",
+                "-r",
+                "--root",
+                "--no-renames",
+                "--no-commit-id",
+                "--name-only",
+            ])
+            .arg(&sha)
+            .output()?;
+        Ok(text(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// Of `paths`, those `git add --all` can take: in the index, or present and not ignored.
+    fn stageable(&self, paths: Vec<String>) -> Result<Vec<String>, GitError> {
+        if paths.is_empty() {
+            return Ok(paths);
+        }
+        let out = git(&self.root, "ls-files")
+            .args(["ls-files", "-z", "--cached", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        let indexed: Vec<String> = nul_fields(&out)
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
+        let (tracked, rest): (Vec<String>, Vec<String>) =
+            paths.into_iter().partition(|p| covers(&indexed, p));
+        let present: Vec<String> = rest
+            .into_iter()
+            .filter(|p| std::fs::symlink_metadata(self.root.join(p)).is_ok())
+            .collect();
+        let ignored = if present.is_empty() {
+            BTreeSet::new()
+        } else {
+            let input: Vec<u8> = present.iter().flat_map(|p| p.bytes().chain([0])).collect();
+            let call = git(&self.root, "check-ignore")
+                .args(["check-ignore", "-z", "--stdin"])
+                .stdin(&input);
+            let out = call.output()?;
+            if !matches!(out.status.code(), Some(0 | 1)) {
+                return Err(call.error(&out));
+            }
+            nul_fields(&out.stdout)
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect()
+        };
+        let mut keep = tracked;
+        for path in present {
+            if ignored.contains(&path) {
+                tracing::warn!(path, "not committing a file .gitignore excludes");
+            } else {
+                keep.push(path);
+            }
+        }
+        Ok(keep)
+    }
+
+    /// The `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` values to set: the fallback identity, for
+    /// what neither the configuration nor the environment provides.
+    fn fallback_identity(&self) -> Result<Vec<(&'static str, &'static str)>, GitError> {
+        let call = git(&self.root, "config --get-regexp").args([
+            "config",
+            "--get-regexp",
+            r"^(user|author|committer)\.(name|email)$",
+        ]);
+        let out = call.output()?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(call.error(&out));
+        }
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let configured = |key: &str| {
+            listing.lines().any(|line| {
+                line.split_once(' ')
+                    .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
+            })
+        };
+        let mut env = Vec::new();
+        for (role, var_name, var_email) in [
+            ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
+            ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+        ] {
+            for (field, var, value) in [
+                ("name", var_name, FALLBACK_NAME),
+                ("email", var_email, FALLBACK_EMAIL),
+            ] {
+                let set = cmd::env_is_set(var)
+                    || configured(&format!("user.{field}"))
+                    || configured(&format!("{role}.{field}"));
+                if !set {
+                    env.push((var, value));
+                }
+            }
+        }
+        Ok(env)
+    }
+
+    /// The full SHA of the commit `rev` names.
+    fn resolve_commit(&self, rev: &str) -> Result<String, GitError> {
+        let bad = || GitError::BadRevision {
+            rev: rev.to_owned(),
+            dir: self.root.clone(),
+        };
+        if rev.is_empty() || rev.starts_with('-') {
+            return Err(bad());
+        }
+        let call = git(&self.root, "rev-parse").args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ]);
+        let out = call.output()?;
+        match out.status.code() {
+            Some(0) => Ok(text(&out.stdout)),
+            Some(1) => Err(bad()),
+            _ => Err(call.error(&out)),
+        }
+    }
+
+    /// The paths of all registered worktrees, the main one first.
+    fn registered_worktrees(&self) -> Result<Vec<PathBuf>, GitError> {
+        let out = git(&self.root, "worktree list")
+            .args(["worktree", "list", "--porcelain"])
+            .run()?;
+        Ok(out
+            .split(|b| *b == b'\n')
+            .filter_map(|line| line.strip_prefix(b"worktree "))
+            .map(path_from_bytes)
+            .collect())
+    }
+
+    /// Removes the worktree at `path`: unregisters it if `registered` lists it, deletes what
+    /// is on disk.
+    fn remove_worktree_at(&self, path: &Path, registered: &[PathBuf]) -> Result<(), GitError> {
+        let real = real_path(path);
+        let is_registered = registered.iter().any(|r| real_path(r) == real);
+        let mut unregistered = true;
+        if is_registered {
+            tracing::info!(path = %path.display(), "removing a stale dagexec worktree");
+            if let Err(e) = worktree::unregister(&self.root, path) {
+                tracing::debug!("{e}; deleting the directory and pruning instead");
+                unregistered = false;
+            }
+        }
+        remove_any(path)?;
+        if !unregistered {
+            git(&self.root, "worktree prune")
+                .args(["worktree", "prune"])
+                .run()?;
+        }
+        Ok(())
+    }
+}

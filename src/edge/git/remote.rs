@@ -1,0 +1,245 @@
+//! Talking to the remote (`origin`) for the GitHub Action: fetch a branch or commit, move to a
+//! commit, push a round (rebasing onto whatever landed meanwhile), and read a patch's paths.
+//! A token, when given, travels as an `http.extraheader` in git's environment
+//! (`GIT_CONFIG_*`), never on a command line or in `.git/config`.
+
+use std::path::Path;
+
+use base64::Engine as _;
+
+use super::cmd::{git, nul_fields};
+use super::{GitError, Repo};
+
+/// Credentials for the remote: the token GitHub's own checkout would use.
+#[derive(Clone, Default)]
+pub struct RemoteAuth {
+    header: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.header.is_some() {
+            "RemoteAuth(token ***)"
+        } else {
+            "RemoteAuth(none)"
+        })
+    }
+}
+
+impl RemoteAuth {
+    /// Basic auth as `x-access-token:<token>`, the form GitHub documents for app and Actions
+    /// tokens over HTTPS. An empty token means none.
+    pub fn token(token: &str) -> RemoteAuth {
+        if token.is_empty() {
+            return RemoteAuth::default();
+        }
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+        RemoteAuth {
+            header: Some(format!("AUTHORIZATION: basic {basic}")),
+        }
+    }
+}
+
+/// How a push ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    Done,
+    /// The remote has commits we lack (non-fast-forward).
+    Rejected(String),
+}
+
+impl Repo {
+    fn remote_git<'a>(&'a self, label: &'static str, auth: &RemoteAuth) -> super::cmd::Git<'a> {
+        let mut g = git(self.root(), label);
+        if let Some(h) = &auth.header {
+            g = g
+                .env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "http.extraheader")
+                .env("GIT_CONFIG_VALUE_0", h);
+        }
+        g
+    }
+
+    /// Fetches `branch` from `origin` into `refs/remotes/origin/<branch>`; `Ok(None)` when the
+    /// remote has no such branch, else its commit.
+    pub fn fetch_branch(
+        &self,
+        branch: &str,
+        auth: &RemoteAuth,
+    ) -> Result<Option<String>, GitError> {
+        let refspec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+        let call = self.remote_git("fetch", auth).args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "origin",
+            &refspec,
+        ]);
+        let out = call.output()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains("couldn't find remote ref") || err.contains("could not find remote ref")
+            {
+                return Ok(None);
+            }
+            return Err(call.error(&out));
+        }
+        self.rev_parse(&format!("refs/remotes/origin/{branch}"))
+    }
+
+    /// Makes sure commit `sha` is present, fetching it from `origin` when it is not.
+    pub fn ensure_commit(&self, sha: &str, auth: &RemoteAuth) -> Result<(), GitError> {
+        if self.rev_parse(&format!("{sha}^{{commit}}"))?.is_some() {
+            return Ok(());
+        }
+        self.remote_git("fetch", auth)
+            .args(["fetch", "--quiet", "--no-tags", "origin", sha])
+            .run()
+            .map(drop)
+    }
+
+    /// The commit `rev` names, or `None`.
+    pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let call = git(self.root(), "rev-parse").args(["rev-parse", "--verify", "--quiet", rev]);
+        let out = call.output()?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
+    }
+
+    /// Checks out `sha` detached, discarding local changes (a fresh job's workspace).
+    pub fn checkout_detached(&self, sha: &str) -> Result<(), GitError> {
+        git(self.root(), "checkout")
+            .args(["checkout", "--quiet", "--force", "--detach", sha])
+            .run()
+            .map(drop)
+    }
+
+    /// Pushes `HEAD` to `refs/heads/<branch>` on `origin` (no force).
+    pub fn push_head(&self, branch: &str, auth: &RemoteAuth) -> Result<Pushed, GitError> {
+        let refspec = format!("HEAD:refs/heads/{branch}");
+        let call = self.remote_git("push", auth).args([
+            "push",
+            "--quiet",
+            "--porcelain",
+            "origin",
+            &refspec,
+        ]);
+        let out = call.output()?;
+        if out.status.success() {
+            return Ok(Pushed::Done);
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if text.contains("[rejected]")
+            || text.contains("non-fast-forward")
+            || text.contains("fetch first")
+        {
+            return Ok(Pushed::Rejected(text.trim().to_string()));
+        }
+        Err(call.error(&out))
+    }
+
+    /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
+    /// is aborted and the error says which.
+    pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {
+        let mut call = git(self.root(), "rebase")
+            .config("commit.gpgsign=false")
+            .args(["rebase", "--quiet", upstream]);
+        for (key, value) in self.fallback_identity()? {
+            call = call.env(key, value);
+        }
+        let out = call.output()?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let _ = git(self.root(), "rebase --abort")
+            .args(["rebase", "--abort"])
+            .run();
+        Err(call.error(&out))
+    }
+}
+
+impl Repo {
+    /// The repository-relative paths `patch` touches (both names of a rename), found by
+    /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
+    /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
+    /// apply to `HEAD`.
+    pub fn patch_paths<'p>(
+        &self,
+        patch: impl Into<super::PatchRef<'p>>,
+    ) -> Result<Vec<String>, GitError> {
+        self.patch_changes(patch).map(|(paths, _)| paths)
+    }
+
+    /// [`Repo::patch_paths`] and the symlinks the patch adds or changes, with their targets
+    /// as git stores them (so a hand-made patch cannot hide one from the check).
+    pub fn patch_changes<'p>(
+        &self,
+        patch: impl Into<super::PatchRef<'p>>,
+    ) -> Result<(Vec<String>, Vec<crate::pure::paths::Link>), GitError> {
+        let patch = patch.into();
+        if patch.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        // Git refuses to apply a path in `.GIT/` (any case) and would only say the patch does
+        // not apply; its names as written let the caller refuse it in words.
+        let listed = git(self.root(), "apply --numstat")
+            .args(["apply", "--numstat", "-z", "-"])
+            .stdin_patch(patch)
+            .run()?;
+        let in_git_dir: Vec<String> = nul_fields(&listed)
+            .map(|f| {
+                let f = String::from_utf8_lossy(f);
+                // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
+                f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string()
+            })
+            .filter(|p| crate::pure::paths::git_dir_prefix(p).is_some())
+            .collect();
+        if !in_git_dir.is_empty() {
+            return Ok((in_git_dir, Vec::new()));
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("dagexec-index-")
+            .tempdir()
+            .map_err(|source| GitError::Spawn {
+                command: "patch paths".into(),
+                dir: self.root().to_path_buf(),
+                source,
+            })?;
+        let index = scratch.path().join("index");
+        git(self.root(), "read-tree")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["read-tree", "HEAD"])
+            .run()?;
+        git(self.root(), "apply --cached")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
+            .stdin_patch(patch)
+            .run()?;
+        let names = git(self.root(), "diff --cached --name-status")
+            .env("GIT_INDEX_FILE", &index)
+            .args(super::worktree::DIFF_OPTIONS)
+            .args(["--name-status", "-z", "HEAD", "--"])
+            .run()?;
+        let paths =
+            super::worktree::parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+                command: "diff --cached --name-status".into(),
+                dir: self.root().to_path_buf(),
+                detail,
+            })?;
+        let links = super::worktree::staged_links(self.root(), "HEAD", &[], Some(&index))?;
+        Ok((paths.into_iter().collect(), links))
+    }
+}
+
+/// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`
+/// first), as for a worktree: the Action's worker job runs in a plain checkout.
+pub fn changes_in(dir: &Path, base: &str) -> Result<super::Changes, GitError> {
+    super::worktree::stage_all(dir, base)
+}

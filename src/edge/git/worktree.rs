@@ -1,0 +1,377 @@
+//! A worker's worktree and what the worker changed in it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::GitError;
+use super::cmd::{git, nul_fields};
+
+/// A detached worktree of the repository at a base commit, where one worker works. Removed
+/// by [`Worktree::remove`], or on drop (best effort).
+#[derive(Debug)]
+pub struct Worktree {
+    path: PathBuf,
+    root: PathBuf,
+    name: String,
+    base: String,
+    removed: bool,
+}
+
+/// What a worker did in its worktree, relative to the base commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
+    /// applies onto a tree at the base; empty when nothing changed.
+    pub patch: Vec<u8>,
+    /// Repo-relative paths added, modified, deleted or renamed (both names of a rename),
+    /// including executable-bit and type changes.
+    pub changed: BTreeSet<String>,
+    /// Those of `changed` that are regular files in the worktree now (not deleted, not a
+    /// symlink).
+    pub present: BTreeSet<String>,
+    /// The symlinks the change adds or changes (mode 120000 after it), with their targets.
+    pub links: Vec<crate::pure::paths::Link>,
+    /// Paths the worker wrote inside git's own directory under another case (`.GIT/hooks/x`,
+    /// `sub/.Git`): never staged, listed so the attempt is refused with them named.
+    pub forbidden: Vec<String>,
+    worktree: PathBuf,
+    base: String,
+    excluded: Vec<String>,
+}
+
+impl Worktree {
+    pub(super) fn new(path: PathBuf, root: PathBuf, name: String, base: String) -> Worktree {
+        Worktree {
+            path,
+            root,
+            name,
+            base,
+            removed: false,
+        }
+    }
+
+    /// The worktree's top directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes the worktree a clean checkout of `base` again for the next task: `HEAD`, the
+    /// index and the files (only those that differ are rewritten), with untracked and ignored
+    /// files removed. Much cheaper than a new worktree once the tree is large.
+    pub fn reset_to(&mut self, base: &str) -> Result<(), GitError> {
+        git(&self.path, "reset --hard")
+            .args(["reset", "--hard", "--quiet", base])
+            .run()?;
+        git(&self.path, "clean").args(["clean", "-ffdxq"]).run()?;
+        self.base = base.to_owned();
+        Ok(())
+    }
+
+    /// Moves the worktree to `name` in the same folder (`git worktree move`): a process that
+    /// knows the old path but holds nothing in the tree can no longer reach it. Refused by git
+    /// for a tree with submodules.
+    pub fn move_to(&mut self, name: &str) -> Result<(), GitError> {
+        super::paths::check_name(name)?;
+        let parent = self.path.parent().unwrap_or(Path::new("/"));
+        let to = parent.join(name);
+        let _admin = super::worktree_admin();
+        git(&self.root, "worktree move")
+            .args(["worktree", "move"])
+            .arg(&self.path)
+            .arg(&to)
+            .run()?;
+        self.path = to;
+        name.clone_into(&mut self.name);
+        Ok(())
+    }
+
+    /// Why the tree is not exactly a clean checkout of its base, if it is not: `HEAD` elsewhere,
+    /// or any path `git status` lists — modified, staged, untracked or ignored. `None` when it
+    /// is exactly the base.
+    pub fn differs_from_base(&self) -> Result<Option<String>, GitError> {
+        let head = git(&self.path, "rev-parse HEAD")
+            .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .run()?;
+        let head = super::cmd::text(&head);
+        if head != self.base {
+            return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
+        }
+        let status = git(&self.path, "status --ignored")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "status",
+                "--porcelain",
+                "-z",
+                "--ignored=matching",
+                "--untracked-files=all",
+                "--ignore-submodules=none",
+            ])
+            .run()?;
+        Ok(nul_fields(&status)
+            .next()
+            .map(|entry| format!("it holds `{}`", String::from_utf8_lossy(entry))))
+    }
+
+    /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
+    /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
+    pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
+        super::apply::apply(&self.path, patch.into(), false)
+    }
+
+    /// Everything changed relative to the base: modified, added (untracked and not ignored
+    /// included), deleted, renamed, binary files and mode changes, committed by the worker or
+    /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
+    /// main work tree and index are not touched.
+    pub fn changes(&self) -> Result<Changes, GitError> {
+        stage_all(&self.path, &self.base)
+    }
+
+    /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
+    pub fn remove(mut self) -> Result<(), GitError> {
+        self.remove_now()
+    }
+
+    fn remove_now(&mut self) -> Result<(), GitError> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        let _admin = super::worktree_admin();
+        let unregistered = unregister(&self.root, &self.path);
+        super::paths::remove_any(&self.path)?;
+        if let Err(e) = unregistered {
+            // The directory is gone; `prune` drops the registration left behind.
+            tracing::debug!("{e}; pruning instead");
+            git(&self.root, "worktree prune")
+                .args(["worktree", "prune"])
+                .run()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_now() {
+            tracing::warn!(worktree = %self.name, "could not remove worktree: {e}");
+        }
+    }
+}
+
+/// `git worktree remove --force --force <path>` (the second force also takes a locked one).
+pub(super) fn unregister(root: &Path, path: &Path) -> Result<(), GitError> {
+    git(root, "worktree remove")
+        .args(["worktree", "remove", "--force", "--force"])
+        .arg(path)
+        .run()
+        .map(drop)
+}
+
+impl Changes {
+    /// The same changes without `paths` (files, or directories and all under them): the
+    /// worktree is diffed again with those paths excluded, so the worktree must still exist.
+    pub fn without(&self, paths: &[&str]) -> Result<Changes, GitError> {
+        let mut excluded = self.excluded.clone();
+        for path in paths {
+            excluded.push(super::paths::normalize(path)?);
+        }
+        let mut changes = diff(&self.worktree, &self.base, excluded)?;
+        changes.forbidden = self.forbidden.clone();
+        Ok(changes)
+    }
+}
+
+/// `git add --all` in the checkout at `dir`, leaving out (and reporting) what lies in a
+/// directory named like git's own under another case — git itself would refuse to add it and
+/// fail the whole command — then the staged changes against `base`.
+pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
+    let forbidden = add_all(dir, None)?;
+    let mut changes = diff(dir, base, Vec::new())?;
+    changes.forbidden = forbidden.into_iter().collect();
+    Ok(changes)
+}
+
+/// `git add --all` in the checkout at `dir` (into the index file `index` instead of its own,
+/// when given), leaving out what lies in a directory named like git's own under another case;
+/// returns those left out.
+pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<String>, GitError> {
+    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
+        if let Some(index) = index {
+            call = call.env("GIT_INDEX_FILE", index);
+        }
+        call
+    }
+    let untracked = with_index(git(dir, "ls-files --others"), index)
+        .args(["ls-files", "--others", "--exclude-standard", "-z"])
+        .run()?;
+    let mut forbidden = BTreeSet::new();
+    for f in nul_fields(&untracked) {
+        let f = String::from_utf8_lossy(f);
+        if let Some(prefix) = crate::pure::paths::git_dir_prefix(&f) {
+            forbidden.insert(prefix);
+        }
+    }
+    let mut add = with_index(git(dir, "add --all"), index).args(["add", "--all", "--", "."]);
+    for f in &forbidden {
+        add = add.arg(format!(":(exclude,literal){f}"));
+    }
+    add.run()?;
+    Ok(forbidden)
+}
+
+/// The symlinks among the staged changes at `dir` (against `base`, less `pathspec`), with
+/// their targets read from the object database. `index` names another index file.
+pub(super) fn staged_links(
+    dir: &Path,
+    base: &str,
+    pathspec: &[String],
+    index: Option<&Path>,
+) -> Result<Vec<crate::pure::paths::Link>, GitError> {
+    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
+        if let Some(index) = index {
+            call = call.env("GIT_INDEX_FILE", index);
+        }
+        call
+    }
+    let raw = with_index(git(dir, "diff --cached --raw"), index)
+        .args(DIFF_OPTIONS)
+        .args(["--raw", "--no-abbrev", "-z", base, "--"])
+        .args(pathspec)
+        .run()?;
+    let unexpected = |detail: String| GitError::Unexpected {
+        command: "diff --cached --raw".into(),
+        dir: dir.to_path_buf(),
+        detail,
+    };
+    let mut links = Vec::new();
+    let mut fields = nul_fields(&raw);
+    while let Some(head) = fields.next() {
+        let head = String::from_utf8_lossy(head);
+        // `:<old mode> <new mode> <old sha> <new sha> <status>`
+        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+        let [_, new_mode, _, new_sha, status] = parts[..] else {
+            return Err(unexpected(format!("unexpected raw line {head:?}")));
+        };
+        let mut path = fields
+            .next()
+            .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
+        if status.starts_with(['R', 'C']) {
+            path = fields
+                .next()
+                .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
+        }
+        if new_mode != "120000" {
+            continue;
+        }
+        let target = with_index(git(dir, "cat-file blob"), index)
+            .args(["cat-file", "blob", new_sha])
+            .run()?;
+        links.push(crate::pure::paths::Link {
+            path: String::from_utf8_lossy(path).into_owned(),
+            target: String::from_utf8_lossy(&target).into_owned(),
+        });
+    }
+    Ok(links)
+}
+
+/// The diff options both the patch and the name list use: fixed whatever the user's
+/// configuration (prefixes, renames, external diff, colour, submodule format).
+pub(super) const DIFF_OPTIONS: &[&str] = &[
+    "diff",
+    "--cached",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--find-renames",
+    "--submodule=short",
+    "--ignore-submodules=none",
+];
+
+/// The staged changes in `worktree` against `base`, less `excluded`.
+fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
+    let pathspec: Vec<String> = excluded
+        .iter()
+        .map(|p| format!(":(exclude,literal){p}"))
+        .collect();
+    let patch = git(worktree, "diff --cached --binary")
+        .args(DIFF_OPTIONS)
+        .args(["--binary", "--full-index", base, "--"])
+        .args(&pathspec)
+        .run()?;
+    let names = git(worktree, "diff --cached --name-status")
+        .args(DIFF_OPTIONS)
+        .args(["--name-status", "-z", base, "--"])
+        .args(&pathspec)
+        .run()?;
+    let changed = parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+        command: "diff --cached --name-status".into(),
+        dir: worktree.to_path_buf(),
+        detail,
+    })?;
+    let present = changed
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
+        .cloned()
+        .collect();
+    let links = staged_links(worktree, base, &pathspec, None)?;
+    Ok(Changes {
+        patch,
+        changed,
+        present,
+        links,
+        forbidden: Vec::new(),
+        worktree: worktree.to_path_buf(),
+        base: base.to_owned(),
+        excluded,
+    })
+}
+
+/// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
+/// and copies (a copy's source is unchanged, so only its destination counts).
+pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
+    let mut fields = nul_fields(out).map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut paths = BTreeSet::new();
+    while let Some(status) = fields.next() {
+        let mut path = || {
+            fields
+                .next()
+                .ok_or_else(|| format!("status {status:?} without a path"))
+        };
+        match status.chars().next() {
+            Some('R') => {
+                paths.insert(path()?);
+                paths.insert(path()?);
+            }
+            Some('C') => {
+                path()?;
+                paths.insert(path()?);
+            }
+            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => {
+                paths.insert(path()?);
+            }
+            _ => return Err(format!("unknown status {status:?}")),
+        }
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_status_parses_renames_and_copies() {
+        let out = b"M\0a b.txt\0R087\0old\0new/dir\0C100\0src\0copy\0D\0gone\0A\0\xc3\xbc\0";
+        let paths = parse_name_status(out).unwrap();
+        let expected: BTreeSet<String> = ["a b.txt", "old", "new/dir", "copy", "gone", "ü"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(paths, expected);
+        assert!(parse_name_status(b"R100\0only-one\0").is_err());
+        assert!(parse_name_status(b"?\0x\0").is_err());
+        assert!(parse_name_status(b"").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,208 @@
+//! Running one shell command line (`sh -c`) with a timeout: assumption checks now, acceptance
+//! checks later. The command runs in its own process group with a process tag
+//! ([`crate::edge::procs`]); when it exits or times out, everything it started is SIGKILLed, so a
+//! check cannot leave a server or a `sleep` running. stdout and stderr are captured together,
+//! cut at a limit.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// Output kept per command; the rest is replaced by a note.
+pub const OUTPUT_LIMIT: usize = 16 * 1024;
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellOutcome {
+    /// Exit status 0 within the timeout.
+    pub passed: bool,
+    /// Exit code, if it exited.
+    pub code: Option<i32>,
+    /// Killed after the timeout.
+    pub timed_out: bool,
+    /// stdout and stderr interleaved, trimmed, cut at [`OUTPUT_LIMIT`].
+    pub output: String,
+}
+
+/// Runs `command` with `sh -c` in `cwd`, stdin closed, killing its process group after
+/// `timeout`, and whatever it left running when it exits.
+pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
+    let failed = |output: String| ShellOutcome {
+        passed: false,
+        code: None,
+        timed_out: false,
+        output,
+    };
+    let (mut reader, writer) = match std::io::pipe() {
+        Ok(p) => p,
+        Err(e) => return failed(format!("cannot create a pipe: {e}")),
+    };
+    let writer2 = match writer.try_clone() {
+        Ok(w) => w,
+        Err(e) => return failed(format!("cannot create a pipe: {e}")),
+    };
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer2);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let tag = crate::edge::procs::new_tag();
+    cmd.env(crate::edge::procs::TAG_VAR, &tag);
+    crate::action::runtime::scrub_child_env(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot run sh: {e}")),
+    };
+    // The parent's copies of the write end went into `cmd`; drop them so EOF can arrive.
+    drop(cmd);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => {
+                    if buf.len() < OUTPUT_LIMIT {
+                        buf.extend_from_slice(&chunk[..k]);
+                    }
+                }
+            }
+        }
+        let _ = tx.send(buf);
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() >= timeout => {
+                timed_out = true;
+                if let Ok(pgid) = i32::try_from(child.id()) {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                }
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    // Whatever the command left running (in its group, or escaped and tagged) goes with it;
+    // that also closes the pipe it may hold.
+    let pgid = i32::try_from(child.id()).ok().map(Pid::from_raw);
+    crate::edge::procs::kill_all(pgid, &tag);
+    // A process that escaped both may hold the pipe open; do not wait for it forever.
+    let bytes = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
+    let mut output = String::from_utf8_lossy(&bytes).trim().to_string();
+    if bytes.len() >= OUTPUT_LIMIT {
+        output.push_str("\n… (output cut)");
+    }
+    if timed_out {
+        let note = format!(
+            "timed out after {}",
+            crate::pure::outcome::human_duration(timeout)
+        );
+        output = if output.is_empty() {
+            note
+        } else {
+            format!("{output}\n{note}")
+        };
+    }
+    let code = status.and_then(|s| s.code());
+    ShellOutcome {
+        passed: !timed_out && code == Some(0),
+        code,
+        timed_out,
+        output,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes() {
+        let dir = std::env::temp_dir();
+        let t = Duration::from_secs(10);
+        let ok = run("echo out; echo err >&2", &dir, t);
+        assert!(ok.passed);
+        assert_eq!(ok.output, "out\nerr");
+        let bad = run("echo nope; exit 3", &dir, t);
+        assert_eq!(
+            (bad.passed, bad.code, bad.output.as_str()),
+            (false, Some(3), "nope")
+        );
+        let start = Instant::now();
+        let slow = run(
+            "sleep 5 & sleep 5; echo never",
+            &dir,
+            Duration::from_millis(300),
+        );
+        assert!(slow.timed_out && !slow.passed);
+        assert!(
+            slow.output.ends_with("timed out after 300ms"),
+            "{}",
+            slow.output
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "the whole group was killed"
+        );
+    }
+}
+
+#[cfg(test)]
+mod leftovers {
+    use super::*;
+
+    /// Whether `pid` is gone (or a zombie nobody reaps: not running any more).
+    fn gone(pid: &str) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let pid = Pid::from_raw(pid.trim().parse().expect("pid"));
+        stat.contains(") Z ") || nix::sys::signal::kill(pid, None).is_err()
+    }
+
+    fn wait_gone(pid: &str) {
+        for _ in 0..100 {
+            if gone(pid) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("process {pid} outlived the command that started it");
+    }
+
+    /// Regression: a check's background child (here a `sleep`) survived the check.
+    #[test]
+    fn background_children_die_with_the_command() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = Duration::from_secs(10);
+        let quiet = run(
+            "sleep 60 >/dev/null 2>&1 & echo $! > bg; echo ok",
+            dir.path(),
+            t,
+        );
+        assert!(quiet.passed, "{quiet:?}");
+        wait_gone(&std::fs::read_to_string(dir.path().join("bg")).expect("pid"));
+        let holding = run("sleep 60 & echo $! > bg2; exit 4", dir.path(), t);
+        assert_eq!((holding.passed, holding.code), (false, Some(4)));
+        wait_gone(&std::fs::read_to_string(dir.path().join("bg2")).expect("pid"));
+        let escaped = run(
+            "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60' >/dev/null 2>&1 &
+             while [ ! -s esc ]; do sleep 0.05; done; true",
+            dir.path(),
+            t,
+        );
+        assert!(escaped.passed, "{escaped:?}");
+        wait_gone(&std::fs::read_to_string(dir.path().join("esc")).expect("pid"));
+    }
+}

@@ -1,0 +1,1029 @@
+//! Running one worker process under the binding contract: `sh -c <command>` in the task's
+//! tree, the prompt on stdin and in `DAGEXEC_PROMPT_FILE`, the `DAGEXEC_*` variables set,
+//! stdout and stderr captured (tails only), the work log read back afterwards.
+//!
+//! The worker gets its own process group and a process tag ([`crate::edge::procs`]), both SIGKILLed
+//! on every way out (exit, timeout, cancellation, a dropped future), so nothing it started
+//! outlives the attempt — not even a process that left the group with `setsid`.
+//!
+//! Whatever the worker does to its pipes (closes them, hands them to a background child,
+//! floods them with tens of megabytes of binary), this returns a [`WorkerRun`]: memory stays
+//! bounded (tails only) and nothing here panics.
+
+use std::io::{self, SeekFrom};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::watch;
+
+use crate::pure::outcome::Exit;
+
+// Bytes kept (the tail) of stdout, stderr and the work log; the mark in front of a cut one.
+const STDOUT_CAP: usize = 1 << 20;
+const STDERR_CAP: usize = 64 << 10;
+pub(crate) const LOG_CAP: usize = 4 << 20;
+pub(crate) const CUT_MARKER: &str = "… (output cut)\n";
+/// After the worker exits, how long what it left behind may keep stdout/stderr open.
+const EOF_GRACE: Duration = Duration::from_secs(2);
+/// After SIGTERM on cancellation, how long before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+/// After SIGKILLing the group, how long to drain what is left in the pipes.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+/// Everything needed to run one attempt of one task's worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSpec {
+    /// The user's shell command line, run with `sh -c`.
+    pub command: String,
+    /// The task's tree (a git worktree); the worker's working directory.
+    pub cwd: PathBuf,
+    /// The assembled prompt: written to stdin and to `prompt_file`.
+    pub prompt: String,
+    /// `DAGEXEC_TASK_INDEX`.
+    pub task_index: usize,
+    /// `DAGEXEC_ATTEMPT`, 1-based.
+    pub attempt: u32,
+    /// `DAGEXEC_ROUND`.
+    pub round: u32,
+    /// `DAGEXEC_MODEL`: the task's `agent.model`, may be empty.
+    pub model: String,
+    /// `DAGEXEC_PROMPT_FILE` (made absolute): written, parent dirs created, before spawning.
+    pub prompt_file: PathBuf,
+    /// `DAGEXEC_LOG_FILE` (made absolute): removed before spawning, read back after the run.
+    pub log_file: PathBuf,
+    /// `DAGEXEC_USAGE_FILE` (made absolute) when set: where the worker may report what it spent
+    /// (see [`crate::pure::usage`]); removed before spawning, read back after the run.
+    pub usage_file: Option<PathBuf>,
+    /// The per-task timeout; the process group is SIGKILLed when it elapses.
+    pub timeout: Duration,
+    /// More environment variables (the `DAGEXEC_*` ones win on a clash).
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// What one finished (not cancelled) worker run left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRun {
+    /// Captured stdout (lossy UTF-8): at most the last 1 MiB, after `"… (output cut)\n"` if cut.
+    pub stdout: String,
+    /// The last 64 KiB of stderr (lossy UTF-8).
+    pub stderr_tail: String,
+    /// How the process ended.
+    pub exit: Exit,
+    /// The log file after the run (its last 4 MiB, marked like `stdout` when cut); `None` if
+    /// the worker wrote none.
+    pub log: Option<String>,
+    /// Wall time from the start of [`run`] to its end.
+    pub duration: Duration,
+    /// The usage file's text (at most 64 KiB), when the worker wrote one (a regular file).
+    pub usage: Option<String>,
+}
+
+/// How [`run`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The worker ran to an end (a timeout and a failure to start included).
+    Finished(WorkerRun),
+    /// Cancellation was requested; the process group has been killed and the child reaped.
+    Cancelled,
+}
+
+/// Runs one worker per `spec`, stopping it when `cancel` becomes `true` (SIGTERM to the
+/// group, SIGKILL 3 s later) or when `spec.timeout` elapses (SIGKILL to the group).
+/// Returns [`Stop::Cancelled`] without spawning if `cancel` is already `true`.
+pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
+    let mut cancel = cancel.clone();
+    if *cancel.borrow_and_update() {
+        return Stop::Cancelled;
+    }
+    let started = Instant::now();
+    let tag = crate::edge::procs::new_tag();
+    let (mut child, log_file, usage_file) = match spawn(spec, &tag).await {
+        Ok(spawned) => spawned,
+        Err(reason) => {
+            return Stop::Finished(WorkerRun {
+                stdout: String::new(),
+                stderr_tail: String::new(),
+                exit: Exit::SpawnFailed(reason),
+                log: None,
+                duration: started.elapsed(),
+                usage: None,
+            });
+        }
+    };
+    // Dropping `group` SIGKILLs the whole group: the final sweep on every way out.
+    let group = Group {
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+        tag,
+    };
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (mut out, mut err) = (Tail::new(STDOUT_CAP), Tail::new(STDERR_CAP));
+    let exit = {
+        let pumps = async { tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err)) };
+        let feed = feed(stdin, spec.prompt.as_bytes());
+        supervise(&mut child, &group, pumps, feed, spec.timeout, &mut cancel).await
+    };
+    drop(group);
+    let Some(exit) = exit else {
+        return Stop::Cancelled;
+    };
+    let (stdout, stderr_tail) = (out.into_string(CUT_MARKER), err.into_string(""));
+    let log = read_log(&log_file).await;
+    let usage = match &usage_file {
+        Some(path) => read_usage(path).await,
+        None => None,
+    };
+    let duration = started.elapsed();
+    Stop::Finished(WorkerRun {
+        stdout,
+        stderr_tail,
+        exit,
+        log,
+        duration,
+        usage,
+    })
+}
+
+/// What a worker's exit says about whether another attempt could help
+/// ([`crate::pure::said::Halt::Task`]): not when the command could not be started, was not found
+/// (127) or not executable (126), or the CLI refused its command line — a non-zero exit with
+/// nothing on stdout and a usage message on stderr (`error: unexpected argument '--full-auto'
+/// found`, `error: unknown option`, `Unknown argument:`, `Usage: …` with exit status 2).
+pub fn classify(run: &WorkerRun) -> crate::pure::said::Said {
+    use crate::pure::said::{Halt, Said};
+    let halt = |why: String| Said {
+        halt: Some(Halt::Task { why }),
+        ..Said::default()
+    };
+    match &run.exit {
+        Exit::SpawnFailed(_) => halt("the worker command could not be started".into()),
+        Exit::Code(127) => {
+            halt("the command was not found (install it, or fix the worker command)".into())
+        }
+        Exit::Code(126) => halt(
+            "the command is not executable (fix its permissions, or the worker command)".into(),
+        ),
+        Exit::Code(code) if (1..=2).contains(code) && run.stdout.trim().is_empty() => {
+            let usage = |l: &str| {
+                const SAYS: [&str; 9] = [
+                    "error: unexpected argument",
+                    "error: unknown option",
+                    "error: option '",
+                    "error: missing required argument",
+                    "error: invalid value",
+                    "error: unrecognized",
+                    "unknown argument",
+                    "unknown arguments",
+                    "not enough non-option arguments",
+                ];
+                let l = l.trim().to_ascii_lowercase();
+                SAYS.iter().any(|s| l.starts_with(s)) || (*code == 2 && l.starts_with("usage:"))
+            };
+            match run.stderr_tail.lines().find(|l| usage(l)) {
+                Some(line) => halt(format!(
+                    "the agent CLI refused its command line ({}); check the worker command against the CLI's --help",
+                    crate::pure::sanitize::line(line.trim())
+                )),
+                None => Said::default(),
+            }
+        }
+        _ => Said::default(),
+    }
+}
+
+/// Lines of stderr shown in a failure reason (all of it is kept in the attempt's log files).
+const STDERR_LINES_SHOWN: usize = 5;
+/// At most this many chars of them.
+const STDERR_CHARS_SHOWN: usize = 400;
+
+/// What a failed worker's exit leaves unsaid, to add to the failure reason: for exit status
+/// 127 and 126 which command the shell could not find or run, then the last lines of its
+/// stderr (sanitised, on one line). Empty for a clean exit or when there is nothing to add.
+pub fn failure_detail(run: &WorkerRun, command: &str) -> String {
+    if run.exit == Exit::Success {
+        return String::new();
+    }
+    let mut detail = String::new();
+    if let Exit::Code(code @ (126 | 127)) = run.exit {
+        let name = culprit(&run.stderr_tail, code).unwrap_or_else(|| first_word(command));
+        let what = if code == 127 {
+            "not found"
+        } else {
+            "not executable (permission denied, or not a program)"
+        };
+        detail.push_str(&format!(" — `{name}`: {what}"));
+    }
+    let tail = stderr_tail_line(&run.stderr_tail);
+    if !tail.is_empty() {
+        detail.push_str(&format!("; stderr: {tail}"));
+    }
+    detail
+}
+
+/// The last [`STDERR_LINES_SHOWN`] non-empty lines of `stderr`, sanitised, joined with ` | `,
+/// cut from the front to [`STDERR_CHARS_SHOWN`] chars.
+pub fn stderr_tail_line(stderr: &str) -> String {
+    let lines: Vec<String> = stderr
+        .lines()
+        .map(|l| crate::pure::sanitize::line(l).trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let shown = lines[lines.len().saturating_sub(STDERR_LINES_SHOWN)..].join(" | ");
+    let count = shown.chars().count();
+    if count <= STDERR_CHARS_SHOWN {
+        return shown;
+    }
+    let kept: String = shown.chars().skip(count - STDERR_CHARS_SHOWN + 1).collect();
+    format!("…{kept}")
+}
+
+/// The command a shell names in its "not found" (127) or "Permission denied" (126) message:
+/// dash `sh: 1: foo: not found`, bash `bash: line 1: foo: command not found`, busybox
+/// `sh: foo: not found`.
+fn culprit(stderr: &str, code: i32) -> Option<String> {
+    let markers: &[&str] = if code == 127 {
+        &[
+            ": command not found",
+            ": not found",
+            ": No such file or directory",
+        ]
+    } else {
+        &[
+            ": Permission denied",
+            ": cannot execute",
+            ": Is a directory",
+        ]
+    };
+    stderr.lines().rev().find_map(|line| {
+        let line = crate::pure::sanitize::line(line);
+        markers.iter().find_map(|m| {
+            let before = &line[..line.find(m)?];
+            let name = before.rsplit(": ").next()?.trim();
+            (!name.is_empty()).then(|| name.to_string())
+        })
+    })
+}
+
+/// The first word of a command line (what `sh -c` would run first), for messages.
+fn first_word(command: &str) -> String {
+    let word = command.split_whitespace().next().unwrap_or(command);
+    crate::pure::sanitize::line(word)
+}
+
+/// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
+/// the child and the absolute log and usage paths. Paths are made absolute because the worker
+/// runs elsewhere.
+async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
+    let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
+    let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
+    let usage_file = match &spec.usage_file {
+        Some(f) => Some(std::path::absolute(f).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let usage_dir = usage_file.as_deref().and_then(Path::parent);
+    for dir in [prompt_file.parent(), log_file.parent(), usage_dir]
+        .into_iter()
+        .flatten()
+    {
+        let created = crate::edge::fsx::create_dir_all(crate::edge::fsx::default_root(dir), dir);
+        created.map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let written = crate::edge::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
+    written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
+    for stale in std::iter::once(&log_file).chain(usage_file.as_ref()) {
+        match crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale)
+            .map_err(io::Error::from)
+        {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove the old {}: {e}", stale.display()));
+            }
+            _ => {}
+        }
+    }
+    let mut command = Command::new("sh");
+    crate::action::runtime::scrub_child_env(&mut command)
+        .arg("-c")
+        .arg(&spec.command)
+        .current_dir(&spec.cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
+        .env("DAGEXEC_TASK_INDEX", spec.task_index.to_string())
+        .env("DAGEXEC_ATTEMPT", spec.attempt.to_string())
+        .env("DAGEXEC_ROUND", spec.round.to_string())
+        .env("DAGEXEC_MODEL", &spec.model)
+        .env("DAGEXEC_PROMPT_FILE", &prompt_file)
+        .env("DAGEXEC_LOG_FILE", &log_file)
+        .env(crate::edge::procs::TAG_VAR, tag);
+    // Only this attempt's file: never one inherited from dagexec's own environment.
+    match &usage_file {
+        Some(f) => command.env(crate::pure::usage::USAGE_FILE_VAR, f),
+        None => command.env_remove(crate::pure::usage::USAGE_FILE_VAR),
+    };
+    let child = command.spawn().map_err(|e| e.to_string())?;
+    Ok((child, log_file, usage_file))
+}
+
+/// Waits for the child, the timeout or cancellation while the pipes are served; `None` means
+/// cancelled. The child has been reaped on return.
+async fn supervise(
+    child: &mut Child,
+    group: &Group,
+    pumps: impl Future<Output = ((), ())>,
+    feed: impl Future<Output = ()>,
+    timeout: Duration,
+    cancel: &mut watch::Receiver<bool>,
+) -> Option<Exit> {
+    tokio::pin!(pumps, feed);
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let (mut pumped, mut fed) = (false, false);
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = &mut pumps, if !pumped => pumped = true,
+            () = &mut feed, if !fed => fed = true,
+            () = &mut deadline => {
+                group.kill();
+                let _ = child.wait().await;
+                // A finished future must not be polled again (it panics): a worker that
+                // closed its output and then hung has finished pumps here.
+                if !pumped {
+                    let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+                }
+                return Some(Exit::TimedOut(timeout));
+            }
+            () = cancelled(cancel) => {
+                group.signal(Signal::SIGTERM);
+                if tokio::time::timeout(TERM_GRACE, child.wait()).await.is_err() {
+                    group.kill();
+                    let _ = child.wait().await;
+                }
+                return None;
+            }
+        }
+    };
+    // The worker is gone; what it left behind may still hold stdout/stderr open.
+    if !pumped {
+        tokio::select! {
+            _ = &mut pumps => {}
+            () = tokio::time::sleep(EOF_GRACE) => {
+                tracing::debug!("worker's leftovers hold its output open; killing its group");
+                group.kill();
+                let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
+            }
+            () = cancelled(cancel) => return None,
+        }
+    }
+    Some(match status {
+        Ok(status) => exit_of(status),
+        Err(e) => Exit::SpawnFailed(format!("waiting for the worker failed: {e}")),
+    })
+}
+
+/// Maps an exit status onto [`Exit`].
+fn exit_of(status: ExitStatus) -> Exit {
+    match status.code() {
+        Some(0) => Exit::Success,
+        Some(code) => Exit::Code(code),
+        None => status.signal().map_or(Exit::Code(-1), Exit::Signal),
+    }
+}
+
+/// Resolves once cancellation is requested; never if the sender is gone.
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    if cancel.wait_for(|&c| c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Writes the prompt to the worker's stdin, then closes it (by dropping it).
+async fn feed(stdin: Option<ChildStdin>, prompt: &[u8]) {
+    if let Some(mut stdin) = stdin {
+        // The only expected error is EPIPE: the worker exited without reading. Not our problem.
+        let _ = stdin.write_all(prompt).await;
+    }
+}
+
+/// Reads `src` to EOF (or an error) into `tail`.
+async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
+    let Some(mut src) = src else { return };
+    let mut chunk = vec![0; 64 * 1024];
+    while let Ok(n @ 1..) = src.read(&mut chunk).await {
+        tail.push(&chunk[..n]);
+    }
+}
+
+/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
+/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
+async fn read_log(path: &Path) -> Option<String> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .ok()?;
+    let len = file.metadata().await.ok().filter(|m| m.is_file())?.len();
+    let mut tail = Tail::new(LOG_CAP);
+    if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {
+        file.seek(SeekFrom::Start(skip)).await.ok()?;
+        tail.cut = true;
+    }
+    pump(Some(file), &mut tail).await;
+    Some(tail.into_string(CUT_MARKER))
+}
+
+/// Bytes of a usage file read; a bigger one is not a usage report.
+const USAGE_CAP: u64 = 64 << 10;
+
+/// Reads back the usage file: `None` if there is none, it is not a regular file (a link could
+/// point at any file of the user's) or it is bigger than [`USAGE_CAP`].
+async fn read_usage(path: &Path) -> Option<String> {
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .ok()?;
+    let meta = file.metadata().await.ok()?;
+    if !meta.is_file() || meta.len() > USAGE_CAP {
+        return None;
+    }
+    let mut buf = Vec::new();
+    (&mut file)
+        .take(USAGE_CAP)
+        .read_to_end(&mut buf)
+        .await
+        .ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The last `cap` bytes of a stream.
+pub(crate) struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+    cut: bool,
+}
+
+impl Tail {
+    pub(crate) fn new(cap: usize) -> Self {
+        let buf = Vec::new();
+        Self {
+            buf,
+            cap,
+            cut: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+        // Trim only past twice the cap, so the copying stays amortised O(1) per byte.
+        if self.buf.len() > 2 * self.cap {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        if self.buf.len() > self.cap {
+            self.buf.drain(..self.buf.len() - self.cap);
+            self.cut = true;
+        }
+    }
+
+    /// Lossy UTF-8, with `marker` in front (and no half character after it) if cut.
+    pub(crate) fn into_string(mut self, marker: &str) -> String {
+        self.trim();
+        if !self.cut {
+            return String::from_utf8_lossy(&self.buf).into_owned();
+        }
+        let skip = self.buf.iter().position(|b| b & 0xC0 != 0x80);
+        let text = String::from_utf8_lossy(&self.buf[skip.unwrap_or(0).min(3)..]);
+        format!("{marker}{text}")
+    }
+}
+
+/// The worker's process group and tag; everything in either is SIGKILLed when dropped.
+struct Group {
+    pgid: Option<Pid>,
+    tag: String,
+}
+
+impl Group {
+    fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (an empty group) is the normal case after a clean exit.
+            let _ = killpg(pgid, signal);
+        }
+    }
+
+    /// SIGKILLs the group and every process that left it carrying the tag.
+    fn kill(&self) {
+        crate::edge::procs::kill_all(self.pgid, &self.tag);
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use tokio::time::{sleep, timeout};
+
+    const MS: Duration = Duration::from_millis(1);
+    /// Starts a background `sleep` and writes `$$ $!` (leader and child) to `pids`.
+    const BG: &str = "sleep 60 & echo \"$$ $!\" > pids;";
+
+    /// Writes `<name>.sh` into a tempdir; the spec runs it with `exec`, so `$$` leads the group.
+    fn setup(name: &str, body: &str) -> (tempfile::TempDir, WorkerSpec) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tree = dir.path().join("tree");
+        let script = dir.path().join(format!("{name}.sh"));
+        fs::create_dir(&tree).expect("tree");
+        fs::write(&script, body).expect("script");
+        let spec = WorkerSpec {
+            command: format!("exec sh '{}'", script.display()),
+            cwd: tree,
+            prompt: "do the thing\nsecond line".into(),
+            task_index: 4,
+            attempt: 2,
+            round: 7,
+            model: "opus".into(),
+            prompt_file: dir.path().join("run/prompt.md"),
+            log_file: dir.path().join("run/log.md"),
+            usage_file: Some(dir.path().join("run/usage.json")),
+            timeout: Duration::from_secs(10),
+            extra_env: vec![("EXTRA_VAR".into(), "extra".into())],
+        };
+        (dir, spec)
+    }
+
+    async fn go(spec: &WorkerSpec) -> WorkerRun {
+        let (_tx, rx) = watch::channel(false);
+        match timeout(Duration::from_secs(8), run(spec, &rx)).await {
+            Ok(Stop::Finished(run)) => run,
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+
+    /// Waits briefly until the pids the script wrote to `file` fail `kill -0`: the first (our
+    /// child, which we must have reaped) at once; the others may stay zombie orphans (a
+    /// sandbox's PID 1 may never reap them; not ours to fix).
+    async fn all_gone(file: &Path) {
+        let text = fs::read_to_string(file).expect("pid file");
+        let gone = |(i, pid): (usize, &str)| {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let pid = Pid::from_raw(pid.parse().expect("pid"));
+            (i > 0 && stat.contains(") Z ")) || nix::sys::signal::kill(pid, None).is_err()
+        };
+        let leader = text.split_whitespace().next().expect("leader pid");
+        assert!(
+            gone((0, leader)),
+            "our child {leader} is still there (not reaped?)"
+        );
+        for _ in 0..50 {
+            if text.split_whitespace().enumerate().all(gone) {
+                return;
+            }
+            sleep(20 * MS).await;
+        }
+        panic!("still alive: {text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn succeeds() {
+        let body = r#"prompt=$(cat)
+{ echo "$DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $DAGEXEC_ROUND $DAGEXEC_MODEL $EXTRA_VAR"
+  echo "$DAGEXEC_PROMPT_FILE $DAGEXEC_LOG_FILE $(pwd -P)"; echo "$prompt"; } > "$DAGEXEC_LOG_FILE"
+echo noise; echo 'to stderr' >&2; echo 'COMPLETED: ok'"#;
+        let (dir, spec) = setup("succeeds", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(run.stdout, "noise\nCOMPLETED: ok\n");
+        assert_eq!(run.stderr_tail, "to stderr\n");
+        let (d, tree) = (dir.path().display(), spec.cwd.canonicalize().expect("tree"));
+        let paths = format!("{d}/run/prompt.md {d}/run/log.md {}", tree.display());
+        let log = format!("4 2 7 opus extra\n{paths}\ndo the thing\nsecond line\n");
+        assert_eq!(run.log, Some(log));
+        let prompt = fs::read_to_string(&spec.prompt_file).expect("prompt");
+        assert_eq!(prompt, spec.prompt);
+    }
+
+    /// The usage file is this attempt's own: a stale one is removed, a link or a huge file is
+    /// not read, and without one the variable is unset even if dagexec itself had it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_back_the_usage_file() {
+        let body = r#"test -e "$DAGEXEC_USAGE_FILE" && echo stale
+printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
+        let (_dir, spec) = setup("writes_usage", body);
+        let file = spec.usage_file.clone().expect("a usage file");
+        fs::create_dir_all(file.parent().expect("parent")).expect("run dir");
+        fs::write(&file, "old").expect("stale usage");
+        let run = go(&spec).await;
+        assert_eq!(run.stdout, "COMPLETED: paid\n");
+        assert_eq!(run.usage.as_deref(), Some(r#"{"cost_usd": 0.5}"#));
+
+        let body = r#"ln -s /etc/passwd "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: linked'"#;
+        assert_eq!(go(&setup("links_usage", body).1).await.usage, None);
+        let body = r#"head -c 100000 /dev/zero > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: big'"#;
+        assert_eq!(go(&setup("huge_usage", body).1).await.usage, None);
+        let body = r#"echo "COMPLETED: [${DAGEXEC_USAGE_FILE-unset}]""#;
+        let (_dir, mut spec) = setup("no_usage", body);
+        spec.usage_file = None;
+        spec.extra_env.push((
+            crate::pure::usage::USAGE_FILE_VAR.into(),
+            "/tmp/inherited".into(),
+        ));
+        let run = go(&spec).await;
+        assert_eq!(
+            (run.stdout.as_str(), run.usage),
+            ("COMPLETED: [unset]\n", None)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_prompt_file_never_stdin() {
+        let body = "wc -c < \"$DAGEXEC_PROMPT_FILE\"; echo 'COMPLETED: read'";
+        let (_dir, mut spec) = setup("reads_prompt_file_never_stdin", body);
+        spec.prompt = "p".repeat(1 << 20);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        let words: Vec<_> = run.stdout.split_whitespace().collect();
+        assert_eq!(words, ["1048576", "COMPLETED:", "read"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exits_and_crashes() {
+        for (name, body, exit, stdout) in [
+            (
+                "fails_with_exit_3",
+                "echo partial; exit 3",
+                Exit::Code(3),
+                "partial\n",
+            ),
+            (
+                "prints_failed_exits_0",
+                "echo 'FAILED: x'",
+                Exit::Success,
+                "FAILED: x\n",
+            ),
+            (
+                "crashes_via_kill_9",
+                "echo before; kill -9 $$",
+                Exit::Signal(9),
+                "before\n",
+            ),
+        ] {
+            let run = go(&setup(name, body).1).await;
+            assert_eq!((run.exit, run.stdout.as_str()), (exit, stdout), "{name}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failure_detail_names_the_command_and_shows_stderr() {
+        let (dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz --flag".into();
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(127));
+        let detail = failure_detail(&run, &spec.command);
+        assert!(
+            detail.starts_with(" — `nonexistent-cmd-xyz`: not found; stderr: "),
+            "{detail}"
+        );
+        let script = dir.path().join("not-executable.sh");
+        fs::write(&script, "#!/bin/sh\necho hi\n").expect("script");
+        spec.command = format!("'{}' arg", script.display());
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(126));
+        let detail = failure_detail(&run, &spec.command);
+        let expected = format!(" — `{}`: not executable", script.display());
+        assert!(detail.starts_with(&expected), "{detail}");
+
+        let body = "echo out; printf 'one\\n\\033]0;pwned\\007two\\n\\nthree\\n' >&2; exit 1";
+        let (_dir, spec) = setup("fails_loudly", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(1));
+        assert_eq!(
+            failure_detail(&run, &spec.command),
+            "; stderr: one | two | three"
+        );
+        let many: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(
+            stderr_tail_line(&many),
+            "line 46 | line 47 | line 48 | line 49 | line 50"
+        );
+        assert!(stderr_tail_line(&"x".repeat(1000)).starts_with('…'));
+        assert_eq!(stderr_tail_line(&"x".repeat(1000)).chars().count(), 400);
+    }
+
+    /// The real messages the pinned CLIs give a command line they do not accept (codex
+    /// 0.169.0 and `--full-auto`, claude and gemini an unknown option): no retry can help.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_usage_error_a_missing_command_and_a_spawn_failure_are_not_retried() {
+        use crate::pure::said::Halt;
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        for (name, code) in [
+            ("codex-usage-error.stderr", 2),
+            ("claude-usage-error.stderr", 1),
+            ("gemini-usage-error.stderr", 1),
+        ] {
+            let body = format!("cat '{}' >&2; exit {code}", fixtures.join(name).display());
+            let (_dir, spec) = setup("usage", &body);
+            let run = go(&spec).await;
+            let said = classify(&run);
+            assert!(
+                matches!(&said.halt, Some(Halt::Task { why }) if why.starts_with("the agent CLI refused its command line (")),
+                "{name}: {said:?}"
+            );
+        }
+        // An ordinary failure is retried: output on stdout, or stderr without a usage message.
+        for body in [
+            "echo working; echo 'error: unknown option' >&2; exit 1",
+            "echo 'error: the tests failed' >&2; exit 1",
+            "echo 'Usage: see above' >&2; exit 1",
+        ] {
+            let (_dir, spec) = setup("ordinary", body);
+            assert_eq!(classify(&go(&spec).await).halt, None, "{body}");
+        }
+        let (_dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz".into();
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
+        spec.cwd = spec.cwd.join("missing");
+        assert!(matches!(
+            classify(&go(&spec).await).halt,
+            Some(Halt::Task { .. })
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn command_not_found_or_unstartable() {
+        let (_dir, mut spec) = setup("unused", "");
+        spec.command = "nonexistent-cmd-xyz".into();
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Code(127));
+        assert!(run.stderr_tail.contains("not found"), "{}", run.stderr_tail);
+        spec.cwd = spec.cwd.join("missing");
+        assert!(matches!(go(&spec).await.exit, Exit::SpawnFailed(_)));
+        spec.prompt_file = spec.prompt_file.join("under-a-file");
+        let run = go(&spec).await;
+        assert!(
+            matches!(&run.exit, Exit::SpawnFailed(r) if r.contains("cannot")),
+            "{run:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hangs_or_leaves_children_behind() {
+        let detached = "sleep 60 >/dev/null 2>&1 & echo \"$$ $!\" > pids; echo 'COMPLETED: y'";
+        let rows = [
+            ("hangs", format!("{BG} wait"), Exit::TimedOut(300 * MS), ""),
+            (
+                "holds_stdout",
+                format!("{BG} echo 'COMPLETED: x'"),
+                Exit::Success,
+                "COMPLETED: x\n",
+            ),
+            (
+                "detaches",
+                detached.to_string(),
+                Exit::Success,
+                "COMPLETED: y\n",
+            ),
+        ];
+        for (name, body, exit, stdout) in rows {
+            let (_dir, mut spec) = setup(name, &body);
+            if name == "hangs" {
+                spec.timeout = 300 * MS;
+            }
+            // The children sleep 60 s: that the run ends at all (well before them) is the
+            // point; how fast is the benchmarks' business, not a test's.
+            let run = timeout(Duration::from_secs(30), go(&spec))
+                .await
+                .unwrap_or_else(|_| panic!("{name}: the run waited for the worker's children"));
+            assert_eq!((run.exit, run.stdout.as_str()), (exit, stdout), "{name}");
+            all_gone(&spec.cwd.join("pids")).await;
+        }
+    }
+
+    /// Regression: a worker that closed its output and then hung made the timeout poll the
+    /// finished output pumps again, a panic ("`async fn` resumed after completion").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn closes_its_output_then_hangs() {
+        let body = "echo \"$$\" > pids; exec >/dev/null 2>&1; sleep 60";
+        let (_dir, mut spec) = setup("closes_output_then_hangs", body);
+        spec.timeout = 300 * MS;
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::TimedOut(300 * MS));
+        all_gone(&spec.cwd.join("pids")).await;
+    }
+
+    /// The worker-behaviour matrix: whatever a worker does to its pipes and processes, the
+    /// run ends with the right exit, keeps what it can of the output, and leaves no process
+    /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn worker_behaviour_matrix() {
+        // Waits (inside the worker) until `f` exists; the escaped process writes it.
+        let await_file = |f: &str| format!("while [ ! -s {f} ]; do sleep 0.05; done;");
+        let escaped = "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60'";
+        let rows: Vec<(&str, String, Option<u32>, Exit, &str)> = vec![
+            (
+                "closes_stdout",
+                "echo $$ > pids; exec >&-; echo lost; echo 'to stderr' >&2".into(),
+                None,
+                Exit::Success,
+                "",
+            ),
+            (
+                "closes_stdout_then_hangs",
+                "echo $$ > pids; exec >&-; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "",
+            ),
+            (
+                "closes_stderr",
+                "echo $$ > pids; exec 2>&-; echo 'COMPLETED: fine'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: fine\n",
+            ),
+            (
+                "closes_stderr_then_hangs",
+                "echo $$ > pids; exec 2>&-; echo partial; sleep 60".into(),
+                Some(300),
+                Exit::TimedOut(300 * MS),
+                "partial\n",
+            ),
+            (
+                "double_fork",
+                "( (sleep 60 & echo \"$$ $!\" > pids) & ); sleep 0.2; echo 'COMPLETED: df'".into(),
+                None,
+                Exit::Success,
+                "COMPLETED: df\n",
+            ),
+            (
+                "setsid_holds_stdout",
+                format!(
+                    "{escaped} & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: s'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: s\n",
+            ),
+            (
+                "setsid_detached",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; echo 'COMPLETED: d'",
+                    await_file("esc")
+                ),
+                None,
+                Exit::Success,
+                "COMPLETED: d\n",
+            ),
+            (
+                "setsid_then_hangs",
+                format!(
+                    "{escaped} >/dev/null 2>&1 </dev/null & {} echo \"$$ $(cat esc)\" > pids; sleep 60",
+                    await_file("esc")
+                ),
+                Some(1000),
+                Exit::TimedOut(1000 * MS),
+                "",
+            ),
+            (
+                "segfaults",
+                "echo $$ > pids; echo before; kill -SEGV $$".into(),
+                None,
+                Exit::Signal(11),
+                "before\n",
+            ),
+        ];
+        for (name, body, timeout_ms, exit, stdout) in rows {
+            let (_dir, mut spec) = setup(name, &body);
+            if let Some(ms) = timeout_ms {
+                spec.timeout = ms * MS;
+            }
+            let run = go(&spec).await;
+            assert_eq!((&run.exit, run.stdout.as_str()), (&exit, stdout), "{name}");
+            all_gone(&spec.cwd.join("pids")).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tens_of_mib_and_binary_output() {
+        // 24 MiB on each stream: only the tails are kept.
+        let body = "(yes err | head -c 25165824 >&2) &
+                    yes 0123456789abcde | head -c 25165824; wait; echo 'COMPLETED: huge'";
+        let run = go(&setup("prints_24_mib_twice", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(run.stdout.len(), CUT_MARKER.len() + STDOUT_CAP);
+        assert_eq!(run.stdout.lines().last(), Some("COMPLETED: huge"));
+        assert_eq!(run.stderr_tail.len(), STDERR_CAP);
+
+        let body = "head -c 300000 /dev/urandom; head -c 3000 /dev/urandom >&2
+                    printf '\\nCOMPLETED: bin \\377\\376 end\\n'";
+        let run = go(&setup("prints_binary", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(
+            run.stdout.lines().last(),
+            Some("COMPLETED: bin \u{FFFD}\u{FFFD} end")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prints_5_mib() {
+        let body = "(yes err | head -c 1000000 >&2) &
+                    yes 0123456789abcde | head -c 5242880; wait; echo 'COMPLETED: big'";
+        let run = go(&setup("prints_5_mib", body).1).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert!(run.stdout.starts_with(CUT_MARKER));
+        assert_eq!(run.stdout.len(), CUT_MARKER.len() + STDOUT_CAP);
+        assert_eq!(run.stdout.lines().last(), Some("COMPLETED: big"));
+        assert_eq!(run.stderr_tail.len(), STDERR_CAP);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_no_log_and_stale_log_is_removed() {
+        let body = "test -e \"$DAGEXEC_LOG_FILE\" && echo stale; echo 'COMPLETED: quiet'";
+        let (_dir, spec) = setup("writes_no_log", body);
+        fs::create_dir_all(spec.log_file.parent().expect("parent")).expect("run dir");
+        fs::write(&spec.log_file, "old log").expect("stale log");
+        let run = go(&spec).await;
+        assert_eq!((run.stdout.as_str(), run.log), ("COMPLETED: quiet\n", None));
+        assert!(!spec.log_file.exists());
+    }
+
+    /// Starts `body`, cancels once it wrote `pids`, checks all is gone; returns the time taken.
+    async fn cancel_mid_run(name: &str, body: &str) -> Duration {
+        let (_dir, spec) = setup(name, body);
+        let pids = spec.cwd.join("pids");
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move { run(&spec, &rx).await });
+        for _ in 0..250 {
+            if fs::read_to_string(&pids).is_ok_and(|s| s.ends_with('\n')) {
+                break;
+            }
+            sleep(20 * MS).await;
+        }
+        let sent = Instant::now();
+        tx.send(true).expect("send");
+        let stop = timeout(Duration::from_secs(8), task)
+            .await
+            .expect("in time");
+        assert_eq!(stop.expect("join"), Stop::Cancelled);
+        all_gone(&pids).await;
+        sent.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_mid_run() {
+        // Both end (cancel_mid_run bounds the wait and checks every process is gone).
+        cancel_mid_run("cancelled", &format!("{BG} wait")).await;
+        let stubborn = format!("trap '' TERM; {BG} wait"); // SIGKILL after 3 s
+        let took = cancel_mid_run("ignores_sigterm", &stubborn).await;
+        // SIGTERM's grace is honoured: the SIGKILL never comes before it.
+        assert!(took >= 2900 * MS, "{took:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelled_before_start_spawns_nothing() {
+        let (_dir, spec) = setup("would_touch", "touch started");
+        let (_tx, rx) = watch::channel(true);
+        assert_eq!(run(&spec, &rx).await, Stop::Cancelled);
+        assert!(!spec.cwd.join("started").exists() && !spec.prompt_file.exists());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn several_runs_at_once() {
+        let (_dir, spec) = setup("echoes_index", "echo \"COMPLETED: $DAGEXEC_TASK_INDEX\"");
+        let tasks: Vec<_> = (0..6)
+            .map(|i| WorkerSpec {
+                task_index: i,
+                ..spec.clone()
+            })
+            .map(|spec| tokio::spawn(async move { go(&spec).await.stdout }))
+            .collect();
+        for (i, task) in tasks.into_iter().enumerate() {
+            assert_eq!(task.await.expect("join"), format!("COMPLETED: {i}\n"));
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! The end of a round: completed patches applied to a temporary index at `HEAD` group by
+//! group, each group in plan-index order ([`RoundBuild`]; a later group of conflicting tasks
+//! starts from the commit of the earlier groups' patches) (a patch that no longer applies, or that would overwrite the user's uncommitted
+//! files, is a failed attempt: retried next round while attempts remain), the processor batch
+//! file, the plan update, and the round commit: one ref update as the commit point, then the
+//! round's paths brought to it in the work tree (see `git::round`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::attempt::Judged;
+use super::{RunEnd, RunError, RunOptions, Ui, failpoint, list, save};
+use crate::edge::git::{Repo, RoundIndex};
+use crate::pure::graph::Dag;
+use crate::pure::outcome::{self, BatchEntry};
+use crate::pure::plan;
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::render::summary;
+use crate::pure::update::{self, RoundNotes, TaskResult};
+
+/// Applies completed patches in plan-index order, updates the plan, writes the processor
+/// batch file, and commits the round. Returns an end when the circuit breaker trips.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn integrate_and_commit(
+    repo: &Repo,
+    plan: &mut Plan,
+    dag: &Dag,
+    batch: &[usize],
+    judged: Vec<Judged>,
+    round: u32,
+    wave: Option<u64>,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<Option<RunEnd>, RunError> {
+    let mut build = RoundBuild::start();
+    build.add(repo, plan, &judged, ui)?;
+    build.commit(repo, plan, dag, batch, round, wave, opts, ui)
+}
+
+/// A round being integrated: the patches accepted so far (in the order they apply) and the
+/// results decided so far. A round whose conflicting tasks run in sequential groups adds each
+/// group's judged attempts in turn ([`RoundBuild::add`]); the next group starts from
+/// [`RoundBuild::next_base`], so its patches apply on top of the earlier ones. The temporary
+/// index is built from `HEAD` and the accepted patches each time it is needed and removed
+/// before any worker runs again: no worker ever runs while it exists.
+pub(crate) struct RoundBuild {
+    /// The accepted patches, in the order they were applied.
+    accepted: Vec<crate::edge::git::Patch>,
+    results: Vec<TaskResult>,
+    entries: Vec<BatchEntry>,
+    /// Tasks whose changes are in the index, with the paths they touch.
+    applied: Vec<(usize, BTreeSet<String>)>,
+}
+
+impl RoundBuild {
+    /// A round built at `HEAD` (the user's index and work tree are not touched until the
+    /// commit exists and `HEAD` points at it).
+    pub(crate) fn start() -> RoundBuild {
+        RoundBuild {
+            accepted: Vec::new(),
+            results: Vec::new(),
+            entries: Vec::new(),
+            applied: Vec::new(),
+        }
+    }
+
+    /// Whether no patch is accepted yet (the round's tree is `HEAD`'s).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.accepted.is_empty()
+    }
+
+    /// The round's temporary index: `HEAD` with the accepted patches applied.
+    fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
+        let index = repo.round_index()?;
+        for patch in &self.accepted {
+            index
+                .apply_patch(patch)
+                .map_err(|e| RunError::Other(format!("cannot rebuild the round: {}", e.message)))?;
+        }
+        Ok(index)
+    }
+
+    /// The commit the round's next group starts from: `HEAD` with every patch accepted so far
+    /// (not published on any branch).
+    pub(crate) fn next_base(&self, repo: &Repo) -> Result<String, RunError> {
+        Ok(self.index(repo)?.snapshot(repo)?)
+    }
+
+    /// Decides the judged attempts of one group (in plan-index order): a completed patch is
+    /// applied to the round's index, or — when it no longer applies or would overwrite the
+    /// user's uncommitted files — becomes a failed attempt (retried next round while attempts
+    /// remain).
+    pub(crate) fn add(
+        &mut self,
+        repo: &Repo,
+        plan: &mut Plan,
+        judged: &[Judged],
+        ui: &Ui,
+    ) -> Result<(), RunError> {
+        let index = self.index(repo)?;
+        let accepted = &mut self.accepted;
+        let applied = &mut self.applied;
+        // Files the user changed (or keeps untracked or ignored) where a patch writes: the
+        // patch cannot land without losing them, so it does not.
+        let touched: Vec<String> = judged.iter().flat_map(|j| j.touched.clone()).collect();
+        let theirs: BTreeMap<String, String> = repo.uncommitted(&touched)?.into_iter().collect();
+        for j in judged {
+            super::hooks::record(plan, j);
+            let mut status = j.verdict.status;
+            let mut result = j.verdict.result.clone();
+            let users = |j: &Judged| -> Vec<String> {
+                j.touched
+                    .iter()
+                    .filter_map(|p| theirs.get(p).map(|how| format!("{p} ({how})")))
+                    .collect()
+            };
+            if status == Status::Completed && !j.patch.is_empty() {
+                let conflict = match users(j) {
+                    found if !found.is_empty() => Some(format!(
+                        "the working tree has uncommitted changes that are not from this run at {} (commit or stash them)",
+                        found.join(", ")
+                    )),
+                    _ => match index.check_patch(&j.patch) {
+                        Ok(()) => {
+                            index
+                                .apply_patch(&j.patch)
+                                .map_err(|e| RunError::Other(e.message))?;
+                            accepted.push(j.patch.clone());
+                            applied.push((j.index, j.touched.iter().cloned().collect()));
+                            None
+                        }
+                        Err(e) => {
+                            let touched: BTreeSet<&String> = j.touched.iter().collect();
+                            let culprit = applied
+                                .iter()
+                                .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
+                                .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
+                            Some(format!(
+                                "conflicts with {culprit}: {}",
+                                e.message.lines().next().unwrap_or("")
+                            ))
+                        }
+                    },
+                };
+                if let Some(why) = conflict {
+                    // An integration conflict is a failed attempt like any other: retried on
+                    // the next round's base while attempts remain, then failed (and cascaded).
+                    result = format!(
+                        "attempt {} of {} could not be integrated: {why}",
+                        j.attempt,
+                        outcome::MAX_ATTEMPTS
+                    );
+                    if j.attempt >= outcome::MAX_ATTEMPTS {
+                        status = Status::Failed;
+                        ui.say(format!("  task {}: {result}; it fails", j.index));
+                    } else {
+                        status = Status::Pending;
+                        ui.say(format!(
+                            "  task {}: {result}; it runs again next round on the new base",
+                            j.index
+                        ));
+                    }
+                }
+            } else if status == Status::Completed {
+                applied.push((j.index, BTreeSet::new()));
+            } else if super::hooks::keeps_partial(j) {
+                let found = users(j);
+                let checked = if found.is_empty() {
+                    index.check_patch(&j.patch).map_err(|e| e.message)
+                } else {
+                    Err(format!(
+                        "the working tree has uncommitted changes at {}",
+                        found.join(", ")
+                    ))
+                };
+                match checked {
+                    Ok(()) => {
+                        index
+                            .apply_patch(&j.patch)
+                            .map_err(|e| RunError::Other(e.message))?;
+                        accepted.push(j.patch.clone());
+                        applied.push((j.index, j.touched.iter().cloned().collect()));
+                    }
+                    Err(e) => ui.say(format!(
+                        "  task {}: its work so far is dropped, it conflicts: {}",
+                        j.index,
+                        e.lines().next().unwrap_or("")
+                    )),
+                }
+            }
+            // Whatever made it (a status line, a question, a refusal), a result is bounded
+            // before it reaches the plan, the commit message and the pull request.
+            let result = outcome::clip_result(&result);
+            self.entries.push(BatchEntry {
+                plan_index: j.index,
+                status,
+                result: result.clone(),
+                attempts: j.attempt,
+                acceptance_passed: j.verdict.acceptance_passed,
+            });
+            self.results.push(TaskResult {
+                index: j.index,
+                status,
+                result,
+                attempts: j.attempt,
+            });
+        }
+        Ok(())
+    }
+
+    /// The results decided so far (this build's attempts, after integration).
+    pub(crate) fn results(&self) -> &[TaskResult] {
+        &self.results
+    }
+
+    /// Results of the round decided and committed earlier (on Actions, by earlier workflow
+    /// runs of the round): part of the round's update and commit message, nothing to apply.
+    pub(crate) fn resolved_earlier(&mut self, earlier: Vec<TaskResult>) {
+        for r in earlier {
+            self.entries.push(BatchEntry {
+                plan_index: r.index,
+                status: r.status,
+                result: r.result.clone(),
+                attempts: r.attempts,
+                acceptance_passed: r.status == Status::Completed,
+            });
+            self.results.push(r);
+        }
+    }
+
+    /// A part of a round that does not end it (on Actions: one workflow run of a round that
+    /// takes several): the accepted patches and the plan as the caller left it committed
+    /// with `message`, without the update; the round's last part ends it with
+    /// [`RoundBuild::commit`].
+    pub(crate) fn commit_part(
+        self,
+        repo: &Repo,
+        plan: &Plan,
+        opts: &RunOptions,
+        message: &str,
+        ui: &Ui,
+    ) -> Result<(), RunError> {
+        let index = self.index(repo)?;
+        save(plan, opts)?;
+        index.add_own_files(repo, std::slice::from_ref(&opts.plan_rel))?;
+        if let Some(prepared) = index.prepare(repo, message)? {
+            prepared.publish(repo)?;
+            for path in prepared.sync(repo)? {
+                ui.say(format!(
+                    "  {path}: left as you changed it (the round committed another version)"
+                ));
+            }
+            let sha = prepared.sha();
+            ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+        }
+        Ok(())
+    }
+
+    /// The end of the round, once every task of it is resolved: the processor batch file,
+    /// one plan update (results, cascade, circuit breaker) and one commit.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn commit(
+        self,
+        repo: &Repo,
+        plan: &mut Plan,
+        dag: &Dag,
+        batch: &[usize],
+        round: u32,
+        wave: Option<u64>,
+        opts: &RunOptions,
+        ui: &Ui,
+    ) -> Result<Option<RunEnd>, RunError> {
+        let index = self.index(repo)?;
+        let RoundBuild {
+            accepted: _,
+            mut results,
+            mut entries,
+            applied: _,
+        } = self;
+        results.sort_by_key(|r| r.index);
+        entries.sort_by_key(|e| e.plan_index);
+        let batch_path = opts
+            .root
+            .join(format!(".design/processor-batch-{round}.json"));
+        let text = serde_json::to_string_pretty(&entries).expect("entries serialise");
+        plan::load::write_atomic(&batch_path, text.as_bytes()).map_err(|source| {
+            RunError::Write {
+                path: batch_path.clone(),
+                source,
+            }
+        })?;
+        let notes = RoundNotes {
+            wave,
+            ..Default::default()
+        };
+        let report = update::apply_round(plan, dag, &results, &notes);
+        plan.progress.extra.insert("round".into(), round.into());
+        save(plan, opts)?;
+        // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
+        // when the commit is published).
+        super::hooks::tasks_md(plan, &index, ui)?;
+        let overall = plan.count(Status::Completed);
+        let message = commit_message(plan, round, batch, &results, overall);
+        failpoint("after-apply", round);
+        // The plan is committed with every round, also when no task completed or changed a
+        // file: its attempt records and spend, its failures and questions are the state a
+        // later run (or the Action) reads from the branch.
+        {
+            let mut own = super::hooks::state_md(plan, opts)?;
+            own.push(opts.plan_rel.clone());
+            index.add_own_files(repo, &own)?;
+            if let Some(prepared) = index.prepare(repo, &message)? {
+                // The round's paths are recorded; HEAD has not moved.
+                failpoint("before-commit", round);
+                prepared.publish(repo)?;
+                failpoint("after-ref", round);
+                for path in prepared.sync(repo)? {
+                    ui.say(format!(
+                        "  {path}: left as you changed it (the round committed another version)"
+                    ));
+                }
+                let sha = prepared.sha();
+                ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+            }
+        }
+        drop(index);
+        failpoint("after-commit", round);
+        ui.progress(plan.count(Status::Completed), plan.tasks.len());
+        ui.say(summary::round_progress(plan, round, batch).trim_end());
+        if !report.skip_list.is_empty() {
+            ui.say(format!(
+                "  skipped because a dependency failed or was blocked: {}",
+                list(&report.skip_list)
+            ));
+        }
+        if report.circuit_breaker.should_abort {
+            ui.say(report.circuit_breaker.message());
+            return Ok(Some(RunEnd::CircuitBreaker(report.circuit_breaker)));
+        }
+        Ok(None)
+    }
+}
+
+/// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task.
+pub fn commit_message(
+    plan: &Plan,
+    round: u32,
+    batch: &[usize],
+    results: &[TaskResult],
+    overall: usize,
+) -> String {
+    let done = results
+        .iter()
+        .filter(|r| r.status == Status::Completed)
+        .count();
+    let mut s = format!(
+        "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
+        batch.len(),
+        plan.tasks.len()
+    );
+    s.push('\n');
+    for r in results {
+        let result = r.result.lines().next().unwrap_or("");
+        s.push_str(&format!(
+            "- task {}: {} — {}: {}\n",
+            r.index, plan.tasks[r.index].subject, r.status, result
+        ));
+    }
+    s
+}

@@ -1,0 +1,287 @@
+//! The kernel every way of running shares — the local `dagexec run`, the Action's finalize and
+//! its conductor: one attempt in a worktree (`attempt`), the engine loops (`exec`), the round's
+//! integration and commit (`integrate`), the steps around an attempt beyond the `/execute` seed
+//! (`hooks`: the reviewer loop, the long-run contract, questions), pre-flight (`preflight`),
+//! the settings (`settings`), what a run shows (`ui`), and the end of a run ([`finish`]).
+
+pub(crate) mod attempt;
+pub mod exec;
+pub(crate) mod hooks;
+pub(crate) mod integrate;
+pub mod preflight;
+pub mod settings;
+pub mod ui;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::edge::git::{GitError, Repo};
+use crate::edge::lock;
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::plan::{self, PlanErrors};
+use crate::pure::render::summary;
+use crate::pure::update;
+pub use integrate::commit_message;
+use preflight::checks;
+pub use settings::Settings;
+pub use ui::Ui;
+
+pub use exec::RunEnd;
+
+/// Why a run could not start or continue.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanErrors),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Lock(#[from] lock::LockError),
+    #[error("{0} blocking assumption check(s) failed")]
+    Preflight(usize),
+    #[error("uncommitted changes at {} file(s) that pending tasks declare: {}", .0.len(), .0.join(", "))]
+    Uncommitted(Vec<String>),
+    #[error(
+        "{path} has uncommitted changes ({how}); dagexec ticks the committed tasks.md in each round commit and never commits your edits"
+    )]
+    TasksMdUncommitted { path: String, how: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The worktrees folder a setting names cannot be used.
+    #[error("{from}: {source}")]
+    Worktrees {
+        from: &'static str,
+        #[source]
+        source: GitError,
+    },
+    /// dagexec's own folder in the git directory vanished while the run went on.
+    #[error(
+        "{shown} was deleted while the run was going (its lock, prompt files and kept logs with it); the run stopped before starting more work"
+    )]
+    StateDeleted { shown: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl RunError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            RunError::Plan(_) => String::new(),
+            RunError::Git(GitError::NotARepository { .. } | GitError::NoCommits { .. }) => {
+                "dagexec run needs a git repository with at least one commit.".into()
+            }
+            RunError::Git(_) => String::new(),
+            RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
+            RunError::TasksMdUncommitted { path, .. } => format!(
+                "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
+            ),
+            RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
+            RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
+            RunError::Write { .. } => "Check the permissions of .design/.".into(),
+            RunError::Worktrees { .. } => "Name a folder outside the repository's work tree, or unset it: the worktrees then go to $XDG_CACHE_HOME (else ~/.cache)/dagexec/worktrees.".into(),
+            RunError::StateDeleted { .. } => "Every round committed so far is kept: run `dagexec run` again and it resumes from there (tasks that were in progress start again).".into(),
+            RunError::Other(_) => String::new(),
+        }
+    }
+}
+
+/// Everything `dagexec run` needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan: PathBuf,
+    pub plan_rel: String,
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub yes: bool,
+    pub dry_run: bool,
+    pub check_timeout: std::time::Duration,
+}
+
+/// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
+/// (SIGKILL, as a crash would) on reaching that point of that round. The resume tests use it to
+/// stop a run before, between and after the steps of a round commit. `panic:<name>:<round>`
+/// panics there instead (the panic-report test).
+pub(crate) fn failpoint(name: &str, round: u32) {
+    let Ok(v) = std::env::var("DAGEXEC_FAILPOINT") else {
+        return;
+    };
+    if v == format!("{name}:{round}") {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    if v == format!("panic:{name}:{round}") {
+        panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
+    }
+}
+
+pub(crate) fn list(tasks: &[usize]) -> String {
+    tasks
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
+    plan::save(plan, &opts.plan).map_err(|source| RunError::Write {
+        path: opts.plan.clone(),
+        source,
+    })
+}
+
+/// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
+/// the review histories attempts in flight wrote to the plan file.
+pub(crate) fn keep_interrupted(
+    pool: &attempt::Pool,
+    plan: &mut Plan,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let records = pool.take_interrupted();
+    if records.is_empty() {
+        return Ok(());
+    }
+    for r in &records {
+        crate::pure::usage::record(plan, r);
+    }
+    let _held = pool.memory.plan_file();
+    pool.memory.apply(plan);
+    save(plan, opts)
+}
+
+/// Why no new attempt may start, when the budget (`--max-cost`) is spent.
+pub(crate) fn over_budget(plan: &Plan, opts: &RunOptions) -> Option<String> {
+    opts.settings.max_cost?.exhausted(plan)
+}
+
+/// The run's end when the budget is spent (or an agent CLI stopped at its own spending
+/// limit, `why`): the summary, then what the budget bought.
+pub(crate) fn stop_for_budget(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+    why: String,
+) -> Result<RunEnd, RunError> {
+    // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
+    // spending limit).
+    let why = over_budget(plan, opts).unwrap_or(why);
+    let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
+    ui.say(format!(
+        "\nStopped: {why}. Run again with a higher --max-cost to go on."
+    ));
+    Ok(end)
+}
+
+/// The last round number recorded in the plan (`progress.round`, dagexec's own field).
+pub(crate) fn round_counter(plan: &Plan) -> u32 {
+    plan.progress
+        .extra
+        .get("round")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0) as u32
+}
+
+/// Seed Step 4: summary, clean-up, archive when everything completed.
+pub(crate) fn finish(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+    end: Option<RunEnd>,
+) -> Result<RunEnd, RunError> {
+    ui.finish();
+    ui.say(String::new());
+    ui.say(summary::final_summary(plan).trim_end());
+    let logs = attempt::kept_logs(repo.common_dir());
+    let shown = attempt::logs_dir_shown(repo.root(), repo.common_dir());
+    let logs = crate::pure::render::status::logs_section(plan, &shown, &logs, true);
+    if !logs.is_empty() {
+        ui.say(format!("\n{}", logs.trim_end()));
+    }
+    // Intermediate files, and the temporary files of atomic writes a crash may have left
+    // beside the plan.
+    let design = opts.root.join(".design");
+    let plan_dir = opts.plan.parent().map(Path::to_path_buf);
+    for dir in std::iter::once(design.clone()).chain(plan_dir.filter(|d| *d != design)) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let intermediate = dir == design
+                && ((name.starts_with("worker-") && name.ends_with(".log"))
+                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
+                    || name == "tasks.json");
+            if intermediate || checks::is_dagexec_temp(&name) {
+                let _ = crate::edge::fsx::remove_file(&opts.root, &e.path());
+            }
+        }
+    }
+    let end = hooks::ask(plan, opts, ui, end);
+    let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
+    if all_done {
+        let stamp = utc_timestamp();
+        if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
+            if let Some(dir) = to.parent() {
+                crate::edge::fsx::create_dir_all(crate::edge::fsx::default_root(dir), dir)
+                    .map_err(|e| RunError::Write {
+                        path: dir.to_path_buf(),
+                        source: e.into(),
+                    })?;
+            }
+            // The archive is a copy until the commit that moves it lands: a crash before
+            // then leaves the plan in place (every task completed), and the next run
+            // archives it again.
+            let bytes = std::fs::read(&opts.plan).map_err(|source| RunError::Write {
+                path: opts.plan.clone(),
+                source,
+            })?;
+            plan::load::write_atomic(&to, &bytes).map_err(|source| RunError::Write {
+                path: to.clone(),
+                source,
+            })?;
+            let rel = to
+                .strip_prefix(repo.root())
+                .unwrap_or(&to)
+                .to_string_lossy()
+                .to_string();
+            let index = repo.round_index()?;
+            // With a Spec Kit plan's tasks.md, ticked (when the last round had nothing to commit).
+            hooks::tasks_md(plan, &index, ui)?;
+            index.add_own_files(repo, std::slice::from_ref(&rel))?;
+            index.remove(std::slice::from_ref(&opts.plan_rel))?;
+            let message = format!(
+                "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
+                plan.tasks.len()
+            );
+            if let Some(prepared) = index.prepare(repo, &message)? {
+                prepared.publish(repo)?;
+                failpoint("archive-after-ref", 0);
+                prepared.sync(repo)?;
+            }
+            match std::fs::remove_file(&opts.plan) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(RunError::Write {
+                        path: opts.plan.clone(),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+            ui.say(format!("The plan is archived as {rel}."));
+        }
+        return Ok(end.unwrap_or(RunEnd::Completed));
+    }
+    Ok(end.unwrap_or(RunEnd::Incomplete))
+}
+
+/// UTC `%Y%m%dT%H%M%SZ` for the v3 history archive.
+fn utc_timestamp() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string()
+}

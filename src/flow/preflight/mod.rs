@@ -1,0 +1,254 @@
+//! Setup (seed Step 1, the setup sub-agent) as `dagexec validate`: the seed's setup output
+//! object and its human report. [`checks`] gathers the facts that need the outside world (git
+//! status, assumption checks, context files); everything here is pure.
+
+pub mod checks;
+pub mod report;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::pure::graph::Dag;
+use crate::pure::overlap::{Computed, Conflicts, FileIndex, OverlapMatrix, Rows};
+use crate::pure::plan::model::Plan;
+
+/// One blocking assumption check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockingCheck {
+    /// v3's setup output names the task; v2's does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_index: Option<usize>,
+    pub claim: String,
+    pub passed: bool,
+    pub output: String,
+    /// The command, for the human report (not in the seed's object).
+    #[serde(skip)]
+    pub verify: String,
+    #[serde(skip)]
+    pub task: usize,
+}
+
+/// The seed's `validation` object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validation {
+    pub git_clean: bool,
+    pub git_status: String,
+    pub blocking_checks: Vec<BlockingCheck>,
+    pub context_files_valid: bool,
+    pub missing_context_files: Vec<String>,
+    /// Checks were not run (`--no-checks`); not in the seed's object.
+    #[serde(skip)]
+    pub checks_skipped: bool,
+}
+
+/// The seed's setup output object, field for field and in its order. Large parts are
+/// borrowed or generated while serialising, so a 100k-task plan streams out without a copy,
+/// and the overlap matrix is made row by row as it is written.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetupOutput<'a> {
+    pub goal: String,
+    pub context_summary: String,
+    pub is_resume: bool,
+    pub validation: Validation,
+    pub task_id_mapping: TaskIds,
+    pub file_overlap_matrix: Rows<'a>,
+    pub task_count: usize,
+    pub max_depth: u32,
+    /// Depth → plan indices at that depth (ascending); depths with no task are absent.
+    pub depth_summary: BTreeMap<u32, Vec<usize>>,
+}
+
+impl SetupOutput<'_> {
+    /// Writes the same compact JSON as `serde_json::to_writer(out, self)`, with the overlap
+    /// matrix formatted directly as it is made (see [`Rows::write_json`]).
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        fn field(
+            out: &mut impl std::io::Write,
+            name: &str,
+            value: &impl Serialize,
+        ) -> std::io::Result<()> {
+            write!(out, "\"{name}\":")?;
+            serde_json::to_writer(&mut *out, value).map_err(std::io::Error::other)
+        }
+        out.write_all(b"{")?;
+        field(out, "goal", &self.goal)?;
+        out.write_all(b",")?;
+        field(out, "contextSummary", &self.context_summary)?;
+        out.write_all(b",")?;
+        field(out, "isResume", &self.is_resume)?;
+        out.write_all(b",")?;
+        field(out, "validation", &self.validation)?;
+        out.write_all(b",")?;
+        field(out, "taskIdMapping", &self.task_id_mapping)?;
+        out.write_all(b",\"fileOverlapMatrix\":")?;
+        self.file_overlap_matrix.write_json(out)?;
+        out.write_all(b",")?;
+        field(out, "taskCount", &self.task_count)?;
+        out.write_all(b",")?;
+        field(out, "maxDepth", &self.max_depth)?;
+        out.write_all(b",")?;
+        field(out, "depthSummary", &self.depth_summary)?;
+        out.write_all(b"}")
+    }
+}
+
+/// `taskIdMapping` for `n` tasks: `{"0": "task-0", …}`, generated while serialising.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskIds(pub usize);
+
+impl Serialize for TaskIds {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map((0..self.0).map(|i| (i, task_id(i))))
+    }
+}
+
+/// The overlap matrices of a plan: what the plan declares (v3) and what dagexec computes.
+/// Linear in the plan: the computed matrix is made row by row when it is read
+/// ([`Overlaps::reported`], [`Overlaps::missed_by_plan`]), and scheduling takes file locks
+/// ([`Overlaps::for_scheduling`]).
+#[derive(Debug, Clone)]
+pub struct Overlaps {
+    dag: Dag,
+    index: FileIndex,
+    /// v3: from the tasks' `fileOverlaps`; `None` for v2.
+    pub declared: Option<OverlapMatrix>,
+}
+
+/// Conflicts dagexec found that a v3 plan's `fileOverlaps` miss: how many, and the first
+/// ones (pairs `(i, j)`, `i < j`, ascending).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Missed {
+    pub count: usize,
+    pub first: Vec<(usize, usize)>,
+}
+
+impl Missed {
+    /// How many of the first pairs are kept.
+    pub const KEPT: usize = 32;
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+impl Overlaps {
+    /// Indexes the plan's files (and for v3 reads its declared matrix).
+    pub fn of(plan: &Plan, dag: &Dag) -> Self {
+        Overlaps {
+            dag: dag.clone(),
+            index: FileIndex::of(plan),
+            declared: (plan.schema_version >= 3).then(|| OverlapMatrix::declared(plan)),
+        }
+    }
+
+    /// The computed matrix, row by row.
+    pub fn computed(&self) -> Computed<'_> {
+        Computed::new(&self.index, &self.dag)
+    }
+
+    /// The seed's `fileOverlapMatrix`: v3 honours the plan's `fileOverlaps` (as the v3 seed
+    /// extracts them); v2 is computed.
+    pub fn reported(&self) -> Rows<'_> {
+        match &self.declared {
+            Some(d) => Rows::Held(d),
+            None => Rows::Streamed(self.computed()),
+        }
+    }
+
+    /// What scheduling respects: everything either side knows, as file locks.
+    pub fn for_scheduling(&self) -> Conflicts {
+        Conflicts::new(self.index.clone(), self.declared.clone())
+    }
+
+    /// v3: conflicts dagexec found that the plan's `fileOverlaps` miss.
+    pub fn missed_by_plan(&self) -> Missed {
+        let mut missed = Missed::default();
+        let Some(d) = &self.declared else {
+            return missed;
+        };
+        self.computed()
+            .for_each_row(|i, row| {
+                for &j in row {
+                    if (j as usize) > i && !d.conflict(i, j as usize) {
+                        missed.count += 1;
+                        if missed.first.len() < Missed::KEPT {
+                            missed.first.push((i, j as usize));
+                        }
+                    }
+                }
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .unwrap_or_else(|e| match e {});
+        missed
+    }
+}
+
+/// The id dagexec gives a task in `taskIdMapping`.
+pub fn task_id(index: usize) -> String {
+    format!("task-{index}")
+}
+
+/// Builds the setup output from the plan, its DAG, overlaps and the gathered validation.
+pub fn output<'a>(
+    plan: &Plan,
+    dag: &Dag,
+    overlaps: &'a Overlaps,
+    validation: Validation,
+) -> SetupOutput<'a> {
+    let mut depth_summary: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for i in 0..plan.tasks.len() {
+        depth_summary.entry(dag.depth(i)).or_default().push(i);
+    }
+    SetupOutput {
+        goal: plan.goal.clone(),
+        context_summary: plan.context_summary(),
+        is_resume: plan.is_resume(),
+        validation,
+        task_id_mapping: TaskIds(plan.tasks.len()),
+        file_overlap_matrix: overlaps.reported(),
+        task_count: plan.tasks.len(),
+        max_depth: dag.max_depth(),
+        depth_summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_json_equals_serde() {
+        for name in ["auth-v2.json", "auth-v3.json", "random-40-v2.json"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(name);
+            let plan = crate::pure::plan::load(&path).unwrap();
+            let dag = Dag::build(&plan).unwrap();
+            let overlaps = Overlaps::of(&plan, &dag);
+            let validation = Validation {
+                git_status: "?? \"odd\" name\n".into(),
+                blocking_checks: vec![BlockingCheck {
+                    task_index: Some(1),
+                    claim: "c".into(),
+                    passed: false,
+                    output: "tab\tand ünïcode".into(),
+                    verify: "v".into(),
+                    task: 1,
+                }],
+                ..Default::default()
+            };
+            let setup = output(&plan, &dag, &overlaps, validation);
+            let mut direct = Vec::new();
+            setup.write_json(&mut direct).unwrap();
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                serde_json::to_string(&setup).unwrap(),
+                "{name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The run's settings: flags first, then `DAGEXEC_*` environment variables, then
+//! `.design/dagexec.yml`, then defaults. Converted here into plain values for the runner.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::pure::engine::Schedule;
+
+/// Default per-task timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// `.design/dagexec.yml`: defaults for `dagexec run` in this repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The worker command line.
+    pub worker: Option<String>,
+    /// Workers at once.
+    pub jobs: Option<usize>,
+    /// Per-task timeout, e.g. `30m`.
+    pub timeout: Option<String>,
+    /// `rounds`, `waves` or `eager`.
+    pub schedule: Option<String>,
+    /// The reviewer command line (the conductor seed's reviewer), none by default.
+    pub reviewer: Option<String>,
+    /// The budget in USD (`5`, `12.50`): no attempt starts once the plan's recorded spend
+    /// reaches it. None by default.
+    #[serde(rename = "max-cost")]
+    pub max_cost: Option<String>,
+    /// List prices in USD per million tokens for the CLIs that report tokens but no cost
+    /// (codex, gemini), each entry replacing the default of its name ([`crate::pure::prices`]).
+    pub prices: Option<serde_yaml::Value>,
+    /// The folder that holds the worker worktrees (a folder per repository in it), instead of
+    /// the user's cache; relative to the repository's top; never inside its work tree.
+    pub worktrees: Option<String>,
+}
+
+impl FileConfig {
+    /// The price table: the defaults with the file's `prices:` over them.
+    pub fn prices(&self) -> Result<crate::pure::prices::Prices, ConfigError> {
+        crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(|message| {
+            ConfigError::File {
+                path: ".design/dagexec.yml".into(),
+                message,
+            }
+        })
+    }
+}
+
+/// Why the settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error(
+        "no worker command: pass --worker, set DAGEXEC_WORKER, or add `worker:` to .design/dagexec.yml"
+    )]
+    NoWorker,
+    #[error("{field}: {message}")]
+    Value { field: String, message: String },
+}
+
+impl ConfigError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
+            ConfigError::File { .. } => {
+                "Keys are worker, jobs, timeout, schedule, reviewer, max-cost, prices and worktrees; see README, \"Workers\".".into()
+            }
+            ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
+        }
+    }
+}
+
+/// Shown when no worker is configured: working command lines for common agent CLIs. The
+/// prompt arrives on stdin and in `$DAGEXEC_PROMPT_FILE`; the last stdout line is the status.
+pub const WORKER_EXAMPLES: &str = "\
+a worker is any command that reads the task's prompt (stdin, or the file $DAGEXEC_PROMPT_FILE),
+  does the work in the current directory, and prints a last line COMPLETED: …, FAILED: … or BLOCKED: …
+  Claude Code:  dagexec run --worker 'claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model \"$DAGEXEC_MODEL\"}'
+  Codex:        dagexec run --worker 'codex exec --json --sandbox workspace-write --model gpt-5.5 -'
+  Gemini CLI:   dagexec run --worker 'gemini --output-format json --approval-mode auto_edit --skip-trust --prompt='
+  aider:        dagexec run --worker 'aider --yes-always --no-auto-commits --message-file \"$DAGEXEC_PROMPT_FILE\"'
+  or once for the repository, in .design/dagexec.yml:   worker: claude -p --output-format json --permission-mode acceptEdits";
+
+/// Reads `.design/dagexec.yml` under `root`, if present.
+pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
+    let path = root.join(".design/dagexec.yml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => Ok(FileConfig::default()),
+        Ok(text) => serde_yaml::from_str(&text).map_err(|e| ConfigError::File {
+            path: ".design/dagexec.yml".into(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
+        Err(e) => Err(ConfigError::File {
+            path: ".design/dagexec.yml".into(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Parses `30s`, `5m`, `1h30m` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (examples: 30s, 5m, 1h30m)"))
+}
+
+/// `rounds`, `waves` or `eager`.
+pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
+    match s.trim() {
+        "rounds" => Ok(Schedule::Rounds),
+        "waves" => Ok(Schedule::Waves),
+        "eager" => Ok(Schedule::Eager),
+        other => Err(format!(
+            "unknown schedule {other:?} (rounds, waves or eager)"
+        )),
+    }
+}
+
+/// Settings given on the command line (None = not given).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub worker: Option<String>,
+    pub jobs: Option<usize>,
+    pub timeout: Option<Duration>,
+    pub schedule: Option<Schedule>,
+    pub reviewer: Option<String>,
+    pub max_cost: Option<crate::pure::usage::Budget>,
+}
+
+/// The run's resolved settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub worker: String,
+    pub jobs: usize,
+    pub timeout: Duration,
+    pub schedule: Schedule,
+    /// Reviews every completed attempt when set (see `review`).
+    pub reviewer: Option<String>,
+    /// The budget: no attempt starts once the plan's recorded spend reaches it.
+    pub max_cost: Option<crate::pure::usage::Budget>,
+    /// Where the worker worktrees go instead of the user's cache, and which setting said so.
+    pub worktrees: Option<WorktreesHome>,
+}
+
+/// A folder for the worker worktrees named by a setting (see [`crate::edge::git::Repo::with_worktrees_home`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreesHome {
+    pub dir: std::path::PathBuf,
+    /// `DAGEXEC_WORKTREES` or `worktrees (.design/dagexec.yml)`, for messages.
+    pub from: &'static str,
+}
+
+/// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
+/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`, `DAGEXEC_WORKTREES`), then the
+/// file, then defaults (jobs: the number of cores; no budget; worktrees in the user's cache).
+pub fn resolve(
+    flags: &Flags,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &FileConfig,
+) -> Result<Settings, ConfigError> {
+    let value = |field: &str, message: String| ConfigError::Value {
+        field: field.into(),
+        message,
+    };
+    let worker = flags
+        .worker
+        .clone()
+        .or_else(|| env("DAGEXEC_WORKER"))
+        .or_else(|| file.worker.clone())
+        .filter(|w| !w.trim().is_empty())
+        .ok_or(ConfigError::NoWorker)?;
+    let jobs = match (flags.jobs, env("DAGEXEC_JOBS"), file.jobs) {
+        (Some(j), _, _) => j,
+        (None, Some(j), _) => j
+            .trim()
+            .parse()
+            .map_err(|_| value("DAGEXEC_JOBS", format!("{j:?} is not a number")))?,
+        (None, None, Some(j)) => j,
+        _ => std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    if jobs == 0 {
+        return Err(value("jobs", "must be at least 1".into()));
+    }
+    let timeout = match (flags.timeout, env("DAGEXEC_TIMEOUT"), &file.timeout) {
+        (Some(t), _, _) => t,
+        (None, Some(t), _) => parse_duration(&t).map_err(|m| value("DAGEXEC_TIMEOUT", m))?,
+        (None, None, Some(t)) => parse_duration(t).map_err(|m| value("timeout", m))?,
+        _ => DEFAULT_TIMEOUT,
+    };
+    let schedule = match (flags.schedule, env("DAGEXEC_SCHEDULE"), &file.schedule) {
+        (Some(s), _, _) => s,
+        (None, Some(s), _) => parse_schedule(&s).map_err(|m| value("DAGEXEC_SCHEDULE", m))?,
+        (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
+        _ => Schedule::Rounds,
+    };
+    let reviewer = flags
+        .reviewer
+        .clone()
+        .or_else(|| env("DAGEXEC_REVIEWER"))
+        .or_else(|| file.reviewer.clone())
+        .filter(|r| !r.trim().is_empty());
+    let max_cost = match (flags.max_cost, env("DAGEXEC_MAX_COST"), &file.max_cost) {
+        (Some(b), _, _) => Some(b),
+        (None, Some(b), _) => {
+            Some(crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?)
+        }
+        (None, None, Some(b)) => {
+            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-cost", m))?)
+        }
+        _ => None,
+    };
+    let worktrees = match (env("DAGEXEC_WORKTREES"), &file.worktrees) {
+        (Some(d), _) if !d.trim().is_empty() => Some(WorktreesHome {
+            dir: d.into(),
+            from: "DAGEXEC_WORKTREES",
+        }),
+        (_, Some(d)) if !d.trim().is_empty() => Some(WorktreesHome {
+            dir: d.into(),
+            from: "worktrees (.design/dagexec.yml)",
+        }),
+        _ => None,
+    };
+    Ok(Settings {
+        worker,
+        jobs,
+        timeout,
+        schedule,
+        reviewer,
+        max_cost,
+        worktrees,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_flag_env_file_default() {
+        let file = FileConfig {
+            worker: Some("from-file".into()),
+            jobs: Some(3),
+            timeout: Some("5m".into()),
+            schedule: Some("waves".into()),
+            reviewer: Some("from-file-reviewer".into()),
+            max_cost: Some("$2.50".into()),
+            prices: None,
+            worktrees: Some("../wt".into()),
+        };
+        let none = |_: &str| None;
+        let s = resolve(&Flags::default(), &none, &file).unwrap();
+        assert_eq!(
+            (s.worker.as_str(), s.jobs, s.timeout, s.schedule),
+            ("from-file", 3, Duration::from_secs(300), Schedule::Waves)
+        );
+        let env = |k: &str| match k {
+            "DAGEXEC_WORKER" => Some("from-env".to_string()),
+            "DAGEXEC_JOBS" => Some("7".to_string()),
+            _ => None,
+        };
+        let s = resolve(&Flags::default(), &env, &file).unwrap();
+        assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
+        assert_eq!(s.reviewer.as_deref(), Some("from-file-reviewer"));
+        assert_eq!(s.max_cost.map(|b| b.usd()), Some(2.5));
+        assert_eq!(
+            s.worktrees.as_ref().map(|w| (w.dir.as_path(), w.from)),
+            Some((
+                std::path::Path::new("../wt"),
+                "worktrees (.design/dagexec.yml)"
+            ))
+        );
+        let env_wt = |k: &str| (k == "DAGEXEC_WORKTREES").then(|| "/elsewhere".to_string());
+        let s = resolve(&Flags::default(), &env_wt, &file).unwrap();
+        assert_eq!(
+            s.worktrees,
+            Some(WorktreesHome {
+                dir: "/elsewhere".into(),
+                from: "DAGEXEC_WORKTREES"
+            })
+        );
+        let env_budget = |k: &str| (k == "DAGEXEC_MAX_COST").then(|| "0".to_string());
+        let e = resolve(&Flags::default(), &env_budget, &file).unwrap_err();
+        assert!(e.to_string().starts_with("DAGEXEC_MAX_COST: \"0\""), "{e}");
+        let flags = Flags {
+            worker: Some("from-flag".into()),
+            jobs: Some(1),
+            ..Default::default()
+        };
+        let s = resolve(&flags, &env, &file).unwrap();
+        assert_eq!((s.worker.as_str(), s.jobs), ("from-flag", 1));
+        let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
+        assert_eq!((s.timeout, s.schedule), (DEFAULT_TIMEOUT, Schedule::Rounds));
+    }
+
+    #[test]
+    fn durations_are_humantime_or_plain_seconds() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration(" 1h30m "), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        for bad in ["", "soon", "5x", "-1"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("examples: 30s, 5m, 1h30m"), "{bad:?}: {e}");
+        }
+        let flags = Flags {
+            worker: Some("w".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| (k == "DAGEXEC_TIMEOUT").then(|| "soon".to_string());
+        let e = resolve(&flags, &env, &FileConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("DAGEXEC_TIMEOUT: "), "{e}");
+        assert!(e.contains("examples: 30s"), "{e}");
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let none = |_: &str| None;
+        let e = resolve(&Flags::default(), &none, &FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoWorker));
+        assert!(e.hint().contains("claude -p"));
+        assert!(
+            e.hint()
+                .contains("codex exec --json --sandbox workspace-write")
+        );
+        assert!(e.hint().contains("gemini --output-format json"));
+        assert!(!e.hint().contains("--full-auto"));
+        // The same commands `dagexec init` writes.
+        use crate::action::init::{CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND};
+        for c in [CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND] {
+            assert!(e.hint().contains(&format!("'{c}'")), "{c}");
+        }
+        assert!(e.hint().contains("aider"));
+        let flags = Flags {
+            worker: Some("w".into()),
+            jobs: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&flags, &none, &FileConfig::default())
+                .unwrap_err()
+                .to_string(),
+            "jobs: must be at least 1"
+        );
+        let file = FileConfig {
+            schedule: Some("fast".into()),
+            ..Default::default()
+        };
+        let flags = Flags {
+            worker: Some("w".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(&flags, &none, &file).unwrap_err().to_string(),
+            "schedule: unknown schedule \"fast\" (rounds, waves or eager)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".design")).unwrap();
+        std::fs::write(dir.path().join(".design/dagexec.yml"), "wroker: x\n").unwrap();
+        let e = read_file_config(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(".design/dagexec.yml: unknown field `wroker`"),
+            "{e}"
+        );
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "worker: ./w.sh\njobs: 2\n",
+        )
+        .unwrap();
+        assert_eq!(read_file_config(dir.path()).unwrap().jobs, Some(2));
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "prices:\n  gpt-5.5: {input: 1, output: 8}\n  my-model: {input: x, output: 1}\n",
+        )
+        .unwrap();
+        let e = read_file_config(dir.path())
+            .unwrap()
+            .prices()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(".design/dagexec.yml: prices: "), "{e}");
+        std::fs::write(
+            dir.path().join(".design/dagexec.yml"),
+            "prices:\n  gpt-5.5: {input: 1, cached-input: 0.1, output: 8}\n",
+        )
+        .unwrap();
+        let p = read_file_config(dir.path()).unwrap().prices().unwrap();
+        assert_eq!(p.find("gpt-5.5").unwrap().1.output, 8.0);
+    }
+}

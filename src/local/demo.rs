@@ -1,0 +1,151 @@
+//! `dagexec demo`: a real run with no API key. A small repository and plan (embedded from
+//! `examples/demo/`) are written to a new directory, committed, and executed by a bundled
+//! scripted worker that follows the worker contract — parallel rounds, a retry, two tasks
+//! sharing a file run one after another inside a round, and one commit per round to review
+//! with `git log`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui};
+use crate::pure::engine::Schedule;
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "README.md",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/demo/repo/README.md"
+        )),
+    ),
+    (
+        "CHANGELOG.md",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/demo/repo/CHANGELOG.md"
+        )),
+    ),
+    (
+        "src/app.txt",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/demo/repo/src/app.txt"
+        )),
+    ),
+    (
+        ".design/plan.json",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/demo/plan.json"
+        )),
+    ),
+];
+const WORKER: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/demo/worker.sh"
+));
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, RunError> {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .map_err(|e| RunError::Other(format!("cannot run git: {e}")))?;
+    if !o.status.success() {
+        return Err(RunError::Other(format!(
+            "git {} failed in {}: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).to_string())
+}
+
+/// Writes the demo into `dir` (a new directory; a temporary one when `None`) and runs it.
+pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunError> {
+    let top = match dir {
+        Some(d) => {
+            if d.exists() && d.read_dir().map_or(true, |mut e| e.next().is_some()) {
+                return Err(RunError::Other(format!(
+                    "{} exists and is not empty; give the demo a new directory",
+                    d.display()
+                )));
+            }
+            // A new directory may be several levels deep; the user named it, so make it.
+            std::fs::create_dir_all(&d)
+                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?;
+            d
+        }
+        None => tempfile::Builder::new()
+            .prefix("dagexec-demo-")
+            .tempdir()
+            .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?
+            .keep(),
+    };
+    let repo = top.join("repo");
+    let write = |rel: &str, text: &str| -> Result<(), RunError> {
+        let path = repo.join(rel);
+        crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(|e| RunError::Write {
+            path,
+            source: e.into(),
+        })
+    };
+    for (rel, text) in FILES {
+        write(rel, text)?;
+    }
+    let worker = top.join("worker.sh");
+    crate::edge::fsx::write(&top, &worker, WORKER.as_bytes()).map_err(|e| RunError::Write {
+        path: worker.clone(),
+        source: e.into(),
+    })?;
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    git(&repo, &["config", "user.name", "dagexec demo"])?;
+    git(&repo, &["config", "user.email", "demo@dagexec.invalid"])?;
+    git(&repo, &["config", "commit.gpgsign", "false"])?;
+    git(&repo, &["add", "-A"])?;
+    git(
+        &repo,
+        &[
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            "demo: the app and its plan",
+        ],
+    )?;
+    ui.say(format!("Demo repository: {}", repo.display()));
+    ui.say(format!(
+        "Worker: the bundled script {} (no API key needed)\n",
+        worker.display()
+    ));
+    let opts = RunOptions {
+        plan: repo.join(".design/plan.json"),
+        plan_rel: ".design/plan.json".into(),
+        root: repo.clone(),
+        settings: Settings {
+            worker: format!("sh '{}'", worker.display()),
+            jobs,
+            timeout: Duration::from_secs(60),
+            schedule: Schedule::Rounds,
+            reviewer: None,
+            max_cost: None,
+            worktrees: None,
+        },
+        yes: true,
+        dry_run: false,
+        check_timeout: Duration::from_secs(10),
+    };
+    let end = crate::local::run(&opts, ui)?;
+    let log = git(&repo, &["log", "--format=%h %s"])?;
+    ui.say("\nThe branch, one commit per round (git log):");
+    for line in log.lines() {
+        ui.say(format!("  {line}"));
+    }
+    ui.say(format!("\nReview it: cd {} && git log -p", repo.display()));
+    Ok(end)
+}

@@ -1,0 +1,249 @@
+//! The local executor: each attempt in a worktree on this machine (pooled, reset between
+//! attempts), a failed attempt retried in place at once, the round built in a temporary
+//! index ([`RoundBuild`]) and committed with one ref update. The engine loops
+//! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
+//! stops the workers and leaves their tasks in progress for a resume.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use super::attempt_input;
+use crate::edge::git::Repo;
+use crate::flow::attempt::{self, AttemptEnd, Judged};
+use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Rounds, Start};
+use crate::flow::integrate::RoundBuild;
+use crate::flow::{RunEnd, RunError, RunOptions, Ui, failpoint, finish, save};
+use crate::pure::engine::Schedule;
+use crate::pure::events::Event;
+use crate::pure::graph::Dag;
+use crate::pure::overlap::Conflicts;
+use crate::pure::plan::model::Plan;
+use crate::pure::prompt::{self, Unit};
+
+/// The local executor: attempts in worktrees, as tasks of the run's async runtime.
+pub(super) struct Local<'a> {
+    pub repo: &'a Arc<Repo>,
+    pub pool: &'a Arc<attempt::Pool>,
+    pub dag: &'a Dag,
+    pub opts: &'a RunOptions,
+    pub ui: &'a Ui,
+    pub scratch: &'a Path,
+    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
+    pub rt: &'a tokio::runtime::Runtime,
+    pub running: JoinSet<Result<AttemptEnd, crate::edge::git::GitError>>,
+    /// The round being built (the patches staged so far).
+    pub build: RoundBuild,
+    /// The commit attempts start from now: `HEAD`, or the round so far.
+    pub base: Option<String>,
+}
+
+impl Local<'_> {
+    fn unit(&self) -> Unit {
+        self.opts.settings.schedule.unit()
+    }
+}
+
+impl Executor for Local<'_> {
+    type Error = RunError;
+
+    fn slots(&self) -> usize {
+        self.opts.settings.jobs
+    }
+
+    fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    fn retries_in_place(&self) -> bool {
+        true
+    }
+
+    fn save(&mut self, plan: &mut Plan) -> Result<(), RunError> {
+        // Every attempt is counted through here before it starts.
+        super::check_state(self.repo, self.scratch)?;
+        // Attempts in flight write their reviews to the plan file: keep them.
+        let _held = self.pool.memory.plan_file();
+        self.pool.memory.apply(plan);
+        save(plan, self.opts)
+    }
+
+    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), RunError> {
+        let base = match &self.base {
+            Some(b) => b.clone(),
+            None => {
+                // A round's later group starts from the round so far (its earlier groups'
+                // accepted patches), unpublished.
+                let b = if self.build.is_empty() {
+                    self.repo.head()?
+                } else {
+                    self.build.next_base(self.repo)?
+                };
+                self.base = Some(b.clone());
+                b
+            }
+        };
+        let base_prompt = start
+            .retry_prompt
+            .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
+        let input = attempt_input(
+            plan,
+            start.task,
+            start.attempt,
+            &base_prompt,
+            round,
+            &base,
+            self.opts,
+            self.scratch,
+        );
+        self.emit(Event::AttemptStarted {
+            task: start.task,
+            attempt: start.attempt,
+            subject: plan.tasks[start.task].subject.clone(),
+            run: None,
+        });
+        self.running.spawn_on(
+            attempt::run(
+                self.repo.clone(),
+                self.pool.clone(),
+                input,
+                self.cancel.clone(),
+            ),
+            self.rt.handle(),
+        );
+        Ok(())
+    }
+
+    fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, RunError> {
+        let mut arrivals = Arrivals::default();
+        let mut next = self.rt.block_on(self.running.join_next());
+        while let Some(joined) = next.take().or_else(|| self.running.try_join_next()) {
+            match joined.expect("attempts do not panic")? {
+                AttemptEnd::Cancelled => arrivals.cancelled = true,
+                AttemptEnd::Judged(j) => arrivals.judged.push(*j),
+            }
+        }
+        if *self.cancel.borrow() {
+            arrivals.cancelled = true;
+        }
+        Ok(arrivals)
+    }
+
+    fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), RunError> {
+        self.base = None;
+        self.build.add(self.repo, plan, &judged, self.ui)
+    }
+
+    fn commit(
+        &mut self,
+        plan: &mut Plan,
+        tasks: &[usize],
+        round: u32,
+        wave: Option<u64>,
+    ) -> Result<Integrated, RunError> {
+        self.base = None;
+        let build = std::mem::replace(&mut self.build, RoundBuild::start());
+        let _held = self.pool.memory.plan_file();
+        self.pool.memory.apply(plan);
+        let end = build.commit(
+            self.repo, plan, self.dag, tasks, round, wave, self.opts, self.ui,
+        )?;
+        Ok(end.map_or(Integrated::Continue, Integrated::End))
+    }
+
+    fn cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    fn reached(&self, step: &str, round: u32) {
+        failpoint(step, round);
+    }
+
+    fn emit(&self, event: Event) {
+        self.ui.emit(event);
+    }
+}
+
+/// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending
+/// or in flight, the breaker trips, the budget is spent, or Ctrl-C.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    repo: &Arc<Repo>,
+    pool: &Arc<attempt::Pool>,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    opts: &RunOptions,
+    ui: &Ui,
+    scratch: &Path,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    rt: &tokio::runtime::Runtime,
+    plan: &mut Plan,
+    round: u32,
+) -> Result<RunEnd, RunError> {
+    let mut local = Local {
+        repo,
+        pool,
+        dag,
+        opts,
+        ui,
+        scratch,
+        cancel,
+        rt,
+        running: JoinSet::new(),
+        build: RoundBuild::start(),
+        base: None,
+    };
+    let budget = opts.settings.max_cost;
+    let (ending, _) = match opts.settings.schedule {
+        Schedule::Eager => Eager {
+            dag,
+            conflicts,
+            budget,
+        }
+        .run(&mut local, plan, round, [])?,
+        schedule => Rounds {
+            dag,
+            conflicts,
+            budget,
+            schedule,
+        }
+        .run(&mut local, plan, round)?,
+    };
+    let eager = opts.settings.schedule == Schedule::Eager;
+    match ending {
+        Ending::Done => finish(repo, plan, opts, ui, None),
+        Ending::Deadlock { pending } => {
+            ui.say(crate::pure::engine::deadlock_message(pending));
+            finish(repo, plan, opts, ui, Some(RunEnd::Deadlock))
+        }
+        Ending::Budget(why) => crate::flow::stop_for_budget(repo, plan, opts, ui, why),
+        Ending::Halted(why) => {
+            let end = finish(repo, plan, opts, ui, Some(RunEnd::Halted))?;
+            ui.say(format!("\nStopped: {why}"));
+            Ok(end)
+        }
+        Ending::Ended(end) => {
+            // Stop what is still running (eager): its workers' groups are killed and their
+            // worktrees removed; their tasks stay in progress for a resume.
+            rt.block_on(local.running.shutdown());
+            finish(repo, plan, opts, ui, Some(end))
+        }
+        Ending::Interrupted { committed: true } => {
+            ui.say("Interrupted after the round was committed; run `dagexec run` again to resume.");
+            Ok(RunEnd::Interrupted)
+        }
+        Ending::Interrupted { committed: false }
+        | Ending::Aborted
+        | Ending::Handover
+        | Ending::Stale => {
+            crate::flow::keep_interrupted(pool, plan, opts)?;
+            ui.say(if eager {
+                "Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume."
+            } else {
+                "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume."
+            });
+            Ok(RunEnd::Interrupted)
+        }
+    }
+}

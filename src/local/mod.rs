@@ -1,0 +1,356 @@
+//! `dagexec run`: executes the plan on this machine, following the seed's orchestration flow
+//! (Steps 1–4) through the pure engine: pre-flight, then ready-set rounds of workers in
+//! isolated worktrees, each attempt verified, failures retried before the round is
+//! committed, completed patches integrated in plan-index order, the plan updated, one commit
+//! per round, and completion. Everything on disk is left resumable at every moment.
+//! The executor is `executor`, resume after a crash `resume`, and the embedded demo `demo`.
+
+pub mod demo;
+mod executor;
+mod resume;
+
+use std::io::{self, BufRead, IsTerminal};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::edge::git::Repo;
+use crate::edge::lock;
+use crate::flow::attempt::{self, AttemptInput};
+use crate::flow::preflight::{self, Overlaps, checks};
+use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, hooks, round_counter};
+use crate::pure::engine::{self, Schedule};
+use crate::pure::graph::Dag;
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::plan::{self, PlanErrors};
+use crate::pure::prompt;
+use resume::resume;
+
+/// Runs the plan, showing its progress on `ui`.
+pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
+    let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
+    let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
+    let overlaps = Overlaps::of(&plan, &dag);
+    let conflicts = overlaps.for_scheduling();
+    if opts.dry_run {
+        return dry_run(&plan, &dag, &conflicts, opts, ui);
+    }
+    hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
+        .map_err(RunError::Other)?;
+    let repo = Repo::discover(&opts.root)?;
+    let repo = match &opts.settings.worktrees {
+        Some(home) => {
+            repo.with_worktrees_home(&home.dir)
+                .map_err(|source| RunError::Worktrees {
+                    from: home.from,
+                    source,
+                })?
+        }
+        None => repo,
+    };
+    let repo = Arc::new(repo);
+    repo.head()?;
+    let lock_path = repo.common_dir().join("dagexec").join("run.lock");
+    let (_lock, taken) = lock::RunLock::acquire(&lock_path)?;
+    if let lock::Taken::TakenOver(pid) = taken {
+        ui.say(format!(
+            "Took over the lock of an earlier run (pid {pid}) that is no longer running."
+        ));
+        let stopped = if pid > 0 {
+            crate::edge::procs::kill_left_by(pid)
+        } else {
+            0
+        };
+        if stopped > 0 {
+            ui.say(format!(
+                "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
+            ));
+        }
+    }
+    resume::recover(&repo, ui)?;
+    // A Spec Kit plan's tasks.md is ticked in its committed version; an edit not committed
+    // would be neither run nor ticked as written, so it is committed first (never by dagexec).
+    if let Some(tasks_md) = crate::sources::speckit::own_tasks_md(&plan)
+        && let Some((path, how)) = repo.uncommitted(std::slice::from_ref(&tasks_md))?.pop()
+    {
+        return Err(RunError::TasksMdUncommitted { path, how });
+    }
+    let pruned = attempt::retry_git(|| repo.prune_worktrees())?;
+    // Declared before the pool and the runtime, so dropped after them: once their worktrees
+    // are gone, the repository's folder goes too.
+    let _folder = WorktreesFolder(&repo);
+    if pruned > 0 {
+        ui.say(format!(
+            "Removed {pruned} worktree(s) left by an interrupted run."
+        ));
+    }
+    let is_resume = plan.is_resume();
+    if is_resume {
+        resume(&repo, &mut plan, opts, ui)?;
+    }
+    resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
+    // Pre-flight (seed Steps 1–2).
+    let validation = checks::gather(
+        &plan,
+        &opts.root,
+        checks::CheckOptions {
+            skip_checks: false,
+            timeout: opts.check_timeout,
+        },
+    );
+    let mut validation = validation;
+    checks::drop_own_files(&mut validation, &opts.plan_rel);
+    let setup = preflight::output(&plan, &dag, &overlaps, validation);
+    let v = &setup.validation;
+    ui.say(format!("Executing: {}", setup.goal));
+    ui.say(format!(
+        "Tasks: {} (max dependency depth: {})",
+        setup.task_count, setup.max_depth
+    ));
+    let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
+    ui.say(format!(
+        "Validation: {passed}/{} blocking checks passed",
+        v.blocking_checks.len()
+    ));
+    // The user's uncommitted files where pending tasks write: asked about before any
+    // worker runs (dagexec never overwrites or cleans them up).
+    let declared = checks::declared_paths(&plan);
+    let theirs = checks::declared_changes(&plan, &repo.uncommitted(&declared)?, &opts.plan_rel);
+    if !v.git_clean && theirs.is_empty() {
+        ui.say("Note: the working tree has uncommitted changes; dagexec leaves them as they are.");
+    }
+    if !v.missing_context_files.is_empty() {
+        ui.say(format!(
+            "Missing context files: {}",
+            v.missing_context_files.join(", ")
+        ));
+    }
+    let failed: Vec<_> = v.blocking_checks.iter().filter(|c| !c.passed).collect();
+    if !failed.is_empty() {
+        for c in &failed {
+            ui.say(format!(
+                "  ✗ task {}: {} — `{}`: {}",
+                c.task,
+                c.claim,
+                c.verify,
+                c.output.lines().next().unwrap_or("")
+            ));
+        }
+        if !opts.yes
+            && !ask(
+                ui,
+                "Blocking checks failed. Fix them first (f), or proceed anyway (p)? [f/p]",
+            )?
+        {
+            return Err(RunError::Preflight(failed.len()));
+        }
+        ui.say("Proceeding despite the failed checks.");
+    }
+    if !theirs.is_empty() {
+        ui.say("Uncommitted changes at files that pending tasks declare (yours, not this run's):");
+        for c in &theirs {
+            ui.say(format!(
+                "  {} ({}) — {}",
+                c.path,
+                c.how,
+                c.tasks_text(&plan)
+            ));
+        }
+        ui.say("dagexec never overwrites them: a task whose change touches one of them cannot be committed and fails after its attempts.");
+        if !opts.yes
+            && !ask(
+                ui,
+                "Commit or stash them first (f), or proceed anyway (p)? [f/p]",
+            )?
+        {
+            return Err(RunError::Uncommitted(
+                theirs.iter().map(|c| c.path.clone()).collect(),
+            ));
+        }
+        ui.say("Proceeding with the uncommitted changes in place.");
+    }
+    if is_resume {
+        ui.say("Resuming execution.");
+        if plan.count(Status::Pending) == 0 {
+            ui.say("All tasks are already resolved — nothing to do.");
+            return finish(&repo, &mut plan, opts, ui, None);
+        }
+    }
+    // Rounds (seed Step 3).
+    // Prompt files live inside the repository's git directory (never in the work tree), in
+    // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
+    let prompts = repo.common_dir().join("dagexec").join("prompts");
+    let _ = crate::edge::fsx::remove_all(repo.common_dir(), &prompts);
+    // The temporary indexes of long-run snapshots a killed run was taking.
+    let state = repo.common_dir().join("dagexec");
+    for e in std::fs::read_dir(&state).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("snapshot-") {
+            let _ = crate::edge::fsx::remove_all(repo.common_dir(), &e.path());
+        }
+    }
+    crate::edge::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
+        path: prompts.clone(),
+        source: e.into(),
+    })?;
+    let scratch = tempfile::Builder::new()
+        .prefix("run-")
+        .tempdir_in(&prompts)
+        .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Other(format!("cannot start the async runtime: {e}")))?;
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    runtime.spawn(async move {
+        // Ctrl-C, or a polite stop (SIGTERM from a service manager or `timeout`): finish
+        // cleanly, killing the workers and leaving the plan resumable.
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+        let _ = cancel_tx.send(true);
+    });
+    let pool = Arc::new(attempt::Pool::default());
+    let round = round_counter(&plan);
+    ui.progress(plan.count(Status::Completed), plan.tasks.len());
+    executor::run(
+        &repo,
+        &pool,
+        &dag,
+        &conflicts,
+        opts,
+        ui,
+        scratch.path(),
+        &cancel_rx,
+        &runtime,
+        &mut plan,
+        round,
+    )
+}
+
+/// Removes the repository's worktree folder when the run ends, however it ends.
+struct WorktreesFolder<'a>(&'a Repo);
+
+impl Drop for WorktreesFolder<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.remove_worktrees_dir() {
+            tracing::warn!("cannot remove the worktrees folder: {e}");
+        }
+    }
+}
+
+/// dagexec's folder in the git directory (`.git/dagexec`) still holds this run's lock and
+/// prompt folder: someone deleting it during the run gets [`RunError::StateDeleted`] before
+/// the next step, instead of the first file operation's raw error.
+fn check_state(repo: &Repo, scratch: &Path) -> Result<(), RunError> {
+    let lock = repo.common_dir().join("dagexec").join("run.lock");
+    if lock.is_file() && scratch.is_dir() {
+        return Ok(());
+    }
+    let dir = repo.common_dir().join("dagexec");
+    let root = repo
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| repo.root().to_path_buf());
+    let shown = dir
+        .strip_prefix(&root)
+        .unwrap_or(&dir)
+        .display()
+        .to_string();
+    Err(RunError::StateDeleted { shown })
+}
+
+/// On a terminal, asks `question` (fix first, or proceed?); `true` to proceed.
+fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
+    if !io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    ui.say(question);
+    let mut line = String::new();
+    io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| RunError::Other(e.to_string()))?;
+    Ok(line.trim().eq_ignore_ascii_case("p"))
+}
+
+/// The input of one attempt of task `index`.
+#[allow(clippy::too_many_arguments)]
+fn attempt_input(
+    plan: &Plan,
+    index: usize,
+    attempt: u32,
+    base_prompt: &str,
+    round: u32,
+    base: &str,
+    opts: &RunOptions,
+    scratch: &Path,
+) -> AttemptInput {
+    AttemptInput {
+        index,
+        attempt,
+        round,
+        task: plan.tasks[index].clone(),
+        prompt: prompt::spawn_prompt(plan, index, base_prompt),
+        base: base.to_string(),
+        worker: opts.settings.worker.clone(),
+        timeout: opts.settings.timeout,
+        scratch: scratch.to_path_buf(),
+        plan_rel: opts.plan_rel.clone(),
+        tasks_md: crate::sources::speckit::own_tasks_md(plan),
+        reviewer: opts.settings.reviewer.clone(),
+    }
+}
+
+/// `--dry-run`: the rounds the engine would run if every task completed.
+fn dry_run(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &crate::pure::overlap::Conflicts,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<RunEnd, RunError> {
+    let (batches, deadlock) = engine::simulate(plan, dag, conflicts, opts.settings.schedule, None);
+    ui.say(format!(
+        "Dry run: {} round(s) if every task completes (nothing is changed).",
+        batches.len()
+    ));
+    for (r, b) in batches.iter().enumerate() {
+        let names = |g: &[usize]| {
+            g.iter()
+                .map(|&i| format!("{i} {}", plan.tasks[i].subject))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        let groups = match opts.settings.schedule {
+            Schedule::Rounds => engine::sequential_groups(b, dag, conflicts),
+            _ => vec![b.clone()],
+        };
+        if groups.len() == 1 {
+            ui.say(format!("Round {}: {}", r + 1, names(b)));
+        } else {
+            // Tasks sharing files run one after another inside the round.
+            ui.say(format!(
+                "Round {}: {} (sharing files: {} groups, one after another)",
+                r + 1,
+                groups
+                    .iter()
+                    .map(|g| names(g))
+                    .collect::<Vec<_>>()
+                    .join(", then "),
+                groups.len()
+            ));
+        }
+    }
+    if let Some(p) = deadlock {
+        ui.say(engine::deadlock_message(p));
+        return Ok(RunEnd::Deadlock);
+    }
+    Ok(RunEnd::Completed)
+}

@@ -1,0 +1,142 @@
+//! Resume (seed Step 1): tasks that were in progress start again; completed tasks are checked
+//! against the commits, and the ones whose round never got committed run again.
+//!
+//! Nothing the user has is cleaned up: a task's work never reaches the work tree before its
+//! round is committed (workers run in their own worktrees, the round is built in a temporary
+//! index), so the only files to put right are those of a round commit a crash interrupted,
+//! and [`recover`] finishes exactly those, from the record the round wrote before its commit
+//! point. Files the user changed at declared paths are the pre-flight's question, not
+//! something to restore.
+
+use std::collections::BTreeMap;
+
+use crate::edge::git::{Recovered, Repo};
+use crate::flow::{RunError, RunOptions, Ui, list, save};
+use crate::pure::graph::Dag;
+use crate::pure::plan;
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::update;
+
+/// Seed Step 1 resume: in-progress tasks back to pending with their partial work removed,
+/// completed tasks checked against the commits.
+pub(super) fn resume(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(), RunError> {
+    let work = update::prepare_resume(plan);
+    if !work.reset.is_empty() {
+        ui.say(format!(
+            "Tasks {} were in progress when the last run stopped; they start again.",
+            list(&work.reset)
+        ));
+    }
+    // A completed task is verified against the commits: its round was committed when the
+    // plan at HEAD records it completed. (Checking its files alone is not enough: a later,
+    // uncommitted round may have changed the same files.) Otherwise every file it declares
+    // must be committed, as the seed checks. A task that declares no files has nothing to
+    // verify.
+    let committed: Option<Plan> = repo
+        .read_at_head(&opts.plan_rel)?
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| plan::parse(&text, &opts.plan).ok());
+    let committed_done = |i: usize| {
+        committed
+            .as_ref()
+            .and_then(|p| p.tasks.get(i))
+            .is_some_and(|t| t.status == Status::Completed)
+    };
+    let dagexec_ran = committed
+        .as_ref()
+        .is_some_and(|p| crate::flow::round_counter(p) > 0);
+    let mut failures = BTreeMap::new();
+    for v in &work.verify {
+        if v.creates.is_empty() && v.modifies.is_empty() {
+            continue;
+        }
+        let why = if let Some(f) = v.creates.iter().find(|f| !repo.root().join(f).is_file()) {
+            Some(format!("{f} does not exist"))
+        } else if committed_done(v.task) {
+            None
+        } else if dagexec_ran {
+            // dagexec commits every completed task with its round's plan; a crash before that
+            // commit point left the task's work uncommitted (and out of the work tree).
+            Some("its round was not committed".to_string())
+        } else {
+            // Not recorded at HEAD (a plan run by another executor commits only the files):
+            // the seed's check, every declared file committed as it is.
+            let mut uncommitted = None;
+            for f in v.modifies.iter().chain(&v.creates) {
+                if !repo.is_committed(f)? {
+                    uncommitted = Some(format!("{f} is not committed"));
+                    break;
+                }
+            }
+            uncommitted
+        };
+        if let Some(why) = why {
+            failures.insert(v.task, why);
+        }
+    }
+    if !failures.is_empty() {
+        for (t, why) in &failures {
+            ui.say(format!(
+                "Task {t} was marked completed but {why}; it runs again."
+            ));
+        }
+        update::fail_verification(plan, &failures);
+    }
+    save(plan, opts)
+}
+
+/// Pending tasks that have used every attempt (the last one interrupted) fail instead of
+/// getting a fourth, and their dependents are skipped.
+pub(super) fn fail_exhausted(
+    plan: &mut Plan,
+    dag: &Dag,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(), RunError> {
+    let exhausted = update::fail_exhausted(plan, dag);
+    if exhausted.failed.is_empty() {
+        return Ok(());
+    }
+    for t in &exhausted.failed {
+        ui.say(format!(
+            "Task {t} has used all {} attempts (the last was interrupted); it fails.",
+            crate::pure::outcome::MAX_ATTEMPTS
+        ));
+    }
+    if !exhausted.skipped.is_empty() {
+        ui.say(format!(
+            "  skipped because a dependency failed or was blocked: {}",
+            list(&exhausted.skipped)
+        ));
+    }
+    save(plan, opts)
+}
+
+/// Finishes or drops a round commit an interrupted run left (see `git::round`), before
+/// anything else looks at the work tree.
+pub(super) fn recover(repo: &Repo, ui: &Ui) -> Result<(), RunError> {
+    repo.check_index_lock()?;
+    match repo.recover_round()? {
+        Recovered::Nothing | Recovered::NotCommitted => {}
+        Recovered::Finished { sha, kept } => {
+            ui.say(format!(
+                "Finished bringing the work tree to round commit {} that an interrupted run had made.",
+                &sha[..sha.len().min(12)]
+            ));
+            for path in kept {
+                ui.say(format!(
+                    "  {path}: left as you changed it (the round committed another version)"
+                ));
+            }
+        }
+        Recovered::Moved => ui.say(
+            "An interrupted round commit was dropped: HEAD has moved since; nothing was changed.",
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The task DAG: `blockedBy` edges, a topological order, dependency depth (seed: depth 1 = no
+//! blockers, else 1 + the deepest blocker), remaining critical-path height, and cycle paths.
+//!
+//! Built on petgraph for the topological sort and strongly connected components; the
+//! adjacency is also kept as sorted index lists for the hot loops (overlap, scheduling).
+
+use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::pure::plan::model::Plan;
+
+/// The dependency graph of a plan whose `blockedBy` indices are all in range.
+#[derive(Debug, Clone)]
+pub struct Dag {
+    deps: Vec<Vec<u32>>,
+    dependents: Vec<Vec<u32>>,
+    topo: Vec<u32>,
+    pos: Vec<u32>,
+    depth: Vec<u32>,
+    height: Vec<u32>,
+}
+
+impl Dag {
+    /// Builds the DAG, or returns a cycle as a path `[a, b, …, a]` following `blockedBy`.
+    ///
+    /// Out-of-range and self entries are ignored here; [`crate::pure::plan::validate`] reports them.
+    pub fn build(plan: &Plan) -> Result<Dag, Vec<usize>> {
+        let n = plan.tasks.len();
+        let mut deps: Vec<Vec<u32>> = Vec::with_capacity(n);
+        for (i, t) in plan.tasks.iter().enumerate() {
+            let mut d: Vec<u32> = t
+                .blocked_by
+                .iter()
+                .copied()
+                .filter(|&b| b < n && b != i)
+                .map(|b| b as u32)
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            deps.push(d);
+        }
+        let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, d) in deps.iter().enumerate() {
+            for &b in d {
+                dependents[b as usize].push(i as u32);
+            }
+        }
+        let mut g: DiGraph<(), (), u32> =
+            DiGraph::with_capacity(n, deps.iter().map(Vec::len).sum());
+        for _ in 0..n {
+            g.add_node(());
+        }
+        for (i, d) in deps.iter().enumerate() {
+            for &b in d {
+                g.add_edge(NodeIndex::new(b as usize), NodeIndex::new(i), ());
+            }
+        }
+        let topo: Vec<u32> = match toposort(&g, None) {
+            Ok(order) => order.into_iter().map(|x| x.index() as u32).collect(),
+            Err(_) => return Err(find_cycle(&g, &deps)),
+        };
+        let mut pos = vec![0u32; n];
+        for (p, &t) in topo.iter().enumerate() {
+            pos[t as usize] = p as u32;
+        }
+        let mut depth = vec![1u32; n];
+        for &t in &topo {
+            let t = t as usize;
+            depth[t] = 1 + deps[t]
+                .iter()
+                .map(|&d| depth[d as usize])
+                .max()
+                .unwrap_or(0);
+        }
+        let mut height = vec![1u32; n];
+        for &t in topo.iter().rev() {
+            let t = t as usize;
+            height[t] = 1 + dependents[t]
+                .iter()
+                .map(|&d| height[d as usize])
+                .max()
+                .unwrap_or(0);
+        }
+        Ok(Dag {
+            deps,
+            dependents,
+            topo,
+            pos,
+            depth,
+            height,
+        })
+    }
+
+    /// Number of tasks.
+    pub fn len(&self) -> usize {
+        self.deps.len()
+    }
+
+    /// True when the plan has no tasks.
+    pub fn is_empty(&self) -> bool {
+        self.deps.is_empty()
+    }
+
+    /// The task's blockers (sorted, deduplicated).
+    pub fn deps(&self, task: usize) -> &[u32] {
+        &self.deps[task]
+    }
+
+    /// Tasks that list this one in `blockedBy` (sorted).
+    pub fn dependents(&self, task: usize) -> &[u32] {
+        &self.dependents[task]
+    }
+
+    /// A topological order (blockers before the tasks they block).
+    pub fn topo(&self) -> &[u32] {
+        &self.topo
+    }
+
+    /// The task's position in [`Dag::topo`].
+    pub fn topo_pos(&self, task: usize) -> usize {
+        self.pos[task] as usize
+    }
+
+    /// Dependency depth: 1 for a task with no blockers, else 1 + the deepest blocker.
+    pub fn depth(&self, task: usize) -> u32 {
+        self.depth[task]
+    }
+
+    /// Length of the longest chain of dependents starting at this task (1 for a sink).
+    pub fn height(&self, task: usize) -> u32 {
+        self.height[task]
+    }
+
+    /// The deepest depth (`maxDepth` in the setup output).
+    pub fn max_depth(&self) -> u32 {
+        self.depth.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Whether `u` is a (strict) ancestor of `v`: `v` reaches `u` through `blockedBy`.
+    ///
+    /// Cheap facts first (an ancestor is strictly shallower, heads a strictly longer chain,
+    /// and comes earlier in topological order); otherwise a walk back from `v` that never
+    /// leaves the tasks deeper than `u`. For the rare questions scheduling cannot settle
+    /// otherwise (see [`crate::pure::engine`]), not for all pairs.
+    pub fn reaches(&self, u: usize, v: usize) -> bool {
+        if u == v
+            || self.depth[u] >= self.depth[v]
+            || self.height[u] <= self.height[v]
+            || self.pos[u] >= self.pos[v]
+        {
+            return false;
+        }
+        if self.deps[v].binary_search(&(u as u32)).is_ok() {
+            return true;
+        }
+        let (du, pu) = (self.depth[u], self.pos[u]);
+        let mut seen = rustc_hash::FxHashSet::default();
+        let mut stack = vec![v as u32];
+        while let Some(x) = stack.pop() {
+            for &d in &self.deps[x as usize] {
+                if d as usize == u {
+                    return true;
+                }
+                let di = d as usize;
+                if self.depth[di] > du && self.pos[di] > pu && seen.insert(d) {
+                    stack.push(d);
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether either task reaches the other (they can never run at the same time anyway).
+    pub fn ordered(&self, a: usize, b: usize) -> bool {
+        self.reaches(a, b) || self.reaches(b, a)
+    }
+}
+
+/// A shortest cycle through the lowest-numbered task that lies on any cycle, as a path that
+/// follows `blockedBy` (ties broken by ascending index), e.g. `[0, 4, 2, 0]`.
+fn find_cycle(g: &DiGraph<(), (), u32>, deps: &[Vec<u32>]) -> Vec<usize> {
+    let n = deps.len();
+    let mut comp_of = vec![usize::MAX; n];
+    let mut best: Option<(usize, usize)> = None; // (min node, component id)
+    for (ci, comp) in tarjan_scc(g).into_iter().enumerate() {
+        if comp.len() < 2 {
+            continue;
+        }
+        let min = comp.iter().map(|x| x.index()).min().unwrap_or(usize::MAX);
+        for x in &comp {
+            comp_of[x.index()] = ci;
+        }
+        if best.is_none_or(|(m, _)| min < m) {
+            best = Some((min, ci));
+        }
+    }
+    let Some((start, ci)) = best else {
+        return Vec::new();
+    };
+    // Breadth-first along blockedBy inside the component, back to `start`.
+    let mut parent = vec![usize::MAX; n];
+    let mut queue = std::collections::VecDeque::from([start]);
+    let mut seen = vec![false; n];
+    seen[start] = true;
+    while let Some(v) = queue.pop_front() {
+        for &d in &deps[v] {
+            let d = d as usize;
+            if comp_of[d] != ci {
+                continue;
+            }
+            if d == start {
+                let mut chain = Vec::new();
+                let mut cur = v;
+                while cur != start {
+                    chain.push(cur);
+                    cur = parent[cur];
+                }
+                chain.reverse();
+                let mut path = vec![start];
+                path.extend(chain);
+                path.push(start);
+                return path;
+            }
+            if !seen[d] {
+                seen[d] = true;
+                parent[d] = v;
+                queue.push_back(d);
+            }
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::plan::model::Task;
+
+    pub(crate) fn plan_of(deps: &[&[usize]]) -> Plan {
+        Plan {
+            schema_version: 2,
+            goal: String::new(),
+            context: None,
+            progress: Default::default(),
+            tasks: deps
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Task {
+                    subject: format!("t{i}"),
+                    blocked_by: d.to_vec(),
+                    ..Default::default()
+                })
+                .collect(),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn depth_height_and_order() {
+        // 0 ← 2 ← 4, 1 ← 2, 0 ← 3 ← 4
+        let dag = Dag::build(&plan_of(&[&[], &[], &[0, 1], &[0], &[2, 3], &[]])).unwrap();
+        let depths: Vec<u32> = (0..6).map(|i| dag.depth(i)).collect();
+        assert_eq!(depths, [1, 1, 2, 2, 3, 1]);
+        let heights: Vec<u32> = (0..6).map(|i| dag.height(i)).collect();
+        assert_eq!(heights, [3, 3, 2, 2, 1, 1]);
+        assert_eq!(dag.max_depth(), 3);
+        for i in 0..6 {
+            for &d in dag.deps(i) {
+                assert!(dag.topo_pos(d as usize) < dag.topo_pos(i));
+            }
+        }
+        assert_eq!(dag.dependents(0), [2, 3]);
+    }
+
+    #[test]
+    fn cycles_are_paths() {
+        let cases: &[(&[&[usize]], &[usize])] = &[
+            (&[&[4], &[], &[0, 1], &[0], &[2, 3], &[]], &[0, 4, 2, 0]),
+            (&[&[], &[2], &[1]], &[1, 2, 1]),
+            (&[&[1], &[2], &[3], &[0]], &[0, 1, 2, 3, 0]),
+            (&[&[], &[3], &[], &[2], &[], &[6], &[5]], &[5, 6, 5]),
+        ];
+        for (deps, want) in cases {
+            assert_eq!(Dag::build(&plan_of(deps)).unwrap_err(), *want, "{deps:?}");
+        }
+        let mut plan = plan_of(&[&[1], &[2], &[3], &[0]]);
+        plan.tasks[0].blocked_by = vec![3, 1];
+        // the shortest cycle through 0 is reported: 0 → 3 → 0
+        assert_eq!(Dag::build(&plan).unwrap_err(), [0, 3, 0]);
+    }
+}

@@ -1,0 +1,264 @@
+//! Reading a plan file into the model, diagnosing why it cannot be read, and writing it back
+//! atomically (`{path}.tmp`, fsync, rename), as the seed's "Atomic write" convention says.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::error::PlanError;
+use super::model::{Plan, SUPPORTED_SCHEMA_VERSIONS};
+
+/// Reads and parses the plan at `path` (no semantic validation; see [`super::validate`]).
+pub fn load(path: &Path) -> Result<Plan, PlanError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PlanError::NoPlan {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(source) => {
+            return Err(PlanError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    parse(&text, path)
+}
+
+/// Parses plan text; `path` is only used in messages.
+///
+/// The happy path parses once. Only when that fails is the text looked at again, in the order a
+/// person would want to hear about it: not JSON at all, then the schema version, then missing
+/// tasks, then the first field of the wrong shape (with its path, e.g. `task 2 blockedBy[0]`).
+pub fn parse(text: &str, path: &Path) -> Result<Plan, PlanError> {
+    match serde_json::from_str::<Plan>(text) {
+        Ok(plan) => {
+            check_version(&Value::from(plan.schema_version), path)?;
+            if plan.tasks.is_empty() {
+                return Err(PlanError::NoTasks {
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok(plan)
+        }
+        Err(_) => Err(diagnose(text, path)),
+    }
+}
+
+fn check_version(v: &Value, path: &Path) -> Result<(), PlanError> {
+    let ok = v
+        .as_u64()
+        .is_some_and(|n| SUPPORTED_SCHEMA_VERSIONS.contains(&n));
+    if ok {
+        Ok(())
+    } else {
+        Err(PlanError::SchemaVersion {
+            path: path.to_path_buf(),
+            found: match v {
+                Value::Null => "(missing)".to_string(),
+                other => other.to_string(),
+            },
+        })
+    }
+}
+
+fn diagnose(text: &str, path: &Path) -> PlanError {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return PlanError::Syntax {
+                path: path.to_path_buf(),
+                line: e.line(),
+                column: e.column(),
+                message: strip_position(&e.to_string()),
+            };
+        }
+    };
+    let Some(obj) = value.as_object() else {
+        return PlanError::Shape {
+            location: String::new(),
+            message: "a plan is a JSON object with schemaVersion, goal and tasks".into(),
+        };
+    };
+    if let Err(e) = check_version(obj.get("schemaVersion").unwrap_or(&Value::Null), path) {
+        return e;
+    }
+    match obj.get("tasks") {
+        None => {
+            return PlanError::NoTasks {
+                path: path.to_path_buf(),
+            };
+        }
+        Some(Value::Array(a)) if a.is_empty() => {
+            return PlanError::NoTasks {
+                path: path.to_path_buf(),
+            };
+        }
+        _ => {}
+    }
+    match serde_path_to_error::deserialize::<_, Plan>(&value) {
+        Ok(_) => PlanError::Shape {
+            location: String::new(),
+            message: "the plan could not be read".into(),
+        },
+        Err(e) => PlanError::Shape {
+            location: describe_path(&e.path().to_string()),
+            message: e.into_inner().to_string(),
+        },
+    }
+}
+
+/// serde_json appends " at line X column Y"; the position is already in the message prefix.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// `tasks[2].agent.model` → `task 2 agent.model`.
+fn describe_path(p: &str) -> String {
+    if let Some(rest) = p.strip_prefix("tasks[")
+        && let Some(end) = rest.find(']')
+    {
+        let idx = &rest[..end];
+        let field = rest[end + 1..].trim_start_matches('.');
+        return if field.is_empty() {
+            format!("task {idx}")
+        } else {
+            format!("task {idx} {field}")
+        };
+    }
+    p.to_string()
+}
+
+/// Serialises the plan as the file's text: two-space indented JSON and a final newline.
+pub fn to_text(plan: &Plan) -> String {
+    let mut s = serde_json::to_string_pretty(plan).expect("a plan always serialises");
+    s.push('\n');
+    s
+}
+
+/// Writes the plan atomically and never through a link (see [`crate::edge::fsx`]): a temp file
+/// with a random name beside it, flushed to disk, then renamed over `path`.
+pub fn save(plan: &Plan, path: &Path) -> std::io::Result<()> {
+    write_atomic(path, to_text(plan).as_bytes())
+}
+
+/// Atomic write of any file inside the work tree it belongs to, never through a link
+/// ([`crate::edge::fsx::write_atomic`]).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::edge::fsx::write_atomic(path, bytes).map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text, Path::new("plan.json")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn diagnoses_in_order() {
+        let cases = [
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [ {\"subject\": \"x\", }",
+                "plan.json:1:50: malformed JSON: trailing comma",
+            ),
+            (
+                "[1]",
+                "a plan is a JSON object with schemaVersion, goal and tasks",
+            ),
+            (
+                "{\"tasks\": []}",
+                "schemaVersion: unsupported schema version (missing) (dagexec reads schemaVersion 2 and 3)",
+            ),
+            (
+                "{\"schemaVersion\": 1, \"tasks\": [{\"weird\": 1}]}",
+                "schemaVersion: unsupported schema version 1 (dagexec reads schemaVersion 2 and 3)",
+            ),
+            (
+                "{\"schemaVersion\": \"2\", \"tasks\": []}",
+                "schemaVersion: unsupported schema version \"2\" (dagexec reads schemaVersion 2 and 3)",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": []}",
+                "tasks: the plan contains no tasks",
+            ),
+            (
+                "{\"schemaVersion\": 3}",
+                "tasks: the plan contains no tasks",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"subject\": \"a\"}, {\"blockedBy\": [\"0\"]}]}",
+                "task 1 blockedBy[0]: invalid type: string \"0\", expected usize",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"status\": \"done\"}]}",
+                "task 0 status: unknown variant `done`, expected one of `pending`, `in_progress`, `completed`, `failed`, `blocked`, `skipped`",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"agent\": {\"model\": 3}}]}",
+                "task 0 agent.model: invalid type: integer `3`, expected a string",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = err(text);
+            assert!(
+                got.starts_with(want),
+                "for {text}\n got: {got}\nwant: {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn round_trip_preserves_unknown_fields_and_absence() {
+        for name in [
+            "auth-v2.json",
+            "auth-v3.json",
+            "auth-v2-waves.json",
+            "random-40-v2.json",
+        ] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(name);
+            let text = fs::read_to_string(&path).unwrap();
+            let plan = parse(&text, &path).unwrap();
+            let a: Value = serde_json::from_str(&text).unwrap();
+            let b: Value = serde_json::from_str(&to_text(&plan)).unwrap();
+            assert_eq!(a, b, "{name} changed on a round trip");
+        }
+        let text = r#"{"schemaVersion":2,"owner":"x","tasks":[{"subject":"a","custom":{"k":[1,2]},"agent":{"role":"r","mood":"calm"}}],"progress":{"completedTasks":[],"surprises":[],"decisions":[],"note":1}}"#;
+        let plan = parse(text, Path::new("p")).unwrap();
+        let out: Value = serde_json::from_str(&to_text(&plan)).unwrap();
+        assert_eq!(out["owner"], "x");
+        assert_eq!(out["tasks"][0]["custom"]["k"][1], 2);
+        assert_eq!(out["tasks"][0]["agent"]["mood"], "calm");
+        assert_eq!(out["progress"]["note"], 1);
+        assert!(out["tasks"][0]["agent"].get("constraints").is_none());
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        fs::write(&path, "old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        assert!(!dir.path().join("plan.json.tmp").exists());
+    }
+
+    #[test]
+    fn missing_file_is_no_plan() {
+        let e = load(Path::new("/nonexistent/.design/plan.json")).unwrap_err();
+        assert!(matches!(e, PlanError::NoPlan { .. }));
+        assert_eq!(
+            e.to_string(),
+            "No plan found at /nonexistent/.design/plan.json"
+        );
+    }
+}

@@ -1,0 +1,475 @@
+//! Questions to the user: what a task asks when it cannot go on alone — the reviewer loop
+//! escalated, or a long-run worker returned `NEEDS_DECISION` / `NEEDS_ACTION` — and the
+//! user's answer, passed to the task's next attempt.
+//!
+//! A question lives in the plan, in the blocked task's `question` field (see
+//! [`QUESTION_FIELD`]): `{kind, text, options, blockedAt, reply}`. Locally the run prints it
+//! and ends resumable (exit 5); `dagexec answer` records the reply and puts the task (and the
+//! tasks skipped because of it) back to pending. Pure: the CLI loads and saves the plan.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::graph::Dag;
+use crate::pure::plan::model::{Plan, Status, Task};
+
+/// The task field holding its question.
+pub const QUESTION_FIELD: &str = "question";
+
+/// What kind of answer the question wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The reviewer loop escalated: free-text guidance.
+    Review,
+    /// A long-run worker's `NEEDS_DECISION`: one of `options` (or `defer`).
+    Decision,
+    /// A long-run worker's `NEEDS_ACTION`: `done` once the action is done.
+    Action,
+}
+
+/// One option of a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    pub key: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A question and, once given, its reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    pub kind: Kind,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<Choice>,
+    /// Where the worker stopped (long-run `blocked_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_at: Option<String>,
+    #[serde(default)]
+    pub reply: Option<String>,
+}
+
+/// The task's question, if it has one.
+pub fn get(task: &Task) -> Option<Question> {
+    task.extra
+        .get(QUESTION_FIELD)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// Sets the task's question, its text clipped as a result is ([`crate::pure::outcome::clip_result`]:
+/// it is worker output, on its way to the plan and a pull request comment).
+pub fn set(task: &mut Task, q: &Question) {
+    let mut q = q.clone();
+    q.text = crate::pure::outcome::clip_result(&q.text);
+    task.extra.insert(
+        QUESTION_FIELD.into(),
+        serde_json::to_value(&q).expect("questions serialise"),
+    );
+}
+
+/// The question a worker asks in its status line (the worker contract's last non-empty
+/// stdout line): `NEEDS_DECISION: …` or `NEEDS_ACTION: …`, the text after the colon. The
+/// long-run seed's `OUTPUT_JSON` form is [`crate::sources::longrun::output`]'s.
+pub fn from_status_line(output: &str) -> Option<Question> {
+    let last = output.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let (kind, text) = if let Some(t) = last.strip_prefix("NEEDS_DECISION:") {
+        (Kind::Decision, t)
+    } else if let Some(t) = last.strip_prefix("NEEDS_ACTION:") {
+        (Kind::Action, t)
+    } else {
+        return None;
+    };
+    let text = text.trim();
+    (!text.is_empty()).then(|| Question {
+        kind,
+        text: text.to_string(),
+        options: Vec::new(),
+        blocked_at: None,
+        reply: None,
+    })
+}
+
+/// Whether the user deferred the task's decision (`dagexec answer N defer`): skipped by
+/// choice, not because a dependency failed.
+pub fn deferred(task: &Task) -> bool {
+    task.status == Status::Skipped
+        && get(task)
+            .is_some_and(|q| q.kind == Kind::Decision && q.reply.as_deref() == Some("defer"))
+}
+
+/// Blocked tasks with a question still waiting for its reply, in plan order.
+pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
+    plan.tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == Status::Blocked)
+        .filter_map(|(i, t)| get(t).filter(|q| q.reply.is_none()).map(|q| (i, q)))
+        .collect()
+}
+
+/// How the user answers, as a command line.
+fn how_to_answer(index: usize, q: &Question, plan_arg: &str) -> String {
+    let example = match q.kind {
+        Kind::Review => "\"<your guidance>\"".to_string(),
+        Kind::Decision => q
+            .options
+            .first()
+            .map_or("<choice>".to_string(), |c| c.key.clone()),
+        Kind::Action => "done".to_string(),
+    };
+    format!("dagexec{plan_arg} answer {index} {example}")
+}
+
+/// The open questions as the run prints them: each question, its options, and the command
+/// that answers it. `plan_arg` is `""` for the default plan or ` --plan <path>`.
+pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
+    let mut s = String::new();
+    for (i, q) in open(plan) {
+        let heading = match q.kind {
+            Kind::Review => "needs your guidance",
+            Kind::Decision => "needs a decision",
+            Kind::Action => "needs an action from you",
+        };
+        let _ = write!(s, "\nTask {i} ({}) {heading}", plan.tasks[i].subject);
+        if let Some(at) = &q.blocked_at {
+            let _ = write!(s, " at {at}");
+        }
+        let _ = write!(s, ":\n{}\n", q.text.trim_end());
+        for (n, c) in q.options.iter().enumerate() {
+            let _ = writeln!(s, "  {}. {}: {}", n + 1, c.key, c.description);
+        }
+        if q.kind == Kind::Decision {
+            s.push_str("  (or: defer — skip this task for now)\n");
+        }
+        let _ = writeln!(s, "Answer with: {}", how_to_answer(i, &q, plan_arg));
+    }
+    s
+}
+
+/// The prompt block that passes the reply back to the task's next attempt, empty when the
+/// task has no answered question. The long-run wording is the seed's.
+pub fn reply_section(task: &Task) -> String {
+    let Some(q) = get(task) else {
+        return String::new();
+    };
+    let Some(reply) = q.reply.as_deref() else {
+        return String::new();
+    };
+    let at = q.blocked_at.as_deref().unwrap_or("where you stopped");
+    match q.kind {
+        Kind::Decision => format!("## User decision\nUser decided: {reply}. Continue from {at}.\n"),
+        Kind::Action => "## User action\nUser completed action. Verify and continue.\n".into(),
+        Kind::Review => format!(
+            "## The user's answer\nThe review loop was escalated to the user with this question:\n{}\n\nThe user answered:\n{reply}\n",
+            q.text.trim_end()
+        ),
+    }
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    #[error("no task {index} (the plan has {count} tasks)")]
+    NoTask { index: usize, count: usize },
+    #[error("task {index} has no open question (it is {status})")]
+    NoQuestion { index: usize, status: Status },
+    #[error("task {index}: {given:?} is not one of the options ({options})")]
+    NotAnOption {
+        index: usize,
+        given: String,
+        options: String,
+    },
+    #[error("task {index} waits for an action: answer `done` once it is done, not {given:?}")]
+    NotDone { index: usize, given: String },
+    #[error("task {index}: the answer is empty")]
+    Empty { index: usize },
+}
+
+impl AnswerError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            AnswerError::NoTask { .. } | AnswerError::NoQuestion { .. } => {
+                "`dagexec status` lists the tasks; a run prints the questions that wait for you."
+                    .into()
+            }
+            AnswerError::NotAnOption { .. } => {
+                "Answer with an option's key or number, or `defer` to skip the task.".into()
+            }
+            AnswerError::NotDone { .. } => "Do the action first, then answer `done`.".into(),
+            AnswerError::Empty { .. } => "Give the answer as the last argument.".into(),
+        }
+    }
+}
+
+/// What an answer changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    /// The reply as recorded (an option's number resolved to its key).
+    pub reply: String,
+    /// The task's new status: pending, or skipped when a decision was deferred.
+    pub status: Status,
+    /// Tasks that were skipped because of this one and are pending again.
+    pub reopened: Vec<usize>,
+}
+
+/// Records `text` as the reply to task `index`'s open question. The task goes back to
+/// pending with a fresh set of attempts (its review history stays, so its next prompt has
+/// all the feedback and the answer), and so do the tasks the cascade skipped because of it.
+/// `defer` on a decision marks it skipped instead (the seed's "defer").
+pub fn answer(
+    plan: &mut Plan,
+    dag: &Dag,
+    index: usize,
+    text: &str,
+) -> Result<Answered, AnswerError> {
+    let count = plan.tasks.len();
+    let task = plan
+        .tasks
+        .get(index)
+        .ok_or(AnswerError::NoTask { index, count })?;
+    let mut q = match get(task) {
+        Some(q) if q.reply.is_none() && task.status == Status::Blocked => q,
+        // A worker that answered `BLOCKED: reason` asks in its own words: the answer goes
+        // to its next attempt like an escalated review's.
+        _ if task.status == Status::Blocked => Question {
+            kind: Kind::Review,
+            text: format!(
+                "Task {index} is blocked: {}",
+                task.result.as_deref().unwrap_or("no reason given")
+            ),
+            options: Vec::new(),
+            blocked_at: None,
+            reply: None,
+        },
+        _ => {
+            return Err(AnswerError::NoQuestion {
+                index,
+                status: task.status,
+            });
+        }
+    };
+    let given = text.trim();
+    if given.is_empty() {
+        return Err(AnswerError::Empty { index });
+    }
+    let mut status = Status::Pending;
+    let reply = match q.kind {
+        Kind::Review => given.to_string(),
+        Kind::Action if given.eq_ignore_ascii_case("done") => "done".to_string(),
+        Kind::Action => {
+            return Err(AnswerError::NotDone {
+                index,
+                given: given.into(),
+            });
+        }
+        Kind::Decision if given.eq_ignore_ascii_case("defer") => {
+            status = Status::Skipped;
+            "defer".to_string()
+        }
+        Kind::Decision => {
+            let by_number = given
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|n| q.options.get(n));
+            let by_key = q.options.iter().find(|c| c.key.eq_ignore_ascii_case(given));
+            match by_number.or(by_key) {
+                Some(c) => c.key.clone(),
+                None if q.options.is_empty() => given.to_string(),
+                None => {
+                    return Err(AnswerError::NotAnOption {
+                        index,
+                        given: given.into(),
+                        options: q
+                            .options
+                            .iter()
+                            .map(|c| c.key.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                }
+            }
+        }
+    };
+    q.reply = Some(reply.clone());
+    let task = &mut plan.tasks[index];
+    set(task, &q);
+    task.status = status;
+    task.attempts = Some(0);
+    task.result = Some(if status == Status::Skipped {
+        "deferred by the user".to_string()
+    } else {
+        format!("answered: {reply}")
+    });
+    // A deferred long-run plan does not stop the plans after it (the seed: "CONTINUE to next
+    // plan"); the next run skips again those that name it in depends_on.
+    let long_run = plan.tasks[index]
+        .extra
+        .contains_key(crate::sources::longrun::folder::LONG_RUN_FIELD);
+    let reopened = if status == Status::Pending || long_run {
+        crate::pure::update::reopen_skipped_dependents(plan, dag, index)
+    } else {
+        Vec::new()
+    };
+    Ok(Answered {
+        reply,
+        status,
+        reopened,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 20 §4: a question is worker output on its way to the plan and a comment.
+    #[test]
+    fn a_questions_text_is_clipped_as_a_result_is() {
+        let line = format!("NEEDS_DECISION: {}", "which? ".repeat(100_000));
+        let q = from_status_line(&line).expect("a question");
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "subject": "s", "status": "blocked", "blockedBy": []
+        }))
+        .expect("a task");
+        set(&mut task, &q);
+        let text = get(&task).expect("kept").text;
+        assert!(
+            text.len() <= crate::pure::outcome::RESULT_MAX_BYTES,
+            "{}",
+            text.len()
+        );
+        assert!(text.starts_with("which? which?") && text.contains("clipped: 699999 bytes"));
+    }
+
+    #[test]
+    fn a_status_line_question() {
+        let q = from_status_line("work\nNEEDS_DECISION: Which db?\n\n").unwrap();
+        assert_eq!((q.kind, q.text.as_str()), (Kind::Decision, "Which db?"));
+        let q = from_status_line("NEEDS_ACTION:  verify the email ").unwrap();
+        assert_eq!(
+            (q.kind, q.text.as_str()),
+            (Kind::Action, "verify the email")
+        );
+        assert_eq!(from_status_line("NEEDS_DECISION:"), None);
+        assert_eq!(from_status_line("NEEDS_DECISION: x\nCOMPLETED: y"), None);
+        assert_eq!(from_status_line("needs_decision: x"), None);
+    }
+    use crate::testing::{plan_of, task};
+
+    fn blocked(q: Question) -> Plan {
+        let mut plan = plan_of(vec![
+            task(&[], &[], &[]),
+            task(&[0], &[], &[]),
+            task(&[1], &[], &[]),
+        ]);
+        plan.tasks[0].status = Status::Blocked;
+        plan.tasks[0].subject = "Pick a store".into();
+        plan.tasks[0].attempts = Some(3);
+        set(&mut plan.tasks[0], &q);
+        plan.tasks[1].status = Status::Skipped;
+        plan.tasks[2].status = Status::Skipped;
+        plan
+    }
+
+    fn decision() -> Question {
+        Question {
+            kind: Kind::Decision,
+            text: "Which database?".into(),
+            options: vec![
+                Choice {
+                    key: "postgres".into(),
+                    description: "relational".into(),
+                },
+                Choice {
+                    key: "sqlite".into(),
+                    description: "embedded".into(),
+                },
+            ],
+            blocked_at: Some("Task 2".into()),
+            reply: None,
+        }
+    }
+
+    #[test]
+    fn a_decision_by_number_reopens_the_task_and_its_dependents() {
+        let mut plan = blocked(decision());
+        let dag = Dag::build(&plan).unwrap();
+        let a = answer(&mut plan, &dag, 0, "2").unwrap();
+        assert_eq!(a.reply, "sqlite");
+        assert_eq!(a.reopened, vec![1, 2]);
+        assert_eq!(plan.tasks[0].status, Status::Pending);
+        assert_eq!(plan.tasks[0].attempts(), 0);
+        assert!(open(&plan).is_empty());
+        assert_eq!(
+            reply_section(&plan.tasks[0]),
+            "## User decision\nUser decided: sqlite. Continue from Task 2.\n"
+        );
+        // Answered once: no second answer.
+        assert_eq!(
+            answer(&mut plan, &dag, 0, "postgres").unwrap_err(),
+            AnswerError::NoQuestion {
+                index: 0,
+                status: Status::Pending
+            }
+        );
+    }
+
+    #[test]
+    fn wrong_answers_are_refused_with_what_is_expected() {
+        let mut plan = blocked(decision());
+        let dag = Dag::build(&plan).unwrap();
+        let e = answer(&mut plan, &dag, 0, "mysql").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "task 0: \"mysql\" is not one of the options (postgres, sqlite)"
+        );
+        assert_eq!(
+            answer(&mut plan, &dag, 7, "x").unwrap_err().to_string(),
+            "no task 7 (the plan has 3 tasks)"
+        );
+        let mut plan = blocked(Question {
+            kind: Kind::Action,
+            text: "Verify the email".into(),
+            options: vec![],
+            blocked_at: None,
+            reply: None,
+        });
+        let e = answer(&mut plan, &dag, 0, "later").unwrap_err();
+        assert!(matches!(e, AnswerError::NotDone { .. }));
+        answer(&mut plan, &dag, 0, "DONE").unwrap();
+        assert!(
+            reply_section(&plan.tasks[0]).contains("User completed action. Verify and continue.")
+        );
+    }
+
+    #[test]
+    fn defer_skips_and_keeps_dependents_skipped() {
+        let mut plan = blocked(decision());
+        let dag = Dag::build(&plan).unwrap();
+        let a = answer(&mut plan, &dag, 0, "defer").unwrap();
+        assert_eq!((a.status, a.reopened.len()), (Status::Skipped, 0));
+        assert_eq!(plan.tasks[1].status, Status::Skipped);
+    }
+
+    #[test]
+    fn snapshot_open_questions() {
+        let mut plan = blocked(decision());
+        plan.tasks[1].status = Status::Blocked;
+        plan.tasks[1].subject = "Write the handler".into();
+        set(
+            &mut plan.tasks[1],
+            &Question {
+                kind: Kind::Review,
+                text: "The reviewer rejected task 1 on all 3 attempts.".into(),
+                options: vec![],
+                blocked_at: None,
+                reply: None,
+            },
+        );
+        insta::assert_snapshot!(render_open(&plan, ""));
+    }
+}

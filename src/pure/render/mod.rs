@@ -1,0 +1,140 @@
+//! Renderers of plan state for people: the status table and the DAG picture.
+//!
+//! They write to `impl io::Write` or return a `String`, and do no I/O of their own. Output is
+//! deterministic (it depends on the plan only) and has no colours or terminal escapes.
+
+pub mod graph;
+pub mod status;
+pub mod summary;
+
+use crate::pure::plan::model::Status;
+
+/// The chars of `text` on one line: every control character (newline, tab, …) and Unicode
+/// line or paragraph separator becomes a space, and `\r\n` a single space.
+fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
+    let mut chars = text.chars().peekable();
+    std::iter::from_fn(move || {
+        let c = chars.next()?;
+        if c == '\r' {
+            chars.next_if_eq(&'\n');
+        }
+        let breaks = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+        Some(if breaks { ' ' } else { c })
+    })
+}
+
+/// Position of `status` in [`Status::ALL`], to index per-status arrays.
+fn status_rank(status: Status) -> usize {
+    Status::ALL
+        .iter()
+        .position(|&s| s == status)
+        .unwrap_or_default()
+}
+
+/// Fixtures shared by the renderers' tests.
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::pure::plan::model::{Plan, Progress, Status, Task};
+
+    /// The auth-v2 example plan, exactly as shipped.
+    pub(crate) fn auth_v2() -> Plan {
+        serde_json::from_str(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/auth-v2.json"
+        )))
+        .expect("examples/auth-v2.json is a valid plan")
+    }
+
+    /// The auth-v2 plan part-way through a run, with every status present:
+    /// 0 completed, 1 failed after 3 attempts, 2 skipped (it needs 1), 3 in progress,
+    /// 4 pending, 5 blocked.
+    pub(crate) fn auth_v2_mid_run() -> Plan {
+        let mut plan = auth_v2();
+        let t = &mut plan.tasks;
+        t[0].status = Status::Completed;
+        t[0].attempts = Some(1);
+        t[0].result = Some("Added the User model and migration 001_user".into());
+        t[1].status = Status::Failed;
+        t[1].attempts = Some(3);
+        t[1].result = Some(
+            "npm test -- password failed:\nbcrypt needs node-gyp, python3 and a C++ toolchain"
+                .into(),
+        );
+        t[2].status = Status::Skipped;
+        t[2].result = Some("dependency 1 failed".into());
+        t[3].status = Status::InProgress;
+        t[3].attempts = Some(1);
+        t[5].status = Status::Blocked;
+        t[5].attempts = Some(1);
+        t[5].result = Some("blocked: no decision yet on \"Redis\" vs <in-memory> & co.".into());
+        plan
+    }
+
+    /// Records attempts in `plan`: (task, attempt, seconds, cost, outcome), each starting at
+    /// 2026-11-23T05:00:00Z.
+    pub(crate) fn spend(
+        plan: &mut Plan,
+        rows: &[(usize, u32, i64, Option<f64>, crate::pure::usage::Outcome)],
+    ) {
+        let start: jiff::Timestamp = "2026-11-23T05:00:00Z".parse().expect("a timestamp");
+        for &(task, attempt, secs, cost, outcome) in rows {
+            let m = crate::pure::usage::Measured {
+                start,
+                end: start + jiff::SignedDuration::from_secs(secs),
+                usage: crate::pure::usage::Usage {
+                    cost_usd: cost,
+                    ..Default::default()
+                },
+            };
+            let r = crate::pure::usage::AttemptRecord::new(task, attempt, &m, outcome);
+            crate::pure::usage::record(plan, &r);
+        }
+    }
+
+    /// [`auth_v2_mid_run`] with its attempts' time and cost recorded.
+    pub(crate) fn auth_v2_spent() -> Plan {
+        use crate::pure::usage::Outcome::*;
+        let mut plan = auth_v2_mid_run();
+        spend(
+            &mut plan,
+            &[
+                (0, 1, 123, Some(0.42), Completed),
+                (1, 1, 60, Some(0.1), Failed),
+                (1, 2, 1800, Some(1.25), Timeout),
+                (1, 3, 30, None, Failed),
+                (5, 1, 10, Some(0.004), Blocked),
+            ],
+        );
+        plan
+    }
+
+    /// A v3 plan with no context and the given tasks.
+    pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
+        Plan {
+            schema_version: 3,
+            goal: "test".into(),
+            context: None,
+            progress: Progress::default(),
+            tasks,
+            extra: Default::default(),
+        }
+    }
+
+    /// A pending task with the given subject and dependencies.
+    pub(crate) fn task(subject: &str, blocked_by: &[usize]) -> Task {
+        Task {
+            subject: subject.into(),
+            blocked_by: blocked_by.to_vec(),
+            ..Task::default()
+        }
+    }
+
+    #[test]
+    fn mid_run_fixture_has_every_status() {
+        let plan = auth_v2_mid_run();
+        assert_eq!(plan.tasks.len(), 6);
+        for status in Status::ALL {
+            assert!(plan.count(status) >= 1, "no task is {status}");
+        }
+    }
+}

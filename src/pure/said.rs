@@ -1,0 +1,224 @@
+//! What an agent CLI said about how its run ended, beyond the status line: the failure it
+//! reports in its machine output (codex's `turn.failed` and `error` events, claude's result
+//! `subtype`, `is_error` and `api_error_status`, gemini's `error` object), the tool calls it
+//! refused (claude's `permission_denials`), and whether another attempt could help.
+//!
+//! Pure: [`crate::pure::usage`] reads it from the output, [`crate::edge::worker::classify`] from the exit
+//! and stderr (a usage error, a missing or non-executable command); [`heed`] puts it into the
+//! processor's verdict, and [`crate::pure::outcome::decide`] and the engine loops ([`crate::flow::exec`])
+//! act on its [`Halt`]:
+//!
+//! * [`Halt::Task`] — a retry cannot help (a usage error, a command that is missing or not
+//!   executable): the task fails at once, its reason saying why it was not retried;
+//! * [`Halt::Run`] — the API refused the credentials: every task would fail the same way, so
+//!   the task fails and the run stops, naming the secret to fix;
+//! * [`Halt::Budget`] — the CLI stopped at its own spending limit (claude's
+//!   `error_max_budget_usd`): not a failure; the task is pending again and the run stops as
+//!   when `--max-cost` is spent.
+//!
+//! On GitHub the work job writes it into `result.json` (`said`) and finalize heeds it the
+//! same way. It is worker output: at worst it makes its own task fail or stops the run.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::outcome::Verdict;
+use crate::pure::plan::model::Status;
+
+/// Why no other attempt should follow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Halt {
+    /// A retry cannot help: the task fails now (why).
+    Task { why: String },
+    /// The API refused the key: the run stops; `secret` is the variable to fix.
+    Run { secret: String },
+    /// The CLI's own spending limit stopped it.
+    Budget,
+}
+
+/// What the CLI said, besides its status line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Said {
+    /// The failure the CLI reports, in its words (replaces a reason like "exited with status 1").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Why another attempt would not help, when it would not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt: Option<Halt>,
+    /// Tool calls the CLI refused, e.g. `Write /abs/path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
+/// At most this many refused calls are named in a reason.
+const REFUSED_SHOWN: usize = 3;
+/// A CLI's failure text is cut to this many characters.
+const FAILURE_MAX: usize = 300;
+
+impl Said {
+    /// Nothing said.
+    pub fn is_empty(&self) -> bool {
+        *self == Said::default()
+    }
+
+    /// `self`, with what `other` says where `self` says nothing.
+    pub fn or(self, other: Said) -> Said {
+        Said {
+            failure: self.failure.or(other.failure),
+            halt: self.halt.or(other.halt),
+            refused: if self.refused.is_empty() {
+                other.refused
+            } else {
+                self.refused
+            },
+        }
+    }
+
+    /// Bounded and made safe for a terminal, a plan and a commit message.
+    pub fn checked(self) -> Said {
+        let line = |s: &str, max: usize| {
+            let s = crate::pure::sanitize::line(s);
+            let s = s.trim();
+            if s.chars().count() <= max {
+                s.to_string()
+            } else {
+                let mut out: String = s.chars().take(max - 1).collect();
+                out.push('…');
+                out
+            }
+        };
+        Said {
+            failure: self.failure.map(|f| line(&f, FAILURE_MAX)),
+            halt: self.halt.map(|h| match h {
+                Halt::Task { why } => Halt::Task {
+                    why: line(&why, FAILURE_MAX),
+                },
+                Halt::Run { secret } => Halt::Run {
+                    secret: line(&secret, 64),
+                },
+                Halt::Budget => Halt::Budget,
+            }),
+            refused: self.refused.iter().take(20).map(|r| line(r, 200)).collect(),
+        }
+    }
+}
+
+/// The secret an API key of `cli` lives in.
+pub fn secret_of(cli: &str) -> &'static str {
+    match cli {
+        "codex" => "OPENAI_API_KEY",
+        "gemini" => "GEMINI_API_KEY",
+        _ => "ANTHROPIC_API_KEY",
+    }
+}
+
+/// Puts what the CLI said into a failed verdict: its failure text as the reason, the calls it
+/// refused, and why no retry follows. A completed or blocked verdict is left alone.
+pub fn heed(verdict: &mut Verdict, said: &Said) {
+    if verdict.status != Status::Failed {
+        return;
+    }
+    if let Some(f) = &said.failure {
+        verdict.result = f.clone();
+    }
+    if !said.refused.is_empty() {
+        let mut shown: Vec<String> = said
+            .refused
+            .iter()
+            .take(REFUSED_SHOWN)
+            .map(|r| format!("{r} (permission denied)"))
+            .collect();
+        if said.refused.len() > REFUSED_SHOWN {
+            shown.push(format!("and {} more", said.refused.len() - REFUSED_SHOWN));
+        }
+        verdict
+            .result
+            .push_str(&format!("; the agent was refused: {}", shown.join(", ")));
+    }
+    match &said.halt {
+        None => {}
+        Some(Halt::Task { why }) => {
+            verdict
+                .result
+                .push_str(&format!(" — not retried: {why}"));
+        }
+        Some(Halt::Run { secret }) => verdict.result.push_str(&format!(
+            " — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret {secret} (locally: export {secret}=…; on GitHub: gh secret set {secret})"
+        )),
+        Some(Halt::Budget) => verdict.result.push_str(
+            " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
+        ),
+    }
+    verdict.halt = said.halt.clone();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(reason: &str) -> Verdict {
+        Verdict {
+            status: Status::Failed,
+            result: reason.into(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: Vec::new(),
+            halt: None,
+        }
+    }
+
+    #[test]
+    fn a_failure_is_told_in_the_clis_words_with_what_it_refused() {
+        let mut v = failed("spot-check failed: x.txt (to create) does not exist");
+        let said = Said {
+            failure: None,
+            halt: None,
+            refused: vec!["Write /work/repo/.git/x.txt".into()],
+        };
+        heed(&mut v, &said);
+        assert_eq!(
+            v.result,
+            "spot-check failed: x.txt (to create) does not exist; the agent was refused: Write /work/repo/.git/x.txt (permission denied)"
+        );
+        assert_eq!(v.halt, None);
+        let mut done = failed("x");
+        done.status = Status::Completed;
+        heed(&mut done, &said);
+        assert_eq!(done.result, "x", "a completed verdict is left alone");
+    }
+
+    #[test]
+    fn a_halt_says_why_there_is_no_retry() {
+        let mut v = failed("worker exited with status 1");
+        heed(
+            &mut v,
+            &Said {
+                failure: Some(
+                    "claude: Invalid API key · Fix external API key (API error 401)".into(),
+                ),
+                halt: Some(Halt::Run {
+                    secret: "ANTHROPIC_API_KEY".into(),
+                }),
+                refused: Vec::new(),
+            },
+        );
+        insta::assert_snapshot!(v.result, @"claude: Invalid API key · Fix external API key (API error 401) — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret ANTHROPIC_API_KEY (locally: export ANTHROPIC_API_KEY=…; on GitHub: gh secret set ANTHROPIC_API_KEY)");
+        assert!(matches!(v.halt, Some(Halt::Run { .. })));
+    }
+
+    #[test]
+    fn what_a_worker_says_is_bounded_and_sanitised() {
+        let s = Said {
+            failure: Some(format!("\u{1b}]0;pwned\u{7}{}", "x".repeat(1000))),
+            halt: Some(Halt::Run {
+                secret: "\u{1b}[2JKEY".into(),
+            }),
+            refused: vec!["r".into(); 50],
+        }
+        .checked();
+        assert!(s.failure.as_ref().unwrap().chars().count() <= FAILURE_MAX);
+        assert!(!s.failure.unwrap().contains('\u{1b}'));
+        assert_eq!(s.refused.len(), 20);
+        assert!(matches!(s.halt, Some(Halt::Run { secret }) if !secret.contains('\u{1b}')));
+    }
+}

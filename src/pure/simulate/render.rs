@@ -1,0 +1,366 @@
+//! What `dagexec simulate` prints: the table, the Gantt chart ([`chart`], also drawn by
+//! `dagexec status --gantt`), and the JSON for tools.
+//!
+//! The JSON shape (stable; times in seconds, ms precision):
+//! ```json
+//! {
+//!   "tasks": 30,
+//!   "settings": {"jobs": 4, "maxParallel": 8, "jobStartSeconds": 30.0, "integrateSeconds": 10.0,
+//!                "pollSeconds": 30.0, "pollsPerHour": 600, "remaining": false},
+//!   "durations": {
+//!     "default": {"seconds": 147.2, "source": "median"},
+//!     "sources": {"given": 0, "history": 24, "default": 0, "median": 6, "assumed": 0},
+//!     "tasks": [{"task": 0, "source": "history", "attempts": [12.0, 147.2]}],
+//!     "warnings": []
+//!   },
+//!   "bounds": {
+//!     "local": {"seconds": 2050.0, "criticalPathSeconds": 1800.0, "workSeconds": 8200.0, "slots": 4},
+//!     "actions": {"seconds": …, "criticalPathSeconds": …, "workSeconds": …, "slots": 8}
+//!   },
+//!   "schedules": [
+//!     {"schedule": "rounds", "where": "local", "seconds": 3720.0, "jobs": 30, "rounds": 7,
+//!      "vsBound": 1.815, "deadlock": null,
+//!      "attempts": [{"task": 0, "attempt": 1, "start": 0.0, "work": 0.0, "end": 147.2, "failed": false}]}
+//!   ]
+//! }
+//! ```
+//! `schedules` holds, in this order: rounds, waves, eager locally; rounds, eager on Actions.
+//! `source` is one of given, history, default, median, assumed ([`super::durations`]);
+//! `rounds` counts round commits locally (eager: batches of arrivals integrated), workflow runs
+//! for the Action's rounds and conductor jobs for its eager; `vsBound` is null when the bound
+//! is 0, `deadlock` the number of pending tasks left when none could start.
+
+use serde_json::{Value, json};
+
+use super::{Place, Prediction, Report, Source, durations::Durations};
+use crate::pure::engine::Schedule;
+use crate::pure::plan::model::Plan;
+
+/// `42.5s`, `12m30s`, `1h2m`.
+pub fn human(ms: u64) -> String {
+    if ms < 60_000 {
+        let tenths = (ms + 50) / 100;
+        return if tenths.is_multiple_of(10) {
+            format!("{}s", tenths / 10)
+        } else {
+            format!("{}.{}s", tenths / 10, tenths % 10)
+        };
+    }
+    let s = (ms + 500) / 1000;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+pub(crate) fn schedule_name(s: Schedule) -> &'static str {
+    match s {
+        Schedule::Rounds => "rounds",
+        Schedule::Waves => "waves",
+        Schedule::Eager => "eager",
+    }
+}
+
+fn place_name(p: Place) -> &'static str {
+    match p {
+        Place::Local => "local",
+        Place::Actions => "Actions",
+    }
+}
+
+/// What the durations are, in one sentence.
+fn durations_line(d: &Durations) -> String {
+    let mut parts = Vec::new();
+    let n = |s: Source| d.count(s);
+    if n(Source::Given) > 0 {
+        parts.push(format!("{} given", n(Source::Given)));
+    }
+    if n(Source::History) > 0 {
+        parts.push(format!("{} from the plan's history", n(Source::History)));
+    }
+    let rest = n(d.default.1);
+    if rest > 0 {
+        let t = human(d.default.0);
+        parts.push(match d.default.1 {
+            Source::Default => format!("{rest} without history {t} (--duration)"),
+            Source::Median => format!("{rest} without history the median, {t}"),
+            _ => format!("{rest} assumed {t} (no history; --duration sets it)"),
+        });
+    }
+    if parts.is_empty() {
+        return "no tasks".into();
+    }
+    format!("durations: {}", parts.join(", "))
+}
+
+/// The report as a table, with the settings and the lower bounds.
+pub fn table(report: &Report, durations: &Durations) -> String {
+    let s = report.setting;
+    let mut out = String::new();
+    let what = if s.remaining {
+        "tasks not completed yet"
+    } else {
+        "tasks"
+    };
+    out.push_str(&format!(
+        "{} {what}; {}.\n",
+        report.tasks,
+        durations_line(durations)
+    ));
+    for w in &durations.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out.push_str(&format!(
+        "local: {} job(s) at once.\nActions: {} job(s) at once (max-parallel), {} per job besides its work, {} per integration;\neager's conductor polls every {} or more ({} run reads an hour at most).\n\n",
+        s.jobs,
+        s.max_parallel,
+        human(s.job_start),
+        human(s.integrate),
+        human(s.poll),
+        s.polls_per_hour
+    ));
+    let rows: Vec<[String; 5]> = report
+        .predictions
+        .iter()
+        .map(|p| {
+            let wall = match p.deadlock {
+                Some(n) => format!("deadlock ({n} left)"),
+                None => human(p.wall),
+            };
+            let ratio = report
+                .ratio(p)
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+            [
+                schedule_name(p.schedule).to_string(),
+                place_name(p.place).to_string(),
+                wall,
+                p.jobs.to_string(),
+                ratio,
+            ]
+        })
+        .collect();
+    let head = ["schedule", "where", "wall time", "jobs", "× bound"];
+    let width = |k: usize| {
+        rows.iter()
+            .map(|r| r[k].chars().count())
+            .chain([head[k].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..5).map(width).collect();
+    let line = |r: [&str; 5]| {
+        format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3],
+            w4 = w[4]
+        )
+    };
+    out.push_str(&line(head));
+    for r in &rows {
+        out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
+    }
+    let bound = |b: super::Bound| {
+        format!(
+            "{} = max(critical path {}, work {} ÷ {})",
+            human(b.value),
+            human(b.critical_path),
+            human(b.work),
+            b.slots
+        )
+    };
+    out.push_str(&format!(
+        "\nlower bound: local {}\n             Actions {}, job start-ups counted\n",
+        bound(report.local_bound),
+        bound(report.actions_bound)
+    ));
+    out.push_str(
+        "jobs: worker processes locally; every job on Actions (rounds: a plan and a finalize job\nper workflow run and one per task attempt; eager: a conductor and one per task attempt).\n",
+    );
+    out
+}
+
+/// The label of task `i`: `  3 Add the parser`, clipped to `width` characters.
+fn label(plan: &Plan, i: usize, width: usize, index_width: usize) -> String {
+    let subject = crate::pure::sanitize::line(&plan.tasks[i].subject);
+    let full = format!("{i:>index_width$} {subject}");
+    let n = full.chars().count();
+    if n <= width {
+        format!("{full}{}", " ".repeat(width - n))
+    } else {
+        let mut s: String = full.chars().take(width.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// A text Gantt chart of one prediction, `width` columns wide: one row per task (plan
+/// order), `░` a job's start-up, `█` work, `▒` a failed attempt's work, then the time axis.
+pub fn gantt(plan: &Plan, p: &Prediction, width: usize) -> String {
+    let heading = format!(
+        "{} {}: {}, {} jobs  (░ job start-up, █ work, ▒ failed attempt)",
+        schedule_name(p.schedule),
+        match p.place {
+            Place::Local => "locally",
+            Place::Actions => "on Actions",
+        },
+        human(p.wall),
+        p.jobs
+    );
+    let bars: Vec<Bar> = p
+        .spans
+        .iter()
+        .map(|s| Bar {
+            task: s.task,
+            start: s.start,
+            work: s.work,
+            end: s.end,
+            glyph: if s.failed { '▒' } else { '█' },
+        })
+        .collect();
+    chart(plan, &heading, &bars, p.wall, width)
+}
+
+/// One bar of a [`chart`], in ms from the chart's start: `start..work` is drawn `░` (a job's
+/// start-up), `work..end` with `glyph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bar {
+    pub task: usize,
+    pub start: u64,
+    pub work: u64,
+    pub end: u64,
+    pub glyph: char,
+}
+
+/// A text Gantt chart, `width` columns wide: `heading`, one row per task (plan order) with
+/// each of its bars (every bar gets at least one cell), then the time axis from 0 to `wall`
+/// ms. Shared by `dagexec simulate` and `dagexec status --gantt` ([`crate::pure::timeline`]).
+pub fn chart(plan: &Plan, heading: &str, bars: &[Bar], wall: u64, width: usize) -> String {
+    let mut out = format!("{heading}\n");
+    let mut tasks: Vec<usize> = bars.iter().map(|s| s.task).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    if tasks.is_empty() {
+        out.push_str("(no tasks)\n");
+        return out;
+    }
+    let index_width = tasks.last().map_or(1, |t| t.to_string().len());
+    let label_width = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| tasks.binary_search(i).is_ok())
+        .map(|(_, t)| index_width + 1 + t.subject.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(28)
+        .min(width.saturating_sub(13))
+        .max(index_width + 2);
+    let cells = width.saturating_sub(label_width + 3).max(10);
+    let wall = wall.max(1);
+    let cell = |t: u64| ((t as u128 * cells as u128) / wall as u128) as usize;
+    let cell_end =
+        |t: u64| (((t as u128 * cells as u128).div_ceil(wall as u128)) as usize).min(cells);
+    for &task in &tasks {
+        let mut row = vec![' '; cells];
+        for s in bars.iter().filter(|s| s.task == task) {
+            // Every start-up and every attempt's work gets at least one cell, in order.
+            let mut from = cell(s.start).min(cells - 1);
+            if s.work > s.start {
+                let to = cell(s.work).max(from + 1).min(cells);
+                row[from..to].fill('░');
+                from = to.min(cells - 1);
+            }
+            let to = cell_end(s.end).max(from + 1).min(cells);
+            row[from..to].fill(s.glyph);
+        }
+        let bar: String = row.into_iter().collect();
+        out.push_str(&format!(
+            "{} │{bar}│\n",
+            label(plan, task, label_width, index_width)
+        ));
+    }
+    let end = human(wall);
+    out.push_str(&format!(
+        "{} 0{}{end}\n",
+        " ".repeat(label_width),
+        " ".repeat((cells + 1).saturating_sub(end.chars().count()))
+    ));
+    out
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// The report as the documented JSON object (see the module's docs).
+pub fn json(report: &Report, durations: &Durations) -> Value {
+    let s = report.setting;
+    let sources = [
+        Source::Given,
+        Source::History,
+        Source::Default,
+        Source::Median,
+        Source::Assumed,
+    ];
+    let bound = |b: super::Bound| {
+        json!({
+            "seconds": secs(b.value),
+            "criticalPathSeconds": secs(b.critical_path),
+            "workSeconds": secs(b.work),
+            "slots": b.slots,
+        })
+    };
+    json!({
+        "tasks": report.tasks,
+        "settings": {
+            "jobs": s.jobs,
+            "maxParallel": s.max_parallel,
+            "jobStartSeconds": secs(s.job_start),
+            "integrateSeconds": secs(s.integrate),
+            "pollSeconds": secs(s.poll),
+            "pollsPerHour": s.polls_per_hour,
+            "remaining": s.remaining,
+        },
+        "durations": {
+            "default": {"seconds": secs(durations.default.0), "source": durations.default.1.as_str()},
+            "sources": sources.iter().map(|&x| (x.as_str().to_string(), json!(durations.count(x)))).collect::<serde_json::Map<_, _>>(),
+            "tasks": durations.tasks.iter().enumerate().map(|(i, t)| json!({
+                "task": i,
+                "source": t.source.as_str(),
+                "attempts": t.attempts.iter().map(|&a| secs(a)).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "warnings": durations.warnings,
+        },
+        "bounds": {
+            "local": bound(report.local_bound),
+            "actions": bound(report.actions_bound),
+        },
+        "schedules": report.predictions.iter().map(|p| json!({
+            "schedule": schedule_name(p.schedule),
+            "where": p.place.as_str(),
+            "seconds": secs(p.wall),
+            "jobs": p.jobs,
+            "rounds": p.rounds,
+            "vsBound": report.ratio(p).map(|r| (r * 1000.0).round() / 1000.0),
+            "deadlock": p.deadlock,
+            "attempts": p.spans.iter().map(|sp| json!({
+                "task": sp.task,
+                "attempt": sp.attempt,
+                "start": secs(sp.start),
+                "work": secs(sp.work),
+                "end": secs(sp.end),
+                "failed": sp.failed,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

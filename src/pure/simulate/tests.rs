@@ -1,0 +1,629 @@
+//! Small plans whose schedules are computed by hand in the comments.
+
+use super::durations::with_history;
+use super::*;
+use crate::testing::{plan_of, task};
+use serde_json::json;
+
+const S: u64 = 1000;
+
+/// Tasks `(blockers, files modified, seconds)`.
+fn plan(tasks: &[(&[usize], &[&str], u64)]) -> (Plan, DurationInput) {
+    let p = plan_of(
+        tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (deps, files, _))| {
+                let mut t = task(deps, &[], files);
+                t.subject = format!("task {i}");
+                t
+            })
+            .collect(),
+    );
+    let input = DurationInput {
+        per_task: tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i, t.2 * S))
+            .collect(),
+        use_history: true,
+        ..Default::default()
+    };
+    (p, input)
+}
+
+/// `jobs` locally, `max_parallel` on Actions with `job_start` s per job; integrations take no
+/// time and the conductor sees a run end at once (no poll wait).
+fn setting(jobs: usize, max_parallel: usize, job_start: u64) -> Setting {
+    Setting {
+        jobs,
+        max_parallel,
+        job_start: job_start * S,
+        integrate: 0,
+        poll: 0,
+        polls_per_hour: u64::MAX,
+        remaining: false,
+    }
+}
+
+fn report(p: &Plan, input: &DurationInput, s: Setting) -> Report {
+    let dag = Dag::build(p).unwrap();
+    let m = Conflicts::of(p);
+    let times = durations::durations(p, input).unwrap();
+    predict(p, &dag, &m, &times, s)
+}
+
+/// (wall s, jobs) of each prediction: local rounds, waves, eager; Actions rounds, eager.
+fn walls(r: &Report) -> Vec<(u64, u64)> {
+    r.predictions
+        .iter()
+        .map(|p| {
+            assert_eq!(p.deadlock, None);
+            (p.wall / S, p.jobs)
+        })
+        .collect()
+}
+
+#[test]
+fn chain() {
+    // 0 → 1 → 2 taking 10, 20, 30 s: 60 s whatever the schedule, locally.
+    // Actions rounds: per run 5 (plan) + 5 + d (work) + 5 (finalize): 25 + 35 + 45 = 105 s,
+    // 3 jobs per run. Eager: 5 (plan job) + 5 (conductor) + 15 + 25 + 35 = 85 s, 2 + 3 jobs.
+    let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
+    let r = report(&p, &d, setting(2, 2, 5));
+    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (85, 5)]);
+    assert_eq!(r.local_bound.value, 60 * S);
+    assert_eq!(r.local_bound.critical_path, 60 * S);
+    // Each task's job start-up counted: 15 + 25 + 35.
+    assert_eq!(r.actions_bound.value, 75 * S);
+    assert_eq!(r.predictions[3].rounds, 3);
+    assert_eq!(r.predictions[4].rounds, 1);
+    let eager = &r.predictions[4];
+    assert_eq!(
+        eager.spans[1],
+        Span {
+            task: 1,
+            attempt: 1,
+            start: 25 * S,
+            work: 30 * S,
+            end: 50 * S,
+            failed: false
+        }
+    );
+}
+
+#[test]
+fn diamond_and_one_job() {
+    // 0 → {1, 2} → 3 taking 10, 20, 40, 10 s. Two jobs: 10 + 40 + 10 = 60 s.
+    let (p, d) = plan(&[
+        (&[], &[], 10),
+        (&[0], &[], 20),
+        (&[0], &[], 40),
+        (&[1, 2], &[], 10),
+    ]);
+    let r = report(&p, &d, setting(2, 2, 0));
+    assert_eq!(r.predictions[0].wall, 60 * S);
+    assert_eq!(r.predictions[2].wall, 60 * S);
+    // No start-up: the Action's rounds equal the local ones, and so does eager.
+    assert_eq!(r.predictions[3].wall, 60 * S);
+    assert_eq!(r.predictions[4].wall, 60 * S);
+    // One job: everything in sequence, 80 s; the bound is the work. On Actions three
+    // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs; eager: plan, conductor and 4 jobs.
+    let r = report(&p, &d, setting(1, 1, 0));
+    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 6)]);
+    assert_eq!(r.local_bound.value, 80 * S);
+    assert_eq!(r.ratio(&r.predictions[0]), Some(1.0));
+}
+
+#[test]
+fn eager_beats_rounds_when_durations_vary() {
+    // 0 (10 s) → 2 (10 s) → 3 (20 s); 1 (30 s) alone. Two jobs.
+    // Rounds: {0, 1} 30 s, {2} 10 s, {3} 20 s = 60 s. Eager: 2 starts at 10, 3 at 20, ends 40.
+    let (p, d) = plan(&[
+        (&[], &[], 10),
+        (&[], &[], 30),
+        (&[0], &[], 10),
+        (&[2], &[], 20),
+    ]);
+    let r = report(&p, &d, setting(2, 2, 0));
+    assert_eq!(r.predictions[0].wall, 60 * S);
+    assert_eq!(r.predictions[0].rounds, 3);
+    assert_eq!(r.predictions[2].wall, 40 * S);
+    assert_eq!(r.predictions[2].rounds, 4);
+    // Bound: critical path 0 → 2 → 3 = 40 s, work 70 / 2 = 35 s.
+    assert_eq!(r.local_bound.value, 40 * S);
+    assert_eq!(r.ratio(&r.predictions[2]), Some(1.0));
+    assert_eq!(r.ratio(&r.predictions[0]), Some(1.5));
+}
+
+#[test]
+fn conflicting_tasks() {
+    // 0 and 1 modify the same file; 2 is alone; 10 s each, three jobs, 5 s start-up.
+    // rounds: one round, groups {0, 2} then {1}: 20 s. waves: {0, 2}, then {1}: 20 s.
+    // eager: 0 and 2, then 1 once 0 is integrated: 20 s.
+    // Actions rounds: one round, two parts: run {0, 2}: 5 + 15 + 5; run {1}: 25 → 50 s,
+    // 4 + 3 jobs. Actions eager: 10 (plan job, conductor) + 15, then 1: 40 s, 2 + 3 jobs.
+    let (p, d) = plan(&[(&[], &["a"], 10), (&[], &["a"], 10), (&[], &[], 10)]);
+    let r = report(&p, &d, setting(3, 3, 5));
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (50, 7), (40, 5)]);
+    assert_eq!(
+        r.predictions.iter().map(|p| p.rounds).collect::<Vec<_>>(),
+        [1, 2, 2, 2, 1]
+    );
+    let starts =
+        |k: usize| -> Vec<u64> { r.predictions[k].spans.iter().map(|s| s.start / S).collect() };
+    assert_eq!(starts(0), [0, 10, 0]);
+    assert_eq!(starts(4), [10, 25, 10]);
+    // The bound ignores conflicts: 10 s.
+    assert_eq!(r.local_bound.value, 10 * S);
+}
+
+#[test]
+fn jobs_limit_queues_in_plan_order() {
+    // Three independent 10 s tasks on two slots: 20 s locally; on Actions the matrix runs
+    // two jobs at once: 5 + (15, 15 then 15) + 5 = 40 s, 5 jobs; eager 10 + 15 + 15 = 40 s.
+    let (p, d) = plan(&[(&[], &[], 10), (&[], &[], 10), (&[], &[], 10)]);
+    let r = report(&p, &d, setting(2, 2, 5));
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (40, 5), (40, 5)]);
+    assert_eq!(r.predictions[0].spans[2].start, 10 * S);
+}
+
+#[test]
+fn eager_fills_free_slots_before_integrating_like_the_runner() {
+    // One job. 0 (10 s) heads 0 → 3 → 4; 1 and 2 are alone (10 s). At 10 s task 0 arrives:
+    // the runner fills the free slot before integrating it, so 1 (ready already) starts, not
+    // 3 (ready only once 0 is integrated). At 20 s, 3 is ready and heads a chain: it starts;
+    // at 30 s it arrives and 2 (ready) starts before 4 (ready once 3 is integrated).
+    let (p, d) = plan(&[
+        (&[], &[], 10),
+        (&[], &[], 10),
+        (&[], &[], 10),
+        (&[0], &[], 10),
+        (&[3], &[], 10),
+    ]);
+    let r = report(&p, &d, setting(1, 1, 0));
+    let eager = &r.predictions[2];
+    let starts: Vec<u64> = eager.spans.iter().map(|s| s.start / S).collect();
+    assert_eq!(starts, [0, 10, 30, 20, 40]);
+    assert_eq!(eager.wall, 50 * S);
+}
+
+#[test]
+fn failed_attempts_from_history() {
+    // Task 0 failed after 10 s, then completed in 20 s; task 1 completed in 30 s. Two jobs,
+    // 5 s start-up.
+    // Local: the retry takes its slot again at once: 0 ends at 30, as does 1; 3 attempts.
+    // Actions rounds: run 1: plan to 5, 0 fails at 20, 1 ends at 40, finalize to 45; run 2
+    // (the round's second part): plan to 50, 0's job from 50 (its work from 55) to 75,
+    // finalize to 80: 80 s, 4 + 3 jobs.
+    // Actions eager: plan job and conductor to 10; 0 fails at 25 and is dispatched again,
+    // ends at 50; 2 + 3 jobs.
+    let p = with_history(
+        plan_of(vec![task(&[], &[], &[]), task(&[], &[], &[])]),
+        json!([
+            {"task": 0, "attempt": 1, "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:10Z", "seconds": 10.0, "outcome": "failed"},
+            {"task": 1, "attempt": 1, "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:00:30Z", "seconds": 30.0, "outcome": "completed"},
+            {"task": 0, "attempt": 2, "start": "2026-01-01T00:00:10Z", "end": "2026-01-01T00:00:30Z", "seconds": 20.0, "outcome": "completed"},
+        ]),
+    );
+    let input = DurationInput {
+        use_history: true,
+        ..Default::default()
+    };
+    let r = report(&p, &input, setting(2, 2, 5));
+    assert_eq!(walls(&r), [(30, 3), (30, 3), (30, 3), (80, 7), (50, 5)]);
+    assert_eq!(r.predictions[3].rounds, 2);
+    let spans = &r.predictions[3].spans;
+    assert!(spans[0].failed && !spans[1].failed);
+    assert_eq!(
+        (spans[1].start, spans[1].work, spans[1].end),
+        (50 * S, 55 * S, 75 * S)
+    );
+    // Bounds: locally 30 s; on Actions task 0 costs 10 + 20 + 2 × 5 = 40 s.
+    assert_eq!(r.local_bound.value, 30 * S);
+    assert_eq!(r.actions_bound.value, 40 * S);
+}
+
+#[test]
+fn actions_rounds_retry_is_a_later_part_of_its_round() {
+    // 0 fails its first attempt; 1 and 2 (blocked by 1) take 10 s each; no start-up.
+    // The Action's round is {0, 1}: part 1 runs both (0 fails), part 2 retries 0 alone —
+    // the round is open until 0 completes — and only then does round 2 run 2: 30 s, 3 runs
+    // (a conflict-free batch per run would have run 0's retry beside 2: 20 s, 2 runs).
+    let p = with_history(
+        plan_of(vec![
+            task(&[], &[], &[]),
+            task(&[], &[], &[]),
+            task(&[1], &[], &[]),
+        ]),
+        json!([
+            {"task": 0, "seconds": 10.0, "outcome": "failed"},
+            {"task": 0, "seconds": 10.0, "outcome": "completed"},
+            {"task": 1, "seconds": 10.0, "outcome": "completed"},
+            {"task": 2, "seconds": 10.0, "outcome": "completed"},
+        ]),
+    );
+    let input = DurationInput {
+        use_history: true,
+        ..Default::default()
+    };
+    let r = report(&p, &input, setting(2, 2, 0));
+    let rounds = &r.predictions[3];
+    assert_eq!(
+        (rounds.wall, rounds.rounds, rounds.jobs),
+        (30 * S, 3, 2 * 3 + 4)
+    );
+    let starts: Vec<(usize, u32, u64)> = rounds
+        .spans
+        .iter()
+        .map(|s| (s.task, s.attempt, s.start / S))
+        .collect();
+    assert_eq!(starts, [(0, 1, 0), (0, 2, 10), (1, 1, 0), (2, 1, 20)]);
+}
+
+#[test]
+fn actions_integrations_take_time() {
+    // 0 → 1 taking 10 and 20 s; 5 s per job, 3 s per integration, no poll wait.
+    // Rounds: run 1: plan 5, work 5 + 10, finalize 5 + 3 → 28; run 2: 28 + 5 + 25 + 8 = 66.
+    // Eager: plan job and conductor 10, its first commit 3 → 13; 0's run ends at 28,
+    // integrated at 31; 1's run ends at 56, integrated at 59.
+    let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20)]);
+    let s = Setting {
+        integrate: 3 * S,
+        ..setting(1, 1, 5)
+    };
+    let r = report(&p, &d, s);
+    assert_eq!(r.predictions[3].wall, 66 * S);
+    assert_eq!(r.predictions[4].wall, 59 * S);
+    assert_eq!(r.predictions[4].spans[1].start, 31 * S);
+}
+
+/// `setting` with the conductor polling at least every `poll` s, at most `per_hour` run
+/// reads an hour.
+fn polling(max_parallel: usize, poll: u64, per_hour: u64) -> Setting {
+    Setting {
+        poll: poll * S,
+        polls_per_hour: per_hour,
+        ..setting(1, max_parallel, 0)
+    }
+}
+
+#[test]
+fn actions_eager_sees_an_ended_run_at_the_next_poll() {
+    // 0 → 1 taking 10 s each, a poll every 30 s: 0 ends at 10, is seen at the poll at 30
+    // (1 run in flight: 6 s of the 600 reads an hour, so the 30 s rule); 1 runs from 30 to 40
+    // and is seen at 60.
+    let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 10)]);
+    let r = report(&p, &d, polling(8, 30, 600));
+    assert_eq!(r.predictions[4].wall, 60 * S);
+    assert_eq!(r.predictions[4].spans[1].start, 30 * S);
+    // A 70 s task is seen at the third poll, at 90 s.
+    let (p, d) = plan(&[(&[], &[], 70)]);
+    assert_eq!(
+        report(&p, &d, polling(8, 30, 600)).predictions[4].wall,
+        90 * S
+    );
+}
+
+#[test]
+fn actions_eager_polls_less_often_with_many_runs_in_flight() {
+    // Eight 10 s tasks. Eight runs in flight at 600 reads an hour: a poll every
+    // 3600 × 8 / 600 = 48 s, so all are seen at 48 s. Four at a time: every 30 s
+    // (4 runs: 24 s), two batches seen at 30 and 60 s.
+    let ten: (&[usize], &[&str], u64) = (&[], &[], 10);
+    let (p, d) = plan(&[ten; 8]);
+    assert_eq!(
+        report(&p, &d, polling(8, 30, 600)).predictions[4].wall,
+        48 * S
+    );
+    assert_eq!(
+        report(&p, &d, polling(4, 30, 600)).predictions[4].wall,
+        60 * S
+    );
+    // A GitHub App's budget (4,800 an hour) and a 1 s poll: every 6 s with 8 in flight.
+    assert_eq!(
+        report(&p, &d, polling(8, 1, 4800)).predictions[4].wall,
+        12 * S
+    );
+}
+
+#[test]
+fn actions_eager_hands_over_after_five_and_a_half_hours() {
+    // One 6-hour task; 60 s a job, 10 s an integration, a poll every 30 s.
+    // The conductor starts at 120 (plan job, conductor), commits to 130 and dispatches the
+    // run (ends 130 + 60 + 21600 = 21790). Polls from 160 every 30 s; the first at or after
+    // 120 + 19800 is 19930: it hands over: commit to 19940, the successor's plan job and
+    // conductor to 20060, its commit to 20070. Polls from 20100 every 30 s: the run is seen
+    // at 21810, integrated at 21820. Two conductors' runs: 2 × 2 jobs and the task's.
+    let (p, d) = plan(&[(&[], &[], 6 * 3600)]);
+    let s = Setting {
+        integrate: 10 * S,
+        ..polling(8, 30, 600)
+    };
+    let s = Setting {
+        job_start: 60 * S,
+        ..s
+    };
+    let eager = &report(&p, &d, s).predictions[4];
+    assert_eq!((eager.wall, eager.rounds, eager.jobs), (21_820 * S, 2, 5));
+}
+
+#[test]
+fn remaining_keeps_completed_tasks_done() {
+    let (mut p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
+    p.tasks[0].status = Status::Completed;
+    p.tasks[1].status = Status::Failed;
+    let mut s = setting(2, 2, 0);
+    s.remaining = true;
+    let r = report(&p, &d, s);
+    assert_eq!(r.tasks, 2);
+    assert_eq!(r.predictions[0].wall, 50 * S);
+    assert_eq!(r.local_bound.value, 50 * S);
+    // Without it, the whole plan again.
+    let r = report(&p, &d, setting(2, 2, 0));
+    assert_eq!(r.tasks, 3);
+    assert_eq!(r.predictions[0].wall, 60 * S);
+}
+
+#[test]
+fn waves_out_of_dependency_order_deadlock() {
+    // Task 0 in wave 1 waits for task 1 in wave 2: waves never starts 1.
+    let (mut p, d) = plan(&[(&[1], &[], 10), (&[], &[], 10)]);
+    p.tasks[0].wave = Some(1);
+    p.tasks[1].wave = Some(2);
+    let r = report(&p, &d, setting(1, 1, 0));
+    assert_eq!(r.predictions[1].deadlock, Some(2));
+    assert_eq!(r.predictions[0].deadlock, None);
+    assert!(
+        render::table(&r, &durations::durations(&p, &d).unwrap()).contains("deadlock (2 left)")
+    );
+}
+
+#[test]
+fn empty_plan() {
+    let (p, d) = plan(&[]);
+    let r = report(&p, &d, setting(1, 1, 5));
+    assert_eq!(r.local_bound.value, 0);
+    assert_eq!(r.ratio(&r.predictions[0]), None);
+    // The plan job and the conductor start all the same.
+    assert_eq!(r.predictions[4].wall, 10 * S);
+}
+
+#[test]
+fn human_times() {
+    use render::human;
+    assert_eq!(human(0), "0s");
+    assert_eq!(human(4_240), "4.2s");
+    assert_eq!(human(59_940), "59.9s");
+    assert_eq!(human(60_000), "1m");
+    assert_eq!(human(750_400), "12m30s");
+    assert_eq!(human(3_720_000), "1h2m");
+    assert_eq!(human(7_200_000), "2h");
+}
+
+/// A plan with a little of everything: history with a retry, a given duration, the median for
+/// the rest, a conflict and a chain.
+fn showcase() -> (Plan, Durations, Report) {
+    let mut p = plan_of(vec![
+        task(&[], &[], &["src/lib.rs"]),
+        task(&[], &[], &["src/lib.rs"]),
+        task(&[0], &[], &["src/parse.rs"]),
+        task(&[2], &[], &["docs/parse.md"]),
+        task(&[], &[], &["README.md"]),
+        task(&[1, 3], &[], &["tests/all.rs"]),
+    ]);
+    let subjects = [
+        "Add the config loader",
+        "Wire logging",
+        "Parse the new plan format with full error recovery",
+        "Document the parser",
+        "Update the README",
+        "End-to-end tests",
+    ];
+    for (t, s) in p.tasks.iter_mut().zip(subjects) {
+        t.subject = s.into();
+    }
+    let p = with_history(
+        p,
+        json!([
+            {"task": 0, "attempt": 1, "seconds": 300.0, "outcome": "completed"},
+            {"task": 1, "attempt": 1, "seconds": 120.0, "outcome": "failed"},
+            {"task": 1, "attempt": 2, "seconds": 240.0, "outcome": "completed"},
+            {"task": 2, "attempt": 1, "seconds": 900.0, "outcome": "completed"},
+        ]),
+    );
+    let mut input = DurationInput {
+        use_history: true,
+        ..Default::default()
+    };
+    input.per_task.insert(5, 600 * S);
+    let times = durations::durations(&p, &input).unwrap();
+    let dag = Dag::build(&p).unwrap();
+    let m = Conflicts::of(&p);
+    // The defaults of `dagexec simulate` on Actions, but for max-parallel.
+    let s = Setting {
+        integrate: 10 * S,
+        poll: 30 * S,
+        polls_per_hour: 600,
+        ..setting(2, 4, 30)
+    };
+    let r = predict(&p, &dag, &m, &times, s);
+    (p, times, r)
+}
+
+#[test]
+fn snapshot_table_and_gantt() {
+    let (p, times, r) = showcase();
+    let mut text = render::table(&r, &times);
+    for k in [0, 2, 3, 4] {
+        text.push('\n');
+        text.push_str(&render::gantt(&p, &r.predictions[k], 80));
+    }
+    insta::assert_snapshot!("table_and_gantt", text);
+}
+
+#[test]
+fn snapshot_json() {
+    let (_, times, r) = showcase();
+    let mut v = render::json(&r, &times);
+    // The attempts are covered by the table's Gantt charts; keep one schedule's here.
+    for s in v["schedules"].as_array_mut().unwrap().iter_mut().skip(1) {
+        s["attempts"] = json!("…");
+    }
+    insta::assert_snapshot!("json", serde_json::to_string_pretty(&v).unwrap());
+}
+
+#[test]
+fn gantt_is_deterministic_and_fits_the_width() {
+    let (p, _, r) = showcase();
+    for width in [40, 80, 200] {
+        let g = render::gantt(&p, &r.predictions[4], width);
+        assert_eq!(g, render::gantt(&p, &r.predictions[4], width));
+        for line in g.lines().skip(1) {
+            assert!(
+                line.chars().count() <= width.max(40),
+                "{line:?} exceeds {width}"
+            );
+        }
+    }
+}
+
+#[test]
+fn round_counts_match_the_engines_dry_run() {
+    // `run --dry-run`'s rounds (rounds, waves) are the rounds simulated; on Actions a round
+    // takes a workflow run per sequential group.
+    let (p, d) = plan(&[
+        (&[], &["a"], 3),
+        (&[], &["a"], 4),
+        (&[0], &[], 5),
+        (&[1, 2], &["b"], 6),
+    ]);
+    let dag = Dag::build(&p).unwrap();
+    let m = Conflicts::of(&p);
+    let r = report(&p, &d, setting(2, 2, 1));
+    for (k, schedule) in [(0, Schedule::Rounds), (1, Schedule::Waves)] {
+        let (batches, _) = engine::simulate(&p, &dag, &m, schedule, None);
+        assert_eq!(r.predictions[k].rounds, batches.len() as u64);
+    }
+    let (rounds, _) = engine::simulate(&p, &dag, &m, Schedule::Rounds, None);
+    let parts: usize = rounds
+        .iter()
+        .map(|b| engine::sequential_groups(b, &dag, &m).len())
+        .sum();
+    assert_eq!(r.predictions[3].rounds, parts as u64);
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Random plans: blockers point backwards, files from a pool of 4, 1–9 s per task, and
+    /// now and then a failed attempt first.
+    /// A task: blockers, files (pool indices), attempts' seconds.
+    type Spec = Vec<(Vec<usize>, Vec<u8>, Vec<u64>)>;
+
+    fn arb() -> impl Strategy<Value = (Spec, usize, usize, u64, (u64, u64))> {
+        let tasks = (1usize..25).prop_flat_map(|n| {
+            (0..n)
+                .map(|i| {
+                    (
+                        proptest::collection::vec(0..i.max(1), 0..=i.min(3)),
+                        proptest::collection::vec(0u8..4, 0..2),
+                        proptest::collection::vec(1u64..10, 1..3),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        (tasks, 1usize..5, 1usize..5, 0u64..4, (0u64..4, 0u64..40))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Every prediction: each attempt once, in order; a task starts after its blockers
+        /// ended; never more attempts at once than slots; conflicting tasks never overlap in
+        /// eager, rounds or waves (attempt by attempt: on Actions a task's retry waits for a later
+        /// workflow run, and another may run in between); never below the bound.
+        #[test]
+        fn schedules_respect_the_rules((spec, jobs, max_parallel, js, (integrate, poll)) in arb()) {
+            let names = ["a", "b", "c", "d"];
+            let mut p = plan_of(spec.iter().enumerate().map(|(i, (deps, files, _))| {
+                let deps: Vec<usize> = deps.iter().copied().filter(|&d| d < i).collect();
+                let files: Vec<&str> = files.iter().map(|&f| names[f as usize]).collect();
+                task(&deps, &[], &files)
+            }).collect());
+            let records: Vec<serde_json::Value> = spec.iter().enumerate().flat_map(|(i, (_, _, attempts))| {
+                let last = attempts.len() - 1;
+                attempts.iter().enumerate().map(move |(k, &s)| json!({
+                    "task": i, "seconds": s as f64,
+                    "outcome": if k == last { "completed" } else { "failed" },
+                }))
+            }).collect();
+            p = with_history(p, json!(records));
+            let input = DurationInput { use_history: true, ..Default::default() };
+            let s = Setting {
+                integrate: integrate * S,
+                poll: poll * S,
+                polls_per_hour: 600,
+                ..setting(jobs, max_parallel, js)
+            };
+            let r = report(&p, &input, s);
+            let dag = Dag::build(&p).unwrap();
+            let m = Conflicts::of(&p);
+            for pr in &r.predictions {
+                prop_assert_eq!(pr.deadlock, None);
+                let slots = match pr.place { Place::Local => jobs, Place::Actions => max_parallel };
+                let startup = match pr.place { Place::Local => 0, Place::Actions => js * S };
+                // Each attempt once, in order, with its time.
+                let mut k = 0;
+                for (i, (_, _, attempts)) in spec.iter().enumerate() {
+                    for (a, &secs) in attempts.iter().enumerate() {
+                        let s = pr.spans[k];
+                        prop_assert_eq!((s.task, s.attempt as usize), (i, a + 1));
+                        prop_assert_eq!(s.work - s.start, startup);
+                        prop_assert_eq!(s.end - s.work, secs * S);
+                        prop_assert_eq!(s.failed, a + 1 < attempts.len());
+                        if a > 0 {
+                            prop_assert!(s.start >= pr.spans[k - 1].end);
+                        }
+                        k += 1;
+                    }
+                }
+                prop_assert_eq!(k, pr.spans.len());
+                let first = |i: usize| pr.spans.iter().find(|s| s.task == i).unwrap().start;
+                let last = |i: usize| pr.spans.iter().filter(|s| s.task == i).map(|s| s.end).max().unwrap();
+                for i in 0..spec.len() {
+                    for &d in dag.deps(i) {
+                        prop_assert!(first(i) >= last(d as usize), "{:?} {:?}: {} before {}", pr.schedule, pr.place, i, d);
+                    }
+                }
+                for s in &pr.spans {
+                    let at_once = pr.spans.iter().filter(|o| o.start <= s.start && s.start < o.end).count();
+                    prop_assert!(at_once <= slots, "{:?} {:?}: {} at once", pr.schedule, pr.place, at_once);
+                }
+                for a in &pr.spans {
+                    for b in &pr.spans {
+                        if a.task < b.task && m.conflict(&dag, a.task, b.task) {
+                            prop_assert!(a.end <= b.start || b.end <= a.start,
+                                "{:?} {:?}: {} and {} overlap", pr.schedule, pr.place, a.task, b.task);
+                        }
+                    }
+                }
+                let bound = r.bound(pr.place).value;
+                prop_assert!(pr.wall >= bound, "{:?} {:?}: {} < bound {}", pr.schedule, pr.place, pr.wall, bound);
+                // The last attempt's end, then on Actions the last finalize job, or the
+                // conductor's last poll and integration.
+                let last = pr.spans.iter().map(|s| s.end).max().unwrap();
+                match (pr.schedule, pr.place) {
+                    (_, Place::Local) => prop_assert_eq!(pr.wall, last),
+                    (Schedule::Rounds, _) => prop_assert_eq!(pr.wall, last + (js + integrate) * S),
+                    _ => prop_assert!(pr.wall >= last + integrate * S),
+                }
+            }
+            // Without conflicts and with a slot per task, eager reaches the critical path.
+            if crate::pure::overlap::OverlapMatrix::compute(&p, &dag).conflicting_tasks() == 0 && jobs >= spec.len() {
+                prop_assert_eq!(r.predictions[2].wall, r.local_bound.critical_path);
+            }
+        }
+    }
+}

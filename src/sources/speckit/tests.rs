@@ -1,0 +1,692 @@
+use std::collections::BTreeSet;
+
+use super::*;
+
+const ALBUMS: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/speckit/001-photo-albums/tasks.md"
+));
+const INVENTORY: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/speckit/002-inventory/tasks.md"
+));
+
+fn read(text: &str) -> Parsed {
+    parse("specs/x/tasks.md", text).unwrap_or_else(|e| panic!("{}", describe(&e).0))
+}
+
+/// Each task's dependencies as IDs.
+fn deps_of(p: &Parsed, id: &str) -> Vec<String> {
+    let i = p.tasks.iter().position(|t| t.id == id).unwrap();
+    p.deps[i].iter().map(|&d| p.tasks[d].id.clone()).collect()
+}
+
+fn ids(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn task<'a>(p: &'a Parsed, id: &str) -> &'a TaskLine {
+    p.tasks.iter().find(|t| t.id == id).unwrap()
+}
+
+#[test]
+fn template_rules_give_the_edges() {
+    let p = read(ALBUMS);
+    assert_eq!(p.tasks.len(), 21, "the fenced T999 is not a task");
+    assert_eq!(p.feature.as_deref(), Some("Photo Albums"));
+    assert_eq!(p.phases.len(), 6);
+    let stories: Vec<bool> = p.phases.iter().map(|ph| ph.story).collect();
+    assert_eq!(stories, [false, false, true, true, true, false]);
+    // Setup: T002 (no [P]) after T001; T003 [P] waits for nothing.
+    assert_eq!(deps_of(&p, "T001"), ids(&[]));
+    assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
+    assert_eq!(deps_of(&p, "T003"), ids(&[]));
+    // Foundational waits for what Setup ends with.
+    assert_eq!(deps_of(&p, "T004"), ids(&["T002", "T003"]));
+    assert_eq!(deps_of(&p, "T005"), ids(&["T002", "T003"]));
+    assert_eq!(deps_of(&p, "T007"), ids(&["T004", "T005", "T006"]));
+    // Stories wait for Foundational, not for each other.
+    for first in ["T008", "T009", "T010", "T011", "T015", "T018"] {
+        assert_eq!(deps_of(&p, first), ids(&["T007"]), "{first}");
+    }
+    assert_eq!(deps_of(&p, "T012"), ids(&["T008", "T009", "T010", "T011"]));
+    assert_eq!(deps_of(&p, "T016"), ids(&["T015"]));
+    assert_eq!(deps_of(&p, "T019"), ids(&["T018"]));
+    // Polish waits for every story's last task.
+    assert_eq!(deps_of(&p, "T020"), ids(&["T014", "T017", "T019"]));
+    assert_eq!(deps_of(&p, "T021"), ids(&["T020"]));
+    // Markers and checkboxes.
+    let t = task(&p, "T012");
+    assert!(!t.parallel && t.story.as_deref() == Some("US1"));
+    assert_eq!(t.depends_on, ids(&["T010", "T011"]));
+    assert!(task(&p, "T001").done && !task(&p, "T002").done);
+    assert_eq!(
+        p.phases[2].goal.as_deref(),
+        Some("A user creates an album and sees it listed")
+    );
+    assert_eq!(
+        p.phases[2].independent_test.as_deref(),
+        Some("POST /albums then GET /albums lists the new album")
+    );
+}
+
+#[test]
+fn files_come_from_the_task_text() {
+    let p = read(ALBUMS);
+    let files = |id: &str| {
+        let t = task(&p, id);
+        (t.create.clone(), t.modify.clone())
+    };
+    let none: Vec<String> = Vec::new();
+    assert_eq!(files("T002"), (ids(&["pyproject.toml"]), none.clone()));
+    assert_eq!(
+        files("T003"),
+        (none.clone(), ids(&["ruff.toml"])),
+        "Configure modifies"
+    );
+    assert_eq!(
+        files("T005"),
+        (ids(&["src/middleware/auth.py"]), none.clone())
+    );
+    assert_eq!(
+        files("T008"),
+        (ids(&["tests/contract/test_albums_post.py"]), none.clone()),
+        "a test task creates its test file; /albums is no file"
+    );
+    assert_eq!(
+        files("T012"),
+        (ids(&["src/services/album_service.py"]), none.clone())
+    );
+    assert_eq!(files("T013"), (ids(&["src/api/albums.py"]), none.clone()));
+    assert_eq!(
+        files("T017"),
+        (none.clone(), ids(&["src/api/albums.py"])),
+        "a file created earlier is modified later"
+    );
+    assert_eq!(
+        files("T019"),
+        (ids(&["src/services/share_service.py"]), none.clone())
+    );
+    assert_eq!(
+        files("T020"),
+        (none.clone(), none.clone()),
+        "docs/ is a directory"
+    );
+    assert_eq!(
+        files("T021"),
+        (none.clone(), none.clone()),
+        "running quickstart.md changes nothing"
+    );
+    let flagged: Vec<&str> = p
+        .warnings
+        .iter()
+        .map(|w| {
+            w.split(": task ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(flagged, ["T001", "T014", "T020", "T021"]);
+    assert!(p.warnings[0].starts_with("specs/x/tasks.md:23: task T001 names no file"));
+}
+
+#[test]
+fn the_plan_has_context_prompts_and_state() {
+    let p = read(ALBUMS);
+    let context = ids(&[
+        "specs/x/spec.md",
+        "specs/x/plan.md",
+        "specs/x/contracts/albums.yaml",
+    ]);
+    let plan = build(&p, "specs/x/tasks.md", &context);
+    let dag = crate::pure::plan::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(dag.len(), 21);
+    assert_eq!(plan.goal, "Photo Albums (specs/x/tasks.md)");
+    assert_eq!(plan.tasks[0].status, Status::Completed);
+    assert_eq!(plan.progress.completed_tasks.len(), 1);
+    let t = &plan.tasks[11];
+    assert_eq!(
+        t.subject,
+        "T012 Implement AlbumService in src/services/album_service.py (depends on T010, T011)"
+    );
+    let paths: Vec<&str> = t.context_files().iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "specs/x/spec.md",
+            "specs/x/plan.md",
+            "specs/x/contracts/albums.yaml"
+        ]
+    );
+    let prompt = crate::pure::prompt::original_prompt(&plan, 11, crate::pure::prompt::Unit::Batch);
+    for want in [
+        "Spec Kit task T012 of specs/x/tasks.md (line 59)",
+        "Goal: A user creates an album and sees it listed",
+        "Independent Test: POST /albums then GET /albums lists the new album",
+        "(user story US1)",
+        "specs/x/contracts/albums.yaml",
+        "Do not edit specs/x/tasks.md",
+    ] {
+        assert!(prompt.contains(want), "{want:?} not in\n{prompt}");
+    }
+    assert_eq!(completed_ids(&plan), BTreeSet::from(["T001".to_string()]));
+    assert_eq!(tasks_md_of(&plan), Some("specs/x/tasks.md"));
+    assert_eq!(generated_dir_of(&plan).as_deref(), Some("specs/x/.dagexec"));
+    assert_eq!(
+        generated_plan_rel("specs/x/tasks.md"),
+        "specs/x/.dagexec/plan.json"
+    );
+    assert_eq!(generated_plan_rel("tasks.md"), ".dagexec/plan.json");
+}
+
+#[test]
+fn five_stories_sixty_tasks() {
+    let p = read(INVENTORY);
+    assert_eq!(p.tasks.len(), 62);
+    let story_phases: Vec<usize> = (0..p.phases.len()).filter(|&k| p.phases[k].story).collect();
+    assert_eq!(story_phases, [2, 3, 4, 5, 6]);
+    let foundational_end = ids(&["T010", "T011", "T012"]);
+    for (i, t) in p.tasks.iter().enumerate() {
+        let ph = &p.phases[t.phase];
+        if ph.story {
+            // Only its own phase or Foundational (phase 1): stories never wait for each other.
+            for &d in &p.deps[i] {
+                let dp = p.tasks[d].phase;
+                assert!(
+                    dp == t.phase || dp == 1,
+                    "{} waits for {}",
+                    t.id,
+                    p.tasks[d].id
+                );
+            }
+            if p.deps[i].iter().all(|&d| p.tasks[d].phase != t.phase) {
+                assert_eq!(deps_of(&p, &t.id), foundational_end, "{}", t.id);
+            }
+        }
+    }
+    // The explicit edges, inside a story.
+    assert_eq!(deps_of(&p, "T017"), ids(&["T013", "T014", "T015", "T016"]));
+    assert!(task(&p, "T018").depends_on == ids(&["T015", "T017"]));
+    // Polish waits for the last task of each story.
+    assert_eq!(
+        deps_of(&p, "T058"),
+        ids(&["T021", "T030", "T039", "T048", "T057"])
+    );
+    assert_eq!(deps_of(&p, "T059"), deps_of(&p, "T058"));
+    assert_eq!(deps_of(&p, "T060"), ids(&["T058", "T059"]));
+    assert_eq!(task(&p, "T061").modify, ids(&["src/db/pool.rs"]));
+    assert_eq!(task(&p, "T059").modify, ids(&["README.md"]));
+    assert_eq!(p.warnings.len(), 8, "{:#?}", p.warnings);
+    let plan = build(&p, "specs/002-inventory/tasks.md", &[]);
+    let dag = crate::pure::plan::validate::check(&plan, None).unwrap_or_else(|e| panic!("{e:?}"));
+    // Setup, Foundational, the stories side by side, Polish: the depth is that of one story.
+    assert_eq!(dag.max_depth(), dag.depth(61));
+    let deepest_story = (12..57).map(|t| dag.depth(t)).max().unwrap();
+    assert!(dag.depth(57) == deepest_story + 1);
+}
+
+#[test]
+fn errors_name_the_line_with_a_hint() {
+    let err = |name: &str| {
+        let text = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/speckit/bad/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let e = parse("t.md", &text).unwrap_err();
+        assert!(e.iter().all(|e| !e.hint().is_empty()), "{e:?}");
+        e.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        err("unknown-dep.md"),
+        ["t.md:6: task T002 depends on T042, which is not a task in this file"]
+    );
+    assert_eq!(
+        err("duplicate.md"),
+        ["t.md:7: task ID T002 is used twice (first on line 6)"]
+    );
+    assert_eq!(
+        err("cycle.md"),
+        ["t.md:5: the tasks wait for each other in a cycle: T001 → T003 → T002 → T001"]
+    );
+    assert_eq!(
+        err("malformed.md"),
+        [
+            "t.md:6: the checkbox line \"[US1] Create User model in src/models/user.py\" has no task ID",
+            "t.md:7: task T003 has no checkbox",
+            "t.md:8: task T004 has no description",
+            "t.md:9: task T005 names the file \"../outside.md\", which must not contain `..`",
+        ]
+    );
+    let e = parse("t.md", "# Tasks: none\n\nJust prose.\n").unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        "t.md: no task lines (`- [ ] T001 Description`)"
+    );
+    let e = parse("t.md", "- [ ] T001 Do it (depends on T001)\n").unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        "t.md:1: the tasks wait for each other in a cycle: T001 → T001"
+    );
+}
+
+#[test]
+fn a_file_without_phases_is_one_phase() {
+    let p = read(
+        "- [ ] T1 [P] Write a.txt in `a.txt`\n- [ ] T2 [P] Write b.txt in `b.txt`\n- [ ] T3 Join them into c.txt\n",
+    );
+    assert_eq!(p.phases.len(), 1);
+    assert_eq!(p.deps, [vec![], vec![], vec![0, 1]]);
+    assert_eq!(p.tasks[2].modify, ids(&["c.txt"]));
+}
+
+#[test]
+fn ticking_changes_only_the_completed_lines() {
+    let done = BTreeSet::from(["T002".to_string(), "T012".to_string(), "T999".to_string()]);
+    let tick = |text: &str, done: &BTreeSet<String>| parse::tick("t.md", text, done).unwrap();
+    let ticked = tick(ALBUMS, &done);
+    let changed: Vec<(&str, &str)> = ALBUMS
+        .lines()
+        .zip(ticked.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert!(changed[0].1.starts_with("- [x] T002 Initialize"));
+    assert!(
+        changed[1]
+            .1
+            .starts_with("- [x] T012 [US1] Implement AlbumService")
+    );
+    assert_eq!(ticked.len(), ALBUMS.len());
+    let again = read(&ticked);
+    assert!(task(&again, "T012").done);
+    assert_eq!(
+        tick(&ticked, &done),
+        ticked,
+        "ticking twice changes nothing"
+    );
+    // CRLF files keep their line ends.
+    let crlf = "- [ ] T001 Write `a.txt`\r\n- [ ] T002 Write `b.txt`\r\n";
+    assert_eq!(
+        tick(crlf, &BTreeSet::from(["T002".to_string()])),
+        "- [ ] T001 Write `a.txt`\r\n- [x] T002 Write `b.txt`\r\n"
+    );
+}
+
+#[test]
+fn state_carries_over_for_unchanged_tasks() {
+    let p = read(ALBUMS);
+    let mut old = build(&p, "specs/x/tasks.md", &[]);
+    old.tasks[3].status = Status::Completed; // T004
+    old.tasks[3].result = Some("schema done".into());
+    crate::pure::update::trim(&mut old.tasks[3]);
+    old.progress.completed_tasks.push(CompletedTask {
+        index: 3,
+        summary: "schema done".into(),
+        wave: None,
+        extra: Default::default(),
+    });
+    old.tasks[4].status = Status::Failed; // T005
+    old.tasks[4].attempts = Some(3);
+    old.tasks[4]
+        .extra
+        .insert("question".into(), json!({"kind": "action"}));
+    old.tasks[5].status = Status::Failed; // T006, edited below
+    old.progress.extra.insert("round".into(), 4.into());
+    // A new task in Foundational, and T006's text edited.
+    let edited = ALBUMS
+        .replace(
+            "- [ ] T007 Create base model",
+            "- [ ] T022 [P] Add rate limiting in src/middleware/limit.py\n- [ ] T007 Create base model",
+        )
+        .replace("Setup API routing and middleware", "Setup API routing");
+    let mut fresh = build(&read(&edited), "specs/x/tasks.md", &[]);
+    carry_over(&mut fresh, &old);
+    assert_eq!(fresh.tasks.len(), 22);
+    let at = |id: &str| {
+        fresh
+            .tasks
+            .iter()
+            .position(|t| t.subject.starts_with(&format!("{id} ")))
+            .unwrap()
+    };
+    assert_eq!(fresh.tasks[at("T004")].status, Status::Completed);
+    assert_eq!(
+        fresh.tasks[at("T004")].result.as_deref(),
+        Some("schema done")
+    );
+    let t005 = &fresh.tasks[at("T005")];
+    assert_eq!((t005.status, t005.attempts), (Status::Failed, Some(3)));
+    assert!(t005.extra.contains_key("question"));
+    assert_eq!(t005.extra[FIELD]["id"], "T005", "the fresh line is kept");
+    assert_eq!(
+        fresh.tasks[at("T006")].status,
+        Status::Pending,
+        "its text changed"
+    );
+    assert_eq!(fresh.tasks[at("T022")].status, Status::Pending);
+    let done: Vec<(usize, &str)> = fresh
+        .progress
+        .completed_tasks
+        .iter()
+        .map(|c| (c.index, c.summary.as_str()))
+        .collect();
+    assert_eq!(
+        done,
+        [(0, "ticked in specs/x/tasks.md"), (3, "schema done")]
+    );
+    assert_eq!(fresh.progress.extra["round"], 4);
+    assert!(crate::pure::plan::validate::check(&fresh, None).is_ok());
+}
+
+#[test]
+fn prepare_writes_the_generated_plan_next_to_tasks_md() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("specs/001-photo-albums");
+    std::fs::create_dir_all(dir.join("contracts")).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/speckit/001-photo-albums");
+    for f in [
+        "tasks.md",
+        "spec.md",
+        "plan.md",
+        "data-model.md",
+        "contracts/albums.yaml",
+        "contracts/photos.yaml",
+    ] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let md = std::path::Path::new("specs/001-photo-albums/tasks.md");
+    let dry = prepare(root.path(), md, false).unwrap();
+    assert!(dry.scratch.is_some() && dry.plan.is_file());
+    assert!(
+        !dir.join(GENERATED_DIR).exists(),
+        "a dry preparation writes nothing there"
+    );
+    let prepared = prepare(root.path(), md, true).unwrap();
+    assert_eq!(
+        prepared.plan_rel,
+        "specs/001-photo-albums/.dagexec/plan.json"
+    );
+    assert_eq!(prepared.warnings.len(), 4);
+    let plan = crate::pure::plan::load(&prepared.plan).unwrap();
+    let context: Vec<&str> = plan.tasks[1]
+        .context_files()
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        context,
+        [
+            "specs/001-photo-albums/spec.md",
+            "specs/001-photo-albums/plan.md",
+            "specs/001-photo-albums/data-model.md",
+            "specs/001-photo-albums/contracts/albums.yaml",
+            "specs/001-photo-albums/contracts/photos.yaml",
+        ]
+    );
+    // The state survives a second reading; ticking writes tasks.md.
+    let mut plan = plan;
+    plan.tasks[1].status = Status::Completed;
+    crate::pure::plan::save(&plan, &prepared.plan).unwrap();
+    let again = prepare(root.path(), md, true).unwrap();
+    let plan = crate::pure::plan::load(&again.plan).unwrap();
+    assert_eq!(plan.tasks[1].status, Status::Completed);
+    // Ticking happens in the round's index (the version the commit holds), never in the work
+    // tree.
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args([
+                "-c",
+                "commit.gpgsign=false",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(root.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    let repo = crate::edge::git::Repo::discover(root.path()).unwrap();
+    let index = repo.round_index().unwrap();
+    let rel = "specs/001-photo-albums/tasks.md";
+    assert_eq!(tick_index(&index, &plan).unwrap(), Tick::Ticked(rel.into()));
+    let (mode, bytes) = index.read_entry(rel).unwrap().unwrap();
+    assert_eq!(mode, "100644");
+    assert!(
+        String::from_utf8(bytes)
+            .unwrap()
+            .contains("- [x] T002 Initialize")
+    );
+    let text = std::fs::read_to_string(dir.join("tasks.md")).unwrap();
+    assert!(
+        text.contains("- [ ] T002 Initialize"),
+        "the work tree is untouched"
+    );
+    assert_eq!(
+        tick_index(&index, &plan).unwrap(),
+        Tick::Nothing,
+        "nothing left to tick"
+    );
+    for bad in ["src/main.rs", ".git/hooks/x.md", "../x/tasks.md"] {
+        let mut tampered = plan.clone();
+        tampered.extra[FIELD]["tasksMd"] = bad.into();
+        assert!(
+            matches!(tick_index(&index, &tampered).unwrap(), Tick::Skipped { .. }),
+            "{bad}"
+        );
+    }
+    // A tasks.md the commit holds as something unreadable, or not at all: skipped, saying so.
+    drop(index);
+    let fresh = repo.round_index().unwrap();
+    fresh
+        .write_entry(rel, "100644", b"- [ ] T002 \xff\n")
+        .unwrap();
+    assert_eq!(
+        tick_index(&fresh, &plan).unwrap(),
+        Tick::Skipped {
+            path: rel.into(),
+            why: "it is not UTF-8 text".into()
+        }
+    );
+    drop(fresh);
+    let fresh = repo.round_index().unwrap();
+    fresh.remove(&[rel.to_string()]).unwrap();
+    assert!(matches!(
+        tick_index(&fresh, &plan).unwrap(),
+        Tick::Skipped { why, .. } if why.contains("holds no such file")
+    ));
+    drop(fresh);
+    let outside = prepare(root.path(), std::path::Path::new("/etc/tasks.md"), false).unwrap_err();
+    assert!(matches!(outside[0], SpecKitError::Outside { .. }));
+    std::fs::create_dir_all(root.path().join(".git")).unwrap();
+    std::fs::write(root.path().join(".git/tasks.md"), "- [ ] T1 x\n").unwrap();
+    let inside_git = prepare(root.path(), std::path::Path::new(".git/tasks.md"), true).unwrap_err();
+    assert!(matches!(inside_git[0], SpecKitError::Outside { .. }));
+    assert!(!root.path().join(".git/.dagexec").exists());
+}
+
+#[test]
+fn deeper_phase_headings_and_bold_colons() {
+    let p = read(
+        "## Tasks\n\n### Phase 3.1: Setup\n**Purpose:** get going\n- [ ] T001 Write `a.txt`\n- [ ] T002 Write `b.txt`\n\n### Phase 3.2: Core\n### Tests first\n- [ ] T003 [P] Write `c.txt`\n- [ ] T004 [P] Write `d.txt`\n",
+    );
+    let titles: Vec<&str> = p.phases.iter().map(|ph| ph.title.as_str()).collect();
+    assert_eq!(titles, ["Phase 3.1: Setup", "Phase 3.2: Core"]);
+    assert_eq!(p.phases[0].goal.as_deref(), Some("get going"));
+    assert_eq!(p.deps, [vec![], vec![0], vec![1], vec![1]]);
+}
+
+fn done(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_fence_inside_a_comment_before_the_tasks_does_not_stop_ticking() {
+    let text = "# Tasks: x\n\n<!--\nAn example:\n```\n- [ ] T999 Not a task\n-->\n\n## Phase 1\n\n- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        ids(&["T001", "T002"]),
+        p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>()
+    );
+    let ticked = parse::tick("t.md", text, &done(&["T001", "T002"])).unwrap();
+    assert_eq!(ticked, text.replace("- [ ] T00", "- [x] T00"));
+    assert!(read(&ticked).tasks.iter().all(|t| t.done));
+}
+
+#[test]
+fn a_commented_out_task_line_is_never_ticked() {
+    let text = "## Phase 1\n\n<!-- - [ ] T001 Create `old.txt` -->\n- [ ] T001 Create `a.txt`\n<!--\n- [ ] T002 Create `b.txt`\n-->\n- [ ] T003 Create `c.txt`\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 2);
+    assert_eq!(task(&p, "T001").line, 4);
+    let ticked = parse::tick("t.md", text, &done(&["T001", "T002", "T003"])).unwrap();
+    assert_eq!(
+        ticked,
+        "## Phase 1\n\n<!-- - [ ] T001 Create `old.txt` -->\n- [x] T001 Create `a.txt`\n<!--\n- [ ] T002 Create `b.txt`\n-->\n- [x] T003 Create `c.txt`\n"
+    );
+}
+
+#[test]
+fn a_bom_before_the_first_task_line_keeps_that_task() {
+    let text = "\u{feff}- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(p.tasks.len(), 2, "{:?}", p.tasks);
+    assert_eq!(task(&p, "T001").line, 1);
+    assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
+    let ticked = parse::tick("t.md", text, &done(&["T001"])).unwrap();
+    assert_eq!(
+        ticked,
+        "\u{feff}- [x] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n"
+    );
+}
+
+#[test]
+fn a_backtick_fence_is_closed_only_by_its_own_kind() {
+    let text = "```\n~~~\n- [ ] T009 In the fence\n```\n- [ ] T001 Create `a.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["T001"]
+    );
+}
+
+#[test]
+fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
+    let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n- [ ] T005 Tick the task in specs/x/tasks.md\n";
+    let e = parse("specs/x/tasks.md", text).unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            "specs/x/tasks.md:2: task T002 names the file \".git/config\", which points into .git/",
+            "specs/x/tasks.md:3: task T003 names the file \"../x\", which must not contain `..`",
+            "specs/x/tasks.md:4: task T004 names the file \"specs/x/.dagexec/plan.json\", which points at the plan file itself",
+            "specs/x/tasks.md:5: task T005 names the file \"specs/x/tasks.md\", which is this task list itself; only dagexec changes it (it ticks completed tasks)",
+        ]
+    );
+}
+
+/// Every pair (a, b) with a reachable from b through `deps` (b waits for a, directly or not).
+fn closure(deps: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
+    let mut out = BTreeSet::new();
+    for b in 0..deps.len() {
+        let mut stack = deps[b].clone();
+        let mut seen = BTreeSet::new();
+        while let Some(a) = stack.pop() {
+            if seen.insert(a) {
+                out.insert((a, b));
+                stack.extend(deps[a].iter().copied());
+            }
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// The O(N) edges of a phase give exactly the order the all-pairs rule gave, whatever
+    /// the `[P]` markers, stories and `depends on`.
+    #[test]
+    fn chained_edges_keep_the_all_pairs_order(
+        phases in proptest::collection::vec(
+            (proptest::bool::ANY, proptest::collection::vec((proptest::bool::ANY, 0usize..4), 1..7)),
+            1..5,
+        )
+    ) {
+        let mut text = String::new();
+        let mut n = 0;
+        for (p, (story, tasks)) in phases.iter().enumerate() {
+            let heading = if *story { format!("User Story {}", p + 1) } else { "Build".into() };
+            text.push_str(&format!("## Phase {}: {heading}\n\n", p + 1));
+            for (parallel, back) in tasks {
+                n += 1;
+                let marker = if *parallel { "[P] " } else { "" };
+                let dep = if *back > 0 && n > *back + 1 {
+                    format!(" (depends on T{:03})", n - back - 1)
+                } else {
+                    String::new()
+                };
+                text.push_str(&format!("- [ ] T{n:03} {marker}Create `f{n}.txt`{dep}\n"));
+            }
+        }
+        let (mut out, by_number) = parse::read_lines_for_tests("t.md", &text);
+        for ph in &mut out.phases {
+            let all = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
+            ph.story = ph.story || all;
+        }
+        let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap();
+        let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap();
+        proptest::prop_assert_eq!(closure(&chain), closure(&pairs), "{}", text);
+        let edges = |d: &[Vec<usize>]| d.iter().map(Vec::len).sum::<usize>();
+        proptest::prop_assert!(edges(&chain) <= edges(&pairs));
+    }
+}
+
+#[test]
+fn a_phase_without_p_is_a_chain() {
+    let mut text = String::from("## Phase 1\n\n");
+    for n in 1..=2000 {
+        let marker = if n % 5 == 0 { "[P] " } else { "" };
+        text.push_str(&format!("- [ ] T{n:04} {marker}Create `f{n}.txt`\n"));
+    }
+    let p = read(&text);
+    let edges: usize = p.deps.iter().map(Vec::len).sum();
+    assert!(edges < 2 * 2000, "{edges} edges for 2000 tasks");
+    // T0006 waits for T0004 (the last task without [P]) and T0005 ([P], since).
+    assert_eq!(deps_of(&p, "T0006"), ids(&["T0004", "T0005"]));
+    assert_eq!(deps_of(&p, "T0005"), ids(&[]));
+}
+
+#[test]
+fn what_plan_validation_refuses_is_named_at_its_line() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("specs/x")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("d")).unwrap();
+    std::fs::write(
+        root.path().join("specs/x/tasks.md"),
+        "- [ ] T001 Create `a.txt`\n- [ ] T002 Write `d/x.txt`\n- [ ] T003 Say \u{1b}[31mhi in `b.txt`\n",
+    )
+    .unwrap();
+    let e = prepare(root.path(), std::path::Path::new("specs/x/tasks.md"), false).unwrap_err();
+    let e: Vec<String> = e.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        e,
+        [
+            format!(
+                "specs/x/tasks.md:2: task T002 names the file \"d/x.txt\", which goes through d, a symbolic link to {}",
+                outside.path().display()
+            ),
+            "specs/x/tasks.md:3: task T003 contains a control character (U+001B)".to_string(),
+        ]
+    );
+}
