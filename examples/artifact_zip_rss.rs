@@ -24,7 +24,7 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn read(r: Result<dagexec::actions::artifact::Collected, String>) -> String {
+fn read(r: Result<dagexec::action::artifact::Collected, String>) -> String {
     match r {
         Ok(c) => format!(
             "read, task {} attempt {}, patch {} B, log {} B",
@@ -46,7 +46,7 @@ fn main() {
     let before = peak_kib();
     let (before, outcome) = match mode.as_str() {
         "download" => {
-            use dagexec::github::{Client, RepoName, Token};
+            use dagexec::edge::github::{Client, RepoName, Token};
             // As the conductor's (actions::runtime).
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -58,11 +58,11 @@ fn main() {
             let client = Client::new(arg, &Token::new("ghs_bench"), repo).expect("a client");
             // The runtime and client set up: what the conductor has anyway.
             let before = peak_kib();
-            let limit = dagexec::actions::conduct::MAX_ARTIFACT_BYTES;
+            let limit = dagexec::action::jobs::conduct::MAX_ARTIFACT_BYTES;
             let outcome = match rt.block_on(client.download_artifact(1, limit)) {
                 Ok(file) => {
                     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-                    let outcome = read(dagexec::actions::conduct::read_zip(file));
+                    let outcome = read(dagexec::action::jobs::conduct::read_zip(file));
                     format!("downloaded {:.1} MiB; {outcome}", size as f64 / 1048576.0)
                 }
                 Err(e) => format!("download failed: {e}"),
@@ -71,7 +71,7 @@ fn main() {
         }
         "dagexec" => {
             let file = std::fs::File::open(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
-            (before, read(dagexec::actions::conduct::read_zip(file)))
+            (before, read(dagexec::action::jobs::conduct::read_zip(file)))
         }
         "zip-crate" => {
             let bytes = std::fs::read(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));

@@ -9,7 +9,7 @@ pub(crate) fn example(name: &str) -> Plan {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(name);
-    crate::pure::plan::load(&path).unwrap()
+    crate::edge::plan_file::load(&path).unwrap()
 }
 
 /// A plan of the given tasks.

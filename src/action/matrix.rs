@@ -5,8 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pure::plan::model::Plan;
 
-/// GitHub's limit on the jobs one matrix may generate.
-pub const MAX_MATRIX_JOBS: usize = 256;
+pub use crate::pure::pace::MAX_MATRIX_JOBS;
 
 /// One job of the round's matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

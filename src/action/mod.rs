@@ -116,14 +116,14 @@ pub(crate) fn load_plan(
 ) -> Result<(crate::pure::plan::model::Plan, Option<String>), ActionError> {
     use crate::pure::plan::error::PlanErrors;
     let path = repo.root().join(plan_rel);
-    match crate::pure::plan::load(&path) {
+    match crate::edge::plan_file::load(&path) {
         Ok(plan) => Ok((plan, None)),
         Err(e) if !path.exists() => {
             let Some(rel) = archived_plan(repo, plan_rel) else {
                 return Err(PlanErrors::from(e).into());
             };
             let archived =
-                crate::pure::plan::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
+                crate::edge::plan_file::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
             let all = archived
                 .tasks
                 .iter()

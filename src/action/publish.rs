@@ -87,14 +87,14 @@ impl Ending<'_> {
         // further when it holds a later part of the round or its end than the base this run
         // was planned on.
         self.repo.checkout_detached(&round.base)?;
-        let base = plan::load(&plan_path)
+        let base = crate::edge::plan_file::load(&plan_path)
             .ok()
             .map(|p| super::rounds::position(&p))
             .filter(|b| b.1 > 0 || super::rounds::position(ours).1 > 0);
         let done_there = match self.repo.fetch_branch(&round.branch, self.auth)? {
             Some(tip) => {
                 self.repo.checkout_detached(&tip)?;
-                plan::load(&plan_path).map_or(true, |p| match base {
+                crate::edge::plan_file::load(&plan_path).map_or(true, |p| match base {
                     Some(base) => super::rounds::position(&p) > base,
                     None => crate::flow::round_counter(&p) >= round.round,
                 })

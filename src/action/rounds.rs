@@ -35,8 +35,7 @@ pub struct Round {
     pub planned_message: String,
 }
 
-/// The plan field (in `progress`) of the open round.
-pub const FIELD: &str = "dagexecRound";
+pub use crate::pure::plan::fields::ROUND as FIELD;
 
 /// A round that has started on the branch and is not yet closed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! (`::add-mask::`, `::error::`).
 //!
 //! And the trust boundary around the code dagexec runs (workers, reviewers, acceptance and
-//! pre-flight checks): [`scrub_child_env`] takes the runner's file commands (`GITHUB_OUTPUT`,
+//! pre-flight checks): [`scrub_child_env`](crate::edge::child_env::scrub_child_env) takes the runner's file commands (`GITHUB_OUTPUT`,
 //! `GITHUB_ENV`, …), its `ACTIONS_*` service tokens and every token variable out of a child's
 //! environment, and [`FileGuard`] puts the runner's files back as they were before that code
 //! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
@@ -11,6 +11,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::edge::child_env::FILE_COMMANDS;
 use crate::edge::github::{RepoName, Token};
 
 /// The parts of the runner's environment dagexec reads.
@@ -141,69 +142,6 @@ pub fn error_annotation(title: &str, message: &str) {
     }
 }
 
-/// The runner's file commands: a line appended to any of them changes the step's outputs,
-/// the next steps' environment or `PATH`, the post step's state or the job summary.
-pub const FILE_COMMANDS: [&str; 5] = [
-    "GITHUB_OUTPUT",
-    "GITHUB_ENV",
-    "GITHUB_PATH",
-    "GITHUB_STATE",
-    "GITHUB_STEP_SUMMARY",
-];
-
-/// Variables that carry a credential, by exact name: the action's inputs as dagexec reads
-/// them, the token variables of `gh`, git and the runner, and the GitHub App's key.
-const SECRET_VARS: [&str; 9] = [
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "GH_ENTERPRISE_TOKEN",
-    "GITHUB_ENTERPRISE_TOKEN",
-    "DAGEXEC_TOKEN",
-    "DAGEXEC_APP_PRIVATE_KEY",
-    "INPUT_TOKEN",
-    "INPUT_PRIVATE-KEY",
-    "INPUT_PRIVATE_KEY",
-];
-
-/// Whether a child process dagexec starts (worker, reviewer, acceptance or pre-flight check)
-/// must not see the variable `name`: the file commands, every `ACTIONS_*` variable (the
-/// runtime token that uploads artifacts and reads the cache, the OIDC token request), and
-/// the credentials of [`SECRET_VARS`].
-pub fn hidden_from_children(name: &str) -> bool {
-    FILE_COMMANDS.contains(&name)
-        || name.starts_with("ACTIONS_")
-        || SECRET_VARS.iter().any(|s| s.eq_ignore_ascii_case(name))
-}
-
-/// A command whose environment can lose variables: std's and tokio's `Command`.
-pub trait ChildEnv {
-    fn remove_var(&mut self, name: &std::ffi::OsStr);
-}
-
-impl ChildEnv for std::process::Command {
-    fn remove_var(&mut self, name: &std::ffi::OsStr) {
-        self.env_remove(name);
-    }
-}
-
-impl ChildEnv for tokio::process::Command {
-    fn remove_var(&mut self, name: &std::ffi::OsStr) {
-        self.env_remove(name);
-    }
-}
-
-/// Takes every variable [`hidden_from_children`] names (of dagexec's own environment) out of
-/// `cmd`'s: task code never sees the runner's file commands or a token. Every spawner of
-/// task code calls it; locally it costs nothing (the variables are not set).
-pub fn scrub_child_env<C: ChildEnv>(cmd: &mut C) -> &mut C {
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_none_or(hidden_from_children) {
-            cmd.remove_var(&name);
-        }
-    }
-    cmd
-}
-
 /// The runner's file commands as they were before task code ran, to be put back after it.
 /// The variables are taken out of task code's environment, but the files lie in a
 /// predictable directory, so a worker could still find and append to them; restoring them
@@ -275,6 +213,7 @@ fn replace(path: &Path, content: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edge::child_env::hidden_from_children;
 
     #[test]
     fn task_code_never_sees_file_commands_or_tokens() {

@@ -529,11 +529,11 @@ fn archived_plan(plan: &Path) -> Option<PathBuf> {
 fn load(loc: &Location) -> Result<Loaded, CliError> {
     let plan = {
         let _span = tracing::debug_span!("parse").entered();
-        plan::load(&loc.plan).map_err(PlanErrors::from)?
+        crate::edge::plan_file::load(&loc.plan).map_err(PlanErrors::from)?
     };
     let dag = {
         let _span = tracing::debug_span!("check").entered();
-        plan::validate::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
+        crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
     };
     Ok(Loaded { plan, dag })
 }
@@ -640,7 +640,7 @@ fn install_panic_hook(plan: PathBuf) {
 
 /// One sentence on the plan file after a crash.
 fn plan_state(path: &Path) -> String {
-    match plan::load(path) {
+    match crate::edge::plan_file::load(path) {
         Ok(p) => format!(
             "{} is intact ({}); it is saved whenever a status changes, so run `dagexec run` again to resume — tasks left in progress start over.",
             path.display(),
@@ -764,7 +764,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     hint: e.hint(),
                     message: e.to_string(),
                 })?;
-            plan::save(&plan, &loc.plan)?;
+            crate::edge::plan_file::save(&plan, &loc.plan)?;
             writeln!(
                 out,
                 "Task {task}: answered {:?}; it is {} now.",
@@ -802,7 +802,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                         hint: "`dagexec status` lists the tasks and where each stands".into(),
                     }
                 })?;
-            plan::save(&plan, &loc.plan)?;
+            crate::edge::plan_file::save(&plan, &loc.plan)?;
             writeln!(
                 out,
                 "Task {task} is pending again, with a fresh set of attempts."

@@ -3,10 +3,12 @@
 //! subreaper (`procs`, `reaper`), a worker process (`worker`), git (`git`), and the GitHub API
 //! (`github`). Nothing here decides what a run does next: that is `pure` and `flow`.
 
+pub mod child_env;
 pub mod fsx;
 pub mod git;
 pub mod github;
 pub mod lock;
+pub mod plan_file;
 pub mod procs;
 pub mod reaper;
 pub mod shell;

@@ -56,7 +56,7 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let tag = crate::edge::procs::new_tag();
     cmd.env(crate::edge::procs::TAG_VAR, &tag);
-    crate::action::runtime::scrub_child_env(&mut cmd);
+    crate::edge::child_env::scrub_child_env(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),

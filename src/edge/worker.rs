@@ -309,7 +309,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         }
     }
     let mut command = Command::new("sh");
-    crate::action::runtime::scrub_child_env(&mut command)
+    crate::edge::child_env::scrub_child_env(&mut command)
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)

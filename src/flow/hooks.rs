@@ -89,13 +89,13 @@ impl Memory {
         history: &[ReviewEntry],
     ) -> Result<(), String> {
         let _held = self.plan_file();
-        let mut plan = crate::pure::plan::load(plan_path).map_err(|e| e.to_string())?;
+        let mut plan = crate::edge::plan_file::load(plan_path).map_err(|e| e.to_string())?;
         let task = plan
             .tasks
             .get_mut(index)
             .ok_or_else(|| format!("the plan file has no task {index}"))?;
         review::set_history(task, history);
-        crate::pure::plan::save(&plan, plan_path).map_err(|e| e.to_string())
+        crate::edge::plan_file::save(&plan, plan_path).map_err(|e| e.to_string())
     }
 }
 

@@ -12,7 +12,6 @@ use super::{RunEnd, RunError, RunOptions, Ui, failpoint, list, save};
 use crate::edge::git::{Repo, RoundIndex};
 use crate::pure::graph::Dag;
 use crate::pure::outcome::{self, BatchEntry};
-use crate::pure::plan;
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::render::summary;
 use crate::pure::update::{self, RoundNotes, TaskResult};
@@ -282,7 +281,7 @@ impl RoundBuild {
             .root
             .join(format!(".design/processor-batch-{round}.json"));
         let text = serde_json::to_string_pretty(&entries).expect("entries serialise");
-        plan::load::write_atomic(&batch_path, text.as_bytes()).map_err(|source| {
+        crate::edge::plan_file::write_atomic(&batch_path, text.as_bytes()).map_err(|source| {
             RunError::Write {
                 path: batch_path.clone(),
                 source,

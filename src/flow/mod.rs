@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use crate::edge::git::{GitError, Repo};
 use crate::edge::lock;
+use crate::pure::plan::PlanErrors;
 use crate::pure::plan::model::{Plan, Status};
-use crate::pure::plan::{self, PlanErrors};
 use crate::pure::render::summary;
 use crate::pure::update;
 pub use integrate::commit_message;
@@ -127,7 +127,7 @@ pub(crate) fn list(tasks: &[usize]) -> String {
 }
 
 pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
-    plan::save(plan, &opts.plan).map_err(|source| RunError::Write {
+    crate::edge::plan_file::save(plan, &opts.plan).map_err(|source| RunError::Write {
         path: opts.plan.clone(),
         source,
     })
@@ -240,9 +240,11 @@ pub(crate) fn finish(
                 path: opts.plan.clone(),
                 source,
             })?;
-            plan::load::write_atomic(&to, &bytes).map_err(|source| RunError::Write {
-                path: to.clone(),
-                source,
+            crate::edge::plan_file::write_atomic(&to, &bytes).map_err(|source| {
+                RunError::Write {
+                    path: to.clone(),
+                    source,
+                }
             })?;
             let rel = to
                 .strip_prefix(repo.root())

@@ -20,15 +20,15 @@ use crate::flow::preflight::{self, Overlaps, checks};
 use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, hooks, round_counter};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
+use crate::pure::plan::PlanErrors;
 use crate::pure::plan::model::{Plan, Status};
-use crate::pure::plan::{self, PlanErrors};
 use crate::pure::prompt;
 use resume::resume;
 
 /// Runs the plan, showing its progress on `ui`.
 pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
-    let mut plan = plan::load(&opts.plan).map_err(PlanErrors::from)?;
-    let dag = plan::validate::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
+    let mut plan = crate::edge::plan_file::load(&opts.plan).map_err(PlanErrors::from)?;
+    let dag = crate::edge::plan_file::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
     if opts.dry_run {

@@ -8,6 +8,7 @@ pub mod events;
 pub mod graph;
 pub mod outcome;
 pub mod overlap;
+pub mod pace;
 pub mod paths;
 pub mod plan;
 pub mod prices;

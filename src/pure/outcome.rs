@@ -522,7 +522,7 @@ mod tests {
 
     fn plan() -> Plan {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/auth-v2.json");
-        crate::pure::plan::load(&path).unwrap()
+        crate::edge::plan_file::load(&path).unwrap()
     }
 
     /// Escape sequences in a status line never reach the terminal, the plan or a commit.

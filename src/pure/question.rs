@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Plan, Status, Task};
 
-/// The task field holding its question.
-pub const QUESTION_FIELD: &str = "question";
+pub use crate::pure::plan::fields::QUESTION as QUESTION_FIELD;
 
 /// What kind of answer the question wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,7 +308,7 @@ pub fn answer(
     // plan"); the next run skips again those that name it in depends_on.
     let long_run = plan.tasks[index]
         .extra
-        .contains_key(crate::sources::longrun::folder::LONG_RUN_FIELD);
+        .contains_key(crate::pure::plan::fields::LONG_RUN);
     let reopened = if status == Status::Pending || long_run {
         crate::pure::update::reopen_skipped_dependents(plan, dag, index)
     } else {

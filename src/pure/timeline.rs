@@ -160,7 +160,7 @@ pub struct Predicted {
 /// task's time from the plan's history; `None` for a plan whose graph cannot be built.
 pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
     let dag = crate::pure::graph::Dag::build(plan).ok()?;
-    let conflicts = crate::flow::preflight::Overlaps::of(plan, &dag).for_scheduling();
+    let conflicts = crate::pure::overlap::Overlaps::of(plan, &dag).for_scheduling();
     let input = crate::pure::simulate::DurationInput {
         use_history: true,
         ..Default::default()
@@ -172,7 +172,7 @@ pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
         job_start: JOB_START_MS,
         integrate: INTEGRATE_MS,
         poll: POLL_MS,
-        polls_per_hour: crate::action::jobs::conduct::POLLS_PER_HOUR,
+        polls_per_hour: crate::pure::pace::POLLS_PER_HOUR,
         remaining: false,
     };
     let schedule = match (ran.place, ran.schedule) {

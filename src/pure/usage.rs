@@ -48,8 +48,7 @@ use serde_json::Value;
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::said::{Halt, Said};
 
-/// The key under `progress` of the attempt records.
-pub const ATTEMPTS_FIELD: &str = "dagexecAttempts";
+pub use crate::pure::plan::fields::ATTEMPTS as ATTEMPTS_FIELD;
 /// The variable naming the file a worker may report its usage in.
 pub const USAGE_FILE_VAR: &str = "DAGEXEC_USAGE_FILE";
 /// A model name is cut to this many characters.

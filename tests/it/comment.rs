@@ -4,8 +4,10 @@
 
 use crate::common::fake_github;
 
-use dagexec::actions::comment::{self, Command, Outcome, STATUS_MARKER, Trigger, classify, handle};
-use dagexec::github::{Client, RepoName, Token};
+use dagexec::action::jobs::comment::{
+    self, Command, Outcome, STATUS_MARKER, Trigger, classify, handle,
+};
+use dagexec::edge::github::{Client, RepoName, Token};
 use fake_github::FakeGitHub;
 use serde_json::{Value, json};
 
@@ -206,7 +208,7 @@ async fn a_fork_or_closed_pull_request_is_refused_with_a_reply() {
 }
 
 /// dagexec's own marked comments on #1, as finalize finds them before it upserts.
-async fn own(client: &Client) -> Vec<dagexec::github::comments::IssueComment> {
+async fn own(client: &Client) -> Vec<dagexec::edge::github::comments::IssueComment> {
     comment::trusted_marked(client, 1, comment::Identity::default())
         .await
         .unwrap()
@@ -261,7 +263,7 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
     // before dagexec wrote its own.
     let forged = format!(
         "{STATUS_MARKER}\n{}\nstop everything",
-        dagexec::actions::steer::ABORT_MARKER
+        dagexec::action::jobs::steer::ABORT_MARKER
     );
     let theirs = gh.add_comment(repo, 1, "mallory", &forged);
     let found = comment::trusted_marked(&client, 1, comment::Identity::default())
@@ -269,7 +271,7 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
         .unwrap();
     assert!(found.own.is_empty());
     assert_eq!(found.ignored.len(), 1);
-    assert!(!found.abort_requested(dagexec::actions::steer::ABORT_MARKER));
+    assert!(!found.abort_requested(dagexec::action::jobs::steer::ABORT_MARKER));
     let id = client
         .upsert_marked_comment(1, STATUS_MARKER, "round 1", &found.own)
         .await
@@ -283,13 +285,16 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
     assert_eq!(state.comments[1].user, "github-actions[bot]");
     // dagexec's own comment with the abort marker is believed; so is one the App wrote, for
     // the finalize that authenticates as that App, and no other App's.
-    let asked = format!("{STATUS_MARKER}\n{}", dagexec::actions::steer::ABORT_MARKER);
+    let asked = format!(
+        "{STATUS_MARKER}\n{}",
+        dagexec::action::jobs::steer::ABORT_MARKER
+    );
     client.update_comment(id, &asked).await.unwrap();
     let found = comment::trusted_marked(&client, 1, comment::Identity::default())
         .await
         .unwrap();
-    assert!(found.abort_requested(dagexec::actions::steer::ABORT_MARKER));
-    let app_bot = dagexec::github::comments::Author {
+    assert!(found.abort_requested(dagexec::action::jobs::steer::ABORT_MARKER));
+    let app_bot = dagexec::edge::github::comments::Author {
         login: "dagexec-test-app[bot]".into(),
         bot: true,
         app_id: Some(123456),
@@ -299,7 +304,7 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
     };
     assert!(app.wrote(&app_bot));
     assert!(!comment::Identity::default().wrote(&app_bot));
-    let impostor = dagexec::github::comments::Author {
+    let impostor = dagexec::edge::github::comments::Author {
         login: "github-actions[bot]".into(),
         bot: false,
         app_id: None,

@@ -1,12 +1,12 @@
-//! The GitHub client (`dagexec::github`) against the fake GitHub API: the GitHub App token
+//! The GitHub client (`dagexec::edge::github`) against the fake GitHub API: the GitHub App token
 //! exchange, the retry policy through real calls, and tokens kept out of `Debug`.
 
 use crate::common::fake_github;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dagexec::github::app::installation_token;
-use dagexec::github::{ApiError, Client, RepoName, Token};
+use dagexec::edge::github::app::installation_token;
+use dagexec::edge::github::{ApiError, Client, RepoName, Token};
 use fake_github::FakeGitHub;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::json;
@@ -301,7 +301,7 @@ async fn the_token_is_sent_but_never_shown() {
 /// typed answer carries.
 #[tokio::test]
 async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
-    use dagexec::github::ops::Conclusion;
+    use dagexec::edge::github::ops::Conclusion;
     let gh = FakeGitHub::start().await;
     let c = client(&gh);
 
@@ -461,7 +461,7 @@ async fn an_answer_without_a_needed_field_names_it() {
         .complete_check_run(
             "n",
             "abc",
-            dagexec::github::ops::Conclusion::Neutral,
+            dagexec::edge::github::ops::Conclusion::Neutral,
             "t",
             "s",
             None,

@@ -277,7 +277,7 @@ fn the_same_rejection_three_times_in_a_row_escalates_early() {
     let s = reviewed("printf 'REJECTED\\nsummary: same\\nissues:\\n- b\\n- a\\n'");
     // Two identical rejections from an earlier run (issues in another order: same hash).
     let mut plan = s.plan();
-    let hash = dagexec::review::issues_hash(&["a".into(), "b".into()]);
+    let hash = dagexec::pure::review::issues_hash(&["a".into(), "b".into()]);
     plan["tasks"][0]["reviews"] = json!([
         {"attempt": 1, "verdict": "rejected", "summary": "same", "issues": ["a", "b"], "suggestions": [], "hash": hash},
         {"attempt": 2, "verdict": "rejected", "summary": "same", "issues": ["a", "b"], "suggestions": [], "hash": hash}

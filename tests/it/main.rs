@@ -22,6 +22,7 @@ mod fake_api;
 mod github;
 mod init;
 mod install_action;
+mod layout;
 mod loops;
 mod real_agents;
 mod recover;

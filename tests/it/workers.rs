@@ -459,7 +459,7 @@ fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(101), "{err}");
     assert!(
-        err.contains("dagexec: internal error — this is a bug in dagexec, not in your plan or worker.\n  what:  failpoint after-workers:1 reached (DAGEXEC_FAILPOINT asked for a panic)\n  where: src/run/mod.rs:"),
+        err.contains("dagexec: internal error — this is a bug in dagexec, not in your plan or worker.\n  what:  failpoint after-workers:1 reached (DAGEXEC_FAILPOINT asked for a panic)\n  where: src/flow/mod.rs:"),
         "{err}"
     );
     assert!(

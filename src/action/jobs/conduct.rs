@@ -58,10 +58,11 @@ use crate::edge::github::runs::WorkflowRun;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Start};
 use crate::pure::engine;
+pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
 use crate::pure::plan::model::{Plan, Status};
 
 fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
-    crate::pure::plan::save(plan, path).map_err(|source| ActionError::Write {
+    crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
         path: path.to_path_buf(),
         source,
     })
@@ -69,8 +70,7 @@ fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
 use crate::flow::preflight::Overlaps;
 use crate::flow::{RunEnd, Ui};
 
-/// The task field that records a started attempt's workflow run.
-pub const RUN_FIELD: &str = "dagexecRun";
+pub use crate::pure::plan::fields::RUN as RUN_FIELD;
 
 /// The largest artifact archive the conductor downloads (streamed into a temporary file).
 pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
@@ -79,43 +79,12 @@ pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
 /// up (and a later conductor counts the attempt as interrupted).
 pub const DISPATCH_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
-/// At most this many run polls an hour by default (GITHUB_TOKEN: 1,000 requests an hour).
-pub const POLLS_PER_HOUR: u64 = 600;
-
 /// A started attempt: its workflow run, and the commit it started from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flight {
     pub run: u64,
     pub attempt: u32,
     pub base: String,
-}
-
-/// The conductor's own settings.
-#[derive(Debug, Clone, Copy)]
-pub struct Timing {
-    /// How long to wait between polls (at least; see [`poll_interval`]).
-    pub poll: Duration,
-    /// When to hand over to a successor run (before GitHub's 6-hour job limit).
-    pub handover_after: Duration,
-    /// The most run polls an hour (a token with a larger rate limit may allow more).
-    pub polls_per_hour: u64,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Timing {
-            poll: Duration::from_secs(30),
-            handover_after: Duration::from_secs(5 * 3600 + 30 * 60),
-            polls_per_hour: POLLS_PER_HOUR,
-        }
-    }
-}
-
-/// The wait between two polls with `in_flight` runs: at least `poll`, and long enough that
-/// one read of each run per poll stays under `per_hour` reads an hour.
-pub fn poll_interval(poll: Duration, in_flight: usize, per_hour: u64) -> Duration {
-    let budget = Duration::from_millis(3_600_000 * in_flight as u64 / per_hour.max(1));
-    poll.max(budget)
 }
 
 /// The run-name of a task run (the template's `run-name` expression gives the same).

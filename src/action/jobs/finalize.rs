@@ -629,7 +629,7 @@ pub(super) fn stale(published: crate::action::publish::Published) -> Finalized {
     }
 }
 
-const LOGS_FIELD: &str = "dagexecLogs";
+use crate::pure::plan::fields::LOGS as LOGS_FIELD;
 
 fn saved_logs(plan: &plan::model::Plan) -> BTreeMap<usize, String> {
     plan.progress

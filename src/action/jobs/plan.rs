@@ -48,7 +48,7 @@ pub fn run(
     let auth = RemoteAuth::token(inputs.token.expose());
     let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
     // Only its goal is needed (the branch's name): not held while the branch's plan is read.
-    let first_goal = plan::load(&repo.root().join(&first_inputs.plan_rel))
+    let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
         .map_err(crate::pure::plan::error::PlanErrors::from)?
         .goal;
     let branch = if inputs.branch.is_empty() {

@@ -77,8 +77,7 @@ pub async fn abort_confirmed(
     Ok(false)
 }
 
-/// In the plan's progress: the user answered "proceed anyway" to failed pre-flight checks.
-pub const PROCEED_FIELD: &str = "dagexecPreflight";
+pub use crate::pure::plan::fields::PROCEED as PROCEED_FIELD;
 
 /// What the command did, for the log and the job's outputs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -329,7 +328,7 @@ pub fn run(
         Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
     };
     if let Some(message) = &change {
-        plan::save(&plan, &plan_path).map_err(|source| ActionError::Write {
+        crate::edge::plan_file::save(&plan, &plan_path).map_err(|source| ActionError::Write {
             path: plan_path.clone(),
             source,
         })?;
@@ -371,11 +370,7 @@ pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
-/// In the plan's progress: the `/execute` comments whose plan change this plan saw settled
-/// (oldest first, the newest [`STEERED_KEPT`]). A cache only: the record that a command was
-/// settled, which no replaced or archived plan can take back, is the commit that settled it
-/// ([`STEERED_TRAILER`]) and then its marker, rewritten to say what became of it.
-pub const STEERED_FIELD: &str = "dagexecSteered";
+pub use crate::pure::plan::fields::STEERED as STEERED_FIELD;
 
 /// How many settled comments the plan's cache keeps (the record itself is not capped).
 pub const STEERED_KEPT: usize = 500;
@@ -796,7 +791,7 @@ pub(super) async fn catch_up_all(
             )),
         };
         record(plan, id);
-        crate::pure::plan::save(plan, plan_path).map_err(|source| ActionError::Write {
+        crate::edge::plan_file::save(plan, plan_path).map_err(|source| ActionError::Write {
             path: plan_path.to_path_buf(),
             source,
         })?;

@@ -28,8 +28,7 @@ use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::review;
 
-/// The key under a task's fields where finalize keeps the prompt of its next attempt.
-pub const RETRY_PROMPT_FIELD: &str = "dagexecRetryPrompt";
+pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
 /// Which attempt to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +62,8 @@ pub fn run(
         crate::pure::prices::install(prices);
     }
     let plan_path = repo.root().join(&inputs.plan_rel);
-    let plan = plan::load(&plan_path).map_err(crate::pure::plan::error::PlanErrors::from)?;
+    let plan = crate::edge::plan_file::load(&plan_path)
+        .map_err(crate::pure::plan::error::PlanErrors::from)?;
     plan::validate::check(&plan, Some(&inputs.plan_rel))?;
     let Some(task) = plan.tasks.get(job.task) else {
         return Err(ActionError::Input(format!(

@@ -8,6 +8,8 @@
 //! ([`Conflicts`], [`locks`]). [`OverlapMatrix`] holds a matrix whole: a v3 plan's declared
 //! `fileOverlaps` (as large as the plan), and small computed ones in tests.
 
+mod overlaps;
+pub use overlaps::{Missed, Overlaps};
 mod index;
 pub mod locks;
 pub mod stream;

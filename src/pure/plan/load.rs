@@ -1,32 +1,12 @@
-//! Reading a plan file into the model, diagnosing why it cannot be read, and writing it back
-//! atomically (`{path}.tmp`, fsync, rename), as the seed's "Atomic write" convention says.
+//! Parsing a plan's text into the model, diagnosing why it cannot be read, and the text it is
+//! written back as. The file itself is read and written by [`crate::edge::plan_file`].
 
-use std::fs;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::error::PlanError;
 use super::model::{Plan, SUPPORTED_SCHEMA_VERSIONS};
-
-/// Reads and parses the plan at `path` (no semantic validation; see [`super::validate`]).
-pub fn load(path: &Path) -> Result<Plan, PlanError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(PlanError::NoPlan {
-                path: path.to_path_buf(),
-            });
-        }
-        Err(source) => {
-            return Err(PlanError::Read {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    parse(&text, path)
-}
 
 /// Parses plan text; `path` is only used in messages.
 ///
@@ -142,18 +122,6 @@ pub fn to_text(plan: &Plan) -> String {
     s
 }
 
-/// Writes the plan atomically and never through a link (see [`crate::edge::fsx`]): a temp file
-/// with a random name beside it, flushed to disk, then renamed over `path`.
-pub fn save(plan: &Plan, path: &Path) -> std::io::Result<()> {
-    write_atomic(path, to_text(plan).as_bytes())
-}
-
-/// Atomic write of any file inside the work tree it belongs to, never through a link
-/// ([`crate::edge::fsx::write_atomic`]).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::edge::fsx::write_atomic(path, bytes).map_err(Into::into)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,7 +194,7 @@ mod tests {
             let path = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("examples")
                 .join(name);
-            let text = fs::read_to_string(&path).unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
             let plan = parse(&text, &path).unwrap();
             let a: Value = serde_json::from_str(&text).unwrap();
             let b: Value = serde_json::from_str(&to_text(&plan)).unwrap();
@@ -240,25 +208,5 @@ mod tests {
         assert_eq!(out["tasks"][0]["agent"]["mood"], "calm");
         assert_eq!(out["progress"]["note"], 1);
         assert!(out["tasks"][0]["agent"].get("constraints").is_none());
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temp() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("plan.json");
-        fs::write(&path, "old").unwrap();
-        write_atomic(&path, b"new").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
-        assert!(!dir.path().join("plan.json.tmp").exists());
-    }
-
-    #[test]
-    fn missing_file_is_no_plan() {
-        let e = load(Path::new("/nonexistent/.design/plan.json")).unwrap_err();
-        assert!(matches!(e, PlanError::NoPlan { .. }));
-        assert_eq!(
-            e.to_string(),
-            "No plan found at /nonexistent/.design/plan.json"
-        );
     }
 }

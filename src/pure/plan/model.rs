@@ -351,9 +351,7 @@ impl Agent {
     }
 }
 
-/// The field of a `progress.completedTasks` entry that keeps how many attempts the task took
-/// (the task's own `attempts` is trimmed at completion).
-pub const COMPLETED_ATTEMPTS_FIELD: &str = "attempts";
+pub use crate::pure::plan::fields::COMPLETED_ATTEMPTS as COMPLETED_ATTEMPTS_FIELD;
 
 impl Plan {
     /// True for the waves variant of v2 (`progress.currentWave` or a task with `wave`).

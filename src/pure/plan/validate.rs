@@ -7,7 +7,6 @@
 use super::error::{PathProblem, PlanError, PlanErrors};
 use super::model::Plan;
 use crate::pure::graph::Dag;
-use std::path::Path;
 
 /// The plan's own path relative to the repository root, as the seed places it.
 pub const DEFAULT_PLAN_REL: &str = ".design/plan.json";
@@ -85,7 +84,7 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
 }
 
 /// Every path a task declares, with the field it is in.
-fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &str)> {
+pub(crate) fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &str)> {
     let mut paths: Vec<(String, &str)> = Vec::new();
     for (k, p) in task.creates().iter().enumerate() {
         paths.push((format!("metadata.files.create[{k}]"), p));
@@ -97,49 +96,6 @@ fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &str)> {
         paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
     }
     paths
-}
-
-/// [`check`], then the declared paths against the work tree at `root` (this part reads the
-/// file system: `lstat` only): a path whose parent directory is a symbolic link in the
-/// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
-pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {
-    let checked = check(plan, plan_rel);
-    let mut errors = Vec::new();
-    for (i, task) in plan.tasks.iter().enumerate() {
-        for (field, path) in declared(task) {
-            let Ok(norm) = crate::pure::paths::normalize(path) else {
-                continue;
-            };
-            let parts: Vec<&str> = norm.split('/').collect();
-            for end in 1..parts.len() {
-                let link = parts[..end].join("/");
-                let Ok(meta) = std::fs::symlink_metadata(root.join(&link)) else {
-                    break;
-                };
-                if meta.file_type().is_symlink() {
-                    let target = std::fs::read_link(root.join(&link))
-                        .map(|t| t.display().to_string())
-                        .unwrap_or_default();
-                    errors.push(PlanError::LinkedPath {
-                        task: i,
-                        field: field.clone(),
-                        path: path.to_string(),
-                        link,
-                        target,
-                    });
-                    break;
-                }
-            }
-        }
-    }
-    match checked {
-        Ok(dag) if errors.is_empty() => Ok(dag),
-        Ok(_) => Err(PlanErrors(errors)),
-        Err(PlanErrors(mut all)) => {
-            all.extend(errors);
-            Err(PlanErrors(all))
-        }
-    }
 }
 
 /// The one-line text fields of task `index` that hold a control character (see
@@ -232,7 +188,7 @@ mod tests {
     }
 
     fn errors_of(json: &str) -> Vec<String> {
-        let plan = parse(json, Path::new("p.json")).unwrap();
+        let plan = parse(json, std::path::Path::new("p.json")).unwrap();
         match check(&plan, Some(DEFAULT_PLAN_REL)) {
             Ok(_) => vec![],
             Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
@@ -299,7 +255,7 @@ mod tests {
                 "task 3 subject: \"rtl \\u{202e} override\" contains a control character (U+202E)",
             ]
         );
-        let plan = parse(json, Path::new("p.json")).unwrap();
+        let plan = parse(json, std::path::Path::new("p.json")).unwrap();
         let first = &check(&plan, None).unwrap_err().0[0];
         assert_eq!(first.task(), Some(1));
         assert!(

@@ -16,12 +16,9 @@ use crate::pure::outcome::{MAX_ATTEMPTS, Verdict};
 use crate::pure::plan::model::{Status, Task};
 use crate::pure::question::{Kind, Question};
 
-/// The task field (kept by the model's `extra` map) holding the review history.
-pub const REVIEWS_FIELD: &str = "reviews";
+pub use crate::pure::plan::fields::REVIEWS as REVIEWS_FIELD;
 
-/// The task field naming a reviewer command for this task only (`false` turns the run's
-/// reviewer off for it).
-pub const REVIEWER_FIELD: &str = "reviewer";
+pub use crate::pure::plan::fields::REVIEWER as REVIEWER_FIELD;
 
 /// Identical rejections in a row that stop the loop (the seed's `max_identical_rejections`).
 pub const MAX_IDENTICAL_REJECTIONS: usize = 3;

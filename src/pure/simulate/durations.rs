@@ -25,8 +25,7 @@ use serde::Deserialize;
 
 use crate::pure::plan::model::Plan;
 
-/// The field of `progress` that holds the attempt records.
-pub const HISTORY_FIELD: &str = "dagexecAttempts";
+pub use crate::pure::plan::fields::ATTEMPTS as HISTORY_FIELD;
 
 /// The duration assumed when nothing else is known: 10 minutes.
 pub const ASSUMED_MS: u64 = 10 * 60 * 1000;

@@ -55,18 +55,18 @@ use crate::pure::plan::model::{Plan, Status};
 pub use durations::{DurationInput, Durations, Source, TaskTime};
 
 /// A job matrix holds at most this many jobs (the plan job's limit).
-const MATRIX_LIMIT: usize = crate::action::matrix::MAX_MATRIX_JOBS;
+const MATRIX_LIMIT: usize = crate::pure::pace::MAX_MATRIX_JOBS;
 
 /// When the conductor hands over to a successor (its `handover-after` default, before
 /// GitHub's 6-hour job limit), in ms.
 fn handover_ms() -> u64 {
-    let t = crate::action::jobs::conduct::Timing::default().handover_after;
+    let t = crate::pure::pace::Timing::default().handover_after;
     u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The conductor's wait between two polls with `in_flight` runs (`conduct::poll_interval`), ms.
 fn poll_wait(s: &Setting, in_flight: usize) -> u64 {
-    let d = crate::action::jobs::conduct::poll_interval(
+    let d = crate::pure::pace::poll_interval(
         std::time::Duration::from_millis(s.poll),
         in_flight,
         s.polls_per_hour,

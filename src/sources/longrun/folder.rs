@@ -10,8 +10,7 @@ use super::LongRunError;
 use super::prompt::{PromptInput, executor_prompt};
 use crate::pure::plan::model::{Files, Metadata, Plan, Status, Task};
 
-/// The task field that marks a long-run task and holds its paths.
-pub const LONG_RUN_FIELD: &str = "longRun";
+pub use crate::pure::plan::fields::LONG_RUN as LONG_RUN_FIELD;
 
 /// One `NN-PLAN.md`, read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -282,7 +282,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         }
     }
     if plan_path.is_file() {
-        let old = crate::pure::plan::load(&plan_path).map_err(|e| LongRunError::Read {
+        let old = crate::edge::plan_file::load(&plan_path).map_err(|e| LongRunError::Read {
             path: plan_path.clone(),
             message: e.to_string(),
         })?;
@@ -300,7 +300,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
     let plan_path = scratch
         .as_ref()
         .map_or(plan_path, |d| d.path().join("plan.json"));
-    crate::pure::plan::save(&plan, &plan_path).map_err(|source| LongRunError::Write {
+    crate::edge::plan_file::save(&plan, &plan_path).map_err(|source| LongRunError::Write {
         path: plan_path.clone(),
         source,
     })?;

@@ -68,13 +68,13 @@ impl Store {
         let (patch, meta) = self.paths(checkpoint_rel);
         // The patch first: an entry is its `.json`, written last.
         let _ = std::fs::remove_file(&meta);
-        crate::pure::plan::load::write_atomic(&patch, &partial.patch)?;
+        crate::edge::plan_file::write_atomic(&patch, &partial.patch)?;
         let m = Meta {
             base: partial.base.clone(),
             checkpoint: partial.checkpoint.clone(),
         };
         let text = serde_json::to_vec(&m).expect("the entry serialises");
-        crate::pure::plan::load::write_atomic(&meta, &text)
+        crate::edge::plan_file::write_atomic(&meta, &text)
     }
 
     /// What is kept for the plan, if anything (an unreadable entry counts as none).

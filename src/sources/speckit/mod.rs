@@ -61,8 +61,7 @@ use crate::pure::plan::model::{
     Agent, CompletedTask, ContextFile, Files, Metadata, Plan, Status, Task,
 };
 
-/// The plan (and task) field that marks a Spec Kit plan.
-pub const FIELD: &str = "specKit";
+pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
 
 /// The folder next to tasks.md that holds the generated plan.
 pub const GENERATED_DIR: &str = ".dagexec";
@@ -493,7 +492,7 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
     // What the plan's validation would refuse is said here, at its line of tasks.md (the
     // generated plan's name, perhaps a temporary file's, means nothing to the user).
     if let Err(crate::pure::plan::PlanErrors(errors)) =
-        crate::pure::plan::validate::check_in(&plan, Some(&plan_rel), &root_c)
+        crate::edge::plan_file::check_in(&plan, Some(&plan_rel), &root_c)
     {
         let mut found: Vec<(usize, SpecKitError)> = errors
             .iter()
@@ -504,7 +503,7 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
     }
     let plan_path = root_c.join(&plan_rel);
     if plan_path.is_file() {
-        let old = crate::pure::plan::load(&plan_path).map_err(|e| {
+        let old = crate::edge::plan_file::load(&plan_path).map_err(|e| {
             one(SpecKitError::Read {
                 path: plan_path.clone(),
                 message: format!("{e} (delete it to start over from tasks.md)"),
@@ -538,7 +537,7 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
             })
         })?;
     }
-    crate::pure::plan::save(&plan, &target).map_err(|e| {
+    crate::edge::plan_file::save(&plan, &target).map_err(|e| {
         one(SpecKitError::Write {
             path: target.clone(),
             message: e.to_string(),

@@ -413,7 +413,7 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
         "specs/001-photo-albums/.dagexec/plan.json"
     );
     assert_eq!(prepared.warnings.len(), 4);
-    let plan = crate::pure::plan::load(&prepared.plan).unwrap();
+    let plan = crate::edge::plan_file::load(&prepared.plan).unwrap();
     let context: Vec<&str> = plan.tasks[1]
         .context_files()
         .iter()
@@ -432,9 +432,9 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     // The state survives a second reading; ticking writes tasks.md.
     let mut plan = plan;
     plan.tasks[1].status = Status::Completed;
-    crate::pure::plan::save(&plan, &prepared.plan).unwrap();
+    crate::edge::plan_file::save(&plan, &prepared.plan).unwrap();
     let again = prepare(root.path(), md, true).unwrap();
-    let plan = crate::pure::plan::load(&again.plan).unwrap();
+    let plan = crate::edge::plan_file::load(&again.plan).unwrap();
     assert_eq!(plan.tasks[1].status, Status::Completed);
     // Ticking happens in the round's index (the version the commit holds), never in the work
     // tree.

@@ -1,0 +1,110 @@
+//! The plan file on disk: read ([`load`]), written atomically and never through a link
+//! ([`save`], [`write_atomic`]: `{path}.tmp`, fsync, rename, as the seed's "Atomic write"
+//! convention says), and its declared paths checked against the work tree ([`check_in`]).
+
+use std::fs;
+use std::path::Path;
+
+use crate::pure::graph::Dag;
+use crate::pure::plan::load::{parse, to_text};
+use crate::pure::plan::validate::{check, declared};
+use crate::pure::plan::{Plan, PlanError, PlanErrors};
+
+/// Reads and parses the plan at `path` (no semantic validation; see [`super::validate`]).
+pub fn load(path: &Path) -> Result<Plan, PlanError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PlanError::NoPlan {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(source) => {
+            return Err(PlanError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    parse(&text, path)
+}
+
+/// Writes the plan atomically and never through a link (see [`crate::edge::fsx`]): a temp file
+/// with a random name beside it, flushed to disk, then renamed over `path`.
+pub fn save(plan: &Plan, path: &Path) -> std::io::Result<()> {
+    write_atomic(path, to_text(plan).as_bytes())
+}
+
+/// Atomic write of any file inside the work tree it belongs to, never through a link
+/// ([`crate::edge::fsx::write_atomic`]).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::edge::fsx::write_atomic(path, bytes).map_err(Into::into)
+}
+
+/// [`check`](crate::pure::plan::validate::check), then the declared paths against the work tree at `root` (this part reads the
+/// file system: `lstat` only): a path whose parent directory is a symbolic link in the
+/// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
+pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {
+    let checked = check(plan, plan_rel);
+    let mut errors = Vec::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        for (field, path) in declared(task) {
+            let Ok(norm) = crate::pure::paths::normalize(path) else {
+                continue;
+            };
+            let parts: Vec<&str> = norm.split('/').collect();
+            for end in 1..parts.len() {
+                let link = parts[..end].join("/");
+                let Ok(meta) = std::fs::symlink_metadata(root.join(&link)) else {
+                    break;
+                };
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(root.join(&link))
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_default();
+                    errors.push(PlanError::LinkedPath {
+                        task: i,
+                        field: field.clone(),
+                        path: path.to_string(),
+                        link,
+                        target,
+                    });
+                    break;
+                }
+            }
+        }
+    }
+    match checked {
+        Ok(dag) if errors.is_empty() => Ok(dag),
+        Ok(_) => Err(PlanErrors(errors)),
+        Err(PlanErrors(mut all)) => {
+            all.extend(errors);
+            Err(PlanErrors(all))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        fs::write(&path, "old").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        assert!(!dir.path().join("plan.json.tmp").exists());
+    }
+
+    #[test]
+    fn missing_file_is_no_plan() {
+        let e = load(Path::new("/nonexistent/.design/plan.json")).unwrap_err();
+        assert!(matches!(e, PlanError::NoPlan { .. }));
+        assert_eq!(
+            e.to_string(),
+            "No plan found at /nonexistent/.design/plan.json"
+        );
+    }
+}
