@@ -1,8 +1,8 @@
 //! Peak memory of fetching and reading a work job's artifact zip, for `bench/artifact_zip.sh`
 //! (issue 20 §4). `artifact_zip_rss MODE ARG` then prints the outcome and the process's peak
 //! RSS (`VmHWM`) before and after:
-//!   download API_URL   the conductor's whole path: `Client::download_artifact` against
-//!                      API_URL (which redirects to its storage, fetched without the token),
+//!   download `API_URL`   the conductor's whole path: `Client::download_artifact` against
+//!                      `API_URL` (which redirects to its storage, fetched without the token),
 //!                      streamed into a temporary file, then `actions::conduct::read_zip` of it
 //!   dagexec FILE       `read_zip` of FILE alone (no download)
 //!   zip-crate FILE     FILE read into memory and handed whole to the `zip` crate (how the
@@ -61,7 +61,7 @@ fn main() {
             let limit = dagexec::action::jobs::conduct::MAX_ARTIFACT_BYTES;
             let outcome = match rt.block_on(client.download_artifact(1, limit)) {
                 Ok(file) => {
-                    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+                    let size = file.metadata().map_or(0, |m| m.len());
                     let outcome = read(dagexec::action::jobs::conduct::read_zip(file));
                     format!("downloaded {:.1} MiB; {outcome}", size as f64 / 1048576.0)
                 }

@@ -26,7 +26,7 @@ pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
 
 /// A task with these blockers and files to create and modify.
 pub(crate) fn task(deps: &[usize], create: &[&str], modify: &[&str]) -> Task {
-    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+    let strings = |v: &[&str]| v.iter().map(std::string::ToString::to_string).collect();
     Task {
         subject: String::new(),
         blocked_by: deps.to_vec(),

@@ -21,6 +21,11 @@ use crate::pure::plan::{self, model::Status};
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "callers treat every arrival step alike, as fallible"
+)]
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub(super) fn judge_entry(
     repo: &Repo,
     plan: &plan::model::Plan,
@@ -163,7 +168,7 @@ pub(super) fn judge_entry(
 }
 
 /// The question a worker's output asks the user, if it stopped for one: an `OUTPUT_JSON`
-/// block with status NEEDS_DECISION or NEEDS_ACTION, or a last line `NEEDS_DECISION: …` or
+/// block with status `NEEDS_DECISION` or `NEEDS_ACTION`, or a last line `NEEDS_DECISION: …` or
 /// `NEEDS_ACTION: …`.
 fn needs_input(output: &str) -> Option<crate::pure::question::Question> {
     use crate::sources::longrun::output::{self, Output};
@@ -363,7 +368,11 @@ mod tests {
     #[test]
     fn patches_touching_the_plan_or_workflows_are_refused() {
         use Protected::*;
-        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let p = |v: &[&str]| {
+            v.iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>()
+        };
         let plan = (".design/plan.json", None);
         assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(

@@ -375,7 +375,7 @@ mod tests {
         };
         let now: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
-        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::from_millis(90_000));
+        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::from_secs(90));
         let measured = crate::pure::usage::Measured {
             start: at("2026-11-23T05:20:13.25Z"),
             end: at("2026-11-23T05:22:40Z"),

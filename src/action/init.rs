@@ -303,6 +303,7 @@ pub fn check_secret(name: &str) -> Result<String, InitError> {
 }
 
 /// The template with the action reference, the worker, its install and secret filled in.
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn render(opts: &Options) -> String {
     let mut text = TEMPLATE.to_string();
     // The jobs that hold a write token (plan reads the branch they act on) run the action
@@ -471,14 +472,13 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
     let (worker, secret) = if interactive {
         ask(args.secret.as_deref())?
     } else {
-        let worker = match &args.worker {
-            Some(w) => Worker::parse(w).map_err(|e| e.to_string())?,
-            None => {
-                eprintln!(
-                    "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
-                );
-                Worker::Claude
-            }
+        let worker = if let Some(w) = &args.worker {
+            Worker::parse(w).map_err(|e| e.to_string())?
+        } else {
+            eprintln!(
+                "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
+            );
+            Worker::Claude
         };
         let secret = match (&args.secret, worker.default_secret()) {
             (Some(s), _) => Some(check_secret(s).map_err(|e| e.to_string())?),

@@ -152,6 +152,7 @@ impl Ending<'_> {
     /// asked to stop, the one status comment, and the `dagexec` check run on a stop or
     /// completion (ready for review on completion). Every comment is found again by its
     /// marker, so a re-run finalize creates nothing twice.
+    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     pub(super) fn finish(
         &self,
         plan: &plan::model::Plan,
@@ -191,31 +192,26 @@ impl Ending<'_> {
         };
         let body = report::pr_body(plan, round.round, links, stop, ran);
         let pr = rt.block_on(async {
-            match c.find_pull(&round.branch).await? {
-                Some(pr) => {
-                    c.update_pull_body(pr.number, &body).await?;
-                    Ok::<_, crate::edge::github::ApiError>(pr)
-                }
-                None => {
-                    let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
-                        ctx.ref_name.clone()
-                    } else {
-                        c.default_branch().await?
-                    };
-                    let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                    match c
-                        .create_pull(&round.branch, &base, &title, &body, true)
-                        .await
-                    {
-                        // A retried create whose first try landed after all: adopt that PR.
-                        Err(e) if e.status() == Some(422) => {
-                            match c.find_pull(&round.branch).await? {
-                                Some(pr) => Ok(pr),
-                                None => Err(e),
-                            }
-                        }
-                        other => other,
-                    }
+            if let Some(pr) = c.find_pull(&round.branch).await? {
+                c.update_pull_body(pr.number, &body).await?;
+                Ok::<_, crate::edge::github::ApiError>(pr)
+            } else {
+                let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
+                    ctx.ref_name.clone()
+                } else {
+                    c.default_branch().await?
+                };
+                let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
+                match c
+                    .create_pull(&round.branch, &base, &title, &body, true)
+                    .await
+                {
+                    // A retried create whose first try landed after all: adopt that PR.
+                    Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
+                        Some(pr) => Ok(pr),
+                        None => Err(e),
+                    },
+                    other => other,
                 }
             }
         })?;

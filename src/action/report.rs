@@ -235,7 +235,7 @@ pub fn pr_body(
     s.push_str("\n\n");
     match stop {
         Some(Stop::Completed) => {
-            s.push_str("Every task completed: this pull request is ready for review.\n\n")
+            s.push_str("Every task completed: this pull request is ready for review.\n\n");
         }
         Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why) | Stop::Budget(why)) => {
             let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
@@ -275,6 +275,7 @@ pub fn pr_body(
 /// The job summary of one finalize or conductor: the round's progress, the whole table, the
 /// attempts that ended in this job (`events`, the job's own), and the run's timeline so far
 /// (the plan's recorded attempts, beside the prediction for `ran`).
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub fn round_summary(
     plan: &Plan,
     round: u32,
@@ -310,6 +311,7 @@ pub fn round_summary(
 }
 
 /// The `dagexec` check run's title and summary when a run stops or completes.
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String) {
     let mut s = String::new();
     let title = match stop {
@@ -336,7 +338,10 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
                 .enumerate()
                 .filter(|(_, t)| t.status == Status::Completed)
                 .map(|(i, t)| {
-                    let cost = spent.get(&i).map(|t| t.cost_text()).unwrap_or_default();
+                    let cost = spent
+                        .get(&i)
+                        .map(super::super::pure::usage::Totals::cost_text)
+                        .unwrap_or_default();
                     let cost = if cost.is_empty() {
                         "no cost reported".into()
                     } else {

@@ -83,25 +83,23 @@ impl Context {
             }
             text.push_str(&format!("{k}<<{delim}\n{v}\n{delim}\n"));
         }
-        match &self.output {
-            Some(path) => append(path, &text),
-            None => {
-                for (k, v) in pairs {
-                    println!("output {k}={v}");
-                }
-                Ok(())
+        if let Some(path) = &self.output {
+            append(path, &text)
+        } else {
+            for (k, v) in pairs {
+                println!("output {k}={v}");
             }
+            Ok(())
         }
     }
 
     /// Appends Markdown to the job summary (printed when there is none).
     pub fn summary(&self, markdown: &str) -> Result<(), super::ActionError> {
-        match &self.step_summary {
-            Some(path) => append(path, &format!("{markdown}\n")),
-            None => {
-                println!("{markdown}");
-                Ok(())
-            }
+        if let Some(path) = &self.step_summary {
+            append(path, &format!("{markdown}\n"))
+        } else {
+            println!("{markdown}");
+            Ok(())
         }
     }
 }

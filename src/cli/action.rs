@@ -116,7 +116,7 @@ pub enum ActionCommand {
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
-    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
+    /// from `GITHUB_EVENT_PATH)`: checks the commenter's permission, reacts, replies, refreshes
     /// the status comment or records an abort, starts a round (`/execute`), and hands a
     /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
     /// round was started on; steer-branch, the branch whose plan the steer job changes).
@@ -157,7 +157,7 @@ pub enum ActionCommand {
         /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
         #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
         handover_after: Duration,
-        /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
+        /// The most polls of runs an hour (`GITHUB_TOKEN` allows 1,000 API requests an hour).
         #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
         polls_per_hour: u64,
         #[command(flatten)]
@@ -269,6 +269,7 @@ pub fn run(cmd: ActionCommand) -> u8 {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
@@ -431,7 +432,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 outs.push(("pr-number", pr.to_string()));
             }
             ctx.set_outputs(&outs)?;
-            Ok(if done.failed { 1 } else { 0 })
+            Ok(u8::from(done.failed))
         }
         ActionCommand::Finalize {
             common,
@@ -467,7 +468,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 outs.push(("pr-number", pr.to_string()));
             }
             ctx.set_outputs(&outs)?;
-            Ok(if done.failed { 1 } else { 0 })
+            Ok(u8::from(done.failed))
         }
     }
 }
@@ -482,7 +483,7 @@ fn writer_client(
     job: &str,
 ) -> Result<Option<Client>, ActionError> {
     inputs.allow_workflow_changes = writer.allow_workflow_changes;
-    inputs.workflow = writer.workflow.clone();
+    inputs.workflow.clone_from(&writer.workflow);
     let (app_id, private_key) = (writer.app_id.as_str(), writer.private_key.as_str());
     if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
         let (Some(repo), false, false) = (

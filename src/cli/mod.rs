@@ -116,16 +116,16 @@ enum Command {
     /// the reason in the prompt. Completed work is applied in plan order and committed as
     /// `dagexec: round N — …`. Interrupt at any moment and run again to resume.
     ///
-    /// Worker: --worker, else $DAGEXEC_WORKER, else `worker:` in .design/dagexec.yml. It gets
-    /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
-    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE, and may report what it spent in the
-    /// JSON file $DAGEXEC_USAGE_FILE (cost_usd, input_tokens, output_tokens, model); the
+    /// Worker: --worker, else $`DAGEXEC_WORKER`, else `worker:` in .design/dagexec.yml. It gets
+    /// the prompt on stdin and in $`DAGEXEC_PROMPT_FILE`, and `DAGEXEC_TASK_INDEX`, `DAGEXEC_ATTEMPT`,
+    /// `DAGEXEC_ROUND`, `DAGEXEC_MODEL` and `DAGEXEC_LOG_FILE`, and may report what it spent in the
+    /// JSON file $`DAGEXEC_USAGE_FILE` (`cost_usd`, `input_tokens`, `output_tokens`, model); the
     /// outputs of `claude -p --output-format json`, `codex exec --json` and `gemini
     /// --output-format json` are read natively (spend, status line, failures; a usage error,
     /// a missing command or refused credentials are not retried, and refused credentials stop
     /// the run with exit status 6).
     ///
-    /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
+    /// Reviewer (--reviewer, $`DAGEXEC_REVIEWER`, `reviewer:` in .design/dagexec.yml, or a task's
     /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
     /// prompt on stdin, and ends with APPROVED or REJECTED. Rejected: attempt 2 fixes the
     /// rejected changes, attempt 3 starts from a clean tree with all feedback, then (or after
@@ -135,8 +135,8 @@ enum Command {
     /// front matter `depends_on`, else number order), each a fresh worker with the long-run
     /// executor prompt and its checkpoint; the state is DIR/plan.json.
     ///
-    /// Worktrees: outside the repository and its .git, in $XDG_CACHE_HOME/dagexec/worktrees
-    /// (else ~/.cache/dagexec/worktrees), a folder per repository; $DAGEXEC_WORKTREES or
+    /// Worktrees: outside the repository and its .git, in $`XDG_CACHE_HOME/dagexec/worktrees`
+    /// (else ~/.cache/dagexec/worktrees), a folder per repository; $`DAGEXEC_WORKTREES` or
     /// `worktrees:` in .design/dagexec.yml names another place (never inside the work tree).
     ///
     /// Exit status: 0 all completed; 1 finished incomplete (or --max-cost spent); 2 usage or
@@ -182,8 +182,8 @@ enum Command {
     /// Answer the question a blocked task asks, and put it back to pending.
     ///
     /// A task asks when the reviewer loop escalates, or when a long-run worker returns
-    /// NEEDS_DECISION (answer an option's key or number, or `defer` to skip the plan) or
-    /// NEEDS_ACTION (answer `done`). The answer is recorded in the task's `question` field and
+    /// `NEEDS_DECISION` (answer an option's key or number, or `defer` to skip the plan) or
+    /// `NEEDS_ACTION` (answer `done`). The answer is recorded in the task's `question` field and
     /// given to its next attempt; tasks skipped because of it are pending again. Then run
     /// `dagexec run` to resume. For a long-run folder pass --plan DIR/plan.json.
     Answer {
@@ -260,7 +260,7 @@ enum Command {
         /// Ignore the attempts recorded in the plan (progress.dagexecAttempts).
         #[arg(long)]
         no_history: bool,
-        /// Workers at once locally [default: as `run`: $DAGEXEC_JOBS, `jobs:` in
+        /// Workers at once locally [default: as `run`: $`DAGEXEC_JOBS`, `jobs:` in
         /// .design/dagexec.yml, else the number of cores].
         #[arg(long, short = 'j', value_name = "N")]
         jobs: Option<usize>,
@@ -323,7 +323,7 @@ enum Command {
         worker: Option<String>,
         /// The repository secret the worker needs, passed to it as an environment variable of
         /// the same name and checked before it runs (default: the worker's own, e.g.
-        /// ANTHROPIC_API_KEY; none for a command).
+        /// `ANTHROPIC_API_KEY`; none for a command).
         #[arg(long, value_name = "NAME")]
         secret: Option<String>,
         /// Keep the secret in this GitHub environment (the work job runs in it, so no other
@@ -398,6 +398,10 @@ enum CliError {
     Io(#[from] io::Error),
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "`map_err` hands the error over by value"
+)]
 fn config_error(e: crate::flow::settings::ConfigError) -> CliError {
     CliError::Usage {
         message: e.to_string(),
@@ -610,7 +614,7 @@ fn install_panic_hook(plan: PathBuf) {
         let payload = info.payload();
         let what = payload
             .downcast_ref::<&str>()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "(no message)".into());
         let what = crate::pure::sanitize::line(&what);
@@ -680,6 +684,7 @@ fn report(e: &CliError, loc: &Location) {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, CliError> {
     match command {
         Command::Run {
@@ -754,7 +759,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             out.flush()?;
             let ui = crate::flow::Ui::for_stdout();
             crate::local::run(&opts, &ui)
-                .map(|end| end.code())
+                .map(super::flow::exec::RunEnd::code)
                 .map_err(run_error)
         }
         Command::Answer { task, text } => {
@@ -784,7 +789,11 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 )?;
             }
             if !answered.reopened.is_empty() {
-                let ids: Vec<String> = answered.reopened.iter().map(|i| i.to_string()).collect();
+                let ids: Vec<String> = answered
+                    .reopened
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect();
                 writeln!(out, "Tasks {} are pending again.", ids.join(", "))?;
             }
             writeln!(
@@ -829,7 +838,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             out.flush()?;
             let ui = crate::flow::Ui::for_stdout();
             crate::local::demo::demo(dir, jobs.max(1), &ui)
-                .map(|end| end.code())
+                .map(super::flow::exec::RunEnd::code)
                 .map_err(run_error)
         }
         Command::Validate {
@@ -1042,16 +1051,16 @@ fn validate(
         let _span = tracing::debug_span!("overlap").entered();
         Overlaps::of(&plan, &dag)
     };
-    let _span = tracing::debug_span!("checks").entered();
-    let validation = checks::gather(
-        &plan,
-        &loc.root,
-        checks::CheckOptions {
-            skip_checks: no_checks,
-            timeout,
-        },
-    );
-    drop(_span);
+    let validation = tracing::debug_span!("checks").in_scope(|| {
+        checks::gather(
+            &plan,
+            &loc.root,
+            checks::CheckOptions {
+                skip_checks: no_checks,
+                timeout,
+            },
+        )
+    });
     let setup = preflight::output(&plan, &dag, &overlaps, validation);
     let _span = tracing::debug_span!("write").entered();
     if json {
@@ -1142,6 +1151,11 @@ struct SimulateArgs {
     width: Option<usize>,
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "clap hands the arguments over by value"
+)]
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8, CliError> {
     use crate::pure::simulate::{self, DurationInput, Place, Setting};
     use std::io::IsTerminal;
@@ -1169,19 +1183,18 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
         None => load(loc)?,
     };
     // Locally the same number of workers `run` would start.
-    let jobs = match a.jobs {
-        Some(j) => j,
-        None => {
-            let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-            let flags = crate::flow::settings::Flags {
-                worker: Some("(none)".into()),
-                ..Default::default()
-            };
-            let env = |k: &str| std::env::var(k).ok();
-            crate::flow::settings::resolve(&flags, &env, &file)
-                .map_err(config_error)?
-                .jobs
-        }
+    let jobs = if let Some(j) = a.jobs {
+        j
+    } else {
+        let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+        let flags = crate::flow::settings::Flags {
+            worker: Some("(none)".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        crate::flow::settings::resolve(&flags, &env, &file)
+            .map_err(config_error)?
+            .jobs
     };
     if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
         return Err(usage(

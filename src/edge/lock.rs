@@ -115,9 +115,9 @@ mod tests {
         let dead = child.id() as i32;
         child.wait().unwrap();
         fs::write(&path, dead.to_string()).unwrap();
-        let (_lock, taken) = RunLock::acquire(&path).unwrap();
+        let (lock, taken) = RunLock::acquire(&path).unwrap();
         assert_eq!(taken, Taken::TakenOver(dead));
-        drop(_lock);
+        drop(lock);
         assert!(!path.exists(), "released on drop");
     }
 }

@@ -1,9 +1,9 @@
 //! What a command dagexec starts leaves behind, found and killed.
 //!
-//! Every worker, reviewer and check runs in its own process group, SIGKILLed when it ends.
+//! Every worker, reviewer and check runs in its own process group, `SIGKILLed` when it ends.
 //! A process can leave the group (`setsid`, a double fork into a new session), so each command
 //! also gets a unique tag in its environment, [`TAG_VAR`]; when the command ends, every process
-//! still carrying the tag is SIGKILLed too, found through `/proc/<pid>/environ` (Linux; the way
+//! still carrying the tag is `SIGKILLed` too, found through `/proc/<pid>/environ` (Linux; the way
 //! Jenkins' process-tree killer finds what a build left running).
 //!
 //! The limit: a process that both leaves the group *and* drops the tag from its environment
@@ -147,7 +147,7 @@ pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
     let names = |cmdline: &[u8]| {
         cmdline.split(|&b| b == 0).any(|word| {
             prefixes.iter().any(|d| {
-                (0..word.len().saturating_sub(d.len()) + 1).any(|i| {
+                (0..=word.len().saturating_sub(d.len())).any(|i| {
                     word[i..].starts_with(d)
                         && matches!(
                             word.get(i + d.len()),

@@ -2,7 +2,7 @@
 //! tree, the prompt on stdin and in `DAGEXEC_PROMPT_FILE`, the `DAGEXEC_*` variables set,
 //! stdout and stderr captured (tails only), the work log read back afterwards.
 //!
-//! The worker gets its own process group and a process tag ([`crate::edge::procs`]), both SIGKILLed
+//! The worker gets its own process group and a process tag ([`crate::edge::procs`]), both `SIGKILLed`
 //! on every way out (exit, timeout, cancellation, a dropped future), so nothing it started
 //! outlives the attempt — not even a process that left the group with `setsid`.
 //!
@@ -33,7 +33,7 @@ pub(crate) const CUT_MARKER: &str = "… (output cut)\n";
 const EOF_GRACE: Duration = Duration::from_secs(2);
 /// After SIGTERM on cancellation, how long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(3);
-/// After SIGKILLing the group, how long to drain what is left in the pipes.
+/// After `SIGKILLing` the group, how long to drain what is left in the pipes.
 const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// Everything needed to run one attempt of one task's worker.
@@ -60,7 +60,7 @@ pub struct WorkerSpec {
     /// `DAGEXEC_USAGE_FILE` (made absolute) when set: where the worker may report what it spent
     /// (see [`crate::pure::usage`]); removed before spawning, read back after the run.
     pub usage_file: Option<PathBuf>,
-    /// The per-task timeout; the process group is SIGKILLed when it elapses.
+    /// The per-task timeout; the process group is `SIGKILLed` when it elapses.
     pub timeout: Duration,
     /// More environment variables (the `DAGEXEC_*` ones win on a clash).
     pub extra_env: Vec<(String, String)>,
@@ -281,6 +281,10 @@ fn first_word(command: &str) -> String {
 /// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
 /// the child and the absolute log and usage paths. Paths are made absolute because the worker
 /// runs elsewhere.
+#[expect(
+    clippy::unused_async,
+    reason = "called on the runtime that owns the child it spawns (tokio's process driver)"
+)]
 async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
     let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
     let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
@@ -434,7 +438,12 @@ async fn read_log(path: &Path) -> Option<String> {
         .open(path)
         .await
         .ok()?;
-    let len = file.metadata().await.ok().filter(|m| m.is_file())?.len();
+    let len = file
+        .metadata()
+        .await
+        .ok()
+        .filter(std::fs::Metadata::is_file)?
+        .len();
     let mut tail = Tail::new(LOG_CAP);
     if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {
         file.seek(SeekFrom::Start(skip)).await.ok()?;
@@ -513,7 +522,7 @@ impl Tail {
     }
 }
 
-/// The worker's process group and tag; everything in either is SIGKILLed when dropped.
+/// The worker's process group and tag; everything in either is `SIGKILLed` when dropped.
 struct Group {
     pgid: Option<Pid>,
     tag: String,
@@ -722,7 +731,10 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
             failure_detail(&run, &spec.command),
             "; stderr: one | two | three"
         );
-        let many: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+        let many: String = (1..=50).fold(String::new(), |mut s, i| {
+            s.push_str(&format!("line {i}\n"));
+            s
+        });
         assert_eq!(
             stderr_tail_line(&many),
             "line 46 | line 47 | line 48 | line 49 | line 50"
@@ -839,6 +851,7 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
     /// run ends with the right exit, keeps what it can of the output, and leaves no process
     /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     async fn worker_behaviour_matrix() {
         // Waits (inside the worker) until `f` exists; the escaped process writes it.
         let await_file = |f: &str| format!("while [ ! -s {f} ]; do sleep 0.05; done;");

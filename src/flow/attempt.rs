@@ -24,7 +24,7 @@ use crate::pure::plan::model::Task;
 
 /// What the runner hands an attempt.
 #[derive(Debug, Clone)]
-pub struct AttemptInput {
+pub(crate) struct AttemptInput {
     pub index: usize,
     pub attempt: u32,
     pub round: u32,
@@ -48,13 +48,13 @@ pub struct AttemptInput {
 
 /// What came of it.
 #[derive(Debug)]
-pub enum AttemptEnd {
+pub(crate) enum AttemptEnd {
     Judged(Box<Judged>),
     /// Ctrl-C arrived while the worker ran.
     Cancelled,
 }
 
-pub use crate::flow::exec::Judged;
+pub(crate) use crate::flow::exec::Judged;
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
 /// instead of being removed and checked out again (checkout time grows with the tree) — only
@@ -63,7 +63,7 @@ pub use crate::flow::exec::Judged;
 /// path.
 /// Whatever is left when the run ends is removed on drop.
 #[derive(Debug, Default)]
-pub struct Pool {
+pub(crate) struct Pool {
     free: std::sync::Mutex<Vec<Worktree>>,
     created: std::sync::atomic::AtomicUsize,
     /// Review history and rejected changes between a task's attempts.
@@ -267,6 +267,7 @@ pub(crate) struct Observed {
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
 /// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
 /// report's warning.
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub(crate) fn observe_and_judge(
     tree: &Path,
     (index, task): (usize, &Task),
@@ -299,7 +300,8 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
-pub async fn run(
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
+pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
     input: AttemptInput,
@@ -518,7 +520,7 @@ pub(crate) const LOGS_CAP: u64 = 256 << 20;
 /// This run's folder of kept logs (`run-R` in [`logs_dir`]), made on first use, so a run that
 /// starts no attempt neither makes one nor prunes the earlier runs' logs.
 #[derive(Debug, Default)]
-pub struct RunLogs {
+pub(crate) struct RunLogs {
     dir: std::sync::Mutex<Option<PathBuf>>,
 }
 

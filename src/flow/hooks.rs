@@ -44,7 +44,7 @@ use crate::sources::longrun::prompt as lr_prompt;
 /// Whoever else writes the plan file while attempts run (the eager loop) holds
 /// [`Memory::plan_file`] and puts the histories in first ([`Memory::apply`]).
 #[derive(Debug, Default)]
-pub struct Memory {
+pub(crate) struct Memory {
     reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
     carry: Mutex<BTreeMap<usize, Vec<u8>>>,
     plan_file: Mutex<()>,
@@ -319,7 +319,7 @@ pub(crate) fn with_feedback(
 
 /// A long-run worker's `OUTPUT_JSON` block, turned into the status line the processor reads
 /// (appended to its output): COMPLETED writes the plan's summary into `wt` first (its
-/// declared file, committed with the round); NEEDS_DECISION and NEEDS_ACTION block the task
+/// declared file, committed with the round); `NEEDS_DECISION` and `NEEDS_ACTION` block the task
 /// with a question; a missing or malformed block is a failure, the raw output kept in the
 /// long-run folder's `logs/`. Returns the question, if any — also for any task whose last line
 /// is `NEEDS_DECISION: …` or `NEEDS_ACTION: …` (the worker contract's form, left in the
@@ -346,7 +346,7 @@ pub(crate) fn long_run_output(
                 Err(e) => format!("FAILED: cannot write {}: {e}", field(lr, "summary")),
             }
         }
-        Ok(Output::NeedsDecision(q)) | Ok(Output::NeedsAction(q)) => {
+        Ok(Output::NeedsDecision(q) | Output::NeedsAction(q)) => {
             let what = if q.kind == Kind::Decision {
                 "needs a decision"
             } else {
@@ -604,7 +604,7 @@ fn program_exists(program: &str, root: &Path) -> bool {
 /// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub(super) async fn review(
     input: &AttemptInput,
     wt: &Worktree,
@@ -713,9 +713,9 @@ pub(super) fn record(plan: &mut Plan, j: &Judged) {
 }
 
 /// Whether a blocked attempt's changes are committed with the round: a long-run worker that
-/// stopped to ask (NEEDS_DECISION, NEEDS_ACTION) keeps what it did — its commits and its
+/// stopped to ask (`NEEDS_DECISION`, `NEEDS_ACTION`) keeps what it did — its commits and its
 /// checkpoint — so the attempt after the answer continues from there, as the seed's
-/// "Continue from {blocked_at}" expects. A rejected review's changes are never kept.
+/// "Continue from {`blocked_at`}" expects. A rejected review's changes are never kept.
 pub(super) fn keeps_partial(j: &Judged) -> bool {
     j.verdict.status == Status::Blocked
         && !j.patch.is_empty()
@@ -838,9 +838,7 @@ pub(super) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) 
         open.trim_end()
     ));
     match end {
-        None | Some(RunEnd::Incomplete) | Some(RunEnd::CircuitBreaker(_)) => {
-            Some(RunEnd::NeedsInput)
-        }
+        None | Some(RunEnd::Incomplete | RunEnd::CircuitBreaker(_)) => Some(RunEnd::NeedsInput),
         other => other,
     }
 }

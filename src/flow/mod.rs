@@ -113,15 +113,16 @@ pub(crate) fn failpoint(name: &str, round: u32) {
     if v == format!("{name}:{round}") {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
-    if v == format!("panic:{name}:{round}") {
-        panic!("failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)");
-    }
+    assert!(
+        v != format!("panic:{name}:{round}"),
+        "failpoint {name}:{round} reached (DAGEXEC_FAILPOINT asked for a panic)"
+    );
 }
 
 pub(crate) fn list(tasks: &[usize]) -> String {
     tasks
         .iter()
-        .map(|t| t.to_string())
+        .map(std::string::ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -181,7 +182,7 @@ pub(crate) fn round_counter(plan: &Plan) -> u32 {
     plan.progress
         .extra
         .get("round")
-        .and_then(|v| v.as_u64())
+        .and_then(serde_json::Value::as_u64)
         .unwrap_or(0) as u32
 }
 

@@ -183,7 +183,7 @@ pub fn resolve(
             .parse()
             .map_err(|_| value("DAGEXEC_JOBS", format!("{j:?} is not a number")))?,
         (None, None, Some(j)) => j,
-        _ => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        _ => std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
     };
     if jobs == 0 {
         return Err(value("jobs", "must be at least 1".into()));
@@ -268,7 +268,7 @@ mod tests {
         let s = resolve(&Flags::default(), &env, &file).unwrap();
         assert_eq!((s.worker.as_str(), s.jobs), ("from-env", 7));
         assert_eq!(s.reviewer.as_deref(), Some("from-file-reviewer"));
-        assert_eq!(s.max_cost.map(|b| b.usd()), Some(2.5));
+        assert_eq!(s.max_cost.map(crate::pure::usage::Budget::usd), Some(2.5));
         assert_eq!(
             s.worktrees.as_ref().map(|w| (w.dir.as_path(), w.from)),
             Some((

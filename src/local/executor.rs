@@ -70,19 +70,18 @@ impl Executor for Local<'_> {
     }
 
     fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), RunError> {
-        let base = match &self.base {
-            Some(b) => b.clone(),
-            None => {
-                // A round's later group starts from the round so far (its earlier groups'
-                // accepted patches), unpublished.
-                let b = if self.build.is_empty() {
-                    self.repo.head()?
-                } else {
-                    self.build.next_base(self.repo)?
-                };
-                self.base = Some(b.clone());
-                b
-            }
+        let base = if let Some(b) = &self.base {
+            b.clone()
+        } else {
+            // A round's later group starts from the round so far (its earlier groups'
+            // accepted patches), unpublished.
+            let b = if self.build.is_empty() {
+                self.repo.head()?
+            } else {
+                self.build.next_base(self.repo)?
+            };
+            self.base = Some(b.clone());
+            b
         };
         let base_prompt = start
             .retry_prompt
@@ -167,7 +166,7 @@ impl Executor for Local<'_> {
 
 /// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending
 /// or in flight, the breaker trips, the budget is spent, or Ctrl-C.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub(super) fn run(
     repo: &Arc<Repo>,
     pool: &Arc<attempt::Pool>,

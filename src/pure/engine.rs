@@ -230,6 +230,10 @@ impl UsedGroups {
     }
 }
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "the ready set is made for this decision"
+)]
 fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
     if pending == 0 {
         return Next::Done;
@@ -369,6 +373,7 @@ pub fn eager_pick(
 /// The same decisions as [`Policy::next`] on the plan with each batch marked completed in
 /// turn, with the ready set kept as tasks complete (a count of open blockers per task)
 /// instead of found anew each step, so a 100,000-task chain is not 100,000 scans.
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn simulate(
     plan: &Plan,
     dag: &Dag,
@@ -887,7 +892,7 @@ mod tests {
         use crate::pure::plan::model::{Plan, Status};
 
         /// Computed ∪ declared, as `Overlaps::for_scheduling` made it.
-        pub fn matrix(p: &Plan, dag: &Dag) -> OverlapMatrix {
+        pub(super) fn matrix(p: &Plan, dag: &Dag) -> OverlapMatrix {
             let computed = OverlapMatrix::compute(p, dag);
             if p.schema_version < 3 {
                 return computed;
@@ -909,7 +914,7 @@ mod tests {
             OverlapMatrix::declared(&q)
         }
 
-        pub fn select_batch(
+        pub(super) fn select_batch(
             ready: &[usize],
             dag: &Dag,
             conflicts: &OverlapMatrix,
@@ -932,7 +937,7 @@ mod tests {
             (chosen, waiting)
         }
 
-        pub fn sequential_groups(
+        pub(super) fn sequential_groups(
             tasks: &[usize],
             dag: &Dag,
             conflicts: &OverlapMatrix,
@@ -947,7 +952,7 @@ mod tests {
             groups
         }
 
-        pub fn eager_pick(
+        pub(super) fn eager_pick(
             plan: &Plan,
             dag: &Dag,
             conflicts: &OverlapMatrix,
@@ -968,6 +973,10 @@ mod tests {
             select_batch(&ready, dag, conflicts, Some(slots)).0
         }
 
+        #[expect(
+            clippy::needless_pass_by_value,
+            reason = "the ready set is made for this decision"
+        )]
         fn decide(
             pending: usize,
             ready: Vec<usize>,
@@ -985,7 +994,7 @@ mod tests {
             Next::Batch { tasks, waiting }
         }
 
-        pub fn next(
+        pub(super) fn next(
             p: &Plan,
             dag: &Dag,
             m: &OverlapMatrix,
@@ -1026,7 +1035,7 @@ mod tests {
             }
         }
 
-        pub fn simulate(
+        pub(super) fn simulate(
             plan: &Plan,
             dag: &Dag,
             m: &OverlapMatrix,

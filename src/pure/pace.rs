@@ -7,7 +7,7 @@ use std::time::Duration;
 /// GitHub's limit on the jobs one matrix may generate.
 pub const MAX_MATRIX_JOBS: usize = 256;
 
-/// At most this many run polls an hour by default (GITHUB_TOKEN: 1,000 requests an hour).
+/// At most this many run polls an hour by default (`GITHUB_TOKEN`: 1,000 requests an hour).
 pub const POLLS_PER_HOUR: u64 = 600;
 
 /// The conductor's own settings.

@@ -42,7 +42,7 @@ pub struct Price {
     pub output: f64,
 }
 
-/// The default list prices (USD per million tokens, taken on [`TAKEN`]): OpenAI's
+/// The default list prices (USD per million tokens, taken on [`TAKEN`]): `OpenAI`'s
 /// (openai.com/api/pricing) and Google's Gemini API, paid tier, prompts up to 200k tokens
 /// (ai.google.dev/gemini-api/docs/pricing).
 pub const DEFAULTS: &[(&str, f64, f64, f64)] = &[

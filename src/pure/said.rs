@@ -119,7 +119,7 @@ pub fn heed(verdict: &mut Verdict, said: &Said) {
         return;
     }
     if let Some(f) = &said.failure {
-        verdict.result = f.clone();
+        verdict.result.clone_from(f);
     }
     if !said.refused.is_empty() {
         let mut shown: Vec<String> = said
@@ -149,7 +149,7 @@ pub fn heed(verdict: &mut Verdict, said: &Said) {
             " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
         ),
     }
-    verdict.halt = said.halt.clone();
+    verdict.halt.clone_from(&said.halt);
 }
 
 #[cfg(test)]

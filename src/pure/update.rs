@@ -278,14 +278,14 @@ pub struct Verify {
 /// What the runner must do on disk after [`prepare_resume`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResumeWork {
-    /// Tasks moved from in_progress back to pending. (The seed also reverts and deletes their
+    /// Tasks moved from `in_progress` back to pending. (The seed also reverts and deletes their
     /// declared files; dagexec does not: a task's work never reaches the work tree before its
     /// round is committed, so what is there is the user's.)
     pub reset: Vec<usize>,
     pub verify: Vec<Verify>,
 }
 
-/// Resume reset (seed Step 1): in_progress → pending, and the verification the runner must
+/// Resume reset (seed Step 1): `in_progress` → pending, and the verification the runner must
 /// perform. Call [`fail_verification`] with what failed.
 ///
 /// The seed increments `attempts` here to count the interrupted attempt; dagexec counts an

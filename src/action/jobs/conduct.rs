@@ -30,7 +30,7 @@
 //! next run's plan job and finalize, which read the archive.
 //!
 //! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
-//! they stay under 600 requests an hour (GITHUB_TOKEN allows 1,000 per repository); every
+//! they stay under 600 requests an hour (`GITHUB_TOKEN` allows 1,000 per repository); every
 //! call goes through the one retry policy ([`crate::edge::github::retry`]). An outage outlasting
 //! the policy's tries costs time only: a run's state, artifact listing or download that
 //! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
@@ -379,6 +379,7 @@ impl Executor for Remote<'_> {
     }
 
     /// One poll of every run in flight, after the poll interval; the ended ones are judged.
+    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
         let mut pause = poll_interval(
             self.timing.poll,
@@ -570,6 +571,8 @@ impl Executor for Remote<'_> {
 }
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(
     root: &Path,
     inputs: &Inputs,
@@ -636,25 +639,22 @@ pub fn run(
         );
         for i in unrecorded {
             let t = &mut plan.tasks[i];
-            match found.get(&i) {
-                Some(f) => {
-                    ui.say(format!(
-                        "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
-                        f.attempt, f.run
-                    ));
-                    t.extra.insert(
-                        RUN_FIELD.into(),
-                        serde_json::to_value(f).expect("a flight serialises"),
-                    );
-                    flights.insert(i, f.clone());
-                }
-                None => {
-                    ui.say(format!(
-                        "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
-                        t.attempts()
-                    ));
-                    t.status = Status::Pending;
-                }
+            if let Some(f) = found.get(&i) {
+                ui.say(format!(
+                    "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
+                    f.attempt, f.run
+                ));
+                t.extra.insert(
+                    RUN_FIELD.into(),
+                    serde_json::to_value(f).expect("a flight serialises"),
+                );
+                flights.insert(i, f.clone());
+            } else {
+                ui.say(format!(
+                    "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
+                    t.attempts()
+                ));
+                t.status = Status::Pending;
             }
         }
     }
@@ -869,7 +869,7 @@ fn summary(
 /// run), so a run of the same task and attempt number from before a `/execute retry` is never
 /// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
 /// said, and the attempts then count as interrupted.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 fn find_unrecorded(
     repo: &crate::edge::git::Repo,
     client: &Client,

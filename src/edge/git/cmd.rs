@@ -101,17 +101,17 @@ pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
 
 impl<'a> Git<'a> {
     /// Adds `-c key=value` before the subcommand.
-    pub fn config(mut self, key_value: &str) -> Self {
+    pub(super) fn config(mut self, key_value: &str) -> Self {
         self.config.push(key_value.to_owned());
         self
     }
 
-    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+    pub(super) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
         self.args.push(arg.as_ref().to_owned());
         self
     }
 
-    pub fn args<I>(mut self, args: I) -> Self
+    pub(super) fn args<I>(mut self, args: I) -> Self
     where
         I: IntoIterator,
         I::Item: AsRef<OsStr>,
@@ -121,19 +121,19 @@ impl<'a> Git<'a> {
         self
     }
 
-    pub fn env(mut self, key: &'static str, value: impl AsRef<OsStr>) -> Self {
+    pub(super) fn env(mut self, key: &'static str, value: impl AsRef<OsStr>) -> Self {
         self.env.push((key, value.as_ref().to_owned()));
         self
     }
 
     /// Feeds `data` to git's standard input (closed otherwise).
-    pub fn stdin(mut self, data: &'a [u8]) -> Self {
+    pub(super) fn stdin(mut self, data: &'a [u8]) -> Self {
         self.stdin = Some(super::PatchRef::Bytes(data));
         self
     }
 
     /// Feeds `patch` to git's standard input, a file's in chunks.
-    pub fn stdin_patch(mut self, patch: super::PatchRef<'a>) -> Self {
+    pub(super) fn stdin_patch(mut self, patch: super::PatchRef<'a>) -> Self {
         self.stdin = Some(patch);
         self
     }
@@ -180,7 +180,7 @@ impl<'a> Git<'a> {
     }
 
     /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
-    pub fn output(&self) -> Result<Output, GitError> {
+    pub(super) fn output(&self) -> Result<Output, GitError> {
         tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
         let spawn_error = |source| GitError::Spawn {
             command: self.label.to_owned(),
@@ -208,7 +208,7 @@ impl<'a> Git<'a> {
     }
 
     /// The error for a call that ended with `out`.
-    pub fn error(&self, out: &Output) -> GitError {
+    pub(super) fn error(&self, out: &Output) -> GitError {
         if let Some(path) = index_lock(&out.stderr) {
             return GitError::IndexLocked {
                 path: self.dir.join(path),
@@ -224,7 +224,7 @@ impl<'a> Git<'a> {
     }
 
     /// Runs git, requiring success; returns its standard output.
-    pub fn run(&self) -> Result<Vec<u8>, GitError> {
+    pub(super) fn run(&self) -> Result<Vec<u8>, GitError> {
         let out = self.output()?;
         if out.status.success() {
             Ok(out.stdout)
@@ -235,11 +235,11 @@ impl<'a> Git<'a> {
 
     /// [`Git::run`], the output as text without its trailing newlines.
     #[cfg(test)]
-    pub fn run_text(&self) -> Result<String, GitError> {
+    pub(super) fn run_text(&self) -> Result<String, GitError> {
         Ok(text(&self.run()?))
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(super) fn dir(&self) -> &Path {
         self.dir
     }
 }

@@ -247,7 +247,7 @@ impl Repo {
             for path in &registered {
                 if real_path(path).parent() == Some(folder_real.as_path()) {
                     self.remove_worktree_at(path, &registered)?;
-                    removed.insert((i, path.file_name().map(|n| n.to_owned())));
+                    removed.insert((i, path.file_name().map(std::borrow::ToOwned::to_owned)));
                 }
             }
             match std::fs::read_dir(folder) {

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 /// The chunk a patch file is read in.
-pub const CHUNK: usize = 64 << 10;
+pub(super) const CHUNK: usize = 64 << 10;
 
 /// The first `len` bytes of a file, read where they lie. Cloning shares the file.
 #[derive(Debug, Clone)]

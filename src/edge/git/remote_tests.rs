@@ -18,7 +18,7 @@ fn isolate(tmp: &Path) {
             ("HOME".into(), Some(home.into_os_string())),
             ("GIT_CONFIG_NOSYSTEM".into(), Some("1".into())),
             ("GIT_CONFIG_GLOBAL".into(), None),
-        ]
+        ];
     });
 }
 

@@ -239,9 +239,9 @@ impl Repo {
                 WorkState::Absent if n.is_none() => {}
                 WorkState::Blob(b) if Some(b) == o => {
                     if n.is_some() {
-                        write.push(p.clone())
+                        write.push(p.clone());
                     } else {
-                        delete.push(p.clone())
+                        delete.push(p.clone());
                     }
                 }
                 WorkState::Absent if o.is_none() => write.push(p.clone()),
@@ -363,7 +363,7 @@ impl Repo {
         let full = self.root.join(path);
         match std::fs::symlink_metadata(&full) {
             Ok(m) if !m.is_dir() => {
-                std::fs::remove_file(&full).map_err(io_error("delete", &full))?
+                std::fs::remove_file(&full).map_err(io_error("delete", &full))?;
             }
             _ => return Ok(()),
         }
@@ -762,7 +762,7 @@ mod tests {
             .iter()
             .map(|(p, h)| (p.as_str(), h.as_str()))
             .collect();
-        found.sort();
+        found.sort_unstable();
         assert_eq!(
             found,
             [

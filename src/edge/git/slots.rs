@@ -41,7 +41,7 @@ pub(super) struct Slots {
 impl Slots {
     /// The default for the repository whose common git directory is `common_dir`, from the
     /// environment (`XDG_CACHE_HOME`, `HOME`).
-    pub fn default_for(common_dir: &Path) -> Slots {
+    pub(super) fn default_for(common_dir: &Path) -> Slots {
         let var = |k: &str| {
             std::env::var_os(k)
                 .map(PathBuf::from)
@@ -55,7 +55,7 @@ impl Slots {
     }
 
     /// `<git-common-dir>/dagexec/worktrees`: when there is no home directory.
-    pub fn fallback(common_dir: &Path) -> Slots {
+    pub(super) fn fallback(common_dir: &Path) -> Slots {
         Slots {
             base: common_dir.join("dagexec"),
             dir: legacy_dir(common_dir),
@@ -64,7 +64,7 @@ impl Slots {
     }
 
     /// The repository's folder in the home `base`.
-    pub fn under(base: &Path, common_dir: &Path) -> Slots {
+    pub(super) fn under(base: &Path, common_dir: &Path) -> Slots {
         Slots {
             base: base.to_path_buf(),
             dir: base.join(folder_name(common_dir)),
@@ -75,7 +75,7 @@ impl Slots {
     /// Creates the folder (the home with its parents as they are, below it nothing through a
     /// link), claims it for `common_dir` with its marker (refusing one another repository
     /// holds), and records it in the common directory.
-    pub fn ensure(&self, common_dir: &Path) -> Result<(), GitError> {
+    pub(super) fn ensure(&self, common_dir: &Path) -> Result<(), GitError> {
         if self.inside_git {
             return crate::edge::fsx::create_dir_all(common_dir, &self.dir)
                 .map_err(|e| io_error("create directory", &self.dir)(e.into()));
@@ -151,8 +151,7 @@ pub(super) fn orphaned(dir: &Path) -> bool {
 /// Deletes the folder `dir` when it holds nothing but its marker (else leaves it as it is).
 pub(super) fn remove_if_empty(dir: &Path) {
     let only_marker = std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().all(|e| e.file_name() == MARKER))
-        .unwrap_or(false);
+        .is_ok_and(|entries| entries.flatten().all(|e| e.file_name() == MARKER));
     if only_marker {
         let _ = std::fs::remove_file(dir.join(MARKER));
         let _ = std::fs::remove_dir(dir);

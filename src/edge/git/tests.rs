@@ -189,15 +189,18 @@ pub(super) fn files(dir: &Path) -> Files {
 }
 
 pub(super) fn set(paths: &[&str]) -> BTreeSet<String> {
-    paths.iter().map(|p| p.to_string()).collect()
+    paths.iter().map(std::string::ToString::to_string).collect()
 }
 
 pub(super) fn strings(paths: &[&str]) -> Vec<String> {
-    paths.iter().map(|p| p.to_string()).collect()
+    paths.iter().map(std::string::ToString::to_string).collect()
 }
 
 pub(super) fn long_text(tag: &str) -> String {
-    (1..=20).map(|i| format!("{tag} line {i}\n")).collect()
+    (1..=20).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("{tag} line {i}\n"));
+        s
+    })
 }
 
 #[test]

@@ -63,7 +63,7 @@ impl Worktree {
             .args(["reset", "--hard", "--quiet", base])
             .run()?;
         git(&self.path, "clean").args(["clean", "-ffdxq"]).run()?;
-        self.base = base.to_owned();
+        base.clone_into(&mut self.base);
         Ok(())
     }
 
@@ -176,7 +176,7 @@ impl Changes {
             excluded.push(super::paths::normalize(path)?);
         }
         let mut changes = diff(&self.worktree, &self.base, excluded)?;
-        changes.forbidden = self.forbidden.clone();
+        changes.forbidden.clone_from(&self.forbidden);
         Ok(changes)
     }
 }

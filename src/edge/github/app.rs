@@ -165,8 +165,7 @@ fn explain(e: ApiError, hint: impl FnOnce(u16) -> Option<String>) -> ApiError {
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The signing key of an RSA private key given as PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8

@@ -1,7 +1,7 @@
 //! Pull request conversation operations for `/execute` comments: the commenter's permission,
 //! the 👀 acknowledgement, replies, and the one status comment dagexec keeps up to date
 //! (found again by a hidden marker). Each is a documented REST operation named by its
-//! OpenAPI `operationId` in errors.
+//! `OpenAPI` `operationId` in errors.
 //!
 //! Anyone who can comment can write a comment that starts with dagexec's marker, so a listed
 //! comment carries its author ([`Author`]), and the marked comments dagexec updates or

@@ -282,6 +282,7 @@ impl Client {
     /// rate limits are retried, anything else that is not 2xx (nor, with
     /// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message. The answer is
     /// returned unread.
+    #[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
     async fn respond<B: Serialize + ?Sized>(
         &self,
         octo: &Octocrab,
@@ -371,7 +372,7 @@ enum Redirects {
 }
 
 /// A 2xx answer read as `T` (an empty body as `null`). When it does not fit, the error names
-/// the field (`head.ref: missing field `ref``), never the answer's content.
+/// the field (``head.ref: missing field `ref` ``), never the answer's content.
 fn decode<T: DeserializeOwned>(op: &str, text: &str) -> Result<T, ApiError> {
     let text = if text.trim().is_empty() { "null" } else { text };
     let de = &mut serde_json::Deserializer::from_str(text);
@@ -449,8 +450,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Where GraphQL lives for a REST root: `…/api/v3` → `…/api` (GHES), otherwise the root itself.

@@ -271,7 +271,9 @@ async fn fetch_unauthenticated(
     let base = format!(
         "{}://{}",
         uri.scheme_str().unwrap_or("https"),
-        uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        uri.authority()
+            .map(http::uri::Authority::as_str)
+            .unwrap_or_default()
     );
     let setup = |e: octocrab::Error| ApiError::Setup {
         url: base.clone(),
@@ -296,7 +298,7 @@ async fn fetch_unauthenticated(
                         message: super::error_chain(&e),
                     });
                 }
-                next => {
+                next @ Next::Retry(_) => {
                     tracing::warn!("{op}: the artifact's storage is unreachable; retrying");
                     next
                 }
@@ -317,7 +319,7 @@ async fn fetch_unauthenticated(
                             why,
                         });
                     }
-                    next => {
+                    next @ Next::Retry(_) => {
                         tracing::warn!("{op}: {message}; retrying");
                         next
                     }
@@ -356,7 +358,7 @@ mod tests {
             let Some(body) = body else {
                 let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
                 s.write_all(head.as_bytes()).await.unwrap();
-                let chunk = [b"10000\r\n".as_slice(), &[b'x'; 0x10000], b"\r\n"].concat();
+                let chunk = [b"10000\r\n".as_slice(), &vec![b'x'; 0x10000], b"\r\n"].concat();
                 let mut sent = 0;
                 while s.write_all(&chunk).await.is_ok() {
                     sent += 0x10000;

@@ -246,7 +246,7 @@ fn both_executors_start_the_same_work_and_end_the_same_way() {
     // task 1's retry starts at once, on GitHub after its failure is committed (so task 2
     // takes the free slot first).
     let sorted = |mut v: Vec<(usize, u32)>| {
-        v.sort();
+        v.sort_unstable();
         v
     };
     assert_eq!(sorted(outcomes[0].1.clone()), sorted(outcomes[1].1.clone()));

@@ -268,16 +268,16 @@ mod tests {
                 &[(&[], &["a"], &[]), (&[], &[], &["a"])],
                 r#"{"0":[1],"1":[0]}"#,
             ),
-            (&[(&[], &["a"], &[]), (&[0], &[], &["a"])], r#"{}"#),
+            (&[(&[], &["a"], &[]), (&[0], &[], &["a"])], r"{}"),
             (
                 &[(&[], &["a"], &[]), (&[0], &[], &[]), (&[1], &[], &["a"])],
-                r#"{}"#,
+                r"{}",
             ),
             (
                 &[(&[], &["./a"], &[]), (&[], &[], &["a"])],
                 r#"{"0":[1],"1":[0]}"#,
             ),
-            (&[(&[], &["a"], &["a"]), (&[], &["b"], &[])], r#"{}"#),
+            (&[(&[], &["a"], &["a"]), (&[], &["b"], &[])], r"{}"),
             // One path, one file: `src//a`, `src/./a`, `./src/a` and `src/a`; `docs/` and `docs`.
             (
                 &[
@@ -326,7 +326,7 @@ mod tests {
             let mut files_store: Vec<Vec<&str>> = Vec::new();
             for i in 0..n {
                 deps_store.push((0..i).filter(|_| next(100) < 12).collect());
-                files_store.push((0..1 + next(2)).map(|_| names[next(6) as usize]).collect());
+                files_store.push((0..=next(2)).map(|_| names[next(6) as usize]).collect());
             }
             let tasks: Vec<(&[usize], &[&str], &[&str])> = (0..n)
                 .map(|i| (deps_store[i].as_slice(), files_store[i].as_slice(), &[][..]))

@@ -116,7 +116,7 @@ pub enum PathProblem {
 pub fn render_cycle(cycle: &[usize]) -> String {
     cycle
         .iter()
-        .map(|i| i.to_string())
+        .map(std::string::ToString::to_string)
         .collect::<Vec<_>>()
         .join(" → ")
 }
@@ -196,7 +196,7 @@ impl PlanError {
 
 /// Every problem found in one plan, in plan order.
 #[derive(Debug, thiserror::Error)]
-#[error("{}", self.0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+#[error("{}", self.0.iter().map(std::string::ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct PlanErrors(pub Vec<PlanError>);
 
 impl From<PlanError> for PlanErrors {

@@ -91,7 +91,7 @@ fn diagnose(text: &str, path: &Path) -> PlanError {
     }
 }
 
-/// serde_json appends " at line X column Y"; the position is already in the message prefix.
+/// `serde_json` appends " at line X column Y"; the position is already in the message prefix.
 fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),

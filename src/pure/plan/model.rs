@@ -278,8 +278,8 @@ pub struct AcceptanceCriterion {
     pub extra: Extra,
 }
 
-fn slice<T>(v: &Option<Vec<T>>) -> &[T] {
-    v.as_deref().unwrap_or(&[])
+fn slice<T>(v: Option<&Vec<T>>) -> &[T] {
+    v.map_or(&[], Vec::as_slice)
 }
 
 impl Task {
@@ -310,19 +310,23 @@ impl Task {
 
     /// The agent section's assumptions.
     pub fn assumptions(&self) -> &[Assumption] {
-        self.agent.as_ref().map_or(&[], |a| slice(&a.assumptions))
+        self.agent
+            .as_ref()
+            .map_or(&[], |a| slice(a.assumptions.as_ref()))
     }
 
     /// The agent section's context files.
     pub fn context_files(&self) -> &[ContextFile] {
-        self.agent.as_ref().map_or(&[], |a| slice(&a.context_files))
+        self.agent
+            .as_ref()
+            .map_or(&[], |a| slice(a.context_files.as_ref()))
     }
 
     /// The agent section's acceptance criteria.
     pub fn acceptance_criteria(&self) -> &[AcceptanceCriterion] {
         self.agent
             .as_ref()
-            .map_or(&[], |a| slice(&a.acceptance_criteria))
+            .map_or(&[], |a| slice(a.acceptance_criteria.as_ref()))
     }
 
     /// The agent section's fallback strategy, if any (empty counts as none).
@@ -342,12 +346,12 @@ impl Task {
 impl Agent {
     /// `rollbackTriggers`, or none.
     pub fn rollback_triggers(&self) -> &[String] {
-        slice(&self.rollback_triggers)
+        slice(self.rollback_triggers.as_ref())
     }
 
     /// `constraints`, or none.
     pub fn constraints(&self) -> &[String] {
-        slice(&self.constraints)
+        slice(self.constraints.as_ref())
     }
 }
 

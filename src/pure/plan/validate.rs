@@ -191,7 +191,7 @@ mod tests {
         let plan = parse(json, std::path::Path::new("p.json")).unwrap();
         match check(&plan, Some(DEFAULT_PLAN_REL)) {
             Ok(_) => vec![],
-            Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+            Err(e) => e.0.iter().map(std::string::ToString::to_string).collect(),
         }
     }
 

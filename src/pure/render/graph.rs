@@ -225,7 +225,7 @@ impl Display for Mermaid<'_> {
 /// directive anywhere in a diagram).
 ///
 /// Mermaid decodes those entities before it looks for the sequences below, so these get an
-/// invisible word joiner (U+2060) in the middle instead: `\n` (a line break), `$$` (KaTeX
+/// invisible word joiner (U+2060) in the middle instead: `\n` (a line break), `$$` (`KaTeX`
 /// maths), `:fa-` (a Font Awesome icon, as in `fa:fa-car`), and `ﬂ°` and `¶ß` (the placeholders
 /// Mermaid itself turns entities into).
 struct MermaidText<'a>(&'a str);

@@ -208,8 +208,16 @@ impl<'a> Row<'a> {
             subject: cell(&task.subject),
             status: task.status.as_str(),
             attempts: attempts.to_string(),
-            time: or_none(spent.map(|t| t.time_text()).unwrap_or_default()),
-            cost: or_none(spent.map(|t| t.cost_text()).unwrap_or_default()),
+            time: or_none(
+                spent
+                    .map(super::super::usage::Totals::time_text)
+                    .unwrap_or_default(),
+            ),
+            cost: or_none(
+                spent
+                    .map(super::super::usage::Totals::cost_text)
+                    .unwrap_or_default(),
+            ),
             result: cell(task.result.as_deref().unwrap_or_default()),
         }
     }
@@ -301,7 +309,7 @@ mod tests {
         let kept = |run: u32, attempt: u32, k: &[&str]| KeptAttempt {
             run,
             attempt,
-            kinds: k.iter().map(|s| s.to_string()).collect(),
+            kinds: k.iter().map(std::string::ToString::to_string).collect(),
         };
         let mut logs = KeptLogs::new();
         logs.insert(0, vec![kept(0, 1, &["stdout", "stderr"])]); // kept flat, by an older dagexec

@@ -124,7 +124,7 @@ fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
                 out.push(format!(
                     "Task {i} ({}) is blocked: {result}. It asks you a question (below): answer it with {answer}{again}; the tasks skipped because of it run too.",
                     t.subject
-                ))
+                ));
             }
             Status::Blocked => out.push(format!(
                 "Task {i} ({}) is blocked: {result}. Tell it what it needs with {answer}, or resolve that, then {retry}{again}.",

@@ -5,7 +5,10 @@ fn entry(attempt: u32, issues: &[&str]) -> ReviewEntry {
     let review = Review {
         word: Word::Rejected,
         summary: format!("attempt {attempt}"),
-        issues: issues.iter().map(|s| s.to_string()).collect(),
+        issues: issues
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         suggestions: vec![],
     };
     ReviewEntry::new(attempt, &review)

@@ -193,7 +193,7 @@ fn median(mut values: Vec<u64>) -> Option<u64> {
     match n {
         0 => None,
         _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2),
+        _ => Some(u64::midpoint(values[n / 2 - 1], values[n / 2])),
     }
 }
 

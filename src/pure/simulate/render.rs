@@ -96,6 +96,7 @@ fn durations_line(d: &Durations) -> String {
 }
 
 /// The report as a table, with the settings and the lower bounds.
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn table(report: &Report, durations: &Durations) -> String {
     let s = report.setting;
     let mut out = String::new();
@@ -267,9 +268,9 @@ pub fn chart(plan: &Plan, heading: &str, bars: &[Bar], wall: u64, width: usize) 
         .max(index_width + 2);
     let cells = width.saturating_sub(label_width + 3).max(10);
     let wall = wall.max(1);
-    let cell = |t: u64| ((t as u128 * cells as u128) / wall as u128) as usize;
+    let cell = |t: u64| ((u128::from(t) * cells as u128) / u128::from(wall)) as usize;
     let cell_end =
-        |t: u64| (((t as u128 * cells as u128).div_ceil(wall as u128)) as usize).min(cells);
+        |t: u64| (((u128::from(t) * cells as u128).div_ceil(u128::from(wall))) as usize).min(cells);
     for &task in &tasks {
         let mut row = vec![' '; cells];
         for s in bars.iter().filter(|s| s.task == task) {

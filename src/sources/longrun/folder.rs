@@ -133,6 +133,7 @@ fn same_number(a: &str, b: &str) -> bool {
 }
 
 /// Builds the plan: tasks in number order (files must come sorted).
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn build(
     files: &[PlanFile],
     paths: &Paths,

@@ -91,8 +91,8 @@ Begin execution now.
     )
 }
 
-/// The seed's Resume State and the task to start from: with a checkpoint, `last_completed_task
-/// + 1` and the checkpoint itself; without one (or an unreadable one), Task 1.
+/// The seed's Resume State and the task to start from: with a checkpoint,
+/// `last_completed_task + 1` and the checkpoint itself; without one (or an unreadable one), Task 1.
 pub fn resume_state(checkpoint: Option<&str>) -> (String, u64) {
     let Some(text) = checkpoint else {
         return ("Starting fresh from Task 1.".into(), 1);
