@@ -11,7 +11,7 @@ mdbook_version=0.5.4
 prefix="${DAGEXEC_TOOLS_DIR:-$PWD/.ci/tools}/mdbook"
 mdbook="$prefix/bin/mdbook"
 if [[ ! -x "$mdbook" || "$("$mdbook" --version)" != "mdbook v$mdbook_version" ]]; then
-  echo "== installing mdbook $mdbook_version into $prefix (cargo install, about 80 s on 2 cores)"
+  echo "== installing mdbook $mdbook_version into $prefix (cargo install: 1m18s on 2 idle cores, 2 min of CPU)"
   cargo install mdbook --version "=$mdbook_version" --locked --no-default-features --quiet --root "$prefix"
 fi
 
