@@ -1,7 +1,7 @@
 //! When a task fails or blocks, the user can see why and put it right without editing JSON:
 //! `dagexec retry N`, `dagexec answer N` for a worker that said `BLOCKED:`, `dagexec status`
-//! after a completed run, and every problem of a broken plan reported at once (the README's
-//! example, verbatim).
+//! after a completed run, and every problem of a broken plan reported at once (the guide's
+//! example in docs/src/commands.md, verbatim).
 
 use crate::common;
 
@@ -186,7 +186,8 @@ fn status_after_a_completed_run_reports_the_archived_plan() {
 
 #[test]
 fn a_broken_plan_reports_every_problem_at_once() {
-    // The README's example: task 2 names a task that does not exist, and 0 → 4 → 2 → 0.
+    // The guide's example (docs/src/commands.md, "A broken plan"): task 2 names a task that
+    // does not exist, and 0 → 4 → 2 → 0.
     let dir = repo(
         vec![
             task("T0", &["0"], &[4]),
@@ -208,10 +209,11 @@ fn a_broken_plan_reports_every_problem_at_once() {
          hint: Tasks in a cycle can never start; remove one of these blockedBy edges: task 0 blockedBy 4, task 4 blockedBy 2, task 2 blockedBy 0.\n\
          2 problems in .design/plan.json\n"
     );
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/commands.md"))
+            .unwrap();
     assert!(
-        readme.contains(String::from_utf8_lossy(&out.stderr).trim_end()),
-        "the README shows what dagexec prints"
+        guide.contains(String::from_utf8_lossy(&out.stderr).trim_end()),
+        "the guide shows what dagexec prints"
     );
 }
