@@ -458,7 +458,7 @@ pub struct Args {
 
 /// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
 /// writes or prints the workflow, and says what to do next. Errors are usage errors.
-pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8, String> {
+pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
     use std::io::IsTerminal;
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),
@@ -500,7 +500,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
     let text = render(&opts);
     if args.stdout {
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        return Ok(0);
+        return Ok(());
     }
     let path = write(root, &text, args.force)?;
     let pin = match &opts.action.comment {
@@ -515,7 +515,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
         next_steps(&opts)
     )
     .map_err(|e| e.to_string())?;
-    Ok(0)
+    Ok(())
 }
 
 /// Asks which worker and which secret (dialoguer, on the terminal).

@@ -2,6 +2,9 @@
 //! from a flag or from the `DAGEXEC_*` variable the action sets from its inputs (never from
 //! `${{ }}` text inside a script).
 
+// The doc comments of the argument types are `--help` text, printed as written.
+#![allow(clippy::doc_markdown)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,6 +15,7 @@ use crate::action::jobs::plan as plan_job;
 use crate::action::jobs::work::{self, Job};
 use crate::action::runtime::{self, Context};
 use crate::action::{ActionError, Inputs};
+use crate::cli::Exit;
 use crate::edge::github::{Client, Token};
 
 /// The inputs every command shares.
@@ -116,7 +120,7 @@ pub enum ActionCommand {
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
-    /// from `GITHUB_EVENT_PATH)`: checks the commenter's permission, reacts, replies, refreshes
+    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
     /// the status comment or records an abort, starts a round (`/execute`), and hands a
     /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
     /// round was started on; steer-branch, the branch whose plan the steer job changes).
@@ -157,7 +161,7 @@ pub enum ActionCommand {
         /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
         #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
         handover_after: Duration,
-        /// The most polls of runs an hour (`GITHUB_TOKEN` allows 1,000 API requests an hour).
+        /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
         #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
         polls_per_hour: u64,
         #[command(flatten)]
@@ -256,21 +260,21 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
     }
 }
 
-/// Runs an action command; the exit status (0 fine, 1 the run stopped on something a person
-/// must fix, 2 dagexec could not do its job).
-pub fn run(cmd: ActionCommand) -> u8 {
+/// Runs an action command; the exit status (success; incomplete: the run stopped on something
+/// a person must fix; usage: dagexec could not do its job).
+pub fn run(cmd: ActionCommand) -> Exit {
     let ctx = Context::from_env();
     match execute(cmd, &ctx) {
         Ok(code) => code,
         Err(e) => {
             runtime::error_annotation("dagexec", &e.to_string());
-            2
+            Exit::Usage
         }
     }
 }
 
 #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
+fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
     match cmd {
@@ -304,7 +308,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 "## dagexec: plan of round {}\n\n```\n{}\n```\n",
                 planned.round, planned.message
             ))?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         ActionCommand::Work {
             common,
@@ -369,7 +373,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 "### task {task}, attempt {attempt}: {}\n\n{}\n",
                 verdict.status, verdict.result
             ))?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         ActionCommand::Comment { common, workflow } => steer_job(
             &root,
@@ -432,7 +436,11 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 outs.push(("pr-number", pr.to_string()));
             }
             ctx.set_outputs(&outs)?;
-            Ok(u8::from(done.failed))
+            Ok(if done.failed {
+                Exit::Incomplete
+            } else {
+                Exit::Success
+            })
         }
         ActionCommand::Finalize {
             common,
@@ -468,7 +476,11 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 outs.push(("pr-number", pr.to_string()));
             }
             ctx.set_outputs(&outs)?;
-            Ok(u8::from(done.failed))
+            Ok(if done.failed {
+                Exit::Incomplete
+            } else {
+                Exit::Success
+            })
         }
     }
 }
@@ -533,7 +545,7 @@ fn steer_job(
     common: &Common,
     workflow: String,
     phase: crate::action::jobs::steer::Phase,
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::new());
     inputs.workflow = workflow;
     if inputs.token.is_empty() {
@@ -554,7 +566,7 @@ fn steer_job(
         ("dispatched", done.dispatched.unwrap_or_default()),
         ("steer-branch", done.to_apply.unwrap_or_default()),
     ])?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Ends what task code left running in this step, saying what it could not end.

@@ -1,10 +1,15 @@
 //! The command line: parses arguments (clap), converts them to domain values at this edge,
 //! runs the command, renders errors once with their hints, and decides the exit code.
 //!
-//! Exit codes are a contract: 0 success; 1 finished but not clean (e.g. a failed blocking
-//! check); 2 usage or plan error.
+//! Exit codes are a contract, one table: [`exit::Exit`].
+
+// The doc comments of the argument types are `--help` text, printed as written.
+#![allow(clippy::doc_markdown)]
 
 pub mod action;
+pub mod exit;
+
+pub use exit::Exit;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -18,11 +23,6 @@ use crate::pure::graph::Dag;
 use crate::pure::plan::{self, Plan, PlanErrors};
 use crate::pure::prompt::{self, Unit};
 use crate::pure::render;
-
-/// Exit status when a command ran but found a problem (e.g. a failed blocking check).
-pub const EXIT_INCOMPLETE: u8 = 1;
-/// Exit status for usage and plan errors.
-pub const EXIT_USAGE: u8 = 2;
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -116,16 +116,16 @@ enum Command {
     /// the reason in the prompt. Completed work is applied in plan order and committed as
     /// `dagexec: round N — …`. Interrupt at any moment and run again to resume.
     ///
-    /// Worker: --worker, else $`DAGEXEC_WORKER`, else `worker:` in .design/dagexec.yml. It gets
-    /// the prompt on stdin and in $`DAGEXEC_PROMPT_FILE`, and `DAGEXEC_TASK_INDEX`, `DAGEXEC_ATTEMPT`,
-    /// `DAGEXEC_ROUND`, `DAGEXEC_MODEL` and `DAGEXEC_LOG_FILE`, and may report what it spent in the
-    /// JSON file $`DAGEXEC_USAGE_FILE` (`cost_usd`, `input_tokens`, `output_tokens`, model); the
+    /// Worker: --worker, else $DAGEXEC_WORKER, else `worker:` in .design/dagexec.yml. It gets
+    /// the prompt on stdin and in $DAGEXEC_PROMPT_FILE, and DAGEXEC_TASK_INDEX, DAGEXEC_ATTEMPT,
+    /// DAGEXEC_ROUND, DAGEXEC_MODEL and DAGEXEC_LOG_FILE, and may report what it spent in the
+    /// JSON file $DAGEXEC_USAGE_FILE (cost_usd, input_tokens, output_tokens, model); the
     /// outputs of `claude -p --output-format json`, `codex exec --json` and `gemini
     /// --output-format json` are read natively (spend, status line, failures; a usage error,
     /// a missing command or refused credentials are not retried, and refused credentials stop
     /// the run with exit status 6).
     ///
-    /// Reviewer (--reviewer, $`DAGEXEC_REVIEWER`, `reviewer:` in .design/dagexec.yml, or a task's
+    /// Reviewer (--reviewer, $DAGEXEC_REVIEWER, `reviewer:` in .design/dagexec.yml, or a task's
     /// own `reviewer` field): runs in the task's tree after its checks pass, with the review
     /// prompt on stdin, and ends with APPROVED or REJECTED. Rejected: attempt 2 fixes the
     /// rejected changes, attempt 3 starts from a clean tree with all feedback, then (or after
@@ -135,8 +135,8 @@ enum Command {
     /// front matter `depends_on`, else number order), each a fresh worker with the long-run
     /// executor prompt and its checkpoint; the state is DIR/plan.json.
     ///
-    /// Worktrees: outside the repository and its .git, in $`XDG_CACHE_HOME/dagexec/worktrees`
-    /// (else ~/.cache/dagexec/worktrees), a folder per repository; $`DAGEXEC_WORKTREES` or
+    /// Worktrees: outside the repository and its .git, in $XDG_CACHE_HOME/dagexec/worktrees
+    /// (else ~/.cache/dagexec/worktrees), a folder per repository; $DAGEXEC_WORKTREES or
     /// `worktrees:` in .design/dagexec.yml names another place (never inside the work tree).
     ///
     /// Exit status: 0 all completed; 1 finished incomplete (or --max-cost spent); 2 usage or
@@ -182,8 +182,8 @@ enum Command {
     /// Answer the question a blocked task asks, and put it back to pending.
     ///
     /// A task asks when the reviewer loop escalates, or when a long-run worker returns
-    /// `NEEDS_DECISION` (answer an option's key or number, or `defer` to skip the plan) or
-    /// `NEEDS_ACTION` (answer `done`). The answer is recorded in the task's `question` field and
+    /// NEEDS_DECISION (answer an option's key or number, or `defer` to skip the plan) or
+    /// NEEDS_ACTION (answer `done`). The answer is recorded in the task's `question` field and
     /// given to its next attempt; tasks skipped because of it are pending again. Then run
     /// `dagexec run` to resume. For a long-run folder pass --plan DIR/plan.json.
     Answer {
@@ -260,7 +260,7 @@ enum Command {
         /// Ignore the attempts recorded in the plan (progress.dagexecAttempts).
         #[arg(long)]
         no_history: bool,
-        /// Workers at once locally [default: as `run`: $`DAGEXEC_JOBS`, `jobs:` in
+        /// Workers at once locally [default: as `run`: $DAGEXEC_JOBS, `jobs:` in
         /// .design/dagexec.yml, else the number of cores].
         #[arg(long, short = 'j', value_name = "N")]
         jobs: Option<usize>,
@@ -323,7 +323,7 @@ enum Command {
         worker: Option<String>,
         /// The repository secret the worker needs, passed to it as an environment variable of
         /// the same name and checked before it runs (default: the worker's own, e.g.
-        /// `ANTHROPIC_API_KEY`; none for a command).
+        /// ANTHROPIC_API_KEY; none for a command).
         #[arg(long, value_name = "NAME")]
         secret: Option<String>,
         /// Keep the secret in this GitHub environment (the work job runs in it, so no other
@@ -566,14 +566,19 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
+            return if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Success
+            }
+            .into();
         }
     };
     let loc = match Location::resolve(cli.plan.clone()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: cannot determine the current directory: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            return Exit::Usage.into();
         }
     };
     // `--plan specs/001-x/tasks.md`: the plan generated next to it.
@@ -582,21 +587,21 @@ pub fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => {
             report(&e, &given);
-            return ExitCode::from(EXIT_USAGE);
+            return Exit::Usage.into();
         }
     };
     install_panic_hook(loc.plan.clone());
     // Not `stdout().lock()`: the live display of `run` writes from its own thread.
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
     match run(cli.command, &loc, &mut out) {
-        Ok(code) => {
+        Ok(exit) => {
             let _ = out.flush();
-            ExitCode::from(code)
+            exit.into()
         }
         Err(e) => {
             let _ = out.flush();
             report(&e, &loc);
-            ExitCode::from(EXIT_USAGE)
+            Exit::Usage.into()
         }
     }
 }
@@ -685,7 +690,7 @@ fn report(e: &CliError, loc: &Location) {
 }
 
 #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, CliError> {
+fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<Exit, CliError> {
     match command {
         Command::Run {
             worker,
@@ -759,7 +764,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
             out.flush()?;
             let ui = crate::flow::Ui::for_stdout();
             crate::local::run(&opts, &ui)
-                .map(super::flow::exec::RunEnd::code)
+                .map(Exit::of_run)
                 .map_err(run_error)
         }
         Command::Answer { task, text } => {
@@ -800,7 +805,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 out,
                 "Run `dagexec run` again, with the same options, to resume."
             )?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Retry { task } => {
             let Loaded { mut plan, dag } = load(loc)?;
@@ -832,13 +837,13 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 out,
                 "Run `dagexec run` again, with the same options, to resume."
             )?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Demo { dir, jobs } => {
             out.flush()?;
             let ui = crate::flow::Ui::for_stdout();
             crate::local::demo::demo(dir, jobs.max(1), &ui)
-                .map(super::flow::exec::RunEnd::code)
+                .map(Exit::of_run)
                 .map_err(run_error)
         }
         Command::Validate {
@@ -876,7 +881,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 }
             };
             out.write_all(text.as_bytes())?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Status { json, gantt, width } => {
             // After a completed run the plan is archived (seed Step 4): show that run.
@@ -960,7 +965,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                     status_gantt(loc, &plan, width, out)?;
                 }
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Graph { format } => {
             let Loaded { plan, .. } = load(loc)?;
@@ -969,7 +974,7 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 Format::Dot => render::graph::GraphFormat::Dot,
             };
             out.write_all(render::graph::render(&plan, format).as_bytes())?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Simulate {
             duration,
@@ -1027,7 +1032,9 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<u8, Cli
                 force,
                 stdout,
             };
-            crate::action::init::run(&loc.root, &args, out).map_err(usage)
+            crate::action::init::run(&loc.root, &args, out)
+                .map(|()| Exit::Success)
+                .map_err(usage)
         }
         Command::Action(cmd) => {
             out.flush()?;
@@ -1042,7 +1049,7 @@ fn validate(
     json: bool,
     no_checks: bool,
     timeout: Duration,
-) -> Result<u8, CliError> {
+) -> Result<Exit, CliError> {
     let Loaded { plan, dag } = {
         let _span = tracing::debug_span!("load").entered();
         load(loc)?
@@ -1082,7 +1089,11 @@ fn validate(
     // delay the exit (about a tenth of a second), so leave it to the OS.
     drop(setup);
     std::mem::forget((plan, dag, overlaps));
-    Ok(if failed { EXIT_INCOMPLETE } else { 0 })
+    Ok(if failed {
+        Exit::Incomplete
+    } else {
+        Exit::Success
+    })
 }
 
 /// `dagexec status --gantt`: the recorded attempts as a chart, then simulate's prediction
@@ -1156,7 +1167,7 @@ struct SimulateArgs {
     reason = "clap hands the arguments over by value"
 )]
 #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8, CliError> {
+fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<Exit, CliError> {
     use crate::pure::simulate::{self, DurationInput, Place, Setting};
     use std::io::IsTerminal;
     let usage = |message: String, hint: &str| CliError::Usage {
@@ -1245,7 +1256,7 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
         serde_json::to_writer_pretty(&mut *out, &simulate::render::json(&report, &times))
             .map_err(io::Error::other)?;
         writeln!(out)?;
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     out.write_all(simulate::render::table(&report, &times).as_bytes())?;
     let terminal = io::stdout().is_terminal();
@@ -1272,5 +1283,5 @@ fn simulate(loc: &Location, out: &mut impl Write, a: SimulateArgs) -> Result<u8,
             out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
         }
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
