@@ -907,8 +907,8 @@ fn run(command: Command, loc: &Location, out: &mut impl Write) -> Result<Exit, C
             // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
             let (logs_dir, logs) = match crate::edge::git::Repo::discover(&loc.root) {
                 Ok(repo) => (
-                    crate::flow::attempt::logs_dir_shown(repo.root(), repo.common_dir()),
-                    crate::flow::attempt::kept_logs(repo.common_dir()),
+                    crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir()),
+                    crate::flow::logs::kept_logs(repo.common_dir()),
                 ),
                 Err(_) => (String::new(), render::status::KeptLogs::new()),
             };

@@ -17,7 +17,7 @@ use crate::edge::git::Repo;
 use crate::edge::lock;
 use crate::flow::attempt::{self, AttemptInput};
 use crate::flow::preflight::{self, Overlaps, checks};
-use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, hooks, round_counter};
+use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, round_counter};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::plan::PlanErrors;
@@ -35,8 +35,12 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
-    hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
-        .map_err(RunError::Other)?;
+    crate::flow::steps::review::check_reviewers(
+        &plan,
+        opts.settings.reviewer.as_deref(),
+        &opts.root,
+    )
+    .map_err(RunError::Other)?;
     let repo = Repo::discover(&opts.root)?;
     let repo = match &opts.settings.worktrees {
         Some(home) => {

@@ -22,7 +22,7 @@ use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo, changes_in};
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::hooks::{self, ToReview};
+use crate::flow::steps::review::ToReview;
 use crate::pure::outcome;
 use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
@@ -88,7 +88,8 @@ pub fn run(
     // The reviewer feedback so far and the user's answer to the task's question, as locally;
     // this checkout holds none of an earlier attempt's changes.
     let history = review::history(task);
-    let text = hooks::with_feedback(&text, task, &history, review::Start::Fresh);
+    let text =
+        crate::flow::steps::review::with_feedback(&text, task, &history, review::Start::Fresh);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = tempfile::Builder::new()
         .prefix("dagexec-work-")
@@ -120,7 +121,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, said, warnings) = crate::flow::attempt::reported_usage(&mut run);
+    let (mut usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
@@ -128,7 +129,7 @@ pub fn run(
     let detail = crate::edge::worker::failure_detail(&run, &inputs.worker);
     // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
     // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
-    hooks::long_run_output(
+    crate::flow::steps::longrun::long_run_output(
         (task, job.attempt),
         &mut run.stdout,
         repo.root(),
@@ -179,11 +180,13 @@ pub fn run(
             touched: &touched,
             keep_logs_in: None,
         };
-        let Some(hooks::Reviewer {
+        let Some(crate::flow::steps::review::Reviewer {
             run: review_run,
             parsed,
             usage: spent,
-        }) = rt.block_on(hooks::run_reviewer(reviewer, &to_review, &rx))
+        }) = rt.block_on(crate::flow::steps::review::run_reviewer(
+            reviewer, &to_review, &rx,
+        ))
         else {
             return Err(ActionError::Input("the reviewer was cancelled".into()));
         };
