@@ -40,6 +40,22 @@ pub struct Common {
     /// is planned or dispatched [default: none].
     #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", value_parser = parse_budget)]
     max_cost: Budget,
+    /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
+    /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
+    /// a restored build by) [default: none].
+    #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", value_parser = parse_build)]
+    build: String,
+}
+
+/// The `build` pin: empty, or a SHA-256 in lower-case hex.
+fn parse_build(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || (s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a SHA-256 (64 lower-case hex digits)"))
+    }
 }
 
 /// The `max-cost` input: empty for none.
@@ -257,6 +273,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         workflow: "dagexec.yml".into(),
         artifacts,
         max_cost: common.max_cost.0,
+        build: common.build.clone(),
     }
 }
 

@@ -780,3 +780,55 @@ fn a_matrix_job_without_an_artifact_leaves_an_attempt_record() {
     assert_eq!(records[0]["outcome"], "failed");
     lab.gh.assert_clean();
 }
+
+/// The next round is started with the `build` pin (the SHA-256 of the finalize job's own
+/// dagexec, which the next run's jobs check a restored build against) when the workflow at the
+/// execution branch declares that input; a workflow written by an older `dagexec init` does
+/// not, GitHub refuses the dispatch (422 "Unexpected inputs provided", which the fake answers
+/// from the workflow in the repository), and finalize dispatches the round again without it.
+#[test]
+fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_round() {
+    let pin = "0123456789abcdef".repeat(4);
+    let old = std::fs::read_to_string(
+        common::manifest().join("tests/fixtures/workflows/dagexec-before-build.yml"),
+    )
+    .unwrap();
+    let new = std::fs::read_to_string(common::manifest().join("templates/dagexec.yml")).unwrap();
+    for (workflow, declared) in [(new.as_str(), true), (old.as_str(), false)] {
+        let mut lab = Lab::with(
+            vec![
+                task("one", &["t2.txt"], &[]),
+                task("two", &["t3.txt"], &[0]),
+            ],
+            "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 2)).txt\"\necho COMPLETED: done\n",
+            &[(".github/workflows/dagexec.yml", workflow)],
+        );
+        lab.0.set_env("DAGEXEC_BUILD_SHA256", &pin);
+        let (outputs, ok, text) = lab.round(1);
+        assert!(ok, "{text}");
+        assert_eq!(outputs["has-work"], "true", "{text}");
+        let st = lab.gh.state();
+        assert_eq!(st.dispatches.len(), 1, "the next round is started: {text}");
+        let inputs = &st.dispatches[0].inputs;
+        assert_eq!(inputs["branch"], "dagexec/rounds");
+        if declared {
+            assert_eq!(inputs["build"], pin.as_str(), "{inputs}");
+            assert!(st.refused_inputs.is_empty());
+        } else {
+            assert!(inputs.get("build").is_none(), "{inputs}");
+            assert_eq!(st.refused_inputs, vec![vec!["build".to_string()]]);
+        }
+        lab.gh.assert_clean();
+    }
+    // A pin that is no SHA-256 is refused, naming the input.
+    let lab = Lab::new(vec![task("one", &["t2.txt"], &[])]);
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 1)
+        .args(["action", "plan"])
+        .env("DAGEXEC_BUILD_SHA256", "not-a-sha")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(lab::text(&out).contains("SHA-256"), "{}", lab::text(&out));
+}

@@ -196,7 +196,11 @@ fn fake_cargo(dir: &Path) -> PathBuf {
 fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
     let tmp = tempfile::tempdir().unwrap();
     let action = action_copy(tmp.path(), None);
-    assert!(install(&action, tmp.path(), Some("locate"), &[]).status.success());
+    assert!(
+        install(&action, tmp.path(), Some("locate"), &[])
+            .status
+            .success()
+    );
     let dir = PathBuf::from(
         outputs(tmp.path())
             .lines()
@@ -212,7 +216,10 @@ fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
         // Pinned to another build (the one the plan job built or checked).
         (
             "not the",
-            vec![("DAGEXEC_BUILD_SHA256", pinned.as_str()), ("PATH", path.as_str())],
+            vec![
+                ("DAGEXEC_BUILD_SHA256", pinned.as_str()),
+                ("PATH", path.as_str()),
+            ],
         ),
         // No pin, on the execution branch.
         (
@@ -233,7 +240,10 @@ fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
         let t = text(&out);
         assert!(out.status.success(), "{t}");
         assert!(!t.contains("owned"), "the poisoned build ran: {t}");
-        assert!(t.contains("::warning title=dagexec install::not running"), "{t}");
+        assert!(
+            t.contains("::warning title=dagexec install::not running"),
+            "{t}"
+        );
         assert!(t.contains(why), "{why} in {t}");
         assert!(t.contains("rebuilt"), "{t}");
         let outs = outputs(tmp.path());
@@ -243,7 +253,12 @@ fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
     }
     // A pin that is no SHA-256 is refused before anything runs.
     put_exe(&bin, "owned");
-    let out = install(&action, tmp.path(), None, &[("DAGEXEC_BUILD_SHA256", "$(id)")]);
+    let out = install(
+        &action,
+        tmp.path(),
+        None,
+        &[("DAGEXEC_BUILD_SHA256", "$(id)")],
+    );
     assert!(!out.status.success());
     assert!(!text(&out).contains("owned"), "{}", text(&out));
     // The default branch's scope is written by no task code: an unpinned build is used there.
@@ -259,7 +274,11 @@ fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
         ],
     );
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("dagexec from the default branch"), "{}", text(&out));
+    assert!(
+        text(&out).contains("dagexec from the default branch"),
+        "{}",
+        text(&out)
+    );
     assert!(outputs(tmp.path()).contains(&format!("build={sum}\n")));
 }
 
@@ -346,7 +365,11 @@ fn a_release_asset_installs_only_with_the_pinned_checksum() {
     put_exe(&left.join("dagexec"), "owned");
     let out = install(&action, &two, None, &env);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("::warning title=dagexec install::"), "{}", text(&out));
+    assert!(
+        text(&out).contains("::warning title=dagexec install::"),
+        "{}",
+        text(&out)
+    );
     assert!(text(&out).contains("dagexec 9.9.9"), "{}", text(&out));
     assert!(!text(&out).contains("owned"), "{}", text(&out));
 }

@@ -96,7 +96,7 @@ pub fn run(
     if round.planned == "redirect" {
         ui.say(&round.planned_message);
         if let Some(c) = client {
-            let inputs_json = crate::action::dispatch_inputs(&inputs.plan_rel, &round.branch);
+            let inputs_json = crate::action::dispatch_inputs(inputs, &round.branch);
             rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
             ui.say(format!(
                 "Dispatched the round on {} (branch: {}).",
