@@ -305,7 +305,12 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             // files is undone before the matrix is set.
             let guard = runtime::FileGuard::from_env();
             let reaper = crate::edge::reaper::Reaper::start();
-            let planned = plan_job::run(&root, &inputs, &ctx.ref_name, schedule);
+            let planned = plan_job::run(
+                &root,
+                &inputs,
+                (&ctx.ref_name, &ctx.default_branch),
+                schedule,
+            );
             reaped(&reaper);
             for line in guard.restore()? {
                 println!("warning: {line}");
@@ -337,6 +342,14 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             reviewer,
             artifacts,
         } => {
+            // Task code never runs in a run of the default branch: its runtime token could write
+            // that branch's Actions cache scope, which the install step trusts unpinned.
+            if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+                return Err(ActionError::Input(format!(
+                    "task {task} attempt {attempt}: this run is on the default branch ({}); dagexec runs task code only in runs of the execution branch, whose Actions cache scope the install step does not trust. Start the round without naming a task (Run workflow, or `gh workflow run`): the plan job starts it on the execution branch",
+                    ctx.ref_name
+                )));
+            }
             // An input the workflow left empty arrives as an empty variable.
             let dir = if artifacts.is_empty() {
                 ctx.runner_temp

@@ -832,3 +832,71 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
     assert!(!out.status.success());
     assert!(lab::text(&out).contains("SHA-256"), "{}", lab::text(&out));
 }
+
+/// No task code runs in a run of the default branch: its work jobs' runtime token could write
+/// the default branch's Actions cache scope, which every branch restores from and the install
+/// step trusts without a pin. A run on the default branch (action.yml passes the event's
+/// default branch) only redirects, even with the branch named, and finalize starts the round
+/// on the execution branch itself, creating it at the run's commit; a task run started there
+/// by hand refuses to run the worker; the default branch cannot be the execution branch.
+#[test]
+fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_branch() {
+    let mut lab = Lab::with_worker(
+        vec![task("one", &["t2.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\ntouch \"$HOME/../worker-ran\"; echo x > t2.txt\necho COMPLETED: done\n",
+    );
+    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    assert_eq!(o["conclusion"], "redirect", "{}", planned.log);
+    assert_eq!(o["has-work"], "false", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.dispatches.len(), 1, "{text}");
+    assert_eq!(st.dispatches[0].git_ref, "dagexec/rounds", "{text}");
+    assert_eq!(st.dispatches[0].inputs["branch"], "dagexec/rounds");
+    let main = git(&lab.origin, &["rev-parse", "main"]);
+    let started = git(&lab.origin, &["rev-parse", "dagexec/rounds"]);
+    assert_eq!(started, main, "the branch starts at the run's commit");
+
+    // A task run started by hand on the default branch.
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 2)
+        .env_remove("DAGEXEC_TOKEN")
+        .env("HOME", dir.join("home"))
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "0")
+        .env("DAGEXEC_BASE", &main)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("work"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", lab::text(&out));
+    assert!(
+        lab::text(&out).contains("this run is on the default branch (main)"),
+        "{}",
+        lab::text(&out)
+    );
+    assert!(!dir.join("worker-ran").exists(), "the worker ran");
+
+    // The execution branch cannot be the default branch.
+    lab.0.set_env("DAGEXEC_BRANCH", "main");
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 3)
+        .args(["action", "plan"])
+        .env("DAGEXEC_BRANCH", "main")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", lab::text(&out));
+    assert!(
+        lab::text(&out).contains("the execution branch is the default branch (main)"),
+        "{}",
+        lab::text(&out)
+    );
+    lab.gh.assert_clean();
+}
