@@ -124,8 +124,12 @@ if [[ "$mode" == release ]]; then
     echo "$asset: SHA-256 $actual, as dist/checksums.txt pins"
     fresh=true
   fi
-  rm -f "$bin"
-  tar -xzf "$archive" -C "$dir" dagexec
+  # Extracted beside it and renamed into place: a job of a shared tool cache never finds it
+  # missing or half written.
+  fresh_dir="$(mktemp -d "$dir/.extract-XXXXXX")"
+  tar -xzf "$archive" -C "$fresh_dir" dagexec
+  mv -f "$fresh_dir/dagexec" "$bin"
+  rm -rf "$fresh_dir"
 else
   bin="$dir/bin/dagexec"
   if [[ -e "$dir" ]]; then

@@ -62,6 +62,7 @@ fn path_without_cargo(dir: &Path) -> PathBuf {
         "basename",
         "mv",
         "chmod",
+        "mktemp",
     ] {
         if let Some(p) = which(tool) {
             std::os::unix::fs::symlink(p, bin.join(tool)).unwrap();
