@@ -900,3 +900,26 @@ fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_bra
     );
     lab.gh.assert_clean();
 }
+
+/// A run on the default branch naming a Spec Kit `tasks.md` is started again on the execution
+/// branch with the plan as named, not the plan the redirecting job prepared from it (which is
+/// not committed anywhere yet).
+#[test]
+fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
+    let mut lab = Lab(lab::lab()
+        .fixture("specs/003-todo", "speckit/003-todo")
+        .worker("#!/bin/sh\ncat > /dev/null\necho COMPLETED: done\n")
+        .branch("dagexec/todo")
+        .start());
+    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.0.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
+    let planned = lab.plan_job(1, &[]);
+    assert_eq!(planned.outputs["conclusion"], "redirect", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.dispatches.len(), 1, "{text}");
+    assert_eq!(st.dispatches[0].git_ref, "dagexec/todo");
+    assert_eq!(st.dispatches[0].inputs["plan"], "specs/003-todo/tasks.md");
+    lab.gh.assert_clean();
+}

@@ -65,6 +65,9 @@ pub fn run(
     client: Option<&Client>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
+    // The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
+    // folder prepares): what a redirected run is started with.
+    let given = inputs;
     let Job {
         repo,
         auth,
@@ -96,7 +99,7 @@ pub fn run(
     if round.planned == "redirect" {
         ui.say(&round.planned_message);
         if let Some(c) = client {
-            let inputs_json = crate::action::dispatch_inputs(inputs, &round.branch);
+            let inputs_json = crate::action::dispatch_inputs(given, &round.branch);
             // A run of the default branch runs no task code (see `plan`): the round runs on
             // the execution branch, started here at this run's commit when it is new.
             let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
