@@ -139,7 +139,7 @@ impl Ending<'_> {
 
     /// Starts the next round on the execution branch.
     fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = super::dispatch_inputs(&self.inputs, &self.round.branch);
+        let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
         self.rt
             .block_on(c.dispatch(workflow, branch, &inputs_json))?;
