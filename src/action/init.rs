@@ -642,6 +642,56 @@ mod tests {
         assert_eq!(v["jobs"]["work"]["permissions"]["contents"], "read");
     }
 
+    /// The `build` pin reaches every job that runs dagexec only through what task code cannot
+    /// write: the dispatch input (set by dagexec's trusted jobs) and the outputs of the `plan`
+    /// and `comment` jobs; and no expression reaches a `run:` text.
+    #[test]
+    fn the_build_pin_travels_only_through_trusted_channels() {
+        let t = render(&opts("claude"));
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        let declared = &v["on"]["workflow_dispatch"]["inputs"];
+        assert_eq!(declared["build"]["type"], "string");
+        // GitHub's limit on workflow_dispatch inputs (10 before 2025's 25).
+        assert!(declared.as_mapping().unwrap().len() <= 10);
+        let expected = [
+            ("comment", ""),
+            ("steer", "${{ needs.comment.outputs.build }}"),
+            ("plan", "${{ inputs.build }}"),
+            ("work", "${{ needs.plan.outputs.build }}"),
+            ("task", "${{ inputs.build }}"),
+            ("conduct", "${{ needs.plan.outputs.build }}"),
+            ("finalize", "${{ needs.plan.outputs.build }}"),
+        ];
+        for (job, pin) in expected {
+            let steps = v["jobs"][job]["steps"].as_sequence().unwrap();
+            let step = steps
+                .iter()
+                .find(|s| s["with"]["command"].as_str().is_some())
+                .unwrap_or_else(|| panic!("job {job} runs no dagexec step"));
+            assert_eq!(
+                step["with"]["build"].as_str().unwrap_or(""),
+                pin,
+                "job {job}'s build pin"
+            );
+            for s in steps {
+                if let Some(run) = s["run"].as_str() {
+                    assert!(
+                        !run.contains("${{"),
+                        "job {job}: an expression in run: {run}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            v["jobs"]["plan"]["outputs"]["build"],
+            "${{ steps.plan.outputs.build }}"
+        );
+        assert_eq!(
+            v["jobs"]["comment"]["outputs"]["build"],
+            "${{ steps.comment.outputs.build }}"
+        );
+    }
+
     #[test]
     fn every_job_that_fetches_gets_a_read_token_and_the_work_job_no_write() {
         let t = render(&opts("claude"));

@@ -40,6 +40,22 @@ pub struct Common {
     /// is planned or dispatched [default: none].
     #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", value_parser = parse_budget)]
     max_cost: Budget,
+    /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
+    /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
+    /// a restored build by) [default: none].
+    #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", value_parser = parse_build)]
+    build: String,
+}
+
+/// The `build` pin: empty, or a SHA-256 in lower-case hex.
+fn parse_build(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || (s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a SHA-256 (64 lower-case hex digits)"))
+    }
 }
 
 /// The `max-cost` input: empty for none.
@@ -257,6 +273,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         workflow: "dagexec.yml".into(),
         artifacts,
         max_cost: common.max_cost.0,
+        build: common.build.clone(),
     }
 }
 
@@ -288,7 +305,12 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             // files is undone before the matrix is set.
             let guard = runtime::FileGuard::from_env();
             let reaper = crate::edge::reaper::Reaper::start();
-            let planned = plan_job::run(&root, &inputs, &ctx.ref_name, schedule);
+            let planned = plan_job::run(
+                &root,
+                &inputs,
+                (&ctx.ref_name, &ctx.default_branch),
+                schedule,
+            );
             reaped(&reaper);
             for line in guard.restore()? {
                 println!("warning: {line}");
@@ -320,6 +342,14 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             reviewer,
             artifacts,
         } => {
+            // Task code never runs in a run of the default branch: its runtime token could write
+            // that branch's Actions cache scope, which the install step trusts unpinned.
+            if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+                return Err(ActionError::Input(format!(
+                    "task {task} attempt {attempt}: this run is on the default branch ({}); dagexec runs task code only in runs of the execution branch, whose Actions cache scope the install step does not trust. Start the round without naming a task (Run workflow, or `gh workflow run`): the plan job starts it on the execution branch",
+                    ctx.ref_name
+                )));
+            }
             // An input the workflow left empty arrives as an empty variable.
             let dir = if artifacts.is_empty() {
                 ctx.runner_temp

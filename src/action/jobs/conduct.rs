@@ -351,7 +351,7 @@ impl Executor for Remote<'_> {
             return Ok(());
         }
         let (i, attempt) = (start.task, start.attempt);
-        let mut dispatch = crate::action::dispatch_inputs(&self.inputs.plan_rel, self.branch);
+        let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());
@@ -728,7 +728,7 @@ pub fn run(
             if published.stale {
                 return Ok(finalize::stale(published));
             }
-            let next = crate::action::dispatch_inputs(&inputs.plan_rel, &round.branch);
+            let next = crate::action::dispatch_inputs(inputs, &round.branch);
             // The state is pushed; only the successor's start is left: an outage is waited
             // out (a second successor would only wait in the branch's group).
             let since = Instant::now();

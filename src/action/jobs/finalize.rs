@@ -65,6 +65,9 @@ pub fn run(
     client: Option<&Client>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
+    // The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
+    // folder prepares): what a redirected run is started with.
+    let given = inputs;
     let Job {
         repo,
         auth,
@@ -96,11 +99,28 @@ pub fn run(
     if round.planned == "redirect" {
         ui.say(&round.planned_message);
         if let Some(c) = client {
-            let inputs_json = crate::action::dispatch_inputs(&inputs.plan_rel, &round.branch);
-            rt.block_on(c.dispatch(&inputs.workflow, &ctx.ref_name, &inputs_json))?;
+            let inputs_json = crate::action::dispatch_inputs(given, &round.branch);
+            // A run of the default branch runs no task code (see `plan`): the round runs on
+            // the execution branch, started here at this run's commit when it is new.
+            let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+                if repo.fetch_branch(&round.branch, &auth)?.is_none()
+                    && let crate::edge::git::Pushed::Rejected(why) =
+                        repo.push_head(&round.branch, &auth)?
+                {
+                    ui.say(format!(
+                        "{} was created meanwhile ({}); starting the round on it.",
+                        round.branch,
+                        why.lines().last().unwrap_or("")
+                    ));
+                }
+                round.branch.as_str()
+            } else {
+                ctx.ref_name.as_str()
+            };
+            rt.block_on(c.dispatch(&inputs.workflow, on, &inputs_json))?;
             ui.say(format!(
-                "Dispatched the round on {} (branch: {}).",
-                ctx.ref_name, round.branch
+                "Dispatched the round on {on} (branch: {}).",
+                round.branch
             ));
         }
         return Ok(Finalized {

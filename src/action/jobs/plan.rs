@@ -7,7 +7,10 @@
 //! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
 //! that ref's group, not the branch's, so it does no work: it resolves the branch and
 //! concludes `redirect`, and finalize dispatches the first round again with the branch named,
-//! into the branch's group.
+//! into the branch's group. A run on the default branch redirects even with the branch named,
+//! and finalize then starts the round on the execution branch itself (creating it at the
+//! run's commit): no task code runs in a run of the default branch, whose Actions cache scope
+//! every branch restores from.
 
 use std::path::Path;
 
@@ -37,12 +40,13 @@ pub struct Planned {
 }
 
 /// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
-/// (`GITHUB_REF_NAME`; empty outside Actions).
+/// (`GITHUB_REF_NAME`; empty outside Actions) of a repository whose default branch is
+/// `default_branch` (empty when unknown).
 #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    ref_name: &str,
+    (ref_name, default_branch): (&str, &str),
     schedule: crate::pure::engine::Schedule,
 ) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
@@ -57,7 +61,16 @@ pub fn run(
     } else {
         inputs.branch.clone()
     };
-    if inputs.branch.is_empty() && !ref_name.is_empty() && ref_name != branch {
+    // A run on the default branch never runs task code, even with the branch named: the work
+    // jobs' runtime token could write the default branch's Actions cache scope, which every
+    // branch's runs restore from and the install step trusts without a pin.
+    let on_default = !default_branch.is_empty() && ref_name == default_branch;
+    if !default_branch.is_empty() && branch == default_branch {
+        return Err(ActionError::Input(format!(
+            "the execution branch is the default branch ({branch}): rounds are committed to a branch of their own and reviewed in a pull request to {branch}, and no task code runs in a run of the default branch. Leave the branch input empty (dagexec/<goal slug>) or name another branch"
+        )));
+    }
+    if (inputs.branch.is_empty() || on_default) && !ref_name.is_empty() && ref_name != branch {
         return Ok(Planned {
             base: repo.head()?,
             round: 0,

@@ -353,7 +353,7 @@ pub fn run(
             ..Default::default()
         });
     }
-    let dispatch = crate::action::dispatch_inputs(&inputs.plan_rel, &branch);
+    let dispatch = crate::action::dispatch_inputs(inputs, &branch);
     rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
     Ok(Steered {
         message: format!("Started a round on {branch}."),
