@@ -6,6 +6,7 @@
 use crate::edge::git::{Repo, Worktree};
 use crate::edge::shell;
 use crate::edge::worker::{self, Stop, WorkerSpec};
+use crate::flow::steps::review::Reviewed;
 use crate::pure::outcome::{self, AttemptReport, CheckRun, Verdict};
 use crate::pure::plan::model::Task;
 use std::path::Path;
@@ -123,7 +124,6 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -131,121 +131,29 @@ pub(crate) async fn run(
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<AttemptEnd, crate::edge::git::GitError> {
     let start = jiff::Timestamp::now();
-    let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
-    let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
-        .await
-        .expect("worktree creation does not panic")?;
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
-    let prompt = crate::flow::steps::prepare(&input, &wt, &pool, &store);
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let spec = WorkerSpec {
-        command: input.worker.clone(),
-        cwd: wt.path().to_path_buf(),
-        prompt,
-        task_index: input.index,
-        attempt: input.attempt,
-        round: input.round,
-        model: input.task.model().unwrap_or_default().to_string(),
-        prompt_file: input
-            .scratch
-            .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
-        log_file: repo.root().join(&log_rel),
-        usage_file: Some(input.scratch.join(format!(
-            "task-{}-attempt-{}.usage.json",
-            input.index, input.attempt
-        ))),
-        timeout: input.timeout,
-        extra_env: Vec::new(),
+    let Some((mut run, wt)) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?
+    else {
+        pool.interrupted(&input, start);
+        return Ok(AttemptEnd::Cancelled);
     };
-    // A long-run worker's progress is kept as it goes, for a crash of this process.
-    let watch = crate::flow::steps::longrun::watch_checkpoint(
-        &input.task,
-        wt.path().to_path_buf(),
-        input.base.clone(),
-        repo.clone(),
-        (input.round, vec![input.plan_rel.clone(), log_rel.clone()]),
-    );
-    let stop = tokio::select! {
-        stop = worker::run(&spec, &cancel) => stop,
-        () = watch => unreachable!("the checkpoint watch never ends"),
-    };
-    let mut run = match stop {
-        Stop::Finished(run) => run,
-        Stop::Cancelled => {
-            pool.interrupted(&input, start);
-            return Ok(AttemptEnd::Cancelled);
-        }
-    };
-    // A worker following the prompt literally writes its log inside its own tree.
-    if run.log.is_none()
-        && let Some(text) = log_in_tree(wt.path(), &log_rel)
-    {
-        let _ = crate::edge::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
-        run.log = Some(text);
-    }
-    let kept = pool
-        .logs
-        .dir(repo.common_dir())
-        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, &run));
-    if let Err(e) = kept {
-        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
-    }
+    keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
     let (usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
-    let detail = worker::failure_detail(&run, &input.worker);
     let question = crate::flow::steps::longrun::long_run_output(
         (&input.task, input.attempt),
         &mut run.stdout,
         wt.path(),
         repo.root(),
     );
-    let plan_rel = input.plan_rel.clone();
-    let tasks_md = input.tasks_md.clone();
-    let task = input.task.clone();
-    let index = input.index;
-    let timeout = input.timeout;
+    let judging = Judging::of(&input, &run, log_rel, (said, warnings), question.clone());
     let duration = run.duration;
     let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
-    let asked = question.clone();
-    let judged = tokio::task::spawn_blocking(
-        move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::edge::git::GitError> {
-            let Observed {
-                mut verdict,
-                all,
-                kept,
-                ..
-            } = observe_and_judge(
-                wt.path(),
-                (index, &task),
-                &run,
-                wt.changes()?,
-                (&plan_rel, tasks_md.as_deref(), &log_rel),
-                timeout,
-                (&detail, &said, warnings),
-            )?;
-            let mut patch = kept.patch;
-            crate::flow::steps::questions::blocked_on(
-                &task,
-                asked.as_ref(),
-                &mut verdict,
-                &mut patch,
-            );
-            let touched = if patch.is_empty() {
-                Vec::new()
-            } else {
-                kept.changed.iter().cloned().collect()
-            };
-            let changed = all.changed.iter().chain(&all.forbidden);
-            if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
-                outcome::refuse(&mut verdict, reason);
-                return Ok((verdict, Vec::new(), touched, wt));
-            }
-            Ok((verdict, patch, touched, wt))
-        },
-    )
-    .await
-    .expect("judging does not panic")?;
+    let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
+        .await
+        .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
     let plan_path = repo.root().join(&input.plan_rel);
     let reviewed = crate::flow::steps::review::review(
@@ -264,12 +172,12 @@ pub(crate) async fn run(
         verdict.warnings.push(warning);
     }
     let (reviews, question, usage) = match reviewed {
-        crate::flow::steps::review::Reviewed::Cancelled => {
+        Reviewed::Cancelled => {
             pool.interrupted(&input, start);
             return Ok(AttemptEnd::Cancelled);
         }
-        crate::flow::steps::review::Reviewed::Skipped => (None, question, usage),
-        crate::flow::steps::review::Reviewed::Done {
+        Reviewed::Skipped => (None, question, usage),
+        Reviewed::Done {
             history,
             question,
             usage: reviewer,
@@ -295,6 +203,184 @@ pub(crate) async fn run(
         measured: Some(crate::pure::usage::Measured::since(start, usage)),
         timed_out,
     })))
+}
+
+/// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
+/// it goes; `None` when Ctrl-C stopped it.
+async fn run_worker(
+    repo: &Arc<Repo>,
+    pool: &Arc<Pool>,
+    input: &AttemptInput,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    store: &crate::sources::longrun::partial::Store,
+    log_rel: &str,
+) -> Result<Option<(worker::WorkerRun, Worktree)>, crate::edge::git::GitError> {
+    let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
+    let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
+        .await
+        .expect("worktree creation does not panic")?;
+    let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
+    let spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
+    // A long-run worker's progress is kept as it goes, for a crash of this process.
+    let watch = crate::flow::steps::longrun::watch_checkpoint(
+        &input.task,
+        wt.path().to_path_buf(),
+        input.base.clone(),
+        repo.clone(),
+        (
+            input.round,
+            vec![input.plan_rel.clone(), log_rel.to_string()],
+        ),
+    );
+    let stop = tokio::select! {
+        stop = worker::run(&spec, cancel) => stop,
+        () = watch => unreachable!("the checkpoint watch never ends"),
+    };
+    Ok(match stop {
+        Stop::Finished(run) => Some((run, wt)),
+        Stop::Cancelled => None,
+    })
+}
+
+/// The worker's contract for this attempt: its command, tree, prompt, environment and files.
+fn worker_spec(
+    input: &AttemptInput,
+    wt: &Worktree,
+    prompt: String,
+    root: &Path,
+    log_rel: &str,
+) -> WorkerSpec {
+    WorkerSpec {
+        command: input.worker.clone(),
+        cwd: wt.path().to_path_buf(),
+        prompt,
+        task_index: input.index,
+        attempt: input.attempt,
+        round: input.round,
+        model: input.task.model().unwrap_or_default().to_string(),
+        prompt_file: input
+            .scratch
+            .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
+        log_file: root.join(log_rel),
+        usage_file: Some(input.scratch.join(format!(
+            "task-{}-attempt-{}.usage.json",
+            input.index, input.attempt
+        ))),
+        timeout: input.timeout,
+        extra_env: Vec::new(),
+    }
+}
+
+/// Keeps the attempt's stdout, stderr and work log (a log the worker wrote inside its own
+/// tree, following the prompt literally, included).
+fn keep_attempt_logs(
+    repo: &Repo,
+    pool: &Pool,
+    input: &AttemptInput,
+    run: &mut worker::WorkerRun,
+    wt: &Worktree,
+    log_rel: &str,
+) {
+    // A worker following the prompt literally writes its log inside its own tree.
+    if run.log.is_none()
+        && let Some(text) = log_in_tree(wt.path(), log_rel)
+    {
+        let _ = crate::edge::fsx::write(repo.root(), &repo.root().join(log_rel), text.as_bytes());
+        run.log = Some(text);
+    }
+    let kept = pool
+        .logs
+        .dir(repo.common_dir())
+        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, run));
+    if let Err(e) = kept {
+        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
+    }
+}
+
+/// What judging an attempt needs once its worker has ended (moved to a blocking thread).
+struct Judging {
+    plan_rel: String,
+    tasks_md: Option<String>,
+    task: Task,
+    index: usize,
+    timeout: Duration,
+    log_rel: String,
+    detail: String,
+    said: crate::pure::said::Said,
+    warnings: Vec<String>,
+    asked: Option<crate::pure::question::Question>,
+}
+
+impl Judging {
+    fn of(
+        input: &AttemptInput,
+        run: &worker::WorkerRun,
+        log_rel: String,
+        (said, warnings): (crate::pure::said::Said, Vec<String>),
+        asked: Option<crate::pure::question::Question>,
+    ) -> Judging {
+        Judging {
+            plan_rel: input.plan_rel.clone(),
+            tasks_md: input.tasks_md.clone(),
+            task: input.task.clone(),
+            index: input.index,
+            timeout: input.timeout,
+            log_rel,
+            detail: worker::failure_detail(run, &input.worker),
+            said,
+            warnings,
+            asked,
+        }
+    }
+
+    /// The verdict on the attempt's tree: its changes observed and judged, a blocked task's
+    /// question, and what the task may never change refused. Returns the verdict, the patch,
+    /// the paths it touches, and the tree.
+    fn judge(
+        self,
+        wt: Worktree,
+        run: &worker::WorkerRun,
+    ) -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::edge::git::GitError> {
+        let Judging {
+            plan_rel,
+            tasks_md,
+            task,
+            index,
+            timeout,
+            log_rel,
+            detail,
+            said,
+            warnings,
+            asked,
+        } = self;
+        let Observed {
+            mut verdict,
+            all,
+            kept,
+            ..
+        } = observe_and_judge(
+            wt.path(),
+            (index, &task),
+            run,
+            wt.changes()?,
+            (&plan_rel, tasks_md.as_deref(), &log_rel),
+            timeout,
+            (&detail, &said, warnings),
+        )?;
+        let mut patch = kept.patch;
+        crate::flow::steps::questions::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
+        let touched = if patch.is_empty() {
+            Vec::new()
+        } else {
+            kept.changed.iter().cloned().collect()
+        };
+        let changed = all.changed.iter().chain(&all.forbidden);
+        if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
+            outcome::refuse(&mut verdict, reason);
+            return Ok((verdict, Vec::new(), touched, wt));
+        }
+        Ok((verdict, patch, touched, wt))
+    }
 }
 
 #[cfg(test)]
