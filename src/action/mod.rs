@@ -25,6 +25,8 @@ mod publish;
 pub mod report;
 pub mod rounds;
 pub mod runtime;
+pub mod steering;
+pub mod writer;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -9,10 +9,10 @@
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
-use super::jobs::{comment, steer};
 use super::report::{self, Links, Stop};
 use super::rounds::Round;
 use super::runtime::{self, Context};
+use super::steering::{self, comment};
 use super::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::{Client, ops::Conclusion};
@@ -21,7 +21,7 @@ use crate::pure::plan;
 
 /// What [`Ending::finish`] did on GitHub.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Published {
+pub(crate) struct Published {
     pub pr: Option<u64>,
     pub dispatched: bool,
     /// `/execute abort` asked to stop after this round.
@@ -32,7 +32,7 @@ pub(super) struct Published {
 
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
-pub(super) struct Ending<'a> {
+pub(crate) struct Ending<'a> {
     pub rt: &'a tokio::runtime::Runtime,
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
@@ -118,7 +118,7 @@ impl Ending<'_> {
                     app_id: inputs.app_id,
                 };
                 let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
-                rt.block_on(steer::abort_confirmed(c, n, &marked))?
+                rt.block_on(steering::abort_confirmed(c, n, &marked))?
             }
             None => false,
         };
@@ -231,23 +231,23 @@ impl Ending<'_> {
         }
         rt.block_on(async {
             for (i, q) in crate::pure::question::open(plan) {
-                let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-                let marker = steer::question_marker(&i.to_string());
+                let text = steering::question_comment(i, &plan.tasks[i].subject, &q);
+                let marker = steering::question_marker(&i.to_string());
                 c.upsert_marked_comment(n, &marker, &text, &marked.own)
                     .await?;
             }
             if let Some(message) = preflight {
                 c.upsert_marked_comment(
                     n,
-                    &steer::question_marker("preflight"),
-                    &steer::preflight_comment(message),
+                    &steering::question_marker("preflight"),
+                    &steering::preflight_comment(message),
                     &marked.own,
                 )
                 .await?;
             }
             Ok::<_, crate::edge::github::ApiError>(())
         })?;
-        let aborted = rt.block_on(steer::abort_confirmed(c, n, &marked))?;
+        let aborted = rt.block_on(steering::abort_confirmed(c, n, &marked))?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c)?;
@@ -264,7 +264,7 @@ impl Ending<'_> {
                 round.round
             )
         } else {
-            steer::waiting_on(plan)
+            steering::waiting_on(plan)
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
         let status_id =
@@ -274,7 +274,7 @@ impl Ending<'_> {
         for other in marked.own.iter().filter(|o| {
             o.id != status_id
                 && o.starts_with(comment::STATUS_MARKER)
-                && o.body.contains(steer::ABORT_MARKER)
+                && o.body.contains(steering::ABORT_MARKER)
         }) {
             rt.block_on(c.update_comment(other.id, &status))?;
         }

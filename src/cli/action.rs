@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::action::jobs::finalize::{self, Round};
+use crate::action::jobs::finalize;
 use crate::action::jobs::plan as plan_job;
 use crate::action::jobs::work::{self, Job};
+use crate::action::rounds::Round;
 use crate::action::runtime::{self, Context};
 use crate::action::{ActionError, Inputs};
 use crate::edge::github::{Client, Token};
@@ -544,7 +545,7 @@ fn steer_job(
     let rt = crate::action::runtime()?;
     let api_url = ctx.api_url.clone();
     let token = inputs.token.clone();
-    let client_for = |t: &crate::action::jobs::comment::Trigger| {
+    let client_for = |t: &crate::action::steering::comment::Trigger| {
         let _entered = rt.enter();
         Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
     };

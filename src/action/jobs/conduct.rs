@@ -7,9 +7,9 @@
 //!
 //! The loop is the local eager engine's: [`engine::eager_pick`] (longest remaining chain
 //! first, never beside a task it conflicts with, at most `max-parallel` at once), the same
-//! judging as finalize ([`super::finalize`]: the artifact read back, refusals, reviews,
+//! judging as finalize ([`crate::action::arrival`]: the artifact read back, refusals, reviews,
 //! questions), the same integration, plan update, retries, cascade and circuit breaker
-//! ([`super::finalize::integrate`]), one round commit per batch of arrivals (the runs found
+//! ([`crate::action::arrival::integrate`]), one round commit per batch of arrivals (the runs found
 //! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
 //!
 //! State and crash safety: the execution branch is the only state. A started attempt is
@@ -47,11 +47,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::finalize::{self, Finalized, Round};
 use crate::action::arrival;
 use crate::action::matrix::Entry;
 use crate::action::report::{Links, Stop};
+use crate::action::rounds::Round;
 use crate::action::runtime::Context;
+use crate::action::steering;
+use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, Inputs};
 use crate::edge::github::Client;
 use crate::edge::github::runs::WorkflowRun;
@@ -485,7 +487,7 @@ impl Executor for Remote<'_> {
         Ok(())
     }
 
-    /// Integrates the batch as finalize integrates a round ([`finalize::integrate`]: the
+    /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
     /// same refusals, retries, questions, update and round commit), then pushes and publishes.
     fn commit(
         &mut self,
@@ -495,27 +497,32 @@ impl Executor for Remote<'_> {
         _wave: Option<u64>,
     ) -> Result<Integrated, ActionError> {
         let batch = std::mem::take(&mut self.staged);
-        let end = finalize::integrate(self.repo, plan, self.dag, batch, round, self.opts, self.ui)?;
+        let at = arrival::Integrator {
+            repo: self.repo,
+            dag: self.dag,
+            opts: self.opts,
+            ui: self.ui,
+        };
+        let end = arrival::integrate(at, plan, batch, round)?;
         if let Some(end) = end {
             return Ok(Integrated::End(end));
         }
         // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
         // steer job waits in the branch's group until this conductor ends), applied now.
         if let Some(pr) = self.pr {
-            let me = super::comment::Identity {
-                app_id: self.inputs.app_id,
-            };
-            let applied = self.rt.block_on(super::steer::catch_up(
-                self.client,
+            let queue = steering::Queue {
+                client: self.client,
                 pr,
-                me,
-                self.repo,
-                self.plan_path,
-                &self.inputs.plan_rel,
-                plan,
-                self.dag,
-                None,
-            ));
+                me: steering::comment::Identity {
+                    app_id: self.inputs.app_id,
+                },
+                repo: self.repo,
+                plan_path: self.plan_path,
+                plan_rel: &self.inputs.plan_rel,
+            };
+            let applied = self
+                .rt
+                .block_on(steering::catch_up(queue, plan, self.dag, None));
             match applied {
                 Ok(applied) => {
                     for line in applied {
@@ -539,14 +546,14 @@ impl Executor for Remote<'_> {
         }
         // Pushed: the markers of the commands applied above say so now.
         if let Some(pr) = self.pr
-            && super::steer::settled_since(self.repo, &self.pushed)
+            && steering::settled_since(self.repo, &self.pushed)
         {
-            let me = super::comment::Identity {
+            let me = steering::comment::Identity {
                 app_id: self.inputs.app_id,
             };
             let confirmed = self
                 .rt
-                .block_on(super::steer::confirm(self.client, pr, me, self.repo));
+                .block_on(steering::confirm(self.client, pr, me, self.repo));
             for line in confirmed {
                 self.emit(crate::pure::events::Event::Note(line));
             }
@@ -587,7 +594,7 @@ pub fn run(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
     };
-    let finalize::Job {
+    let writer::Job {
         repo,
         auth,
         inputs,
@@ -596,7 +603,7 @@ pub fn run(
         dag,
         ui,
         opts,
-    } = finalize::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
     let inputs = &inputs;
     let overlaps = Overlaps::of(&plan, &dag);
     let conflicts = overlaps.for_scheduling();
@@ -702,7 +709,7 @@ pub fn run(
     )?;
     let published = remote.publish_through(round_no, &plan)?;
     if published.stale {
-        return Ok(finalize::stale(published));
+        return Ok(writer::stale(published));
     }
     remote.pushed = repo.head()?;
     remote.pr = published.pr;
@@ -714,11 +721,11 @@ pub fn run(
     };
     let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
     if let Some(published) = remote.stale.take() {
-        return Ok(finalize::stale(published));
+        return Ok(writer::stale(published));
     }
     let in_flight = remote.flights.len();
     let (conclusion, stop) = match ending {
-        Ending::Stale => return Ok(finalize::stale(Default::default())),
+        Ending::Stale => return Ok(writer::stale(Default::default())),
         Ending::Handover => {
             remote.commit(
                 &plan,
@@ -726,7 +733,7 @@ pub fn run(
             )?;
             let published = remote.publish_through(round_no, &plan)?;
             if published.stale {
-                return Ok(finalize::stale(published));
+                return Ok(writer::stale(published));
             }
             let next = crate::action::dispatch_inputs(&inputs.plan_rel, &round.branch);
             // The state is pushed; only the successor's start is left: an outage is waited
@@ -791,7 +798,7 @@ pub fn run(
         // secret to fix).
         Ending::Halted(why) => ("halted", Some(Stop::CircuitBreaker(why))),
         Ending::Done => {
-            let stop = finalize::done_stop(&repo, &mut plan, &opts, &ui)?;
+            let stop = arrival::done_stop(&repo, &mut plan, &opts, &ui)?;
             repo.commit(
                 "dagexec: run complete",
                 std::slice::from_ref(&inputs.plan_rel),
@@ -806,7 +813,7 @@ pub fn run(
     };
     let published = remote.publish(round_no, &plan, stop.as_ref())?;
     if published.stale {
-        return Ok(finalize::stale(published));
+        return Ok(writer::stale(published));
     }
     summary(
         ctx,

@@ -23,36 +23,27 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::work::RETRY_PROMPT_FIELD;
-use crate::action::arrival::{accepted_names, check_entries, collect, judge_entry};
+use crate::action::arrival::{
+    Integrator, accepted_names, check_entries, collect, done_stop, judge_entry, prepare_arrivals,
+};
 use crate::action::matrix::{self};
 use crate::action::publish::Ending;
 use crate::action::report::{self, Links, Stop};
 use crate::action::runtime::Context;
+use crate::action::steering;
+use crate::action::writer::{Finalized, Job, stale};
 use crate::action::{ActionError, Inputs};
-use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
+use crate::flow::RunEnd;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Settled;
 use crate::flow::preflight::Overlaps;
-use crate::flow::{RunEnd, RunOptions, Settings, Ui};
 use crate::pure::engine;
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::{self, model::Status};
 use crate::pure::prompt::Unit;
 
 pub use crate::action::rounds::Round;
-
-/// How the round ended, for outputs and the exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finalized {
-    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`,
-    /// `budget`.
-    pub conclusion: String,
-    pub pr: Option<u64>,
-    /// The job fails (a stop the user must act on).
-    pub failed: bool,
-}
 
 /// Runs finalize in the checkout at `root`. `client` is `None` without a repository or token
 /// (a local try-out): then nothing is pushed and GitHub is not called.
@@ -230,7 +221,13 @@ pub fn run(
         matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
             .then(|| format!("task {}: {}", j.index, j.verdict.result))
     });
-    let (closed, end) = integrate_part(&repo, &mut plan, &dag, judged, &mut open, &opts, &ui)?;
+    let at = Integrator {
+        repo: &repo,
+        dag: &dag,
+        opts: &opts,
+        ui: &ui,
+    };
+    let (closed, end) = integrate_part(at, &mut plan, judged, &mut open)?;
     // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
     // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
     // next round queues): applied now, before deciding what runs next.
@@ -239,20 +236,18 @@ pub fn run(
     if let Some(c) = client
         && let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number)
     {
-        let me = super::comment::Identity {
+        let me = steering::comment::Identity {
             app_id: inputs.app_id,
         };
-        let applied = rt.block_on(super::steer::catch_up(
-            c,
+        let queue = steering::Queue {
+            client: c,
             pr,
             me,
-            &repo,
-            &plan_path,
-            &inputs.plan_rel,
-            &mut plan,
-            &dag,
-            None,
-        ))?;
+            repo: &repo,
+            plan_path: &plan_path,
+            plan_rel: &inputs.plan_rel,
+        };
+        let applied = rt.block_on(steering::catch_up(queue, &mut plan, &dag, None))?;
         if !applied.is_empty() {
             steered_on = Some((c, pr, me));
         }
@@ -288,7 +283,7 @@ pub fn run(
         return Ok(stale(published));
     }
     if let Some((c, pr, me)) = steered_on {
-        for line in rt.block_on(super::steer::confirm(c, pr, me, &repo)) {
+        for line in rt.block_on(steering::confirm(c, pr, me, &repo)) {
             ui.say(line);
         }
     }
@@ -357,16 +352,18 @@ pub fn run(
 /// round: one update (results, cascade) over the whole round, one circuit-breaker decision,
 /// the round commit in its one format. Returns whether the round ended, and the end when
 /// the circuit breaker trips.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 fn integrate_part(
-    repo: &Repo,
+    at: Integrator<'_>,
     plan: &mut plan::model::Plan,
-    dag: &crate::pure::graph::Dag,
     mut judged: Vec<Judged>,
     open: &mut crate::action::rounds::OpenRound,
-    opts: &RunOptions,
-    ui: &Ui,
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
+    let Integrator {
+        repo,
+        dag,
+        opts,
+        ui,
+    } = at;
     for j in &judged {
         if let Some(r) = j.record() {
             crate::pure::usage::record(plan, &r);
@@ -427,209 +424,6 @@ fn integrate_part(
     let batch_file = format!(".design/processor-batch-{}.json", open.round);
     let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
     Ok((true, end))
-}
-
-/// What every arrival goes through before it is integrated (its time and cost are recorded
-/// by the caller: finalize, or the engine loop for the conductor): a failed attempt with attempts left turned back to pending, its patch
-/// dropped and its retry prompt kept in the plan for the next attempt's job (`when` says
-/// when that runs); the others' retry prompts dropped; a BLOCKED task's question asked.
-fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judged], when: &str) {
-    judged.sort_by_key(|j| j.index);
-    let retries: BTreeMap<usize, String> = judged
-        .iter()
-        .filter_map(|j| {
-            let Decision::Retry { prompt, .. } =
-                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-            else {
-                return None;
-            };
-            Some((j.index, prompt))
-        })
-        .collect();
-    for j in judged.iter_mut() {
-        let t = &mut plan.tasks[j.index];
-        match retries.get(&j.index) {
-            Some(p) => {
-                j.verdict.result = format!(
-                    "attempt {} failed: {} — retried {when} (attempt {} of {})",
-                    j.attempt,
-                    j.verdict.result,
-                    j.attempt + 1,
-                    outcome::MAX_ATTEMPTS
-                );
-                j.verdict.status = Status::Pending;
-                j.patch.clear();
-                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
-            }
-            None => {
-                t.extra.shift_remove(RETRY_PROMPT_FIELD);
-            }
-        }
-    }
-    ask_blocked(plan, judged);
-}
-
-fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
-    for j in judged {
-        if j.verdict.status == Status::Blocked && j.question.is_none() {
-            let t = &mut plan.tasks[j.index];
-            if crate::pure::question::get(t).is_none_or(|q| q.reply.is_some()) {
-                crate::pure::question::set(
-                    t,
-                    &super::steer::blocked_question(j.index, &j.verdict.result),
-                );
-            }
-        }
-    }
-}
-
-/// Integrates judged attempts as one round `round`, exactly as `dagexec run` does: a failed
-/// attempt with attempts left goes back to pending with its retry prompt kept in the plan
-/// (the next attempt's job reads it at its base), a BLOCKED task asks its question, completed
-/// patches are applied and the plan updated ([`crate::flow::integrate::integrate_and_commit`]),
-/// and the plan is committed in the one round-commit format even when no task completed.
-/// Only the judged tasks' retry prompts are touched. Shared by finalize (a round's matrix)
-/// by the conductor (`schedule: eager`, a batch of arrivals). Returns an end when the circuit
-/// breaker trips.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
-pub(super) fn integrate(
-    repo: &Repo,
-    plan: &mut plan::model::Plan,
-    dag: &crate::pure::graph::Dag,
-    mut judged: Vec<Judged>,
-    round: u32,
-    opts: &RunOptions,
-    ui: &Ui,
-) -> Result<Option<RunEnd>, ActionError> {
-    let batch: Vec<usize> = {
-        let mut b: Vec<usize> = judged.iter().map(|j| j.index).collect();
-        b.sort_unstable();
-        b
-    };
-    prepare_arrivals(plan, &mut judged, "as soon as a slot is free");
-    let end = crate::flow::integrate::integrate_and_commit(
-        repo, plan, dag, &batch, judged, round, None, opts, ui,
-    )?;
-    // The state is committed every round, even when no task completed, in the one round
-    // commit format (the plan now holds each batch task's outcome).
-    let outcomes: Vec<crate::pure::update::TaskResult> = batch
-        .iter()
-        .map(|&i| crate::pure::update::TaskResult {
-            index: i,
-            status: plan.tasks[i].status,
-            result: plan.tasks[i].result.clone().unwrap_or_default(),
-            attempts: plan.attempts_of(i),
-        })
-        .collect();
-    let message = crate::flow::integrate::commit_message(
-        plan,
-        round,
-        &batch,
-        &outcomes,
-        plan.count(Status::Completed),
-    );
-    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
-    let batch_file = format!(".design/processor-batch-{round}.json");
-    let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
-    Ok(end)
-}
-
-/// The stop when nothing is pending (finalize's last round, the conductor's end): the seed's
-/// Step 4 summary and clean-up ([`crate::flow::finish`]), then every task completed, or the
-/// questions that wait for answers, or nothing to say (tasks failed or were skipped).
-pub(super) fn done_stop(
-    repo: &Repo,
-    plan: &mut plan::model::Plan,
-    opts: &RunOptions,
-    ui: &Ui,
-) -> Result<Option<Stop>, ActionError> {
-    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
-    let open = crate::pure::question::open(plan).len();
-    crate::flow::finish(repo, plan, opts, ui, None)?;
-    Ok(if all {
-        Some(Stop::Completed)
-    } else if open > 0 {
-        Some(Stop::NeedsInput(format!(
-            "{open} question(s) wait for your answer; nothing else can run until then"
-        )))
-    } else {
-        None
-    })
-}
-
-/// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
-/// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
-/// options the local runner's integration takes.
-pub(super) struct Job {
-    pub repo: Repo,
-    pub auth: RemoteAuth,
-    pub inputs: Inputs,
-    pub plan_path: std::path::PathBuf,
-    pub plan: plan::model::Plan,
-    pub dag: crate::pure::graph::Dag,
-    pub ui: Ui,
-    pub opts: RunOptions,
-}
-
-impl Job {
-    /// Checks out `base` in the repository at `root` and reads the plan there.
-    pub(super) fn open(
-        root: &Path,
-        inputs: &Inputs,
-        base: &str,
-        schedule: engine::Schedule,
-    ) -> Result<Job, ActionError> {
-        let repo = Repo::discover(root)?;
-        let auth = RemoteAuth::token(inputs.token.expose());
-        if repo.head()? != base {
-            repo.ensure_commit(base, &auth)?;
-            repo.checkout_detached(base)?;
-        }
-        let inputs = crate::action::with_plan(repo.root(), inputs)?;
-        let plan_path = repo.root().join(&inputs.plan_rel);
-        // A completed plan may be archived already (see `load_plan`): then it is what the
-        // job publishes.
-        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
-        let dag =
-            plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
-        let opts = RunOptions {
-            plan: plan_path.clone(),
-            plan_rel: inputs.plan_rel.clone(),
-            root: repo.root().to_path_buf(),
-            settings: Settings {
-                worker: inputs.worker.clone(),
-                jobs: inputs.max_parallel.max(1),
-                timeout: inputs.timeout,
-                schedule,
-                // The reviewer ran in the work job; the verdict is concluded from its record.
-                reviewer: None,
-                max_cost: inputs.max_cost,
-                worktrees: None,
-            },
-            yes: true,
-            dry_run: false,
-            check_timeout: inputs.timeout,
-        };
-        Ok(Job {
-            repo,
-            auth,
-            inputs,
-            plan_path,
-            plan,
-            dag,
-            ui: Ui::plain(Box::new(std::io::stdout())),
-            opts,
-        })
-    }
-}
-
-/// A stale round's end: not a failure (the fresh round carries on), nothing to report.
-pub(super) fn stale(published: crate::action::publish::Published) -> Finalized {
-    Finalized {
-        conclusion: "stale".into(),
-        pr: published.pr,
-        failed: false,
-    }
 }
 
 use crate::pure::plan::fields::LOGS as LOGS_FIELD;

@@ -141,7 +141,7 @@ pub fn run(
         let proceed = plan
             .progress
             .extra
-            .get(super::steer::PROCEED_FIELD)
+            .get(crate::action::steering::PROCEED_FIELD)
             .and_then(|v| v.as_str())
             == Some("proceed");
         if !failed.is_empty() && proceed {

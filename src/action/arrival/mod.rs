@@ -1,10 +1,14 @@
 //! An arrival: a worker job's artifact, found by its exact name and judged. Shared by
-//! finalize (a round's matrix entries, [`super::finalize`]) and the conductor (a task run's
-//! artifact, [`super::conduct`]). The artifact is hostile until checked: only the name each
+//! finalize (a round's matrix entries, [`crate::action::jobs::finalize`]) and the conductor (a task run's
+//! artifact, [`crate::action::jobs::conduct`]). The artifact is hostile until checked: only the name each
 //! entry's job uploads counts ([`accepted_names`], [`collect`]; forged ones are reported and
 //! ignored), and a patch that touches what no task may change — the plan, `.github/`, the
 //! action's own files — is refused ([`refused`]) before the local runner's processor judges
 //! the rest ([`crate::pure::outcome`], and the reviewer's verdict by [`crate::pure::review::conclude`]).
+
+mod integrate;
+
+pub(crate) use integrate::{Integrator, done_stop, integrate, prepare_arrivals};
 
 use std::collections::BTreeMap;
 use std::path::Path;
