@@ -21,6 +21,7 @@ pub mod artifact_zip;
 pub mod init;
 pub mod jobs;
 pub mod matrix;
+pub mod protocol;
 mod publish;
 pub mod report;
 pub mod rounds;

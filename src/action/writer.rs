@@ -13,9 +13,8 @@ use crate::pure::plan;
 /// How the round ended, for outputs and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finalized {
-    /// `continue`, `completed`, `incomplete`, `circuit-breaker`, `deadlock`, `preflight-failed`,
-    /// `budget`.
-    pub conclusion: String,
+    /// The job's `conclusion` output.
+    pub conclusion: crate::action::protocol::Conclusion,
     pub pr: Option<u64>,
     /// The job fails (a stop the user must act on).
     pub failed: bool,
@@ -90,7 +89,7 @@ impl Job {
 /// A stale round's end: not a failure (the fresh round carries on), nothing to report.
 pub(crate) fn stale(published: crate::action::publish::Published) -> Finalized {
     Finalized {
-        conclusion: "stale".into(),
+        conclusion: crate::action::protocol::Conclusion::Stale,
         pr: published.pr,
         failed: false,
     }

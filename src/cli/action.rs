@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use crate::action::jobs::finalize;
 use crate::action::jobs::plan as plan_job;
 use crate::action::jobs::work::{self, Job};
+use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
 use crate::action::runtime::{self, Context};
 use crate::action::{ActionError, Inputs};
@@ -175,8 +176,9 @@ pub enum ActionCommand {
         base: String,
         #[arg(long, env = "DAGEXEC_ROUND")]
         round: u32,
-        #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work")]
-        conclusion: String,
+        /// The plan job's conclusion (`work`, `close-round`, `completed`, …).
+        #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = parse_planned)]
+        conclusion: PlanConclusion,
         #[arg(long, env = "DAGEXEC_MESSAGE", default_value = "")]
         message: String,
         /// Where the round's artifacts were downloaded.
@@ -189,6 +191,11 @@ pub enum ActionCommand {
 
 /// A schedule on Actions: the engine's rounds or eager (waves are a local schedule only).
 use crate::pure::engine::Schedule;
+
+/// The plan job's conclusion, as finalize's `conclusion` input carries it.
+fn parse_planned(s: &str) -> Result<PlanConclusion, String> {
+    s.parse()
+}
 
 fn parse_schedule(s: &str) -> Result<Schedule, String> {
     match s.trim() {
@@ -410,7 +417,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 base,
                 round,
                 matrix: String::new(),
-                planned: "conduct".into(),
+                planned: PlanConclusion::Conduct,
                 planned_message: String::new(),
             };
             let timing = crate::action::jobs::conduct::Timing {
@@ -428,7 +435,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 &rt,
             )?;
             println!("Conductor: {}.", done.conclusion);
-            let mut outs = vec![("conclusion", done.conclusion.clone())];
+            let mut outs = vec![("conclusion", done.conclusion.to_string())];
             if let Some(pr) = done.pr {
                 outs.push(("pr-number", pr.to_string()));
             }
@@ -464,7 +471,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 planned_message: message,
             };
             let done = finalize::run(&root, &inputs, ctx, &r, client.as_ref(), &rt)?;
-            let mut outs = vec![("conclusion", done.conclusion.clone())];
+            let mut outs = vec![("conclusion", done.conclusion.to_string())];
             if let Some(pr) = done.pr {
                 outs.push(("pr-number", pr.to_string()));
             }
@@ -682,5 +689,10 @@ mod tests {
         let e = finalize("--timeout", "soon");
         assert!(e.contains("--timeout"), "{e}");
         assert!(e.contains("examples: 30s, 5m, 1h30m"), "{e}");
+        // The job protocol: an unknown conclusion from the plan job names the input.
+        let e = finalize("--conclusion", "finished");
+        assert!(e.contains("--conclusion"), "{e}");
+        assert!(e.contains("finalize's `conclusion` input"), "{e}");
+        assert!(e.contains("work, close-round, conduct"), "{e}");
     }
 }

@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::arrival;
 use crate::action::matrix::Entry;
+use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::report::{Links, Stop};
 use crate::action::rounds::Round;
 use crate::action::runtime::Context;
@@ -157,7 +158,7 @@ impl Remote<'_> {
             base: self.pushed.clone(),
             round: n,
             matrix: String::new(),
-            planned: "conduct".into(),
+            planned: PlanConclusion::Conduct,
             planned_message: String::new(),
         };
         let ending = crate::action::publish::Ending {
@@ -770,7 +771,7 @@ pub fn run(
                 inputs.max_parallel,
             )?;
             return Ok(Finalized {
-                conclusion: "handover".into(),
+                conclusion: Conclusion::Handover,
                 pr: published.pr,
                 failed: false,
             });
@@ -785,18 +786,18 @@ pub fn run(
                 RunEnd::CircuitBreaker(b) => b.message(),
                 other => format!("the run ended ({other:?})"),
             };
-            ("circuit-breaker", Some(Stop::CircuitBreaker(why)))
+            (Conclusion::CircuitBreaker, Some(Stop::CircuitBreaker(why)))
         }
         // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
-        Ending::Aborted | Ending::Interrupted { .. } => ("aborted", None),
+        Ending::Aborted | Ending::Interrupted { .. } => (Conclusion::Aborted, None),
         Ending::Deadlock { pending } => (
-            "deadlock",
+            Conclusion::Deadlock,
             Some(Stop::Deadlock(engine::deadlock_message(pending))),
         ),
-        Ending::Budget(why) => ("budget", Some(Stop::Budget(why))),
+        Ending::Budget(why) => (Conclusion::Budget, Some(Stop::Budget(why))),
         // Refused credentials: every task would fail the same way (the check run says which
         // secret to fix).
-        Ending::Halted(why) => ("halted", Some(Stop::CircuitBreaker(why))),
+        Ending::Halted(why) => (Conclusion::Halted, Some(Stop::CircuitBreaker(why))),
         Ending::Done => {
             let stop = arrival::done_stop(&repo, &mut plan, &opts, &ui)?;
             repo.commit(
@@ -804,9 +805,9 @@ pub fn run(
                 std::slice::from_ref(&inputs.plan_rel),
             )?;
             let conclusion = match stop {
-                Some(Stop::Completed) => "completed",
-                Some(_) => "needs-input",
-                None => "incomplete",
+                Some(Stop::Completed) => Conclusion::Completed,
+                Some(_) => Conclusion::NeedsInput,
+                None => Conclusion::Incomplete,
             };
             (conclusion, stop)
         }
@@ -824,7 +825,7 @@ pub fn run(
         inputs.max_parallel,
     )?;
     Ok(Finalized {
-        conclusion: conclusion.into(),
+        conclusion,
         pr: published.pr,
         failed: matches!(
             stop,

@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use crate::action::matrix::Matrix;
+use crate::action::protocol::PlanConclusion;
 use crate::action::{ActionError, Inputs, default_branch_name};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::preflight::Overlaps;
@@ -26,12 +27,8 @@ pub struct Planned {
     pub base: String,
     pub round: u32,
     pub matrix: Option<Matrix>,
-    /// `work` (a matrix follows), `close-round` (the open round's tasks are all resolved:
-    /// finalize ends it), `conduct` (`schedule: eager`: the conductor job runs),
-    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`, `budget` (the `max-cost`
-    /// budget is spent),
-    /// `redirect` (start the round again with `branch` named, in the branch's group).
-    pub conclusion: String,
+    /// What finalize (or the conductor) is handed: see [`PlanConclusion`].
+    pub conclusion: PlanConclusion,
     /// Said in the log and the job summary.
     pub message: String,
 }
@@ -62,7 +59,7 @@ pub fn run(
             base: repo.head()?,
             round: 0,
             matrix: None,
-            conclusion: "redirect".into(),
+            conclusion: PlanConclusion::Redirect,
             message: format!(
                 "The plan runs on {branch}; its rounds run in that branch's concurrency group, so this run starts the round there (workflow_dispatch with branch: {branch})."
             ),
@@ -92,7 +89,7 @@ pub fn run(
             base,
             round,
             matrix: None,
-            conclusion: "completed".into(),
+            conclusion: PlanConclusion::Completed,
         });
     }
     let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
@@ -113,12 +110,12 @@ pub fn run(
             .progress
             .extra
             .contains_key(crate::action::rounds::FIELD);
-    let done = |conclusion: &str, message: String| Planned {
+    let done = |conclusion: PlanConclusion, message: String| Planned {
         branch: branch.clone(),
         base: base.clone(),
         round,
         matrix: None,
-        conclusion: conclusion.to_string(),
+        conclusion,
         message,
     };
     if fresh {
@@ -151,7 +148,7 @@ pub fn run(
             );
         } else if !failed.is_empty() {
             return Ok(done(
-                "preflight-failed",
+                PlanConclusion::PreflightFailed,
                 format!(
                     "{} blocking pre-flight check(s) failed:\n{}",
                     failed.len(),
@@ -173,7 +170,7 @@ pub fn run(
         let part = c.open.next_part(&plan, &dag, &conflicts);
         if part.is_empty() {
             return Ok(done(
-                "close-round",
+                PlanConclusion::CloseRound,
                 format!(
                     "Round {} on {branch}: every task of it is resolved; finalize ends the round (its update and circuit breaker).",
                     c.open.round
@@ -196,12 +193,12 @@ pub fn run(
             let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
             Ok(if all {
                 done(
-                    "completed",
+                    PlanConclusion::Completed,
                     format!("All {} tasks are completed.", plan.tasks.len()),
                 )
             } else {
                 done(
-                    "incomplete",
+                    PlanConclusion::Incomplete,
                     format!(
                         "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
                         plan.count(Status::Completed),
@@ -210,7 +207,10 @@ pub fn run(
                 )
             })
         }
-        Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        Next::Deadlock { pending } => Ok(done(
+            PlanConclusion::Deadlock,
+            engine::deadlock_message(pending),
+        )),
         // Work waits, but the `max-cost` budget is spent: no job starts.
         Next::Batch { .. }
             if inputs
@@ -218,12 +218,12 @@ pub fn run(
                 .is_some_and(|b| b.exhausted(&plan).is_some()) =>
         {
             let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
-            Ok(done("budget", budget.unwrap_or_default()))
+            Ok(done(PlanConclusion::Budget, budget.unwrap_or_default()))
         }
         Next::Batch { tasks, .. } if schedule == crate::pure::engine::Schedule::Eager => {
             let ready = tasks.len();
             Ok(done(
-                "conduct",
+                PlanConclusion::Conduct,
                 format!(
                     "Eager on {branch} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",
                     &base[..base.len().min(12)]
@@ -280,7 +280,7 @@ fn work(
         base,
         round,
         matrix: Some(m),
-        conclusion: "work".into(),
+        conclusion: PlanConclusion::Work,
         message,
     }
 }
@@ -298,6 +298,6 @@ pub fn outputs(p: &Planned) -> Vec<(&'static str, String)> {
         ("base", p.base.clone()),
         ("round", p.round.to_string()),
         ("branch", p.branch.clone()),
-        ("conclusion", p.conclusion.clone()),
+        ("conclusion", p.conclusion.to_string()),
     ]
 }
