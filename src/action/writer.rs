@@ -20,6 +20,15 @@ pub struct Finalized {
     pub failed: bool,
 }
 
+/// Where a writer of the branch reports: the run's context, the API (`None` without a
+/// repository or token: a local try-out), and the runtime its calls run on.
+#[derive(Clone, Copy)]
+pub struct GitHub<'a> {
+    pub ctx: &'a crate::action::runtime::Context,
+    pub client: Option<&'a crate::edge::github::Client>,
+    pub rt: &'a tokio::runtime::Runtime,
+}
+
 /// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
 /// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
 /// options the local runner's integration takes.

@@ -425,15 +425,12 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
                 handover_after,
                 polls_per_hour,
             };
-            let done = crate::action::jobs::conduct::run(
-                &root,
-                &inputs,
+            let gh = crate::action::writer::GitHub {
                 ctx,
-                &r,
-                timing,
-                client.as_ref(),
-                &rt,
-            )?;
+                client: client.as_ref(),
+                rt: &rt,
+            };
+            let done = crate::action::jobs::conduct::run(&root, &inputs, gh, &r, timing)?;
             println!("Conductor: {}.", done.conclusion);
             let mut outs = vec![("conclusion", done.conclusion.to_string())];
             if let Some(pr) = done.pr {
