@@ -52,7 +52,6 @@ pub enum Phase {
 }
 
 /// Handles the event at `ctx.event_path` in the checkout at `root`.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(
     root: &Path,
     inputs: &Inputs,
@@ -61,6 +60,53 @@ pub fn run(
     rt: &tokio::runtime::Runtime,
     phase: Phase,
 ) -> Result<Steered, ActionError> {
+    let trigger = match read_trigger(ctx)? {
+        Ok(t) => t,
+        Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
+    };
+    if phase == Phase::Apply && !changes_plan(&trigger.command) {
+        return Ok(said("The comment job handled this command."));
+    }
+    let client = client_for(&trigger)?;
+    let (branch, command) =
+        match rt.block_on(comment::handle_as(&client, &trigger, phase == Phase::Route))? {
+            Outcome::Denied => {
+                return Ok(said(format!(
+                    "@{} may not run dagexec here; replied.",
+                    trigger.user
+                )));
+            }
+            Outcome::Replied => return Ok(said("Replied to the comment.")),
+            Outcome::Run {
+                head_branch,
+                command,
+            } => (head_branch, command),
+        };
+    let job = Steer {
+        inputs,
+        ctx,
+        client: &client,
+        rt,
+        trigger: &trigger,
+        branch,
+        command,
+    };
+    if phase == Phase::Route && changes_plan(&job.command) {
+        return job.queue();
+    }
+    job.act(root)
+}
+
+/// A [`Steered`] that only says `message`.
+fn said(message: impl Into<String>) -> Steered {
+    Steered {
+        message: message.into(),
+        ..Default::default()
+    }
+}
+
+/// The event this job was started for: an `/execute` comment, or why it is none.
+fn read_trigger(ctx: &Context) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
     let payload: serde_json::Value = match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
             .ok()
@@ -74,54 +120,50 @@ pub fn run(
             ));
         }
     };
-    let trigger = match comment::classify(&ctx.event_name, &payload) {
-        Ok(t) => t,
-        Err(why) => {
-            return Ok(Steered {
-                message: format!("Ignoring this event: {why}."),
-                ..Default::default()
-            });
+    Ok(comment::classify(&ctx.event_name, &payload))
+}
+
+/// One command, checked: who asked, on which pull request and branch.
+struct Steer<'a> {
+    inputs: &'a Inputs,
+    ctx: &'a Context,
+    client: &'a Client,
+    rt: &'a tokio::runtime::Runtime,
+    trigger: &'a Trigger,
+    /// The pull request's head branch.
+    branch: String,
+    command: Command,
+}
+
+/// The checkout of the pull request's branch, and the plan there.
+struct Checkout {
+    repo: Repo,
+    auth: RemoteAuth,
+    inputs: Inputs,
+    plan_path: std::path::PathBuf,
+    plan: plan::model::Plan,
+    dag: crate::pure::graph::Dag,
+}
+
+impl Steer<'_> {
+    fn me(&self) -> comment::Identity {
+        comment::Identity {
+            app_id: self.inputs.app_id,
         }
-    };
-    if phase == Phase::Apply && !changes_plan(&trigger.command) {
-        return Ok(Steered {
-            message: "The comment job handled this command.".into(),
-            ..Default::default()
-        });
     }
-    let client = client_for(&trigger)?;
-    let (branch, command) =
-        match rt.block_on(comment::handle_as(&client, &trigger, phase == Phase::Route))? {
-            Outcome::Denied => {
-                return Ok(Steered {
-                    message: format!("@{} may not run dagexec here; replied.", trigger.user),
-                    ..Default::default()
-                });
-            }
-            Outcome::Replied => {
-                return Ok(Steered {
-                    message: "Replied to the comment.".into(),
-                    ..Default::default()
-                });
-            }
-            Outcome::Run {
-                head_branch,
-                command,
-            } => (head_branch, command),
-        };
-    if phase == Phase::Route && changes_plan(&command) {
-        // The command is kept on the pull request as dagexec's own comment: whichever job
-        // writes the branch next applies it (the steer job below, or — when GitHub cancels
-        // that pending job because a round got there first — the running round's writer).
-        // Found again by its marker, so a re-run of this job queues nothing twice.
+
+    /// The command is kept on the pull request as dagexec's own comment: whichever job
+    /// writes the branch next applies it (the steer job, or — when GitHub cancels that
+    /// pending job because a round got there first — the running round's writer). Found
+    /// again by its marker, so a re-run of this job queues nothing twice.
+    fn queue(&self) -> Result<Steered, ActionError> {
+        let (rt, client, trigger, branch) = (self.rt, self.client, self.trigger, &self.branch);
         let marker = steer_marker(trigger.comment_id);
         let own = rt
             .block_on(comment::trusted_marked(
-                &client,
+                client,
                 trigger.pr_number,
-                comment::Identity {
-                    app_id: inputs.app_id,
-                },
+                self.me(),
             ))?
             .own;
         if !own.iter().any(|c| c.starts_with(&marker)) {
@@ -129,180 +171,192 @@ pub fn run(
                 trigger.pr_number,
                 &format!(
                     "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                    command_text(&command)
+                    command_text(&self.command)
                 ),
             ))?;
         }
-        return Ok(Steered {
+        Ok(Steered {
             message: format!(
                 "The change to the plan is made by the steer job, once no round of {branch} runs."
             ),
-            to_apply: Some(branch),
+            to_apply: Some(branch.clone()),
             ..Default::default()
-        });
+        })
     }
-    let repo = Repo::discover(root)?;
-    let auth = RemoteAuth::token(inputs.token.expose());
-    let Some(tip) = repo.fetch_branch(&branch, &auth)? else {
-        return Err(ActionError::Input(format!(
-            "the pull request's branch {branch} is not on the remote"
-        )));
-    };
-    repo.checkout_detached(&tip)?;
-    let inputs = &crate::action::with_plan(repo.root(), inputs)?;
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    // Only the archive is left when the job that completed the plan died before publishing:
-    // `/execute` (a round there finishes the run), `status` and `abort` read it; nothing
-    // changes it.
-    let (mut plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
-    if let (Some(rel), true) = (&archived, changes_plan(&command)) {
-        let text = format!(
-            "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
-        );
-        rt.block_on(client.comment(trigger.pr_number, &text))?;
-        return Ok(Steered {
-            message: text,
-            ..Default::default()
-        });
-    }
-    let dag = plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
-    let pr = trigger.pr_number;
-    let reply = |text: String| -> Result<(), ActionError> {
-        rt.block_on(client.comment(pr, &text))?;
-        Ok(())
-    };
-    let by = format!("`/execute` by @{}", trigger.user);
-    // Whether queued changes were committed before this command's own.
-    let mut caught_up = false;
-    // Why this command cannot be applied (the reply), once what was caught up is pushed.
-    let mut refused = None;
-    let change: Option<String> = match &command {
-        Command::Start => None,
-        Command::Status => {
-            let round = crate::flow::round_counter(&plan);
-            let body = comment::status_body(
-                &plan,
-                round,
-                &Links {
-                    run: ctx.run_url(),
-                    logs: Default::default(),
-                },
-                &waiting_on(&plan),
-            );
-            let marked = rt.block_on(comment::trusted_marked(
-                &client,
-                pr,
-                comment::Identity::default(),
-            ))?;
-            rt.block_on(client.upsert_marked_comment(
-                pr,
-                comment::STATUS_MARKER,
-                &body,
-                &marked.own,
-            ))?;
-            return Ok(Steered {
-                message: "Refreshed the status comment.".into(),
-                ..Default::default()
-            });
-        }
-        Command::Abort => {
-            let round = crate::flow::round_counter(&plan);
-            let body = format!(
-                "{}\n{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
-                comment::status_body(
-                    &plan,
-                    round,
-                    &Links {
-                        run: ctx.run_url(),
-                        logs: Default::default()
-                    },
-                    "the current round to end"
-                ),
-                abort_by_marker(trigger.comment_id)
-            );
-            let marked = rt.block_on(comment::trusted_marked(
-                &client,
-                pr,
-                comment::Identity::default(),
-            ))?;
-            rt.block_on(client.upsert_marked_comment(
-                pr,
-                comment::STATUS_MARKER,
-                &body,
-                &marked.own,
-            ))?;
-            return Ok(Steered {
-                message: "Abort requested: the run stops after the current round.".into(),
-                ..Default::default()
-            });
-        }
-        Command::Proceed | Command::Answer { .. } | Command::Retry { .. } => {
-            // Commands queued earlier whose steer job GitHub cancelled (one pending job per
-            // branch group) are applied first, in order; then this one, unless a round's
-            // writer applied it already.
-            let me = comment::Identity {
-                app_id: inputs.app_id,
-            };
-            let queue = Queue {
-                client: &client,
-                pr,
-                me,
-                repo: &repo,
-                plan_path: &plan_path,
-                plan_rel: &inputs.plan_rel,
-            };
-            let caught = rt.block_on(catch_up_all(queue, &mut plan, &dag, Some(&trigger)))?;
-            for line in &caught.lines {
-                println!("{line}");
-            }
-            caught_up = caught.committed;
-            if caught.settled.contains(&trigger.comment_id) {
-                None
-            } else {
-                match apply(&mut plan, &dag, &command, &by) {
-                    Ok(message) => {
-                        record(&mut plan, trigger.comment_id);
-                        Some(with_trailer(&message, trigger.comment_id, true))
-                    }
-                    Err(refusal) => {
-                        refused = Some(refusal);
-                        None
-                    }
-                }
-            }
-        }
-        Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
-    };
-    if let Some(message) = &change {
-        crate::edge::plan_file::save(&plan, &plan_path).map_err(|source| ActionError::Write {
-            path: plan_path.clone(),
-            source,
-        })?;
-        repo.commit(message, std::slice::from_ref(&inputs.plan_rel))?;
-    }
-    if change.is_some() || caught_up {
-        crate::action::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
-        // Pushed: the branch's history records each command now; the markers say so next.
-        crate::flow::failpoint("steer-pushed", 0);
-        let me = comment::Identity {
-            app_id: inputs.app_id,
+
+    /// Checks out the branch and does the command there.
+    fn act(&self, root: &Path) -> Result<Steered, ActionError> {
+        let checkout = match self.checkout(root)? {
+            Ok(c) => c,
+            Err(done) => return Ok(done),
         };
-        for line in rt.block_on(confirm(&client, pr, me, &repo)) {
+        match &self.command {
+            Command::Start => self.commit_and_start(&checkout, None, false, None),
+            Command::Status => self.status(&checkout.plan),
+            Command::Abort => self.abort(&checkout.plan),
+            Command::Proceed | Command::Answer { .. } | Command::Retry { .. } => {
+                self.change(checkout)
+            }
+            Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
+        }
+    }
+
+    /// The branch checked out at its tip and its plan read; `Err` with the reply when only
+    /// the archive of a completed plan is left and the command would change it.
+    fn checkout(&self, root: &Path) -> Result<Result<Checkout, Steered>, ActionError> {
+        let repo = Repo::discover(root)?;
+        let auth = RemoteAuth::token(self.inputs.token.expose());
+        let branch = &self.branch;
+        let Some(tip) = repo.fetch_branch(branch, &auth)? else {
+            return Err(ActionError::Input(format!(
+                "the pull request's branch {branch} is not on the remote"
+            )));
+        };
+        repo.checkout_detached(&tip)?;
+        let inputs = crate::action::with_plan(repo.root(), self.inputs)?;
+        let plan_path = repo.root().join(&inputs.plan_rel);
+        // Only the archive is left when the job that completed the plan died before
+        // publishing: `/execute` (a round there finishes the run), `status` and `abort` read
+        // it; nothing changes it.
+        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
+        if let (Some(rel), true) = (&archived, changes_plan(&self.command)) {
+            let text = format!(
+                "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
+            );
+            self.rt
+                .block_on(self.client.comment(self.trigger.pr_number, &text))?;
+            return Ok(Err(said(text)));
+        }
+        let at = archived.as_deref().unwrap_or(&inputs.plan_rel);
+        let dag = plan::validate::check(&plan, Some(at))?;
+        Ok(Ok(Checkout {
+            repo,
+            auth,
+            inputs,
+            plan_path,
+            plan,
+            dag,
+        }))
+    }
+
+    /// The status comment, with `extra` after it (`waiting` says what the run waits on).
+    fn write_status(
+        &self,
+        plan: &plan::model::Plan,
+        waiting: &str,
+        extra: Option<String>,
+    ) -> Result<(), ActionError> {
+        let (rt, client, pr) = (self.rt, self.client, self.trigger.pr_number);
+        let links = Links {
+            run: self.ctx.run_url(),
+            logs: Default::default(),
+        };
+        let status = comment::status_body(plan, crate::flow::round_counter(plan), &links, waiting);
+        let body = match extra {
+            Some(extra) => format!("{status}\n{extra}"),
+            None => status,
+        };
+        let marked = rt.block_on(comment::trusted_marked(
+            client,
+            pr,
+            comment::Identity::default(),
+        ))?;
+        rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body, &marked.own))?;
+        Ok(())
+    }
+
+    /// `/execute status`: the status comment refreshed.
+    fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+        self.write_status(plan, &waiting_on(plan), None)?;
+        Ok(said("Refreshed the status comment."))
+    }
+
+    /// `/execute abort`: the marker in the status comment that the running round reads.
+    fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+        let by = format!("`/execute` by @{}", self.trigger.user);
+        let extra = format!(
+            "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
+            abort_by_marker(self.trigger.comment_id)
+        );
+        self.write_status(plan, "the current round to end", Some(extra))?;
+        Ok(said(
+            "Abort requested: the run stops after the current round.",
+        ))
+    }
+
+    /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
+    /// (one pending job per branch group) are applied first, in order; then this one, unless
+    /// a round's writer applied it already.
+    fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
+        let trigger = self.trigger;
+        let queue = Queue {
+            client: self.client,
+            pr: trigger.pr_number,
+            me: self.me(),
+            repo: &c.repo,
+            plan_path: &c.plan_path,
+            plan_rel: &c.inputs.plan_rel,
+        };
+        let caught = self
+            .rt
+            .block_on(catch_up_all(queue, &mut c.plan, &c.dag, Some(trigger)))?;
+        for line in &caught.lines {
             println!("{line}");
         }
+        if caught.settled.contains(&trigger.comment_id) {
+            return self.commit_and_start(&c, None, caught.committed, None);
+        }
+        let by = format!("`/execute` by @{}", trigger.user);
+        match apply(&mut c.plan, &c.dag, &self.command, &by) {
+            Ok(message) => {
+                record(&mut c.plan, trigger.comment_id);
+                let message = with_trailer(&message, trigger.comment_id, true);
+                self.commit_and_start(&c, Some(&message), caught.committed, None)
+            }
+            Err(refusal) => self.commit_and_start(&c, None, caught.committed, Some(refusal)),
+        }
     }
-    if let Some(refusal) = refused {
-        reply(refusal.clone())?;
-        return Ok(Steered {
-            message: refusal,
-            ..Default::default()
-        });
+
+    /// Commits the plan with `change` (its message), pushes it and what was caught up, and
+    /// confirms the markers; then replies with `refused` (why this command cannot be
+    /// applied), or starts a round on the branch.
+    fn commit_and_start(
+        &self,
+        c: &Checkout,
+        change: Option<&str>,
+        caught_up: bool,
+        refused: Option<String>,
+    ) -> Result<Steered, ActionError> {
+        let (rt, client, branch) = (self.rt, self.client, &self.branch);
+        if let Some(message) = change {
+            crate::edge::plan_file::save(&c.plan, &c.plan_path).map_err(|source| {
+                ActionError::Write {
+                    path: c.plan_path.clone(),
+                    source,
+                }
+            })?;
+            c.repo
+                .commit(message, std::slice::from_ref(&c.inputs.plan_rel))?;
+        }
+        if change.is_some() || caught_up {
+            crate::action::push_with_rebase(&c.repo, branch, &c.auth, |line| println!("{line}"))?;
+            // Pushed: the branch's history records each command now; the markers say so next.
+            crate::flow::failpoint("steer-pushed", 0);
+            let pr = self.trigger.pr_number;
+            for line in rt.block_on(confirm(client, pr, self.me(), &c.repo)) {
+                println!("{line}");
+            }
+        }
+        if let Some(refusal) = refused {
+            rt.block_on(client.comment(self.trigger.pr_number, &refusal))?;
+            return Ok(said(refusal));
+        }
+        let dispatch = crate::action::dispatch_inputs(&c.inputs.plan_rel, branch);
+        rt.block_on(client.dispatch(&c.inputs.workflow, branch, &dispatch))?;
+        Ok(Steered {
+            message: format!("Started a round on {branch}."),
+            dispatched: Some(branch.clone()),
+            to_apply: None,
+        })
     }
-    let dispatch = crate::action::dispatch_inputs(&inputs.plan_rel, &branch);
-    rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
-    Ok(Steered {
-        message: format!("Started a round on {branch}."),
-        dispatched: Some(branch),
-        to_apply: None,
-    })
 }
