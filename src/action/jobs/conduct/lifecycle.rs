@@ -280,12 +280,15 @@ impl Remote<'_> {
             })
             .collect();
         let ended: Vec<usize> = ended.into_iter().collect();
+        let part = crate::action::report::Part {
+            round,
+            batch: &ended,
+            waiting: &[],
+        };
         self.ctx.summary(&crate::action::report::round_summary(
             plan,
-            round,
-            &ended,
+            part,
             &self.links,
-            &[],
             &events,
             crate::pure::timeline::Ran {
                 schedule: crate::pure::engine::Schedule::Eager,

@@ -414,13 +414,15 @@ impl Finalize<'_> {
 
     /// The job summary: the part's tasks and the attempts this job judged.
     fn summary(&self, batch: &[usize]) -> Result<(), ActionError> {
-        let waiting: Vec<usize> = Vec::new();
+        let part = report::Part {
+            round: self.round.round,
+            batch,
+            waiting: &[],
+        };
         self.ctx.summary(&report::round_summary(
             &self.job.plan,
-            self.round.round,
-            batch,
+            part,
             &self.links,
-            &waiting,
             &self.job.ui.activity(),
             crate::pure::timeline::Ran {
                 schedule: engine::Schedule::Rounds,
