@@ -139,7 +139,7 @@ impl Ending<'_> {
 
     /// Starts the next round on the execution branch.
     fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = super::dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
+        let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
         self.rt
             .block_on(c.dispatch(workflow, branch, &inputs_json))?;
@@ -229,8 +229,12 @@ impl Ending<'_> {
                 c.update_pull_body(pr.number, &body).await?;
                 Ok::<_, crate::edge::github::ApiError>(pr)
             } else {
+                // The ref the run was started on; a round runs on its own branch once the run
+                // that started it was on the default branch (see `plan`): that one.
                 let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
                     ctx.ref_name.clone()
+                } else if !ctx.default_branch.is_empty() {
+                    ctx.default_branch.clone()
                 } else {
                     c.default_branch().await?
                 };

@@ -57,7 +57,7 @@ pub(super) fn judge_entry(
     if let Some(Ok(c)) = found {
         crate::pure::said::heed(&mut verdict, &c.result.said.clone().checked());
     }
-    crate::flow::hooks::quiet_long_run(task, &mut verdict);
+    crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
     // with a question.

@@ -221,7 +221,7 @@ pub struct Args {
 
 /// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
 /// writes or prints the workflow, and says what to do next. Errors are usage errors.
-pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8, String> {
+pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
     use std::io::IsTerminal;
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),
@@ -263,7 +263,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
     let text = render(&opts);
     if args.stdout {
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        return Ok(0);
+        return Ok(());
     }
     let path = write(root, &text, args.force)?;
     let pin = match &opts.action.comment {
@@ -278,7 +278,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
         next_steps(&opts)
     )
     .map_err(|e| e.to_string())?;
-    Ok(0)
+    Ok(())
 }
 
 /// Asks which worker and which secret (dialoguer, on the terminal).
@@ -403,6 +403,56 @@ mod tests {
         assert!(ActionRef::parse("v1").is_err());
         let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
         assert_eq!(v["jobs"]["work"]["permissions"]["contents"], "read");
+    }
+
+    /// The `build` pin reaches every job that runs dagexec only through what task code cannot
+    /// write: the dispatch input (set by dagexec's trusted jobs) and the outputs of the `plan`
+    /// and `comment` jobs; and no expression reaches a `run:` text.
+    #[test]
+    fn the_build_pin_travels_only_through_trusted_channels() {
+        let t = render(&opts("claude"));
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        let declared = &v["on"]["workflow_dispatch"]["inputs"];
+        assert_eq!(declared["build"]["type"], "string");
+        // GitHub's limit on workflow_dispatch inputs (10 before 2025's 25).
+        assert!(declared.as_mapping().unwrap().len() <= 10);
+        let expected = [
+            ("comment", ""),
+            ("steer", "${{ needs.comment.outputs.build }}"),
+            ("plan", "${{ inputs.build }}"),
+            ("work", "${{ needs.plan.outputs.build }}"),
+            ("task", "${{ inputs.build }}"),
+            ("conduct", "${{ needs.plan.outputs.build }}"),
+            ("finalize", "${{ needs.plan.outputs.build }}"),
+        ];
+        for (job, pin) in expected {
+            let steps = v["jobs"][job]["steps"].as_sequence().unwrap();
+            let step = steps
+                .iter()
+                .find(|s| s["with"]["command"].as_str().is_some())
+                .unwrap_or_else(|| panic!("job {job} runs no dagexec step"));
+            assert_eq!(
+                step["with"]["build"].as_str().unwrap_or(""),
+                pin,
+                "job {job}'s build pin"
+            );
+            for s in steps {
+                if let Some(run) = s["run"].as_str() {
+                    assert!(
+                        !run.contains("${{"),
+                        "job {job}: an expression in run: {run}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            v["jobs"]["plan"]["outputs"]["build"],
+            "${{ steps.plan.outputs.build }}"
+        );
+        assert_eq!(
+            v["jobs"]["comment"]["outputs"]["build"],
+            "${{ steps.comment.outputs.build }}"
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
 //! that ref's group, not the branch's, so it does no work: it resolves the branch and
 //! concludes `redirect`, and finalize dispatches the first round again with the branch named,
-//! into the branch's group.
+//! into the branch's group. A run on the default branch redirects even with the branch named,
+//! and finalize then starts the round on the execution branch itself (creating it at the
+//! run's commit): no task code runs in a run of the default branch, whose Actions cache scope
+//! every branch restores from.
 
 use std::path::Path;
 
@@ -34,16 +37,17 @@ pub struct Planned {
 }
 
 /// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
-/// (`GITHUB_REF_NAME`; empty outside Actions).
+/// (`GITHUB_REF_NAME`; empty outside Actions) of a repository whose default branch is
+/// `default_branch` (empty when unknown).
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    ref_name: &str,
+    refs: (&str, &str),
     schedule: crate::pure::engine::Schedule,
 ) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
-    let branch = match branch_of(&repo, inputs, ref_name)? {
+    let branch = match branch_of(&repo, inputs, refs)? {
         Ok(branch) => branch,
         Err(redirect) => return Ok(redirect),
     };
@@ -108,22 +112,33 @@ pub fn run(
 }
 
 /// The execution branch: the `branch` input, else the goal's. A run started on another ref
-/// without a `branch` input is redirected (`Err`) into the branch's concurrency group.
+/// (`ref_name`) without a `branch` input, or on the default branch (`default_branch`) at all,
+/// is redirected (`Err`) into the branch's concurrency group.
 fn branch_of(
     repo: &Repo,
     inputs: &Inputs,
-    ref_name: &str,
+    (ref_name, default_branch): (&str, &str),
 ) -> Result<Result<String, Planned>, ActionError> {
     let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
     // Only its goal is needed (the branch's name): not held while the branch's plan is read.
     let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
         .map_err(crate::pure::plan::error::PlanErrors::from)?
         .goal;
-    if !inputs.branch.is_empty() {
-        return Ok(Ok(inputs.branch.clone()));
+    let branch = if inputs.branch.is_empty() {
+        default_branch_name(&first_goal)
+    } else {
+        inputs.branch.clone()
+    };
+    // A run on the default branch never runs task code, even with the branch named: the work
+    // jobs' runtime token could write the default branch's Actions cache scope, which every
+    // branch's runs restore from and the install step trusts without a pin.
+    let on_default = !default_branch.is_empty() && ref_name == default_branch;
+    if !default_branch.is_empty() && branch == default_branch {
+        return Err(ActionError::Input(format!(
+            "the execution branch is the default branch ({branch}): rounds are committed to a branch of their own and reviewed in a pull request to {branch}, and no task code runs in a run of the default branch. Leave the branch input empty (dagexec/<goal slug>) or name another branch"
+        )));
     }
-    let branch = default_branch_name(&first_goal);
-    if ref_name.is_empty() || ref_name == branch {
+    if !((inputs.branch.is_empty() || on_default) && !ref_name.is_empty() && ref_name != branch) {
         return Ok(Ok(branch));
     }
     Ok(Err(Planned {

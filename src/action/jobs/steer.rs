@@ -351,7 +351,7 @@ impl Steer<'_> {
             rt.block_on(client.comment(self.trigger.pr_number, &refusal))?;
             return Ok(said(refusal));
         }
-        let dispatch = crate::action::dispatch_inputs(&c.inputs.plan_rel, branch);
+        let dispatch = crate::action::dispatch_inputs(&c.inputs, branch);
         rt.block_on(client.dispatch(&c.inputs.workflow, branch, &dispatch))?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),

@@ -22,7 +22,7 @@ use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo, changes_in};
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::hooks::{self, ToReview};
+use crate::flow::steps::review::ToReview;
 use crate::pure::outcome;
 use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
@@ -63,7 +63,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, said, warnings) = crate::flow::attempt::reported_usage(&mut run);
+    let (mut usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
@@ -71,7 +71,7 @@ pub fn run(
     let detail = crate::edge::worker::failure_detail(&run, &inputs.worker);
     // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
     // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
-    hooks::long_run_output(
+    crate::flow::steps::longrun::long_run_output(
         (task, job.attempt),
         &mut run.stdout,
         repo.root(),
@@ -203,7 +203,7 @@ fn prompt_text(
     let text = crate::sources::longrun::with_checkpoint(task, root, &text);
     // The reviewer feedback so far and the user's answer to the task's question, as locally;
     // this checkout holds none of an earlier attempt's changes.
-    hooks::with_feedback(&text, task, history, review::Start::Fresh)
+    crate::flow::steps::review::with_feedback(&text, task, history, review::Start::Fresh)
 }
 
 /// The worker's run in the checkout at `cwd`, its prompt and log files in `scratch`.
@@ -248,11 +248,13 @@ fn review_attempt(
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
 ) -> Result<Reviewed, ActionError> {
-    let Some(hooks::Reviewer {
+    let Some(crate::flow::steps::review::Reviewer {
         run: review_run,
         parsed,
         usage: spent,
-    }) = rt.block_on(hooks::run_reviewer(reviewer, to_review, rx))
+    }) = rt.block_on(crate::flow::steps::review::run_reviewer(
+        reviewer, to_review, rx,
+    ))
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };

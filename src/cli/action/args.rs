@@ -1,6 +1,9 @@
 //! The arguments of `dagexec action <job>`: a flag per input, each also read from the
 //! `DAGEXEC_*` variable `action.yml` sets, and the parsers of the action's input forms.
 
+// The doc comments of the argument types are `--help` text, printed as written.
+#![allow(clippy::doc_markdown)]
+
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -30,6 +33,22 @@ pub struct Common {
     /// is planned or dispatched [default: none].
     #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", value_parser = parse_budget)]
     pub(super) max_cost: Budget,
+    /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
+    /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
+    /// a restored build by) [default: none].
+    #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", value_parser = parse_build)]
+    pub(super) build: String,
+}
+
+/// The `build` pin: empty, or a SHA-256 in lower-case hex.
+fn parse_build(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || (s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a SHA-256 (64 lower-case hex digits)"))
+    }
 }
 
 /// The `max-cost` input: empty for none.
@@ -110,7 +129,7 @@ pub enum ActionCommand {
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
-    /// from `GITHUB_EVENT_PATH)`: checks the commenter's permission, reacts, replies, refreshes
+    /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
     /// the status comment or records an abort, starts a round (`/execute`), and hands a
     /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
     /// round was started on; steer-branch, the branch whose plan the steer job changes).
@@ -151,7 +170,7 @@ pub enum ActionCommand {
         /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
         #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
         handover_after: Duration,
-        /// The most polls of runs an hour (`GITHUB_TOKEN` allows 1,000 API requests an hour).
+        /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
         #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
         polls_per_hour: u64,
         #[command(flatten)]

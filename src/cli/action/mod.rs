@@ -18,6 +18,7 @@ use crate::action::rounds::Round;
 use crate::action::runtime::{self, Context};
 use crate::action::writer::Finalized;
 use crate::action::{ActionError, Inputs};
+use crate::cli::Exit;
 use crate::edge::github::{Client, Token};
 
 /// The token: `DAGEXEC_TOKEN` (the action's `token` input), else `GITHUB_TOKEN`. Masked.
@@ -51,23 +52,24 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         workflow: "dagexec.yml".into(),
         artifacts,
         max_cost: common.max_cost.0,
+        build: common.build.clone(),
     }
 }
 
-/// Runs an action command; the exit status (0 fine, 1 the run stopped on something a person
-/// must fix, 2 dagexec could not do its job).
-pub fn run(cmd: ActionCommand) -> u8 {
+/// Runs an action command; the exit status (success; incomplete: the run stopped on something
+/// a person must fix; usage: dagexec could not do its job).
+pub fn run(cmd: ActionCommand) -> Exit {
     let ctx = Context::from_env();
     match execute(cmd, &ctx) {
         Ok(code) => code,
         Err(e) => {
             runtime::error_annotation("dagexec", &e.to_string());
-            2
+            Exit::Usage
         }
     }
 }
 
-fn execute(cmd: ActionCommand, ctx: &Context) -> Result<u8, ActionError> {
+fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
     match cmd {
@@ -171,13 +173,18 @@ fn plan_job(
     common: &Common,
     max_parallel: u16,
     schedule: Schedule,
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let inputs = inputs(common, String::new(), PathBuf::new());
     // The pre-flight checks are the plan's commands: what they wrote to the runner's
     // files is undone before the matrix is set.
     let guard = runtime::FileGuard::from_env();
     let reaper = crate::edge::reaper::Reaper::start();
-    let planned = plan::run(root, &inputs, &ctx.ref_name, schedule);
+    let planned = plan::run(
+        root,
+        &inputs,
+        (&ctx.ref_name, &ctx.default_branch),
+        schedule,
+    );
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
@@ -197,7 +204,7 @@ fn plan_job(
         "## dagexec: plan of round {}\n\n```\n{}\n```\n",
         planned.round, planned.message
     ))?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// What job `work` is given beside the task and attempt.
@@ -215,8 +222,16 @@ fn work_job(
     common: &Common,
     job: Job,
     given: WorkGiven,
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let Job { task, attempt, .. } = job;
+    // Task code never runs in a run of the default branch: its runtime token could write
+    // that branch's Actions cache scope, which the install step trusts unpinned.
+    if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+        return Err(ActionError::Input(format!(
+            "task {task} attempt {attempt}: this run is on the default branch ({}); dagexec runs task code only in runs of the execution branch, whose Actions cache scope the install step does not trust. Start the round without naming a task (Run workflow, or `gh workflow run`): the plan job starts it on the execution branch",
+            ctx.ref_name
+        )));
+    }
     // An input the workflow left empty arrives as an empty variable.
     let dir = if given.artifacts.is_empty() {
         ctx.runner_temp
@@ -260,7 +275,7 @@ fn work_job(
         "### task {task}, attempt {attempt}: {}\n\n{}\n",
         verdict.status, verdict.result
     ))?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch.
@@ -270,7 +285,7 @@ fn conduct_job(
     (common, writer): (&Common, &Writer),
     r: Round,
     (max_parallel, timing): (u16, crate::action::jobs::conduct::Timing),
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::new());
     inputs.max_parallel = max_parallel.into();
     let rt = crate::action::runtime()?;
@@ -297,7 +312,7 @@ fn finalize_job(
     (common, writer): (&Common, &Writer),
     r: &Round,
     artifacts: String,
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::from(artifacts));
     let rt = crate::action::runtime()?;
     let client = writer_client(ctx, &mut inputs, writer, &rt, "finalize")?;
@@ -307,13 +322,17 @@ fn finalize_job(
 }
 
 /// A writer's outputs (`conclusion`, `pr-number`) and exit status.
-fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<u8, ActionError> {
+fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> {
     let mut outs = vec![("conclusion", done.conclusion.to_string())];
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
     }
     ctx.set_outputs(&outs)?;
-    Ok(u8::from(done.failed))
+    Ok(if done.failed {
+        Exit::Incomplete
+    } else {
+        Exit::Success
+    })
 }
 
 /// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
@@ -376,7 +395,7 @@ fn steer_job(
     common: &Common,
     workflow: String,
     phase: Phase,
-) -> Result<u8, ActionError> {
+) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::new());
     inputs.workflow = workflow;
     if inputs.token.is_empty() {
@@ -397,7 +416,7 @@ fn steer_job(
         ("dispatched", done.dispatched.unwrap_or_default()),
         ("steer-branch", done.to_apply.unwrap_or_default()),
     ])?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Ends what task code left running in this step, saying what it could not end.

@@ -67,21 +67,6 @@ pub enum RunEnd {
     Halted,
 }
 
-impl RunEnd {
-    /// The process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            RunEnd::Completed => 0,
-            RunEnd::Incomplete | RunEnd::BudgetSpent => 1,
-            RunEnd::CircuitBreaker(_) => 3,
-            RunEnd::Deadlock => 4,
-            RunEnd::Interrupted => 130,
-            RunEnd::NeedsInput => 5,
-            RunEnd::Halted => 6,
-        }
-    }
-}
-
 /// A judged attempt.
 #[derive(Debug)]
 pub struct Judged {

@@ -47,7 +47,7 @@ impl Executor for Remote<'_> {
             return Ok(());
         }
         let (i, attempt) = (start.task, start.attempt);
-        let mut dispatch = crate::action::dispatch_inputs(&self.inputs.plan_rel, self.branch);
+        let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());

@@ -245,7 +245,7 @@ impl Remote<'_> {
     /// The successor's start: the state is pushed, so only this is left; an outage is waited
     /// out (a second successor would only wait in the branch's group).
     fn dispatch_successor(&self) -> Result<(), ActionError> {
-        let next = crate::action::dispatch_inputs(&self.inputs.plan_rel, self.branch);
+        let next = crate::action::dispatch_inputs(self.inputs, self.branch);
         let since = Instant::now();
         let mut failures = 0;
         loop {

@@ -63,6 +63,7 @@ pub fn run(
     };
     let mut f = Finalize {
         job,
+        given: inputs,
         round,
         ctx,
         client,
@@ -80,6 +81,9 @@ pub fn run(
 /// where it reports.
 struct Finalize<'a> {
     job: Job,
+    /// The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
+    /// folder prepares): what a redirected run is started with.
+    given: &'a Inputs,
     round: &'a Round,
     ctx: &'a Context,
     client: Option<&'a Client>,
@@ -115,19 +119,33 @@ impl Finalize<'_> {
 
     /// The run was started outside the branch's concurrency group: start it there.
     fn redirect(&self) -> Result<Finalized, ActionError> {
-        let (round, ui) = (self.round, &self.job.ui);
+        let (round, ui, ctx) = (self.round, &self.job.ui, self.ctx);
         ui.say(&round.planned_message);
         if let Some(c) = self.client {
-            let inputs_json =
-                crate::action::dispatch_inputs(&self.job.inputs.plan_rel, &round.branch);
-            self.rt.block_on(c.dispatch(
-                &self.job.inputs.workflow,
-                &self.ctx.ref_name,
-                &inputs_json,
-            ))?;
+            let inputs_json = crate::action::dispatch_inputs(self.given, &round.branch);
+            // A run of the default branch runs no task code (see `plan`): the round runs on
+            // the execution branch, started here at this run's commit when it is new.
+            let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+                let (repo, auth) = (&self.job.repo, &self.job.auth);
+                if repo.fetch_branch(&round.branch, auth)?.is_none()
+                    && let crate::edge::git::Pushed::Rejected(why) =
+                        repo.push_head(&round.branch, auth)?
+                {
+                    ui.say(format!(
+                        "{} was created meanwhile ({}); starting the round on it.",
+                        round.branch,
+                        why.lines().last().unwrap_or("")
+                    ));
+                }
+                round.branch.as_str()
+            } else {
+                ctx.ref_name.as_str()
+            };
+            self.rt
+                .block_on(c.dispatch(&self.job.inputs.workflow, on, &inputs_json))?;
             ui.say(format!(
-                "Dispatched the round on {} (branch: {}).",
-                self.ctx.ref_name, round.branch
+                "Dispatched the round on {on} (branch: {}).",
+                round.branch
             ));
         }
         Ok(Finalized {
