@@ -21,10 +21,13 @@ pub mod artifact_zip;
 pub mod init;
 pub mod jobs;
 pub mod matrix;
+pub mod protocol;
 mod publish;
 pub mod report;
 pub mod rounds;
 pub mod runtime;
+pub mod steering;
+pub mod writer;
 
 use std::path::PathBuf;
 use std::time::Duration;
