@@ -7,8 +7,7 @@ use std::path::Path;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::{RunOptions, Settings, Ui};
-use crate::pure::engine;
-use crate::pure::plan;
+use crate::pure::{engine, plan};
 
 /// How the round ended, for outputs and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,6 @@ use crate::pure::plan::model::Task;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use crate::flow::exec::Judged;
 use crate::flow::logs::RunLogs;
 
 /// What the runner hands an attempt.

@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 use crate::edge::git::{Recovered, Repo};
 use crate::flow::{RunError, RunOptions, Ui, list, save};
 use crate::pure::graph::Dag;
-use crate::pure::plan;
 use crate::pure::plan::model::{Plan, Status};
-use crate::pure::update;
+use crate::pure::{plan, update};
 
 /// Seed Step 1 resume: in-progress tasks back to pending with their partial work removed,
 /// completed tasks checked against the commits.

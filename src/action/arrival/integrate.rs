@@ -6,9 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::action::ActionError;
 use crate::action::report::Stop;
-use crate::action::steering;
+use crate::action::{ActionError, steering};
 use crate::edge::git::Repo;
 use crate::flow::attempt::Judged;
 use crate::flow::{RunEnd, RunOptions, Ui};

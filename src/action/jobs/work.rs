@@ -23,10 +23,8 @@ use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo, changes_in};
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::steps::review::ToReview;
-use crate::pure::outcome;
-use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
-use crate::pure::review;
+use crate::pure::{outcome, plan, review};
 
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 

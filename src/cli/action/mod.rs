@@ -9,10 +9,9 @@ mod args;
 
 pub use args::{ActionCommand, Common, Writer};
 
-use crate::action::jobs::finalize;
-use crate::action::jobs::plan;
 use crate::action::jobs::steer::Phase;
 use crate::action::jobs::work::{self, Job};
+use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
 use crate::action::runtime::{self, Context};

@@ -7,18 +7,10 @@ use crate::pure::render;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::Exit;
-use crate::cli::Location;
-use crate::cli::args::Format;
-use crate::cli::args::GraphArgs;
-use crate::cli::args::PromptArgs;
-use crate::cli::args::StatusArgs;
-use crate::cli::args::ValidateArgs;
-use crate::cli::location::Loaded;
-use crate::cli::location::archived_plan;
-use crate::cli::location::load;
-use crate::cli::report::CliError;
-use crate::cli::report::config_error;
+use crate::cli::args::{Format, GraphArgs, PromptArgs, StatusArgs, ValidateArgs};
+use crate::cli::location::{Loaded, archived_plan, load};
+use crate::cli::report::{CliError, config_error};
+use crate::cli::{Exit, Location};
 
 pub(crate) fn validate(
     loc: &Location,

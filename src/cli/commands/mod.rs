@@ -13,15 +13,10 @@ pub(crate) use simulate::*;
 
 use std::io::Write;
 
-use crate::cli::Exit;
-use crate::cli::Location;
-use crate::cli::args::AnswerArgs;
-use crate::cli::args::Command;
-use crate::cli::args::InitArgs;
-use crate::cli::args::RetryArgs;
-use crate::cli::location::Loaded;
-use crate::cli::location::load;
+use crate::cli::args::{AnswerArgs, Command, InitArgs, RetryArgs};
+use crate::cli::location::{Loaded, load};
 use crate::cli::report::CliError;
+use crate::cli::{Exit, Location};
 
 pub(crate) fn run(
     command: Command,

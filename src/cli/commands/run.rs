@@ -2,13 +2,9 @@
 
 use std::io::Write;
 
-use crate::cli::Exit;
-use crate::cli::Location;
-use crate::cli::args::DemoArgs;
-use crate::cli::args::RunArgs;
-use crate::cli::report::CliError;
-use crate::cli::report::config_error;
-use crate::cli::report::run_error;
+use crate::cli::args::{DemoArgs, RunArgs};
+use crate::cli::report::{CliError, config_error, run_error};
+use crate::cli::{Exit, Location};
 
 pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Result<Exit, CliError> {
     let RunArgs {

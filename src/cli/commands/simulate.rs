@@ -4,17 +4,10 @@ use crate::flow::preflight::Overlaps;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::Exit;
-use crate::cli::Location;
-use crate::cli::args::ChartPlace;
-use crate::cli::args::SimulateArgs;
-use crate::cli::args::SimulateFlags;
-use crate::cli::args::TaskDuration;
-use crate::cli::location::Loaded;
-use crate::cli::location::archived_plan;
-use crate::cli::location::load;
-use crate::cli::report::CliError;
-use crate::cli::report::config_error;
+use crate::cli::args::{ChartPlace, SimulateArgs, SimulateFlags, TaskDuration};
+use crate::cli::location::{Loaded, archived_plan, load};
+use crate::cli::report::{CliError, config_error};
+use crate::cli::{Exit, Location};
 
 #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 #[expect(

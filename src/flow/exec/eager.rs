@@ -2,19 +2,10 @@
 //! soon as its blockers are completed and a slot is free; each batch of arrivals is
 //! integrated and committed as a round.
 
-use crate::flow::exec::Ending;
-use crate::flow::exec::Executor;
-use crate::flow::exec::Integrated;
-use crate::flow::exec::Settled;
-use crate::flow::exec::Start;
-use crate::flow::exec::arrive;
-use crate::flow::exec::begin;
-use crate::flow::exec::count;
-use crate::flow::exec::halts;
-use crate::flow::exec::lands;
-use crate::flow::exec::settle;
-use crate::flow::exec::uncount;
-use crate::flow::pool::Judged;
+use super::{
+    Ending, Executor, Integrated, Judged, Settled, Start, arrive, begin, count, halts, lands,
+    settle, uncount,
+};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;

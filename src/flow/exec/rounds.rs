@@ -2,17 +2,9 @@
 //! whole ready set, tasks that share files in sequential groups, failures retried inside the
 //! round, then one update, one circuit-breaker decision and one commit.
 
-use crate::flow::exec::Ending;
-use crate::flow::exec::Executor;
-use crate::flow::exec::Integrated;
-use crate::flow::exec::Start;
-use crate::flow::exec::arrive;
-use crate::flow::exec::begin;
-use crate::flow::exec::count;
-use crate::flow::exec::halts;
-use crate::flow::exec::lands;
-use crate::flow::exec::uncount;
-use crate::flow::pool::Judged;
+use super::{
+    Ending, Executor, Integrated, Judged, Start, arrive, begin, count, halts, lands, uncount,
+};
 use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;

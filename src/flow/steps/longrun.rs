@@ -4,8 +4,9 @@
 
 use crate::edge::git::Worktree;
 use crate::flow::RunOptions;
+use crate::flow::exec::Judged;
 use crate::flow::memory::lock;
-use crate::flow::pool::{AttemptInput, Judged};
+use crate::flow::pool::AttemptInput;
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::question::{self, Kind, Question};

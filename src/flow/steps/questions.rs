@@ -2,7 +2,7 @@
 //! fields an attempt leaves at integration, the Spec Kit tasks.md ticks, and the question
 //! asked at the end of a run.
 
-use crate::flow::pool::Judged;
+use crate::flow::exec::Judged;
 use crate::flow::steps::longrun::long_run;
 use crate::flow::steps::review::review_summary;
 use crate::flow::{RunEnd, RunOptions, Ui};

@@ -5,10 +5,8 @@
 use super::fetch::{Fetched, fetch};
 use super::remote::Remote;
 use super::{Flight, RUN_FIELD, run_name, save};
-use crate::action::ActionError;
-use crate::action::arrival;
 use crate::action::matrix::Entry;
-use crate::action::steering;
+use crate::action::{ActionError, arrival, steering};
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Arrivals, Executor, Integrated, Start};
 use crate::pure::pace::poll_interval;

@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::remote::Remote;
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
-use crate::action::ActionError;
-use crate::action::arrival;
 use crate::action::protocol::Conclusion;
 use crate::action::report::Stop;
 use crate::action::writer::{self, Finalized};
+use crate::action::{ActionError, arrival};
 use crate::flow::RunEnd;
 use crate::flow::exec::Ending;
 use crate::pure::engine;

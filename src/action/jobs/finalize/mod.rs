@@ -25,14 +25,13 @@ use std::path::Path;
 use crate::action::arrival::{
     Integrator, accepted_names, check_entries, collect, done_stop, judge_entry,
 };
-use crate::action::matrix;
 use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Ending;
 use crate::action::report::{self, Links, Stop};
 use crate::action::runtime::Context;
-use crate::action::steering;
 use crate::action::writer::{Finalized, Job, stale};
 use crate::action::{ActionError, Inputs};
+use crate::action::{matrix, steering};
 use crate::edge::github::Client;
 use crate::flow::RunEnd;
 use crate::flow::attempt::Judged;
