@@ -16,27 +16,33 @@ use crate::pure::plan::model::{Plan, Status};
 use crate::pure::render::summary;
 use crate::pure::update::{self, RoundNotes, TaskResult};
 
+/// Where and which round is committed: the repository, the plan's DAG, the round's tasks,
+/// number and wave, the run's options and display.
+#[derive(Clone, Copy)]
+pub(crate) struct RoundCommit<'a> {
+    pub repo: &'a Repo,
+    pub dag: &'a Dag,
+    pub batch: &'a [usize],
+    pub round: u32,
+    pub wave: Option<u64>,
+    pub opts: &'a RunOptions,
+    pub ui: &'a Ui,
+}
+
 /// Applies completed patches in plan-index order, updates the plan, writes the processor
 /// batch file, and commits the round. Returns an end when the circuit breaker trips.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 #[expect(
     clippy::needless_pass_by_value,
     reason = "the round's verdicts end here"
 )]
 pub(crate) fn integrate_and_commit(
-    repo: &Repo,
+    at: RoundCommit<'_>,
     plan: &mut Plan,
-    dag: &Dag,
-    batch: &[usize],
     judged: Vec<Judged>,
-    round: u32,
-    wave: Option<u64>,
-    opts: &RunOptions,
-    ui: &Ui,
 ) -> Result<Option<RunEnd>, RunError> {
     let mut build = RoundBuild::start();
-    build.add(repo, plan, &judged, ui)?;
-    build.commit(repo, plan, dag, batch, round, wave, opts, ui)
+    build.add(at.repo, plan, &judged, at.ui)?;
+    build.commit(at, plan)
 }
 
 /// A round being integrated: the patches accepted so far (in the order they apply) and the
@@ -261,18 +267,20 @@ impl RoundBuild {
 
     /// The end of the round, once every task of it is resolved: the processor batch file,
     /// one plan update (results, cascade, circuit breaker) and one commit.
-    #[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
     pub(crate) fn commit(
         self,
-        repo: &Repo,
+        at: RoundCommit<'_>,
         plan: &mut Plan,
-        dag: &Dag,
-        batch: &[usize],
-        round: u32,
-        wave: Option<u64>,
-        opts: &RunOptions,
-        ui: &Ui,
     ) -> Result<Option<RunEnd>, RunError> {
+        let RoundCommit {
+            repo,
+            dag,
+            batch,
+            round,
+            wave,
+            opts,
+            ui,
+        } = at;
         let index = self.index(repo)?;
         let RoundBuild {
             accepted: _,

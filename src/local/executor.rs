@@ -145,9 +145,16 @@ impl Executor for Local<'_> {
         let build = std::mem::replace(&mut self.build, RoundBuild::start());
         let _held = self.pool.memory.plan_file();
         self.pool.memory.apply(plan);
-        let end = build.commit(
-            self.repo, plan, self.dag, tasks, round, wave, self.opts, self.ui,
-        )?;
+        let at = crate::flow::integrate::RoundCommit {
+            repo: self.repo,
+            dag: self.dag,
+            batch: tasks,
+            round,
+            wave,
+            opts: self.opts,
+            ui: self.ui,
+        };
+        let end = build.commit(at, plan)?;
         Ok(end.map_or(Integrated::Continue, Integrated::End))
     }
 

@@ -106,9 +106,16 @@ pub(crate) fn integrate(
         b
     };
     prepare_arrivals(plan, &mut judged, "as soon as a slot is free");
-    let end = crate::flow::integrate::integrate_and_commit(
-        repo, plan, dag, &batch, judged, round, None, opts, ui,
-    )?;
+    let at = crate::flow::integrate::RoundCommit {
+        repo,
+        dag,
+        batch: &batch,
+        round,
+        wave: None,
+        opts,
+        ui,
+    };
+    let end = crate::flow::integrate::integrate_and_commit(at, plan, judged)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format (the plan now holds each batch task's outcome).
     let outcomes: Vec<crate::pure::update::TaskResult> = batch

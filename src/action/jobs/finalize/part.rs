@@ -81,7 +81,16 @@ pub(super) fn integrate_part(
         .collect();
     build.resolved_earlier(earlier);
     crate::action::rounds::clear(plan);
-    let end = build.commit(repo, plan, dag, &open.tasks, open.round, None, opts, ui)?;
+    let at = crate::flow::integrate::RoundCommit {
+        repo,
+        dag,
+        batch: &open.tasks,
+        round: open.round,
+        wave: None,
+        opts,
+        ui,
+    };
+    let end = build.commit(at, plan)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format.
     let message = crate::flow::integrate::commit_message(
