@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 
-use super::attempt_input;
 use crate::edge::git::Repo;
 use crate::flow::attempt::{self, AttemptEnd, Judged};
 use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Rounds, Start};
 use crate::flow::integrate::RoundBuild;
 use crate::flow::{RunEnd, RunError, RunOptions, Ui, failpoint, finish, save};
+use crate::local::AttemptInput;
 use crate::pure::engine::Schedule;
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
@@ -23,7 +23,7 @@ use crate::pure::plan::model::Plan;
 use crate::pure::prompt::{self, Unit};
 
 /// The local executor: attempts in worktrees, as tasks of the run's async runtime.
-pub(super) struct Local<'a> {
+pub(crate) struct Local<'a> {
     pub repo: &'a Arc<Repo>,
     pub pool: &'a Arc<attempt::Pool>,
     pub dag: &'a Dag,
@@ -86,16 +86,20 @@ impl Executor for Local<'_> {
         let base_prompt = start
             .retry_prompt
             .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
-        let input = attempt_input(
-            plan,
-            start.task,
-            start.attempt,
-            &base_prompt,
+        let input = AttemptInput {
+            index: start.task,
+            attempt: start.attempt,
             round,
-            &base,
-            self.opts,
-            self.scratch,
-        );
+            task: plan.tasks[start.task].clone(),
+            prompt: prompt::spawn_prompt(plan, start.task, &base_prompt),
+            base: base.clone(),
+            worker: self.opts.settings.worker.clone(),
+            timeout: self.opts.settings.timeout,
+            scratch: self.scratch.to_path_buf(),
+            plan_rel: self.opts.plan_rel.clone(),
+            tasks_md: crate::sources::speckit::own_tasks_md(plan),
+            reviewer: self.opts.settings.reviewer.clone(),
+        };
         self.emit(Event::AttemptStarted {
             task: start.task,
             attempt: start.attempt,
@@ -173,33 +177,15 @@ impl Executor for Local<'_> {
 
 /// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending
 /// or in flight, the breaker trips, the budget is spent, or Ctrl-C.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
-pub(super) fn run(
-    repo: &Arc<Repo>,
-    pool: &Arc<attempt::Pool>,
-    dag: &Dag,
+pub(crate) fn run(
+    mut local: Local<'_>,
     conflicts: &Conflicts,
-    opts: &RunOptions,
-    ui: &Ui,
-    scratch: &Path,
-    cancel: &tokio::sync::watch::Receiver<bool>,
-    rt: &tokio::runtime::Runtime,
     plan: &mut Plan,
     round: u32,
 ) -> Result<RunEnd, RunError> {
-    let mut local = Local {
-        repo,
-        pool,
-        dag,
-        opts,
-        ui,
-        scratch,
-        cancel,
-        rt,
-        running: JoinSet::new(),
-        build: RoundBuild::start(),
-        base: None,
-    };
+    let (repo, pool, dag, opts, ui, rt) = (
+        local.repo, local.pool, local.dag, local.opts, local.ui, local.rt,
+    );
     let budget = opts.settings.max_cost;
     let (ending, _) = match opts.settings.schedule {
         Schedule::Eager => Eager {

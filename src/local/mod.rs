@@ -22,7 +22,6 @@ use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::plan::PlanErrors;
 use crate::pure::plan::model::{Plan, Status};
-use crate::pure::prompt;
 use resume::resume;
 
 /// Runs the plan, showing its progress on `ui`.
@@ -78,19 +77,20 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let pool = Arc::new(attempt::Pool::default());
     let round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
-    executor::run(
-        &repo,
-        &pool,
-        &dag,
-        &conflicts,
+    let local = executor::Local {
+        repo: &repo,
+        pool: &pool,
+        dag: &dag,
         opts,
         ui,
-        scratch.path(),
-        &cancel_rx,
-        &runtime,
-        &mut plan,
-        round,
-    )
+        scratch: scratch.path(),
+        cancel: &cancel_rx,
+        rt: &runtime,
+        running: tokio::task::JoinSet::new(),
+        build: crate::flow::integrate::RoundBuild::start(),
+        base: None,
+    };
+    executor::run(local, &conflicts, &mut plan, round)
 }
 
 /// The repository, with the worktrees folder a setting names.
@@ -316,34 +316,6 @@ fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
         .read_line(&mut line)
         .map_err(|e| RunError::Other(e.to_string()))?;
     Ok(line.trim().eq_ignore_ascii_case("p"))
-}
-
-/// The input of one attempt of task `index`.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
-fn attempt_input(
-    plan: &Plan,
-    index: usize,
-    attempt: u32,
-    base_prompt: &str,
-    round: u32,
-    base: &str,
-    opts: &RunOptions,
-    scratch: &Path,
-) -> AttemptInput {
-    AttemptInput {
-        index,
-        attempt,
-        round,
-        task: plan.tasks[index].clone(),
-        prompt: prompt::spawn_prompt(plan, index, base_prompt),
-        base: base.to_string(),
-        worker: opts.settings.worker.clone(),
-        timeout: opts.settings.timeout,
-        scratch: scratch.to_path_buf(),
-        plan_rel: opts.plan_rel.clone(),
-        tasks_md: crate::sources::speckit::own_tasks_md(plan),
-        reviewer: opts.settings.reviewer.clone(),
-    }
 }
 
 /// `--dry-run`: the rounds the engine would run if every task completed.
