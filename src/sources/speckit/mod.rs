@@ -462,29 +462,9 @@ fn context_docs(root: &Path, dir: &Path) -> Vec<String> {
 /// `<feature>/.dagexec/plan.json`, carrying over the state an earlier run left there. With
 /// `write` false nothing next to tasks.md is written: the plan goes to a temporary directory
 /// (`validate`, `status`, `graph`, `prompt`, `run --dry-run`).
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Vec<SpecKitError>> {
     let one = |e: SpecKitError| vec![e];
-    let abs = if tasks_md.is_absolute() {
-        tasks_md.to_path_buf()
-    } else {
-        root.join(tasks_md)
-    };
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let (root_c, abs_c) = (canon(root), canon(&abs));
-    if !abs_c.starts_with(&root_c) {
-        return Err(one(SpecKitError::Outside {
-            path: abs,
-            root: root.to_path_buf(),
-        }));
-    }
-    let tasks_rel = rel(&root_c, &abs_c);
-    if crate::pure::paths::git_dir_prefix(&tasks_rel).is_some() {
-        return Err(one(SpecKitError::Outside {
-            path: abs,
-            root: root.to_path_buf(),
-        }));
-    }
+    let (root_c, abs_c, tasks_rel) = locate(root, tasks_md).map_err(one)?;
     let text = read(&abs_c).map_err(one)?;
     let parsed = parse(&tasks_rel, &text)?;
     let dir = abs_c.parent().unwrap_or(&root_c).to_path_buf();
@@ -512,44 +492,76 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
         })?;
         carry_over(&mut plan, &old);
     }
-    let scratch = if write {
-        None
-    } else {
-        Some(tempfile::tempdir().map_err(|e| {
-            one(SpecKitError::Write {
-                path: std::env::temp_dir(),
-                message: e.to_string(),
-            })
-        })?)
-    };
-    let target = scratch
-        .as_ref()
-        .map_or(plan_path.clone(), |d| d.path().join("plan.json"));
-    if let Some(parent) = target.parent() {
-        let base = if scratch.is_some() {
-            crate::edge::fsx::default_root(parent)
-        } else {
-            root_c.as_path()
-        };
-        crate::edge::fsx::create_dir_all(base, parent).map_err(|e| {
-            one(SpecKitError::Write {
-                path: parent.to_path_buf(),
-                message: e.to_string(),
-            })
-        })?;
-    }
-    crate::edge::plan_file::save(&plan, &target).map_err(|e| {
-        one(SpecKitError::Write {
-            path: target.clone(),
-            message: e.to_string(),
-        })
-    })?;
+    let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(one)?;
     Ok(Prepared {
         plan: target,
         plan_rel,
         warnings: parsed.warnings,
         scratch,
     })
+}
+
+/// The root and the tasks.md canonical, and the tasks.md relative to the root; a tasks.md
+/// outside the root or in its `.git` is refused.
+fn locate(root: &Path, tasks_md: &Path) -> Result<(PathBuf, PathBuf, String), SpecKitError> {
+    let abs = if tasks_md.is_absolute() {
+        tasks_md.to_path_buf()
+    } else {
+        root.join(tasks_md)
+    };
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let (root_c, abs_c) = (canon(root), canon(&abs));
+    if !abs_c.starts_with(&root_c) {
+        return Err(SpecKitError::Outside {
+            path: abs,
+            root: root.to_path_buf(),
+        });
+    }
+    let tasks_rel = rel(&root_c, &abs_c);
+    if crate::pure::paths::git_dir_prefix(&tasks_rel).is_some() {
+        return Err(SpecKitError::Outside {
+            path: abs,
+            root: root.to_path_buf(),
+        });
+    }
+    Ok((root_c, abs_c, tasks_rel))
+}
+
+/// Writes the plan at `plan_path` (under `root_c`), or with `write` false in a temporary
+/// directory, which comes back with the path written.
+fn save(
+    plan: &Plan,
+    root_c: &Path,
+    plan_path: PathBuf,
+    write: bool,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), SpecKitError> {
+    let scratch = if write {
+        None
+    } else {
+        Some(tempfile::tempdir().map_err(|e| SpecKitError::Write {
+            path: std::env::temp_dir(),
+            message: e.to_string(),
+        })?)
+    };
+    let target = scratch
+        .as_ref()
+        .map_or(plan_path, |d| d.path().join("plan.json"));
+    if let Some(parent) = target.parent() {
+        let base = if scratch.is_some() {
+            crate::edge::fsx::default_root(parent)
+        } else {
+            root_c
+        };
+        crate::edge::fsx::create_dir_all(base, parent).map_err(|e| SpecKitError::Write {
+            path: parent.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    }
+    crate::edge::plan_file::save(plan, &target).map_err(|e| SpecKitError::Write {
+        path: target.clone(),
+        message: e.to_string(),
+    })?;
+    Ok((target, scratch))
 }
 
 /// What ticking tasks.md did for a round commit.
