@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::pure::paths::Link;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::prompt::{self, FailedCheck, Unit};
+use crate::pure::said::{Halt, Said};
 
 /// A task gets at most this many attempts.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -142,8 +143,8 @@ pub struct Verdict {
     /// Unexpected files and other things the reviewer should know; never change the status.
     pub warnings: Vec<String>,
     /// Why no other attempt follows this failure, when a retry cannot help
-    /// ([`crate::pure::said::heed`]).
-    pub halt: Option<crate::pure::said::Halt>,
+    /// ([`heed`]).
+    pub halt: Option<Halt>,
 }
 
 /// Human form of a duration: `45s`, `30m`, `1h30m`.
@@ -514,6 +515,49 @@ pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
         s.push_str(&format!(", {failed} failed"));
     }
     s
+}
+
+/// At most this many refused calls are named in a reason.
+const REFUSED_SHOWN: usize = 3;
+
+/// Puts what the CLI said into a failed verdict: its failure text as the reason, the calls it
+/// refused, and why no retry follows. A completed or blocked verdict is left alone.
+pub fn heed(verdict: &mut Verdict, said: &Said) {
+    if verdict.status != Status::Failed {
+        return;
+    }
+    if let Some(f) = &said.failure {
+        verdict.result.clone_from(f);
+    }
+    if !said.refused.is_empty() {
+        let mut shown: Vec<String> = said
+            .refused
+            .iter()
+            .take(REFUSED_SHOWN)
+            .map(|r| format!("{r} (permission denied)"))
+            .collect();
+        if said.refused.len() > REFUSED_SHOWN {
+            shown.push(format!("and {} more", said.refused.len() - REFUSED_SHOWN));
+        }
+        verdict
+            .result
+            .push_str(&format!("; the agent was refused: {}", shown.join(", ")));
+    }
+    match &said.halt {
+        None => {}
+        Some(Halt::Task { why }) => {
+            verdict
+                .result
+                .push_str(&format!(" — not retried: {why}"));
+        }
+        Some(Halt::Run { secret }) => verdict.result.push_str(&format!(
+            " — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret {secret} (locally: export {secret}=…; on GitHub: gh secret set {secret})"
+        )),
+        Some(Halt::Budget) => verdict.result.push_str(
+            " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
+        ),
+    }
+    verdict.halt.clone_from(&said.halt);
 }
 
 #[cfg(test)]
@@ -969,5 +1013,57 @@ mod tests {
             serde_json::to_string(&e(Status::Completed)).unwrap(),
             r#"{"planIndex":0,"status":"completed","result":"","attempts":1,"acceptancePassed":true}"#
         );
+    }
+
+    use crate::pure::said::{Halt, Said};
+
+    fn failed(reason: &str) -> Verdict {
+        Verdict {
+            status: Status::Failed,
+            result: reason.into(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: Vec::new(),
+            halt: None,
+        }
+    }
+
+    #[test]
+    fn a_failure_is_told_in_the_clis_words_with_what_it_refused() {
+        let mut v = failed("spot-check failed: x.txt (to create) does not exist");
+        let said = Said {
+            failure: None,
+            halt: None,
+            refused: vec!["Write /work/repo/.git/x.txt".into()],
+        };
+        heed(&mut v, &said);
+        assert_eq!(
+            v.result,
+            "spot-check failed: x.txt (to create) does not exist; the agent was refused: Write /work/repo/.git/x.txt (permission denied)"
+        );
+        assert_eq!(v.halt, None);
+        let mut done = failed("x");
+        done.status = Status::Completed;
+        heed(&mut done, &said);
+        assert_eq!(done.result, "x", "a completed verdict is left alone");
+    }
+
+    #[test]
+    fn a_halt_says_why_there_is_no_retry() {
+        let mut v = failed("worker exited with status 1");
+        heed(
+            &mut v,
+            &Said {
+                failure: Some(
+                    "claude: Invalid API key · Fix external API key (API error 401)".into(),
+                ),
+                halt: Some(Halt::Run {
+                    secret: "ANTHROPIC_API_KEY".into(),
+                }),
+                refused: Vec::new(),
+            },
+        );
+        insta::assert_snapshot!(v.result, @"claude: Invalid API key · Fix external API key (API error 401) — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret ANTHROPIC_API_KEY (locally: export ANTHROPIC_API_KEY=…; on GitHub: gh secret set ANTHROPIC_API_KEY)");
+        assert!(matches!(v.halt, Some(Halt::Run { .. })));
     }
 }
