@@ -431,7 +431,7 @@ struct Location {
 impl Location {
     fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        let plan = plan.unwrap_or_else(|| PathBuf::from(plan::validate::DEFAULT_PLAN_REL));
+        let plan = plan.unwrap_or_else(|| PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL));
         let abs = if plan.is_absolute() {
             plan.clone()
         } else {

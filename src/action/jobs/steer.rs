@@ -25,7 +25,7 @@ use crate::action::runtime::Context;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
-use crate::pure::plan::{self, Plan, model::Status};
+use crate::pure::plan::{Plan, model::Status};
 
 /// In the status comment: the user asked to stop after the current round.
 pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
@@ -218,7 +218,8 @@ pub fn run(
             ..Default::default()
         });
     }
-    let dag = plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
+    let dag =
+        crate::pure::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
     let pr = trigger.pr_number;
     let reply = |text: String| -> Result<(), ActionError> {
         rt.block_on(client.comment(pr, &text))?;

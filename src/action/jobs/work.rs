@@ -24,7 +24,6 @@ use crate::edge::git::{RemoteAuth, Repo, changes_in};
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::hooks::{self, ToReview};
 use crate::pure::outcome;
-use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::review;
 
@@ -65,7 +64,7 @@ pub fn run(
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = crate::edge::plan_file::load(&plan_path)
         .map_err(crate::pure::plan::error::PlanErrors::from)?;
-    plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
     let Some(task) = plan.tasks.get(job.task) else {
         return Err(ActionError::Input(format!(
             "task {}: no such task (the plan has {}); the matrix and the plan at {base} disagree",

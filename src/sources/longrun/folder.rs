@@ -462,7 +462,7 @@ mod tests {
                 .unwrap()
                 .contains("# Models")
         );
-        assert!(crate::pure::plan::validate::check(&plan, Some(".long-run/plan.json")).is_ok());
+        assert!(crate::pure::validate::check(&plan, Some(".long-run/plan.json")).is_ok());
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn the_plan_has_context_prompts_and_state() {
         "specs/x/contracts/albums.yaml",
     ]);
     let plan = build(&p, "specs/x/tasks.md", &context);
-    let dag = crate::pure::plan::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
+    let dag = crate::pure::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
         .unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(dag.len(), 21);
     assert_eq!(plan.goal, "Photo Albums (specs/x/tasks.md)");
@@ -222,7 +222,7 @@ fn five_stories_sixty_tasks() {
     assert_eq!(task(&p, "T059").modify, ids(&["README.md"]));
     assert_eq!(p.warnings.len(), 8, "{:#?}", p.warnings);
     let plan = build(&p, "specs/002-inventory/tasks.md", &[]);
-    let dag = crate::pure::plan::validate::check(&plan, None).unwrap_or_else(|e| panic!("{e:?}"));
+    let dag = crate::pure::validate::check(&plan, None).unwrap_or_else(|e| panic!("{e:?}"));
     // Setup, Foundational, the stories side by side, Polish: the depth is that of one story.
     assert_eq!(dag.max_depth(), dag.depth(61));
     let deepest_story = (12..57).map(|t| dag.depth(t)).max().unwrap();
@@ -380,7 +380,7 @@ fn state_carries_over_for_unchanged_tasks() {
         [(0, "ticked in specs/x/tasks.md"), (3, "schema done")]
     );
     assert_eq!(fresh.progress.extra["round"], 4);
-    assert!(crate::pure::plan::validate::check(&fresh, None).is_ok());
+    assert!(crate::pure::validate::check(&fresh, None).is_ok());
 }
 
 #[test]

@@ -92,7 +92,7 @@ pub(super) fn files_of(
             continue;
         }
         match crate::pure::paths::normalize(&f) {
-            Ok(n) => match crate::pure::plan::validate::path_problem(&n, Some(plan_rel)) {
+            Ok(n) => match crate::pure::validate::path_problem(&n, Some(plan_rel)) {
                 Some(why) => problems.push((f, why.to_string())),
                 // A worker's edit of the task list is dropped from its patch: only dagexec
                 // ticks it.
