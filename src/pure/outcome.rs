@@ -787,29 +787,9 @@ mod tests {
         }
     }
 
-    #[test]
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-    fn verdicts() {
-        let p = plan();
-        let t = &p.tasks[1];
-        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
-        let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
-        assert_eq!(
-            (ok.status, ok.result.as_str()),
-            (Status::Completed, "helper added")
-        );
-        assert!(!ok.acceptance_passed, "criteria exist but were not run");
-
-        let mut r = report("COMPLETED: helper added");
-        r.acceptance = Some(vec![CheckRun {
-            criterion: "c".into(),
-            check: "npm test -- password".into(),
-            passed: true,
-            output: String::new(),
-        }]);
-        assert!(judge1(&r).acceptance_passed);
-
-        let cases: Vec<(AttemptReport, Status, &str)> = vec![
+    /// Attempts and the verdict each gets on task 1 of auth-v2.
+    fn verdict_cases() -> Vec<(AttemptReport, Status, &'static str)> {
+        vec![
             (
                 report("all good, trust me"),
                 Status::Failed,
@@ -887,8 +867,31 @@ mod tests {
                 Status::Failed,
                 "acceptance check failed: `npm test -- password`: FAIL password.test.ts",
             ),
-        ];
-        for (r, status, result) in cases {
+        ]
+    }
+
+    #[test]
+    fn verdicts() {
+        let p = plan();
+        let t = &p.tasks[1];
+        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
+        let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
+        assert_eq!(
+            (ok.status, ok.result.as_str()),
+            (Status::Completed, "helper added")
+        );
+        assert!(!ok.acceptance_passed, "criteria exist but were not run");
+
+        let mut r = report("COMPLETED: helper added");
+        r.acceptance = Some(vec![CheckRun {
+            criterion: "c".into(),
+            check: "npm test -- password".into(),
+            passed: true,
+            output: String::new(),
+        }]);
+        assert!(judge1(&r).acceptance_passed);
+
+        for (r, status, result) in verdict_cases() {
             let v = judge1(&r);
             assert_eq!((v.status, v.result.as_str()), (status, result), "{r:?}");
         }
