@@ -725,16 +725,12 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
         all_gone(&spec.cwd.join("pids")).await;
     }
 
-    /// The worker-behaviour matrix: whatever a worker does to its pipes and processes, the
-    /// run ends with the right exit, keeps what it can of the output, and leaves no process
-    /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-    async fn worker_behaviour_matrix() {
+    /// The matrix's rows: name, worker body, timeout (ms), the exit and the stdout expected.
+    fn behaviour_rows() -> Vec<(&'static str, String, Option<u32>, Exit, &'static str)> {
         // Waits (inside the worker) until `f` exists; the escaped process writes it.
         let await_file = |f: &str| format!("while [ ! -s {f} ]; do sleep 0.05; done;");
         let escaped = "setsid sh -c 'echo $$ > esc.tmp; mv esc.tmp esc; exec sleep 60'";
-        let rows: Vec<(&str, String, Option<u32>, Exit, &str)> = vec![
+        vec![
             (
                 "closes_stdout",
                 "echo $$ > pids; exec >&-; echo lost; echo 'to stderr' >&2".into(),
@@ -807,8 +803,15 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
                 Exit::Signal(11),
                 "before\n",
             ),
-        ];
-        for (name, body, timeout_ms, exit, stdout) in rows {
+        ]
+    }
+
+    /// The worker-behaviour matrix: whatever a worker does to its pipes and processes, the
+    /// run ends with the right exit, keeps what it can of the output, and leaves no process
+    /// of the worker's behind (`pids` lists the leader, then the leftovers to check).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn worker_behaviour_matrix() {
+        for (name, body, timeout_ms, exit, stdout) in behaviour_rows() {
             let (_dir, mut spec) = setup(name, &body);
             if let Some(ms) = timeout_ms {
                 spec.timeout = ms * MS;
