@@ -1,4 +1,5 @@
-//! What follows a rejection (retry, fresh start, escalation), the feedback block, and the conclusion of a review.
+//! What follows a rejection (retry, fresh start, escalation), the feedback block, and the
+//! conclusion of a review.
 
 use super::{MAX_IDENTICAL_REJECTIONS, Review, ReviewEntry, Word, escalation_question, history};
 use crate::pure::outcome::{MAX_ATTEMPTS, Verdict};

@@ -1,4 +1,5 @@
-//! The schedules played on a clock: the local rounds, waves and eager on slots, and the Action's rounds and conductor, with the engine's own decisions.
+//! The schedules played on a clock: the local rounds, waves and eager on slots, and the Action's
+//! rounds and conductor, with the engine's own decisions.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

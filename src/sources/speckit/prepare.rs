@@ -1,4 +1,5 @@
-//! `--plan …/tasks.md` prepared: the tasks.md located, read and parsed, its plan checked (errors at their line of tasks.md), carried over and written.
+//! `--plan …/tasks.md` prepared: the tasks.md located, read and parsed, its plan checked (errors at
+//! their line of tasks.md), carried over and written.
 
 use super::parse::{Parsed, parse};
 use super::{CONTEXT_DOCS, SpecKitError, build, carry_over, generated_plan_rel};

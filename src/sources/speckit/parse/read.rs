@@ -1,4 +1,5 @@
-//! Reading the lines of a tasks.md: the title, sections, phase fields and task lines (no edges yet).
+//! Reading the lines of a tasks.md: the title, sections, phase fields and task lines (no edges
+//! yet).
 
 use super::SpecKitError;
 use super::{
