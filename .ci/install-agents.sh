@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs the agent CLIs at the versions `dagexec init` pins (src/actions/init.rs; a test checks
+# Installs the agent CLIs at the versions `dagexec init` pins (src/action/init/worker.rs; a test checks
 # the two agree) into .ci/tools/agents, for tests/it/real_agents.rs, which runs them against a
 # scripted model server. From the npm registry only; idempotent (a stamp of the versions).
 #   bash .ci/install-agents.sh          # DAGEXEC_TOOLS_DIR overrides .ci/tools
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 dir="${DAGEXEC_TOOLS_DIR:-$here/tools}/agents"
-# Pinned versions: the same as src/actions/init.rs (CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION).
+# Pinned versions: the same as src/action/init/worker.rs (CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION).
 want="@anthropic-ai/claude-code@2.1.328 @openai/codex@0.169.0 @google/gemini-cli@0.61.0"
 stamp="$dir/.stamp"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$dir/node_modules/.bin/claude" && -x "$dir/node_modules/.bin/codex" && -x "$dir/node_modules/.bin/gemini" ]]; then

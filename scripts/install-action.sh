@@ -4,19 +4,30 @@
 #   install-action.sh locate   what to install: step outputs mode (release|source), dir (where
 #                              the binary goes: the path actions/cache keeps for a source build)
 #                              and key (the cache key: platform, profile and a hash of the source)
-#   install-action.sh          install it; prints the binary's path as the step output `bin`
+#   install-action.sh          install it; step outputs `bin` (the binary's path), `build` (its
+#                              SHA-256) and `fresh` (true when this job built or downloaded it)
 #
 # A released ref (dist/checksums.txt names a version and a SHA-256 per platform) downloads the
-# release asset and checks it against the pinned SHA-256, refusing a mismatch. Anything else (a
-# fork, a branch, a commit without a release, `uses: ./`) builds the action's own source with
-# cargo, once: an existing binary for the same source (restored by actions/cache, or left by an
-# earlier job on a self-hosted runner) is used as it is, with or without cargo on the machine.
+# release asset and checks it against the pinned SHA-256, refusing a mismatch; the checked
+# archive is kept beside the binary, and a binary already there is run only after its archive
+# is checked again and the binary extracted from it afresh. Anything else (a fork, a branch, a
+# commit without a release, `uses: ./`) builds the action's own source with cargo, once.
+#
+# A source build already present (restored by actions/cache, or left by an earlier job on a
+# self-hosted runner) may have been put there by task code: a work job that became root can
+# save a cache entry in the execution branch's scope, which actions/cache prefers. It is run
+# only when its SHA-256 is the one pinned by the trusted job that started this run
+# (DAGEXEC_BUILD_SHA256, the action's `build` input) or, with no pin, when this job runs on
+# the default branch (GITHUB_REF is refs/heads/$DAGEXEC_DEFAULT_BRANCH). Otherwise it is
+# removed with a warning that says why, and built afresh (with cargo).
 #
 # Environment: DAGEXEC_ACTION_REPOSITORY (github.action_repository; empty for `uses: ./`),
-# DAGEXEC_TOOL_CACHE (where binaries are kept; default the runner's tool cache),
-# DAGEXEC_RELEASE_BASE_URL (where release assets are downloaded from; default
-# $GITHUB_SERVER_URL/<repository>/releases/download; the release-path CI serves a local copy),
-# DAGEXEC_BUILD_PROFILE=dev (an unoptimised source build, for the action's own tests).
+# DAGEXEC_BUILD_SHA256 (the pin; empty for none), DAGEXEC_DEFAULT_BRANCH
+# (github.event.repository.default_branch), DAGEXEC_TOOL_CACHE (where binaries are kept;
+# default the runner's tool cache), DAGEXEC_RELEASE_BASE_URL (where release assets are
+# downloaded from; default $GITHUB_SERVER_URL/<repository>/releases/download; the release-path
+# CI serves a local copy), DAGEXEC_BUILD_PROFILE=dev (an unoptimised source build, for the
+# action's own tests).
 set -euo pipefail
 
 mode_arg="${1:-install}"
@@ -73,31 +84,74 @@ if [[ "$mode_arg" == locate ]]; then
   exit 0
 fi
 
+pin="${DAGEXEC_BUILD_SHA256:-}"
+if [[ -n "$pin" && ! "$pin" =~ ^[0-9a-f]{64}$ ]]; then
+  echo "::error title=dagexec install::the build input ($pin) is not a SHA-256 (64 lower-case hex digits); it is set by dagexec's own jobs only"
+  exit 1
+fi
+default_branch="${DAGEXEC_DEFAULT_BRANCH:-}"
+on_default=false
+[[ -n "$default_branch" && "${GITHUB_REF:-}" == "refs/heads/$default_branch" ]] && on_default=true
+
+# Moves `dir` aside and removes it: a binary not to run is never run, by this job or a later one.
+discard() {
+  local gone="$1.untrusted-$$"
+  mv -T "$1" "$gone" 2>/dev/null && rm -rf "$gone" || rm -rf "$1"
+}
+
+fresh=false
 if [[ "$mode" == release ]]; then
-  if [[ ! -x "$dir/dagexec" ]]; then
+  bin="$dir/dagexec"
+  archive="$dir/$asset"
+  # Whatever is in the tool cache is run only as extracted from an archive checked now.
+  if [[ -f "$archive" && "$(sha256 "$archive")" == "$expected" ]]; then
+    echo "$asset: SHA-256 $expected, as dist/checksums.txt pins (kept from an earlier job)"
+  else
+    if [[ -e "$dir" ]]; then
+      echo "::warning title=dagexec install::$dir holds no $asset with the SHA-256 dist/checksums.txt pins ($expected); not running what is there: downloading afresh"
+      discard "$dir"
+    fi
     mkdir -p "$dir"
     url="$base_url/$version/$asset"
     echo "Downloading $url"
-    curl --fail --silent --show-error --location --retry 3 --output "$dir/$asset" "$url"
-    actual="$(sha256 "$dir/$asset")"
+    curl --fail --silent --show-error --location --retry 3 --output "$archive" "$url"
+    actual="$(sha256 "$archive")"
     if [[ "$actual" != "$expected" ]]; then
       echo "::error title=dagexec install::$asset has SHA-256 $actual, but dist/checksums.txt pins $expected; refusing to run it"
-      rm -f "$dir/$asset"
+      rm -f "$archive"
       exit 1
     fi
     echo "$asset: SHA-256 $actual, as dist/checksums.txt pins"
-    tar -xzf "$dir/$asset" -C "$dir" dagexec
-    rm -f "$dir/$asset"
+    fresh=true
   fi
-  bin="$dir/dagexec"
+  # Extracted beside it and renamed into place: a job of a shared tool cache never finds it
+  # missing or half written.
+  fresh_dir="$(mktemp -d "$dir/.extract-XXXXXX")"
+  tar -xzf "$archive" -C "$fresh_dir" dagexec
+  mv -f "$fresh_dir/dagexec" "$bin"
+  rm -rf "$fresh_dir"
 else
   bin="$dir/bin/dagexec"
-  if [[ -x "$bin" ]]; then
-    echo "Using the dagexec built earlier from this source ($dir)"
-  else
-    # No release asset for this ref and no earlier build of this source: build it.
+  if [[ -e "$dir" ]]; then
+    present="$( [[ -f "$bin" ]] && sha256 "$bin" || echo none)"
+    if [[ -n "$pin" && "$present" == "$pin" ]]; then
+      echo "Using the dagexec built earlier from this source ($dir): SHA-256 $present, as this run was started with"
+    elif [[ -z "$pin" && "$on_default" == true && -x "$bin" ]]; then
+      echo "Using the dagexec built earlier from this source ($dir): this job runs on the default branch ($default_branch), whose cache scope no task code writes"
+    else
+      if [[ -n "$pin" ]]; then
+        why="its SHA-256 is $present, not the $pin this run was started with (a trusted job built or checked that one)"
+      else
+        why="this run was started with no build pin (the \`build\` input: a workflow written by an older \`dagexec init\` passes none; run it again) and does not run on the default branch, whose cache scope is the only one task code cannot write"
+      fi
+      echo "::warning title=dagexec install::not running the dagexec build found in $dir (restored from the Actions cache, or left on this runner): $why. Task code of an earlier job can leave a binary there; removing it and building afresh."
+      discard "$dir"
+    fi
+  fi
+  if [[ ! -x "$bin" ]]; then
+    # No release asset for this ref and no trusted build of this source: build it.
     if ! command -v cargo >/dev/null 2>&1; then
-      echo "::error title=dagexec install::no release asset for this ref, no cached build of its source, and no cargo to build one; use a released, pinned ref (see \`dagexec init\`) or install Rust first"
+      echo "::error title=dagexec install::no release asset for this ref, no trusted build of its source, and no cargo to build one; use a released, pinned ref (see \`dagexec init\`) or install Rust first"
       exit 1
     fi
     profile=()
@@ -111,7 +165,10 @@ else
         cargo install --quiet --locked "${profile[@]}" --path "$action_path" --root "$dir" --force
       fi
     ) 9>"$cache/build.lock"
+    fresh=true
   fi
 fi
+build="$(sha256 "$bin")"
 "$bin" --version
-echo "bin=$bin" >> "${GITHUB_OUTPUT:-/dev/null}"
+echo "dagexec build: SHA-256 $build"
+{ echo "bin=$bin"; echo "build=$build"; echo "fresh=$fresh"; } >> "${GITHUB_OUTPUT:-/dev/null}"

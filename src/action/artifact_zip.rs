@@ -222,21 +222,8 @@ fn zip64_values(extra: &[u8], wanted: [bool; 3]) -> Option<[Option<u64>; 3]> {
 /// Reads the central directory (refused first if it is larger than [`MAX_DIRECTORY_BYTES`] or
 /// has more than [`MAX_ENTRIES`] entries) and returns the expected entries it names, each
 /// checked; every other entry is skipped without being kept.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Wanted>, String> {
-    if end.entries > MAX_ENTRIES {
-        return Err(format!(
-            "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
-             artifact may have (it has 3); refused before reading them",
-            end.entries
-        ));
-    }
-    if end.directory_size > MAX_DIRECTORY_BYTES {
-        return Err(format!(
-            "the artifact's zip has a central directory of {} bytes, more than {MAX_DIRECTORY_BYTES}; refused",
-            end.directory_size
-        ));
-    }
+    check_directory_size(end)?;
     let start = end.directory_offset;
     let stop = start
         .checked_add(end.directory_size)
@@ -244,7 +231,6 @@ fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Want
         .ok_or_else(|| format!("{NOT_A_ZIP} (its central directory lies outside it)"))?;
     let dir = read_at(archive, start, (stop - start) as usize)?;
     let dir = dir.as_slice();
-    let broken = |what: &str| format!("{NOT_A_ZIP} ({what} in its central directory)");
     let mut found: Vec<Wanted> = Vec::new();
     let mut at = 0;
     for _ in 0..end.entries {
@@ -252,7 +238,6 @@ fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Want
             return Err(broken("a missing entry"));
         }
         let field16 = |o| u16_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
-        let field32 = |o| u32_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
         let (name_len, extra_len, comment_len) = (field16(28)?, field16(30)?, field16(32)?);
         let name_at = at + 46;
         let extra_at = name_at + usize::from(name_len);
@@ -266,64 +251,113 @@ fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Want
             if found.iter().any(|w| w.name == name) {
                 return Err(format!("the artifact's zip holds {name} twice; refused"));
             }
-            let made_by = field16(4)?;
-            let mode = if made_by >> 8 == 3 {
-                field32(38)? >> 16
-            } else {
-                0
+            let raw = Raw {
+                dir,
+                at,
+                extra: &dir[extra_at..extra_at + usize::from(extra_len)],
             };
-            if !matches!(mode & 0o170_000, 0 | 0o100_000) {
-                return Err(format!("{name} is not a regular file in the artifact"));
-            }
-            let flags = field16(8)?;
-            if flags & 1 != 0 {
-                return Err(format!("{name} is encrypted in the artifact; refused"));
-            }
-            let method = field16(10)?;
-            if !matches!(method, 0 | 8) {
-                return Err(format!(
-                    "{name} is compressed with method {method} in the artifact (only stored \
-                     and deflated entries are read); refused"
-                ));
-            }
-            let (compressed, uncompressed, local) = (field32(20)?, field32(24)?, field32(42)?);
-            let extra = &dir[extra_at..extra_at + usize::from(extra_len)];
-            let maxed = [uncompressed, compressed, local].map(|v| v == u32::MAX);
-            let [u64u, u64c, u64l] = if maxed.contains(&true) {
-                zip64_values(extra, maxed).ok_or_else(|| broken("a broken zip64 field"))?
-            } else {
-                [None; 3]
-            };
-            let wanted = Wanted {
-                name,
-                limit,
-                flags,
-                method,
-                crc: field32(16)?,
-                compressed: u64c.unwrap_or(compressed.into()),
-                uncompressed: u64u.unwrap_or(uncompressed.into()),
-                local: u64l.unwrap_or(local.into()),
-            };
-            if wanted.uncompressed > limit {
-                return Err(format!("{name} is larger than {limit} bytes; refused"));
-            }
-            let data_end = wanted
-                .local
-                .checked_add(30)
-                .and_then(|e| e.checked_add(wanted.compressed));
-            if data_end.is_none_or(|e| e > start) {
-                return Err(format!(
-                    "{name} lies outside the artifact's data (past its central directory); refused"
-                ));
-            }
-            if u32_at(&read_at(archive, wanted.local, 4)?, 0) != Some(LOCAL) {
-                return Err(broken("an entry without its local header"));
-            }
-            found.push(wanted);
+            found.push(check_entry(archive, &raw, (name, limit), start)?);
         }
         at = next;
     }
     Ok(found)
+}
+
+/// Why the archive is no zip: `what` is wrong in its central directory.
+fn broken(what: &str) -> String {
+    format!("{NOT_A_ZIP} ({what} in its central directory)")
+}
+
+/// Refuses a central directory of more entries or bytes than an artifact's.
+fn check_directory_size(end: &End) -> Result<(), String> {
+    if end.entries > MAX_ENTRIES {
+        return Err(format!(
+            "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
+             artifact may have (it has 3); refused before reading them",
+            end.entries
+        ));
+    }
+    if end.directory_size > MAX_DIRECTORY_BYTES {
+        return Err(format!(
+            "the artifact's zip has a central directory of {} bytes, more than {MAX_DIRECTORY_BYTES}; refused",
+            end.directory_size
+        ));
+    }
+    Ok(())
+}
+
+/// A central directory entry: the directory, where the entry starts, its extra field.
+struct Raw<'d> {
+    dir: &'d [u8],
+    at: usize,
+    extra: &'d [u8],
+}
+
+/// An expected entry (`name`, at most `limit` bytes), checked: a regular file, not
+/// encrypted, stored or deflated, within its limit, its data before the central directory
+/// (which starts at `start`) and behind a local header.
+fn check_entry<R: Read + Seek>(
+    archive: &mut R,
+    raw: &Raw<'_>,
+    (name, limit): (&'static str, u64),
+    start: u64,
+) -> Result<Wanted, String> {
+    let (dir, at) = (raw.dir, raw.at);
+    let field16 = |o| u16_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
+    let field32 = |o| u32_at(dir, at + o).ok_or_else(|| broken("a cut entry"));
+    let made_by = field16(4)?;
+    let mode = if made_by >> 8 == 3 {
+        field32(38)? >> 16
+    } else {
+        0
+    };
+    if !matches!(mode & 0o170_000, 0 | 0o100_000) {
+        return Err(format!("{name} is not a regular file in the artifact"));
+    }
+    let flags = field16(8)?;
+    if flags & 1 != 0 {
+        return Err(format!("{name} is encrypted in the artifact; refused"));
+    }
+    let method = field16(10)?;
+    if !matches!(method, 0 | 8) {
+        return Err(format!(
+            "{name} is compressed with method {method} in the artifact (only stored \
+             and deflated entries are read); refused"
+        ));
+    }
+    let (compressed, uncompressed, local) = (field32(20)?, field32(24)?, field32(42)?);
+    let maxed = [uncompressed, compressed, local].map(|v| v == u32::MAX);
+    let [u64u, u64c, u64l] = if maxed.contains(&true) {
+        zip64_values(raw.extra, maxed).ok_or_else(|| broken("a broken zip64 field"))?
+    } else {
+        [None; 3]
+    };
+    let wanted = Wanted {
+        name,
+        limit,
+        flags,
+        method,
+        crc: field32(16)?,
+        compressed: u64c.unwrap_or(compressed.into()),
+        uncompressed: u64u.unwrap_or(uncompressed.into()),
+        local: u64l.unwrap_or(local.into()),
+    };
+    if wanted.uncompressed > limit {
+        return Err(format!("{name} is larger than {limit} bytes; refused"));
+    }
+    let data_end = wanted
+        .local
+        .checked_add(30)
+        .and_then(|e| e.checked_add(wanted.compressed));
+    if data_end.is_none_or(|e| e > start) {
+        return Err(format!(
+            "{name} lies outside the artifact's data (past its central directory); refused"
+        ));
+    }
+    if u32_at(&read_at(archive, wanted.local, 4)?, 0) != Some(LOCAL) {
+        return Err(broken("an entry without its local header"));
+    }
+    Ok(wanted)
 }
 
 /// The archive as the `zip` crate sees it: its bytes up to its central directory (the first

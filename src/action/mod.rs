@@ -21,10 +21,13 @@ pub mod artifact_zip;
 pub mod init;
 pub mod jobs;
 pub mod matrix;
+pub mod protocol;
 mod publish;
 pub mod report;
 pub mod rounds;
 pub mod runtime;
+pub mod steering;
+pub mod writer;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,6 +57,9 @@ pub struct Inputs {
     /// The `max-cost` budget (plan, finalize): no round is planned or dispatched once the
     /// plan's recorded spend reaches it.
     pub max_cost: Option<crate::pure::usage::Budget>,
+    /// The SHA-256 of the running dagexec binary (`DAGEXEC_BUILD_SHA256`, from the action's
+    /// install step; empty outside it): sent as the `build` input of every dispatch.
+    pub build: String,
 }
 
 /// Why an Action command could not do its job (a task failing is not such a reason).
@@ -220,17 +226,27 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
         .map_err(|e| ActionError::Input(format!("cannot start the async runtime: {e}")))
 }
 
-/// The inputs of a `workflow_dispatch` that runs the plan at `plan_rel` on `branch` (a
-/// conductor's task run adds `task`, `attempt` and `base`).
+/// The inputs of a `workflow_dispatch` that runs the plan of `inputs` on `branch` (a
+/// conductor's task run adds `task`, `attempt` and `base`), with `build`, the SHA-256 of this
+/// binary, when known: the pin the started run's jobs check a restored build against. Only
+/// trusted jobs dispatch, so the pin travels only through channels task code cannot write. A
+/// workflow written by an older `dagexec init` declares no `build` input; GitHub refuses such
+/// a dispatch and [`crate::edge::github::Client::dispatch`] sends it again without the pin.
 pub(crate) fn dispatch_inputs(
-    plan_rel: &str,
+    inputs: &Inputs,
     branch: &str,
 ) -> serde_json::Map<String, serde_json::Value> {
-    let mut inputs = serde_json::Map::new();
-    inputs.insert("plan".into(), plan_rel.into());
-    inputs.insert("branch".into(), branch.into());
-    inputs
+    let mut map = serde_json::Map::new();
+    map.insert("plan".into(), inputs.plan_rel.as_str().into());
+    map.insert("branch".into(), branch.into());
+    if !inputs.build.is_empty() {
+        map.insert(BUILD_INPUT.into(), inputs.build.as_str().into());
+    }
+    map
 }
+
+/// The dispatch input that carries the build pin (`templates/dagexec.yml`'s `build`).
+pub const BUILD_INPUT: &str = "build";
 
 #[cfg(test)]
 mod tests {

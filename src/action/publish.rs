@@ -9,10 +9,10 @@
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
-use super::jobs::{comment, steer};
 use super::report::{self, Links, Stop};
 use super::rounds::Round;
 use super::runtime::{self, Context};
+use super::steering::{self, comment};
 use super::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::{
@@ -24,7 +24,7 @@ use crate::pure::plan;
 
 /// What [`Ending::finish`] did on GitHub.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Published {
+pub(crate) struct Published {
     pub pr: Option<u64>,
     pub dispatched: bool,
     /// `/execute abort` asked to stop after this round.
@@ -35,7 +35,7 @@ pub(super) struct Published {
 
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
-pub(super) struct Ending<'a> {
+pub(crate) struct Ending<'a> {
     pub rt: &'a tokio::runtime::Runtime,
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
@@ -121,7 +121,7 @@ impl Ending<'_> {
                     app_id: inputs.app_id,
                 };
                 let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
-                rt.block_on(steer::abort_confirmed(c, n, &marked))?
+                rt.block_on(steering::abort_confirmed(c, n, &marked))?
             }
             None => false,
         };
@@ -142,7 +142,7 @@ impl Ending<'_> {
 
     /// Starts the next round on the execution branch.
     fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = super::dispatch_inputs(&self.inputs.plan_rel, &self.round.branch);
+        let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
         self.rt
             .block_on(c.dispatch(workflow, branch, &inputs_json))?;
@@ -155,7 +155,6 @@ impl Ending<'_> {
     /// asked to stop, the one status comment, and the `dagexec` check run on a stop or
     /// completion (ready for review on completion). Every comment is found again by its
     /// marker, so a re-run finalize creates nothing twice.
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     pub(super) fn finish(
         &self,
         plan: &plan::model::Plan,
@@ -172,35 +171,73 @@ impl Ending<'_> {
         // run stops or completes).
         let step = if stop.is_some() { "final-push" } else { "push" };
         crate::flow::failpoint(step, self.round.round);
-        let Ending {
-            rt,
-            client,
-            ctx,
-            repo,
-            round,
-            inputs,
-            ..
-        } = *self;
-        let Some(c) = client else {
+        let Some(c) = self.client else {
             if let Some(s) = stop {
-                let (title, summary) = report::check_run_text(plan, s, &round.branch);
+                let (title, summary) = report::check_run_text(plan, s, &self.round.branch);
                 println!("{title}\n\n{summary}");
             }
             return Ok(Published::default());
         };
+        let pr = self.pull_request(c, plan, links, stop)?;
+        println!("Pull request #{}: {}", pr.number, pr.html_url);
+        let n = pr.number;
+        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
+        // is reported and ignored.
+        let me = comment::Identity {
+            app_id: self.inputs.app_id,
+        };
+        let marked = self.rt.block_on(comment::trusted_marked(c, n, me))?;
+        for other in &marked.ignored {
+            println!(
+                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
+                other.id, other.author.login
+            );
+        }
+        self.ask(c, n, plan, &marked, preflight)?;
+        let aborted = self.rt.block_on(steering::abort_confirmed(c, n, &marked))?;
+        let dispatched = more && !aborted;
+        if dispatched {
+            self.dispatch(c)?;
+        }
+        self.write_status((c, n), plan, links, &marked, more && aborted)?;
+        if let Some(s) = stop {
+            self.check_run(c, plan, s, &pr)?;
+        }
+        Ok(Published {
+            pr: Some(n),
+            dispatched,
+            aborted,
+            stale: false,
+        })
+    }
+
+    /// The pull request of the branch, its body brought up to date; opened as a draft on the
+    /// first round.
+    fn pull_request(
+        &self,
+        c: &Client,
+        plan: &plan::model::Plan,
+        links: &Links,
+        stop: Option<&Stop>,
+    ) -> Result<crate::edge::github::ops::PullRequest, ActionError> {
+        let (ctx, round) = (self.ctx, self.round);
         let ran = crate::pure::timeline::Ran {
             schedule: self.schedule,
             place: crate::pure::simulate::Place::Actions,
-            slots: inputs.max_parallel,
+            slots: self.inputs.max_parallel,
         };
         let body = report::pr_body(plan, round.round, links, stop, ran);
-        let pr = rt.block_on(async {
+        let pr = self.rt.block_on(async {
             if let Some(pr) = c.find_pull(&round.branch).await? {
                 c.update_pull_body(pr.number, &body).await?;
                 Ok::<_, crate::edge::github::ApiError>(pr)
             } else {
+                // The ref the run was started on; a round runs on its own branch once the run
+                // that started it was on the default branch (see `plan`): that one.
                 let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
                     ctx.ref_name.clone()
+                } else if !ctx.default_branch.is_empty() {
+                    ctx.default_branch.clone()
                 } else {
                     c.default_branch().await?
                 };
@@ -218,56 +255,62 @@ impl Ending<'_> {
                 }
             }
         })?;
-        println!("Pull request #{}: {}", pr.number, pr.html_url);
-        let n = pr.number;
-        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
-        // is reported and ignored.
-        let me = comment::Identity {
-            app_id: inputs.app_id,
-        };
-        let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
-        for other in &marked.ignored {
-            println!(
-                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
-                other.id, other.author.login
-            );
-        }
-        rt.block_on(async {
+        Ok(pr)
+    }
+
+    /// One comment per open question on pull request `n`, and the pre-flight question.
+    fn ask(
+        &self,
+        c: &Client,
+        n: u64,
+        plan: &plan::model::Plan,
+        marked: &comment::Trusted,
+        preflight: Option<&str>,
+    ) -> Result<(), ActionError> {
+        self.rt.block_on(async {
             for (i, q) in crate::pure::question::open(plan) {
-                let text = steer::question_comment(i, &plan.tasks[i].subject, &q);
-                let marker = steer::question_marker(&i.to_string());
+                let text = steering::question_comment(i, &plan.tasks[i].subject, &q);
+                let marker = steering::question_marker(&i.to_string());
                 c.upsert_marked_comment(n, &marker, &text, &marked.own)
                     .await?;
             }
             if let Some(message) = preflight {
                 c.upsert_marked_comment(
                     n,
-                    &steer::question_marker("preflight"),
-                    &steer::preflight_comment(message),
+                    &steering::question_marker("preflight"),
+                    &steering::preflight_comment(message),
                     &marked.own,
                 )
                 .await?;
             }
             Ok::<_, crate::edge::github::ApiError>(())
         })?;
-        let aborted = rt.block_on(steer::abort_confirmed(c, n, &marked))?;
-        let dispatched = more && !aborted;
-        if dispatched {
-            self.dispatch(c)?;
-        }
+        Ok(())
+    }
+
+    /// The one status comment on pull request `n` (`stopped`: work waits, but `/execute abort` stopped it).
+    fn write_status(
+        &self,
+        (c, n): (&Client, u64),
+        plan: &plan::model::Plan,
+        links: &Links,
+        marked: &comment::Trusted,
+        stopped: bool,
+    ) -> Result<(), ActionError> {
+        let (rt, round) = (self.rt, self.round);
         let (_, part) = super::rounds::position(plan);
-        let waiting = if more && aborted && part > 0 {
+        let waiting = if stopped && part > 0 {
             format!(
                 "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
                 round.round
             )
-        } else if more && aborted {
+        } else if stopped {
             format!(
                 "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
                 round.round
             )
         } else {
-            steer::waiting_on(plan)
+            steering::waiting_on(plan)
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
         let status_id =
@@ -277,42 +320,48 @@ impl Ending<'_> {
         for other in marked.own.iter().filter(|o| {
             o.id != status_id
                 && o.starts_with(comment::STATUS_MARKER)
-                && o.body.contains(steer::ABORT_MARKER)
+                && o.body.contains(steering::ABORT_MARKER)
         }) {
             rt.block_on(c.update_comment(other.id, &status))?;
         }
-        if let Some(s) = stop {
-            let (title, summary) = report::check_run_text(plan, s, &round.branch);
-            let conclusion = match s {
-                Stop::Completed => Conclusion::Success,
-                Stop::NeedsInput(_) => Conclusion::ActionRequired,
-                _ => Conclusion::Failure,
-            };
-            let head = repo.head()?;
-            rt.block_on(c.complete_check_run(&CheckRun {
-                name: "dagexec",
-                head_sha: &head,
-                conclusion,
-                title: &title,
-                summary: &summary,
-                details_url: ctx.run_url().as_deref(),
-            }))?;
-            if conclusion != Conclusion::Success {
-                if conclusion == Conclusion::Failure {
-                    runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
-                }
-                let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
+        Ok(())
+    }
+
+    /// The `dagexec` check run for stop `s` (and the pull request ready for review on
+    /// completion).
+    fn check_run(
+        &self,
+        c: &Client,
+        plan: &plan::model::Plan,
+        s: &Stop,
+        pr: &crate::edge::github::ops::PullRequest,
+    ) -> Result<(), ActionError> {
+        let (rt, ctx) = (self.rt, self.ctx);
+        let (title, summary) = report::check_run_text(plan, s, &self.round.branch);
+        let conclusion = match s {
+            Stop::Completed => Conclusion::Success,
+            Stop::NeedsInput(_) => Conclusion::ActionRequired,
+            _ => Conclusion::Failure,
+        };
+        let head = self.repo.head()?;
+        rt.block_on(c.complete_check_run(&CheckRun {
+            name: "dagexec",
+            head_sha: &head,
+            conclusion,
+            title: &title,
+            summary: &summary,
+            details_url: ctx.run_url().as_deref(),
+        }))?;
+        if conclusion != Conclusion::Success {
+            if conclusion == Conclusion::Failure {
+                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
             }
-            if *s == Stop::Completed && pr.draft {
-                rt.block_on(c.mark_ready(&pr))?;
-                println!("Marked #{} ready for review.", pr.number);
-            }
+            let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }
-        Ok(Published {
-            pr: Some(n),
-            dispatched,
-            aborted,
-            stale: false,
-        })
+        if *s == Stop::Completed && pr.draft {
+            rt.block_on(c.mark_ready(pr))?;
+            println!("Marked #{} ready for review.", pr.number);
+        }
+        Ok(())
     }
 }

@@ -272,19 +272,30 @@ pub fn pr_body(
     s
 }
 
+/// What a job summary is about: round `round`, the tasks of `batch`, and those that wait
+/// for a later round.
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a> {
+    pub round: u32,
+    pub batch: &'a [usize],
+    pub waiting: &'a [usize],
+}
+
 /// The job summary of one finalize or conductor: the round's progress, the whole table, the
 /// attempts that ended in this job (`events`, the job's own), and the run's timeline so far
 /// (the plan's recorded attempts, beside the prediction for `ran`).
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub fn round_summary(
     plan: &Plan,
-    round: u32,
-    batch: &[usize],
+    part: Part<'_>,
     links: &Links,
-    waiting: &[usize],
     events: &[crate::pure::events::Stamped],
     ran: crate::pure::timeline::Ran,
 ) -> String {
+    let Part {
+        round,
+        batch,
+        waiting,
+    } = part;
     let mut s = format!(
         "## dagexec round {round}\n\n```\n{}```\n\n",
         summary::round_progress(plan, round, batch)
@@ -311,10 +322,31 @@ pub fn round_summary(
 }
 
 /// The `dagexec` check run's title and summary when a run stops or completes.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String) {
     let mut s = String::new();
-    let title = match stop {
+    let title = check_run_title(plan, stop);
+    match stop {
+        Stop::Completed => {}
+        Stop::Budget(why) => budget_text(&mut s, plan, why, branch),
+        Stop::NeedsInput(why) => {
+            let _ = writeln!(
+                s,
+                "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
+            );
+        }
+        Stop::CircuitBreaker(why) | Stop::Deadlock(why) => failed_text(&mut s, plan, why, branch),
+    }
+    s.push('\n');
+    s.push_str(&summary::final_summary_for(
+        plan,
+        summary::Reader::PullRequest,
+    ));
+    (title, s)
+}
+
+/// The check run's title for `stop`.
+fn check_run_title(plan: &Plan, stop: &Stop) -> String {
+    match stop {
         Stop::Completed => format!("All {} tasks completed", plan.tasks.len()),
         Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
         Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
@@ -326,88 +358,78 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
                 None => format!("Stopped: {what}"),
             }
         }
-    };
-    match stop {
-        Stop::Completed => {}
-        Stop::Budget(why) => {
-            let _ = writeln!(s, "{}\n", cell(why, 400));
-            let spent = crate::pure::usage::per_task(plan);
-            let bought: Vec<String> = plan
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.status == Status::Completed)
-                .map(|(i, t)| {
-                    let cost = spent
-                        .get(&i)
-                        .map(super::super::pure::usage::Totals::cost_text)
-                        .unwrap_or_default();
-                    let cost = if cost.is_empty() {
-                        "no cost reported".into()
-                    } else {
-                        cost
-                    };
-                    format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
-                })
-                .collect();
-            if !bought.is_empty() {
-                let _ = writeln!(s, "### What it bought\n{}\n", bought.join("\n"));
-            }
-            let _ = writeln!(
-                s,
-                "### How to go on\nRaise the `max-cost` input of the plan and finalize steps, then comment `/execute` on this pull request (or run the workflow on branch `{branch}`): the run resumes where it stopped."
-            );
-        }
-        Stop::NeedsInput(why) => {
-            let _ = writeln!(
-                s,
-                "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
-            );
-        }
-        Stop::CircuitBreaker(why) | Stop::Deadlock(why) => {
-            let _ = writeln!(s, "{why}\n");
-            let failed: Vec<_> = plan
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| matches!(t.status, Status::Failed | Status::Blocked))
-                .collect();
-            if !failed.is_empty() {
-                s.push_str("### What failed\n");
-                for (i, t) in failed {
-                    let _ = writeln!(
-                        s,
-                        "- task {i} ({}): {} after {} attempt(s) — {}",
-                        cell(&t.subject, 80),
-                        t.status,
-                        plan.attempts_of(i),
-                        cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
-                    );
-                }
-                s.push('\n');
-            }
-            let skipped: Vec<String> = plan
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.status == Status::Skipped)
-                .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
-                .collect();
-            if !skipped.is_empty() {
-                let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
-            }
-            let _ = writeln!(
-                s,
-                "### How to resume\nFix the cause on branch `{branch}` if it is in the repository, then comment `/execute retry N` on this pull request for each failed task N (the tasks it cascaded to come back with it); a blocked task takes `/execute answer N …`."
-            );
-        }
     }
-    s.push('\n');
-    s.push_str(&summary::final_summary_for(
-        plan,
-        summary::Reader::PullRequest,
-    ));
-    (title, s)
+}
+
+/// The check run's text for a spent budget: why, what the money bought, how to go on.
+fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
+    let _ = writeln!(s, "{}\n", cell(why, 400));
+    let spent = crate::pure::usage::per_task(plan);
+    let bought: Vec<String> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == Status::Completed)
+        .map(|(i, t)| {
+            let cost = spent
+                .get(&i)
+                .map(super::super::pure::usage::Totals::cost_text)
+                .unwrap_or_default();
+            let cost = if cost.is_empty() {
+                "no cost reported".into()
+            } else {
+                cost
+            };
+            format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
+        })
+        .collect();
+    if !bought.is_empty() {
+        let _ = writeln!(s, "### What it bought\n{}\n", bought.join("\n"));
+    }
+    let _ = writeln!(
+        s,
+        "### How to go on\nRaise the `max-cost` input of the plan and finalize steps, then comment `/execute` on this pull request (or run the workflow on branch `{branch}`): the run resumes where it stopped."
+    );
+}
+
+/// The check run's text for a circuit breaker or a deadlock: why, what failed, what the
+/// cascade skipped, how to resume.
+fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
+    let _ = writeln!(s, "{why}\n");
+    let failed: Vec<_> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| matches!(t.status, Status::Failed | Status::Blocked))
+        .collect();
+    if !failed.is_empty() {
+        s.push_str("### What failed\n");
+        for (i, t) in failed {
+            let _ = writeln!(
+                s,
+                "- task {i} ({}): {} after {} attempt(s) — {}",
+                cell(&t.subject, 80),
+                t.status,
+                plan.attempts_of(i),
+                cell(t.result.as_deref().unwrap_or("no result recorded"), 300)
+            );
+        }
+        s.push('\n');
+    }
+    let skipped: Vec<String> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == Status::Skipped)
+        .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
+        .collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "### How to resume\nFix the cause on branch `{branch}` if it is in the repository, then comment `/execute retry N` on this pull request for each failed task N (the tasks it cascaded to come back with it); a blocked task takes `/execute answer N …`."
+    );
 }
 
 /// What the plan's recorded attempts cost, as `$1.23`, when any reported a cost.
@@ -476,15 +498,12 @@ mod tests {
 
     #[test]
     fn round_summary_lists_the_batch_and_who_waits() {
-        insta::assert_snapshot!(round_summary(
-            &plan(),
-            1,
-            &[0, 1],
-            &links(),
-            &[3],
-            &[],
-            ran()
-        ));
+        let part = Part {
+            round: 1,
+            batch: &[0, 1],
+            waiting: &[3],
+        };
+        insta::assert_snapshot!(round_summary(&plan(), part, &links(), &[], ran()));
     }
 
     #[test]
@@ -573,7 +592,12 @@ mod tests {
                 event: Event::AttemptEnded(ended(0, 2, Outcome::Completed, None)),
             },
         ];
-        let summary = round_summary(&plan(), 2, &[0], &links(), &[], &events, ran());
+        let part = Part {
+            round: 2,
+            batch: &[0],
+            waiting: &[],
+        };
+        let summary = round_summary(&plan(), part, &links(), &events, ran());
         insta::assert_snapshot!(summary);
         // Only the newest are listed when asked for fewer, and the rest are counted.
         let one = activity(&events, 1);
@@ -617,7 +641,12 @@ mod tests {
         );
         let chart = body.split("```mermaid\ngantt").nth(1).unwrap();
         assert_eq!(chart.matches(" :crit, ").count(), 100);
-        let summary = round_summary(&p, 9, &[0], &links(), &[], &[], ran());
+        let part = Part {
+            round: 9,
+            batch: &[0],
+            waiting: &[],
+        };
+        let summary = round_summary(&p, part, &links(), &[], ran());
         assert!(summary.contains("### Timeline\n\npredicted "), "{summary}");
         assert!(summary.contains("```mermaid\ngantt\n"), "{summary}");
     }

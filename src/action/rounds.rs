@@ -30,8 +30,8 @@ pub struct Round {
     pub round: u32,
     /// The matrix JSON (empty when the plan job found no work).
     pub matrix: String,
-    /// The plan job's conclusion (`work`, `completed`, `deadlock`, …) and message.
-    pub planned: String,
+    /// The plan job's conclusion and message.
+    pub planned: crate::action::protocol::PlanConclusion,
     pub planned_message: String,
 }
 

@@ -24,6 +24,9 @@ pub struct Context {
     pub run_attempt: String,
     /// The ref the run was started on, short form (`main`, `dagexec/x`).
     pub ref_name: String,
+    /// The repository's default branch (`DAGEXEC_DEFAULT_BRANCH`, which action.yml sets from
+    /// the event's `repository.default_branch`; empty when unknown).
+    pub default_branch: String,
     pub sha: String,
     pub event_name: String,
     pub event_path: Option<PathBuf>,
@@ -48,6 +51,7 @@ impl Context {
             run_id: var("GITHUB_RUN_ID").unwrap_or_else(|| "0".into()),
             run_attempt: var("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".into()),
             ref_name: var("GITHUB_REF_NAME").unwrap_or_default(),
+            default_branch: var("DAGEXEC_DEFAULT_BRANCH").unwrap_or_default(),
             sha: var("GITHUB_SHA").unwrap_or_default(),
             event_name: var("GITHUB_EVENT_NAME").unwrap_or_default(),
             event_path: var("GITHUB_EVENT_PATH").map(PathBuf::from),

@@ -1,50 +1,21 @@
 //! One attempt at one task: a fresh worktree at the round's base, the worker, the facts the
 //! processor needs (changes, acceptance checks run in that tree), and the verdict.
-//!
-//! Each attempt's stdout, stderr and work log are kept as
-//! `<git-common-dir>/dagexec/logs/run-R/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]):
-//! every run that keeps logs gets a folder of its own, numbered on ([`RunLogs`]), so no attempt
-//! ever overwrites another's (`dagexec retry N` and a new plan start a task's attempts at 1
-//! again, in a new run). When a run makes its folder, older runs are pruned ([`prune_logs`]:
-//! the newest [`KEEP_RUNS`] kept, older ones dropped while all logs pass [`LOGS_CAP`]). The
-//! logs are listed by `dagexec status` and the run's summary ([`kept_logs`]). The folder is
-//! inside git's own directory, where no patch can place a file; it is still written without
-//! following links (each folder checked, a run's folder made anew, each file created anew with
-//! `O_EXCL|O_NOFOLLOW`).
-
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+//! Its worktree comes from the [`Pool`](crate::flow::pool::Pool), its logs are kept by
+//! [`crate::flow::logs`].
 
 use crate::edge::git::{Repo, Worktree};
 use crate::edge::shell;
 use crate::edge::worker::{self, Stop, WorkerSpec};
+use crate::flow::steps::review::Reviewed;
 use crate::pure::outcome::{self, AttemptReport, CheckRun, Verdict};
 use crate::pure::plan::model::Task;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// What the runner hands an attempt.
-#[derive(Debug, Clone)]
-pub(crate) struct AttemptInput {
-    pub index: usize,
-    pub attempt: u32,
-    pub round: u32,
-    /// A snapshot of the task (its declared files and checks).
-    pub task: Task,
-    /// The prompt with dependency results filled in.
-    pub prompt: String,
-    pub base: String,
-    pub worker: String,
-    pub timeout: Duration,
-    /// Where prompt files go (outside the repository).
-    pub scratch: PathBuf,
-    /// The plan's path relative to the root.
-    pub plan_rel: String,
-    /// A Spec Kit plan's tasks.md, relative to the root: only dagexec ticks it, so a worker's
-    /// edit of it is dropped from the patch.
-    pub tasks_md: Option<String>,
-    /// The run's reviewer command (a task's own `reviewer` field wins).
-    pub reviewer: Option<String>,
-}
+pub(crate) use crate::flow::exec::Judged;
+use crate::flow::logs::keep_logs;
+pub(crate) use crate::flow::pool::{AttemptInput, Pool, retry_git};
 
 /// What came of it.
 #[derive(Debug)]
@@ -52,153 +23,6 @@ pub(crate) enum AttemptEnd {
     Judged(Box<Judged>),
     /// Ctrl-C arrived while the worker ran.
     Cancelled,
-}
-
-pub(crate) use crate::flow::exec::Judged;
-
-/// Worktrees kept between attempts: a finished attempt's tree is reset to the next base
-/// instead of being removed and checked out again (checkout time grows with the tree) — only
-/// when no process still holds anything in it, and moved to a new path ([`reusable`]);
-/// otherwise it is removed and the next attempt gets a new tree. No two attempts work at one
-/// path.
-/// Whatever is left when the run ends is removed on drop.
-#[derive(Debug, Default)]
-pub(crate) struct Pool {
-    free: std::sync::Mutex<Vec<Worktree>>,
-    created: std::sync::atomic::AtomicUsize,
-    /// Review history and rejected changes between a task's attempts.
-    pub(crate) memory: super::hooks::Memory,
-    /// The records of attempts Ctrl-C stopped, for the plan ([`Pool::take_interrupted`]).
-    interrupted: std::sync::Mutex<Vec<crate::pure::usage::AttemptRecord>>,
-    /// This run's folder of kept logs, made when the first attempt's logs are kept.
-    pub(super) logs: RunLogs,
-}
-
-impl Pool {
-    /// A worktree at `base`, at a path no earlier attempt or run used: a pooled one moved
-    /// there when it is proven quiet and, after the reset, exactly the base ([`reusable`]);
-    /// else a new one.
-    fn acquire(&self, repo: &Repo, base: &str) -> Result<Worktree, crate::edge::git::GitError> {
-        let n = self
-            .created
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("slot-{}-{n}", run_id());
-        loop {
-            let reused = self
-                .free
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop();
-            let Some(mut wt) = reused else { break };
-            match reusable(&mut wt, base, &name) {
-                Ok(()) => return Ok(wt),
-                // Dropped: removed.
-                Err(why) => tracing::debug!(
-                    "not reusing the worktree {}: {why}; making a new one",
-                    wt.path().display()
-                ),
-            }
-        }
-        retry_git(|| repo.add_worktree(base, &name))
-    }
-
-    /// Keeps the record of an attempt Ctrl-C stopped.
-    fn interrupted(&self, input: &AttemptInput, start: jiff::Timestamp) {
-        let measured =
-            crate::pure::usage::Measured::since(start, crate::pure::usage::Usage::default());
-        let outcome = crate::pure::usage::Outcome::Interrupted;
-        let record =
-            crate::pure::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);
-        self.interrupted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(record);
-    }
-
-    /// The records of the attempts Ctrl-C stopped since the last call, in the order they
-    /// stopped.
-    pub(super) fn take_interrupted(&self) -> Vec<crate::pure::usage::AttemptRecord> {
-        std::mem::take(
-            &mut *self
-                .interrupted
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    }
-
-    /// Takes a finished attempt's worktree back for later attempts — unless a process the
-    /// attempt started still holds something in it: then the tree is removed, and the warning
-    /// saying so is returned.
-    fn release(&self, wt: Worktree) -> Option<String> {
-        match crate::edge::procs::inside(wt.path()) {
-            Some(holders) if holders.is_empty() => {
-                self.free
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push(wt);
-                None
-            }
-            // Without /proc nothing proves the tree quiet: a new one for the next attempt.
-            None => None,
-            Some(holders) => Some(format!(
-                "a process the attempt started is still running in its worktree ({}); that worktree is removed and never given to another attempt (stop the process if it should not run)",
-                holders
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
-    }
-}
-
-/// Whether a pooled worktree may serve the next attempt, made ready for it: no process holds
-/// anything in it ([`crate::edge::procs::inside`]: an escaped process of an earlier attempt would
-/// keep writing into it); then it moves to the new path `name` (a process that only knows the
-/// old path writes nowhere), and after the reset to `base` it must be exactly `base`,
-/// untracked and ignored files included.
-fn reusable(wt: &mut Worktree, base: &str, name: &str) -> Result<(), String> {
-    match crate::edge::procs::inside(wt.path()) {
-        None => return Err("no /proc to tell whether a process still works in it".into()),
-        Some(h) if !h.is_empty() => {
-            let h: Vec<String> = h.iter().map(ToString::to_string).collect();
-            return Err(format!("still in use by {}", h.join(", ")));
-        }
-        Some(_) => {}
-    }
-    wt.move_to(name).map_err(|e| e.to_string())?;
-    wt.reset_to(base).map_err(|e| e.to_string())?;
-    match wt.differs_from_base() {
-        Ok(None) => Ok(()),
-        Ok(Some(why)) => Err(format!("not its base after the reset: {why}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// This process's run, in its worktrees' names: a run never makes a worktree at a path an
-/// earlier run used, so a process that run left behind (after a kill -9) cannot write into a
-/// tree of this one through the path it knows.
-fn run_id() -> &'static str {
-    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| format!("{:08x}", fastrand::u32(..)))
-}
-
-/// Retries a git operation twice more after a short pause: git commands left running by a
-/// run that was killed can hold git's own locks for a moment after the next run starts.
-pub(crate) fn retry_git<T>(
-    mut op: impl FnMut() -> Result<T, crate::edge::git::GitError>,
-) -> Result<T, crate::edge::git::GitError> {
-    let mut tries = 0;
-    loop {
-        match op() {
-            Err(e) if tries < 2 => {
-                tracing::debug!("retrying after a git failure: {e}");
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(300));
-            }
-            other => return other,
-        }
-    }
 }
 
 /// What the processor needs to know about an attempt that ran in `tree`: the worker's output,
@@ -289,7 +113,7 @@ pub(crate) fn observe_and_judge(
     }
     // What the agent CLI said: its failure in its words, what it refused, no retry.
     crate::pure::outcome::heed(&mut verdict, said);
-    super::hooks::quiet_long_run(task, &mut verdict);
+    crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     verdict.warnings.extend(warnings);
     Ok(Observed {
         report,
@@ -300,7 +124,6 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -308,119 +131,32 @@ pub(crate) async fn run(
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<AttemptEnd, crate::edge::git::GitError> {
     let start = jiff::Timestamp::now();
-    let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
-    let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
-        .await
-        .expect("worktree creation does not panic")?;
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
-    let prompt = super::hooks::prepare(&input, &wt, &pool, &store);
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let spec = WorkerSpec {
-        command: input.worker.clone(),
-        cwd: wt.path().to_path_buf(),
-        prompt,
-        task_index: input.index,
-        attempt: input.attempt,
-        round: input.round,
-        model: input.task.model().unwrap_or_default().to_string(),
-        prompt_file: input
-            .scratch
-            .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
-        log_file: repo.root().join(&log_rel),
-        usage_file: Some(input.scratch.join(format!(
-            "task-{}-attempt-{}.usage.json",
-            input.index, input.attempt
-        ))),
-        timeout: input.timeout,
-        extra_env: Vec::new(),
+    let Some((mut run, wt)) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?
+    else {
+        pool.interrupted(&input, start);
+        return Ok(AttemptEnd::Cancelled);
     };
-    // A long-run worker's progress is kept as it goes, for a crash of this process.
-    let watch = super::hooks::watch_checkpoint(
-        &input.task,
-        wt.path().to_path_buf(),
-        input.base.clone(),
-        repo.clone(),
-        (input.round, vec![input.plan_rel.clone(), log_rel.clone()]),
-    );
-    let stop = tokio::select! {
-        stop = worker::run(&spec, &cancel) => stop,
-        () = watch => unreachable!("the checkpoint watch never ends"),
-    };
-    let mut run = match stop {
-        Stop::Finished(run) => run,
-        Stop::Cancelled => {
-            pool.interrupted(&input, start);
-            return Ok(AttemptEnd::Cancelled);
-        }
-    };
-    // A worker following the prompt literally writes its log inside its own tree.
-    if run.log.is_none()
-        && let Some(text) = log_in_tree(wt.path(), &log_rel)
-    {
-        let _ = crate::edge::fsx::write(repo.root(), &repo.root().join(&log_rel), text.as_bytes());
-        run.log = Some(text);
-    }
-    let kept = pool
-        .logs
-        .dir(repo.common_dir())
-        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, &run));
-    if let Err(e) = kept {
-        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
-    }
+    keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
-    let (usage, said, warnings) = reported_usage(&mut run);
-    let detail = worker::failure_detail(&run, &input.worker);
-    let question = super::hooks::long_run_output(
+    let (usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
+    let question = crate::flow::steps::longrun::long_run_output(
         (&input.task, input.attempt),
         &mut run.stdout,
         wt.path(),
         repo.root(),
     );
-    let plan_rel = input.plan_rel.clone();
-    let tasks_md = input.tasks_md.clone();
-    let task = input.task.clone();
-    let index = input.index;
-    let timeout = input.timeout;
+    let judging = Judging::of(&input, &run, log_rel, (said, warnings), question.clone());
     let duration = run.duration;
     let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
-    let asked = question.clone();
-    let judged = tokio::task::spawn_blocking(
-        move || -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::edge::git::GitError> {
-            let Observed {
-                mut verdict,
-                all,
-                kept,
-                ..
-            } = observe_and_judge(
-                wt.path(),
-                (index, &task),
-                &run,
-                wt.changes()?,
-                (&plan_rel, tasks_md.as_deref(), &log_rel),
-                timeout,
-                (&detail, &said, warnings),
-            )?;
-            let mut patch = kept.patch;
-            super::hooks::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
-            let touched = if patch.is_empty() {
-                Vec::new()
-            } else {
-                kept.changed.iter().cloned().collect()
-            };
-            let changed = all.changed.iter().chain(&all.forbidden);
-            if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
-                outcome::refuse(&mut verdict, reason);
-                return Ok((verdict, Vec::new(), touched, wt));
-            }
-            Ok((verdict, patch, touched, wt))
-        },
-    )
-    .await
-    .expect("judging does not panic")?;
+    let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
+        .await
+        .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
     let plan_path = repo.root().join(&input.plan_rel);
-    let reviewed = super::hooks::review(
+    let reviewed = crate::flow::steps::review::review(
         &input,
         &wt,
         &pool,
@@ -436,18 +172,18 @@ pub(crate) async fn run(
         verdict.warnings.push(warning);
     }
     let (reviews, question, usage) = match reviewed {
-        super::hooks::Reviewed::Cancelled => {
+        Reviewed::Cancelled => {
             pool.interrupted(&input, start);
             return Ok(AttemptEnd::Cancelled);
         }
-        super::hooks::Reviewed::Skipped => (None, question, usage),
-        super::hooks::Reviewed::Done {
+        Reviewed::Skipped => (None, question, usage),
+        Reviewed::Done {
             history,
             question,
             usage: reviewer,
         } => (Some(history), question, usage.plus(reviewer)),
     };
-    super::hooks::keep_partial(
+    crate::flow::steps::longrun::keep_partial(
         &input.task,
         &store,
         &input.base,
@@ -469,287 +205,188 @@ pub(crate) async fn run(
     })))
 }
 
-/// Reads what the worker reported spending ([`crate::pure::usage::gather`], token-only CLIs priced
-/// with [`crate::pure::prices::current`]) and what it said about how it ended (its structured
-/// output, else its exit: [`worker::classify`]); when its output was structured, replaces it
-/// with the text that stands for it. Returns the usage, what the CLI said, and warnings (an
-/// unusable usage file, a model without a price).
-pub(crate) fn reported_usage(
-    run: &mut worker::WorkerRun,
-) -> (
-    crate::pure::usage::Usage,
-    crate::pure::said::Said,
-    Vec<String>,
-) {
-    let g = crate::pure::usage::gather(
-        &run.stdout,
-        &run.stderr_tail,
-        run.usage.as_deref(),
-        crate::pure::prices::current(),
+/// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
+/// it goes; `None` when Ctrl-C stopped it.
+async fn run_worker(
+    repo: &Arc<Repo>,
+    pool: &Arc<Pool>,
+    input: &AttemptInput,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    store: &crate::sources::longrun::partial::Store,
+    log_rel: &str,
+) -> Result<Option<(worker::WorkerRun, Worktree)>, crate::edge::git::GitError> {
+    let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
+    let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
+        .await
+        .expect("worktree creation does not panic")?;
+    let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
+    let spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
+    // A long-run worker's progress is kept as it goes, for a crash of this process.
+    let watch = crate::flow::steps::longrun::watch_checkpoint(
+        &input.task,
+        wt.path().to_path_buf(),
+        input.base.clone(),
+        repo.clone(),
+        (
+            input.round,
+            vec![input.plan_rel.clone(), log_rel.to_string()],
+        ),
     );
-    let said = g.said.or(worker::classify(run));
-    if let Some(text) = g.text {
-        run.stdout = text;
-    }
-    (g.usage, said, g.warnings)
-}
-
-/// The folder of kept attempt logs in the repository's common git directory.
-pub(crate) fn logs_dir(common_dir: &Path) -> PathBuf {
-    common_dir.join("dagexec").join("logs")
-}
-
-/// [`logs_dir`] as shown to the user: relative to the work tree `root` when inside it.
-pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
-    let dir = logs_dir(common_dir);
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    dir.strip_prefix(&root)
-        .unwrap_or(&dir)
-        .display()
-        .to_string()
-}
-
-/// Runs kept in [`logs_dir`]: when a run makes its folder, only the newest this many (its own
-/// included) stay.
-pub(crate) const KEEP_RUNS: usize = 20;
-
-/// Older runs' folders are also dropped, oldest first, while everything in [`logs_dir`] is
-/// larger than this (the current run's folder is never dropped).
-pub(crate) const LOGS_CAP: u64 = 256 << 20;
-
-/// This run's folder of kept logs (`run-R` in [`logs_dir`]), made on first use, so a run that
-/// starts no attempt neither makes one nor prunes the earlier runs' logs.
-#[derive(Debug, Default)]
-pub(crate) struct RunLogs {
-    dir: std::sync::Mutex<Option<PathBuf>>,
-}
-
-impl RunLogs {
-    /// The folder, made ([`new_run_dir`]) and the older runs pruned ([`prune_logs`]) the first
-    /// time.
-    pub(crate) fn dir(&self, common_dir: &Path) -> Result<PathBuf, crate::edge::fsx::Error> {
-        let mut dir = self
-            .dir
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(d) = dir.as_ref() {
-            return Ok(d.clone());
-        }
-        let made = new_run_dir(common_dir)?;
-        if let Err(e) = prune_logs(common_dir, &made, KEEP_RUNS, LOGS_CAP) {
-            tracing::warn!("cannot prune the kept logs of earlier runs: {e}");
-        }
-        *dir = Some(made.clone());
-        Ok(made)
-    }
-}
-
-/// The run number of a folder name in [`logs_dir`] (`run-12` → 12).
-fn run_number(name: &str) -> Option<u32> {
-    let n = name.strip_prefix("run-")?;
-    (!n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| n.parse().ok())
-        .flatten()
-}
-
-/// Makes the next run's folder in [`logs_dir`]: `run-R`, R one more than any run there (so
-/// numbers keep rising while older runs are pruned). The folder is created anew (`mkdir`,
-/// never an existing one or a link planted at its name: another number is taken then).
-pub(crate) fn new_run_dir(common_dir: &Path) -> Result<PathBuf, crate::edge::fsx::Error> {
-    let dir = logs_dir(common_dir);
-    crate::edge::fsx::create_dir_all(common_dir, &dir)?;
-    let last = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| run_number(&e.file_name().to_string_lossy()))
-        .max()
-        .unwrap_or(0);
-    let mut n = last.saturating_add(1);
-    loop {
-        let path = dir.join(format!("run-{n}"));
-        match std::fs::create_dir(&path) {
-            Ok(()) => return Ok(path),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < u32::MAX => n += 1,
-            Err(source) => {
-                return Err(crate::edge::fsx::Error::Io {
-                    action: "create",
-                    path,
-                    source,
-                });
-            }
-        }
-    }
-}
-
-/// Bytes in `path`: a file's size, or the files directly in a folder (links not followed).
-fn size_of(path: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return 0;
+    let stop = tokio::select! {
+        stop = worker::run(&spec, cancel) => stop,
+        () = watch => unreachable!("the checkpoint watch never ends"),
     };
-    if !meta.is_dir() {
-        return meta.len();
-    }
-    std::fs::read_dir(path)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| std::fs::symlink_metadata(e.path()).ok())
-        .map(|m| m.len())
-        .sum()
+    Ok(match stop {
+        Stop::Finished(run) => Some((run, wt)),
+        Stop::Cancelled => None,
+    })
 }
 
-/// The pruning rule of [`logs_dir`], applied when `current` (a run's new folder) is made: the
-/// newest `keep_runs` runs stay (by run number; `current` is the newest), and older ones are
-/// dropped, oldest first, while the folder holds more than `cap` bytes — never `current`. Files
-/// kept flat by an older dagexec (`task-N-attempt-K.*`) count as the oldest run. Returns the
-/// runs removed, oldest first.
-pub(crate) fn prune_logs(
-    common_dir: &Path,
-    current: &Path,
-    keep_runs: usize,
-    cap: u64,
-) -> Result<Vec<String>, crate::edge::fsx::Error> {
-    let dir = logs_dir(common_dir);
-    // (run number, the paths that make it up, their size); the flat files are run 0.
-    let mut runs: Vec<(u32, Vec<PathBuf>, u64)> = Vec::new();
-    let mut flat = (0, Vec::new(), 0);
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let path = entry.path();
-        if path == current {
-            continue;
-        }
-        if let Some(n) = run_number(&name) {
-            let size = size_of(&path);
-            runs.push((n, vec![path], size));
-        } else if name.starts_with("task-") {
-            flat.2 += size_of(&path);
-            flat.1.push(path);
-        }
+/// The worker's contract for this attempt: its command, tree, prompt, environment and files.
+fn worker_spec(
+    input: &AttemptInput,
+    wt: &Worktree,
+    prompt: String,
+    root: &Path,
+    log_rel: &str,
+) -> WorkerSpec {
+    WorkerSpec {
+        command: input.worker.clone(),
+        cwd: wt.path().to_path_buf(),
+        prompt,
+        task_index: input.index,
+        attempt: input.attempt,
+        round: input.round,
+        model: input.task.model().unwrap_or_default().to_string(),
+        prompt_file: input
+            .scratch
+            .join(format!("task-{}-attempt-{}.md", input.index, input.attempt)),
+        log_file: root.join(log_rel),
+        usage_file: Some(input.scratch.join(format!(
+            "task-{}-attempt-{}.usage.json",
+            input.index, input.attempt
+        ))),
+        timeout: input.timeout,
+        extra_env: Vec::new(),
     }
-    if !flat.1.is_empty() {
-        runs.push(flat);
-    }
-    runs.sort_by_key(|r| std::cmp::Reverse(r.0));
-    let mut total = size_of(current) + runs.iter().map(|r| r.2).sum::<u64>();
-    let mut removed = Vec::new();
-    // Newest first: the first `keep_runs - 1` older runs may stay (with `current`).
-    for (kept, (n, paths, size)) in runs.into_iter().enumerate().rev() {
-        if kept + 1 < keep_runs && total <= cap {
-            continue;
-        }
-        for path in &paths {
-            crate::edge::fsx::remove_all(common_dir, path)?;
-        }
-        total = total.saturating_sub(size);
-        removed.push(if n == 0 {
-            "task-*".to_string()
-        } else {
-            format!("run-{n}")
-        });
-    }
-    Ok(removed)
 }
 
-/// Keeps what attempt `attempt` of task `index` printed — its stdout and stderr (the tails the
-/// worker runner keeps) and its work log — as `task-N-attempt-K.{stdout,stderr,log}` in the
-/// run's folder `run_dir` ([`RunLogs::dir`]), through [`crate::edge::fsx`] (a link on the way is
-/// refused; one at a file's name is removed, not followed). An attempt number is started once
-/// per run, so nothing of another attempt is overwritten. Returns the files written.
-pub(crate) fn keep_logs(
-    common_dir: &Path,
-    run_dir: &Path,
+/// Keeps the attempt's stdout, stderr and work log (a log the worker wrote inside its own
+/// tree, following the prompt literally, included).
+fn keep_attempt_logs(
+    repo: &Repo,
+    pool: &Pool,
+    input: &AttemptInput,
+    run: &mut worker::WorkerRun,
+    wt: &Worktree,
+    log_rel: &str,
+) {
+    // A worker following the prompt literally writes its log inside its own tree.
+    if run.log.is_none()
+        && let Some(text) = log_in_tree(wt.path(), log_rel)
+    {
+        let _ = crate::edge::fsx::write(repo.root(), &repo.root().join(log_rel), text.as_bytes());
+        run.log = Some(text);
+    }
+    let kept = pool
+        .logs
+        .dir(repo.common_dir())
+        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, run));
+    if let Err(e) = kept {
+        tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
+    }
+}
+
+/// What judging an attempt needs once its worker has ended (moved to a blocking thread).
+struct Judging {
+    plan_rel: String,
+    tasks_md: Option<String>,
+    task: Task,
     index: usize,
-    attempt: u32,
-    run: &worker::WorkerRun,
-) -> Result<Vec<PathBuf>, crate::edge::fsx::Error> {
-    keep_run_logs(
-        common_dir,
-        run_dir,
-        &format!("task-{index}-attempt-{attempt}"),
-        run,
-    )
+    timeout: Duration,
+    log_rel: String,
+    detail: String,
+    said: crate::pure::said::Said,
+    warnings: Vec<String>,
+    asked: Option<crate::pure::question::Question>,
 }
 
-/// Writes `run`'s stdout, stderr tail and work log to `<stem>.{stdout,stderr,log}` in
-/// `run_dir`, as [`keep_logs`] does for a worker (the reviewer's are `<stem>.review`).
-pub(crate) fn keep_run_logs(
-    common_dir: &Path,
-    run_dir: &Path,
-    stem: &str,
-    run: &worker::WorkerRun,
-) -> Result<Vec<PathBuf>, crate::edge::fsx::Error> {
-    crate::edge::fsx::create_dir_all(common_dir, run_dir)?;
-    let mut written = Vec::new();
-    let files = [
-        ("stdout", Some(&run.stdout)),
-        ("stderr", Some(&run.stderr_tail)),
-        ("log", run.log.as_ref()),
-    ];
-    for (ext, text) in files {
-        let Some(text) = text else { continue };
-        let path = run_dir.join(format!("{stem}.{ext}"));
-        crate::edge::fsx::remove_file(common_dir, &path)?;
-        crate::edge::fsx::write(common_dir, &path, text.as_bytes())?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-/// `task-N-attempt-K.kind` → (N, K, kind).
-fn parse_log_name(name: &str) -> Option<(usize, u32, String)> {
-    let rest = name.strip_prefix("task-")?;
-    let (task, rest) = rest.split_once("-attempt-")?;
-    let (attempt, kind) = rest.split_once('.')?;
-    Some((task.parse().ok()?, attempt.parse().ok()?, kind.to_string()))
-}
-
-/// The kept logs: for each task index, each attempt kept (its run, its number, the kinds kept:
-/// `stdout`, `stderr`, `log`), oldest run first. Files kept flat by an older dagexec are run 0.
-/// Empty when there are none.
-pub(crate) fn kept_logs(common_dir: &Path) -> crate::pure::render::status::KeptLogs {
-    use crate::pure::render::status::KeptAttempt;
-    let mut found: std::collections::BTreeMap<(usize, u32, u32), Vec<String>> =
-        std::collections::BTreeMap::new();
-    let dir = logs_dir(common_dir);
-    let mut add = |run: u32, name: &str| {
-        if let Some((task, attempt, kind)) = parse_log_name(name) {
-            found.entry((task, run, attempt)).or_default().push(kind);
-        }
-    };
-    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        match run_number(&name) {
-            Some(run) if is_dir => {
-                for file in std::fs::read_dir(entry.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                {
-                    add(run, &file.file_name().to_string_lossy());
-                }
-            }
-            _ => add(0, &name),
+impl Judging {
+    fn of(
+        input: &AttemptInput,
+        run: &worker::WorkerRun,
+        log_rel: String,
+        (said, warnings): (crate::pure::said::Said, Vec<String>),
+        asked: Option<crate::pure::question::Question>,
+    ) -> Judging {
+        Judging {
+            plan_rel: input.plan_rel.clone(),
+            tasks_md: input.tasks_md.clone(),
+            task: input.task.clone(),
+            index: input.index,
+            timeout: input.timeout,
+            log_rel,
+            detail: worker::failure_detail(run, &input.worker),
+            said,
+            warnings,
+            asked,
         }
     }
-    let mut kept = crate::pure::render::status::KeptLogs::default();
-    for ((task, run, attempt), mut kinds) in found {
-        let rank = |k: &String| ["stdout", "stderr", "log"].iter().position(|x| x == k);
-        kinds.sort_by_key(|k| (rank(k).unwrap_or(3), k.clone()));
-        kept.entry(task).or_default().push(KeptAttempt {
+
+    /// The verdict on the attempt's tree: its changes observed and judged, a blocked task's
+    /// question, and what the task may never change refused. Returns the verdict, the patch,
+    /// the paths it touches, and the tree.
+    fn judge(
+        self,
+        wt: Worktree,
+        run: &worker::WorkerRun,
+    ) -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::edge::git::GitError> {
+        let Judging {
+            plan_rel,
+            tasks_md,
+            task,
+            index,
+            timeout,
+            log_rel,
+            detail,
+            said,
+            warnings,
+            asked,
+        } = self;
+        let Observed {
+            mut verdict,
+            all,
+            kept,
+            ..
+        } = observe_and_judge(
+            wt.path(),
+            (index, &task),
             run,
-            attempt,
-            kinds,
-        });
+            wt.changes()?,
+            (&plan_rel, tasks_md.as_deref(), &log_rel),
+            timeout,
+            (&detail, &said, warnings),
+        )?;
+        let mut patch = kept.patch;
+        crate::flow::steps::questions::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
+        let touched = if patch.is_empty() {
+            Vec::new()
+        } else {
+            kept.changed.iter().cloned().collect()
+        };
+        let changed = all.changed.iter().chain(&all.forbidden);
+        if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
+            outcome::refuse(&mut verdict, reason);
+            return Ok((verdict, Vec::new(), touched, wt));
+        }
+        Ok((verdict, patch, touched, wt))
     }
-    kept
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flow::logs::*;
 
     fn finished(stdout: &str, stderr: &str, log: Option<&str>) -> worker::WorkerRun {
         worker::WorkerRun {

@@ -108,7 +108,7 @@ impl RoundBuild {
         let touched: Vec<String> = judged.iter().flat_map(|j| j.touched.clone()).collect();
         let theirs: BTreeMap<String, String> = repo.uncommitted(&touched)?.into_iter().collect();
         for j in judged {
-            super::hooks::record(plan, j);
+            crate::flow::steps::questions::record(plan, j);
             let mut status = j.verdict.status;
             let mut result = j.verdict.result.clone();
             let users = |j: &Judged| -> Vec<String> {
@@ -166,7 +166,7 @@ impl RoundBuild {
                 }
             } else if status == Status::Completed {
                 applied.push((j.index, BTreeSet::new()));
-            } else if super::hooks::keeps_partial(j) {
+            } else if crate::flow::steps::longrun::keeps_partial(j) {
                 let found = users(j);
                 let checked = if found.is_empty() {
                     index.check_patch(&j.patch).map_err(|e| e.message)
@@ -301,7 +301,7 @@ impl RoundBuild {
         save(plan, opts)?;
         // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
         // when the commit is published).
-        super::hooks::tasks_md(plan, &index, ui)?;
+        crate::flow::steps::questions::tasks_md(plan, &index, ui)?;
         let overall = plan.count(Status::Completed);
         let message = commit_message(plan, round, batch, &results, overall);
         failpoint("after-apply", round);
@@ -309,7 +309,7 @@ impl RoundBuild {
         // file: its attempt records and spend, its failures and questions are the state a
         // later run (or the Action) reads from the branch.
         {
-            let mut own = super::hooks::state_md(plan, opts)?;
+            let mut own = crate::flow::steps::longrun::state_md(plan, opts)?;
             own.push(opts.plan_rel.clone());
             index.add_own_files(repo, &own)?;
             if let Some(prepared) = index.prepare(repo, &message)? {

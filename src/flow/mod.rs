@@ -1,15 +1,20 @@
 //! The kernel every way of running shares — the local `dagexec run`, the Action's finalize and
 //! its conductor: one attempt in a worktree (`attempt`), the engine loops (`exec`), the round's
 //! integration and commit (`integrate`), the steps around an attempt beyond the `/execute` seed
-//! (`hooks`: the reviewer loop, the long-run contract, questions), pre-flight (`preflight`),
+//! (`steps`: the reviewer loop, the long-run contract, questions), the worktree pool
+//! (`pool`), what a run remembers between attempts (`memory`), the attempts' logs (`logs`), pre-flight (`preflight`),
 //! the settings (`settings`), what a run shows (`ui`), and the end of a run ([`finish`]).
 
 pub(crate) mod attempt;
 pub mod exec;
-pub(crate) mod hooks;
 pub(crate) mod integrate;
+pub(crate) mod logs;
+pub(crate) mod memory;
+pub(crate) mod pool;
 pub mod preflight;
+pub(crate) mod reported;
 pub mod settings;
+pub(crate) mod steps;
 pub mod ui;
 
 use std::io;
@@ -197,8 +202,8 @@ pub(crate) fn finish(
     ui.finish();
     ui.say(String::new());
     ui.say(summary::final_summary(plan).trim_end());
-    let logs = attempt::kept_logs(repo.common_dir());
-    let shown = attempt::logs_dir_shown(repo.root(), repo.common_dir());
+    let logs = crate::flow::logs::kept_logs(repo.common_dir());
+    let shown = crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir());
     let logs = crate::pure::render::status::logs_section(plan, &shown, &logs, true);
     if !logs.is_empty() {
         ui.say(format!("\n{}", logs.trim_end()));
@@ -222,7 +227,7 @@ pub(crate) fn finish(
             }
         }
     }
-    let end = hooks::ask(plan, opts, ui, end);
+    let end = crate::flow::steps::questions::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
         let stamp = utc_timestamp();
@@ -254,7 +259,7 @@ pub(crate) fn finish(
                 .to_string();
             let index = repo.round_index()?;
             // With a Spec Kit plan's tasks.md, ticked (when the last round had nothing to commit).
-            hooks::tasks_md(plan, &index, ui)?;
+            crate::flow::steps::questions::tasks_md(plan, &index, ui)?;
             index.add_own_files(repo, std::slice::from_ref(&rel))?;
             index.remove(std::slice::from_ref(&opts.plan_rel))?;
             let message = format!(

@@ -17,7 +17,7 @@ use crate::edge::git::Repo;
 use crate::edge::lock;
 use crate::flow::attempt::{self, AttemptInput};
 use crate::flow::preflight::{self, Overlaps, checks};
-use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, hooks, round_counter};
+use crate::flow::{RunEnd, RunError, RunOptions, Ui, finish, round_counter};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::plan::PlanErrors;
@@ -26,7 +26,6 @@ use crate::pure::prompt;
 use resume::resume;
 
 /// Runs the plan, showing its progress on `ui`.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = crate::edge::plan_file::load(&opts.plan).map_err(PlanErrors::from)?;
     let dag = crate::edge::plan_file::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
@@ -35,38 +34,15 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
-    hooks::check_reviewers(&plan, opts.settings.reviewer.as_deref(), &opts.root)
-        .map_err(RunError::Other)?;
-    let repo = Repo::discover(&opts.root)?;
-    let repo = match &opts.settings.worktrees {
-        Some(home) => {
-            repo.with_worktrees_home(&home.dir)
-                .map_err(|source| RunError::Worktrees {
-                    from: home.from,
-                    source,
-                })?
-        }
-        None => repo,
-    };
-    let repo = Arc::new(repo);
+    crate::flow::steps::review::check_reviewers(
+        &plan,
+        opts.settings.reviewer.as_deref(),
+        &opts.root,
+    )
+    .map_err(RunError::Other)?;
+    let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
-    let lock_path = repo.common_dir().join("dagexec").join("run.lock");
-    let (_lock, taken) = lock::RunLock::acquire(&lock_path)?;
-    if let lock::Taken::TakenOver(pid) = taken {
-        ui.say(format!(
-            "Took over the lock of an earlier run (pid {pid}) that is no longer running."
-        ));
-        let stopped = if pid > 0 {
-            crate::edge::procs::kill_left_by(pid)
-        } else {
-            0
-        };
-        if stopped > 0 {
-            ui.say(format!(
-                "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
-            ));
-        }
-    }
+    let _lock = take_lock(&repo, ui)?;
     resume::recover(&repo, ui)?;
     // A Spec Kit plan's tasks.md is ticked in its committed version; an edit not committed
     // would be neither run nor ticked as written, so it is committed first (never by dagexec).
@@ -89,9 +65,86 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         resume(&repo, &mut plan, opts, ui)?;
     }
     resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
+    preflight(&repo, &plan, &dag, &overlaps, opts, ui)?;
+    if is_resume {
+        ui.say("Resuming execution.");
+        if plan.count(Status::Pending) == 0 {
+            ui.say("All tasks are already resolved — nothing to do.");
+            return finish(&repo, &mut plan, opts, ui, None);
+        }
+    }
+    let scratch = prepare_state(&repo)?;
+    let (runtime, cancel_rx) = start_runtime()?;
+    let pool = Arc::new(attempt::Pool::default());
+    let round = round_counter(&plan);
+    ui.progress(plan.count(Status::Completed), plan.tasks.len());
+    executor::run(
+        &repo,
+        &pool,
+        &dag,
+        &conflicts,
+        opts,
+        ui,
+        scratch.path(),
+        &cancel_rx,
+        &runtime,
+        &mut plan,
+        round,
+    )
+}
+
+/// The repository, with the worktrees folder a setting names.
+fn open_repo(opts: &RunOptions) -> Result<Repo, RunError> {
+    let repo = Repo::discover(&opts.root)?;
+    let repo = match &opts.settings.worktrees {
+        Some(home) => {
+            repo.with_worktrees_home(&home.dir)
+                .map_err(|source| RunError::Worktrees {
+                    from: home.from,
+                    source,
+                })?
+        }
+        None => repo,
+    };
+    Ok(repo)
+}
+
+/// One run per repository: the lock, taken over from a run that died (and what it left
+/// running stopped).
+fn take_lock(repo: &Repo, ui: &Ui) -> Result<lock::RunLock, RunError> {
+    let lock_path = repo.common_dir().join("dagexec").join("run.lock");
+    let (held, taken) = lock::RunLock::acquire(&lock_path)?;
+    if let lock::Taken::TakenOver(pid) = taken {
+        ui.say(format!(
+            "Took over the lock of an earlier run (pid {pid}) that is no longer running."
+        ));
+        let stopped = if pid > 0 {
+            crate::edge::procs::kill_left_by(pid)
+        } else {
+            0
+        };
+        if stopped > 0 {
+            ui.say(format!(
+                "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
+            ));
+        }
+    }
+    Ok(held)
+}
+
+/// Pre-flight (seed Steps 1–2): the setup report, then the failed blocking checks and the
+/// user's uncommitted files where pending tasks write, each asked about (or `--yes`).
+fn preflight(
+    repo: &Repo,
+    plan: &Plan,
+    dag: &Dag,
+    overlaps: &Overlaps,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(), RunError> {
     // Pre-flight (seed Steps 1–2).
     let validation = checks::gather(
-        &plan,
+        plan,
         &opts.root,
         checks::CheckOptions {
             skip_checks: false,
@@ -100,7 +153,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     );
     let mut validation = validation;
     checks::drop_own_files(&mut validation, &opts.plan_rel);
-    let setup = preflight::output(&plan, &dag, &overlaps, validation);
+    let setup = preflight::output(plan, dag, overlaps, validation);
     let v = &setup.validation;
     ui.say(format!("Executing: {}", setup.goal));
     ui.say(format!(
@@ -114,8 +167,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     ));
     // The user's uncommitted files where pending tasks write: asked about before any
     // worker runs (dagexec never overwrites or cleans them up).
-    let declared = checks::declared_paths(&plan);
-    let theirs = checks::declared_changes(&plan, &repo.uncommitted(&declared)?, &opts.plan_rel);
+    let declared = checks::declared_paths(plan);
+    let theirs = checks::declared_changes(plan, &repo.uncommitted(&declared)?, &opts.plan_rel);
     if !v.git_clean && theirs.is_empty() {
         ui.say("Note: the working tree has uncommitted changes; dagexec leaves them as they are.");
     }
@@ -149,12 +202,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if !theirs.is_empty() {
         ui.say("Uncommitted changes at files that pending tasks declare (yours, not this run's):");
         for c in &theirs {
-            ui.say(format!(
-                "  {} ({}) — {}",
-                c.path,
-                c.how,
-                c.tasks_text(&plan)
-            ));
+            ui.say(format!("  {} ({}) — {}", c.path, c.how, c.tasks_text(plan)));
         }
         ui.say("dagexec never overwrites them: a task whose change touches one of them cannot be committed and fails after its attempts.");
         if !opts.yes
@@ -169,13 +217,11 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         ui.say("Proceeding with the uncommitted changes in place.");
     }
-    if is_resume {
-        ui.say("Resuming execution.");
-        if plan.count(Status::Pending) == 0 {
-            ui.say("All tasks are already resolved — nothing to do.");
-            return finish(&repo, &mut plan, opts, ui, None);
-        }
-    }
+    Ok(())
+}
+
+/// dagexec's state in the git directory made ready for the rounds; the run's scratch folder.
+fn prepare_state(repo: &Repo) -> Result<tempfile::TempDir, RunError> {
     // Rounds (seed Step 3).
     // Prompt files live inside the repository's git directory (never in the work tree), in
     // a folder emptied at every start, so even a killed run leaves nothing in /tmp.
@@ -196,6 +242,12 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         .prefix("run-")
         .tempdir_in(&prompts)
         .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+    Ok(scratch)
+}
+
+/// The async runtime the workers run on, and the channel Ctrl-C (or SIGTERM) sets.
+fn start_runtime() -> Result<(tokio::runtime::Runtime, tokio::sync::watch::Receiver<bool>), RunError>
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -217,22 +269,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
         let _ = cancel_tx.send(true);
     });
-    let pool = Arc::new(attempt::Pool::default());
-    let round = round_counter(&plan);
-    ui.progress(plan.count(Status::Completed), plan.tasks.len());
-    executor::run(
-        &repo,
-        &pool,
-        &dag,
-        &conflicts,
-        opts,
-        ui,
-        scratch.path(),
-        &cancel_rx,
-        &runtime,
-        &mut plan,
-        round,
-    )
+    Ok((runtime, cancel_rx))
 }
 
 /// Removes the repository's worktree folder when the run ends, however it ends.

@@ -187,6 +187,24 @@ impl Lab {
         self.run_event("workflow_dispatch", &branch, &payload)
     }
 
+    /// Starts the plan as a person does from the Actions tab with `inputs` (the branch named):
+    /// run 1, on main, runs no task code (none runs in a run of the default branch): it starts
+    /// the round on the execution branch, whose ref and inputs it returns.
+    fn redirect(&mut self, inputs: &Value) -> (String, Value) {
+        let before = self.gh.calls("actions/create-workflow-dispatch").len();
+        let (code, log) = self.run("refs/heads/main", inputs);
+        assert_eq!(code, 0, "the run on main:\n{log}");
+        assert_eq!(matrix_of(&log), vec![], "no task runs on main:\n{log}");
+        let dispatches = self.gh.calls("actions/create-workflow-dispatch");
+        assert_eq!(dispatches.len(), before + 1, "{log}");
+        let body = dispatches.last().unwrap().body.clone().unwrap();
+        assert_eq!(body["ref"], inputs["branch"], "{body:#}");
+        (
+            format!("refs/heads/{}", body["ref"].as_str().unwrap()),
+            body["inputs"].clone(),
+        )
+    }
+
     /// Runs the workflow once for an `event_name` event with `payload`, the clone (whose HEAD
     /// is `github.sha`) on `branch` as the remote has it; returns act's exit status and output.
     fn run_event(&mut self, event_name: &str, branch: &str, payload: &Value) -> (i32, String) {
@@ -446,8 +464,13 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         json!({"plan": ".design/plan.json", "branch": ""}),
     );
     let ran = lab.root.join("untrusted-install-ran");
+    let poisoned = lab.root.join("poisoned-build-ran");
+    let branch_scope = manifest()
+        .join("target/act/cache")
+        .join("refs%2Fheads%2Fdagexec%2Fwidgets-greet");
+    let _ = std::fs::remove_dir_all(&branch_scope);
     // Run 1 is started on main without a branch: it only starts round 1 again with the
-    // branch named, in the branch's concurrency group.
+    // branch named, on the branch (no task code runs in a run of the default branch).
     for round in 1..=5 {
         let (code, log) = lab.run(&git_ref, &inputs);
         assert_eq!(code, 0, "round {round}:\n{log}");
@@ -465,6 +488,27 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
             // install script. The work job (no write token) may run it; the jobs that hold a
             // token must run the action from the default branch instead.
             lab.tamper_install_script(&branch, &ran);
+            // What task code that became root can do with its job's ACTIONS_RUNTIME_TOKEN:
+            // save a build of its own under the action's cache key in the branch's scope,
+            // which actions/cache prefers to the default branch's.
+            let key = logs[0]
+                .split("(cache key ")
+                .nth(1)
+                .and_then(|t| t.split(')').next())
+                .expect("the locate step names the cache key")
+                .to_string();
+            let bin = branch_scope.join(&key).join("bin/dagexec");
+            std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+            std::fs::write(
+                &bin,
+                format!(
+                    "#!/bin/sh\necho \"${{GITHUB_JOB:-?}}\" >> '{}'\nexit 1\n",
+                    poisoned.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
         }
         git_ref = format!("refs/heads/{branch}");
         inputs = body["inputs"].clone();
@@ -478,8 +522,26 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         untrusted.lines().any(|job| job == "work"),
         "the tampered script is on the branch the work job checks out"
     );
-    // The action's source build happens once; every later job and round restores it.
-    let builds: usize = logs
+    // The poisoned build in the branch's scope ran in no job: each run after it warned,
+    // removed it and built afresh (once: its other jobs run the rebuilt binary, pinned).
+    let _ = std::fs::remove_dir_all(&branch_scope);
+    assert!(
+        !poisoned.exists(),
+        "jobs ran the poisoned build: {:?}",
+        std::fs::read_to_string(&poisoned)
+    );
+    for (n, log) in logs.iter().enumerate().skip(2) {
+        assert!(
+            log.contains("not running the dagexec build found in"),
+            "run {}: the poisoned build is not refused with a warning",
+            n + 1
+        );
+        let builds = log.matches("Building dagexec from").count();
+        assert_eq!(builds, 1, "run {}: dagexec was built {builds} times", n + 1);
+    }
+    // Before that, the action's source build happens once; every later job and round
+    // restores it and runs it, as pinned by the job that started the run.
+    let builds: usize = logs[..2]
         .iter()
         .map(|l| l.matches("Building dagexec from").count())
         .sum();
@@ -489,6 +551,10 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
             .iter()
             .all(|l| l.contains("Cache restored from key: dagexec-source-")),
         "later rounds restore the build from actions/cache"
+    );
+    assert!(
+        logs[1].contains("as this run was started with") && !logs[1].contains("not running"),
+        "round 1 runs the build its run was started with"
     );
     // The redirect; round 1: tasks 0 and 1, then (its part 2) task 1's retry; round 2: task 2.
     assert_eq!(
@@ -501,8 +567,16 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
         .unwrap();
     assert_eq!(
         (first["ref"].as_str(), first["inputs"]["branch"].as_str()),
-        (Some("main"), Some("dagexec/widgets-greet"))
+        (Some("dagexec/widgets-greet"), Some("dagexec/widgets-greet"))
     );
+    // Every dispatch carries the pin of the dispatching job's build.
+    for d in lab.gh.calls("actions/create-workflow-dispatch") {
+        let build = d.body.as_ref().unwrap()["inputs"]["build"].clone();
+        assert!(
+            build.as_str().is_some_and(|b| b.len() == 64),
+            "a dispatch without the build pin: {build}"
+        );
+    }
     let branch = "dagexec/widgets-greet";
     let log = lab.log(branch);
     // As locally: the completed plan is archived in a last commit.
@@ -594,10 +668,9 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
         ],
     );
     let mut lab = Lab::new(&p, BLOCKED_WORKER);
-    let (code, log) = lab.run(
-        "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": "dagexec/break"}),
-    );
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/break"}));
+    let (code, log) = lab.run(&git_ref, &inputs);
     assert_ne!(code, 0, "the finalize job fails:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1)]);
     let checks = lab.gh.calls("checks/create");
@@ -613,7 +686,8 @@ fn a_circuit_breaker_fails_the_run_with_a_check_run() {
     );
     assert!(summary.contains("the schema needs a decision"), "{summary}");
     assert!(summary.contains("How to resume"), "{summary}");
-    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
+    // Only the run on main started a round (this one).
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 1);
     // A round in which nothing completed has the one round commit format.
     let log = lab.log("dagexec/break");
     assert_eq!(
@@ -672,10 +746,8 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
 
     // Round 1: task 0 completes, task 1 asks; nothing else can run, so the run waits on the
     // pull request with an action_required check run and no dispatch.
-    let (code, log) = lab.run(
-        "refs/heads/main",
-        &json!({"plan": ".design/plan.json", "branch": branch}),
-    );
+    let (git_ref, inputs) = lab.redirect(&json!({"plan": ".design/plan.json", "branch": branch}));
+    let (code, log) = lab.run(&git_ref, &inputs);
     assert_eq!(code, 0, "round 1:\n{log}");
     assert_eq!(matrix_of(&log), vec![(0, 1), (1, 1)]);
     let created = lab.gh.calls("pulls/create");
@@ -711,7 +783,8 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
         (Some("dagexec"), Some("action_required")),
         "{check:#}"
     );
-    assert!(lab.gh.calls("actions/create-workflow-dispatch").is_empty());
+    // (The one dispatch is the run on main's, which started this round.)
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 1);
     let round_1 = lab.log(branch);
 
     // The answer, as a comment: the comment job (on the default branch) acknowledges it,
@@ -734,8 +807,8 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
     assert_eq!(reactions.len(), 1, "{log}");
     assert_eq!(reactions[0].body.as_ref().unwrap()["content"], "eyes");
     let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
-    assert_eq!(dispatches.len(), 1, "{log}");
-    let dispatch = dispatches[0].body.clone().unwrap();
+    assert_eq!(dispatches.len(), 2, "{log}");
+    let dispatch = dispatches[1].body.clone().unwrap();
     assert_eq!(dispatch["ref"], branch, "{dispatch:#}");
     assert_eq!(dispatch["inputs"]["branch"], branch, "{dispatch:#}");
     let after = lab.log(branch);
@@ -774,7 +847,7 @@ fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
         1,
         "the same PR throughout"
     );
-    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 1);
+    assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 2);
     lab.gh.assert_clean();
 }
 
@@ -950,7 +1023,7 @@ fn make_eager(lab: &Lab, polls_per_hour: u64) {
 /// once as its own act process, and its artifact is handed to the fake API when it ends.
 /// Returns the lab, the conductor run's exit status and its log.
 fn conduct(mut lab: Lab) -> (std::sync::Arc<Lab>, std::process::ExitStatus, String) {
-    // Run 1 on main only names the branch; run 2 (dispatched on main with it) conducts.
+    // Run 1 on main only names the branch; run 2 (dispatched on the branch) conducts.
     let naming = std::time::Instant::now();
     let (code, log) = lab.run(
         "refs/heads/main",
@@ -963,10 +1036,15 @@ fn conduct(mut lab: Lab) -> (std::sync::Arc<Lab>, std::process::ExitStatus, Stri
     )
     .unwrap();
     let first = lab.gh.state().dispatches[0].clone();
+    git(&lab.repo, &["fetch", "-q", "origin"]);
+    let remote = format!("origin/{}", first.git_ref);
+    git(
+        &lab.repo,
+        &["checkout", "-q", "-B", &first.git_ref, &remote],
+    );
     lab.runs += 1;
     let n = lab.runs;
-    let payload =
-        json!({"inputs": first.inputs, "ref": "refs/heads/main", "repository": repository()});
+    let payload = json!({"inputs": first.inputs, "ref": format!("refs/heads/{}", first.git_ref), "repository": repository()});
     let mut conductor = lab
         .act_command(
             (n, first.run_id),

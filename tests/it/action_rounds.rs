@@ -780,3 +780,146 @@ fn a_matrix_job_without_an_artifact_leaves_an_attempt_record() {
     assert_eq!(records[0]["outcome"], "failed");
     lab.gh.assert_clean();
 }
+
+/// The next round is started with the `build` pin (the SHA-256 of the finalize job's own
+/// dagexec, which the next run's jobs check a restored build against) when the workflow at the
+/// execution branch declares that input; a workflow written by an older `dagexec init` does
+/// not, GitHub refuses the dispatch (422 "Unexpected inputs provided", which the fake answers
+/// from the workflow in the repository), and finalize dispatches the round again without it.
+#[test]
+fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_round() {
+    let pin = "0123456789abcdef".repeat(4);
+    let old = std::fs::read_to_string(
+        common::manifest().join("tests/fixtures/workflows/dagexec-before-build.yml"),
+    )
+    .unwrap();
+    let new = std::fs::read_to_string(common::manifest().join("templates/dagexec.yml")).unwrap();
+    for (workflow, declared) in [(new.as_str(), true), (old.as_str(), false)] {
+        let mut lab = Lab::with(
+            vec![
+                task("one", &["t2.txt"], &[]),
+                task("two", &["t3.txt"], &[0]),
+            ],
+            "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 2)).txt\"\necho COMPLETED: done\n",
+            &[(".github/workflows/dagexec.yml", workflow)],
+        );
+        lab.0.set_env("DAGEXEC_BUILD_SHA256", &pin);
+        let (outputs, ok, text) = lab.round(1);
+        assert!(ok, "{text}");
+        assert_eq!(outputs["has-work"], "true", "{text}");
+        let st = lab.gh.state();
+        assert_eq!(st.dispatches.len(), 1, "the next round is started: {text}");
+        let inputs = &st.dispatches[0].inputs;
+        assert_eq!(inputs["branch"], "dagexec/rounds");
+        if declared {
+            assert_eq!(inputs["build"], pin.as_str(), "{inputs}");
+            assert!(st.refused_inputs.is_empty());
+        } else {
+            assert!(inputs.get("build").is_none(), "{inputs}");
+            assert_eq!(st.refused_inputs, vec![vec!["build".to_string()]]);
+        }
+        lab.gh.assert_clean();
+    }
+    // A pin that is no SHA-256 is refused, naming the input.
+    let lab = Lab::new(vec![task("one", &["t2.txt"], &[])]);
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 1)
+        .args(["action", "plan"])
+        .env("DAGEXEC_BUILD_SHA256", "not-a-sha")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(lab::text(&out).contains("SHA-256"), "{}", lab::text(&out));
+}
+
+/// No task code runs in a run of the default branch: its work jobs' runtime token could write
+/// the default branch's Actions cache scope, which every branch restores from and the install
+/// step trusts without a pin. A run on the default branch (action.yml passes the event's
+/// default branch) only redirects, even with the branch named, and finalize starts the round
+/// on the execution branch itself, creating it at the run's commit; a task run started there
+/// by hand refuses to run the worker; the default branch cannot be the execution branch.
+#[test]
+fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_branch() {
+    let mut lab = Lab::with_worker(
+        vec![task("one", &["t2.txt"], &[])],
+        "#!/bin/sh\ncat > /dev/null\ntouch \"$HOME/../worker-ran\"; echo x > t2.txt\necho COMPLETED: done\n",
+    );
+    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    assert_eq!(o["conclusion"], "redirect", "{}", planned.log);
+    assert_eq!(o["has-work"], "false", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.dispatches.len(), 1, "{text}");
+    assert_eq!(st.dispatches[0].git_ref, "dagexec/rounds", "{text}");
+    assert_eq!(st.dispatches[0].inputs["branch"], "dagexec/rounds");
+    let main = git(&lab.origin, &["rev-parse", "main"]);
+    let started = git(&lab.origin, &["rev-parse", "dagexec/rounds"]);
+    assert_eq!(started, main, "the branch starts at the run's commit");
+
+    // A task run started by hand on the default branch.
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 2)
+        .env_remove("DAGEXEC_TOKEN")
+        .env("HOME", dir.join("home"))
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", "0")
+        .env("DAGEXEC_BASE", &main)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("work"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", lab::text(&out));
+    assert!(
+        lab::text(&out).contains("this run is on the default branch (main)"),
+        "{}",
+        lab::text(&out)
+    );
+    assert!(!dir.join("worker-ran").exists(), "the worker ran");
+
+    // The execution branch cannot be the default branch.
+    lab.0.set_env("DAGEXEC_BRANCH", "main");
+    let dir = lab.checkout("main");
+    let out = lab
+        .job(&dir, 3)
+        .args(["action", "plan"])
+        .env("DAGEXEC_BRANCH", "main")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", lab::text(&out));
+    assert!(
+        lab::text(&out).contains("the execution branch is the default branch (main)"),
+        "{}",
+        lab::text(&out)
+    );
+    lab.gh.assert_clean();
+}
+
+/// A run on the default branch naming a Spec Kit `tasks.md` is started again on the execution
+/// branch with the plan as named, not the plan the redirecting job prepared from it (which is
+/// not committed anywhere yet).
+#[test]
+fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
+    let mut lab = Lab(lab::lab()
+        .fixture("specs/003-todo", "speckit/003-todo")
+        .worker("#!/bin/sh\ncat > /dev/null\necho COMPLETED: done\n")
+        .branch("dagexec/todo")
+        .start());
+    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.0.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
+    let planned = lab.plan_job(1, &[]);
+    assert_eq!(planned.outputs["conclusion"], "redirect", "{}", planned.log);
+    let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));
+    assert!(ok, "{text}");
+    let st = lab.gh.state();
+    assert_eq!(st.dispatches.len(), 1, "{text}");
+    assert_eq!(st.dispatches[0].git_ref, "dagexec/todo");
+    assert_eq!(st.dispatches[0].inputs["plan"], "specs/003-todo/tasks.md");
+    lab.gh.assert_clean();
+}

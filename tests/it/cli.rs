@@ -290,6 +290,36 @@ fn help_teaches() {
     assert_eq!(out.code, 2);
 }
 
+/// One exit-code table (`dagexec::cli::Exit`): `run --help` and the guide's command table
+/// give every code in it, and no other.
+#[test]
+fn the_exit_codes_taught_are_the_exit_code_table() {
+    use dagexec::cli::Exit;
+    let dir = tempfile::tempdir().unwrap();
+    let help = run(dir.path(), &["run", "--help"]).stdout;
+    let help = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("run --help has Exit status:");
+    let guide = std::fs::read_to_string(manifest().join("docs/src/commands.md")).unwrap();
+    let row = guide
+        .lines()
+        .find(|l| l.starts_with("| `dagexec run "))
+        .expect("the guide's row for run");
+    let exit = row.rsplit('|').nth(1).unwrap();
+    let codes = |text: &str, sep: &str| -> Vec<u8> {
+        text.split(sep)
+            .filter_map(|part| part.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    let table: Vec<u8> = Exit::TABLE.iter().map(|(_, code, _)| *code).collect();
+    let in_help: Vec<u8> = codes(&help.split("\n\n").next().unwrap().replace('\n', " "), ";")
+        .into_iter()
+        .collect();
+    assert_eq!(in_help, table, "run --help: {help}");
+    assert_eq!(codes(exit, "·"), table, "docs/src/commands.md: {exit}");
+}
+
 #[test]
 fn status_and_graph_show_a_run_in_progress() {
     let mut plan: serde_json::Value = serde_json::from_str(&example("auth-v2.json")).unwrap();

@@ -4,7 +4,7 @@
 
 use crate::common::fake_github;
 
-use dagexec::action::jobs::comment::{
+use dagexec::action::steering::comment::{
     self, Command, Outcome, STATUS_MARKER, Trigger, classify, handle,
 };
 use dagexec::edge::github::{Client, RepoName, Token};
@@ -263,7 +263,7 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
     // before dagexec wrote its own.
     let forged = format!(
         "{STATUS_MARKER}\n{}\nstop everything",
-        dagexec::action::jobs::steer::ABORT_MARKER
+        dagexec::action::steering::ABORT_MARKER
     );
     let theirs = gh.add_comment(repo, 1, "mallory", &forged);
     let found = comment::trusted_marked(&client, 1, comment::Identity::default())
@@ -271,7 +271,7 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
         .unwrap();
     assert!(found.own.is_empty());
     assert_eq!(found.ignored.len(), 1);
-    assert!(!found.abort_requested(dagexec::action::jobs::steer::ABORT_MARKER));
+    assert!(!found.abort_requested(dagexec::action::steering::ABORT_MARKER));
     let id = client
         .upsert_marked_comment(1, STATUS_MARKER, "round 1", &found.own)
         .await
@@ -287,13 +287,13 @@ async fn a_strangers_marked_comment_is_neither_updated_nor_believed() {
     // the finalize that authenticates as that App, and no other App's.
     let asked = format!(
         "{STATUS_MARKER}\n{}",
-        dagexec::action::jobs::steer::ABORT_MARKER
+        dagexec::action::steering::ABORT_MARKER
     );
     client.update_comment(id, &asked).await.unwrap();
     let found = comment::trusted_marked(&client, 1, comment::Identity::default())
         .await
         .unwrap();
-    assert!(found.abort_requested(dagexec::action::jobs::steer::ABORT_MARKER));
+    assert!(found.abort_requested(dagexec::action::steering::ABORT_MARKER));
     let app_bot = dagexec::edge::github::comments::Author {
         login: "dagexec-test-app[bot]".into(),
         bot: true,

@@ -1,6 +1,8 @@
 //! `scripts/install-action.sh`, the action's installer, run as action.yml runs it: a source
-//! build already in the tool cache (restored by actions/cache) is used even where cargo is
-//! absent, and a release asset is installed only when its SHA-256 is the one
+//! build already in the tool cache (restored by actions/cache, or left on a self-hosted runner)
+//! is used, even where cargo is absent, only when its SHA-256 is the `build` pin (or, with no
+//! pin, on the default branch) — a poisoned one is removed with a warning and built afresh —
+//! and a release asset is installed and run only when its SHA-256 is the one
 //! `dist/checksums.txt` pins (the full release path, with the real archive, is
 //! `.ci/release-path.sh`).
 
@@ -58,6 +60,9 @@ fn path_without_cargo(dir: &Path) -> PathBuf {
         "flock",
         "dirname",
         "basename",
+        "mv",
+        "chmod",
+        "mktemp",
     ] {
         if let Some(p) = which(tool) {
             std::os::unix::fs::symlink(p, bin.join(tool)).unwrap();
@@ -125,28 +130,157 @@ fn a_cached_source_build_is_used_where_cargo_is_absent() {
         "{}",
         text(&cold)
     );
-    // What actions/cache restores: the build of this very source.
+    // What actions/cache restores: the build of this very source, pinned by the trusted job
+    // that started the run (its SHA-256, the `build` input).
     let bin = Path::new(&dir).join("bin/dagexec");
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::write(&bin, "#!/bin/sh\necho 'dagexec 0.0.0-cached'\n").unwrap();
-    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let warm = install(&action, tmp.path(), None, &[]);
+    let sum = put_exe(&bin, "dagexec 0.0.0-cached");
+    let warm = install(&action, tmp.path(), None, &[("DAGEXEC_BUILD_SHA256", &sum)]);
     assert!(warm.status.success(), "{}", text(&warm));
     assert!(
         text(&warm).contains("dagexec 0.0.0-cached"),
         "{}",
         text(&warm)
     );
-    assert!(
-        outputs(tmp.path()).contains(&format!("bin={}\n", bin.display())),
-        "{}",
-        outputs(tmp.path())
-    );
+    let outs = outputs(tmp.path());
+    for line in [
+        format!("bin={}\n", bin.display()),
+        format!("build={sum}\n"),
+        "fresh=false\n".into(),
+    ] {
+        assert!(outs.contains(&line), "{line} in {outs}");
+    }
     // Another source is another build: the key follows the source.
     std::fs::write(action.join("src/main.rs"), "fn main() { }\n").unwrap();
     let _ = std::fs::remove_file(tmp.path().join("github-output"));
     install(&action, tmp.path(), Some("locate"), &[]);
     assert!(!outputs(tmp.path()).contains(&format!("key={key}\n")));
+}
+
+/// An executable script at `path` that prints `says`; its SHA-256.
+fn put_exe(path: &Path, says: &str) -> String {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sha256_of(path)
+}
+
+fn sha256_of(path: &Path) -> String {
+    let sum = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A `cargo` whose `install --root DIR` leaves a `DIR/bin/dagexec` that prints "rebuilt" (the
+/// real build takes minutes); its directory, to put first on PATH.
+fn fake_cargo(dir: &Path) -> PathBuf {
+    let bin = dir.join("fake-cargo");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = --root ] && root=$2; shift; done\n\
+         mkdir -p \"$root/bin\" && printf '#!/bin/sh\\necho rebuilt\\n' > \"$root/bin/dagexec\" && chmod 755 \"$root/bin/dagexec\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// What task code that became root can do in a work job: save a build of its own under the
+/// action's cache key in the execution branch's scope (which actions/cache prefers), or leave
+/// one in a self-hosted runner's tool cache. A later job runs it only when it is the build the
+/// run was pinned to; otherwise the job warns, removes it and builds afresh.
+#[test]
+fn a_poisoned_source_build_is_not_run_without_the_pin_and_is_built_afresh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let action = action_copy(tmp.path(), None);
+    assert!(
+        install(&action, tmp.path(), Some("locate"), &[])
+            .status
+            .success()
+    );
+    let dir = PathBuf::from(
+        outputs(tmp.path())
+            .lines()
+            .find_map(|l| l.strip_prefix("dir="))
+            .unwrap(),
+    );
+    let bin = dir.join("bin/dagexec");
+    let cargo = fake_cargo(tmp.path());
+    // (install() puts the basic tools at <dir>/path.)
+    let path = format!("{}:{}", cargo.display(), tmp.path().join("path").display());
+    let pinned = "a".repeat(64);
+    let cases: [(&str, Vec<(&str, &str)>); 3] = [
+        // Pinned to another build (the one the plan job built or checked).
+        (
+            "not the",
+            vec![
+                ("DAGEXEC_BUILD_SHA256", pinned.as_str()),
+                ("PATH", path.as_str()),
+            ],
+        ),
+        // No pin, on the execution branch.
+        (
+            "no build pin",
+            vec![
+                ("GITHUB_REF", "refs/heads/dagexec/x"),
+                ("DAGEXEC_DEFAULT_BRANCH", "main"),
+                ("PATH", path.as_str()),
+            ],
+        ),
+        // No pin and no idea which branch this is.
+        ("no build pin", vec![("PATH", path.as_str())]),
+    ];
+    for (why, env) in cases {
+        let _ = std::fs::remove_file(tmp.path().join("github-output"));
+        put_exe(&bin, "owned");
+        let out = install(&action, tmp.path(), None, &env);
+        let t = text(&out);
+        assert!(out.status.success(), "{t}");
+        assert!(!t.contains("owned"), "the poisoned build ran: {t}");
+        assert!(
+            t.contains("::warning title=dagexec install::not running"),
+            "{t}"
+        );
+        assert!(t.contains(why), "{why} in {t}");
+        assert!(t.contains("rebuilt"), "{t}");
+        let outs = outputs(tmp.path());
+        let rebuilt = sha256_of(&bin);
+        assert!(outs.contains(&format!("build={rebuilt}\n")), "{outs}");
+        assert!(outs.contains("fresh=true\n"), "{outs}");
+    }
+    // A pin that is no SHA-256 is refused before anything runs.
+    put_exe(&bin, "owned");
+    let out = install(
+        &action,
+        tmp.path(),
+        None,
+        &[("DAGEXEC_BUILD_SHA256", "$(id)")],
+    );
+    assert!(!out.status.success());
+    assert!(!text(&out).contains("owned"), "{}", text(&out));
+    // The default branch's scope is written by no task code: an unpinned build is used there.
+    let _ = std::fs::remove_file(tmp.path().join("github-output"));
+    let sum = put_exe(&bin, "dagexec from the default branch");
+    let out = install(
+        &action,
+        tmp.path(),
+        None,
+        &[
+            ("GITHUB_REF", "refs/heads/main"),
+            ("DAGEXEC_DEFAULT_BRANCH", "main"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("dagexec from the default branch"),
+        "{}",
+        text(&out)
+    );
+    assert!(outputs(tmp.path()).contains(&format!("build={sum}\n")));
 }
 
 /// A release archive holding a `dagexec` that prints `says`, and its SHA-256.
@@ -217,4 +351,26 @@ fn a_release_asset_installs_only_with_the_pinned_checksum() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("dagexec 9.9.9"), "{}", text(&out));
     assert!(outputs(&two).contains("bin="), "{}", outputs(&two));
+
+    // A binary left in a self-hosted runner's tool cache (by task code of an earlier job) is
+    // never run: the checked archive beside it is extracted afresh ...
+    let left = two.join(format!("toolcache/dagexec/v9.9.9/{}", target()));
+    put_exe(&left.join("dagexec"), "owned");
+    let out = install(&action, &two, None, &env);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("dagexec 9.9.9"), "{}", text(&out));
+    assert!(!text(&out).contains("owned"), "{}", text(&out));
+    // ... and without an archive that checks out, everything there is removed and the asset
+    // downloaded again.
+    std::fs::write(left.join(&asset), &evil).unwrap();
+    put_exe(&left.join("dagexec"), "owned");
+    let out = install(&action, &two, None, &env);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("::warning title=dagexec install::"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("dagexec 9.9.9"), "{}", text(&out));
+    assert!(!text(&out).contains("owned"), "{}", text(&out));
 }

@@ -7,11 +7,15 @@
 //! on. A run started without a `branch` input on another ref (Run workflow on `main`) is in
 //! that ref's group, not the branch's, so it does no work: it resolves the branch and
 //! concludes `redirect`, and finalize dispatches the first round again with the branch named,
-//! into the branch's group.
+//! into the branch's group. A run on the default branch redirects even with the branch named,
+//! and finalize then starts the round on the execution branch itself (creating it at the
+//! run's commit): no task code runs in a run of the default branch, whose Actions cache scope
+//! every branch restores from.
 
 use std::path::Path;
 
 use crate::action::matrix::Matrix;
+use crate::action::protocol::PlanConclusion;
 use crate::action::{ActionError, Inputs, default_branch_name};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::preflight::Overlaps;
@@ -26,49 +30,27 @@ pub struct Planned {
     pub base: String,
     pub round: u32,
     pub matrix: Option<Matrix>,
-    /// `work` (a matrix follows), `close-round` (the open round's tasks are all resolved:
-    /// finalize ends it), `conduct` (`schedule: eager`: the conductor job runs),
-    /// `completed`, `incomplete`, `deadlock`, `preflight-failed`, `budget` (the `max-cost`
-    /// budget is spent),
-    /// `redirect` (start the round again with `branch` named, in the branch's group).
-    pub conclusion: String,
+    /// What finalize (or the conductor) is handed: see [`PlanConclusion`].
+    pub conclusion: PlanConclusion,
     /// Said in the log and the job summary.
     pub message: String,
 }
 
 /// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
-/// (`GITHUB_REF_NAME`; empty outside Actions).
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
+/// (`GITHUB_REF_NAME`; empty outside Actions) of a repository whose default branch is
+/// `default_branch` (empty when unknown).
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    ref_name: &str,
+    refs: (&str, &str),
     schedule: crate::pure::engine::Schedule,
 ) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
-    let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
-    // Only its goal is needed (the branch's name): not held while the branch's plan is read.
-    let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
-        .map_err(crate::pure::plan::error::PlanErrors::from)?
-        .goal;
-    let branch = if inputs.branch.is_empty() {
-        default_branch_name(&first_goal)
-    } else {
-        inputs.branch.clone()
+    let branch = match branch_of(&repo, inputs, refs)? {
+        Ok(branch) => branch,
+        Err(redirect) => return Ok(redirect),
     };
-    if inputs.branch.is_empty() && !ref_name.is_empty() && ref_name != branch {
-        return Ok(Planned {
-            base: repo.head()?,
-            round: 0,
-            matrix: None,
-            conclusion: "redirect".into(),
-            message: format!(
-                "The plan runs on {branch}; its rounds run in that branch's concurrency group, so this run starts the round there (workflow_dispatch with branch: {branch})."
-            ),
-            branch,
-        });
-    }
     // The branch, when it exists, is where the state is; otherwise this commit starts it.
     if let Some(tip) = repo.fetch_branch(&branch, &auth)?
         && repo.head()? != tip
@@ -92,7 +74,7 @@ pub fn run(
             base,
             round,
             matrix: None,
-            conclusion: "completed".into(),
+            conclusion: PlanConclusion::Completed,
         });
     }
     let dag = crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
@@ -105,7 +87,6 @@ pub fn run(
     }
     let round = crate::flow::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
-    let conflicts = overlaps.for_scheduling();
     // A round open on the branch (round 1 retried in a later part) is not a fresh start.
     let fresh = !plan.is_resume()
         && round == 1
@@ -113,127 +94,205 @@ pub fn run(
             .progress
             .extra
             .contains_key(crate::action::rounds::FIELD);
-    let done = |conclusion: &str, message: String| Planned {
-        branch: branch.clone(),
-        base: base.clone(),
+    let at = At {
+        branch,
+        base,
         round,
-        matrix: None,
-        conclusion: conclusion.to_string(),
-        message,
     };
-    if fresh {
-        let validation = checks::gather(
-            &plan,
-            repo.root(),
-            checks::CheckOptions {
-                skip_checks: false,
-                timeout: inputs.timeout,
-            },
-        );
-        let setup = preflight::output(&plan, &dag, &overlaps, validation);
-        let failed: Vec<String> = setup
-            .validation
-            .blocking_checks
-            .iter()
-            .filter(|c| !c.passed)
-            .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
-            .collect();
-        let proceed = plan
-            .progress
-            .extra
-            .get(super::steer::PROCEED_FIELD)
-            .and_then(|v| v.as_str())
-            == Some("proceed");
-        if !failed.is_empty() && proceed {
-            println!(
-                "{} blocking pre-flight check(s) failed; proceeding, as `/execute proceed` asked.",
-                failed.len()
-            );
-        } else if !failed.is_empty() {
-            return Ok(done(
-                "preflight-failed",
-                format!(
-                    "{} blocking pre-flight check(s) failed:\n{}",
-                    failed.len(),
-                    failed.join("\n")
-                ),
-            ));
-        }
+    if fresh && let Some(failed) = preflight_failed(&repo, &plan, &dag, &overlaps, inputs) {
+        return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
-    // `rounds`: the seed's round is the whole ready set; a job matrix cannot order its jobs,
-    // so a round takes a workflow run per group of tasks that share files and per retry
-    // (see `rounds`). An open round on the branch goes on before anything else.
-    let current = (schedule != crate::pure::engine::Schedule::Eager)
-        .then(|| crate::action::rounds::current(&plan, &dag))
-        .flatten();
-    for note in current.iter().flat_map(|c| &c.notes) {
-        println!("{note}");
-    }
-    if let Some(c) = current.as_ref().filter(|c| c.resumed) {
-        let part = c.open.next_part(&plan, &dag, &conflicts);
-        if part.is_empty() {
-            return Ok(done(
-                "close-round",
-                format!(
-                    "Round {} on {branch}: every task of it is resolved; finalize ends the round (its update and circuit breaker).",
-                    c.open.round
-                ),
-            ));
-        }
-        return Ok(work(&plan, &c.open, part, branch, base));
-    }
-    let policy: &dyn engine::Policy = match schedule {
-        crate::pure::engine::Schedule::Eager => &engine::Batches,
-        _ => &engine::Rounds,
-    };
+    let conflicts = overlaps.for_scheduling();
     let view = View {
         plan: &plan,
         dag: &dag,
         conflicts: &conflicts,
     };
+    Ok(next(view, schedule, inputs, at))
+}
+
+/// The execution branch: the `branch` input, else the goal's. A run started on another ref
+/// (`ref_name`) without a `branch` input, or on the default branch (`default_branch`) at all,
+/// is redirected (`Err`) into the branch's concurrency group.
+fn branch_of(
+    repo: &Repo,
+    inputs: &Inputs,
+    (ref_name, default_branch): (&str, &str),
+) -> Result<Result<String, Planned>, ActionError> {
+    let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
+    // Only its goal is needed (the branch's name): not held while the branch's plan is read.
+    let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
+        .map_err(crate::pure::plan::error::PlanErrors::from)?
+        .goal;
+    let branch = if inputs.branch.is_empty() {
+        default_branch_name(&first_goal)
+    } else {
+        inputs.branch.clone()
+    };
+    // A run on the default branch never runs task code, even with the branch named: the work
+    // jobs' runtime token could write the default branch's Actions cache scope, which every
+    // branch's runs restore from and the install step trusts without a pin.
+    let on_default = !default_branch.is_empty() && ref_name == default_branch;
+    if !default_branch.is_empty() && branch == default_branch {
+        return Err(ActionError::Input(format!(
+            "the execution branch is the default branch ({branch}): rounds are committed to a branch of their own and reviewed in a pull request to {branch}, and no task code runs in a run of the default branch. Leave the branch input empty (dagexec/<goal slug>) or name another branch"
+        )));
+    }
+    if !((inputs.branch.is_empty() || on_default) && !ref_name.is_empty() && ref_name != branch) {
+        return Ok(Ok(branch));
+    }
+    Ok(Err(Planned {
+        base: repo.head()?,
+        round: 0,
+        matrix: None,
+        conclusion: PlanConclusion::Redirect,
+        message: format!(
+            "The plan runs on {branch}; its rounds run in that branch's concurrency group, so this run starts the round there (workflow_dispatch with branch: {branch})."
+        ),
+        branch,
+    }))
+}
+
+/// Where the plan job concludes: the branch, its base and the round.
+struct At {
+    branch: String,
+    base: String,
+    round: u32,
+}
+
+impl At {
+    /// A conclusion without work.
+    fn done(self, conclusion: PlanConclusion, message: String) -> Planned {
+        Planned {
+            branch: self.branch,
+            base: self.base,
+            round: self.round,
+            matrix: None,
+            conclusion,
+            message,
+        }
+    }
+}
+
+/// A fresh run's blocking pre-flight checks: what failed (unless `/execute proceed` asked
+/// to run anyway).
+fn preflight_failed(
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    dag: &crate::pure::graph::Dag,
+    overlaps: &Overlaps,
+    inputs: &Inputs,
+) -> Option<String> {
+    let validation = checks::gather(
+        plan,
+        repo.root(),
+        checks::CheckOptions {
+            skip_checks: false,
+            timeout: inputs.timeout,
+        },
+    );
+    let setup = preflight::output(plan, dag, overlaps, validation);
+    let failed: Vec<String> = setup
+        .validation
+        .blocking_checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
+        .collect();
+    let proceed = plan
+        .progress
+        .extra
+        .get(crate::action::steering::PROCEED_FIELD)
+        .and_then(|v| v.as_str())
+        == Some("proceed");
+    if !failed.is_empty() && proceed {
+        println!(
+            "{} blocking pre-flight check(s) failed; proceeding, as `/execute proceed` asked.",
+            failed.len()
+        );
+        None
+    } else if !failed.is_empty() {
+        Some(format!(
+            "{} blocking pre-flight check(s) failed:\n{}",
+            failed.len(),
+            failed.join("\n")
+        ))
+    } else {
+        None
+    }
+}
+
+/// What runs next. `rounds`: the seed's round is the whole ready set; a job matrix cannot
+/// order its jobs, so a round takes a workflow run per group of tasks that share files and
+/// per retry (see `rounds`). An open round on the branch goes on before anything else.
+fn next(
+    view: View<'_>,
+    schedule: crate::pure::engine::Schedule,
+    inputs: &Inputs,
+    at: At,
+) -> Planned {
+    let View {
+        plan,
+        dag,
+        conflicts,
+    } = view;
+    let current = (schedule != crate::pure::engine::Schedule::Eager)
+        .then(|| crate::action::rounds::current(plan, dag))
+        .flatten();
+    for note in current.iter().flat_map(|c| &c.notes) {
+        println!("{note}");
+    }
+    if let Some(c) = current.as_ref().filter(|c| c.resumed) {
+        let part = c.open.next_part(plan, dag, conflicts);
+        if part.is_empty() {
+            let message = format!(
+                "Round {} on {}: every task of it is resolved; finalize ends the round (its update and circuit breaker).",
+                c.open.round, at.branch
+            );
+            return at.done(PlanConclusion::CloseRound, message);
+        }
+        return work(plan, &c.open, part, at.branch, at.base);
+    }
+    let policy: &dyn engine::Policy = match schedule {
+        crate::pure::engine::Schedule::Eager => &engine::Batches,
+        _ => &engine::Rounds,
+    };
     match policy.next(view, None) {
         Next::Done => {
             let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
-            Ok(if all {
-                done(
-                    "completed",
-                    format!("All {} tasks are completed.", plan.tasks.len()),
-                )
+            if all {
+                let message = format!("All {} tasks are completed.", plan.tasks.len());
+                at.done(PlanConclusion::Completed, message)
             } else {
-                done(
-                    "incomplete",
-                    format!(
-                        "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
-                        plan.count(Status::Completed),
-                        plan.tasks.len()
-                    ),
-                )
-            })
+                let message = format!(
+                    "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
+                    plan.count(Status::Completed),
+                    plan.tasks.len()
+                );
+                at.done(PlanConclusion::Incomplete, message)
+            }
         }
-        Next::Deadlock { pending } => Ok(done("deadlock", engine::deadlock_message(pending))),
+        Next::Deadlock { pending } => {
+            at.done(PlanConclusion::Deadlock, engine::deadlock_message(pending))
+        }
         // Work waits, but the `max-cost` budget is spent: no job starts.
-        Next::Batch { .. }
-            if inputs
-                .max_cost
-                .is_some_and(|b| b.exhausted(&plan).is_some()) =>
-        {
-            let budget = inputs.max_cost.and_then(|b| b.exhausted(&plan));
-            Ok(done("budget", budget.unwrap_or_default()))
+        Next::Batch { .. } if inputs.max_cost.is_some_and(|b| b.exhausted(plan).is_some()) => {
+            let budget = inputs.max_cost.and_then(|b| b.exhausted(plan));
+            at.done(PlanConclusion::Budget, budget.unwrap_or_default())
         }
         Next::Batch { tasks, .. } if schedule == crate::pure::engine::Schedule::Eager => {
             let ready = tasks.len();
-            Ok(done(
-                "conduct",
-                format!(
-                    "Eager on {branch} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",
-                    &base[..base.len().min(12)]
-                ),
-            ))
+            let message = format!(
+                "Eager on {} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",
+                at.branch,
+                &at.base[..at.base.len().min(12)]
+            );
+            at.done(PlanConclusion::Conduct, message)
         }
         Next::Batch { .. } => {
             let open = current.map(|c| c.open).expect("a ready set starts a round");
-            let part = open.next_part(&plan, &dag, &conflicts);
-            Ok(work(&plan, &open, part, branch, base))
+            let part = open.next_part(plan, dag, conflicts);
+            work(plan, &open, part, at.branch, at.base)
         }
     }
 }
@@ -280,7 +339,7 @@ fn work(
         base,
         round,
         matrix: Some(m),
-        conclusion: "work".into(),
+        conclusion: PlanConclusion::Work,
         message,
     }
 }
@@ -298,6 +357,6 @@ pub fn outputs(p: &Planned) -> Vec<(&'static str, String)> {
         ("base", p.base.clone()),
         ("round", p.round.to_string()),
         ("branch", p.branch.clone()),
-        ("conclusion", p.conclusion.clone()),
+        ("conclusion", p.conclusion.to_string()),
     ]
 }

@@ -22,8 +22,9 @@ use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo, changes_in};
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::hooks::{self, ToReview};
+use crate::flow::steps::review::ToReview;
 use crate::pure::outcome;
+use crate::pure::plan;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::review;
 
@@ -39,7 +40,6 @@ pub struct Job {
 
 /// Runs the attempt in the checkout at `root`, at commit `base`; returns the verdict this job
 /// would give (finalize judges again from the files).
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(
     root: &Path,
     inputs: &Inputs,
@@ -47,70 +47,14 @@ pub fn run(
     base: &str,
 ) -> Result<outcome::Verdict, ActionError> {
     let start = jiff::Timestamp::now();
-    let repo = Repo::discover(root)?;
-    let auth = RemoteAuth::token(inputs.token.expose());
-    if repo.head()? != base {
-        repo.ensure_commit(base, &auth)?;
-        repo.checkout_detached(base)?;
-    }
-    let inputs = &crate::action::with_plan(repo.root(), inputs)?;
-    // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
-    // one leaves the defaults: the spend is the worker's own account anyway).
-    if let Ok(prices) =
-        crate::flow::settings::read_file_config(repo.root()).and_then(|f| f.prices())
-    {
-        crate::pure::prices::install(prices);
-    }
-    let plan_path = repo.root().join(&inputs.plan_rel);
-    let plan = crate::edge::plan_file::load(&plan_path)
-        .map_err(crate::pure::plan::error::PlanErrors::from)?;
-    crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
-    let Some(task) = plan.tasks.get(job.task) else {
-        return Err(ActionError::Input(format!(
-            "task {}: no such task (the plan has {}); the matrix and the plan at {base} disagree",
-            job.task,
-            plan.tasks.len()
-        )));
-    };
-    let retry = task
-        .extra
-        .get(RETRY_PROMPT_FIELD)
-        .and_then(|v| v.as_str())
-        .filter(|_| job.attempt > 1);
-    let base_prompt = match retry {
-        Some(p) => p.to_string(),
-        None => prompt::original_prompt(&plan, job.task, Unit::Batch),
-    };
-    let text = prompt::spawn_prompt(&plan, job.task, &base_prompt);
-    // A long-run plan's resume state, from the checkpoint in this checkout.
-    let text = crate::sources::longrun::with_checkpoint(task, repo.root(), &text);
-    // The reviewer feedback so far and the user's answer to the task's question, as locally;
-    // this checkout holds none of an earlier attempt's changes.
+    let (repo, inputs, plan) = open(root, inputs, job, base)?;
+    let inputs = &inputs;
+    let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = hooks::with_feedback(&text, task, &history, review::Start::Fresh);
+    let text = prompt_text(&plan, job, repo.root(), &history);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
-    let scratch = tempfile::Builder::new()
-        .prefix("dagexec-work-")
-        .tempdir()
-        .map_err(|source| ActionError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })?;
-    let log_file = scratch.path().join(artifact::LOG_FILE);
-    let spec = WorkerSpec {
-        command: inputs.worker.clone(),
-        cwd: repo.root().to_path_buf(),
-        prompt: text,
-        task_index: job.task,
-        attempt: job.attempt,
-        round: job.round,
-        model: task.model().unwrap_or_default().to_string(),
-        prompt_file: scratch.path().join("prompt.md"),
-        log_file,
-        usage_file: Some(scratch.path().join("usage.json")),
-        timeout: inputs.timeout,
-        extra_env: Vec::new(),
-    };
+    let scratch = scratch_dir()?;
+    let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let rt = crate::action::runtime()?;
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut run = match rt.block_on(worker::run(&spec, &rx)) {
@@ -119,7 +63,7 @@ pub fn run(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, said, warnings) = crate::flow::attempt::reported_usage(&mut run);
+    let (mut usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
@@ -127,7 +71,7 @@ pub fn run(
     let detail = crate::edge::worker::failure_detail(&run, &inputs.worker);
     // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
     // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
-    hooks::long_run_output(
+    crate::flow::steps::longrun::long_run_output(
         (task, job.attempt),
         &mut run.stdout,
         repo.root(),
@@ -178,42 +122,177 @@ pub fn run(
             touched: &touched,
             keep_logs_in: None,
         };
-        let Some(hooks::Reviewer {
-            run: review_run,
-            parsed,
-            usage: spent,
-        }) = rt.block_on(hooks::run_reviewer(reviewer, &to_review, &rx))
-        else {
-            return Err(ActionError::Input("the reviewer was cancelled".into()));
-        };
+        let reviewed = review_attempt(&rt, &rx, reviewer, &to_review, history, &mut verdict)?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
-        usage = usage.plus(spent);
-        // What this job would conclude (finalize concludes again from result.json).
-        review::conclude(
-            job.task,
-            task,
-            job.attempt,
-            &mut verdict,
-            history,
-            parsed.as_ref().map_err(String::as_str),
-        );
-        result.review = Some(artifact::ReviewRecord::new(&parsed));
-        review_log = Some(match review_run.log {
-            Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
-            _ => review_run.stdout,
-        });
+        usage = usage.plus(reviewed.spent);
+        result.review = Some(reviewed.record);
+        review_log = Some(reviewed.log);
     }
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
+    write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
+    Ok(verdict)
+}
+
+/// A temporary directory for the prompt and log files, outside the checkout.
+fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
+    tempfile::Builder::new()
+        .prefix("dagexec-work-")
+        .tempdir()
+        .map_err(|source| ActionError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })
+}
+
+/// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must
+/// have the task); the checkout's price table installed.
+fn open(
+    root: &Path,
+    inputs: &Inputs,
+    job: Job,
+    base: &str,
+) -> Result<(Repo, Inputs, plan::model::Plan), ActionError> {
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    if repo.head()? != base {
+        repo.ensure_commit(base, &auth)?;
+        repo.checkout_detached(base)?;
+    }
+    let inputs = crate::action::with_plan(repo.root(), inputs)?;
+    // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
+    // one leaves the defaults: the spend is the worker's own account anyway).
+    if let Ok(prices) =
+        crate::flow::settings::read_file_config(repo.root()).and_then(|f| f.prices())
+    {
+        crate::pure::prices::install(prices);
+    }
+    let plan_path = repo.root().join(&inputs.plan_rel);
+    let plan = crate::edge::plan_file::load(&plan_path)
+        .map_err(crate::pure::plan::error::PlanErrors::from)?;
+    crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
+    if plan.tasks.get(job.task).is_none() {
+        return Err(ActionError::Input(format!(
+            "task {}: no such task (the plan has {}); the matrix and the plan at {base} disagree",
+            job.task,
+            plan.tasks.len()
+        )));
+    }
+    Ok((repo, inputs, plan))
+}
+
+/// The worker's prompt: the task's (or its retry's), a long-run plan's resume state from the
+/// checkpoint in the checkout at `root`, the reviewer feedback so far and the user's answer.
+fn prompt_text(
+    plan: &plan::model::Plan,
+    job: Job,
+    root: &Path,
+    history: &[crate::pure::review::ReviewEntry],
+) -> String {
+    let task = &plan.tasks[job.task];
+    let retry = task
+        .extra
+        .get(RETRY_PROMPT_FIELD)
+        .and_then(|v| v.as_str())
+        .filter(|_| job.attempt > 1);
+    let base_prompt = match retry {
+        Some(p) => p.to_string(),
+        None => prompt::original_prompt(plan, job.task, Unit::Batch),
+    };
+    let text = prompt::spawn_prompt(plan, job.task, &base_prompt);
+    // A long-run plan's resume state, from the checkpoint in this checkout.
+    let text = crate::sources::longrun::with_checkpoint(task, root, &text);
+    // The reviewer feedback so far and the user's answer to the task's question, as locally;
+    // this checkout holds none of an earlier attempt's changes.
+    crate::flow::steps::review::with_feedback(&text, task, history, review::Start::Fresh)
+}
+
+/// The worker's run in the checkout at `cwd`, its prompt and log files in `scratch`.
+fn worker_spec(
+    inputs: &Inputs,
+    job: Job,
+    task: &plan::model::Task,
+    cwd: &Path,
+    scratch: &Path,
+    prompt: String,
+) -> WorkerSpec {
+    WorkerSpec {
+        command: inputs.worker.clone(),
+        cwd: cwd.to_path_buf(),
+        prompt,
+        task_index: job.task,
+        attempt: job.attempt,
+        round: job.round,
+        model: task.model().unwrap_or_default().to_string(),
+        prompt_file: scratch.join("prompt.md"),
+        log_file: scratch.join(artifact::LOG_FILE),
+        usage_file: Some(scratch.join("usage.json")),
+        timeout: inputs.timeout,
+        extra_env: Vec::new(),
+    }
+}
+
+/// What the reviewer made of a completed attempt.
+struct Reviewed {
+    spent: crate::pure::usage::Usage,
+    record: artifact::ReviewRecord,
+    log: String,
+}
+
+/// Runs the reviewer on the attempt and concludes, as this job would (finalize concludes
+/// again from result.json), into `verdict`.
+fn review_attempt(
+    rt: &tokio::runtime::Runtime,
+    rx: &tokio::sync::watch::Receiver<bool>,
+    reviewer: &str,
+    to_review: &ToReview<'_>,
+    history: Vec<crate::pure::review::ReviewEntry>,
+    verdict: &mut outcome::Verdict,
+) -> Result<Reviewed, ActionError> {
+    let Some(crate::flow::steps::review::Reviewer {
+        run: review_run,
+        parsed,
+        usage: spent,
+    }) = rt.block_on(crate::flow::steps::review::run_reviewer(
+        reviewer, to_review, rx,
+    ))
+    else {
+        return Err(ActionError::Input("the reviewer was cancelled".into()));
+    };
+    review::conclude(
+        to_review.index,
+        to_review.task,
+        to_review.attempt,
+        verdict,
+        history,
+        parsed.as_ref().map_err(String::as_str),
+    );
+    Ok(Reviewed {
+        spent,
+        record: artifact::ReviewRecord::new(&parsed),
+        log: match review_run.log {
+            Some(log) if !log.trim().is_empty() => format!("{}\n{log}", review_run.stdout),
+            _ => review_run.stdout,
+        },
+    })
+}
+
+/// The artifact's files: result.json, changes.patch, the worker's log and the reviewer's.
+fn write_files(
+    inputs: &Inputs,
+    result: &WorkResult,
+    patch: &[u8],
+    log: Option<&str>,
+    review_log: Option<String>,
+) -> Result<(), ActionError> {
     let write_err = |source| ActionError::Write {
         path: inputs.artifacts.clone(),
         source,
     };
-    artifact::write(&inputs.artifacts, &result, &kept.patch, run.log.as_deref())
-        .map_err(write_err)?;
+    artifact::write(&inputs.artifacts, result, patch, log).map_err(write_err)?;
     if let Some(log) = review_log {
         let path = inputs.artifacts.join(artifact::REVIEW_LOG_FILE);
         crate::edge::fsx::write(&inputs.artifacts, &path, log.as_bytes())
             .map_err(|e| write_err(e.into()))?;
     }
-    Ok(verdict)
+    Ok(())
 }

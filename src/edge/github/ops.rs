@@ -282,20 +282,40 @@ impl Client {
             #[serde(skip_serializing_if = "std::ops::Not::not")]
             return_run_details: bool,
         }
-        self.send(
-            "actions/create-workflow-dispatch",
-            Method::POST,
-            &self.repo_path(&format!(
-                "/actions/workflows/{}/dispatches",
-                encode(workflow)
-            )),
-            &Dispatch {
-                git_ref,
-                inputs,
-                return_run_details,
-            },
-        )
-        .await
+        let path = self.repo_path(&format!(
+            "/actions/workflows/{}/dispatches",
+            encode(workflow)
+        ));
+        let op = "actions/create-workflow-dispatch";
+        let body = |inputs| Dispatch {
+            git_ref,
+            inputs,
+            return_run_details,
+        };
+        match self.send(op, Method::POST, &path, &body(inputs)).await {
+            // A workflow written before one of dagexec's optional inputs existed declares no
+            // such input, and GitHub refuses the whole dispatch (422 "Unexpected inputs
+            // provided") without starting a run: the same dispatch without them.
+            Err(ApiError::Status {
+                status: 422,
+                message,
+                ..
+            }) if message.contains("Unexpected inputs")
+                && OPTIONAL_DISPATCH_INPUTS
+                    .iter()
+                    .any(|k| inputs.contains_key(*k)) =>
+            {
+                tracing::warn!(
+                    "GitHub refused the dispatch of {workflow} on {git_ref} ({message}); dispatching again without {OPTIONAL_DISPATCH_INPUTS:?}"
+                );
+                let mut fewer = inputs.clone();
+                for k in OPTIONAL_DISPATCH_INPUTS {
+                    fewer.remove(*k);
+                }
+                self.send(op, Method::POST, &path, &body(&fewer)).await
+            }
+            answer => answer,
+        }
     }
 
     /// Artifact names → ids of a workflow run (`actions/list-workflow-run-artifacts`), for links.
@@ -307,6 +327,12 @@ impl Client {
         Ok(list.into_iter().map(|a| (a.name, a.id)).collect())
     }
 }
+
+/// Dispatch inputs a workflow written by an older `dagexec init` may not declare: a dispatch
+/// GitHub refuses for an unexpected input is sent again without them. `build` is the SHA-256
+/// pin of the dagexec binary (`scripts/install-action.sh`); without it, the started run's jobs
+/// build the action afresh rather than run a restored build.
+pub const OPTIONAL_DISPATCH_INPUTS: &[&str] = &["build"];
 
 /// What [`encode`] escapes: everything but RFC 3986's unreserved characters and `/`.
 const KEEP_SLASH: &AsciiSet = &NON_ALPHANUMERIC

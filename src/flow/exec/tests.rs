@@ -512,7 +512,7 @@ fn refused_credentials_stop_the_run_once_what_is_in_flight_lands() {
             matches!(&end, Ending::Halted(why) if why.starts_with("task 0: broke")),
             "{end:?}"
         );
-        assert_eq!(end_code(&end), 6);
+        assert!(matches!(end, Ending::Halted(_)), "{end:?}");
         // Task 1 was in flight and is integrated; nothing else started.
         assert_eq!(x.started.len(), 2, "in place {in_place}, eager {eager}");
         assert_eq!(plan.tasks[1].status, Status::Completed);
@@ -525,13 +525,6 @@ fn refused_credentials_stop_the_run_once_what_is_in_flight_lands() {
                 .iter()
                 .all(|t| t.status == Status::Pending && t.attempts() == 0)
         );
-    }
-}
-
-fn end_code(end: &Ending) -> u8 {
-    match end {
-        Ending::Halted(_) => RunEnd::Halted.code(),
-        _ => 0,
     }
 }
 

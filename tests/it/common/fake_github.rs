@@ -66,8 +66,11 @@ pub struct State {
     pub comments: Vec<Comment>,
     /// Check runs in creation order.
     pub check_runs: Vec<CheckRun>,
-    /// `actions/create-workflow-dispatch` calls.
+    /// `actions/create-workflow-dispatch` calls that started a run.
     pub dispatches: Vec<Dispatch>,
+    /// Dispatches refused because the workflow at the dispatched ref declares no such input
+    /// (422 "Unexpected inputs provided", as GitHub answers): the inputs it lacks.
+    pub refused_inputs: Vec<Vec<String>>,
     /// `reactions/create-for-issue-comment` calls.
     pub reactions: Vec<Reaction>,
     /// Workflow runs started by dispatches, by id.
@@ -638,6 +641,36 @@ fn head_of(git_dir: Option<&Path>, git_ref: &str) -> String {
     }
 }
 
+/// The inputs of a dispatch's `body` that the workflow `workflow` (a file name) at the
+/// dispatched ref of the repository `git_dir` does not declare under
+/// `on.workflow_dispatch.inputs`; none when there is no repository or no such file there.
+fn undeclared_inputs(git_dir: Option<&Path>, workflow: &str, body: &Value) -> Vec<String> {
+    let (Some(dir), Some(git_ref)) = (git_dir, body["ref"].as_str()) else {
+        return Vec::new();
+    };
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(dir)
+        .arg("show")
+        .arg(format!("refs/heads/{git_ref}:.github/workflows/{workflow}"))
+        .output();
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
+        return Vec::new();
+    };
+    let Ok(yaml) = serde_yaml::from_slice::<serde_yaml::Value>(&out.stdout) else {
+        return Vec::new();
+    };
+    // `on` is read by YAML 1.1 loaders as `true`; serde_yaml keeps it a string.
+    let declared = &yaml["on"]["workflow_dispatch"]["inputs"];
+    body["inputs"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.keys())
+        .filter(|k| declared.get(k.as_str()).is_none())
+        .cloned()
+        .collect()
+}
+
 struct Responder {
     spec: Arc<Spec>,
     inner: Arc<Mutex<Inner>>,
@@ -996,6 +1029,26 @@ impl Inner {
                 run.status = str_of(&body, "status").unwrap_or(run.status.clone());
                 run.output = body.get("output").cloned().or(run.output.clone());
                 ex = check_json(ex, run);
+            }
+            "actions/create-workflow-dispatch"
+                if !undeclared_inputs(self.git_dir.as_deref(), &param("workflow_id"), &body)
+                    .is_empty() =>
+            {
+                let missing =
+                    undeclared_inputs(self.git_dir.as_deref(), &param("workflow_id"), &body);
+                let list = missing
+                    .iter()
+                    .map(|k| format!("\"{k}\""))
+                    .collect::<Vec<_>>();
+                st.refused_inputs.push(missing);
+                (status, ex) = (
+                    422,
+                    json!({
+                        "message": format!("Unexpected inputs provided: [{}]", list.join(", ")),
+                        "documentation_url": "https://docs.github.com/rest/actions/workflows#create-a-workflow-dispatch-event",
+                        "status": "422"
+                    }),
+                );
             }
             "actions/create-workflow-dispatch" => {
                 let run_id = 7001 + st.dispatches.len() as u64;

@@ -8,6 +8,15 @@
 //! (`--action ./`), a checkout of the action's source from the default branch for the jobs
 //! that hold a write token.
 
+mod render;
+mod worker;
+
+pub use render::render;
+pub use worker::{
+    AIDER_VERSION, CLAUDE_CODE_VERSION, CLAUDE_COMMAND, CODEX_COMMAND, CODEX_VERSION,
+    GEMINI_CLI_VERSION, GEMINI_COMMAND, Worker,
+};
+
 use std::path::{Path, PathBuf};
 
 /// The workflow template, as shipped.
@@ -123,125 +132,6 @@ impl ActionRef {
     }
 }
 
-/// A worker `--worker` can name, or any command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Worker {
-    Claude,
-    Codex,
-    Gemini,
-    Aider,
-    Command(String),
-}
-
-/// The CLI versions `init` pins (bump together with the README), in one place: the commands
-/// below are read from each version's `--help` and run against scripted model servers.
-pub const CLAUDE_CODE_VERSION: &str = "2.1.328";
-pub const CODEX_VERSION: &str = "0.169.0";
-pub const GEMINI_CLI_VERSION: &str = "0.61.0";
-pub const AIDER_VERSION: &str = "0.86.2";
-
-/// Claude Code: machine output (the result object: cost, tokens, status line), edits in the
-/// task's tree without asking (`acceptEdits`: Bash runs only read-only and file-system
-/// commands; anything else, tests included, is refused unless allowed with
-/// `--allowedTools 'Bash(npm test:*)'`), the task's model when the plan names one.
-pub const CLAUDE_COMMAND: &str = r#"claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model "$DAGEXEC_MODEL"}"#;
-/// Codex: JSONL events (tokens, the last message), its `workspace-write` sandbox (edits and
-/// commands inside the tree, no network), a model the price table knows (codex's output
-/// names none; plans name Claude models, so `DAGEXEC_MODEL` is not passed).
-pub const CODEX_COMMAND: &str = "codex exec --json --sandbox workspace-write --model gpt-5.5 -";
-/// Gemini CLI: its JSON result (response, token stats), `auto_edit` (edit tools approved,
-/// no shell tool), the task's tree trusted (`--skip-trust`: it refuses to run headless in an
-/// untrusted folder), the prompt on stdin (`--prompt=` appends nothing to it).
-pub const GEMINI_COMMAND: &str =
-    "gemini --output-format json --approval-mode auto_edit --skip-trust --prompt=";
-
-impl Worker {
-    /// The known names (`claude`, `codex`, `aider`), else the text as a command line.
-    pub fn parse(s: &str) -> Result<Worker, InitError> {
-        let t = s.trim();
-        if t.is_empty() || t.contains(['\n', '\r']) {
-            return Err(InitError::BadWorker);
-        }
-        Ok(match t {
-            "claude" => Worker::Claude,
-            "codex" => Worker::Codex,
-            "gemini" => Worker::Gemini,
-            "aider" => Worker::Aider,
-            _ => Worker::Command(t.to_string()),
-        })
-    }
-
-    /// Said in prompts and step names.
-    pub fn label(&self) -> &str {
-        match self {
-            Worker::Claude => "Claude Code",
-            Worker::Codex => "Codex CLI",
-            Worker::Gemini => "Gemini CLI",
-            Worker::Aider => "Aider",
-            Worker::Command(c) => c,
-        }
-    }
-
-    /// The command line the work job runs (prompt on stdin).
-    pub fn command(&self) -> String {
-        match self {
-            Worker::Claude => CLAUDE_COMMAND.into(),
-            Worker::Codex => CODEX_COMMAND.into(),
-            Worker::Gemini => GEMINI_COMMAND.into(),
-            Worker::Aider => "aider --yes-always --no-auto-commits --no-check-update --no-show-model-warnings --message-file /dev/stdin".into(),
-            Worker::Command(c) => c.clone(),
-        }
-    }
-
-    /// The secret the worker reads its API key from, by default.
-    pub fn default_secret(&self) -> Option<&'static str> {
-        match self {
-            Worker::Claude | Worker::Aider => Some("ANTHROPIC_API_KEY"),
-            Worker::Codex => Some("OPENAI_API_KEY"),
-            Worker::Gemini => Some("GEMINI_API_KEY"),
-            Worker::Command(_) => None,
-        }
-    }
-
-    /// Variables the work job sets for the worker besides its secret: the CLI's own retry
-    /// budget, so a dead API fails in seconds (claude retries a 500 or a 401 for about three
-    /// minutes by default; with 3 retries, seconds).
-    fn env(&self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Worker::Claude => &[("CLAUDE_CODE_MAX_RETRIES", "3")],
-            _ => &[],
-        }
-    }
-
-    /// The install step's name and command, for a known CLI.
-    fn install(&self) -> Option<(String, String)> {
-        match self {
-            Worker::Claude => Some((
-                format!("Install the worker (Claude Code {CLAUDE_CODE_VERSION})"),
-                format!(
-                    "npm install --global --no-audit --no-fund @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
-                ),
-            )),
-            Worker::Codex => Some((
-                format!("Install the worker (Codex CLI {CODEX_VERSION})"),
-                format!("npm install --global --no-audit --no-fund @openai/codex@{CODEX_VERSION}"),
-            )),
-            // Its retry budget in its settings: 3 attempts at the main model, not 10.
-            Worker::Gemini => Some((
-                format!("Install the worker (Gemini CLI {GEMINI_CLI_VERSION})"),
-                format!(
-                    "npm install --global --no-audit --no-fund @google/gemini-cli@{GEMINI_CLI_VERSION} && mkdir -p ~/.gemini && echo '{{\"general\":{{\"maxAttempts\":3}}}}' > ~/.gemini/settings.json"
-                ),
-            )),
-            Worker::Aider => Some((
-                format!("Install the worker (Aider {AIDER_VERSION})"),
-                format!("pipx install aider-chat=={AIDER_VERSION}"),
-            )),
-            Worker::Command(_) => None,
-        }
-    }
-}
-
 /// What `init` writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -302,133 +192,6 @@ pub fn check_secret(name: &str) -> Result<String, InitError> {
     }
 }
 
-/// The template with the action reference, the worker, its install and secret filled in.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-pub fn render(opts: &Options) -> String {
-    let mut text = TEMPLATE.to_string();
-    // The jobs that hold a write token (plan reads the branch they act on) run the action
-    // from the default branch when it is built from this repository.
-    let trusted = if opts.action.is_local() {
-        format!(
-            "      # The action's own source, from the default branch, never from the execution
-      # branch that task patches land on: this job's token must not run their code.
-      - uses: {CHECKOUT}
-        with:
-          ref: ${{{{ github.event.repository.default_branch }}}}
-          path: {TRUSTED_ACTION_DIR}
-          persist-credentials: false
-      - name: Keep the action's checkout out of the repository's status
-        run: echo /{TRUSTED_ACTION_DIR}/ >> .git/info/exclude
-"
-        )
-    } else {
-        String::new()
-    };
-    text = text.replace("      # @trusted-action@\n", &trusted);
-    let mut out = String::with_capacity(text.len());
-    let mut job = "";
-    for line in text.split_inclusive('\n') {
-        if let Some(name) = line
-            .strip_prefix("  ")
-            .and_then(|l| l.strip_suffix(":\n"))
-            .filter(|l| !l.starts_with(' '))
-        {
-            job = match name {
-                "plan" => "plan",
-                "finalize" => "finalize",
-                "conduct" => "conduct",
-                _ => "other",
-            };
-        }
-        let target = format!("uses: {TEMPLATE_ACTION}");
-        if let Some(at) = line.find(&target) {
-            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
-                format!("./{TRUSTED_ACTION_DIR}")
-            } else {
-                opts.action.uses.clone()
-            };
-            out.push_str(&line[..at]);
-            out.push_str(&opts.action.line(&uses));
-            out.push_str(&line[at + target.len()..]);
-        } else {
-            out.push_str(line);
-        }
-    }
-    text = out;
-
-    let mut setup = String::new();
-    if let Some(secret) = &opts.secret {
-        setup.push_str(&format!(
-            "      # The worker's secret, checked before anything is installed or run.
-      - name: Check the {secret} secret
-        env:
-          {secret}: ${{{{ secrets.{secret} }}}}
-        run: |
-          if [ -z \"${secret}\" ]; then
-            echo \"::error title=dagexec: the {secret} secret is not set::The worker ({label}) needs the secret {secret}{place}. Set it with: gh secret set {secret}{flag}\"
-            exit 1
-          fi
-",
-            label = opts.worker.label().replace('"', "'"),
-            place = match &opts.environment {
-                Some(e) => format!(" in the environment {e}"),
-                None => " of the repository".to_string(),
-            },
-            flag = match &opts.environment {
-                Some(e) => format!(" --env {e}"),
-                None => String::new(),
-            },
-        ));
-    }
-    if let Some((name, run)) = opts.worker.install() {
-        // Pinned to an exact version; zizmor's adhoc-packages asks for a lockfile.
-        setup.push_str(&format!(
-            "      - name: {name}\n        run: {run} # zizmor: ignore[adhoc-packages] -- an exact version\n"
-        ));
-    }
-    text = text.replace("      # @worker-setup@\n", &setup);
-    let env_line = match &opts.environment {
-        Some(e) => format!(
-            "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
-        ),
-        None => String::new(),
-    };
-    text = text.replace("    # @worker-environment@\n", &env_line);
-    let mut vars: Vec<String> = Vec::new();
-    if let Some(s) = &opts.secret {
-        vars.push(format!("          {s}: ${{{{ secrets.{s} }}}}\n"));
-    }
-    for (k, v) in opts.worker.env() {
-        vars.push(format!(
-            "          {k}: \"{v}\" # the CLI's own retries: a dead API fails in seconds\n"
-        ));
-    }
-    let env = if vars.is_empty() {
-        String::new()
-    } else {
-        format!("        env:\n{}", vars.concat())
-    };
-    text = text.replace("        # @worker-env@\n", &env);
-    let old = format!(
-        "          worker: '{}'\n",
-        CLAUDE_COMMAND.replace('\'', "''")
-    );
-    // A YAML single-quoted scalar: only the quote itself needs escaping.
-    let new = format!(
-        "          worker: '{}'\n",
-        opts.worker.command().replace('\'', "''")
-    );
-    let text = text.replace(&old, &new);
-    if opts.eager {
-        text.replace(
-            "          schedule: rounds\n",
-            "          schedule: eager\n",
-        )
-    } else {
-        text
-    }
-}
-
 /// Writes the workflow under `root`; refuses to overwrite unless `force`.
 pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
     let path = root.join(WORKFLOW_REL);
@@ -458,7 +221,7 @@ pub struct Args {
 
 /// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
 /// writes or prints the workflow, and says what to do next. Errors are usage errors.
-pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8, String> {
+pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
     use std::io::IsTerminal;
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),
@@ -500,7 +263,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
     let text = render(&opts);
     if args.stdout {
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-        return Ok(0);
+        return Ok(());
     }
     let path = write(root, &text, args.force)?;
     let pin = match &opts.action.comment {
@@ -515,7 +278,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<u8
         next_steps(&opts)
     )
     .map_err(|e| e.to_string())?;
-    Ok(0)
+    Ok(())
 }
 
 /// Asks which worker and which secret (dialoguer, on the terminal).
@@ -640,6 +403,56 @@ mod tests {
         assert!(ActionRef::parse("v1").is_err());
         let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
         assert_eq!(v["jobs"]["work"]["permissions"]["contents"], "read");
+    }
+
+    /// The `build` pin reaches every job that runs dagexec only through what task code cannot
+    /// write: the dispatch input (set by dagexec's trusted jobs) and the outputs of the `plan`
+    /// and `comment` jobs; and no expression reaches a `run:` text.
+    #[test]
+    fn the_build_pin_travels_only_through_trusted_channels() {
+        let t = render(&opts("claude"));
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        let declared = &v["on"]["workflow_dispatch"]["inputs"];
+        assert_eq!(declared["build"]["type"], "string");
+        // GitHub's limit on workflow_dispatch inputs (10 before 2025's 25).
+        assert!(declared.as_mapping().unwrap().len() <= 10);
+        let expected = [
+            ("comment", ""),
+            ("steer", "${{ needs.comment.outputs.build }}"),
+            ("plan", "${{ inputs.build }}"),
+            ("work", "${{ needs.plan.outputs.build }}"),
+            ("task", "${{ inputs.build }}"),
+            ("conduct", "${{ needs.plan.outputs.build }}"),
+            ("finalize", "${{ needs.plan.outputs.build }}"),
+        ];
+        for (job, pin) in expected {
+            let steps = v["jobs"][job]["steps"].as_sequence().unwrap();
+            let step = steps
+                .iter()
+                .find(|s| s["with"]["command"].as_str().is_some())
+                .unwrap_or_else(|| panic!("job {job} runs no dagexec step"));
+            assert_eq!(
+                step["with"]["build"].as_str().unwrap_or(""),
+                pin,
+                "job {job}'s build pin"
+            );
+            for s in steps {
+                if let Some(run) = s["run"].as_str() {
+                    assert!(
+                        !run.contains("${{"),
+                        "job {job}: an expression in run: {run}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            v["jobs"]["plan"]["outputs"]["build"],
+            "${{ steps.plan.outputs.build }}"
+        );
+        assert_eq!(
+            v["jobs"]["comment"]["outputs"]["build"],
+            "${{ steps.comment.outputs.build }}"
+        );
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! An arrival: a worker job's artifact, found by its exact name and judged. Shared by
-//! finalize (a round's matrix entries, [`super::finalize`]) and the conductor (a task run's
-//! artifact, [`super::conduct`]). The artifact is hostile until checked: only the name each
+//! finalize (a round's matrix entries, [`crate::action::jobs::finalize`]) and the conductor (a task run's
+//! artifact, [`crate::action::jobs::conduct`]). The artifact is hostile until checked: only the name each
 //! entry's job uploads counts ([`accepted_names`], [`collect`]; forged ones are reported and
 //! ignored), and a patch that touches what no task may change — the plan, `.github/`, the
 //! action's own files — is refused ([`refused`]) before the local runner's processor judges
 //! the rest ([`crate::pure::outcome`], and the reviewer's verdict by [`crate::pure::review::conclude`]).
+
+mod integrate;
+
+pub(crate) use integrate::{Integrator, done_stop, integrate, prepare_arrivals};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,7 +29,6 @@ use crate::pure::plan::{self, model::Status};
     clippy::unnecessary_wraps,
     reason = "callers treat every arrival step alike, as fallible"
 )]
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub(super) fn judge_entry(
     repo: &Repo,
     plan: &plan::model::Plan,
@@ -35,42 +38,14 @@ pub(super) fn judge_entry(
     ui: &Ui,
 ) -> Result<Judged, ActionError> {
     let task = &plan.tasks[e.task];
-    let (mut report, mut patch, duration, reviewed) = match found {
-        Some(Ok(c)) => (
-            c.result.report(c.log.clone()),
-            c.patch.clone(),
-            Duration::from_millis(c.result.duration_ms),
-            c.result.review.as_ref(),
-        ),
-        Some(Err(why)) => {
-            ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
-        }
-        None => {
-            ui.say(format!("  task {}: no artifact from its job", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
-        }
-    };
+    let (mut report, mut patch, duration, reviewed) = read_found(found, e, ui);
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
     let measured = match found {
         Some(Ok(c)) => Some(c.result.measured(jiff::Timestamp::now())),
         _ => None,
     };
     let timed_out = matches!(report.exit, Exit::TimedOut(_));
-    // The patch is what gets applied, so what it touches comes from the patch itself (applied
-    // to a scratch index of the base), not from the job's own account.
-    let mut broken = None;
-    let (touched, links) = match repo.patch_changes(&patch) {
-        Ok(found) => found,
-        Err(err) => {
-            broken = Some(format!(
-                "the job's changes.patch does not apply to the round's base ({})",
-                err.to_string().lines().next().unwrap_or("")
-            ));
-            patch.clear();
-            (Vec::new(), Vec::new())
-        }
-    };
+    let (touched, links, broken) = touched_by(repo, &mut patch);
     report.changed.extend(touched.iter().cloned());
     // A Spec Kit plan's tasks.md is dagexec's to tick: the work job drops a worker's edit of
     // it from the patch, as it drops the plan's.
@@ -82,26 +57,11 @@ pub(super) fn judge_entry(
     if let Some(Ok(c)) = found {
         crate::pure::outcome::heed(&mut verdict, &c.result.said.clone().checked());
     }
-    crate::flow::hooks::quiet_long_run(task, &mut verdict);
+    crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
     // with a question.
-    let question = (verdict.status != Status::Completed)
-        .then(|| needs_input(&report.output))
-        .flatten();
-    if let Some(q) = &question {
-        verdict = Verdict {
-            status: Status::Blocked,
-            result: format!(
-                "waits for the user: {}",
-                q.text.lines().next().unwrap_or("")
-            ),
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: verdict.warnings,
-            halt: None,
-        };
-    }
+    let question = stop_for_user(&mut verdict, &report.output);
     let refusal = broken
         .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
         .or_else(|| {
@@ -119,33 +79,10 @@ pub(super) fn judge_entry(
         };
     }
     // The reviewer's verdict, concluded by the seed's rules as locally.
-    let mut reviews = None;
-    let mut question = question;
-    if verdict.status == Status::Completed {
-        let own = crate::pure::review::reviewer_for(task, None).is_some();
-        match reviewed {
-            Some(r) => {
-                let c = crate::pure::review::conclude(
-                    e.task,
-                    task,
-                    e.attempt,
-                    &mut verdict,
-                    crate::pure::review::history(task),
-                    r.outcome(),
-                );
-                reviews = Some(c.history);
-                question = c.question;
-            }
-            // The task names its own reviewer, so its job must have run it.
-            None if own => {
-                verdict.status = Status::Failed;
-                verdict.result =
-                    "review failed: the task names a reviewer, but its job reported no review"
-                        .into();
-            }
-            None => {}
-        }
-    }
+    let (reviews, question) = match conclude_review(e, task, &mut verdict, reviewed) {
+        Some((reviews, question)) => (Some(reviews), question),
+        None => (None, question),
+    };
     for w in &verdict.warnings {
         ui.say(format!("  task {}: warning: {w}", e.task));
     }
@@ -165,6 +102,117 @@ pub(super) fn judge_entry(
         measured,
         timed_out,
     })
+}
+
+/// What the entry's job left: its report, patch, duration and review (a missing or unreadable
+/// artifact is the seed's "no status line and no log", said in the log).
+fn read_found<'a>(
+    found: Option<&'a Result<Collected, String>>,
+    e: &Entry,
+    ui: &Ui,
+) -> (
+    AttemptReport,
+    crate::edge::git::Patch,
+    Duration,
+    Option<&'a artifact::ReviewRecord>,
+) {
+    match found {
+        Some(Ok(c)) => (
+            c.result.report(c.log.clone()),
+            c.patch.clone(),
+            Duration::from_millis(c.result.duration_ms),
+            c.result.review.as_ref(),
+        ),
+        Some(Err(why)) => {
+            ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
+            (missing(), Default::default(), Duration::ZERO, None)
+        }
+        None => {
+            ui.say(format!("  task {}: no artifact from its job", e.task));
+            (missing(), Default::default(), Duration::ZERO, None)
+        }
+    }
+}
+
+/// What the patch touches (paths, links): the patch is what gets applied, so this comes from
+/// the patch itself (applied to a scratch index of the base), not from the job's own account.
+/// A patch that does not apply is cleared, and why is the third value.
+fn touched_by(
+    repo: &Repo,
+    patch: &mut crate::edge::git::Patch,
+) -> (Vec<String>, Vec<crate::pure::paths::Link>, Option<String>) {
+    match repo.patch_changes(&*patch) {
+        Ok((touched, links)) => (touched, links, None),
+        Err(err) => {
+            let broken = format!(
+                "the job's changes.patch does not apply to the round's base ({})",
+                err.to_string().lines().next().unwrap_or("")
+            );
+            patch.clear();
+            (Vec::new(), Vec::new(), Some(broken))
+        }
+    }
+}
+
+/// A worker that stops for the user blocks with its question (an attempt that completed
+/// asks none).
+fn stop_for_user(verdict: &mut Verdict, output: &str) -> Option<crate::pure::question::Question> {
+    let question = (verdict.status != Status::Completed)
+        .then(|| needs_input(output))
+        .flatten();
+    if let Some(q) = &question {
+        *verdict = Verdict {
+            status: Status::Blocked,
+            result: format!(
+                "waits for the user: {}",
+                q.text.lines().next().unwrap_or("")
+            ),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: std::mem::take(&mut verdict.warnings),
+            halt: None,
+        };
+    }
+    question
+}
+
+/// A completed attempt's review, concluded by the seed's rules: the task's review history and
+/// its question, when its job reported a review (`None`: nothing to conclude; a task that
+/// names its own reviewer but whose job reported none fails).
+fn conclude_review(
+    e: &Entry,
+    task: &plan::model::Task,
+    verdict: &mut Verdict,
+    reviewed: Option<&artifact::ReviewRecord>,
+) -> Option<(
+    Vec<crate::pure::review::ReviewEntry>,
+    Option<crate::pure::question::Question>,
+)> {
+    if verdict.status != Status::Completed {
+        return None;
+    }
+    let own = crate::pure::review::reviewer_for(task, None).is_some();
+    match reviewed {
+        Some(r) => {
+            let c = crate::pure::review::conclude(
+                e.task,
+                task,
+                e.attempt,
+                verdict,
+                crate::pure::review::history(task),
+                r.outcome(),
+            );
+            Some((c.history, c.question))
+        }
+        // The task names its own reviewer, so its job must have run it.
+        None if own => {
+            verdict.status = Status::Failed;
+            verdict.result =
+                "review failed: the task names a reviewer, but its job reported no review".into();
+            None
+        }
+        None => None,
+    }
 }
 
 /// The question a worker's output asks the user, if it stopped for one: an `OUTPUT_JSON`

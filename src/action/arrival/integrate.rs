@@ -1,0 +1,158 @@
+//! What a writer of the branch does with the arrivals it judged — finalize with a round's
+//! part, the conductor with a batch of task runs: a failed attempt with attempts left turned
+//! back to pending (its retry prompt kept in the plan), a BLOCKED task's question asked,
+//! the rest integrated and committed in the one round-commit format; and the stop when
+//! nothing is pending.
+
+use std::collections::BTreeMap;
+
+use crate::action::ActionError;
+use crate::action::report::Stop;
+use crate::action::steering;
+use crate::edge::git::Repo;
+use crate::flow::attempt::Judged;
+use crate::flow::{RunEnd, RunOptions, Ui};
+use crate::pure::graph::Dag;
+use crate::pure::outcome::{self, Decision};
+use crate::pure::plan::{self, fields::RETRY_PROMPT as RETRY_PROMPT_FIELD, model::Status};
+use crate::pure::prompt::Unit;
+
+/// Where a writer integrates: its checkout of the branch, the plan's DAG, the options the
+/// local runner's integration takes, and the display.
+#[derive(Clone, Copy)]
+pub(crate) struct Integrator<'a> {
+    pub repo: &'a Repo,
+    pub dag: &'a Dag,
+    pub opts: &'a RunOptions,
+    pub ui: &'a Ui,
+}
+
+/// What every arrival goes through before it is integrated (its time and cost are recorded
+/// by the caller: finalize, or the engine loop for the conductor): a failed attempt with attempts left turned back to pending, its patch
+/// dropped and its retry prompt kept in the plan for the next attempt's job (`when` says
+/// when that runs); the others' retry prompts dropped; a BLOCKED task's question asked.
+pub(crate) fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judged], when: &str) {
+    judged.sort_by_key(|j| j.index);
+    let retries: BTreeMap<usize, String> = judged
+        .iter()
+        .filter_map(|j| {
+            let Decision::Retry { prompt, .. } =
+                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+            else {
+                return None;
+            };
+            Some((j.index, prompt))
+        })
+        .collect();
+    for j in judged.iter_mut() {
+        let t = &mut plan.tasks[j.index];
+        match retries.get(&j.index) {
+            Some(p) => {
+                j.verdict.result = format!(
+                    "attempt {} failed: {} — retried {when} (attempt {} of {})",
+                    j.attempt,
+                    j.verdict.result,
+                    j.attempt + 1,
+                    outcome::MAX_ATTEMPTS
+                );
+                j.verdict.status = Status::Pending;
+                j.patch.clear();
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+            }
+            None => {
+                t.extra.shift_remove(RETRY_PROMPT_FIELD);
+            }
+        }
+    }
+    ask_blocked(plan, judged);
+}
+
+fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
+    for j in judged {
+        if j.verdict.status == Status::Blocked && j.question.is_none() {
+            let t = &mut plan.tasks[j.index];
+            if crate::pure::question::get(t).is_none_or(|q| q.reply.is_some()) {
+                crate::pure::question::set(
+                    t,
+                    &steering::blocked_question(j.index, &j.verdict.result),
+                );
+            }
+        }
+    }
+}
+
+/// Integrates judged attempts as one round `round`, exactly as `dagexec run` does: a failed
+/// attempt with attempts left goes back to pending with its retry prompt kept in the plan
+/// (the next attempt's job reads it at its base), a BLOCKED task asks its question, completed
+/// patches are applied and the plan updated ([`crate::flow::integrate::integrate_and_commit`]),
+/// and the plan is committed in the one round-commit format even when no task completed.
+/// Only the judged tasks' retry prompts are touched. Shared by finalize (a round's matrix)
+/// by the conductor (`schedule: eager`, a batch of arrivals). Returns an end when the circuit
+/// breaker trips.
+pub(crate) fn integrate(
+    at: Integrator<'_>,
+    plan: &mut plan::model::Plan,
+    mut judged: Vec<Judged>,
+    round: u32,
+) -> Result<Option<RunEnd>, ActionError> {
+    let Integrator {
+        repo,
+        dag,
+        opts,
+        ui,
+    } = at;
+    let batch: Vec<usize> = {
+        let mut b: Vec<usize> = judged.iter().map(|j| j.index).collect();
+        b.sort_unstable();
+        b
+    };
+    prepare_arrivals(plan, &mut judged, "as soon as a slot is free");
+    let end = crate::flow::integrate::integrate_and_commit(
+        repo, plan, dag, &batch, judged, round, None, opts, ui,
+    )?;
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format (the plan now holds each batch task's outcome).
+    let outcomes: Vec<crate::pure::update::TaskResult> = batch
+        .iter()
+        .map(|&i| crate::pure::update::TaskResult {
+            index: i,
+            status: plan.tasks[i].status,
+            result: plan.tasks[i].result.clone().unwrap_or_default(),
+            attempts: plan.attempts_of(i),
+        })
+        .collect();
+    let message = crate::flow::integrate::commit_message(
+        plan,
+        round,
+        &batch,
+        &outcomes,
+        plan.count(Status::Completed),
+    );
+    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    let batch_file = format!(".design/processor-batch-{round}.json");
+    let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    Ok(end)
+}
+
+/// The stop when nothing is pending (finalize's last round, the conductor's end): the seed's
+/// Step 4 summary and clean-up ([`crate::flow::finish`]), then every task completed, or the
+/// questions that wait for answers, or nothing to say (tasks failed or were skipped).
+pub(crate) fn done_stop(
+    repo: &Repo,
+    plan: &mut plan::model::Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<Option<Stop>, ActionError> {
+    let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+    let open = crate::pure::question::open(plan).len();
+    crate::flow::finish(repo, plan, opts, ui, None)?;
+    Ok(if all {
+        Some(Stop::Completed)
+    } else if open > 0 {
+        Some(Stop::NeedsInput(format!(
+            "{open} question(s) wait for your answer; nothing else can run until then"
+        )))
+    } else {
+        None
+    })
+}

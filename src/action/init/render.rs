@@ -1,0 +1,152 @@
+//! The template filled in: the action reference in every job (the action's own checkout for
+//! the jobs that hold a write token when it is built from the repository), the worker's
+//! secret check and install, its environment and variables, the command, the schedule.
+
+use super::worker::CLAUDE_COMMAND;
+use super::{CHECKOUT, Options, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
+
+/// The template with the action reference, the worker, its install and secret filled in.
+pub fn render(opts: &Options) -> String {
+    let text = TEMPLATE.replace("      # @trusted-action@\n", &trusted_checkout(opts));
+    let text = pin_action(&text, opts)
+        .replace("      # @worker-setup@\n", &worker_setup(opts))
+        .replace("    # @worker-environment@\n", &environment_line(opts))
+        .replace("        # @worker-env@\n", &worker_env(opts));
+    let old = format!(
+        "          worker: '{}'\n",
+        CLAUDE_COMMAND.replace('\'', "''")
+    );
+    // A YAML single-quoted scalar: only the quote itself needs escaping.
+    let new = format!(
+        "          worker: '{}'\n",
+        opts.worker.command().replace('\'', "''")
+    );
+    let text = text.replace(&old, &new);
+    if opts.eager {
+        text.replace(
+            "          schedule: rounds\n",
+            "          schedule: eager\n",
+        )
+    } else {
+        text
+    }
+}
+
+/// The jobs that hold a write token (plan reads the branch they act on) run the action from
+/// the default branch when it is built from this repository: its checkout there.
+fn trusted_checkout(opts: &Options) -> String {
+    if opts.action.is_local() {
+        format!(
+            "      # The action's own source, from the default branch, never from the execution
+      # branch that task patches land on: this job's token must not run their code.
+      - uses: {CHECKOUT}
+        with:
+          ref: ${{{{ github.event.repository.default_branch }}}}
+          path: {TRUSTED_ACTION_DIR}
+          persist-credentials: false
+      - name: Keep the action's checkout out of the repository's status
+        run: echo /{TRUSTED_ACTION_DIR}/ >> .git/info/exclude
+"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// Every `uses:` of the template's action reference replaced: the pinned action, or the
+/// trusted checkout in the jobs that write (plan, finalize, conduct) when it is local.
+fn pin_action(text: &str, opts: &Options) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut job = "";
+    let target = format!("uses: {TEMPLATE_ACTION}");
+    for line in text.split_inclusive('\n') {
+        if let Some(name) = line
+            .strip_prefix("  ")
+            .and_then(|l| l.strip_suffix(":\n"))
+            .filter(|l| !l.starts_with(' '))
+        {
+            job = match name {
+                "plan" => "plan",
+                "finalize" => "finalize",
+                "conduct" => "conduct",
+                _ => "other",
+            };
+        }
+        if let Some(at) = line.find(&target) {
+            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
+                format!("./{TRUSTED_ACTION_DIR}")
+            } else {
+                opts.action.uses.clone()
+            };
+            out.push_str(&line[..at]);
+            out.push_str(&opts.action.line(&uses));
+            out.push_str(&line[at + target.len()..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// The work job's first steps: the worker's secret checked, its CLI installed.
+fn worker_setup(opts: &Options) -> String {
+    let mut setup = String::new();
+    if let Some(secret) = &opts.secret {
+        setup.push_str(&format!(
+            "      # The worker's secret, checked before anything is installed or run.
+      - name: Check the {secret} secret
+        env:
+          {secret}: ${{{{ secrets.{secret} }}}}
+        run: |
+          if [ -z \"${secret}\" ]; then
+            echo \"::error title=dagexec: the {secret} secret is not set::The worker ({label}) needs the secret {secret}{place}. Set it with: gh secret set {secret}{flag}\"
+            exit 1
+          fi
+",
+            label = opts.worker.label().replace('"', "'"),
+            place = match &opts.environment {
+                Some(e) => format!(" in the environment {e}"),
+                None => " of the repository".to_string(),
+            },
+            flag = match &opts.environment {
+                Some(e) => format!(" --env {e}"),
+                None => String::new(),
+            },
+        ));
+    }
+    if let Some((name, run)) = opts.worker.install() {
+        // Pinned to an exact version; zizmor's adhoc-packages asks for a lockfile.
+        setup.push_str(&format!(
+            "      - name: {name}\n        run: {run} # zizmor: ignore[adhoc-packages] -- an exact version\n"
+        ));
+    }
+    setup
+}
+
+/// The work job's environment, when the secret lives in one.
+fn environment_line(opts: &Options) -> String {
+    match &opts.environment {
+        Some(e) => format!(
+            "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
+        ),
+        None => String::new(),
+    }
+}
+
+/// The worker step's variables: its secret and the CLI's own settings.
+fn worker_env(opts: &Options) -> String {
+    let mut vars: Vec<String> = Vec::new();
+    if let Some(s) = &opts.secret {
+        vars.push(format!("          {s}: ${{{{ secrets.{s} }}}}\n"));
+    }
+    for (k, v) in opts.worker.env() {
+        vars.push(format!(
+            "          {k}: \"{v}\" # the CLI's own retries: a dead API fails in seconds\n"
+        ));
+    }
+    if vars.is_empty() {
+        String::new()
+    } else {
+        format!("        env:\n{}", vars.concat())
+    }
+}

@@ -1,0 +1,303 @@
+//! The conductor as the engine's [`Executor`]: a start is a dispatched run, a wait is a
+//! poll of the runs in flight (an ended run's artifact read and judged), a commit integrates
+//! the batch of arrivals, applies the commands queued on the pull request and publishes.
+
+use super::fetch::{Fetched, fetch};
+use super::remote::Remote;
+use super::{Flight, RUN_FIELD, run_name, save};
+use crate::action::ActionError;
+use crate::action::arrival;
+use crate::action::matrix::Entry;
+use crate::action::steering;
+use crate::flow::attempt::Judged;
+use crate::flow::exec::{Arrivals, Executor, Integrated, Start};
+use crate::pure::pace::poll_interval;
+use crate::pure::plan::model::Plan;
+
+impl Executor for Remote<'_> {
+    type Error = ActionError;
+
+    fn slots(&self) -> usize {
+        self.inputs.max_parallel.max(1)
+    }
+
+    /// Nothing runs for a conductor that found another writer on the branch: it stops.
+    fn running(&self) -> usize {
+        if self.stale.is_some() {
+            0
+        } else {
+            self.flights.len()
+        }
+    }
+
+    /// A retry's prompt must be on the branch before its run can read it.
+    fn retries_in_place(&self) -> bool {
+        false
+    }
+
+    /// Saved, and the attempts counted since the last push made durable on the branch before
+    /// their runs are dispatched ([`Remote::record_starts`]).
+    fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
+        save(plan, self.plan_path)?;
+        self.record_starts(plan)
+    }
+
+    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), ActionError> {
+        if self.stale.is_some() {
+            return Ok(());
+        }
+        let (i, attempt) = (start.task, start.attempt);
+        let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
+        dispatch.insert("task".into(), i.to_string().into());
+        dispatch.insert("attempt".into(), attempt.to_string().into());
+        dispatch.insert("base".into(), self.pushed.clone().into());
+        let id = self.dispatch_task_run(i, attempt, &dispatch)?;
+        // The crash tests' kill -9 between a dispatch and the commit that records its run.
+        crate::flow::failpoint("dispatched", round);
+        let f = Flight {
+            run: id,
+            attempt,
+            base: self.pushed.clone(),
+        };
+        let t = &mut plan.tasks[i];
+        t.extra.insert(
+            RUN_FIELD.into(),
+            serde_json::to_value(&f).expect("a flight serialises"),
+        );
+        self.emit(crate::pure::events::Event::AttemptStarted {
+            task: i,
+            attempt,
+            subject: t.subject.clone(),
+            run: Some(id),
+        });
+        self.flights.insert(i, f);
+        save(plan, self.plan_path)
+    }
+
+    /// One poll of every run in flight, after the poll interval; the ended ones are judged.
+    fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
+        let mut pause = poll_interval(
+            self.timing.poll,
+            self.flights.len(),
+            self.timing.polls_per_hour,
+        );
+        // GitHub failed at the last polls: back off as the retry policy does.
+        if self.outages > 0 {
+            pause += self.client.policy.backoff(self.outages);
+        }
+        std::thread::sleep(pause);
+        let mut arrivals = Arrivals::default();
+        // What GitHub failed to answer at this poll (the first such failure).
+        let mut outage: Option<String> = None;
+        let flights: Vec<(usize, Flight)> =
+            self.flights.iter().map(|(&i, f)| (i, f.clone())).collect();
+        for (i, f) in flights {
+            match self.poll(plan, i, &f)? {
+                Polled::Running => {}
+                Polled::Later(what) => {
+                    outage.get_or_insert(what);
+                }
+                Polled::Ended(judged) => arrivals.judged.push(*judged),
+            }
+        }
+        for j in &arrivals.judged {
+            self.flights.remove(&j.index);
+            plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
+        }
+        self.count_outage(outage);
+        Ok(arrivals)
+    }
+
+    /// The arrivals of one poll are one batch: kept until it is committed.
+    fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+        self.staged.extend(judged);
+        Ok(())
+    }
+
+    /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
+    /// same refusals, retries, questions, update and round commit), then pushes and publishes.
+    fn commit(
+        &mut self,
+        plan: &mut Plan,
+        _tasks: &[usize],
+        round: u32,
+        _wave: Option<u64>,
+    ) -> Result<Integrated, ActionError> {
+        let batch = std::mem::take(&mut self.staged);
+        let at = arrival::Integrator {
+            repo: self.repo,
+            dag: self.dag,
+            opts: self.opts,
+            ui: self.ui,
+        };
+        let end = arrival::integrate(at, plan, batch, round)?;
+        if let Some(end) = end {
+            return Ok(Integrated::End(end));
+        }
+        // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
+        // steer job waits in the branch's group until this conductor ends), applied now.
+        if let Some(pr) = self.pr {
+            let queue = steering::Queue {
+                client: self.client,
+                pr,
+                me: steering::comment::Identity {
+                    app_id: self.inputs.app_id,
+                },
+                repo: self.repo,
+                plan_path: self.plan_path,
+                plan_rel: &self.inputs.plan_rel,
+            };
+            let applied = self
+                .rt
+                .block_on(steering::catch_up(queue, plan, self.dag, None));
+            match applied {
+                Ok(applied) => {
+                    for line in applied {
+                        self.emit(crate::pure::events::Event::Note(line));
+                    }
+                }
+                // Queued commands stay queued on the pull request: the next commit applies them.
+                Err(ActionError::Api(e)) if e.transient() => {
+                    self.emit(crate::pure::events::Event::Note(format!(
+                        "GitHub could not give the commands queued on the pull request ({e}); they are applied at the next commit."
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let published = self.publish_through(round, plan)?;
+        self.pr = published.pr.or(self.pr);
+        if published.stale {
+            self.stale = Some(published);
+            return Ok(Integrated::Stale);
+        }
+        // Pushed: the markers of the commands applied above say so now.
+        if let Some(pr) = self.pr
+            && steering::settled_since(self.repo, &self.pushed)
+        {
+            let me = steering::comment::Identity {
+                app_id: self.inputs.app_id,
+            };
+            let confirmed = self
+                .rt
+                .block_on(steering::confirm(self.client, pr, me, self.repo));
+            for line in confirmed {
+                self.emit(crate::pure::events::Event::Note(line));
+            }
+        }
+        self.pushed = self.repo.head()?;
+        if published.aborted {
+            self.emit(crate::pure::events::Event::Note(
+                "`/execute abort`: no new task starts; what is in flight is integrated.".into(),
+            ));
+            return Ok(Integrated::Abort);
+        }
+        Ok(Integrated::Continue)
+    }
+
+    fn handover_due(&self) -> bool {
+        self.started.elapsed() >= self.timing.handover_after
+    }
+
+    fn emit(&self, event: crate::pure::events::Event) {
+        self.ui.emit(event);
+    }
+}
+
+/// What one poll learned of one run in flight.
+enum Polled {
+    /// It still runs.
+    Running,
+    /// GitHub failed to say (what it failed to give): asked again at the next poll.
+    Later(String),
+    /// It ended: its attempt, judged.
+    Ended(Box<Judged>),
+}
+
+impl Remote<'_> {
+    /// Polls the run of task `i` (flight `f`); an ended run's artifact is read and judged.
+    fn poll(&mut self, plan: &Plan, i: usize, f: &Flight) -> Result<Polled, ActionError> {
+        let now = jiff::Timestamp::now();
+        let (found, log_url, conclusion, span) =
+            match self.rt.block_on(self.client.workflow_run(f.run)) {
+                Ok(run) if !run.completed() => return Ok(Polled::Running),
+                Ok(run) => match fetch(self.client, self.rt, &run, i, f.attempt, self.ui) {
+                    Fetched::Later(e) => {
+                        return Ok(Polled::Later(format!(
+                            "the result of run {} (task {i}): {e}",
+                            f.run
+                        )));
+                    }
+                    Fetched::Done(found, url) => {
+                        let span = run.span(now);
+                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                        (found, url, conclusion, span)
+                    }
+                },
+                // The run is gone (deleted by hand): its attempt ends with nothing to show.
+                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
+                // GitHub is down or limits us: the run goes on regardless and stays readable.
+                Err(e) if e.transient() => {
+                    return Ok(Polled::Later(format!(
+                        "the state of run {} (task {i}): {e}",
+                        f.run
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            };
+        if let Some(url) = log_url {
+            self.links.logs.insert(i, url);
+        }
+        let entry = Entry {
+            task: i,
+            attempt: f.attempt,
+            name: run_name(self.branch, i, f.attempt),
+        };
+        self.emit(crate::pure::events::Event::Note(format!(
+            "Run {} of task {i} ended ({conclusion}).",
+            f.run
+        )));
+        let found = found.map(|r| r.map(|c| *c));
+        let mut judged = arrival::judge_entry(
+            self.repo,
+            plan,
+            self.inputs,
+            &entry,
+            found.as_ref(),
+            self.ui,
+        )?;
+        // A run that left no readable result (cancelled, failed before its upload, gone)
+        // still ended an attempt: its record spans the run as GitHub reports it.
+        if judged.measured.is_none() {
+            judged.measured = Some(crate::pure::usage::Measured {
+                start: span.0,
+                end: span.1,
+                usage: Default::default(),
+            });
+        }
+        Ok(Polled::Ended(Box::new(judged)))
+    }
+
+    /// Counts a poll at which GitHub failed (`outage`: what it failed to give), or says that
+    /// it answers again.
+    fn count_outage(&mut self, outage: Option<String>) {
+        match outage {
+            Some(what) => {
+                self.outages += 1;
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "GitHub could not give {what}. A run and its result stay retrievable for days, so this costs no attempt: waiting {} more before the next poll (failing poll {} in a row).",
+                    humantime::format_duration(self.client.policy.backoff(self.outages)),
+                    self.outages
+                )));
+            }
+            None if self.outages > 0 => {
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "GitHub answers again after {} failing poll(s).",
+                    self.outages
+                )));
+                self.outages = 0;
+            }
+            None => {}
+        }
+    }
+}

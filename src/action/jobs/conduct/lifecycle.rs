@@ -1,0 +1,301 @@
+//! The conductor's life around the engine loop: adopting the runs its branch records (and
+//! finding those a dead conductor dispatched without recording them), and its end — a stop
+//! published, or a handover to a successor run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::remote::Remote;
+use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
+use crate::action::ActionError;
+use crate::action::arrival;
+use crate::action::protocol::Conclusion;
+use crate::action::report::Stop;
+use crate::action::writer::{self, Finalized};
+use crate::flow::RunEnd;
+use crate::flow::exec::Ending;
+use crate::pure::engine;
+use crate::pure::plan::model::{Plan, Status};
+
+impl Remote<'_> {
+    /// Adopts what the branch records as running; a task in progress without a run is an
+    /// interrupted attempt, unless its run is found ([`Remote::find_unrecorded`]).
+    pub(super) fn adopt(&mut self, plan: &mut Plan) {
+        let mut unrecorded = Vec::new();
+        for (i, t) in plan.tasks.iter_mut().enumerate() {
+            if t.status != Status::InProgress {
+                t.extra.shift_remove(RUN_FIELD);
+                continue;
+            }
+            match flight_of(t) {
+                Some(f) => {
+                    self.ui.say(format!(
+                        "Adopting task {i} attempt {} (run {}), started earlier.",
+                        f.attempt, f.run
+                    ));
+                    self.flights.insert(i, f);
+                }
+                None => {
+                    unrecorded.push(i);
+                }
+            }
+        }
+        // Attempts the branch records as started without their run: a conductor died between
+        // the dispatch and the commit that records it. Its run is found by its run-name, from
+        // the commit that recorded the start, and adopted; else the attempt counts.
+        if unrecorded.is_empty() {
+            return;
+        }
+        let found = self.find_unrecorded(plan, &unrecorded);
+        for i in unrecorded {
+            let t = &mut plan.tasks[i];
+            if let Some(f) = found.get(&i) {
+                self.ui.say(format!(
+                    "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
+                    f.attempt, f.run
+                ));
+                t.extra.insert(
+                    RUN_FIELD.into(),
+                    serde_json::to_value(f).expect("a flight serialises"),
+                );
+                self.flights.insert(i, f.clone());
+            } else {
+                self.ui.say(format!(
+                    "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
+                    t.attempts()
+                ));
+                t.status = Status::Pending;
+            }
+        }
+    }
+
+    /// The runs of attempts the branch records as started (`tasks`: in progress, no run
+    /// recorded) that a conductor dispatched before dying: a run of `workflow` on `branch` whose
+    /// run-name names the task and its attempt, started from a commit that records the attempt
+    /// as started and that the branch kept unchanged for the task since (the first-parent
+    /// history of `HEAD`, newest first, while the task stays in progress at that attempt with no
+    /// run), so a run of the same task and attempt number from before a `/execute retry` is never
+    /// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
+    /// said, and the attempts then count as interrupted.
+    fn find_unrecorded(&self, plan: &Plan, tasks: &[usize]) -> BTreeMap<usize, Flight> {
+        // The commits each start may have been dispatched from.
+        let mut from: BTreeMap<usize, std::collections::BTreeSet<String>> = BTreeMap::new();
+        let mut alive: Vec<usize> = tasks.to_vec();
+        for c in self.repo.first_parents(64).unwrap_or_default() {
+            let Ok(Some(bytes)) = self.repo.read_at(&c, &self.inputs.plan_rel) else {
+                break;
+            };
+            let Ok(there) = crate::pure::plan::load::parse(
+                &String::from_utf8_lossy(&bytes),
+                Path::new(&self.inputs.plan_rel),
+            ) else {
+                break;
+            };
+            alive.retain(|&i| {
+                let same = there.tasks.get(i).is_some_and(|t| {
+                    t.status == Status::InProgress
+                        && t.attempts() == plan.tasks[i].attempts()
+                        && !t.extra.contains_key(RUN_FIELD)
+                });
+                if same {
+                    from.entry(i).or_default().insert(c.clone());
+                }
+                same
+            });
+            if alive.is_empty() {
+                break;
+            }
+        }
+        let mut found = BTreeMap::new();
+        for page in 1..=10 {
+            let runs = match self.rt.block_on(self.client.dispatched_runs(
+                &self.inputs.workflow,
+                self.branch,
+                page,
+            )) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.ui.say(format!(
+                        "Cannot list the runs of {} to find the runs of attempts started without one recorded: {e}",
+                        self.branch
+                    ));
+                    break;
+                }
+            };
+            for run in &runs {
+                for (&i, commits) in &from {
+                    let attempt = plan.tasks[i].attempts();
+                    if found.contains_key(&i)
+                        || run.event != "workflow_dispatch"
+                        || run.display_title != run_name(self.branch, i, attempt)
+                        || !commits.contains(&run.head_sha)
+                    {
+                        continue;
+                    }
+                    found.insert(
+                        i,
+                        Flight {
+                            run: run.id,
+                            attempt,
+                            base: run.head_sha.clone(),
+                        },
+                    );
+                }
+            }
+            if runs.len() < 100 || found.len() == from.len() {
+                break;
+            }
+        }
+        found
+    }
+
+    /// How the engine loop ended (`ending`, after round `round_no`): committed, published and
+    /// summed up; a handover starts the successor first.
+    pub(super) fn end(
+        &mut self,
+        plan: &mut Plan,
+        ending: Ending,
+        round_no: u32,
+    ) -> Result<Finalized, ActionError> {
+        let in_flight = self.flights.len();
+        let (conclusion, stop) = match ending {
+            Ending::Stale => return Ok(writer::stale(Default::default())),
+            Ending::Handover => return self.hand_over(plan, round_no),
+            Ending::Ended(end) => {
+                // Runs still in flight stay recorded on their tasks: a later conductor adopts
+                // them.
+                self.commit(
+                    plan,
+                    &format!("dagexec: circuit breaker ({in_flight} run(s) left in flight)"),
+                )?;
+                let why = match end {
+                    RunEnd::CircuitBreaker(b) => b.message(),
+                    other => format!("the run ended ({other:?})"),
+                };
+                (Conclusion::CircuitBreaker, Some(Stop::CircuitBreaker(why)))
+            }
+            // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
+            Ending::Aborted | Ending::Interrupted { .. } => (Conclusion::Aborted, None),
+            Ending::Deadlock { pending } => (
+                Conclusion::Deadlock,
+                Some(Stop::Deadlock(engine::deadlock_message(pending))),
+            ),
+            Ending::Budget(why) => (Conclusion::Budget, Some(Stop::Budget(why))),
+            // Refused credentials: every task would fail the same way (the check run says
+            // which secret to fix).
+            Ending::Halted(why) => (Conclusion::Halted, Some(Stop::CircuitBreaker(why))),
+            Ending::Done => self.done(plan)?,
+        };
+        let published = self.publish(round_no, plan, stop.as_ref())?;
+        if published.stale {
+            return Ok(writer::stale(published));
+        }
+        self.summary(plan, round_no)?;
+        Ok(Finalized {
+            conclusion,
+            pr: published.pr,
+            failed: matches!(
+                stop,
+                Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+            ),
+        })
+    }
+
+    /// Nothing is pending: the seed's summary and clean-up, committed.
+    fn done(&self, plan: &mut Plan) -> Result<(Conclusion, Option<Stop>), ActionError> {
+        let stop = arrival::done_stop(self.repo, plan, self.opts, self.ui)?;
+        self.repo.commit(
+            "dagexec: run complete",
+            std::slice::from_ref(&self.inputs.plan_rel),
+        )?;
+        let conclusion = match stop {
+            Some(Stop::Completed) => Conclusion::Completed,
+            Some(_) => Conclusion::NeedsInput,
+            None => Conclusion::Incomplete,
+        };
+        Ok((conclusion, stop))
+    }
+
+    /// Before GitHub's job limit: the state committed and pushed, a successor conductor run
+    /// dispatched (it adopts the runs in flight).
+    fn hand_over(&mut self, plan: &Plan, round_no: u32) -> Result<Finalized, ActionError> {
+        let in_flight = self.flights.len();
+        self.commit(
+            plan,
+            &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
+        )?;
+        let published = self.publish_through(round_no, plan)?;
+        if published.stale {
+            return Ok(writer::stale(published));
+        }
+        self.dispatch_successor()?;
+        self.ui.emit(crate::pure::events::Event::Note(format!(
+            "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
+            humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs())),
+        )));
+        self.summary(plan, round_no)?;
+        Ok(Finalized {
+            conclusion: Conclusion::Handover,
+            pr: published.pr,
+            failed: false,
+        })
+    }
+
+    /// The successor's start: the state is pushed, so only this is left; an outage is waited
+    /// out (a second successor would only wait in the branch's group).
+    fn dispatch_successor(&self) -> Result<(), ActionError> {
+        let next = crate::action::dispatch_inputs(self.inputs, self.branch);
+        let since = Instant::now();
+        let mut failures = 0;
+        loop {
+            match self.rt.block_on(
+                self.client
+                    .dispatch(&self.inputs.workflow, self.branch, &next),
+            ) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
+                    failures += 1;
+                    let pause = self.client.policy.backoff(failures);
+                    self.ui.say(format!(
+                        "GitHub could not start the successor conductor ({e}); trying again in {}.",
+                        humantime::format_duration(pause)
+                    ));
+                    std::thread::sleep(pause);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The conductor's job summary: the tasks whose attempts ended in this job (its events),
+    /// the whole table, and those attempts one by one.
+    fn summary(&self, plan: &Plan, round: u32) -> Result<(), ActionError> {
+        let events = self.ui.activity();
+        let ended: std::collections::BTreeSet<usize> = events
+            .iter()
+            .filter_map(|s| match &s.event {
+                crate::pure::events::Event::AttemptEnded(e) => Some(e.task),
+                _ => None,
+            })
+            .collect();
+        let ended: Vec<usize> = ended.into_iter().collect();
+        let part = crate::action::report::Part {
+            round,
+            batch: &ended,
+            waiting: &[],
+        };
+        self.ctx.summary(&crate::action::report::round_summary(
+            plan,
+            part,
+            &self.links,
+            &events,
+            crate::pure::timeline::Ran {
+                schedule: crate::pure::engine::Schedule::Eager,
+                place: crate::pure::simulate::Place::Actions,
+                slots: self.inputs.max_parallel,
+            },
+        ))?;
+        Ok(())
+    }
+}

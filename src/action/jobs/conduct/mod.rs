@@ -1,0 +1,198 @@
+//! `dagexec action conduct`: `schedule: eager` on GitHub Actions. One job — the conductor —
+//! holds the write token and never runs task code; every task attempt is its own workflow
+//! run (`workflow_dispatch` with `task`, `attempt` and `base`; its run-name says which), so
+//! a task starts as soon as its blockers are committed and a slot is free, and its result is
+//! integrated, committed and pushed as soon as its run ends — the pull request and status
+//! comment move with it.
+//!
+//! The loop is the local eager engine's: [`engine::eager_pick`] (longest remaining chain
+//! first, never beside a task it conflicts with, at most `max-parallel` at once), the same
+//! judging as finalize ([`crate::action::arrival`]: the artifact read back, refusals, reviews,
+//! questions), the same integration, plan update, retries, cascade and circuit breaker
+//! ([`crate::action::arrival::integrate`]), one round commit per batch of arrivals (the runs found
+//! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
+//!
+//! State and crash safety: the execution branch is the only state. A started attempt is
+//! committed and pushed before its run is dispatched (`dagexec: starting task N attempt K`:
+//! `status: in_progress`, its attempt counted); its run (the field `dagexecRun` with the
+//! run's id, attempt and base) is committed with the next round commit (or the handover
+//! commit). A conductor that starts — the first, a successor, or one started by `/execute`
+//! after any crash — adopts the runs its branch records and polls them again; a task in
+//! progress without a run record (its conductor died between the start's commit and the
+//! next) has its run looked up by its run-name among the branch's dispatched runs, from the
+//! commit that recorded the start, and adopted; with none found the attempt is interrupted:
+//! counted, and retried while attempts remain. No attempt is dispatched twice, and none is
+//! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
+//! push means another writer: it stops without publishing), so the branch has exactly one
+//! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
+//! group of their own. When everything completed, the plan is archived on the branch before
+//! the pull request is marked ready: a conductor killed between the two is finished by the
+//! next run's plan job and finalize, which read the archive.
+//!
+//! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
+//! they stay under 600 requests an hour (`GITHUB_TOKEN` allows 1,000 per repository); every
+//! call goes through the one retry policy ([`crate::edge::github::retry`]). An outage outlasting
+//! the policy's tries costs time only: a run's state, artifact listing or download that
+//! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
+//! off as the policy does and the log saying so, for as long as the result is retrievable
+//! ([`RESULT_PATIENCE`] after the run ended); a run without a readable result still leaves
+//! its attempt's record (spanning the run). Before the 6-hour job
+//! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
+//! successor conductor run (which waits in the branch's concurrency group until this one
+//! ends) and exits; the successor adopts the runs still in flight.
+
+mod executor;
+mod fetch;
+mod lifecycle;
+mod remote;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::action::report::Links;
+use crate::action::rounds::Round;
+use crate::action::writer::{self, Finalized, GitHub};
+use crate::action::{ActionError, Inputs};
+use crate::flow::exec::Eager;
+use crate::flow::preflight::Overlaps;
+use crate::pure::engine;
+pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
+use crate::pure::plan::model::Plan;
+use remote::Remote;
+
+pub use fetch::RESULT_PATIENCE;
+
+fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
+    crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+pub use crate::pure::plan::fields::RUN as RUN_FIELD;
+
+/// The largest artifact archive the conductor downloads (streamed into a temporary file).
+pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
+
+/// How long a dispatch that GitHub keeps failing is tried again before the conductor gives
+/// up (and a later conductor counts the attempt as interrupted).
+pub const DISPATCH_PATIENCE: Duration = Duration::from_secs(30 * 60);
+
+/// A started attempt: its workflow run, and the commit it started from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flight {
+    pub run: u64,
+    pub attempt: u32,
+    pub base: String,
+}
+
+/// The run-name of a task run (the template's `run-name` expression gives the same).
+pub fn run_name(branch: &str, task: usize, attempt: u32) -> String {
+    format!("dagexec {branch}: task {task} attempt {attempt}")
+}
+
+/// The flight recorded on task `t`, if any.
+pub fn flight_of(t: &crate::pure::plan::model::Task) -> Option<Flight> {
+    serde_json::from_value(t.extra.get(RUN_FIELD)?.clone()).ok()
+}
+
+/// Reads the three files of a work job's artifact from its zip archive (the temporary file
+/// the download streamed it into): only regular entries with exactly the expected names are
+/// read, each bounded in size (`changes.patch` into a temporary file of its own, the log's
+/// tail); links, directories and every other entry are ignored (nothing else is extracted),
+/// and an archive of more entries than an artifact has is refused
+/// before its directory is parsed ([`crate::action::artifact_zip`]).
+pub fn read_zip(
+    archive: impl std::io::Read + std::io::Seek,
+) -> Result<crate::action::artifact::Collected, String> {
+    crate::action::artifact_zip::read(archive)
+}
+
+/// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    gh: GitHub<'_>,
+    round: &Round,
+    timing: Timing,
+) -> Result<Finalized, ActionError> {
+    let Some(client) = gh.client else {
+        return Err(ActionError::Input(
+            "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
+        ));
+    };
+    let writer::Job {
+        repo,
+        auth,
+        inputs,
+        plan_path,
+        mut plan,
+        dag,
+        ui,
+        opts,
+    } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+    let mut remote = Remote {
+        client,
+        rt: gh.rt,
+        ctx: gh.ctx,
+        repo: &repo,
+        auth: &auth,
+        inputs: &inputs,
+        branch: &round.branch,
+        plan_path: &plan_path,
+        dag: &dag,
+        opts: &opts,
+        ui: &ui,
+        timing,
+        started: Instant::now(),
+        flights: BTreeMap::new(),
+        pushed: repo.head()?,
+        links: Links {
+            run: gh.ctx.run_url(),
+            logs: BTreeMap::new(),
+        },
+        stale: None,
+        staged: Vec::new(),
+        pr: None,
+        outages: 0,
+    };
+    remote.adopt(&mut plan);
+    let exhausted = crate::pure::update::fail_exhausted(&mut plan, &dag);
+    for i in &exhausted.failed {
+        ui.say(format!(
+            "Task {i}: no attempts left after an interrupted one."
+        ));
+    }
+    let round_no = crate::flow::round_counter(&plan);
+    let adopted: Vec<usize> = remote.flights.keys().copied().collect();
+    // The branch (and the pull request) exist before any run is dispatched on it.
+    remote.commit(
+        &plan,
+        &format!(
+            "dagexec: conductor starts ({} run(s) adopted)",
+            adopted.len()
+        ),
+    )?;
+    let published = remote.publish_through(round_no, &plan)?;
+    if published.stale {
+        return Ok(writer::stale(published));
+    }
+    remote.pushed = repo.head()?;
+    remote.pr = published.pr;
+    let engine = Eager {
+        dag: &dag,
+        conflicts: &conflicts,
+        budget: inputs.max_cost,
+    };
+    let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
+    if let Some(published) = remote.stale.take() {
+        return Ok(writer::stale(published));
+    }
+    remote.end(&mut plan, ending, round_no)
+}

@@ -1,0 +1,110 @@
+use super::*;
+
+#[test]
+fn polls_stay_under_the_hourly_budget() {
+    let poll = Duration::from_secs(30);
+    assert_eq!(poll_interval(poll, 1, POLLS_PER_HOUR), poll);
+    assert_eq!(
+        poll_interval(poll, 8, POLLS_PER_HOUR),
+        Duration::from_secs(48)
+    );
+    for n in 1..=256 {
+        let per_hour = 3600 / poll_interval(poll, n, POLLS_PER_HOUR).as_secs() * n as u64;
+        assert!(
+            per_hour <= POLLS_PER_HOUR,
+            "{n} runs: {per_hour} polls an hour"
+        );
+    }
+}
+
+fn read_zip_bytes(bytes: &[u8]) -> Result<crate::action::artifact::Collected, String> {
+    read_zip(std::io::Cursor::new(bytes))
+}
+
+fn zip_of(entries: &[(&str, &[u8])], link: Option<(&str, &str)>) -> Vec<u8> {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, data) in entries {
+        w.start_file(*name, o).unwrap();
+        w.write_all(data).unwrap();
+    }
+    if let Some((name, target)) = link {
+        w.add_symlink(name, target, o).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+fn result_json(task: usize, attempt: u32) -> Vec<u8> {
+    let report = crate::pure::outcome::AttemptReport {
+        output: "COMPLETED: ok\n".into(),
+        exit: crate::pure::outcome::Exit::Success,
+        log: None,
+        present: Default::default(),
+        changed: Default::default(),
+        acceptance: None,
+    };
+    let r = crate::action::artifact::WorkResult::new(
+        (task, attempt, 1),
+        "abc",
+        &report,
+        Duration::from_millis(5),
+    );
+    serde_json::to_vec(&r).unwrap()
+}
+
+#[test]
+fn an_artifact_is_read_from_its_zip_without_touching_the_disk() {
+    let bytes = zip_of(
+        &[
+            ("result.json", &result_json(3, 2)),
+            ("changes.patch", b"\x00patch"),
+            ("worker.log", b"log\n"),
+            ("../../evil", b"x"),
+        ],
+        None,
+    );
+    let c = read_zip_bytes(&bytes).unwrap();
+    assert_eq!((c.result.task, c.result.attempt), (3, 2));
+    assert_eq!(c.patch.read_to_vec(), b"\x00patch");
+    assert_eq!(c.log.as_deref(), Some("log\n"));
+}
+
+#[test]
+fn hostile_archives_are_refused_with_the_reason() {
+    assert!(
+        read_zip_bytes(b"not a zip")
+            .unwrap_err()
+            .contains("not a zip")
+    );
+    let none = zip_of(&[("changes.patch", b"")], None);
+    assert!(
+        read_zip_bytes(&none)
+            .unwrap_err()
+            .contains("no result.json")
+    );
+    let linked = zip_of(
+        &[("result.json", &result_json(0, 1))],
+        Some(("changes.patch", "/etc/passwd")),
+    );
+    assert!(
+        read_zip_bytes(&linked)
+            .unwrap_err()
+            .contains("changes.patch is not a regular file")
+    );
+    let junk = zip_of(&[("result.json", b"{\"no\": 1}")], None);
+    assert!(
+        read_zip_bytes(&junk)
+            .unwrap_err()
+            .contains("not a dagexec work result")
+    );
+}
+
+#[test]
+fn run_names_say_branch_task_and_attempt() {
+    assert_eq!(
+        run_name("dagexec/x", 3, 2),
+        "dagexec dagexec/x: task 3 attempt 2"
+    );
+}

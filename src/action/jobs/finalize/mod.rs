@@ -1,0 +1,493 @@
+//! `dagexec action finalize`: the last job of a workflow run, which is a round or a part of
+//! one (see [`crate::action::rounds`]). Reads each worker job's artifact, judges it with the local
+//! runner's own processor, refuses patches that touch the plan or (unless allowed)
+//! workflows, integrates the part and, when it resolves the round's last task, ends the
+//! round exactly as `dagexec run` does (one update, one circuit-breaker decision, the round
+//! commit); pushes onto the commit the run was planned on (a moved branch makes the run
+//! stale: nothing is pushed, see `publish`), keeps the pull request current, reports a stop
+//! as a failing `dagexec` check run, and dispatches the next run.
+//!
+//! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
+//! worker's job, which had no write token.
+//!
+//! The reviewer loop: a completed attempt whose job reported a review is concluded by the
+//! seed's rules exactly as locally ([`crate::pure::review::conclude`]): approved completes, its
+//! summary in the result and the round commit; rejected fails the attempt, retried in the
+//! round's next part with every review's feedback in its prompt (attempts 1–2); a rejection
+//! of attempt 3, or the same rejection three times in a row, blocks the task with a
+//! question, which becomes a comment on the pull request. A reviewer that failed or printed
+//! no verdict fails the attempt. The history goes into the task's `reviews` field through
+//! the local runner's own recording, so the next part's work job finds it at its base. Every
+//! attempt on Actions starts from a fresh checkout of its run's base (see [`super::work`]).
+
+use std::path::Path;
+
+use crate::action::arrival::{
+    Integrator, accepted_names, check_entries, collect, done_stop, judge_entry,
+};
+use crate::action::matrix;
+use crate::action::protocol::{Conclusion, PlanConclusion};
+use crate::action::publish::Ending;
+use crate::action::report::{self, Links, Stop};
+use crate::action::runtime::Context;
+use crate::action::steering;
+use crate::action::writer::{Finalized, Job, stale};
+use crate::action::{ActionError, Inputs};
+use crate::edge::github::Client;
+use crate::flow::RunEnd;
+use crate::flow::attempt::Judged;
+use crate::flow::exec::Settled;
+use crate::flow::preflight::Overlaps;
+use crate::pure::engine;
+use crate::pure::plan::model::Status;
+
+mod part;
+
+pub use crate::action::rounds::Round;
+use part::{integrate_part, save_logs, saved_logs};
+
+/// Runs finalize in the checkout at `root`. `client` is `None` without a repository or token
+/// (a local try-out): then nothing is pushed and GitHub is not called.
+pub fn run(
+    root: &Path,
+    inputs: &Inputs,
+    ctx: &Context,
+    round: &Round,
+    client: Option<&Client>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Finalized, ActionError> {
+    let job = Job::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
+    let links = Links {
+        run: ctx.run_url(),
+        logs: saved_logs(&job.plan),
+    };
+    let mut f = Finalize {
+        job,
+        given: inputs,
+        round,
+        ctx,
+        client,
+        rt,
+        links,
+    };
+    match round.planned {
+        PlanConclusion::Redirect => f.redirect(),
+        PlanConclusion::Work | PlanConclusion::CloseRound => f.integrate_run(),
+        other => f.no_work(other),
+    }
+}
+
+/// One finalize job: the checkout and plan it opened, what the plan job handed over, and
+/// where it reports.
+struct Finalize<'a> {
+    job: Job,
+    /// The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
+    /// folder prepares): what a redirected run is started with.
+    given: &'a Inputs,
+    round: &'a Round,
+    ctx: &'a Context,
+    client: Option<&'a Client>,
+    rt: &'a tokio::runtime::Runtime,
+    links: Links,
+}
+
+/// What a part's integration left to decide the run's stop with.
+struct Integrated {
+    /// The round ended with this part.
+    closed: bool,
+    /// The circuit breaker's end, when it tripped.
+    end: Option<RunEnd>,
+    /// Refused credentials: why nothing more is dispatched.
+    halted: Option<String>,
+}
+
+impl Finalize<'_> {
+    /// Pushes, and brings the pull request, its comments and the check run up to date.
+    fn ending(&self) -> Ending<'_> {
+        Ending {
+            rt: self.rt,
+            client: self.client,
+            ctx: self.ctx,
+            repo: &self.job.repo,
+            auth: &self.job.auth,
+            round: self.round,
+            inputs: &self.job.inputs,
+            ui: &self.job.ui,
+            schedule: engine::Schedule::Rounds,
+        }
+    }
+
+    /// The run was started outside the branch's concurrency group: start it there.
+    fn redirect(&self) -> Result<Finalized, ActionError> {
+        let (round, ui, ctx) = (self.round, &self.job.ui, self.ctx);
+        ui.say(&round.planned_message);
+        if let Some(c) = self.client {
+            let inputs_json = crate::action::dispatch_inputs(self.given, &round.branch);
+            // A run of the default branch runs no task code (see `plan`): the round runs on
+            // the execution branch, started here at this run's commit when it is new.
+            let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+                let (repo, auth) = (&self.job.repo, &self.job.auth);
+                if repo.fetch_branch(&round.branch, auth)?.is_none()
+                    && let crate::edge::git::Pushed::Rejected(why) =
+                        repo.push_head(&round.branch, auth)?
+                {
+                    ui.say(format!(
+                        "{} was created meanwhile ({}); starting the round on it.",
+                        round.branch,
+                        why.lines().last().unwrap_or("")
+                    ));
+                }
+                round.branch.as_str()
+            } else {
+                ctx.ref_name.as_str()
+            };
+            self.rt
+                .block_on(c.dispatch(&self.job.inputs.workflow, on, &inputs_json))?;
+            ui.say(format!(
+                "Dispatched the round on {on} (branch: {}).",
+                round.branch
+            ));
+        }
+        Ok(Finalized {
+            conclusion: Conclusion::Redirect,
+            pr: None,
+            failed: false,
+        })
+    }
+
+    /// No work: the plan job already knows how this ends (`planned`).
+    fn no_work(&self, planned: PlanConclusion) -> Result<Finalized, ActionError> {
+        let message = &self.round.planned_message;
+        let (stop, preflight) = match planned {
+            PlanConclusion::Completed => (Some(Stop::Completed), None),
+            PlanConclusion::Deadlock => (Some(Stop::Deadlock(message.clone())), None),
+            PlanConclusion::Budget => (Some(Stop::Budget(message.clone())), None),
+            PlanConclusion::PreflightFailed => (
+                Some(Stop::NeedsInput(
+                    "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
+                        .into(),
+                )),
+                Some(message.as_str()),
+            ),
+            _ => (None, None),
+        };
+        self.job.ui.say(message);
+        // The branch exists from the first round on, so the pull request (and any question
+        // on it) has a head.
+        let published =
+            self.ending()
+                .finish(&self.job.plan, &self.links, stop.as_ref(), false, preflight)?;
+        if published.stale {
+            return Ok(stale(published));
+        }
+        self.ctx.summary(&format!("## dagexec\n\n{message}\n"))?;
+        Ok(Finalized {
+            conclusion: planned.passed_on().expect("work and close-round integrate"),
+            pr: published.pr,
+            failed: fails(stop.as_ref()),
+        })
+    }
+
+    /// A part of a round (or the close of one): judge, integrate, catch up on steering,
+    /// decide the stop, publish and report.
+    fn integrate_run(&mut self) -> Result<Finalized, ActionError> {
+        let mut open = self.open_round()?;
+        let entries = self.entries(&open)?;
+        let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
+        let done = self.integrate_entries(&entries, &mut open)?;
+        // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
+        // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
+        // next round queues): applied now, before deciding what runs next.
+        let steered_on = self.catch_up()?;
+        let closed = done.closed;
+        let stop = self.stop(done)?;
+        let plan = &self.job.plan;
+        let more = stop.is_none() && plan.count(Status::Pending) > 0;
+        let published = self
+            .ending()
+            .finish(plan, &self.links, stop.as_ref(), more, None)?;
+        if published.stale {
+            return Ok(stale(published));
+        }
+        if let (Some((pr, me)), Some(c)) = (steered_on, self.client) {
+            for line in self
+                .rt
+                .block_on(steering::confirm(c, pr, me, &self.job.repo))
+            {
+                self.job.ui.say(line);
+            }
+        }
+        self.summary(&batch)?;
+        self.say_next(&published, &open, closed);
+        let conclusion = match &stop {
+            Some(Stop::Completed) => Conclusion::Completed,
+            Some(Stop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
+            Some(Stop::Deadlock(_)) => Conclusion::Deadlock,
+            Some(Stop::NeedsInput(_)) => Conclusion::NeedsInput,
+            Some(Stop::Budget(_)) => Conclusion::Budget,
+            None if more && published.aborted => Conclusion::Aborted,
+            None if more => Conclusion::Continue,
+            None => Conclusion::Incomplete,
+        };
+        Ok(Finalized {
+            conclusion,
+            pr: published.pr,
+            failed: fails(stop.as_ref()),
+        })
+    }
+
+    /// The round this run is a part of: the one open on the branch, else the one it starts
+    /// (the plan job read the same plan at the same base).
+    fn open_round(&mut self) -> Result<crate::action::rounds::OpenRound, ActionError> {
+        let (round, plan) = (self.round, &mut self.job.plan);
+        for t in &mut plan.tasks {
+            if t.status == Status::InProgress {
+                t.status = Status::Pending;
+            }
+        }
+        let Some(current) = crate::action::rounds::current(plan, &self.job.dag) else {
+            return Err(ActionError::Input(format!(
+                "the plan at {} has no open round and no ready task, but the plan job planned round {} ({}); was the base changed between the jobs? Nothing of this run was judged",
+                round.base, round.round, round.planned
+            )));
+        };
+        let open = current.open;
+        if open.round != round.round {
+            self.job.ui.say(format!(
+                "  the plan job said round {}, but the plan at {} is in round {}: it is that round's part",
+                round.round, round.base, open.round
+            ));
+        }
+        Ok(open)
+    }
+
+    /// The matrix the plan job handed over, each entry checked: a task of the plan at the
+    /// base, unresolved in the open round.
+    fn entries(
+        &self,
+        open: &crate::action::rounds::OpenRound,
+    ) -> Result<Vec<matrix::Entry>, ActionError> {
+        let (round, plan) = (self.round, &self.job.plan);
+        let entries = if round.planned == PlanConclusion::Work {
+            matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
+        } else {
+            Vec::new()
+        };
+        check_entries(&entries, plan, &round.base)?;
+        let unresolved = open.unresolved(plan);
+        if let Some(e) = entries.iter().find(|e| !unresolved.contains(&e.task)) {
+            return Err(ActionError::Input(format!(
+                "the matrix names task {}, which is not an unresolved task of round {} at {} (those are {unresolved:?}); the matrix was not the plan job's, so nothing of this run was judged",
+                e.task, open.round, round.base
+            )));
+        }
+        Ok(entries)
+    }
+
+    /// Finds each entry's artifact (and its page, for the logs link), judges it, and
+    /// integrates the part.
+    fn integrate_entries(
+        &mut self,
+        entries: &[matrix::Entry],
+        open: &mut crate::action::rounds::OpenRound,
+    ) -> Result<Integrated, ActionError> {
+        let judged = self.judge(entries)?;
+        // Refused credentials: every task would fail the same way, so nothing more is
+        // dispatched (the check run names the secret to fix).
+        let halted = judged.iter().find_map(|j| {
+            matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
+                .then(|| format!("task {}: {}", j.index, j.verdict.result))
+        });
+        let Job {
+            repo,
+            plan,
+            dag,
+            ui,
+            opts,
+            ..
+        } = &mut self.job;
+        let at = Integrator {
+            repo,
+            dag,
+            opts,
+            ui,
+        };
+        let (closed, end) = integrate_part(at, plan, judged, open)?;
+        Ok(Integrated {
+            closed,
+            end,
+            halted,
+        })
+    }
+
+    /// Every entry judged from the artifact of this run (its latest attempt) that names it.
+    fn judge(&mut self, entries: &[matrix::Entry]) -> Result<Vec<Judged>, ActionError> {
+        let (ctx, rt, client) = (self.ctx, self.rt, self.client);
+        let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
+        let artifacts = &self.job.inputs.artifacts;
+        let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
+        for name in &ignored {
+            self.job.ui.say(format!(
+                "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
+            ));
+        }
+        if let Some(c) = client
+            && let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id))
+        {
+            for e in entries {
+                let best = accepted_names(&ctx.run_id, run_attempt, e)
+                    .into_iter()
+                    .find(|n| ids.contains_key(n));
+                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
+                    self.links.logs.insert(e.task, url);
+                }
+            }
+        }
+        save_logs(&mut self.job.plan, &self.links.logs);
+        // A matrix job that left no readable artifact (cancelled, failed before its upload)
+        // still ended an attempt: its record spans this run, as far as GitHub says.
+        let now = jiff::Timestamp::now();
+        let run_start = client
+            .zip(ctx.run_id.parse::<u64>().ok())
+            .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
+            .map_or(now, |r| r.span(now).0);
+        let job = &self.job;
+        let mut judged = Vec::new();
+        for e in entries {
+            let found = found.get(&(e.task, e.attempt));
+            let mut j = judge_entry(&job.repo, &job.plan, &job.inputs, e, found, &job.ui)?;
+            if j.measured.is_none() {
+                j.measured = Some(crate::pure::usage::Measured {
+                    start: run_start,
+                    end: now,
+                    usage: Default::default(),
+                });
+            }
+            judged.push(j);
+        }
+        Ok(judged)
+    }
+
+    /// Applies the plan changes queued on the pull request; the pull request whose queued
+    /// markers are to be rewritten once the round is pushed, when any was applied.
+    fn catch_up(&mut self) -> Result<Option<Steered>, ActionError> {
+        let (rt, round) = (self.rt, self.round);
+        let Some(c) = self.client else {
+            return Ok(None);
+        };
+        let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number) else {
+            return Ok(None);
+        };
+        let job = &mut self.job;
+        let me = steering::comment::Identity {
+            app_id: job.inputs.app_id,
+        };
+        let queue = steering::Queue {
+            client: c,
+            pr,
+            me,
+            repo: &job.repo,
+            plan_path: &job.plan_path,
+            plan_rel: &job.inputs.plan_rel,
+        };
+        let applied = rt.block_on(steering::catch_up(queue, &mut job.plan, &job.dag, None))?;
+        let steered_on = (!applied.is_empty()).then_some((pr, me));
+        for line in applied {
+            job.ui.say(line);
+        }
+        Ok(steered_on)
+    }
+
+    /// How the run stops after this part, if it does.
+    fn stop(&mut self, done: Integrated) -> Result<Option<Stop>, ActionError> {
+        let Integrated {
+            closed,
+            end,
+            halted,
+        } = done;
+        Ok(match end {
+            _ if halted.is_some() => halted.map(Stop::CircuitBreaker),
+            // A part that leaves tasks of the round unresolved: the next part runs them.
+            _ if !closed => None,
+            // The numbers the breaker decided on: pending before this round's cascade, and
+            // what the cascade skipped (not a recount after it).
+            Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
+            _ => {
+                let job = &mut self.job;
+                let conflicts = Overlaps::of(&job.plan, &job.dag).for_scheduling();
+                let schedule = engine::Schedule::Rounds;
+                let budget = job.inputs.max_cost;
+                match crate::flow::exec::settle(&job.plan, &job.dag, &conflicts, schedule, budget) {
+                    Settled::Done => done_stop(&job.repo, &mut job.plan, &job.opts, &job.ui)?,
+                    Settled::Deadlock { pending } => {
+                        Some(Stop::Deadlock(engine::deadlock_message(pending)))
+                    }
+                    // More to do, unless the budget is spent: then nothing is dispatched.
+                    Settled::Budget(why) => Some(Stop::Budget(why)),
+                    Settled::More => None,
+                }
+            }
+        })
+    }
+
+    /// The job summary: the part's tasks and the attempts this job judged.
+    fn summary(&self, batch: &[usize]) -> Result<(), ActionError> {
+        let part = report::Part {
+            round: self.round.round,
+            batch,
+            waiting: &[],
+        };
+        self.ctx.summary(&report::round_summary(
+            &self.job.plan,
+            part,
+            &self.links,
+            &self.job.ui.activity(),
+            crate::pure::timeline::Ran {
+                schedule: engine::Schedule::Rounds,
+                place: crate::pure::simulate::Place::Actions,
+                slots: self.job.inputs.max_parallel,
+            },
+        ))?;
+        Ok(())
+    }
+
+    /// Says what runs next: the round's next part, the next round, or nothing (aborted).
+    fn say_next(
+        &self,
+        published: &crate::action::publish::Published,
+        open: &crate::action::rounds::OpenRound,
+        closed: bool,
+    ) {
+        let (ui, round) = (&self.job.ui, self.round);
+        if published.dispatched && !closed {
+            ui.say(format!(
+                "Dispatched the next part of round {} on {}.",
+                open.round, round.branch
+            ));
+        } else if published.dispatched {
+            ui.say(format!(
+                "Dispatched round {} on {}.",
+                round.round + 1,
+                round.branch
+            ));
+        } else if published.aborted && !closed {
+            ui.say(format!(
+                "Stopped after part {} of round {}, as `/execute abort` asked; `/execute` resumes the round.",
+                open.parts, open.round
+            ));
+        } else if published.aborted {
+            ui.say("Stopped after this round, as `/execute abort` asked; `/execute` resumes.");
+        }
+    }
+}
+
+/// The pull request whose queued markers are rewritten once the round is pushed.
+type Steered = (u64, steering::comment::Identity);
+
+/// A stop the job fails on (one the user must act on).
+fn fails(stop: Option<&Stop>) -> bool {
+    matches!(
+        stop,
+        Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+    )
+}

@@ -1,0 +1,124 @@
+//! A part of a round integrated (its outcomes into the plan, its patches on top of the
+//! earlier parts'), and the round ended with the part that resolves its last task; the
+//! artifacts' pages kept in the plan for the logs links.
+
+use std::collections::BTreeMap;
+
+use crate::action::ActionError;
+use crate::action::arrival::{Integrator, prepare_arrivals};
+use crate::flow::RunEnd;
+use crate::flow::attempt::Judged;
+use crate::pure::outcome::{self, Decision};
+use crate::pure::plan::{self, model::Status};
+use crate::pure::prompt::Unit;
+
+/// Integrates one part of the open round `open` (one workflow run: the judged attempts of
+/// one conflict-free group of the round's unresolved tasks). A failed attempt with attempts
+/// left stays pending in the round, its retry prompt kept in the plan for the next part; a
+/// BLOCKED task asks its question; completed patches are applied on top of the earlier
+/// parts' ([`crate::flow::integrate::RoundBuild`]). While tasks of the round remain
+/// unresolved, the part commits its patches and the tasks' outcomes
+/// (`dagexec: round R (part P) — …`, [`crate::action::rounds::part_message`]) and records the round
+/// as open. The part that resolves the round's last task ends it as `dagexec run` ends a
+/// round: one update (results, cascade) over the whole round, one circuit-breaker decision,
+/// the round commit in its one format. Returns whether the round ended, and the end when
+/// the circuit breaker trips.
+pub(super) fn integrate_part(
+    at: Integrator<'_>,
+    plan: &mut plan::model::Plan,
+    mut judged: Vec<Judged>,
+    open: &mut crate::action::rounds::OpenRound,
+) -> Result<(bool, Option<RunEnd>), ActionError> {
+    let Integrator {
+        repo,
+        dag,
+        opts,
+        ui,
+    } = at;
+    for j in &judged {
+        if let Some(r) = j.record() {
+            crate::pure::usage::record(plan, &r);
+        }
+        let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
+            Decision::Retry { attempt, .. } => Some(attempt),
+            _ => None,
+        };
+        ui.emit(crate::pure::events::Event::AttemptEnded(
+            crate::flow::exec::ended(plan, j, retry),
+        ));
+    }
+    prepare_arrivals(plan, &mut judged, "in this round");
+    let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
+    let mut build = crate::flow::integrate::RoundBuild::start();
+    build.add(repo, plan, &judged, ui)?;
+    // The part's outcomes go into its tasks now (a pending one runs in a later part); the
+    // update itself waits for the round's end.
+    let now: Vec<crate::pure::update::TaskResult> = build.results().to_vec();
+    for r in &now {
+        let t = &mut plan.tasks[r.index];
+        t.status = r.status;
+        t.result = Some(r.result.clone());
+        t.attempts = Some(r.attempts);
+    }
+    if !open.unresolved(plan).is_empty() {
+        open.parts += 1;
+        open.write(plan);
+        let message = crate::action::rounds::part_message(plan, open, open.parts, &now);
+        build.commit_part(repo, plan, opts, &message, ui)?;
+        ui.say(format!(
+            "Round {}: part {} committed; {} of its {} task(s) wait for a later part.",
+            open.round,
+            open.parts,
+            open.unresolved(plan).len(),
+            open.tasks.len()
+        ));
+        return Ok((false, None));
+    }
+    let earlier: Vec<crate::pure::update::TaskResult> = open
+        .results(plan)
+        .into_iter()
+        .filter(|r| !part.contains(&r.index))
+        .collect();
+    build.resolved_earlier(earlier);
+    crate::action::rounds::clear(plan);
+    let end = build.commit(repo, plan, dag, &open.tasks, open.round, None, opts, ui)?;
+    // The state is committed every round, even when no task completed, in the one round
+    // commit format.
+    let message = crate::flow::integrate::commit_message(
+        plan,
+        open.round,
+        &open.tasks,
+        &open.results(plan),
+        plan.count(Status::Completed),
+    );
+    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
+    let batch_file = format!(".design/processor-batch-{}.json", open.round);
+    let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    Ok((true, end))
+}
+
+use crate::pure::plan::fields::LOGS as LOGS_FIELD;
+
+pub(super) fn saved_logs(plan: &plan::model::Plan) -> BTreeMap<usize, String> {
+    plan.progress
+        .extra
+        .get(LOGS_FIELD)
+        .and_then(|v| v.as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| Some((k.parse().ok()?, v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn save_logs(plan: &mut plan::model::Plan, logs: &BTreeMap<usize, String>) {
+    if logs.is_empty() {
+        return;
+    }
+    let map: serde_json::Map<String, serde_json::Value> = logs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone().into()))
+        .collect();
+    plan.progress.extra.insert(LOGS_FIELD.into(), map.into());
+}

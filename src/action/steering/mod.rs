@@ -1,0 +1,159 @@
+//! What the jobs that act on `/execute` share with every writer of the execution branch
+//! (finalize, the conductor, the `steer` job) and with publishing (the pull request's
+//! comments): the commands and who may give them ([`comment`]); the queue of plan changes
+//! kept as dagexec's own comments, applied by whichever job writes the branch next
+//! ([`catch_up`]) and confirmed after the push ([`confirm`]); their record in the branch's
+//! history ([`STEERED_TRAILER`]); the questions a task asks on the pull request; and the
+//! abort marker in the status comment.
+//!
+//! Every writer of the branch applies the changes queued on the pull request ([`catch_up`]),
+//! each once: the record is the commit that settled it (its last line, [`STEERED_TRAILER`])
+//! and then its marker, rewritten after the push ([`confirm`]); the plan's list is a cache.
+
+pub mod comment;
+mod queue;
+mod record;
+
+use crate::action::ActionError;
+use crate::edge::github::Client;
+use crate::pure::plan::{Plan, model::Status};
+
+use comment::Command;
+use queue::still_a_command;
+pub(crate) use queue::{Queue, catch_up, catch_up_all, confirm, settled_since};
+pub use record::{
+    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER, Settled,
+    apply, changes_plan, retry, settled_in_history, steer_marker, steered,
+};
+pub(crate) use record::{command_text, record, with_trailer};
+
+/// In the status comment: the user asked to stop after the current round.
+pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";
+/// After [`ABORT_MARKER`]: the `/execute abort` comment that asked, `<!-- dagexec:abort-by:<id> -->`.
+pub const ABORT_BY_PREFIX: &str = "<!-- dagexec:abort-by:";
+
+/// The marker naming `/execute abort` comment `id`.
+pub fn abort_by_marker(id: u64) -> String {
+    format!("{ABORT_BY_PREFIX}{id} -->")
+}
+
+/// Whether a stop after the current round was asked for on pull request `pr`: one of
+/// dagexec's own status comments (`marked`) holds [`ABORT_MARKER`] and names an `/execute
+/// abort` comment that is on this pull request, by a person with write access now. Any
+/// workflow that comments with `GITHUB_TOKEN` writes as dagexec's comment job does, so the
+/// marker alone stops nothing.
+pub async fn abort_confirmed(
+    client: &Client,
+    pr: u64,
+    marked: &comment::Trusted,
+) -> Result<bool, ActionError> {
+    if !marked.abort_requested(ABORT_MARKER) {
+        return Ok(false);
+    }
+    let ids: std::collections::BTreeSet<u64> = marked
+        .own
+        .iter()
+        .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
+        .flat_map(|c| {
+            c.body
+                .match_indices(ABORT_BY_PREFIX)
+                .filter_map(|(at, _)| {
+                    let rest = &c.body[at + ABORT_BY_PREFIX.len()..];
+                    rest.split(" -->").next()?.trim().parse().ok()
+                })
+                .collect::<Vec<u64>>()
+        })
+        .collect();
+    for id in ids {
+        match still_a_command(client, pr, id).await? {
+            Ok((_, Some(Command::Abort))) => return Ok(true),
+            Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
+            Err(why) => tracing::warn!(comment = id, "abort not believed: {why}"),
+        }
+    }
+    println!(
+        "warning: a status comment asks to stop, but names no `/execute abort` a person with write access gave on this pull request; not stopping"
+    );
+    Ok(false)
+}
+
+/// The question a plain BLOCKED result asks.
+pub fn blocked_question(index: usize, reason: &str) -> crate::pure::question::Question {
+    crate::pure::question::Question {
+        kind: crate::pure::question::Kind::Review,
+        text: format!("Task {index} is blocked: {reason}"),
+        options: Vec::new(),
+        blocked_at: None,
+        reply: None,
+    }
+}
+
+/// What the status comment says the run waits on.
+pub fn waiting_on(plan: &Plan) -> String {
+    let open = crate::pure::question::open(plan);
+    let blocked: Vec<usize> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == Status::Blocked)
+        .map(|(i, _)| i)
+        .collect();
+    if plan.tasks.iter().all(|t| t.status == Status::Completed) {
+        "nothing: every task completed".into()
+    } else if !open.is_empty() || !blocked.is_empty() {
+        let mut ids: Vec<usize> = open.iter().map(|(i, _)| *i).chain(blocked).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        format!("you: answer the question(s) of task(s) {ids:?} (`/execute answer N …`)")
+    } else if plan.count(Status::Pending) > 0 {
+        "the next round".into()
+    } else {
+        "you: nothing is pending; `/execute retry N` runs a failed task again".into()
+    }
+}
+
+/// The comment a question gets on the pull request, found again by its marker.
+pub fn question_marker(key: &str) -> String {
+    format!("<!-- dagexec:question:{key} -->")
+}
+
+/// The text of a task's question comment: the question, its options, the exact replies.
+pub fn question_comment(
+    index: usize,
+    subject: &str,
+    q: &crate::pure::question::Question,
+) -> String {
+    let mut s = format!(
+        "{}\n### dagexec: task {index} ({}) needs you\n\n{}\n",
+        question_marker(&index.to_string()),
+        subject.lines().next().unwrap_or(""),
+        q.text.trim()
+    );
+    if !q.options.is_empty() {
+        s.push_str("\nOptions:\n");
+        for (n, c) in q.options.iter().enumerate() {
+            s.push_str(&format!("{}. `{}` — {}\n", n + 1, c.key, c.description));
+        }
+    }
+    let example = match q.kind {
+        crate::pure::question::Kind::Decision => q
+            .options
+            .first()
+            .map_or_else(|| "<option>".into(), |c| c.key.clone()),
+        crate::pure::question::Kind::Action => "done".into(),
+        crate::pure::question::Kind::Review => "<your answer>".into(),
+    };
+    s.push_str(&format!(
+        "\nReply with a comment:\n\n```\n/execute answer {index} {example}\n```\n\nor `/execute retry {index}` to run it again as it is.\n"
+    ));
+    s
+}
+
+/// The pre-flight question: the failed checks and the reply that proceeds anyway.
+pub fn preflight_comment(message: &str) -> String {
+    format!(
+        "{}\n### dagexec: pre-flight checks failed\n\n```\n{}\n```\n\nFix what they check and comment `/execute`, or reply with a comment:\n\n```\n/execute proceed\n```\n\nto run anyway.\n",
+        question_marker("preflight"),
+        message.trim()
+    )
+}

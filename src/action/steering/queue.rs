@@ -1,0 +1,341 @@
+//! The queue of plan changes on the pull request: dagexec's own marker comments, each
+//! naming an `/execute` comment; applied in order by whichever job writes the branch next,
+//! each re-checked first, and the markers rewritten once the branch records them.
+
+use std::path::Path;
+
+use super::comment::{self, Command, Trigger};
+use super::record::{
+    STEER_MARKER_PREFIX, Settled, apply, changes_plan, record, settled_between, settled_in_history,
+    steer_marker, steered, with_trailer,
+};
+use crate::action::ActionError;
+use crate::edge::git::Repo;
+use crate::edge::github::Client;
+use crate::pure::plan::Plan;
+
+/// What [`catch_up_all`] did.
+#[derive(Debug, Default)]
+pub(crate) struct CaughtUp {
+    /// A line per command, for the log.
+    pub lines: Vec<String>,
+    /// Every queued command known settled now (earlier, or by this call): never applied again.
+    pub settled: std::collections::BTreeSet<u64>,
+    /// Commits were made in the checkout (to push).
+    pub committed: bool,
+}
+
+/// A queued change as its marker shows it: `<!-- dagexec:steer:<id> -->` then `⏳ Queued…`
+/// until the change is settled, then `✅ Applied…` or `❌ Not applied…`.
+struct Marker {
+    /// The `/execute` comment it names.
+    id: u64,
+    /// The marker comment itself.
+    comment: u64,
+    /// It says the command was settled.
+    settled: bool,
+}
+
+/// dagexec's own steer markers on pull request `pr` (a stranger's marker is no command).
+async fn markers(
+    client: &Client,
+    pr: u64,
+    me: comment::Identity,
+) -> Result<Vec<Marker>, ActionError> {
+    let marked = comment::trusted_marked(client, pr, me).await?;
+    Ok(marked
+        .own
+        .iter()
+        .filter_map(|c| {
+            let rest = c.body.trim_start().strip_prefix(STEER_MARKER_PREFIX)?;
+            let (id, status) = rest.split_once(" -->")?;
+            let status = status.trim_start();
+            Some(Marker {
+                id: id.trim().parse().ok()?,
+                comment: c.id,
+                settled: status.starts_with("✅") || status.starts_with("❌"),
+            })
+        })
+        .collect())
+}
+
+/// The queued commands no marker says are settled, oldest first, each with its markers.
+fn queued(markers: &[Marker]) -> std::collections::BTreeMap<u64, Vec<u64>> {
+    let done: std::collections::BTreeSet<u64> =
+        markers.iter().filter(|m| m.settled).map(|m| m.id).collect();
+    let mut out = std::collections::BTreeMap::<u64, Vec<u64>>::new();
+    for m in markers.iter().filter(|m| !done.contains(&m.id)) {
+        out.entry(m.id).or_default().push(m.comment);
+    }
+    out
+}
+
+/// Rewrites the markers of comment `id` to `status` (`✅ …` or `❌ …`). Whether they all
+/// were: a marker left as it was is rewritten by a later job (the record is the history).
+async fn rewrite(client: &Client, id: u64, markers: &[u64], status: &str) -> bool {
+    let mut all = true;
+    for m in markers {
+        if let Err(e) = client
+            .update_comment(*m, &format!("{}\n{status}\n", steer_marker(id)))
+            .await
+        {
+            tracing::warn!(marker = m, "could not rewrite a steer marker: {e}");
+            all = false;
+        }
+    }
+    all
+}
+
+/// Makes the markers of commands the branch's history settled say so (a refused command's
+/// author is told why, once its marker says so). Run after a push, so `HEAD`'s history is the
+/// branch's; also the repair when the job that pushed died before its markers were rewritten.
+/// A line per marker rewritten. Never fails the job: what it could not do (GitHub did not
+/// answer) is a line too, and the next writer of the branch does it, since the history keeps
+/// the record.
+pub(crate) async fn confirm(
+    client: &Client,
+    pr: u64,
+    me: comment::Identity,
+    repo: &Repo,
+) -> Vec<String> {
+    match try_confirm(client, pr, me, repo).await {
+        Ok(lines) => lines,
+        Err(e) => vec![format!(
+            "warning: the replies of the commands applied here still say queued ({e}); the next job that writes the branch rewrites them (the branch's history records the commands)"
+        )],
+    }
+}
+
+async fn try_confirm(
+    client: &Client,
+    pr: u64,
+    me: comment::Identity,
+    repo: &Repo,
+) -> Result<Vec<String>, ActionError> {
+    let queued = queued(&markers(client, pr, me).await?);
+    if queued.is_empty() {
+        return Ok(Vec::new());
+    }
+    let history = settled_in_history(repo)?;
+    let mut lines = Vec::new();
+    for (id, marks) in &queued {
+        if let Some(s) = history.get(id) {
+            lines.push(settle_markers(client, pr, *id, marks, s).await?);
+        }
+    }
+    Ok(lines)
+}
+
+/// Whether the commits after `since` up to `HEAD` settle a queued command (so their markers
+/// are to be rewritten once pushed).
+pub(crate) fn settled_since(repo: &Repo, since: &str) -> bool {
+    settled_between(repo, Some(since)).is_ok_and(|s| !s.is_empty())
+}
+
+/// Rewrites the markers of comment `id`, settled by `s`; replies with why when it was refused.
+async fn settle_markers(
+    client: &Client,
+    pr: u64,
+    id: u64,
+    marks: &[u64],
+    s: &Settled,
+) -> Result<String, ActionError> {
+    let short = &s.sha[..s.sha.len().min(12)];
+    let status = if s.applied {
+        format!("✅ Applied in {short}: {}.", s.subject)
+    } else {
+        format!(
+            "❌ Not applied: {}",
+            s.why.lines().next().unwrap_or("it could not be applied")
+        )
+    };
+    if rewrite(client, id, marks, &status).await && !s.applied && !s.why.is_empty() {
+        client.comment(pr, &s.why).await?;
+    }
+    Ok(format!("{status} (comment {id})"))
+}
+
+/// Applies every plan change queued on pull request `pr` that is not settled yet, oldest
+/// first, each committed in the checkout (`plan_path`) with its record ([`STEERED_TRAILER`]):
+/// the queued markers are dagexec's own comments (`me`: a stranger's marker is no command),
+/// each naming an `/execute` comment. A command is settled when one of its markers says so,
+/// when the branch's history records it, or when the plan's cache does; nothing settled is
+/// applied again. Before a command is applied, the comment it names is read again and must
+/// be on this pull request, by a person who has write access *now* (any workflow that
+/// comments as GitHub Actions' bot can write a marker; a permission can be revoked after the
+/// comment job checked it); otherwise its marker says why and nothing is committed. A change
+/// that cannot be applied any more (the task moved on) is committed as refused. The markers
+/// of what is committed here are rewritten by [`confirm`] once the caller pushed. Returns a
+/// line per command, for the log.
+pub(crate) async fn catch_up(
+    q: Queue<'_>,
+    plan: &mut Plan,
+    dag: &crate::pure::graph::Dag,
+    known: Option<&Trigger>,
+) -> Result<Vec<String>, ActionError> {
+    Ok(catch_up_all(q, plan, dag, known).await?.lines)
+}
+
+/// The pull request whose queued commands a writer of the branch applies, and its checkout
+/// of the branch (`plan_path`, `plan_rel`: the plan there).
+#[derive(Clone, Copy)]
+pub(crate) struct Queue<'a> {
+    pub client: &'a Client,
+    pub pr: u64,
+    /// Whose markers count (dagexec's own comments).
+    pub me: comment::Identity,
+    pub repo: &'a Repo,
+    pub plan_path: &'a Path,
+    pub plan_rel: &'a str,
+}
+
+/// [`catch_up`], with what the steer job needs to know about its own command.
+pub(crate) async fn catch_up_all(
+    q: Queue<'_>,
+    plan: &mut Plan,
+    dag: &crate::pure::graph::Dag,
+    known: Option<&Trigger>,
+) -> Result<CaughtUp, ActionError> {
+    let Queue {
+        client,
+        pr,
+        me,
+        repo,
+        ..
+    } = q;
+    let markers = markers(client, pr, me).await?;
+    let mut out = CaughtUp {
+        settled: markers.iter().filter(|m| m.settled).map(|m| m.id).collect(),
+        ..Default::default()
+    };
+    let queued = queued(&markers);
+    if queued.is_empty() {
+        return Ok(out);
+    }
+    let history = settled_in_history(repo)?;
+    let cache = steered(plan);
+    for (id, marks) in queued {
+        out.settled.insert(id);
+        // Settled by a job that pushed and then died before rewriting the marker.
+        if let Some(s) = history.get(&id) {
+            out.lines
+                .push(settle_markers(client, pr, id, &marks, s).await?);
+            continue;
+        }
+        if cache.contains(&id) {
+            rewrite(
+                client,
+                id,
+                &marks,
+                "✅ Applied earlier (the plan records it).",
+            )
+            .await;
+            out.lines.push(format!(
+                "Comment {id} was applied earlier (the plan records it)."
+            ));
+            continue;
+        }
+        let (user, command) = match known.filter(|t| t.comment_id == id && t.pr_number == pr) {
+            // The command this job was started for: its author's permission was checked by
+            // this job, and it is on this pull request.
+            Some(t) => (t.user.clone(), Some(t.command.clone())),
+            None => match still_a_command(client, pr, id).await? {
+                Ok(found) => found,
+                Err(why) => {
+                    rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
+                    out.lines.push(format!("❌ Not applied: {why}"));
+                    continue;
+                }
+            },
+        };
+        let line = commit_command(q, plan, dag, id, &user, command)?;
+        out.committed = true;
+        out.lines.push(line);
+    }
+    Ok(out)
+}
+
+/// Applies `command` (comment `id`, by `user`; `None`: it holds none now) to the plan and
+/// commits it with its record, applied or refused: the line for the log.
+fn commit_command(
+    q: Queue<'_>,
+    plan: &mut Plan,
+    dag: &crate::pure::graph::Dag,
+    id: u64,
+    user: &str,
+    command: Option<Command>,
+) -> Result<String, ActionError> {
+    let by = format!("`/execute` by @{user}");
+    let outcome = match command {
+        Some(command) if changes_plan(&command) => apply(plan, dag, &command, &by),
+        _ => Err(format!(
+            "Comment {id} no longer holds a command that changes the plan; nothing was applied."
+        )),
+    };
+    record(plan, id);
+    crate::edge::plan_file::save(plan, q.plan_path).map_err(|source| ActionError::Write {
+        path: q.plan_path.to_path_buf(),
+        source,
+    })?;
+    let message = match &outcome {
+        Ok(message) => with_trailer(message, id, true),
+        Err(why) => with_trailer(
+            &format!(
+                "dagexec: /execute comment {id} not applied\n\n{}",
+                why.trim()
+            ),
+            id,
+            false,
+        ),
+    };
+    q.repo.commit(&message, &[q.plan_rel.to_string()])?;
+    Ok(format!(
+        "{}: comment {id} ({}).",
+        if outcome.is_ok() {
+            "Applied"
+        } else {
+            "Not applied"
+        },
+        message.lines().next().unwrap_or("")
+    ))
+}
+
+/// Comment `id` read again at the moment its queued change is applied: its author and
+/// command, or why it must not be applied — it is gone, it is not on pull request `pr`, a bot
+/// wrote it, or its author may not (any longer) run commands here.
+pub(super) async fn still_a_command(
+    client: &Client,
+    pr: u64,
+    id: u64,
+) -> Result<Result<(String, Option<Command>), String>, ActionError> {
+    let c = match client.get_comment(id).await {
+        Ok(c) => c,
+        Err(e) if e.status() == Some(404) => {
+            return Ok(Err(format!("comment {id} is gone; nothing was applied.")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if c.issue != Some(pr) {
+        return Ok(Err(format!(
+            "comment {id} is not on this pull request; nothing was applied."
+        )));
+    }
+    let user = c.author.login.clone();
+    if user.is_empty() || c.author.bot || user.ends_with("[bot]") {
+        return Ok(Err(format!(
+            "comment {id} was not written by a person; nothing was applied."
+        )));
+    }
+    let (permission, role) = match client.permission(&user).await {
+        Ok(p) => p,
+        Err(e) if e.status() == Some(404) => ("none".to_string(), None),
+        Err(e) => return Err(e.into()),
+    };
+    if !comment::may_run(&permission, role.as_deref()) {
+        let access = role.as_deref().unwrap_or(&permission);
+        return Ok(Err(format!(
+            "@{user} has {access} access now, and only people with write, maintain or admin access can change the plan; comment {id} was not applied."
+        )));
+    }
+    Ok(Ok((user, comment::parse(&c.body))))
+}

@@ -1,0 +1,324 @@
+//! The record of settled commands: the trailer of the commit that settled each (found again
+//! in the branch's history), the plan's cache of them, and what a plan-changing command does
+//! to the plan.
+
+use crate::action::ActionError;
+use crate::action::steering::comment::Command;
+use crate::edge::git::Repo;
+use crate::pure::plan::{Plan, model::Status};
+
+pub use crate::pure::plan::fields::PROCEED as PROCEED_FIELD;
+
+/// Whether `command` changes the plan (and so runs in the `steer` job).
+pub fn changes_plan(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Proceed | Command::Answer { .. } | Command::Retry { .. }
+    )
+}
+
+/// The start of the marker of a queued plan change: `<!-- dagexec:steer:<comment id> -->`,
+/// written by the comment job once the commenter's permission is checked.
+pub const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
+
+/// The marker of the plan change asked for in comment `id`.
+pub fn steer_marker(id: u64) -> String {
+    format!("{STEER_MARKER_PREFIX}{id} -->")
+}
+
+pub use crate::pure::plan::fields::STEERED as STEERED_FIELD;
+
+/// How many settled comments the plan's cache keeps (the record itself is not capped).
+pub const STEERED_KEPT: usize = 500;
+
+/// The last line of the message of the commit that settled `/execute` comment `<id>`:
+/// `Dagexec-Steered: <id> applied` (its change is in that commit) or `… refused` (the
+/// commenter was told why). Found again in the branch's history, it keeps a command from being
+/// applied twice even when the commit's marker was never rewritten (the job died after its
+/// push) and the plan was replaced since.
+pub const STEERED_TRAILER: &str = "Dagexec-Steered:";
+
+/// The comments whose change the plan records as settled.
+pub fn steered(plan: &Plan) -> Vec<u64> {
+    plan.progress
+        .extra
+        .get(STEERED_FIELD)
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_u64)
+        .collect()
+}
+
+/// Records comment `id` as settled in the plan's cache.
+pub(crate) fn record(plan: &mut Plan, id: u64) {
+    let mut ids = steered(plan);
+    if !ids.contains(&id) {
+        ids.push(id);
+    }
+    let keep = ids.len().saturating_sub(STEERED_KEPT);
+    plan.progress
+        .extra
+        .insert(STEERED_FIELD.into(), ids[keep..].to_vec().into());
+}
+
+/// `message` with the record that it settles comment `id` as its last line.
+pub(crate) fn with_trailer(message: &str, id: u64, applied: bool) -> String {
+    format!(
+        "{}\n\n{STEERED_TRAILER} {id} {}\n",
+        message.trim_end(),
+        if applied { "applied" } else { "refused" }
+    )
+}
+
+/// The subjects of the commits steering makes: only these carry a record (a round's message
+/// holds workers' words, which must not be able to settle someone's command).
+const STEER_SUBJECTS: [&str; 4] = [
+    "dagexec: proceed despite failed pre-flight checks",
+    "dagexec: answer to task ",
+    "dagexec: retry task ",
+    "dagexec: /execute comment ",
+];
+
+/// A command settled in the branch's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The commit that settled it.
+    pub sha: String,
+    /// Applied (else refused).
+    pub applied: bool,
+    /// The commit's subject.
+    pub subject: String,
+    /// For a refused command: why (the reply the commenter gets).
+    pub why: String,
+}
+
+/// Every command the history of `HEAD` records as settled, by comment id (the newest record
+/// of each).
+pub fn settled_in_history(
+    repo: &Repo,
+) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
+    settled_between(repo, None)
+}
+
+/// What [`settled_in_history`] finds in the commits since `since` (all of `HEAD`'s without).
+pub(super) fn settled_between(
+    repo: &Repo,
+    since: Option<&str>,
+) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
+    let mut out = std::collections::BTreeMap::new();
+    for c in repo.commits_mentioning(STEERED_TRAILER, since)? {
+        let mut lines = c.message.lines();
+        let subject = lines.next().unwrap_or("").to_string();
+        if !STEER_SUBJECTS.iter().any(|s| subject.starts_with(s)) {
+            continue;
+        }
+        let Some((id, applied)) = c.message.lines().last().and_then(parse_trailer) else {
+            continue;
+        };
+        let body: Vec<&str> = c.message.lines().skip(1).collect();
+        let why = body[..body.len().saturating_sub(1)]
+            .join("\n")
+            .trim()
+            .to_string();
+        out.entry(id).or_insert(Settled {
+            sha: c.sha,
+            applied,
+            subject,
+            why,
+        });
+    }
+    Ok(out)
+}
+
+/// `Dagexec-Steered: <id> applied|refused`.
+fn parse_trailer(line: &str) -> Option<(u64, bool)> {
+    let mut words = line
+        .trim()
+        .strip_prefix(STEERED_TRAILER)?
+        .split_whitespace();
+    let id = words.next()?.parse().ok()?;
+    let applied = match words.next()? {
+        "applied" => true,
+        "refused" => false,
+        _ => return None,
+    };
+    words.next().is_none().then_some((id, applied))
+}
+
+/// A plan-changing command in words, for the queued reply.
+pub(crate) fn command_text(command: &Command) -> String {
+    match command {
+        Command::Proceed => "`/execute proceed`".into(),
+        Command::Answer { task, .. } => format!("the answer to task {task}"),
+        Command::Retry { task } => format!("`/execute retry {task}`"),
+        _ => "the command".into(),
+    }
+}
+
+/// Applies a plan-changing `command` to `plan`: the commit message (`by` says who asked),
+/// or why it cannot be applied (a reply for the pull request, with the fix).
+pub fn apply(
+    plan: &mut Plan,
+    dag: &crate::pure::graph::Dag,
+    command: &Command,
+    by: &str,
+) -> Result<String, String> {
+    match command {
+        Command::Proceed => {
+            plan.progress
+                .extra
+                .insert(PROCEED_FIELD.into(), "proceed".into());
+            Ok(format!(
+                "dagexec: proceed despite failed pre-flight checks\n\nAsked for with {by}.\n"
+            ))
+        }
+        Command::Answer { task, text } => {
+            let index = *task;
+            if let Some(t) = plan.tasks.get_mut(index) {
+                // A plain BLOCKED (no question recorded) is answered like a review: free text.
+                if t.status == Status::Blocked && crate::pure::question::get(t).is_none() {
+                    crate::pure::question::set(
+                        t,
+                        &super::blocked_question(index, t.result.as_deref().unwrap_or("")),
+                    );
+                }
+            }
+            match crate::pure::question::answer(plan, dag, index, &text.replace("\r\n", "\n")) {
+                Ok(a) => Ok(format!(
+                    "dagexec: answer to task {index}\n\nGiven with {by}; task {index}{} pending again.\n",
+                    if a.reopened.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and tasks {:?}", a.reopened)
+                    }
+                )),
+                Err(e) => Err(format!(
+                    "dagexec could not take that answer: {e}\n\n{}",
+                    e.hint()
+                )),
+            }
+        }
+        Command::Retry { task } => match retry(plan, dag, *task) {
+            Ok(reopened) => Ok(format!(
+                "dagexec: retry task {task}\n\nAsked for with {by}; pending again: {reopened:?}.\n"
+            )),
+            Err(why) => Err(format!("dagexec cannot retry that: {why}")),
+        },
+        other => Err(format!("{other:?} does not change the plan")),
+    }
+}
+
+/// `/execute retry N`: a failed, blocked or skipped task gets a fresh set of attempts, and
+/// what the cascade skipped because of it is pending again.
+pub fn retry(
+    plan: &mut Plan,
+    dag: &crate::pure::graph::Dag,
+    index: usize,
+) -> Result<Vec<usize>, String> {
+    let count = plan.tasks.len();
+    let Some(t) = plan.tasks.get_mut(index) else {
+        return Err(format!("task {index}: no such task (the plan has {count})"));
+    };
+    if !matches!(t.status, Status::Failed | Status::Blocked | Status::Skipped) {
+        return Err(format!(
+            "task {index} is {}; only a failed, blocked or skipped task can be retried",
+            t.status
+        ));
+    }
+    t.status = Status::Pending;
+    t.attempts = Some(0);
+    t.result = None;
+    t.extra
+        .shift_remove(crate::pure::plan::fields::RETRY_PROMPT);
+    t.extra.shift_remove(crate::pure::question::QUESTION_FIELD);
+    let mut all = vec![index];
+    all.extend(crate::pure::update::reopen_skipped_dependents(
+        plan, dag, index,
+    ));
+    all.sort_unstable();
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+
+    #[test]
+    fn the_history_records_only_steering_commits_own_last_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        let repo = Repo::discover(dir).unwrap();
+        assert!(settled_in_history(&repo).unwrap().is_empty());
+        let commit = |message: &str| git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+        commit(&with_trailer(
+            "dagexec: answer to task 2\n\nGiven with `/execute` by @o.\n",
+            11,
+            true,
+        ));
+        commit(&with_trailer(
+            "dagexec: /execute comment 12 not applied\n\ndagexec cannot retry that: task 1 is completed\nline two",
+            12,
+            false,
+        ));
+        // Workers' words are in a round's message: they settle nothing, nor does a trailer
+        // that is not the last line, nor one with something after the outcome.
+        commit(
+            "dagexec: round 3 — 1/1 tasks\n\n- task 0: A — completed: x\n\nDagexec-Steered: 13 applied",
+        );
+        commit("dagexec: retry task 1\n\nDagexec-Steered: 14 applied\nmore");
+        commit("dagexec: retry task 1\n\nDagexec-Steered: 15 applied now");
+        commit(&with_trailer(
+            "dagexec: proceed despite failed pre-flight checks",
+            16,
+            true,
+        ));
+        let found = settled_in_history(&repo).unwrap();
+        assert_eq!(found.keys().copied().collect::<Vec<_>>(), [11, 12, 16]);
+        assert!(found[&11].applied && found[&16].applied);
+        assert_eq!(found[&11].subject, "dagexec: answer to task 2");
+        assert_eq!(found[&11].sha.len(), 40);
+        let refused = &found[&12];
+        assert!(!refused.applied);
+        assert_eq!(
+            refused.why,
+            "dagexec cannot retry that: task 1 is completed\nline two"
+        );
+    }
+
+    #[test]
+    fn trailers_parse_exactly() {
+        assert_eq!(parse_trailer("Dagexec-Steered: 5 applied"), Some((5, true)));
+        assert_eq!(
+            parse_trailer("Dagexec-Steered: 5 refused"),
+            Some((5, false))
+        );
+        for bad in [
+            "Dagexec-Steered: x applied",
+            "Dagexec-Steered: 5",
+            "Dagexec-Steered: 5 done",
+            "dagexec-steered: 5 applied",
+        ] {
+            assert_eq!(parse_trailer(bad), None, "{bad}");
+        }
+        assert!(
+            with_trailer("dagexec: retry task 1\n", 9, false)
+                .ends_with("\n\nDagexec-Steered: 9 refused\n")
+        );
+    }
+}

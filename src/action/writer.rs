@@ -1,0 +1,107 @@
+//! What a job that writes the execution branch (finalize, the conductor) starts from — the
+//! checkout at the base it was handed, the plan there, its DAG and the integration options —
+//! and how it ends (its conclusion, the pull request, whether the job fails).
+
+use std::path::Path;
+
+use crate::action::{ActionError, Inputs};
+use crate::edge::git::{RemoteAuth, Repo};
+use crate::flow::{RunOptions, Settings, Ui};
+use crate::pure::engine;
+use crate::pure::plan;
+
+/// How the round ended, for outputs and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finalized {
+    /// The job's `conclusion` output.
+    pub conclusion: crate::action::protocol::Conclusion,
+    pub pr: Option<u64>,
+    /// The job fails (a stop the user must act on).
+    pub failed: bool,
+}
+
+/// Where a writer of the branch reports: the run's context, the API (`None` without a
+/// repository or token: a local try-out), and the runtime its calls run on.
+#[derive(Clone, Copy)]
+pub struct GitHub<'a> {
+    pub ctx: &'a crate::action::runtime::Context,
+    pub client: Option<&'a crate::edge::github::Client>,
+    pub rt: &'a tokio::runtime::Runtime,
+}
+
+/// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
+/// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
+/// options the local runner's integration takes.
+pub(crate) struct Job {
+    pub repo: Repo,
+    pub auth: RemoteAuth,
+    pub inputs: Inputs,
+    pub plan_path: std::path::PathBuf,
+    pub plan: plan::model::Plan,
+    pub dag: crate::pure::graph::Dag,
+    pub ui: Ui,
+    pub opts: RunOptions,
+}
+
+impl Job {
+    /// Checks out `base` in the repository at `root` and reads the plan there.
+    pub(crate) fn open(
+        root: &Path,
+        inputs: &Inputs,
+        base: &str,
+        schedule: engine::Schedule,
+    ) -> Result<Job, ActionError> {
+        let repo = Repo::discover(root)?;
+        let auth = RemoteAuth::token(inputs.token.expose());
+        if repo.head()? != base {
+            repo.ensure_commit(base, &auth)?;
+            repo.checkout_detached(base)?;
+        }
+        let inputs = crate::action::with_plan(repo.root(), inputs)?;
+        let plan_path = repo.root().join(&inputs.plan_rel);
+        // A completed plan may be archived already (see `load_plan`): then it is what the
+        // job publishes.
+        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
+        let dag = crate::pure::validate::check(
+            &plan,
+            Some(archived.as_deref().unwrap_or(&inputs.plan_rel)),
+        )?;
+        let opts = RunOptions {
+            plan: plan_path.clone(),
+            plan_rel: inputs.plan_rel.clone(),
+            root: repo.root().to_path_buf(),
+            settings: Settings {
+                worker: inputs.worker.clone(),
+                jobs: inputs.max_parallel.max(1),
+                timeout: inputs.timeout,
+                schedule,
+                // The reviewer ran in the work job; the verdict is concluded from its record.
+                reviewer: None,
+                max_cost: inputs.max_cost,
+                worktrees: None,
+            },
+            yes: true,
+            dry_run: false,
+            check_timeout: inputs.timeout,
+        };
+        Ok(Job {
+            repo,
+            auth,
+            inputs,
+            plan_path,
+            plan,
+            dag,
+            ui: Ui::plain(Box::new(std::io::stdout())),
+            opts,
+        })
+    }
+}
+
+/// A stale round's end: not a failure (the fresh round carries on), nothing to report.
+pub(crate) fn stale(published: crate::action::publish::Published) -> Finalized {
+    Finalized {
+        conclusion: crate::action::protocol::Conclusion::Stale,
+        pr: published.pr,
+        failed: false,
+    }
+}

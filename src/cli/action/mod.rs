@@ -1,0 +1,552 @@
+//! `dagexec action plan|work|finalize`: the commands `action.yml` runs. Every value comes
+//! from a flag or from the `DAGEXEC_*` variable the action sets from its inputs (never from
+//! `${{ }}` text inside a script).
+
+use crate::pure::engine::Schedule;
+use std::path::{Path, PathBuf};
+
+mod args;
+
+pub use args::{ActionCommand, Common, Writer};
+
+use crate::action::jobs::finalize;
+use crate::action::jobs::plan;
+use crate::action::jobs::steer::Phase;
+use crate::action::jobs::work::{self, Job};
+use crate::action::protocol::PlanConclusion;
+use crate::action::rounds::Round;
+use crate::action::runtime::{self, Context};
+use crate::action::writer::Finalized;
+use crate::action::{ActionError, Inputs};
+use crate::cli::Exit;
+use crate::edge::github::{Client, Token};
+
+/// The token: `DAGEXEC_TOKEN` (the action's `token` input), else `GITHUB_TOKEN`. Masked.
+fn token() -> Token {
+    let t = std::env::var("DAGEXEC_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .or_else(|| std::env::var("GITHUB_TOKEN").ok())
+        .unwrap_or_default();
+    let t = Token::new(t);
+    runtime::mask(&t);
+    t
+}
+
+fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
+    Inputs {
+        // An input the workflow left empty arrives as an empty variable.
+        plan_rel: if common.plan.trim().is_empty() {
+            crate::pure::validate::DEFAULT_PLAN_REL.to_string()
+        } else {
+            common.plan.clone()
+        },
+        worker,
+        reviewer: None,
+        max_parallel: 1,
+        timeout: common.timeout,
+        branch: common.branch.clone(),
+        allow_workflow_changes: false,
+        token: token(),
+        app_id: None,
+        workflow: "dagexec.yml".into(),
+        artifacts,
+        max_cost: common.max_cost.0,
+        build: common.build.clone(),
+    }
+}
+
+/// Runs an action command; the exit status (success; incomplete: the run stopped on something
+/// a person must fix; usage: dagexec could not do its job).
+pub fn run(cmd: ActionCommand) -> Exit {
+    let ctx = Context::from_env();
+    match execute(cmd, &ctx) {
+        Ok(code) => code,
+        Err(e) => {
+            runtime::error_annotation("dagexec", &e.to_string());
+            Exit::Usage
+        }
+    }
+}
+
+fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
+    let root = std::env::current_dir()
+        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
+    match cmd {
+        ActionCommand::Plan {
+            common,
+            max_parallel,
+            schedule,
+        } => plan_job(&root, ctx, &common, max_parallel, schedule),
+        ActionCommand::Work {
+            common,
+            task,
+            attempt,
+            round,
+            base,
+            worker,
+            reviewer,
+            artifacts,
+        } => {
+            let job = Job {
+                task,
+                attempt,
+                round,
+            };
+            let given = WorkGiven {
+                base,
+                worker,
+                reviewer,
+                artifacts,
+            };
+            work_job(&root, ctx, &common, job, given)
+        }
+        ActionCommand::Comment { common, workflow } => {
+            steer_job(&root, ctx, &common, workflow, Phase::Route)
+        }
+        ActionCommand::Steer { common, workflow } => {
+            steer_job(&root, ctx, &common, workflow, Phase::Apply)
+        }
+        ActionCommand::Conduct {
+            common,
+            base,
+            round,
+            max_parallel,
+            poll,
+            handover_after,
+            polls_per_hour,
+            writer,
+        } => {
+            let timing = crate::action::jobs::conduct::Timing {
+                poll,
+                handover_after,
+                polls_per_hour,
+            };
+            let r = round_of(&common, base, round);
+            conduct_job(&root, ctx, (&common, &writer), r, (max_parallel, timing))
+        }
+        ActionCommand::Finalize {
+            common,
+            matrix,
+            base,
+            round,
+            conclusion,
+            message,
+            artifacts,
+            writer,
+        } => {
+            let r = Round {
+                matrix,
+                planned: conclusion,
+                planned_message: message,
+                ..round_of(&common, base, round)
+            };
+            finalize_job(&root, ctx, (&common, &writer), &r, artifacts)
+        }
+    }
+}
+
+/// The round a writer of the branch was handed: the branch, its base and number.
+fn round_of(common: &Common, base: String, round: u32) -> Round {
+    Round {
+        branch: common.branch.clone(),
+        base,
+        round,
+        ..Default::default()
+    }
+}
+
+/// A writer of the branch (`job`) needs to be told which.
+fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
+    if r.branch.is_empty() {
+        return Err(ActionError::Input(format!(
+            "{job} needs the execution branch (the plan job's `branch` output)"
+        )));
+    }
+    Ok(())
+}
+
+/// Job `plan`: the round's next part as a job matrix, or how the run ends.
+fn plan_job(
+    root: &Path,
+    ctx: &Context,
+    common: &Common,
+    max_parallel: u16,
+    schedule: Schedule,
+) -> Result<Exit, ActionError> {
+    let inputs = inputs(common, String::new(), PathBuf::new());
+    // The pre-flight checks are the plan's commands: what they wrote to the runner's
+    // files is undone before the matrix is set.
+    let guard = runtime::FileGuard::from_env();
+    let reaper = crate::edge::reaper::Reaper::start();
+    let planned = plan::run(
+        root,
+        &inputs,
+        (&ctx.ref_name, &ctx.default_branch),
+        schedule,
+    );
+    reaped(&reaper);
+    for line in guard.restore()? {
+        println!("warning: {line}");
+    }
+    let planned = planned?;
+    println!("{}", planned.message);
+    let mut outs = plan::outputs(&planned);
+    outs.push(("message", planned.message.clone()));
+    outs.push(("max-parallel", max_parallel.to_string()));
+    ctx.set_outputs(
+        &outs
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect::<Vec<_>>(),
+    )?;
+    ctx.summary(&format!(
+        "## dagexec: plan of round {}\n\n```\n{}\n```\n",
+        planned.round, planned.message
+    ))?;
+    Ok(Exit::Success)
+}
+
+/// What job `work` is given beside the task and attempt.
+struct WorkGiven {
+    base: String,
+    worker: String,
+    reviewer: String,
+    artifacts: String,
+}
+
+/// Job `work`: one attempt at one task in this checkout, its files left for the upload.
+fn work_job(
+    root: &Path,
+    ctx: &Context,
+    common: &Common,
+    job: Job,
+    given: WorkGiven,
+) -> Result<Exit, ActionError> {
+    let Job { task, attempt, .. } = job;
+    // Task code never runs in a run of the default branch: its runtime token could write
+    // that branch's Actions cache scope, which the install step trusts unpinned.
+    if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
+        return Err(ActionError::Input(format!(
+            "task {task} attempt {attempt}: this run is on the default branch ({}); dagexec runs task code only in runs of the execution branch, whose Actions cache scope the install step does not trust. Start the round without naming a task (Run workflow, or `gh workflow run`): the plan job starts it on the execution branch",
+            ctx.ref_name
+        )));
+    }
+    // An input the workflow left empty arrives as an empty variable.
+    let dir = if given.artifacts.is_empty() {
+        ctx.runner_temp
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("dagexec-work")
+    } else {
+        PathBuf::from(given.artifacts)
+    };
+    let name = crate::action::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
+    let mut inputs = inputs(common, given.worker, dir.clone());
+    inputs.reviewer = Some(given.reviewer).filter(|r| !r.trim().is_empty());
+    // The work job holds no write token; it needs none to fetch a public base, and
+    // the checkout's own credentials otherwise.
+    inputs.token = Token::new(String::new());
+    // Task code (worker, checks, reviewer) runs without the runner's files in its
+    // environment; whatever it wrote to them anyway is undone before the outputs are
+    // written, after it exited — and they are written even if the attempt errors out,
+    // since the upload step needs the name.
+    let guard = runtime::FileGuard::from_env();
+    // And nothing it started outlives this step (see `reaper`).
+    let reaper = crate::edge::reaper::Reaper::start();
+    let verdict = work::run(root, &inputs, job, &given.base);
+    reaped(&reaper);
+    for line in guard.restore()? {
+        println!("warning: {line}");
+    }
+    ctx.set_outputs(&[
+        ("artifact-name", name),
+        ("artifact-path", dir.to_string_lossy().to_string()),
+    ])?;
+    let verdict = verdict?;
+    println!(
+        "task {task} attempt {attempt}: {} — {}",
+        verdict.status, verdict.result
+    );
+    for w in &verdict.warnings {
+        println!("warning: {w}");
+    }
+    ctx.summary(&format!(
+        "### task {task}, attempt {attempt}: {}\n\n{}\n",
+        verdict.status, verdict.result
+    ))?;
+    Ok(Exit::Success)
+}
+
+/// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch.
+fn conduct_job(
+    root: &Path,
+    ctx: &Context,
+    (common, writer): (&Common, &Writer),
+    r: Round,
+    (max_parallel, timing): (u16, crate::action::jobs::conduct::Timing),
+) -> Result<Exit, ActionError> {
+    let mut inputs = inputs(common, String::new(), PathBuf::new());
+    inputs.max_parallel = max_parallel.into();
+    let rt = crate::action::runtime()?;
+    let client = writer_client(ctx, &mut inputs, writer, &rt, "conduct")?;
+    require_branch(&r, "conduct")?;
+    let r = Round {
+        planned: PlanConclusion::Conduct,
+        ..r
+    };
+    let gh = crate::action::writer::GitHub {
+        ctx,
+        client: client.as_ref(),
+        rt: &rt,
+    };
+    let done = crate::action::jobs::conduct::run(root, &inputs, gh, &r, timing)?;
+    println!("Conductor: {}.", done.conclusion);
+    writer_outputs(ctx, &done)
+}
+
+/// Job `finalize`: round `r` as the plan job handed it over, its artifacts at `artifacts`.
+fn finalize_job(
+    root: &Path,
+    ctx: &Context,
+    (common, writer): (&Common, &Writer),
+    r: &Round,
+    artifacts: String,
+) -> Result<Exit, ActionError> {
+    let mut inputs = inputs(common, String::new(), PathBuf::from(artifacts));
+    let rt = crate::action::runtime()?;
+    let client = writer_client(ctx, &mut inputs, writer, &rt, "finalize")?;
+    require_branch(r, "finalize")?;
+    let done = finalize::run(root, &inputs, ctx, r, client.as_ref(), &rt)?;
+    writer_outputs(ctx, &done)
+}
+
+/// A writer's outputs (`conclusion`, `pr-number`) and exit status.
+fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> {
+    let mut outs = vec![("conclusion", done.conclusion.to_string())];
+    if let Some(pr) = done.pr {
+        outs.push(("pr-number", pr.to_string()));
+    }
+    ctx.set_outputs(&outs)?;
+    Ok(if done.failed {
+        Exit::Incomplete
+    } else {
+        Exit::Success
+    })
+}
+
+/// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
+/// GitHub App's installation token replaces the token. `None` outside a repository.
+fn writer_client(
+    ctx: &Context,
+    inputs: &mut Inputs,
+    writer: &Writer,
+    rt: &tokio::runtime::Runtime,
+    job: &str,
+) -> Result<Option<Client>, ActionError> {
+    inputs.allow_workflow_changes = writer.allow_workflow_changes;
+    inputs.workflow.clone_from(&writer.workflow);
+    let (app_id, private_key) = (writer.app_id.as_str(), writer.private_key.as_str());
+    if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
+        let (Some(repo), false, false) = (
+            &ctx.repository,
+            app_id.trim().is_empty(),
+            private_key.trim().is_empty(),
+        ) else {
+            return Err(ActionError::Input(
+                    "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
+                ));
+        };
+        let _entered = rt.enter();
+        let token = rt.block_on(crate::edge::github::app::installation_token(
+            &ctx.api_url,
+            repo,
+            app_id,
+            private_key,
+        ))?;
+        runtime::mask(&token);
+        println!(
+            "Authenticated as GitHub App {} (installation token).",
+            app_id.trim()
+        );
+        inputs.token = token;
+        inputs.app_id = app_id.trim().parse().ok();
+    }
+    let client = match &ctx.repository {
+        Some(repo) if !inputs.token.is_empty() => {
+            // The HTTP client needs the runtime it will run on.
+            let _entered = rt.enter();
+            Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
+        }
+        Some(_) => {
+            return Err(ActionError::Input(format!(
+                "{job} needs a token (the action's `token` input, e.g. ${{{{ secrets.GITHUB_TOKEN }}}}) to push and update the pull request"
+            )));
+        }
+        None => None,
+    };
+    Ok(client)
+}
+
+/// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.
+fn steer_job(
+    root: &std::path::Path,
+    ctx: &Context,
+    common: &Common,
+    workflow: String,
+    phase: Phase,
+) -> Result<Exit, ActionError> {
+    let mut inputs = inputs(common, String::new(), PathBuf::new());
+    inputs.workflow = workflow;
+    if inputs.token.is_empty() {
+        return Err(ActionError::Input(
+            "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
+        ));
+    }
+    let rt = crate::action::runtime()?;
+    let api_url = ctx.api_url.clone();
+    let token = inputs.token.clone();
+    let client_for = |t: &crate::action::steering::comment::Trigger| {
+        let _entered = rt.enter();
+        Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+    };
+    let done = crate::action::jobs::steer::run(root, &inputs, ctx, client_for, &rt, phase)?;
+    println!("{}", done.message);
+    ctx.set_outputs(&[
+        ("dispatched", done.dispatched.unwrap_or_default()),
+        ("steer-branch", done.to_apply.unwrap_or_default()),
+    ])?;
+    Ok(Exit::Success)
+}
+
+/// Ends what task code left running in this step, saying what it could not end.
+fn reaped(reaper: &crate::edge::reaper::Reaper) {
+    let reaped = reaper.finish();
+    if reaped.killed > 0 {
+        println!(
+            "Stopped {} process(es) task code left running.",
+            reaped.killed
+        );
+    }
+    for who in &reaped.survivors {
+        println!(
+            "warning: process {who}, started by task code, runs as another user and could not be stopped: it can still change the runner's files and read later steps' environment"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[test]
+    fn every_action_command_parses_with_the_global_options() {
+        for args in [
+            vec![
+                "dagexec",
+                "--plan",
+                "x.json",
+                "action",
+                "plan",
+                "--plan-rel",
+                "p.json",
+            ],
+            vec![
+                "dagexec",
+                "action",
+                "work",
+                "--task",
+                "1",
+                "--attempt",
+                "2",
+                "--round",
+                "3",
+                "--base",
+                "abc",
+                "--worker",
+                "w",
+                "--reviewer",
+                "r",
+            ],
+            vec![
+                "dagexec",
+                "action",
+                "finalize",
+                "--base",
+                "abc",
+                "--round",
+                "1",
+                "--allow-workflow-changes",
+                "yes",
+            ],
+        ] {
+            crate::cli::Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+        // The action passes every input, so unset ones arrive as empty variables.
+        let with_empty = [
+            "dagexec",
+            "action",
+            "finalize",
+            "--base",
+            "b",
+            "--round",
+            "1",
+            "--artifacts",
+            "",
+            "--plan-rel",
+            ".design/plan.json",
+            "--branch",
+            "",
+        ];
+        crate::cli::Cli::try_parse_from(with_empty).unwrap();
+    }
+
+    #[test]
+    fn booleans_read_as_clap_reads_them_and_empty_is_false() {
+        for (s, want) in [
+            ("true", true),
+            (" TRUE ", true),
+            ("yes", true),
+            ("on", true),
+            ("1", true),
+            ("false", false),
+            ("No", false),
+            ("off", false),
+            ("0", false),
+            ("", false),
+            ("  ", false),
+        ] {
+            assert_eq!(super::args::parse_bool(s), Ok(want), "{s:?}");
+        }
+        for s in ["ture", "2", "enabled"] {
+            let e = super::args::parse_bool(s).unwrap_err();
+            assert!(
+                e.contains(&format!("{s:?}")) && e.contains("true, false"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_show_examples() {
+        let finalize = |flag: &str, value: &str| {
+            let args = [
+                "dagexec", "action", "finalize", "--base", "b", "--round", "1", flag, value,
+            ];
+            crate::cli::Cli::try_parse_from(args)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = finalize("--allow-workflow-changes", "ture");
+        assert!(e.contains("--allow-workflow-changes"), "{e}");
+        assert!(e.contains("neither true nor false"), "{e}");
+        let e = finalize("--timeout", "soon");
+        assert!(e.contains("--timeout"), "{e}");
+        assert!(e.contains("examples: 30s, 5m, 1h30m"), "{e}");
+        // The job protocol: an unknown conclusion from the plan job names the input.
+        let e = finalize("--conclusion", "finished");
+        assert!(e.contains("--conclusion"), "{e}");
+        assert!(e.contains("finalize's `conclusion` input"), "{e}");
+        assert!(e.contains("work, close-round, conduct"), "{e}");
+    }
+}

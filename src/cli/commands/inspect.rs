@@ -1,0 +1,277 @@
+//! The commands that read a plan without running it: `validate`, `prompt`, `status`
+//! (and its Gantt chart), `graph`.
+
+use crate::flow::preflight::{self, Overlaps, checks};
+use crate::pure::prompt::{self, Unit};
+use crate::pure::render;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use crate::cli::Exit;
+use crate::cli::Location;
+use crate::cli::args::Format;
+use crate::cli::args::GraphArgs;
+use crate::cli::args::PromptArgs;
+use crate::cli::args::StatusArgs;
+use crate::cli::args::ValidateArgs;
+use crate::cli::location::Loaded;
+use crate::cli::location::archived_plan;
+use crate::cli::location::load;
+use crate::cli::report::CliError;
+use crate::cli::report::config_error;
+
+pub(crate) fn validate(
+    loc: &Location,
+    out: &mut impl Write,
+    json: bool,
+    no_checks: bool,
+    timeout: Duration,
+) -> Result<Exit, CliError> {
+    let Loaded { plan, dag } = {
+        let _span = tracing::debug_span!("load").entered();
+        load(loc)?
+    };
+    let overlaps = {
+        let _span = tracing::debug_span!("overlap").entered();
+        Overlaps::of(&plan, &dag)
+    };
+    let validation = tracing::debug_span!("checks").in_scope(|| {
+        checks::gather(
+            &plan,
+            &loc.root,
+            checks::CheckOptions {
+                skip_checks: no_checks,
+                timeout,
+            },
+        )
+    });
+    let setup = preflight::output(&plan, &dag, &overlaps, validation);
+    let _span = tracing::debug_span!("write").entered();
+    if json {
+        let missed = overlaps.missed_by_plan();
+        if !missed.is_empty() {
+            eprintln!(
+                "warning: the plan's fileOverlaps miss {} conflict(s) dagexec found (first: {} ↔ {}); they will not run at the same time either",
+                missed.count, missed.first[0].0, missed.first[0].1
+            );
+        }
+        setup.write_json(out)?;
+        writeln!(out)?;
+    } else {
+        preflight::report::write(out, &plan, &setup, &overlaps)?;
+    }
+    out.flush()?;
+    let failed = setup.validation.blocking_checks.iter().any(|c| !c.passed);
+    // The process ends right after this; freeing a 100k-task plan piece by piece would only
+    // delay the exit (about a tenth of a second), so leave it to the OS.
+    drop(setup);
+    std::mem::forget((plan, dag, overlaps));
+    Ok(if failed {
+        Exit::Incomplete
+    } else {
+        Exit::Success
+    })
+}
+
+/// `dagexec status --gantt`: the recorded attempts as a chart, then simulate's prediction
+/// for the schedule and workers `run` would use here, and the two wall times side by side.
+pub(crate) fn status_gantt(
+    loc: &Location,
+    plan: &crate::pure::plan::model::Plan,
+    width: Option<usize>,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    use crate::pure::timeline;
+    use std::io::IsTerminal;
+    let Some(actual) = timeline::actual(plan) else {
+        writeln!(
+            out,
+            "No attempt is recorded yet (progress.dagexecAttempts): nothing to chart."
+        )?;
+        return Ok(());
+    };
+    let width = width
+        .or_else(|| {
+            io::stdout()
+                .is_terminal()
+                .then(terminal_size::terminal_size)
+                .flatten()
+                .map(|(w, _)| usize::from(w.0))
+        })
+        .unwrap_or(100);
+    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+    let flags = crate::flow::settings::Flags {
+        worker: Some("(none)".into()),
+        ..Default::default()
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)?;
+    let ran = timeline::Ran {
+        schedule: settings.schedule,
+        place: crate::pure::simulate::Place::Local,
+        slots: settings.jobs,
+    };
+    let predicted = timeline::predicted(plan, ran);
+    out.write_all(timeline::terminal(plan, &actual, width).as_bytes())?;
+    if let Some(p) = &predicted {
+        writeln!(out, "\npredicted by `dagexec simulate`:")?;
+        out.write_all(crate::pure::simulate::render::gantt(plan, &p.prediction, width).as_bytes())?;
+    }
+    writeln!(out, "\n{}", timeline::versus(&actual, predicted.as_ref()))?;
+    Ok(())
+}
+
+pub(crate) fn cmd_validate(
+    loc: &Location,
+    out: &mut impl Write,
+    a: &ValidateArgs,
+) -> Result<Exit, CliError> {
+    let &ValidateArgs {
+        json,
+        no_checks,
+        check_timeout,
+    } = a;
+    validate(loc, out, json, no_checks, check_timeout)
+}
+
+pub(crate) fn cmd_prompt(
+    loc: &Location,
+    out: &mut impl Write,
+    a: &PromptArgs,
+) -> Result<Exit, CliError> {
+    let &PromptArgs { task, raw } = a;
+    let Loaded { plan, .. } = load(loc)?;
+    if task >= plan.tasks.len() {
+        return Err(CliError::Usage {
+            message: format!("no task {task} (the plan has {} tasks)", plan.tasks.len()),
+            hint: format!(
+                "task numbers are plan indices, 0 to {}; `dagexec status` lists them",
+                plan.tasks.len() - 1
+            ),
+        });
+    }
+    let unit = if plan.is_waves() {
+        Unit::Wave
+    } else {
+        Unit::Batch
+    };
+    let base = prompt::original_prompt(&plan, task, unit);
+    let text = if raw {
+        base
+    } else {
+        let text = prompt::spawn_prompt(&plan, task, &base);
+        let text = crate::sources::longrun::with_checkpoint(&plan.tasks[task], &loc.root, &text);
+        // The user's answer to the task's question goes to its next attempt.
+        match crate::pure::question::reply_section(&plan.tasks[task]) {
+            reply if reply.is_empty() => text,
+            reply => format!("{}\n\n{reply}", text.trim_end()),
+        }
+    };
+    out.write_all(text.as_bytes())?;
+    Ok(Exit::Success)
+}
+
+pub(crate) fn cmd_status(
+    loc: &Location,
+    out: &mut impl Write,
+    a: &StatusArgs,
+) -> Result<Exit, CliError> {
+    let &StatusArgs { json, gantt, width } = a;
+    // After a completed run the plan is archived (seed Step 4): show that run.
+    let archived = (!loc.plan.exists())
+        .then(|| archived_plan(&loc.plan))
+        .flatten();
+    let Loaded { plan, .. } = match &archived {
+        Some(path) => load(&Location {
+            plan: path.clone(),
+            root: loc.root.clone(),
+            plan_rel: None,
+        })?,
+        None => load(loc)?,
+    };
+    if let (Some(path), false) = (&archived, json) {
+        writeln!(
+            out,
+            "The run is complete: {} (the plan was archived at {}).\n",
+            crate::pure::update::closing_line(&plan),
+            path.strip_prefix(&loc.root).unwrap_or(path).display()
+        )?;
+    }
+    // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
+    let (logs_dir, logs) = match crate::edge::git::Repo::discover(&loc.root) {
+        Ok(repo) => (
+            crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir()),
+            crate::flow::logs::kept_logs(repo.common_dir()),
+        ),
+        Err(_) => (String::new(), render::status::KeptLogs::new()),
+    };
+    if json {
+        let spent = crate::pure::usage::per_task(&plan);
+        let rows: Vec<serde_json::Value> = plan
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut row = serde_json::json!({
+                    "index": i, "subject": t.subject, "status": t.status,
+                    "attempts": plan.attempts_of(i), "result": t.result,
+                });
+                // The recorded attempts' wall time and reported usage, summed.
+                if let Some(t) = spent.get(&i) {
+                    row["seconds"] = t.seconds.into();
+                    for (k, v) in [
+                        ("costUsd", t.cost_usd.map(Into::into)),
+                        ("inputTokens", t.input_tokens.map(Into::into)),
+                        ("outputTokens", t.output_tokens.map(Into::into)),
+                    ] {
+                        if let Some(v) = v {
+                            row[k] = v;
+                        }
+                    }
+                }
+                if let Some(attempts) = logs.get(&i) {
+                    let logs_dir = &logs_dir;
+                    let files: Vec<String> = attempts
+                        .iter()
+                        .flat_map(|a| {
+                            a.kinds
+                                .iter()
+                                .map(move |kind| format!("{logs_dir}/{}", a.file(i, kind)))
+                        })
+                        .collect();
+                    row["logs"] = files.into();
+                }
+                row
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut *out, &rows).map_err(io::Error::other)?;
+        writeln!(out)?;
+    } else {
+        render::status::status_table(&plan, out)?;
+        let section = render::status::logs_section(&plan, &logs_dir, &logs, false);
+        if !section.is_empty() {
+            writeln!(out)?;
+            out.write_all(section.as_bytes())?;
+        }
+        if gantt {
+            writeln!(out)?;
+            status_gantt(loc, &plan, width, out)?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+pub(crate) fn cmd_graph(
+    loc: &Location,
+    out: &mut impl Write,
+    a: &GraphArgs,
+) -> Result<Exit, CliError> {
+    let &GraphArgs { format } = a;
+    let Loaded { plan, .. } = load(loc)?;
+    let format = match format {
+        Format::Mermaid => render::graph::GraphFormat::Mermaid,
+        Format::Dot => render::graph::GraphFormat::Dot,
+    };
+    out.write_all(render::graph::render(&plan, format).as_bytes())?;
+    Ok(Exit::Success)
+}

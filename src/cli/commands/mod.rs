@@ -1,0 +1,163 @@
+//! Each command of the command line, as a function of its arguments ([`run`] dispatches):
+//! `run` and `demo` in [`run`](self::run), what reads a plan without running it in
+//! [`inspect`], `simulate` in [`simulate`](self::simulate); `answer`, `retry`, `init` and
+//! `action` here.
+
+pub(crate) mod inspect;
+pub(crate) mod run;
+pub(crate) mod simulate;
+
+pub(crate) use inspect::*;
+pub(crate) use run::*;
+pub(crate) use simulate::*;
+
+use std::io::Write;
+
+use crate::cli::Exit;
+use crate::cli::Location;
+use crate::cli::args::AnswerArgs;
+use crate::cli::args::Command;
+use crate::cli::args::InitArgs;
+use crate::cli::args::RetryArgs;
+use crate::cli::location::Loaded;
+use crate::cli::location::load;
+use crate::cli::report::CliError;
+
+pub(crate) fn run(
+    command: Command,
+    loc: &Location,
+    out: &mut impl Write,
+) -> Result<Exit, CliError> {
+    match command {
+        Command::Run(a) => cmd_run(loc, out, a),
+        Command::Answer(a) => cmd_answer(loc, out, a),
+        Command::Retry(a) => cmd_retry(loc, out, &a),
+        Command::Demo(a) => cmd_demo(loc, out, a),
+        Command::Validate(a) => cmd_validate(loc, out, &a),
+        Command::Prompt(a) => cmd_prompt(loc, out, &a),
+        Command::Status(a) => cmd_status(loc, out, &a),
+        Command::Graph(a) => cmd_graph(loc, out, &a),
+        Command::Simulate(a) => cmd_simulate(loc, out, a),
+        Command::Init(a) => cmd_init(loc, out, a),
+        Command::Action(cmd) => {
+            out.flush()?;
+            Ok(crate::cli::action::run(cmd))
+        }
+    }
+}
+
+pub(crate) fn cmd_answer(
+    loc: &Location,
+    out: &mut impl Write,
+    a: AnswerArgs,
+) -> Result<Exit, CliError> {
+    let AnswerArgs { task, text } = a;
+    let Loaded { mut plan, dag } = load(loc)?;
+    let answered =
+        crate::pure::question::answer(&mut plan, &dag, task, &text.join(" ")).map_err(|e| {
+            CliError::Usage {
+                hint: e.hint(),
+                message: e.to_string(),
+            }
+        })?;
+    crate::edge::plan_file::save(&plan, &loc.plan)?;
+    writeln!(
+        out,
+        "Task {task}: answered {:?}; it is {} now.",
+        answered.reply, answered.status
+    )?;
+    let written =
+        crate::sources::longrun::defer(&loc.root, &plan, task).map_err(|e| CliError::Usage {
+            hint: e.hint(),
+            message: e.to_string(),
+        })?;
+    if !written.is_empty() {
+        writeln!(
+            out,
+            "Logged the deferred decision: {} (committed with the next round).",
+            written.join(", ")
+        )?;
+    }
+    if !answered.reopened.is_empty() {
+        let ids: Vec<String> = answered
+            .reopened
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
+        writeln!(out, "Tasks {} are pending again.", ids.join(", "))?;
+    }
+    writeln!(
+        out,
+        "Run `dagexec run` again, with the same options, to resume."
+    )?;
+    Ok(Exit::Success)
+}
+
+pub(crate) fn cmd_retry(
+    loc: &Location,
+    out: &mut impl Write,
+    a: &RetryArgs,
+) -> Result<Exit, CliError> {
+    let &RetryArgs { task } = a;
+    let Loaded { mut plan, dag } = load(loc)?;
+    let reopened = crate::action::jobs::steer::retry(&mut plan, &dag, task).map_err(|message| {
+        CliError::Usage {
+            message,
+            hint: "`dagexec status` lists the tasks and where each stands".into(),
+        }
+    })?;
+    crate::edge::plan_file::save(&plan, &loc.plan)?;
+    writeln!(
+        out,
+        "Task {task} is pending again, with a fresh set of attempts."
+    )?;
+    let others: Vec<String> = reopened
+        .iter()
+        .filter(|&&i| i != task)
+        .map(ToString::to_string)
+        .collect();
+    if !others.is_empty() {
+        writeln!(
+            out,
+            "Tasks {} (skipped because of it) are pending again.",
+            others.join(", ")
+        )?;
+    }
+    writeln!(
+        out,
+        "Run `dagexec run` again, with the same options, to resume."
+    )?;
+    Ok(Exit::Success)
+}
+
+pub(crate) fn cmd_init(
+    loc: &Location,
+    out: &mut impl Write,
+    a: InitArgs,
+) -> Result<Exit, CliError> {
+    let InitArgs {
+        worker,
+        secret,
+        environment,
+        action,
+        schedule,
+        force,
+        stdout,
+    } = a;
+    let usage = |message: String| CliError::Usage {
+        message,
+        hint: "see `dagexec init --help`".into(),
+    };
+    let args = crate::action::init::Args {
+        worker,
+        secret,
+        environment,
+        action,
+        eager: schedule == "eager",
+        force,
+        stdout,
+    };
+    crate::action::init::run(&loc.root, &args, out)
+        .map(|()| Exit::Success)
+        .map_err(usage)
+}

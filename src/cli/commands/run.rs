@@ -1,0 +1,101 @@
+//! `dagexec run` and `dagexec demo`.
+
+use std::io::Write;
+
+use crate::cli::Exit;
+use crate::cli::Location;
+use crate::cli::args::DemoArgs;
+use crate::cli::args::RunArgs;
+use crate::cli::report::CliError;
+use crate::cli::report::config_error;
+use crate::cli::report::run_error;
+
+pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Result<Exit, CliError> {
+    let RunArgs {
+        worker,
+        jobs,
+        schedule,
+        timeout,
+        yes,
+        dry_run,
+        check_timeout,
+        reviewer,
+        long_run,
+        max_cost,
+    } = a;
+    let flags = crate::flow::settings::Flags {
+        worker,
+        jobs,
+        timeout,
+        schedule,
+        reviewer,
+        max_cost,
+    };
+    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
+        Ok(s) => s,
+        Err(crate::flow::settings::ConfigError::NoWorker) if dry_run => {
+            let flags = crate::flow::settings::Flags {
+                worker: Some("(none)".into()),
+                ..flags
+            };
+            crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)?
+        }
+        Err(e) => return Err(config_error(e)),
+    };
+    // What tokens cost, for the CLIs that report no cost of their own.
+    crate::pure::prices::install(file.prices().map_err(config_error)?);
+    let long_run = long_run
+        .map(|dir| crate::sources::longrun::prepare(&loc.root, &dir, dry_run))
+        .transpose()
+        .map_err(|e| CliError::Usage {
+            hint: e.hint(),
+            message: e.to_string(),
+        })?;
+    let loc = &match &long_run {
+        Some(p) => Location {
+            plan: p.plan.clone(),
+            root: loc.root.clone(),
+            plan_rel: Some(p.plan_rel.clone()),
+        },
+        None => loc.clone(),
+    };
+    let Some(plan_rel) = loc.plan_rel.clone() else {
+        return Err(CliError::Usage {
+            message: format!(
+                "{} is outside the project directory {}",
+                loc.plan.display(),
+                loc.root.display()
+            ),
+            hint: "run dagexec from the repository that holds the plan".into(),
+        });
+    };
+    let opts = crate::flow::RunOptions {
+        plan: loc.plan.clone(),
+        plan_rel,
+        root: loc.root.clone(),
+        settings,
+        yes,
+        dry_run,
+        check_timeout,
+    };
+    out.flush()?;
+    let ui = crate::flow::Ui::for_stdout();
+    crate::local::run(&opts, &ui)
+        .map(Exit::of_run)
+        .map_err(run_error)
+}
+
+pub(crate) fn cmd_demo(
+    _loc: &Location,
+    out: &mut impl Write,
+    a: DemoArgs,
+) -> Result<Exit, CliError> {
+    let DemoArgs { dir, jobs } = a;
+    out.flush()?;
+    let ui = crate::flow::Ui::for_stdout();
+    crate::local::demo::demo(dir, jobs.max(1), &ui)
+        .map(Exit::of_run)
+        .map_err(run_error)
+}

@@ -1,0 +1,185 @@
+//! `dagexec simulate`: the schedules predicted for the plan.
+
+use crate::flow::preflight::Overlaps;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use crate::cli::Exit;
+use crate::cli::Location;
+use crate::cli::args::ChartPlace;
+use crate::cli::args::SimulateArgs;
+use crate::cli::args::SimulateFlags;
+use crate::cli::args::TaskDuration;
+use crate::cli::location::Loaded;
+use crate::cli::location::archived_plan;
+use crate::cli::location::load;
+use crate::cli::report::CliError;
+use crate::cli::report::config_error;
+
+#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "clap hands the arguments over by value"
+)]
+pub(crate) fn simulate(
+    loc: &Location,
+    out: &mut impl Write,
+    a: SimulateArgs,
+) -> Result<Exit, CliError> {
+    use crate::pure::simulate::{self, DurationInput, Place, Setting};
+    use std::io::IsTerminal;
+    let usage = |message: String, hint: &str| CliError::Usage {
+        message,
+        hint: hint.into(),
+    };
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    // After a completed run the plan is archived (seed Step 4): its history is there.
+    let archived = (!loc.plan.exists())
+        .then(|| archived_plan(&loc.plan))
+        .flatten();
+    let Loaded { plan, dag } = match &archived {
+        Some(path) => {
+            eprintln!(
+                "(the run is complete: simulating the archived plan {})",
+                path.strip_prefix(&loc.root).unwrap_or(path).display()
+            );
+            load(&Location {
+                plan: path.clone(),
+                root: loc.root.clone(),
+                plan_rel: None,
+            })?
+        }
+        None => load(loc)?,
+    };
+    // Locally the same number of workers `run` would start.
+    let jobs = if let Some(j) = a.jobs {
+        j
+    } else {
+        let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+        let flags = crate::flow::settings::Flags {
+            worker: Some("(none)".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        crate::flow::settings::resolve(&flags, &env, &file)
+            .map_err(config_error)?
+            .jobs
+    };
+    if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
+        return Err(usage(
+            "--jobs, --max-parallel and --polls-per-hour must be at least 1".into(),
+            "the first two are how many tasks run at once, the last the conductor's budget of run reads",
+        ));
+    }
+    let mut input = DurationInput {
+        use_history: !a.no_history,
+        ..Default::default()
+    };
+    for d in &a.duration {
+        match *d {
+            TaskDuration::All(d) => {
+                if input.default.replace(ms(d)).is_some() {
+                    return Err(usage(
+                        "--duration without a task is given twice".into(),
+                        "give it once (every task without history); `--duration 3=20m` sets task 3's",
+                    ));
+                }
+            }
+            TaskDuration::Task(task, d) => {
+                if input.per_task.insert(task, ms(d)).is_some() {
+                    return Err(usage(
+                        format!("--duration {task}=… is given twice"),
+                        "give each task's duration once",
+                    ));
+                }
+            }
+        }
+    }
+    let times = simulate::durations::durations(&plan, &input).map_err(|e| CliError::Usage {
+        hint: e.hint(),
+        message: e.to_string(),
+    })?;
+    let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+    let setting = Setting {
+        jobs,
+        max_parallel: a.max_parallel,
+        job_start: ms(a.job_start),
+        integrate: ms(a.integrate),
+        poll: ms(a.poll),
+        polls_per_hour: a.polls_per_hour,
+        remaining: a.remaining,
+    };
+    let report = simulate::predict(&plan, &dag, &conflicts, &times, setting);
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &simulate::render::json(&report, &times))
+            .map_err(io::Error::other)?;
+        writeln!(out)?;
+        return Ok(Exit::Success);
+    }
+    out.write_all(simulate::render::table(&report, &times).as_bytes())?;
+    let terminal = io::stdout().is_terminal();
+    if !a.no_gantt && (a.gantt || terminal) {
+        let width = a
+            .width
+            .or_else(|| {
+                terminal
+                    .then(terminal_size::terminal_size)
+                    .flatten()
+                    .map(|(w, _)| usize::from(w.0))
+            })
+            .unwrap_or(100);
+        let place = match a.chart {
+            ChartPlace::Local => Place::Local,
+            ChartPlace::Actions => Place::Actions,
+        };
+        for p in report
+            .predictions
+            .iter()
+            .filter(|p| p.place == place && p.schedule != crate::pure::engine::Schedule::Waves)
+        {
+            writeln!(out)?;
+            out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+pub(crate) fn cmd_simulate(
+    loc: &Location,
+    out: &mut impl Write,
+    a: SimulateFlags,
+) -> Result<Exit, CliError> {
+    let SimulateFlags {
+        duration,
+        no_history,
+        jobs,
+        max_parallel,
+        job_start,
+        integrate,
+        poll,
+        polls_per_hour,
+        remaining,
+        json,
+        gantt,
+        no_gantt,
+        chart,
+        width,
+    } = a;
+    let args = SimulateArgs {
+        duration,
+        no_history,
+        jobs,
+        max_parallel,
+        job_start,
+        integrate,
+        poll,
+        polls_per_hour,
+        remaining,
+        json,
+        gantt,
+        no_gantt,
+        chart,
+        width,
+    };
+    simulate(loc, out, args)
+}

@@ -1,0 +1,132 @@
+//! Where the plan is: the `--plan` given or found, the project root, a Spec Kit `tasks.md`
+//! or an archived plan in its place, and the plan loaded and validated.
+
+use crate::cli::args::Command;
+use crate::cli::report::CliError;
+use crate::pure::graph::Dag;
+use crate::pure::plan::{Plan, PlanErrors};
+use std::io::{self};
+use std::path::{Path, PathBuf};
+
+/// Where the plan is and which directory is the project root.
+#[derive(Debug, Clone)]
+pub(crate) struct Location {
+    pub(crate) plan: PathBuf,
+    pub(crate) root: PathBuf,
+    /// The plan's path relative to the root, when it is inside it.
+    pub(crate) plan_rel: Option<String>,
+}
+
+impl Location {
+    pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
+        let cwd = std::env::current_dir()?;
+        let plan = plan.unwrap_or_else(|| PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL));
+        let abs = if plan.is_absolute() {
+            plan.clone()
+        } else {
+            cwd.join(&plan)
+        };
+        // `<root>/.design/plan.json` → `<root>`; anything else: the current directory.
+        let root = abs
+            .parent()
+            .filter(|d| d.file_name().is_some_and(|n| n == ".design"))
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or(cwd);
+        let plan_rel = abs
+            .strip_prefix(&root)
+            .ok()
+            .map(|p| p.to_string_lossy().replace('\\', "/"));
+        Ok(Location {
+            plan,
+            root,
+            plan_rel,
+        })
+    }
+}
+
+/// For `--plan …/tasks.md` (a Spec Kit task list), the location of the plan generated from
+/// it (`speckit::prepare`): written next to tasks.md for the commands that change the state
+/// (`run`, `answer`, `retry`), else in a temporary directory that lives as long as the
+/// returned value. Other plans and commands: `loc` unchanged.
+pub(crate) fn speckit_location(
+    command: &Command,
+    loc: Location,
+) -> Result<(Location, Option<crate::sources::speckit::Prepared>), CliError> {
+    if !crate::sources::speckit::is_tasks_md(&loc.plan) {
+        return Ok((loc, None));
+    }
+    let write = match command {
+        Command::Run(a) => !a.dry_run,
+        Command::Answer { .. } | Command::Retry { .. } => true,
+        Command::Validate { .. }
+        | Command::Status { .. }
+        | Command::Graph { .. }
+        | Command::Simulate { .. }
+        | Command::Prompt { .. } => false,
+        Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => {
+            return Ok((loc, None));
+        }
+    };
+    let prepared =
+        crate::sources::speckit::prepare(&loc.root, &loc.plan, write).map_err(|errors| {
+            let (message, hint) = crate::sources::speckit::describe(&errors);
+            CliError::Usage { message, hint }
+        })?;
+    if matches!(command, Command::Validate(_) | Command::Run(_)) {
+        for w in &prepared.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let loc = Location {
+        plan: prepared.plan.clone(),
+        root: loc.root,
+        plan_rel: Some(prepared.plan_rel.clone()),
+    };
+    Ok((loc, Some(prepared)))
+}
+
+/// A plan that loaded and validated.
+pub(crate) struct Loaded {
+    pub(crate) plan: Plan,
+    pub(crate) dag: Dag,
+}
+
+/// Where a completed run archived the plan at `plan`: `plan.done.json` beside it (schema 2),
+/// or the newest `history/<timestamp>-plan.json` (schema 3).
+pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
+    let dir = plan.parent()?;
+    let done = dir.join("plan.done.json");
+    let newest = std::fs::read_dir(dir.join("history"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with("-plan.json"))
+        .max();
+    match (done.is_file(), newest) {
+        (true, Some(h)) => {
+            // Both: the one written last.
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            Some(if modified(&h) > modified(&done) {
+                h
+            } else {
+                done
+            })
+        }
+        (true, None) => Some(done),
+        (false, h) => h,
+    }
+}
+
+pub(crate) fn load(loc: &Location) -> Result<Loaded, CliError> {
+    let plan = {
+        let _span = tracing::debug_span!("parse").entered();
+        crate::edge::plan_file::load(&loc.plan).map_err(PlanErrors::from)?
+    };
+    let dag = {
+        let _span = tracing::debug_span!("check").entered();
+        crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
+    };
+    Ok(Loaded { plan, dag })
+}

@@ -1,0 +1,239 @@
+//! The seeds' rounds (and waves) as an engine loop over an [`Executor`](super::Executor): the
+//! whole ready set, tasks that share files in sequential groups, failures retried inside the
+//! round, then one update, one circuit-breaker decision and one commit.
+
+use crate::flow::exec::Ending;
+use crate::flow::exec::Executor;
+use crate::flow::exec::Integrated;
+use crate::flow::exec::Start;
+use crate::flow::exec::arrive;
+use crate::flow::exec::begin;
+use crate::flow::exec::count;
+use crate::flow::exec::halts;
+use crate::flow::exec::lands;
+use crate::flow::exec::uncount;
+use crate::flow::pool::Judged;
+use crate::pure::engine::{self, Next, Schedule, View};
+use crate::pure::events::Event;
+use crate::pure::graph::Dag;
+use crate::pure::overlap::Conflicts;
+use crate::pure::plan::model::Plan;
+use crate::pure::prompt::Unit;
+use crate::pure::usage::Budget;
+use std::collections::VecDeque;
+
+/// A group's judged attempts (ascending), its tasks the budget kept from starting (or whose
+/// attempt its CLI's spending limit stopped), and why the run stops after this round.
+type GroupEnd = (Vec<Judged>, Vec<usize>, Option<Ending>);
+
+/// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds<'a> {
+    pub dag: &'a Dag,
+    pub conflicts: &'a Conflicts,
+    pub budget: Option<Budget>,
+    /// [`Schedule::Rounds`] or [`Schedule::Waves`].
+    pub schedule: Schedule,
+}
+
+impl Rounds<'_> {
+    fn spent(&self, plan: &Plan) -> Option<String> {
+        self.budget?.exhausted(plan)
+    }
+
+    fn unit(&self) -> Unit {
+        self.schedule.unit()
+    }
+
+    /// Runs round after round until nothing is pending, the run stops, or it is cancelled;
+    /// `round` is the last round committed. Returns how it ended and the last round.
+    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
+    pub fn run<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        mut round: u32,
+    ) -> Result<(Ending, u32), X::Error> {
+        loop {
+            let view = View {
+                plan,
+                dag: self.dag,
+                conflicts: self.conflicts,
+            };
+            let batch = match self.schedule.policy().next(view, None) {
+                Next::Done => return Ok((Ending::Done, round)),
+                Next::Deadlock { pending } => return Ok((Ending::Deadlock { pending }, round)),
+                Next::Batch { .. } if self.spent(plan).is_some() => {
+                    return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
+                }
+                Next::Batch { tasks, waiting } => {
+                    if !waiting.is_empty() {
+                        x.emit(Event::Waiting { tasks: waiting });
+                    }
+                    tasks
+                }
+            };
+            round += 1;
+            let wave = (self.schedule == Schedule::Waves)
+                .then(|| engine::current_wave(plan, self.dag))
+                .flatten();
+            // Seed 3b: a round's tasks that share files "run sequentially" — in groups one
+            // after another, each starting from the round's tree with the earlier groups'
+            // work applied.
+            let groups = match self.schedule {
+                Schedule::Rounds => engine::sequential_groups(&batch, self.dag, self.conflicts),
+                _ => vec![batch.clone()],
+            };
+            x.emit(Event::RoundStarted {
+                round,
+                tasks: batch.clone(),
+                groups: groups.clone(),
+                slots: x.slots(),
+            });
+            // Tasks of the round that never started: the budget ran out first.
+            let mut unstarted: Vec<usize> = Vec::new();
+            let mut stop: Option<Ending> = None;
+            for (k, group) in groups.iter().enumerate() {
+                if self.spent(plan).is_some() || stop.is_some() {
+                    if stop.is_none() {
+                        let mut held = group.clone();
+                        held.sort_unstable();
+                        x.emit(Event::NotStarted { tasks: held });
+                    }
+                    unstarted.extend(group);
+                    continue;
+                }
+                if k > 0 {
+                    x.emit(Event::GroupStarted {
+                        group: k + 1,
+                        of: groups.len(),
+                        tasks: group.clone(),
+                    });
+                }
+                begin(x, plan, group)?;
+                let Some((judged, not_started, halted)) = self.group(x, plan, group, round)? else {
+                    return Ok((Ending::Interrupted { committed: false }, round));
+                };
+                unstarted.extend(not_started);
+                stop = stop.or(halted);
+                x.stage(plan, judged)?;
+                if k + 1 < groups.len() {
+                    x.reached("between-groups", round);
+                }
+            }
+            x.reached("after-workers", round);
+            // One update (results, cascade, circuit breaker) and one commit for the whole
+            // round (of the tasks that ran).
+            let ran: Vec<usize> = batch
+                .iter()
+                .copied()
+                .filter(|i| !unstarted.contains(i))
+                .collect();
+            match x.commit(plan, &ran, round, wave)? {
+                Integrated::Continue => {}
+                Integrated::End(end) => return Ok((Ending::Ended(end), round)),
+                Integrated::Abort => return Ok((Ending::Aborted, round)),
+                Integrated::Stale => return Ok((Ending::Stale, round)),
+            }
+            if let Some(stop) = stop {
+                return Ok((stop, round));
+            }
+            if !unstarted.is_empty() {
+                return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
+            }
+            if x.cancelled() {
+                return Ok((Ending::Interrupted { committed: true }, round));
+            }
+        }
+    }
+
+    /// Runs one group's attempts, retrying failures until every task is resolved, or the
+    /// budget is spent: then the attempts not yet started never start, and their tasks are
+    /// pending again (returned beside the judged attempts). `None` when cancelled.
+    fn group<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        group: &[usize],
+        round: u32,
+    ) -> Result<Option<GroupEnd>, X::Error> {
+        // Attempts waiting for a slot, in plan order; a retry goes to the front.
+        let mut queue: VecDeque<Start> = group
+            .iter()
+            .map(|&i| Start {
+                task: i,
+                attempt: plan.tasks[i].attempts().max(1),
+                retry_prompt: None,
+            })
+            .collect();
+        let mut done: Vec<Judged> = Vec::new();
+        let mut unstarted = Vec::new();
+        let mut cancelled = false;
+        let mut stop: Option<Ending> = None;
+        // The group's first starts are announced by its round's (or group's) line; tasks that
+        // waited for a free worker are announced as they start.
+        let mut announced = false;
+        loop {
+            let free = x.slots().saturating_sub(x.running());
+            if free > 0 && !cancelled {
+                if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
+                    let mut held = Vec::new();
+                    for s in queue.drain(..) {
+                        uncount(plan, s.task, s.attempt);
+                        held.push(s.task);
+                    }
+                    x.save(plan)?;
+                    held.sort_unstable();
+                    if stop.is_none() {
+                        x.emit(Event::NotStarted {
+                            tasks: held.clone(),
+                        });
+                    }
+                    unstarted.extend(held);
+                }
+                let starts: Vec<Start> = queue.drain(..free.min(queue.len())).collect();
+                let mut fresh: Vec<usize> = starts
+                    .iter()
+                    .filter(|s| s.retry_prompt.is_none())
+                    .map(|s| s.task)
+                    .collect();
+                fresh.sort_unstable();
+                if announced && !fresh.is_empty() {
+                    x.emit(Event::Starting { tasks: fresh });
+                }
+                for start in starts {
+                    x.start(plan, start, round)?;
+                }
+            }
+            announced = true;
+            if x.running() == 0 {
+                break;
+            }
+            let arrivals = x.wait(plan)?;
+            cancelled |= arrivals.cancelled;
+            for j in arrivals.judged {
+                let retry = arrive(x, plan, &j, self.unit());
+                if let Some(end) = halts(x, plan, &j)? {
+                    stop = stop.or(Some(end));
+                }
+                match retry {
+                    Some((attempt, prompt)) if x.retries_in_place() => {
+                        count(x, plan, j.index, attempt)?;
+                        queue.push_front(Start {
+                            task: j.index,
+                            attempt,
+                            retry_prompt: Some(prompt),
+                        });
+                    }
+                    _ if !lands(&j) => unstarted.push(j.index),
+                    _ => done.push(j),
+                }
+            }
+        }
+        if cancelled {
+            return Ok(None);
+        }
+        done.sort_by_key(|j| j.index);
+        Ok(Some((done, unstarted, stop)))
+    }
+}

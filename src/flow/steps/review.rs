@@ -1,0 +1,370 @@
+//! The conductor's reviewer loop around an attempt: the reviewer run after the checks pass,
+//! its verdict, the feedback a rejected attempt's retry gets, and the review summary.
+
+use crate::edge::git::Worktree;
+use crate::edge::worker::{self, Stop, WorkerSpec};
+use crate::flow::memory::lock;
+use crate::flow::pool::{AttemptInput, Pool};
+use crate::pure::outcome::Verdict;
+use crate::pure::plan::model::{Plan, Status, Task};
+use crate::pure::question::{self, Question};
+use crate::pure::review::{self, Review, ReviewEntry, ReviewInput, Start, Word};
+use std::path::Path;
+
+/// `prompt` with the reviewer feedback so far (`history`, for an attempt starting as `start`)
+/// and then the user's answer to the task's question appended. Shared by the local runner
+/// and the Action's work job.
+pub(crate) fn with_feedback(
+    prompt: &str,
+    task: &Task,
+    history: &[ReviewEntry],
+    start: Start,
+) -> String {
+    let mut prompt = prompt.to_string();
+    for extra in [
+        review::feedback_section(history, start),
+        question::reply_section(task),
+    ] {
+        if !extra.is_empty() {
+            prompt = format!("{}\n\n{extra}", prompt.trim_end());
+        }
+    }
+    prompt
+}
+
+/// What the reviewer made of an attempt.
+pub(crate) enum Reviewed {
+    /// Not reviewed: no reviewer for this task, or the attempt did not complete.
+    Skipped,
+    /// The verdict was updated; the history and any question go to the plan, and what the
+    /// reviewer spent is the attempt's too.
+    Done {
+        history: Vec<ReviewEntry>,
+        question: Option<Question>,
+        usage: crate::pure::usage::Usage,
+    },
+    Cancelled,
+}
+
+/// A completed attempt, as the reviewer is given it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ToReview<'a> {
+    pub index: usize,
+    pub task: &'a Task,
+    pub attempt: u32,
+    pub round: u32,
+    /// The commit the attempt's changes are against (`DAGEXEC_BASE`).
+    pub base: &'a str,
+    /// The attempt's tree, where the reviewer runs.
+    pub tree: &'a Path,
+    /// Where the review's prompt and log files go (outside the repository).
+    pub scratch: &'a Path,
+    pub timeout: std::time::Duration,
+    /// The implementer's summary (the verdict's result).
+    pub summary: &'a str,
+    /// The attempt's changes, as a binary patch against `base`.
+    pub patch: &'a [u8],
+    /// The files the patch touches.
+    pub touched: &'a [String],
+    /// The repository's common git directory and this run's folder of kept logs, to keep
+    /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
+    /// keeps nothing (the work job carries it in its artifact's log).
+    pub keep_logs_in: Option<(&'a Path, &'a Path)>,
+}
+
+/// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
+/// printed it), stderr (the tail the worker runner keeps) and work log — beside the attempt's
+/// own logs, as `task-N-attempt-K.review.{stdout,stderr,log}` in the run's folder `dir`
+/// ([`crate::flow::logs::RunLogs::dir`]), through [`crate::edge::fsx`]: a link on the way is refused,
+/// one at a file's name removed, not followed. Returns the files written.
+pub(crate) fn keep_review_logs(
+    common_dir: &Path,
+    dir: &Path,
+    index: usize,
+    attempt: u32,
+    run: &worker::WorkerRun,
+) -> Result<Vec<std::path::PathBuf>, crate::edge::fsx::Error> {
+    crate::flow::logs::keep_run_logs(
+        common_dir,
+        dir,
+        &format!("task-{index}-attempt-{attempt}.review"),
+        run,
+    )
+}
+
+/// Runs `reviewer` on a completed attempt in its tree, under the worker contract plus
+/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`, with the seed's review prompt. Returns the run and
+/// its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line), or
+/// `None` when cancelled. Shared by the local runner and the Action's work job.
+pub(crate) async fn run_reviewer(
+    reviewer: &str,
+    r: &ToReview<'_>,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+) -> Option<Reviewer> {
+    let diff = String::from_utf8_lossy(r.patch);
+    let prompt = review::review_prompt(&ReviewInput {
+        index: r.index,
+        task: r.task,
+        attempt: r.attempt,
+        worker_summary: r.summary,
+        changed: r.touched,
+        diff: &diff,
+    });
+    let name = format!("task-{}-attempt-{}-review", r.index, r.attempt);
+    let spec = WorkerSpec {
+        command: reviewer.to_string(),
+        cwd: r.tree.to_path_buf(),
+        prompt,
+        task_index: r.index,
+        attempt: r.attempt,
+        round: r.round,
+        model: r.task.model().unwrap_or_default().to_string(),
+        prompt_file: r.scratch.join(format!("{name}.md")),
+        log_file: r.scratch.join(format!("{name}.log")),
+        usage_file: Some(r.scratch.join(format!("{name}.usage.json"))),
+        timeout: r.timeout,
+        extra_env: vec![
+            ("DAGEXEC_REVIEW".into(), "1".into()),
+            ("DAGEXEC_BASE".into(), r.base.to_string()),
+        ],
+    };
+    let mut run = match worker::run(&spec, cancel).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled => return None,
+    };
+    if let Some((common, dir)) = r.keep_logs_in
+        && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
+    {
+        tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
+    }
+    // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
+    // output (claude's result object, codex's events) stands for its verdict by its text.
+    let (usage, _, _) = crate::flow::reported::reported_usage(&mut run);
+    let parsed = match &run.exit {
+        crate::pure::outcome::Exit::Success => {
+            review::parse(&run.stdout).map_err(|e| e.to_string())
+        }
+        other => Err(review::reviewer_failure(other, &run.stderr_tail)),
+    };
+    Some(Reviewer { run, parsed, usage })
+}
+
+/// A reviewer's run: the process, its parsed verdict (or why there is none), and what it
+/// reported spending.
+pub(crate) struct Reviewer {
+    pub run: worker::WorkerRun,
+    pub parsed: Result<Review, String>,
+    pub usage: crate::pure::usage::Usage,
+}
+
+/// Before any worker runs: every reviewer command the run will use (the run's, and the
+/// `reviewer` field of each task still to run) must start a program that exists — on `PATH`,
+/// or a path (relative to `root`, where the attempts' trees are checkouts of). A command line
+/// whose program only a shell can tell (a builtin, an expansion) is not checked.
+pub(crate) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, task) in plan.tasks.iter().enumerate() {
+        if task.status.is_resolved() && task.status != Status::Blocked {
+            continue;
+        }
+        let Some(command) = review::reviewer_for(task, run) else {
+            continue;
+        };
+        if !seen.insert(command) {
+            continue;
+        }
+        let Some(program) = review::program(command) else {
+            continue;
+        };
+        if !program_exists(&program, root) {
+            let source = if task.extra.contains_key(review::REVIEWER_FIELD) {
+                format!("task {i}'s `reviewer` field")
+            } else {
+                "--reviewer (or DAGEXEC_REVIEWER, or `reviewer:` in .design/dagexec.yml)".into()
+            };
+            let where_ = if program.contains('/') {
+                "no such executable file"
+            } else {
+                "not on PATH"
+            };
+            return Err(format!(
+                "reviewer command not found: `{program}` ({where_}), from {source}: `{command}`. Install it or fix the command; no task was started."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `program` names an executable file: a path (with a `/`, relative to `root`), or a
+/// name found in a `PATH` directory.
+pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(&root.join(program));
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter(|d| !d.as_os_str().is_empty())
+            .any(|d| executable(&d.join(program)))
+    })
+}
+
+/// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
+/// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
+/// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
+/// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
+/// ignored: the patch is taken before.
+#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
+pub(crate) async fn review(
+    input: &AttemptInput,
+    wt: &Worktree,
+    pool: &std::sync::Arc<Pool>,
+    plan_path: &Path,
+    verdict: &mut Verdict,
+    patch: &[u8],
+    touched: &[String],
+    common_dir: &Path,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+) -> Reviewed {
+    let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
+        return Reviewed::Skipped;
+    };
+    if verdict.status != Status::Completed {
+        return Reviewed::Skipped;
+    }
+    let logs_dir = pool
+        .logs
+        .dir(common_dir)
+        .map_err(|e| tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", input.index))
+        .ok();
+    let to_review = ToReview {
+        index: input.index,
+        task: &input.task,
+        attempt: input.attempt,
+        round: input.round,
+        base: &input.base,
+        tree: wt.path(),
+        scratch: &input.scratch,
+        timeout: input.timeout,
+        summary: &verdict.result.clone(),
+        patch,
+        touched,
+        keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
+    };
+    let Some(Reviewer { parsed, usage, .. }) = run_reviewer(reviewer, &to_review, cancel).await
+    else {
+        return Reviewed::Cancelled;
+    };
+    let mem = &pool.memory;
+    let before = mem.history(input.index, &input.task);
+    let history_len = before.len();
+    let c = review::conclude(
+        input.index,
+        &input.task,
+        input.attempt,
+        verdict,
+        before,
+        parsed.as_ref().map_err(String::as_str),
+    );
+    mem.set(input.index, c.history.clone());
+    if c.history.len() != history_len {
+        let (path, index, history) = (plan_path.to_path_buf(), input.index, c.history.clone());
+        let p = pool.clone();
+        let saved =
+            tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
+        match saved {
+            Ok(Ok(())) => crate::flow::failpoint("after-review", input.round),
+            Ok(Err(e)) => tracing::warn!(
+                "task {}: the review could not be written to the plan file yet: {e}",
+                input.index
+            ),
+            Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
+        }
+    }
+    if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
+        lock(&mem.carry).insert(input.index, patch.to_vec());
+    }
+    Reviewed::Done {
+        history: c.history,
+        question: c.question,
+        usage,
+    }
+}
+
+/// The reviewer's part of the final summary: one line per reviewed task.
+pub(crate) fn review_summary(plan: &Plan) -> String {
+    let mut lines = Vec::new();
+    if let Some(items) = plan
+        .progress
+        .extra
+        .get("reviews")
+        .and_then(|v| v.as_array())
+    {
+        for i in items {
+            lines.push(format!(
+                "- Task {}: approved after {} rejection(s): {}",
+                i["task"],
+                i["rejections"],
+                i["summary"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    for (i, t) in plan.tasks.iter().enumerate() {
+        let h = review::history(t);
+        if t.status != Status::Completed && !h.is_empty() {
+            let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            lines.push(format!(
+                "- Task {i}: {} after {rejections} rejection(s)",
+                t.status
+            ));
+        }
+    }
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("Reviews:\n{}", lines.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(stdout: &str, stderr: &str) -> worker::WorkerRun {
+        worker::WorkerRun {
+            stdout: stdout.into(),
+            stderr_tail: stderr.into(),
+            exit: crate::pure::outcome::Exit::Success,
+            log: None,
+            duration: std::time::Duration::ZERO,
+            usage: None,
+        }
+    }
+
+    /// The reviewer's output lands beside the attempt's logs and is listed with them; a link
+    /// planted at one of its names is replaced, never written through.
+    #[test]
+    fn a_reviewers_logs_are_kept_beside_the_attempts_and_links_are_not_followed() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let dir = crate::flow::logs::RunLogs::default()
+            .dir(common.path())
+            .expect("run folder");
+        let target = outside.path().join("victim");
+        std::fs::write(&target, "keep me").expect("write");
+        std::os::unix::fs::symlink(&target, dir.join("task-2-attempt-1.review.stdout"))
+            .expect("link");
+        keep_review_logs(common.path(), &dir, 2, 1, &finished("APPROVED\n", "warn\n"))
+            .expect("kept");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep me");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("task-2-attempt-1.review.stdout")).expect("read"),
+            "APPROVED\n"
+        );
+        let kept = crate::flow::logs::kept_logs(common.path());
+        assert_eq!(kept[&2][0].kinds, ["review.stderr", "review.stdout"]);
+    }
+}
