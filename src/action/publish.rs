@@ -15,7 +15,10 @@ use super::runtime::{self, Context};
 use super::steering::{self, comment};
 use super::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
-use crate::edge::github::{Client, ops::Conclusion};
+use crate::edge::github::{
+    Client,
+    ops::{CheckRun, Conclusion},
+};
 use crate::flow::Ui;
 use crate::pure::plan;
 
@@ -341,14 +344,14 @@ impl Ending<'_> {
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
-        rt.block_on(c.complete_check_run(
-            "dagexec",
-            &head,
+        rt.block_on(c.complete_check_run(&CheckRun {
+            name: "dagexec",
+            head_sha: &head,
             conclusion,
-            &title,
-            &summary,
-            ctx.run_url().as_deref(),
-        ))?;
+            title: &title,
+            summary: &summary,
+            details_url: ctx.run_url().as_deref(),
+        }))?;
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
                 runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));

@@ -245,7 +245,7 @@ mod tests {
             "tasks": tasks
         }))
         .unwrap();
-        let dag = crate::pure::plan::validate::check(&p, None).unwrap();
+        let dag = crate::pure::validate::check(&p, None).unwrap();
         (p, dag)
     }
 

@@ -61,8 +61,10 @@ impl Job {
         // A completed plan may be archived already (see `load_plan`): then it is what the
         // job publishes.
         let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
-        let dag =
-            plan::validate::check(&plan, Some(archived.as_deref().unwrap_or(&inputs.plan_rel)))?;
+        let dag = crate::pure::validate::check(
+            &plan,
+            Some(archived.as_deref().unwrap_or(&inputs.plan_rel)),
+        )?;
         let opts = RunOptions {
             plan: plan_path.clone(),
             plan_rel: inputs.plan_rel.clone(),

@@ -4,7 +4,7 @@
 use crate::cli::args::Command;
 use crate::cli::report::CliError;
 use crate::pure::graph::Dag;
-use crate::pure::plan::{self, Plan, PlanErrors};
+use crate::pure::plan::{Plan, PlanErrors};
 use std::io::{self};
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,7 @@ pub(crate) struct Location {
 impl Location {
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        let plan = plan.unwrap_or_else(|| PathBuf::from(plan::validate::DEFAULT_PLAN_REL));
+        let plan = plan.unwrap_or_else(|| PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL));
         let abs = if plan.is_absolute() {
             plan.clone()
         } else {

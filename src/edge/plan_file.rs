@@ -7,10 +7,10 @@ use std::path::Path;
 
 use crate::pure::graph::Dag;
 use crate::pure::plan::load::{parse, to_text};
-use crate::pure::plan::validate::{check, declared};
 use crate::pure::plan::{Plan, PlanError, PlanErrors};
+use crate::pure::validate::{check, declared};
 
-/// Reads and parses the plan at `path` (no semantic validation; see [`super::validate`]).
+/// Reads and parses the plan at `path` (no semantic validation; see [`crate::pure::validate`]).
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
@@ -41,7 +41,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::edge::fsx::write_atomic(path, bytes).map_err(Into::into)
 }
 
-/// [`check`](crate::pure::plan::validate::check), then the declared paths against the work tree at `root` (this part reads the
+/// [`check`](crate::pure::validate::check), then the declared paths against the work tree at `root` (this part reads the
 /// file system: `lstat` only): a path whose parent directory is a symbolic link in the
 /// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
 pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {

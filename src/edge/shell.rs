@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -29,9 +29,52 @@ pub struct ShellOutcome {
     pub output: String,
 }
 
+/// Reads the pipe to its end on a thread, keeping the first [`OUTPUT_LIMIT`] bytes; they
+/// arrive on the channel.
+fn read_all(mut reader: std::io::PipeReader) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => {
+                    if buf.len() < OUTPUT_LIMIT {
+                        buf.extend_from_slice(&chunk[..k]);
+                    }
+                }
+            }
+        }
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// Waits for the child, killing its process group at `timeout`; the status (when there is
+/// one) and whether it timed out.
+fn wait_or_kill(child: &mut Child, timeout: Duration) -> (Option<ExitStatus>, bool) {
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() >= timeout => {
+                timed_out = true;
+                if let Ok(pgid) = i32::try_from(child.id()) {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                }
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    (status, timed_out)
+}
+
 /// Runs `command` with `sh -c` in `cwd`, stdin closed, killing its process group after
 /// `timeout`, and whatever it left running when it exits.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     let failed = |output: String| ShellOutcome {
         passed: false,
@@ -39,7 +82,7 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
         timed_out: false,
         output,
     };
-    let (mut reader, writer) = match std::io::pipe() {
+    let (reader, writer) = match std::io::pipe() {
         Ok(p) => p,
         Err(e) => return failed(format!("cannot create a pipe: {e}")),
     };
@@ -64,38 +107,8 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     };
     // The parent's copies of the write end went into `cmd`; drop them so EOF can arrive.
     drop(cmd);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 8192];
-        loop {
-            match reader.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(k) => {
-                    if buf.len() < OUTPUT_LIMIT {
-                        buf.extend_from_slice(&chunk[..k]);
-                    }
-                }
-            }
-        }
-        let _ = tx.send(buf);
-    });
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() >= timeout => {
-                timed_out = true;
-                if let Ok(pgid) = i32::try_from(child.id()) {
-                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                }
-                break child.wait().ok();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
-        }
-    };
+    let rx = read_all(reader);
+    let (status, timed_out) = wait_or_kill(&mut child, timeout);
     // Whatever the command left running (in its group, or escaped and tagged) goes with it;
     // that also closes the pipe it may hold.
     let pgid = i32::try_from(child.id()).ok().map(Pid::from_raw);

@@ -112,7 +112,7 @@ pub(crate) fn observe_and_judge(
         verdict.result.push_str(detail);
     }
     // What the agent CLI said: its failure in its words, what it refused, no retry.
-    crate::pure::said::heed(&mut verdict, said);
+    crate::pure::outcome::heed(&mut verdict, said);
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     verdict.warnings.extend(warnings);
     Ok(Observed {

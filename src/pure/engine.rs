@@ -373,7 +373,6 @@ pub fn eager_pick(
 /// The same decisions as [`Policy::next`] on the plan with each batch marked completed in
 /// turn, with the ready set kept as tasks complete (a count of open blockers per task)
 /// instead of found anew each step, so a 100,000-task chain is not 100,000 scans.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn simulate(
     plan: &Plan,
     dag: &Dag,
@@ -383,14 +382,7 @@ pub fn simulate(
 ) -> (Vec<Vec<usize>>, Option<usize>) {
     let n = plan.tasks.len();
     let mut status: Vec<Status> = plan.tasks.iter().map(|t| t.status).collect();
-    let mut open: Vec<usize> = (0..n)
-        .map(|i| {
-            dag.deps(i)
-                .iter()
-                .filter(|&&d| status[d as usize] != Status::Completed)
-                .count()
-        })
-        .collect();
+    let mut open = open_blockers(&status, dag);
     // When every completed task's blockers are completed (so all its ancestors are), every
     // step keeps it so, and ready tasks are never ordered: plain file locks, no DAG questions.
     let unordered = (0..n).all(|i| status[i] != Status::Completed || open[i] == 0);
@@ -422,30 +414,7 @@ pub fn simulate(
                 round_of(&all, dag, cap).0
             }
             Schedule::Waves | Schedule::Eager if unordered => {
-                // `choose` over the candidates in order, stopping once nothing more can join:
-                // the cap is reached, or every candidate touches a file now held.
-                let cap = cap.unwrap_or(usize::MAX).max(1);
-                let mut locks = Locks::unordered(conflicts, dag);
-                let mut chosen = Vec::new();
-                for &(_, i) in set {
-                    if chosen.len() == cap {
-                        break;
-                    }
-                    if locks.blocked(i) {
-                        continue;
-                    }
-                    locks.take(i);
-                    chosen.push(i);
-                    let files = conflicts.index().files_of(i);
-                    if files
-                        .iter()
-                        .any(|&f| ready.on_file[&(current, f)] == set.len())
-                    {
-                        break;
-                    }
-                }
-                chosen.sort_unstable();
-                chosen
+                ready.choose_unordered(current, dag, conflicts, cap)
             }
             Schedule::Waves | Schedule::Eager => {
                 let all: Vec<usize> = set.iter().map(|&(_, i)| i).collect();
@@ -474,6 +443,18 @@ pub fn simulate(
     }
 }
 
+/// How many of each task's blockers are not completed.
+fn open_blockers(status: &[Status], dag: &Dag) -> Vec<usize> {
+    (0..status.len())
+        .map(|i| {
+            dag.deps(i)
+                .iter()
+                .filter(|&&d| status[d as usize] != Status::Completed)
+                .count()
+        })
+        .collect()
+}
+
 /// [`simulate`]'s ready tasks: per wave in the order of choice, and how many of a wave's
 /// ready tasks touch each file.
 #[derive(Default)]
@@ -483,6 +464,41 @@ struct ReadySet {
 }
 
 impl ReadySet {
+    /// `choose` over wave `current`'s candidates in order when ready tasks are never
+    /// ordered, stopping once nothing more can join: the cap is reached, or every candidate
+    /// touches a file now held.
+    fn choose_unordered(
+        &self,
+        current: u64,
+        dag: &Dag,
+        conflicts: &Conflicts,
+        cap: Option<usize>,
+    ) -> Vec<usize> {
+        let set = &self.by_wave[&current];
+        let cap = cap.unwrap_or(usize::MAX).max(1);
+        let mut locks = Locks::unordered(conflicts, dag);
+        let mut chosen = Vec::new();
+        for &(_, i) in set {
+            if chosen.len() == cap {
+                break;
+            }
+            if locks.blocked(i) {
+                continue;
+            }
+            locks.take(i);
+            chosen.push(i);
+            let files = conflicts.index().files_of(i);
+            if files
+                .iter()
+                .any(|&f| self.on_file[&(current, f)] == set.len())
+            {
+                break;
+            }
+        }
+        chosen.sort_unstable();
+        chosen
+    }
+
     fn insert(&mut self, task: usize, wave: u64, dag: &Dag, conflicts: &Conflicts) {
         self.by_wave
             .entry(wave)

@@ -135,9 +135,64 @@ fn list(tasks: &[usize]) -> String {
         .join(", ")
 }
 
+/// A round's first line, and its groups when it has several.
+fn round_started(round: u32, tasks: &[usize], groups: &[Vec<usize>], slots: usize) -> String {
+    let first = groups.first().map_or(tasks, Vec::as_slice);
+    let mut s = if first.len() > slots {
+        format!(
+            "\nRound {round}: {} task(s): {}; starting {} now ({slots} at a time, the others as workers free up)",
+            tasks.len(),
+            list(tasks),
+            list(&first[..slots])
+        )
+    } else {
+        format!(
+            "\nRound {round}: starting {} task(s): {}",
+            tasks.len(),
+            list(tasks)
+        )
+    };
+    if groups.len() > 1 {
+        let text = groups
+            .iter()
+            .map(|g| list(g))
+            .collect::<Vec<_>>()
+            .join(", then ");
+        s.push_str(&format!(
+            "\n  they share files, so they run in {} groups one after another: {text}",
+            groups.len()
+        ));
+    }
+    s
+}
+
+/// An attempt's end: its outcome, time and cost, and the retry when one follows.
+fn attempt_ended(e: &Ended) -> String {
+    match e.retry {
+        Some(next) => format!(
+            "  task {} ({}) attempt {} failed: {} — retrying (attempt {next} of {}); it took {}{}",
+            e.task,
+            e.subject,
+            e.attempt,
+            e.result,
+            crate::pure::outcome::MAX_ATTEMPTS,
+            crate::pure::outcome::human_duration(e.took),
+            e.cost_text(),
+        ),
+        None => format!(
+            "  task {} ({}): {} in {}{} — {}",
+            e.task,
+            e.subject,
+            e.status,
+            crate::pure::outcome::human_duration(e.took),
+            e.cost_text(),
+            e.result
+        ),
+    }
+}
+
 /// The event's line on a plain terminal or a job log; `None` for events only a live display
 /// shows (a local attempt starting is a spinner line there, nothing in plain output).
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn line(event: &Event) -> Option<String> {
     Some(match event {
         Event::RoundStarted {
@@ -145,35 +200,7 @@ pub fn line(event: &Event) -> Option<String> {
             tasks,
             groups,
             slots,
-        } => {
-            let first = groups.first().map_or(tasks.as_slice(), Vec::as_slice);
-            let mut s = if first.len() > *slots {
-                format!(
-                    "\nRound {round}: {} task(s): {}; starting {} now ({slots} at a time, the others as workers free up)",
-                    tasks.len(),
-                    list(tasks),
-                    list(&first[..*slots])
-                )
-            } else {
-                format!(
-                    "\nRound {round}: starting {} task(s): {}",
-                    tasks.len(),
-                    list(tasks)
-                )
-            };
-            if groups.len() > 1 {
-                let text = groups
-                    .iter()
-                    .map(|g| list(g))
-                    .collect::<Vec<_>>()
-                    .join(", then ");
-                s.push_str(&format!(
-                    "\n  they share files, so they run in {} groups one after another: {text}",
-                    groups.len()
-                ));
-            }
-            s
-        }
+        } => round_started(*round, tasks, groups, *slots),
         Event::GroupStarted { group, of, tasks } => {
             format!("  group {group} of {of}: {}", list(tasks))
         }
@@ -197,27 +224,7 @@ pub fn line(event: &Event) -> Option<String> {
             run: Some(run),
         } => format!("Started task {task} ({subject}) attempt {attempt}: run {run}."),
         Event::AttemptStarted { run: None, .. } => return None,
-        Event::AttemptEnded(e) => match e.retry {
-            Some(next) => format!(
-                "  task {} ({}) attempt {} failed: {} — retrying (attempt {next} of {}); it took {}{}",
-                e.task,
-                e.subject,
-                e.attempt,
-                e.result,
-                crate::pure::outcome::MAX_ATTEMPTS,
-                crate::pure::outcome::human_duration(e.took),
-                e.cost_text(),
-            ),
-            None => format!(
-                "  task {} ({}): {} in {}{} — {}",
-                e.task,
-                e.subject,
-                e.status,
-                crate::pure::outcome::human_duration(e.took),
-                e.cost_text(),
-                e.result
-            ),
-        },
+        Event::AttemptEnded(e) => attempt_ended(e),
         Event::Warning { task, text } => format!("  task {task}: warning: {text}"),
         Event::Integrating { round, tasks } => {
             format!("\nRound {round}: integrating task(s) {}", list(tasks))

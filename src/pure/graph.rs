@@ -23,7 +23,7 @@ pub struct Dag {
 impl Dag {
     /// Builds the DAG, or returns a cycle as a path `[a, b, …, a]` following `blockedBy`.
     ///
-    /// Out-of-range and self entries are ignored here; [`crate::pure::plan::validate`] reports them.
+    /// Out-of-range and self entries are ignored here; [`crate::pure::validate`] reports them.
     pub fn build(plan: &Plan) -> Result<Dag, Vec<usize>> {
         let n = plan.tasks.len();
         let mut deps: Vec<Vec<u32>> = Vec::with_capacity(n);

@@ -22,3 +22,4 @@ pub mod simulate;
 pub mod timeline;
 pub mod update;
 pub mod usage;
+pub mod validate;

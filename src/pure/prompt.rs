@@ -32,30 +32,8 @@ pub fn original_prompt(plan: &Plan, index: usize, unit: Unit) -> String {
     }
 }
 
-/// The 9-section worker prompt (S1–S9); conditional sections are left out when empty.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
-    let task = &plan.tasks[index];
-    let agent = task.agent.clone().unwrap_or_default();
-    let mut sections: Vec<String> = Vec::new();
-
-    // S1: role line.
-    let mut s1 = format!("You are a {}", agent.role);
-    if let Some(e) = agent.expertise.as_deref().filter(|e| !e.is_empty()) {
-        let _ = write!(s1, " with expertise in {e}");
-    }
-    sections.push(s1);
-
-    // S2: pre-flight.
-    let mut s2 = String::from(
-        "## Pre-flight\nVerify before starting. If BLOCKING check fails, return BLOCKED: followed by the reason.",
-    );
-    for a in task.assumptions() {
-        let _ = write!(s2, "\n- [ ] [{}] {}: `{}`", a.severity, a.claim, a.verify);
-    }
-    sections.push(s2);
-
-    // S3: context.
+/// S3: the files to read, the project's stack, conventions, test command and tools.
+fn context_section(plan: &Plan, task: &Task) -> String {
     let mut s3 = String::from("## Context\nRead before implementing:");
     for c in task.context_files() {
         let _ = write!(s3, "\n- {} — {}", c.path, c.reason);
@@ -80,7 +58,51 @@ pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
     if task.kind() == Some("research") {
         s3.push_str("\nUse WebSearch/WebFetch for current information. Prefer web tools over assumptions when external facts are needed.");
     }
-    sections.push(s3);
+    s3
+}
+
+/// S8: the acceptance criteria to verify, and no commit.
+fn after_section(task: &Task, unit: Unit) -> String {
+    let mut s8 = String::from("## After implementing\n1. Verify acceptance criteria:");
+    for c in task.acceptance_criteria() {
+        let _ = write!(s8, "\n- [ ] {}: `{}`", c.criterion, c.check);
+    }
+    s8.push_str("\n   Fix failures before proceeding.");
+    let _ = write!(
+        s8,
+        "\n2. Do NOT stage or commit — the lead handles git after the {} completes.",
+        match unit {
+            Unit::Batch => "batch",
+            Unit::Wave => "wave",
+        }
+    );
+    s8
+}
+
+/// The 9-section worker prompt (S1–S9); conditional sections are left out when empty.
+pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
+    let task = &plan.tasks[index];
+    let agent = task.agent.clone().unwrap_or_default();
+    let mut sections: Vec<String> = Vec::new();
+
+    // S1: role line.
+    let mut s1 = format!("You are a {}", agent.role);
+    if let Some(e) = agent.expertise.as_deref().filter(|e| !e.is_empty()) {
+        let _ = write!(s1, " with expertise in {e}");
+    }
+    sections.push(s1);
+
+    // S2: pre-flight.
+    let mut s2 = String::from(
+        "## Pre-flight\nVerify before starting. If BLOCKING check fails, return BLOCKED: followed by the reason.",
+    );
+    for a in task.assumptions() {
+        let _ = write!(s2, "\n- [ ] [{}] {}: `{}`", a.severity, a.claim, a.verify);
+    }
+    sections.push(s2);
+
+    // S3: context.
+    sections.push(context_section(plan, task));
 
     // S4: task.
     let mut s4 = format!(
@@ -126,20 +148,7 @@ pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
     sections.push(s7);
 
     // S8: post-implementation.
-    let mut s8 = String::from("## After implementing\n1. Verify acceptance criteria:");
-    for c in task.acceptance_criteria() {
-        let _ = write!(s8, "\n- [ ] {}: `{}`", c.criterion, c.check);
-    }
-    s8.push_str("\n   Fix failures before proceeding.");
-    let _ = write!(
-        s8,
-        "\n2. Do NOT stage or commit — the lead handles git after the {} completes.",
-        match unit {
-            Unit::Batch => "batch",
-            Unit::Wave => "wave",
-        }
-    );
-    sections.push(s8);
+    sections.push(after_section(task, unit));
 
     // S9: output format, verbatim.
     sections.push(output_format(index));

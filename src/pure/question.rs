@@ -219,7 +219,6 @@ pub struct Answered {
 /// pending with a fresh set of attempts (its review history stays, so its next prompt has
 /// all the feedback and the answer), and so do the tasks the cascade skipped because of it.
 /// `defer` on a decision marks it skipped instead (the seed's "defer").
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn answer(
     plan: &mut Plan,
     dag: &Dag,
@@ -231,11 +230,47 @@ pub fn answer(
         .tasks
         .get(index)
         .ok_or(AnswerError::NoTask { index, count })?;
-    let mut q = match get(task) {
-        Some(q) if q.reply.is_none() && task.status == Status::Blocked => q,
+    let mut q = open_question(task, index)?;
+    let given = text.trim();
+    if given.is_empty() {
+        return Err(AnswerError::Empty { index });
+    }
+    let (reply, status) = reply_to(&q, index, given)?;
+    q.reply = Some(reply.clone());
+    let task = &mut plan.tasks[index];
+    set(task, &q);
+    task.status = status;
+    task.attempts = Some(0);
+    task.result = Some(if status == Status::Skipped {
+        "deferred by the user".to_string()
+    } else {
+        format!("answered: {reply}")
+    });
+    // A deferred long-run plan does not stop the plans after it (the seed: "CONTINUE to next
+    // plan"); the next run skips again those that name it in depends_on.
+    let long_run = plan.tasks[index]
+        .extra
+        .contains_key(crate::pure::plan::fields::LONG_RUN);
+    let reopened = if status == Status::Pending || long_run {
+        crate::pure::update::reopen_skipped_dependents(plan, dag, index)
+    } else {
+        Vec::new()
+    };
+    Ok(Answered {
+        reply,
+        status,
+        reopened,
+    })
+}
+
+/// The open question of task `index`: its own, or for a task a worker blocked, one in the
+/// worker's words.
+fn open_question(task: &Task, index: usize) -> Result<Question, AnswerError> {
+    match get(task) {
+        Some(q) if q.reply.is_none() && task.status == Status::Blocked => Ok(q),
         // A worker that answered `BLOCKED: reason` asks in its own words: the answer goes
         // to its next attempt like an escalated review's.
-        _ if task.status == Status::Blocked => Question {
+        _ if task.status == Status::Blocked => Ok(Question {
             kind: Kind::Review,
             text: format!(
                 "Task {index} is blocked: {}",
@@ -244,18 +279,17 @@ pub fn answer(
             options: Vec::new(),
             blocked_at: None,
             reply: None,
-        },
-        _ => {
-            return Err(AnswerError::NoQuestion {
-                index,
-                status: task.status,
-            });
-        }
-    };
-    let given = text.trim();
-    if given.is_empty() {
-        return Err(AnswerError::Empty { index });
+        }),
+        _ => Err(AnswerError::NoQuestion {
+            index,
+            status: task.status,
+        }),
     }
+}
+
+/// The reply `given` makes to `q`, and the status it gives the task (skipped for a deferred
+/// decision, else pending).
+fn reply_to(q: &Question, index: usize, given: &str) -> Result<(String, Status), AnswerError> {
     let mut status = Status::Pending;
     let reply = match q.kind {
         Kind::Review => given.to_string(),
@@ -295,31 +329,7 @@ pub fn answer(
             }
         }
     };
-    q.reply = Some(reply.clone());
-    let task = &mut plan.tasks[index];
-    set(task, &q);
-    task.status = status;
-    task.attempts = Some(0);
-    task.result = Some(if status == Status::Skipped {
-        "deferred by the user".to_string()
-    } else {
-        format!("answered: {reply}")
-    });
-    // A deferred long-run plan does not stop the plans after it (the seed: "CONTINUE to next
-    // plan"); the next run skips again those that name it in depends_on.
-    let long_run = plan.tasks[index]
-        .extra
-        .contains_key(crate::pure::plan::fields::LONG_RUN);
-    let reopened = if status == Status::Pending || long_run {
-        crate::pure::update::reopen_skipped_dependents(plan, dag, index)
-    } else {
-        Vec::new()
-    };
-    Ok(Answered {
-        reply,
-        status,
-        reopened,
-    })
+    Ok((reply, status))
 }
 
 #[cfg(test)]

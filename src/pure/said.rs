@@ -4,8 +4,8 @@
 //! refused (claude's `permission_denials`), and whether another attempt could help.
 //!
 //! Pure: [`crate::pure::usage`] reads it from the output, [`crate::edge::worker::classify`] from the exit
-//! and stderr (a usage error, a missing or non-executable command); [`heed`] puts it into the
-//! processor's verdict, and [`crate::pure::outcome::decide`] and the engine loops ([`crate::flow::exec`])
+//! and stderr (a usage error, a missing or non-executable command); [`crate::pure::outcome::heed`]
+//! puts it into the processor's verdict, and [`crate::pure::outcome::decide`] and the engine loops ([`crate::flow::exec`])
 //! act on its [`Halt`]:
 //!
 //! * [`Halt::Task`] — a retry cannot help (a usage error, a command that is missing or not
@@ -20,9 +20,6 @@
 //! same way. It is worker output: at worst it makes its own task fail or stops the run.
 
 use serde::{Deserialize, Serialize};
-
-use crate::pure::outcome::Verdict;
-use crate::pure::plan::model::Status;
 
 /// Why no other attempt should follow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,8 +47,6 @@ pub struct Said {
     pub refused: Vec<String>,
 }
 
-/// At most this many refused calls are named in a reason.
-const REFUSED_SHOWN: usize = 3;
 /// A CLI's failure text is cut to this many characters.
 const FAILURE_MAX: usize = 300;
 
@@ -112,99 +107,9 @@ pub fn secret_of(cli: &str) -> &'static str {
     }
 }
 
-/// Puts what the CLI said into a failed verdict: its failure text as the reason, the calls it
-/// refused, and why no retry follows. A completed or blocked verdict is left alone.
-pub fn heed(verdict: &mut Verdict, said: &Said) {
-    if verdict.status != Status::Failed {
-        return;
-    }
-    if let Some(f) = &said.failure {
-        verdict.result.clone_from(f);
-    }
-    if !said.refused.is_empty() {
-        let mut shown: Vec<String> = said
-            .refused
-            .iter()
-            .take(REFUSED_SHOWN)
-            .map(|r| format!("{r} (permission denied)"))
-            .collect();
-        if said.refused.len() > REFUSED_SHOWN {
-            shown.push(format!("and {} more", said.refused.len() - REFUSED_SHOWN));
-        }
-        verdict
-            .result
-            .push_str(&format!("; the agent was refused: {}", shown.join(", ")));
-    }
-    match &said.halt {
-        None => {}
-        Some(Halt::Task { why }) => {
-            verdict
-                .result
-                .push_str(&format!(" — not retried: {why}"));
-        }
-        Some(Halt::Run { secret }) => verdict.result.push_str(&format!(
-            " — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret {secret} (locally: export {secret}=…; on GitHub: gh secret set {secret})"
-        )),
-        Some(Halt::Budget) => verdict.result.push_str(
-            " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
-        ),
-    }
-    verdict.halt.clone_from(&said.halt);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn failed(reason: &str) -> Verdict {
-        Verdict {
-            status: Status::Failed,
-            result: reason.into(),
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: Vec::new(),
-            halt: None,
-        }
-    }
-
-    #[test]
-    fn a_failure_is_told_in_the_clis_words_with_what_it_refused() {
-        let mut v = failed("spot-check failed: x.txt (to create) does not exist");
-        let said = Said {
-            failure: None,
-            halt: None,
-            refused: vec!["Write /work/repo/.git/x.txt".into()],
-        };
-        heed(&mut v, &said);
-        assert_eq!(
-            v.result,
-            "spot-check failed: x.txt (to create) does not exist; the agent was refused: Write /work/repo/.git/x.txt (permission denied)"
-        );
-        assert_eq!(v.halt, None);
-        let mut done = failed("x");
-        done.status = Status::Completed;
-        heed(&mut done, &said);
-        assert_eq!(done.result, "x", "a completed verdict is left alone");
-    }
-
-    #[test]
-    fn a_halt_says_why_there_is_no_retry() {
-        let mut v = failed("worker exited with status 1");
-        heed(
-            &mut v,
-            &Said {
-                failure: Some(
-                    "claude: Invalid API key · Fix external API key (API error 401)".into(),
-                ),
-                halt: Some(Halt::Run {
-                    secret: "ANTHROPIC_API_KEY".into(),
-                }),
-                refused: Vec::new(),
-            },
-        );
-        insta::assert_snapshot!(v.result, @"claude: Invalid API key · Fix external API key (API error 401) — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret ANTHROPIC_API_KEY (locally: export ANTHROPIC_API_KEY=…; on GitHub: gh secret set ANTHROPIC_API_KEY)");
-        assert!(matches!(v.halt, Some(Halt::Run { .. })));
-    }
 
     #[test]
     fn what_a_worker_says_is_bounded_and_sanitised() {

@@ -6,6 +6,7 @@ use crate::common::fake_github;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dagexec::edge::github::app::installation_token;
+use dagexec::edge::github::ops::CheckRun;
 use dagexec::edge::github::{ApiError, Client, RepoName, Token};
 use fake_github::FakeGitHub;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -358,14 +359,14 @@ async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
     assert!(!gh.state().pulls[0].draft);
 
     let id = c
-        .complete_check_run(
-            "dagexec",
-            "abc123",
-            Conclusion::Failure,
-            "t",
-            "s",
-            Some("https://x/1"),
-        )
+        .complete_check_run(&CheckRun {
+            name: "dagexec",
+            head_sha: "abc123",
+            conclusion: Conclusion::Failure,
+            title: "t",
+            summary: "s",
+            details_url: Some("https://x/1"),
+        })
         .await
         .unwrap();
     assert_eq!(id, gh.state().check_runs[0].id);
@@ -377,9 +378,16 @@ async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
             "details_url": "https://x/1"})
         )
     );
-    c.complete_check_run("dagexec", "abc123", Conclusion::Success, "t", "s", None)
-        .await
-        .unwrap();
+    c.complete_check_run(&CheckRun {
+        name: "dagexec",
+        head_sha: "abc123",
+        conclusion: Conclusion::Success,
+        title: "t",
+        summary: "s",
+        details_url: None,
+    })
+    .await
+    .unwrap();
     assert_eq!(
         gh.calls("checks/create")[1]
             .body
@@ -458,14 +466,14 @@ async fn an_answer_without_a_needed_field_names_it() {
     assert!(e.starts_with("pulls/get: ") && e.contains("head"), "{e}");
     gh.fail_next("checks/create", 201, &[], json!({"id": "five"}));
     let e = c
-        .complete_check_run(
-            "n",
-            "abc",
-            dagexec::edge::github::ops::Conclusion::Neutral,
-            "t",
-            "s",
-            None,
-        )
+        .complete_check_run(&CheckRun {
+            name: "n",
+            head_sha: "abc",
+            conclusion: dagexec::edge::github::ops::Conclusion::Neutral,
+            title: "t",
+            summary: "s",
+            details_url: None,
+        })
         .await
         .unwrap_err()
         .to_string();

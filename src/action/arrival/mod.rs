@@ -55,7 +55,7 @@ pub(super) fn judge_entry(
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
     // bounded again, since the file is the job's.
     if let Some(Ok(c)) = found {
-        crate::pure::said::heed(&mut verdict, &c.result.said.clone().checked());
+        crate::pure::outcome::heed(&mut verdict, &c.result.said.clone().checked());
     }
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as

@@ -77,7 +77,7 @@ pub fn run(
             conclusion: PlanConclusion::Completed,
         });
     }
-    let dag = plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    let dag = crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
     // A run that died mid-round leaves nothing in progress on the branch (finalize commits
     // resolved states only), but a plan pushed from a local run might.
     for t in &mut plan.tasks {

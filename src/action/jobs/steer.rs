@@ -228,7 +228,7 @@ impl Steer<'_> {
             return Ok(Err(said(text)));
         }
         let at = archived.as_deref().unwrap_or(&inputs.plan_rel);
-        let dag = plan::validate::check(&plan, Some(at))?;
+        let dag = crate::pure::validate::check(&plan, Some(at))?;
         Ok(Ok(Checkout {
             repo,
             auth,

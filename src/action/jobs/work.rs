@@ -167,7 +167,7 @@ fn open(
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = crate::edge::plan_file::load(&plan_path)
         .map_err(crate::pure::plan::error::PlanErrors::from)?;
-    plan::validate::check(&plan, Some(&inputs.plan_rel))?;
+    crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
     if plan.tasks.get(job.task).is_none() {
         return Err(ActionError::Input(format!(
             "task {}: no such task (the plan has {}); the matrix and the plan at {base} disagree",

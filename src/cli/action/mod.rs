@@ -36,7 +36,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
     Inputs {
         // An input the workflow left empty arrives as an empty variable.
         plan_rel: if common.plan.trim().is_empty() {
-            crate::pure::plan::validate::DEFAULT_PLAN_REL.to_string()
+            crate::pure::validate::DEFAULT_PLAN_REL.to_string()
         } else {
             common.plan.clone()
         },

@@ -258,7 +258,16 @@ impl Client {
         body: Option<&B>,
     ) -> Result<String, ApiError> {
         let response = self
-            .respond(octo, op, method, path, body, Redirects::Fail)
+            .respond(
+                octo,
+                Call {
+                    op,
+                    method,
+                    path,
+                    body,
+                    redirects: Redirects::Fail,
+                },
+            )
             .await?;
         Ok(octo.body_to_string(response).await.unwrap_or_default())
     }
@@ -269,11 +278,13 @@ impl Client {
     pub(crate) async fn get_raw(&self, op: &str, path: &str) -> Result<RawResponse, ApiError> {
         self.respond(
             &self.rest,
-            op,
-            Method::GET,
-            path,
-            None::<&()>,
-            Redirects::Return,
+            Call {
+                op,
+                method: Method::GET,
+                path,
+                body: None::<&()>,
+                redirects: Redirects::Return,
+            },
         )
         .await
     }
@@ -282,16 +293,18 @@ impl Client {
     /// rate limits are retried, anything else that is not 2xx (nor, with
     /// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message. The answer is
     /// returned unread.
-    #[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
     async fn respond<B: Serialize + ?Sized>(
         &self,
         octo: &Octocrab,
-        op: &str,
-        method: Method,
-        path: &str,
-        body: Option<&B>,
-        redirects: Redirects,
+        call: Call<'_, B>,
     ) -> Result<RawResponse, ApiError> {
+        let Call {
+            op,
+            method,
+            path,
+            body,
+            redirects,
+        } = call;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -360,6 +373,15 @@ impl Client {
 /// An answer as it came off the wire, its body unread.
 pub(crate) type RawResponse =
     http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>;
+
+/// One request [`Client::respond`] sends: `op` names it in errors.
+struct Call<'a, B: ?Sized> {
+    op: &'a str,
+    method: Method,
+    path: &'a str,
+    body: Option<&'a B>,
+    redirects: Redirects,
+}
 
 /// What [`Client::respond`] makes of a 3xx answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -74,6 +74,18 @@ impl From<PullJson> for PullRequest {
     }
 }
 
+/// A completed check run ([`Client::complete_check_run`]): `name` on `head_sha`, its
+/// conclusion, title and summary (cut to GitHub's limit), and the link to its details.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckRun<'a> {
+    pub name: &'a str,
+    pub head_sha: &'a str,
+    pub conclusion: Conclusion,
+    pub title: &'a str,
+    pub summary: &'a str,
+    pub details_url: Option<&'a str>,
+}
+
 /// A check run's ending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -200,16 +212,7 @@ impl Client {
     }
 
     /// Creates a completed check run named `name` on `head_sha` (`checks/create`).
-    #[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
-    pub async fn complete_check_run(
-        &self,
-        name: &str,
-        head_sha: &str,
-        conclusion: Conclusion,
-        title: &str,
-        summary: &str,
-        details_url: Option<&str>,
-    ) -> Result<u64, ApiError> {
+    pub async fn complete_check_run(&self, run: &CheckRun<'_>) -> Result<u64, ApiError> {
         #[derive(Serialize)]
         struct Create<'a> {
             name: &'a str,
@@ -226,15 +229,15 @@ impl Client {
             summary: String,
         }
         let req = Create {
-            name,
-            head_sha,
+            name: run.name,
+            head_sha: run.head_sha,
             status: "completed",
-            conclusion,
+            conclusion: run.conclusion,
             output: Output {
-                title,
-                summary: clip(summary, 65_000),
+                title: run.title,
+                summary: clip(run.summary, 65_000),
             },
-            details_url,
+            details_url: run.details_url,
         };
         let run: Id = self
             .send(

@@ -47,7 +47,7 @@ impl Virtual {
             started: Vec::new(),
             rounds: Vec::new(),
             abort_at: None,
-            dag: crate::pure::plan::validate::check(plan, None).unwrap(),
+            dag: crate::pure::validate::check(plan, None).unwrap(),
             events: RefCell::default(),
             staged: Vec::new(),
             halts: BTreeMap::new(),
@@ -424,7 +424,7 @@ fn a_round_the_budget_cuts_short_commits_what_ran_and_stops() {
 #[test]
 fn settle_says_whether_a_run_goes_on() {
     let (plan, _) = diamond();
-    let dag = crate::pure::plan::validate::check(&plan, None).unwrap();
+    let dag = crate::pure::validate::check(&plan, None).unwrap();
     let conflicts = Conflicts::of(&plan);
     let at = |p: &Plan, b: Option<Budget>| settle(p, &dag, &conflicts, Schedule::Rounds, b);
     assert_eq!(at(&plan, None), Settled::More);

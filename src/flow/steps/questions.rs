@@ -102,7 +102,7 @@ pub(crate) fn ask(plan: &Plan, opts: &RunOptions, ui: &Ui, end: Option<RunEnd>) 
     if !reviews.is_empty() {
         ui.say(reviews);
     }
-    let plan_arg = if opts.plan_rel == crate::pure::plan::validate::DEFAULT_PLAN_REL {
+    let plan_arg = if opts.plan_rel == crate::pure::validate::DEFAULT_PLAN_REL {
         String::new()
     } else {
         format!(" --plan {}", opts.plan_rel)

@@ -1,10 +1,10 @@
-//! The plan file: its data model, reading and atomic writing, and validation.
+//! The plan file: its data model, its fields and errors, and reading it. Its semantic checks,
+//! which build the DAG, are [`crate::pure::validate`] (above [`crate::pure::graph`]).
 
 pub mod error;
 pub mod fields;
 pub mod load;
 pub mod model;
-pub mod validate;
 
 pub use error::{PlanError, PlanErrors};
 pub use load::parse;

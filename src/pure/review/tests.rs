@@ -1,5 +1,8 @@
 //! The reviewer loop's rules, prompts and verdict parsing.
 use super::*;
+use crate::pure::outcome::Verdict;
+use crate::pure::plan::model::Status;
+use crate::pure::question::Kind;
 
 fn entry(attempt: u32, issues: &[&str]) -> ReviewEntry {
     let review = Review {

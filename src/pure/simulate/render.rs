@@ -96,8 +96,31 @@ fn durations_line(d: &Durations) -> String {
 }
 
 /// The report as a table, with the settings and the lower bounds.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn table(report: &Report, durations: &Durations) -> String {
+    let mut out = settings_lines(report, durations);
+    out.push_str(&prediction_rows(report));
+    let bound = |b: super::Bound| {
+        format!(
+            "{} = max(critical path {}, work {} ÷ {})",
+            human(b.value),
+            human(b.critical_path),
+            human(b.work),
+            b.slots
+        )
+    };
+    out.push_str(&format!(
+        "\nlower bound: local {}\n             Actions {}, job start-ups counted\n",
+        bound(report.local_bound),
+        bound(report.actions_bound)
+    ));
+    out.push_str(
+        "jobs: worker processes locally; every job on Actions (rounds: a plan and a finalize job\nper workflow run and one per task attempt; eager: a conductor and one per task attempt).\n",
+    );
+    out
+}
+
+/// The table's head: the tasks, the durations, their warnings and the settings.
+fn settings_lines(report: &Report, durations: &Durations) -> String {
     let s = report.setting;
     let mut out = String::new();
     let what = if s.remaining {
@@ -122,6 +145,12 @@ pub fn table(report: &Report, durations: &Durations) -> String {
         human(s.poll),
         s.polls_per_hour
     ));
+    out
+}
+
+/// One row per prediction, under the column names, aligned.
+fn prediction_rows(report: &Report) -> String {
+    let mut out = String::new();
     let rows: Vec<[String; 5]> = report
         .predictions
         .iter()
@@ -170,23 +199,6 @@ pub fn table(report: &Report, durations: &Durations) -> String {
     for r in &rows {
         out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
     }
-    let bound = |b: super::Bound| {
-        format!(
-            "{} = max(critical path {}, work {} ÷ {})",
-            human(b.value),
-            human(b.critical_path),
-            human(b.work),
-            b.slots
-        )
-    };
-    out.push_str(&format!(
-        "\nlower bound: local {}\n             Actions {}, job start-ups counted\n",
-        bound(report.local_bound),
-        bound(report.actions_bound)
-    ));
-    out.push_str(
-        "jobs: worker processes locally; every job on Actions (rounds: a plan and a finalize job\nper workflow run and one per task attempt; eager: a conductor and one per task attempt).\n",
-    );
     out
 }
 

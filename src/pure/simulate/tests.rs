@@ -2,6 +2,7 @@
 
 use super::durations::with_history;
 use super::*;
+use crate::pure::engine;
 use crate::testing::{plan_of, task};
 use serde_json::json;
 

@@ -132,8 +132,128 @@ fn same_number(a: &str, b: &str) -> bool {
     }
 }
 
+/// The task of plan file `i`: its blockers, title, prompt and long-run record.
+fn task_of(
+    files: &[PlanFile],
+    i: usize,
+    paths: &Paths,
+    spec: &str,
+    requirements: &str,
+) -> Result<Task, LongRunError> {
+    let f = &files[i];
+    let (fm, body) = front_matter(&f.path, &f.content)?;
+    let blocked_by = match &fm.depends_on {
+        // The previous plan in number order; a deferred one does not hold the next back
+        // (the seed continues to the next plan).
+        None => (0..i)
+            .rev()
+            .find(|&p| !files[p].deferred)
+            .into_iter()
+            .collect(),
+        Some(deps) => listed_blockers(files, i, deps)?,
+    };
+    let title = fm
+        .title
+        .clone()
+        .or_else(|| {
+            body.lines()
+                .find_map(|l| l.strip_prefix("# "))
+                .map(|t| t.trim().to_string())
+        })
+        .unwrap_or_else(|| format!("Plan {}", f.number));
+    let checkpoint = paths.checkpoint(&f.number);
+    let summary = paths.summary(&f.number);
+    let prompt = executor_prompt(&PromptInput {
+        plan_content: &f.content,
+        plan_number: &f.number,
+        spec_content: spec,
+        requirements,
+        tasks_md_path: &paths.tasks_md(),
+        checkpoint_path: &checkpoint,
+        issues_path: &paths.issues(),
+    });
+    let mut task = Task {
+        subject: title.clone(),
+        description: Some(format!("Execute {} (plan {}).", f.path, f.number)),
+        status: if f.completed {
+            Status::Completed
+        } else if f.deferred {
+            Status::Skipped
+        } else {
+            Status::Pending
+        },
+        blocked_by,
+        metadata: Some(Metadata {
+            kind: Some("long-run".into()),
+            files: Files {
+                create: vec![summary.clone()],
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+        prompt: (!f.completed).then_some(prompt),
+        ..Default::default()
+    };
+    if f.completed {
+        task.result = Some(format!("completed earlier (see {summary})"));
+    } else {
+        if f.deferred {
+            task.result = Some(format!("deferred by the user (see {summary})"));
+        }
+        task.extra.insert(
+            LONG_RUN_FIELD.into(),
+            json!({
+                "number": f.number,
+                "title": title,
+                "plan": f.path,
+                "checkpoint": checkpoint,
+                "summary": summary,
+                "logs": format!("{}/logs", paths.state),
+            }),
+        );
+    }
+    Ok(task)
+}
+
+/// The plans a `depends_on` list names, by number; an unknown one or the plan itself is an
+/// error.
+fn listed_blockers(
+    files: &[PlanFile],
+    i: usize,
+    deps: &[serde_yaml::Value],
+) -> Result<Vec<usize>, LongRunError> {
+    let f = &files[i];
+    let mut out = Vec::new();
+    for d in deps {
+        let want = match d {
+            serde_yaml::Value::String(s) => s.trim().to_string(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            other => format!("{other:?}"),
+        };
+        let at = files
+            .iter()
+            .position(|g| same_number(&g.number, &want))
+            .ok_or_else(|| LongRunError::UnknownDependency {
+                path: f.path.clone(),
+                dep: want.clone(),
+                known: files
+                    .iter()
+                    .map(|g| g.number.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        if at == i {
+            return Err(LongRunError::SelfDependency {
+                path: f.path.clone(),
+                number: f.number.clone(),
+            });
+        }
+        out.push(at);
+    }
+    Ok(out)
+}
+
 /// Builds the plan: tasks in number order (files must come sorted).
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn build(
     files: &[PlanFile],
     paths: &Paths,
@@ -141,108 +261,8 @@ pub fn build(
     requirements: &str,
 ) -> Result<Plan, LongRunError> {
     let mut tasks = Vec::with_capacity(files.len());
-    for (i, f) in files.iter().enumerate() {
-        let (fm, body) = front_matter(&f.path, &f.content)?;
-        let blocked_by = match &fm.depends_on {
-            // The previous plan in number order; a deferred one does not hold the next back
-            // (the seed continues to the next plan).
-            None => (0..i)
-                .rev()
-                .find(|&p| !files[p].deferred)
-                .into_iter()
-                .collect(),
-            Some(deps) => {
-                let mut out = Vec::new();
-                for d in deps {
-                    let want = match d {
-                        serde_yaml::Value::String(s) => s.trim().to_string(),
-                        serde_yaml::Value::Number(n) => n.to_string(),
-                        other => format!("{other:?}"),
-                    };
-                    let at = files
-                        .iter()
-                        .position(|g| same_number(&g.number, &want))
-                        .ok_or_else(|| LongRunError::UnknownDependency {
-                            path: f.path.clone(),
-                            dep: want.clone(),
-                            known: files
-                                .iter()
-                                .map(|g| g.number.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        })?;
-                    if at == i {
-                        return Err(LongRunError::SelfDependency {
-                            path: f.path.clone(),
-                            number: f.number.clone(),
-                        });
-                    }
-                    out.push(at);
-                }
-                out
-            }
-        };
-        let title = fm
-            .title
-            .clone()
-            .or_else(|| {
-                body.lines()
-                    .find_map(|l| l.strip_prefix("# "))
-                    .map(|t| t.trim().to_string())
-            })
-            .unwrap_or_else(|| format!("Plan {}", f.number));
-        let checkpoint = paths.checkpoint(&f.number);
-        let summary = paths.summary(&f.number);
-        let prompt = executor_prompt(&PromptInput {
-            plan_content: &f.content,
-            plan_number: &f.number,
-            spec_content: spec,
-            requirements,
-            tasks_md_path: &paths.tasks_md(),
-            checkpoint_path: &checkpoint,
-            issues_path: &paths.issues(),
-        });
-        let mut task = Task {
-            subject: title.clone(),
-            description: Some(format!("Execute {} (plan {}).", f.path, f.number)),
-            status: if f.completed {
-                Status::Completed
-            } else if f.deferred {
-                Status::Skipped
-            } else {
-                Status::Pending
-            },
-            blocked_by,
-            metadata: Some(Metadata {
-                kind: Some("long-run".into()),
-                files: Files {
-                    create: vec![summary.clone()],
-                    ..Default::default()
-                },
-                ..Default::default()
-            }),
-            prompt: (!f.completed).then_some(prompt),
-            ..Default::default()
-        };
-        if f.completed {
-            task.result = Some(format!("completed earlier (see {summary})"));
-        } else {
-            if f.deferred {
-                task.result = Some(format!("deferred by the user (see {summary})"));
-            }
-            task.extra.insert(
-                LONG_RUN_FIELD.into(),
-                json!({
-                    "number": f.number,
-                    "title": title,
-                    "plan": f.path,
-                    "checkpoint": checkpoint,
-                    "summary": summary,
-                    "logs": format!("{}/logs", paths.state),
-                }),
-            );
-        }
-        tasks.push(task);
+    for i in 0..files.len() {
+        tasks.push(task_of(files, i, paths, spec, requirements)?);
     }
     let mut plan = Plan {
         schema_version: 2,
@@ -462,7 +482,7 @@ mod tests {
                 .unwrap()
                 .contains("# Models")
         );
-        assert!(crate::pure::plan::validate::check(&plan, Some(".long-run/plan.json")).is_ok());
+        assert!(crate::pure::validate::check(&plan, Some(".long-run/plan.json")).is_ok());
     }
 
     #[test]

@@ -204,10 +204,60 @@ fn rel(root: &Path, p: &Path) -> String {
         .replace('\\', "/")
 }
 
+/// The plan files of `plans_dir` (`NN-PLAN.md`), in number order: number, its text, path.
+fn numbered_plans(
+    plans_dir: &Path,
+    state: &str,
+) -> Result<Vec<(u64, String, PathBuf)>, LongRunError> {
+    let entries = std::fs::read_dir(plans_dir).map_err(|e| LongRunError::Read {
+        path: plans_dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut found: Vec<(u64, String, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let n = folder::plan_number(&name)?.to_string();
+            Some((n.parse().unwrap_or(u64::MAX), n, e.path()))
+        })
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(LongRunError::NoPlans {
+            dir: state.to_string(),
+        });
+    }
+    Ok(found)
+}
+
+/// Writes the plan at `plan_path`, or with `dry_run` in a temporary directory, which comes
+/// back with the path written.
+fn save(
+    plan: &crate::pure::plan::Plan,
+    plan_path: PathBuf,
+    dry_run: bool,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), LongRunError> {
+    let scratch = if dry_run {
+        Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?)
+    } else {
+        None
+    };
+    let plan_path = scratch
+        .as_ref()
+        .map_or(plan_path, |d| d.path().join("plan.json"));
+    crate::edge::plan_file::save(plan, &plan_path).map_err(|source| LongRunError::Write {
+        path: plan_path.clone(),
+        source,
+    })?;
+    Ok((plan_path, scratch))
+}
+
 /// Reads the long-run folder `dir` (inside `root`) and writes its plan as `dir/plan.json`,
 /// keeping the state an earlier run left there. With `dry_run` the folder is not written to:
 /// the plan goes to a temporary directory.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongRunError> {
     let abs = if dir.is_absolute() {
         dir.to_path_buf()
@@ -228,22 +278,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
     } else {
         abs_c.clone()
     };
-    let entries = std::fs::read_dir(&plans_dir).map_err(|e| LongRunError::Read {
-        path: plans_dir.clone(),
-        message: e.to_string(),
-    })?;
-    let mut found: Vec<(u64, String, PathBuf)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().to_string();
-            let n = folder::plan_number(&name)?.to_string();
-            Some((n.parse().unwrap_or(u64::MAX), n, e.path()))
-        })
-        .collect();
-    found.sort();
-    if found.is_empty() {
-        return Err(LongRunError::NoPlans { dir: state });
-    }
+    let found = numbered_plans(&plans_dir, &state)?;
     let spec_dir = if abs_c.join("spec").is_dir() {
         abs_c.join("spec")
     } else {
@@ -290,21 +325,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         folder::carry_over(&mut plan, &old)?;
     }
     folder::skip_after_deferred(&mut plan);
-    let scratch = if dry_run {
-        Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })?)
-    } else {
-        None
-    };
-    let plan_path = scratch
-        .as_ref()
-        .map_or(plan_path, |d| d.path().join("plan.json"));
-    crate::edge::plan_file::save(&plan, &plan_path).map_err(|source| LongRunError::Write {
-        path: plan_path.clone(),
-        source,
-    })?;
+    let (plan_path, scratch) = save(&plan, plan_path, dry_run)?;
     Ok(Prepared {
         plan_rel: format!("{state}/plan.json"),
         plan: plan_path,

@@ -142,7 +142,7 @@ fn the_plan_has_context_prompts_and_state() {
         "specs/x/contracts/albums.yaml",
     ]);
     let plan = build(&p, "specs/x/tasks.md", &context);
-    let dag = crate::pure::plan::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
+    let dag = crate::pure::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
         .unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(dag.len(), 21);
     assert_eq!(plan.goal, "Photo Albums (specs/x/tasks.md)");
@@ -222,7 +222,7 @@ fn five_stories_sixty_tasks() {
     assert_eq!(task(&p, "T059").modify, ids(&["README.md"]));
     assert_eq!(p.warnings.len(), 8, "{:#?}", p.warnings);
     let plan = build(&p, "specs/002-inventory/tasks.md", &[]);
-    let dag = crate::pure::plan::validate::check(&plan, None).unwrap_or_else(|e| panic!("{e:?}"));
+    let dag = crate::pure::validate::check(&plan, None).unwrap_or_else(|e| panic!("{e:?}"));
     // Setup, Foundational, the stories side by side, Polish: the depth is that of one story.
     assert_eq!(dag.max_depth(), dag.depth(61));
     let deepest_story = (12..57).map(|t| dag.depth(t)).max().unwrap();
@@ -380,14 +380,12 @@ fn state_carries_over_for_unchanged_tasks() {
         [(0, "ticked in specs/x/tasks.md"), (3, "schema done")]
     );
     assert_eq!(fresh.progress.extra["round"], 4);
-    assert!(crate::pure::plan::validate::check(&fresh, None).is_ok());
+    assert!(crate::pure::validate::check(&fresh, None).is_ok());
 }
 
-#[test]
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-fn prepare_writes_the_generated_plan_next_to_tasks_md() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("specs/001-photo-albums");
+/// The Spec Kit fixture `001-photo-albums` copied under `root`; its folder.
+fn photo_albums(root: &std::path::Path) -> std::path::PathBuf {
+    let dir = root.join("specs/001-photo-albums");
     std::fs::create_dir_all(dir.join("contracts")).unwrap();
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/speckit/001-photo-albums");
@@ -401,6 +399,74 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     ] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
+    dir
+}
+
+/// `git init` in `root` and a first commit of everything in it.
+fn commit_all(root: &std::path::Path) {
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args([
+                "-c",
+                "commit.gpgsign=false",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+}
+
+/// What [`tick_index`] skips, saying why: a tasks.md path that is not one (or outside), a
+/// tasks.md the commit holds as something unreadable, or not at all.
+fn skipped_ticks(
+    repo: &crate::edge::git::Repo,
+    index: crate::edge::git::RoundIndex,
+    plan: &Plan,
+    rel: &str,
+) {
+    for bad in ["src/main.rs", ".git/hooks/x.md", "../x/tasks.md"] {
+        let mut tampered = plan.clone();
+        tampered.extra[FIELD]["tasksMd"] = bad.into();
+        assert!(
+            matches!(tick_index(&index, &tampered).unwrap(), Tick::Skipped { .. }),
+            "{bad}"
+        );
+    }
+    // A tasks.md the commit holds as something unreadable, or not at all: skipped, saying so.
+    drop(index);
+    let fresh = repo.round_index().unwrap();
+    fresh
+        .write_entry(rel, "100644", b"- [ ] T002 \xff\n")
+        .unwrap();
+    assert_eq!(
+        tick_index(&fresh, plan).unwrap(),
+        Tick::Skipped {
+            path: rel.into(),
+            why: "it is not UTF-8 text".into()
+        }
+    );
+    drop(fresh);
+    let fresh = repo.round_index().unwrap();
+    fresh.remove(&[rel.to_string()]).unwrap();
+    assert!(matches!(
+        tick_index(&fresh, plan).unwrap(),
+        Tick::Skipped { why, .. } if why.contains("holds no such file")
+    ));
+    drop(fresh);
+}
+
+#[test]
+fn prepare_writes_the_generated_plan_next_to_tasks_md() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = photo_albums(root.path());
     let md = std::path::Path::new("specs/001-photo-albums/tasks.md");
     let dry = prepare(root.path(), md, false).unwrap();
     assert!(dry.scratch.is_some() && dry.plan.is_file());
@@ -439,24 +505,7 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     assert_eq!(plan.tasks[1].status, Status::Completed);
     // Ticking happens in the round's index (the version the commit holds), never in the work
     // tree.
-    let git = |args: &[&str]| {
-        let o = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args([
-                "-c",
-                "commit.gpgsign=false",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(root.path())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}: {o:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "start"]);
+    commit_all(root.path());
     let repo = crate::edge::git::Repo::discover(root.path()).unwrap();
     let index = repo.round_index().unwrap();
     let rel = "specs/001-photo-albums/tasks.md";
@@ -478,35 +527,7 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
         Tick::Nothing,
         "nothing left to tick"
     );
-    for bad in ["src/main.rs", ".git/hooks/x.md", "../x/tasks.md"] {
-        let mut tampered = plan.clone();
-        tampered.extra[FIELD]["tasksMd"] = bad.into();
-        assert!(
-            matches!(tick_index(&index, &tampered).unwrap(), Tick::Skipped { .. }),
-            "{bad}"
-        );
-    }
-    // A tasks.md the commit holds as something unreadable, or not at all: skipped, saying so.
-    drop(index);
-    let fresh = repo.round_index().unwrap();
-    fresh
-        .write_entry(rel, "100644", b"- [ ] T002 \xff\n")
-        .unwrap();
-    assert_eq!(
-        tick_index(&fresh, &plan).unwrap(),
-        Tick::Skipped {
-            path: rel.into(),
-            why: "it is not UTF-8 text".into()
-        }
-    );
-    drop(fresh);
-    let fresh = repo.round_index().unwrap();
-    fresh.remove(&[rel.to_string()]).unwrap();
-    assert!(matches!(
-        tick_index(&fresh, &plan).unwrap(),
-        Tick::Skipped { why, .. } if why.contains("holds no such file")
-    ));
-    drop(fresh);
+    skipped_ticks(&repo, index, &plan, rel);
     let outside = prepare(root.path(), std::path::Path::new("/etc/tasks.md"), false).unwrap_err();
     assert!(matches!(outside[0], SpecKitError::Outside { .. }));
     std::fs::create_dir_all(root.path().join(".git")).unwrap();

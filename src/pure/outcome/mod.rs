@@ -15,6 +15,11 @@ use serde::Serialize;
 use crate::pure::paths::Link;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::prompt::{self, FailedCheck, Unit};
+use crate::pure::said::{Halt, Said};
+
+mod judge;
+
+pub use judge::{judge, judge_among};
 
 /// A task gets at most this many attempts.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -142,8 +147,8 @@ pub struct Verdict {
     /// Unexpected files and other things the reviewer should know; never change the status.
     pub warnings: Vec<String>,
     /// Why no other attempt follows this failure, when a retry cannot help
-    /// ([`crate::pure::said::heed`]).
-    pub halt: Option<crate::pure::said::Halt>,
+    /// ([`heed`]).
+    pub halt: Option<Halt>,
 }
 
 /// Human form of a duration: `45s`, `30m`, `1h30m`.
@@ -301,129 +306,6 @@ pub fn wants_acceptance(task: &Task, report: &AttemptReport) -> bool {
         && !task.acceptance_criteria().is_empty()
 }
 
-/// Judges one attempt (seed B.3 steps 1–5, 8).
-pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
-    judge_among(index, task, report, (plan_rel, None))
-}
-
-/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
-/// edit of them is discarded, with a warning.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-pub fn judge_among(
-    index: usize,
-    task: &Task,
-    report: &AttemptReport,
-    own: (&str, Option<&str>),
-) -> Verdict {
-    let warnings = unexpected_files_among(index, task, report, own);
-    let failed = |result: String| Verdict {
-        status: Status::Failed,
-        result,
-        acceptance_passed: false,
-        failed_checks: Vec::new(),
-        warnings: warnings.clone(),
-        halt: None,
-    };
-    let last = last_nonempty_line(&report.output);
-    let shown = last
-        .map(|l| format!(" (last output: {:?})", clip(l, 120)))
-        .unwrap_or_default();
-    match &report.exit {
-        Exit::Success => {}
-        // A shell reports a child killed by signal N as exit status 128 + N.
-        Exit::Code(c) if (129..=192).contains(c) => {
-            return failed(format!(
-                "worker crashed: killed by signal {} (exit status {c}){shown}",
-                c - 128
-            ));
-        }
-        Exit::Code(c) => return failed(format!("worker exited with status {c}{shown}")),
-        Exit::Signal(s) => return failed(format!("worker crashed: killed by signal {s}{shown}")),
-        Exit::TimedOut(d) => return failed(format!("timed out after {}", human_duration(*d))),
-        Exit::SpawnFailed(e) => return failed(format!("worker could not be started: {e}")),
-    }
-    let Some(status) = last.and_then(parse_status_line) else {
-        let reason = match (&report.log, last) {
-            (None, None) => NO_STATUS_NO_LOG.to_string(),
-            (None, Some(l)) => format!(
-                "No status line returned (last output: {:?}) and no log file found",
-                clip(l, 120)
-            ),
-            (Some(log), _) => match last_nonempty_line(log) {
-                Some(l) => format!(
-                    "No status line returned; last log line: {}",
-                    clip(&crate::pure::sanitize::line(l), 200)
-                ),
-                None => "No status line returned and the log file is empty".to_string(),
-            },
-        };
-        return failed(reason);
-    };
-    match status.kind {
-        Reported::Failed => return failed(status.message),
-        Reported::Blocked => {
-            return Verdict {
-                status: Status::Blocked,
-                result: status.message,
-                acceptance_passed: false,
-                failed_checks: Vec::new(),
-                warnings,
-                halt: None,
-            };
-        }
-        Reported::Completed => {}
-    }
-    let spot = spot_check(task, report);
-    if !spot.is_empty() {
-        return failed(format!("spot-check failed: {}", spot.join("; ")));
-    }
-    let checks = report.acceptance.as_deref().unwrap_or(&[]);
-    let failed_checks: Vec<FailedCheck> = checks
-        .iter()
-        .filter(|c| !c.passed)
-        .map(|c| FailedCheck {
-            criterion: c.criterion.clone(),
-            check: c.check.clone(),
-            output: c.output.clone(),
-        })
-        .collect();
-    if !failed_checks.is_empty() {
-        let details = failed_checks
-            .iter()
-            .map(|c| {
-                let first = c
-                    .output
-                    .lines()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty())
-                    .unwrap_or("no output");
-                format!(
-                    "`{}`: {}",
-                    c.check,
-                    clip(&crate::pure::sanitize::line(first), 160)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Verdict {
-            status: Status::Failed,
-            result: format!("acceptance check failed: {details}"),
-            acceptance_passed: false,
-            failed_checks,
-            warnings,
-            halt: None,
-        };
-    }
-    Verdict {
-        status: Status::Completed,
-        result: status.message,
-        acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
-        failed_checks: Vec::new(),
-        warnings,
-        halt: None,
-    }
-}
-
 /// What happens to the task after a verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -514,6 +396,49 @@ pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
         s.push_str(&format!(", {failed} failed"));
     }
     s
+}
+
+/// At most this many refused calls are named in a reason.
+const REFUSED_SHOWN: usize = 3;
+
+/// Puts what the CLI said into a failed verdict: its failure text as the reason, the calls it
+/// refused, and why no retry follows. A completed or blocked verdict is left alone.
+pub fn heed(verdict: &mut Verdict, said: &Said) {
+    if verdict.status != Status::Failed {
+        return;
+    }
+    if let Some(f) = &said.failure {
+        verdict.result.clone_from(f);
+    }
+    if !said.refused.is_empty() {
+        let mut shown: Vec<String> = said
+            .refused
+            .iter()
+            .take(REFUSED_SHOWN)
+            .map(|r| format!("{r} (permission denied)"))
+            .collect();
+        if said.refused.len() > REFUSED_SHOWN {
+            shown.push(format!("and {} more", said.refused.len() - REFUSED_SHOWN));
+        }
+        verdict
+            .result
+            .push_str(&format!("; the agent was refused: {}", shown.join(", ")));
+    }
+    match &said.halt {
+        None => {}
+        Some(Halt::Task { why }) => {
+            verdict
+                .result
+                .push_str(&format!(" — not retried: {why}"));
+        }
+        Some(Halt::Run { secret }) => verdict.result.push_str(&format!(
+            " — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret {secret} (locally: export {secret}=…; on GitHub: gh secret set {secret})"
+        )),
+        Some(Halt::Budget) => verdict.result.push_str(
+            " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
+        ),
+    }
+    verdict.halt.clone_from(&said.halt);
 }
 
 #[cfg(test)]
@@ -725,29 +650,9 @@ mod tests {
         }
     }
 
-    #[test]
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
-    fn verdicts() {
-        let p = plan();
-        let t = &p.tasks[1];
-        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
-        let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
-        assert_eq!(
-            (ok.status, ok.result.as_str()),
-            (Status::Completed, "helper added")
-        );
-        assert!(!ok.acceptance_passed, "criteria exist but were not run");
-
-        let mut r = report("COMPLETED: helper added");
-        r.acceptance = Some(vec![CheckRun {
-            criterion: "c".into(),
-            check: "npm test -- password".into(),
-            passed: true,
-            output: String::new(),
-        }]);
-        assert!(judge1(&r).acceptance_passed);
-
-        let cases: Vec<(AttemptReport, Status, &str)> = vec![
+    /// Attempts and the verdict each gets on task 1 of auth-v2.
+    fn verdict_cases() -> Vec<(AttemptReport, Status, &'static str)> {
+        vec![
             (
                 report("all good, trust me"),
                 Status::Failed,
@@ -825,8 +730,31 @@ mod tests {
                 Status::Failed,
                 "acceptance check failed: `npm test -- password`: FAIL password.test.ts",
             ),
-        ];
-        for (r, status, result) in cases {
+        ]
+    }
+
+    #[test]
+    fn verdicts() {
+        let p = plan();
+        let t = &p.tasks[1];
+        let judge1 = |r: &AttemptReport| judge(1, t, r, ".design/plan.json");
+        let ok = judge1(&report("work\nCOMPLETED: helper added\n"));
+        assert_eq!(
+            (ok.status, ok.result.as_str()),
+            (Status::Completed, "helper added")
+        );
+        assert!(!ok.acceptance_passed, "criteria exist but were not run");
+
+        let mut r = report("COMPLETED: helper added");
+        r.acceptance = Some(vec![CheckRun {
+            criterion: "c".into(),
+            check: "npm test -- password".into(),
+            passed: true,
+            output: String::new(),
+        }]);
+        assert!(judge1(&r).acceptance_passed);
+
+        for (r, status, result) in verdict_cases() {
             let v = judge1(&r);
             assert_eq!((v.status, v.result.as_str()), (status, result), "{r:?}");
         }
@@ -969,5 +897,57 @@ mod tests {
             serde_json::to_string(&e(Status::Completed)).unwrap(),
             r#"{"planIndex":0,"status":"completed","result":"","attempts":1,"acceptancePassed":true}"#
         );
+    }
+
+    use crate::pure::said::{Halt, Said};
+
+    fn failed(reason: &str) -> Verdict {
+        Verdict {
+            status: Status::Failed,
+            result: reason.into(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: Vec::new(),
+            halt: None,
+        }
+    }
+
+    #[test]
+    fn a_failure_is_told_in_the_clis_words_with_what_it_refused() {
+        let mut v = failed("spot-check failed: x.txt (to create) does not exist");
+        let said = Said {
+            failure: None,
+            halt: None,
+            refused: vec!["Write /work/repo/.git/x.txt".into()],
+        };
+        heed(&mut v, &said);
+        assert_eq!(
+            v.result,
+            "spot-check failed: x.txt (to create) does not exist; the agent was refused: Write /work/repo/.git/x.txt (permission denied)"
+        );
+        assert_eq!(v.halt, None);
+        let mut done = failed("x");
+        done.status = Status::Completed;
+        heed(&mut done, &said);
+        assert_eq!(done.result, "x", "a completed verdict is left alone");
+    }
+
+    #[test]
+    fn a_halt_says_why_there_is_no_retry() {
+        let mut v = failed("worker exited with status 1");
+        heed(
+            &mut v,
+            &Said {
+                failure: Some(
+                    "claude: Invalid API key · Fix external API key (API error 401)".into(),
+                ),
+                halt: Some(Halt::Run {
+                    secret: "ANTHROPIC_API_KEY".into(),
+                }),
+                refused: Vec::new(),
+            },
+        );
+        insta::assert_snapshot!(v.result, @"claude: Invalid API key · Fix external API key (API error 401) — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret ANTHROPIC_API_KEY (locally: export ANTHROPIC_API_KEY=…; on GitHub: gh secret set ANTHROPIC_API_KEY)");
+        assert!(matches!(v.halt, Some(Halt::Run { .. })));
     }
 }

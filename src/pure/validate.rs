@@ -4,9 +4,9 @@
 //!
 //! Every problem is reported (in plan order), each naming the task index and the field.
 
-use super::error::{PathProblem, PlanError, PlanErrors};
-use super::model::Plan;
 use crate::pure::graph::Dag;
+use crate::pure::plan::error::{PathProblem, PlanError, PlanErrors};
+use crate::pure::plan::model::Plan;
 
 /// The plan's own path relative to the repository root, as the seed places it.
 pub const DEFAULT_PLAN_REL: &str = ".design/plan.json";
@@ -101,7 +101,7 @@ pub(crate) fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &s
 /// The one-line text fields of task `index` that hold a control character (see
 /// [`crate::pure::sanitize::has_control`]): `subject`, `activeForm`, `agent.role`, `agent.model`.
 /// They reach commit messages and the terminal as they are, so they are refused, not cleaned.
-pub fn control_characters(index: usize, task: &super::model::Task) -> Vec<PlanError> {
+pub fn control_characters(index: usize, task: &crate::pure::plan::model::Task) -> Vec<PlanError> {
     let agent = task.agent.as_ref();
     let fields = [
         ("subject", Some(task.subject.as_str())),

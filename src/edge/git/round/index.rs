@@ -1,0 +1,230 @@
+//! The round's own index: patches checked and applied into it, the plan and tasks.md
+//! staged, the commit prepared without touching the user's index.
+
+use super::super::apply::{ApplyError, failing_paths};
+use super::super::cmd::{describe_failure, git, literal, nul_fields, text};
+use super::super::paths::normalize;
+use super::super::{GitError, Repo};
+use super::{Journal, Prepared, RoundIndex, cleanup_message, write_journal};
+
+impl RoundIndex {
+    pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
+        git(&self.root, label).env("GIT_INDEX_FILE", &self.index)
+    }
+
+    /// The commit the index started from.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Whether `patch` applies to the index as it is now; nothing is changed.
+    pub fn check_patch<'p>(
+        &self,
+        patch: impl Into<super::super::PatchRef<'p>>,
+    ) -> Result<(), ApplyError> {
+        self.apply(patch.into(), true)
+    }
+
+    /// Applies `patch` to the index (all or nothing). The work tree is not touched.
+    pub fn apply_patch<'p>(
+        &self,
+        patch: impl Into<super::super::PatchRef<'p>>,
+    ) -> Result<(), ApplyError> {
+        self.apply(patch.into(), false)
+    }
+
+    fn apply(&self, patch: super::super::PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
+        if patch.is_blank() {
+            return Ok(());
+        }
+        let label = if check_only {
+            "apply --cached --check"
+        } else {
+            "apply --cached"
+        };
+        let mut call = self
+            .git(label)
+            .config("apply.ignoreWhitespace=no")
+            .arg("apply");
+        if check_only {
+            call = call.arg("--check");
+        }
+        let call = call
+            .args(["--cached", "--binary", "--whitespace=nowarn", "-"])
+            .stdin_patch(patch);
+        let out = call.output().map_err(|e| ApplyError {
+            message: e.to_string(),
+            paths: Vec::new(),
+        })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = describe_failure(&out);
+        Err(ApplyError {
+            message: format!("git {label} failed in {}: {stderr}", self.root.display()),
+            paths: failing_paths(&stderr),
+        })
+    }
+
+    /// Puts dagexec's own files (the plan, its state file) into the index as they are in the
+    /// work tree; a path that no longer exists is removed, one that is ignored and untracked
+    /// is skipped (with a warning), as `git add` would.
+    pub fn add_own_files(&self, repo: &Repo, paths: &[String]) -> Result<(), GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = repo.stageable(paths)?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.git("add")
+            .args(["add", "--all", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(())
+    }
+
+    /// The index entry at `path`, as `(mode, content)`: what the round's commit will hold
+    /// there. `None` when the index has no file at `path`.
+    pub fn read_entry(&self, path: &str) -> Result<Option<(String, Vec<u8>)>, GitError> {
+        let path = normalize(path)?;
+        let out = self
+            .git("ls-files --stage")
+            .args(["ls-files", "--stage", "-z", "--"])
+            .arg(literal(&path))
+            .run()?;
+        // `<mode> SP <object> SP <stage> TAB <path>`
+        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(format!("\t{path}").as_bytes()))
+        else {
+            return Ok(None);
+        };
+        let meta = String::from_utf8_lossy(entry);
+        let mut fields = meta.split([' ', '\t']);
+        let (Some(mode), Some(id)) = (fields.next(), fields.next()) else {
+            return Ok(None);
+        };
+        if mode == "160000" {
+            return Ok(None);
+        }
+        let bytes = self.git("cat-file").args(["cat-file", "blob", id]).run()?;
+        Ok(Some((mode.to_string(), bytes)))
+    }
+
+    /// Puts `content` at `path` in the index with `mode` (as [`RoundIndex::read_entry`] gave
+    /// it); the work tree is not touched. The bytes are stored as they are (no filters).
+    pub fn write_entry(&self, path: &str, mode: &str, content: &[u8]) -> Result<(), GitError> {
+        let path = normalize(path)?;
+        let id = text(
+            &self
+                .git("hash-object -w")
+                .args(["hash-object", "-w", "--stdin", "--no-filters"])
+                .stdin(content)
+                .run()?,
+        );
+        self.git("update-index --cacheinfo")
+            .args(["update-index", "--cacheinfo"])
+            .arg(format!("{mode},{id},{path}"))
+            .run()?;
+        Ok(())
+    }
+
+    /// Takes `paths` out of the index (the work tree is not touched); absent ones are fine.
+    pub fn remove(&self, paths: &[String]) -> Result<(), GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.git("rm --cached")
+            .args(["rm", "--cached", "-r", "--quiet", "--ignore-unmatch", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        Ok(())
+    }
+
+    /// A commit of the index as it is now (parent: the base), published nowhere: the base a
+    /// later group of the round starts from, with the earlier groups' patches applied. The
+    /// base itself when nothing was applied. No ref moves and no journal is written; an
+    /// unreferenced commit is garbage git collects in time.
+    pub fn snapshot(&self, repo: &Repo) -> Result<String, GitError> {
+        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
+        let base_tree = text(
+            &git(&self.root, "rev-parse")
+                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
+                .run()?,
+        );
+        if tree == base_tree {
+            return Ok(self.base.clone());
+        }
+        let mut call = git(&self.root, "commit-tree")
+            .config("commit.gpgsign=false")
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                &tree,
+                "-p",
+                &self.base,
+                "-m",
+                "dagexec: the round so far (the base of its next group)",
+            ]);
+        for (key, value) in repo.fallback_identity()? {
+            call = call.env(key, value);
+        }
+        Ok(text(&call.run()?))
+    }
+
+    /// Writes the tree and the commit (parent: the base) with `message`, and records the
+    /// round in the journal. `None` when the tree is the base's: nothing to commit.
+    pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<Prepared>, GitError> {
+        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
+        let base_tree = text(
+            &git(&self.root, "rev-parse")
+                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
+                .run()?,
+        );
+        if tree == base_tree {
+            return Ok(None);
+        }
+        let message = cleanup_message(message);
+        let mut call = git(&self.root, "commit-tree")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                &tree,
+                "-p",
+                &self.base,
+                "-F",
+                "-",
+            ])
+            .stdin(message.as_bytes());
+        for (key, value) in repo.fallback_identity()? {
+            call = call.env(key, value);
+        }
+        let new = text(&call.run()?);
+        let out = git(&self.root, "diff-tree")
+            .args(["diff-tree", "-r", "-z", "--name-only", "--no-renames"])
+            .args([&self.base, &new])
+            .run()?;
+        let paths = nul_fields(&out)
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect();
+        let journal = Journal {
+            old: self.base.clone(),
+            new,
+            paths,
+        };
+        write_journal(&self.dir, &repo.journal_path(), &journal)?;
+        Ok(Some(Prepared { journal }))
+    }
+}
+
+impl Drop for RoundIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.index);
+    }
+}

@@ -1,0 +1,149 @@
+//! Judging one attempt (seed B.3 steps 1–5, 8): the exit, the status line, spot-checks, acceptance.
+
+use super::{
+    AttemptReport, Exit, NO_STATUS_NO_LOG, Reported, Verdict, clip, human_duration,
+    last_nonempty_line, parse_status_line, spot_check, unexpected_files_among,
+};
+use crate::pure::plan::model::{Status, Task};
+use crate::pure::prompt::FailedCheck;
+
+/// Judges one attempt (seed B.3 steps 1–5, 8).
+pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
+    judge_among(index, task, report, (plan_rel, None))
+}
+
+/// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
+/// edit of them is discarded, with a warning.
+pub fn judge_among(
+    index: usize,
+    task: &Task,
+    report: &AttemptReport,
+    own: (&str, Option<&str>),
+) -> Verdict {
+    let warnings = unexpected_files_among(index, task, report, own);
+    let failed = |result: String| Verdict {
+        status: Status::Failed,
+        result,
+        acceptance_passed: false,
+        failed_checks: Vec::new(),
+        warnings: warnings.clone(),
+        halt: None,
+    };
+    let last = last_nonempty_line(&report.output);
+    if let Some(reason) = exit_failure(&report.exit, last) {
+        return failed(reason);
+    }
+    let Some(status) = last.and_then(parse_status_line) else {
+        return failed(no_status(report.log.as_deref(), last));
+    };
+    match status.kind {
+        Reported::Failed => return failed(status.message),
+        Reported::Blocked => {
+            return Verdict {
+                status: Status::Blocked,
+                result: status.message,
+                acceptance_passed: false,
+                failed_checks: Vec::new(),
+                warnings,
+                halt: None,
+            };
+        }
+        Reported::Completed => {}
+    }
+    let spot = spot_check(task, report);
+    if !spot.is_empty() {
+        return failed(format!("spot-check failed: {}", spot.join("; ")));
+    }
+    let failed_checks = failed_checks(report);
+    if !failed_checks.is_empty() {
+        let details = check_details(&failed_checks);
+        return Verdict {
+            status: Status::Failed,
+            result: format!("acceptance check failed: {details}"),
+            acceptance_passed: false,
+            failed_checks,
+            warnings,
+            halt: None,
+        };
+    }
+    Verdict {
+        status: Status::Completed,
+        result: status.message,
+        acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
+        failed_checks: Vec::new(),
+        warnings,
+        halt: None,
+    }
+}
+
+/// Why an attempt whose worker did not exit 0 failed; `None` when it did.
+fn exit_failure(exit: &Exit, last: Option<&str>) -> Option<String> {
+    let shown = last
+        .map(|l| format!(" (last output: {:?})", clip(l, 120)))
+        .unwrap_or_default();
+    Some(match exit {
+        Exit::Success => return None,
+        // A shell reports a child killed by signal N as exit status 128 + N.
+        Exit::Code(c) if (129..=192).contains(c) => format!(
+            "worker crashed: killed by signal {} (exit status {c}){shown}",
+            c - 128
+        ),
+        Exit::Code(c) => format!("worker exited with status {c}{shown}"),
+        Exit::Signal(s) => format!("worker crashed: killed by signal {s}{shown}"),
+        Exit::TimedOut(d) => format!("timed out after {}", human_duration(*d)),
+        Exit::SpawnFailed(e) => format!("worker could not be started: {e}"),
+    })
+}
+
+/// Why an attempt without a status line failed: its last output, else its log's last line.
+fn no_status(log: Option<&str>, last: Option<&str>) -> String {
+    match (log, last) {
+        (None, None) => NO_STATUS_NO_LOG.to_string(),
+        (None, Some(l)) => format!(
+            "No status line returned (last output: {:?}) and no log file found",
+            clip(l, 120)
+        ),
+        (Some(log), _) => match last_nonempty_line(log) {
+            Some(l) => format!(
+                "No status line returned; last log line: {}",
+                clip(&crate::pure::sanitize::line(l), 200)
+            ),
+            None => "No status line returned and the log file is empty".to_string(),
+        },
+    }
+}
+
+/// The acceptance checks that failed.
+pub(super) fn failed_checks(report: &AttemptReport) -> Vec<FailedCheck> {
+    let checks = report.acceptance.as_deref().unwrap_or(&[]);
+    checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| FailedCheck {
+            criterion: c.criterion.clone(),
+            check: c.check.clone(),
+            output: c.output.clone(),
+        })
+        .collect()
+}
+
+/// The failed checks in a reason: each command with the first line of its output.
+fn check_details(failed_checks: &[FailedCheck]) -> String {
+    failed_checks
+        .iter()
+        .map(|c| {
+            let first = c
+                .output
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("no output");
+            format!(
+                "`{}`: {}",
+                c.check,
+                clip(&crate::pure::sanitize::line(first), 160)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}

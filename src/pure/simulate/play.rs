@@ -1,0 +1,403 @@
+//! The schedules played on a clock: the local rounds, waves and eager on slots, and the Action's
+//! rounds and conductor, with the engine's own decisions.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
+use crate::pure::engine::{self, Next, Policy, Schedule, View};
+use crate::pure::graph::Dag;
+use crate::pure::overlap::Conflicts;
+use crate::pure::plan::model::{Plan, Status};
+
+/// A job matrix holds at most this many jobs (the plan job's limit).
+const MATRIX_LIMIT: usize = crate::pure::pace::MAX_MATRIX_JOBS;
+
+/// When the conductor hands over to a successor (its `handover-after` default, before
+/// GitHub's 6-hour job limit), in ms.
+fn handover_ms() -> u64 {
+    let t = crate::pure::pace::Timing::default().handover_after;
+    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The conductor's wait between two polls with `in_flight` runs (`conduct::poll_interval`), ms.
+fn poll_wait(s: &Setting, in_flight: usize) -> u64 {
+    let d = crate::pure::pace::poll_interval(
+        std::time::Duration::from_millis(s.poll),
+        in_flight,
+        s.polls_per_hour,
+    );
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The plan as the simulation starts it: everything pending, or with `remaining` the
+/// completed tasks kept completed.
+fn start_state(plan: &Plan, remaining: bool) -> Plan {
+    let mut state = plan.clone();
+    for t in &mut state.tasks {
+        if !(remaining && t.status == Status::Completed) {
+            t.status = Status::Pending;
+        }
+    }
+    state
+}
+
+/// The tasks, their times and the conflicts the schedules see.
+pub(super) struct Sim<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) dag: &'a Dag,
+    pub(super) conflicts: &'a Conflicts,
+    pub(super) times: &'a Durations,
+    pub(super) setting: Setting,
+}
+
+/// A run's spans kept by task.
+struct Clock {
+    spans: Vec<Span>,
+    /// The next attempt (0-based) of each task.
+    next: Vec<usize>,
+}
+
+impl Clock {
+    fn new(n: usize) -> Self {
+        Clock {
+            spans: Vec::new(),
+            next: vec![0; n],
+        }
+    }
+
+    /// Runs task `i`'s remaining attempts back to back from `start`, each after a start-up
+    /// of `startup`; returns the end.
+    fn all_attempts(&mut self, times: &Durations, i: usize, start: u64, startup: u64) -> u64 {
+        let attempts = &times.tasks[i].attempts;
+        let mut t = start;
+        while self.next[i] < attempts.len() {
+            t = self.one_attempt(times, i, t, startup).0;
+        }
+        t
+    }
+
+    /// Runs task `i`'s next attempt from `start`: its end, and whether it failed.
+    fn one_attempt(
+        &mut self,
+        times: &Durations,
+        i: usize,
+        start: u64,
+        startup: u64,
+    ) -> (u64, bool) {
+        let attempts = &times.tasks[i].attempts;
+        let k = self.next[i];
+        let failed = k + 1 < attempts.len();
+        let work = start + startup;
+        let end = work + attempts[k];
+        self.spans.push(Span {
+            task: i,
+            attempt: k as u32 + 1,
+            start,
+            work,
+            end,
+            failed,
+        });
+        self.next[i] += 1;
+        (end, failed)
+    }
+
+    fn into_spans(mut self) -> Vec<Span> {
+        self.spans.sort_by_key(|s| (s.task, s.attempt));
+        self.spans
+    }
+}
+
+/// Queues `tasks` in order on `slots` slots from `t0` (each starts when one is free, the
+/// earliest-free slot first; `run` starts the next queued attempt whenever one ends); `job`
+/// runs one task from a start time and returns its end. Returns the last end.
+fn list_schedule(
+    tasks: &[usize],
+    slots: usize,
+    t0: u64,
+    mut job: impl FnMut(usize, u64) -> u64,
+) -> u64 {
+    let mut free: BinaryHeap<Reverse<u64>> = (0..slots.max(1)).map(|_| Reverse(t0)).collect();
+    let mut last = t0;
+    for &i in tasks {
+        let Reverse(start) = free.pop().expect("at least one slot");
+        let end = job(i, start);
+        last = last.max(end);
+        free.push(Reverse(end));
+    }
+    last
+}
+
+impl Sim<'_> {
+    fn view<'b>(&'b self, state: &'b Plan) -> View<'b> {
+        View {
+            plan: state,
+            dag: self.dag,
+            conflicts: self.conflicts,
+        }
+    }
+
+    /// Local rounds and waves: one batch after another, its groups in sequence.
+    pub(super) fn local_rounds(&self, schedule: Schedule) -> Prediction {
+        let mut state = start_state(self.plan, self.setting.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        let (mut t, mut rounds) = (0u64, 0u64);
+        let deadlock = loop {
+            let tasks = match schedule.policy().next(self.view(&state), None) {
+                Next::Batch { tasks, .. } => tasks,
+                Next::Done => break None,
+                Next::Deadlock { pending } => break Some(pending),
+            };
+            let groups = match schedule {
+                Schedule::Rounds => engine::sequential_groups(&tasks, self.dag, self.conflicts),
+                _ => vec![tasks.clone()],
+            };
+            for group in &groups {
+                t = list_schedule(group, self.setting.jobs, t, |i, start| {
+                    clock.all_attempts(self.times, i, start, 0)
+                });
+            }
+            for &i in &tasks {
+                state.tasks[i].status = Status::Completed;
+            }
+            rounds += 1;
+        };
+        let spans = clock.into_spans();
+        Prediction {
+            schedule,
+            place: Place::Local,
+            wall: t,
+            jobs: spans.len() as u64,
+            rounds,
+            spans,
+            deadlock,
+        }
+    }
+
+    /// Local eager with `slots` slots: the spans, the end, the number of integrations and the
+    /// deadlock.
+    fn eager(&self, slots: usize) -> (Vec<Span>, u64, u64, Option<usize>) {
+        let mut state = start_state(self.plan, self.setting.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        // (end, task) of the tasks in flight.
+        let mut running: Vec<(u64, usize)> = Vec::new();
+        let (mut now, mut integrations) = (0u64, 0u64);
+        let mut fill =
+            |state: &mut Plan, running: &mut Vec<(u64, usize)>, landed: &[usize], now: u64| {
+                let busy: Vec<usize> = running
+                    .iter()
+                    .map(|&(_, i)| i)
+                    .chain(landed.iter().copied())
+                    .collect();
+                let free = slots.saturating_sub(running.len());
+                for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
+                    state.tasks[i].status = Status::InProgress;
+                    let end = clock.all_attempts(self.times, i, now, 0);
+                    running.push((end, i));
+                }
+            };
+        loop {
+            fill(&mut state, &mut running, &[], now);
+            let Some(&(next, _)) = running.iter().min() else {
+                break;
+            };
+            now = next;
+            let mut arrived: Vec<usize> =
+                running.iter().filter(|r| r.0 == now).map(|r| r.1).collect();
+            arrived.sort_unstable();
+            running.retain(|r| r.0 != now);
+            fill(&mut state, &mut running, &arrived, now);
+            for &i in &arrived {
+                state.tasks[i].status = Status::Completed;
+            }
+            integrations += 1;
+        }
+        let pending = state.count(Status::Pending);
+        (
+            clock.into_spans(),
+            now,
+            integrations,
+            (pending > 0).then_some(pending),
+        )
+    }
+
+    pub(super) fn local_eager(&self) -> Prediction {
+        let (spans, wall, rounds, deadlock) = self.eager(self.setting.jobs);
+        Prediction {
+            schedule: Schedule::Eager,
+            place: Place::Local,
+            wall,
+            jobs: spans.len() as u64,
+            rounds,
+            spans,
+            deadlock,
+        }
+    }
+
+    /// The Action's rounds: each round the whole ready set, one workflow run (plan job,
+    /// matrix, finalize) per part: the first sequential group of its unresolved tasks.
+    pub(super) fn actions_rounds(&self) -> Prediction {
+        let js = self.setting.job_start;
+        let mut state = start_state(self.plan, self.setting.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        let (mut t, mut jobs, mut runs) = (0u64, 0u64, 0u64);
+        let deadlock = loop {
+            let round = match engine::Rounds.next(self.view(&state), None) {
+                Next::Batch { tasks, .. } => tasks,
+                Next::Done => break None,
+                Next::Deadlock { pending } => break Some(pending),
+            };
+            let mut unresolved = round.clone();
+            while !unresolved.is_empty() {
+                let part = engine::sequential_groups(&unresolved, self.dag, self.conflicts)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                let matrix = &part[..part.len().min(MATRIX_LIMIT)];
+                if matrix.is_empty() {
+                    break;
+                }
+                let mut resolved = Vec::new();
+                t += js; // the plan job
+                t = list_schedule(matrix, self.setting.max_parallel, t, |i, start| {
+                    let (end, failed) = clock.one_attempt(self.times, i, start, js);
+                    if !failed {
+                        resolved.push(i);
+                    }
+                    end
+                });
+                t += js + self.setting.integrate; // finalize
+                unresolved.retain(|i| !resolved.contains(i));
+                jobs += 2 + matrix.len() as u64;
+                runs += 1;
+            }
+            for &i in &round {
+                state.tasks[i].status = Status::Completed;
+            }
+        };
+        Prediction {
+            schedule: Schedule::Rounds,
+            place: Place::Actions,
+            wall: t,
+            jobs,
+            rounds: runs,
+            spans: clock.into_spans(),
+            deadlock,
+        }
+    }
+
+    /// Eager on Actions: the plan job, the conductor, and its loop of dispatches, polls and
+    /// integrations (`actions::conduct`), one run per task attempt.
+    pub(super) fn actions_eager(&self) -> Prediction {
+        let s = &self.setting;
+        let js = s.job_start;
+        let mut state = start_state(self.plan, s.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        // (end, task, failed) of the runs in flight.
+        let mut flights: Vec<(u64, usize, bool)> = Vec::new();
+        let handover = handover_ms();
+        // The plan job and the conductor's start-up (when the conductor starts), then its
+        // first commit and pull request.
+        let mut since = 2 * js;
+        let mut now = since + s.integrate;
+        let mut conductors = 1u64;
+        loop {
+            let busy: Vec<usize> = flights.iter().map(|f| f.1).collect();
+            let free = s.max_parallel.saturating_sub(flights.len());
+            for i in engine::eager_pick(&state, self.dag, self.conflicts, &busy, free) {
+                state.tasks[i].status = Status::InProgress;
+                let (end, failed) = clock.one_attempt(self.times, i, now, js);
+                flights.push((end, i, failed));
+            }
+            let Some(first) = flights.iter().map(|f| f.0).min() else {
+                break;
+            };
+            if now - since >= handover {
+                // It commits and hands over; the successor run (pending until this one
+                // ends) pays its plan job and conductor, adopts the runs and commits.
+                now += s.integrate + 2 * js;
+                since = now;
+                now += s.integrate;
+                conductors += 1;
+                continue;
+            }
+            // A poll after the wait, then one every wait until a run has ended or it is
+            // time to hand over.
+            let wait = poll_wait(s, flights.len());
+            now += wait;
+            let until = first.min(since + handover);
+            if until > now {
+                now += match wait {
+                    0 => until - now,
+                    w => (until - now).div_ceil(w) * w,
+                };
+            }
+            let mut arrived: Vec<(usize, bool)> = flights
+                .iter()
+                .filter(|f| f.0 <= now)
+                .map(|f| (f.1, f.2))
+                .collect();
+            arrived.sort_unstable();
+            flights.retain(|f| f.0 > now);
+            if arrived.is_empty() {
+                continue;
+            }
+            now += s.integrate;
+            for (i, failed) in arrived {
+                state.tasks[i].status = if failed {
+                    Status::Pending
+                } else {
+                    Status::Completed
+                };
+            }
+        }
+        let pending = state.count(Status::Pending);
+        let spans = clock.into_spans();
+        Prediction {
+            schedule: Schedule::Eager,
+            place: Place::Actions,
+            wall: now,
+            // Each conductor's run: a plan job and the conductor job.
+            jobs: 2 * conductors + spans.len() as u64,
+            rounds: conductors,
+            spans,
+            deadlock: (pending > 0).then_some(pending),
+        }
+    }
+
+    /// max(critical path, work ÷ slots) over the simulated tasks, each costing `cost`.
+    pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
+        let n = self.plan.tasks.len();
+        let counted =
+            |i: usize| !(self.setting.remaining && self.plan.tasks[i].status == Status::Completed);
+        let mut finish = vec![0u64; n];
+        for &i in self.dag.topo() {
+            let i = i as usize;
+            let ready = self
+                .dag
+                .deps(i)
+                .iter()
+                .map(|&d| finish[d as usize])
+                .max()
+                .unwrap_or(0);
+            finish[i] = ready
+                + if counted(i) {
+                    cost(&self.times.tasks[i])
+                } else {
+                    0
+                };
+        }
+        let critical_path = finish.iter().copied().max().unwrap_or(0);
+        let work: u64 = (0..n)
+            .filter(|&i| counted(i))
+            .map(|i| cost(&self.times.tasks[i]))
+            .sum();
+        let slots = slots.max(1);
+        Bound {
+            critical_path,
+            work,
+            slots,
+            value: critical_path.max(work.div_ceil(slots as u64)),
+        }
+    }
+}

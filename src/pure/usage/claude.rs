@@ -1,0 +1,135 @@
+//! `claude -p --output-format json`'s result object.
+
+use serde_json::Value;
+
+use super::Usage;
+use super::native::{Native, one_line, refused_call, says_auth};
+use crate::pure::said::{Halt, Said};
+
+/// The output of a worker run under `claude -p --output-format json` (the whole output is the
+/// final result object) or `stream-json` (its last line is): `total_cost_usd`, `usage`, the
+/// costliest model of `modelUsage`, and the `result` text; and how it ended: `is_error` with
+/// `api_error_status` (401 or an authentication error stops the run), `subtype`
+/// `error_max_turns` (a failure), `error_max_budget_usd` (a budget stop, not a failure), and
+/// the tool calls in `permission_denials`. `None` for any other output.
+pub fn claude_result(stdout: &str) -> Option<Native> {
+    let object = result_object(stdout)?;
+    let usage = object.get("usage");
+    let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+    let input_tokens = [
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ]
+    .iter()
+    .filter_map(|k| count(k))
+    .reduce(u64::saturating_add);
+    let text = object
+        .get("result")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let said = said_of(&object, text.as_deref());
+    Some(Native {
+        // An error's text is not a status line; the failure says it.
+        text: text.filter(|_| said.failure.is_none()),
+        usage: Usage {
+            cost_usd: object.get("total_cost_usd").and_then(Value::as_f64),
+            input_tokens,
+            output_tokens: count("output_tokens"),
+            model: costliest_model(&object),
+        }
+        .checked(),
+        said: said.checked(),
+        tokens: Vec::new(),
+        cli: "claude",
+    })
+}
+
+/// The whole output, else its last line, when it is a `"type": "result"` object.
+fn result_object(stdout: &str) -> Option<Value> {
+    let trimmed = stdout.trim();
+    let last = trimmed.lines().next_back().unwrap_or_default();
+    [trimmed, last].into_iter().find_map(|s| {
+        let v: Value = serde_json::from_str(s).ok()?;
+        (v.get("type")?.as_str()? == "result").then_some(v)
+    })
+}
+
+/// The model of `modelUsage` that cost most (ties: the first name in order), for the record.
+fn costliest_model(object: &Value) -> Option<String> {
+    let models = object.get("modelUsage").and_then(Value::as_object)?;
+    let mut named: Vec<(&String, f64)> = models
+        .iter()
+        .map(|(name, u)| {
+            (
+                name,
+                u.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0),
+            )
+        })
+        .collect();
+    named.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    named.first().map(|(n, _)| (*n).clone())
+}
+
+/// How it ended: `subtype`, `is_error` with the API's status, and the refused tool calls.
+fn said_of(object: &Value, text: Option<&str>) -> Said {
+    let str_of = |k: &str| object.get(k).and_then(Value::as_str);
+    let errors: Vec<String> = object
+        .get("errors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(one_line)
+        .collect();
+    let first_error = || errors.first().map(|e| format!(": {e}")).unwrap_or_default();
+    let mut said = Said {
+        refused: object
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(refused_call)
+            .collect(),
+        ..Said::default()
+    };
+    let turns = object.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+    match str_of("subtype").unwrap_or_default() {
+        "error_max_turns" => {
+            said.failure = Some(format!(
+                "claude stopped at its turn limit after {turns} turn(s) (error_max_turns){}",
+                first_error()
+            ));
+        }
+        "error_max_budget_usd" => {
+            said.failure = Some(format!(
+                "claude stopped at its spending limit (error_max_budget_usd){}",
+                first_error()
+            ));
+            said.halt = Some(Halt::Budget);
+        }
+        s if s.starts_with("error") => {
+            said.failure = Some(format!(
+                "claude ended with {}{}",
+                one_line(s),
+                first_error()
+            ));
+        }
+        _ if object.get("is_error").and_then(Value::as_bool) == Some(true) => {
+            let status = object.get("api_error_status").and_then(Value::as_u64);
+            let kind = str_of("api_error_type").unwrap_or_default();
+            let what = text.map(one_line).unwrap_or_default();
+            said.failure = Some(match status {
+                Some(s) => format!("claude: API error {s}: {what}"),
+                None => format!("claude: {what}"),
+            });
+            if status == Some(401) || says_auth(kind) || says_auth(&what) {
+                said.halt = Some(Halt::Run {
+                    secret: crate::pure::said::secret_of("claude").into(),
+                });
+            }
+        }
+        _ => {}
+    }
+    said
+}

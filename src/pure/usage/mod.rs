@@ -1,0 +1,469 @@
+//! Time and cost per attempt: the record kept in the plan, what a worker reports it spent, and
+//! the budget.
+//!
+//! Every finished attempt — locally and on Actions — leaves one [`AttemptRecord`] in
+//! `progress.dagexecAttempts` ([`ATTEMPTS_FIELD`]), in the order the attempts finished. It lives in
+//! `progress`, so the trimming of a completed task's fields keeps it, and it is the history
+//! `dagexec simulate` learns task durations from:
+//!
+//! ```json
+//! {"task": 3, "attempt": 1, "start": "2026-11-23T05:20:13Z", "end": "2026-11-23T05:22:40Z",
+//!  "seconds": 147.2, "outcome": "completed", "costUsd": 0.1234, "inputTokens": 1200,
+//!  "outputTokens": 340, "model": "claude-sonnet-4-5"}
+//! ```
+//!
+//! `seconds` is the attempt's wall time (worktree, worker, checks and reviewer), `start` and
+//! `end` its UTC wall-clock bounds to the second. The last four fields are present only when the
+//! worker reported them ([`Usage`]), from (first wins, field by field):
+//! 1. the JSON file the worker may write at `$DAGEXEC_USAGE_FILE` ([`parse_usage_file`]:
+//!    `cost_usd`, `input_tokens`, `output_tokens`, `model`);
+//! 2. its standard output when that is the final result object of
+//!    `claude -p --output-format json` (or the last line of `stream-json`): `total_cost_usd`,
+//!    `usage` (input tokens are `input_tokens` plus both `cache_*` counts) and the model of
+//!    `modelUsage` that cost most — its `result` text then stands for the output, so the status
+//!    line is read from it ([`claude_result`]);
+//! 3. or the JSONL events of `codex exec --json`: the `usage` of every `turn.completed` summed
+//!    (codex reports no cost), the last `agent_message` item standing for the output
+//!    ([`codex_events`]).
+//!
+//! All of it is worker output, and on Actions it arrives in an artifact: hostile. Numbers are
+//! bounded ([`Usage::checked`], [`AttemptRecord::checked`]) and a model name is cut to
+//! [`MODEL_MAX`] characters of a safe alphabet, so nothing here can break a table, a terminal or
+//! a sum.
+//!
+//! The budget ([`Budget`], `dagexec run --max-cost`, the Action's `max-cost`) is compared with
+//! the recorded spend of the whole plan ([`spent`]): only reported costs count.
+//!
+//! Outcomes: `completed`, `blocked` and `failed` are the verdict; a failed attempt whose worker
+//! was killed at the task's timeout is `timeout`, one the reviewer rejected is `rejected`, and a
+//! local attempt stopped by Ctrl-C is `interrupted`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::pure::plan::model::{Plan, Status};
+
+pub use crate::pure::plan::fields::ATTEMPTS as ATTEMPTS_FIELD;
+
+mod claude;
+mod codex;
+mod file;
+mod gemini;
+mod native;
+
+pub use claude::claude_result;
+pub use codex::codex_events;
+pub use file::parse_usage_file;
+pub use gemini::gemini_json;
+pub use native::{Gathered, Native, from_output, gather};
+/// The variable naming the file a worker may report its usage in.
+pub const USAGE_FILE_VAR: &str = "DAGEXEC_USAGE_FILE";
+/// A model name is cut to this many characters.
+pub const MODEL_MAX: usize = 80;
+/// The largest cost one attempt may report, in USD; more is taken for garbage.
+const MAX_COST_USD: f64 = 100_000.0;
+/// The largest token count one attempt may report.
+const MAX_TOKENS: u64 = 1_000_000_000_000;
+/// The longest attempt believed, in seconds (GitHub's job limit is 6 hours; a week is plenty).
+const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// The largest budget accepted, in USD.
+const MAX_BUDGET_USD: f64 = 1_000_000.0;
+
+/// What a worker reported it spent; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl Usage {
+    /// Field by field: `self`'s value, else `other`'s.
+    pub fn or(self, other: Usage) -> Usage {
+        Usage {
+            cost_usd: self.cost_usd.or(other.cost_usd),
+            input_tokens: self.input_tokens.or(other.input_tokens),
+            output_tokens: self.output_tokens.or(other.output_tokens),
+            model: self.model.or(other.model),
+        }
+    }
+
+    /// Two runs' spend together (an attempt's worker and its reviewer): costs and token
+    /// counts added where either reported one; the model is `self`'s, else `other`'s.
+    pub fn plus(self, other: Usage) -> Usage {
+        fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            }
+        }
+        Usage {
+            cost_usd: add(self.cost_usd, other.cost_usd),
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+            model: self.model.or(other.model),
+        }
+    }
+
+    /// Nothing reported.
+    pub fn is_empty(&self) -> bool {
+        *self == Usage::default()
+    }
+
+    /// The values that can be believed: a cost that is finite, not negative and at most
+    /// [`MAX_COST_USD`]; token counts up to [`MAX_TOKENS`]; the model name made safe
+    /// ([`model_name`]). Anything else is dropped (unknown), never clamped into a number.
+    pub fn checked(self) -> Usage {
+        Usage {
+            cost_usd: self
+                .cost_usd
+                .filter(|c| c.is_finite() && (0.0..=MAX_COST_USD).contains(c)),
+            input_tokens: self.input_tokens.filter(|&t| t <= MAX_TOKENS),
+            output_tokens: self.output_tokens.filter(|&t| t <= MAX_TOKENS),
+            model: self.model.as_deref().and_then(model_name),
+        }
+    }
+}
+
+/// A model name as shown and kept: ASCII letters, digits and `. _ - : / @ [ ]`, at most
+/// [`MODEL_MAX`] characters; `None` when nothing of it is left.
+pub fn model_name(raw: &str) -> Option<String> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "._-:/@[]".contains(c);
+    let name: String = raw
+        .trim()
+        .chars()
+        .filter(|&c| safe(c))
+        .take(MODEL_MAX)
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// How an attempt ended, in the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Completed,
+    Failed,
+    Blocked,
+    /// Failed: the worker was killed at the task's timeout.
+    Timeout,
+    /// Stopped by Ctrl-C (or SIGTERM) while it ran.
+    Interrupted,
+    /// Failed: the reviewer rejected it.
+    Rejected,
+}
+
+impl Outcome {
+    /// The outcome of a judged attempt: its verdict's status, refined for a failure by why.
+    pub fn of(status: Status, timed_out: bool, rejected: bool) -> Outcome {
+        match status {
+            Status::Completed => Outcome::Completed,
+            Status::Blocked => Outcome::Blocked,
+            _ if timed_out => Outcome::Timeout,
+            _ if rejected => Outcome::Rejected,
+            _ => Outcome::Failed,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self).expect("an outcome serialises");
+        f.write_str(s.as_str().unwrap_or_default())
+    }
+}
+
+/// One finished attempt, as kept in `progress.dagexecAttempts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    pub task: usize,
+    pub attempt: u32,
+    /// UTC, `2026-11-23T05:20:13Z`.
+    pub start: String,
+    pub end: String,
+    /// Wall time, to a tenth of a second.
+    pub seconds: f64,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A timestamp as the record writes it: UTC to the second.
+pub fn timestamp(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The span of one attempt and what its worker reported: what a record is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    pub start: jiff::Timestamp,
+    pub end: jiff::Timestamp,
+    pub usage: Usage,
+}
+
+impl Measured {
+    /// An attempt that started at `start` and ends now.
+    pub fn since(start: jiff::Timestamp, usage: Usage) -> Measured {
+        Measured {
+            start,
+            end: jiff::Timestamp::now(),
+            usage,
+        }
+    }
+
+    /// The wall time.
+    pub fn duration(&self) -> Duration {
+        self.end
+            .duration_since(self.start)
+            .try_into()
+            .unwrap_or(Duration::ZERO)
+    }
+}
+
+impl AttemptRecord {
+    /// The record of attempt `attempt` of task `task`.
+    pub fn new(task: usize, attempt: u32, measured: &Measured, outcome: Outcome) -> AttemptRecord {
+        let usage = measured.usage.clone().checked();
+        AttemptRecord {
+            task,
+            attempt,
+            start: timestamp(measured.start),
+            end: timestamp(measured.end),
+            seconds: tenths(measured.duration().as_secs_f64()),
+            outcome,
+            cost_usd: usage.cost_usd,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            model: usage.model,
+        }
+    }
+
+    /// The record if it can be believed: timestamps that parse with `end` not before `start`,
+    /// `seconds` finite, not negative and at most a week, and its usage [`Usage::checked`].
+    pub fn checked(self) -> Option<AttemptRecord> {
+        let start: jiff::Timestamp = self.start.parse().ok()?;
+        let end: jiff::Timestamp = self.end.parse().ok()?;
+        let ok =
+            end >= start && self.seconds.is_finite() && (0.0..=MAX_SECONDS).contains(&self.seconds);
+        if !ok || self.attempt == 0 {
+            return None;
+        }
+        let usage = self.usage().checked();
+        Some(AttemptRecord {
+            start: timestamp(start),
+            end: timestamp(end),
+            cost_usd: usage.cost_usd,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            model: usage.model,
+            ..self
+        })
+    }
+
+    /// The usage part of the record.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            cost_usd: self.cost_usd,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            model: self.model.clone(),
+        }
+    }
+}
+
+fn tenths(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// The plan's attempt records that can be believed ([`AttemptRecord::checked`]), in the order
+/// they were kept; an entry that is not a record (a hand edit, a newer dagexec) is skipped.
+pub fn records(plan: &Plan) -> Vec<AttemptRecord> {
+    plan.progress
+        .extra
+        .get(ATTEMPTS_FIELD)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| serde_json::from_value::<AttemptRecord>(v.clone()).ok())
+        .filter(|r| r.task < plan.tasks.len())
+        .filter_map(AttemptRecord::checked)
+        .collect()
+}
+
+/// Keeps `record` in the plan, after the others.
+pub fn record(plan: &mut Plan, record: &AttemptRecord) {
+    let value = serde_json::to_value(record).expect("a record serialises");
+    let slot = plan
+        .progress
+        .extra
+        .entry(ATTEMPTS_FIELD)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    match slot {
+        Value::Array(list) => list.push(value),
+        other => *other = Value::Array(vec![value]),
+    }
+}
+
+/// The recorded spend of the whole plan, in USD (reported costs only).
+pub fn spent(plan: &Plan) -> f64 {
+    records(plan).iter().filter_map(|r| r.cost_usd).sum()
+}
+
+/// Time and cost summed over attempts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    pub attempts: u32,
+    pub seconds: f64,
+    /// `None` when no attempt reported a cost.
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl Totals {
+    fn add(&mut self, r: &AttemptRecord) {
+        self.attempts += 1;
+        self.seconds = tenths(self.seconds + r.seconds);
+        let sum_f = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let sum_u = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+        self.cost_usd = sum_f(self.cost_usd, r.cost_usd);
+        self.input_tokens = sum_u(self.input_tokens, r.input_tokens);
+        self.output_tokens = sum_u(self.output_tokens, r.output_tokens);
+    }
+
+    /// The wall time as `2m27s` (empty when no attempt was recorded).
+    pub fn time_text(&self) -> String {
+        if self.attempts == 0 {
+            return String::new();
+        }
+        crate::pure::outcome::human_duration(Duration::from_secs_f64(self.seconds))
+    }
+
+    /// The cost as `$0.12` (empty when none was reported).
+    pub fn cost_text(&self) -> String {
+        self.cost_usd.map(money).unwrap_or_default()
+    }
+}
+
+/// Per task index, the totals of its recorded attempts.
+pub fn per_task(plan: &Plan) -> BTreeMap<usize, Totals> {
+    let mut map: BTreeMap<usize, Totals> = BTreeMap::new();
+    for r in records(plan) {
+        map.entry(r.task).or_default().add(&r);
+    }
+    map
+}
+
+/// The totals of every recorded attempt (the time is the sum of the attempts' wall times, not
+/// the run's).
+pub fn total(plan: &Plan) -> Totals {
+    let mut t = Totals::default();
+    for r in records(plan) {
+        t.add(&r);
+    }
+    t
+}
+
+/// `$1.23`; below a cent `<$0.01`; nothing, `$0.00`.
+pub fn money(usd: f64) -> String {
+    if usd > 0.0 && usd < 0.005 {
+        "<$0.01".into()
+    } else {
+        format!("${usd:.2}")
+    }
+}
+
+/// `12 attempts · 14m3s of work · $3.21` (the cost left out when none was reported).
+pub fn total_line(plan: &Plan) -> Option<String> {
+    let t = total(plan);
+    if t.attempts == 0 {
+        return None;
+    }
+    let mut s = format!("{} attempt(s) · {} of work", t.attempts, t.time_text());
+    if let Some(c) = t.cost_usd {
+        s.push_str(&format!(" · {}", money(c)));
+    }
+    Some(s)
+}
+
+/// A spending limit in USD (kept in millionths, so settings stay comparable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    micros: u64,
+}
+
+impl Budget {
+    /// Parses `5`, `5.50` or `$5.50`: a positive amount of USD up to a million.
+    pub fn parse(s: &str) -> Result<Budget, String> {
+        let t = s.trim();
+        let t = t.strip_prefix('$').unwrap_or(t).trim();
+        let usd: f64 = t
+            .parse()
+            .map_err(|_| format!("{s:?} is not an amount of USD (examples: 5, 12.50)"))?;
+        if !usd.is_finite() || usd <= 0.0 || usd > MAX_BUDGET_USD {
+            return Err(format!(
+                "{s:?}: the budget must be more than 0 and at most {MAX_BUDGET_USD} USD"
+            ));
+        }
+        Ok(Budget {
+            micros: (usd * 1e6).round() as u64,
+        })
+    }
+
+    /// The limit in USD.
+    pub fn usd(self) -> f64 {
+        self.micros as f64 / 1e6
+    }
+
+    /// Whether `spent` USD reaches the limit.
+    pub fn reached(self, spent: f64) -> bool {
+        (spent * 1e6).round() >= self.micros as f64
+    }
+
+    /// `None` while there is money left; once it is spent, what to tell the user: the budget,
+    /// what was spent, and what it bought.
+    pub fn exhausted(self, plan: &Plan) -> Option<String> {
+        let spent = spent(plan);
+        self.reached(spent).then(|| {
+            let attempts = records(plan).len();
+            format!(
+                "the budget of {self} is spent: {} recorded over {attempts} attempt(s) bought {} of {} task(s) completed; no new attempt is started (raise the budget to go on)",
+                money(spent),
+                plan.count(Status::Completed),
+                plan.tasks.len()
+            )
+        })
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&money(self.usd()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The edges: phase order, `[P]`, `(depends on …)`, stories; and the cycle check.
+
+use super::SpecKitError;
+use super::{Parsed, id_number};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How a task without `[P]` waits for the tasks written before it in its phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// For the previous task without `[P]` and the `[P]` tasks since: the same order as
+    /// [`Rule::AllPairs`] (the previous one waits, in turn, for everything before it) in
+    /// O(N) edges.
+    Chain,
+    /// For every task before it: N(N−1)/2 edges for a phase of N such tasks. Kept to test
+    /// that [`Rule::Chain`] gives the same order.
+    #[cfg_attr(not(test), allow(dead_code))]
+    AllPairs,
+}
+
+/// The rules of [`super`]: phase order, `[P]`, `(depends on …)`, stories.
+pub(crate) fn derive(
+    path: &str,
+    out: &Parsed,
+    by_number: &BTreeMap<u64, usize>,
+    rule: Rule,
+) -> Result<Vec<Vec<usize>>, Vec<SpecKitError>> {
+    let mut deps = within_phases(out, rule);
+    let phase_deps = between_phases(out);
+    explicit_edges(path, out, by_number, &mut deps)?;
+    phase_edges(out, &phase_deps, &mut deps);
+    let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
+    if let Some(cycle) = find_cycle(&deps) {
+        let first = cycle[0];
+        return Err(vec![SpecKitError::Cycle {
+            path: path.into(),
+            line: out.tasks[first].line,
+            ids: cycle.iter().map(|&t| out.tasks[t].id.clone()).collect(),
+        }]);
+    }
+    Ok(deps)
+}
+
+/// The edges inside each phase, by `rule`.
+fn within_phases(out: &Parsed, rule: Rule) -> Vec<BTreeSet<usize>> {
+    let mut deps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); out.tasks.len()];
+    // Within a phase: a task without [P] comes after every task written before it.
+    for ph in &out.phases {
+        let mut since: usize = 0;
+        for (k, &t) in ph.tasks.iter().enumerate() {
+            if out.tasks[t].parallel {
+                continue;
+            }
+            match rule {
+                Rule::Chain => {
+                    let from = since.saturating_sub(1);
+                    deps[t].extend(ph.tasks[from..k].iter().copied());
+                    since = k + 1;
+                }
+                Rule::AllPairs => deps[t].extend(ph.tasks[..k].iter().copied()),
+            }
+        }
+    }
+    deps
+}
+
+/// The phases each phase waits for.
+fn between_phases(out: &Parsed) -> Vec<Vec<usize>> {
+    // Between phases: a story phase waits for the last non-story phase before it; a
+    // non-story phase waits for the stories since the last non-story phase, or else for the
+    // phase before it.
+    let mut gate: Option<usize> = None;
+    let mut stories: Vec<usize> = Vec::new();
+    let mut phase_deps: Vec<Vec<usize>> = vec![Vec::new(); out.phases.len()];
+    for (p, ph) in out.phases.iter().enumerate() {
+        if ph.story {
+            phase_deps[p].extend(gate);
+            stories.push(p);
+        } else {
+            phase_deps[p] = if stories.is_empty() {
+                gate.into_iter().collect()
+            } else {
+                std::mem::take(&mut stories)
+            };
+            gate = Some(p);
+        }
+    }
+    phase_deps
+}
+
+/// The `(depends on …)` edges; unknown IDs and a task depending on itself are errors.
+fn explicit_edges(
+    path: &str,
+    out: &Parsed,
+    by_number: &BTreeMap<u64, usize>,
+    deps: &mut [BTreeSet<usize>],
+) -> Result<(), Vec<SpecKitError>> {
+    let mut errors = Vec::new();
+    for (t, task) in out.tasks.iter().enumerate() {
+        for d in &task.depends_on {
+            match id_number(d).and_then(|n| by_number.get(&n)) {
+                Some(&j) if j == t => errors.push(SpecKitError::Cycle {
+                    path: path.into(),
+                    line: task.line,
+                    ids: vec![task.id.clone(), task.id.clone()],
+                }),
+                Some(&j) => {
+                    deps[t].insert(j);
+                }
+                None => errors.push(SpecKitError::UnknownDependency {
+                    path: path.into(),
+                    line: task.line,
+                    id: task.id.clone(),
+                    dep: d.clone(),
+                }),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// The phase edges as task edges.
+fn phase_edges(out: &Parsed, phase_deps: &[Vec<usize>], deps: &mut [BTreeSet<usize>]) {
+    // The phase edges go to the tasks of a phase that wait for nothing else in it, from the
+    // tasks of the phases it waits for that nothing else in them waits for.
+    let sinks: Vec<Vec<usize>> = out
+        .phases
+        .iter()
+        .map(|ph| {
+            let inner: BTreeSet<usize> = ph
+                .tasks
+                .iter()
+                .flat_map(|&t| deps[t].iter().copied())
+                .filter(|d| out.tasks[*d].phase == out.tasks[ph.tasks[0]].phase)
+                .collect();
+            ph.tasks
+                .iter()
+                .copied()
+                .filter(|t| !inner.contains(t))
+                .collect()
+        })
+        .collect();
+    for (p, ph) in out.phases.iter().enumerate() {
+        let before: Vec<usize> = phase_deps[p]
+            .iter()
+            .flat_map(|&q| sinks[q].iter().copied())
+            .collect();
+        for &t in &ph.tasks {
+            let has_inner = deps[t].iter().any(|&d| out.tasks[d].phase == p);
+            if !has_inner {
+                deps[t].extend(before.iter().copied());
+            }
+        }
+    }
+}
+
+/// A cycle as a path of tasks whose last equals its first, if any (iterative DFS).
+fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark = vec![Mark::New; deps.len()];
+    for start in 0..deps.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = Mark::Open;
+        while let Some(&mut (t, ref mut k)) = stack.last_mut() {
+            if let Some(&d) = deps[t].get(*k) {
+                *k += 1;
+                match mark[d] {
+                    Mark::New => {
+                        mark[d] = Mark::Open;
+                        stack.push((d, 0));
+                    }
+                    Mark::Open => {
+                        // t waits for d which (up the stack) waits for t: d → … → t → d, in
+                        // "waits for" order.
+                        let at = stack.iter().position(|&(s, _)| s == d).unwrap_or(0);
+                        let mut path: Vec<usize> = stack[at..].iter().map(|&(s, _)| s).collect();
+                        path.push(d);
+                        return Some(path);
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[t] = Mark::Done;
+                stack.pop();
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,281 @@
+//! Reading the lines of a tasks.md: the title, sections, phase fields and task lines (no edges
+//! yet).
+
+use super::SpecKitError;
+use super::{
+    CHECKBOX, Content, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION,
+    STORY_HEADING, TaskLine, content_lines, files_of, id_number,
+};
+use std::collections::BTreeMap;
+
+/// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
+#[allow(clippy::type_complexity)]
+pub(super) fn read_lines(
+    path: &str,
+    text: &str,
+) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
+    let mut r = Reader {
+        path,
+        plan_rel: crate::sources::speckit::generated_plan_rel(path),
+        errors: Vec::new(),
+        out: Parsed::default(),
+        section: None,
+        section_phase: None,
+        by_number: BTreeMap::new(),
+    };
+    for content in content_lines(text) {
+        r.line(&content);
+    }
+    let Reader {
+        mut errors,
+        out,
+        by_number,
+        ..
+    } = r;
+    if out.tasks.is_empty() && errors.is_empty() {
+        errors.push(SpecKitError::NoTasks { path: path.into() });
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok((out, by_number))
+}
+
+/// What [`read_lines`] has read so far.
+struct Reader<'a> {
+    /// The tasks.md, repository-relative, for messages.
+    path: &'a str,
+    /// The generated plan's path, which no task may name.
+    plan_rel: String,
+    errors: Vec<SpecKitError>,
+    out: Parsed,
+    /// The current `## ` section: (title, line, goal, test), made a phase when it gets a task.
+    section: Option<Phase>,
+    section_phase: Option<usize>,
+    by_number: BTreeMap<u64, usize>,
+}
+
+/// A task line's ID, markers and description, before its checks.
+struct Head {
+    id: String,
+    done: bool,
+    checkbox: usize,
+    parallel: bool,
+    story: Option<String>,
+    body: String,
+}
+
+impl Reader<'_> {
+    /// One content line: the title, a section heading, a phase field, or a task line.
+    fn line(&mut self, content: &Content<'_>) {
+        let line_no = content.number;
+        let trimmed = content.text.trim_start();
+        if let Some(h) = trimmed.strip_prefix("# ") {
+            if self.out.feature.is_none() {
+                let h = h.trim();
+                self.out.feature = Some(h.strip_prefix("Tasks:").unwrap_or(h).trim().to_string());
+            }
+            return;
+        }
+        if let Some(h) = SECTION
+            .is_match(trimmed)
+            .then(|| trimmed.trim_start_matches('#').trim())
+        {
+            self.section = Some(Phase {
+                title: h.trim().to_string(),
+                line: line_no,
+                story: STORY_HEADING.is_match(h),
+                ..Default::default()
+            });
+            self.section_phase = None;
+            return;
+        }
+        if let Some(c) = FIELD.captures(trimmed) {
+            self.field(&c[1].trim().to_ascii_lowercase(), c[2].trim().to_string());
+            return;
+        }
+        if let Some(c) = NO_CHECKBOX.captures(trimmed)
+            && !CHECKBOX.is_match(trimmed)
+        {
+            self.malformed(
+                line_no,
+                format!("task {} has no checkbox", &c[1]),
+                format!("write it as `- [ ] {} Description in path/to/file`", &c[1]),
+            );
+            return;
+        }
+        if let Some(head) = self.head(content) {
+            self.task(line_no, head);
+        }
+    }
+
+    /// A `**Goal**:`-like field of the current section or phase.
+    fn field(&mut self, key: &str, value: String) {
+        let target = match self.section_phase {
+            Some(p) => Some(&mut self.out.phases[p]),
+            None => self.section.as_mut(),
+        };
+        if let Some(ph) = target {
+            match key {
+                "goal" | "purpose" if ph.goal.is_none() => ph.goal = Some(value),
+                "independent test" => ph.independent_test = Some(value),
+                _ => {}
+            }
+        }
+    }
+
+    fn malformed(&mut self, line: usize, why: String, hint: String) {
+        self.errors.push(SpecKitError::Malformed {
+            path: self.path.into(),
+            line,
+            why,
+            hint,
+        });
+    }
+
+    /// A checkbox line's ID, markers and description; `None` (an error kept) when it has no
+    /// ID or no description, or is no checkbox line.
+    fn head(&mut self, content: &Content<'_>) -> Option<Head> {
+        let line = content.text;
+        let trimmed = line.trim_start();
+        let c = CHECKBOX.captures(trimmed)?;
+        let done = &c[1] != " ";
+        let checkbox =
+            content.start + (line.len() - trimmed.len()) + c.get(1).map_or(0, |m| m.start());
+        let rest = c[2].trim();
+        let Some(idc) = ID.captures(rest) else {
+            self.malformed(
+                content.number,
+                format!("the checkbox line {rest:?} has no task ID"),
+                "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID"
+                    .into(),
+            );
+            return None;
+        };
+        let id = idc[1].to_string();
+        let mut body = idc[2].trim().to_string();
+        let (mut parallel, mut story) = (false, None);
+        while let Some(m) = MARKER.captures(&body) {
+            if &m[1] == "P" {
+                parallel = true;
+            } else {
+                story = Some(m[1].to_string());
+            }
+            body = m[2].trim().to_string();
+        }
+        if body.is_empty() {
+            self.malformed(
+                content.number,
+                format!("task {id} has no description"),
+                "say what to do and where: `- [ ] T012 Create User model in src/models/user.py`"
+                    .into(),
+            );
+            return None;
+        }
+        Some(Head {
+            id,
+            done,
+            checkbox,
+            parallel,
+            story,
+            body,
+        })
+    }
+
+    /// A task line: its ID unique, its `depends on` IDs, its phase and files.
+    fn task(&mut self, line_no: usize, head: Head) {
+        let Head {
+            id,
+            done,
+            checkbox,
+            parallel,
+            story,
+            body,
+        } = head;
+        let number = id_number(&id).unwrap_or(u64::MAX);
+        if let Some(&first) = self.by_number.get(&number) {
+            self.errors.push(SpecKitError::Duplicate {
+                path: self.path.into(),
+                line: line_no,
+                id: id.clone(),
+                first: self.out.tasks[first].line,
+            });
+            return;
+        }
+        let depends_on = self.depends_on(line_no, &body);
+        let phase = self.phase();
+        let (files, problems) = files_of(&body, (self.path, &self.plan_rel));
+        for p in problems {
+            self.errors.push(SpecKitError::Path {
+                path: self.path.into(),
+                line: line_no,
+                id: id.clone(),
+                file: p.0,
+                why: p.1,
+            });
+        }
+        let out = &mut self.out;
+        self.by_number.insert(number, out.tasks.len());
+        out.phases[phase].tasks.push(out.tasks.len());
+        out.tasks.push(TaskLine {
+            id,
+            line: line_no,
+            done,
+            parallel,
+            story,
+            text: body,
+            depends_on,
+            create: Vec::new(),
+            modify: files,
+            phase,
+            checkbox,
+        });
+    }
+
+    /// The task IDs of a description's `(depends on …)`; anything else an error.
+    fn depends_on(&mut self, line_no: usize, body: &str) -> Vec<String> {
+        let mut depends_on = Vec::new();
+        for d in DEPENDS.captures_iter(body) {
+            for token in d[1]
+                .split([',', ';', ' '])
+                .map(str::trim)
+                .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
+            {
+                if id_number(token).is_some() {
+                    depends_on.push(token.to_string());
+                } else {
+                    self.malformed(
+                        line_no,
+                        format!("`depends on` lists {token:?}, which is not a task ID"),
+                        "list task IDs separated by commas: (depends on T012, T013)".into(),
+                    );
+                }
+            }
+        }
+        depends_on
+    }
+
+    /// The phase a task line joins: the current section's, made a phase on its first task.
+    fn phase(&mut self) -> usize {
+        if let Some(p) = self.section_phase {
+            return p;
+        }
+        let ph = self.section.take().unwrap_or_else(|| Phase {
+            title: "Tasks".into(),
+            line: 1,
+            ..Default::default()
+        });
+        self.out.phases.push(ph);
+        let p = self.out.phases.len() - 1;
+        self.section_phase = Some(p);
+        p
+    }
+}
+
+/// [`read_lines`] for the property tests of [`derive`].
+#[cfg(test)]
+pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<u64, usize>) {
+    let (mut out, by_number) = read_lines(path, text).unwrap_or_else(|e| panic!("{e:?}"));
+    super::classify_files(&mut out);
+    (out, by_number)
+}
