@@ -9,7 +9,6 @@ use crate::cli::location::{Loaded, archived_plan, load};
 use crate::cli::report::{CliError, config_error};
 use crate::cli::{Exit, Location};
 
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 #[expect(
     clippy::needless_pass_by_value,
     reason = "clap hands the arguments over by value"
@@ -19,75 +18,22 @@ pub(crate) fn simulate(
     out: &mut impl Write,
     a: SimulateArgs,
 ) -> Result<Exit, CliError> {
-    use crate::pure::simulate::{self, DurationInput, Place, Setting};
+    use crate::pure::simulate::{self, Place, Setting};
     use std::io::IsTerminal;
     let usage = |message: String, hint: &str| CliError::Usage {
         message,
         hint: hint.into(),
     };
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    // After a completed run the plan is archived (seed Step 4): its history is there.
-    let archived = (!loc.plan.exists())
-        .then(|| archived_plan(&loc.plan))
-        .flatten();
-    let Loaded { plan, dag } = match &archived {
-        Some(path) => {
-            eprintln!(
-                "(the run is complete: simulating the archived plan {})",
-                path.strip_prefix(&loc.root).unwrap_or(path).display()
-            );
-            load(&Location {
-                plan: path.clone(),
-                root: loc.root.clone(),
-                plan_rel: None,
-            })?
-        }
-        None => load(loc)?,
-    };
-    // Locally the same number of workers `run` would start.
-    let jobs = if let Some(j) = a.jobs {
-        j
-    } else {
-        let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-        let flags = crate::flow::settings::Flags {
-            worker: Some("(none)".into()),
-            ..Default::default()
-        };
-        let env = |k: &str| std::env::var(k).ok();
-        crate::flow::settings::resolve(&flags, &env, &file)
-            .map_err(config_error)?
-            .jobs
-    };
+    let Loaded { plan, dag } = load_for_history(loc)?;
+    let jobs = local_jobs(loc, a.jobs)?;
     if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
         return Err(usage(
             "--jobs, --max-parallel and --polls-per-hour must be at least 1".into(),
             "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
-    let mut input = DurationInput {
-        use_history: !a.no_history,
-        ..Default::default()
-    };
-    for d in &a.duration {
-        match *d {
-            TaskDuration::All(d) => {
-                if input.default.replace(ms(d)).is_some() {
-                    return Err(usage(
-                        "--duration without a task is given twice".into(),
-                        "give it once (every task without history); `--duration 3=20m` sets task 3's",
-                    ));
-                }
-            }
-            TaskDuration::Task(task, d) => {
-                if input.per_task.insert(task, ms(d)).is_some() {
-                    return Err(usage(
-                        format!("--duration {task}=… is given twice"),
-                        "give each task's duration once",
-                    ));
-                }
-            }
-        }
-    }
+    let input = duration_input(&a)?;
     let times = simulate::durations::durations(&plan, &input).map_err(|e| CliError::Usage {
         hint: e.hint(),
         message: e.to_string(),
@@ -135,6 +81,80 @@ pub(crate) fn simulate(
         }
     }
     Ok(Exit::Success)
+}
+
+/// The plan to simulate: after a completed run the plan is archived (seed Step 4), and its
+/// history is there.
+fn load_for_history(loc: &Location) -> Result<Loaded, CliError> {
+    // After a completed run the plan is archived (seed Step 4): its history is there.
+    let archived = (!loc.plan.exists())
+        .then(|| archived_plan(&loc.plan))
+        .flatten();
+    Ok(match &archived {
+        Some(path) => {
+            eprintln!(
+                "(the run is complete: simulating the archived plan {})",
+                path.strip_prefix(&loc.root).unwrap_or(path).display()
+            );
+            load(&Location {
+                plan: path.clone(),
+                root: loc.root.clone(),
+                plan_rel: None,
+            })?
+        }
+        None => load(loc)?,
+    })
+}
+
+/// Locally the same number of workers `run` would start.
+fn local_jobs(loc: &Location, jobs: Option<usize>) -> Result<usize, CliError> {
+    Ok(if let Some(j) = jobs {
+        j
+    } else {
+        let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+        let flags = crate::flow::settings::Flags {
+            worker: Some("(none)".into()),
+            ..Default::default()
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        crate::flow::settings::resolve(&flags, &env, &file)
+            .map_err(config_error)?
+            .jobs
+    })
+}
+
+/// The durations given with `--duration` (each task's once, one for every task).
+fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInput, CliError> {
+    let usage = |message: String, hint: &str| CliError::Usage {
+        message,
+        hint: hint.into(),
+    };
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let mut input = crate::pure::simulate::DurationInput {
+        use_history: !a.no_history,
+        ..Default::default()
+    };
+    for d in &a.duration {
+        match *d {
+            TaskDuration::All(d) => {
+                if input.default.replace(ms(d)).is_some() {
+                    return Err(usage(
+                        "--duration without a task is given twice".into(),
+                        "give it once (every task without history); `--duration 3=20m` sets task 3's",
+                    ));
+                }
+            }
+            TaskDuration::Task(task, d) => {
+                if input.per_task.insert(task, ms(d)).is_some() {
+                    return Err(usage(
+                        format!("--duration {task}=… is given twice"),
+                        "give each task's duration once",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(input)
 }
 
 pub(crate) fn cmd_simulate(

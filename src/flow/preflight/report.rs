@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{Overlaps, SetupOutput};
+use super::{Overlaps, SetupOutput, Validation};
 use crate::pure::plan::model::{Plan, Status};
 
 /// Lists longer than this are cut with a count of the rest.
@@ -28,7 +28,6 @@ fn counted(items: &[String], total: usize) -> String {
 }
 
 /// Writes the report.
-#[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
 pub fn write(
     out: &mut impl Write,
     plan: &Plan,
@@ -58,6 +57,19 @@ pub fn write(
             writeln!(out, "All tasks are already resolved — nothing to do.")?;
         }
     }
+    problems(out, &setup.validation)?;
+    writeln!(out)?;
+    writeln!(out, "Depth summary:")?;
+    for (d, tasks) in &setup.depth_summary {
+        let tasks: Vec<String> = tasks.iter().map(std::string::ToString::to_string).collect();
+        writeln!(out, "  depth {d}: {}", list(&tasks))?;
+    }
+    overlap_lines(out, setup, overlaps)
+}
+
+/// What stands in the way: the work tree's changes, failed blocking checks, missing context
+/// files.
+fn problems(out: &mut impl Write, v: &Validation) -> io::Result<()> {
     if !v.git_clean {
         writeln!(out)?;
         writeln!(
@@ -95,12 +107,11 @@ pub fn write(
             list(&v.missing_context_files)
         )?;
     }
-    writeln!(out)?;
-    writeln!(out, "Depth summary:")?;
-    for (d, tasks) in &setup.depth_summary {
-        let tasks: Vec<String> = tasks.iter().map(std::string::ToString::to_string).collect();
-        writeln!(out, "  depth {d}: {}", list(&tasks))?;
-    }
+    Ok(())
+}
+
+/// The overlaps between tasks, and those a v3 plan's `fileOverlaps` miss.
+fn overlap_lines(out: &mut impl Write, setup: &SetupOutput, overlaps: &Overlaps) -> io::Result<()> {
     // The matrix is read row by row: only the first pairs are kept, the rest counted.
     let mut pairs: Vec<String> = Vec::new();
     let mut total = 0;
