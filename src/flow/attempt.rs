@@ -156,18 +156,15 @@ pub(crate) async fn run(
         .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
     let plan_path = repo.root().join(&input.plan_rel);
-    let reviewed = crate::flow::steps::review::review(
-        &input,
-        &wt,
-        &pool,
-        &plan_path,
-        &mut verdict,
-        &patch,
-        &touched,
-        repo.common_dir(),
-        &cancel,
-    )
-    .await;
+    let at = crate::flow::steps::review::Reviewing {
+        input: &input,
+        wt: &wt,
+        pool: &pool,
+        plan_path: &plan_path,
+        common_dir: repo.common_dir(),
+        cancel: &cancel,
+    };
+    let reviewed = crate::flow::steps::review::review(&at, &mut verdict, &patch, &touched).await;
     if let Some(warning) = pool.release(wt) {
         verdict.warnings.push(warning);
     }

@@ -212,23 +212,36 @@ pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
     })
 }
 
+/// Where an attempt is reviewed: its input, its tree, the pool (with the run's memory and
+/// logs), the plan file the history is written to, git's common directory, and Ctrl-C.
+pub(crate) struct Reviewing<'a> {
+    pub input: &'a AttemptInput,
+    pub wt: &'a Worktree,
+    pub pool: &'a std::sync::Arc<Pool>,
+    pub plan_path: &'a Path,
+    pub common_dir: &'a Path,
+    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
+}
+
 /// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
 /// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
 /// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub(crate) async fn review(
-    input: &AttemptInput,
-    wt: &Worktree,
-    pool: &std::sync::Arc<Pool>,
-    plan_path: &Path,
+    at: &Reviewing<'_>,
     verdict: &mut Verdict,
     patch: &[u8],
     touched: &[String],
-    common_dir: &Path,
-    cancel: &tokio::sync::watch::Receiver<bool>,
 ) -> Reviewed {
+    let &Reviewing {
+        input,
+        wt,
+        pool,
+        plan_path,
+        common_dir,
+        cancel,
+    } = at;
     let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
         return Reviewed::Skipped;
     };
