@@ -84,6 +84,18 @@ pub(crate) struct Observed {
     pub kept: crate::edge::git::Changes,
 }
 
+/// What an attempt is judged in: its tree, the task, dagexec's own files in it (the plan, a
+/// Spec Kit tasks.md, the work log: dropped from the patch) and the checks' timeout.
+pub(crate) struct Observing<'a> {
+    pub tree: &'a Path,
+    pub index: usize,
+    pub task: &'a Task,
+    pub plan_rel: &'a str,
+    pub tasks_md: Option<&'a str>,
+    pub log_rel: &'a str,
+    pub timeout: Duration,
+}
+
 /// The attempt pipeline after the worker ran in `tree` — observe, then judge — shared by
 /// local attempts and the Action's work job: the changes to integrate (`all` without the plan
 /// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
@@ -91,16 +103,21 @@ pub(crate) struct Observed {
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
 /// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
 /// report's warning.
-#[expect(clippy::too_many_arguments, reason = "not yet a context struct")]
 pub(crate) fn observe_and_judge(
-    tree: &Path,
-    (index, task): (usize, &Task),
+    at: &Observing<'_>,
     run: &worker::WorkerRun,
     all: crate::edge::git::Changes,
-    (plan_rel, tasks_md, log_rel): (&str, Option<&str>, &str),
-    timeout: Duration,
     (detail, said, warnings): (&str, &crate::pure::said::Said, Vec<String>),
 ) -> Result<Observed, crate::edge::git::GitError> {
+    let &Observing {
+        tree,
+        index,
+        task,
+        plan_rel,
+        tasks_md,
+        log_rel,
+        timeout,
+    } = at;
     let mut own = vec![plan_rel, log_rel];
     own.extend(tasks_md);
     let kept = all.without(&own)?;
@@ -356,12 +373,17 @@ impl Judging {
             kept,
             ..
         } = observe_and_judge(
-            wt.path(),
-            (index, &task),
+            &Observing {
+                tree: wt.path(),
+                index,
+                task: &task,
+                plan_rel: &plan_rel,
+                tasks_md: tasks_md.as_deref(),
+                log_rel: &log_rel,
+                timeout,
+            },
             run,
             wt.changes()?,
-            (&plan_rel, tasks_md.as_deref(), &log_rel),
-            timeout,
             (&detail, &said, warnings),
         )?;
         let mut patch = kept.patch;

@@ -81,16 +81,17 @@ pub fn run(
         kept,
         ..
     } = crate::flow::attempt::observe_and_judge(
-        repo.root(),
-        (job.task, task),
+        &crate::flow::attempt::Observing {
+            tree: repo.root(),
+            index: job.task,
+            task,
+            plan_rel: &inputs.plan_rel,
+            tasks_md: crate::sources::speckit::own_tasks_md(&plan).as_deref(),
+            log_rel: &log_rel,
+            timeout: inputs.timeout,
+        },
         &run,
         changes_in(repo.root(), base)?,
-        (
-            &inputs.plan_rel,
-            crate::sources::speckit::own_tasks_md(&plan).as_deref(),
-            &log_rel,
-        ),
-        inputs.timeout,
         (&detail, &said, warnings),
     )?;
     let mut result = WorkResult::new(
