@@ -98,7 +98,6 @@ impl RoundBuild {
     /// applied to the round's index, or — when it no longer applies or would overwrite the
     /// user's uncommitted files — becomes a failed attempt (retried next round while attempts
     /// remain).
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     pub(crate) fn add(
         &mut self,
         repo: &Repo,
@@ -131,11 +130,7 @@ impl RoundBuild {
                     )),
                     _ => match index.check_patch(&j.patch) {
                         Ok(()) => {
-                            index
-                                .apply_patch(&j.patch)
-                                .map_err(|e| RunError::Other(e.message))?;
-                            accepted.push(j.patch.clone());
-                            applied.push((j.index, j.touched.iter().cloned().collect()));
+                            land(&index, accepted, applied, j)?;
                             None
                         }
                         Err(e) => {
@@ -152,23 +147,7 @@ impl RoundBuild {
                     },
                 };
                 if let Some(why) = conflict {
-                    // An integration conflict is a failed attempt like any other: retried on
-                    // the next round's base while attempts remain, then failed (and cascaded).
-                    result = format!(
-                        "attempt {} of {} could not be integrated: {why}",
-                        j.attempt,
-                        outcome::MAX_ATTEMPTS
-                    );
-                    if j.attempt >= outcome::MAX_ATTEMPTS {
-                        status = Status::Failed;
-                        ui.say(format!("  task {}: {result}; it fails", j.index));
-                    } else {
-                        status = Status::Pending;
-                        ui.say(format!(
-                            "  task {}: {result}; it runs again next round on the new base",
-                            j.index
-                        ));
-                    }
+                    (status, result) = not_integrated(j, &why, ui);
                 }
             } else if status == Status::Completed {
                 applied.push((j.index, BTreeSet::new()));
@@ -183,13 +162,7 @@ impl RoundBuild {
                     ))
                 };
                 match checked {
-                    Ok(()) => {
-                        index
-                            .apply_patch(&j.patch)
-                            .map_err(|e| RunError::Other(e.message))?;
-                        accepted.push(j.patch.clone());
-                        applied.push((j.index, j.touched.iter().cloned().collect()));
-                    }
+                    Ok(()) => land(&index, accepted, applied, j)?,
                     Err(e) => ui.say(format!(
                         "  task {}: its work so far is dropped, it conflicts: {}",
                         j.index,
@@ -378,4 +351,39 @@ pub fn commit_message(
         ));
     }
     s
+}
+/// A patch that applies lands in the round's index, and is remembered as the change of its
+/// task's files.
+fn land(
+    index: &RoundIndex,
+    accepted: &mut Vec<crate::edge::git::Patch>,
+    applied: &mut Vec<(usize, BTreeSet<String>)>,
+    j: &Judged,
+) -> Result<(), RunError> {
+    index
+        .apply_patch(&j.patch)
+        .map_err(|e| RunError::Other(e.message))?;
+    accepted.push(j.patch.clone());
+    applied.push((j.index, j.touched.iter().cloned().collect()));
+    Ok(())
+}
+
+/// An integration conflict is a failed attempt like any other: retried on the next round's
+/// base while attempts remain, then failed (and cascaded). The status and result it leaves.
+fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String) {
+    let result = format!(
+        "attempt {} of {} could not be integrated: {why}",
+        j.attempt,
+        outcome::MAX_ATTEMPTS
+    );
+    if j.attempt >= outcome::MAX_ATTEMPTS {
+        ui.say(format!("  task {}: {result}; it fails", j.index));
+        (Status::Failed, result)
+    } else {
+        ui.say(format!(
+            "  task {}: {result}; it runs again next round on the new base",
+            j.index
+        ));
+        (Status::Pending, result)
+    }
 }
