@@ -18,6 +18,9 @@ use std::collections::VecDeque;
 /// attempt its CLI's spending limit stopped), and why the run stops after this round.
 type GroupEnd = (Vec<Judged>, Vec<usize>, Option<Ending>);
 
+/// A round's groups run: the tasks that never started, and why the run stops after it.
+type RoundEnd = (Vec<usize>, Option<Ending>);
+
 /// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
 #[derive(Debug, Clone, Copy)]
 pub struct Rounds<'a> {
@@ -39,7 +42,6 @@ impl Rounds<'_> {
 
     /// Runs round after round until nothing is pending, the run stops, or it is cancelled;
     /// `round` is the last round committed. Returns how it ended and the last round.
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     pub fn run<X: Executor>(
         &self,
         x: &mut X,
@@ -47,23 +49,9 @@ impl Rounds<'_> {
         mut round: u32,
     ) -> Result<(Ending, u32), X::Error> {
         loop {
-            let view = View {
-                plan,
-                dag: self.dag,
-                conflicts: self.conflicts,
-            };
-            let batch = match self.schedule.policy().next(view, None) {
-                Next::Done => return Ok((Ending::Done, round)),
-                Next::Deadlock { pending } => return Ok((Ending::Deadlock { pending }, round)),
-                Next::Batch { .. } if self.spent(plan).is_some() => {
-                    return Ok((Ending::Budget(self.spent(plan).unwrap_or_default()), round));
-                }
-                Next::Batch { tasks, waiting } => {
-                    if !waiting.is_empty() {
-                        x.emit(Event::Waiting { tasks: waiting });
-                    }
-                    tasks
-                }
+            let batch = match self.next_batch(x, plan) {
+                Ok(batch) => batch,
+                Err(ending) => return Ok((ending, round)),
             };
             round += 1;
             let wave = (self.schedule == Schedule::Waves)
@@ -82,37 +70,9 @@ impl Rounds<'_> {
                 groups: groups.clone(),
                 slots: x.slots(),
             });
-            // Tasks of the round that never started: the budget ran out first.
-            let mut unstarted: Vec<usize> = Vec::new();
-            let mut stop: Option<Ending> = None;
-            for (k, group) in groups.iter().enumerate() {
-                if self.spent(plan).is_some() || stop.is_some() {
-                    if stop.is_none() {
-                        let mut held = group.clone();
-                        held.sort_unstable();
-                        x.emit(Event::NotStarted { tasks: held });
-                    }
-                    unstarted.extend(group);
-                    continue;
-                }
-                if k > 0 {
-                    x.emit(Event::GroupStarted {
-                        group: k + 1,
-                        of: groups.len(),
-                        tasks: group.clone(),
-                    });
-                }
-                begin(x, plan, group)?;
-                let Some((judged, not_started, halted)) = self.group(x, plan, group, round)? else {
-                    return Ok((Ending::Interrupted { committed: false }, round));
-                };
-                unstarted.extend(not_started);
-                stop = stop.or(halted);
-                x.stage(plan, judged)?;
-                if k + 1 < groups.len() {
-                    x.reached("between-groups", round);
-                }
-            }
+            let Some((unstarted, stop)) = self.run_groups(x, plan, &groups, round)? else {
+                return Ok((Ending::Interrupted { committed: false }, round));
+            };
             x.reached("after-workers", round);
             // One update (results, cascade, circuit breaker) and one commit for the whole
             // round (of the tasks that ran).
@@ -137,6 +97,72 @@ impl Rounds<'_> {
                 return Ok((Ending::Interrupted { committed: true }, round));
             }
         }
+    }
+
+    /// The next round's tasks, or how the run ends before it (done, deadlock, the budget).
+    fn next_batch<X: Executor>(&self, x: &mut X, plan: &Plan) -> Result<Vec<usize>, Ending> {
+        let view = View {
+            plan,
+            dag: self.dag,
+            conflicts: self.conflicts,
+        };
+        match self.schedule.policy().next(view, None) {
+            Next::Done => Err(Ending::Done),
+            Next::Deadlock { pending } => Err(Ending::Deadlock { pending }),
+            Next::Batch { .. } if self.spent(plan).is_some() => {
+                Err(Ending::Budget(self.spent(plan).unwrap_or_default()))
+            }
+            Next::Batch { tasks, waiting } => {
+                if !waiting.is_empty() {
+                    x.emit(Event::Waiting { tasks: waiting });
+                }
+                Ok(tasks)
+            }
+        }
+    }
+
+    /// Runs a round's groups one after another, each staged when it is resolved. Returns
+    /// the tasks that never started (the budget ran out first) and why the run stops after
+    /// this round; `None` when cancelled inside a group.
+    fn run_groups<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        groups: &[Vec<usize>],
+        round: u32,
+    ) -> Result<Option<RoundEnd>, X::Error> {
+        // Tasks of the round that never started: the budget ran out first.
+        let mut unstarted: Vec<usize> = Vec::new();
+        let mut stop: Option<Ending> = None;
+        for (k, group) in groups.iter().enumerate() {
+            if self.spent(plan).is_some() || stop.is_some() {
+                if stop.is_none() {
+                    let mut held = group.clone();
+                    held.sort_unstable();
+                    x.emit(Event::NotStarted { tasks: held });
+                }
+                unstarted.extend(group);
+                continue;
+            }
+            if k > 0 {
+                x.emit(Event::GroupStarted {
+                    group: k + 1,
+                    of: groups.len(),
+                    tasks: group.clone(),
+                });
+            }
+            begin(x, plan, group)?;
+            let Some((judged, not_started, halted)) = self.group(x, plan, group, round)? else {
+                return Ok(None);
+            };
+            unstarted.extend(not_started);
+            stop = stop.or(halted);
+            x.stage(plan, judged)?;
+            if k + 1 < groups.len() {
+                x.reached("between-groups", round);
+            }
+        }
+        Ok(Some((unstarted, stop)))
     }
 
     /// Runs one group's attempts, retrying failures until every task is resolved, or the
