@@ -76,7 +76,6 @@ impl Eager<'_> {
     /// Runs until nothing is pending or in flight, or the run stops; `round` is the last
     /// round committed, `in_flight` the tasks already running (adopted). Returns how it
     /// ended and the last round committed.
-    #[expect(clippy::too_many_lines, reason = "not yet split into named steps")]
     pub fn run<X: Executor>(
         &self,
         x: &mut X,
@@ -84,22 +83,23 @@ impl Eager<'_> {
         mut round: u32,
         in_flight: impl IntoIterator<Item = usize>,
     ) -> Result<(Ending, u32), X::Error> {
-        let mut in_flight: BTreeSet<usize> = in_flight.into_iter().collect();
-        let mut cancelled = false;
-        let mut aborted = false;
-        // Why nothing new starts: refused credentials, or a CLI's own spending limit.
-        let mut stop: Option<Ending> = None;
+        let mut s = EagerState {
+            in_flight: in_flight.into_iter().collect(),
+            cancelled: false,
+            aborted: false,
+            stop: None,
+        };
         loop {
-            if !cancelled && !aborted && stop.is_none() {
-                let started = self.fill(x, plan, &in_flight, round)?;
-                in_flight.extend(started);
+            if !s.cancelled && !s.aborted && s.stop.is_none() {
+                let started = self.fill(x, plan, &s.in_flight, round)?;
+                s.in_flight.extend(started);
             }
             if x.running() == 0 {
-                let end = if cancelled {
+                let end = if s.cancelled {
                     Ending::Interrupted { committed: false }
-                } else if aborted {
+                } else if s.aborted {
                     Ending::Aborted
-                } else if let Some(stop) = stop {
+                } else if let Some(stop) = s.stop {
                     stop
                 } else {
                     self.settle(plan)
@@ -110,51 +110,22 @@ impl Eager<'_> {
                 return Ok((Ending::Handover, round));
             }
             let arrivals = x.wait(plan)?;
-            cancelled |= arrivals.cancelled;
-            let mut landed: Vec<Judged> = Vec::new();
-            for j in arrivals.judged {
-                let retry = arrive(x, plan, &j, Unit::Batch);
-                if let Some(end) = halts(x, plan, &j)? {
-                    stop = stop.or(Some(end));
-                }
-                if !lands(&j) {
-                    in_flight.remove(&j.index);
-                    continue;
-                }
-                match retry {
-                    Some((attempt, prompt)) if x.retries_in_place() => {
-                        if self.spent(plan).is_some() || stop.is_some() {
-                            // Never started: the task is pending with the attempts it made.
-                            uncount(plan, j.index, attempt);
-                            in_flight.remove(&j.index);
-                            x.save(plan)?;
-                        } else if !cancelled {
-                            count(x, plan, j.index, attempt)?;
-                            let start = Start {
-                                task: j.index,
-                                attempt,
-                                retry_prompt: Some(prompt),
-                            };
-                            x.start(plan, start, round + 1)?;
-                        }
-                    }
-                    _ => landed.push(j),
-                }
-            }
-            if cancelled || landed.is_empty() {
+            s.cancelled |= arrivals.cancelled;
+            let mut landed = self.receive(x, plan, &mut s, arrivals.judged, round)?;
+            if s.cancelled || landed.is_empty() {
                 continue;
             }
             // Start what is ready already before integrating: integration takes a moment, and
             // work that does not depend on what just arrived need not wait for it. What just
             // arrived still counts as busy for conflicts until it is committed.
-            if !aborted && stop.is_none() {
-                let started = self.fill(x, plan, &in_flight, round)?;
-                in_flight.extend(started);
+            if !s.aborted && s.stop.is_none() {
+                let started = self.fill(x, plan, &s.in_flight, round)?;
+                s.in_flight.extend(started);
             }
             landed.sort_by_key(|j| j.index);
             let tasks: Vec<usize> = landed.iter().map(|j| j.index).collect();
             for i in &tasks {
-                in_flight.remove(i);
+                s.in_flight.remove(i);
             }
             round += 1;
             x.emit(Event::Integrating {
@@ -166,10 +137,64 @@ impl Eager<'_> {
             x.reached("eager-after-round", round);
             match committed {
                 Integrated::Continue => {}
-                Integrated::Abort => aborted = true,
+                Integrated::Abort => s.aborted = true,
                 Integrated::End(end) => return Ok((Ending::Ended(end), round)),
                 Integrated::Stale => return Ok((Ending::Stale, round)),
             }
         }
     }
+
+    /// Takes in the attempts that arrived: each recorded, a retry started at once where the
+    /// executor retries in place (or given up when nothing new may start), and those that
+    /// land returned for integration.
+    fn receive<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        s: &mut EagerState,
+        judged: Vec<Judged>,
+        round: u32,
+    ) -> Result<Vec<Judged>, X::Error> {
+        let mut landed: Vec<Judged> = Vec::new();
+        for j in judged {
+            let retry = arrive(x, plan, &j, Unit::Batch);
+            if let Some(end) = halts(x, plan, &j)? {
+                s.stop = s.stop.take().or(Some(end));
+            }
+            if !lands(&j) {
+                s.in_flight.remove(&j.index);
+                continue;
+            }
+            match retry {
+                Some((attempt, prompt)) if x.retries_in_place() => {
+                    if self.spent(plan).is_some() || s.stop.is_some() {
+                        // Never started: the task is pending with the attempts it made.
+                        uncount(plan, j.index, attempt);
+                        s.in_flight.remove(&j.index);
+                        x.save(plan)?;
+                    } else if !s.cancelled {
+                        count(x, plan, j.index, attempt)?;
+                        let start = Start {
+                            task: j.index,
+                            attempt,
+                            retry_prompt: Some(prompt),
+                        };
+                        x.start(plan, start, round + 1)?;
+                    }
+                }
+                _ => landed.push(j),
+            }
+        }
+        Ok(landed)
+    }
+}
+
+/// Where an eager run stands between arrivals: the tasks in flight, and whether Ctrl-C, an
+/// `/execute abort` or a halt (refused credentials, a CLI's own spending limit) keeps anything
+/// new from starting.
+struct EagerState {
+    in_flight: BTreeSet<usize>,
+    cancelled: bool,
+    aborted: bool,
+    stop: Option<Ending>,
 }
