@@ -28,12 +28,13 @@ fn fixed_target_path(line: &str) -> bool {
 #[test]
 fn the_ci_scripts_find_builds_where_cargo_puts_them() {
     let dir = manifest().join(".ci");
-    let mut scripts: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .filter(|p| p.extension().is_some_and(|e| e == "sh") || p.ends_with("run"))
-        .collect();
+    let mut scripts = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_file() && (p.extension().is_some_and(|e| e == "sh") || p.ends_with("run")) {
+            scripts.push(p);
+        }
+    }
     scripts.sort();
     assert!(scripts.iter().any(|p| p.ends_with("release-path.sh")));
     let mut found = Vec::new();
