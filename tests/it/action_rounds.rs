@@ -747,7 +747,7 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
     .unwrap();
     let new = std::fs::read_to_string(common::manifest().join("templates/dagexec.yml")).unwrap();
     for (workflow, declared) in [(new.as_str(), true), (old.as_str(), false)] {
-        let mut lab = Lab::with(
+        let mut lab = rounds_lab(
             vec![
                 task("one", &["t2.txt"], &[]),
                 task("two", &["t3.txt"], &[0]),
@@ -755,8 +755,8 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
             "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 2)).txt\"\necho COMPLETED: done\n",
             &[(".github/workflows/dagexec.yml", workflow)],
         );
-        lab.0.set_env("DAGEXEC_BUILD_SHA256", &pin);
-        let (outputs, ok, text) = lab.round(1);
+        lab.set_env("DAGEXEC_BUILD_SHA256", &pin);
+        let (outputs, ok, text) = lab.round_result(1);
         assert!(ok, "{text}");
         assert_eq!(outputs["has-work"], "true", "{text}");
         let st = lab.gh.state();
@@ -773,7 +773,7 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
         lab.gh.assert_clean();
     }
     // A pin that is no SHA-256 is refused, naming the input.
-    let lab = Lab::new(vec![task("one", &["t2.txt"], &[])]);
+    let lab = new_lab(vec![task("one", &["t2.txt"], &[])]);
     let dir = lab.checkout("main");
     let out = lab
         .job(&dir, 1)
@@ -793,11 +793,11 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
 /// by hand refuses to run the worker; the default branch cannot be the execution branch.
 #[test]
 fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_branch() {
-    let mut lab = Lab::with_worker(
+    let mut lab = lab_with_worker(
         vec![task("one", &["t2.txt"], &[])],
         "#!/bin/sh\ncat > /dev/null\ntouch \"$HOME/../worker-ran\"; echo x > t2.txt\necho COMPLETED: done\n",
     );
-    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
     let planned = lab.plan_job(1, &[]);
     let o = &planned.outputs;
     assert_eq!(o["conclusion"], "redirect", "{}", planned.log);
@@ -836,7 +836,7 @@ fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_bra
     assert!(!dir.join("worker-ran").exists(), "the worker ran");
 
     // The execution branch cannot be the default branch.
-    lab.0.set_env("DAGEXEC_BRANCH", "main");
+    lab.set_env("DAGEXEC_BRANCH", "main");
     let dir = lab.checkout("main");
     let out = lab
         .job(&dir, 3)
@@ -858,13 +858,13 @@ fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_bra
 /// not committed anywhere yet).
 #[test]
 fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
-    let mut lab = Lab(lab::lab()
+    let mut lab = lab::lab()
         .fixture("specs/003-todo", "speckit/003-todo")
         .worker("#!/bin/sh\ncat > /dev/null\necho COMPLETED: done\n")
         .branch("dagexec/todo")
-        .start());
-    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
-    lab.0.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
+        .start();
+    lab.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
     let planned = lab.plan_job(1, &[]);
     assert_eq!(planned.outputs["conclusion"], "redirect", "{}", planned.log);
     let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));
