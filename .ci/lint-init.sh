@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 cargo build --quiet --locked
-bin="${CARGO_TARGET_DIR:-target}/debug/dagexec"
+bin="$(bash .ci/target-dir.sh)/debug/dagexec"
 # A fixed pin, so the check does not depend on how this checkout was built.
 pin="org/dagexec@0123456789abcdef0123456789abcdef01234567"
 i=0

@@ -31,7 +31,8 @@ DAGEXEC_RELEASE_TAG="$version" DAGEXEC_RELEASE_COMMIT="$commit" \
 out="$work/out"
 mkdir -p "$out"
 asset="dagexec-$version-$target.tar.gz"
-tar -czf "$out/$asset" -C "target/$target/release" dagexec
+# Where cargo put it: CARGO_TARGET_DIR or a configured target-dir, as cargo resolves them.
+tar -czf "$out/$asset" -C "$(bash .ci/target-dir.sh)/$target/release" dagexec
 (cd "$out" && sha256sum "$asset" > "$asset.sha256")
 
 echo "== release-path: pin the checksums (as release.yml's publish job, in a copy of the action)"

@@ -4,7 +4,7 @@
 //! a local bare remote and the fake GitHub API.
 
 use crate::common::fake_github::FakeGitHub;
-use crate::common::{dagexec, git, lab, manifest};
+use crate::common::{dagexec, git, lab, manifest, succeed};
 
 use std::path::{Path, PathBuf};
 
@@ -258,15 +258,7 @@ fn finalize(
 
 /// GitHub's example comment event, made a comment on pull request #1 saying `body`.
 fn comment_event(dir: &Path, body: &str) -> PathBuf {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
-    );
-    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    p["issue"]["number"] = json!(1);
-    p["issue"]["pull_request"] =
-        json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/1")});
-    p["comment"]["body"] = json!(body);
+    let mut p = lab::pr_comment_event(REPO, body);
     // Every comment has an id of its own (a queued plan change is known by it).
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(7_000);
     p["comment"]["id"] = json!(NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
@@ -590,16 +582,11 @@ fn a_workers_needs_action_status_line_becomes_a_question_as_locally() {
 /// `dagexec action plan` in `repo`; its outputs by name.
 fn plan_job(repo: &Path, dir: &Path) -> std::collections::BTreeMap<String, String> {
     let out_file = dir.join(format!("plan-output-{}", fastrand_suffix()));
-    let out = dagexec(repo)
-        .args(["action", "plan"])
-        .env("GITHUB_OUTPUT", &out_file)
-        .env("DAGEXEC_BRANCH", "dagexec/ask")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        dagexec(repo)
+            .args(["action", "plan"])
+            .env("GITHUB_OUTPUT", &out_file)
+            .env("DAGEXEC_BRANCH", "dagexec/ask"),
     );
     outputs_in(&std::fs::read_to_string(&out_file).unwrap())
         .into_iter()
@@ -633,19 +620,14 @@ fn failed_preflight_checks_ask_on_the_pull_request_and_proceed_runs_anyway() {
         "{outputs:#?}"
     );
     let gh = &lab.gh;
-    let out = in_actions(&repo, gh, "80")
-        .args(["action", "finalize"])
-        .env("DAGEXEC_BASE", &outputs["base"])
-        .env("DAGEXEC_ROUND", "1")
-        .env("DAGEXEC_BRANCH", "dagexec/ask")
-        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
-        .env("DAGEXEC_MESSAGE", &outputs["message"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        in_actions(&repo, gh, "80")
+            .args(["action", "finalize"])
+            .env("DAGEXEC_BASE", &outputs["base"])
+            .env("DAGEXEC_ROUND", "1")
+            .env("DAGEXEC_BRANCH", "dagexec/ask")
+            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+            .env("DAGEXEC_MESSAGE", &outputs["message"]),
     );
     // The branch exists (the PR has a head), the question is on the PR, the check run waits.
     assert!(git(&origin, &["branch", "--list", "dagexec/ask"]).contains("dagexec/ask"));
@@ -1011,12 +993,7 @@ fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
     for (k, v) in runner_env(&files) {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeed(&mut cmd);
     let seen = std::fs::read_to_string(&seen).unwrap();
     assert!(!seen.is_empty());
     assert!(
@@ -1319,16 +1296,11 @@ fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
     let lab = setup();
     let (tmp, repo, _origin, base) = parts(&lab);
     let out_file = tmp.path().join("plan-output");
-    let out = dagexec(&repo)
-        .args(["action", "plan"])
-        .env("GITHUB_OUTPUT", &out_file)
-        .env("GITHUB_REF_NAME", "main")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        dagexec(&repo)
+            .args(["action", "plan"])
+            .env("GITHUB_OUTPUT", &out_file)
+            .env("GITHUB_REF_NAME", "main"),
     );
     let outputs: std::collections::BTreeMap<_, _> =
         outputs_in(&std::fs::read_to_string(&out_file).unwrap())
@@ -1338,19 +1310,14 @@ fn a_run_started_without_the_branch_starts_round_one_in_the_branchs_group() {
     assert_eq!(outputs["has-work"], "false");
     assert_eq!(outputs["branch"], "dagexec/jobs");
     let gh = &lab.gh;
-    let out = in_actions(&repo, gh, "81")
-        .args(["action", "finalize"])
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_ROUND", &outputs["round"])
-        .env("DAGEXEC_BRANCH", &outputs["branch"])
-        .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
-        .env("DAGEXEC_MESSAGE", &outputs["message"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        in_actions(&repo, gh, "81")
+            .args(["action", "finalize"])
+            .env("DAGEXEC_BASE", &base)
+            .env("DAGEXEC_ROUND", &outputs["round"])
+            .env("DAGEXEC_BRANCH", &outputs["branch"])
+            .env("DAGEXEC_CONCLUSION", &outputs["conclusion"])
+            .env("DAGEXEC_MESSAGE", &outputs["message"]),
     );
     let d = gh.calls("actions/create-workflow-dispatch");
     assert_eq!(d.len(), 1);

@@ -5,7 +5,8 @@
 //! rejection three times, escalated to a question on the pull request, answered, and
 //! escalated again at once when the reviewer still says the same.
 
-use crate::common::{git, lab};
+use crate::common::git;
+use crate::common::lab::{self, Lab};
 
 use std::path::{Path, PathBuf};
 
@@ -35,24 +36,9 @@ const REJECT: &str = "echo 'looked at it'\necho REJECTED\necho 'summary: Tests i
 
 const APPROVE: &str = "echo APPROVED\necho 'summary: a.txt is there'\n";
 
-/// The shared lab ([`crate::common::lab`]), whose jobs run one after another in its seed
-/// clone, with the reviewer and what the scripts record.
-struct Setup {
-    lab: lab::Lab,
-    out: PathBuf,
-    artifacts: PathBuf,
-}
-
-impl std::ops::Deref for Setup {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.lab
-    }
-}
-
 /// A repository with one task (A, creating a.txt), pushed to a bare remote; the reviewer's
 /// verdict comes from `verdict` (shell, after [`REVIEWER_HEAD`]).
-fn setup(verdict: &str) -> Setup {
+fn setup(verdict: &str) -> Lab {
     let lab = lab::lab()
         .repository(REPO)
         .branch(BRANCH)
@@ -66,22 +52,42 @@ fn setup(verdict: &str) -> Setup {
         )
         .worker(WORKER)
         .start();
-    let out = lab.tmp.path().join("out");
-    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(lab.out()).unwrap();
     // The reviewer lives outside the repository, so it is no part of any patch.
     std::fs::write(
         lab.tmp.path().join("reviewer.sh"),
         format!("{REVIEWER_HEAD}{verdict}"),
     )
     .unwrap();
-    Setup {
-        artifacts: lab.tmp.path().join("artifacts"),
-        out,
-        lab,
-    }
+    lab
 }
 
-impl Setup {
+/// What these tests add to the shared lab ([`crate::common::lab`]), whose jobs run one after
+/// another in its seed clone: the reviewer and what the scripts record.
+trait Review {
+    /// Where the scripts record (`$OUT`).
+    fn out(&self) -> PathBuf;
+    /// Where the work jobs leave their artifacts.
+    fn artifacts(&self) -> PathBuf;
+    fn reviewer(&self) -> String;
+    fn in_actions(&self, run_id: &str) -> std::process::Command;
+    fn base(&self) -> String;
+    fn review_round(&self, round: u32) -> (u32, String);
+    fn read(&self, name: &str) -> String;
+    fn result_json(&self, round: u32, attempt: u32) -> Value;
+    fn pr_body(&self) -> String;
+    fn question_comments(&self) -> Vec<String>;
+}
+
+impl Review for Lab {
+    fn out(&self) -> PathBuf {
+        self.tmp.path().join("out")
+    }
+
+    fn artifacts(&self) -> PathBuf {
+        self.tmp.path().join("artifacts")
+    }
+
     fn reviewer(&self) -> String {
         format!("sh '{}'", self.tmp.path().join("reviewer.sh").display())
     }
@@ -89,13 +95,8 @@ impl Setup {
     /// `dagexec` in the seed clone with the GitHub context of run `run_id` on the fake.
     fn in_actions(&self, run_id: &str) -> std::process::Command {
         let mut cmd = self.context(&self.repo, run_id);
-        cmd.env("OUT", &self.out);
+        cmd.env("OUT", self.out());
         cmd
-    }
-
-    /// The plan on the execution branch (or, once every task completed, its archive).
-    fn branch_plan(&self) -> Value {
-        self.lab.branch_plan()
     }
 
     /// The commit the next round starts from: the branch's tip, or `main` before round 1.
@@ -105,7 +106,7 @@ impl Setup {
 
     /// One round on Actions: the work job for task 0 (its attempt taken from the plan at the
     /// base, as the plan job does), then finalize. Returns (attempt, finalize's output).
-    fn round(&self, round: u32) -> (u32, String) {
+    fn review_round(&self, round: u32) -> (u32, String) {
         let base = self.base();
         git(&self.repo, &["fetch", "-q", "origin"]);
         git(&self.repo, &["checkout", "-q", "--detach", &base]);
@@ -127,7 +128,7 @@ impl Setup {
             .env("DAGEXEC_BASE", &base)
             .env("DAGEXEC_WORKER", "sh ./worker.sh")
             .env("DAGEXEC_REVIEWER", self.reviewer())
-            .env("DAGEXEC_ARTIFACTS", self.artifacts.join(&name))
+            .env("DAGEXEC_ARTIFACTS", self.artifacts().join(&name))
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", lab::text(&out));
@@ -143,7 +144,7 @@ impl Setup {
             .env("DAGEXEC_BASE", &base)
             .env("DAGEXEC_ROUND", round.to_string())
             .env("DAGEXEC_BRANCH", BRANCH)
-            .env("DAGEXEC_ARTIFACTS", &self.artifacts)
+            .env("DAGEXEC_ARTIFACTS", self.artifacts())
             .output()
             .unwrap();
         let text = lab::text(&out);
@@ -152,12 +153,12 @@ impl Setup {
     }
 
     fn read(&self, name: &str) -> String {
-        std::fs::read_to_string(self.out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        std::fs::read_to_string(self.out().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
     fn result_json(&self, round: u32, attempt: u32) -> Value {
         let dir = self
-            .artifacts
+            .artifacts()
             .join(format!("dagexec-{}-1-task-0-attempt-{attempt}", 70 + round));
         serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap()
     }
@@ -181,7 +182,7 @@ impl Setup {
 fn an_approved_attempt_completes_with_the_review_in_the_result_commit_and_table() {
     let s = setup(APPROVE);
     let main = s.base();
-    let (attempt, text) = s.round(1);
+    let (attempt, text) = s.review_round(1);
     assert_eq!(attempt, 1);
     assert!(
         text.contains("(reviewer approved: a.txt is there)"),
@@ -201,8 +202,11 @@ fn an_approved_attempt_completes_with_the_review_in_the_result_commit_and_table(
     assert_eq!(r["review"]["kind"], "reviewed", "{r:#}");
     assert_eq!(r["review"]["verdict"], "approved");
     assert_eq!(r["review"]["summary"], "a.txt is there");
-    let log = std::fs::read_to_string(s.artifacts.join("dagexec-71-1-task-0-attempt-1/review.log"))
-        .unwrap();
+    let log = std::fs::read_to_string(
+        s.artifacts()
+            .join("dagexec-71-1-task-0-attempt-1/review.log"),
+    )
+    .unwrap();
     assert!(log.contains("APPROVED"), "{log}");
     // Completed; the approval is in the plan, the round commit, the PR table.
     let plan = s.branch_plan();
@@ -241,7 +245,7 @@ fn a_rejection_is_retried_next_round_with_its_feedback_and_then_approved() {
     let s = setup(&format!(
         "if [ \"$DAGEXEC_ATTEMPT\" = 1 ]; then\n{REJECT}else\n{APPROVE}fi\n"
     ));
-    let (attempt, text) = s.round(1);
+    let (attempt, text) = s.review_round(1);
     assert_eq!(attempt, 1);
     assert!(
         text.contains("reviewer rejected: Tests incomplete"),
@@ -274,7 +278,7 @@ fn a_rejection_is_retried_next_round_with_its_feedback_and_then_approved() {
         s.pr_body()
     );
     // Round 2: attempt 2's prompt carries the first review's feedback, from a clean tree.
-    let (attempt, text) = s.round(2);
+    let (attempt, text) = s.review_round(2);
     assert_eq!(attempt, 2);
     assert!(!s.read("prompt-1.md").contains("Previous attempts"));
     let prompt = s.read("prompt-2.md");
@@ -306,15 +310,7 @@ fn a_rejection_is_retried_next_round_with_its_feedback_and_then_approved() {
 
 /// GitHub's example comment event, made a comment on pull request #1 saying `body`.
 fn comment_event(dir: &Path, body: &str) -> PathBuf {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/github/webhooks/issue_comment.created.0.json"
-    );
-    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    p["issue"]["number"] = json!(1);
-    p["issue"]["pull_request"] =
-        json!({"url": format!("https://api.github.com/repos/{REPO}/pulls/1")});
-    p["comment"]["body"] = json!(body);
+    let p = lab::pr_comment_event(REPO, body);
     let file = dir.join("event.json");
     std::fs::write(&file, p.to_string()).unwrap();
     file
@@ -325,7 +321,7 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
 {
     let s = setup(REJECT);
     for round in 1..=2 {
-        let (attempt, text) = s.round(round);
+        let (attempt, text) = s.review_round(round);
         assert_eq!(attempt, round);
         assert!(
             // Retries belong to the round: each run is a part of round 1.
@@ -342,7 +338,7 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
         "{}",
         s.pr_body()
     );
-    let (attempt, text) = s.round(3);
+    let (attempt, text) = s.review_round(3);
     assert_eq!(attempt, 3);
     assert!(
         text.contains("escalated to the user after 3 rejection(s): Tests incomplete"),
@@ -401,7 +397,7 @@ fn three_identical_rejections_ask_on_the_pull_request_and_the_same_one_after_the
         );
     }
     assert_eq!(s.branch_plan()["tasks"][0]["status"], "pending");
-    let (attempt, text) = s.round(4);
+    let (attempt, text) = s.review_round(4);
     assert_eq!(attempt, 1);
     let prompt = s.read("prompt-4.md");
     assert!(prompt.contains("keep it simple"), "{prompt}");
@@ -429,7 +425,7 @@ fn the_reviewers_cost_is_recorded_with_the_attempt() {
     let s = setup(&format!(
         "printf '{{\"cost_usd\": 0.1}}' > \"$DAGEXEC_USAGE_FILE\"\n{APPROVE}"
     ));
-    let (attempt, text) = s.round(1);
+    let (attempt, text) = s.review_round(1);
     assert_eq!(attempt, 1, "{text}");
     let plan = s.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");

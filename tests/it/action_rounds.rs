@@ -5,10 +5,8 @@
 //! things people read are true of a plan that really ran: round commit messages, the circuit
 //! breaker's numbers on the check run, and attempt counts after retries in the PR body.
 
-use crate::common::lab::{self, edit, task};
+use crate::common::lab::{self, Lab, edit, task};
 use crate::common::{self, dagexec, git};
-
-use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
@@ -23,78 +21,39 @@ case "$DAGEXEC_TASK_INDEX" in
 esac
 "#;
 
-/// The shared lab ([`crate::common::lab`]) on branch `dagexec/rounds`, run workflow run by workflow
-/// run.
-struct Lab(lab::Lab);
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.0
+/// The shared lab ([`crate::common::lab`]) on branch `dagexec/rounds`, run workflow run by
+/// workflow run: its plan is `tasks`, its worker the script `worker` (committed as
+/// `worker.sh`), and its repository holds `files`.
+fn rounds_lab(tasks: Vec<Value>, worker: &str, files: &[(&str, &str)]) -> Lab {
+    let mut b = lab::lab()
+        .plan("Rounds", tasks)
+        .worker(worker)
+        .branch("dagexec/rounds");
+    for (rel, text) in files {
+        b = b.file(rel, text);
     }
+    b.start()
 }
 
-impl Lab {
-    fn new(tasks: Vec<Value>) -> Self {
-        Self::with(tasks, WORKER, &[])
-    }
+/// A rounds lab with [`WORKER`] and no other files.
+fn new_lab(tasks: Vec<Value>) -> Lab {
+    rounds_lab(tasks, WORKER, &[])
+}
 
-    fn with_worker(tasks: Vec<Value>, worker: &str) -> Self {
-        Self::with(tasks, worker, &[])
-    }
-
-    /// A lab whose plan is `tasks`, whose worker is the script `worker` (committed as
-    /// `worker.sh`) and whose repository holds `files`.
-    fn with(tasks: Vec<Value>, worker: &str, files: &[(&str, &str)]) -> Self {
-        let mut b = lab::lab()
-            .plan("Rounds", tasks)
-            .worker(worker)
-            .branch("dagexec/rounds");
-        for (rel, text) in files {
-            b = b.file(rel, text);
-        }
-        Lab(b.start())
-    }
-
-    /// The `max-cost` input of every later job.
-    fn max_cost(&mut self, budget: &str) {
-        self.0.set_env("DAGEXEC_MAX_COST", budget);
-    }
-
-    /// One workflow run: plan, the matrix's work jobs, finalize. Returns the plan job's
-    /// outputs, whether finalize succeeded and its log (the plan job's, when it planned no
-    /// work).
-    fn round(&self, run_id: u64) -> (BTreeMap<String, String>, bool, String) {
-        let lab::Round { planned, finalized } = self.0.round(run_id);
-        let (ok, log) = finalized.unwrap_or((true, planned.log));
-        (planned.outputs, ok, log)
-    }
-
-    /// Rounds until one does not dispatch another (at most `limit`). Returns the last
-    /// finalize's success and log.
-    fn run(&self, limit: u64) -> (bool, String) {
-        for run_id in 1..=limit {
-            let dispatched = self.dispatches();
-            let (outputs, ok, log) = self.round(100 + run_id);
-            let again = self.dispatches() > dispatched;
-            if !ok || !again || outputs.get("has-work").map(String::as_str) != Some("true") {
-                return (ok, log);
-            }
-        }
-        panic!("more than {limit} rounds");
-    }
+fn lab_with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
+    rounds_lab(tasks, worker, &[])
 }
 
 #[test]
 fn rounds_say_what_happened_breaker_numbers_and_attempt_counts_are_the_real_ones() {
-    let lab = Lab::new(vec![
+    let lab = new_lab(vec![
         task("Zero", &["a.txt"], &[]),
         task("One", &["b.txt"], &[]),
         task("Two", &["t2.txt"], &[1]),
         task("Three", &["t3.txt"], &[1]),
         task("Four", &["t4.txt"], &[0]),
     ]);
-    let (ok, log) = lab.run(6);
+    let (ok, log) = lab.run_rounds(6);
     assert!(!ok, "the circuit breaker fails finalize:\n{log}");
 
     // The seed's round is the whole ready set, retries included: tasks 0 and 1 take three
@@ -175,7 +134,7 @@ case "$DAGEXEC_TASK_INDEX" in
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;
-    let lab = Lab::with(
+    let lab = rounds_lab(
         vec![
             edit("Zero", &[], &["shared.txt"], &[]),
             edit("One", &[], &["shared.txt"], &[]),
@@ -192,7 +151,7 @@ esac
     let mut last = (true, String::new());
     for run_id in 1..=8 {
         let dispatched = lab.gh.calls("actions/create-workflow-dispatch").len();
-        let (outputs, ok, log) = lab.round(200 + run_id);
+        let (outputs, ok, log) = lab.round_result(200 + run_id);
         matrices.push((
             outputs.get("round").cloned().unwrap_or_default(),
             outputs.get("matrix").cloned().unwrap_or_default(),
@@ -315,8 +274,8 @@ esac
     let locally = round_commits(git(local.path(), &["log", "--format=%s"]));
 
     // On Actions.
-    let lab = Lab::with(tasks, APPENDS, &files);
-    let (ok, log) = lab.run(8);
+    let lab = rounds_lab(tasks, APPENDS, &files);
+    let (ok, log) = lab.run_rounds(8);
     assert!(ok, "{log}");
     let on_actions = round_commits(lab.branch_log().join("\n"));
     assert_eq!(
@@ -348,7 +307,7 @@ case "$DAGEXEC_TASK_INDEX" in
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;
-    let lab = Lab::with(
+    let lab = rounds_lab(
         vec![
             edit("Zero", &[], &["shared.txt"], &[]),
             edit("One", &[], &["shared.txt"], &[]),
@@ -358,7 +317,7 @@ esac
         &[("shared.txt", "start\n")],
     );
     // Part 1 of round 1: task 0 (task 1 shares its file) is blocked; task 1 waits.
-    let (outputs, ok, log) = lab.round(301);
+    let (outputs, ok, log) = lab.round_result(301);
     assert!(ok, "{log}");
     assert_eq!(outputs["round"], "1");
     let state: Value = serde_json::from_str(&git(
@@ -402,7 +361,7 @@ esac
     git(&by_hand, &["commit", "-qm", "dagexec: retry task 0"]);
     git(&by_hand, &["push", "-q", "origin", "dagexec/rounds"]);
 
-    let (ok, log) = lab.run(6);
+    let (ok, log) = lab.run_rounds(6);
     assert!(ok, "{log}");
     let subjects = lab.branch_log();
     let ours: Vec<&str> = subjects
@@ -445,7 +404,7 @@ fi
 /// what was spent and what it bought; a later run plans no work while it stays spent.
 #[test]
 fn the_budget_stops_dispatching_with_a_failing_check_run() {
-    let mut lab = Lab::with_worker(
+    let mut lab = lab_with_worker(
         vec![
             task("Zero", &["t0.txt"], &[]),
             task("One", &["t1.txt"], &[]),
@@ -454,8 +413,8 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
         ],
         PAYING_WORKER,
     );
-    lab.max_cost("1");
-    let (ok, log) = lab.run(4);
+    lab.set_env("DAGEXEC_MAX_COST", "1");
+    let (ok, log) = lab.run_rounds(4);
     assert!(!ok, "a spent budget fails finalize:\n{log}");
     assert!(log.contains("output conclusion=budget"), "{log}");
     assert_eq!(
@@ -539,7 +498,7 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
     assert!(body.contains(" · $1.20"), "{body}");
 
     // A later run (an `/execute`) plans nothing while the budget stays spent.
-    let (outputs, _, text) = lab.round(200);
+    let (outputs, _, text) = lab.round_result(200);
     assert_eq!(outputs["conclusion"], "budget", "{text}");
     assert_eq!(
         outputs.get("has-work").map(String::as_str),
@@ -576,8 +535,8 @@ fn the_budget_stops_dispatching_with_a_failing_check_run() {
     );
     assert_eq!(lab.gh.calls("actions/create-workflow-dispatch").len(), 0);
     // With a higher budget the run goes on.
-    lab.max_cost("5");
-    let (ok, log) = lab.run(4);
+    lab.set_env("DAGEXEC_MAX_COST", "5");
+    let (ok, log) = lab.run_rounds(4);
     assert!(ok, "{log}");
     let state: Value = serde_json::from_str(&git(
         &lab.origin,
@@ -606,7 +565,7 @@ fn a_work_log_linked_out_of_the_checkout_is_not_carried_into_the_artifact() {
         "#!/bin/sh\ncat > /dev/null\necho a > a.txt\nmkdir -p .design\nln -s '{}' \".design/worker-$DAGEXEC_TASK_INDEX.log\"\necho \"COMPLETED: a\"\n",
         secret.display()
     );
-    let lab = Lab::with_worker(vec![task("A", &["a.txt"], &[])], &worker);
+    let lab = lab_with_worker(vec![task("A", &["a.txt"], &[])], &worker);
     let planned = lab.plan_job(1, &[]);
     let o = &planned.outputs;
     let artifacts = lab.tmp.path().join("artifacts");
@@ -639,7 +598,7 @@ esac
 /// applies it, exactly once (a steer job that does run later finds it applied).
 #[test]
 fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() {
-    let lab = Lab::with_worker(
+    let lab = lab_with_worker(
         vec![
             task("A", &["a.txt"], &[]),
             task("B", &["t1.txt"], &[]),
@@ -647,7 +606,7 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
         ],
         ASKING,
     );
-    let (_, ok, log) = lab.round(1);
+    let (_, ok, log) = lab.round_result(1);
     assert!(ok, "{log}");
     assert_eq!(lab.branch_plan()["tasks"][0]["status"], "blocked");
     // Round 2 (task C) is queued; the user answers task 0's question on the pull request:
@@ -665,14 +624,7 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
         .filter(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
         .count();
     assert_eq!(markers, 1);
-    let queued = |gh: &common::fake_github::FakeGitHub| {
-        gh.state()
-            .comments
-            .iter()
-            .find(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
-            .map(|c| c.body.clone())
-            .unwrap_or_default()
-    };
+    let queued = |gh: &common::fake_github::FakeGitHub| lab::steer_marker(gh, id);
     assert!(
         queued(&lab.gh).contains("⏳ Queued: the answer to task 0"),
         "{}",
@@ -689,7 +641,7 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
         &format!("<!-- dagexec:steer:{theirs} -->\n⏳ Queued"),
     );
     // The steer job never runs (GitHub cancelled it). Round 2's finalize applies the answer.
-    let (_, ok, log) = lab.round(2);
+    let (_, ok, log) = lab.round_result(2);
     assert!(ok, "{log}");
     let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "pending", "{log}");
@@ -716,7 +668,7 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
     assert_eq!(lab.branch_log(), before, "{text}");
     assert_eq!(lab.branch_plan()["progress"]["dagexecSteered"], json!([id]));
     // Round 3 runs the task with the answer in its prompt.
-    let (_, ok, log) = lab.round(3);
+    let (_, ok, log) = lab.round_result(3);
     assert!(ok, "{log}");
     assert_eq!(lab.branch_plan()["tasks"][0]["status"], "completed");
     lab.gh.assert_clean();
@@ -727,14 +679,14 @@ fn an_answer_whose_steer_job_github_cancelled_is_applied_by_the_running_round() 
 /// check run was written. The next run (Run workflow or `/execute`) finishes it.
 #[test]
 fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
-    let mut lab = Lab::with_worker(
+    let mut lab = lab_with_worker(
         vec![task("one", &["t1.txt"], &[])],
         "#!/bin/sh\ncat > /dev/null\necho t1 > t1.txt; echo \"COMPLETED: t1\"\n",
     );
-    lab.0.set_env("DAGEXEC_FAILPOINT", "final-push:1");
-    let (_, ok, log) = lab.round(1);
+    lab.set_env("DAGEXEC_FAILPOINT", "final-push:1");
+    let (_, ok, log) = lab.round_result(1);
     assert!(!ok, "killed by its failpoint:\n{log}");
-    lab.0.set_env("DAGEXEC_FAILPOINT", "");
+    lab.set_env("DAGEXEC_FAILPOINT", "");
     git(
         &lab.origin,
         &["cat-file", "-e", "dagexec/rounds:.design/plan.done.json"],
@@ -764,7 +716,7 @@ fn a_finalize_killed_after_its_final_push_is_finished_by_the_next_run() {
 /// finalize records it in `progress.dagexecAttempts`, as every finished attempt is.
 #[test]
 fn a_matrix_job_without_an_artifact_leaves_an_attempt_record() {
-    let lab = Lab::new(vec![task("one", &["t1.txt"], &[])]);
+    let lab = new_lab(vec![task("one", &["t1.txt"], &[])]);
     let planned = lab.plan_job(1, &[]);
     assert_eq!(planned.outputs["has-work"], "true", "{}", planned.log);
     let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("no-artifacts"));
@@ -795,7 +747,7 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
     .unwrap();
     let new = std::fs::read_to_string(common::manifest().join("templates/dagexec.yml")).unwrap();
     for (workflow, declared) in [(new.as_str(), true), (old.as_str(), false)] {
-        let mut lab = Lab::with(
+        let mut lab = rounds_lab(
             vec![
                 task("one", &["t2.txt"], &[]),
                 task("two", &["t3.txt"], &[0]),
@@ -803,8 +755,8 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
             "#!/bin/sh\ncat > /dev/null\necho x > \"t$((DAGEXEC_TASK_INDEX + 2)).txt\"\necho COMPLETED: done\n",
             &[(".github/workflows/dagexec.yml", workflow)],
         );
-        lab.0.set_env("DAGEXEC_BUILD_SHA256", &pin);
-        let (outputs, ok, text) = lab.round(1);
+        lab.set_env("DAGEXEC_BUILD_SHA256", &pin);
+        let (outputs, ok, text) = lab.round_result(1);
         assert!(ok, "{text}");
         assert_eq!(outputs["has-work"], "true", "{text}");
         let st = lab.gh.state();
@@ -821,7 +773,7 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
         lab.gh.assert_clean();
     }
     // A pin that is no SHA-256 is refused, naming the input.
-    let lab = Lab::new(vec![task("one", &["t2.txt"], &[])]);
+    let lab = new_lab(vec![task("one", &["t2.txt"], &[])]);
     let dir = lab.checkout("main");
     let out = lab
         .job(&dir, 1)
@@ -841,11 +793,11 @@ fn the_next_round_carries_the_build_pin_and_an_older_workflow_still_gets_its_rou
 /// by hand refuses to run the worker; the default branch cannot be the execution branch.
 #[test]
 fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_branch() {
-    let mut lab = Lab::with_worker(
+    let mut lab = lab_with_worker(
         vec![task("one", &["t2.txt"], &[])],
         "#!/bin/sh\ncat > /dev/null\ntouch \"$HOME/../worker-ran\"; echo x > t2.txt\necho COMPLETED: done\n",
     );
-    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
     let planned = lab.plan_job(1, &[]);
     let o = &planned.outputs;
     assert_eq!(o["conclusion"], "redirect", "{}", planned.log);
@@ -884,7 +836,7 @@ fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_bra
     assert!(!dir.join("worker-ran").exists(), "the worker ran");
 
     // The execution branch cannot be the default branch.
-    lab.0.set_env("DAGEXEC_BRANCH", "main");
+    lab.set_env("DAGEXEC_BRANCH", "main");
     let dir = lab.checkout("main");
     let out = lab
         .job(&dir, 3)
@@ -906,13 +858,13 @@ fn a_run_on_the_default_branch_runs_no_task_code_and_starts_the_round_on_its_bra
 /// not committed anywhere yet).
 #[test]
 fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
-    let mut lab = Lab(lab::lab()
+    let mut lab = lab::lab()
         .fixture("specs/003-todo", "speckit/003-todo")
         .worker("#!/bin/sh\ncat > /dev/null\necho COMPLETED: done\n")
         .branch("dagexec/todo")
-        .start());
-    lab.0.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
-    lab.0.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
+        .start();
+    lab.set_env("DAGEXEC_DEFAULT_BRANCH", "main");
+    lab.set_env("DAGEXEC_PLAN", "specs/003-todo/tasks.md");
     let planned = lab.plan_job(1, &[]);
     assert_eq!(planned.outputs["conclusion"], "redirect", "{}", planned.log);
     let (ok, text) = lab.finalize_job(1, &planned, &lab.tmp.path().join("none"));

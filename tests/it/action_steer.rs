@@ -57,12 +57,7 @@ fn commits(lab: &Lab, prefix: &str) -> usize {
 
 /// The body of dagexec's marker for comment `id`.
 fn marker(gh: &FakeGitHub, id: u64) -> String {
-    gh.state()
-        .comments
-        .iter()
-        .find(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
-        .map(|c| c.body.clone())
-        .unwrap_or_default()
+    crate::common::lab::steer_marker(gh, id)
 }
 
 /// Round 1 ran and `/execute proceed` was applied by its steer job: the lab and the comment.

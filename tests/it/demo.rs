@@ -3,22 +3,16 @@
 //! depth), and refuses a directory that holds something.
 
 use crate::common;
+use crate::common::local::exec;
 
-use common::{dagexec, git};
+use common::git;
 
 #[test]
 fn the_demo_runs_in_a_new_nested_directory_and_commits_round_by_round() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("not/yet/there");
-    let out = dagexec(tmp.path())
-        .args(["demo", "--dir", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = exec(tmp.path(), &["demo", "--dir", dir.to_str().unwrap()]);
+    let text = common::text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let log = git(&dir.join("repo"), &["log", "--format=%s"]);
     let rounds = log
@@ -30,10 +24,7 @@ fn the_demo_runs_in_a_new_nested_directory_and_commits_round_by_round() {
     the_readme_shows_what_the_demo_prints(&text);
 
     // A directory that holds something is refused, and nothing in it is touched.
-    let again = dagexec(tmp.path())
-        .args(["demo", "--dir", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let again = exec(tmp.path(), &["demo", "--dir", dir.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("exists and is not empty"),

@@ -3,6 +3,7 @@
 //! commit, and prints the next three commands.
 
 use crate::common;
+use crate::common::local::exec;
 
 use std::process::Stdio;
 
@@ -64,10 +65,7 @@ fn init_without_a_terminal_uses_the_default_worker_and_says_what_to_run_next() {
 #[test]
 fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dagexec(dir.path())
-        .args(["init", "--stdout", "--worker", "codex"])
-        .output()
-        .unwrap();
+    let out = exec(dir.path(), &["init", "--stdout", "--worker", "codex"]);
     assert!(out.status.success());
     let wf = String::from_utf8_lossy(&out.stdout);
     assert!(wf.contains("@openai/codex@"), "{wf}");
@@ -81,10 +79,7 @@ fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
     );
 
     // Gemini CLI: pinned, its key checked, JSON output, edits approved and no shell.
-    let out = dagexec(dir.path())
-        .args(["init", "--stdout", "--worker", "gemini"])
-        .output()
-        .unwrap();
+    let out = exec(dir.path(), &["init", "--stdout", "--worker", "gemini"]);
     assert!(out.status.success());
     let wf = String::from_utf8_lossy(&out.stdout);
     assert!(wf.contains("@google/gemini-cli@0.61.0"), "{wf}");
@@ -99,17 +94,17 @@ fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
         "{wf}"
     );
 
-    let out = dagexec(dir.path())
-        .args([
+    let out = exec(
+        dir.path(),
+        &[
             "init",
             "--stdout",
             "--worker",
             "claude",
             "--secret",
             "GITHUB_TOKEN",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--secret \"GITHUB_TOKEN\""), "{err}");
@@ -120,10 +115,7 @@ fn init_names_the_worker_and_its_secret_and_refuses_a_bad_one() {
 #[test]
 fn the_secret_check_step_fails_early_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dagexec(dir.path())
-        .args(["init", "--stdout", "--worker", "aider"])
-        .output()
-        .unwrap();
+    let out = exec(dir.path(), &["init", "--stdout", "--worker", "aider"]);
     assert!(out.status.success());
     let wf: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).unwrap();
     let steps = wf["jobs"]["work"]["steps"].as_sequence().unwrap();

@@ -8,21 +8,14 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{dagexec, git};
+use common::local::{Local, Ran, exec, local};
+use common::{commit_new, dagexec, git, text, write_files};
 
 /// A committed repository holding `files`.
 fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for (rel, text) in files {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    git(dir.path(), &["config", "user.email", "t@example.com"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "start"]);
+    write_files(dir.path(), files.iter().copied());
+    commit_new(dir.path());
     dir
 }
 
@@ -47,22 +40,10 @@ fn script(scripts: &Path, name: &str, body: &str) -> String {
     format!("sh '{}'", path.display())
 }
 
-fn run(dir: &Path, out: &Path, args: &[&str]) -> Output {
-    dagexec(dir)
-        .arg("run")
-        .args(["--jobs", "1", "--timeout", "20s"])
-        .args(args)
-        .env("OUT", out)
-        .output()
-        .expect("dagexec runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+/// `dagexec run` as these tests run it: one job, 20 s an attempt, `$OUT` the folder the
+/// scripts record in.
+fn run(dir: &Path, out: &Path) -> Local {
+    local(dir).jobs(1).timeout("20s").env("OUT", out)
 }
 
 fn read(p: &Path) -> String {
@@ -107,13 +88,17 @@ fn reviewed(reviewer_body: &str) -> Setup {
 }
 
 impl Setup {
-    fn run(&self) -> Output {
-        self.run_with(&[])
+    /// The run of the worker with the reviewer.
+    fn runner(&self) -> Local {
+        run(self.dir.path(), self.out.path())
+            .worker(&self.worker)
+            .args(["--reviewer", &self.reviewer])
     }
-    fn run_with(&self, extra: &[&str]) -> Output {
-        let mut args = vec!["--worker", &self.worker, "--reviewer", &self.reviewer];
-        args.extend_from_slice(extra);
-        run(self.dir.path(), self.out.path(), &args)
+    fn run(&self) -> Ran {
+        self.runner().run()
+    }
+    fn run_with(&self, extra: &[&str]) -> Ran {
+        self.runner().args(extra).run()
     }
     fn recorded(&self, name: &str) -> String {
         read(&self.out.path().join(name))
@@ -127,8 +112,7 @@ impl Setup {
 fn an_approved_task_completes_with_the_review_in_commit_and_summary() {
     let s = reviewed("printf 'Looks fine.\\nAPPROVED\\nsummary: a.txt is there\\n'");
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let out = o.expect_code(0);
     let prompt = s.recorded("review-1.md");
     assert!(prompt.contains("**Title:** Write a"), "{prompt}");
     assert!(
@@ -157,8 +141,7 @@ printf 'REJECTED\nsummary: Missing tests\nissues:\n- no test for a\nsuggestions:
 else printf 'APPROVED\nsummary: now tested\n'; fi"#,
     );
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let out = o.expect_code(0);
     assert!(
         out.contains(
             "attempt 1 failed: reviewer rejected: Missing tests — retrying (attempt 2 of 3)"
@@ -194,8 +177,7 @@ fn the_eager_schedule_reviews_and_retries_the_same_way() {
 else printf 'APPROVED\nsummary: yes\n'; fi"#,
     );
     let o = s.run_with(&["--schedule", "eager"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let out = o.expect_code(0);
     assert_eq!(s.recorded("tree-2").trim(), "carried");
     assert!(out.contains("approved after 1 rejection(s): yes"), "{out}");
 }
@@ -207,8 +189,7 @@ fn three_rejections_escalate_then_the_answer_reopens_the_task() {
 printf 'REJECTED\nsummary: try %s\nissues:\n- issue %s\n' "$DAGEXEC_ATTEMPT" "$DAGEXEC_ATTEMPT""#,
     );
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{out}");
+    let out = o.expect_code(5);
     assert_eq!(
         s.recorded("tree-3").trim(),
         "clean",
@@ -240,26 +221,19 @@ printf 'REJECTED\nsummary: try %s\nissues:\n- issue %s\n' "$DAGEXEC_ATTEMPT" "$D
         "nothing rejected was applied"
     );
 
-    let a = dagexec(s.dir.path())
-        .args(["answer", "0", "keep", "it", "short"])
-        .output()
-        .unwrap();
+    let a = exec(s.dir.path(), &["answer", "0", "keep", "it", "short"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a));
     let plan = s.plan();
     assert_eq!(plan["tasks"][0]["status"], "pending");
     assert_eq!(plan["tasks"][0]["question"]["reply"], "keep it short");
     // A second answer is refused: nothing is open.
-    let again = dagexec(s.dir.path())
-        .args(["answer", "0", "x"])
-        .output()
-        .unwrap();
+    let again = exec(s.dir.path(), &["answer", "0", "x"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(text(&again).contains("task 0 has no open question (it is pending)"));
 
     std::fs::write(s.out.path().join("approve"), "").unwrap();
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    o.expect_code(0);
     let first = s.recorded("worker-1.md");
     assert!(
         first.contains("The user answered:\nkeep it short"),
@@ -289,8 +263,7 @@ fn the_same_rejection_three_times_in_a_row_escalates_early() {
     .unwrap();
     git(s.dir.path(), &["commit", "-qam", "earlier reviews"]);
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{out}");
+    let out = o.expect_code(5);
     assert!(
         !s.out.path().join("worker-2.md").exists(),
         "escalated after one attempt: {out}"
@@ -310,8 +283,7 @@ fn the_same_rejection_three_times_in_a_row_escalates_early() {
 fn a_reviewer_without_a_verdict_fails_the_attempt() {
     let s = reviewed("echo 'looks good to me'");
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let out = o.expect_code(1);
     assert!(
         out.contains("review failed: the reviewer's output has no line APPROVED or REJECTED"),
         "{out}"
@@ -339,14 +311,7 @@ else printf 'APPROVED\nsummary: now tested\n'; fi"#,
 fn a_rejection_survives_a_crash_before_the_next_review() {
     let s = reject_once();
     // The runner dies (SIGKILL) right after the first verdict is recorded.
-    let o = dagexec(s.dir.path())
-        .arg("run")
-        .args(["--jobs", "1", "--timeout", "20s"])
-        .args(["--worker", &s.worker, "--reviewer", &s.reviewer])
-        .env("OUT", s.out.path())
-        .env("DAGEXEC_FAILPOINT", "after-review:1")
-        .output()
-        .unwrap();
+    let o = s.runner().env("DAGEXEC_FAILPOINT", "after-review:1").run();
     assert_eq!(o.status.code(), None, "killed: {}", text(&o));
     let plan = s.plan();
     let reviews = plan["tasks"][0]["reviews"]
@@ -362,8 +327,7 @@ fn a_rejection_survives_a_crash_before_the_next_review() {
     assert_eq!(reviews[0]["summary"], "Missing tests");
 
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let out = o.expect_code(0);
     let resumed = s.recorded("last-prompt.md");
     assert!(
         resumed.contains("**Attempt 1 Feedback:**\nMissing tests")
@@ -386,22 +350,11 @@ fn every_rejection_is_in_the_plan_file_before_the_next_attempt_starts() {
         &format!("cp \"$DAGEXEC_ROOT_PLAN\" \"$OUT/plan-at-$DAGEXEC_ATTEMPT.json\"\n{WORKER}"),
     );
     let plan_path = s.dir.path().join(".design/plan.json");
-    let o = dagexec(s.dir.path())
-        .arg("run")
-        .args([
-            "--jobs",
-            "1",
-            "--timeout",
-            "20s",
-            "--worker",
-            &worker,
-            "--reviewer",
-            &s.reviewer,
-        ])
-        .env("OUT", s.out.path())
+    let o = run(s.dir.path(), s.out.path())
+        .worker(&worker)
+        .args(["--reviewer", &s.reviewer])
         .env("DAGEXEC_ROOT_PLAN", &plan_path)
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let seen: Value = serde_json::from_str(&s.recorded("plan-at-2.json")).unwrap();
     assert_eq!(seen["tasks"][0]["status"], "in_progress");
@@ -414,18 +367,11 @@ fn every_rejection_is_in_the_plan_file_before_the_next_attempt_starts() {
 #[test]
 fn a_missing_reviewer_is_found_before_any_worker_runs() {
     let s = reviewed("true");
-    let o = run(
-        s.dir.path(),
-        s.out.path(),
-        &[
-            "--worker",
-            &s.worker,
-            "--reviewer",
-            "dagexec-no-such-reviewer --strict",
-        ],
-    );
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{out}");
+    let o = run(s.dir.path(), s.out.path())
+        .worker(&s.worker)
+        .args(["--reviewer", "dagexec-no-such-reviewer --strict"])
+        .run();
+    let out = o.expect_code(2);
     assert!(
         out.contains("dagexec-no-such-reviewer") && out.contains("not found"),
         "{out}"
@@ -441,8 +387,7 @@ fn a_missing_reviewer_is_found_before_any_worker_runs() {
 fn a_crashing_reviewer_is_reported_in_words_with_its_stderr() {
     let s = reviewed("echo 'reviewer: cannot open the model' >&2\nexit 3");
     let o = s.run();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let out = o.expect_code(1);
     assert!(!out.contains("Code(3)"), "{out}");
     assert!(
         out.contains("review failed: the reviewer exited with status 3")
@@ -487,8 +432,15 @@ done_block() {{ printf 'OUTPUT_JSON_START\n{{"status":"COMPLETED","summary":"pla
     )
 }
 
-fn lr_run(dir: &Path, out: &Path, worker: &str) -> Output {
-    run(dir, out, &["--worker", worker, "--long-run", ".long-run"])
+/// A long run of `.long-run` with `worker`.
+fn lr(dir: &Path, out: &Path, worker: &str) -> Local {
+    run(dir, out)
+        .worker(worker)
+        .args(["--long-run", ".long-run"])
+}
+
+fn lr_run(dir: &Path, out: &Path, worker: &str) -> Ran {
+    lr(dir, out, worker).run()
 }
 
 fn answer(dir: &Path, args: &[&str]) -> Output {
@@ -505,8 +457,7 @@ fn long_run_plans_run_in_number_order_and_write_summaries() {
     let out = tempfile::tempdir().unwrap();
     let w = lr_worker(out.path(), "echo $N > $N.txt\necho working\ndone_block");
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    o.expect_code(0);
     let p1 = read(&out.path().join("plan-01-1.md"));
     assert!(
         p1.starts_with("You are a long-run-executor subagent."),
@@ -557,8 +508,7 @@ fn the_generated_plan_is_not_an_uncommitted_change_of_the_user() {
     );
     // The first run writes .long-run/plan.json (untracked until its first round commit).
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{log}");
+    let log = o.expect_code(1);
     assert!(!log.contains("uncommitted changes"), "{log}");
     // A second run regenerates it beside the committed one.
     std::fs::write(
@@ -586,8 +536,7 @@ exit 0; fi
 done_block"#,
     );
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{log}");
+    let log = o.expect_code(5);
     assert!(log.contains("Task 0 (Models) needs a decision at Task 2:\nWhich store?\n  1. postgres: server\n  2. sqlite: file"), "{log}");
     assert!(
         log.contains("Answer with: dagexec --plan .long-run/plan.json answer 0 postgres"),
@@ -704,9 +653,8 @@ if grep -q 'User decided' "$DAGEXEC_PROMPT_FILE"; then echo a > a.txt; echo 'COM
 echo thinking
 echo 'NEEDS_DECISION: Which encoding, utf-8 or latin-1?'"#,
     );
-    let o = run(dir.path(), out.path(), &["--worker", &w]);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{log}");
+    let o = run(dir.path(), out.path()).worker(&w).run();
+    let log = o.expect_code(5);
     assert!(
         !out.path().join("prompt-2.md").exists(),
         "not retried: {log}"
@@ -718,12 +666,9 @@ echo 'NEEDS_DECISION: Which encoding, utf-8 or latin-1?'"#,
     let plan = json_of(&dir.path().join(".design/plan.json"));
     assert_eq!(plan["tasks"][0]["status"], "blocked");
     assert_eq!(plan["tasks"][0]["question"]["kind"], "decision");
-    let a = dagexec(dir.path())
-        .args(["answer", "0", "utf-8"])
-        .output()
-        .unwrap();
+    let a = exec(dir.path(), &["answer", "0", "utf-8"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a));
-    let o = run(dir.path(), out.path(), &["--worker", &w]);
+    let o = run(dir.path(), out.path()).worker(&w).run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(read(&out.path().join("prompt-1.md")).contains("User decided: utf-8."));
 
@@ -737,8 +682,7 @@ echo 'NEEDS_ACTION: Verify the email address'; exit 0; fi
 done_block"#,
     );
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{log}");
+    let log = o.expect_code(5);
     assert!(!log.contains("OUTPUT_JSON"), "{log}");
     assert!(
         log.contains("Task 0 (Models) needs an action from you:\nVerify the email address"),
@@ -764,8 +708,7 @@ exit 0; fi
 done_block"#,
     );
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(5), "{log}");
+    let log = o.expect_code(5);
     assert!(log.contains("needs an action from you at Task 1:\nVerify the email\nSteps:\n1. open the inbox\n2. click the link"), "{log}");
     // 02 declared no dependency: it completed beside the question.
     let plan = json_of(&dir.path().join(".long-run/plan.json"));
@@ -798,8 +741,7 @@ fn failed_and_malformed_blocks_are_failures_with_the_raw_output_kept() {
 esac"#,
     );
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert!(
         log.contains("attempt 1 failed: the OUTPUT_JSON_START block is not valid JSON"),
         "{log}"
@@ -838,8 +780,7 @@ fn a_committed_checkpoint_resumes_the_plan_and_a_completed_summary_skips_it() {
     let out = tempfile::tempdir().unwrap();
     let w = lr_worker(out.path(), "done_block");
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    o.expect_code(0);
     let p = read(&out.path().join("plan-01-1.md"));
     assert!(p.contains("Resuming from checkpoint. Skip to Task 3.\nPrevious progress:\n{\"last_completed_task\": 2}"), "{p}");
     assert!(
@@ -881,8 +822,7 @@ fn a_retry_after_failed_resumes_from_the_attempts_checkpoint() {
         r#"printf 'OUTPUT_JSON_START\n{"status":"FAILED","failed_at":"Task 2","error":"tests fail"}\nOUTPUT_JSON_END\n'; exit 0"#,
     );
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     let second = read(&out.path().join("plan-01-2.md"));
     assert!(
         second.contains("Resuming from checkpoint. Skip to Task 2.")
@@ -907,26 +847,12 @@ fn a_crash_mid_plan_keeps_the_checkpoint_and_the_work_it_describes() {
         out.path(),
         r#"i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 1"#,
     );
-    let o = dagexec(dir.path())
-        .arg("run")
-        .args([
-            "--jobs",
-            "1",
-            "--timeout",
-            "20s",
-            "--worker",
-            &w,
-            "--long-run",
-            ".long-run",
-        ])
-        .env("OUT", out.path())
+    let o = lr(dir.path(), out.path(), &w)
         .env("DAGEXEC_FAILPOINT", "checkpoint-saved:1")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), None, "killed: {}", text(&o));
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert!(out.path().join("resumed").exists(), "{log}");
     assert_eq!(read(&dir.path().join("m1.txt")), "m1\n");
     assert_eq!(read(&dir.path().join("m2.txt")), "m2\n");
@@ -952,26 +878,12 @@ fn a_crash_after_an_uncommitted_checkpoint_resumes_from_the_tree_it_was_written_
 fi
 done_block"#,
     );
-    let o = dagexec(dir.path())
-        .arg("run")
-        .args([
-            "--jobs",
-            "1",
-            "--timeout",
-            "20s",
-            "--worker",
-            &w,
-            "--long-run",
-            ".long-run",
-        ])
-        .env("OUT", out.path())
+    let o = lr(dir.path(), out.path(), &w)
         .env("DAGEXEC_FAILPOINT", "checkpoint-saved:1")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), None, "killed: {}", text(&o));
     let o = lr_run(dir.path(), out.path(), &w);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert_eq!(
         std::fs::read_to_string(out.path().join("found")).unwrap_or_default(),
         "first\n",
@@ -1041,12 +953,8 @@ fn dry_run_writes_nothing_and_prompt_shows_the_resume_state() {
         "{\"last_completed_task\": 4}\n",
     )]);
     let out = tempfile::tempdir().unwrap();
-    let o = dagexec(dir.path())
-        .args(["run", "--dry-run", "--long-run", ".long-run"])
-        .output()
-        .unwrap();
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let o = exec(dir.path(), &["run", "--dry-run", "--long-run", ".long-run"]);
+    let log = o.expect_code(0);
     assert!(
         log.contains("Round 1: 0 Models\nRound 2: 1 Routes"),
         "{log}"
@@ -1059,10 +967,10 @@ fn dry_run_writes_nothing_and_prompt_shows_the_resume_state() {
     );
     let o = lr_run(dir.path(), out.path(), &w);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let p = dagexec(dir.path())
-        .args(["--plan", ".long-run/plan.json", "prompt", "0"])
-        .output()
-        .unwrap();
+    let p = exec(
+        dir.path(),
+        &["--plan", ".long-run/plan.json", "prompt", "0"],
+    );
     let prompt = String::from_utf8_lossy(&p.stdout);
     assert!(prompt.contains("Skip to Task 5."), "{prompt}");
     assert!(prompt.contains("starting from Task 5"), "{prompt}");

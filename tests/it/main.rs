@@ -19,6 +19,7 @@ mod action_jobs;
 mod action_review;
 mod action_rounds;
 mod action_steer;
+mod ci_scripts;
 mod cli;
 mod comment;
 mod demo;

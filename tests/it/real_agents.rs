@@ -8,15 +8,15 @@
 //! `DAGEXEC_SKIP_REAL_AGENTS=1` to skip them knowingly.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use serde_json::{Value, json};
 
 use crate::common;
+use common::local::{Ran, exec, local};
 use common::model_server::{
     ANTHROPIC_USAGE, Api, Fault, GEMINI_USAGE, ModelServer, OPENAI_USAGE, content_of,
 };
-use common::{dagexec, git, repo};
+use common::{git, repo, text};
 
 /// Where the pinned CLIs are, or `None` when the tests are knowingly skipped.
 pub(crate) fn agents_bin() -> Option<PathBuf> {
@@ -41,12 +41,9 @@ pub(crate) fn agents_bin() -> Option<PathBuf> {
 /// The worker command `dagexec init --worker <cli>` writes into the workflow.
 fn documented_worker(cli: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let out = dagexec(dir.path())
-        .args(["init", "--worker", cli, "--stdout"])
-        .output()
-        .unwrap();
+    let out = exec(dir.path(), &["init", "--worker", cli, "--stdout"]);
     assert!(out.status.success(), "{}", text(&out));
-    let workflow = String::from_utf8(out.stdout).unwrap();
+    let workflow = String::from_utf8(out.stdout.clone()).unwrap();
     let line = workflow
         .lines()
         .find_map(|l| l.trim().strip_prefix("worker: "))
@@ -55,14 +52,6 @@ fn documented_worker(cli: &str) -> String {
         Ok(s) => s,
         Err(_) => line.to_owned(),
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Two independent tasks and one after both; task 1 names a model.
@@ -133,14 +122,15 @@ impl Agent {
         }
     }
 
-    fn run(&self, dir: &Path, server: &ModelServer, extra: &[&str]) -> Output {
+    fn run(&self, dir: &Path, server: &ModelServer, extra: &[&str]) -> Ran {
         let path = format!(
             "{}:{}",
             self.bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let mut cmd = dagexec(dir);
-        cmd.args(["run", "--yes", "--worker", &documented_worker(self.cli)])
+        local(dir)
+            .worker(&documented_worker(self.cli))
+            .args(["--yes"])
             .args(extra)
             .env("PATH", path)
             .env("HOME", self.home.path())
@@ -153,13 +143,13 @@ impl Agent {
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("CLAUDE_CODE_MAX_RETRIES", "0")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
-            .env_remove("OPENAI_BASE_URL");
-        cmd.output().expect("dagexec runs")
+            .env_remove("OPENAI_BASE_URL")
+            .run()
     }
 }
 
 fn status_json(dir: &Path) -> Value {
-    let out = dagexec(dir).args(["status", "--json"]).output().unwrap();
+    let out = exec(dir, &["status", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -258,7 +248,7 @@ fn gemini_completes_a_plan_with_its_spend() {
 
 /// One task against a faulty API: the attempt fails, the reason says what the API did, the
 /// logs are kept and no CLI process is left behind.
-fn fault(cli: &'static str, fault: Fault) -> Option<(Output, tempfile::TempDir)> {
+fn fault(cli: &'static str, fault: Fault) -> Option<(Ran, tempfile::TempDir)> {
     let bin = agents_bin()?;
     let server = ModelServer::start();
     server.set_fault(Some(fault.clone()));
@@ -395,10 +385,7 @@ fn the_tested_versions_are_the_pinned_ones() {
         ("gemini", "@google/gemini-cli@"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let out = dagexec(dir.path())
-            .args(["init", "--worker", cli, "--stdout"])
-            .output()
-            .unwrap();
+        let out = exec(dir.path(), &["init", "--worker", cli, "--stdout"]);
         let workflow = String::from_utf8_lossy(&out.stdout);
         let start = workflow
             .find(package)

@@ -5,19 +5,11 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::Output;
-
 use serde_json::{Value, json};
 
-use common::{dagexec, git};
-
-fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
-        "metadata": {"files": {"create": creates, "modify": []}}
-    })
-}
+use common::lab::task;
+use common::local::{exec, plan_json};
+use common::{git, text};
 
 /// A repository with `tasks` as its plan and `worker` as `worker.sh`, committed.
 fn repo(tasks: Vec<Value>, worker: &str) -> tempfile::TempDir {
@@ -41,22 +33,6 @@ fn repo(tasks: Vec<Value>, worker: &str) -> tempfile::TempDir {
     dir
 }
 
-fn run(dir: &Path, args: &[&str]) -> Output {
-    dagexec(dir).args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn state(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
-}
-
 const FLAKY: &str = r#"#!/bin/sh
 cat > /dev/null
 case "$DAGEXEC_TASK_INDEX" in
@@ -73,9 +49,9 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
     );
     let root = dir.path();
     let worker = format!("FIXED={} sh ./worker.sh", root.display());
-    let first = run(root, &["run", "--yes", "--worker", &worker]);
+    let first = exec(root, &["run", "--yes", "--worker", &worker]);
     assert_eq!(first.status.code(), Some(1), "{}", text(&first));
-    let s = state(root);
+    let s = plan_json(root);
     assert_eq!(
         (
             s["tasks"][0]["status"].as_str(),
@@ -87,7 +63,7 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
     // The summary says how to put it right, with the command.
     assert!(text(&first).contains("dagexec retry 0"), "{}", text(&first));
 
-    let retried = run(root, &["retry", "0"]);
+    let retried = exec(root, &["retry", "0"]);
     assert_eq!(retried.status.code(), Some(0), "{}", text(&retried));
     assert_eq!(
         String::from_utf8_lossy(&retried.stdout),
@@ -95,11 +71,11 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
          Tasks 1 (skipped because of it) are pending again.\n\
          Run `dagexec run` again, with the same options, to resume.\n"
     );
-    let s = state(root);
+    let s = plan_json(root);
     assert_eq!(s["tasks"][0]["status"], "pending");
     assert_eq!(s["tasks"][0]["attempts"], 0);
     // Retrying a task that has not failed is refused with the reason.
-    let refused = run(root, &["retry", "0"]);
+    let refused = exec(root, &["retry", "0"]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(
         text(&refused)
@@ -112,7 +88,7 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
     // The cause is fixed (an ignored file the worker looks for); the run resumes and both
     // tasks complete.
     std::fs::write(root.join("fixed"), "").unwrap();
-    let second = run(root, &["run", "--yes", "--worker", &worker]);
+    let second = exec(root, &["run", "--yes", "--worker", &worker]);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
     assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b\n");
 }
@@ -129,11 +105,11 @@ esac
 fn answer_reaches_a_task_whose_worker_said_blocked() {
     let dir = repo(vec![task("A", &["a.txt"], &[])], BLOCKING);
     let root = dir.path();
-    let first = run(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
+    let first = exec(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
     assert_ne!(first.status.code(), Some(0), "{}", text(&first));
-    assert_eq!(state(root)["tasks"][0]["status"], "blocked");
+    assert_eq!(plan_json(root)["tasks"][0]["status"], "blocked");
 
-    let answered = run(root, &["answer", "0", "use the staging key"]);
+    let answered = exec(root, &["answer", "0", "use the staging key"]);
     assert_eq!(answered.status.code(), Some(0), "{}", text(&answered));
     assert!(
         text(&answered).contains("answered \"use the staging key\""),
@@ -141,12 +117,12 @@ fn answer_reaches_a_task_whose_worker_said_blocked() {
         text(&answered)
     );
     // The next attempt's prompt carries the question and the answer.
-    let prompt = run(root, &["prompt", "0"]);
+    let prompt = exec(root, &["prompt", "0"]);
     let p = text(&prompt);
     assert!(p.contains("which API key should the client use?"), "{p}");
     assert!(p.contains("use the staging key"), "{p}");
 
-    let second = run(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
+    let second = exec(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
 }
@@ -158,11 +134,11 @@ fn status_after_a_completed_run_reports_the_archived_plan() {
         "#!/bin/sh\ncat >/dev/null\nif [ \"$DAGEXEC_TASK_INDEX\" = 0 ]; then echo x > a.txt; else echo x > b.txt; fi\necho 'COMPLETED: ok'\n",
     );
     let root = dir.path();
-    let done = run(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
+    let done = exec(root, &["run", "--yes", "--worker", "sh ./worker.sh"]);
     assert_eq!(done.status.code(), Some(0), "{}", text(&done));
     assert!(!root.join(".design/plan.json").exists());
 
-    let status = run(root, &["status"]);
+    let status = exec(root, &["status"]);
     assert_eq!(status.status.code(), Some(0), "{}", text(&status));
     let out = String::from_utf8_lossy(&status.stdout).to_string();
     assert!(
@@ -178,7 +154,7 @@ fn status_after_a_completed_run_reports_the_archived_plan() {
         .find(|l| l.trim_start().starts_with("0 "))
         .unwrap();
     assert!(row.contains(" 1 "), "{row}");
-    let json = run(root, &["status", "--json"]);
+    let json = exec(root, &["status", "--json"]);
     let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(rows[0]["attempts"], 1, "{rows:#}");
     assert_eq!(rows[1]["status"], "completed");
@@ -199,7 +175,7 @@ fn a_broken_plan_reports_every_problem_at_once() {
         ],
         "",
     );
-    let out = run(dir.path(), &["validate", "--no-checks"]);
+    let out = exec(dir.path(), &["validate", "--no-checks"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),

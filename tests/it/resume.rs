@@ -5,30 +5,14 @@
 //! regression (a run that never ends) fails instead of hanging.
 
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common;
+use common::local::{Ran, local, plan_or_done, simple_plan};
 use common::{dagexec, git, repo};
-
-/// (subject, blockedBy, create, modify)
-type TaskSpec<'a> = (&'a str, &'a [usize], &'a [&'a str], &'a [&'a str]);
-
-fn plan(tasks: &[TaskSpec]) -> Value {
-    let tasks: Vec<Value> = tasks
-        .iter()
-        .map(|(subject, deps, create, modify)| {
-            serde_json::json!({
-                "subject": subject, "status": "pending", "blockedBy": deps,
-                "metadata": {"files": {"create": create, "modify": modify}},
-                "agent": {"role": "engineer"}
-            })
-        })
-        .collect();
-    serde_json::json!({"schemaVersion": 2, "goal": "test", "tasks": tasks})
-}
 
 /// A worker script (outside the repository) that first appends a line to `count` (one line
 /// per worker run: `<task> <attempt>`), then runs `body`.
@@ -64,66 +48,14 @@ impl Worker {
     }
 }
 
-/// What a bounded run left.
-struct Ran {
-    status: ExitStatus,
-    out: String,
-}
-
-impl Ran {
-    fn code(&self) -> Option<i32> {
-        self.status.code()
-    }
-}
-
-/// Runs `cmd` with its output in files, killing it (and failing the test) after `limit`.
-fn bounded(mut cmd: Command, limit: Duration) -> Ran {
-    let logs = tempfile::tempdir().unwrap();
-    let out_path = logs.path().join("out");
-    let out = std::fs::File::create(&out_path).unwrap();
-    let err = out.try_clone().unwrap();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "dagexec did not finish within {limit:?}:\n{}",
-                std::fs::read_to_string(&out_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Ran {
-        status,
-        out: std::fs::read_to_string(&out_path).unwrap(),
-    }
-}
-
+/// `dagexec run` as these tests run it: two jobs, 20 s an attempt, at most 90 s in all.
 fn run(dir: &Path, worker: &str, extra: &[&str]) -> Ran {
-    let mut cmd = dagexec(dir);
-    cmd.args(["run", "--worker", worker, "--jobs", "2", "--timeout", "20s"])
-        .args(extra);
-    bounded(cmd, Duration::from_secs(90))
-}
-
-fn plan_of(dir: &Path) -> Value {
-    let path = dir.join(".design/plan.json");
-    let path = if path.exists() {
-        path
-    } else {
-        dir.join(".design/plan.done.json")
-    };
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    local(dir)
+        .worker(worker)
+        .jobs(2)
+        .timeout("20s")
+        .args(extra)
+        .run_within(Duration::from_secs(90))
 }
 
 fn read(dir: &Path, rel: &str) -> String {
@@ -132,7 +64,7 @@ fn read(dir: &Path, rel: &str) -> String {
 
 /// Sets task fields in the committed plan (a state an interrupted run left), committed.
 fn commit_plan_state(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    let mut p = plan_of(dir);
+    let mut p = plan_or_done(dir);
     edit(&mut p);
     std::fs::write(
         dir.join(".design/plan.json"),
@@ -148,7 +80,7 @@ echo "COMPLETED: wrote the files""#;
 
 #[test]
 fn a_users_edit_to_a_declared_file_costs_three_attempts_not_endless_runs() {
-    let p = plan(&[
+    let p = simple_plan(&[
         ("app", &[], &[], &["src/app.txt"]),
         ("after app", &[0], &["b.txt"], &[]),
     ]);
@@ -156,14 +88,14 @@ fn a_users_edit_to_a_declared_file_costs_three_attempts_not_endless_runs() {
     std::fs::write(dir.path().join("src/app.txt"), "base\nWIP\n").unwrap();
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &["--yes"]);
-    let out = &ran.out;
+    let out = &ran.text();
     assert_eq!(ran.code(), Some(1), "{out}");
     assert_eq!(w.runs(), ["0 1", "0 2", "0 3"], "{out}");
     assert!(
         out.contains("src/app.txt (modified) — task 0 (app)"),
         "the pre-flight named the file and the task: {out}"
     );
-    let p = plan_of(dir.path());
+    let p = plan_or_done(dir.path());
     assert_eq!(p["tasks"][0]["status"], "failed", "{out}");
     assert_eq!(p["tasks"][0]["attempts"], 3);
     let result = p["tasks"][0]["result"].as_str().unwrap();
@@ -183,7 +115,7 @@ fn a_users_edit_to_a_declared_file_costs_three_attempts_not_endless_runs() {
 
 #[test]
 fn preflight_asks_about_uncommitted_declared_files_before_any_worker_runs() {
-    let p = plan(&[
+    let p = simple_plan(&[
         ("app", &[], &["config.local"], &["src/app.txt"]),
         ("docs", &[], &["docs.txt"], &[]),
     ]);
@@ -201,7 +133,7 @@ fn preflight_asks_about_uncommitted_declared_files_before_any_worker_runs() {
     std::fs::write(dir.path().join("other.txt"), "edited\n").unwrap();
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &[]);
-    let out = &ran.out;
+    let out = &ran.text();
     assert_eq!(ran.code(), Some(2), "{out}");
     assert!(w.runs().is_empty(), "no worker ran: {out}");
     assert!(
@@ -225,7 +157,7 @@ fn preflight_asks_about_uncommitted_declared_files_before_any_worker_runs() {
 
 #[test]
 fn dagexecs_own_plan_file_is_not_reported_as_an_uncommitted_change() {
-    let p = plan(&[("a", &[], &["a.txt"], &[])]);
+    let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
     let dir = repo(&p, &[]);
     // The plan as a resumed run finds it: saved by dagexec, not committed.
     let text = read(dir.path(), ".design/plan.json");
@@ -233,13 +165,13 @@ fn dagexecs_own_plan_file_is_not_reported_as_an_uncommitted_change() {
     std::fs::write(dir.path().join(".design/processor-batch-1.json"), "[]").unwrap();
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(0), "{}", ran.out);
-    assert!(!ran.out.contains("uncommitted"), "{}", ran.out);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
+    assert!(!ran.text().contains("uncommitted"), "{}", ran.text());
 }
 
 #[test]
 fn resume_keeps_ignored_files_and_uncommitted_edits_at_declared_paths() {
-    let p = plan(&[
+    let p = simple_plan(&[
         ("app", &[], &["config.local"], &["src/app.txt"]),
         ("other", &[], &["o.txt"], &[]),
     ]);
@@ -258,7 +190,7 @@ fn resume_keeps_ignored_files_and_uncommitted_edits_at_declared_paths() {
     std::fs::write(dir.path().join("src/app.txt"), "base\nWIP\n").unwrap();
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &["--yes"]);
-    let out = &ran.out;
+    let out = &ran.text();
     assert_eq!(read(dir.path(), "config.local"), "secret\n", "{out}");
     assert_eq!(read(dir.path(), "src/app.txt"), "base\nWIP\n", "{out}");
     assert_eq!(ran.code(), Some(1), "{out}");
@@ -272,7 +204,7 @@ fn resume_keeps_ignored_files_and_uncommitted_edits_at_declared_paths() {
 fn resume_never_deletes_through_a_committed_symlinked_directory() {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("victim.txt"), "keep me\n").unwrap();
-    let p = plan(&[("through the link", &[], &["link/victim.txt"], &[])]);
+    let p = simple_plan(&[("through the link", &[], &["link/victim.txt"], &[])]);
     let dir = repo(&p, &[]);
     std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
     git(dir.path(), &["add", "link"]);
@@ -286,13 +218,13 @@ fn resume_never_deletes_through_a_committed_symlinked_directory() {
         std::fs::read_to_string(outside.path().join("victim.txt")).unwrap(),
         "keep me\n",
         "{}",
-        ran.out
+        ran.text()
     );
 }
 
 #[test]
 fn an_interrupted_task_with_two_attempts_resumes_as_attempt_three_and_gets_no_fourth() {
-    let p = plan(&[("flaky", &[], &["a.txt"], &[])]);
+    let p = simple_plan(&[("flaky", &[], &["a.txt"], &[])]);
     let dir = repo(&p, &[]);
     commit_plan_state(dir.path(), |p| {
         p["tasks"][0]["status"] = "in_progress".into();
@@ -300,20 +232,20 @@ fn an_interrupted_task_with_two_attempts_resumes_as_attempt_three_and_gets_no_fo
     });
     let w = Worker::new(r#"echo "FAILED: still broken""#);
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(1), "{}", ran.out);
-    assert_eq!(w.runs(), ["0 3"], "{}", ran.out);
-    let p = plan_of(dir.path());
+    assert_eq!(ran.code(), Some(1), "{}", ran.text());
+    assert_eq!(w.runs(), ["0 3"], "{}", ran.text());
+    let p = plan_or_done(dir.path());
     assert_eq!(p["tasks"][0]["status"], "failed");
     assert_eq!(p["tasks"][0]["attempts"], 3);
     // Run again: nothing is left to try.
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(1), "{}", ran.out);
+    assert_eq!(ran.code(), Some(1), "{}", ran.text());
     assert_eq!(w.runs(), ["0 3"]);
 }
 
 #[test]
 fn a_task_interrupted_in_its_third_attempt_fails_without_a_fourth() {
-    let p = plan(&[
+    let p = simple_plan(&[
         ("flaky", &[], &["a.txt"], &[]),
         ("after", &[0], &["b.txt"], &[]),
     ]);
@@ -324,15 +256,15 @@ fn a_task_interrupted_in_its_third_attempt_fails_without_a_fourth() {
     });
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(1), "{}", ran.out);
-    assert!(w.runs().is_empty(), "{}", ran.out);
+    assert_eq!(ran.code(), Some(1), "{}", ran.text());
+    assert!(w.runs().is_empty(), "{}", ran.text());
     assert!(
-        ran.out
+        ran.text()
             .contains("Task 0 has used all 3 attempts (the last was interrupted); it fails."),
         "{}",
-        ran.out
+        ran.text()
     );
-    let p = plan_of(dir.path());
+    let p = plan_or_done(dir.path());
     assert_eq!(p["tasks"][0]["status"], "failed");
     assert_eq!(p["tasks"][1]["status"], "skipped");
 }
@@ -340,28 +272,28 @@ fn a_task_interrupted_in_its_third_attempt_fails_without_a_fourth() {
 #[test]
 fn a_crash_in_every_attempt_never_runs_a_task_more_than_three_times() {
     // The worker kills dagexec itself (its grandparent) every time: a crash loop.
-    let p = plan(&[("crashy", &[], &["a.txt"], &[])]);
+    let p = simple_plan(&[("crashy", &[], &["a.txt"], &[])]);
     let dir = repo(&p, &[]);
     let w = Worker::new(r#"kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 1"#);
     for _ in 0..5 {
         run(dir.path(), &w.cmd, &[]);
     }
     assert_eq!(w.runs(), ["0 1", "0 2", "0 3"]);
-    assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "failed");
+    assert_eq!(plan_or_done(dir.path())["tasks"][0]["status"], "failed");
 }
 
 #[test]
 fn a_crash_between_apply_and_commit_leaves_nothing_staged() {
-    let p = plan(&[("a", &[], &["a.txt"], &["README.md"])]);
+    let p = simple_plan(&[("a", &[], &["a.txt"], &["README.md"])]);
     let w = Worker::new(WRITE_DECLARED);
     for point in ["after-apply:1", "before-commit:1"] {
         let dir = repo(&p, &[("README.md", "readme\n")]);
         let head = git(dir.path(), &["rev-parse", "HEAD"]);
-        let mut cmd = dagexec(dir.path());
-        cmd.args(["run", "--worker", &w.cmd])
-            .env("DAGEXEC_FAILPOINT", point);
-        let ran = bounded(cmd, Duration::from_secs(60));
-        assert_eq!(ran.code(), None, "{point}: killed: {}", ran.out);
+        let ran = local(dir.path())
+            .worker(&w.cmd)
+            .env("DAGEXEC_FAILPOINT", point)
+            .run_within(Duration::from_secs(60));
+        assert_eq!(ran.code(), None, "{point}: killed: {}", ran.text());
         assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head, "{point}");
         assert_eq!(
             git(dir.path(), &["diff", "--cached", "--name-only"]),
@@ -372,7 +304,7 @@ fn a_crash_between_apply_and_commit_leaves_nothing_staged() {
         assert!(!dir.path().join("a.txt").exists(), "{point}");
         assert!(!dir.path().join(".git/index.lock").exists(), "{point}");
         let ran = run(dir.path(), &w.cmd, &[]);
-        assert_eq!(ran.code(), Some(0), "{point}: {}", ran.out);
+        assert_eq!(ran.code(), Some(0), "{point}: {}", ran.text());
         assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{point}");
         assert_eq!(
             read(dir.path(), "README.md"),
@@ -384,27 +316,27 @@ fn a_crash_between_apply_and_commit_leaves_nothing_staged() {
 
 #[test]
 fn a_crash_after_the_ref_moved_is_finished_on_the_next_start() {
-    let p = plan(&[
+    let p = simple_plan(&[
         ("a", &[], &["a.txt"], &["README.md"]),
         ("b", &[0], &["b.txt"], &[]),
     ]);
     let dir = repo(&p, &[("README.md", "readme\n")]);
     let w = Worker::new(WRITE_DECLARED);
-    let mut cmd = dagexec(dir.path());
-    cmd.args(["run", "--worker", &w.cmd])
-        .env("DAGEXEC_FAILPOINT", "after-ref:1");
-    let ran = bounded(cmd, Duration::from_secs(60));
-    assert_eq!(ran.code(), None, "{}", ran.out);
+    let ran = local(dir.path())
+        .worker(&w.cmd)
+        .env("DAGEXEC_FAILPOINT", "after-ref:1")
+        .run_within(Duration::from_secs(60));
+    assert_eq!(ran.code(), None, "{}", ran.text());
     assert!(
         git(dir.path(), &["log", "-1", "--format=%s"]).starts_with("dagexec: round 1"),
         "the commit point was passed"
     );
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(0), "{}", ran.out);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
     assert!(
-        ran.out.contains("that an interrupted run had made."),
+        ran.text().contains("that an interrupted run had made."),
         "{}",
-        ran.out
+        ran.text()
     );
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
     assert_eq!(read(dir.path(), "a.txt"), "dagexec-task-0\n");
@@ -413,27 +345,31 @@ fn a_crash_after_the_ref_moved_is_finished_on_the_next_start() {
 
 #[test]
 fn a_stale_index_lock_is_reported_as_such_with_the_fix() {
-    let p = plan(&[("a", &[], &["a.txt"], &[])]);
+    let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
     let dir = repo(&p, &[]);
     std::fs::write(dir.path().join(".git/index.lock"), "").unwrap();
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(2), "{}", ran.out);
+    assert_eq!(ran.code(), Some(2), "{}", ran.text());
     let lock = dir.path().join(".git/index.lock");
     assert!(
-        ran.out.contains(&format!(
+        ran.text().contains(&format!(
             "{} exists. Another git process is running in this repository, or one stopped without removing its lock; if no git process is running, delete {} and run again",
             lock.display(),
             lock.display()
         )),
         "{}",
-        ran.out
+        ran.text()
     );
-    assert!(!ran.out.contains("at least one commit"), "{}", ran.out);
+    assert!(
+        !ran.text().contains("at least one commit"),
+        "{}",
+        ran.text()
+    );
     assert!(w.runs().is_empty());
     std::fs::remove_file(&lock).unwrap();
     let ran = run(dir.path(), &w.cmd, &[]);
-    assert_eq!(ran.code(), Some(0), "{}", ran.out);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
 }
 
 /// Waits (bounded) until git processes a killed run left have finished and dropped the
@@ -460,7 +396,7 @@ fn kill_9_at_fifty_points_loses_and_duplicates_nothing() {
         "after-ref",
         "after-commit",
     ];
-    let p = plan(&[
+    let p = simple_plan(&[
         ("a", &[], &["a.txt"], &[]),
         ("b", &[], &["b/b.txt"], &["README.md"]),
         ("c", &[0], &[], &["a.txt"]),
@@ -560,7 +496,7 @@ echo "COMPLETED: wrote the files""#,
         let label = format!("scenario {scenario} after {history:?}");
         if d.join(".design/plan.json").exists() {
             let ran = run(d, &w.cmd, &[]);
-            assert_eq!(ran.code(), Some(0), "{label}: {}", ran.out);
+            assert_eq!(ran.code(), Some(0), "{label}: {}", ran.text());
         }
         assert!(d.join(".design/plan.done.json").exists(), "{label}");
         wait_for_no_lock(d, &label);
@@ -623,6 +559,6 @@ fn the_generated_long_run_plan_is_not_reported_as_an_uncommitted_change() {
 printf 'OUTPUT_JSON_START\n{"status":"COMPLETED","summary":"done","tasks_completed":["1"],"files_modified":["01.txt"]}\nOUTPUT_JSON_END\n'"#,
     );
     let ran = run(d, &w.cmd, &["--long-run", ".long-run"]);
-    assert_eq!(ran.code(), Some(0), "{}", ran.out);
-    assert!(!ran.out.contains("uncommitted"), "{}", ran.out);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
+    assert!(!ran.text().contains("uncommitted"), "{}", ran.text());
 }

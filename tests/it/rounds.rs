@@ -4,48 +4,14 @@
 //! circuit-breaker decision and one commit. Real git repositories, real scripted workers.
 
 use std::path::Path;
-use std::process::Output;
-
-use serde_json::Value;
 
 use crate::common;
-use common::{dagexec, git, repo, worker};
+use common::local::{Local, local, simple_plan};
+use common::{git, repo};
 
-fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
-    dagexec(dir)
-        .args(["run", "--worker", worker, "--jobs", "4", "--timeout", "20s"])
-        .args(extra)
-        .output()
-        .expect("dagexec runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn plan_of(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
-}
-
-/// (subject, blockedBy, files to create, files to modify)
-type TaskSpec<'a> = (&'a str, &'a [usize], &'a [&'a str], &'a [&'a str]);
-
-fn simple_plan(tasks: &[TaskSpec]) -> Value {
-    let tasks: Vec<Value> = tasks
-        .iter()
-        .map(|(subject, deps, create, modify)| {
-            serde_json::json!({
-                "subject": subject, "status": "pending", "blockedBy": deps,
-                "metadata": {"files": {"create": create, "modify": modify}},
-                "agent": {"role": "engineer"}
-            })
-        })
-        .collect();
-    serde_json::json!({"schemaVersion": 2, "goal": "test", "tasks": tasks})
+/// `dagexec run` as these tests run it: four jobs, 20 s an attempt.
+fn rounds(dir: &Path) -> Local {
+    local(dir).jobs(4).timeout("20s")
 }
 
 /// The commits on the branch after the first, oldest first (subjects).
@@ -72,21 +38,21 @@ fn the_circuit_breaker_weighs_the_whole_round_with_its_conflicting_tasks() {
         ("five", &[1], &["five.txt"], &[]),
     ]);
     let dir = repo(&plan, &[("shared.txt", "base\n")]);
-    let (_w, cmd) = worker(&format!(
-        r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then echo "FAILED: cannot do it"; exit 0; fi
+    let o = rounds(dir.path())
+        .script(&format!(
+            r#"if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then echo "FAILED: cannot do it"; exit 0; fi
 {WRITE_DECLARED}
 echo "COMPLETED: done""#
-    ));
-    let o = run(dir.path(), &cmd, &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(3), "{out}");
+        ))
+        .run();
+    let out = o.expect_code(3);
     assert!(out.contains("Round 1: starting 2 task(s): 0, 1\n"), "{out}");
     assert!(
         out.contains("Circuit breaker triggered: 2/4 pending tasks would be skipped"),
         "{out}"
     );
     assert!(!out.contains("Round 2"), "{out}");
-    let p = plan_of(dir.path());
+    let p = o.plan();
     let status = |i: usize| p["tasks"][i]["status"].as_str().unwrap().to_string();
     assert_eq!(status(0), "failed");
     assert_eq!(p["tasks"][0]["attempts"], 3);
@@ -122,16 +88,16 @@ fn conflicting_tasks_run_one_after_another_in_one_round() {
     ]);
     let dir = repo(&plan, &[("x.txt", "base\n")]);
     let seen = tempfile::tempdir().unwrap();
-    let (_w, cmd) = worker(&format!(
-        r#"cp x.txt '{seen}/seen-by-'"$DAGEXEC_TASK_INDEX"
+    let o = rounds(dir.path())
+        .script(&format!(
+            r#"cp x.txt '{seen}/seen-by-'"$DAGEXEC_TASK_INDEX"
 if [ -e "$(git rev-parse --git-common-dir)/dagexec/round-index" ]; then echo "$DAGEXEC_TASK_INDEX" >> '{seen}/index-present'; fi
 {WRITE_DECLARED}
 echo "COMPLETED: done""#,
-        seen = seen.path().display()
-    ));
-    let o = run(dir.path(), &cmd, &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+            seen = seen.path().display()
+        ))
+        .run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("Round 1: starting 4 task(s): 0, 1, 2, 3\n"),
         "{out}"
@@ -177,9 +143,8 @@ fn dry_run_lists_a_rounds_sequential_groups() {
         ("d", &[0, 1], &["d.txt"], &[]),
     ]);
     let dir = repo(&plan, &[("x.txt", "base\n")]);
-    let o = run(dir.path(), "false", &["--dry-run"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = rounds(dir.path()).worker("false").args(["--dry-run"]).run();
+    let out = o.expect_code(0);
     assert!(
         out.contains(
             "Dry run: 2 round(s) if every task completes (nothing is changed).\n\

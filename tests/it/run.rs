@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
 use crate::common;
-use common::{dagexec, git, manifest, repo, worker};
+use common::local::{Local, TaskSpec, all_tasks_are, done_plan, exec, local, plan_json};
+use common::{dagexec, git, manifest, repo, text, worker};
 
 fn demo_worker() -> String {
     format!(
@@ -17,37 +17,13 @@ fn demo_worker() -> String {
     )
 }
 
-fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
-    let timeout: &[&str] = if extra.contains(&"--timeout") {
-        &[]
-    } else {
-        &["--timeout", "20s"]
-    };
-    let jobs: &[&str] = if extra.contains(&"--jobs") {
-        &[]
-    } else {
-        &["--jobs", "2"]
-    };
-    dagexec(dir)
-        .args(["run", "--worker", worker])
-        .args(jobs)
-        .args(timeout)
-        .args(extra)
+/// `dagexec run` as these tests run it: two jobs, 20 s an attempt, the demo worker without
+/// its delay.
+fn run(dir: &Path) -> Local {
+    local(dir)
+        .jobs(2)
+        .timeout("20s")
         .env("DAGEXEC_DEMO_DELAY", "0")
-        .output()
-        .expect("dagexec runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn plan_of(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(".design/plan.json")).unwrap()).unwrap()
 }
 
 /// Waits (up to 30 s) until `ready` holds: a run has reached the state a test needs.
@@ -96,9 +72,8 @@ fn example(name: &str) -> Value {
 fn the_random_40_plan_runs_to_completion_round_by_round() {
     let plan = example("random-40-v2.json");
     let dir = repo(&plan, &[("README.md", "x\n")]);
-    let o = run(dir.path(), &demo_worker(), &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path()).worker(&demo_worker()).run();
+    let out = o.expect_code(0);
     assert!(out.contains("All 40 tasks completed."), "{out}");
     assert!(
         out.contains("task 1 (") && out.contains("retrying (attempt 2 of 3)"),
@@ -106,17 +81,8 @@ fn the_random_40_plan_runs_to_completion_round_by_round() {
     );
     // Archived, committed, nothing left behind.
     assert!(!dir.path().join(".design/plan.json").exists());
-    let done: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
-    )
-    .unwrap();
-    assert!(
-        done["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["status"] == "completed")
-    );
+    let done = done_plan(dir.path());
+    assert!(all_tasks_are(&done, "completed"));
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
     let log = git(dir.path(), &["log", "--format=%s"]);
     assert!(
@@ -146,13 +112,12 @@ fn a_lying_worker_fails_three_times_and_dependents_are_skipped() {
         ],
     );
     // Claims success, writes nothing.
-    let (_w, cmd) = worker("echo 'COMPLETED: trust me'");
-    let o = run(dir.path(), &cmd, &[]);
+    let o = run(dir.path()).script("echo 'COMPLETED: trust me'").run();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(3), "circuit breaker: {out}");
     assert!(out.contains("spot-check failed"), "{out}");
     assert!(out.contains("Circuit breaker triggered: "), "{out}");
-    let p = plan_of(dir.path());
+    let p = plan_json(dir.path());
     assert_eq!(p["tasks"][0]["status"], "failed");
     assert_eq!(p["tasks"][0]["attempts"], 3);
     assert_eq!(p["tasks"][2]["status"], "skipped");
@@ -179,20 +144,22 @@ fn failure_modes_have_reasons() {
         ]
     });
     let dir = repo(&plan, &[]);
-    let (_w, cmd) = worker(
-        r#"case "$DAGEXEC_TASK_INDEX" in
+    let o = run(dir.path())
+        .script(
+            r#"case "$DAGEXEC_TASK_INDEX" in
   0) echo "I did some things" ;;
   1) kill -9 $$ ;;
   2) sleep 30 ;;
   3) echo "BLOCKED: needs a database" ;;
 esac"#,
-    );
-    let o = run(dir.path(), &cmd, &["--timeout", "1s"]);
+        )
+        .timeout("1s")
+        .run();
     let out = text(&o);
     // Task 4's skip is 1 of 1 pending: the circuit breaker (5 tasks > 3) stops the run.
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("Circuit breaker triggered: 1/1 pending tasks would be skipped due to cascading failures."), "{out}");
-    let p = plan_of(dir.path());
+    let p = plan_json(dir.path());
     let result = |i: usize| p["tasks"][i]["result"].as_str().unwrap().to_string();
     assert!(
         result(0).starts_with("No status line returned"),
@@ -217,7 +184,7 @@ esac"#,
 #[test]
 fn no_worker_shows_how_to_set_one() {
     let dir = repo(&example("auth-v2.json"), &[]);
-    let o = dagexec(dir.path()).args(["run"]).output().unwrap();
+    let o = exec(dir.path(), &["run"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no worker command"), "{err}");
@@ -231,10 +198,7 @@ fn no_worker_shows_how_to_set_one() {
 fn dry_run_shows_rounds_and_changes_nothing() {
     let dir = repo(&example("auth-v2.json"), &[]);
     let before = std::fs::read_to_string(dir.path().join(".design/plan.json")).unwrap();
-    let o = dagexec(dir.path())
-        .args(["run", "--dry-run"])
-        .output()
-        .unwrap();
+    let o = exec(dir.path(), &["run", "--dry-run"]);
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
     // Tasks 2 and 3 both modify package.json: the seed runs them one after another inside
@@ -280,9 +244,8 @@ fn resume_after_kill_9_commits_each_change_once() {
     )
     .unwrap();
     child.wait().unwrap();
-    let o = run(dir.path(), &demo_worker(), &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path()).worker(&demo_worker()).run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("Took over the lock") || out.contains("Resuming execution."),
         "{out}"
@@ -291,22 +254,13 @@ fn resume_after_kill_9_commits_each_change_once() {
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
 
-/// A plan whose tasks each create their own file, with the given blockers.
-/// (subject, blockedBy, files to create, files to modify)
-type TaskSpec<'a> = (&'a str, &'a [usize], &'a [&'a str], &'a [&'a str]);
-
+/// A plan whose tasks each create their own file, with the given blockers, and a fallback.
 fn simple_plan(tasks: &[TaskSpec]) -> Value {
-    let tasks: Vec<Value> = tasks
-        .iter()
-        .map(|(subject, deps, create, modify)| {
-            serde_json::json!({
-                "subject": subject, "status": "pending", "blockedBy": deps,
-                "metadata": {"files": {"create": create, "modify": modify}},
-                "agent": {"role": "engineer", "fallback": "Write the file by hand."}
-            })
-        })
-        .collect();
-    serde_json::json!({"schemaVersion": 2, "goal": "test", "tasks": tasks})
+    let mut plan = common::local::simple_plan(tasks);
+    for t in plan["tasks"].as_array_mut().unwrap() {
+        t["agent"]["fallback"] = "Write the file by hand.".into();
+    }
+    plan
 }
 
 #[test]
@@ -316,13 +270,14 @@ fn retry_prompt_carries_reason_fallback_and_failed_checks() {
         serde_json::json!([{"criterion": "says done", "check": "grep -q done out.txt"}]);
     let dir = repo(&plan, &[]);
     let record = tempfile::tempdir().unwrap();
-    let (_w, cmd) = worker(&format!(
-        r#"cp "$DAGEXEC_PROMPT_FILE" '{rec}/prompt-'"$DAGEXEC_ATTEMPT"
+    let o = run(dir.path())
+        .script(&format!(
+            r#"cp "$DAGEXEC_PROMPT_FILE" '{rec}/prompt-'"$DAGEXEC_ATTEMPT"
 if [ "$DAGEXEC_ATTEMPT" = 1 ]; then echo nope > out.txt; else echo done > out.txt; fi
 echo "COMPLETED: wrote out.txt""#,
-        rec = record.path().display()
-    ));
-    let o = run(dir.path(), &cmd, &[]);
+            rec = record.path().display()
+        ))
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let first = std::fs::read_to_string(record.path().join("prompt-1")).unwrap();
     let second = std::fs::read_to_string(record.path().join("prompt-2")).unwrap();
@@ -346,23 +301,20 @@ echo "COMPLETED: wrote out.txt""#,
 fn stray_files_are_flagged_and_plan_edits_discarded() {
     let plan = simple_plan(&[("a", &[], &["a.txt"], &[]), ("b", &[], &["b.txt"], &[])]);
     let dir = repo(&plan, &[]);
-    let (_w, cmd) = worker(
-        r#"echo x > "$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )"
+    let o = run(dir.path())
+        .script(
+            r#"echo x > "$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )"
 if [ "$DAGEXEC_TASK_INDEX" = 0 ]; then echo stray > notes.txt; echo '{}' > .design/plan.json; fi
 echo "COMPLETED: ok""#,
-    );
-    let o = run(dir.path(), &cmd, &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+        )
+        .run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("task 0: warning: unexpected file changed: notes.txt"),
         "{out}"
     );
     assert!(out.contains("task 0: warning: edited .design/plan.json (the edit is discarded; only dagexec writes the plan)"), "{out}");
-    let done: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
-    )
-    .unwrap();
+    let done = done_plan(dir.path());
     assert_eq!(
         done["goal"], "test",
         "the worker's edit of the plan did not land"
@@ -374,15 +326,15 @@ fn an_undeclared_conflict_is_retried_on_the_new_base() {
     // Both tasks declare their own file but also rewrite shared.txt without saying so.
     let plan = simple_plan(&[("a", &[], &["a.txt"], &[]), ("b", &[], &["b.txt"], &[])]);
     let dir = repo(&plan, &[("shared.txt", "base\n")]);
-    let (_w, cmd) = worker(
-        r#"f=$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )
+    let o = run(dir.path())
+        .script(
+            r#"f=$( [ "$DAGEXEC_TASK_INDEX" = 0 ] && echo a.txt || echo b.txt )
 echo x > "$f"
 echo "changed by $DAGEXEC_TASK_INDEX" > shared.txt
 echo "COMPLETED: ok""#,
-    );
-    let o = run(dir.path(), &cmd, &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+        )
+        .run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("task 1: attempt 1 of 3 could not be integrated: conflicts with task 0"),
         "{out}"
@@ -407,15 +359,17 @@ fn conflicting_tasks_never_run_at_the_same_time() {
     ]);
     let dir = repo(&plan, &[("x.txt", "\n"), ("y.txt", "\n")]);
     let record = tempfile::tempdir().unwrap();
-    let (_w, cmd) = worker(&format!(
+    let o = run(dir.path())
+        .script(&format!(
         r#"echo "start $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
 sed -n -e 's/^Files to create: //p' -e 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' '\n' | sed 's/^ *//' | grep -v '^(none)$' | while read -r f; do echo "by $DAGEXEC_TASK_INDEX" >> "$f"; done
 sleep 1
 echo "end $DAGEXEC_TASK_INDEX $(date +%s%N)" >> '{rec}/times'
 echo "COMPLETED: ok""#,
         rec = record.path().display()
-    ));
-    let o = run(dir.path(), &cmd, &["--jobs", "6"]);
+    ))
+        .jobs(6)
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let times = std::fs::read_to_string(record.path().join("times")).unwrap();
     let mut span: BTreeMap<u32, (u128, u128)> = BTreeMap::new();
@@ -453,18 +407,16 @@ fn waves_mode_waits_for_each_wave() {
     }
     plan["progress"] = serde_json::json!({"completedTasks": [], "surprises": [], "decisions": [], "currentWave": 0});
     let dir = repo(&plan, &[]);
-    let (_w, cmd) = worker(
+    let o = run(dir.path())
+        .script(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; echo "COMPLETED: ok""#,
-    );
-    let o = run(dir.path(), &cmd, &["--schedule", "waves"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    )
+        .args(["--schedule", "waves"])
+        .run();
+    let out = o.expect_code(0);
     assert!(out.contains("Round 1: starting 1 task(s): 0\n"), "{out}");
     assert!(out.contains("Round 2: starting 2 task(s): 1, 2\n"), "{out}");
-    let done: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
-    )
-    .unwrap();
+    let done = done_plan(dir.path());
     assert_eq!(done["progress"]["currentWave"], 2);
     assert_eq!(done["progress"]["completedTasks"][0]["wave"], 1);
 }
@@ -489,7 +441,7 @@ fn failed_blocking_checks_stop_without_yes() {
         "{out}"
     );
     assert!(!dir.path().join("a.txt").exists());
-    let o = run(dir.path(), &cmd, &["--yes"]);
+    let o = run(dir.path()).worker(&cmd).args(["--yes"]).run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
@@ -526,7 +478,7 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         let o = child.wait_with_output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(130), "{signal}: {out}");
-        assert_eq!(plan_of(dir.path())["tasks"][0]["status"], "in_progress");
+        assert_eq!(plan_json(dir.path())["tasks"][0]["status"], "in_progress");
         // Nothing left behind: no worktree (in the cache, where they are made, nor registered),
         // no prompt files, no worker still sleeping.
         let leftovers: Vec<_> = [
@@ -539,17 +491,13 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         .collect();
         assert!(leftovers.is_empty(), "{signal}: {leftovers:?}");
     }
-    let o = run(dir.path(), &cmd, &[]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path()).worker(&cmd).run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("Tasks 0 were in progress when the last run stopped"),
         "{out}"
     );
-    let done: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join(".design/plan.done.json")).unwrap(),
-    )
-    .unwrap();
+    let done = done_plan(dir.path());
     assert_eq!(done["tasks"][0]["status"], "completed");
 }
 
@@ -564,10 +512,7 @@ fn a_second_run_on_the_same_repository_is_refused() {
         .spawn()
         .unwrap();
     wait_for(|| dir.path().join(".git/dagexec/run.lock").exists());
-    let o = dagexec(dir.path())
-        .args(["run", "--worker", &cmd])
-        .output()
-        .unwrap();
+    let o = exec(dir.path(), &["run", "--worker", &cmd]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("another dagexec run (pid"),
@@ -617,7 +562,7 @@ exec {demo}"#,
             "{point}: dagexec was killed: {}",
             text(&o)
         );
-        let o = run(dir.path(), &demo_worker(), &[]);
+        let o = run(dir.path()).worker(&demo_worker()).run();
         let out = text(&o);
         assert_eq!(o.status.code(), Some(0), "{point}: {out}");
         assert_each_change_once(dir.path(), &plan, point);
@@ -640,13 +585,12 @@ exec {demo}"#,
 fn eager_mode_completes_the_random_plan_with_each_change_once() {
     let plan = example("random-40-v2.json");
     let dir = repo(&plan, &[]);
-    let o = run(
-        dir.path(),
-        &demo_worker(),
-        &["--schedule", "eager", "--jobs", "3"],
-    );
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path())
+        .worker(&demo_worker())
+        .jobs(3)
+        .args(["--schedule", "eager"])
+        .run();
+    let out = o.expect_code(0);
     assert!(out.contains("All 40 tasks completed."), "{out}");
     assert_each_change_once(dir.path(), &plan, "run");
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
@@ -662,14 +606,17 @@ fn eager_starts_a_task_as_soon_as_its_blocker_lands() {
     ]);
     let dir = repo(&plan, &[]);
     let record = tempfile::tempdir().unwrap();
-    let (_w, cmd) = worker(&format!(
+    let o = run(dir.path())
+        .script(&format!(
         r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done
 [ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 4
 echo "$DAGEXEC_TASK_INDEX" >> '{rec}/finished'
 echo "COMPLETED: ok""#,
         rec = record.path().display()
-    ));
-    let o = run(dir.path(), &cmd, &["--schedule", "eager", "--jobs", "2"]);
+    ))
+        .jobs(2)
+        .args(["--schedule", "eager"])
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let order = std::fs::read_to_string(record.path().join("finished")).unwrap();
     assert_eq!(

@@ -7,17 +7,14 @@ use crate::common::fake_github;
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use serde_json::{Value, json};
 
-use common::{dagexec, git};
+use common::local::{Ran, exec, local};
+use common::{dagexec, git, text};
 
 fn task(subject: &str, creates: &[&str]) -> Value {
-    json!({
-        "subject": subject, "description": subject, "status": "pending", "blockedBy": [],
-        "metadata": {"files": {"create": creates, "modify": []}}
-    })
+    common::lab::task(subject, creates, &[])
 }
 
 /// A committed repository at `tmp/repo` with `tasks` as its plan, beside a directory
@@ -43,26 +40,20 @@ fn setup(tmp: &Path, tasks: Vec<Value>) -> (PathBuf, PathBuf) {
     (repo, outside)
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn run(repo: &Path, worker_body: &str) -> Output {
+/// `dagexec run --yes` (20 s an attempt) in `repo` with a worker `worker_body` that first
+/// reads its prompt, kept beside the repository.
+fn run(repo: &Path, worker_body: &str) -> Ran {
     let script = repo.parent().unwrap().join("worker.sh");
     std::fs::write(
         &script,
         format!("#!/bin/sh\ncat > /dev/null\n{worker_body}\n"),
     )
     .unwrap();
-    dagexec(repo)
-        .args(["run", "--yes", "--timeout", "20s", "--worker"])
-        .arg(format!("sh '{}'", script.display()))
-        .output()
-        .unwrap()
+    local(repo)
+        .worker(&format!("sh '{}'", script.display()))
+        .timeout("20s")
+        .args(["--yes"])
+        .run()
 }
 
 fn plan_of(repo: &Path) -> Value {
@@ -217,12 +208,8 @@ fn validate_refuses_git_under_any_case_and_paths_through_a_linked_directory() {
     std::os::unix::fs::symlink(&outside, repo.join("d")).unwrap();
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-qm", "a link"]);
-    let out = dagexec(&repo)
-        .args(["validate", "--no-checks"])
-        .output()
-        .unwrap();
-    let all = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{all}");
+    let out = exec(&repo, &["validate", "--no-checks"]);
+    let all = out.expect_code(2);
     assert!(
         all.contains("task 0 metadata.files.create[0]: \".GIT/config\" points into .git/"),
         "{all}"

@@ -2,10 +2,11 @@
 //! on the command line, the settings `run` would use, the errors, and the help.
 
 use crate::common;
+use crate::common::local::exec;
 
 use std::path::Path;
 
-use common::dagexec;
+use common::{dagexec, succeed};
 use serde_json::{Value, json};
 
 fn task(subject: &str, deps: &[usize], file: &str) -> Value {
@@ -52,17 +53,7 @@ fn write_plan(dir: &Path, plan: &Value) {
 }
 
 fn json_of(dir: &Path, args: &[&str]) -> Value {
-    let out = dagexec(dir)
-        .arg("simulate")
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeed(dagexec(dir).arg("simulate").args(args).arg("--json"));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -159,13 +150,13 @@ fn predicts_from_the_plans_history() {
     assert!(row(&["rounds", "Actions", "6m15s", "12", "1.79"]), "{text}");
     assert!(!text.contains('█'), "{text}");
     // --gantt draws them anyway, at the width asked.
-    let out = dagexec(dir.path())
-        .args([
+    let out = exec(
+        dir.path(),
+        &[
             "simulate", "-j", "2", "--gantt", "--width", "60", "--chart", "local",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+        ],
+    );
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
     assert!(text.contains("\neager locally: 3m, 4 jobs"), "{text}");
     assert!(text.contains("\nrounds locally: 4m15s, 4 jobs"), "{text}");
     assert!(text.contains("1 Use the parser"), "{text}");
@@ -232,12 +223,9 @@ fn a_completed_run_is_simulated_from_its_archived_plan() {
         dir.path().join(".design/plan.done.json"),
     )
     .unwrap();
-    let out = dagexec(dir.path())
-        .args(["simulate", "--json", "-j", "2"])
-        .output()
-        .unwrap();
+    let out = exec(dir.path(), &["simulate", "--json", "-j", "2"]);
     assert!(out.status.success());
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
     assert!(
         stderr.contains("simulating the archived plan .design/plan.done.json"),
         "{stderr}"

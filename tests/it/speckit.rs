@@ -2,10 +2,10 @@
 //! end to end, with the real binary, real git repositories and a scripted worker.
 
 use crate::common::lab::{self, text};
-use crate::common::{dagexec, git, manifest};
+use crate::common::local::{Ran, exec, local};
+use crate::common::{commit_new, dagexec, git, manifest};
 
 use std::path::Path;
-use std::process::Output;
 
 const TASKS: &str = "specs/003-todo/tasks.md";
 
@@ -22,11 +22,7 @@ fn repo() -> tempfile::TempDir {
         .unwrap();
     }
     std::fs::write(dir.path().join("Makefile"), "all:\n").unwrap();
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    git(dir.path(), &["config", "user.email", "t@example.com"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "start"]);
+    commit_new(dir.path());
     dir
 }
 
@@ -59,25 +55,26 @@ fn worker(out: &Path) -> String {
     format!("sh '{}'", path.display())
 }
 
-fn run(dir: &Path, out: &Path, fail: &str) -> Output {
+fn run(dir: &Path, out: &Path, fail: &str) -> Ran {
     run_with(dir, out, &[("FAIL", fail)])
 }
 
 /// A run of `--plan TASKS` with the worker's environment `env` (see [`WORKER`]).
-fn run_with(dir: &Path, out: &Path, env: &[(&str, &str)]) -> Output {
+fn run_with(dir: &Path, out: &Path, env: &[(&str, &str)]) -> Ran {
     run_plan(dir, TASKS, out, env)
 }
 
-fn run_plan(dir: &Path, tasks: &str, out: &Path, env: &[(&str, &str)]) -> Output {
-    let mut cmd = dagexec(dir);
-    cmd.args(["--plan", tasks, "run", "--jobs", "4", "--timeout", "20s"])
-        .args(["--worker", &worker(out)])
+/// `--plan tasks run` with four jobs, 20 s an attempt, [`WORKER`] (kept in `out`) and its
+/// environment: `$OUT`, `$MAIN` (the repository) and `env`.
+fn run_plan(dir: &Path, tasks: &str, out: &Path, env: &[(&str, &str)]) -> Ran {
+    let run = local(dir)
+        .global(&["--plan", tasks])
+        .jobs(4)
+        .timeout("20s")
+        .worker(&worker(out))
         .env("OUT", out)
         .env("MAIN", dir);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    env.iter().fold(run, |run, (k, v)| run.env(k, v)).run()
 }
 
 fn read(p: &Path) -> String {
@@ -109,8 +106,7 @@ fn a_tasks_md_runs_to_the_end_ticked_one_commit_per_round() {
     let dir = repo();
     let out = tempfile::tempdir().unwrap();
     let o = run(dir.path(), out.path(), "");
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert!(
         !log.contains("uncommitted changes"),
         "the generated plan is not the user's change: {log}"
@@ -177,10 +173,7 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
     let o = run(dir.path(), out.path(), "T004");
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     let status = |dir: &Path| {
-        let o = dagexec(dir)
-            .args(["--plan", TASKS, "status", "--json"])
-            .output()
-            .unwrap();
+        let o = exec(dir, &["--plan", TASKS, "status", "--json"]);
         assert!(o.status.success(), "{}", text(&o));
         let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         rows.as_array()
@@ -236,10 +229,7 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
         ]
     );
     // `retry` writes the generated plan: T004 and what it skipped are pending again.
-    let o = dagexec(dir.path())
-        .args(["--plan", TASKS, "retry", "3"])
-        .output()
-        .unwrap();
+    let o = exec(dir.path(), &["--plan", TASKS, "retry", "3"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let retried = status(dir.path());
     assert_eq!(
@@ -254,10 +244,7 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
         ]
     );
     // `graph` draws the derived DAG with the IDs.
-    let g = dagexec(dir.path())
-        .args(["--plan", TASKS, "graph"])
-        .output()
-        .unwrap();
+    let g = exec(dir.path(), &["--plan", TASKS, "graph"]);
     let g = String::from_utf8_lossy(&g.stdout);
     assert!(g.contains("T009 Add a logger in src/log.sh"), "{g}");
     assert!(g.contains("t4 --> t5"), "T005 waits for the new T009: {g}");
@@ -309,10 +296,7 @@ fn validate_and_prompt_read_a_tasks_md_without_writing() {
         "- [ ] T008 Update README.md with usage\n- [ ] T010 Add validation and error handling",
     );
     std::fs::write(dir.path().join(TASKS), md).unwrap();
-    let o = dagexec(dir.path())
-        .args(["--plan", TASKS, "validate", "--no-checks"])
-        .output()
-        .unwrap();
+    let o = exec(dir.path(), &["--plan", TASKS, "validate", "--no-checks"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -320,10 +304,7 @@ fn validate_and_prompt_read_a_tasks_md_without_writing() {
         "{err}"
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("Tasks: 9"));
-    let o = dagexec(dir.path())
-        .args(["--plan", TASKS, "prompt", "5"])
-        .output()
-        .unwrap();
+    let o = exec(dir.path(), &["--plan", TASKS, "prompt", "5"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let prompt = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -440,11 +421,7 @@ fn repo_of(files: &[(&str, &[u8])]) -> tempfile::TempDir {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, bytes).unwrap();
     }
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    git(dir.path(), &["config", "user.email", "t@example.com"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "start"]);
+    commit_new(dir.path());
     dir
 }
 
@@ -465,8 +442,7 @@ fn workers_that_tick_their_own_line_all_land_in_one_round() {
     let dir = repo_of(&[(FOUR, FOUR_MD.as_bytes())]);
     let out = tempfile::tempdir().unwrap();
     let o = run_plan(dir.path(), FOUR, out.path(), &[("TICK", FOUR)]);
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert_eq!(
         round_subjects(dir.path(), "HEAD"),
         ["dagexec: round 1 — 4/4 tasks (4/4 overall)"],
@@ -599,8 +575,7 @@ fn a_users_edit_of_tasks_md_during_a_run_is_neither_committed_nor_lost() {
         out.path(),
         &[("MEANWHILE_ON", "T002"), ("MEANWHILE", &edit)],
     );
-    let log = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{log}");
+    let log = o.expect_code(0);
     assert!(
         log.contains(&format!("{TASKS}: left as you changed it")),
         "{log}"

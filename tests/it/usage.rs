@@ -4,50 +4,21 @@
 //! `dagexec run --max-cost`.
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::{Value, json};
 
 use crate::common;
-use common::{dagexec, git, repo, worker};
+use common::local::{Local, exec, local, one_file_each, plan_or_done};
+use common::{dagexec, git, repo, text, worker};
 
 /// One independent task per file of `creates`, each creating it.
 fn plan(creates: &[&str]) -> Value {
-    let tasks: Vec<Value> = creates
-        .iter()
-        .map(|f| {
-            json!({
-                "subject": format!("make {f}"), "status": "pending", "blockedBy": [],
-                "metadata": {"files": {"create": [f], "modify": []}},
-                "agent": {"role": "engineer"}
-            })
-        })
-        .collect();
-    json!({"schemaVersion": 2, "goal": "spend", "tasks": tasks})
+    one_file_each("spend", creates)
 }
 
-fn run(dir: &Path, worker: &str, extra: &[&str]) -> Output {
-    dagexec(dir)
-        .args(["run", "--timeout", "2s", "--worker", worker])
-        .args(extra)
-        .output()
-        .expect("dagexec runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn plan_of(dir: &Path) -> Value {
-    let path = dir.join(".design/plan.json");
-    let text = std::fs::read_to_string(&path)
-        .or_else(|_| std::fs::read_to_string(dir.join(".design/plan.done.json")))
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
+/// `dagexec run` as these tests run it: 2 s an attempt.
+fn run(dir: &Path) -> Local {
+    local(dir).timeout("2s")
 }
 
 /// The records of task `i`, in the order they were kept.
@@ -112,10 +83,9 @@ fn time_and_cost_are_recorded_per_attempt_and_shown() {
 3) if [ "$DAGEXEC_ATTEMPT" = 1 ]; then sleep 30; fi; echo 'FAILED: cannot' ;;
 esac"#
     ));
-    let o = run(dir.path(), &cmd, &["--jobs", "4"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    let p = plan_of(dir.path());
+    let o = run(dir.path()).worker(&cmd).args(["--jobs", "4"]).run();
+    let out = o.expect_code(1);
+    let p = plan_or_done(dir.path());
     // The status lines came from claude's `result` and codex's last agent message.
     assert_eq!(p["tasks"][0]["status"], "completed", "{out}");
     let summary = |i: u64| {
@@ -188,15 +158,12 @@ esac"#
     assert_eq!(three, [json!("timeout"), json!("failed"), json!("failed")]);
     assert!(out.contains(", $0.10 — via claude"), "{out}");
 
-    let status = dagexec(dir.path()).args(["status"]).output().unwrap();
+    let status = exec(dir.path(), &["status"]);
     let shown = text(&status);
     assert!(shown.contains("ATTEMPTS  TIME"), "{shown}");
     assert!(shown.contains("Total: 7 attempt(s) · "), "{shown}");
     assert!(shown.contains(" · $0.62\n"), "{shown}");
-    let json = dagexec(dir.path())
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
+    let json = exec(dir.path(), &["status", "--json"]);
     let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(rows[2]["costUsd"], json!(0.5));
     assert_eq!(rows[2]["inputTokens"], json!(20));
@@ -211,14 +178,13 @@ fn a_bad_usage_file_is_a_warning_not_a_failure() {
     let (_w, cmd) = worker(
         r#"printf '{"cost_usd": -4}' > "$DAGEXEC_USAGE_FILE"; echo a > a.txt; echo 'COMPLETED: made'"#,
     );
-    let o = run(dir.path(), &cmd, &["--jobs", "1"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path()).worker(&cmd).args(["--jobs", "1"]).run();
+    let out = o.expect_code(0);
     assert!(
         out.contains("$DAGEXEC_USAGE_FILE was ignored: `cost_usd` -4 is out of range"),
         "{out}"
     );
-    let p = plan_of(dir.path());
+    let p = plan_or_done(dir.path());
     let r = &records(&p, 0)[0];
     assert_eq!(r["outcome"], "completed");
     assert!(r.get("costUsd").is_none(), "{r}");
@@ -233,7 +199,7 @@ fn the_budget_stops_new_attempts_and_says_what_it_bought() {
 f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo "COMPLETED: made $f""#,
         );
         let args = ["--jobs", "1", "--schedule", schedule, "--max-cost", "0.5"];
-        let o = run(dir.path(), &cmd, &args);
+        let o = run(dir.path()).worker(&cmd).args(args).run();
         let out = text(&o);
         assert_eq!(o.status.code(), Some(1), "{schedule}: {out}");
         assert!(
@@ -256,7 +222,7 @@ f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo 
                 "{out}"
             );
         }
-        let p = plan_of(dir.path());
+        let p = plan_or_done(dir.path());
         let statuses: Vec<_> = p["tasks"]
             .as_array()
             .unwrap()
@@ -279,12 +245,12 @@ f=$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt; echo x > "$f"; echo 
         let committed = git(dir.path(), &["show", "HEAD:.design/plan.json"]);
         assert!(committed.contains("dagexecAttempts"), "{schedule}");
         // Already spent: nothing starts at all.
-        let o = run(dir.path(), &cmd, &args);
+        let o = run(dir.path()).worker(&cmd).args(args).run();
         assert_eq!(o.status.code(), Some(1), "{schedule}: {}", text(&o));
-        assert_eq!(records(&plan_of(dir.path()), 2).len(), 0);
+        assert_eq!(records(&plan_or_done(dir.path()), 2).len(), 0);
         // A higher budget goes on.
         let more = ["--jobs", "1", "--schedule", schedule, "--max-cost", "5"];
-        let o = run(dir.path(), &cmd, &more);
+        let o = run(dir.path()).worker(&cmd).args(more).run();
         assert_eq!(o.status.code(), Some(0), "{schedule}: {}", text(&o));
         assert!(dir.path().join("c.txt").exists());
     }
@@ -317,7 +283,7 @@ fn an_interrupted_attempt_is_recorded() {
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(130), "{schedule}: {}", text(&o));
-        let p = plan_of(dir.path());
+        let p = plan_or_done(dir.path());
         let r = records(&p, 0);
         assert_eq!(r.len(), 1, "{schedule}: {p:#}");
         assert_eq!(
@@ -343,14 +309,13 @@ echo x > a.txt; echo "COMPLETED: made a.txt""#,
             "cat > /dev/null\nprintf '%s\\n' '{}'",
             claude_json("APPROVED\nsummary: a.txt is there")
         ));
-        let o = run(
-            dir.path(),
-            &cmd,
-            &["--schedule", schedule, "--reviewer", &reviewer],
-        );
+        let o = run(dir.path())
+            .worker(&cmd)
+            .args(["--schedule", schedule, "--reviewer", &reviewer])
+            .run();
         let out = text(&o);
         assert_eq!(o.status.code(), Some(0), "{schedule}: {out}");
-        let r = records(&plan_of(dir.path()), 0);
+        let r = records(&plan_or_done(dir.path()), 0);
         assert_eq!(r.len(), 1, "{schedule}: {r:?}");
         assert_eq!(r[0]["costUsd"], json!(0.5), "{schedule}: {r:?}");
         // The worker's 100 input tokens and the reviewer's 4,320 (cache reads included).
@@ -364,10 +329,7 @@ echo x > a.txt; echo "COMPLETED: made a.txt""#,
 #[test]
 fn status_gantt_draws_the_recorded_attempts_beside_the_prediction() {
     let dir = repo(&plan(&["a.txt", "b.txt"]), &[]);
-    let none = dagexec(dir.path())
-        .args(["status", "--gantt"])
-        .output()
-        .unwrap();
+    let none = exec(dir.path(), &["status", "--gantt"]);
     assert!(
         text(&none).contains("No attempt is recorded yet"),
         "{}",
@@ -380,7 +342,7 @@ fn status_gantt_draws_the_recorded_attempts_beside_the_prediction() {
 if [ "$DAGEXEC_TASK_INDEX" = 0 ] && [ "$DAGEXEC_ATTEMPT" = 1 ]; then sleep 1; echo 'FAILED: not yet'; exit 0; fi
 echo x > "$f"; echo 'COMPLETED: made'"#,
     );
-    let o = run(dir.path(), &cmd, &["--jobs", "2"]);
+    let o = run(dir.path()).worker(&cmd).args(["--jobs", "2"]).run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = dagexec(dir.path())
         .env("DAGEXEC_JOBS", "2")
@@ -425,10 +387,13 @@ fn a_round_where_nothing_completes_commits_its_attempt_records() {
         let dir = repo(&plan(&["a.txt"]), &[]);
         let (_w, cmd) =
             worker(r#"printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'FAILED: cannot'"#);
-        let o = run(dir.path(), &cmd, &["--jobs", "1", "--schedule", schedule]);
+        let o = run(dir.path())
+            .worker(&cmd)
+            .args(["--jobs", "1", "--schedule", schedule])
+            .run();
         let out = text(&o);
         assert_ne!(o.status.code(), Some(0), "{schedule}: {out}");
-        let saved = plan_of(dir.path());
+        let saved = plan_or_done(dir.path());
         assert_eq!(records(&saved, 0).len(), 3, "{schedule}: {out}");
         let committed: Value =
             serde_json::from_str(&git(dir.path(), &["show", "HEAD:.design/plan.json"])).unwrap();
@@ -456,7 +421,10 @@ fn a_reviewers_output_is_kept_beside_the_attempts_logs() {
         "cat > /dev/null\necho 'reviewer says hi on stderr' >&2\nprintf '%s\\n' '{}'",
         claude_json("APPROVED\nsummary: a.txt is there")
     ));
-    let o = run(dir.path(), &cmd, &["--reviewer", &reviewer]);
+    let o = run(dir.path())
+        .worker(&cmd)
+        .args(["--reviewer", &reviewer])
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let logs = dir.path().join(".git/dagexec/logs/run-1");
     let read = |name: &str| {
@@ -471,7 +439,7 @@ fn a_reviewers_output_is_kept_beside_the_attempts_logs() {
         "reviewer says hi on stderr\n"
     );
     assert!(read("task-0-attempt-1.stdout").contains("COMPLETED: made a.txt"));
-    let status = dagexec(dir.path()).args(["status"]).output().unwrap();
+    let status = exec(dir.path(), &["status"]);
     let shown = text(&status);
     assert!(
         shown.contains("  task 0: run-1 attempt 1 (stdout, stderr, review.stderr, review.stdout)"),

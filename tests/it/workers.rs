@@ -4,28 +4,18 @@
 //! and print and commit no escape sequence. A panic, when there is one, is a bug report.
 
 use std::path::Path;
-use std::process::Output;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common;
-use common::{dagexec, git};
+use common::local::{Local, exec, local, one_file_each, plan_or_done};
+use common::{dagexec, git, text, worker};
 
 /// A committed repository whose `.design/plan.json` has one task per entry of `creates`,
 /// each creating that file.
 fn repo(creates: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let tasks: Vec<Value> = creates
-        .iter()
-        .map(|f| {
-            json!({
-                "subject": format!("make {f}"), "status": "pending", "blockedBy": [],
-                "metadata": {"files": {"create": [f], "modify": []}},
-                "agent": {"role": "engineer"}
-            })
-        })
-        .collect();
-    let plan = json!({"schemaVersion": 2, "goal": "workers", "tasks": tasks});
+    let plan = one_file_each("workers", creates);
     std::fs::create_dir_all(dir.path().join(".design")).unwrap();
     std::fs::write(
         dir.path().join(".design/plan.json"),
@@ -38,43 +28,9 @@ fn repo(creates: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-/// A worker script outside the repository; returns its dir (keep it alive) and the command.
-fn worker(body: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("worker.sh");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    (dir, format!("sh '{}'", path.display()))
-}
-
-fn run(dir: &Path, worker: &str, timeout: &str) -> Output {
-    dagexec(dir)
-        .args([
-            "run",
-            "--jobs",
-            "4",
-            "--timeout",
-            timeout,
-            "--worker",
-            worker,
-        ])
-        .output()
-        .expect("dagexec runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn plan_of(dir: &Path) -> Value {
-    let path = dir.join(".design/plan.json");
-    let text = std::fs::read_to_string(&path)
-        .or_else(|_| std::fs::read_to_string(dir.join(".design/plan.done.json")))
-        .unwrap();
-    serde_json::from_str(&text).expect("the plan file is valid JSON")
+/// `dagexec run` as these tests run it: four jobs.
+fn run(dir: &Path) -> Local {
+    local(dir).jobs(4)
 }
 
 fn result(plan: &Value, i: usize) -> String {
@@ -121,11 +77,13 @@ const HANGS_WITH_OUTPUT_CLOSED: &str = "exec >/dev/null 2>&1; sleep 100";
 fn closed_output_then_hang_is_a_timeout_not_a_panic() {
     let dir = repo(&["a.txt"]);
     // The command itself, not a script: no shell in between keeps the pipes open.
-    let o = run(dir.path(), HANGS_WITH_OUTPUT_CLOSED, "2s");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let o = run(dir.path())
+        .worker(HANGS_WITH_OUTPUT_CLOSED)
+        .timeout("2s")
+        .run();
+    let out = o.expect_code(1);
     assert!(!out.contains("panicked"), "{out}");
-    let plan = plan_of(dir.path());
+    let plan = plan_or_done(dir.path());
     assert_eq!(plan["tasks"][0]["status"], "failed");
     assert_eq!(result(&plan, 0), "timed out after 2s");
 }
@@ -182,11 +140,10 @@ esac"#,
         rec = rec.path().display()
     );
     let (_w, cmd) = worker(&body);
-    let o = run(dir.path(), &cmd, "3s");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let o = run(dir.path()).worker(&cmd).timeout("3s").run();
+    let out = o.expect_code(1);
     assert!(!out.contains("panicked"), "{out}");
-    let plan = plan_of(dir.path());
+    let plan = plan_or_done(dir.path());
     let status = |i: usize| plan["tasks"][i]["status"].as_str().unwrap().to_string();
     assert_eq!(
         (0..7).map(status).collect::<Vec<_>>(),
@@ -225,10 +182,9 @@ echo 'some progress'
 echo 'error: ANTHROPIC_API_KEY is not set' >&2
 exit 1"#,
     );
-    let o = run(dir.path(), &cmd, "20s");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    let plan = plan_of(dir.path());
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
+    let out = o.expect_code(1);
+    let plan = plan_or_done(dir.path());
     assert_eq!(
         result(&plan, 0),
         "worker exited with status 1 (last output: \"some progress\"); stderr: error: ANTHROPIC_API_KEY is not set"
@@ -261,10 +217,7 @@ exit 1"#,
         status.contains("\nAttempt logs in .git/dagexec/logs (run-R/task-N-attempt-K.stdout, .stderr, .log):\n  task 0: run-1 attempt 1 (stdout, stderr, log),"),
         "{status}"
     );
-    let json = dagexec(dir.path())
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
+    let json = exec(dir.path(), &["status", "--json"]);
     let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(
         rows[1]["logs"][0],
@@ -296,7 +249,7 @@ echo x > a.txt; echo "COMPLETED: call $n""#,
     };
     let o = run(dir.path());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let o = dagexec(dir.path()).args(["retry", "0"]).output().unwrap();
+    let o = exec(dir.path(), &["retry", "0"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(dir.path());
     let out = text(&o);
@@ -317,10 +270,7 @@ echo x > a.txt; echo "COMPLETED: call $n""#,
         read("run-2/task-0-attempt-1.stdout"),
         "call 4\nCOMPLETED: call 4\n"
     );
-    let json = dagexec(dir.path())
-        .args(["status", "--json"])
-        .output()
-        .unwrap();
+    let json = exec(dir.path(), &["status", "--json"]);
     let rows: Value = serde_json::from_slice(&json.stdout).unwrap();
     let files: Vec<&str> = rows[0]["logs"]
         .as_array()
@@ -353,7 +303,7 @@ fn kept_logs_do_not_follow_planted_links() {
     // A planted run folder that links out of the repository.
     std::os::unix::fs::symlink(outside.path(), logs.join("run-2")).unwrap();
     let (_w, cmd) = worker("echo overwritten >&2; echo x > a.txt; echo 'COMPLETED: ok'");
-    let o = run(dir.path(), &cmd, "20s");
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // The run made a folder of its own, past every name already there.
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
@@ -382,11 +332,10 @@ else mkdir -p .design; ln -s '{s}' ".design/worker-$DAGEXEC_TASK_INDEX.log"; fi
 echo 'no status line'"#,
         s = secret.display()
     ));
-    let o = run(dir.path(), &cmd, "20s");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
+    let out = o.expect_code(1);
     assert!(!out.contains("TOPSECRET"), "{out}");
-    let plan = plan_of(dir.path());
+    let plan = plan_or_done(dir.path());
     assert_eq!(
         result(&plan, 0),
         "No status line returned (last output: \"no status line\") and no log file found"
@@ -409,9 +358,8 @@ echo 'no status line'"#,
 fn escape_sequences_in_a_status_line_are_neutralised() {
     let dir = repo(&["a.txt"]);
     let (_w, cmd) = worker(r"echo x > a.txt; printf 'COMPLETED: \033]0;pwned\007\033[2J done\n'");
-    let o = run(dir.path(), &cmd, "20s");
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
+    let out = o.expect_code(0);
     assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     let log = git(dir.path(), &["log", "--format=%B"]);
     assert!(!log.contains('\u{1b}') && !log.contains('\u{7}'), "{log:?}");
@@ -430,7 +378,7 @@ fn control_characters_in_a_subject_are_refused_before_anything_runs() {
     plan["tasks"][0]["subject"] = "make\u{0} a.txt \u{1b}[2J".into();
     std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
     let (_w, cmd) = worker("touch ran; echo 'COMPLETED: ok'");
-    let o = run(dir.path(), &cmd, "20s");
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
@@ -468,8 +416,8 @@ fn a_panic_is_reported_as_a_bug_and_the_plan_stays_valid() {
     );
     assert!(err.contains("Please report it at https://"), "{err}");
     assert!(!err.contains("panicked at"), "no raw panic message: {err}");
-    plan_of(dir.path());
-    let again = run(dir.path(), &cmd, "20s");
+    plan_or_done(dir.path());
+    let again = run(dir.path()).worker(&cmd).timeout("20s").run();
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
 }
 
@@ -491,13 +439,12 @@ esac"#,
         usage = fixtures.join("codex-usage-error.stderr").display(),
         auth = fixtures.join("claude-401.json").display(),
     ));
-    let o = dagexec(dir.path())
-        .args(["run", "--jobs", "1", "--timeout", "20s", "--worker", &cmd])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(6), "{out}");
-    let plan = plan_of(dir.path());
+    let o = exec(
+        dir.path(),
+        &["run", "--jobs", "1", "--timeout", "20s", "--worker", &cmd],
+    );
+    let out = o.expect_code(6);
+    let plan = plan_or_done(dir.path());
     let attempts = |i: usize| plan["tasks"][i]["attempts"].as_u64();
     assert_eq!(
         (attempts(0), attempts(1), attempts(2), attempts(3)),
@@ -541,12 +488,12 @@ fn a_900_kb_status_line_is_clipped_everywhere_and_kept_whole_in_the_log() {
         r#"echo x > a.txt
 printf 'COMPLETED: '; head -c 900000 /dev/zero | tr '\0' 'y'; echo"#,
     );
-    let o = run(dir.path(), &cmd, "30s");
+    let o = run(dir.path()).worker(&cmd).timeout("30s").run();
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{}", &out[..out.len().min(2000)]);
     assert!(out.len() < 64 << 10, "the run printed {} bytes", out.len());
     let marker = " … [clipped: 900000 bytes in all; the whole text is in the attempt's log]";
-    let plan = plan_of(dir.path());
+    let plan = plan_or_done(dir.path());
     let r = result(&plan, 0);
     assert!(
         r.len() <= 4096 && r.starts_with("yyy") && r.ends_with(marker),

@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 
 use super::fake_github::FakeGitHub;
-use super::{dagexec, git, manifest};
+use super::{commit_push, dagexec, fake_github, git, manifest, write_files};
 
 /// A pending task of a schema 2 plan creating `creates`, after `blocked_by`.
 pub fn task(subject: &str, creates: &[&str], blocked_by: &[usize]) -> Value {
@@ -28,6 +28,29 @@ pub fn edit(subject: &str, creates: &[&str], modifies: &[&str], blocked_by: &[us
         "subject": subject, "description": subject, "status": "pending", "blockedBy": blocked_by,
         "metadata": {"files": {"create": creates, "modify": modifies}}
     })
+}
+
+/// GitHub's example comment event (`issue_comment.created`), made a comment on pull request
+/// #1 of `repository` saying `body`.
+pub fn pr_comment_event(repository: &str, body: &str) -> Value {
+    let path = manifest().join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
+    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    p["issue"]["number"] = json!(1);
+    p["issue"]["pull_request"] =
+        json!({"url": format!("https://api.github.com/repos/{repository}/pulls/1")});
+    p["comment"]["body"] = json!(body);
+    p
+}
+
+/// The body of dagexec's marker comment for the steering comment `id` (empty when there is
+/// none).
+pub fn steer_marker(gh: &FakeGitHub, id: u64) -> String {
+    gh.state()
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with(&format!("<!-- dagexec:steer:{id} -->")))
+        .map(|c| c.body.clone())
+        .unwrap_or_default()
 }
 
 /// What a lab is made of, before it starts.
@@ -134,17 +157,9 @@ impl LabBuilder {
             )
             .unwrap();
         }
-        for (rel, bytes) in &self.files {
-            let p = repo.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, bytes).unwrap();
-        }
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-qm", "plan"]);
-        git(&repo, &["push", "-q", "origin", "main"]);
-        let gh = tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(FakeGitHub::start());
+        write_files(&repo, self.files);
+        commit_push(&repo, "plan");
+        let gh = fake_github();
         gh.resolve_refs_in(&origin);
         Lab {
             tmp,
@@ -177,13 +192,7 @@ pub struct Lab {
 }
 
 /// A job's stdout and stderr, one after the other.
-pub fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+pub use super::text;
 
 /// A job's outputs as it prints them outside a runner (`output key=value` lines).
 pub fn printed_outputs(stdout: &str) -> BTreeMap<String, String> {
@@ -425,6 +434,28 @@ impl Lab {
         }
         let finalized = Some(self.finalize_job(run_id, &planned, &artifacts));
         Round { planned, finalized }
+    }
+
+    /// One workflow run, as the rounds tests read it: the plan job's outputs, whether
+    /// finalize succeeded, and its log (the plan job's, when it planned no work).
+    pub fn round_result(&self, run_id: u64) -> (BTreeMap<String, String>, bool, String) {
+        let Round { planned, finalized } = self.round(run_id);
+        let (ok, log) = finalized.unwrap_or((true, planned.log));
+        (planned.outputs, ok, log)
+    }
+
+    /// Workflow runs 101, 102, … until one does not dispatch another (at most `limit`): the
+    /// last finalize's success and log.
+    pub fn run_rounds(&self, limit: u64) -> (bool, String) {
+        for run_id in 1..=limit {
+            let dispatched = self.dispatches();
+            let (outputs, ok, log) = self.round_result(100 + run_id);
+            let again = self.dispatches() > dispatched;
+            if !ok || !again || outputs.get("has-work").map(String::as_str) != Some("true") {
+                return (ok, log);
+            }
+        }
+        panic!("more than {limit} rounds");
     }
 
     /// The finalize job of run `run_id` after `planned` (the template runs it after every

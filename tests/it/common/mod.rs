@@ -5,10 +5,11 @@
 
 pub mod fake_github;
 pub mod lab;
+pub mod local;
 pub mod model_server;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use assert_cmd::cargo::CommandCargoExt;
 
@@ -41,6 +42,15 @@ pub fn dagexec(dir: &Path) -> Command {
     cmd
 }
 
+/// A command's stdout and stderr, one after the other.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs git in `dir` with a test identity and no signing; fails the test if git fails.
 /// Returns its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -67,23 +77,61 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 /// A committed repository with `plan` as `.design/plan.json` and `files` beside it.
 pub fn repo(plan: &serde_json::Value, files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for (rel, text) in files {
-        let p = dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    write_files(dir.path(), files.iter().copied());
     std::fs::create_dir_all(dir.path().join(".design")).unwrap();
     std::fs::write(
         dir.path().join(".design/plan.json"),
         serde_json::to_string_pretty(plan).unwrap(),
     )
     .unwrap();
-    git(dir.path(), &["init", "-q"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    git(dir.path(), &["config", "user.email", "t@example.com"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "start"]);
+    commit_new(dir.path());
     dir
+}
+
+/// Writes `files` (path relative to `root`, contents) under `root`, making their folders.
+pub fn write_files<P: AsRef<Path>, C: AsRef<[u8]>>(
+    root: &Path,
+    files: impl IntoIterator<Item = (P, C)>,
+) {
+    for (rel, bytes) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+}
+
+/// Makes `dir` a repository (identity `t`) whose one commit, `start`, holds all it has.
+pub fn commit_new(dir: &Path) {
+    git(dir, &["init", "-q"]);
+    git(dir, &["config", "user.name", "t"]);
+    git(dir, &["config", "user.email", "t@example.com"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "start"]);
+}
+
+/// Commits everything in `repo` as `message` and pushes it to `origin` as `main`.
+pub fn commit_push(repo: &Path, message: &str) {
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", message]);
+    git(repo, &["push", "-q", "origin", "main"]);
+}
+
+/// Runs `cmd` to its end; fails the test, showing its stderr, unless it succeeded.
+pub fn succeed(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The fake GitHub API, started.
+pub fn fake_github() -> fake_github::FakeGitHub {
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fake_github::FakeGitHub::start())
 }
 
 /// A worker script `body` in its own temp dir (outside the repository), and the command line
