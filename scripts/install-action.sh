@@ -96,7 +96,11 @@ on_default=false
 # Moves `dir` aside and removes it: a binary not to run is never run, by this job or a later one.
 discard() {
   local gone="$1.untrusted-$$"
-  mv -T "$1" "$gone" 2>/dev/null && rm -rf "$gone" || rm -rf "$1"
+  if mv -T "$1" "$gone" 2>/dev/null; then
+    rm -rf "$gone"
+  else
+    rm -rf "$1"
+  fi
 }
 
 fresh=false

@@ -155,7 +155,7 @@ pub(crate) enum Command {
     ///   dagexec simulate --remaining                     what is left of a run, from its history
     ///   dagexec simulate --json | jq '.schedules[] | {schedule, where, seconds}'
     #[command(verbatim_doc_comment)]
-    Simulate(SimulateFlags),
+    Simulate(SimulateArgs),
     /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
     ///
     /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
@@ -205,24 +205,6 @@ pub(crate) fn parse_task_duration(s: &str) -> Result<TaskDuration, String> {
             crate::flow::settings::parse_duration(d).map(|d| TaskDuration::Task(task, d))
         }
     }
-}
-
-/// `dagexec simulate`'s arguments.
-pub(crate) struct SimulateArgs {
-    pub(crate) duration: Vec<TaskDuration>,
-    pub(crate) no_history: bool,
-    pub(crate) jobs: Option<usize>,
-    pub(crate) max_parallel: usize,
-    pub(crate) job_start: Duration,
-    pub(crate) integrate: Duration,
-    pub(crate) poll: Duration,
-    pub(crate) polls_per_hour: u64,
-    pub(crate) remaining: bool,
-    pub(crate) json: bool,
-    pub(crate) gantt: bool,
-    pub(crate) no_gantt: bool,
-    pub(crate) chart: ChartPlace,
-    pub(crate) width: Option<usize>,
 }
 
 /// The arguments of `dagexec validate`.
@@ -340,7 +322,7 @@ pub(crate) struct GraphArgs {
 
 /// The arguments of `dagexec simulate`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct SimulateFlags {
+pub(crate) struct SimulateArgs {
     /// How long tasks take: `10m` for every task without history, `3=20m` for task 3
     /// (repeat it for several).
     #[arg(long, short = 'd', value_name = "[TASK=]DURATION", value_parser = parse_task_duration)]

@@ -4,7 +4,7 @@ use crate::flow::preflight::Overlaps;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::args::{ChartPlace, SimulateArgs, SimulateFlags, TaskDuration};
+use crate::cli::args::{ChartPlace, SimulateArgs, TaskDuration};
 use crate::cli::location::{Loaded, archived_plan, load};
 use crate::cli::report::{CliError, config_error};
 use crate::cli::{Exit, Location};
@@ -160,39 +160,7 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
 pub(crate) fn cmd_simulate(
     loc: &Location,
     out: &mut impl Write,
-    a: SimulateFlags,
+    a: SimulateArgs,
 ) -> Result<Exit, CliError> {
-    let SimulateFlags {
-        duration,
-        no_history,
-        jobs,
-        max_parallel,
-        job_start,
-        integrate,
-        poll,
-        polls_per_hour,
-        remaining,
-        json,
-        gantt,
-        no_gantt,
-        chart,
-        width,
-    } = a;
-    let args = SimulateArgs {
-        duration,
-        no_history,
-        jobs,
-        max_parallel,
-        job_start,
-        integrate,
-        poll,
-        polls_per_hour,
-        remaining,
-        json,
-        gantt,
-        no_gantt,
-        chart,
-        width,
-    };
-    simulate(loc, out, args)
+    simulate(loc, out, a)
 }
