@@ -274,9 +274,11 @@ impl Lab {
                     .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap())),
             )
             .env("DAGEXEC_ARTIFACT_DIR", &artifacts)
-            // The actions/cache stand-in's store: kept across runs (and tests), as GitHub
-            // keeps a repository's caches; entries are keyed by the action's source hash.
-            .env("DAGEXEC_CACHE_DIR", shared.join("cache"))
+            // The actions/cache stand-in's store: kept across this lab's runs, as GitHub keeps
+            // a repository's caches (each test is a repository of its own: tests running side
+            // by side never restore each other's build); entries are keyed by the action's
+            // source hash.
+            .env("DAGEXEC_CACHE_DIR", self.root.join("actions-cache"))
             .env("GIT_TERMINAL_PROMPT", "0")
             .current_dir(workdir)
             .arg(event_name)
@@ -465,8 +467,9 @@ fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
     );
     let ran = lab.root.join("untrusted-install-ran");
     let poisoned = lab.root.join("poisoned-build-ran");
-    let branch_scope = manifest()
-        .join("target/act/cache")
+    let branch_scope = lab
+        .root
+        .join("actions-cache")
         .join("refs%2Fheads%2Fdagexec%2Fwidgets-greet");
     let _ = std::fs::remove_dir_all(&branch_scope);
     // Run 1 is started on main without a branch: it only starts round 1 again with the
