@@ -27,7 +27,7 @@ cat > /dev/null
 echo "start $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
 case "$DAGEXEC_TASK_INDEX" in
 0) sleep 0.3 ;;
-1) sleep 3 ;;
+1) sleep 6 ;; # long enough for 0, its retry and 2 to start on a loaded machine
 *) sleep 0.5 ;;
 esac
 echo "end $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
