@@ -269,3 +269,123 @@ fn real_taskmaster_files_validate() {
         assert_eq!(o.status.code(), Some(0), "{f}: {}", o.text());
     }
 }
+
+const KIRO: &str = ".kiro/specs/notes/tasks.md";
+
+/// A cc-sdd spec: 1.1 first; 2.1 and 2.2 `(P)` but sharing a boundary file; 2.3 optional; 3.1
+/// depends on 2.1 explicitly.
+const KIRO_MD: &str = "# Implementation Plan
+
+- [ ] 1. Foundation
+- [ ] 1.1 Set up the notes module
+  - Create the module skeleton
+  - _Requirements: 1.1_
+
+- [ ] 2. Core
+- [ ] 2.1 (P) Add note creation
+  - _Requirements: 2.1_
+  - _Boundary: NotesService (shared.txt)_
+- [ ] 2.2 (P) Add note listing
+  - _Requirements: 2.2_
+  - _Boundary: shared.txt_
+- [ ]* 2.3 Property tests for notes
+  - _Requirements: 2.1_
+
+- [ ] 3. Wiring
+- [ ] 3.1 Wire the CLI
+  - _Depends: 2.1_
+  - _Requirements: 3.1_
+";
+
+#[test]
+fn a_kiro_spec_runs_to_the_end_ticked_with_its_requirements_in_the_prompt() {
+    let dir = repo_of(&[
+        (KIRO, KIRO_MD),
+        (
+            ".kiro/specs/notes/requirements.md",
+            "# Requirements\n\n1.1 notes exist\n",
+        ),
+        (".kiro/specs/notes/design.md", "# Design\n"),
+        ("shared.txt", "start\n"),
+    ]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), KIRO, out.path(), &[("SHARED", "shared.txt")]);
+    let log = o.expect_code(0);
+    assert!(log.contains("optional tasks not run: 2.3"), "{log}");
+    // Every unit ran once: the shared boundary file kept 2.1 and 2.2 apart (no retry).
+    let order = read(&out.path().join("order"));
+    let ran: Vec<&str> = order.lines().collect();
+    assert_eq!(ran.len(), 4, "{order}");
+    let at = |id: &str| ran.iter().position(|r| *r == id).unwrap();
+    assert!(
+        at("1.1") < at("2.1") && at("1.1") < at("2.2") && at("2.2") < at("3.1"),
+        "{order}"
+    );
+    // Ticked in the committed tasks.md, majors with their subtasks; the optional one not.
+    let ticked = KIRO_MD
+        .replace("- [ ] 1", "- [x] 1")
+        .replace("- [ ] 2", "- [x] 2")
+        .replace("- [ ] 3", "- [x] 3");
+    assert!(ticked.contains("- [ ]* 2.3"));
+    assert_eq!(git(dir.path(), &["show", &format!("HEAD:{KIRO}")]), ticked);
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    let prompt = read(&out.path().join("prompt-2.1.md"));
+    for want in [
+        ".kiro/specs/notes/requirements.md",
+        ".kiro/specs/notes/design.md",
+        "Requirements: 2.1 (see the spec's requirements.md)",
+        "Boundary: NotesService (shared.txt)",
+        "Part of task 2: Core",
+    ] {
+        assert!(prompt.contains(want), "{want:?} not in {prompt}");
+    }
+}
+
+/// A Kiro spec's errors name the line and the task; a boundary out of the repository too.
+#[test]
+fn a_broken_kiro_spec_is_refused_at_its_line() {
+    let dir = repo_of(&[(
+        KIRO,
+        "- [ ] 1. A\n- [ ] 1.1 B\n  - _Boundary: ../outside.txt_\n- [ ] 2. C\n  - _Depends: 1.1_\n- [ ] 3. D\n  - _Depends: 4_\n- [ ] 4. E\n  - _Depends: 3_\n",
+    )]);
+    let o = exec(dir.path(), &["--plan", KIRO, "validate"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{KIRO}:2: task 1.1 names the file \"../outside.txt\""
+        )),
+        "{err}"
+    );
+    let dir = repo_of(&[(
+        KIRO,
+        "- [ ] 1. A\n- [ ] 2. C\n  - _Depends: 3_\n- [ ] 3. D\n",
+    )]);
+    let o = exec(dir.path(), &["--plan", KIRO, "validate"]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains(&format!("{KIRO}:")) && err.contains("cycle: ") && err.contains("2 → 3 → 2"),
+        "{err}"
+    );
+}
+
+/// The real Kiro and cc-sdd specs of the fixtures validate.
+#[test]
+fn real_kiro_specs_validate() {
+    for d in [
+        "cc-sdd-rag-backend",
+        "cc-sdd-photo-albums",
+        "kiro-game-rules",
+        "kiro-warband",
+    ] {
+        let text = read(
+            &manifest()
+                .join("tests/fixtures/kiro")
+                .join(d)
+                .join("tasks.md"),
+        );
+        let dir = repo_of(&[(KIRO, &text)]);
+        let o = exec(dir.path(), &["--plan", KIRO, "validate"]);
+        assert_eq!(o.status.code(), Some(0), "{d}: {}", o.text());
+    }
+}
