@@ -133,43 +133,8 @@ fn build(
     let mut warnings = Vec::new();
     for &i in &units_at {
         let l = &p.lines[i];
-        let major_done = p
-            .groups
-            .iter()
-            .find(|g| g.number == l.major)
-            .and_then(|g| g.major)
-            .is_some_and(|m| p.lines[m].done);
-        let files: Vec<String> = l
-            .boundary
-            .iter()
-            .flat_map(|b| parse::boundary_files(b))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        plan.tasks.push(Task {
-            subject: format!("{} {}", l.id, l.title),
-            description: Some(description(rel, p, i)),
-            status: if l.done || major_done {
-                Status::Completed
-            } else {
-                Status::Pending
-            },
-            blocked_by: deps[&i].iter().filter_map(|&d| index(d)).collect(),
-            metadata: Some(Metadata {
-                kind: Some("kiro".into()),
-                files: Files {
-                    modify: files,
-                    ..Default::default()
-                },
-                ..Default::default()
-            }),
-            agent: Some(Agent {
-                role: "software engineer implementing one task of a Kiro spec".into(),
-                context_files: Some(context_files.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
+        let blocked_by = deps[&i].iter().filter_map(|&d| index(d)).collect();
+        plan.tasks.push(task(rel, p, i, blocked_by, &context_files));
         units.push(Unit {
             id: l.id.clone(),
             text: format!("{}\n{}", l.title, l.details.join("\n")),
@@ -193,6 +158,54 @@ fn build(
         units,
         warnings,
         meta: serde_json::Value::Null,
+    }
+}
+
+/// The plan task of the unit at line index `i`.
+fn task(
+    rel: &str,
+    p: &parse::Parsed,
+    i: usize,
+    blocked_by: Vec<usize>,
+    context_files: &[ContextFile],
+) -> Task {
+    let l = &p.lines[i];
+    let major_done = p
+        .groups
+        .iter()
+        .find(|g| g.number == l.major)
+        .and_then(|g| g.major)
+        .is_some_and(|m| p.lines[m].done);
+    let files: Vec<String> = l
+        .boundary
+        .iter()
+        .flat_map(|b| parse::boundary_files(b))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    Task {
+        subject: format!("{} {}", l.id, l.title),
+        description: Some(description(rel, p, i)),
+        status: if l.done || major_done {
+            Status::Completed
+        } else {
+            Status::Pending
+        },
+        blocked_by,
+        metadata: Some(Metadata {
+            kind: Some("kiro".into()),
+            files: Files {
+                modify: files,
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+        agent: Some(Agent {
+            role: "software engineer implementing one task of a Kiro spec".into(),
+            context_files: Some(context_files.to_vec()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 

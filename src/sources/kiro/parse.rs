@@ -30,7 +30,7 @@ static PATHLIKE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// One checkbox line.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Line {
+pub(crate) struct Entry {
     /// `1` or `1.2`, as written without a trailing dot.
     pub id: String,
     /// The major task's number (`1` for `1.2`).
@@ -68,7 +68,7 @@ pub(crate) struct Group {
 
 impl Group {
     /// Whether its subtasks are the units (it has one that is not optional).
-    pub(crate) fn container(&self, lines: &[Line]) -> bool {
+    pub(crate) fn container(&self, lines: &[Entry]) -> bool {
         self.subs.iter().any(|&s| !lines[s].optional)
     }
 }
@@ -76,7 +76,7 @@ impl Group {
 /// A tasks.md, read.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Parsed {
-    pub lines: Vec<Line>,
+    pub lines: Vec<Entry>,
     pub groups: Vec<Group>,
 }
 
@@ -111,20 +111,14 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
             }
             let i = out.lines.len();
             by_id.insert(id.clone(), i);
-            let g = *group_of.entry(major.clone()).or_insert_with(|| {
-                out.groups.push(Group {
-                    number: major.clone(),
-                    ..Default::default()
-                });
-                out.groups.len() - 1
-            });
+            let g = group(&mut out.groups, &mut group_of, &major);
             if id.contains('.') {
                 out.groups[g].subs.push(i);
             } else {
                 out.groups[g].major = Some(i);
-                out.groups[g].title = title.clone();
+                out.groups[g].title.clone_from(&title);
             }
-            out.lines.push(Line {
+            out.lines.push(Entry {
                 id,
                 major,
                 line: c.number,
@@ -150,30 +144,9 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
         if trimmed.is_empty() {
             continue;
         }
-        let line = &mut out.lines[i];
-        line.details.push(trimmed.to_string());
-        if let Some(a) = ANNOTATION.captures(c.text) {
-            // The value ends at the annotation's closing underscore (a note may follow it).
-            let value = a[2].trim_end();
-            let value = value.rfind('_').map_or(value, |end| &value[..end]);
-            let items = value
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty());
-            match &a[1] {
-                "Requirements" => line.requirements.extend(items),
-                "Depends" => line.depends.extend(items),
-                _ => line.boundary.extend(items),
-            }
-        }
+        detail(&mut out.lines[i], c.text);
     }
-    for g in &mut out.groups {
-        if g.title.is_empty()
-            && let Some(h) = headings.get(&g.number)
-        {
-            g.title.clone_from(h);
-        }
-    }
+    titles(&mut out.groups, &headings);
     if out.lines.is_empty() {
         errors.push(Problem::new(
             format!("{path}: no numbered task lines (`- [ ] 1. Title`, `- [ ] 1.1 Title`)"),
@@ -184,6 +157,47 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
         Ok(out)
     } else {
         Err(errors)
+    }
+}
+
+/// The index of the group of major task `major`, made on its first line.
+fn group(groups: &mut Vec<Group>, group_of: &mut BTreeMap<String, usize>, major: &str) -> usize {
+    *group_of.entry(major.to_string()).or_insert_with(|| {
+        groups.push(Group {
+            number: major.to_string(),
+            ..Default::default()
+        });
+        groups.len() - 1
+    })
+}
+
+/// A group without a major task line takes its title from its `## N.` heading.
+fn titles(groups: &mut [Group], headings: &BTreeMap<String, String>) {
+    for g in groups {
+        if g.title.is_empty()
+            && let Some(h) = headings.get(&g.number)
+        {
+            g.title.clone_from(h);
+        }
+    }
+}
+
+/// A line under a task: kept as a detail, and read when it is an annotation.
+fn detail(line: &mut Entry, text: &str) {
+    line.details.push(text.trim().to_string());
+    if let Some(a) = ANNOTATION.captures(text) {
+        // The value ends at the annotation's closing underscore (a note may follow it).
+        let value = a[2].trim_end();
+        let value = value.rfind('_').map_or(value, |end| &value[..end]);
+        let items = value
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        match &a[1] {
+            "Requirements" => line.requirements.extend(items),
+            "Depends" => line.depends.extend(items),
+            _ => line.boundary.extend(items),
+        }
     }
 }
 
@@ -331,12 +345,15 @@ fn chain<T: Ord + Copy>(
     }
 }
 
+/// Line indices per group.
+type Sets<'a> = &'a [Vec<usize>];
+
 /// `_Depends:_`: on a subtask, on a major task (its group's sinks, or itself), each unknown or
 /// self reference an error at its line.
 fn explicit(
     path: &str,
     p: &Parsed,
-    (members, sources, sinks): (&[Vec<usize>], &[Vec<usize>], &[Vec<usize>]),
+    (members, sources, sinks): (Sets<'_>, Sets<'_>, Sets<'_>),
     deps: &mut BTreeMap<usize, BTreeSet<usize>>,
 ) -> Result<(), Vec<Problem>> {
     let mut errors = Vec::new();
@@ -385,7 +402,7 @@ fn explicit(
                     errors.push(Problem::new(
                         format!("{path}:{}: task {} depends on itself", l.line, l.id),
                         "drop it from `_Depends:_`",
-                    ))
+                    ));
                 }
                 Some(t) => {
                     for &w in &whose {

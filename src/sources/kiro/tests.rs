@@ -170,7 +170,7 @@ fn errors_name_the_line_and_the_task() {
 fn ticking_changes_only_checkboxes_and_completes_majors() {
     let done: BTreeSet<String> = ["1.1", "2.1", "2.2"]
         .iter()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .collect();
     let out = parse::tick(REL, CC_SDD, &done).unwrap();
     let expected = CC_SDD

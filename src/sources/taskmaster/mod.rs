@@ -57,7 +57,7 @@ impl Reader for Taskmaster {
         })?;
         let current = current_tag(cx);
         let r = read::read(cx.rel, &doc, current.as_deref())?;
-        Ok(build(cx.rel, r))
+        Ok(build(cx.rel, &r))
     }
 
     fn write_back(
@@ -145,7 +145,7 @@ fn description(rel: &str, it: &Item) -> String {
     s
 }
 
-fn build(rel: &str, r: read::Read) -> Built {
+fn build(rel: &str, r: &read::Read) -> Built {
     let (skip, deferred_by) = settled(&r.items);
     let mut warnings: Vec<String> = deferred_by
         .iter()

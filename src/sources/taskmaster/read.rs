@@ -162,7 +162,7 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn error(&mut self, path: &str, message: String, hint: &str) {
+    fn error(&mut self, path: &str, message: &str, hint: &str) {
         self.errors.push(Problem::new(
             format!("{}: {path}: {message}", self.rel),
             hint,
@@ -174,17 +174,13 @@ impl Reader<'_> {
         for (i, t) in tasks.iter().enumerate() {
             let path = format!("{prefix}[{i}]");
             let Some(id) = t.get("id").and_then(id_of) else {
-                self.error(
-                    &path,
-                    "a task without an `id`".into(),
-                    "give every task an id",
-                );
+                self.error(&path, "a task without an `id`", "give every task an id");
                 continue;
             };
             if self.units_of.contains_key(&id) {
                 self.error(
                     &path,
-                    format!("task ID {id} is used twice"),
+                    &format!("task ID {id} is used twice"),
                     "give one of them the next free id and update the dependencies naming it",
                 );
                 continue;
@@ -212,7 +208,7 @@ impl Reader<'_> {
                         let Some(local) = s.get("id").and_then(id_of) else {
                             self.error(
                                 &spath,
-                                format!("a subtask of task {id} without an `id`"),
+                                &format!("a subtask of task {id} without an `id`"),
                                 "give every subtask an id",
                             );
                             continue;
@@ -221,7 +217,7 @@ impl Reader<'_> {
                         if self.by_id.contains_key(&full) {
                             self.error(
                                 &spath,
-                                format!("subtask ID {full} is used twice"),
+                                &format!("subtask ID {full} is used twice"),
                                 "give one of them the next free id",
                             );
                             continue;
@@ -325,7 +321,7 @@ impl Reader<'_> {
         let Some(deps) = deps.as_array() else {
             self.error(
                 &format!("{path}.dependencies"),
-                format!("task {who}: not an array of ids"),
+                &format!("task {who}: not an array of ids"),
                 "write the ids in a list: \"dependencies\": [1, \"3.2\"]",
             );
             return out;
@@ -335,7 +331,7 @@ impl Reader<'_> {
             let Some(reference) = id_of(d) else {
                 self.error(
                     &at,
-                    format!("task {who}: {d} is not a task id"),
+                    &format!("task {who}: {d} is not a task id"),
                     "list task ids",
                 );
                 continue;
@@ -343,13 +339,13 @@ impl Reader<'_> {
             match self.resolve(&reference, parent) {
                 Some(units) if units.iter().any(|&u| self.out.items[u].id == who) => self.error(
                     &at,
-                    format!("task {who} depends on itself"),
+                    &format!("task {who} depends on itself"),
                     "remove the dependency",
                 ),
                 Some(units) => out.extend(units),
                 None => self.error(
                     &at,
-                    format!("task {who} depends on {reference}, which is not a task in this file"),
+                    &format!("task {who} depends on {reference}, which is not a task in this file"),
                     "fix the id or drop it from `dependencies`",
                 ),
             }

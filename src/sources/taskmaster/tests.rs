@@ -189,7 +189,10 @@ fn real_files_read() {
 
 #[test]
 fn write_back_changes_only_the_status_bytes() {
-    let done: BTreeSet<String> = ["2.1", "2.2", "3"].iter().map(|s| s.to_string()).collect();
+    let done: BTreeSet<String> = ["2.1", "2.2", "3"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let out = Taskmaster
         .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
         .unwrap();
@@ -210,7 +213,7 @@ fn write_back_changes_only_the_status_bytes() {
     // The last subtask done: its task is done too.
     let done: BTreeSet<String> = ["2.1", "2.2", "2.3"]
         .iter()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .collect();
     let out = Taskmaster
         .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
@@ -246,7 +249,7 @@ fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
             .join("tests/fixtures/taskmaster/resourcer-tagged.json"),
     )
     .unwrap();
-    let done: BTreeSet<String> = ["9.1", "10"].iter().map(|s| s.to_string()).collect();
+    let done: BTreeSet<String> = ["9.1", "10"].iter().map(ToString::to_string).collect();
     let out = Taskmaster
         .write_back(&text, &done, &serde_json::json!({"tag": "master"}))
         .unwrap();
