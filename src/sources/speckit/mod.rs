@@ -12,7 +12,9 @@
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without
 //!   `[P]` comes after every task written before it in its phase (its edges: the previous task
 //!   without `[P]` and the `[P]` tasks since — the same order in O(N) edges).
-//! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file).
+//! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file);
+//!   the explicit dependencies of github/spec-kit#1934 (<https://github.com/github/spec-kit/issues/1934>)
+//!   also write ranges (`T003-T005`, `T003–T005`, `T003..T005`) and `(depends on none)`.
 //! - **User stories**: a phase whose heading says `User Story N`, or whose tasks all carry
 //!   `[USn]`, is a story phase. Story phases wait for the last non-story phase before them (the
 //!   foundational phase) but not for each other. The phase after the stories (polish) waits for
