@@ -2,6 +2,7 @@
 //! Kiro / cc-sdd `tasks.md` run end to end with the real binary, real git repositories and a
 //! scripted worker; their statuses and ticks written back in the round commits.
 
+use crate::common::lab;
 use crate::common::local::{Ran, exec, local};
 use crate::common::{commit_new, git, manifest};
 
@@ -388,4 +389,38 @@ fn real_kiro_specs_validate() {
         let o = exec(dir.path(), &["--plan", KIRO, "validate"]);
         assert_eq!(o.status.code(), Some(0), "{d}: {}", o.text());
     }
+}
+
+/// The Action's rounds on a Taskmaster plan, job by job as workflow runs do them (the shared
+/// lab): the same rounds as locally, statuses written back on the branch.
+#[test]
+fn the_action_runs_a_taskmaster_plan_and_writes_its_statuses_back() {
+    let out = tempfile::tempdir().unwrap();
+    let lab = lab::lab()
+        .file(TM, TASKS_JSON)
+        .worker(WORKER)
+        .branch("dagexec/tm")
+        .env("DAGEXEC_PLAN", TM)
+        .env("OUT", out.path())
+        .start();
+    let mut runs = 0;
+    loop {
+        let dispatched = lab.dispatches();
+        let lab::Round { finalized, .. } = lab.round(300 + runs);
+        let Some((ok, log)) = finalized else { break };
+        assert!(ok, "finalize: {log}");
+        runs += 1;
+        assert!(runs < 10, "more rounds than the DAG has");
+        if lab.dispatches() == dispatched {
+            break;
+        }
+    }
+    assert_eq!(lab.branch_file(TM), tasks_json_written());
+    for id in ["2.1", "2.2", "3", "5"] {
+        assert_eq!(
+            lab.branch_file(&format!("done/{id}.txt")),
+            format!("{id}\n")
+        );
+    }
+    lab.gh.assert_clean();
 }
