@@ -20,7 +20,7 @@ pub(crate) struct Location {
 impl Location {
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        let plan = plan.unwrap_or_else(|| PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL));
+        let plan = plan.unwrap_or_else(|| default_plan(&cwd));
         let abs = if plan.is_absolute() {
             plan.clone()
         } else {
@@ -42,6 +42,24 @@ impl Location {
             root,
             plan_rel,
         })
+    }
+}
+
+/// The plan without `--plan`: `.design/plan.json`, unless `.design/` holds no plan (nor an
+/// archived one) and the directory holds exactly one task list in its usual place
+/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit).
+fn default_plan(cwd: &Path) -> PathBuf {
+    let default = PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL);
+    let design = cwd.join(".design");
+    if ["plan.json", "plan.done.json", "history"]
+        .iter()
+        .any(|n| design.join(n).exists())
+    {
+        return default;
+    }
+    match crate::sources::Format::find(cwd).as_slice() {
+        [(_, one)] => PathBuf::from(one),
+        _ => default,
     }
 }
 

@@ -71,6 +71,34 @@ impl Format {
         }
     }
 
+    /// The task lists in their usual places under `root` (repository-relative, sorted):
+    /// `.taskmaster/tasks/tasks.json`, `.kiro/specs/*/tasks.md`, `specs/*/tasks.md`. Links are
+    /// not followed.
+    pub fn find(root: &Path) -> Vec<(Format, String)> {
+        let file = |rel: &str| std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_file());
+        let mut out = Vec::new();
+        if file(".taskmaster/tasks/tasks.json") {
+            out.push((
+                Format::Taskmaster,
+                ".taskmaster/tasks/tasks.json".to_string(),
+            ));
+        }
+        for (format, dir) in [(Format::Kiro, ".kiro/specs"), (Format::SpecKit, "specs")] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            let mut found: Vec<String> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| format!("{dir}/{}/tasks.md", e.file_name().to_string_lossy()))
+                .filter(|rel| file(rel))
+                .collect();
+            found.sort();
+            out.extend(found.into_iter().map(|rel| (format, rel)));
+        }
+        out
+    }
+
     /// Its name in messages and in the generated plan.
     pub fn name(self) -> &'static str {
         match self {

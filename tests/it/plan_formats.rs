@@ -424,3 +424,21 @@ fn the_action_runs_a_taskmaster_plan_and_writes_its_statuses_back() {
     }
     lab.gh.assert_clean();
 }
+
+/// Without `--plan`, a repository with no `.design/` plan and exactly one task list in its
+/// usual place runs that list; with two, `.design/plan.json` stays the plan looked for.
+#[test]
+fn without_plan_the_one_task_list_in_its_usual_place_is_the_plan() {
+    let dir = repo_of(&[(TM, TASKS_JSON)]);
+    let o = exec(dir.path(), &["status"]);
+    assert!(o.expect_code(0).contains("2.1 User model"), "{}", o.text());
+    let dir = repo_of(&[(TM, TASKS_JSON), (KIRO, KIRO_MD)]);
+    let o = exec(dir.path(), &["status"]);
+    assert_ne!(o.status.code(), Some(0), "{}", o.text());
+    assert!(o.text().contains(".design/plan.json"), "{}", o.text());
+    // A plan of dagexec's own wins over any task list.
+    let plan = r#"{"schemaVersion": 2, "goal": "g", "tasks": [{"subject": "own task", "status": "pending", "blockedBy": []}]}"#;
+    let dir = repo_of(&[(TM, TASKS_JSON), (".design/plan.json", plan)]);
+    let o = exec(dir.path(), &["status"]);
+    assert!(o.expect_code(0).contains("own task"), "{}", o.text());
+}
