@@ -1,4 +1,5 @@
-//! GitHub Spec Kit `tasks.md` files as dagexec plans (`--plan specs/001-x/tasks.md`).
+//! GitHub Spec Kit `tasks.md` files as dagexec plans (`--plan specs/001-x/tasks.md`). Format:
+//! <https://github.com/github/spec-kit> (`templates/tasks-template.md`).
 //!
 //! Spec Kit's `/tasks` command writes `specs/<NNN-feature>/tasks.md` from its public
 //! `templates/tasks-template.md`: `## Phase N: …` sections of task lines

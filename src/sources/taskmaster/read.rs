@@ -177,7 +177,7 @@ impl Reader<'_> {
                 self.error(&path, "a task without an `id`", "give every task an id");
                 continue;
             };
-            if self.units_of.contains_key(&id) {
+            if self.units_of.contains_key(&id) || self.by_id.contains_key(&id) {
                 self.error(
                     &path,
                     &format!("task ID {id} is used twice"),

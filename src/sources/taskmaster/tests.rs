@@ -267,3 +267,13 @@ fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
     // Three values changed: two "pending" (9 bytes) and one "in-progress" (13) to "done" (6).
     assert_eq!(text.len() - out.len(), 3 + 3 + 7);
 }
+
+#[test]
+fn a_task_id_that_is_also_a_subtask_id_is_a_duplicate() {
+    let e = built(r#"{"tasks": [{"id": 1, "title": "a", "subtasks": [{"id": 2, "title": "s"}]}, {"id": "1.2", "title": "b"}]}"#)
+        .unwrap_err();
+    assert_eq!(
+        messages(&e),
+        format!("{REL}: tasks[1]: task ID 1.2 is used twice")
+    );
+}
