@@ -52,7 +52,9 @@ impl Format {
     /// `.taskmaster/` (or any `tasks.json` that is not a dagexec plan) is Taskmaster's.
     pub fn detect(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        let parts: Vec<String> = path
+        // Its place is where it really is (`--plan tasks.md` given inside `.kiro/specs/x/`).
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let parts: Vec<String> = real
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();

@@ -33,6 +33,9 @@ fn formats_are_detected_by_name_and_place() {
         r#"{"schemaVersion": 2, "goal": "g", "tasks": []}"#,
     )]);
     assert_eq!(Format::detect(&dir.path().join("tasks.json")), None);
+    let dir = repo(&[(".kiro/specs/a/tasks.md", "- [ ] 1. A\n")]);
+    let inside = dir.path().join(".kiro/specs/a/./tasks.md");
+    assert_eq!(Format::detect(&inside), Some(Format::Kiro));
     let dir = repo(&[("tasks.json", r#"{"tasks": []}"#)]);
     assert_eq!(
         Format::detect(&dir.path().join("tasks.json")),
