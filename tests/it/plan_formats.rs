@@ -442,3 +442,29 @@ fn without_plan_the_one_task_list_in_its_usual_place_is_the_plan() {
     let o = exec(dir.path(), &["status"]);
     assert!(o.expect_code(0).contains("own task"), "{}", o.text());
 }
+
+/// A person edits a Kiro tasks.md during the run: kept out of every commit, left in the work
+/// tree; the committed tasks.md is ticked.
+#[test]
+fn a_persons_edit_of_a_kiro_tasks_md_during_a_run_is_neither_committed_nor_lost() {
+    let dir = repo_of(&[(KIRO, KIRO_MD), ("shared.txt", "start\n")]);
+    let out = tempfile::tempdir().unwrap();
+    let note = "<!-- a note of mine -->";
+    let edit = format!("printf '%s\\n' '{note}' >> {KIRO}");
+    let o = run(
+        dir.path(),
+        KIRO,
+        out.path(),
+        &[
+            ("MEANWHILE_ON", "1.1"),
+            ("MEANWHILE", &edit),
+            ("SHARED", "shared.txt"),
+        ],
+    );
+    o.expect_code(0);
+    let history = git(dir.path(), &["log", "-p", "--format=%s", "--", KIRO]);
+    assert!(!history.contains(note), "{history}");
+    let committed = git(dir.path(), &["show", &format!("HEAD:{KIRO}")]);
+    assert!(committed.contains("- [x] 3.1 Wire the CLI"), "{committed}");
+    assert_eq!(read(&dir.path().join(KIRO)), format!("{KIRO_MD}{note}\n"));
+}

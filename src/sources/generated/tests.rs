@@ -103,3 +103,26 @@ fn the_generated_plan_goes_next_to_the_file_and_keeps_its_state() {
     let p = prepare(&dir, false).unwrap();
     assert!(p.scratch.is_some());
 }
+
+#[test]
+fn the_current_tag_of_state_json_is_read() {
+    let dir = repo(&[
+        (
+            TM,
+            r#"{"master": {"tasks": [{"id": 1, "title": "m"}]}, "feature-x": {"tasks": [{"id": 7, "title": "x"}]}}"#,
+        ),
+        (".taskmaster/state.json", r#"{"currentTag": "feature-x"}"#),
+    ]);
+    let plan = crate::edge::plan_file::load(&prepare(&dir, false).unwrap().plan).unwrap();
+    assert_eq!(plan.tasks.len(), 1);
+    assert_eq!(plan.tasks[0].subject, "7 x");
+    assert!(plan.goal.contains("(tag feature-x)"), "{}", plan.goal);
+    // A current tag the file lacks: master.
+    std::fs::write(
+        dir.path().join(".taskmaster/state.json"),
+        r#"{"currentTag": "gone"}"#,
+    )
+    .unwrap();
+    let plan = crate::edge::plan_file::load(&prepare(&dir, false).unwrap().plan).unwrap();
+    assert_eq!(plan.tasks[0].subject, "1 m");
+}
