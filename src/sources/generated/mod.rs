@@ -194,6 +194,7 @@ pub(crate) fn prepare(
         meta,
     } = reader.build(&cx, &text)?;
     stamp(&mut plan, format, &rel, (&units, &warnings, &meta));
+    own_file_declared(&plan, &units, &rel)?;
     if let Err(crate::pure::plan::PlanErrors(errors)) =
         crate::edge::plan_file::check_in(&plan, Some(&plan_rel), &root_c)
     {
@@ -219,6 +220,31 @@ pub(crate) fn prepare(
         warnings,
         scratch,
     })
+}
+
+/// A task may not declare the task list itself: only dagexec writes it during a run.
+fn own_file_declared(plan: &Plan, units: &[Unit], rel: &str) -> Result<(), Vec<Problem>> {
+    let own = crate::pure::paths::key(rel);
+    let errors: Vec<Problem> = plan
+        .tasks
+        .iter()
+        .zip(units)
+        .flat_map(|(t, u)| {
+            t.files()
+                .filter(|f| crate::pure::paths::normalize(f).is_ok_and(|n| crate::pure::paths::key(&n) == own))
+                .map(move |f| {
+                    Problem::new(
+                        format!("{}: task {} names the file {f:?}, which is the task list only dagexec writes", u.at, u.id),
+                        "name the files the task changes, not the task list",
+                    )
+                })
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 /// The file's text: a regular file of at most [`MAX_BYTES`], UTF-8.

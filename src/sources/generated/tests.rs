@@ -126,3 +126,22 @@ fn the_current_tag_of_state_json_is_read() {
     let plan = crate::edge::plan_file::load(&prepare(&dir, false).unwrap().plan).unwrap();
     assert_eq!(plan.tasks[0].subject, "1 m");
 }
+
+#[test]
+fn a_task_naming_the_task_list_itself_is_refused_at_its_line() {
+    let rel = ".kiro/specs/a/tasks.md";
+    let dir = repo(&[(
+        rel,
+        "- [ ] 1. Tick myself\n  - _Boundary: .kiro/specs/a/tasks.md_\n",
+    )]);
+    let e = prepare_any(Format::Kiro, dir.path(), &dir.path().join(rel), false)
+        .map(|_| ())
+        .map_err(|e| describe(&e).0)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        format!(
+            "{rel}:1: task 1 names the file \"{rel}\", which is the task list only dagexec writes"
+        )
+    );
+}

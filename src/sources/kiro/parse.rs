@@ -23,8 +23,9 @@ static ANNOTATION: LazyLock<Regex> = LazyLock::new(|| {
 });
 static PARALLEL_HEAD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\(P\)\s*").unwrap());
 static PARALLEL_TAIL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s*\(P\)$").unwrap());
+/// One word that is a path: with a `/`, or a name with a file extension.
 static PATHLIKE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[A-Za-z0-9_.@~+\-/]*(?:/|\.[A-Za-z][A-Za-z0-9]{0,9}\b)[A-Za-z0-9_.@~+\-/]*")
+    Regex::new(r"^(?:[\w.@~+\-]*/[\w.@~+\-/]*|[\w.@~+\-]*[\w\-]\.[A-Za-z][A-Za-z0-9]{0,9})$")
         .unwrap()
 });
 
@@ -201,18 +202,16 @@ fn detail(line: &mut Entry, text: &str) {
     }
 }
 
-/// The files a `_Boundary:_` entry names: its words that look like paths (with a `/` or a
-/// file extension, not ending in `/`); component names name none.
+/// The files a `_Boundary:_` entry names: the entry, or a part of it in parentheses, that is
+/// one word looking like a path (with a `/`, or a file extension; not ending in `/`).
+/// Component names (`AuthService`, `DB Layer`) name none.
 pub(crate) fn boundary_files(entry: &str) -> Vec<String> {
-    PATHLIKE
-        .find_iter(entry)
-        .map(|m| {
-            m.as_str()
-                .trim_matches('`')
-                .trim_end_matches('.')
-                .to_string()
-        })
-        .filter(|p| !p.is_empty() && !p.ends_with('/') && !p.starts_with("http"))
+    entry
+        .split(['(', ')', ',', ';'])
+        .map(|t| t.trim().trim_matches('`').trim_end_matches('.'))
+        .filter(|t| !t.is_empty() && !t.contains(char::is_whitespace) && !t.ends_with('/'))
+        .filter(|t| PATHLIKE.is_match(t) && !t.starts_with("http"))
+        .map(str::to_string)
         .collect()
 }
 

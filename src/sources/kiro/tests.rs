@@ -234,4 +234,8 @@ fn boundary_entries_name_files_only_when_they_are_paths() {
     assert!(f("target/release/").is_empty());
     assert!(f("UserRepository").is_empty());
     assert!(f("phase モデル").is_empty());
+    assert!(f("API Layer, e.g. the router").is_empty());
+    assert_eq!(f(".env"), Vec::<String>::new());
+    assert_eq!(f("config/.env"), ["config/.env"]);
+    assert_eq!(f("`src/a.rs`, `src/b.rs`"), ["src/a.rs", "src/b.rs"]);
 }
