@@ -19,9 +19,10 @@
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what
 //!   waits for one waits for what it waited for; they are never ticked by dagexec.
 //! - **`- [x]`** is completed; a ticked major task completes its subtasks.
-//! - **Files**: `_Boundary:_` entries that are paths (a `/` or a file extension) are the
-//!   task's files, kept apart by the overlap rules; component names (`AuthService`) are in
-//!   the prompt only. A task without a path boundary declares no file: no declared file, no
+//! - **Files**: a `_Boundary:_` entry (or its part in parentheses) that is one word with a `/`
+//!   or a file extension is one of the task's files, kept apart by the overlap rules;
+//!   component names (`AuthService`) are in the prompt only. Naming the task list itself is
+//!   an error. A task without a path boundary declares no file: no declared file, no
 //!   assumed conflict (a patch that no longer applies is retried from the integrated tree).
 //! - **Context**: the spec's `requirements.md` and `design.md` (those that exist) are every
 //!   task's context files; the `_Requirements:_` IDs, details and boundary are in its
