@@ -40,9 +40,15 @@ echo "COMPLETED: $id done"
 "#;
 
 fn run(dir: &Path, plan: &str, out: &Path, env: &[(&str, &str)]) -> Ran {
+    run_with(dir, plan, out, env, &[])
+}
+
+/// [`run`] with more `run` arguments.
+fn run_with(dir: &Path, plan: &str, out: &Path, env: &[(&str, &str)], args: &[&str]) -> Ran {
     let path = out.join("worker.sh");
     std::fs::write(&path, WORKER).unwrap();
     let run = local(dir)
+        .args(args)
         .global(&["--plan", plan])
         .jobs(4)
         .timeout("20s")
@@ -467,4 +473,19 @@ fn a_persons_edit_of_a_kiro_tasks_md_during_a_run_is_neither_committed_nor_lost(
     let committed = git(dir.path(), &["show", &format!("HEAD:{KIRO}")]);
     assert!(committed.contains("- [x] 3.1 Wire the CLI"), "{committed}");
     assert_eq!(read(&dir.path().join(KIRO)), format!("{KIRO_MD}{note}\n"));
+}
+
+/// The eager schedule (a task starts when its blockers land) writes the statuses back in each
+/// batch's commit as the rounds do.
+#[test]
+fn an_eager_run_of_a_taskmaster_plan_writes_its_statuses_back() {
+    let dir = repo_of(&[(TM, TASKS_JSON)]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_with(dir.path(), TM, out.path(), &[], &["--schedule", "eager"]);
+    o.expect_code(0);
+    assert_eq!(
+        git(dir.path(), &["show", &format!("HEAD:{TM}")]),
+        tasks_json_written()
+    );
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
