@@ -90,7 +90,8 @@ impl From<crate::pure::plan::error::PlanError> for ActionError {
 
 /// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
 /// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it,
-/// a Spec Kit `tasks.md` the plan `speckit::prepare` writes next to it.
+/// a task list (`sources::Format`: Spec Kit, Kiro, Taskmaster) the plan `sources::prepare`
+/// writes next to it.
 /// Preparing is deterministic from the tree, so every job of a round derives the same plan,
 /// carrying the state committed in `DIR/plan.json`.
 pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Inputs, ActionError> {
@@ -100,10 +101,12 @@ pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Input
         let prepared = crate::sources::longrun::prepare(root, &dir, false)
             .map_err(|e| ActionError::Input(format!("{e}\n  hint: {}", e.hint())))?;
         resolved.plan_rel = prepared.plan_rel;
-    } else if crate::sources::speckit::is_tasks_md(&dir) && dir.is_file() {
-        // A Spec Kit tasks.md: the plan generated next to it (`speckit::prepare`).
-        let prepared = crate::sources::speckit::prepare(root, &dir, true).map_err(|errors| {
-            let (message, hint) = crate::sources::speckit::describe(&errors);
+    } else if let Some(format) = crate::sources::Format::detect(&dir)
+        && dir.is_file()
+    {
+        // A task list (Spec Kit, Kiro, Taskmaster): the plan generated next to it.
+        let prepared = crate::sources::prepare(format, root, &dir, true).map_err(|errors| {
+            let (message, hint) = crate::sources::describe(&errors);
             ActionError::Input(format!("{message}\n  hint: {hint}"))
         })?;
         resolved.plan_rel = prepared.plan_rel;

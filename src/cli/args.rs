@@ -33,7 +33,7 @@ Plan format and worker contract: see README.md.";
 #[derive(Debug, Parser)]
 #[command(name = "dagexec", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub(super) struct Cli {
-    /// The plan file, or a Spec Kit tasks.md [default: .design/plan.json]
+    /// The plan file, or a task list (Spec Kit or Kiro tasks.md, Taskmaster tasks.json) [default: .design/plan.json]
     #[arg(long, global = true, value_name = "PATH")]
     pub(crate) plan: Option<PathBuf>,
 

@@ -20,7 +20,7 @@ pub(crate) struct Location {
 impl Location {
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        let plan = plan.unwrap_or_else(|| PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL));
+        let plan = plan.unwrap_or_else(|| default_plan(&cwd));
         let abs = if plan.is_absolute() {
             plan.clone()
         } else {
@@ -45,17 +45,36 @@ impl Location {
     }
 }
 
-/// For `--plan …/tasks.md` (a Spec Kit task list), the location of the plan generated from
-/// it (`speckit::prepare`): written next to tasks.md for the commands that change the state
-/// (`run`, `answer`, `retry`), else in a temporary directory that lives as long as the
-/// returned value. Other plans and commands: `loc` unchanged.
-pub(crate) fn speckit_location(
+/// The plan without `--plan`: `.design/plan.json`, unless `.design/` holds no plan (nor an
+/// archived one) and the directory holds exactly one task list in its usual place
+/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit).
+fn default_plan(cwd: &Path) -> PathBuf {
+    let default = PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL);
+    let design = cwd.join(".design");
+    if ["plan.json", "plan.done.json", "history"]
+        .iter()
+        .any(|n| design.join(n).exists())
+    {
+        return default;
+    }
+    match crate::sources::Format::find(cwd).as_slice() {
+        [(_, one)] => PathBuf::from(one),
+        _ => default,
+    }
+}
+
+/// For `--plan` naming a task list (`sources::Format`: Spec Kit or Kiro `tasks.md`,
+/// Taskmaster `tasks.json`), the location of the plan generated from it (`sources::prepare`):
+/// written next to the file for the commands that change the state (`run`, `answer`,
+/// `retry`), else in a temporary directory that lives as long as the returned value. Other
+/// plans and commands: `loc` unchanged.
+pub(crate) fn source_location(
     command: &Command,
     loc: Location,
-) -> Result<(Location, Option<crate::sources::speckit::Prepared>), CliError> {
-    if !crate::sources::speckit::is_tasks_md(&loc.plan) {
+) -> Result<(Location, Option<crate::sources::Prepared>), CliError> {
+    let Some(format) = crate::sources::Format::detect(&loc.plan) else {
         return Ok((loc, None));
-    }
+    };
     let write = match command {
         Command::Run(a) => !a.dry_run,
         Command::Answer { .. } | Command::Retry { .. } => true,
@@ -69,8 +88,8 @@ pub(crate) fn speckit_location(
         }
     };
     let prepared =
-        crate::sources::speckit::prepare(&loc.root, &loc.plan, write).map_err(|errors| {
-            let (message, hint) = crate::sources::speckit::describe(&errors);
+        crate::sources::prepare(format, &loc.root, &loc.plan, write).map_err(|errors| {
+            let (message, hint) = crate::sources::describe(&errors);
             CliError::Usage { message, hint }
         })?;
     if matches!(command, Command::Validate(_) | Command::Run(_)) {

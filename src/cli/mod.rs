@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use args::Cli;
-use location::{Location, speckit_location};
+use location::{Location, source_location};
 use report::{install_panic_hook, report};
 
 /// Sends `tracing` events to stderr when `DAGEXEC_LOG` is set (e.g. `DAGEXEC_LOG=debug`
@@ -62,9 +62,9 @@ pub fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
-    // `--plan specs/001-x/tasks.md`: the plan generated next to it.
+    // `--plan specs/001-x/tasks.md` (or another task list): the plan generated next to it.
     let given = loc.clone();
-    let (loc, _speckit) = match speckit_location(&cli.command, loc) {
+    let (loc, _generated) = match source_location(&cli.command, loc) {
         Ok(l) => l,
         Err(e) => {
             report(&e, &given);

@@ -47,7 +47,7 @@ pub enum RunError {
     #[error("uncommitted changes at {} file(s) that pending tasks declare: {}", .0.len(), .0.join(", "))]
     Uncommitted(Vec<String>),
     #[error(
-        "{path} has uncommitted changes ({how}); dagexec ticks the committed tasks.md in each round commit and never commits your edits"
+        "{path} has uncommitted changes ({how}); dagexec marks the completed tasks in the committed file in each round commit and never commits your edits"
     )]
     TasksMdUncommitted { path: String, how: String },
     #[error("cannot write {}: {source}", path.display())]

@@ -97,7 +97,7 @@ impl Executor for Local<'_> {
             timeout: self.opts.settings.timeout,
             scratch: self.scratch.to_path_buf(),
             plan_rel: self.opts.plan_rel.clone(),
-            tasks_md: crate::sources::speckit::own_tasks_md(plan),
+            tasks_md: crate::sources::own_file(plan),
             reviewer: self.opts.settings.reviewer.clone(),
         };
         self.emit(Event::AttemptStarted {

@@ -43,9 +43,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
     resume::recover(&repo, ui)?;
-    // A Spec Kit plan's tasks.md is ticked in its committed version; an edit not committed
-    // would be neither run nor ticked as written, so it is committed first (never by dagexec).
-    if let Some(tasks_md) = crate::sources::speckit::own_tasks_md(&plan)
+    // A task list (Spec Kit, Kiro, Taskmaster) is written back in its committed version; an
+    // edit not committed would be neither run nor kept as written, so it is committed first
+    // (never by dagexec).
+    if let Some(tasks_md) = crate::sources::own_file(&plan)
         && let Some((path, how)) = repo.uncommitted(std::slice::from_ref(&tasks_md))?.pop()
     {
         return Err(RunError::TasksMdUncommitted { path, how });

@@ -1,6 +1,244 @@
-//! Plan sources other than `.design/plan.json`: Spec Kit `tasks.md` (`speckit`) and long-run
-//! `PLAN.md` folders (`longrun`). Each reads its format into the same plan model the engine
-//! runs, and keeps its source file true as tasks complete.
+//! Plan sources other than `.design/plan.json`: the task lists teams already keep, each read
+//! into the same plan model the engine runs, and kept true as tasks complete; and long-run
+//! `PLAN.md` folders (`longrun`).
+//!
+//! One abstraction, [`Format`], covers every task-list format, so no caller names one:
+//!
+//! - [`Format::detect`] — which format a `--plan` path is (by its name and place);
+//! - [`prepare`] — the file read, its plan built and checked (errors at the file's line or
+//!   JSON path, with the task's ID), the earlier run's state carried over, and the generated
+//!   plan written to `<dir of the file>/.dagexec/plan.json` (or a temporary directory);
+//! - [`write_back`] — the completed tasks written into the file in the round's index (ticks,
+//!   `"status": "done"`), never the work tree;
+//! - [`own_file`] — the file only dagexec writes during a run (a worker's edit is dropped);
+//! - [`generated_dir_of`] — the folder of dagexec's own generated state.
+//!
+//! The formats: [`speckit`] (Spec Kit `tasks.md`), [`taskmaster`] (Taskmaster
+//! `.taskmaster/tasks/tasks.json`), [`kiro`] (Kiro and cc-sdd `.kiro/specs/<feature>/tasks.md`).
+//! A new format is a module implementing [`Reader`] (build a plan from the text, rewrite the
+//! text for the completed IDs) and a [`Format`] variant; everything else is shared
+//! ([`generated`]). A format that declares no files gives its tasks none: no declared file, no
+//! assumed conflict — two tasks that do change one file are integrated one after the other,
+//! and one whose patch no longer applies is retried from the integrated tree.
 
+pub mod generated;
+pub mod kiro;
 pub mod longrun;
 pub mod speckit;
+pub mod taskmaster;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+pub use generated::{Built, Context, Prepared, Problem, Reader, Unit};
+
+use crate::pure::plan::fields::SOURCE;
+use crate::pure::plan::model::Plan;
+
+/// A task-list format dagexec reads as a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Spec Kit `specs/<feature>/tasks.md`.
+    SpecKit,
+    /// Taskmaster `.taskmaster/tasks/tasks.json` (plain or tagged).
+    Taskmaster,
+    /// Kiro / cc-sdd `.kiro/specs/<feature>/tasks.md`.
+    Kiro,
+}
+
+impl Format {
+    /// The format of the file `--plan` names, by its name and place: a `tasks.md` under
+    /// `.kiro/specs/` is Kiro's, any other Markdown file Spec Kit's; `tasks.json` under
+    /// `.taskmaster/` (or any `tasks.json` that is not a dagexec plan) is Taskmaster's.
+    pub fn detect(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        // Its place is where it really is (`--plan tasks.md` given inside `.kiro/specs/x/`).
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let parts: Vec<String> = real
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let under = |dir: &str, next: &str| parts.windows(2).any(|w| w[0] == dir && w[1] == next);
+        match ext.as_str() {
+            "md" if under(".kiro", "specs") => Some(Format::Kiro),
+            "md" => Some(Format::SpecKit),
+            "json" if parts.iter().any(|p| p == ".taskmaster") => Some(Format::Taskmaster),
+            "json" if path.file_name().is_some_and(|n| n == "tasks.json") => {
+                // A dagexec plan named tasks.json stays a plan.
+                let head = std::fs::read(path).unwrap_or_default();
+                let head = String::from_utf8_lossy(&head[..head.len().min(4096)]).into_owned();
+                (!head.contains("\"schemaVersion\"")).then_some(Format::Taskmaster)
+            }
+            _ => None,
+        }
+    }
+
+    /// The task lists in their usual places under `root` (repository-relative, sorted):
+    /// `.taskmaster/tasks/tasks.json`, `.kiro/specs/*/tasks.md`, `specs/*/tasks.md`. Links are
+    /// not followed.
+    pub fn find(root: &Path) -> Vec<(Format, String)> {
+        let file = |rel: &str| std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_file());
+        let mut out = Vec::new();
+        if file(".taskmaster/tasks/tasks.json") {
+            out.push((
+                Format::Taskmaster,
+                ".taskmaster/tasks/tasks.json".to_string(),
+            ));
+        }
+        for (format, dir) in [(Format::Kiro, ".kiro/specs"), (Format::SpecKit, "specs")] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            let mut found: Vec<String> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| format!("{dir}/{}/tasks.md", e.file_name().to_string_lossy()))
+                .filter(|rel| file(rel))
+                .collect();
+            found.sort();
+            out.extend(found.into_iter().map(|rel| (format, rel)));
+        }
+        out
+    }
+
+    /// Its name in messages and in the generated plan.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::SpecKit => "speckit",
+            Format::Taskmaster => "taskmaster",
+            Format::Kiro => "kiro",
+        }
+    }
+
+    /// The format a generated plan was made from, if any.
+    pub fn of_plan(plan: &Plan) -> Option<Format> {
+        if speckit::tasks_md_of(plan).is_some() {
+            return Some(Format::SpecKit);
+        }
+        match plan.extra.get(SOURCE)?.get("format")?.as_str()? {
+            "taskmaster" => Some(Format::Taskmaster),
+            "kiro" => Some(Format::Kiro),
+            _ => None,
+        }
+    }
+
+    /// The reader of a generic format (Spec Kit has its own, older path).
+    fn reader(self) -> Option<&'static dyn Reader> {
+        match self {
+            Format::SpecKit => None,
+            Format::Taskmaster => Some(&taskmaster::Taskmaster),
+            Format::Kiro => Some(&kiro::Kiro),
+        }
+    }
+}
+
+/// Reads the file at `path` (inside `root`) in `format` and writes its plan (next to it with
+/// `write`, else in a temporary directory), carrying over an earlier run's state.
+pub fn prepare(
+    format: Format,
+    root: &Path,
+    path: &Path,
+    write: bool,
+) -> Result<Prepared, Vec<Problem>> {
+    match format.reader() {
+        None => speckit::prepare(root, path, write).map_err(|errors| {
+            errors
+                .iter()
+                .map(|e| Problem {
+                    message: e.to_string(),
+                    hint: e.hint(),
+                })
+                .collect()
+        }),
+        Some(reader) => generated::prepare(format, reader, root, path, write),
+    }
+}
+
+/// Several problems as one message (one per line) and their hints.
+pub fn describe(problems: &[Problem]) -> (String, String) {
+    let message = problems
+        .iter()
+        .map(|p| p.message.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut hints: Vec<String> = Vec::new();
+    for p in problems {
+        if !p.hint.is_empty() && !hints.contains(&p.hint) {
+            hints.push(p.hint.clone());
+        }
+    }
+    (message, hints.join("; "))
+}
+
+/// The source file a generated plan was made from (repository-relative, as recorded).
+pub fn source_of(plan: &Plan) -> Option<&str> {
+    match Format::of_plan(plan)? {
+        Format::SpecKit => speckit::tasks_md_of(plan),
+        _ => plan.extra.get(SOURCE)?.get("file")?.as_str(),
+    }
+}
+
+/// The source file of a generated plan, which only dagexec writes during a run: a worker's
+/// change to it is dropped from its patch. `None` for other plans, and for a recorded path
+/// dagexec may not write (outside the repository form, in `.git`, not of its format).
+pub fn own_file(plan: &Plan) -> Option<String> {
+    let format = Format::of_plan(plan)?;
+    if format == Format::SpecKit {
+        return speckit::own_tasks_md(plan);
+    }
+    generated::writable(plan, format).ok()
+}
+
+/// The folder holding a generated plan's state (`<dir of the file>/.dagexec`), whose changes
+/// are dagexec's own, not the user's.
+pub fn generated_dir_of(plan: &Plan) -> Option<String> {
+    if Format::of_plan(plan)? == Format::SpecKit {
+        return speckit::generated_dir_of(plan);
+    }
+    let file = source_of(plan)?;
+    Some(generated::join(
+        generated::dir_of(file),
+        speckit::GENERATED_DIR,
+    ))
+}
+
+/// `git status --porcelain` output without the entries inside `dir` (or `dir` itself).
+pub fn without_dir(status: &str, dir: &str) -> String {
+    speckit::without_dir(status, dir)
+}
+
+/// What writing the completed tasks back into a source file did for a round commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tick {
+    /// Not a generated plan, or nothing new to write.
+    Nothing,
+    /// The round's tree holds the file at this path with the completed tasks written.
+    Ticked(String),
+    /// The file could not be written in the round's tree; the round is committed without it.
+    Skipped { path: String, why: String },
+}
+
+/// For a generated plan, writes its completed tasks into its source file in the round's
+/// `index` (`HEAD`'s version, never the work tree's: a user's uncommitted edit is neither
+/// committed nor overwritten). A file the commit does not hold or that no longer reads as its
+/// format is skipped with why.
+pub fn write_back(
+    index: &crate::edge::git::RoundIndex,
+    plan: &Plan,
+) -> Result<Tick, crate::edge::git::GitError> {
+    match Format::of_plan(plan) {
+        None => Ok(Tick::Nothing),
+        Some(Format::SpecKit) => speckit::tick_index(index, plan),
+        Some(format) => generated::write_back(index, plan, format),
+    }
+}
+
+/// The IDs of a generated plan's completed tasks.
+pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
+    generated::identities(plan, SOURCE)
+        .into_iter()
+        .zip(&plan.tasks)
+        .filter(|(_, t)| t.status == crate::pure::plan::model::Status::Completed)
+        .map(|((id, _), _)| id)
+        .collect()
+}

@@ -47,9 +47,9 @@ pub(super) fn judge_entry(
     let timed_out = matches!(report.exit, Exit::TimedOut(_));
     let (touched, links, broken) = touched_by(repo, &mut patch);
     report.changed.extend(touched.iter().cloned());
-    // A Spec Kit plan's tasks.md is dagexec's to tick: the work job drops a worker's edit of
-    // it from the patch, as it drops the plan's.
-    let tasks_md = crate::sources::speckit::own_tasks_md(plan);
+    // A task list a plan was generated from is dagexec's to write back: the work job drops a
+    // worker's edit of it from the patch, as it drops the plan's.
+    let tasks_md = crate::sources::own_file(plan);
     let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
     let mut verdict = outcome::judge_among(e.task, task, &report, own);
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;

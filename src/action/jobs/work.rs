@@ -86,7 +86,7 @@ pub fn run(
             index: job.task,
             task,
             plan_rel: &inputs.plan_rel,
-            tasks_md: crate::sources::speckit::own_tasks_md(&plan).as_deref(),
+            tasks_md: crate::sources::own_file(&plan).as_deref(),
             log_rel: &log_rel,
             timeout: inputs.timeout,
         },

@@ -249,9 +249,9 @@ pub fn missing_context_files(plan: &Plan, root: &Path) -> Vec<String> {
 /// Gathers the seed's `validation` object.
 pub fn gather(plan: &Plan, root: &Path, opts: CheckOptions) -> Validation {
     let (mut git_clean, mut git_status) = git_status(root);
-    // A Spec Kit plan's generated state is dagexec's own change, not the user's.
-    if let Some(dir) = crate::sources::speckit::generated_dir_of(plan) {
-        git_status = crate::sources::speckit::without_dir(&git_status, &dir);
+    // A generated plan's state (Spec Kit, Kiro, Taskmaster) is dagexec's own change.
+    if let Some(dir) = crate::sources::generated_dir_of(plan) {
+        git_status = crate::sources::without_dir(&git_status, &dir);
         git_clean = git_clean || git_status.is_empty();
     }
     let blocking_checks = if opts.skip_checks {

@@ -74,18 +74,19 @@ pub(crate) fn record(plan: &mut Plan, j: &Judged) {
     }
 }
 
-/// For a Spec Kit plan, ticks the completed tasks in the tasks.md of the round's `index`
-/// (see [`crate::sources::speckit::tick_index`]); whether it changed. A tasks.md that cannot be ticked
-/// is said with a warning naming it, and the round is committed without the tick.
+/// For a plan generated from a task list, writes the completed tasks into the list in the
+/// round's `index` (see [`crate::sources::write_back`]: Spec Kit ticks, Taskmaster statuses,
+/// Kiro ticks); whether it changed. A file that cannot be written is said with a warning
+/// naming it, and the round is committed without it.
 pub(crate) fn tasks_md(
     plan: &Plan,
     index: &crate::edge::git::RoundIndex,
     ui: &crate::flow::Ui,
 ) -> Result<bool, crate::flow::RunError> {
-    Ok(match crate::sources::speckit::tick_index(index, plan)? {
-        crate::sources::speckit::Tick::Nothing => false,
-        crate::sources::speckit::Tick::Ticked(_) => true,
-        crate::sources::speckit::Tick::Skipped { path, why } => {
+    Ok(match crate::sources::write_back(index, plan)? {
+        crate::sources::Tick::Nothing => false,
+        crate::sources::Tick::Ticked(_) => true,
+        crate::sources::Tick::Skipped { path, why } => {
             ui.say(format!(
                 "  warning: {path} is not ticked in this commit: {why}; the completed tasks are recorded in the plan"
             ));

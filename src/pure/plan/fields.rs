@@ -16,6 +16,10 @@ pub const REVIEWER: &str = "reviewer";
 pub const LONG_RUN: &str = "longRun";
 /// The plan (and task) field that marks a Spec Kit plan.
 pub const SPEC_KIT: &str = "specKit";
+/// The plan (and task) field that marks a plan generated from another format's file
+/// (`sources::Format`: Taskmaster, Kiro / cc-sdd): `{"format", "file", "tasks": [{"id", "text"}],
+/// "warnings"}` on the plan, `{"id"}` on each task.
+pub const SOURCE: &str = "dagexecSource";
 /// The key under a task's fields where finalize keeps the prompt of its next attempt.
 pub const RETRY_PROMPT: &str = "dagexecRetryPrompt";
 /// The task field that records a started attempt's workflow run (eager on Actions).

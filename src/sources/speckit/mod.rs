@@ -1,4 +1,5 @@
-//! GitHub Spec Kit `tasks.md` files as dagexec plans (`--plan specs/001-x/tasks.md`).
+//! GitHub Spec Kit `tasks.md` files as dagexec plans (`--plan specs/001-x/tasks.md`). Format:
+//! <https://github.com/github/spec-kit> (`templates/tasks-template.md`).
 //!
 //! Spec Kit's `/tasks` command writes `specs/<NNN-feature>/tasks.md` from its public
 //! `templates/tasks-template.md`: `## Phase N: …` sections of task lines
@@ -12,7 +13,9 @@
 //! - **`[P]`**: within a phase, a `[P]` task may run together with the others; a task without
 //!   `[P]` comes after every task written before it in its phase (its edges: the previous task
 //!   without `[P]` and the `[P]` tasks since — the same order in O(N) edges).
-//! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file).
+//! - **`(depends on T012, T013)`** in a task's text adds those edges (IDs anywhere in the file);
+//!   the explicit dependencies of github/spec-kit#1934 (<https://github.com/github/spec-kit/issues/1934>)
+//!   also write ranges (`T003-T005`, `T003–T005`, `T003..T005`) and `(depends on none)`.
 //! - **User stories**: a phase whose heading says `User Story N`, or whose tasks all carry
 //!   `[USn]`, is a story phase. Story phases wait for the last non-story phase before them (the
 //!   foundational phase) but not for each other. The phase after the stories (polish) waits for
@@ -63,7 +66,7 @@ use crate::pure::plan::model::{
 
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
 
-mod prepare;
+pub(crate) mod prepare;
 mod tick;
 
 pub use prepare::{Prepared, prepare};
@@ -224,21 +227,7 @@ pub fn without_dir(status: &str, dir: &str) -> String {
 
 /// The task's ID and text as kept in the plan (plan-level, since completion trims tasks).
 fn identities(plan: &Plan) -> Vec<(String, String)> {
-    plan.extra
-        .get(FIELD)
-        .and_then(|v| v.get("tasks"))
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .map(|t| {
-                    (
-                        t["id"].as_str().unwrap_or("").to_string(),
-                        t["text"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    crate::sources::generated::identities(plan, FIELD)
 }
 
 /// The description a task's worker gets: the task line, its phase's goal and independent
@@ -341,8 +330,13 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
 /// and text are unchanged keeps its status, result, attempts and extra fields (reviews,
 /// question); a task ticked in tasks.md stays completed. Other tasks start afresh.
 pub fn carry_over(fresh: &mut Plan, old: &Plan) {
-    let old_ids = identities(old);
-    let new_ids = identities(fresh);
+    carry_over_by(fresh, old, FIELD);
+}
+
+/// [`carry_over`] for a plan whose identities are kept under the plan field `field`.
+pub(crate) fn carry_over_by(fresh: &mut Plan, old: &Plan, field: &str) {
+    let old_ids = crate::sources::generated::identities(old, field);
+    let new_ids = crate::sources::generated::identities(fresh, field);
     let mut moved: Vec<Option<usize>> = vec![None; old.tasks.len()];
     for (i, id) in new_ids.iter().enumerate() {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
@@ -360,7 +354,7 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) {
         new.result = old_t.result.clone();
         new.attempts = old_t.attempts;
         for (k, v) in &old_t.extra {
-            if k != FIELD {
+            if k != field {
                 new.extra.insert(k.clone(), v.clone());
             }
         }

@@ -100,13 +100,13 @@ fn id_number(id: &str) -> Option<u64> {
 }
 
 /// One line of a tasks.md that carries Markdown content, as every reader of the file sees it.
-struct Content<'a> {
+pub(crate) struct Content<'a> {
     /// 1-based line number.
-    number: usize,
+    pub(crate) number: usize,
     /// Byte offset of `text` in the file.
-    start: usize,
+    pub(crate) start: usize,
     /// The line without its line end, trailing whitespace and (on line 1) a UTF-8 BOM.
-    text: &'a str,
+    pub(crate) text: &'a str,
 }
 
 /// The lines of `text` outside HTML comments and fenced code blocks (the comment and fence
@@ -114,7 +114,7 @@ struct Content<'a> {
 /// the parser reads as a task is exactly a line ticking may change. A line starting `<!--`
 /// opens a comment (closed on the line that holds `-->`); inside a fence only its closing
 /// fence (the same character, at least as long) counts.
-fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
+pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
     let mut fence: Option<(char, usize)> = None;
     let mut in_comment = false;
     let mut offset = 0;

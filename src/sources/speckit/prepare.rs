@@ -6,20 +6,9 @@ use super::{CONTEXT_DOCS, SpecKitError, build, carry_over, generated_plan_rel};
 use crate::pure::plan::model::Plan;
 use std::path::{Path, PathBuf};
 
-/// The prepared run: where the generated plan is.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The generated plan (`<feature>/.dagexec/plan.json`, or in `scratch`).
-    pub plan: PathBuf,
-    /// `<feature>/.dagexec/plan.json`, relative to the root.
-    pub plan_rel: String,
-    /// Tasks that name no file.
-    pub warnings: Vec<String>,
-    /// When the plan was not written next to tasks.md, the temporary directory holding it.
-    pub scratch: Option<tempfile::TempDir>,
-}
+pub use crate::sources::generated::Prepared;
 
-pub(super) fn rel(root: &Path, p: &Path) -> String {
+pub(crate) fn rel(root: &Path, p: &Path) -> String {
     p.strip_prefix(root)
         .unwrap_or(p)
         .to_string_lossy()
@@ -114,7 +103,10 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
 
 /// The root and the tasks.md canonical, and the tasks.md relative to the root; a tasks.md
 /// outside the root or in its `.git` is refused.
-fn locate(root: &Path, tasks_md: &Path) -> Result<(PathBuf, PathBuf, String), SpecKitError> {
+pub(crate) fn locate(
+    root: &Path,
+    tasks_md: &Path,
+) -> Result<(PathBuf, PathBuf, String), SpecKitError> {
     let abs = if tasks_md.is_absolute() {
         tasks_md.to_path_buf()
     } else {
@@ -140,7 +132,7 @@ fn locate(root: &Path, tasks_md: &Path) -> Result<(PathBuf, PathBuf, String), Sp
 
 /// Writes the plan at `plan_path` (under `root_c`), or with `write` false in a temporary
 /// directory, which comes back with the path written.
-pub(super) fn save(
+pub(crate) fn save(
     plan: &Plan,
     root_c: &Path,
     plan_path: PathBuf,

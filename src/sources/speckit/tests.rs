@@ -712,3 +712,48 @@ fn what_plan_validation_refuses_is_named_at_its_line() {
         ]
     );
 }
+
+/// github/spec-kit#1934's explicit dependencies: ranges and `none` beside single IDs.
+#[test]
+fn depends_on_reads_ranges_and_none() {
+    let text = "## Phase 1: Setup\n\n- [ ] T001 [P] Create `a.txt`\n- [ ] T002 [P] Create `b.txt`\n- [ ] T003 [P] Create `c.txt`\n- [ ] T004 [P] Create `d.txt` (depends on T001-T003)\n- [ ] T005 [P] Create `e.txt` (depends on none)\n- [ ] T006 [P] Create `f.txt` (depends on T002–T003, T005)\n- [ ] T007 [P] Create `g.txt` (depends on: T004..T004)\n";
+    let p = parse("t.md", text).unwrap();
+    let deps = |id: &str| {
+        let i = p.tasks.iter().position(|t| t.id == id).unwrap();
+        p.deps[i]
+            .iter()
+            .map(|&d| p.tasks[d].id.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(deps("T004"), ["T001", "T002", "T003"]);
+    assert!(deps("T005").is_empty());
+    assert_eq!(deps("T006"), ["T002", "T003", "T005"]);
+    assert_eq!(deps("T007"), ["T004"]);
+    let e = parse(
+        "t.md",
+        "- [ ] T001 A\n- [ ] T002 B (depends on T009-T001)\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        "t.md:2: `depends on` lists the range \"T009-T001\", which goes backwards"
+    );
+    let e = parse(
+        "t.md",
+        "- [ ] T001 A\n- [ ] T002 B (depends on T1-T99999)\n",
+    )
+    .unwrap_err();
+    assert!(
+        e[0].to_string().contains("spans more than 1000 tasks"),
+        "{e:?}"
+    );
+    let e = parse(
+        "t.md",
+        "- [ ] T001 A\n- [ ] T005 B (depends on T001-T003)\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e[0].to_string(),
+        "t.md:2: task T005 depends on T002, which is not a task in this file"
+    );
+}

@@ -4,16 +4,8 @@ use super::{completed_ids, describe, is_tasks_md, tasks_md_of};
 use crate::pure::plan::model::Plan;
 use std::path::Path;
 
-/// What ticking tasks.md did for a round commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tick {
-    /// Not a Spec Kit plan, or nothing new to tick.
-    Nothing,
-    /// The round's tree holds tasks.md at this path with the completed tasks ticked.
-    Ticked(String),
-    /// tasks.md could not be ticked in the round's tree; the round is committed without it.
-    Skipped { path: String, why: String },
-}
+/// What ticking tasks.md did for a round commit (every format's write-back says the same).
+pub use crate::sources::Tick;
 
 /// The tasks.md a Spec Kit plan names, when it is one dagexec may tick: a Markdown file
 /// outside `.git`, in repository form.

@@ -232,7 +232,9 @@ impl Reader<'_> {
         });
     }
 
-    /// The task IDs of a description's `(depends on …)`; anything else an error.
+    /// The task IDs of a description's `(depends on …)`: IDs, ranges (`T003-T005`, `T003–T005`,
+    /// `T003..T005`, as github/spec-kit#1934's explicit dependencies write them) and `none`;
+    /// anything else an error.
     fn depends_on(&mut self, line_no: usize, body: &str) -> Vec<String> {
         let mut depends_on = Vec::new();
         for d in DEPENDS.captures_iter(body) {
@@ -241,7 +243,20 @@ impl Reader<'_> {
                 .map(str::trim)
                 .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("and"))
             {
-                if id_number(token).is_some() {
+                if token.eq_ignore_ascii_case("none") {
+                    continue;
+                }
+                if let Some(range) = id_range(token) {
+                    match range {
+                        Ok(ids) => depends_on.extend(ids),
+                        Err(why) => self.malformed(
+                            line_no,
+                            format!("`depends on` lists the range {token:?}, which {why}"),
+                            "write a range as T003-T005 (first, then last, at most 1000 tasks)"
+                                .into(),
+                        ),
+                    }
+                } else if id_number(token).is_some() {
                     depends_on.push(token.to_string());
                 } else {
                     self.malformed(
@@ -278,4 +293,23 @@ pub(crate) fn read_lines_for_tests(path: &str, text: &str) -> (Parsed, BTreeMap<
     let (mut out, by_number) = read_lines(path, text).unwrap_or_else(|e| panic!("{e:?}"));
     super::classify_files(&mut out);
     (out, by_number)
+}
+
+/// The IDs of a range `T003-T005` (`–`, `..`), written as wide as its first ID; `None` for a
+/// token that is not a range.
+fn id_range(token: &str) -> Option<Result<Vec<String>, &'static str>> {
+    let (a, b) = token
+        .split_once("..")
+        .or_else(|| token.split_once('–'))
+        .or_else(|| token.split_once('-'))?;
+    let from = id_number(a)?;
+    let to = id_number(b).or_else(|| id_number(&format!("T{b}")))?;
+    if to < from {
+        return Some(Err("goes backwards"));
+    }
+    if to - from >= 1000 {
+        return Some(Err("spans more than 1000 tasks"));
+    }
+    let width = a.len() - 1;
+    Some(Ok((from..=to).map(|n| format!("T{n:0width$}")).collect()))
 }

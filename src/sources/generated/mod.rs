@@ -1,0 +1,391 @@
+//! What every task-list format shares once its [`Reader`] has built a plan: locating and
+//! reading the file (inside the repository, at most [`MAX_BYTES`]), checking the plan with
+//! the errors said at the file's line or JSON path with the task's ID, carrying an earlier
+//! run's state over, writing the generated plan, and writing the completed tasks back into
+//! the file in the round's index.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::Format;
+use super::speckit::GENERATED_DIR;
+use crate::pure::plan::fields::SOURCE;
+use crate::pure::plan::model::{CompletedTask, Plan, Status};
+
+/// The largest source file read (a task list is text a person keeps; 10,000 tasks take a few
+/// MiB).
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// The prepared run: where the generated plan is.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The generated plan (`<dir>/.dagexec/plan.json`, or in `scratch`).
+    pub plan: PathBuf,
+    /// `<dir>/.dagexec/plan.json`, relative to the root.
+    pub plan_rel: String,
+    /// Findings that do not stop the run.
+    pub warnings: Vec<String>,
+    /// When the plan was not written next to the file, the temporary directory holding it.
+    pub scratch: Option<tempfile::TempDir>,
+}
+
+/// Why a task list cannot run: the message names the file's line or JSON path and the task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    pub hint: String,
+}
+
+impl Problem {
+    pub fn new(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Problem {
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+}
+
+/// One task of the plan as the source names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// The ID as written (`3.2`, `1.1`).
+    pub id: String,
+    /// Its text (a changed text starts the task afresh when the file is read again).
+    pub text: String,
+    /// Where it is: `file:line` or `file: json.path`.
+    pub at: String,
+}
+
+/// A format's plan: `plan.tasks[i]` is `units[i]`.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub plan: Plan,
+    pub units: Vec<Unit>,
+    pub warnings: Vec<String>,
+    /// What [`Reader::write_back`] needs to find the tasks again (a JSON object, kept in the
+    /// plan's source field as `meta`; `null` for none).
+    pub meta: serde_json::Value,
+}
+
+/// Where the file being read is.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The repository root (canonical).
+    pub root: &'a Path,
+    /// The file's folder (absolute, canonical).
+    pub dir: &'a Path,
+    /// The file, repository-relative.
+    pub rel: &'a str,
+    /// The generated plan, repository-relative.
+    pub plan_rel: &'a str,
+}
+
+/// A task-list format: its plan from its text, and its text with tasks marked done.
+pub trait Reader: Sync {
+    /// The plan of `text` (the file at `cx.rel`); errors at their line or JSON path.
+    fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>>;
+    /// `text` with the tasks whose IDs are in `done` (and what that completes) marked done,
+    /// every other byte kept; `Err(why)` when it no longer reads as this format. `meta` is
+    /// what [`Reader::build`] recorded in [`Built::meta`].
+    fn write_back(
+        &self,
+        text: &str,
+        done: &BTreeSet<String>,
+        meta: &serde_json::Value,
+    ) -> Result<String, String>;
+}
+
+/// `dir/name`, or `name` when `dir` is the root.
+pub(crate) fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+pub(crate) fn dir_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// The `(id, text)` pairs kept under the plan field `field` (plan-level, since completion
+/// trims tasks).
+pub(crate) fn identities(plan: &Plan, field: &str) -> Vec<(String, String)> {
+    plan.extra
+        .get(field)
+        .and_then(|v| v.get("tasks"))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|t| {
+                    (
+                        t["id"].as_str().unwrap_or("").to_string(),
+                        t["text"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Marks `plan` as made from the file `rel` in `format`: the identities on the plan, each
+/// task's ID on it, and the tasks done in the file as completed.
+fn stamp(
+    plan: &mut Plan,
+    format: Format,
+    rel: &str,
+    built: (&[Unit], &[String], &serde_json::Value),
+) {
+    let (units, warnings, meta) = built;
+    plan.progress.completed_tasks.clear();
+    for (i, (task, unit)) in plan.tasks.iter_mut().zip(units).enumerate() {
+        task.extra.insert(SOURCE.into(), json!({"id": unit.id}));
+        if task.status == Status::Completed {
+            let summary = format!("done in {rel}");
+            task.result.get_or_insert_with(|| summary.clone());
+            plan.progress.completed_tasks.push(CompletedTask {
+                index: i,
+                summary,
+                wave: None,
+                extra: Default::default(),
+            });
+        }
+    }
+    let ids: Vec<serde_json::Value> = units
+        .iter()
+        .map(|u| json!({"id": u.id, "text": u.text}))
+        .collect();
+    plan.extra.insert(
+        SOURCE.into(),
+        json!({"format": format.name(), "file": rel, "tasks": ids, "warnings": warnings, "meta": meta}),
+    );
+}
+
+fn problem(e: &super::speckit::SpecKitError) -> Problem {
+    Problem::new(e.to_string(), e.hint())
+}
+
+/// Reads `path` (inside `root`) with `reader` and writes its plan; see [`super::prepare`].
+pub(crate) fn prepare(
+    format: Format,
+    reader: &dyn Reader,
+    root: &Path,
+    path: &Path,
+    write: bool,
+) -> Result<Prepared, Vec<Problem>> {
+    use super::speckit::prepare::{locate, save};
+    let one = |p: Problem| vec![p];
+    let (root_c, abs_c, rel) = locate(root, path).map_err(|e| one(problem(&e)))?;
+    let text = read(&abs_c, &rel).map_err(one)?;
+    let plan_rel = join(&join(dir_of(&rel), GENERATED_DIR), "plan.json");
+    let dir = abs_c.parent().unwrap_or(&root_c).to_path_buf();
+    let cx = Context {
+        root: &root_c,
+        dir: &dir,
+        rel: &rel,
+        plan_rel: &plan_rel,
+    };
+    let Built {
+        mut plan,
+        units,
+        warnings,
+        meta,
+    } = reader.build(&cx, &text)?;
+    stamp(&mut plan, format, &rel, (&units, &warnings, &meta));
+    own_file_declared(&plan, &units, &rel)?;
+    if let Err(crate::pure::plan::PlanErrors(errors)) =
+        crate::edge::plan_file::check_in(&plan, Some(&plan_rel), &root_c)
+    {
+        return Err(errors.iter().map(|e| at_unit(&rel, &units, e)).collect());
+    }
+    let plan_path = root_c.join(&plan_rel);
+    if plan_path.is_file() {
+        let old = crate::edge::plan_file::load(&plan_path).map_err(|e| {
+            one(Problem::new(
+                format!(
+                    "{}: {e} (delete it to start over from {rel})",
+                    plan_path.display()
+                ),
+                "",
+            ))
+        })?;
+        super::speckit::carry_over_by(&mut plan, &old, SOURCE);
+    }
+    let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(|e| one(problem(&e)))?;
+    Ok(Prepared {
+        plan: target,
+        plan_rel,
+        warnings,
+        scratch,
+    })
+}
+
+/// A task may not declare the task list itself: only dagexec writes it during a run.
+fn own_file_declared(plan: &Plan, units: &[Unit], rel: &str) -> Result<(), Vec<Problem>> {
+    let own = crate::pure::paths::key(rel);
+    let errors: Vec<Problem> = plan
+        .tasks
+        .iter()
+        .zip(units)
+        .flat_map(|(t, u)| {
+            t.files()
+                .filter(|f| crate::pure::paths::normalize(f).is_ok_and(|n| crate::pure::paths::key(&n) == own))
+                .map(move |f| {
+                    Problem::new(
+                        format!("{}: task {} names the file {f:?}, which is the task list only dagexec writes", u.at, u.id),
+                        "name the files the task changes, not the task list",
+                    )
+                })
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// The file's text: a regular file of at most [`MAX_BYTES`], UTF-8.
+fn read(abs: &Path, rel: &str) -> Result<String, Problem> {
+    let meta = std::fs::metadata(abs).map_err(|e| Problem::new(format!("{rel}: {e}"), ""))?;
+    if !meta.is_file() {
+        return Err(Problem::new(format!("{rel}: not a regular file"), ""));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(Problem::new(
+            format!(
+                "{rel}: {} bytes, more than the {} MiB dagexec reads from a task list",
+                meta.len(),
+                MAX_BYTES >> 20
+            ),
+            "split the task list, or check that this is the file you meant",
+        ));
+    }
+    std::fs::read_to_string(abs).map_err(|e| Problem::new(format!("{rel}: {e}"), ""))
+}
+
+/// A problem the plan's validation found, said at the unit it names.
+fn at_unit(rel: &str, units: &[Unit], e: &crate::pure::plan::error::PlanError) -> Problem {
+    use crate::pure::plan::error::PlanError as E;
+    let name = |i: usize| units.get(i).map_or_else(|| i.to_string(), |u| u.id.clone());
+    let task = match e {
+        E::UnsafePath { task, .. }
+        | E::LinkedPath { task, .. }
+        | E::ControlChar { task, .. }
+        | E::UnknownDependency { task, .. }
+        | E::SelfDependency { task, .. }
+        | E::BadOverlap { task, .. } => Some(*task),
+        E::Cycle { cycle } => cycle.first().copied(),
+        _ => None,
+    };
+    let Some(u) = task.and_then(|i| units.get(i)) else {
+        return Problem::new(
+            format!("{rel}: the plan made from it is refused: {e}"),
+            e.hint(),
+        );
+    };
+    let message = match e {
+        E::Cycle { cycle } => format!(
+            "{}: the tasks wait for each other in a cycle: {}",
+            u.at,
+            cycle
+                .iter()
+                .map(|&i| name(i))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        ),
+        E::UnsafePath { path, reason, .. } => {
+            format!(
+                "{}: task {} names the file {path:?}, which {reason}",
+                u.at, u.id
+            )
+        }
+        other => format!("{}: task {}: {other}", u.at, u.id),
+    };
+    let hint = match e {
+        E::Cycle { .. } => "remove one dependency of the cycle".to_string(),
+        other => other.hint(),
+    };
+    Problem::new(message, hint)
+}
+
+/// The source file of a plan in `format`, when it is one dagexec may write: repository form,
+/// outside `.git`, with the format's extension.
+pub(crate) fn writable(plan: &Plan, format: Format) -> Result<String, String> {
+    let file = super::source_of(plan).unwrap_or_default();
+    let ext = match format {
+        Format::Taskmaster => ".json",
+        Format::SpecKit | Format::Kiro => ".md",
+    };
+    match crate::pure::paths::normalize(file) {
+        Ok(clean)
+            if clean.to_ascii_lowercase().ends_with(ext)
+                && crate::pure::paths::git_dir_prefix(&clean).is_none() =>
+        {
+            Ok(clean)
+        }
+        _ => Err(format!(
+            "{file:?} is not a {} file dagexec may write",
+            format.name()
+        )),
+    }
+}
+
+/// [`super::write_back`] for a generic format.
+pub(crate) fn write_back(
+    index: &crate::edge::git::RoundIndex,
+    plan: &Plan,
+    format: Format,
+) -> Result<super::Tick, crate::edge::git::GitError> {
+    use super::Tick;
+    let Some(reader) = format.reader() else {
+        return Ok(Tick::Nothing);
+    };
+    let path = match writable(plan, format) {
+        Ok(p) => p,
+        Err(why) => {
+            return Ok(Tick::Skipped {
+                path: super::source_of(plan).unwrap_or_default().to_string(),
+                why,
+            });
+        }
+    };
+    let skipped = |why: String| Tick::Skipped {
+        path: path.clone(),
+        why,
+    };
+    let Some((mode, bytes)) = index.read_entry(&path)? else {
+        return Ok(skipped("the commit holds no such file (deleted?)".into()));
+    };
+    if mode == "120000" {
+        return Ok(skipped("it is a symbolic link".into()));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(skipped("it is not UTF-8 text".into()));
+    };
+    let meta = plan
+        .extra
+        .get(SOURCE)
+        .and_then(|s| s.get("meta"))
+        .cloned()
+        .unwrap_or_default();
+    let written = match reader.write_back(&text, &super::completed_ids(plan), &meta) {
+        Ok(t) => t,
+        Err(why) => {
+            return Ok(skipped(format!(
+                "it no longer reads as a {} task list ({why})",
+                format.name()
+            )));
+        }
+    };
+    if written == text {
+        return Ok(Tick::Nothing);
+    }
+    index.write_entry(&path, &mode, written.as_bytes())?;
+    Ok(Tick::Ticked(path))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,241 @@
+use super::*;
+use std::path::Path;
+
+const REL: &str = ".kiro/specs/auth/tasks.md";
+
+fn built(text: &str) -> Result<Built, Vec<Problem>> {
+    let cx = Context {
+        root: Path::new("/nonexistent"),
+        dir: Path::new("/nonexistent/.kiro/specs/auth"),
+        rel: REL,
+        plan_rel: ".kiro/specs/auth/.dagexec/plan.json",
+    };
+    Kiro.build(&cx, text)
+}
+
+fn ids(b: &Built) -> Vec<&str> {
+    b.units.iter().map(|u| u.id.as_str()).collect()
+}
+
+fn deps(b: &Built, id: &str) -> Vec<String> {
+    let i = b.units.iter().position(|u| u.id == id).unwrap();
+    b.plan.tasks[i]
+        .blocked_by
+        .iter()
+        .map(|&d| b.units[d].id.clone())
+        .collect()
+}
+
+fn messages(e: &[Problem]) -> String {
+    e.iter()
+        .map(|p| p.message.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// cc-sdd's own example of its rules (tasks-generation.md), with a boundary path and an
+/// optional test task added.
+const CC_SDD: &str = "# Implementation Plan
+
+- [ ] 1. Foundation: environment and test infrastructure setup
+- [ ] 1.1 Sub-task description
+  - Detail item 1
+  - _Requirements: 1.1_
+
+- [ ] 2. Core feature A
+- [ ] 2.1 (P) Build the auth service
+  - Detail items...
+  - _Requirements: 2.1_
+  - _Boundary: AuthService (src/auth/service.ts)_
+
+- [ ] 2.2 (P) Build the user repository
+  - _Requirements: 2.2_
+  - _Boundary: UserRepository_
+
+- [ ]* 2.3 Write property tests for the repository
+  - _Requirements: 2.2_
+
+- [ ] 3. Integration and wiring
+- [ ] 3.1 Sub-task description
+  - _Depends: 2.1, 2.2_
+  - _Requirements: 3.1_
+- [ ] 3.2 Wire the routes
+";
+
+#[test]
+fn subtasks_are_the_units_and_run_in_the_order_the_rules_give() {
+    let b = built(CC_SDD).unwrap();
+    assert_eq!(ids(&b), ["1.1", "2.1", "2.2", "3.1", "3.2"]);
+    assert!(deps(&b, "1.1").is_empty());
+    // (P) subtasks wait for none of their siblings, and for the major task before.
+    assert_eq!(deps(&b, "2.1"), ["1.1"]);
+    assert_eq!(deps(&b, "2.2"), ["1.1"]);
+    // The optional 2.3 is bypassed: 3.1 waits for what it waited for.
+    assert_eq!(deps(&b, "3.1"), ["2.1", "2.2"]);
+    assert_eq!(deps(&b, "3.2"), ["3.1"]);
+    assert_eq!(b.warnings, [format!("{REL}: optional tasks not run: 2.3")]);
+    assert_eq!(b.units[1].at, format!("{REL}:9"));
+}
+
+#[test]
+fn requirements_boundary_and_the_major_task_reach_the_prompt() {
+    let b = built(CC_SDD).unwrap();
+    let t = &b.plan.tasks[1];
+    let d = t.description.clone().unwrap();
+    for want in [
+        "Kiro task 2.1 of .kiro/specs/auth/tasks.md (line 9):\nBuild the auth service",
+        "Part of task 2: Core feature A",
+        "Requirements: 2.1 (see the spec's requirements.md)",
+        "Boundary: AuthService (src/auth/service.ts)",
+    ] {
+        assert!(d.contains(want), "{want:?} not in {d}");
+    }
+    // A boundary path is a file; a component name is none.
+    assert_eq!(t.files().collect::<Vec<_>>(), ["src/auth/service.ts"]);
+    assert_eq!(b.plan.tasks[2].files().count(), 0);
+}
+
+#[test]
+fn a_parallel_major_task_runs_beside_the_ones_before_it() {
+    let b = built(
+        "- [ ] 1. Setup\n- [ ] 2. (P) Docs\n- [ ] 3. (P) Lint\n- [ ] 4. Build\n- [x] 5. Ship\n",
+    )
+    .unwrap();
+    assert_eq!(ids(&b), ["1", "2", "3", "4", "5"]);
+    assert_eq!(deps(&b, "2"), ["1"]);
+    assert_eq!(deps(&b, "3"), ["1"]);
+    assert_eq!(deps(&b, "4"), ["1", "2", "3"]);
+    assert_eq!(
+        b.plan.tasks[4].status,
+        crate::pure::plan::model::Status::Completed
+    );
+}
+
+#[test]
+fn a_ticked_major_completes_its_subtasks_and_headings_stand_for_majors() {
+    let b = built(
+        "## 1. Base\n\n- [ ] 1.1 A\n- [ ] 1.2 B (P)\n\n## Task 2: Next\n\n- [x] 2. Done already\n  - [ ] 2.1 C\n",
+    )
+    .unwrap();
+    assert_eq!(ids(&b), ["1.1", "1.2", "2.1"]);
+    assert!(deps(&b, "1.2").is_empty(), "a trailing (P) counts");
+    assert_eq!(deps(&b, "2.1"), ["1.1", "1.2"]);
+    assert_eq!(
+        b.plan.tasks[2].status,
+        crate::pure::plan::model::Status::Completed
+    );
+    assert!(
+        b.plan.tasks[0]
+            .description
+            .clone()
+            .unwrap()
+            .contains("Part of task 1: Base")
+    );
+}
+
+#[test]
+fn a_major_with_only_optional_subtasks_is_the_unit() {
+    // Kiro's own habit: `- [x] 2. Implement X` with `- [ ]* 2.1 Write property test`.
+    let b = built("- [ ] 1. Model\n- [ ]* 1.1 Property test\n- [ ] 2. Service\n").unwrap();
+    assert_eq!(ids(&b), ["1", "2"]);
+    assert_eq!(deps(&b, "2"), ["1"]);
+}
+
+#[test]
+fn errors_name_the_line_and_the_task() {
+    let e = messages(
+        &built("- [ ] 1. A\n- [ ] 1.1 B\n  - _Depends: 9.9_\n- [ ] 1.1 C\n- [ ] 2. D\n  - _Depends: 2_\n")
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e,
+        format!("{REL}:4: task ID 1.1 is used twice (first on line 2)")
+    );
+    let e = messages(
+        &built("- [ ] 1. A\n- [ ] 1.1 B\n  - _Depends: 9.9_\n- [ ] 2. D\n  - _Depends: 2_\n")
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e,
+        format!(
+            "{REL}:2: task 1.1 depends on 9.9, which is not a task in this file\n\
+             {REL}:4: task 2 depends on itself"
+        )
+    );
+    let e = messages(&built("# Plan\n\nNothing here.\n").unwrap_err());
+    assert!(e.contains("no numbered task lines"), "{e}");
+}
+
+#[test]
+fn ticking_changes_only_checkboxes_and_completes_majors() {
+    let done: BTreeSet<String> = ["1.1", "2.1", "2.2"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let out = parse::tick(REL, CC_SDD, &done).unwrap();
+    let expected = CC_SDD
+        .replace("- [ ] 1. Foundation", "- [x] 1. Foundation")
+        .replace("- [ ] 1.1 Sub", "- [x] 1.1 Sub")
+        .replace("- [ ] 2. Core", "- [x] 2. Core")
+        .replace("- [ ] 2.1 (P)", "- [x] 2.1 (P)")
+        .replace("- [ ] 2.2 (P)", "- [x] 2.2 (P)");
+    assert_eq!(
+        out, expected,
+        "the optional 2.3 stays open, its major is done"
+    );
+    // A fenced example is never ticked.
+    let fenced = "```\n- [ ] 1. Example\n```\n- [ ] 1. Real\n";
+    let out = parse::tick(REL, fenced, &["1".to_string()].into()).unwrap();
+    assert_eq!(out, "```\n- [ ] 1. Example\n```\n- [x] 1. Real\n");
+}
+
+#[test]
+fn real_files_read() {
+    for (dir, units, open) in [
+        ("cc-sdd-rag-backend", 27, 27),
+        ("cc-sdd-photo-albums", 28, 28),
+        ("kiro-game-rules", 12, 0),
+        ("kiro-warband", 73, 0),
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/kiro")
+                .join(dir)
+                .join("tasks.md"),
+        )
+        .unwrap();
+        let b = built(&text).unwrap_or_else(|e| panic!("{dir}: {}", messages(&e)));
+        let pending = b
+            .plan
+            .tasks
+            .iter()
+            .filter(|t| t.status == crate::pure::plan::model::Status::Pending)
+            .count();
+        assert_eq!(
+            (b.units.len(), pending),
+            (units, open),
+            "{dir}: {:?}",
+            ids(&b)
+        );
+    }
+}
+
+#[test]
+fn boundary_entries_name_files_only_when_they_are_paths() {
+    let f = parse::boundary_files;
+    assert_eq!(
+        f("AuthService (src/auth/service.ts)"),
+        ["src/auth/service.ts"]
+    );
+    assert_eq!(f("install.sh (setup_repo block)"), ["install.sh"]);
+    assert_eq!(f("DB Layer (src/db.ts)."), ["src/db.ts"]);
+    assert_eq!(f("`README.md`"), ["README.md"]);
+    assert_eq!(f("../outside.txt"), ["../outside.txt"]);
+    assert!(f("target/release/").is_empty());
+    assert!(f("UserRepository").is_empty());
+    assert!(f("phase モデル").is_empty());
+    assert!(f("API Layer, e.g. the router").is_empty());
+    assert_eq!(f(".env"), Vec::<String>::new());
+    assert_eq!(f("config/.env"), ["config/.env"]);
+    assert_eq!(f("`src/a.rs`, `src/b.rs`"), ["src/a.rs", "src/b.rs"]);
+}

@@ -1,0 +1,219 @@
+//! Taskmaster (`claude-task-master`) `.taskmaster/tasks/tasks.json` as a dagexec plan
+//! (`--plan .taskmaster/tasks/tasks.json`). Format: <https://github.com/eyaltoledano/claude-task-master>
+//! (`docs/task-structure.md`): tasks with `id`, `title`, `description`, `details`,
+//! `testStrategy`, `priority`, `status`, `dependencies` and `subtasks`, either plain
+//! (`{"tasks": [...]}`) or tagged (`{"master": {"tasks": [...]}, "feature-x": {...}}`).
+//!
+//! - **Tag**: the plain form's tasks; else the current tag of `.taskmaster/state.json`
+//!   (`currentTag`) when the file has it, else `master`, else the only tag.
+//! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
+//!   (ID `3`). A task with subtasks is done when they all are: dagexec sets its status too.
+//! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
+//!   a task named waits for all its units. A subtask's `dependencies` name its siblings
+//!   (`1`, or `"3.1"` in full) or, when no sibling has that ID, other tasks. A subtask that
+//!   waits for no sibling waits for what its task waits for.
+//! - **Status**: `done` (and `review`, `completed`) is completed and never run again;
+//!   `pending`, `in-progress`, `blocked` (any other word) runs. `cancelled` is not run and
+//!   settles its dependents' wait (the edge is dropped: a cancelled task will never be
+//!   done). `deferred` is not run in this run, and neither is anything that waits for it,
+//!   directly or not (each is named in a warning); a parent's `done`, `cancelled` or
+//!   `deferred` holds for all its subtasks.
+//! - **Files**: Taskmaster declares none, so a task has none: no declared file, no assumed
+//!   conflict. Two tasks changing one file are integrated one after the other; a patch that
+//!   no longer applies fails its attempt, which is retried from the integrated tree.
+//! - **Prompt**: the title, description, `details`, `testStrategy` and priority (and a
+//!   subtask's parent task) are the task's description.
+//! - **Errors** name the JSON path and the task: an ID used twice, an unknown or self
+//!   dependency, a cycle (as a path of IDs), a file that is not Taskmaster's shape.
+//! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
+//!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
+//!   index; only those bytes change, so key order, unknown fields and formatting are kept.
+//!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
+
+mod read;
+mod write;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::generated::{Built, Context, Problem, Reader, Unit};
+use crate::pure::plan::model::{Agent, Metadata, Plan, Status, Task};
+use read::{Item, State};
+
+/// The Taskmaster reader.
+pub struct Taskmaster;
+
+impl Reader for Taskmaster {
+    fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
+        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            vec![Problem::new(
+                format!(
+                    "{}:{}:{}: malformed JSON: {e}",
+                    cx.rel,
+                    e.line(),
+                    e.column()
+                ),
+                "fix the JSON (Taskmaster writes it with `task-master` commands)",
+            )]
+        })?;
+        let current = current_tag(cx);
+        let r = read::read(cx.rel, &doc, current.as_deref())?;
+        Ok(build(cx.rel, &r))
+    }
+
+    fn write_back(
+        &self,
+        text: &str,
+        done: &BTreeSet<String>,
+        meta: &serde_json::Value,
+    ) -> Result<String, String> {
+        write::write_done(text, done, meta.get("tag").and_then(|t| t.as_str()))
+    }
+}
+
+/// `currentTag` of `.taskmaster/state.json` beside the tasks folder, if it reads.
+fn current_tag(cx: &Context<'_>) -> Option<String> {
+    let state = cx.dir.parent()?.join("state.json");
+    let meta = std::fs::symlink_metadata(&state).ok()?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(state).ok()?).ok()?;
+    v.get("currentTag")?.as_str().map(str::to_string)
+}
+
+/// The units not run: cancelled and deferred ones, and whatever waits for a deferred one.
+fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
+    let mut out: BTreeSet<usize> = BTreeSet::new();
+    let mut waiting: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        for &d in &it.deps {
+            waiting.entry(d).or_default().push(i);
+        }
+    }
+    let mut deferred_by: Vec<(usize, usize)> = Vec::new();
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        match it.state {
+            State::Cancelled => {
+                out.insert(i);
+            }
+            State::Deferred => {
+                out.insert(i);
+                stack.push((i, i));
+            }
+            _ => {}
+        }
+    }
+    while let Some((d, root)) = stack.pop() {
+        for &w in waiting.get(&d).map_or(&[][..], Vec::as_slice) {
+            if items[w].state != State::Done && out.insert(w) {
+                deferred_by.push((w, root));
+                stack.push((w, root));
+            }
+        }
+    }
+    deferred_by.sort_unstable();
+    (out, deferred_by)
+}
+
+fn description(rel: &str, it: &Item) -> String {
+    let mut s = format!(
+        "Taskmaster task {} of {rel} ({}):\n{}",
+        it.id, it.path, it.title
+    );
+    if !it.description.is_empty() {
+        s.push_str(&format!("\n\n{}", it.description));
+    }
+    if let Some((id, title, desc)) = &it.parent {
+        s.push_str(&format!("\n\nPart of task {id}: {title}"));
+        if !desc.is_empty() {
+            s.push_str(&format!(" — {desc}"));
+        }
+    }
+    if !it.details.is_empty() {
+        s.push_str(&format!("\n\nDetails:\n{}", it.details));
+    }
+    if !it.test_strategy.is_empty() {
+        s.push_str(&format!("\n\nTest strategy:\n{}", it.test_strategy));
+    }
+    if !it.priority.is_empty() {
+        s.push_str(&format!("\n\nPriority: {}", it.priority));
+    }
+    s.push_str(&format!(
+        "\n\nDo only this task. Do not edit {rel}: dagexec sets the task's status there when its work is committed."
+    ));
+    s
+}
+
+fn build(rel: &str, r: &read::Read) -> Built {
+    let (skip, deferred_by) = settled(&r.items);
+    let mut warnings: Vec<String> = deferred_by
+        .iter()
+        .map(|&(w, root)| {
+            format!(
+                "{rel}: {}: task {} waits for deferred task {}, so it is not run either",
+                r.items[w].path, r.items[w].id, r.items[root].id
+            )
+        })
+        .collect();
+    warnings.sort();
+    let mut index: Vec<Option<usize>> = vec![None; r.items.len()];
+    let mut n = 0;
+    for (i, slot) in index.iter_mut().enumerate() {
+        if !skip.contains(&i) {
+            *slot = Some(n);
+            n += 1;
+        }
+    }
+    let mut plan = Plan {
+        schema_version: 2,
+        goal: match &r.tag {
+            Some(t) => format!("The Taskmaster tasks of {rel} (tag {t})"),
+            None => format!("The Taskmaster tasks of {rel}"),
+        },
+        context: None,
+        progress: Default::default(),
+        tasks: Vec::with_capacity(n),
+        extra: Default::default(),
+    };
+    let mut units = Vec::with_capacity(n);
+    for (i, it) in r.items.iter().enumerate() {
+        if skip.contains(&i) {
+            continue;
+        }
+        plan.tasks.push(Task {
+            subject: format!("{} {}", it.id, it.title),
+            description: Some(description(rel, it)),
+            status: if it.state == State::Done {
+                Status::Completed
+            } else {
+                Status::Pending
+            },
+            // A cancelled dependency is settled: its edge is dropped.
+            blocked_by: it.deps.iter().filter_map(|&d| index[d]).collect(),
+            metadata: Some(Metadata {
+                kind: Some("taskmaster".into()),
+                ..Default::default()
+            }),
+            agent: Some(Agent {
+                role: "software engineer implementing one task of a Taskmaster plan".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        units.push(Unit {
+            id: it.id.clone(),
+            text: format!("{}\n{}\n{}", it.title, it.description, it.details),
+            at: format!("{rel}: {}", it.path),
+        });
+    }
+    Built {
+        plan,
+        units,
+        warnings,
+        meta: serde_json::json!({"tag": r.tag}),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,355 @@
+//! A Taskmaster `tasks.json` read (pure): the tag, its tasks and subtasks, the units of work,
+//! their states and dependencies, errors at their JSON path.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::sources::Problem;
+
+/// What a unit's status means for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// `pending`, `in-progress`, `blocked` or any other word: to run.
+    Open,
+    /// `done` (`completed`, `review`): not run again.
+    Done,
+    /// `cancelled`: not run; what waits for it does not wait.
+    Cancelled,
+    /// `deferred`: not run in this run, nor is what waits for it.
+    Deferred,
+}
+
+impl State {
+    fn of(status: &str) -> State {
+        match status.trim().to_ascii_lowercase().as_str() {
+            "done" | "completed" | "review" => State::Done,
+            "cancelled" | "canceled" => State::Cancelled,
+            "deferred" => State::Deferred,
+            _ => State::Open,
+        }
+    }
+}
+
+/// One unit of work: a subtask, or a task without subtasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    /// `3` or `3.2`.
+    pub id: String,
+    /// `master.tasks[2]` or `master.tasks[2].subtasks[1]`.
+    pub path: String,
+    pub title: String,
+    pub description: String,
+    pub details: String,
+    pub test_strategy: String,
+    pub priority: String,
+    pub state: State,
+    /// The parent task's `(id, title, description)`, for a subtask.
+    pub parent: Option<(String, String, String)>,
+    /// The units it waits for (indices into [`Read::items`]).
+    pub deps: BTreeSet<usize>,
+}
+
+/// The file, read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Read {
+    /// The tag read (`None`: the plain form `{"tasks": [...]}`).
+    pub tag: Option<String>,
+    pub items: Vec<Item>,
+}
+
+/// An ID as written: `1`, `"1"`, `1.2`, `"1.2"` → `1`, `1.2`.
+pub(crate) fn id_of(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        _ => None,
+    }
+}
+
+fn text(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The tasks array of the tag dagexec reads: the plain form's, else `preferred` (the current
+/// tag in `.taskmaster/state.json`) when the file has it, else `master`, else the only tag.
+pub(crate) fn tasks_of<'a>(
+    doc: &'a Value,
+    preferred: Option<&str>,
+) -> Result<(Option<String>, &'a Vec<Value>), String> {
+    let Some(obj) = doc.as_object() else {
+        return Err("the file is not a JSON object".into());
+    };
+    if let Some(tasks) = obj.get("tasks") {
+        return tasks
+            .as_array()
+            .map(|a| (None, a))
+            .ok_or_else(|| "tasks: not an array".into());
+    }
+    let tagged: Vec<&String> = obj
+        .iter()
+        .filter(|(_, v)| v.get("tasks").is_some_and(Value::is_array))
+        .map(|(k, _)| k)
+        .collect();
+    let tag = preferred
+        .filter(|p| tagged.iter().any(|t| t == p))
+        .map(str::to_string)
+        .or_else(|| {
+            tagged
+                .iter()
+                .find(|t| t.as_str() == "master")
+                .map(|t| (*t).clone())
+        })
+        .or_else(|| (tagged.len() == 1).then(|| tagged[0].clone()));
+    let Some(tag) = tag else {
+        return Err(if tagged.is_empty() {
+            "no `tasks` array (neither `{\"tasks\": [...]}` nor a tag `{\"master\": {\"tasks\": [...]}}`)".into()
+        } else {
+            format!(
+                "several tags and none is `master` or the current tag: {}",
+                tagged
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+    };
+    let tasks = obj[&tag]["tasks"].as_array().expect("filtered on is_array");
+    Ok((Some(tag), tasks))
+}
+
+/// The units of `doc` and their dependencies; every problem at its JSON path.
+pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Read, Vec<Problem>> {
+    let (tag, tasks) = tasks_of(doc, preferred)
+        .map_err(|e| vec![Problem::new(format!("{rel}: {e}"), HINT_SHAPE)])?;
+    let prefix = tag
+        .as_ref()
+        .map_or("tasks".to_string(), |t| format!("{t}.tasks"));
+    let mut r = Reader {
+        rel,
+        out: Read {
+            tag,
+            items: Vec::new(),
+        },
+        errors: Vec::new(),
+        by_id: BTreeMap::new(),
+        units_of: BTreeMap::new(),
+    };
+    r.collect(tasks, &prefix);
+    r.link(tasks, &prefix);
+    if r.errors.is_empty() {
+        Ok(r.out)
+    } else {
+        Err(r.errors)
+    }
+}
+
+const HINT_SHAPE: &str = "is this a Taskmaster tasks.json? It holds `{\"tasks\": [...]}` or tags `{\"master\": {\"tasks\": [...]}}`";
+
+struct Reader<'a> {
+    rel: &'a str,
+    out: Read,
+    errors: Vec<Problem>,
+    /// Unit ID → item index.
+    by_id: BTreeMap<String, usize>,
+    /// Task ID → its units (its subtasks, or itself).
+    units_of: BTreeMap<String, Vec<usize>>,
+}
+
+impl Reader<'_> {
+    fn error(&mut self, path: &str, message: &str, hint: &str) {
+        self.errors.push(Problem::new(
+            format!("{}: {path}: {message}", self.rel),
+            hint,
+        ));
+    }
+
+    /// The units, in file order; duplicate and missing IDs.
+    fn collect(&mut self, tasks: &[Value], prefix: &str) {
+        for (i, t) in tasks.iter().enumerate() {
+            let path = format!("{prefix}[{i}]");
+            let Some(id) = t.get("id").and_then(id_of) else {
+                self.error(&path, "a task without an `id`", "give every task an id");
+                continue;
+            };
+            if self.units_of.contains_key(&id) || self.by_id.contains_key(&id) {
+                self.error(
+                    &path,
+                    &format!("task ID {id} is used twice"),
+                    "give one of them the next free id and update the dependencies naming it",
+                );
+                continue;
+            }
+            let state = State::of(&text(t, "status"));
+            let subtasks = t.get("subtasks").and_then(Value::as_array);
+            let mut units = Vec::new();
+            match subtasks.filter(|s| !s.is_empty()) {
+                None => units.push(self.push(Item {
+                    id: id.clone(),
+                    path: path.clone(),
+                    title: text(t, "title"),
+                    description: text(t, "description"),
+                    details: text(t, "details"),
+                    test_strategy: text(t, "testStrategy"),
+                    priority: text(t, "priority"),
+                    state,
+                    parent: None,
+                    deps: BTreeSet::new(),
+                })),
+                Some(subs) => {
+                    let parent = (id.clone(), text(t, "title"), text(t, "description"));
+                    for (j, s) in subs.iter().enumerate() {
+                        let spath = format!("{path}.subtasks[{j}]");
+                        let Some(local) = s.get("id").and_then(id_of) else {
+                            self.error(
+                                &spath,
+                                &format!("a subtask of task {id} without an `id`"),
+                                "give every subtask an id",
+                            );
+                            continue;
+                        };
+                        let full = format!("{id}.{local}");
+                        if self.by_id.contains_key(&full) {
+                            self.error(
+                                &spath,
+                                &format!("subtask ID {full} is used twice"),
+                                "give one of them the next free id",
+                            );
+                            continue;
+                        }
+                        // A parent done, cancelled or deferred settles its subtasks.
+                        let own = State::of(&text(s, "status"));
+                        let state = if state == State::Open { own } else { state };
+                        units.push(self.push(Item {
+                            id: full,
+                            path: spath,
+                            title: text(s, "title"),
+                            description: text(s, "description"),
+                            details: text(s, "details"),
+                            test_strategy: text(s, "testStrategy"),
+                            priority: text(t, "priority"),
+                            state,
+                            parent: Some(parent.clone()),
+                            deps: BTreeSet::new(),
+                        }));
+                    }
+                }
+            }
+            self.units_of.insert(id, units);
+        }
+    }
+
+    fn push(&mut self, item: Item) -> usize {
+        let i = self.out.items.len();
+        self.by_id.insert(item.id.clone(), i);
+        self.out.items.push(item);
+        i
+    }
+
+    /// The units a reference names: `a.b` a subtask; `n` in a subtask a sibling when there is
+    /// one, else (and in a task) task `n`'s units.
+    fn resolve(&self, reference: &str, parent: Option<&str>) -> Option<Vec<usize>> {
+        if let Some(p) = parent
+            && !reference.contains('.')
+            && let Some(&i) = self.by_id.get(&format!("{p}.{reference}"))
+        {
+            return Some(vec![i]);
+        }
+        if let Some(units) = self.units_of.get(reference) {
+            return Some(units.clone());
+        }
+        self.by_id.get(reference).map(|&i| vec![i])
+    }
+
+    /// The dependencies: a task's on every unit of the tasks it names (given to its subtasks
+    /// that wait for no sibling), a subtask's on its siblings or other tasks.
+    fn link(&mut self, tasks: &[Value], prefix: &str) {
+        for (i, t) in tasks.iter().enumerate() {
+            let Some(id) = t.get("id").and_then(id_of) else {
+                continue;
+            };
+            let Some(units) = self.units_of.get(&id).cloned() else {
+                continue;
+            };
+            let path = format!("{prefix}[{i}]");
+            let task_deps = self.refs(t, &path, &id, None);
+            let subs = t.get("subtasks").and_then(Value::as_array);
+            match subs.filter(|s| !s.is_empty()) {
+                None => {
+                    if let Some(&u) = units.first() {
+                        self.out.items[u].deps.extend(task_deps);
+                    }
+                }
+                Some(subs) => {
+                    for (j, s) in subs.iter().enumerate() {
+                        let Some(local) = s.get("id").and_then(id_of) else {
+                            continue;
+                        };
+                        let Some(&u) = self.by_id.get(&format!("{id}.{local}")) else {
+                            continue;
+                        };
+                        if self.out.items[u].path != format!("{path}.subtasks[{j}]") {
+                            continue; // a duplicate, already said
+                        }
+                        let spath = format!("{path}.subtasks[{j}]");
+                        let full = self.out.items[u].id.clone();
+                        let own = self.refs(s, &spath, &full, Some(&id));
+                        let siblings = own.iter().any(|d| units.contains(d));
+                        let item = &mut self.out.items[u];
+                        item.deps.extend(own);
+                        if !siblings {
+                            item.deps.extend(task_deps.iter().copied());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The units `v.dependencies` names (`who` is the task or subtask ID, `parent` a subtask's
+    /// task); unknown and self references are errors.
+    fn refs(&mut self, v: &Value, path: &str, who: &str, parent: Option<&str>) -> BTreeSet<usize> {
+        let mut out = BTreeSet::new();
+        let Some(deps) = v.get("dependencies") else {
+            return out;
+        };
+        let Some(deps) = deps.as_array() else {
+            self.error(
+                &format!("{path}.dependencies"),
+                &format!("task {who}: not an array of ids"),
+                "write the ids in a list: \"dependencies\": [1, \"3.2\"]",
+            );
+            return out;
+        };
+        for (k, d) in deps.iter().enumerate() {
+            let at = format!("{path}.dependencies[{k}]");
+            let Some(reference) = id_of(d) else {
+                self.error(
+                    &at,
+                    &format!("task {who}: {d} is not a task id"),
+                    "list task ids",
+                );
+                continue;
+            };
+            match self.resolve(&reference, parent) {
+                Some(units) if units.iter().any(|&u| self.out.items[u].id == who) => self.error(
+                    &at,
+                    &format!("task {who} depends on itself"),
+                    "remove the dependency",
+                ),
+                Some(units) => out.extend(units),
+                None => self.error(
+                    &at,
+                    &format!("task {who} depends on {reference}, which is not a task in this file"),
+                    "fix the id or drop it from `dependencies`",
+                ),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,279 @@
+use super::*;
+use crate::pure::plan::model::Status;
+use std::path::Path;
+
+const REL: &str = ".taskmaster/tasks/tasks.json";
+
+fn built(text: &str) -> Result<Built, Vec<Problem>> {
+    let cx = Context {
+        root: Path::new("/nonexistent"),
+        dir: Path::new("/nonexistent/.taskmaster/tasks"),
+        rel: REL,
+        plan_rel: ".taskmaster/tasks/.dagexec/plan.json",
+    };
+    Taskmaster.build(&cx, text)
+}
+
+fn ids(b: &Built) -> Vec<&str> {
+    b.units.iter().map(|u| u.id.as_str()).collect()
+}
+
+fn deps(b: &Built, id: &str) -> Vec<String> {
+    let i = b.units.iter().position(|u| u.id == id).unwrap();
+    b.plan.tasks[i]
+        .blocked_by
+        .iter()
+        .map(|&d| b.units[d].id.clone())
+        .collect()
+}
+
+fn messages(e: &[Problem]) -> String {
+    e.iter()
+        .map(|p| p.message.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const PLAIN: &str = r#"{
+  "tasks": [
+    {"id": 1, "title": "Setup", "description": "d1", "details": "x", "testStrategy": "run the tests", "priority": "high", "status": "done", "dependencies": []},
+    {"id": 2, "title": "Models", "status": "pending", "dependencies": [1], "subtasks": [
+      {"id": 1, "title": "User model", "status": "pending", "dependencies": []},
+      {"id": 2, "title": "Post model", "status": "in-progress", "dependencies": [1]},
+      {"id": 3, "title": "Indexes", "status": "pending", "dependencies": ["2.1", 2]}
+    ]},
+    {"id": 3, "title": "API", "status": "pending", "dependencies": ["2"], "testStrategy": "curl it"},
+    {"id": 4, "title": "Docs", "status": "pending", "dependencies": ["2.2"]}
+  ]
+}"#;
+
+#[test]
+fn a_subtask_is_the_unit_when_a_task_has_subtasks_and_the_task_otherwise() {
+    let b = built(PLAIN).unwrap();
+    assert_eq!(ids(&b), ["1", "2.1", "2.2", "2.3", "3", "4"]);
+    assert_eq!(b.plan.tasks[0].status, Status::Completed);
+    // A subtask waiting for no sibling waits for what its task waits for.
+    assert_eq!(deps(&b, "2.1"), ["1"]);
+    assert_eq!(deps(&b, "2.2"), ["2.1"]);
+    assert_eq!(deps(&b, "2.3"), ["2.1", "2.2"]);
+    // A task named waits for all its units; a subtask can be named in full.
+    assert_eq!(deps(&b, "3"), ["2.1", "2.2", "2.3"]);
+    assert_eq!(deps(&b, "4"), ["2.2"]);
+    assert_eq!(b.units[4].at, format!("{REL}: tasks[2]"));
+    assert_eq!(b.units[2].at, format!("{REL}: tasks[1].subtasks[1]"));
+}
+
+#[test]
+fn the_test_strategy_details_and_parent_reach_the_prompt() {
+    let b = built(PLAIN).unwrap();
+    let d = b.plan.tasks[4].description.clone().unwrap();
+    assert!(d.contains("Test strategy:\ncurl it"), "{d}");
+    assert!(
+        d.contains("Do not edit .taskmaster/tasks/tasks.json"),
+        "{d}"
+    );
+    let d = b.plan.tasks[1].description.clone().unwrap();
+    assert!(d.contains("Part of task 2: Models"), "{d}");
+    let task = &b.plan.tasks[4];
+    let prompt = crate::pure::prompt::original_prompt(&b.plan, 4, crate::pure::prompt::Unit::Batch);
+    assert!(prompt.contains("curl it"), "{prompt}");
+    // No file is declared: no assumed conflict.
+    assert_eq!(task.files().count(), 0);
+}
+
+#[test]
+fn cancelled_settles_its_dependents_and_deferred_holds_them_back() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "cancelled"},
+      {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "status": "deferred"},
+      {"id": 4, "title": "d", "status": "pending", "dependencies": [3]},
+      {"id": 5, "title": "e", "status": "pending", "dependencies": [4, 2]},
+      {"id": 6, "title": "f", "status": "review"},
+      {"id": 7, "title": "g", "status": "pending", "dependencies": [6]}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["2", "6", "7"]);
+    assert!(
+        deps(&b, "2").is_empty(),
+        "a cancelled dependency is settled"
+    );
+    assert_eq!(b.plan.tasks[1].status, Status::Completed);
+    assert_eq!(deps(&b, "7"), ["6"]);
+    assert_eq!(
+        b.warnings,
+        [
+            format!("{REL}: tasks[3]: task 4 waits for deferred task 3, so it is not run either"),
+            format!("{REL}: tasks[4]: task 5 waits for deferred task 3, so it is not run either"),
+        ]
+    );
+}
+
+#[test]
+fn a_parents_status_holds_for_its_subtasks() {
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "done", "subtasks": [{"id": 1, "title": "x", "status": "pending"}]},
+      {"id": 2, "title": "b", "status": "cancelled", "subtasks": [{"id": 1, "title": "y", "status": "pending"}]},
+      {"id": 3, "title": "c", "status": "pending", "dependencies": [2], "subtasks": [{"id": 1, "title": "z", "status": "done"}, {"id": 2, "title": "w"}]}
+    ]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["1.1", "3.1", "3.2"]);
+    assert_eq!(b.plan.tasks[0].status, Status::Completed);
+    assert_eq!(b.plan.tasks[1].status, Status::Completed);
+    assert_eq!(b.plan.tasks[2].status, Status::Pending);
+}
+
+#[test]
+fn the_tagged_form_reads_master_or_the_only_tag() {
+    let b = built(r#"{"feature": {"tasks": [{"id": 1, "title": "f"}]}, "master": {"tasks": [{"id": "7", "title": "m"}]}}"#).unwrap();
+    assert_eq!(ids(&b), ["7"]);
+    assert_eq!(b.units[0].at, format!("{REL}: master.tasks[0]"));
+    assert_eq!(b.meta, serde_json::json!({"tag": "master"}));
+    let b = built(r#"{"feature": {"tasks": [{"id": 1, "title": "f"}]}}"#).unwrap();
+    assert_eq!(b.meta, serde_json::json!({"tag": "feature"}));
+    let e = built(r#"{"a": {"tasks": []}, "b": {"tasks": []}}"#).unwrap_err();
+    assert!(
+        messages(&e).contains("several tags and none is `master`"),
+        "{}",
+        messages(&e)
+    );
+}
+
+#[test]
+fn errors_name_the_json_path_and_the_task() {
+    let text = r#"{"master": {"tasks": [
+      {"id": 1, "title": "a", "dependencies": [9]},
+      {"id": 1, "title": "b"},
+      {"id": 2, "title": "c", "dependencies": [2]},
+      {"id": 3, "title": "d", "subtasks": [{"id": 1, "title": "s", "dependencies": ["4.1"]}, {"id": 1, "title": "t"}]}
+    ]}}"#;
+    let e = messages(&built(text).unwrap_err());
+    assert_eq!(
+        e,
+        format!(
+            "{REL}: master.tasks[1]: task ID 1 is used twice\n\
+             {REL}: master.tasks[3].subtasks[1]: subtask ID 3.1 is used twice\n\
+             {REL}: master.tasks[0].dependencies[0]: task 1 depends on 9, which is not a task in this file\n\
+             {REL}: master.tasks[2].dependencies[0]: task 2 depends on itself\n\
+             {REL}: master.tasks[3].subtasks[0].dependencies[0]: task 3.1 depends on 4.1, which is not a task in this file"
+        )
+    );
+    let e = messages(&built("{\"tasks\": [\n  {\"id\": 1,}\n]}").unwrap_err());
+    assert!(e.starts_with(&format!("{REL}:2:")), "{e}");
+    assert!(e.contains("malformed JSON"), "{e}");
+}
+
+#[test]
+fn real_files_read() {
+    for (file, units, open) in [
+        ("tajdin-tagged.json", 96, 0),
+        ("resourcer-tagged.json", 54, 18),
+        ("scrumpoker-plain.json", 36, 1),
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/taskmaster")
+                .join(file),
+        )
+        .unwrap();
+        let b = built(&text).unwrap_or_else(|e| panic!("{file}: {}", messages(&e)));
+        let pending = b
+            .plan
+            .tasks
+            .iter()
+            .filter(|t| t.status == Status::Pending)
+            .count();
+        assert_eq!((b.units.len(), pending), (units, open), "{file}");
+    }
+}
+
+#[test]
+fn write_back_changes_only_the_status_bytes() {
+    let done: BTreeSet<String> = ["2.1", "2.2", "3"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let out = Taskmaster
+        .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
+        .unwrap();
+    let expected = PLAIN
+        .replace(
+            r#"{"id": 1, "title": "User model", "status": "pending""#,
+            r#"{"id": 1, "title": "User model", "status": "done""#,
+        )
+        .replace(
+            r#"{"id": 2, "title": "Post model", "status": "in-progress""#,
+            r#"{"id": 2, "title": "Post model", "status": "done""#,
+        )
+        .replace(
+            r#"{"id": 3, "title": "API", "status": "pending""#,
+            r#"{"id": 3, "title": "API", "status": "done""#,
+        );
+    assert_eq!(out, expected);
+    // The last subtask done: its task is done too.
+    let done: BTreeSet<String> = ["2.1", "2.2", "2.3"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let out = Taskmaster
+        .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
+        .unwrap();
+    assert!(
+        out.contains(r#"{"id": 2, "title": "Models", "status": "done""#),
+        "{out}"
+    );
+    // A task without a status gets one; the tagged form keeps its other tags.
+    let tagged = "{\n  \"other\": {\"tasks\": [{\"id\": 1, \"status\": \"pending\"}]},\n  \"master\": {\"tasks\": [{\"id\": 1, \"title\": \"é\", \"extra\": {\"k\": [1, 2.50]}}]}\n}\n";
+    let done: BTreeSet<String> = ["1".to_string()].into();
+    let out = Taskmaster
+        .write_back(tagged, &done, &serde_json::json!({"tag": "master"}))
+        .unwrap();
+    assert_eq!(
+        out,
+        tagged.replace(
+            "{\"id\": 1, \"title\": \"é\"",
+            "{\"status\": \"done\", \"id\": 1, \"title\": \"é\""
+        )
+    );
+    assert!(
+        Taskmaster
+            .write_back("{\"tasks\": [", &done, &serde_json::Value::Null)
+            .is_err()
+    );
+}
+
+#[test]
+fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/taskmaster/resourcer-tagged.json"),
+    )
+    .unwrap();
+    let done: BTreeSet<String> = ["9.1", "10"].iter().map(ToString::to_string).collect();
+    let out = Taskmaster
+        .write_back(&text, &done, &serde_json::json!({"tag": "master"}))
+        .unwrap();
+    let before: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut after: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(after["master"]["tasks"][8]["subtasks"][0]["status"], "done");
+    assert_eq!(after["master"]["tasks"][9]["status"], "done");
+    // Task 17 is in progress with all its subtasks done: a parent is done when they are.
+    assert_eq!(before["master"]["tasks"][16]["status"], "in-progress");
+    assert_eq!(after["master"]["tasks"][16]["status"], "done");
+    after["master"]["tasks"][8]["subtasks"][0]["status"] = "pending".into();
+    after["master"]["tasks"][9]["status"] = "pending".into();
+    after["master"]["tasks"][16]["status"] = "in-progress".into();
+    assert_eq!(after, before);
+    // Three values changed: two "pending" (9 bytes) and one "in-progress" (13) to "done" (6).
+    assert_eq!(text.len() - out.len(), 3 + 3 + 7);
+}
+
+#[test]
+fn a_task_id_that_is_also_a_subtask_id_is_a_duplicate() {
+    let e = built(r#"{"tasks": [{"id": 1, "title": "a", "subtasks": [{"id": 2, "title": "s"}]}, {"id": "1.2", "title": "b"}]}"#)
+        .unwrap_err();
+    assert_eq!(
+        messages(&e),
+        format!("{REL}: tasks[1]: task ID 1.2 is used twice")
+    );
+}
