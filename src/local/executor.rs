@@ -37,6 +37,8 @@ pub(crate) struct Local<'a> {
     pub build: RoundBuild,
     /// The commit attempts start from now: `HEAD`, or the round so far.
     pub base: Option<String>,
+    /// `overlap: merge`: each attempt's base, the tasks landed, the rebases asked for.
+    pub ledger: Option<crate::flow::merge::Ledger>,
 }
 
 impl Local<'_> {
@@ -83,6 +85,10 @@ impl Executor for Local<'_> {
             self.base = Some(b.clone());
             b
         };
+        let rebase = self
+            .ledger
+            .as_mut()
+            .is_some_and(|l| l.started(start.task, &base, round));
         let base_prompt = start
             .retry_prompt
             .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
@@ -99,6 +105,7 @@ impl Executor for Local<'_> {
             plan_rel: self.opts.plan_rel.clone(),
             tasks_md: crate::sources::speckit::own_tasks_md(plan),
             reviewer: self.opts.settings.reviewer.clone(),
+            rebase,
         };
         self.emit(Event::AttemptStarted {
             task: start.task,
@@ -135,7 +142,43 @@ impl Executor for Local<'_> {
 
     fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), RunError> {
         self.base = None;
-        self.build.add(self.repo, plan, &judged, self.ui)
+        match &mut self.ledger {
+            None => self.build.add(self.repo, plan, &judged, self.ui),
+            Some(ledger) => {
+                let at = crate::flow::merge::Merging {
+                    repo: self.repo,
+                    pool: self.pool,
+                    ui: self.ui,
+                    round: ledger.round,
+                    timeout: self.opts.settings.timeout,
+                };
+                self.build.add_merged(&at, ledger, plan, judged)
+            }
+        }
+    }
+
+    fn rebases(&mut self, plan: &Plan) -> Vec<Start> {
+        let Some(ledger) = &mut self.ledger else {
+            return Vec::new();
+        };
+        let unit = self.opts.settings.schedule.unit();
+        ledger
+            .take_asked()
+            .into_iter()
+            .map(|r| {
+                let onto: Vec<(usize, &str)> = r
+                    .onto
+                    .iter()
+                    .map(|&k| (k, plan.tasks[k].subject.as_str()))
+                    .collect();
+                let original = prompt::original_prompt(plan, r.task, unit);
+                Start {
+                    task: r.task,
+                    attempt: r.attempt,
+                    retry_prompt: Some(prompt::rebase_prompt(&original, &onto, &r.why)),
+                }
+            })
+            .collect()
     }
 
     fn commit(

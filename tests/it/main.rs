@@ -29,6 +29,7 @@ mod init;
 mod install_action;
 mod layout;
 mod loops;
+mod merge;
 mod real_agents;
 mod recover;
 mod resume;

@@ -133,8 +133,21 @@ impl Eager<'_> {
                 tasks: tasks.clone(),
             });
             x.stage(plan, landed)?;
+            // `overlap: merge`: what could not be merged is not resolved by this commit; it
+            // runs again from the committed tree (once), still in flight.
+            let again = x.rebases(plan);
+            let tasks: Vec<usize> = tasks
+                .into_iter()
+                .filter(|i| !again.iter().any(|r| r.task == *i))
+                .collect();
+            s.in_flight.extend(again.iter().map(|r| r.task));
             let committed = x.commit(plan, &tasks, round, None)?;
             x.reached("eager-after-round", round);
+            if committed == Integrated::Continue && !s.cancelled {
+                for start in again {
+                    x.start(plan, start, round + 1)?;
+                }
+            }
             match committed {
                 Integrated::Continue => {}
                 Integrated::Abort => s.aborted = true,

@@ -240,6 +240,13 @@ pub trait Executor {
         round: u32,
         wave: Option<u64>,
     ) -> Result<Integrated, Self::Error>;
+    /// The rebase attempts the last [`Executor::stage`] asked for (`overlap: merge`: a task
+    /// whose result could not be merged runs again, once, from the tree staged so far; its
+    /// task stays in progress and the attempt is not counted). Started by the loop before the
+    /// round is committed.
+    fn rebases(&mut self, _plan: &Plan) -> Vec<Start> {
+        Vec::new()
+    }
     /// Whether the run was asked to stop (checked between rounds).
     fn cancelled(&self) -> bool {
         false
