@@ -20,7 +20,7 @@ use super::attempt::{Judged, Pool};
 use super::integrate::{RoundBuild, not_integrated};
 use super::{RunError, Ui, failpoint};
 use crate::edge::git::{Merged, Repo};
-use crate::pure::plan::model::{Plan, Status};
+use crate::pure::plan::model::{AcceptanceCriterion, Plan, Status};
 
 /// Where a merge happens: the repository, the worktrees for the re-checks, the display,
 /// the round, and the checks' timeout.
@@ -47,6 +47,9 @@ pub(crate) struct Ledger {
     pub asked: Vec<Rebase>,
     /// Tasks whose next start is a rebase attempt.
     next_is_rebase: BTreeSet<usize>,
+    /// The acceptance checks of the tasks landed, as they were when they landed (the plan
+    /// update trims a completed task's).
+    checks: BTreeMap<usize, Vec<AcceptanceCriterion>>,
     /// The round the last attempt started in (the crash tests' failpoints name it).
     pub round: u32,
 }
@@ -133,6 +136,10 @@ impl RoundBuild {
                 self.add(at.repo, plan, std::slice::from_ref(&j), at.ui)?;
                 if let Some(landed) = self.applied.get(before..) {
                     ledger.landed.extend(landed.iter().cloned());
+                    for (k, _) in landed {
+                        let checks = plan.tasks[*k].acceptance_criteria().to_vec();
+                        ledger.checks.insert(*k, checks);
+                    }
                 }
                 ledger.rebased.remove(&j.index);
                 continue;
@@ -141,6 +148,8 @@ impl RoundBuild {
             let refused = match self.merge_one(at, ledger, plan, &j, (&base, since))? {
                 Ok(changed) => {
                     ledger.landed.push((j.index, changed));
+                    let checks = plan.tasks[j.index].acceptance_criteria().to_vec();
+                    ledger.checks.insert(j.index, checks);
                     self.decided(&j, j.verdict.status, &j.verdict.result);
                     None
                 }
@@ -150,30 +159,53 @@ impl RoundBuild {
                 ledger.rebased.remove(&j.index);
                 continue;
             };
-            let onto = ledger.culprits(plan, since, &paths);
-            if ledger.rebased.remove(&j.index).is_some() {
-                let (status, result) =
-                    not_integrated(&j, &format!("its rebase could not be merged: {why}"), at.ui);
-                self.decided(&j, status, &result);
-            } else {
-                let names: Vec<String> = onto.iter().map(|k| format!("task {k}")).collect();
-                at.ui.say(format!(
-                    "  task {}: attempt {} cannot be merged onto {} ({}); it runs again as a rebase attempt from the integrated tree",
-                    j.index,
-                    j.attempt,
-                    if names.is_empty() { "the branch".to_string() } else { names.join(", ") },
-                    why.lines().next().unwrap_or_default()
-                ));
-                ledger.rebased.insert(j.index, onto.clone());
-                ledger.asked.push(Rebase {
-                    task: j.index,
-                    attempt: j.attempt,
-                    onto,
-                    why,
-                });
-            }
+            self.refuse(at, ledger, plan, &j, (since, &paths, why));
         }
         Ok(())
+    }
+
+    /// Attempt `j`, which cannot land (`paths` at fault, `why`): sent back as a rebase
+    /// attempt, or — rebased once already — a failed attempt (its later attempts still have
+    /// to keep the change it was sent to build on: those tasks' checks run on them).
+    fn refuse(
+        &mut self,
+        at: &Merging<'_>,
+        ledger: &mut Ledger,
+        plan: &Plan,
+        j: &Judged,
+        (since, paths, why): (usize, &BTreeSet<String>, String),
+    ) {
+        let onto = ledger.culprits(plan, since, paths);
+        let again = ledger.rebased.contains_key(&j.index);
+        keep_note(at, j, again, &why);
+        if again {
+            let why = format!("it cannot be merged after its rebase: {why}");
+            let (status, result) = not_integrated(j, &why, at.ui);
+            if status != Status::Pending {
+                ledger.rebased.remove(&j.index);
+            }
+            self.decided(j, status, &result);
+            return;
+        }
+        let names: Vec<String> = onto.iter().map(|k| format!("task {k}")).collect();
+        at.ui.say(format!(
+            "  task {}: attempt {} cannot be merged onto {} ({}); it runs again as a rebase attempt from the integrated tree",
+            j.index,
+            j.attempt,
+            if names.is_empty() {
+                "the branch".to_string()
+            } else {
+                names.join(", ")
+            },
+            why.lines().next().unwrap_or_default()
+        ));
+        ledger.rebased.insert(j.index, onto.clone());
+        ledger.asked.push(Rebase {
+            task: j.index,
+            attempt: j.attempt,
+            onto,
+            why,
+        });
     }
 
     /// Merges one completed patch made at `base` (when `since` tasks had landed): the paths
@@ -230,7 +262,17 @@ impl RoundBuild {
             who.extend(onto.into_iter().flatten());
             let mut seen = BTreeSet::new();
             who.retain(|k| seen.insert(*k));
-            if let Some(failed) = recheck(at, plan, &snapshot, &who)? {
+            let who: Vec<(usize, &[AcceptanceCriterion])> = who
+                .into_iter()
+                .map(|k| {
+                    let checks = ledger.checks.get(&k).filter(|_| k != j.index);
+                    (
+                        k,
+                        checks.map_or(plan.tasks[k].acceptance_criteria(), Vec::as_slice),
+                    )
+                })
+                .collect();
+            if let Some(failed) = recheck(at, &snapshot, &who)? {
                 return Ok(Err((changed, failed)));
             }
         }
@@ -246,14 +288,13 @@ impl RoundBuild {
 /// first that fails, said (task, check, output), or `None` when all pass.
 fn recheck(
     at: &Merging<'_>,
-    plan: &Plan,
     snapshot: &str,
-    tasks: &[usize],
+    tasks: &[(usize, &[AcceptanceCriterion])],
 ) -> Result<Option<String>, RunError> {
     let wt = super::pool::retry_git(|| at.pool.acquire(at.repo, snapshot))?;
     let mut failed = None;
-    'tasks: for &k in tasks {
-        for c in plan.tasks[k].acceptance_criteria() {
+    'tasks: for &(k, checks) in tasks {
+        for c in checks {
             let o = crate::edge::shell::run(&c.check, wt.path(), at.timeout);
             if !o.passed {
                 failed = Some(format!(
@@ -270,4 +311,24 @@ fn recheck(
         at.ui.say(format!("  re-check: {warning}"));
     }
     Ok(failed)
+}
+
+/// Keeps why attempt `j` could not be merged beside its logs, as
+/// `task-N-attempt-K[.rebase].merge` (best effort: the run's output says it too).
+fn keep_note(at: &Merging<'_>, j: &Judged, rebase: bool, why: &str) {
+    let common = at.repo.common_dir();
+    let Ok(dir) = at.pool.logs.dir(common) else {
+        return;
+    };
+    let stem = if rebase { ".rebase" } else { "" };
+    let path = dir.join(format!(
+        "task-{}-attempt-{}{stem}.merge",
+        j.index, j.attempt
+    ));
+    let kept = crate::edge::fsx::create_dir_all(common, &dir)
+        .and_then(|()| crate::edge::fsx::remove_file(common, &path))
+        .and_then(|()| crate::edge::fsx::write(common, &path, why.as_bytes()));
+    if let Err(e) = kept {
+        tracing::warn!("task {}: cannot keep the merge note: {e}", j.index);
+    }
 }

@@ -223,6 +223,13 @@ fn assert_rebased_onto_a(dir: &Path, seen: &Path, o: &common::local::Ran) {
         found.iter().any(|f| f.ends_with("task-1-attempt-1.stdout")),
         "{found:?}"
     );
+    // Why it was sent back, beside the attempt's logs.
+    let note = found
+        .iter()
+        .find(|f| f.ends_with("task-1-attempt-1.merge"))
+        .unwrap_or_else(|| panic!("{found:?}"));
+    let note = std::fs::read_to_string(note).unwrap();
+    assert!(note.starts_with("conflict in conf.txt\n"), "{note}");
 }
 
 fn walk(dir: &Path) -> Vec<String> {
@@ -342,4 +349,221 @@ fn a_clean_merge_that_breaks_a_check_is_rechecked_and_rebased() {
         prompt.contains("acceptance check `! grep -q TODO list.txt`"),
         "{prompt}"
     );
+}
+
+// ---- bad input and faults ----
+
+#[test]
+fn a_binary_file_both_changed_is_a_conflict_and_a_rebase() {
+    let p = plan(&[
+        ("A", &[], &["logo.bin"], &[]),
+        ("B", &[], &["logo.bin"], &["grep -q B logo.bin"]),
+    ]);
+    let edit = r#"0) printf 'A\000\001' > logo.bin ;;
+1) if [ -n "$kind" ]; then printf 'B\000' >> logo.bin; else printf 'B\000\002' > logo.bin; fi ;;"#;
+    let dir = common::repo(&p, &[("logo.bin", "\u{0}\u{1}\u{2}base")]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 2)
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    let out = o.expect_code(0);
+    assert!(
+        out.contains("task 1: attempt 1 cannot be merged onto task 0 (conflict in logo.bin)"),
+        "{out}"
+    );
+    let prompt = std::fs::read_to_string(seen.path().join("prompt-1-1-rebase")).unwrap();
+    assert!(
+        prompt.contains("Cannot merge binary files: logo.bin"),
+        "{prompt}"
+    );
+    let bytes = std::process::Command::new("git")
+        .args(["show", "HEAD:logo.bin"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(bytes, b"A\0\x01B\0", "0's bytes, then 1's, once");
+}
+
+#[test]
+fn a_rename_carrying_another_tasks_edit_into_an_undeclared_file_is_a_rebase() {
+    // 0 renames old.txt to new.txt; 1 edits old.txt and declares only it. git follows the
+    // rename: merged, 1's edit would land in new.txt, which 1 said it would not touch. It is
+    // not accepted behind its back: 1 is sent back to rebase.
+    let mut p = plan(&[
+        (
+            "rename",
+            &[],
+            &["old.txt"],
+            &["test -f new.txt", "test ! -e old.txt"],
+        ),
+        (
+            "edit",
+            &[],
+            &["old.txt"],
+            &["grep -q edited old.txt new.txt 2>/dev/null || grep -q edited new.txt"],
+        ),
+    ]);
+    p["tasks"][0]["metadata"]["files"]["create"] = json!(["new.txt"]);
+    let edit = r#"0) git mv old.txt new.txt ;;
+1) if [ -n "$kind" ]; then sed -i 's/^two$/two edited/' new.txt; else sed -i 's/^two$/two edited/' old.txt; fi ;;"#;
+    let lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
+    let dir = common::repo(&p, &[("old.txt", lines)]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 2)
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    let out = o.expect_code(1);
+    assert!(
+        out.contains("task 1: attempt 1 cannot be merged onto task 0 (the merge changes new.txt, which task 1 does not declare)"),
+        "{out}"
+    );
+    // Its declared file is gone: it fails, and nothing of it lands anywhere.
+    assert!(
+        out.contains("Task 1 (edit) failed after 3 attempt(s): spot-check failed: old.txt (to modify) was not changed"),
+        "{out}"
+    );
+    assert_eq!(committed(dir.path(), "new.txt"), lines);
+    assert!(!dir.path().join("old.txt").exists());
+}
+
+#[test]
+fn a_rename_after_an_edit_merges_cleanly_and_keeps_the_edit() {
+    // The other order: 0 edits old.txt, 1 renames it (declaring both names): the merge
+    // carries 0's edit into new.txt, which 1 declared. Nothing to rebase.
+    let mut p = plan(&[
+        (
+            "edit",
+            &[],
+            &["old.txt"],
+            &["cat old.txt new.txt 2>/dev/null | grep -q edited"],
+        ),
+        ("rename", &[], &["old.txt"], &["test -f new.txt"]),
+    ]);
+    p["tasks"][1]["metadata"]["files"]["create"] = json!(["new.txt"]);
+    let edit = r#"0) sed -i 's/^two$/two edited/' old.txt ;;
+1) git mv old.txt new.txt ;;"#;
+    let lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
+    let dir = common::repo(&p, &[("old.txt", lines)]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 2)
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    let out = o.expect_code(0);
+    assert!(!out.contains("rebase"), "{out}");
+    assert_eq!(
+        committed(dir.path(), "new.txt"),
+        lines.replace("two", "two edited")
+    );
+    assert!(!dir.path().join("old.txt").exists());
+}
+
+#[test]
+fn a_delete_against_a_modify_is_a_conflict_and_a_rebase() {
+    // 0 deletes legacy.txt, 1 appends to it. The rebase finds it gone: 1's declared work is
+    // gone with it, and it fails (by its spot-check) rather than bring the file back.
+    let p = plan(&[
+        ("delete", &[], &["legacy.txt"], &["test ! -e legacy.txt"]),
+        ("modify", &[], &["legacy.txt"], &[]),
+    ]);
+    let edit = r#"0) git rm -q legacy.txt ;;
+1) if [ -e legacy.txt ]; then echo more >> legacy.txt; fi ;;"#;
+    let dir = common::repo(&p, &[("legacy.txt", "old\n")]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 2)
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    let out = o.expect_code(1);
+    assert!(
+        out.contains("task 1: attempt 1 cannot be merged onto task 0 (conflict in legacy.txt)"),
+        "{out}"
+    );
+    let prompt = std::fs::read_to_string(seen.path().join("prompt-1-1-rebase")).unwrap();
+    assert!(prompt.contains("CONFLICT (modify/delete)"), "{prompt}");
+    assert!(
+        out.contains("Task 1 (modify) failed after 3 attempt(s): spot-check failed: legacy.txt (to modify) was not changed"),
+        "{out}"
+    );
+    assert_eq!(git(dir.path(), &["ls-files", "legacy.txt"]), "", "{out}");
+    assert!(!dir.path().join("legacy.txt").exists(), "{out}");
+}
+
+#[test]
+fn a_retry_after_a_rebase_still_keeps_the_change_it_builds_on() {
+    // As above, but 1 writes legacy.txt whatever it finds: every later attempt brings back
+    // the file 0 deleted, and 0's check on the merged tree refuses each one. 1 fails; the
+    // file stays deleted.
+    let p = plan(&[
+        ("delete", &[], &["legacy.txt"], &["test ! -e legacy.txt"]),
+        ("modify", &[], &["legacy.txt"], &[]),
+    ]);
+    let edit = r#"0) git rm -q legacy.txt ;;
+1) echo more >> legacy.txt ;;"#;
+    let dir = common::repo(&p, &[("legacy.txt", "old\n")]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 2)
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    let out = o.expect_code(1);
+    assert!(
+        out.contains("it cannot be merged after its rebase: on the merged tree, task 0's acceptance check `test ! -e legacy.txt`"),
+        "{out}"
+    );
+    let p = o.final_plan();
+    assert_eq!(p["tasks"][1]["status"], "failed", "{out}");
+    assert_eq!(git(dir.path(), &["ls-files", "legacy.txt"]), "", "{out}");
+}
+
+#[test]
+fn a_rebase_that_conflicts_again_is_a_failed_attempt_retried_later() {
+    // 0, 1 and 2 set one line. 0 lands; 1 and 2 rebase side by side from 0's tree; 1's
+    // lands, 2's conflicts again: a failed attempt (counted), run again next round.
+    let p = plan(&[
+        ("A", &[], &["conf.txt"], &["grep -q '^value=.*A' conf.txt"]),
+        ("B", &[], &["conf.txt"], &["grep -q '^value=.*B' conf.txt"]),
+        ("C", &[], &["conf.txt"], &["grep -q '^value=.*C' conf.txt"]),
+    ]);
+    let edit = r#"0|1|2) l=$(printf '%s' ABC | cut -c$((i+1)))
+if [ -n "$kind" ] || [ "$DAGEXEC_ATTEMPT" != 1 ]; then sed -i "s/^value=\(.*\)$/value=\1+$l/" conf.txt; else sed -i "s/^value=.*$/value=$l/" conf.txt; fi ;;"#;
+    let dir = common::repo(&p, &[("conf.txt", "value=0\n")]);
+    let seen = tempfile::tempdir().unwrap();
+    let o = merge(dir.path(), 3)
+        .script(&worker(seen.path(), 3, edit))
+        .run();
+    let out = o.expect_code(0);
+    assert!(
+        out.contains("task 2: attempt 1 of 3 could not be integrated: it cannot be merged after its rebase: conflict in conf.txt"),
+        "{out}"
+    );
+    assert!(out.contains("Round 2: starting 1 task(s): 2\n"), "{out}");
+    assert_eq!(committed(dir.path(), "conf.txt"), "value=A+B+C\n");
+    let p = o.final_plan();
+    let attempts: Vec<&Value> = (0..3)
+        .map(|i| &p["progress"]["completedTasks"][i]["attempts"])
+        .collect();
+    assert_eq!(attempts, [&json!(1), &json!(1), &json!(2)], "{p}");
+}
+
+#[test]
+fn killed_between_the_merge_and_the_recheck_nothing_lands_and_a_resume_finishes() {
+    let dir = common::repo(&regions_plan(), &[("routes.txt", ROUTES)]);
+    let seen = tempfile::tempdir().unwrap();
+    let start = git(dir.path(), &["rev-parse", "HEAD"]);
+    let o = merge(dir.path(), 3)
+        .env("DAGEXEC_FAILPOINT", "after-merge:1")
+        .script(&worker(seen.path(), 3, REGIONS))
+        .run();
+    assert_eq!(o.code(), None, "killed: {}", o.text());
+    // Nothing was published: HEAD and the work tree are as they were.
+    assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), start);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("routes.txt")).unwrap(),
+        ROUTES
+    );
+    let o = merge(dir.path(), 3)
+        .script(&worker(seen.path(), 3, REGIONS))
+        .run();
+    o.expect_code(0);
+    assert_every_region_changed_once(dir.path());
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
