@@ -216,6 +216,7 @@ pub(crate) async fn run(
         question,
         measured: Some(crate::pure::usage::Measured::since(start, usage)),
         timed_out,
+        rebase: input.rebase,
     })))
 }
 

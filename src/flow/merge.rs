@@ -171,13 +171,16 @@ impl RoundBuild {
         &mut self,
         at: &Merging<'_>,
         ledger: &mut Ledger,
-        plan: &Plan,
+        plan: &mut Plan,
         j: &Judged,
         (since, paths, why): (usize, &BTreeSet<String>, String),
     ) {
         let onto = ledger.culprits(plan, since, paths);
         let again = ledger.rebased.contains_key(&j.index);
         keep_note(at, j, again, &why);
+        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+            r.outcome = crate::pure::usage::Outcome::Conflict;
+        });
         if again {
             let why = format!("it cannot be merged after its rebase: {why}");
             let (status, result) = not_integrated(j, &why, at.ui);

@@ -209,6 +209,19 @@ fn assert_rebased_onto_a(dir: &Path, seen: &Path, o: &common::local::Ran) {
     // The rebase is not a failed attempt.
     assert_eq!(p["tasks"][1]["status"], "completed");
     assert_eq!(p["progress"]["completedTasks"][1]["attempts"], 1, "{p}");
+    // The attempt sent back is recorded as a conflict, the rebase with its own outcome.
+    let records: Vec<&Value> = p["progress"]["dagexecAttempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["task"] == 1)
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0]["outcome"], "conflict", "{records:?}");
+    assert_eq!(records[0].get("rebase"), None, "{records:?}");
+    assert_eq!(records[1]["outcome"], "completed", "{records:?}");
+    assert_eq!(records[1]["rebase"], true, "{records:?}");
+    assert_eq!(records[1]["attempt"], 1, "{records:?}");
     // Its logs are kept apart from the attempt it repeats.
     let logs = git(dir, &["rev-parse", "--git-common-dir"]);
     let logs = dir.join(logs.trim()).join("dagexec/logs");

@@ -92,6 +92,8 @@ pub struct Judged {
     pub measured: Option<crate::pure::usage::Measured>,
     /// The worker was killed at the task's timeout.
     pub timed_out: bool,
+    /// A rebase attempt (`overlap: merge`), recorded as one.
+    pub rebase: bool,
 }
 
 impl Judged {
@@ -107,12 +109,10 @@ impl Judged {
             });
         let outcome =
             crate::pure::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
-        Some(crate::pure::usage::AttemptRecord::new(
-            self.index,
-            self.attempt,
-            measured,
-            outcome,
-        ))
+        let mut record =
+            crate::pure::usage::AttemptRecord::new(self.index, self.attempt, measured, outcome);
+        record.rebase = self.rebase;
+        Some(record)
     }
 }
 

@@ -37,11 +37,17 @@
 //!   commit (I) while the runs in flight go on.
 //! * The Action has no `waves`.
 //!
+//! * local `overlap: merge` (rounds and eager, beside the rows above, when tasks share
+//!   files): as above with no file conflicts kept apart, each sharing task's last attempt
+//!   longer by the conflict rate ([`merge`]: learned from the history's merge runs, else
+//!   assumed).
+//!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
 //! times (all attempts), on Actions over the tasks' jobs (each attempt's T plus its time),
 //! with N slots; it ignores file conflicts and the plan and conductor jobs.
 
 pub mod durations;
+pub mod merge;
 mod play;
 pub mod render;
 
@@ -144,6 +150,9 @@ pub struct Report {
     pub actions_bound: Bound,
     /// Local rounds, waves, eager; then Actions rounds, eager.
     pub predictions: Vec<Prediction>,
+    /// `overlap: merge` locally (rounds, eager) with the conflict rate it assumes, when the
+    /// plan has tasks that share files ([`merge`]).
+    pub merge: Option<(merge::Rate, Vec<Prediction>)>,
 }
 
 impl Report {
@@ -203,7 +212,29 @@ pub fn predict(
             sim.actions_rounds(),
             sim.actions_eager(),
         ],
+        merge: predict_merge(&sim),
     }
+}
+
+/// `overlap: merge` locally, when some tasks share files: no conflicts kept apart, the
+/// sharing tasks' times with the expected rebase ([`merge`]).
+fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
+    let sharing = merge::sharing(sim.plan, sim.dag, sim.conflicts);
+    if !sharing.contains(&true) {
+        return None;
+    }
+    let rate = merge::rate(sim.plan, &sharing);
+    let times = merge::times(sim.times, &sharing, rate);
+    let none = Conflicts::none(sim.plan.tasks.len());
+    let merged = Sim {
+        conflicts: &none,
+        times: &times,
+        ..*sim
+    };
+    Some((
+        rate,
+        vec![merged.local_rounds(Schedule::Rounds), merged.local_eager()],
+    ))
 }
 
 #[cfg(test)]
