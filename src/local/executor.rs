@@ -1,6 +1,8 @@
 //! The local executor: each attempt in a worktree on this machine (pooled, reset between
 //! attempts), a failed attempt retried in place at once, the round built in a temporary
-//! index ([`RoundBuild`]) and committed with one ref update. The engine loops
+//! index ([`RoundBuild`]; under `overlap: merge` each result merged three-way and re-checked,
+//! what cannot land started again as a rebase attempt: [`crate::flow::merge`]) and committed
+//! with one ref update. The engine loops
 //! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
 //! stops the workers and leaves their tasks in progress for a resume.
 

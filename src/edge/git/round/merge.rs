@@ -165,3 +165,94 @@ impl RoundIndex {
         Merged::Conflict { files, account }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::*;
+    use super::*;
+
+    /// A change made at `base` in a worktree of its own: `list.txt` written as `content`.
+    fn change(f: &Fixture, base: &str, name: &str, content: &str) -> Vec<u8> {
+        let wt = f.repo.add_worktree(base, name).unwrap();
+        write(wt.path(), "list.txt", content);
+        wt.changes().unwrap().patch
+    }
+
+    const BASE: &str = "a\n1\n2\n3\n4\nb\n";
+
+    #[test]
+    fn a_patch_at_the_indexs_own_base_applies_as_it_is() {
+        let f = Fixture::new();
+        f.write("list.txt", BASE);
+        let base = f.commit_all("list");
+        let patch = change(&f, &base, "w0", "a=0\n1\n2\n3\n4\nb\n");
+        let index = f.repo.round_index().unwrap();
+        let Merged::Clean {
+            changed, combined, ..
+        } = index.merge_patch(&base, (&patch).into()).unwrap()
+        else {
+            panic!("clean")
+        };
+        assert_eq!((changed, combined), (vec!["list.txt".to_string()], false));
+    }
+
+    #[test]
+    fn changes_to_different_lines_merge_and_the_returned_patch_rebuilds_the_merge() {
+        let f = Fixture::new();
+        f.write("list.txt", BASE);
+        let base = f.commit_all("list");
+        let top = change(&f, &base, "w0", "a=0\n1\n2\n3\n4\nb\n");
+        let bottom = change(&f, &base, "w1", "a\n1\n2\n3\n4\nb=1\n");
+        let index = f.repo.round_index().unwrap();
+        index.apply_patch(&top).unwrap();
+        let Merged::Clean {
+            changed,
+            patch,
+            combined,
+        } = index.merge_patch(&base, (&bottom).into()).unwrap()
+        else {
+            panic!("clean")
+        };
+        assert_eq!((changed, combined), (vec!["list.txt".to_string()], true));
+        assert_eq!(
+            index.read_entry("list.txt").unwrap().unwrap().1,
+            b"a=0\n1\n2\n3\n4\nb=1\n"
+        );
+        // The patch goes from the index as it was to the merge.
+        let again = f.repo.round_index().unwrap();
+        again.apply_patch(&top).unwrap();
+        again.apply_patch(&patch).unwrap();
+        assert_eq!(
+            again.read_entry("list.txt").unwrap().unwrap().1,
+            b"a=0\n1\n2\n3\n4\nb=1\n"
+        );
+    }
+
+    #[test]
+    fn the_same_line_changed_twice_is_a_conflict_that_leaves_the_index_alone() {
+        let f = Fixture::new();
+        f.write("list.txt", BASE);
+        let base = f.commit_all("list");
+        let one = change(&f, &base, "w0", "a=0\n1\n2\n3\n4\nb\n");
+        let two = change(&f, &base, "w1", "a=1\n1\n2\n3\n4\nb\n");
+        let index = f.repo.round_index().unwrap();
+        index.apply_patch(&one).unwrap();
+        let Merged::Conflict { files, account } = index.merge_patch(&base, (&two).into()).unwrap()
+        else {
+            panic!("a conflict")
+        };
+        assert_eq!(files, ["list.txt"]);
+        assert!(
+            account.contains("CONFLICT (content): Merge conflict in list.txt"),
+            "{account}"
+        );
+        assert!(
+            account.contains("<<<<<<<") && account.contains("a=1"),
+            "{account}"
+        );
+        assert_eq!(
+            index.read_entry("list.txt").unwrap().unwrap().1,
+            b"a=0\n1\n2\n3\n4\nb\n"
+        );
+    }
+}
