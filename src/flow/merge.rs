@@ -79,6 +79,12 @@ impl Ledger {
         self.next_is_rebase.remove(&task)
     }
 
+    /// An integration begins: a rebase asked for and never started (the budget, a stop) is
+    /// forgotten, so the task's next attempt is an ordinary one.
+    pub(crate) fn integrating(&mut self) {
+        self.next_is_rebase.clear();
+    }
+
     /// The rebase attempts asked for, to start now.
     pub(crate) fn take_asked(&mut self) -> Vec<Rebase> {
         let asked = std::mem::take(&mut self.asked);

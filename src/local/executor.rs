@@ -147,6 +147,7 @@ impl Executor for Local<'_> {
         match &mut self.ledger {
             None => self.build.add(self.repo, plan, &judged, self.ui),
             Some(ledger) => {
+                ledger.integrating();
                 let at = crate::flow::merge::Merging {
                     repo: self.repo,
                     pool: self.pool,

@@ -580,3 +580,43 @@ fn killed_between_the_merge_and_the_recheck_nothing_lands_and_a_resume_finishes(
     assert_every_region_changed_once(dir.path());
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_rebase_is_not_started_once_the_budget_is_spent_and_its_task_keeps_its_attempt() {
+    // Each attempt costs $0.10; the budget is $0.15. Both first attempts run; the later one
+    // cannot be merged, and its rebase would spend past the budget: it does not start, its
+    // task is pending with the one attempt it made, and the run stops for the budget.
+    for schedule in ["rounds", "eager"] {
+        let dir = common::repo(&same_line_plan(), &[("conf.txt", "name=x\nvalue=0\nend\n")]);
+        let seen = tempfile::tempdir().unwrap();
+        let script = worker(seen.path(), 2, SAME_LINE).replacen(
+            "esac",
+            "esac\nprintf '{\"cost_usd\": 0.1}' > \"$DAGEXEC_USAGE_FILE\"",
+            1,
+        );
+        let o = merge(dir.path(), 2)
+            .args(["--schedule", schedule, "--max-cost", "0.15"])
+            .script(&script)
+            .run();
+        let out = o.expect_code(1);
+        assert!(
+            out.contains("cannot be merged onto task"),
+            "{schedule}: {out}"
+        );
+        let p = o.plan();
+        let later = if p["tasks"][0]["status"] == "completed" {
+            1
+        } else {
+            0
+        };
+        assert_eq!(p["tasks"][later]["status"], "pending", "{schedule}: {out}");
+        assert_eq!(p["tasks"][later]["attempts"], 1, "{schedule}: {out}");
+        assert!(
+            !seen
+                .path()
+                .join(format!("prompt-{later}-1-rebase"))
+                .exists(),
+            "{schedule}: {out}"
+        );
+    }
+}

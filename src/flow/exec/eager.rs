@@ -140,12 +140,21 @@ impl Eager<'_> {
                 .into_iter()
                 .filter(|i| !again.iter().any(|r| r.task == *i))
                 .collect();
-            s.in_flight.extend(again.iter().map(|r| r.task));
+            let held = s.cancelled || s.aborted || s.stop.is_some() || self.spent(plan).is_some();
+            if held {
+                // Not started: pending again, with the attempts they made.
+                super::put_back(x, plan, &again)?;
+            } else {
+                s.in_flight.extend(again.iter().map(|r| r.task));
+            }
             let committed = x.commit(plan, &tasks, round, None)?;
             x.reached("eager-after-round", round);
-            if committed == Integrated::Continue && !s.cancelled {
-                for start in again {
+            for start in again.into_iter().filter(|_| !held) {
+                if committed == Integrated::Continue {
                     x.start(plan, start, round + 1)?;
+                } else {
+                    super::put_back(x, plan, std::slice::from_ref(&start))?;
+                    s.in_flight.remove(&start.task);
                 }
             }
             match committed {

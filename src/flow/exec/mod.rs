@@ -342,6 +342,22 @@ fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
     t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
 }
 
+/// Puts back the tasks of rebase attempts that will not start (the budget, a stop): pending,
+/// with the attempts they made (a rebase is not counted). Returns them, ascending.
+fn put_back<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    starts: &[Start],
+) -> Result<Vec<usize>, X::Error> {
+    let mut held: Vec<usize> = starts.iter().map(|s| s.task).collect();
+    held.sort_unstable();
+    for &i in &held {
+        plan.tasks[i].status = Status::Pending;
+    }
+    x.save(plan)?;
+    Ok(held)
+}
+
 /// Counts retry `attempt` of `task` (saved before it starts).
 fn count<X: Executor>(
     x: &mut X,

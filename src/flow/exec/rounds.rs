@@ -170,7 +170,18 @@ impl Rounds<'_> {
             // (each task at most once, so this ends), inside the round.
             loop {
                 let again = x.rebases(plan);
-                if again.is_empty() || stop.is_some() {
+                if again.is_empty() {
+                    break;
+                }
+                if self.spent(plan).is_some() || stop.is_some() {
+                    // Not started: pending again, with the attempts they made.
+                    let held = super::put_back(x, plan, &again)?;
+                    if stop.is_none() {
+                        x.emit(Event::NotStarted {
+                            tasks: held.clone(),
+                        });
+                    }
+                    unstarted.extend(held);
                     break;
                 }
                 let Some((judged, not_started, halted)) = self.group(x, plan, again, round)? else {
