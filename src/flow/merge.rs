@@ -206,7 +206,7 @@ impl RoundBuild {
             } else {
                 names.join(", ")
             },
-            why.lines().next().unwrap_or_default()
+            crate::pure::sanitize::line(&clip(why.lines().next().unwrap_or_default(), 300))
         ));
         ledger.rebased.insert(j.index, onto.clone());
         ledger.asked.push(Rebase {
@@ -336,8 +336,32 @@ fn keep_note(at: &Merging<'_>, j: &Judged, rebase: bool, why: &str) {
     ));
     let kept = crate::edge::fsx::create_dir_all(common, &dir)
         .and_then(|()| crate::edge::fsx::remove_file(common, &path))
-        .and_then(|()| crate::edge::fsx::write(common, &path, why.as_bytes()));
+        .and_then(|()| crate::edge::fsx::write(common, &path, clip(why, NOTE_MAX).as_bytes()));
     if let Err(e) = kept {
         tracing::warn!("task {}: cannot keep the merge note: {e}", j.index);
+    }
+}
+
+/// How much of a merge note is kept.
+const NOTE_MAX: usize = 64 << 10;
+
+/// `text` cut to at most `max` characters, `[…]` saying so.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}[…]", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_note_or_a_line_from_worker_content_is_bounded_by_characters() {
+        assert_eq!(super::clip("abc", 3), "abc");
+        assert_eq!(super::clip("ééé", 2), "éé[…]");
+        assert_eq!(
+            super::clip(&"x".repeat(100_000), super::NOTE_MAX).len(),
+            (64 << 10) + "[…]".len()
+        );
     }
 }
