@@ -17,7 +17,8 @@ repository, and the script prints, per run: makespan / lower bound (max(critical
 work / jobs) of the first attempts), the extra worker seconds spent on rebase attempts (from
 the plan's records, `"rebase": true`), the conflicts recorded, and an oracle check that the
 final tree holds every task's change exactly once (its slot, its `+i` on the shared line, its
-note). It reports, it never gates (exit 0 unless a run cannot be made).
+note), and — for merge — what `dagexec simulate` predicts from that run's own records (its
+bound is over those records' times, so compare the ratios). It reports, it never gates (exit 0 unless a run cannot be made).
 
 Usage: python3 bench/merge.py [--tasks 40] [--jobs 4] [--hot 3] [--conflict 0.15]
                               [--breaker 0.05] [--seed 1] [--no-build]
@@ -135,7 +136,18 @@ def run(binary, a, plan, kinds, schedule, overlap, worker):
         conflicts = sum(1 for r in records if r.get("outcome") == "conflict")
         failed = sum(1 for t in final["tasks"] if t["status"] != "completed")
         wrong = oracle(d, plan, kinds, a)
-        return {"elapsed": elapsed, "exit": p.returncode, "rebase_s": rebase_s, "work_s": work_s,
+        # What `dagexec simulate` predicts for this schedule under merge from this run's own
+        # records (task times as serial would spend them, the conflict rate learned).
+        predicted = None
+        if overlap == "merge" and os.path.exists(done):
+            sim = subprocess.run([binary, "--plan", done, "simulate", "--json", "--jobs", str(a.jobs)],
+                                 cwd=d, capture_output=True, text=True)
+            if sim.returncode == 0:
+                m = json.loads(sim.stdout).get("merge")
+                if m:
+                    row = next(x for x in m["schedules"] if x["schedule"] == schedule)
+                    predicted = (row["seconds"], row["vsBound"], m["conflictRate"], m["learnedFrom"])
+        return {"predicted": predicted,"elapsed": elapsed, "exit": p.returncode, "rebase_s": rebase_s, "work_s": work_s,
                 "conflicts": conflicts, "rebases": sum(1 for r in records if r.get("rebase")),
                 "not_completed": failed, "oracle": wrong}
     finally:
@@ -179,6 +191,10 @@ def main():
                   f"{'every change exactly once' if not r['oracle'] else 'WRONG: ' + r['oracle']}"
                   f"{'' if r['exit'] == 0 else ' (exit %d)' % r['exit']}",
                   flush=True)
+            if r["predicted"]:
+                sec, vs, rate, n = r["predicted"]
+                print(f"{'':17s}simulate, from this run's records: {sec:.1f} s, {vs:.2f}x its bound "
+                      f"(conflict rate {rate:.0%} learned from {n} attempts)", flush=True)
     shutil.rmtree(wdir, ignore_errors=True)
 
 
