@@ -1,7 +1,8 @@
 //! `overlap: merge` predicted beside `serial`: tasks that share files run together (no file
 //! conflicts kept apart), and each task that shares a file with one it could run beside
-//! pays, on average, its conflict rate times a rebase attempt — an attempt as long as its own
-//! last one, on the same slot (expected value, so the prediction stays deterministic).
+//! pays, on average, its conflict rate times a rebase attempt as long as its own last one
+//! (expected value, so the prediction stays deterministic): under eager on its slot at once,
+//! under rounds after the round's other work, as `run` starts rebases.
 //!
 //! The conflict rate is learned from `progress.dagexecAttempts`: of the attempts a merge
 //! run integrated that were not rebases themselves (recorded `completed` or `conflict`, of
@@ -95,17 +96,26 @@ pub fn rate(plan: &Plan, sharing: &[bool]) -> Rate {
     }
 }
 
-/// The task times under `merge`: each sharing task's last attempt longer by `rate` of itself.
+/// Each task's expected rebase under `merge`, ms: `rate` of its last attempt for a sharing
+/// task, 0 otherwise.
+pub fn rebases(times: &Durations, sharing: &[bool], rate: Rate) -> Vec<u64> {
+    times
+        .tasks
+        .iter()
+        .zip(sharing)
+        .map(|(t, &shares)| match t.attempts.last() {
+            Some(&last) if shares => (last * u64::from(rate.permille) + 500) / 1000,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// The task times under `merge` with each expected rebase added to the last attempt.
 pub fn times(times: &Durations, sharing: &[bool], rate: Rate) -> Durations {
     let mut out = times.clone();
-    for (t, _) in out
-        .tasks
-        .iter_mut()
-        .zip(sharing)
-        .filter(|(_, shares)| **shares)
-    {
+    for (t, extra) in out.tasks.iter_mut().zip(rebases(times, sharing, rate)) {
         if let Some(last) = t.attempts.last_mut() {
-            *last += (*last * u64::from(rate.permille) + 500) / 1000;
+            *last += extra;
         }
     }
     out

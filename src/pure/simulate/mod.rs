@@ -38,9 +38,10 @@
 //! * The Action has no `waves`.
 //!
 //! * local `overlap: merge` (rounds and eager, beside the rows above, when tasks share
-//!   files): as above with no file conflicts kept apart, each sharing task's last attempt
-//!   longer by the conflict rate ([`merge`]: learned from the history's merge runs, else
-//!   assumed).
+//!   files): as above with no file conflicts kept apart, each sharing task paying the
+//!   conflict rate of its last attempt as a rebase ([`merge`]: learned from the history's
+//!   merge runs, else assumed) — eager on its own slot at once, rounds after the round's
+//!   other work (only a task that ran beside one it conflicts with).
 //!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
 //! times (all attempts), on Actions over the tasks' jobs (each attempt's T plus its time),
@@ -226,15 +227,20 @@ fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
     let rate = merge::rate(sim.plan, &sharing);
     let times = merge::times(sim.times, &sharing, rate);
     let none = Conflicts::none(sim.plan.tasks.len());
-    let merged = Sim {
+    // Rounds: the tasks' own times, their rebases after the round's other work.
+    let rounds = Sim {
+        conflicts: &none,
+        ..*sim
+    }
+    .local_rounds_merge(sim.conflicts, &merge::rebases(sim.times, &sharing, rate));
+    // Eager: a rebase starts as soon as its task is integrated, on its slot.
+    let eager = Sim {
         conflicts: &none,
         times: &times,
         ..*sim
-    };
-    Some((
-        rate,
-        vec![merged.local_rounds(Schedule::Rounds), merged.local_eager()],
-    ))
+    }
+    .local_eager();
+    Some((rate, vec![rounds, eager]))
 }
 
 #[cfg(test)]
