@@ -155,6 +155,7 @@ pub fn activity(events: &[crate::pure::events::Stamped], last: usize) -> String 
             Outcome::Failed => "❌",
             Outcome::Timeout => "⏱️",
             Outcome::Rejected => "↩️",
+            Outcome::Conflict => "🔀",
             Outcome::Blocked => "⛔",
             Outcome::Interrupted => "⏸️",
         };

@@ -74,6 +74,7 @@ impl Job {
                 jobs: inputs.max_parallel.max(1),
                 timeout: inputs.timeout,
                 schedule,
+                overlap: crate::pure::overlap::Policy::Serial,
                 // The reviewer ran in the work job; the verdict is concluded from its record.
                 reviewer: None,
                 max_cost: inputs.max_cost,

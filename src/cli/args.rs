@@ -258,6 +258,12 @@ pub(crate) struct RunArgs {
     /// their blockers land) [default: rounds].
     #[arg(long, value_name = "MODE", value_parser = crate::flow::settings::parse_schedule)]
     pub(crate) schedule: Option<crate::pure::engine::Schedule>,
+    /// serial (tasks that share declared files never run at the same time) or merge (they
+    /// do, each from its base; results are merged three-way in plan order and their checks
+    /// run again; a conflict sends the later task back once as a rebase attempt)
+    /// [default: serial].
+    #[arg(long, value_name = "POLICY", value_parser = crate::pure::overlap::Policy::parse)]
+    pub(crate) overlap: Option<crate::pure::overlap::Policy>,
     /// Per-task time limit (e.g. 30m); the worker's process group is killed after it
     /// [default: 30m].
     #[arg(long, value_name = "DURATION", value_parser = crate::flow::settings::parse_duration)]

@@ -216,6 +216,7 @@ pub(crate) async fn run(
         question,
         measured: Some(crate::pure::usage::Measured::since(start, usage)),
         timed_out,
+        rebase: input.rebase,
     })))
 }
 
@@ -302,10 +303,14 @@ fn keep_attempt_logs(
         let _ = crate::edge::fsx::write(repo.root(), &repo.root().join(log_rel), text.as_bytes());
         run.log = Some(text);
     }
-    let kept = pool
-        .logs
-        .dir(repo.common_dir())
-        .and_then(|dir| keep_logs(repo.common_dir(), &dir, input.index, input.attempt, run));
+    let kept = pool.logs.dir(repo.common_dir()).and_then(|dir| {
+        if input.rebase {
+            let stem = format!("task-{}-attempt-{}.rebase", input.index, input.attempt);
+            crate::flow::logs::keep_run_logs(repo.common_dir(), &dir, &stem, run)
+        } else {
+            keep_logs(repo.common_dir(), &dir, input.index, input.attempt, run)
+        }
+    });
     if let Err(e) = kept {
         tracing::warn!("task {}: cannot keep the attempt's logs: {e}", input.index);
     }

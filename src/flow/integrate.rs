@@ -53,11 +53,11 @@ pub(crate) fn integrate_and_commit(
 /// before any worker runs again: no worker ever runs while it exists.
 pub(crate) struct RoundBuild {
     /// The accepted patches, in the order they were applied.
-    accepted: Vec<crate::edge::git::Patch>,
+    pub(super) accepted: Vec<crate::edge::git::Patch>,
     results: Vec<TaskResult>,
     entries: Vec<BatchEntry>,
     /// Tasks whose changes are in the index, with the paths they touch.
-    applied: Vec<(usize, BTreeSet<String>)>,
+    pub(super) applied: Vec<(usize, BTreeSet<String>)>,
 }
 
 impl RoundBuild {
@@ -78,7 +78,7 @@ impl RoundBuild {
     }
 
     /// The round's temporary index: `HEAD` with the accepted patches applied.
-    fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
+    pub(super) fn index(&self, repo: &Repo) -> Result<RoundIndex, RunError> {
         let index = repo.round_index()?;
         for patch in &self.accepted {
             index
@@ -170,24 +170,14 @@ impl RoundBuild {
                     )),
                 }
             }
-            // Whatever made it (a status line, a question, a refusal), a result is bounded
-            // before it reaches the plan, the commit message and the pull request.
-            let result = outcome::clip_result(&result);
-            self.entries.push(BatchEntry {
-                plan_index: j.index,
-                status,
-                result: result.clone(),
-                attempts: j.attempt,
-                acceptance_passed: j.verdict.acceptance_passed,
-            });
-            self.results.push(TaskResult {
-                index: j.index,
-                status,
-                result,
-                attempts: j.attempt,
-            });
+            decide_into((&mut self.entries, &mut self.results), j, status, &result);
         }
         Ok(())
+    }
+
+    /// Records how judged attempt `j` ends in the round: its status and result.
+    pub(super) fn decided(&mut self, j: &Judged, status: Status, result: &str) {
+        decide_into((&mut self.entries, &mut self.results), j, status, result);
     }
 
     /// The results decided so far (this build's attempts, after integration).
@@ -370,7 +360,7 @@ fn land(
 
 /// An integration conflict is a failed attempt like any other: retried on the next round's
 /// base while attempts remain, then failed (and cascaded). The status and result it leaves.
-fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String) {
+pub(super) fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String) {
     let result = format!(
         "attempt {} of {} could not be integrated: {why}",
         j.attempt,
@@ -386,4 +376,29 @@ fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String) {
         ));
         (Status::Pending, result)
     }
+}
+
+/// [`RoundBuild::decided`] on the build's entries and results.
+fn decide_into(
+    (entries, results): (&mut Vec<BatchEntry>, &mut Vec<TaskResult>),
+    j: &Judged,
+    status: Status,
+    result: &str,
+) {
+    // Whatever made it (a status line, a question, a refusal), a result is bounded
+    // before it reaches the plan, the commit message and the pull request.
+    let result = outcome::clip_result(result);
+    entries.push(BatchEntry {
+        plan_index: j.index,
+        status,
+        result: result.clone(),
+        attempts: j.attempt,
+        acceptance_passed: j.verdict.acceptance_passed,
+    });
+    results.push(TaskResult {
+        index: j.index,
+        status,
+        result,
+        attempts: j.attempt,
+    });
 }

@@ -10,6 +10,7 @@ pub mod exec;
 pub(crate) mod integrate;
 pub(crate) mod logs;
 pub(crate) mod memory;
+pub(crate) mod merge;
 pub(crate) mod pool;
 pub mod preflight;
 pub(crate) mod reported;

@@ -30,6 +30,9 @@ pub(crate) struct AttemptInput {
     pub tasks_md: Option<String>,
     /// The run's reviewer command (a task's own `reviewer` field wins).
     pub reviewer: Option<String>,
+    /// A rebase attempt (`overlap: merge`): it repeats attempt `attempt` from the integrated
+    /// tree; its logs are kept apart (`task-N-attempt-K.rebase.*`).
+    pub rebase: bool,
 }
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base

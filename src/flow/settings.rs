@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub timeout: Option<String>,
     /// `rounds`, `waves` or `eager`.
     pub schedule: Option<String>,
+    /// `serial` or `merge`: may tasks sharing files run at the same time.
+    pub overlap: Option<String>,
     /// The reviewer command line (the conductor seed's reviewer), none by default.
     pub reviewer: Option<String>,
     /// The budget in USD (`5`, `12.50`): no attempt starts once the plan's recorded spend
@@ -68,7 +70,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, reviewer, max-cost, prices and worktrees; see README, \"Workers\".".into()
+                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices and worktrees; see README, \"Workers\".".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -123,6 +125,27 @@ pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
     }
 }
 
+/// `overlap`: the flag, `DAGEXEC_OVERLAP`, the file, else `serial`.
+fn overlap(
+    flags: &Flags,
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &FileConfig,
+) -> Result<crate::pure::overlap::Policy, ConfigError> {
+    use crate::pure::overlap::Policy;
+    let value = |field: &str, message: String| ConfigError::Value {
+        field: field.into(),
+        message,
+    };
+    Ok(
+        match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
+            (Some(o), _, _) => o,
+            (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
+            (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
+            _ => Policy::Serial,
+        },
+    )
+}
+
 /// Settings given on the command line (None = not given).
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -130,6 +153,7 @@ pub struct Flags {
     pub jobs: Option<usize>,
     pub timeout: Option<Duration>,
     pub schedule: Option<Schedule>,
+    pub overlap: Option<crate::pure::overlap::Policy>,
     pub reviewer: Option<String>,
     pub max_cost: Option<crate::pure::usage::Budget>,
 }
@@ -141,6 +165,8 @@ pub struct Settings {
     pub jobs: usize,
     pub timeout: Duration,
     pub schedule: Schedule,
+    /// Whether tasks sharing files run at the same time (`merge`) or apart (`serial`).
+    pub overlap: crate::pure::overlap::Policy,
     /// Reviews every completed attempt when set (see `review`).
     pub reviewer: Option<String>,
     /// The budget: no attempt starts once the plan's recorded spend reaches it.
@@ -158,7 +184,7 @@ pub struct WorktreesHome {
 }
 
 /// Flags, then the environment (`DAGEXEC_WORKER`, `DAGEXEC_JOBS`, `DAGEXEC_TIMEOUT`,
-/// `DAGEXEC_SCHEDULE`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`, `DAGEXEC_WORKTREES`), then the
+/// `DAGEXEC_SCHEDULE`, `DAGEXEC_OVERLAP`, `DAGEXEC_REVIEWER`, `DAGEXEC_MAX_COST`, `DAGEXEC_WORKTREES`), then the
 /// file, then defaults (jobs: the number of cores; no budget; worktrees in the user's cache).
 pub fn resolve(
     flags: &Flags,
@@ -200,6 +226,7 @@ pub fn resolve(
         (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
         _ => Schedule::Rounds,
     };
+    let overlap = overlap(flags, env, file)?;
     let reviewer = flags
         .reviewer
         .clone()
@@ -232,6 +259,7 @@ pub fn resolve(
         jobs,
         timeout,
         schedule,
+        overlap,
         reviewer,
         max_cost,
         worktrees,
@@ -249,6 +277,7 @@ mod tests {
             jobs: Some(3),
             timeout: Some("5m".into()),
             schedule: Some("waves".into()),
+            overlap: Some("merge".into()),
             reviewer: Some("from-file-reviewer".into()),
             max_cost: Some("$2.50".into()),
             prices: None,
@@ -256,6 +285,24 @@ mod tests {
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();
+        assert_eq!(s.overlap, crate::pure::overlap::Policy::Merge);
+        let serial = |k: &str| (k == "DAGEXEC_OVERLAP").then(|| "serial".to_string());
+        let from_env = resolve(&Flags::default(), &serial, &file).unwrap();
+        assert_eq!(from_env.overlap, crate::pure::overlap::Policy::Serial);
+        let bad = |k: &str| (k == "DAGEXEC_OVERLAP").then(|| "locks".to_string());
+        assert_eq!(
+            resolve(&Flags::default(), &bad, &file)
+                .unwrap_err()
+                .to_string(),
+            "DAGEXEC_OVERLAP: unknown overlap policy \"locks\" (serial or merge)"
+        );
+        assert_eq!(
+            resolve(&Flags::default(), &none, &FileConfig::default())
+                .map(|s| s.overlap)
+                .ok(),
+            None,
+            "no worker"
+        );
         assert_eq!(
             (s.worker.as_str(), s.jobs, s.timeout, s.schedule),
             ("from-file", 3, Duration::from_secs(300), Schedule::Waves)

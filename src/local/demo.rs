@@ -132,6 +132,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
             jobs,
             timeout: Duration::from_secs(60),
             schedule: Schedule::Rounds,
+            overlap: crate::pure::overlap::Policy::Serial,
             reviewer: None,
             max_cost: None,
             worktrees: None,

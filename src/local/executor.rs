@@ -1,6 +1,8 @@
 //! The local executor: each attempt in a worktree on this machine (pooled, reset between
 //! attempts), a failed attempt retried in place at once, the round built in a temporary
-//! index ([`RoundBuild`]) and committed with one ref update. The engine loops
+//! index ([`RoundBuild`]; under `overlap: merge` each result merged three-way and re-checked,
+//! what cannot land started again as a rebase attempt: [`crate::flow::merge`]) and committed
+//! with one ref update. The engine loops
 //! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
 //! stops the workers and leaves their tasks in progress for a resume.
 
@@ -37,6 +39,8 @@ pub(crate) struct Local<'a> {
     pub build: RoundBuild,
     /// The commit attempts start from now: `HEAD`, or the round so far.
     pub base: Option<String>,
+    /// `overlap: merge`: each attempt's base, the tasks landed, the rebases asked for.
+    pub ledger: Option<crate::flow::merge::Ledger>,
 }
 
 impl Local<'_> {
@@ -83,6 +87,10 @@ impl Executor for Local<'_> {
             self.base = Some(b.clone());
             b
         };
+        let rebase = self
+            .ledger
+            .as_mut()
+            .is_some_and(|l| l.started(start.task, &base, round));
         let base_prompt = start
             .retry_prompt
             .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
@@ -99,6 +107,7 @@ impl Executor for Local<'_> {
             plan_rel: self.opts.plan_rel.clone(),
             tasks_md: crate::sources::own_file(plan),
             reviewer: self.opts.settings.reviewer.clone(),
+            rebase,
         };
         self.emit(Event::AttemptStarted {
             task: start.task,
@@ -135,7 +144,44 @@ impl Executor for Local<'_> {
 
     fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), RunError> {
         self.base = None;
-        self.build.add(self.repo, plan, &judged, self.ui)
+        match &mut self.ledger {
+            None => self.build.add(self.repo, plan, &judged, self.ui),
+            Some(ledger) => {
+                ledger.integrating();
+                let at = crate::flow::merge::Merging {
+                    repo: self.repo,
+                    pool: self.pool,
+                    ui: self.ui,
+                    round: ledger.round,
+                    timeout: self.opts.settings.timeout,
+                };
+                self.build.add_merged(&at, ledger, plan, judged)
+            }
+        }
+    }
+
+    fn rebases(&mut self, plan: &Plan) -> Vec<Start> {
+        let Some(ledger) = &mut self.ledger else {
+            return Vec::new();
+        };
+        let unit = self.opts.settings.schedule.unit();
+        ledger
+            .take_asked()
+            .into_iter()
+            .map(|r| {
+                let onto: Vec<(usize, &str)> = r
+                    .onto
+                    .iter()
+                    .map(|&k| (k, plan.tasks[k].subject.as_str()))
+                    .collect();
+                let original = prompt::original_prompt(plan, r.task, unit);
+                Start {
+                    task: r.task,
+                    attempt: r.attempt,
+                    retry_prompt: Some(prompt::rebase_prompt(&original, &onto, &r.why)),
+                }
+            })
+            .collect()
     }
 
     fn commit(

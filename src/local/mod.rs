@@ -29,7 +29,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let mut plan = crate::edge::plan_file::load(&opts.plan).map_err(PlanErrors::from)?;
     let dag = crate::edge::plan_file::check_in(&plan, Some(&opts.plan_rel), &opts.root)?;
     let overlaps = Overlaps::of(&plan, &dag);
-    let conflicts = overlaps.for_scheduling();
+    let conflicts = opts
+        .settings
+        .overlap
+        .for_scheduling(overlaps.for_scheduling(), plan.tasks.len());
     if opts.dry_run {
         return dry_run(&plan, &dag, &conflicts, opts, ui);
     }
@@ -90,6 +93,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         running: tokio::task::JoinSet::new(),
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
+        ledger: (opts.settings.overlap == crate::pure::overlap::Policy::Merge)
+            .then(crate::flow::merge::Ledger::default),
     };
     executor::run(local, &conflicts, &mut plan, round)
 }

@@ -102,7 +102,9 @@ pub fn of_records(plan: &Plan) -> Vec<Stamped> {
                 Outcome::Completed => Status::Completed,
                 Outcome::Blocked => Status::Blocked,
                 Outcome::Interrupted => Status::InProgress,
-                Outcome::Failed | Outcome::Timeout | Outcome::Rejected => Status::Failed,
+                Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => {
+                    Status::Failed
+                }
             };
             let retried = records
                 .iter()

@@ -280,6 +280,38 @@ pub fn retry_prompt(
     s
 }
 
+/// A rebase attempt's prompt (`overlap: merge`): the original prompt, then which tasks'
+/// changes the attempt starts from and must build on, and what went wrong when its earlier
+/// attempt was merged (a conflict as git left it, or a check that failed on the merged
+/// tree). `why` is untrusted text (file contents, check output): made plain and bounded.
+pub fn rebase_prompt(original: &str, onto: &[(usize, &str)], why: &str) -> String {
+    const SHOWN: usize = 6000;
+    let mut s = original.trim_end().to_string();
+    let tasks: Vec<String> = onto
+        .iter()
+        .map(|(i, subject)| format!("task {i} ({})", crate::pure::sanitize::line(subject)))
+        .collect();
+    let tasks = if tasks.is_empty() {
+        "the tasks integrated before it".to_string()
+    } else {
+        tasks.join(", ")
+    };
+    let _ = write!(
+        s,
+        "\n\n## Rebase\nYour previous change was made beside other work on the same files and could not be integrated as it was. This attempt starts from the integrated tree, which already holds the change of {tasks}: build on it — keep that change and make yours again on top of it. This rebase does not count as a failed attempt.\n\nWhat happened when your change was merged:"
+    );
+    let why = crate::pure::sanitize::text(why);
+    let cut: String = why.chars().take(SHOWN).collect();
+    for line in cut.trim_end().lines() {
+        let _ = write!(s, "\n  {line}");
+    }
+    if cut.len() < why.len() {
+        s.push_str("\n  […]");
+    }
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,7 +90,7 @@ pub fn actual(plan: &Plan) -> Option<Actual> {
 fn glyph(o: Outcome) -> char {
     match o {
         Outcome::Completed => '█',
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected => '▒',
+        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => '▒',
         Outcome::Blocked | Outcome::Interrupted => '▓',
     }
 }
@@ -246,7 +246,7 @@ pub fn mermaid_text(text: &str, max: usize) -> String {
 fn tag(o: Outcome) -> &'static str {
     match o {
         Outcome::Completed => "done",
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected => "crit",
+        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => "crit",
         Outcome::Blocked | Outcome::Interrupted => "active",
     }
 }
@@ -340,6 +340,7 @@ mod tests {
                     input_tokens: None,
                     output_tokens: None,
                     model: None,
+                    rebase: false,
                 },
             );
         }

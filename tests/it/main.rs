@@ -29,6 +29,7 @@ mod init;
 mod install_action;
 mod layout;
 mod loops;
+mod merge;
 mod plan_formats;
 mod real_agents;
 mod recover;

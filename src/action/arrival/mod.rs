@@ -101,6 +101,7 @@ pub(super) fn judge_entry(
         question,
         measured,
         timed_out,
+        rebase: false,
     })
 }
 

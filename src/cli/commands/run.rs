@@ -11,6 +11,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         worker,
         jobs,
         schedule,
+        overlap,
         timeout,
         yes,
         dry_run,
@@ -24,6 +25,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         jobs,
         timeout,
         schedule,
+        overlap,
         reviewer,
         max_cost,
     };

@@ -48,7 +48,7 @@ pub use error::GitError;
 pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth, changes_in};
-pub use round::{Journal, Prepared, Recovered, RoundIndex};
+pub use round::{Journal, Merged, Prepared, Recovered, RoundIndex};
 pub use worktree::{Changes, Worktree};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};

@@ -27,6 +27,8 @@ use super::paths::normalize;
 use super::{GitError, Repo};
 
 mod index;
+mod merge;
+pub use merge::Merged;
 
 /// A temporary index at the base commit that a round's patches are applied to. Removed on drop.
 #[derive(Debug)]

@@ -133,8 +133,30 @@ impl Eager<'_> {
                 tasks: tasks.clone(),
             });
             x.stage(plan, landed)?;
+            // `overlap: merge`: what could not be merged is not resolved by this commit; it
+            // runs again from the committed tree (once), still in flight.
+            let again = x.rebases(plan);
+            let tasks: Vec<usize> = tasks
+                .into_iter()
+                .filter(|i| !again.iter().any(|r| r.task == *i))
+                .collect();
+            let held = s.cancelled || s.aborted || s.stop.is_some() || self.spent(plan).is_some();
+            if held {
+                // Not started: pending again, with the attempts they made.
+                super::put_back(x, plan, &again)?;
+            } else {
+                s.in_flight.extend(again.iter().map(|r| r.task));
+            }
             let committed = x.commit(plan, &tasks, round, None)?;
             x.reached("eager-after-round", round);
+            for start in again.into_iter().filter(|_| !held) {
+                if committed == Integrated::Continue {
+                    x.start(plan, start, round + 1)?;
+                } else {
+                    super::put_back(x, plan, std::slice::from_ref(&start))?;
+                    s.in_flight.remove(&start.task);
+                }
+            }
             match committed {
                 Integrated::Continue => {}
                 Integrated::Abort => s.aborted = true,

@@ -92,6 +92,8 @@ pub struct Judged {
     pub measured: Option<crate::pure::usage::Measured>,
     /// The worker was killed at the task's timeout.
     pub timed_out: bool,
+    /// A rebase attempt (`overlap: merge`), recorded as one.
+    pub rebase: bool,
 }
 
 impl Judged {
@@ -107,12 +109,10 @@ impl Judged {
             });
         let outcome =
             crate::pure::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
-        Some(crate::pure::usage::AttemptRecord::new(
-            self.index,
-            self.attempt,
-            measured,
-            outcome,
-        ))
+        let mut record =
+            crate::pure::usage::AttemptRecord::new(self.index, self.attempt, measured, outcome);
+        record.rebase = self.rebase;
+        Some(record)
     }
 }
 
@@ -240,6 +240,13 @@ pub trait Executor {
         round: u32,
         wave: Option<u64>,
     ) -> Result<Integrated, Self::Error>;
+    /// The rebase attempts the last [`Executor::stage`] asked for (`overlap: merge`: a task
+    /// whose result could not be merged runs again, once, from the tree staged so far; its
+    /// task stays in progress and the attempt is not counted). Started by the loop before the
+    /// round is committed.
+    fn rebases(&mut self, _plan: &Plan) -> Vec<Start> {
+        Vec::new()
+    }
     /// Whether the run was asked to stop (checked between rounds).
     fn cancelled(&self) -> bool {
         false
@@ -333,6 +340,22 @@ fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
     let t = &mut plan.tasks[task];
     t.status = Status::Pending;
     t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
+}
+
+/// Puts back the tasks of rebase attempts that will not start (the budget, a stop): pending,
+/// with the attempts they made (a rebase is not counted). Returns them, ascending.
+fn put_back<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    starts: &[Start],
+) -> Result<Vec<usize>, X::Error> {
+    let mut held: Vec<usize> = starts.iter().map(|s| s.task).collect();
+    held.sort_unstable();
+    for &i in &held {
+        plan.tasks[i].status = Status::Pending;
+    }
+    x.save(plan)?;
+    Ok(held)
 }
 
 /// Counts retry `attempt` of `task` (saved before it starts).

@@ -152,12 +152,45 @@ impl Rounds<'_> {
                 });
             }
             begin(x, plan, group)?;
-            let Some((judged, not_started, halted)) = self.group(x, plan, group, round)? else {
+            let starts = group
+                .iter()
+                .map(|&i| Start {
+                    task: i,
+                    attempt: plan.tasks[i].attempts().max(1),
+                    retry_prompt: None,
+                })
+                .collect();
+            let Some((judged, not_started, halted)) = self.group(x, plan, starts, round)? else {
                 return Ok(None);
             };
             unstarted.extend(not_started);
             stop = stop.or(halted);
             x.stage(plan, judged)?;
+            // `overlap: merge`: what could not be merged runs again from the round so far
+            // (each task at most once, so this ends), inside the round.
+            loop {
+                let again = x.rebases(plan);
+                if again.is_empty() {
+                    break;
+                }
+                if self.spent(plan).is_some() || stop.is_some() {
+                    // Not started: pending again, with the attempts they made.
+                    let held = super::put_back(x, plan, &again)?;
+                    if stop.is_none() {
+                        x.emit(Event::NotStarted {
+                            tasks: held.clone(),
+                        });
+                    }
+                    unstarted.extend(held);
+                    break;
+                }
+                let Some((judged, not_started, halted)) = self.group(x, plan, again, round)? else {
+                    return Ok(None);
+                };
+                unstarted.extend(not_started);
+                stop = stop.or(halted);
+                x.stage(plan, judged)?;
+            }
             if k + 1 < groups.len() {
                 x.reached("between-groups", round);
             }
@@ -172,18 +205,11 @@ impl Rounds<'_> {
         &self,
         x: &mut X,
         plan: &mut Plan,
-        group: &[usize],
+        starts: Vec<Start>,
         round: u32,
     ) -> Result<Option<GroupEnd>, X::Error> {
         // Attempts waiting for a slot, in plan order; a retry goes to the front.
-        let mut queue: VecDeque<Start> = group
-            .iter()
-            .map(|&i| Start {
-                task: i,
-                attempt: plan.tasks[i].attempts().max(1),
-                retry_prompt: None,
-            })
-            .collect();
+        let mut queue: VecDeque<Start> = starts.into();
         let mut done: Vec<Judged> = Vec::new();
         let mut unstarted = Vec::new();
         let mut cancelled = false;

@@ -128,6 +128,7 @@ impl Executor for Virtual {
                         },
                     }),
                     timed_out: false,
+                    rebase: false,
                 }
             })
             .collect();

@@ -27,6 +27,39 @@ pub use index::FileIndex;
 pub use locks::Conflicts;
 pub use stream::Computed;
 
+/// What tasks that share declared files may do (`overlap:`): `serial` (the default, the
+/// seeds' rule) never runs them at the same time; `merge` runs them side by side, each from
+/// its base, and integrates their results in plan order by a three-way merge, re-checked
+/// (`flow::merge`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Policy {
+    #[default]
+    Serial,
+    Merge,
+}
+
+impl Policy {
+    /// `serial` or `merge`.
+    pub fn parse(s: &str) -> Result<Policy, String> {
+        match s.trim() {
+            "serial" => Ok(Policy::Serial),
+            "merge" => Ok(Policy::Merge),
+            other => Err(format!(
+                "unknown overlap policy {other:?} (serial or merge)"
+            )),
+        }
+    }
+
+    /// What scheduling keeps apart: the plan's file conflicts under `serial`, nothing under
+    /// `merge` (integration resolves what overlaps).
+    pub fn for_scheduling(self, conflicts: Conflicts, tasks: usize) -> Conflicts {
+        match self {
+            Policy::Serial => conflicts,
+            Policy::Merge => Conflicts::none(tasks),
+        }
+    }
+}
+
 /// Symmetric conflict lists, one sorted row per task, stored as one array with offsets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OverlapMatrix {

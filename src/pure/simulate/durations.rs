@@ -10,6 +10,9 @@
 //!    not summed: locally a retry takes its slot again at once, but on Actions every attempt
 //!    is a job with its own start-up, and in rounds a retry waits for the next workflow run.
 //!    A record without `seconds` uses `end − start`.
+//!    Under `overlap: merge`, an attempt recorded as `conflict` counts as the completed one
+//!    and a rebase attempt (`"rebase": true`) is left out: what merging costs is
+//!    [`super::merge`]'s.
 //! 3. Without a completed attempt in the history (never run, or never completed — its failed
 //!    attempts are not repeated: a prediction assumes their cause is fixed), one attempt of
 //!    the default: `--duration 10m`, else the median of the completed attempts in the
@@ -135,6 +138,9 @@ struct Record {
     seconds: Option<f64>,
     #[serde(default)]
     outcome: Option<String>,
+    /// A rebase attempt (`overlap: merge`).
+    #[serde(default)]
+    rebase: bool,
 }
 
 /// A record's time in ms, if it has a usable one.
@@ -173,8 +179,14 @@ fn learned(plan: &Plan, warnings: &mut Vec<String>) -> Vec<Vec<u64>> {
             skipped += 1;
             continue;
         };
+        // A task's time is its work as `serial` would do it: a change that merely could not
+        // be merged (`conflict`) is its completed attempt, the rebase that followed is what
+        // `merge` costs (its rate is learned apart: `simulate::merge`).
+        if r.rebase {
+            continue;
+        }
         open[r.task].push(ms);
-        if r.outcome.as_deref() == Some("completed") {
+        if matches!(r.outcome.as_deref(), Some("completed" | "conflict")) {
             out[r.task] = std::mem::take(&mut open[r.task]);
         }
     }

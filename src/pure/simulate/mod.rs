@@ -37,11 +37,18 @@
 //!   commit (I) while the runs in flight go on.
 //! * The Action has no `waves`.
 //!
+//! * local `overlap: merge` (rounds and eager, beside the rows above, when tasks share
+//!   files): as above with no file conflicts kept apart, each sharing task paying the
+//!   conflict rate of its last attempt as a rebase ([`merge`]: learned from the history's
+//!   merge runs, else assumed) — eager on its own slot at once, rounds after the round's
+//!   other work (only a task that ran beside one it conflicts with).
+//!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
 //! times (all attempts), on Actions over the tasks' jobs (each attempt's T plus its time),
 //! with N slots; it ignores file conflicts and the plan and conductor jobs.
 
 pub mod durations;
+pub mod merge;
 mod play;
 pub mod render;
 
@@ -144,6 +151,9 @@ pub struct Report {
     pub actions_bound: Bound,
     /// Local rounds, waves, eager; then Actions rounds, eager.
     pub predictions: Vec<Prediction>,
+    /// `overlap: merge` locally (rounds, eager) with the conflict rate it assumes, when the
+    /// plan has tasks that share files ([`merge`]).
+    pub merge: Option<(merge::Rate, Vec<Prediction>)>,
 }
 
 impl Report {
@@ -203,7 +213,34 @@ pub fn predict(
             sim.actions_rounds(),
             sim.actions_eager(),
         ],
+        merge: predict_merge(&sim),
     }
+}
+
+/// `overlap: merge` locally, when some tasks share files: no conflicts kept apart, the
+/// sharing tasks' times with the expected rebase ([`merge`]).
+fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
+    let sharing = merge::sharing(sim.plan, sim.dag, sim.conflicts);
+    if !sharing.contains(&true) {
+        return None;
+    }
+    let rate = merge::rate(sim.plan, &sharing);
+    let times = merge::times(sim.times, &sharing, rate);
+    let none = Conflicts::none(sim.plan.tasks.len());
+    // Rounds: the tasks' own times, their rebases after the round's other work.
+    let rounds = Sim {
+        conflicts: &none,
+        ..*sim
+    }
+    .local_rounds_merge(sim.conflicts, &merge::rebases(sim.times, &sharing, rate));
+    // Eager: a rebase starts as soon as its task is integrated, on its slot.
+    let eager = Sim {
+        conflicts: &none,
+        times: &times,
+        ..*sim
+    }
+    .local_eager();
+    Some((rate, vec![rounds, eager]))
 }
 
 #[cfg(test)]

@@ -139,6 +139,18 @@ impl Sim<'_> {
 
     /// Local rounds and waves: one batch after another, its groups in sequence.
     pub(super) fn local_rounds(&self, schedule: Schedule) -> Prediction {
+        self.rounds_with(schedule, None)
+    }
+
+    /// Local rounds under `overlap: merge` (this `Sim` keeping no conflicts apart): each
+    /// round's tasks, then the expected rebases — `rebase[i]` ms for task `i` — of those that
+    /// ran beside a task they conflict with under `serial` (`conflicts`), queued on the
+    /// slots after the round's other work, as `run` starts them.
+    pub(super) fn local_rounds_merge(&self, conflicts: &Conflicts, rebase: &[u64]) -> Prediction {
+        self.rounds_with(Schedule::Rounds, Some((conflicts, rebase)))
+    }
+
+    fn rounds_with(&self, schedule: Schedule, tail: Option<(&Conflicts, &[u64])>) -> Prediction {
         let mut state = start_state(self.plan, self.setting.remaining);
         let mut clock = Clock::new(state.tasks.len());
         let (mut t, mut rounds) = (0u64, 0u64);
@@ -156,6 +168,19 @@ impl Sim<'_> {
                 t = list_schedule(group, self.setting.jobs, t, |i, start| {
                     clock.all_attempts(self.times, i, start, 0)
                 });
+            }
+            if let Some((conflicts, rebase)) = tail {
+                let beside: Vec<usize> = tasks
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        rebase[i] > 0
+                            && tasks
+                                .iter()
+                                .any(|&j| j != i && conflicts.conflict(self.dag, i, j))
+                    })
+                    .collect();
+                t = list_schedule(&beside, self.setting.jobs, t, |i, start| start + rebase[i]);
             }
             for &i in &tasks {
                 state.tasks[i].status = Status::Completed;

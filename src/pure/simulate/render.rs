@@ -25,6 +25,9 @@
 //! }
 //! ```
 //! `schedules` holds, in this order: rounds, waves, eager locally; rounds, eager on Actions.
+//! When tasks share files, `merge` adds `overlap: merge` locally:
+//! `{"conflictRate": 0.2, "learnedFrom": 0, "schedules": [rounds, eager]}` (`learnedFrom` 0:
+//! the rate is assumed; [`super::merge`]).
 //! `source` is one of given, history, default, median, assumed ([`super::durations`]);
 //! `rounds` counts round commits locally (eager: batches of arrivals integrated), workflow runs
 //! for the Action's rounds and conductor jobs for its eager; `vsBound` is null when the bound
@@ -113,6 +116,16 @@ pub fn table(report: &Report, durations: &Durations) -> String {
         bound(report.local_bound),
         bound(report.actions_bound)
     ));
+    if let Some((rate, _)) = &report.merge {
+        let whence = match rate.learned_from {
+            0 => "assumed: no merge run in the history".to_string(),
+            n => format!("learned from {n} recorded attempt(s)"),
+        };
+        out.push_str(&format!(
+            "merge: tasks sharing files run together; {:.0}% of their changes need a rebase attempt ({whence}).\n",
+            rate.fraction() * 100.0
+        ));
+    }
     out.push_str(
         "jobs: worker processes locally; every job on Actions (rounds: a plan and a finalize job\nper workflow run and one per task attempt; eager: a conductor and one per task attempt).\n",
     );
@@ -151,10 +164,17 @@ fn settings_lines(report: &Report, durations: &Durations) -> String {
 /// One row per prediction, under the column names, aligned.
 fn prediction_rows(report: &Report) -> String {
     let mut out = String::new();
+    let merged = report
+        .merge
+        .iter()
+        .flat_map(|(_, ps)| ps)
+        .map(|p| (p, " + merge"));
     let rows: Vec<[String; 5]> = report
         .predictions
         .iter()
-        .map(|p| {
+        .map(|p| (p, ""))
+        .chain(merged)
+        .map(|(p, policy)| {
             let wall = match p.deadlock {
                 Some(n) => format!("deadlock ({n} left)"),
                 None => human(p.wall),
@@ -163,7 +183,7 @@ fn prediction_rows(report: &Report) -> String {
                 .ratio(p)
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
             [
-                schedule_name(p.schedule).to_string(),
+                format!("{}{policy}", schedule_name(p.schedule)),
                 place_name(p.place).to_string(),
                 wall,
                 p.jobs.to_string(),
@@ -333,7 +353,7 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "slots": b.slots,
         })
     };
-    json!({
+    let mut out = json!({
         "tasks": report.tasks,
         "settings": {
             "jobs": s.jobs,
@@ -375,5 +395,20 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
                 "failed": sp.failed,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-    })
+    });
+    if let Some((rate, predictions)) = &report.merge {
+        out["merge"] = json!({
+            "conflictRate": rate.fraction(),
+            "learnedFrom": rate.learned_from,
+            "schedules": predictions.iter().map(|p| json!({
+                "schedule": schedule_name(p.schedule),
+                "where": p.place.as_str(),
+                "seconds": secs(p.wall),
+                "jobs": p.jobs,
+                "rounds": p.rounds,
+                "vsBound": report.ratio(p).map(|r| (r * 1000.0).round() / 1000.0),
+            })).collect::<Vec<_>>(),
+        });
+    }
+    out
 }

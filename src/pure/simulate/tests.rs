@@ -628,3 +628,28 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn merge_runs_tasks_sharing_a_file_together_and_pays_the_rate_of_a_rebase() {
+    // 0 (10 s) and 1 (5 s) modify x, 2 (12 s) modifies z; 3 slots; no history, so the rate
+    // is assumed (20%): rebases of 2 s and 1 s. Serial rounds: {0, 2} then {1}: 17 s. Merge
+    // rounds: all three at once (12 s), then the rebases of 0 and 1 after the round's other
+    // work (2 s): 14 s. Merge eager: each rebase at once on its slot: 0 ends at 12 s, 1 at 6 s,
+    // 2 at 12 s: 12 s.
+    let (p, input) = plan(&[(&[], &["x"], 10), (&[], &["x"], 5), (&[], &["z"], 12)]);
+    let r = report(&p, &input, setting(3, 3, 0));
+    assert_eq!(r.predictions[0].wall, 17 * S);
+    let (rate, merged) = r.merge.as_ref().expect("tasks share a file");
+    assert_eq!(
+        (rate.permille, rate.learned_from),
+        (merge::ASSUMED_PERMILLE, 0)
+    );
+    let walls: Vec<(Schedule, u64)> = merged.iter().map(|p| (p.schedule, p.wall)).collect();
+    assert_eq!(
+        walls,
+        [(Schedule::Rounds, 14 * S), (Schedule::Eager, 12 * S)]
+    );
+    // Nothing shares a file: nothing to predict.
+    let (p, input) = plan(&[(&[], &["x"], 10), (&[], &["y"], 10)]);
+    assert!(report(&p, &input, setting(2, 2, 0)).merge.is_none());
+}

@@ -161,6 +161,9 @@ pub enum Outcome {
     Interrupted,
     /// Failed: the reviewer rejected it.
     Rejected,
+    /// Completed, but its change could not be merged (`overlap: merge`): sent back as a
+    /// rebase attempt, or failed.
+    Conflict,
 }
 
 impl Outcome {
@@ -203,6 +206,10 @@ pub struct AttemptRecord {
     pub output_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// A rebase attempt (`overlap: merge`): it repeated attempt `attempt` from the
+    /// integrated tree, and is not counted as one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebase: bool,
 }
 
 /// A timestamp as the record writes it: UTC to the second.
@@ -252,6 +259,7 @@ impl AttemptRecord {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             model: usage.model,
+            rebase: false,
         }
     }
 
@@ -318,6 +326,22 @@ pub fn record(plan: &mut Plan, record: &AttemptRecord) {
     match slot {
         Value::Array(list) => list.push(value),
         other => *other = Value::Array(vec![value]),
+    }
+}
+
+/// Changes the last record of attempt `attempt` of `task` (an attempt whose change could not
+/// be merged: [`Outcome::Conflict`]); nothing when there is none.
+pub fn amend(plan: &mut Plan, task: usize, attempt: u32, f: impl FnOnce(&mut AttemptRecord)) {
+    let Some(Value::Array(list)) = plan.progress.extra.get_mut(ATTEMPTS_FIELD) else {
+        return;
+    };
+    let found = list.iter_mut().rev().find_map(|v| {
+        let r = AttemptRecord::deserialize(&*v).ok()?;
+        (r.task == task && r.attempt == attempt).then_some((v, r))
+    });
+    if let Some((value, mut record)) = found {
+        f(&mut record);
+        *value = serde_json::to_value(&record).expect("a record serialises");
     }
 }
 

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""bench/merge.py — issue 23: `--overlap merge` against `serial` on plans with hot files.
+
+A generated plan (seeded: a random DAG, each task blocked by earlier ones with probability
+--edge-p within a window of 12) whose every task modifies one of --hot shared files, the way
+agents edit a router or an index:
+  * every task changes its own region of its hot file (`slot-i=old` -> `slot-i=new`, regions
+    apart): such changes merge cleanly;
+  * a --conflict fraction also appends `+i` to the file's one `shared=` line: two of them run
+    side by side change the same line (a textual conflict; a rebase appends to what landed);
+  * a --breaker fraction also adds `note-i=TODO` below its region: it merges cleanly but
+    breaks the check of every other task on the file (`! grep -q =TODO`) — whoever sees a
+    TODO resolves it (`=DONE`), as an agent told by its prompt would.
+A scripted worker sleeps a task-specific time (0.5-2.5 s; a rebase attempt as long again) and
+makes those edits. Each schedule (rounds, eager) runs under serial and merge in a fresh git
+repository, and the script prints, per run: makespan / lower bound (max(critical path, total
+work / jobs) of the first attempts), the extra worker seconds spent on rebase attempts (from
+the plan's records, `"rebase": true`), the conflicts recorded, and an oracle check that the
+final tree holds every task's change exactly once (its slot, its `+i` on the shared line, its
+note), and — for merge — what `dagexec simulate` predicts from that run's own records (its
+bound is over those records' times, so compare the ratios). It reports, it never gates (exit 0 unless a run cannot be made).
+
+Usage: python3 bench/merge.py [--tasks 40] [--jobs 4] [--hot 3] [--conflict 0.15]
+                              [--breaker 0.05] [--seed 1] [--no-build]
+The Action (under act) is not measured here: `overlap: merge` runs locally only for now.
+"""
+import argparse, json, os, random, re, shutil, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def duration(i):
+    return 0.5 + ((i * 7919) % 9) * 0.25  # 0.5 .. 2.5 s
+
+
+def make_plan(a):
+    rng = random.Random(a.seed)
+    kinds, tasks = [], []
+    for i in range(a.tasks):
+        deps = [j for j in range(max(0, i - 12), i) if rng.random() < a.edge_p]
+        r = rng.random()
+        kind = "conflict" if r < a.conflict else "breaker" if r < a.conflict + a.breaker else "region"
+        kinds.append(kind)
+        hot = f"src/hot{i % a.hot}.txt"
+        checks = [f"grep -qx slot-{i}=new {hot}"]
+        if kind != "breaker":
+            checks.append(f"! grep -q =TODO {hot}")
+        if kind == "conflict":
+            checks.append(f"grep -Eq '^shared=.*[+]{i}([+]|$)' {hot}")
+        tasks.append({
+            "subject": f"task {i} ({kind}) on {hot}", "status": "pending", "blockedBy": deps,
+            "metadata": {"files": {"create": [], "modify": [hot]}},
+            "agent": {"role": "engineer", "acceptanceCriteria": [
+                {"criterion": c, "check": c} for c in checks]},
+        })
+    return {"schemaVersion": 2, "goal": "hot files", "tasks": tasks}, kinds
+
+
+def hot_files(a):
+    files = {}
+    for h in range(a.hot):
+        lines = ["shared=base"]
+        for i in range(h, a.tasks, a.hot):
+            lines += [f"# region {i}", f"slot-{i}=old", "keep", "keep", "keep"]
+        files[f"src/hot{h}.txt"] = "\n".join(lines) + "\n"
+    return files
+
+
+WORKER = r"""#!/bin/sh
+i=$DAGEXEC_TASK_INDEX
+f=$(sed -n 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr -d ' ')
+ms=$(( 500 + (i * 7919 % 9) * 250 ))
+sleep "$(( ms / 1000 )).$(printf %03d $(( ms % 1000 )))"
+kind=$(sed -n "s/^## Task: task $i (\(.*\)) on .*/\1/p" "$DAGEXEC_PROMPT_FILE")
+sed -i "s/^slot-$i=old$/slot-$i=new/" "$f"
+sed -i 's/=TODO$/=DONE/' "$f"
+if [ "$kind" = conflict ]; then sed -i "s/^shared=\(.*\)$/shared=\1+$i/" "$f"; fi
+if [ "$kind" = breaker ] && ! grep -q "^note-$i=" "$f"; then
+  if grep -q '^## Rebase' "$DAGEXEC_PROMPT_FILE"; then n=DONE; else n=TODO; fi
+  sed -i "s/^slot-$i=new$/slot-$i=new\nnote-$i=$n/" "$f"
+fi
+echo "COMPLETED: task $i"
+"""
+
+
+def bound(plan, jobs):
+    finish = []
+    for i, t in enumerate(plan["tasks"]):
+        finish.append(max((finish[d] for d in t["blockedBy"]), default=0.0) + duration(i))
+    total = sum(duration(i) for i in range(len(plan["tasks"])))
+    return max(max(finish), total / jobs)
+
+
+def oracle(d, plan, kinds, a):
+    """Every task's change exactly once in the committed tree; '' when it holds."""
+    text = {}
+    for h in range(a.hot):
+        p = subprocess.run(["git", "show", f"HEAD:src/hot{h}.txt"], cwd=d, capture_output=True, text=True)
+        text[h] = p.stdout
+    wrong = []
+    for i, kind in enumerate(kinds):
+        t = text[i % a.hot]
+        if len(re.findall(rf"^slot-{i}=new$", t, re.M)) != 1 or re.search(rf"^slot-{i}=old$", t, re.M):
+            wrong.append(f"task {i}: its slot")
+        shared = re.search(r"^shared=(.*)$", t, re.M).group(1).split("+")
+        if shared.count(str(i)) != (1 if kind == "conflict" else 0):
+            wrong.append(f"task {i}: the shared line {shared}")
+        if len(re.findall(rf"^note-{i}=(TODO|DONE)$", t, re.M)) != (1 if kind == "breaker" else 0):
+            wrong.append(f"task {i}: its note")
+    return "; ".join(wrong)
+
+
+def run(binary, a, plan, kinds, schedule, overlap, worker):
+    d = tempfile.mkdtemp(prefix=f"dagexec-merge-{schedule}-{overlap}-")
+    try:
+        os.makedirs(os.path.join(d, ".design"))
+        with open(os.path.join(d, ".design/plan.json"), "w") as f:
+            json.dump(plan, f, indent=2)
+        for rel, body in hot_files(a).items():
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w") as f:
+                f.write(body)
+        for args in (["init", "-q"], ["config", "user.name", "bench"], ["config", "user.email", "bench@example.com"],
+                     ["add", "-A"], ["commit", "-qm", "start"]):
+            subprocess.run(["git", *args], cwd=d, check=True)
+        t0 = time.perf_counter()
+        p = subprocess.run([binary, "run", "--worker", worker, "--jobs", str(a.jobs), "--schedule", schedule,
+                            "--overlap", overlap, "--yes", "--timeout", "5m"],
+                           cwd=d, env=dict(os.environ, NO_COLOR="1"), capture_output=True, text=True)
+        elapsed = time.perf_counter() - t0
+        done = os.path.join(d, ".design/plan.done.json")
+        final = json.load(open(done if os.path.exists(done) else os.path.join(d, ".design/plan.json")))
+        records = final.get("progress", {}).get("dagexecAttempts", [])
+        rebase_s = sum(r.get("seconds", 0.0) for r in records if r.get("rebase"))
+        work_s = sum(r.get("seconds", 0.0) for r in records)
+        conflicts = sum(1 for r in records if r.get("outcome") == "conflict")
+        failed = sum(1 for t in final["tasks"] if t["status"] != "completed")
+        wrong = oracle(d, plan, kinds, a)
+        # What `dagexec simulate` predicts for this schedule under merge from this run's own
+        # records (task times as serial would spend them, the conflict rate learned).
+        predicted = None
+        if overlap == "merge" and os.path.exists(done):
+            sim = subprocess.run([binary, "--plan", done, "simulate", "--json", "--jobs", str(a.jobs)],
+                                 cwd=d, capture_output=True, text=True)
+            if sim.returncode == 0:
+                m = json.loads(sim.stdout).get("merge")
+                if m:
+                    row = next(x for x in m["schedules"] if x["schedule"] == schedule)
+                    predicted = (row["seconds"], row["vsBound"], m["conflictRate"], m["learnedFrom"])
+        return {"predicted": predicted,"elapsed": elapsed, "exit": p.returncode, "rebase_s": rebase_s, "work_s": work_s,
+                "conflicts": conflicts, "rebases": sum(1 for r in records if r.get("rebase")),
+                "not_completed": failed, "oracle": wrong}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--hot", type=int, default=3)
+    ap.add_argument("--conflict", type=float, default=0.15)
+    ap.add_argument("--breaker", type=float, default=0.05)
+    ap.add_argument("--edge-p", type=float, default=0.15)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--schedules", default="rounds,eager")
+    ap.add_argument("--no-build", action="store_true")
+    a = ap.parse_args()
+    if not a.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    binary = os.environ.get("DAGEXEC_BIN", os.path.join(ROOT, "target/release/dagexec"))
+    plan, kinds = make_plan(a)
+    wdir = tempfile.mkdtemp(prefix="dagexec-merge-worker-")
+    worker_path = os.path.join(wdir, "worker.sh")
+    with open(worker_path, "w") as f:
+        f.write(WORKER)
+    worker = f"sh '{worker_path}'"
+    lb = bound(plan, a.jobs)
+    first = sum(duration(i) for i in range(a.tasks))
+    print(f"plan: {a.tasks} tasks on {a.hot} hot files (seed {a.seed}), jobs {a.jobs}; "
+          f"{kinds.count('conflict')} edit the shared line, {kinds.count('breaker')} break the others' checks")
+    print(f"lower bound {lb:.1f} s (first attempts' work {first:.1f} s)")
+    print(f"{'schedule':8s} {'overlap':7s} {'makespan':>9s} {'x bound':>8s} {'rebase s':>9s} {'extra':>6s} "
+          f"{'conflicts':>9s} {'failed':>6s}  oracle")
+    for schedule in a.schedules.split(","):
+        for overlap in ("serial", "merge"):
+            r = run(binary, a, plan, kinds, schedule, overlap, worker)
+            extra = r["rebase_s"] / first if first else 0.0
+            print(f"{schedule:8s} {overlap:7s} {r['elapsed']:8.1f}s {r['elapsed'] / lb:7.2f}x {r['rebase_s']:8.1f}s "
+                  f"{extra:5.0%} {r['conflicts']:9d} {r['not_completed']:6d}  "
+                  f"{'every change exactly once' if not r['oracle'] else 'WRONG: ' + r['oracle']}"
+                  f"{'' if r['exit'] == 0 else ' (exit %d)' % r['exit']}",
+                  flush=True)
+            if r["predicted"]:
+                sec, vs, rate, n = r["predicted"]
+                print(f"{'':17s}simulate, from this run's records: {sec:.1f} s, {vs:.2f}x its bound "
+                      f"(conflict rate {rate:.0%} learned from {n} attempts)", flush=True)
+    shutil.rmtree(wdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+//! `overlap: merge` predicted beside `serial`: tasks that share files run together (no file
+//! conflicts kept apart), and each task that shares a file with one it could run beside
+//! pays, on average, its conflict rate times a rebase attempt as long as its own last one
+//! (expected value, so the prediction stays deterministic): under eager on its slot at once,
+//! under rounds after the round's other work, as `run` starts rebases.
+//!
+//! The conflict rate is learned from `progress.dagexecAttempts`: of the attempts a merge
+//! run integrated that were not rebases themselves (recorded `completed` or `conflict`, of
+//! tasks that share files), the share recorded `conflict`. A history with no sign of a merge
+//! run (no `conflict` record, no rebase) says nothing about it: then the rate is
+//! [`ASSUMED_PERMILLE`], said as an assumption.
+
+use serde::Deserialize;
+
+use super::Durations;
+use super::durations::HISTORY_FIELD;
+use crate::pure::graph::Dag;
+use crate::pure::overlap::Conflicts;
+use crate::pure::plan::model::Plan;
+
+/// The conflict rate assumed without a merge run in the history: one in five.
+pub const ASSUMED_PERMILLE: u32 = 200;
+
+/// The conflict rate a merge prediction uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Conflicts per thousand integrated attempts.
+    pub permille: u32,
+    /// How many recorded attempts it was learned from; 0 when assumed.
+    pub learned_from: usize,
+}
+
+impl Rate {
+    /// The rate as a fraction.
+    pub fn fraction(self) -> f64 {
+        f64::from(self.permille) / 1000.0
+    }
+}
+
+/// One attempt record, as much of it as the rate needs.
+#[derive(Debug, Deserialize)]
+struct Record {
+    task: usize,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    rebase: bool,
+}
+
+/// Which tasks share a declared file with a task they could run beside.
+pub fn sharing(plan: &Plan, dag: &Dag, conflicts: &Conflicts) -> Vec<bool> {
+    let index = conflicts.index();
+    (0..plan.tasks.len())
+        .map(|a| {
+            index.files_of(a).iter().any(|&f| {
+                index
+                    .tasks_of(f)
+                    .iter()
+                    .any(|&b| b as usize != a && conflicts.conflict(dag, a, b as usize))
+            })
+        })
+        .collect()
+}
+
+/// The conflict rate the history of `plan` shows for its tasks that share files.
+pub fn rate(plan: &Plan, sharing: &[bool]) -> Rate {
+    let records: Vec<Record> = plan
+        .progress
+        .extra
+        .get(HISTORY_FIELD)
+        .and_then(|v| v.as_array())
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| Record::deserialize(v).ok())
+                .filter(|r| sharing.get(r.task).copied().unwrap_or(false))
+                .collect()
+        })
+        .unwrap_or_default();
+    let conflict = |r: &Record| r.outcome.as_deref() == Some("conflict");
+    let merged = records.iter().any(|r| r.rebase || conflict(r));
+    let integrated: Vec<&Record> = records
+        .iter()
+        .filter(|r| !r.rebase && matches!(r.outcome.as_deref(), Some("completed" | "conflict")))
+        .collect();
+    if !merged || integrated.is_empty() {
+        return Rate {
+            permille: ASSUMED_PERMILLE,
+            learned_from: 0,
+        };
+    }
+    let conflicts = integrated.iter().filter(|r| conflict(r)).count();
+    let permille = (conflicts * 1000 + integrated.len() / 2) / integrated.len();
+    Rate {
+        permille: u32::try_from(permille).unwrap_or(1000),
+        learned_from: integrated.len(),
+    }
+}
+
+/// Each task's expected rebase under `merge`, ms: `rate` of its last attempt for a sharing
+/// task, 0 otherwise.
+pub fn rebases(times: &Durations, sharing: &[bool], rate: Rate) -> Vec<u64> {
+    times
+        .tasks
+        .iter()
+        .zip(sharing)
+        .map(|(t, &shares)| match t.attempts.last() {
+            Some(&last) if shares => (last * u64::from(rate.permille) + 500) / 1000,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// The task times under `merge` with each expected rebase added to the last attempt.
+pub fn times(times: &Durations, sharing: &[bool], rate: Rate) -> Durations {
+    let mut out = times.clone();
+    for (t, extra) in out.tasks.iter_mut().zip(rebases(times, sharing, rate)) {
+        if let Some(last) = t.attempts.last_mut() {
+            *last += extra;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::simulate::{Source, TaskTime};
+    use serde_json::json;
+
+    fn plan(records: &serde_json::Value) -> Plan {
+        serde_json::from_value(json!({
+            "schemaVersion": 2, "goal": "g",
+            "progress": {"dagexecAttempts": records},
+            "tasks": [
+                {"subject": "a", "status": "completed", "metadata": {"files": {"modify": ["x"]}}},
+                {"subject": "b", "status": "completed", "metadata": {"files": {"modify": ["x"]}}},
+                {"subject": "c", "status": "completed", "metadata": {"files": {"modify": ["y"]}}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_rate_is_learned_from_a_merge_runs_records_of_sharing_tasks() {
+        let p = plan(&json!([
+            {"task": 0, "attempt": 1, "seconds": 1.0, "outcome": "completed"},
+            {"task": 1, "attempt": 1, "seconds": 1.0, "outcome": "conflict"},
+            {"task": 1, "attempt": 1, "seconds": 1.0, "outcome": "completed", "rebase": true},
+            {"task": 0, "attempt": 2, "seconds": 1.0, "outcome": "completed"},
+            {"task": 0, "attempt": 3, "seconds": 1.0, "outcome": "failed"},
+            // Task 2 shares nothing: not counted.
+            {"task": 2, "attempt": 1, "seconds": 1.0, "outcome": "conflict"}
+        ]));
+        let dag = crate::pure::validate::check(&p, None).unwrap();
+        let sharing = sharing(&p, &dag, &Conflicts::of(&p));
+        assert_eq!(sharing, [true, true, false]);
+        // 1 conflict among 3 integrated attempts (the rebase and the failure not counted).
+        assert_eq!(
+            rate(&p, &sharing),
+            Rate {
+                permille: 333,
+                learned_from: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_history_without_a_merge_run_says_nothing_and_the_rate_is_assumed() {
+        let p = plan(&json!([
+            {"task": 0, "attempt": 1, "seconds": 1.0, "outcome": "completed"},
+            {"task": 1, "attempt": 1, "seconds": 1.0, "outcome": "completed"}
+        ]));
+        let rate = rate(&p, &[true, true, false]);
+        assert_eq!(rate.permille, ASSUMED_PERMILLE);
+        assert_eq!(rate.learned_from, 0);
+    }
+
+    #[test]
+    fn sharing_tasks_pay_the_rate_of_a_rebase_on_their_last_attempt() {
+        let given = Durations {
+            tasks: vec![
+                TaskTime {
+                    attempts: vec![1000, 10_000],
+                    source: Source::Given,
+                },
+                TaskTime {
+                    attempts: vec![10_000],
+                    source: Source::Given,
+                },
+            ],
+            default: (10_000, Source::Given),
+            warnings: Vec::new(),
+        };
+        let rate = Rate {
+            permille: 250,
+            learned_from: 4,
+        };
+        let t = times(&given, &[true, false], rate);
+        assert_eq!(t.tasks[0].attempts, [1000, 12_500]);
+        assert_eq!(t.tasks[1].attempts, [10_000]);
+    }
+}
