@@ -2,5 +2,6 @@
 //! `PLAN.md` folders (`longrun`). Each reads its format into the same plan model the engine
 //! runs, and keeps its source file true as tasks complete.
 
+pub mod issues;
 pub mod longrun;
 pub mod speckit;
