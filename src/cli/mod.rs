@@ -10,6 +10,7 @@ pub mod action;
 mod args;
 mod commands;
 pub mod exit;
+mod issues;
 mod location;
 mod report;
 
@@ -65,6 +66,14 @@ pub fn main() -> ExitCode {
     // `--plan specs/001-x/tasks.md`: the plan generated next to it.
     let given = loc.clone();
     let (loc, _speckit) = match speckit_location(&cli.command, loc) {
+        Ok(l) => l,
+        Err(e) => {
+            report(&e, &given);
+            return Exit::Usage.into();
+        }
+    };
+    // `--issue N`: the plan made of the issue's sub-issues.
+    let (loc, _issues) = match issues::issue_location(&cli.command, loc) {
         Ok(l) => l,
         Err(e) => {
             report(&e, &given);

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
 use serde_json::json;
 
 use super::body::{self, Ref};
@@ -30,39 +31,10 @@ use crate::pure::question::{Kind, Question};
 pub const TASK_FIELD: &str = "dagexecIssue";
 /// The plan field holding where the plan came from and what was left out.
 pub const PLAN_FIELD: &str = "dagexecIssues";
+/// The `blockedAt` of the question of a task held by an issue outside the plan.
+pub const OUTSIDE: &str = "an issue outside the plan";
 
-/// An issue as read from GitHub, with its sub-issues in GitHub's order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Issue {
-    /// `owner/name`.
-    pub repo: String,
-    pub number: u64,
-    #[serde(default)]
-    pub title: String,
-    #[serde(default)]
-    pub body: String,
-    #[serde(default)]
-    pub closed: bool,
-    /// The author's login (empty for a deleted account).
-    #[serde(default)]
-    pub author: String,
-    #[serde(default)]
-    pub url: String,
-    /// Its native "blocked by" dependencies.
-    #[serde(default)]
-    pub blocked_by: Vec<Linked>,
-    #[serde(default)]
-    pub sub_issues: Vec<Issue>,
-}
-
-/// An issue another one names, with its state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Linked {
-    pub repo: String,
-    pub number: u64,
-    pub closed: bool,
-}
+pub use crate::edge::github::issues::{Issue, Linked};
 
 /// Everything the conversion needs, as fetched.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -199,27 +171,15 @@ fn is_task(n: &Node<'_>) -> bool {
     n.issue.sub_issues.is_empty() || n.leaves.is_empty()
 }
 
-/// Makes the plan.
-pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
-    let parent_name = Ref::new(&r.parent.repo, r.parent.number).show(&r.repo);
-    if r.parent.sub_issues.is_empty() {
-        return Err(IssueError::NoSubIssues {
-            parent: parent_name,
-        });
-    }
-    let mut nodes = Vec::new();
-    let mut left_out = Vec::new();
-    for sub in &r.parent.sub_issues {
-        flatten(r, &mut nodes, &mut left_out, sub, &[]);
-    }
-    let task_nodes: Vec<usize> = (0..nodes.len()).filter(|&i| is_task(&nodes[i])).collect();
-    if task_nodes.is_empty() {
-        let left: Vec<&str> = left_out.iter().map(|n| n.issue.as_str()).collect();
-        return Err(IssueError::AllLeftOut {
-            parent: parent_name,
-            left_out: left.join(", "),
-        });
-    }
+/// The edges among the tasks, the issues outside the plan each task still waits for, and
+/// every issue outside the plan named (closed?, by whom).
+struct Edges {
+    deps: Vec<BTreeSet<usize>>,
+    waits: Vec<Vec<Ref>>,
+    outside: BTreeMap<Ref, (bool, BTreeSet<String>)>,
+}
+
+fn edges(r: &Reading, nodes: &[Node<'_>], task_nodes: &[usize]) -> Edges {
     let task_of: BTreeMap<usize, usize> = task_nodes
         .iter()
         .enumerate()
@@ -237,7 +197,6 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
                 .collect(),
         }
     };
-
     let mut deps: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); task_nodes.len()];
     let mut waits: Vec<Vec<Ref>> = vec![Vec::new(); task_nodes.len()];
     let mut outside: BTreeMap<Ref, (bool, BTreeSet<String>)> = BTreeMap::new();
@@ -271,6 +230,39 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
             }
         }
     }
+    Edges {
+        deps,
+        waits,
+        outside,
+    }
+}
+
+/// Makes the plan.
+pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
+    let parent_name = Ref::new(&r.parent.repo, r.parent.number).show(&r.repo);
+    if r.parent.sub_issues.is_empty() {
+        return Err(IssueError::NoSubIssues {
+            parent: parent_name,
+        });
+    }
+    let mut nodes = Vec::new();
+    let mut left_out = Vec::new();
+    for sub in &r.parent.sub_issues {
+        flatten(r, &mut nodes, &mut left_out, sub, &[]);
+    }
+    let task_nodes: Vec<usize> = (0..nodes.len()).filter(|&i| is_task(&nodes[i])).collect();
+    if task_nodes.is_empty() {
+        let left: Vec<&str> = left_out.iter().map(|n| n.issue.as_str()).collect();
+        return Err(IssueError::AllLeftOut {
+            parent: parent_name,
+            left_out: left.join(", "),
+        });
+    }
+    let Edges {
+        deps,
+        waits,
+        outside,
+    } = edges(r, &nodes, &task_nodes);
     let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
     if let Some(cycle) = find_cycle(&deps) {
         let path: Vec<String> = cycle
@@ -289,6 +281,22 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
         })
         .collect();
 
+    let plan = plan(r, &nodes, &task_nodes, &deps, &waits)?;
+    Ok(Converted {
+        plan: with_record(plan, r, &nodes, &task_nodes, &left_out, &outside_notes),
+        left_out,
+        outside: outside_notes,
+    })
+}
+
+/// The plan's tasks, in order.
+fn plan(
+    r: &Reading,
+    nodes: &[Node<'_>],
+    task_nodes: &[usize],
+    deps: &[Vec<usize>],
+    waits: &[Vec<Ref>],
+) -> Result<Plan, IssueError> {
     let mut plan = Plan {
         schema_version: 2,
         goal: format!(
@@ -313,6 +321,18 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
         }
         plan.tasks.push(task);
     }
+    Ok(plan)
+}
+
+/// The plan with where it came from and what was noted, in [`PLAN_FIELD`].
+fn with_record(
+    mut plan: Plan,
+    r: &Reading,
+    nodes: &[Node<'_>],
+    task_nodes: &[usize],
+    left_out: &[Note],
+    outside: &[Note],
+) -> Plan {
     plan.extra.insert(
         PLAN_FIELD.into(),
         json!({
@@ -320,15 +340,16 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
             "parent": r.parent.number,
             "parentRepo": r.parent.repo,
             "leftOut": left_out,
-            "outside": outside_notes,
+            "outside": outside,
             "included": r.include.iter().map(|i| i.show(&r.repo)).collect::<Vec<_>>(),
+            // Plan-level, as completion trims a task's own fields.
+            "tasks": task_nodes.iter().map(|&n| {
+                let i = nodes[n].issue;
+                json!({"repo": i.repo, "number": i.number})
+            }).collect::<Vec<_>>(),
         }),
     );
-    Ok(Converted {
-        plan,
-        left_out,
-        outside: outside_notes,
-    })
+    plan
 }
 
 fn outside_text(target: &Ref, closed: bool, known: bool, from: &BTreeSet<String>) -> String {
@@ -419,7 +440,7 @@ fn task(
                     names.join(", ")
                 ),
                 options: Vec::new(),
-                blocked_at: None,
+                blocked_at: Some(OUTSIDE.into()),
                 reply: None,
             },
         );
