@@ -2,13 +2,15 @@
 //! "blocked by" dependencies and `Depends on #N` lines the edges. [`body`] reads what a body
 //! declares, [`convert`] makes the plan (pure); [`read`] fetches the issues
 //! (`edge::github::issues`) and writes the plan at `.design/issues/<N>/plan.json`, committed
-//! so the run resumes from the branch alone like any plan; `--reread` reads the issues again.
+//! so the run resumes from the branch alone like any plan; `--reread` reads the issues again;
+//! [`write_back`]: each task's issue and the `Closes #N` lines of the pull request body.
 
 pub mod body;
 pub mod convert;
 pub mod read;
 #[cfg(test)]
 mod tests;
+pub mod write_back;
 
 pub use convert::{
     Converted, Issue, IssueError, Linked, Note, PLAN_FIELD, Reading, TASK_FIELD, convert,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::body::{self, Ref};
 use super::convert::{self, Converted, Note, PLAN_FIELD, Reading, TASK_FIELD};
+use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
 use crate::pure::plan::model::{CompletedTask, Plan, Status};
@@ -232,29 +233,6 @@ fn included_before(old: &Plan, repo: &str) -> Vec<Ref> {
             let (r, n) = s.rsplit_once('#')?;
             let n = n.parse().ok()?;
             Some(Ref::new(if r.is_empty() { repo } else { r }, n))
-        })
-        .collect()
-}
-
-/// The issue of each task of a plan made of issues, by index.
-pub fn issue_keys(plan: &Plan) -> Vec<Option<Ref>> {
-    let listed = plan
-        .extra
-        .get(PLAN_FIELD)
-        .and_then(|v| v.get("tasks"))
-        .and_then(|v| v.as_array());
-    let key = |v: &serde_json::Value| {
-        Some(Ref::new(
-            v.get("repo")?.as_str()?,
-            v.get("number")?.as_u64()?,
-        ))
-    };
-    (0..plan.tasks.len())
-        .map(|i| {
-            listed
-                .and_then(|l| l.get(i))
-                .and_then(key)
-                .or_else(|| plan.tasks[i].extra.get(TASK_FIELD).and_then(key))
         })
         .collect()
 }

@@ -1,0 +1,89 @@
+//! What a plan made of issues says back to GitHub, as values (pure): which issue each task
+//! is, and the `Closes #N` lines of the pull request body — one per completed task, so merging
+//! the pull request closes them and nothing is closed before. `owner/repo#N` for an issue of
+//! another repository.
+
+use super::body::Ref;
+use super::convert::{PLAN_FIELD, TASK_FIELD};
+use crate::pure::plan::model::{Plan, Status};
+
+/// The issue of each task of a plan made of issues, by index (`None` for a plan of another
+/// kind). Read from the plan's own record first, as completion trims a task's fields.
+pub fn issue_keys(plan: &Plan) -> Vec<Option<Ref>> {
+    let listed = plan
+        .extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("tasks"))
+        .and_then(|v| v.as_array());
+    let key = |v: &serde_json::Value| {
+        Some(Ref::new(
+            v.get("repo")?.as_str()?,
+            v.get("number")?.as_u64()?,
+        ))
+    };
+    (0..plan.tasks.len())
+        .map(|i| {
+            listed
+                .and_then(|l| l.get(i))
+                .and_then(key)
+                .or_else(|| plan.tasks[i].extra.get(TASK_FIELD).and_then(key))
+        })
+        .collect()
+}
+
+/// `Closes #N` for each completed task of a plan made of issues (empty for any other plan),
+/// in plan order; `#N` relative to the repository the plan was read for.
+pub fn closes(plan: &Plan) -> Vec<String> {
+    let Some(repo) = plan
+        .extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("repo"))
+        .and_then(|v| v.as_str())
+    else {
+        return Vec::new();
+    };
+    issue_keys(plan)
+        .into_iter()
+        .zip(&plan.tasks)
+        .filter(|(_, t)| t.status == Status::Completed)
+        .filter_map(|(k, _)| k.map(|k| format!("Closes {}", k.show(repo))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::issues::{Issue, Reading, convert};
+
+    #[test]
+    fn completed_tasks_close_their_issues_and_only_they() {
+        let sub = |repo: &str, n: u64, closed: bool| Issue {
+            repo: repo.into(),
+            number: n,
+            title: format!("t{n}"),
+            author: "w".into(),
+            closed,
+            ..Issue::default()
+        };
+        let mut parent = sub("o/r", 1, false);
+        parent.sub_issues = vec![
+            sub("o/r", 2, false),
+            sub("x/lib", 3, false),
+            sub("o/r", 4, true),
+        ];
+        let r = Reading {
+            repo: "o/r".into(),
+            parent,
+            writers: ["w".to_string()].into(),
+            ..Reading::default()
+        };
+        let mut plan = convert(&r).unwrap().plan;
+        assert_eq!(closes(&plan), ["Closes #4"]);
+        plan.tasks[1].status = Status::Completed;
+        // Completion trims a task's fields: the plan's record still knows its issue.
+        crate::pure::update::trim(&mut plan.tasks[1]);
+        assert_eq!(closes(&plan), ["Closes x/lib#3", "Closes #4"]);
+        plan.extra.remove(PLAN_FIELD);
+        assert!(closes(&plan).is_empty());
+    }
+}
