@@ -7,16 +7,16 @@ use crate::cli::location::Location;
 use crate::cli::report::CliError;
 use crate::sources::issues::read::{self, Options, Prepared, ReadReport};
 
-/// For `run --issue N` / `validate --issue N`: the location of the issues' plan. Other
-/// commands: `loc` unchanged.
+/// For `run --issue N` / `validate --issue N`: the location of the issues' plan (`None`:
+/// every task of it completed, nothing to run). Other commands: `loc` unchanged.
 pub(crate) fn issue_location(
     command: &Command,
     loc: Location,
-) -> Result<(Location, Option<Prepared>), CliError> {
+) -> Result<Option<(Location, Option<Prepared>)>, CliError> {
     let (args, write) = match command {
         Command::Run(a) => (&a.issue, !a.dry_run),
         Command::Validate(a) => (&a.issue, false),
-        _ => return Ok((loc, None)),
+        _ => return Ok(Some((loc, None))),
     };
     let IssueArgs {
         issue: Some(number),
@@ -25,7 +25,7 @@ pub(crate) fn issue_location(
         repo,
     } = args
     else {
-        return Ok((loc, None));
+        return Ok(Some((loc, None)));
     };
     let usage = |message: String, hint: &str| CliError::Usage {
         message,
@@ -56,6 +56,14 @@ pub(crate) fn issue_location(
     })?;
     match &prepared.read {
         Some(r) => eprint!("{}", describe(*number, r)),
+        None if prepared.archived => {
+            eprintln!(
+                "Every task of the plan read from issue #{number} is completed (archived as {}); \
+                 `--reread` reads the issues again, new sub-issues becoming tasks.",
+                prepared.plan.display()
+            );
+            return Ok(None);
+        }
         None => eprintln!(
             "Using the plan read from issue #{number} at the start ({}); `--reread` reads the issues again.",
             prepared.plan_rel
@@ -66,7 +74,7 @@ pub(crate) fn issue_location(
         root: loc.root,
         plan_rel: Some(prepared.plan_rel.clone()),
     };
-    Ok((loc, Some(prepared)))
+    Ok(Some((loc, Some(prepared))))
 }
 
 /// What reading issue `number` took and noted.

@@ -74,7 +74,8 @@ pub fn main() -> ExitCode {
     };
     // `--issue N`: the plan made of the issue's sub-issues.
     let (loc, _issues) = match issues::issue_location(&cli.command, loc) {
-        Ok(l) => l,
+        Ok(Some(l)) => l,
+        Ok(None) => return Exit::Success.into(),
         Err(e) => {
             report(&e, &given);
             return Exit::Usage.into();

@@ -130,7 +130,7 @@ fn run_issue_runs_the_sub_issues_with_real_workers_from_a_plan_committed_first()
     // The closed sub-issue ran nothing.
     assert!(!prompts.path().join("prompt-2").exists());
 
-    // Run again: the committed plan, no reading.
+    // Run again: the archived plan, no reading, nothing to run.
     let before = gh.requests().len();
     let again = local(dir.path())
         .script("echo 'COMPLETED: nothing'")
@@ -138,9 +138,9 @@ fn run_issue_runs_the_sub_issues_with_real_workers_from_a_plan_committed_first()
         .env("GITHUB_API_URL", gh.url())
         .env("GITHUB_TOKEN", "ghp_fake")
         .run();
-    let text = again.text();
+    let text = again.expect_code(0);
     assert!(
-        text.contains("Using the plan read from issue #1 at the start"),
+        text.contains("Every task of the plan read from issue #1 is completed"),
         "{text}"
     );
     assert_eq!(gh.requests().len(), before, "nothing read from GitHub");
@@ -359,5 +359,50 @@ fn include_takes_in_a_sub_issue_of_an_account_without_write_access() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("Read issue #1: 5 tasks"), "{text}");
     assert!(!text.contains("left out"), "{text}");
+    gh.assert_clean();
+}
+
+#[test]
+fn an_unfinished_run_resumes_from_the_committed_plan_without_reading_the_issues() {
+    let gh = fake_github();
+    seed(&gh);
+    let dir = scratch_repo();
+    // Task 1 (#3) fails every attempt; the run ends incomplete.
+    let first = local(dir.path())
+        .script(
+            "if [ \"$DAGEXEC_TASK_INDEX\" = 1 ]; then echo 'FAILED: not today'; exit 0; fi\n\
+             echo done > t$DAGEXEC_TASK_INDEX.txt\necho 'COMPLETED: ok'",
+        )
+        .args(["--issue", "1", "--repo", REPO, "--yes"])
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_TOKEN", "ghp_fake")
+        .run();
+    assert_ne!(first.code(), Some(0), "{}", first.text());
+    // An edit on GitHub after the start is not picked up without --reread.
+    gh.edit_issue(REPO, 3, |i| i.title = "Renamed".into());
+    let before = gh.requests().len();
+    let exec = |args: &[&str]| {
+        let mut cmd = dagexec(dir.path());
+        cmd.args(args);
+        with_api(&mut cmd, &gh);
+        cmd.output().unwrap()
+    };
+    let retry = exec(&["--plan", ".design/issues/1/plan.json", "retry", "1"]);
+    assert!(retry.status.success(), "{}", crate::common::text(&retry));
+    let again = local(dir.path())
+        .script("echo done > t$DAGEXEC_TASK_INDEX.txt\necho 'COMPLETED: ok'")
+        .args(["--issue", "1", "--repo", REPO, "--yes"])
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_TOKEN", "ghp_fake")
+        .run();
+    let text = again.expect_code(0);
+    assert!(
+        text.contains("Using the plan read from issue #1 at the start"),
+        "{text}"
+    );
+    assert_eq!(gh.requests().len(), before, "nothing read from GitHub");
+    let plan = issue_plan(dir.path());
+    assert_eq!(plan["tasks"][1]["subject"], "#3 Second step");
+    assert_eq!(plan["tasks"][1]["status"], "completed");
     gh.assert_clean();
 }

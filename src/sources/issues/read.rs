@@ -38,6 +38,8 @@ pub struct Prepared {
     pub read: Option<ReadReport>,
     /// The temporary directory holding the plan when it was not written in place.
     pub scratch: Option<tempfile::TempDir>,
+    /// Every task completed: the plan was archived (`plan`), nothing is left to run.
+    pub archived: bool,
 }
 
 /// What reading the issues cost and noted.
@@ -103,11 +105,13 @@ pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
         })
         .transpose()?;
     if old.is_some() && !opts.reread {
+        let archived = !plan_path.is_file();
         return Ok(Prepared {
-            plan: plan_path,
+            plan: if archived { done } else { plan_path },
             plan_rel,
             read: None,
             scratch: None,
+            archived,
         });
     }
     let mut include: BTreeSet<Ref> = opts
@@ -147,6 +151,7 @@ pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
             plan_rel,
             read: Some(report),
             scratch: Some(dir),
+            archived: false,
         });
     }
     report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
@@ -155,6 +160,7 @@ pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
         plan_rel,
         read: Some(report),
         scratch: None,
+        archived: false,
     })
 }
 
