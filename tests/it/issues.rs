@@ -406,3 +406,35 @@ fn an_unfinished_run_resumes_from_the_committed_plan_without_reading_the_issues(
     assert_eq!(plan["tasks"][1]["status"], "completed");
     gh.assert_clean();
 }
+
+#[test]
+fn nested_sub_issues_are_read_through_graphql_and_a_transferred_one_at_its_new_place() {
+    let gh = fake_github();
+    seed(&gh);
+    // #3 becomes a group of #30 and #31 (read with one more query); #2 moves to acme/lib#77.
+    gh.add_issue(FakeIssue::new(REPO, 30, "Group part A", "Files: a.txt"));
+    gh.add_issue(FakeIssue::new(REPO, 31, "Group part B", "Files: b.txt"));
+    gh.edit_issue(REPO, 3, |i| {
+        i.sub_issues = vec![(REPO.to_string(), 30), (REPO.to_string(), 31)];
+    });
+    gh.transfer_issue(REPO, 2, "acme/lib", 77);
+    let dir = scratch_repo();
+    let (code, text) = validate(dir.path(), &gh, &[], &[]);
+    assert_eq!(code, 0, "{text}");
+    // #2 → acme/lib#77, #30, #31 (the group #3 is no task), #4, #6.
+    assert!(
+        text.contains("Read issue #1: 5 tasks in 5 API requests (2 GraphQL, 3 REST)."),
+        "{text}"
+    );
+    // #3's `Depends on #2` now names an issue that moved: not found, so the group waits.
+    assert!(
+        text.contains("#2: outside the plan, not found on GitHub (deleted, transferred or not visible): blocks #30, #31"),
+        "{text}"
+    );
+    assert_eq!(
+        gh.calls("issues/get").len(),
+        1,
+        "the moved #2 was asked for"
+    );
+    gh.assert_clean();
+}
