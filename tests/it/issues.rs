@@ -438,3 +438,127 @@ fn nested_sub_issues_are_read_through_graphql_and_a_transferred_one_at_its_new_p
     );
     gh.assert_clean();
 }
+
+// ------------------------------------------------------------------ on the Action
+
+/// `user` comments `body` on issue `issue` (not a pull request); the `comment` job, then the
+/// `steer` job handle it in fresh clones of `main`. Their outputs and log.
+fn issue_comment_jobs(
+    lab: &crate::common::lab::Lab,
+    issue: u64,
+    user: &str,
+    body: &str,
+) -> (String, String) {
+    let path = crate::common::manifest()
+        .join("tests/fixtures/github/webhooks/issue_comment.created.0.json");
+    let mut p: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let id = lab.gh.add_comment(&lab.repository, issue, user, body);
+    p["repository"]["full_name"] = json!(lab.repository);
+    p["issue"]["number"] = json!(issue);
+    p["issue"].as_object_mut().unwrap().remove("pull_request");
+    p["comment"]["id"] = json!(id);
+    p["comment"]["body"] = json!(body);
+    p["comment"]["user"]["login"] = json!(user);
+    let event = lab.tmp.path().join(format!("comment-{id}.json"));
+    std::fs::write(&event, p.to_string()).unwrap();
+    let outputs = lab.tmp.path().join(format!("comment-{id}.outputs"));
+    let mut log = String::new();
+    for job in ["comment", "steer"] {
+        let dir = lab.checkout("main");
+        let out = lab
+            .context(&dir, 500)
+            .args(["action", job])
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_EVENT_NAME", "issue_comment")
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GITHUB_OUTPUT", &outputs)
+            .env("DAGEXEC_API_RETRY_BASE", "10ms")
+            .output()
+            .unwrap();
+        let text = crate::common::text(&out);
+        assert!(out.status.success(), "{job}: {text}");
+        log.push_str(&text);
+    }
+    (std::fs::read_to_string(&outputs).unwrap_or_default(), log)
+}
+
+#[test]
+fn execute_on_the_parent_issue_runs_its_sub_issues_to_a_ready_pull_request_that_closes_them() {
+    let mut lab = crate::common::lab::lab()
+        .repository(REPO)
+        .branch("dagexec/issue-1")
+        .file("README.md", "app\n")
+        .worker("echo done > t$DAGEXEC_TASK_INDEX.txt\necho 'COMPLETED: wrote it'\n")
+        .start();
+    lab.set_env("DAGEXEC_PLAN", ".design/issues/1/plan.json");
+    seed(&lab.gh);
+    lab.gh.set_permission("writer", "write");
+    let (outputs, log) = issue_comment_jobs(&lab, 1, "writer", "/execute");
+    assert!(
+        outputs.contains("steer-branch<<") || outputs.contains("steer-branch=dagexec/issue-1"),
+        "{outputs}\n{log}"
+    );
+    let state = lab.gh.state();
+    assert_eq!(state.reactions.len(), 1, "👀");
+    assert_eq!(state.reactions[0].content, "eyes");
+    // The plan is on the branch, committed, and the first round was started with it.
+    assert_eq!(
+        lab.branch_log()[0],
+        "dagexec: plan read from issue #1 — 4 tasks",
+        "{log}"
+    );
+    let d = state.dispatches.last().expect("a dispatch");
+    assert_eq!(d.git_ref, "dagexec/issue-1");
+    assert_eq!(d.inputs["plan"], ".design/issues/1/plan.json");
+    assert_eq!(d.inputs["branch"], "dagexec/issue-1");
+    // The parent's status comment lists the tasks and who was left out.
+    let status = state
+        .comments
+        .iter()
+        .find(|c| c.issue_number == 1 && c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("a status comment on the parent issue");
+    assert!(status.body.contains("#6 Third step"), "{}", status.body);
+    assert!(status.body.contains("left out #5"), "{}", status.body);
+    // The rounds, as for any plan: a draft pull request, ready once every task completed, its
+    // body closing each completed sub-issue (and nothing else).
+    let (ok, log) = lab.run_rounds(10);
+    assert!(ok, "{log}");
+    let state = lab.gh.state();
+    let pr = state.pulls.first().expect("a pull request");
+    assert_eq!(pr.head, "dagexec/issue-1");
+    assert!(!pr.draft, "ready for review once every task completed");
+    let body = pr.body.clone().unwrap_or_default();
+    for n in [2, 3, 4, 6] {
+        assert!(body.contains(&format!("Closes #{n}\n")), "#{n}: {body}");
+    }
+    assert!(!body.contains("Closes #5"), "{body}");
+    // Nothing was closed or edited on the issues.
+    assert!(lab.gh.calls("issues/update").is_empty());
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn execute_on_an_issue_by_someone_without_write_access_starts_nothing() {
+    let lab = crate::common::lab::lab()
+        .repository(REPO)
+        .branch("dagexec/issue-1")
+        .file("README.md", "app\n")
+        .start();
+    seed(&lab.gh);
+    lab.gh.set_permission("reader", "read");
+    let (outputs, log) = issue_comment_jobs(&lab, 1, "reader", "/execute include #5");
+    assert!(!outputs.contains("dagexec/issue-1"), "{outputs}\n{log}");
+    let state = lab.gh.state();
+    assert!(state.dispatches.is_empty());
+    assert!(state.reactions.is_empty());
+    assert!(lab.branch_log().is_empty(), "no branch");
+    assert!(
+        state
+            .comments
+            .iter()
+            .any(|c| c.issue_number == 1 && c.body.contains("only people with write")),
+        "{:?}",
+        state.comments
+    );
+    lab.gh.assert_clean();
+}
