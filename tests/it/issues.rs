@@ -532,8 +532,66 @@ fn execute_on_the_parent_issue_runs_its_sub_issues_to_a_ready_pull_request_that_
         assert!(body.contains(&format!("Closes #{n}\n")), "#{n}: {body}");
     }
     assert!(!body.contains("Closes #5"), "{body}");
+    // The parent's status comment was rewritten with the run's end.
+    let status = state
+        .comments
+        .iter()
+        .find(|c| c.issue_number == 1 && c.body.starts_with("<!-- dagexec:status -->"))
+        .unwrap();
+    assert!(
+        status.body.contains("**4/4 tasks completed**"),
+        "{}",
+        status.body
+    );
+    assert!(
+        status
+            .body
+            .contains(&format!("pull request #{}", pr.number)),
+        "{}",
+        status.body
+    );
     // Nothing was closed or edited on the issues.
     assert!(lab.gh.calls("issues/update").is_empty());
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_blocked_tasks_question_is_asked_on_the_pull_request_and_noted_on_its_sub_issue() {
+    let mut lab = crate::common::lab::lab()
+        .repository(REPO)
+        .branch("dagexec/issue-1")
+        .file("README.md", "app\n")
+        .worker("echo done > t$DAGEXEC_TASK_INDEX.txt\necho 'COMPLETED: wrote it'\n")
+        .start();
+    lab.set_env("DAGEXEC_PLAN", ".design/issues/1/plan.json");
+    seed(&lab.gh);
+    // #6 also waits for #90, open and outside the plan.
+    lab.gh.add_issue(FakeIssue::new(REPO, 90, "Elsewhere", ""));
+    lab.gh
+        .edit_issue(REPO, 6, |i| i.body.push_str("\nDepends on #90\n"));
+    lab.gh.set_permission("writer", "write");
+    issue_comment_jobs(&lab, 1, "writer", "/execute");
+    let (_, log) = lab.run_rounds(10);
+    let state = lab.gh.state();
+    let pr = state.pulls.first().expect("a pull request");
+    assert!(pr.draft, "not every task completed: {log}");
+    let on = |issue: u64, marker: &str| {
+        state
+            .comments
+            .iter()
+            .find(|c| c.issue_number == issue && c.body.starts_with(marker))
+            .map(|c| c.body.clone())
+    };
+    let asked = on(pr.number, "<!-- dagexec:question:3 -->").expect("asked on the PR");
+    assert!(asked.contains("#90"), "{asked}");
+    let note = on(6, "<!-- dagexec:question:3 -->").expect("noted on #6");
+    assert!(
+        note.contains(&format!("asked on pull request #{}", pr.number)),
+        "{note}"
+    );
+    assert!(note.contains("/execute answer 3"), "{note}");
+    let status = on(1, "<!-- dagexec:status -->").expect("the parent's status");
+    assert!(status.contains("**3/4 tasks completed**"), "{status}");
     lab.gh.assert_clean();
 }
 

@@ -1,7 +1,8 @@
 //! What a plan made of issues says back to GitHub, as values (pure): which issue each task
-//! is, and the `Closes #N` lines of the pull request body — one per completed task, so merging
-//! the pull request closes them and nothing is closed before. `owner/repo#N` for an issue of
-//! another repository.
+//! is, the parent issue (where the status comment goes too), the `Closes #N` lines of the
+//! pull request body — one per completed task, so merging the pull request closes them and
+//! nothing is closed before; `owner/repo#N` for an issue of another repository — and the note
+//! a blocked task's sub-issue gets (the question itself is asked on the pull request).
 
 use super::body::Ref;
 use super::convert::{PLAN_FIELD, TASK_FIELD};
@@ -47,6 +48,38 @@ pub fn closes(plan: &Plan) -> Vec<String> {
         .zip(&plan.tasks)
         .filter(|(_, t)| t.status == Status::Completed)
         .filter_map(|(k, _)| k.map(|k| format!("Closes {}", k.show(repo))))
+        .collect()
+}
+
+/// The parent issue of a plan made of issues read for `repo` (`owner/name`): its number, when
+/// it is an issue of `repo`.
+pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
+    let record = plan.extra.get(PLAN_FIELD)?;
+    let parent_repo = record
+        .get("parentRepo")
+        .or_else(|| record.get("repo"))?
+        .as_str()?;
+    parent_repo
+        .eq_ignore_ascii_case(repo)
+        .then(|| record.get("parent")?.as_u64())
+        .flatten()
+}
+
+/// The sub-issues (of `repo`) of the tasks with an open question, with the note each gets:
+/// where the question is asked and how to answer it.
+pub fn question_notes(plan: &Plan, repo: &str, pr: u64) -> Vec<(usize, u64, String)> {
+    let keys = issue_keys(plan);
+    crate::pure::question::open(plan)
+        .into_iter()
+        .filter_map(|(i, _)| {
+            let key = keys.get(i)?.as_ref()?;
+            key.repo.eq_ignore_ascii_case(repo).then(|| {
+                let note = format!(
+                    "dagexec's task {i} (this issue) waits for an answer: its question is asked on pull request #{pr}; answer there with `/execute answer {i} …`.\n"
+                );
+                (i, key.number, note)
+            })
+        })
         .collect()
 }
 
