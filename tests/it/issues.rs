@@ -620,3 +620,44 @@ fn execute_on_an_issue_by_someone_without_write_access_starts_nothing() {
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn execute_include_on_the_parent_issue_rereads_with_that_sub_issue_taken_in() {
+    let mut lab = crate::common::lab::lab()
+        .repository(REPO)
+        .branch("dagexec/issue-1")
+        .file("README.md", "app\n")
+        .start();
+    lab.set_env("DAGEXEC_PLAN", ".design/issues/1/plan.json");
+    seed(&lab.gh);
+    lab.gh
+        .edit_issue(REPO, 5, |i| i.body = "Files: t4.txt".into());
+    lab.gh.set_permission("writer", "write");
+    issue_comment_jobs(&lab, 1, "writer", "/execute");
+    assert_eq!(
+        lab.branch_log()[0],
+        "dagexec: plan read from issue #1 — 4 tasks"
+    );
+    // `/execute` again resumes: nothing read, nothing committed, a round started.
+    let before = lab.gh.calls("graphql").len();
+    issue_comment_jobs(&lab, 1, "writer", "/execute");
+    assert_eq!(lab.gh.calls("graphql").len(), before);
+    assert_eq!(lab.branch_log().len(), 2, "{:?}", lab.branch_log());
+    // `/execute include #5`: read again, #5 a task now.
+    issue_comment_jobs(&lab, 1, "writer", "/execute include #5");
+    assert_eq!(
+        lab.branch_log()[0],
+        "dagexec: plan re-read from issue #1 — 5 tasks"
+    );
+    let plan = lab.branch_plan();
+    let subjects: Vec<&str> = plan["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["subject"].as_str().unwrap())
+        .collect();
+    assert!(subjects.contains(&"#5 Please run this"), "{subjects:?}");
+    assert_eq!(plan["dagexecIssues"]["included"], json!(["#5"]));
+    assert_eq!(lab.gh.state().dispatches.len(), 3);
+    lab.gh.assert_clean();
+}
