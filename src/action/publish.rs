@@ -200,6 +200,7 @@ impl Ending<'_> {
             self.dispatch(c)?;
         }
         self.write_status((c, n), plan, links, &marked, more && aborted)?;
+        self.write_back_issues(c, n, plan, links)?;
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr)?;
         }
@@ -323,6 +324,45 @@ impl Ending<'_> {
                 && o.body.contains(steering::ABORT_MARKER)
         }) {
             rt.block_on(c.update_comment(other.id, &status))?;
+        }
+        Ok(())
+    }
+
+    /// A plan made of issues: the status on the parent issue too, and a note on the sub-issue
+    /// of each task with an open question (asked on pull request `n`). Nothing else is
+    /// written to the issues: they close when the pull request merges.
+    fn write_back_issues(
+        &self,
+        c: &Client,
+        n: u64,
+        plan: &plan::model::Plan,
+        links: &Links,
+    ) -> Result<(), ActionError> {
+        use crate::sources::issues::write_back;
+        let repo = c.repo.to_string();
+        let Some(parent) = write_back::parent_in(plan, &repo) else {
+            return Ok(());
+        };
+        let me = comment::Identity {
+            app_id: self.inputs.app_id,
+        };
+        let status = format!(
+            "{}\nThe sub-issues run in pull request #{n}; merging it closes each completed one.\n",
+            comment::status_body(plan, self.round.round, links, &steering::waiting_on(plan))
+        );
+        let marked = self.rt.block_on(comment::trusted_marked(c, parent, me))?;
+        self.rt.block_on(c.upsert_marked_comment(
+            parent,
+            comment::STATUS_MARKER,
+            &status,
+            &marked.own,
+        ))?;
+        for (task, issue, note) in write_back::question_notes(plan, &repo, n) {
+            let marker = steering::question_marker(&task.to_string());
+            let marked = self.rt.block_on(comment::trusted_marked(c, issue, me))?;
+            let text = format!("{marker}\n{note}");
+            self.rt
+                .block_on(c.upsert_marked_comment(issue, &marker, &text, &marked.own))?;
         }
         Ok(())
     }

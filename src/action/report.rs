@@ -248,6 +248,11 @@ pub fn pr_body(
     }
     s.push_str(&progress_table(plan, links));
     s.push('\n');
+    // A plan made of issues: merging closes the sub-issues completed (nothing sooner).
+    let closes = crate::sources::issues::write_back::closes(plan);
+    if !closes.is_empty() {
+        let _ = write!(s, "{}\n\n", closes.join("\n"));
+    }
     let latest = activity(&crate::pure::events::of_records(plan), LATEST_ATTEMPTS);
     if !latest.is_empty() {
         let _ = write!(s, "### Latest attempts\n\n{latest}\n");
@@ -485,6 +490,31 @@ mod tests {
     #[test]
     fn pr_body_in_progress() {
         insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None, ran()));
+    }
+
+    #[test]
+    fn a_plan_made_of_issues_closes_its_completed_sub_issues_in_the_body() {
+        let mut p = plan();
+        let completed: Vec<usize> = (0..p.tasks.len())
+            .filter(|&i| p.tasks[i].status == Status::Completed)
+            .collect();
+        assert!(!completed.is_empty() && completed.len() < p.tasks.len());
+        let tasks: Vec<serde_json::Value> = (0..p.tasks.len())
+            .map(|i| serde_json::json!({"repo": "o/r", "number": 100 + i}))
+            .collect();
+        p.extra.insert(
+            crate::sources::issues::PLAN_FIELD.into(),
+            serde_json::json!({"repo": "o/r", "tasks": tasks}),
+        );
+        let body = pr_body(&p, 2, &links(), None, ran());
+        for i in 0..p.tasks.len() {
+            assert_eq!(
+                body.contains(&format!("Closes #{}\n", 100 + i)),
+                completed.contains(&i),
+                "task {i}: {body}"
+            );
+        }
+        assert!(!pr_body(&plan(), 2, &links(), None, ran()).contains("Closes"));
     }
 
     #[test]

@@ -219,6 +219,8 @@ pub(crate) struct ValidateArgs {
     /// Time allowed for each assumption check (e.g. 30s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::flow::settings::parse_duration)]
     pub(crate) check_timeout: Duration,
+    #[command(flatten)]
+    pub(crate) issue: IssueArgs,
 }
 
 /// The arguments of `dagexec prompt`.
@@ -243,6 +245,25 @@ pub(crate) struct StatusArgs {
     /// The charts' width in columns [default: the terminal's, else 100].
     #[arg(long, value_name = "COLUMNS", requires = "gantt")]
     pub(crate) width: Option<usize>,
+}
+
+/// A plan made of a GitHub issue's sub-issues (`run` and `validate`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct IssueArgs {
+    /// The plan is issue N's sub-issues (blocked-by and `Depends on #N` are the edges), read
+    /// from GitHub (GITHUB_TOKEN, else `gh auth token`; GITHUB_API_URL) into
+    /// .design/issues/N/plan.json and committed; later runs use that file.
+    #[arg(long, value_name = "N", conflicts_with = "plan")]
+    pub(crate) issue: Option<u64>,
+    /// Read the issues again (their edits since the plan was committed), keeping what ran.
+    #[arg(long, requires = "issue")]
+    pub(crate) reread: bool,
+    /// Include sub-issue N although its author has no write access (repeatable).
+    #[arg(long, value_name = "N", requires = "issue")]
+    pub(crate) include: Vec<u64>,
+    /// The repository of the issue (default: GITHUB_REPOSITORY, else the `origin` remote).
+    #[arg(long, value_name = "OWNER/NAME", requires = "issue")]
+    pub(crate) repo: Option<String>,
 }
 
 /// The arguments of `dagexec run`.
@@ -281,8 +302,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "CMD")]
     pub(crate) reviewer: Option<String>,
     /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.
-    #[arg(long, value_name = "DIR", conflicts_with = "plan")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "issue"])]
     pub(crate) long_run: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) issue: IssueArgs,
     /// A budget in USD (e.g. 5 or 12.50): once the plan's recorded spend (what workers
     /// report, see `dagexec status`) reaches it, no new attempt starts and the run ends
     /// with exit status 1 [default: none].

@@ -10,6 +10,7 @@ pub mod action;
 mod args;
 mod commands;
 pub mod exit;
+mod issues;
 mod location;
 mod report;
 
@@ -66,6 +67,15 @@ pub fn main() -> ExitCode {
     let given = loc.clone();
     let (loc, _generated) = match source_location(&cli.command, loc) {
         Ok(l) => l,
+        Err(e) => {
+            report(&e, &given);
+            return Exit::Usage.into();
+        }
+    };
+    // `--issue N`: the plan made of the issue's sub-issues.
+    let (loc, _issues) = match issues::issue_location(&cli.command, loc) {
+        Ok(Some(l)) => l,
+        Ok(None) => return Exit::Success.into(),
         Err(e) => {
             report(&e, &given);
             return Exit::Usage.into();

@@ -1,6 +1,7 @@
 //! Plan sources other than `.design/plan.json`: the task lists teams already keep, each read
 //! into the same plan model the engine runs, and kept true as tasks complete; and long-run
-//! `PLAN.md` folders (`longrun`).
+//! `PLAN.md` folders (`longrun`); and a GitHub issue's sub-issues (`issues`, read from the
+//! network, closed by the pull request that completes them rather than written back).
 //!
 //! One abstraction, [`Format`], covers every task-list format, so no caller names one:
 //!
@@ -22,6 +23,7 @@
 //! and one whose patch no longer applies is retried from the integrated tree.
 
 pub mod generated;
+pub mod issues;
 pub mod kiro;
 pub mod longrun;
 pub mod speckit;

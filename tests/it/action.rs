@@ -1584,3 +1584,84 @@ fn the_work_job_runs_the_pinned_agent_clis() {
         lab.gh.assert_clean();
     }
 }
+
+/// A worker for a plan made of issues: writes `t<task>.txt`, the file its issue lists.
+const ISSUE_WORKER: &str =
+    "#!/bin/sh\necho done > t$DAGEXEC_TASK_INDEX.txt\necho 'COMPLETED: wrote it'\n";
+
+#[test]
+fn execute_on_a_parent_issue_runs_its_sub_issues_to_a_ready_pull_request() {
+    use crate::common::fake_github::FakeIssue;
+    let p = plan(
+        "Another plan",
+        vec![task("Unrelated", &["x.txt"], &[], "true")],
+    );
+    let mut lab = Lab::new(&p, ISSUE_WORKER);
+    let repo = "acme/widgets";
+    let mut parent = FakeIssue::new(repo, 1, "Ship it", "Everything we need to ship.");
+    parent.sub_issues = [2, 3, 4, 6].map(|n| (repo.to_string(), n)).to_vec();
+    lab.gh.add_issue(parent);
+    lab.gh
+        .add_issue(FakeIssue::new(repo, 2, "First step", "Files:\n- t0.txt\n"));
+    lab.gh.add_issue(FakeIssue::new(
+        repo,
+        3,
+        "Second step",
+        "Depends on #2\n```files\nt1.txt\n```\n",
+    ));
+    let mut closed = FakeIssue::new(repo, 4, "Done before", "");
+    closed.closed = true;
+    lab.gh.add_issue(closed);
+    let mut last = FakeIssue::new(repo, 6, "Third step", "Files: t3.txt");
+    last.blocked_by = vec![(repo.to_string(), 3)];
+    lab.gh.add_issue(last);
+    let branch = "dagexec/issue-1";
+
+    // `/execute` on the parent issue: the comment job, then the steer job, on main.
+    let mut event = pr_comment_event(1, "/execute");
+    event["issue"]
+        .as_object_mut()
+        .unwrap()
+        .remove("pull_request");
+    let (code, log) = lab.run_event("issue_comment", "main", &event);
+    assert_eq!(code, 0, "the comment run:\n{log}");
+    assert!(
+        log.contains(&format!("Started the plan of #1's sub-issues on {branch}.")),
+        "{log}"
+    );
+    assert_eq!(
+        lab.log(branch)[0],
+        "dagexec: plan read from issue #1 — 4 tasks"
+    );
+
+    // The rounds GitHub would start, each from the dispatch before it.
+    for round in 1..=5 {
+        let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+        let body = dispatches.last().unwrap().body.clone().unwrap();
+        assert_eq!(body["ref"], branch, "{body:#}");
+        assert_eq!(body["inputs"]["plan"], ".design/issues/1/plan.json");
+        let (code, log) = lab.run(&format!("refs/heads/{branch}"), &body["inputs"].clone());
+        assert_eq!(code, 0, "round {round}:\n{log}");
+        if lab.gh.calls("actions/create-workflow-dispatch").len() == dispatches.len() {
+            break;
+        }
+    }
+    let state = lab.gh.state();
+    let pr = &state.pulls[0];
+    assert!(!pr.draft, "ready for review");
+    let body = pr.body.clone().unwrap_or_default();
+    for n in [2, 3, 4, 6] {
+        assert!(body.contains(&format!("Closes #{n}\n")), "#{n}: {body}");
+    }
+    let done = lab.plan_on(branch, ".design/issues/1/plan.done.json");
+    assert!(
+        done["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "completed"),
+        "{done:#}"
+    );
+    assert!(lab.gh.calls("issues/update").is_empty(), "no issue edited");
+    lab.gh.assert_clean();
+}

@@ -27,6 +27,7 @@ mod fake_api;
 mod github;
 mod init;
 mod install_action;
+mod issues;
 mod layout;
 mod loops;
 mod merge;

@@ -119,12 +119,14 @@ fn branch_of(
     inputs: &Inputs,
     (ref_name, default_branch): (&str, &str),
 ) -> Result<Result<String, Planned>, ActionError> {
-    let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
-    // Only its goal is needed (the branch's name): not held while the branch's plan is read.
-    let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
-        .map_err(crate::pure::plan::error::PlanErrors::from)?
-        .goal;
+    // Without a `branch` input, the goal names it: only the goal is read, and not held while
+    // the branch's plan is read. With one, the plan need not exist here (a plan made of
+    // issues is committed on its branch only).
     let branch = if inputs.branch.is_empty() {
+        let first_inputs = crate::action::with_plan(repo.root(), inputs)?;
+        let first_goal = crate::edge::plan_file::load(&repo.root().join(&first_inputs.plan_rel))
+            .map_err(crate::pure::plan::error::PlanErrors::from)?
+            .goal;
         default_branch_name(&first_goal)
     } else {
         inputs.branch.clone()

@@ -1,4 +1,5 @@
-//! `dagexec action comment`: an `/execute` comment on a pull request, acted on. The comment
+//! `dagexec action comment`: an `/execute` comment on a pull request, acted on (on a parent
+//! issue: [`crate::action::steering::issue`] starts its sub-issues' plan). The comment
 //! is classified and its author's permission checked ([`crate::action::steering::comment`]);
 //! then the command changes the plan on the pull request's head branch (committed and
 //! pushed), and usually starts a round there with `workflow_dispatch`. The comment's text is
@@ -62,6 +63,17 @@ pub fn run(
 ) -> Result<Steered, ActionError> {
     let trigger = match read_trigger(ctx)? {
         Ok(t) => t,
+        // `/execute` on a parent issue: its sub-issues are the plan.
+        Err(comment::Ignored::NotAPullRequest(_)) if let Some(t) = issue_trigger(ctx) => {
+            let client = client_for(&t.trigger)?;
+            let apply = phase == Phase::Apply;
+            let done = crate::action::steering::issue::run(root, inputs, &t, &client, rt, apply)?;
+            return Ok(Steered {
+                message: done.message,
+                dispatched: done.dispatched,
+                to_apply: done.to_apply,
+            });
+        }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };
     if phase == Phase::Apply && !changes_plan(&trigger.command) {
@@ -103,6 +115,13 @@ fn said(message: impl Into<String>) -> Steered {
         message: message.into(),
         ..Default::default()
     }
+}
+
+/// The event as an `/execute` comment on a parent issue, if it is one.
+fn issue_trigger(ctx: &Context) -> Option<crate::action::steering::issue::IssueTrigger> {
+    let text = std::fs::read_to_string(ctx.event_path.as_ref()?).ok()?;
+    let payload: serde_json::Value = serde_json::from_str(&text).ok()?;
+    crate::action::steering::issue::classify(&ctx.event_name, &payload)
 }
 
 /// The event this job was started for: an `/execute` comment, or why it is none.

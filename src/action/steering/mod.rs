@@ -11,6 +11,7 @@
 //! and then its marker, rewritten after the push ([`confirm`]); the plan's list is a cache.
 
 pub mod comment;
+pub mod issue;
 mod queue;
 mod record;
 

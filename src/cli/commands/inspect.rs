@@ -122,6 +122,7 @@ pub(crate) fn cmd_validate(
         json,
         no_checks,
         check_timeout,
+        ..
     } = a;
     validate(loc, out, json, no_checks, check_timeout)
 }

@@ -19,6 +19,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         reviewer,
         long_run,
         max_cost,
+        issue: _,
     } = a;
     let flags = crate::flow::settings::Flags {
         worker,

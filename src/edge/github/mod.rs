@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod comments;
+pub mod issues;
 pub mod ops;
 pub mod retry;
 pub mod runs;
@@ -123,6 +124,8 @@ pub struct Client {
     api_url: String,
     pub repo: RepoName,
     pub policy: Policy,
+    /// Requests sent (REST, GraphQL), retries included; shared by clones.
+    sent: std::sync::Arc<[std::sync::atomic::AtomicU64; 2]>,
 }
 
 impl Client {
@@ -150,7 +153,15 @@ impl Client {
             api_url,
             repo,
             policy: Policy::from_env(),
+            sent: std::sync::Arc::default(),
         })
+    }
+
+    /// The requests this client (and its clones) sent so far: (REST, GraphQL), each retry
+    /// counted.
+    pub fn requests_sent(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.sent[0].load(Relaxed), self.sent[1].load(Relaxed))
     }
 
     /// The REST base URL.
@@ -309,6 +320,8 @@ impl Client {
         loop {
             attempt += 1;
             tracing::debug!(op, %method, path, attempt, "GitHub call");
+            let kind = usize::from(std::ptr::eq(octo, std::ptr::from_ref(&self.graphql)));
+            self.sent[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let sent = match method.as_str() {
                 "GET" => octo._get(path).await,
                 "POST" => octo._post(path, body).await,

@@ -17,7 +17,8 @@
 //! Faults are injected per operation ([`FakeGitHub::fail_next`], [`FakeGitHub::outage`];
 //! `storage` names the artifact storage). A missing pull request,
 //! comment or check run is GitHub's 404 (not a violation). `POST /graphql` accepts only the
-//! `markPullRequestReadyForReview` mutation.
+//! `markPullRequestReadyForReview` mutation and the issue query (`fake_github/issues.rs`:
+//! sub-issues and blockers, its fields checked against GitHub's GraphQL schema).
 //!
 //! The server runs on its own thread (wiremock), so it keeps answering while the test thread
 //! blocks, e.g. on a subprocess:
@@ -39,6 +40,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+mod issues;
+pub use issues::FakeIssue;
 
 /// One request the fake received.
 #[derive(Clone, Debug)]
@@ -79,6 +83,8 @@ pub struct State {
     pub artifacts: usize,
     /// Role of a user, as seeded by [`FakeGitHub::set_permission`]; unlisted users have `write`.
     pub permissions: BTreeMap<String, String>,
+    /// Issues with their sub-issues and blockers ([`FakeGitHub::add_issue`]).
+    pub issues: issues::Issues,
 }
 
 /// A pull request created through `pulls/create`.
@@ -795,7 +801,14 @@ impl Inner {
         );
         let mut docs = String::new();
         let mut graphql_pr = None;
-        if graphql {
+        let issue_query = graphql && issues::is_issue_query(body.as_ref());
+        if issue_query {
+            let q = body
+                .as_ref()
+                .and_then(|b| b["query"].as_str())
+                .unwrap_or_default();
+            problems.extend(issues::check_query(q));
+        } else if graphql {
             match graphql_pr_id(body.as_ref()) {
                 Ok(id) => graphql_pr = Some(id),
                 Err(e) => problems.push(e),
@@ -859,6 +872,9 @@ impl Inner {
                 .fold(reply(status, body), |t, (k, v)| t.insert_header(k, v));
             return t;
         }
+        if issue_query {
+            return issues::answer_graphql(self, body.as_ref().unwrap_or(&Value::Null));
+        }
         match (graphql_pr, found) {
             (Some(node_id), _) => self.ready_for_review(&node_id),
             (None, Some((op, params))) => {
@@ -894,6 +910,9 @@ impl Inner {
         body: Value,
     ) -> ResponseTemplate {
         let (mut status, mut ex) = op.example();
+        if let Some(answer) = issues::answer_rest(self, &op.id, &ex, p, q) {
+            return answer;
+        }
         let param = |k: &str| p.get(k).cloned().unwrap_or_default();
         let num = |k: &str| param(k).parse::<u64>().unwrap_or(0);
         let repo = format!("{}/{}", param("owner"), param("repo"));

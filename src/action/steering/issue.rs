@@ -1,0 +1,272 @@
+//! `/execute` commented on a parent issue (not a pull request): its sub-issues become the plan
+//! (`sources::issues`) and run on the branch `dagexec/issue-<N>`, as any plan.
+//!
+//! - The `comment` job: the same permission gate as on a pull request (the commenter's
+//!   write access, through the API), 👀, the parent's sticky status comment saying what
+//!   happens; then it hands the branch to the `steer` job (the branch's concurrency group).
+//! - The `steer` job (it may push): checks the permission again, reads the issues and commits
+//!   the plan at `.design/issues/<N>/plan.json` on the branch — started from the default
+//!   branch, or the branch as it stands when it exists (the plan read at the start is kept:
+//!   `/execute` again resumes; `/execute include #N …` reads the issues again with those
+//!   sub-issues taken in although their authors lack write access) — pushes it, shows the
+//!   tasks in the parent's status comment and starts the first round. The rounds, the draft
+//!   pull request (its body closing each completed sub-issue) and its status comment are the
+//!   ordinary ones. Nothing is closed or edited on the issues.
+//!
+//! The comment is data: only `/execute` and `/execute include #N …` are read from it.
+
+use serde_json::Value;
+
+use super::comment::{self, Command, Identity, STATUS_MARKER, Trigger, may_run};
+use crate::action::report::{Links, progress_table};
+use crate::action::{ActionError, Inputs};
+use crate::edge::git::{RemoteAuth, Repo};
+use crate::edge::github::{Client, RepoName};
+use crate::sources::issues::read::{Options, ReadReport, prepare};
+
+/// `/execute` (or `/execute include #N …`) on a parent issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueTrigger {
+    /// `pr_number` is the parent issue's number; `command` is [`Command::Start`].
+    pub trigger: Trigger,
+    /// Sub-issues a writer takes in (`/execute include #4 #7`).
+    pub include: Vec<u64>,
+}
+
+impl IssueTrigger {
+    pub fn issue(&self) -> u64 {
+        self.trigger.pr_number
+    }
+    /// `dagexec/issue-<N>`.
+    pub fn branch(&self) -> String {
+        format!("dagexec/issue-{}", self.issue())
+    }
+}
+
+/// An `/execute` comment newly created on an issue that is not a pull request, by a person;
+/// `None` for anything else (including other `/execute` commands, which need a pull request).
+pub fn classify(event_name: &str, payload: &Value) -> Option<IssueTrigger> {
+    if event_name != "issue_comment" || payload["action"] != "created" {
+        return None;
+    }
+    let issue = &payload["issue"];
+    if !issue.get("pull_request").is_none_or(Value::is_null) {
+        return None;
+    }
+    let comment = &payload["comment"];
+    let user = comment["user"]["login"].as_str()?;
+    if comment["user"]["type"] == "Bot" || user.ends_with("[bot]") {
+        return None;
+    }
+    let include = parse(comment["body"].as_str()?)?;
+    Some(IssueTrigger {
+        trigger: Trigger {
+            repo: payload["repository"]["full_name"]
+                .as_str()
+                .and_then(RepoName::parse)?,
+            pr_number: issue["number"].as_u64()?,
+            comment_id: comment["id"].as_u64()?,
+            user: user.to_string(),
+            command: Command::Start,
+        },
+        include,
+    })
+}
+
+/// `/execute` → no inclusions; `/execute include #4 #7` (or `4, 7`) → those; else `None`.
+pub fn parse(body: &str) -> Option<Vec<u64>> {
+    let line = body.trim_start().lines().next()?.trim();
+    let rest = line.strip_prefix("/execute")?;
+    if rest.chars().next().is_some_and(|c| !c.is_whitespace()) {
+        return None;
+    }
+    let mut words = rest
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty());
+    match words.next() {
+        None => Some(Vec::new()),
+        Some("include") => {
+            let numbers: Option<Vec<u64>> = words
+                .map(|w| w.trim_start_matches('#').parse().ok().filter(|n| *n > 0))
+                .collect();
+            numbers.filter(|n| !n.is_empty())
+        }
+        Some(_) => None,
+    }
+}
+
+/// What the job did, for the log and its outputs (see `jobs::steer::Steered`).
+pub struct Started {
+    pub message: String,
+    pub dispatched: Option<String>,
+    pub to_apply: Option<String>,
+}
+
+/// The comment job's half (`apply` false) or the steer job's (`apply` true), in the checkout
+/// at `root`.
+pub fn run(
+    root: &std::path::Path,
+    inputs: &Inputs,
+    t: &IssueTrigger,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    apply: bool,
+) -> Result<Started, ActionError> {
+    let issue = t.issue();
+    let user = &t.trigger.user;
+    let said = |message: String| Started {
+        message,
+        dispatched: None,
+        to_apply: None,
+    };
+    let (permission, role) = rt.block_on(client.permission(user))?;
+    if !may_run(&permission, role.as_deref()) {
+        if !apply {
+            let access = role.as_deref().unwrap_or(&permission);
+            rt.block_on(client.comment(issue, &comment::denied_reply(user, access)))?;
+        }
+        return Ok(said(format!("@{user} may not run dagexec here.")));
+    }
+    let branch = t.branch();
+    if !apply {
+        rt.block_on(client.react(t.trigger.comment_id, "eyes"))?;
+        let text = format!(
+            "{STATUS_MARKER}\n### dagexec\n\n⏳ Reading the sub-issues of #{issue} (`/execute` by @{user}); they run on `{branch}`, in a draft pull request.\n"
+        );
+        upsert_status(client, rt, inputs, issue, &text)?;
+        return Ok(Started {
+            message: format!("Reading the sub-issues of #{issue} is left to the steer job."),
+            dispatched: None,
+            to_apply: Some(branch),
+        });
+    }
+    start(root, inputs, t, client, rt)
+}
+
+/// The steer job's half: the plan committed on the branch and pushed, the status comment,
+/// the first round dispatched.
+fn start(
+    root: &std::path::Path,
+    inputs: &Inputs,
+    t: &IssueTrigger,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Started, ActionError> {
+    let (issue, branch) = (t.issue(), t.branch());
+    let repo = Repo::discover(root)?;
+    let auth = RemoteAuth::token(inputs.token.expose());
+    if let Some(tip) = repo.fetch_branch(&branch, &auth)? {
+        repo.checkout_detached(&tip)?;
+    }
+    let opts = Options {
+        number: issue,
+        repo: t.trigger.repo.clone(),
+        api_url: client.api_url().to_string(),
+        token: inputs.token.clone(),
+        include: t.include.clone(),
+        reread: !t.include.is_empty(),
+        write: true,
+    };
+    let prepared = match prepare(repo.root(), &opts) {
+        Ok(p) => p,
+        Err(e) => {
+            let text = format!(
+                "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{}\n",
+                crate::pure::sanitize::line(&e.to_string()),
+                e.hint()
+            );
+            upsert_status(client, rt, inputs, issue, &text)?;
+            return Ok(Started {
+                message: text,
+                dispatched: None,
+                to_apply: None,
+            });
+        }
+    };
+    if prepared.read.as_ref().is_some_and(|r| r.commit.is_some()) {
+        crate::action::push_with_rebase(&repo, &branch, &auth, |line| println!("{line}"))?;
+    }
+    let plan = crate::edge::plan_file::load(&prepared.plan)
+        .map_err(|e| ActionError::Input(format!("{}: {e}", prepared.plan.display())))?;
+    let text = status_text(issue, &branch, &plan, prepared.read.as_ref());
+    upsert_status(client, rt, inputs, issue, &text)?;
+    let mut run_inputs = inputs.clone();
+    run_inputs.plan_rel.clone_from(&prepared.plan_rel);
+    let dispatch = crate::action::dispatch_inputs(&run_inputs, &branch);
+    rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
+    Ok(Started {
+        message: format!("Started the plan of #{issue}'s sub-issues on {branch}."),
+        dispatched: Some(branch),
+        to_apply: None,
+    })
+}
+
+/// The parent's status comment once the plan is on the branch: its tasks, what was left out.
+fn status_text(
+    issue: u64,
+    branch: &str,
+    plan: &crate::pure::plan::model::Plan,
+    read: Option<&ReadReport>,
+) -> String {
+    let mut s = format!(
+        "{STATUS_MARKER}\n### dagexec\n\nThe sub-issues of #{issue} run on `{branch}` (plan `.design/issues/{issue}/plan.json`); the draft pull request closes each completed one when it is merged.\n\n"
+    );
+    s.push_str(&progress_table(
+        plan,
+        &Links {
+            run: None,
+            logs: Default::default(),
+        },
+    ));
+    if let Some(r) = read {
+        for n in &r.left_out {
+            s.push_str(&format!(
+                "\n- left out {}: {}",
+                n.issue,
+                crate::pure::sanitize::line(&n.text)
+            ));
+        }
+        for n in &r.outside {
+            s.push_str(&format!(
+                "\n- {}: {}",
+                n.issue,
+                crate::pure::sanitize::line(&n.text)
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn upsert_status(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    inputs: &Inputs,
+    issue: u64,
+    body: &str,
+) -> Result<(), ActionError> {
+    let me = Identity {
+        app_id: inputs.app_id,
+    };
+    let marked = rt.block_on(comment::trusted_marked(client, issue, me))?;
+    rt.block_on(client.upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn execute_and_include_parse_anything_else_does_not() {
+        assert_eq!(parse("/execute"), Some(vec![]));
+        assert_eq!(parse("  /execute \nplease"), Some(vec![]));
+        assert_eq!(parse("/execute include #4 #7"), Some(vec![4, 7]));
+        assert_eq!(parse("/execute include 4, 7"), Some(vec![4, 7]));
+        assert_eq!(parse("/execute include"), None);
+        assert_eq!(parse("/execute include #x"), None);
+        assert_eq!(parse("/execute status"), None);
+        assert_eq!(parse("/executed"), None);
+        assert_eq!(parse("run /execute"), None);
+    }
+}

@@ -1,0 +1,396 @@
+//! `--issue N`: the issues read from GitHub (`edge::github::issues`), made into a plan
+//! ([`super::convert`]) and written at `.design/issues/<N>/plan.json`, then committed, so the
+//! run — and any later one — works from the branch alone. Once that plan exists it is the
+//! plan: a later edit of an issue is read only when asked (`--reread`), and then the state of
+//! the tasks already run is carried over by issue.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::body::{self, Ref};
+use super::convert::{self, Converted, Note, PLAN_FIELD, Reading, TASK_FIELD};
+use super::write_back::issue_keys;
+use crate::edge::github::issues::{Api, Issue};
+use crate::edge::github::{ApiError, Client, RepoName, Token};
+use crate::pure::plan::model::{CompletedTask, Plan, Status};
+
+/// What `--issue N` was given.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub number: u64,
+    pub repo: RepoName,
+    pub api_url: String,
+    pub token: Token,
+    /// Issue numbers (of this repository) included despite their author.
+    pub include: Vec<u64>,
+    /// Read the issues again although the plan exists.
+    pub reread: bool,
+    /// Write (and commit) the plan; otherwise it goes to a temporary directory.
+    pub write: bool,
+}
+
+/// What reading produced.
+#[derive(Debug)]
+pub struct Prepared {
+    pub plan: PathBuf,
+    pub plan_rel: String,
+    /// Present when the issues were read (not when the committed plan was used).
+    pub read: Option<ReadReport>,
+    /// The temporary directory holding the plan when it was not written in place.
+    pub scratch: Option<tempfile::TempDir>,
+    /// Every task completed: the plan was archived (`plan`), nothing is left to run.
+    pub archived: bool,
+}
+
+/// What reading the issues cost and noted.
+#[derive(Debug, Default)]
+pub struct ReadReport {
+    pub rest_calls: u64,
+    pub graphql_calls: u64,
+    pub tasks: usize,
+    pub left_out: Vec<Note>,
+    pub outside: Vec<Note>,
+    /// Tasks of the earlier plan whose issue is no longer a sub-issue.
+    pub dropped: Vec<String>,
+    /// The commit that recorded the plan.
+    pub commit: Option<String>,
+}
+
+/// Why `--issue N` could not make a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading issue #{number}: {source}")]
+    Api {
+        number: u64,
+        #[source]
+        source: ApiError,
+    },
+    #[error(transparent)]
+    Convert(#[from] convert::IssueError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ReadError {
+    pub fn hint(&self) -> String {
+        match self {
+            ReadError::Api { source, .. } => match source.status() {
+                Some(401) => "set GITHUB_TOKEN (or log in with `gh auth login`) to a token that can read the repository's issues".into(),
+                Some(404) => "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)".into(),
+                _ => "try again; GITHUB_API_URL says which GitHub is asked".into(),
+            },
+            ReadError::Convert(e) => e.hint(),
+            ReadError::Other(_) => "see the message".into(),
+        }
+    }
+}
+
+/// `.design/issues/<N>/plan.json`.
+pub fn plan_rel(number: u64) -> String {
+    format!(".design/issues/{number}/plan.json")
+}
+
+/// The plan for `--issue N`: the one committed at the start, or read now.
+pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
+    let plan_rel = plan_rel(opts.number);
+    let plan_path = root.join(&plan_rel);
+    // The plan in progress, else the one a completed run archived beside it.
+    let done = plan_path.with_file_name("plan.done.json");
+    let old = [&plan_path, &done]
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| {
+            crate::edge::plan_file::load(p)
+                .map_err(|e| ReadError::Other(format!("{}: {e}", p.display())))
+        })
+        .transpose()?;
+    if old.is_some() && !opts.reread {
+        let archived = !plan_path.is_file();
+        return Ok(Prepared {
+            plan: if archived { done } else { plan_path },
+            plan_rel,
+            read: None,
+            scratch: None,
+            archived,
+        });
+    }
+    let mut include: BTreeSet<Ref> = opts
+        .include
+        .iter()
+        .map(|n| Ref::new(&opts.repo.to_string(), *n))
+        .collect();
+    if let Some(old) = &old {
+        include.extend(included_before(old, &opts.repo.to_string()));
+    }
+    let (converted, rest_calls, graphql_calls) = fetch_and_convert(opts, include)?;
+    let Converted {
+        mut plan,
+        left_out,
+        outside,
+    } = converted;
+    let dropped = old
+        .as_ref()
+        .map(|o| carry_over(&mut plan, o))
+        .unwrap_or_default();
+    let mut report = ReadReport {
+        rest_calls,
+        graphql_calls,
+        tasks: plan.tasks.len(),
+        left_out,
+        outside,
+        dropped,
+        commit: None,
+    };
+    if !opts.write {
+        let dir = tempfile::tempdir().map_err(|e| ReadError::Other(e.to_string()))?;
+        let path = dir.path().join("plan.json");
+        crate::edge::plan_file::save(&plan, &path)
+            .map_err(|e| ReadError::Other(format!("{}: {e}", path.display())))?;
+        return Ok(Prepared {
+            plan: path,
+            plan_rel,
+            read: Some(report),
+            scratch: Some(dir),
+            archived: false,
+        });
+    }
+    report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
+    Ok(Prepared {
+        plan: plan_path,
+        plan_rel,
+        read: Some(report),
+        scratch: None,
+        archived: false,
+    })
+}
+
+/// Reads the tree, the writers among its authors, and the state of the issues its bodies
+/// name outside it; then converts. Also the requests it took (REST, GraphQL).
+fn fetch_and_convert(
+    opts: &Options,
+    include: BTreeSet<Ref>,
+) -> Result<(Converted, u64, u64), ReadError> {
+    let api = |source| ReadError::Api {
+        number: opts.number,
+        source,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ReadError::Other(format!("cannot start the async runtime: {e}")))?;
+    // octocrab starts its service on the runtime it is built in.
+    let client = {
+        let _in = rt.enter();
+        Client::new(&opts.api_url, &opts.token, opts.repo.clone()).map_err(api)?
+    };
+    let parent = rt
+        .block_on(client.issue_tree(opts.number, Api::from_env()))
+        .map_err(api)?;
+    let mut in_tree: BTreeMap<Ref, bool> = BTreeMap::new();
+    let mut authors = BTreeSet::new();
+    let mut named = BTreeSet::new();
+    walk(&parent, &mut |i: &Issue| {
+        in_tree.insert(Ref::new(&i.repo, i.number), i.closed);
+        authors.insert(i.author.clone());
+        named.extend(body::declared(&i.repo, &i.body).depends_on);
+    });
+    let ask: Vec<(String, u64)> = named
+        .iter()
+        .filter(|r| !in_tree.contains_key(r))
+        .map(|r| (r.repo.clone(), r.number))
+        .collect();
+    let found = rt.block_on(client.issue_states(&ask)).map_err(api)?;
+    let writers = rt.block_on(client.writers(&authors)).map_err(api)?;
+    let mut states = in_tree;
+    states.extend(
+        found
+            .into_iter()
+            .map(|((repo, n), c)| (Ref::new(&repo, n), c)),
+    );
+    let reading = Reading {
+        repo: opts.repo.to_string(),
+        parent,
+        states,
+        writers,
+        include,
+    };
+    let converted = convert::convert(&reading)?;
+    let (rest, graphql) = client.requests_sent();
+    Ok((converted, rest, graphql))
+}
+
+fn walk(issue: &Issue, f: &mut impl FnMut(&Issue)) {
+    f(issue);
+    for s in &issue.sub_issues {
+        walk(s, f);
+    }
+}
+
+/// The issues an earlier reading included (`/execute include`, `--include`).
+fn included_before(old: &Plan, repo: &str) -> Vec<Ref> {
+    old.extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("included"))
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .filter_map(|s| {
+            let (r, n) = s.rsplit_once('#')?;
+            let n = n.parse().ok()?;
+            Some(Ref::new(if r.is_empty() { repo } else { r }, n))
+        })
+        .collect()
+}
+
+/// Carries the earlier plan's task states into the fresh one, by issue: what a run did stays
+/// (completed, failed, a worker's question, attempts) unless the issue is closed now; a task
+/// held only by an issue outside the plan takes the fresh reading. Returns the subjects of the
+/// earlier tasks whose issue is no longer in the plan.
+pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Vec<String> {
+    let fresh_keys = issue_keys(fresh);
+    let old_keys = issue_keys(old);
+    let mut moved: Vec<Option<usize>> = vec![None; old.tasks.len()];
+    let mut dropped = Vec::new();
+    for (j, old_t) in old.tasks.iter().enumerate() {
+        let key = old_keys[j].clone();
+        let Some(i) = fresh_keys.iter().position(|k| k.is_some() && *k == key) else {
+            dropped.push(old_t.subject.clone());
+            continue;
+        };
+        moved[j] = Some(i);
+        let new = &mut fresh.tasks[i];
+        if new.status == Status::Completed || held_outside(old_t) {
+            continue;
+        }
+        new.status = old_t.status;
+        new.result.clone_from(&old_t.result);
+        new.attempts = old_t.attempts;
+        for (k, v) in &old_t.extra {
+            if k != TASK_FIELD {
+                new.extra.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let mut progress = old.progress.clone();
+    progress.completed_tasks = fresh
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.status == Status::Completed)
+        .map(|(i, t)| {
+            let kept = old
+                .progress
+                .completed_tasks
+                .iter()
+                .find(|c| c.index < moved.len() && moved[c.index] == Some(i));
+            CompletedTask {
+                index: i,
+                summary: kept.map_or_else(
+                    || t.result.clone().unwrap_or_default(),
+                    |c| c.summary.clone(),
+                ),
+                wave: None,
+                extra: kept.map(|c| c.extra.clone()).unwrap_or_default(),
+            }
+        })
+        .collect();
+    fresh.progress = progress;
+    dropped
+}
+
+/// A task blocked only because an issue outside the plan was open when it was read.
+fn held_outside(t: &crate::pure::plan::model::Task) -> bool {
+    t.status == Status::Blocked
+        && crate::pure::question::get(t)
+            .is_some_and(|q| q.blocked_at.as_deref() == Some(convert::OUTSIDE))
+}
+
+/// `GITHUB_TOKEN`, else `GH_TOKEN`, else what `gh auth token` prints.
+pub fn token_from_env() -> Token {
+    let env = ["GITHUB_TOKEN", "GH_TOKEN"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|t| !t.trim().is_empty()));
+    let t = env.or_else(|| {
+        let out = std::process::Command::new("gh")
+            .args(["auth", "token"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    });
+    Token::new(t.unwrap_or_default())
+}
+
+/// The repository: `--repo`, else `GITHUB_REPOSITORY`, else the `origin` remote's
+/// `github.com`-style URL (`https://HOST/OWNER/NAME(.git)`, `git@HOST:OWNER/NAME(.git)`).
+pub fn repo_from(given: Option<&str>, root: &Path) -> Option<RepoName> {
+    if let Some(g) = given {
+        return RepoName::parse(g);
+    }
+    if let Some(r) = std::env::var("GITHUB_REPOSITORY")
+        .ok()
+        .and_then(|s| RepoName::parse(&s))
+    {
+        return Some(r);
+    }
+    let out = std::process::Command::new("git")
+        .args(["remote", "get-url", "origin"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    repo_of_url(&url)
+}
+
+/// `OWNER/NAME` of a remote URL.
+pub fn repo_of_url(url: &str) -> Option<RepoName> {
+    let path = if let Some((_, rest)) = url.split_once("://") {
+        rest.split_once('/')?.1
+    } else {
+        url.split_once(':')?.1
+    };
+    let path = path.trim_end_matches('/').trim_end_matches(".git");
+    let mut parts = path.rsplit('/');
+    let name = parts.next()?;
+    let owner = parts.next()?;
+    RepoName::parse(&format!("{owner}/{name}"))
+}
+
+/// Writes the plan at `plan_rel` and commits it (`dagexec: plan read from issue #N — …`, one
+/// line per task); the commit, or `None` when the plan was already committed as it is.
+fn write_and_commit(
+    root: &Path,
+    opts: &Options,
+    plan: &Plan,
+    plan_rel: &str,
+    reread: bool,
+) -> Result<Option<String>, ReadError> {
+    use std::fmt::Write as _;
+    let other = |e: &dyn std::fmt::Display| ReadError::Other(e.to_string());
+    crate::edge::plan_file::check_in(plan, Some(plan_rel), root).map_err(|e| other(&e))?;
+    let plan_path = root.join(plan_rel);
+    if let Some(dir) = plan_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| ReadError::Other(format!("{}: {e}", dir.display())))?;
+    }
+    crate::edge::plan_file::save(plan, &plan_path)
+        .map_err(|e| ReadError::Other(format!("{}: {e}", plan_path.display())))?;
+    let repo = crate::edge::git::Repo::discover(root).map_err(|e| other(&e))?;
+    let verb = if reread { "re-read" } else { "read" };
+    let mut message = format!(
+        "dagexec: plan {verb} from issue #{} — {} tasks\n\n",
+        opts.number,
+        plan.tasks.len()
+    );
+    for t in &plan.tasks {
+        let _ = writeln!(message, "- {}", t.subject);
+    }
+    repo.commit(&message, &[plan_rel.to_string()])
+        .map_err(|e| other(&e))
+}

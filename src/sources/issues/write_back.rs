@@ -1,0 +1,122 @@
+//! What a plan made of issues says back to GitHub, as values (pure): which issue each task
+//! is, the parent issue (where the status comment goes too), the `Closes #N` lines of the
+//! pull request body — one per completed task, so merging the pull request closes them and
+//! nothing is closed before; `owner/repo#N` for an issue of another repository — and the note
+//! a blocked task's sub-issue gets (the question itself is asked on the pull request).
+
+use super::body::Ref;
+use super::convert::{PLAN_FIELD, TASK_FIELD};
+use crate::pure::plan::model::{Plan, Status};
+
+/// The issue of each task of a plan made of issues, by index (`None` for a plan of another
+/// kind). Read from the plan's own record first, as completion trims a task's fields.
+pub fn issue_keys(plan: &Plan) -> Vec<Option<Ref>> {
+    let listed = plan
+        .extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("tasks"))
+        .and_then(|v| v.as_array());
+    let key = |v: &serde_json::Value| {
+        Some(Ref::new(
+            v.get("repo")?.as_str()?,
+            v.get("number")?.as_u64()?,
+        ))
+    };
+    (0..plan.tasks.len())
+        .map(|i| {
+            listed
+                .and_then(|l| l.get(i))
+                .and_then(key)
+                .or_else(|| plan.tasks[i].extra.get(TASK_FIELD).and_then(key))
+        })
+        .collect()
+}
+
+/// `Closes #N` for each completed task of a plan made of issues (empty for any other plan),
+/// in plan order; `#N` relative to the repository the plan was read for.
+pub fn closes(plan: &Plan) -> Vec<String> {
+    let Some(repo) = plan
+        .extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("repo"))
+        .and_then(|v| v.as_str())
+    else {
+        return Vec::new();
+    };
+    issue_keys(plan)
+        .into_iter()
+        .zip(&plan.tasks)
+        .filter(|(_, t)| t.status == Status::Completed)
+        .filter_map(|(k, _)| k.map(|k| format!("Closes {}", k.show(repo))))
+        .collect()
+}
+
+/// The parent issue of a plan made of issues read for `repo` (`owner/name`): its number, when
+/// it is an issue of `repo`.
+pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
+    let record = plan.extra.get(PLAN_FIELD)?;
+    let parent_repo = record
+        .get("parentRepo")
+        .or_else(|| record.get("repo"))?
+        .as_str()?;
+    parent_repo
+        .eq_ignore_ascii_case(repo)
+        .then(|| record.get("parent")?.as_u64())
+        .flatten()
+}
+
+/// The sub-issues (of `repo`) of the tasks with an open question, with the note each gets:
+/// where the question is asked and how to answer it.
+pub fn question_notes(plan: &Plan, repo: &str, pr: u64) -> Vec<(usize, u64, String)> {
+    let keys = issue_keys(plan);
+    crate::pure::question::open(plan)
+        .into_iter()
+        .filter_map(|(i, _)| {
+            let key = keys.get(i)?.as_ref()?;
+            key.repo.eq_ignore_ascii_case(repo).then(|| {
+                let note = format!(
+                    "dagexec's task {i} (this issue) waits for an answer: its question is asked on pull request #{pr}; answer there with `/execute answer {i} …`.\n"
+                );
+                (i, key.number, note)
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::issues::{Issue, Reading, convert};
+
+    #[test]
+    fn completed_tasks_close_their_issues_and_only_they() {
+        let sub = |repo: &str, n: u64, closed: bool| Issue {
+            repo: repo.into(),
+            number: n,
+            title: format!("t{n}"),
+            author: "w".into(),
+            closed,
+            ..Issue::default()
+        };
+        let mut parent = sub("o/r", 1, false);
+        parent.sub_issues = vec![
+            sub("o/r", 2, false),
+            sub("x/lib", 3, false),
+            sub("o/r", 4, true),
+        ];
+        let r = Reading {
+            repo: "o/r".into(),
+            parent,
+            writers: ["w".to_string()].into(),
+            ..Reading::default()
+        };
+        let mut plan = convert(&r).unwrap().plan;
+        assert_eq!(closes(&plan), ["Closes #4"]);
+        plan.tasks[1].status = Status::Completed;
+        // Completion trims a task's fields: the plan's record still knows its issue.
+        crate::pure::update::trim(&mut plan.tasks[1]);
+        assert_eq!(closes(&plan), ["Closes x/lib#3", "Closes #4"]);
+        plan.extra.remove(PLAN_FIELD);
+        assert!(closes(&plan).is_empty());
+    }
+}
