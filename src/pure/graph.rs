@@ -176,6 +176,50 @@ impl Dag {
     }
 }
 
+/// A cycle among `deps` (task → the tasks it waits for) as a path of tasks whose last equals
+/// its first, in "waits for" order; the first found in task order (iterative DFS, for the
+/// task-list sources, which name a cycle before a plan exists).
+pub fn cycle_in(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark = vec![Mark::New; deps.len()];
+    for start in 0..deps.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = Mark::Open;
+        while let Some(&mut (t, ref mut k)) = stack.last_mut() {
+            if let Some(&d) = deps[t].get(*k) {
+                *k += 1;
+                match mark[d] {
+                    Mark::New => {
+                        mark[d] = Mark::Open;
+                        stack.push((d, 0));
+                    }
+                    Mark::Open => {
+                        // t waits for d which (up the stack) waits for t: d → … → t → d, in
+                        // "waits for" order.
+                        let at = stack.iter().position(|&(s, _)| s == d).unwrap_or(0);
+                        let mut path: Vec<usize> = stack[at..].iter().map(|&(s, _)| s).collect();
+                        path.push(d);
+                        return Some(path);
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[t] = Mark::Done;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
 /// A shortest cycle through the lowest-numbered task that lies on any cycle, as a path that
 /// follows `blockedBy` (ties broken by ascending index), e.g. `[0, 4, 2, 0]`.
 fn find_cycle(g: &DiGraph<(), (), u32>, deps: &[Vec<u32>]) -> Vec<usize> {

@@ -244,3 +244,20 @@ pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
         .map(|((id, _), _)| id)
         .collect()
 }
+
+/// The mode and text of the task list at `path` in the round's index, or why it cannot be
+/// written back there (gone, a symbolic link, not UTF-8).
+pub(crate) fn indexed_text(
+    index: &crate::edge::git::RoundIndex,
+    path: &str,
+) -> Result<Result<(String, String), &'static str>, crate::edge::git::GitError> {
+    let Some((mode, bytes)) = index.read_entry(path)? else {
+        return Ok(Err("the commit holds no such file (deleted?)"));
+    };
+    if mode == "120000" {
+        return Ok(Err("it is a symbolic link"));
+    }
+    Ok(String::from_utf8(bytes)
+        .map(|text| (mode, text))
+        .map_err(|_| "it is not UTF-8 text"))
+}

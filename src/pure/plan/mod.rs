@@ -1,6 +1,7 @@
 //! The plan file: its data model, its fields and errors, and reading it. Its semantic checks,
 //! which build the DAG, are [`crate::pure::validate`] (above [`crate::pure::graph`]).
 
+pub mod carry;
 pub mod error;
 pub mod fields;
 pub mod load;

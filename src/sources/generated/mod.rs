@@ -270,16 +270,7 @@ fn read(abs: &Path, rel: &str) -> Result<String, Problem> {
 fn at_unit(rel: &str, units: &[Unit], e: &crate::pure::plan::error::PlanError) -> Problem {
     use crate::pure::plan::error::PlanError as E;
     let name = |i: usize| units.get(i).map_or_else(|| i.to_string(), |u| u.id.clone());
-    let task = match e {
-        E::UnsafePath { task, .. }
-        | E::LinkedPath { task, .. }
-        | E::ControlChar { task, .. }
-        | E::UnknownDependency { task, .. }
-        | E::SelfDependency { task, .. }
-        | E::BadOverlap { task, .. } => Some(*task),
-        E::Cycle { cycle } => cycle.first().copied(),
-        _ => None,
-    };
+    let task = e.task();
     let Some(u) = task.and_then(|i| units.get(i)) else {
         return Problem::new(
             format!("{rel}: the plan made from it is refused: {e}"),
@@ -356,14 +347,9 @@ pub(crate) fn write_back(
         path: path.clone(),
         why,
     };
-    let Some((mode, bytes)) = index.read_entry(&path)? else {
-        return Ok(skipped("the commit holds no such file (deleted?)".into()));
-    };
-    if mode == "120000" {
-        return Ok(skipped("it is a symbolic link".into()));
-    }
-    let Ok(text) = String::from_utf8(bytes) else {
-        return Ok(skipped("it is not UTF-8 text".into()));
+    let (mode, text) = match crate::sources::indexed_text(index, &path)? {
+        Ok(found) => found,
+        Err(why) => return Ok(skipped(why.into())),
     };
     let meta = plan
         .extra

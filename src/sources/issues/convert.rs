@@ -264,7 +264,11 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
         outside,
     } = edges(r, &nodes, &task_nodes);
     let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
-    if let Some(cycle) = super::cycle::find(&deps) {
+    // `deps` point at blockers: the path reversed reads in the order work flows.
+    if let Some(cycle) = crate::pure::graph::cycle_in(&deps).map(|mut p| {
+        p.reverse();
+        p
+    }) {
         let path: Vec<String> = cycle
             .iter()
             .map(|&t| nodes[task_nodes[t]].key.show(&r.repo))

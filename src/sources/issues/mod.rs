@@ -8,7 +8,6 @@
 
 pub mod body;
 pub mod convert;
-mod cycle;
 pub mod read;
 #[cfg(test)]
 mod tests;

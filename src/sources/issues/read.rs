@@ -12,7 +12,7 @@ use super::convert::{self, Converted, Note, PLAN_FIELD, Reading, TASK_FIELD};
 use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
-use crate::pure::plan::model::{CompletedTask, Plan, Status};
+use crate::pure::plan::model::{Plan, Status};
 
 /// What `--issue N` was given.
 #[derive(Debug, Clone)]
@@ -259,43 +259,8 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Vec<String> {
             continue;
         };
         moved[j] = Some(i);
-        let new = &mut fresh.tasks[i];
-        if new.status == Status::Completed || held_outside(old_t) {
-            continue;
-        }
-        new.status = old_t.status;
-        new.result.clone_from(&old_t.result);
-        new.attempts = old_t.attempts;
-        for (k, v) in &old_t.extra {
-            if k != TASK_FIELD {
-                new.extra.insert(k.clone(), v.clone());
-            }
-        }
     }
-    let mut progress = old.progress.clone();
-    progress.completed_tasks = fresh
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.status == Status::Completed)
-        .map(|(i, t)| {
-            let kept = old
-                .progress
-                .completed_tasks
-                .iter()
-                .find(|c| c.index < moved.len() && moved[c.index] == Some(i));
-            CompletedTask {
-                index: i,
-                summary: kept.map_or_else(
-                    || t.result.clone().unwrap_or_default(),
-                    |c| c.summary.clone(),
-                ),
-                wave: None,
-                extra: kept.map(|c| c.extra.clone()).unwrap_or_default(),
-            }
-        })
-        .collect();
-    fresh.progress = progress;
+    crate::pure::plan::carry::carry_state(fresh, old, &moved, TASK_FIELD, held_outside);
     dropped
 }
 

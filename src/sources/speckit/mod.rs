@@ -342,47 +342,11 @@ pub(crate) fn carry_over_by(fresh: &mut Plan, old: &Plan, field: &str) {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
             continue;
         };
-        if j >= old.tasks.len() || i >= fresh.tasks.len() {
-            continue;
-        }
-        moved[j] = Some(i);
-        let (new, old_t) = (&mut fresh.tasks[i], &old.tasks[j]);
-        if new.status == Status::Completed {
-            continue;
-        }
-        new.status = old_t.status;
-        new.result = old_t.result.clone();
-        new.attempts = old_t.attempts;
-        for (k, v) in &old_t.extra {
-            if k != field {
-                new.extra.insert(k.clone(), v.clone());
-            }
+        if j < old.tasks.len() && i < fresh.tasks.len() {
+            moved[j] = Some(i);
         }
     }
-    let mut progress = old.progress.clone();
-    progress.completed_tasks = fresh
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.status == Status::Completed)
-        .map(|(i, t)| {
-            let kept = old
-                .progress
-                .completed_tasks
-                .iter()
-                .find(|c| c.index < moved.len() && moved[c.index] == Some(i));
-            CompletedTask {
-                index: i,
-                summary: kept.map_or_else(
-                    || t.result.clone().unwrap_or_default(),
-                    |c| c.summary.clone(),
-                ),
-                wave: None,
-                extra: kept.map(|c| c.extra.clone()).unwrap_or_default(),
-            }
-        })
-        .collect();
-    fresh.progress = progress;
+    crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
 }
 
 /// The IDs of a Spec Kit plan's completed tasks.

@@ -175,16 +175,7 @@ fn at_line(
     e: &crate::pure::plan::error::PlanError,
 ) -> (usize, SpecKitError) {
     use crate::pure::plan::error::PlanError as E;
-    let task = match e {
-        E::UnsafePath { task, .. }
-        | E::LinkedPath { task, .. }
-        | E::ControlChar { task, .. }
-        | E::UnknownDependency { task, .. }
-        | E::SelfDependency { task, .. }
-        | E::BadOverlap { task, .. } => Some(*task),
-        E::Cycle { cycle } => cycle.first().copied(),
-        _ => None,
-    };
+    let task = e.task();
     let Some(t) = task.and_then(|i| parsed.tasks.get(i)) else {
         let e = SpecKitError::Malformed {
             path: path.into(),

@@ -52,14 +52,9 @@ pub fn tick_index(
         path: path.clone(),
         why,
     };
-    let Some((mode, bytes)) = index.read_entry(&path)? else {
-        return Ok(skipped("the commit holds no such file (deleted?)".into()));
-    };
-    if mode == "120000" {
-        return Ok(skipped("it is a symbolic link".into()));
-    }
-    let Ok(text) = String::from_utf8(bytes) else {
-        return Ok(skipped("it is not UTF-8 text".into()));
+    let (mode, text) = match crate::sources::indexed_text(index, &path)? {
+        Ok(found) => found,
+        Err(why) => return Ok(skipped(why.into())),
     };
     let ticked = match super::parse::tick(&path, &text, &completed_ids(plan)) {
         Ok(t) => t,

@@ -29,7 +29,7 @@ pub(crate) fn derive(
     explicit_edges(path, out, by_number, &mut deps)?;
     phase_edges(out, &phase_deps, &mut deps);
     let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
-    if let Some(cycle) = find_cycle(&deps) {
+    if let Some(cycle) = crate::pure::graph::cycle_in(&deps) {
         let first = cycle[0];
         return Err(vec![SpecKitError::Cycle {
             path: path.into(),
@@ -155,46 +155,4 @@ fn phase_edges(out: &Parsed, phase_deps: &[Vec<usize>], deps: &mut [BTreeSet<usi
             }
         }
     }
-}
-
-/// A cycle as a path of tasks whose last equals its first, if any (iterative DFS).
-fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        Open,
-        Done,
-    }
-    let mut mark = vec![Mark::New; deps.len()];
-    for start in 0..deps.len() {
-        if mark[start] != Mark::New {
-            continue;
-        }
-        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
-        mark[start] = Mark::Open;
-        while let Some(&mut (t, ref mut k)) = stack.last_mut() {
-            if let Some(&d) = deps[t].get(*k) {
-                *k += 1;
-                match mark[d] {
-                    Mark::New => {
-                        mark[d] = Mark::Open;
-                        stack.push((d, 0));
-                    }
-                    Mark::Open => {
-                        // t waits for d which (up the stack) waits for t: d → … → t → d, in
-                        // "waits for" order.
-                        let at = stack.iter().position(|&(s, _)| s == d).unwrap_or(0);
-                        let mut path: Vec<usize> = stack[at..].iter().map(|&(s, _)| s).collect();
-                        path.push(d);
-                        return Some(path);
-                    }
-                    Mark::Done => {}
-                }
-            } else {
-                mark[t] = Mark::Done;
-                stack.pop();
-            }
-        }
-    }
-    None
 }
