@@ -431,6 +431,47 @@ fn the_action_runs_a_taskmaster_plan_and_writes_its_statuses_back() {
     lab.gh.assert_clean();
 }
 
+/// The Action runs a Kiro spec round by round as it runs a Taskmaster one: each round commit
+/// on the branch ticks what it completed, the optional task stays unticked.
+#[test]
+fn the_action_runs_a_kiro_spec_and_ticks_its_tasks_md() {
+    let out = tempfile::tempdir().unwrap();
+    let lab = lab::lab()
+        .file(KIRO, KIRO_MD)
+        .file(".kiro/specs/notes/requirements.md", "# Requirements\n")
+        .file("shared.txt", "start\n")
+        .worker(WORKER)
+        .branch("dagexec/kiro")
+        .env("DAGEXEC_PLAN", KIRO)
+        .env("SHARED", "shared.txt")
+        .env("OUT", out.path())
+        .start();
+    let mut runs = 0;
+    loop {
+        let dispatched = lab.dispatches();
+        let lab::Round { finalized, .. } = lab.round(300 + runs);
+        let Some((ok, log)) = finalized else { break };
+        assert!(ok, "finalize: {log}");
+        runs += 1;
+        assert!(runs < 10, "more rounds than the DAG has");
+        if lab.dispatches() == dispatched {
+            break;
+        }
+    }
+    let ticked = KIRO_MD
+        .replace("- [ ] 1", "- [x] 1")
+        .replace("- [ ] 2", "- [x] 2")
+        .replace("- [ ] 3", "- [x] 3");
+    assert_eq!(lab.branch_file(KIRO), ticked);
+    for id in ["1.1", "2.1", "2.2", "3.1"] {
+        assert_eq!(
+            lab.branch_file(&format!("done/{id}.txt")),
+            format!("{id}\n")
+        );
+    }
+    lab.gh.assert_clean();
+}
+
 /// Without `--plan`, a repository with no `.design/` plan and exactly one task list in its
 /// usual place runs that list; with two, `.design/plan.json` stays the plan looked for.
 #[test]
