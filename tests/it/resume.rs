@@ -413,7 +413,14 @@ fn kill_9_at_fifty_points_loses_and_duplicates_nothing() {
 esac
 echo "COMPLETED: wrote the files""#,
     );
-    let mut rng = fastrand::Rng::with_seed(0x00da_6e7e_c000_0010);
+    // DAGEXEC_KILL9_SEED picks other points and times (for hunting a rare failure).
+    let seed = std::env::var("DAGEXEC_KILL9_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x00da_6e7e_c000_0010);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // Each interrupted run's output, for the message of a failure.
+    let logs = tempfile::tempdir().unwrap();
     let mut kills = 0;
     let mut scenario = 0;
     while kills < 50 {
@@ -447,10 +454,14 @@ echo "COMPLETED: wrote the files""#,
                 cmd.env("DAGEXEC_FAILPOINT", &point);
                 format!("scenario {scenario}: at {point}")
             };
+            let log = logs
+                .path()
+                .join(format!("{scenario}-{}.log", history.len()));
+            let out = std::fs::File::create(&log).unwrap();
             let mut child = cmd
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
                 .spawn()
                 .unwrap();
             if timed {
@@ -468,7 +479,11 @@ echo "COMPLETED: wrote the files""#,
             if status.code().is_none() {
                 kills += 1;
             }
-            history.push(format!("{label}: {status}"));
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(6).collect();
+            history.push(format!(
+                "{label}: {status} (seed {seed:#x}; last lines, newest first: {tail:?})"
+            ));
             if status.success() {
                 break;
             }
