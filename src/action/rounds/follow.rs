@@ -1,0 +1,254 @@
+//! `overlap: merge` on Actions (issue 23), the pure part: what a round's open record keeps
+//! between parts for the tasks that ran in one matrix beside others on the same files, and
+//! the order finalize integrates their arrivals in. NOT WIRED YET: the plan job, the work
+//! job and finalize still run tasks sharing files as `serial` does (parts); nothing here is
+//! reached from a workflow run.
+//!
+//! The design (see the branch's report): under `merge` a round's unresolved tasks form one
+//! matrix (`Policy::Merge.for_scheduling` keeps nothing apart). Finalize, which holds the
+//! write token and never runs task code, integrates in this order ([`arrivals`]): first the
+//! re-checked follow-ups (their check ran on exactly the part's base with the recorded
+//! patch), then the worker attempts in plan order. An arrival whose files (declared or
+//! changed) meet none of the files landed before it in this finalize lands as under
+//! `serial`; one that meets them is merged three-way onto the round's index (`git
+//! merge-tree`, trees only: no code runs) — a conflict makes it a [`FollowUp::Rebase`], a
+//! clean merge a [`FollowUp::Recheck`] holding finalize's own merged patch. The next part's
+//! work job for a `Recheck` applies that patch on its base, runs the checks of the task and
+//! of the tasks named, and reports the tree it checked; the next finalize lands the patch
+//! only when that verdict passed and names the part's base and the tree finalize itself
+//! gets from base + patch. A failed re-check becomes a `Rebase`: the worker runs from the
+//! integrated tree with the local `## Rebase` prompt section, not counted as an attempt.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::plan::model::Plan;
+
+/// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
+/// clean merge is sent back as a rebase instead.
+pub const MAX_KEPT_PATCH: usize = 256 << 10;
+
+/// What a task of the open round waits for besides an ordinary attempt (`merge` only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum FollowUp {
+    /// Attempt `attempt` completed and merged cleanly onto the round's tree: the next part's
+    /// work job re-checks `patch` (finalize's merge, a binary patch onto that part's base,
+    /// base64) with the acceptance checks of `task` and of `checks`; no worker runs.
+    #[serde(rename_all = "camelCase")]
+    Recheck {
+        task: usize,
+        attempt: u32,
+        patch: String,
+        /// The landed tasks whose files the merge touched (their checks run too).
+        checks: Vec<usize>,
+    },
+    /// Attempt `attempt` could not land (`why`: git's conflict, or the failed re-check): the
+    /// next part runs the worker from the integrated tree, building on `onto`, as a rebase
+    /// attempt that is not counted. At most one per task per integration.
+    #[serde(rename_all = "camelCase")]
+    Rebase {
+        task: usize,
+        attempt: u32,
+        onto: Vec<usize>,
+        why: String,
+    },
+}
+
+impl FollowUp {
+    pub fn task(&self) -> usize {
+        match self {
+            FollowUp::Recheck { task, .. } | FollowUp::Rebase { task, .. } => *task,
+        }
+    }
+
+    /// The attempt it continues: a re-check or a rebase is not a new attempt, so the matrix
+    /// entry (and the artifact's name) carries this number, not the task's attempts + 1.
+    pub fn attempt(&self) -> u32 {
+        match self {
+            FollowUp::Recheck { attempt, .. } | FollowUp::Rebase { attempt, .. } => *attempt,
+        }
+    }
+
+    /// A clean merge's record, or — when the patch is too large to keep in the plan — why
+    /// it is rebased instead.
+    pub fn recheck(
+        task: usize,
+        attempt: u32,
+        patch: &[u8],
+        checks: Vec<usize>,
+    ) -> Result<FollowUp, String> {
+        if patch.len() > MAX_KEPT_PATCH {
+            return Err(format!(
+                "the merged change of task {task} is {} bytes, over the {MAX_KEPT_PATCH} a re-check keeps in the plan",
+                patch.len()
+            ));
+        }
+        use base64::Engine as _;
+        Ok(FollowUp::Recheck {
+            task,
+            attempt,
+            patch: base64::engine::general_purpose::STANDARD.encode(patch),
+            checks,
+        })
+    }
+
+    /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
+    /// plan was edited by hand, and the task then runs an ordinary attempt).
+    pub fn patch(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        match self {
+            FollowUp::Recheck { patch, .. } => base64::engine::general_purpose::STANDARD
+                .decode(patch)
+                .ok()
+                .filter(|p| p.len() <= MAX_KEPT_PATCH),
+            FollowUp::Rebase { .. } => None,
+        }
+    }
+}
+
+/// One arrival in a finalize under `merge`: the task, whether it is a re-checked follow-up,
+/// and the paths its patch changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    pub task: usize,
+    pub rechecked: bool,
+    pub changed: BTreeSet<String>,
+}
+
+/// What finalize does with an arrival.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landing {
+    /// Applied as under `serial`: nothing landed before it in this finalize shares a path.
+    Apply,
+    /// Merged three-way onto what landed before it: these tasks share a path with it.
+    Merge { sharing: Vec<usize> },
+}
+
+/// The order finalize integrates a part's completed arrivals in, and how each lands: the
+/// re-checked follow-ups first (their check ran on the part's base itself), then the rest,
+/// each group in plan order. A task's paths are what its patch changes and what it declares;
+/// an arrival sharing one with a task that landed before it is merged, never applied as is.
+pub fn arrivals(plan: &Plan, mut arriving: Vec<Arrival>) -> Vec<(Arrival, Landing)> {
+    arriving.sort_by_key(|a| (!a.rechecked, a.task));
+    let paths = |a: &Arrival| -> BTreeSet<String> {
+        let mut p = a.changed.clone();
+        if let Some(t) = plan.tasks.get(a.task) {
+            p.extend(t.files().map(|f| crate::pure::paths::key(f)));
+        }
+        p
+    };
+    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    let mut out = Vec::new();
+    for a in arriving {
+        let mine = paths(&a);
+        let sharing: Vec<usize> = landed
+            .iter()
+            .filter(|(_, p)| !p.is_disjoint(&mine))
+            .map(|(k, _)| *k)
+            .collect();
+        landed.push((a.task, mine));
+        let landing = if sharing.is_empty() {
+            Landing::Apply
+        } else {
+            Landing::Merge { sharing }
+        };
+        out.push((a, landing));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(files: &[&[&str]]) -> Plan {
+        let tasks: Vec<serde_json::Value> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                serde_json::json!({"subject": format!("T{i}"), "status": "pending", "metadata": {"files": {"modify": f}}})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": []},
+            "tasks": tasks
+        }))
+        .unwrap()
+    }
+
+    fn arrival(task: usize, rechecked: bool, changed: &[&str]) -> Arrival {
+        Arrival {
+            task,
+            rechecked,
+            changed: changed.iter().map(|s| (*s).to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn rechecked_follow_ups_land_first_and_a_sharing_arrival_is_merged() {
+        let p = plan(&[&["a.txt"], &["a.txt"], &["b.txt"], &["c.txt"]]);
+        let order = arrivals(
+            &p,
+            vec![
+                arrival(0, false, &["a.txt"]),
+                arrival(3, true, &["c.txt"]),
+                arrival(1, false, &["a.txt"]),
+                // Declares b.txt but also changed c.txt, which the follow-up landed.
+                arrival(2, false, &["b.txt", "c.txt"]),
+            ],
+        );
+        let got: Vec<(usize, Landing)> = order.into_iter().map(|(a, l)| (a.task, l)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (3, Landing::Apply),
+                (0, Landing::Apply),
+                (1, Landing::Merge { sharing: vec![0] }),
+                (2, Landing::Merge { sharing: vec![3] }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_declared_file_counts_even_when_the_patch_left_it_alone() {
+        let p = plan(&[&["a.txt"], &["a.txt"]]);
+        let order = arrivals(
+            &p,
+            vec![arrival(0, false, &["x.txt"]), arrival(1, false, &["y.txt"])],
+        );
+        assert_eq!(order[1].1, Landing::Merge { sharing: vec![0] });
+    }
+
+    #[test]
+    fn a_follow_up_keeps_its_attempt_and_a_bounded_patch() {
+        let r = FollowUp::recheck(2, 1, b"diff --git a/a b/a\n\xff\n", vec![0]).unwrap();
+        assert_eq!((r.task(), r.attempt()), (2, 1));
+        assert_eq!(r.patch().unwrap(), b"diff --git a/a b/a\n\xff\n");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["kind"], "recheck");
+        assert_eq!(serde_json::from_value::<FollowUp>(json).unwrap(), r);
+        let big = vec![b'x'; MAX_KEPT_PATCH + 1];
+        assert!(
+            FollowUp::recheck(2, 1, &big, vec![])
+                .unwrap_err()
+                .contains("over")
+        );
+        let hand_edited = FollowUp::Recheck {
+            task: 2,
+            attempt: 1,
+            patch: "not base64!".into(),
+            checks: vec![],
+        };
+        assert_eq!(hand_edited.patch(), None);
+        let rebase = FollowUp::Rebase {
+            task: 1,
+            attempt: 2,
+            onto: vec![0],
+            why: "conflict in a.txt".into(),
+        };
+        assert_eq!(rebase.patch(), None);
+        assert_eq!(rebase.attempt(), 2);
+    }
+}
