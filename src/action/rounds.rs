@@ -363,7 +363,7 @@ mod tests {
         );
         let mut open = serial;
         open.follow_ups = vec![
-            FollowUp::recheck(1, 1, b"patch", vec![0]).unwrap(),
+            FollowUp::recheck(1, 1, b"patch", vec![0], false).unwrap(),
             // Attempt 3 of task 2 is not the one it continues (it made 1): dropped.
             FollowUp::Rebase {
                 task: 2,

@@ -26,6 +26,8 @@ use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
+mod recheck;
+
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
 /// Which attempt to run.
@@ -48,8 +50,20 @@ pub fn run(
     let (repo, inputs, plan) = open(root, inputs, job, base)?;
     let inputs = &inputs;
     let task = &plan.tasks[job.task];
+    // `overlap: merge`: this job may continue an attempt instead of starting one.
+    let follow = crate::action::rounds::FollowUp::of(&plan, job.task, job.attempt);
+    if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
+        return recheck::run(&repo, inputs, &plan, job, base, f);
+    }
     let history = review::history(task);
-    let text = prompt_text(&plan, job, repo.root(), &history);
+    let mut text = prompt_text(&plan, job, repo.root(), &history);
+    if let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = &follow {
+        let onto: Vec<(usize, &str)> = onto
+            .iter()
+            .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))
+            .collect();
+        text = prompt::rebase_prompt(&text, &onto, why);
+    }
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
@@ -276,7 +290,7 @@ fn review_attempt(
 }
 
 /// The artifact's files: result.json, changes.patch, the worker's log and the reviewer's.
-fn write_files(
+pub(super) fn write_files(
     inputs: &Inputs,
     result: &WorkResult,
     patch: &[u8],

@@ -27,7 +27,7 @@ use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
 /// clean merge is sent back as a rebase instead.
-pub const MAX_KEPT_PATCH: usize = 256 << 10;
+pub(crate) const MAX_KEPT_PATCH: usize = 256 << 10;
 
 /// What a task of the open round waits for besides an ordinary attempt (`merge` only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +43,9 @@ pub enum FollowUp {
         patch: String,
         /// The landed tasks whose files the merge touched (their checks run too).
         checks: Vec<usize>,
+        /// The attempt was a rebase already: a failed re-check fails it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        rebased: bool,
     },
     /// Attempt `attempt` could not land (`why`: git's conflict, or the failed re-check): the
     /// next part runs the worker from the integrated tree, building on `onto`, as a rebase
@@ -78,6 +81,7 @@ impl FollowUp {
         attempt: u32,
         patch: &[u8],
         checks: Vec<usize>,
+        rebased: bool,
     ) -> Result<FollowUp, String> {
         if patch.len() > MAX_KEPT_PATCH {
             return Err(format!(
@@ -91,7 +95,25 @@ impl FollowUp {
             attempt,
             patch: base64::engine::general_purpose::STANDARD.encode(patch),
             checks,
+            rebased,
         })
+    }
+
+    /// Whether the attempt it continues was a rebase (a second failure to land fails it).
+    pub fn after_rebase(&self) -> bool {
+        match self {
+            FollowUp::Recheck { rebased, .. } => *rebased,
+            FollowUp::Rebase { .. } => true,
+        }
+    }
+
+    /// The follow-up the open round recorded in `plan` for `task`'s attempt `attempt`.
+    pub fn of(plan: &Plan, task: usize, attempt: u32) -> Option<FollowUp> {
+        let open: super::OpenRound =
+            serde_json::from_value(plan.progress.extra.get(super::FIELD)?.clone()).ok()?;
+        open.follow_up(task)
+            .filter(|f| f.attempt() == attempt)
+            .cloned()
     }
 
     /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
@@ -223,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_follow_up_keeps_its_attempt_and_a_bounded_patch() {
-        let r = FollowUp::recheck(2, 1, b"diff --git a/a b/a\n\xff\n", vec![0]).unwrap();
+        let r = FollowUp::recheck(2, 1, b"diff --git a/a b/a\n\xff\n", vec![0], false).unwrap();
         assert_eq!((r.task(), r.attempt()), (2, 1));
         assert_eq!(r.patch().unwrap(), b"diff --git a/a b/a\n\xff\n");
         let json = serde_json::to_value(&r).unwrap();
@@ -231,7 +253,7 @@ mod tests {
         assert_eq!(serde_json::from_value::<FollowUp>(json).unwrap(), r);
         let big = vec![b'x'; MAX_KEPT_PATCH + 1];
         assert!(
-            FollowUp::recheck(2, 1, &big, vec![])
+            FollowUp::recheck(2, 1, &big, vec![], false)
                 .unwrap_err()
                 .contains("over")
         );
@@ -240,6 +262,7 @@ mod tests {
             attempt: 1,
             patch: "not base64!".into(),
             checks: vec![],
+            rebased: false,
         };
         assert_eq!(hand_edited.patch(), None);
         let rebase = FollowUp::Rebase {

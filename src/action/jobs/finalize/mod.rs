@@ -40,6 +40,7 @@ use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
 use crate::pure::plan::model::Status;
 
+mod merging;
 mod part;
 
 pub use crate::action::rounds::Round;
@@ -311,7 +312,8 @@ impl Finalize<'_> {
             opts,
             ui,
         };
-        let (closed, end) = integrate_part(at, plan, judged, open)?;
+        let merge = matrix::Matrix::merges(&self.round.matrix);
+        let (closed, end) = integrate_part(at, plan, judged, open, (merge, &self.round.base))?;
         Ok(Integrated {
             closed,
             end,

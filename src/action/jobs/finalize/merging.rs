@@ -1,0 +1,224 @@
+//! A part under `overlap: merge` (see [`crate::action::rounds::follow`]): its arrivals
+//! integrated one by one — the re-checked follow-ups first, then the rest in plan order. One
+//! that shares no path with what landed before it lands as under `serial`; one that does is
+//! merged three-way onto the round's tree without landing ([`RoundBuild::trial_merge`]: trees
+//! only, no code runs here) and waits for the next part: a clean merge to be re-checked there
+//! by a job without the write token, a conflict to run again as an uncounted rebase attempt.
+//! An attempt that was a rebase already and still cannot land is a failed attempt.
+
+use std::collections::BTreeSet;
+
+use crate::action::ActionError;
+use crate::action::arrival::prepare_arrivals;
+use crate::action::rounds::{FollowUp, OpenRound};
+use crate::edge::git::{Merged, Patch, Repo};
+use crate::flow::Ui;
+use crate::flow::attempt::Judged;
+use crate::flow::integrate::RoundBuild;
+use crate::pure::outcome::{self, Decision};
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::prompt::Unit;
+
+/// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
+/// every job of the part started); the follow-ups for the next part go into `open`.
+pub(super) fn add(
+    (repo, ui): (&Repo, &Ui),
+    build: &mut RoundBuild,
+    plan: &mut Plan,
+    judged: Vec<Judged>,
+    open: &mut OpenRound,
+    base: &str,
+) -> Result<(), ActionError> {
+    let part: BTreeSet<usize> = judged.iter().map(|j| j.index).collect();
+    let mut following = Vec::new();
+    open.follow_ups.retain(|f| {
+        let mine = part.contains(&f.task());
+        if mine {
+            following.push(f.clone());
+        }
+        !mine
+    });
+    let mut items: Vec<(Judged, Option<FollowUp>)> = judged
+        .into_iter()
+        .map(|j| {
+            let f = following
+                .iter()
+                .find(|f| f.task() == j.index && f.attempt() == j.attempt)
+                .cloned();
+            (j, f)
+        })
+        .collect();
+    let rechecked = |f: &Option<FollowUp>| matches!(f, Some(FollowUp::Recheck { .. }));
+    items.sort_by_key(|(j, f)| (!rechecked(f), j.index));
+    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    for (mut j, follow) in items {
+        let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
+        match &follow {
+            Some(f @ FollowUp::Recheck { checks, .. }) => {
+                // What lands is finalize's own merge, never the job's patch.
+                match (j.verdict.status, f.patch()) {
+                    (Status::Completed, Some(p)) => {
+                        j.touched = repo.patch_changes(&p).map(|(t, _)| t).unwrap_or_default();
+                        j.patch = Patch::Bytes(p);
+                        ui.say(format!(
+                            "  task {}: attempt {}'s merge passed its re-check",
+                            j.index, j.attempt
+                        ));
+                    }
+                    _ => {
+                        let why = j.verdict.result.clone();
+                        if !send_back(plan, open, &mut j, (checks.clone(), why, after_rebase), ui) {
+                            continue;
+                        }
+                    }
+                }
+            }
+            _ => {
+                j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
+                if let Some(r) = j.record() {
+                    crate::pure::usage::record(plan, &r);
+                }
+                let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
+                {
+                    Decision::Retry { attempt, .. } => Some(attempt),
+                    _ => None,
+                };
+                ui.emit(crate::pure::events::Event::AttemptEnded(
+                    crate::flow::exec::ended(plan, &j, retry),
+                ));
+            }
+        }
+        let mine: BTreeSet<String> = j
+            .touched
+            .iter()
+            .cloned()
+            .chain(
+                plan.tasks[j.index]
+                    .files()
+                    .map(|f| crate::pure::paths::key(f)),
+            )
+            .collect();
+        let sharing: Vec<usize> = landed
+            .iter()
+            .filter(|(_, p)| !p.is_disjoint(&mine))
+            .map(|(k, _)| *k)
+            .collect();
+        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
+            let why = match build.trial_merge(repo, base, j.patch.borrowed())? {
+                Merged::Clean { changed, patch, .. } => {
+                    let foreign: Vec<&String> =
+                        changed.iter().filter(|c| !mine.contains(*c)).collect();
+                    let kept = if foreign.is_empty() {
+                        FollowUp::recheck(j.index, j.attempt, &patch, sharing.clone(), after_rebase)
+                    } else {
+                        Err(format!(
+                            "the merge changes {}, which task {} does not declare",
+                            foreign
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            j.index
+                        ))
+                    };
+                    match kept {
+                        Ok(f) => {
+                            let names: Vec<String> =
+                                sharing.iter().map(|k| format!("task {k}")).collect();
+                            ui.say(format!(
+                                "  task {}: attempt {} merges cleanly onto {}; it lands after the next part's job re-checks the merged tree",
+                                j.index,
+                                j.attempt,
+                                names.join(", ")
+                            ));
+                            waits(
+                                plan,
+                                &j,
+                                format!(
+                                    "attempt {} merged cleanly beside {}; its re-check runs in the round's next part",
+                                    j.attempt,
+                                    names.join(", ")
+                                ),
+                            );
+                            open.follow_ups.push(f);
+                            continue;
+                        }
+                        Err(why) => why,
+                    }
+                }
+                Merged::Conflict { files, account } => {
+                    format!("conflict in {}\n{account}", files.join(", "))
+                }
+            };
+            if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
+                continue;
+            }
+        }
+        prepare_arrivals(plan, std::slice::from_mut(&mut j), "in this round");
+        build.add(repo, plan, std::slice::from_ref(&j), ui)?;
+        let lands = build
+            .results()
+            .iter()
+            .rev()
+            .find(|r| r.index == j.index)
+            .is_some_and(|r| r.status == Status::Completed);
+        if lands {
+            landed.push((j.index, mine));
+        }
+    }
+    Ok(())
+}
+
+/// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase
+/// attempt in the next part (`false`: nothing more to do with it now); after a rebase it is a
+/// failed attempt, decided as any (`true`: the caller integrates it as failed).
+fn send_back(
+    plan: &mut Plan,
+    open: &mut OpenRound,
+    j: &mut Judged,
+    (onto, why, after_rebase): (Vec<usize>, String, bool),
+    ui: &Ui,
+) -> bool {
+    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+    let line: String = line.chars().take(300).collect();
+    crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+        r.outcome = crate::pure::usage::Outcome::Conflict;
+    });
+    if after_rebase {
+        j.verdict.status = Status::Failed;
+        j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+        j.patch.clear();
+        return true;
+    }
+    let names: Vec<String> = onto.iter().map(|k| format!("task {k}")).collect();
+    ui.say(format!(
+        "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
+        j.index,
+        j.attempt,
+        names.join(", ")
+    ));
+    waits(
+        plan,
+        j,
+        format!(
+            "attempt {} runs again as a rebase attempt: {line}",
+            j.attempt
+        ),
+    );
+    const KEPT: usize = 16 << 10;
+    open.follow_ups.push(FollowUp::Rebase {
+        task: j.index,
+        attempt: j.attempt,
+        onto,
+        why: why.chars().take(KEPT).collect(),
+    });
+    false
+}
+
+/// Task `j` stays pending in the round with its attempt counted, `result` saying why.
+fn waits(plan: &mut Plan, j: &Judged, result: String) {
+    let t = &mut plan.tasks[j.index];
+    t.status = Status::Pending;
+    t.attempts = Some(t.attempts().max(j.attempt));
+    t.result = Some(result);
+}
