@@ -29,6 +29,72 @@ pub(super) fn add(
     open: &mut OpenRound,
     base: &str,
 ) -> Result<(), ActionError> {
+    let items = in_order(open, judged);
+    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    for (mut j, follow) in items {
+        let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
+        if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow {
+            if !rechecked_lands(repo, &mut j, f, ui) {
+                let why = j.verdict.result.clone();
+                if !send_back(plan, open, &mut j, (checks.clone(), why, after_rebase), ui) {
+                    continue;
+                }
+            }
+        } else {
+            j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
+            ended(plan, &j, ui);
+        }
+        let mine: BTreeSet<String> = j
+            .touched
+            .iter()
+            .cloned()
+            .chain(
+                plan.tasks[j.index]
+                    .files()
+                    .map(|f| crate::pure::paths::key(f)),
+            )
+            .collect();
+        let sharing: Vec<usize> = landed
+            .iter()
+            .filter(|(_, p)| !p.is_disjoint(&mine))
+            .map(|(k, _)| *k)
+            .collect();
+        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
+            let at = Trial {
+                repo,
+                build,
+                base,
+                ui,
+            };
+            let why = match merge_aside(&at, plan, &j, (&mine, &sharing), after_rebase)? {
+                Ok(f) => {
+                    open.follow_ups.push(f);
+                    continue;
+                }
+                Err(why) => why,
+            };
+            if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
+                continue;
+            }
+        }
+        prepare_arrivals(plan, std::slice::from_mut(&mut j), "in this round");
+        build.add(repo, plan, std::slice::from_ref(&j), ui)?;
+        let lands = build
+            .results()
+            .iter()
+            .rev()
+            .find(|r| r.index == j.index)
+            .is_some_and(|r| r.status == Status::Completed);
+        if lands {
+            landed.push((j.index, mine));
+        }
+    }
+    Ok(())
+}
+
+/// The part's arrivals, each with the follow-up it continues (taken out of `open`): the
+/// re-checks first, then the rest, each in plan order.
+fn in_order(open: &mut OpenRound, judged: Vec<Judged>) -> Vec<(Judged, Option<FollowUp>)> {
     let part: BTreeSet<usize> = judged.iter().map(|j| j.index).collect();
     let mut following = Vec::new();
     open.follow_ups.retain(|f| {
@@ -50,123 +116,96 @@ pub(super) fn add(
         .collect();
     let rechecked = |f: &Option<FollowUp>| matches!(f, Some(FollowUp::Recheck { .. }));
     items.sort_by_key(|(j, f)| (!rechecked(f), j.index));
-    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
-    for (mut j, follow) in items {
-        let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
-        match &follow {
-            Some(f @ FollowUp::Recheck { checks, .. }) => {
-                // What lands is finalize's own merge, never the job's patch.
-                match (j.verdict.status, f.patch()) {
-                    (Status::Completed, Some(p)) => {
-                        j.touched = repo.patch_changes(&p).map(|(t, _)| t).unwrap_or_default();
-                        j.patch = Patch::Bytes(p);
-                        ui.say(format!(
-                            "  task {}: attempt {}'s merge passed its re-check",
-                            j.index, j.attempt
-                        ));
-                    }
-                    _ => {
-                        let why = j.verdict.result.clone();
-                        if !send_back(plan, open, &mut j, (checks.clone(), why, after_rebase), ui) {
-                            continue;
-                        }
-                    }
-                }
-            }
-            _ => {
-                j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
-                if let Some(r) = j.record() {
-                    crate::pure::usage::record(plan, &r);
-                }
-                let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-                {
-                    Decision::Retry { attempt, .. } => Some(attempt),
-                    _ => None,
-                };
-                ui.emit(crate::pure::events::Event::AttemptEnded(
-                    crate::flow::exec::ended(plan, &j, retry),
-                ));
-            }
-        }
-        let mine: BTreeSet<String> = j
-            .touched
-            .iter()
-            .cloned()
-            .chain(
-                plan.tasks[j.index]
-                    .files()
-                    .map(|f| crate::pure::paths::key(f)),
-            )
-            .collect();
-        let sharing: Vec<usize> = landed
-            .iter()
-            .filter(|(_, p)| !p.is_disjoint(&mine))
-            .map(|(k, _)| *k)
-            .collect();
-        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
-            let why = match build.trial_merge(repo, base, j.patch.borrowed())? {
-                Merged::Clean { changed, patch, .. } => {
-                    let foreign: Vec<&String> =
-                        changed.iter().filter(|c| !mine.contains(*c)).collect();
-                    let kept = if foreign.is_empty() {
-                        FollowUp::recheck(j.index, j.attempt, &patch, sharing.clone(), after_rebase)
-                    } else {
-                        Err(format!(
-                            "the merge changes {}, which task {} does not declare",
-                            foreign
-                                .iter()
-                                .map(|s| s.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            j.index
-                        ))
-                    };
-                    match kept {
-                        Ok(f) => {
-                            let names: Vec<String> =
-                                sharing.iter().map(|k| format!("task {k}")).collect();
-                            ui.say(format!(
-                                "  task {}: attempt {} merges cleanly onto {}; it lands after the next part's job re-checks the merged tree",
-                                j.index,
-                                j.attempt,
-                                names.join(", ")
-                            ));
-                            waits(
-                                plan,
-                                &j,
-                                format!(
-                                    "attempt {} merged cleanly beside {}; its re-check runs in the round's next part",
-                                    j.attempt,
-                                    names.join(", ")
-                                ),
-                            );
-                            open.follow_ups.push(f);
-                            continue;
-                        }
-                        Err(why) => why,
-                    }
-                }
-                Merged::Conflict { files, account } => {
-                    format!("conflict in {}\n{account}", files.join(", "))
-                }
-            };
-            if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
-                continue;
-            }
-        }
-        prepare_arrivals(plan, std::slice::from_mut(&mut j), "in this round");
-        build.add(repo, plan, std::slice::from_ref(&j), ui)?;
-        let lands = build
-            .results()
-            .iter()
-            .rev()
-            .find(|r| r.index == j.index)
-            .is_some_and(|r| r.status == Status::Completed);
-        if lands {
-            landed.push((j.index, mine));
-        }
+    items
+}
+
+/// A re-check's arrival: whether it passed (then `j` carries finalize's own merged patch,
+/// never the job's).
+fn rechecked_lands(repo: &Repo, j: &mut Judged, f: &FollowUp, ui: &Ui) -> bool {
+    let patch = f.patch().filter(|_| j.verdict.status == Status::Completed);
+    let Some(p) = patch else {
+        return false;
+    };
+    j.touched = repo.patch_changes(&p).map(|(t, _)| t).unwrap_or_default();
+    j.patch = Patch::Bytes(p);
+    ui.say(format!(
+        "  task {}: attempt {}'s merge passed its re-check",
+        j.index, j.attempt
+    ));
+    true
+}
+
+/// An attempt's end, recorded and shown (a re-check is not an attempt: it is not recorded).
+fn ended(plan: &mut Plan, j: &Judged, ui: &Ui) {
+    if let Some(r) = j.record() {
+        crate::pure::usage::record(plan, &r);
     }
-    Ok(())
+    let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
+        Decision::Retry { attempt, .. } => Some(attempt),
+        _ => None,
+    };
+    ui.emit(crate::pure::events::Event::AttemptEnded(
+        crate::flow::exec::ended(plan, j, retry),
+    ));
+}
+
+/// Where a merge is tried: the checkout, the round so far, the part's base, the display.
+struct Trial<'a> {
+    repo: &'a Repo,
+    build: &'a RoundBuild,
+    base: &'a str,
+    ui: &'a Ui,
+}
+
+/// Merges completed attempt `j` (its paths `mine`) onto the round beside `sharing` without
+/// landing it: the re-check it waits for, or why it cannot land (a conflict, a path it does
+/// not declare, a merge too large to keep).
+fn merge_aside(
+    at: &Trial<'_>,
+    plan: &mut Plan,
+    j: &Judged,
+    (mine, sharing): (&BTreeSet<String>, &[usize]),
+    after_rebase: bool,
+) -> Result<Result<FollowUp, String>, ActionError> {
+    let (changed, patch) = match at.build.trial_merge(at.repo, at.base, j.patch.borrowed())? {
+        Merged::Clean { changed, patch, .. } => (changed, patch),
+        Merged::Conflict { files, account } => {
+            return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
+        }
+    };
+    let foreign: Vec<&str> = changed
+        .iter()
+        .filter(|c| !mine.contains(*c))
+        .map(String::as_str)
+        .collect();
+    if !foreign.is_empty() {
+        return Ok(Err(format!(
+            "the merge changes {}, which task {} does not declare",
+            foreign.join(", "),
+            j.index
+        )));
+    }
+    let f = match FollowUp::recheck(j.index, j.attempt, &patch, sharing.to_vec(), after_rebase) {
+        Ok(f) => f,
+        Err(why) => return Ok(Err(why)),
+    };
+    let names: Vec<String> = sharing.iter().map(|k| format!("task {k}")).collect();
+    at.ui.say(format!(
+        "  task {}: attempt {} merges cleanly onto {}; it lands after the next part's job re-checks the merged tree",
+        j.index,
+        j.attempt,
+        names.join(", ")
+    ));
+    waits(
+        plan,
+        j,
+        format!(
+            "attempt {} merged cleanly beside {}; its re-check runs in the round's next part",
+            j.attempt,
+            names.join(", ")
+        ),
+    );
+    Ok(Ok(f))
 }
 
 /// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase

@@ -71,43 +71,21 @@ pub(super) fn run(
         },
         &ran,
         changes_in(repo.root(), base)?,
-        (&String::new(), &Default::default(), Vec::new()),
+        ("", &Default::default(), Vec::new()),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
-    if verdict.status == plan::model::Status::Completed {
-        'tasks: for &k in checks {
-            let Some(t) = plan.tasks.get(k) else { continue };
-            for c in t.acceptance_criteria() {
-                let o = crate::edge::shell::run(&c.check, repo.root(), inputs.timeout);
-                let passed = o.passed;
-                report
-                    .acceptance
-                    .get_or_insert_with(Vec::new)
-                    .push(CheckRun {
-                        criterion: format!("task {k}: {}", c.criterion),
-                        check: c.check.clone(),
-                        passed,
-                        output: o.output.clone(),
-                    });
-                if !passed {
-                    report.output = format!(
-                        "FAILED: on the merged tree, task {k}'s acceptance check `{}` ({}) fails: {}\n",
-                        c.check,
-                        c.criterion,
-                        o.output.trim().lines().last().unwrap_or_default()
-                    );
-                    verdict = outcome::Verdict {
-                        status: plan::model::Status::Failed,
-                        result: report.output.trim().to_string(),
-                        acceptance_passed: false,
-                        failed_checks: Vec::new(),
-                        warnings: std::mem::take(&mut verdict.warnings),
-                        halt: None,
-                    };
-                    break 'tasks;
-                }
-            }
-        }
+    if verdict.status == plan::model::Status::Completed
+        && let Some(failed) = others_pass(repo, inputs, plan, checks, &mut report)
+    {
+        report.output = failed;
+        verdict = outcome::Verdict {
+            status: plan::model::Status::Failed,
+            result: report.output.trim().to_string(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: std::mem::take(&mut verdict.warnings),
+            halt: None,
+        };
     }
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
@@ -122,4 +100,39 @@ pub(super) fn run(
     super::write_files(inputs, &result, &kept.patch, None, None)?;
     println!("task {}: {}", job.task, verdict.result);
     Ok(verdict)
+}
+
+/// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
+/// status line saying which failed first, or `None` when all pass.
+fn others_pass(
+    repo: &Repo,
+    inputs: &Inputs,
+    plan: &plan::model::Plan,
+    tasks: &[usize],
+    report: &mut outcome::AttemptReport,
+) -> Option<String> {
+    for &k in tasks {
+        let Some(t) = plan.tasks.get(k) else { continue };
+        for c in t.acceptance_criteria() {
+            let o = crate::edge::shell::run(&c.check, repo.root(), inputs.timeout);
+            report
+                .acceptance
+                .get_or_insert_with(Vec::new)
+                .push(CheckRun {
+                    criterion: format!("task {k}: {}", c.criterion),
+                    check: c.check.clone(),
+                    passed: o.passed,
+                    output: o.output.clone(),
+                });
+            if !o.passed {
+                return Some(format!(
+                    "FAILED: on the merged tree, task {k}'s acceptance check `{}` ({}) fails: {}\n",
+                    c.check,
+                    c.criterion,
+                    o.output.trim().lines().last().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    None
 }
