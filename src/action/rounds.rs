@@ -51,7 +51,7 @@ pub struct OpenRound {
     pub parts: u32,
     /// `overlap: merge` only: the tasks whose next job re-checks a merge or rebases (see
     /// [`follow`]); absent from the record otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, rename = "followUps", skip_serializing_if = "Vec::is_empty")]
     pub follow_ups: Vec<FollowUp>,
 }
 

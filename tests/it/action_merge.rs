@@ -200,3 +200,39 @@ esac
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_merge_waiting_for_its_recheck_is_kept_in_the_plan_and_the_recheck_runs_no_worker() {
+    // The worker refuses to run twice for task 1: the re-check must not start it.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) if grep -q '^a=0$' list.txt; then echo "FAILED: ran on the integrated tree"; exit 0; fi
+   sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^b=1$' list.txt"),
+        ],
+        WORKER,
+    );
+    // The first run only: task 0 landed, task 1's merge waits in the record, not in the tree.
+    let (_, ok, log) = lab.round_result(401);
+    assert!(ok, "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb\n");
+    let plan = lab.branch_plan();
+    let follow = &plan["progress"]["dagexecRound"]["followUps"];
+    assert_eq!(follow[0]["kind"], "recheck", "{plan:#}");
+    assert_eq!(follow[0]["task"], 1, "{plan:#}");
+    assert_eq!(follow[0]["checks"], json!([0]), "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
+    // The next run re-checks and lands it (its worker would have failed on this tree).
+    let (parts, ok, log) = run_parts(&lab, 4);
+    assert!(ok, "{log}");
+    assert_eq!(parts[0], vec![(1, 1)], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    lab.gh.assert_clean();
+}

@@ -1,23 +1,21 @@
-//! `overlap: merge` on Actions (issue 23), the pure part: what a round's open record keeps
-//! between parts for the tasks that ran in one matrix beside others on the same files, and
-//! the order finalize integrates their arrivals in. NOT WIRED YET: the plan job, the work
-//! job and finalize still run tasks sharing files as `serial` does (parts); nothing here is
-//! reached from a workflow run.
+//! `overlap: merge` on Actions (issue 23): what a round's open record keeps between parts for
+//! the tasks that ran in one matrix beside others on the same files, and the order finalize
+//! integrates a part's arrivals in.
 //!
-//! The design (see the branch's report): under `merge` a round's unresolved tasks form one
-//! matrix (`Policy::Merge.for_scheduling` keeps nothing apart). Finalize, which holds the
-//! write token and never runs task code, integrates in this order ([`arrivals`]): first the
-//! re-checked follow-ups (their check ran on exactly the part's base with the recorded
-//! patch), then the worker attempts in plan order. An arrival whose files (declared or
-//! changed) meet none of the files landed before it in this finalize lands as under
-//! `serial`; one that meets them is merged three-way onto the round's index (`git
-//! merge-tree`, trees only: no code runs) — a conflict makes it a [`FollowUp::Rebase`], a
-//! clean merge a [`FollowUp::Recheck`] holding finalize's own merged patch. The next part's
-//! work job for a `Recheck` applies that patch on its base, runs the checks of the task and
-//! of the tasks named, and reports the tree it checked; the next finalize lands the patch
-//! only when that verdict passed and names the part's base and the tree finalize itself
-//! gets from base + patch. A failed re-check becomes a `Rebase`: the worker runs from the
-//! integrated tree with the local `## Rebase` prompt section, not counted as an attempt.
+//! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
+//! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
+//! write token and never runs task code, integrates the re-checked follow-ups first (their
+//! check ran on exactly the part's base with the kept patch), then the worker attempts in plan
+//! order ([`arrivals`] is that rule; `jobs::finalize::merging` applies it). An arrival whose
+//! paths (declared or changed) meet none of those landed before it in this finalize lands as
+//! under `serial`; one that meets them is merged three-way onto the round's tree without
+//! landing (`git merge-tree`, trees only: no code runs) — a clean merge becomes a
+//! [`FollowUp::Recheck`] holding finalize's own merged patch, anything else a
+//! [`FollowUp::Rebase`]. The next part's work job for a `Recheck` applies that patch on its
+//! base, judges it as an attempt (the task's checks) and runs the checks of the tasks named;
+//! the next finalize lands its own kept copy only when that verdict passed. A `Rebase` runs
+//! the worker from the integrated tree with the local `## Rebase` prompt section, uncounted; a
+//! rebase that cannot land either is a failed attempt.
 
 use std::collections::BTreeSet;
 
