@@ -236,3 +236,50 @@ esac
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_rebase_that_cannot_land_either_is_a_failed_attempt_retried_on_the_integrated_tree() {
+    // Tasks 1 and 2 both rewrite task 0's line; rebased side by side, they conflict again.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+n=$DAGEXEC_TASK_INDEX
+case "$n" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+*) case "$prompt" in
+   *'## Rebase'*) sed -i "1s/\$/,$n/" list.txt; echo "COMPLETED: $n rebased" ;;
+   *) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i "1s/\$/,$n/" list.txt; else sed -i "1s/.*/a=$n/" list.txt; fi
+      echo "COMPLETED: $n" ;;
+   esac ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0' list.txt"),
+            on_list("One", "head -n 1 list.txt | grep -q 1"),
+            on_list("Two", "head -n 1 list.txt | grep -q 2"),
+        ],
+        WORKER,
+    );
+    let (_, ok, log) = lab.round_result(400);
+    assert!(ok, "{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        plan["progress"]["dagexecRound"]["followUps"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{log}\n{plan:#}"
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    assert_eq!(parts, vec![vec![(1, 1), (2, 1)], vec![(2, 2)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0,1,2\n1\n2\n3\n4\nb\n");
+    let plan = lab.branch_plan();
+    let two = records(&plan, 2);
+    assert_eq!(two.len(), 3, "{plan:#}");
+    assert_eq!(two[0], (1, "conflict".into(), false), "{plan:#}");
+    // The rebase's own record says it could not land; the retry is an ordinary attempt.
+    assert_eq!(two[1], (1, "conflict".into(), true), "{plan:#}");
+    assert_eq!(two[2], (2, "completed".into(), false), "{plan:#}");
+    lab.gh.assert_clean();
+}
