@@ -283,3 +283,32 @@ esac
     assert_eq!(two[2], (2, "completed".into(), false), "{plan:#}");
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_reviewed_task_merged_beside_another_lands_on_its_recheck_without_a_second_review() {
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let mut one = on_list("One", "grep -q '^b=1$' list.txt");
+    // The task names its own reviewer: its attempt's job runs it; the re-check's does not.
+    one["reviewer"] = json!("echo APPROVED; echo 'summary: b is set'");
+    let lab = merge_lab(
+        vec![on_list("Zero", "grep -q '^a=0$' list.txt"), one],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(ok, "{log}");
+    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}

@@ -189,6 +189,8 @@ fn merge_aside(
         Ok(f) => f,
         Err(why) => return Ok(Err(why)),
     };
+    // Its review (if any) concluded now: the re-check reports none.
+    crate::flow::steps::questions::record(plan, j);
     let names: Vec<String> = sharing.iter().map(|k| format!("task {k}")).collect();
     at.ui.say(format!(
         "  task {}: attempt {} merges cleanly onto {}; it lands after the next part's job re-checks the merged tree",
