@@ -312,3 +312,38 @@ esac
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_merge_that_carries_a_change_into_a_file_the_task_does_not_declare_is_not_kept() {
+    // Task 0 moves the list; git's merge follows the rename and would put task 1's line into
+    // moved.txt, which task 1 does not declare: sent back, never kept for a re-check.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let mut zero = lab::edit("Zero", &["moved.txt"], &["list.txt"], &[]);
+    zero["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "moved", "check": "test -f moved.txt"}
+    ]});
+    let lab = merge_lab(
+        vec![zero, on_list("One", "grep -q '^b=1$' list.txt")],
+        WORKER,
+    );
+    let (_, ok, log) = lab.round_result(500);
+    assert!(ok, "{log}");
+    let plan = lab.branch_plan();
+    let follow = &plan["progress"]["dagexecRound"]["followUps"][0];
+    assert_eq!(follow["kind"], "rebase", "{log}\n{plan:#}");
+    assert_eq!(follow["task"], 1, "{plan:#}");
+    assert!(
+        follow["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("moved.txt, which task 1 does not declare"),
+        "{plan:#}"
+    );
+    assert!(!lab.branch_file("moved.txt").contains("b=1"), "{log}");
+}
