@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 mod follow;
-pub use follow::{Arrival, FollowUp, Landing, arrivals};
+pub use follow::FollowUp;
 
 use crate::pure::engine;
 use crate::pure::graph::Dag;

@@ -1,14 +1,12 @@
 //! `overlap: merge` on Actions (issue 23): what a round's open record keeps between parts for
-//! the tasks that ran in one matrix beside others on the same files, and the order finalize
-//! integrates a part's arrivals in.
+//! the tasks that ran in one matrix beside others on the same files.
 //!
 //! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
 //! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
 //! write token and never runs task code, integrates the re-checked follow-ups first (their
 //! check ran on exactly the part's base with the kept patch), then the worker attempts in plan
-//! order ([`arrivals`] is that rule; `jobs::finalize::merging` applies it). An arrival whose
-//! paths (declared or changed) meet none of those landed before it in this finalize lands as
-//! under `serial`; one that meets them is merged three-way onto the round's tree without
+//! order (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none
+//! of those landed before it in this finalize lands as under `serial`; one that meets them is merged three-way onto the round's tree without
 //! landing (`git merge-tree`, trees only: no code runs) — a clean merge becomes a
 //! [`FollowUp::Recheck`] holding finalize's own merged patch, anything else a
 //! [`FollowUp::Rebase`]. The next part's work job for a `Recheck` applies that patch on its
@@ -16,8 +14,6 @@
 //! the next finalize lands its own kept copy only when that verdict passed. A `Rebase` runs
 //! the worker from the integrated tree with the local `## Rebase` prompt section, uncounted; a
 //! rebase that cannot land either is a failed attempt.
-
-use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -128,118 +124,9 @@ impl FollowUp {
     }
 }
 
-/// One arrival in a finalize under `merge`: the task, whether it is a re-checked follow-up,
-/// and the paths its patch changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Arrival {
-    pub task: usize,
-    pub rechecked: bool,
-    pub changed: BTreeSet<String>,
-}
-
-/// What finalize does with an arrival.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Landing {
-    /// Applied as under `serial`: nothing landed before it in this finalize shares a path.
-    Apply,
-    /// Merged three-way onto what landed before it: these tasks share a path with it.
-    Merge { sharing: Vec<usize> },
-}
-
-/// The order finalize integrates a part's completed arrivals in, and how each lands: the
-/// re-checked follow-ups first (their check ran on the part's base itself), then the rest,
-/// each group in plan order. A task's paths are what its patch changes and what it declares;
-/// an arrival sharing one with a task that landed before it is merged, never applied as is.
-pub fn arrivals(plan: &Plan, mut arriving: Vec<Arrival>) -> Vec<(Arrival, Landing)> {
-    arriving.sort_by_key(|a| (!a.rechecked, a.task));
-    let paths = |a: &Arrival| -> BTreeSet<String> {
-        let mut p = a.changed.clone();
-        if let Some(t) = plan.tasks.get(a.task) {
-            p.extend(t.files().map(|f| crate::pure::paths::key(f)));
-        }
-        p
-    };
-    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
-    let mut out = Vec::new();
-    for a in arriving {
-        let mine = paths(&a);
-        let sharing: Vec<usize> = landed
-            .iter()
-            .filter(|(_, p)| !p.is_disjoint(&mine))
-            .map(|(k, _)| *k)
-            .collect();
-        landed.push((a.task, mine));
-        let landing = if sharing.is_empty() {
-            Landing::Apply
-        } else {
-            Landing::Merge { sharing }
-        };
-        out.push((a, landing));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plan(files: &[&[&str]]) -> Plan {
-        let tasks: Vec<serde_json::Value> = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                serde_json::json!({"subject": format!("T{i}"), "status": "pending", "metadata": {"files": {"modify": f}}})
-            })
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": []},
-            "tasks": tasks
-        }))
-        .unwrap()
-    }
-
-    fn arrival(task: usize, rechecked: bool, changed: &[&str]) -> Arrival {
-        Arrival {
-            task,
-            rechecked,
-            changed: changed.iter().map(|s| (*s).to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn rechecked_follow_ups_land_first_and_a_sharing_arrival_is_merged() {
-        let p = plan(&[&["a.txt"], &["a.txt"], &["b.txt"], &["c.txt"]]);
-        let order = arrivals(
-            &p,
-            vec![
-                arrival(0, false, &["a.txt"]),
-                arrival(3, true, &["c.txt"]),
-                arrival(1, false, &["a.txt"]),
-                // Declares b.txt but also changed c.txt, which the follow-up landed.
-                arrival(2, false, &["b.txt", "c.txt"]),
-            ],
-        );
-        let got: Vec<(usize, Landing)> = order.into_iter().map(|(a, l)| (a.task, l)).collect();
-        assert_eq!(
-            got,
-            vec![
-                (3, Landing::Apply),
-                (0, Landing::Apply),
-                (1, Landing::Merge { sharing: vec![0] }),
-                (2, Landing::Merge { sharing: vec![3] }),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_declared_file_counts_even_when_the_patch_left_it_alone() {
-        let p = plan(&[&["a.txt"], &["a.txt"]]);
-        let order = arrivals(
-            &p,
-            vec![arrival(0, false, &["x.txt"]), arrival(1, false, &["y.txt"])],
-        );
-        assert_eq!(order[1].1, Landing::Merge { sharing: vec![0] });
-    }
 
     #[test]
     fn a_follow_up_keeps_its_attempt_and_a_bounded_patch() {
