@@ -21,6 +21,9 @@ pub struct Entry {
 pub struct Matrix {
     pub include: Vec<Entry>,
     pub waiting: Vec<usize>,
+    /// The round runs under `overlap: merge` (its tasks may share files): said in the JSON,
+    /// so finalize integrates the matrix the way the plan job planned it.
+    pub merge: bool,
 }
 
 impl Matrix {
@@ -38,12 +41,23 @@ impl Matrix {
                 })
                 .collect(),
             waiting: batch[take..].to_vec(),
+            merge: false,
         }
     }
 
     /// `{"include":[{"task":…,"attempt":…,"name":…}]}` on one line, as `$GITHUB_OUTPUT` wants.
     pub fn to_json(&self) -> String {
-        serde_json::json!({ "include": self.include }).to_string()
+        if self.merge {
+            serde_json::json!({ "include": self.include, "overlap": "merge" }).to_string()
+        } else {
+            serde_json::json!({ "include": self.include }).to_string()
+        }
+    }
+
+    /// Whether the plan job planned the matrix `s` under `overlap: merge`.
+    pub fn merges(s: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(s)
+            .is_ok_and(|v| v.get("overlap").and_then(|o| o.as_str()) == Some("merge"))
     }
 
     /// Reads what [`Matrix::to_json`] wrote.
@@ -146,6 +160,10 @@ mod tests {
         );
         assert_eq!(Matrix::parse(&m.to_json()).unwrap(), m.include);
         assert!(Matrix::parse("[]").unwrap_err().contains("include"));
+        assert!(!Matrix::merges(&m.to_json()));
+        let merged = Matrix { merge: true, ..m };
+        assert!(Matrix::merges(&merged.to_json()));
+        assert_eq!(Matrix::parse(&merged.to_json()).unwrap(), merged.include);
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct Inputs {
     /// The SHA-256 of the running dagexec binary (`DAGEXEC_BUILD_SHA256`, from the action's
     /// install step; empty outside it): sent as the `build` input of every dispatch.
     pub build: String,
+    /// The `overlap` input (plan): `None` leaves it to `.design/dagexec.yml`.
+    pub overlap: Option<crate::pure::overlap::Policy>,
 }
 
 /// Why an Action command could not do its job (a task failing is not such a reason).

@@ -16,6 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod follow;
+pub use follow::FollowUp;
+
 use crate::pure::engine;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
@@ -46,6 +49,10 @@ pub struct OpenRound {
     pub tasks: Vec<usize>,
     /// The parts (workflow runs) committed so far.
     pub parts: u32,
+    /// `overlap: merge` only: the tasks whose next job re-checks a merge or rebases (see
+    /// [`follow`]); absent from the record otherwise.
+    #[serde(default, rename = "followUps", skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<FollowUp>,
 }
 
 /// The round the next workflow run works on, and what happened to a record that no longer fits.
@@ -106,6 +113,23 @@ pub fn current(plan: &Plan, dag: &Dag) -> Option<Current> {
                 }
                 r.tasks = keep;
                 r.tasks.sort_unstable();
+                // A follow-up holds only while its task is pending in the round at the
+                // attempt it continues (an `/execute retry` or an edit starts it afresh).
+                let before = r.follow_ups.len();
+                r.follow_ups.retain(|f| {
+                    let t = f.task();
+                    r.tasks.contains(&t)
+                        && plan.tasks[t].status == Status::Pending
+                        && plan.tasks[t].attempts() == f.attempt()
+                });
+                r.follow_ups.dedup_by_key(|f| f.task());
+                if r.follow_ups.len() != before {
+                    notes.push(format!(
+                        "{} merge follow-up(s) of the open round {} no longer fit the plan; those tasks run an ordinary attempt",
+                        before - r.follow_ups.len(),
+                        r.round
+                    ));
+                }
                 return Some(Current {
                     open: r,
                     resumed: true,
@@ -120,6 +144,7 @@ pub fn current(plan: &Plan, dag: &Dag) -> Option<Current> {
             round: next,
             tasks: ready,
             parts: 0,
+            follow_ups: Vec::new(),
         },
         resumed: false,
         notes,
@@ -150,6 +175,18 @@ impl OpenRound {
             .into_iter()
             .next()
             .unwrap_or_default()
+    }
+
+    /// The follow-up `task` waits for, if any (`overlap: merge`).
+    pub fn follow_up(&self, task: usize) -> Option<&FollowUp> {
+        self.follow_ups.iter().find(|f| f.task() == task)
+    }
+
+    /// The attempt number `task`'s next job carries: a follow-up's own (a re-check or a
+    /// rebase is not a new attempt), else the task's attempts + 1.
+    pub fn entry_attempt(&self, plan: &Plan, task: usize) -> u32 {
+        self.follow_up(task)
+            .map_or_else(|| plan.tasks[task].attempts() + 1, FollowUp::attempt)
     }
 
     /// Records the round as open in `plan`.
@@ -258,7 +295,8 @@ mod tests {
             OpenRound {
                 round: 1,
                 tasks: vec![0, 1],
-                parts: 0
+                parts: 0,
+                follow_ups: Vec::new(),
             }
         );
         assert!(!c.resumed && c.notes.is_empty());
@@ -276,6 +314,7 @@ mod tests {
             round: 1,
             tasks: vec![0, 1, 2],
             parts: 2,
+            follow_ups: Vec::new(),
         }
         .write(&mut p);
         let c = current(&p, &dag).unwrap();
@@ -304,5 +343,41 @@ mod tests {
             assert_eq!(c.open.tasks, vec![0, 1]);
             assert_eq!(c.notes.len(), 1, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_serial_record_is_unchanged_and_a_stale_follow_up_is_dropped() {
+        let (mut p, dag) = plan(&["pending", "pending", "pending"], &[&[], &[], &[]]);
+        p.tasks[1].attempts = Some(1);
+        p.tasks[2].attempts = Some(1);
+        let serial = OpenRound {
+            round: 1,
+            tasks: vec![0, 1, 2],
+            parts: 1,
+            follow_ups: Vec::new(),
+        };
+        // Without follow-ups the record is what `serial` always wrote.
+        assert_eq!(
+            serde_json::to_value(&serial).unwrap(),
+            serde_json::json!({"round": 1, "tasks": [0, 1, 2], "parts": 1})
+        );
+        let mut open = serial;
+        open.follow_ups = vec![
+            FollowUp::recheck(1, 1, b"patch", vec![0], false).unwrap(),
+            // Attempt 3 of task 2 is not the one it continues (it made 1): dropped.
+            FollowUp::Rebase {
+                task: 2,
+                attempt: 3,
+                onto: vec![0],
+                why: "conflict".into(),
+            },
+        ];
+        open.write(&mut p);
+        let c = current(&p, &dag).unwrap();
+        assert_eq!(c.open.follow_ups.len(), 1, "{:?}", c.open.follow_ups);
+        assert!(c.notes[0].contains("1 merge follow-up"), "{:?}", c.notes);
+        assert_eq!(c.open.entry_attempt(&p, 1), 1);
+        assert_eq!(c.open.entry_attempt(&p, 2), 2);
+        assert_eq!(c.open.entry_attempt(&p, 0), 1);
     }
 }

@@ -293,6 +293,26 @@ impl RoundBuild {
     }
 }
 
+impl RoundBuild {
+    /// A merge that lands nothing: `patch`, made at `base`, merged three-way onto the round's
+    /// tree as it is now (`git merge-tree`, trees only, no task code), the index then dropped.
+    /// For a writer that cannot re-check (the Action's finalize under `overlap: merge`): a
+    /// clean merge's patch (onto the round's tree) is handed to a job without a write token to
+    /// re-check, and lands only after it passed there.
+    #[allow(
+        dead_code,
+        reason = "the Action's finalize under merge: not wired yet (issue 23)"
+    )]
+    pub(crate) fn trial_merge(
+        &self,
+        repo: &Repo,
+        base: &str,
+        patch: crate::edge::git::PatchRef<'_>,
+    ) -> Result<Merged, RunError> {
+        Ok(self.index(repo)?.merge_patch(base, patch)?)
+    }
+}
+
 /// Runs the acceptance checks of `tasks` on commit `snapshot` in a worktree of its own: the
 /// first that fails, said (task, check, output), or `None` when all pass.
 fn recheck(
@@ -355,6 +375,112 @@ fn clip(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A repository at a commit holding `list.txt` as `base`, and the patches (`git diff
+    /// --binary` from that commit) that write it as each of `versions`.
+    fn repo_with_changes(
+        base: &str,
+        versions: &[&str],
+    ) -> (
+        tempfile::TempDir,
+        crate::edge::git::Repo,
+        String,
+        Vec<Vec<u8>>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+            out.stdout
+        };
+        run(&["init", "-q"]);
+        std::fs::write(dir.path().join("list.txt"), base).unwrap();
+        run(&["add", "list.txt"]);
+        run(&["commit", "-qm", "list"]);
+        let head = String::from_utf8(run(&["rev-parse", "HEAD"])).unwrap();
+        let patches = versions
+            .iter()
+            .map(|v| {
+                std::fs::write(dir.path().join("list.txt"), v).unwrap();
+                let p = run(&["diff", "--binary", "--full-index", "HEAD"]);
+                run(&["checkout", "-q", "--", "list.txt"]);
+                p
+            })
+            .collect();
+        let repo = crate::edge::git::Repo::discover(dir.path()).unwrap();
+        (dir, repo, head.trim().to_string(), patches)
+    }
+
+    #[test]
+    fn a_trial_merge_lands_nothing_and_its_patch_rebuilds_the_merge_on_the_rounds_tree() {
+        const BASE: &str = "a\n1\n2\n3\n4\nb\n";
+        let (_dir, repo, head, patches) = repo_with_changes(
+            BASE,
+            &[
+                "a=0\n1\n2\n3\n4\nb\n",
+                "a\n1\n2\n3\n4\nb=1\n",
+                "a=1\n1\n2\n3\n4\nb\n",
+            ],
+        );
+        let mut build = super::RoundBuild::start();
+        build
+            .accepted
+            .push(crate::edge::git::Patch::Bytes(patches[0].clone()));
+        let crate::edge::git::Merged::Clean {
+            changed,
+            patch,
+            combined,
+        } = build
+            .trial_merge(&repo, &head, (&patches[1]).into())
+            .unwrap()
+        else {
+            panic!("different lines merge cleanly")
+        };
+        assert_eq!((changed, combined), (vec!["list.txt".to_string()], true));
+        // Nothing landed: the round's tree still holds the first change only.
+        let index = build.index(&repo).unwrap();
+        assert_eq!(
+            index.read_entry("list.txt").unwrap().unwrap().1,
+            b"a=0\n1\n2\n3\n4\nb\n"
+        );
+        // The merge's patch applies onto the round's tree as it is and gives the merge.
+        index.apply_patch(&patch).unwrap();
+        assert_eq!(
+            index.read_entry("list.txt").unwrap().unwrap().1,
+            b"a=0\n1\n2\n3\n4\nb=1\n"
+        );
+        drop(index);
+        // The same line changed twice: a conflict, and still nothing landed.
+        let conflict = build
+            .trial_merge(&repo, &head, (&patches[2]).into())
+            .unwrap();
+        assert!(
+            matches!(&conflict, crate::edge::git::Merged::Conflict { files, .. } if files == &["list.txt"]),
+            "{conflict:?}"
+        );
+        assert_eq!(
+            build
+                .index(&repo)
+                .unwrap()
+                .read_entry("list.txt")
+                .unwrap()
+                .unwrap()
+                .1,
+            b"a=0\n1\n2\n3\n4\nb\n"
+        );
+    }
+
     #[test]
     fn a_note_or_a_line_from_worker_content_is_bounded_by_characters() {
         assert_eq!(super::clip("abc", 3), "abc");

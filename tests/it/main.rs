@@ -16,6 +16,7 @@ mod common;
 mod action;
 mod action_eager;
 mod action_jobs;
+mod action_merge;
 mod action_review;
 mod action_rounds;
 mod action_steer;

@@ -78,8 +78,18 @@ pub(super) fn judge_entry(
             halt: None,
         };
     }
-    // The reviewer's verdict, concluded by the seed's rules as locally.
-    let (reviews, question) = match conclude_review(e, task, &mut verdict, reviewed) {
+    // The reviewer's verdict, concluded by the seed's rules as locally. A merge's re-check
+    // (`overlap: merge`) continues an attempt whose review concluded when it arrived.
+    let recheck = matches!(
+        crate::action::rounds::FollowUp::of(plan, e.task, e.attempt),
+        Some(crate::action::rounds::FollowUp::Recheck { .. })
+    );
+    let concluded = if recheck {
+        None
+    } else {
+        conclude_review(e, task, &mut verdict, reviewed)
+    };
+    let (reviews, question) = match concluded {
         Some((reviews, question)) => (Some(reviews), question),
         None => (None, question),
     };

@@ -21,6 +21,7 @@ use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::preflight::Overlaps;
 use crate::flow::preflight::{self, checks};
 use crate::pure::engine::{self, Next, View};
+use crate::pure::overlap::Policy;
 use crate::pure::plan::{self, model::Status};
 
 /// What the plan job decided.
@@ -102,13 +103,46 @@ pub fn run(
     if fresh && let Some(failed) = preflight_failed(&repo, &plan, &dag, &overlaps, inputs) {
         return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
+    // `overlap: merge` (rounds only): a round's tasks that share files form one matrix, and
+    // the matrix says so, so finalize integrates it by merging (see `rounds::follow`).
+    let merge = policy(repo.root(), inputs)? == Policy::Merge;
+    if merge && schedule == crate::pure::engine::Schedule::Eager {
+        println!(
+            "overlap: merge runs in rounds on the Action; schedule: eager keeps tasks that share files apart (serial)."
+        );
+    }
+    let merge = merge && schedule != crate::pure::engine::Schedule::Eager;
     let conflicts = overlaps.for_scheduling();
+    let conflicts = if merge {
+        Policy::Merge.for_scheduling(conflicts, plan.tasks.len())
+    } else {
+        conflicts
+    };
     let view = View {
         plan: &plan,
         dag: &dag,
         conflicts: &conflicts,
     };
-    Ok(next(view, schedule, inputs, at))
+    let mut planned = next(view, schedule, inputs, at);
+    if let Some(m) = planned.matrix.as_mut() {
+        m.merge = merge;
+    }
+    Ok(planned)
+}
+
+/// The overlap policy: the `overlap` input, else `overlap:` in `.design/dagexec.yml` at the
+/// checkout, else `serial`.
+fn policy(root: &Path, inputs: &Inputs) -> Result<Policy, ActionError> {
+    if let Some(p) = inputs.overlap {
+        return Ok(p);
+    }
+    let file = crate::flow::settings::read_file_config(root)
+        .map_err(|e| ActionError::Input(e.to_string()))?;
+    match file.overlap {
+        Some(o) => Policy::parse(&o)
+            .map_err(|m| ActionError::Input(format!(".design/dagexec.yml: overlap: {m}"))),
+        None => Ok(Policy::Serial),
+    }
 }
 
 /// The execution branch: the `branch` input, else the goal's. A run started on another ref
@@ -313,6 +347,10 @@ fn work(
     base: String,
 ) -> Planned {
     let mut m = Matrix::of(plan, &part, crate::action::matrix::MAX_MATRIX_JOBS);
+    // A merge's re-check or a rebase continues its attempt (`overlap: merge`).
+    for e in &mut m.include {
+        e.attempt = open.entry_attempt(plan, e.task);
+    }
     m.waiting.extend(
         open.unresolved(plan)
             .into_iter()

@@ -2,6 +2,9 @@
 //! of the round's base. The worker runs under the same contract as locally; then the
 //! acceptance checks run here (never in finalize, which holds a write token), and the job
 //! leaves `result.json`, `changes.patch` and `worker.log` in the artifact directory.
+//! Under `overlap: merge` the open round may say this job continues an attempt instead: a
+//! merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
+//! rebase (the worker, its prompt with the local `## Rebase` section).
 //!
 //! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set
 //! (the `reviewer` input, or the task's own `reviewer` field, as locally), the reviewer runs
@@ -26,6 +29,8 @@ use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
+mod recheck;
+
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
 /// Which attempt to run.
@@ -46,10 +51,26 @@ pub fn run(
 ) -> Result<outcome::Verdict, ActionError> {
     let start = jiff::Timestamp::now();
     let (repo, inputs, plan) = open(root, inputs, job, base)?;
-    let inputs = &inputs;
+    // `overlap: merge`: this job may continue an attempt instead of starting one.
+    let follow = crate::action::rounds::FollowUp::of(&plan, job.task, job.attempt);
+    if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
+        return recheck::run(&repo, &inputs, &plan, job, base, f);
+    }
+    attempt((&repo, &inputs, &plan), job, base, start, follow.as_ref())
+}
+
+/// An attempt: the worker (a rebase's prompt says so), its judgement here, the reviewer, the
+/// artifact's files.
+fn attempt(
+    (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
+    job: Job,
+    base: &str,
+    start: jiff::Timestamp,
+    follow: Option<&crate::action::rounds::FollowUp>,
+) -> Result<outcome::Verdict, ActionError> {
     let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = prompt_text(&plan, job, repo.root(), &history);
+    let text = rebased(plan, follow, prompt_text(plan, job, repo.root(), &history));
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
@@ -86,7 +107,7 @@ pub fn run(
             index: job.task,
             task,
             plan_rel: &inputs.plan_rel,
-            tasks_md: crate::sources::own_file(&plan).as_deref(),
+            tasks_md: crate::sources::own_file(plan).as_deref(),
             log_rel: &log_rel,
             timeout: inputs.timeout,
         },
@@ -130,6 +151,23 @@ pub fn run(
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
     Ok(verdict)
+}
+
+/// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
+/// section (the tasks it builds on, what went wrong); any other prompt as it is.
+fn rebased(
+    plan: &plan::model::Plan,
+    follow: Option<&crate::action::rounds::FollowUp>,
+    text: String,
+) -> String {
+    let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
+        return text;
+    };
+    let onto: Vec<(usize, &str)> = onto
+        .iter()
+        .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))
+        .collect();
+    prompt::rebase_prompt(&text, &onto, why)
 }
 
 /// A temporary directory for the prompt and log files, outside the checkout.
@@ -276,7 +314,7 @@ fn review_attempt(
 }
 
 /// The artifact's files: result.json, changes.patch, the worker's log and the reviewer's.
-fn write_files(
+pub(super) fn write_files(
     inputs: &Inputs,
     result: &WorkResult,
     patch: &[u8],

@@ -38,6 +38,21 @@ pub struct Common {
     /// a restored build by) [default: none].
     #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", value_parser = parse_build)]
     pub(super) build: String,
+    /// Tasks of a round that share files (plan): serial or merge [default: `overlap` in
+    /// .design/dagexec.yml, else serial].
+    #[arg(long, env = "DAGEXEC_OVERLAP", default_value = "", value_parser = parse_overlap)]
+    pub(super) overlap: Overlap,
+}
+
+/// The `overlap` input: empty for the settings file's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Overlap(pub(super) Option<crate::pure::overlap::Policy>);
+
+fn parse_overlap(s: &str) -> Result<Overlap, String> {
+    if s.trim().is_empty() {
+        return Ok(Overlap(None));
+    }
+    crate::pure::overlap::Policy::parse(s).map(|p| Overlap(Some(p)))
 }
 
 /// The `build` pin: empty, or a SHA-256 in lower-case hex.

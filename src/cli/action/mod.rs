@@ -52,6 +52,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         artifacts,
         max_cost: common.max_cost.0,
         build: common.build.clone(),
+        overlap: common.overlap.0,
     }
 }
 

@@ -8,7 +8,9 @@
 //! as a failing `dagexec` check run, and dispatches the next run.
 //!
 //! It runs no code from the plan or a task: acceptance checks and the reviewer ran in the
-//! worker's job, which had no write token.
+//! worker's job, which had no write token. Under `overlap: merge` a result that shares paths
+//! with one landed before it is merged without landing and re-checked in the next part
+//! (`merging`).
 //!
 //! The reviewer loop: a completed attempt whose job reported a review is concluded by the
 //! seed's rules exactly as locally ([`crate::pure::review::conclude`]): approved completes, its
@@ -40,6 +42,7 @@ use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
 use crate::pure::plan::model::Status;
 
+mod merging;
 mod part;
 
 pub use crate::action::rounds::Round;
@@ -311,7 +314,8 @@ impl Finalize<'_> {
             opts,
             ui,
         };
-        let (closed, end) = integrate_part(at, plan, judged, open)?;
+        let merge = matrix::Matrix::merges(&self.round.matrix);
+        let (closed, end) = integrate_part(at, plan, judged, open, (merge, &self.round.base))?;
         Ok(Integrated {
             closed,
             end,

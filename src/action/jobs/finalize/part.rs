@@ -26,8 +26,9 @@ use crate::pure::prompt::Unit;
 pub(super) fn integrate_part(
     at: Integrator<'_>,
     plan: &mut plan::model::Plan,
-    mut judged: Vec<Judged>,
+    judged: Vec<Judged>,
     open: &mut crate::action::rounds::OpenRound,
+    (merge, base): (bool, &str),
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
     let Integrator {
         repo,
@@ -35,6 +36,23 @@ pub(super) fn integrate_part(
         opts,
         ui,
     } = at;
+    let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
+    let mut build = crate::flow::integrate::RoundBuild::start();
+    // `overlap: merge` (or follow-ups a merge left in the round): merged one by one.
+    if merge || !open.follow_ups.is_empty() {
+        super::merging::add((repo, ui), &mut build, plan, judged, open, base)?;
+    } else {
+        integrate_serial((repo, ui), &mut build, plan, judged)?;
+    }
+    finish_part(at_parts(repo, dag, opts, ui), plan, build, open, &part)
+}
+
+fn integrate_serial(
+    (repo, ui): (&crate::edge::git::Repo, &crate::flow::Ui),
+    build: &mut crate::flow::integrate::RoundBuild,
+    plan: &mut plan::model::Plan,
+    mut judged: Vec<Judged>,
+) -> Result<(), ActionError> {
     for j in &judged {
         if let Some(r) = j.record() {
             crate::pure::usage::record(plan, &r);
@@ -48,9 +66,39 @@ pub(super) fn integrate_part(
         ));
     }
     prepare_arrivals(plan, &mut judged, "in this round");
-    let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
-    let mut build = crate::flow::integrate::RoundBuild::start();
     build.add(repo, plan, &judged, ui)?;
+    Ok(())
+}
+
+fn at_parts<'a>(
+    repo: &'a crate::edge::git::Repo,
+    dag: &'a crate::pure::graph::Dag,
+    opts: &'a crate::flow::RunOptions,
+    ui: &'a crate::flow::Ui,
+) -> Integrator<'a> {
+    Integrator {
+        repo,
+        dag,
+        opts,
+        ui,
+    }
+}
+
+/// The part's outcomes into the plan, and its commit (or the round's, when it resolves the
+/// round's last task).
+fn finish_part(
+    at: Integrator<'_>,
+    plan: &mut plan::model::Plan,
+    mut build: crate::flow::integrate::RoundBuild,
+    open: &mut crate::action::rounds::OpenRound,
+    part: &[usize],
+) -> Result<(bool, Option<RunEnd>), ActionError> {
+    let Integrator {
+        repo,
+        dag,
+        opts,
+        ui,
+    } = at;
     // The part's outcomes go into its tasks now (a pending one runs in a later part); the
     // update itself waits for the round's end.
     let now: Vec<crate::pure::update::TaskResult> = build.results().to_vec();

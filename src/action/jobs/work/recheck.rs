@@ -1,0 +1,138 @@
+//! `overlap: merge`: a work job that continues an attempt instead of starting one. Finalize
+//! merged the attempt's patch onto the round's tree (`git merge-tree`, no code run) and kept
+//! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]); this
+//! job, without a write token, applies it to its checkout of the part's base, judges it as an
+//! attempt is judged (spot-checks, the task's acceptance checks) and runs the acceptance
+//! checks of the landed tasks whose files the merge touched. No worker runs. Its artifact is
+//! an attempt's; finalize lands its own copy of the patch only when this verdict passed.
+
+use crate::action::artifact::WorkResult;
+use crate::action::rounds::FollowUp;
+use crate::action::{ActionError, Inputs};
+use crate::edge::git::{Repo, changes_in};
+use crate::pure::outcome::{self, CheckRun};
+use crate::pure::plan;
+
+use super::Job;
+
+pub(super) fn run(
+    repo: &Repo,
+    inputs: &Inputs,
+    plan: &plan::model::Plan,
+    job: Job,
+    base: &str,
+    follow: &FollowUp,
+) -> Result<outcome::Verdict, ActionError> {
+    let start = jiff::Timestamp::now();
+    let FollowUp::Recheck { checks, .. } = follow else {
+        return Err(ActionError::Input(format!(
+            "task {}: not a re-check",
+            job.task
+        )));
+    };
+    let task = &plan.tasks[job.task];
+    let applied = follow
+        .patch()
+        .ok_or_else(|| "the open round's record holds no readable patch".to_string())
+        .and_then(|p| repo.apply_patch(&p).map_err(|e| e.message));
+    let line = match &applied {
+        Ok(()) => format!(
+            "COMPLETED: attempt {}'s change merged beside the tasks landed before it, re-checked on the merged tree",
+            job.attempt
+        ),
+        Err(why) => format!(
+            "FAILED: the merged change does not apply at the part's base: {}",
+            why.lines().next().unwrap_or_default()
+        ),
+    };
+    let ran = crate::edge::worker::WorkerRun {
+        stdout: format!("{line}\n"),
+        stderr_tail: String::new(),
+        exit: crate::pure::outcome::Exit::Success,
+        log: None,
+        duration: std::time::Duration::ZERO,
+        usage: None,
+    };
+    let log_rel = format!(".design/worker-{}.log", job.task);
+    let crate::flow::attempt::Observed {
+        mut report,
+        mut verdict,
+        kept,
+        ..
+    } = crate::flow::attempt::observe_and_judge(
+        &crate::flow::attempt::Observing {
+            tree: repo.root(),
+            index: job.task,
+            task,
+            plan_rel: &inputs.plan_rel,
+            tasks_md: crate::sources::own_file(plan).as_deref(),
+            log_rel: &log_rel,
+            timeout: inputs.timeout,
+        },
+        &ran,
+        changes_in(repo.root(), base)?,
+        ("", &Default::default(), Vec::new()),
+    )?;
+    // The checks of the landed tasks whose files the merge touched, on the same tree.
+    if verdict.status == plan::model::Status::Completed
+        && let Some(failed) = others_pass(repo, inputs, plan, checks, &mut report)
+    {
+        report.output = failed;
+        verdict = outcome::Verdict {
+            status: plan::model::Status::Failed,
+            result: report.output.trim().to_string(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: std::mem::take(&mut verdict.warnings),
+            halt: None,
+        };
+    }
+    let mut result = WorkResult::new(
+        (job.task, job.attempt, job.round),
+        base,
+        &report,
+        std::time::Duration::ZERO,
+    );
+    result.set_measured(&crate::pure::usage::Measured::since(
+        start,
+        crate::pure::usage::Usage::default(),
+    ));
+    super::write_files(inputs, &result, &kept.patch, None, None)?;
+    println!("task {}: {}", job.task, verdict.result);
+    Ok(verdict)
+}
+
+/// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
+/// status line saying which failed first, or `None` when all pass.
+fn others_pass(
+    repo: &Repo,
+    inputs: &Inputs,
+    plan: &plan::model::Plan,
+    tasks: &[usize],
+    report: &mut outcome::AttemptReport,
+) -> Option<String> {
+    for &k in tasks {
+        let Some(t) = plan.tasks.get(k) else { continue };
+        for c in t.acceptance_criteria() {
+            let o = crate::edge::shell::run(&c.check, repo.root(), inputs.timeout);
+            report
+                .acceptance
+                .get_or_insert_with(Vec::new)
+                .push(CheckRun {
+                    criterion: format!("task {k}: {}", c.criterion),
+                    check: c.check.clone(),
+                    passed: o.passed,
+                    output: o.output.clone(),
+                });
+            if !o.passed {
+                return Some(format!(
+                    "FAILED: on the merged tree, task {k}'s acceptance check `{}` ({}) fails: {}\n",
+                    c.check,
+                    c.criterion,
+                    o.output.trim().lines().last().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,162 @@
+//! `overlap: merge` on Actions (issue 23): what a round's open record keeps between parts for
+//! the tasks that ran in one matrix beside others on the same files.
+//!
+//! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
+//! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
+//! write token and never runs task code, integrates the re-checked follow-ups first (their
+//! check ran on exactly the part's base with the kept patch), then the worker attempts in plan
+//! order (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none
+//! of those landed before it in this finalize lands as under `serial`; one that meets them is merged three-way onto the round's tree without
+//! landing (`git merge-tree`, trees only: no code runs) — a clean merge becomes a
+//! [`FollowUp::Recheck`] holding finalize's own merged patch, anything else a
+//! [`FollowUp::Rebase`]. The next part's work job for a `Recheck` applies that patch on its
+//! base, judges it as an attempt (the task's checks) and runs the checks of the tasks named;
+//! the next finalize lands its own kept copy only when that verdict passed. A `Rebase` runs
+//! the worker from the integrated tree with the local `## Rebase` prompt section, uncounted; a
+//! rebase that cannot land either is a failed attempt.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::plan::model::Plan;
+
+/// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
+/// clean merge is sent back as a rebase instead.
+pub(crate) const MAX_KEPT_PATCH: usize = 256 << 10;
+
+/// What a task of the open round waits for besides an ordinary attempt (`merge` only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum FollowUp {
+    /// Attempt `attempt` completed and merged cleanly onto the round's tree: the next part's
+    /// work job re-checks `patch` (finalize's merge, a binary patch onto that part's base,
+    /// base64) with the acceptance checks of `task` and of `checks`; no worker runs.
+    #[serde(rename_all = "camelCase")]
+    Recheck {
+        task: usize,
+        attempt: u32,
+        patch: String,
+        /// The landed tasks whose files the merge touched (their checks run too).
+        checks: Vec<usize>,
+        /// The attempt was a rebase already: a failed re-check fails it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        rebased: bool,
+    },
+    /// Attempt `attempt` could not land (`why`: git's conflict, or the failed re-check): the
+    /// next part runs the worker from the integrated tree, building on `onto`, as a rebase
+    /// attempt that is not counted. At most one per task per integration.
+    #[serde(rename_all = "camelCase")]
+    Rebase {
+        task: usize,
+        attempt: u32,
+        onto: Vec<usize>,
+        why: String,
+    },
+}
+
+impl FollowUp {
+    pub fn task(&self) -> usize {
+        match self {
+            FollowUp::Recheck { task, .. } | FollowUp::Rebase { task, .. } => *task,
+        }
+    }
+
+    /// The attempt it continues: a re-check or a rebase is not a new attempt, so the matrix
+    /// entry (and the artifact's name) carries this number, not the task's attempts + 1.
+    pub fn attempt(&self) -> u32 {
+        match self {
+            FollowUp::Recheck { attempt, .. } | FollowUp::Rebase { attempt, .. } => *attempt,
+        }
+    }
+
+    /// A clean merge's record, or — when the patch is too large to keep in the plan — why
+    /// it is rebased instead.
+    pub fn recheck(
+        task: usize,
+        attempt: u32,
+        patch: &[u8],
+        checks: Vec<usize>,
+        rebased: bool,
+    ) -> Result<FollowUp, String> {
+        if patch.len() > MAX_KEPT_PATCH {
+            return Err(format!(
+                "the merged change of task {task} is {} bytes, over the {MAX_KEPT_PATCH} a re-check keeps in the plan",
+                patch.len()
+            ));
+        }
+        use base64::Engine as _;
+        Ok(FollowUp::Recheck {
+            task,
+            attempt,
+            patch: base64::engine::general_purpose::STANDARD.encode(patch),
+            checks,
+            rebased,
+        })
+    }
+
+    /// Whether the attempt it continues was a rebase (a second failure to land fails it).
+    pub fn after_rebase(&self) -> bool {
+        match self {
+            FollowUp::Recheck { rebased, .. } => *rebased,
+            FollowUp::Rebase { .. } => true,
+        }
+    }
+
+    /// The follow-up the open round recorded in `plan` for `task`'s attempt `attempt`.
+    pub fn of(plan: &Plan, task: usize, attempt: u32) -> Option<FollowUp> {
+        let open: super::OpenRound =
+            serde_json::from_value(plan.progress.extra.get(super::FIELD)?.clone()).ok()?;
+        open.follow_up(task)
+            .filter(|f| f.attempt() == attempt)
+            .cloned()
+    }
+
+    /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
+    /// plan was edited by hand, and the task then runs an ordinary attempt).
+    pub fn patch(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        match self {
+            FollowUp::Recheck { patch, .. } => base64::engine::general_purpose::STANDARD
+                .decode(patch)
+                .ok()
+                .filter(|p| p.len() <= MAX_KEPT_PATCH),
+            FollowUp::Rebase { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follow_up_keeps_its_attempt_and_a_bounded_patch() {
+        let r = FollowUp::recheck(2, 1, b"diff --git a/a b/a\n\xff\n", vec![0], false).unwrap();
+        assert_eq!((r.task(), r.attempt()), (2, 1));
+        assert_eq!(r.patch().unwrap(), b"diff --git a/a b/a\n\xff\n");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["kind"], "recheck");
+        assert_eq!(serde_json::from_value::<FollowUp>(json).unwrap(), r);
+        let big = vec![b'x'; MAX_KEPT_PATCH + 1];
+        assert!(
+            FollowUp::recheck(2, 1, &big, vec![], false)
+                .unwrap_err()
+                .contains("over")
+        );
+        let hand_edited = FollowUp::Recheck {
+            task: 2,
+            attempt: 1,
+            patch: "not base64!".into(),
+            checks: vec![],
+            rebased: false,
+        };
+        assert_eq!(hand_edited.patch(), None);
+        let rebase = FollowUp::Rebase {
+            task: 1,
+            attempt: 2,
+            onto: vec![0],
+            why: "conflict in a.txt".into(),
+        };
+        assert_eq!(rebase.patch(), None);
+        assert_eq!(rebase.attempt(), 2);
+    }
+}

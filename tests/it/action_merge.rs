@@ -1,0 +1,349 @@
+//! `overlap: merge` on the Action's rounds, driven job by job with the lab (as
+//! `action_rounds` does): tasks that share a file run in ONE matrix; finalize lands the
+//! first, merges the later one without landing it, and the round's next part re-checks the
+//! merged tree in a job without the write token (no worker runs) before its finalize lands
+//! it; a conflict or a failed re-check runs the task again as an uncounted rebase attempt.
+
+use crate::common::lab::{self, Lab};
+
+use serde_json::{Value, json};
+
+const LIST: &str = "a\n1\n2\n3\n4\nb\n";
+
+/// A task modifying `list.txt`, checked by `check`.
+fn on_list(subject: &str, check: &str) -> Value {
+    let mut t = lab::edit(subject, &[], &["list.txt"], &[]);
+    t["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": format!("{subject} is in the list"), "check": check}
+    ]});
+    t
+}
+
+/// The lab on `dagexec/merge` with `overlap: merge` in `.design/dagexec.yml`.
+fn merge_lab(tasks: Vec<Value>, worker: &str) -> Lab {
+    lab::lab()
+        .plan("Merge", tasks)
+        .worker(worker)
+        .branch("dagexec/merge")
+        .file("list.txt", LIST)
+        .file(".design/dagexec.yml", "overlap: merge\n")
+        .start()
+}
+
+/// Each workflow run's matrix as (task, attempt) pairs, until a run asks for no other.
+fn run_parts(lab: &Lab, limit: u64) -> (Vec<Vec<(u64, u64)>>, bool, String) {
+    let mut parts = Vec::new();
+    for run_id in 1..=limit {
+        let dispatched = lab.gh.calls("actions/create-workflow-dispatch").len();
+        let (outputs, ok, log) = lab.round_result(300 + run_id);
+        let m: Value = serde_json::from_str(outputs.get("matrix").map_or("{}", String::as_str))
+            .unwrap_or_default();
+        parts.push(
+            m["include"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| (e["task"].as_u64().unwrap(), e["attempt"].as_u64().unwrap()))
+                .collect(),
+        );
+        let again = lab.gh.calls("actions/create-workflow-dispatch").len() > dispatched;
+        if !ok || !again || outputs.get("has-work").map(String::as_str) != Some("true") {
+            return (parts, ok, log);
+        }
+    }
+    panic!("more than {limit} runs");
+}
+
+/// The attempt records of task `task`: (attempt, outcome, rebase).
+fn records(plan: &Value, task: u64) -> Vec<(u64, String, bool)> {
+    plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["task"].as_u64() == Some(task))
+        .map(|r| {
+            (
+                r["attempt"].as_u64().unwrap_or_default(),
+                r["outcome"].as_str().unwrap_or_default().to_string(),
+                r["rebase"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_tasks_on_one_file_run_in_one_matrix_and_the_clean_merge_is_rechecked_before_it_lands() {
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^b=1$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(ok, "{log}");
+    // One matrix for both; the next part is task 1's re-check, attempt 1 again.
+    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let subjects = lab.branch_log();
+    assert!(
+        subjects
+            .iter()
+            .any(|s| s == "dagexec: round 1 — 2/2 tasks (2/2 overall)"),
+        "{subjects:#?}"
+    );
+    assert!(
+        subjects
+            .iter()
+            .any(|s| s == "dagexec: round 1 (part 1) — 1/2 tasks resolved"),
+        "{subjects:#?}"
+    );
+    let plan = lab.branch_plan();
+    // The re-check is not an attempt: one record per task, no rebase.
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["progress"]["completedTasks"][1]["attempts"], 1,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_conflict_runs_the_later_task_again_as_a_rebase_attempt_on_the_integrated_tree() {
+    // Task 1 rewrites the line task 0 rewrote; told to rebase, it builds on task 0's line.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*'task 0 (Zero)'*'CONFLICT'*) sed -i 's/^a=0$/a=0,1/' list.txt; echo "COMPLETED: one on top of zero" ;;
+   *) sed -i 's/^a$/a=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0' list.txt"),
+            on_list("One", "grep -q '1$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(ok, "{log}");
+    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0,1\n1\n2\n3\n4\nb\n");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
+        "{plan:#}"
+    );
+    // The rebase is not counted.
+    assert_eq!(
+        plan["progress"]["completedTasks"][1]["attempts"], 1,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_clean_merge_that_breaks_a_landed_tasks_check_is_rebased_and_never_lands() {
+    // Task 0's check: exactly one `=` line. Task 1's `b=1` merges cleanly but breaks it on the
+    // merged tree; rebased, task 1 writes `b1` instead.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
+            on_list("One", "grep -q '^b=\\?1$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    // Both in one matrix, the re-check (it fails task 0's check), the rebase.
+    assert_eq!(
+        parts,
+        vec![vec![(0, 1), (1, 1)], vec![(1, 1)], vec![(1, 1)]],
+        "{log}"
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb1\n");
+    // At no commit of the branch is b=1 beside a=0.
+    for c in crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"]).lines() {
+        let list = crate::common::git(&lab.origin, &["show", &format!("{c}:list.txt")]);
+        assert!(!list.contains("b=1"), "{c}: {list}");
+    }
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_merge_waiting_for_its_recheck_is_kept_in_the_plan_and_the_recheck_runs_no_worker() {
+    // The worker refuses to run twice for task 1: the re-check must not start it.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) if grep -q '^a=0$' list.txt; then echo "FAILED: ran on the integrated tree"; exit 0; fi
+   sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^b=1$' list.txt"),
+        ],
+        WORKER,
+    );
+    // The first run only: task 0 landed, task 1's merge waits in the record, not in the tree.
+    let (_, ok, log) = lab.round_result(401);
+    assert!(ok, "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb\n");
+    let plan = lab.branch_plan();
+    let follow = &plan["progress"]["dagexecRound"]["followUps"];
+    assert_eq!(follow[0]["kind"], "recheck", "{plan:#}");
+    assert_eq!(follow[0]["task"], 1, "{plan:#}");
+    assert_eq!(follow[0]["checks"], json!([0]), "{plan:#}");
+    assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
+    // The next run re-checks and lands it (its worker would have failed on this tree).
+    let (parts, ok, log) = run_parts(&lab, 4);
+    assert!(ok, "{log}");
+    assert_eq!(parts[0], vec![(1, 1)], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_rebase_that_cannot_land_either_is_a_failed_attempt_retried_on_the_integrated_tree() {
+    // Tasks 1 and 2 both rewrite task 0's line; rebased side by side, they conflict again.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+n=$DAGEXEC_TASK_INDEX
+case "$n" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+*) case "$prompt" in
+   *'## Rebase'*) sed -i "1s/\$/,$n/" list.txt; echo "COMPLETED: $n rebased" ;;
+   *) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i "1s/\$/,$n/" list.txt; else sed -i "1s/.*/a=$n/" list.txt; fi
+      echo "COMPLETED: $n" ;;
+   esac ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0' list.txt"),
+            on_list("One", "head -n 1 list.txt | grep -q 1"),
+            on_list("Two", "head -n 1 list.txt | grep -q 2"),
+        ],
+        WORKER,
+    );
+    let (_, ok, log) = lab.round_result(400);
+    assert!(ok, "{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        plan["progress"]["dagexecRound"]["followUps"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{log}\n{plan:#}"
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    assert_eq!(parts, vec![vec![(1, 1), (2, 1)], vec![(2, 2)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0,1,2\n1\n2\n3\n4\nb\n");
+    let plan = lab.branch_plan();
+    let two = records(&plan, 2);
+    assert_eq!(two.len(), 3, "{plan:#}");
+    assert_eq!(two[0], (1, "conflict".into(), false), "{plan:#}");
+    // The rebase's own record says it could not land; the retry is an ordinary attempt.
+    assert_eq!(two[1], (1, "conflict".into(), true), "{plan:#}");
+    assert_eq!(two[2], (2, "completed".into(), false), "{plan:#}");
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_reviewed_task_merged_beside_another_lands_on_its_recheck_without_a_second_review() {
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let mut one = on_list("One", "grep -q '^b=1$' list.txt");
+    // The task names its own reviewer: its attempt's job runs it; the re-check's does not.
+    one["reviewer"] = json!("echo APPROVED; echo 'summary: b is set'");
+    let lab = merge_lab(
+        vec![on_list("Zero", "grep -q '^a=0$' list.txt"), one],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(ok, "{log}");
+    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_merge_that_carries_a_change_into_a_file_the_task_does_not_declare_is_not_kept() {
+    // Task 0 moves the list; git's merge follows the rename and would put task 1's line into
+    // moved.txt, which task 1 does not declare: sent back, never kept for a re-check.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+esac
+"#;
+    let mut zero = lab::edit("Zero", &["moved.txt"], &["list.txt"], &[]);
+    zero["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "moved", "check": "test -f moved.txt"}
+    ]});
+    let lab = merge_lab(
+        vec![zero, on_list("One", "grep -q '^b=1$' list.txt")],
+        WORKER,
+    );
+    let (_, ok, log) = lab.round_result(500);
+    assert!(ok, "{log}");
+    let plan = lab.branch_plan();
+    let follow = &plan["progress"]["dagexecRound"]["followUps"][0];
+    assert_eq!(follow["kind"], "rebase", "{log}\n{plan:#}");
+    assert_eq!(follow["task"], 1, "{plan:#}");
+    assert!(
+        follow["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("moved.txt, which task 1 does not declare"),
+        "{plan:#}"
+    );
+    assert!(!lab.branch_file("moved.txt").contains("b=1"), "{log}");
+}
