@@ -509,10 +509,14 @@ echo "COMPLETED: wrote the files""#,
             assert_eq!(read(d, "scratch.txt"), "untracked\n", "{label}");
         }
         let label = format!("scenario {scenario} after {history:?}");
-        if d.join(".design/plan.json").exists() {
+        let last = if d.join(".design/plan.json").exists() {
             let ran = run(d, &w.cmd, &[]);
             assert_eq!(ran.code(), Some(0), "{label}: {}", ran.text());
-        }
+            ran.text()
+        } else {
+            "(no run: the plan was archived)".to_string()
+        };
+        let label = format!("{label}; the last run said: {last}");
         assert!(d.join(".design/plan.done.json").exists(), "{label}");
         wait_for_no_lock(d, &label);
         assert_eq!(
@@ -522,7 +526,11 @@ echo "COMPLETED: wrote the files""#,
         );
         assert_eq!(read(d, "local.cfg"), "mine\n", "{label}");
         assert_eq!(read(d, "notes.txt"), "notes\nWIP\n", "{label}");
-        assert!(!d.join(".git/dagexec/round.json").exists(), "{label}");
+        assert!(
+            !d.join(".git/dagexec/round.json").exists(),
+            "{label}; the round record left: {}",
+            std::fs::read_to_string(d.join(".git/dagexec/round.json")).unwrap_or_default()
+        );
         for (i, files) in [
             (0, &["a.txt"][..]),
             (1, &["b/b.txt", "README.md"][..]),
