@@ -58,15 +58,41 @@ pub fn get(task: &Task) -> Option<Question> {
         .and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
+/// The most options a question keeps, and the most characters of an option's key and of its
+/// description: the rest is worker output no one would read in a comment.
+pub const MAX_OPTIONS: usize = 20;
+const MAX_KEY_CHARS: usize = 80;
+const MAX_DESCRIPTION_CHARS: usize = 300;
+
 /// Sets the task's question, its text clipped as a result is ([`crate::pure::outcome::clip_result`]:
-/// it is worker output, on its way to the plan and a pull request comment).
+/// it is worker output, on its way to the plan and a pull request comment), its options at
+/// most [`MAX_OPTIONS`], each key one line and each part clipped, and `blocked_at` one line.
 pub fn set(task: &mut Task, q: &Question) {
     let mut q = q.clone();
     q.text = crate::pure::outcome::clip_result(&q.text);
+    q.options.truncate(MAX_OPTIONS);
+    for c in &mut q.options {
+        c.key = clip_chars(&crate::pure::sanitize::line(&c.key), MAX_KEY_CHARS);
+        c.description = clip_chars(
+            &crate::pure::sanitize::line(&c.description),
+            MAX_DESCRIPTION_CHARS,
+        );
+    }
+    q.blocked_at = q
+        .blocked_at
+        .map(|b| clip_chars(&crate::pure::sanitize::line(&b), MAX_DESCRIPTION_CHARS));
     task.extra.insert(
         QUESTION_FIELD.into(),
         serde_json::to_value(&q).expect("questions serialise"),
     );
+}
+
+/// `s` cut to at most `max` characters, an ellipsis saying so.
+fn clip_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((end, _)) => format!("{}…", &s[..end]),
+    }
 }
 
 /// The question a worker asks in its status line (the worker contract's last non-empty
@@ -353,6 +379,43 @@ mod tests {
             text.len()
         );
         assert!(text.starts_with("which? which?") && text.contains("clipped: 699999 bytes"));
+    }
+
+    /// A worker's question options are worker output too: few, one line each, short.
+    #[test]
+    fn a_questions_options_are_bounded() {
+        let q = Question {
+            kind: Kind::Decision,
+            text: "which?".into(),
+            options: (0..1000)
+                .map(|n| Choice {
+                    key: format!("k{n}\n## injected {}", "x".repeat(10_000)),
+                    description: "d".repeat(100_000),
+                })
+                .collect(),
+            blocked_at: Some(format!("here\n{}", "y".repeat(100_000))),
+            reply: None,
+        };
+        let mut task: Task = serde_json::from_value(serde_json::json!({
+            "subject": "s", "status": "blocked", "blockedBy": []
+        }))
+        .expect("a task");
+        set(&mut task, &q);
+        let kept = get(&task).expect("kept");
+        assert_eq!(kept.options.len(), MAX_OPTIONS);
+        for c in &kept.options {
+            assert!(!c.key.contains('\n'), "{:?}", c.key);
+            assert!(
+                c.key.chars().count() <= MAX_KEY_CHARS + 1,
+                "{}",
+                c.key.len()
+            );
+            assert!(c.description.chars().count() <= MAX_DESCRIPTION_CHARS + 1);
+        }
+        assert!(kept.options[0].key.starts_with("k0"));
+        let at = kept.blocked_at.expect("kept");
+        assert!(!at.contains('\n') && at.chars().count() <= MAX_DESCRIPTION_CHARS + 1);
+        assert!(serde_json::to_string(&task).unwrap().len() < 20_000);
     }
 
     #[test]
