@@ -10,7 +10,7 @@ use crate::pure::engine::{self, Schedule};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
-use crate::pure::plan::model::Plan;
+use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
 use crate::pure::usage::Budget;
 use std::collections::BTreeSet;
@@ -29,20 +29,32 @@ impl Eager<'_> {
     }
 
     /// Starts as many ready tasks as there are free slots; `busy` are tasks in flight or
-    /// landed and not yet integrated (kept apart from conflicting ones alike).
+    /// landed and not yet integrated (kept apart from conflicting ones alike). `landing` are
+    /// completed attempts about to be integrated: a slot goes now only to a task that would
+    /// also be picked once they are committed, so work they unblock (the critical path,
+    /// often) is not kept waiting for a slot by work of lower priority that started first.
     fn fill<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
         busy: &BTreeSet<usize>,
         round: u32,
+        landing: &[usize],
     ) -> Result<Vec<usize>, X::Error> {
         let free = x.slots().saturating_sub(x.running());
         if free == 0 || self.spent(plan).is_some() {
             return Ok(Vec::new());
         }
         let busy: Vec<usize> = busy.iter().copied().collect();
-        let picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, free);
+        let mut picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, free);
+        if !landing.is_empty() && !picks.is_empty() {
+            let mut after = plan.clone();
+            for &i in landing {
+                after.tasks[i].status = Status::Completed;
+            }
+            let then = engine::eager_pick(&after, self.dag, self.conflicts, &busy, free);
+            picks.retain(|i| then.contains(i));
+        }
         if picks.is_empty() {
             return Ok(picks);
         }
@@ -91,7 +103,7 @@ impl Eager<'_> {
         };
         loop {
             if !s.cancelled && !s.aborted && s.stop.is_none() {
-                let started = self.fill(x, plan, &s.in_flight, round)?;
+                let started = self.fill(x, plan, &s.in_flight, round, &[])?;
                 s.in_flight.extend(started);
             }
             if x.running() == 0 {
@@ -116,10 +128,16 @@ impl Eager<'_> {
                 continue;
             }
             // Start what is ready already before integrating: integration takes a moment, and
-            // work that does not depend on what just arrived need not wait for it. What just
-            // arrived still counts as busy for conflicts until it is committed.
+            // work that does not depend on what just arrived need not wait for it — unless
+            // what it unblocks comes first (see `fill`). What just arrived still counts as
+            // busy for conflicts until it is committed.
             if !s.aborted && s.stop.is_none() {
-                let started = self.fill(x, plan, &s.in_flight, round)?;
+                let landing: Vec<usize> = landed
+                    .iter()
+                    .filter(|j| j.verdict.status == Status::Completed)
+                    .map(|j| j.index)
+                    .collect();
+                let started = self.fill(x, plan, &s.in_flight, round, &landing)?;
                 s.in_flight.extend(started);
             }
             landed.sort_by_key(|j| j.index);

@@ -258,6 +258,36 @@ fn both_executors_start_the_same_work_and_end_the_same_way() {
 }
 
 #[test]
+fn a_slot_freed_by_an_arrival_goes_to_the_work_it_unblocks_when_that_comes_first() {
+    // 0 → 1 → 2 (the longest chain); 3, 4 and 5 alone; 10 s each, two slots. When 0 and 3
+    // arrive (t = 10), 4 and 5 are ready at once and 1 only once 0 is committed: starting
+    // 4 and 5 before integrating would keep 1 — and the chain behind it — waiting for a
+    // slot until t = 20 (makespan 40 instead of 30).
+    let plan = plan_of(vec![
+        task(&[], &["a"], &[]),
+        task(&[0], &["b"], &[]),
+        task(&[1], &["c"], &[]),
+        task(&[], &["d"], &[]),
+        task(&[], &["e"], &[]),
+        task(&[], &["f"], &[]),
+    ]);
+    let script: Script = (0..6).map(|i| ((i, 1), (10, true, 0.0))).collect();
+    for in_place in [true, false] {
+        let mut plan = plan.clone();
+        let mut x = Virtual::new(&plan, in_place, 2, script.clone());
+        assert_eq!(drive(&mut plan, &mut x, None), Ending::Done);
+        let at_10: Vec<usize> = x
+            .started
+            .iter()
+            .filter(|s| s.0 == 10)
+            .map(|s| s.1)
+            .collect();
+        assert_eq!(at_10, vec![4, 1], "in place: {in_place}");
+        assert_eq!(x.now, 30, "in place: {in_place}");
+    }
+}
+
+#[test]
 fn a_retry_in_place_is_not_integrated_a_retry_through_the_plan_is() {
     let (plan, script) = diamond();
     let mut local = Virtual::new(&plan, true, 2, script.clone());
