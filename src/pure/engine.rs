@@ -91,15 +91,20 @@ pub struct Waves;
 
 /// Pending tasks whose blockers are all completed, ascending.
 pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
+    ready_set_after(plan, dag, &[])
+}
+
+/// [`ready_set`] as it will be once the tasks `landing` are completed too.
+fn ready_set_after(plan: &Plan, dag: &Dag, landing: &[usize]) -> Vec<usize> {
+    let landing: rustc_hash::FxHashSet<usize> = landing.iter().copied().collect();
+    let done = |i: usize| plan.tasks[i].status == Status::Completed || landing.contains(&i);
     plan.tasks
         .iter()
         .enumerate()
         .filter(|(i, t)| {
             t.status == Status::Pending
-                && dag
-                    .deps(*i)
-                    .iter()
-                    .all(|&d| plan.tasks[d as usize].status == Status::Completed)
+                && !landing.contains(i)
+                && dag.deps(*i).iter().all(|&d| done(d as usize))
         })
         .map(|(i, _)| i)
         .collect()
@@ -351,11 +356,24 @@ pub fn eager_pick(
     in_flight: &[usize],
     slots: usize,
 ) -> Vec<usize> {
+    eager_pick_after(plan, dag, conflicts, in_flight, slots, &[])
+}
+
+/// [`eager_pick`] as it will be once the tasks `landing` (completed, not yet integrated)
+/// are: no copy of the plan, so it costs what a pick costs.
+pub fn eager_pick_after(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    in_flight: &[usize],
+    slots: usize,
+    landing: &[usize],
+) -> Vec<usize> {
     if slots == 0 {
         return Vec::new();
     }
     let busy: rustc_hash::FxHashSet<usize> = in_flight.iter().copied().collect();
-    let ready: Vec<usize> = ready_set(plan, dag)
+    let ready: Vec<usize> = ready_set_after(plan, dag, landing)
         .into_iter()
         .filter(|i| !busy.contains(i))
         .collect();

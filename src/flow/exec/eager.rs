@@ -48,11 +48,8 @@ impl Eager<'_> {
         let busy: Vec<usize> = busy.iter().copied().collect();
         let mut picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, free);
         if !landing.is_empty() && !picks.is_empty() {
-            let mut after = plan.clone();
-            for &i in landing {
-                after.tasks[i].status = Status::Completed;
-            }
-            let then = engine::eager_pick(&after, self.dag, self.conflicts, &busy, free);
+            let then =
+                engine::eager_pick_after(plan, self.dag, self.conflicts, &busy, free, landing);
             picks.retain(|i| then.contains(i));
         }
         if picks.is_empty() {
