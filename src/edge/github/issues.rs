@@ -359,55 +359,60 @@ impl Client {
         depth: usize,
     ) -> Result<Vec<Issue>, ApiError> {
         let mut out = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let list: Vec<IssueJson> = self
-                .get(
-                    "issues/list-sub-issues",
-                    &issue_path(
-                        repo,
-                        number,
-                        &format!("/sub_issues?per_page=100&page={page}"),
-                    ),
-                )
-                .await?;
-            let last = list.len() < 100;
-            for sub in list {
-                let mut child = sub.issue();
-                child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
-                // The summary may be missing: ask when it is not known to be zero.
-                if sub.sub_issues_summary.is_none_or(|s| s.total > 0) && depth + 1 < MAX_DEPTH {
-                    child.sub_issues =
-                        Box::pin(self.sub_issues_rest(&child.repo, child.number, depth + 1))
-                            .await?;
-                }
-                out.push(child);
+        for sub in self
+            .pages("issues/list-sub-issues", repo, number, "/sub_issues")
+            .await?
+        {
+            let mut child = sub.issue();
+            child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
+            // The summary may be missing: ask when it is not known to be zero.
+            if sub.sub_issues_summary.is_none_or(|s| s.total > 0) && depth + 1 < MAX_DEPTH {
+                child.sub_issues =
+                    Box::pin(self.sub_issues_rest(&child.repo, child.number, depth + 1)).await?;
             }
-            if last {
-                break;
-            }
+            out.push(child);
         }
         Ok(out)
     }
 
     async fn blockers_rest(&self, repo: &str, number: u64) -> Result<Vec<Linked>, ApiError> {
+        let list = self
+            .pages(
+                "issues/list-dependencies-blocked-by",
+                repo,
+                number,
+                "/dependencies/blocked_by",
+            )
+            .await?;
+        Ok(list
+            .iter()
+            .map(|b| Linked {
+                repo: b.repo(),
+                number: b.number,
+                closed: b.state.eq_ignore_ascii_case("closed"),
+            })
+            .collect())
+    }
+
+    /// Every page (100 a page, at most [`MAX_PAGES`]) of an issue's list at `suffix`; a short
+    /// page is the last.
+    async fn pages(
+        &self,
+        op: &str,
+        repo: &str,
+        number: u64,
+        suffix: &str,
+    ) -> Result<Vec<IssueJson>, ApiError> {
         let mut out = Vec::new();
         for page in 1..=MAX_PAGES {
             let list: Vec<IssueJson> = self
                 .get(
-                    "issues/list-dependencies-blocked-by",
-                    &issue_path(
-                        repo,
-                        number,
-                        &format!("/dependencies/blocked_by?per_page=100&page={page}"),
-                    ),
+                    op,
+                    &issue_path(repo, number, &format!("{suffix}?per_page=100&page={page}")),
                 )
                 .await?;
             let last = list.len() < 100;
-            out.extend(list.iter().map(|b| Linked {
-                repo: b.repo(),
-                number: b.number,
-                closed: b.state.eq_ignore_ascii_case("closed"),
-            }));
+            out.extend(list);
             if last {
                 break;
             }
