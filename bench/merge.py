@@ -20,9 +20,12 @@ final tree holds every task's change exactly once (its slot, its `+i` on the sha
 note), and — for merge — what `dagexec simulate` predicts from that run's own records (its
 bound is over those records' times, so compare the ratios). It reports, it never gates (exit 0 unless a run cannot be made).
 
-Usage: python3 bench/merge.py [--tasks 40] [--jobs 4] [--hot 3] [--conflict 0.15]
-                              [--breaker 0.05] [--seed 1] [--no-build]
-The Action (under act) is not measured here: `overlap: merge` runs locally only for now.
+Usage: python3 bench/merge.py [--plan hot|genplan] [--tasks 40] [--jobs 4] [--hot 3]
+                              [--conflict 0.15] [--breaker 0.05] [--seed 1] [--repeat 1]
+                              [--schedules rounds,eager] [--no-build]
+Which tasks run side by side decides whether a same-line edit conflicts, so a run's figures
+vary with timing: --repeat N prints each row's median.
+This bench runs `dagexec run` locally; the Action is not measured here.
 """
 import argparse, json, os, random, re, shutil, subprocess, sys, tempfile, time
 
@@ -212,6 +215,7 @@ def main():
     ap.add_argument("--schedules", default="rounds,eager")
     ap.add_argument("--plan", choices=("hot", "genplan"), default="hot",
                     help="hot: every task on one of --hot files; genplan: bench/makespan.py's plan (--tasks 60)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each row; prints their median")
     ap.add_argument("--no-build", action="store_true")
     a = ap.parse_args()
     if not a.no_build:
@@ -233,19 +237,31 @@ def main():
     print(f"lower bound {lb:.1f} s (first attempts' work {first:.1f} s)")
     print(f"{'schedule':8s} {'overlap':7s} {'makespan':>9s} {'x bound':>8s} {'rebase s':>9s} {'extra':>6s} "
           f"{'conflicts':>9s} {'failed':>6s}  oracle")
+    summary = []
     for schedule in a.schedules.split(","):
         for overlap in ("serial", "merge"):
-            r = run(binary, a, plan, kinds, schedule, overlap, worker)
-            extra = r["rebase_s"] / first if first else 0.0
-            print(f"{schedule:8s} {overlap:7s} {r['elapsed']:8.1f}s {r['elapsed'] / lb:7.2f}x {r['rebase_s']:8.1f}s "
-                  f"{extra:5.0%} {r['conflicts']:9d} {r['not_completed']:6d}  "
-                  f"{'every change exactly once' if not r['oracle'] else 'WRONG: ' + r['oracle']}"
-                  f"{'' if r['exit'] == 0 else ' (exit %d)' % r['exit']}",
-                  flush=True)
-            if r["predicted"]:
-                sec, vs, rate, n = r["predicted"]
-                print(f"{'':17s}simulate, from this run's records: {sec:.1f} s, {vs:.2f}x its bound "
-                      f"(conflict rate {rate:.0%} learned from {n} attempts)", flush=True)
+            ratios, extras = [], []
+            for _ in range(a.repeat):
+                r = run(binary, a, plan, kinds, schedule, overlap, worker)
+                extra = r["rebase_s"] / first if first else 0.0
+                ratios.append(r["elapsed"] / lb)
+                extras.append(extra)
+                print(f"{schedule:8s} {overlap:7s} {r['elapsed']:8.1f}s {r['elapsed'] / lb:7.2f}x {r['rebase_s']:8.1f}s "
+                      f"{extra:5.0%} {r['conflicts']:9d} {r['not_completed']:6d}  "
+                      f"{'every change exactly once' if not r['oracle'] else 'WRONG: ' + r['oracle']}"
+                      f"{'' if r['exit'] == 0 else ' (exit %d)' % r['exit']}",
+                      flush=True)
+                if r["predicted"]:
+                    sec, vs, rate, n = r["predicted"]
+                    print(f"{'':17s}simulate, from this run's records: {sec:.1f} s, {vs:.2f}x its bound "
+                          f"(conflict rate {rate:.0%} learned from {n} attempts)", flush=True)
+            summary.append((schedule, overlap, sorted(ratios), sorted(extras)))
+    if a.repeat > 1:
+        print(f"median of {a.repeat} runs (min-max):")
+        for schedule, overlap, ratios, extras in summary:
+            mid = len(ratios) // 2
+            print(f"  {schedule:8s} {overlap:7s} {ratios[mid]:.2f}x the bound ({ratios[0]:.2f}-{ratios[-1]:.2f}), "
+                  f"extra worker time {extras[mid]:.0%} ({extras[0]:.0%}-{extras[-1]:.0%})")
     shutil.rmtree(wdir, ignore_errors=True)
 
 
