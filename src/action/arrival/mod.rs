@@ -37,6 +37,20 @@ pub(super) fn judge_entry(
     found: Option<&Result<Collected, String>>,
     ui: &Ui,
 ) -> Result<Judged, ActionError> {
+    judge_entry_at(repo, plan, inputs, (e, None), found, ui)
+}
+
+/// [`judge_entry`] for a job that started at commit `base` (`None`: the checkout's `HEAD`),
+/// whose patch is read against that commit: the conductor's arrivals under `overlap: merge`,
+/// whose runs started before the branch moved.
+pub(super) fn judge_entry_at(
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    inputs: &Inputs,
+    (e, base): (&Entry, Option<&str>),
+    found: Option<&Result<Collected, String>>,
+    ui: &Ui,
+) -> Result<Judged, ActionError> {
     let task = &plan.tasks[e.task];
     let (mut report, mut patch, duration, reviewed) = read_found(found, e, ui);
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
@@ -45,7 +59,7 @@ pub(super) fn judge_entry(
         _ => None,
     };
     let timed_out = matches!(report.exit, Exit::TimedOut(_));
-    let (touched, links, broken) = touched_by(repo, &mut patch);
+    let (touched, links, broken) = touched_by(repo, &mut patch, base.unwrap_or("HEAD"));
     report.changed.extend(touched.iter().cloned());
     // A task list a plan was generated from is dagexec's to write back: the work job drops a
     // worker's edit of it from the patch, as it drops the plan's.
@@ -151,8 +165,9 @@ fn read_found<'a>(
 fn touched_by(
     repo: &Repo,
     patch: &mut crate::edge::git::Patch,
+    base: &str,
 ) -> (Vec<String>, Vec<crate::pure::paths::Link>, Option<String>) {
-    match repo.patch_changes(&*patch) {
+    match repo.patch_changes_at(base, &*patch) {
         Ok((touched, links)) => (touched, links, None),
         Err(err) => {
             let broken = format!(

@@ -52,6 +52,11 @@ impl Executor for Remote<'_> {
         let id = self.dispatch_task_run(i, attempt, &dispatch)?;
         // The crash tests' kill -9 between a dispatch and the commit that records its run.
         crate::flow::failpoint("dispatched", round);
+        // `overlap: merge`: the same between a re-check's or a rebase's dispatch and its record
+        // (`follow-up-dispatched:<task>`).
+        if crate::action::rounds::FollowUp::of(plan, i, attempt).is_some() {
+            crate::flow::failpoint("follow-up-dispatched", u32::try_from(i).unwrap_or(u32::MAX));
+        }
         let f = Flight {
             run: id,
             attempt,
@@ -99,17 +104,33 @@ impl Executor for Remote<'_> {
             }
         }
         for j in &arrivals.judged {
-            self.flights.remove(&j.index);
+            if let Some(f) = self.flights.remove(&j.index) {
+                self.bases.insert(j.index, f.base);
+            }
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
         }
         self.count_outage(outage);
         Ok(arrivals)
     }
 
-    /// The arrivals of one poll are one batch: kept until it is committed.
-    fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+    /// The arrivals of one poll are one batch: kept until it is committed. Under `overlap:
+    /// merge` an arrival that meets what landed since its base waits instead, for a re-check
+    /// or a rebase ([`Remote::sort_merged`]).
+    fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+        let judged = if self.merge {
+            self.sort_merged(plan, judged)?
+        } else {
+            judged
+        };
+        self.bases.clear();
         self.staged.extend(judged);
         Ok(())
+    }
+
+    /// The re-check and rebase runs the last batch asked for (`overlap: merge`): dispatched
+    /// once its commit, which records them on their tasks, is pushed.
+    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Start> {
+        std::mem::take(&mut self.again)
     }
 
     /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
@@ -256,14 +277,25 @@ impl Remote<'_> {
             f.run
         )));
         let found = found.map(|r| r.map(|c| *c));
-        let mut judged = arrival::judge_entry(
+        // Under `overlap: merge` the run's patch is read at its own base: the branch may have
+        // moved under its files since (the merge comes later, `Remote::sort_merged`).
+        let base = self.merge.then_some(f.base.as_str());
+        let mut judged = arrival::judge_entry_at(
             self.repo,
             plan,
             self.inputs,
-            &entry,
+            (&entry, base),
             found.as_ref(),
             self.ui,
         )?;
+        // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
+        // its own); a rebase run is recorded as one.
+        let follow = crate::action::rounds::FollowUp::of(plan, i, f.attempt);
+        if let Some(crate::action::rounds::FollowUp::Recheck { .. }) = follow {
+            judged.measured = None;
+            return Ok(Polled::Ended(Box::new(judged)));
+        }
+        judged.rebase = matches!(follow, Some(crate::action::rounds::FollowUp::Rebase { .. }));
         // A run that left no readable result (cancelled, failed before its upload, gone)
         // still ended an attempt: its record spans the run as GitHub reports it.
         if judged.measured.is_none() {

@@ -44,6 +44,7 @@
 mod executor;
 mod fetch;
 mod lifecycle;
+mod merging;
 mod remote;
 #[cfg(test)]
 mod tests;
@@ -136,7 +137,11 @@ pub fn run(
         ui,
         opts,
     } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
-    let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+    // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
+    let policy = crate::action::jobs::plan::policy(root, &inputs)?;
+    let merge = policy == crate::pure::overlap::Policy::Merge;
+    let conflicts =
+        policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());
     let mut remote = Remote {
         client,
         rt: gh.rt,
@@ -161,6 +166,10 @@ pub fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
+        merge,
+        bases: BTreeMap::new(),
+        again: Vec::new(),
+        landed_checks: BTreeMap::new(),
     };
     remote.adopt(&mut plan);
     let exhausted = crate::pure::update::fail_exhausted(&mut plan, &dag);
