@@ -25,10 +25,6 @@ use crate::pure::plan::{self, model::Status};
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change.
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "callers treat every arrival step alike, as fallible"
-)]
 pub(super) fn judge_entry(
     repo: &Repo,
     plan: &plan::model::Plan,
@@ -43,6 +39,10 @@ pub(super) fn judge_entry(
 /// [`judge_entry`] for a job that started at commit `base` (`None`: the checkout's `HEAD`),
 /// whose patch is read against that commit: the conductor's arrivals under `overlap: merge`,
 /// whose runs started before the branch moved.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "callers treat every arrival step alike, as fallible"
+)]
 pub(super) fn judge_entry_at(
     repo: &Repo,
     plan: &plan::model::Plan,

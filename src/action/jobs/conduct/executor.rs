@@ -45,6 +45,20 @@ impl Executor for Remote<'_> {
             return Ok(());
         }
         let (i, attempt) = (start.task, start.attempt);
+        let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
+        if let Some(f) = &follow {
+            let what = match f {
+                crate::action::rounds::FollowUp::Recheck { .. } => {
+                    "a re-check of its merged change (no worker)"
+                }
+                crate::action::rounds::FollowUp::Rebase { .. } => {
+                    "a rebase from the integrated tree (not counted)"
+                }
+            };
+            self.emit(crate::pure::events::Event::Note(format!(
+                "Task {i} attempt {attempt} runs again: {what}."
+            )));
+        }
         let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
@@ -54,7 +68,7 @@ impl Executor for Remote<'_> {
         crate::flow::failpoint("dispatched", round);
         // `overlap: merge`: the same between a re-check's or a rebase's dispatch and its record
         // (`follow-up-dispatched:<task>`).
-        if crate::action::rounds::FollowUp::of(plan, i, attempt).is_some() {
+        if follow.is_some() {
             crate::flow::failpoint("follow-up-dispatched", u32::try_from(i).unwrap_or(u32::MAX));
         }
         let f = Flight {

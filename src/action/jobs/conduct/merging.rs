@@ -91,7 +91,7 @@ impl Remote<'_> {
             }
             let onto = landed_on(plan, &now, &shared, j.index);
             match self.merge_aside(&j, &now, &base, (&mine, &onto), after_rebase)? {
-                Ok(f) => self.wait_for_recheck(plan, &j, f, &onto),
+                Ok(f) => self.wait_for_recheck(plan, &j, &f, &onto),
                 Err(why) => {
                     if self.send_back(plan, &mut j, (onto, why, after_rebase)) {
                         now.push(j);
@@ -174,7 +174,7 @@ impl Remote<'_> {
 
     /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
     /// for its re-check run.
-    fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: FollowUp, onto: &[usize]) {
+    fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, onto: &[usize]) {
         // Its review (if any) concluded now: the re-check reports none.
         crate::flow::steps::questions::record(plan, j);
         // The landed tasks' checks, which the plan update trimmed, go beside the record.
@@ -247,7 +247,7 @@ impl Remote<'_> {
         self.follow(
             plan,
             j,
-            f,
+            &f,
             format!(
                 "attempt {} runs again as a rebase attempt: {line}",
                 j.attempt
@@ -258,7 +258,7 @@ impl Remote<'_> {
 
     /// Records follow-up `f` on `j`'s task (in progress, its attempt as it was, `result`
     /// saying why) and asks for its run once the batch is committed.
-    fn follow(&mut self, plan: &mut Plan, j: &Judged, f: FollowUp, result: String) {
+    fn follow(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, result: String) {
         f.record_on(plan);
         let t = &mut plan.tasks[j.index];
         t.status = Status::InProgress;
