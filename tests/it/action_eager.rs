@@ -45,7 +45,7 @@ pub(crate) struct Lab {
     /// The workers' log of when each attempt started and ended (`$LAB_TIMES`).
     times: PathBuf,
     /// Task runs started so far (each runs once, however many conductors come and go).
-    started: std::sync::Mutex<BTreeSet<u64>>,
+    pub(crate) started: std::sync::Mutex<BTreeSet<u64>>,
     /// (task, attempt) runs that end cancelled, with no artifact.
     lost: std::sync::Mutex<BTreeSet<(String, String)>>,
     /// Task runs also upload a forged artifact.
@@ -139,7 +139,7 @@ impl Lab {
     }
 
     /// One task run: the `task` job (`action work` at the run's base), its artifact zipped.
-    fn task_run(&self, d: &fake_github::Dispatch) {
+    pub(crate) fn task_run(&self, d: &fake_github::Dispatch) {
         self.gh.start_run(d.run_id);
         let input = |k: &str| d.inputs[k].as_str().unwrap().to_string();
         let (task, attempt, base) = (input("task"), input("attempt"), input("base"));

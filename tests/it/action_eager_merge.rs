@@ -373,3 +373,230 @@ esac
     );
     lab.gh.assert_clean();
 }
+
+/// Plays GitHub's runners as [`Lab::drive`] does, but holds back a dispatched task run while
+/// `hold(run's dispatch, the runs finished so far)` says so.
+fn drive_holding(
+    lab: &Arc<Lab>,
+    mut conductor: std::process::Child,
+    hold: impl Fn(&crate::common::fake_github::Dispatch, &[u64]) -> bool,
+) -> i32 {
+    let finished: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+    let mut threads = Vec::new();
+    let t0 = std::time::Instant::now();
+    loop {
+        let done = finished.lock().unwrap().clone();
+        for d in lab.gh.state().dispatches {
+            let task = d.inputs["task"].as_str().unwrap_or_default().to_string();
+            if task.is_empty() || lab.started.lock().unwrap().contains(&d.run_id) || hold(&d, &done)
+            {
+                continue;
+            }
+            lab.started.lock().unwrap().insert(d.run_id);
+            let (lab, finished) = (lab.clone(), finished.clone());
+            threads.push(std::thread::spawn(move || {
+                lab.task_run(&d);
+                finished.lock().unwrap().push(d.run_id);
+            }));
+        }
+        if let Some(status) = conductor.try_wait().unwrap() {
+            for t in threads {
+                t.join().unwrap();
+            }
+            return status.code().unwrap_or(-1);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the conductor did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rechecked_merge_is_merged_again_when_the_branch_moved_under_it_before_its_verdict() {
+    // Tasks 1 and 2 each edit their own line of the list task 0 edited first: both merge
+    // cleanly and wait for re-checks. Task 1's re-check run is held until task 2's re-check
+    // ran, so task 2's change lands under task 1's kept copy first: that copy is merged again
+    // and re-checked again before it lands.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sleep 1; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+2) sleep 2.5; sed -i 's/^3$/3=2/' list.txt; echo "COMPLETED: two" ;;
+esac
+"#;
+    let lab = lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^b=1$' list.txt"),
+            on_list("Two", "grep -q '^3=2$' list.txt"),
+        ],
+        WORKER,
+        true,
+    );
+    let conductor = lab.conductor(1, &[]);
+    let runs_of = |task: &str| -> Vec<u64> {
+        lab.gh
+            .state()
+            .dispatches
+            .iter()
+            .filter(|d| d.inputs["task"] == task)
+            .map(|d| d.run_id)
+            .collect()
+    };
+    let code = drive_holding(&lab, conductor, |d, done| {
+        let (ones, twos) = (runs_of("1"), runs_of("2"));
+        ones.get(1) == Some(&d.run_id) && !twos.get(1).is_some_and(|r| done.contains(r))
+    });
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        lab.branch_file("list.txt"),
+        "a=0\n1\n2\n3=2\n4\nb=1\n",
+        "{log}"
+    );
+    // Task 1: its attempt, its re-check, and the re-check of its change merged again.
+    let runs = dispatched(&lab);
+    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    assert_eq!(ones.len(), 3, "{runs:?}\n{log}");
+    for r in &ones[1..] {
+        assert_eq!(follow_up_at(&lab, &r.2, 1)["kind"], "recheck", "{log}");
+    }
+    // The second re-check ran on a tree that holds task 2's line.
+    let at = git(&lab.origin, &["show", &format!("{}:list.txt", ones[2].2)]);
+    assert!(at.contains("3=2"), "{at}\n{log}");
+    assert_eq!(
+        log.matches("task 1: attempt 1 merges cleanly").count(),
+        2,
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_merge_that_carries_a_change_into_a_file_the_task_does_not_declare_is_rebased_not_kept() {
+    // Task 0 moves the list; git's merge follows the rename and would put task 1's line into
+    // moved.txt, which task 1 does not declare: sent back as a rebase, never re-checked.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sleep 0.3; mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;
+1) case "$prompt" in
+   *'## Rebase'*'moved.txt, which task 1 does not declare'*) echo "FAILED: the list moved away" ;;
+   *) sleep 1.5; sed -i 's/^b$/b=1/' list.txt 2>/dev/null; echo "COMPLETED: one" ;;
+   esac ;;
+esac
+"#;
+    let mut zero = crate::common::lab::edit("Zero", &["moved.txt"], &["list.txt"], &[]);
+    zero["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "moved", "check": "test -f moved.txt"}
+    ]});
+    let lab = lab(
+        vec![zero, on_list("One", "grep -q '^b=1$' list.txt")],
+        WORKER,
+        true,
+    );
+    let conductor = lab.conductor(1, &[]);
+    lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    let runs = dispatched(&lab);
+    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    assert!(ones.len() >= 2, "{runs:?}\n{log}");
+    assert_eq!(
+        (ones[1].0.as_str(), ones[1].1.as_str()),
+        ("1", "1"),
+        "{runs:?}"
+    );
+    let follow = follow_up_at(&lab, &ones[1].2, 1);
+    assert_eq!(follow["kind"], "rebase", "{follow:#}\n{log}");
+    assert!(
+        follow["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("moved.txt, which task 1 does not declare"),
+        "{follow:#}"
+    );
+    for c in git(&lab.origin, &["rev-list", BRANCH]).lines() {
+        if git(&lab.origin, &["ls-tree", "--name-only", c, "moved.txt"]).is_empty() {
+            continue;
+        }
+        let moved = git(&lab.origin, &["show", &format!("{c}:moved.txt")]);
+        assert!(!moved.contains("b=1"), "{c}: {moved}\n{log}");
+    }
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][1]["status"], "failed", "{plan:#}\n{log}");
+}
+
+#[test]
+fn a_rebase_that_cannot_land_either_is_a_failed_attempt_retried_on_the_integrated_tree() {
+    // Tasks 1 and 2 both rewrite task 0's line: each is sent back as a rebase. Task 2's
+    // rebase is held until task 1's rebase ran (and landed), so it conflicts again: a failed
+    // attempt, retried as an ordinary attempt on the integrated tree.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+n=$DAGEXEC_TASK_INDEX
+case "$n" in
+0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+*) case "$prompt" in
+   *'## Rebase'*) sed -i "1s/\$/,$n/" list.txt; echo "COMPLETED: $n rebased" ;;
+   *) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i "1s/\$/,$n/" list.txt; else sleep "$n"; sed -i "1s/.*/a=$n/" list.txt; fi
+      echo "COMPLETED: $n" ;;
+   esac ;;
+esac
+"#;
+    let lab = lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0' list.txt"),
+            on_list("One", "head -n 1 list.txt | grep -q 1"),
+            on_list("Two", "head -n 1 list.txt | grep -q 2"),
+        ],
+        WORKER,
+        true,
+    );
+    let conductor = lab.conductor(1, &[]);
+    let runs_of = |task: &str| -> Vec<u64> {
+        lab.gh
+            .state()
+            .dispatches
+            .iter()
+            .filter(|d| d.inputs["task"] == task)
+            .map(|d| d.run_id)
+            .collect()
+    };
+    let code = drive_holding(&lab, conductor, |d, done| {
+        let (ones, twos) = (runs_of("1"), runs_of("2"));
+        (ones.get(1) == Some(&d.run_id) && twos.len() < 2)
+            || (twos.get(1) == Some(&d.run_id) && !ones.get(1).is_some_and(|r| done.contains(r)))
+    });
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        lab.branch_file("list.txt"),
+        "a=0,1,2\n1\n2\n3\n4\nb\n",
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 2),
+        vec![
+            (1, "conflict".into(), false),
+            (1, "conflict".into(), true),
+            (2, "completed".into(), false)
+        ],
+        "{plan:#}\n{log}"
+    );
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
