@@ -46,19 +46,10 @@ impl Executor for Remote<'_> {
         }
         let (i, attempt) = (start.task, start.attempt);
         let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
-        if let Some(f) = &follow {
-            let what = match f {
-                crate::action::rounds::FollowUp::Recheck { .. } => {
-                    "a re-check of its merged change (no worker)"
-                }
-                crate::action::rounds::FollowUp::Rebase { .. } => {
-                    "a rebase from the integrated tree (not counted)"
-                }
-            };
-            self.emit(crate::pure::events::Event::Note(format!(
-                "Task {i} attempt {attempt} runs again: {what}."
-            )));
-        }
+        let recheck = matches!(
+            follow,
+            Some(crate::action::rounds::FollowUp::Recheck { .. })
+        );
         let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
@@ -81,12 +72,24 @@ impl Executor for Remote<'_> {
             RUN_FIELD.into(),
             serde_json::to_value(&f).expect("a flight serialises"),
         );
-        self.emit(crate::pure::events::Event::AttemptStarted {
-            task: i,
-            attempt,
-            subject: t.subject.clone(),
-            run: Some(id),
-        });
+        // A re-check is no attempt (`overlap: merge`): its run is said as what it is.
+        if recheck {
+            self.emit(crate::pure::events::Event::Note(format!(
+                "Task {i} attempt {attempt}: its merged change is re-checked in run {id} (no worker)."
+            )));
+        } else {
+            if follow.is_some() {
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "Task {i} attempt {attempt} runs again as a rebase from the integrated tree (not counted)."
+                )));
+            }
+            self.emit(crate::pure::events::Event::AttemptStarted {
+                task: i,
+                attempt,
+                subject: t.subject.clone(),
+                run: Some(id),
+            });
+        }
         self.flights.insert(i, f);
         save(plan, self.plan_path)
     }
@@ -119,7 +122,12 @@ impl Executor for Remote<'_> {
         }
         for j in &arrivals.judged {
             if let Some(f) = self.flights.remove(&j.index) {
-                self.bases.insert(j.index, f.base);
+                self.merging.bases.insert(j.index, f.base);
+            }
+            if let Some(crate::action::rounds::FollowUp::Recheck { .. }) =
+                crate::action::rounds::FollowUp::of(plan, j.index, j.attempt)
+            {
+                self.merging.rechecked.insert(j.index);
             }
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
         }
@@ -131,12 +139,13 @@ impl Executor for Remote<'_> {
     /// merge` an arrival that meets what landed since its base waits instead, for a re-check
     /// or a rebase ([`Remote::sort_merged`]).
     fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
-        let judged = if self.merge {
+        let judged = if self.merging.on {
             self.sort_merged(plan, judged)?
         } else {
             judged
         };
-        self.bases.clear();
+        self.merging.bases.clear();
+        self.merging.rechecked.clear();
         self.staged.extend(judged);
         Ok(())
     }
@@ -144,7 +153,7 @@ impl Executor for Remote<'_> {
     /// The re-check and rebase runs the last batch asked for (`overlap: merge`): dispatched
     /// once its commit, which records them on their tasks, is pushed.
     fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Start> {
-        std::mem::take(&mut self.again)
+        std::mem::take(&mut self.merging.again)
     }
 
     /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
@@ -232,8 +241,28 @@ impl Executor for Remote<'_> {
         self.started.elapsed() >= self.timing.handover_after
     }
 
+    /// A re-check run's end is not an attempt's (`overlap: merge`): said as what it is, the
+    /// attempt it continues neither ended nor retried by it.
     fn emit(&self, event: crate::pure::events::Event) {
-        self.ui.emit(event);
+        match event {
+            crate::pure::events::Event::AttemptEnded(e)
+                if self.merging.rechecked.contains(&e.task) =>
+            {
+                let line = crate::pure::sanitize::line(e.result.lines().next().unwrap_or(""));
+                let verdict = if e.status == crate::pure::plan::model::Status::Completed {
+                    "passed"
+                } else {
+                    "failed"
+                };
+                self.ui.emit(crate::pure::events::Event::Note(format!(
+                    "Task {} attempt {}: the re-check of its merged change {verdict}: {}",
+                    e.task,
+                    e.attempt,
+                    line.chars().take(300).collect::<String>()
+                )));
+            }
+            event => self.ui.emit(event),
+        }
     }
 }
 
@@ -293,7 +322,7 @@ impl Remote<'_> {
         let found = found.map(|r| r.map(|c| *c));
         // Under `overlap: merge` the run's patch is read at its own base: the branch may have
         // moved under its files since (the merge comes later, `Remote::sort_merged`).
-        let base = self.merge.then_some(f.base.as_str());
+        let base = self.merging.on.then_some(f.base.as_str());
         let mut judged = arrival::judge_entry_at(
             self.repo,
             plan,

@@ -23,7 +23,7 @@
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
 //! recorded is found by its run-name from the commits that record the same follow-up.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::remote::Remote;
 use crate::action::ActionError;
@@ -34,9 +34,26 @@ use crate::flow::exec::Start;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
+/// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Whether `overlap: merge` holds: tasks that share files run side by side and each
+    /// arrival is merged.
+    pub(super) on: bool,
+    /// The base of each run that arrived at the last poll, by task.
+    pub(super) bases: BTreeMap<usize, String>,
+    /// The tasks whose re-check run arrived at the last poll.
+    pub(super) rechecked: BTreeSet<usize>,
+    /// The re-checks and rebases the last batch asked for, started after its commit.
+    pub(super) again: Vec<Start>,
+    /// The acceptance checks of tasks as they were before they landed (the plan update trims
+    /// a completed task's), for the re-checks.
+    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
+}
+
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
-    /// the others waits on its task for a re-check or a rebase run ([`Remote::again`]).
+    /// the others waits on its task for a re-check or a rebase run ([`State::again`]).
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,
@@ -54,10 +71,11 @@ impl Remote<'_> {
             t.extra.shift_remove(FOLLOW_UP_CHECKS);
             // Its checks as they are now, before its landing trims them.
             if !t.acceptance_criteria().is_empty() {
-                self.landed_checks
+                self.merging
+                    .landed_checks
                     .insert(j.index, t.acceptance_criteria().to_vec());
             }
-            let base = self.bases.remove(&j.index);
+            let base = self.merging.bases.remove(&j.index);
             let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
             if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow
                 && !self.rechecked(&mut j, f, base.as_deref())
@@ -183,11 +201,17 @@ impl Remote<'_> {
             if !plan.tasks[k].acceptance_criteria().is_empty() {
                 continue;
             }
-            if let Some(c) = self.checks_before_landing(k) {
-                kept.insert(
-                    k.to_string(),
-                    serde_json::to_value(c).expect("checks serialise"),
-                );
+            match self.checks_before_landing(k) {
+                Some(c) => {
+                    kept.insert(
+                        k.to_string(),
+                        serde_json::to_value(c).expect("checks serialise"),
+                    );
+                }
+                None => self.ui.say(format!(
+                    "  task {}: the acceptance checks of task {k} are not in the last {HISTORY} commits of the branch; its re-check runs without them",
+                    j.index
+                )),
             }
         }
         if !kept.is_empty() {
@@ -264,7 +288,7 @@ impl Remote<'_> {
         t.status = Status::InProgress;
         t.attempts = Some(t.attempts().max(j.attempt));
         t.result = Some(result);
-        self.again.push(Start {
+        self.merging.again.push(Start {
             task: j.index,
             attempt: j.attempt,
             retry_prompt: None,
@@ -280,7 +304,7 @@ impl Remote<'_> {
         &mut self,
         k: usize,
     ) -> Option<Vec<crate::pure::plan::model::AcceptanceCriterion>> {
-        if let Some(c) = self.landed_checks.get(&k) {
+        if let Some(c) = self.merging.landed_checks.get(&k) {
             return Some(c.clone());
         }
         for c in self.repo.first_parents(HISTORY).unwrap_or_default() {
@@ -296,7 +320,7 @@ impl Remote<'_> {
             let t = there.tasks.get(k)?;
             if t.status != Status::Completed {
                 let checks = t.acceptance_criteria().to_vec();
-                self.landed_checks.insert(k, checks.clone());
+                self.merging.landed_checks.insert(k, checks.clone());
                 return Some(checks);
             }
         }

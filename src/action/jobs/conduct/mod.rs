@@ -169,10 +169,10 @@ pub fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
-        merge,
-        bases: BTreeMap::new(),
-        again: Vec::new(),
-        landed_checks: BTreeMap::new(),
+        merging: merging::State {
+            on: merge,
+            ..Default::default()
+        },
     };
     remote.adopt(&mut plan);
     let exhausted = crate::pure::update::fail_exhausted(&mut plan, &dag);

@@ -48,17 +48,8 @@ pub(super) struct Remote<'a> {
     pub(super) pr: Option<u64>,
     /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
     pub(super) outages: u32,
-    /// `overlap: merge`: tasks that share files run side by side and each arrival is merged
-    /// ([`super::merging`]).
-    pub(super) merge: bool,
-    /// The base of each run that arrived at the last poll, by task (`merge` only).
-    pub(super) bases: BTreeMap<usize, String>,
-    /// The re-checks and rebases the last batch asked for (`merge` only), started after its
-    /// commit.
-    pub(super) again: Vec<crate::flow::exec::Start>,
-    /// The acceptance checks of tasks as they were before they landed (the plan update trims
-    /// a completed task's), for the re-checks (`merge` only).
-    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
+    /// `overlap: merge` ([`super::merging`]).
+    pub(super) merging: super::merging::State,
 }
 
 impl Remote<'_> {
