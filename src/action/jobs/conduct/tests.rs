@@ -108,3 +108,31 @@ fn run_names_say_branch_task_and_attempt() {
         "dagexec dagexec/x: task 3 attempt 2"
     );
 }
+
+#[test]
+fn a_follow_up_on_a_task_holds_only_while_it_is_in_progress_at_that_attempt() {
+    use crate::action::rounds::FollowUp;
+    use crate::pure::plan::model::Status;
+    let mut plan: Plan = serde_json::from_value(serde_json::json!({
+        "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": []},
+        "tasks": [
+            {"subject": "zero", "status": "completed"},
+            {"subject": "one", "status": "in_progress", "attempts": 2}
+        ]
+    }))
+    .unwrap();
+    let f = FollowUp::Rebase {
+        task: 1,
+        attempt: 2,
+        onto: vec![0],
+        why: "conflict in a.txt".into(),
+    };
+    f.record_on(&mut plan);
+    assert_eq!(FollowUp::of(&plan, 1, 2), Some(f.clone()));
+    // Another attempt's, or another task's, is not it.
+    assert_eq!(FollowUp::of(&plan, 1, 3), None);
+    assert_eq!(FollowUp::of(&plan, 0, 2), None);
+    // A task put back to pending (`/execute retry`, an edit) leaves a record that counts no more.
+    plan.tasks[1].status = Status::Pending;
+    assert_eq!(FollowUp::of(&plan, 1, 2), None);
+}
