@@ -600,3 +600,43 @@ esac
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_conductor_killed_between_a_merge_and_its_recheck_run_leaves_an_interrupted_attempt() {
+    // Killed right after pushing the commit that keeps task 1's merge (round 2: task 0 landed
+    // in round 1), before the re-check run is dispatched: the successor finds no run for it,
+    // counts the attempt as interrupted, and task 1's next attempt runs from the branch.
+    let lab = lab(clean_tasks(), CLEAN, true);
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "push:2")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    assert_eq!(dispatched(&lab).len(), 2, "{:?}", dispatched(&lab));
+    let plan = lab.branch_plan();
+    assert_eq!(
+        plan["tasks"][1]["dagexecFollowUp"]["kind"], "recheck",
+        "{plan:#}"
+    );
+
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("Task 1: attempt 1 was interrupted (no run recorded or found)"),
+        "{log}"
+    );
+    let runs = dispatched(&lab);
+    assert_eq!(runs.len(), 3, "{runs:?}\n{log}");
+    assert_eq!((runs[2].0.as_str(), runs[2].1.as_str()), ("1", "2"));
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![
+            (1, "interrupted".into(), false),
+            (2, "completed".into(), false)
+        ],
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}

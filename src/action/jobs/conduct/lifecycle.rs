@@ -68,8 +68,15 @@ impl Remote<'_> {
                     t.attempts()
                 ));
                 t.status = Status::Pending;
-                t.extra.shift_remove(FOLLOW_UP);
+                let attempt = t.attempts();
                 t.extra.shift_remove(FOLLOW_UP_CHECKS);
+                // `overlap: merge`: an attempt that waited for its re-check or rebase run had
+                // its record already; its change never landed.
+                if t.extra.shift_remove(FOLLOW_UP).is_some() {
+                    crate::pure::usage::amend(plan, i, attempt, |r| {
+                        r.outcome = crate::pure::usage::Outcome::Interrupted;
+                    });
+                }
             }
         }
     }
