@@ -107,7 +107,7 @@ pub fn run(
     // so, so finalize integrates it by merging (see `rounds::follow`); under `schedule: eager`
     // the conductor starts them side by side and merges each arrival as it comes
     // (`conduct::merging`).
-    let merge = policy(repo.root(), inputs)? == Policy::Merge;
+    let merge = crate::action::overlap_policy(repo.root(), inputs)? == Policy::Merge;
     if merge && schedule == crate::pure::engine::Schedule::Eager {
         println!(
             "overlap: merge: the conductor starts tasks that share files side by side and merges each result onto the branch; a merge that combined work lands after a re-check run."
@@ -130,21 +130,6 @@ pub fn run(
         m.merge = merge;
     }
     Ok(planned)
-}
-
-/// The overlap policy: the `overlap` input, else `overlap:` in `.design/dagexec.yml` at the
-/// checkout, else `serial` (the plan job's and the conductor's).
-pub(crate) fn policy(root: &Path, inputs: &Inputs) -> Result<Policy, ActionError> {
-    if let Some(p) = inputs.overlap {
-        return Ok(p);
-    }
-    let file = crate::flow::settings::read_file_config(root)
-        .map_err(|e| ActionError::Input(e.to_string()))?;
-    match file.overlap {
-        Some(o) => Policy::parse(&o)
-            .map_err(|m| ActionError::Input(format!(".design/dagexec.yml: overlap: {m}"))),
-        None => Ok(Policy::Serial),
-    }
 }
 
 /// The execution branch: the `branch` input, else the goal's. A run started on another ref

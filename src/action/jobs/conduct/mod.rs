@@ -141,7 +141,7 @@ pub fn run(
         opts,
     } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
     // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
-    let policy = crate::action::jobs::plan::policy(root, &inputs)?;
+    let policy = crate::action::overlap_policy(root, &inputs)?;
     let merge = policy == crate::pure::overlap::Policy::Merge;
     let conflicts =
         policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());

@@ -1,10 +1,12 @@
 //! `overlap: merge`: a work job that continues an attempt instead of starting one. Finalize
 //! merged the attempt's patch onto the round's tree (`git merge-tree`, no code run) and kept
-//! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]); this
+//! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]) — or,
+//! under `schedule: eager`, the conductor did and kept it on the task; this
 //! job, without a write token, applies it to its checkout of the part's base, judges it as an
 //! attempt is judged (spot-checks, the task's acceptance checks) and runs the acceptance
 //! checks of the landed tasks whose files the merge touched. No worker runs. Its artifact is
-//! an attempt's; finalize lands its own copy of the patch only when this verdict passed.
+//! an attempt's; finalize (or the conductor) lands its own copy of the patch only when this
+//! verdict passed.
 
 use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
