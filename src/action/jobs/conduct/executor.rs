@@ -36,6 +36,7 @@ impl Executor for Remote<'_> {
     /// Saved, and the attempts counted since the last push made durable on the branch before
     /// their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
+        super::merging::drop_stale(plan);
         save(plan, self.plan_path)?;
         self.record_starts(plan)
     }

@@ -328,6 +328,28 @@ impl Remote<'_> {
     }
 }
 
+/// Drops the follow-ups of tasks no longer in progress — put back to pending before their run
+/// started (the budget, a stop, the circuit breaker): the change they kept never landed, and
+/// the attempt's record says so.
+pub(super) fn drop_stale(plan: &mut Plan) {
+    for i in 0..plan.tasks.len() {
+        let t = &mut plan.tasks[i];
+        if t.status == Status::InProgress || !t.extra.contains_key(FOLLOW_UP) {
+            continue;
+        }
+        t.extra.shift_remove(FOLLOW_UP_CHECKS);
+        let kept: Option<FollowUp> = t
+            .extra
+            .shift_remove(FOLLOW_UP)
+            .and_then(|v| serde_json::from_value(v).ok());
+        if let Some(f) = kept {
+            crate::pure::usage::amend(plan, i, f.attempt(), |r| {
+                r.outcome = crate::pure::usage::Outcome::Interrupted;
+            });
+        }
+    }
+}
+
 /// How far back the branch's history is read for a landed task's checks.
 const HISTORY: usize = 512;
 
