@@ -416,9 +416,9 @@ fn drive_holding(
 #[test]
 fn a_rechecked_merge_is_merged_again_when_the_branch_moved_under_it_before_its_verdict() {
     // Tasks 1 and 2 each edit their own line of the list task 0 edited first: both merge
-    // cleanly and wait for re-checks. Task 1's re-check run is held until task 2's re-check
-    // ran, so task 2's change lands under task 1's kept copy first: that copy is merged again
-    // and re-checked again before it lands.
+    // cleanly and wait for re-checks. Task 1's re-check run is held until task 2's change
+    // landed, so it lands under task 1's kept copy first: that copy is merged again and
+    // re-checked again before it lands.
     const WORKER: &str = r#"#!/bin/sh
 cat > /dev/null
 case "$DAGEXEC_TASK_INDEX" in
@@ -446,9 +446,9 @@ esac
             .map(|d| d.run_id)
             .collect()
     };
-    let code = drive_holding(&lab, conductor, |d, done| {
-        let (ones, twos) = (runs_of("1"), runs_of("2"));
-        ones.get(1) == Some(&d.run_id) && !twos.get(1).is_some_and(|r| done.contains(r))
+    // Held until task 2's re-checked change is on the branch.
+    let code = drive_holding(&lab, conductor, |d, _| {
+        runs_of("1").get(1) == Some(&d.run_id) && !lab.branch_file("list.txt").contains("3=2")
     });
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
