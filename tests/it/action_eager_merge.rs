@@ -101,7 +101,7 @@ const CLEAN: &str = r#"#!/bin/sh
 cat > /dev/null
 case "$DAGEXEC_TASK_INDEX" in
 0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sleep 2; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+1) sleep 3; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
 esac
 "#;
 
