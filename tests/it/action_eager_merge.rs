@@ -640,3 +640,41 @@ fn a_conductor_killed_between_a_merge_and_its_recheck_run_leaves_an_interrupted_
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_merge_beside_a_task_landing_in_the_same_batch_is_rechecked_with_that_tasks_checks() {
+    // Both runs end within one poll: task 0 lands in the batch's commit (its checks trimmed
+    // there), task 1's merge beside it is re-checked at that commit, and must still run task
+    // 0's check, which it breaks.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+esac
+"#;
+    let lab = lab(
+        vec![
+            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
+            on_list("One", "grep -q '^b=\\?1$' list.txt"),
+        ],
+        WORKER,
+        true,
+    );
+    let conductor = lab.conductor(1, &[("DAGEXEC_POLL", "5s")]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Round 1: integrating task(s) 0, 1"), "{log}");
+    for (c, list) in every_list(&lab) {
+        assert!(!list.contains("b=1"), "{c}: {list}\n{log}");
+    }
+    assert_eq!(
+        lab.branch_file("list.txt"),
+        "a=0\n1\n2\n3\n4\nb1\n",
+        "{log}"
+    );
+}

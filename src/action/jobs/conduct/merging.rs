@@ -195,13 +195,17 @@ impl Remote<'_> {
     fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, onto: &[usize]) {
         // Its review (if any) concluded now: the re-check reports none.
         crate::flow::steps::questions::record(plan, j);
-        // The landed tasks' checks, which the plan update trimmed, go beside the record.
+        // The landed tasks' checks go beside the record: the plan update trims a completed
+        // task's (in the commit the re-check starts from, too, for one landing beside it).
         let mut kept = serde_json::Map::new();
         for &k in onto {
-            if !plan.tasks[k].acceptance_criteria().is_empty() {
-                continue;
-            }
-            match self.checks_before_landing(k) {
+            let own = plan.tasks[k].acceptance_criteria();
+            let checks = if own.is_empty() {
+                self.checks_before_landing(k)
+            } else {
+                Some(own.to_vec())
+            };
+            match checks {
                 Some(c) => {
                     kept.insert(
                         k.to_string(),
