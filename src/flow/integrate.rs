@@ -327,11 +327,18 @@ pub fn commit_message(
         .iter()
         .filter(|r| r.status == Status::Completed)
         .count();
-    let mut s = format!(
-        "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
-        batch.len(),
-        plan.tasks.len()
-    );
+    let mut s = if batch.is_empty() {
+        format!(
+            "dagexec: round {round} — no task landed; attempts recorded ({overall}/{} overall)\n",
+            plan.tasks.len()
+        )
+    } else {
+        format!(
+            "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
+            batch.len(),
+            plan.tasks.len()
+        )
+    };
     s.push('\n');
     for r in results {
         let result = r.result.lines().next().unwrap_or("");
@@ -401,4 +408,20 @@ fn decide_into(
         result,
         attempts: j.attempt,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every arrival of an eager batch went back for a rebase: not "0/0 tasks".
+    #[test]
+    fn a_round_commit_where_no_task_landed_says_so() {
+        let plan = crate::testing::example("auth-v2.json");
+        let message = commit_message(&plan, 4, &[], &[], 1);
+        assert_eq!(
+            message,
+            "dagexec: round 4 — no task landed; attempts recorded (1/6 overall)\n\n"
+        );
+    }
 }

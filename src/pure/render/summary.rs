@@ -7,18 +7,29 @@ use crate::pure::plan::model::{Plan, Status};
 use crate::pure::update::closing_line;
 
 /// `Round {n}: {completed}/{in batch} tasks ({completed overall}/{task count} overall)` and
-/// one `- Task {i}: {subject} — {status}` line per task of the batch.
+/// one `- Task {i}: {subject} — {status}` line per task of the batch (an empty batch, whose
+/// arrivals all went back for a rebase, says that no task landed).
 pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
     let done = batch
         .iter()
         .filter(|&&i| plan.tasks[i].status == Status::Completed)
         .count();
-    let mut s = format!(
-        "Round {round}: {done}/{} tasks ({}/{} overall)",
-        batch.len(),
-        plan.count(Status::Completed),
-        plan.tasks.len()
-    );
+    let mut s = if batch.is_empty() {
+        // Every arrival went back for a rebase (`overlap: merge`): the round only records
+        // their attempts.
+        format!(
+            "Round {round}: no task landed; attempts recorded ({}/{} overall)",
+            plan.count(Status::Completed),
+            plan.tasks.len()
+        )
+    } else {
+        format!(
+            "Round {round}: {done}/{} tasks ({}/{} overall)",
+            batch.len(),
+            plan.count(Status::Completed),
+            plan.tasks.len()
+        )
+    };
     let spent = crate::pure::usage::per_task(plan);
     for &i in batch {
         let t = &plan.tasks[i];
@@ -230,6 +241,17 @@ mod tests {
         assert_eq!(
             round_progress(&p, 1, &[0, 1, 5]),
             "Round 1: 2/3 tasks (2/6 overall)\n- Task 0: Create user model — completed\n- Task 1: Add password hashing helper — failed\n- Task 5: Research rate limiting options — completed\n"
+        );
+    }
+
+    /// Every arrival of an eager batch went back for a rebase: not "0/0 tasks".
+    #[test]
+    fn a_round_where_no_task_landed_says_so() {
+        let mut p = plan();
+        p.tasks[0].status = Status::Completed;
+        assert_eq!(
+            round_progress(&p, 4, &[]),
+            "Round 4: no task landed; attempts recorded (1/6 overall)\n"
         );
     }
 
