@@ -3,17 +3,24 @@
 //!
 //! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
 //! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
-//! write token and never runs task code, integrates the re-checked follow-ups first (their
-//! check ran on exactly the part's base with the kept patch), then the worker attempts in plan
-//! order (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none
-//! of those landed before it in this finalize lands as under `serial`; one that meets them is merged three-way onto the round's tree without
-//! landing (`git merge-tree`, trees only: no code runs) — a clean merge becomes a
-//! [`FollowUp::Recheck`] holding finalize's own merged patch, anything else a
-//! [`FollowUp::Rebase`]. The next part's work job for a `Recheck` applies that patch on its
-//! base, judges it as an attempt (the task's checks) and runs the checks of the tasks named;
-//! the next finalize lands its own kept copy only when that verdict passed. A `Rebase` runs
-//! the worker from the integrated tree with the local `## Rebase` prompt section, uncounted; a
-//! rebase that cannot land either is a failed attempt.
+//! write token and never runs task code, integrates the arrivals in plan order
+//! (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none of those
+//! landed before it in this finalize, nor the chain below, lands as under `serial`; one that
+//! meets them is merged three-way without landing (`git merge-tree`, trees only: no code
+//! runs) onto the round's tree with the chain's earlier merged changes applied — a clean merge
+//! joins the *chain* as a [`FollowUp::Recheck`] holding finalize's own merged patch, anything
+//! else becomes a [`FollowUp::Rebase`].
+//!
+//! The chain is every `Recheck` of the record, in its order: each patch applies onto the
+//! next part's base with the earlier ones applied, so k tasks on one file cost one follow-up
+//! part, not k − 1. The next part's work job for a `Recheck` applies the earlier candidates'
+//! patches and then its own on its base ([`FollowUp::before`]), judges its own change as an
+//! attempt (the task's checks) and runs the checks of the tasks named. The next finalize lands
+//! the longest prefix of the chain whose verdicts passed, in order, each as its own kept copy;
+//! the first failure is rebased; the later ones were checked beside a change that does not
+//! land, so their kept changes are merged again onto what landed and re-checked in the part
+//! after. A `Rebase` runs the worker from the integrated tree with the local `## Rebase` prompt
+//! section, uncounted; a rebase that cannot land either is a failed attempt.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +42,8 @@ pub enum FollowUp {
         task: usize,
         attempt: u32,
         patch: String,
-        /// The landed tasks whose files the merge touched (their checks run too).
+        /// The landed tasks and earlier candidates of the chain whose files the merge touched
+        /// (their checks run too).
         checks: Vec<usize>,
         /// The attempt was a rebase already: a failed re-check fails it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -108,6 +116,20 @@ impl FollowUp {
         open.follow_up(task)
             .filter(|f| f.attempt() == attempt)
             .cloned()
+    }
+
+    /// The merged patches of the chain's candidates before `task`'s re-check in the open
+    /// round of `plan`, in order (what its job applies before its own); `None` when one is
+    /// unreadable.
+    pub fn before(plan: &Plan, task: usize) -> Option<Vec<Vec<u8>>> {
+        let open: super::OpenRound =
+            serde_json::from_value(plan.progress.extra.get(super::FIELD)?.clone()).ok()?;
+        open.follow_ups
+            .iter()
+            .filter(|f| matches!(f, FollowUp::Recheck { .. }))
+            .take_while(|f| f.task() != task)
+            .map(FollowUp::patch)
+            .collect()
     }
 
     /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
