@@ -471,3 +471,74 @@ esac
     );
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_finalize_killed_after_each_push_and_run_again_lands_every_chained_merge_once() {
+    // The middle-failure chain again, each part's finalize killed (kill -9) right after its
+    // push and run again from the same artifacts: the branch says what landed; the re-run
+    // pushes nothing and nothing lands twice.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;
+esac
+"#;
+    let mut lab = merge_lab(
+        vec![
+            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
+            on_list("One", "grep -q '^b=\\?1$' list.txt"),
+            on_list("Two", "grep -q '^two$' list.txt"),
+        ],
+        WORKER,
+    );
+    let mut parts = 0;
+    for run_id in 501..510 {
+        let planned = lab.plan_job(run_id, &[]);
+        if !planned.has_work() {
+            break;
+        }
+        parts += 1;
+        let o = planned.outputs.clone();
+        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
+        for (t, a) in planned.entries() {
+            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
+            lab.work_job(
+                run_id,
+                (t, a),
+                &o["round"],
+                &o["base"],
+                &artifacts.join(name),
+            );
+        }
+        // (The part that ends the round pushes at `final-push`: it runs to the end.)
+        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        lab.set_env("DAGEXEC_FAILPOINT", "");
+        if ok {
+            assert!(log.contains("All 3 tasks completed."), "{log}");
+            continue;
+        }
+        let pushed = lab.branch_log();
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        assert!(ok, "{log}");
+        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
+    }
+    assert_eq!(parts, 4);
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.contains("b=1"), "{c}: {list}");
+    }
+    let subjects = lab.branch_log();
+    let mut rounds: Vec<&String> = subjects
+        .iter()
+        .filter(|s| s.starts_with("dagexec: round 1"))
+        .collect();
+    let n = rounds.len();
+    rounds.dedup();
+    assert_eq!(rounds.len(), n, "{subjects:#?}");
+}
