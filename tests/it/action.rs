@@ -1688,7 +1688,7 @@ fn bench_actions_merge() {
     ];
     let n = kinds.len();
     let secs: Vec<u64> = (0..n as u64).map(|i| 2 + (i * 7919) % 5).collect();
-    let hot = |i: usize| format!("src/hot{}.txt", i % 2);
+    let hot = |i: usize| format!("hot/hot{}.txt", i % 2);
     let mut files = Vec::new();
     for h in 0..2 {
         let mut lines = vec!["shared=base".to_string()];
@@ -1701,7 +1701,7 @@ fn bench_actions_merge() {
                 "keep".into(),
             ]);
         }
-        files.push((format!("src/hot{h}.txt"), lines.join("\n") + "\n"));
+        files.push((format!("hot/hot{h}.txt"), lines.join("\n") + "\n"));
     }
     let mut tasks = Vec::new();
     let mut cases = String::new();
@@ -1827,7 +1827,7 @@ echo "COMPLETED: task $i"
 /// what is wrong, or nothing.
 fn merge_oracle(lab: &Lab, branch: &str, kinds: &[&str]) -> String {
     let text: Vec<String> = (0..2)
-        .map(|h| git(&lab.origin, &["show", &format!("{branch}:src/hot{h}.txt")]))
+        .map(|h| git(&lab.origin, &["show", &format!("{branch}:hot/hot{h}.txt")]))
         .collect();
     let mut wrong = Vec::new();
     for (i, kind) in kinds.iter().enumerate() {

@@ -2,7 +2,7 @@
 //! the tasks that ran in one matrix beside others on the same files.
 //!
 //! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
-//! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
+//! keeps nothing apart; the matrix JSON's entries say `"overlap": "merge"`). Finalize, which holds the
 //! write token and never runs task code, integrates the arrivals in plan order
 //! (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none of those
 //! landed before it in this finalize, nor the chain below, lands as under `serial`; one that
