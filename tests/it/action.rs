@@ -1792,7 +1792,8 @@ echo "COMPLETED: task $i"
             .iter()
             .filter(|r| r["rebase"] == true)
             .filter_map(|r| r["seconds"].as_f64())
-            .sum();
+            .sum::<f64>()
+            .abs();
         let worker_secs: f64 = records.iter().filter_map(|r| r["seconds"].as_f64()).sum();
         let conflicts = records
             .iter()
