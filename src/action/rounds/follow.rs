@@ -119,11 +119,13 @@ impl FollowUp {
     }
 
     /// The merged patches of the chain's candidates before `task`'s re-check in the open
-    /// round of `plan`, in order (what its job applies before its own); `None` when one is
-    /// unreadable.
+    /// round of `plan`, in order (what its job applies before its own; none without an open
+    /// round); `None` when one is unreadable.
     pub fn before(plan: &Plan, task: usize) -> Option<Vec<Vec<u8>>> {
-        let open: super::OpenRound =
-            serde_json::from_value(plan.progress.extra.get(super::FIELD)?.clone()).ok()?;
+        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+            return Some(Vec::new());
+        };
+        let open: super::OpenRound = serde_json::from_value(record.clone()).ok()?;
         open.follow_ups
             .iter()
             .filter(|f| matches!(f, FollowUp::Recheck { .. }))
@@ -180,5 +182,33 @@ mod tests {
         };
         assert_eq!(rebase.patch(), None);
         assert_eq!(rebase.attempt(), 2);
+    }
+
+    #[test]
+    fn a_recheck_applies_the_chains_earlier_merges_first() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "tasks": []
+        }))
+        .unwrap();
+        // No open round: nothing before it.
+        assert_eq!(FollowUp::before(&plan, 2), Some(Vec::new()));
+        let open = super::super::OpenRound {
+            round: 1,
+            tasks: vec![0, 1, 2, 3],
+            parts: 1,
+            follow_ups: vec![
+                FollowUp::recheck(1, 1, b"one", vec![0], false).unwrap(),
+                FollowUp::Rebase {
+                    task: 3,
+                    attempt: 1,
+                    onto: vec![0],
+                    why: "conflict".into(),
+                },
+                FollowUp::recheck(2, 1, b"two", vec![0, 1], false).unwrap(),
+            ],
+        };
+        open.write(&mut plan);
+        assert_eq!(FollowUp::before(&plan, 1), Some(Vec::new()));
+        assert_eq!(FollowUp::before(&plan, 2), Some(vec![b"one".to_vec()]));
     }
 }
