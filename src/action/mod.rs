@@ -90,6 +90,25 @@ impl From<crate::pure::plan::error::PlanError> for ActionError {
     }
 }
 
+/// The overlap policy: the `overlap` input, else `overlap:` in `.design/dagexec.yml` at the
+/// checkout `root`, else `serial` (the plan job's and the conductor's).
+pub(crate) fn overlap_policy(
+    root: &std::path::Path,
+    inputs: &Inputs,
+) -> Result<crate::pure::overlap::Policy, ActionError> {
+    use crate::pure::overlap::Policy;
+    if let Some(p) = inputs.overlap {
+        return Ok(p);
+    }
+    let file = crate::flow::settings::read_file_config(root)
+        .map_err(|e| ActionError::Input(e.to_string()))?;
+    match file.overlap {
+        Some(o) => Policy::parse(&o)
+            .map_err(|m| ActionError::Input(format!(".design/dagexec.yml: overlap: {m}"))),
+        None => Ok(Policy::Serial),
+    }
+}
+
 /// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
 /// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it,
 /// a task list (`sources::Format`: Spec Kit, Kiro, Taskmaster) the plan `sources::prepare`

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -52,24 +52,24 @@ fn read_all(mut reader: std::io::PipeReader) -> mpsc::Receiver<Vec<u8>> {
 }
 
 /// Waits for the child, killing its process group at `timeout`; the status (when there is
-/// one) and whether it timed out.
+/// one) and whether it timed out. The wait blocks (a check's end is seen at once, not at the
+/// next poll); a watchdog thread kills the group if the timeout comes first.
 fn wait_or_kill(child: &mut Child, timeout: Duration) -> (Option<ExitStatus>, bool) {
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() >= timeout => {
-                timed_out = true;
-                if let Ok(pgid) = i32::try_from(child.id()) {
-                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                }
-                break child.wait().ok();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
+    let (ended, watch) = mpsc::channel::<()>();
+    let pgid = i32::try_from(child.id()).ok().map(Pid::from_raw);
+    let watchdog = std::thread::spawn(move || {
+        let expired = matches!(
+            watch.recv_timeout(timeout),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        );
+        if expired && let Some(pgid) = pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
         }
-    };
+        expired
+    });
+    let status = child.wait().ok();
+    drop(ended);
+    let timed_out = watchdog.join().unwrap_or(false);
     (status, timed_out)
 }
 
@@ -142,6 +142,7 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn outcomes() {

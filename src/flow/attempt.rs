@@ -155,6 +155,7 @@ pub(crate) async fn run(
         pool.interrupted(&input, start);
         return Ok(AttemptEnd::Cancelled);
     };
+    tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
@@ -172,6 +173,7 @@ pub(crate) async fn run(
         .await
         .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
+    tracing::debug!(task = input.index, attempt = input.attempt, "judged");
     let plan_path = repo.root().join(&input.plan_rel);
     let at = crate::flow::steps::review::Reviewing {
         input: &input,
@@ -185,6 +187,11 @@ pub(crate) async fn run(
     if let Some(warning) = pool.release(wt) {
         verdict.warnings.push(warning);
     }
+    tracing::debug!(
+        task = input.index,
+        attempt = input.attempt,
+        "worktree released"
+    );
     let (reviews, question, usage) = match reviewed {
         Reviewed::Cancelled => {
             pool.interrupted(&input, start);
@@ -234,6 +241,11 @@ async fn run_worker(
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
         .expect("worktree creation does not panic")?;
+    tracing::debug!(
+        task = input.index,
+        attempt = input.attempt,
+        "worktree ready"
+    );
     let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
     let spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
     // A long-run worker's progress is kept as it goes, for a crash of this process.

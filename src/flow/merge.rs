@@ -2,9 +2,10 @@
 //! base, and their results are integrated in plan order by a three-way merge against the
 //! round's tree ([`RoundBuild::add_merged`], `git merge-tree` in
 //! [`crate::edge::git::RoundIndex::merge_patch`]). After a clean merge that combined work
-//! (the tree had moved past the attempt's base), the acceptance checks of the task and of
-//! every task landed since its base whose files the merge touched run again on the merged
-//! tree, in a worktree of their own, before anything is accepted (the round's temporary
+//! (the tree had moved past the attempt's base in a path the merge changes) or that changes
+//! a path a task landed since that base declared or changed, the acceptance checks of the
+//! task and of every such task run again on the merged
+//! tree (a merge into paths nothing else touched lands as under `serial`, unchecked again), in a worktree of their own, before anything is accepted (the round's temporary
 //! index does not exist while they run). A textual conflict, a failed re-check, or a merge
 //! that changes a file the task neither declared nor changed itself sends the task back
 //! once as a *rebase* attempt ([`Ledger::asked`]): it starts from the integrated tree, its
@@ -261,13 +262,16 @@ impl RoundBuild {
         // A rebase must keep the change it builds on: those tasks' checks run on its result
         // even when nothing landed beside it.
         let onto = ledger.rebased.get(&j.index);
-        if combined || onto.is_some() {
+        // The tasks landed since its base that declared or changed a path it changes: their
+        // checks may read what it changed even where the merge combined nothing.
+        let sharing = ledger.sharing(plan, since, &changed);
+        if combined || onto.is_some() || !sharing.is_empty() {
             let snapshot = index.snapshot(at.repo)?;
             // No task code runs while the round's temporary index exists.
             drop(index);
             failpoint("after-merge", at.round);
             let mut who = vec![j.index];
-            who.extend(ledger.sharing(plan, since, &changed));
+            who.extend(sharing);
             who.extend(onto.into_iter().flatten());
             let mut seen = BTreeSet::new();
             who.retain(|k| seen.insert(*k));
@@ -281,7 +285,10 @@ impl RoundBuild {
                     )
                 })
                 .collect();
-            if let Some(failed) = recheck(at, &snapshot, &who)? {
+            tracing::debug!(task = j.index, checks = who.len(), "re-checking the merge");
+            let failed = recheck(at, &snapshot, &who)?;
+            tracing::debug!(task = j.index, passed = failed.is_none(), "re-checked");
+            if let Some(failed) = failed {
                 return Ok(Err((changed, failed)));
             }
         }

@@ -109,6 +109,12 @@ impl Executor for Local<'_> {
             reviewer: self.opts.settings.reviewer.clone(),
             rebase,
         };
+        tracing::debug!(
+            task = start.task,
+            attempt = start.attempt,
+            rebase,
+            "starting"
+        );
         self.emit(Event::AttemptStarted {
             task: start.task,
             attempt: start.attempt,
@@ -139,10 +145,13 @@ impl Executor for Local<'_> {
         if *self.cancel.borrow() {
             arrivals.cancelled = true;
         }
+        let tasks: Vec<usize> = arrivals.judged.iter().map(|j| j.index).collect();
+        tracing::debug!(?tasks, "arrived");
         Ok(arrivals)
     }
 
     fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), RunError> {
+        tracing::debug!(tasks = judged.len(), "integrating");
         self.base = None;
         match &mut self.ledger {
             None => self.build.add(self.repo, plan, &judged, self.ui),
@@ -204,7 +213,9 @@ impl Executor for Local<'_> {
             opts: self.opts,
             ui: self.ui,
         };
+        tracing::debug!(?tasks, round, "committing");
         let end = build.commit(at, plan)?;
+        tracing::debug!(round, "committed");
         Ok(end.map_or(Integrated::Continue, Integrated::End))
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const BRANCH: &str = "dagexec/eager";
+pub(crate) const BRANCH: &str = "dagexec/eager";
 
 /// Each task sleeps its own time (task 1 is slow), logs when it ran, and writes its file;
 /// task 0 fails its first attempt.
@@ -40,12 +40,12 @@ echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
 
 /// The shared lab ([`crate::common::lab`]) on branch [`BRANCH`], and what this harness
 /// keeps while it plays GitHub's runners.
-struct Lab {
+pub(crate) struct Lab {
     lab: lab::Lab,
     /// The workers' log of when each attempt started and ended (`$LAB_TIMES`).
     times: PathBuf,
     /// Task runs started so far (each runs once, however many conductors come and go).
-    started: std::sync::Mutex<BTreeSet<u64>>,
+    pub(crate) started: std::sync::Mutex<BTreeSet<u64>>,
     /// (task, attempt) runs that end cancelled, with no artifact.
     lost: std::sync::Mutex<BTreeSet<(String, String)>>,
     /// Task runs also upload a forged artifact.
@@ -65,12 +65,20 @@ impl Lab {
     }
 
     fn with_worker(tasks: Vec<Value>, worker: &str) -> Lab {
-        let mut lab = lab::lab()
+        Lab::with_files(tasks, worker, &[])
+    }
+
+    /// The lab with `files` committed beside the plan (another harness's, too).
+    pub(crate) fn with_files(tasks: Vec<Value>, worker: &str, files: &[(&str, &str)]) -> Lab {
+        let mut builder = lab::lab()
             .plan("Eager", tasks)
             .worker(worker)
             .branch(BRANCH)
-            .ref_name(BRANCH)
-            .start();
+            .ref_name(BRANCH);
+        for (rel, text) in files {
+            builder = builder.file(rel, text);
+        }
+        let mut lab = builder.start();
         let times = lab.tmp.path().join("times.log");
         lab.set_env("LAB_TIMES", times.to_str().unwrap());
         Lab {
@@ -83,7 +91,7 @@ impl Lab {
     }
 
     /// A conductor run: the plan job (eager), then `action conduct` started as a process.
-    fn conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
+    pub(crate) fn conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
         let planned = self.plan_job(run_id, &[("DAGEXEC_SCHEDULE", "eager")]);
         let (outputs, text) = (&planned.outputs, &planned.log);
         assert_eq!(outputs["conclusion"], "conduct", "{text}");
@@ -110,14 +118,14 @@ impl Lab {
         cmd.spawn().unwrap()
     }
 
-    fn conduct_log(&self, run_id: u64) -> String {
+    pub(crate) fn conduct_log(&self, run_id: u64) -> String {
         std::fs::read_to_string(self.tmp.path().join(format!("conduct-{run_id}.log")))
             .unwrap_or_default()
     }
 
     /// Plays GitHub's runners: starts every task run dispatched so far that has not been
     /// started yet, each on its own thread. Returns the threads started.
-    fn run_dispatched(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
+    pub(crate) fn run_dispatched(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
         let mut threads = Vec::new();
         for d in self.gh.state().dispatches {
             let task = d.inputs["task"].as_str().unwrap_or_default().to_string();
@@ -131,7 +139,7 @@ impl Lab {
     }
 
     /// One task run: the `task` job (`action work` at the run's base), its artifact zipped.
-    fn task_run(&self, d: &fake_github::Dispatch) {
+    pub(crate) fn task_run(&self, d: &fake_github::Dispatch) {
         self.gh.start_run(d.run_id);
         let input = |k: &str| d.inputs[k].as_str().unwrap().to_string();
         let (task, attempt, base) = (input("task"), input("attempt"), input("base"));
@@ -160,7 +168,7 @@ impl Lab {
     }
 
     /// Runs task runs until the conductor exits; its exit code.
-    fn drive(self: &Arc<Self>, mut conductor: Child, limit: Duration) -> i32 {
+    pub(crate) fn drive(self: &Arc<Self>, mut conductor: Child, limit: Duration) -> i32 {
         let mut threads = Vec::new();
         let t0 = Instant::now();
         loop {
@@ -180,7 +188,7 @@ impl Lab {
     }
 
     /// (task, attempt) → (start, end) seconds, from the workers' own log.
-    fn times(&self) -> BTreeMap<(u64, u64), (f64, f64)> {
+    pub(crate) fn times(&self) -> BTreeMap<(u64, u64), (f64, f64)> {
         let mut out: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
         for line in std::fs::read_to_string(&self.times).unwrap().lines() {
             let f: Vec<&str> = line.split_whitespace().collect();

@@ -364,6 +364,40 @@ fn a_clean_merge_that_breaks_a_check_is_rechecked_and_rebased() {
     );
 }
 
+#[test]
+fn a_result_whose_files_nothing_else_touched_lands_without_a_second_run_of_its_checks() {
+    // 0 and 1 start from one base; 1 lands first (b.txt), then 0 arrives (a.txt). The tree
+    // moved since 0's base, but not in a path 0 changed and no landed task declared a.txt:
+    // 0 lands as under `serial`, its check run once (when its attempt was judged).
+    let seen = tempfile::tempdir().unwrap();
+    let runs = seen.path().join("runs-of-0");
+    let count = format!("echo run >> '{}'; grep -qx a=new a.txt", runs.display());
+    let p = plan(&[
+        ("a", &[], &["a.txt"], &[count.as_str()]),
+        ("b", &[], &["b.txt"], &["grep -qx b=new b.txt"]),
+    ]);
+    let edit = r#"0) sleep 1; sed -i 's/^a=old$/a=new/' a.txt ;;
+1) sed -i 's/^b=old$/b=new/' b.txt ;;"#;
+    let dir = common::repo(&p, &[("a.txt", "a=old\n"), ("b.txt", "b=old\n")]);
+    let o = merge(dir.path(), 2)
+        .args(["--schedule", "eager"])
+        .script(&worker(seen.path(), 2, edit))
+        .run();
+    o.expect_code(0);
+    assert_eq!(committed(dir.path(), "a.txt"), "a=new\n");
+    assert_eq!(committed(dir.path(), "b.txt"), "b=new\n");
+    let commits = round_commits(dir.path());
+    assert!(
+        commits[0].contains("1/2") || commits[0].contains("task 1"),
+        "1 landed first: {commits:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap(),
+        "run\n",
+        "0's check ran once"
+    );
+}
+
 // ---- bad input and faults ----
 
 #[test]

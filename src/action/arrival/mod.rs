@@ -25,15 +25,29 @@ use crate::pure::plan::{self, model::Status};
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change.
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "callers treat every arrival step alike, as fallible"
-)]
 pub(super) fn judge_entry(
     repo: &Repo,
     plan: &plan::model::Plan,
     inputs: &Inputs,
     e: &Entry,
+    found: Option<&Result<Collected, String>>,
+    ui: &Ui,
+) -> Result<Judged, ActionError> {
+    judge_entry_at(repo, plan, inputs, (e, None), found, ui)
+}
+
+/// [`judge_entry`] for a job that started at commit `base` (`None`: the checkout's `HEAD`),
+/// whose patch is read against that commit: the conductor's arrivals under `overlap: merge`,
+/// whose runs started before the branch moved.
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "callers treat every arrival step alike, as fallible"
+)]
+pub(super) fn judge_entry_at(
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    inputs: &Inputs,
+    (e, base): (&Entry, Option<&str>),
     found: Option<&Result<Collected, String>>,
     ui: &Ui,
 ) -> Result<Judged, ActionError> {
@@ -45,7 +59,7 @@ pub(super) fn judge_entry(
         _ => None,
     };
     let timed_out = matches!(report.exit, Exit::TimedOut(_));
-    let (touched, links, broken) = touched_by(repo, &mut patch);
+    let (touched, links, broken) = touched_by(repo, &mut patch, base.unwrap_or("HEAD"));
     report.changed.extend(touched.iter().cloned());
     // A task list a plan was generated from is dagexec's to write back: the work job drops a
     // worker's edit of it from the patch, as it drops the plan's.
@@ -151,8 +165,9 @@ fn read_found<'a>(
 fn touched_by(
     repo: &Repo,
     patch: &mut crate::edge::git::Patch,
+    base: &str,
 ) -> (Vec<String>, Vec<crate::pure::paths::Link>, Option<String>) {
-    match repo.patch_changes(&*patch) {
+    match repo.patch_changes_at(base, &*patch) {
         Ok((touched, links)) => (touched, links, None),
         Err(err) => {
             let broken = format!(

@@ -103,12 +103,14 @@ pub fn run(
     if fresh && let Some(failed) = preflight_failed(&repo, &plan, &dag, &overlaps, inputs) {
         return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
-    // `overlap: merge` (rounds only): a round's tasks that share files form one matrix, and
-    // the matrix says so, so finalize integrates it by merging (see `rounds::follow`).
-    let merge = policy(repo.root(), inputs)? == Policy::Merge;
+    // `overlap: merge`: a round's tasks that share files form one matrix, and the matrix says
+    // so, so finalize integrates it by merging (see `rounds::follow`); under `schedule: eager`
+    // the conductor starts them side by side and merges each arrival as it comes
+    // (`conduct::merging`).
+    let merge = crate::action::overlap_policy(repo.root(), inputs)? == Policy::Merge;
     if merge && schedule == crate::pure::engine::Schedule::Eager {
         println!(
-            "overlap: merge runs in rounds on the Action; schedule: eager keeps tasks that share files apart (serial)."
+            "overlap: merge: the conductor starts tasks that share files side by side and merges each result onto the branch; a merge that combined work lands after a re-check run."
         );
     }
     let merge = merge && schedule != crate::pure::engine::Schedule::Eager;
@@ -128,21 +130,6 @@ pub fn run(
         m.merge = merge;
     }
     Ok(planned)
-}
-
-/// The overlap policy: the `overlap` input, else `overlap:` in `.design/dagexec.yml` at the
-/// checkout, else `serial`.
-fn policy(root: &Path, inputs: &Inputs) -> Result<Policy, ActionError> {
-    if let Some(p) = inputs.overlap {
-        return Ok(p);
-    }
-    let file = crate::flow::settings::read_file_config(root)
-        .map_err(|e| ActionError::Input(e.to_string()))?;
-    match file.overlap {
-        Some(o) => Policy::parse(&o)
-            .map_err(|m| ActionError::Input(format!(".design/dagexec.yml: overlap: {m}"))),
-        None => Ok(Policy::Serial),
-    }
 }
 
 /// The execution branch: the `branch` input, else the goal's. A run started on another ref

@@ -2,8 +2,8 @@
 //! of the round's base. The worker runs under the same contract as locally; then the
 //! acceptance checks run here (never in finalize, which holds a write token), and the job
 //! leaves `result.json`, `changes.patch` and `worker.log` in the artifact directory.
-//! Under `overlap: merge` the open round may say this job continues an attempt instead: a
-//! merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
+//! Under `overlap: merge` the open round (or, under `schedule: eager`, the conductor's record
+//! on the task) may say this job continues an attempt instead: a merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
 //! rebase (the worker, its prompt with the local `## Rebase` section).
 //!
 //! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set

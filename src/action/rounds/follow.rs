@@ -109,8 +109,18 @@ impl FollowUp {
         }
     }
 
-    /// The follow-up the open round recorded in `plan` for `task`'s attempt `attempt`.
+    /// The follow-up the open round recorded in `plan` for `task`'s attempt `attempt`, or
+    /// the one the conductor recorded on the task itself while it is in progress
+    /// ([`FollowUp::on_task`]).
     pub fn of(plan: &Plan, task: usize, attempt: u32) -> Option<FollowUp> {
+        if let Some(f) = plan
+            .tasks
+            .get(task)
+            .and_then(Self::on_task)
+            .filter(|f| f.task() == task && f.attempt() == attempt)
+        {
+            return Some(f);
+        }
         let open: super::OpenRound =
             serde_json::from_value(plan.progress.extra.get(super::FIELD)?.clone()).ok()?;
         open.follow_up(task)
@@ -118,10 +128,34 @@ impl FollowUp {
             .cloned()
     }
 
+    /// What the conductor (`schedule: eager`) recorded on task `t` for its next run
+    /// ([`crate::pure::plan::fields::FOLLOW_UP`]): only while the task is in progress, so a
+    /// record left behind by a task put back to pending (`/execute retry`, an edit) is never
+    /// taken for a later attempt's.
+    pub fn on_task(t: &crate::pure::plan::model::Task) -> Option<FollowUp> {
+        if t.status != crate::pure::plan::model::Status::InProgress {
+            return None;
+        }
+        serde_json::from_value(t.extra.get(crate::pure::plan::fields::FOLLOW_UP)?.clone()).ok()
+    }
+
+    /// Records this follow-up on its task (the conductor's record, [`FollowUp::on_task`]).
+    pub fn record_on(&self, plan: &mut Plan) {
+        if let Some(t) = plan.tasks.get_mut(self.task()) {
+            t.extra.insert(
+                crate::pure::plan::fields::FOLLOW_UP.into(),
+                serde_json::to_value(self).expect("a follow-up serialises"),
+            );
+        }
+    }
+
     /// The merged patches of the chain's candidates before `task`'s re-check in the open
     /// round of `plan`, in order (what its job applies before its own; none without an open
-    /// round); `None` when one is unreadable.
+    /// round, or for the conductor's follow-up on the task); `None` when one is unreadable.
     pub fn before(plan: &Plan, task: usize) -> Option<Vec<Vec<u8>>> {
+        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
+            return Some(Vec::new());
+        }
         let Some(record) = plan.progress.extra.get(super::FIELD) else {
             return Some(Vec::new());
         };

@@ -316,6 +316,19 @@ impl Repo {
             .collect())
     }
 
+    /// The paths whose content differs between commits `from` and `to` (renames as a delete
+    /// and an add), sorted.
+    pub fn changed_between(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let out = git(&self.root, "diff --name-only")
+            .args(["diff", "--name-only", "--no-renames", "-z", from, to, "--"])
+            .run()?;
+        let mut paths: Vec<String> = nul_fields(&out)
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
+
     /// The files changed by the last commit of `HEAD` that touched `path` (none in a history
     /// that does not reach it).
     pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {

@@ -183,6 +183,17 @@ impl Repo {
         &self,
         patch: impl Into<super::PatchRef<'p>>,
     ) -> Result<(Vec<String>, Vec<crate::pure::paths::Link>), GitError> {
+        self.patch_changes_at("HEAD", patch)
+    }
+
+    /// [`Repo::patch_changes`] for a patch made at commit `base` (applied to a scratch index
+    /// of `base`, not `HEAD`): the conductor's arrivals under `overlap: merge`, whose runs
+    /// started before the branch moved.
+    pub fn patch_changes_at<'p>(
+        &self,
+        base: &str,
+        patch: impl Into<super::PatchRef<'p>>,
+    ) -> Result<(Vec<String>, Vec<crate::pure::paths::Link>), GitError> {
         let patch = patch.into();
         if patch.is_empty() {
             return Ok((Vec::new(), Vec::new()));
@@ -215,7 +226,7 @@ impl Repo {
         let index = scratch.path().join("index");
         git(self.root(), "read-tree")
             .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", "HEAD"])
+            .args(["read-tree", base])
             .run()?;
         git(self.root(), "apply --cached")
             .env("GIT_INDEX_FILE", &index)
@@ -225,7 +236,7 @@ impl Repo {
         let names = git(self.root(), "diff --cached --name-status")
             .env("GIT_INDEX_FILE", &index)
             .args(super::worktree::DIFF_OPTIONS)
-            .args(["--name-status", "-z", "HEAD", "--"])
+            .args(["--name-status", "-z", base, "--"])
             .run()?;
         let paths =
             super::worktree::parse_name_status(&names).map_err(|detail| GitError::Unexpected {
@@ -233,7 +244,7 @@ impl Repo {
                 dir: self.root().to_path_buf(),
                 detail,
             })?;
-        let links = super::worktree::staged_links(self.root(), "HEAD", &[], Some(&index))?;
+        let links = super::worktree::staged_links(self.root(), base, &[], Some(&index))?;
         Ok((paths.into_iter().collect(), links))
     }
 }

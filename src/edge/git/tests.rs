@@ -240,6 +240,27 @@ fn worktree_at_an_older_base_sees_that_base() {
 }
 
 #[test]
+fn changed_between_names_each_path_that_differs_and_a_patch_reads_at_its_own_base() {
+    let f = Fixture::new();
+    let first = f.repo.head().unwrap();
+    f.write("mod.txt", "changed on the branch\n");
+    f.write("dir/new name.txt", "new\n");
+    let second = f.commit_all("second");
+    assert_eq!(
+        f.repo.changed_between(&first, &second).unwrap(),
+        strings(&["dir/new name.txt", "mod.txt"])
+    );
+    assert!(f.repo.changed_between(&second, &second).unwrap().is_empty());
+    // A patch made at `first` that no longer applies at `HEAD` is still read at `first`.
+    let patch = b"diff --git a/mod.txt b/mod.txt\n--- a/mod.txt\n+++ b/mod.txt\n@@ -1,3 +1,3 @@\n-one\n+ONE\n two\n three\n";
+    assert!(f.repo.patch_changes(&patch[..]).is_err());
+    assert_eq!(
+        f.repo.patch_changes_at(&first, &patch[..]).unwrap().0,
+        strings(&["mod.txt"])
+    );
+}
+
+#[test]
 fn changes_capture_everything_and_the_patch_reproduces_it() {
     let f = Fixture::new();
     f.write("ren.txt", long_text("renamed"));

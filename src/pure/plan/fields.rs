@@ -24,6 +24,12 @@ pub const SOURCE: &str = "dagexecSource";
 pub const RETRY_PROMPT: &str = "dagexecRetryPrompt";
 /// The task field that records a started attempt's workflow run (eager on Actions).
 pub const RUN: &str = "dagexecRun";
+/// The task field where the conductor (`schedule: eager`, `overlap: merge`) keeps what the
+/// task's next run continues: a merge's re-check or a rebase ([`crate::action::rounds::FollowUp`]).
+pub const FOLLOW_UP: &str = "dagexecFollowUp";
+/// Beside a re-check's [`FOLLOW_UP`]: the acceptance checks of the landed tasks it runs, by
+/// task, as they were before the plan update trimmed those tasks.
+pub const FOLLOW_UP_CHECKS: &str = "dagexecFollowUpChecks";
 
 // `progress` fields.
 

@@ -36,6 +36,7 @@ impl Executor for Remote<'_> {
     /// Saved, and the attempts counted since the last push made durable on the branch before
     /// their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
+        super::merging::drop_stale(plan);
         save(plan, self.plan_path)?;
         self.record_starts(plan)
     }
@@ -45,6 +46,11 @@ impl Executor for Remote<'_> {
             return Ok(());
         }
         let (i, attempt) = (start.task, start.attempt);
+        let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
+        let recheck = matches!(
+            follow,
+            Some(crate::action::rounds::FollowUp::Recheck { .. })
+        );
         let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
@@ -52,6 +58,11 @@ impl Executor for Remote<'_> {
         let id = self.dispatch_task_run(i, attempt, &dispatch)?;
         // The crash tests' kill -9 between a dispatch and the commit that records its run.
         crate::flow::failpoint("dispatched", round);
+        // `overlap: merge`: the same between a re-check's or a rebase's dispatch and its record
+        // (`follow-up-dispatched:<task>`).
+        if follow.is_some() {
+            crate::flow::failpoint("follow-up-dispatched", u32::try_from(i).unwrap_or(u32::MAX));
+        }
         let f = Flight {
             run: id,
             attempt,
@@ -62,12 +73,24 @@ impl Executor for Remote<'_> {
             RUN_FIELD.into(),
             serde_json::to_value(&f).expect("a flight serialises"),
         );
-        self.emit(crate::pure::events::Event::AttemptStarted {
-            task: i,
-            attempt,
-            subject: t.subject.clone(),
-            run: Some(id),
-        });
+        // A re-check is no attempt (`overlap: merge`): its run is said as what it is.
+        if recheck {
+            self.emit(crate::pure::events::Event::Note(format!(
+                "Task {i} attempt {attempt}: its merged change is re-checked in run {id} (no worker)."
+            )));
+        } else {
+            if follow.is_some() {
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "Task {i} attempt {attempt} runs again as a rebase from the integrated tree (not counted)."
+                )));
+            }
+            self.emit(crate::pure::events::Event::AttemptStarted {
+                task: i,
+                attempt,
+                subject: t.subject.clone(),
+                run: Some(id),
+            });
+        }
         self.flights.insert(i, f);
         save(plan, self.plan_path)
     }
@@ -99,17 +122,39 @@ impl Executor for Remote<'_> {
             }
         }
         for j in &arrivals.judged {
-            self.flights.remove(&j.index);
+            if let Some(f) = self.flights.remove(&j.index) {
+                self.merging.bases.insert(j.index, f.base);
+            }
+            if let Some(crate::action::rounds::FollowUp::Recheck { .. }) =
+                crate::action::rounds::FollowUp::of(plan, j.index, j.attempt)
+            {
+                self.merging.rechecked.insert(j.index);
+            }
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
         }
         self.count_outage(outage);
         Ok(arrivals)
     }
 
-    /// The arrivals of one poll are one batch: kept until it is committed.
-    fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+    /// The arrivals of one poll are one batch: kept until it is committed. Under `overlap:
+    /// merge` an arrival that meets what landed since its base waits instead, for a re-check
+    /// or a rebase ([`Remote::sort_merged`]).
+    fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), ActionError> {
+        let judged = if self.merging.on {
+            self.sort_merged(plan, judged)?
+        } else {
+            judged
+        };
+        self.merging.bases.clear();
+        self.merging.rechecked.clear();
         self.staged.extend(judged);
         Ok(())
+    }
+
+    /// The re-check and rebase runs the last batch asked for (`overlap: merge`): dispatched
+    /// once its commit, which records them on their tasks, is pushed.
+    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Start> {
+        std::mem::take(&mut self.merging.again)
     }
 
     /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
@@ -197,8 +242,28 @@ impl Executor for Remote<'_> {
         self.started.elapsed() >= self.timing.handover_after
     }
 
+    /// A re-check run's end is not an attempt's (`overlap: merge`): said as what it is, the
+    /// attempt it continues neither ended nor retried by it.
     fn emit(&self, event: crate::pure::events::Event) {
-        self.ui.emit(event);
+        match event {
+            crate::pure::events::Event::AttemptEnded(e)
+                if self.merging.rechecked.contains(&e.task) =>
+            {
+                let line = crate::pure::sanitize::line(e.result.lines().next().unwrap_or(""));
+                let verdict = if e.status == crate::pure::plan::model::Status::Completed {
+                    "passed"
+                } else {
+                    "failed"
+                };
+                self.ui.emit(crate::pure::events::Event::Note(format!(
+                    "Task {} attempt {}: the re-check of its merged change {verdict}: {}",
+                    e.task,
+                    e.attempt,
+                    line.chars().take(300).collect::<String>()
+                )));
+            }
+            event => self.ui.emit(event),
+        }
     }
 }
 
@@ -256,14 +321,25 @@ impl Remote<'_> {
             f.run
         )));
         let found = found.map(|r| r.map(|c| *c));
-        let mut judged = arrival::judge_entry(
+        // Under `overlap: merge` the run's patch is read at its own base: the branch may have
+        // moved under its files since (the merge comes later, `Remote::sort_merged`).
+        let base = self.merging.on.then_some(f.base.as_str());
+        let mut judged = arrival::judge_entry_at(
             self.repo,
             plan,
             self.inputs,
-            &entry,
+            (&entry, base),
             found.as_ref(),
             self.ui,
         )?;
+        // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
+        // its own); a rebase run is recorded as one.
+        let follow = crate::action::rounds::FollowUp::of(plan, i, f.attempt);
+        if let Some(crate::action::rounds::FollowUp::Recheck { .. }) = follow {
+            judged.measured = None;
+            return Ok(Polled::Ended(Box::new(judged)));
+        }
+        judged.rebase = matches!(follow, Some(crate::action::rounds::FollowUp::Rebase { .. }));
         // A run that left no readable result (cancelled, failed before its upload, gone)
         // still ended an attempt: its record spans the run as GitHub reports it.
         if judged.measured.is_none() {

@@ -15,6 +15,7 @@ use crate::action::{ActionError, arrival};
 use crate::flow::RunEnd;
 use crate::flow::exec::Ending;
 use crate::pure::engine;
+use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
 impl Remote<'_> {
@@ -25,6 +26,8 @@ impl Remote<'_> {
         for (i, t) in plan.tasks.iter_mut().enumerate() {
             if t.status != Status::InProgress {
                 t.extra.shift_remove(RUN_FIELD);
+                t.extra.shift_remove(FOLLOW_UP);
+                t.extra.shift_remove(FOLLOW_UP_CHECKS);
                 continue;
             }
             match flight_of(t) {
@@ -65,6 +68,15 @@ impl Remote<'_> {
                     t.attempts()
                 ));
                 t.status = Status::Pending;
+                let attempt = t.attempts();
+                t.extra.shift_remove(FOLLOW_UP_CHECKS);
+                // `overlap: merge`: an attempt that waited for its re-check or rebase run had
+                // its record already; its change never landed.
+                if t.extra.shift_remove(FOLLOW_UP).is_some() {
+                    crate::pure::usage::amend(plan, i, attempt, |r| {
+                        r.outcome = crate::pure::usage::Outcome::Interrupted;
+                    });
+                }
             }
         }
     }
@@ -74,7 +86,8 @@ impl Remote<'_> {
     /// run-name names the task and its attempt, started from a commit that records the attempt
     /// as started and that the branch kept unchanged for the task since (the first-parent
     /// history of `HEAD`, newest first, while the task stays in progress at that attempt with no
-    /// run), so a run of the same task and attempt number from before a `/execute retry` is never
+    /// run and the same follow-up — `overlap: merge`'s re-check or rebase of the attempt, whose
+    /// run has the attempt's run-name — or none), so a run of the same task and attempt number from before a `/execute retry` is never
     /// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
     /// said, and the attempts then count as interrupted.
     fn find_unrecorded(&self, plan: &Plan, tasks: &[usize]) -> BTreeMap<usize, Flight> {
@@ -96,6 +109,7 @@ impl Remote<'_> {
                     t.status == Status::InProgress
                         && t.attempts() == plan.tasks[i].attempts()
                         && !t.extra.contains_key(RUN_FIELD)
+                        && t.extra.get(FOLLOW_UP) == plan.tasks[i].extra.get(FOLLOW_UP)
                 });
                 if same {
                     from.entry(i).or_default().insert(c.clone());

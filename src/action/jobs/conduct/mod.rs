@@ -6,7 +6,10 @@
 //! comment move with it.
 //!
 //! The loop is the local eager engine's: [`engine::eager_pick`] (longest remaining chain
-//! first, never beside a task it conflicts with, at most `max-parallel` at once), the same
+//! first, never beside a task it conflicts with — under `overlap: merge` tasks that share
+//! files are no conflict, and each arrival that meets what landed since its run's base is
+//! merged without landing and waits for a re-check or rebase run ([`merging`]) —, at most
+//! `max-parallel` at once), the same
 //! judging as finalize ([`crate::action::arrival`]: the artifact read back, refusals, reviews,
 //! questions), the same integration, plan update, retries, cascade and circuit breaker
 //! ([`crate::action::arrival::integrate`]), one round commit per batch of arrivals (the runs found
@@ -20,7 +23,7 @@
 //! after any crash — adopts the runs its branch records and polls them again; a task in
 //! progress without a run record (its conductor died between the start's commit and the
 //! next) has its run looked up by its run-name among the branch's dispatched runs, from the
-//! commit that recorded the start, and adopted; with none found the attempt is interrupted:
+//! commit that recorded the start (or the follow-up, for a re-check or rebase run), and adopted; with none found the attempt is interrupted:
 //! counted, and retried while attempts remain. No attempt is dispatched twice, and none is
 //! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
 //! push means another writer: it stops without publishing), so the branch has exactly one
@@ -44,6 +47,7 @@
 mod executor;
 mod fetch;
 mod lifecycle;
+mod merging;
 mod remote;
 #[cfg(test)]
 mod tests;
@@ -136,7 +140,11 @@ pub fn run(
         ui,
         opts,
     } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
-    let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
+    // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
+    let policy = crate::action::overlap_policy(root, &inputs)?;
+    let merge = policy == crate::pure::overlap::Policy::Merge;
+    let conflicts =
+        policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());
     let mut remote = Remote {
         client,
         rt: gh.rt,
@@ -161,6 +169,10 @@ pub fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
+        merging: merging::State {
+            on: merge,
+            ..Default::default()
+        },
     };
     remote.adopt(&mut plan);
     let exhausted = crate::pure::update::fail_exhausted(&mut plan, &dag);

@@ -48,6 +48,8 @@ pub(super) struct Remote<'a> {
     pub(super) pr: Option<u64>,
     /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
     pub(super) outages: u32,
+    /// `overlap: merge` ([`super::merging`]).
+    pub(super) merging: super::merging::State,
 }
 
 impl Remote<'_> {

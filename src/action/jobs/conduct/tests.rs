@@ -108,3 +108,67 @@ fn run_names_say_branch_task_and_attempt() {
         "dagexec dagexec/x: task 3 attempt 2"
     );
 }
+
+#[test]
+fn a_follow_up_on_a_task_holds_only_while_it_is_in_progress_at_that_attempt() {
+    use crate::action::rounds::FollowUp;
+    use crate::pure::plan::model::Status;
+    let mut plan: Plan = serde_json::from_value(serde_json::json!({
+        "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": []},
+        "tasks": [
+            {"subject": "zero", "status": "completed"},
+            {"subject": "one", "status": "in_progress", "attempts": 2}
+        ]
+    }))
+    .unwrap();
+    let f = FollowUp::Rebase {
+        task: 1,
+        attempt: 2,
+        onto: vec![0],
+        why: "conflict in a.txt".into(),
+    };
+    f.record_on(&mut plan);
+    assert_eq!(FollowUp::of(&plan, 1, 2), Some(f.clone()));
+    // Another attempt's, or another task's, is not it.
+    assert_eq!(FollowUp::of(&plan, 1, 3), None);
+    assert_eq!(FollowUp::of(&plan, 0, 2), None);
+    // A task put back to pending (`/execute retry`, an edit) leaves a record that counts no more.
+    plan.tasks[1].status = Status::Pending;
+    assert_eq!(FollowUp::of(&plan, 1, 2), None);
+}
+
+#[test]
+fn a_follow_up_put_back_before_its_run_started_is_dropped_and_its_attempt_interrupted() {
+    use crate::action::rounds::FollowUp;
+    use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
+    use crate::pure::plan::model::Status;
+    let mut plan: Plan = serde_json::from_value(serde_json::json!({
+        "schemaVersion": 2, "goal": "g", "context": {}, "progress": {"completedTasks": [],
+            "dagexecAttempts": [{"task": 1, "attempt": 1, "start": "2026-01-01T00:00:00Z",
+                "end": "2026-01-01T00:00:01Z", "seconds": 1.0, "outcome": "completed"}]},
+        "tasks": [
+            {"subject": "zero", "status": "in_progress", "attempts": 1},
+            {"subject": "one", "status": "in_progress", "attempts": 1}
+        ]
+    }))
+    .unwrap();
+    for task in [0, 1] {
+        FollowUp::recheck(task, 1, b"diff", vec![], false)
+            .unwrap()
+            .record_on(&mut plan);
+    }
+    plan.tasks[1]
+        .extra
+        .insert(FOLLOW_UP_CHECKS.into(), serde_json::json!({}));
+    // Task 1 was put back (the budget ran out before its re-check was dispatched).
+    plan.tasks[1].status = Status::Pending;
+    merging::drop_stale(&mut plan);
+    assert!(
+        plan.tasks[0].extra.contains_key(FOLLOW_UP),
+        "still in progress"
+    );
+    assert!(!plan.tasks[1].extra.contains_key(FOLLOW_UP));
+    assert!(!plan.tasks[1].extra.contains_key(FOLLOW_UP_CHECKS));
+    let records = &plan.progress.extra["dagexecAttempts"];
+    assert_eq!(records[0]["outcome"], "interrupted", "{records:#}");
+}

@@ -1,12 +1,14 @@
 //! `overlap: merge`: a work job that continues an attempt instead of starting one. Finalize
 //! merged the attempt's patch onto the round's tree (`git merge-tree`, no code run) and kept
 //! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]), after
-//! the earlier candidates of its chain; this job, without a write token, applies their merged
+//! the earlier candidates of its chain — or, under `schedule: eager`, the conductor did and
+//! kept it on the task; this job, without a write token, applies the chain's earlier merged
 //! changes (committed in the checkout, never pushed) and then its own to its checkout of the
 //! part's base — exactly the tree that would be committed with it — judges its own change as an
 //! attempt is judged (spot-checks, the task's acceptance checks) and runs the acceptance
 //! checks of the landed tasks whose files the merge touched. No worker runs. Its artifact is
-//! an attempt's; finalize lands its own copy of the patch only when this verdict passed.
+//! an attempt's; finalize (or the conductor) lands its own copy of the patch only when this
+//! verdict passed.
 
 use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
@@ -74,7 +76,7 @@ pub(super) fn run(
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
     if verdict.status == plan::model::Status::Completed
-        && let Some(failed) = others_pass(repo, inputs, plan, checks, &mut report)
+        && let Some(failed) = others_pass(repo, inputs, plan, (job.task, checks), &mut report)
     {
         report.output = failed;
         verdict = outcome::Verdict {
@@ -148,17 +150,30 @@ fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, 
 }
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
-/// status line saying which failed first, or `None` when all pass.
+/// status line saying which failed first, or `None` when all pass. A task the plan update
+/// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
+/// conductor's record beside the follow-up on `task`
+/// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
 fn others_pass(
     repo: &Repo,
     inputs: &Inputs,
     plan: &plan::model::Plan,
-    tasks: &[usize],
+    (task, tasks): (usize, &[usize]),
     report: &mut outcome::AttemptReport,
 ) -> Option<String> {
+    let kept: std::collections::BTreeMap<String, Vec<plan::model::AcceptanceCriterion>> = plan
+        .tasks
+        .get(task)
+        .and_then(|t| t.extra.get(crate::pure::plan::fields::FOLLOW_UP_CHECKS))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
     for &k in tasks {
         let Some(t) = plan.tasks.get(k) else { continue };
-        for c in t.acceptance_criteria() {
+        let criteria = match t.acceptance_criteria() {
+            [] => kept.get(&k.to_string()).map_or(&[][..], Vec::as_slice),
+            own => own,
+        };
+        for c in criteria {
             let o = crate::edge::shell::run(&c.check, repo.root(), inputs.timeout);
             report
                 .acceptance

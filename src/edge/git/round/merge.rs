@@ -18,8 +18,8 @@ pub enum Merged {
         changed: Vec<String>,
         /// That change as a binary patch that applies onto the index as it was.
         patch: Vec<u8>,
-        /// Whether the index had moved past the patch's base (else the patch applied as it
-        /// is, as under `serial`).
+        /// Whether the index had moved past the patch's base in a path the merge changes
+        /// (else the patch applied as it is, as under `serial`).
         combined: bool,
     },
     /// git could not merge it; the index is unchanged.
@@ -67,7 +67,17 @@ impl RoundIndex {
             Some(0) => {
                 let merged = text(&out.stdout);
                 let merged = merged.lines().next().unwrap_or_default().to_string();
-                self.take(&ours, &merged, true)
+                let mut taken = self.take(&ours, &merged, true)?;
+                // Combined only where the tree had moved in a path this merge changes: a
+                // merge into paths nothing else changed since `base` is the patch as it is.
+                if let Merged::Clean {
+                    changed, combined, ..
+                } = &mut taken
+                {
+                    let moved = self.names(&base_tree, &ours)?;
+                    *combined = changed.iter().any(|p| moved.contains(p));
+                }
+                Ok(taken)
             }
             Some(1) => Ok(self.conflict(&String::from_utf8_lossy(&out.stdout))),
             _ => Err(git(&self.root, "merge-tree").error(&out)),
@@ -94,8 +104,8 @@ impl RoundIndex {
         built
     }
 
-    /// Puts `tree` in the index, returning what it changes against `ours`.
-    fn take(&self, ours: &str, tree: &str, combined: bool) -> Result<Merged, GitError> {
+    /// The paths that differ between trees `from` and `to` (sorted).
+    fn names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
         let names = git(&self.root, "diff-tree")
             .args([
                 "diff-tree",
@@ -103,14 +113,20 @@ impl RoundIndex {
                 "--no-renames",
                 "--name-only",
                 "-z",
-                ours,
-                tree,
+                from,
+                to,
             ])
             .run()?;
         let mut changed: Vec<String> = nul_fields(&names)
             .map(|f| String::from_utf8_lossy(f).into_owned())
             .collect();
         changed.sort();
+        Ok(changed)
+    }
+
+    /// Puts `tree` in the index, returning what it changes against `ours`.
+    fn take(&self, ours: &str, tree: &str, combined: bool) -> Result<Merged, GitError> {
+        let changed = self.names(ours, tree)?;
         let patch = git(&self.root, "diff-tree -p")
             .args([
                 "diff-tree",
@@ -226,6 +242,30 @@ mod tests {
             again.read_entry("list.txt").unwrap().unwrap().1,
             b"a=0\n1\n2\n3\n4\nb=1\n"
         );
+    }
+
+    /// A tree that moved only in other paths since the patch's base combines nothing: the
+    /// merge is the patch as it is (no second run of checks follows, as under `serial`).
+    #[test]
+    fn a_merge_into_paths_nothing_else_changed_is_not_combined() {
+        let f = Fixture::new();
+        f.write("list.txt", BASE);
+        f.write("other.txt", "x\n");
+        let base = f.commit_all("two files");
+        let wt = f.repo.add_worktree(&base, "w0").unwrap();
+        write(wt.path(), "other.txt", "y\n");
+        let other = wt.changes().unwrap().patch;
+        let mine = change(&f, &base, "w1", "a=0\n1\n2\n3\n4\nb\n");
+        let index = f.repo.round_index().unwrap();
+        index.apply_patch(&other).unwrap();
+        let Merged::Clean {
+            changed, combined, ..
+        } = index.merge_patch(&base, (&mine).into()).unwrap()
+        else {
+            panic!("clean")
+        };
+        assert_eq!((changed, combined), (vec!["list.txt".to_string()], false));
+        assert_eq!(index.read_entry("other.txt").unwrap().unwrap().1, b"y\n");
     }
 
     #[test]

@@ -1,0 +1,406 @@
+//! `overlap: merge` under `schedule: eager` (issue 23): tasks that share declared files run
+//! side by side, and the conductor — which holds the write token and never runs task code —
+//! integrates each batch of arrivals in plan order:
+//!
+//! - an arrival whose paths (declared or changed) meet nothing that landed since its run's
+//!   base (the branch's commits since, and the batch's earlier arrivals) is integrated as
+//!   under `serial`;
+//! - one that meets them is merged three-way onto the branch's tree without landing (`git
+//!   merge-tree`, trees only: no code runs here). A clean merge is kept on the task
+//!   ([`FollowUp::Recheck`] in `dagexecFollowUp`, bounded by the same limit as a round's
+//!   record) and a **re-check run** is dispatched from the commit that records it: the task
+//!   run's `work` job finds the record at its base, applies the kept change and runs the task's
+//!   acceptance checks and those of the landed tasks the merge touched, without a worker and
+//!   without the write token. When that verdict passed and nothing landed since under the
+//!   change's paths, the conductor lands its OWN kept copy (never the run's patch); when
+//!   something did, it merges the kept copy again;
+//! - a conflict, a failed re-check, or a merge that changes a file the task neither declares
+//!   nor changed sends the task back as an uncounted **rebase** run from the integrated tree
+//!   ([`FollowUp::Rebase`]: the work job's prompt gets the `## Rebase` section), at most once
+//!   per integration: a rebase that cannot land either is a failed attempt.
+//!
+//! A follow-up is on the branch before its run is dispatched, and its run is recorded as any
+//! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
+//! recorded is found by its run-name from the commits that record the same follow-up.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::remote::Remote;
+use crate::action::ActionError;
+use crate::action::rounds::FollowUp;
+use crate::edge::git::{Merged, Patch};
+use crate::flow::attempt::Judged;
+use crate::flow::exec::Start;
+use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
+use crate::pure::plan::model::{Plan, Status};
+
+/// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Whether `overlap: merge` holds: tasks that share files run side by side and each
+    /// arrival is merged.
+    pub(super) on: bool,
+    /// The base of each run that arrived at the last poll, by task.
+    pub(super) bases: BTreeMap<usize, String>,
+    /// The tasks whose re-check run arrived at the last poll.
+    pub(super) rechecked: BTreeSet<usize>,
+    /// The re-checks and rebases the last batch asked for, started after its commit.
+    pub(super) again: Vec<Start>,
+    /// The acceptance checks of tasks as they were before they landed (the plan update trims
+    /// a completed task's), for the re-checks.
+    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
+}
+
+impl Remote<'_> {
+    /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
+    /// the others waits on its task for a re-check or a rebase run ([`State::again`]).
+    pub(super) fn sort_merged(
+        &mut self,
+        plan: &mut Plan,
+        mut judged: Vec<Judged>,
+    ) -> Result<Vec<Judged>, ActionError> {
+        judged.sort_by_key(|j| j.index);
+        let head = self.repo.head()?;
+        let mut now: Vec<Judged> = Vec::new();
+        // The paths of the batch's arrivals that land, so far.
+        let mut landing: BTreeSet<String> = BTreeSet::new();
+        for mut j in judged {
+            let follow = FollowUp::of(plan, j.index, j.attempt);
+            let t = &mut plan.tasks[j.index];
+            t.extra.shift_remove(FOLLOW_UP);
+            t.extra.shift_remove(FOLLOW_UP_CHECKS);
+            // Its checks as they are now, before its landing trims them.
+            if !t.acceptance_criteria().is_empty() {
+                self.merging
+                    .landed_checks
+                    .insert(j.index, t.acceptance_criteria().to_vec());
+            }
+            let base = self.merging.bases.remove(&j.index);
+            let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
+            if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow
+                && !self.rechecked(&mut j, f, base.as_deref())
+            {
+                let why = j.verdict.result.clone();
+                if self.send_back(plan, &mut j, (checks.clone(), why, after_rebase)) {
+                    now.push(j);
+                }
+                continue;
+            }
+            let Some(base) = base else {
+                now.push(j);
+                continue;
+            };
+            if j.verdict.status != Status::Completed || j.patch.is_empty() {
+                now.push(j);
+                continue;
+            }
+            let mine = paths_of(plan, &j);
+            let mut moved: BTreeSet<String> = self
+                .repo
+                .changed_between(&base, &head)?
+                .into_iter()
+                .collect();
+            moved.extend(landing.iter().cloned());
+            let shared: BTreeSet<String> = moved.intersection(&mine).cloned().collect();
+            if shared.is_empty() {
+                landing.extend(mine);
+                now.push(j);
+                continue;
+            }
+            let onto = landed_on(plan, &now, &shared, j.index);
+            match self.merge_aside(&j, &now, &base, (&mine, &onto), after_rebase)? {
+                Ok(f) => self.wait_for_recheck(plan, &j, &f, &onto),
+                Err(why) => {
+                    if self.send_back(plan, &mut j, (onto, why, after_rebase)) {
+                        now.push(j);
+                    }
+                }
+            }
+        }
+        Ok(now)
+    }
+
+    /// A re-check run's arrival: whether it passed (then `j` carries the conductor's own kept
+    /// copy of the merged change, never the run's patch).
+    fn rechecked(&self, j: &mut Judged, f: &FollowUp, base: Option<&str>) -> bool {
+        let Some(p) = f.patch().filter(|_| j.verdict.status == Status::Completed) else {
+            return false;
+        };
+        j.touched = self
+            .repo
+            .patch_changes_at(base.unwrap_or("HEAD"), p.as_slice())
+            .map(|(t, _)| t)
+            .unwrap_or_default();
+        j.patch = Patch::Bytes(p);
+        self.ui.say(format!(
+            "  task {}: attempt {}'s merge passed its re-check",
+            j.index, j.attempt
+        ));
+        true
+    }
+
+    /// Merges completed attempt `j` (made at `base`, its paths `mine`) onto the branch's tree
+    /// with the batch's landing arrivals `now`, without landing it: the re-check it waits for,
+    /// or why it cannot land (a conflict, a path it does not declare, a merge too large to
+    /// keep).
+    fn merge_aside(
+        &self,
+        j: &Judged,
+        now: &[Judged],
+        base: &str,
+        (mine, onto): (&BTreeSet<String>, &[usize]),
+        after_rebase: bool,
+    ) -> Result<Result<FollowUp, String>, ActionError> {
+        let index = self.repo.round_index()?;
+        for l in now
+            .iter()
+            .filter(|l| l.verdict.status == Status::Completed && !l.patch.is_empty())
+        {
+            // As the batch's integration applies them (one that does not is not integrated).
+            if index.check_patch(l.patch.borrowed()).is_ok() {
+                let _ = index.apply_patch(l.patch.borrowed());
+            }
+        }
+        let merged = index.merge_patch(base, j.patch.borrowed())?;
+        drop(index);
+        let (changed, patch) = match merged {
+            Merged::Clean { changed, patch, .. } => (changed, patch),
+            Merged::Conflict { files, account } => {
+                return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
+            }
+        };
+        let foreign: Vec<&str> = changed
+            .iter()
+            .filter(|c| !mine.contains(*c))
+            .map(String::as_str)
+            .collect();
+        if !foreign.is_empty() {
+            return Ok(Err(format!(
+                "the merge changes {}, which task {} does not declare",
+                foreign.join(", "),
+                j.index
+            )));
+        }
+        Ok(FollowUp::recheck(
+            j.index,
+            j.attempt,
+            &patch,
+            onto.to_vec(),
+            after_rebase,
+        ))
+    }
+
+    /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
+    /// for its re-check run.
+    fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, onto: &[usize]) {
+        // Its review (if any) concluded now: the re-check reports none.
+        crate::flow::steps::questions::record(plan, j);
+        // The landed tasks' checks go beside the record: the plan update trims a completed
+        // task's (in the commit the re-check starts from, too, for one landing beside it).
+        let mut kept = serde_json::Map::new();
+        for &k in onto {
+            let own = plan.tasks[k].acceptance_criteria();
+            let checks = if own.is_empty() {
+                self.checks_before_landing(k)
+            } else {
+                Some(own.to_vec())
+            };
+            match checks {
+                Some(c) => {
+                    kept.insert(
+                        k.to_string(),
+                        serde_json::to_value(c).expect("checks serialise"),
+                    );
+                }
+                None => self.ui.say(format!(
+                    "  task {}: the acceptance checks of task {k} are not in the last {HISTORY} commits of the branch; its re-check runs without them",
+                    j.index
+                )),
+            }
+        }
+        if !kept.is_empty() {
+            plan.tasks[j.index]
+                .extra
+                .insert(FOLLOW_UP_CHECKS.into(), kept.into());
+        }
+        let names = names(onto);
+        self.ui.say(format!(
+            "  task {}: attempt {} merges cleanly onto {names}; it lands after a re-check run checks the merged tree",
+            j.index, j.attempt
+        ));
+        self.follow(
+            plan,
+            j,
+            f,
+            format!(
+                "attempt {} merged cleanly beside {names}; its re-check runs now",
+                j.attempt
+            ),
+        );
+    }
+
+    /// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase
+    /// run (`false`: nothing more to do with it now); after a rebase it is a failed attempt,
+    /// decided as any (`true`: the caller integrates it as failed).
+    fn send_back(
+        &mut self,
+        plan: &mut Plan,
+        j: &mut Judged,
+        (onto, why, after_rebase): (Vec<usize>, String, bool),
+    ) -> bool {
+        let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+        let line: String = line.chars().take(300).collect();
+        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+            r.outcome = crate::pure::usage::Outcome::Conflict;
+        });
+        if after_rebase {
+            j.verdict.status = Status::Failed;
+            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+            j.patch.clear();
+            return true;
+        }
+        self.ui.say(format!(
+            "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree",
+            j.index,
+            j.attempt,
+            names(&onto)
+        ));
+        const KEPT: usize = 16 << 10;
+        let f = FollowUp::Rebase {
+            task: j.index,
+            attempt: j.attempt,
+            onto,
+            why: why.chars().take(KEPT).collect(),
+        };
+        self.follow(
+            plan,
+            j,
+            &f,
+            format!(
+                "attempt {} runs again as a rebase attempt: {line}",
+                j.attempt
+            ),
+        );
+        false
+    }
+
+    /// Records follow-up `f` on `j`'s task (in progress, its attempt as it was, `result`
+    /// saying why) and asks for its run once the batch is committed.
+    fn follow(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, result: String) {
+        f.record_on(plan);
+        let t = &mut plan.tasks[j.index];
+        t.status = Status::InProgress;
+        t.attempts = Some(t.attempts().max(j.attempt));
+        t.result = Some(result);
+        self.merging.again.push(Start {
+            task: j.index,
+            attempt: j.attempt,
+            retry_prompt: None,
+        });
+    }
+}
+
+impl Remote<'_> {
+    /// The acceptance checks task `k` had before it landed: kept when this conductor saw it
+    /// arrive, else read from the last plan on the branch's first-parent history (at most
+    /// [`HISTORY`] commits back) where it was not completed yet.
+    fn checks_before_landing(
+        &mut self,
+        k: usize,
+    ) -> Option<Vec<crate::pure::plan::model::AcceptanceCriterion>> {
+        if let Some(c) = self.merging.landed_checks.get(&k) {
+            return Some(c.clone());
+        }
+        for c in self.repo.first_parents(HISTORY).unwrap_or_default() {
+            let Ok(Some(bytes)) = self.repo.read_at(&c, &self.inputs.plan_rel) else {
+                return None;
+            };
+            let Ok(there) = crate::pure::plan::load::parse(
+                &String::from_utf8_lossy(&bytes),
+                std::path::Path::new(&self.inputs.plan_rel),
+            ) else {
+                return None;
+            };
+            let t = there.tasks.get(k)?;
+            if t.status != Status::Completed {
+                let checks = t.acceptance_criteria().to_vec();
+                self.merging.landed_checks.insert(k, checks.clone());
+                return Some(checks);
+            }
+        }
+        None
+    }
+}
+
+/// Drops the follow-ups of tasks no longer in progress — put back to pending before their run
+/// started (the budget, a stop, the circuit breaker): the change they kept never landed, and
+/// the attempt's record says so.
+pub(super) fn drop_stale(plan: &mut Plan) {
+    for i in 0..plan.tasks.len() {
+        let t = &mut plan.tasks[i];
+        if t.status == Status::InProgress || !t.extra.contains_key(FOLLOW_UP) {
+            continue;
+        }
+        t.extra.shift_remove(FOLLOW_UP_CHECKS);
+        let kept: Option<FollowUp> = t
+            .extra
+            .shift_remove(FOLLOW_UP)
+            .and_then(|v| serde_json::from_value(v).ok());
+        if let Some(f) = kept {
+            crate::pure::usage::amend(plan, i, f.attempt(), |r| {
+                r.outcome = crate::pure::usage::Outcome::Interrupted;
+            });
+        }
+    }
+}
+
+/// How far back the branch's history is read for a landed task's checks.
+const HISTORY: usize = 512;
+
+/// The paths of arrival `j`: those its patch changes and those its task declares.
+fn paths_of(plan: &Plan, j: &Judged) -> BTreeSet<String> {
+    j.touched
+        .iter()
+        .cloned()
+        .chain(
+            plan.tasks[j.index]
+                .files()
+                .map(|f| crate::pure::paths::key(f)),
+        )
+        .collect()
+}
+
+/// The landed tasks whose checks a merge of task `me` on `shared` paths must pass too: the
+/// completed tasks declaring one of them, and the batch's landing arrivals changing one.
+fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) -> Vec<usize> {
+    let mut onto: BTreeSet<usize> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|&(k, t)| {
+            k != me
+                && t.status == Status::Completed
+                && t.files()
+                    .any(|f| shared.contains(&crate::pure::paths::key(f)))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    onto.extend(
+        now.iter()
+            .filter(|l| l.verdict.status == Status::Completed && l.index != me)
+            .filter(|l| !paths_of(plan, l).is_disjoint(shared))
+            .map(|l| l.index),
+    );
+    onto.into_iter().collect()
+}
+
+fn names(tasks: &[usize]) -> String {
+    if tasks.is_empty() {
+        return "the branch".into();
+    }
+    tasks
+        .iter()
+        .map(|k| format!("task {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
