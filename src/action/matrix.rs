@@ -22,7 +22,9 @@ pub struct Matrix {
     pub include: Vec<Entry>,
     pub waiting: Vec<usize>,
     /// The round runs under `overlap: merge` (its tasks may share files): said in the JSON,
-    /// so finalize integrates the matrix the way the plan job planned it.
+    /// so finalize integrates the matrix the way the plan job planned it — in each entry
+    /// (`"overlap":"merge"`), since a matrix's other top-level keys are dimensions GitHub
+    /// (and act) require to be lists.
     pub merge: bool,
 }
 
@@ -47,17 +49,25 @@ impl Matrix {
 
     /// `{"include":[{"task":…,"attempt":…,"name":…}]}` on one line, as `$GITHUB_OUTPUT` wants.
     pub fn to_json(&self) -> String {
-        if self.merge {
-            serde_json::json!({ "include": self.include, "overlap": "merge" }).to_string()
-        } else {
-            serde_json::json!({ "include": self.include }).to_string()
+        let mut include = serde_json::json!(self.include);
+        if self.merge
+            && let Some(entries) = include.as_array_mut()
+        {
+            for e in entries {
+                e["overlap"] = "merge".into();
+            }
         }
+        serde_json::json!({ "include": include }).to_string()
     }
 
     /// Whether the plan job planned the matrix `s` under `overlap: merge`.
     pub fn merges(s: &str) -> bool {
-        serde_json::from_str::<serde_json::Value>(s)
-            .is_ok_and(|v| v.get("overlap").and_then(|o| o.as_str()) == Some("merge"))
+        serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| {
+            v["include"]
+                .as_array()
+                .and_then(|entries| entries.first())
+                .is_some_and(|e| e["overlap"] == "merge")
+        })
     }
 
     /// Reads what [`Matrix::to_json`] wrote.
@@ -164,6 +174,12 @@ mod tests {
         let merged = Matrix { merge: true, ..m };
         assert!(Matrix::merges(&merged.to_json()));
         assert_eq!(Matrix::parse(&merged.to_json()).unwrap(), merged.include);
+        // GitHub (and act) take a matrix's top-level keys besides `include` and `exclude` as
+        // dimensions, each a list: the merge flag is in the entries.
+        let v: serde_json::Value = serde_json::from_str(&merged.to_json()).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["include"], "{v}");
+        assert_eq!(v["include"][1]["overlap"], "merge", "{v}");
     }
 
     #[test]

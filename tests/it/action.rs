@@ -1665,3 +1665,191 @@ fn execute_on_a_parent_issue_runs_its_sub_issues_to_a_ready_pull_request() {
     assert!(lab.gh.calls("issues/update").is_empty(), "no issue edited");
     lab.gh.assert_clean();
 }
+
+/// Issue 23's Actions benchmark: `overlap: serial` against `overlap: merge` under
+/// `schedule: rounds`, under act, on a small plan with hot files like `bench/merge.py`'s:
+/// every task changes its own region of one of two shared files (clean merges), two of one
+/// file also append to the file's one `shared=` line (a same-line conflict), one also leaves a
+/// `TODO` note that breaks the other tasks' checks on its file (a clean merge that fails its
+/// re-check). Prints, per overlap: makespan ÷ the lower bound (job start-ups counted), the
+/// extra worker seconds spent on rebase attempts, the workflow runs (parts), and an oracle
+/// check that the final tree holds every task's change exactly once; asserts only that both
+/// complete. `bench/actions_merge.sh` runs it: `DAGEXEC_BENCH_JOB_START` seconds (5).
+#[test]
+#[ignore = "a benchmark of several minutes; bench/actions_merge.sh runs it"]
+fn bench_actions_merge() {
+    let job_start: u64 = std::env::var("DAGEXEC_BENCH_JOB_START")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    // (hot file, kind, seconds) of each task; one round, 8 jobs at once.
+    let kinds = [
+        "region", "region", "conflict", "region", "conflict", "breaker", "region", "region",
+    ];
+    let n = kinds.len();
+    let secs: Vec<u64> = (0..n as u64).map(|i| 2 + (i * 7919) % 5).collect();
+    let hot = |i: usize| format!("hot/hot{}.txt", i % 2);
+    let mut files = Vec::new();
+    for h in 0..2 {
+        let mut lines = vec!["shared=base".to_string()];
+        for i in (h..n).step_by(2) {
+            lines.extend([
+                format!("# region {i}"),
+                format!("slot-{i}=old"),
+                "keep".into(),
+                "keep".into(),
+                "keep".into(),
+            ]);
+        }
+        files.push((format!("hot/hot{h}.txt"), lines.join("\n") + "\n"));
+    }
+    let mut tasks = Vec::new();
+    let mut cases = String::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let f = hot(i);
+        let mut checks = vec![format!("grep -qx slot-{i}=new {f}")];
+        if *kind != "breaker" {
+            checks.push(format!("! grep -q =TODO {f}"));
+        }
+        if *kind == "conflict" {
+            checks.push(format!("grep -Eq '^shared=.*[+]{i}([+]|$)' {f}"));
+        }
+        tasks.push(json!({
+            "subject": format!("task {i} ({kind}) on {f}"),
+            "description": "Edit the hot file.",
+            "status": "pending",
+            "blockedBy": [],
+            "metadata": {"files": {"create": [], "modify": [f]}},
+            "agent": {"role": "engineer", "acceptanceCriteria":
+                checks.iter().map(|c| json!({"criterion": c, "check": c})).collect::<Vec<_>>()},
+        }));
+        cases.push_str(&format!("{i}) f={f}; kind={kind}; s={} ;;\n", secs[i]));
+    }
+    let worker = format!(
+        r#"prompt=$(cat)
+i=$DAGEXEC_TASK_INDEX
+case "$i" in
+{cases}esac
+sleep "$s"
+sed -i "s/^slot-$i=old$/slot-$i=new/" "$f"
+sed -i 's/=TODO$/=DONE/' "$f"
+if [ "$kind" = conflict ]; then sed -i "s/^shared=\(.*\)$/shared=\1+$i/" "$f"; fi
+if [ "$kind" = breaker ] && ! grep -q "^note-$i=" "$f"; then
+  case "$prompt" in *'## Rebase'*) n=DONE ;; *) n=TODO ;; esac
+  sed -i "s/^slot-$i=new$/slot-$i=new\nnote-$i=$n/" "$f"
+fi
+echo "COMPLETED: task $i"
+"#
+    );
+    let p = plan("Bench merge", tasks);
+    // The bound: a job start-up and its sleep per task, the plan and finalize jobs' start-ups.
+    let work: u64 = secs.iter().map(|s| s + job_start).sum();
+    let critical = secs.iter().max().unwrap() + job_start;
+    let bound = 2 * job_start + critical.max(work.div_ceil(8));
+    let branch = "dagexec/bench-merge";
+    let mut rows = Vec::new();
+    for overlap in ["serial", "merge"] {
+        let mut files = files.clone();
+        files.push((
+            ".design/plan.json".into(),
+            serde_json::to_string_pretty(&p).unwrap(),
+        ));
+        files.push((
+            ".design/dagexec.yml".into(),
+            format!("overlap: {overlap}\n"),
+        ));
+        let mut lab = Lab::with_files(&files, &worker);
+        literal_max_parallel(&lab, 8);
+        lab.job_start = Some(job_start);
+        // The first run only names the branch; the clock starts with the second.
+        let (code, log) = lab.run(
+            "refs/heads/main",
+            &json!({"plan": ".design/plan.json", "branch": ""}),
+        );
+        assert_eq!(code, 0, "{log}");
+        let t0 = std::time::Instant::now();
+        let mut runs = 0;
+        loop {
+            let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+            if dispatches.len() <= runs {
+                break;
+            }
+            let body = dispatches[runs].body.clone().unwrap();
+            runs += 1;
+            let (code, log) = lab.run(
+                &format!("refs/heads/{}", body["ref"].as_str().unwrap()),
+                &body["inputs"],
+            );
+            assert_eq!(code, 0, "{log}");
+        }
+        let makespan = t0.elapsed().as_secs_f64();
+        let done = lab.plan_on(branch, ".design/plan.done.json");
+        let records = done["progress"]["dagexecAttempts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let rebase_secs: f64 = records
+            .iter()
+            .filter(|r| r["rebase"] == true)
+            .filter_map(|r| r["seconds"].as_f64())
+            .sum::<f64>()
+            .abs();
+        let worker_secs: f64 = records.iter().filter_map(|r| r["seconds"].as_f64()).sum();
+        let conflicts = records
+            .iter()
+            .filter(|r| r["outcome"] == "conflict")
+            .count();
+        let completed = done["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["status"] == "completed")
+            .count();
+        let oracle = merge_oracle(&lab, branch, &kinds);
+        rows.push(format!(
+            "  {overlap:<7} {makespan:>6.0} s  ×{:.2} of the bound  {runs} workflow runs  rebases {rebase_secs:.1} s of {worker_secs:.1} worker s (+{:.0}%)  {conflicts} conflict(s)  {completed}/{n} completed  oracle {}",
+            makespan / bound as f64,
+            100.0 * rebase_secs / (worker_secs - rebase_secs).max(1.0),
+            if oracle.is_empty() { "ok".to_string() } else { oracle },
+        ));
+    }
+    println!(
+        "\nActions merge: {n} tasks on 2 hot files (2–6 s each; 2 edit one shared line, 1 breaks the others' checks), job start-up {job_start} s, max-parallel 8, schedule: rounds"
+    );
+    println!(
+        "  lower bound {bound:>6} s  (2 start-ups + max(critical path {critical} s, work {work} s / 8))"
+    );
+    for r in rows {
+        println!("{r}");
+    }
+}
+
+/// Every task's change exactly once in the hot files on `branch` (`bench/merge.py`'s oracle):
+/// what is wrong, or nothing.
+fn merge_oracle(lab: &Lab, branch: &str, kinds: &[&str]) -> String {
+    let text: Vec<String> = (0..2)
+        .map(|h| git(&lab.origin, &["show", &format!("{branch}:hot/hot{h}.txt")]))
+        .collect();
+    let mut wrong = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let t = &text[i % 2];
+        let lines: Vec<&str> = t.lines().collect();
+        let count = |l: &str| lines.iter().filter(|x| **x == l).count();
+        if count(&format!("slot-{i}=new")) != 1 || count(&format!("slot-{i}=old")) != 0 {
+            wrong.push(format!("task {i}: its slot"));
+        }
+        let shared = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("shared="))
+            .unwrap_or_default();
+        let mine = shared.split('+').filter(|p| *p == i.to_string()).count();
+        if mine != usize::from(*kind == "conflict") {
+            wrong.push(format!("task {i}: the shared line {shared}"));
+        }
+        let notes = count(&format!("note-{i}=TODO")) + count(&format!("note-{i}=DONE"));
+        if notes != usize::from(*kind == "breaker") {
+            wrong.push(format!("task {i}: its note"));
+        }
+    }
+    wrong.join("; ")
+}

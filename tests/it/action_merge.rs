@@ -347,3 +347,198 @@ esac
     );
     assert!(!lab.branch_file("moved.txt").contains("b=1"), "{log}");
 }
+
+/// Every commit of the branch, each with its `list.txt`.
+fn lists(lab: &Lab) -> Vec<(String, String)> {
+    crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"])
+        .lines()
+        .map(|c| {
+            let list = crate::common::git(&lab.origin, &["show", &format!("{c}:list.txt")]);
+            (c.to_string(), list)
+        })
+        .collect()
+}
+
+#[test]
+fn three_tasks_on_one_file_that_merge_cleanly_land_with_one_follow_up_part() {
+    // Three lines of one file: the second and third candidates are merged aside as a chain
+    // and re-checked side by side in ONE follow-up part, each on the tree it lands with.
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: one" ;;
+2) sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two" ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^two$' list.txt"),
+            on_list("Two", "grep -q '^b=2$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(ok, "{log}");
+    assert_eq!(
+        parts,
+        vec![vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1), (2, 1)]],
+        "{log}"
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb=2\n");
+    let plan = lab.branch_plan();
+    for t in 0..3 {
+        assert_eq!(
+            records(&plan, t),
+            vec![(1, "completed".into(), false)],
+            "task {t}: {plan:#}"
+        );
+    }
+    let subjects = lab.branch_log();
+    assert!(
+        subjects
+            .iter()
+            .any(|s| s == "dagexec: round 1 — 3/3 tasks (3/3 overall)"),
+        "{subjects:#?}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_chain_whose_middle_candidate_fails_its_recheck_lands_the_rest_and_never_the_rejected_change() {
+    // Task 1's `b=1` merges cleanly but breaks task 0's check (one `=` line); task 2's line is
+    // chained after it. Task 1 is rebased (writes `b1`); task 2, re-checked beside `b=1`, is
+    // merged again onto what landed and lands on its own re-check.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
+            on_list("One", "grep -q '^b=\\?1$' list.txt"),
+            on_list("Two", "grep -q '^two$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    assert_eq!(
+        parts,
+        vec![
+            // All three in one matrix; the chain (1, 2) re-checked side by side; task 1's
+            // rebase beside task 2's new re-check; task 1's rebase merged beside task 2's line.
+            vec![(0, 1), (1, 1), (2, 1)],
+            vec![(1, 1), (2, 1)],
+            vec![(1, 1), (2, 1)],
+            vec![(1, 1)],
+        ],
+        "{log}"
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.contains("b=1"), "{c}: {list}");
+    }
+    // Task 2 landed before the rebased task 1: a commit holds `two` without `b1`.
+    assert!(
+        lists(&lab)
+            .iter()
+            .any(|(_, l)| l.contains("two") && !l.contains("b1")),
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
+        "{plan:#}"
+    );
+    assert_eq!(
+        records(&plan, 2),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["progress"]["completedTasks"][2]["attempts"], 1,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_finalize_killed_after_each_push_and_run_again_lands_every_chained_merge_once() {
+    // The middle-failure chain again, each part's finalize killed (kill -9) right after its
+    // push and run again from the same artifacts: the branch says what landed; the re-run
+    // pushes nothing and nothing lands twice.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;
+esac
+"#;
+    let mut lab = merge_lab(
+        vec![
+            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
+            on_list("One", "grep -q '^b=\\?1$' list.txt"),
+            on_list("Two", "grep -q '^two$' list.txt"),
+        ],
+        WORKER,
+    );
+    let mut parts = 0;
+    for run_id in 501..510 {
+        let planned = lab.plan_job(run_id, &[]);
+        if !planned.has_work() {
+            break;
+        }
+        parts += 1;
+        let o = planned.outputs.clone();
+        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
+        for (t, a) in planned.entries() {
+            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
+            lab.work_job(
+                run_id,
+                (t, a),
+                &o["round"],
+                &o["base"],
+                &artifacts.join(name),
+            );
+        }
+        // (The part that ends the round pushes at `final-push`: it runs to the end.)
+        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        lab.set_env("DAGEXEC_FAILPOINT", "");
+        if ok {
+            assert!(log.contains("All 3 tasks completed."), "{log}");
+            continue;
+        }
+        let pushed = lab.branch_log();
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        assert!(ok, "{log}");
+        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
+    }
+    assert_eq!(parts, 4);
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.contains("b=1"), "{c}: {list}");
+    }
+    let subjects = lab.branch_log();
+    let mut rounds: Vec<&String> = subjects
+        .iter()
+        .filter(|s| s.starts_with("dagexec: round 1"))
+        .collect();
+    let n = rounds.len();
+    rounds.dedup();
+    assert_eq!(rounds.len(), n, "{subjects:#?}");
+}

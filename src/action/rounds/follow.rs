@@ -2,18 +2,25 @@
 //! the tasks that ran in one matrix beside others on the same files.
 //!
 //! Under `merge` a round's unresolved tasks form one matrix (`Policy::Merge.for_scheduling`
-//! keeps nothing apart; the matrix JSON says `"overlap": "merge"`). Finalize, which holds the
-//! write token and never runs task code, integrates the re-checked follow-ups first (their
-//! check ran on exactly the part's base with the kept patch), then the worker attempts in plan
-//! order (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none
-//! of those landed before it in this finalize lands as under `serial`; one that meets them is merged three-way onto the round's tree without
-//! landing (`git merge-tree`, trees only: no code runs) — a clean merge becomes a
-//! [`FollowUp::Recheck`] holding finalize's own merged patch, anything else a
-//! [`FollowUp::Rebase`]. The next part's work job for a `Recheck` applies that patch on its
-//! base, judges it as an attempt (the task's checks) and runs the checks of the tasks named;
-//! the next finalize lands its own kept copy only when that verdict passed. A `Rebase` runs
-//! the worker from the integrated tree with the local `## Rebase` prompt section, uncounted; a
-//! rebase that cannot land either is a failed attempt.
+//! keeps nothing apart; the matrix JSON's entries say `"overlap": "merge"`). Finalize, which holds the
+//! write token and never runs task code, integrates the arrivals in plan order
+//! (`jobs::finalize::merging`). An arrival whose paths (declared or changed) meet none of those
+//! landed before it in this finalize, nor the chain below, lands as under `serial`; one that
+//! meets them is merged three-way without landing (`git merge-tree`, trees only: no code
+//! runs) onto the round's tree with the chain's earlier merged changes applied — a clean merge
+//! joins the *chain* as a [`FollowUp::Recheck`] holding finalize's own merged patch, anything
+//! else becomes a [`FollowUp::Rebase`].
+//!
+//! The chain is every `Recheck` of the record, in its order: each patch applies onto the
+//! next part's base with the earlier ones applied, so k tasks on one file cost one follow-up
+//! part, not k − 1. The next part's work job for a `Recheck` applies the earlier candidates'
+//! patches and then its own on its base ([`FollowUp::before`]), judges its own change as an
+//! attempt (the task's checks) and runs the checks of the tasks named. The next finalize lands
+//! the longest prefix of the chain whose verdicts passed, in order, each as its own kept copy;
+//! the first failure is rebased; the later ones were checked beside a change that does not
+//! land, so their kept changes are merged again onto what landed and re-checked in the part
+//! after. A `Rebase` runs the worker from the integrated tree with the local `## Rebase` prompt
+//! section, uncounted; a rebase that cannot land either is a failed attempt.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +42,8 @@ pub enum FollowUp {
         task: usize,
         attempt: u32,
         patch: String,
-        /// The landed tasks whose files the merge touched (their checks run too).
+        /// The landed tasks and earlier candidates of the chain whose files the merge touched
+        /// (their checks run too).
         checks: Vec<usize>,
         /// The attempt was a rebase already: a failed re-check fails it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -141,6 +149,25 @@ impl FollowUp {
         }
     }
 
+    /// The merged patches of the chain's candidates before `task`'s re-check in the open
+    /// round of `plan`, in order (what its job applies before its own; none without an open
+    /// round, or for the conductor's follow-up on the task); `None` when one is unreadable.
+    pub fn before(plan: &Plan, task: usize) -> Option<Vec<Vec<u8>>> {
+        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
+            return Some(Vec::new());
+        }
+        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+            return Some(Vec::new());
+        };
+        let open: super::OpenRound = serde_json::from_value(record.clone()).ok()?;
+        open.follow_ups
+            .iter()
+            .filter(|f| matches!(f, FollowUp::Recheck { .. }))
+            .take_while(|f| f.task() != task)
+            .map(FollowUp::patch)
+            .collect()
+    }
+
     /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
     /// plan was edited by hand, and the task then runs an ordinary attempt).
     pub fn patch(&self) -> Option<Vec<u8>> {
@@ -189,5 +216,33 @@ mod tests {
         };
         assert_eq!(rebase.patch(), None);
         assert_eq!(rebase.attempt(), 2);
+    }
+
+    #[test]
+    fn a_recheck_applies_the_chains_earlier_merges_first() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "tasks": []
+        }))
+        .unwrap();
+        // No open round: nothing before it.
+        assert_eq!(FollowUp::before(&plan, 2), Some(Vec::new()));
+        let open = super::super::OpenRound {
+            round: 1,
+            tasks: vec![0, 1, 2, 3],
+            parts: 1,
+            follow_ups: vec![
+                FollowUp::recheck(1, 1, b"one", vec![0], false).unwrap(),
+                FollowUp::Rebase {
+                    task: 3,
+                    attempt: 1,
+                    onto: vec![0],
+                    why: "conflict".into(),
+                },
+                FollowUp::recheck(2, 1, b"two", vec![0, 1], false).unwrap(),
+            ],
+        };
+        open.write(&mut plan);
+        assert_eq!(FollowUp::before(&plan, 1), Some(Vec::new()));
+        assert_eq!(FollowUp::before(&plan, 2), Some(vec![b"one".to_vec()]));
     }
 }

@@ -26,6 +26,7 @@ use super::error::io_error;
 use super::paths::normalize;
 use super::{GitError, Repo};
 
+mod aside;
 mod index;
 mod merge;
 pub use merge::Merged;

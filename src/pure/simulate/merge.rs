@@ -121,6 +121,23 @@ pub fn times(times: &Durations, sharing: &[bool], rate: Rate) -> Durations {
     out
 }
 
+/// The conductor under `merge` (`schedule: eager` on the Action): each sharing task's run is
+/// followed by a re-check run, and by its expected rebase's run, each `run` ms (a job's
+/// start-up and an integration; the checks' own time is not modelled), added to its last
+/// attempt; and how many runs that adds (the rebases rounded).
+pub fn recheck_runs(times: &Durations, sharing: &[bool], rate: Rate, run: u64) -> (Durations, u64) {
+    let mut out = times.clone();
+    let per = run + (run * u64::from(rate.permille) + 500) / 1000;
+    let mut n = 0u64;
+    for (t, _) in out.tasks.iter_mut().zip(sharing).filter(|(_, s)| **s) {
+        if let Some(last) = t.attempts.last_mut() {
+            *last += per;
+            n += 1;
+        }
+    }
+    (out, n + (n * u64::from(rate.permille) + 500) / 1000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,14 @@
 //!   conflict rate of its last attempt as a rebase ([`merge`]: learned from the history's
 //!   merge runs, else assumed) — eager on its own slot at once, rounds after the round's
 //!   other work (only a task that ran beside one it conflicts with).
+//! * Actions `overlap: merge` (`play::merge_actions`): rounds put a round's tasks in one
+//!   matrix; each part's finalize lands the re-checked merges, then in plan order what meets
+//!   nothing landed or kept aside, and keeps the rest aside for the next part: a re-check job
+//!   (T, no work) or, for the expected share that conflicts (the rate accumulated over the
+//!   run, whole, the latest in plan order), a rebase job (T and the last attempt); a rebase
+//!   merged beside what landed is re-checked in the part after. Eager is the local `eager`
+//!   under `merge` played by the conductor, each sharing task's run followed by a re-check run
+//!   and its expected rebase's (T + I each, added to its last attempt; their jobs counted).
 //!
 //! The lower bound is max(critical path, total work ÷ slots): locally over the tasks'
 //! times (all attempts), on Actions over the tasks' jobs (each attempt's T plus its time),
@@ -217,8 +225,8 @@ pub fn predict(
     }
 }
 
-/// `overlap: merge` locally, when some tasks share files: no conflicts kept apart, the
-/// sharing tasks' times with the expected rebase ([`merge`]).
+/// `overlap: merge` locally and on the Action, when some tasks share files: no conflicts kept
+/// apart, the sharing tasks' times with the expected rebase ([`merge`]).
 fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
     let sharing = merge::sharing(sim.plan, sim.dag, sim.conflicts);
     if !sharing.contains(&true) {
@@ -227,20 +235,31 @@ fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
     let rate = merge::rate(sim.plan, &sharing);
     let times = merge::times(sim.times, &sharing, rate);
     let none = Conflicts::none(sim.plan.tasks.len());
-    // Rounds: the tasks' own times, their rebases after the round's other work.
-    let rounds = Sim {
+    let free = Sim {
         conflicts: &none,
         ..*sim
-    }
-    .local_rounds_merge(sim.conflicts, &merge::rebases(sim.times, &sharing, rate));
+    };
+    // Rounds: the tasks' own times, their rebases after the round's other work.
+    let rounds = free.local_rounds_merge(sim.conflicts, &merge::rebases(sim.times, &sharing, rate));
     // Eager: a rebase starts as soon as its task is integrated, on its slot.
     let eager = Sim {
-        conflicts: &none,
         times: &times,
-        ..*sim
+        ..free
     }
     .local_eager();
-    Some((rate, vec![rounds, eager]))
+    // The Action's rounds: one matrix, the merges re-checked in the parts after.
+    let actions_rounds = free.actions_rounds_merge(sim.conflicts, rate);
+    // The conductor: as locally, each sharing task's run followed by its re-check run, and
+    // the expected rebase's.
+    let s = sim.setting;
+    let (with_runs, runs) = merge::recheck_runs(&times, &sharing, rate, s.job_start + s.integrate);
+    let mut actions_eager = Sim {
+        times: &with_runs,
+        ..free
+    }
+    .actions_eager();
+    actions_eager.jobs += runs;
+    Some((rate, vec![rounds, eager, actions_rounds, actions_eager]))
 }
 
 #[cfg(test)]

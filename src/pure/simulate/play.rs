@@ -10,6 +10,8 @@ use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::{Plan, Status};
 
+mod merge_actions;
+
 /// A job matrix holds at most this many jobs (the plan job's limit).
 const MATRIX_LIMIT: usize = crate::pure::pace::MAX_MATRIX_JOBS;
 

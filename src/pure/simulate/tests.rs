@@ -647,9 +647,91 @@ fn merge_runs_tasks_sharing_a_file_together_and_pays_the_rate_of_a_rebase() {
     let walls: Vec<(Schedule, u64)> = merged.iter().map(|p| (p.schedule, p.wall)).collect();
     assert_eq!(
         walls,
-        [(Schedule::Rounds, 14 * S), (Schedule::Eager, 12 * S)]
+        [
+            (Schedule::Rounds, 14 * S),
+            (Schedule::Eager, 12 * S),
+            // The Action (no job start-up here): one matrix (12 s), task 1's re-check part.
+            (Schedule::Rounds, 12 * S),
+            (Schedule::Eager, 12 * S),
+        ]
+    );
+    let places: Vec<Place> = merged.iter().map(|p| p.place).collect();
+    assert_eq!(
+        places,
+        [Place::Local, Place::Local, Place::Actions, Place::Actions]
     );
     // Nothing shares a file: nothing to predict.
     let (p, input) = plan(&[(&[], &["x"], 10), (&[], &["y"], 10)]);
     assert!(report(&p, &input, setting(2, 2, 0)).merge.is_none());
+}
+
+#[test]
+fn merge_on_the_action_runs_one_matrix_and_one_follow_up_part_for_tasks_on_one_file() {
+    // 0, 1, 2 (10, 20, 30 s) all modify x; 3 jobs at once, 5 s per job. Serial: a part each,
+    // 5 + (5 + d) + 5: 25 + 35 + 45 = 105 s, 9 jobs. Merge (20% assumed: 0.4 rebases, none
+    // whole): one matrix, 5 + 35 + 5 = 45 s, finalize lands 0 and keeps 1 and 2 aside as a
+    // chain; one part re-checks both (no worker): 5 + 5 + 5 = 15 s. 60 s, 5 + 4 jobs, 2 runs.
+    let (p, input) = plan(&[(&[], &["x"], 10), (&[], &["x"], 20), (&[], &["x"], 30)]);
+    let r = report(&p, &input, setting(3, 3, 5));
+    assert_eq!(walls(&r)[3], (105, 9));
+    let (_, merged) = r.merge.as_ref().expect("tasks share a file");
+    let rounds = &merged[2];
+    assert_eq!(
+        (rounds.schedule, rounds.place),
+        (Schedule::Rounds, Place::Actions)
+    );
+    assert_eq!((rounds.wall, rounds.jobs, rounds.rounds), (60 * S, 9, 2));
+    // The conductor (eager): serial runs them one after another, 5 + 5 + 15 + 25 + 35 = 85 s.
+    // Merge: each task's time with its expected rebase (20%: 12, 24, 36 s), its re-check run
+    // and the expected rebase's run (5 s + 20%: 6 s): 18, 30, 42 s, all at once after the
+    // plan job and conductor: 10 + 5 + 42 = 57 s; jobs 2 + 3 attempts + 3 re-checks + 1 rebase.
+    assert_eq!(walls(&r)[4], (85, 5));
+    let eager = &merged[3];
+    assert_eq!(
+        (eager.schedule, eager.place),
+        (Schedule::Eager, Place::Actions)
+    );
+    assert_eq!((eager.wall, eager.jobs), (57 * S, 9));
+}
+
+#[test]
+fn merge_on_the_action_sends_the_expected_conflicts_back_as_rebases_with_their_re_checks() {
+    // As above with half the merges conflicting: of the two kept aside, the later (2) is
+    // rebased. Part 1: 45 s. Part 2: 1's re-check (5 s) beside 2's rebase (5 + 30 s): 45 s;
+    // 1 lands, 2's rebase merges beside it. Part 3: 2's re-check, 15 s. 105 s; jobs 5 + 4 +
+    // 3; 3 runs.
+    let (p, input) = plan(&[(&[], &["x"], 10), (&[], &["x"], 20), (&[], &["x"], 30)]);
+    let s = setting(3, 3, 5);
+    let dag = Dag::build(&p).unwrap();
+    let serial = Conflicts::of(&p);
+    let none = Conflicts::none(3);
+    let times = durations::durations(&p, &input).unwrap();
+    let sim = play::Sim {
+        plan: &p,
+        dag: &dag,
+        conflicts: &none,
+        times: &times,
+        setting: s,
+    };
+    let half = merge::Rate {
+        permille: 500,
+        learned_from: 4,
+    };
+    let pr = sim.actions_rounds_merge(&serial, half);
+    assert_eq!((pr.wall, pr.jobs, pr.rounds), (105 * S, 12, 3));
+    // Every merge conflicting: both rebased side by side (35 s), then 2's rebase merged
+    // beside 1's and re-checked: 45 + 45 + 15.
+    let all = merge::Rate {
+        permille: 1000,
+        learned_from: 4,
+    };
+    let pr = sim.actions_rounds_merge(&serial, all);
+    assert_eq!((pr.wall, pr.rounds), (105 * S, 3));
+    // No conflict at all: one follow-up part.
+    let never = merge::Rate {
+        permille: 0,
+        learned_from: 4,
+    };
+    let pr = sim.actions_rounds_merge(&serial, never);
+    assert_eq!((pr.wall, pr.rounds), (60 * S, 2));
 }

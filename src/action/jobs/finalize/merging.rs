@@ -1,23 +1,47 @@
 //! A part under `overlap: merge` (see [`crate::action::rounds::follow`]): its arrivals
-//! integrated one by one — the re-checked follow-ups first, then the rest in plan order. One
-//! that shares no path with what landed before it lands as under `serial`; one that does is
-//! merged three-way onto the round's tree without landing ([`RoundBuild::trial_merge`]: trees
-//! only, no code runs here) and waits for the next part: a clean merge to be re-checked there
-//! by a job without the write token, a conflict to run again as an uncounted rebase attempt.
-//! An attempt that was a rebase already and still cannot land is a failed attempt.
+//! integrated one by one — the chain of re-checked merges first, then the rest in plan order.
+//!
+//! The chain: the previous finalize merged its later candidates cumulatively aside (each onto
+//! the round's tree with the earlier candidates' merged changes applied), and this part's jobs
+//! re-checked each on exactly the tree that would be committed with it. The longest prefix of
+//! the chain whose re-checks passed lands, in order, each as finalize's own kept copy; the
+//! first that failed goes back as a rebase; the ones after it were checked on trees holding a
+//! change that does not land, so their kept changes are merged again (a cherry-pick, trees
+//! only) onto what landed and wait for a new re-check.
+//!
+//! The rest: one that shares no path with what landed before it or with the chain lands as
+//! under `serial`; one that does is merged three-way onto the round's tree with the chain
+//! applied ([`Repo::merge_aside`]: trees only, no code runs here) and joins the chain: a clean
+//! merge is re-checked in the next part by a job without the write token, a conflict runs
+//! again as an uncounted rebase attempt. An attempt that was a rebase already and still cannot
+//! land is a failed attempt. Everything this finalize decides follows from the part's base and
+//! its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
 
 use crate::action::ActionError;
 use crate::action::arrival::prepare_arrivals;
 use crate::action::rounds::{FollowUp, OpenRound};
-use crate::edge::git::{Merged, Patch, Repo};
+use crate::edge::git::{Merged, Patch, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
+
+/// What the part has integrated so far: the tasks landed in it and the chain of merges kept
+/// aside for the next part, each with its paths (changed or declared).
+struct Integrating<'a> {
+    repo: &'a Repo,
+    ui: &'a Ui,
+    build: &'a mut RoundBuild,
+    /// The commit every job of the part started from.
+    base: &'a str,
+    landed: Vec<(usize, BTreeSet<String>)>,
+    /// The new chain: (task, paths, merged patch onto the round's tree and the earlier ones).
+    aside: Vec<(usize, BTreeSet<String>, Vec<u8>)>,
+}
 
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
 /// every job of the part started); the follow-ups for the next part go into `open`.
@@ -29,46 +53,31 @@ pub(super) fn add(
     open: &mut OpenRound,
     base: &str,
 ) -> Result<(), ActionError> {
-    let items = in_order(open, judged);
-    let mut landed: Vec<(usize, BTreeSet<String>)> = Vec::new();
+    let (chain, items) = in_order(open, judged);
+    let mut at = Integrating {
+        repo,
+        ui,
+        build,
+        base,
+        landed: Vec::new(),
+        aside: Vec::new(),
+    };
+    land_chain(&mut at, plan, open, chain)?;
     for (mut j, follow) in items {
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
-        if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow {
-            if !rechecked_lands(repo, &mut j, f, ui) {
-                let why = j.verdict.result.clone();
-                if !send_back(plan, open, &mut j, (checks.clone(), why, after_rebase), ui) {
-                    continue;
-                }
-            }
-        } else {
-            j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
-            ended(plan, &j, ui);
-        }
-        let mine: BTreeSet<String> = j
-            .touched
-            .iter()
-            .cloned()
-            .chain(
-                plan.tasks[j.index]
-                    .files()
-                    .map(|f| crate::pure::paths::key(f)),
-            )
-            .collect();
-        let sharing: Vec<usize> = landed
-            .iter()
-            .filter(|(_, p)| !p.is_disjoint(&mine))
-            .map(|(k, _)| *k)
-            .collect();
+        j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
+        ended(plan, &j, ui);
+        let mine = paths_of(plan, &j);
+        let sharing = at.sharing(&mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
-            let at = Trial {
-                repo,
-                build,
-                base,
-                ui,
-            };
-            let why = match merge_aside(&at, plan, &j, (&mine, &sharing), after_rebase)? {
-                Ok(f) => {
-                    open.follow_ups.push(f);
+            let merged = at.merge_aside((&[], j.patch.borrowed()), (j.index, &mine))?;
+            let kept =
+                merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), after_rebase), ui));
+            let why = match kept {
+                Ok(kept) => {
+                    // Its review (if any) concluded now: the re-check reports none.
+                    crate::flow::steps::questions::record(plan, &j);
+                    at.aside.push((j.index, mine, kept));
                     continue;
                 }
                 Err(why) => why,
@@ -77,46 +86,244 @@ pub(super) fn add(
                 continue;
             }
         }
+        at.land(plan, j, mine)?;
+    }
+    Ok(())
+}
+
+impl Integrating<'_> {
+    /// The landed tasks and the chain's candidates whose paths meet `mine`, in that order.
+    fn sharing(&self, mine: &BTreeSet<String>) -> Vec<usize> {
+        let landed = self.landed.iter().map(|(k, p)| (*k, p));
+        let aside = self.aside.iter().map(|(k, p, _)| (*k, p));
+        landed
+            .chain(aside)
+            .filter(|(_, p)| !p.is_disjoint(mine))
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// `j` integrated as under `serial` (landed when it completed and applies, else decided as
+    /// any attempt).
+    fn land(
+        &mut self,
+        plan: &mut Plan,
+        mut j: Judged,
+        mine: BTreeSet<String>,
+    ) -> Result<(), ActionError> {
         prepare_arrivals(plan, std::slice::from_mut(&mut j), "in this round");
-        build.add(repo, plan, std::slice::from_ref(&j), ui)?;
-        let lands = build
+        self.build
+            .add(self.repo, plan, std::slice::from_ref(&j), self.ui)?;
+        let lands = self
+            .build
             .results()
             .iter()
             .rev()
             .find(|r| r.index == j.index)
             .is_some_and(|r| r.status == Status::Completed);
         if lands {
-            landed.push((j.index, mine));
+            self.landed.push((j.index, mine));
+        }
+        Ok(())
+    }
+
+    /// A change (`patch`, made on the part's base with `made_on` applied) merged onto the
+    /// round's tree with the chain applied, without landing: its merged patch, or why it
+    /// cannot land (a conflict, a path task `j` does not declare).
+    fn merge_aside(
+        &self,
+        (made_on, patch): (&[PatchRef<'_>], PatchRef<'_>),
+        (task, mine): (usize, &BTreeSet<String>),
+    ) -> Result<Result<Vec<u8>, String>, ActionError> {
+        let tree = self.build.next_base(self.repo)?;
+        let chain: Vec<PatchRef<'_>> = self.aside.iter().map(|(_, _, p)| p.into()).collect();
+        let merged = self
+            .repo
+            .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
+        let (changed, patch) = match merged {
+            Merged::Clean { changed, patch, .. } => (changed, patch),
+            Merged::Conflict { files, account } => {
+                return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
+            }
+        };
+        let foreign: Vec<&str> = changed
+            .iter()
+            .filter(|c| !mine.contains(*c))
+            .map(String::as_str)
+            .collect();
+        if !foreign.is_empty() {
+            return Ok(Err(format!(
+                "the merge changes {}, which task {task} does not declare",
+                foreign.join(", "),
+            )));
+        }
+        Ok(Ok(patch))
+    }
+}
+
+/// The previous finalize's chain, in its order, each with this part's re-check of it (`None`:
+/// it did not run in this part). The prefix whose re-checks passed lands; the first failure
+/// goes back (a rebase, or a failed attempt after one); each later one was checked on a tree
+/// holding a change that does not land, so its kept change is merged again onto what landed.
+fn land_chain(
+    at: &mut Integrating<'_>,
+    plan: &mut Plan,
+    open: &mut OpenRound,
+    chain: Vec<(FollowUp, Option<Judged>)>,
+) -> Result<(), ActionError> {
+    let kept: Vec<Vec<u8>> = chain
+        .iter()
+        .map(|(f, _)| f.patch().unwrap_or_default())
+        .collect();
+    let mut intact = true;
+    for (n, (f, j)) in chain.into_iter().enumerate() {
+        let FollowUp::Recheck {
+            checks, rebased, ..
+        } = &f
+        else {
+            continue;
+        };
+        let Some(mut j) = j else {
+            intact = false;
+            at.ui.say(format!(
+                "  task {}: the re-check of its merge did not run in this part; it runs an ordinary attempt",
+                f.task()
+            ));
+            continue;
+        };
+        if intact && rechecked_lands(at.repo, &mut j, &f, at.ui) {
+            let mine = paths_of(plan, &j);
+            at.land(plan, j, mine)?;
+            continue;
+        }
+        let back = if intact {
+            intact = false;
+            let why = j.verdict.result.clone();
+            send_back(plan, open, &mut j, (checks.clone(), why, *rebased), at.ui)
+        } else {
+            merge_again(at, plan, open, (&f, &mut j), &kept[..n])?
+        };
+        if back {
+            let mine = paths_of(plan, &j);
+            at.land(plan, j, mine)?;
         }
     }
     Ok(())
 }
 
-/// The part's arrivals, each with the follow-up it continues (taken out of `open`): the
-/// re-checks first, then the rest, each in plan order.
-fn in_order(open: &mut OpenRound, judged: Vec<Judged>) -> Vec<(Judged, Option<FollowUp>)> {
-    let part: BTreeSet<usize> = judged.iter().map(|j| j.index).collect();
-    let mut following = Vec::new();
-    open.follow_ups.retain(|f| {
-        let mine = part.contains(&f.task());
-        if mine {
-            following.push(f.clone());
-        }
-        !mine
-    });
-    let mut items: Vec<(Judged, Option<FollowUp>)> = judged
-        .into_iter()
-        .map(|j| {
-            let f = following
-                .iter()
-                .find(|f| f.task() == j.index && f.attempt() == j.attempt)
-                .cloned();
-            (j, f)
+/// Chain member `f` (this part's re-check `j`), whose re-check is void, merged again from its
+/// kept change (made on the part's base with `before` applied) onto the round's tree and the
+/// new chain. Whether the caller integrates `j` as a failed attempt (see [`send_back`]).
+fn merge_again(
+    at: &mut Integrating<'_>,
+    plan: &mut Plan,
+    open: &mut OpenRound,
+    (f, j): (&FollowUp, &mut Judged),
+    before: &[Vec<u8>],
+) -> Result<bool, ActionError> {
+    let FollowUp::Recheck {
+        checks, rebased, ..
+    } = f
+    else {
+        return Ok(false);
+    };
+    let patch = f.patch().unwrap_or_default();
+    j.touched = at
+        .repo
+        .patch_changes(&patch)
+        .map(|(t, _)| t)
+        .unwrap_or_default();
+    let mine = paths_of(plan, j);
+    let sharing = at.sharing(&mine);
+    // The checks it ran with, less those of changes that no longer come before it.
+    let mut who: Vec<usize> = checks
+        .iter()
+        .copied()
+        .filter(|&k| {
+            plan.tasks
+                .get(k)
+                .is_some_and(|t| t.status == Status::Completed)
         })
+        .chain(sharing.iter().copied())
         .collect();
-    let rechecked = |f: &Option<FollowUp>| matches!(f, Some(FollowUp::Recheck { .. }));
-    items.sort_by_key(|(j, f)| (!rechecked(f), j.index));
-    items
+    let mut seen = BTreeSet::new();
+    who.retain(|k| seen.insert(*k));
+    let made_on: Vec<PatchRef<'_>> = before.iter().map(Into::into).collect();
+    let merged = at.merge_aside((&made_on, (&patch).into()), (j.index, &mine))?;
+    match merged.and_then(|p| keep(plan, open, j, (p, who, *rebased), at.ui)) {
+        Ok(kept) => {
+            at.ui.say(format!(
+                "  task {}: its re-check ran beside a change that does not land; merged again onto what landed",
+                j.index
+            ));
+            at.aside.push((j.index, mine, kept));
+            Ok(false)
+        }
+        Err(why) => Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui)),
+    }
+}
+
+/// The part's arrivals: the chain the open round kept (every re-check of the record, in its
+/// order, each with its arrival), then the rest in plan order, each with the follow-up it
+/// continues (taken out of `open`).
+#[allow(
+    clippy::type_complexity,
+    reason = "two lists of pairs, named at the call"
+)]
+fn in_order(
+    open: &mut OpenRound,
+    judged: Vec<Judged>,
+) -> (
+    Vec<(FollowUp, Option<Judged>)>,
+    Vec<(Judged, Option<FollowUp>)>,
+) {
+    let part: BTreeSet<usize> = judged.iter().map(|j| j.index).collect();
+    let mut chain = Vec::new();
+    let mut following = Vec::new();
+    open.follow_ups.retain(|f| match f {
+        FollowUp::Recheck { .. } => {
+            chain.push((f.clone(), None));
+            false
+        }
+        FollowUp::Rebase { .. } if part.contains(&f.task()) => {
+            following.push(f.clone());
+            false
+        }
+        FollowUp::Rebase { .. } => true,
+    });
+    let mut items = Vec::new();
+    for j in judged {
+        let member = chain
+            .iter_mut()
+            .find(|(f, _): &&mut (FollowUp, Option<Judged>)| {
+                f.task() == j.index && f.attempt() == j.attempt
+            });
+        match member {
+            Some((_, slot)) if slot.is_none() => *slot = Some(j),
+            _ => {
+                let f = following
+                    .iter()
+                    .find(|f| f.task() == j.index && f.attempt() == j.attempt)
+                    .cloned();
+                items.push((j, f));
+            }
+        }
+    }
+    items.sort_by_key(|(j, _)| j.index);
+    (chain, items)
+}
+
+/// The paths of attempt `j`: those it changed and those its task declares.
+fn paths_of(plan: &Plan, j: &Judged) -> BTreeSet<String> {
+    j.touched
+        .iter()
+        .cloned()
+        .chain(
+            plan.tasks[j.index]
+                .files()
+                .map(|f| crate::pure::paths::key(f)),
+        )
+        .collect()
 }
 
 /// A re-check's arrival: whether it passed (then `j` carries finalize's own merged patch,
@@ -149,65 +356,36 @@ fn ended(plan: &mut Plan, j: &Judged, ui: &Ui) {
     ));
 }
 
-/// Where a merge is tried: the checkout, the round so far, the part's base, the display.
-struct Trial<'a> {
-    repo: &'a Repo,
-    build: &'a RoundBuild,
-    base: &'a str,
-    ui: &'a Ui,
-}
-
-/// Merges completed attempt `j` (its paths `mine`) onto the round beside `sharing` without
-/// landing it: the re-check it waits for, or why it cannot land (a conflict, a path it does
-/// not declare, a merge too large to keep).
-fn merge_aside(
-    at: &Trial<'_>,
+/// Attempt `j`'s clean merge (`patch`) kept in `open` for a re-check in the next part with the
+/// checks of `checks`: the patch, or why it cannot be kept (too large).
+fn keep(
     plan: &mut Plan,
+    open: &mut OpenRound,
     j: &Judged,
-    (mine, sharing): (&BTreeSet<String>, &[usize]),
-    after_rebase: bool,
-) -> Result<Result<FollowUp, String>, ActionError> {
-    let (changed, patch) = match at.build.trial_merge(at.repo, at.base, j.patch.borrowed())? {
-        Merged::Clean { changed, patch, .. } => (changed, patch),
-        Merged::Conflict { files, account } => {
-            return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
-        }
-    };
-    let foreign: Vec<&str> = changed
-        .iter()
-        .filter(|c| !mine.contains(*c))
-        .map(String::as_str)
-        .collect();
-    if !foreign.is_empty() {
-        return Ok(Err(format!(
-            "the merge changes {}, which task {} does not declare",
-            foreign.join(", "),
-            j.index
-        )));
-    }
-    let f = match FollowUp::recheck(j.index, j.attempt, &patch, sharing.to_vec(), after_rebase) {
-        Ok(f) => f,
-        Err(why) => return Ok(Err(why)),
-    };
-    // Its review (if any) concluded now: the re-check reports none.
-    crate::flow::steps::questions::record(plan, j);
-    let names: Vec<String> = sharing.iter().map(|k| format!("task {k}")).collect();
-    at.ui.say(format!(
-        "  task {}: attempt {} merges cleanly onto {}; it lands after the next part's job re-checks the merged tree",
-        j.index,
-        j.attempt,
+    (patch, checks, rebased): (Vec<u8>, Vec<usize>, bool),
+    ui: &Ui,
+) -> Result<Vec<u8>, String> {
+    let f = FollowUp::recheck(j.index, j.attempt, &patch, checks.clone(), rebased)?;
+    open.follow_ups.push(f);
+    let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
+    let names = if names.is_empty() {
+        "the tasks landed before it".to_string()
+    } else {
         names.join(", ")
+    };
+    ui.say(format!(
+        "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
+        j.index, j.attempt
     ));
     waits(
         plan,
         j,
         format!(
-            "attempt {} merged cleanly beside {}; its re-check runs in the round's next part",
-            j.attempt,
-            names.join(", ")
+            "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
+            j.attempt
         ),
     );
-    Ok(Ok(f))
+    Ok(patch)
 }
 
 /// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase

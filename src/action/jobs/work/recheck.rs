@@ -1,8 +1,10 @@
 //! `overlap: merge`: a work job that continues an attempt instead of starting one. Finalize
 //! merged the attempt's patch onto the round's tree (`git merge-tree`, no code run) and kept
-//! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]) — or,
-//! under `schedule: eager`, the conductor did and kept it on the task; this
-//! job, without a write token, applies it to its checkout of the part's base, judges it as an
+//! the merged change in the open round ([`crate::action::rounds::FollowUp::Recheck`]), after
+//! the earlier candidates of its chain — or, under `schedule: eager`, the conductor did and
+//! kept it on the task; this job, without a write token, applies the chain's earlier merged
+//! changes (committed in the checkout, never pushed) and then its own to its checkout of the
+//! part's base — exactly the tree that would be committed with it — judges its own change as an
 //! attempt is judged (spot-checks, the task's acceptance checks) and runs the acceptance
 //! checks of the landed tasks whose files the merge touched. No worker runs. Its artifact is
 //! an attempt's; finalize (or the conductor) lands its own copy of the patch only when this
@@ -33,10 +35,7 @@ pub(super) fn run(
         )));
     };
     let task = &plan.tasks[job.task];
-    let applied = follow
-        .patch()
-        .ok_or_else(|| "the open round's record holds no readable patch".to_string())
-        .and_then(|p| repo.apply_patch(&p).map_err(|e| e.message));
+    let (applied, judged_on) = apply_chain(repo, plan, follow, base);
     let line = match &applied {
         Ok(()) => format!(
             "COMPLETED: attempt {}'s change merged beside the tasks landed before it, re-checked on the merged tree",
@@ -72,7 +71,7 @@ pub(super) fn run(
             timeout: inputs.timeout,
         },
         &ran,
-        changes_in(repo.root(), base)?,
+        changes_in(repo.root(), &judged_on)?,
         ("", &Default::default(), Vec::new()),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
@@ -99,9 +98,55 @@ pub(super) fn run(
         start,
         crate::pure::usage::Usage::default(),
     ));
-    super::write_files(inputs, &result, &kept.patch, None, None)?;
+    // The artifact's patch is the whole change from the part's base (finalize reads what it
+    // touches there, and lands its own kept copy only).
+    let whole = if judged_on == base {
+        kept.patch
+    } else {
+        changes_in(repo.root(), base)?.patch
+    };
+    super::write_files(inputs, &result, &whole, None, None)?;
     println!("task {}: {}", job.task, verdict.result);
     Ok(verdict)
+}
+
+/// The chain's earlier merged changes and then `follow`'s own applied in the checkout: whether
+/// they applied, and the commit its own change is judged against (the part's base with the
+/// earlier changes).
+fn apply_chain(
+    repo: &Repo,
+    plan: &plan::model::Plan,
+    follow: &FollowUp,
+    base: &str,
+) -> (Result<(), String>, String) {
+    let earlier = before(repo, plan, follow.task());
+    let applied = earlier.as_ref().map_err(Clone::clone).and_then(|_| {
+        follow
+            .patch()
+            .ok_or_else(|| "the open round's record holds no readable patch".to_string())
+            .and_then(|p| repo.apply_patch(&p).map_err(|e| e.message))
+    });
+    (applied, earlier.unwrap_or_else(|_| base.to_string()))
+}
+
+/// The earlier candidates' merged changes of the chain applied in the checkout and committed
+/// there (never pushed): the commit its own change is judged against, or why they do not apply.
+fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, String> {
+    let patches = FollowUp::before(plan, task)
+        .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())?;
+    let mut paths = Vec::new();
+    for p in &patches {
+        repo.apply_patch(p).map_err(|e| e.message)?;
+        paths.extend(repo.patch_changes(p).map_err(|e| e.to_string())?.0);
+    }
+    if patches.is_empty() {
+        return repo.head().map_err(|e| e.to_string());
+    }
+    let message =
+        format!("dagexec: the merged changes before task {task}'s (re-check, not pushed)");
+    repo.commit(&message, &paths)
+        .map_err(|e| e.to_string())?
+        .map_or_else(|| repo.head().map_err(|e| e.to_string()), Ok)
 }
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the

@@ -1,0 +1,146 @@
+//! `overlap: merge` on the Action: a merge tried beside the round, never landing. Finalize
+//! merges a chain of candidates cumulatively (each onto the round's tree with the earlier
+//! candidates' merged changes applied), and after a candidate of a chain is rejected merges
+//! the later ones again from their kept changes (a cherry-pick: their merge base is the tree
+//! their change was made on). Trees only, in a scratch index of its own
+//! (`<git-common-dir>/dagexec/aside-index`), so the round's own index is never touched.
+
+use super::super::cmd::text;
+use super::super::paths::remove_any;
+use super::super::{GitError, PatchRef, Repo};
+use super::{Merged, RoundIndex};
+
+impl Repo {
+    /// `patch`, made on `base` (a commit or tree) with the patches `base.1` applied in order,
+    /// merged three-way onto commit `onto.0` with the patches `onto.1` applied in order. A
+    /// clean merge's patch applies onto that tree; a chain patch that does not apply is
+    /// reported as a conflict (what it says is git's account), never as an error.
+    pub fn merge_aside(
+        &self,
+        onto: (&str, &[PatchRef<'_>]),
+        base: (&str, &[PatchRef<'_>]),
+        patch: PatchRef<'_>,
+    ) -> Result<Merged, GitError> {
+        let aside = self.aside_index(base.0)?;
+        let base_tree = match aside.apply_all(base.1) {
+            Ok(()) => text(&aside.git("write-tree").arg("write-tree").run()?),
+            Err(c) => return Ok(c),
+        };
+        drop(aside);
+        let aside = self.aside_index(onto.0)?;
+        if let Err(c) = aside.apply_all(onto.1) {
+            return Ok(c);
+        }
+        aside.merge_patch(&base_tree, patch)
+    }
+
+    /// A scratch index holding the tree of `at` (a stale one left by a crash replaced).
+    fn aside_index(&self, at: &str) -> Result<RoundIndex, GitError> {
+        let dir = self.dagexec_dir();
+        std::fs::create_dir_all(&dir)
+            .map_err(super::super::error::io_error("create directory", &dir))?;
+        let index = dir.join("aside-index");
+        for stale in [index.clone(), dir.join("aside-index.lock")] {
+            remove_any(&stale)?;
+        }
+        let aside = RoundIndex {
+            root: self.root.clone(),
+            dir,
+            index,
+            base: at.to_string(),
+        };
+        aside.git("read-tree").args(["read-tree", at]).run()?;
+        Ok(aside)
+    }
+}
+
+impl RoundIndex {
+    /// Applies `patches` in order; the first that does not apply, as a conflict.
+    fn apply_all(&self, patches: &[PatchRef<'_>]) -> Result<(), Merged> {
+        for (n, p) in patches.iter().enumerate() {
+            self.apply_patch(*p).map_err(|e| Merged::Conflict {
+                files: e.paths.clone(),
+                account: format!(
+                    "the merged change {} of the chain no longer applies: {}",
+                    n + 1,
+                    e.message
+                ),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::tests::*;
+    use super::*;
+
+    const BASE: &str = "a\n1\n2\n3\n4\nb\n";
+
+    /// The patch that turns `list.txt` at `base` into `content` (made in a worktree).
+    fn change(f: &Fixture, base: &str, name: &str, content: &str) -> Vec<u8> {
+        let wt = f.repo.add_worktree(base, name).unwrap();
+        write(wt.path(), "list.txt", content);
+        wt.changes().unwrap().patch
+    }
+
+    fn clean(m: Merged) -> Vec<u8> {
+        match m {
+            Merged::Clean { patch, .. } => patch,
+            Merged::Conflict { account, .. } => panic!("conflict: {account}"),
+        }
+    }
+
+    #[test]
+    fn a_chain_merges_cumulatively_and_a_later_candidate_is_cherry_picked_without_a_rejected_one() {
+        let f = Fixture::new();
+        f.write("list.txt", BASE);
+        let base = f.commit_all("list");
+        let one = change(&f, &base, "w1", "a=1\n1\n2\n3\n4\nb\n");
+        let two = change(&f, &base, "w2", "a\n1\n2\n3\n4\nb=2\n");
+        let three = change(&f, &base, "w3", "a\n1\n2x\n3\n4\nb\n");
+        // Two onto the base with one's change: the patch holds only two's line.
+        let p2 = clean(
+            f.repo
+                .merge_aside((&base, &[(&one).into()]), (&base, &[]), (&two).into())
+                .unwrap(),
+        );
+        // Three onto that chain.
+        let p3 = clean(
+            f.repo
+                .merge_aside(
+                    (&base, &[(&one).into(), (&p2).into()]),
+                    (&base, &[]),
+                    (&three).into(),
+                )
+                .unwrap(),
+        );
+        // Two is rejected: three, kept as merged onto base+one+two, merged again onto
+        // base+one alone holds no `b=2`.
+        let again = clean(
+            f.repo
+                .merge_aside(
+                    (&base, &[(&one).into()]),
+                    (&base, &[(&one).into(), (&p2).into()]),
+                    (&p3).into(),
+                )
+                .unwrap(),
+        );
+        let text = String::from_utf8_lossy(&again);
+        assert!(text.contains("+2x") && !text.contains("b=2"), "{text}");
+        // A chain patch that no longer applies is a conflict, not an error.
+        let Merged::Conflict { account, .. } = f
+            .repo
+            .merge_aside(
+                (&base, &[(&p2).into(), (&p2).into()]),
+                (&base, &[]),
+                (&three).into(),
+            )
+            .unwrap()
+        else {
+            panic!("a conflict")
+        };
+        assert!(account.contains("no longer applies"), "{account}");
+    }
+}
