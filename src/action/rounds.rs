@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 mod follow;
 pub use follow::FollowUp;
+pub(crate) use follow::kept_merge;
 
 use crate::pure::engine;
 use crate::pure::graph::Dag;

@@ -1853,3 +1853,99 @@ fn merge_oracle(lab: &Lab, branch: &str, kinds: &[&str]) -> String {
     }
     wrong.join("; ")
 }
+
+/// `overlap: merge` (`.design/dagexec.yml`) under act: two tasks that modify one file run in
+/// round 1's one matrix; finalize lands the first and merges the second aside (no task code);
+/// the next part's work job re-checks the merge without the write token, and only then does
+/// finalize land its own copy. Both changes end on the branch exactly once, and the pull
+/// request is ready.
+#[test]
+fn overlap_merge_runs_tasks_sharing_a_file_in_one_matrix_and_rechecks_the_merge() {
+    let modify = |subject: &str, check: &str, blocked_by: &[usize]| {
+        let mut t = task(subject, &[], blocked_by, check);
+        t["metadata"]["files"] = json!({"create": [], "modify": ["routes.txt"]});
+        t
+    };
+    let mut after = task(
+        "After",
+        &["after.txt"],
+        &[0, 1],
+        "grep -q beta=new after.txt",
+    );
+    after["metadata"]["files"]["modify"] = json!([]);
+    let p = plan(
+        "Routes merged",
+        vec![
+            modify("Alpha route", "grep -qx alpha=new routes.txt", &[]),
+            modify("Beta route", "grep -qx beta=new routes.txt", &[]),
+            after,
+        ],
+    );
+    let worker = r#"cat > /dev/null
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^alpha=old$/alpha=new/' routes.txt ;;
+1) sed -i 's/^beta=old$/beta=new/' routes.txt ;;
+2) grep '^beta=' routes.txt > after.txt ;;
+esac
+echo "COMPLETED: task $DAGEXEC_TASK_INDEX"
+"#;
+    let files = [
+        (
+            ".design/plan.json".to_string(),
+            serde_json::to_string_pretty(&p).unwrap(),
+        ),
+        (
+            ".design/dagexec.yml".to_string(),
+            "overlap: merge\n".to_string(),
+        ),
+        (
+            "routes.txt".to_string(),
+            "# alpha\nalpha=old\nkeep\nkeep\nkeep\n# beta\nbeta=old\n".to_string(),
+        ),
+    ];
+    let mut lab = Lab::with_files(&files, worker);
+    let branch = "dagexec/routes-merged";
+    let (mut git_ref, mut inputs) = (
+        "refs/heads/main".to_string(),
+        json!({"plan": ".design/plan.json", "branch": branch}),
+    );
+    let mut matrices = Vec::new();
+    for run in 1..=8 {
+        let (code, log) = lab.run(&git_ref, &inputs);
+        assert_eq!(code, 0, "run {run}:\n{log}");
+        matrices.push(matrix_of(&log));
+        let dispatches = lab.gh.calls("actions/create-workflow-dispatch");
+        if dispatches.len() < run {
+            break;
+        }
+        let body = dispatches.last().unwrap().body.clone().unwrap();
+        git_ref = format!("refs/heads/{}", body["ref"].as_str().unwrap());
+        inputs = body["inputs"].clone();
+    }
+    // The run on the default branch only starts round 1 on the branch (no task code runs
+    // there). Round 1: both tasks on routes.txt in one matrix (serial would run them in two
+    // parts); then task 1's re-check part (the same attempt); then task 2.
+    assert_eq!(
+        matrices,
+        vec![vec![], vec![(0, 1), (1, 1)], vec![(1, 1)], vec![(2, 1)]]
+    );
+    assert_eq!(
+        git(&lab.origin, &["show", &format!("{branch}:routes.txt")]),
+        "# alpha\nalpha=new\nkeep\nkeep\nkeep\n# beta\nbeta=new\n"
+    );
+    assert_eq!(
+        git(&lab.origin, &["show", &format!("{branch}:after.txt")]),
+        "beta=new\n"
+    );
+    let done = lab.plan_on(branch, ".design/plan.done.json");
+    for t in done["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "completed", "{t:#}");
+    }
+    let st = lab.gh.state();
+    assert_eq!(
+        st.check_runs.last().unwrap().conclusion.as_deref(),
+        Some("success")
+    );
+    assert!(!st.pulls[0].draft);
+    lab.gh.assert_clean();
+}

@@ -24,6 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::edge::git::Merged;
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -180,6 +181,34 @@ impl FollowUp {
             FollowUp::Rebase { .. } => None,
         }
     }
+}
+
+/// A merge of task `task`'s change (its paths `mine`, declared or changed) kept aside for a
+/// re-check: the merged patch, or why it cannot be kept — git's conflict, or a path the merge
+/// changes that the task does not declare (a rename carrying another task's edit).
+pub(crate) fn kept_merge(
+    merged: Merged,
+    task: usize,
+    mine: &std::collections::BTreeSet<String>,
+) -> Result<Vec<u8>, String> {
+    let (changed, patch) = match merged {
+        Merged::Clean { changed, patch, .. } => (changed, patch),
+        Merged::Conflict { files, account } => {
+            return Err(format!("conflict in {}\n{account}", files.join(", ")));
+        }
+    };
+    let foreign: Vec<&str> = changed
+        .iter()
+        .filter(|c| !mine.contains(*c))
+        .map(String::as_str)
+        .collect();
+    if !foreign.is_empty() {
+        return Err(format!(
+            "the merge changes {}, which task {task} does not declare",
+            foreign.join(", "),
+        ));
+    }
+    Ok(patch)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::remote::Remote;
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
-use crate::edge::git::{Merged, Patch};
+use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Start;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
@@ -163,24 +163,10 @@ impl Remote<'_> {
         }
         let merged = index.merge_patch(base, j.patch.borrowed())?;
         drop(index);
-        let (changed, patch) = match merged {
-            Merged::Clean { changed, patch, .. } => (changed, patch),
-            Merged::Conflict { files, account } => {
-                return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
-            }
+        let patch = match crate::action::rounds::kept_merge(merged, j.index, mine) {
+            Ok(patch) => patch,
+            Err(why) => return Ok(Err(why)),
         };
-        let foreign: Vec<&str> = changed
-            .iter()
-            .filter(|c| !mine.contains(*c))
-            .map(String::as_str)
-            .collect();
-        if !foreign.is_empty() {
-            return Ok(Err(format!(
-                "the merge changes {}, which task {} does not declare",
-                foreign.join(", "),
-                j.index
-            )));
-        }
         Ok(FollowUp::recheck(
             j.index,
             j.attempt,

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use crate::action::ActionError;
 use crate::action::arrival::prepare_arrivals;
 use crate::action::rounds::{FollowUp, OpenRound};
-use crate::edge::git::{Merged, Patch, PatchRef, Repo};
+use crate::edge::git::{Patch, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
@@ -140,24 +140,7 @@ impl Integrating<'_> {
         let merged = self
             .repo
             .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
-        let (changed, patch) = match merged {
-            Merged::Clean { changed, patch, .. } => (changed, patch),
-            Merged::Conflict { files, account } => {
-                return Ok(Err(format!("conflict in {}\n{account}", files.join(", "))));
-            }
-        };
-        let foreign: Vec<&str> = changed
-            .iter()
-            .filter(|c| !mine.contains(*c))
-            .map(String::as_str)
-            .collect();
-        if !foreign.is_empty() {
-            return Ok(Err(format!(
-                "the merge changes {}, which task {task} does not declare",
-                foreign.join(", "),
-            )));
-        }
-        Ok(Ok(patch))
+        Ok(crate::action::rounds::kept_merge(merged, task, mine))
     }
 }
 
