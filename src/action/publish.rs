@@ -226,6 +226,8 @@ impl Ending<'_> {
             schedule: self.schedule,
             place: crate::pure::simulate::Place::Actions,
             slots: self.inputs.max_parallel,
+            merge: crate::action::overlap_policy(self.repo.root(), self.inputs)
+                .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge),
         };
         let body = report::pr_body(plan, round.round, links, stop, ran);
         let pr = self.rt.block_on(async {

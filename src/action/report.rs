@@ -473,6 +473,7 @@ mod tests {
             schedule: crate::pure::engine::Schedule::Rounds,
             place: crate::pure::simulate::Place::Actions,
             slots: 8,
+            merge: false,
         }
     }
 

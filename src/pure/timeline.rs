@@ -124,11 +124,23 @@ pub struct Ran {
     pub place: Place,
     /// Workers at once locally (`--jobs`); work jobs at once on Actions (`max-parallel`).
     pub slots: usize,
+    /// Under `overlap: merge` (tasks that share files side by side): its prediction is the
+    /// `… + merge` row.
+    pub merge: bool,
 }
 
 impl Ran {
     /// `rounds locally on 4 worker(s)`, `eager on Actions, max-parallel 8, …`.
     pub fn describe(&self) -> String {
+        let text = self.describe_place();
+        if self.merge {
+            format!("{text}, overlap: merge")
+        } else {
+            text
+        }
+    }
+
+    fn describe_place(&self) -> String {
         match self.place {
             Place::Local => format!(
                 "{} locally on {} worker(s)",
@@ -180,8 +192,15 @@ pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
         (_, s) => s,
     };
     let report = crate::pure::simulate::predict(plan, &dag, &conflicts, &times, setting);
-    let prediction = report
-        .predictions
+    let rows = if ran.merge {
+        // No task shares a file: merge runs as serial does.
+        report
+            .merge
+            .map_or(report.predictions, |(_, merged)| merged)
+    } else {
+        report.predictions
+    };
+    let prediction = rows
         .into_iter()
         .find(|p| p.place == ran.place && p.schedule == schedule)?;
     let guessed = times
@@ -347,6 +366,40 @@ mod tests {
         p
     }
 
+    /// A run under `overlap: merge` is compared with the `… + merge` prediction, where tasks
+    /// that share a file run side by side (serial runs them one after the other).
+    #[test]
+    fn a_merge_run_is_predicted_by_the_merge_row() {
+        let mut p = plan();
+        p.tasks[2].status = crate::pure::plan::model::Status::Completed;
+        let mut shared: serde_json::Value = serde_json::to_value(&p).unwrap();
+        for t in [1, 2] {
+            shared["tasks"][t]["metadata"] =
+                serde_json::json!({"files": {"create": [], "modify": ["shared.txt"]}});
+        }
+        let p: Plan = serde_json::from_value(shared).unwrap();
+        let ran = |merge| Ran {
+            schedule: Schedule::Eager,
+            place: Place::Local,
+            slots: 2,
+            merge,
+        };
+        let serial = predicted(&p, ran(false)).unwrap();
+        let merged = predicted(&p, ran(true)).unwrap();
+        assert!(
+            merged.prediction.wall < serial.prediction.wall,
+            "{} vs {}",
+            merged.prediction.wall,
+            serial.prediction.wall
+        );
+        assert!(
+            merged
+                .ran
+                .describe()
+                .ends_with("locally on 2 worker(s), overlap: merge")
+        );
+    }
+
     #[test]
     fn the_actual_run_is_every_attempt_on_one_clock() {
         let a = actual(&plan()).unwrap();
@@ -378,6 +431,7 @@ mod tests {
             schedule: Schedule::Rounds,
             place: Place::Local,
             slots: 2,
+            merge: false,
         };
         let predicted = predicted(&p, ran).unwrap();
         // Task 2 never completed: it is given the median of the completed attempts.

@@ -102,6 +102,7 @@ pub(crate) fn status_gantt(
         schedule: settings.schedule,
         place: crate::pure::simulate::Place::Local,
         slots: settings.jobs,
+        merge: settings.overlap == crate::pure::overlap::Policy::Merge,
     };
     let predicted = timeline::predicted(plan, ran);
     out.write_all(timeline::terminal(plan, &actual, width).as_bytes())?;

@@ -307,6 +307,7 @@ impl Remote<'_> {
                 schedule: crate::pure::engine::Schedule::Eager,
                 place: crate::pure::simulate::Place::Actions,
                 slots: self.inputs.max_parallel,
+                merge: self.merging.on,
             },
         ))?;
         Ok(())

@@ -449,6 +449,7 @@ impl Finalize<'_> {
                 schedule: engine::Schedule::Rounds,
                 place: crate::pure::simulate::Place::Actions,
                 slots: self.job.inputs.max_parallel,
+                merge: matrix::Matrix::merges(&self.round.matrix),
             },
         ))?;
         Ok(())
