@@ -4,7 +4,9 @@
 //! leaves `result.json`, `changes.patch` and `worker.log` in the artifact directory.
 //! Under `overlap: merge` the open round (or, under `schedule: eager`, the conductor's record
 //! on the task) may say this job continues an attempt instead: a merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
-//! rebase (the worker, its prompt with the local `## Rebase` section).
+//! rebase (the worker, its prompt with the local `## Rebase` section; sent back beside
+//! candidates of the round's chain, it builds on their merged changes, committed in the
+//! checkout and never pushed, and runs their checks with its own).
 //!
 //! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set
 //! (the `reviewer` input, or the task's own `reviewer` field, as locally), the reviewer runs
@@ -56,7 +58,34 @@ pub fn run(
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
         return recheck::run(&repo, &inputs, &plan, job, base, f);
     }
-    attempt((&repo, &inputs, &plan), job, base, start, follow.as_ref())
+    // A rebase sent back beside candidates of the chain builds on them: their merged changes
+    // are committed in the checkout (never pushed), and the worker's change is its own.
+    let chain = match &follow {
+        Some(crate::action::rounds::FollowUp::Rebase { .. }) => {
+            crate::action::rounds::FollowUp::built_on(&plan, job.task).ok_or_else(|| {
+                ActionError::Input(format!(
+                    "task {}: the open round's record holds an unreadable merged change of the chain its rebase builds on",
+                    job.task
+                ))
+            })?
+        }
+        _ => Vec::new(),
+    };
+    let patches: Vec<Vec<u8>> = chain.iter().map(|(_, p)| p.clone()).collect();
+    let on = recheck::commit_chain(&repo, &patches, job.task, "rebase").map_err(|why| {
+        ActionError::Input(format!(
+            "task {}: the merged changes of the chain its rebase builds on do not apply at {base}: {why}",
+            job.task
+        ))
+    })?;
+    let chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
+    attempt(
+        (&repo, &inputs, &plan),
+        job,
+        (base, &on, &chain),
+        start,
+        follow.as_ref(),
+    )
 }
 
 /// An attempt: the worker (a rebase's prompt says so), its judgement here, the reviewer, the
@@ -64,13 +93,17 @@ pub fn run(
 fn attempt(
     (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
     job: Job,
-    base: &str,
+    (base, on, chain): (&str, &str, &[usize]),
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
 ) -> Result<outcome::Verdict, ActionError> {
     let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = rebased(plan, follow, prompt_text(plan, job, repo.root(), &history));
+    let text = rebased(
+        plan,
+        (follow, chain),
+        prompt_text(plan, job, repo.root(), &history),
+    );
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
@@ -97,7 +130,7 @@ fn attempt(
         scratch.path(),
     );
     let crate::flow::attempt::Observed {
-        report,
+        mut report,
         mut verdict,
         kept,
         ..
@@ -112,9 +145,24 @@ fn attempt(
             timeout: inputs.timeout,
         },
         &run,
-        changes_in(repo.root(), base)?,
+        changes_in(repo.root(), on)?,
         (&detail, &said, warnings),
     )?;
+    // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
+    if verdict.status == crate::pure::plan::model::Status::Completed
+        && let Some(failed) =
+            recheck::others_pass(repo, inputs, plan, (job.task, chain), &mut report)
+    {
+        report.output = failed;
+        verdict = outcome::Verdict {
+            status: crate::pure::plan::model::Status::Failed,
+            result: report.output.trim().to_string(),
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings: std::mem::take(&mut verdict.warnings),
+            halt: None,
+        };
+    }
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -133,7 +181,7 @@ fn attempt(
             task,
             attempt: job.attempt,
             round: job.round,
-            base,
+            base: on,
             tree: repo.root(),
             scratch: scratch.path(),
             timeout: inputs.timeout,
@@ -154,16 +202,19 @@ fn attempt(
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
-/// section (the tasks it builds on, what went wrong); any other prompt as it is.
+/// section (the tasks it builds on — those it was sent back beside and the chain's candidates
+/// in `chain` — and what went wrong); any other prompt as it is.
 fn rebased(
     plan: &plan::model::Plan,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    (follow, chain): (Option<&crate::action::rounds::FollowUp>, &[usize]),
     text: String,
 ) -> String {
     let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
         return text;
     };
-    let onto: Vec<(usize, &str)> = onto
+    let mut named = onto.clone();
+    named.extend(chain.iter().filter(|k| !onto.contains(k)));
+    let onto: Vec<(usize, &str)> = named
         .iter()
         .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))
         .collect();

@@ -14,7 +14,11 @@
 //! applied ([`Repo::merge_aside`]: trees only, no code runs here) and joins the chain: a clean
 //! merge is re-checked in the next part by a job without the write token, a conflict runs
 //! again as an uncounted rebase attempt. An attempt that was a rebase already and still cannot
-//! land is a failed attempt. Everything this finalize decides follows from the part's base and
+//! land is a failed attempt. A rebase whose job built on candidates of the previous chain (its
+//! patch read against the base with their merged patches) lands as it is once they all landed
+//! and nothing else that landed shares its paths; otherwise it is merged with their patches as
+//! the merge base and joins the new chain, or — when one of them did not land — goes back once
+//! more, uncounted, on a conflict. Everything this finalize decides follows from the part's base and
 //! its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
@@ -53,6 +57,16 @@ pub(super) fn add(
     open: &mut OpenRound,
     base: &str,
 ) -> Result<(), ActionError> {
+    // What each rebase of the part builds on, read before the chain leaves the record.
+    let built: Vec<(usize, Vec<(usize, Vec<u8>)>)> = open
+        .follow_ups
+        .iter()
+        .filter(|f| matches!(f, FollowUp::Rebase { .. }))
+        .map(|f| {
+            let on = FollowUp::built_on_in(open, f.task()).unwrap_or_default();
+            (f.task(), on)
+        })
+        .collect();
     let (chain, items) = in_order(open, judged);
     let mut at = Integrating {
         repo,
@@ -67,6 +81,18 @@ pub(super) fn add(
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
         j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
         ended(plan, &j, ui);
+        let on = match &follow {
+            Some(FollowUp::Rebase { .. }) => built
+                .iter()
+                .find(|(k, _)| *k == j.index)
+                .map(|(_, on)| on.clone())
+                .unwrap_or_default(),
+            None | Some(FollowUp::Recheck { .. }) => Vec::new(),
+        };
+        if !on.is_empty() {
+            rebased_on_chain(&mut at, (plan, open), j, &on)?;
+            continue;
+        }
         let mine = paths_of(plan, &j);
         let sharing = at.sharing(&mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
@@ -141,6 +167,48 @@ impl Integrating<'_> {
             .repo
             .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
         Ok(crate::action::rounds::kept_merge(merged, task, mine))
+    }
+}
+
+/// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
+/// its patch was read against the base with them applied). When they all landed and nothing
+/// else that landed shares its paths, the tree it lands on is, in its paths, the one its job
+/// judged it on (and ran their checks on): it lands as under `serial`. Otherwise it is merged
+/// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
+/// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
+/// fails it when everything it built on landed, else sends it back once more.
+fn rebased_on_chain(
+    at: &mut Integrating<'_>,
+    (plan, open): (&mut Plan, &mut OpenRound),
+    mut j: Judged,
+    on: &[(usize, Vec<u8>)],
+) -> Result<(), ActionError> {
+    let mine = paths_of(plan, &j);
+    let sharing = at.sharing(&mine);
+    let all_landed = on
+        .iter()
+        .all(|(k, _)| at.landed.iter().any(|(l, _)| l == k));
+    let built_on = |k: &usize| on.iter().any(|(o, _)| o == k);
+    if j.verdict.status != Status::Completed
+        || j.patch.is_empty()
+        || (all_landed && sharing.iter().all(built_on))
+    {
+        return at.land(plan, j, mine);
+    }
+    let made_on: Vec<PatchRef<'_>> = on.iter().map(|(_, p)| p.into()).collect();
+    let merged = at.merge_aside((&made_on, j.patch.borrowed()), (j.index, &mine))?;
+    match merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), true), at.ui)) {
+        Ok(kept) => {
+            crate::flow::steps::questions::record(plan, &j);
+            at.aside.push((j.index, mine, kept));
+            Ok(())
+        }
+        Err(why) => {
+            if send_back(plan, open, &mut j, (sharing, why, all_landed), at.ui) {
+                at.land(plan, j, mine)?;
+            }
+            Ok(())
+        }
     }
 }
 

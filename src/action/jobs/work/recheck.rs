@@ -134,16 +134,27 @@ fn apply_chain(
 fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, String> {
     let patches = FollowUp::before(plan, task)
         .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())?;
+    commit_chain(repo, &patches, task, "re-check")
+}
+
+/// `patches` (a prefix of the chain's merged changes) applied in the checkout and committed
+/// there, never pushed (`what`: the job it is for): the commit the job's own change is judged
+/// against (`HEAD` when there are none), or why they do not apply.
+pub(super) fn commit_chain(
+    repo: &Repo,
+    patches: &[Vec<u8>],
+    task: usize,
+    what: &str,
+) -> Result<String, String> {
     let mut paths = Vec::new();
-    for p in &patches {
+    for p in patches {
         repo.apply_patch(p).map_err(|e| e.message)?;
         paths.extend(repo.patch_changes(p).map_err(|e| e.to_string())?.0);
     }
     if patches.is_empty() {
         return repo.head().map_err(|e| e.to_string());
     }
-    let message =
-        format!("dagexec: the merged changes before task {task}'s (re-check, not pushed)");
+    let message = format!("dagexec: the merged changes before task {task}'s ({what}, not pushed)");
     repo.commit(&message, &paths)
         .map_err(|e| e.to_string())?
         .map_or_else(|| repo.head().map_err(|e| e.to_string()), Ok)
@@ -154,7 +165,7 @@ fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, 
 /// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
 /// conductor's record beside the follow-up on `task`
 /// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
-fn others_pass(
+pub(super) fn others_pass(
     repo: &Repo,
     inputs: &Inputs,
     plan: &plan::model::Plan,
