@@ -149,20 +149,12 @@ fn attempt(
         (&detail, &said, warnings),
     )?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
-    if verdict.status == crate::pure::plan::model::Status::Completed
-        && let Some(failed) =
-            recheck::others_pass(repo, inputs, plan, (job.task, chain), &mut report)
-    {
-        report.output = failed;
-        verdict = outcome::Verdict {
-            status: crate::pure::plan::model::Status::Failed,
-            result: report.output.trim().to_string(),
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: std::mem::take(&mut verdict.warnings),
-            halt: None,
-        };
-    }
+    recheck::with_checks_of(
+        (repo, inputs, plan),
+        (job.task, chain),
+        &mut report,
+        &mut verdict,
+    );
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -176,20 +168,9 @@ fn attempt(
         (reviewer, verdict.status)
     {
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
-        let to_review = ToReview {
-            index: job.task,
-            task,
-            attempt: job.attempt,
-            round: job.round,
-            base: on,
-            tree: repo.root(),
-            scratch: scratch.path(),
-            timeout: inputs.timeout,
-            summary: &verdict.result.clone(),
-            patch: &kept.patch,
-            touched: &touched,
-            keep_logs_in: None,
-        };
+        let summary = verdict.result.clone();
+        let at = (repo.root(), scratch.path(), inputs.timeout);
+        let to_review = to_review((task, job, on), at, (&summary, &kept.patch, &touched));
         let reviewed = review_attempt(&rt, &rx, reviewer, &to_review, history, &mut verdict)?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
@@ -199,6 +180,29 @@ fn attempt(
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
     Ok(verdict)
+}
+
+/// What the reviewer sees of attempt `job` at `task`: its change (`patch`, against `base`)
+/// in the checkout at `tree`, its files in `scratch`.
+fn to_review<'a>(
+    (task, job, base): (&'a plan::model::Task, Job, &'a str),
+    (tree, scratch, timeout): (&'a Path, &'a Path, std::time::Duration),
+    (summary, patch, touched): (&'a str, &'a [u8], &'a [String]),
+) -> ToReview<'a> {
+    ToReview {
+        index: job.task,
+        task,
+        attempt: job.attempt,
+        round: job.round,
+        base,
+        tree,
+        scratch,
+        timeout,
+        summary,
+        patch,
+        touched,
+        keep_logs_in: None,
+    }
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`

@@ -35,6 +35,9 @@ use crate::pure::plan::model::Plan;
 /// clean merge is sent back as a rebase instead.
 pub(crate) const MAX_KEPT_PATCH: usize = 256 << 10;
 
+/// Candidates of the chain a rebase builds on, in order: (task, merged patch).
+pub type BuiltOn = Vec<(usize, Vec<u8>)>;
+
 /// What a task of the open round waits for besides an ordinary attempt (`merge` only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -178,7 +181,7 @@ impl FollowUp {
     /// `onto`), each with its merged patch — a prefix of the chain, as each patch applies onto
     /// the earlier ones. Empty without an open round, for the conductor's follow-up, or when
     /// it shares nothing with the chain; `None` when a patch is unreadable.
-    pub fn built_on(plan: &Plan, task: usize) -> Option<Vec<(usize, Vec<u8>)>> {
+    pub fn built_on(plan: &Plan, task: usize) -> Option<BuiltOn> {
         if plan.tasks.get(task).and_then(Self::on_task).is_some() {
             return Some(Vec::new());
         }
@@ -190,7 +193,7 @@ impl FollowUp {
     }
 
     /// [`FollowUp::built_on`] in the open round's record `open`.
-    pub fn built_on_in(open: &super::OpenRound, task: usize) -> Option<Vec<(usize, Vec<u8>)>> {
+    pub fn built_on_in(open: &super::OpenRound, task: usize) -> Option<BuiltOn> {
         let Some(at) = open
             .follow_ups
             .iter()

@@ -58,7 +58,7 @@ pub(super) fn add(
     base: &str,
 ) -> Result<(), ActionError> {
     // What each rebase of the part builds on, read before the chain leaves the record.
-    let built: Vec<(usize, Vec<(usize, Vec<u8>)>)> = open
+    let built: Vec<(usize, crate::action::rounds::BuiltOn)> = open
         .follow_ups
         .iter()
         .filter(|f| matches!(f, FollowUp::Rebase { .. }))

@@ -75,19 +75,12 @@ pub(super) fn run(
         ("", &Default::default(), Vec::new()),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
-    if verdict.status == plan::model::Status::Completed
-        && let Some(failed) = others_pass(repo, inputs, plan, (job.task, checks), &mut report)
-    {
-        report.output = failed;
-        verdict = outcome::Verdict {
-            status: plan::model::Status::Failed,
-            result: report.output.trim().to_string(),
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: std::mem::take(&mut verdict.warnings),
-            halt: None,
-        };
-    }
+    with_checks_of(
+        (repo, inputs, plan),
+        (job.task, checks),
+        &mut report,
+        &mut verdict,
+    );
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -160,12 +153,37 @@ pub(super) fn commit_chain(
         .map_or_else(|| repo.head().map_err(|e| e.to_string()), Ok)
 }
 
+/// A completed `verdict` of `task` failed when an acceptance check of `tasks` fails in the
+/// checkout (each recorded in `report`, see [`others_pass`]).
+pub(super) fn with_checks_of(
+    (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
+    (task, tasks): (usize, &[usize]),
+    report: &mut outcome::AttemptReport,
+    verdict: &mut outcome::Verdict,
+) {
+    if verdict.status != plan::model::Status::Completed {
+        return;
+    }
+    let Some(failed) = others_pass(repo, inputs, plan, (task, tasks), report) else {
+        return;
+    };
+    report.output = failed;
+    *verdict = outcome::Verdict {
+        status: plan::model::Status::Failed,
+        result: report.output.trim().to_string(),
+        acceptance_passed: false,
+        failed_checks: Vec::new(),
+        warnings: std::mem::take(&mut verdict.warnings),
+        halt: None,
+    };
+}
+
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
 /// status line saying which failed first, or `None` when all pass. A task the plan update
 /// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
 /// conductor's record beside the follow-up on `task`
 /// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
-pub(super) fn others_pass(
+fn others_pass(
     repo: &Repo,
     inputs: &Inputs,
     plan: &plan::model::Plan,

@@ -159,5 +159,19 @@ mod tests {
             panic!("a conflict")
         };
         assert!(account.contains("no longer applies"), "{account}");
+        // The tree a rebase built on the chain started from; none when the chain breaks.
+        let on = f
+            .repo
+            .tree_with_chain(&base, &[(&one).into(), (&p2).into()])
+            .unwrap()
+            .unwrap();
+        let listed = f.git(&["show", &format!("{on}:list.txt")]);
+        assert_eq!(listed.trim_end(), "a=1\n1\n2\n3\n4\nb=2");
+        assert_eq!(
+            f.repo
+                .tree_with_chain(&base, &[(&p2).into(), (&p2).into()])
+                .unwrap(),
+            None
+        );
     }
 }
