@@ -348,6 +348,45 @@ esac
     assert!(!lab.branch_file("moved.txt").contains("b=1"), "{log}");
 }
 
+/// Runs the lab's parts from workflow run `first`, each finalize killed (kill -9) right after
+/// its push and run again from the same artifacts (the re-run must push nothing); the number
+/// of parts. Every plan here has three tasks.
+fn parts_killed_after_each_push(lab: &mut Lab, first: u64) -> usize {
+    let mut parts = 0;
+    for run_id in first..first + 9 {
+        let planned = lab.plan_job(run_id, &[]);
+        if !planned.has_work() {
+            break;
+        }
+        parts += 1;
+        let o = planned.outputs.clone();
+        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
+        for (t, a) in planned.entries() {
+            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
+            lab.work_job(
+                run_id,
+                (t, a),
+                &o["round"],
+                &o["base"],
+                &artifacts.join(name),
+            );
+        }
+        // (The part that ends the round pushes at `final-push`: it runs to the end.)
+        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        lab.set_env("DAGEXEC_FAILPOINT", "");
+        if ok {
+            assert!(log.contains("All 3 tasks completed."), "{log}");
+            continue;
+        }
+        let pushed = lab.branch_log();
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        assert!(ok, "{log}");
+        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
+    }
+    parts
+}
+
 /// Every commit of the branch, each with its `list.txt`.
 fn lists(lab: &Lab) -> Vec<(String, String)> {
     crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"])
@@ -496,38 +535,7 @@ esac
         ],
         WORKER,
     );
-    let mut parts = 0;
-    for run_id in 501..510 {
-        let planned = lab.plan_job(run_id, &[]);
-        if !planned.has_work() {
-            break;
-        }
-        parts += 1;
-        let o = planned.outputs.clone();
-        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
-        for (t, a) in planned.entries() {
-            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
-            lab.work_job(
-                run_id,
-                (t, a),
-                &o["round"],
-                &o["base"],
-                &artifacts.join(name),
-            );
-        }
-        // (The part that ends the round pushes at `final-push`: it runs to the end.)
-        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
-        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
-        lab.set_env("DAGEXEC_FAILPOINT", "");
-        if ok {
-            assert!(log.contains("All 3 tasks completed."), "{log}");
-            continue;
-        }
-        let pushed = lab.branch_log();
-        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
-        assert!(ok, "{log}");
-        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
-    }
+    let parts = parts_killed_after_each_push(&mut lab, 501);
     assert_eq!(parts, 4);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
     for (c, list) in lists(&lab) {
@@ -662,4 +670,44 @@ esac
         "{plan:#}"
     );
     lab.gh.assert_clean();
+}
+
+#[test]
+fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_same() {
+    // The rejected-candidate case above, each finalize killed after its push and run again.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
+esac
+"#;
+    let mut lab = merge_lab(
+        vec![
+            on_list(
+                "Zero",
+                "grep -q '^a=0$' list.txt && ! grep -qx 'b=1' list.txt",
+            ),
+            on_list("One", "grep -q '=1' list.txt"),
+            on_list("Two", "grep -q '^b=.*2$' list.txt"),
+        ],
+        WORKER,
+    );
+    assert_eq!(parts_killed_after_each_push(&mut lab, 601), 4);
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2=1\n3\n4\nb=2\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.lines().any(|l| l.starts_with("b=1")), "{c}: {list}");
+    }
+    let plan = lab.branch_plan();
+    assert!(
+        records(&plan, 2)
+            .iter()
+            .all(|(a, o, _)| *a == 1 && o != "failed"),
+        "{plan:#}"
+    );
 }
