@@ -6,7 +6,8 @@
 //! on the task) may say this job continues an attempt instead: a merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
 //! rebase (the worker, its prompt with the local `## Rebase` section; sent back beside
 //! candidates of the round's chain, it builds on their merged changes, committed in the
-//! checkout and never pushed, and runs their checks with its own).
+//! checkout and never pushed, and runs their checks, and those of the tasks it was sent back
+//! beside, with its own).
 //!
 //! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set
 //! (the `reviewer` input, or the task's own `reviewer` field, as locally), the reviewer runs
@@ -78,7 +79,14 @@ pub fn run(
             job.task
         ))
     })?;
-    let chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
+    // Those it was sent back beside too (landed earlier in the round): their checks run here.
+    let mut chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
+    if let Some(crate::action::rounds::FollowUp::Rebase { onto, .. }) = &follow
+        && !chain.is_empty()
+    {
+        let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
+        chain = onto.iter().copied().chain(later).collect();
+    }
     attempt(
         (&repo, &inputs, &plan),
         job,

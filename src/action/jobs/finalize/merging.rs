@@ -18,7 +18,9 @@
 //! patch read against the base with their merged patches) lands as it is once they all landed
 //! and nothing else that landed shares its paths; otherwise it is merged with their patches as
 //! the merge base and joins the new chain, or — when one of them did not land — goes back once
-//! more, uncounted, on a conflict. Everything this finalize decides follows from the part's base and
+//! more, uncounted, on a conflict. A task sent back here builds on every candidate of the new
+//! chain whose paths meet its own, those merged after it too (its record moves after the last
+//! of them, and its `onto` names them). Everything this finalize decides follows from the part's base and
 //! its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
@@ -45,6 +47,8 @@ struct Integrating<'a> {
     landed: Vec<(usize, BTreeSet<String>)>,
     /// The new chain: (task, paths, merged patch onto the round's tree and the earlier ones).
     aside: Vec<(usize, BTreeSet<String>, Vec<u8>)>,
+    /// The tasks sent back (as a rebase, or failed after one), with their paths.
+    sent: Vec<(usize, BTreeSet<String>)>,
 }
 
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
@@ -75,6 +79,7 @@ pub(super) fn add(
         base,
         landed: Vec::new(),
         aside: Vec::new(),
+        sent: Vec::new(),
     };
     land_chain(&mut at, plan, open, chain)?;
     for (mut j, follow) in items {
@@ -108,13 +113,52 @@ pub(super) fn add(
                 }
                 Err(why) => why,
             };
+            at.sent.push((j.index, mine.clone()));
             if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
                 continue;
             }
         }
         at.land(plan, j, mine)?;
     }
+    build_on_the_chain(open, &at);
     Ok(())
+}
+
+/// Each rebase sent back in this part builds on every candidate of the new chain whose paths
+/// meet its own — those merged after it too: its record moves after the last of them (what
+/// [`FollowUp::built_on`] reads) and its `onto` names them. Its job then starts from the tree
+/// that lands before it when the chain's re-checks pass.
+fn build_on_the_chain(open: &mut OpenRound, at: &Integrating<'_>) {
+    for (task, paths) in &at.sent {
+        let is_rebase = |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if t == task);
+        let Some(at_now) = open.follow_ups.iter().position(is_rebase) else {
+            continue;
+        };
+        let meets: Vec<usize> = at
+            .aside
+            .iter()
+            .filter(|(_, p, _)| !p.is_disjoint(paths))
+            .map(|(k, _, _)| *k)
+            .collect();
+        let last = meets.last().and_then(|k| {
+            open.follow_ups
+                .iter()
+                .position(|f| matches!(f, FollowUp::Recheck { .. }) && f.task() == *k)
+        });
+        let mut f = open.follow_ups.remove(at_now);
+        if let FollowUp::Rebase { onto, .. } = &mut f {
+            for k in &meets {
+                if !onto.contains(k) {
+                    onto.push(*k);
+                }
+            }
+        }
+        let to = match last {
+            Some(last) if last >= at_now => last,
+            _ => at_now,
+        };
+        open.follow_ups.insert(to, f);
+    }
 }
 
 impl Integrating<'_> {
@@ -204,6 +248,7 @@ fn rebased_on_chain(
             Ok(())
         }
         Err(why) => {
+            at.sent.push((j.index, mine.clone()));
             if send_back(plan, open, &mut j, (sharing, why, all_landed), at.ui) {
                 at.land(plan, j, mine)?;
             }
@@ -250,6 +295,7 @@ fn land_chain(
         let back = if intact {
             intact = false;
             let why = j.verdict.result.clone();
+            at.sent.push((j.index, paths_of(plan, &j)));
             send_back(plan, open, &mut j, (checks.clone(), why, *rebased), at.ui)
         } else {
             merge_again(at, plan, open, (&f, &mut j), &kept[..n])?
@@ -310,7 +356,10 @@ fn merge_again(
             at.aside.push((j.index, mine, kept));
             Ok(false)
         }
-        Err(why) => Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui)),
+        Err(why) => {
+            at.sent.push((j.index, mine));
+            Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui))
+        }
     }
 }
 
