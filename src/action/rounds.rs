@@ -17,8 +17,8 @@
 use serde::{Deserialize, Serialize};
 
 mod follow;
-pub use follow::FollowUp;
 pub(crate) use follow::kept_merge;
+pub use follow::{BuiltOn, FollowUp};
 
 use crate::pure::engine;
 use crate::pure::graph::Dag;

@@ -348,6 +348,45 @@ esac
     assert!(!lab.branch_file("moved.txt").contains("b=1"), "{log}");
 }
 
+/// Runs the lab's parts from workflow run `first`, each finalize killed (kill -9) right after
+/// its push and run again from the same artifacts (the re-run must push nothing); the number
+/// of parts. Every plan here has three tasks.
+fn parts_killed_after_each_push(lab: &mut Lab, first: u64) -> usize {
+    let mut parts = 0;
+    for run_id in first..first + 9 {
+        let planned = lab.plan_job(run_id, &[]);
+        if !planned.has_work() {
+            break;
+        }
+        parts += 1;
+        let o = planned.outputs.clone();
+        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
+        for (t, a) in planned.entries() {
+            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
+            lab.work_job(
+                run_id,
+                (t, a),
+                &o["round"],
+                &o["base"],
+                &artifacts.join(name),
+            );
+        }
+        // (The part that ends the round pushes at `final-push`: it runs to the end.)
+        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        lab.set_env("DAGEXEC_FAILPOINT", "");
+        if ok {
+            assert!(log.contains("All 3 tasks completed."), "{log}");
+            continue;
+        }
+        let pushed = lab.branch_log();
+        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
+        assert!(ok, "{log}");
+        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
+    }
+    parts
+}
+
 /// Every commit of the branch, each with its `list.txt`.
 fn lists(lab: &Lab) -> Vec<(String, String)> {
     crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"])
@@ -435,11 +474,11 @@ esac
         parts,
         vec![
             // All three in one matrix; the chain (1, 2) re-checked side by side; task 1's
-            // rebase beside task 2's new re-check; task 1's rebase merged beside task 2's line.
+            // rebase, built on task 2's re-merged line, beside task 2's new re-check: it lands
+            // right after task 2, with no part of its own.
             vec![(0, 1), (1, 1), (2, 1)],
             vec![(1, 1), (2, 1)],
             vec![(1, 1), (2, 1)],
-            vec![(1, 1)],
         ],
         "{log}"
     );
@@ -447,11 +486,12 @@ esac
     for (c, list) in lists(&lab) {
         assert!(!list.contains("b=1"), "{c}: {list}");
     }
-    // Task 2 landed before the rebased task 1: a commit holds `two` without `b1`.
+    // The rebased task 1, built on task 2's line, lands in the same part: no commit holds
+    // `b1` without `two`.
     assert!(
         lists(&lab)
             .iter()
-            .any(|(_, l)| l.contains("two") && !l.contains("b1")),
+            .all(|(_, l)| !l.contains("b1") || l.contains("two")),
         "{log}"
     );
     let plan = lab.branch_plan();
@@ -496,39 +536,8 @@ esac
         ],
         WORKER,
     );
-    let mut parts = 0;
-    for run_id in 501..510 {
-        let planned = lab.plan_job(run_id, &[]);
-        if !planned.has_work() {
-            break;
-        }
-        parts += 1;
-        let o = planned.outputs.clone();
-        let artifacts = lab.tmp.path().join(format!("artifacts-{run_id}"));
-        for (t, a) in planned.entries() {
-            let name = format!("dagexec-{run_id}-1-task-{t}-attempt-{a}");
-            lab.work_job(
-                run_id,
-                (t, a),
-                &o["round"],
-                &o["base"],
-                &artifacts.join(name),
-            );
-        }
-        // (The part that ends the round pushes at `final-push`: it runs to the end.)
-        lab.set_env("DAGEXEC_FAILPOINT", "push:1");
-        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
-        lab.set_env("DAGEXEC_FAILPOINT", "");
-        if ok {
-            assert!(log.contains("All 3 tasks completed."), "{log}");
-            continue;
-        }
-        let pushed = lab.branch_log();
-        let (ok, log) = lab.finalize_job(run_id, &planned, &artifacts);
-        assert!(ok, "{log}");
-        assert_eq!(lab.branch_log(), pushed, "the re-run pushed again:\n{log}");
-    }
-    assert_eq!(parts, 4);
+    let parts = parts_killed_after_each_push(&mut lab, 501);
+    assert_eq!(parts, 3);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
     for (c, list) in lists(&lab) {
         assert!(!list.contains("b=1"), "{c}: {list}");
@@ -541,4 +550,165 @@ esac
     let n = rounds.len();
     rounds.dedup();
     assert_eq!(rounds.len(), n, "{subjects:#?}");
+}
+
+#[test]
+fn a_rebase_sent_back_beside_a_chained_candidate_builds_on_it_and_lands_after_it() {
+    // Task 1's `b=1` merges cleanly aside (the chain); task 2 rewrites the same line and
+    // conflicts with that candidate. Its rebase starts from the part's base WITH task 1's
+    // merged change applied, so it writes `b=1,2`, and lands right after task 1 lands.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+2) if grep -q '^b=1$' list.txt; then
+     case "$prompt" in
+     *'## Rebase'*'task 1 (One)'*) sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one" ;;
+     *) echo "FAILED: the prompt does not name task 1" ;;
+     esac
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list("Zero", "grep -q '^a=0$' list.txt"),
+            on_list("One", "grep -q '^b=1' list.txt"),
+            on_list("Two", "grep -q '^b=.*2$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    // One matrix; then task 1's re-check beside task 2's rebase, and nothing more.
+    assert_eq!(
+        parts,
+        vec![vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1), (2, 1)]],
+        "{log}"
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1,2\n");
+    // No commit ever holds task 2's first (rejected) change; task 2's never lands before 1's.
+    for (c, list) in lists(&lab) {
+        assert!(!list.lines().any(|l| l == "b=2"), "{c}: {list}");
+        assert!(
+            !list.contains(",2") || list.contains("b=1,2"),
+            "{c}: {list}"
+        );
+    }
+    let plan = lab.branch_plan();
+    // Exactly one rebase, no failed attempt, not counted.
+    assert_eq!(
+        records(&plan, 2),
+        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
+        "{plan:#}"
+    );
+    assert_eq!(
+        records(&plan, 1),
+        vec![(1, "completed".into(), false)],
+        "{plan:#}"
+    );
+    assert_eq!(
+        plan["progress"]["completedTasks"][2]["attempts"], 1,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_rebase_built_on_a_candidate_that_is_rejected_never_lands_its_change_and_is_sent_back_uncounted()
+ {
+    // Task 1's `b=1` fails task 0's check on its re-check; task 2's rebase, built on `b=1`,
+    // wrote `b=1,2`: it conflicts with what landed (no `b=1`), so it goes back once more,
+    // uncounted, and then builds on the tree without task 1's rejected change.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
+esac
+"#;
+    let lab = merge_lab(
+        vec![
+            on_list(
+                "Zero",
+                "grep -q '^a=0$' list.txt && ! grep -qx 'b=1' list.txt",
+            ),
+            on_list("One", "grep -q '=1' list.txt"),
+            on_list("Two", "grep -q '^b=.*2$' list.txt"),
+        ],
+        WORKER,
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{log}");
+    assert_eq!(
+        parts,
+        vec![
+            vec![(0, 1), (1, 1), (2, 1)],
+            // Task 1's re-check fails; task 2's rebase on it cannot land without it.
+            vec![(1, 1), (2, 1)],
+            // Both rebased from what landed; task 2's clean merge beside task 1 re-checked.
+            vec![(1, 1), (2, 1)],
+            vec![(2, 1)],
+        ],
+        "{log}"
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2=1\n3\n4\nb=2\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.lines().any(|l| l.starts_with("b=1")), "{c}: {list}");
+    }
+    let plan = lab.branch_plan();
+    let two = records(&plan, 2);
+    assert!(two.iter().all(|(a, _, _)| *a == 1), "{plan:#}");
+    assert!(two.iter().all(|(_, o, _)| o != "failed"), "{plan:#}");
+    assert_eq!(two.last(), Some(&(1, "completed".into(), true)), "{plan:#}");
+    assert_eq!(
+        plan["progress"]["completedTasks"][2]["attempts"], 1,
+        "{plan:#}"
+    );
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_same() {
+    // The rejected-candidate case above, each finalize killed after its push and run again.
+    const WORKER: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$DAGEXEC_TASK_INDEX" in
+0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
+1) case "$prompt" in
+   *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;
+2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
+esac
+"#;
+    let mut lab = merge_lab(
+        vec![
+            on_list(
+                "Zero",
+                "grep -q '^a=0$' list.txt && ! grep -qx 'b=1' list.txt",
+            ),
+            on_list("One", "grep -q '=1' list.txt"),
+            on_list("Two", "grep -q '^b=.*2$' list.txt"),
+        ],
+        WORKER,
+    );
+    assert_eq!(parts_killed_after_each_push(&mut lab, 601), 4);
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2=1\n3\n4\nb=2\n");
+    for (c, list) in lists(&lab) {
+        assert!(!list.lines().any(|l| l.starts_with("b=1")), "{c}: {list}");
+    }
+    let plan = lab.branch_plan();
+    assert!(
+        records(&plan, 2)
+            .iter()
+            .all(|(a, o, _)| *a == 1 && o != "failed"),
+        "{plan:#}"
+    );
 }

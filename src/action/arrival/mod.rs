@@ -24,21 +24,10 @@ use crate::pure::outcome::{self, AttemptReport, Exit, Verdict};
 use crate::pure::plan::{self, model::Status};
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
-/// no log"), refusing patches that touch what a task may never change.
-pub(super) fn judge_entry(
-    repo: &Repo,
-    plan: &plan::model::Plan,
-    inputs: &Inputs,
-    e: &Entry,
-    found: Option<&Result<Collected, String>>,
-    ui: &Ui,
-) -> Result<Judged, ActionError> {
-    judge_entry_at(repo, plan, inputs, (e, None), found, ui)
-}
-
-/// [`judge_entry`] for a job that started at commit `base` (`None`: the checkout's `HEAD`),
-/// whose patch is read against that commit: the conductor's arrivals under `overlap: merge`,
-/// whose runs started before the branch moved.
+/// no log"), refusing patches that touch what a task may never change. Its job started at
+/// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
+/// the conductor's arrivals under `overlap: merge`, whose runs started before the branch
+/// moved, and a rounds rebase built on the chain's merged changes.
 #[expect(
     clippy::unnecessary_wraps,
     reason = "callers treat every arrival step alike, as fallible"

@@ -4,7 +4,10 @@
 //! leaves `result.json`, `changes.patch` and `worker.log` in the artifact directory.
 //! Under `overlap: merge` the open round (or, under `schedule: eager`, the conductor's record
 //! on the task) may say this job continues an attempt instead: a merge's re-check (`recheck`: no worker, finalize's merged change applied and checked) or a
-//! rebase (the worker, its prompt with the local `## Rebase` section).
+//! rebase (the worker, its prompt with the local `## Rebase` section; sent back beside
+//! candidates of the round's chain, it builds on their merged changes, committed in the
+//! checkout and never pushed, and runs their checks, and those of the tasks it was sent back
+//! beside, with its own).
 //!
 //! The reviewer loop (the conductor seed): when the attempt completed and a reviewer is set
 //! (the `reviewer` input, or the task's own `reviewer` field, as locally), the reviewer runs
@@ -56,7 +59,41 @@ pub fn run(
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
         return recheck::run(&repo, &inputs, &plan, job, base, f);
     }
-    attempt((&repo, &inputs, &plan), job, base, start, follow.as_ref())
+    // A rebase sent back beside candidates of the chain builds on them: their merged changes
+    // are committed in the checkout (never pushed), and the worker's change is its own.
+    let chain = match &follow {
+        Some(crate::action::rounds::FollowUp::Rebase { .. }) => {
+            crate::action::rounds::FollowUp::built_on(&plan, job.task).ok_or_else(|| {
+                ActionError::Input(format!(
+                    "task {}: the open round's record holds an unreadable merged change of the chain its rebase builds on",
+                    job.task
+                ))
+            })?
+        }
+        _ => Vec::new(),
+    };
+    let patches: Vec<Vec<u8>> = chain.iter().map(|(_, p)| p.clone()).collect();
+    let on = recheck::commit_chain(&repo, &patches, job.task, "rebase").map_err(|why| {
+        ActionError::Input(format!(
+            "task {}: the merged changes of the chain its rebase builds on do not apply at {base}: {why}",
+            job.task
+        ))
+    })?;
+    // Those it was sent back beside too (landed earlier in the round): their checks run here.
+    let mut chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
+    if let Some(crate::action::rounds::FollowUp::Rebase { onto, .. }) = &follow
+        && !chain.is_empty()
+    {
+        let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
+        chain = onto.iter().copied().chain(later).collect();
+    }
+    attempt(
+        (&repo, &inputs, &plan),
+        job,
+        (base, &on, &chain),
+        start,
+        follow.as_ref(),
+    )
 }
 
 /// An attempt: the worker (a rebase's prompt says so), its judgement here, the reviewer, the
@@ -64,13 +101,17 @@ pub fn run(
 fn attempt(
     (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
     job: Job,
-    base: &str,
+    (base, on, chain): (&str, &str, &[usize]),
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
 ) -> Result<outcome::Verdict, ActionError> {
     let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = rebased(plan, follow, prompt_text(plan, job, repo.root(), &history));
+    let text = rebased(
+        plan,
+        (follow, chain),
+        prompt_text(plan, job, repo.root(), &history),
+    );
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
@@ -97,7 +138,7 @@ fn attempt(
         scratch.path(),
     );
     let crate::flow::attempt::Observed {
-        report,
+        mut report,
         mut verdict,
         kept,
         ..
@@ -112,9 +153,16 @@ fn attempt(
             timeout: inputs.timeout,
         },
         &run,
-        changes_in(repo.root(), base)?,
+        changes_in(repo.root(), on)?,
         (&detail, &said, warnings),
     )?;
+    // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
+    recheck::with_checks_of(
+        (repo, inputs, plan),
+        (job.task, chain),
+        &mut report,
+        &mut verdict,
+    );
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -128,20 +176,9 @@ fn attempt(
         (reviewer, verdict.status)
     {
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
-        let to_review = ToReview {
-            index: job.task,
-            task,
-            attempt: job.attempt,
-            round: job.round,
-            base,
-            tree: repo.root(),
-            scratch: scratch.path(),
-            timeout: inputs.timeout,
-            summary: &verdict.result.clone(),
-            patch: &kept.patch,
-            touched: &touched,
-            keep_logs_in: None,
-        };
+        let summary = verdict.result.clone();
+        let at = (repo.root(), scratch.path(), inputs.timeout);
+        let to_review = to_review((task, job, on), at, (&summary, &kept.patch, &touched));
         let reviewed = review_attempt(&rt, &rx, reviewer, &to_review, history, &mut verdict)?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
@@ -153,17 +190,43 @@ fn attempt(
     Ok(verdict)
 }
 
+/// What the reviewer sees of attempt `job` at `task`: its change (`patch`, against `base`)
+/// in the checkout at `tree`, its files in `scratch`.
+fn to_review<'a>(
+    (task, job, base): (&'a plan::model::Task, Job, &'a str),
+    (tree, scratch, timeout): (&'a Path, &'a Path, std::time::Duration),
+    (summary, patch, touched): (&'a str, &'a [u8], &'a [String]),
+) -> ToReview<'a> {
+    ToReview {
+        index: job.task,
+        task,
+        attempt: job.attempt,
+        round: job.round,
+        base,
+        tree,
+        scratch,
+        timeout,
+        summary,
+        patch,
+        touched,
+        keep_logs_in: None,
+    }
+}
+
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
-/// section (the tasks it builds on, what went wrong); any other prompt as it is.
+/// section (the tasks it builds on — those it was sent back beside and the chain's candidates
+/// in `chain` — and what went wrong); any other prompt as it is.
 fn rebased(
     plan: &plan::model::Plan,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    (follow, chain): (Option<&crate::action::rounds::FollowUp>, &[usize]),
     text: String,
 ) -> String {
     let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
         return text;
     };
-    let onto: Vec<(usize, &str)> = onto
+    let mut named = onto.clone();
+    named.extend(chain.iter().filter(|k| !onto.contains(k)));
+    let onto: Vec<(usize, &str)> = named
         .iter()
         .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))
         .collect();

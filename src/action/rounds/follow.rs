@@ -20,7 +20,11 @@
 //! the first failure is rebased; the later ones were checked beside a change that does not
 //! land, so their kept changes are merged again onto what landed and re-checked in the part
 //! after. A `Rebase` runs the worker from the integrated tree with the local `## Rebase` prompt
-//! section, uncounted; a rebase that cannot land either is a failed attempt.
+//! section, uncounted; a rebase that cannot land either is a failed attempt. A `Rebase` sent
+//! back beside candidates of the chain builds on them ([`FollowUp::built_on`]: the re-checks
+//! recorded before it, up to the last one in its `onto`): its job applies their merged patches
+//! first, and the next finalize reads its patch against that tree and lands it after them (or
+//! merges it again onto what landed when one of them did not).
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +34,9 @@ use crate::pure::plan::model::Plan;
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
 /// clean merge is sent back as a rebase instead.
 pub(crate) const MAX_KEPT_PATCH: usize = 256 << 10;
+
+/// Candidates of the chain a rebase builds on, in order: (task, merged patch).
+pub type BuiltOn = Vec<(usize, Vec<u8>)>;
 
 /// What a task of the open round waits for besides an ordinary attempt (`merge` only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,6 +176,47 @@ impl FollowUp {
             .collect()
     }
 
+    /// The chain candidates a rebase of `task` builds on: the re-checks recorded before its
+    /// `Rebase` in the open round of `plan`, up to the last one it was sent back beside (its
+    /// `onto`), each with its merged patch — a prefix of the chain, as each patch applies onto
+    /// the earlier ones. Empty without an open round, for the conductor's follow-up, or when
+    /// it shares nothing with the chain; `None` when a patch is unreadable.
+    pub fn built_on(plan: &Plan, task: usize) -> Option<BuiltOn> {
+        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
+            return Some(Vec::new());
+        }
+        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+            return Some(Vec::new());
+        };
+        let open: super::OpenRound = serde_json::from_value(record.clone()).ok()?;
+        Self::built_on_in(&open, task)
+    }
+
+    /// [`FollowUp::built_on`] in the open round's record `open`.
+    pub fn built_on_in(open: &super::OpenRound, task: usize) -> Option<BuiltOn> {
+        let Some(at) = open
+            .follow_ups
+            .iter()
+            .position(|f| matches!(f, FollowUp::Rebase { task: t, .. } if *t == task))
+        else {
+            return Some(Vec::new());
+        };
+        let FollowUp::Rebase { onto, .. } = &open.follow_ups[at] else {
+            return Some(Vec::new());
+        };
+        let chain: Vec<&FollowUp> = open.follow_ups[..at]
+            .iter()
+            .filter(|f| matches!(f, FollowUp::Recheck { .. }))
+            .collect();
+        let Some(last) = chain.iter().rposition(|f| onto.contains(&f.task())) else {
+            return Some(Vec::new());
+        };
+        chain[..=last]
+            .iter()
+            .map(|f| Some((f.task(), f.patch()?)))
+            .collect()
+    }
+
     /// A `Recheck`'s patch bytes (`None` for a rebase, or a record that is not base64: the
     /// plan was edited by hand, and the task then runs an ordinary attempt).
     pub fn patch(&self) -> Option<Vec<u8>> {
@@ -273,5 +321,40 @@ mod tests {
         open.write(&mut plan);
         assert_eq!(FollowUp::before(&plan, 1), Some(Vec::new()));
         assert_eq!(FollowUp::before(&plan, 2), Some(vec![b"one".to_vec()]));
+        // Task 3's rebase was sent back beside task 0 (landed) only: it builds on no candidate.
+        assert_eq!(FollowUp::built_on(&plan, 3), Some(Vec::new()));
+    }
+
+    #[test]
+    fn a_rebase_sent_back_beside_a_candidate_builds_on_the_chain_up_to_it() {
+        let rebase = |task, onto: Vec<usize>| FollowUp::Rebase {
+            task,
+            attempt: 1,
+            onto,
+            why: "conflict".into(),
+        };
+        let open = super::super::OpenRound {
+            round: 1,
+            tasks: vec![0, 1, 2, 3, 4, 5],
+            parts: 1,
+            follow_ups: vec![
+                FollowUp::recheck(1, 1, b"one", vec![0], false).unwrap(),
+                FollowUp::recheck(2, 1, b"two", vec![0, 1], false).unwrap(),
+                rebase(3, vec![0, 1]),
+                FollowUp::recheck(4, 1, b"four", vec![0, 1, 2], false).unwrap(),
+                rebase(5, vec![2]),
+            ],
+        };
+        // Task 3 met candidate 1 (not 2, recorded before it too): the chain up to 1.
+        assert_eq!(
+            FollowUp::built_on_in(&open, 3),
+            Some(vec![(1, b"one".to_vec())])
+        );
+        // Task 5 met candidate 2: the chain up to 2; 4 came after the candidate it met.
+        assert_eq!(
+            FollowUp::built_on_in(&open, 5),
+            Some(vec![(1, b"one".to_vec()), (2, b"two".to_vec())])
+        );
+        assert_eq!(FollowUp::built_on_in(&open, 4), Some(Vec::new()));
     }
 }

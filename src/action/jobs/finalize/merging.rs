@@ -14,7 +14,13 @@
 //! applied ([`Repo::merge_aside`]: trees only, no code runs here) and joins the chain: a clean
 //! merge is re-checked in the next part by a job without the write token, a conflict runs
 //! again as an uncounted rebase attempt. An attempt that was a rebase already and still cannot
-//! land is a failed attempt. Everything this finalize decides follows from the part's base and
+//! land is a failed attempt. A rebase whose job built on candidates of the previous chain (its
+//! patch read against the base with their merged patches) lands as it is once they all landed
+//! and nothing else that landed shares its paths; otherwise it is merged with their patches as
+//! the merge base and joins the new chain, or — when one of them did not land — goes back once
+//! more, uncounted, on a conflict. A task sent back here builds on every candidate of the new
+//! chain whose paths meet its own, those merged after it too (its record moves after the last
+//! of them, and its `onto` names them). Everything this finalize decides follows from the part's base and
 //! its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
@@ -41,6 +47,8 @@ struct Integrating<'a> {
     landed: Vec<(usize, BTreeSet<String>)>,
     /// The new chain: (task, paths, merged patch onto the round's tree and the earlier ones).
     aside: Vec<(usize, BTreeSet<String>, Vec<u8>)>,
+    /// The tasks sent back (as a rebase, or failed after one), with their paths.
+    sent: Vec<(usize, BTreeSet<String>)>,
 }
 
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
@@ -53,6 +61,16 @@ pub(super) fn add(
     open: &mut OpenRound,
     base: &str,
 ) -> Result<(), ActionError> {
+    // What each rebase of the part builds on, read before the chain leaves the record.
+    let built: Vec<(usize, crate::action::rounds::BuiltOn)> = open
+        .follow_ups
+        .iter()
+        .filter(|f| matches!(f, FollowUp::Rebase { .. }))
+        .map(|f| {
+            let on = FollowUp::built_on_in(open, f.task()).unwrap_or_default();
+            (f.task(), on)
+        })
+        .collect();
     let (chain, items) = in_order(open, judged);
     let mut at = Integrating {
         repo,
@@ -61,12 +79,25 @@ pub(super) fn add(
         base,
         landed: Vec::new(),
         aside: Vec::new(),
+        sent: Vec::new(),
     };
     land_chain(&mut at, plan, open, chain)?;
     for (mut j, follow) in items {
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
         j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
         ended(plan, &j, ui);
+        let on = match &follow {
+            Some(FollowUp::Rebase { .. }) => built
+                .iter()
+                .find(|(k, _)| *k == j.index)
+                .map(|(_, on)| on.clone())
+                .unwrap_or_default(),
+            None | Some(FollowUp::Recheck { .. }) => Vec::new(),
+        };
+        if !on.is_empty() {
+            rebased_on_chain(&mut at, (plan, open), j, &on)?;
+            continue;
+        }
         let mine = paths_of(plan, &j);
         let sharing = at.sharing(&mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
@@ -82,13 +113,52 @@ pub(super) fn add(
                 }
                 Err(why) => why,
             };
+            at.sent.push((j.index, mine.clone()));
             if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
                 continue;
             }
         }
         at.land(plan, j, mine)?;
     }
+    build_on_the_chain(open, &at);
     Ok(())
+}
+
+/// Each rebase sent back in this part builds on every candidate of the new chain whose paths
+/// meet its own — those merged after it too: its record moves after the last of them (what
+/// [`FollowUp::built_on`] reads) and its `onto` names them. Its job then starts from the tree
+/// that lands before it when the chain's re-checks pass.
+fn build_on_the_chain(open: &mut OpenRound, at: &Integrating<'_>) {
+    for (task, paths) in &at.sent {
+        let is_rebase = |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if t == task);
+        let Some(at_now) = open.follow_ups.iter().position(is_rebase) else {
+            continue;
+        };
+        let meets: Vec<usize> = at
+            .aside
+            .iter()
+            .filter(|(_, p, _)| !p.is_disjoint(paths))
+            .map(|(k, _, _)| *k)
+            .collect();
+        let last = meets.last().and_then(|k| {
+            open.follow_ups
+                .iter()
+                .position(|f| matches!(f, FollowUp::Recheck { .. }) && f.task() == *k)
+        });
+        let mut f = open.follow_ups.remove(at_now);
+        if let FollowUp::Rebase { onto, .. } = &mut f {
+            for k in &meets {
+                if !onto.contains(k) {
+                    onto.push(*k);
+                }
+            }
+        }
+        let to = match last {
+            Some(last) if last >= at_now => last,
+            _ => at_now,
+        };
+        open.follow_ups.insert(to, f);
+    }
 }
 
 impl Integrating<'_> {
@@ -144,6 +214,49 @@ impl Integrating<'_> {
     }
 }
 
+/// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
+/// its patch was read against the base with them applied). When they all landed and nothing
+/// else that landed shares its paths, the tree it lands on is, in its paths, the one its job
+/// judged it on (and ran their checks on): it lands as under `serial`. Otherwise it is merged
+/// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
+/// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
+/// fails it when everything it built on landed, else sends it back once more.
+fn rebased_on_chain(
+    at: &mut Integrating<'_>,
+    (plan, open): (&mut Plan, &mut OpenRound),
+    mut j: Judged,
+    on: &[(usize, Vec<u8>)],
+) -> Result<(), ActionError> {
+    let mine = paths_of(plan, &j);
+    let sharing = at.sharing(&mine);
+    let all_landed = on
+        .iter()
+        .all(|(k, _)| at.landed.iter().any(|(l, _)| l == k));
+    let built_on = |k: &usize| on.iter().any(|(o, _)| o == k);
+    if j.verdict.status != Status::Completed
+        || j.patch.is_empty()
+        || (all_landed && sharing.iter().all(built_on))
+    {
+        return at.land(plan, j, mine);
+    }
+    let made_on: Vec<PatchRef<'_>> = on.iter().map(|(_, p)| p.into()).collect();
+    let merged = at.merge_aside((&made_on, j.patch.borrowed()), (j.index, &mine))?;
+    match merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), true), at.ui)) {
+        Ok(kept) => {
+            crate::flow::steps::questions::record(plan, &j);
+            at.aside.push((j.index, mine, kept));
+            Ok(())
+        }
+        Err(why) => {
+            at.sent.push((j.index, mine.clone()));
+            if send_back(plan, open, &mut j, (sharing, why, all_landed), at.ui) {
+                at.land(plan, j, mine)?;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// The previous finalize's chain, in its order, each with this part's re-check of it (`None`:
 /// it did not run in this part). The prefix whose re-checks passed lands; the first failure
 /// goes back (a rebase, or a failed attempt after one); each later one was checked on a tree
@@ -182,6 +295,7 @@ fn land_chain(
         let back = if intact {
             intact = false;
             let why = j.verdict.result.clone();
+            at.sent.push((j.index, paths_of(plan, &j)));
             send_back(plan, open, &mut j, (checks.clone(), why, *rebased), at.ui)
         } else {
             merge_again(at, plan, open, (&f, &mut j), &kept[..n])?
@@ -242,7 +356,10 @@ fn merge_again(
             at.aside.push((j.index, mine, kept));
             Ok(false)
         }
-        Err(why) => Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui)),
+        Err(why) => {
+            at.sent.push((j.index, mine));
+            Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui))
+        }
     }
 }
 

@@ -75,19 +75,12 @@ pub(super) fn run(
         ("", &Default::default(), Vec::new()),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
-    if verdict.status == plan::model::Status::Completed
-        && let Some(failed) = others_pass(repo, inputs, plan, (job.task, checks), &mut report)
-    {
-        report.output = failed;
-        verdict = outcome::Verdict {
-            status: plan::model::Status::Failed,
-            result: report.output.trim().to_string(),
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: std::mem::take(&mut verdict.warnings),
-            halt: None,
-        };
-    }
+    with_checks_of(
+        (repo, inputs, plan),
+        (job.task, checks),
+        &mut report,
+        &mut verdict,
+    );
     let mut result = WorkResult::new(
         (job.task, job.attempt, job.round),
         base,
@@ -134,19 +127,55 @@ fn apply_chain(
 fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, String> {
     let patches = FollowUp::before(plan, task)
         .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())?;
+    commit_chain(repo, &patches, task, "re-check")
+}
+
+/// `patches` (a prefix of the chain's merged changes) applied in the checkout and committed
+/// there, never pushed (`what`: the job it is for): the commit the job's own change is judged
+/// against (`HEAD` when there are none), or why they do not apply.
+pub(super) fn commit_chain(
+    repo: &Repo,
+    patches: &[Vec<u8>],
+    task: usize,
+    what: &str,
+) -> Result<String, String> {
     let mut paths = Vec::new();
-    for p in &patches {
+    for p in patches {
         repo.apply_patch(p).map_err(|e| e.message)?;
         paths.extend(repo.patch_changes(p).map_err(|e| e.to_string())?.0);
     }
     if patches.is_empty() {
         return repo.head().map_err(|e| e.to_string());
     }
-    let message =
-        format!("dagexec: the merged changes before task {task}'s (re-check, not pushed)");
+    let message = format!("dagexec: the merged changes before task {task}'s ({what}, not pushed)");
     repo.commit(&message, &paths)
         .map_err(|e| e.to_string())?
         .map_or_else(|| repo.head().map_err(|e| e.to_string()), Ok)
+}
+
+/// A completed `verdict` of `task` failed when an acceptance check of `tasks` fails in the
+/// checkout (each recorded in `report`, see [`others_pass`]).
+pub(super) fn with_checks_of(
+    (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
+    (task, tasks): (usize, &[usize]),
+    report: &mut outcome::AttemptReport,
+    verdict: &mut outcome::Verdict,
+) {
+    if verdict.status != plan::model::Status::Completed {
+        return;
+    }
+    let Some(failed) = others_pass(repo, inputs, plan, (task, tasks), report) else {
+        return;
+    };
+    report.output = failed;
+    *verdict = outcome::Verdict {
+        status: plan::model::Status::Failed,
+        result: report.output.trim().to_string(),
+        acceptance_passed: false,
+        failed_checks: Vec::new(),
+        warnings: std::mem::take(&mut verdict.warnings),
+        halt: None,
+    };
 }
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the

@@ -34,6 +34,23 @@ impl Repo {
         aside.merge_patch(&base_tree, patch)
     }
 
+    /// The tree of `at` (a commit or tree) with `patches` applied in order (`None`: one does
+    /// not apply): what a job built on the chain's merged changes started from, so its patch
+    /// is read against it.
+    pub fn tree_with_chain(
+        &self,
+        at: &str,
+        patches: &[PatchRef<'_>],
+    ) -> Result<Option<String>, GitError> {
+        let aside = self.aside_index(at)?;
+        if aside.apply_all(patches).is_err() {
+            return Ok(None);
+        }
+        Ok(Some(text(
+            &aside.git("write-tree").arg("write-tree").run()?,
+        )))
+    }
+
     /// A scratch index holding the tree of `at` (a stale one left by a crash replaced).
     fn aside_index(&self, at: &str) -> Result<RoundIndex, GitError> {
         let dir = self.dagexec_dir();
@@ -142,5 +159,19 @@ mod tests {
             panic!("a conflict")
         };
         assert!(account.contains("no longer applies"), "{account}");
+        // The tree a rebase built on the chain started from; none when the chain breaks.
+        let on = f
+            .repo
+            .tree_with_chain(&base, &[(&one).into(), (&p2).into()])
+            .unwrap()
+            .unwrap();
+        let listed = f.git(&["show", &format!("{on}:list.txt")]);
+        assert_eq!(listed.trim_end(), "a=1\n1\n2\n3\n4\nb=2");
+        assert_eq!(
+            f.repo
+                .tree_with_chain(&base, &[(&p2).into(), (&p2).into()])
+                .unwrap(),
+            None
+        );
     }
 }
