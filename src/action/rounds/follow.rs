@@ -259,6 +259,47 @@ pub(crate) fn kept_merge(
     Ok(patch)
 }
 
+/// Attempt `j`, which cannot land (`why`, beside `onto`), recorded as a conflict: after a
+/// rebase it is a failed attempt (`None`, `j` says why and carries no patch); else the rebase
+/// it runs again as, and the one line that says why.
+pub(crate) fn refused(
+    plan: &mut Plan,
+    j: &mut crate::flow::attempt::Judged,
+    (onto, why, after_rebase): (Vec<usize>, String, bool),
+) -> Option<(FollowUp, String)> {
+    const KEPT: usize = 16 << 10;
+    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+    let line: String = line.chars().take(300).collect();
+    crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+        r.outcome = crate::pure::usage::Outcome::Conflict;
+    });
+    if after_rebase {
+        j.verdict.status = crate::pure::plan::model::Status::Failed;
+        j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+        j.patch.clear();
+        return None;
+    }
+    let f = FollowUp::Rebase {
+        task: j.index,
+        attempt: j.attempt,
+        onto,
+        why: why.chars().take(KEPT).collect(),
+    };
+    Some((f, line))
+}
+
+/// `task 3, task 5`, or `the branch` for none.
+pub(crate) fn names(tasks: &[usize]) -> String {
+    if tasks.is_empty() {
+        return "the branch".into();
+    }
+    tasks
+        .iter()
+        .map(|k| format!("task {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::remote::Remote;
 use crate::action::ActionError;
-use crate::action::rounds::FollowUp;
+use crate::action::rounds::{FollowUp, names};
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Start;
@@ -234,30 +234,15 @@ impl Remote<'_> {
         j: &mut Judged,
         (onto, why, after_rebase): (Vec<usize>, String, bool),
     ) -> bool {
-        let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
-        let line: String = line.chars().take(300).collect();
-        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
-            r.outcome = crate::pure::usage::Outcome::Conflict;
-        });
-        if after_rebase {
-            j.verdict.status = Status::Failed;
-            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
-            j.patch.clear();
+        let onto_names = names(&onto);
+        let Some((f, line)) = crate::action::rounds::refused(plan, j, (onto, why, after_rebase))
+        else {
             return true;
-        }
-        self.ui.say(format!(
-            "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree",
-            j.index,
-            j.attempt,
-            names(&onto)
-        ));
-        const KEPT: usize = 16 << 10;
-        let f = FollowUp::Rebase {
-            task: j.index,
-            attempt: j.attempt,
-            onto,
-            why: why.chars().take(KEPT).collect(),
         };
+        self.ui.say(format!(
+            "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree",
+            j.index, j.attempt
+        ));
         self.follow(
             plan,
             j,
@@ -378,15 +363,4 @@ fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) 
             .map(|l| l.index),
     );
     onto.into_iter().collect()
-}
-
-fn names(tasks: &[usize]) -> String {
-    if tasks.is_empty() {
-        return "the branch".into();
-    }
-    tasks
-        .iter()
-        .map(|k| format!("task {k}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

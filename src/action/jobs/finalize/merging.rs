@@ -36,6 +36,8 @@ use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
 
+mod chain;
+
 /// What the part has integrated so far: the tasks landed in it and the chain of merges kept
 /// aside for the next part, each with its paths (changed or declared).
 struct Integrating<'a> {
@@ -81,7 +83,7 @@ pub(super) fn add(
         aside: Vec::new(),
         sent: Vec::new(),
     };
-    land_chain(&mut at, plan, open, chain)?;
+    chain::land_chain(&mut at, plan, open, chain)?;
     for (mut j, follow) in items {
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
         j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
@@ -95,7 +97,7 @@ pub(super) fn add(
             None | Some(FollowUp::Recheck { .. }) => Vec::new(),
         };
         if !on.is_empty() {
-            rebased_on_chain(&mut at, (plan, open), j, &on)?;
+            chain::rebased_on_chain(&mut at, (plan, open), j, &on)?;
             continue;
         }
         let mine = paths_of(plan, &j);
@@ -211,155 +213,6 @@ impl Integrating<'_> {
             .repo
             .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
         Ok(crate::action::rounds::kept_merge(merged, task, mine))
-    }
-}
-
-/// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
-/// its patch was read against the base with them applied). When they all landed and nothing
-/// else that landed shares its paths, the tree it lands on is, in its paths, the one its job
-/// judged it on (and ran their checks on): it lands as under `serial`. Otherwise it is merged
-/// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
-/// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
-/// fails it when everything it built on landed, else sends it back once more.
-fn rebased_on_chain(
-    at: &mut Integrating<'_>,
-    (plan, open): (&mut Plan, &mut OpenRound),
-    mut j: Judged,
-    on: &[(usize, Vec<u8>)],
-) -> Result<(), ActionError> {
-    let mine = paths_of(plan, &j);
-    let sharing = at.sharing(&mine);
-    let all_landed = on
-        .iter()
-        .all(|(k, _)| at.landed.iter().any(|(l, _)| l == k));
-    let built_on = |k: &usize| on.iter().any(|(o, _)| o == k);
-    if j.verdict.status != Status::Completed
-        || j.patch.is_empty()
-        || (all_landed && sharing.iter().all(built_on))
-    {
-        return at.land(plan, j, mine);
-    }
-    let made_on: Vec<PatchRef<'_>> = on.iter().map(|(_, p)| p.into()).collect();
-    let merged = at.merge_aside((&made_on, j.patch.borrowed()), (j.index, &mine))?;
-    match merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), true), at.ui)) {
-        Ok(kept) => {
-            crate::flow::steps::questions::record(plan, &j);
-            at.aside.push((j.index, mine, kept));
-            Ok(())
-        }
-        Err(why) => {
-            at.sent.push((j.index, mine.clone()));
-            if send_back(plan, open, &mut j, (sharing, why, all_landed), at.ui) {
-                at.land(plan, j, mine)?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// The previous finalize's chain, in its order, each with this part's re-check of it (`None`:
-/// it did not run in this part). The prefix whose re-checks passed lands; the first failure
-/// goes back (a rebase, or a failed attempt after one); each later one was checked on a tree
-/// holding a change that does not land, so its kept change is merged again onto what landed.
-fn land_chain(
-    at: &mut Integrating<'_>,
-    plan: &mut Plan,
-    open: &mut OpenRound,
-    chain: Vec<(FollowUp, Option<Judged>)>,
-) -> Result<(), ActionError> {
-    let kept: Vec<Vec<u8>> = chain
-        .iter()
-        .map(|(f, _)| f.patch().unwrap_or_default())
-        .collect();
-    let mut intact = true;
-    for (n, (f, j)) in chain.into_iter().enumerate() {
-        let FollowUp::Recheck {
-            checks, rebased, ..
-        } = &f
-        else {
-            continue;
-        };
-        let Some(mut j) = j else {
-            intact = false;
-            at.ui.say(format!(
-                "  task {}: the re-check of its merge did not run in this part; it runs an ordinary attempt",
-                f.task()
-            ));
-            continue;
-        };
-        if intact && rechecked_lands(at.repo, &mut j, &f, at.ui) {
-            let mine = paths_of(plan, &j);
-            at.land(plan, j, mine)?;
-            continue;
-        }
-        let back = if intact {
-            intact = false;
-            let why = j.verdict.result.clone();
-            at.sent.push((j.index, paths_of(plan, &j)));
-            send_back(plan, open, &mut j, (checks.clone(), why, *rebased), at.ui)
-        } else {
-            merge_again(at, plan, open, (&f, &mut j), &kept[..n])?
-        };
-        if back {
-            let mine = paths_of(plan, &j);
-            at.land(plan, j, mine)?;
-        }
-    }
-    Ok(())
-}
-
-/// Chain member `f` (this part's re-check `j`), whose re-check is void, merged again from its
-/// kept change (made on the part's base with `before` applied) onto the round's tree and the
-/// new chain. Whether the caller integrates `j` as a failed attempt (see [`send_back`]).
-fn merge_again(
-    at: &mut Integrating<'_>,
-    plan: &mut Plan,
-    open: &mut OpenRound,
-    (f, j): (&FollowUp, &mut Judged),
-    before: &[Vec<u8>],
-) -> Result<bool, ActionError> {
-    let FollowUp::Recheck {
-        checks, rebased, ..
-    } = f
-    else {
-        return Ok(false);
-    };
-    let patch = f.patch().unwrap_or_default();
-    j.touched = at
-        .repo
-        .patch_changes(&patch)
-        .map(|(t, _)| t)
-        .unwrap_or_default();
-    let mine = paths_of(plan, j);
-    let sharing = at.sharing(&mine);
-    // The checks it ran with, less those of changes that no longer come before it.
-    let mut who: Vec<usize> = checks
-        .iter()
-        .copied()
-        .filter(|&k| {
-            plan.tasks
-                .get(k)
-                .is_some_and(|t| t.status == Status::Completed)
-        })
-        .chain(sharing.iter().copied())
-        .collect();
-    let mut seen = BTreeSet::new();
-    who.retain(|k| seen.insert(*k));
-    let made_on: Vec<PatchRef<'_>> = before.iter().map(Into::into).collect();
-    let merged = at.merge_aside((&made_on, (&patch).into()), (j.index, &mine))?;
-    match merged.and_then(|p| keep(plan, open, j, (p, who, *rebased), at.ui)) {
-        Ok(kept) => {
-            at.ui.say(format!(
-                "  task {}: its re-check ran beside a change that does not land; merged again onto what landed",
-                j.index
-            ));
-            at.aside.push((j.index, mine, kept));
-            Ok(false)
-        }
-        Err(why) => {
-            at.sent.push((j.index, mine));
-            Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui))
-        }
     }
 }
 
@@ -498,23 +351,13 @@ fn send_back(
     (onto, why, after_rebase): (Vec<usize>, String, bool),
     ui: &Ui,
 ) -> bool {
-    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
-    let line: String = line.chars().take(300).collect();
-    crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
-        r.outcome = crate::pure::usage::Outcome::Conflict;
-    });
-    if after_rebase {
-        j.verdict.status = Status::Failed;
-        j.verdict.result = format!("it cannot be merged after its rebase: {line}");
-        j.patch.clear();
+    let onto_names = crate::action::rounds::names(&onto);
+    let Some((f, line)) = crate::action::rounds::refused(plan, j, (onto, why, after_rebase)) else {
         return true;
-    }
-    let names: Vec<String> = onto.iter().map(|k| format!("task {k}")).collect();
+    };
     ui.say(format!(
-        "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
-        j.index,
-        j.attempt,
-        names.join(", ")
+        "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
+        j.index, j.attempt
     ));
     waits(
         plan,
@@ -524,13 +367,7 @@ fn send_back(
             j.attempt
         ),
     );
-    const KEPT: usize = 16 << 10;
-    open.follow_ups.push(FollowUp::Rebase {
-        task: j.index,
-        attempt: j.attempt,
-        onto,
-        why: why.chars().take(KEPT).collect(),
-    });
+    open.follow_ups.push(f);
     false
 }
 
@@ -540,4 +377,29 @@ fn waits(plan: &mut Plan, j: &Judged, result: String) {
     t.status = Status::Pending;
     t.attempts = Some(t.attempts().max(j.attempt));
     t.result = Some(result);
+}
+
+/// The tree entry `e`'s job started from when it is a rebase built on candidates of the
+/// chain (`HEAD` with their merged changes, from the open round's record, applied; trees only),
+/// else `None` (`HEAD`). A record whose patches do not apply reads the patch against `HEAD`,
+/// where it does not apply either: the attempt is judged as broken.
+pub(super) fn built_on_tree(
+    repo: &crate::edge::git::Repo,
+    plan: &crate::pure::plan::model::Plan,
+    e: &crate::action::matrix::Entry,
+) -> Result<Option<String>, ActionError> {
+    use crate::action::rounds::FollowUp;
+    if !matches!(
+        FollowUp::of(plan, e.task, e.attempt),
+        Some(FollowUp::Rebase { .. })
+    ) {
+        return Ok(None);
+    }
+    let chain = FollowUp::built_on(plan, e.task).unwrap_or_default();
+    if chain.is_empty() {
+        return Ok(None);
+    }
+    let patches: Vec<crate::edge::git::PatchRef<'_>> =
+        chain.iter().map(|(_, p)| p.into()).collect();
+    Ok(repo.tree_with_chain("HEAD", &patches)?)
 }

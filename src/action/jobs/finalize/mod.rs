@@ -360,7 +360,7 @@ impl Finalize<'_> {
             let found = found.get(&(e.task, e.attempt));
             // A rebase built on the chain's candidates: its patch is read against the base
             // with their merged changes (finalize's own copies) applied.
-            let on = built_on_tree(&job.repo, &job.plan, e)?;
+            let on = merging::built_on_tree(&job.repo, &job.plan, e)?;
             let mut j = judge_entry_at(
                 &job.repo,
                 &job.plan,
@@ -499,31 +499,6 @@ impl Finalize<'_> {
 type Steered = (u64, steering::comment::Identity);
 
 /// A stop the job fails on (one the user must act on).
-/// The tree entry `e`'s job started from when it is a rebase built on candidates of the
-/// chain (`HEAD` with their merged changes, from the open round's record, applied; trees only),
-/// else `None` (`HEAD`). A record whose patches do not apply reads the patch against `HEAD`,
-/// where it does not apply either: the attempt is judged as broken.
-fn built_on_tree(
-    repo: &crate::edge::git::Repo,
-    plan: &crate::pure::plan::model::Plan,
-    e: &matrix::Entry,
-) -> Result<Option<String>, ActionError> {
-    use crate::action::rounds::FollowUp;
-    if !matches!(
-        FollowUp::of(plan, e.task, e.attempt),
-        Some(FollowUp::Rebase { .. })
-    ) {
-        return Ok(None);
-    }
-    let chain = FollowUp::built_on(plan, e.task).unwrap_or_default();
-    if chain.is_empty() {
-        return Ok(None);
-    }
-    let patches: Vec<crate::edge::git::PatchRef<'_>> =
-        chain.iter().map(|(_, p)| p.into()).collect();
-    Ok(repo.tree_with_chain("HEAD", &patches)?)
-}
-
 fn fails(stop: Option<&Stop>) -> bool {
     matches!(
         stop,
