@@ -24,9 +24,7 @@
 
 use std::path::Path;
 
-use crate::action::arrival::{
-    Integrator, accepted_names, check_entries, collect, done_stop, judge_entry_at,
-};
+use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Ending;
 use crate::action::report::{self, Links, Stop};
@@ -36,17 +34,17 @@ use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
 use crate::edge::github::Client;
 use crate::flow::RunEnd;
-use crate::flow::attempt::Judged;
 use crate::flow::exec::Settled;
 use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
 use crate::pure::plan::model::Status;
 
+mod judge;
 mod merging;
 mod part;
 
 pub use crate::action::rounds::Round;
-use part::{integrate_part, save_logs, saved_logs};
+use part::{integrate_part, saved_logs};
 
 /// Runs finalize in the checkout at `root`. `client` is `None` without a repository or token
 /// (a local try-out): then nothing is pushed and GitHub is not called.
@@ -321,64 +319,6 @@ impl Finalize<'_> {
             end,
             halted,
         })
-    }
-
-    /// Every entry judged from the artifact of this run (its latest attempt) that names it.
-    fn judge(&mut self, entries: &[matrix::Entry]) -> Result<Vec<Judged>, ActionError> {
-        let (ctx, rt, client) = (self.ctx, self.rt, self.client);
-        let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
-        let artifacts = &self.job.inputs.artifacts;
-        let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
-        for name in &ignored {
-            self.job.ui.say(format!(
-                "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
-            ));
-        }
-        if let Some(c) = client
-            && let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id))
-        {
-            for e in entries {
-                let best = accepted_names(&ctx.run_id, run_attempt, e)
-                    .into_iter()
-                    .find(|n| ids.contains_key(n));
-                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
-                    self.links.logs.insert(e.task, url);
-                }
-            }
-        }
-        save_logs(&mut self.job.plan, &self.links.logs);
-        // A matrix job that left no readable artifact (cancelled, failed before its upload)
-        // still ended an attempt: its record spans this run, as far as GitHub says.
-        let now = jiff::Timestamp::now();
-        let run_start = client
-            .zip(ctx.run_id.parse::<u64>().ok())
-            .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
-            .map_or(now, |r| r.span(now).0);
-        let job = &self.job;
-        let mut judged = Vec::new();
-        for e in entries {
-            let found = found.get(&(e.task, e.attempt));
-            // A rebase built on the chain's candidates: its patch is read against the base
-            // with their merged changes (finalize's own copies) applied.
-            let on = merging::built_on_tree(&job.repo, &job.plan, e)?;
-            let mut j = judge_entry_at(
-                &job.repo,
-                &job.plan,
-                &job.inputs,
-                (e, on.as_deref()),
-                found,
-                &job.ui,
-            )?;
-            if j.measured.is_none() {
-                j.measured = Some(crate::pure::usage::Measured {
-                    start: run_start,
-                    end: now,
-                    usage: Default::default(),
-                });
-            }
-            judged.push(j);
-        }
-        Ok(judged)
     }
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued

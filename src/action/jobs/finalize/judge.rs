@@ -1,0 +1,71 @@
+//! Finalize's reading of the part's artifacts: each matrix entry judged from the artifact of
+//! this run (its latest attempt) that names it, its log linked, and an entry without a readable
+//! artifact recorded as an attempt that spanned the run.
+
+use crate::action::ActionError;
+use crate::action::arrival::{accepted_names, collect, judge_entry_at};
+use crate::action::matrix;
+use crate::flow::attempt::Judged;
+
+use super::part::save_logs;
+use super::{Finalize, merging};
+
+impl Finalize<'_> {
+    /// Every entry judged from the artifact of this run (its latest attempt) that names it.
+    pub(super) fn judge(&mut self, entries: &[matrix::Entry]) -> Result<Vec<Judged>, ActionError> {
+        let (ctx, rt, client) = (self.ctx, self.rt, self.client);
+        let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
+        let artifacts = &self.job.inputs.artifacts;
+        let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
+        for name in &ignored {
+            self.job.ui.say(format!(
+                "  ignored artifact {name}: not the one of a matrix entry of this run and attempt"
+            ));
+        }
+        if let Some(c) = client
+            && let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id))
+        {
+            for e in entries {
+                let best = accepted_names(&ctx.run_id, run_attempt, e)
+                    .into_iter()
+                    .find(|n| ids.contains_key(n));
+                if let Some(url) = best.and_then(|n| ctx.artifact_url(ids[&n])) {
+                    self.links.logs.insert(e.task, url);
+                }
+            }
+        }
+        save_logs(&mut self.job.plan, &self.links.logs);
+        // A matrix job that left no readable artifact (cancelled, failed before its upload)
+        // still ended an attempt: its record spans this run, as far as GitHub says.
+        let now = jiff::Timestamp::now();
+        let run_start = client
+            .zip(ctx.run_id.parse::<u64>().ok())
+            .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
+            .map_or(now, |r| r.span(now).0);
+        let job = &self.job;
+        let mut judged = Vec::new();
+        for e in entries {
+            let found = found.get(&(e.task, e.attempt));
+            // A rebase built on the chain's candidates: its patch is read against the base
+            // with their merged changes (finalize's own copies) applied.
+            let on = merging::built_on_tree(&job.repo, &job.plan, e)?;
+            let mut j = judge_entry_at(
+                &job.repo,
+                &job.plan,
+                &job.inputs,
+                (e, on.as_deref()),
+                found,
+                &job.ui,
+            )?;
+            if j.measured.is_none() {
+                j.measured = Some(crate::pure::usage::Measured {
+                    start: run_start,
+                    end: now,
+                    usage: Default::default(),
+                });
+            }
+            judged.push(j);
+        }
+        Ok(judged)
+    }
+}
