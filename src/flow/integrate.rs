@@ -213,10 +213,10 @@ impl RoundBuild {
         ui: &Ui,
     ) -> Result<(), RunError> {
         let index = self.index(repo)?;
-        save(plan, opts)?;
-        index.add_own_files(repo, std::slice::from_ref(&opts.plan_rel))?;
+        stage_plan(&index, repo, plan, opts)?;
         if let Some(prepared) = index.prepare(repo, message)? {
             prepared.publish(repo)?;
+            save(plan, opts)?;
             for path in prepared.sync(repo)? {
                 ui.say(format!(
                     "  {path}: left as you changed it (the round committed another version)"
@@ -269,7 +269,10 @@ impl RoundBuild {
         };
         let report = update::apply_round(plan, dag, &results, &notes);
         plan.progress.extra.insert("round".into(), round.into());
-        save(plan, opts)?;
+        // The updated plan (tasks completed) goes into the round's index only: until the
+        // commit is published, the plan in the work tree still says what was true before the
+        // round, so a run killed before the commit point never reads the round as done.
+        stage_plan(&index, repo, plan, opts)?;
         // A Spec Kit plan's tasks.md, ticked in the round's index only (the work tree gets it
         // when the commit is published).
         crate::flow::steps::questions::tasks_md(plan, &index, ui)?;
@@ -280,14 +283,17 @@ impl RoundBuild {
         // file: its attempt records and spend, its failures and questions are the state a
         // later run (or the Action) reads from the branch.
         {
-            let mut own = crate::flow::steps::longrun::state_md(plan, opts)?;
-            own.push(opts.plan_rel.clone());
+            let own = crate::flow::steps::longrun::state_md(plan, opts)?;
             index.add_own_files(repo, &own)?;
             if let Some(prepared) = index.prepare(repo, &message)? {
                 // The round's paths are recorded; HEAD has not moved.
                 failpoint("before-commit", round);
                 prepared.publish(repo)?;
                 failpoint("after-ref", round);
+                // Published: the work tree's plan may now say what the commit says (a crash
+                // before this write is finished by the next start, which brings the plan to
+                // the commit's: `git::Repo::recover_round`).
+                save(plan, opts)?;
                 for path in prepared.sync(repo)? {
                     ui.say(format!(
                         "  {path}: left as you changed it (the round committed another version)"
@@ -313,6 +319,22 @@ impl RoundBuild {
         }
         Ok(None)
     }
+}
+
+/// Puts the plan's text into the round's index at its path, without writing the work tree:
+/// only a published commit may hold a plan that records the round's results. A plan git
+/// would not commit (ignored) is saved in the work tree instead, as it always was.
+fn stage_plan(
+    index: &RoundIndex,
+    repo: &Repo,
+    plan: &Plan,
+    opts: &RunOptions,
+) -> Result<(), RunError> {
+    let text = crate::pure::plan::load::to_text(plan);
+    if !index.stage_own(repo, &opts.plan_rel, text.as_bytes())? {
+        save(plan, opts)?;
+    }
+    Ok(())
 }
 
 /// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task.

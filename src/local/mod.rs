@@ -45,7 +45,13 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
-    resume::recover(&repo, ui)?;
+    let interrupted = resume::recover(&repo, opts, ui)?;
+    if interrupted == resume::Interrupted::Finished && opts.plan.is_file() {
+        // The plan in the work tree was brought to the round commit a crash interrupted (an
+        // archiving commit removed it: the plan read before, every task completed, is
+        // archived again).
+        plan = crate::edge::plan_file::load(&opts.plan).map_err(PlanErrors::from)?;
+    }
     // A task list (Spec Kit, Kiro, Taskmaster) is written back in its committed version; an
     // edit not committed would be neither run nor kept as written, so it is committed first
     // (never by dagexec).
@@ -65,7 +71,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     let is_resume = plan.is_resume();
     if is_resume {
-        resume(&repo, &mut plan, opts, ui)?;
+        resume(&repo, &mut plan, interrupted, opts, ui)?;
     }
     resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
     preflight(&repo, &plan, &dag, &overlaps, opts, ui)?;

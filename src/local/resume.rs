@@ -21,6 +21,7 @@ use crate::pure::{plan, update};
 pub(super) fn resume(
     repo: &Repo,
     plan: &mut Plan,
+    interrupted: Interrupted,
     opts: &RunOptions,
     ui: &Ui,
 ) -> Result<(), RunError> {
@@ -46,9 +47,21 @@ pub(super) fn resume(
             .and_then(|p| p.tasks.get(i))
             .is_some_and(|t| t.status == Status::Completed)
     };
-    let dagexec_ran = committed
-        .as_ref()
-        .is_some_and(|p| crate::flow::round_counter(p) > 0);
+    // Whether dagexec's own rounds decide what is completed: it commits every completed
+    // task with its round's plan, so a task completed in the work tree and not at HEAD never
+    // had its round committed. Known when HEAD's plan records a round, when a round was
+    // recorded and never published, or when HEAD has the plan and the task has attempts
+    // dagexec recorded (no plan at HEAD: an archiving commit finished, or a plan never
+    // committed — the seed's file check decides).
+    let rounds_recorded = interrupted == Interrupted::NotCommitted
+        || committed
+            .as_ref()
+            .is_some_and(|p| crate::flow::round_counter(p) > 0);
+    let ran_here: std::collections::BTreeSet<usize> = crate::pure::usage::records(plan)
+        .iter()
+        .map(|r| r.task)
+        .collect();
+    let dagexec_ran = |i: usize| rounds_recorded || (committed.is_some() && ran_here.contains(&i));
     let mut failures = BTreeMap::new();
     for v in &work.verify {
         if v.creates.is_empty() && v.modifies.is_empty() {
@@ -58,7 +71,7 @@ pub(super) fn resume(
             Some(format!("{f} does not exist"))
         } else if committed_done(v.task) {
             None
-        } else if dagexec_ran {
+        } else if dagexec_ran(v.task) {
             // dagexec commits every completed task with its round's plan; a crash before that
             // commit point left the task's work uncommitted (and out of the work tree).
             Some("its round was not committed".to_string())
@@ -117,10 +130,17 @@ pub(super) fn fail_exhausted(
 }
 
 /// Finishes or drops a round commit an interrupted run left (see `git::round`), before
-/// anything else looks at the work tree.
-pub(super) fn recover(repo: &Repo, ui: &Ui) -> Result<(), RunError> {
+/// anything else looks at the work tree. What it found decides how the plan is read
+/// ([`Interrupted`]).
+pub(super) fn recover(repo: &Repo, opts: &RunOptions, ui: &Ui) -> Result<Interrupted, RunError> {
     repo.check_index_lock()?;
-    match repo.recover_round()? {
+    let found = repo.recover_round(std::slice::from_ref(&opts.plan_rel))?;
+    let interrupted = match &found {
+        Recovered::Nothing | Recovered::Moved => Interrupted::Nothing,
+        Recovered::NotCommitted => Interrupted::NotCommitted,
+        Recovered::Finished { .. } => Interrupted::Finished,
+    };
+    match found {
         Recovered::Nothing | Recovered::NotCommitted => {}
         Recovered::Finished { sha, kept } => {
             ui.say(format!(
@@ -137,5 +157,17 @@ pub(super) fn recover(repo: &Repo, ui: &Ui) -> Result<(), RunError> {
             "An interrupted round commit was dropped: HEAD has moved since; nothing was changed.",
         ),
     }
-    Ok(())
+    Ok(interrupted)
+}
+
+/// What an interrupted run left of its last round commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Interrupted {
+    /// No round commit was in flight (or `HEAD` has moved past it).
+    Nothing,
+    /// A round was recorded but never published: nothing it decided is true, whatever a
+    /// plan in the work tree says.
+    NotCommitted,
+    /// A published round was finished: the plan in the work tree is the commit's now.
+    Finished,
 }

@@ -24,6 +24,7 @@ mod action_steer;
 mod ci_scripts;
 mod cli;
 mod comment;
+mod commit_point;
 mod demo;
 mod fake_api;
 mod github;

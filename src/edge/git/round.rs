@@ -183,8 +183,10 @@ impl Repo {
     }
 
     /// Finishes or drops a round commit an interrupted run left (see the module docs), and
-    /// removes the temporary index.
-    pub fn recover_round(&self) -> Result<Recovered, GitError> {
+    /// removes the temporary index. `own` are dagexec's own files (the plan): a published
+    /// round brings them to the commit's version whatever the work tree holds, since the run
+    /// writes them there only after its commit point.
+    pub fn recover_round(&self, own: &[String]) -> Result<Recovered, GitError> {
         let dir = self.dagexec_dir();
         for stale in [dir.join("round-index"), dir.join("round-index.lock")] {
             super::paths::remove_any(&stale)?;
@@ -207,7 +209,7 @@ impl Repo {
         };
         let head = self.head()?;
         let found = if head == journal.new {
-            let kept = self.sync_round(&journal)?;
+            let kept = self.sync_round(&journal, own)?;
             Recovered::Finished {
                 sha: journal.new.clone(),
                 kept,
@@ -223,47 +225,65 @@ impl Repo {
 
     /// Brings `journal.paths` of the work tree and the index from `old` to `new`: a file at
     /// the old content (or absent, as in `old`) gets the new one; a file already at the new
-    /// content is left; any other file is the user's and is left (its path returned). The
-    /// index gets the new commit's entries for all of them.
-    fn sync_round(&self, journal: &Journal) -> Result<Vec<String>, GitError> {
+    /// content is left; any other file is the user's and is left (its path returned), unless
+    /// it is one of `own` (dagexec's files, a regular file or absent: brought to the new
+    /// content). The index gets the new commit's entries for all of them.
+    fn sync_round(&self, journal: &Journal, own: &[String]) -> Result<Vec<String>, GitError> {
         if journal.paths.is_empty() {
             return Ok(Vec::new());
         }
         let old = self.blobs(&journal.old, &journal.paths)?;
         let new = self.blobs(&journal.new, &journal.paths)?;
-        let work = self.work_blobs(&journal.paths)?;
-        let mut write = Vec::new();
-        let mut delete = Vec::new();
-        let mut kept = Vec::new();
-        for p in &journal.paths {
-            let w = work.get(p).unwrap_or(&WorkState::Other);
-            let (o, n) = (old.get(p), new.get(p));
-            match w {
-                WorkState::Blob(b) if Some(b) == n => {}
-                WorkState::Absent if n.is_none() => {}
-                WorkState::Blob(b) if Some(b) == o => {
-                    if n.is_some() {
-                        write.push(p.clone());
-                    } else {
-                        delete.push(p.clone());
-                    }
+        let classify = |paths: &[String]| -> Result<Sync, GitError> {
+            let work = self.work_blobs(paths)?;
+            let mut sync = Sync::default();
+            for p in paths {
+                let w = work.get(p).unwrap_or(&WorkState::Other);
+                let (o, n) = (old.get(p), new.get(p));
+                let to = if n.is_some() {
+                    &mut sync.write
+                } else {
+                    &mut sync.delete
+                };
+                match w {
+                    WorkState::Blob(b) if Some(b) == n => {}
+                    WorkState::Absent if n.is_none() => {}
+                    WorkState::Blob(b) if Some(b) == o => to.push(p.clone()),
+                    WorkState::Absent if o.is_none() => to.push(p.clone()),
+                    WorkState::Blob(_) | WorkState::Absent if own.contains(p) => to.push(p.clone()),
+                    _ => sync.kept.push(p.clone()),
                 }
-                WorkState::Absent if o.is_none() => write.push(p.clone()),
-                _ => kept.push(p.clone()),
             }
-        }
+            Ok(sync)
+        };
+        let Sync {
+            mut write,
+            delete,
+            mut kept,
+        } = classify(&journal.paths)?;
         git(&self.root, "reset")
             .args(["reset", "--quiet", &journal.new, "--"])
             .args(journal.paths.iter().map(|p| literal(p)))
             .run()?;
+        // Deletions first: a path whose type the round changed (a directory that became a
+        // file or a link, a file or a link that became a directory) is in the way of its new
+        // version until the old one is gone; such paths are looked at again after.
+        for p in &delete {
+            self.delete_inside(p)?;
+        }
+        if !delete.is_empty() && !kept.is_empty() {
+            let again = classify(&kept)?;
+            for p in &again.delete {
+                self.delete_inside(p)?;
+            }
+            write.extend(again.write);
+            kept = again.kept;
+        }
         if !write.is_empty() {
             git(&self.root, "checkout")
                 .args(["checkout", "--quiet", &journal.new, "--"])
                 .args(write.iter().map(|p| literal(p)))
                 .run()?;
-        }
-        for p in &delete {
-            self.delete_inside(p)?;
         }
         Ok(kept)
     }
@@ -382,6 +402,15 @@ impl Repo {
     }
 }
 
+/// What [`Repo::sync_round`] does with each path: bring it to the new commit's file, delete
+/// it, or leave it as the user has it.
+#[derive(Debug, Default)]
+struct Sync {
+    write: Vec<String>,
+    delete: Vec<String>,
+    kept: Vec<String>,
+}
+
 /// A work-tree path's content, for [`Repo::sync_round`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum WorkState {
@@ -423,7 +452,7 @@ impl Prepared {
     /// Brings the round's paths of the work tree and the index to the new commit (files the
     /// user changed meanwhile are left, their paths returned), then drops the journal.
     pub fn sync(&self, repo: &Repo) -> Result<Vec<String>, GitError> {
-        let kept = repo.sync_round(&self.journal)?;
+        let kept = repo.sync_round(&self.journal, &[])?;
         super::paths::remove_any(&repo.journal_path())?;
         Ok(kept)
     }
@@ -570,7 +599,7 @@ mod tests {
         prepared.publish(&f.repo).unwrap();
         // The run died here. Meanwhile the user edits one of the round's files.
         f.write("mod.txt", "the user's\n");
-        let found = f.repo.recover_round().unwrap();
+        let found = f.repo.recover_round(&[]).unwrap();
         assert_eq!(
             found,
             Recovered::Finished {
@@ -582,7 +611,63 @@ mod tests {
         assert_eq!(f.read("sub/new.txt"), b"new\n");
         assert!(!f.root().join("del.txt").exists());
         assert_eq!(f.repo.status_porcelain().unwrap(), " M mod.txt\n");
-        assert_eq!(f.repo.recover_round().unwrap(), Recovered::Nothing);
+        assert_eq!(f.repo.recover_round(&[]).unwrap(), Recovered::Nothing);
+    }
+
+    /// A task that changes what a path is: a directory becomes a link, a file becomes a
+    /// directory, a directory becomes a file. The work tree ends as the commit, clean, and
+    /// nothing is reported as the user's. (A link that becomes a directory is a patch git
+    /// refuses to apply: "beyond a symbolic link".)
+    #[test]
+    fn a_round_that_changes_a_paths_type_brings_the_work_tree_to_it() {
+        let f = Fixture::new();
+        f.write("d/x.txt", "in d\n");
+        f.write("f", "a file\n");
+        f.write("e/z.txt", "in e\n");
+        f.git(&["add", "-A"]);
+        f.git(&["commit", "-qm", "types"]);
+        let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+        fs::remove_dir_all(wt.path().join("d")).unwrap();
+        std::os::unix::fs::symlink("mod.txt", wt.path().join("d")).unwrap();
+        fs::remove_file(wt.path().join("f")).unwrap();
+        write(wt.path(), "f/inside.txt", "now a directory\n");
+        fs::remove_dir_all(wt.path().join("e")).unwrap();
+        write(wt.path(), "e", "was a directory\n");
+        let patch = wt.changes().unwrap().patch;
+        let prepared = commit(&f, &patch);
+        prepared.publish(&f.repo).unwrap();
+        assert_eq!(prepared.sync(&f.repo).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            fs::read_link(f.root().join("d")).unwrap(),
+            Path::new("mod.txt")
+        );
+        assert_eq!(f.read("f/inside.txt"), b"now a directory\n");
+        assert_eq!(f.read("e"), b"was a directory\n");
+        assert_eq!(f.repo.status_porcelain().unwrap(), "");
+    }
+
+    /// The plan is written in the work tree only after the commit point: a crash between
+    /// the two leaves it at the old version, and recovery brings it to the commit's.
+    #[test]
+    fn recovery_brings_dagexecs_own_files_to_the_commit() {
+        let f = Fixture::new();
+        let index = f.repo.round_index().unwrap();
+        assert!(
+            index
+                .stage_own(&f.repo, "mod.txt", b"the plan, round 1\n")
+                .unwrap()
+        );
+        let prepared = index.prepare(&f.repo, "round 1").unwrap().unwrap();
+        prepared.publish(&f.repo).unwrap();
+        // The work tree's copy moved on before the round (an attempt was counted).
+        f.write("mod.txt", "the plan, attempt counted\n");
+        let found = f.repo.recover_round(&strings(&["mod.txt"])).unwrap();
+        assert!(
+            matches!(found, Recovered::Finished { ref kept, .. } if kept.is_empty()),
+            "{found:?}"
+        );
+        assert_eq!(f.read("mod.txt"), b"the plan, round 1\n");
+        assert_eq!(f.repo.status_porcelain().unwrap(), "");
     }
 
     #[test]
@@ -592,7 +677,7 @@ mod tests {
         let old = f.repo.head().unwrap();
         let prepared = commit(&f, &patch);
         drop(prepared);
-        assert_eq!(f.repo.recover_round().unwrap(), Recovered::NotCommitted);
+        assert_eq!(f.repo.recover_round(&[]).unwrap(), Recovered::NotCommitted);
         assert_eq!(f.repo.head().unwrap(), old);
         assert_eq!(f.repo.status_porcelain().unwrap(), "");
     }
@@ -607,7 +692,7 @@ mod tests {
         let err = prepared.publish(&f.repo).unwrap_err();
         assert!(matches!(err, GitError::HeadMoved { .. }), "{err}");
         assert_eq!(f.repo.head().unwrap(), theirs);
-        assert_eq!(f.repo.recover_round().unwrap(), Recovered::Nothing);
+        assert_eq!(f.repo.recover_round(&[]).unwrap(), Recovered::Nothing);
     }
 
     #[test]
@@ -624,7 +709,7 @@ mod tests {
         fs::write(outside.path().join("x.txt"), "x\n").unwrap();
         fs::remove_dir_all(f.root().join("d")).unwrap();
         std::os::unix::fs::symlink(outside.path(), f.root().join("d")).unwrap();
-        let found = f.repo.recover_round().unwrap();
+        let found = f.repo.recover_round(&[]).unwrap();
         assert!(
             matches!(&found, Recovered::Finished { kept, .. } if kept == &strings(&["d/x.txt"])),
             "{found:?}"
@@ -649,7 +734,7 @@ mod tests {
             fs::create_dir_all(f.repo.dagexec_dir()).unwrap();
             fs::write(f.repo.journal_path(), serde_json::to_vec(&journal).unwrap()).unwrap();
             assert_eq!(
-                f.repo.recover_round().unwrap(),
+                f.repo.recover_round(&[]).unwrap(),
                 Recovered::Nothing,
                 "{paths:?}"
             );

@@ -85,6 +85,28 @@ impl RoundIndex {
         Ok(())
     }
 
+    /// Puts `content` into the index at `path` as one of dagexec's own files, without writing
+    /// the work tree: the file keeps its mode (a new one is `100644`). `false` when git would
+    /// not commit the file (untracked and ignored): nothing is staged.
+    pub fn stage_own(&self, repo: &Repo, path: &str, content: &[u8]) -> Result<bool, GitError> {
+        let path = normalize(path)?;
+        if repo.stageable(vec![path.clone()])?.is_empty() {
+            return Ok(false);
+        }
+        let out = self
+            .git("ls-files --stage")
+            .args(["ls-files", "--stage", "-z", "--"])
+            .arg(literal(&path))
+            .run()?;
+        let mode = nul_fields(&out)
+            .find(|f| f.ends_with(format!("\t{path}").as_bytes()))
+            .and_then(|f| f.split(|b| *b == b' ').next().map(<[u8]>::to_vec))
+            .filter(|m| m == b"100755")
+            .map_or("100644", |_| "100755");
+        self.write_entry(&path, mode, content)?;
+        Ok(true)
+    }
+
     /// The index entry at `path`, as `(mode, content)`: what the round's commit will hold
     /// there. `None` when the index has no file at `path`.
     pub fn read_entry(&self, path: &str) -> Result<Option<(String, Vec<u8>)>, GitError> {
@@ -123,7 +145,7 @@ impl RoundIndex {
                 .run()?,
         );
         self.git("update-index --cacheinfo")
-            .args(["update-index", "--cacheinfo"])
+            .args(["update-index", "--add", "--cacheinfo"])
             .arg(format!("{mode},{id},{path}"))
             .run()?;
         Ok(())
