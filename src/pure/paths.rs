@@ -101,8 +101,11 @@ pub fn same_file(a: &str, b: &str) -> bool {
 pub struct Link {
     /// Repo-relative path of the link.
     pub path: String,
-    /// Its target, as stored in the link.
+    /// Its target, as stored in the link; for a gitlink, the commit it names.
     pub target: String,
+    /// A gitlink (mode 160000: a nested repository's commit, what a worker's `sub/.git`
+    /// makes of `sub`), not a symbolic link.
+    pub gitlink: bool,
 }
 
 /// The repo-relative path a link at `link` pointing at `target` resolves to, lexically;

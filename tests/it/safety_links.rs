@@ -196,6 +196,35 @@ fn a_worker_writing_git_hooks_under_another_case_fails_its_attempt_not_the_run()
     assert!(tree.contains("b.txt") && !tree.contains(".GIT"), "{tree}");
 }
 
+/// A worker that makes an undeclared directory a nested repository (`gf/.git` naming the
+/// repository's own git directory) would land a gitlink (mode 160000): refused like an
+/// undeclared link, its attempt failed, the other task's work committed.
+#[test]
+fn an_undeclared_gitlink_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _) = setup(
+        tmp.path(),
+        vec![task("A", &["a.txt"]), task("B", &["b.txt"])],
+    );
+    let out = run(
+        &repo,
+        "case $DAGEXEC_TASK_INDEX in \
+         0) echo a > a.txt; mkdir gf; echo \"gitdir: $(git rev-parse --path-format=absolute --git-common-dir)\" > gf/.git ;; \
+         1) echo b > b.txt ;; esac; echo 'COMPLETED: done'",
+    );
+    let all = text(&out);
+    let plan = plan_of(&repo);
+    assert_eq!(plan["tasks"][0]["status"], "failed", "{all}");
+    let result = plan["tasks"][0]["result"].as_str().unwrap();
+    assert!(
+        result.contains("gf, a nested git repository") && result.contains("does not declare"),
+        "{result}"
+    );
+    assert_eq!(plan["tasks"][1]["status"], "completed", "{all}");
+    let tree = git(&repo, &["ls-tree", "-r", "HEAD"]);
+    assert!(!tree.contains("160000") && !tree.contains("\tgf"), "{tree}");
+}
+
 #[test]
 fn validate_refuses_git_under_any_case_and_paths_through_a_linked_directory() {
     let tmp = tempfile::tempdir().unwrap();

@@ -29,7 +29,8 @@ pub struct Changes {
     /// Those of `changed` that are regular files in the worktree now (not deleted, not a
     /// symlink).
     pub present: BTreeSet<String>,
-    /// The symlinks the change adds or changes (mode 120000 after it), with their targets.
+    /// The symlinks the change adds or changes (mode 120000 after it), with their targets, and
+    /// the gitlinks (mode 160000: a nested repository) it adds or changes.
     pub links: Vec<crate::pure::paths::Link>,
     /// Paths the worker wrote inside git's own directory under another case (`.GIT/hooks/x`,
     /// `sub/.Git`): never staged, listed so the attempt is refused with them named.
@@ -219,7 +220,7 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
     Ok(forbidden)
 }
 
-/// The symlinks among the staged changes at `dir` (against `base`, less `pathspec`), with
+/// The symlinks (and gitlinks) among the staged changes at `dir` (against `base`, less `pathspec`), with
 /// their targets read from the object database. `index` names another index file.
 pub(super) fn staged_links(
     dir: &Path,
@@ -260,6 +261,14 @@ pub(super) fn staged_links(
                 .next()
                 .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
         }
+        if new_mode == "160000" {
+            links.push(crate::pure::paths::Link {
+                path: String::from_utf8_lossy(path).into_owned(),
+                target: new_sha.to_owned(),
+                gitlink: true,
+            });
+            continue;
+        }
         if new_mode != "120000" {
             continue;
         }
@@ -269,6 +278,7 @@ pub(super) fn staged_links(
         links.push(crate::pure::paths::Link {
             path: String::from_utf8_lossy(path).into_owned(),
             target: String::from_utf8_lossy(&target).into_owned(),
+            gitlink: false,
         });
     }
     Ok(links)

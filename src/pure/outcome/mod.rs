@@ -260,7 +260,15 @@ pub fn refused_changes<'a>(
     }
     let declared: BTreeSet<String> = task.files().map(|f| key(f)).collect();
     let plan_dir = plan_rel.rsplit_once('/').map(|(dir, _)| dir);
-    for link in links {
+    for link in links.iter().filter(|l| l.gitlink) {
+        if !declared.contains(&key(&link.path)) {
+            return Some(format!(
+                "refused: the change adds {}, a nested git repository (a gitlink: a .git inside it), which the task does not declare",
+                link.path
+            ));
+        }
+    }
+    for link in links.iter().filter(|l| !l.gitlink) {
         let shown = format!("{} -> {}", link.path, link.target);
         if !declared.contains(&key(&link.path)) {
             return Some(format!(
@@ -583,7 +591,9 @@ mod tests {
         let link = |path: &str, target: &str| Link {
             path: path.into(),
             target: target.into(),
+            gitlink: false,
         };
+
         let refused = |changed: &[&str], links: &[Link]| {
             let changed: Vec<String> = changed
                 .iter()
@@ -648,6 +658,36 @@ mod tests {
                 assert!(got.contains(want), "{changed:?} {links:?}: {got}");
             }
         }
+    }
+
+    /// A worker's `gf/.git` makes `gf` a gitlink (mode 160000): refused unless declared.
+    #[test]
+    fn an_undeclared_gitlink_is_refused() {
+        let p = crate::pure::plan::load::parse(
+            r#"{"schemaVersion":2,"tasks":[{"metadata":{"files":{"create":["ok"],"modify":[]}}}]}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let gitlink = |path: &str| Link {
+            path: path.into(),
+            target: "0123456789abcdef0123456789abcdef01234567".into(),
+            gitlink: true,
+        };
+        let refused = |path: &str| {
+            refused_changes(
+                &p.tasks[0],
+                &[path.to_string()],
+                &[gitlink(path)],
+                ".design/plan.json",
+            )
+        };
+        assert_eq!(
+            refused("gf").as_deref(),
+            Some(
+                "refused: the change adds gf, a nested git repository (a gitlink: a .git inside it), which the task does not declare"
+            )
+        );
+        assert_eq!(refused("ok"), None);
     }
 
     /// Attempts and the verdict each gets on task 1 of auth-v2.
