@@ -150,10 +150,12 @@ pub(crate) async fn run(
     let start = jiff::Timestamp::now();
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let Some((mut run, wt)) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?
-    else {
-        pool.interrupted(&input, start);
-        return Ok(AttemptEnd::Cancelled);
+    let (stop, wt) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?;
+    let mut run = match stop {
+        Stop::Finished(run) => run,
+        Stop::Cancelled(kept) => {
+            return Ok(stopped(&repo, &pool, &input, (kept, &wt, &log_rel), start));
+        }
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
@@ -227,8 +229,24 @@ pub(crate) async fn run(
     })))
 }
 
+/// An attempt Ctrl-C stopped: what its worker printed and logged until then (`kept`, `None`
+/// when it never started) is kept like any attempt's, and its record waits in the pool.
+fn stopped(
+    repo: &Repo,
+    pool: &Pool,
+    input: &AttemptInput,
+    (kept, wt, log_rel): (Option<Box<worker::WorkerRun>>, &Worktree, &str),
+    start: jiff::Timestamp,
+) -> AttemptEnd {
+    if let Some(mut kept) = kept {
+        keep_attempt_logs(repo, pool, input, &mut kept, wt, log_rel);
+    }
+    pool.interrupted(input, start);
+    AttemptEnd::Cancelled
+}
+
 /// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
-/// it goes; `None` when Ctrl-C stopped it.
+/// it goes (how it ended, Ctrl-C included), and its worktree.
 async fn run_worker(
     repo: &Arc<Repo>,
     pool: &Arc<Pool>,
@@ -236,7 +254,7 @@ async fn run_worker(
     cancel: &tokio::sync::watch::Receiver<bool>,
     store: &crate::sources::longrun::partial::Store,
     log_rel: &str,
-) -> Result<Option<(worker::WorkerRun, Worktree)>, crate::edge::git::GitError> {
+) -> Result<(Stop, Worktree), crate::edge::git::GitError> {
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
@@ -263,10 +281,7 @@ async fn run_worker(
         stop = worker::run(&spec, cancel) => stop,
         () = watch => unreachable!("the checkpoint watch never ends"),
     };
-    Ok(match stop {
-        Stop::Finished(run) => Some((run, wt)),
-        Stop::Cancelled => None,
-    })
+    Ok((stop, wt))
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.

@@ -140,23 +140,29 @@ pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
     })
 }
 
-/// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
-/// the review histories attempts in flight wrote to the plan file.
+/// Records the attempts Ctrl-C (or SIGTERM: `signal`) stopped — outcome `interrupted`, with
+/// the signal, so the record says the user stopped them and they were not counted — and saves
+/// the plan, keeping the review histories attempts in flight wrote to the plan file. Returns
+/// the attempts stopped, `(task, attempt)` in the order they stopped.
 pub(crate) fn keep_interrupted(
     pool: &attempt::Pool,
     plan: &mut Plan,
     opts: &RunOptions,
-) -> Result<(), RunError> {
+    signal: &str,
+) -> Result<Vec<(usize, u32)>, RunError> {
     let records = pool.take_interrupted();
     if records.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     for r in &records {
-        crate::pure::usage::record(plan, r);
+        let mut r = r.clone();
+        r.signal = Some(signal.to_string());
+        crate::pure::usage::record(plan, &r);
     }
     let _held = pool.memory.plan_file();
     pool.memory.apply(plan);
-    save(plan, opts)
+    save(plan, opts)?;
+    Ok(records.iter().map(|r| (r.task, r.attempt)).collect())
 }
 
 /// Why no new attempt may start, when the budget (`--max-cost`) is spent.
