@@ -638,6 +638,15 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
             failure_detail(&run, &spec.command),
             "; stderr: one | two | three"
         );
+        // A clean exit that explains itself on stderr (its missing status line is the failure).
+        let body = "echo 'Starting…'; echo 'error: the API key is not set' >&2";
+        let (_dir, spec) = setup("exits_0_quietly", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(
+            failure_detail(&run, &spec.command),
+            "; stderr: error: the API key is not set"
+        );
         let many: String = (1..=50).fold(String::new(), |mut s, i| {
             s.push_str(&format!("line {i}\n"));
             s

@@ -101,7 +101,8 @@ pub(crate) struct Observing<'a> {
 /// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
 /// worker's edit of them is dropped, with a warning), the facts ([`observe`]: acceptance checks
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
-/// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
+/// command, the stderr tail) on a failed exit or a missing status line, a long-run plan's
+/// quiet status, and the usage
 /// report's warning.
 pub(crate) fn observe_and_judge(
     at: &Observing<'_>,
@@ -123,8 +124,13 @@ pub(crate) fn observe_and_judge(
     let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
     let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
+    // A failure the worker's exit or its missing status line explains ends with its stderr:
+    // a worker that exits 0 without a status line often says why there.
+    let no_status = outcome::last_nonempty_line(&report.output)
+        .and_then(outcome::parse_status_line)
+        .is_none();
     if verdict.status == crate::pure::plan::model::Status::Failed
-        && report.exit != outcome::Exit::Success
+        && (report.exit != outcome::Exit::Success || no_status)
     {
         verdict.result.push_str(detail);
     }

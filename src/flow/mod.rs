@@ -82,7 +82,7 @@ impl RunError {
                 "dagexec run needs a git repository with at least one commit.".into()
             }
             RunError::Git(_) => String::new(),
-            RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
+            RunError::Uncommitted(_) => "Commit them, or put them aside (`git stash -u`), then run again: dagexec never overwrites your changes, so a task that writes one of these files could never be committed (--yes does not skip this).".into(),
             RunError::TasksMdUncommitted { path, .. } => format!(
                 "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
             ),

@@ -206,23 +206,17 @@ fn preflight(
         }
         ui.say("Proceeding despite the failed checks.");
     }
+    // The user's uncommitted files where pending tasks write stop the run before any attempt,
+    // `--yes` or not: dagexec never overwrites them, so a task writing one could never be
+    // committed — its attempts would be spent for nothing.
     if !theirs.is_empty() {
         ui.say("Uncommitted changes at files that pending tasks declare (yours, not this run's):");
         for c in &theirs {
             ui.say(format!("  {} ({}) — {}", c.path, c.how, c.tasks_text(plan)));
         }
-        ui.say("dagexec never overwrites them: a task whose change touches one of them cannot be committed and fails after its attempts.");
-        if !opts.yes
-            && !ask(
-                ui,
-                "Commit or stash them first (f), or proceed anyway (p)? [f/p]",
-            )?
-        {
-            return Err(RunError::Uncommitted(
-                theirs.iter().map(|c| c.path.clone()).collect(),
-            ));
-        }
-        ui.say("Proceeding with the uncommitted changes in place.");
+        return Err(RunError::Uncommitted(
+            theirs.iter().map(|c| c.path.clone()).collect(),
+        ));
     }
     Ok(())
 }

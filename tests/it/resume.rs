@@ -78,39 +78,45 @@ fn commit_plan_state(dir: &Path, edit: impl FnOnce(&mut Value)) {
 const WRITE_DECLARED: &str = r#"sed -n -e 's/^Files to create: //p' -e 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' '\n' | sed 's/^ *//' | grep -v '^(none)$' | while read -r f; do mkdir -p "$(dirname "$f")"; echo "dagexec-task-$DAGEXEC_TASK_INDEX" >> "$f"; done
 echo "COMPLETED: wrote the files""#;
 
+/// Issue 33 §4: a user's uncommitted edit to a file a pending task declares can never be
+/// integrated (dagexec never overwrites it), so `--yes` does not run into it: the run stops
+/// before the first attempt, naming the file and the task — no worker, no commit. (It used
+/// to spend three attempts and commit three "0/1 tasks" rounds.)
 #[test]
-fn a_users_edit_to_a_declared_file_costs_three_attempts_not_endless_runs() {
+fn a_users_edit_to_a_declared_file_stops_the_run_before_any_attempt_even_with_yes() {
     let p = simple_plan(&[
         ("app", &[], &[], &["src/app.txt"]),
         ("after app", &[0], &["b.txt"], &[]),
     ]);
     let dir = repo(&p, &[("src/app.txt", "base\n")]);
     std::fs::write(dir.path().join("src/app.txt"), "base\nWIP\n").unwrap();
+    let head = git(dir.path(), &["rev-parse", "HEAD"]);
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &["--yes"]);
     let out = &ran.text();
-    assert_eq!(ran.code(), Some(1), "{out}");
-    assert_eq!(w.runs(), ["0 1", "0 2", "0 3"], "{out}");
+    assert_eq!(ran.code(), Some(2), "{out}");
+    assert!(w.runs().is_empty(), "no worker ran: {out}");
     assert!(
-        out.contains("src/app.txt (modified) — task 0 (app)"),
+        out.contains("  src/app.txt (modified) — task 0 (app)"),
         "the pre-flight named the file and the task: {out}"
     );
-    let p = plan_or_done(dir.path());
-    assert_eq!(p["tasks"][0]["status"], "failed", "{out}");
-    assert_eq!(p["tasks"][0]["attempts"], 3);
-    let result = p["tasks"][0]["result"].as_str().unwrap();
     assert!(
-        result.starts_with("attempt 3 of 3 could not be integrated: the working tree has uncommitted changes that are not from this run at src/app.txt (modified)"),
-        "{result}"
+        out.contains(
+            "error: uncommitted changes at 1 file(s) that pending tasks declare: src/app.txt"
+        ) && out.contains("git stash")
+            && out.contains("--yes does not skip this"),
+        "{out}"
     );
-    assert_eq!(p["tasks"][1]["status"], "skipped");
+    assert!(!out.contains("starting 1 task(s)"), "{out}");
+    assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head, "no commit");
+    let p = plan_or_done(dir.path());
+    assert_eq!(p["tasks"][0]["status"], "pending", "{out}");
+    assert!(p["tasks"][0].get("attempts").is_none(), "{out}");
     assert_eq!(
         read(dir.path(), "src/app.txt"),
         "base\nWIP\n",
         "the edit is intact"
     );
-    // One round per attempt, not an endless retry.
-    assert_eq!(out.matches(": starting 1 task(s): 0\n").count(), 3, "{out}");
 }
 
 #[test]
@@ -193,11 +199,13 @@ fn resume_keeps_ignored_files_and_uncommitted_edits_at_declared_paths() {
     let out = &ran.text();
     assert_eq!(read(dir.path(), "config.local"), "secret\n", "{out}");
     assert_eq!(read(dir.path(), "src/app.txt"), "base\nWIP\n", "{out}");
-    assert_eq!(ran.code(), Some(1), "{out}");
-    // Task 1 went on; task 0 had two attempts left and used them.
-    assert_eq!(read(dir.path(), "o.txt"), "dagexec-task-1\n");
-    let runs_of_0 = w.runs().iter().filter(|r| r.starts_with("0 ")).count();
-    assert_eq!(runs_of_0, 2, "{:?}", w.runs());
+    // The resume put nothing right in the work tree; the user's files at task 0's paths
+    // stop the run before any attempt (issue 33 §4: task 0 could never be integrated).
+    assert_eq!(ran.code(), Some(2), "{out}");
+    assert!(w.runs().is_empty(), "{:?}", w.runs());
+    let p = plan_or_done(dir.path());
+    assert_eq!(p["tasks"][0]["status"], "pending", "{out}");
+    assert_eq!(p["tasks"][0]["attempts"], 1, "{out}");
 }
 
 #[test]
