@@ -597,14 +597,19 @@ printf 'OUTPUT_JSON_START\n{"status":"COMPLETED","summary":"done","tasks_complet
 /// Starts `dagexec run` as a terminal starts a foreground job (a process group of its own),
 /// waits until task 0's worker has printed its first lines, then sends `signal` to that whole
 /// group, as Ctrl-C (SIGINT) or a polite stop (SIGTERM) does. Returns the run once it ended.
-fn interrupt(dir: &Path, w: &Worker, signal: nix::sys::signal::Signal) -> Ran {
+fn interrupt(dir: &Path, w: &Worker, signal: nix::sys::signal::Signal, args: &[&str]) -> Ran {
     use std::os::unix::process::CommandExt;
     let ready = w.dir.path().join("ready-0");
     let _ = std::fs::remove_file(&ready);
     let logs = tempfile::tempdir().unwrap();
     let out_path = logs.path().join("out");
     let out = std::fs::File::create(&out_path).unwrap();
-    let mut cmd = local(dir).worker(&w.cmd).jobs(2).timeout("60s").command();
+    let mut cmd = local(dir)
+        .worker(&w.cmd)
+        .jobs(2)
+        .timeout("60s")
+        .args(args)
+        .command();
     let mut child = cmd
         .env("SLOW", "30")
         .process_group(0)
@@ -675,7 +680,13 @@ sleep "${{SLOW:-0}}"
     let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGINT];
     for (k, signal) in signals.into_iter().enumerate() {
         let run_no = k + 1;
-        let ran = interrupt(dir.path(), &w, signal);
+        // The second run schedules eagerly: its loop gives the attempt back too.
+        let args: &[&str] = if k == 1 {
+            &["--schedule", "eager"]
+        } else {
+            &[]
+        };
+        let ran = interrupt(dir.path(), &w, signal, args);
         let text = ran.text();
         assert_eq!(ran.code(), Some(130), "{signal}: {text}");
         assert!(
@@ -724,7 +735,7 @@ sleep "${{SLOW:-0}}"
         assert_eq!(file("log"), "worked on it\n", "{signal}");
     }
     // Power loss: dagexec dies without a word; the attempt it started stays counted.
-    let ran = interrupt(dir.path(), &w, Signal::SIGKILL);
+    let ran = interrupt(dir.path(), &w, Signal::SIGKILL, &[]);
     assert_eq!(ran.code(), None, "{}", ran.text());
     assert_eq!(plan_or_done(dir.path())["tasks"][0]["attempts"], 1);
     let ran = run(dir.path(), &w.cmd, &[]);
