@@ -268,7 +268,7 @@ fn a_task_interrupted_in_its_third_attempt_fails_without_a_fourth() {
     assert!(w.runs().is_empty(), "{}", ran.text());
     assert!(
         ran.text()
-            .contains("Task 0 has used all 3 attempts (the last was cut short by a crash or kill -9, which counts; a Ctrl-C does not); it fails."),
+            .contains("Task 0 has used all 3 attempts (the last one's result was never committed: the run was killed while it ran, or interrupted after it failed); it fails."),
         "{}",
         ran.text()
     );
