@@ -94,7 +94,9 @@ pub enum Stop {
     /// The worker ran to an end (a timeout and a failure to start included).
     Finished(WorkerRun),
     /// Cancellation was requested; the process group has been killed and the child reaped.
-    Cancelled,
+    /// What the worker printed and logged until then, for its kept logs (`None` when it was
+    /// never started: cancellation came first).
+    Cancelled(Option<Box<WorkerRun>>),
 }
 
 /// Runs one worker per `spec`, stopping it when `cancel` becomes `true` (SIGTERM to the
@@ -103,7 +105,7 @@ pub enum Stop {
 pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     let mut cancel = cancel.clone();
     if *cancel.borrow_and_update() {
-        return Stop::Cancelled;
+        return Stop::Cancelled(None);
     }
     let started = Instant::now();
     let tag = crate::edge::procs::new_tag();
@@ -136,24 +138,36 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
         supervise(&mut child, &group, pumps, feed, spec.timeout, &mut cancel).await
     };
     drop(group);
-    let Some(exit) = exit else {
-        return Stop::Cancelled;
-    };
     let (stdout, stderr_tail) = (out.into_string(CUT_MARKER), err.into_string(""));
     let log = read_log(&log_file).await;
     let usage = match &usage_file {
         Some(path) => read_usage(path).await,
         None => None,
     };
-    let duration = started.elapsed();
-    Stop::Finished(WorkerRun {
+    let (exit, cancelled) = match exit {
+        Supervised::Exited(exit) => (exit, false),
+        Supervised::Cancelled(exit) => (exit, true),
+    };
+    let run = WorkerRun {
         stdout,
         stderr_tail,
         exit,
         log,
-        duration,
+        duration: started.elapsed(),
         usage,
-    })
+    };
+    if cancelled {
+        Stop::Cancelled(Some(Box::new(run)))
+    } else {
+        Stop::Finished(run)
+    }
+}
+
+/// How [`supervise`] ended: the worker's exit, or cancellation (with how the stopped worker
+/// ended).
+enum Supervised {
+    Exited(Exit),
+    Cancelled(Exit),
 }
 
 /// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
@@ -217,8 +231,9 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
     Ok((child, log_file, usage_file))
 }
 
-/// Waits for the child, the timeout or cancellation while the pipes are served; `None` means
-/// cancelled. The child has been reaped on return.
+/// Waits for the child, the timeout or cancellation while the pipes are served. The child has
+/// been reaped on return, and what it printed until then read (a stopped worker's pipes are
+/// drained for a moment after its group is killed, so its output is kept too).
 async fn supervise(
     child: &mut Child,
     group: &Group,
@@ -226,7 +241,7 @@ async fn supervise(
     feed: impl Future<Output = ()>,
     timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
-) -> Option<Exit> {
+) -> Supervised {
     tokio::pin!(pumps, feed);
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -244,15 +259,24 @@ async fn supervise(
                 if !pumped {
                     let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
                 }
-                return Some(Exit::TimedOut(timeout));
+                return Supervised::Exited(Exit::TimedOut(timeout));
             }
             () = cancelled(cancel) => {
                 group.signal(Signal::SIGTERM);
-                if tokio::time::timeout(TERM_GRACE, child.wait()).await.is_err() {
+                let status = if let Ok(status) =
+                    tokio::time::timeout(TERM_GRACE, child.wait()).await
+                {
+                    status
+                } else {
                     group.kill();
-                    let _ = child.wait().await;
+                    child.wait().await
+                };
+                // What it printed before it stopped is kept with the attempt's logs.
+                group.kill();
+                if !pumped {
+                    let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
                 }
-                return None;
+                return Supervised::Cancelled(exit_of_wait(status));
             }
         }
     };
@@ -265,13 +289,18 @@ async fn supervise(
                 group.kill();
                 let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
             }
-            () = cancelled(cancel) => return None,
+            () = cancelled(cancel) => return Supervised::Cancelled(exit_of_wait(status)),
         }
     }
-    Some(match status {
+    Supervised::Exited(exit_of_wait(status))
+}
+
+/// What waiting for the worker gave, as an [`Exit`].
+fn exit_of_wait(status: io::Result<ExitStatus>) -> Exit {
+    match status {
         Ok(status) => exit_of(status),
         Err(e) => Exit::SpawnFailed(format!("waiting for the worker failed: {e}")),
-    })
+    }
 }
 
 /// Maps an exit status onto [`Exit`].
@@ -609,6 +638,15 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
             failure_detail(&run, &spec.command),
             "; stderr: one | two | three"
         );
+        // A clean exit that explains itself on stderr (its missing status line is the failure).
+        let body = "echo 'Starting…'; echo 'error: the API key is not set' >&2";
+        let (_dir, spec) = setup("exits_0_quietly", body);
+        let run = go(&spec).await;
+        assert_eq!(run.exit, Exit::Success);
+        assert_eq!(
+            failure_detail(&run, &spec.command),
+            "; stderr: error: the API key is not set"
+        );
         let many: String = (1..=50).fold(String::new(), |mut s, i| {
             s.push_str(&format!("line {i}\n"));
             s
@@ -868,6 +906,11 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
 
     /// Starts `body`, cancels once it wrote `pids`, checks all is gone; returns the time taken.
     async fn cancel_mid_run(name: &str, body: &str) -> Duration {
+        cancel_mid_run_kept(name, body).await.0
+    }
+
+    /// [`cancel_mid_run`], also returning what the stopped worker left.
+    async fn cancel_mid_run_kept(name: &str, body: &str) -> (Duration, WorkerRun) {
         let (_dir, spec) = setup(name, body);
         let pids = spec.cwd.join("pids");
         let (tx, rx) = watch::channel(false);
@@ -883,9 +926,25 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
         let stop = timeout(Duration::from_secs(8), task)
             .await
             .expect("in time");
-        assert_eq!(stop.expect("join"), Stop::Cancelled);
+        let Stop::Cancelled(Some(kept)) = stop.expect("join") else {
+            panic!("not cancelled mid-run");
+        };
         all_gone(&pids).await;
-        sent.elapsed()
+        (sent.elapsed(), *kept)
+    }
+
+    /// Issue 33 §3: a worker stopped by Ctrl-C leaves what it printed and logged until then,
+    /// for the attempt's kept logs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_worker_leaves_its_output_so_far() {
+        let body = format!(
+            "echo 'working on it'; echo 'the key is slow' >&2; echo 'step 1' > \"$DAGEXEC_LOG_FILE\"; {BG} wait"
+        );
+        let (_, kept) = cancel_mid_run_kept("prints_then_waits", &body).await;
+        assert_eq!(kept.stdout, "working on it\n");
+        assert_eq!(kept.stderr_tail, "the key is slow\n");
+        assert_eq!(kept.log.as_deref(), Some("step 1\n"));
+        assert_ne!(kept.exit, Exit::Success);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -902,7 +961,7 @@ printf '{"cost_usd": 0.5}' > "$DAGEXEC_USAGE_FILE"; echo 'COMPLETED: paid'"#;
     async fn cancelled_before_start_spawns_nothing() {
         let (_dir, spec) = setup("would_touch", "touch started");
         let (_tx, rx) = watch::channel(true);
-        assert_eq!(run(&spec, &rx).await, Stop::Cancelled);
+        assert_eq!(run(&spec, &rx).await, Stop::Cancelled(None));
         assert!(!spec.cwd.join("started").exists() && !spec.prompt_file.exists());
     }
 

@@ -101,7 +101,8 @@ pub(crate) struct Observing<'a> {
 /// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
 /// worker's edit of them is dropped, with a warning), the facts ([`observe`]: acceptance checks
 /// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
-/// command, the stderr tail) on a failed exit, a long-run plan's quiet status, and the usage
+/// command, the stderr tail) on a failed exit or a missing status line, a long-run plan's
+/// quiet status, and the usage
 /// report's warning.
 pub(crate) fn observe_and_judge(
     at: &Observing<'_>,
@@ -123,8 +124,13 @@ pub(crate) fn observe_and_judge(
     let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
     let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
+    // A failure the worker's exit or its missing status line explains ends with its stderr:
+    // a worker that exits 0 without a status line often says why there.
+    let no_status = outcome::last_nonempty_line(&report.output)
+        .and_then(outcome::parse_status_line)
+        .is_none();
     if verdict.status == crate::pure::plan::model::Status::Failed
-        && report.exit != outcome::Exit::Success
+        && (report.exit != outcome::Exit::Success || no_status)
     {
         verdict.result.push_str(detail);
     }
@@ -150,10 +156,12 @@ pub(crate) async fn run(
     let start = jiff::Timestamp::now();
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let Some((mut run, wt)) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?
-    else {
-        pool.interrupted(&input, start);
-        return Ok(AttemptEnd::Cancelled);
+    let (stop, wt) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?;
+    let mut run = match stop {
+        Stop::Finished(run) => run,
+        Stop::Cancelled(kept) => {
+            return Ok(stopped(&repo, &pool, &input, (kept, &wt, &log_rel), start));
+        }
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
@@ -227,8 +235,24 @@ pub(crate) async fn run(
     })))
 }
 
+/// An attempt Ctrl-C stopped: what its worker printed and logged until then (`kept`, `None`
+/// when it never started) is kept like any attempt's, and its record waits in the pool.
+fn stopped(
+    repo: &Repo,
+    pool: &Pool,
+    input: &AttemptInput,
+    (kept, wt, log_rel): (Option<Box<worker::WorkerRun>>, &Worktree, &str),
+    start: jiff::Timestamp,
+) -> AttemptEnd {
+    if let Some(mut kept) = kept {
+        keep_attempt_logs(repo, pool, input, &mut kept, wt, log_rel);
+    }
+    pool.interrupted(input, start);
+    AttemptEnd::Cancelled
+}
+
 /// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
-/// it goes; `None` when Ctrl-C stopped it.
+/// it goes (how it ended, Ctrl-C included), and its worktree.
 async fn run_worker(
     repo: &Arc<Repo>,
     pool: &Arc<Pool>,
@@ -236,7 +260,7 @@ async fn run_worker(
     cancel: &tokio::sync::watch::Receiver<bool>,
     store: &crate::sources::longrun::partial::Store,
     log_rel: &str,
-) -> Result<Option<(worker::WorkerRun, Worktree)>, crate::edge::git::GitError> {
+) -> Result<(Stop, Worktree), crate::edge::git::GitError> {
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
@@ -263,10 +287,7 @@ async fn run_worker(
         stop = worker::run(&spec, cancel) => stop,
         () = watch => unreachable!("the checkpoint watch never ends"),
     };
-    Ok(match stop {
-        Stop::Finished(run) => Some((run, wt)),
-        Stop::Cancelled => None,
-    })
+    Ok((stop, wt))
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.

@@ -1,7 +1,7 @@
 //! The logs each attempt leaves.
 //!
-//! Each attempt's stdout, stderr and work log are kept as
-//! `<git-common-dir>/dagexec/logs/run-R/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]):
+//! Each attempt's stdout, stderr and work log — one Ctrl-C stopped too, up to the stop — are
+//! kept as `<git-common-dir>/dagexec/logs/run-R/task-N-attempt-K.{stdout,stderr,log}` ([`keep_logs`]):
 //! every run that keeps logs gets a folder of its own, numbered on ([`RunLogs`]), so no attempt
 //! ever overwrites another's (`dagexec retry N` and a new plan start a task's attempts at 1
 //! again, in a new run). When a run makes its folder, older runs are pruned ([`prune_logs`]:
@@ -21,12 +21,13 @@ pub(crate) fn logs_dir(common_dir: &Path) -> PathBuf {
 
 /// [`logs_dir`] as shown to the user: relative to the work tree `root` when inside it.
 pub(crate) fn logs_dir_shown(root: &Path, common_dir: &Path) -> String {
-    let dir = logs_dir(common_dir);
+    shown(root, &logs_dir(common_dir))
+}
+
+/// A folder as shown to the user: relative to the work tree `root` when inside it.
+pub(crate) fn shown(root: &Path, dir: &Path) -> String {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    dir.strip_prefix(&root)
-        .unwrap_or(&dir)
-        .display()
-        .to_string()
+    dir.strip_prefix(&root).unwrap_or(dir).display().to_string()
 }
 
 /// Runs kept in [`logs_dir`]: when a run makes its folder, only the newest this many (its own
@@ -61,6 +62,14 @@ impl RunLogs {
         }
         *dir = Some(made.clone());
         Ok(made)
+    }
+
+    /// The folder, when this run has made it (an attempt's logs were kept).
+    pub(crate) fn made(&self) -> Option<PathBuf> {
+        self.dir
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 

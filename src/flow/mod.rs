@@ -82,7 +82,7 @@ impl RunError {
                 "dagexec run needs a git repository with at least one commit.".into()
             }
             RunError::Git(_) => String::new(),
-            RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
+            RunError::Uncommitted(_) => "Commit them, or put them aside (`git stash -u`), then run again: dagexec never overwrites your changes, so a task that writes one of these files could never be committed (--yes does not skip this).".into(),
             RunError::TasksMdUncommitted { path, .. } => format!(
                 "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
             ),
@@ -140,23 +140,29 @@ pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
     })
 }
 
-/// Records the attempts Ctrl-C stopped (outcome `interrupted`) and saves the plan, keeping
-/// the review histories attempts in flight wrote to the plan file.
+/// Records the attempts Ctrl-C (or SIGTERM: `signal`) stopped — outcome `interrupted`, with
+/// the signal, so the record says the user stopped them and they were not counted — and saves
+/// the plan, keeping the review histories attempts in flight wrote to the plan file. Returns
+/// the attempts stopped, `(task, attempt)` in the order they stopped.
 pub(crate) fn keep_interrupted(
     pool: &attempt::Pool,
     plan: &mut Plan,
     opts: &RunOptions,
-) -> Result<(), RunError> {
+    signal: &str,
+) -> Result<Vec<(usize, u32)>, RunError> {
     let records = pool.take_interrupted();
     if records.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     for r in &records {
-        crate::pure::usage::record(plan, r);
+        let mut r = r.clone();
+        r.signal = Some(signal.to_string());
+        crate::pure::usage::record(plan, &r);
     }
     let _held = pool.memory.plan_file();
     pool.memory.apply(plan);
-    save(plan, opts)
+    save(plan, opts)?;
+    Ok(records.iter().map(|r| (r.task, r.attempt)).collect())
 }
 
 /// Why no new attempt may start, when the budget (`--max-cost`) is spent.

@@ -4,7 +4,8 @@
 //! what cannot land started again as a rebase attempt: [`crate::flow::merge`]) and committed
 //! with one ref update. The engine loops
 //! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
-//! stops the workers and leaves their tasks in progress for a resume.
+//! (or SIGTERM) stops the workers and leaves their tasks in progress for a resume, the attempts
+//! it stopped not counted and their logs kept, and says so.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,6 +34,8 @@ pub(crate) struct Local<'a> {
     pub ui: &'a Ui,
     pub scratch: &'a Path,
     pub cancel: &'a tokio::sync::watch::Receiver<bool>,
+    /// The signal that set `cancel` (`SIGINT`: Ctrl-C; `SIGTERM`).
+    pub stopped_by: &'a std::sync::OnceLock<&'static str>,
     pub rt: &'a tokio::runtime::Runtime,
     pub running: JoinSet<Result<AttemptEnd, crate::edge::git::GitError>>,
     /// The round being built (the patches staged so far).
@@ -286,13 +289,88 @@ pub(crate) fn run(
         | Ending::Aborted
         | Ending::Handover
         | Ending::Stale => {
-            crate::flow::keep_interrupted(pool, plan, opts)?;
-            ui.say(if eager {
-                "Interrupted: tasks in flight are left in progress; run `dagexec run` again to resume."
-            } else {
-                "Interrupted: the round's tasks are left in progress; run `dagexec run` again to resume."
-            });
+            let signal = local.stopped_by.get().copied().unwrap_or("SIGINT");
+            let stopped = crate::flow::keep_interrupted(pool, plan, opts, signal)?;
+            let logs = pool
+                .logs
+                .made()
+                .map(|dir| crate::flow::logs::shown(repo.root(), &dir));
+            ui.say(interrupted(&Interruption {
+                signal,
+                stopped: &stopped,
+                logs: logs.as_deref(),
+                eager,
+            }));
             Ok(RunEnd::Interrupted)
         }
+    }
+}
+
+/// What the run says when the user stopped it.
+struct Interruption<'a> {
+    /// `SIGINT` (Ctrl-C) or `SIGTERM`.
+    signal: &'a str,
+    /// The attempts stopped, `(task, attempt)`.
+    stopped: &'a [(usize, u32)],
+    /// This run's folder of kept logs, as shown, when it made one.
+    logs: Option<&'a str>,
+    eager: bool,
+}
+
+/// The lines a run stopped by the user ends with: what was stopped (and not counted), what
+/// was kept and where, and how to go on.
+fn interrupted(i: &Interruption<'_>) -> String {
+    let by = match i.signal {
+        "SIGINT" => "SIGINT (Ctrl-C)".to_string(),
+        other => other.to_string(),
+    };
+    let mut stopped: Vec<(usize, u32)> = i.stopped.to_vec();
+    stopped.sort_unstable();
+    let mut lines = vec![if stopped.is_empty() {
+        format!("Interrupted by {by}: no attempt was running.")
+    } else {
+        let list: Vec<String> = stopped
+            .iter()
+            .map(|(t, a)| format!("task {t} attempt {a}"))
+            .collect();
+        format!(
+            "Interrupted by {by}: stopped {}; an attempt you interrupt is not counted.",
+            list.join(", ")
+        )
+    }];
+    if let Some(dir) = i.logs {
+        lines.push(format!(
+            "Kept: each attempt's stdout, stderr and work log (a stopped one's up to the interrupt), in {dir} (task-N-attempt-K.stdout, .stderr, .log)."
+        ));
+    }
+    lines.push(if i.eager {
+        "Run `dagexec run` to resume: the tasks in flight start again, each at the attempt it was on.".to_string()
+    } else {
+        "Run `dagexec run` to resume: the round's tasks start again, each at the attempt it was on.".to_string()
+    });
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupt_says_what_was_stopped_kept_and_how_to_go_on() {
+        let shown = [
+            interrupted(&Interruption {
+                signal: "SIGINT",
+                stopped: &[(3, 2), (0, 1)],
+                logs: Some(".git/dagexec/logs/run-4"),
+                eager: false,
+            }),
+            interrupted(&Interruption {
+                signal: "SIGTERM",
+                stopped: &[],
+                logs: None,
+                eager: true,
+            }),
+        ];
+        insta::assert_snapshot!(shown.join("\n---\n"));
     }
 }

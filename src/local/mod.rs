@@ -83,7 +83,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         }
     }
     let scratch = prepare_state(&repo)?;
-    let (runtime, cancel_rx) = start_runtime()?;
+    let (runtime, cancel_rx, stopped_by) = start_runtime()?;
     let pool = Arc::new(attempt::Pool::default());
     let round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
@@ -95,6 +95,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         ui,
         scratch: scratch.path(),
         cancel: &cancel_rx,
+        stopped_by: &stopped_by,
         rt: &runtime,
         running: tokio::task::JoinSet::new(),
         build: crate::flow::integrate::RoundBuild::start(),
@@ -211,23 +212,17 @@ fn preflight(
         }
         ui.say("Proceeding despite the failed checks.");
     }
+    // The user's uncommitted files where pending tasks write stop the run before any attempt,
+    // `--yes` or not: dagexec never overwrites them, so a task writing one could never be
+    // committed — its attempts would be spent for nothing.
     if !theirs.is_empty() {
         ui.say("Uncommitted changes at files that pending tasks declare (yours, not this run's):");
         for c in &theirs {
             ui.say(format!("  {} ({}) — {}", c.path, c.how, c.tasks_text(plan)));
         }
-        ui.say("dagexec never overwrites them: a task whose change touches one of them cannot be committed and fails after its attempts.");
-        if !opts.yes
-            && !ask(
-                ui,
-                "Commit or stash them first (f), or proceed anyway (p)? [f/p]",
-            )?
-        {
-            return Err(RunError::Uncommitted(
-                theirs.iter().map(|c| c.path.clone()).collect(),
-            ));
-        }
-        ui.say("Proceeding with the uncommitted changes in place.");
+        return Err(RunError::Uncommitted(
+            theirs.iter().map(|c| c.path.clone()).collect(),
+        ));
     }
     Ok(())
 }
@@ -257,31 +252,41 @@ fn prepare_state(repo: &Repo) -> Result<tempfile::TempDir, RunError> {
     Ok(scratch)
 }
 
-/// The async runtime the workers run on, and the channel Ctrl-C (or SIGTERM) sets.
-fn start_runtime() -> Result<(tokio::runtime::Runtime, tokio::sync::watch::Receiver<bool>), RunError>
-{
+/// The async runtime the workers run on, the channel Ctrl-C (or SIGTERM) sets, and which of
+/// the two it was (`SIGINT`, `SIGTERM`), set before the channel.
+type Runtime = (
+    tokio::runtime::Runtime,
+    tokio::sync::watch::Receiver<bool>,
+    Arc<std::sync::OnceLock<&'static str>>,
+);
+
+/// Starts the [`Runtime`] and the task that waits for Ctrl-C (or SIGTERM).
+fn start_runtime() -> Result<Runtime, RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| RunError::Other(format!("cannot start the async runtime: {e}")))?;
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let stopped_by = Arc::new(std::sync::OnceLock::new());
+    let by = stopped_by.clone();
     runtime.spawn(async move {
         // Ctrl-C, or a polite stop (SIGTERM from a service manager or `timeout`): finish
         // cleanly, killing the workers and leaving the plan resumable.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+        let signal = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
             () = async {
                 match term.as_mut() {
                     Some(t) => { t.recv().await; }
                     None => std::future::pending::<()>().await,
                 }
-            } => {}
-        }
+            } => "SIGTERM",
+        };
+        let _ = by.set(signal);
         let _ = cancel_tx.send(true);
     });
-    Ok((runtime, cancel_rx))
+    Ok((runtime, cancel_rx, stopped_by))
 }
 
 /// Removes the repository's worktree folder when the run ends, however it ends.

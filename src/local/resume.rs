@@ -102,8 +102,9 @@ pub(super) fn resume(
     save(plan, opts)
 }
 
-/// Pending tasks that have used every attempt (the last one interrupted) fail instead of
-/// getting a fourth, and their dependents are skipped.
+/// Pending tasks that have used every attempt (the last one's result never committed: a crash
+/// or `kill -9` cut it short, or it failed and a Ctrl-C came before its round's commit) fail
+/// instead of getting a fourth, and their dependents are skipped.
 pub(super) fn fail_exhausted(
     plan: &mut Plan,
     dag: &Dag,
@@ -116,7 +117,7 @@ pub(super) fn fail_exhausted(
     }
     for t in &exhausted.failed {
         ui.say(format!(
-            "Task {t} has used all {} attempts (the last was interrupted); it fails.",
+            "Task {t} has used all {} attempts (the last one's result was never committed: the run was killed while it ran, or interrupted after it failed); it fails.",
             crate::pure::outcome::MAX_ATTEMPTS
         ));
     }

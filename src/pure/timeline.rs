@@ -360,6 +360,7 @@ mod tests {
                     output_tokens: None,
                     model: None,
                     rebase: false,
+                    signal: None,
                 },
             );
         }

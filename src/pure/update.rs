@@ -322,8 +322,11 @@ pub struct Exhausted {
 }
 
 /// Pending tasks that have already used [`MAX_ATTEMPTS`](crate::pure::outcome::MAX_ATTEMPTS)
-/// attempts (the last one interrupted) fail instead of getting another, and the cascade
-/// skips their dependents.
+/// attempts fail instead of getting another, and the cascade skips their dependents. A task
+/// gets here only when its last attempt's result was never committed: it was cut short
+/// without a word (`kill -9`, a power loss: counted when it started, no record of an
+/// interrupt), or it failed and the user interrupted the run before its round was committed.
+/// An attempt the user's interrupt stopped was given back when it stopped.
 pub fn fail_exhausted(plan: &mut Plan, dag: &Dag) -> Exhausted {
     let max = crate::pure::outcome::MAX_ATTEMPTS;
     let mut failed = Vec::new();
@@ -331,7 +334,7 @@ pub fn fail_exhausted(plan: &mut Plan, dag: &Dag) -> Exhausted {
         if t.status == Status::Pending && t.attempts() >= max {
             t.status = Status::Failed;
             t.result = Some(format!(
-                "attempt {} of {max} was interrupted; no attempts left",
+                "attempt {} of {max} never had its result committed (the run was killed while it ran, or interrupted after it failed); no attempts left",
                 t.attempts()
             ));
             failed.push(i);

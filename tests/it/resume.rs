@@ -78,39 +78,45 @@ fn commit_plan_state(dir: &Path, edit: impl FnOnce(&mut Value)) {
 const WRITE_DECLARED: &str = r#"sed -n -e 's/^Files to create: //p' -e 's/^Files to modify: //p' "$DAGEXEC_PROMPT_FILE" | tr ',' '\n' | sed 's/^ *//' | grep -v '^(none)$' | while read -r f; do mkdir -p "$(dirname "$f")"; echo "dagexec-task-$DAGEXEC_TASK_INDEX" >> "$f"; done
 echo "COMPLETED: wrote the files""#;
 
+/// Issue 33 §4: a user's uncommitted edit to a file a pending task declares can never be
+/// integrated (dagexec never overwrites it), so `--yes` does not run into it: the run stops
+/// before the first attempt, naming the file and the task — no worker, no commit. (It used
+/// to spend three attempts and commit three "0/1 tasks" rounds.)
 #[test]
-fn a_users_edit_to_a_declared_file_costs_three_attempts_not_endless_runs() {
+fn a_users_edit_to_a_declared_file_stops_the_run_before_any_attempt_even_with_yes() {
     let p = simple_plan(&[
         ("app", &[], &[], &["src/app.txt"]),
         ("after app", &[0], &["b.txt"], &[]),
     ]);
     let dir = repo(&p, &[("src/app.txt", "base\n")]);
     std::fs::write(dir.path().join("src/app.txt"), "base\nWIP\n").unwrap();
+    let head = git(dir.path(), &["rev-parse", "HEAD"]);
     let w = Worker::new(WRITE_DECLARED);
     let ran = run(dir.path(), &w.cmd, &["--yes"]);
     let out = &ran.text();
-    assert_eq!(ran.code(), Some(1), "{out}");
-    assert_eq!(w.runs(), ["0 1", "0 2", "0 3"], "{out}");
+    assert_eq!(ran.code(), Some(2), "{out}");
+    assert!(w.runs().is_empty(), "no worker ran: {out}");
     assert!(
-        out.contains("src/app.txt (modified) — task 0 (app)"),
+        out.contains("  src/app.txt (modified) — task 0 (app)"),
         "the pre-flight named the file and the task: {out}"
     );
-    let p = plan_or_done(dir.path());
-    assert_eq!(p["tasks"][0]["status"], "failed", "{out}");
-    assert_eq!(p["tasks"][0]["attempts"], 3);
-    let result = p["tasks"][0]["result"].as_str().unwrap();
     assert!(
-        result.starts_with("attempt 3 of 3 could not be integrated: the working tree has uncommitted changes that are not from this run at src/app.txt (modified)"),
-        "{result}"
+        out.contains(
+            "error: uncommitted changes at 1 file(s) that pending tasks declare: src/app.txt"
+        ) && out.contains("git stash")
+            && out.contains("--yes does not skip this"),
+        "{out}"
     );
-    assert_eq!(p["tasks"][1]["status"], "skipped");
+    assert!(!out.contains("starting 1 task(s)"), "{out}");
+    assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), head, "no commit");
+    let p = plan_or_done(dir.path());
+    assert_eq!(p["tasks"][0]["status"], "pending", "{out}");
+    assert!(p["tasks"][0].get("attempts").is_none(), "{out}");
     assert_eq!(
         read(dir.path(), "src/app.txt"),
         "base\nWIP\n",
         "the edit is intact"
     );
-    // One round per attempt, not an endless retry.
-    assert_eq!(out.matches(": starting 1 task(s): 0\n").count(), 3, "{out}");
 }
 
 #[test]
@@ -193,11 +199,13 @@ fn resume_keeps_ignored_files_and_uncommitted_edits_at_declared_paths() {
     let out = &ran.text();
     assert_eq!(read(dir.path(), "config.local"), "secret\n", "{out}");
     assert_eq!(read(dir.path(), "src/app.txt"), "base\nWIP\n", "{out}");
-    assert_eq!(ran.code(), Some(1), "{out}");
-    // Task 1 went on; task 0 had two attempts left and used them.
-    assert_eq!(read(dir.path(), "o.txt"), "dagexec-task-1\n");
-    let runs_of_0 = w.runs().iter().filter(|r| r.starts_with("0 ")).count();
-    assert_eq!(runs_of_0, 2, "{:?}", w.runs());
+    // The resume put nothing right in the work tree; the user's files at task 0's paths
+    // stop the run before any attempt (issue 33 §4: task 0 could never be integrated).
+    assert_eq!(ran.code(), Some(2), "{out}");
+    assert!(w.runs().is_empty(), "{:?}", w.runs());
+    let p = plan_or_done(dir.path());
+    assert_eq!(p["tasks"][0]["status"], "pending", "{out}");
+    assert_eq!(p["tasks"][0]["attempts"], 1, "{out}");
 }
 
 #[test]
@@ -260,7 +268,7 @@ fn a_task_interrupted_in_its_third_attempt_fails_without_a_fourth() {
     assert!(w.runs().is_empty(), "{}", ran.text());
     assert!(
         ran.text()
-            .contains("Task 0 has used all 3 attempts (the last was interrupted); it fails."),
+            .contains("Task 0 has used all 3 attempts (the last one's result was never committed: the run was killed while it ran, or interrupted after it failed); it fails."),
         "{}",
         ran.text()
     );
@@ -584,4 +592,179 @@ printf 'OUTPUT_JSON_START\n{"status":"COMPLETED","summary":"done","tasks_complet
     let ran = run(d, &w.cmd, &["--long-run", ".long-run"]);
     assert_eq!(ran.code(), Some(0), "{}", ran.text());
     assert!(!ran.text().contains("uncommitted"), "{}", ran.text());
+}
+
+/// Starts `dagexec run` as a terminal starts a foreground job (a process group of its own),
+/// waits until task 0's worker has printed its first lines, then sends `signal` to that whole
+/// group, as Ctrl-C (SIGINT) or a polite stop (SIGTERM) does. Returns the run once it ended.
+fn interrupt(dir: &Path, w: &Worker, signal: nix::sys::signal::Signal, args: &[&str]) -> Ran {
+    use std::os::unix::process::CommandExt;
+    let ready = w.dir.path().join("ready-0");
+    let _ = std::fs::remove_file(&ready);
+    let logs = tempfile::tempdir().unwrap();
+    let out_path = logs.path().join("out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut cmd = local(dir)
+        .worker(&w.cmd)
+        .jobs(2)
+        .timeout("60s")
+        .args(args)
+        .command();
+    let mut child = cmd
+        .env("SLOW", "30")
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the worker never started: {}",
+            std::fs::read_to_string(&out_path).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match signal {
+        nix::sys::signal::Signal::SIGKILL => nix::sys::signal::kill(group, signal).unwrap(),
+        _ => nix::sys::signal::killpg(group, signal).unwrap(),
+    }
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "dagexec did not stop after {signal}: {}",
+                std::fs::read_to_string(&out_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = std::fs::read(&out_path).unwrap();
+    common::local::ran(
+        dir,
+        std::process::Output {
+            status,
+            stdout,
+            stderr: Vec::new(),
+        },
+    )
+}
+
+/// Issue 33 §3: an interrupt the user asked for (Ctrl-C, SIGTERM), delivered to dagexec's
+/// process group as a terminal does, uses no attempt: after three of them the task runs
+/// attempt 1 again. Each interrupted attempt's stdout, stderr and work log are kept in its
+/// run's folder, and the run says what it kept and how to go on. A `kill -9` (no record of
+/// an interrupt) still counts the attempt it cut short.
+#[test]
+fn interrupts_use_no_attempt_and_keep_every_log_while_kill_9_still_counts() {
+    use nix::sys::signal::Signal;
+    let p = simple_plan(&[
+        ("slow", &[], &["a.txt"], &[]),
+        ("after", &[0], &["b.txt"], &[]),
+    ]);
+    let dir = repo(&p, &[]);
+    let w = Worker::new(&format!(
+        r#"echo "started task $DAGEXEC_TASK_INDEX attempt $DAGEXEC_ATTEMPT"
+echo "warming up" >&2
+echo "worked on it" > "$DAGEXEC_LOG_FILE"
+touch "$(dirname "$0")/ready-$DAGEXEC_TASK_INDEX"
+sleep "${{SLOW:-0}}"
+{WRITE_DECLARED}"#
+    ));
+    let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGINT];
+    for (k, signal) in signals.into_iter().enumerate() {
+        let run_no = k + 1;
+        // The second run schedules eagerly: its loop gives the attempt back too.
+        let args: &[&str] = if k == 1 {
+            &["--schedule", "eager"]
+        } else {
+            &[]
+        };
+        let ran = interrupt(dir.path(), &w, signal, args);
+        let text = ran.text();
+        assert_eq!(ran.code(), Some(130), "{signal}: {text}");
+        assert!(
+            text.contains(&format!("Interrupted by {signal}"))
+                && text.contains("stopped task 0 attempt 1")
+                && text.contains("not counted")
+                && text.contains(&format!(".git/dagexec/logs/run-{run_no}"))
+                && text.contains("`dagexec run`"),
+            "{signal}: {text}"
+        );
+        let plan = ran.plan();
+        assert_eq!(plan["tasks"][0]["status"], "in_progress", "{signal}");
+        assert_eq!(
+            plan["tasks"][0]
+                .get("attempts")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            0,
+            "{signal}: an interrupt uses no attempt"
+        );
+        let records: Vec<(String, String)> = plan["progress"]["dagexecAttempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["outcome"].as_str().unwrap_or_default().to_string(),
+                    r["signal"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = signals[..=k]
+            .iter()
+            .map(|s| ("interrupted".to_string(), s.to_string()))
+            .collect();
+        assert_eq!(records, want, "{signal}");
+        let kept = dir
+            .path()
+            .join(format!(".git/dagexec/logs/run-{run_no}/task-0-attempt-1"));
+        let file = |ext: &str| {
+            std::fs::read_to_string(kept.with_extension(ext))
+                .unwrap_or_else(|e| panic!("{signal}: {}.{ext}: {e}\n{text}", kept.display()))
+        };
+        assert_eq!(file("stdout"), "started task 0 attempt 1\n", "{signal}");
+        assert_eq!(file("stderr"), "warming up\n", "{signal}");
+        assert_eq!(file("log"), "worked on it\n", "{signal}");
+    }
+    // Power loss: dagexec dies without a word; the attempt it started stays counted.
+    let ran = interrupt(dir.path(), &w, Signal::SIGKILL, &[]);
+    assert_eq!(ran.code(), None, "{}", ran.text());
+    assert_eq!(plan_or_done(dir.path())["tasks"][0]["attempts"], 1);
+    let ran = run(dir.path(), &w.cmd, &[]);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
+    let runs = w.runs();
+    let of = |task: &str| -> Vec<&str> {
+        runs.iter()
+            .filter(|r| r.starts_with(task))
+            .map(String::as_str)
+            .collect()
+    };
+    assert_eq!(
+        of("0 "),
+        ["0 1", "0 1", "0 1", "0 1", "0 2"],
+        "{}",
+        ran.text()
+    );
+    assert_eq!(of("1 "), ["1 1"], "{}", ran.text());
+    let done = plan_or_done(dir.path());
+    let attempts: Vec<(u64, u64)> = done["progress"]["completedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["index"].as_u64().unwrap(),
+                c["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [(0, 2), (1, 1)], "{}", ran.text());
 }

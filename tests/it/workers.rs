@@ -336,9 +336,12 @@ echo 'no status line'"#,
     let out = o.expect_code(1);
     assert!(!out.contains("TOPSECRET"), "{out}");
     let plan = plan_or_done(dir.path());
-    assert_eq!(
-        result(&plan, 0),
-        "No status line returned (last output: \"no status line\") and no log file found"
+    assert!(
+        result(&plan, 0).starts_with(
+            "No status line returned (last output: \"no status line\") and no log file found; the last non-empty line of stdout must be the status line"
+        ),
+        "{}",
+        result(&plan, 0)
     );
     // The link in the tree is also a change that adds a link: refused for that.
     assert!(
@@ -517,4 +520,27 @@ printf 'COMPLETED: '; head -c 900000 /dev/zero | tr '\0' 'y'; echo"#,
     )
     .unwrap();
     assert_eq!(kept.trim_end().len(), "COMPLETED: ".len() + 900_000);
+}
+
+/// Issue 33 §4: a failure says why. A worker that exits 0 with no status line but explains
+/// itself on stderr fails with that stderr and the status line that was expected; a status
+/// line in lower case, or one that is not the last non-empty line, is named as such.
+#[test]
+fn a_missing_status_line_says_what_was_expected_and_what_stderr_said() {
+    let dir = repo(&["a.txt", "b.txt", "c.txt"]);
+    let (_w, cmd) = worker(
+        r#"echo x > "$(printf 'abc' | cut -c $((DAGEXEC_TASK_INDEX + 1))).txt"
+case "$DAGEXEC_TASK_INDEX" in
+0) echo 'Starting the agent…'; echo 'error: the API key is not set' >&2 ;;
+1) echo 'completed: wrote b.txt' ;;
+2) echo 'COMPLETED: wrote c.txt'; echo 'bye'; echo ;;
+esac"#,
+    );
+    let o = run(dir.path()).worker(&cmd).timeout("20s").run();
+    o.expect_code(1);
+    let plan = plan_or_done(dir.path());
+    let reasons: Vec<String> = (0..3)
+        .map(|i| format!("task {i}: {}", result(&plan, i)))
+        .collect();
+    insta::assert_snapshot!(reasons.join("\n"));
 }

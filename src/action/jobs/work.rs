@@ -119,7 +119,7 @@ fn attempt(
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut run = match rt.block_on(worker::run(&spec, &rx)) {
         Stop::Finished(run) => run,
-        Stop::Cancelled => return Err(ActionError::Input("the worker was cancelled".into())),
+        Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.

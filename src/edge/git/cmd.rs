@@ -169,6 +169,9 @@ impl<'a> Git<'a> {
             cmd.arg("-c").arg(setting);
         }
         cmd.args(&self.args);
+        // A process group of its own: the Ctrl-C a terminal sends to dagexec's group must not
+        // kill git in the middle of a step (dagexec stops its own work cleanly, between steps).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.stdin(if self.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -311,5 +314,19 @@ mod tests {
         let args: Vec<_> = cmd.get_args().collect();
         assert_eq!(&args[..2], ["-c", "core.quotepath=off"]);
         assert_eq!(args.last(), Some(&OsStr::new("status")));
+    }
+
+    /// Issue 33 §3: a terminal's Ctrl-C goes to dagexec's whole process group; git runs in a
+    /// group of its own, so the signal never kills it half-way through a step.
+    #[test]
+    fn git_runs_outside_dagexecs_process_group() {
+        let out = git(Path::new("/"), "alias")
+            .arg("-c")
+            .arg("alias.pgid=!ps -o pgid= -p $$")
+            .arg("pgid")
+            .run()
+            .expect("git runs the alias");
+        let theirs: i32 = text(&out).trim().parse().expect("a process group id");
+        assert_ne!(theirs, nix::unistd::getpgrp().as_raw());
     }
 }

@@ -56,13 +56,11 @@ const STDERR_LINES_SHOWN: usize = 5;
 /// At most this many chars of them.
 const STDERR_CHARS_SHOWN: usize = 400;
 
-/// What a failed worker's exit leaves unsaid, to add to the failure reason: for exit status
+/// What a failed worker's run leaves unsaid, to add to the failure reason: for exit status
 /// 127 and 126 which command the shell could not find or run, then the last lines of its
-/// stderr (sanitised, on one line). Empty for a clean exit or when there is nothing to add.
+/// stderr (sanitised, on one line) — also after a clean exit, for a worker that printed no
+/// status line but said why on stderr. Empty when there is nothing to add.
 pub fn failure_detail(run: &WorkerRun, command: &str) -> String {
-    if run.exit == Exit::Success {
-        return String::new();
-    }
     let mut detail = String::new();
     if let Exit::Code(code @ (126 | 127)) = run.exit {
         let name = culprit(&run.stderr_tail, code).unwrap_or_else(|| first_word(command));

@@ -3,8 +3,8 @@
 //! integrated and committed as a round.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Settled, Start, arrive, begin, count, halts, lands,
-    settle, uncount,
+    Ending, Executor, Integrated, Judged, Settled, Standing, Start, arrive, begin, count, halts,
+    lands, settle, uncount,
 };
 use crate::pure::engine::{self, Schedule};
 use crate::pure::events::Event;
@@ -28,8 +28,9 @@ impl Eager<'_> {
         self.budget?.exhausted(plan)
     }
 
-    /// Starts as many ready tasks as there are free slots; `busy` are tasks in flight or
-    /// landed and not yet integrated (kept apart from conflicting ones alike). `landing` are
+    /// Starts as many ready tasks as there are free slots (each added to the tasks in flight);
+    /// the tasks in flight or landed and not yet integrated are kept apart from conflicting
+    /// ones alike. `landing` are
     /// completed attempts about to be integrated: a slot goes now only to a task that would
     /// also be picked once they are committed, so work they unblock (the critical path,
     /// often) is not kept waiting for a slot by work of lower priority that started first.
@@ -37,15 +38,15 @@ impl Eager<'_> {
         &self,
         x: &mut X,
         plan: &mut Plan,
-        busy: &BTreeSet<usize>,
+        s: &mut EagerState,
         round: u32,
         landing: &[usize],
-    ) -> Result<Vec<usize>, X::Error> {
+    ) -> Result<(), X::Error> {
         let free = x.slots().saturating_sub(x.running());
         if free == 0 || self.spent(plan).is_some() {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let busy: Vec<usize> = busy.iter().copied().collect();
+        let busy: Vec<usize> = s.in_flight.iter().copied().collect();
         let mut picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, free);
         if !landing.is_empty() && !picks.is_empty() {
             let then =
@@ -53,12 +54,12 @@ impl Eager<'_> {
             picks.retain(|i| then.contains(i));
         }
         if picks.is_empty() {
-            return Ok(picks);
+            return Ok(());
         }
         x.emit(Event::Starting {
             tasks: picks.clone(),
         });
-        begin(x, plan, &picks)?;
+        begin(x, plan, &picks, &mut s.standing)?;
         for &i in &picks {
             let start = Start {
                 task: i,
@@ -67,7 +68,8 @@ impl Eager<'_> {
             };
             x.start(plan, start, round + 1)?;
         }
-        Ok(picks)
+        s.in_flight.extend(picks);
+        Ok(())
     }
 
     /// The run's end once nothing runs.
@@ -97,14 +99,16 @@ impl Eager<'_> {
             cancelled: false,
             aborted: false,
             stop: None,
+            standing: Standing::default(),
         };
         loop {
             if !s.cancelled && !s.aborted && s.stop.is_none() {
-                let started = self.fill(x, plan, &s.in_flight, round, &[])?;
-                s.in_flight.extend(started);
+                self.fill(x, plan, &mut s, round, &[])?;
             }
             if x.running() == 0 {
                 let end = if s.cancelled {
+                    // What dagexec stopped is not counted against its task.
+                    s.standing.give_back(x, plan)?;
                     Ending::Interrupted { committed: false }
                 } else if s.aborted {
                     Ending::Aborted
@@ -134,8 +138,7 @@ impl Eager<'_> {
                     .filter(|j| j.verdict.status == Status::Completed)
                     .map(|j| j.index)
                     .collect();
-                let started = self.fill(x, plan, &s.in_flight, round, &landing)?;
-                s.in_flight.extend(started);
+                self.fill(x, plan, &mut s, round, &landing)?;
             }
             landed.sort_by_key(|j| j.index);
             let tasks: Vec<usize> = landed.iter().map(|j| j.index).collect();
@@ -194,6 +197,7 @@ impl Eager<'_> {
     ) -> Result<Vec<Judged>, X::Error> {
         let mut landed: Vec<Judged> = Vec::new();
         for j in judged {
+            s.standing.judged(&j);
             let retry = arrive(x, plan, &j, Unit::Batch);
             if let Some(end) = halts(x, plan, &j)? {
                 s.stop = s.stop.take().or(Some(end));
@@ -234,4 +238,6 @@ struct EagerState {
     cancelled: bool,
     aborted: bool,
     stop: Option<Ending>,
+    /// The attempts that stand, should the run be interrupted.
+    standing: Standing,
 }

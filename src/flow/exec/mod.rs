@@ -24,7 +24,8 @@
 //! integrator ([`crate::flow::integrate::RoundBuild`]).
 //!
 //! The loops own the policy: which tasks start, when an attempt is counted (when it starts,
-//! saved before it runs), the `--max-cost` budget (nothing new starts once it is spent),
+//! saved before it runs; an interrupt the user asks for gives back what it stopped:
+//! [`Standing`]), the `--max-cost` budget (nothing new starts once it is spent),
 //! retries — none for a failure a retry cannot help ([`crate::pure::said::Halt`]) — and how the
 //! run ends ([`Ending`]): an attempt whose credentials were refused stops the run
 //! ([`Ending::Halted`]: every task would fail the same way), one its CLI stopped at its own
@@ -374,14 +375,68 @@ fn count<X: Executor>(
 }
 
 /// Marks `tasks` in progress with an attempt more each, saved before any of them starts.
-fn begin<X: Executor>(x: &mut X, plan: &mut Plan, tasks: &[usize]) -> Result<(), X::Error> {
+fn begin<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    tasks: &[usize],
+    standing: &mut Standing,
+) -> Result<(), X::Error> {
     for &i in tasks {
         let t = &mut plan.tasks[i];
         t.status = Status::InProgress;
+        standing.begun(i, t.attempts());
         // Counted when it starts: a crash never gives a task an attempt more.
         t.attempts = Some(t.attempts() + 1);
     }
     x.save(plan)
+}
+
+/// The attempts that stand for each task the run began, should the user interrupt it.
+///
+/// An attempt is counted when it starts (saved before it runs), so a `kill -9` or a power
+/// loss — which leave no word — can never give a task a fourth. An interrupt the user asks
+/// for (Ctrl-C, SIGTERM) is different: dagexec stops the attempts itself, so it gives back
+/// every attempt that did not end in a failure of its own — the ones stopped, the ones
+/// counted and not yet started, and the ones whose result the interrupt kept from being
+/// committed — and the next run starts each task at the attempt it was on
+/// ([`Standing::give_back`]). A failed attempt stands: its retry is the next one.
+#[derive(Debug, Default)]
+pub(crate) struct Standing {
+    /// Task → the attempts it has used for good.
+    used: std::collections::BTreeMap<usize, u32>,
+}
+
+impl Standing {
+    /// Task `task` starts an attempt with `used` attempts behind it.
+    fn begun(&mut self, task: usize, used: u32) {
+        self.used.insert(task, used);
+    }
+
+    /// Judged attempt `j` arrived: a failure stands (a completed or blocked one is given back
+    /// when the interrupt keeps it from being committed).
+    fn judged(&mut self, j: &Judged) {
+        if j.verdict.status == Status::Failed && !j.rebase {
+            let used = self.used.entry(j.index).or_default();
+            *used = (*used).max(j.attempt);
+        }
+    }
+
+    /// After an interrupt: each task the run began that is still in progress keeps only the
+    /// attempts that stand; saved. Returns the tasks given an attempt back, ascending.
+    fn give_back<X: Executor>(&self, x: &mut X, plan: &mut Plan) -> Result<Vec<usize>, X::Error> {
+        let mut given = Vec::new();
+        for (&i, &used) in &self.used {
+            let t = &mut plan.tasks[i];
+            if t.status == Status::InProgress && t.attempts() > used {
+                t.attempts = Some(used).filter(|&n| n > 0);
+                given.push(i);
+            }
+        }
+        if !given.is_empty() {
+            x.save(plan)?;
+        }
+        Ok(given)
+    }
 }
 
 #[cfg(test)]

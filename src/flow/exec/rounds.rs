@@ -3,7 +3,8 @@
 //! round, then one update, one circuit-breaker decision and one commit.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Start, arrive, begin, count, halts, lands, uncount,
+    Ending, Executor, Integrated, Judged, Standing, Start, arrive, begin, count, halts, lands,
+    uncount,
 };
 use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
@@ -48,6 +49,7 @@ impl Rounds<'_> {
         plan: &mut Plan,
         mut round: u32,
     ) -> Result<(Ending, u32), X::Error> {
+        let mut standing = Standing::default();
         loop {
             let batch = match self.next_batch(x, plan) {
                 Ok(batch) => batch,
@@ -70,7 +72,11 @@ impl Rounds<'_> {
                 groups: groups.clone(),
                 slots: x.slots(),
             });
-            let Some((unstarted, stop)) = self.run_groups(x, plan, &groups, round)? else {
+            let Some((unstarted, stop)) =
+                self.run_groups(x, plan, &groups, round, &mut standing)?
+            else {
+                // Interrupted: what dagexec stopped is not counted against its task.
+                standing.give_back(x, plan)?;
                 return Ok((Ending::Interrupted { committed: false }, round));
             };
             x.reached("after-workers", round);
@@ -130,6 +136,7 @@ impl Rounds<'_> {
         plan: &mut Plan,
         groups: &[Vec<usize>],
         round: u32,
+        standing: &mut Standing,
     ) -> Result<Option<RoundEnd>, X::Error> {
         // Tasks of the round that never started: the budget ran out first.
         let mut unstarted: Vec<usize> = Vec::new();
@@ -151,7 +158,7 @@ impl Rounds<'_> {
                     tasks: group.clone(),
                 });
             }
-            begin(x, plan, group)?;
+            begin(x, plan, group, standing)?;
             let starts = group
                 .iter()
                 .map(|&i| Start {
@@ -160,7 +167,9 @@ impl Rounds<'_> {
                     retry_prompt: None,
                 })
                 .collect();
-            let Some((judged, not_started, halted)) = self.group(x, plan, starts, round)? else {
+            let Some((judged, not_started, halted)) =
+                self.group(x, plan, starts, round, standing)?
+            else {
                 return Ok(None);
             };
             unstarted.extend(not_started);
@@ -184,7 +193,9 @@ impl Rounds<'_> {
                     unstarted.extend(held);
                     break;
                 }
-                let Some((judged, not_started, halted)) = self.group(x, plan, again, round)? else {
+                let Some((judged, not_started, halted)) =
+                    self.group(x, plan, again, round, standing)?
+                else {
                     return Ok(None);
                 };
                 unstarted.extend(not_started);
@@ -207,6 +218,7 @@ impl Rounds<'_> {
         plan: &mut Plan,
         starts: Vec<Start>,
         round: u32,
+        standing: &mut Standing,
     ) -> Result<Option<GroupEnd>, X::Error> {
         // Attempts waiting for a slot, in plan order; a retry goes to the front.
         let mut queue: VecDeque<Start> = starts.into();
@@ -256,6 +268,7 @@ impl Rounds<'_> {
             let arrivals = x.wait(plan)?;
             cancelled |= arrivals.cancelled;
             for j in arrivals.judged {
+                standing.judged(&j);
                 let retry = arrive(x, plan, &j, self.unit());
                 if let Some(end) = halts(x, plan, &j)? {
                     stop = stop.or(Some(end));

@@ -34,6 +34,8 @@ struct Virtual {
     staged: Vec<Judged>,
     /// Attempts that fail with a reason no retry can help.
     halts: BTreeMap<(usize, u32), crate::pure::said::Halt>,
+    /// Ctrl-C at this second: what runs then is stopped (not judged).
+    cancel_at: Option<u64>,
 }
 
 impl Virtual {
@@ -51,6 +53,7 @@ impl Virtual {
             events: RefCell::default(),
             staged: Vec::new(),
             halts: BTreeMap::new(),
+            cancel_at: None,
         }
     }
 }
@@ -92,6 +95,17 @@ impl Executor for Virtual {
     }
     fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, Self::Error> {
         let next = self.running.iter().map(|r| r.0).min().unwrap();
+        if let Some(c) = self.cancel_at
+            && next > c
+        {
+            // Ctrl-C: the workers still running are stopped.
+            self.now = c;
+            self.running.clear();
+            return Ok(Arrivals {
+                judged: Vec::new(),
+                cancelled: true,
+            });
+        }
         self.now = next;
         let (ended, left): (Vec<_>, Vec<_>) = self.running.iter().partition(|r| r.0 == next);
         self.running = left;
@@ -632,6 +646,74 @@ fn a_round_on_fewer_workers_announces_each_start_and_what_the_budget_holds_back(
             "\nRound 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)\n  they share files, so they run in 2 groups one after another: 0, 2, then 1",
             "  the budget is spent: task(s) 2 not started (they stay pending)",
             "  the budget is spent: task(s) 1 not started (they stay pending)",
+        ]
+    );
+}
+
+/// Issue 33 §3: an interrupt the user asked for uses no attempt. Of the attempts a Ctrl-C
+/// catches, only a failure stands: an attempt stopped, one counted and not yet started, and
+/// one that completed but is not committed are given back, so the next run starts each task
+/// at the attempt it was on — after three Ctrl-C's, still attempt 1.
+#[test]
+fn an_interrupt_gives_back_every_attempt_but_the_failures() {
+    let plan = plan_of(
+        (0..4)
+            .map(|i| task(&[], &[&format!("f{i}")], &[]))
+            .collect(),
+    );
+    let script: Script = [
+        ((0, 1), (10, false, 0.0)),
+        ((0, 2), (100, true, 0.0)),
+        ((1, 1), (5, true, 0.0)),
+        ((2, 1), (100, true, 0.0)),
+        ((3, 1), (100, true, 0.0)),
+    ]
+    .into();
+    let attempts = |plan: &Plan| -> Vec<(Status, Option<u32>)> {
+        plan.tasks.iter().map(|t| (t.status, t.attempts)).collect()
+    };
+    // Rounds: all four counted when the round starts; 1 completes (t = 5), 2 starts in its
+    // slot, 0 fails (t = 10) and its retry starts; 3 waits for a slot. Ctrl-C at t = 20.
+    let mut p = plan.clone();
+    let mut x = Virtual::new(&p, true, 2, script.clone());
+    x.cancel_at = Some(20);
+    let dag = x.dag.clone();
+    let conflicts = Conflicts::of(&p);
+    let rounds = Rounds {
+        dag: &dag,
+        conflicts: &conflicts,
+        budget: None,
+        schedule: Schedule::Rounds,
+    };
+    let (ending, _) = rounds.run(&mut x, &mut p, 0).unwrap();
+    assert_eq!(ending, Ending::Interrupted { committed: false });
+    let started: Vec<(usize, u32)> = x.started.iter().map(|s| (s.1, s.2)).collect();
+    assert_eq!(started, [(0, 1), (1, 1), (2, 1), (0, 2)]);
+    use Status::InProgress as Running;
+    assert_eq!(
+        attempts(&p),
+        [
+            (Running, Some(1)),
+            (Running, None),
+            (Running, None),
+            (Running, None)
+        ]
+    );
+    // Eager: 1 lands and is committed before the Ctrl-C; the rest as above.
+    let mut p = plan.clone();
+    let mut x = Virtual::new(&p, true, 2, script);
+    x.cancel_at = Some(20);
+    assert_eq!(
+        drive(&mut p, &mut x, None),
+        Ending::Interrupted { committed: false }
+    );
+    assert_eq!(
+        attempts(&p),
+        [
+            (Running, Some(1)),
+            (Status::Completed, None),
+            (Running, None),
+            (Status::Pending, None)
         ]
     );
 }

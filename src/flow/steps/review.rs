@@ -128,14 +128,19 @@ pub(crate) async fn run_reviewer(
             ("DAGEXEC_BASE".into(), r.base.to_string()),
         ],
     };
-    let mut run = match worker::run(&spec, cancel).await {
-        Stop::Finished(run) => run,
-        Stop::Cancelled => return None,
+    let (mut run, stopped) = match worker::run(&spec, cancel).await {
+        Stop::Finished(run) => (run, false),
+        // Stopped by Ctrl-C: what it printed until then is kept all the same.
+        Stop::Cancelled(Some(run)) => (*run, true),
+        Stop::Cancelled(None) => return None,
     };
     if let Some((common, dir)) = r.keep_logs_in
         && let Err(e) = keep_review_logs(common, dir, r.index, r.attempt, &run)
     {
         tracing::warn!("task {}: cannot keep the reviewer's logs: {e}", r.index);
+    }
+    if stopped {
+        return None;
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.

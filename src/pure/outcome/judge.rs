@@ -34,7 +34,7 @@ pub fn judge_among(
         return failed(reason);
     }
     let Some(status) = last.and_then(parse_status_line) else {
-        return failed(no_status(report.log.as_deref(), last));
+        return failed(no_status(&report.output, report.log.as_deref()));
     };
     match status.kind {
         Reported::Failed => return failed(status.message),
@@ -95,9 +95,31 @@ fn exit_failure(exit: &Exit, last: Option<&str>) -> Option<String> {
     })
 }
 
-/// Why an attempt without a status line failed: its last output, else its log's last line.
-fn no_status(log: Option<&str>, last: Option<&str>) -> String {
-    match (log, last) {
+/// What a status line is, as a reason that lacks one says.
+pub(super) const EXPECTED_STATUS: &str = "the last non-empty line of stdout must be the status line: \"COMPLETED: <summary>\", \"FAILED: <reason>\" or \"BLOCKED: <question>\"";
+
+/// Why an attempt without a status line failed, as precisely as its output allows: a last
+/// line that is almost a status line (not in capitals, no space or no text after the colon)
+/// with the form it should have had; a status line that is not the last non-empty line, with
+/// what came after it; else its last output (or its log's last line) and the form expected.
+fn no_status(output: &str, log: Option<&str>) -> String {
+    let last = last_nonempty_line(output);
+    if let Some(fix) = last.and_then(almost_status) {
+        return fix;
+    }
+    if let Some(line) = output
+        .lines()
+        .map(str::trim)
+        .rev()
+        .find(|l| parse_status_line(l).is_some())
+    {
+        return format!(
+            "The status line {:?} is not the last non-empty line of stdout (the last is {:?}); print it last",
+            clip(&crate::pure::sanitize::line(line), 120),
+            clip(&crate::pure::sanitize::line(last.unwrap_or_default()), 120)
+        );
+    }
+    let said = match (log, last) {
         (None, None) => NO_STATUS_NO_LOG.to_string(),
         (None, Some(l)) => format!(
             "No status line returned (last output: {:?}) and no log file found",
@@ -110,7 +132,41 @@ fn no_status(log: Option<&str>, last: Option<&str>) -> String {
             ),
             None => "No status line returned and the log file is empty".to_string(),
         },
+    };
+    format!("{said}; {EXPECTED_STATUS}")
+}
+
+/// When `line` is nearly a status line — `completed: done`, `Completed: done`,
+/// `COMPLETED:done`, `COMPLETED:` — what is wrong with it and the line it should be.
+fn almost_status(line: &str) -> Option<String> {
+    let (word, rest) = line.split_once(':')?;
+    let kind = ["COMPLETED", "FAILED", "BLOCKED"]
+        .into_iter()
+        .find(|k| word.trim().eq_ignore_ascii_case(k))?;
+    let text = rest.trim();
+    let placeholder = match kind {
+        "COMPLETED" => "<summary>",
+        "FAILED" => "<reason>",
+        _ => "<question>",
+    };
+    let shown = clip(&crate::pure::sanitize::line(line), 120);
+    if text.is_empty() {
+        return Some(format!(
+            "The status line {shown:?} has no text after the colon; it must read \"{kind}: {placeholder}\""
+        ));
     }
+    let fixed = clip(
+        &crate::pure::sanitize::line(&format!("{kind}: {text}")),
+        120,
+    );
+    let why = if word.trim() == kind {
+        "is not written as the word, a colon, one space and the text"
+    } else {
+        "is not in capitals"
+    };
+    Some(format!(
+        "The status line {shown:?} {why}; it must read {fixed:?}"
+    ))
 }
 
 /// The acceptance checks that failed.

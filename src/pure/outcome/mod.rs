@@ -472,7 +472,10 @@ mod tests {
         let verdict = judge(1, &plan().tasks[1], &r, ".design/plan.json");
         assert_eq!(
             verdict.result,
-            "No status line returned; last log line: last line"
+            format!(
+                "No status line returned; last log line: last line; {}",
+                judge::EXPECTED_STATUS
+            )
         );
     }
 
@@ -696,7 +699,7 @@ mod tests {
             (
                 report("all good, trust me"),
                 Status::Failed,
-                "No status line returned; last log line: did the work",
+                "No status line returned; last log line: did the work; the last non-empty line of stdout must be the status line: \"COMPLETED: <summary>\", \"FAILED: <reason>\" or \"BLOCKED: <question>\"",
             ),
             (
                 AttemptReport {
@@ -704,7 +707,7 @@ mod tests {
                     ..report("")
                 },
                 Status::Failed,
-                NO_STATUS_NO_LOG,
+                "No status line returned and no log file found; the last non-empty line of stdout must be the status line: \"COMPLETED: <summary>\", \"FAILED: <reason>\" or \"BLOCKED: <question>\"",
             ),
             (
                 report("FAILED: bcrypt would not build"),
@@ -989,5 +992,36 @@ mod tests {
         );
         insta::assert_snapshot!(v.result, @"claude: Invalid API key · Fix external API key (API error 401) — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret ANTHROPIC_API_KEY (locally: export ANTHROPIC_API_KEY=…; on GitHub: gh secret set ANTHROPIC_API_KEY)");
         assert!(matches!(v.halt, Some(Halt::Run { .. })));
+    }
+
+    /// Issue 33 §4: a failure says why. Output that has no status line names the line that
+    /// was expected; a last line that is nearly one says what is wrong and how it should read;
+    /// a status line that is not last says what came after it.
+    #[test]
+    fn a_missing_status_line_is_explained_precisely() {
+        let cases = [
+            "Starting the agent…",
+            "completed: wrote b.txt",
+            "Failed: the tests do not pass",
+            "COMPLETED:done",
+            "BLOCKED:",
+            "COMPLETED: wrote c.txt\nbye\n\n",
+            "FAILED: first try\nCOMPLETED: second try\nsummary follows",
+            "Task COMPLETED: done",
+            "",
+        ];
+        let shown: Vec<String> = cases
+            .iter()
+            .map(|out| {
+                let r = AttemptReport {
+                    log: None,
+                    ..report(out)
+                };
+                let v = judge(1, &plan().tasks[1], &r, ".design/plan.json");
+                assert_eq!(v.status, Status::Failed, "{out:?}");
+                format!("{out:?}\n  → {}", v.result)
+            })
+            .collect();
+        insta::assert_snapshot!(shown.join("\n"));
     }
 }

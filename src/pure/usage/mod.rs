@@ -36,7 +36,7 @@
 //!
 //! Outcomes: `completed`, `blocked` and `failed` are the verdict; a failed attempt whose worker
 //! was killed at the task's timeout is `timeout`, one the reviewer rejected is `rejected`, and a
-//! local attempt stopped by Ctrl-C is `interrupted`.
+//! local attempt stopped by Ctrl-C (or SIGTERM) is `interrupted`, with the `signal` that stopped it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -210,7 +210,15 @@ pub struct AttemptRecord {
     /// integrated tree, and is not counted as one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rebase: bool,
+    /// An `interrupted` attempt the user stopped: the signal dagexec received (`SIGINT`:
+    /// Ctrl-C; `SIGTERM`). Such an attempt is not counted as one; an attempt a `kill -9`
+    /// or a power loss cut short leaves no record, and stays counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
 }
+
+/// The signals a user stops a run with, as [`AttemptRecord::signal`] names them.
+pub const STOP_SIGNALS: [&str; 2] = ["SIGINT", "SIGTERM"];
 
 /// A timestamp as the record writes it: UTC to the second.
 pub fn timestamp(t: jiff::Timestamp) -> String {
@@ -260,6 +268,7 @@ impl AttemptRecord {
             output_tokens: usage.output_tokens,
             model: usage.model,
             rebase: false,
+            signal: None,
         }
     }
 
@@ -281,6 +290,7 @@ impl AttemptRecord {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             model: usage.model,
+            signal: self.signal.filter(|s| STOP_SIGNALS.contains(&s.as_str())),
             ..self
         })
     }

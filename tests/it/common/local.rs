@@ -184,6 +184,14 @@ pub fn bounded(dir: &Path, mut cmd: Command, limit: Duration) -> Ran {
     }
 }
 
+/// What a command that ran in `dir` left, from its output (a run the test started itself).
+pub fn ran(dir: &Path, out: Output) -> Ran {
+    Ran {
+        out,
+        dir: dir.to_path_buf(),
+    }
+}
+
 /// What a command left: its output (deref to [`Output`]) and its repository.
 pub struct Ran {
     out: Output,
