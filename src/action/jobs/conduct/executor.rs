@@ -33,8 +33,8 @@ impl Executor for Remote<'_> {
         false
     }
 
-    /// Saved, and the attempts counted since the last push made durable on the branch before
-    /// their runs are dispatched ([`Remote::record_starts`]).
+    /// Saved, and the attempts counted since the last push made durable beside the branch
+    /// (its record of starts) before their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
         super::merging::drop_stale(plan);
         save(plan, self.plan_path)?;
