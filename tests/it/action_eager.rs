@@ -1019,7 +1019,7 @@ fn a_conductor_killed_after_a_dispatch_it_had_not_recorded_adopts_that_run() {
         "{log}"
     );
     assert!(
-        log.contains("Task 1: attempt 1 was interrupted (no run recorded or found)")
+        log.contains("Task 1: attempt 1 was interrupted before its run started")
             && !log.contains(&format!("(run {decoy})")),
         "{log}"
     );
@@ -1098,5 +1098,174 @@ fn an_outage_at_the_handover_is_waited_out_and_the_successor_started() {
         .filter(|d| d.inputs.get("task").is_none())
         .count();
     assert_eq!(successors, 1, "{log}");
+    lab.gh.assert_clean();
+}
+
+/// The (task, attempt) of every task run dispatched so far, in order.
+fn dispatched_attempts(lab: &Lab) -> Vec<(String, String)> {
+    lab.gh
+        .state()
+        .dispatches
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.inputs.get("task")?.as_str()?.to_string(),
+                d.inputs["attempt"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Issue 31 §3: GitHub started the task's run but answered its dispatch 502 (a gateway that
+/// timed out after the backend acted). The client's own retry sent the dispatch again and
+/// started a second run of the same attempt; the run is looked for by its run-name before
+/// any dispatch is sent again, and found.
+#[test]
+fn a_dispatch_answered_502_after_github_started_its_run_is_never_sent_again() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    lab.gh.fail_after("actions/create-workflow-dispatch", 502);
+    let conductor = lab.conductor(
+        1,
+        &[
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(
+        dispatched_attempts(&lab),
+        [("0".to_string(), "1".to_string())],
+        "one run for the one attempt:\n{log}"
+    );
+    assert!(
+        log.contains("GitHub could not start the run of task 0 attempt 1")
+            && log.contains("found its run 7001"),
+        "{log}"
+    );
+    let done = lab.branch_plan();
+    assert_eq!(
+        done["progress"]["completedTasks"][0]["attempts"], 1,
+        "{done:#}\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
+/// Issue 31 §7: a run that ended days before a conductor asks for its result (the conductor
+/// that dispatched it was killed; `/execute` started the next one later) meets an outage of
+/// the artifact listing. The result was judged missing ("cannot list the run's artifacts")
+/// and the task ran again; an outage costs waiting, never an attempt.
+#[test]
+fn an_artifact_listing_outage_for_a_run_that_ended_days_ago_costs_no_attempt() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "dispatched:1")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let run = lab.gh.state().dispatches[0].run_id;
+    lab.gh.age_run(run, 72);
+    lab.gh.outage("actions/list-workflow-run-artifacts", 9);
+    let second = lab.conductor(
+        2,
+        &[
+            ("DAGEXEC_API_RETRY_BASE", "10ms"),
+            ("DAGEXEC_API_RETRY_CAP", "40ms"),
+        ],
+    );
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("GitHub could not give") && log.contains("GitHub answers again"),
+        "{log}"
+    );
+    assert!(!log.contains("cannot list the run's artifacts"), "{log}");
+    assert_eq!(dispatched_attempts(&lab).len(), 1, "{log}");
+    let done = lab.branch_plan();
+    assert_eq!(
+        done["progress"]["completedTasks"][0]["attempts"], 1,
+        "{done:#}\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
+/// Issue 31 §7: a conductor killed before its dispatch reached GitHub (its start recorded, no
+/// run started) cost the task an attempt: "completed, 2 attempts" for one run. An attempt is
+/// counted once per run GitHub started; the successor says the attempt was interrupted.
+#[test]
+fn a_conductor_killed_before_its_dispatch_reached_github_costs_no_attempt() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![task("one", &["t1.txt"], &[])],
+        ONE_WORKER,
+    ));
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "dispatching:1")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    assert!(dispatched_attempts(&lab).is_empty());
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("Task 0: attempt 1 was interrupted before its run started"),
+        "{log}"
+    );
+    assert_eq!(
+        dispatched_attempts(&lab),
+        [("0".to_string(), "1".to_string())],
+        "{log}"
+    );
+    let done = lab.branch_plan();
+    assert_eq!(
+        done["progress"]["completedTasks"][0]["attempts"], 1,
+        "one run, one attempt:\n{done:#}\n{log}"
+    );
+    let st = lab.gh.state();
+    let status = st
+        .comments
+        .last()
+        .map(|c| c.body.clone())
+        .unwrap_or_default();
+    assert!(!status.contains("2 attempts"), "{status}");
+    lab.gh.assert_clean();
+}
+
+/// Issue 31 §8: the pull request shows one commit per round (and the final one); every
+/// dispatch added "dagexec: starting task N attempt K" to the branch. The record of a start
+/// lives on a ref of its own beside the branch.
+#[test]
+fn the_branch_holds_round_commits_only_and_starts_are_recorded_beside_it() {
+    let lab = Arc::new(Lab::new(diamond()));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let subjects = git(&lab.origin, &["log", "--format=%s", BRANCH]);
+    assert!(
+        !subjects.lines().any(|s| s.starts_with("dagexec: starting")),
+        "bookkeeping on the reviewed branch:\n{subjects}"
+    );
+    let starts = git(
+        &lab.origin,
+        &[
+            "log",
+            "--format=%s",
+            &format!("refs/dagexec/starts/{BRANCH}"),
+        ],
+    );
+    assert!(
+        starts
+            .lines()
+            .next()
+            .unwrap_or("")
+            .starts_with("dagexec: starting"),
+        "{starts}"
+    );
     lab.gh.assert_clean();
 }

@@ -601,11 +601,13 @@ esac
     lab.gh.assert_clean();
 }
 
+/// Issue 31 §4: killed right after pushing the commit that keeps task 1's merge (round 2:
+/// task 0 landed in round 1), before the re-check run is dispatched. The successor counted
+/// the attempt as interrupted and the merged work was lost (task 1's worker ran again); it
+/// finds no run of the re-check, dispatches it from the commit that keeps the merge, and the
+/// merged change lands — no worker runs twice, no attempt is lost.
 #[test]
-fn a_conductor_killed_between_a_merge_and_its_recheck_run_leaves_an_interrupted_attempt() {
-    // Killed right after pushing the commit that keeps task 1's merge (round 2: task 0 landed
-    // in round 1), before the re-check run is dispatched: the successor finds no run for it,
-    // counts the attempt as interrupted, and task 1's next attempt runs from the branch.
+fn a_conductor_killed_between_a_merge_and_its_recheck_run_keeps_the_merged_work() {
     let lab = lab(clean_tasks(), CLEAN, true);
     let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "push:2")]);
     let code = lab.drive(first, Duration::from_secs(60));
@@ -622,20 +624,22 @@ fn a_conductor_killed_between_a_merge_and_its_recheck_run_leaves_an_interrupted_
     let log = lab.conduct_log(2);
     assert_eq!(code, 0, "{log}");
     assert!(
-        log.contains("Task 1: attempt 1 was interrupted (no run recorded or found)"),
+        log.contains("Task 1 attempt 1: its re-check was not started before the conductor stopped"),
         "{log}"
     );
     let runs = dispatched(&lab);
     assert_eq!(runs.len(), 3, "{runs:?}\n{log}");
-    assert_eq!((runs[2].0.as_str(), runs[2].1.as_str()), ("1", "2"));
+    assert_eq!((runs[2].0.as_str(), runs[2].1.as_str()), ("1", "1"));
+    assert_eq!(
+        follow_up_at(&lab, &runs[2].2, 1)["kind"],
+        "recheck",
+        "the re-check runs from the commit that keeps the merge"
+    );
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
     let plan = lab.branch_plan();
     assert_eq!(
         records(&plan, 1),
-        vec![
-            (1, "interrupted".into(), false),
-            (2, "completed".into(), false)
-        ],
+        vec![(1, "completed".into(), false)],
         "{plan:#}"
     );
     lab.gh.assert_clean();

@@ -1084,6 +1084,12 @@ fn finalize_takes_exactly_each_entrys_artifact_and_ignores_forged_ones() {
         serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
     assert_eq!(state["tasks"][1]["status"], "completed", "{state:#}");
     assert_eq!(state["tasks"][1]["result"], "b", "{state:#}");
+    // Issue 31 §9: every entry left its artifact, so finalize never asks GitHub for its own
+    // run (only an attempt without a result is recorded as spanning the run).
+    assert!(
+        gh.calls("actions/get-workflow-run").is_empty(),
+        "finalize asked for its own run though no artifact was missing:\n{log}"
+    );
 }
 
 #[test]

@@ -611,3 +611,37 @@ async fn a_run_answer_without_its_id_names_the_field() {
         "{e}"
     );
 }
+
+/// Issue 31 §3: a dispatch that asks for its run's details is sent once — a 502 GitHub gives
+/// after starting the run is returned as an outage (the caller looks for the run), never
+/// re-POSTed — while a rate limit, which started nothing, is still waited out.
+#[tokio::test]
+async fn a_dispatch_asking_for_its_run_is_never_resent_after_a_5xx_but_waits_out_a_rate_limit() {
+    let gh = FakeGitHub::start().await;
+    let c = client(&gh);
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("task".into(), json!("3"));
+    gh.fail_after("actions/create-workflow-dispatch", 502);
+    let e = c
+        .dispatch_run("dagexec.yml", "dagexec/x", &inputs)
+        .await
+        .unwrap_err();
+    assert!(e.transient() && e.status() == Some(502), "{e}");
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 1);
+    assert_eq!(gh.state().dispatches.len(), 1, "the run GitHub started");
+
+    gh.fail_next(
+        "actions/create-workflow-dispatch",
+        429,
+        &[("retry-after", "0")],
+        json!({"message": "slow down"}),
+    );
+    let run = c
+        .dispatch_run("dagexec.yml", "dagexec/x", &inputs)
+        .await
+        .unwrap();
+    assert!(run.is_some());
+    assert_eq!(gh.calls("actions/create-workflow-dispatch").len(), 3);
+    assert_eq!(gh.state().dispatches.len(), 2);
+    gh.assert_clean();
+}

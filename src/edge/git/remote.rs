@@ -145,6 +145,118 @@ impl Repo {
         Err(call.error(&out))
     }
 
+    /// A commit whose parent is `parent` and whose tree is `parent`'s with the file `rel` set
+    /// to `bytes` (mode 100644, converted as `git add` would), made in a scratch index under
+    /// `<git-common-dir>/dagexec`: `HEAD`, the index and the work tree are left alone. Its SHA.
+    pub fn commit_file_onto(
+        &self,
+        parent: &str,
+        rel: &str,
+        bytes: &[u8],
+        message: &str,
+    ) -> Result<String, GitError> {
+        let rel = super::paths::normalize(rel)?;
+        let dir = self.common_dir().join("dagexec");
+        crate::edge::fsx::create_dir_all(self.common_dir(), &dir)
+            .map_err(|e| super::error::io_error("create directory", &dir)(e.into()))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("record-")
+            .tempdir_in(&dir)
+            .map_err(super::error::io_error("create a temporary folder in", &dir))?;
+        let index = tmp.path().join("index");
+        let trim = |b: Vec<u8>| String::from_utf8_lossy(&b).trim().to_string();
+        git(self.root(), "read-tree")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["read-tree", parent])
+            .run()?;
+        let path_arg = format!("--path={rel}");
+        let blob = trim(
+            git(self.root(), "hash-object")
+                .args(["hash-object", "-w", "--stdin", &path_arg])
+                .stdin(bytes)
+                .run()?,
+        );
+        git(self.root(), "update-index")
+            .env("GIT_INDEX_FILE", &index)
+            .args(["update-index", "--add", "--cacheinfo"])
+            .arg(format!("100644,{blob},{rel}"))
+            .run()?;
+        let tree = trim(
+            git(self.root(), "write-tree")
+                .env("GIT_INDEX_FILE", &index)
+                .args(["write-tree"])
+                .run()?,
+        );
+        let mut commit = git(self.root(), "commit-tree")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args(["commit-tree", &tree, "-p", parent, "-F", "-"])
+            .stdin(message.as_bytes());
+        for (key, value) in self.fallback_identity()? {
+            commit = commit.env(key, value);
+        }
+        Ok(trim(commit.run()?))
+    }
+
+    /// Pushes commit `sha` to the ref `name` (a full name outside `refs/heads`, e.g.
+    /// `refs/dagexec/…`) on `origin`, replacing it only while it still is `expected` (`None`:
+    /// only while it does not exist): a record of this process's own, which another writer's
+    /// push makes [`Pushed::Rejected`].
+    pub fn push_ref(
+        &self,
+        sha: &str,
+        name: &str,
+        expected: Option<&str>,
+        auth: &RemoteAuth,
+    ) -> Result<Pushed, GitError> {
+        let lease = format!("--force-with-lease={name}:{}", expected.unwrap_or(""));
+        let refspec = format!("{sha}:{name}");
+        let call = self.remote_git("push", auth).args([
+            "push",
+            "--quiet",
+            "--porcelain",
+            &lease,
+            "origin",
+            &refspec,
+        ]);
+        let out = call.output()?;
+        if out.status.success() {
+            return Ok(Pushed::Done);
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if text.contains("[rejected]") || text.contains("stale info") {
+            return Ok(Pushed::Rejected(text.trim().to_string()));
+        }
+        Err(call.error(&out))
+    }
+
+    /// Fetches the ref `name` (a full name) from `origin` into the same name here; `Ok(None)`
+    /// when the remote has no such ref, else its commit.
+    pub fn fetch_ref(&self, name: &str, auth: &RemoteAuth) -> Result<Option<String>, GitError> {
+        let refspec = format!("+{name}:{name}");
+        let call = self.remote_git("fetch", auth).args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "origin",
+            &refspec,
+        ]);
+        let out = call.output()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            if err.contains("couldn't find remote ref") || err.contains("could not find remote ref")
+            {
+                return Ok(None);
+            }
+            return Err(call.error(&out));
+        }
+        self.rev_parse(name)
+    }
+
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
     /// is aborted and the error says which.
     pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {

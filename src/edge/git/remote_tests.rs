@@ -186,3 +186,73 @@ fn a_rejected_push_is_fetched_rebased_and_pushed_again() {
     fresh.checkout_detached(&head).unwrap();
     assert_eq!(fresh.head().unwrap(), head);
 }
+
+/// Issue 31 §8: a record kept beside a branch — a commit on a given parent with one file
+/// replaced, made without touching HEAD, the index or the work tree — is pushed to a ref of
+/// its own, replaced only while it is what this writer last pushed, and fetched back.
+#[test]
+fn a_record_beside_the_branch_is_committed_aside_pushed_with_a_lease_and_fetched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bare, a, b) = remote(tmp.path());
+    let repo = Repo::discover(&a).unwrap();
+    let auth = RemoteAuth::default();
+    let head = repo.head().unwrap();
+    fs::write(a.join("mod.txt"), "edited, not committed\n").unwrap();
+    let record = repo
+        .commit_file_onto(&head, "mod.txt", b"recorded\n", "dagexec: starting task 0")
+        .unwrap();
+    assert_eq!(repo.head().unwrap(), head, "HEAD stays");
+    assert_eq!(
+        fs::read_to_string(a.join("mod.txt")).unwrap(),
+        "edited, not committed\n",
+        "the work tree stays"
+    );
+    assert_eq!(
+        run(&a, &["diff", "--cached", "--name-only"]),
+        "",
+        "the index stays"
+    );
+    assert_eq!(run(&a, &["rev-parse", &format!("{record}^")]).trim(), head);
+    assert_eq!(
+        run(&a, &["show", &format!("{record}:mod.txt")]),
+        "recorded\n"
+    );
+    assert_eq!(
+        run(&a, &["diff", "--name-only", &head, &record]),
+        "mod.txt\n",
+        "nothing else changed"
+    );
+    let name = "refs/dagexec/starts/dagexec/x";
+    assert_eq!(
+        repo.push_ref(&record, name, None, &auth).unwrap(),
+        Pushed::Done
+    );
+    // A second writer that believes the ref does not exist is refused.
+    let other = repo
+        .commit_file_onto(&head, "mod.txt", b"other\n", "another writer")
+        .unwrap();
+    assert!(matches!(
+        repo.push_ref(&other, name, None, &auth).unwrap(),
+        Pushed::Rejected(_)
+    ));
+    // Replaced (not a fast-forward) by the writer that pushed it last.
+    assert_eq!(
+        repo.push_ref(&other, name, Some(&record), &auth).unwrap(),
+        Pushed::Done
+    );
+    assert_eq!(run(&bare, &["rev-parse", name]).trim(), other);
+    let fresh = Repo::discover(&b).unwrap();
+    assert_eq!(fresh.fetch_ref(name, &auth).unwrap(), Some(other));
+    assert_eq!(
+        fresh.fetch_ref("refs/dagexec/starts/none", &auth).unwrap(),
+        None
+    );
+    assert_eq!(
+        run(
+            &bare,
+            &["for-each-ref", "--format=%(refname)", "refs/heads"]
+        ),
+        "refs/heads/main\n",
+        "no branch was made"
+    );
+}

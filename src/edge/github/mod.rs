@@ -199,6 +199,35 @@ impl Client {
         decode(op, &text)
     }
 
+    /// [`Client::send`] for a request GitHub may carry out although it fails to answer (a
+    /// `workflow_dispatch` that starts a run): sent again only after a refusal that says
+    /// nothing was done (a rate limit). A 5xx or a network error after it was sent is returned
+    /// at once ([`ApiError::transient`]): the caller looks for what it did before sending it
+    /// again.
+    pub async fn send_once<T: DeserializeOwned, B: Serialize + ?Sized>(
+        &self,
+        op: &str,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ApiError> {
+        let response = self
+            .respond(
+                &self.rest,
+                Call {
+                    op,
+                    method,
+                    path,
+                    body: Some(body),
+                    redirects: Redirects::Fail,
+                    resend: Resend::OnlyRefused,
+                },
+            )
+            .await?;
+        let text = self.rest.body_to_string(response).await.unwrap_or_default();
+        decode(op, &text)
+    }
+
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
     /// [`Client::get`] and [`Client::send`] are preferred.
     pub async fn rest(
@@ -277,6 +306,7 @@ impl Client {
                     path,
                     body,
                     redirects: Redirects::Fail,
+                    resend: Resend::Always,
                 },
             )
             .await?;
@@ -295,6 +325,7 @@ impl Client {
                 path,
                 body: None::<&()>,
                 redirects: Redirects::Return,
+                resend: Resend::Always,
             },
         )
         .await
@@ -315,6 +346,7 @@ impl Client {
             path,
             body,
             redirects,
+            resend,
         } = call;
         let mut attempt = 0;
         loop {
@@ -337,7 +369,10 @@ impl Client {
             };
             let next = match sent {
                 Err(e) => {
-                    let next = self.policy.after_network_error(attempt);
+                    let next = match resend {
+                        Resend::Always => self.policy.after_network_error(attempt),
+                        Resend::OnlyRefused => retry::Next::Fail(None),
+                    };
                     if let retry::Next::Fail(_) = next {
                         return Err(ApiError::Network {
                             op: op.to_string(),
@@ -357,10 +392,14 @@ impl Client {
                     let limits = retry::Limits::from_headers(response.headers());
                     let text = octo.body_to_string(response).await.unwrap_or_default();
                     let message = github_message(&text, status);
-                    match self
-                        .policy
-                        .after_status(status, &limits, &message, attempt, now())
-                    {
+                    let next = match resend {
+                        // GitHub may have done it: not sent again.
+                        Resend::OnlyRefused if status >= 500 => retry::Next::Fail(None),
+                        _ => self
+                            .policy
+                            .after_status(status, &limits, &message, attempt, now()),
+                    };
+                    match next {
                         retry::Next::Fail(why) => {
                             return Err(ApiError::Status {
                                 op: op.to_string(),
@@ -394,6 +433,17 @@ struct Call<'a, B: ?Sized> {
     path: &'a str,
     body: Option<&'a B>,
     redirects: Redirects,
+    resend: Resend,
+}
+
+/// Which failures [`Client::respond`] sends a request again after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// Every failure the retry policy retries (a request that does the same twice over).
+    Always,
+    /// Only a refusal that did nothing (a rate limit): a request GitHub may have carried out
+    /// before failing to answer (5xx, a lost connection) is not sent twice.
+    OnlyRefused,
 }
 
 /// What [`Client::respond`] makes of a 3xx answer.

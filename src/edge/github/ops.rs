@@ -292,7 +292,15 @@ impl Client {
             inputs,
             return_run_details,
         };
-        match self.send(op, Method::POST, &path, &body(inputs)).await {
+        // Asking for the run's details is asking to know which run started: that dispatch is
+        // never sent twice blindly (a 5xx may come after GitHub started it; the caller looks
+        // for the run first, `conduct`). Without details nobody could look: retried as any call.
+        let sent = if return_run_details {
+            self.send_once(op, Method::POST, &path, &body(inputs)).await
+        } else {
+            self.send(op, Method::POST, &path, &body(inputs)).await
+        };
+        match sent {
             // A workflow written before one of dagexec's optional inputs existed declares no
             // such input, and GitHub refuses the whole dispatch (422 "Unexpected inputs
             // provided") without starting a run: the same dispatch without them.
@@ -312,7 +320,11 @@ impl Client {
                 for k in OPTIONAL_DISPATCH_INPUTS {
                     fewer.remove(*k);
                 }
-                self.send(op, Method::POST, &path, &body(&fewer)).await
+                if return_run_details {
+                    self.send_once(op, Method::POST, &path, &body(&fewer)).await
+                } else {
+                    self.send(op, Method::POST, &path, &body(&fewer)).await
+                }
             }
             answer => answer,
         }

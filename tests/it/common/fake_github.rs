@@ -15,7 +15,8 @@
 //! reactions and collaborator permissions. Lists are not paginated, except comments and workflow
 //! runs, as GitHub pages them; `pulls/list` is newest first like GitHub's default.
 //! Faults are injected per operation ([`FakeGitHub::fail_next`], [`FakeGitHub::outage`];
-//! `storage` names the artifact storage). A missing pull request,
+//! `storage` names the artifact storage; [`FakeGitHub::fail_after`]: the operation is done
+//! and its answer lost to a 5xx, as a gateway timeout of GitHub's front end leaves it). A missing pull request,
 //! comment or check run is GitHub's 404 (not a violation). `POST /graphql` accepts only the
 //! `markPullRequestReadyForReview` mutation and the issue query (`fake_github/issues.rs`:
 //! sub-issues and blockers, its fields checked against GitHub's GraphQL schema).
@@ -296,6 +297,37 @@ impl FakeGitHub {
         for _ in 0..calls {
             self.fail_next(operation_id, 502, &[], json!({"message": "Server Error"}));
         }
+    }
+
+    /// The next call of `operation_id` is carried out (its run started, its comment made…)
+    /// and then answered `status` (a 5xx) instead of its answer, as GitHub's front end
+    /// answers 502 or 504 when its backend did the work but did not answer in time: the
+    /// caller cannot tell from the answer whether anything happened.
+    pub fn fail_after(&self, operation_id: &str, status: u16) {
+        self.lock()
+            .failures_after
+            .entry(operation_id.to_owned())
+            .or_default()
+            .push_back((status, Vec::new(), json!({"message": "Server Error"})));
+    }
+
+    /// Moves run `run_id`'s times (created, started, last changed) `hours` into the past: a
+    /// run that ended that long before anyone asked for it.
+    pub fn age_run(&self, run_id: u64, hours: i64) {
+        let mut inner = self.lock();
+        let Some(run) = inner.state.runs.get_mut(&run_id) else {
+            return;
+        };
+        let back = |t: &str| {
+            t.parse::<jiff::Timestamp>()
+                .ok()
+                .and_then(|t| t.checked_sub(jiff::SignedDuration::from_hours(hours)).ok())
+                .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                .unwrap_or_else(|| t.to_string())
+        };
+        run.created_at = back(&run.created_at);
+        run.run_started_at = back(&run.run_started_at);
+        run.updated_at = back(&run.updated_at);
     }
 
     /// Sets the role `user` has on every repository (`admin`, `maintain`, `write`, `triage`,
@@ -625,6 +657,8 @@ struct Inner {
     requests: Vec<Recorded>,
     violations: Vec<String>,
     failures: HashMap<String, VecDeque<Scripted>>,
+    /// Failures given after the operation was carried out ([`FakeGitHub::fail_after`]).
+    failures_after: HashMap<String, VecDeque<Scripted>>,
     /// The repository whose refs a dispatch's `head_sha` is read from.
     git_dir: Option<std::path::PathBuf>,
 }
@@ -875,12 +909,20 @@ impl Inner {
         if issue_query {
             return issues::answer_graphql(self, body.as_ref().unwrap_or(&Value::Null));
         }
-        match (graphql_pr, found) {
+        let answer = match (graphql_pr, found) {
             (Some(node_id), _) => self.ready_for_review(&node_id),
             (None, Some((op, params))) => {
                 self.answer(op, &params, &query, body.unwrap_or(Value::Null))
             }
             (None, None) => unreachable!("handled above"),
+        };
+        match self
+            .failures_after
+            .get_mut(&op_id)
+            .and_then(VecDeque::pop_front)
+        {
+            Some((status, _, body)) => reply(status, body),
+            None => answer,
         }
     }
 

@@ -33,8 +33,8 @@ impl Executor for Remote<'_> {
         false
     }
 
-    /// Saved, and the attempts counted since the last push made durable on the branch before
-    /// their runs are dispatched ([`Remote::record_starts`]).
+    /// Saved, and the attempts counted since the last push made durable beside the branch
+    /// (its record of starts) before their runs are dispatched ([`Remote::record_starts`]).
     fn save(&mut self, plan: &mut Plan) -> Result<(), ActionError> {
         super::merging::drop_stale(plan);
         save(plan, self.plan_path)?;
@@ -55,6 +55,8 @@ impl Executor for Remote<'_> {
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
         dispatch.insert("base".into(), self.pushed.clone().into());
+        // The crash tests' kill -9 before the dispatch reaches GitHub (its start recorded).
+        crate::flow::failpoint("dispatching", round);
         let id = self.dispatch_task_run(i, attempt, &dispatch)?;
         // The crash tests' kill -9 between a dispatch and the commit that records its run.
         crate::flow::failpoint("dispatched", round);

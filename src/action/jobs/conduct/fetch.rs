@@ -1,19 +1,12 @@
 //! An ended task run's result: its artifact found by its exact name, downloaded into a
 //! temporary file and read; a GitHub that fails to list or serve it is asked again later.
 
-use std::time::Duration;
-
 use super::{MAX_ARTIFACT_BYTES, read_zip};
 use crate::action::arrival;
 use crate::action::matrix::Entry;
 use crate::edge::github::Client;
 use crate::edge::github::runs::WorkflowRun;
 use crate::flow::Ui;
-
-/// How long after its run ended an artifact that GitHub fails to list or serve is waited
-/// for; past it the attempt is judged without its result. GitHub keeps artifacts for 90 days
-/// by default and at least one day.
-pub const RESULT_PATIENCE: Duration = Duration::from_secs(24 * 3600);
 
 /// What a poll got of an ended run's result.
 pub(super) enum Fetched {
@@ -25,14 +18,16 @@ pub(super) enum Fetched {
         Option<String>,
     ),
     /// GitHub failed to list or serve it (down, or rate limiting): the result is still
-    /// there, to be read at a later poll.
+    /// there (an artifact is kept for a day at least, 90 by default), to be read at a later
+    /// poll — by this conductor until its hand-over, then by its successor.
     Later(crate::edge::github::ApiError),
 }
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
 /// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded into
-/// an anonymous temporary file and read from it. A listing or download GitHub fails (after the retry policy's tries) is
-/// [`Fetched::Later`] for [`RESULT_PATIENCE`] after the run ended.
+/// an anonymous temporary file and read from it. A listing or download GitHub fails (after
+/// the retry policy's tries: 5xx, network, rate limit) is [`Fetched::Later`] however long
+/// ago the run ended: an outage costs waiting, never the attempt (issue 31).
 pub(super) fn fetch(
     client: &Client,
     rt: &tokio::runtime::Runtime,
@@ -41,13 +36,6 @@ pub(super) fn fetch(
     attempt: u32,
     ui: &Ui,
 ) -> Fetched {
-    let ended = run
-        .updated_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    let patient = ended.is_none_or(|e| {
-        jiff::Timestamp::now().duration_since(e).as_secs() < RESULT_PATIENCE.as_secs() as i64
-    });
     let entry = Entry {
         task,
         attempt,
@@ -56,7 +44,7 @@ pub(super) fn fetch(
     let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
     let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
         Ok(l) => l,
-        Err(e) if e.transient() && patient => return Fetched::Later(e),
+        Err(e) if e.transient() => return Fetched::Later(e),
         Err(e) => {
             return Fetched::Done(
                 Some(Err(format!("cannot list the run's artifacts: {e}"))),
@@ -85,7 +73,7 @@ pub(super) fn fetch(
     });
     let file = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
         Ok(f) => f,
-        Err(e) if e.transient() && patient => return Fetched::Later(e),
+        Err(e) if e.transient() => return Fetched::Later(e),
         Err(e) => {
             return Fetched::Done(
                 Some(Err(format!("cannot download {}: {e}", artifact.name))),

@@ -13,15 +13,21 @@ use crate::action::report::Stop;
 use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, arrival};
 use crate::flow::RunEnd;
-use crate::flow::exec::Ending;
+use crate::flow::exec::{Ending, Start};
 use crate::pure::engine;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
 impl Remote<'_> {
-    /// Adopts what the branch records as running; a task in progress without a run is an
-    /// interrupted attempt, unless its run is found ([`Remote::find_unrecorded`]).
-    pub(super) fn adopt(&mut self, plan: &mut Plan) {
+    /// Adopts what the branch records as running, and the attempts the record of starts
+    /// beside it holds ([`Remote::read_starts`]). A task in progress without a run has its run
+    /// looked for ([`Remote::find_unrecorded`]); when GitHub has none, the attempt was
+    /// interrupted before its run started and does not count (an attempt is counted once per
+    /// run GitHub started) — unless it waited for a re-check or rebase run (`overlap: merge`):
+    /// that follow-up keeps the merged work and is returned, to be dispatched now. When GitHub
+    /// cannot say, the attempt counts (none runs twice).
+    pub(super) fn adopt(&mut self, plan: &mut Plan) -> Vec<Start> {
+        let recorded = self.read_starts(plan);
         let mut unrecorded = Vec::new();
         for (i, t) in plan.tasks.iter_mut().enumerate() {
             if t.status != Status::InProgress {
@@ -43,42 +49,135 @@ impl Remote<'_> {
                 }
             }
         }
-        // Attempts the branch records as started without their run: a conductor died between
-        // the dispatch and the commit that records it. Its run is found by its run-name, from
-        // the commit that recorded the start, and adopted; else the attempt counts.
+        // Attempts recorded as started without their run: a conductor died between the
+        // dispatch and the commit that records it — or before the dispatch.
+        let mut again = Vec::new();
         if unrecorded.is_empty() {
-            return;
+            return again;
         }
-        let found = self.find_unrecorded(plan, &unrecorded);
+        let (found, listed) = self.find_unrecorded(plan, &unrecorded, &recorded);
         for i in unrecorded {
-            let t = &mut plan.tasks[i];
+            let attempt = plan.tasks[i].attempts();
             if let Some(f) = found.get(&i) {
                 self.ui.say(format!(
                     "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
                     f.attempt, f.run
                 ));
-                t.extra.insert(
+                plan.tasks[i].extra.insert(
                     RUN_FIELD.into(),
                     serde_json::to_value(f).expect("a flight serialises"),
                 );
                 self.flights.insert(i, f.clone());
-            } else {
-                self.ui.say(format!(
-                    "Task {i}: attempt {} was interrupted (no run recorded or found); it counts.",
-                    t.attempts()
-                ));
-                t.status = Status::Pending;
-                let attempt = t.attempts();
-                t.extra.shift_remove(FOLLOW_UP_CHECKS);
-                // `overlap: merge`: an attempt that waited for its re-check or rebase run had
-                // its record already; its change never landed.
-                if t.extra.shift_remove(FOLLOW_UP).is_some() {
-                    crate::pure::usage::amend(plan, i, attempt, |r| {
-                        r.outcome = crate::pure::usage::Outcome::Interrupted;
-                    });
-                }
+                continue;
+            }
+            let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
+            if listed && let Some(follow) = follow {
+                let what = match follow {
+                    crate::action::rounds::FollowUp::Recheck { .. } => "re-check",
+                    crate::action::rounds::FollowUp::Rebase { .. } => "rebase",
+                };
+                self.ui.emit(crate::pure::events::Event::Note(format!(
+                    "Task {i} attempt {attempt}: its {what} was not started before the conductor stopped (GitHub has no run of it); it starts now from the commit that keeps the merge."
+                )));
+                again.push(Start {
+                    task: i,
+                    attempt,
+                    retry_prompt: None,
+                });
+                continue;
+            }
+            let t = &mut plan.tasks[i];
+            t.status = Status::Pending;
+            t.extra.shift_remove(FOLLOW_UP_CHECKS);
+            let merged = t.extra.shift_remove(FOLLOW_UP).is_some();
+            if listed && !merged {
+                t.attempts = attempt.checked_sub(1).filter(|&a| a > 0);
+                self.ui.emit(crate::pure::events::Event::Note(format!(
+                    "Task {i}: attempt {attempt} was interrupted before its run started (GitHub has no run of it); it does not count."
+                )));
+                continue;
+            }
+            self.ui.emit(crate::pure::events::Event::Note(format!(
+                "Task {i}: attempt {attempt} was interrupted (no run recorded, and GitHub could not list the runs to find one); it counts."
+            )));
+            // `overlap: merge`: an attempt that waited for its re-check or rebase run had
+            // its record already; its change never landed.
+            if merged {
+                crate::pure::usage::amend(plan, i, attempt, |r| {
+                    r.outcome = crate::pure::usage::Outcome::Interrupted;
+                });
             }
         }
+        again
+    }
+
+    /// The record of starts beside the branch ([`super::starts_ref`]), read into `plan`: each
+    /// attempt it holds that the branch's tip does not (a conductor died after recording it,
+    /// before the branch's next commit) is in progress again, counted, with its run when the
+    /// record has one. Only a record made on a commit of the branch's first-parent history is
+    /// read, and of it only the tasks that the branch left unchanged since. Returns, by task,
+    /// the commit its run was dispatched from (the record's parent).
+    fn read_starts(&mut self, plan: &mut Plan) -> BTreeMap<usize, String> {
+        let mut out = BTreeMap::new();
+        let name = super::starts_ref(self.branch);
+        let at = match self.repo.fetch_ref(&name, self.auth) {
+            Ok(Some(at)) => at,
+            Ok(None) => return out,
+            Err(e) => {
+                self.ui.say(format!(
+                    "Cannot read {name}, the record of the attempts started since the branch's last commit: {e}"
+                ));
+                return out;
+            }
+        };
+        self.starts.remote = Some(at.clone());
+        let Ok(Some(parent)) = self.repo.rev_parse(&format!("{at}^")) else {
+            return out;
+        };
+        if !self
+            .repo
+            .first_parents(64)
+            .unwrap_or_default()
+            .contains(&parent)
+        {
+            return out;
+        }
+        let read = |rev: &str| -> Option<Plan> {
+            let bytes = self.repo.read_at(rev, &self.inputs.plan_rel).ok()??;
+            crate::pure::plan::load::parse(
+                &String::from_utf8_lossy(&bytes),
+                Path::new(&self.inputs.plan_rel),
+            )
+            .ok()
+        };
+        let (Some(record), Some(then)) = (read(&at), read(&parent)) else {
+            return out;
+        };
+        if record.tasks.len() != plan.tasks.len() || then.tasks.len() != plan.tasks.len() {
+            return out;
+        }
+        let json = |t: &crate::pure::plan::model::Task| serde_json::to_value(t).ok();
+        for (i, r) in record.tasks.iter().enumerate() {
+            let t = &mut plan.tasks[i];
+            let started = r.status == Status::InProgress
+                && !(then.tasks[i].status == Status::InProgress
+                    && then.tasks[i].attempts() == r.attempts());
+            if !started || json(t) != json(&then.tasks[i]) {
+                continue;
+            }
+            t.status = Status::InProgress;
+            t.attempts = r.attempts;
+            match r.extra.get(RUN_FIELD) {
+                Some(run) => t.extra.insert(RUN_FIELD.into(), run.clone()),
+                None => t.extra.shift_remove(RUN_FIELD),
+            };
+            self.ui.say(format!(
+                "Task {i} attempt {}: started by a conductor that stopped before the branch's next commit ({name}).",
+                r.attempts()
+            ));
+            out.insert(i, parent.clone());
+        }
+        out
     }
 
     /// The runs of attempts the branch records as started (`tasks`: in progress, no run
@@ -90,7 +189,12 @@ impl Remote<'_> {
     /// run has the attempt's run-name — or none), so a run of the same task and attempt number from before a `/execute retry` is never
     /// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
     /// said, and the attempts then count as interrupted.
-    fn find_unrecorded(&self, plan: &Plan, tasks: &[usize]) -> BTreeMap<usize, Flight> {
+    fn find_unrecorded(
+        &self,
+        plan: &Plan,
+        tasks: &[usize],
+        recorded: &BTreeMap<usize, String>,
+    ) -> (BTreeMap<usize, Flight>, bool) {
         // The commits each start may have been dispatched from.
         let mut from: BTreeMap<usize, std::collections::BTreeSet<String>> = BTreeMap::new();
         let mut alive: Vec<usize> = tasks.to_vec();
@@ -120,21 +224,14 @@ impl Remote<'_> {
                 break;
             }
         }
+        // Starts from the record beside the branch: dispatched from the commit it was made on.
+        for (&i, on) in recorded {
+            from.entry(i).or_default().insert(on.clone());
+        }
         let mut found = BTreeMap::new();
         for page in 1..=10 {
-            let runs = match self.rt.block_on(self.client.dispatched_runs(
-                &self.inputs.workflow,
-                self.branch,
-                page,
-            )) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.ui.say(format!(
-                        "Cannot list the runs of {} to find the runs of attempts started without one recorded: {e}",
-                        self.branch
-                    ));
-                    break;
-                }
+            let Some(runs) = self.runs_page(page) else {
+                return (found, false);
             };
             for run in &runs {
                 for (&i, commits) in &from {
@@ -160,7 +257,56 @@ impl Remote<'_> {
                 break;
             }
         }
-        found
+        (found, true)
+    }
+
+    /// Page `page` of the branch's dispatched runs, an outage waited out (whether a run
+    /// started decides whether its attempt counts) for at most [`DISPATCH_PATIENCE`]; `None`,
+    /// said, when GitHub cannot give it.
+    fn runs_page(&self, page: u32) -> Option<Vec<crate::edge::github::runs::WorkflowRun>> {
+        let since = Instant::now();
+        let mut failures = 0;
+        loop {
+            match self.rt.block_on(self.client.dispatched_runs(
+                &self.inputs.workflow,
+                self.branch,
+                page,
+            )) {
+                Ok(runs) => return Some(runs),
+                Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
+                    failures += 1;
+                    let pause = self.client.policy.backoff(failures);
+                    self.ui.say(format!(
+                        "Cannot list the runs of {} to find the runs of attempts started without one recorded ({e}); asking again in {}.",
+                        self.branch,
+                        humantime::format_duration(pause)
+                    ));
+                    std::thread::sleep(pause);
+                }
+                Err(e) => {
+                    self.ui.say(format!(
+                        "Cannot list the runs of {} to find the runs of attempts started without one recorded: {e}",
+                        self.branch
+                    ));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Dispatches the follow-ups [`Remote::adopt`] returned (`overlap: merge`: recorded by a
+    /// dead conductor, never dispatched) from the commit just pushed, which keeps their
+    /// merges; the tasks in flight then.
+    pub(super) fn restart(
+        &mut self,
+        plan: &mut Plan,
+        again: Vec<Start>,
+        round: u32,
+    ) -> Result<Vec<usize>, ActionError> {
+        for start in again {
+            crate::flow::exec::Executor::start(self, plan, start, round)?;
+        }
+        Ok(self.flights.keys().copied().collect())
     }
 
     /// How the engine loop ended (`ending`, after round `round_no`): committed, published and

@@ -15,16 +15,23 @@
 //! ([`crate::action::arrival::integrate`]), one round commit per batch of arrivals (the runs found
 //! ended at one poll), and the same stops (completed, deadlock, questions, breaker).
 //!
-//! State and crash safety: the execution branch is the only state. A started attempt is
-//! committed and pushed before its run is dispatched (`dagexec: starting task N attempt K`:
-//! `status: in_progress`, its attempt counted); its run (the field `dagexecRun` with the
-//! run's id, attempt and base) is committed with the next round commit (or the handover
-//! commit). A conductor that starts — the first, a successor, or one started by `/execute`
-//! after any crash — adopts the runs its branch records and polls them again; a task in
-//! progress without a run record (its conductor died between the start's commit and the
-//! next) has its run looked up by its run-name among the branch's dispatched runs, from the
-//! commit that recorded the start (or the follow-up, for a re-check or rebase run), and adopted; with none found the attempt is interrupted:
-//! counted, and retried while attempts remain. No attempt is dispatched twice, and none is
+//! State and crash safety: the execution branch is the only state, and beside it the record
+//! of starts ([`starts_ref`], off the history the pull request shows: the branch holds one
+//! commit per batch of arrivals and the final one). A started attempt is recorded and pushed
+//! there before its run is dispatched (a commit on the branch's tip, `dagexec: starting task
+//! N attempt K`: `status: in_progress`, its attempt counted); its run (the field `dagexecRun`
+//! with the run's id, attempt and base) is committed on the branch with the next round commit
+//! (or the handover commit). A dispatch is sent once: after a failed answer (GitHub may have
+//! started the run) the run is looked for by its run-name before the dispatch is ever sent
+//! again. A conductor that starts — the first, a successor, or one started by `/execute`
+//! after any crash — adopts the runs its branch records and polls them again, reads the
+//! record of starts made on the branch's tip, and looks up the run of a task in progress
+//! without a run record by its run-name among the branch's dispatched runs, from the commit
+//! it was dispatched from (the record's, or the follow-up's, for a re-check or rebase run),
+//! and adopts it; when GitHub has none, the attempt was interrupted before its run started
+//! and does not count (an attempt is counted once per run GitHub started), and a follow-up
+//! (`overlap: merge`) is dispatched then, keeping its merged work. No attempt is dispatched
+//! twice, and none is
 //! integrated twice. The conductor pushes only onto the commit it last pushed (a rejected
 //! push means another writer: it stops without publishing), so the branch has exactly one
 //! writer at a time; its runs sit in the branch's concurrency group, task runs each in a
@@ -37,9 +44,10 @@
 //! call goes through the one retry policy ([`crate::edge::github::retry`]). An outage outlasting
 //! the policy's tries costs time only: a run's state, artifact listing or download that
 //! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
-//! off as the policy does and the log saying so, for as long as the result is retrievable
-//! ([`RESULT_PATIENCE`] after the run ended); a run without a readable result still leaves
-//! its attempt's record (spanning the run). Before the 6-hour job
+//! off as the policy does and the log saying so, however long ago the run ended (up to the
+//! job's own limit, then by the successor): an outage never costs an attempt. A run that
+//! left no result (cancelled, failed before its upload) still leaves its attempt's record
+//! (spanning the run). Before the 6-hour job
 //! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
 //! successor conductor run (which waits in the branch's concurrency group until this one
 //! ends) and exits; the successor adopts the runs still in flight.
@@ -69,8 +77,6 @@ pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
 use crate::pure::plan::model::Plan;
 use remote::Remote;
 
-pub use fetch::RESULT_PATIENCE;
-
 fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
     crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
         path: path.to_path_buf(),
@@ -83,8 +89,9 @@ pub use crate::pure::plan::fields::RUN as RUN_FIELD;
 /// The largest artifact archive the conductor downloads (streamed into a temporary file).
 pub const MAX_ARTIFACT_BYTES: u64 = 256 << 20;
 
-/// How long a dispatch that GitHub keeps failing is tried again before the conductor gives
-/// up (and a later conductor counts the attempt as interrupted).
+/// How long a dispatch that GitHub keeps failing (or the listing of runs that decides
+/// whether it started) is tried again before the conductor gives up (a later conductor then
+/// finds the run by its run-name, or learns that the attempt never started).
 pub const DISPATCH_PATIENCE: Duration = Duration::from_secs(30 * 60);
 
 /// A started attempt: its workflow run, and the commit it started from.
@@ -98,6 +105,12 @@ pub struct Flight {
 /// The run-name of a task run (the template's `run-name` expression gives the same).
 pub fn run_name(branch: &str, task: usize, attempt: u32) -> String {
     format!("dagexec {branch}: task {task} attempt {attempt}")
+}
+
+/// The ref beside `branch` that records the attempts started since the branch's last commit
+/// (pushed before their runs are dispatched; off the history the pull request shows).
+pub fn starts_ref(branch: &str) -> String {
+    format!("refs/dagexec/starts/{branch}")
 }
 
 /// The flight recorded on task `t`, if any.
@@ -115,6 +128,16 @@ pub fn read_zip(
     archive: impl std::io::Read + std::io::Seek,
 ) -> Result<crate::action::artifact::Collected, String> {
     crate::action::artifact_zip::read(archive)
+}
+
+/// Fails the tasks an interrupted attempt left without attempts, saying so.
+fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::flow::Ui) {
+    let exhausted = crate::pure::update::fail_exhausted(plan, dag);
+    for i in &exhausted.failed {
+        ui.say(format!(
+            "Task {i}: no attempts left after an interrupted one."
+        ));
+    }
 }
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
@@ -173,30 +196,24 @@ pub fn run(
             on: merge,
             ..Default::default()
         },
+        starts: remote::Starts::default(),
     };
-    remote.adopt(&mut plan);
-    let exhausted = crate::pure::update::fail_exhausted(&mut plan, &dag);
-    for i in &exhausted.failed {
-        ui.say(format!(
-            "Task {i}: no attempts left after an interrupted one."
-        ));
-    }
+    let again = remote.adopt(&mut plan);
+    fail_exhausted(&mut plan, &dag, &ui);
     let round_no = crate::flow::round_counter(&plan);
-    let adopted: Vec<usize> = remote.flights.keys().copied().collect();
     // The branch (and the pull request) exist before any run is dispatched on it.
-    remote.commit(
-        &plan,
-        &format!(
-            "dagexec: conductor starts ({} run(s) adopted)",
-            adopted.len()
-        ),
-    )?;
+    let adopted = format!(
+        "dagexec: conductor starts ({} run(s) adopted)",
+        remote.flights.len()
+    );
+    remote.commit(&plan, &adopted)?;
     let published = remote.publish_through(round_no, &plan)?;
     if published.stale {
         return Ok(writer::stale(published));
     }
     remote.pushed = repo.head()?;
     remote.pr = published.pr;
+    let adopted = remote.restart(&mut plan, again, round_no)?;
     let engine = Eager {
         dag: &dag,
         conflicts: &conflicts,

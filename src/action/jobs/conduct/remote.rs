@@ -50,6 +50,19 @@ pub(super) struct Remote<'a> {
     pub(super) outages: u32,
     /// `overlap: merge` ([`super::merging`]).
     pub(super) merging: super::merging::State,
+    /// The record of starts beside the branch ([`Remote::record_starts`]).
+    pub(super) starts: Starts,
+}
+
+/// The record of the attempts started since the branch's tip, kept on [`super::starts_ref`].
+#[derive(Debug, Default)]
+pub(super) struct Starts {
+    /// What the ref holds on `origin`, as far as this conductor knows (`None`: no such ref).
+    pub(super) remote: Option<String>,
+    /// The branch's commit the record was made on.
+    pub(super) on: String,
+    /// The (task, attempt) starts it holds.
+    pub(super) recorded: std::collections::BTreeSet<(usize, u32)>,
 }
 
 impl Remote<'_> {
@@ -83,14 +96,16 @@ impl Remote<'_> {
         ending.finish(plan, &self.links, stop, false, None)
     }
 
-    /// Makes the attempts `plan` counts as started, and the branch does not record yet,
-    /// durable before their runs are dispatched: the plan last pushed, with just those tasks
-    /// in progress and their attempts counted, is committed (`dagexec: starting task N
-    /// attempt K, …`) and pushed; the run dispatched next starts from that commit. A conductor
-    /// that dies after a dispatch thus leaves the attempt on the branch, and its successor
-    /// finds the run by its run-name and adopts it ([`find_unrecorded`]) or counts the attempt
-    /// as interrupted — never starts it again as the same attempt. A rejected push means
-    /// another writer: nothing is dispatched and the conductor stops.
+    /// Makes the attempts `plan` counts as started, and neither the branch nor the record
+    /// of starts holds yet, durable before their runs are dispatched — off the reviewed
+    /// history (issue 31): a commit on the branch's tip whose plan has every attempt started
+    /// since that tip in progress and counted (with its run once dispatched), `dagexec:
+    /// starting task N attempt K, …`, pushed to [`super::starts_ref`] beside the branch, never
+    /// to the branch. A conductor that dies after a dispatch thus leaves the attempt
+    /// recorded, and its successor reads the record ([`Remote::read_starts`]), finds the run
+    /// by its run-name and adopts it, or learns that it never started — never starts it
+    /// again as the same attempt. The branch's next commit records the runs themselves. A
+    /// rejected push means another writer: nothing is dispatched and the conductor stops.
     pub(super) fn record_starts(&mut self, plan: &Plan) -> Result<(), ActionError> {
         let rel = &self.inputs.plan_rel;
         let Some(bytes) = self.repo.read_at(&self.pushed, rel)? else {
@@ -102,34 +117,60 @@ impl Remote<'_> {
         if pushed.tasks.len() != plan.tasks.len() {
             return Ok(());
         }
+        // What the record holds is of the branch's tip only: the branch's commits record
+        // the runs started before them.
+        if self.starts.on != self.pushed {
+            self.starts.recorded.clear();
+            self.starts.on.clone_from(&self.pushed);
+        }
         let mut starts = Vec::new();
+        let mut new = false;
         for (i, t) in plan.tasks.iter().enumerate() {
-            if t.status != Status::InProgress || self.flights.contains_key(&i) {
+            if t.status != Status::InProgress {
                 continue;
             }
             let p = &mut pushed.tasks[i];
             if p.status == Status::InProgress && p.attempts() == t.attempts() {
-                continue; // recorded already (an arrival not integrated yet)
+                continue; // on the branch already (an arrival not integrated yet)
             }
             p.status = Status::InProgress;
             p.attempts = t.attempts;
-            p.extra.shift_remove(RUN_FIELD);
-            starts.push(format!("task {i} attempt {}", t.attempts()));
+            if let Some(f) = self.flights.get(&i) {
+                p.extra.insert(
+                    RUN_FIELD.into(),
+                    serde_json::to_value(f).expect("a flight serialises"),
+                );
+            } else {
+                p.extra.shift_remove(RUN_FIELD);
+                new |= !self.starts.recorded.contains(&(i, t.attempts()));
+            }
+            starts.push((i, t.attempts()));
         }
-        if starts.is_empty() {
+        if !new {
             return Ok(());
         }
-        save(&pushed, self.plan_path)?;
-        self.repo.commit(
-            &format!("dagexec: starting {}", starts.join(", ")),
-            std::slice::from_ref(rel),
+        let names: Vec<String> = starts
+            .iter()
+            .map(|(i, a)| format!("task {i} attempt {a}"))
+            .collect();
+        let record = self.repo.commit_file_onto(
+            &self.pushed,
+            rel,
+            crate::pure::plan::load::to_text(&pushed).as_bytes(),
+            &format!("dagexec: starting {}", names.join(", ")),
         )?;
-        match self.repo.push_head(self.branch, self.auth)? {
-            crate::edge::git::Pushed::Done => self.pushed = self.repo.head()?,
+        let name = super::starts_ref(self.branch);
+        match self
+            .repo
+            .push_ref(&record, &name, self.starts.remote.as_deref(), self.auth)?
+        {
+            crate::edge::git::Pushed::Done => {
+                self.starts.remote = Some(record);
+                self.starts.recorded = starts.into_iter().collect();
+            }
             crate::edge::git::Pushed::Rejected(why) => {
                 self.ui.say(format!(
-                    "{} moved since this conductor last pushed ({}): another writer; nothing more is started, and this conductor stops.",
-                    self.branch,
+                    "{name} moved since this conductor last pushed it ({}): another writer; nothing more is started, and this conductor stops.",
                     why.lines().last().unwrap_or("").trim()
                 ));
                 self.stale = Some(crate::action::publish::Published {
@@ -138,15 +179,17 @@ impl Remote<'_> {
                 });
             }
         }
-        save(plan, self.plan_path)
+        Ok(())
     }
 
-    /// Dispatches the run of task `i` attempt `attempt` (its start is on the branch already)
-    /// and returns its id. A dispatch GitHub fails (5xx, network, rate limit) after the retry
-    /// policy's tries is waited out with back-off, said in the log, for at most
-    /// [`DISPATCH_PATIENCE`]: before each new try the branch's runs are searched for one of
-    /// this task and attempt from this base (a failed answer may still have started it), and
-    /// such a run is taken instead of starting a second.
+    /// Dispatches the run of task `i` attempt `attempt` (its start is recorded already) and
+    /// returns its id. The dispatch is sent once ([`crate::edge::github::Client::send_once`]):
+    /// GitHub may have started the run although it failed to answer (5xx, a lost connection),
+    /// so before it is ever sent again the branch's dispatched runs are searched for one with
+    /// this task's and attempt's run-name from this base, and such a run is taken instead of
+    /// starting a second (issue 31). A failure is waited out with back-off, said in the log,
+    /// for at most [`DISPATCH_PATIENCE`]; while GitHub cannot list the runs either, nothing is
+    /// sent.
     pub(super) fn dispatch_task_run(
         &self,
         i: usize,
@@ -155,6 +198,7 @@ impl Remote<'_> {
     ) -> Result<u64, ActionError> {
         let since = Instant::now();
         let mut failures = 0;
+        let name = run_name(self.branch, i, attempt);
         loop {
             let e = match self.rt.block_on(self.client.dispatch_run(
                 &self.inputs.workflow,
@@ -173,21 +217,42 @@ impl Remote<'_> {
             failures += 1;
             let pause = self.client.policy.backoff(failures);
             self.emit(crate::pure::events::Event::Note(format!(
-                "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is on the branch, so this costs no attempt: trying again in {}.",
+                "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is recorded, so this costs no attempt: looking for its run in {} before sending it again.",
                 humantime::format_duration(pause)
             )));
-            std::thread::sleep(pause);
-            let name = run_name(self.branch, i, attempt);
-            if let Ok(runs) = self.rt.block_on(self.client.dispatched_runs(
-                &self.inputs.workflow,
-                self.branch,
-                1,
-            )) && let Some(run) = runs.iter().find(|r| {
-                r.event == "workflow_dispatch"
-                    && r.display_title == name
-                    && r.head_sha == self.pushed
-            }) {
-                return Ok(run.id);
+            // Looked for until GitHub answers: a dispatch is sent again only once GitHub said
+            // it started no such run.
+            loop {
+                std::thread::sleep(self.client.policy.backoff(failures));
+                let listed = self.rt.block_on(self.client.dispatched_runs(
+                    &self.inputs.workflow,
+                    self.branch,
+                    1,
+                ));
+                match listed {
+                    Ok(runs) => {
+                        if let Some(run) = runs.iter().find(|r| {
+                            r.event == "workflow_dispatch"
+                                && r.display_title == name
+                                && r.head_sha == self.pushed
+                        }) {
+                            self.emit(crate::pure::events::Event::Note(format!(
+                                "GitHub had started it: found its run {} (task {i} attempt {attempt}); not sent again.",
+                                run.id
+                            )));
+                            return Ok(run.id);
+                        }
+                        break;
+                    }
+                    Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
+                        failures += 1;
+                        self.emit(crate::pure::events::Event::Note(format!(
+                            "GitHub cannot list the runs of {} ({e}) to find the run of task {i} attempt {attempt}: nothing is sent until it can.",
+                            self.branch
+                        )));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
     }

@@ -36,12 +36,18 @@ impl Finalize<'_> {
         }
         save_logs(&mut self.job.plan, &self.links.logs);
         // A matrix job that left no readable artifact (cancelled, failed before its upload)
-        // still ended an attempt: its record spans this run, as far as GitHub says.
+        // still ended an attempt: its record spans this run, as far as GitHub says — asked
+        // only then, once.
         let now = jiff::Timestamp::now();
-        let run_start = client
-            .zip(ctx.run_id.parse::<u64>().ok())
-            .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
-            .map_or(now, |r| r.span(now).0);
+        let mut run_start = None;
+        let mut run_start = || {
+            *run_start.get_or_insert_with(|| {
+                client
+                    .zip(ctx.run_id.parse::<u64>().ok())
+                    .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
+                    .map_or(now, |r| r.span(now).0)
+            })
+        };
         let job = &self.job;
         let mut judged = Vec::new();
         for e in entries {
@@ -59,7 +65,7 @@ impl Finalize<'_> {
             )?;
             if j.measured.is_none() {
                 j.measured = Some(crate::pure::usage::Measured {
-                    start: run_start,
+                    start: run_start(),
                     end: now,
                     usage: Default::default(),
                 });
