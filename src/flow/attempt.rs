@@ -405,6 +405,36 @@ impl Judging {
             warnings,
             asked,
         } = self;
+        // What the worker's tree holds is its own problem, not the run's: a change too large
+        // to integrate, or one that filled the disk while it was staged, fails this attempt
+        // (its tree is removed with it, which frees the disk) and the run goes on.
+        let limit = crate::edge::git::MAX_CHANGE_BYTES;
+        let changes = match wt.oversized(limit)? {
+            Some(big) => Err(big.reason(limit)),
+            None => match wt.changes() {
+                Ok(changes) => Ok(changes),
+                Err(e) => match crate::edge::git::disk_full(&e) {
+                    Some(line) => Err(format!(
+                        "the disk filled up while this attempt's changes were staged ({line}); its worktree is removed, which frees the space"
+                    )),
+                    None => return Err(e),
+                },
+            },
+        };
+        let changes = match changes {
+            Ok(changes) => changes,
+            Err(reason) => {
+                let verdict = Verdict {
+                    status: crate::pure::plan::model::Status::Failed,
+                    result: reason,
+                    acceptance_passed: false,
+                    failed_checks: Vec::new(),
+                    warnings,
+                    halt: None,
+                };
+                return Ok((verdict, Vec::new(), Vec::new(), wt));
+            }
+        };
         let Observed {
             mut verdict,
             all,
@@ -421,7 +451,7 @@ impl Judging {
                 timeout,
             },
             run,
-            wt.changes()?,
+            changes,
             (&detail, &said, warnings),
         )?;
         let mut patch = kept.patch;

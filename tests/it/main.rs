@@ -26,6 +26,7 @@ mod cli;
 mod comment;
 mod commit_point;
 mod demo;
+mod exhaust;
 mod fake_api;
 mod github;
 mod init;

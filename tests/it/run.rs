@@ -454,8 +454,9 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
     let dir = repo(&plan, &[]);
     let cache = tempfile::tempdir().unwrap();
     let (_w, cmd) = worker(
-        r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; sleep "${SLOW:-0}"; echo "COMPLETED: ok""#,
+        r#"sed -n 's/^Files to create: //p' "$DAGEXEC_PROMPT_FILE" | while read -r f; do echo x > "$f"; done; if [ -n "$MARK" ]; then touch "$MARK"; fi; sleep "${SLOW:-0}"; echo "COMPLETED: ok""#,
     );
+    let marks = tempfile::tempdir().unwrap();
     // Ctrl-C, then a polite SIGTERM on the next try: both stop cleanly with 130.
     for signal in [
         nix::sys::signal::Signal::SIGINT,
@@ -464,16 +465,15 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
         let child = dagexec(dir.path())
             .args(["run", "--worker", &cmd])
             .env("SLOW", "30")
+            .env("MARK", marks.path().join(signal.as_str()))
             .env("XDG_CACHE_HOME", cache.path())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        wait_for(|| {
-            std::fs::read_to_string(dir.path().join(".design/plan.json"))
-                .is_ok_and(|t| t.contains("\"in_progress\""))
-        });
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The worker is running (an attempt stopped before its worker started is given back
+        // as not started at all).
+        wait_for(|| marks.path().join(signal.as_str()).exists());
         nix::sys::signal::kill(pid, signal).unwrap();
         let o = child.wait_with_output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);

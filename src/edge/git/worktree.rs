@@ -17,6 +17,63 @@ pub struct Worktree {
     removed: bool,
 }
 
+/// The most bytes a task's added and changed files may hold together: GitHub refuses any
+/// file over 100 MiB, and a change is held whole while it is integrated.
+pub const MAX_CHANGE_BYTES: u64 = 100 * 1024 * 1024;
+
+/// A change over [`MAX_CHANGE_BYTES`]: its size and its files with theirs, largest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oversized {
+    pub total: u64,
+    pub files: Vec<(String, u64)>,
+}
+
+impl Oversized {
+    /// `its added and changed files hold 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`
+    pub fn reason(&self, limit: u64) -> String {
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "sizes shown to a tenth of a MiB"
+        )]
+        let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
+        let mut shown: Vec<String> = self
+            .files
+            .iter()
+            .take(3)
+            .map(|(p, n)| format!("{p} {}", mib(*n)))
+            .collect();
+        if self.files.len() > 3 {
+            shown.push(format!("and {} more", self.files.len() - 3));
+        }
+        format!(
+            "refused: its added and changed files hold {} ({}), over the {} a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
+            mib(self.total),
+            shown.join(", "),
+            mib(limit).trim_end_matches(".0 MiB").to_string() + " MiB"
+        )
+    }
+}
+
+/// The line of a git failure that says the disk (or the user's quota) is full, if one does.
+pub fn disk_full(e: &GitError) -> Option<String> {
+    let text = e.to_string();
+    text.lines()
+        .find(|l| {
+            [
+                "No space left on device",
+                "Disk quota exceeded",
+                "File too large",
+            ]
+            .iter()
+            .any(|m| l.contains(m))
+        })
+        .map(|l| {
+            // git's own words, without the worktree's path before them.
+            let from = ["error:", "fatal:"].iter().filter_map(|m| l.find(m)).min();
+            l[from.unwrap_or(0)..].trim().to_string()
+        })
+}
+
 /// What a worker did in its worktree, relative to the base commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Changes {
@@ -117,6 +174,38 @@ impl Worktree {
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
     pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
         super::apply::apply(&self.path, patch.into(), false)
+    }
+
+    /// The files the worker added or changed (those `git add --all` would stage: untracked
+    /// and not ignored, or modified), largest first, when together they hold more than
+    /// `limit` bytes; `None` within it. Read from the file system before anything is staged,
+    /// so an oversized change never reaches the repository's object store or memory.
+    pub fn oversized(&self, limit: u64) -> Result<Option<Oversized>, GitError> {
+        let out = git(&self.path, "ls-files --others --modified")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .args([
+                "ls-files",
+                "-z",
+                "--others",
+                "--exclude-standard",
+                "--modified",
+            ])
+            .run()?;
+        let mut files: Vec<(String, u64)> = nul_fields(&out)
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|p| {
+                let m = std::fs::symlink_metadata(self.path.join(&p)).ok()?;
+                m.is_file().then_some((p, m.len()))
+            })
+            .collect();
+        let total: u64 = files.iter().map(|(_, n)| n).sum();
+        if total <= limit {
+            return Ok(None);
+        }
+        files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(Some(Oversized { total, files }))
     }
 
     /// Everything changed relative to the base: modified, added (untracked and not ignored
