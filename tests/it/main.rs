@@ -26,6 +26,7 @@ mod cli;
 mod comment;
 mod demo;
 mod fake_api;
+mod first_hour;
 mod github;
 mod init;
 mod install_action;
