@@ -83,6 +83,7 @@ impl Job {
             yes: true,
             dry_run: false,
             check_timeout: inputs.timeout,
+            branch: None,
         };
         Ok(Job {
             repo,

@@ -26,8 +26,10 @@ Examples:
   dagexec --plan specs/001-x/tasks.md run   a Spec Kit task list, ticked as tasks complete
   dagexec answer 3 \"use sqlite\"         answer task 3's question; run again to resume
 
-The plan is .design/plan.json in the current directory unless --plan says otherwise.
-Plan format and worker contract: see README.md.";
+The plan is .design/plan.json in the current directory unless --plan says otherwise (or,
+without one, the only task list here). The user guide is docs/src/ in dagexec's repository:
+the plan format in docs/src/plan-format.md, a first plan in docs/src/first-plan.md, the
+worker contract in docs/src/workers.md.";
 
 /// Execute a .design/plan.json — a DAG of AI-agent tasks — in verified, retried, committed rounds.
 #[derive(Debug, Parser)]
@@ -157,6 +159,9 @@ pub(crate) enum Command {
     #[command(verbatim_doc_comment)]
     Simulate(SimulateArgs),
     /// Write the GitHub Actions workflow that runs the plan, one workflow run per round.
+    ///
+    /// The plan is the one `run` would read here: --plan, else .design/plan.json, else the
+    /// only task list in its usual place. Writes only inside a git repository.
     ///
     /// Writes .github/workflows/dagexec.yml: job `plan` (the round's batch as a job matrix),
     /// job `work` (one job per task, read-only token, installs the worker and checks its
@@ -289,7 +294,10 @@ pub(crate) struct RunArgs {
     /// [default: 30m].
     #[arg(long, value_name = "DURATION", value_parser = crate::flow::settings::parse_duration)]
     pub(crate) timeout: Option<Duration>,
-    /// Proceed even when blocking assumption checks fail.
+    /// Ask nothing before the first round, answering "proceed" to every pre-flight question:
+    /// run despite failed blocking assumption checks, and despite uncommitted changes of
+    /// yours at files that pending tasks declare (left as they are: a task whose change
+    /// touches one cannot be committed).
     #[arg(long)]
     pub(crate) yes: bool,
     /// Print the rounds that would run, change nothing.
@@ -301,6 +309,10 @@ pub(crate) struct RunArgs {
     /// The reviewer command line, run with `sh -c` in the task's tree after it completes.
     #[arg(long, value_name = "CMD")]
     pub(crate) reviewer: Option<String>,
+    /// Commit the rounds on a new branch NAME, made from HEAD and checked out before the
+    /// first round, instead of the current branch [default: the current branch].
+    #[arg(long, value_name = "NAME", conflicts_with = "dry_run")]
+    pub(crate) branch: Option<String>,
     /// Run the long-run plans (NN-PLAN.md) of this folder instead of a plan.json.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["plan", "issue"])]
     pub(crate) long_run: Option<PathBuf>,
@@ -339,6 +351,10 @@ pub(crate) struct DemoArgs {
     /// Workers running at once.
     #[arg(long, short = 'j', value_name = "N", default_value_t = 2)]
     pub(crate) jobs: usize,
+    /// Not for the demo, which writes its own plan (takes the place of the global --plan,
+    /// so the demo's help does not offer it).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub(crate) plan: Option<PathBuf>,
 }
 
 /// The arguments of `dagexec graph`.
@@ -390,7 +406,7 @@ pub(crate) struct SimulateArgs {
     /// Only the tasks not completed yet (a run in progress); completed ones stay done.
     #[arg(long)]
     pub(crate) remaining: bool,
-    /// Print the prediction as JSON (shape: see README.md, "dagexec simulate").
+    /// Print the prediction as JSON (its shape: docs/src/simulate.md).
     #[arg(long)]
     pub(crate) json: bool,
     /// Draw the charts even when the output is not a terminal.
@@ -423,9 +439,10 @@ pub(crate) struct InitArgs {
     /// job can read the secret) instead of the repository's secrets.
     #[arg(long, value_name = "NAME")]
     pub(crate) environment: Option<String>,
-    /// The action reference the workflow uses (default: this dagexec's own commit, e.g.
-    /// org/dagexec@<commit>); `./` builds it from the repository's own source.
-    #[arg(long, value_name = "REF")]
+    /// The action the workflow uses: the repository that holds dagexec's action.yml, at a
+    /// commit or tag [default: this dagexec's own repository (Cargo.toml's `repository`) at
+    /// the commit it was built from]; `./` builds it from the repository's own source.
+    #[arg(long, value_name = "OWNER/REPO@REF")]
     pub(crate) action: Option<String>,
     /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
     /// conductor job starts each task as its own run as soon as its blockers are

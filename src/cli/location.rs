@@ -49,17 +49,91 @@ impl Location {
 /// archived one) and the directory holds exactly one task list in its usual place
 /// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit).
 fn default_plan(cwd: &Path) -> PathBuf {
-    let default = PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL);
+    match find_plan(cwd) {
+        Found::One(one) => PathBuf::from(one),
+        Found::Default | Found::Several(_) => {
+            PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL)
+        }
+    }
+}
+
+/// What a directory offers as its plan when no `--plan` is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// `.design/plan.json` (it exists, it was archived, or nothing else is there).
+    Default,
+    /// No `.design/` plan and exactly one task list, relative to the directory.
+    One(String),
+    /// No `.design/` plan and several task lists: the user must choose.
+    Several(Vec<(crate::sources::Format, String)>),
+}
+
+/// The plan of `cwd` without `--plan`: `.design/plan.json`, unless `.design/` holds no plan
+/// (nor an archived one) and the directory holds task lists in their usual places
+/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit). `run`, `init` and every
+/// other command decide the same way.
+pub(crate) fn find_plan(cwd: &Path) -> Found {
     let design = cwd.join(".design");
     if ["plan.json", "plan.done.json", "history"]
         .iter()
         .any(|n| design.join(n).exists())
     {
-        return default;
+        return Found::Default;
     }
-    match crate::sources::Format::find(cwd).as_slice() {
-        [(_, one)] => PathBuf::from(one),
-        _ => default,
+    let mut found = crate::sources::Format::find(cwd);
+    match found.len() {
+        0 => Found::Default,
+        1 => Found::One(found.remove(0).1),
+        _ => Found::Several(found),
+    }
+}
+
+/// Without `--plan`, when `cwd` holds no `.design/plan.json` but several task lists: which
+/// they are and how to choose one (rather than "No plan found").
+pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
+    let Found::Several(lists) = find_plan(cwd) else {
+        return None;
+    };
+    let named: Vec<String> = lists
+        .iter()
+        .map(|(format, rel)| format!("  {rel} ({})", format_label(*format)))
+        .collect();
+    Some(CliError::Usage {
+        message: format!(
+            "no .design/plan.json here, and {} task lists, so dagexec cannot tell which one is the plan:\n{}",
+            lists.len(),
+            named.join("\n")
+        ),
+        hint: format!(
+            "choose one with --plan before the command, e.g. `dagexec --plan {} run` (every command takes it)",
+            lists[0].1
+        ),
+    })
+}
+
+/// A task-list format as people call it.
+fn format_label(format: crate::sources::Format) -> &'static str {
+    match format {
+        crate::sources::Format::SpecKit => "Spec Kit",
+        crate::sources::Format::Taskmaster => "Taskmaster",
+        crate::sources::Format::Kiro => "Kiro / cc-sdd",
+    }
+}
+
+/// The commands that read the plan `--plan` names, or the one found here: not `demo` (its
+/// own), `action` (the Action's inputs), nor `run --long-run` / `--issue` (theirs).
+pub(crate) fn reads_plan(command: &Command) -> bool {
+    match command {
+        Command::Run(a) => a.long_run.is_none() && a.issue.issue.is_none(),
+        Command::Validate(a) => a.issue.issue.is_none(),
+        Command::Demo(_) | Command::Action(_) => false,
+        Command::Prompt(_)
+        | Command::Status(_)
+        | Command::Answer(_)
+        | Command::Retry(_)
+        | Command::Graph(_)
+        | Command::Simulate(_)
+        | Command::Init(_) => true,
     }
 }
 

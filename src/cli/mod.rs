@@ -10,6 +10,8 @@ pub mod action;
 mod args;
 mod commands;
 pub mod exit;
+#[cfg(test)]
+mod guide_tests;
 mod issues;
 mod location;
 mod report;
@@ -63,6 +65,15 @@ pub fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
+    // No `--plan`, no `.design/plan.json`, several task lists: which one is for the user.
+    if cli.plan.is_none()
+        && location::reads_plan(&cli.command)
+        && !loc.plan.exists()
+        && let Some(e) = location::several_task_lists(&loc.root)
+    {
+        report(&e, &loc);
+        return Exit::Usage.into();
+    }
     // `--plan specs/001-x/tasks.md` (or another task list): the plan generated next to it.
     let given = loc.clone();
     let (loc, _generated) = match source_location(&cli.command, loc) {

@@ -69,6 +69,9 @@ pub enum RunError {
         "{shown} was deleted while the run was going (its lock, prompt files and kept logs with it); the run stopped before starting more work"
     )]
     StateDeleted { shown: String },
+    /// `run --branch NAME` cannot start that branch.
+    #[error(transparent)]
+    Branch(#[from] crate::edge::git::BranchError),
     #[error("{0}")]
     Other(String),
 }
@@ -91,7 +94,15 @@ impl RunError {
             RunError::Write { .. } => "Check the permissions of .design/.".into(),
             RunError::Worktrees { .. } => "Name a folder outside the repository's work tree, or unset it: the worktrees then go to $XDG_CACHE_HOME (else ~/.cache)/dagexec/worktrees.".into(),
             RunError::StateDeleted { .. } => "Every round committed so far is kept: run `dagexec run` again and it resumes from there (tasks that were in progress start again).".into(),
-            RunError::Other(_) => String::new(),
+            RunError::Branch(crate::edge::git::BranchError::Exists(name)) => format!(
+                "Name a new branch (e.g. --branch {name}-2); to go on with the run on {name}, `git switch {name}` and run again without --branch."
+            ),
+            RunError::Branch(crate::edge::git::BranchError::BadName(_)) => {
+                "Name it as git names branches: e.g. --branch dagexec/my-plan (no spaces, no `..`, not starting with -).".into()
+            }
+            RunError::Branch(crate::edge::git::BranchError::Git(_)) | RunError::Other(_) => {
+                String::new()
+            }
         }
     }
 }
@@ -106,6 +117,19 @@ pub struct RunOptions {
     pub yes: bool,
     pub dry_run: bool,
     pub check_timeout: std::time::Duration,
+    /// `run --branch NAME`: the rounds go on this new branch, made from `HEAD` before the
+    /// first round (`None`: on the current branch).
+    pub branch: Option<String>,
+}
+
+/// The commit that archives a completed plan: `dagexec: all 6 tasks completed` (one task:
+/// `the plan's one task completed`), and where the plan went.
+fn archive_message(tasks: usize, rel: &str) -> String {
+    let what = match tasks {
+        1 => "the plan's one task completed".to_string(),
+        n => format!("all {n} tasks completed"),
+    };
+    format!("dagexec: {what}\n\nThe plan is archived as {rel}.\n")
 }
 
 /// Crash-testing seam: when `DAGEXEC_FAILPOINT` is `<name>:<round>`, the process kills itself
@@ -269,10 +293,7 @@ pub(crate) fn finish(
             crate::flow::steps::questions::tasks_md(plan, &index, ui)?;
             index.add_own_files(repo, std::slice::from_ref(&rel))?;
             index.remove(std::slice::from_ref(&opts.plan_rel))?;
-            let message = format!(
-                "dagexec: all {} tasks completed\n\nThe plan is archived as {rel}.\n",
-                plan.tasks.len()
-            );
+            let message = archive_message(plan.tasks.len(), &rel);
             if let Some(prepared) = index.prepare(repo, &message)? {
                 prepared.publish(repo)?;
                 failpoint("archive-after-ref", 0);

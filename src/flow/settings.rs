@@ -68,25 +68,33 @@ impl ConfigError {
     /// What to do about it.
     pub fn hint(&self) -> String {
         match self {
-            ConfigError::NoWorker => WORKER_EXAMPLES.to_string(),
+            ConfigError::NoWorker => worker_examples(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices and worktrees; see README, \"Workers\".".into()
+                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices and worktrees; see docs/src/settings.md.".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
     }
 }
 
-/// Shown when no worker is configured: working command lines for common agent CLIs. The
-/// prompt arrives on stdin and in `$DAGEXEC_PROMPT_FILE`; the last stdout line is the status.
-pub const WORKER_EXAMPLES: &str = "\
-a worker is any command that reads the task's prompt (stdin, or the file $DAGEXEC_PROMPT_FILE),
+/// Shown when no worker is configured: the agent CLIs dagexec knows by name (the one table,
+/// [`crate::pure::agents`]) and the command line each name stands for. The prompt arrives on
+/// stdin and in `$DAGEXEC_PROMPT_FILE`; the last stdout line is the status.
+pub fn worker_examples() -> String {
+    let mut s = String::from(
+        "a worker is any command that reads the task's prompt (stdin, or the file $DAGEXEC_PROMPT_FILE),
   does the work in the current directory, and prints a last line COMPLETED: …, FAILED: … or BLOCKED: …
-  Claude Code:  dagexec run --worker 'claude -p --output-format json --permission-mode acceptEdits ${DAGEXEC_MODEL:+--model \"$DAGEXEC_MODEL\"}'
-  Codex:        dagexec run --worker 'codex exec --json --sandbox workspace-write --model gpt-5.5 -'
-  Gemini CLI:   dagexec run --worker 'gemini --output-format json --approval-mode auto_edit --skip-trust --prompt='
-  aider:        dagexec run --worker 'aider --yes-always --no-auto-commits --message-file \"$DAGEXEC_PROMPT_FILE\"'
-  or once for the repository, in .design/dagexec.yml:   worker: claude -p --output-format json --permission-mode acceptEdits";
+  an agent CLI by name (each name stands for the command line after it):\n",
+    );
+    for a in &crate::pure::agents::AGENTS {
+        s.push_str(&format!(
+            "  dagexec run --worker {:<7} {}\n",
+            a.name, a.command
+        ));
+    }
+    s.push_str("  or once for the repository, in .design/dagexec.yml:   worker: claude");
+    s
+}
 
 /// Reads `.design/dagexec.yml` under `root`, if present.
 pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
@@ -201,6 +209,7 @@ pub fn resolve(
         .or_else(|| env("DAGEXEC_WORKER"))
         .or_else(|| file.worker.clone())
         .filter(|w| !w.trim().is_empty())
+        .map(|w| crate::pure::agents::command_of(&w))
         .ok_or(ConfigError::NoWorker)?;
     let jobs = match (flags.jobs, env("DAGEXEC_JOBS"), file.jobs) {
         (Some(j), _, _) => j,
@@ -346,6 +355,38 @@ mod tests {
         assert_eq!((s.timeout, s.schedule), (DEFAULT_TIMEOUT, Schedule::Rounds));
     }
 
+    /// `--worker claude` (or `DAGEXEC_WORKER`, `worker:`) is the command line `init --worker
+    /// claude` writes, not a bare `claude` that waits for a terminal.
+    #[test]
+    fn a_known_name_is_the_command_init_writes() {
+        let none = |_: &str| None;
+        for (name, command) in [
+            ("claude", crate::pure::agents::CLAUDE_COMMAND),
+            ("codex", crate::pure::agents::CODEX_COMMAND),
+            ("gemini", crate::pure::agents::GEMINI_COMMAND),
+            ("aider", crate::pure::agents::AIDER_COMMAND),
+        ] {
+            let flags = Flags {
+                worker: Some(name.into()),
+                ..Default::default()
+            };
+            let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
+            assert_eq!(s.worker, command, "{name}");
+            let file = FileConfig {
+                worker: Some(name.into()),
+                ..Default::default()
+            };
+            let s = resolve(&Flags::default(), &none, &file).unwrap();
+            assert_eq!(s.worker, command, "{name} in the settings file");
+        }
+        let flags = Flags {
+            worker: Some("claude -p".into()),
+            ..Default::default()
+        };
+        let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
+        assert_eq!(s.worker, "claude -p");
+    }
+
     #[test]
     fn durations_are_humantime_or_plain_seconds() {
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
@@ -379,10 +420,14 @@ mod tests {
         );
         assert!(e.hint().contains("gemini --output-format json"));
         assert!(!e.hint().contains("--full-auto"));
-        // The same commands `dagexec init` writes.
-        use crate::action::init::{CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND};
-        for c in [CLAUDE_COMMAND, CODEX_COMMAND, GEMINI_COMMAND] {
-            assert!(e.hint().contains(&format!("'{c}'")), "{c}");
+        // The same commands `dagexec init` writes, each by the name that stands for it.
+        for a in &crate::pure::agents::AGENTS {
+            assert!(
+                e.hint()
+                    .contains(&format!("--worker {:<7} {}\n", a.name, a.command)),
+                "{}",
+                a.command
+            );
         }
         assert!(e.hint().contains("aider"));
         let flags = Flags {

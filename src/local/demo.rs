@@ -66,6 +66,20 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, RunError> {
     Ok(String::from_utf8_lossy(&o.stdout).to_string())
 }
 
+/// The demo's settings: the bundled script as the worker, `jobs` at once, rounds.
+fn settings(worker: &Path, jobs: usize) -> Settings {
+    Settings {
+        worker: format!("sh '{}'", worker.display()),
+        jobs,
+        timeout: Duration::from_secs(60),
+        schedule: Schedule::Rounds,
+        overlap: crate::pure::overlap::Policy::Serial,
+        reviewer: None,
+        max_cost: None,
+        worktrees: None,
+    }
+}
+
 /// Writes the demo into `dir` (a new directory; a temporary one when `None`) and runs it.
 pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunError> {
     let top = match dir {
@@ -127,19 +141,11 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
         plan: repo.join(".design/plan.json"),
         plan_rel: ".design/plan.json".into(),
         root: repo.clone(),
-        settings: Settings {
-            worker: format!("sh '{}'", worker.display()),
-            jobs,
-            timeout: Duration::from_secs(60),
-            schedule: Schedule::Rounds,
-            overlap: crate::pure::overlap::Policy::Serial,
-            reviewer: None,
-            max_cost: None,
-            worktrees: None,
-        },
+        settings: settings(&worker, jobs),
         yes: true,
         dry_run: false,
         check_timeout: Duration::from_secs(10),
+        branch: None,
     };
     let end = crate::local::run(&opts, ui)?;
     let log = git(&repo, &["log", "--format=%h %s"])?;

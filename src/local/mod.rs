@@ -75,6 +75,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
     preflight(&repo, &plan, &dag, &overlaps, opts, ui)?;
+    where_rounds_go(&repo, opts, ui)?;
     if is_resume {
         ui.say("Resuming execution.");
         if plan.count(Status::Pending) == 0 {
@@ -223,6 +224,28 @@ fn preflight(
         return Err(RunError::Uncommitted(
             theirs.iter().map(|c| c.path.clone()).collect(),
         ));
+    }
+    Ok(())
+}
+
+/// Where the rounds are committed, said before the first one: the current branch, or the
+/// new branch `--branch` names, made from `HEAD` and checked out now.
+fn where_rounds_go(repo: &Repo, opts: &RunOptions, ui: &Ui) -> Result<(), RunError> {
+    let from = repo.current_branch()?;
+    match (&opts.branch, from) {
+        (Some(name), from) => {
+            repo.start_branch(name)?;
+            let from = from.unwrap_or_else(|| "the detached HEAD".to_string());
+            ui.say(format!(
+                "Committing rounds on {name}, a new branch from {from} (now checked out)."
+            ));
+        }
+        (None, Some(branch)) => ui.say(format!(
+            "Committing rounds on {branch} (the current branch; --branch NAME puts them on a new one)."
+        )),
+        (None, None) => ui.say(
+            "Committing rounds on the detached HEAD (no branch moves; --branch NAME puts them on a new one).",
+        ),
     }
     Ok(())
 }

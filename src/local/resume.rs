@@ -28,8 +28,13 @@ pub(super) fn resume(
     let work = update::prepare_resume(plan);
     if !work.reset.is_empty() {
         ui.say(format!(
-            "Tasks {} were in progress when the last run stopped; they start again.",
-            list(&work.reset)
+            "{} in progress when the last run stopped; {} again.",
+            crate::pure::render::tasks_subject(&work.reset, ("was", "were")),
+            if work.reset.len() == 1 {
+                "it starts"
+            } else {
+                "they start"
+            }
         ));
     }
     // A completed task is verified against the commits: its round was committed when the

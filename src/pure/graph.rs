@@ -4,7 +4,7 @@
 //! Built on petgraph for the topological sort and strongly connected components; the
 //! adjacency is also kept as sorted index lists for the hot loops (overlap, scheduling).
 
-use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::algo::{kosaraju_scc, toposort};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::pure::plan::model::Plan;
@@ -226,7 +226,7 @@ fn find_cycle(g: &DiGraph<(), (), u32>, deps: &[Vec<u32>]) -> Vec<usize> {
     let n = deps.len();
     let mut comp_of = vec![usize::MAX; n];
     let mut best: Option<(usize, usize)> = None; // (min node, component id)
-    for (ci, comp) in tarjan_scc(g).into_iter().enumerate() {
+    for (ci, comp) in kosaraju_scc(g).into_iter().enumerate() {
         if comp.len() < 2 {
             continue;
         }
@@ -331,5 +331,23 @@ mod tests {
         plan.tasks[0].blocked_by = vec![3, 1];
         // the shortest cycle through 0 is reported: 0 → 3 → 0
         assert_eq!(Dag::build(&plan).unwrap_err(), [0, 3, 0]);
+    }
+
+    /// A cycle through 100,000 tasks is found without recursion: on a thread with a small
+    /// stack (a recursive strongly-connected-components search overflowed 8 MiB at 100,000).
+    #[test]
+    fn a_long_cycle_is_found_on_a_small_stack() {
+        let n = 100_000;
+        let deps: Vec<Vec<usize>> = (0..n).map(|i| vec![(i + 1) % n]).collect();
+        let refs: Vec<&[usize]> = deps.iter().map(Vec::as_slice).collect();
+        let plan = plan_of(&refs);
+        let cycle = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || Dag::build(&plan).unwrap_err())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(cycle.len(), n + 1);
+        assert_eq!((cycle[0], cycle[1], cycle[n]), (0, 1, 0));
     }
 }

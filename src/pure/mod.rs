@@ -3,6 +3,7 @@
 //! simulator. Nothing here spawns a process, touches the disk, git or the network, or uses
 //! tokio: it takes values and returns values (`tests/it/layout.rs` fails when it does).
 
+pub mod agents;
 pub mod engine;
 pub mod events;
 pub mod graph;

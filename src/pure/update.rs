@@ -259,7 +259,9 @@ pub fn completion(plan: &Plan, plan_path: &Path, timestamp: &str) -> Completion 
 pub fn closing_line(plan: &Plan) -> String {
     let total = plan.tasks.len();
     let done = plan.count(Status::Completed);
-    if done == total {
+    if done == total && total == 1 {
+        "The plan's one task completed.".to_string()
+    } else if done == total {
         format!("All {total} tasks completed.")
     } else {
         format!("Execution incomplete. {done}/{total} completed.")
@@ -553,6 +555,8 @@ mod tests {
             }
         );
         assert_eq!(closing_line(&p), "All 6 tasks completed.");
+        p.tasks.truncate(1);
+        assert_eq!(closing_line(&p), "The plan's one task completed.");
         p.schema_version = 3;
         assert_eq!(
             completion(&p, plan_path, "20261122T031500Z"),

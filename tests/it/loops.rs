@@ -555,7 +555,7 @@ done_block"#,
     assert!(text(&bad).contains("\"mysql\" is not one of the options (postgres, sqlite)"));
     let a = answer(dir.path(), &["0", "2"]);
     assert!(
-        text(&a).contains("Tasks 1 are pending again."),
+        text(&a).contains("Task 1 is pending again."),
         "{}",
         text(&a)
     );

@@ -28,6 +28,7 @@ mod commit_point;
 mod demo;
 mod exhaust;
 mod fake_api;
+mod first_hour;
 mod github;
 mod init;
 mod install_action;

@@ -68,7 +68,7 @@ fn retry_puts_a_failed_task_and_what_it_skipped_back_to_pending() {
     assert_eq!(
         String::from_utf8_lossy(&retried.stdout),
         "Task 0 is pending again, with a fresh set of attempts.\n\
-         Tasks 1 (skipped because of it) are pending again.\n\
+         Task 1 is pending again (skipped because of it).\n\
          Run `dagexec run` again, with the same options, to resume.\n"
     );
     let s = plan_json(root);

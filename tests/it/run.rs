@@ -494,7 +494,7 @@ fn ctrl_c_stops_and_the_next_run_resumes() {
     let o = run(dir.path()).worker(&cmd).run();
     let out = o.expect_code(0);
     assert!(
-        out.contains("Tasks 0 were in progress when the last run stopped"),
+        out.contains("Task 0 was in progress when the last run stopped; it starts again."),
         "{out}"
     );
     let done = done_plan(dir.path());

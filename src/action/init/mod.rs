@@ -2,11 +2,14 @@
 //! from the template in `templates/dagexec.yml` (the same file the end-to-end tests run).
 //!
 //! What it fills in: the action reference (pinned by commit, `org/dagexec@<40-hex> # v1.2.3`,
-//! so security scanners and reviewers see exactly what runs), the worker (a known CLI installed
-//! at a pinned version, or any command), the secret the worker needs (checked before anything
-//! runs, with the fix in the error), and, when the action is built from the repository itself
-//! (`--action ./`), a checkout of the action's source from the default branch for the jobs
-//! that hold a write token.
+//! so security scanners and reviewers see exactly what runs; `--action OWNER/REPO@REF` names
+//! another, and a warning says when it is still the Cargo metadata's placeholder), the plan
+//! (the one `run` would read here: `--plan`, else `.design/plan.json`, else the one task list
+//! in its usual place), the worker (a known CLI installed at a pinned version, or any command;
+//! a path of this machine in it is warned about), the secret the worker needs (checked before
+//! anything runs, with the fix in the error), and, when the action is built from the repository
+//! itself (`--action ./`), a checkout of the action's source from the default branch for the
+//! jobs that hold a write token. It writes only into a git repository.
 
 mod render;
 mod worker;
@@ -30,6 +33,13 @@ pub const WORKFLOW_REL: &str = ".github/workflows/dagexec.yml";
 
 /// The reference the template is written with, replaced by [`render`].
 const TEMPLATE_ACTION: &str = "org/dagexec@v1";
+
+/// The repository Cargo.toml's metadata names until the project is published: an action
+/// there does not exist, so `init` warns while the workflow would use it.
+pub const PLACEHOLDER_REPOSITORY: &str = "org/dagexec";
+
+/// The plan the template is written with, replaced by [`render`].
+pub const DEFAULT_PLAN: &str = ".design/plan.json";
 
 /// Where the jobs holding a write token check out the action's own source (`--action ./`).
 pub const TRUSTED_ACTION_DIR: &str = ".dagexec-action";
@@ -103,13 +113,19 @@ pub struct ActionRef {
 }
 
 impl ActionRef {
-    /// `--action REF`: `./` (this repository's own source), or `owner/name@ref`.
+    /// `--action REF`: `./` (this repository's own source), or `OWNER/REPO@REF` (a path
+    /// inside the repository may follow `OWNER/REPO`).
     pub fn parse(s: &str) -> Result<ActionRef, InitError> {
         let s = s.trim();
+        let remote = s.split_once('@').is_some_and(|(repo, r#ref)| {
+            let mut parts = repo.split('/');
+            let (owner, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            !owner.is_empty() && !name.is_empty() && !r#ref.is_empty() && !r#ref.contains('@')
+        });
         let ok = !s.is_empty()
             && !s.contains(char::is_whitespace)
             && !s.contains('#')
-            && (s.starts_with("./") || s.contains('@'));
+            && (s.starts_with("./") || remote);
         if !ok {
             return Err(InitError::BadAction(s.to_string()));
         }
@@ -122,6 +138,13 @@ impl ActionRef {
     /// Built from this repository's own source (`./`).
     pub fn is_local(&self) -> bool {
         self.uses.starts_with("./")
+    }
+
+    /// Still the placeholder repository of dagexec's Cargo metadata (`org/dagexec@…`).
+    pub fn is_placeholder(&self) -> bool {
+        self.uses
+            .strip_prefix(PLACEHOLDER_REPOSITORY)
+            .is_some_and(|rest| rest.starts_with('@') || rest.starts_with('/'))
     }
 
     fn line(&self, uses: &str) -> String {
@@ -143,12 +166,16 @@ pub struct Options {
     pub environment: Option<String>,
     /// `schedule: eager` (a conductor and a run per task) instead of rounds.
     pub eager: bool,
+    /// The plan, relative to the repository root (the workflow's `plan` input's default).
+    pub plan: String,
 }
 
 /// Why `init` cannot write the workflow.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InitError {
-    #[error("--action {0:?}: expected a reference such as org/dagexec@<commit> or ./")]
+    #[error(
+        "--action {0:?}: expected OWNER/REPO@REF (the repository dagexec's action is published in, at a commit or tag) or ./ (built from this repository)"
+    )]
     BadAction(String),
     #[error("--worker: expected claude, codex, gemini, aider or one command line")]
     BadWorker,
@@ -159,9 +186,14 @@ pub enum InitError {
     #[error("--environment {0:?}: expected a name of letters, digits, -, _ and .")]
     BadEnvironment(String),
     #[error(
-        "this dagexec was built without knowing its commit (not from a git checkout, nor by the release workflow), so it cannot pin the action; pass --action org/dagexec@<40-hex commit> (the commit of a release tag)"
+        "this dagexec was built without knowing its commit (not from a git checkout, nor by the release workflow), so it cannot pin the action; pass --action OWNER/REPO@<40-hex commit> (the commit of a release tag)"
     )]
     CannotPin,
+    #[error(
+        "{} is not in a git repository; the workflow belongs in one (run `git init`, or `cd` into your repository, then `dagexec init` again; --stdout prints it without writing)",
+        .0.display()
+    )]
+    NotARepository(PathBuf),
 }
 
 /// An environment's name, as `init` accepts it: letters, digits, `-`, `_` and `.`.
@@ -209,6 +241,8 @@ pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
 /// `dagexec init`'s flags.
 #[derive(Debug, Clone, Default)]
 pub struct Args {
+    /// The plan `run` would read here, relative to the root (`--plan`, else found).
+    pub plan: String,
     pub worker: Option<String>,
     pub secret: Option<String>,
     pub environment: Option<String>,
@@ -223,6 +257,9 @@ pub struct Args {
 /// writes or prints the workflow, and says what to do next. Errors are usage errors.
 pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
     use std::io::IsTerminal;
+    if !args.stdout && crate::edge::git::Repo::discover(root).is_err() {
+        return Err(InitError::NotARepository(root.to_path_buf()).to_string());
+    }
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),
         None => Build::current().pinned_action(),
@@ -241,7 +278,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
             eprintln!(
                 "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
             );
-            Worker::Claude
+            Worker::claude()
         };
         let secret = match (&args.secret, worker.default_secret()) {
             (Some(s), _) => Some(check_secret(s).map_err(|e| e.to_string())?),
@@ -259,7 +296,11 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
         secret,
         environment,
         eager: args.eager,
+        plan: args.plan.clone(),
     };
+    for w in warnings(&opts) {
+        eprintln!("warning: {w}");
+    }
     let text = render(&opts);
     if args.stdout {
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
@@ -272,8 +313,9 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
     };
     writeln!(
         out,
-        "Wrote {}: worker {}, action {pin}.\n{}",
+        "Wrote {}: plan {}, worker {}, action {pin}.\n{}",
         path.display(),
+        opts.plan,
         opts.worker.label(),
         next_steps(&opts)
     )
@@ -281,36 +323,50 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
     Ok(())
 }
 
+/// What the workflow would get wrong as written: a path of this machine in the worker's
+/// command, an action in the placeholder repository.
+pub fn warnings(opts: &Options) -> Vec<String> {
+    let mut out = Vec::new();
+    let paths = opts.worker.local_paths();
+    if !paths.is_empty() {
+        out.push(format!(
+            "--worker names {}, a path on this machine; the workflow runs on GitHub's runner, where it does not exist. Commit the script to the repository and name it relative to the root (e.g. --worker ./scripts/worker.sh), or name a command the runner has.",
+            paths.join(", ")
+        ));
+    }
+    if opts.action.is_placeholder() {
+        out.push(format!(
+            "the action is {}, the placeholder repository of dagexec's Cargo metadata, not a published action; pass --action OWNER/REPO@REF naming the repository that holds dagexec's action.yml (your fork, at a commit), or --action ./ to build it from this repository.",
+            opts.action.uses
+        ));
+    }
+    out
+}
+
 /// Asks which worker and which secret (dialoguer, on the terminal).
 fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
     use dialoguer::{Input, Select};
     let err = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
-    let items = [
-        format!("Claude Code {CLAUDE_CODE_VERSION} (npm @anthropic-ai/claude-code)"),
-        format!("Codex CLI {CODEX_VERSION} (npm @openai/codex)"),
-        format!("Gemini CLI {GEMINI_CLI_VERSION} (npm @google/gemini-cli)"),
-        format!("Aider {AIDER_VERSION} (pip aider-chat)"),
-        "Another command (installed by your own step)".to_string(),
-    ];
+    let mut items: Vec<String> = crate::pure::agents::AGENTS
+        .iter()
+        .map(crate::pure::agents::Agent::offer)
+        .collect();
+    items.push("Another command (installed by your own step)".to_string());
     let pick = Select::new()
         .with_prompt("Which worker runs the tasks?")
         .items(&items)
         .default(0)
         .interact()
         .map_err(err)?;
-    let worker = match pick {
-        0 => Worker::Claude,
-        1 => Worker::Codex,
-        2 => Worker::Gemini,
-        3 => Worker::Aider,
-        _ => {
-            let cmd: String = Input::new()
-                .with_prompt("The command (reads the prompt on stdin)")
-                .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
-                .interact_text()
-                .map_err(err)?;
-            Worker::parse(&cmd).map_err(|e| e.to_string())?
-        }
+    let worker = if let Some(agent) = crate::pure::agents::AGENTS.get(pick) {
+        Worker::Named(agent)
+    } else {
+        let cmd: String = Input::new()
+            .with_prompt("The command (reads the prompt on stdin)")
+            .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
+            .interact_text()
+            .map_err(err)?;
+        Worker::parse(&cmd).map_err(|e| e.to_string())?
     };
     if let Some(s) = secret_flag {
         return Ok((worker, Some(check_secret(s).map_err(|e| e.to_string())?)));
@@ -372,6 +428,7 @@ mod tests {
             worker,
             environment: None,
             eager: false,
+            plan: DEFAULT_PLAN.into(),
         }
     }
 
@@ -383,6 +440,7 @@ mod tests {
             secret: None,
             environment: None,
             eager: false,
+            plan: DEFAULT_PLAN.into(),
         });
         assert_eq!(
             t.matches("uses: ./\n").count(),
@@ -576,6 +634,7 @@ mod tests {
             secret: Some("MY_AGENT_KEY".into()),
             environment: Some("agents".into()),
             eager: true,
+            plan: ".taskmaster/tasks/tasks.json".into(),
         };
         insta::assert_snapshot!("init_local_custom", render(&custom));
         insta::assert_snapshot!("init_next_steps", next_steps(&opts("claude")));

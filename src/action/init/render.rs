@@ -3,11 +3,13 @@
 //! secret check and install, its environment and variables, the command, the schedule.
 
 use super::worker::CLAUDE_COMMAND;
-use super::{CHECKOUT, Options, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
+use super::{CHECKOUT, DEFAULT_PLAN, Options, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
 
-/// The template with the action reference, the worker, its install and secret filled in.
+/// The template with the action reference, the plan, the worker, its install and secret
+/// filled in.
 pub fn render(opts: &Options) -> String {
     let text = TEMPLATE.replace("      # @trusted-action@\n", &trusted_checkout(opts));
+    let text = plan(&text, &opts.plan);
     let text = pin_action(&text, opts)
         .replace("      # @worker-setup@\n", &worker_setup(opts))
         .replace("    # @worker-environment@\n", &environment_line(opts))
@@ -30,6 +32,34 @@ pub fn render(opts: &Options) -> String {
     } else {
         text
     }
+}
+
+/// The plan the workflow runs when it is not `.design/plan.json`: the `plan` input's default
+/// (a round's dispatch passes it on), and the `/execute` jobs' (a comment's run has no inputs).
+fn plan(text: &str, plan: &str) -> String {
+    if plan == DEFAULT_PLAN || plan.is_empty() {
+        return text.to_string();
+    }
+    // A YAML single-quoted scalar: only the quote itself needs escaping.
+    let quoted = format!("'{}'", plan.replace('\'', "''"));
+    text.replacen(
+        "# dagexec: executes .design/plan.json on",
+        &format!("# dagexec: executes {plan} on"),
+        1,
+    )
+    .replacen(
+        &format!("        default: {DEFAULT_PLAN}\n"),
+        &format!("        default: {quoted}\n"),
+        1,
+    )
+    .replace(
+        "          command: comment\n",
+        &format!("          command: comment\n          plan: {quoted}\n"),
+    )
+    .replace(
+        "          command: steer\n",
+        &format!("          command: steer\n          plan: {quoted}\n"),
+    )
 }
 
 /// The jobs that hold a write token (plan reads the branch they act on) run the action from

@@ -24,24 +24,33 @@ pub struct Common {
     )]
     pub(super) plan: String,
     /// The execution branch [default: dagexec/<goal slug>].
-    #[arg(long, env = "DAGEXEC_BRANCH", default_value = "")]
+    #[arg(
+        long,
+        env = "DAGEXEC_BRANCH",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub(super) branch: String,
     /// Per-task timeout (work) and check timeout.
     #[arg(long, env = "DAGEXEC_TIMEOUT", default_value = "30m", value_parser = crate::flow::settings::parse_duration)]
     pub(super) timeout: Duration,
     /// A budget in USD (plan, finalize): once the plan's recorded spend reaches it, no round
     /// is planned or dispatched [default: none].
-    #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", value_parser = parse_budget)]
+    #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", hide_default_value = true, value_parser = parse_budget)]
     pub(super) max_cost: Budget,
     /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
     /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
     /// a restored build by) [default: none].
-    #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", value_parser = parse_build)]
+    #[arg(long, env = "DAGEXEC_BUILD_SHA256", default_value = "", hide_default_value = true, value_parser = parse_build)]
     pub(super) build: String,
     /// Tasks of a round that share files (plan): serial or merge [default: `overlap` in
     /// .design/dagexec.yml, else serial].
-    #[arg(long, env = "DAGEXEC_OVERLAP", default_value = "", value_parser = parse_overlap)]
+    #[arg(long, env = "DAGEXEC_OVERLAP", default_value = "", hide_default_value = true, value_parser = parse_overlap)]
     pub(super) overlap: Overlap,
+    /// The jobs read the plan at --plan-rel: this takes the place of the global --plan, so
+    /// their help does not offer two plan flags.
+    #[arg(long = "plan", id = "plan", hide = true, value_name = "PATH")]
+    pub(super) _global_plan: Option<std::path::PathBuf>,
 }
 
 /// The `overlap` input: empty for the settings file's.
@@ -92,13 +101,19 @@ pub struct Writer {
     pub(super) workflow: String,
     /// A GitHub App's id: with --private-key, the job works with an installation token of
     /// the app instead of the token (so its pushes trigger the PR's own CI).
-    #[arg(long, env = "DAGEXEC_APP_ID", default_value = "")]
+    #[arg(
+        long,
+        env = "DAGEXEC_APP_ID",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub(super) app_id: String,
     /// The GitHub App's private key (PEM), from a secret. Never echoed.
     #[arg(
         long,
         env = "DAGEXEC_APP_PRIVATE_KEY",
         default_value = "",
+        hide_default_value = true,
         hide_env_values = true
     )]
     pub(super) private_key: String,
@@ -137,10 +152,20 @@ pub enum ActionCommand {
         worker: String,
         /// The reviewer command line, run with `sh -c` in this checkout after the attempt
         /// completes (a task's own `reviewer` field wins; empty: none).
-        #[arg(long, env = "DAGEXEC_REVIEWER", default_value = "")]
+        #[arg(
+            long,
+            env = "DAGEXEC_REVIEWER",
+            default_value = "",
+            hide_default_value = true
+        )]
         reviewer: String,
         /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
-        #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
+        #[arg(
+            long,
+            env = "DAGEXEC_ARTIFACTS",
+            default_value = "",
+            hide_default_value = true
+        )]
         artifacts: String,
     },
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
@@ -196,7 +221,12 @@ pub enum ActionCommand {
     Finalize {
         #[command(flatten)]
         common: Common,
-        #[arg(long, env = "DAGEXEC_MATRIX", default_value = "")]
+        #[arg(
+            long,
+            env = "DAGEXEC_MATRIX",
+            default_value = "",
+            hide_default_value = true
+        )]
         matrix: String,
         #[arg(long, env = "DAGEXEC_BASE")]
         base: String,
@@ -205,10 +235,20 @@ pub enum ActionCommand {
         /// The plan job's conclusion (`work`, `close-round`, `completed`, …).
         #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = parse_planned)]
         conclusion: PlanConclusion,
-        #[arg(long, env = "DAGEXEC_MESSAGE", default_value = "")]
+        #[arg(
+            long,
+            env = "DAGEXEC_MESSAGE",
+            default_value = "",
+            hide_default_value = true
+        )]
         message: String,
         /// Where the round's artifacts were downloaded.
-        #[arg(long, env = "DAGEXEC_ARTIFACTS", default_value = "")]
+        #[arg(
+            long,
+            env = "DAGEXEC_ARTIFACTS",
+            default_value = "",
+            hide_default_value = true
+        )]
         artifacts: String,
         #[command(flatten)]
         writer: Writer,

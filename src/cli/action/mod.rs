@@ -40,7 +40,8 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
         } else {
             common.plan.clone()
         },
-        worker,
+        // `claude`, `codex`, …: the command line `run --worker NAME` and `init` give it.
+        worker: crate::pure::agents::named(&worker).map_or(worker, |a| a.command.to_string()),
         reviewer: None,
         max_parallel: 1,
         timeout: common.timeout,

@@ -23,6 +23,19 @@ pub(crate) fn validate(
         let _span = tracing::debug_span!("load").entered();
         load(loc)?
     };
+    // A plan runs in a git repository (worktrees, a commit per round): outside one, the
+    // setup report could only repeat git's own complaint.
+    if let Err(crate::edge::git::GitError::NotARepository { .. }) =
+        crate::edge::git::Repo::discover(&loc.root)
+    {
+        return Err(CliError::Usage {
+            message: format!(
+                "{} is not in a git repository; dagexec runs a plan in one (each task in a worktree, a commit per round)",
+                loc.root.display()
+            ),
+            hint: "run dagexec from the repository that holds the plan, or make this directory one: `git init && git add -A && git commit -m start`".into(),
+        });
+    }
     let overlaps = {
         let _span = tracing::debug_span!("overlap").entered();
         Overlaps::of(&plan, &dag)

@@ -74,12 +74,11 @@ pub(crate) fn cmd_answer(
         )?;
     }
     if !answered.reopened.is_empty() {
-        let ids: Vec<String> = answered
-            .reopened
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect();
-        writeln!(out, "Tasks {} are pending again.", ids.join(", "))?;
+        writeln!(
+            out,
+            "{} pending again.",
+            crate::pure::render::tasks_subject(&answered.reopened, ("is", "are"))
+        )?;
     }
     writeln!(
         out,
@@ -106,16 +105,12 @@ pub(crate) fn cmd_retry(
         out,
         "Task {task} is pending again, with a fresh set of attempts."
     )?;
-    let others: Vec<String> = reopened
-        .iter()
-        .filter(|&&i| i != task)
-        .map(ToString::to_string)
-        .collect();
+    let others: Vec<usize> = reopened.iter().copied().filter(|&i| i != task).collect();
     if !others.is_empty() {
         writeln!(
             out,
-            "Tasks {} (skipped because of it) are pending again.",
-            others.join(", ")
+            "{} pending again (skipped because of it).",
+            crate::pure::render::tasks_subject(&others, ("is", "are"))
         )?;
     }
     writeln!(
@@ -143,7 +138,19 @@ pub(crate) fn cmd_init(
         message,
         hint: "see `dagexec init --help`".into(),
     };
+    // The plan `run` would read here: the workflow runs the same one.
+    let Some(plan) = loc.plan_rel.clone() else {
+        return Err(CliError::Usage {
+            message: format!(
+                "{} is outside the project directory {}",
+                loc.plan.display(),
+                loc.root.display()
+            ),
+            hint: "run `dagexec init` in the repository that holds the plan, with --plan relative to it".into(),
+        });
+    };
     let args = crate::action::init::Args {
+        plan,
         worker,
         secret,
         environment,

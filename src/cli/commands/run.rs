@@ -20,6 +20,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         long_run,
         max_cost,
         issue: _,
+        branch,
     } = a;
     let flags = crate::flow::settings::Flags {
         worker,
@@ -60,24 +61,21 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         },
         None => loc.clone(),
     };
-    let Some(plan_rel) = loc.plan_rel.clone() else {
-        return Err(CliError::Usage {
-            message: format!(
-                "{} is outside the project directory {}",
-                loc.plan.display(),
-                loc.root.display()
-            ),
-            hint: "run dagexec from the repository that holds the plan".into(),
-        });
-    };
+    // After the end: the plan was archived by the run that completed it.
+    if !loc.plan.exists()
+        && let Some(done) = crate::cli::location::archived_plan(&loc.plan)
+    {
+        return completed(loc, &done, out);
+    }
     let opts = crate::flow::RunOptions {
         plan: loc.plan.clone(),
-        plan_rel,
+        plan_rel: plan_rel(loc)?,
         root: loc.root.clone(),
         settings,
         yes,
         dry_run,
         check_timeout,
+        branch,
     };
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
@@ -86,12 +84,52 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         .map_err(run_error)
 }
 
+/// The plan's path relative to the project root, which `run` needs.
+fn plan_rel(loc: &Location) -> Result<String, CliError> {
+    loc.plan_rel.clone().ok_or_else(|| CliError::Usage {
+        message: format!(
+            "{} is outside the project directory {}",
+            loc.plan.display(),
+            loc.root.display()
+        ),
+        hint: "run dagexec from the repository that holds the plan".into(),
+    })
+}
+
+/// `run` when the plan is complete: where it is archived, and what to do for a new one.
+fn completed(
+    loc: &Location,
+    done: &std::path::Path,
+    out: &mut impl Write,
+) -> Result<Exit, CliError> {
+    let plan = crate::edge::plan_file::load(done).map_err(crate::pure::plan::PlanErrors::from)?;
+    let shown = |p: &std::path::Path| p.strip_prefix(&loc.root).unwrap_or(p).display().to_string();
+    writeln!(
+        out,
+        "Nothing to run: the plan is complete. {}\nIt is archived as {}; `dagexec status` shows how it went. For a new plan, write {} (/design <goal>) and run again.",
+        crate::pure::update::closing_line(&plan),
+        shown(done),
+        shown(&loc.plan),
+    )?;
+    Ok(Exit::Success)
+}
+
 pub(crate) fn cmd_demo(
     _loc: &Location,
     out: &mut impl Write,
     a: DemoArgs,
 ) -> Result<Exit, CliError> {
-    let DemoArgs { dir, jobs } = a;
+    let DemoArgs { dir, jobs, plan } = a;
+    if let Some(plan) = plan {
+        return Err(CliError::Usage {
+            message: format!(
+                "--plan {}: the demo writes and runs its own plan",
+                plan.display()
+            ),
+            hint: "run `dagexec demo` without --plan; to run your plan, `dagexec --plan PATH run`"
+                .into(),
+        });
+    }
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
     crate::local::demo::demo(dir, jobs.max(1), &ui)

@@ -21,6 +21,7 @@
 //! UTF-8 are converted lossily.
 
 mod apply;
+mod branch;
 mod checkpoint;
 mod cmd;
 mod error;
@@ -44,6 +45,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use apply::ApplyError;
+pub use branch::BranchError;
 pub use error::GitError;
 pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};

@@ -112,13 +112,26 @@ pub enum PathProblem {
     PlanItself,
 }
 
-/// `0 → 4 → 2 → 0`.
+/// How many tasks of a long cycle a message names at each end.
+const CYCLE_SHOWN: usize = 10;
+
+/// `0 → 4 → 2 → 0`; a long cycle by its ends: `0 → 1 → … → 99999 → 0 (100000 tasks)`.
 pub fn render_cycle(cycle: &[usize]) -> String {
-    cycle
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" → ")
+    let join = |part: &[usize]| {
+        part.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    if cycle.len() <= 2 * CYCLE_SHOWN + 1 {
+        return join(cycle);
+    }
+    format!(
+        "{} → … → {} ({} tasks)",
+        join(&cycle[..CYCLE_SHOWN]),
+        join(&cycle[cycle.len() - CYCLE_SHOWN..]),
+        cycle.len() - 1
+    )
 }
 
 impl PlanError {
@@ -137,21 +150,30 @@ impl PlanError {
             }
             PlanError::NoTasks { .. } => "Re-run /design <goal>: a plan needs at least one task.".into(),
             PlanError::Shape { .. } => {
-                "Fix the field's type to match the plan format (see README, \"Plan format\").".into()
+                "Fix the field to match the plan format (see docs/src/plan-format.md in dagexec's repository).".into()
             }
             PlanError::UnknownDependency { count, .. } => format!(
                 "blockedBy holds plan indices (0 to {}); remove the entry or point it at an existing task.",
                 count.saturating_sub(1)
             ),
             PlanError::SelfDependency { .. } => "Remove the task's own index from its blockedBy.".into(),
-            PlanError::Cycle { cycle } => format!(
-                "Tasks in a cycle can never start; remove one of these blockedBy edges: {}.",
-                cycle
+            PlanError::Cycle { cycle } => {
+                let edges = cycle.len().saturating_sub(1);
+                let shown: Vec<String> = cycle
                     .windows(2)
+                    .take(CYCLE_SHOWN)
                     .map(|w| format!("task {} blockedBy {}", w[0], w[1]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .collect();
+                let more = if edges > CYCLE_SHOWN {
+                    format!(", … ({edges} edges in all)")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "Tasks in a cycle can never start; remove one of these blockedBy edges: {}{more}.",
+                    shown.join(", ")
+                )
+            }
             PlanError::UnsafePath { reason, .. } => match reason {
                 PathProblem::PlanItself => {
                     "Only dagexec writes the plan; drop this path from the task.".into()

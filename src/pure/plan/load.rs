@@ -84,10 +84,102 @@ fn diagnose(text: &str, path: &Path) -> PlanError {
             location: String::new(),
             message: "the plan could not be read".into(),
         },
-        Err(e) => PlanError::Shape {
-            location: describe_path(&e.path().to_string()),
-            message: e.into_inner().to_string(),
-        },
+        Err(e) => {
+            let location = describe_path(&e.path().to_string());
+            let message = human(&e.into_inner().to_string(), &location);
+            PlanError::Shape { location, message }
+        }
+    }
+}
+
+/// A deserializer's message in the words of a plan's author, not Rust's: "invalid type:
+/// string "a", expected usize" → "expected a task index (a whole number from 0), found the
+/// string "a""; an unknown variant `done` → "\"done\" is not one of: …".
+fn human(message: &str, location: &str) -> String {
+    let quoted = |s: &str| s.trim_matches('`').to_string();
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let (value, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let options: Vec<String> = expected
+            .trim_start_matches("one of ")
+            .split(", ")
+            .map(quoted)
+            .filter(|o| !o.is_empty())
+            .collect();
+        return if options.is_empty() {
+            format!("{:?} is not a value this field takes", quoted(value))
+        } else {
+            format!("{:?} is not one of: {}", quoted(value), options.join(", "))
+        };
+    }
+    if let Some(field) = message.strip_prefix("missing field ") {
+        return format!("the required field {:?} is missing", quoted(field));
+    }
+    if let Some(field) = message.strip_prefix("duplicate field ") {
+        return format!("the field {:?} is given twice", quoted(field));
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.split_once(", expected ")
+        {
+            return format!(
+                "expected {}, found {}",
+                expected_words(expected, location),
+                found_words(found)
+            );
+        }
+    }
+    if let Some(rest) = message.strip_prefix("invalid length ")
+        && let Some((n, expected)) = rest.split_once(", expected ")
+    {
+        return format!(
+            "expected {}, found {n} entries",
+            expected_words(expected, location)
+        );
+    }
+    message.to_string()
+}
+
+/// What serde expected (`usize`, `a sequence`, `struct Agent`), said in JSON's words.
+fn expected_words(expected: &str, location: &str) -> String {
+    let index = location.contains("blockedBy") || location.contains("fileOverlaps");
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" if index => {
+            "a task index (a whole number from 0)".into()
+        }
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number from 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a sequence" => "a list ([…])".into(),
+        "a boolean" => "true or false".into(),
+        "a borrowed string" | "a string" => "a string".into(),
+        e if e == "a map" || e.starts_with("struct ") || e.starts_with("a map") => {
+            "an object ({…})".into()
+        }
+        e if e.starts_with("enum ") => "one of the field's values".into(),
+        e => e.to_string(),
+    }
+}
+
+/// What the file holds instead (an integer, a sequence), said in JSON's words.
+fn found_words(found: &str) -> String {
+    let inner = |s: &str| s.trim().trim_matches('`').to_string();
+    if let Some(n) = found
+        .strip_prefix("integer ")
+        .or_else(|| found.strip_prefix("floating point "))
+    {
+        return format!("the number {}", inner(n));
+    }
+    if let Some(b) = found.strip_prefix("boolean ") {
+        return inner(b);
+    }
+    if found.starts_with("string ") {
+        return format!("the {found}");
+    }
+    match found {
+        "sequence" => "a list".into(),
+        "map" => "an object".into(),
+        "unit value" | "null" => "null".into(),
+        f => f.to_string(),
     }
 }
 
@@ -163,15 +255,27 @@ mod tests {
             ),
             (
                 "{\"schemaVersion\": 2, \"tasks\": [{\"subject\": \"a\"}, {\"blockedBy\": [\"0\"]}]}",
-                "task 1 blockedBy[0]: invalid type: string \"0\", expected usize",
+                "task 1 blockedBy[0]: expected a task index (a whole number from 0), found the string \"0\"",
             ),
             (
                 "{\"schemaVersion\": 2, \"tasks\": [{\"status\": \"done\"}]}",
-                "task 0 status: unknown variant `done`, expected one of `pending`, `in_progress`, `completed`, `failed`, `blocked`, `skipped`",
+                "task 0 status: \"done\" is not one of: pending, in_progress, completed, failed, blocked, skipped",
             ),
             (
                 "{\"schemaVersion\": 2, \"tasks\": [{\"agent\": {\"model\": 3}}]}",
-                "task 0 agent.model: invalid type: integer `3`, expected a string",
+                "task 0 agent.model: expected a string, found the number 3",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"blockedBy\": [-1]}]}",
+                "task 0 blockedBy[0]: expected a task index (a whole number from 0), found the number -1",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"metadata\": {\"files\": {\"create\": \"a.txt\"}}}]}",
+                "task 0 metadata.files.create: expected a list ([…]), found the string \"a.txt\"",
+            ),
+            (
+                "{\"schemaVersion\": 2, \"tasks\": [{\"agent\": []}]}",
+                "task 0 agent: expected an object ({…}), found a list",
             ),
         ];
         for (text, want) in cases {
@@ -180,6 +284,20 @@ mod tests {
                 got.starts_with(want),
                 "for {text}\n got: {got}\nwant: {want}"
             );
+            // No word of Rust's in a message a plan's author reads.
+            for rust in [
+                "usize",
+                "u32",
+                "u64",
+                "i64",
+                "variant",
+                "sequence",
+                "struct",
+                "invalid type",
+                "a map",
+            ] {
+                assert!(!got.contains(rust), "{rust:?} in {got}");
+            }
         }
     }
 

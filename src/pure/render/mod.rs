@@ -23,6 +23,17 @@ fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
+/// Task indices as the subject of a sentence, with the verb that agrees: `Task 3 was`,
+/// `Tasks 3, 5 were` (`verbs`: singular, plural).
+pub fn tasks_subject(ids: &[usize], verbs: (&str, &str)) -> String {
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    if ids.len() == 1 {
+        format!("Task {} {}", list[0], verbs.0)
+    } else {
+        format!("Tasks {} {}", list.join(", "), verbs.1)
+    }
+}
+
 /// Position of `status` in [`Status::ALL`], to index per-status arrays.
 fn status_rank(status: Status) -> usize {
     Status::ALL
@@ -136,5 +147,17 @@ pub(crate) mod tests {
         for status in Status::ALL {
             assert!(plan.count(status) >= 1, "no task is {status}");
         }
+    }
+}
+
+#[cfg(test)]
+mod subject_tests {
+    #[test]
+    fn one_task_is_singular() {
+        assert_eq!(super::tasks_subject(&[0], ("was", "were")), "Task 0 was");
+        assert_eq!(
+            super::tasks_subject(&[0, 4], ("was", "were")),
+            "Tasks 0, 4 were"
+        );
     }
 }

@@ -388,10 +388,15 @@ impl Totals {
         self.output_tokens = sum_u(self.output_tokens, r.output_tokens);
     }
 
-    /// The wall time as `2m27s` (empty when no attempt was recorded).
+    /// The wall time as `2m27s` (empty when no attempt was recorded). Records keep tenths of
+    /// a second, so less than a second is `under 1s`: an attempt the run showed as `14ms` is
+    /// not summed up as `100ms`.
     pub fn time_text(&self) -> String {
         if self.attempts == 0 {
             return String::new();
+        }
+        if self.seconds < 1.0 {
+            return "under 1s".to_string();
         }
         crate::pure::outcome::human_duration(Duration::from_secs_f64(self.seconds))
     }

@@ -108,6 +108,13 @@ fn records_are_kept_in_order_and_summed() {
         (per[&0].cost_text(), per[&0].time_text()),
         (String::new(), "5s".into())
     );
+    // A task that took 14ms is recorded as 0.1 s: summed up as under a second, not "100ms".
+    let quick = Totals {
+        attempts: 1,
+        seconds: 0.1,
+        ..Totals::default()
+    };
+    assert_eq!(quick.time_text(), "under 1s");
     assert_eq!(spent(&p), 0.75);
     assert_eq!(
         total_line(&p).unwrap(),
