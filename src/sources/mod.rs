@@ -261,3 +261,6 @@ pub(crate) fn indexed_text(
         .map(|text| (mode, text))
         .map_err(|_| "it is not UTF-8 text"))
 }
+
+#[cfg(test)]
+mod order_tests;

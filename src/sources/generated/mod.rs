@@ -213,6 +213,7 @@ pub(crate) fn prepare(
         })?;
         super::speckit::carry_over_by(&mut plan, &old, SOURCE);
     }
+    crate::pure::graph::order_through_finished(&mut plan);
     let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(|e| one(problem(&e)))?;
     Ok(Prepared {
         plan: target,

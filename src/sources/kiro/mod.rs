@@ -18,7 +18,11 @@
 //!   On a container's line it holds for its first subtasks.
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what
 //!   waits for one waits for what it waited for; they are never ticked by dagexec.
-//! - **`- [x]`** is completed; a ticked major task completes its subtasks.
+//! - **`- [x]`** is completed; a ticked major task completes its subtasks. **`- [-]`** (Kiro's
+//!   task in progress) is open; a started major task is ticked when its subtasks are done.
+//! - **Order through ticked tasks**: a ticked unit orders nothing by itself, the path through
+//!   it still does (`pure::graph::order_through_finished`, applied once the state is carried
+//!   over): major task 13 waits for an open 12.2 even when 12.4, the last of 12, is ticked.
 //! - **Files**: a `_Boundary:_` entry (or its part in parentheses) that is one word with a `/`
 //!   or a file extension is one of the task's files, kept apart by the overlap rules;
 //!   component names (`AuthService`) are in the prompt only. Naming the task list itself is

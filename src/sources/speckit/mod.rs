@@ -22,7 +22,9 @@
 //!   all of them; any other phase waits for the one before it. A phase's waiting is an edge
 //!   from each of its tasks that waits for nothing in its own phase to each task of the phases
 //!   it waits for that nothing there waits for.
-//! - **`- [x]` / `- [X]`** tasks are completed.
+//! - **`- [x]` / `- [X]`** tasks are completed. A ticked task orders nothing by itself, the path
+//!   through it still does (`pure::graph::order_through_finished`): a phase whose last task is
+//!   ticked still holds the next phase back until its open tasks are done.
 //! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``, `` `.env` ``,
 //!   `` `Makefile` ``), or a word
 //!   with a file extension that has a `/`, follows `in`, `at`, `to`, `into`, `from`,
