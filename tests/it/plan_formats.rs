@@ -348,6 +348,35 @@ fn a_kiro_spec_runs_to_the_end_ticked_with_its_requirements_in_the_prompt() {
     }
 }
 
+/// cc-sdd's `_Boundary:_` is a scope, not a promise to change a file: a worker that completes
+/// the task without touching `routes/index.js` completes it at its first attempt (no spot
+/// check of the boundary), and a change inside the boundary is not an unexpected file.
+#[test]
+fn a_kiro_boundary_path_is_a_scope_no_file_must_change() {
+    let md = "- [ ] 1. Serve pages as Markdown
+  - _Boundary: PageMarkdownRoute, routes/index.js_
+              - [ ] 2. Say what changed
+  - _Boundary: done/2.txt_
+";
+    let dir = repo_of(&[(KIRO, md), ("routes/index.js", "// routes\n")]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), KIRO, out.path(), &[]);
+    let log = o.expect_code(0);
+    assert_eq!(read(&out.path().join("order")), "1\n2\n", "{log}");
+    assert!(!log.contains("(to modify)"), "{log}");
+    // Task 1 changed done/1.txt, outside its boundary: said; task 2 changed its own.
+    assert!(log.contains("unexpected file changed: done/1.txt"), "{log}");
+    assert!(
+        !log.contains("unexpected file changed: done/2.txt"),
+        "{log}"
+    );
+    let prompt = read(&out.path().join("prompt-1.md"));
+    assert!(
+        prompt.contains("Files to modify: (none)\nFiles it may change (its scope; none of them has to change): routes/index.js"),
+        "{prompt}"
+    );
+}
+
 /// A Kiro spec's errors name the line and the task; a boundary out of the repository too.
 #[test]
 fn a_broken_kiro_spec_is_refused_at_its_line() {

@@ -24,8 +24,9 @@
 //!   it still does (`pure::graph::order_through_finished`, applied once the state is carried
 //!   over): major task 13 waits for an open 12.2 even when 12.4, the last of 12, is ticked.
 //! - **Files**: a `_Boundary:_` entry (or its part in parentheses) that is one word with a `/`
-//!   or a file extension is one of the task's files, kept apart by the overlap rules;
-//!   component names (`AuthService`) are in the prompt only. Naming the task list itself is
+//!   or a file extension is in the task's scope (`metadata.files.scope`): what it may touch,
+//!   not what it must change — kept apart by the overlap rules, a change to it not unexpected,
+//!   never spot-checked; component names (`AuthService`) are in the prompt only. Naming the task list itself is
 //!   an error. A task without a path boundary declares no file: no declared file, no
 //!   assumed conflict (a patch that no longer applies is retried from the integrated tree).
 //! - **Context**: the spec's `requirements.md` and `design.md` (those that exist) are every
@@ -199,8 +200,9 @@ fn task(
         blocked_by,
         metadata: Some(Metadata {
             kind: Some("kiro".into()),
+            // A boundary is what the task may touch, not what it must change.
             files: Files {
-                modify: files,
+                scope: files,
                 ..Default::default()
             },
             ..Default::default()

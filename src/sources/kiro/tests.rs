@@ -90,8 +90,11 @@ fn requirements_boundary_and_the_major_task_reach_the_prompt() {
     ] {
         assert!(d.contains(want), "{want:?} not in {d}");
     }
-    // A boundary path is a file; a component name is none.
+    // A boundary path is a file of the task's scope, not one it must change; a component
+    // name is none.
     assert_eq!(t.files().collect::<Vec<_>>(), ["src/auth/service.ts"]);
+    assert_eq!(t.scope(), ["src/auth/service.ts"]);
+    assert!(t.modifies().is_empty() && t.creates().is_empty());
     assert_eq!(b.plan.tasks[2].files().count(), 0);
 }
 
