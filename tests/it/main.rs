@@ -43,6 +43,7 @@ mod safety_links;
 mod self_contained;
 mod simulate;
 mod speckit;
+mod task_list_edits;
 mod usage;
 mod workers;
 mod worktrees;

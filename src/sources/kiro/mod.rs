@@ -140,11 +140,18 @@ fn build(
     for &i in &units_at {
         let l = &p.lines[i];
         let blocked_by = deps[&i].iter().filter_map(|&d| index(d)).collect();
-        plan.tasks.push(task(rel, p, i, blocked_by, &context_files));
+        let task = task(rel, p, i, blocked_by, &context_files);
+        let mark = match (task.status == Status::Completed, l.started) {
+            (true, _) => "x",
+            (false, true) => "-",
+            (false, false) => " ",
+        };
+        plan.tasks.push(task);
         units.push(Unit {
             id: l.id.clone(),
             text: format!("{}\n{}", l.title, l.details.join("\n")),
             at: format!("{rel}:{}", l.line),
+            mark: mark.into(),
         });
     }
     let optional: Vec<&str> = p

@@ -43,6 +43,8 @@ pub(crate) struct Entry {
     pub checkbox: usize,
     /// `[x]`; `[ ]` and `[-]` (started) are open.
     pub done: bool,
+    /// `[-]`.
+    pub started: bool,
     /// `- [ ]*`.
     pub optional: bool,
     /// `(P)`.
@@ -127,6 +129,7 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
                 line: c.number,
                 checkbox: c.start + m.get(2).expect("the checkbox group").start(),
                 done: m[2].eq_ignore_ascii_case("x"),
+                started: &m[2] == "-",
                 optional: !m[3].is_empty() || !m[5].is_empty(),
                 parallel,
                 title,

@@ -33,6 +33,9 @@
 //!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
+//! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
+//!   set-status` stamps) changed since dagexec last read the file starts from the file's
+//!   status, not the earlier run's memory (`sources::speckit::carry_over_by`).
 
 mod read;
 mod write;
@@ -240,6 +243,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
             id: it.id.clone(),
             text: format!("{}\n{}\n{}", it.title, it.description, it.details),
             at: format!("{rel}: {}", it.path),
+            mark: it.mark.clone(),
         });
     }
     Built {
