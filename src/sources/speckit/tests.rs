@@ -766,3 +766,17 @@ fn depends_on_reads_ranges_and_none() {
         "t.md:2: task T005 depends on T002, which is not a task in this file"
     );
 }
+
+#[test]
+fn a_dependency_written_another_way_is_warned_about() {
+    let p = read(
+        "- [ ] T001 Create `a.txt`\n- [ ] T002 [P] Create `b.txt` (depend on T001)\n- [ ] T003 [P] Create `c.txt` (depends on T001)\n- [ ] T004 [P] Create `d.txt` (requires T002)\n",
+    );
+    assert_eq!(
+        p.warnings,
+        [
+            "specs/x/tasks.md:2: task T002 says \"(depend on T001)\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
+            "specs/x/tasks.md:4: task T004 says \"(requires T002)\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
+        ]
+    );
+}
