@@ -44,6 +44,7 @@ mod self_contained;
 mod simulate;
 mod speckit;
 mod task_list_edits;
+mod taskmaster_cli;
 mod usage;
 mod workers;
 mod worktrees;
