@@ -192,6 +192,15 @@ pub(crate) fn round_counter(plan: &Plan) -> u32 {
         .unwrap_or(0) as u32
 }
 
+/// The final summary, and what committing a task list edited during the run would undo.
+fn say_summary(repo: &Repo, plan: &Plan, ui: &Ui) {
+    ui.say(String::new());
+    ui.say(summary::final_summary(plan).trim_end());
+    if let Some(note) = crate::sources::edit_would_undo(repo, plan) {
+        ui.say(format!("\n{note}"));
+    }
+}
+
 /// Seed Step 4: summary, clean-up, archive when everything completed.
 pub(crate) fn finish(
     repo: &Repo,
@@ -201,8 +210,7 @@ pub(crate) fn finish(
     end: Option<RunEnd>,
 ) -> Result<RunEnd, RunError> {
     ui.finish();
-    ui.say(String::new());
-    ui.say(summary::final_summary(plan).trim_end());
+    say_summary(repo, plan, ui);
     let logs = crate::flow::logs::kept_logs(repo.common_dir());
     let shown = crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir());
     let logs = crate::pure::render::status::logs_section(plan, &shown, &logs, true);

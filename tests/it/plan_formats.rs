@@ -208,7 +208,12 @@ fn a_persons_edit_of_tasks_json_during_a_run_is_neither_committed_nor_lost() {
         out.path(),
         &[("MEANWHILE_ON", "2.1"), ("MEANWHILE", &edit)],
     );
-    o.expect_code(0);
+    let log = o.expect_code(0);
+    // What committing the edit as it is would undo, and how to keep it.
+    assert!(
+        log.contains(&format!("{TM} in your work tree is an edit made during the run, left uncommitted; it does not mark done 2.1, 2.2, 3, 5 that this run completed and committed. Committing your tasks.json as it is would undo that (the next run runs them again): set them done in it first (`task-master set-status --id=2.1,2.2,3,5 --status=done`), then commit it.")),
+        "{log}"
+    );
     let history = git(dir.path(), &["log", "-p", "--format=%s", "--", TM]);
     assert!(!history.contains("(mine)"), "{history}");
     assert_eq!(
