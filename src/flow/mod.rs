@@ -84,7 +84,7 @@ impl RunError {
             RunError::Git(_) => String::new(),
             RunError::Uncommitted(_) => "Commit or stash them and run again, or pass --yes to run anyway (a task's change to them then fails to integrate).".into(),
             RunError::TasksMdUncommitted { path, .. } => format!(
-                "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
+                "Commit it (`git add {path} && git commit`) so the run executes what you wrote and marks it done there, or restore it (`git restore {path}`), then run again."
             ),
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
