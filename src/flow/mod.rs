@@ -87,7 +87,7 @@ impl RunError {
             RunError::Git(_) => String::new(),
             RunError::Uncommitted(_) => "Commit them, or put them aside (`git stash -u`), then run again: dagexec never overwrites your changes, so a task that writes one of these files could never be committed (--yes does not skip this).".into(),
             RunError::TasksMdUncommitted { path, .. } => format!(
-                "Commit it (`git add {path} && git commit`) so the run executes and ticks what you wrote, or restore it (`git restore {path}`), then run again."
+                "Commit it (`git add {path} && git commit`) so the run executes what you wrote and marks it done there, or restore it (`git restore {path}`), then run again."
             ),
             RunError::Lock(_) => "Wait for it to finish, or stop it (Ctrl-C); a lock from a crashed run is taken over automatically.".into(),
             RunError::Preflight(_) => "Fix them and run again, or pass --yes to proceed anyway.".into(),
@@ -222,6 +222,15 @@ pub(crate) fn round_counter(plan: &Plan) -> u32 {
         .unwrap_or(0) as u32
 }
 
+/// The final summary, and what committing a task list edited during the run would undo.
+fn say_summary(repo: &Repo, plan: &Plan, ui: &Ui) {
+    ui.say(String::new());
+    ui.say(summary::final_summary(plan).trim_end());
+    if let Some(note) = crate::sources::edit_would_undo(repo, plan) {
+        ui.say(format!("\n{note}"));
+    }
+}
+
 /// Seed Step 4: summary, clean-up, archive when everything completed.
 pub(crate) fn finish(
     repo: &Repo,
@@ -231,8 +240,7 @@ pub(crate) fn finish(
     end: Option<RunEnd>,
 ) -> Result<RunEnd, RunError> {
     ui.finish();
-    ui.say(String::new());
-    ui.say(summary::final_summary(plan).trim_end());
+    say_summary(repo, plan, ui);
     let logs = crate::flow::logs::kept_logs(repo.common_dir());
     let shown = crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir());
     let logs = crate::pure::render::status::logs_section(plan, &shown, &logs, true);

@@ -79,7 +79,10 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if is_resume {
         ui.say("Resuming execution.");
         if plan.count(Status::Pending) == 0 {
-            ui.say("All tasks are already resolved — nothing to do.");
+            ui.say(
+                crate::pure::render::summary::nothing_runs(&plan)
+                    .unwrap_or_else(|| "All tasks are already resolved — nothing to do.".into()),
+            );
             return finish(&repo, &mut plan, opts, ui, None);
         }
     }

@@ -176,6 +176,83 @@ impl Dag {
     }
 }
 
+/// Makes every task of `plan` that is not completed also wait for each unfinished task it
+/// reaches through completed ones: a finished task orders nothing by itself, but the path
+/// through it still does (a task list's order, `sources`: a ticked subtask between two open
+/// ones, a started parent, a parent whose subtasks are all done). Edges are only added, each
+/// implied by a path already there, so the order's transitive closure is unchanged and the
+/// edges between unfinished tasks — what the engine waits for — now have that closure over
+/// them. Completed tasks' own edges are kept (a task's prompt lists its blockers' results).
+pub fn order_through_finished(plan: &mut Plan) {
+    use crate::pure::plan::model::Status;
+    let n = plan.tasks.len();
+    let finished: Vec<bool> = plan
+        .tasks
+        .iter()
+        .map(|t| t.status == Status::Completed)
+        .collect();
+    let deps: Vec<Vec<usize>> = plan
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.blocked_by
+                .iter()
+                .copied()
+                .filter(|&d| d < n && d != i)
+                .collect()
+        })
+        .collect();
+    // The unfinished tasks each finished task reaches through finished ones, made once per
+    // finished task (post-order, without recursion; a cycle, refused elsewhere, is cut).
+    let mut frontier: Vec<Option<std::collections::BTreeSet<usize>>> = vec![None; n];
+    let mut entered = vec![false; n];
+    let mut stack: Vec<(usize, bool)> = Vec::new();
+    for start in (0..n).filter(|&i| finished[i]) {
+        stack.push((start, false));
+        while let Some((f, expanded)) = stack.pop() {
+            if expanded {
+                let mut out = std::collections::BTreeSet::new();
+                for &d in &deps[f] {
+                    if !finished[d] {
+                        out.insert(d);
+                    } else if let Some(set) = &frontier[d] {
+                        out.extend(set.iter().copied());
+                    }
+                }
+                frontier[f] = Some(out);
+            } else if !entered[f] {
+                entered[f] = true;
+                stack.push((f, true));
+                stack.extend(
+                    deps[f]
+                        .iter()
+                        .filter(|&&d| finished[d] && !entered[d])
+                        .map(|&d| (d, false)),
+                );
+            }
+        }
+    }
+    for (i, task) in plan.tasks.iter_mut().enumerate() {
+        if finished[i] {
+            continue;
+        }
+        let mut more: Vec<usize> = deps[i]
+            .iter()
+            .filter_map(|&d| frontier[d].as_ref())
+            .flatten()
+            .copied()
+            .filter(|&d| d != i && !task.blocked_by.contains(&d))
+            .collect();
+        if more.is_empty() {
+            continue;
+        }
+        task.blocked_by.append(&mut more);
+        task.blocked_by.sort_unstable();
+        task.blocked_by.dedup();
+    }
+}
+
 /// A cycle among `deps` (task → the tasks it waits for) as a path of tasks whose last equals
 /// its first, in "waits for" order; the first found in task order (iterative DFS, for the
 /// task-list sources, which name a cycle before a plan exists).
@@ -314,6 +391,31 @@ mod tests {
             }
         }
         assert_eq!(dag.dependents(0), [2, 3]);
+    }
+
+    #[test]
+    fn the_order_holds_through_finished_tasks() {
+        use crate::pure::plan::model::Status;
+        // 0 ← 1 (done) ← 2 ← 3 (done) ← 4; 5 (done) and 6 (done) wait for each other.
+        let mut plan = plan_of(&[&[], &[0], &[1], &[2], &[3], &[6], &[5]]);
+        for i in [1, 3, 5, 6] {
+            plan.tasks[i].status = Status::Completed;
+        }
+        order_through_finished(&mut plan);
+        let deps: Vec<Vec<usize>> = plan.tasks.iter().map(|t| t.blocked_by.clone()).collect();
+        // Edges only added; finished tasks keep theirs; a cycle among finished ones is cut.
+        assert_eq!(
+            deps,
+            [
+                vec![],
+                vec![0],
+                vec![0, 1],
+                vec![2],
+                vec![2, 3],
+                vec![6],
+                vec![5]
+            ]
+        );
     }
 
     #[test]

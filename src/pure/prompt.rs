@@ -112,6 +112,13 @@ pub fn assemble(plan: &Plan, index: usize, unit: Unit) -> String {
         list_or_none(task.creates()),
         list_or_none(task.modifies()),
     );
+    if !task.scope().is_empty() {
+        let _ = write!(
+            s4,
+            "\nFiles it may change (its scope; none of them has to change): {}",
+            task.scope().join(", ")
+        );
+    }
     if !agent.constraints().is_empty() {
         s4.push_str("\nConstraints:");
         for c in agent.constraints() {

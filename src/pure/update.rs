@@ -153,6 +153,28 @@ pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Ve
     reopened
 }
 
+/// A plan read again from its task list: every skipped task is pending again, then the
+/// cascade skips those whose chain still reaches a failed or blocked task. What the team
+/// settled in the file (a failed task cancelled, reopened or marked done) frees what waited
+/// for it. Returns the tasks reopened, ascending.
+pub fn reopen_stale_skips(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
+    let skipped: Vec<usize> = (0..plan.tasks.len())
+        .filter(|&i| plan.tasks[i].status == Status::Skipped)
+        .collect();
+    for &i in &skipped {
+        plan.tasks[i].status = Status::Pending;
+    }
+    let again = cascade(plan, dag);
+    let mut reopened = Vec::new();
+    for i in skipped {
+        if !again.contains(&i) {
+            plan.tasks[i].result = None;
+            reopened.push(i);
+        }
+    }
+    reopened
+}
+
 /// Progressive trimming (seed C.3 step 5; v3 finalizer phase 2 step 3): a completed task
 /// keeps only subject, status, result, metadata.files, blockedBy, agent.role and agent.model
 /// (and, in the waves variant, `wave`). Everything else goes, including v3's `prompt` and

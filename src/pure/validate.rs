@@ -92,6 +92,9 @@ pub(crate) fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &s
     for (k, p) in task.modifies().iter().enumerate() {
         paths.push((format!("metadata.files.modify[{k}]"), p));
     }
+    for (k, p) in task.scope().iter().enumerate() {
+        paths.push((format!("metadata.files.scope[{k}]"), p));
+    }
     for (k, c) in task.context_files().iter().enumerate() {
         paths.push((format!("agent.contextFiles[{k}].path"), &c.path));
     }

@@ -261,3 +261,56 @@ pub(crate) fn indexed_text(
         .map(|text| (mode, text))
         .map_err(|_| "it is not UTF-8 text"))
 }
+
+#[cfg(test)]
+mod order_tests;
+
+/// At the end of a run of a generated plan: when the task list in the work tree is an edit
+/// made during the run (it differs from the committed one), what committing it as it is would
+/// undo — the units this run completed that it does not mark done — and how to keep them.
+/// `None` when there is nothing to say.
+pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<String> {
+    let format = Format::of_plan(plan)?;
+    let path = own_file(plan)?;
+    let work = std::fs::read_to_string(repo.root().join(&path)).ok()?;
+    let head = String::from_utf8(repo.read_at_head(&path).ok()??).ok()?;
+    if work == head {
+        return None;
+    }
+    let done = match format {
+        Format::SpecKit => speckit::completed_ids(plan),
+        _ => completed_ids(plan),
+    };
+    let meta = plan
+        .extra
+        .get(crate::pure::plan::fields::SOURCE)
+        .and_then(|s| s.get("meta"))
+        .cloned()
+        .unwrap_or_default();
+    let marks_done = |ids: &BTreeSet<String>| -> Option<String> {
+        match format.reader() {
+            Some(reader) => reader.write_back(&work, ids, &meta).ok(),
+            None => speckit::parse::tick(&path, &work, ids).ok(),
+        }
+    };
+    if marks_done(&done)? == work {
+        return None;
+    }
+    let missing: Vec<&str> = done
+        .iter()
+        .filter(|id| marks_done(&BTreeSet::from([(*id).clone()])).is_some_and(|t| t != work))
+        .map(String::as_str)
+        .collect();
+    let name = path.rsplit('/').next().unwrap_or(&path);
+    let keep = match format {
+        Format::Taskmaster => format!(
+            "set them done in it first (`task-master set-status --id={} --status=done`)",
+            missing.join(",")
+        ),
+        _ => "tick them in it first".to_string(),
+    };
+    Some(format!(
+        "{path} in your work tree is an edit made during the run, left uncommitted; it does not mark done {} that this run completed and committed. Committing your {name} as it is would undo that (the next run runs them again): {keep}, then commit it.",
+        missing.join(", ")
+    ))
+}

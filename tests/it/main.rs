@@ -46,6 +46,8 @@ mod safety_links;
 mod self_contained;
 mod simulate;
 mod speckit;
+mod task_list_edits;
+mod taskmaster_cli;
 mod usage;
 mod workers;
 mod worktrees;

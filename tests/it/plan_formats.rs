@@ -208,7 +208,12 @@ fn a_persons_edit_of_tasks_json_during_a_run_is_neither_committed_nor_lost() {
         out.path(),
         &[("MEANWHILE_ON", "2.1"), ("MEANWHILE", &edit)],
     );
-    o.expect_code(0);
+    let log = o.expect_code(0);
+    // What committing the edit as it is would undo, and how to keep it.
+    assert!(
+        log.contains(&format!("{TM} in your work tree is an edit made during the run, left uncommitted; it does not mark done 2.1, 2.2, 3, 5 that this run completed and committed. Committing your tasks.json as it is would undo that (the next run runs them again): set them done in it first (`task-master set-status --id=2.1,2.2,3,5 --status=done`), then commit it.")),
+        "{log}"
+    );
     let history = git(dir.path(), &["log", "-p", "--format=%s", "--", TM]);
     assert!(!history.contains("(mine)"), "{history}");
     assert_eq!(
@@ -346,6 +351,35 @@ fn a_kiro_spec_runs_to_the_end_ticked_with_its_requirements_in_the_prompt() {
     ] {
         assert!(prompt.contains(want), "{want:?} not in {prompt}");
     }
+}
+
+/// cc-sdd's `_Boundary:_` is a scope, not a promise to change a file: a worker that completes
+/// the task without touching `routes/index.js` completes it at its first attempt (no spot
+/// check of the boundary), and a change inside the boundary is not an unexpected file.
+#[test]
+fn a_kiro_boundary_path_is_a_scope_no_file_must_change() {
+    let md = "- [ ] 1. Serve pages as Markdown
+  - _Boundary: PageMarkdownRoute, routes/index.js_
+              - [ ] 2. Say what changed
+  - _Boundary: done/2.txt_
+";
+    let dir = repo_of(&[(KIRO, md), ("routes/index.js", "// routes\n")]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), KIRO, out.path(), &[]);
+    let log = o.expect_code(0);
+    assert_eq!(read(&out.path().join("order")), "1\n2\n", "{log}");
+    assert!(!log.contains("(to modify)"), "{log}");
+    // Task 1 changed done/1.txt, outside its boundary: said; task 2 changed its own.
+    assert!(log.contains("unexpected file changed: done/1.txt"), "{log}");
+    assert!(
+        !log.contains("unexpected file changed: done/2.txt"),
+        "{log}"
+    );
+    let prompt = read(&out.path().join("prompt-1.md"));
+    assert!(
+        prompt.contains("Files to modify: (none)\nFiles it may change (its scope; none of them has to change): routes/index.js"),
+        "{prompt}"
+    );
 }
 
 /// A Kiro spec's errors name the line and the task; a boundary out of the repository too.

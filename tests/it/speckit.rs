@@ -224,7 +224,8 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
             "T009 pending",
             "T005 skipped",
             "T006 skipped",
-            "T007 pending",
+            // Reworded, it starts afresh — and waits for the failed T004 like the others.
+            "T007 skipped",
             "T008 skipped"
         ]
     );

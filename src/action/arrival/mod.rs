@@ -331,7 +331,7 @@ pub fn refused(
     }
     if let Some(p) = paths.iter().find(|p| Some(p.as_str()) == tasks_md) {
         return Some(format!(
-            "the patch changes {p}, the Spec Kit task list only dagexec ticks (the work job drops a worker's edit of it), so the patch was refused"
+            "the patch changes {p}, the task list only dagexec writes (the work job drops a worker's edit of it), so the patch was refused"
         ));
     }
     let (p, why) = paths
@@ -449,7 +449,7 @@ mod tests {
         assert!(
             refused(&p(&["src/a.rs", "specs/x/tasks.md"]), speckit, Nothing)
                 .unwrap()
-                .contains("specs/x/tasks.md, the Spec Kit task list only dagexec ticks")
+                .contains("specs/x/tasks.md, the task list only dagexec writes")
         );
         assert!(refused(&p(&["specs/x/spec.md"]), speckit, Nothing).is_none());
         for path in [

@@ -224,8 +224,14 @@ pub fn unexpected_files_among(
             if f == plan_rel {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
             } else if Some(f.as_str()) == tasks_md {
+                // Named as its own kind: a checkbox list is ticked, a tasks.json gets statuses.
+                let how = if f.to_ascii_lowercase().ends_with(".json") {
+                    "writes the task's status"
+                } else {
+                    "ticks the task"
+                };
                 format!(
-                    "edited {f} (the edit is discarded; dagexec ticks the task there when its work is committed)"
+                    "edited {f} (the edit is discarded; dagexec {how} there when its work is committed)"
                 )
             } else {
                 format!("unexpected file changed: {f}")
@@ -476,6 +482,28 @@ mod tests {
                 "No status line returned; last log line: last line; {}",
                 judge::EXPECTED_STATUS
             )
+        );
+    }
+
+    #[test]
+    fn a_workers_edit_of_the_task_list_is_named_as_its_kind() {
+        let plan = plan();
+        let mut r = report("COMPLETED: ok");
+        r.changed.insert(".taskmaster/tasks/tasks.json".into());
+        let said = unexpected_files_among(
+            1,
+            &plan.tasks[1],
+            &r,
+            (
+                ".taskmaster/tasks/.dagexec/plan.json",
+                Some(".taskmaster/tasks/tasks.json"),
+            ),
+        );
+        assert_eq!(
+            said,
+            [
+                "edited .taskmaster/tasks/tasks.json (the edit is discarded; dagexec writes the task's status there when its work is committed)"
+            ]
         );
     }
 

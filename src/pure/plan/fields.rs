@@ -5,6 +5,9 @@
 
 // Task fields.
 
+// `metadata.files.scope` (the model's `Files::scope`, written only when not empty): the files a
+// task may change but need not — a task list's scope, such as cc-sdd's `_Boundary:_`.
+
 /// The task field holding its question.
 pub const QUESTION: &str = "question";
 /// The task field (kept by the model's `extra` map) holding the review history.

@@ -202,6 +202,11 @@ pub struct Files {
     pub create: Vec<String>,
     #[serde(default)]
     pub modify: Vec<String>,
+    /// Files the task may change but need not (a scope, such as cc-sdd's `_Boundary:_`): kept
+    /// apart by the overlap rules and declared (a change to one is not unexpected), never
+    /// spot-checked. Absent from seed plans; written only when not empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -298,9 +303,17 @@ impl Task {
         self.metadata.as_ref().map_or(&[], |m| &m.files.modify)
     }
 
-    /// Every file the task declares (create, then modify).
+    /// Files the task may change but need not (`metadata.files.scope`).
+    pub fn scope(&self) -> &[String] {
+        self.metadata.as_ref().map_or(&[], |m| &m.files.scope)
+    }
+
+    /// Every file the task declares (create, then modify, then its scope).
     pub fn files(&self) -> impl Iterator<Item = &String> {
-        self.creates().iter().chain(self.modifies())
+        self.creates()
+            .iter()
+            .chain(self.modifies())
+            .chain(self.scope())
     }
 
     /// `metadata.type`, if any.

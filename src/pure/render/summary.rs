@@ -79,6 +79,51 @@ impl Reader {
     }
 }
 
+/// When nothing is left to run but not every task completed: what waits and why, and the
+/// one command that moves each failed or blocked task — never "nothing to do" while tasks
+/// are skipped. `None` when every task is completed.
+pub fn nothing_runs(plan: &Plan) -> Option<String> {
+    let stuck: Vec<usize> = (0..plan.tasks.len())
+        .filter(|&i| matches!(plan.tasks[i].status, Status::Failed | Status::Blocked))
+        .collect();
+    let skipped: Vec<&str> = plan
+        .tasks
+        .iter()
+        .filter(|t| t.status == Status::Skipped)
+        .map(|t| t.subject.as_str())
+        .collect();
+    if stuck.is_empty() && skipped.is_empty() {
+        return None;
+    }
+    let mut s = String::from("Nothing can run now:");
+    for &i in &stuck {
+        let t = &plan.tasks[i];
+        let result = t.result.as_deref().unwrap_or("no result recorded");
+        let _ = match t.status {
+            Status::Failed => write!(
+                s,
+                "\n- task {i} ({}) failed after {} attempt(s): {result}. Run it again with `dagexec retry {i}`, or settle it in the task list (done, cancelled) and run again.",
+                t.subject,
+                plan.attempts_of(i)
+            ),
+            _ => write!(
+                s,
+                "\n- task {i} ({}) is blocked: {result}. Answer it with `dagexec answer {i} …`, or settle it in the task list (done, cancelled) and run again.",
+                t.subject
+            ),
+        };
+    }
+    if !skipped.is_empty() {
+        let _ = write!(
+            s,
+            "\n- {} task(s) wait for them (skipped): {}.",
+            skipped.len(),
+            skipped.join(", ")
+        );
+    }
+    Some(s)
+}
+
 /// [`final_summary`] for `reader`.
 pub fn final_summary_for(plan: &Plan, reader: Reader) -> String {
     let mut s = format!("Completed: {}\n", plan.count(Status::Completed));

@@ -56,6 +56,10 @@ pub struct Unit {
     pub text: String,
     /// Where it is: `file:line` or `file: json.path`.
     pub at: String,
+    /// Its status as the file says it (`pending`, `done@2026-…` with Taskmaster's `updatedAt`;
+    /// a checkbox's `x`, ` `, `-`): a mark that differs from the one read last time is the
+    /// team's change, which wins over the earlier run's state.
+    pub mark: String,
 }
 
 /// A format's plan: `plan.tasks[i]` is `units[i]`.
@@ -130,6 +134,31 @@ pub(crate) fn identities(plan: &Plan, field: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// The status marks kept under the plan field `field` (see [`Unit::mark`]), by task; `None`
+/// for a plan written before marks were kept.
+pub(crate) fn marks(plan: &Plan, field: &str) -> Vec<Option<String>> {
+    plan.extra
+        .get(field)
+        .and_then(|v| v.get("tasks"))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|t| t.get("mark").and_then(|m| m.as_str()).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// After an earlier run's state is carried over: a task the cascade skipped whose cause is
+/// gone (the failed task the team cancelled, reopened or marked done) is pending again; then
+/// each open task waits for the open ones before it through finished ones.
+pub(crate) fn settle(plan: &mut Plan) {
+    if let Ok(dag) = crate::pure::graph::Dag::build(plan) {
+        crate::pure::update::reopen_stale_skips(plan, &dag);
+    }
+    crate::pure::graph::order_through_finished(plan);
+}
+
 /// Marks `plan` as made from the file `rel` in `format`: the identities on the plan, each
 /// task's ID on it, and the tasks done in the file as completed.
 fn stamp(
@@ -155,7 +184,7 @@ fn stamp(
     }
     let ids: Vec<serde_json::Value> = units
         .iter()
-        .map(|u| json!({"id": u.id, "text": u.text}))
+        .map(|u| json!({"id": u.id, "text": u.text, "mark": u.mark}))
         .collect();
     plan.extra.insert(
         SOURCE.into(),
@@ -213,6 +242,7 @@ pub(crate) fn prepare(
         })?;
         super::speckit::carry_over_by(&mut plan, &old, SOURCE);
     }
+    settle(&mut plan);
     let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(|e| one(problem(&e)))?;
     Ok(Prepared {
         plan: target,

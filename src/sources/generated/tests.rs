@@ -145,3 +145,147 @@ fn a_task_naming_the_task_list_itself_is_refused_at_its_line() {
         )
     );
 }
+
+/// The plan `prepare` writes next to the file, loaded.
+fn prepared(dir: &tempfile::TempDir, format: Format, rel: &str) -> crate::pure::plan::model::Plan {
+    let p = prepare_any(format, dir.path(), &dir.path().join(rel), true)
+        .unwrap_or_else(|e| panic!("{}", describe(&e).0));
+    crate::edge::plan_file::load(&p.plan).unwrap()
+}
+
+/// The earlier run's state, as a run leaves it: `edit` applied to the generated plan.
+fn remember(
+    dir: &tempfile::TempDir,
+    rel: &str,
+    edit: impl FnOnce(&mut crate::pure::plan::model::Plan),
+) {
+    let path = dir
+        .path()
+        .join(join(&join(dir_of(rel), GENERATED_DIR), "plan.json"));
+    let mut plan = crate::edge::plan_file::load(&path).unwrap();
+    edit(&mut plan);
+    crate::edge::plan_file::save(&plan, &path).unwrap();
+}
+
+fn statuses(plan: &crate::pure::plan::model::Plan) -> Vec<(String, Status, u32)> {
+    plan.tasks
+        .iter()
+        .map(|t| (t.subject.clone(), t.status, t.attempts()))
+        .collect()
+}
+
+const TM_ABC: &str = r#"{"master": {"tasks": [
+  {"id": 1, "title": "a", "status": "done", "dependencies": []},
+  {"id": 2, "title": "b", "status": "pending", "dependencies": [1]},
+  {"id": 3, "title": "c", "status": "pending", "dependencies": [2]}
+]}}"#;
+
+/// Task 2 failed every attempt and 3 was skipped; the earlier run's plan says so.
+fn failed_run(dir: &tempfile::TempDir) {
+    prepared(dir, Format::Taskmaster, TM);
+    remember(dir, TM, |plan| {
+        plan.tasks[1].status = Status::Failed;
+        plan.tasks[1].attempts = Some(3);
+        plan.tasks[1].result = Some("cannot".into());
+        plan.tasks[2].status = Status::Skipped;
+        plan.tasks[2].result = Some("Skipped: dependency task 1 (2 b) failed".into());
+    });
+}
+
+#[test]
+fn a_failed_task_the_team_cancels_frees_what_waited_for_it() {
+    let dir = repo(&[(TM, TM_ABC)]);
+    failed_run(&dir);
+    // Nothing changed in the file: the earlier run's state holds.
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert_eq!(plan.tasks[1].status, Status::Failed);
+    assert_eq!(plan.tasks[2].status, Status::Skipped);
+    std::fs::write(
+        dir.path().join(TM),
+        TM_ABC.replace(
+            r#""title": "b", "status": "pending""#,
+            r#""title": "b", "status": "cancelled""#,
+        ),
+    )
+    .unwrap();
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert_eq!(
+        statuses(&plan),
+        [
+            ("1 a".to_string(), Status::Completed, 0),
+            ("3 c".to_string(), Status::Pending, 0)
+        ]
+    );
+    assert_eq!(plan.tasks[1].result, None);
+}
+
+#[test]
+fn a_failed_task_the_team_sets_pending_again_gets_fresh_attempts() {
+    let dir = repo(&[(TM, TM_ABC)]);
+    failed_run(&dir);
+    // `task-master set-status --id=2 --status=pending` stamps updatedAt.
+    std::fs::write(
+        dir.path().join(TM),
+        TM_ABC.replace(
+            r#""title": "b", "status": "pending""#,
+            r#""title": "b", "status": "pending", "updatedAt": "2026-11-28T08:00:00.000Z""#,
+        ),
+    )
+    .unwrap();
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert_eq!(
+        statuses(&plan)[1..],
+        [
+            ("2 b".to_string(), Status::Pending, 0),
+            ("3 c".to_string(), Status::Pending, 0)
+        ]
+    );
+}
+
+#[test]
+fn a_failed_task_the_team_marks_done_is_not_run_and_frees_what_waited() {
+    let dir = repo(&[(TM, TM_ABC)]);
+    failed_run(&dir);
+    std::fs::write(
+        dir.path().join(TM),
+        TM_ABC.replace(
+            r#""title": "b", "status": "pending""#,
+            r#""title": "b", "status": "done""#,
+        ),
+    )
+    .unwrap();
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert_eq!(plan.tasks[1].status, Status::Completed);
+    assert_eq!(plan.tasks[2].status, Status::Pending);
+}
+
+#[test]
+fn a_task_dagexec_completed_and_the_team_reopens_runs_again() {
+    let rel = ".kiro/specs/a/tasks.md";
+    let dir = repo(&[(rel, "- [ ] 1. A\n- [ ] 2. B\n")]);
+    prepared(&dir, Format::Kiro, rel);
+    remember(&dir, rel, |plan| {
+        plan.tasks[0].status = Status::Completed;
+        plan.tasks[0].attempts = Some(1);
+    });
+    // Written back, then unticked by the team.
+    let plan = prepared(&dir, Format::Kiro, rel);
+    assert_eq!(plan.tasks[0].status, Status::Pending, "the file says open");
+    // On the Action, a round still open writes its statuses when it ends: not the team's.
+    remember(&dir, rel, |plan| {
+        plan.tasks[0].status = Status::Completed;
+        plan.progress.extra.insert(
+            crate::pure::plan::fields::ROUND.into(),
+            serde_json::json!({"round": 1, "tasks": [0], "parts": 1}),
+        );
+    });
+    let plan = prepared(&dir, Format::Kiro, rel);
+    assert_eq!(plan.tasks[0].status, Status::Completed);
+    // Ticked by dagexec's write-back, then unticked by the team.
+    std::fs::write(dir.path().join(rel), "- [x] 1. A\n- [ ] 2. B\n").unwrap();
+    let plan = prepared(&dir, Format::Kiro, rel);
+    assert_eq!(plan.tasks[0].status, Status::Completed);
+    std::fs::write(dir.path().join(rel), "- [ ] 1. A\n- [ ] 2. B\n").unwrap();
+    let plan = prepared(&dir, Format::Kiro, rel);
+    assert_eq!(plan.tasks[0].status, Status::Pending);
+}

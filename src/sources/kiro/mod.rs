@@ -18,10 +18,15 @@
 //!   On a container's line it holds for its first subtasks.
 //! - **`- [ ]*` optional** tasks are not run (Kiro's and cc-sdd's deferrable test work): what
 //!   waits for one waits for what it waited for; they are never ticked by dagexec.
-//! - **`- [x]`** is completed; a ticked major task completes its subtasks.
+//! - **`- [x]`** is completed; a ticked major task completes its subtasks. **`- [-]`** (Kiro's
+//!   task in progress) is open; a started major task is ticked when its subtasks are done.
+//! - **Order through ticked tasks**: a ticked unit orders nothing by itself, the path through
+//!   it still does (`pure::graph::order_through_finished`, applied once the state is carried
+//!   over): major task 13 waits for an open 12.2 even when 12.4, the last of 12, is ticked.
 //! - **Files**: a `_Boundary:_` entry (or its part in parentheses) that is one word with a `/`
-//!   or a file extension is one of the task's files, kept apart by the overlap rules;
-//!   component names (`AuthService`) are in the prompt only. Naming the task list itself is
+//!   or a file extension is in the task's scope (`metadata.files.scope`): what it may touch,
+//!   not what it must change — kept apart by the overlap rules, a change to it not unexpected,
+//!   never spot-checked; component names (`AuthService`) are in the prompt only. Naming the task list itself is
 //!   an error. A task without a path boundary declares no file: no declared file, no
 //!   assumed conflict (a patch that no longer applies is retried from the integrated tree).
 //! - **Context**: the spec's `requirements.md` and `design.md` (those that exist) are every
@@ -135,11 +140,18 @@ fn build(
     for &i in &units_at {
         let l = &p.lines[i];
         let blocked_by = deps[&i].iter().filter_map(|&d| index(d)).collect();
-        plan.tasks.push(task(rel, p, i, blocked_by, &context_files));
+        let task = task(rel, p, i, blocked_by, &context_files);
+        let mark = match (task.status == Status::Completed, l.started) {
+            (true, _) => "x",
+            (false, true) => "-",
+            (false, false) => " ",
+        };
+        plan.tasks.push(task);
         units.push(Unit {
             id: l.id.clone(),
             text: format!("{}\n{}", l.title, l.details.join("\n")),
             at: format!("{rel}:{}", l.line),
+            mark: mark.into(),
         });
     }
     let optional: Vec<&str> = p
@@ -195,8 +207,9 @@ fn task(
         blocked_by,
         metadata: Some(Metadata {
             kind: Some("kiro".into()),
+            // A boundary is what the task may touch, not what it must change.
             files: Files {
-                modify: files,
+                scope: files,
                 ..Default::default()
             },
             ..Default::default()

@@ -11,9 +11,10 @@ use regex::Regex;
 use crate::sources::Problem;
 use crate::sources::speckit::parse::content_lines;
 
-/// `- [ ] 1.`, `- [x]* 2.1`, `- [ ] 2.2* Title` (optional), `  - [ ] 3.2. Title`.
+/// `- [ ] 1.`, `- [x]* 2.1`, `- [ ] 2.2* Title` (optional), `  - [ ] 3.2. Title`, `- [-] 3.`
+/// (Kiro's task in progress: open).
 static TASK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(\s*)[-*+]\s+\[([ xX])\](\*?)\s*(\d+(?:\.\d+)*)\.?(\*?)(?:\s+(.*))?$").unwrap()
+    Regex::new(r"^(\s*)[-*+]\s+\[([ xX-])\](\*?)\s*(\d+(?:\.\d+)*)\.?(\*?)(?:\s+(.*))?$").unwrap()
 });
 /// `## 1. Title`, `## Task 3: Title`, `### 2 Title`.
 static HEADING: LazyLock<Regex> =
@@ -40,7 +41,10 @@ pub(crate) struct Entry {
     pub line: usize,
     /// Byte offset of the character between the checkbox's brackets.
     pub checkbox: usize,
+    /// `[x]`; `[ ]` and `[-]` (started) are open.
     pub done: bool,
+    /// `[-]`.
+    pub started: bool,
     /// `- [ ]*`.
     pub optional: bool,
     /// `(P)`.
@@ -124,7 +128,8 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
                 major,
                 line: c.number,
                 checkbox: c.start + m.get(2).expect("the checkbox group").start(),
-                done: &m[2] != " ",
+                done: m[2].eq_ignore_ascii_case("x"),
+                started: &m[2] == "-",
                 optional: !m[3].is_empty() || !m[5].is_empty(),
                 parallel,
                 title,

@@ -90,8 +90,11 @@ fn requirements_boundary_and_the_major_task_reach_the_prompt() {
     ] {
         assert!(d.contains(want), "{want:?} not in {d}");
     }
-    // A boundary path is a file; a component name is none.
+    // A boundary path is a file of the task's scope, not one it must change; a component
+    // name is none.
     assert_eq!(t.files().collect::<Vec<_>>(), ["src/auth/service.ts"]);
+    assert_eq!(t.scope(), ["src/auth/service.ts"]);
+    assert!(t.modifies().is_empty() && t.creates().is_empty());
     assert_eq!(b.plan.tasks[2].files().count(), 0);
 }
 
@@ -238,4 +241,23 @@ fn boundary_entries_name_files_only_when_they_are_paths() {
     assert_eq!(f(".env"), Vec::<String>::new());
     assert_eq!(f("config/.env"), ["config/.env"]);
     assert_eq!(f("`src/a.rs`, `src/b.rs`"), ["src/a.rs", "src/b.rs"]);
+}
+
+#[test]
+fn a_started_major_task_is_ticked_when_its_subtasks_are_done() {
+    let text = "- [-] 1. Started\n  - [x] 1.1 A\n  - [-] 1.2 B\n- [ ] 2. Next\n";
+    let b = built(text).unwrap();
+    assert_eq!(ids(&b), ["1.1", "1.2", "2"]);
+    assert_eq!(
+        b.plan.tasks[1].status,
+        crate::pure::plan::model::Status::Pending
+    );
+    let done: BTreeSet<String> = ["1.2".to_string()].into();
+    let out = Kiro
+        .write_back(text, &done, &serde_json::Value::Null)
+        .unwrap();
+    assert_eq!(
+        out,
+        "- [x] 1. Started\n  - [x] 1.1 A\n  - [x] 1.2 B\n- [ ] 2. Next\n"
+    );
 }

@@ -22,7 +22,9 @@
 //!   all of them; any other phase waits for the one before it. A phase's waiting is an edge
 //!   from each of its tasks that waits for nothing in its own phase to each task of the phases
 //!   it waits for that nothing there waits for.
-//! - **`- [x]` / `- [X]`** tasks are completed.
+//! - **`- [x]` / `- [X]`** tasks are completed. A ticked task orders nothing by itself, the path
+//!   through it still does (`pure::graph::order_through_finished`): a phase whose last task is
+//!   ticked still holds the next phase back until its open tasks are done.
 //! - **Files**: paths named in a task's text — backticked (`` `src/app.py` ``, `` `.env` ``,
 //!   `` `Makefile` ``), or a word
 //!   with a file extension that has a `/`, follows `in`, `at`, `to`, `into`, `from`,
@@ -317,7 +319,7 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
     let ids: Vec<serde_json::Value> = parsed
         .tasks
         .iter()
-        .map(|t| json!({"id": t.id, "text": t.text}))
+        .map(|t| json!({"id": t.id, "text": t.text, "mark": if t.done { "x" } else { " " }}))
         .collect();
     plan.extra.insert(
         FIELD.into(),
@@ -342,11 +344,43 @@ pub(crate) fn carry_over_by(fresh: &mut Plan, old: &Plan, field: &str) {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
             continue;
         };
-        if j < old.tasks.len() && i < fresh.tasks.len() {
+        if j < old.tasks.len()
+            && i < fresh.tasks.len()
+            && !changed_by_team(fresh, old, (i, j), field)
+        {
             moved[j] = Some(i);
         }
     }
     crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
+}
+
+/// Whether the team changed the status of the task (fresh `i`, old `j`) in its file since
+/// dagexec read it: then the file's status wins and the task starts afresh (`pending` gives
+/// fresh attempts; `done` and `cancelled` are the file's already). A task dagexec completed
+/// whose file no longer says so was reopened — unless its round is still open on the Action
+/// (`progress.dagexecRound`), whose status is written when the round ends.
+fn changed_by_team(fresh: &Plan, old: &Plan, (i, j): (usize, usize), field: &str) -> bool {
+    let (new, was) = (
+        crate::sources::generated::marks(fresh, field),
+        crate::sources::generated::marks(old, field),
+    );
+    let (Some(Some(now)), Some(Some(then))) = (new.get(i), was.get(j)) else {
+        return false;
+    };
+    if fresh.tasks[i].status == Status::Completed {
+        return false;
+    }
+    if old.tasks[j].status == Status::Completed {
+        let open_round = old
+            .progress
+            .extra
+            .get(crate::pure::plan::fields::ROUND)
+            .and_then(|r| r.get("tasks"))
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| t.iter().any(|x| x.as_u64() == Some(j as u64)));
+        return !(open_round && now == then);
+    }
+    now != then
 }
 
 /// The IDs of a Spec Kit plan's completed tasks.

@@ -82,6 +82,11 @@ static ID: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^(T\d+)(?:\s+|$)(.*)$
 static MARKER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\[(P|US\d+)\]\s*(.*)$").unwrap());
 static DEPENDS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)\(\s*depends\s+on\s*:?\s*([^)]*)\)").unwrap());
+/// What looks like a dependency but is not `(depends on …)`: `(depend on T001)`, `(requires
+/// T002)`, `(after T003)`, `(blocked by T004)`, `(deps: T005)`.
+static NEAR_DEPENDS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\(\s*(?:depend(?:s|ing|ent|ency|encies)?(?:\s+(?:on|upon))?|deps?|requires?|needs?|after|blocked\s+by|waits?\s+(?:for|on))\b[^)]*\bT\d+[^)]*\)").unwrap()
+});
 static FIELD: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\*\*([^*:]+):?\*\*\s*:?\s*(.*)$").unwrap());
 /// A `## ` heading, or a deeper one that names a phase (`### Phase 3.1: Setup`).
@@ -177,6 +182,16 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
                 "{path}:{}: task {} names no file, so nothing keeps it apart from other tasks; name the file it changes (`in src/x.py` or a `backticked/path`)",
                 t.line, t.id
             ));
+        }
+        for m in NEAR_DEPENDS.find_iter(&t.text) {
+            if !DEPENDS.is_match(m.as_str()) {
+                out.warnings.push(format!(
+                    "{path}:{}: task {} says {:?}, which dagexec does not read as a dependency; write `(depends on T001)` for one",
+                    t.line,
+                    t.id,
+                    m.as_str()
+                ));
+            }
         }
     }
     Ok(out)

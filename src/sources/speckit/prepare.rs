@@ -92,6 +92,7 @@ pub fn prepare(root: &Path, tasks_md: &Path, write: bool) -> Result<Prepared, Ve
         })?;
         carry_over(&mut plan, &old);
     }
+    crate::sources::generated::settle(&mut plan);
     let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(one)?;
     Ok(Prepared {
         plan: target,

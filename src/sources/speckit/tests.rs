@@ -337,8 +337,10 @@ fn state_carries_over_for_unchanged_tasks() {
         .insert("question".into(), json!({"kind": "action"}));
     old.tasks[5].status = Status::Failed; // T006, edited below
     old.progress.extra.insert("round".into(), 4.into());
-    // A new task in Foundational, and T006's text edited.
+    // A new task in Foundational, and T006's text edited; T004 ticked by the round commit that
+    // completed it.
     let edited = ALBUMS
+        .replace("- [ ] T004", "- [x] T004")
         .replace(
             "- [ ] T007 Create base model",
             "- [ ] T022 [P] Add rate limiting in src/middleware/limit.py\n- [ ] T007 Create base model",
@@ -355,10 +357,6 @@ fn state_carries_over_for_unchanged_tasks() {
             .unwrap()
     };
     assert_eq!(fresh.tasks[at("T004")].status, Status::Completed);
-    assert_eq!(
-        fresh.tasks[at("T004")].result.as_deref(),
-        Some("schema done")
-    );
     let t005 = &fresh.tasks[at("T005")];
     assert_eq!((t005.status, t005.attempts), (Status::Failed, Some(3)));
     assert!(t005.extra.contains_key("question"));
@@ -498,11 +496,22 @@ fn prepare_writes_the_generated_plan_next_to_tasks_md() {
     );
     // The state survives a second reading; ticking writes tasks.md.
     let mut plan = plan;
-    plan.tasks[1].status = Status::Completed;
+    plan.tasks[1].status = Status::Failed;
+    plan.tasks[1].attempts = Some(2);
     crate::edge::plan_file::save(&plan, &prepared.plan).unwrap();
     let again = prepare(root.path(), md, true).unwrap();
-    let plan = crate::edge::plan_file::load(&again.plan).unwrap();
-    assert_eq!(plan.tasks[1].status, Status::Completed);
+    let mut plan = crate::edge::plan_file::load(&again.plan).unwrap();
+    assert_eq!(
+        (plan.tasks[1].status, plan.tasks[1].attempts),
+        (Status::Failed, Some(2))
+    );
+    // A task completed but not ticked (the round commit ticks it) and unticked by the team:
+    // the file wins.
+    plan.tasks[1].status = Status::Completed;
+    crate::edge::plan_file::save(&plan, &again.plan).unwrap();
+    let reopened = prepare(root.path(), md, true).unwrap();
+    let reread = crate::edge::plan_file::load(&reopened.plan).unwrap();
+    assert_eq!(reread.tasks[1].status, Status::Pending);
     // Ticking happens in the round's index (the version the commit holds), never in the work
     // tree.
     commit_all(root.path());
@@ -755,5 +764,19 @@ fn depends_on_reads_ranges_and_none() {
     assert_eq!(
         e[0].to_string(),
         "t.md:2: task T005 depends on T002, which is not a task in this file"
+    );
+}
+
+#[test]
+fn a_dependency_written_another_way_is_warned_about() {
+    let p = read(
+        "- [ ] T001 Create `a.txt`\n- [ ] T002 [P] Create `b.txt` (depend on T001)\n- [ ] T003 [P] Create `c.txt` (depends on T001)\n- [ ] T004 [P] Create `d.txt` (requires T002)\n",
+    );
+    assert_eq!(
+        p.warnings,
+        [
+            "specs/x/tasks.md:2: task T002 says \"(depend on T001)\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
+            "specs/x/tasks.md:4: task T004 says \"(requires T002)\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
+        ]
     );
 }

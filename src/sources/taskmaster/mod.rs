@@ -14,10 +14,14 @@
 //!   waits for no sibling waits for what its task waits for.
 //! - **Status**: `done` (and `review`, `completed`) is completed and never run again;
 //!   `pending`, `in-progress`, `blocked` (any other word) runs. `cancelled` is not run and
-//!   settles its dependents' wait (the edge is dropped: a cancelled task will never be
-//!   done). `deferred` is not run in this run, and neither is anything that waits for it,
-//!   directly or not (each is named in a warning); a parent's `done`, `cancelled` or
-//!   `deferred` holds for all its subtasks.
+//!   settles its dependents' wait for it (a cancelled task will never be done). `deferred` is
+//!   not run in this run, and neither is anything that waits for it, directly or not (each is
+//!   named in a warning); a parent's `done`, `cancelled` or `deferred` holds for all its
+//!   subtasks.
+//! - **Order through finished tasks**: a finished unit (done, cancelled) orders nothing by
+//!   itself, but the path through it still does: an open unit waits for every open unit it
+//!   reaches through `dependencies`, whatever lies between (a done subtask, an `in-progress`
+//!   parent, a parent whose subtasks are all done).
 //! - **Files**: Taskmaster declares none, so a task has none: no declared file, no assumed
 //!   conflict. Two tasks changing one file are integrated one after the other; a patch that
 //!   no longer applies fails its attempt, which is retried from the integrated tree.
@@ -29,6 +33,9 @@
 //!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
+//! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
+//!   set-status` stamps) changed since dagexec last read the file starts from the file's
+//!   status, not the earlier run's memory (`sources::speckit::carry_over_by`).
 
 mod read;
 mod write;
@@ -104,16 +111,48 @@ fn settled(items: &[Item]) -> (BTreeSet<usize>, Vec<(usize, usize)>) {
             _ => {}
         }
     }
+    // What waits for a deferred unit through finished ones (done, cancelled) waits for it too.
+    let mut through: BTreeSet<(usize, usize)> = BTreeSet::new();
     while let Some((d, root)) = stack.pop() {
         for &w in waiting.get(&d).map_or(&[][..], Vec::as_slice) {
-            if items[w].state != State::Done && out.insert(w) {
-                deferred_by.push((w, root));
-                stack.push((w, root));
+            match items[w].state {
+                State::Done | State::Cancelled => {
+                    if through.insert((w, root)) {
+                        stack.push((w, root));
+                    }
+                }
+                _ => {
+                    if out.insert(w) {
+                        deferred_by.push((w, root));
+                        stack.push((w, root));
+                    }
+                }
             }
         }
     }
     deferred_by.sort_unstable();
     (out, deferred_by)
+}
+
+/// The plan tasks unit `i` waits for. A cancelled unit is settled (it will never be done, and
+/// is not in the plan), but what it waited for still orders: its wait passes through it.
+fn blockers(items: &[Item], i: usize, index: &[Option<usize>]) -> Vec<usize> {
+    let mut out: BTreeSet<usize> = BTreeSet::new();
+    let mut seen: BTreeSet<usize> = BTreeSet::new();
+    let mut stack: Vec<usize> = items[i].deps.iter().copied().collect();
+    while let Some(d) = stack.pop() {
+        if !seen.insert(d) {
+            continue;
+        }
+        match index[d] {
+            Some(t) => {
+                out.insert(t);
+            }
+            None if items[d].state == State::Cancelled => stack.extend(items[d].deps.iter()),
+            None => {}
+        }
+    }
+    out.into_iter().collect()
 }
 
 fn description(rel: &str, it: &Item) -> String {
@@ -189,8 +228,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
             } else {
                 Status::Pending
             },
-            // A cancelled dependency is settled: its edge is dropped.
-            blocked_by: it.deps.iter().filter_map(|&d| index[d]).collect(),
+            blocked_by: blockers(&r.items, i, &index),
             metadata: Some(Metadata {
                 kind: Some("taskmaster".into()),
                 ..Default::default()
@@ -205,6 +243,7 @@ fn build(rel: &str, r: &read::Read) -> Built {
             id: it.id.clone(),
             text: format!("{}\n{}\n{}", it.title, it.description, it.details),
             at: format!("{rel}: {}", it.path),
+            mark: it.mark.clone(),
         });
     }
     Built {

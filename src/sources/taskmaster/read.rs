@@ -44,6 +44,9 @@ pub(crate) struct Item {
     pub test_strategy: String,
     pub priority: String,
     pub state: State,
+    /// Its status word as written (the parent's when the parent's settles it) and its
+    /// `updatedAt` (Taskmaster sets it on `set-status`): see [`crate::sources::Unit::mark`].
+    pub mark: String,
     /// The parent task's `(id, title, description)`, for a subtask.
     pub parent: Option<(String, String, String)>,
     /// The units it waits for (indices into [`Read::items`]).
@@ -64,6 +67,15 @@ pub(crate) fn id_of(v: &Value) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
         _ => None,
+    }
+}
+
+/// A unit's mark: its status word and the `updatedAt` of its own object.
+fn mark(word: &str, v: &Value) -> String {
+    let word = word.trim().to_ascii_lowercase();
+    match v.get("updatedAt").and_then(Value::as_str) {
+        Some(at) => format!("{word}@{at}"),
+        None => word,
     }
 }
 
@@ -198,6 +210,7 @@ impl Reader<'_> {
                     test_strategy: text(t, "testStrategy"),
                     priority: text(t, "priority"),
                     state,
+                    mark: mark(&text(t, "status"), t),
                     parent: None,
                     deps: BTreeSet::new(),
                 })),
@@ -224,6 +237,11 @@ impl Reader<'_> {
                         }
                         // A parent done, cancelled or deferred settles its subtasks.
                         let own = State::of(&text(s, "status"));
+                        let word = if state == State::Open {
+                            text(s, "status")
+                        } else {
+                            text(t, "status")
+                        };
                         let state = if state == State::Open { own } else { state };
                         units.push(self.push(Item {
                             id: full,
@@ -234,6 +252,7 @@ impl Reader<'_> {
                             test_strategy: text(s, "testStrategy"),
                             priority: text(t, "priority"),
                             state,
+                            mark: mark(&word, s),
                             parent: Some(parent.clone()),
                             deps: BTreeSet::new(),
                         }));

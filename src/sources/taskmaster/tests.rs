@@ -277,3 +277,21 @@ fn a_task_id_that_is_also_a_subtask_id_is_a_duplicate() {
         format!("{REL}: tasks[1]: task ID 1.2 is used twice")
     );
 }
+
+#[test]
+fn a_status_written_twice_is_written_where_json_readers_read_it() {
+    let text =
+        r#"{"tasks": [{"id": 1, "status": "pending", "title": "a", "status": "in-progress"}]}"#;
+    let b = built(text).unwrap();
+    assert_eq!(b.units[0].mark, "in-progress");
+    let done: BTreeSet<String> = ["1".to_string()].into();
+    let out = Taskmaster
+        .write_back(text, &done, &serde_json::json!({"tag": null}))
+        .unwrap();
+    assert_eq!(
+        out,
+        r#"{"tasks": [{"id": 1, "status": "pending", "title": "a", "status": "done"}]}"#
+    );
+    let read: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(read["tasks"][0]["status"], "done");
+}

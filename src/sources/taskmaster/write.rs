@@ -19,7 +19,8 @@ enum Node {
 impl Node {
     fn get(&self, key: &str) -> Option<&Node> {
         match self {
-            Node::Object(fields, _) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            // A key written twice: the last, as JSON readers (serde_json, JavaScript) read it.
+            Node::Object(fields, _) => fields.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
         }
     }

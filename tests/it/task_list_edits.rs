@@ -1,0 +1,76 @@
+//! What the team changes in its task list counts on the next run (issue 32, item 3): after a
+//! run in which a task failed every attempt, the next run says what waits and the command
+//! that moves it (never "nothing to do" while tasks are skipped); the team settles the task
+//! in its own file, commits, and the file's status wins over the run's memory.
+
+use crate::common::local::{Ran, local};
+use crate::common::{commit_new, git};
+
+use std::path::Path;
+
+const TM: &str = ".taskmaster/tasks/tasks.json";
+
+const TASKS: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "a", "description": "a", "status": "pending", "dependencies": []},
+      {"id": 2, "title": "b", "description": "b", "status": "pending", "dependencies": [1]},
+      {"id": 3, "title": "c", "description": "c", "status": "pending", "dependencies": [2]}
+    ]
+  }
+}
+"#;
+
+/// Fails the unit whose ID is in $FAIL, completes every other (writing `done/<id>.txt`).
+const WORKER: &str = r#"id=$(sed -n 's/^## Task: \([^ ]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE" | head -n 1)
+if [ "$id" = "$FAIL" ]; then echo "FAILED: $id cannot be done"; exit 0; fi
+mkdir -p done && echo "$id" > "done/$id.txt"
+echo "COMPLETED: $id done"
+"#;
+
+fn run(dir: &Path, fail: &str) -> Ran {
+    local(dir)
+        .global(&["--plan", TM])
+        .script(WORKER)
+        .env("FAIL", fail)
+        .timeout("20s")
+        .run()
+}
+
+#[test]
+fn a_failed_task_the_team_cancels_in_tasks_json_frees_what_waited_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let first = run(dir.path(), "2");
+    let log = first.text();
+    assert!(log.contains("failed after 3 attempt(s)"), "{log}");
+    // Again, nothing changed: not "nothing to do" while task 3 is skipped.
+    let again = run(dir.path(), "2").text();
+    assert!(!again.contains("nothing to do"), "{again}");
+    assert!(again.contains("Nothing can run now:"), "{again}");
+    assert!(again.contains("`dagexec retry 1`"), "{again}");
+    assert!(
+        again.contains("1 task(s) wait for them (skipped): 3 c."),
+        "{again}"
+    );
+    // The team cancels task 2 the way Taskmaster does, and commits.
+    let text = std::fs::read_to_string(dir.path().join(TM)).unwrap();
+    let cancelled = text.replace(
+        r#""title": "b", "description": "b", "status": "pending""#,
+        r#""title": "b", "description": "b", "status": "cancelled", "updatedAt": "2026-11-28T08:00:00.000Z""#,
+    );
+    assert_ne!(cancelled, text);
+    std::fs::write(dir.path().join(TM), cancelled).unwrap();
+    git(dir.path(), &["commit", "-qam", "cancel 2"]);
+    let last = run(dir.path(), "2");
+    let log = last.expect_code(0);
+    assert!(dir.path().join("done/3.txt").is_file(), "{log}");
+    let written = git(dir.path(), &["show", &format!("HEAD:{TM}")]);
+    assert!(
+        written.contains(r#""title": "c", "description": "c", "status": "done""#),
+        "{written}"
+    );
+    assert!(written.contains(r#""status": "cancelled""#), "{written}");
+}

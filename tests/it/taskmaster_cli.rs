@@ -1,0 +1,172 @@
+//! Taskmaster's own CLI (`task-master-ai`, pinned in `.ci/install-agents.sh`) reads what
+//! dagexec writes back: after a run, `task-master list --format json` reads every status as
+//! Taskmaster knows it, `validate-dependencies` is clean, `next` offers only open work, and a
+//! `task-master set-status` is honoured by the next `dagexec run`. These commands need no API
+//! key and no network.
+//!
+//! The CLI is installed by `.ci/install-agents.sh` (npm, into `.ci/tools/agents`; `.ci/run`
+//! does it). Without it this test fails and says how to install it; `DAGEXEC_SKIP_REAL_AGENTS=1`
+//! skips it knowingly, as for the agent CLIs (`real_agents`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::local::{Ran, local};
+use crate::common::{commit_new, git, manifest};
+
+const TM: &str = ".taskmaster/tasks/tasks.json";
+
+/// Where the pinned `task-master` is, or `None` when knowingly skipped.
+fn task_master() -> Option<PathBuf> {
+    if std::env::var_os("DAGEXEC_SKIP_REAL_AGENTS").is_some_and(|v| v == "1") {
+        eprintln!("task-master skipped (DAGEXEC_SKIP_REAL_AGENTS=1)");
+        return None;
+    }
+    let dir = std::env::var_os("DAGEXEC_AGENTS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest().join(".ci/tools/agents/node_modules/.bin"));
+    let bin = dir.join("task-master");
+    assert!(
+        bin.exists(),
+        "Taskmaster's CLI is not installed in {}: run `bash .ci/install-agents.sh` (or `.ci/run`), \
+         or set DAGEXEC_SKIP_REAL_AGENTS=1 to skip this test",
+        dir.display()
+    );
+    Some(bin)
+}
+
+/// `task-master ARGS` in `dir`; its stdout, after failing the test unless it succeeded.
+fn tm(bin: &Path, dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(bin)
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "task-master {args:?}: {out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// A plan as `task-master` writes one (every field it requires): 2 has subtasks, 3 waits
+/// for 2, 4 for 3.
+const TASKS: &str = r#"{
+  "master": {
+    "tasks": [
+      {"id": 1, "title": "Setup", "description": "set up", "status": "pending", "priority": "high", "details": "", "testStrategy": "", "dependencies": [], "subtasks": []},
+      {"id": 2, "title": "Models", "description": "models", "status": "pending", "priority": "medium", "details": "", "testStrategy": "", "dependencies": [1], "subtasks": [
+        {"id": 1, "title": "User model", "description": "user", "status": "pending", "details": "", "dependencies": []},
+        {"id": 2, "title": "Post model", "description": "post", "status": "in-progress", "details": "", "dependencies": [1]}
+      ]},
+      {"id": 3, "title": "API", "description": "api", "status": "pending", "priority": "medium", "details": "", "testStrategy": "", "dependencies": [2], "subtasks": []},
+      {"id": 4, "title": "Docs", "description": "docs", "status": "pending", "priority": "low", "details": "", "testStrategy": "", "dependencies": [3], "subtasks": []}
+    ],
+    "metadata": {"created": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}
+  }
+}
+"#;
+
+/// Fails the unit whose ID is in $FAIL, completes every other.
+const WORKER: &str = r#"id=$(sed -n 's/^## Task: \([^ ]*\) .*/\1/p' "$DAGEXEC_PROMPT_FILE" | head -n 1)
+if [ "$id" = "$FAIL" ]; then echo "FAILED: $id cannot be done"; exit 0; fi
+mkdir -p done && echo "$id" > "done/$id.txt"
+echo "COMPLETED: $id done"
+"#;
+
+fn run(dir: &Path) -> Ran {
+    local(dir)
+        .global(&["--plan", TM])
+        .script(WORKER)
+        .env("FAIL", "3")
+        .timeout("20s")
+        .run()
+}
+
+/// The first JSON value of `out` (`task-master` may print more after it).
+fn first_json(out: &str) -> Value {
+    serde_json::Deserializer::from_str(out.trim())
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no JSON in: {out}"))
+}
+
+/// Every task's and subtask's status as `task-master list` reads it.
+fn statuses(bin: &Path, dir: &Path) -> Vec<(String, String)> {
+    let out = tm(bin, dir, &["list", "--format", "json", "--with-subtasks"]);
+    let v = first_json(&out);
+    let mut all = Vec::new();
+    for t in v["tasks"].as_array().unwrap() {
+        all.push((
+            t["id"].to_string().replace('"', ""),
+            t["status"].as_str().unwrap().to_string(),
+        ));
+        for s in t["subtasks"].as_array().into_iter().flatten() {
+            all.push((
+                format!(
+                    "{}.{}",
+                    t["id"].to_string().replace('"', ""),
+                    s["id"].to_string().replace('"', "")
+                ),
+                s["status"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    all
+}
+
+#[test]
+fn taskmaster_reads_what_dagexec_writes_and_dagexec_honours_its_set_status() {
+    let Some(bin) = task_master() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let first = run(dir.path());
+    let log = first.text();
+    assert!(log.contains("failed after 3 attempt(s)"), "{log}");
+    let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        statuses(&bin, dir.path()),
+        [
+            s("1", "done"),
+            s("2", "done"),
+            s("2.1", "done"),
+            s("2.2", "done"),
+            s("3", "pending"),
+            s("4", "pending")
+        ]
+    );
+    let check = tm(&bin, dir.path(), &["validate-dependencies"]);
+    assert!(check.contains("All Dependencies Are Valid"), "{check}");
+    let next = first_json(&tm(&bin, dir.path(), &["next", "--format", "json"]));
+    assert_eq!(
+        next["task"]["id"].to_string().replace('"', ""),
+        "3",
+        "{next}"
+    );
+    // The team gives task 3 up the way Taskmaster teaches, commits, and runs again: 4 runs.
+    tm(
+        &bin,
+        dir.path(),
+        &["set-status", "--id=3", "--status=cancelled"],
+    );
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "cancel 3"]);
+    let last = run(dir.path());
+    let log = last.expect_code(0);
+    assert!(dir.path().join("done/4.txt").is_file(), "{log}");
+    assert!(!dir.path().join("done/3.txt").exists(), "{log}");
+    assert_eq!(
+        statuses(&bin, dir.path())[4..],
+        [s("3", "cancelled"), s("4", "done")]
+    );
+    let check = tm(&bin, dir.path(), &["validate-dependencies"]);
+    assert!(check.contains("All Dependencies Are Valid"), "{check}");
+}
