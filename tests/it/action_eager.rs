@@ -449,11 +449,14 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
 }
 
 /// Task 0 never works; 1–3 need it; 4 is slow and independent.
+/// Task 0 always fails; slow task 4 outlasts task 0's three attempts (each a dispatch, a
+/// run and a poll: a few seconds, more on a loaded machine), so it is in flight when the
+/// breaker stops the conductor.
 const BREAKER_WORKER: &str = r#"#!/bin/sh
 cat > /dev/null
 case "$DAGEXEC_TASK_INDEX" in
 0) echo "FAILED: never works" ;;
-4) sleep 4; echo t4 > t4.txt; echo "COMPLETED: t4" ;;
+4) sleep 15; echo t4 > t4.txt; echo "COMPLETED: t4" ;;
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;

@@ -259,7 +259,14 @@ fn fault(cli: &'static str, fault: Fault) -> Option<(Ran, tempfile::TempDir)> {
         "agent": {"role": "engineer"}}]});
     let dir = repo(&one, &[]);
     let agent = Agent::new(cli, &bin, &server);
-    let out = agent.run(dir.path(), &server, &["--timeout", "8s"]);
+    // A refused key ends the CLI at its first call: time enough for a slow start (a node CLI
+    // on a loaded machine took over 8 s to reach the server), never waited out.
+    let timeout = if fault == Fault::Status(401) {
+        "30s"
+    } else {
+        "8s"
+    };
+    let out = agent.run(dir.path(), &server, &["--timeout", timeout]);
     assert!(!out.status.success(), "{cli} {fault:?}: {}", text(&out));
     assert!(
         !server.seen().is_empty(),
