@@ -125,26 +125,13 @@ fn a_plan_that_claims_an_unpublished_round_is_not_believed() {
 /// A `git` in front of the real one that stops for good in the `commit-tree` of a round
 /// commit (the one given its message on stdin, `-F -`), after writing its pid to `mark`.
 fn stalling_git(dir: &Path, mark: &Path) -> PathBuf {
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
+    common::git_in_front(
+        dir,
+        &format!(
+            "case \" $* \" in *' commit-tree '*' -F '*) if [ ! -e '{mark}' ]; then echo $$ > '{mark}'; exec sleep 600; fi ;; esac",
+            mark = mark.display()
+        ),
     )
-    .unwrap();
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let script = format!(
-        "#!/bin/sh\ncase \" $* \" in *' commit-tree '*' -F '*) if [ ! -e '{mark}' ]; then echo $$ > '{mark}'; exec sleep 600; fi ;; esac\nexec '{real}' \"$@\"\n",
-        mark = mark.display(),
-        real = real.trim()
-    );
-    let path = bin.join("git");
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
 }
 
 #[test]

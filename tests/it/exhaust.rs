@@ -63,24 +63,10 @@ fn a_change_over_the_cap_is_refused_and_never_stored() {
 /// A `git` in front of the real one that fails `git add` like a full disk in a tree where
 /// the worker left `fill-disk`.
 fn full_disk_git(dir: &Path) -> String {
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let script = format!(
-        "#!/bin/sh\nif [ -e fill-disk ]; then case \" $* \" in *' add '*) echo 'error: unable to create temporary file: No space left on device' >&2; echo 'fatal: adding files failed' >&2; exit 128 ;; esac; fi\nexec '{}' \"$@\"\n",
-        real.trim()
+    let bin = common::git_in_front(
+        dir,
+        "if [ -e fill-disk ]; then case \" $* \" in *' add '*) echo 'error: unable to create temporary file: No space left on device' >&2; echo 'fatal: adding files failed' >&2; exit 128 ;; esac; fi",
     );
-    let path = bin.join("git");
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     format!(
         "{}:{}",
         bin.display(),

@@ -143,3 +143,28 @@ pub fn worker(body: &str) -> (tempfile::TempDir, String) {
     let cmd = format!("sh '{}'", path.display());
     (dir, cmd)
 }
+
+/// A `git` in front of the real one, in `dir/bin`: `before` (shell, with the call's
+/// arguments as `$*`) runs first and may end the call itself; otherwise the real git runs.
+/// Returns `dir/bin`, to put first on a run's PATH.
+pub fn git_in_front(dir: &Path, before: &str) -> PathBuf {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join("git");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\n{before}\nexec '{}' \"$@\"\n", real.trim()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
