@@ -46,10 +46,10 @@ impl Oversized {
             shown.push(format!("and {} more", self.files.len() - 3));
         }
         format!(
-            "refused: its added and changed files hold {} ({}), over the {} a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
+            "refused: its added and changed files hold {} ({}), over the {} MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
             mib(self.total),
             shown.join(", "),
-            mib(limit).trim_end_matches(".0 MiB").to_string() + " MiB"
+            limit / (1024 * 1024)
         )
     }
 }
