@@ -54,6 +54,11 @@ pub struct WorkResult {
     /// refused, and why no retry should follow. Absent in files of older versions.
     #[serde(default, skip_serializing_if = "crate::pure::said::Said::is_empty")]
     pub said: crate::pure::said::Said,
+    /// Why the job took nothing of the worker's tree (its change over the size a task's change
+    /// may hold, or the disk filled while it was staged): the attempt failed with it, and the
+    /// patch is empty. Absent when the change was taken, and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -167,6 +172,7 @@ impl WorkResult {
             end: None,
             usage: None,
             said: crate::pure::said::Said::default(),
+            refused: None,
         }
     }
 
@@ -240,16 +246,17 @@ pub struct Collected {
 }
 
 /// Writes the three files into `dir` (created if needed).
-pub fn write(
+pub fn write<'p>(
     dir: &Path,
     result: &WorkResult,
-    patch: &[u8],
+    patch: impl Into<crate::edge::git::PatchRef<'p>>,
     log: Option<&str>,
 ) -> std::io::Result<()> {
+    let patch = patch.into();
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(result).expect("a work result serialises");
     crate::edge::fsx::write(dir, &dir.join(RESULT_FILE), json.as_bytes())?;
-    crate::edge::fsx::write(dir, &dir.join(PATCH_FILE), patch)?;
+    crate::edge::fsx::write_with(dir, &dir.join(PATCH_FILE), |f| patch.write_to(f))?;
     crate::edge::fsx::write(dir, &dir.join(LOG_FILE), log.unwrap_or("").as_bytes())?;
     Ok(())
 }

@@ -174,12 +174,21 @@ pub fn create_dir_all(root: &Path, dir: &Path) -> Result<(), Error> {
 /// Writes `bytes` to `path` (under `root`) atomically, never through a link: parents made
 /// as needed, a fresh temp file beside it, fsync, rename.
 pub fn write(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_with(root, path, |file| file.write_all(bytes))
+}
+
+/// [`write`] with the content written by `fill` into the temp file (a patch copied in chunks,
+/// never whole in memory).
+pub fn write_with(
+    root: &Path,
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<(), Error> {
     let parent = path.parent().unwrap_or(Path::new(""));
     walk(root, parent, path, true)?;
     not_a_link(path)?;
     let (tmp, mut file) = temp_file(parent, path)?;
-    let written = file
-        .write_all(bytes)
+    let written = fill(&mut file)
         .and_then(|()| file.sync_all())
         .map_err(io_err("write", &tmp));
     drop(file);

@@ -3,7 +3,7 @@
 //! Its worktree comes from the [`Pool`](crate::flow::pool::Pool), its logs are kept by
 //! [`crate::flow::logs`].
 
-use crate::edge::git::{Repo, Worktree};
+use crate::edge::git::{Patch, Repo, Worktree};
 use crate::edge::shell;
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::steps::review::Reviewed;
@@ -82,6 +82,9 @@ pub(crate) struct Observed {
     /// The changes to integrate: without the plan file, a Spec Kit plan's tasks.md and the
     /// work log.
     pub kept: crate::edge::git::Changes,
+    /// Why nothing of the tree was taken, when it was refused before it was staged (too
+    /// large, or the disk filled up meanwhile): the attempt failed with it.
+    pub refused: Option<String>,
 }
 
 /// What an attempt is judged in: its tree, the task, dagexec's own files in it (the plan, a
@@ -107,7 +110,7 @@ pub(crate) struct Observing<'a> {
 pub(crate) fn observe_and_judge(
     at: &Observing<'_>,
     run: &worker::WorkerRun,
-    all: crate::edge::git::Changes,
+    staged: Result<crate::edge::git::Changes, String>,
     (detail, said, warnings): (&str, &crate::pure::said::Said, Vec<String>),
 ) -> Result<Observed, crate::edge::git::GitError> {
     let &Observing {
@@ -119,6 +122,38 @@ pub(crate) fn observe_and_judge(
         log_rel,
         timeout,
     } = at;
+    // What the tree holds is the attempt's own problem, not the run's: a change too large to
+    // integrate, or one that filled the disk while it was staged, fails this attempt and
+    // nothing of it is taken (no check runs on it).
+    let all = match staged {
+        Ok(all) => all,
+        Err(reason) => {
+            let report = AttemptReport {
+                output: run.stdout.clone(),
+                exit: run.exit.clone(),
+                log: run.log.clone(),
+                present: std::collections::BTreeSet::new(),
+                changed: std::collections::BTreeSet::new(),
+                acceptance: None,
+            };
+            let verdict = Verdict {
+                status: crate::pure::plan::model::Status::Failed,
+                result: reason.clone(),
+                acceptance_passed: false,
+                failed_checks: Vec::new(),
+                warnings,
+                halt: None,
+            };
+            let nothing = crate::edge::git::Changes::nothing(tree);
+            return Ok(Observed {
+                report,
+                verdict,
+                all: nothing.clone(),
+                kept: nothing,
+                refused: Some(reason),
+            });
+        }
+    };
     let mut own = vec![plan_rel, log_rel];
     own.extend(tasks_md);
     let kept = all.without(&own)?;
@@ -143,6 +178,7 @@ pub(crate) fn observe_and_judge(
         verdict,
         all,
         kept,
+        refused: None,
     })
 }
 
@@ -224,7 +260,7 @@ pub(crate) async fn run(
         index: input.index,
         attempt: input.attempt,
         verdict,
-        patch: patch.into(),
+        patch,
         touched,
         duration,
         reviews,
@@ -392,7 +428,7 @@ impl Judging {
         self,
         wt: Worktree,
         run: &worker::WorkerRun,
-    ) -> Result<(Verdict, Vec<u8>, Vec<String>, Worktree), crate::edge::git::GitError> {
+    ) -> Result<(Verdict, Patch, Vec<String>, Worktree), crate::edge::git::GitError> {
         let Judging {
             plan_rel,
             tasks_md,
@@ -405,36 +441,6 @@ impl Judging {
             warnings,
             asked,
         } = self;
-        // What the worker's tree holds is its own problem, not the run's: a change too large
-        // to integrate, or one that filled the disk while it was staged, fails this attempt
-        // (its tree is removed with it, which frees the disk) and the run goes on.
-        let limit = crate::edge::git::MAX_CHANGE_BYTES;
-        let changes = match wt.oversized(limit)? {
-            Some(big) => Err(big.reason(limit)),
-            None => match wt.changes() {
-                Ok(changes) => Ok(changes),
-                Err(e) => match crate::edge::git::disk_full(&e) {
-                    Some(line) => Err(format!(
-                        "the disk filled up while this attempt's changes were staged ({line}); its worktree is removed, which frees the space"
-                    )),
-                    None => return Err(e),
-                },
-            },
-        };
-        let changes = match changes {
-            Ok(changes) => changes,
-            Err(reason) => {
-                let verdict = Verdict {
-                    status: crate::pure::plan::model::Status::Failed,
-                    result: reason,
-                    acceptance_passed: false,
-                    failed_checks: Vec::new(),
-                    warnings,
-                    halt: None,
-                };
-                return Ok((verdict, Vec::new(), Vec::new(), wt));
-            }
-        };
         let Observed {
             mut verdict,
             all,
@@ -451,7 +457,7 @@ impl Judging {
                 timeout,
             },
             run,
-            changes,
+            wt.changes_within()?,
             (&detail, &said, warnings),
         )?;
         let mut patch = kept.patch;
@@ -464,7 +470,7 @@ impl Judging {
         let changed = all.changed.iter().chain(&all.forbidden);
         if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
             outcome::refuse(&mut verdict, reason);
-            return Ok((verdict, Vec::new(), touched, wt));
+            return Ok((verdict, Patch::default(), touched, wt));
         }
         Ok((verdict, patch, touched, wt))
     }
@@ -515,6 +521,22 @@ mod tests {
                 ),
                 (1, 2, vec!["stdout".to_string(), "stderr".into()]),
             ]
+        );
+    }
+
+    /// Issue 31 §9: an attempt kept again under the same name (a long-run attempt continued
+    /// after its question) never shows the work log of the one before it when it wrote none.
+    #[test]
+    fn an_attempt_kept_again_without_a_work_log_drops_the_earlier_one() {
+        let common = tempfile::tempdir().expect("tempdir");
+        let run1 = RunLogs::default().dir(common.path()).expect("run folder");
+        let first = finished("first\n", "", Some("the first attempt's log\n"));
+        keep_logs(common.path(), &run1, 0, 1, &first).expect("kept");
+        keep_logs(common.path(), &run1, 0, 1, &finished("again\n", "", None)).expect("kept");
+        assert!(!run1.join("task-0-attempt-1.log").exists());
+        assert_eq!(
+            std::fs::read_to_string(run1.join("task-0-attempt-1.stdout")).expect("stdout"),
+            "again\n"
         );
     }
 

@@ -217,9 +217,11 @@ pub(crate) fn keep_run_logs(
         ("log", run.log.as_ref()),
     ];
     for (ext, text) in files {
-        let Some(text) = text else { continue };
+        // What an earlier run of the same stem kept goes first, a kind this run lacks
+        // included: a retry that wrote no work log never shows the one before it as its own.
         let path = run_dir.join(format!("{stem}.{ext}"));
         crate::edge::fsx::remove_file(common_dir, &path)?;
+        let Some(text) = text else { continue };
         crate::edge::fsx::write(common_dir, &path, text.as_bytes())?;
         written.push(path);
     }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
-    pub(crate) carry: Mutex<BTreeMap<usize, Vec<u8>>>,
+    pub(crate) carry: Mutex<BTreeMap<usize, crate::edge::git::Patch>>,
     pub(crate) plan_file: Mutex<()>,
 }
 

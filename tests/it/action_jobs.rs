@@ -1444,3 +1444,60 @@ fn a_huge_status_line_in_an_artifact_is_clipped_in_the_plan_commit_and_pull_requ
         );
     }
 }
+
+/// A change over the size a task's change may hold (100 MiB, counted by the files' lengths:
+/// a sparse file costs no disk here) is refused by the work job before git stores it — the
+/// artifact carries an empty patch and the reason — and finalize fails the attempt with it.
+#[test]
+fn the_work_job_refuses_a_change_over_the_cap_and_finalize_fails_the_attempt_with_it() {
+    let lab = lab::lab()
+        .plan("Big", vec![task("A", &["a.txt"])])
+        .worker("#!/bin/sh\ncat > /dev/null\necho a > a.txt\ntruncate -s 101M big.bin\necho \"COMPLETED: a\"\n")
+        .branch("dagexec/jobs")
+        .start();
+    let (tmp, repo, origin, base) = parts(&lab);
+    let artifacts = tmp.path().join("artifacts");
+    let dir = artifacts.join("dagexec-77-1-task-0-attempt-1");
+    let out = work_job(&repo, ("77", 1), &base, "sh ./worker.sh", &dir);
+    let text = lab::text(&out);
+    assert!(out.status.success(), "{text}");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    let reason = result["refused"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.starts_with("refused: its added and changed files hold 101.0 MiB (big.bin 101.0 MiB, a.txt 0.0 MiB), over the 100 MiB"),
+        "{result:#}"
+    );
+    assert_eq!(std::fs::read(dir.join("changes.patch")).unwrap(), b"");
+    // git never stored it.
+    let sizes = git(
+        &repo,
+        &[
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectsize)",
+        ],
+    );
+    assert!(
+        sizes.lines().all(|n| n.parse::<u64>().unwrap() < 1_000_000),
+        "a large object was stored"
+    );
+    git(&repo, &["reset", "-q", "--hard", &base]);
+    git(&repo, &["clean", "-qfdx"]);
+    let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"}]}"#;
+    let (ok, text) = finalize_77(&repo, &lab.gh, ("1", matrix), &base, &artifacts);
+    assert!(ok, "{text}");
+    let state: Value =
+        serde_json::from_str(&git(&origin, &["show", "dagexec/jobs:.design/plan.json"])).unwrap();
+    assert_eq!(state["tasks"][0]["status"], "pending", "{state:#}");
+    let said = state["tasks"][0]["result"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with(&format!("attempt 1 failed: {reason}")),
+        "{state:#}"
+    );
+    let files = git(&origin, &["ls-tree", "-r", "--name-only", "dagexec/jobs"]);
+    assert!(
+        !files.contains("big.bin") && !files.contains("a.txt"),
+        "{files}"
+    );
+}

@@ -91,7 +91,7 @@ fn a_worker_that_fills_the_disk_fails_its_own_task_not_the_run() {
     assert_eq!(p["tasks"][1]["status"], "completed", "{text}");
     assert_eq!(
         result_of(dir.path(), 0),
-        "the disk filled up while this attempt's changes were staged (error: unable to create temporary file: No space left on device); its worktree is removed, which frees the space"
+        "the disk filled up while this attempt's changes were staged (error: unable to create temporary file: No space left on device); nothing of it was integrated, and its tree is discarded, which frees the space"
     );
     assert!(dir.path().join("b.txt").exists(), "{text}");
 }

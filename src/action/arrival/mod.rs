@@ -65,7 +65,18 @@ pub(super) fn judge_entry_at(
     // an OUTPUT_JSON block or a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` last line) blocks
     // with a question.
     let question = stop_for_user(&mut verdict, &report.output);
+    // What the work job refused to take of the worker's tree (too large, a full disk):
+    // bounded and made safe again, since the file is the job's.
+    let refused_by_job = match found {
+        Some(Ok(c)) => c
+            .result
+            .refused
+            .as_deref()
+            .map(|r| outcome::clip_result(crate::pure::sanitize::line(r).trim())),
+        _ => None,
+    };
     let refusal = broken
+        .or(refused_by_job)
         .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
         .or_else(|| {
             let protected = Protected::at(repo.root(), inputs.allow_workflow_changes);

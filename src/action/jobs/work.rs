@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
-use crate::edge::git::{RemoteAuth, Repo, changes_in};
+use crate::edge::git::{RemoteAuth, Repo, changes_within};
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
@@ -141,6 +141,7 @@ fn attempt(
         mut report,
         mut verdict,
         kept,
+        refused,
         ..
     } = crate::flow::attempt::observe_and_judge(
         &crate::flow::attempt::Observing {
@@ -153,7 +154,7 @@ fn attempt(
             timeout: inputs.timeout,
         },
         &run,
-        changes_in(repo.root(), on)?,
+        changes_within(repo.root(), on)?,
         (&detail, &said, warnings),
     )?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
@@ -170,6 +171,7 @@ fn attempt(
         run.duration,
     );
     result.said = said;
+    result.refused = refused;
     let mut review_log = None;
     let reviewer = review::reviewer_for(task, inputs.reviewer.as_deref());
     if let (Some(reviewer), crate::pure::plan::model::Status::Completed) =
@@ -195,7 +197,7 @@ fn attempt(
 fn to_review<'a>(
     (task, job, base): (&'a plan::model::Task, Job, &'a str),
     (tree, scratch, timeout): (&'a Path, &'a Path, std::time::Duration),
-    (summary, patch, touched): (&'a str, &'a [u8], &'a [String]),
+    (summary, patch, touched): (&'a str, &'a crate::edge::git::Patch, &'a [String]),
 ) -> ToReview<'a> {
     ToReview {
         index: job.task,
@@ -380,7 +382,7 @@ fn review_attempt(
 pub(super) fn write_files(
     inputs: &Inputs,
     result: &WorkResult,
-    patch: &[u8],
+    patch: &crate::edge::git::Patch,
     log: Option<&str>,
     review_log: Option<String>,
 ) -> Result<(), ActionError> {
@@ -388,7 +390,7 @@ pub(super) fn write_files(
         path: inputs.artifacts.clone(),
         source,
     };
-    artifact::write(&inputs.artifacts, result, patch, log).map_err(write_err)?;
+    artifact::write(&inputs.artifacts, result, patch.borrowed(), log).map_err(write_err)?;
     if let Some(log) = review_log {
         let path = inputs.artifacts.join(artifact::REVIEW_LOG_FILE);
         crate::edge::fsx::write(&inputs.artifacts, &path, log.as_bytes())

@@ -1,6 +1,6 @@
 //! A long-run worker's progress, read while the worker is still at work: everything its
 //! worktree holds against the attempt's base — its commits and what it has not committed —
-//! as a binary patch ([`Repo::tree_changes`]). Read-only on
+//! as a binary patch ([`Repo::tree_changes`], in an unlinked temporary file). Read-only on
 //! the worktree: its index is copied, never written, so this never contends with the worker's
 //! own `git add` or `git commit`.
 
@@ -21,7 +21,7 @@ impl Repo {
         tree: &Path,
         base: &str,
         excluded: &[String],
-    ) -> Result<Vec<u8>, GitError> {
+    ) -> Result<super::Patch, GitError> {
         let parent = self.common_dir().join("dagexec");
         crate::edge::fsx::create_dir_all(self.common_dir(), &parent)
             .map_err(|e| io_error("create directory", &parent)(e.into()))?;
@@ -52,6 +52,7 @@ impl Repo {
             .args(super::worktree::DIFF_OPTIONS)
             .args(["--binary", "--full-index", base, "--"])
             .args(&pathspec)
-            .run()
+            .run_to_file()
+            .map(Into::into)
     }
 }

@@ -236,6 +236,32 @@ impl<'a> Git<'a> {
         }
     }
 
+    /// Runs git, requiring success, with its standard output written straight into an
+    /// unlinked temporary file: a patch of any size never passes through memory. No input.
+    pub(super) fn run_to_file(&self) -> Result<super::PatchFile, GitError> {
+        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git (output to a file)");
+        let spawn_error = |source| GitError::Spawn {
+            command: self.label.to_owned(),
+            dir: self.dir.to_path_buf(),
+            source,
+        };
+        let file = tempfile::tempfile().map_err(spawn_error)?;
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::null())
+            .stdout(file.try_clone().map_err(spawn_error)?);
+        let output = cmd.output().map_err(spawn_error)?;
+        let out = Output {
+            status: output.status,
+            stdout: Vec::new(),
+            stderr: output.stderr,
+        };
+        if !out.status.success() {
+            return Err(self.error(&out));
+        }
+        let len = file.metadata().map_err(spawn_error)?.len();
+        Ok(super::PatchFile::new(file, len))
+    }
+
     /// [`Git::run`], the output as text without its trailing newlines.
     #[cfg(test)]
     pub(super) fn run_text(&self) -> Result<String, GitError> {

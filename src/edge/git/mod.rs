@@ -51,7 +51,7 @@ pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use round::{Journal, Merged, Prepared, Recovered, RoundIndex};
-pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, disk_full};
+pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_within, disk_full};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};
 use error::io_error;

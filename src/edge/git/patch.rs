@@ -1,8 +1,9 @@
-//! A patch to apply: its bytes in memory (a local attempt's diff), or a file that holds them
-//! ([`PatchFile`]: an artifact's `changes.patch`, extracted into an unlinked temporary file so
-//! that the conductor never holds a patch of up to its 128 MiB bound in memory). git reads
-//! either from its standard input ([`PatchRef`]); a file is read in chunks of
-//! [`CHUNK`] bytes at explicit offsets, so clones of one handle never disturb each other.
+//! A patch to apply: its bytes in memory (a small one made by dagexec itself), or a file that
+//! holds them ([`PatchFile`]: an attempt's diff, which git writes straight into an unlinked
+//! temporary file, and an artifact's `changes.patch`, extracted into one), so that neither the
+//! local executor nor the conductor ever holds a change of up to its bound in memory. git reads
+//! either from its standard input ([`PatchRef`]); a file is read in chunks of [`CHUNK`] bytes
+//! at explicit offsets, so clones of one handle never disturb each other.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -98,12 +99,33 @@ impl Patch {
         *self = Patch::default();
     }
 
-    /// The whole patch in memory (tests only: the conductor never needs it so).
+    /// The whole patch in memory (tests only: dagexec never needs it so).
     #[cfg(test)]
     pub fn read_to_vec(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.borrowed().write_to(&mut out).expect("the patch reads");
         out
+    }
+
+    /// Its first `limit` bytes at most (what a prompt shows of it); what cannot be read ends
+    /// it early.
+    pub fn head(&self, limit: usize) -> Vec<u8> {
+        match self {
+            Patch::Bytes(b) => b[..b.len().min(limit)].to_vec(),
+            Patch::File(f) => {
+                let mut out = Vec::new();
+                let _ = f.each_chunk(|c| {
+                    let room = limit - out.len();
+                    out.extend_from_slice(&c[..c.len().min(room)]);
+                    if out.len() < limit {
+                        Ok(())
+                    } else {
+                        Err(io::Error::other("enough"))
+                    }
+                });
+                out
+            }
+        }
     }
 
     pub fn borrowed(&self) -> PatchRef<'_> {

@@ -214,7 +214,7 @@ fn hostile_configuration_and_hooks_do_not_get_in_the_way() {
     write(wt.path(), "copy.txt", "one\ntwo\nthree\n");
     let c = wt.changes().unwrap();
     assert_eq!(c.changed, set(&["copy.txt", "mod.txt"]));
-    let patch = String::from_utf8_lossy(&c.patch);
+    let patch = String::from_utf8_lossy(&c.patch.read_to_vec()).into_owned();
     assert!(patch.contains("diff --git a/mod.txt b/mod.txt"), "{patch}");
     assert!(!patch.contains('\u{1b}'), "no colour");
     f.repo.apply_patch(&c.patch).unwrap();

@@ -507,7 +507,7 @@ mod tests {
         write(wt.path(), "sub/new.txt", "new\n");
         write(wt.path(), "mod.txt", "changed\n");
         fs::remove_file(wt.path().join("del.txt")).unwrap();
-        wt.changes().unwrap().patch
+        wt.changes().unwrap().patch.read_to_vec()
     }
 
     fn commit(f: &Fixture, patch: &[u8]) -> Prepared {
@@ -633,7 +633,7 @@ mod tests {
         write(wt.path(), "f/inside.txt", "now a directory\n");
         fs::remove_dir_all(wt.path().join("e")).unwrap();
         write(wt.path(), "e", "was a directory\n");
-        let patch = wt.changes().unwrap().patch;
+        let patch = wt.changes().unwrap().patch.read_to_vec();
         let prepared = commit(&f, &patch);
         prepared.publish(&f.repo).unwrap();
         assert_eq!(prepared.sync(&f.repo).unwrap(), Vec::<String>::new());
@@ -702,7 +702,7 @@ mod tests {
         f.commit_all("d");
         let wt = f.repo.add_worktree("HEAD", "w").unwrap();
         fs::remove_file(wt.path().join("d/x.txt")).unwrap();
-        let prepared = commit(&f, &wt.changes().unwrap().patch);
+        let prepared = commit(&f, &wt.changes().unwrap().patch.read_to_vec());
         prepared.publish(&f.repo).unwrap();
         // Before the work tree follows, `d` becomes a link to a directory outside.
         let outside = tempfile::tempdir().unwrap();

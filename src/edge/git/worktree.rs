@@ -75,11 +75,12 @@ pub fn disk_full(e: &GitError) -> Option<String> {
 }
 
 /// What a worker did in its worktree, relative to the base commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Changes {
     /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
-    /// applies onto a tree at the base; empty when nothing changed.
-    pub patch: Vec<u8>,
+    /// applies onto a tree at the base; empty when nothing changed. In an unlinked temporary
+    /// file, as git wrote it: never in memory whole.
+    pub patch: super::Patch,
     /// Repo-relative paths added, modified, deleted or renamed (both names of a rename),
     /// including executable-bit and type changes.
     pub changed: BTreeSet<String>,
@@ -172,40 +173,16 @@ impl Worktree {
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
-    pub fn apply(&self, patch: &[u8]) -> Result<(), super::ApplyError> {
+    pub fn apply<'p>(
+        &self,
+        patch: impl Into<super::PatchRef<'p>>,
+    ) -> Result<(), super::ApplyError> {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
-    /// The files the worker added or changed (those `git add --all` would stage: untracked
-    /// and not ignored, or modified), largest first, when together they hold more than
-    /// `limit` bytes; `None` within it. Read from the file system before anything is staged,
-    /// so an oversized change never reaches the repository's object store or memory.
-    pub fn oversized(&self, limit: u64) -> Result<Option<Oversized>, GitError> {
-        let out = git(&self.path, "ls-files --others --modified")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .args([
-                "ls-files",
-                "-z",
-                "--others",
-                "--exclude-standard",
-                "--modified",
-            ])
-            .run()?;
-        let mut files: Vec<(String, u64)> = nul_fields(&out)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter_map(|p| {
-                let m = std::fs::symlink_metadata(self.path.join(&p)).ok()?;
-                m.is_file().then_some((p, m.len()))
-            })
-            .collect();
-        let total: u64 = files.iter().map(|(_, n)| n).sum();
-        if total <= limit {
-            return Ok(None);
-        }
-        files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(Some(Oversized { total, files }))
+    /// [`Worktree::changes`] within [`MAX_CHANGE_BYTES`] ([`changes_within`]).
+    pub fn changes_within(&self) -> Result<Result<Changes, String>, GitError> {
+        changes_within(&self.path, &self.base)
     }
 
     /// Everything changed relative to the base: modified, added (untracked and not ignored
@@ -240,6 +217,58 @@ impl Worktree {
     }
 }
 
+/// The files the worker added or changed in the checkout at `dir` (those `git add --all`
+/// would stage: untracked and not ignored, or modified), largest first, when together they
+/// hold more than `limit` bytes; `None` within it. Read from the file system (lstat) before
+/// anything is staged, so an oversized change never reaches the object store or memory.
+pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, GitError> {
+    let out = git(dir, "ls-files --others --modified")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args([
+            "ls-files",
+            "-z",
+            "--others",
+            "--exclude-standard",
+            "--modified",
+        ])
+        .run()?;
+    let mut files: Vec<(String, u64)> = nul_fields(&out)
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter_map(|p| {
+            let m = std::fs::symlink_metadata(dir.join(&p)).ok()?;
+            m.is_file().then_some((p, m.len()))
+        })
+        .collect();
+    let total: u64 = files.iter().map(|(_, n)| n).sum();
+    if total <= limit {
+        return Ok(None);
+    }
+    files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(Some(Oversized { total, files }))
+}
+
+/// Everything changed in the checkout at `dir` against `base` ([`stage_all`]), or why it is
+/// not taken, in the words the attempt's failure gives: its added and changed files hold more
+/// than [`MAX_CHANGE_BYTES`] (seen before anything is staged), or the disk filled up while it
+/// was staged. Either is the attempt's own failure, never the run's. Shared by the local
+/// executor and the Action's work job.
+pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
+    if let Some(big) = oversized(dir, MAX_CHANGE_BYTES)? {
+        return Ok(Err(big.reason(MAX_CHANGE_BYTES)));
+    }
+    match stage_all(dir, base) {
+        Ok(changes) => Ok(Ok(changes)),
+        Err(e) => match disk_full(&e) {
+            Some(line) => Ok(Err(format!(
+                "the disk filled up while this attempt's changes were staged ({line}); nothing of it was integrated, and its tree is discarded, which frees the space"
+            ))),
+            None => Err(e),
+        },
+    }
+}
+
 impl Drop for Worktree {
     fn drop(&mut self) {
         if let Err(e) = self.remove_now() {
@@ -258,6 +287,21 @@ pub(super) fn unregister(root: &Path, path: &Path) -> Result<(), GitError> {
 }
 
 impl Changes {
+    /// No change taken from the checkout at `dir`: one refused before it was staged
+    /// ([`changes_within`]).
+    pub fn nothing(dir: &Path) -> Changes {
+        Changes {
+            patch: super::Patch::default(),
+            changed: BTreeSet::new(),
+            present: BTreeSet::new(),
+            links: Vec::new(),
+            forbidden: Vec::new(),
+            worktree: dir.to_path_buf(),
+            base: String::new(),
+            excluded: Vec::new(),
+        }
+    }
+
     /// The same changes without `paths` (files, or directories and all under them): the
     /// worktree is diffed again with those paths excluded, so the worktree must still exist.
     pub fn without(&self, paths: &[&str]) -> Result<Changes, GitError> {
@@ -398,7 +442,8 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
         .args(DIFF_OPTIONS)
         .args(["--binary", "--full-index", base, "--"])
         .args(&pathspec)
-        .run()?;
+        .run_to_file()?
+        .into();
     let names = git(worktree, "diff --cached --name-status")
         .args(DIFF_OPTIONS)
         .args(["--name-status", "-z", base, "--"])

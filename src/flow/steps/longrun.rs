@@ -156,7 +156,7 @@ pub(crate) fn keep_partial(
     store: &Store,
     base: &str,
     verdict: &Verdict,
-    patch: &[u8],
+    patch: &crate::edge::git::Patch,
     question: Option<&Question>,
 ) {
     let Some(rel) = checkpoint_rel(task) else {
@@ -172,7 +172,7 @@ pub(crate) fn keep_partial(
     }
     let partial = Partial {
         base: base.to_string(),
-        patch: patch.to_vec(),
+        patch: patch.clone(),
         checkpoint: None,
     };
     if let Err(e) = store.save(rel, &partial) {

@@ -19,7 +19,7 @@ pub(crate) fn blocked_on(
     task: &Task,
     question: Option<&Question>,
     verdict: &mut Verdict,
-    patch: &mut Vec<u8>,
+    patch: &mut crate::edge::git::Patch,
 ) {
     let Some(q) = question else {
         return;

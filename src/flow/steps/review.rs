@@ -63,7 +63,7 @@ pub(crate) struct ToReview<'a> {
     /// The implementer's summary (the verdict's result).
     pub summary: &'a str,
     /// The attempt's changes, as a binary patch against `base`.
-    pub patch: &'a [u8],
+    pub patch: &'a crate::edge::git::Patch,
     /// The files the patch touches.
     pub touched: &'a [String],
     /// The repository's common git directory and this run's folder of kept logs, to keep
@@ -101,7 +101,9 @@ pub(crate) async fn run_reviewer(
     r: &ToReview<'_>,
     cancel: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<Reviewer> {
-    let diff = String::from_utf8_lossy(r.patch);
+    // What the prompt shows of it at most (one byte more, so it knows to say it cut).
+    let diff = r.patch.head(review::MAX_DIFF_BYTES + 1);
+    let diff = String::from_utf8_lossy(&diff);
     let prompt = review::review_prompt(&ReviewInput {
         index: r.index,
         task: r.task,
@@ -236,7 +238,7 @@ pub(crate) struct Reviewing<'a> {
 pub(crate) async fn review(
     at: &Reviewing<'_>,
     verdict: &mut Verdict,
-    patch: &[u8],
+    patch: &crate::edge::git::Patch,
     touched: &[String],
 ) -> Reviewed {
     let &Reviewing {
@@ -303,7 +305,7 @@ pub(crate) async fn review(
         }
     }
     if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
-        lock(&mem.carry).insert(input.index, patch.to_vec());
+        lock(&mem.carry).insert(input.index, patch.clone());
     }
     Reviewed::Done {
         history: c.history,

@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 
 /// What an attempt left for the next one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Partial {
     /// The commit `patch` applies to.
     pub base: String,
-    /// The attempt's changes (its commits, and for a finished attempt everything in its tree).
-    pub patch: Vec<u8>,
+    /// The attempt's changes (its commits, and for a finished attempt everything in its tree),
+    /// read from its file where it lies.
+    pub patch: crate::edge::git::Patch,
     /// The checkpoint file's text when it is not in `patch` (written after the last commit).
     pub checkpoint: Option<String>,
 }
@@ -68,7 +69,8 @@ impl Store {
         let (patch, meta) = self.paths(checkpoint_rel);
         // The patch first: an entry is its `.json`, written last.
         let _ = std::fs::remove_file(&meta);
-        crate::edge::plan_file::write_atomic(&patch, &partial.patch)?;
+        let root = crate::edge::fsx::default_root(&patch);
+        crate::edge::fsx::write_with(root, &patch, |f| partial.patch.borrowed().write_to(f))?;
         let m = Meta {
             base: partial.base.clone(),
             checkpoint: partial.checkpoint.clone(),
@@ -83,7 +85,11 @@ impl Store {
         let m: Meta = serde_json::from_slice(&std::fs::read(meta).ok()?).ok()?;
         Some(Partial {
             base: m.base,
-            patch: std::fs::read(patch).ok()?,
+            patch: {
+                let f = std::fs::File::open(patch).ok()?;
+                let len = f.metadata().ok()?.len();
+                crate::edge::git::PatchFile::new(f, len).into()
+            },
             checkpoint: m.checkpoint,
         })
     }
@@ -105,23 +111,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path());
         let rel = ".long-run/plans/01-CHECKPOINT.json";
-        assert_eq!(store.load(rel), None);
+        // What is kept, in memory, to compare.
+        let seen = |p: Option<Partial>| p.map(|p| (p.base, p.patch.read_to_vec(), p.checkpoint));
+        assert_eq!(seen(store.load(rel)), None);
         let p = Partial {
             base: "abc".into(),
-            patch: b"diff --git a/x b/x\n".to_vec(),
+            patch: b"diff --git a/x b/x\n".to_vec().into(),
             checkpoint: Some("{\"last_completed_task\": 1}".into()),
         };
         store.save(rel, &p).unwrap();
-        assert_eq!(store.load(rel), Some(p.clone()));
+        assert_eq!(seen(store.load(rel)), seen(Some(p.clone())));
         let q = Partial {
             checkpoint: None,
             ..p
         };
         store.save(rel, &q).unwrap();
-        assert_eq!(store.load(rel), Some(q));
-        assert_eq!(store.load(".long-run/plans/02-CHECKPOINT.json"), None);
+        assert_eq!(seen(store.load(rel)), seen(Some(q)));
+        assert_eq!(seen(store.load(".long-run/plans/02-CHECKPOINT.json")), None);
         store.remove(rel);
-        assert_eq!(store.load(rel), None);
+        assert_eq!(seen(store.load(rel)), None);
         assert_eq!(
             Store::key("../a/b.json"),
             "___a_b_json",

@@ -13,7 +13,7 @@
 use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
 use crate::action::{ActionError, Inputs};
-use crate::edge::git::{Repo, changes_in};
+use crate::edge::git::{Repo, changes_in, changes_within};
 use crate::pure::outcome::{self, CheckRun};
 use crate::pure::plan;
 
@@ -71,7 +71,7 @@ pub(super) fn run(
             timeout: inputs.timeout,
         },
         &ran,
-        changes_in(repo.root(), &judged_on)?,
+        changes_within(repo.root(), &judged_on)?,
         ("", &Default::default(), Vec::new()),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.

@@ -99,7 +99,7 @@ mod tests {
     fn change(f: &Fixture, base: &str, name: &str, content: &str) -> Vec<u8> {
         let wt = f.repo.add_worktree(base, name).unwrap();
         write(wt.path(), "list.txt", content);
-        wt.changes().unwrap().patch
+        wt.changes().unwrap().patch.read_to_vec()
     }
 
     fn clean(m: Merged) -> Vec<u8> {

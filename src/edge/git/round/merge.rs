@@ -191,7 +191,7 @@ mod tests {
     fn change(f: &Fixture, base: &str, name: &str, content: &str) -> Vec<u8> {
         let wt = f.repo.add_worktree(base, name).unwrap();
         write(wt.path(), "list.txt", content);
-        wt.changes().unwrap().patch
+        wt.changes().unwrap().patch.read_to_vec()
     }
 
     const BASE: &str = "a\n1\n2\n3\n4\nb\n";
@@ -254,7 +254,7 @@ mod tests {
         let base = f.commit_all("two files");
         let wt = f.repo.add_worktree(&base, "w0").unwrap();
         write(wt.path(), "other.txt", "y\n");
-        let other = wt.changes().unwrap().patch;
+        let other = wt.changes().unwrap().patch.read_to_vec();
         let mine = change(&f, &base, "w1", "a=0\n1\n2\n3\n4\nb\n");
         let index = f.repo.round_index().unwrap();
         index.apply_patch(&other).unwrap();
