@@ -68,7 +68,19 @@ impl Repo {
         branch: &str,
         auth: &RemoteAuth,
     ) -> Result<Option<String>, GitError> {
-        let refspec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+        let local = format!("refs/remotes/origin/{branch}");
+        self.fetch_into(&format!("refs/heads/{branch}"), &local, auth)
+    }
+
+    /// Fetches the remote ref `remote` into the local ref `local` (forced); `Ok(None)` when
+    /// the remote has no such ref, else its commit here.
+    fn fetch_into(
+        &self,
+        remote: &str,
+        local: &str,
+        auth: &RemoteAuth,
+    ) -> Result<Option<String>, GitError> {
+        let refspec = format!("+{remote}:{local}");
         let call = self.remote_git("fetch", auth).args([
             "fetch",
             "--quiet",
@@ -85,7 +97,7 @@ impl Repo {
             }
             return Err(call.error(&out));
         }
-        self.rev_parse(&format!("refs/remotes/origin/{branch}"))
+        self.rev_parse(local)
     }
 
     /// Makes sure commit `sha` is present, fetching it from `origin` when it is not.
@@ -119,14 +131,22 @@ impl Repo {
 
     /// Pushes `HEAD` to `refs/heads/<branch>` on `origin` (no force).
     pub fn push_head(&self, branch: &str, auth: &RemoteAuth) -> Result<Pushed, GitError> {
-        let refspec = format!("HEAD:refs/heads/{branch}");
-        let call = self.remote_git("push", auth).args([
-            "push",
-            "--quiet",
-            "--porcelain",
-            "origin",
-            &refspec,
-        ]);
+        self.push(&format!("HEAD:refs/heads/{branch}"), None, auth)
+    }
+
+    /// `git push origin <refspec>`, with a `--force-with-lease` when given: refused by the
+    /// remote (not a fast-forward, or the lease no longer holds) is [`Pushed::Rejected`].
+    fn push(
+        &self,
+        refspec: &str,
+        lease: Option<&str>,
+        auth: &RemoteAuth,
+    ) -> Result<Pushed, GitError> {
+        let call = self
+            .remote_git("push", auth)
+            .args(["push", "--quiet", "--porcelain"])
+            .args(lease)
+            .args(["origin", refspec]);
         let out = call.output()?;
         if out.status.success() {
             return Ok(Pushed::Done);
@@ -136,10 +156,8 @@ impl Repo {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        if text.contains("[rejected]")
-            || text.contains("non-fast-forward")
-            || text.contains("fetch first")
-        {
+        let refused = ["[rejected]", "non-fast-forward", "fetch first", "stale info"];
+        if refused.iter().any(|r| text.contains(r)) {
             return Ok(Pushed::Rejected(text.trim().to_string()));
         }
         Err(call.error(&out))
@@ -210,51 +228,13 @@ impl Repo {
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
         let lease = format!("--force-with-lease={name}:{}", expected.unwrap_or(""));
-        let refspec = format!("{sha}:{name}");
-        let call = self.remote_git("push", auth).args([
-            "push",
-            "--quiet",
-            "--porcelain",
-            &lease,
-            "origin",
-            &refspec,
-        ]);
-        let out = call.output()?;
-        if out.status.success() {
-            return Ok(Pushed::Done);
-        }
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if text.contains("[rejected]") || text.contains("stale info") {
-            return Ok(Pushed::Rejected(text.trim().to_string()));
-        }
-        Err(call.error(&out))
+        self.push(&format!("{sha}:{name}"), Some(&lease), auth)
     }
 
     /// Fetches the ref `name` (a full name) from `origin` into the same name here; `Ok(None)`
     /// when the remote has no such ref, else its commit.
     pub fn fetch_ref(&self, name: &str, auth: &RemoteAuth) -> Result<Option<String>, GitError> {
-        let refspec = format!("+{name}:{name}");
-        let call = self.remote_git("fetch", auth).args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "origin",
-            &refspec,
-        ]);
-        let out = call.output()?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            if err.contains("couldn't find remote ref") || err.contains("could not find remote ref")
-            {
-                return Ok(None);
-            }
-            return Err(call.error(&out));
-        }
-        self.rev_parse(name)
+        self.fetch_into(name, name, auth)
     }
 
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase

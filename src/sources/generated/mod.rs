@@ -114,39 +114,36 @@ pub(crate) fn dir_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
-/// The `(id, text)` pairs kept under the plan field `field` (plan-level, since completion
-/// trims tasks).
-pub(crate) fn identities(plan: &Plan, field: &str) -> Vec<(String, String)> {
+/// The tasks kept under the plan field `field` (plan-level, since completion trims tasks);
+/// none when it holds no list.
+fn kept<'p>(plan: &'p Plan, field: &str) -> &'p [serde_json::Value] {
     plan.extra
         .get(field)
         .and_then(|v| v.get("tasks"))
         .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .map(|t| {
-                    (
-                        t["id"].as_str().unwrap_or("").to_string(),
-                        t["text"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+        .map_or(&[], Vec::as_slice)
 }
 
-/// The status marks kept under the plan field `field` (see [`Unit::mark`]), by task; `None`
+/// The `(id, text)` pairs kept under the plan field `field`.
+pub(crate) fn identities(plan: &Plan, field: &str) -> Vec<(String, String)> {
+    kept(plan, field)
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap_or("").to_string(),
+                t["text"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The status marks kept under the plan field `field` (see [`Unit::mark`]), by task; empty
 /// for a plan written before marks were kept.
 pub(crate) fn marks(plan: &Plan, field: &str) -> Vec<Option<String>> {
-    plan.extra
-        .get(field)
-        .and_then(|v| v.get("tasks"))
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .map(|t| t.get("mark").and_then(|m| m.as_str()).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+    kept(plan, field)
+        .iter()
+        .map(|t| t.get("mark").and_then(|m| m.as_str()).map(str::to_string))
+        .collect()
 }
 
 /// After an earlier run's state is carried over: a task the cascade skipped whose cause is
