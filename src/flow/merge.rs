@@ -21,6 +21,7 @@ use super::attempt::{Judged, Pool};
 use super::integrate::{RoundBuild, not_integrated};
 use super::{RunError, Ui, failpoint};
 use crate::edge::git::{Merged, Repo};
+use crate::pure::clip;
 use crate::pure::plan::model::{AcceptanceCriterion, Plan, Status};
 
 /// Where a merge happens: the repository, the worktrees for the re-checks, the display,
@@ -207,7 +208,7 @@ impl RoundBuild {
             } else {
                 names.join(", ")
             },
-            crate::pure::sanitize::line(&clip(why.lines().next().unwrap_or_default(), 300))
+            crate::pure::sanitize::line(&clip::chars(why.lines().next().unwrap_or_default(), 300))
         ));
         ledger.rebased.insert(j.index, onto.clone());
         ledger.asked.push(Rebase {
@@ -363,7 +364,9 @@ fn keep_note(at: &Merging<'_>, j: &Judged, rebase: bool, why: &str) {
     ));
     let kept = crate::edge::fsx::create_dir_all(common, &dir)
         .and_then(|()| crate::edge::fsx::remove_file(common, &path))
-        .and_then(|()| crate::edge::fsx::write(common, &path, clip(why, NOTE_MAX).as_bytes()));
+        .and_then(|()| {
+            crate::edge::fsx::write(common, &path, clip::chars(why, NOTE_MAX).as_bytes())
+        });
     if let Err(e) = kept {
         tracing::warn!("task {}: cannot keep the merge note: {e}", j.index);
     }
@@ -371,14 +374,6 @@ fn keep_note(at: &Merging<'_>, j: &Judged, rebase: bool, why: &str) {
 
 /// How much of a merge note is kept.
 const NOTE_MAX: usize = 64 << 10;
-
-/// `text` cut to at most `max` characters, `[…]` saying so.
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}[…]", &text[..at]),
-        None => text.to_string(),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -490,11 +485,8 @@ mod tests {
 
     #[test]
     fn a_note_or_a_line_from_worker_content_is_bounded_by_characters() {
-        assert_eq!(super::clip("abc", 3), "abc");
-        assert_eq!(super::clip("ééé", 2), "éé[…]");
-        assert_eq!(
-            super::clip(&"x".repeat(100_000), super::NOTE_MAX).len(),
-            (64 << 10) + "[…]".len()
-        );
+        let note = crate::pure::clip::chars(&"é".repeat(100_000), super::NOTE_MAX);
+        assert_eq!(note.chars().count(), 64 << 10);
+        assert!(note.ends_with('…'));
     }
 }

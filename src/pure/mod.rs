@@ -4,6 +4,7 @@
 //! tokio: it takes values and returns values (`tests/it/layout.rs` fails when it does).
 
 pub mod agents;
+pub mod clip;
 pub mod engine;
 pub mod events;
 pub mod graph;

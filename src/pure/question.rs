@@ -72,27 +72,19 @@ pub fn set(task: &mut Task, q: &Question) {
     q.text = crate::pure::outcome::clip_result(&q.text);
     q.options.truncate(MAX_OPTIONS);
     for c in &mut q.options {
-        c.key = clip_chars(&crate::pure::sanitize::line(&c.key), MAX_KEY_CHARS);
-        c.description = clip_chars(
+        c.key = crate::pure::clip::chars(&crate::pure::sanitize::line(&c.key), MAX_KEY_CHARS);
+        c.description = crate::pure::clip::chars(
             &crate::pure::sanitize::line(&c.description),
             MAX_DESCRIPTION_CHARS,
         );
     }
     q.blocked_at = q
         .blocked_at
-        .map(|b| clip_chars(&crate::pure::sanitize::line(&b), MAX_DESCRIPTION_CHARS));
+        .map(|b| crate::pure::clip::chars(&crate::pure::sanitize::line(&b), MAX_DESCRIPTION_CHARS));
     task.extra.insert(
         QUESTION_FIELD.into(),
         serde_json::to_value(&q).expect("questions serialise"),
     );
-}
-
-/// `s` cut to at most `max` characters, an ellipsis saying so.
-fn clip_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((end, _)) => format!("{}…", &s[..end]),
-    }
 }
 
 /// The question a worker asks in its status line (the worker contract's last non-empty

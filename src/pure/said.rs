@@ -71,17 +71,8 @@ impl Said {
 
     /// Bounded and made safe for a terminal, a plan and a commit message.
     pub fn checked(self) -> Said {
-        let line = |s: &str, max: usize| {
-            let s = crate::pure::sanitize::line(s);
-            let s = s.trim();
-            if s.chars().count() <= max {
-                s.to_string()
-            } else {
-                let mut out: String = s.chars().take(max - 1).collect();
-                out.push('…');
-                out
-            }
-        };
+        let line =
+            |s: &str, max: usize| crate::pure::clip::chars(&crate::pure::sanitize::line(s), max);
         Said {
             failure: self.failure.map(|f| line(&f, FAILURE_MAX)),
             halt: self.halt.map(|h| match h {

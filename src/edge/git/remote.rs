@@ -156,7 +156,12 @@ impl Repo {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let refused = ["[rejected]", "non-fast-forward", "fetch first", "stale info"];
+        let refused = [
+            "[rejected]",
+            "non-fast-forward",
+            "fetch first",
+            "stale info",
+        ];
         if refused.iter().any(|r| text.contains(r)) {
             return Ok(Pushed::Rejected(text.trim().to_string()));
         }

@@ -369,16 +369,9 @@ pub fn encode_segment(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-/// At most `max` bytes, cut on a character boundary with a note.
+/// At most `max` bytes, cut on a character boundary with a note ([`crate::pure::clip::bytes`]).
 pub fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max.saturating_sub(40);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n\n… (cut to fit GitHub's limit)", &s[..end])
+    crate::pure::clip::bytes(s, max, "\n\n… (cut to fit GitHub's limit)")
 }
 
 #[cfg(test)]

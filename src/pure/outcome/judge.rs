@@ -1,9 +1,10 @@
 //! Judging one attempt (seed B.3 steps 1–5, 8): the exit, the status line, spot-checks, acceptance.
 
 use super::{
-    AttemptReport, Exit, NO_STATUS_NO_LOG, Reported, Verdict, clip, human_duration,
-    last_nonempty_line, parse_status_line, spot_check, unexpected_files_among,
+    AttemptReport, Exit, NO_STATUS_NO_LOG, Reported, Verdict, human_duration, last_nonempty_line,
+    parse_status_line, spot_check, unexpected_files_among,
 };
+use crate::pure::clip::chars as clip;
 use crate::pure::plan::model::{Status, Task};
 use crate::pure::prompt::FailedCheck;
 

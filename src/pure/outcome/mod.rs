@@ -56,18 +56,11 @@ pub const RESULT_MAX_BYTES: usize = 4096;
 /// in `.git/dagexec/logs`, on Actions the work job's artifact), together at most
 /// [`RESULT_MAX_BYTES`]. A clipped text is returned as it is.
 pub fn clip_result(text: &str) -> String {
-    if text.len() <= RESULT_MAX_BYTES {
-        return text.to_string();
-    }
-    let marker = format!(
+    let mark = format!(
         " … [clipped: {} bytes in all; the whole text is in the attempt's log]",
         text.len()
     );
-    let mut end = RESULT_MAX_BYTES.saturating_sub(marker.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{marker}", text[..end].trim_end())
+    crate::pure::clip::bytes(text, RESULT_MAX_BYTES, &mark)
 }
 
 /// The last non-empty line of a worker's output, trimmed of surrounding whitespace.
@@ -163,17 +156,6 @@ pub fn human_duration(d: Duration) -> String {
         (0, m, sec) => format!("{m}m{sec}s"),
         (h, 0, 0) => format!("{h}h"),
         (h, m, _) => format!("{h}h{m}m"),
-    }
-}
-
-fn clip(s: &str, max: usize) -> String {
-    let s = s.trim();
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-        out.push('…');
-        out
     }
 }
 
