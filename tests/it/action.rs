@@ -206,6 +206,12 @@ impl Lab {
     /// Runs the workflow once for an `event_name` event with `payload`, the clone (whose HEAD
     /// is `github.sha`) on `branch` as the remote has it; returns act's exit status and output.
     fn run_event(&mut self, event_name: &str, branch: &str, payload: &Value) -> (i32, String) {
+        // The lab's first run builds the action only when no lab before it did (see
+        // `shared_build`); it holds the gate meanwhile, so labs starting together wait for
+        // that one build instead of each making its own.
+        let gate = (self.runs == 0)
+            .then(|| self.restore_shared_build())
+            .flatten();
         self.runs += 1;
         let n = self.runs;
         git(&self.repo, &["fetch", "-q", "origin"]);
@@ -227,7 +233,69 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
+        if gate.is_some() {
+            self.share_build();
+        }
         (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// The default branch's scope of the lab's actions/cache store.
+    fn main_scope(&self) -> PathBuf {
+        self.root.join("actions-cache/refs%2Fheads%2Fmain")
+    }
+
+    /// The action's actions/cache key in this lab (platform, profile, a hash of its source
+    /// files), as the action's own locate step computes it.
+    fn build_key(&self) -> String {
+        let out = Command::new("bash")
+            .arg(manifest().join("scripts/install-action.sh"))
+            .arg("locate")
+            .env("GITHUB_ACTION_PATH", &self.repo)
+            .env("DAGEXEC_BUILD_PROFILE", "dev")
+            .env("DAGEXEC_TOOL_CACHE", self.root.join("locate"))
+            .env("GITHUB_OUTPUT", "/dev/null")
+            .env_remove("DAGEXEC_ACTION_REPOSITORY")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split("(cache key ")
+            .nth(1)
+            .and_then(|t| t.split(')').next())
+            .unwrap_or_else(|| panic!("the locate step names no cache key: {text}"))
+            .to_string()
+    }
+
+    /// Before the lab's first run: copies the build of the action an earlier lab shared
+    /// (`shared_build`) for this source into the default branch's scope of this lab's
+    /// actions/cache store, as an earlier workflow run of this repository would have saved
+    /// it. With none shared yet, returns the gate, held until this run has shared its build.
+    fn restore_shared_build(&self) -> Option<std::sync::MutexGuard<'static, ()>> {
+        let key = self.build_key();
+        let gate = SHARED_BUILD.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = shared_build().join(&key);
+        if !shared.is_dir() {
+            return Some(gate);
+        }
+        copy_dir(&shared, &self.main_scope().join(&key));
+        None
+    }
+
+    /// After the lab's first run, when it built the action: shares the build it saved in the
+    /// default branch's scope, in place of any shared for another source.
+    fn share_build(&self) {
+        let key = self.build_key();
+        let saved = self.main_scope().join(&key);
+        if !saved.is_dir() {
+            return;
+        }
+        let shared = shared_build();
+        for e in std::fs::read_dir(&shared).unwrap() {
+            let _ = std::fs::remove_dir_all(e.unwrap().path());
+        }
+        // Copied beside it and renamed into place: no lab copies half of one.
+        let part = shared.join(format!(".part-{}", std::process::id()));
+        copy_dir(&saved, &part);
+        std::fs::rename(&part, shared.join(&key)).unwrap();
     }
 
     /// The act command for workflow run `n` (id `run_id`) of `event_name` with `payload`, in the clone
@@ -313,6 +381,9 @@ impl Lab {
                 &format!("CARGO_TARGET_DIR={}", shared.join("build").display()),
             ])
             .args(["--env", "DAGEXEC_BUILD_PROFILE=dev"])
+            // Each build of the action is made from a checkout of its own (another path):
+            // rustc's incremental state never serves the next one, so it is not written.
+            .args(["--env", "CARGO_INCREMENTAL=0"])
             .args(["-s", &format!("GITHUB_TOKEN={TOKEN}")])
             .args(
                 self.job_start
@@ -357,6 +428,23 @@ impl Lab {
     fn plan_on(&self, branch: &str, path: &str) -> Value {
         serde_json::from_str(&git(&self.origin, &["show", &format!("{branch}:{path}")])).unwrap()
     }
+}
+
+/// Held by a lab's first run while no build of the action is shared (`shared_build`).
+static SHARED_BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The build of the action shared between labs: the entry the first lab's first run saved in
+/// its default branch's actions/cache scope, named by its cache key (the platform, the
+/// profile and a hash of the action's source files), restored into the default branch's
+/// scope of every later lab whose source has that key. So the action is built from source once per source, not once
+/// per test: a later lab's run on the default branch runs that build as `actions/cache`
+/// restored it, as a repository's later runs do. The source build, its cache and the refusal
+/// of an untrusted one are `a_plan_runs_round_by_round_to_a_ready_pull_request`'s, whose
+/// runs after the poisoned entry build afresh each time.
+fn shared_build() -> PathBuf {
+    let dir = manifest().join("target/act/shared-build");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// The repository of the events: the Lab's `acme/widgets`, whose default branch is `main`.
