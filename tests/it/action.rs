@@ -1034,11 +1034,14 @@ fn eager_runs_every_task_as_its_own_workflow_run_side_by_side() {
     );
     let times_dir = tempfile::tempdir().unwrap();
     let times = times_dir.path().join("times.log");
+    // Slow task 0 ends once task 2 has started (at most two minutes), however slow the
+    // machine: an eager conductor starts 1 and then 2 meanwhile; one that waited for 0 fails.
     let worker = format!(
         r#"cat > /dev/null
 echo "start $DAGEXEC_TASK_INDEX $(date +%s.%N)" >> '{t}'
 case "$DAGEXEC_TASK_INDEX" in
-0) sleep 12; echo slow > slow.txt ;;
+0) i=0; while ! grep -q '^start 2 ' '{t}' && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+   echo slow > slow.txt ;;
 1) echo quick > quick.txt ;;
 2) echo after > after.txt ;;
 esac
