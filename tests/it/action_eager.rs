@@ -233,9 +233,17 @@ fn diamond() -> Vec<Value> {
     ]
 }
 
+/// [`WORKER`], but slow task 1 ends only once task 2 has started (at most a minute): 2 must
+/// start while 1 runs however slow the machine is, and a conductor that waited for 1 fails.
+fn worker_until_two_starts() -> String {
+    let wait = "1) i=0; while ! grep -q '^start 2 ' \"$LAB_TIMES\" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done ;;";
+    let slow = WORKER.lines().find(|l| l.starts_with("1) ")).unwrap();
+    WORKER.replace(slow, wait)
+}
+
 #[test]
 fn eager_on_actions_starts_each_task_when_its_blockers_land_and_commits_each_arrival() {
-    let lab = Arc::new(Lab::new(diamond()));
+    let lab = Arc::new(Lab::with_worker(diamond(), &worker_until_two_starts()));
     let conductor = lab.conductor(1, &[]);
     let code = lab.drive(conductor, Duration::from_secs(120));
     let log = lab.conduct_log(1);
@@ -449,14 +457,17 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
 }
 
 /// Task 0 never works; 1–3 need it; 4 is slow and independent.
-/// Task 0 always fails; slow task 4 outlasts task 0's three attempts (each a dispatch, a
-/// run and a poll: a few seconds, more on a loaded machine), so it is in flight when the
-/// breaker stops the conductor.
+/// Task 0 always fails; slow task 4 outlasts task 0's three attempts: it ends only once the
+/// conductor has (its last line, `Conductor: …`, in the lab's conduct-1.log beside
+/// `$LAB_TIMES`; at most two minutes), so it is in flight when the breaker stops the conductor
+/// however long the three attempts take.
 const BREAKER_WORKER: &str = r#"#!/bin/sh
 cat > /dev/null
 case "$DAGEXEC_TASK_INDEX" in
 0) echo "FAILED: never works" ;;
-4) sleep 15; echo t4 > t4.txt; echo "COMPLETED: t4" ;;
+4) log="$(dirname "$LAB_TIMES")/conduct-1.log"; i=0
+   while ! grep -q '^Conductor: ' "$log" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+   echo t4 > t4.txt; echo "COMPLETED: t4" ;;
 *) echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX" ;;
 esac
 "#;

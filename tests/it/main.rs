@@ -48,6 +48,7 @@ mod simulate;
 mod speckit;
 mod task_list_edits;
 mod taskmaster_cli;
+mod tool_skips;
 mod usage;
 mod workers;
 mod worktrees;

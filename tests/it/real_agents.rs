@@ -4,8 +4,9 @@
 //! server sent it, and the API's faults end in failed attempts whose reasons say what happened.
 //!
 //! The CLIs are installed by `.ci/install-agents.sh` (npm, into `.ci/tools/agents`; `.ci/run`
-//! does it). Without them these tests fail and say how to install them; set
-//! `DAGEXEC_SKIP_REAL_AGENTS=1` to skip them knowingly.
+//! does it). Without them these tests are skipped, saying how to install them; under
+//! `DAGEXEC_REQUIRE_TOOLS=1` (`.ci/run` sets it) they fail instead (`common::tools`). Set
+//! `DAGEXEC_SKIP_REAL_AGENTS=1` to skip them knowingly even then.
 
 use std::path::{Path, PathBuf};
 
@@ -18,24 +19,16 @@ use common::model_server::{
 };
 use common::{git, repo, text};
 
-/// Where the pinned CLIs are, or `None` when the tests are knowingly skipped.
+/// Where the pinned CLIs are, or `None` when the tests are skipped.
 pub(crate) fn agents_bin() -> Option<PathBuf> {
     if std::env::var_os("DAGEXEC_SKIP_REAL_AGENTS").is_some_and(|v| v == "1") {
         eprintln!("real agent CLIs skipped (DAGEXEC_SKIP_REAL_AGENTS=1)");
         return None;
     }
-    let dir = std::env::var_os("DAGEXEC_AGENTS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::manifest().join(".ci/tools/agents/node_modules/.bin"));
-    for cli in ["claude", "codex", "gemini"] {
-        assert!(
-            dir.join(cli).exists(),
-            "the real agent CLIs are not installed in {}: run `bash .ci/install-agents.sh` \
-             (or `.ci/run`), or set DAGEXEC_SKIP_REAL_AGENTS=1 to skip these tests",
-            dir.display()
-        );
-    }
-    Some(dir)
+    common::tools::agents(
+        &["claude", "codex", "gemini"],
+        "the real agent CLIs' tests (tests/it/real_agents.rs)",
+    )
 }
 
 /// The worker command `dagexec init --worker <cli>` writes into the workflow.

@@ -5,8 +5,9 @@
 //! key and no network.
 //!
 //! The CLI is installed by `.ci/install-agents.sh` (npm, into `.ci/tools/agents`; `.ci/run`
-//! does it). Without it this test fails and says how to install it; `DAGEXEC_SKIP_REAL_AGENTS=1`
-//! skips it knowingly, as for the agent CLIs (`real_agents`).
+//! does it). Without it this test is skipped, saying how to install it, and fails instead under
+//! `DAGEXEC_REQUIRE_TOOLS=1` (`.ci/run` sets it); `DAGEXEC_SKIP_REAL_AGENTS=1` skips it
+//! knowingly, as for the agent CLIs (`real_agents`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,27 +15,21 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::local::{Ran, local};
-use crate::common::{commit_new, git, manifest};
+use crate::common::{commit_new, git};
 
 const TM: &str = ".taskmaster/tasks/tasks.json";
 
-/// Where the pinned `task-master` is, or `None` when knowingly skipped.
+/// Where the pinned `task-master` is, or `None` when the test is skipped.
 fn task_master() -> Option<PathBuf> {
     if std::env::var_os("DAGEXEC_SKIP_REAL_AGENTS").is_some_and(|v| v == "1") {
         eprintln!("task-master skipped (DAGEXEC_SKIP_REAL_AGENTS=1)");
         return None;
     }
-    let dir = std::env::var_os("DAGEXEC_AGENTS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest().join(".ci/tools/agents/node_modules/.bin"));
-    let bin = dir.join("task-master");
-    assert!(
-        bin.exists(),
-        "Taskmaster's CLI is not installed in {}: run `bash .ci/install-agents.sh` (or `.ci/run`), \
-         or set DAGEXEC_SKIP_REAL_AGENTS=1 to skip this test",
-        dir.display()
-    );
-    Some(bin)
+    crate::common::tools::agents(
+        &["task-master"],
+        "Taskmaster's CLI test (tests/it/taskmaster_cli.rs)",
+    )
+    .map(|dir| dir.join("task-master"))
 }
 
 /// `task-master ARGS` in `dir`; its stdout, after failing the test unless it succeeded.

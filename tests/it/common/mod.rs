@@ -7,6 +7,7 @@ pub mod fake_github;
 pub mod lab;
 pub mod local;
 pub mod model_server;
+pub mod tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
