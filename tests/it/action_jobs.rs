@@ -973,6 +973,35 @@ fn nothing_task_code_starts_outlives_the_work_job() {
     );
 }
 
+/// A work job diffs the worker's changes once: leaving out the plan and the work log, which
+/// the worker did not touch, needs no second diff (each git run is job start-up, issue 36).
+#[test]
+fn a_work_job_diffs_the_changes_once_when_the_worker_left_the_plan_alone() {
+    let mut lab = lab::lab()
+        .plan("Diffs", vec![lab::task("A", &["a.txt"], &[])])
+        .worker("cat > /dev/null\necho a > a.txt\necho 'COMPLETED: a'\n")
+        .start();
+    let planned = lab.plan_job(1, &[]);
+    let o = &planned.outputs;
+    let seen = lab.tmp.path().join("git-calls");
+    let front = crate::common::git_in_front(
+        lab.tmp.path(),
+        &format!("echo \"$*\" >> '{}'", seen.display()),
+    );
+    let path = format!("{}:{}", front.display(), std::env::var("PATH").unwrap());
+    lab.set_env("PATH", &path);
+    let art = lab.tmp.path().join("art");
+    lab.work_job(1, (0, 1), &o["round"], &o["base"], &art);
+    let calls = std::fs::read_to_string(&seen).unwrap();
+    let diffs = calls
+        .lines()
+        .filter(|l| l.contains("diff --cached") && l.contains("--name-status"))
+        .count();
+    assert_eq!(diffs, 1, "{calls}");
+    let patch = std::fs::read_to_string(art.join("changes.patch")).unwrap();
+    assert!(patch.contains("a.txt"), "{patch}");
+}
+
 #[test]
 fn pre_flight_checks_in_the_plan_job_cannot_set_its_outputs() {
     let lab = setup();

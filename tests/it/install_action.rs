@@ -51,6 +51,7 @@ fn path_without_cargo(dir: &Path) -> PathBuf {
         "xargs",
         "cat",
         "sha256sum",
+        "openssl",
         "cut",
         "mkdir",
         "rm",
@@ -154,6 +155,65 @@ fn a_cached_source_build_is_used_where_cargo_is_absent() {
     let _ = std::fs::remove_file(tmp.path().join("github-output"));
     install(&action, tmp.path(), Some("locate"), &[]);
     assert!(!outputs(tmp.path()).contains(&format!("key={key}\n")));
+}
+
+/// A pinned build is read once: the SHA-256 that is checked against the pin is the `build`
+/// output (a source build may be hundreds of MB; every read is job start-up, issue 36).
+#[test]
+fn a_pinned_source_build_is_hashed_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let action = action_copy(tmp.path(), None);
+    assert!(
+        install(&action, tmp.path(), Some("locate"), &[])
+            .status
+            .success()
+    );
+    let dir = PathBuf::from(
+        outputs(tmp.path())
+            .lines()
+            .find_map(|l| l.strip_prefix("dir="))
+            .unwrap(),
+    );
+    let bin = dir.join("bin/dagexec");
+    let sum = put_exe(&bin, "dagexec 0.0.0-cached");
+    // The hashing tools, each noting what it reads, first on PATH (install() puts the real
+    // ones among the basic tools at <dir>/path).
+    let wrap = tmp.path().join("wrap");
+    std::fs::create_dir_all(&wrap).unwrap();
+    let seen = tmp.path().join("hashed");
+    for tool in ["sha256sum", "openssl", "shasum"] {
+        let Some(real) = which(tool) else { continue };
+        std::fs::write(
+            wrap.join(tool),
+            format!(
+                "#!/bin/sh\nfor a; do echo \"$a\"; done >> '{}'\nexec '{}' \"$@\"\n",
+                seen.display(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            wrap.join(tool),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = format!("{}:{}", wrap.display(), tmp.path().join("path").display());
+    let _ = std::fs::remove_file(tmp.path().join("github-output"));
+    let out = install(
+        &action,
+        tmp.path(),
+        None,
+        &[("DAGEXEC_BUILD_SHA256", &sum), ("PATH", &path)],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(outputs(tmp.path()).contains(&format!("build={sum}\n")));
+    let reads = std::fs::read_to_string(&seen).unwrap_or_default();
+    let of_bin = reads
+        .lines()
+        .filter(|l| l.trim() == bin.to_str().unwrap())
+        .count();
+    assert_eq!(of_bin, 1, "the build was hashed {of_bin} times: {reads}");
 }
 
 /// An executable script at `path` that prints `says`; its SHA-256.

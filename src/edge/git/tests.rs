@@ -376,6 +376,15 @@ fn without_drops_paths() {
         set(&[]),
         "cumulative"
     );
+    // Paths nothing changed under (not even under another case) leave the changes as they
+    // are; a path under another case is diffed again.
+    let same = d.without(&["src/lib", "src/lib.rs/x", "docs"]).unwrap();
+    assert_eq!((&same.patch, &same.changed), (&d.patch, &d.changed));
+    assert_eq!(
+        d.without(&["SRC/LIB.RS"]).unwrap().changed,
+        d.changed,
+        "git's own pathspec decides under another case"
+    );
 
     f.repo.apply_patch(&d.patch).unwrap();
     assert_eq!(f.read(".design/plan.json"), b"{\"tasks\": []}\n");
@@ -577,6 +586,8 @@ fn drop_and_remove_delete_the_worktree() {
 
     let wt = f.repo.add_worktree("HEAD", "removed").unwrap();
     let path = wt.path().to_owned();
+    // A change to leave out, so `without` must diff the (gone) worktree again.
+    write(wt.path(), "x", "x\n");
     let c = wt.changes().unwrap();
     wt.remove().unwrap();
     assert!(!path.exists());

@@ -304,10 +304,26 @@ impl Changes {
 
     /// The same changes without `paths` (files, or directories and all under them): the
     /// worktree is diffed again with those paths excluded, so the worktree must still exist.
+    /// When none of them changed (no changed path is one of them or under one, compared
+    /// without regard to case), leaving them out changes no diff: these changes are kept as
+    /// they are, without running git again.
     pub fn without(&self, paths: &[&str]) -> Result<Changes, GitError> {
         let mut excluded = self.excluded.clone();
+        let mut touched = false;
         for path in paths {
-            excluded.push(super::paths::normalize(path)?);
+            let path = super::paths::normalize(path)?;
+            let lower = path.to_ascii_lowercase();
+            touched |= self.changed.iter().any(|c| {
+                let c = c.to_ascii_lowercase();
+                c == lower || c.strip_prefix(&lower).is_some_and(|r| r.starts_with('/'))
+            });
+            excluded.push(path);
+        }
+        if !touched {
+            return Ok(Changes {
+                excluded,
+                ..self.clone()
+            });
         }
         let mut changes = diff(&self.worktree, &self.base, excluded)?;
         changes.forbidden.clone_from(&self.forbidden);
