@@ -583,6 +583,17 @@ fn execute_on_the_parent_issue_runs_its_sub_issues_to_a_ready_pull_request_that_
         "{}",
         status.body
     );
+    // Every rewrite kept the sub-issues left out, to the run's end.
+    assert!(
+        status.body.contains("left out #5: written by @stranger"),
+        "{}",
+        status.body
+    );
+    // The pull request's footer names the plan this run keeps its state in.
+    assert!(
+        body.contains("The execution state is `.design/issues/1/plan.json` on this branch"),
+        "{body}"
+    );
     // Nothing was closed or edited on the issues.
     assert!(lab.gh.calls("issues/update").is_empty());
     lab.gh.assert_clean();
