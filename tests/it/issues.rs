@@ -443,6 +443,44 @@ fn nested_sub_issues_are_read_through_graphql_and_a_transferred_one_at_its_new_p
 }
 
 #[test]
+fn run_issue_commits_only_the_plan_and_leaves_the_users_staged_change_staged() {
+    let gh = fake_github();
+    seed(&gh);
+    let dir = scratch_repo();
+    write_files(dir.path(), [("mine.txt", "my own work\n")]);
+    git(dir.path(), &["add", "mine.txt"]);
+    // The run stops at its first round (the worker fails): the plan commit is what counts.
+    let run = local(dir.path())
+        .script("echo 'FAILED: not now'")
+        .args(["--issue", "1", "--repo", REPO, "--yes"])
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_TOKEN", "ghp_fake")
+        .run();
+    let text = run.text();
+    let log = git(dir.path(), &["log", "--format=%s"]);
+    let plan_commit = git(
+        dir.path(),
+        &[
+            "log",
+            "--format=%H",
+            "--grep",
+            "dagexec: plan read from issue #1",
+        ],
+    );
+    assert!(!plan_commit.trim().is_empty(), "{log}\n{text}");
+    let files = git(
+        dir.path(),
+        &["show", "--format=", "--name-only", plan_commit.trim()],
+    );
+    assert_eq!(files.trim(), ".design/issues/1/plan.json", "{text}");
+    let everywhere = git(dir.path(), &["log", "--format=", "--name-only"]);
+    assert!(!everywhere.contains("mine.txt"), "{everywhere}");
+    let staged = git(dir.path(), &["diff", "--cached", "--name-only"]);
+    assert_eq!(staged.trim(), "mine.txt", "{text}");
+    gh.assert_clean();
+}
+
+#[test]
 fn a_parent_issue_by_an_account_without_write_access_gives_no_task_its_text() {
     let gh = fake_github();
     seed(&gh);

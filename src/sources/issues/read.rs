@@ -327,8 +327,9 @@ pub fn repo_of_url(url: &str) -> Option<RepoName> {
     RepoName::parse(&format!("{owner}/{name}"))
 }
 
-/// Writes the plan at `plan_rel` and commits it (`dagexec: plan read from issue #N — …`, one
-/// line per task); the commit, or `None` when the plan was already committed as it is.
+/// Writes the plan at `plan_rel` and commits it, and nothing else the user staged
+/// (`dagexec: plan read from issue #N — …`, one line per task); the commit, or `None` when
+/// the plan was already committed as it is.
 fn write_and_commit(
     root: &Path,
     opts: &Options,
@@ -356,6 +357,7 @@ fn write_and_commit(
     for t in &plan.tasks {
         let _ = writeln!(message, "- {}", t.subject);
     }
-    repo.commit(&message, &[plan_rel.to_string()])
+    // Only the plan: the user's staged changes stay staged, out of this commit.
+    repo.commit_only(&message, &[plan_rel.to_string()])
         .map_err(|e| other(&e))
 }
