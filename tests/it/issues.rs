@@ -481,6 +481,28 @@ fn run_issue_commits_only_the_plan_and_leaves_the_users_staged_change_staged() {
 }
 
 #[test]
+fn a_symlinked_issues_folder_is_refused_before_anything_is_made_through_it() {
+    let gh = fake_github();
+    seed(&gh);
+    let dir = scratch_repo();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".design")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".design/issues")).unwrap();
+    let run = local(dir.path())
+        .script("echo 'COMPLETED: no'")
+        .args(["--issue", "1", "--repo", REPO, "--yes"])
+        .env("GITHUB_API_URL", gh.url())
+        .env("GITHUB_TOKEN", "ghp_fake")
+        .run();
+    let text = run.text();
+    assert_ne!(run.code(), Some(0), "{text}");
+    assert!(text.contains("is a symbolic link"), "{text}");
+    let made: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+    assert!(made.is_empty(), "made through the link: {made:?}\n{text}");
+    gh.assert_clean();
+}
+
+#[test]
 fn a_parent_issue_by_an_account_without_write_access_gives_no_task_its_text() {
     let gh = fake_github();
     seed(&gh);

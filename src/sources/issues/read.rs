@@ -341,9 +341,9 @@ fn write_and_commit(
     let other = |e: &dyn std::fmt::Display| ReadError::Other(e.to_string());
     crate::edge::plan_file::check_in(plan, Some(plan_rel), root).map_err(|e| other(&e))?;
     let plan_path = root.join(plan_rel);
+    // Never through a link (a symlinked `.design/issues`): refused before anything is made.
     if let Some(dir) = plan_path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| ReadError::Other(format!("{}: {e}", dir.display())))?;
+        crate::edge::fsx::create_dir_all(root, dir).map_err(|e| other(&e))?;
     }
     crate::edge::plan_file::save(plan, &plan_path)
         .map_err(|e| ReadError::Other(format!("{}: {e}", plan_path.display())))?;
