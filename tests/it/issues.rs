@@ -481,6 +481,34 @@ fn run_issue_commits_only_the_plan_and_leaves_the_users_staged_change_staged() {
 }
 
 #[test]
+fn more_sub_issues_than_dagexec_reads_are_refused_naming_the_limit_never_cut() {
+    for api in ["graphql", "rest"] {
+        let gh = fake_github();
+        let mut parent = FakeIssue::new(REPO, 1, "Huge", "");
+        parent.sub_issues = (0..5001).map(|i| (REPO.to_string(), 10_000 + i)).collect();
+        gh.add_issue(parent);
+        for i in 0..5001 {
+            gh.add_issue(FakeIssue::new(REPO, 10_000 + i, &format!("Step {i}"), ""));
+        }
+        let dir = scratch_repo();
+        let (code, text) = validate(dir.path(), &gh, &[], &[("DAGEXEC_ISSUES_API", api)]);
+        assert_eq!(code, 2, "{api}: {text}");
+        assert!(
+            text.contains(
+                "the sub-issues of acme/app#1 number more than 5,000, the most dagexec reads"
+            ),
+            "{api}: {text}"
+        );
+        assert!(
+            text.contains("split the sub-issues among several parent issues"),
+            "{text}"
+        );
+        assert!(!text.contains("reading them with REST"), "{api}: {text}");
+        gh.assert_clean();
+    }
+}
+
+#[test]
 fn a_symlinked_issues_folder_is_refused_before_anything_is_made_through_it() {
     let gh = fake_github();
     seed(&gh);

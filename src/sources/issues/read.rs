@@ -74,6 +74,10 @@ pub enum ReadError {
 impl ReadError {
     pub fn hint(&self) -> String {
         match self {
+            ReadError::Api {
+                source: ApiError::TooLong { .. },
+                ..
+            } => "split the sub-issues among several parent issues, each run on its own (`--issue N`)".into(),
             ReadError::Api { source, .. } => match source.status() {
                 Some(401) => "set GITHUB_TOKEN (or log in with `gh auth login`) to a token that can read the repository's issues".into(),
                 Some(404) => "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)".into(),
