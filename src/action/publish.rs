@@ -348,9 +348,15 @@ impl Ending<'_> {
         let me = comment::Identity {
             app_id: self.inputs.app_id,
         };
+        let left_out = write_back::left_out_lines(plan);
         let status = format!(
-            "{}\nThe sub-issues run in pull request #{n}; merging it closes each completed one.\n",
-            comment::status_body(plan, self.round.round, links, &steering::waiting_on(plan))
+            "{}\nThe sub-issues run in pull request #{n}; merging it closes each completed one.\n{}",
+            comment::status_body(plan, self.round.round, links, &steering::waiting_on(plan)),
+            if left_out.is_empty() {
+                String::new()
+            } else {
+                format!("{left_out}\n")
+            }
         );
         let marked = self.rt.block_on(comment::trusted_marked(c, parent, me))?;
         self.rt.block_on(c.upsert_marked_comment(

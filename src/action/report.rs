@@ -274,7 +274,13 @@ pub fn pr_body(
     } else {
         s.push_str("_The dependency graph is too large for GitHub's Mermaid renderer; run `dagexec graph` locally._\n");
     }
-    s.push_str("\n<sub>Written by dagexec. The execution state is `.design/plan.json` on this branch; each round is one commit.</sub>\n");
+    // A plan made of issues keeps its state beside its parent issue's number.
+    let state = crate::sources::issues::write_back::state_path(plan)
+        .unwrap_or_else(|| crate::pure::validate::DEFAULT_PLAN_REL.to_string());
+    let _ = writeln!(
+        s,
+        "\n<sub>Written by dagexec. The execution state is `{state}` on this branch; each round is one commit.</sub>"
+    );
     s
 }
 
@@ -505,9 +511,13 @@ mod tests {
             .collect();
         p.extra.insert(
             crate::sources::issues::PLAN_FIELD.into(),
-            serde_json::json!({"repo": "o/r", "tasks": tasks}),
+            serde_json::json!({"repo": "o/r", "parent": 7, "tasks": tasks}),
         );
         let body = pr_body(&p, 2, &links(), None, ran());
+        assert!(
+            body.contains("The execution state is `.design/issues/7/plan.json` on this branch"),
+            "{body}"
+        );
         for i in 0..p.tasks.len() {
             assert_eq!(
                 body.contains(&format!("Closes #{}\n", 100 + i)),

@@ -328,8 +328,8 @@ pub(crate) struct RunArgs {
 /// The arguments of `dagexec answer`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AnswerArgs {
-    /// The task's plan index.
-    pub(crate) task: usize,
+    /// The task: its ID in the task list (`13.3`, `T004`), or for a plan.json its index.
+    pub(crate) task: String,
     /// The answer (several words are joined with spaces).
     #[arg(required = true, num_args = 1..)]
     pub(crate) text: Vec<String>,
@@ -338,8 +338,8 @@ pub(crate) struct AnswerArgs {
 /// The arguments of `dagexec retry`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RetryArgs {
-    /// The task's plan index.
-    pub(crate) task: usize,
+    /// The task: its ID in the task list (`13.3`, `T004`), or for a plan.json its index.
+    pub(crate) task: String,
 }
 
 /// The arguments of `dagexec demo`.

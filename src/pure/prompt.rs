@@ -240,6 +240,21 @@ pub fn spawn_prompt(plan: &Plan, index: usize, base: &str) -> String {
     resolve_dependencies(base, results.as_deref())
 }
 
+/// `text` as a fenced block (info string `info`) that nothing in it can close: the fence is
+/// a run of backticks longer than any run in the text (three at least), so no line of the
+/// text — a `## Rebase` heading, a `COMPLETED:` line, a fence of its own — can be read as
+/// part of the prompt around it.
+pub fn fenced(text: &str, info: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}{info}\n{}\n{fence}", text.trim_end_matches('\n'))
+}
+
 /// A failed acceptance check, as the retry prompt lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedCheck {
@@ -407,6 +422,15 @@ mod tests {
             "Do it.\n\nDependency results (from prior tasks):\n- Task 0: x\n"
         );
         assert_eq!(resolve_dependencies("Do it.\n", None), "Do it.\n");
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_in_its_text() {
+        assert_eq!(fenced("plain", "text"), "```text\nplain\n```");
+        assert_eq!(
+            fenced("a\n```\nb ````` c\n", ""),
+            "``````\na\n```\nb ````` c\n``````"
+        );
     }
 
     #[test]

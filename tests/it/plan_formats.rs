@@ -558,3 +558,24 @@ fn an_eager_run_of_a_taskmaster_plan_writes_its_statuses_back() {
     );
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 }
+
+/// Issue 32 §3: a plan error of a Kiro list names the list's line and task ID, never the
+/// generated plan's index (`task 0 metadata.files.scope[0]`) nor a temporary path.
+#[test]
+fn a_kiro_plan_error_names_the_lists_task_never_a_plan_index() {
+    let tasks = "# Implementation Plan\n\n- [ ] 1. Build the model\n  - _Boundary: src/models/user.py_\n\n- [ ] 2. Test it\n  - _Boundary: tests/test_user.py_\n";
+    let dir = repo_of(&[(".kiro/specs/x/tasks.md", tasks), ("outside/keep", "")]);
+    std::os::unix::fs::symlink("outside", dir.path().join("src")).unwrap();
+    let o = exec(
+        dir.path(),
+        &["--plan", ".kiro/specs/x/tasks.md", "validate"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(".kiro/specs/x/tasks.md:3: task 1 names the file \"src/models/user.py\", which goes through src, a symbolic link to outside"),
+        "{err}"
+    );
+    assert!(!err.contains("task 0"), "{err}");
+    assert!(!err.contains("/tmp"), "{err}");
+}

@@ -230,7 +230,7 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
         ]
     );
     // `retry` writes the generated plan: T004 and what it skipped are pending again.
-    let o = exec(dir.path(), &["--plan", TASKS, "retry", "3"]);
+    let o = exec(dir.path(), &["--plan", TASKS, "retry", "T004"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let retried = status(dir.path());
     assert_eq!(

@@ -50,7 +50,7 @@ fn a_failed_task_the_team_cancels_in_tasks_json_frees_what_waited_for_it() {
     let again = run(dir.path(), "2").text();
     assert!(!again.contains("nothing to do"), "{again}");
     assert!(again.contains("Nothing can run now:"), "{again}");
-    assert!(again.contains("`dagexec retry 1`"), "{again}");
+    assert!(again.contains("`dagexec retry 2`"), "{again}");
     assert!(
         again.contains("1 task(s) wait for them (skipped): 3 c."),
         "{again}"
@@ -73,4 +73,42 @@ fn a_failed_task_the_team_cancels_in_tasks_json_frees_what_waited_for_it() {
         "{written}"
     );
     assert!(written.contains(r#""status": "cancelled""#), "{written}");
+}
+
+/// Issue 32 §3: `retry`, `answer` and the run's report go by the task list's own IDs, never
+/// by plan indices.
+#[test]
+fn retry_takes_and_names_the_task_lists_own_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let first = run(dir.path(), "2").text();
+    assert!(
+        first.contains("Task 2 (2 b) failed") || first.contains("task 2 (2 b) failed"),
+        "{first}"
+    );
+    assert!(first.contains("`dagexec retry 2`"), "{first}");
+    let exec = |args: &[&str]| {
+        let out = crate::common::dagexec(dir.path())
+            .args(["--plan", TM])
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code(), crate::common::text(&out))
+    };
+    let (code, text) = exec(&["retry", "9"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no task \"9\" in the task list: its task IDs are 1, 2, 3"),
+        "{text}"
+    );
+    let (code, text) = exec(&["retry", "2"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("Task 2 is pending again"), "{text}");
+    assert!(
+        text.contains("Task 3 is pending again (skipped because of it)"),
+        "{text}"
+    );
+    assert!(!text.contains("/tmp"), "{text}");
 }

@@ -218,14 +218,8 @@ fn status_text(
             logs: Default::default(),
         },
     ));
+    s.push_str(&crate::sources::issues::write_back::left_out_lines(plan));
     if let Some(r) = read {
-        for n in &r.left_out {
-            s.push_str(&format!(
-                "\n- left out {}: {}",
-                n.issue,
-                crate::pure::sanitize::line(&n.text)
-            ));
-        }
         for n in &r.outside {
             s.push_str(&format!(
                 "\n- {}: {}",
@@ -233,6 +227,8 @@ fn status_text(
                 crate::pure::sanitize::line(&n.text)
             ));
         }
+    }
+    if !s.ends_with('\n') {
         s.push('\n');
     }
     s

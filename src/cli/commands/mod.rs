@@ -46,8 +46,10 @@ pub(crate) fn cmd_answer(
     out: &mut impl Write,
     a: AnswerArgs,
 ) -> Result<Exit, CliError> {
-    let AnswerArgs { task, text } = a;
+    let AnswerArgs { task: given, text } = a;
     let Loaded { mut plan, dag } = load(loc)?;
+    let task = find_task(&plan, &given)?;
+    let name = crate::pure::plan::ids::name(&plan, task);
     let answered =
         crate::pure::question::answer(&mut plan, &dag, task, &text.join(" ")).map_err(|e| {
             CliError::Usage {
@@ -58,7 +60,7 @@ pub(crate) fn cmd_answer(
     crate::edge::plan_file::save(&plan, &loc.plan)?;
     writeln!(
         out,
-        "Task {task}: answered {:?}; it is {} now.",
+        "Task {name}: answered {:?}; it is {} now.",
         answered.reply, answered.status
     )?;
     let written =
@@ -77,7 +79,7 @@ pub(crate) fn cmd_answer(
         writeln!(
             out,
             "{} pending again.",
-            crate::pure::render::tasks_subject(&answered.reopened, ("is", "are"))
+            crate::pure::plan::ids::tasks_subject(&plan, &answered.reopened, ("is", "are"))
         )?;
     }
     writeln!(
@@ -87,13 +89,22 @@ pub(crate) fn cmd_answer(
     Ok(Exit::Success)
 }
 
+/// The task `given` on the command line names: a task list's own ID, a plan.json's index.
+fn find_task(plan: &crate::pure::plan::Plan, given: &str) -> Result<usize, CliError> {
+    crate::pure::plan::ids::find(plan, given).map_err(|message| CliError::Usage {
+        message,
+        hint: "`dagexec status` lists the tasks and where each stands".into(),
+    })
+}
+
 pub(crate) fn cmd_retry(
     loc: &Location,
     out: &mut impl Write,
     a: &RetryArgs,
 ) -> Result<Exit, CliError> {
-    let &RetryArgs { task } = a;
     let Loaded { mut plan, dag } = load(loc)?;
+    let task = find_task(&plan, &a.task)?;
+    let name = crate::pure::plan::ids::name(&plan, task);
     let reopened = crate::action::jobs::steer::retry(&mut plan, &dag, task).map_err(|message| {
         CliError::Usage {
             message,
@@ -103,14 +114,14 @@ pub(crate) fn cmd_retry(
     crate::edge::plan_file::save(&plan, &loc.plan)?;
     writeln!(
         out,
-        "Task {task} is pending again, with a fresh set of attempts."
+        "Task {name} is pending again, with a fresh set of attempts."
     )?;
     let others: Vec<usize> = reopened.iter().copied().filter(|&i| i != task).collect();
     if !others.is_empty() {
         writeln!(
             out,
             "{} pending again (skipped because of it).",
-            crate::pure::render::tasks_subject(&others, ("is", "are"))
+            crate::pure::plan::ids::tasks_subject(&plan, &others, ("is", "are"))
         )?;
     }
     writeln!(

@@ -250,6 +250,62 @@ impl Repo {
         self.head().map(Some)
     }
 
+    /// Commits exactly `paths` (repo-relative) as the work tree holds them and nothing else
+    /// (`git commit --only`): whatever else the user staged stays staged and out of the
+    /// commit. Returns the new commit's SHA, or `None` when those paths hold no change.
+    pub fn commit_only(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
+        let paths = paths
+            .iter()
+            .map(|p| normalize(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = self.stageable(paths)?;
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        // `--only` takes paths git knows: a new file is added first.
+        git(&self.root, "add")
+            .args(["add", "--all", "--"])
+            .args(paths.iter().map(|p| literal(p)))
+            .run()?;
+        let call = git(&self.root, "diff --cached --quiet")
+            .args([
+                "diff",
+                "--cached",
+                "--quiet",
+                "--no-ext-diff",
+                "--ignore-submodules=none",
+                "--",
+            ])
+            .args(paths.iter().map(|p| literal(p)));
+        let out = call.output()?;
+        match out.status.code() {
+            Some(0) => return Ok(None),
+            Some(1) => {}
+            _ => return Err(call.error(&out)),
+        }
+        let mut commit = git(&self.root, "commit --only")
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8")
+            .args([
+                "commit",
+                "--only",
+                "--no-verify",
+                "--quiet",
+                "--no-edit",
+                "--cleanup=whitespace",
+                "--allow-empty-message",
+                "--file=-",
+                "--",
+            ])
+            .args(paths.iter().map(|p| literal(p)))
+            .stdin(message.as_bytes());
+        for (key, value) in self.fallback_identity()? {
+            commit = commit.env(key, value);
+        }
+        commit.run()?;
+        self.head().map(Some)
+    }
+
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;

@@ -52,7 +52,8 @@ pub struct Linked {
 
 /// How deep sub-issues are read (GitHub allows eight levels).
 pub const MAX_DEPTH: usize = 8;
-/// The most pages of 100 read from one list (sub-issues of one issue, its blockers).
+/// The most pages of 100 read from one list (sub-issues of one issue, its blockers); a
+/// longer list is refused ([`ApiError::TooLong`]), never cut.
 pub const MAX_PAGES: u32 = 50;
 
 /// Which API reads the tree.
@@ -253,6 +254,15 @@ fn issue_path(repo: &str, number: u64, rest: &str) -> String {
     )
 }
 
+/// The refusal of a list longer than [`MAX_PAGES`] pages of 100.
+fn too_long(op: &str, repo: &str, number: u64, what: &str) -> ApiError {
+    ApiError::TooLong {
+        op: op.into(),
+        what: format!("the {what} of {repo}#{number}"),
+        limit: MAX_PAGES as usize * 100,
+    }
+}
+
 impl Client {
     /// Issue `number` of this repository with its sub-issues, recursively, in GitHub's order.
     pub async fn issue_tree(&self, number: u64, api: Api) -> Result<Issue, ApiError> {
@@ -260,7 +270,13 @@ impl Client {
         if api == Api::Graphql {
             match self.tree_graphql(&repo, number, 0).await {
                 Ok(tree) => return Ok(tree),
-                Err(e) if e.transient() || e.status() == Some(401) => return Err(e),
+                Err(e)
+                    if e.transient()
+                        || e.status() == Some(401)
+                        || matches!(e, ApiError::TooLong { .. }) =>
+                {
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::warn!(
                         "GraphQL could not read the issues ({e}); reading them with REST"
@@ -285,7 +301,7 @@ impl Client {
             let (owner, name) = split_repo(repo);
             let mut after: Option<String> = None;
             let mut me: Option<Issue> = None;
-            for _ in 0..MAX_PAGES {
+            for read in 1..=MAX_PAGES {
                 let data: TreeData = self
                     .graphql(
                         "graphql: issue with sub-issues",
@@ -325,6 +341,14 @@ impl Client {
                 let page = subs.page_info.unwrap_or_default();
                 if !page.has_next_page {
                     break;
+                }
+                if read == MAX_PAGES {
+                    return Err(too_long(
+                        "graphql: issue with sub-issues",
+                        repo,
+                        number,
+                        "sub-issues",
+                    ));
                 }
                 after = page.end_cursor;
             }
@@ -404,13 +428,22 @@ impl Client {
         suffix: &str,
     ) -> Result<Vec<IssueJson>, ApiError> {
         let mut out = Vec::new();
-        for page in 1..=MAX_PAGES {
+        // One page past the most read: a list that fills it is longer than dagexec reads.
+        for page in 1..=MAX_PAGES + 1 {
             let list: Vec<IssueJson> = self
                 .get(
                     op,
                     &issue_path(repo, number, &format!("{suffix}?per_page=100&page={page}")),
                 )
                 .await?;
+            if page > MAX_PAGES && !list.is_empty() {
+                let what = if suffix == "/sub_issues" {
+                    "sub-issues"
+                } else {
+                    "\"blocked by\" dependencies"
+                };
+                return Err(too_long(op, repo, number, what));
+            }
             let last = list.len() < 100;
             out.extend(list);
             if last {

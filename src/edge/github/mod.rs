@@ -91,6 +91,26 @@ pub enum ApiError {
     Invalid { op: String, message: String },
     #[error("cannot set up the GitHub client for {url}: {message}")]
     Setup { url: String, message: String },
+    /// A list longer than dagexec reads: refused whole rather than read in part.
+    #[error("{op}: {what} number more than {}, the most dagexec reads; it reads none rather than a part", thousands(*.limit))]
+    TooLong {
+        op: String,
+        what: String,
+        limit: usize,
+    },
+}
+
+/// `5000` → `5,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 impl ApiError {

@@ -4,6 +4,7 @@
 pub mod carry;
 pub mod error;
 pub mod fields;
+pub mod ids;
 pub mod load;
 pub mod model;
 

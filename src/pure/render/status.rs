@@ -60,13 +60,25 @@ const TIMED_HEADERS: [&str; 7] = [
 pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     let spent = crate::pure::usage::per_task(plan);
     let timed = !spent.is_empty();
-    let rows: Vec<Row<'_>> = plan
+    let mut rows: Vec<Row<'_>> = plan
         .tasks
         .iter()
         .enumerate()
         .map(|(i, t)| Row::new((i, t), plan.attempts_of(i), spent.get(&i)))
         .collect();
-    let headers: &[&str] = if timed { &TIMED_HEADERS } else { &HEADERS };
+    let mut headers: Vec<&str> = if timed {
+        TIMED_HEADERS.to_vec()
+    } else {
+        HEADERS.to_vec()
+    };
+    // A task list's tasks go by its own IDs (what `retry` and `answer` take), not plan indices.
+    if let Some(ids) = crate::pure::plan::ids::list_ids(plan) {
+        headers[0] = "ID";
+        for (row, id) in rows.iter_mut().zip(ids) {
+            row.index = id;
+        }
+    }
+    let headers = headers.as_slice();
 
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
@@ -301,6 +313,24 @@ mod tests {
         let mut out = Vec::new();
         status_table(plan, &mut out).expect("writing to a Vec cannot fail");
         String::from_utf8(out).expect("the table is UTF-8")
+    }
+
+    #[test]
+    fn a_task_lists_table_shows_its_own_ids_not_plan_indices() {
+        let mut plan = plan_of(vec![task("1 a", &[]), task("2.1 s", &[0])]);
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [
+                {"id": "1", "text": "a"}, {"id": "2.1", "text": "s"}
+            ]}),
+        );
+        let t = table(&plan);
+        let first: Vec<&str> = t
+            .lines()
+            .take(3)
+            .map(|l| l.split("  ").next().unwrap())
+            .collect();
+        assert_eq!(first, ["ID", "1", "2.1"], "{t}");
     }
 
     #[test]

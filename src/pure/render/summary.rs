@@ -96,15 +96,17 @@ pub fn nothing_runs(plan: &Plan) -> Option<String> {
         return None;
     }
     let mut s = String::from("Nothing can run now:");
-    for &i in &stuck {
-        let t = &plan.tasks[i];
+    for &index in &stuck {
+        let t = &plan.tasks[index];
         let result = t.result.as_deref().unwrap_or("no result recorded");
+        // A task list's own ID (`13.3`), else the plan index: what `retry` and `answer` take.
+        let i = crate::pure::plan::ids::name(plan, index);
         let _ = match t.status {
             Status::Failed => write!(
                 s,
                 "\n- task {i} ({}) failed after {} attempt(s): {result}. Run it again with `dagexec retry {i}`, or settle it in the task list (done, cancelled) and run again.",
                 t.subject,
-                plan.attempts_of(i)
+                plan.attempts_of(index)
             ),
             _ => write!(
                 s,
@@ -166,15 +168,21 @@ fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
         Reader::Terminal => " and run again",
         Reader::PullRequest => "; it starts the next round",
     };
-    for (i, t) in plan.tasks.iter().enumerate() {
+    for (index, t) in plan.tasks.iter().enumerate() {
         let result = t.result.as_deref().unwrap_or("no result recorded");
+        // At the terminal a task list's tasks go by its own IDs (`dagexec retry 13.3`); the
+        // pull request's `/execute` commands take the plan index.
+        let i = match reader {
+            Reader::Terminal => crate::pure::plan::ids::name(plan, index),
+            Reader::PullRequest => index.to_string(),
+        };
         let retry = reader.command(&format!("retry {i}"));
         let answer = reader.command(&format!("answer {i} …"));
         match t.status {
             Status::Failed => out.push(format!(
                 "Task {i} ({}) failed after {} attempt(s): {result}. Fix the cause, then {retry}{again}.",
                 t.subject,
-                plan.attempts_of(i)
+                plan.attempts_of(index)
             )),
             Status::Blocked if crate::pure::question::get(t).is_some_and(|q| q.reply.is_none()) => {
                 out.push(format!(

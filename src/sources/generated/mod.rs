@@ -320,7 +320,19 @@ fn at_unit(rel: &str, units: &[Unit], e: &crate::pure::plan::error::PlanError) -
                 u.at, u.id
             )
         }
-        other => format!("{}: task {}: {other}", u.at, u.id),
+        E::LinkedPath {
+            path, link, target, ..
+        } => format!(
+            "{}: task {} names the file {path:?}, which goes through {link}, a symbolic link to {target}",
+            u.at, u.id
+        ),
+        // The plan's own wording starts `task <plan index> …`: the list's ID says it.
+        other => {
+            let text = other.to_string();
+            let own = task.map(|i| format!("task {i} ")).unwrap_or_default();
+            let text = text.strip_prefix(own.as_str()).unwrap_or(&text);
+            format!("{}: task {}: {text}", u.at, u.id)
+        }
     };
     let hint = match e {
         E::Cycle { .. } => "remove one dependency of the cycle".to_string(),

@@ -74,6 +74,10 @@ pub enum ReadError {
 impl ReadError {
     pub fn hint(&self) -> String {
         match self {
+            ReadError::Api {
+                source: ApiError::TooLong { .. },
+                ..
+            } => "split the sub-issues among several parent issues, each run on its own (`--issue N`)".into(),
             ReadError::Api { source, .. } => match source.status() {
                 Some(401) => "set GITHUB_TOKEN (or log in with `gh auth login`) to a token that can read the repository's issues".into(),
                 Some(404) => "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)".into(),
@@ -327,8 +331,9 @@ pub fn repo_of_url(url: &str) -> Option<RepoName> {
     RepoName::parse(&format!("{owner}/{name}"))
 }
 
-/// Writes the plan at `plan_rel` and commits it (`dagexec: plan read from issue #N — …`, one
-/// line per task); the commit, or `None` when the plan was already committed as it is.
+/// Writes the plan at `plan_rel` and commits it, and nothing else the user staged
+/// (`dagexec: plan read from issue #N — …`, one line per task); the commit, or `None` when
+/// the plan was already committed as it is.
 fn write_and_commit(
     root: &Path,
     opts: &Options,
@@ -340,9 +345,9 @@ fn write_and_commit(
     let other = |e: &dyn std::fmt::Display| ReadError::Other(e.to_string());
     crate::edge::plan_file::check_in(plan, Some(plan_rel), root).map_err(|e| other(&e))?;
     let plan_path = root.join(plan_rel);
+    // Never through a link (a symlinked `.design/issues`): refused before anything is made.
     if let Some(dir) = plan_path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| ReadError::Other(format!("{}: {e}", dir.display())))?;
+        crate::edge::fsx::create_dir_all(root, dir).map_err(|e| other(&e))?;
     }
     crate::edge::plan_file::save(plan, &plan_path)
         .map_err(|e| ReadError::Other(format!("{}: {e}", plan_path.display())))?;
@@ -356,6 +361,7 @@ fn write_and_commit(
     for t in &plan.tasks {
         let _ = writeln!(message, "- {}", t.subject);
     }
-    repo.commit(&message, &[plan_rel.to_string()])
+    // Only the plan: the user's staged changes stay staged, out of this commit.
+    repo.commit_only(&message, &[plan_rel.to_string()])
         .map_err(|e| other(&e))
 }

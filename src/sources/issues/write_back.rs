@@ -4,6 +4,8 @@
 //! nothing is closed before; `owner/repo#N` for an issue of another repository — and the note
 //! a blocked task's sub-issue gets (the question itself is asked on the pull request).
 
+use std::fmt::Write as _;
+
 use super::body::Ref;
 use super::convert::{PLAN_FIELD, TASK_FIELD};
 use crate::pure::plan::model::{Plan, Status};
@@ -51,6 +53,13 @@ pub fn closes(plan: &Plan) -> Vec<String> {
         .collect()
 }
 
+/// Where a plan made of issues is kept (`.design/issues/<parent>/plan.json`); `None` for a
+/// plan of another kind.
+pub fn state_path(plan: &Plan) -> Option<String> {
+    let parent = plan.extra.get(PLAN_FIELD)?.get("parent")?.as_u64()?;
+    Some(super::read::plan_rel(parent))
+}
+
 /// The parent issue of a plan made of issues read for `repo` (`owner/name`): its number, when
 /// it is an issue of `repo`.
 pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
@@ -63,6 +72,29 @@ pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
         .eq_ignore_ascii_case(repo)
         .then(|| record.get("parent")?.as_u64())
         .flatten()
+}
+
+/// The parent's status comment's list of what the reading left out (authors without write
+/// access), from the plan's record: one `- left out #N: why` line each, each line starting
+/// with a line break; empty when nothing was left out. Every rewrite of that comment keeps
+/// it, to the run's end.
+pub fn left_out_lines(plan: &Plan) -> String {
+    let notes: Vec<super::Note> = plan
+        .extra
+        .get(PLAN_FIELD)
+        .and_then(|v| v.get("leftOut"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let mut s = String::new();
+    for n in &notes {
+        let _ = write!(
+            s,
+            "\n- left out {}: {}",
+            crate::pure::sanitize::line(&n.issue),
+            crate::pure::sanitize::line(&n.text)
+        );
+    }
+    s
 }
 
 /// The sub-issues (of `repo`) of the tasks with an open question, with the note each gets:

@@ -1,0 +1,118 @@
+//! How a message names a task, and which task a name given on the command line means: a
+//! plan generated from a task list (Taskmaster, Kiro / cc-sdd, Spec Kit) names its tasks by
+//! the list's own IDs (`13.3`, `T004`) — the plan index is an internal number there —, a
+//! `plan.json` by its plan index. Pure: read from the plan's record of its task list.
+
+use super::fields::{SOURCE, SPEC_KIT};
+use super::model::Plan;
+
+/// The task list's own ID of each task, in plan order; `None` for a plan not generated from
+/// a task list (or whose record does not name every task).
+pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
+    [SOURCE, SPEC_KIT].iter().find_map(|field| {
+        let tasks = plan.extra.get(*field)?.get("tasks")?.as_array()?;
+        let ids: Vec<String> = tasks
+            .iter()
+            .map(|t| {
+                t.get("id")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        (ids.len() == plan.tasks.len() && ids.iter().all(|id| !id.is_empty())).then_some(ids)
+    })
+}
+
+/// How messages name task `index`: its task-list ID, else its plan index.
+pub fn name(plan: &Plan, index: usize) -> String {
+    list_ids(plan)
+        .and_then(|ids| ids.get(index).cloned())
+        .unwrap_or_else(|| index.to_string())
+}
+
+/// `Task 13.3 is` / `Tasks 2, 13.3 are`, the tasks named as [`name`] does.
+pub fn tasks_subject(plan: &Plan, indices: &[usize], verbs: (&str, &str)) -> String {
+    let names: Vec<String> = indices.iter().map(|&i| name(plan, i)).collect();
+    if names.len() == 1 {
+        format!("Task {} {}", names[0], verbs.0)
+    } else {
+        format!("Tasks {} {}", names.join(", "), verbs.1)
+    }
+}
+
+/// The task `given` names: a task-list ID in a plan generated from a task list, a plan
+/// index in a `plan.json`. The error says which names the plan has.
+pub fn find(plan: &Plan, given: &str) -> Result<usize, String> {
+    let given = given.trim();
+    if let Some(ids) = list_ids(plan) {
+        if let Some(i) = ids.iter().position(|id| id == given) {
+            return Ok(i);
+        }
+        let shown: Vec<&str> = ids.iter().take(12).map(String::as_str).collect();
+        let more = if ids.len() > shown.len() { ", …" } else { "" };
+        return Err(format!(
+            "no task {given:?} in the task list: its task IDs are {}{more}",
+            shown.join(", ")
+        ));
+    }
+    match given.parse::<usize>() {
+        Ok(i) if i < plan.tasks.len() => Ok(i),
+        _ if plan.tasks.is_empty() => Err(format!("no task {given:?}: the plan has no tasks")),
+        _ => Err(format!(
+            "no task {given:?}: the plan's tasks are numbered 0 to {}",
+            plan.tasks.len() - 1
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::plan::model::Task;
+    use serde_json::json;
+
+    fn plan(n: usize) -> Plan {
+        let mut p = crate::testing::example("auth-v2.json");
+        p.tasks = (0..n)
+            .map(|i| Task {
+                subject: format!("t{i}"),
+                ..Default::default()
+            })
+            .collect();
+        p
+    }
+
+    #[test]
+    fn a_task_list_names_its_tasks_by_its_own_ids_a_plan_by_index() {
+        let mut p = plan(3);
+        assert_eq!(name(&p, 2), "2");
+        assert_eq!(find(&p, "1"), Ok(1));
+        assert_eq!(
+            find(&p, "3").unwrap_err(),
+            "no task \"3\": the plan's tasks are numbered 0 to 2"
+        );
+        p.extra.insert(
+            SOURCE.into(),
+            json!({"format": "taskmaster", "tasks": [
+                {"id": "13.1", "text": "a"}, {"id": "13.3", "text": "b"}, {"id": "14", "text": "c"}
+            ]}),
+        );
+        assert_eq!(name(&p, 1), "13.3");
+        assert_eq!(find(&p, "13.3"), Ok(1));
+        assert_eq!(
+            find(&p, "1").unwrap_err(),
+            "no task \"1\" in the task list: its task IDs are 13.1, 13.3, 14"
+        );
+        assert_eq!(
+            tasks_subject(&p, &[0, 2], ("is", "are")),
+            "Tasks 13.1, 14 are"
+        );
+        let mut s = plan(1);
+        s.extra.insert(
+            SPEC_KIT.into(),
+            json!({"tasks": [{"id": "T004", "text": "x"}]}),
+        );
+        assert_eq!(name(&s, 0), "T004");
+    }
+}
