@@ -272,7 +272,11 @@ impl Ending<'_> {
     ) -> Result<(), ActionError> {
         self.rt.block_on(async {
             for (i, q) in crate::pure::question::open(plan) {
-                let text = steering::question_comment(i, &plan.tasks[i].subject, &q);
+                let text = steering::question_comment(
+                    (i, &crate::pure::plan::ids::name(plan, i)),
+                    &plan.tasks[i].subject,
+                    &q,
+                );
                 let marker = steering::question_marker(&i.to_string());
                 c.upsert_marked_comment(n, &marker, &text, &marked.own)
                     .await?;

@@ -113,7 +113,8 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         }
         let _ = writeln!(
             s,
-            "| {i} | {} | {} {} | {} |{extra} {log} |",
+            "| {} | {} | {} {} | {} |{extra} {log} |",
+            cell(&crate::pure::plan::ids::name(plan, i), 40),
             cell(&t.subject, 80),
             icon(t.status),
             t.status,

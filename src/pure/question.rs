@@ -128,7 +128,7 @@ pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
 }
 
 /// How the user answers, as a command line.
-fn how_to_answer(index: usize, q: &Question, plan_arg: &str) -> String {
+fn how_to_answer(name: &str, q: &Question, plan_arg: &str) -> String {
     let example = match q.kind {
         Kind::Review => "\"<your guidance>\"".to_string(),
         Kind::Decision => q
@@ -137,7 +137,7 @@ fn how_to_answer(index: usize, q: &Question, plan_arg: &str) -> String {
             .map_or("<choice>".to_string(), |c| c.key.clone()),
         Kind::Action => "done".to_string(),
     };
-    format!("dagexec{plan_arg} answer {index} {example}")
+    format!("dagexec{plan_arg} answer {name} {example}")
 }
 
 /// The open questions as the run prints them: each question, its options, and the command
@@ -150,7 +150,9 @@ pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
             Kind::Decision => "needs a decision",
             Kind::Action => "needs an action from you",
         };
-        let _ = write!(s, "\nTask {i} ({}) {heading}", plan.tasks[i].subject);
+        // A task list's own ID (`13.3`), else the plan index: what `answer` takes.
+        let name = crate::pure::plan::ids::name(plan, i);
+        let _ = write!(s, "\nTask {name} ({}) {heading}", plan.tasks[i].subject);
         if let Some(at) = &q.blocked_at {
             let _ = write!(s, " at {at}");
         }
@@ -161,7 +163,7 @@ pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
         if q.kind == Kind::Decision {
             s.push_str("  (or: defer — skip this task for now)\n");
         }
-        let _ = writeln!(s, "Answer with: {}", how_to_answer(i, &q, plan_arg));
+        let _ = writeln!(s, "Answer with: {}", how_to_answer(&name, &q, plan_arg));
     }
     s
 }

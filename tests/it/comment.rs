@@ -99,7 +99,7 @@ async fn a_collaborators_execute_is_acknowledged_and_runs_on_the_head_branch() {
     let body = "/execute answer 2 Use Postgres;\r\n`$(rm -rf /)` stays text";
     let out = on_event(&client, "issue_comment", &pr_comment(body)).await;
     let command = Command::Answer {
-        task: 2,
+        task: "2".into(),
         text: "Use Postgres;\n`$(rm -rf /)` stays text".into(),
     };
     assert_eq!(

@@ -36,11 +36,13 @@ pub enum Command {
     /// `/execute proceed`: "proceed anyway" to a pre-flight question.
     Proceed,
     /// `/execute answer <task> <text>`: `text` (the rest of the comment) answers task
-    /// `task`'s question; the task is queued again with the answer in its prompt.
-    Answer { task: usize, text: String },
+    /// `task`'s question; the task is queued again with the answer in its prompt. `task` is
+    /// as written: a task list's own ID (`13.3`, `T004`), a plan.json's task number
+    /// ([`crate::pure::plan::ids::find`] reads it against the plan when it is applied).
+    Answer { task: String, text: String },
     /// `/execute retry <task>`: queue a failed, blocked or skipped task again, with the tasks
     /// it cascaded to.
-    Retry { task: usize },
+    Retry { task: String },
     /// `/execute abort`: stop after the current round, leaving the plan resumable.
     Abort,
     /// Anything else; why it is not a command (empty when the commands were asked for).
@@ -111,23 +113,23 @@ pub fn parse(body: &str) -> Option<Command> {
         "abort" => no_args(Command::Abort),
         "retry" => {
             let (task, rest) = word(rest);
-            match task_number(task, "retry") {
+            match task_name(task, "retry") {
                 Err(why) => Command::Unknown(why),
                 Ok(_) if !first_line(rest).is_empty() => Command::Unknown(format!(
-                    "`{PREFIX} retry` takes one task number; to retry several tasks, comment once for each"
+                    "`{PREFIX} retry` takes one task; to retry several tasks, comment once for each"
                 )),
                 Ok(task) => Command::Retry { task },
             }
         }
         "answer" => {
             let (task, text) = word(rest);
-            match task_number(task, "answer") {
+            match task_name(task, "answer") {
                 Err(why) => Command::Unknown(why),
                 Ok(task) => {
                     let text = text.trim().replace("\r\n", "\n");
                     if text.is_empty() {
                         Command::Unknown(format!(
-                            "`{PREFIX} answer {task}` needs the answer after the task number (it may span lines)"
+                            "`{PREFIX} answer {task}` needs the answer after the task (it may span lines)"
                         ))
                     } else {
                         Command::Answer { task, text }
@@ -150,19 +152,25 @@ fn first_line(s: &str) -> &str {
     s.split('\n').next().unwrap_or("").trim()
 }
 
-fn task_number(word: &str, command: &str) -> Result<usize, String> {
+fn task_name(word: &str, command: &str) -> Result<String, String> {
     let example = format!("e.g. `{PREFIX} {command} 3`");
     if word.is_empty() {
         return Err(format!(
-            "`{PREFIX} {command}` needs a task number (the # column of the status table), {example}"
+            "`{PREFIX} {command}` needs a task (the first column of the status table), {example}"
         ));
     }
-    word.parse().map_err(|_| {
-        format!(
-            "{} is not a task number; use the # column of the status table, {example}",
+    // A task number or a task list's own ID (`13.3`, `T004`, `2.1`): short, no spaces.
+    let fits = word.chars().count() <= 40
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !fits || word.starts_with('-') {
+        return Err(format!(
+            "{} is not a task; use the first column of the status table, {example}",
             quote(word)
-        )
-    })
+        ));
+    }
+    Ok(word.to_string())
 }
 
 /// A piece of someone's comment, safe to echo: short, in backticks, no backticks or controls.
@@ -309,7 +317,8 @@ pub fn help_text() -> String {
          | `{PREFIX} answer <task> <text>` | answer the question task `<task>` asked (the text may span lines); the task runs again with your answer in its prompt |\n\
          | `{PREFIX} retry <task>` | run a failed, blocked or skipped task again, with the tasks it cascaded to |\n\
          | `{PREFIX} abort` | stop after the current round; `{PREFIX}` resumes |\n\n\
-         `<task>` is the number in the # column of the status table. Only people with write, \
+         `<task>` is the task's entry in the first column of the status table (its ID in the task \
+         list, or its number in a plan.json). Only people with write, \
          maintain or admin access to the repository can run these.\n"
     )
 }
@@ -438,8 +447,8 @@ mod tests {
     #[test]
     fn commands_parse_from_the_first_line() {
         use Command::*;
-        let answer = |task, text: &str| Answer {
-            task,
+        let answer = |task: &str, text: &str| Answer {
+            task: task.into(),
             text: text.into(),
         };
         for (body, want) in [
@@ -448,18 +457,30 @@ mod tests {
             ("/execute status", Some(Status)),
             ("/execute\tproceed\r\n", Some(Proceed)),
             ("/execute abort", Some(Abort)),
-            ("/execute retry 3", Some(Retry { task: 3 })),
+            ("/execute retry 3", Some(Retry { task: "3".into() })),
+            (
+                "/execute retry 13.3",
+                Some(Retry {
+                    task: "13.3".into(),
+                }),
+            ),
+            (
+                "/execute retry T004",
+                Some(Retry {
+                    task: "T004".into(),
+                }),
+            ),
             (
                 "/execute answer 2 Use Postgres",
-                Some(answer(2, "Use Postgres")),
+                Some(answer("2", "Use Postgres")),
             ),
             (
                 "/execute answer 2\r\nline one\r\nline two\r\n",
-                Some(answer(2, "line one\nline two")),
+                Some(answer("2", "line one\nline two")),
             ),
             (
                 "/execute answer 0 `$(rm -rf /)`",
-                Some(answer(0, "`$(rm -rf /)`")),
+                Some(answer("0", "`$(rm -rf /)`")),
             ),
             ("/execute help", Some(Unknown(String::new()))),
             (
@@ -478,14 +499,14 @@ mod tests {
         for (body, hint) in [
             ("/execute STATUS", "unknown command `STATUS`"),
             ("/execute status now", "takes no arguments"),
-            ("/execute answer", "needs a task number"),
-            ("/execute answer\n3 yes", "needs a task number"),
-            ("/execute answer x yes", "`x` is not a task number"),
+            ("/execute answer", "needs a task"),
+            ("/execute answer\n3 yes", "needs a task"),
+            ("/execute answer a;b yes", "`a;b` is not a task"),
             ("/execute answer 3", "needs the answer"),
             ("/execute answer 3 \n ", "needs the answer"),
-            ("/execute retry", "needs a task number"),
-            ("/execute retry -1", "`-1` is not a task number"),
-            ("/execute retry 3 4", "one task number"),
+            ("/execute retry", "needs a task"),
+            ("/execute retry -1", "`-1` is not a task"),
+            ("/execute retry 3 4", "one task"),
             ("/execute `@all` x", "unknown command `@all`"),
         ] {
             match parse(body) {
@@ -526,7 +547,7 @@ mod tests {
                 pr_number: 1,
                 comment_id: 492700400,
                 user: "Codertocat".into(),
-                command: Command::Retry { task: 2 },
+                command: Command::Retry { task: "2".into() },
             })
         );
     }
@@ -607,7 +628,7 @@ mod tests {
     fn replies() {
         insta::assert_snapshot!("help", help_text());
         insta::assert_snapshot!("denied", denied_reply("octo-cat", "read"));
-        let why = "`x` is not a task number; use the # column of the status table, e.g. `/execute retry 3`";
+        let why = "`a;b` is not a task; use the first column of the status table, e.g. `/execute retry 3`";
         assert!(
             unknown_reply(why).starts_with(&format!("{why}, so nothing was run.\n\n**dagexec**"))
         );

@@ -105,11 +105,18 @@ pub fn waiting_on(plan: &Plan) -> String {
         let mut ids: Vec<usize> = open.iter().map(|(i, _)| *i).chain(blocked).collect();
         ids.sort_unstable();
         ids.dedup();
-        format!("you: answer the question(s) of task(s) {ids:?} (`/execute answer N …`)")
+        let names: Vec<String> = ids
+            .iter()
+            .map(|&i| crate::pure::plan::ids::name(plan, i))
+            .collect();
+        format!(
+            "you: answer the question(s) of task(s) {} (`/execute answer <task> …`)",
+            names.join(", ")
+        )
     } else if plan.count(Status::Pending) > 0 {
         "the next round".into()
     } else {
-        "you: nothing is pending; `/execute retry N` runs a failed task again".into()
+        "you: nothing is pending; `/execute retry <task>` runs a failed task again".into()
     }
 }
 
@@ -120,12 +127,12 @@ pub fn question_marker(key: &str) -> String {
 
 /// The text of a task's question comment: the question, its options, the exact replies.
 pub fn question_comment(
-    index: usize,
+    (index, name): (usize, &str),
     subject: &str,
     q: &crate::pure::question::Question,
 ) -> String {
     let mut s = format!(
-        "{}\n### dagexec: task {index} ({}) needs you\n\n{}\n",
+        "{}\n### dagexec: task {name} ({}) needs you\n\n{}\n",
         question_marker(&index.to_string()),
         subject.lines().next().unwrap_or(""),
         q.text.trim()
@@ -145,7 +152,7 @@ pub fn question_comment(
         crate::pure::question::Kind::Review => "<your answer>".into(),
     };
     s.push_str(&format!(
-        "\nReply with a comment:\n\n```\n/execute answer {index} {example}\n```\n\nor `/execute retry {index}` to run it again as it is.\n"
+        "\nReply with a comment:\n\n```\n/execute answer {name} {example}\n```\n\nor `/execute retry {name}` to run it again as it is.\n"
     ));
     s
 }

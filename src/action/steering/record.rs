@@ -174,7 +174,9 @@ pub fn apply(
             ))
         }
         Command::Answer { task, text } => {
-            let index = *task;
+            let index = crate::pure::plan::ids::find(plan, task)
+                .map_err(|e| format!("dagexec could not take that answer: {e}"))?;
+            let name = crate::pure::plan::ids::name(plan, index);
             if let Some(t) = plan.tasks.get_mut(index) {
                 // A plain BLOCKED (no question recorded) is answered like a review: free text.
                 if t.status == Status::Blocked && crate::pure::question::get(t).is_none() {
@@ -186,11 +188,11 @@ pub fn apply(
             }
             match crate::pure::question::answer(plan, dag, index, &text.replace("\r\n", "\n")) {
                 Ok(a) => Ok(format!(
-                    "dagexec: answer to task {index}\n\nGiven with {by}; task {index}{} pending again.\n",
+                    "dagexec: answer to task {name}\n\nGiven with {by}; task {name}{} pending again.\n",
                     if a.reopened.is_empty() {
                         String::new()
                     } else {
-                        format!(" and tasks {:?}", a.reopened)
+                        format!(" and tasks {}", names(plan, &a.reopened))
                     }
                 )),
                 Err(e) => Err(format!(
@@ -199,14 +201,29 @@ pub fn apply(
                 )),
             }
         }
-        Command::Retry { task } => match retry(plan, dag, *task) {
-            Ok(reopened) => Ok(format!(
-                "dagexec: retry task {task}\n\nAsked for with {by}; pending again: {reopened:?}.\n"
-            )),
-            Err(why) => Err(format!("dagexec cannot retry that: {why}")),
-        },
+        Command::Retry { task } => {
+            let index = crate::pure::plan::ids::find(plan, task)
+                .map_err(|e| format!("dagexec cannot retry that: {e}"))?;
+            let name = crate::pure::plan::ids::name(plan, index);
+            match retry(plan, dag, index) {
+                Ok(reopened) => Ok(format!(
+                    "dagexec: retry task {name}\n\nAsked for with {by}; pending again: {}.\n",
+                    names(plan, &reopened)
+                )),
+                Err(why) => Err(format!("dagexec cannot retry that: {why}")),
+            }
+        }
         other => Err(format!("{other:?} does not change the plan")),
     }
+}
+
+/// Tasks as messages name them ([`crate::pure::plan::ids::name`]), comma-separated.
+fn names(plan: &Plan, indices: &[usize]) -> String {
+    indices
+        .iter()
+        .map(|&i| crate::pure::plan::ids::name(plan, i))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `/execute retry N`: a failed, blocked or skipped task gets a fresh set of attempts, and
@@ -299,6 +316,61 @@ mod tests {
             refused.why,
             "dagexec cannot retry that: task 1 is completed\nline two"
         );
+    }
+
+    /// Issue 32 §3: on the pull request a task list's tasks go by the list's own IDs, as at
+    /// the terminal — `/execute retry 13.3` retries task 13.3, never plan index 13 — and the
+    /// question comment tells the reply with that ID.
+    #[test]
+    fn pull_request_commands_take_the_task_lists_own_ids() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "progress": {"completedTasks": []},
+            "tasks": [
+                {"subject": "a", "status": "completed", "blockedBy": []},
+                {"subject": "b", "status": "failed", "result": "no", "attempts": 3, "blockedBy": [0]},
+                {"subject": "c", "status": "skipped", "blockedBy": [1]}
+            ]
+        }))
+        .unwrap();
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [
+                {"id": "13.1", "text": "a"}, {"id": "13.3", "text": "b"}, {"id": "14", "text": "c"}
+            ]}),
+        );
+        let dag = crate::pure::validate::check(&plan, None).unwrap();
+        let by = "`/execute` by @o";
+        let wrong = apply(&mut plan, &dag, &Command::Retry { task: "1".into() }, by);
+        assert_eq!(
+            wrong.unwrap_err(),
+            "dagexec cannot retry that: no task \"1\" in the task list: its task IDs are 13.1, 13.3, 14"
+        );
+        assert_eq!(plan.tasks[1].status, Status::Failed);
+        let done = apply(
+            &mut plan,
+            &dag,
+            &Command::Retry {
+                task: "13.3".into(),
+            },
+            by,
+        )
+        .unwrap();
+        assert_eq!(
+            done,
+            "dagexec: retry task 13.3\n\nAsked for with `/execute` by @o; pending again: 13.3, 14.\n"
+        );
+        assert_eq!(plan.tasks[1].status, Status::Pending);
+        assert_eq!(plan.tasks[2].status, Status::Pending);
+        let q = crate::pure::question::Question {
+            kind: crate::pure::question::Kind::Action,
+            text: "Create the bucket".into(),
+            options: Vec::new(),
+            blocked_at: None,
+            reply: None,
+        };
+        let comment = super::super::question_comment((1, "13.3"), "b", &q);
+        assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
+        assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
     }
 
     #[test]

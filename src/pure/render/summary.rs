@@ -170,12 +170,9 @@ fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
     };
     for (index, t) in plan.tasks.iter().enumerate() {
         let result = t.result.as_deref().unwrap_or("no result recorded");
-        // At the terminal a task list's tasks go by its own IDs (`dagexec retry 13.3`); the
-        // pull request's `/execute` commands take the plan index.
-        let i = match reader {
-            Reader::Terminal => crate::pure::plan::ids::name(plan, index),
-            Reader::PullRequest => index.to_string(),
-        };
+        // A task list's tasks go by its own IDs (`dagexec retry 13.3`, `/execute retry
+        // 13.3`), a plan.json's by their index.
+        let i = crate::pure::plan::ids::name(plan, index);
         let retry = reader.command(&format!("retry {i}"));
         let answer = reader.command(&format!("answer {i} …"));
         match t.status {

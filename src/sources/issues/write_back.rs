@@ -106,8 +106,9 @@ pub fn question_notes(plan: &Plan, repo: &str, pr: u64) -> Vec<(usize, u64, Stri
         .filter_map(|(i, _)| {
             let key = keys.get(i)?.as_ref()?;
             key.repo.eq_ignore_ascii_case(repo).then(|| {
+                let name = crate::pure::plan::ids::name(plan, i);
                 let note = format!(
-                    "dagexec's task {i} (this issue) waits for an answer: its question is asked on pull request #{pr}; answer there with `/execute answer {i} …`.\n"
+                    "dagexec's task {name} (this issue) waits for an answer: its question is asked on pull request #{pr}; answer there with `/execute answer {name} …`.\n"
                 );
                 (i, key.number, note)
             })
