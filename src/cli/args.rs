@@ -231,8 +231,8 @@ pub(crate) struct ValidateArgs {
 /// The arguments of `dagexec prompt`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PromptArgs {
-    /// The task's plan index (its position in `tasks`, from 0).
-    pub(crate) task: usize,
+    /// The task: its ID in the task list (`13.3`, `T004`), or for a plan.json its index.
+    pub(crate) task: String,
     /// Keep the dependency-results placeholder instead of filling it in.
     #[arg(long)]
     pub(crate) raw: bool,

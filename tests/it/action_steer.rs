@@ -108,7 +108,10 @@ fn an_applied_command_is_not_applied_again_after_a_person_replaces_the_plan() {
         .state()
         .comments
         .iter()
-        .filter(|c| c.body.starts_with("dagexec cannot retry that: no task \"9\""))
+        .filter(|c| {
+            c.body
+                .starts_with("dagexec cannot retry that: no task \"9\"")
+        })
         .count();
     assert_eq!(told, 1, "{text}");
     lab.gh.assert_clean();

@@ -266,7 +266,7 @@ fn prompt_command() {
     assert_eq!(bad.code, 2);
     assert_eq!(
         bad.stderr,
-        "error: no task 6 (the plan has 6 tasks)\n  hint: task numbers are plan indices, 0 to 5; `dagexec status` lists them\n"
+        "error: no task \"6\": the plan's tasks are numbered 0 to 5\n  hint: `dagexec status` lists the tasks and where each stands\n"
     );
     let v3 = repo_with_plan(&example("auth-v3.json"));
     let out = run(v3.path(), &["prompt", "0"]);

@@ -241,9 +241,16 @@ fn the_read_only_commands_read_a_taskmaster_plan_without_writing() {
     assert!(o.expect_code(0).contains("2.1 User model"), "{}", o.text());
     let o = exec(dir.path(), &["--plan", TM, "graph"]);
     assert!(o.expect_code(0).contains("2.2 Post model"), "{}", o.text());
+    // `prompt` takes the list's own ID, as `status` shows it: a subtask's too.
     let o = exec(dir.path(), &["--plan", TM, "prompt", "3"]);
     assert!(
         o.expect_code(0).contains("curl the endpoints"),
+        "{}",
+        o.text()
+    );
+    let o = exec(dir.path(), &["--plan", TM, "prompt", "2.1"]);
+    assert!(
+        o.expect_code(0).contains("unit tests for the user model"),
         "{}",
         o.text()
     );

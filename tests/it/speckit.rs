@@ -305,7 +305,8 @@ fn validate_and_prompt_read_a_tasks_md_without_writing() {
         "{err}"
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("Tasks: 9"));
-    let o = exec(dir.path(), &["--plan", TASKS, "prompt", "5"]);
+    // The task goes by its own ID, as `status` shows it.
+    let o = exec(dir.path(), &["--plan", TASKS, "prompt", "T006"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let prompt = String::from_utf8_lossy(&o.stdout);
     assert!(

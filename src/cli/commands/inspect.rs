@@ -146,17 +146,10 @@ pub(crate) fn cmd_prompt(
     out: &mut impl Write,
     a: &PromptArgs,
 ) -> Result<Exit, CliError> {
-    let &PromptArgs { task, raw } = a;
+    let PromptArgs { task, raw } = a;
+    let raw = *raw;
     let Loaded { plan, .. } = load(loc)?;
-    if task >= plan.tasks.len() {
-        return Err(CliError::Usage {
-            message: format!("no task {task} (the plan has {} tasks)", plan.tasks.len()),
-            hint: format!(
-                "task numbers are plan indices, 0 to {}; `dagexec status` lists them",
-                plan.tasks.len() - 1
-            ),
-        });
-    }
+    let task = super::find_task(&plan, task)?;
     let unit = if plan.is_waves() {
         Unit::Wave
     } else {

@@ -90,7 +90,7 @@ pub(crate) fn cmd_answer(
 }
 
 /// The task `given` on the command line names: a task list's own ID, a plan.json's index.
-fn find_task(plan: &crate::pure::plan::Plan, given: &str) -> Result<usize, CliError> {
+pub(super) fn find_task(plan: &crate::pure::plan::Plan, given: &str) -> Result<usize, CliError> {
     crate::pure::plan::ids::find(plan, given).map_err(|message| CliError::Usage {
         message,
         hint: "`dagexec status` lists the tasks and where each stands".into(),

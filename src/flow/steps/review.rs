@@ -324,9 +324,16 @@ pub(crate) fn review_summary(plan: &Plan) -> String {
         .and_then(|v| v.as_array())
     {
         for i in items {
+            // A task list's own ID (`13.3`), else the plan index.
+            let name = i["task"]
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .map_or_else(
+                    || i["task"].to_string(),
+                    |n| crate::pure::plan::ids::name(plan, n),
+                );
             lines.push(format!(
-                "- Task {}: approved after {} rejection(s): {}",
-                i["task"],
+                "- Task {name}: approved after {} rejection(s): {}",
                 i["rejections"],
                 i["summary"].as_str().unwrap_or("")
             ));
@@ -337,7 +344,8 @@ pub(crate) fn review_summary(plan: &Plan) -> String {
         if t.status != Status::Completed && !h.is_empty() {
             let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
             lines.push(format!(
-                "- Task {i}: {} after {rejections} rejection(s)",
+                "- Task {}: {} after {rejections} rejection(s)",
+                crate::pure::plan::ids::name(plan, i),
                 t.status
             ));
         }

@@ -33,7 +33,9 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
     let spent = crate::pure::usage::per_task(plan);
     for &i in batch {
         let t = &plan.tasks[i];
-        let _ = write!(s, "\n- Task {i}: {} — {}", t.subject, t.status);
+        // A task list's own ID (`13.3`), else the plan index.
+        let name = crate::pure::plan::ids::name(plan, i);
+        let _ = write!(s, "\n- Task {name}: {} — {}", t.subject, t.status);
         if let Some(spent) = spent.get(&i) {
             let _ = write!(s, " ({})", time_and_cost(spent));
         }
@@ -249,6 +251,28 @@ mod tests {
             std::path::Path::new("x"),
         )
         .unwrap()
+    }
+
+    /// A task list's round progress names its tasks by the list's IDs, as `status` does.
+    #[test]
+    fn round_progress_names_a_task_lists_tasks_by_their_ids() {
+        let mut plan = plan();
+        let ids: Vec<serde_json::Value> = (0..plan.tasks.len())
+            .map(|i| serde_json::json!({"id": format!("7.{}", i + 1), "text": "t"}))
+            .collect();
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": ids}),
+        );
+        plan.tasks[1].status = Status::Completed;
+        let text = round_progress(&plan, 1, &[1]);
+        assert!(
+            text.contains(&format!(
+                "\n- Task 7.2: {} — completed",
+                plan.tasks[1].subject
+            )),
+            "{text}"
+        );
     }
 
     #[test]
