@@ -217,37 +217,7 @@ impl Repo {
                 .args(paths.iter().map(|p| literal(p)))
                 .run()?;
         }
-        let call = git(&self.root, "diff --cached --quiet").args([
-            "diff",
-            "--cached",
-            "--quiet",
-            "--no-ext-diff",
-            "--ignore-submodules=none",
-        ]);
-        let out = call.output()?;
-        match out.status.code() {
-            Some(0) => return Ok(None),
-            Some(1) => {}
-            _ => return Err(call.error(&out)),
-        }
-        let mut commit = git(&self.root, "commit")
-            .config("commit.gpgsign=false")
-            .config("i18n.commitEncoding=UTF-8")
-            .args([
-                "commit",
-                "--no-verify",
-                "--quiet",
-                "--no-edit",
-                "--cleanup=whitespace",
-                "--allow-empty-message",
-                "--file=-",
-            ])
-            .stdin(message.as_bytes());
-        for (key, value) in self.fallback_identity()? {
-            commit = commit.env(key, value);
-        }
-        commit.run()?;
-        self.head().map(Some)
+        self.commit_staged(message, None)
     }
 
     /// Commits exactly `paths` (repo-relative) as the work tree holds them and nothing else
@@ -267,6 +237,21 @@ impl Repo {
             .args(["add", "--all", "--"])
             .args(paths.iter().map(|p| literal(p)))
             .run()?;
+        self.commit_staged(message, Some(&paths))
+    }
+
+    /// Commits what is staged — of `only` alone when given (`git commit --only`), leaving
+    /// anything else staged out — with `message` as given. `None` when that holds no change.
+    fn commit_staged(
+        &self,
+        message: &str,
+        only: Option<&[String]>,
+    ) -> Result<Option<String>, GitError> {
+        let paths: Vec<String> = only
+            .unwrap_or_default()
+            .iter()
+            .map(|p| literal(p))
+            .collect();
         let call = git(&self.root, "diff --cached --quiet")
             .args([
                 "diff",
@@ -276,19 +261,19 @@ impl Repo {
                 "--ignore-submodules=none",
                 "--",
             ])
-            .args(paths.iter().map(|p| literal(p)));
+            .args(&paths);
         let out = call.output()?;
         match out.status.code() {
             Some(0) => return Ok(None),
             Some(1) => {}
             _ => return Err(call.error(&out)),
         }
-        let mut commit = git(&self.root, "commit --only")
+        let mut commit = git(&self.root, "commit")
             .config("commit.gpgsign=false")
             .config("i18n.commitEncoding=UTF-8")
+            .args(["commit"])
+            .args(only.map(|_| "--only"))
             .args([
-                "commit",
-                "--only",
                 "--no-verify",
                 "--quiet",
                 "--no-edit",
@@ -297,7 +282,7 @@ impl Repo {
                 "--file=-",
                 "--",
             ])
-            .args(paths.iter().map(|p| literal(p)))
+            .args(&paths)
             .stdin(message.as_bytes());
         for (key, value) in self.fallback_identity()? {
             commit = commit.env(key, value);
