@@ -87,6 +87,22 @@ pub enum Recovered {
     Moved,
 }
 
+/// How long a lock file a git process holds is waited for before it is taken for a crash's:
+/// after a `kill -9`, the git commands the killed run had started finish on their own.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether the file at `path` is gone, or goes within `patience` (looked at every 50 ms).
+fn gone_within(path: &Path, patience: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + patience;
+    while std::fs::symlink_metadata(path).is_ok() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
+}
+
 impl Repo {
     fn dagexec_dir(&self) -> PathBuf {
         self.common_dir.join("dagexec")
@@ -158,7 +174,7 @@ impl Repo {
             .collect())
     }
 
-    /// Fails with [`GitError::IndexLocked`] when the index lock file exists and stays for a
+    /// Fails with [`GitError::IndexLocked`] when the index lock file exists and stays for
     /// few seconds: another git process is running (a short one is waited for — after a
     /// `kill -9`, the git commands the killed run had started finish on their own), or one
     /// crashed and left it.
@@ -169,17 +185,14 @@ impl Repo {
         let path = self.root.join(super::cmd::path_from_bytes(
             out.strip_suffix(b"\n").unwrap_or(&out),
         ));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-        while std::fs::symlink_metadata(&path).is_ok() {
-            if std::time::Instant::now() >= deadline {
-                return Err(GitError::IndexLocked {
-                    path,
-                    dir: self.root.clone(),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        if gone_within(&path, LOCK_PATIENCE) {
+            Ok(())
+        } else {
+            Err(GitError::IndexLocked {
+                path,
+                dir: self.root.clone(),
+            })
         }
-        Ok(())
     }
 
     /// Finishes or drops a round commit an interrupted run left (see the module docs), and
@@ -188,6 +201,11 @@ impl Repo {
     /// writes them there only after its commit point.
     pub fn recover_round(&self, own: &[String]) -> Result<Recovered, GitError> {
         let dir = self.dagexec_dir();
+        // A git the killed run started may still be writing the round's index (it is not in
+        // dagexec's process group, so a kill -9 left it running): its lock goes when it ends.
+        // Removed under it, its rename would bring back a half-built index later. A lock that
+        // stays is a crash's, and goes with the index.
+        gone_within(&dir.join("round-index.lock"), LOCK_PATIENCE);
         for stale in [dir.join("round-index"), dir.join("round-index.lock")] {
             super::paths::remove_any(&stale)?;
         }
@@ -756,6 +774,40 @@ mod tests {
                 && text.contains("if no git process is running, delete"),
             "{text}"
         );
+    }
+
+    /// Issue 31 §9: after a kill -9, a git the killed run started may still be writing the
+    /// round's index. Recovery waits for its lock to go instead of removing the files under
+    /// it (its rename would bring a half-built index back afterwards).
+    #[test]
+    fn recovery_waits_for_a_git_still_writing_the_round_index() {
+        let f = Fixture::new();
+        let dir = f.repo.common_dir().join("dagexec");
+        fs::create_dir_all(&dir).unwrap();
+        let lock = dir.join("round-index.lock");
+        fs::write(&lock, "half-built").unwrap();
+        let orphan = {
+            let (lock, index) = (lock.clone(), dir.join("round-index"));
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                // git ends as it does: its lock becomes the index.
+                fs::rename(&lock, &index).is_ok()
+            })
+        };
+        f.repo.recover_round(&[]).unwrap();
+        assert!(
+            orphan.is_finished(),
+            "recovery went on while the lock was held"
+        );
+        assert!(
+            orphan.join().unwrap(),
+            "the lock was removed under the writer"
+        );
+        assert!(!dir.join("round-index").exists() && !lock.exists());
+        // A lock nobody holds (a crash's) is removed after the wait.
+        fs::write(&lock, "stale").unwrap();
+        f.repo.recover_round(&[]).unwrap();
+        assert!(!lock.exists());
     }
 
     #[test]
