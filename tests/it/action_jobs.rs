@@ -1499,18 +1499,7 @@ fn the_work_job_refuses_a_change_over_the_cap_and_finalize_fails_the_attempt_wit
     );
     assert_eq!(std::fs::read(dir.join("changes.patch")).unwrap(), b"");
     // git never stored it.
-    let sizes = git(
-        &repo,
-        &[
-            "cat-file",
-            "--batch-all-objects",
-            "--batch-check=%(objectsize)",
-        ],
-    );
-    assert!(
-        sizes.lines().all(|n| n.parse::<u64>().unwrap() < 1_000_000),
-        "a large object was stored"
-    );
+    crate::common::assert_no_large_object(&repo);
     git(&repo, &["reset", "-q", "--hard", &base]);
     git(&repo, &["clean", "-qfdx"]);
     let matrix = r#"{"include":[{"task":0,"attempt":1,"name":"task 0: A"}]}"#;

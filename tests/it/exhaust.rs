@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common;
 use common::local::{local, plan_or_done, simple_plan};
-use common::{git, repo};
+use common::repo;
 
 /// Task 0 writes `a.txt` and, on its attempts, whatever `$TASK0` says; task 1 writes `b.txt`.
 const WORKER: &str = r#"case "$DAGEXEC_TASK_INDEX" in
@@ -46,18 +46,7 @@ fn a_change_over_the_cap_is_refused_and_never_stored() {
         "refused: its added and changed files hold 100.1 MiB (big.bin 100.1 MiB, a.txt 0.0 MiB), over the 100 MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)"
     );
     // git never stored it: no object of that size in the repository.
-    let sizes = git(
-        dir.path(),
-        &[
-            "cat-file",
-            "--batch-all-objects",
-            "--batch-check=%(objectsize)",
-        ],
-    );
-    assert!(
-        sizes.lines().all(|n| n.parse::<u64>().unwrap() < 1_000_000),
-        "a large object was stored"
-    );
+    common::assert_no_large_object(dir.path());
 }
 
 /// A `git` in front of the real one that fails `git add` like a full disk in a tree where

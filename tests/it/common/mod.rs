@@ -75,6 +75,23 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// Fails when the repository at `dir` stores any object of 1 MB or more (a change refused
+/// before staging never reaches git's object store).
+pub fn assert_no_large_object(dir: &Path) {
+    let sizes = git(
+        dir,
+        &[
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectsize)",
+        ],
+    );
+    assert!(
+        sizes.lines().all(|n| n.parse::<u64>().unwrap() < 1_000_000),
+        "a large object was stored"
+    );
+}
+
 /// A committed repository with `plan` as `.design/plan.json` and `files` beside it.
 pub fn repo(plan: &serde_json::Value, files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
