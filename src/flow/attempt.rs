@@ -136,14 +136,7 @@ pub(crate) fn observe_and_judge(
                 changed: std::collections::BTreeSet::new(),
                 acceptance: None,
             };
-            let verdict = Verdict {
-                status: crate::pure::plan::model::Status::Failed,
-                result: reason.clone(),
-                acceptance_passed: false,
-                failed_checks: Vec::new(),
-                warnings,
-                halt: None,
-            };
+            let verdict = Verdict::refused(reason.clone(), warnings);
             let nothing = crate::edge::git::Changes::nothing(tree);
             return Ok(Observed {
                 report,

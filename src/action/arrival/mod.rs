@@ -83,14 +83,7 @@ pub(super) fn judge_entry_at(
             refused(&touched, own, protected)
         });
     if let Some(reason) = refusal {
-        verdict = Verdict {
-            status: Status::Failed,
-            result: reason,
-            acceptance_passed: false,
-            failed_checks: Vec::new(),
-            warnings: verdict.warnings,
-            halt: None,
-        };
+        verdict = Verdict::refused(reason, verdict.warnings);
     }
     // The reviewer's verdict, concluded by the seed's rules as locally. A merge's re-check
     // (`overlap: merge`) continues an attempt whose review concluded when it arrived.

@@ -283,6 +283,21 @@ pub fn refused_changes<'a>(
     None
 }
 
+impl Verdict {
+    /// A failed attempt whose change was refused for `reason` (nothing of it is taken, no retry
+    /// is ruled out), keeping the `warnings` found so far.
+    pub fn refused(reason: String, warnings: Vec<String>) -> Verdict {
+        Verdict {
+            status: Status::Failed,
+            result: reason,
+            acceptance_passed: false,
+            failed_checks: Vec::new(),
+            warnings,
+            halt: None,
+        }
+    }
+}
+
 /// Makes `verdict` a failure for `reason` (warnings kept).
 pub fn refuse(verdict: &mut Verdict, reason: String) {
     verdict.status = Status::Failed;
