@@ -45,7 +45,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
-    let interrupted = resume::recover(&repo, opts, ui)?;
+    let interrupted = resume::recover(&repo, &opts.plan_rel, ui)?;
     if interrupted == resume::Interrupted::Finished && opts.plan.is_file() {
         // The plan in the work tree was brought to the round commit a crash interrupted (an
         // archiving commit removed it: the plan read before, every task completed, is
@@ -108,6 +108,22 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
             .then(crate::flow::merge::Ledger::default),
     };
     executor::run(local, &conflicts, &mut plan, round)
+}
+
+/// Before `run` reads the work tree's plan as gone (archived, or never written): a round
+/// commit an interrupted run published and did not finish bringing to the work tree — the
+/// archiving commit, killed after it removed the plan there — is finished first, under the
+/// run's lock, so the plan's place is read as the commit left it and no record is left for
+/// a later run (of a new plan at the same path) to act on.
+pub fn finish_interrupted_round(root: &Path, plan_rel: &str, ui: &Ui) -> Result<(), RunError> {
+    let Ok(repo) = Repo::discover(root) else {
+        return Ok(());
+    };
+    if !repo.round_left_unfinished() {
+        return Ok(());
+    }
+    let _lock = take_lock(&repo, ui)?;
+    resume::recover(&repo, plan_rel, ui).map(|_| ())
 }
 
 /// The repository, with the worktrees folder a setting names.

@@ -138,9 +138,9 @@ pub(super) fn fail_exhausted(
 /// Finishes or drops a round commit an interrupted run left (see `git::round`), before
 /// anything else looks at the work tree. What it found decides how the plan is read
 /// ([`Interrupted`]).
-pub(super) fn recover(repo: &Repo, opts: &RunOptions, ui: &Ui) -> Result<Interrupted, RunError> {
+pub(super) fn recover(repo: &Repo, plan_rel: &str, ui: &Ui) -> Result<Interrupted, RunError> {
     repo.check_index_lock()?;
-    let found = repo.recover_round(std::slice::from_ref(&opts.plan_rel))?;
+    let found = repo.recover_round(&[plan_rel.to_owned()])?;
     let interrupted = match &found {
         Recovered::Nothing | Recovered::Moved => Interrupted::Nothing,
         Recovered::NotCommitted => Interrupted::NotCommitted,

@@ -351,6 +351,44 @@ fn a_crash_after_the_ref_moved_is_finished_on_the_next_start() {
     assert_eq!(w.runs(), ["0 1", "1 1"], "task 0 ran once");
 }
 
+/// A run killed while it brought the work tree to the archiving commit, after it removed the
+/// plan there: the next `run` (no plan.json, the archive beside it) finishes that commit before
+/// it says the plan is complete, so no round record is left for a later run to act on.
+#[test]
+fn a_crash_in_the_archiving_commits_sync_is_finished_by_the_next_run() {
+    let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
+    let dir = repo(&p, &[]);
+    let d = dir.path();
+    let w = Worker::new(WRITE_DECLARED);
+    let ran = local(d)
+        .worker(&w.cmd)
+        .env("DAGEXEC_FAILPOINT", "archive-after-ref:0")
+        .run_within(Duration::from_secs(60));
+    assert_eq!(ran.code(), None, "{}", ran.text());
+    assert!(
+        git(d, &["log", "-1", "--format=%B"]).contains("archived"),
+        "the archiving commit was published: {}",
+        git(d, &["log", "--format=%s"])
+    );
+    // The sync's first step (deletions before writes) had removed the plan.
+    std::fs::remove_file(d.join(".design/plan.json")).unwrap();
+    assert!(d.join(".git/dagexec/round.json").exists());
+    let ran = run(d, &w.cmd, &[]);
+    assert_eq!(ran.code(), Some(0), "{}", ran.text());
+    assert!(
+        ran.text().contains("that an interrupted run had made.")
+            && ran.text().contains("the plan is complete"),
+        "{}",
+        ran.text()
+    );
+    assert!(
+        !d.join(".git/dagexec/round.json").exists(),
+        "the round record is left"
+    );
+    assert_eq!(git(d, &["status", "--porcelain"]), "");
+    assert_eq!(w.runs(), ["0 1"], "task 0 ran once");
+}
+
 #[test]
 fn a_stale_index_lock_is_reported_as_such_with_the_fix() {
     let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
@@ -517,12 +555,12 @@ echo "COMPLETED: wrote the files""#,
             assert_eq!(read(d, "scratch.txt"), "untracked\n", "{label}");
         }
         let label = format!("scenario {scenario} after {history:?}");
-        let last = if d.join(".design/plan.json").exists() {
+        // Run again as a user would, also when the plan was archived: that run says the plan
+        // is complete, after finishing an archiving commit a kill interrupted.
+        let last = {
             let ran = run(d, &w.cmd, &[]);
             assert_eq!(ran.code(), Some(0), "{label}: {}", ran.text());
             ran.text()
-        } else {
-            "(no run: the plan was archived)".to_string()
         };
         let label = format!("{label}; the last run said: {last}");
         assert!(d.join(".design/plan.done.json").exists(), "{label}");

@@ -61,7 +61,14 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         },
         None => loc.clone(),
     };
-    // After the end: the plan was archived by the run that completed it.
+    // After the end: the plan was archived by the run that completed it (a crash in the
+    // archiving commit finished first).
+    if !loc.plan.exists()
+        && let Some(rel) = &loc.plan_rel
+    {
+        crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())
+            .map_err(run_error)?;
+    }
     if !loc.plan.exists()
         && let Some(done) = crate::cli::location::archived_plan(&loc.plan)
     {

@@ -112,6 +112,12 @@ impl Repo {
         self.dagexec_dir().join("round.json")
     }
 
+    /// Whether an interrupted run left a round commit's record ([`Repo::recover_round`]
+    /// finishes or drops it).
+    pub fn round_left_unfinished(&self) -> bool {
+        self.journal_path().symlink_metadata().is_ok()
+    }
+
     /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
     /// replaced.
     pub fn round_index(&self) -> Result<RoundIndex, GitError> {
