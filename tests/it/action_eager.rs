@@ -1252,27 +1252,17 @@ fn a_conductor_killed_before_its_dispatch_reached_github_costs_no_attempt() {
 
 /// Issue 31 §8: the pull request shows one commit per round (and the final one); every
 /// dispatch added "dagexec: starting task N attempt K" to the branch. The record of a start
-/// lives on a ref of its own beside the branch.
+/// lives on a ref of its own beside the branch, and goes when the run ends with nothing in
+/// flight (it was left on the remote for good).
 #[test]
 fn the_branch_holds_round_commits_only_and_starts_are_recorded_beside_it() {
     let lab = Arc::new(Lab::new(diamond()));
-    let conductor = lab.conductor(1, &[]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
-    let subjects = git(&lab.origin, &["log", "--format=%s", BRANCH]);
-    assert!(
-        !subjects.lines().any(|s| s.starts_with("dagexec: starting")),
-        "bookkeeping on the reviewed branch:\n{subjects}"
-    );
-    let starts = git(
-        &lab.origin,
-        &[
-            "log",
-            "--format=%s",
-            &format!("refs/dagexec/starts/{BRANCH}"),
-        ],
-    );
+    let starts_ref = format!("refs/dagexec/starts/{BRANCH}");
+    // Killed right after its first dispatch: the start is recorded beside the branch.
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "dispatched:1")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let starts = git(&lab.origin, &["log", "--format=%s", &starts_ref]);
     assert!(
         starts
             .lines()
@@ -1280,6 +1270,25 @@ fn the_branch_holds_round_commits_only_and_starts_are_recorded_beside_it() {
             .unwrap_or("")
             .starts_with("dagexec: starting"),
         "{starts}"
+    );
+    let conductor = lab.conductor(2, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    let subjects = git(&lab.origin, &["log", "--format=%s", BRANCH]);
+    assert!(
+        !subjects.lines().any(|s| s.starts_with("dagexec: starting")),
+        "bookkeeping on the reviewed branch:\n{subjects}"
+    );
+    let left = std::process::Command::new("git")
+        .args(["for-each-ref", "--format=%(refname)", "refs/dagexec/"])
+        .current_dir(&lab.origin)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout),
+        "",
+        "the record of starts outlived the run:\n{log}"
     );
     lab.gh.assert_clean();
 }

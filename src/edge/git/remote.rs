@@ -236,6 +236,18 @@ impl Repo {
         self.push(&format!("{sha}:{name}"), Some(&lease), auth)
     }
 
+    /// Deletes the ref `name` (a full name) on `origin` while it is still at `expected` (a
+    /// lease: a ref another writer moved is left, [`Pushed::Rejected`]).
+    pub fn delete_remote_ref(
+        &self,
+        name: &str,
+        expected: &str,
+        auth: &RemoteAuth,
+    ) -> Result<Pushed, GitError> {
+        let lease = format!("--force-with-lease={name}:{expected}");
+        self.push(&format!(":{name}"), Some(&lease), auth)
+    }
+
     /// Fetches the ref `name` (a full name) from `origin` into the same name here; `Ok(None)`
     /// when the remote has no such ref, else its commit.
     pub fn fetch_ref(&self, name: &str, auth: &RemoteAuth) -> Result<Option<String>, GitError> {

@@ -350,6 +350,9 @@ impl Remote<'_> {
         if published.stale {
             return Ok(writer::stale(published));
         }
+        if self.flights.is_empty() {
+            self.drop_starts_record();
+        }
         self.summary(plan, round_no)?;
         Ok(Finalized {
             conclusion,

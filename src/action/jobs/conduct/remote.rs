@@ -182,6 +182,28 @@ impl Remote<'_> {
         Ok(())
     }
 
+    /// Deletes the record of starts once the run ends with no run in flight: the branch's
+    /// last commit records every attempt, so the record says nothing more, and a ref nobody
+    /// reads is not left on the repository. A record another writer moved is left, and a
+    /// failure to delete is said, never fatal (the next conductor of the branch reads the
+    /// record only against the branch's history).
+    pub(super) fn drop_starts_record(&mut self) {
+        let Some(at) = self.starts.remote.clone() else {
+            return;
+        };
+        let name = super::starts_ref(self.branch);
+        match self.repo.delete_remote_ref(&name, &at, self.auth) {
+            Ok(crate::edge::git::Pushed::Done) => self.starts.remote = None,
+            Ok(crate::edge::git::Pushed::Rejected(why)) => self.ui.say(format!(
+                "{name} moved since this conductor last pushed it ({}); left as it is.",
+                why.lines().last().unwrap_or("").trim()
+            )),
+            Err(e) => self.ui.say(format!(
+                "Could not delete {name}, the record of started attempts, which is no longer needed: {e}"
+            )),
+        }
+    }
+
     /// Dispatches the run of task `i` attempt `attempt` (its start is recorded already) and
     /// returns its id. The dispatch is sent once ([`crate::edge::github::Client::send_once`]):
     /// GitHub may have started the run although it failed to answer (5xx, a lost connection),
