@@ -96,7 +96,7 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
     };
     let named: Vec<String> = lists
         .iter()
-        .map(|(format, rel)| format!("  {rel} ({})", format_label(*format)))
+        .map(|(format, rel)| format!("  {rel} ({})", format.label()))
         .collect();
     Some(CliError::Usage {
         message: format!(
@@ -109,15 +109,6 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
             lists[0].1
         ),
     })
-}
-
-/// A task-list format as people call it.
-fn format_label(format: crate::sources::Format) -> &'static str {
-    match format {
-        crate::sources::Format::SpecKit => "Spec Kit",
-        crate::sources::Format::Taskmaster => "Taskmaster",
-        crate::sources::Format::Kiro => "Kiro / cc-sdd",
-    }
 }
 
 /// The commands that read the plan `--plan` names, or the one found here: not `demo` (its

@@ -52,6 +52,18 @@ pub const CONTEXT_DOCS: [&str; 2] = ["requirements.md", "design.md"];
 pub struct Kiro;
 
 impl Reader for Kiro {
+    fn name(&self) -> &'static str {
+        "kiro"
+    }
+
+    fn label(&self) -> &'static str {
+        "Kiro / cc-sdd"
+    }
+
+    fn extension(&self) -> &'static str {
+        ".md"
+    }
+
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
         let parsed = parse::read(cx.rel, text)?;
         let deps = parse::derive(cx.rel, &parsed)?;

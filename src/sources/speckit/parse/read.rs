@@ -16,7 +16,7 @@ pub(super) fn read_lines(
 ) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
     let mut r = Reader {
         path,
-        plan_rel: crate::sources::speckit::generated_plan_rel(path),
+        plan_rel: crate::sources::generated::plan_rel_of(path),
         errors: Vec::new(),
         out: Parsed::default(),
         section: None,
