@@ -3,7 +3,9 @@
 //! `PLAN.md` folders (`longrun`); and a GitHub issue's sub-issues (`issues`, read from the
 //! network, closed by the pull request that completes them rather than written back).
 //!
-//! One abstraction, [`Format`], covers every task-list format, so no caller names one:
+//! Every source is a [`Source`], prepared one way ([`Source::prepare`]) into one [`Prepared`]
+//! plan, what stops it said as [`Problem`]s ([`describe`]). One abstraction, [`Format`],
+//! covers every task-list format, so no caller names one:
 //!
 //! - [`Format::detect`] — which format a `--plan` path is (by its name and place);
 //! - [`prepare`] — the file read, its plan built and checked (errors at the file's line or
@@ -27,13 +29,15 @@ pub mod generated;
 pub mod issues;
 pub mod kiro;
 pub mod longrun;
+mod prepared;
 pub mod speckit;
 pub mod taskmaster;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Prepared, Problem, Reader, Unit};
+pub use generated::{Built, Context, Problem, Reader, Unit};
+pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
 use crate::pure::plan::model::Plan;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 pub(crate) use carry::{carry_over, identities, settle};
 
-use super::Format;
+use super::{Format, Prepared};
 use crate::pure::plan::fields::SOURCE;
 use crate::pure::plan::model::{CompletedTask, Plan, Status};
 
@@ -23,19 +23,6 @@ pub const GENERATED_DIR: &str = ".dagexec";
 /// The largest source file read (a task list is text a person keeps; 10,000 tasks take a few
 /// MiB).
 pub const MAX_BYTES: u64 = 64 << 20;
-
-/// The prepared run: where the generated plan is.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The generated plan (`<dir>/.dagexec/plan.json`, or in `scratch`).
-    pub plan: PathBuf,
-    /// `<dir>/.dagexec/plan.json`, relative to the root.
-    pub plan_rel: String,
-    /// Findings that do not stop the run.
-    pub warnings: Vec<String>,
-    /// When the plan was not written next to the file, the temporary directory holding it.
-    pub scratch: Option<tempfile::TempDir>,
-}
 
 /// Why a task list cannot run: the message names the file's line or JSON path and the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,10 +248,8 @@ pub(crate) fn prepare(
     settle(&mut plan);
     let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(one)?;
     Ok(Prepared {
-        plan: target,
-        plan_rel,
         warnings,
-        scratch,
+        ..Prepared::at(target, plan_rel, scratch)
     })
 }
 
