@@ -36,7 +36,7 @@ pub mod taskmaster;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Problem, Reader, Unit};
+pub use generated::{Built, Context, Names, Problem, Reader, Unit};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
@@ -122,12 +122,12 @@ impl Format {
 
     /// Its name in messages and in the generated plan.
     pub fn name(self) -> &'static str {
-        self.reader().name()
+        self.reader().names().name
     }
 
     /// What people call it.
     pub fn label(self) -> &'static str {
-        self.reader().label()
+        self.reader().names().label
     }
 
     /// The format a generated plan was made from, if any.

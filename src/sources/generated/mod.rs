@@ -89,12 +89,8 @@ pub struct Context<'a> {
 /// made from, and its text with tasks marked done. Everything else is shared ([`prepare`],
 /// [`write_back`], `sources::own_file`, `sources::completed_ids`, …).
 pub trait Reader: Sync {
-    /// Its name in messages and in the generated plan (`taskmaster`).
-    fn name(&self) -> &'static str;
-    /// What people call it (`Taskmaster`).
-    fn label(&self) -> &'static str;
-    /// How the name of one of its files ends (`.json`): only such a file is written back.
-    fn extension(&self) -> &'static str;
+    /// What the format is called, and how its files are named.
+    fn names(&self) -> Names;
     /// The plan (and task) field that records what the plan was made from: the tasks'
     /// identities (`{"tasks": [{"id", "text", "mark"}]}`) and each task's ID.
     fn field(&self) -> &'static str {
@@ -104,7 +100,7 @@ pub trait Reader: Sync {
     /// recorded).
     fn file_of<'p>(&self, plan: &'p Plan) -> Option<&'p str> {
         let source = plan.extra.get(SOURCE)?;
-        if source.get("format")?.as_str()? != self.name() {
+        if source.get("format")?.as_str()? != self.names().name {
             return None;
         }
         source.get("file")?.as_str()
@@ -115,7 +111,7 @@ pub trait Reader: Sync {
     /// reads): by default the [`SOURCE`] field, each task's ID, and the tasks the file says
     /// are done as completed.
     fn stamp(&self, built: &mut Built, rel: &str) {
-        stamp(built, self.name(), rel);
+        stamp(built, self.names().name, rel);
     }
     /// `text` with the tasks whose IDs are in `done` (and what that completes) marked done,
     /// every other byte kept; `Err(why)` when it no longer reads as this format. `meta` is
@@ -131,6 +127,17 @@ pub trait Reader: Sync {
     fn mark_done_hint(&self, _ids: &[&str]) -> String {
         "tick them in it first".to_string()
     }
+}
+
+/// What a format is called, and how its files are named.
+#[derive(Debug, Clone, Copy)]
+pub struct Names {
+    /// In messages and in the generated plan (`taskmaster`).
+    pub name: &'static str,
+    /// As people call it (`Taskmaster`).
+    pub label: &'static str,
+    /// How the name of one of its files ends (`.json`): only such a file is written back.
+    pub extension: &'static str,
 }
 
 /// `dir/name`, or `name` when `dir` is the root.
@@ -416,14 +423,16 @@ pub(crate) fn writable(plan: &Plan, format: Format) -> Result<String, String> {
     let file = reader.file_of(plan).unwrap_or_default();
     match crate::pure::paths::normalize(file) {
         Ok(clean)
-            if clean.to_ascii_lowercase().ends_with(reader.extension())
+            if clean
+                .to_ascii_lowercase()
+                .ends_with(reader.names().extension)
                 && crate::pure::paths::git_dir_prefix(&clean).is_none() =>
         {
             Ok(clean)
         }
         _ => Err(format!(
             "{file:?} is not a {} file dagexec may write",
-            reader.name()
+            reader.names().name
         )),
     }
 }
@@ -458,7 +467,7 @@ pub(crate) fn write_back(
         Err(why) => {
             return Ok(skipped(format!(
                 "it no longer reads as a {} task list ({why})",
-                reader.name()
+                reader.names().name
             )));
         }
     };

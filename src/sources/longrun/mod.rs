@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use folder::{Paths, PlanFile};
 
 use super::Prepared;
+use super::generated::rel;
 
 /// Why a long-run folder cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -184,13 +185,6 @@ fn read(path: &Path) -> Result<Option<String>, LongRunError> {
             message: e.to_string(),
         }),
     }
-}
-
-fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .unwrap_or(p)
-        .to_string_lossy()
-        .replace('\\', "/")
 }
 
 /// The plan files of `plans_dir` (`NN-PLAN.md`), in number order: number, its text, path.

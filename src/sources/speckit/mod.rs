@@ -65,7 +65,7 @@ use serde_json::json;
 
 pub use parse::{Parsed, TaskLine, parse};
 
-use super::generated::{Built, Context, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Problem, Reader, Unit};
 use crate::pure::plan::model::{
     Agent, CompletedTask, ContextFile, Files, Metadata, Plan, Status, Task,
 };
@@ -158,16 +158,12 @@ impl From<&SpecKitError> for Problem {
 pub struct SpecKit;
 
 impl Reader for SpecKit {
-    fn name(&self) -> &'static str {
-        "speckit"
-    }
-
-    fn label(&self) -> &'static str {
-        "Spec Kit"
-    }
-
-    fn extension(&self) -> &'static str {
-        ".md"
+    fn names(&self) -> Names {
+        Names {
+            name: "speckit",
+            label: "Spec Kit",
+            extension: ".md",
+        }
     }
 
     fn field(&self) -> &'static str {

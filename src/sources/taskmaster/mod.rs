@@ -42,7 +42,7 @@ mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::generated::{Built, Context, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Problem, Reader, Unit};
 use crate::pure::plan::model::{Agent, Metadata, Plan, Status, Task};
 use read::{Item, State};
 
@@ -50,16 +50,12 @@ use read::{Item, State};
 pub struct Taskmaster;
 
 impl Reader for Taskmaster {
-    fn name(&self) -> &'static str {
-        "taskmaster"
-    }
-
-    fn label(&self) -> &'static str {
-        "Taskmaster"
-    }
-
-    fn extension(&self) -> &'static str {
-        ".json"
+    fn names(&self) -> Names {
+        Names {
+            name: "taskmaster",
+            label: "Taskmaster",
+            extension: ".json",
+        }
     }
 
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
