@@ -86,8 +86,8 @@ pub struct Context<'a> {
 }
 
 /// A task-list format: its names, its plan from its text, where the plan records what it was
-/// made from, and its text with tasks marked done. Everything else is shared ([`prepare`],
-/// [`write_back`], `sources::own_file`, `sources::completed_ids`, …).
+/// made from, and its text with tasks marked done. Everything else is shared
+/// (`sources::prepare`, `sources::write_back`, `sources::own_file`, `sources::completed_ids`, …).
 pub trait Reader: Sync {
     /// What the format is called, and how its files are named.
     fn names(&self) -> Names;
