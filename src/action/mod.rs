@@ -109,24 +109,15 @@ pub(crate) fn overlap_policy(
     }
 }
 
-/// The inputs with the plan resolved in the checkout at `root`: a long-run folder (the `plan`
-/// input names a directory of `NN-PLAN.md`) becomes the plan `longrun::prepare` writes in it,
-/// a task list (`sources::Format`: Spec Kit, Kiro, Taskmaster) the plan `sources::prepare`
-/// writes next to it.
+/// The inputs with the plan resolved in the checkout at `root`: a source other than a
+/// plan.json (`sources::Source::at`: a long-run folder of `NN-PLAN.md`, a task list — Spec
+/// Kit, Kiro, Taskmaster) becomes the plan `Source::prepare` writes beside it.
 /// Preparing is deterministic from the tree, so every job of a round derives the same plan,
-/// carrying the state committed in `DIR/plan.json`.
+/// carrying the state committed with it.
 pub(crate) fn with_plan(root: &std::path::Path, inputs: &Inputs) -> Result<Inputs, ActionError> {
     let mut resolved = inputs.clone();
-    let dir = root.join(&inputs.plan_rel);
-    if dir.is_dir() {
-        let prepared = crate::sources::longrun::prepare(root, &dir, false)
-            .map_err(|e| ActionError::Input(format!("{e}\n  hint: {}", e.hint())))?;
-        resolved.plan_rel = prepared.plan_rel;
-    } else if let Some(format) = crate::sources::Format::detect(&dir)
-        && dir.is_file()
-    {
-        // A task list (Spec Kit, Kiro, Taskmaster): the plan generated next to it.
-        let prepared = crate::sources::prepare(format, root, &dir, true).map_err(|errors| {
+    if let Some(source) = crate::sources::Source::at(&root.join(&inputs.plan_rel)) {
+        let prepared = source.prepare(root, true).map_err(|errors| {
             let (message, hint) = crate::sources::describe(&errors);
             ActionError::Input(format!("{message}\n  hint: {hint}"))
         })?;

@@ -5,6 +5,7 @@ use crate::cli::args::Command;
 use crate::cli::report::CliError;
 use crate::pure::graph::Dag;
 use crate::pure::plan::{Plan, PlanErrors};
+use crate::sources::{Prepared, Source};
 use std::io::{self};
 use std::path::{Path, PathBuf};
 
@@ -96,7 +97,7 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
     };
     let named: Vec<String> = lists
         .iter()
-        .map(|(format, rel)| format!("  {rel} ({})", format_label(*format)))
+        .map(|(format, rel)| format!("  {rel} ({})", format.label()))
         .collect();
     Some(CliError::Usage {
         message: format!(
@@ -109,15 +110,6 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
             lists[0].1
         ),
     })
-}
-
-/// A task-list format as people call it.
-fn format_label(format: crate::sources::Format) -> &'static str {
-    match format {
-        crate::sources::Format::SpecKit => "Spec Kit",
-        crate::sources::Format::Taskmaster => "Taskmaster",
-        crate::sources::Format::Kiro => "Kiro / cc-sdd",
-    }
 }
 
 /// The commands that read the plan `--plan` names, or the one found here: not `demo` (its
@@ -137,17 +129,52 @@ pub(crate) fn reads_plan(command: &Command) -> bool {
     }
 }
 
-/// For `--plan` naming a task list (`sources::Format`: Spec Kit or Kiro `tasks.md`,
-/// Taskmaster `tasks.json`), the location of the plan generated from it (`sources::prepare`):
-/// written next to the file for the commands that change the state (`run`, `answer`,
-/// `retry`), else in a temporary directory that lives as long as the returned value. Other
-/// plans and commands: `loc` unchanged.
+/// The plan of a source other than a plan.json (`sources::Source`: `--plan` naming a task
+/// list — Spec Kit or Kiro `tasks.md`, Taskmaster `tasks.json` —, `run --long-run DIR`,
+/// `--issue N`), prepared (`Source::prepare`): written where runs keep it for the commands
+/// that change the state (`run`, `answer`, `retry`), else in a temporary directory that lives
+/// as long as the returned value; what reading it said goes to stderr. `None`: every task of
+/// it is completed, nothing to do. Other plans and commands: `loc` unchanged.
 pub(crate) fn source_location(
     command: &Command,
     loc: Location,
-) -> Result<(Location, Option<crate::sources::Prepared>), CliError> {
+) -> Result<Option<(Location, Option<Prepared>)>, CliError> {
+    let Some((source, write)) = source_of(command, &loc)? else {
+        return Ok(Some((loc, None)));
+    };
+    let prepared = source.prepare(&loc.root, write).map_err(|errors| {
+        let (message, hint) = crate::sources::describe(&errors);
+        CliError::Usage { message, hint }
+    })?;
+    if matches!(command, Command::Validate(_) | Command::Run(_)) {
+        for w in &prepared.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    eprint!("{}", prepared.notes);
+    if prepared.archived {
+        return Ok(None);
+    }
+    let loc = Location {
+        plan: prepared.plan.clone(),
+        root: loc.root,
+        plan_rel: Some(prepared.plan_rel.clone()),
+    };
+    Ok(Some((loc, Some(prepared))))
+}
+
+/// The source the command reads its plan from, and whether it writes the plan in place.
+fn source_of(command: &Command, loc: &Location) -> Result<Option<(Source, bool)>, CliError> {
+    if let Some(issues) = crate::cli::issues::issue_source(command, &loc.root)? {
+        return Ok(Some(issues));
+    }
+    if let Command::Run(a) = command
+        && let Some(dir) = &a.long_run
+    {
+        return Ok(Some((Source::LongRun(dir.clone()), !a.dry_run)));
+    }
     let Some(format) = crate::sources::Format::detect(&loc.plan) else {
-        return Ok((loc, None));
+        return Ok(None);
     };
     let write = match command {
         Command::Run(a) => !a.dry_run,
@@ -157,26 +184,10 @@ pub(crate) fn source_location(
         | Command::Graph { .. }
         | Command::Simulate { .. }
         | Command::Prompt { .. } => false,
-        Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => {
-            return Ok((loc, None));
-        }
+        Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => return Ok(None),
     };
-    let prepared =
-        crate::sources::prepare(format, &loc.root, &loc.plan, write).map_err(|errors| {
-            let (message, hint) = crate::sources::describe(&errors);
-            CliError::Usage { message, hint }
-        })?;
-    if matches!(command, Command::Validate(_) | Command::Run(_)) {
-        for w in &prepared.warnings {
-            eprintln!("warning: {w}");
-        }
-    }
-    let loc = Location {
-        plan: prepared.plan.clone(),
-        root: loc.root,
-        plan_rel: Some(prepared.plan_rel.clone()),
-    };
-    Ok((loc, Some(prepared)))
+    let path = loc.plan.clone();
+    Ok(Some((Source::TaskList { format, path }, write)))
 }
 
 /// A plan that loaded and validated.

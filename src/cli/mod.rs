@@ -74,17 +74,10 @@ pub fn main() -> ExitCode {
         report(&e, &loc);
         return Exit::Usage.into();
     }
-    // `--plan specs/001-x/tasks.md` (or another task list): the plan generated next to it.
+    // `--plan specs/001-x/tasks.md` (or another task list), `run --long-run DIR`, `--issue N`:
+    // the plan generated from it.
     let given = loc.clone();
-    let (loc, _generated) = match source_location(&cli.command, loc) {
-        Ok(l) => l,
-        Err(e) => {
-            report(&e, &given);
-            return Exit::Usage.into();
-        }
-    };
-    // `--issue N`: the plan made of the issue's sub-issues.
-    let (loc, _issues) = match issues::issue_location(&cli.command, loc) {
+    let (loc, _prepared) = match source_location(&cli.command, loc) {
         Ok(Some(l)) => l,
         Ok(None) => return Exit::Success.into(),
         Err(e) => {

@@ -3,7 +3,9 @@
 //! `PLAN.md` folders (`longrun`); and a GitHub issue's sub-issues (`issues`, read from the
 //! network, closed by the pull request that completes them rather than written back).
 //!
-//! One abstraction, [`Format`], covers every task-list format, so no caller names one:
+//! Every source is a [`Source`], prepared one way ([`Source::prepare`]) into one [`Prepared`]
+//! plan, what stops it said as [`Problem`]s ([`describe`]). One abstraction, [`Format`],
+//! covers every task-list format, so no caller names one:
 //!
 //! - [`Format::detect`] — which format a `--plan` path is (by its name and place);
 //! - [`prepare`] — the file read, its plan built and checked (errors at the file's line or
@@ -16,8 +18,9 @@
 //!
 //! The formats: [`speckit`] (Spec Kit `tasks.md`), [`taskmaster`] (Taskmaster
 //! `.taskmaster/tasks/tasks.json`), [`kiro`] (Kiro and cc-sdd `.kiro/specs/<feature>/tasks.md`).
-//! A new format is a module implementing [`Reader`] (build a plan from the text, rewrite the
-//! text for the completed IDs) and a [`Format`] variant; everything else is shared
+//! A new format is a module implementing [`Reader`] (its names, a plan from the text, the
+//! text with the completed IDs marked done) and a [`Format`] variant in the tables below
+//! (its reader, how its file is recognised and found); everything else is shared
 //! ([`generated`]). A format that declares no files gives its tasks none: no declared file, no
 //! assumed conflict — two tasks that do change one file are integrated one after the other,
 //! and one whose patch no longer applies is retried from the integrated tree.
@@ -26,13 +29,15 @@ pub mod generated;
 pub mod issues;
 pub mod kiro;
 pub mod longrun;
+mod prepared;
 pub mod speckit;
 pub mod taskmaster;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Prepared, Problem, Reader, Unit};
+pub use generated::{Built, Context, Names, Problem, Reader, Unit};
+pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
 use crate::pure::plan::model::Plan;
@@ -103,34 +108,33 @@ impl Format {
         out
     }
 
+    /// Every format, in the order a generated plan is recognised ([`Format::of_plan`]).
+    pub const ALL: [Format; 3] = [Format::SpecKit, Format::Taskmaster, Format::Kiro];
+
+    /// Its reader: what the format itself is; everything else is shared.
+    pub fn reader(self) -> &'static dyn Reader {
+        match self {
+            Format::SpecKit => &speckit::SpecKit,
+            Format::Taskmaster => &taskmaster::Taskmaster,
+            Format::Kiro => &kiro::Kiro,
+        }
+    }
+
     /// Its name in messages and in the generated plan.
     pub fn name(self) -> &'static str {
-        match self {
-            Format::SpecKit => "speckit",
-            Format::Taskmaster => "taskmaster",
-            Format::Kiro => "kiro",
-        }
+        self.reader().names().name
+    }
+
+    /// What people call it.
+    pub fn label(self) -> &'static str {
+        self.reader().names().label
     }
 
     /// The format a generated plan was made from, if any.
     pub fn of_plan(plan: &Plan) -> Option<Format> {
-        if speckit::tasks_md_of(plan).is_some() {
-            return Some(Format::SpecKit);
-        }
-        match plan.extra.get(SOURCE)?.get("format")?.as_str()? {
-            "taskmaster" => Some(Format::Taskmaster),
-            "kiro" => Some(Format::Kiro),
-            _ => None,
-        }
-    }
-
-    /// The reader of a generic format (Spec Kit has its own, older path).
-    fn reader(self) -> Option<&'static dyn Reader> {
-        match self {
-            Format::SpecKit => None,
-            Format::Taskmaster => Some(&taskmaster::Taskmaster),
-            Format::Kiro => Some(&kiro::Kiro),
-        }
+        Format::ALL
+            .into_iter()
+            .find(|f| f.reader().file_of(plan).is_some())
     }
 }
 
@@ -142,18 +146,7 @@ pub fn prepare(
     path: &Path,
     write: bool,
 ) -> Result<Prepared, Vec<Problem>> {
-    match format.reader() {
-        None => speckit::prepare(root, path, write).map_err(|errors| {
-            errors
-                .iter()
-                .map(|e| Problem {
-                    message: e.to_string(),
-                    hint: e.hint(),
-                })
-                .collect()
-        }),
-        Some(reader) => generated::prepare(format, reader, root, path, write),
-    }
+    generated::prepare(format.reader(), root, path, write)
 }
 
 /// Several problems as one message (one per line) and their hints.
@@ -174,39 +167,37 @@ pub fn describe(problems: &[Problem]) -> (String, String) {
 
 /// The source file a generated plan was made from (repository-relative, as recorded).
 pub fn source_of(plan: &Plan) -> Option<&str> {
-    match Format::of_plan(plan)? {
-        Format::SpecKit => speckit::tasks_md_of(plan),
-        _ => plan.extra.get(SOURCE)?.get("file")?.as_str(),
-    }
+    Format::of_plan(plan)?.reader().file_of(plan)
 }
 
 /// The source file of a generated plan, which only dagexec writes during a run: a worker's
 /// change to it is dropped from its patch. `None` for other plans, and for a recorded path
 /// dagexec may not write (outside the repository form, in `.git`, not of its format).
 pub fn own_file(plan: &Plan) -> Option<String> {
-    let format = Format::of_plan(plan)?;
-    if format == Format::SpecKit {
-        return speckit::own_tasks_md(plan);
-    }
-    generated::writable(plan, format).ok()
+    generated::writable(plan, Format::of_plan(plan)?).ok()
 }
 
 /// The folder holding a generated plan's state (`<dir of the file>/.dagexec`), whose changes
 /// are dagexec's own, not the user's.
 pub fn generated_dir_of(plan: &Plan) -> Option<String> {
-    if Format::of_plan(plan)? == Format::SpecKit {
-        return speckit::generated_dir_of(plan);
-    }
     let file = source_of(plan)?;
     Some(generated::join(
         generated::dir_of(file),
-        speckit::GENERATED_DIR,
+        generated::GENERATED_DIR,
     ))
 }
 
 /// `git status --porcelain` output without the entries inside `dir` (or `dir` itself).
 pub fn without_dir(status: &str, dir: &str) -> String {
-    speckit::without_dir(status, dir)
+    status
+        .lines()
+        .filter(|l| {
+            let path = l.get(3..).unwrap_or("").trim_matches('"');
+            let path = path.rsplit(" -> ").next().unwrap_or(path);
+            !(path.trim_end_matches('/') == dir || crate::pure::paths::within(path, dir))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What writing the completed tasks back into a source file did for a round commit.
@@ -230,14 +221,14 @@ pub fn write_back(
 ) -> Result<Tick, crate::edge::git::GitError> {
     match Format::of_plan(plan) {
         None => Ok(Tick::Nothing),
-        Some(Format::SpecKit) => speckit::tick_index(index, plan),
         Some(format) => generated::write_back(index, plan, format),
     }
 }
 
 /// The IDs of a generated plan's completed tasks.
 pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
-    generated::identities(plan, SOURCE)
+    let field = Format::of_plan(plan).map_or(SOURCE, |f| f.reader().field());
+    generated::identities(plan, field)
         .into_iter()
         .zip(&plan.tasks)
         .filter(|(_, t)| t.status == crate::pure::plan::model::Status::Completed)
@@ -277,22 +268,10 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
     if work == head {
         return None;
     }
-    let done = match format {
-        Format::SpecKit => speckit::completed_ids(plan),
-        _ => completed_ids(plan),
-    };
-    let meta = plan
-        .extra
-        .get(crate::pure::plan::fields::SOURCE)
-        .and_then(|s| s.get("meta"))
-        .cloned()
-        .unwrap_or_default();
-    let marks_done = |ids: &BTreeSet<String>| -> Option<String> {
-        match format.reader() {
-            Some(reader) => reader.write_back(&work, ids, &meta).ok(),
-            None => speckit::parse::tick(&path, &work, ids).ok(),
-        }
-    };
+    let reader = format.reader();
+    let done = completed_ids(plan);
+    let meta = generated::meta_of(plan);
+    let marks_done = |ids: &BTreeSet<String>| reader.write_back(&work, ids, &meta).ok();
     if marks_done(&done)? == work {
         return None;
     }
@@ -302,13 +281,7 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
         .map(String::as_str)
         .collect();
     let name = path.rsplit('/').next().unwrap_or(&path);
-    let keep = match format {
-        Format::Taskmaster => format!(
-            "set them done in it first (`task-master set-status --id={} --status=done`)",
-            missing.join(",")
-        ),
-        _ => "tick them in it first".to_string(),
-    };
+    let keep = reader.mark_done_hint(&missing);
     Some(format!(
         "{path} in your work tree is an edit made during the run, left uncommitted; it does not mark done {} that this run completed and committed. Committing your {name} as it is would undo that (the next run runs them again): {keep}, then commit it.",
         missing.join(", ")

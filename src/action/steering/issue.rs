@@ -22,7 +22,8 @@ use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::{Client, RepoName};
-use crate::sources::issues::read::{Options, ReadReport, prepare};
+use crate::sources::Source;
+use crate::sources::issues::read::{Options, ReadReport};
 
 /// `/execute` (or `/execute include #N …`) on a parent issue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,15 +166,14 @@ fn start(
         token: inputs.token.clone(),
         include: t.include.clone(),
         reread: !t.include.is_empty(),
-        write: true,
     };
-    let prepared = match prepare(repo.root(), &opts) {
+    let prepared = match Source::Issues(opts).prepare(repo.root(), true) {
         Ok(p) => p,
-        Err(e) => {
+        Err(errors) => {
+            let (message, hint) = crate::sources::describe(&errors);
             let text = format!(
-                "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{}\n",
-                crate::pure::sanitize::line(&e.to_string()),
-                e.hint()
+                "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{hint}\n",
+                crate::pure::sanitize::line(&message),
             );
             upsert_status(client, rt, inputs, issue, &text)?;
             return Ok(Started {

@@ -17,7 +17,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         dry_run,
         check_timeout,
         reviewer,
-        long_run,
+        long_run: _,
         max_cost,
         issue: _,
         branch,
@@ -46,21 +46,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     };
     // What tokens cost, for the CLIs that report no cost of their own.
     crate::pure::prices::install(file.prices().map_err(config_error)?);
-    let long_run = long_run
-        .map(|dir| crate::sources::longrun::prepare(&loc.root, &dir, dry_run))
-        .transpose()
-        .map_err(|e| CliError::Usage {
-            hint: e.hint(),
-            message: e.to_string(),
-        })?;
-    let loc = &match &long_run {
-        Some(p) => Location {
-            plan: p.plan.clone(),
-            root: loc.root.clone(),
-            plan_rel: Some(p.plan_rel.clone()),
-        },
-        None => loc.clone(),
-    };
+    // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
     // After the end: the plan was archived by the run that completed it (a crash in the
     // archiving commit finished first).
     if !loc.plan.exists()

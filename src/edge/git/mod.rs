@@ -50,7 +50,7 @@ pub use error::GitError;
 pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth, changes_in};
-pub use round::{Journal, Merged, Prepared, Recovered, RoundIndex};
+pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
 pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_within, disk_full};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text};

@@ -65,10 +65,10 @@ impl Journal {
     }
 }
 
-/// A round commit made but not yet published: [`Prepared::publish`] moves `HEAD`,
-/// [`Prepared::sync`] brings the work tree to it.
+/// A round commit made but not yet published: [`StagedRound::publish`] moves `HEAD`,
+/// [`StagedRound::sync`] brings the work tree to it.
 #[derive(Debug)]
-pub struct Prepared {
+pub struct StagedRound {
     pub journal: Journal,
 }
 
@@ -444,7 +444,7 @@ enum WorkState {
     Other,
 }
 
-impl Prepared {
+impl StagedRound {
     /// The new commit's SHA.
     pub fn sha(&self) -> &str {
         &self.journal.new
@@ -534,7 +534,7 @@ mod tests {
         wt.changes().unwrap().patch.read_to_vec()
     }
 
-    fn commit(f: &Fixture, patch: &[u8]) -> Prepared {
+    fn commit(f: &Fixture, patch: &[u8]) -> StagedRound {
         let index = f.repo.round_index().unwrap();
         index.check_patch(patch).unwrap();
         index.apply_patch(patch).unwrap();

@@ -4,38 +4,37 @@
 //! run's state over, writing the generated plan, and writing the completed tasks back into
 //! the file in the round's index.
 
+mod carry;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::Format;
-use super::speckit::GENERATED_DIR;
+pub(crate) use carry::{carry_over, identities, settle};
+
+use super::{Format, Prepared};
 use crate::pure::plan::fields::SOURCE;
 use crate::pure::plan::model::{CompletedTask, Plan, Status};
+
+/// The folder next to a task list that holds the plan generated from it.
+pub const GENERATED_DIR: &str = ".dagexec";
 
 /// The largest source file read (a task list is text a person keeps; 10,000 tasks take a few
 /// MiB).
 pub const MAX_BYTES: u64 = 64 << 20;
-
-/// The prepared run: where the generated plan is.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The generated plan (`<dir>/.dagexec/plan.json`, or in `scratch`).
-    pub plan: PathBuf,
-    /// `<dir>/.dagexec/plan.json`, relative to the root.
-    pub plan_rel: String,
-    /// Findings that do not stop the run.
-    pub warnings: Vec<String>,
-    /// When the plan was not written next to the file, the temporary directory holding it.
-    pub scratch: Option<tempfile::TempDir>,
-}
 
 /// Why a task list cannot run: the message names the file's line or JSON path and the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub message: String,
     pub hint: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl Problem {
@@ -86,10 +85,34 @@ pub struct Context<'a> {
     pub plan_rel: &'a str,
 }
 
-/// A task-list format: its plan from its text, and its text with tasks marked done.
+/// A task-list format: its names, its plan from its text, where the plan records what it was
+/// made from, and its text with tasks marked done. Everything else is shared
+/// (`sources::prepare`, `sources::write_back`, `sources::own_file`, `sources::completed_ids`, …).
 pub trait Reader: Sync {
+    /// What the format is called, and how its files are named.
+    fn names(&self) -> Names;
+    /// The plan (and task) field that records what the plan was made from: the tasks'
+    /// identities (`{"tasks": [{"id", "text", "mark"}]}`) and each task's ID.
+    fn field(&self) -> &'static str {
+        SOURCE
+    }
+    /// The file `plan` was made from when this reader made it (repository-relative, as
+    /// recorded).
+    fn file_of<'p>(&self, plan: &'p Plan) -> Option<&'p str> {
+        let source = plan.extra.get(SOURCE)?;
+        if source.get("format")?.as_str()? != self.names().name {
+            return None;
+        }
+        source.get("file")?.as_str()
+    }
     /// The plan of `text` (the file at `cx.rel`); errors at their line or JSON path.
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>>;
+    /// Records on the plan what it was made from, the file `rel` (what [`Reader::file_of`]
+    /// reads): by default the [`SOURCE`] field, each task's ID, and the tasks the file says
+    /// are done as completed.
+    fn stamp(&self, built: &mut Built, rel: &str) {
+        stamp(built, self.names().name, rel);
+    }
     /// `text` with the tasks whose IDs are in `done` (and what that completes) marked done,
     /// every other byte kept; `Err(why)` when it no longer reads as this format. `meta` is
     /// what [`Reader::build`] recorded in [`Built::meta`].
@@ -99,6 +122,22 @@ pub trait Reader: Sync {
         done: &BTreeSet<String>,
         meta: &serde_json::Value,
     ) -> Result<String, String>;
+    /// How a person marks the tasks `ids` done in the file by hand (said when an edit of the
+    /// file made during a run would undo them).
+    fn mark_done_hint(&self, _ids: &[&str]) -> String {
+        "tick them in it first".to_string()
+    }
+}
+
+/// What a format is called, and how its files are named.
+#[derive(Debug, Clone, Copy)]
+pub struct Names {
+    /// In messages and in the generated plan (`taskmaster`).
+    pub name: &'static str,
+    /// As people call it (`Taskmaster`).
+    pub label: &'static str,
+    /// How the name of one of its files ends (`.json`): only such a file is written back.
+    pub extension: &'static str,
 }
 
 /// `dir/name`, or `name` when `dir` is the root.
@@ -114,59 +153,31 @@ pub(crate) fn dir_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
-/// The tasks kept under the plan field `field` (plan-level, since completion trims tasks);
-/// none when it holds no list.
-fn kept<'p>(plan: &'p Plan, field: &str) -> &'p [serde_json::Value] {
-    plan.extra
-        .get(field)
-        .and_then(|v| v.get("tasks"))
-        .and_then(|v| v.as_array())
-        .map_or(&[], Vec::as_slice)
+/// The generated plan of the task list at `rel` (repository-relative):
+/// `<dir>/.dagexec/plan.json`.
+pub(crate) fn plan_rel_of(rel: &str) -> String {
+    join(&join(dir_of(rel), GENERATED_DIR), "plan.json")
 }
 
-/// The `(id, text)` pairs kept under the plan field `field`.
-pub(crate) fn identities(plan: &Plan, field: &str) -> Vec<(String, String)> {
-    kept(plan, field)
-        .iter()
-        .map(|t| {
-            (
-                t["id"].as_str().unwrap_or("").to_string(),
-                t["text"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
+/// `p` relative to `root`, with `/` separators.
+pub(crate) fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root)
+        .unwrap_or(p)
+        .to_string_lossy()
+        .replace('\\', "/")
 }
 
-/// The status marks kept under the plan field `field` (see [`Unit::mark`]), by task; empty
-/// for a plan written before marks were kept.
-pub(crate) fn marks(plan: &Plan, field: &str) -> Vec<Option<String>> {
-    kept(plan, field)
-        .iter()
-        .map(|t| t.get("mark").and_then(|m| m.as_str()).map(str::to_string))
-        .collect()
-}
-
-/// After an earlier run's state is carried over: a task the cascade skipped whose cause is
-/// gone (the failed task the team cancelled, reopened or marked done) is pending again; then
-/// each open task waits for the open ones before it through finished ones.
-pub(crate) fn settle(plan: &mut Plan) {
-    if let Ok(dag) = crate::pure::graph::Dag::build(plan) {
-        crate::pure::update::reopen_stale_skips(plan, &dag);
-    }
-    crate::pure::graph::order_through_finished(plan);
-}
-
-/// Marks `plan` as made from the file `rel` in `format`: the identities on the plan, each
-/// task's ID on it, and the tasks done in the file as completed.
-fn stamp(
-    plan: &mut Plan,
-    format: Format,
-    rel: &str,
-    built: (&[Unit], &[String], &serde_json::Value),
-) {
-    let (units, warnings, meta) = built;
+/// Marks the plan as made from the file `rel` by the format `name`: the identities on the
+/// plan, each task's ID on it, and the tasks done in the file as completed.
+fn stamp(built: &mut Built, name: &str, rel: &str) {
+    let Built {
+        plan,
+        units,
+        warnings,
+        meta,
+    } = built;
     plan.progress.completed_tasks.clear();
-    for (i, (task, unit)) in plan.tasks.iter_mut().zip(units).enumerate() {
+    for (i, (task, unit)) in plan.tasks.iter_mut().zip(units.iter()).enumerate() {
         task.extra.insert(SOURCE.into(), json!({"id": unit.id}));
         if task.status == Status::Completed {
             let summary = format!("done in {rel}");
@@ -185,27 +196,21 @@ fn stamp(
         .collect();
     plan.extra.insert(
         SOURCE.into(),
-        json!({"format": format.name(), "file": rel, "tasks": ids, "warnings": warnings, "meta": meta}),
+        json!({"format": name, "file": rel, "tasks": ids, "warnings": warnings, "meta": meta}),
     );
-}
-
-fn problem(e: &super::speckit::SpecKitError) -> Problem {
-    Problem::new(e.to_string(), e.hint())
 }
 
 /// Reads `path` (inside `root`) with `reader` and writes its plan; see [`super::prepare`].
 pub(crate) fn prepare(
-    format: Format,
     reader: &dyn Reader,
     root: &Path,
     path: &Path,
     write: bool,
 ) -> Result<Prepared, Vec<Problem>> {
-    use super::speckit::prepare::{locate, save};
     let one = |p: Problem| vec![p];
-    let (root_c, abs_c, rel) = locate(root, path).map_err(|e| one(problem(&e)))?;
+    let (root_c, abs_c, rel) = locate(root, path).map_err(one)?;
     let text = read(&abs_c, &rel).map_err(one)?;
-    let plan_rel = join(&join(dir_of(&rel), GENERATED_DIR), "plan.json");
+    let plan_rel = plan_rel_of(&rel);
     let dir = abs_c.parent().unwrap_or(&root_c).to_path_buf();
     let cx = Context {
         root: &root_c,
@@ -213,18 +218,26 @@ pub(crate) fn prepare(
         rel: &rel,
         plan_rel: &plan_rel,
     };
+    let mut built = reader.build(&cx, &text)?;
+    reader.stamp(&mut built, &rel);
     let Built {
         mut plan,
         units,
         warnings,
-        meta,
-    } = reader.build(&cx, &text)?;
-    stamp(&mut plan, format, &rel, (&units, &warnings, &meta));
+        ..
+    } = built;
     own_file_declared(&plan, &units, &rel)?;
+    // What the plan's validation would refuse is said here, at the unit's line or JSON path
+    // (the generated plan's name, perhaps a temporary file's, means nothing to the user).
     if let Err(crate::pure::plan::PlanErrors(errors)) =
         crate::edge::plan_file::check_in(&plan, Some(&plan_rel), &root_c)
     {
-        return Err(errors.iter().map(|e| at_unit(&rel, &units, e)).collect());
+        let mut found: Vec<(Option<usize>, Problem)> = errors
+            .iter()
+            .map(|e| (e.task(), at_unit(&rel, &units, e)))
+            .collect();
+        found.sort_by_key(|(task, _)| *task);
+        return Err(found.into_iter().map(|(_, p)| p).collect());
     }
     let plan_path = root_c.join(&plan_rel);
     if plan_path.is_file() {
@@ -237,16 +250,73 @@ pub(crate) fn prepare(
                 "",
             ))
         })?;
-        super::speckit::carry_over_by(&mut plan, &old, SOURCE);
+        carry_over(&mut plan, &old, reader.field());
     }
     settle(&mut plan);
-    let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(|e| one(problem(&e)))?;
+    let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(one)?;
     Ok(Prepared {
-        plan: target,
-        plan_rel,
         warnings,
-        scratch,
+        ..Prepared::at(target, plan_rel, scratch)
     })
+}
+
+/// The root and the file canonical, and the file relative to the root; a file outside the
+/// root or in its `.git` is refused.
+fn locate(root: &Path, path: &Path) -> Result<(PathBuf, PathBuf, String), Problem> {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    };
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let (root_c, abs_c) = (canon(root), canon(&abs));
+    let rel = rel(&root_c, &abs_c);
+    if !abs_c.starts_with(&root_c) || crate::pure::paths::git_dir_prefix(&rel).is_some() {
+        let name = abs.file_name().map_or_else(
+            || "the task list".to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        return Err(Problem::new(
+            format!(
+                "{} is outside the repository {}",
+                abs.display(),
+                root.display()
+            ),
+            format!("run dagexec from the repository that holds {name}"),
+        ));
+    }
+    Ok((root_c, abs_c, rel))
+}
+
+/// Writes the plan at `plan_path` (under `root_c`), or with `write` false in a temporary
+/// directory, which comes back with the path written.
+fn save(
+    plan: &Plan,
+    root_c: &Path,
+    plan_path: PathBuf,
+    write: bool,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), Problem> {
+    let failed = |path: &Path, e: &dyn std::fmt::Display| {
+        Problem::new(format!("cannot write {}: {e}", path.display()), "")
+    };
+    let scratch = if write {
+        None
+    } else {
+        Some(tempfile::tempdir().map_err(|e| failed(&std::env::temp_dir(), &e))?)
+    };
+    let target = scratch
+        .as_ref()
+        .map_or(plan_path, |d| d.path().join("plan.json"));
+    if let Some(parent) = target.parent() {
+        let base = if scratch.is_some() {
+            crate::edge::fsx::default_root(parent)
+        } else {
+            root_c
+        };
+        crate::edge::fsx::create_dir_all(base, parent).map_err(|e| failed(parent, &e))?;
+    }
+    crate::edge::plan_file::save(plan, &target).map_err(|e| failed(&target, &e))?;
+    Ok((target, scratch))
 }
 
 /// A task may not declare the task list itself: only dagexec writes it during a run.
@@ -326,6 +396,11 @@ fn at_unit(rel: &str, units: &[Unit], e: &crate::pure::plan::error::PlanError) -
             "{}: task {} names the file {path:?}, which goes through {link}, a symbolic link to {target}",
             u.at, u.id
         ),
+        // The text itself is not repeated: it holds the character.
+        E::ControlChar { code, .. } => format!(
+            "{}: task {} contains a control character (U+{code:04X})",
+            u.at, u.id
+        ),
         // The plan's own wording starts `task <plan index> …`: the list's ID says it.
         other => {
             let text = other.to_string();
@@ -344,40 +419,37 @@ fn at_unit(rel: &str, units: &[Unit], e: &crate::pure::plan::error::PlanError) -
 /// The source file of a plan in `format`, when it is one dagexec may write: repository form,
 /// outside `.git`, with the format's extension.
 pub(crate) fn writable(plan: &Plan, format: Format) -> Result<String, String> {
-    let file = super::source_of(plan).unwrap_or_default();
-    let ext = match format {
-        Format::Taskmaster => ".json",
-        Format::SpecKit | Format::Kiro => ".md",
-    };
+    let reader = format.reader();
+    let file = reader.file_of(plan).unwrap_or_default();
     match crate::pure::paths::normalize(file) {
         Ok(clean)
-            if clean.to_ascii_lowercase().ends_with(ext)
+            if clean
+                .to_ascii_lowercase()
+                .ends_with(reader.names().extension)
                 && crate::pure::paths::git_dir_prefix(&clean).is_none() =>
         {
             Ok(clean)
         }
         _ => Err(format!(
             "{file:?} is not a {} file dagexec may write",
-            format.name()
+            reader.names().name
         )),
     }
 }
 
-/// [`super::write_back`] for a generic format.
+/// [`super::write_back`] for a plan made from a file in `format`.
 pub(crate) fn write_back(
     index: &crate::edge::git::RoundIndex,
     plan: &Plan,
     format: Format,
 ) -> Result<super::Tick, crate::edge::git::GitError> {
     use super::Tick;
-    let Some(reader) = format.reader() else {
-        return Ok(Tick::Nothing);
-    };
+    let reader = format.reader();
     let path = match writable(plan, format) {
         Ok(p) => p,
         Err(why) => {
             return Ok(Tick::Skipped {
-                path: super::source_of(plan).unwrap_or_default().to_string(),
+                path: reader.file_of(plan).unwrap_or_default().to_string(),
                 why,
             });
         }
@@ -390,18 +462,12 @@ pub(crate) fn write_back(
         Ok(found) => found,
         Err(why) => return Ok(skipped(why.into())),
     };
-    let meta = plan
-        .extra
-        .get(SOURCE)
-        .and_then(|s| s.get("meta"))
-        .cloned()
-        .unwrap_or_default();
-    let written = match reader.write_back(&text, &super::completed_ids(plan), &meta) {
+    let written = match reader.write_back(&text, &super::completed_ids(plan), &meta_of(plan)) {
         Ok(t) => t,
         Err(why) => {
             return Ok(skipped(format!(
                 "it no longer reads as a {} task list ({why})",
-                format.name()
+                reader.names().name
             )));
         }
     };
@@ -410,6 +476,15 @@ pub(crate) fn write_back(
     }
     index.write_entry(&path, &mode, written.as_bytes())?;
     Ok(Tick::Ticked(path))
+}
+
+/// What the reader recorded to find the tasks again ([`Built::meta`]).
+pub(crate) fn meta_of(plan: &Plan) -> serde_json::Value {
+    plan.extra
+        .get(SOURCE)
+        .and_then(|s| s.get("meta"))
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

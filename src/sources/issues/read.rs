@@ -5,7 +5,7 @@
 //! the tasks already run is carried over by issue.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::body::{self, Ref};
 use super::convert::{self, Converted, Note, PLAN_FIELD, Reading, TASK_FIELD};
@@ -13,6 +13,7 @@ use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
 use crate::pure::plan::model::{Plan, Status};
+use crate::sources::Prepared;
 
 /// What `--issue N` was given.
 #[derive(Debug, Clone)]
@@ -25,21 +26,6 @@ pub struct Options {
     pub include: Vec<u64>,
     /// Read the issues again although the plan exists.
     pub reread: bool,
-    /// Write (and commit) the plan; otherwise it goes to a temporary directory.
-    pub write: bool,
-}
-
-/// What reading produced.
-#[derive(Debug)]
-pub struct Prepared {
-    pub plan: PathBuf,
-    pub plan_rel: String,
-    /// Present when the issues were read (not when the committed plan was used).
-    pub read: Option<ReadReport>,
-    /// The temporary directory holding the plan when it was not written in place.
-    pub scratch: Option<tempfile::TempDir>,
-    /// Every task completed: the plan was archived (`plan`), nothing is left to run.
-    pub archived: bool,
 }
 
 /// What reading the issues cost and noted.
@@ -94,8 +80,12 @@ pub fn plan_rel(number: u64) -> String {
     format!(".design/issues/{number}/plan.json")
 }
 
-/// The plan for `--issue N`: the one committed at the start, or read now.
-pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
+/// The plan for `--issue N`: the one committed at the start, or read now — and with `write`
+/// written and committed, else in a temporary directory. Its notes say which, and what
+/// reading cost and noted ([`ReadReport::describe`]); `read` is present when the issues were
+/// read, `archived` when every task of the plan is completed.
+pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, ReadError> {
+    let number = opts.number;
     let plan_rel = plan_rel(opts.number);
     let plan_path = root.join(&plan_rel);
     // The plan in progress, else the one a completed run archived beside it.
@@ -109,13 +99,21 @@ pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
         })
         .transpose()?;
     if old.is_some() && !opts.reread {
-        let archived = !plan_path.is_file();
+        if plan_path.is_file() {
+            return Ok(Prepared {
+                notes: format!(
+                    "Using the plan read from issue #{number} at the start ({plan_rel}); `--reread` reads the issues again.\n"
+                ),
+                ..Prepared::at(plan_path, plan_rel, None)
+            });
+        }
         return Ok(Prepared {
-            plan: if archived { done } else { plan_path },
-            plan_rel,
-            read: None,
-            scratch: None,
-            archived,
+            notes: format!(
+                "Every task of the plan read from issue #{number} is completed (archived as {}); `--reread` reads the issues again, new sub-issues becoming tasks.\n",
+                done.display()
+            ),
+            archived: true,
+            ..Prepared::at(done, plan_rel, None)
         });
     }
     let mut include: BTreeSet<Ref> = opts
@@ -145,27 +143,47 @@ pub fn prepare(root: &Path, opts: &Options) -> Result<Prepared, ReadError> {
         dropped,
         commit: None,
     };
-    if !opts.write {
+    let prepared = if write {
+        report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
+        Prepared::at(plan_path, plan_rel, None)
+    } else {
         let dir = tempfile::tempdir().map_err(|e| ReadError::Other(e.to_string()))?;
         let path = dir.path().join("plan.json");
         crate::edge::plan_file::save(&plan, &path)
             .map_err(|e| ReadError::Other(format!("{}: {e}", path.display())))?;
-        return Ok(Prepared {
-            plan: path,
-            plan_rel,
-            read: Some(report),
-            scratch: Some(dir),
-            archived: false,
-        });
-    }
-    report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
+        Prepared::at(path, plan_rel, Some(dir))
+    };
     Ok(Prepared {
-        plan: plan_path,
-        plan_rel,
+        notes: report.describe(number),
         read: Some(report),
-        scratch: None,
-        archived: false,
+        ..prepared
     })
+}
+
+impl ReadReport {
+    /// What reading issue `number` took and noted.
+    pub fn describe(&self, number: u64) -> String {
+        let mut s = format!(
+            "Read issue #{number}: {} tasks in {} API requests ({} GraphQL, {} REST).\n",
+            self.tasks,
+            self.graphql_calls + self.rest_calls,
+            self.graphql_calls,
+            self.rest_calls
+        );
+        for n in &self.left_out {
+            s.push_str(&format!("  left out {}: {}\n", n.issue, n.text));
+        }
+        for n in &self.outside {
+            s.push_str(&format!("  {}: {}\n", n.issue, n.text));
+        }
+        for d in &self.dropped {
+            s.push_str(&format!("  dropped {d}: no longer a sub-issue\n"));
+        }
+        if let Some(c) = &self.commit {
+            s.push_str(&format!("  committed as {}\n", &c[..c.len().min(12)]));
+        }
+        s
+    }
 }
 
 /// Reads the tree, the writers among its authors, and the state of the issues its bodies

@@ -42,7 +42,7 @@ pub(crate) mod parse;
 
 use std::collections::BTreeSet;
 
-use super::generated::{Built, Context, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Problem, Reader, Unit};
 use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Status, Task};
 
 /// The spec's documents every task gets, in the order a prompt lists them.
@@ -52,6 +52,14 @@ pub const CONTEXT_DOCS: [&str; 2] = ["requirements.md", "design.md"];
 pub struct Kiro;
 
 impl Reader for Kiro {
+    fn names(&self) -> Names {
+        Names {
+            name: "kiro",
+            label: "Kiro / cc-sdd",
+            extension: ".md",
+        }
+    }
+
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
         let parsed = parse::read(cx.rel, text)?;
         let deps = parse::derive(cx.rel, &parsed)?;

@@ -256,7 +256,7 @@ pub(crate) fn derive(
         } else {
             g.major.into_iter().collect()
         };
-        chain(&m, (|i| p.lines[i].parallel, false), &mut deps);
+        chain(&m, |i| p.lines[i].parallel, false, &mut deps);
         members.push(m);
     }
     let waits_inside = |g: &[usize], deps: &BTreeMap<usize, BTreeSet<usize>>, i: usize| {
@@ -286,7 +286,7 @@ pub(crate) fn derive(
         .filter(|&k| !members[k].is_empty())
         .collect();
     let mut between: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-    chain(&order, (group_parallel, true), &mut between);
+    chain(&order, group_parallel, true, &mut between);
     for (&k, before) in &between {
         for &b in before {
             for &s in &sources[k] {
@@ -294,7 +294,12 @@ pub(crate) fn derive(
             }
         }
     }
-    explicit(path, p, (&members, &sources, &sinks), &mut deps)?;
+    let groups = Groups {
+        members: &members,
+        sources: &sources,
+        sinks: &sinks,
+    };
+    explicit(path, p, &groups, &mut deps)?;
     // Optional nodes bypassed.
     let optional: BTreeSet<usize> = nodes
         .iter()
@@ -329,7 +334,8 @@ pub(crate) fn derive(
 /// when `after_last` (major tasks), else for none (subtasks, as Spec Kit's `[P]` in a phase).
 fn chain<T: Ord + Copy>(
     items: &[T],
-    (parallel, after_last): (impl Fn(T) -> bool, bool),
+    parallel: impl Fn(T) -> bool,
+    after_last: bool,
     deps: &mut BTreeMap<T, BTreeSet<T>>,
 ) {
     let mut last: Option<T> = None;
@@ -349,17 +355,27 @@ fn chain<T: Ord + Copy>(
     }
 }
 
-/// Line indices per group.
-type Sets<'a> = &'a [Vec<usize>];
+/// The units of each group (line indices, by group): all of them, those that wait for none of
+/// the others (its sources), and those none of the others waits for (its sinks).
+struct Groups<'a> {
+    members: &'a [Vec<usize>],
+    sources: &'a [Vec<usize>],
+    sinks: &'a [Vec<usize>],
+}
 
 /// `_Depends:_`: on a subtask, on a major task (its group's sinks, or itself), each unknown or
 /// self reference an error at its line.
 fn explicit(
     path: &str,
     p: &Parsed,
-    (members, sources, sinks): (Sets<'_>, Sets<'_>, Sets<'_>),
+    groups: &Groups<'_>,
     deps: &mut BTreeMap<usize, BTreeSet<usize>>,
 ) -> Result<(), Vec<Problem>> {
+    let Groups {
+        members,
+        sources,
+        sinks,
+    } = groups;
     let mut errors = Vec::new();
     let by_id: BTreeMap<&str, usize> = p
         .lines

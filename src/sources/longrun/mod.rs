@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 
 use folder::{Paths, PlanFile};
 
+use super::Prepared;
+use super::generated::rel;
+
 /// Why a long-run folder cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum LongRunError {
@@ -173,19 +176,6 @@ pub fn defer(
     Ok(vec![issues, summary])
 }
 
-/// The prepared run: where its plan is.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The generated plan (`DIR/plan.json`, or in `scratch` for a dry run).
-    pub plan: PathBuf,
-    /// `DIR/plan.json` relative to the root.
-    pub plan_rel: String,
-    /// How many plans (tasks) it has.
-    pub tasks: usize,
-    /// For a dry run, the temporary directory holding the plan (removed on drop).
-    pub scratch: Option<tempfile::TempDir>,
-}
-
 fn read(path: &Path) -> Result<Option<String>, LongRunError> {
     match std::fs::read_to_string(path) {
         Ok(t) => Ok(Some(t)),
@@ -195,13 +185,6 @@ fn read(path: &Path) -> Result<Option<String>, LongRunError> {
             message: e.to_string(),
         }),
     }
-}
-
-fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .unwrap_or(p)
-        .to_string_lossy()
-        .replace('\\', "/")
 }
 
 /// The plan files of `plans_dir` (`NN-PLAN.md`), in number order: number, its text, path.
@@ -230,20 +213,20 @@ fn numbered_plans(
     Ok(found)
 }
 
-/// Writes the plan at `plan_path`, or with `dry_run` in a temporary directory, which comes
+/// Writes the plan at `plan_path`, or without `write` in a temporary directory, which comes
 /// back with the path written.
 fn save(
     plan: &crate::pure::plan::Plan,
     plan_path: PathBuf,
-    dry_run: bool,
+    write: bool,
 ) -> Result<(PathBuf, Option<tempfile::TempDir>), LongRunError> {
-    let scratch = if dry_run {
+    let scratch = if write {
+        None
+    } else {
         Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
             path: std::env::temp_dir(),
             source,
         })?)
-    } else {
-        None
     };
     let plan_path = scratch
         .as_ref()
@@ -256,9 +239,9 @@ fn save(
 }
 
 /// Reads the long-run folder `dir` (inside `root`) and writes its plan as `dir/plan.json`,
-/// keeping the state an earlier run left there. With `dry_run` the folder is not written to:
-/// the plan goes to a temporary directory.
-pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongRunError> {
+/// keeping the state an earlier run left there. Without `write` the folder is not written to:
+/// the plan goes to a temporary directory (`run --dry-run`).
+pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRunError> {
     let abs = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
@@ -307,7 +290,7 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
     }
     let mut plan = folder::build(&files, &paths, &spec, &requirements)?;
     let plan_path = abs.join("plan.json");
-    if !plan_path.is_file() && !dry_run {
+    if !plan_path.is_file() && write {
         // A fresh start (no plan.json, or the user deleted it to start over): no partial work
         // of an earlier run's attempts carries over.
         if let Ok(repo) = crate::edge::git::Repo::discover(root) {
@@ -325,11 +308,10 @@ pub fn prepare(root: &Path, dir: &Path, dry_run: bool) -> Result<Prepared, LongR
         folder::carry_over(&mut plan, &old)?;
     }
     folder::skip_after_deferred(&mut plan);
-    let (plan_path, scratch) = save(&plan, plan_path, dry_run)?;
-    Ok(Prepared {
-        plan_rel: format!("{state}/plan.json"),
-        plan: plan_path,
-        tasks: plan.tasks.len(),
+    let (plan_path, scratch) = save(&plan, plan_path, write)?;
+    Ok(Prepared::at(
+        plan_path,
+        format!("{state}/plan.json"),
         scratch,
-    })
+    ))
 }

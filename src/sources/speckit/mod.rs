@@ -44,38 +44,34 @@
 //!   path no task may name (outside the repository, in `.git/`, the generated plan, through a
 //!   linked directory), each at its line with the task's ID.
 //!
-//! State: [`prepare`] writes the generated plan to `<feature>/.dagexec/plan.json` (the
-//! [`GENERATED_DIR`] next to tasks.md; archived as `.dagexec/plan.done.json` when every task
-//! completed). Reading an edited tasks.md again carries over the state of every task whose ID
-//! and text are unchanged. Each round commit ticks the tasks completed so far in tasks.md
-//! ([`tick_index`]: in the round's index, on the committed version, so the work tree gets the
-//! ticks only with the published commit and a user's uncommitted edit is neither committed nor
-//! lost). During a run only dagexec writes tasks.md: a worker's edit of it is dropped from its
-//! patch ([`own_tasks_md`]).
+//! State: [`SpecKit`] is a [`Reader`] like every task-list format, so what follows is
+//! shared (`sources::prepare`, `sources::write_back`, `sources::own_file`): the generated plan
+//! is written to `<feature>/.dagexec/plan.json` (the [`GENERATED_DIR`] next to tasks.md;
+//! archived as `.dagexec/plan.done.json` when every task completed). Reading an edited
+//! tasks.md again carries over the state of every task whose ID and text are unchanged. Each
+//! round commit ticks the tasks completed so far in tasks.md (in the round's index, on the
+//! committed version, so the work tree gets the ticks only with the published commit and a
+//! user's uncommitted edit is neither committed nor lost). During a run only dagexec writes
+//! tasks.md: a worker's edit of it is dropped from its patch. A Spec Kit plan records what it
+//! was made from in its own field ([`FIELD`]: `{"tasksMd", "tasks", "warnings"}`), older than
+//! the one the other formats share.
 
 pub mod parse;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
 pub use parse::{Parsed, TaskLine, parse};
 
+use super::generated::{Built, Context, Names, Problem, Reader, Unit};
 use crate::pure::plan::model::{
     Agent, CompletedTask, ContextFile, Files, Metadata, Plan, Status, Task,
 };
 
+pub use super::generated::GENERATED_DIR;
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
-
-pub(crate) mod prepare;
-mod tick;
-
-pub use prepare::{Prepared, prepare};
-pub use tick::{Tick, own_tasks_md, tick_index};
-
-/// The folder next to tasks.md that holds the generated plan.
-pub const GENERATED_DIR: &str = ".dagexec";
 
 /// The feature folder's design documents, in the order a prompt lists them.
 pub const CONTEXT_DOCS: [&str; 5] = [
@@ -126,12 +122,6 @@ pub enum SpecKitError {
     },
     #[error("{path}: no task lines (`- [ ] T001 Description`)")]
     NoTasks { path: String },
-    #[error("{}: {message}", path.display())]
-    Read { path: PathBuf, message: String },
-    #[error("{} is outside the repository {}", path.display(), root.display())]
-    Outside { path: PathBuf, root: PathBuf },
-    #[error("cannot write {}: {message}", path.display())]
-    Write { path: PathBuf, message: String },
 }
 
 impl SpecKitError {
@@ -154,82 +144,107 @@ impl SpecKitError {
             SpecKitError::NoTasks { .. } => {
                 "is this a Spec Kit tasks.md? Task lines look like `- [ ] T001 [P] [US1] Create X in src/x.py`".into()
             }
-            SpecKitError::Outside { .. } => {
-                "run dagexec from the repository that holds tasks.md".into()
-            }
-            SpecKitError::Read { .. } | SpecKitError::Write { .. } => String::new(),
         }
     }
 }
 
-/// Several problems as one message (one per line) and their hints.
-pub fn describe(errors: &[SpecKitError]) -> (String, String) {
-    let message = errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut hints: Vec<String> = Vec::new();
-    for e in errors {
-        let h = e.hint();
-        if !h.is_empty() && !hints.contains(&h) {
-            hints.push(h);
+impl From<&SpecKitError> for Problem {
+    fn from(e: &SpecKitError) -> Self {
+        Problem::new(e.to_string(), e.hint())
+    }
+}
+
+/// The Spec Kit reader.
+pub struct SpecKit;
+
+impl Reader for SpecKit {
+    fn names(&self) -> Names {
+        Names {
+            name: "speckit",
+            label: "Spec Kit",
+            extension: ".md",
         }
     }
-    (message, hints.join("; "))
-}
 
-/// Whether `--plan` names a Markdown file (a tasks.md) rather than a plan.json.
-pub fn is_tasks_md(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("md"))
-}
-
-/// `dir/name`, or `name` when `dir` is the root.
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
+    fn field(&self) -> &'static str {
+        FIELD
     }
-}
 
-fn dir_of(rel: &str) -> &str {
-    rel.rsplit_once('/').map_or("", |(d, _)| d)
-}
+    fn file_of<'p>(&self, plan: &'p Plan) -> Option<&'p str> {
+        plan.extra.get(FIELD)?.get("tasksMd")?.as_str()
+    }
 
-/// The generated plan of the tasks.md at `tasks_md` (repository-relative).
-pub fn generated_plan_rel(tasks_md: &str) -> String {
-    join(&join(dir_of(tasks_md), GENERATED_DIR), "plan.json")
-}
-
-/// The tasks.md a Spec Kit plan was generated from, when it is one.
-pub fn tasks_md_of(plan: &Plan) -> Option<&str> {
-    plan.extra.get(FIELD)?.get("tasksMd")?.as_str()
-}
-
-/// The folder holding a Spec Kit plan's generated state (`<feature>/.dagexec`), whose
-/// changes are dagexec's own, not the user's.
-pub fn generated_dir_of(plan: &Plan) -> Option<String> {
-    tasks_md_of(plan).map(|t| join(dir_of(t), GENERATED_DIR))
-}
-
-/// `git status --porcelain` output without the entries inside `dir` (or `dir` itself).
-pub fn without_dir(status: &str, dir: &str) -> String {
-    status
-        .lines()
-        .filter(|l| {
-            let path = l.get(3..).unwrap_or("").trim_matches('"');
-            let path = path.rsplit(" -> ").next().unwrap_or(path);
-            !(path.trim_end_matches('/') == dir || crate::pure::paths::within(path, dir))
+    fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
+        let parsed = parse(cx.rel, text)
+            .map_err(|errors| errors.iter().map(Problem::from).collect::<Vec<_>>())?;
+        let plan = build(&parsed, cx.rel, &context_docs(cx.root, cx.dir));
+        let units = parsed
+            .tasks
+            .iter()
+            .map(|t| Unit {
+                id: t.id.clone(),
+                text: t.text.clone(),
+                at: format!("{}:{}", cx.rel, t.line),
+                mark: if t.done { "x" } else { " " }.to_string(),
+            })
+            .collect();
+        Ok(Built {
+            plan,
+            units,
+            warnings: parsed.warnings,
+            meta: serde_json::Value::Null,
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+    }
+
+    /// [`build`] has recorded it already, in [`FIELD`].
+    fn stamp(&self, _built: &mut Built, _rel: &str) {}
+
+    fn write_back(
+        &self,
+        text: &str,
+        done: &BTreeSet<String>,
+        _meta: &serde_json::Value,
+    ) -> Result<String, String> {
+        parse::tick("tasks.md", text, done)
+            .map_err(|e| e.first().map_or_else(String::new, ToString::to_string))
+    }
 }
 
-/// The task's ID and text as kept in the plan (plan-level, since completion trims tasks).
-fn identities(plan: &Plan) -> Vec<(String, String)> {
-    crate::sources::generated::identities(plan, FIELD)
+/// The context documents of the feature folder `dir` (absolute) that exist, relative to
+/// `root`: the [`CONTEXT_DOCS`], then the files under `contracts/` in name order. Links are
+/// not followed.
+fn context_docs(root: &Path, dir: &Path) -> Vec<String> {
+    use crate::sources::generated::rel;
+    let mut out = Vec::new();
+    for name in CONTEXT_DOCS {
+        let p = dir.join(name);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            out.push(rel(root, &p));
+        }
+    }
+    let mut contracts = Vec::new();
+    let contracts_dir = dir.join("contracts");
+    // A linked contracts/ is not followed (its files could be anywhere).
+    let mut stack = if std::fs::symlink_metadata(&contracts_dir).is_ok_and(|m| m.is_dir()) {
+        vec![contracts_dir]
+    } else {
+        Vec::new()
+    };
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => contracts.push(rel(root, &e.path())),
+                _ => {}
+            }
+        }
+    }
+    contracts.sort();
+    out.extend(contracts);
+    out
 }
 
 /// The description a task's worker gets: the task line, its phase's goal and independent
@@ -326,71 +341,6 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         json!({"tasksMd": tasks_md, "tasks": ids, "warnings": parsed.warnings}),
     );
     plan
-}
-
-/// Carries the state of `old` (an earlier generated plan) over to `fresh`: a task whose ID
-/// and text are unchanged keeps its status, result, attempts and extra fields (reviews,
-/// question); a task ticked in tasks.md stays completed. Other tasks start afresh.
-pub fn carry_over(fresh: &mut Plan, old: &Plan) {
-    carry_over_by(fresh, old, FIELD);
-}
-
-/// [`carry_over`] for a plan whose identities are kept under the plan field `field`.
-pub(crate) fn carry_over_by(fresh: &mut Plan, old: &Plan, field: &str) {
-    let old_ids = crate::sources::generated::identities(old, field);
-    let new_ids = crate::sources::generated::identities(fresh, field);
-    let mut moved: Vec<Option<usize>> = vec![None; old.tasks.len()];
-    for (i, id) in new_ids.iter().enumerate() {
-        let Some(j) = old_ids.iter().position(|o| o == id) else {
-            continue;
-        };
-        if j < old.tasks.len()
-            && i < fresh.tasks.len()
-            && !changed_by_team(fresh, old, (i, j), field)
-        {
-            moved[j] = Some(i);
-        }
-    }
-    crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
-}
-
-/// Whether the team changed the status of the task (fresh `i`, old `j`) in its file since
-/// dagexec read it: then the file's status wins and the task starts afresh (`pending` gives
-/// fresh attempts; `done` and `cancelled` are the file's already). A task dagexec completed
-/// whose file no longer says so was reopened — unless its round is still open on the Action
-/// (`progress.dagexecRound`), whose status is written when the round ends.
-fn changed_by_team(fresh: &Plan, old: &Plan, (i, j): (usize, usize), field: &str) -> bool {
-    let (new, was) = (
-        crate::sources::generated::marks(fresh, field),
-        crate::sources::generated::marks(old, field),
-    );
-    let (Some(Some(now)), Some(Some(then))) = (new.get(i), was.get(j)) else {
-        return false;
-    };
-    if fresh.tasks[i].status == Status::Completed {
-        return false;
-    }
-    if old.tasks[j].status == Status::Completed {
-        let open_round = old
-            .progress
-            .extra
-            .get(crate::pure::plan::fields::ROUND)
-            .and_then(|r| r.get("tasks"))
-            .and_then(|t| t.as_array())
-            .is_some_and(|t| t.iter().any(|x| x.as_u64() == Some(j as u64)));
-        return !(open_round && now == then);
-    }
-    now != then
-}
-
-/// The IDs of a Spec Kit plan's completed tasks.
-pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
-    identities(plan)
-        .into_iter()
-        .zip(&plan.tasks)
-        .filter(|(_, t)| t.status == Status::Completed)
-        .map(|((id, _), _)| id)
-        .collect()
 }
 
 #[cfg(test)]

@@ -35,14 +35,14 @@
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's
-//!   status, not the earlier run's memory (`sources::speckit::carry_over_by`).
+//!   status, not the earlier run's memory (`sources::generated::carry_over`).
 
 mod read;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::generated::{Built, Context, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Problem, Reader, Unit};
 use crate::pure::plan::model::{Agent, Metadata, Plan, Status, Task};
 use read::{Item, State};
 
@@ -50,6 +50,14 @@ use read::{Item, State};
 pub struct Taskmaster;
 
 impl Reader for Taskmaster {
+    fn names(&self) -> Names {
+        Names {
+            name: "taskmaster",
+            label: "Taskmaster",
+            extension: ".json",
+        }
+    }
+
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
         let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             vec![Problem::new(
@@ -74,6 +82,13 @@ impl Reader for Taskmaster {
         meta: &serde_json::Value,
     ) -> Result<String, String> {
         write::write_done(text, done, meta.get("tag").and_then(|t| t.as_str()))
+    }
+
+    fn mark_done_hint(&self, ids: &[&str]) -> String {
+        format!(
+            "set them done in it first (`task-master set-status --id={} --status=done`)",
+            ids.join(",")
+        )
     }
 }
 

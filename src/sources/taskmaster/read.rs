@@ -142,7 +142,7 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
     let prefix = tag
         .as_ref()
         .map_or("tasks".to_string(), |t| format!("{t}.tasks"));
-    let mut r = Reader {
+    let mut r = Walk {
         rel,
         out: Read {
             tag,
@@ -163,7 +163,8 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
 
 const HINT_SHAPE: &str = "is this a Taskmaster tasks.json? It holds `{\"tasks\": [...]}` or tags `{\"master\": {\"tasks\": [...]}}`";
 
-struct Reader<'a> {
+/// The document walked so far: what it read, and what it refused.
+struct Walk<'a> {
     rel: &'a str,
     out: Read,
     errors: Vec<Problem>,
@@ -173,7 +174,7 @@ struct Reader<'a> {
     units_of: BTreeMap<String, Vec<usize>>,
 }
 
-impl Reader<'_> {
+impl Walk<'_> {
     fn error(&mut self, path: &str, message: &str, hint: &str) {
         self.errors.push(Problem::new(
             format!("{}: {path}: {message}", self.rel),

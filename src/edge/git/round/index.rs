@@ -5,7 +5,7 @@ use super::super::apply::{ApplyError, failing_paths};
 use super::super::cmd::{describe_failure, git, literal, nul_fields, text};
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
-use super::{Journal, Prepared, RoundIndex, cleanup_message, write_journal};
+use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
 
 impl RoundIndex {
     pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
@@ -200,7 +200,7 @@ impl RoundIndex {
 
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
     /// round in the journal. `None` when the tree is the base's: nothing to commit.
-    pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<Prepared>, GitError> {
+    pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<StagedRound>, GitError> {
         let tree = text(&self.git("write-tree").arg("write-tree").run()?);
         let base_tree = text(
             &git(&self.root, "rev-parse")
@@ -241,7 +241,7 @@ impl RoundIndex {
             paths,
         };
         write_journal(&self.dir, &repo.journal_path(), &journal)?;
-        Ok(Some(Prepared { journal }))
+        Ok(Some(StagedRound { journal }))
     }
 }
 

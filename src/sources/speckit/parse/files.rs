@@ -47,7 +47,8 @@ const READING_VERBS: &[&str] = &[
 /// the generated plan at `plan_rel`, the task list `tasks_md` itself), each with why.
 pub(super) fn files_of(
     text: &str,
-    (tasks_md, plan_rel): (&str, &str),
+    tasks_md: &str,
+    plan_rel: &str,
 ) -> (Vec<String>, Vec<(String, String)>) {
     let text = DEPENDS.replace_all(text, "");
     let mut found: Vec<String> = Vec::new();

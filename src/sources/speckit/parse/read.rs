@@ -14,9 +14,9 @@ pub(super) fn read_lines(
     path: &str,
     text: &str,
 ) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
-    let mut r = Reader {
+    let mut r = LinesRead {
         path,
-        plan_rel: crate::sources::speckit::generated_plan_rel(path),
+        plan_rel: crate::sources::generated::plan_rel_of(path),
         errors: Vec::new(),
         out: Parsed::default(),
         section: None,
@@ -26,7 +26,7 @@ pub(super) fn read_lines(
     for content in content_lines(text) {
         r.line(&content);
     }
-    let Reader {
+    let LinesRead {
         mut errors,
         out,
         by_number,
@@ -42,7 +42,7 @@ pub(super) fn read_lines(
 }
 
 /// What [`read_lines`] has read so far.
-struct Reader<'a> {
+struct LinesRead<'a> {
     /// The tasks.md, repository-relative, for messages.
     path: &'a str,
     /// The generated plan's path, which no task may name.
@@ -65,7 +65,7 @@ struct Head {
     body: String,
 }
 
-impl Reader<'_> {
+impl LinesRead<'_> {
     /// One content line: the title, a section heading, a phase field, or a task line.
     fn line(&mut self, content: &Content<'_>) {
         let line_no = content.number;
@@ -204,7 +204,7 @@ impl Reader<'_> {
         }
         let depends_on = self.depends_on(line_no, &body);
         let phase = self.phase();
-        let (files, problems) = files_of(&body, (self.path, &self.plan_rel));
+        let (files, problems) = files_of(&body, self.path, &self.plan_rel);
         for p in problems {
             self.errors.push(SpecKitError::Path {
                 path: self.path.into(),
