@@ -4,26 +4,22 @@
 //! onto the branch without landing and lands only after a re-check run (no worker, no write
 //! token) passed; a conflict or a failed re-check runs the task again as an uncounted rebase
 //! run from the integrated tree; a conductor killed after dispatching a re-check is replaced
-//! by one that adopts the run and lands it once.
+//! by one that adopts the run and lands it once. The plans, worker scripts and oracle checks
+//! are `common::list_merge`'s, shared with `action_merge`; the pauses in the workers order
+//! the arrivals.
 
 use crate::action_eager::{BRANCH, Lab};
 use crate::common::git;
+use crate::common::list_merge::{
+    LIST, assert_counted_once, assert_landed_first_time, assert_no_list, assert_rebased_once,
+    assert_records, breaking_tasks, clean_tasks, moving_zero, on_list, one, one_on_zero,
+    one_without_eq_on_rebase, others_on_the_first_line, worker, zero,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-
-const LIST: &str = "a\n1\n2\n3\n4\nb\n";
-
-/// A task modifying `list.txt`, checked by `check`.
-fn on_list(subject: &str, check: &str) -> Value {
-    let mut t = crate::common::lab::edit(subject, &[], &["list.txt"], &[]);
-    t["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
-        {"criterion": format!("{subject} is in the list"), "check": check}
-    ]});
-    t
-}
 
 /// The conductor lab with `list.txt`, and `overlap: merge` in `.design/dagexec.yml` when
 /// `merge`.
@@ -38,6 +34,22 @@ fn lab(tasks: Vec<Value>, worker: &str, merge: bool) -> Arc<Lab> {
         worker,
         &[("list.txt", LIST), (".design/dagexec.yml", overlap)],
     ))
+}
+
+/// Conductor `n` (with `env`) run to its end, which must be a success; its log.
+fn conduct(lab: &Arc<Lab>, n: u64, env: &[(&str, &str)]) -> String {
+    let conductor = lab.conductor(n, env);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(n);
+    assert_eq!(code, 0, "{log}");
+    log
+}
+
+/// Conductor 1, killed by the failpoint `failpoint`.
+fn killed_at(lab: &Arc<Lab>, failpoint: &str) {
+    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", failpoint)]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
 }
 
 /// Every dispatched task run: (task, attempt, base).
@@ -57,68 +69,49 @@ fn dispatched(lab: &Lab) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// The dispatched runs of `task`, in order.
+fn runs_of<'a>(
+    runs: &'a [(String, String, String)],
+    task: &str,
+) -> Vec<&'a (String, String, String)> {
+    runs.iter().filter(|r| r.0 == task).collect()
+}
+
+/// The workflow run ids dispatched for `task`, in order.
+fn run_ids(lab: &Lab, task: &str) -> Vec<u64> {
+    lab.gh
+        .state()
+        .dispatches
+        .iter()
+        .filter(|d| d.inputs["task"] == task)
+        .map(|d| d.run_id)
+        .collect()
+}
+
 /// The follow-up a task run's base recorded on `task` (`dagexecFollowUp`), if any.
 fn follow_up_at(lab: &Lab, base: &str, task: usize) -> Value {
-    let plan: Value = serde_json::from_str(&git(
+    plan_at(lab, base)["tasks"][task]["dagexecFollowUp"].clone()
+}
+
+/// The plan at commit `rev` of the origin.
+fn plan_at(lab: &Lab, rev: &str) -> Value {
+    serde_json::from_str(&git(
         &lab.origin,
-        &["show", &format!("{base}:.design/plan.json")],
+        &["show", &format!("{rev}:.design/plan.json")],
     ))
-    .unwrap();
-    plan["tasks"][task]["dagexecFollowUp"].clone()
-}
-
-/// The attempt records of task `task`: (attempt, outcome, rebase).
-fn records(plan: &Value, task: u64) -> Vec<(u64, String, bool)> {
-    plan["progress"]["dagexecAttempts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["task"].as_u64() == Some(task))
-        .map(|r| {
-            (
-                r["attempt"].as_u64().unwrap_or_default(),
-                r["outcome"].as_str().unwrap_or_default().to_string(),
-                r["rebase"].as_bool().unwrap_or(false),
-            )
-        })
-        .collect()
-}
-
-/// `list.txt` at every commit of the branch.
-fn every_list(lab: &Lab) -> Vec<(String, String)> {
-    git(&lab.origin, &["rev-list", BRANCH])
-        .lines()
-        .map(|c| {
-            let list = git(&lab.origin, &["show", &format!("{c}:list.txt")]);
-            (c.to_string(), list)
-        })
-        .collect()
+    .unwrap()
 }
 
 /// Task 0 edits the first line quickly; task 1 the last line, later (so it arrives after 0
 /// landed).
-const CLEAN: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sleep 3; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-esac
-"#;
-
-fn clean_tasks() -> Vec<Value> {
-    vec![
-        on_list("Zero", "grep -q '^a=0$' list.txt"),
-        on_list("One", "grep -q '^b=1$' list.txt"),
-    ]
+fn clean() -> String {
+    worker(&[&zero("sleep 0.3; "), &one("sleep 3; ")])
 }
 
 #[test]
 fn two_tasks_on_one_file_run_side_by_side_and_the_later_lands_after_a_recheck_run() {
-    let lab = lab(clean_tasks(), CLEAN, true);
-    let conductor = lab.conductor(1, &[]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
+    let lab = lab(clean_tasks(), &clean(), true);
+    let log = conduct(&lab, 1, &[]);
     let runs = dispatched(&lab);
     // Both first attempts were dispatched from the same base: side by side.
     let first = |t: &str| {
@@ -131,7 +124,7 @@ fn two_tasks_on_one_file_run_side_by_side_and_the_later_lands_after_a_recheck_ru
     assert_eq!(first("0"), first("1"), "{runs:?}\n{log}");
     // Task 1 attempt 1 ran twice: its attempt, then its re-check from a base that keeps the
     // merged change on the task.
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert_eq!(ones.len(), 2, "{runs:?}\n{log}");
     assert_eq!(ones[1].1, "1", "{runs:?}");
     let follow = follow_up_at(&lab, &ones[1].2, 1);
@@ -146,25 +139,21 @@ fn two_tasks_on_one_file_run_side_by_side_and_the_later_lands_after_a_recheck_ru
         assert!(t.get("dagexecFollowUp").is_none(), "{t:#}");
         assert!(t.get("dagexecRun").is_none(), "{t:#}");
     }
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
+    assert_landed_first_time(&plan, 1);
     // b=1 never landed before its re-check: no commit holds it without a=0.
-    for (c, list) in every_list(&lab) {
-        assert!(!list.contains("b=1") || list.contains("a=0"), "{c}: {list}");
-    }
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.contains("b=1") && !l.contains("a=0"),
+        &log,
+    );
     lab.gh.assert_clean();
 }
 
 #[test]
 fn under_serial_tasks_on_one_file_are_not_dispatched_side_by_side() {
-    let lab = lab(clean_tasks(), CLEAN, false);
-    let conductor = lab.conductor(1, &[]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
+    let lab = lab(clean_tasks(), &clean(), false);
+    let log = conduct(&lab, 1, &[]);
     let runs = dispatched(&lab);
     assert_eq!(runs.len(), 2, "{runs:?}\n{log}");
     assert_ne!(runs[0].2, runs[1].2, "{runs:?}\n{log}");
@@ -174,50 +163,30 @@ fn under_serial_tasks_on_one_file_are_not_dispatched_side_by_side() {
 #[test]
 fn a_same_line_conflict_runs_the_later_task_again_as_a_rebase_that_lands() {
     // Task 1 rewrites the line task 0 rewrote; told to rebase, it builds on task 0's line.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*'task 0 (Zero)'*'CONFLICT'*) sed -i 's/^a=0$/a=0,1/' list.txt; echo "COMPLETED: one on top of zero" ;;
-   *) sleep 2; sed -i 's/^a$/a=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = lab(
         vec![
             on_list("Zero", "grep -q '^a=0' list.txt"),
             on_list("One", "head -n 1 list.txt | grep -q '1$'"),
         ],
-        WORKER,
+        &worker(&[&zero("sleep 0.3; "), &one_on_zero("sleep 2; ")]),
         true,
     );
-    let conductor = lab.conductor(1, &[]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
+    let log = conduct(&lab, 1, &[]);
     assert_eq!(
         lab.branch_file("list.txt"),
         "a=0,1\n1\n2\n3\n4\nb\n",
         "{log}"
     );
     let runs = dispatched(&lab);
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert_eq!(ones.len(), 2, "{runs:?}\n{log}");
     let follow = follow_up_at(&lab, &ones[1].2, 1);
     assert_eq!(follow["kind"], "rebase", "{follow:#}");
     assert_eq!(follow["onto"], json!([0]), "{follow:#}");
     let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
+    assert_rebased_once(&plan, 1);
     // The rebase is not counted.
-    assert_eq!(
-        plan["progress"]["completedTasks"][1]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_counted_once(&plan, 1);
     lab.gh.assert_clean();
 }
 
@@ -225,32 +194,14 @@ esac
 fn a_clean_merge_that_breaks_a_landed_tasks_check_is_rebased_and_never_lands() {
     // Task 0's check: exactly one `=` line. Task 1's `b=1` merges cleanly but breaks it on the
     // merged tree; rebased, task 1 writes `b1` instead.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sleep 2; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-        ],
-        WORKER,
+        breaking_tasks(),
+        &worker(&[&zero("sleep 0.3; "), &one_without_eq_on_rebase("sleep 2; ")]),
         true,
     );
-    let conductor = lab.conductor(1, &[]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
+    let log = conduct(&lab, 1, &[]);
     // At no commit of the branch is b=1 beside a=0.
-    for (c, list) in every_list(&lab) {
-        assert!(!list.contains("b=1"), "{c}: {list}\n{log}");
-    }
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), &log);
     assert_eq!(
         lab.branch_file("list.txt"),
         "a=0\n1\n2\n3\n4\nb1\n",
@@ -258,25 +209,18 @@ esac
     );
     // The attempt, its re-check, the rebase.
     let runs = dispatched(&lab);
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert_eq!(ones.len(), 3, "{runs:?}\n{log}");
     assert_eq!(follow_up_at(&lab, &ones[1].2, 1)["kind"], "recheck");
     assert_eq!(follow_up_at(&lab, &ones[2].2, 1)["kind"], "rebase");
-    let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
+    assert_rebased_once(&lab.branch_plan(), 1);
     lab.gh.assert_clean();
 }
 
 #[test]
 fn a_conductor_killed_after_dispatching_a_recheck_is_replaced_and_its_successor_lands_it_once() {
-    let lab = lab(clean_tasks(), CLEAN, true);
-    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "follow-up-dispatched:1")]);
-    let code = lab.drive(first, Duration::from_secs(60));
-    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let lab = lab(clean_tasks(), &clean(), true);
+    killed_at(&lab, "follow-up-dispatched:1");
     // The re-check's run is on GitHub; the branch records its follow-up, not its run.
     let runs = dispatched(&lab);
     assert_eq!(runs.len(), 3, "{runs:?}");
@@ -287,10 +231,7 @@ fn a_conductor_killed_after_dispatching_a_recheck_is_replaced_and_its_successor_
     assert!(plan["tasks"][1].get("dagexecRun").is_none(), "{plan:#}");
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb\n");
 
-    let second = lab.conductor(2, &[]);
-    let code = lab.drive(second, Duration::from_secs(120));
-    let log = lab.conduct_log(2);
-    assert_eq!(code, 0, "{log}");
+    let log = conduct(&lab, 2, &[]);
     assert!(
         log.contains("Adopting task 1 attempt 1")
             && log.contains("dispatched by a conductor that died"),
@@ -303,11 +244,7 @@ fn a_conductor_killed_after_dispatching_a_recheck_is_replaced_and_its_successor_
     for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
         assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
     }
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
+    assert_landed_first_time(&plan, 1);
     lab.gh.assert_clean();
 }
 
@@ -316,27 +253,12 @@ fn a_successor_rechecks_a_merge_with_the_checks_of_a_task_landed_before_it_start
     // As above, but the conductor that landed task 0 dies right after pushing it: its
     // successor (whose plan holds task 0 trimmed, without its checks) merges task 1's arrival,
     // and the re-check still runs task 0's check, read from the branch's history.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sleep 4; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-        ],
-        WORKER,
+        breaking_tasks(),
+        &worker(&[&zero("sleep 0.3; "), &one_without_eq_on_rebase("sleep 4; ")]),
         true,
     );
-    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "push:1")]);
-    let code = lab.drive(first, Duration::from_secs(60));
-    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    killed_at(&lab, "push:1");
     let plan = lab.branch_plan();
     assert_eq!(plan["tasks"][0]["status"], "completed", "{plan:#}");
     assert!(
@@ -346,26 +268,17 @@ esac
         "{plan:#}"
     );
 
-    let second = lab.conductor(2, &[]);
-    let code = lab.drive(second, Duration::from_secs(120));
-    let log = lab.conduct_log(2);
-    assert_eq!(code, 0, "{log}");
-    for (c, list) in every_list(&lab) {
-        assert!(!list.contains("b=1"), "{c}: {list}\n{log}");
-    }
+    let log = conduct(&lab, 2, &[]);
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), &log);
     assert_eq!(
         lab.branch_file("list.txt"),
         "a=0\n1\n2\n3\n4\nb1\n",
         "{log}"
     );
     let runs = dispatched(&lab);
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert_eq!(ones.len(), 3, "{runs:?}\n{log}");
-    let plan: Value = serde_json::from_str(&git(
-        &lab.origin,
-        &["show", &format!("{}:.design/plan.json", ones[1].2)],
-    ))
-    .unwrap();
+    let plan = plan_at(&lab, &ones[1].2);
     assert_eq!(
         plan["tasks"][1]["dagexecFollowUpChecks"]["0"][0]["check"],
         "test \"$(grep -c = list.txt)\" = 1",
@@ -419,36 +332,18 @@ fn a_rechecked_merge_is_merged_again_when_the_branch_moved_under_it_before_its_v
     // cleanly and wait for re-checks. Task 1's re-check run is held until task 2's change
     // landed, so it lands under task 1's kept copy first: that copy is merged again and
     // re-checked again before it lands.
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sleep 1; sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-2) sleep 2.5; sed -i 's/^3$/3=2/' list.txt; echo "COMPLETED: two" ;;
-esac
-"#;
+    const TWO: &str = r#"2) sleep 2.5; sed -i 's/^3$/3=2/' list.txt; echo "COMPLETED: two" ;;"#;
+    let mut tasks = clean_tasks();
+    tasks.push(on_list("Two", "grep -q '^3=2$' list.txt"));
     let lab = lab(
-        vec![
-            on_list("Zero", "grep -q '^a=0$' list.txt"),
-            on_list("One", "grep -q '^b=1$' list.txt"),
-            on_list("Two", "grep -q '^3=2$' list.txt"),
-        ],
-        WORKER,
+        tasks,
+        &worker(&[&zero("sleep 0.3; "), &one("sleep 1; "), TWO]),
         true,
     );
     let conductor = lab.conductor(1, &[]);
-    let runs_of = |task: &str| -> Vec<u64> {
-        lab.gh
-            .state()
-            .dispatches
-            .iter()
-            .filter(|d| d.inputs["task"] == task)
-            .map(|d| d.run_id)
-            .collect()
-    };
     // Held until task 2's re-checked change is on the branch.
     let code = drive_holding(&lab, conductor, |d, _| {
-        runs_of("1").get(1) == Some(&d.run_id) && !lab.branch_file("list.txt").contains("3=2")
+        run_ids(&lab, "1").get(1) == Some(&d.run_id) && !lab.branch_file("list.txt").contains("3=2")
     });
     let log = lab.conduct_log(1);
     assert_eq!(code, 0, "{log}");
@@ -459,7 +354,7 @@ esac
     );
     // Task 1: its attempt, its re-check, and the re-check of its change merged again.
     let runs = dispatched(&lab);
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert_eq!(ones.len(), 3, "{runs:?}\n{log}");
     for r in &ones[1..] {
         assert_eq!(follow_up_at(&lab, &r.2, 1)["kind"], "recheck", "{log}");
@@ -472,12 +367,7 @@ esac
         2,
         "{log}"
     );
-    let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
+    assert_landed_first_time(&lab.branch_plan(), 1);
     lab.gh.assert_clean();
 }
 
@@ -485,30 +375,21 @@ esac
 fn a_merge_that_carries_a_change_into_a_file_the_task_does_not_declare_is_rebased_not_kept() {
     // Task 0 moves the list; git's merge follows the rename and would put task 1's line into
     // moved.txt, which task 1 does not declare: sent back as a rebase, never re-checked.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sleep 0.3; mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;
-1) case "$prompt" in
+    const MOVE: &str = r#"0) sleep 0.3; mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;"#;
+    const ONE: &str = r#"1) case "$prompt" in
    *'## Rebase'*'moved.txt, which task 1 does not declare'*) echo "FAILED: the list moved away" ;;
    *) sleep 1.5; sed -i 's/^b$/b=1/' list.txt 2>/dev/null; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
-    let mut zero = crate::common::lab::edit("Zero", &["moved.txt"], &["list.txt"], &[]);
-    zero["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
-        {"criterion": "moved", "check": "test -f moved.txt"}
-    ]});
+   esac ;;"#;
     let lab = lab(
-        vec![zero, on_list("One", "grep -q '^b=1$' list.txt")],
-        WORKER,
+        vec![moving_zero(), on_list("One", "grep -q '^b=1$' list.txt")],
+        &worker(&[MOVE, ONE]),
         true,
     );
     let conductor = lab.conductor(1, &[]);
     lab.drive(conductor, Duration::from_secs(120));
     let log = lab.conduct_log(1);
     let runs = dispatched(&lab);
-    let ones: Vec<&(String, String, String)> = runs.iter().filter(|r| r.0 == "1").collect();
+    let ones = runs_of(&runs, "1");
     assert!(ones.len() >= 2, "{runs:?}\n{log}");
     assert_eq!(
         (ones[1].0.as_str(), ones[1].1.as_str()),
@@ -540,39 +421,21 @@ fn a_rebase_that_cannot_land_either_is_a_failed_attempt_retried_on_the_integrate
     // Tasks 1 and 2 both rewrite task 0's line: each is sent back as a rebase. Task 2's
     // rebase is held until task 1's rebase ran (and landed), so it conflicts again: a failed
     // attempt, retried as an ordinary attempt on the integrated tree.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-n=$DAGEXEC_TASK_INDEX
-case "$n" in
-0) sleep 0.3; sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-*) case "$prompt" in
-   *'## Rebase'*) sed -i "1s/\$/,$n/" list.txt; echo "COMPLETED: $n rebased" ;;
-   *) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i "1s/\$/,$n/" list.txt; else sleep "$n"; sed -i "1s/.*/a=$n/" list.txt; fi
-      echo "COMPLETED: $n" ;;
-   esac ;;
-esac
-"#;
     let lab = lab(
         vec![
             on_list("Zero", "grep -q '^a=0' list.txt"),
             on_list("One", "head -n 1 list.txt | grep -q 1"),
             on_list("Two", "head -n 1 list.txt | grep -q 2"),
         ],
-        WORKER,
+        &worker(&[
+            &zero("sleep 0.3; "),
+            &others_on_the_first_line("sleep \"$n\"; "),
+        ]),
         true,
     );
     let conductor = lab.conductor(1, &[]);
-    let runs_of = |task: &str| -> Vec<u64> {
-        lab.gh
-            .state()
-            .dispatches
-            .iter()
-            .filter(|d| d.inputs["task"] == task)
-            .map(|d| d.run_id)
-            .collect()
-    };
     let code = drive_holding(&lab, conductor, |d, done| {
-        let (ones, twos) = (runs_of("1"), runs_of("2"));
+        let (ones, twos) = (run_ids(&lab, "1"), run_ids(&lab, "2"));
         (ones.get(1) == Some(&d.run_id) && twos.len() < 2)
             || (twos.get(1) == Some(&d.run_id) && !ones.get(1).is_some_and(|r| done.contains(r)))
     });
@@ -584,20 +447,16 @@ esac
         "{log}"
     );
     let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 2),
-        vec![
-            (1, "conflict".into(), false),
-            (1, "conflict".into(), true),
-            (2, "completed".into(), false)
+    assert_records(
+        &plan,
+        2,
+        &[
+            (1, "conflict", false),
+            (1, "conflict", true),
+            (2, "completed", false),
         ],
-        "{plan:#}\n{log}"
     );
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
+    assert_rebased_once(&plan, 1);
     lab.gh.assert_clean();
 }
 
@@ -608,10 +467,8 @@ esac
 /// merged change lands — no worker runs twice, no attempt is lost.
 #[test]
 fn a_conductor_killed_between_a_merge_and_its_recheck_run_keeps_the_merged_work() {
-    let lab = lab(clean_tasks(), CLEAN, true);
-    let first = lab.conductor(1, &[("DAGEXEC_FAILPOINT", "push:2")]);
-    let code = lab.drive(first, Duration::from_secs(60));
-    assert_eq!(code, -1, "killed by its failpoint:\n{}", lab.conduct_log(1));
+    let lab = lab(clean_tasks(), &clean(), true);
+    killed_at(&lab, "push:2");
     assert_eq!(dispatched(&lab).len(), 2, "{:?}", dispatched(&lab));
     let plan = lab.branch_plan();
     assert_eq!(
@@ -619,10 +476,7 @@ fn a_conductor_killed_between_a_merge_and_its_recheck_run_keeps_the_merged_work(
         "{plan:#}"
     );
 
-    let second = lab.conductor(2, &[]);
-    let code = lab.drive(second, Duration::from_secs(120));
-    let log = lab.conduct_log(2);
-    assert_eq!(code, 0, "{log}");
+    let log = conduct(&lab, 2, &[]);
     assert!(
         log.contains("Task 1 attempt 1: its re-check was not started before the conductor stopped"),
         "{log}"
@@ -636,12 +490,7 @@ fn a_conductor_killed_between_a_merge_and_its_recheck_run_keeps_the_merged_work(
         "the re-check runs from the commit that keeps the merge"
     );
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
-    let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
+    assert_landed_first_time(&lab.branch_plan(), 1);
     lab.gh.assert_clean();
 }
 
@@ -650,32 +499,14 @@ fn a_merge_beside_a_task_landing_in_the_same_batch_is_rechecked_with_that_tasks_
     // Both runs end within one poll: task 0 lands in the batch's commit (its checks trimmed
     // there), task 1's merge beside it is re-checked at that commit, and must still run task
     // 0's check, which it breaks.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-        ],
-        WORKER,
+        breaking_tasks(),
+        &worker(&[&zero(""), &one_without_eq_on_rebase("")]),
         true,
     );
-    let conductor = lab.conductor(1, &[("DAGEXEC_POLL", "5s")]);
-    let code = lab.drive(conductor, Duration::from_secs(120));
-    let log = lab.conduct_log(1);
-    assert_eq!(code, 0, "{log}");
+    let log = conduct(&lab, 1, &[("DAGEXEC_POLL", "5s")]);
     assert!(log.contains("Round 1: integrating task(s) 0, 1"), "{log}");
-    for (c, list) in every_list(&lab) {
-        assert!(!list.contains("b=1"), "{c}: {list}\n{log}");
-    }
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), &log);
     assert_eq!(
         lab.branch_file("list.txt"),
         "a=0\n1\n2\n3\n4\nb1\n",

@@ -3,28 +3,26 @@
 //! first, merges the later one without landing it, and the round's next part re-checks the
 //! merged tree in a job without the write token (no worker runs) before its finalize lands
 //! it; a conflict or a failed re-check runs the task again as an uncounted rebase attempt.
+//! The plans, worker scripts and oracle checks are `common::list_merge`'s, shared with
+//! `action_eager_merge`.
 
 use crate::common::lab::{self, Lab};
+use crate::common::list_merge::{
+    LIST, assert_counted_once, assert_landed_first_time, assert_no_list, assert_rebased_once,
+    breaking_tasks, clean_tasks, moving_zero, on_list, one, one_on_zero, one_without_eq_on_rebase,
+    others_on_the_first_line, records, worker, zero,
+};
 
 use serde_json::{Value, json};
 
-const LIST: &str = "a\n1\n2\n3\n4\nb\n";
-
-/// A task modifying `list.txt`, checked by `check`.
-fn on_list(subject: &str, check: &str) -> Value {
-    let mut t = lab::edit(subject, &[], &["list.txt"], &[]);
-    t["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
-        {"criterion": format!("{subject} is in the list"), "check": check}
-    ]});
-    t
-}
+const BRANCH: &str = "dagexec/merge";
 
 /// The lab on `dagexec/merge` with `overlap: merge` in `.design/dagexec.yml`.
 fn merge_lab(tasks: Vec<Value>, worker: &str) -> Lab {
     lab::lab()
         .plan("Merge", tasks)
         .worker(worker)
-        .branch("dagexec/merge")
+        .branch(BRANCH)
         .file("list.txt", LIST)
         .file(".design/dagexec.yml", "overlap: merge\n")
         .start()
@@ -54,106 +52,55 @@ fn run_parts(lab: &Lab, limit: u64) -> (Vec<Vec<(u64, u64)>>, bool, String) {
     panic!("more than {limit} runs");
 }
 
-/// The attempt records of task `task`: (attempt, outcome, rebase).
-fn records(plan: &Value, task: u64) -> Vec<(u64, String, bool)> {
-    plan["progress"]["dagexecAttempts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["task"].as_u64() == Some(task))
-        .map(|r| {
-            (
-                r["attempt"].as_u64().unwrap_or_default(),
-                r["outcome"].as_str().unwrap_or_default().to_string(),
-                r["rebase"].as_bool().unwrap_or(false),
-            )
-        })
-        .collect()
+/// Runs the parts (at most `limit` runs), asserts they succeeded with the matrices `want`;
+/// the last run's log.
+fn assert_parts(lab: &Lab, limit: u64, want: &[&[(u64, u64)]]) -> String {
+    let (parts, ok, log) = run_parts(lab, limit);
+    assert!(ok, "{log}");
+    assert_eq!(parts, want, "{log}");
+    log
 }
+
+/// The branch's commit subjects include `subject`.
+fn assert_commit(lab: &Lab, subject: &str) {
+    let subjects = lab.branch_log();
+    assert!(subjects.iter().any(|s| s == subject), "{subjects:#?}");
+}
+
+/// Task 2 sets `two` on its own line.
+const TWO: &str = r#"2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;"#;
 
 #[test]
 fn two_tasks_on_one_file_run_in_one_matrix_and_the_clean_merge_is_rechecked_before_it_lands() {
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-esac
-"#;
-    let lab = merge_lab(
-        vec![
-            on_list("Zero", "grep -q '^a=0$' list.txt"),
-            on_list("One", "grep -q '^b=1$' list.txt"),
-        ],
-        WORKER,
-    );
-    let (parts, ok, log) = run_parts(&lab, 6);
-    assert!(ok, "{log}");
+    let lab = merge_lab(clean_tasks(), &worker(&[&zero(""), &one("")]));
     // One matrix for both; the next part is task 1's re-check, attempt 1 again.
-    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_parts(&lab, 6, &[&[(0, 1), (1, 1)], &[(1, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
-    let subjects = lab.branch_log();
-    assert!(
-        subjects
-            .iter()
-            .any(|s| s == "dagexec: round 1 — 2/2 tasks (2/2 overall)"),
-        "{subjects:#?}"
-    );
-    assert!(
-        subjects
-            .iter()
-            .any(|s| s == "dagexec: round 1 (part 1) — 1/2 tasks resolved"),
-        "{subjects:#?}"
-    );
+    assert_commit(&lab, "dagexec: round 1 — 2/2 tasks (2/2 overall)");
+    assert_commit(&lab, "dagexec: round 1 (part 1) — 1/2 tasks resolved");
     let plan = lab.branch_plan();
     // The re-check is not an attempt: one record per task, no rebase.
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
-    assert_eq!(
-        plan["progress"]["completedTasks"][1]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_landed_first_time(&plan, 1);
+    assert_counted_once(&plan, 1);
     lab.gh.assert_clean();
 }
 
 #[test]
 fn a_conflict_runs_the_later_task_again_as_a_rebase_attempt_on_the_integrated_tree() {
     // Task 1 rewrites the line task 0 rewrote; told to rebase, it builds on task 0's line.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*'task 0 (Zero)'*'CONFLICT'*) sed -i 's/^a=0$/a=0,1/' list.txt; echo "COMPLETED: one on top of zero" ;;
-   *) sed -i 's/^a$/a=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = merge_lab(
         vec![
             on_list("Zero", "grep -q '^a=0' list.txt"),
             on_list("One", "grep -q '1$' list.txt"),
         ],
-        WORKER,
+        &worker(&[&zero(""), &one_on_zero("")]),
     );
-    let (parts, ok, log) = run_parts(&lab, 6);
-    assert!(ok, "{log}");
-    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    assert_parts(&lab, 6, &[&[(0, 1), (1, 1)], &[(1, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0,1\n1\n2\n3\n4\nb\n");
     let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
+    assert_rebased_once(&plan, 1);
     // The rebase is not counted.
-    assert_eq!(
-        plan["progress"]["completedTasks"][1]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_counted_once(&plan, 1);
     lab.gh.assert_clean();
 }
 
@@ -161,64 +108,25 @@ esac
 fn a_clean_merge_that_breaks_a_landed_tasks_check_is_rebased_and_never_lands() {
     // Task 0's check: exactly one `=` line. Task 1's `b=1` merges cleanly but breaks it on the
     // merged tree; rebased, task 1 writes `b1` instead.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-esac
-"#;
     let lab = merge_lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-        ],
-        WORKER,
+        breaking_tasks(),
+        &worker(&[&zero(""), &one_without_eq_on_rebase("")]),
     );
-    let (parts, ok, log) = run_parts(&lab, 8);
-    assert!(ok, "{log}");
     // Both in one matrix, the re-check (it fails task 0's check), the rebase.
-    assert_eq!(
-        parts,
-        vec![vec![(0, 1), (1, 1)], vec![(1, 1)], vec![(1, 1)]],
-        "{log}"
-    );
+    assert_parts(&lab, 8, &[&[(0, 1), (1, 1)], &[(1, 1)], &[(1, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb1\n");
     // At no commit of the branch is b=1 beside a=0.
-    for c in crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"]).lines() {
-        let list = crate::common::git(&lab.origin, &["show", &format!("{c}:list.txt")]);
-        assert!(!list.contains("b=1"), "{c}: {list}");
-    }
-    let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), "");
+    assert_rebased_once(&lab.branch_plan(), 1);
     lab.gh.assert_clean();
 }
 
 #[test]
 fn a_merge_waiting_for_its_recheck_is_kept_in_the_plan_and_the_recheck_runs_no_worker() {
     // The worker refuses to run twice for task 1: the re-check must not start it.
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) if grep -q '^a=0$' list.txt; then echo "FAILED: ran on the integrated tree"; exit 0; fi
-   sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-esac
-"#;
-    let lab = merge_lab(
-        vec![
-            on_list("Zero", "grep -q '^a=0$' list.txt"),
-            on_list("One", "grep -q '^b=1$' list.txt"),
-        ],
-        WORKER,
-    );
+    const ONCE: &str = r#"1) if grep -q '^a=0$' list.txt; then echo "FAILED: ran on the integrated tree"; exit 0; fi
+   sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;"#;
+    let lab = merge_lab(clean_tasks(), &worker(&[&zero(""), ONCE]));
     // The first run only: task 0 landed, task 1's merge waits in the record, not in the tree.
     let (_, ok, log) = lab.round_result(401);
     assert!(ok, "{log}");
@@ -240,25 +148,13 @@ esac
 #[test]
 fn a_rebase_that_cannot_land_either_is_a_failed_attempt_retried_on_the_integrated_tree() {
     // Tasks 1 and 2 both rewrite task 0's line; rebased side by side, they conflict again.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-n=$DAGEXEC_TASK_INDEX
-case "$n" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-*) case "$prompt" in
-   *'## Rebase'*) sed -i "1s/\$/,$n/" list.txt; echo "COMPLETED: $n rebased" ;;
-   *) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i "1s/\$/,$n/" list.txt; else sed -i "1s/.*/a=$n/" list.txt; fi
-      echo "COMPLETED: $n" ;;
-   esac ;;
-esac
-"#;
     let lab = merge_lab(
         vec![
             on_list("Zero", "grep -q '^a=0' list.txt"),
             on_list("One", "head -n 1 list.txt | grep -q 1"),
             on_list("Two", "head -n 1 list.txt | grep -q 2"),
         ],
-        WORKER,
+        &worker(&[&zero(""), &others_on_the_first_line("")]),
     );
     let (_, ok, log) = lab.round_result(400);
     assert!(ok, "{log}");
@@ -270,9 +166,7 @@ esac
         Some(2),
         "{log}\n{plan:#}"
     );
-    let (parts, ok, log) = run_parts(&lab, 8);
-    assert!(ok, "{log}");
-    assert_eq!(parts, vec![vec![(1, 1), (2, 1)], vec![(2, 2)]], "{log}");
+    assert_parts(&lab, 8, &[&[(1, 1), (2, 1)], &[(2, 2)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0,1,2\n1\n2\n3\n4\nb\n");
     let plan = lab.branch_plan();
     let two = records(&plan, 2);
@@ -286,30 +180,13 @@ esac
 
 #[test]
 fn a_reviewed_task_merged_beside_another_lands_on_its_recheck_without_a_second_review() {
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-esac
-"#;
-    let mut one = on_list("One", "grep -q '^b=1$' list.txt");
+    let mut tasks = clean_tasks();
     // The task names its own reviewer: its attempt's job runs it; the re-check's does not.
-    one["reviewer"] = json!("echo APPROVED; echo 'summary: b is set'");
-    let lab = merge_lab(
-        vec![on_list("Zero", "grep -q '^a=0$' list.txt"), one],
-        WORKER,
-    );
-    let (parts, ok, log) = run_parts(&lab, 6);
-    assert!(ok, "{log}");
-    assert_eq!(parts, vec![vec![(0, 1), (1, 1)], vec![(1, 1)]], "{log}");
+    tasks[1]["reviewer"] = json!("echo APPROVED; echo 'summary: b is set'");
+    let lab = merge_lab(tasks, &worker(&[&zero(""), &one("")]));
+    assert_parts(&lab, 6, &[&[(0, 1), (1, 1)], &[(1, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
-    let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
+    assert_landed_first_time(&lab.branch_plan(), 1);
     lab.gh.assert_clean();
 }
 
@@ -317,20 +194,11 @@ esac
 fn a_merge_that_carries_a_change_into_a_file_the_task_does_not_declare_is_not_kept() {
     // Task 0 moves the list; git's merge follows the rename and would put task 1's line into
     // moved.txt, which task 1 does not declare: sent back, never kept for a re-check.
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;
-1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-esac
-"#;
-    let mut zero = lab::edit("Zero", &["moved.txt"], &["list.txt"], &[]);
-    zero["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
-        {"criterion": "moved", "check": "test -f moved.txt"}
-    ]});
+    const MOVE: &str =
+        r#"0) mv list.txt moved.txt; sed -i 's/^a$/a=0/' moved.txt; echo "COMPLETED: moved" ;;"#;
     let lab = merge_lab(
-        vec![zero, on_list("One", "grep -q '^b=1$' list.txt")],
-        WORKER,
+        vec![moving_zero(), on_list("One", "grep -q '^b=1$' list.txt")],
+        &worker(&[MOVE, &one("")]),
     );
     let (_, ok, log) = lab.round_result(500);
     assert!(ok, "{log}");
@@ -387,128 +255,72 @@ fn parts_killed_after_each_push(lab: &mut Lab, first: u64) -> usize {
     parts
 }
 
-/// Every commit of the branch, each with its `list.txt`.
-fn lists(lab: &Lab) -> Vec<(String, String)> {
-    crate::common::git(&lab.origin, &["rev-list", "dagexec/merge"])
-        .lines()
-        .map(|c| {
-            let list = crate::common::git(&lab.origin, &["show", &format!("{c}:list.txt")]);
-            (c.to_string(), list)
-        })
-        .collect()
-}
-
 #[test]
 fn three_tasks_on_one_file_that_merge_cleanly_land_with_one_follow_up_part() {
     // Three lines of one file: the second and third candidates are merged aside as a chain
     // and re-checked side by side in ONE follow-up part, each on the tree it lands with.
-    const WORKER: &str = r#"#!/bin/sh
-cat > /dev/null
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: one" ;;
-2) sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two" ;;
-esac
-"#;
+    const ONE: &str = r#"1) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: one" ;;"#;
+    const TWO_B: &str = r#"2) sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two" ;;"#;
     let lab = merge_lab(
         vec![
             on_list("Zero", "grep -q '^a=0$' list.txt"),
             on_list("One", "grep -q '^two$' list.txt"),
             on_list("Two", "grep -q '^b=2$' list.txt"),
         ],
-        WORKER,
+        &worker(&[&zero(""), ONE, TWO_B]),
     );
-    let (parts, ok, log) = run_parts(&lab, 6);
-    assert!(ok, "{log}");
-    assert_eq!(
-        parts,
-        vec![vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1), (2, 1)]],
-        "{log}"
-    );
+    assert_parts(&lab, 6, &[&[(0, 1), (1, 1), (2, 1)], &[(1, 1), (2, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb=2\n");
     let plan = lab.branch_plan();
     for t in 0..3 {
-        assert_eq!(
-            records(&plan, t),
-            vec![(1, "completed".into(), false)],
-            "task {t}: {plan:#}"
-        );
+        assert_landed_first_time(&plan, t);
     }
-    let subjects = lab.branch_log();
-    assert!(
-        subjects
-            .iter()
-            .any(|s| s == "dagexec: round 1 — 3/3 tasks (3/3 overall)"),
-        "{subjects:#?}"
-    );
+    assert_commit(&lab, "dagexec: round 1 — 3/3 tasks (3/3 overall)");
     lab.gh.assert_clean();
+}
+
+/// Task 1's `b=1` merges cleanly but breaks task 0's check (one `=` line), rebased it
+/// writes `b1`; task 2's line (`two`) is chained after it.
+fn middle_breaks_the_chain() -> Lab {
+    let mut tasks = breaking_tasks();
+    tasks.push(on_list("Two", "grep -q '^two$' list.txt"));
+    merge_lab(
+        tasks,
+        &worker(&[&zero(""), &one_without_eq_on_rebase(""), TWO]),
+    )
 }
 
 #[test]
 fn a_chain_whose_middle_candidate_fails_its_recheck_lands_the_rest_and_never_the_rejected_change() {
-    // Task 1's `b=1` merges cleanly but breaks task 0's check (one `=` line); task 2's line is
-    // chained after it. Task 1 is rebased (writes `b1`); task 2, re-checked beside `b=1`, is
-    // merged again onto what landed and lands on its own re-check.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;
-esac
-"#;
-    let lab = merge_lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-            on_list("Two", "grep -q '^two$' list.txt"),
-        ],
-        WORKER,
-    );
-    let (parts, ok, log) = run_parts(&lab, 8);
-    assert!(ok, "{log}");
-    assert_eq!(
-        parts,
-        vec![
+    // Task 1 is rebased (writes `b1`); task 2, re-checked beside `b=1`, is merged again onto
+    // what landed and lands on its own re-check.
+    let lab = middle_breaks_the_chain();
+    let log = assert_parts(
+        &lab,
+        8,
+        &[
             // All three in one matrix; the chain (1, 2) re-checked side by side; task 1's
             // rebase, built on task 2's re-merged line, beside task 2's new re-check: it lands
             // right after task 2, with no part of its own.
-            vec![(0, 1), (1, 1), (2, 1)],
-            vec![(1, 1), (2, 1)],
-            vec![(1, 1), (2, 1)],
+            &[(0, 1), (1, 1), (2, 1)],
+            &[(1, 1), (2, 1)],
+            &[(1, 1), (2, 1)],
         ],
-        "{log}"
     );
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
-    for (c, list) in lists(&lab) {
-        assert!(!list.contains("b=1"), "{c}: {list}");
-    }
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), &log);
     // The rebased task 1, built on task 2's line, lands in the same part: no commit holds
     // `b1` without `two`.
-    assert!(
-        lists(&lab)
-            .iter()
-            .all(|(_, l)| !l.contains("b1") || l.contains("two")),
-        "{log}"
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.contains("b1") && !l.contains("two"),
+        &log,
     );
     let plan = lab.branch_plan();
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
-    assert_eq!(
-        records(&plan, 2),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
-    assert_eq!(
-        plan["progress"]["completedTasks"][2]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_rebased_once(&plan, 1);
+    assert_landed_first_time(&plan, 2);
+    assert_counted_once(&plan, 2);
     lab.gh.assert_clean();
 }
 
@@ -517,31 +329,11 @@ fn a_finalize_killed_after_each_push_and_run_again_lands_every_chained_merge_onc
     // The middle-failure chain again, each part's finalize killed (kill -9) right after its
     // push and run again from the same artifacts: the branch says what landed; the re-run
     // pushes nothing and nothing lands twice.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*"task 0's acceptance check"*) sed -i 's/^b$/b1/' list.txt; echo "COMPLETED: one, no =" ;;
-   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-2) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: two" ;;
-esac
-"#;
-    let mut lab = merge_lab(
-        vec![
-            on_list("Zero", "test \"$(grep -c = list.txt)\" = 1"),
-            on_list("One", "grep -q '^b=\\?1$' list.txt"),
-            on_list("Two", "grep -q '^two$' list.txt"),
-        ],
-        WORKER,
-    );
+    let mut lab = middle_breaks_the_chain();
     let parts = parts_killed_after_each_push(&mut lab, 501);
     assert_eq!(parts, 3);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
-    for (c, list) in lists(&lab) {
-        assert!(!list.contains("b=1"), "{c}: {list}");
-    }
+    assert_no_list(&lab.origin, BRANCH, |l| l.contains("b=1"), "");
     let subjects = lab.branch_log();
     let mut rounds: Vec<&String> = subjects
         .iter()
@@ -557,82 +349,49 @@ fn a_rebase_sent_back_beside_a_chained_candidate_builds_on_it_and_lands_after_it
     // Task 1's `b=1` merges cleanly aside (the chain); task 2 rewrites the same line and
     // conflicts with that candidate. Its rebase starts from the part's base WITH task 1's
     // merged change applied, so it writes `b=1,2`, and lands right after task 1 lands.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-2) if grep -q '^b=1$' list.txt; then
+    const TWO_ON_ONE: &str = r#"2) if grep -q '^b=1$' list.txt; then
      case "$prompt" in
      *'## Rebase'*'task 1 (One)'*) sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one" ;;
      *) echo "FAILED: the prompt does not name task 1" ;;
      esac
-   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
-esac
-"#;
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;"#;
     let lab = merge_lab(
         vec![
             on_list("Zero", "grep -q '^a=0$' list.txt"),
             on_list("One", "grep -q '^b=1' list.txt"),
             on_list("Two", "grep -q '^b=.*2$' list.txt"),
         ],
-        WORKER,
+        &worker(&[&zero(""), &one(""), TWO_ON_ONE]),
     );
-    let (parts, ok, log) = run_parts(&lab, 8);
-    assert!(ok, "{log}");
     // One matrix; then task 1's re-check beside task 2's rebase, and nothing more.
-    assert_eq!(
-        parts,
-        vec![vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1), (2, 1)]],
-        "{log}"
-    );
+    let log = assert_parts(&lab, 8, &[&[(0, 1), (1, 1), (2, 1)], &[(1, 1), (2, 1)]]);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1,2\n");
     // No commit ever holds task 2's first (rejected) change; task 2's never lands before 1's.
-    for (c, list) in lists(&lab) {
-        assert!(!list.lines().any(|l| l == "b=2"), "{c}: {list}");
-        assert!(
-            !list.contains(",2") || list.contains("b=1,2"),
-            "{c}: {list}"
-        );
-    }
+    assert_no_list(&lab.origin, BRANCH, |l| l.lines().any(|l| l == "b=2"), &log);
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.contains(",2") && !l.contains("b=1,2"),
+        &log,
+    );
     let plan = lab.branch_plan();
     // Exactly one rebase, no failed attempt, not counted.
-    assert_eq!(
-        records(&plan, 2),
-        vec![(1, "conflict".into(), false), (1, "completed".into(), true)],
-        "{plan:#}"
-    );
-    assert_eq!(
-        records(&plan, 1),
-        vec![(1, "completed".into(), false)],
-        "{plan:#}"
-    );
-    assert_eq!(
-        plan["progress"]["completedTasks"][2]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_rebased_once(&plan, 2);
+    assert_landed_first_time(&plan, 1);
+    assert_counted_once(&plan, 2);
     lab.gh.assert_clean();
 }
 
-#[test]
-fn a_rebase_built_on_a_candidate_that_is_rejected_never_lands_its_change_and_is_sent_back_uncounted()
- {
-    // Task 1's `b=1` fails task 0's check on its re-check; task 2's rebase, built on `b=1`,
-    // wrote `b=1,2`: it conflicts with what landed (no `b=1`), so it goes back once more,
-    // uncounted, and then builds on the tree without task 1's rejected change.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
+/// Task 1's `b=1` fails task 0's check (no `b=1` line) on its re-check (rebased it edits
+/// line `2` instead); task 2 writes `b=2`, or `b=1,2` on a tree holding `b=1`.
+fn rejected_candidate() -> Lab {
+    const ONE: &str = r#"1) case "$prompt" in
    *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
    *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
-   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
-esac
-"#;
-    let lab = merge_lab(
+   esac ;;"#;
+    const TWO: &str = r#"2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
+   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;"#;
+    merge_lab(
         vec![
             on_list(
                 "Zero",
@@ -641,69 +400,57 @@ esac
             on_list("One", "grep -q '=1' list.txt"),
             on_list("Two", "grep -q '^b=.*2$' list.txt"),
         ],
-        WORKER,
-    );
-    let (parts, ok, log) = run_parts(&lab, 8);
-    assert!(ok, "{log}");
-    assert_eq!(
-        parts,
-        vec![
-            vec![(0, 1), (1, 1), (2, 1)],
+        &worker(&[&zero(""), ONE, TWO]),
+    )
+}
+
+#[test]
+fn a_rebase_built_on_a_candidate_that_is_rejected_never_lands_its_change_and_is_sent_back_uncounted()
+ {
+    // Task 2's rebase, built on `b=1`, wrote `b=1,2`: it conflicts with what landed (no
+    // `b=1`), so it goes back once more, uncounted, and then builds on the tree without task
+    // 1's rejected change.
+    let lab = rejected_candidate();
+    let log = assert_parts(
+        &lab,
+        8,
+        &[
+            &[(0, 1), (1, 1), (2, 1)],
             // Task 1's re-check fails; task 2's rebase on it cannot land without it.
-            vec![(1, 1), (2, 1)],
+            &[(1, 1), (2, 1)],
             // Both rebased from what landed; task 2's clean merge beside task 1 re-checked.
-            vec![(1, 1), (2, 1)],
-            vec![(2, 1)],
+            &[(1, 1), (2, 1)],
+            &[(2, 1)],
         ],
-        "{log}"
     );
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2=1\n3\n4\nb=2\n");
-    for (c, list) in lists(&lab) {
-        assert!(!list.lines().any(|l| l.starts_with("b=1")), "{c}: {list}");
-    }
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.lines().any(|l| l.starts_with("b=1")),
+        &log,
+    );
     let plan = lab.branch_plan();
     let two = records(&plan, 2);
     assert!(two.iter().all(|(a, _, _)| *a == 1), "{plan:#}");
     assert!(two.iter().all(|(_, o, _)| o != "failed"), "{plan:#}");
     assert_eq!(two.last(), Some(&(1, "completed".into(), true)), "{plan:#}");
-    assert_eq!(
-        plan["progress"]["completedTasks"][2]["attempts"], 1,
-        "{plan:#}"
-    );
+    assert_counted_once(&plan, 2);
     lab.gh.assert_clean();
 }
 
 #[test]
 fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_same() {
     // The rejected-candidate case above, each finalize killed after its push and run again.
-    const WORKER: &str = r#"#!/bin/sh
-prompt=$(cat)
-case "$DAGEXEC_TASK_INDEX" in
-0) sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;
-1) case "$prompt" in
-   *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
-   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
-   esac ;;
-2) if grep -q '^b=1$' list.txt; then sed -i 's/^b=1$/b=1,2/' list.txt; echo "COMPLETED: two on one"
-   else sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two"; fi ;;
-esac
-"#;
-    let mut lab = merge_lab(
-        vec![
-            on_list(
-                "Zero",
-                "grep -q '^a=0$' list.txt && ! grep -qx 'b=1' list.txt",
-            ),
-            on_list("One", "grep -q '=1' list.txt"),
-            on_list("Two", "grep -q '^b=.*2$' list.txt"),
-        ],
-        WORKER,
-    );
+    let mut lab = rejected_candidate();
     assert_eq!(parts_killed_after_each_push(&mut lab, 601), 4);
     assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2=1\n3\n4\nb=2\n");
-    for (c, list) in lists(&lab) {
-        assert!(!list.lines().any(|l| l.starts_with("b=1")), "{c}: {list}");
-    }
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.lines().any(|l| l.starts_with("b=1")),
+        "",
+    );
     let plan = lab.branch_plan();
     assert!(
         records(&plan, 2)

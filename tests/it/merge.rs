@@ -4,6 +4,7 @@
 //! workers that edit a shared file the way agents do (each its own region, or the same line).
 //! Workers that must run together wait for each other at a rendezvous (bounded: a worker left
 //! alone fails its attempt, so a schedule that kept them apart fails the test, not a timer).
+//! Each test is a `Case` (the plan, its files, the workers' edit) run with `Case::merge`.
 
 use std::path::Path;
 
@@ -66,6 +67,71 @@ fn merge(dir: &Path, jobs: u32) -> Local {
         .args(["--overlap", "merge"])
 }
 
+/// A case: a repository holding `plan` and the files, the workers' `edit` (a `case "$i"`
+/// body) and the folder where they meet and keep their prompts.
+struct Case {
+    dir: tempfile::TempDir,
+    seen: tempfile::TempDir,
+    edit: String,
+}
+
+fn case(plan: &Value, files: &[(&str, &str)], edit: &str) -> Case {
+    Case {
+        dir: common::repo(plan, files),
+        seen: tempfile::tempdir().unwrap(),
+        edit: edit.to_string(),
+    }
+}
+
+impl Case {
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The worker script, the first `together` tasks' first attempts meeting.
+    fn worker(&self, together: usize) -> String {
+        worker(self.seen.path(), together, &self.edit)
+    }
+
+    /// The run under `--overlap merge` with `jobs` workers, the first `jobs` tasks meeting.
+    fn merge(&self, jobs: u32) -> Local {
+        merge(self.path(), jobs).script(&self.worker(jobs as usize))
+    }
+
+    /// The file `rel` of the committed tree at `HEAD`.
+    fn committed(&self, rel: &str) -> String {
+        committed(self.path(), rel)
+    }
+
+    /// Whether task `task`'s first attempt was sent back as a rebase (its prompt was kept).
+    fn rebased(&self, task: usize) -> bool {
+        self.seen
+            .path()
+            .join(format!("prompt-{task}-1-rebase"))
+            .exists()
+    }
+
+    /// The prompt of task `task`'s rebase of its first attempt.
+    fn rebase_prompt(&self, task: usize) -> String {
+        std::fs::read_to_string(self.seen.path().join(format!("prompt-{task}-1-rebase"))).unwrap()
+    }
+
+    /// The round commits' subjects, oldest first.
+    fn round_commits(&self) -> Vec<String> {
+        round_commits(self.path())
+    }
+
+    fn assert_clean_tree(&self) {
+        assert_eq!(git(self.path(), &["status", "--porcelain"]), "");
+    }
+}
+
+/// The run said task `later`'s first attempt cannot be merged onto task `onto`, and `why`.
+fn assert_sent_back(out: &str, later: usize, onto: usize, why: &str) {
+    let said = format!("task {later}: attempt 1 cannot be merged onto task {onto} ({why}");
+    assert!(out.contains(&said), "{out}");
+}
+
 /// The file `rel` of the committed tree at `HEAD`.
 fn committed(dir: &Path, rel: &str) -> String {
     git(dir, &["show", &format!("HEAD:{rel}")])
@@ -83,8 +149,9 @@ const REGIONS: &str = r#"0) sed -i 's/^alpha=old$/alpha=new/' routes.txt ;;
 1) sed -i 's/^beta=old$/beta=new/' routes.txt ;;
 2) sed -i 's/^gamma=old$/gamma=new/' routes.txt ;;"#;
 
-fn regions_plan() -> Value {
-    plan(&[
+/// The case of three tasks each changing its own region of routes.txt.
+fn regions() -> Case {
+    let p = plan(&[
         (
             "alpha",
             &[],
@@ -103,13 +170,13 @@ fn regions_plan() -> Value {
             &["routes.txt"],
             &["grep -qx gamma=new routes.txt"],
         ),
-    ])
+    ]);
+    case(&p, &[("routes.txt", ROUTES)], REGIONS)
 }
 
-fn assert_every_region_changed_once(dir: &Path) {
-    let routes = committed(dir, "routes.txt");
+fn assert_every_region_changed_once(c: &Case) {
     assert_eq!(
-        routes,
+        c.committed("routes.txt"),
         ROUTES.replace("=old", "=new"),
         "every task's change, exactly once"
     );
@@ -117,11 +184,8 @@ fn assert_every_region_changed_once(dir: &Path) {
 
 #[test]
 fn rounds_run_tasks_sharing_a_file_together_and_merge_them() {
-    let dir = common::repo(&regions_plan(), &[("routes.txt", ROUTES)]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 3)
-        .script(&worker(seen.path(), 3, REGIONS))
-        .run();
+    let c = regions();
+    let o = c.merge(3).run();
     let out = o.expect_code(0);
     assert!(
         out.contains("Round 1: starting 3 task(s): 0, 1, 2\n"),
@@ -129,31 +193,30 @@ fn rounds_run_tasks_sharing_a_file_together_and_merge_them() {
     );
     assert!(!out.contains("groups one after another"), "{out}");
     assert!(!out.contains("rebase"), "{out}");
-    assert_every_region_changed_once(dir.path());
-    let commits = round_commits(dir.path());
+    assert_every_region_changed_once(&c);
+    let commits = c.round_commits();
     assert!(
         commits[0].starts_with("dagexec: round 1 — 3/3 tasks"),
         "{commits:?}"
     );
-    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    c.assert_clean_tree();
 }
 
 #[test]
 fn serial_stays_the_default_and_keeps_them_apart() {
     // The same plan without --overlap: the seeds' groups, one after another; the rendezvous
     // is never met (each worker alone), so no worker waits for the others here.
-    let dir = common::repo(&regions_plan(), &[("routes.txt", ROUTES)]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = local(dir.path())
+    let c = regions();
+    let o = local(c.path())
         .jobs(3)
         .timeout("60s")
-        .script(&worker(seen.path(), 0, REGIONS))
+        .script(&c.worker(0))
         .args(["--dry-run"])
         .run();
     let out = o.expect_code(0);
     assert!(out.contains("3 groups"), "{out}");
-    let o = merge(dir.path(), 3)
-        .script(&worker(seen.path(), 0, REGIONS))
+    let o = merge(c.path(), 3)
+        .script(&c.worker(0))
         .args(["--dry-run"])
         .run();
     let out = o.expect_code(0);
@@ -162,14 +225,10 @@ fn serial_stays_the_default_and_keeps_them_apart() {
 
 #[test]
 fn eager_runs_tasks_sharing_a_file_together_and_merges_them() {
-    let dir = common::repo(&regions_plan(), &[("routes.txt", ROUTES)]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 3)
-        .args(["--schedule", "eager"])
-        .script(&worker(seen.path(), 3, REGIONS))
-        .run();
+    let c = regions();
+    let o = c.merge(3).args(["--schedule", "eager"]).run();
     o.expect_code(0);
-    assert_every_region_changed_once(dir.path());
+    assert_every_region_changed_once(&c);
     let p = o.final_plan();
     for i in 0..3 {
         assert_eq!(p["tasks"][i]["status"], "completed");
@@ -182,25 +241,23 @@ const SAME_LINE: &str = r#"0) if [ -n "$kind" ]; then sed -i 's/^value=\(.*\)$/v
 1) if [ -n "$kind" ]; then sed -i 's/^value=\(.*\)$/value=\1+B/' conf.txt; else sed -i 's/^value=.*$/value=B/' conf.txt; fi ;;
 2) echo "after=$(grep '^value=' conf.txt)" > after.txt ;;"#;
 
-fn same_line_plan() -> Value {
+/// The case of tasks 0 and 1 setting the same line of conf.txt; task 2 needs 1.
+fn same_line() -> Case {
     let mut p = plan(&[
         ("A", &[], &["conf.txt"], &["grep -q '^value=.*A' conf.txt"]),
         ("B", &[], &["conf.txt"], &["grep -q '^value=.*B' conf.txt"]),
         ("after", &[1], &[], &["test -s after.txt"]),
     ]);
     p["tasks"][2]["metadata"]["files"]["create"] = json!(["after.txt"]);
-    p
+    case(&p, &[("conf.txt", "name=x\nvalue=0\nend\n")], SAME_LINE)
 }
 
-fn assert_rebased_onto_a(dir: &Path, seen: &Path, o: &common::local::Ran) {
-    let out = o.text();
-    assert!(
-        out.contains("task 1: attempt 1 cannot be merged onto task 0 (conflict in conf.txt)"),
-        "{out}"
-    );
-    assert_eq!(committed(dir, "conf.txt"), "name=x\nvalue=A+B\nend\n");
-    assert_eq!(committed(dir, "after.txt"), "after=value=A+B\n");
-    let prompt = std::fs::read_to_string(seen.join("prompt-1-1-rebase")).unwrap();
+fn assert_rebased_onto_a(c: &Case, o: &common::local::Ran) {
+    let dir = c.path();
+    assert_sent_back(&o.text(), 1, 0, "conflict in conf.txt)");
+    assert_eq!(c.committed("conf.txt"), "name=x\nvalue=A+B\nend\n");
+    assert_eq!(c.committed("after.txt"), "after=value=A+B\n");
+    let prompt = c.rebase_prompt(1);
     assert!(prompt.contains("## Rebase"), "{prompt}");
     assert!(prompt.contains("task 0 (A)"), "{prompt}");
     assert!(prompt.contains("CONFLICT (content)"), "{prompt}");
@@ -260,15 +317,12 @@ fn walk(dir: &Path) -> Vec<String> {
 
 #[test]
 fn rounds_send_a_conflicting_task_back_as_a_rebase_attempt() {
-    let dir = common::repo(&same_line_plan(), &[("conf.txt", "name=x\nvalue=0\nend\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, SAME_LINE))
-        .run();
+    let c = same_line();
+    let o = c.merge(2).run();
     o.expect_code(0);
-    assert_rebased_onto_a(dir.path(), seen.path(), &o);
+    assert_rebased_onto_a(&c, &o);
     // One round for 0 and 1 (the rebase inside it), one for 2.
-    let commits = round_commits(dir.path());
+    let commits = c.round_commits();
     assert!(
         commits[0].starts_with("dagexec: round 1 — 2/2 tasks"),
         "{commits:?}"
@@ -279,14 +333,10 @@ fn rounds_send_a_conflicting_task_back_as_a_rebase_attempt() {
 fn eager_sends_a_conflicting_task_back_as_a_rebase_attempt() {
     // Eager integrates what arrives, as it arrives: whichever of 0 and 1 ends first lands,
     // the other is sent back and builds on it.
-    let dir = common::repo(&same_line_plan(), &[("conf.txt", "name=x\nvalue=0\nend\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .args(["--schedule", "eager"])
-        .script(&worker(seen.path(), 2, SAME_LINE))
-        .run();
+    let c = same_line();
+    let o = c.merge(2).args(["--schedule", "eager"]).run();
     let out = o.expect_code(0);
-    let conf = committed(dir.path(), "conf.txt");
+    let conf = c.committed("conf.txt");
     let (first, later) = if conf == "name=x\nvalue=A+B\nend\n" {
         (0, 1)
     } else {
@@ -297,23 +347,9 @@ fn eager_sends_a_conflicting_task_back_as_a_rebase_attempt() {
         ["name=x\nvalue=A+B\nend\n", "name=x\nvalue=B+A\nend\n"][first],
         "{out}"
     );
-    assert!(
-        out.contains(&format!(
-            "task {later}: attempt 1 cannot be merged onto task {first} (conflict in conf.txt)"
-        )),
-        "{out}"
-    );
-    assert!(
-        seen.path()
-            .join(format!("prompt-{later}-1-rebase"))
-            .exists()
-    );
-    assert!(
-        !seen
-            .path()
-            .join(format!("prompt-{first}-1-rebase"))
-            .exists()
-    );
+    assert_sent_back(&out, later, first, "conflict in conf.txt)");
+    assert!(c.rebased(later));
+    assert!(!c.rebased(first));
     let p = o.final_plan();
     assert!(common::local::all_tasks_are(&p, "completed"), "{p}");
     for i in 0..2 {
@@ -342,21 +378,19 @@ fn a_clean_merge_that_breaks_a_check_is_rechecked_and_rebased() {
     ]);
     let edit = r#"0) sed -i 's/^head$/head\nTODO by task 0/' list.txt ;;
 1) sed -i 's/^tail=old$/tail=new/' list.txt; sed -i 's/^TODO by task 0$/DONE by task 0/' list.txt ;;"#;
-    let dir = common::repo(&p, &[("list.txt", "head\nx\ny\nz\ntail=old\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    let out = o.expect_code(0);
-    assert!(
-        out.contains("task 1: attempt 1 cannot be merged onto task 0 (on the merged tree, task 1's acceptance check `! grep -q TODO list.txt`"),
-        "{out}"
+    let c = case(&p, &[("list.txt", "head\nx\ny\nz\ntail=old\n")], edit);
+    let out = c.merge(2).run().expect_code(0);
+    assert_sent_back(
+        &out,
+        1,
+        0,
+        "on the merged tree, task 1's acceptance check `! grep -q TODO list.txt`",
     );
     assert_eq!(
-        committed(dir.path(), "list.txt"),
+        c.committed("list.txt"),
         "head\nDONE by task 0\nx\ny\nz\ntail=new\n"
     );
-    let prompt = std::fs::read_to_string(seen.path().join("prompt-1-1-rebase")).unwrap();
+    let prompt = c.rebase_prompt(1);
     assert!(prompt.contains("task 0 (mark)"), "{prompt}");
     assert!(
         prompt.contains("acceptance check `! grep -q TODO list.txt`"),
@@ -369,8 +403,8 @@ fn a_result_whose_files_nothing_else_touched_lands_without_a_second_run_of_its_c
     // 0 and 1 start from one base; 1 lands first (b.txt), then 0 arrives (a.txt). The tree
     // moved since 0's base, but not in a path 0 changed and no landed task declared a.txt:
     // 0 lands as under `serial`, its check run once (when its attempt was judged).
-    let seen = tempfile::tempdir().unwrap();
-    let runs = seen.path().join("runs-of-0");
+    let counts = tempfile::tempdir().unwrap();
+    let runs = counts.path().join("runs-of-0");
     let count = format!("echo run >> '{}'; grep -qx a=new a.txt", runs.display());
     let p = plan(&[
         ("a", &[], &["a.txt"], &[count.as_str()]),
@@ -378,15 +412,14 @@ fn a_result_whose_files_nothing_else_touched_lands_without_a_second_run_of_its_c
     ]);
     let edit = r#"0) sleep 1; sed -i 's/^a=old$/a=new/' a.txt ;;
 1) sed -i 's/^b=old$/b=new/' b.txt ;;"#;
-    let dir = common::repo(&p, &[("a.txt", "a=old\n"), ("b.txt", "b=old\n")]);
-    let o = merge(dir.path(), 2)
+    let c = case(&p, &[("a.txt", "a=old\n"), ("b.txt", "b=old\n")], edit);
+    c.merge(2)
         .args(["--schedule", "eager"])
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    o.expect_code(0);
-    assert_eq!(committed(dir.path(), "a.txt"), "a=new\n");
-    assert_eq!(committed(dir.path(), "b.txt"), "b=new\n");
-    let commits = round_commits(dir.path());
+        .run()
+        .expect_code(0);
+    assert_eq!(c.committed("a.txt"), "a=new\n");
+    assert_eq!(c.committed("b.txt"), "b=new\n");
+    let commits = c.round_commits();
     assert!(
         commits[0].contains("1/2") || commits[0].contains("task 1"),
         "1 landed first: {commits:?}"
@@ -408,29 +441,25 @@ fn a_binary_file_both_changed_is_a_conflict_and_a_rebase() {
     ]);
     let edit = r#"0) printf 'A\000\001' > logo.bin ;;
 1) if [ -n "$kind" ]; then printf 'B\000' >> logo.bin; else printf 'B\000\002' > logo.bin; fi ;;"#;
-    let dir = common::repo(&p, &[("logo.bin", "\u{0}\u{1}\u{2}base")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    let out = o.expect_code(0);
-    assert!(
-        out.contains("task 1: attempt 1 cannot be merged onto task 0 (conflict in logo.bin)"),
-        "{out}"
-    );
-    let prompt = std::fs::read_to_string(seen.path().join("prompt-1-1-rebase")).unwrap();
+    let c = case(&p, &[("logo.bin", "\u{0}\u{1}\u{2}base")], edit);
+    let out = c.merge(2).run().expect_code(0);
+    assert_sent_back(&out, 1, 0, "conflict in logo.bin)");
+    let prompt = c.rebase_prompt(1);
     assert!(
         prompt.contains("Cannot merge binary files: logo.bin"),
         "{prompt}"
     );
     let bytes = std::process::Command::new("git")
         .args(["show", "HEAD:logo.bin"])
-        .current_dir(dir.path())
+        .current_dir(c.path())
         .output()
         .unwrap()
         .stdout;
     assert_eq!(bytes, b"A\0\x01B\0", "0's bytes, then 1's, once");
 }
+
+/// A file of six lines, renamed or edited by the rename cases.
+const LINES: &str = "one\ntwo\nthree\nfour\nfive\nsix\n";
 
 #[test]
 fn a_rename_carrying_another_tasks_edit_into_an_undeclared_file_is_a_rebase() {
@@ -454,24 +483,21 @@ fn a_rename_carrying_another_tasks_edit_into_an_undeclared_file_is_a_rebase() {
     p["tasks"][0]["metadata"]["files"]["create"] = json!(["new.txt"]);
     let edit = r#"0) git mv old.txt new.txt ;;
 1) if [ -n "$kind" ]; then sed -i 's/^two$/two edited/' new.txt; else sed -i 's/^two$/two edited/' old.txt; fi ;;"#;
-    let lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
-    let dir = common::repo(&p, &[("old.txt", lines)]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    let out = o.expect_code(1);
-    assert!(
-        out.contains("task 1: attempt 1 cannot be merged onto task 0 (the merge changes new.txt, which task 1 does not declare)"),
-        "{out}"
+    let c = case(&p, &[("old.txt", LINES)], edit);
+    let out = c.merge(2).run().expect_code(1);
+    assert_sent_back(
+        &out,
+        1,
+        0,
+        "the merge changes new.txt, which task 1 does not declare)",
     );
     // Its declared file is gone: it fails, and nothing of it lands anywhere.
     assert!(
         out.contains("Task 1 (edit) failed after 3 attempt(s): spot-check failed: old.txt (to modify) was not changed"),
         "{out}"
     );
-    assert_eq!(committed(dir.path(), "new.txt"), lines);
-    assert!(!dir.path().join("old.txt").exists());
+    assert_eq!(c.committed("new.txt"), LINES);
+    assert!(!c.path().join("old.txt").exists());
 }
 
 #[test]
@@ -490,49 +516,43 @@ fn a_rename_after_an_edit_merges_cleanly_and_keeps_the_edit() {
     p["tasks"][1]["metadata"]["files"]["create"] = json!(["new.txt"]);
     let edit = r#"0) sed -i 's/^two$/two edited/' old.txt ;;
 1) git mv old.txt new.txt ;;"#;
-    let lines = "one\ntwo\nthree\nfour\nfive\nsix\n";
-    let dir = common::repo(&p, &[("old.txt", lines)]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    let out = o.expect_code(0);
+    let c = case(&p, &[("old.txt", LINES)], edit);
+    let out = c.merge(2).run().expect_code(0);
     assert!(!out.contains("rebase"), "{out}");
-    assert_eq!(
-        committed(dir.path(), "new.txt"),
-        lines.replace("two", "two edited")
-    );
-    assert!(!dir.path().join("old.txt").exists());
+    assert_eq!(c.committed("new.txt"), LINES.replace("two", "two edited"));
+    assert!(!c.path().join("old.txt").exists());
+}
+
+/// Task 0 deletes legacy.txt (its check says it is gone); task 1 modifies it with `modify`.
+fn delete_and_modify(modify: &str) -> Case {
+    let p = plan(&[
+        ("delete", &[], &["legacy.txt"], &["test ! -e legacy.txt"]),
+        ("modify", &[], &["legacy.txt"], &[]),
+    ]);
+    let edit = format!("0) git rm -q legacy.txt ;;\n1) {modify} ;;");
+    case(&p, &[("legacy.txt", "old\n")], &edit)
+}
+
+/// git tracks no legacy.txt.
+fn assert_legacy_stays_deleted(c: &Case, out: &str) {
+    assert_eq!(git(c.path(), &["ls-files", "legacy.txt"]), "", "{out}");
 }
 
 #[test]
 fn a_delete_against_a_modify_is_a_conflict_and_a_rebase() {
     // 0 deletes legacy.txt, 1 appends to it. The rebase finds it gone: 1's declared work is
     // gone with it, and it fails (by its spot-check) rather than bring the file back.
-    let p = plan(&[
-        ("delete", &[], &["legacy.txt"], &["test ! -e legacy.txt"]),
-        ("modify", &[], &["legacy.txt"], &[]),
-    ]);
-    let edit = r#"0) git rm -q legacy.txt ;;
-1) if [ -e legacy.txt ]; then echo more >> legacy.txt; fi ;;"#;
-    let dir = common::repo(&p, &[("legacy.txt", "old\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
-    let out = o.expect_code(1);
-    assert!(
-        out.contains("task 1: attempt 1 cannot be merged onto task 0 (conflict in legacy.txt)"),
-        "{out}"
-    );
-    let prompt = std::fs::read_to_string(seen.path().join("prompt-1-1-rebase")).unwrap();
+    let c = delete_and_modify("if [ -e legacy.txt ]; then echo more >> legacy.txt; fi");
+    let out = c.merge(2).run().expect_code(1);
+    assert_sent_back(&out, 1, 0, "conflict in legacy.txt)");
+    let prompt = c.rebase_prompt(1);
     assert!(prompt.contains("CONFLICT (modify/delete)"), "{prompt}");
     assert!(
         out.contains("Task 1 (modify) failed after 3 attempt(s): spot-check failed: legacy.txt (to modify) was not changed"),
         "{out}"
     );
-    assert_eq!(git(dir.path(), &["ls-files", "legacy.txt"]), "", "{out}");
-    assert!(!dir.path().join("legacy.txt").exists(), "{out}");
+    assert_legacy_stays_deleted(&c, &out);
+    assert!(!c.path().join("legacy.txt").exists(), "{out}");
 }
 
 #[test]
@@ -540,17 +560,8 @@ fn a_retry_after_a_rebase_still_keeps_the_change_it_builds_on() {
     // As above, but 1 writes legacy.txt whatever it finds: every later attempt brings back
     // the file 0 deleted, and 0's check on the merged tree refuses each one. 1 fails; the
     // file stays deleted.
-    let p = plan(&[
-        ("delete", &[], &["legacy.txt"], &["test ! -e legacy.txt"]),
-        ("modify", &[], &["legacy.txt"], &[]),
-    ]);
-    let edit = r#"0) git rm -q legacy.txt ;;
-1) echo more >> legacy.txt ;;"#;
-    let dir = common::repo(&p, &[("legacy.txt", "old\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 2)
-        .script(&worker(seen.path(), 2, edit))
-        .run();
+    let c = delete_and_modify("echo more >> legacy.txt");
+    let o = c.merge(2).run();
     let out = o.expect_code(1);
     assert!(
         out.contains("it cannot be merged after its rebase: on the merged tree, task 0's acceptance check `test ! -e legacy.txt`"),
@@ -558,7 +569,7 @@ fn a_retry_after_a_rebase_still_keeps_the_change_it_builds_on() {
     );
     let p = o.final_plan();
     assert_eq!(p["tasks"][1]["status"], "failed", "{out}");
-    assert_eq!(git(dir.path(), &["ls-files", "legacy.txt"]), "", "{out}");
+    assert_legacy_stays_deleted(&c, &out);
 }
 
 #[test]
@@ -572,18 +583,15 @@ fn a_rebase_that_conflicts_again_is_a_failed_attempt_retried_later() {
     ]);
     let edit = r#"0|1|2) l=$(printf '%s' ABC | cut -c$((i+1)))
 if [ -n "$kind" ] || [ "$DAGEXEC_ATTEMPT" != 1 ]; then sed -i "s/^value=\(.*\)$/value=\1+$l/" conf.txt; else sed -i "s/^value=.*$/value=$l/" conf.txt; fi ;;"#;
-    let dir = common::repo(&p, &[("conf.txt", "value=0\n")]);
-    let seen = tempfile::tempdir().unwrap();
-    let o = merge(dir.path(), 3)
-        .script(&worker(seen.path(), 3, edit))
-        .run();
+    let c = case(&p, &[("conf.txt", "value=0\n")], edit);
+    let o = c.merge(3).run();
     let out = o.expect_code(0);
     assert!(
         out.contains("task 2: attempt 1 of 3 could not be integrated: it cannot be merged after its rebase: conflict in conf.txt"),
         "{out}"
     );
     assert!(out.contains("Round 2: starting 1 task(s): 2\n"), "{out}");
-    assert_eq!(committed(dir.path(), "conf.txt"), "value=A+B+C\n");
+    assert_eq!(c.committed("conf.txt"), "value=A+B+C\n");
     let p = o.final_plan();
     let attempts: Vec<&Value> = (0..3)
         .map(|i| &p["progress"]["completedTasks"][i]["attempts"])
@@ -593,26 +601,19 @@ if [ -n "$kind" ] || [ "$DAGEXEC_ATTEMPT" != 1 ]; then sed -i "s/^value=\(.*\)$/
 
 #[test]
 fn killed_between_the_merge_and_the_recheck_nothing_lands_and_a_resume_finishes() {
-    let dir = common::repo(&regions_plan(), &[("routes.txt", ROUTES)]);
-    let seen = tempfile::tempdir().unwrap();
-    let start = git(dir.path(), &["rev-parse", "HEAD"]);
-    let o = merge(dir.path(), 3)
-        .env("DAGEXEC_FAILPOINT", "after-merge:1")
-        .script(&worker(seen.path(), 3, REGIONS))
-        .run();
+    let c = regions();
+    let start = git(c.path(), &["rev-parse", "HEAD"]);
+    let o = c.merge(3).env("DAGEXEC_FAILPOINT", "after-merge:1").run();
     assert_eq!(o.code(), None, "killed: {}", o.text());
     // Nothing was published: HEAD and the work tree are as they were.
-    assert_eq!(git(dir.path(), &["rev-parse", "HEAD"]), start);
+    assert_eq!(git(c.path(), &["rev-parse", "HEAD"]), start);
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("routes.txt")).unwrap(),
+        std::fs::read_to_string(c.path().join("routes.txt")).unwrap(),
         ROUTES
     );
-    let o = merge(dir.path(), 3)
-        .script(&worker(seen.path(), 3, REGIONS))
-        .run();
-    o.expect_code(0);
-    assert_every_region_changed_once(dir.path());
-    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+    c.merge(3).run().expect_code(0);
+    assert_every_region_changed_once(&c);
+    c.assert_clean_tree();
 }
 
 #[test]
@@ -621,14 +622,13 @@ fn a_rebase_is_not_started_once_the_budget_is_spent_and_its_task_keeps_its_attem
     // cannot be merged, and its rebase would spend past the budget: it does not start, its
     // task is pending with the one attempt it made, and the run stops for the budget.
     for schedule in ["rounds", "eager"] {
-        let dir = common::repo(&same_line_plan(), &[("conf.txt", "name=x\nvalue=0\nend\n")]);
-        let seen = tempfile::tempdir().unwrap();
-        let script = worker(seen.path(), 2, SAME_LINE).replacen(
+        let c = same_line();
+        let script = c.worker(2).replacen(
             "esac",
             "esac\nprintf '{\"cost_usd\": 0.1}' > \"$DAGEXEC_USAGE_FILE\"",
             1,
         );
-        let o = merge(dir.path(), 2)
+        let o = merge(c.path(), 2)
             .args(["--schedule", schedule, "--max-cost", "0.15"])
             .script(&script)
             .run();
@@ -645,12 +645,6 @@ fn a_rebase_is_not_started_once_the_budget_is_spent_and_its_task_keeps_its_attem
         };
         assert_eq!(p["tasks"][later]["status"], "pending", "{schedule}: {out}");
         assert_eq!(p["tasks"][later]["attempts"], 1, "{schedule}: {out}");
-        assert!(
-            !seen
-                .path()
-                .join(format!("prompt-{later}-1-rebase"))
-                .exists(),
-            "{schedule}: {out}"
-        );
+        assert!(!c.rebased(later), "{schedule}: {out}");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod fake_github;
 pub mod lab;
+pub mod list_merge;
 pub mod local;
 pub mod model_server;
 pub mod tools;
