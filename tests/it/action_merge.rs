@@ -439,6 +439,57 @@ fn a_rebase_built_on_a_candidate_that_is_rejected_never_lands_its_change_and_is_
     lab.gh.assert_clean();
 }
 
+/// A rebase whose job built on a chained candidate that is then rejected fails its checks
+/// because of that candidate's change (task 0's check sees task 1's `b=1`): the failure is
+/// not the rebase's own, so it is no failed attempt — it goes back once more, uncounted, and
+/// builds on the tree without task 1's change. Counted, it cost task 2 an attempt (the act
+/// merge bench's fourth workflow run, issue 31).
+#[test]
+fn a_rebase_failing_only_beside_a_rejected_candidate_is_sent_back_uncounted() {
+    const ONE: &str = r#"1) case "$prompt" in
+   *'## Rebase'*) sed -i 's/^2$/2=1/' list.txt; echo "COMPLETED: one elsewhere" ;;
+   *) sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;
+   esac ;;"#;
+    // First on `b` (beside task 1's `b=1`: a conflict); rebased, on a line of its own.
+    const TWO: &str = r#"2) case "$prompt" in
+   *'## Rebase'*) sed -i 's/^4$/4=2/' list.txt; echo "COMPLETED: two elsewhere" ;;
+   *) sed -i 's/^b$/b=2/' list.txt; echo "COMPLETED: two" ;;
+   esac ;;"#;
+    let lab = merge_lab(
+        vec![
+            on_list(
+                "Zero",
+                "grep -q '^a=0$' list.txt && ! grep -qx 'b=1' list.txt",
+            ),
+            on_list("One", "grep -q '=1' list.txt"),
+            on_list("Two", "grep -Eq '^(b=2|4=2)$' list.txt"),
+        ],
+        &worker(&[&zero(""), ONE, TWO]),
+    );
+    let (parts, ok, log) = run_parts(&lab, 8);
+    assert!(ok, "{parts:?}\n{log}");
+    assert_eq!(
+        lab.branch_file("list.txt"),
+        "a=0\n1\n2=1\n3\n4=2\nb\n",
+        "{parts:?}\n{log}"
+    );
+    assert_no_list(
+        &lab.origin,
+        BRANCH,
+        |l| l.lines().any(|l| l.starts_with("b=1")),
+        &log,
+    );
+    let plan = lab.branch_plan();
+    let two = records(&plan, 2);
+    assert!(two.iter().all(|(a, _, _)| *a == 1), "{parts:?}\n{plan:#}");
+    assert!(
+        two.iter().all(|(_, o, _)| o != "failed"),
+        "{parts:?}\n{plan:#}"
+    );
+    assert_counted_once(&plan, 2);
+    lab.gh.assert_clean();
+}
+
 #[test]
 fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_same() {
     // The rejected-candidate case above, each finalize killed after its push and run again.

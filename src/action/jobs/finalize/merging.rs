@@ -87,7 +87,6 @@ pub(super) fn add(
     for (mut j, follow) in items {
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
         j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
-        ended(plan, &j, ui);
         let on = match &follow {
             Some(FollowUp::Rebase { .. }) => built
                 .iter()
@@ -96,6 +95,14 @@ pub(super) fn add(
                 .unwrap_or_default(),
             None | Some(FollowUp::Recheck { .. }) => Vec::new(),
         };
+        // A rebase that failed beside a rejected candidate goes back uncounted: no retry.
+        let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
+        ended(
+            plan,
+            &j,
+            !chain::failed_beside_rejected(&j, &on, &landed),
+            ui,
+        );
         if !on.is_empty() {
             chain::rebased_on_chain(&mut at, (plan, open), j, &on)?;
             continue;
@@ -296,12 +303,12 @@ fn rechecked_lands(repo: &Repo, j: &mut Judged, f: &FollowUp, ui: &Ui) -> bool {
 }
 
 /// An attempt's end, recorded and shown (a re-check is not an attempt: it is not recorded).
-fn ended(plan: &mut Plan, j: &Judged, ui: &Ui) {
+fn ended(plan: &mut Plan, j: &Judged, counted: bool, ui: &Ui) {
     if let Some(r) = j.record() {
         crate::pure::usage::record(plan, &r);
     }
     let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
-        Decision::Retry { attempt, .. } => Some(attempt),
+        Decision::Retry { attempt, .. } if counted => Some(attempt),
         _ => None,
     };
     ui.emit(crate::pure::events::Event::AttemptEnded(

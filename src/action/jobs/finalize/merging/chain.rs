@@ -19,6 +19,16 @@ use super::{Integrating, keep, paths_of, rechecked_lands, send_back};
 /// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
 /// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
 /// fails it when everything it built on landed, else sends it back once more.
+/// Whether rebase `j`, built on the chain's candidates `on`, failed beside one that did not
+/// land (`landed`: what landed so far): its failure may be that change's, not its own.
+pub(super) fn failed_beside_rejected(
+    j: &Judged,
+    on: &[(usize, Vec<u8>)],
+    landed: &[usize],
+) -> bool {
+    j.verdict.status == Status::Failed && !on.iter().all(|(k, _)| landed.contains(k))
+}
+
 pub(super) fn rebased_on_chain(
     at: &mut Integrating<'_>,
     (plan, open): (&mut Plan, &mut OpenRound),
@@ -31,6 +41,28 @@ pub(super) fn rebased_on_chain(
         .iter()
         .all(|(k, _)| at.landed.iter().any(|(l, _)| l == k));
     let built_on = |k: &usize| on.iter().any(|(o, _)| o == k);
+    // Its job judged it on a tree holding a candidate that did not land (its re-check
+    // failed): a failed verdict may be that change's, not its own (another task's check
+    // failing beside it), so it is no failed attempt — like the chain's later candidates, it
+    // is tried again without that change: sent back once more, uncounted.
+    let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
+    if failed_beside_rejected(&j, on, &landed) {
+        let rejected: Vec<usize> = on
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| !landed.contains(k))
+            .collect();
+        let why = format!(
+            "it failed beside that change, which did not land: {}",
+            j.verdict.result.lines().next().unwrap_or_default()
+        );
+        at.sent.push((j.index, mine.clone()));
+        j.patch.clear();
+        if send_back(plan, open, &mut j, (rejected, why, false), at.ui) {
+            at.land(plan, j, mine)?;
+        }
+        return Ok(());
+    }
     if j.verdict.status != Status::Completed
         || j.patch.is_empty()
         || (all_landed && sharing.iter().all(built_on))
