@@ -151,7 +151,15 @@ pub(crate) fn observe_and_judge(
     own.extend(tasks_md);
     let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
-    let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
+    let mut verdict = outcome::judge_among(
+        index,
+        task,
+        &report,
+        outcome::OwnFiles {
+            plan: plan_rel,
+            task_list: tasks_md,
+        },
+    );
     // A failure the worker's exit or its missing status line explains ends with its stderr:
     // a worker that exits 0 without a status line often says why there.
     let no_status = outcome::last_nonempty_line(&report.output)

@@ -53,7 +53,10 @@ pub(super) fn judge_entry_at(
     // A task list a plan was generated from is dagexec's to write back: the work job drops a
     // worker's edit of it from the patch, as it drops the plan's.
     let tasks_md = crate::sources::own_file(plan);
-    let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
+    let own = outcome::OwnFiles {
+        plan: &inputs.plan_rel,
+        task_list: tasks_md.as_deref(),
+    };
     let mut verdict = outcome::judge_among(e.task, task, &report, own);
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
     // bounded again, since the file is the job's.
@@ -325,9 +328,13 @@ fn protected_reason(path: &str, protected: Protected) -> Option<&'static str> {
 /// is not the work job's), or what the jobs holding a write token would run ([`Protected`]).
 pub fn refused(
     paths: &[String],
-    (plan_rel, tasks_md): (&str, Option<&str>),
+    own: outcome::OwnFiles<'_>,
     protected: Protected,
 ) -> Option<String> {
+    let outcome::OwnFiles {
+        plan: plan_rel,
+        task_list: tasks_md,
+    } = own;
     if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
         return Some(format!(
             "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
@@ -440,7 +447,7 @@ mod tests {
                 .map(std::string::ToString::to_string)
                 .collect::<Vec<_>>()
         };
-        let plan = (".design/plan.json", None);
+        let plan = outcome::OwnFiles::plan(".design/plan.json");
         assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(
             refused(&p(&[".design/plan.json"]), plan, Nothing)
@@ -449,7 +456,10 @@ mod tests {
         );
         // A Spec Kit plan's tasks.md: the work job drops a worker's edit, so a patch holding
         // one is refused, whatever is allowed.
-        let speckit = ("specs/x/.dagexec/plan.json", Some("specs/x/tasks.md"));
+        let speckit = outcome::OwnFiles {
+            plan: "specs/x/.dagexec/plan.json",
+            task_list: Some("specs/x/tasks.md"),
+        };
         assert!(
             refused(&p(&["src/a.rs", "specs/x/tasks.md"]), speckit, Nothing)
                 .unwrap()
