@@ -451,7 +451,9 @@ mod tests {
             acceptance: None,
         };
         let r = WorkResult::new(
-            (task, attempt, 1),
+            task,
+            attempt,
+            1,
             "abc",
             &report,
             std::time::Duration::from_millis(5),

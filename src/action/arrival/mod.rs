@@ -523,7 +523,7 @@ mod tests {
 
     /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
     fn artifact_at(dir: &Path, name: &str, (task, attempt): (usize, u32), out: &str) {
-        let mut r = artifact::WorkResult::new((task, attempt, 1), "b", &missing(), Duration::ZERO);
+        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &missing(), Duration::ZERO);
         r.output = out.into();
         artifact::write(&dir.join(name), &r, b"", None).unwrap();
     }
