@@ -313,7 +313,7 @@ impl Finalize<'_> {
             ui,
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
-        let (closed, end) = integrate_part(at, plan, judged, open, (merge, &self.round.base))?;
+        let (closed, end) = integrate_part(at, plan, open, judged, merge, &self.round.base)?;
         Ok(Integrated {
             closed,
             end,
