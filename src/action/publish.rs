@@ -50,6 +50,13 @@ pub(crate) struct Ending<'a> {
     pub schedule: crate::pure::engine::Schedule,
 }
 
+/// The run's pull request as finalize writes on it: the client and the pull request's number.
+#[derive(Clone, Copy)]
+struct Pr<'a> {
+    client: &'a Client,
+    number: u64,
+}
+
 impl Ending<'_> {
     /// Pushes the round onto the commit it was planned on; `false` when the branch moved
     /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
@@ -193,14 +200,18 @@ impl Ending<'_> {
                 other.id, other.author.login
             );
         }
-        self.ask(c, n, plan, &marked, preflight)?;
+        let at = Pr {
+            client: c,
+            number: n,
+        };
+        self.ask(at, plan, &marked, preflight)?;
         let aborted = self.rt.block_on(steering::abort_confirmed(c, n, &marked))?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c)?;
         }
-        self.write_status((c, n), plan, links, &marked, more && aborted)?;
-        self.write_back_issues(c, n, plan, links)?;
+        self.write_status(at, plan, links, &marked, more && aborted)?;
+        self.write_back_issues(at, plan, links)?;
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr)?;
         }
@@ -261,19 +272,23 @@ impl Ending<'_> {
         Ok(pr)
     }
 
-    /// One comment per open question on pull request `n`, and the pre-flight question.
+    /// One comment per open question on the pull request, and the pre-flight question.
     fn ask(
         &self,
-        c: &Client,
-        n: u64,
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         marked: &comment::Trusted,
         preflight: Option<&str>,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         self.rt.block_on(async {
             for (i, q) in crate::pure::question::open(plan) {
                 let text = steering::question_comment(
-                    (i, &crate::pure::plan::ids::name(plan, i)),
+                    i,
+                    &crate::pure::plan::ids::name(plan, i),
                     &plan.tasks[i].subject,
                     &q,
                 );
@@ -295,15 +310,20 @@ impl Ending<'_> {
         Ok(())
     }
 
-    /// The one status comment on pull request `n` (`stopped`: work waits, but `/execute abort` stopped it).
+    /// The one status comment on the pull request (`stopped`: work waits, but `/execute abort`
+    /// stopped it).
     fn write_status(
         &self,
-        (c, n): (&Client, u64),
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
         marked: &comment::Trusted,
         stopped: bool,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         let (rt, round) = (self.rt, self.round);
         let (_, part) = super::rounds::position(plan);
         let waiting = if stopped && part > 0 {
@@ -335,15 +355,18 @@ impl Ending<'_> {
     }
 
     /// A plan made of issues: the status on the parent issue too, and a note on the sub-issue
-    /// of each task with an open question (asked on pull request `n`). Nothing else is
+    /// of each task with an open question (asked on the pull request). Nothing else is
     /// written to the issues: they close when the pull request merges.
     fn write_back_issues(
         &self,
-        c: &Client,
-        n: u64,
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         use crate::sources::issues::write_back;
         let repo = c.repo.to_string();
         let Some(parent) = write_back::parent_in(plan, &repo) else {

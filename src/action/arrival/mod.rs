@@ -23,6 +23,16 @@ use crate::flow::attempt::Judged;
 use crate::pure::outcome::{self, AttemptReport, Exit, Verdict};
 use crate::pure::plan::{self, model::Status};
 
+/// Where a writer (finalize, the conductor) judges arrivals: its checkout, the plan as it
+/// stands there, the job's inputs and the display.
+#[derive(Clone, Copy)]
+pub(crate) struct Judge<'a> {
+    pub repo: &'a Repo,
+    pub plan: &'a plan::model::Plan,
+    pub inputs: &'a Inputs,
+    pub ui: &'a Ui,
+}
+
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
@@ -33,13 +43,17 @@ use crate::pure::plan::{self, model::Status};
     reason = "callers treat every arrival step alike, as fallible"
 )]
 pub(super) fn judge_entry_at(
-    repo: &Repo,
-    plan: &plan::model::Plan,
-    inputs: &Inputs,
-    (e, base): (&Entry, Option<&str>),
+    at: Judge<'_>,
+    e: &Entry,
+    base: Option<&str>,
     found: Option<&Result<Collected, String>>,
-    ui: &Ui,
 ) -> Result<Judged, ActionError> {
+    let Judge {
+        repo,
+        plan,
+        inputs,
+        ui,
+    } = at;
     let task = &plan.tasks[e.task];
     let (mut report, mut patch, duration, reviewed) = read_found(found, e, ui);
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).

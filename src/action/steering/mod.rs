@@ -125,9 +125,11 @@ pub fn question_marker(key: &str) -> String {
     format!("<!-- dagexec:question:{key} -->")
 }
 
-/// The text of a task's question comment: the question, its options, the exact replies.
+/// The text of the question comment of the task at plan index `index`, named `name` in
+/// messages and replies: the question, its options, the exact replies.
 pub fn question_comment(
-    (index, name): (usize, &str),
+    index: usize,
+    name: &str,
     subject: &str,
     q: &crate::pure::question::Question,
 ) -> String {

@@ -368,7 +368,7 @@ mod tests {
             blocked_at: None,
             reply: None,
         };
-        let comment = super::super::question_comment((1, "13.3"), "b", &q);
+        let comment = super::super::question_comment(1, "13.3", "b", &q);
         assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
         assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
     }

@@ -326,14 +326,13 @@ impl Remote<'_> {
         // Under `overlap: merge` the run's patch is read at its own base: the branch may have
         // moved under its files since (the merge comes later, `Remote::sort_merged`).
         let base = self.merging.on.then_some(f.base.as_str());
-        let mut judged = arrival::judge_entry_at(
-            self.repo,
+        let at = arrival::Judge {
+            repo: self.repo,
             plan,
-            self.inputs,
-            (&entry, base),
-            found.as_ref(),
-            self.ui,
-        )?;
+            inputs: self.inputs,
+            ui: self.ui,
+        };
+        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref())?;
         // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
         // its own); a rebase run is recorded as one.
         let follow = crate::action::rounds::FollowUp::of(plan, i, f.attempt);

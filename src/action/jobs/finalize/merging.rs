@@ -218,7 +218,7 @@ impl Integrating<'_> {
         let chain: Vec<PatchRef<'_>> = self.aside.iter().map(|(_, _, p)| p.into()).collect();
         let merged = self
             .repo
-            .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
+            .merge_aside(&tree, &chain, self.base, made_on, patch)?;
         Ok(crate::action::rounds::kept_merge(merged, task, mine))
     }
 
