@@ -536,7 +536,7 @@ mod tests {
     }
 
     /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
-    fn artifact_at(dir: &Path, name: &str, (task, attempt): (usize, u32), out: &str) {
+    fn artifact_at(dir: &Path, name: &str, task: usize, attempt: u32, out: &str) {
         let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &missing(), Duration::ZERO);
         r.output = out.into();
         artifact::write(&dir.join(name), &r, b"", None).unwrap();
@@ -547,13 +547,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
             let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
-            artifact_at(dir.path(), &name, (0, 1), out);
+            artifact_at(dir.path(), &name, 0, 1, out);
         }
         // A job that passed in attempt 1 and was not re-run: its attempt-1 artifact counts.
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (1, 1),
+            1,
+            1,
             "COMPLETED: kept",
         );
         std::fs::create_dir(dir.path().join("unrelated")).unwrap();
@@ -571,7 +572,8 @@ mod tests {
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (1, 1),
+            1,
+            1,
             "FAILED: real",
         );
         for forged in [
@@ -583,7 +585,7 @@ mod tests {
             "dagexec-78-1-task-1-attempt-1",
             "dagexec-77-1-task-5-attempt-1",
         ] {
-            artifact_at(dir.path(), forged, (1, 1), "COMPLETED: forged");
+            artifact_at(dir.path(), forged, 1, 1, "COMPLETED: forged");
         }
         let (found, ignored) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
         assert_eq!(
@@ -599,7 +601,8 @@ mod tests {
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (2, 1),
+            2,
+            1,
             "COMPLETED: other",
         );
         let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
