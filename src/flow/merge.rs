@@ -41,7 +41,7 @@ pub(crate) struct Ledger {
     /// The tasks landed in this run, in the order they landed, with the paths they changed.
     landed: Vec<(usize, BTreeSet<String>)>,
     /// Each running task's base commit and how many tasks had landed when it started.
-    started: BTreeMap<usize, Started>,
+    started: BTreeMap<usize, StartedAt>,
     /// Tasks sent back for a rebase in the integration under way (at most once each), with
     /// the tasks they must build on.
     rebased: BTreeMap<usize, Vec<usize>>,
@@ -63,7 +63,7 @@ type Landing = Result<BTreeSet<String>, (BTreeSet<String>, String)>;
 /// Where a running attempt started: its base commit, and how many tasks had landed then
 /// (those landed since are the ones it may meet).
 #[derive(Debug)]
-struct Started {
+struct StartedAt {
     base: String,
     since: usize,
 }
@@ -93,7 +93,7 @@ impl Ledger {
     /// Attempt `task` starts from `base` in round `round`; whether it is a rebase attempt.
     pub(crate) fn started(&mut self, task: usize, base: &str, round: u32) -> bool {
         self.round = round;
-        let started = Started {
+        let started = StartedAt {
             base: base.to_string(),
             since: self.landed.len(),
         };
@@ -248,7 +248,7 @@ impl RoundBuild {
         ledger: &Ledger,
         plan: &Plan,
         j: &Judged,
-        started: &Started,
+        started: &StartedAt,
     ) -> Result<Landing, RunError> {
         let index = self.index(at.repo)?;
         let merged = index.merge_patch(&started.base, (&j.patch).into())?;

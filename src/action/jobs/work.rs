@@ -47,7 +47,7 @@ pub struct Job {
 /// The work job's attempt and where it runs: which attempt, the commit it starts from (the
 /// round's base), the repository checked out there, the inputs with the plan resolved there,
 /// and that plan (which has the task).
-struct Checkout {
+struct WorkJob {
     job: Job,
     base: String,
     repo: Repo,
@@ -55,7 +55,7 @@ struct Checkout {
     plan: plan::model::Plan,
 }
 
-impl Checkout {
+impl WorkJob {
     /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
     /// `touched`; its status line's `summary`) in this checkout, its files in `scratch`.
     fn to_review<'a>(
@@ -134,7 +134,7 @@ pub fn run(
 /// merged changes a rebase builds on committed on it): the worker (a rebase's prompt says so),
 /// its judgement here, the checks of the tasks in `chain`, the reviewer, the artifact's files.
 fn attempt(
-    at: &Checkout,
+    at: &WorkJob,
     on: &str,
     chain: &[usize],
     start: jiff::Timestamp,
@@ -261,7 +261,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
 
 /// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must
 /// have the task); the checkout's price table installed.
-fn open(root: &Path, inputs: &Inputs, job: Job, base: &str) -> Result<Checkout, ActionError> {
+fn open(root: &Path, inputs: &Inputs, job: Job, base: &str) -> Result<WorkJob, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     if repo.head()? != base {
@@ -287,7 +287,7 @@ fn open(root: &Path, inputs: &Inputs, job: Job, base: &str) -> Result<Checkout, 
             plan.tasks.len()
         )));
     }
-    Ok(Checkout {
+    Ok(WorkJob {
         job,
         base: base.to_string(),
         repo,

@@ -17,11 +17,11 @@ use crate::edge::git::{Repo, changes_in, changes_within};
 use crate::pure::outcome::{self, CheckRun};
 use crate::pure::plan;
 
-use super::Checkout;
+use super::WorkJob;
 
 /// The re-check `follow` in the checkout `at`: the chain's earlier merged changes and its
 /// own applied, judged, the checks of the tasks the merge touched run; the artifact written.
-pub(super) fn run(at: &Checkout, follow: &FollowUp) -> Result<outcome::Verdict, ActionError> {
+pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, ActionError> {
     let (job, base, repo, inputs, plan) =
         (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let start = jiff::Timestamp::now();
@@ -150,7 +150,7 @@ pub(super) fn commit_chain(
 /// A completed `verdict` of the checkout's task failed when an acceptance check of `tasks`
 /// fails in the checkout (each recorded in `report`, see [`others_pass`]).
 pub(super) fn with_checks_of(
-    at: &Checkout,
+    at: &WorkJob,
     tasks: &[usize],
     report: &mut outcome::AttemptReport,
     verdict: &mut outcome::Verdict,
@@ -178,7 +178,7 @@ pub(super) fn with_checks_of(
 /// conductor's record beside the follow-up on the checkout's task
 /// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
 fn others_pass(
-    at: &Checkout,
+    at: &WorkJob,
     tasks: &[usize],
     report: &mut outcome::AttemptReport,
 ) -> Option<String> {
