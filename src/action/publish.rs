@@ -22,7 +22,7 @@ use crate::edge::github::{
 use crate::flow::Ui;
 use crate::pure::plan;
 
-/// What [`Ending::finish`] did on GitHub.
+/// What [`Publisher::finish`] did on GitHub.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Published {
     pub pr: Option<u64>,
@@ -35,7 +35,7 @@ pub(crate) struct Published {
 
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
-pub(crate) struct Ending<'a> {
+pub(crate) struct Publisher<'a> {
     pub rt: &'a tokio::runtime::Runtime,
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
@@ -57,7 +57,7 @@ struct Pr<'a> {
     number: u64,
 }
 
-impl Ending<'_> {
+impl Publisher<'_> {
     /// Pushes the round onto the commit it was planned on; `false` when the branch moved
     /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
     /// repository the round stays a local commit.
@@ -89,7 +89,7 @@ impl Ending<'_> {
     /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
     /// to stop.
     fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
-        let Ending {
+        let Publisher {
             rt, round, inputs, ..
         } = *self;
         let plan_path = self.repo.root().join(&inputs.plan_rel);

@@ -38,7 +38,7 @@ pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
 /// Which attempt to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
+pub struct Assignment {
     pub task: usize,
     pub attempt: u32,
     pub round: u32,
@@ -48,7 +48,7 @@ pub struct Job {
 /// round's base), the repository checked out there, the inputs with the plan resolved there,
 /// and that plan (which has the task).
 struct WorkJob {
-    job: Job,
+    job: Assignment,
     base: String,
     repo: Repo,
     inputs: Inputs,
@@ -88,7 +88,7 @@ impl WorkJob {
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    job: Job,
+    job: Assignment,
     base: &str,
 ) -> Result<outcome::Verdict, ActionError> {
     let start = jiff::Timestamp::now();
@@ -261,7 +261,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
 
 /// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must
 /// have the task); the checkout's price table installed.
-fn open(root: &Path, inputs: &Inputs, job: Job, base: &str) -> Result<WorkJob, ActionError> {
+fn open(root: &Path, inputs: &Inputs, job: Assignment, base: &str) -> Result<WorkJob, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     if repo.head()? != base {
@@ -300,7 +300,7 @@ fn open(root: &Path, inputs: &Inputs, job: Job, base: &str) -> Result<WorkJob, A
 /// checkpoint in the checkout at `root`, the reviewer feedback so far and the user's answer.
 fn prompt_text(
     plan: &plan::model::Plan,
-    job: Job,
+    job: Assignment,
     root: &Path,
     history: &[crate::pure::review::ReviewEntry],
 ) -> String {
@@ -325,7 +325,7 @@ fn prompt_text(
 /// The worker's run in the checkout at `cwd`, its prompt and log files in `scratch`.
 fn worker_spec(
     inputs: &Inputs,
-    job: Job,
+    job: Assignment,
     task: &plan::model::Task,
     cwd: &Path,
     scratch: &Path,
@@ -348,7 +348,7 @@ fn worker_spec(
 }
 
 /// What the reviewer made of a completed attempt.
-struct Reviewed {
+struct ReviewerRan {
     spent: crate::pure::usage::Usage,
     record: artifact::ReviewRecord,
     log: String,
@@ -363,7 +363,7 @@ fn review_attempt(
     to_review: &ToReview<'_>,
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
-) -> Result<Reviewed, ActionError> {
+) -> Result<ReviewerRan, ActionError> {
     let Some(crate::flow::steps::review::Reviewer {
         run: review_run,
         parsed,
@@ -382,7 +382,7 @@ fn review_attempt(
         history,
         parsed.as_ref().map_err(String::as_str),
     );
-    Ok(Reviewed {
+    Ok(ReviewerRan {
         spent,
         record: artifact::ReviewRecord::new(&parsed),
         log: match review_run.log {

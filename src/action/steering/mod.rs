@@ -23,8 +23,8 @@ use comment::Command;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, catch_up_all, confirm, settled_since};
 pub use record::{
-    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER, Settled,
-    apply, changes_plan, retry, settled_in_history, steer_marker, steered,
+    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER,
+    SettledCommand, apply, changes_plan, retry, settled_in_history, steer_marker, steered,
 };
 pub(crate) use record::{command_text, record, with_trailer};
 

@@ -10,7 +10,7 @@ mod args;
 pub use args::{ActionCommand, Common, Writer};
 
 use crate::action::jobs::steer::Phase;
-use crate::action::jobs::work::{self, Job};
+use crate::action::jobs::work::{self, Assignment};
 use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
@@ -89,7 +89,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             reviewer,
             artifacts,
         } => {
-            let job = Job {
+            let job = Assignment {
                 task,
                 attempt,
                 round,
@@ -219,10 +219,10 @@ fn work_job(
     root: &Path,
     ctx: &Context,
     common: &Common,
-    job: Job,
+    job: Assignment,
     given: WorkGiven,
 ) -> Result<Exit, ActionError> {
-    let Job { task, attempt, .. } = job;
+    let Assignment { task, attempt, .. } = job;
     // Task code never runs in a run of the default branch: its runtime token could write
     // that branch's Actions cache scope, which the install step trusts unpinned.
     if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {

@@ -82,7 +82,7 @@ impl Remote<'_> {
             planned: PlanConclusion::Conduct,
             planned_message: String::new(),
         };
-        let ending = crate::action::publish::Ending {
+        let ending = crate::action::publish::Publisher {
             rt: self.rt,
             client: Some(self.client),
             ctx: self.ctx,

@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
-use crate::action::publish::Ending;
+use crate::action::publish::Publisher;
 use crate::action::report::{self, Links, Stop};
 use crate::action::runtime::Context;
 use crate::action::writer::{Finalized, Job, stale};
@@ -103,8 +103,8 @@ struct Integrated {
 
 impl Finalize<'_> {
     /// Pushes, and brings the pull request, its comments and the check run up to date.
-    fn ending(&self) -> Ending<'_> {
-        Ending {
+    fn ending(&self) -> Publisher<'_> {
+        Publisher {
             rt: self.rt,
             client: self.client,
             ctx: self.ctx,
@@ -323,7 +323,7 @@ impl Finalize<'_> {
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued
     /// markers are to be rewritten once the round is pushed, when any was applied.
-    fn catch_up(&mut self) -> Result<Option<Steered>, ActionError> {
+    fn catch_up(&mut self) -> Result<Option<QueuedOn>, ActionError> {
         let (rt, round) = (self.rt, self.round);
         let Some(c) = self.client else {
             return Ok(None);
@@ -436,7 +436,7 @@ impl Finalize<'_> {
 }
 
 /// The pull request whose queued markers are rewritten once the round is pushed.
-type Steered = (u64, steering::comment::Identity);
+type QueuedOn = (u64, steering::comment::Identity);
 
 /// A stop the job fails on (one the user must act on).
 fn fails(stop: Option<&Stop>) -> bool {
