@@ -3,7 +3,7 @@
 //! index ([`RoundBuild`]; under `overlap: merge` each result merged three-way and re-checked,
 //! what cannot land started again as a rebase attempt: [`crate::flow::merge`]) and committed
 //! with one ref update. The engine loops
-//! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
+//! ([`crate::flow::exec::RoundLoop`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
 //! (or SIGTERM) stops the workers and leaves their tasks in progress for a resume, the attempts
 //! it stopped not counted and their logs kept, and says so.
 
@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::edge::git::Repo;
 use crate::flow::attempt::{self, AttemptEnd, Judged};
-use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Rounds, Start};
+use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, RoundLoop, Start};
 use crate::flow::integrate::RoundBuild;
 use crate::flow::{RunEnd, RunError, RunOptions, Ui, failpoint, finish, save};
 use crate::local::AttemptInput;
@@ -254,7 +254,7 @@ pub(crate) fn run(
             budget,
         }
         .run(&mut local, plan, round, [])?,
-        schedule => Rounds {
+        schedule => RoundLoop {
             dag,
             conflicts,
             budget,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::artifact::{self, Collected};
-use super::matrix::{self, Entry};
+use super::matrix::{self, MatrixEntry};
 use super::{ActionError, Inputs};
 use crate::edge::git::Repo;
 use crate::flow::Ui;
@@ -44,7 +44,7 @@ pub(crate) struct Judge<'a> {
 )]
 pub(super) fn judge_entry_at(
     at: Judge<'_>,
-    e: &Entry,
+    e: &MatrixEntry,
     base: Option<&str>,
     found: Option<&Result<Collected, String>>,
 ) -> Result<Judged, ActionError> {
@@ -143,7 +143,7 @@ pub(super) fn judge_entry_at(
 /// artifact is the seed's "no status line and no log", said in the log).
 fn read_found<'a>(
     found: Option<&'a Result<Collected, String>>,
-    e: &Entry,
+    e: &MatrixEntry,
     ui: &Ui,
 ) -> (
     AttemptReport,
@@ -216,7 +216,7 @@ fn stop_for_user(verdict: &mut Verdict, output: &str) -> Option<crate::pure::que
 /// its question, when its job reported a review (`None`: nothing to conclude; a task that
 /// names its own reviewer but whose job reported none fails).
 fn conclude_review(
-    e: &Entry,
+    e: &MatrixEntry,
     task: &plan::model::Task,
     verdict: &mut Verdict,
     reviewed: Option<&artifact::ReviewRecord>,
@@ -369,7 +369,7 @@ pub fn refused(
 
 /// A matrix entry must name a task of the plan at the round's base, once.
 pub(super) fn check_entries(
-    entries: &[Entry],
+    entries: &[MatrixEntry],
     plan: &plan::model::Plan,
     base: &str,
 ) -> Result<(), ActionError> {
@@ -398,7 +398,7 @@ pub(super) fn check_entries(
 /// in their attempt, and GitHub keeps those, so a re-run finalize must take an earlier
 /// attempt's artifact when its job was not re-run — and the re-run job's own when it was. A
 /// name of a later attempt than `run_attempt` cannot come from this attempt's jobs.
-pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> {
+pub fn accepted_names(run_id: &str, run_attempt: u32, e: &MatrixEntry) -> Vec<String> {
     (1..=run_attempt)
         .rev()
         .map(|k| matrix::artifact_name(run_id, &k.to_string(), e.task, e.attempt))
@@ -417,7 +417,7 @@ pub fn collect(
     dir: &Path,
     run_id: &str,
     run_attempt: u32,
-    entries: &[Entry],
+    entries: &[MatrixEntry],
 ) -> (Found, Vec<String>) {
     let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
         .into_iter()
@@ -527,8 +527,8 @@ mod tests {
         assert_eq!(Protected::at(dir.path(), false), WorkflowsAndActionSource);
     }
 
-    fn entry(task: usize, attempt: u32) -> Entry {
-        Entry {
+    fn entry(task: usize, attempt: u32) -> MatrixEntry {
+        MatrixEntry {
             task,
             attempt,
             name: format!("task {task}"),

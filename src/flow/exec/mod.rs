@@ -1,7 +1,7 @@
 //! One engine loop per schedule, two executors. Whoever runs the attempts, the policy is
 //! decided here, once:
 //!
-//! * [`Rounds`] — the seeds' rounds (and waves): the whole ready set, its tasks that share
+//! * [`RoundLoop`] — the seeds' rounds (and waves): the whole ready set, its tasks that share
 //!   files in sequential groups (each group starting from the round's tree with the earlier
 //!   groups' work applied), failures retried inside the round, then one update, one circuit
 //!   breaker decision and one commit;
@@ -48,7 +48,7 @@ mod eager;
 mod rounds;
 
 pub use eager::Eager;
-pub use rounds::Rounds;
+pub use rounds::RoundLoop;
 
 /// How a run ended; each maps to an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ type RoundEnd = (Vec<usize>, Option<Ending>);
 
 /// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
 #[derive(Debug, Clone, Copy)]
-pub struct Rounds<'a> {
+pub struct RoundLoop<'a> {
     pub dag: &'a Dag,
     pub conflicts: &'a Conflicts,
     pub budget: Option<Budget>,
@@ -32,7 +32,7 @@ pub struct Rounds<'a> {
     pub schedule: Schedule,
 }
 
-impl Rounds<'_> {
+impl RoundLoop<'_> {
     fn spent(&self, plan: &Plan) -> Option<String> {
         self.budget?.exhausted(plan)
     }

@@ -5,7 +5,7 @@
 use super::fetch::{Fetched, fetch};
 use super::remote::Remote;
 use super::{Flight, RUN_FIELD, run_name, save};
-use crate::action::matrix::Entry;
+use crate::action::matrix::MatrixEntry;
 use crate::action::{ActionError, arrival, steering};
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Arrivals, Executor, Integrated, Start};
@@ -313,7 +313,7 @@ impl Remote<'_> {
         if let Some(url) = log_url {
             self.links.logs.insert(i, url);
         }
-        let entry = Entry {
+        let entry = MatrixEntry {
             task: i,
             attempt: f.attempt,
             name: run_name(self.branch, i, f.attempt),

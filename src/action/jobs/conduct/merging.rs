@@ -37,7 +37,7 @@ use crate::pure::plan::model::{Plan, Status};
 
 /// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
 #[derive(Debug, Default)]
-pub(super) struct State {
+pub(super) struct MergeState {
     /// Whether `overlap: merge` holds: tasks that share files run side by side and each
     /// arrival is merged.
     pub(super) on: bool,
@@ -54,7 +54,7 @@ pub(super) struct State {
 
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
-    /// the others waits on its task for a re-check or a rebase run ([`State::again`]).
+    /// the others waits on its task for a re-check or a rebase run ([`MergeState::again`]).
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,

@@ -49,7 +49,7 @@ pub(super) struct Remote<'a> {
     /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
     pub(super) outages: u32,
     /// `overlap: merge` ([`super::merging`]).
-    pub(super) merging: super::merging::State,
+    pub(super) merging: super::merging::MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
     pub(super) starts: Starts,
 }

@@ -12,7 +12,10 @@ use super::{Finalize, merging};
 
 impl Finalize<'_> {
     /// Every entry judged from the artifact of this run (its latest attempt) that names it.
-    pub(super) fn judge(&mut self, entries: &[matrix::Entry]) -> Result<Vec<Judged>, ActionError> {
+    pub(super) fn judge(
+        &mut self,
+        entries: &[matrix::MatrixEntry],
+    ) -> Result<Vec<Judged>, ActionError> {
         let (ctx, rt, client) = (self.ctx, self.rt, self.client);
         let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
         let artifacts = &self.job.inputs.artifacts;

@@ -390,7 +390,7 @@ fn waits(plan: &mut Plan, j: &Judged, result: String) {
 pub(super) fn built_on_tree(
     repo: &crate::edge::git::Repo,
     plan: &crate::pure::plan::model::Plan,
-    e: &crate::action::matrix::Entry,
+    e: &crate::action::matrix::MatrixEntry,
 ) -> Result<Option<String>, ActionError> {
     use crate::action::rounds::FollowUp;
     if !matches!(

@@ -92,7 +92,7 @@ struct Finalize<'a> {
 }
 
 /// What a part's integration left to decide the run's stop with.
-struct Integrated {
+struct PartEnd {
     /// The round ended with this part.
     closed: bool,
     /// The circuit breaker's end, when it tripped.
@@ -266,7 +266,7 @@ impl Finalize<'_> {
     fn entries(
         &self,
         open: &crate::action::rounds::OpenRound,
-    ) -> Result<Vec<matrix::Entry>, ActionError> {
+    ) -> Result<Vec<matrix::MatrixEntry>, ActionError> {
         let (round, plan) = (self.round, &self.job.plan);
         let entries = if round.planned == PlanConclusion::Work {
             matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
@@ -288,9 +288,9 @@ impl Finalize<'_> {
     /// integrates the part.
     fn integrate_entries(
         &mut self,
-        entries: &[matrix::Entry],
+        entries: &[matrix::MatrixEntry],
         open: &mut crate::action::rounds::OpenRound,
-    ) -> Result<Integrated, ActionError> {
+    ) -> Result<PartEnd, ActionError> {
         let judged = self.judge(entries)?;
         // Refused credentials: every task would fail the same way, so nothing more is
         // dispatched (the check run names the secret to fix).
@@ -314,7 +314,7 @@ impl Finalize<'_> {
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
         let (closed, end) = integrate_part(at, plan, open, judged, merge, &self.round.base)?;
-        Ok(Integrated {
+        Ok(PartEnd {
             closed,
             end,
             halted,
@@ -352,8 +352,8 @@ impl Finalize<'_> {
     }
 
     /// How the run stops after this part, if it does.
-    fn stop(&mut self, done: Integrated) -> Result<Option<Stop>, ActionError> {
-        let Integrated {
+    fn stop(&mut self, done: PartEnd) -> Result<Option<Stop>, ActionError> {
+        let PartEnd {
             closed,
             end,
             halted,
