@@ -9,7 +9,7 @@
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
-use super::report::{self, Links, Stop};
+use super::report::{self, Links, RunStop};
 use super::rounds::Round;
 use super::runtime::{self, Context};
 use super::steering::{self, comment};
@@ -166,7 +166,7 @@ impl Publisher<'_> {
         &self,
         plan: &plan::model::Plan,
         links: &Links,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
         more: bool,
         preflight: Option<&str>,
     ) -> Result<Published, ActionError> {
@@ -230,7 +230,7 @@ impl Publisher<'_> {
         c: &Client,
         plan: &plan::model::Plan,
         links: &Links,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
     ) -> Result<crate::edge::github::ops::PullRequest, ActionError> {
         let (ctx, round) = (self.ctx, self.round);
         let ran = crate::pure::timeline::Ran {
@@ -408,14 +408,14 @@ impl Publisher<'_> {
         &self,
         c: &Client,
         plan: &plan::model::Plan,
-        s: &Stop,
+        s: &RunStop,
         pr: &crate::edge::github::ops::PullRequest,
     ) -> Result<(), ActionError> {
         let (rt, ctx) = (self.rt, self.ctx);
         let (title, summary) = report::check_run_text(plan, s, &self.round.branch);
         let conclusion = match s {
-            Stop::Completed => Conclusion::Success,
-            Stop::NeedsInput(_) => Conclusion::ActionRequired,
+            RunStop::Completed => Conclusion::Success,
+            RunStop::NeedsInput(_) => Conclusion::ActionRequired,
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
@@ -433,7 +433,7 @@ impl Publisher<'_> {
             }
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }
-        if *s == Stop::Completed && pr.draft {
+        if *s == RunStop::Completed && pr.draft {
             rt.block_on(c.mark_ready(pr))?;
             println!("Marked #{} ready for review.", pr.number);
         }

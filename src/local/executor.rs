@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::edge::git::Repo;
 use crate::flow::attempt::{self, AttemptEnd, Judged};
-use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, RoundLoop, Start};
+use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Launch, RoundLoop};
 use crate::flow::integrate::RoundBuild;
 use crate::flow::{RunEnd, RunError, RunOptions, Ui, failpoint, finish, save};
 use crate::local::AttemptInput;
@@ -76,7 +76,7 @@ impl Executor for Local<'_> {
         save(plan, self.opts)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), RunError> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
         let base = if let Some(b) = &self.base {
             b.clone()
         } else {
@@ -172,7 +172,7 @@ impl Executor for Local<'_> {
         }
     }
 
-    fn rebases(&mut self, plan: &Plan) -> Vec<Start> {
+    fn rebases(&mut self, plan: &Plan) -> Vec<Launch> {
         let Some(ledger) = &mut self.ledger else {
             return Vec::new();
         };
@@ -187,7 +187,7 @@ impl Executor for Local<'_> {
                     .map(|&k| (k, plan.tasks[k].subject.as_str()))
                     .collect();
                 let original = prompt::original_prompt(plan, r.task, unit);
-                Start {
+                Launch {
                     task: r.task,
                     attempt: r.attempt,
                     retry_prompt: Some(prompt::rebase_prompt(&original, &onto, &r.why)),

@@ -76,7 +76,7 @@ impl Executor for Virtual {
     fn save(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), Self::Error> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, _round: u32) -> Result<(), Self::Error> {
         assert_eq!(plan.tasks[start.task].status, Status::InProgress);
         assert_eq!(
             plan.tasks[start.task].attempts(),

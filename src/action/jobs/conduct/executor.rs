@@ -8,7 +8,7 @@ use super::{Flight, RUN_FIELD, run_name, save};
 use crate::action::matrix::MatrixEntry;
 use crate::action::{ActionError, arrival, steering};
 use crate::flow::attempt::Judged;
-use crate::flow::exec::{Arrivals, Executor, Integrated, Start};
+use crate::flow::exec::{Arrivals, Executor, Integrated, Launch};
 use crate::pure::pace::poll_interval;
 use crate::pure::plan::model::Plan;
 
@@ -41,7 +41,7 @@ impl Executor for Remote<'_> {
         self.record_starts(plan)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), ActionError> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), ActionError> {
         if self.stale.is_some() {
             return Ok(());
         }
@@ -155,7 +155,7 @@ impl Executor for Remote<'_> {
 
     /// The re-check and rebase runs the last batch asked for (`overlap: merge`): dispatched
     /// once its commit, which records them on their tasks, is pushed.
-    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Start> {
+    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Launch> {
         std::mem::take(&mut self.merging.again)
     }
 

@@ -30,7 +30,7 @@ use crate::action::ActionError;
 use crate::action::rounds::{FollowUp, names};
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
-use crate::flow::exec::Start;
+use crate::flow::exec::Launch;
 use crate::flow::merge::CannotLand;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
@@ -46,7 +46,7 @@ pub(super) struct MergeState {
     /// The tasks whose re-check run arrived at the last poll.
     pub(super) rechecked: BTreeSet<usize>,
     /// The re-checks and rebases the last batch asked for, started after its commit.
-    pub(super) again: Vec<Start>,
+    pub(super) again: Vec<Launch>,
     /// The acceptance checks of tasks as they were before they landed (the plan update trims
     /// a completed task's), for the re-checks.
     pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
@@ -258,7 +258,7 @@ impl Remote<'_> {
         t.status = Status::InProgress;
         t.attempts = Some(t.attempts().max(j.attempt));
         t.result = Some(result);
-        self.merging.again.push(Start {
+        self.merging.again.push(Launch {
             task: j.index,
             attempt: j.attempt,
             retry_prompt: None,

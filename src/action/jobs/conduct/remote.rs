@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name, save};
 use crate::action::protocol::PlanConclusion;
-use crate::action::report::{Links, Stop};
+use crate::action::report::{Links, RunStop};
 use crate::action::rounds::Round;
 use crate::action::runtime::Context;
 use crate::action::{ActionError, Inputs};
@@ -72,7 +72,7 @@ impl Remote<'_> {
         &self,
         n: u32,
         plan: &Plan,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
     ) -> Result<crate::action::publish::Published, ActionError> {
         let r = Round {
             branch: self.branch.to_string(),

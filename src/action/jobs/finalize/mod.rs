@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Publisher;
-use crate::action::report::{self, Links, Stop};
+use crate::action::report::{self, Links, RunStop};
 use crate::action::runtime::Context;
 use crate::action::writer::{Finalized, Job, stale};
 use crate::action::{ActionError, Inputs};
@@ -159,11 +159,11 @@ impl Finalize<'_> {
     fn no_work(&self, planned: PlanConclusion) -> Result<Finalized, ActionError> {
         let message = &self.round.planned_message;
         let (stop, preflight) = match planned {
-            PlanConclusion::Completed => (Some(Stop::Completed), None),
-            PlanConclusion::Deadlock => (Some(Stop::Deadlock(message.clone())), None),
-            PlanConclusion::Budget => (Some(Stop::Budget(message.clone())), None),
+            PlanConclusion::Completed => (Some(RunStop::Completed), None),
+            PlanConclusion::Deadlock => (Some(RunStop::Deadlock(message.clone())), None),
+            PlanConclusion::Budget => (Some(RunStop::Budget(message.clone())), None),
             PlanConclusion::PreflightFailed => (
-                Some(Stop::NeedsInput(
+                Some(RunStop::NeedsInput(
                     "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
                         .into(),
                 )),
@@ -220,11 +220,11 @@ impl Finalize<'_> {
         self.summary(&batch)?;
         self.say_next(&published, &open, closed);
         let conclusion = match &stop {
-            Some(Stop::Completed) => Conclusion::Completed,
-            Some(Stop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
-            Some(Stop::Deadlock(_)) => Conclusion::Deadlock,
-            Some(Stop::NeedsInput(_)) => Conclusion::NeedsInput,
-            Some(Stop::Budget(_)) => Conclusion::Budget,
+            Some(RunStop::Completed) => Conclusion::Completed,
+            Some(RunStop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
+            Some(RunStop::Deadlock(_)) => Conclusion::Deadlock,
+            Some(RunStop::NeedsInput(_)) => Conclusion::NeedsInput,
+            Some(RunStop::Budget(_)) => Conclusion::Budget,
             None if more && published.aborted => Conclusion::Aborted,
             None if more => Conclusion::Continue,
             None => Conclusion::Incomplete,
@@ -352,19 +352,21 @@ impl Finalize<'_> {
     }
 
     /// How the run stops after this part, if it does.
-    fn stop(&mut self, done: PartEnd) -> Result<Option<Stop>, ActionError> {
+    fn stop(&mut self, done: PartEnd) -> Result<Option<RunStop>, ActionError> {
         let PartEnd {
             closed,
             end,
             halted,
         } = done;
         Ok(match end {
-            _ if halted.is_some() => halted.map(Stop::CircuitBreaker),
+            _ if halted.is_some() => halted.map(RunStop::CircuitBreaker),
             // A part that leaves tasks of the round unresolved: the next part runs them.
             _ if !closed => None,
             // The numbers the breaker decided on: pending before this round's cascade, and
             // what the cascade skipped (not a recount after it).
-            Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
+            Some(RunEnd::CircuitBreaker(breaker)) => {
+                Some(RunStop::CircuitBreaker(breaker.message()))
+            }
             _ => {
                 let job = &mut self.job;
                 let conflicts = Overlaps::of(&job.plan, &job.dag).for_scheduling();
@@ -373,10 +375,10 @@ impl Finalize<'_> {
                 match crate::flow::exec::settle(&job.plan, &job.dag, &conflicts, schedule, budget) {
                     Settled::Done => done_stop(&job.repo, &mut job.plan, &job.opts, &job.ui)?,
                     Settled::Deadlock { pending } => {
-                        Some(Stop::Deadlock(engine::deadlock_message(pending)))
+                        Some(RunStop::Deadlock(engine::deadlock_message(pending)))
                     }
                     // More to do, unless the budget is spent: then nothing is dispatched.
-                    Settled::Budget(why) => Some(Stop::Budget(why)),
+                    Settled::Budget(why) => Some(RunStop::Budget(why)),
                     Settled::More => None,
                 }
             }
@@ -439,9 +441,9 @@ impl Finalize<'_> {
 type QueuedOn = (u64, steering::comment::Identity);
 
 /// A stop the job fails on (one the user must act on).
-fn fails(stop: Option<&Stop>) -> bool {
+fn fails(stop: Option<&RunStop>) -> bool {
     matches!(
         stop,
-        Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
     )
 }
