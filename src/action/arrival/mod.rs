@@ -406,7 +406,7 @@ pub fn accepted_names(run_id: &str, run_attempt: u32, e: &MatrixEntry) -> Vec<St
 }
 
 /// The artifacts read, by (task, attempt); `Err` says why one is unusable.
-pub type Found = BTreeMap<(usize, u32), Result<Collected, String>>;
+pub type FoundArtifacts = BTreeMap<(usize, u32), Result<Collected, String>>;
 
 /// The downloaded artifacts under `dir` for the matrix `entries` of run `run_id`, attempt
 /// `run_attempt`, by (task, attempt): for each entry exactly the artifact named for it (see
@@ -418,7 +418,7 @@ pub fn collect(
     run_id: &str,
     run_attempt: u32,
     entries: &[MatrixEntry],
-) -> (Found, Vec<String>) {
+) -> (FoundArtifacts, Vec<String>) {
     let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

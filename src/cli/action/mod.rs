@@ -9,7 +9,7 @@ mod args;
 
 pub use args::{ActionCommand, Common, Writer};
 
-use crate::action::jobs::steer::Phase;
+use crate::action::jobs::steer::SteerPhase;
 use crate::action::jobs::work::{self, Assignment};
 use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
@@ -103,10 +103,10 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             work_job(&root, ctx, &common, job, given)
         }
         ActionCommand::Comment { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, Phase::Route)
+            steer_job(&root, ctx, &common, workflow, SteerPhase::Route)
         }
         ActionCommand::Steer { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, Phase::Apply)
+            steer_job(&root, ctx, &common, workflow, SteerPhase::Apply)
         }
         ActionCommand::Conduct {
             common,
@@ -393,7 +393,7 @@ fn steer_job(
     ctx: &Context,
     common: &Common,
     workflow: String,
-    phase: Phase,
+    phase: SteerPhase,
 ) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::new());
     inputs.workflow = workflow;

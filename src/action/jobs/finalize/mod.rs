@@ -29,7 +29,7 @@ use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Publisher;
 use crate::action::report::{self, Links, RunStop};
 use crate::action::runtime::Context;
-use crate::action::writer::{Finalized, Job, stale};
+use crate::action::writer::{Finalized, WriterJob, stale};
 use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
 use crate::edge::github::Client;
@@ -56,7 +56,7 @@ pub fn run(
     client: Option<&Client>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
-    let job = Job::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
+    let job = WriterJob::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
     let links = Links {
         run: ctx.run_url(),
         logs: saved_logs(&job.plan),
@@ -80,7 +80,7 @@ pub fn run(
 /// One finalize job: the checkout and plan it opened, what the plan job handed over, and
 /// where it reports.
 struct Finalize<'a> {
-    job: Job,
+    job: WriterJob,
     /// The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
     /// folder prepares): what a redirected run is started with.
     given: &'a Inputs,
@@ -298,7 +298,7 @@ impl Finalize<'_> {
             matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
                 .then(|| format!("task {}: {}", j.index, j.verdict.result))
         });
-        let Job {
+        let WriterJob {
             repo,
             plan,
             dag,
