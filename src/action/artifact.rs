@@ -138,9 +138,12 @@ impl From<&ExitRecord> for Exit {
 }
 
 impl WorkResult {
-    /// The record of an attempt the work job observed.
+    /// The record of attempt `attempt` at `task` in round `round`, which the work job
+    /// observed starting at `base`.
     pub fn new(
-        (task, attempt, round): (usize, u32, u32),
+        task: usize,
+        attempt: u32,
+        round: u32,
         base: &str,
         report: &AttemptReport,
         duration: Duration,
@@ -301,7 +304,7 @@ mod tests {
                 output: String::new(),
             }]),
         };
-        let r = WorkResult::new((3, 2, 5), "abc", &report, Duration::from_millis(1500));
+        let r = WorkResult::new(3, 2, 5, "abc", &report, Duration::from_millis(1500));
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), &r, b"\x00binary", report.log.as_deref()).unwrap();
         let back = read(dir.path()).unwrap();
@@ -346,7 +349,7 @@ mod tests {
             changed: Default::default(),
             acceptance: None,
         };
-        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::ZERO);
+        let mut r = WorkResult::new(0, 1, 1, "abc", &report, Duration::ZERO);
         let old = serde_json::to_value(&r).unwrap();
         assert!(old.get("review").is_none(), "{old}");
         let back: WorkResult = serde_json::from_value(old).unwrap();
@@ -382,7 +385,7 @@ mod tests {
         };
         let now: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
-        let mut r = WorkResult::new((0, 1, 1), "abc", &report, Duration::from_secs(90));
+        let mut r = WorkResult::new(0, 1, 1, "abc", &report, Duration::from_secs(90));
         let measured = crate::pure::usage::Measured {
             start: at("2026-11-23T05:20:13.25Z"),
             end: at("2026-11-23T05:22:40Z"),

@@ -258,7 +258,7 @@ fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Want
                 at,
                 extra: &dir[extra_at..extra_at + usize::from(extra_len)],
             };
-            found.push(check_entry(archive, &raw, (name, limit), start)?);
+            found.push(check_entry(archive, &raw, name, limit, start)?);
         }
         at = next;
     }
@@ -301,7 +301,8 @@ struct Raw<'d> {
 fn check_entry<R: Read + Seek>(
     archive: &mut R,
     raw: &Raw<'_>,
-    (name, limit): (&'static str, u64),
+    name: &'static str,
+    limit: u64,
     start: u64,
 ) -> Result<Wanted, String> {
     let (dir, at) = (raw.dir, raw.at);
@@ -451,7 +452,9 @@ mod tests {
             acceptance: None,
         };
         let r = WorkResult::new(
-            (task, attempt, 1),
+            task,
+            attempt,
+            1,
             "abc",
             &report,
             std::time::Duration::from_millis(5),

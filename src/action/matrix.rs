@@ -9,7 +9,7 @@ pub use crate::pure::pace::MAX_MATRIX_JOBS;
 
 /// One job of the round's matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct MatrixEntry {
     pub task: usize,
     pub attempt: u32,
     /// The job's display name: `task 3: Add login form`.
@@ -19,7 +19,7 @@ pub struct Entry {
 /// The matrix (`{"include":[…]}`) and the tasks that wait for a later round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matrix {
-    pub include: Vec<Entry>,
+    pub include: Vec<MatrixEntry>,
     pub waiting: Vec<usize>,
     /// The round runs under `overlap: merge` (its tasks may share files): said in the JSON,
     /// so finalize integrates the matrix the way the plan job planned it — in each entry
@@ -36,7 +36,7 @@ impl Matrix {
         Matrix {
             include: batch[..take]
                 .iter()
-                .map(|&i| Entry {
+                .map(|&i| MatrixEntry {
                     task: i,
                     attempt: plan.tasks[i].attempts() + 1,
                     name: job_name(i, &plan.tasks[i].subject),
@@ -71,10 +71,10 @@ impl Matrix {
     }
 
     /// Reads what [`Matrix::to_json`] wrote.
-    pub fn parse(s: &str) -> Result<Vec<Entry>, String> {
+    pub fn parse(s: &str) -> Result<Vec<MatrixEntry>, String> {
         #[derive(Deserialize)]
         struct M {
-            include: Vec<Entry>,
+            include: Vec<MatrixEntry>,
         }
         serde_json::from_str::<M>(s)
             .map(|m| m.include)

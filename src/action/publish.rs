@@ -9,7 +9,7 @@
 //! dispatched to plan from where the branch now stands (GitHub keeps at most one pending run
 //! per concurrency group, so duplicates collapse), unless `/execute abort` asked to stop.
 
-use super::report::{self, Links, Stop};
+use super::report::{self, Links, RunStop};
 use super::rounds::Round;
 use super::runtime::{self, Context};
 use super::steering::{self, comment};
@@ -22,7 +22,7 @@ use crate::edge::github::{
 use crate::flow::Ui;
 use crate::pure::plan;
 
-/// What [`Ending::finish`] did on GitHub.
+/// What [`Publisher::finish`] did on GitHub.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Published {
     pub pr: Option<u64>,
@@ -35,7 +35,7 @@ pub(crate) struct Published {
 
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
-pub(crate) struct Ending<'a> {
+pub(crate) struct Publisher<'a> {
     pub rt: &'a tokio::runtime::Runtime,
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
@@ -50,7 +50,14 @@ pub(crate) struct Ending<'a> {
     pub schedule: crate::pure::engine::Schedule,
 }
 
-impl Ending<'_> {
+/// The run's pull request as finalize writes on it: the client and the pull request's number.
+#[derive(Clone, Copy)]
+struct Pr<'a> {
+    client: &'a Client,
+    number: u64,
+}
+
+impl Publisher<'_> {
     /// Pushes the round onto the commit it was planned on; `false` when the branch moved
     /// since (the push is not a fast-forward), so this round is stale. Without a GitHub
     /// repository the round stays a local commit.
@@ -82,7 +89,7 @@ impl Ending<'_> {
     /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
     /// to stop.
     fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
-        let Ending {
+        let Publisher {
             rt, round, inputs, ..
         } = *self;
         let plan_path = self.repo.root().join(&inputs.plan_rel);
@@ -159,7 +166,7 @@ impl Ending<'_> {
         &self,
         plan: &plan::model::Plan,
         links: &Links,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
         more: bool,
         preflight: Option<&str>,
     ) -> Result<Published, ActionError> {
@@ -193,14 +200,18 @@ impl Ending<'_> {
                 other.id, other.author.login
             );
         }
-        self.ask(c, n, plan, &marked, preflight)?;
+        let at = Pr {
+            client: c,
+            number: n,
+        };
+        self.ask(at, plan, &marked, preflight)?;
         let aborted = self.rt.block_on(steering::abort_confirmed(c, n, &marked))?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c)?;
         }
-        self.write_status((c, n), plan, links, &marked, more && aborted)?;
-        self.write_back_issues(c, n, plan, links)?;
+        self.write_status(at, plan, links, &marked, more && aborted)?;
+        self.write_back_issues(at, plan, links)?;
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr)?;
         }
@@ -219,7 +230,7 @@ impl Ending<'_> {
         c: &Client,
         plan: &plan::model::Plan,
         links: &Links,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
     ) -> Result<crate::edge::github::ops::PullRequest, ActionError> {
         let (ctx, round) = (self.ctx, self.round);
         let ran = crate::pure::timeline::Ran {
@@ -261,19 +272,23 @@ impl Ending<'_> {
         Ok(pr)
     }
 
-    /// One comment per open question on pull request `n`, and the pre-flight question.
+    /// One comment per open question on the pull request, and the pre-flight question.
     fn ask(
         &self,
-        c: &Client,
-        n: u64,
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         marked: &comment::Trusted,
         preflight: Option<&str>,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         self.rt.block_on(async {
             for (i, q) in crate::pure::question::open(plan) {
                 let text = steering::question_comment(
-                    (i, &crate::pure::plan::ids::name(plan, i)),
+                    i,
+                    &crate::pure::plan::ids::name(plan, i),
                     &plan.tasks[i].subject,
                     &q,
                 );
@@ -295,15 +310,20 @@ impl Ending<'_> {
         Ok(())
     }
 
-    /// The one status comment on pull request `n` (`stopped`: work waits, but `/execute abort` stopped it).
+    /// The one status comment on the pull request (`stopped`: work waits, but `/execute abort`
+    /// stopped it).
     fn write_status(
         &self,
-        (c, n): (&Client, u64),
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
         marked: &comment::Trusted,
         stopped: bool,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         let (rt, round) = (self.rt, self.round);
         let (_, part) = super::rounds::position(plan);
         let waiting = if stopped && part > 0 {
@@ -335,15 +355,18 @@ impl Ending<'_> {
     }
 
     /// A plan made of issues: the status on the parent issue too, and a note on the sub-issue
-    /// of each task with an open question (asked on pull request `n`). Nothing else is
+    /// of each task with an open question (asked on the pull request). Nothing else is
     /// written to the issues: they close when the pull request merges.
     fn write_back_issues(
         &self,
-        c: &Client,
-        n: u64,
+        at: Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
     ) -> Result<(), ActionError> {
+        let Pr {
+            client: c,
+            number: n,
+        } = at;
         use crate::sources::issues::write_back;
         let repo = c.repo.to_string();
         let Some(parent) = write_back::parent_in(plan, &repo) else {
@@ -385,14 +408,14 @@ impl Ending<'_> {
         &self,
         c: &Client,
         plan: &plan::model::Plan,
-        s: &Stop,
+        s: &RunStop,
         pr: &crate::edge::github::ops::PullRequest,
     ) -> Result<(), ActionError> {
         let (rt, ctx) = (self.rt, self.ctx);
         let (title, summary) = report::check_run_text(plan, s, &self.round.branch);
         let conclusion = match s {
-            Stop::Completed => Conclusion::Success,
-            Stop::NeedsInput(_) => Conclusion::ActionRequired,
+            RunStop::Completed => Conclusion::Success,
+            RunStop::NeedsInput(_) => Conclusion::ActionRequired,
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
@@ -410,7 +433,7 @@ impl Ending<'_> {
             }
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }
-        if *s == Stop::Completed && pr.draft {
+        if *s == RunStop::Completed && pr.draft {
             rt.block_on(c.mark_ready(pr))?;
             println!("Marked #{} ready for review.", pr.number);
         }

@@ -23,7 +23,7 @@ pub struct Links {
 
 /// Why a run stopped, for the check run and summaries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
+pub enum RunStop {
     CircuitBreaker(String),
     Deadlock(String),
     /// Questions (or failed pre-flight checks) wait for the user's reply.
@@ -221,7 +221,7 @@ pub fn pr_body(
     plan: &Plan,
     round: u32,
     links: &Links,
-    stop: Option<&Stop>,
+    stop: Option<&RunStop>,
     ran: crate::pure::timeline::Ran,
 ) -> String {
     let mut s = format!("{BODY_MARKER}\n## dagexec: {}\n\n", cell(&plan.goal, 200));
@@ -236,13 +236,13 @@ pub fn pr_body(
     }
     s.push_str("\n\n");
     match stop {
-        Some(Stop::Completed) => {
+        Some(RunStop::Completed) => {
             s.push_str("Every task completed: this pull request is ready for review.\n\n");
         }
-        Some(Stop::CircuitBreaker(why) | Stop::Deadlock(why) | Stop::Budget(why)) => {
+        Some(RunStop::CircuitBreaker(why) | RunStop::Deadlock(why) | RunStop::Budget(why)) => {
             let _ = writeln!(s, "> [!WARNING]\n> Execution stopped: {}\n", cell(why, 300));
         }
-        Some(Stop::NeedsInput(why)) => {
+        Some(RunStop::NeedsInput(why)) => {
             let _ = writeln!(s, "> [!IMPORTANT]\n> Waiting for you: {}\n", cell(why, 300));
         }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
@@ -335,19 +335,21 @@ pub fn round_summary(
 }
 
 /// The `dagexec` check run's title and summary when a run stops or completes.
-pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String) {
+pub fn check_run_text(plan: &Plan, stop: &RunStop, branch: &str) -> (String, String) {
     let mut s = String::new();
     let title = check_run_title(plan, stop);
     match stop {
-        Stop::Completed => {}
-        Stop::Budget(why) => budget_text(&mut s, plan, why, branch),
-        Stop::NeedsInput(why) => {
+        RunStop::Completed => {}
+        RunStop::Budget(why) => budget_text(&mut s, plan, why, branch),
+        RunStop::NeedsInput(why) => {
             let _ = writeln!(
                 s,
                 "{why}\n\nThe questions are comments on the pull request, each with the `/execute …` reply that answers it; the reply resumes the run."
             );
         }
-        Stop::CircuitBreaker(why) | Stop::Deadlock(why) => failed_text(&mut s, plan, why, branch),
+        RunStop::CircuitBreaker(why) | RunStop::Deadlock(why) => {
+            failed_text(&mut s, plan, why, branch);
+        }
     }
     s.push('\n');
     s.push_str(&summary::final_summary_for(
@@ -358,13 +360,13 @@ pub fn check_run_text(plan: &Plan, stop: &Stop, branch: &str) -> (String, String
 }
 
 /// The check run's title for `stop`.
-fn check_run_title(plan: &Plan, stop: &Stop) -> String {
+fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
     match stop {
-        Stop::Completed => format!("All {} tasks completed", plan.tasks.len()),
-        Stop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
-        Stop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
-        Stop::NeedsInput(_) => "Waiting for your answer".to_string(),
-        Stop::Budget(why) => {
+        RunStop::Completed => format!("All {} tasks completed", plan.tasks.len()),
+        RunStop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
+        RunStop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
+        RunStop::NeedsInput(_) => "Waiting for your answer".to_string(),
+        RunStop::Budget(why) => {
             let what = cell(why.split(':').next().unwrap_or("the budget is spent"), 80);
             match plan_budget(plan) {
                 Some(spent) => format!("Stopped: {what} ({spent} recorded)"),
@@ -532,7 +534,7 @@ mod tests {
     #[test]
     fn pr_body_after_a_circuit_breaker_and_its_check_run() {
         let stop =
-            Stop::CircuitBreaker("Circuit breaker: 2 of 4 tasks failed or were skipped.".into());
+            RunStop::CircuitBreaker("Circuit breaker: 2 of 4 tasks failed or were skipped.".into());
         let body = pr_body(&plan(), 3, &links(), Some(&stop), ran());
         assert!(body.contains("[!WARNING]"));
         let (title, summary) = check_run_text(&plan(), &stop, "dagexec/add-auth");
@@ -592,7 +594,7 @@ mod tests {
         );
         let budget = crate::pure::usage::Budget::parse("0.5").unwrap();
         let why = budget.exhausted(&p).expect("spent");
-        let stop = Stop::Budget(why);
+        let stop = RunStop::Budget(why);
         let body = pr_body(&p, 3, &links(), Some(&stop), ran());
         let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));

@@ -31,7 +31,7 @@ pub struct GitHub<'a> {
 /// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
 /// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
 /// options the local runner's integration takes.
-pub(crate) struct Job {
+pub(crate) struct WriterJob {
     pub repo: Repo,
     pub auth: RemoteAuth,
     pub inputs: Inputs,
@@ -42,14 +42,14 @@ pub(crate) struct Job {
     pub opts: RunOptions,
 }
 
-impl Job {
+impl WriterJob {
     /// Checks out `base` in the repository at `root` and reads the plan there.
     pub(crate) fn open(
         root: &Path,
         inputs: &Inputs,
         base: &str,
         schedule: engine::Schedule,
-    ) -> Result<Job, ActionError> {
+    ) -> Result<WriterJob, ActionError> {
         let repo = Repo::discover(root)?;
         let auth = RemoteAuth::token(inputs.token.expose());
         if repo.head()? != base {
@@ -85,7 +85,7 @@ impl Job {
             check_timeout: inputs.timeout,
             branch: None,
         };
-        Ok(Job {
+        Ok(WriterJob {
             repo,
             auth,
             inputs,

@@ -6,6 +6,7 @@
 use crate::edge::git::{Patch, Repo, Worktree};
 use crate::edge::shell;
 use crate::edge::worker::{self, Stop, WorkerSpec};
+use crate::flow::reported::Told;
 use crate::flow::steps::review::Reviewed;
 use crate::pure::outcome::{self, AttemptReport, CheckRun, Verdict};
 use crate::pure::plan::model::Task;
@@ -103,16 +104,20 @@ pub(crate) struct Observing<'a> {
 /// local attempts and the Action's work job: the changes to integrate (`all` without the plan
 /// file, a Spec Kit plan's tasks.md and the work log, `(plan_rel, tasks_md, log_rel)`: a
 /// worker's edit of them is dropped, with a warning), the facts ([`observe`]: acceptance checks
-/// run in `tree`), the processor's verdict, with the worker's failure `detail` (a missing
-/// command, the stderr tail) on a failed exit or a missing status line, a long-run plan's
-/// quiet status, and the usage
-/// report's warning.
+/// run in `tree`), the processor's verdict, with what the worker `told`: its failure detail on
+/// a failed exit or a missing status line, what its CLI said, and the usage report's
+/// warnings; and a long-run plan's quiet status.
 pub(crate) fn observe_and_judge(
     at: &Observing<'_>,
     run: &worker::WorkerRun,
     staged: Result<crate::edge::git::Changes, String>,
-    (detail, said, warnings): (&str, &crate::pure::said::Said, Vec<String>),
+    told: Told,
 ) -> Result<Observed, crate::edge::git::GitError> {
+    let Told {
+        detail,
+        said,
+        warnings,
+    } = told;
     let &Observing {
         tree,
         index,
@@ -151,7 +156,15 @@ pub(crate) fn observe_and_judge(
     own.extend(tasks_md);
     let kept = all.without(&own)?;
     let report = observe(tree, task, run, &all, timeout);
-    let mut verdict = outcome::judge_among(index, task, &report, (plan_rel, tasks_md));
+    let mut verdict = outcome::judge_among(
+        index,
+        task,
+        &report,
+        outcome::OwnFiles {
+            plan: plan_rel,
+            task_list: tasks_md,
+        },
+    );
     // A failure the worker's exit or its missing status line explains ends with its stderr:
     // a worker that exits 0 without a status line often says why there.
     let no_status = outcome::last_nonempty_line(&report.output)
@@ -160,10 +173,10 @@ pub(crate) fn observe_and_judge(
     if verdict.status == crate::pure::plan::model::Status::Failed
         && (report.exit != outcome::Exit::Success || no_status)
     {
-        verdict.result.push_str(detail);
+        verdict.result.push_str(&detail);
     }
     // What the agent CLI said: its failure in its words, what it refused, no retry.
-    crate::pure::outcome::heed(&mut verdict, said);
+    crate::pure::outcome::heed(&mut verdict, &said);
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     verdict.warnings.extend(warnings);
     Ok(Observed {
@@ -185,25 +198,31 @@ pub(crate) async fn run(
     let start = jiff::Timestamp::now();
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let (stop, wt) = run_worker(&repo, &pool, &input, &cancel, &store, &log_rel).await?;
+    let running = Running {
+        repo: &repo,
+        pool: &pool,
+        input: &input,
+        log_rel: &log_rel,
+        cancel: &cancel,
+    };
+    let (stop, wt) = run_worker(&running, &store).await?;
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled(kept) => {
-            return Ok(stopped(&repo, &pool, &input, (kept, &wt, &log_rel), start));
-        }
+        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, start)),
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
-    keep_attempt_logs(&repo, &pool, &input, &mut run, &wt, &log_rel);
+    keep_attempt_logs(&running, &mut run, &wt);
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text (the raw output is in the kept logs).
-    let (usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
+    let (usage, told) = crate::flow::reported::reported(&mut run, &input.worker);
     let question = crate::flow::steps::longrun::long_run_output(
-        (&input.task, input.attempt),
+        &input.task,
+        input.attempt,
         &mut run.stdout,
         wt.path(),
         repo.root(),
     );
-    let judging = Judging::of(&input, &run, log_rel, (said, warnings), question.clone());
+    let judging = Judging::of(&input, log_rel.clone(), told, question.clone());
     let duration = run.duration;
     let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
     let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
@@ -211,16 +230,7 @@ pub(crate) async fn run(
         .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
     tracing::debug!(task = input.index, attempt = input.attempt, "judged");
-    let plan_path = repo.root().join(&input.plan_rel);
-    let at = crate::flow::steps::review::Reviewing {
-        input: &input,
-        wt: &wt,
-        pool: &pool,
-        plan_path: &plan_path,
-        common_dir: repo.common_dir(),
-        cancel: &cancel,
-    };
-    let reviewed = crate::flow::steps::review::review(&at, &mut verdict, &patch, &touched).await;
+    let reviewed = running.review(&wt, &mut verdict, &patch, &touched).await;
     if let Some(warning) = pool.release(wt) {
         verdict.warnings.push(warning);
     }
@@ -264,32 +274,68 @@ pub(crate) async fn run(
     })))
 }
 
-/// An attempt Ctrl-C stopped: what its worker printed and logged until then (`kept`, `None`
-/// when it never started) is kept like any attempt's, and its record waits in the pool.
+/// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
+/// its tree the prompt asks for the work log, and the run's Ctrl-C.
+struct Running<'a> {
+    repo: &'a Arc<Repo>,
+    pool: &'a Arc<Pool>,
+    input: &'a AttemptInput,
+    log_rel: &'a str,
+    cancel: &'a tokio::sync::watch::Receiver<bool>,
+}
+
+impl Running<'_> {
+    /// The reviewer loop on the judged attempt in `wt` (its `patch`, touching `touched`),
+    /// concluding into `verdict`.
+    async fn review(
+        &self,
+        wt: &Worktree,
+        verdict: &mut Verdict,
+        patch: &Patch,
+        touched: &[String],
+    ) -> Reviewed {
+        let plan_path = self.repo.root().join(&self.input.plan_rel);
+        let at = crate::flow::steps::review::Reviewing {
+            input: self.input,
+            wt,
+            pool: self.pool,
+            plan_path: &plan_path,
+            common_dir: self.repo.common_dir(),
+            cancel: self.cancel,
+        };
+        crate::flow::steps::review::review(&at, verdict, patch, touched).await
+    }
+}
+
+/// An attempt Ctrl-C stopped (its worker in `wt`, started at `start`): what its worker
+/// printed and logged until then (`kept`, `None` when it never started) is kept like any
+/// attempt's, and its record waits in the pool.
 fn stopped(
-    repo: &Repo,
-    pool: &Pool,
-    input: &AttemptInput,
-    (kept, wt, log_rel): (Option<Box<worker::WorkerRun>>, &Worktree, &str),
+    at: &Running<'_>,
+    kept: Option<Box<worker::WorkerRun>>,
+    wt: &Worktree,
     start: jiff::Timestamp,
 ) -> AttemptEnd {
     if let Some(mut kept) = kept {
-        keep_attempt_logs(repo, pool, input, &mut kept, wt, log_rel);
+        keep_attempt_logs(at, &mut kept, wt);
     }
-    pool.interrupted(input, start);
+    at.pool.interrupted(at.input, start);
     AttemptEnd::Cancelled
 }
 
 /// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
 /// it goes (how it ended, Ctrl-C included), and its worktree.
 async fn run_worker(
-    repo: &Arc<Repo>,
-    pool: &Arc<Pool>,
-    input: &AttemptInput,
-    cancel: &tokio::sync::watch::Receiver<bool>,
+    at: &Running<'_>,
     store: &crate::sources::longrun::partial::Store,
-    log_rel: &str,
 ) -> Result<(Stop, Worktree), crate::edge::git::GitError> {
+    let &Running {
+        repo,
+        pool,
+        input,
+        log_rel,
+        cancel,
+    } = at;
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
         .await
@@ -307,10 +353,8 @@ async fn run_worker(
         wt.path().to_path_buf(),
         input.base.clone(),
         repo.clone(),
-        (
-            input.round,
-            vec![input.plan_rel.clone(), log_rel.to_string()],
-        ),
+        input.round,
+        vec![input.plan_rel.clone(), log_rel.to_string()],
     );
     let stop = tokio::select! {
         stop = worker::run(&spec, cancel) => stop,
@@ -350,14 +394,14 @@ fn worker_spec(
 
 /// Keeps the attempt's stdout, stderr and work log (a log the worker wrote inside its own
 /// tree, following the prompt literally, included).
-fn keep_attempt_logs(
-    repo: &Repo,
-    pool: &Pool,
-    input: &AttemptInput,
-    run: &mut worker::WorkerRun,
-    wt: &Worktree,
-    log_rel: &str,
-) {
+fn keep_attempt_logs(at: &Running<'_>, run: &mut worker::WorkerRun, wt: &Worktree) {
+    let &Running {
+        repo,
+        pool,
+        input,
+        log_rel,
+        ..
+    } = at;
     // A worker following the prompt literally writes its log inside its own tree.
     if run.log.is_none()
         && let Some(text) = log_in_tree(wt.path(), log_rel)
@@ -386,18 +430,15 @@ struct Judging {
     index: usize,
     timeout: Duration,
     log_rel: String,
-    detail: String,
-    said: crate::pure::said::Said,
-    warnings: Vec<String>,
+    told: Told,
     asked: Option<crate::pure::question::Question>,
 }
 
 impl Judging {
     fn of(
         input: &AttemptInput,
-        run: &worker::WorkerRun,
         log_rel: String,
-        (said, warnings): (crate::pure::said::Said, Vec<String>),
+        told: Told,
         asked: Option<crate::pure::question::Question>,
     ) -> Judging {
         Judging {
@@ -407,9 +448,7 @@ impl Judging {
             index: input.index,
             timeout: input.timeout,
             log_rel,
-            detail: worker::failure_detail(run, &input.worker),
-            said,
-            warnings,
+            told,
             asked,
         }
     }
@@ -429,9 +468,7 @@ impl Judging {
             index,
             timeout,
             log_rel,
-            detail,
-            said,
-            warnings,
+            told,
             asked,
         } = self;
         let Observed {
@@ -451,7 +488,7 @@ impl Judging {
             },
             run,
             wt.changes_within()?,
-            (&detail, &said, warnings),
+            told,
         )?;
         let mut patch = kept.patch;
         crate::flow::steps::questions::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);

@@ -54,8 +54,8 @@ pub(crate) fn integrate_and_commit(
 pub(crate) struct RoundBuild {
     /// The accepted patches, in the order they were applied.
     pub(super) accepted: Vec<crate::edge::git::Patch>,
-    results: Vec<TaskResult>,
-    entries: Vec<BatchEntry>,
+    /// How each of the round's tasks ended so far.
+    decided: Decided,
     /// Tasks whose changes are in the index, with the paths they touch.
     pub(super) applied: Vec<(usize, BTreeSet<String>)>,
 }
@@ -66,8 +66,7 @@ impl RoundBuild {
     pub(crate) fn start() -> RoundBuild {
         RoundBuild {
             accepted: Vec::new(),
-            results: Vec::new(),
-            entries: Vec::new(),
+            decided: Decided::default(),
             applied: Vec::new(),
         }
     }
@@ -170,33 +169,33 @@ impl RoundBuild {
                     )),
                 }
             }
-            decide_into((&mut self.entries, &mut self.results), j, status, &result);
+            self.decided.push(j, status, &result);
         }
         Ok(())
     }
 
     /// Records how judged attempt `j` ends in the round: its status and result.
     pub(super) fn decided(&mut self, j: &Judged, status: Status, result: &str) {
-        decide_into((&mut self.entries, &mut self.results), j, status, result);
+        self.decided.push(j, status, result);
     }
 
     /// The results decided so far (this build's attempts, after integration).
     pub(crate) fn results(&self) -> &[TaskResult] {
-        &self.results
+        &self.decided.results
     }
 
     /// Results of the round decided and committed earlier (on Actions, by earlier workflow
     /// runs of the round): part of the round's update and commit message, nothing to apply.
     pub(crate) fn resolved_earlier(&mut self, earlier: Vec<TaskResult>) {
         for r in earlier {
-            self.entries.push(BatchEntry {
+            self.decided.entries.push(BatchEntry {
                 plan_index: r.index,
                 status: r.status,
                 result: r.result.clone(),
                 attempts: r.attempts,
                 acceptance_passed: r.status == Status::Completed,
             });
-            self.results.push(r);
+            self.decided.results.push(r);
         }
     }
 
@@ -245,12 +244,10 @@ impl RoundBuild {
             ui,
         } = at;
         let index = self.index(repo)?;
-        let RoundBuild {
-            accepted: _,
+        let Decided {
             mut results,
             mut entries,
-            applied: _,
-        } = self;
+        } = self.decided;
         results.sort_by_key(|r| r.index);
         entries.sort_by_key(|e| e.plan_index);
         let batch_path = opts
@@ -407,29 +404,34 @@ pub(super) fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String)
     }
 }
 
-/// [`RoundBuild::decided`] on the build's entries and results.
-fn decide_into(
-    (entries, results): (&mut Vec<BatchEntry>, &mut Vec<TaskResult>),
-    j: &Judged,
-    status: Status,
-    result: &str,
-) {
-    // Whatever made it (a status line, a question, a refusal), a result is bounded
-    // before it reaches the plan, the commit message and the pull request.
-    let result = outcome::clip_result(result);
-    entries.push(BatchEntry {
-        plan_index: j.index,
-        status,
-        result: result.clone(),
-        attempts: j.attempt,
-        acceptance_passed: j.verdict.acceptance_passed,
-    });
-    results.push(TaskResult {
-        index: j.index,
-        status,
-        result,
-        attempts: j.attempt,
-    });
+/// How the round's tasks ended so far, in the two forms the round's end writes: the
+/// results of the plan's update and the entries of the processor's batch file.
+#[derive(Default)]
+struct Decided {
+    results: Vec<TaskResult>,
+    entries: Vec<BatchEntry>,
+}
+
+impl Decided {
+    /// Judged attempt `j` ends in the round as `status`, with `result` (bounded here: whatever
+    /// made it — a status line, a question, a refusal — it reaches the plan, the commit
+    /// message and the pull request).
+    fn push(&mut self, j: &Judged, status: Status, result: &str) {
+        let result = outcome::clip_result(result);
+        self.entries.push(BatchEntry {
+            plan_index: j.index,
+            status,
+            result: result.clone(),
+            attempts: j.attempt,
+            acceptance_passed: j.verdict.acceptance_passed,
+        });
+        self.results.push(TaskResult {
+            index: j.index,
+            status,
+            result,
+            attempts: j.attempt,
+        });
+    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub(crate) struct Ledger {
     /// The tasks landed in this run, in the order they landed, with the paths they changed.
     landed: Vec<(usize, BTreeSet<String>)>,
     /// Each running task's base commit and how many tasks had landed when it started.
-    started: BTreeMap<usize, (String, usize)>,
+    started: BTreeMap<usize, StartedAt>,
     /// Tasks sent back for a rebase in the integration under way (at most once each), with
     /// the tasks they must build on.
     rebased: BTreeMap<usize, Vec<usize>>,
@@ -60,6 +60,23 @@ pub(crate) struct Ledger {
 /// paths at fault and why it cannot.
 type Landing = Result<BTreeSet<String>, (BTreeSet<String>, String)>;
 
+/// Where a running attempt started: its base commit, and how many tasks had landed then
+/// (those landed since are the ones it may meet).
+#[derive(Debug)]
+struct StartedAt {
+    base: String,
+    since: usize,
+}
+
+/// An attempt that cannot land: the landed tasks it must build on (`onto`: none is the
+/// branch) and why (git's account of the conflict, a path the task does not declare, the
+/// failed check). Shared by the local run and the Action's finalize and conductor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CannotLand {
+    pub onto: Vec<usize>,
+    pub why: String,
+}
+
 /// A task sent back to build on the integrated tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Rebase {
@@ -76,8 +93,11 @@ impl Ledger {
     /// Attempt `task` starts from `base` in round `round`; whether it is a rebase attempt.
     pub(crate) fn started(&mut self, task: usize, base: &str, round: u32) -> bool {
         self.round = round;
-        self.started
-            .insert(task, (base.to_string(), self.landed.len()));
+        let started = StartedAt {
+            base: base.to_string(),
+            since: self.landed.len(),
+        };
+        self.started.insert(task, started);
         self.next_is_rebase.remove(&task)
     }
 
@@ -135,11 +155,11 @@ impl RoundBuild {
         judged: Vec<Judged>,
     ) -> Result<(), RunError> {
         for j in judged {
-            let base = ledger.started.remove(&j.index);
+            let started = ledger.started.remove(&j.index);
             let merging = j.verdict.status == Status::Completed
                 && !j.patch.is_empty()
                 && at.repo.uncommitted(&j.touched)?.is_empty();
-            let Some((base, since)) = base.filter(|_| merging) else {
+            let Some(started) = started.filter(|_| merging) else {
                 let before = self.applied.len();
                 self.add(at.repo, plan, std::slice::from_ref(&j), at.ui)?;
                 if let Some(landed) = self.applied.get(before..) {
@@ -153,7 +173,7 @@ impl RoundBuild {
                 continue;
             };
             crate::flow::steps::questions::record(plan, &j);
-            let refused = match self.merge_one(at, ledger, plan, &j, (&base, since))? {
+            let refused = match self.merge_one(at, ledger, plan, &j, &started)? {
                 Ok(changed) => {
                     ledger.landed.push((j.index, changed));
                     let checks = plan.tasks[j.index].acceptance_criteria().to_vec();
@@ -167,12 +187,13 @@ impl RoundBuild {
                 ledger.rebased.remove(&j.index);
                 continue;
             };
-            self.refuse(at, ledger, plan, &j, (since, &paths, why));
+            let onto = ledger.culprits(plan, started.since, &paths);
+            self.refuse(at, ledger, plan, &j, CannotLand { onto, why });
         }
         Ok(())
     }
 
-    /// Attempt `j`, which cannot land (`paths` at fault, `why`): sent back as a rebase
+    /// Attempt `j`, which cannot land (beside `onto`, `why`): sent back as a rebase
     /// attempt, or — rebased once already — a failed attempt (its later attempts still have
     /// to keep the change it was sent to build on: those tasks' checks run on them).
     fn refuse(
@@ -181,9 +202,9 @@ impl RoundBuild {
         ledger: &mut Ledger,
         plan: &mut Plan,
         j: &Judged,
-        (since, paths, why): (usize, &BTreeSet<String>, String),
+        cannot: CannotLand,
     ) {
-        let onto = ledger.culprits(plan, since, paths);
+        let CannotLand { onto, why } = cannot;
         let again = ledger.rebased.contains_key(&j.index);
         keep_note(at, j, again, &why);
         crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
@@ -219,7 +240,7 @@ impl RoundBuild {
         });
     }
 
-    /// Merges one completed patch made at `base` (when `since` tasks had landed): the paths
+    /// Merges one completed patch made where it `started`: the paths
     /// it changes in the round when it lands, or the paths at fault and why it cannot.
     fn merge_one(
         &mut self,
@@ -227,10 +248,10 @@ impl RoundBuild {
         ledger: &Ledger,
         plan: &Plan,
         j: &Judged,
-        (base, since): (&str, usize),
+        started: &StartedAt,
     ) -> Result<Landing, RunError> {
         let index = self.index(at.repo)?;
-        let merged = index.merge_patch(base, (&j.patch).into())?;
+        let merged = index.merge_patch(&started.base, (&j.patch).into())?;
         let (changed, patch, combined) = match merged {
             Merged::Conflict { files, account } => {
                 let why = format!("conflict in {}\n{account}", files.join(", "));
@@ -265,7 +286,7 @@ impl RoundBuild {
         let onto = ledger.rebased.get(&j.index);
         // The tasks landed since its base that declared or changed a path it changes: their
         // checks may read what it changed even where the merge combined nothing.
-        let sharing = ledger.sharing(plan, since, &changed);
+        let sharing = ledger.sharing(plan, started.since, &changed);
         if combined || onto.is_some() || !sharing.is_empty() {
             let snapshot = index.snapshot(at.repo)?;
             // No task code runs while the round's temporary index exists.

@@ -3,7 +3,7 @@
 //! index ([`RoundBuild`]; under `overlap: merge` each result merged three-way and re-checked,
 //! what cannot land started again as a rebase attempt: [`crate::flow::merge`]) and committed
 //! with one ref update. The engine loops
-//! ([`crate::flow::exec::Rounds`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
+//! ([`crate::flow::exec::RoundLoop`] for rounds and waves, [`crate::flow::exec::Eager`]) drive it; Ctrl-C
 //! (or SIGTERM) stops the workers and leaves their tasks in progress for a resume, the attempts
 //! it stopped not counted and their logs kept, and says so.
 
@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::edge::git::Repo;
 use crate::flow::attempt::{self, AttemptEnd, Judged};
-use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Rounds, Start};
+use crate::flow::exec::{Arrivals, Eager, Ending, Executor, Integrated, Launch, RoundLoop};
 use crate::flow::integrate::RoundBuild;
 use crate::flow::{RunEnd, RunError, RunOptions, Ui, failpoint, finish, save};
 use crate::local::AttemptInput;
@@ -76,7 +76,7 @@ impl Executor for Local<'_> {
         save(plan, self.opts)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), RunError> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
         let base = if let Some(b) = &self.base {
             b.clone()
         } else {
@@ -172,7 +172,7 @@ impl Executor for Local<'_> {
         }
     }
 
-    fn rebases(&mut self, plan: &Plan) -> Vec<Start> {
+    fn rebases(&mut self, plan: &Plan) -> Vec<Launch> {
         let Some(ledger) = &mut self.ledger else {
             return Vec::new();
         };
@@ -187,7 +187,7 @@ impl Executor for Local<'_> {
                     .map(|&k| (k, plan.tasks[k].subject.as_str()))
                     .collect();
                 let original = prompt::original_prompt(plan, r.task, unit);
-                Start {
+                Launch {
                     task: r.task,
                     attempt: r.attempt,
                     retry_prompt: Some(prompt::rebase_prompt(&original, &onto, &r.why)),
@@ -254,7 +254,7 @@ pub(crate) fn run(
             budget,
         }
         .run(&mut local, plan, round, [])?,
-        schedule => Rounds {
+        schedule => RoundLoop {
             dag,
             conflicts,
             budget,

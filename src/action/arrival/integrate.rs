@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::action::report::Stop;
+use crate::action::report::RunStop;
 use crate::action::{ActionError, steering};
 use crate::edge::git::Repo;
 use crate::flow::attempt::Judged;
@@ -148,14 +148,14 @@ pub(crate) fn done_stop(
     plan: &mut plan::model::Plan,
     opts: &RunOptions,
     ui: &Ui,
-) -> Result<Option<Stop>, ActionError> {
+) -> Result<Option<RunStop>, ActionError> {
     let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
     let open = crate::pure::question::open(plan).len();
     crate::flow::finish(repo, plan, opts, ui, None)?;
     Ok(if all {
-        Some(Stop::Completed)
+        Some(RunStop::Completed)
     } else if open > 0 {
-        Some(Stop::NeedsInput(format!(
+        Some(RunStop::NeedsInput(format!(
             "{open} question(s) wait for your answer; nothing else can run until then"
         )))
     } else {

@@ -15,13 +15,23 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::artifact::{self, Collected};
-use super::matrix::{self, Entry};
+use super::matrix::{self, MatrixEntry};
 use super::{ActionError, Inputs};
 use crate::edge::git::Repo;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::pure::outcome::{self, AttemptReport, Exit, Verdict};
 use crate::pure::plan::{self, model::Status};
+
+/// Where a writer (finalize, the conductor) judges arrivals: its checkout, the plan as it
+/// stands there, the job's inputs and the display.
+#[derive(Clone, Copy)]
+pub(crate) struct Judge<'a> {
+    pub repo: &'a Repo,
+    pub plan: &'a plan::model::Plan,
+    pub inputs: &'a Inputs,
+    pub ui: &'a Ui,
+}
 
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
@@ -33,13 +43,17 @@ use crate::pure::plan::{self, model::Status};
     reason = "callers treat every arrival step alike, as fallible"
 )]
 pub(super) fn judge_entry_at(
-    repo: &Repo,
-    plan: &plan::model::Plan,
-    inputs: &Inputs,
-    (e, base): (&Entry, Option<&str>),
+    at: Judge<'_>,
+    e: &MatrixEntry,
+    base: Option<&str>,
     found: Option<&Result<Collected, String>>,
-    ui: &Ui,
 ) -> Result<Judged, ActionError> {
+    let Judge {
+        repo,
+        plan,
+        inputs,
+        ui,
+    } = at;
     let task = &plan.tasks[e.task];
     let (mut report, mut patch, duration, reviewed) = read_found(found, e, ui);
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
@@ -53,7 +67,10 @@ pub(super) fn judge_entry_at(
     // A task list a plan was generated from is dagexec's to write back: the work job drops a
     // worker's edit of it from the patch, as it drops the plan's.
     let tasks_md = crate::sources::own_file(plan);
-    let own = (inputs.plan_rel.as_str(), tasks_md.as_deref());
+    let own = outcome::OwnFiles {
+        plan: &inputs.plan_rel,
+        task_list: tasks_md.as_deref(),
+    };
     let mut verdict = outcome::judge_among(e.task, task, &report, own);
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
     // bounded again, since the file is the job's.
@@ -126,7 +143,7 @@ pub(super) fn judge_entry_at(
 /// artifact is the seed's "no status line and no log", said in the log).
 fn read_found<'a>(
     found: Option<&'a Result<Collected, String>>,
-    e: &Entry,
+    e: &MatrixEntry,
     ui: &Ui,
 ) -> (
     AttemptReport,
@@ -199,7 +216,7 @@ fn stop_for_user(verdict: &mut Verdict, output: &str) -> Option<crate::pure::que
 /// its question, when its job reported a review (`None`: nothing to conclude; a task that
 /// names its own reviewer but whose job reported none fails).
 fn conclude_review(
-    e: &Entry,
+    e: &MatrixEntry,
     task: &plan::model::Task,
     verdict: &mut Verdict,
     reviewed: Option<&artifact::ReviewRecord>,
@@ -325,9 +342,13 @@ fn protected_reason(path: &str, protected: Protected) -> Option<&'static str> {
 /// is not the work job's), or what the jobs holding a write token would run ([`Protected`]).
 pub fn refused(
     paths: &[String],
-    (plan_rel, tasks_md): (&str, Option<&str>),
+    own: outcome::OwnFiles<'_>,
     protected: Protected,
 ) -> Option<String> {
+    let outcome::OwnFiles {
+        plan: plan_rel,
+        task_list: tasks_md,
+    } = own;
     if let Some(p) = paths.iter().find(|p| p.as_str() == plan_rel) {
         return Some(format!(
             "the patch changes {p}, the plan itself; a task may not edit the execution state, so the patch was refused"
@@ -348,7 +369,7 @@ pub fn refused(
 
 /// A matrix entry must name a task of the plan at the round's base, once.
 pub(super) fn check_entries(
-    entries: &[Entry],
+    entries: &[MatrixEntry],
     plan: &plan::model::Plan,
     base: &str,
 ) -> Result<(), ActionError> {
@@ -377,7 +398,7 @@ pub(super) fn check_entries(
 /// in their attempt, and GitHub keeps those, so a re-run finalize must take an earlier
 /// attempt's artifact when its job was not re-run — and the re-run job's own when it was. A
 /// name of a later attempt than `run_attempt` cannot come from this attempt's jobs.
-pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> {
+pub fn accepted_names(run_id: &str, run_attempt: u32, e: &MatrixEntry) -> Vec<String> {
     (1..=run_attempt)
         .rev()
         .map(|k| matrix::artifact_name(run_id, &k.to_string(), e.task, e.attempt))
@@ -385,7 +406,7 @@ pub fn accepted_names(run_id: &str, run_attempt: u32, e: &Entry) -> Vec<String> 
 }
 
 /// The artifacts read, by (task, attempt); `Err` says why one is unusable.
-pub type Found = BTreeMap<(usize, u32), Result<Collected, String>>;
+pub type FoundArtifacts = BTreeMap<(usize, u32), Result<Collected, String>>;
 
 /// The downloaded artifacts under `dir` for the matrix `entries` of run `run_id`, attempt
 /// `run_attempt`, by (task, attempt): for each entry exactly the artifact named for it (see
@@ -396,8 +417,8 @@ pub fn collect(
     dir: &Path,
     run_id: &str,
     run_attempt: u32,
-    entries: &[Entry],
-) -> (Found, Vec<String>) {
+    entries: &[MatrixEntry],
+) -> (FoundArtifacts, Vec<String>) {
     let mut present: std::collections::BTreeSet<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -440,7 +461,7 @@ mod tests {
                 .map(std::string::ToString::to_string)
                 .collect::<Vec<_>>()
         };
-        let plan = (".design/plan.json", None);
+        let plan = outcome::OwnFiles::plan(".design/plan.json");
         assert!(refused(&p(&["src/a.rs", "README.md"]), plan, Workflows).is_none());
         assert!(
             refused(&p(&[".design/plan.json"]), plan, Nothing)
@@ -449,7 +470,10 @@ mod tests {
         );
         // A Spec Kit plan's tasks.md: the work job drops a worker's edit, so a patch holding
         // one is refused, whatever is allowed.
-        let speckit = ("specs/x/.dagexec/plan.json", Some("specs/x/tasks.md"));
+        let speckit = outcome::OwnFiles {
+            plan: "specs/x/.dagexec/plan.json",
+            task_list: Some("specs/x/tasks.md"),
+        };
         assert!(
             refused(&p(&["src/a.rs", "specs/x/tasks.md"]), speckit, Nothing)
                 .unwrap()
@@ -503,8 +527,8 @@ mod tests {
         assert_eq!(Protected::at(dir.path(), false), WorkflowsAndActionSource);
     }
 
-    fn entry(task: usize, attempt: u32) -> Entry {
-        Entry {
+    fn entry(task: usize, attempt: u32) -> MatrixEntry {
+        MatrixEntry {
             task,
             attempt,
             name: format!("task {task}"),
@@ -512,8 +536,8 @@ mod tests {
     }
 
     /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
-    fn artifact_at(dir: &Path, name: &str, (task, attempt): (usize, u32), out: &str) {
-        let mut r = artifact::WorkResult::new((task, attempt, 1), "b", &missing(), Duration::ZERO);
+    fn artifact_at(dir: &Path, name: &str, task: usize, attempt: u32, out: &str) {
+        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &missing(), Duration::ZERO);
         r.output = out.into();
         artifact::write(&dir.join(name), &r, b"", None).unwrap();
     }
@@ -523,13 +547,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (run_attempt, out) in [(1, "COMPLETED: first"), (2, "COMPLETED: second")] {
             let name = matrix::artifact_name("77", &run_attempt.to_string(), 0, 1);
-            artifact_at(dir.path(), &name, (0, 1), out);
+            artifact_at(dir.path(), &name, 0, 1, out);
         }
         // A job that passed in attempt 1 and was not re-run: its attempt-1 artifact counts.
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (1, 1),
+            1,
+            1,
             "COMPLETED: kept",
         );
         std::fs::create_dir(dir.path().join("unrelated")).unwrap();
@@ -547,7 +572,8 @@ mod tests {
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (1, 1),
+            1,
+            1,
             "FAILED: real",
         );
         for forged in [
@@ -559,7 +585,7 @@ mod tests {
             "dagexec-78-1-task-1-attempt-1",
             "dagexec-77-1-task-5-attempt-1",
         ] {
-            artifact_at(dir.path(), forged, (1, 1), "COMPLETED: forged");
+            artifact_at(dir.path(), forged, 1, 1, "COMPLETED: forged");
         }
         let (found, ignored) = collect(dir.path(), "77", 1, &[entry(1, 1)]);
         assert_eq!(
@@ -575,7 +601,8 @@ mod tests {
         artifact_at(
             dir.path(),
             "dagexec-77-1-task-1-attempt-1",
-            (2, 1),
+            2,
+            1,
             "COMPLETED: other",
         );
         let (found, _) = collect(dir.path(), "77", 1, &[entry(1, 1)]);

@@ -157,7 +157,7 @@ impl ActionRef {
 
 /// What `init` writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
+pub struct InitOptions {
     pub action: ActionRef,
     pub worker: Worker,
     /// The repository secret the worker needs (`None`: none).
@@ -290,7 +290,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
         Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
         None => None,
     };
-    let opts = Options {
+    let opts = InitOptions {
         action,
         worker,
         secret,
@@ -325,7 +325,7 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
 
 /// What the workflow would get wrong as written: a path of this machine in the worker's
 /// command, an action in the placeholder repository.
-pub fn warnings(opts: &Options) -> Vec<String> {
+pub fn warnings(opts: &InitOptions) -> Vec<String> {
     let mut out = Vec::new();
     let paths = opts.worker.local_paths();
     if !paths.is_empty() {
@@ -390,7 +390,7 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
 }
 
 /// The three commands to run after `init`, numbered.
-pub fn next_steps(opts: &Options) -> String {
+pub fn next_steps(opts: &InitOptions) -> String {
     let secret = match &opts.secret {
         Some(s) => match &opts.environment {
             Some(e) => format!(
@@ -420,9 +420,9 @@ mod tests {
         .unwrap()
     }
 
-    fn opts(worker: &str) -> Options {
+    fn opts(worker: &str) -> InitOptions {
         let worker = Worker::parse(worker).unwrap();
-        Options {
+        InitOptions {
             action: pinned(),
             secret: worker.default_secret().map(str::to_string),
             worker,
@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn the_template_names_the_action_and_a_worker() {
-        let t = render(&Options {
+        let t = render(&InitOptions {
             action: ActionRef::parse("./").unwrap(),
             worker: Worker::parse("sh -c 'it''s'").unwrap(),
             secret: None,
@@ -628,7 +628,7 @@ mod tests {
         for w in ["claude", "codex", "gemini", "aider"] {
             insta::assert_snapshot!(format!("init_{w}"), render(&opts(w)));
         }
-        let custom = Options {
+        let custom = InitOptions {
             action: ActionRef::parse("./").unwrap(),
             worker: Worker::parse("my-agent --yes").unwrap(),
             secret: Some("MY_AGENT_KEY".into()),

@@ -3,11 +3,11 @@
 //! secret check and install, its environment and variables, the command, the schedule.
 
 use super::worker::CLAUDE_COMMAND;
-use super::{CHECKOUT, DEFAULT_PLAN, Options, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
+use super::{CHECKOUT, DEFAULT_PLAN, InitOptions, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
 
 /// The template with the action reference, the plan, the worker, its install and secret
 /// filled in.
-pub fn render(opts: &Options) -> String {
+pub fn render(opts: &InitOptions) -> String {
     let text = TEMPLATE.replace("      # @trusted-action@\n", &trusted_checkout(opts));
     let text = plan(&text, &opts.plan);
     let text = pin_action(&text, opts)
@@ -64,7 +64,7 @@ fn plan(text: &str, plan: &str) -> String {
 
 /// The jobs that hold a write token (plan reads the branch they act on) run the action from
 /// the default branch when it is built from this repository: its checkout there.
-fn trusted_checkout(opts: &Options) -> String {
+fn trusted_checkout(opts: &InitOptions) -> String {
     if opts.action.is_local() {
         format!(
             "      # The action's own source, from the default branch, never from the execution
@@ -85,7 +85,7 @@ fn trusted_checkout(opts: &Options) -> String {
 
 /// Every `uses:` of the template's action reference replaced: the pinned action, or the
 /// trusted checkout in the jobs that write (plan, finalize, conduct) when it is local.
-fn pin_action(text: &str, opts: &Options) -> String {
+fn pin_action(text: &str, opts: &InitOptions) -> String {
     let mut out = String::with_capacity(text.len());
     let mut job = "";
     let target = format!("uses: {TEMPLATE_ACTION}");
@@ -119,7 +119,7 @@ fn pin_action(text: &str, opts: &Options) -> String {
 }
 
 /// The work job's first steps: the worker's secret checked, its CLI installed.
-fn worker_setup(opts: &Options) -> String {
+fn worker_setup(opts: &InitOptions) -> String {
     let mut setup = String::new();
     if let Some(secret) = &opts.secret {
         setup.push_str(&format!(
@@ -154,7 +154,7 @@ fn worker_setup(opts: &Options) -> String {
 }
 
 /// The work job's environment, when the secret lives in one.
-fn environment_line(opts: &Options) -> String {
+fn environment_line(opts: &InitOptions) -> String {
     match &opts.environment {
         Some(e) => format!(
             "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
@@ -164,7 +164,7 @@ fn environment_line(opts: &Options) -> String {
 }
 
 /// The worker step's variables: its secret and the CLI's own settings.
-fn worker_env(opts: &Options) -> String {
+fn worker_env(opts: &InitOptions) -> String {
     let mut vars: Vec<String> = Vec::new();
     if let Some(s) = &opts.secret {
         vars.push(format!("          {s}: ${{{{ secrets.{s} }}}}\n"));

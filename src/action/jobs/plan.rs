@@ -43,12 +43,13 @@ pub struct Planned {
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    refs: (&str, &str),
+    ref_name: &str,
+    default_branch: &str,
     schedule: crate::pure::engine::Schedule,
 ) -> Result<Planned, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
-    let branch = match branch_of(&repo, inputs, refs)? {
+    let branch = match branch_of(&repo, inputs, ref_name, default_branch)? {
         Ok(branch) => branch,
         Err(redirect) => return Ok(redirect),
     };
@@ -138,7 +139,8 @@ pub fn run(
 fn branch_of(
     repo: &Repo,
     inputs: &Inputs,
-    (ref_name, default_branch): (&str, &str),
+    ref_name: &str,
+    default_branch: &str,
 ) -> Result<Result<String, Planned>, ActionError> {
     // Without a `branch` input, the goal names it: only the goal is read, and not held while
     // the branch's plan is read. With one, the plan need not exist here (a plan made of

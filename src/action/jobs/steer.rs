@@ -8,10 +8,10 @@
 //! Two jobs, because a command that commits to the execution branch must wait for a running
 //! round of that branch (one concurrency group per branch, `dagexec-<branch>`), and the
 //! branch is known only after asking the API for the pull request's head:
-//! - [`Phase::Route`] (job `comment`, no group): permission, 👀, replies; `/execute`,
+//! - [`SteerPhase::Route`] (job `comment`, no group): permission, 👀, replies; `/execute`,
 //!   `status` and `abort` are done here (they push nothing; an abort must reach the running
 //!   round, not wait for it); `proceed`, `answer` and `retry` are handed on with the branch.
-//! - [`Phase::Apply`] (job `steer`, in the branch's group): checks the permission again,
+//! - [`SteerPhase::Apply`] (job `steer`, in the branch's group): checks the permission again,
 //!   commits the change to the plan, pushes and starts a round.
 //!
 //! What every writer of the branch shares with these jobs — the queue of plan changes, its
@@ -47,7 +47,7 @@ pub struct Steered {
 
 /// Which half of a command this job does (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub enum SteerPhase {
     Route,
     Apply,
 }
@@ -59,14 +59,14 @@ pub fn run(
     ctx: &Context,
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
     rt: &tokio::runtime::Runtime,
-    phase: Phase,
+    phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
     let trigger = match read_trigger(ctx)? {
         Ok(t) => t,
         // `/execute` on a parent issue: its sub-issues are the plan.
         Err(comment::Ignored::NotAPullRequest(_)) if let Some(t) = issue_trigger(ctx) => {
             let client = client_for(&t.trigger)?;
-            let apply = phase == Phase::Apply;
+            let apply = phase == SteerPhase::Apply;
             let done = crate::action::steering::issue::run(root, inputs, &t, &client, rt, apply)?;
             return Ok(Steered {
                 message: done.message,
@@ -76,24 +76,27 @@ pub fn run(
         }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };
-    if phase == Phase::Apply && !changes_plan(&trigger.command) {
+    if phase == SteerPhase::Apply && !changes_plan(&trigger.command) {
         return Ok(said("The comment job handled this command."));
     }
     let client = client_for(&trigger)?;
-    let (branch, command) =
-        match rt.block_on(comment::handle_as(&client, &trigger, phase == Phase::Route))? {
-            Outcome::Denied => {
-                return Ok(said(format!(
-                    "@{} may not run dagexec here; replied.",
-                    trigger.user
-                )));
-            }
-            Outcome::Replied => return Ok(said("Replied to the comment.")),
-            Outcome::Run {
-                head_branch,
-                command,
-            } => (head_branch, command),
-        };
+    let (branch, command) = match rt.block_on(comment::handle_as(
+        &client,
+        &trigger,
+        phase == SteerPhase::Route,
+    ))? {
+        Outcome::Denied => {
+            return Ok(said(format!(
+                "@{} may not run dagexec here; replied.",
+                trigger.user
+            )));
+        }
+        Outcome::Replied => return Ok(said("Replied to the comment.")),
+        Outcome::Run {
+            head_branch,
+            command,
+        } => (head_branch, command),
+    };
     let job = Steer {
         inputs,
         ctx,
@@ -103,7 +106,7 @@ pub fn run(
         branch,
         command,
     };
-    if phase == Phase::Route && changes_plan(&job.command) {
+    if phase == SteerPhase::Route && changes_plan(&job.command) {
         return job.queue();
     }
     job.act(root)

@@ -38,10 +38,49 @@ pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
 /// Which attempt to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
+pub struct Assignment {
     pub task: usize,
     pub attempt: u32,
     pub round: u32,
+}
+
+/// The work job's attempt and where it runs: which attempt, the commit it starts from (the
+/// round's base), the repository checked out there, the inputs with the plan resolved there,
+/// and that plan (which has the task).
+struct WorkJob {
+    job: Assignment,
+    base: String,
+    repo: Repo,
+    inputs: Inputs,
+    plan: plan::model::Plan,
+}
+
+impl WorkJob {
+    /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
+    /// `touched`; its status line's `summary`) in this checkout, its files in `scratch`.
+    fn to_review<'a>(
+        &'a self,
+        on: &'a str,
+        scratch: &'a Path,
+        summary: &'a str,
+        patch: &'a crate::edge::git::Patch,
+        touched: &'a [String],
+    ) -> ToReview<'a> {
+        ToReview {
+            index: self.job.task,
+            task: &self.plan.tasks[self.job.task],
+            attempt: self.job.attempt,
+            round: self.job.round,
+            base: on,
+            tree: self.repo.root(),
+            scratch,
+            timeout: self.inputs.timeout,
+            summary,
+            patch,
+            touched,
+            keep_logs_in: None,
+        }
+    }
 }
 
 /// Runs the attempt in the checkout at `root`, at commit `base`; returns the verdict this job
@@ -49,21 +88,22 @@ pub struct Job {
 pub fn run(
     root: &Path,
     inputs: &Inputs,
-    job: Job,
+    job: Assignment,
     base: &str,
 ) -> Result<outcome::Verdict, ActionError> {
     let start = jiff::Timestamp::now();
-    let (repo, inputs, plan) = open(root, inputs, job, base)?;
+    let at = open(root, inputs, job, base)?;
+    let (repo, plan) = (&at.repo, &at.plan);
     // `overlap: merge`: this job may continue an attempt instead of starting one.
-    let follow = crate::action::rounds::FollowUp::of(&plan, job.task, job.attempt);
+    let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
-        return recheck::run(&repo, &inputs, &plan, job, base, f);
+        return recheck::run(&at, f);
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
     // are committed in the checkout (never pushed), and the worker's change is its own.
     let chain = match &follow {
         Some(crate::action::rounds::FollowUp::Rebase { .. }) => {
-            crate::action::rounds::FollowUp::built_on(&plan, job.task).ok_or_else(|| {
+            crate::action::rounds::FollowUp::built_on(plan, job.task).ok_or_else(|| {
                 ActionError::Input(format!(
                     "task {}: the open round's record holds an unreadable merged change of the chain its rebase builds on",
                     job.task
@@ -73,7 +113,7 @@ pub fn run(
         _ => Vec::new(),
     };
     let patches: Vec<Vec<u8>> = chain.iter().map(|(_, p)| p.clone()).collect();
-    let on = recheck::commit_chain(&repo, &patches, job.task, "rebase").map_err(|why| {
+    let on = recheck::commit_chain(repo, &patches, job.task, "rebase").map_err(|why| {
         ActionError::Input(format!(
             "task {}: the merged changes of the chain its rebase builds on do not apply at {base}: {why}",
             job.task
@@ -87,29 +127,27 @@ pub fn run(
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
         chain = onto.iter().copied().chain(later).collect();
     }
-    attempt(
-        (&repo, &inputs, &plan),
-        job,
-        (base, &on, &chain),
-        start,
-        follow.as_ref(),
-    )
+    attempt(&at, &on, &chain, start, follow.as_ref())
 }
 
-/// An attempt: the worker (a rebase's prompt says so), its judgement here, the reviewer, the
-/// artifact's files.
+/// An attempt (started at `start`, its change read against `on`: the base, or the chain's
+/// merged changes a rebase builds on committed on it): the worker (a rebase's prompt says so),
+/// its judgement here, the checks of the tasks in `chain`, the reviewer, the artifact's files.
 fn attempt(
-    (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
-    job: Job,
-    (base, on, chain): (&str, &str, &[usize]),
+    at: &WorkJob,
+    on: &str,
+    chain: &[usize],
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
 ) -> Result<outcome::Verdict, ActionError> {
+    let (job, base, repo, inputs, plan) =
+        (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
     let history = review::history(task);
     let text = rebased(
         plan,
-        (follow, chain),
+        follow,
+        chain,
         prompt_text(plan, job, repo.root(), &history),
     );
     // Prompt and log files live outside the checkout, so they are never part of the patch.
@@ -123,16 +161,17 @@ fn attempt(
     };
     // What the worker spent; a structured output (claude's result object, codex's events)
     // stands for its output by its text, as locally.
-    let (mut usage, said, warnings) = crate::flow::reported::reported_usage(&mut run);
+    let (mut usage, told) = crate::flow::reported::reported(&mut run, &inputs.worker);
+    let said = told.said.clone();
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
     }
-    let detail = crate::edge::worker::failure_detail(&run, &inputs.worker);
     // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
     // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
     crate::flow::steps::longrun::long_run_output(
-        (task, job.attempt),
+        task,
+        job.attempt,
         &mut run.stdout,
         repo.root(),
         scratch.path(),
@@ -155,17 +194,14 @@ fn attempt(
         },
         &run,
         changes_within(repo.root(), on)?,
-        (&detail, &said, warnings),
+        told,
     )?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
-    recheck::with_checks_of(
-        (repo, inputs, plan),
-        (job.task, chain),
-        &mut report,
-        &mut verdict,
-    );
+    recheck::with_checks_of(at, chain, &mut report, &mut verdict);
     let mut result = WorkResult::new(
-        (job.task, job.attempt, job.round),
+        job.task,
+        job.attempt,
+        job.round,
         base,
         &report,
         run.duration,
@@ -179,8 +215,7 @@ fn attempt(
     {
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
-        let at = (repo.root(), scratch.path(), inputs.timeout);
-        let to_review = to_review((task, job, on), at, (&summary, &kept.patch, &touched));
+        let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
         let reviewed = review_attempt(&rt, &rx, reviewer, &to_review, history, &mut verdict)?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
@@ -192,35 +227,13 @@ fn attempt(
     Ok(verdict)
 }
 
-/// What the reviewer sees of attempt `job` at `task`: its change (`patch`, against `base`)
-/// in the checkout at `tree`, its files in `scratch`.
-fn to_review<'a>(
-    (task, job, base): (&'a plan::model::Task, Job, &'a str),
-    (tree, scratch, timeout): (&'a Path, &'a Path, std::time::Duration),
-    (summary, patch, touched): (&'a str, &'a crate::edge::git::Patch, &'a [String]),
-) -> ToReview<'a> {
-    ToReview {
-        index: job.task,
-        task,
-        attempt: job.attempt,
-        round: job.round,
-        base,
-        tree,
-        scratch,
-        timeout,
-        summary,
-        patch,
-        touched,
-        keep_logs_in: None,
-    }
-}
-
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
 /// section (the tasks it builds on — those it was sent back beside and the chain's candidates
 /// in `chain` — and what went wrong); any other prompt as it is.
 fn rebased(
     plan: &plan::model::Plan,
-    (follow, chain): (Option<&crate::action::rounds::FollowUp>, &[usize]),
+    follow: Option<&crate::action::rounds::FollowUp>,
+    chain: &[usize],
     text: String,
 ) -> String {
     let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
@@ -248,12 +261,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
 
 /// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must
 /// have the task); the checkout's price table installed.
-fn open(
-    root: &Path,
-    inputs: &Inputs,
-    job: Job,
-    base: &str,
-) -> Result<(Repo, Inputs, plan::model::Plan), ActionError> {
+fn open(root: &Path, inputs: &Inputs, job: Assignment, base: &str) -> Result<WorkJob, ActionError> {
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     if repo.head()? != base {
@@ -279,14 +287,20 @@ fn open(
             plan.tasks.len()
         )));
     }
-    Ok((repo, inputs, plan))
+    Ok(WorkJob {
+        job,
+        base: base.to_string(),
+        repo,
+        inputs,
+        plan,
+    })
 }
 
 /// The worker's prompt: the task's (or its retry's), a long-run plan's resume state from the
 /// checkpoint in the checkout at `root`, the reviewer feedback so far and the user's answer.
 fn prompt_text(
     plan: &plan::model::Plan,
-    job: Job,
+    job: Assignment,
     root: &Path,
     history: &[crate::pure::review::ReviewEntry],
 ) -> String {
@@ -311,7 +325,7 @@ fn prompt_text(
 /// The worker's run in the checkout at `cwd`, its prompt and log files in `scratch`.
 fn worker_spec(
     inputs: &Inputs,
-    job: Job,
+    job: Assignment,
     task: &plan::model::Task,
     cwd: &Path,
     scratch: &Path,
@@ -334,7 +348,7 @@ fn worker_spec(
 }
 
 /// What the reviewer made of a completed attempt.
-struct Reviewed {
+struct ReviewerRan {
     spent: crate::pure::usage::Usage,
     record: artifact::ReviewRecord,
     log: String,
@@ -349,7 +363,7 @@ fn review_attempt(
     to_review: &ToReview<'_>,
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
-) -> Result<Reviewed, ActionError> {
+) -> Result<ReviewerRan, ActionError> {
     let Some(crate::flow::steps::review::Reviewer {
         run: review_run,
         parsed,
@@ -368,7 +382,7 @@ fn review_attempt(
         history,
         parsed.as_ref().map_err(String::as_str),
     );
-    Ok(Reviewed {
+    Ok(ReviewerRan {
         spent,
         record: artifact::ReviewRecord::new(&parsed),
         log: match review_run.log {

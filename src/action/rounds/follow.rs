@@ -29,6 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::edge::git::Merged;
+use crate::flow::merge::CannotLand;
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -259,14 +260,16 @@ pub(crate) fn kept_merge(
     Ok(patch)
 }
 
-/// Attempt `j`, which cannot land (`why`, beside `onto`), recorded as a conflict: after a
-/// rebase it is a failed attempt (`None`, `j` says why and carries no patch); else the rebase
-/// it runs again as, and the one line that says why.
+/// Attempt `j`, which `cannot` land, recorded as a conflict: after a rebase (`after_rebase`)
+/// it is a failed attempt (`None`, `j` says why and carries no patch); else the rebase it runs
+/// again as, and the one line that says why.
 pub(crate) fn refused(
     plan: &mut Plan,
     j: &mut crate::flow::attempt::Judged,
-    (onto, why, after_rebase): (Vec<usize>, String, bool),
+    cannot: CannotLand,
+    after_rebase: bool,
 ) -> Option<(FollowUp, String)> {
+    let CannotLand { onto, why } = cannot;
     const KEPT: usize = 16 << 10;
     let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
     let line: String = line.chars().take(300).collect();

@@ -23,8 +23,8 @@ use comment::Command;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, catch_up_all, confirm, settled_since};
 pub use record::{
-    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER, Settled,
-    apply, changes_plan, retry, settled_in_history, steer_marker, steered,
+    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER,
+    SettledCommand, apply, changes_plan, retry, settled_in_history, steer_marker, steered,
 };
 pub(crate) use record::{command_text, record, with_trailer};
 
@@ -125,9 +125,11 @@ pub fn question_marker(key: &str) -> String {
     format!("<!-- dagexec:question:{key} -->")
 }
 
-/// The text of a task's question comment: the question, its options, the exact replies.
+/// The text of the question comment of the task at plan index `index`, named `name` in
+/// messages and replies: the question, its options, the exact replies.
 pub fn question_comment(
-    (index, name): (usize, &str),
+    index: usize,
+    name: &str,
     subject: &str,
     q: &crate::pure::question::Question,
 ) -> String {

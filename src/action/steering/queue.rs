@@ -6,8 +6,8 @@ use std::path::Path;
 
 use super::comment::{self, Command, Trigger};
 use super::record::{
-    STEER_MARKER_PREFIX, Settled, apply, changes_plan, record, settled_between, settled_in_history,
-    steer_marker, steered, with_trailer,
+    STEER_MARKER_PREFIX, SettledCommand, apply, changes_plan, record, settled_between,
+    settled_in_history, steer_marker, steered, with_trailer,
 };
 use crate::action::ActionError;
 use crate::edge::git::Repo;
@@ -138,7 +138,7 @@ async fn settle_markers(
     pr: u64,
     id: u64,
     marks: &[u64],
-    s: &Settled,
+    s: &SettledCommand,
 ) -> Result<String, ActionError> {
     let short = &s.sha[..s.sha.len().min(12)];
     let status = if s.applied {

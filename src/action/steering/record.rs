@@ -82,7 +82,7 @@ const STEER_SUBJECTS: [&str; 4] = [
 
 /// A command settled in the branch's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settled {
+pub struct SettledCommand {
     /// The commit that settled it.
     pub sha: String,
     /// Applied (else refused).
@@ -97,7 +97,7 @@ pub struct Settled {
 /// of each).
 pub fn settled_in_history(
     repo: &Repo,
-) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
+) -> Result<std::collections::BTreeMap<u64, SettledCommand>, ActionError> {
     settled_between(repo, None)
 }
 
@@ -105,7 +105,7 @@ pub fn settled_in_history(
 pub(super) fn settled_between(
     repo: &Repo,
     since: Option<&str>,
-) -> Result<std::collections::BTreeMap<u64, Settled>, ActionError> {
+) -> Result<std::collections::BTreeMap<u64, SettledCommand>, ActionError> {
     let mut out = std::collections::BTreeMap::new();
     for c in repo.commits_mentioning(STEERED_TRAILER, since)? {
         let mut lines = c.message.lines();
@@ -121,7 +121,7 @@ pub(super) fn settled_between(
             .join("\n")
             .trim()
             .to_string();
-        out.entry(id).or_insert(Settled {
+        out.entry(id).or_insert(SettledCommand {
             sha: c.sha,
             applied,
             subject,
@@ -368,7 +368,7 @@ mod tests {
             blocked_at: None,
             reply: None,
         };
-        let comment = super::super::question_comment((1, "13.3"), "b", &q);
+        let comment = super::super::question_comment(1, "13.3", "b", &q);
         assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
         assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
     }

@@ -9,8 +9,8 @@ mod args;
 
 pub use args::{ActionCommand, Common, Writer};
 
-use crate::action::jobs::steer::Phase;
-use crate::action::jobs::work::{self, Job};
+use crate::action::jobs::steer::SteerPhase;
+use crate::action::jobs::work::{self, Assignment};
 use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
@@ -89,7 +89,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             reviewer,
             artifacts,
         } => {
-            let job = Job {
+            let job = Assignment {
                 task,
                 attempt,
                 round,
@@ -103,10 +103,10 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             work_job(&root, ctx, &common, job, given)
         }
         ActionCommand::Comment { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, Phase::Route)
+            steer_job(&root, ctx, &common, workflow, SteerPhase::Route)
         }
         ActionCommand::Steer { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, Phase::Apply)
+            steer_job(&root, ctx, &common, workflow, SteerPhase::Apply)
         }
         ActionCommand::Conduct {
             common,
@@ -124,7 +124,9 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
                 polls_per_hour,
             };
             let r = round_of(&common, base, round);
-            conduct_job(&root, ctx, (&common, &writer), r, (max_parallel, timing))
+            let mut inputs = inputs(&common, String::new(), PathBuf::new());
+            inputs.max_parallel = max_parallel.into();
+            conduct_job(&root, ctx, inputs, &writer, r, timing)
         }
         ActionCommand::Finalize {
             common,
@@ -142,7 +144,8 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
                 planned_message: message,
                 ..round_of(&common, base, round)
             };
-            finalize_job(&root, ctx, (&common, &writer), &r, artifacts)
+            let inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
+            finalize_job(&root, ctx, inputs, &writer, &r)
         }
     }
 }
@@ -180,12 +183,7 @@ fn plan_job(
     // files is undone before the matrix is set.
     let guard = runtime::FileGuard::from_env();
     let reaper = crate::edge::reaper::Reaper::start();
-    let planned = plan::run(
-        root,
-        &inputs,
-        (&ctx.ref_name, &ctx.default_branch),
-        schedule,
-    );
+    let planned = plan::run(root, &inputs, &ctx.ref_name, &ctx.default_branch, schedule);
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
@@ -221,10 +219,10 @@ fn work_job(
     root: &Path,
     ctx: &Context,
     common: &Common,
-    job: Job,
+    job: Assignment,
     given: WorkGiven,
 ) -> Result<Exit, ActionError> {
-    let Job { task, attempt, .. } = job;
+    let Assignment { task, attempt, .. } = job;
     // Task code never runs in a run of the default branch: its runtime token could write
     // that branch's Actions cache scope, which the install step trusts unpinned.
     if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
@@ -279,16 +277,16 @@ fn work_job(
     Ok(Exit::Success)
 }
 
-/// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch.
+/// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch, with the
+/// job's `inputs` (the writer's settings, `writer`, go into them) and its `timing`.
 fn conduct_job(
     root: &Path,
     ctx: &Context,
-    (common, writer): (&Common, &Writer),
+    mut inputs: Inputs,
+    writer: &Writer,
     r: Round,
-    (max_parallel, timing): (u16, crate::action::jobs::conduct::Timing),
+    timing: crate::action::jobs::conduct::Timing,
 ) -> Result<Exit, ActionError> {
-    let mut inputs = inputs(common, String::new(), PathBuf::new());
-    inputs.max_parallel = max_parallel.into();
     let rt = crate::action::runtime()?;
     let client = writer_client(ctx, &mut inputs, writer, &rt, "conduct")?;
     require_branch(&r, "conduct")?;
@@ -306,15 +304,15 @@ fn conduct_job(
     writer_outputs(ctx, &done)
 }
 
-/// Job `finalize`: round `r` as the plan job handed it over, its artifacts at `artifacts`.
+/// Job `finalize`: round `r` as the plan job handed it over, with the job's `inputs` (its
+/// artifacts' folder among them; the writer's settings, `writer`, go into them).
 fn finalize_job(
     root: &Path,
     ctx: &Context,
-    (common, writer): (&Common, &Writer),
+    mut inputs: Inputs,
+    writer: &Writer,
     r: &Round,
-    artifacts: String,
 ) -> Result<Exit, ActionError> {
-    let mut inputs = inputs(common, String::new(), PathBuf::from(artifacts));
     let rt = crate::action::runtime()?;
     let client = writer_client(ctx, &mut inputs, writer, &rt, "finalize")?;
     require_branch(r, "finalize")?;
@@ -395,7 +393,7 @@ fn steer_job(
     ctx: &Context,
     common: &Common,
     workflow: String,
-    phase: Phase,
+    phase: SteerPhase,
 ) -> Result<Exit, ActionError> {
     let mut inputs = inputs(common, String::new(), PathBuf::new());
     inputs.workflow = workflow;

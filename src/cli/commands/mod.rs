@@ -79,7 +79,7 @@ pub(crate) fn cmd_answer(
         writeln!(
             out,
             "{} pending again.",
-            crate::pure::plan::ids::tasks_subject(&plan, &answered.reopened, ("is", "are"))
+            crate::pure::plan::ids::tasks_subject(&plan, &answered.reopened, "is", "are")
         )?;
     }
     writeln!(
@@ -121,7 +121,7 @@ pub(crate) fn cmd_retry(
         writeln!(
             out,
             "{} pending again (skipped because of it).",
-            crate::pure::plan::ids::tasks_subject(&plan, &others, ("is", "are"))
+            crate::pure::plan::ids::tasks_subject(&plan, &others, "is", "are")
         )?;
     }
     writeln!(

@@ -3,7 +3,7 @@
 //! integrated and committed as a round.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Settled, Standing, Start, arrive, begin, count, halts,
+    Ending, Executor, Integrated, Judged, Launch, Settled, Standing, arrive, begin, count, halts,
     lands, settle, uncount,
 };
 use crate::pure::engine::{self, Schedule};
@@ -61,7 +61,7 @@ impl Eager<'_> {
         });
         begin(x, plan, &picks, &mut s.standing)?;
         for &i in &picks {
-            let start = Start {
+            let start = Launch {
                 task: i,
                 attempt: plan.tasks[i].attempts(),
                 retry_prompt: None,
@@ -215,7 +215,7 @@ impl Eager<'_> {
                         x.save(plan)?;
                     } else if !s.cancelled {
                         count(x, plan, j.index, attempt)?;
-                        let start = Start {
+                        let start = Launch {
                             task: j.index,
                             attempt,
                             retry_prompt: Some(prompt),

@@ -1,7 +1,7 @@
 //! One engine loop per schedule, two executors. Whoever runs the attempts, the policy is
 //! decided here, once:
 //!
-//! * [`Rounds`] — the seeds' rounds (and waves): the whole ready set, its tasks that share
+//! * [`RoundLoop`] — the seeds' rounds (and waves): the whole ready set, its tasks that share
 //!   files in sequential groups (each group starting from the round's tree with the earlier
 //!   groups' work applied), failures retried inside the round, then one update, one circuit
 //!   breaker decision and one commit;
@@ -48,7 +48,7 @@ mod eager;
 mod rounds;
 
 pub use eager::Eager;
-pub use rounds::Rounds;
+pub use rounds::RoundLoop;
 
 /// How a run ended; each maps to an exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ impl Judged {
 /// One attempt to start: its task, its number (already counted in the plan) and, for a
 /// retry in place, the seed's retry prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Start {
+pub struct Launch {
     pub task: usize,
     pub attempt: u32,
     pub retry_prompt: Option<String>,
@@ -225,7 +225,7 @@ pub trait Executor {
     fn save(&mut self, plan: &mut Plan) -> Result<(), Self::Error>;
     /// Starts an attempt from the round as staged so far; its task is in progress and the
     /// attempt counted (and saved). `round` is the round it belongs to.
-    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), Self::Error>;
+    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), Self::Error>;
     /// Waits for running attempts to end (at least one, or the executor's poll): the judged
     /// ones, and whether the run is cancelled.
     fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, Self::Error>;
@@ -245,7 +245,7 @@ pub trait Executor {
     /// whose result could not be merged runs again, once, from the tree staged so far; its
     /// task stays in progress and the attempt is not counted). Started by the loop before the
     /// round is committed.
-    fn rebases(&mut self, _plan: &Plan) -> Vec<Start> {
+    fn rebases(&mut self, _plan: &Plan) -> Vec<Launch> {
         Vec::new()
     }
     /// Whether the run was asked to stop (checked between rounds).
@@ -348,7 +348,7 @@ fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
 fn put_back<X: Executor>(
     x: &mut X,
     plan: &mut Plan,
-    starts: &[Start],
+    starts: &[Launch],
 ) -> Result<Vec<usize>, X::Error> {
     let mut held: Vec<usize> = starts.iter().map(|s| s.task).collect();
     held.sort_unstable();

@@ -3,7 +3,7 @@
 //! round, then one update, one circuit-breaker decision and one commit.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Standing, Start, arrive, begin, count, halts, lands,
+    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, halts, lands,
     uncount,
 };
 use crate::pure::engine::{self, Next, Schedule, View};
@@ -24,7 +24,7 @@ type RoundEnd = (Vec<usize>, Option<Ending>);
 
 /// The seeds' rounds (`schedule: rounds`) or waves (`schedule: waves`).
 #[derive(Debug, Clone, Copy)]
-pub struct Rounds<'a> {
+pub struct RoundLoop<'a> {
     pub dag: &'a Dag,
     pub conflicts: &'a Conflicts,
     pub budget: Option<Budget>,
@@ -32,7 +32,7 @@ pub struct Rounds<'a> {
     pub schedule: Schedule,
 }
 
-impl Rounds<'_> {
+impl RoundLoop<'_> {
     fn spent(&self, plan: &Plan) -> Option<String> {
         self.budget?.exhausted(plan)
     }
@@ -161,7 +161,7 @@ impl Rounds<'_> {
             begin(x, plan, group, standing)?;
             let starts = group
                 .iter()
-                .map(|&i| Start {
+                .map(|&i| Launch {
                     task: i,
                     attempt: plan.tasks[i].attempts().max(1),
                     retry_prompt: None,
@@ -216,12 +216,12 @@ impl Rounds<'_> {
         &self,
         x: &mut X,
         plan: &mut Plan,
-        starts: Vec<Start>,
+        starts: Vec<Launch>,
         round: u32,
         standing: &mut Standing,
     ) -> Result<Option<GroupEnd>, X::Error> {
         // Attempts waiting for a slot, in plan order; a retry goes to the front.
-        let mut queue: VecDeque<Start> = starts.into();
+        let mut queue: VecDeque<Launch> = starts.into();
         let mut done: Vec<Judged> = Vec::new();
         let mut unstarted = Vec::new();
         let mut cancelled = false;
@@ -247,7 +247,7 @@ impl Rounds<'_> {
                     }
                     unstarted.extend(held);
                 }
-                let starts: Vec<Start> = queue.drain(..free.min(queue.len())).collect();
+                let starts: Vec<Launch> = queue.drain(..free.min(queue.len())).collect();
                 let mut fresh: Vec<usize> = starts
                     .iter()
                     .filter(|s| s.retry_prompt.is_none())
@@ -276,7 +276,7 @@ impl Rounds<'_> {
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;
-                        queue.push_front(Start {
+                        queue.push_front(Launch {
                             task: j.index,
                             attempt,
                             retry_prompt: Some(prompt),

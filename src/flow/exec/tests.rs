@@ -76,7 +76,7 @@ impl Executor for Virtual {
     fn save(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn start(&mut self, plan: &mut Plan, start: Start, _round: u32) -> Result<(), Self::Error> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, _round: u32) -> Result<(), Self::Error> {
         assert_eq!(plan.tasks[start.task].status, Status::InProgress);
         assert_eq!(
             plan.tasks[start.task].attempts(),
@@ -385,7 +385,7 @@ fn a_failed_blocker_ends_in_the_breaker_or_a_deadlock_never_a_hang() {
 fn rounds(plan: &mut Plan, x: &mut Virtual, budget: Option<Budget>) -> Ending {
     let dag = x.dag.clone();
     let conflicts = Conflicts::of(plan);
-    let engine = Rounds {
+    let engine = RoundLoop {
         dag: &dag,
         conflicts: &conflicts,
         budget,
@@ -679,7 +679,7 @@ fn an_interrupt_gives_back_every_attempt_but_the_failures() {
     x.cancel_at = Some(20);
     let dag = x.dag.clone();
     let conflicts = Conflicts::of(&p);
-    let rounds = Rounds {
+    let rounds = RoundLoop {
         dag: &dag,
         conflicts: &conflicts,
         budget: None,

@@ -77,7 +77,8 @@ pub(crate) async fn watch_checkpoint(
     tree: std::path::PathBuf,
     base: String,
     repo: std::sync::Arc<crate::edge::git::Repo>,
-    (round, excluded): (u32, Vec<String>),
+    round: u32,
+    excluded: Vec<String>,
 ) {
     let Some(rel) = checkpoint_rel(task).map(str::to_string) else {
         return std::future::pending().await;
@@ -188,7 +189,8 @@ pub(crate) fn keep_partial(
 /// is `NEEDS_DECISION: …` or `NEEDS_ACTION: …` (the worker contract's form, left in the
 /// output as it is; [`blocked_on`] turns the verdict).
 pub(crate) fn long_run_output(
-    (task, attempt): (&Task, u32),
+    task: &Task,
+    attempt: u32,
     stdout: &mut String,
     wt: &Path,
     root: &Path,

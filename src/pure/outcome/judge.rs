@@ -1,8 +1,8 @@
 //! Judging one attempt (seed B.3 steps 1–5, 8): the exit, the status line, spot-checks, acceptance.
 
 use super::{
-    AttemptReport, Exit, NO_STATUS_NO_LOG, Reported, Verdict, human_duration, last_nonempty_line,
-    parse_status_line, spot_check, unexpected_files_among,
+    AttemptReport, Exit, NO_STATUS_NO_LOG, OwnFiles, Reported, Verdict, human_duration,
+    last_nonempty_line, parse_status_line, spot_check, unexpected_files_among,
 };
 use crate::pure::clip::chars as clip;
 use crate::pure::plan::model::{Status, Task};
@@ -10,7 +10,7 @@ use crate::pure::prompt::FailedCheck;
 
 /// Judges one attempt (seed B.3 steps 1–5, 8).
 pub fn judge(index: usize, task: &Task, report: &AttemptReport, plan_rel: &str) -> Verdict {
-    judge_among(index, task, report, (plan_rel, None))
+    judge_among(index, task, report, OwnFiles::plan(plan_rel))
 }
 
 /// [`judge`], where `own` is the plan file and, for a Spec Kit plan, its tasks.md: a worker's
@@ -19,7 +19,7 @@ pub fn judge_among(
     index: usize,
     task: &Task,
     report: &AttemptReport,
-    own: (&str, Option<&str>),
+    own: OwnFiles<'_>,
 ) -> Verdict {
     let warnings = unexpected_files_among(index, task, report, own);
     let failed = |result: String| Verdict {

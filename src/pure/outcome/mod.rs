@@ -185,7 +185,28 @@ pub fn unexpected_files(
     report: &AttemptReport,
     plan_rel: &str,
 ) -> Vec<String> {
-    unexpected_files_among(index, task, report, (plan_rel, None))
+    unexpected_files_among(index, task, report, OwnFiles::plan(plan_rel))
+}
+
+/// dagexec's own files in an attempt's tree, which only dagexec writes: the plan file and,
+/// for a plan generated from a task list (Spec Kit's tasks.md, Taskmaster's tasks.json …),
+/// that list. A worker's edit of them is discarded, and a patch holding one refused.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnFiles<'a> {
+    /// The plan file, relative to the repository's root.
+    pub plan: &'a str,
+    /// The task list the plan was generated from, if it was.
+    pub task_list: Option<&'a str>,
+}
+
+impl<'a> OwnFiles<'a> {
+    /// A plan.json of its own, generated from no task list.
+    pub fn plan(plan: &'a str) -> OwnFiles<'a> {
+        OwnFiles {
+            plan,
+            task_list: None,
+        }
+    }
 }
 
 /// [`unexpected_files`], with a Spec Kit plan's `tasks_md` called out too (its edits are
@@ -194,8 +215,12 @@ pub fn unexpected_files_among(
     index: usize,
     task: &Task,
     report: &AttemptReport,
-    (plan_rel, tasks_md): (&str, Option<&str>),
+    own: OwnFiles<'_>,
 ) -> Vec<String> {
+    let OwnFiles {
+        plan: plan_rel,
+        task_list: tasks_md,
+    } = own;
     let declared: BTreeSet<String> = task.files().map(|f| crate::pure::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
@@ -491,10 +516,10 @@ mod tests {
             1,
             &plan.tasks[1],
             &r,
-            (
-                ".taskmaster/tasks/.dagexec/plan.json",
-                Some(".taskmaster/tasks/tasks.json"),
-            ),
+            OwnFiles {
+                plan: ".taskmaster/tasks/.dagexec/plan.json",
+                task_list: Some(".taskmaster/tasks/tasks.json"),
+            },
         );
         assert_eq!(
             said,

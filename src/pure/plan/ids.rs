@@ -31,13 +31,14 @@ pub fn name(plan: &Plan, index: usize) -> String {
         .unwrap_or_else(|| index.to_string())
 }
 
-/// `Task 13.3 is` / `Tasks 2, 13.3 are`, the tasks named as [`name`] does.
-pub fn tasks_subject(plan: &Plan, indices: &[usize], verbs: (&str, &str)) -> String {
+/// `Task 13.3 is` / `Tasks 2, 13.3 are` (the verb in its `singular` and `plural` forms), the
+/// tasks named as [`name`] does.
+pub fn tasks_subject(plan: &Plan, indices: &[usize], singular: &str, plural: &str) -> String {
     let names: Vec<String> = indices.iter().map(|&i| name(plan, i)).collect();
     if names.len() == 1 {
-        format!("Task {} {}", names[0], verbs.0)
+        format!("Task {} {}", names[0], singular)
     } else {
-        format!("Tasks {} {}", names.join(", "), verbs.1)
+        format!("Tasks {} {}", names.join(", "), plural)
     }
 }
 
@@ -105,7 +106,7 @@ mod tests {
             "no task \"1\" in the task list: its task IDs are 13.1, 13.3, 14"
         );
         assert_eq!(
-            tasks_subject(&p, &[0, 2], ("is", "are")),
+            tasks_subject(&p, &[0, 2], "is", "are"),
             "Tasks 13.1, 14 are"
         );
         let mut s = plan(1);

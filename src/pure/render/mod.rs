@@ -24,13 +24,13 @@ fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
 }
 
 /// Task indices as the subject of a sentence, with the verb that agrees: `Task 3 was`,
-/// `Tasks 3, 5 were` (`verbs`: singular, plural).
-pub fn tasks_subject(ids: &[usize], verbs: (&str, &str)) -> String {
+/// `Tasks 3, 5 were` (the verb in its `singular` and `plural` forms).
+pub fn tasks_subject(ids: &[usize], singular: &str, plural: &str) -> String {
     let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     if ids.len() == 1 {
-        format!("Task {} {}", list[0], verbs.0)
+        format!("Task {} {}", list[0], singular)
     } else {
-        format!("Tasks {} {}", list.join(", "), verbs.1)
+        format!("Tasks {} {}", list.join(", "), plural)
     }
 }
 
@@ -154,9 +154,9 @@ pub(crate) mod tests {
 mod subject_tests {
     #[test]
     fn one_task_is_singular() {
-        assert_eq!(super::tasks_subject(&[0], ("was", "were")), "Task 0 was");
+        assert_eq!(super::tasks_subject(&[0], "was", "were"), "Task 0 was");
         assert_eq!(
-            super::tasks_subject(&[0, 4], ("was", "were")),
+            super::tasks_subject(&[0, 4], "was", "were"),
             "Tasks 0, 4 were"
         );
     }

@@ -64,7 +64,7 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         .tasks
         .iter()
         .enumerate()
-        .map(|(i, t)| Row::new((i, t), plan.attempts_of(i), spent.get(&i)))
+        .map(|(i, t)| Row::new(i, t, plan.attempts_of(i), spent.get(&i)))
         .collect();
     let mut headers: Vec<&str> = if timed {
         TIMED_HEADERS.to_vec()
@@ -210,7 +210,8 @@ struct Row<'a> {
 impl<'a> Row<'a> {
     /// The row of the task at plan index `index`.
     fn new(
-        (index, task): (usize, &'a Task),
+        index: usize,
+        task: &'a Task,
         attempts: u32,
         spent: Option<&crate::pure::usage::Totals>,
     ) -> Self {

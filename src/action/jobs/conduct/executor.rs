@@ -5,10 +5,10 @@
 use super::fetch::{Fetched, fetch};
 use super::remote::Remote;
 use super::{Flight, RUN_FIELD, run_name, save};
-use crate::action::matrix::Entry;
+use crate::action::matrix::MatrixEntry;
 use crate::action::{ActionError, arrival, steering};
 use crate::flow::attempt::Judged;
-use crate::flow::exec::{Arrivals, Executor, Integrated, Start};
+use crate::flow::exec::{Arrivals, Executor, Integrated, Launch};
 use crate::pure::pace::poll_interval;
 use crate::pure::plan::model::Plan;
 
@@ -41,7 +41,7 @@ impl Executor for Remote<'_> {
         self.record_starts(plan)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Start, round: u32) -> Result<(), ActionError> {
+    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), ActionError> {
         if self.stale.is_some() {
             return Ok(());
         }
@@ -155,7 +155,7 @@ impl Executor for Remote<'_> {
 
     /// The re-check and rebase runs the last batch asked for (`overlap: merge`): dispatched
     /// once its commit, which records them on their tasks, is pushed.
-    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Start> {
+    fn rebases(&mut self, _plan: &Plan) -> Vec<crate::flow::exec::Launch> {
         std::mem::take(&mut self.merging.again)
     }
 
@@ -313,7 +313,7 @@ impl Remote<'_> {
         if let Some(url) = log_url {
             self.links.logs.insert(i, url);
         }
-        let entry = Entry {
+        let entry = MatrixEntry {
             task: i,
             attempt: f.attempt,
             name: run_name(self.branch, i, f.attempt),
@@ -326,14 +326,13 @@ impl Remote<'_> {
         // Under `overlap: merge` the run's patch is read at its own base: the branch may have
         // moved under its files since (the merge comes later, `Remote::sort_merged`).
         let base = self.merging.on.then_some(f.base.as_str());
-        let mut judged = arrival::judge_entry_at(
-            self.repo,
+        let at = arrival::Judge {
+            repo: self.repo,
             plan,
-            self.inputs,
-            (&entry, base),
-            found.as_ref(),
-            self.ui,
-        )?;
+            inputs: self.inputs,
+            ui: self.ui,
+        };
+        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref())?;
         // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
         // its own); a rebase run is recorded as one.
         let follow = crate::action::rounds::FollowUp::of(plan, i, f.attempt);

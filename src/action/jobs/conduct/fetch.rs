@@ -3,7 +3,7 @@
 
 use super::{MAX_ARTIFACT_BYTES, read_zip};
 use crate::action::arrival;
-use crate::action::matrix::Entry;
+use crate::action::matrix::MatrixEntry;
 use crate::edge::github::Client;
 use crate::edge::github::runs::WorkflowRun;
 use crate::flow::Ui;
@@ -36,7 +36,7 @@ pub(super) fn fetch(
     attempt: u32,
     ui: &Ui,
 ) -> Fetched {
-    let entry = Entry {
+    let entry = MatrixEntry {
         task,
         attempt,
         name: String::new(),

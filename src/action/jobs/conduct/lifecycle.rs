@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use super::remote::Remote;
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
 use crate::action::protocol::Conclusion;
-use crate::action::report::Stop;
+use crate::action::report::RunStop;
 use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, arrival};
 use crate::flow::RunEnd;
-use crate::flow::exec::{Ending, Start};
+use crate::flow::exec::{Ending, Launch};
 use crate::pure::engine;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
@@ -26,7 +26,7 @@ impl Remote<'_> {
     /// run GitHub started) — unless it waited for a re-check or rebase run (`overlap: merge`):
     /// that follow-up keeps the merged work and is returned, to be dispatched now. When GitHub
     /// cannot say, the attempt counts (none runs twice).
-    pub(super) fn adopt(&mut self, plan: &mut Plan) -> Vec<Start> {
+    pub(super) fn adopt(&mut self, plan: &mut Plan) -> Vec<Launch> {
         let recorded = self.read_starts(plan);
         let mut unrecorded = Vec::new();
         for (i, t) in plan.tasks.iter_mut().enumerate() {
@@ -79,7 +79,7 @@ impl Remote<'_> {
                 self.ui.emit(crate::pure::events::Event::Note(format!(
                     "Task {i} attempt {attempt}: its {what} was not started before the conductor stopped (GitHub has no run of it); it starts now from the commit that keeps the merge."
                 )));
-                again.push(Start {
+                again.push(Launch {
                     task: i,
                     attempt,
                     retry_prompt: None,
@@ -300,7 +300,7 @@ impl Remote<'_> {
     pub(super) fn restart(
         &mut self,
         plan: &mut Plan,
-        again: Vec<Start>,
+        again: Vec<Launch>,
         round: u32,
     ) -> Result<Vec<usize>, ActionError> {
         for start in again {
@@ -332,18 +332,21 @@ impl Remote<'_> {
                     RunEnd::CircuitBreaker(b) => b.message(),
                     other => format!("the run ended ({other:?})"),
                 };
-                (Conclusion::CircuitBreaker, Some(Stop::CircuitBreaker(why)))
+                (
+                    Conclusion::CircuitBreaker,
+                    Some(RunStop::CircuitBreaker(why)),
+                )
             }
             // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
             Ending::Aborted | Ending::Interrupted { .. } => (Conclusion::Aborted, None),
             Ending::Deadlock { pending } => (
                 Conclusion::Deadlock,
-                Some(Stop::Deadlock(engine::deadlock_message(pending))),
+                Some(RunStop::Deadlock(engine::deadlock_message(pending))),
             ),
-            Ending::Budget(why) => (Conclusion::Budget, Some(Stop::Budget(why))),
+            Ending::Budget(why) => (Conclusion::Budget, Some(RunStop::Budget(why))),
             // Refused credentials: every task would fail the same way (the check run says
             // which secret to fix).
-            Ending::Halted(why) => (Conclusion::Halted, Some(Stop::CircuitBreaker(why))),
+            Ending::Halted(why) => (Conclusion::Halted, Some(RunStop::CircuitBreaker(why))),
             Ending::Done => self.done(plan)?,
         };
         let published = self.publish(round_no, plan, stop.as_ref())?;
@@ -359,20 +362,20 @@ impl Remote<'_> {
             pr: published.pr,
             failed: matches!(
                 stop,
-                Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+                Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
             ),
         })
     }
 
     /// Nothing is pending: the seed's summary and clean-up, committed.
-    fn done(&self, plan: &mut Plan) -> Result<(Conclusion, Option<Stop>), ActionError> {
+    fn done(&self, plan: &mut Plan) -> Result<(Conclusion, Option<RunStop>), ActionError> {
         let stop = arrival::done_stop(self.repo, plan, self.opts, self.ui)?;
         self.repo.commit(
             "dagexec: run complete",
             std::slice::from_ref(&self.inputs.plan_rel),
         )?;
         let conclusion = match stop {
-            Some(Stop::Completed) => Conclusion::Completed,
+            Some(RunStop::Completed) => Conclusion::Completed,
             Some(_) => Conclusion::NeedsInput,
             None => Conclusion::Incomplete,
         };

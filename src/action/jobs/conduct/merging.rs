@@ -30,13 +30,14 @@ use crate::action::ActionError;
 use crate::action::rounds::{FollowUp, names};
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
-use crate::flow::exec::Start;
+use crate::flow::exec::Launch;
+use crate::flow::merge::CannotLand;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
 /// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
 #[derive(Debug, Default)]
-pub(super) struct State {
+pub(super) struct MergeState {
     /// Whether `overlap: merge` holds: tasks that share files run side by side and each
     /// arrival is merged.
     pub(super) on: bool,
@@ -45,7 +46,7 @@ pub(super) struct State {
     /// The tasks whose re-check run arrived at the last poll.
     pub(super) rechecked: BTreeSet<usize>,
     /// The re-checks and rebases the last batch asked for, started after its commit.
-    pub(super) again: Vec<Start>,
+    pub(super) again: Vec<Launch>,
     /// The acceptance checks of tasks as they were before they landed (the plan update trims
     /// a completed task's), for the re-checks.
     pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
@@ -53,7 +54,7 @@ pub(super) struct State {
 
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
-    /// the others waits on its task for a re-check or a rebase run ([`State::again`]).
+    /// the others waits on its task for a re-check or a rebase run ([`MergeState::again`]).
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,
@@ -80,8 +81,11 @@ impl Remote<'_> {
             if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow
                 && !self.rechecked(&mut j, f, base.as_deref())
             {
-                let why = j.verdict.result.clone();
-                if self.send_back(plan, &mut j, (checks.clone(), why, after_rebase)) {
+                let cannot = CannotLand {
+                    onto: checks.clone(),
+                    why: j.verdict.result.clone(),
+                };
+                if self.send_back(plan, &mut j, cannot, after_rebase) {
                     now.push(j);
                 }
                 continue;
@@ -108,10 +112,13 @@ impl Remote<'_> {
                 continue;
             }
             let onto = landed_on(plan, &now, &shared, j.index);
-            match self.merge_aside(&j, &now, &base, (&mine, &onto), after_rebase)? {
+            let kept = self.merge_aside(&j, &now, &base, &mine)?.and_then(|p| {
+                FollowUp::recheck(j.index, j.attempt, &p, onto.clone(), after_rebase)
+            });
+            match kept {
                 Ok(f) => self.wait_for_recheck(plan, &j, &f, &onto),
                 Err(why) => {
-                    if self.send_back(plan, &mut j, (onto, why, after_rebase)) {
+                    if self.send_back(plan, &mut j, CannotLand { onto, why }, after_rebase) {
                         now.push(j);
                     }
                 }
@@ -140,17 +147,15 @@ impl Remote<'_> {
     }
 
     /// Merges completed attempt `j` (made at `base`, its paths `mine`) onto the branch's tree
-    /// with the batch's landing arrivals `now`, without landing it: the re-check it waits for,
-    /// or why it cannot land (a conflict, a path it does not declare, a merge too large to
-    /// keep).
+    /// with the batch's landing arrivals `now`, without landing it: the merged change, or why
+    /// it cannot land (a conflict, a path it does not declare).
     fn merge_aside(
         &self,
         j: &Judged,
         now: &[Judged],
         base: &str,
-        (mine, onto): (&BTreeSet<String>, &[usize]),
-        after_rebase: bool,
-    ) -> Result<Result<FollowUp, String>, ActionError> {
+        mine: &BTreeSet<String>,
+    ) -> Result<Result<Vec<u8>, String>, ActionError> {
         let index = self.repo.round_index()?;
         for l in now
             .iter()
@@ -163,17 +168,7 @@ impl Remote<'_> {
         }
         let merged = index.merge_patch(base, j.patch.borrowed())?;
         drop(index);
-        let patch = match crate::action::rounds::kept_merge(merged, j.index, mine) {
-            Ok(patch) => patch,
-            Err(why) => return Ok(Err(why)),
-        };
-        Ok(FollowUp::recheck(
-            j.index,
-            j.attempt,
-            &patch,
-            onto.to_vec(),
-            after_rebase,
-        ))
+        Ok(crate::action::rounds::kept_merge(merged, j.index, mine))
     }
 
     /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
@@ -225,18 +220,18 @@ impl Remote<'_> {
         );
     }
 
-    /// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase
-    /// run (`false`: nothing more to do with it now); after a rebase it is a failed attempt,
+    /// Attempt `j` `cannot` land: the first time, it waits for a rebase run (`false`: nothing
+    /// more to do with it now); after a rebase (`after_rebase`) it is a failed attempt,
     /// decided as any (`true`: the caller integrates it as failed).
     fn send_back(
         &mut self,
         plan: &mut Plan,
         j: &mut Judged,
-        (onto, why, after_rebase): (Vec<usize>, String, bool),
+        cannot: CannotLand,
+        after_rebase: bool,
     ) -> bool {
-        let onto_names = names(&onto);
-        let Some((f, line)) = crate::action::rounds::refused(plan, j, (onto, why, after_rebase))
-        else {
+        let onto_names = names(&cannot.onto);
+        let Some((f, line)) = crate::action::rounds::refused(plan, j, cannot, after_rebase) else {
             return true;
         };
         self.ui.say(format!(
@@ -263,7 +258,7 @@ impl Remote<'_> {
         t.status = Status::InProgress;
         t.attempts = Some(t.attempts().max(j.attempt));
         t.result = Some(result);
-        self.merging.again.push(Start {
+        self.merging.again.push(Launch {
             task: j.index,
             attempt: j.attempt,
             retry_prompt: None,

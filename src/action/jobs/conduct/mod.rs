@@ -153,7 +153,7 @@ pub fn run(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
     };
-    let writer::Job {
+    let writer::WriterJob {
         repo,
         auth,
         inputs,
@@ -162,7 +162,7 @@ pub fn run(
         dag,
         ui,
         opts,
-    } = writer::Job::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    } = writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
     // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
     let policy = crate::action::overlap_policy(root, &inputs)?;
     let merge = policy == crate::pure::overlap::Policy::Merge;
@@ -192,7 +192,7 @@ pub fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
-        merging: merging::State {
+        merging: merging::MergeState {
             on: merge,
             ..Default::default()
         },

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name, save};
 use crate::action::protocol::PlanConclusion;
-use crate::action::report::{Links, Stop};
+use crate::action::report::{Links, RunStop};
 use crate::action::rounds::Round;
 use crate::action::runtime::Context;
 use crate::action::{ActionError, Inputs};
@@ -49,7 +49,7 @@ pub(super) struct Remote<'a> {
     /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
     pub(super) outages: u32,
     /// `overlap: merge` ([`super::merging`]).
-    pub(super) merging: super::merging::State,
+    pub(super) merging: super::merging::MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
     pub(super) starts: Starts,
 }
@@ -72,7 +72,7 @@ impl Remote<'_> {
         &self,
         n: u32,
         plan: &Plan,
-        stop: Option<&Stop>,
+        stop: Option<&RunStop>,
     ) -> Result<crate::action::publish::Published, ActionError> {
         let r = Round {
             branch: self.branch.to_string(),
@@ -82,7 +82,7 @@ impl Remote<'_> {
             planned: PlanConclusion::Conduct,
             planned_message: String::new(),
         };
-        let ending = crate::action::publish::Ending {
+        let ending = crate::action::publish::Publisher {
             rt: self.rt,
             client: Some(self.client),
             ctx: self.ctx,

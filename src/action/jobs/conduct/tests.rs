@@ -46,7 +46,9 @@ fn result_json(task: usize, attempt: u32) -> Vec<u8> {
         acceptance: None,
     };
     let r = crate::action::artifact::WorkResult::new(
-        (task, attempt, 1),
+        task,
+        attempt,
+        1,
         "abc",
         &report,
         Duration::from_millis(5),

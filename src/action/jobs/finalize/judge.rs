@@ -3,7 +3,7 @@
 //! artifact recorded as an attempt that spanned the run.
 
 use crate::action::ActionError;
-use crate::action::arrival::{accepted_names, collect, judge_entry_at};
+use crate::action::arrival::{Judge, accepted_names, collect, judge_entry_at};
 use crate::action::matrix;
 use crate::flow::attempt::Judged;
 
@@ -12,7 +12,10 @@ use super::{Finalize, merging};
 
 impl Finalize<'_> {
     /// Every entry judged from the artifact of this run (its latest attempt) that names it.
-    pub(super) fn judge(&mut self, entries: &[matrix::Entry]) -> Result<Vec<Judged>, ActionError> {
+    pub(super) fn judge(
+        &mut self,
+        entries: &[matrix::MatrixEntry],
+    ) -> Result<Vec<Judged>, ActionError> {
         let (ctx, rt, client) = (self.ctx, self.rt, self.client);
         let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
         let artifacts = &self.job.inputs.artifacts;
@@ -55,14 +58,13 @@ impl Finalize<'_> {
             // A rebase built on the chain's candidates: its patch is read against the base
             // with their merged changes (finalize's own copies) applied.
             let on = merging::built_on_tree(&job.repo, &job.plan, e)?;
-            let mut j = judge_entry_at(
-                &job.repo,
-                &job.plan,
-                &job.inputs,
-                (e, on.as_deref()),
-                found,
-                &job.ui,
-            )?;
+            let at = Judge {
+                repo: &job.repo,
+                plan: &job.plan,
+                inputs: &job.inputs,
+                ui: &job.ui,
+            };
+            let mut j = judge_entry_at(at, e, on.as_deref(), found)?;
             if j.measured.is_none() {
                 j.measured = Some(crate::pure::usage::Measured {
                     start: run_start(),

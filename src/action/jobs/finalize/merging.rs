@@ -26,24 +26,29 @@
 use std::collections::BTreeSet;
 
 use crate::action::ActionError;
-use crate::action::arrival::prepare_arrivals;
+use crate::action::arrival::{Integrator, prepare_arrivals};
 use crate::action::rounds::{FollowUp, OpenRound};
 use crate::edge::git::{Patch, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
+use crate::flow::merge::CannotLand;
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
 
 mod chain;
 
-/// What the part has integrated so far: the tasks landed in it and the chain of merges kept
-/// aside for the next part, each with its paths (changed or declared).
+/// A part being integrated: where (the repository, the display, the round's tree, the plan
+/// and the open round's record the follow-ups go into) and what it has integrated so far: the
+/// tasks landed in it and the chain of merges kept aside for the next part, each with its
+/// paths (changed or declared).
 struct Integrating<'a> {
     repo: &'a Repo,
     ui: &'a Ui,
     build: &'a mut RoundBuild,
+    plan: &'a mut Plan,
+    open: &'a mut OpenRound,
     /// The commit every job of the part started from.
     base: &'a str,
     landed: Vec<(usize, BTreeSet<String>)>,
@@ -56,11 +61,11 @@ struct Integrating<'a> {
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
 /// every job of the part started); the follow-ups for the next part go into `open`.
 pub(super) fn add(
-    (repo, ui): (&Repo, &Ui),
+    run: Integrator<'_>,
     build: &mut RoundBuild,
     plan: &mut Plan,
-    judged: Vec<Judged>,
     open: &mut OpenRound,
+    judged: Vec<Judged>,
     base: &str,
 ) -> Result<(), ActionError> {
     // What each rebase of the part builds on, read before the chain leaves the record.
@@ -75,15 +80,17 @@ pub(super) fn add(
         .collect();
     let (chain, items) = in_order(open, judged);
     let mut at = Integrating {
-        repo,
-        ui,
+        repo: run.repo,
+        ui: run.ui,
         build,
+        plan,
+        open,
         base,
         landed: Vec::new(),
         aside: Vec::new(),
         sent: Vec::new(),
     };
-    chain::land_chain(&mut at, plan, open, chain)?;
+    chain::land_chain(&mut at, chain)?;
     for (mut j, follow) in items {
         let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
         j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
@@ -98,79 +105,82 @@ pub(super) fn add(
         // A rebase that failed beside a rejected candidate goes back uncounted: no retry.
         let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
         ended(
-            plan,
+            at.plan,
             &j,
             !chain::failed_beside_rejected(&j, &on, &landed),
-            ui,
+            at.ui,
         );
         if !on.is_empty() {
-            chain::rebased_on_chain(&mut at, (plan, open), j, &on)?;
+            chain::rebased_on_chain(&mut at, j, &on)?;
             continue;
         }
-        let mine = paths_of(plan, &j);
+        let mine = paths_of(at.plan, &j);
         let sharing = at.sharing(&mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
-            let merged = at.merge_aside((&[], j.patch.borrowed()), (j.index, &mine))?;
-            let kept =
-                merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), after_rebase), ui));
+            let merged = at.merge_aside(&[], j.patch.borrowed(), j.index, &mine)?;
+            let kept = merged.and_then(|p| at.keep(&j, p, &sharing, after_rebase));
             let why = match kept {
                 Ok(kept) => {
                     // Its review (if any) concluded now: the re-check reports none.
-                    crate::flow::steps::questions::record(plan, &j);
+                    crate::flow::steps::questions::record(at.plan, &j);
                     at.aside.push((j.index, mine, kept));
                     continue;
                 }
                 Err(why) => why,
             };
             at.sent.push((j.index, mine.clone()));
-            if !send_back(plan, open, &mut j, (sharing, why, after_rebase), ui) {
+            let cannot = CannotLand { onto: sharing, why };
+            if !at.send_back(&mut j, cannot, after_rebase) {
                 continue;
             }
         }
-        at.land(plan, j, mine)?;
+        at.land(j, mine)?;
     }
-    build_on_the_chain(open, &at);
+    at.build_on_the_chain();
     Ok(())
 }
 
-/// Each rebase sent back in this part builds on every candidate of the new chain whose paths
-/// meet its own — those merged after it too: its record moves after the last of them (what
-/// [`FollowUp::built_on`] reads) and its `onto` names them. Its job then starts from the tree
-/// that lands before it when the chain's re-checks pass.
-fn build_on_the_chain(open: &mut OpenRound, at: &Integrating<'_>) {
-    for (task, paths) in &at.sent {
-        let is_rebase = |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if t == task);
-        let Some(at_now) = open.follow_ups.iter().position(is_rebase) else {
-            continue;
-        };
-        let meets: Vec<usize> = at
-            .aside
-            .iter()
-            .filter(|(_, p, _)| !p.is_disjoint(paths))
-            .map(|(k, _, _)| *k)
-            .collect();
-        let last = meets.last().and_then(|k| {
-            open.follow_ups
+impl Integrating<'_> {
+    /// Each rebase sent back in this part builds on every candidate of the new chain whose paths
+    /// meet its own — those merged after it too: its record moves after the last of them (what
+    /// [`FollowUp::built_on`] reads) and its `onto` names them. Its job then starts from the tree
+    /// that lands before it when the chain's re-checks pass.
+    fn build_on_the_chain(&mut self) {
+        let Integrating {
+            open, aside, sent, ..
+        } = self;
+        for (task, paths) in sent.iter() {
+            let is_rebase =
+                |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if t == task);
+            let Some(at_now) = open.follow_ups.iter().position(is_rebase) else {
+                continue;
+            };
+            let meets: Vec<usize> = aside
                 .iter()
-                .position(|f| matches!(f, FollowUp::Recheck { .. }) && f.task() == *k)
-        });
-        let mut f = open.follow_ups.remove(at_now);
-        if let FollowUp::Rebase { onto, .. } = &mut f {
-            for k in &meets {
-                if !onto.contains(k) {
-                    onto.push(*k);
+                .filter(|(_, p, _)| !p.is_disjoint(paths))
+                .map(|(k, _, _)| *k)
+                .collect();
+            let last = meets.last().and_then(|k| {
+                open.follow_ups
+                    .iter()
+                    .position(|f| matches!(f, FollowUp::Recheck { .. }) && f.task() == *k)
+            });
+            let mut f = open.follow_ups.remove(at_now);
+            if let FollowUp::Rebase { onto, .. } = &mut f {
+                for k in &meets {
+                    if !onto.contains(k) {
+                        onto.push(*k);
+                    }
                 }
             }
+            let to = match last {
+                Some(last) if last >= at_now => last,
+                _ => at_now,
+            };
+            open.follow_ups.insert(to, f);
         }
-        let to = match last {
-            Some(last) if last >= at_now => last,
-            _ => at_now,
-        };
-        open.follow_ups.insert(to, f);
     }
-}
 
-impl Integrating<'_> {
     /// The landed tasks and the chain's candidates whose paths meet `mine`, in that order.
     fn sharing(&self, mine: &BTreeSet<String>) -> Vec<usize> {
         let landed = self.landed.iter().map(|(k, p)| (*k, p));
@@ -184,15 +194,10 @@ impl Integrating<'_> {
 
     /// `j` integrated as under `serial` (landed when it completed and applies, else decided as
     /// any attempt).
-    fn land(
-        &mut self,
-        plan: &mut Plan,
-        mut j: Judged,
-        mine: BTreeSet<String>,
-    ) -> Result<(), ActionError> {
-        prepare_arrivals(plan, std::slice::from_mut(&mut j), "in this round");
+    fn land(&mut self, mut j: Judged, mine: BTreeSet<String>) -> Result<(), ActionError> {
+        prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
         self.build
-            .add(self.repo, plan, std::slice::from_ref(&j), self.ui)?;
+            .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
         let lands = self
             .build
             .results()
@@ -211,15 +216,76 @@ impl Integrating<'_> {
     /// cannot land (a conflict, a path task `j` does not declare).
     fn merge_aside(
         &self,
-        (made_on, patch): (&[PatchRef<'_>], PatchRef<'_>),
-        (task, mine): (usize, &BTreeSet<String>),
+        made_on: &[PatchRef<'_>],
+        patch: PatchRef<'_>,
+        task: usize,
+        mine: &BTreeSet<String>,
     ) -> Result<Result<Vec<u8>, String>, ActionError> {
         let tree = self.build.next_base(self.repo)?;
         let chain: Vec<PatchRef<'_>> = self.aside.iter().map(|(_, _, p)| p.into()).collect();
         let merged = self
             .repo
-            .merge_aside((&tree, &chain), (self.base, made_on), patch)?;
+            .merge_aside(&tree, &chain, self.base, made_on, patch)?;
         Ok(crate::action::rounds::kept_merge(merged, task, mine))
+    }
+
+    /// Attempt `j`'s clean merge (`patch`) kept in the open round for a re-check in the next part
+    /// with the checks of `checks` (`rebased`: `j` ran as a rebase): the patch, or why it cannot
+    /// be kept (too large).
+    fn keep(
+        &mut self,
+        j: &Judged,
+        patch: Vec<u8>,
+        checks: &[usize],
+        rebased: bool,
+    ) -> Result<Vec<u8>, String> {
+        let (plan, ui) = (&mut *self.plan, self.ui);
+        let f = FollowUp::recheck(j.index, j.attempt, &patch, checks.to_vec(), rebased)?;
+        self.open.follow_ups.push(f);
+        let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
+        let names = if names.is_empty() {
+            "the tasks landed before it".to_string()
+        } else {
+            names.join(", ")
+        };
+        ui.say(format!(
+            "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
+            j.index, j.attempt
+        ));
+        waits(
+            plan,
+            j,
+            format!(
+                "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
+                j.attempt
+            ),
+        );
+        Ok(patch)
+    }
+
+    /// Attempt `j` `cannot` land: the first time, it waits for a rebase attempt in the next part
+    /// (`false`: nothing more to do with it now); after a rebase (`after_rebase`) it is a failed
+    /// attempt, decided as any (`true`: the caller integrates it as failed).
+    fn send_back(&mut self, j: &mut Judged, cannot: CannotLand, after_rebase: bool) -> bool {
+        let (plan, ui) = (&mut *self.plan, self.ui);
+        let onto_names = crate::action::rounds::names(&cannot.onto);
+        let Some((f, line)) = crate::action::rounds::refused(plan, j, cannot, after_rebase) else {
+            return true;
+        };
+        ui.say(format!(
+            "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
+            j.index, j.attempt
+        ));
+        waits(
+            plan,
+            j,
+            format!(
+                "attempt {} runs again as a rebase attempt: {line}",
+                j.attempt
+            ),
+        );
+        self.open.follow_ups.push(f);
+        false
     }
 }
 
@@ -316,68 +382,6 @@ fn ended(plan: &mut Plan, j: &Judged, counted: bool, ui: &Ui) {
     ));
 }
 
-/// Attempt `j`'s clean merge (`patch`) kept in `open` for a re-check in the next part with the
-/// checks of `checks`: the patch, or why it cannot be kept (too large).
-fn keep(
-    plan: &mut Plan,
-    open: &mut OpenRound,
-    j: &Judged,
-    (patch, checks, rebased): (Vec<u8>, Vec<usize>, bool),
-    ui: &Ui,
-) -> Result<Vec<u8>, String> {
-    let f = FollowUp::recheck(j.index, j.attempt, &patch, checks.clone(), rebased)?;
-    open.follow_ups.push(f);
-    let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
-    let names = if names.is_empty() {
-        "the tasks landed before it".to_string()
-    } else {
-        names.join(", ")
-    };
-    ui.say(format!(
-        "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
-        j.index, j.attempt
-    ));
-    waits(
-        plan,
-        j,
-        format!(
-            "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
-            j.attempt
-        ),
-    );
-    Ok(patch)
-}
-
-/// Attempt `j` cannot land (`why`, beside `onto`): the first time, it waits for a rebase
-/// attempt in the next part (`false`: nothing more to do with it now); after a rebase it is a
-/// failed attempt, decided as any (`true`: the caller integrates it as failed).
-fn send_back(
-    plan: &mut Plan,
-    open: &mut OpenRound,
-    j: &mut Judged,
-    (onto, why, after_rebase): (Vec<usize>, String, bool),
-    ui: &Ui,
-) -> bool {
-    let onto_names = crate::action::rounds::names(&onto);
-    let Some((f, line)) = crate::action::rounds::refused(plan, j, (onto, why, after_rebase)) else {
-        return true;
-    };
-    ui.say(format!(
-        "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
-        j.index, j.attempt
-    ));
-    waits(
-        plan,
-        j,
-        format!(
-            "attempt {} runs again as a rebase attempt: {line}",
-            j.attempt
-        ),
-    );
-    open.follow_ups.push(f);
-    false
-}
-
 /// Task `j` stays pending in the round with its attempt counted, `result` saying why.
 fn waits(plan: &mut Plan, j: &Judged, result: String) {
     let t = &mut plan.tasks[j.index];
@@ -393,7 +397,7 @@ fn waits(plan: &mut Plan, j: &Judged, result: String) {
 pub(super) fn built_on_tree(
     repo: &crate::edge::git::Repo,
     plan: &crate::pure::plan::model::Plan,
-    e: &crate::action::matrix::Entry,
+    e: &crate::action::matrix::MatrixEntry,
 ) -> Result<Option<String>, ActionError> {
     use crate::action::rounds::FollowUp;
     if !matches!(

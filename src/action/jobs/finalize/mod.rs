@@ -26,10 +26,10 @@ use std::path::Path;
 
 use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
-use crate::action::publish::Ending;
-use crate::action::report::{self, Links, Stop};
+use crate::action::publish::Publisher;
+use crate::action::report::{self, Links, RunStop};
 use crate::action::runtime::Context;
-use crate::action::writer::{Finalized, Job, stale};
+use crate::action::writer::{Finalized, WriterJob, stale};
 use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
 use crate::edge::github::Client;
@@ -56,7 +56,7 @@ pub fn run(
     client: Option<&Client>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
-    let job = Job::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
+    let job = WriterJob::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
     let links = Links {
         run: ctx.run_url(),
         logs: saved_logs(&job.plan),
@@ -80,7 +80,7 @@ pub fn run(
 /// One finalize job: the checkout and plan it opened, what the plan job handed over, and
 /// where it reports.
 struct Finalize<'a> {
-    job: Job,
+    job: WriterJob,
     /// The inputs as given (the plan as named, not the plan a Spec Kit tasks.md or a long-run
     /// folder prepares): what a redirected run is started with.
     given: &'a Inputs,
@@ -92,7 +92,7 @@ struct Finalize<'a> {
 }
 
 /// What a part's integration left to decide the run's stop with.
-struct Integrated {
+struct PartEnd {
     /// The round ended with this part.
     closed: bool,
     /// The circuit breaker's end, when it tripped.
@@ -103,8 +103,8 @@ struct Integrated {
 
 impl Finalize<'_> {
     /// Pushes, and brings the pull request, its comments and the check run up to date.
-    fn ending(&self) -> Ending<'_> {
-        Ending {
+    fn ending(&self) -> Publisher<'_> {
+        Publisher {
             rt: self.rt,
             client: self.client,
             ctx: self.ctx,
@@ -159,11 +159,11 @@ impl Finalize<'_> {
     fn no_work(&self, planned: PlanConclusion) -> Result<Finalized, ActionError> {
         let message = &self.round.planned_message;
         let (stop, preflight) = match planned {
-            PlanConclusion::Completed => (Some(Stop::Completed), None),
-            PlanConclusion::Deadlock => (Some(Stop::Deadlock(message.clone())), None),
-            PlanConclusion::Budget => (Some(Stop::Budget(message.clone())), None),
+            PlanConclusion::Completed => (Some(RunStop::Completed), None),
+            PlanConclusion::Deadlock => (Some(RunStop::Deadlock(message.clone())), None),
+            PlanConclusion::Budget => (Some(RunStop::Budget(message.clone())), None),
             PlanConclusion::PreflightFailed => (
-                Some(Stop::NeedsInput(
+                Some(RunStop::NeedsInput(
                     "blocking pre-flight checks failed; reply `/execute proceed` to run anyway"
                         .into(),
                 )),
@@ -220,11 +220,11 @@ impl Finalize<'_> {
         self.summary(&batch)?;
         self.say_next(&published, &open, closed);
         let conclusion = match &stop {
-            Some(Stop::Completed) => Conclusion::Completed,
-            Some(Stop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
-            Some(Stop::Deadlock(_)) => Conclusion::Deadlock,
-            Some(Stop::NeedsInput(_)) => Conclusion::NeedsInput,
-            Some(Stop::Budget(_)) => Conclusion::Budget,
+            Some(RunStop::Completed) => Conclusion::Completed,
+            Some(RunStop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
+            Some(RunStop::Deadlock(_)) => Conclusion::Deadlock,
+            Some(RunStop::NeedsInput(_)) => Conclusion::NeedsInput,
+            Some(RunStop::Budget(_)) => Conclusion::Budget,
             None if more && published.aborted => Conclusion::Aborted,
             None if more => Conclusion::Continue,
             None => Conclusion::Incomplete,
@@ -266,7 +266,7 @@ impl Finalize<'_> {
     fn entries(
         &self,
         open: &crate::action::rounds::OpenRound,
-    ) -> Result<Vec<matrix::Entry>, ActionError> {
+    ) -> Result<Vec<matrix::MatrixEntry>, ActionError> {
         let (round, plan) = (self.round, &self.job.plan);
         let entries = if round.planned == PlanConclusion::Work {
             matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
@@ -288,9 +288,9 @@ impl Finalize<'_> {
     /// integrates the part.
     fn integrate_entries(
         &mut self,
-        entries: &[matrix::Entry],
+        entries: &[matrix::MatrixEntry],
         open: &mut crate::action::rounds::OpenRound,
-    ) -> Result<Integrated, ActionError> {
+    ) -> Result<PartEnd, ActionError> {
         let judged = self.judge(entries)?;
         // Refused credentials: every task would fail the same way, so nothing more is
         // dispatched (the check run names the secret to fix).
@@ -298,7 +298,7 @@ impl Finalize<'_> {
             matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
                 .then(|| format!("task {}: {}", j.index, j.verdict.result))
         });
-        let Job {
+        let WriterJob {
             repo,
             plan,
             dag,
@@ -313,8 +313,8 @@ impl Finalize<'_> {
             ui,
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
-        let (closed, end) = integrate_part(at, plan, judged, open, (merge, &self.round.base))?;
-        Ok(Integrated {
+        let (closed, end) = integrate_part(at, plan, open, judged, merge, &self.round.base)?;
+        Ok(PartEnd {
             closed,
             end,
             halted,
@@ -323,7 +323,7 @@ impl Finalize<'_> {
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued
     /// markers are to be rewritten once the round is pushed, when any was applied.
-    fn catch_up(&mut self) -> Result<Option<Steered>, ActionError> {
+    fn catch_up(&mut self) -> Result<Option<QueuedOn>, ActionError> {
         let (rt, round) = (self.rt, self.round);
         let Some(c) = self.client else {
             return Ok(None);
@@ -352,19 +352,21 @@ impl Finalize<'_> {
     }
 
     /// How the run stops after this part, if it does.
-    fn stop(&mut self, done: Integrated) -> Result<Option<Stop>, ActionError> {
-        let Integrated {
+    fn stop(&mut self, done: PartEnd) -> Result<Option<RunStop>, ActionError> {
+        let PartEnd {
             closed,
             end,
             halted,
         } = done;
         Ok(match end {
-            _ if halted.is_some() => halted.map(Stop::CircuitBreaker),
+            _ if halted.is_some() => halted.map(RunStop::CircuitBreaker),
             // A part that leaves tasks of the round unresolved: the next part runs them.
             _ if !closed => None,
             // The numbers the breaker decided on: pending before this round's cascade, and
             // what the cascade skipped (not a recount after it).
-            Some(RunEnd::CircuitBreaker(breaker)) => Some(Stop::CircuitBreaker(breaker.message())),
+            Some(RunEnd::CircuitBreaker(breaker)) => {
+                Some(RunStop::CircuitBreaker(breaker.message()))
+            }
             _ => {
                 let job = &mut self.job;
                 let conflicts = Overlaps::of(&job.plan, &job.dag).for_scheduling();
@@ -373,10 +375,10 @@ impl Finalize<'_> {
                 match crate::flow::exec::settle(&job.plan, &job.dag, &conflicts, schedule, budget) {
                     Settled::Done => done_stop(&job.repo, &mut job.plan, &job.opts, &job.ui)?,
                     Settled::Deadlock { pending } => {
-                        Some(Stop::Deadlock(engine::deadlock_message(pending)))
+                        Some(RunStop::Deadlock(engine::deadlock_message(pending)))
                     }
                     // More to do, unless the budget is spent: then nothing is dispatched.
-                    Settled::Budget(why) => Some(Stop::Budget(why)),
+                    Settled::Budget(why) => Some(RunStop::Budget(why)),
                     Settled::More => None,
                 }
             }
@@ -436,12 +438,12 @@ impl Finalize<'_> {
 }
 
 /// The pull request whose queued markers are rewritten once the round is pushed.
-type Steered = (u64, steering::comment::Identity);
+type QueuedOn = (u64, steering::comment::Identity);
 
 /// A stop the job fails on (one the user must act on).
-fn fails(stop: Option<&Stop>) -> bool {
+fn fails(stop: Option<&RunStop>) -> bool {
     matches!(
         stop,
-        Some(Stop::CircuitBreaker(_) | Stop::Deadlock(_) | Stop::Budget(_))
+        Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
     )
 }

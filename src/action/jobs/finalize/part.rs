@@ -22,37 +22,36 @@ use crate::pure::prompt::Unit;
 /// as open. The part that resolves the round's last task ends it as `dagexec run` ends a
 /// round: one update (results, cascade) over the whole round, one circuit-breaker decision,
 /// the round commit in its one format. Returns whether the round ended, and the end when
-/// the circuit breaker trips.
+/// the circuit breaker trips. `merge`: the round runs under `overlap: merge`; `base`: the
+/// commit every job of the part started from.
 pub(super) fn integrate_part(
     at: Integrator<'_>,
     plan: &mut plan::model::Plan,
-    judged: Vec<Judged>,
     open: &mut crate::action::rounds::OpenRound,
-    (merge, base): (bool, &str),
+    judged: Vec<Judged>,
+    merge: bool,
+    base: &str,
 ) -> Result<(bool, Option<RunEnd>), ActionError> {
-    let Integrator {
-        repo,
-        dag,
-        opts,
-        ui,
-    } = at;
     let part: Vec<usize> = judged.iter().map(|j| j.index).collect();
     let mut build = crate::flow::integrate::RoundBuild::start();
     // `overlap: merge` (or follow-ups a merge left in the round): merged one by one.
     if merge || !open.follow_ups.is_empty() {
-        super::merging::add((repo, ui), &mut build, plan, judged, open, base)?;
+        super::merging::add(at, &mut build, plan, open, judged, base)?;
     } else {
-        integrate_serial((repo, ui), &mut build, plan, judged)?;
+        integrate_serial(at, &mut build, plan, judged)?;
     }
-    finish_part(at_parts(repo, dag, opts, ui), plan, build, open, &part)
+    finish_part(at, plan, build, open, &part)
 }
 
+/// The part's `judged` attempts integrated as under `serial`: each recorded and decided, the
+/// completed ones' patches applied on `build`.
 fn integrate_serial(
-    (repo, ui): (&crate::edge::git::Repo, &crate::flow::Ui),
+    at: Integrator<'_>,
     build: &mut crate::flow::integrate::RoundBuild,
     plan: &mut plan::model::Plan,
     mut judged: Vec<Judged>,
 ) -> Result<(), ActionError> {
+    let Integrator { repo, ui, .. } = at;
     for j in &judged {
         if let Some(r) = j.record() {
             crate::pure::usage::record(plan, &r);
@@ -68,20 +67,6 @@ fn integrate_serial(
     prepare_arrivals(plan, &mut judged, "in this round");
     build.add(repo, plan, &judged, ui)?;
     Ok(())
-}
-
-fn at_parts<'a>(
-    repo: &'a crate::edge::git::Repo,
-    dag: &'a crate::pure::graph::Dag,
-    opts: &'a crate::flow::RunOptions,
-    ui: &'a crate::flow::Ui,
-) -> Integrator<'a> {
-    Integrator {
-        repo,
-        dag,
-        opts,
-        ui,
-    }
 }
 
 /// The part's outcomes into the plan, and its commit (or the round's, when it resolves the

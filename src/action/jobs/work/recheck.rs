@@ -10,23 +10,20 @@
 //! an attempt's; finalize (or the conductor) lands its own copy of the patch only when this
 //! verdict passed.
 
+use crate::action::ActionError;
 use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
-use crate::action::{ActionError, Inputs};
 use crate::edge::git::{Repo, changes_in, changes_within};
 use crate::pure::outcome::{self, CheckRun};
 use crate::pure::plan;
 
-use super::Job;
+use super::WorkJob;
 
-pub(super) fn run(
-    repo: &Repo,
-    inputs: &Inputs,
-    plan: &plan::model::Plan,
-    job: Job,
-    base: &str,
-    follow: &FollowUp,
-) -> Result<outcome::Verdict, ActionError> {
+/// The re-check `follow` in the checkout `at`: the chain's earlier merged changes and its
+/// own applied, judged, the checks of the tasks the merge touched run; the artifact written.
+pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, ActionError> {
+    let (job, base, repo, inputs, plan) =
+        (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let start = jiff::Timestamp::now();
     let FollowUp::Recheck { checks, .. } = follow else {
         return Err(ActionError::Input(format!(
@@ -72,17 +69,14 @@ pub(super) fn run(
         },
         &ran,
         changes_within(repo.root(), &judged_on)?,
-        ("", &Default::default(), Vec::new()),
+        crate::flow::reported::Told::default(),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
-    with_checks_of(
-        (repo, inputs, plan),
-        (job.task, checks),
-        &mut report,
-        &mut verdict,
-    );
+    with_checks_of(at, checks, &mut report, &mut verdict);
     let mut result = WorkResult::new(
-        (job.task, job.attempt, job.round),
+        job.task,
+        job.attempt,
+        job.round,
         base,
         &report,
         std::time::Duration::ZERO,
@@ -153,18 +147,18 @@ pub(super) fn commit_chain(
         .map_or_else(|| repo.head().map_err(|e| e.to_string()), Ok)
 }
 
-/// A completed `verdict` of `task` failed when an acceptance check of `tasks` fails in the
-/// checkout (each recorded in `report`, see [`others_pass`]).
+/// A completed `verdict` of the checkout's task failed when an acceptance check of `tasks`
+/// fails in the checkout (each recorded in `report`, see [`others_pass`]).
 pub(super) fn with_checks_of(
-    (repo, inputs, plan): (&Repo, &Inputs, &plan::model::Plan),
-    (task, tasks): (usize, &[usize]),
+    at: &WorkJob,
+    tasks: &[usize],
     report: &mut outcome::AttemptReport,
     verdict: &mut outcome::Verdict,
 ) {
     if verdict.status != plan::model::Status::Completed {
         return;
     }
-    let Some(failed) = others_pass(repo, inputs, plan, (task, tasks), report) else {
+    let Some(failed) = others_pass(at, tasks, report) else {
         return;
     };
     report.output = failed;
@@ -181,15 +175,14 @@ pub(super) fn with_checks_of(
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
 /// status line saying which failed first, or `None` when all pass. A task the plan update
 /// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
-/// conductor's record beside the follow-up on `task`
+/// conductor's record beside the follow-up on the checkout's task
 /// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
 fn others_pass(
-    repo: &Repo,
-    inputs: &Inputs,
-    plan: &plan::model::Plan,
-    (task, tasks): (usize, &[usize]),
+    at: &WorkJob,
+    tasks: &[usize],
     report: &mut outcome::AttemptReport,
 ) -> Option<String> {
+    let (task, repo, plan) = (at.job.task, &at.repo, &at.plan);
     let kept: std::collections::BTreeMap<String, Vec<plan::model::AcceptanceCriterion>> = plan
         .tasks
         .get(task)
@@ -203,7 +196,7 @@ fn others_pass(
             own => own,
         };
         for c in criteria {
-            let o = crate::edge::shell::run(&c.check, repo.root(), inputs.timeout);
+            let o = crate::edge::shell::run(&c.check, repo.root(), at.inputs.timeout);
             report
                 .acceptance
                 .get_or_insert_with(Vec::new)

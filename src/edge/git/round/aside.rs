@@ -11,24 +11,26 @@ use super::super::{GitError, PatchRef, Repo};
 use super::{Merged, RoundIndex};
 
 impl Repo {
-    /// `patch`, made on `base` (a commit or tree) with the patches `base.1` applied in order,
-    /// merged three-way onto commit `onto.0` with the patches `onto.1` applied in order. A
+    /// `patch`, made on `base` (a commit or tree) with the patches `made_on` applied in order,
+    /// merged three-way onto commit `onto` with the patches `chain` applied in order. A
     /// clean merge's patch applies onto that tree; a chain patch that does not apply is
     /// reported as a conflict (what it says is git's account), never as an error.
     pub fn merge_aside(
         &self,
-        onto: (&str, &[PatchRef<'_>]),
-        base: (&str, &[PatchRef<'_>]),
+        onto: &str,
+        chain: &[PatchRef<'_>],
+        base: &str,
+        made_on: &[PatchRef<'_>],
         patch: PatchRef<'_>,
     ) -> Result<Merged, GitError> {
-        let aside = self.aside_index(base.0)?;
-        let base_tree = match aside.apply_all(base.1) {
+        let aside = self.aside_index(base)?;
+        let base_tree = match aside.apply_all(made_on) {
             Ok(()) => text(&aside.git("write-tree").arg("write-tree").run()?),
             Err(c) => return Ok(c),
         };
         drop(aside);
-        let aside = self.aside_index(onto.0)?;
-        if let Err(c) = aside.apply_all(onto.1) {
+        let aside = self.aside_index(onto)?;
+        if let Err(c) = aside.apply_all(chain) {
             return Ok(c);
         }
         aside.merge_patch(&base_tree, patch)
@@ -120,15 +122,17 @@ mod tests {
         // Two onto the base with one's change: the patch holds only two's line.
         let p2 = clean(
             f.repo
-                .merge_aside((&base, &[(&one).into()]), (&base, &[]), (&two).into())
+                .merge_aside(&base, &[(&one).into()], &base, &[], (&two).into())
                 .unwrap(),
         );
         // Three onto that chain.
         let p3 = clean(
             f.repo
                 .merge_aside(
-                    (&base, &[(&one).into(), (&p2).into()]),
-                    (&base, &[]),
+                    &base,
+                    &[(&one).into(), (&p2).into()],
+                    &base,
+                    &[],
                     (&three).into(),
                 )
                 .unwrap(),
@@ -138,8 +142,10 @@ mod tests {
         let again = clean(
             f.repo
                 .merge_aside(
-                    (&base, &[(&one).into()]),
-                    (&base, &[(&one).into(), (&p2).into()]),
+                    &base,
+                    &[(&one).into()],
+                    &base,
+                    &[(&one).into(), (&p2).into()],
                     (&p3).into(),
                 )
                 .unwrap(),
@@ -150,8 +156,10 @@ mod tests {
         let Merged::Conflict { account, .. } = f
             .repo
             .merge_aside(
-                (&base, &[(&p2).into(), (&p2).into()]),
-                (&base, &[]),
+                &base,
+                &[(&p2).into(), (&p2).into()],
+                &base,
+                &[],
                 (&three).into(),
             )
             .unwrap()

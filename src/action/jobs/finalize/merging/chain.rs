@@ -5,12 +5,13 @@
 use std::collections::BTreeSet;
 
 use crate::action::ActionError;
-use crate::action::rounds::{FollowUp, OpenRound};
+use crate::action::rounds::FollowUp;
 use crate::edge::git::PatchRef;
 use crate::flow::attempt::Judged;
-use crate::pure::plan::model::{Plan, Status};
+use crate::flow::merge::CannotLand;
+use crate::pure::plan::model::Status;
 
-use super::{Integrating, keep, paths_of, rechecked_lands, send_back};
+use super::{Integrating, paths_of, rechecked_lands};
 
 /// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
 /// its patch was read against the base with them applied). When they all landed and nothing
@@ -31,11 +32,10 @@ pub(super) fn failed_beside_rejected(
 
 pub(super) fn rebased_on_chain(
     at: &mut Integrating<'_>,
-    (plan, open): (&mut Plan, &mut OpenRound),
     mut j: Judged,
     on: &[(usize, Vec<u8>)],
 ) -> Result<(), ActionError> {
-    let mine = paths_of(plan, &j);
+    let mine = paths_of(at.plan, &j);
     let sharing = at.sharing(&mine);
     let all_landed = on
         .iter()
@@ -58,8 +58,12 @@ pub(super) fn rebased_on_chain(
         );
         at.sent.push((j.index, mine.clone()));
         j.patch.clear();
-        if send_back(plan, open, &mut j, (rejected, why, false), at.ui) {
-            at.land(plan, j, mine)?;
+        let cannot = CannotLand {
+            onto: rejected,
+            why,
+        };
+        if at.send_back(&mut j, cannot, false) {
+            at.land(j, mine)?;
         }
         return Ok(());
     }
@@ -67,20 +71,21 @@ pub(super) fn rebased_on_chain(
         || j.patch.is_empty()
         || (all_landed && sharing.iter().all(built_on))
     {
-        return at.land(plan, j, mine);
+        return at.land(j, mine);
     }
     let made_on: Vec<PatchRef<'_>> = on.iter().map(|(_, p)| p.into()).collect();
-    let merged = at.merge_aside((&made_on, j.patch.borrowed()), (j.index, &mine))?;
-    match merged.and_then(|p| keep(plan, open, &j, (p, sharing.clone(), true), at.ui)) {
+    let merged = at.merge_aside(&made_on, j.patch.borrowed(), j.index, &mine)?;
+    match merged.and_then(|p| at.keep(&j, p, &sharing, true)) {
         Ok(kept) => {
-            crate::flow::steps::questions::record(plan, &j);
+            crate::flow::steps::questions::record(at.plan, &j);
             at.aside.push((j.index, mine, kept));
             Ok(())
         }
         Err(why) => {
             at.sent.push((j.index, mine.clone()));
-            if send_back(plan, open, &mut j, (sharing, why, all_landed), at.ui) {
-                at.land(plan, j, mine)?;
+            let cannot = CannotLand { onto: sharing, why };
+            if at.send_back(&mut j, cannot, all_landed) {
+                at.land(j, mine)?;
             }
             Ok(())
         }
@@ -93,8 +98,6 @@ pub(super) fn rebased_on_chain(
 /// holding a change that does not land, so its kept change is merged again onto what landed.
 pub(super) fn land_chain(
     at: &mut Integrating<'_>,
-    plan: &mut Plan,
-    open: &mut OpenRound,
     chain: Vec<(FollowUp, Option<Judged>)>,
 ) -> Result<(), ActionError> {
     let kept: Vec<Vec<u8>> = chain
@@ -118,21 +121,24 @@ pub(super) fn land_chain(
             continue;
         };
         if intact && rechecked_lands(at.repo, &mut j, &f, at.ui) {
-            let mine = paths_of(plan, &j);
-            at.land(plan, j, mine)?;
+            let mine = paths_of(at.plan, &j);
+            at.land(j, mine)?;
             continue;
         }
         let back = if intact {
             intact = false;
-            let why = j.verdict.result.clone();
-            at.sent.push((j.index, paths_of(plan, &j)));
-            send_back(plan, open, &mut j, (checks.clone(), why, *rebased), at.ui)
+            let cannot = CannotLand {
+                onto: checks.clone(),
+                why: j.verdict.result.clone(),
+            };
+            at.sent.push((j.index, paths_of(at.plan, &j)));
+            at.send_back(&mut j, cannot, *rebased)
         } else {
-            merge_again(at, plan, open, (&f, &mut j), &kept[..n])?
+            merge_again(at, &f, &mut j, &kept[..n])?
         };
         if back {
-            let mine = paths_of(plan, &j);
-            at.land(plan, j, mine)?;
+            let mine = paths_of(at.plan, &j);
+            at.land(j, mine)?;
         }
     }
     Ok(())
@@ -143,9 +149,8 @@ pub(super) fn land_chain(
 /// new chain. Whether the caller integrates `j` as a failed attempt (see [`send_back`]).
 fn merge_again(
     at: &mut Integrating<'_>,
-    plan: &mut Plan,
-    open: &mut OpenRound,
-    (f, j): (&FollowUp, &mut Judged),
+    f: &FollowUp,
+    j: &mut Judged,
     before: &[Vec<u8>],
 ) -> Result<bool, ActionError> {
     let FollowUp::Recheck {
@@ -160,14 +165,15 @@ fn merge_again(
         .patch_changes(&patch)
         .map(|(t, _)| t)
         .unwrap_or_default();
-    let mine = paths_of(plan, j);
+    let mine = paths_of(at.plan, j);
     let sharing = at.sharing(&mine);
     // The checks it ran with, less those of changes that no longer come before it.
     let mut who: Vec<usize> = checks
         .iter()
         .copied()
         .filter(|&k| {
-            plan.tasks
+            at.plan
+                .tasks
                 .get(k)
                 .is_some_and(|t| t.status == Status::Completed)
         })
@@ -176,8 +182,8 @@ fn merge_again(
     let mut seen = BTreeSet::new();
     who.retain(|k| seen.insert(*k));
     let made_on: Vec<PatchRef<'_>> = before.iter().map(Into::into).collect();
-    let merged = at.merge_aside((&made_on, (&patch).into()), (j.index, &mine))?;
-    match merged.and_then(|p| keep(plan, open, j, (p, who, *rebased), at.ui)) {
+    let merged = at.merge_aside(&made_on, (&patch).into(), j.index, &mine)?;
+    match merged.and_then(|p| at.keep(j, p, &who, *rebased)) {
         Ok(kept) => {
             at.ui.say(format!(
                 "  task {}: its re-check ran beside a change that does not land; merged again onto what landed",
@@ -188,7 +194,8 @@ fn merge_again(
         }
         Err(why) => {
             at.sent.push((j.index, mine));
-            Ok(send_back(plan, open, j, (sharing, why, *rebased), at.ui))
+            let cannot = CannotLand { onto: sharing, why };
+            Ok(at.send_back(j, cannot, *rebased))
         }
     }
 }
