@@ -53,13 +53,16 @@ pub(super) fn rebased_on_chain(
             .filter(|k| !landed.contains(k))
             .collect();
         let why = format!(
-            "it failed beside that change, which did not land: {}",
+            "it failed beside the change of {}, which did not land: {}",
+            crate::action::rounds::names(&rejected),
             j.verdict.result.lines().next().unwrap_or_default()
         );
         at.sent.push((j.index, mine.clone()));
         j.patch.clear();
+        // It builds again on what it shares paths with (not on the rejected change, which
+        // goes back itself): their checks run with its own.
         let cannot = CannotLand {
-            onto: rejected,
+            onto: sharing.clone(),
             why,
         };
         if at.send_back(&mut j, cannot, false) {
