@@ -13,13 +13,6 @@ use crate::pure::plan::model::Status;
 
 use super::{Integrating, paths_of, rechecked_lands};
 
-/// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
-/// its patch was read against the base with them applied). When they all landed and nothing
-/// else that landed shares its paths, the tree it lands on is, in its paths, the one its job
-/// judged it on (and ran their checks on): it lands as under `serial`. Otherwise it is merged
-/// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
-/// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
-/// fails it when everything it built on landed, else sends it back once more.
 /// Whether rebase `j`, built on the chain's candidates `on`, failed beside one that did not
 /// land (`landed`: what landed so far): its failure may be that change's, not its own.
 pub(super) fn failed_beside_rejected(
@@ -30,6 +23,13 @@ pub(super) fn failed_beside_rejected(
     j.verdict.status == Status::Failed && !on.iter().all(|(k, _)| landed.contains(k))
 }
 
+/// A rebase `j` whose job built on the previous chain's candidates `on` (task, merged patch;
+/// its patch was read against the base with them applied). When they all landed and nothing
+/// else that landed shares its paths, the tree it lands on is, in its paths, the one its job
+/// judged it on (and ran their checks on): it lands as under `serial`. Otherwise it is merged
+/// onto the round's tree and the new chain with those patches as the merge base (a cherry-pick
+/// that leaves out a candidate that did not land) and re-checked in the next part; a conflict
+/// fails it when everything it built on landed, else sends it back once more.
 pub(super) fn rebased_on_chain(
     at: &mut Integrating<'_>,
     mut j: Judged,
@@ -37,15 +37,13 @@ pub(super) fn rebased_on_chain(
 ) -> Result<(), ActionError> {
     let mine = paths_of(at.plan, &j);
     let sharing = at.sharing(&mine);
-    let all_landed = on
-        .iter()
-        .all(|(k, _)| at.landed.iter().any(|(l, _)| l == k));
+    let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
+    let all_landed = on.iter().all(|(k, _)| landed.contains(k));
     let built_on = |k: &usize| on.iter().any(|(o, _)| o == k);
     // Its job judged it on a tree holding a candidate that did not land (its re-check
     // failed): a failed verdict may be that change's, not its own (another task's check
     // failing beside it), so it is no failed attempt — like the chain's later candidates, it
     // is tried again without that change: sent back once more, uncounted.
-    let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
     if failed_beside_rejected(&j, on, &landed) {
         let rejected: Vec<usize> = on
             .iter()
@@ -65,9 +63,8 @@ pub(super) fn rebased_on_chain(
             onto: sharing.clone(),
             why,
         };
-        if at.send_back(&mut j, cannot, false) {
-            at.land(j, mine)?;
-        }
+        // Not after a rebase of its own (`false`): it always waits for the next part.
+        at.send_back(&mut j, cannot, false);
         return Ok(());
     }
     if j.verdict.status != Status::Completed
