@@ -280,6 +280,31 @@ fn fault(cli: &'static str, fault: Fault) -> Option<(Ran, tempfile::TempDir)> {
     Some((out, dir))
 }
 
+/// Each fault in its own repository, model server and CLI home, all at once (each one mostly
+/// waits: a CLI's start, its retries, a hang's timeout): the fault, what the test wants of its
+/// reason, the run and the reason, in `faults`' order; none when the CLI is not installed.
+fn faults_side_by_side(
+    cli: &'static str,
+    faults: &[(Fault, &'static str)],
+) -> Vec<(Fault, &'static str, Ran, String)> {
+    std::thread::scope(|s| {
+        let runs: Vec<_> = faults
+            .iter()
+            .map(|(f, want)| {
+                s.spawn(move || {
+                    let (out, dir) = fault(cli, f.clone())?;
+                    let why = reason(dir.path());
+                    eprintln!("REASON {cli} {f:?}: {why}");
+                    Some((f.clone(), *want, out, why))
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|r| r.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 fn reason(dir: &Path) -> String {
     let status = status_json(dir);
     task_row(&status, 0)["result"]
@@ -290,18 +315,14 @@ fn reason(dir: &Path) -> String {
 
 #[test]
 fn claude_faults_give_clear_reasons() {
-    for (f, want) in [
+    let faults = [
         (Fault::Status(500), "500"),
         (Fault::Status(429), "429"),
         (Fault::Malformed, "malformed"),
         (Fault::Truncated, "malformed"),
         (Fault::Hang, "timed out"),
-    ] {
-        let Some((out, dir)) = fault("claude", f.clone()) else {
-            return;
-        };
-        let why = reason(dir.path());
-        eprintln!("REASON {f:?}: {why}");
+    ];
+    for (f, want, out, why) in faults_side_by_side("claude", &faults) {
         assert!(
             !why.is_empty() && why.contains(want),
             "claude {f:?}: {why}\n{}",
@@ -313,18 +334,14 @@ fn claude_faults_give_clear_reasons() {
 
 #[test]
 fn codex_faults_give_clear_reasons() {
-    for (f, want) in [
+    let faults = [
         (Fault::Status(500), "high demand"),
         (Fault::Status(429), "429"),
         (Fault::Malformed, "stream disconnected"),
         (Fault::Truncated, "stream disconnected"),
         (Fault::Hang, "timed out"),
-    ] {
-        let Some((out, dir)) = fault("codex", f.clone()) else {
-            return;
-        };
-        let why = reason(dir.path());
-        eprintln!("REASON {f:?}: {why}");
+    ];
+    for (f, want, out, why) in faults_side_by_side("codex", &faults) {
         assert!(
             !why.is_empty() && why.contains(want),
             "codex {f:?}: {why}\n{}",

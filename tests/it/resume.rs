@@ -435,13 +435,6 @@ fn wait_for_no_lock(dir: &Path, label: &str) {
 /// uncommitted files intact.
 #[test]
 fn kill_9_at_fifty_points_loses_and_duplicates_nothing() {
-    const STEPS: &[&str] = &[
-        "after-workers",
-        "after-apply",
-        "before-commit",
-        "after-ref",
-        "after-commit",
-    ];
     let p = simple_plan(&[
         ("a", &[], &["a.txt"], &[]),
         ("b", &[], &["b/b.txt"], &["README.md"]),
@@ -462,148 +455,198 @@ echo "COMPLETED: wrote the files""#,
     // DAGEXEC_KILL9_SEED picks other points and times (for hunting a rare failure).
     let seed = std::env::var("DAGEXEC_KILL9_SEED")
         .ok()
-        .and_then(|s| s.parse().ok())
+        .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(0x00da_6e7e_c000_0010);
-    let mut rng = fastrand::Rng::with_seed(seed);
     // Each interrupted run's output, for the message of a failure.
     let logs = tempfile::tempdir().unwrap();
-    let mut kills = 0;
-    let mut scenario = 0;
-    while kills < 50 {
-        scenario += 1;
-        assert!(scenario <= 80, "only {kills} kills in {scenario} scenarios");
-        let dir = repo(
-            &p,
-            &[
-                ("README.md", "readme\n"),
-                (".gitignore", "local.cfg\n"),
-                ("notes.txt", "notes\n"),
-            ],
-        );
-        let d = dir.path();
-        std::fs::write(d.join("local.cfg"), "mine\n").unwrap();
-        std::fs::write(d.join("notes.txt"), "notes\nWIP\n").unwrap();
-        std::fs::write(d.join("scratch.txt"), "untracked\n").unwrap();
-        let mut history = Vec::new();
-        // At most two kills a scenario: each interrupted attempt counts, and a task has three.
-        for _ in 0..rng.usize(1..=2) {
-            let mut cmd = dagexec(d);
-            cmd.args(["run", "--worker", &w.cmd, "--jobs", "2"]);
-            let timed = rng.bool();
-            let label = if timed {
-                format!("scenario {scenario}: at a random time")
-            } else {
-                let point = match rng.usize(..=STEPS.len()) {
-                    n if n == STEPS.len() => "archive-after-ref:0".to_string(),
-                    n => format!("{}:{}", STEPS[n], rng.u32(1..=3)),
-                };
-                cmd.env("DAGEXEC_FAILPOINT", &point);
-                format!("scenario {scenario}: at {point}")
-            };
-            let log = logs
-                .path()
-                .join(format!("{scenario}-{}.log", history.len()));
-            let out = std::fs::File::create(&log).unwrap();
-            let mut child = cmd
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .unwrap();
-            if timed {
-                std::thread::sleep(Duration::from_millis(rng.u64(0..600)));
-                let _ = child.kill();
-            }
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                assert!(Instant::now() < deadline, "{label}: the run hangs");
-                std::thread::sleep(Duration::from_millis(10));
-            };
-            if status.code().is_none() {
-                kills += 1;
-            }
-            let said = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: Vec<&str> = said.lines().rev().take(6).collect();
-            history.push(format!(
-                "{label}: {status} (seed {seed:#x}; last lines, newest first: {tail:?})"
-            ));
-            if status.success() {
-                break;
-            }
-            wait_for_no_lock(d, &label);
-            // Nothing staged, unless a round commit was published and its record says so
-            // (the next start brings the work tree and index to it).
-            let staged = git(d, &["diff", "--cached", "--name-only"]);
-            if !staged.is_empty() {
-                let record: Value = serde_json::from_str(
-                    &std::fs::read_to_string(d.join(".git/dagexec/round.json")).unwrap_or_else(
-                        |_| panic!("{label}: staged with no round record: {staged}"),
-                    ),
-                )
-                .unwrap();
-                assert_eq!(
-                    record["new"].as_str().unwrap(),
-                    git(d, &["rev-parse", "HEAD"]).trim(),
-                    "{label}: staged: {staged}"
-                );
-            }
-            assert_eq!(read(d, "local.cfg"), "mine\n", "{label}");
-            assert_eq!(read(d, "notes.txt"), "notes\nWIP\n", "{label}");
-            assert_eq!(read(d, "scratch.txt"), "untracked\n", "{label}");
+    // Four lanes of scenarios side by side (each scenario is a repository of its own and its
+    // runs mostly wait on workers and git), each with its own random stream from the seed, and
+    // a quarter of the kills each.
+    const LANES: u64 = 4;
+    const KILLS: usize = 50;
+    std::thread::scope(|s| {
+        let lanes: Vec<_> = (0..LANES)
+            .map(|lane| {
+                let (p, w, logs) = (&p, &w, logs.path());
+                s.spawn(move || {
+                    let seed = seed.wrapping_add(lane);
+                    let mut rng = fastrand::Rng::with_seed(seed);
+                    let mut kills = 0;
+                    let mut scenario = 0;
+                    while kills < KILLS.div_ceil(LANES as usize) {
+                        scenario += 1;
+                        assert!(
+                            scenario <= 20,
+                            "lane {lane}: only {kills} kills in {scenario} scenarios"
+                        );
+                        kills += kill_scenario(
+                            p,
+                            w,
+                            logs,
+                            &mut rng,
+                            seed,
+                            &format!("{lane}.{scenario}"),
+                        );
+                    }
+                })
+            })
+            .collect();
+        for l in lanes {
+            l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         }
-        let label = format!("scenario {scenario} after {history:?}");
-        // Run again as a user would, also when the plan was archived: that run says the plan
-        // is complete, after finishing an archiving commit a kill interrupted.
-        let last = {
-            let ran = run(d, &w.cmd, &[]);
-            assert_eq!(ran.code(), Some(0), "{label}: {}", ran.text());
-            ran.text()
+    });
+}
+
+/// The round commit's failpoints a scenario kills at.
+const STEPS: &[&str] = &[
+    "after-workers",
+    "after-apply",
+    "before-commit",
+    "after-ref",
+    "after-commit",
+];
+
+/// One scenario of [`kill_9_at_fifty_points_loses_and_duplicates_nothing`] in a repository of
+/// its own: one or two runs killed (at a failpoint or a random time), then a run to the end;
+/// nothing lost, nothing duplicated, the user's files as they were. The kills it made.
+fn kill_scenario(
+    p: &Value,
+    w: &Worker,
+    logs: &Path,
+    rng: &mut fastrand::Rng,
+    seed: u64,
+    scenario: &str,
+) -> usize {
+    let mut kills = 0;
+    let dir = repo(
+        p,
+        &[
+            ("README.md", "readme\n"),
+            (".gitignore", "local.cfg\n"),
+            ("notes.txt", "notes\n"),
+        ],
+    );
+    let d = dir.path();
+    std::fs::write(d.join("local.cfg"), "mine\n").unwrap();
+    std::fs::write(d.join("notes.txt"), "notes\nWIP\n").unwrap();
+    std::fs::write(d.join("scratch.txt"), "untracked\n").unwrap();
+    let mut history = Vec::new();
+    // At most two kills a scenario: each interrupted attempt counts, and a task has three.
+    for _ in 0..rng.usize(1..=2) {
+        let mut cmd = dagexec(d);
+        cmd.args(["run", "--worker", &w.cmd, "--jobs", "2"]);
+        let timed = rng.bool();
+        let label = if timed {
+            format!("scenario {scenario}: at a random time")
+        } else {
+            let point = match rng.usize(..=STEPS.len()) {
+                n if n == STEPS.len() => "archive-after-ref:0".to_string(),
+                n => format!("{}:{}", STEPS[n], rng.u32(1..=3)),
+            };
+            cmd.env("DAGEXEC_FAILPOINT", &point);
+            format!("scenario {scenario}: at {point}")
         };
-        let label = format!("{label}; the last run said: {last}");
-        assert!(d.join(".design/plan.done.json").exists(), "{label}");
+        let log = logs.join(format!("{scenario}-{}.log", history.len()));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        if timed {
+            std::thread::sleep(Duration::from_millis(rng.u64(0..600)));
+            let _ = child.kill();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "{label}: the run hangs");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if status.code().is_none() {
+            kills += 1;
+        }
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = said.lines().rev().take(6).collect();
+        history.push(format!(
+            "{label}: {status} (seed {seed:#x}; last lines, newest first: {tail:?})"
+        ));
+        if status.success() {
+            break;
+        }
         wait_for_no_lock(d, &label);
-        assert_eq!(
-            git(d, &["status", "--porcelain"]),
-            " M notes.txt\n?? scratch.txt\n",
-            "{label}: only the user's changes remain"
-        );
+        // Nothing staged, unless a round commit was published and its record says so
+        // (the next start brings the work tree and index to it).
+        let staged = git(d, &["diff", "--cached", "--name-only"]);
+        if !staged.is_empty() {
+            let record: Value = serde_json::from_str(
+                &std::fs::read_to_string(d.join(".git/dagexec/round.json"))
+                    .unwrap_or_else(|_| panic!("{label}: staged with no round record: {staged}")),
+            )
+            .unwrap();
+            assert_eq!(
+                record["new"].as_str().unwrap(),
+                git(d, &["rev-parse", "HEAD"]).trim(),
+                "{label}: staged: {staged}"
+            );
+        }
         assert_eq!(read(d, "local.cfg"), "mine\n", "{label}");
         assert_eq!(read(d, "notes.txt"), "notes\nWIP\n", "{label}");
-        assert!(
-            !d.join(".git/dagexec/round.json").exists(),
-            "{label}; the round record left: {}",
-            std::fs::read_to_string(d.join(".git/dagexec/round.json")).unwrap_or_default()
-        );
-        for (i, files) in [
-            (0, &["a.txt"][..]),
-            (1, &["b/b.txt", "README.md"][..]),
-            (2, &["a.txt"][..]),
-            (3, &["d.txt"][..]),
-            (4, &["README.md", "b/b.txt"][..]),
-        ] {
-            let marker = format!("dagexec-task-{i}");
-            for f in files {
-                let content = read(d, f);
-                assert_eq!(
-                    content.lines().filter(|l| *l == marker).count(),
-                    1,
-                    "{label}: task {i} in {f}: {content}"
-                );
-                let commits = git(
-                    d,
-                    &["log", "--format=%h", "-G", &format!("^{marker}$"), "--", f],
-                );
-                assert_eq!(
-                    commits.lines().count(),
-                    1,
-                    "{label}: task {i}'s change to {f} is in exactly one commit"
-                );
-            }
+        assert_eq!(read(d, "scratch.txt"), "untracked\n", "{label}");
+    }
+    let label = format!("scenario {scenario} after {history:?}");
+    // Run again as a user would, also when the plan was archived: that run says the plan
+    // is complete, after finishing an archiving commit a kill interrupted.
+    let last = {
+        let ran = run(d, &w.cmd, &[]);
+        assert_eq!(ran.code(), Some(0), "{label}: {}", ran.text());
+        ran.text()
+    };
+    let label = format!("{label}; the last run said: {last}");
+    assert!(d.join(".design/plan.done.json").exists(), "{label}");
+    wait_for_no_lock(d, &label);
+    assert_eq!(
+        git(d, &["status", "--porcelain"]),
+        " M notes.txt\n?? scratch.txt\n",
+        "{label}: only the user's changes remain"
+    );
+    assert_eq!(read(d, "local.cfg"), "mine\n", "{label}");
+    assert_eq!(read(d, "notes.txt"), "notes\nWIP\n", "{label}");
+    assert!(
+        !d.join(".git/dagexec/round.json").exists(),
+        "{label}; the round record left: {}",
+        std::fs::read_to_string(d.join(".git/dagexec/round.json")).unwrap_or_default()
+    );
+    for (i, files) in [
+        (0, &["a.txt"][..]),
+        (1, &["b/b.txt", "README.md"][..]),
+        (2, &["a.txt"][..]),
+        (3, &["d.txt"][..]),
+        (4, &["README.md", "b/b.txt"][..]),
+    ] {
+        let marker = format!("dagexec-task-{i}");
+        for f in files {
+            let content = read(d, f);
+            assert_eq!(
+                content.lines().filter(|l| *l == marker).count(),
+                1,
+                "{label}: task {i} in {f}: {content}"
+            );
+            let commits = git(
+                d,
+                &["log", "--format=%h", "-G", &format!("^{marker}$"), "--", f],
+            );
+            assert_eq!(
+                commits.lines().count(),
+                1,
+                "{label}: task {i}'s change to {f} is in exactly one commit"
+            );
         }
     }
+    kills
 }
 
 #[test]

@@ -527,58 +527,72 @@ fn a_second_run_on_the_same_repository_is_refused() {
 #[test]
 fn resume_after_a_crash_at_each_step_of_a_round() {
     let plan = example("random-40-v2.json");
-    for point in [
+    // Each point in a repository of its own, side by side (the runs mostly wait on workers).
+    let points = [
         // Round 3 runs its tasks sharing files in two groups: a crash between them.
         "between-groups:3",
         "after-workers:3",
         "before-commit:3",
         "after-commit:3",
         "in-worker",
-    ] {
-        let dir = repo(&plan, &[]);
-        let scratch = tempfile::tempdir().unwrap();
-        let mut cmd = dagexec(dir.path());
-        cmd.args(["run", "--jobs", "2"])
-            .env("DAGEXEC_DEMO_DELAY", "0");
-        let mut _keep = None;
-        if point == "in-worker" {
-            // Task 9's worker kills dagexec itself (its grandparent) in the middle of a round.
-            let (w, c) = worker(&format!(
-                r#"if [ "$DAGEXEC_TASK_INDEX" = 9 ] && [ ! -e '{marker}' ]; then touch '{marker}'; kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 1; fi
+    ];
+    std::thread::scope(|s| {
+        let runs: Vec<_> = points
+            .iter()
+            .map(|point| s.spawn(|| crash_at_and_resume(&plan, point)))
+            .collect();
+        for r in runs {
+            r.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        }
+    });
+}
+
+/// One run of `plan` crashed at `point`, and the run after it: every change once, in exactly
+/// one commit, and nothing left uncommitted.
+fn crash_at_and_resume(plan: &Value, point: &str) {
+    let dir = repo(plan, &[]);
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = dagexec(dir.path());
+    cmd.args(["run", "--jobs", "2"])
+        .env("DAGEXEC_DEMO_DELAY", "0");
+    let mut _keep = None;
+    if point == "in-worker" {
+        // Task 9's worker kills dagexec itself (its grandparent) in the middle of a round.
+        let (w, c) = worker(&format!(
+            r#"if [ "$DAGEXEC_TASK_INDEX" = 9 ] && [ ! -e '{marker}' ]; then touch '{marker}'; kill -9 "$(ps -o ppid= -p $PPID | tr -d ' ')"; sleep 1; fi
 exec {demo}"#,
-                marker = scratch.path().join("killed-once").display(),
-                demo = demo_worker()
-            ));
-            _keep = Some(w);
-            cmd.args(["--worker", &c]);
-        } else {
-            cmd.args(["--worker", &demo_worker()])
-                .env("DAGEXEC_FAILPOINT", point);
-        }
-        let o = cmd.output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            None,
-            "{point}: dagexec was killed: {}",
-            text(&o)
-        );
-        let o = run(dir.path()).worker(&demo_worker()).run();
-        let out = text(&o);
-        assert_eq!(o.status.code(), Some(0), "{point}: {out}");
-        assert_each_change_once(dir.path(), &plan, point);
-        for i in 0..40 {
-            for f in declared_files(&plan, i) {
-                let marker = format!("dagexec-task-{i}:");
-                let commits = git(dir.path(), &["log", "--format=%h", "-G", &marker, "--", &f]);
-                assert_eq!(
-                    commits.lines().count(),
-                    1,
-                    "{point}: task {i}'s change to {f} is in exactly one commit"
-                );
-            }
-        }
-        assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{point}");
+            marker = scratch.path().join("killed-once").display(),
+            demo = demo_worker()
+        ));
+        _keep = Some(w);
+        cmd.args(["--worker", &c]);
+    } else {
+        cmd.args(["--worker", &demo_worker()])
+            .env("DAGEXEC_FAILPOINT", point);
     }
+    let o = cmd.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        None,
+        "{point}: dagexec was killed: {}",
+        text(&o)
+    );
+    let o = run(dir.path()).worker(&demo_worker()).run();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{point}: {out}");
+    assert_each_change_once(dir.path(), plan, point);
+    for i in 0..40 {
+        for f in declared_files(plan, i) {
+            let marker = format!("dagexec-task-{i}:");
+            let commits = git(dir.path(), &["log", "--format=%h", "-G", &marker, "--", &f]);
+            assert_eq!(
+                commits.lines().count(),
+                1,
+                "{point}: task {i}'s change to {f} is in exactly one commit"
+            );
+        }
+    }
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "", "{point}");
 }
 
 #[test]
