@@ -7,6 +7,20 @@
 //! `GITHUB_ENV`, …), its `ACTIONS_*` service tokens and every token variable out of a child's
 //! environment, and [`FileGuard`] puts the runner's files back as they were before that code
 //! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
+//!
+//! And the async runtime a job runs on ([`crate::action::runtime`]): every job is an `async`
+//! function, driven by the one place `dagexec action` blocks on a future (`cli::action`). Blocking work
+//! inside a job — git, files, the checks' and the worker's processes waited on — stays in the
+//! job's future deliberately: blocking on it, the runtime polls that future on the command's own
+//! thread, not on one of the runtime's two worker threads, so a blocking step holds up only
+//! the job, which does one thing after another anyway, while what the job spawns (the HTTP
+//! client's connections, a worker's output readers, timers) keeps the worker threads to
+//! itself. Two pieces go to a blocking thread instead ([`crate::action::blocking`],
+//! `spawn_blocking`): the plan job, all of which is blocking work, and reading a plan from
+//! GitHub issues, which runs on a runtime of its own (a plan source is read by synchronous
+//! code as well) and so may not run inside this one. A job never blocks on a future itself:
+//! the conductor's waits between polls are `tokio::time::sleep`, and the engine's
+//! [`Executor`](crate::flow::exec::Executor) is `async` where it starts, waits and commits.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
