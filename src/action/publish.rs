@@ -11,13 +11,13 @@
 
 use super::report::{self, Links, RunStop};
 use super::rounds::Round;
-use super::runtime::{self, Context};
+use super::runtime::{self, Runner};
 use super::steering::{self, comment};
 use super::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::{
     Client,
-    ops::{CheckRun, Conclusion},
+    ops::{CompletedCheckRun, Conclusion},
 };
 use crate::flow::Ui;
 use crate::pure::plan;
@@ -38,7 +38,7 @@ pub(crate) struct Published {
 pub(crate) struct Publisher<'a> {
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
-    pub ctx: &'a Context,
+    pub ctx: &'a Runner,
     pub repo: &'a Repo,
     pub auth: &'a RemoteAuth,
     pub round: &'a Round,
@@ -415,7 +415,7 @@ impl Publisher<'_> {
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
-        c.complete_check_run(&CheckRun {
+        c.complete_check_run(&CompletedCheckRun {
             name: "dagexec",
             head_sha: &head,
             conclusion,

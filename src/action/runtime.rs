@@ -30,7 +30,7 @@ use crate::edge::github::{RepoName, Token};
 
 /// The parts of the runner's environment dagexec reads.
 #[derive(Debug, Clone, Default)]
-pub struct Context {
+pub struct Runner {
     pub repository: Option<RepoName>,
     pub api_url: String,
     pub server_url: String,
@@ -53,10 +53,10 @@ fn var(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
-impl Context {
+impl Runner {
     /// Reads the environment (missing values are empty; the commands say what they need).
-    pub fn from_env() -> Context {
-        Context {
+    pub fn from_env() -> Runner {
+        Runner {
             repository: var("GITHUB_REPOSITORY")
                 .as_deref()
                 .and_then(RepoName::parse),
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn outputs_use_delimiters_so_any_value_is_safe() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Context {
+        let ctx = Runner {
             output: Some(dir.path().join("out")),
             ..Default::default()
         };
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn run_and_artifact_urls() {
-        let ctx = Context {
+        let ctx = Runner {
             repository: RepoName::parse("o/r"),
             server_url: "https://github.com/".into(),
             run_id: "42".into(),

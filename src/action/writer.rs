@@ -23,7 +23,7 @@ pub struct Finalized {
 /// repository or token: a local try-out).
 #[derive(Clone, Copy)]
 pub struct GitHub<'a> {
-    pub ctx: &'a crate::action::runtime::Context,
+    pub ctx: &'a crate::action::runtime::Runner,
     pub client: Option<&'a crate::edge::github::Client>,
 }
 

@@ -21,8 +21,8 @@
 use std::path::Path;
 
 use crate::action::report::Links;
-use crate::action::runtime::Context;
-use crate::action::steering::comment::{self, Command, Outcome, Trigger};
+use crate::action::runtime::Runner;
+use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
     ABORT_MARKER, Queue, abort_by_marker, apply, catch_up_all, changes_plan, command_text, confirm,
     record, steer_marker, waiting_on, with_trailer,
@@ -56,7 +56,7 @@ pub enum SteerPhase {
 pub async fn run(
     root: &Path,
     inputs: &Inputs,
-    ctx: &Context,
+    ctx: &Runner,
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
     phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
@@ -82,14 +82,14 @@ pub async fn run(
     let client = client_for(&trigger)?;
     let (branch, command) =
         match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
-            Outcome::Denied => {
+            Handled::Denied => {
                 return Ok(said(format!(
                     "@{} may not run dagexec here; replied.",
                     trigger.user
                 )));
             }
-            Outcome::Replied => return Ok(said("Replied to the comment.")),
-            Outcome::Run {
+            Handled::Replied => return Ok(said("Replied to the comment.")),
+            Handled::Run {
                 head_branch,
                 command,
             } => (head_branch, command),
@@ -117,14 +117,14 @@ fn said(message: impl Into<String>) -> Steered {
 }
 
 /// The event as an `/execute` comment on a parent issue, if it is one.
-fn issue_trigger(ctx: &Context) -> Option<crate::action::steering::issue::IssueTrigger> {
+fn issue_trigger(ctx: &Runner) -> Option<crate::action::steering::issue::IssueTrigger> {
     let text = std::fs::read_to_string(ctx.event_path.as_ref()?).ok()?;
     let payload: serde_json::Value = serde_json::from_str(&text).ok()?;
     crate::action::steering::issue::classify(&ctx.event_name, &payload)
 }
 
 /// The event this job was started for: an `/execute` comment, or why it is none.
-fn read_trigger(ctx: &Context) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
+fn read_trigger(ctx: &Runner) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
     let payload: serde_json::Value = match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
             .ok()
@@ -144,12 +144,12 @@ fn read_trigger(ctx: &Context) -> Result<Result<Trigger, comment::Ignored>, Acti
 /// One command, checked: who asked, on which pull request and branch.
 struct Steer<'a> {
     inputs: &'a Inputs,
-    ctx: &'a Context,
+    ctx: &'a Runner,
     client: &'a Client,
     trigger: &'a Trigger,
     /// The pull request's head branch.
     branch: String,
-    command: Command,
+    command: SlashCommand,
 }
 
 /// The checkout of the pull request's branch, and the plan there.
@@ -204,13 +204,13 @@ impl Steer<'_> {
             Err(done) => return Ok(done),
         };
         match &self.command {
-            Command::Start => self.commit_and_start(&checkout, None, false, None).await,
-            Command::Status => self.status(&checkout.plan).await,
-            Command::Abort => self.abort(&checkout.plan).await,
-            Command::Proceed | Command::Answer { .. } | Command::Retry { .. } => {
+            SlashCommand::Start => self.commit_and_start(&checkout, None, false, None).await,
+            SlashCommand::Status => self.status(&checkout.plan).await,
+            SlashCommand::Abort => self.abort(&checkout.plan).await,
+            SlashCommand::Proceed | SlashCommand::Answer { .. } | SlashCommand::Retry { .. } => {
                 self.change(checkout).await
             }
-            Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
+            SlashCommand::Unknown(_) => unreachable!("handle replies to unknown commands"),
         }
     }
 

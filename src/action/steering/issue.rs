@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::comment::{self, Command, Identity, STATUS_MARKER, Trigger, may_run};
+use super::comment::{self, Identity, STATUS_MARKER, SlashCommand, Trigger, may_run};
 use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -28,7 +28,7 @@ use crate::sources::issues::read::{Options, ReadReport};
 /// `/execute` (or `/execute include #N …`) on a parent issue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssueTrigger {
-    /// `pr_number` is the parent issue's number; `command` is [`Command::Start`].
+    /// `pr_number` is the parent issue's number; `command` is [`SlashCommand::Start`].
     pub trigger: Trigger,
     /// Sub-issues a writer takes in (`/execute include #4 #7`).
     pub include: Vec<u64>,
@@ -68,7 +68,7 @@ pub fn classify(event_name: &str, payload: &Value) -> Option<IssueTrigger> {
             pr_number: issue["number"].as_u64()?,
             comment_id: comment["id"].as_u64()?,
             user: user.to_string(),
-            command: Command::Start,
+            command: SlashCommand::Start,
         },
         include,
     })

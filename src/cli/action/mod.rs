@@ -14,7 +14,7 @@ use crate::action::jobs::work::{self, Assignment};
 use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
-use crate::action::runtime::{self, Context};
+use crate::action::runtime::{self, Runner};
 use crate::action::writer::Finalized;
 use crate::action::{ActionError, Inputs};
 use crate::cli::Exit;
@@ -60,7 +60,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
 /// Runs an action command; the exit status (success; incomplete: the run stopped on something
 /// a person must fix; usage: dagexec could not do its job).
 pub fn run(cmd: ActionCommand) -> Exit {
-    let ctx = Context::from_env();
+    let ctx = Runner::from_env();
     match execute(cmd, &ctx) {
         Ok(code) => code,
         Err(e) => {
@@ -70,7 +70,7 @@ pub fn run(cmd: ActionCommand) -> Exit {
     }
 }
 
-fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
+fn execute(cmd: ActionCommand, ctx: &Runner) -> Result<Exit, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
     // The one place an action command blocks on a future: every job is async and runs on
@@ -79,7 +79,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
 }
 
 /// The job `cmd` names, run in the checkout at `root`.
-async fn job(cmd: ActionCommand, ctx: &Context, root: &Path) -> Result<Exit, ActionError> {
+async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, ActionError> {
     match cmd {
         ActionCommand::Plan {
             common,
@@ -180,7 +180,7 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
 /// Job `plan`: the round's next part as a job matrix, or how the run ends.
 async fn plan_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     max_parallel: u16,
     schedule: Schedule,
@@ -234,7 +234,7 @@ struct WorkGiven {
 /// Job `work`: one attempt at one task in this checkout, its files left for the upload.
 async fn work_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     job: Assignment,
     given: WorkGiven,
@@ -298,7 +298,7 @@ async fn work_job(
 /// job's `inputs` (the writer's settings, `writer`, go into them) and its `timing`.
 async fn conduct_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
     r: Round,
@@ -323,7 +323,7 @@ async fn conduct_job(
 /// artifacts' folder among them; the writer's settings, `writer`, go into them).
 async fn finalize_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
     r: &Round,
@@ -335,7 +335,7 @@ async fn finalize_job(
 }
 
 /// A writer's outputs (`conclusion`, `pr-number`) and exit status.
-fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> {
+fn writer_outputs(ctx: &Runner, done: &Finalized) -> Result<Exit, ActionError> {
     let mut outs = vec![("conclusion", done.conclusion.to_string())];
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
@@ -351,7 +351,7 @@ fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> 
 /// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
 /// GitHub App's installation token replaces the token. `None` outside a repository.
 async fn writer_client(
-    ctx: &Context,
+    ctx: &Runner,
     inputs: &mut Inputs,
     writer: &Writer,
     job: &str,
@@ -398,7 +398,7 @@ async fn writer_client(
 /// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.
 async fn steer_job(
     root: &std::path::Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     workflow: String,
     phase: SteerPhase,

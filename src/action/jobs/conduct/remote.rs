@@ -9,7 +9,7 @@ use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name, save};
 use crate::action::protocol::PlanConclusion;
 use crate::action::report::{Links, RunStop};
 use crate::action::rounds::Round;
-use crate::action::runtime::Context;
+use crate::action::runtime::Runner;
 use crate::action::{ActionError, Inputs};
 use crate::edge::github::Client;
 use crate::flow::Ui;
@@ -23,7 +23,7 @@ use crate::pure::plan::model::{Plan, Status};
 /// request and status comment moved with it.
 pub(super) struct Remote<'a> {
     pub(super) client: &'a Client,
-    pub(super) ctx: &'a Context,
+    pub(super) ctx: &'a Runner,
     pub(super) repo: &'a crate::edge::git::Repo,
     pub(super) auth: &'a crate::edge::git::RemoteAuth,
     pub(super) inputs: &'a Inputs,

@@ -28,7 +28,7 @@ use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Publisher;
 use crate::action::report::{self, Links, RunStop};
-use crate::action::runtime::Context;
+use crate::action::runtime::Runner;
 use crate::action::writer::{Finalized, WriterJob, stale};
 use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
@@ -51,7 +51,7 @@ use part::{integrate_part, saved_logs};
 pub async fn run(
     root: &Path,
     inputs: &Inputs,
-    ctx: &Context,
+    ctx: &Runner,
     round: &Round,
     client: Option<&Client>,
 ) -> Result<Finalized, ActionError> {
@@ -83,7 +83,7 @@ struct Finalize<'a> {
     /// folder prepares): what a redirected run is started with.
     given: &'a Inputs,
     round: &'a Round,
-    ctx: &'a Context,
+    ctx: &'a Runner,
     client: Option<&'a Client>,
     links: Links,
 }
