@@ -241,6 +241,16 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ActionError> {
         .map_err(|e| ActionError::Input(format!("cannot start the async runtime: {e}")))
 }
 
+/// Runs blocking `work` (a plan source that reads GitHub on a runtime of its own) on the
+/// runtime's blocking threads, so it neither starves nor nests in the job's runtime; a panic
+/// in it stays a panic.
+pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
 /// The inputs of a `workflow_dispatch` that runs the plan of `inputs` on `branch` (a
 /// conductor's task run adds `task`, `attempt` and `base`), with `build`, the SHA-256 of this
 /// binary, when known: the pin the started run's jobs check a restored build against. Only

@@ -11,13 +11,13 @@
 
 use super::report::{self, Links, RunStop};
 use super::rounds::Round;
-use super::runtime::{self, Context};
+use super::runtime::{self, Runner};
 use super::steering::{self, comment};
 use super::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::{
     Client,
-    ops::{CheckRun, Conclusion},
+    ops::{CompletedCheckRun, Conclusion},
 };
 use crate::flow::Ui;
 use crate::pure::plan;
@@ -36,10 +36,9 @@ pub(crate) struct Published {
 /// What finalize ends a round with: where it pushes and whom it tells.
 #[derive(Clone, Copy)]
 pub(crate) struct Publisher<'a> {
-    pub rt: &'a tokio::runtime::Runtime,
     /// `None` without a GitHub repository (a local try-out).
     pub client: Option<&'a Client>,
-    pub ctx: &'a Context,
+    pub ctx: &'a Runner,
     pub repo: &'a Repo,
     pub auth: &'a RemoteAuth,
     pub round: &'a Round,
@@ -88,10 +87,8 @@ impl Publisher<'_> {
     /// committed that carries on, so nothing more is done. Otherwise (the branch moved by
     /// hand) a fresh round plans from where it stands now, unless `/execute abort` asked
     /// to stop.
-    fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
-        let Publisher {
-            rt, round, inputs, ..
-        } = *self;
+    async fn stale(&self, c: &Client, ours: &plan::model::Plan) -> Result<Published, ActionError> {
+        let Publisher { round, inputs, .. } = *self;
         let plan_path = self.repo.root().join(&inputs.plan_rel);
         // With a round open (one that takes several runs, see `rounds`), the branch is
         // further when it holds a later part of the round or its end than the base this run
@@ -121,19 +118,19 @@ impl Publisher<'_> {
                 ..Published::default()
             });
         }
-        let pr = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number);
+        let pr = c.find_pull(&round.branch).await?.map(|p| p.number);
         let aborted = match pr {
             Some(n) => {
                 let me = comment::Identity {
                     app_id: inputs.app_id,
                 };
-                let marked = rt.block_on(comment::trusted_marked(c, n, me))?;
-                rt.block_on(steering::abort_confirmed(c, n, &marked))?
+                let marked = comment::trusted_marked(c, n, me).await?;
+                steering::abort_confirmed(c, n, &marked).await?
             }
             None => false,
         };
         if !aborted {
-            self.dispatch(c)?;
+            self.dispatch(c).await?;
             self.ui.say(format!(
                 "Dispatched a fresh round on {} to plan from where it stands.",
                 round.branch
@@ -148,11 +145,10 @@ impl Publisher<'_> {
     }
 
     /// Starts the next round on the execution branch.
-    fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
+    async fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
         let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
-        self.rt
-            .block_on(c.dispatch(workflow, branch, &inputs_json))?;
+        c.dispatch(workflow, branch, &inputs_json).await?;
         Ok(())
     }
 
@@ -162,7 +158,7 @@ impl Publisher<'_> {
     /// asked to stop, the one status comment, and the `dagexec` check run on a stop or
     /// completion (ready for review on completion). Every comment is found again by its
     /// marker, so a re-run finalize creates nothing twice.
-    pub(super) fn finish(
+    pub(super) async fn finish(
         &self,
         plan: &plan::model::Plan,
         links: &Links,
@@ -172,7 +168,7 @@ impl Publisher<'_> {
     ) -> Result<Published, ActionError> {
         let pushed = self.push()?;
         if let (false, Some(c)) = (pushed, self.client) {
-            return self.stale(c, plan);
+            return self.stale(c, plan).await;
         }
         // The crash tests' kill -9 between a push and its publication (`final-push` when the
         // run stops or completes).
@@ -185,7 +181,7 @@ impl Publisher<'_> {
             }
             return Ok(Published::default());
         };
-        let pr = self.pull_request(c, plan, links, stop)?;
+        let pr = self.pull_request(c, plan, links, stop).await?;
         println!("Pull request #{}: {}", pr.number, pr.html_url);
         let n = pr.number;
         // Only comments dagexec wrote itself are its state; a marked comment by anyone else
@@ -193,7 +189,7 @@ impl Publisher<'_> {
         let me = comment::Identity {
             app_id: self.inputs.app_id,
         };
-        let marked = self.rt.block_on(comment::trusted_marked(c, n, me))?;
+        let marked = comment::trusted_marked(c, n, me).await?;
         for other in &marked.ignored {
             println!(
                 "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
@@ -204,16 +200,17 @@ impl Publisher<'_> {
             client: c,
             number: n,
         };
-        self.ask(at, plan, &marked, preflight)?;
-        let aborted = self.rt.block_on(steering::abort_confirmed(c, n, &marked))?;
+        self.ask(at, plan, &marked, preflight).await?;
+        let aborted = steering::abort_confirmed(c, n, &marked).await?;
         let dispatched = more && !aborted;
         if dispatched {
-            self.dispatch(c)?;
+            self.dispatch(c).await?;
         }
-        self.write_status(at, plan, links, &marked, more && aborted)?;
-        self.write_back_issues(at, plan, links)?;
+        self.write_status(at, plan, links, &marked, more && aborted)
+            .await?;
+        self.write_back_issues(at, plan, links).await?;
         if let Some(s) = stop {
-            self.check_run(c, plan, s, &pr)?;
+            self.check_run(c, plan, s, &pr).await?;
         }
         Ok(Published {
             pr: Some(n),
@@ -225,7 +222,7 @@ impl Publisher<'_> {
 
     /// The pull request of the branch, its body brought up to date; opened as a draft on the
     /// first round.
-    fn pull_request(
+    async fn pull_request(
         &self,
         c: &Client,
         plan: &plan::model::Plan,
@@ -241,7 +238,7 @@ impl Publisher<'_> {
                 .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge),
         };
         let body = report::pr_body(plan, round.round, links, stop, ran);
-        let pr = self.rt.block_on(async {
+        let pr = async {
             if let Some(pr) = c.find_pull(&round.branch).await? {
                 c.update_pull_body(pr.number, &body).await?;
                 Ok::<_, crate::edge::github::ApiError>(pr)
@@ -268,12 +265,13 @@ impl Publisher<'_> {
                     other => other,
                 }
             }
-        })?;
+        }
+        .await?;
         Ok(pr)
     }
 
     /// One comment per open question on the pull request, and the pre-flight question.
-    fn ask(
+    async fn ask(
         &self,
         at: Pr<'_>,
         plan: &plan::model::Plan,
@@ -284,7 +282,7 @@ impl Publisher<'_> {
             client: c,
             number: n,
         } = at;
-        self.rt.block_on(async {
+        async {
             for (i, q) in crate::pure::question::open(plan) {
                 let text = steering::question_comment(
                     i,
@@ -306,13 +304,14 @@ impl Publisher<'_> {
                 .await?;
             }
             Ok::<_, crate::edge::github::ApiError>(())
-        })?;
+        }
+        .await?;
         Ok(())
     }
 
     /// The one status comment on the pull request (`stopped`: work waits, but `/execute abort`
     /// stopped it).
-    fn write_status(
+    async fn write_status(
         &self,
         at: Pr<'_>,
         plan: &plan::model::Plan,
@@ -324,7 +323,7 @@ impl Publisher<'_> {
             client: c,
             number: n,
         } = at;
-        let (rt, round) = (self.rt, self.round);
+        let round = self.round;
         let (_, part) = super::rounds::position(plan);
         let waiting = if stopped && part > 0 {
             format!(
@@ -340,8 +339,9 @@ impl Publisher<'_> {
             steering::waiting_on(plan)
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
-        let status_id =
-            rt.block_on(c.upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own))?;
+        let status_id = c
+            .upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own)
+            .await?;
         // The abort is consumed: any other status comment of dagexec's that asked for it (the
         // comment job writes as GitHub Actions, a finalize with an App as the App) says so.
         for other in marked.own.iter().filter(|o| {
@@ -349,7 +349,7 @@ impl Publisher<'_> {
                 && o.starts_with(comment::STATUS_MARKER)
                 && o.body.contains(steering::ABORT_MARKER)
         }) {
-            rt.block_on(c.update_comment(other.id, &status))?;
+            c.update_comment(other.id, &status).await?;
         }
         Ok(())
     }
@@ -357,7 +357,7 @@ impl Publisher<'_> {
     /// A plan made of issues: the status on the parent issue too, and a note on the sub-issue
     /// of each task with an open question (asked on the pull request). Nothing else is
     /// written to the issues: they close when the pull request merges.
-    fn write_back_issues(
+    async fn write_back_issues(
         &self,
         at: Pr<'_>,
         plan: &plan::model::Plan,
@@ -385,33 +385,29 @@ impl Publisher<'_> {
                 format!("{left_out}\n")
             }
         );
-        let marked = self.rt.block_on(comment::trusted_marked(c, parent, me))?;
-        self.rt.block_on(c.upsert_marked_comment(
-            parent,
-            comment::STATUS_MARKER,
-            &status,
-            &marked.own,
-        ))?;
+        let marked = comment::trusted_marked(c, parent, me).await?;
+        c.upsert_marked_comment(parent, comment::STATUS_MARKER, &status, &marked.own)
+            .await?;
         for (task, issue, note) in write_back::question_notes(plan, &repo, n) {
             let marker = steering::question_marker(&task.to_string());
-            let marked = self.rt.block_on(comment::trusted_marked(c, issue, me))?;
+            let marked = comment::trusted_marked(c, issue, me).await?;
             let text = format!("{marker}\n{note}");
-            self.rt
-                .block_on(c.upsert_marked_comment(issue, &marker, &text, &marked.own))?;
+            c.upsert_marked_comment(issue, &marker, &text, &marked.own)
+                .await?;
         }
         Ok(())
     }
 
     /// The `dagexec` check run for stop `s` (and the pull request ready for review on
     /// completion).
-    fn check_run(
+    async fn check_run(
         &self,
         c: &Client,
         plan: &plan::model::Plan,
         s: &RunStop,
         pr: &crate::edge::github::ops::PullRequest,
     ) -> Result<(), ActionError> {
-        let (rt, ctx) = (self.rt, self.ctx);
+        let ctx = self.ctx;
         let (title, summary) = report::check_run_text(plan, s, &self.round.branch);
         let conclusion = match s {
             RunStop::Completed => Conclusion::Success,
@@ -419,14 +415,15 @@ impl Publisher<'_> {
             _ => Conclusion::Failure,
         };
         let head = self.repo.head()?;
-        rt.block_on(c.complete_check_run(&CheckRun {
+        c.complete_check_run(&CompletedCheckRun {
             name: "dagexec",
             head_sha: &head,
             conclusion,
             title: &title,
             summary: &summary,
             details_url: ctx.run_url().as_deref(),
-        }))?;
+        })
+        .await?;
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
                 runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
@@ -434,7 +431,7 @@ impl Publisher<'_> {
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }
         if *s == RunStop::Completed && pr.draft {
-            rt.block_on(c.mark_ready(pr))?;
+            c.mark_ready(pr).await?;
             println!("Marked #{} ready for review.", pr.number);
         }
         Ok(())

@@ -354,7 +354,7 @@ pub fn check_run_text(plan: &Plan, stop: &RunStop, branch: &str) -> (String, Str
     s.push('\n');
     s.push_str(&summary::final_summary_for(
         plan,
-        summary::Reader::PullRequest,
+        summary::Audience::PullRequest,
     ));
     (title, s)
 }

@@ -7,6 +7,20 @@
 //! `GITHUB_ENV`, …), its `ACTIONS_*` service tokens and every token variable out of a child's
 //! environment, and [`FileGuard`] puts the runner's files back as they were before that code
 //! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
+//!
+//! And the async runtime a job runs on ([`crate::action::runtime`]): every job is an `async`
+//! function, driven by the one place `dagexec action` blocks on a future (`cli::action`). Blocking work
+//! inside a job — git, files, the checks' and the worker's processes waited on — stays in the
+//! job's future deliberately: blocking on it, the runtime polls that future on the command's own
+//! thread, not on one of the runtime's two worker threads, so a blocking step holds up only
+//! the job, which does one thing after another anyway, while what the job spawns (the HTTP
+//! client's connections, a worker's output readers, timers) keeps the worker threads to
+//! itself. Two pieces go to a blocking thread instead ([`crate::action::blocking`],
+//! `spawn_blocking`): the plan job, all of which is blocking work, and reading a plan from
+//! GitHub issues, which runs on a runtime of its own (a plan source is read by synchronous
+//! code as well) and so may not run inside this one. A job never blocks on a future itself:
+//! the conductor's waits between polls are `tokio::time::sleep`, and the engine's
+//! [`Executor`](crate::flow::exec::Executor) is `async` where it starts, waits and commits.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -16,7 +30,7 @@ use crate::edge::github::{RepoName, Token};
 
 /// The parts of the runner's environment dagexec reads.
 #[derive(Debug, Clone, Default)]
-pub struct Context {
+pub struct Runner {
     pub repository: Option<RepoName>,
     pub api_url: String,
     pub server_url: String,
@@ -39,10 +53,10 @@ fn var(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
-impl Context {
+impl Runner {
     /// Reads the environment (missing values are empty; the commands say what they need).
-    pub fn from_env() -> Context {
-        Context {
+    pub fn from_env() -> Runner {
+        Runner {
             repository: var("GITHUB_REPOSITORY")
                 .as_deref()
                 .and_then(RepoName::parse),
@@ -281,7 +295,7 @@ mod tests {
     #[test]
     fn outputs_use_delimiters_so_any_value_is_safe() {
         let dir = tempfile::tempdir().unwrap();
-        let ctx = Context {
+        let ctx = Runner {
             output: Some(dir.path().join("out")),
             ..Default::default()
         };
@@ -300,7 +314,7 @@ mod tests {
 
     #[test]
     fn run_and_artifact_urls() {
-        let ctx = Context {
+        let ctx = Runner {
             repository: RepoName::parse("o/r"),
             server_url: "https://github.com/".into(),
             run_id: "42".into(),

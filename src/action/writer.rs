@@ -19,13 +19,12 @@ pub struct Finalized {
     pub failed: bool,
 }
 
-/// Where a writer of the branch reports: the run's context, the API (`None` without a
-/// repository or token: a local try-out), and the runtime its calls run on.
+/// Where a writer of the branch reports: the run's context and the API (`None` without a
+/// repository or token: a local try-out).
 #[derive(Clone, Copy)]
 pub struct GitHub<'a> {
-    pub ctx: &'a crate::action::runtime::Context,
+    pub ctx: &'a crate::action::runtime::Runner,
     pub client: Option<&'a crate::edge::github::Client>,
-    pub rt: &'a tokio::runtime::Runtime,
 }
 
 /// What a job that writes the branch (finalize, conduct) starts from: the checkout at the

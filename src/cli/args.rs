@@ -181,7 +181,7 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Format {
+pub(crate) enum GraphFormatArg {
     Mermaid,
     Dot,
 }
@@ -361,8 +361,8 @@ pub(crate) struct DemoArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct GraphArgs {
     /// mermaid (renders in GitHub markdown) or dot (Graphviz).
-    #[arg(long, value_enum, default_value_t = Format::Mermaid)]
-    pub(crate) format: Format,
+    #[arg(long, value_enum, default_value_t = GraphFormatArg::Mermaid)]
+    pub(crate) format: GraphFormatArg,
 }
 
 /// The arguments of `dagexec simulate`.

@@ -123,7 +123,7 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
         }
     };
     // Dropping `group` SIGKILLs the whole group: the final sweep on every way out.
-    let group = Group {
+    let group = ProcessGroup {
         pgid: child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -236,7 +236,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
 /// drained for a moment after its group is killed, so its output is kept too).
 async fn supervise(
     child: &mut Child,
-    group: &Group,
+    group: &ProcessGroup,
     pumps: impl Future<Output = ((), ())>,
     feed: impl Future<Output = ()>,
     timeout: Duration,
@@ -430,12 +430,12 @@ impl Tail {
 }
 
 /// The worker's process group and tag; everything in either is `SIGKILLed` when dropped.
-struct Group {
+struct ProcessGroup {
     pgid: Option<Pid>,
     tag: String,
 }
 
-impl Group {
+impl ProcessGroup {
     fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
             // ESRCH (an empty group) is the normal case after a clean exit.
@@ -449,7 +449,7 @@ impl Group {
     }
 }
 
-impl Drop for Group {
+impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.kill();
     }

@@ -36,7 +36,6 @@ pub(crate) struct Local<'a> {
     pub cancel: &'a tokio::sync::watch::Receiver<bool>,
     /// The signal that set `cancel` (`SIGINT`: Ctrl-C; `SIGTERM`).
     pub stopped_by: &'a std::sync::OnceLock<&'static str>,
-    pub rt: &'a tokio::runtime::Runtime,
     pub running: JoinSet<Result<AttemptEnd, crate::edge::git::GitError>>,
     /// The round being built (the patches staged so far).
     pub build: RoundBuild,
@@ -76,7 +75,7 @@ impl Executor for Local<'_> {
         save(plan, self.opts)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
+    async fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
         let base = if let Some(b) = &self.base {
             b.clone()
         } else {
@@ -124,21 +123,19 @@ impl Executor for Local<'_> {
             subject: plan.tasks[start.task].subject.clone(),
             run: None,
         });
-        self.running.spawn_on(
-            attempt::run(
-                self.repo.clone(),
-                self.pool.clone(),
-                input,
-                self.cancel.clone(),
-            ),
-            self.rt.handle(),
-        );
+        // On the runtime the run's loop is driven on (see `local::run`).
+        self.running.spawn(attempt::run(
+            self.repo.clone(),
+            self.pool.clone(),
+            input,
+            self.cancel.clone(),
+        ));
         Ok(())
     }
 
-    fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, RunError> {
+    async fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, RunError> {
         let mut arrivals = Arrivals::default();
-        let mut next = self.rt.block_on(self.running.join_next());
+        let mut next = self.running.join_next().await;
         while let Some(joined) = next.take().or_else(|| self.running.try_join_next()) {
             match joined.expect("attempts do not panic")? {
                 AttemptEnd::Cancelled => arrivals.cancelled = true,
@@ -196,7 +193,7 @@ impl Executor for Local<'_> {
             .collect()
     }
 
-    fn commit(
+    async fn commit(
         &mut self,
         plan: &mut Plan,
         tasks: &[usize],
@@ -237,30 +234,34 @@ impl Executor for Local<'_> {
 
 /// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending
 /// or in flight, the breaker trips, the budget is spent, or Ctrl-C.
-pub(crate) fn run(
+pub(crate) async fn run(
     mut local: Local<'_>,
     conflicts: &Conflicts,
     plan: &mut Plan,
     round: u32,
 ) -> Result<RunEnd, RunError> {
-    let (repo, pool, dag, opts, ui, rt) = (
-        local.repo, local.pool, local.dag, local.opts, local.ui, local.rt,
-    );
+    let (repo, pool, dag, opts, ui) = (local.repo, local.pool, local.dag, local.opts, local.ui);
     let budget = opts.settings.max_cost;
     let (ending, _) = match opts.settings.schedule {
-        Schedule::Eager => Eager {
-            dag,
-            conflicts,
-            budget,
+        Schedule::Eager => {
+            Eager {
+                dag,
+                conflicts,
+                budget,
+            }
+            .run(&mut local, plan, round, [])
+            .await?
         }
-        .run(&mut local, plan, round, [])?,
-        schedule => RoundLoop {
-            dag,
-            conflicts,
-            budget,
-            schedule,
+        schedule => {
+            RoundLoop {
+                dag,
+                conflicts,
+                budget,
+                schedule,
+            }
+            .run(&mut local, plan, round)
+            .await?
         }
-        .run(&mut local, plan, round)?,
     };
     let eager = opts.settings.schedule == Schedule::Eager;
     match ending {
@@ -278,7 +279,7 @@ pub(crate) fn run(
         Ending::Ended(end) => {
             // Stop what is still running (eager): its workers' groups are killed and their
             // worktrees removed; their tasks stay in progress for a resume.
-            rt.block_on(local.running.shutdown());
+            local.running.shutdown().await;
             finish(repo, plan, opts, ui, Some(end))
         }
         Ending::Interrupted { committed: true } => {

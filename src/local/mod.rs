@@ -100,14 +100,15 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         scratch: scratch.path(),
         cancel: &cancel_rx,
         stopped_by: &stopped_by,
-        rt: &runtime,
         running: tokio::task::JoinSet::new(),
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
         ledger: (opts.settings.overlap == crate::pure::overlap::Policy::Merge)
             .then(crate::flow::merge::Ledger::default),
     };
-    executor::run(local, &conflicts, &mut plan, round)
+    // The one place a local run blocks on a future: the loop, which drives the attempts
+    // (tasks of `runtime`); its blocking steps (git, the plan file) hold up only the loop.
+    runtime.block_on(executor::run(local, &conflicts, &mut plan, round))
 }
 
 /// Before `run` reads the work tree's plan as gone (archived, or never written): a round

@@ -14,7 +14,7 @@ pub enum Package {
 
 /// One agent CLI dagexec knows by name.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Agent {
+pub struct AgentCli {
     /// The name `--worker` accepts (`claude`).
     pub name: &'static str,
     /// Said in prompts, step names and messages (`Claude Code`).
@@ -57,8 +57,8 @@ pub const GEMINI_COMMAND: &str =
 pub const AIDER_COMMAND: &str = "aider --yes-always --no-auto-commits --no-check-update --no-show-model-warnings --message-file /dev/stdin";
 
 /// Every agent CLI dagexec knows by name, in the order they are offered.
-pub static AGENTS: [Agent; 4] = [
-    Agent {
+pub static AGENTS: [AgentCli; 4] = [
+    AgentCli {
         name: "claude",
         label: "Claude Code",
         version: CLAUDE_CODE_VERSION,
@@ -70,7 +70,7 @@ pub static AGENTS: [Agent; 4] = [
         env: &[("CLAUDE_CODE_MAX_RETRIES", "3")],
         setup: None,
     },
-    Agent {
+    AgentCli {
         name: "codex",
         label: "Codex CLI",
         version: CODEX_VERSION,
@@ -80,7 +80,7 @@ pub static AGENTS: [Agent; 4] = [
         env: &[],
         setup: None,
     },
-    Agent {
+    AgentCli {
         name: "gemini",
         label: "Gemini CLI",
         version: GEMINI_CLI_VERSION,
@@ -93,7 +93,7 @@ pub static AGENTS: [Agent; 4] = [
             "mkdir -p ~/.gemini && echo '{\"general\":{\"maxAttempts\":3}}' > ~/.gemini/settings.json",
         ),
     },
-    Agent {
+    AgentCli {
         name: "aider",
         label: "Aider",
         version: AIDER_VERSION,
@@ -106,7 +106,7 @@ pub static AGENTS: [Agent; 4] = [
 ];
 
 /// The agent `name` names (`claude`, surrounding blanks ignored), if it names one.
-pub fn named(name: &str) -> Option<&'static Agent> {
+pub fn named(name: &str) -> Option<&'static AgentCli> {
     let name = name.trim();
     AGENTS.iter().find(|a| a.name == name)
 }
@@ -117,8 +117,8 @@ pub fn command_of(worker: &str) -> String {
     named(worker).map_or_else(|| worker.to_string(), |a| a.command.to_string())
 }
 
-impl Agent {
-    /// The install command, pinned to [`Agent::version`], with its setup after it.
+impl AgentCli {
+    /// The install command, pinned to [`AgentCli::version`], with its setup after it.
     pub fn install(&self) -> String {
         let install = match self.package {
             Package::Npm(p) => format!(

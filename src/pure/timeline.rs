@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use crate::pure::engine::Schedule;
 use crate::pure::plan::model::Plan;
 use crate::pure::simulate::render::{Bar, chart, human, schedule_name};
-use crate::pure::simulate::{Place, Prediction, Setting, Source};
+use crate::pure::simulate::{Origin, Place, Prediction, Setting};
 use crate::pure::usage::Outcome;
 
 /// Most attempts the pull request body's and job summary's chart draws (the latest).
@@ -206,7 +206,7 @@ pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
     let guessed = times
         .tasks
         .iter()
-        .filter(|t| t.source != Source::History)
+        .filter(|t| t.source != Origin::History)
         .count();
     Some(Predicted {
         prediction,

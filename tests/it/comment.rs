@@ -5,7 +5,7 @@
 use crate::common::fake_github;
 
 use dagexec::action::steering::comment::{
-    self, Command, Outcome, STATUS_MARKER, Trigger, classify, handle,
+    self, Handled, STATUS_MARKER, SlashCommand, Trigger, classify, handle,
 };
 use dagexec::edge::github::{Client, RepoName, Token};
 use fake_github::FakeGitHub;
@@ -51,7 +51,7 @@ async fn setup(head: &str) -> (FakeGitHub, Client) {
 }
 
 /// What the action's `comment` command does with an event: classify, then handle.
-async fn on_event(client: &Client, event: &str, payload: &Value) -> Option<Outcome> {
+async fn on_event(client: &Client, event: &str, payload: &Value) -> Option<Handled> {
     match classify(event, payload) {
         Ok(trigger) => Some(handle(client, &trigger).await.expect("handled")),
         Err(why) => {
@@ -72,9 +72,9 @@ async fn a_collaborators_execute_is_acknowledged_and_runs_on_the_head_branch() {
     let out = on_event(&client, "issue_comment", &pr_comment("/execute")).await;
     assert_eq!(
         out,
-        Some(Outcome::Run {
+        Some(Handled::Run {
             head_branch: "dagexec/add-auth".into(),
-            command: Command::Start,
+            command: SlashCommand::Start,
         })
     );
     let state = gh.state();
@@ -98,13 +98,13 @@ async fn a_collaborators_execute_is_acknowledged_and_runs_on_the_head_branch() {
     gh.set_permission("Codertocat", "admin");
     let body = "/execute answer 2 Use Postgres;\r\n`$(rm -rf /)` stays text";
     let out = on_event(&client, "issue_comment", &pr_comment(body)).await;
-    let command = Command::Answer {
+    let command = SlashCommand::Answer {
         task: "2".into(),
         text: "Use Postgres;\n`$(rm -rf /)` stays text".into(),
     };
     assert_eq!(
         out,
-        Some(Outcome::Run {
+        Some(Handled::Run {
             head_branch: "dagexec/add-auth".into(),
             command,
         })
@@ -119,7 +119,7 @@ async fn without_write_access_there_is_one_reply_and_nothing_else() {
         gh.set_permission("Codertocat", role);
         let before = gh.requests().len();
         let out = on_event(&client, "issue_comment", &pr_comment("/execute abort")).await;
-        assert_eq!(out, Some(Outcome::Denied), "{role}");
+        assert_eq!(out, Some(Handled::Denied), "{role}");
         assert_eq!(
             ops(&gh)[before..],
             [
@@ -175,7 +175,7 @@ async fn bots_edits_and_issue_comments_make_no_call_at_all() {
 async fn an_unknown_command_is_answered_with_the_list() {
     let (gh, client) = setup("dagexec/add-auth").await;
     let out = on_event(&client, "issue_comment", &pr_comment("/execute bogus")).await;
-    assert_eq!(out, Some(Outcome::Replied));
+    assert_eq!(out, Some(Handled::Replied));
     let state = gh.state();
     assert_eq!(state.reactions.len(), 1);
     assert_eq!(state.comments.len(), 1);
@@ -190,7 +190,7 @@ async fn an_unknown_command_is_answered_with_the_list() {
 async fn a_fork_or_closed_pull_request_is_refused_with_a_reply() {
     let (gh, client) = setup("someone:feature").await;
     let out = on_event(&client, "issue_comment", &pr_comment("/execute")).await;
-    assert_eq!(out, Some(Outcome::Replied));
+    assert_eq!(out, Some(Handled::Replied));
     assert!(gh.state().comments[0].body.contains("fork"));
     gh.assert_clean();
 
@@ -202,7 +202,7 @@ async fn a_fork_or_closed_pull_request_is_refused_with_a_reply() {
         .await
         .unwrap();
     let trigger: Trigger = classify("issue_comment", &pr_comment("/execute status")).unwrap();
-    assert_eq!(handle(&client, &trigger).await.unwrap(), Outcome::Replied);
+    assert_eq!(handle(&client, &trigger).await.unwrap(), Handled::Replied);
     assert!(gh.state().comments[0].body.contains("closed"));
     gh.assert_clean();
 }

@@ -6,7 +6,7 @@ use crate::common::fake_github;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dagexec::edge::github::app::installation_token;
-use dagexec::edge::github::ops::CheckRun;
+use dagexec::edge::github::ops::CompletedCheckRun;
 use dagexec::edge::github::{ApiError, Client, RepoName, Token};
 use fake_github::FakeGitHub;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -359,7 +359,7 @@ async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
     assert!(!gh.state().pulls[0].draft);
 
     let id = c
-        .complete_check_run(&CheckRun {
+        .complete_check_run(&CompletedCheckRun {
             name: "dagexec",
             head_sha: "abc123",
             conclusion: Conclusion::Failure,
@@ -378,7 +378,7 @@ async fn every_operation_sends_its_documented_request_and_reads_the_answer() {
             "details_url": "https://x/1"})
         )
     );
-    c.complete_check_run(&CheckRun {
+    c.complete_check_run(&CompletedCheckRun {
         name: "dagexec",
         head_sha: "abc123",
         conclusion: Conclusion::Success,
@@ -466,7 +466,7 @@ async fn an_answer_without_a_needed_field_names_it() {
     assert!(e.starts_with("pulls/get: ") && e.contains("head"), "{e}");
     gh.fail_next("checks/create", 201, &[], json!({"id": "five"}));
     let e = c
-        .complete_check_run(&CheckRun {
+        .complete_check_run(&CompletedCheckRun {
             name: "n",
             head_sha: "abc",
             conclusion: dagexec::edge::github::ops::Conclusion::Neutral,

@@ -349,7 +349,7 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
     let err = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
     let mut items: Vec<String> = crate::pure::agents::AGENTS
         .iter()
-        .map(crate::pure::agents::Agent::offer)
+        .map(crate::pure::agents::AgentCli::offer)
         .collect();
     items.push("Another command (installed by your own step)".to_string());
     let pick = Select::new()

@@ -3,7 +3,7 @@
 //! pinned version with its secret and environment, or any command.
 
 use super::InitError;
-use crate::pure::agents::{self, Agent};
+use crate::pure::agents::{self, AgentCli};
 
 pub use crate::pure::agents::{
     AIDER_VERSION, CLAUDE_CODE_VERSION, CLAUDE_COMMAND, CODEX_COMMAND, CODEX_VERSION,
@@ -14,7 +14,7 @@ pub use crate::pure::agents::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Worker {
     /// A CLI of [`agents::AGENTS`].
-    Named(&'static Agent),
+    Named(&'static AgentCli),
     Command(String),
 }
 

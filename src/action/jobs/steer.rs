@@ -21,8 +21,8 @@
 use std::path::Path;
 
 use crate::action::report::Links;
-use crate::action::runtime::Context;
-use crate::action::steering::comment::{self, Command, Outcome, Trigger};
+use crate::action::runtime::Runner;
+use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
     ABORT_MARKER, Queue, abort_by_marker, apply, catch_up_all, changes_plan, command_text, confirm,
     record, steer_marker, waiting_on, with_trailer,
@@ -53,12 +53,11 @@ pub enum SteerPhase {
 }
 
 /// Handles the event at `ctx.event_path` in the checkout at `root`.
-pub fn run(
+pub async fn run(
     root: &Path,
     inputs: &Inputs,
-    ctx: &Context,
+    ctx: &Runner,
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
-    rt: &tokio::runtime::Runtime,
     phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
     let trigger = match read_trigger(ctx)? {
@@ -67,7 +66,8 @@ pub fn run(
         Err(comment::Ignored::NotAPullRequest(_)) if let Some(t) = issue_trigger(ctx) => {
             let client = client_for(&t.trigger)?;
             let apply = phase == SteerPhase::Apply;
-            let done = crate::action::steering::issue::run(root, inputs, &t, &client, rt, apply)?;
+            let done =
+                crate::action::steering::issue::run(root, inputs, &t, &client, apply).await?;
             return Ok(Steered {
                 message: done.message,
                 dispatched: done.dispatched,
@@ -80,36 +80,32 @@ pub fn run(
         return Ok(said("The comment job handled this command."));
     }
     let client = client_for(&trigger)?;
-    let (branch, command) = match rt.block_on(comment::handle_as(
-        &client,
-        &trigger,
-        phase == SteerPhase::Route,
-    ))? {
-        Outcome::Denied => {
-            return Ok(said(format!(
-                "@{} may not run dagexec here; replied.",
-                trigger.user
-            )));
-        }
-        Outcome::Replied => return Ok(said("Replied to the comment.")),
-        Outcome::Run {
-            head_branch,
-            command,
-        } => (head_branch, command),
-    };
+    let (branch, command) =
+        match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
+            Handled::Denied => {
+                return Ok(said(format!(
+                    "@{} may not run dagexec here; replied.",
+                    trigger.user
+                )));
+            }
+            Handled::Replied => return Ok(said("Replied to the comment.")),
+            Handled::Run {
+                head_branch,
+                command,
+            } => (head_branch, command),
+        };
     let job = Steer {
         inputs,
         ctx,
         client: &client,
-        rt,
         trigger: &trigger,
         branch,
         command,
     };
     if phase == SteerPhase::Route && changes_plan(&job.command) {
-        return job.queue();
+        return job.queue().await;
     }
-    job.act(root)
+    job.act(root).await
 }
 
 /// A [`Steered`] that only says `message`.
@@ -121,14 +117,14 @@ fn said(message: impl Into<String>) -> Steered {
 }
 
 /// The event as an `/execute` comment on a parent issue, if it is one.
-fn issue_trigger(ctx: &Context) -> Option<crate::action::steering::issue::IssueTrigger> {
+fn issue_trigger(ctx: &Runner) -> Option<crate::action::steering::issue::IssueTrigger> {
     let text = std::fs::read_to_string(ctx.event_path.as_ref()?).ok()?;
     let payload: serde_json::Value = serde_json::from_str(&text).ok()?;
     crate::action::steering::issue::classify(&ctx.event_name, &payload)
 }
 
 /// The event this job was started for: an `/execute` comment, or why it is none.
-fn read_trigger(ctx: &Context) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
+fn read_trigger(ctx: &Runner) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
     let payload: serde_json::Value = match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
             .ok()
@@ -148,13 +144,12 @@ fn read_trigger(ctx: &Context) -> Result<Result<Trigger, comment::Ignored>, Acti
 /// One command, checked: who asked, on which pull request and branch.
 struct Steer<'a> {
     inputs: &'a Inputs,
-    ctx: &'a Context,
+    ctx: &'a Runner,
     client: &'a Client,
-    rt: &'a tokio::runtime::Runtime,
     trigger: &'a Trigger,
     /// The pull request's head branch.
     branch: String,
-    command: Command,
+    command: SlashCommand,
 }
 
 /// The checkout of the pull request's branch, and the plan there.
@@ -178,24 +173,20 @@ impl Steer<'_> {
     /// writes the branch next applies it (the steer job, or — when GitHub cancels that
     /// pending job because a round got there first — the running round's writer). Found
     /// again by its marker, so a re-run of this job queues nothing twice.
-    fn queue(&self) -> Result<Steered, ActionError> {
-        let (rt, client, trigger, branch) = (self.rt, self.client, self.trigger, &self.branch);
+    async fn queue(&self) -> Result<Steered, ActionError> {
+        let (client, trigger, branch) = (self.client, self.trigger, &self.branch);
         let marker = steer_marker(trigger.comment_id);
-        let own = rt
-            .block_on(comment::trusted_marked(
-                client,
-                trigger.pr_number,
-                self.me(),
-            ))?
+        let own = comment::trusted_marked(client, trigger.pr_number, self.me())
+            .await?
             .own;
         if !own.iter().any(|c| c.starts_with(&marker)) {
-            rt.block_on(client.comment(
+            client.comment(
                 trigger.pr_number,
                 &format!(
                     "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
                     command_text(&self.command)
                 ),
-            ))?;
+            ).await?;
         }
         Ok(Steered {
             message: format!(
@@ -207,25 +198,25 @@ impl Steer<'_> {
     }
 
     /// Checks out the branch and does the command there.
-    fn act(&self, root: &Path) -> Result<Steered, ActionError> {
-        let checkout = match self.checkout(root)? {
+    async fn act(&self, root: &Path) -> Result<Steered, ActionError> {
+        let checkout = match self.checkout(root).await? {
             Ok(c) => c,
             Err(done) => return Ok(done),
         };
         match &self.command {
-            Command::Start => self.commit_and_start(&checkout, None, false, None),
-            Command::Status => self.status(&checkout.plan),
-            Command::Abort => self.abort(&checkout.plan),
-            Command::Proceed | Command::Answer { .. } | Command::Retry { .. } => {
-                self.change(checkout)
+            SlashCommand::Start => self.commit_and_start(&checkout, None, false, None).await,
+            SlashCommand::Status => self.status(&checkout.plan).await,
+            SlashCommand::Abort => self.abort(&checkout.plan).await,
+            SlashCommand::Proceed | SlashCommand::Answer { .. } | SlashCommand::Retry { .. } => {
+                self.change(checkout).await
             }
-            Command::Unknown(_) => unreachable!("handle replies to unknown commands"),
+            SlashCommand::Unknown(_) => unreachable!("handle replies to unknown commands"),
         }
     }
 
     /// The branch checked out at its tip and its plan read; `Err` with the reply when only
     /// the archive of a completed plan is left and the command would change it.
-    fn checkout(&self, root: &Path) -> Result<Result<Checkout, Steered>, ActionError> {
+    async fn checkout(&self, root: &Path) -> Result<Result<Checkout, Steered>, ActionError> {
         let repo = Repo::discover(root)?;
         let auth = RemoteAuth::token(self.inputs.token.expose());
         let branch = &self.branch;
@@ -245,8 +236,7 @@ impl Steer<'_> {
             let text = format!(
                 "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
             );
-            self.rt
-                .block_on(self.client.comment(self.trigger.pr_number, &text))?;
+            self.client.comment(self.trigger.pr_number, &text).await?;
             return Ok(Err(said(text)));
         }
         let at = archived.as_deref().unwrap_or(&inputs.plan_rel);
@@ -262,13 +252,13 @@ impl Steer<'_> {
     }
 
     /// The status comment, with `extra` after it (`waiting` says what the run waits on).
-    fn write_status(
+    async fn write_status(
         &self,
         plan: &plan::model::Plan,
         waiting: &str,
         extra: Option<String>,
     ) -> Result<(), ActionError> {
-        let (rt, client, pr) = (self.rt, self.client, self.trigger.pr_number);
+        let (client, pr) = (self.client, self.trigger.pr_number);
         let links = Links {
             run: self.ctx.run_url(),
             logs: Default::default(),
@@ -278,29 +268,28 @@ impl Steer<'_> {
             Some(extra) => format!("{status}\n{extra}"),
             None => status,
         };
-        let marked = rt.block_on(comment::trusted_marked(
-            client,
-            pr,
-            comment::Identity::default(),
-        ))?;
-        rt.block_on(client.upsert_marked_comment(pr, comment::STATUS_MARKER, &body, &marked.own))?;
+        let marked = comment::trusted_marked(client, pr, comment::Identity::default()).await?;
+        client
+            .upsert_marked_comment(pr, comment::STATUS_MARKER, &body, &marked.own)
+            .await?;
         Ok(())
     }
 
     /// `/execute status`: the status comment refreshed.
-    fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
-        self.write_status(plan, &waiting_on(plan), None)?;
+    async fn status(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+        self.write_status(plan, &waiting_on(plan), None).await?;
         Ok(said("Refreshed the status comment."))
     }
 
     /// `/execute abort`: the marker in the status comment that the running round reads.
-    fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
+    async fn abort(&self, plan: &plan::model::Plan) -> Result<Steered, ActionError> {
         let by = format!("`/execute` by @{}", self.trigger.user);
         let extra = format!(
             "{ABORT_MARKER}\n{}\n**Stopping after the current round** ({by}; a round that takes several workflow runs stops after the current one). Comment `/execute` to resume.\n",
             abort_by_marker(self.trigger.comment_id)
         );
-        self.write_status(plan, "the current round to end", Some(extra))?;
+        self.write_status(plan, "the current round to end", Some(extra))
+            .await?;
         Ok(said(
             "Abort requested: the run stops after the current round.",
         ))
@@ -309,7 +298,7 @@ impl Steer<'_> {
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
     /// (one pending job per branch group) are applied first, in order; then this one, unless
     /// a round's writer applied it already.
-    fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
+    async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
         let queue = Queue {
             client: self.client,
@@ -319,14 +308,14 @@ impl Steer<'_> {
             plan_path: &c.plan_path,
             plan_rel: &c.inputs.plan_rel,
         };
-        let caught = self
-            .rt
-            .block_on(catch_up_all(queue, &mut c.plan, &c.dag, Some(trigger)))?;
+        let caught = catch_up_all(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
         }
         if caught.settled.contains(&trigger.comment_id) {
-            return self.commit_and_start(&c, None, caught.committed, None);
+            return self
+                .commit_and_start(&c, None, caught.committed, None)
+                .await;
         }
         let by = format!("`/execute` by @{}", trigger.user);
         match apply(&mut c.plan, &c.dag, &self.command, &by) {
@@ -334,22 +323,26 @@ impl Steer<'_> {
                 record(&mut c.plan, trigger.comment_id);
                 let message = with_trailer(&message, trigger.comment_id, true);
                 self.commit_and_start(&c, Some(&message), caught.committed, None)
+                    .await
             }
-            Err(refusal) => self.commit_and_start(&c, None, caught.committed, Some(refusal)),
+            Err(refusal) => {
+                self.commit_and_start(&c, None, caught.committed, Some(refusal))
+                    .await
+            }
         }
     }
 
     /// Commits the plan with `change` (its message), pushes it and what was caught up, and
     /// confirms the markers; then replies with `refused` (why this command cannot be
     /// applied), or starts a round on the branch.
-    fn commit_and_start(
+    async fn commit_and_start(
         &self,
         c: &Checkout,
         change: Option<&str>,
         caught_up: bool,
         refused: Option<String>,
     ) -> Result<Steered, ActionError> {
-        let (rt, client, branch) = (self.rt, self.client, &self.branch);
+        let (client, branch) = (self.client, &self.branch);
         if let Some(message) = change {
             crate::edge::plan_file::save(&c.plan, &c.plan_path).map_err(|source| {
                 ActionError::Write {
@@ -365,16 +358,18 @@ impl Steer<'_> {
             // Pushed: the branch's history records each command now; the markers say so next.
             crate::flow::failpoint("steer-pushed", 0);
             let pr = self.trigger.pr_number;
-            for line in rt.block_on(confirm(client, pr, self.me(), &c.repo)) {
+            for line in confirm(client, pr, self.me(), &c.repo).await {
                 println!("{line}");
             }
         }
         if let Some(refusal) = refused {
-            rt.block_on(client.comment(self.trigger.pr_number, &refusal))?;
+            client.comment(self.trigger.pr_number, &refusal).await?;
             return Ok(said(refusal));
         }
         let dispatch = crate::action::dispatch_inputs(&c.inputs, branch);
-        rt.block_on(client.dispatch(&c.inputs.workflow, branch, &dispatch))?;
+        client
+            .dispatch(&c.inputs.workflow, branch, &dispatch)
+            .await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

@@ -85,7 +85,7 @@ impl WorkJob {
 
 /// Runs the attempt in the checkout at `root`, at commit `base`; returns the verdict this job
 /// would give (finalize judges again from the files).
-pub fn run(
+pub async fn run(
     root: &Path,
     inputs: &Inputs,
     job: Assignment,
@@ -127,13 +127,13 @@ pub fn run(
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
         chain = onto.iter().copied().chain(later).collect();
     }
-    attempt(&at, &on, &chain, start, follow.as_ref())
+    attempt(&at, &on, &chain, start, follow.as_ref()).await
 }
 
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
 /// merged changes a rebase builds on committed on it): the worker (a rebase's prompt says so),
 /// its judgement here, the checks of the tasks in `chain`, the reviewer, the artifact's files.
-fn attempt(
+async fn attempt(
     at: &WorkJob,
     on: &str,
     chain: &[usize],
@@ -153,9 +153,8 @@ fn attempt(
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
-    let rt = crate::action::runtime()?;
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let mut run = match rt.block_on(worker::run(&spec, &rx)) {
+    let mut run = match worker::run(&spec, &rx).await {
         Stop::Finished(run) => run,
         Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
     };
@@ -216,7 +215,7 @@ fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let reviewed = review_attempt(&rt, &rx, reviewer, &to_review, history, &mut verdict)?;
+        let reviewed = review_attempt(&rx, reviewer, &to_review, history, &mut verdict).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
         result.review = Some(reviewed.record);
@@ -356,8 +355,7 @@ struct ReviewerRan {
 
 /// Runs the reviewer on the attempt and concludes, as this job would (finalize concludes
 /// again from result.json), into `verdict`.
-fn review_attempt(
-    rt: &tokio::runtime::Runtime,
+async fn review_attempt(
     rx: &tokio::sync::watch::Receiver<bool>,
     reviewer: &str,
     to_review: &ToReview<'_>,
@@ -368,9 +366,7 @@ fn review_attempt(
         run: review_run,
         parsed,
         usage: spent,
-    }) = rt.block_on(crate::flow::steps::review::run_reviewer(
-        reviewer, to_review, rx,
-    ))
+    }) = crate::flow::steps::review::run_reviewer(reviewer, to_review, rx).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };

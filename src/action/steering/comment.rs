@@ -28,7 +28,7 @@ const PREFIX: &str = "/execute";
 
 /// What an `/execute` comment asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub enum SlashCommand {
     /// `/execute`: start, or resume where the branch stands.
     Start,
     /// `/execute status`: refresh the status comment.
@@ -57,7 +57,7 @@ pub struct Trigger {
     pub comment_id: u64,
     /// The comment's author (login).
     pub user: String,
-    pub command: Command,
+    pub command: SlashCommand,
 }
 
 /// Why an event is not an `/execute` command (for the log; nothing else happens).
@@ -79,7 +79,7 @@ pub enum Ignored {
 
 /// What [`handle`] decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Handled {
     /// The commenter may not run commands; the reply saying who may was posted.
     Denied,
     /// A reply was all there was to do (the command list, or why nothing can run here).
@@ -87,58 +87,58 @@ pub enum Outcome {
     /// Acknowledged with 👀: run `command` on the pull request's head branch.
     Run {
         head_branch: String,
-        command: Command,
+        command: SlashCommand,
     },
 }
 
 /// The command in `body`, if its first line starts with the word `/execute` (leading
 /// whitespace aside; `/executed` is not it). Case-sensitive.
-pub fn parse(body: &str) -> Option<Command> {
+pub fn parse(body: &str) -> Option<SlashCommand> {
     let rest = body.trim_start().strip_prefix(PREFIX)?;
     if rest.chars().next().is_some_and(|c| !c.is_whitespace()) {
         return None;
     }
     let (name, rest) = word(rest);
-    let no_args = |cmd: Command| {
+    let no_args = |cmd: SlashCommand| {
         if first_line(rest).is_empty() {
             cmd
         } else {
-            Command::Unknown(format!("`{PREFIX} {name}` takes no arguments"))
+            SlashCommand::Unknown(format!("`{PREFIX} {name}` takes no arguments"))
         }
     };
     Some(match name {
-        "" => Command::Start,
-        "status" => no_args(Command::Status),
-        "proceed" => no_args(Command::Proceed),
-        "abort" => no_args(Command::Abort),
+        "" => SlashCommand::Start,
+        "status" => no_args(SlashCommand::Status),
+        "proceed" => no_args(SlashCommand::Proceed),
+        "abort" => no_args(SlashCommand::Abort),
         "retry" => {
             let (task, rest) = word(rest);
             match task_name(task, "retry") {
-                Err(why) => Command::Unknown(why),
-                Ok(_) if !first_line(rest).is_empty() => Command::Unknown(format!(
+                Err(why) => SlashCommand::Unknown(why),
+                Ok(_) if !first_line(rest).is_empty() => SlashCommand::Unknown(format!(
                     "`{PREFIX} retry` takes one task; to retry several tasks, comment once for each"
                 )),
-                Ok(task) => Command::Retry { task },
+                Ok(task) => SlashCommand::Retry { task },
             }
         }
         "answer" => {
             let (task, text) = word(rest);
             match task_name(task, "answer") {
-                Err(why) => Command::Unknown(why),
+                Err(why) => SlashCommand::Unknown(why),
                 Ok(task) => {
                     let text = text.trim().replace("\r\n", "\n");
                     if text.is_empty() {
-                        Command::Unknown(format!(
+                        SlashCommand::Unknown(format!(
                             "`{PREFIX} answer {task}` needs the answer after the task (it may span lines)"
                         ))
                     } else {
-                        Command::Answer { task, text }
+                        SlashCommand::Answer { task, text }
                     }
                 }
             }
         }
-        "help" | "-h" | "--help" => Command::Unknown(String::new()),
-        other => Command::Unknown(format!("unknown command {}", quote(other))),
+        "help" | "-h" | "--help" => SlashCommand::Unknown(String::new()),
+        other => SlashCommand::Unknown(format!("unknown command {}", quote(other))),
     })
 }
 
@@ -381,7 +381,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
 /// Decides what to do about `trigger`: checks the commenter's permission (denied: one reply,
 /// nothing else), reacts 👀, answers an unknown command with the list, refuses a closed or
 /// fork pull request with a reply, and otherwise hands back the head branch to act on.
-pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Outcome, ApiError> {
+pub async fn handle(client: &Client, trigger: &Trigger) -> Result<Handled, ApiError> {
     handle_as(client, trigger, true).await
 }
 
@@ -391,7 +391,7 @@ pub async fn handle_as(
     client: &Client,
     trigger: &Trigger,
     acknowledge: bool,
-) -> Result<Outcome, ApiError> {
+) -> Result<Handled, ApiError> {
     let op = || format!("{PREFIX} comment {}", trigger.comment_id);
     if client.repo != trigger.repo {
         return Err(ApiError::Invalid {
@@ -410,14 +410,14 @@ pub async fn handle_as(
         client
             .comment(pr, &denied_reply(&trigger.user, access))
             .await?;
-        return Ok(Outcome::Denied);
+        return Ok(Handled::Denied);
     }
     if acknowledge {
         client.react(trigger.comment_id, "eyes").await?;
     }
-    if let Command::Unknown(why) = &trigger.command {
+    if let SlashCommand::Unknown(why) = &trigger.command {
         client.comment(pr, &unknown_reply(why)).await?;
-        return Ok(Outcome::Replied);
+        return Ok(Handled::Replied);
     }
     let head = client.pull_head(pr).await?;
     let refusal = if head.state != "open" {
@@ -431,9 +431,9 @@ pub async fn handle_as(
     };
     if let Some(text) = refusal {
         client.comment(pr, &format!("{text}\n")).await?;
-        return Ok(Outcome::Replied);
+        return Ok(Handled::Replied);
     }
-    Ok(Outcome::Run {
+    Ok(Handled::Run {
         head_branch: head.head_ref,
         command: trigger.command.clone(),
     })
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn commands_parse_from_the_first_line() {
-        use Command::*;
+        use SlashCommand::*;
         let answer = |task: &str, text: &str| Answer {
             task: task.into(),
             text: text.into(),
@@ -547,7 +547,7 @@ mod tests {
                 pr_number: 1,
                 comment_id: 492700400,
                 user: "Codertocat".into(),
-                command: Command::Retry { task: "2".into() },
+                command: SlashCommand::Retry { task: "2".into() },
             })
         );
     }

@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::comment::{self, Command, Identity, STATUS_MARKER, Trigger, may_run};
+use super::comment::{self, Identity, STATUS_MARKER, SlashCommand, Trigger, may_run};
 use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -28,7 +28,7 @@ use crate::sources::issues::read::{Options, ReadReport};
 /// `/execute` (or `/execute include #N …`) on a parent issue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssueTrigger {
-    /// `pr_number` is the parent issue's number; `command` is [`Command::Start`].
+    /// `pr_number` is the parent issue's number; `command` is [`SlashCommand::Start`].
     pub trigger: Trigger,
     /// Sub-issues a writer takes in (`/execute include #4 #7`).
     pub include: Vec<u64>,
@@ -68,7 +68,7 @@ pub fn classify(event_name: &str, payload: &Value) -> Option<IssueTrigger> {
             pr_number: issue["number"].as_u64()?,
             comment_id: comment["id"].as_u64()?,
             user: user.to_string(),
-            command: Command::Start,
+            command: SlashCommand::Start,
         },
         include,
     })
@@ -105,12 +105,11 @@ pub struct Started {
 
 /// The comment job's half (`apply` false) or the steer job's (`apply` true), in the checkout
 /// at `root`.
-pub fn run(
+pub async fn run(
     root: &std::path::Path,
     inputs: &Inputs,
     t: &IssueTrigger,
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     apply: bool,
 ) -> Result<Started, ActionError> {
     let issue = t.issue();
@@ -120,38 +119,39 @@ pub fn run(
         dispatched: None,
         to_apply: None,
     };
-    let (permission, role) = rt.block_on(client.permission(user))?;
+    let (permission, role) = client.permission(user).await?;
     if !may_run(&permission, role.as_deref()) {
         if !apply {
             let access = role.as_deref().unwrap_or(&permission);
-            rt.block_on(client.comment(issue, &comment::denied_reply(user, access)))?;
+            client
+                .comment(issue, &comment::denied_reply(user, access))
+                .await?;
         }
         return Ok(said(format!("@{user} may not run dagexec here.")));
     }
     let branch = t.branch();
     if !apply {
-        rt.block_on(client.react(t.trigger.comment_id, "eyes"))?;
+        client.react(t.trigger.comment_id, "eyes").await?;
         let text = format!(
             "{STATUS_MARKER}\n### dagexec\n\n⏳ Reading the sub-issues of #{issue} (`/execute` by @{user}); they run on `{branch}`, in a draft pull request.\n"
         );
-        upsert_status(client, rt, inputs, issue, &text)?;
+        upsert_status(client, inputs, issue, &text).await?;
         return Ok(Started {
             message: format!("Reading the sub-issues of #{issue} is left to the steer job."),
             dispatched: None,
             to_apply: Some(branch),
         });
     }
-    start(root, inputs, t, client, rt)
+    start(root, inputs, t, client).await
 }
 
 /// The steer job's half: the plan committed on the branch and pushed, the status comment,
 /// the first round dispatched.
-fn start(
+async fn start(
     root: &std::path::Path,
     inputs: &Inputs,
     t: &IssueTrigger,
     client: &Client,
-    rt: &tokio::runtime::Runtime,
 ) -> Result<Started, ActionError> {
     let (issue, branch) = (t.issue(), t.branch());
     let repo = Repo::discover(root)?;
@@ -167,7 +167,11 @@ fn start(
         include: t.include.clone(),
         reread: !t.include.is_empty(),
     };
-    let prepared = match Source::Issues(opts).prepare(repo.root(), true) {
+    // Reading the issues is blocking work with its own runtime (a plan source is read by
+    // synchronous code too): a blocking thread does it.
+    let root = repo.root().to_path_buf();
+    let read = crate::action::blocking(move || Source::Issues(opts).prepare(&root, true)).await;
+    let prepared = match read {
         Ok(p) => p,
         Err(errors) => {
             let (message, hint) = crate::sources::describe(&errors);
@@ -175,7 +179,7 @@ fn start(
                 "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{hint}\n",
                 crate::pure::sanitize::line(&message),
             );
-            upsert_status(client, rt, inputs, issue, &text)?;
+            upsert_status(client, inputs, issue, &text).await?;
             return Ok(Started {
                 message: text,
                 dispatched: None,
@@ -189,11 +193,13 @@ fn start(
     let plan = crate::edge::plan_file::load(&prepared.plan)
         .map_err(|e| ActionError::Input(format!("{}: {e}", prepared.plan.display())))?;
     let text = status_text(issue, &branch, &plan, prepared.read.as_ref());
-    upsert_status(client, rt, inputs, issue, &text)?;
+    upsert_status(client, inputs, issue, &text).await?;
     let mut run_inputs = inputs.clone();
     run_inputs.plan_rel.clone_from(&prepared.plan_rel);
     let dispatch = crate::action::dispatch_inputs(&run_inputs, &branch);
-    rt.block_on(client.dispatch(&inputs.workflow, &branch, &dispatch))?;
+    client
+        .dispatch(&inputs.workflow, &branch, &dispatch)
+        .await?;
     Ok(Started {
         message: format!("Started the plan of #{issue}'s sub-issues on {branch}."),
         dispatched: Some(branch),
@@ -234,9 +240,8 @@ fn status_text(
     s
 }
 
-fn upsert_status(
+async fn upsert_status(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     inputs: &Inputs,
     issue: u64,
     body: &str,
@@ -244,8 +249,10 @@ fn upsert_status(
     let me = Identity {
         app_id: inputs.app_id,
     };
-    let marked = rt.block_on(comment::trusted_marked(client, issue, me))?;
-    rt.block_on(client.upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own))?;
+    let marked = comment::trusted_marked(client, issue, me).await?;
+    client
+        .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)
+        .await?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use crate::action::ActionError;
 use crate::edge::github::Client;
 use crate::pure::plan::{Plan, model::Status};
 
-use comment::Command;
+use comment::SlashCommand;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, catch_up_all, confirm, settled_since};
 pub use record::{
@@ -67,7 +67,7 @@ pub async fn abort_confirmed(
         .collect();
     for id in ids {
         match still_a_command(client, pr, id).await? {
-            Ok((_, Some(Command::Abort))) => return Ok(true),
+            Ok((_, Some(SlashCommand::Abort))) => return Ok(true),
             Ok(_) => tracing::warn!(comment = id, "the abort marker names no `/execute abort`"),
             Err(why) => tracing::warn!(comment = id, "abort not believed: {why}"),
         }

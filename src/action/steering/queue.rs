@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::comment::{self, Command, Trigger};
+use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
     STEER_MARKER_PREFIX, SettledCommand, apply, changes_plan, record, settled_between,
     settled_in_history, steer_marker, steered, with_trailer,
@@ -263,7 +263,7 @@ fn commit_command(
     dag: &crate::pure::graph::Dag,
     id: u64,
     user: &str,
-    command: Option<Command>,
+    command: Option<SlashCommand>,
 ) -> Result<String, ActionError> {
     let by = format!("`/execute` by @{user}");
     let outcome = match command {
@@ -307,7 +307,7 @@ pub(super) async fn still_a_command(
     client: &Client,
     pr: u64,
     id: u64,
-) -> Result<Result<(String, Option<Command>), String>, ActionError> {
+) -> Result<Result<(String, Option<SlashCommand>), String>, ActionError> {
     let c = match client.get_comment(id).await {
         Ok(c) => c,
         Err(e) if e.status() == Some(404) => {

@@ -3,17 +3,17 @@
 //! to the plan.
 
 use crate::action::ActionError;
-use crate::action::steering::comment::Command;
+use crate::action::steering::comment::SlashCommand;
 use crate::edge::git::Repo;
 use crate::pure::plan::{Plan, model::Status};
 
 pub use crate::pure::plan::fields::PROCEED as PROCEED_FIELD;
 
 /// Whether `command` changes the plan (and so runs in the `steer` job).
-pub fn changes_plan(command: &Command) -> bool {
+pub fn changes_plan(command: &SlashCommand) -> bool {
     matches!(
         command,
-        Command::Proceed | Command::Answer { .. } | Command::Retry { .. }
+        SlashCommand::Proceed | SlashCommand::Answer { .. } | SlashCommand::Retry { .. }
     )
 }
 
@@ -147,11 +147,11 @@ fn parse_trailer(line: &str) -> Option<(u64, bool)> {
 }
 
 /// A plan-changing command in words, for the queued reply.
-pub(crate) fn command_text(command: &Command) -> String {
+pub(crate) fn command_text(command: &SlashCommand) -> String {
     match command {
-        Command::Proceed => "`/execute proceed`".into(),
-        Command::Answer { task, .. } => format!("the answer to task {task}"),
-        Command::Retry { task } => format!("`/execute retry {task}`"),
+        SlashCommand::Proceed => "`/execute proceed`".into(),
+        SlashCommand::Answer { task, .. } => format!("the answer to task {task}"),
+        SlashCommand::Retry { task } => format!("`/execute retry {task}`"),
         _ => "the command".into(),
     }
 }
@@ -161,11 +161,11 @@ pub(crate) fn command_text(command: &Command) -> String {
 pub fn apply(
     plan: &mut Plan,
     dag: &crate::pure::graph::Dag,
-    command: &Command,
+    command: &SlashCommand,
     by: &str,
 ) -> Result<String, String> {
     match command {
-        Command::Proceed => {
+        SlashCommand::Proceed => {
             plan.progress
                 .extra
                 .insert(PROCEED_FIELD.into(), "proceed".into());
@@ -173,7 +173,7 @@ pub fn apply(
                 "dagexec: proceed despite failed pre-flight checks\n\nAsked for with {by}.\n"
             ))
         }
-        Command::Answer { task, text } => {
+        SlashCommand::Answer { task, text } => {
             let index = crate::pure::plan::ids::find(plan, task)
                 .map_err(|e| format!("dagexec could not take that answer: {e}"))?;
             let name = crate::pure::plan::ids::name(plan, index);
@@ -201,7 +201,7 @@ pub fn apply(
                 )),
             }
         }
-        Command::Retry { task } => {
+        SlashCommand::Retry { task } => {
             let index = crate::pure::plan::ids::find(plan, task)
                 .map_err(|e| format!("dagexec cannot retry that: {e}"))?;
             let name = crate::pure::plan::ids::name(plan, index);
@@ -340,7 +340,12 @@ mod tests {
         );
         let dag = crate::pure::validate::check(&plan, None).unwrap();
         let by = "`/execute` by @o";
-        let wrong = apply(&mut plan, &dag, &Command::Retry { task: "1".into() }, by);
+        let wrong = apply(
+            &mut plan,
+            &dag,
+            &SlashCommand::Retry { task: "1".into() },
+            by,
+        );
         assert_eq!(
             wrong.unwrap_err(),
             "dagexec cannot retry that: no task \"1\" in the task list: its task IDs are 13.1, 13.3, 14"
@@ -349,7 +354,7 @@ mod tests {
         let done = apply(
             &mut plan,
             &dag,
-            &Command::Retry {
+            &SlashCommand::Retry {
                 task: "13.3".into(),
             },
             by,

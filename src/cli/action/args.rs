@@ -37,7 +37,7 @@ pub struct Common {
     /// A budget in USD (plan, finalize): once the plan's recorded spend reaches it, no round
     /// is planned or dispatched [default: none].
     #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", hide_default_value = true, value_parser = parse_budget)]
-    pub(super) max_cost: Budget,
+    pub(super) max_cost: MaxCost,
     /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
     /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
     /// a restored build by) [default: none].
@@ -77,13 +77,13 @@ fn parse_build(s: &str) -> Result<String, String> {
 
 /// The `max-cost` input: empty for none.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Budget(pub(super) Option<crate::pure::usage::Budget>);
+pub(super) struct MaxCost(pub(super) Option<crate::pure::usage::Budget>);
 
-fn parse_budget(s: &str) -> Result<Budget, String> {
+fn parse_budget(s: &str) -> Result<MaxCost, String> {
     if s.trim().is_empty() {
-        return Ok(Budget(None));
+        return Ok(MaxCost(None));
     }
-    crate::pure::usage::Budget::parse(s).map(|b| Budget(Some(b)))
+    crate::pure::usage::Budget::parse(s).map(|b| MaxCost(Some(b)))
 }
 
 /// The inputs of the jobs that write the execution branch (finalize, conduct).

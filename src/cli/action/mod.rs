@@ -14,7 +14,7 @@ use crate::action::jobs::work::{self, Assignment};
 use crate::action::jobs::{finalize, plan};
 use crate::action::protocol::PlanConclusion;
 use crate::action::rounds::Round;
-use crate::action::runtime::{self, Context};
+use crate::action::runtime::{self, Runner};
 use crate::action::writer::Finalized;
 use crate::action::{ActionError, Inputs};
 use crate::cli::Exit;
@@ -60,7 +60,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
 /// Runs an action command; the exit status (success; incomplete: the run stopped on something
 /// a person must fix; usage: dagexec could not do its job).
 pub fn run(cmd: ActionCommand) -> Exit {
-    let ctx = Context::from_env();
+    let ctx = Runner::from_env();
     match execute(cmd, &ctx) {
         Ok(code) => code,
         Err(e) => {
@@ -70,15 +70,22 @@ pub fn run(cmd: ActionCommand) -> Exit {
     }
 }
 
-fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
+fn execute(cmd: ActionCommand, ctx: &Runner) -> Result<Exit, ActionError> {
     let root = std::env::current_dir()
         .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
+    // The one place an action command blocks on a future: every job is async and runs on
+    // this runtime (how blocking work fits in: `crate::action::runtime`).
+    crate::action::runtime()?.block_on(job(cmd, ctx, &root))
+}
+
+/// The job `cmd` names, run in the checkout at `root`.
+async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, ActionError> {
     match cmd {
         ActionCommand::Plan {
             common,
             max_parallel,
             schedule,
-        } => plan_job(&root, ctx, &common, max_parallel, schedule),
+        } => plan_job(root, ctx, &common, max_parallel, schedule).await,
         ActionCommand::Work {
             common,
             task,
@@ -100,13 +107,13 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
                 reviewer,
                 artifacts,
             };
-            work_job(&root, ctx, &common, job, given)
+            work_job(root, ctx, &common, job, given).await
         }
         ActionCommand::Comment { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, SteerPhase::Route)
+            steer_job(root, ctx, &common, workflow, SteerPhase::Route).await
         }
         ActionCommand::Steer { common, workflow } => {
-            steer_job(&root, ctx, &common, workflow, SteerPhase::Apply)
+            steer_job(root, ctx, &common, workflow, SteerPhase::Apply).await
         }
         ActionCommand::Conduct {
             common,
@@ -126,7 +133,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
             let r = round_of(&common, base, round);
             let mut inputs = inputs(&common, String::new(), PathBuf::new());
             inputs.max_parallel = max_parallel.into();
-            conduct_job(&root, ctx, inputs, &writer, r, timing)
+            conduct_job(root, ctx, inputs, &writer, r, timing).await
         }
         ActionCommand::Finalize {
             common,
@@ -145,7 +152,7 @@ fn execute(cmd: ActionCommand, ctx: &Context) -> Result<Exit, ActionError> {
                 ..round_of(&common, base, round)
             };
             let inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
-            finalize_job(&root, ctx, inputs, &writer, &r)
+            finalize_job(root, ctx, inputs, &writer, &r).await
         }
     }
 }
@@ -171,9 +178,9 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
 }
 
 /// Job `plan`: the round's next part as a job matrix, or how the run ends.
-fn plan_job(
+async fn plan_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     max_parallel: u16,
     schedule: Schedule,
@@ -183,7 +190,17 @@ fn plan_job(
     // files is undone before the matrix is set.
     let guard = runtime::FileGuard::from_env();
     let reaper = crate::edge::reaper::Reaper::start();
-    let planned = plan::run(root, &inputs, &ctx.ref_name, &ctx.default_branch, schedule);
+    // All of it is blocking work (git, the pre-flight checks' processes): a blocking thread
+    // does it.
+    let (at, ref_name, default_branch) = (
+        root.to_path_buf(),
+        ctx.ref_name.clone(),
+        ctx.default_branch.clone(),
+    );
+    let planned = crate::action::blocking(move || {
+        plan::run(&at, &inputs, &ref_name, &default_branch, schedule)
+    })
+    .await;
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
@@ -215,9 +232,9 @@ struct WorkGiven {
 }
 
 /// Job `work`: one attempt at one task in this checkout, its files left for the upload.
-fn work_job(
+async fn work_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     job: Assignment,
     given: WorkGiven,
@@ -253,7 +270,7 @@ fn work_job(
     let guard = runtime::FileGuard::from_env();
     // And nothing it started outlives this step (see `reaper`).
     let reaper = crate::edge::reaper::Reaper::start();
-    let verdict = work::run(root, &inputs, job, &given.base);
+    let verdict = work::run(root, &inputs, job, &given.base).await;
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
@@ -279,16 +296,15 @@ fn work_job(
 
 /// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch, with the
 /// job's `inputs` (the writer's settings, `writer`, go into them) and its `timing`.
-fn conduct_job(
+async fn conduct_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
     r: Round,
     timing: crate::action::jobs::conduct::Timing,
 ) -> Result<Exit, ActionError> {
-    let rt = crate::action::runtime()?;
-    let client = writer_client(ctx, &mut inputs, writer, &rt, "conduct")?;
+    let client = writer_client(ctx, &mut inputs, writer, "conduct").await?;
     require_branch(&r, "conduct")?;
     let r = Round {
         planned: PlanConclusion::Conduct,
@@ -297,31 +313,29 @@ fn conduct_job(
     let gh = crate::action::writer::GitHub {
         ctx,
         client: client.as_ref(),
-        rt: &rt,
     };
-    let done = crate::action::jobs::conduct::run(root, &inputs, gh, &r, timing)?;
+    let done = crate::action::jobs::conduct::run(root, &inputs, gh, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
     writer_outputs(ctx, &done)
 }
 
 /// Job `finalize`: round `r` as the plan job handed it over, with the job's `inputs` (its
 /// artifacts' folder among them; the writer's settings, `writer`, go into them).
-fn finalize_job(
+async fn finalize_job(
     root: &Path,
-    ctx: &Context,
+    ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
     r: &Round,
 ) -> Result<Exit, ActionError> {
-    let rt = crate::action::runtime()?;
-    let client = writer_client(ctx, &mut inputs, writer, &rt, "finalize")?;
+    let client = writer_client(ctx, &mut inputs, writer, "finalize").await?;
     require_branch(r, "finalize")?;
-    let done = finalize::run(root, &inputs, ctx, r, client.as_ref(), &rt)?;
+    let done = finalize::run(root, &inputs, ctx, r, client.as_ref()).await?;
     writer_outputs(ctx, &done)
 }
 
 /// A writer's outputs (`conclusion`, `pr-number`) and exit status.
-fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> {
+fn writer_outputs(ctx: &Runner, done: &Finalized) -> Result<Exit, ActionError> {
     let mut outs = vec![("conclusion", done.conclusion.to_string())];
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
@@ -336,11 +350,10 @@ fn writer_outputs(ctx: &Context, done: &Finalized) -> Result<Exit, ActionError> 
 
 /// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
 /// GitHub App's installation token replaces the token. `None` outside a repository.
-fn writer_client(
-    ctx: &Context,
+async fn writer_client(
+    ctx: &Runner,
     inputs: &mut Inputs,
     writer: &Writer,
-    rt: &tokio::runtime::Runtime,
     job: &str,
 ) -> Result<Option<Client>, ActionError> {
     inputs.allow_workflow_changes = writer.allow_workflow_changes;
@@ -356,13 +369,9 @@ fn writer_client(
                     "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
                 ));
         };
-        let _entered = rt.enter();
-        let token = rt.block_on(crate::edge::github::app::installation_token(
-            &ctx.api_url,
-            repo,
-            app_id,
-            private_key,
-        ))?;
+        let token =
+            crate::edge::github::app::installation_token(&ctx.api_url, repo, app_id, private_key)
+                .await?;
         runtime::mask(&token);
         println!(
             "Authenticated as GitHub App {} (installation token).",
@@ -373,8 +382,7 @@ fn writer_client(
     }
     let client = match &ctx.repository {
         Some(repo) if !inputs.token.is_empty() => {
-            // The HTTP client needs the runtime it will run on.
-            let _entered = rt.enter();
+            // The HTTP client starts on the runtime this job runs on.
             Some(Client::new(&ctx.api_url, &inputs.token, repo.clone())?)
         }
         Some(_) => {
@@ -388,9 +396,9 @@ fn writer_client(
 }
 
 /// The `comment` and `steer` jobs: one `/execute` comment, `phase` of it.
-fn steer_job(
+async fn steer_job(
     root: &std::path::Path,
-    ctx: &Context,
+    ctx: &Runner,
     common: &Common,
     workflow: String,
     phase: SteerPhase,
@@ -402,14 +410,12 @@ fn steer_job(
             "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
         ));
     }
-    let rt = crate::action::runtime()?;
     let api_url = ctx.api_url.clone();
     let token = inputs.token.clone();
     let client_for = |t: &crate::action::steering::comment::Trigger| {
-        let _entered = rt.enter();
         Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
     };
-    let done = crate::action::jobs::steer::run(root, &inputs, ctx, client_for, &rt, phase)?;
+    let done = crate::action::jobs::steer::run(root, &inputs, ctx, client_for, phase).await?;
     println!("{}", done.message);
     ctx.set_outputs(&[
         ("dispatched", done.dispatched.unwrap_or_default()),

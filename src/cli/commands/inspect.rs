@@ -7,7 +7,7 @@ use crate::pure::render;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::args::{Format, GraphArgs, PromptArgs, StatusArgs, ValidateArgs};
+use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs, ValidateArgs};
 use crate::cli::location::{Loaded, archived_plan, load};
 use crate::cli::report::{CliError, config_error};
 use crate::cli::{Exit, Location};
@@ -269,8 +269,8 @@ pub(crate) fn cmd_graph(
     let &GraphArgs { format } = a;
     let Loaded { plan, .. } = load(loc)?;
     let format = match format {
-        Format::Mermaid => render::graph::GraphFormat::Mermaid,
-        Format::Dot => render::graph::GraphFormat::Dot,
+        GraphFormatArg::Mermaid => render::graph::GraphFormat::Mermaid,
+        GraphFormatArg::Dot => render::graph::GraphFormat::Dot,
     };
     out.write_all(render::graph::render(&plan, format).as_bytes())?;
     Ok(Exit::Success)

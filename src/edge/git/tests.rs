@@ -16,7 +16,7 @@ pub(super) use super::cmd::git;
 use super::*;
 
 /// Every file outside `.git`: path → (content, executable).
-pub(super) type Files = BTreeMap<String, (Vec<u8>, bool)>;
+pub(super) type TreeFiles = BTreeMap<String, (Vec<u8>, bool)>;
 
 /// A repository in a temporary directory, with git isolated from the user's configuration.
 pub(super) struct Fixture {
@@ -130,7 +130,7 @@ impl Fixture {
     }
 
     /// (work tree, index) as a comparable snapshot.
-    pub(super) fn state(&self) -> (Files, String, String) {
+    pub(super) fn state(&self) -> (TreeFiles, String, String) {
         (
             files(self.root()),
             self.repo.status_porcelain().unwrap(),
@@ -160,8 +160,8 @@ pub(super) fn set_executable(path: &Path) {
 }
 
 /// Every file under `dir` outside `.git`: (content, executable).
-pub(super) fn files(dir: &Path) -> Files {
-    fn walk(base: &Path, dir: &Path, out: &mut Files) {
+pub(super) fn files(dir: &Path) -> TreeFiles {
+    fn walk(base: &Path, dir: &Path, out: &mut TreeFiles) {
         for entry in fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
             let path = entry.path();

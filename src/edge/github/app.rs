@@ -118,7 +118,7 @@ pub async fn installation_token(
 
     const CREATE: &str = "apps/create-installation-access-token";
     #[derive(Serialize)]
-    struct Create<'a> {
+    struct TokenRequest<'a> {
         repositories: [&'a str; 1],
     }
     #[derive(Deserialize)]
@@ -130,7 +130,7 @@ pub async fn installation_token(
             CREATE,
             Method::POST,
             &format!("/app/installations/{}/access_tokens", installation.id),
-            &Create {
+            &TokenRequest {
                 repositories: [&repo.name],
             },
         )

@@ -12,11 +12,9 @@ use http::Method;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::ops::{Id, PullJson, clip, encode_segment};
+use super::ops::{CUT_MARK, Id, MAX_BODY, PullJson, encode_segment};
 use super::{ApiError, Client, nullable};
-
-/// GitHub's limit on a comment body is 65,536 characters; stay clear of it.
-const MAX_BODY: usize = 65_000;
+use crate::pure::clip::bytes as clip;
 
 /// The head of a pull request, as `/execute` needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +166,7 @@ impl Client {
                 Method::POST,
                 &self.repo_path(&format!("/issues/{issue_number}/comments")),
                 &Body {
-                    body: clip(body, MAX_BODY),
+                    body: clip(body, MAX_BODY, CUT_MARK),
                 },
             )
             .await?;
@@ -182,7 +180,7 @@ impl Client {
             Method::PATCH,
             &self.repo_path(&format!("/issues/comments/{id}")),
             &Body {
-                body: clip(body, MAX_BODY),
+                body: clip(body, MAX_BODY, CUT_MARK),
             },
         )
         .await
@@ -236,9 +234,9 @@ impl Client {
         own: &[IssueComment],
     ) -> Result<u64, ApiError> {
         let body = if body.trim_start().starts_with(marker) {
-            clip(body, MAX_BODY)
+            clip(body, MAX_BODY, CUT_MARK)
         } else {
-            clip(&format!("{marker}\n{body}"), MAX_BODY)
+            clip(&format!("{marker}\n{body}"), MAX_BODY, CUT_MARK)
         };
         match own.iter().find(|c| c.starts_with(marker)) {
             Some(c) if c.body == body => Ok(c.id),

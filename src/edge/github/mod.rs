@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use retry::Policy;
+pub use retry::RetryPolicy;
 
 /// A secret token. `Debug` and `Display` are redacted; [`Token::expose`] is the only way out.
 #[derive(Clone, PartialEq, Eq)]
@@ -143,7 +143,7 @@ pub struct Client {
     graphql: Octocrab,
     api_url: String,
     pub repo: RepoName,
-    pub policy: Policy,
+    pub policy: RetryPolicy,
     /// Requests sent (REST, GraphQL), retries included; shared by clones.
     sent: std::sync::Arc<[std::sync::atomic::AtomicU64; 2]>,
 }
@@ -172,7 +172,7 @@ impl Client {
             graphql: build(&graphql_root(&api_url))?,
             api_url,
             repo,
-            policy: Policy::from_env(),
+            policy: RetryPolicy::from_env(),
             sent: std::sync::Arc::default(),
         })
     }
@@ -351,7 +351,7 @@ impl Client {
         .await
     }
 
-    /// Sends one request under the retry policy ([`retry::Policy`]): network errors, 5xx and
+    /// Sends one request under the retry policy ([`retry::RetryPolicy`]): network errors, 5xx and
     /// rate limits are retried, anything else that is not 2xx (nor, with
     /// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message. The answer is
     /// returned unread.
@@ -391,9 +391,9 @@ impl Client {
                 Err(e) => {
                     let next = match resend {
                         Resend::Always => self.policy.after_network_error(attempt),
-                        Resend::OnlyRefused => retry::Next::Fail(None),
+                        Resend::OnlyRefused => retry::RetryOrFail::Fail(None),
                     };
-                    if let retry::Next::Fail(_) = next {
+                    if let retry::RetryOrFail::Fail(_) = next {
                         return Err(ApiError::Network {
                             op: op.to_string(),
                             url: format!("{}{path}", self.api_url),
@@ -414,13 +414,13 @@ impl Client {
                     let message = github_message(&text, status);
                     let next = match resend {
                         // GitHub may have done it: not sent again.
-                        Resend::OnlyRefused if status >= 500 => retry::Next::Fail(None),
+                        Resend::OnlyRefused if status >= 500 => retry::RetryOrFail::Fail(None),
                         _ => self
                             .policy
                             .after_status(status, &limits, &message, attempt, now()),
                     };
                     match next {
-                        retry::Next::Fail(why) => {
+                        retry::RetryOrFail::Fail(why) => {
                             return Err(ApiError::Status {
                                 op: op.to_string(),
                                 status,
@@ -428,14 +428,14 @@ impl Client {
                                 why,
                             });
                         }
-                        retry @ retry::Next::Retry(_) => {
+                        retry @ retry::RetryOrFail::Retry(_) => {
                             tracing::warn!("{op}: GitHub answered {status} ({message}); retrying");
                             retry
                         }
                     }
                 }
             };
-            if let retry::Next::Retry(wait) = next {
+            if let retry::RetryOrFail::Retry(wait) = next {
                 tokio::time::sleep(wait).await;
             }
         }

@@ -77,7 +77,7 @@ impl From<PullJson> for PullRequest {
 /// A completed check run ([`Client::complete_check_run`]): `name` on `head_sha`, its
 /// conclusion, title and summary (cut to GitHub's limit), and the link to its details.
 #[derive(Debug, Clone, Copy)]
-pub struct CheckRun<'a> {
+pub struct CompletedCheckRun<'a> {
     pub name: &'a str,
     pub head_sha: &'a str,
     pub conclusion: Conclusion,
@@ -117,10 +117,10 @@ impl Client {
     /// The repository's default branch (`repos/get`).
     pub async fn default_branch(&self) -> Result<String, ApiError> {
         #[derive(Deserialize)]
-        struct Repo {
+        struct RepoFields {
             default_branch: String,
         }
-        let repo: Repo = self.get("repos/get", &self.repo_path("")).await?;
+        let repo: RepoFields = self.get("repos/get", &self.repo_path("")).await?;
         Ok(repo.default_branch)
     }
 
@@ -157,14 +157,14 @@ impl Client {
         draft: bool,
     ) -> Result<PullRequest, ApiError> {
         #[derive(Serialize)]
-        struct Create<'a> {
+        struct NewPull<'a> {
             title: &'a str,
             head: &'a str,
             base: &'a str,
             body: &'a str,
             draft: bool,
         }
-        let req = Create {
+        let req = NewPull {
             title,
             head,
             base,
@@ -212,30 +212,30 @@ impl Client {
     }
 
     /// Creates a completed check run named `name` on `head_sha` (`checks/create`).
-    pub async fn complete_check_run(&self, run: &CheckRun<'_>) -> Result<u64, ApiError> {
+    pub async fn complete_check_run(&self, run: &CompletedCheckRun<'_>) -> Result<u64, ApiError> {
         #[derive(Serialize)]
-        struct Create<'a> {
+        struct NewCheckRun<'a> {
             name: &'a str,
             head_sha: &'a str,
             status: &'static str,
             conclusion: Conclusion,
-            output: Output<'a>,
+            output: CheckOutput<'a>,
             #[serde(skip_serializing_if = "Option::is_none")]
             details_url: Option<&'a str>,
         }
         #[derive(Serialize)]
-        struct Output<'a> {
+        struct CheckOutput<'a> {
             title: &'a str,
             summary: String,
         }
-        let req = Create {
+        let req = NewCheckRun {
             name: run.name,
             head_sha: run.head_sha,
             status: "completed",
             conclusion: run.conclusion,
-            output: Output {
+            output: CheckOutput {
                 title: run.title,
-                summary: clip(run.summary, 65_000),
+                summary: crate::pure::clip::bytes(run.summary, MAX_BODY, CUT_MARK),
             },
             details_url: run.details_url,
         };
@@ -369,10 +369,12 @@ pub fn encode_segment(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()
 }
 
-/// At most `max` bytes, cut on a character boundary with a note ([`crate::pure::clip::bytes`]).
-pub fn clip(s: &str, max: usize) -> String {
-    crate::pure::clip::bytes(s, max, "\n\n… (cut to fit GitHub's limit)")
-}
+/// The bound on a body dagexec writes (a comment's, a check run's summary), in bytes: GitHub's
+/// limit is 65,536 characters, and this stays clear of it.
+pub(super) const MAX_BODY: usize = 65_000;
+
+/// What a body cut to [`MAX_BODY`] ends with ([`crate::pure::clip::bytes`]).
+pub(super) const CUT_MARK: &str = "\n\n… (cut to fit GitHub's limit)";
 
 #[cfg(test)]
 mod tests {
@@ -400,10 +402,10 @@ mod tests {
     }
 
     #[test]
-    fn clipping_respects_characters() {
+    fn a_body_is_cut_on_a_character_with_the_mark() {
         let s = "é".repeat(100);
-        let c = clip(&s, 60);
+        let c = crate::pure::clip::bytes(&s, 60, CUT_MARK);
         assert!(c.len() < 80 && c.ends_with("limit)"), "{c}");
-        assert_eq!(clip("short", 60), "short");
+        assert_eq!(crate::pure::clip::bytes("short", 60, CUT_MARK), "short");
     }
 }

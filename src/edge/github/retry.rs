@@ -3,14 +3,14 @@
 //! `x-ratelimit-reset`; a secondary rate limit without either waits at least a minute; 5xx and
 //! network errors back off exponentially with jitter, bounded; other 4xx fail at once.
 //!
-//! Pure: [`Policy::after_status`] decides from the status, the headers and the clock. The
-//! back-off's base and cap may be set from the environment ([`Policy::from_env`]).
+//! Pure: [`RetryPolicy::after_status`] decides from the status, the headers and the clock. The
+//! back-off's base and cap may be set from the environment ([`RetryPolicy::from_env`]).
 
 use std::time::Duration;
 
 /// How patient a client is.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct RetryPolicy {
     /// Attempts in all, the first included.
     pub max_attempts: u32,
     /// The first back-off; doubled at each further attempt.
@@ -21,23 +21,23 @@ pub struct Policy {
     pub max_wait: Duration,
 }
 
-/// The environment variables that set [`Policy::base`] and [`Policy::cap`] (durations such as
+/// The environment variables that set [`RetryPolicy::base`] and [`RetryPolicy::cap`] (durations such as
 /// `2s` or `100ms`): for tests that play GitHub outages without waiting minutes, or a
 /// runner that must be more patient.
 pub const BASE_ENV: &str = "DAGEXEC_API_RETRY_BASE";
 pub const CAP_ENV: &str = "DAGEXEC_API_RETRY_CAP";
 
-impl Policy {
+impl RetryPolicy {
     /// The default policy, its back-off base and cap taken from [`BASE_ENV`] and [`CAP_ENV`]
     /// when they are set to a duration (anything else is ignored).
-    pub fn from_env() -> Policy {
-        Policy::from_vars(|k| std::env::var(k).ok())
+    pub fn from_env() -> RetryPolicy {
+        RetryPolicy::from_vars(|k| std::env::var(k).ok())
     }
 
-    /// [`Policy::from_env`] over the variables `var` gives.
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Policy {
+    /// [`RetryPolicy::from_env`] over the variables `var` gives.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> RetryPolicy {
         let read = |k: &str| var(k).and_then(|v| humantime::parse_duration(v.trim()).ok());
-        let mut p = Policy::default();
+        let mut p = RetryPolicy::default();
         if let Some(base) = read(BASE_ENV) {
             p.base = base;
         }
@@ -48,9 +48,9 @@ impl Policy {
     }
 }
 
-impl Default for Policy {
+impl Default for RetryPolicy {
     fn default() -> Self {
-        Policy {
+        RetryPolicy {
             max_attempts: 6,
             base: Duration::from_secs(1),
             cap: Duration::from_secs(60),
@@ -89,14 +89,14 @@ impl Limits {
 
 /// What to do after a response or a failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+pub enum RetryOrFail {
     /// Try again after this long.
     Retry(Duration),
     /// Give up; the reason says why when it is not simply the status.
     Fail(Option<String>),
 }
 
-impl Policy {
+impl RetryPolicy {
     /// After a non-2xx `status` on attempt `attempt` (1-based), at epoch second `now`.
     pub fn after_status(
         &self,
@@ -105,7 +105,7 @@ impl Policy {
         message: &str,
         attempt: u32,
         now: u64,
-    ) -> Next {
+    ) -> RetryOrFail {
         let last = attempt >= self.max_attempts;
         let rate_limited = matches!(status, 403 | 429);
         if rate_limited {
@@ -124,38 +124,38 @@ impl Policy {
                 let wait = Duration::from_secs(60).max(self.backoff(attempt));
                 return self.wait(wait, last);
             }
-            return Next::Fail(None);
+            return RetryOrFail::Fail(None);
         }
         if status >= 500 {
             if last {
-                return Next::Fail(Some(format!("still failing after {attempt} attempts")));
+                return RetryOrFail::Fail(Some(format!("still failing after {attempt} attempts")));
             }
-            return Next::Retry(self.jittered(attempt));
+            return RetryOrFail::Retry(self.jittered(attempt));
         }
-        Next::Fail(None)
+        RetryOrFail::Fail(None)
     }
 
     /// After a network error on attempt `attempt`.
-    pub fn after_network_error(&self, attempt: u32) -> Next {
+    pub fn after_network_error(&self, attempt: u32) -> RetryOrFail {
         if attempt >= self.max_attempts {
-            Next::Fail(Some(format!("still failing after {attempt} attempts")))
+            RetryOrFail::Fail(Some(format!("still failing after {attempt} attempts")))
         } else {
-            Next::Retry(self.jittered(attempt))
+            RetryOrFail::Retry(self.jittered(attempt))
         }
     }
 
-    fn wait(&self, wait: Duration, last: bool) -> Next {
+    fn wait(&self, wait: Duration, last: bool) -> RetryOrFail {
         if last {
-            return Next::Fail(Some("rate limited on every attempt".into()));
+            return RetryOrFail::Fail(Some("rate limited on every attempt".into()));
         }
         if wait > self.max_wait {
-            return Next::Fail(Some(format!(
+            return RetryOrFail::Fail(Some(format!(
                 "rate limited for {}s, longer than the {}s this client waits",
                 wait.as_secs(),
                 self.max_wait.as_secs()
             )));
         }
-        Next::Retry(wait)
+        RetryOrFail::Retry(wait)
     }
 
     /// `base * 2^(attempt-1)`, capped.
@@ -176,8 +176,8 @@ impl Policy {
 mod tests {
     use super::*;
 
-    fn p() -> Policy {
-        Policy::default()
+    fn p() -> RetryPolicy {
+        RetryPolicy::default()
     }
 
     #[test]
@@ -188,11 +188,11 @@ mod tests {
         };
         assert_eq!(
             p().after_status(429, &l, "", 1, 0),
-            Next::Retry(Duration::from_secs(7))
+            RetryOrFail::Retry(Duration::from_secs(7))
         );
         assert_eq!(
             p().after_status(403, &l, "", 1, 0),
-            Next::Retry(Duration::from_secs(7))
+            RetryOrFail::Retry(Duration::from_secs(7))
         );
     }
 
@@ -205,7 +205,7 @@ mod tests {
         };
         assert_eq!(
             p().after_status(403, &l, "API rate limit exceeded", 1, 1_000_000),
-            Next::Retry(Duration::from_secs(31))
+            RetryOrFail::Retry(Duration::from_secs(31))
         );
         // A reset further away than the client will wait fails, saying so.
         let far = Limits {
@@ -214,7 +214,7 @@ mod tests {
             ..Default::default()
         };
         match p().after_status(403, &far, "", 1, 1_000_000) {
-            Next::Fail(Some(why)) => assert!(why.contains("3601s"), "{why}"),
+            RetryOrFail::Fail(Some(why)) => assert!(why.contains("3601s"), "{why}"),
             other => panic!("{other:?}"),
         }
     }
@@ -228,7 +228,7 @@ mod tests {
             1,
             0,
         );
-        assert_eq!(n, Next::Retry(Duration::from_secs(60)));
+        assert_eq!(n, RetryOrFail::Retry(Duration::from_secs(60)));
     }
 
     #[test]
@@ -236,7 +236,7 @@ mod tests {
         for s in [400, 401, 403, 404, 409, 422] {
             assert_eq!(
                 p().after_status(s, &Limits::default(), "Not Found", 1, 0),
-                Next::Fail(None),
+                RetryOrFail::Fail(None),
                 "{s}"
             );
         }
@@ -245,7 +245,8 @@ mod tests {
     #[test]
     fn server_errors_back_off_exponentially_with_bounded_jitter() {
         for attempt in 1..=5 {
-            let Next::Retry(d) = p().after_status(502, &Limits::default(), "", attempt, 0) else {
+            let RetryOrFail::Retry(d) = p().after_status(502, &Limits::default(), "", attempt, 0)
+            else {
                 panic!("502 on attempt {attempt} is retried");
             };
             let b = Duration::from_secs(1 << (attempt - 1)).min(Duration::from_secs(60));
@@ -257,15 +258,18 @@ mod tests {
         }
         assert!(matches!(
             p().after_status(502, &Limits::default(), "", 6, 0),
-            Next::Fail(Some(_))
+            RetryOrFail::Fail(Some(_))
         ));
-        assert!(matches!(p().after_network_error(1), Next::Retry(_)));
-        assert!(matches!(p().after_network_error(6), Next::Fail(Some(_))));
+        assert!(matches!(p().after_network_error(1), RetryOrFail::Retry(_)));
+        assert!(matches!(
+            p().after_network_error(6),
+            RetryOrFail::Fail(Some(_))
+        ));
     }
 
     #[test]
     fn the_back_off_base_and_cap_can_be_set_and_junk_is_ignored() {
-        let p = Policy::from_vars(|k| match k {
+        let p = RetryPolicy::from_vars(|k| match k {
             BASE_ENV => Some("10ms".into()),
             CAP_ENV => Some(" 40ms ".into()),
             _ => None,
@@ -276,11 +280,11 @@ mod tests {
         );
         assert_eq!(p.backoff(1), Duration::from_millis(10));
         assert_eq!(p.backoff(5), Duration::from_millis(40));
-        assert_eq!(p.max_attempts, Policy::default().max_attempts);
-        let junk = Policy::from_vars(|_| Some("soon".into()));
+        assert_eq!(p.max_attempts, RetryPolicy::default().max_attempts);
+        let junk = RetryPolicy::from_vars(|_| Some("soon".into()));
         assert_eq!(
             (junk.base, junk.cap),
-            (Policy::default().base, Policy::default().cap)
+            (RetryPolicy::default().base, RetryPolicy::default().cap)
         );
     }
 

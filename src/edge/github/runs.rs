@@ -259,12 +259,12 @@ async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Fil
 /// `policy` as every API call is: network errors and 5xx answers of the storage are tried
 /// again with back-off, anything else that is not 2xx fails at once.
 async fn fetch_unauthenticated(
-    policy: &super::retry::Policy,
+    policy: &super::retry::RetryPolicy,
     op: &str,
     url: &str,
     limit: u64,
 ) -> Result<File, ApiError> {
-    use super::retry::{Limits, Next};
+    use super::retry::{Limits, RetryOrFail};
     let uri: http::Uri = url
         .parse()
         .map_err(|e| invalid(op, format!("a redirect to an invalid URL: {e}")))?;
@@ -291,14 +291,14 @@ async fn fetch_unauthenticated(
         attempt += 1;
         let next = match octo._get(url).await {
             Err(e) => match policy.after_network_error(attempt) {
-                Next::Fail(_) => {
+                RetryOrFail::Fail(_) => {
                     return Err(ApiError::Network {
                         op: op.into(),
                         url: base.clone(),
                         message: super::error_chain(&e),
                     });
                 }
-                next @ Next::Retry(_) => {
+                next @ RetryOrFail::Retry(_) => {
                     tracing::warn!("{op}: the artifact's storage is unreachable; retrying");
                     next
                 }
@@ -311,7 +311,7 @@ async fn fetch_unauthenticated(
                 let limits = Limits::from_headers(response.headers());
                 let message = format!("the artifact's storage answered HTTP {status}");
                 match policy.after_status(status, &limits, &message, attempt, super::now()) {
-                    Next::Fail(why) => {
+                    RetryOrFail::Fail(why) => {
                         return Err(ApiError::Status {
                             op: op.into(),
                             status,
@@ -319,14 +319,14 @@ async fn fetch_unauthenticated(
                             why,
                         });
                     }
-                    next @ Next::Retry(_) => {
+                    next @ RetryOrFail::Retry(_) => {
                         tracing::warn!("{op}: {message}; retrying");
                         next
                     }
                 }
             }
         };
-        if let Next::Retry(wait) = next {
+        if let RetryOrFail::Retry(wait) = next {
             tokio::time::sleep(wait).await;
         }
     }
@@ -379,7 +379,7 @@ mod tests {
     /// while it is read, once past the limit (holding it first would never end).
     #[tokio::test]
     async fn an_artifact_is_streamed_into_an_unlinked_file_and_refused_past_its_limit() {
-        let policy = super::super::retry::Policy::default();
+        let policy = super::super::retry::RetryPolicy::default();
         let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         let (url, server) = storage(Some(body.clone())).await;
         let mut file = fetch_unauthenticated(&policy, "op", &url, 300_000)

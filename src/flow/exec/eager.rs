@@ -34,7 +34,7 @@ impl Eager<'_> {
     /// completed attempts about to be integrated: a slot goes now only to a task that would
     /// also be picked once they are committed, so work they unblock (the critical path,
     /// often) is not kept waiting for a slot by work of lower priority that started first.
-    fn fill<X: Executor>(
+    async fn fill<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -66,7 +66,7 @@ impl Eager<'_> {
                 attempt: plan.tasks[i].attempts(),
                 retry_prompt: None,
             };
-            x.start(plan, start, round + 1)?;
+            x.start(plan, start, round + 1).await?;
         }
         s.in_flight.extend(picks);
         Ok(())
@@ -84,10 +84,30 @@ impl Eager<'_> {
         }
     }
 
+    /// How the run ends once nothing runs (`s`: where it stands then).
+    fn idle<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &mut Plan,
+        s: EagerState,
+    ) -> Result<Ending, X::Error> {
+        Ok(if s.cancelled {
+            // What dagexec stopped is not counted against its task.
+            s.standing.give_back(x, plan)?;
+            Ending::Interrupted { committed: false }
+        } else if s.aborted {
+            Ending::Aborted
+        } else if let Some(stop) = s.stop {
+            stop
+        } else {
+            self.settle(plan)
+        })
+    }
+
     /// Runs until nothing is pending or in flight, or the run stops; `round` is the last
     /// round committed, `in_flight` the tasks already running (adopted). Returns how it
     /// ended and the last round committed.
-    pub fn run<X: Executor>(
+    pub async fn run<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -103,28 +123,19 @@ impl Eager<'_> {
         };
         loop {
             if !s.cancelled && !s.aborted && s.stop.is_none() {
-                self.fill(x, plan, &mut s, round, &[])?;
+                self.fill(x, plan, &mut s, round, &[]).await?;
             }
             if x.running() == 0 {
-                let end = if s.cancelled {
-                    // What dagexec stopped is not counted against its task.
-                    s.standing.give_back(x, plan)?;
-                    Ending::Interrupted { committed: false }
-                } else if s.aborted {
-                    Ending::Aborted
-                } else if let Some(stop) = s.stop {
-                    stop
-                } else {
-                    self.settle(plan)
-                };
-                return Ok((end, round));
+                return Ok((self.idle(x, plan, s)?, round));
             }
             if x.handover_due() {
                 return Ok((Ending::Handover, round));
             }
-            let arrivals = x.wait(plan)?;
+            let arrivals = x.wait(plan).await?;
             s.cancelled |= arrivals.cancelled;
-            let mut landed = self.receive(x, plan, &mut s, arrivals.judged, round)?;
+            let mut landed = self
+                .receive(x, plan, &mut s, arrivals.judged, round)
+                .await?;
             if s.cancelled || landed.is_empty() {
                 continue;
             }
@@ -138,7 +149,7 @@ impl Eager<'_> {
                     .filter(|j| j.verdict.status == Status::Completed)
                     .map(|j| j.index)
                     .collect();
-                self.fill(x, plan, &mut s, round, &landing)?;
+                self.fill(x, plan, &mut s, round, &landing).await?;
             }
             landed.sort_by_key(|j| j.index);
             let tasks: Vec<usize> = landed.iter().map(|j| j.index).collect();
@@ -165,11 +176,11 @@ impl Eager<'_> {
             } else {
                 s.in_flight.extend(again.iter().map(|r| r.task));
             }
-            let committed = x.commit(plan, &tasks, round, None)?;
+            let committed = x.commit(plan, &tasks, round, None).await?;
             x.reached("eager-after-round", round);
             for start in again.into_iter().filter(|_| !held) {
                 if committed == Integrated::Continue {
-                    x.start(plan, start, round + 1)?;
+                    x.start(plan, start, round + 1).await?;
                 } else {
                     super::put_back(x, plan, std::slice::from_ref(&start))?;
                     s.in_flight.remove(&start.task);
@@ -187,7 +198,7 @@ impl Eager<'_> {
     /// Takes in the attempts that arrived: each recorded, a retry started at once where the
     /// executor retries in place (or given up when nothing new may start), and those that
     /// land returned for integration.
-    fn receive<X: Executor>(
+    async fn receive<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -220,7 +231,7 @@ impl Eager<'_> {
                             attempt,
                             retry_prompt: Some(prompt),
                         };
-                        x.start(plan, start, round + 1)?;
+                        x.start(plan, start, round + 1).await?;
                     }
                 }
                 _ => landed.push(j),

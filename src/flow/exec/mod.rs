@@ -210,7 +210,14 @@ pub fn settle(
     }
 }
 
-/// Runs attempts somewhere: worktrees on this machine, or workflow runs on GitHub.
+/// Runs attempts somewhere: worktrees on this machine, or workflow runs on GitHub. Starting,
+/// waiting and committing are `async` (a dispatch, a poll, a publication on GitHub; an
+/// attempt's end locally); the loops that drive an executor are driven by the command line
+/// blocking on them, never spawned, so their futures need not be `Send`.
+#[allow(
+    async_fn_in_trait,
+    reason = "an executor's futures run where the command blocks on them, never spawned"
+)]
 pub trait Executor {
     type Error;
     /// How many attempts may run at once.
@@ -225,16 +232,21 @@ pub trait Executor {
     fn save(&mut self, plan: &mut Plan) -> Result<(), Self::Error>;
     /// Starts an attempt from the round as staged so far; its task is in progress and the
     /// attempt counted (and saved). `round` is the round it belongs to.
-    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), Self::Error>;
+    async fn start(
+        &mut self,
+        plan: &mut Plan,
+        start: Launch,
+        round: u32,
+    ) -> Result<(), Self::Error>;
     /// Waits for running attempts to end (at least one, or the executor's poll): the judged
     /// ones, and whether the run is cancelled.
-    fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, Self::Error>;
+    async fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, Self::Error>;
     /// Adds judged attempts to the round being built: completed patches applied on top of
     /// what it holds (attempts started later begin from there), outcomes decided.
     fn stage(&mut self, plan: &mut Plan, judged: Vec<Judged>) -> Result<(), Self::Error>;
     /// Commits the round built from `tasks` as round `round`: one plan update (results,
     /// cascade, circuit breaker) and one commit (on GitHub: pushed and published).
-    fn commit(
+    async fn commit(
         &mut self,
         plan: &mut Plan,
         tasks: &[usize],

@@ -43,7 +43,7 @@ impl RoundLoop<'_> {
 
     /// Runs round after round until nothing is pending, the run stops, or it is cancelled;
     /// `round` is the last round committed. Returns how it ended and the last round.
-    pub fn run<X: Executor>(
+    pub async fn run<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -72,8 +72,9 @@ impl RoundLoop<'_> {
                 groups: groups.clone(),
                 slots: x.slots(),
             });
-            let Some((unstarted, stop)) =
-                self.run_groups(x, plan, &groups, round, &mut standing)?
+            let Some((unstarted, stop)) = self
+                .run_groups(x, plan, &groups, round, &mut standing)
+                .await?
             else {
                 // Interrupted: what dagexec stopped is not counted against its task.
                 standing.give_back(x, plan)?;
@@ -87,7 +88,7 @@ impl RoundLoop<'_> {
                 .copied()
                 .filter(|i| !unstarted.contains(i))
                 .collect();
-            match x.commit(plan, &ran, round, wave)? {
+            match x.commit(plan, &ran, round, wave).await? {
                 Integrated::Continue => {}
                 Integrated::End(end) => return Ok((Ending::Ended(end), round)),
                 Integrated::Abort => return Ok((Ending::Aborted, round)),
@@ -130,7 +131,7 @@ impl RoundLoop<'_> {
     /// Runs a round's groups one after another, each staged when it is resolved. Returns
     /// the tasks that never started (the budget ran out first) and why the run stops after
     /// this round; `None` when cancelled inside a group.
-    fn run_groups<X: Executor>(
+    async fn run_groups<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -168,7 +169,7 @@ impl RoundLoop<'_> {
                 })
                 .collect();
             let Some((judged, not_started, halted)) =
-                self.group(x, plan, starts, round, standing)?
+                self.group(x, plan, starts, round, standing).await?
             else {
                 return Ok(None);
             };
@@ -194,7 +195,7 @@ impl RoundLoop<'_> {
                     break;
                 }
                 let Some((judged, not_started, halted)) =
-                    self.group(x, plan, again, round, standing)?
+                    self.group(x, plan, again, round, standing).await?
                 else {
                     return Ok(None);
                 };
@@ -212,7 +213,7 @@ impl RoundLoop<'_> {
     /// Runs one group's attempts, retrying failures until every task is resolved, or the
     /// budget is spent: then the attempts not yet started never start, and their tasks are
     /// pending again (returned beside the judged attempts). `None` when cancelled.
-    fn group<X: Executor>(
+    async fn group<X: Executor>(
         &self,
         x: &mut X,
         plan: &mut Plan,
@@ -258,14 +259,14 @@ impl RoundLoop<'_> {
                     x.emit(Event::Starting { tasks: fresh });
                 }
                 for start in starts {
-                    x.start(plan, start, round)?;
+                    x.start(plan, start, round).await?;
                 }
             }
             announced = true;
             if x.running() == 0 {
                 break;
             }
-            let arrivals = x.wait(plan)?;
+            let arrivals = x.wait(plan).await?;
             cancelled |= arrivals.cancelled;
             for j in arrivals.judged {
                 standing.judged(&j);

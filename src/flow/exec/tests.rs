@@ -76,7 +76,12 @@ impl Executor for Virtual {
     fn save(&mut self, _plan: &mut Plan) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn start(&mut self, plan: &mut Plan, start: Launch, _round: u32) -> Result<(), Self::Error> {
+    async fn start(
+        &mut self,
+        plan: &mut Plan,
+        start: Launch,
+        _round: u32,
+    ) -> Result<(), Self::Error> {
         assert_eq!(plan.tasks[start.task].status, Status::InProgress);
         assert_eq!(
             plan.tasks[start.task].attempts(),
@@ -93,7 +98,7 @@ impl Executor for Virtual {
         self.started.push((self.now, start.task, start.attempt));
         Ok(())
     }
-    fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, Self::Error> {
+    async fn wait(&mut self, _plan: &mut Plan) -> Result<Arrivals, Self::Error> {
         let next = self.running.iter().map(|r| r.0).min().unwrap();
         if let Some(c) = self.cancel_at
             && next > c
@@ -155,7 +160,7 @@ impl Executor for Virtual {
         self.staged.extend(judged);
         Ok(())
     }
-    fn commit(
+    async fn commit(
         &mut self,
         plan: &mut Plan,
         tasks: &[usize],
@@ -223,6 +228,17 @@ fn diamond() -> (Plan, Script) {
     (plan, script)
 }
 
+/// The outcome of a loop over the virtual executor, which never waits on anything real: its
+/// future is ready at its first poll.
+fn at_once<F: std::future::Future>(run: F) -> F::Output {
+    let mut run = std::pin::pin!(run);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match run.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("the virtual executor never waits"),
+    }
+}
+
 fn drive(plan: &mut Plan, x: &mut Virtual, budget: Option<Budget>) -> Ending {
     let dag = x.dag.clone();
     let conflicts = Conflicts::of(plan);
@@ -231,7 +247,7 @@ fn drive(plan: &mut Plan, x: &mut Virtual, budget: Option<Budget>) -> Ending {
         conflicts: &conflicts,
         budget,
     };
-    engine.run(x, plan, 0, []).unwrap().0
+    at_once(engine.run(x, plan, 0, [])).unwrap().0
 }
 
 #[test]
@@ -391,7 +407,7 @@ fn rounds(plan: &mut Plan, x: &mut Virtual, budget: Option<Budget>) -> Ending {
         budget,
         schedule: Schedule::Rounds,
     };
-    engine.run(x, plan, 0).unwrap().0
+    at_once(engine.run(x, plan, 0)).unwrap().0
 }
 
 #[test]
@@ -685,7 +701,7 @@ fn an_interrupt_gives_back_every_attempt_but_the_failures() {
         budget: None,
         schedule: Schedule::Rounds,
     };
-    let (ending, _) = rounds.run(&mut x, &mut p, 0).unwrap();
+    let (ending, _) = at_once(rounds.run(&mut x, &mut p, 0)).unwrap();
     assert_eq!(ending, Ending::Interrupted { committed: false });
     let started: Vec<(usize, u32)> = x.started.iter().map(|s| (s.1, s.2)).collect();
     assert_eq!(started, [(0, 1), (1, 1), (2, 1), (0, 2)]);

@@ -295,8 +295,8 @@ mod tests {
 
     #[test]
     fn table() {
-        type Spec<'a> = &'a [(&'a [usize], &'a [&'a str], &'a [&'a str])];
-        let cases: &[(Spec, &str)] = &[
+        type Case<'a> = &'a [(&'a [usize], &'a [&'a str], &'a [&'a str])];
+        let cases: &[(Case, &str)] = &[
             (
                 &[(&[], &["a"], &[]), (&[], &[], &["a"])],
                 r#"{"0":[1],"1":[0]}"#,

@@ -59,24 +59,24 @@ fn time_and_cost(t: &crate::pure::usage::Totals) -> String {
 /// recommendations, and the closing line ("All N tasks completed." or "Execution
 /// incomplete. x/N completed.").
 pub fn final_summary(plan: &Plan) -> String {
-    final_summary_for(plan, Reader::Terminal)
+    final_summary_for(plan, Audience::Terminal)
 }
 
 /// Who reads a summary, and so which commands its recommendations name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reader {
+pub enum Audience {
     /// Someone at the terminal: `dagexec retry N`, `dagexec answer N …`.
     Terminal,
     /// The pull request: `/execute retry N`, `/execute answer N …` comments.
     PullRequest,
 }
 
-impl Reader {
+impl Audience {
     /// How this reader gives the command: `dagexec retry 1` / comment `/execute retry 1`.
     fn command(self, verb_and_args: &str) -> String {
         match self {
-            Reader::Terminal => format!("`dagexec {verb_and_args}`"),
-            Reader::PullRequest => format!("comment `/execute {verb_and_args}`"),
+            Audience::Terminal => format!("`dagexec {verb_and_args}`"),
+            Audience::PullRequest => format!("comment `/execute {verb_and_args}`"),
         }
     }
 }
@@ -129,7 +129,7 @@ pub fn nothing_runs(plan: &Plan) -> Option<String> {
 }
 
 /// [`final_summary`] for `reader`.
-pub fn final_summary_for(plan: &Plan, reader: Reader) -> String {
+pub fn final_summary_for(plan: &Plan, reader: Audience) -> String {
     let mut s = format!("Completed: {}\n", plan.count(Status::Completed));
     for (label, status) in [
         ("Failed", Status::Failed),
@@ -164,11 +164,11 @@ pub fn final_summary_for(plan: &Plan, reader: Reader) -> String {
     s
 }
 
-fn follow_ups(plan: &Plan, reader: Reader) -> Vec<String> {
+fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
     let mut out = Vec::new();
     let again = match reader {
-        Reader::Terminal => " and run again",
-        Reader::PullRequest => "; it starts the next round",
+        Audience::Terminal => " and run again",
+        Audience::PullRequest => "; it starts the next round",
     };
     for (index, t) in plan.tasks.iter().enumerate() {
         let result = t.result.as_deref().unwrap_or("no result recorded");

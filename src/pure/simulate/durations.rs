@@ -38,7 +38,7 @@ const MAX_MS: u64 = 30 * 24 * 3600 * 1000;
 
 /// Where a task's duration comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Source {
+pub enum Origin {
     /// `--duration N=…`.
     Given,
     /// The plan's history.
@@ -51,15 +51,15 @@ pub enum Source {
     Assumed,
 }
 
-impl Source {
+impl Origin {
     /// The name used in the JSON output.
     pub fn as_str(self) -> &'static str {
         match self {
-            Source::Given => "given",
-            Source::History => "history",
-            Source::Default => "default",
-            Source::Median => "median",
-            Source::Assumed => "assumed",
+            Origin::Given => "given",
+            Origin::History => "history",
+            Origin::Default => "default",
+            Origin::Median => "median",
+            Origin::Assumed => "assumed",
         }
     }
 }
@@ -69,7 +69,7 @@ impl Source {
 pub struct TaskTime {
     /// Milliseconds per attempt, in order; never empty.
     pub attempts: Vec<u64>,
-    pub source: Source,
+    pub source: Origin,
 }
 
 impl TaskTime {
@@ -95,14 +95,14 @@ pub struct DurationInput {
 pub struct Durations {
     pub tasks: Vec<TaskTime>,
     /// What tasks without history got, and where it came from.
-    pub default: (u64, Source),
+    pub default: (u64, Origin),
     /// Records skipped, said once each.
     pub warnings: Vec<String>,
 }
 
 impl Durations {
     /// How many tasks got their duration from `source`.
-    pub fn count(&self, source: Source) -> usize {
+    pub fn count(&self, source: Origin) -> usize {
         self.tasks.iter().filter(|t| t.source == source).count()
     }
 }
@@ -126,10 +126,11 @@ impl DurationError {
     }
 }
 
-/// One record of `progress.dagexecAttempts` (other fields, e.g. cost, are ignored).
+/// One record of `progress.dagexecAttempts` (other fields, e.g. cost, are ignored); the
+/// merge rate (`super::merge`) reads it too.
 #[derive(Debug, Deserialize)]
-struct Record {
-    task: usize,
+pub(super) struct Record {
+    pub(super) task: usize,
     #[serde(default)]
     start: Option<String>,
     #[serde(default)]
@@ -137,10 +138,10 @@ struct Record {
     #[serde(default)]
     seconds: Option<f64>,
     #[serde(default)]
-    outcome: Option<String>,
+    pub(super) outcome: Option<String>,
     /// A rebase attempt (`overlap: merge`).
     #[serde(default)]
-    rebase: bool,
+    pub(super) rebase: bool,
 }
 
 /// A record's time in ms, if it has a usable one.
@@ -223,9 +224,9 @@ pub fn durations(plan: &Plan, input: &DurationInput) -> Result<Durations, Durati
     };
     let completed: Vec<u64> = history.iter().filter_map(|a| a.last().copied()).collect();
     let default = match (input.default, median(completed)) {
-        (Some(ms), _) => (ms, Source::Default),
-        (None, Some(ms)) => (ms, Source::Median),
-        (None, None) => (ASSUMED_MS, Source::Assumed),
+        (Some(ms), _) => (ms, Origin::Default),
+        (None, Some(ms)) => (ms, Origin::Median),
+        (None, None) => (ASSUMED_MS, Origin::Assumed),
     };
     let tasks = history
         .into_iter()
@@ -233,11 +234,11 @@ pub fn durations(plan: &Plan, input: &DurationInput) -> Result<Durations, Durati
         .map(|(i, attempts)| match input.per_task.get(&i) {
             Some(&ms) => TaskTime {
                 attempts: vec![ms],
-                source: Source::Given,
+                source: Origin::Given,
             },
             None if !attempts.is_empty() => TaskTime {
                 attempts,
-                source: Source::History,
+                source: Origin::History,
             },
             None => TaskTime {
                 attempts: vec![default.0],
@@ -283,11 +284,11 @@ mod tests {
     #[test]
     fn nothing_known_assumes_ten_minutes() {
         let d = durations(&three(), &input()).unwrap();
-        assert_eq!(d.default, (ASSUMED_MS, Source::Assumed));
+        assert_eq!(d.default, (ASSUMED_MS, Origin::Assumed));
         assert!(
             d.tasks
                 .iter()
-                .all(|t| t.attempts == [ASSUMED_MS] && t.source == Source::Assumed)
+                .all(|t| t.attempts == [ASSUMED_MS] && t.source == Origin::Assumed)
         );
     }
 
@@ -307,12 +308,12 @@ mod tests {
         );
         let d = durations(&plan, &input()).unwrap();
         assert_eq!(d.tasks[0].attempts, [10_000, 20_500]);
-        assert_eq!(d.tasks[0].source, Source::History);
+        assert_eq!(d.tasks[0].source, Origin::History);
         assert_eq!(d.tasks[1].attempts, [30_000]);
         // Never completed: one attempt of the median of the completed ones (20.5 s and 30 s).
-        assert_eq!(d.default, (25_250, Source::Median));
+        assert_eq!(d.default, (25_250, Origin::Median));
         assert_eq!(d.tasks[2].attempts, [25_250]);
-        assert_eq!(d.tasks[2].source, Source::Median);
+        assert_eq!(d.tasks[2].source, Origin::Median);
         assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
         assert!(d.warnings[0].starts_with("3 record(s)"));
 
@@ -322,10 +323,10 @@ mod tests {
         given.per_task.insert(0, 1_000);
         let d = durations(&plan, &given).unwrap();
         assert_eq!(d.tasks[0].attempts, [1_000]);
-        assert_eq!(d.tasks[0].source, Source::Given);
+        assert_eq!(d.tasks[0].source, Origin::Given);
         assert_eq!(d.tasks[2].attempts, [5_000]);
-        assert_eq!(d.tasks[2].source, Source::Default);
-        assert_eq!(d.count(Source::History), 1);
+        assert_eq!(d.tasks[2].source, Origin::Default);
+        assert_eq!(d.count(Origin::History), 1);
 
         // --no-history.
         given.use_history = false;
@@ -369,7 +370,7 @@ mod tests {
     fn history_not_a_list_is_a_warning() {
         let plan = with_history(three(), json!({"task": 0}));
         let d = durations(&plan, &input()).unwrap();
-        assert_eq!(d.count(Source::Assumed), 3);
+        assert_eq!(d.count(Origin::Assumed), 3);
         assert_eq!(d.warnings.len(), 1);
     }
 }

@@ -13,7 +13,7 @@
 use serde::Deserialize;
 
 use super::Durations;
-use super::durations::HISTORY_FIELD;
+use super::durations::{HISTORY_FIELD, Record};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::Plan;
@@ -35,16 +35,6 @@ impl Rate {
     pub fn fraction(self) -> f64 {
         f64::from(self.permille) / 1000.0
     }
-}
-
-/// One attempt record, as much of it as the rate needs.
-#[derive(Debug, Deserialize)]
-struct Record {
-    task: usize,
-    #[serde(default)]
-    outcome: Option<String>,
-    #[serde(default)]
-    rebase: bool,
 }
 
 /// Which tasks share a declared file with a task they could run beside.
@@ -141,7 +131,7 @@ pub fn recheck_runs(times: &Durations, sharing: &[bool], rate: Rate, run: u64) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pure::simulate::{Source, TaskTime};
+    use crate::pure::simulate::{Origin, TaskTime};
     use serde_json::json;
 
     fn plan(records: &serde_json::Value) -> Plan {
@@ -198,14 +188,14 @@ mod tests {
             tasks: vec![
                 TaskTime {
                     attempts: vec![1000, 10_000],
-                    source: Source::Given,
+                    source: Origin::Given,
                 },
                 TaskTime {
                     attempts: vec![10_000],
-                    source: Source::Given,
+                    source: Origin::Given,
                 },
             ],
-            default: (10_000, Source::Given),
+            default: (10_000, Origin::Given),
             warnings: Vec::new(),
         };
         let rate = Rate {

@@ -65,7 +65,7 @@ use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::{Plan, Status};
 
-pub use durations::{DurationInput, Durations, Source, TaskTime};
+pub use durations::{DurationInput, Durations, Origin, TaskTime};
 use play::Sim;
 
 /// Where the plan runs.

@@ -35,7 +35,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Place, Prediction, Report, Source, durations::Durations};
+use super::{Origin, Place, Prediction, Report, durations::Durations};
 use crate::pure::engine::Schedule;
 use crate::pure::plan::model::Plan;
 
@@ -76,19 +76,19 @@ fn place_name(p: Place) -> &'static str {
 /// What the durations are, in one sentence.
 fn durations_line(d: &Durations) -> String {
     let mut parts = Vec::new();
-    let n = |s: Source| d.count(s);
-    if n(Source::Given) > 0 {
-        parts.push(format!("{} given", n(Source::Given)));
+    let n = |s: Origin| d.count(s);
+    if n(Origin::Given) > 0 {
+        parts.push(format!("{} given", n(Origin::Given)));
     }
-    if n(Source::History) > 0 {
-        parts.push(format!("{} from the plan's history", n(Source::History)));
+    if n(Origin::History) > 0 {
+        parts.push(format!("{} from the plan's history", n(Origin::History)));
     }
     let rest = n(d.default.1);
     if rest > 0 {
         let t = human(d.default.0);
         parts.push(match d.default.1 {
-            Source::Default => format!("{rest} without history {t} (--duration)"),
-            Source::Median => format!("{rest} without history the median, {t}"),
+            Origin::Default => format!("{rest} without history {t} (--duration)"),
+            Origin::Median => format!("{rest} without history the median, {t}"),
             _ => format!("{rest} assumed {t} (no history; --duration sets it)"),
         });
     }
@@ -339,11 +339,11 @@ fn secs(ms: u64) -> f64 {
 pub fn json(report: &Report, durations: &Durations) -> Value {
     let s = report.setting;
     let sources = [
-        Source::Given,
-        Source::History,
-        Source::Default,
-        Source::Median,
-        Source::Assumed,
+        Origin::Given,
+        Origin::History,
+        Origin::Default,
+        Origin::Median,
+        Origin::Assumed,
     ];
     let bound = |b: super::Bound| {
         json!({

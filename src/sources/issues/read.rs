@@ -205,24 +205,30 @@ fn fetch_and_convert(
         let _in = rt.enter();
         Client::new(&opts.api_url, &opts.token, opts.repo.clone()).map_err(api)?
     };
-    let parent = rt
-        .block_on(client.issue_tree(opts.number, Api::from_env()))
+    // The reads run on this function's own runtime: a plan source is read by synchronous
+    // code (`dagexec run`, `validate`, the plan job), and the steer job calls it on a
+    // blocking thread (see `action::runtime`).
+    let (parent, in_tree, found, writers) = rt
+        .block_on(async {
+            let parent = client.issue_tree(opts.number, Api::from_env()).await?;
+            let mut in_tree: BTreeMap<Ref, bool> = BTreeMap::new();
+            let mut authors = BTreeSet::new();
+            let mut named = BTreeSet::new();
+            walk(&parent, &mut |i: &Issue| {
+                in_tree.insert(Ref::new(&i.repo, i.number), i.closed);
+                authors.insert(i.author.clone());
+                named.extend(body::declared(&i.repo, &i.body).depends_on);
+            });
+            let ask: Vec<(String, u64)> = named
+                .iter()
+                .filter(|r| !in_tree.contains_key(r))
+                .map(|r| (r.repo.clone(), r.number))
+                .collect();
+            let found = client.issue_states(&ask).await?;
+            let writers = client.writers(&authors).await?;
+            Ok::<_, ApiError>((parent, in_tree, found, writers))
+        })
         .map_err(api)?;
-    let mut in_tree: BTreeMap<Ref, bool> = BTreeMap::new();
-    let mut authors = BTreeSet::new();
-    let mut named = BTreeSet::new();
-    walk(&parent, &mut |i: &Issue| {
-        in_tree.insert(Ref::new(&i.repo, i.number), i.closed);
-        authors.insert(i.author.clone());
-        named.extend(body::declared(&i.repo, &i.body).depends_on);
-    });
-    let ask: Vec<(String, u64)> = named
-        .iter()
-        .filter(|r| !in_tree.contains_key(r))
-        .map(|r| (r.repo.clone(), r.number))
-        .collect();
-    let found = rt.block_on(client.issue_states(&ask)).map_err(api)?;
-    let writers = rt.block_on(client.writers(&authors)).map_err(api)?;
     let mut states = in_tree;
     states.extend(
         found

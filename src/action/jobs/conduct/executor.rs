@@ -41,7 +41,12 @@ impl Executor for Remote<'_> {
         self.record_starts(plan)
     }
 
-    fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), ActionError> {
+    async fn start(
+        &mut self,
+        plan: &mut Plan,
+        start: Launch,
+        round: u32,
+    ) -> Result<(), ActionError> {
         if self.stale.is_some() {
             return Ok(());
         }
@@ -57,7 +62,7 @@ impl Executor for Remote<'_> {
         dispatch.insert("base".into(), self.pushed.clone().into());
         // The crash tests' kill -9 before the dispatch reaches GitHub (its start recorded).
         crate::flow::failpoint("dispatching", round);
-        let id = self.dispatch_task_run(i, attempt, &dispatch)?;
+        let id = self.dispatch_task_run(i, attempt, &dispatch).await?;
         // The crash tests' kill -9 between a dispatch and the commit that records its run.
         crate::flow::failpoint("dispatched", round);
         // `overlap: merge`: the same between a re-check's or a rebase's dispatch and its record
@@ -98,7 +103,7 @@ impl Executor for Remote<'_> {
     }
 
     /// One poll of every run in flight, after the poll interval; the ended ones are judged.
-    fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
+    async fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
         let mut pause = poll_interval(
             self.timing.poll,
             self.flights.len(),
@@ -108,14 +113,14 @@ impl Executor for Remote<'_> {
         if self.outages > 0 {
             pause += self.client.policy.backoff(self.outages);
         }
-        std::thread::sleep(pause);
+        tokio::time::sleep(pause).await;
         let mut arrivals = Arrivals::default();
         // What GitHub failed to answer at this poll (the first such failure).
         let mut outage: Option<String> = None;
         let flights: Vec<(usize, Flight)> =
             self.flights.iter().map(|(&i, f)| (i, f.clone())).collect();
         for (i, f) in flights {
-            match self.poll(plan, i, &f)? {
+            match self.poll(plan, i, &f).await? {
                 Polled::Running => {}
                 Polled::Later(what) => {
                     outage.get_or_insert(what);
@@ -161,7 +166,7 @@ impl Executor for Remote<'_> {
 
     /// Integrates the batch as finalize integrates a round ([`arrival::integrate`]: the
     /// same refusals, retries, questions, update and round commit), then pushes and publishes.
-    fn commit(
+    async fn commit(
         &mut self,
         plan: &mut Plan,
         _tasks: &[usize],
@@ -192,9 +197,7 @@ impl Executor for Remote<'_> {
                 plan_path: self.plan_path,
                 plan_rel: &self.inputs.plan_rel,
             };
-            let applied = self
-                .rt
-                .block_on(steering::catch_up(queue, plan, self.dag, None));
+            let applied = steering::catch_up(queue, plan, self.dag, None).await;
             match applied {
                 Ok(applied) => {
                     for line in applied {
@@ -210,7 +213,7 @@ impl Executor for Remote<'_> {
                 Err(e) => return Err(e),
             }
         }
-        let published = self.publish_through(round, plan)?;
+        let published = self.publish_through(round, plan).await?;
         self.pr = published.pr.or(self.pr);
         if published.stale {
             self.stale = Some(published);
@@ -223,9 +226,7 @@ impl Executor for Remote<'_> {
             let me = steering::comment::Identity {
                 app_id: self.inputs.app_id,
             };
-            let confirmed = self
-                .rt
-                .block_on(steering::confirm(self.client, pr, me, self.repo));
+            let confirmed = steering::confirm(self.client, pr, me, self.repo).await;
             for line in confirmed {
                 self.emit(crate::pure::events::Event::Note(line));
             }
@@ -281,35 +282,34 @@ enum Polled {
 
 impl Remote<'_> {
     /// Polls the run of task `i` (flight `f`); an ended run's artifact is read and judged.
-    fn poll(&mut self, plan: &Plan, i: usize, f: &Flight) -> Result<Polled, ActionError> {
+    async fn poll(&mut self, plan: &Plan, i: usize, f: &Flight) -> Result<Polled, ActionError> {
         let now = jiff::Timestamp::now();
-        let (found, log_url, conclusion, span) =
-            match self.rt.block_on(self.client.workflow_run(f.run)) {
-                Ok(run) if !run.completed() => return Ok(Polled::Running),
-                Ok(run) => match fetch(self.client, self.rt, &run, i, f.attempt, self.ui) {
-                    Fetched::Later(e) => {
-                        return Ok(Polled::Later(format!(
-                            "the result of run {} (task {i}): {e}",
-                            f.run
-                        )));
-                    }
-                    Fetched::Done(found, url) => {
-                        let span = run.span(now);
-                        let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
-                        (found, url, conclusion, span)
-                    }
-                },
-                // The run is gone (deleted by hand): its attempt ends with nothing to show.
-                Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
-                // GitHub is down or limits us: the run goes on regardless and stays readable.
-                Err(e) if e.transient() => {
+        let (found, log_url, conclusion, span) = match self.client.workflow_run(f.run).await {
+            Ok(run) if !run.completed() => return Ok(Polled::Running),
+            Ok(run) => match fetch(self.client, &run, i, f.attempt, self.ui).await {
+                Fetched::Later(e) => {
                     return Ok(Polled::Later(format!(
-                        "the state of run {} (task {i}): {e}",
+                        "the result of run {} (task {i}): {e}",
                         f.run
                     )));
                 }
-                Err(e) => return Err(e.into()),
-            };
+                Fetched::Done(found, url) => {
+                    let span = run.span(now);
+                    let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
+                    (found, url, conclusion, span)
+                }
+            },
+            // The run is gone (deleted by hand): its attempt ends with nothing to show.
+            Err(e) if e.status() == Some(404) => (None, None, "gone".to_string(), (now, now)),
+            // GitHub is down or limits us: the run goes on regardless and stays readable.
+            Err(e) if e.transient() => {
+                return Ok(Polled::Later(format!(
+                    "the state of run {} (task {i}): {e}",
+                    f.run
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
         if let Some(url) = log_url {
             self.links.logs.insert(i, url);
         }

@@ -28,9 +28,8 @@ pub(super) enum Fetched {
 /// an anonymous temporary file and read from it. A listing or download GitHub fails (after
 /// the retry policy's tries: 5xx, network, rate limit) is [`Fetched::Later`] however long
 /// ago the run ended: an outage costs waiting, never the attempt (issue 31).
-pub(super) fn fetch(
+pub(super) async fn fetch(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     run: &WorkflowRun,
     task: usize,
     attempt: u32,
@@ -42,7 +41,7 @@ pub(super) fn fetch(
         name: String::new(),
     };
     let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
-    let listed = match rt.block_on(client.artifacts_of(run.id, None)) {
+    let listed = match client.artifacts_of(run.id, None).await {
         Ok(l) => l,
         Err(e) if e.transient() => return Fetched::Later(e),
         Err(e) => {
@@ -71,7 +70,10 @@ pub(super) fn fetch(
             artifact.id
         )
     });
-    let file = match rt.block_on(client.download_artifact(artifact.id, MAX_ARTIFACT_BYTES)) {
+    let file = match client
+        .download_artifact(artifact.id, MAX_ARTIFACT_BYTES)
+        .await
+    {
         Ok(f) => f,
         Err(e) if e.transient() => return Fetched::Later(e),
         Err(e) => {

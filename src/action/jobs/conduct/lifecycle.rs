@@ -26,7 +26,7 @@ impl Remote<'_> {
     /// run GitHub started) — unless it waited for a re-check or rebase run (`overlap: merge`):
     /// that follow-up keeps the merged work and is returned, to be dispatched now. When GitHub
     /// cannot say, the attempt counts (none runs twice).
-    pub(super) fn adopt(&mut self, plan: &mut Plan) -> Vec<Launch> {
+    pub(super) async fn adopt(&mut self, plan: &mut Plan) -> Vec<Launch> {
         let recorded = self.read_starts(plan);
         let mut unrecorded = Vec::new();
         for (i, t) in plan.tasks.iter_mut().enumerate() {
@@ -55,7 +55,7 @@ impl Remote<'_> {
         if unrecorded.is_empty() {
             return again;
         }
-        let (found, listed) = self.find_unrecorded(plan, &unrecorded, &recorded);
+        let (found, listed) = self.find_unrecorded(plan, &unrecorded, &recorded).await;
         for i in unrecorded {
             let attempt = plan.tasks[i].attempts();
             if let Some(f) = found.get(&i) {
@@ -189,7 +189,7 @@ impl Remote<'_> {
     /// run has the attempt's run-name — or none), so a run of the same task and attempt number from before a `/execute retry` is never
     /// taken for it. Up to 10 pages of runs, newest first, are read; a failure to list them is
     /// said, and the attempts then count as interrupted.
-    fn find_unrecorded(
+    async fn find_unrecorded(
         &self,
         plan: &Plan,
         tasks: &[usize],
@@ -230,7 +230,7 @@ impl Remote<'_> {
         }
         let mut found = BTreeMap::new();
         for page in 1..=10 {
-            let Some(runs) = self.runs_page(page) else {
+            let Some(runs) = self.runs_page(page).await else {
                 return (found, false);
             };
             for run in &runs {
@@ -263,15 +263,15 @@ impl Remote<'_> {
     /// Page `page` of the branch's dispatched runs, an outage waited out (whether a run
     /// started decides whether its attempt counts) for at most [`DISPATCH_PATIENCE`]; `None`,
     /// said, when GitHub cannot give it.
-    fn runs_page(&self, page: u32) -> Option<Vec<crate::edge::github::runs::WorkflowRun>> {
+    async fn runs_page(&self, page: u32) -> Option<Vec<crate::edge::github::runs::WorkflowRun>> {
         let since = Instant::now();
         let mut failures = 0;
         loop {
-            match self.rt.block_on(self.client.dispatched_runs(
-                &self.inputs.workflow,
-                self.branch,
-                page,
-            )) {
+            match self
+                .client
+                .dispatched_runs(&self.inputs.workflow, self.branch, page)
+                .await
+            {
                 Ok(runs) => return Some(runs),
                 Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
                     failures += 1;
@@ -281,7 +281,7 @@ impl Remote<'_> {
                         self.branch,
                         humantime::format_duration(pause)
                     ));
-                    std::thread::sleep(pause);
+                    tokio::time::sleep(pause).await;
                 }
                 Err(e) => {
                     self.ui.say(format!(
@@ -297,21 +297,21 @@ impl Remote<'_> {
     /// Dispatches the follow-ups [`Remote::adopt`] returned (`overlap: merge`: recorded by a
     /// dead conductor, never dispatched) from the commit just pushed, which keeps their
     /// merges; the tasks in flight then.
-    pub(super) fn restart(
+    pub(super) async fn restart(
         &mut self,
         plan: &mut Plan,
         again: Vec<Launch>,
         round: u32,
     ) -> Result<Vec<usize>, ActionError> {
         for start in again {
-            crate::flow::exec::Executor::start(self, plan, start, round)?;
+            crate::flow::exec::Executor::start(self, plan, start, round).await?;
         }
         Ok(self.flights.keys().copied().collect())
     }
 
     /// How the engine loop ended (`ending`, after round `round_no`): committed, published and
     /// summed up; a handover starts the successor first.
-    pub(super) fn end(
+    pub(super) async fn end(
         &mut self,
         plan: &mut Plan,
         ending: Ending,
@@ -320,7 +320,7 @@ impl Remote<'_> {
         let in_flight = self.flights.len();
         let (conclusion, stop) = match ending {
             Ending::Stale => return Ok(writer::stale(Default::default())),
-            Ending::Handover => return self.hand_over(plan, round_no),
+            Ending::Handover => return self.hand_over(plan, round_no).await,
             Ending::Ended(end) => {
                 // Runs still in flight stay recorded on their tasks: a later conductor adopts
                 // them.
@@ -349,7 +349,7 @@ impl Remote<'_> {
             Ending::Halted(why) => (Conclusion::Halted, Some(RunStop::CircuitBreaker(why))),
             Ending::Done => self.done(plan)?,
         };
-        let published = self.publish(round_no, plan, stop.as_ref())?;
+        let published = self.publish(round_no, plan, stop.as_ref()).await?;
         if published.stale {
             return Ok(writer::stale(published));
         }
@@ -384,17 +384,17 @@ impl Remote<'_> {
 
     /// Before GitHub's job limit: the state committed and pushed, a successor conductor run
     /// dispatched (it adopts the runs in flight).
-    fn hand_over(&mut self, plan: &Plan, round_no: u32) -> Result<Finalized, ActionError> {
+    async fn hand_over(&mut self, plan: &Plan, round_no: u32) -> Result<Finalized, ActionError> {
         let in_flight = self.flights.len();
         self.commit(
             plan,
             &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
         )?;
-        let published = self.publish_through(round_no, plan)?;
+        let published = self.publish_through(round_no, plan).await?;
         if published.stale {
             return Ok(writer::stale(published));
         }
-        self.dispatch_successor()?;
+        self.dispatch_successor().await?;
         self.ui.emit(crate::pure::events::Event::Note(format!(
             "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
             humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs())),
@@ -409,15 +409,16 @@ impl Remote<'_> {
 
     /// The successor's start: the state is pushed, so only this is left; an outage is waited
     /// out (a second successor would only wait in the branch's group).
-    fn dispatch_successor(&self) -> Result<(), ActionError> {
+    async fn dispatch_successor(&self) -> Result<(), ActionError> {
         let next = crate::action::dispatch_inputs(self.inputs, self.branch);
         let since = Instant::now();
         let mut failures = 0;
         loop {
-            match self.rt.block_on(
-                self.client
-                    .dispatch(&self.inputs.workflow, self.branch, &next),
-            ) {
+            match self
+                .client
+                .dispatch(&self.inputs.workflow, self.branch, &next)
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
                     failures += 1;
@@ -426,7 +427,7 @@ impl Remote<'_> {
                         "GitHub could not start the successor conductor ({e}); trying again in {}.",
                         humantime::format_duration(pause)
                     ));
-                    std::thread::sleep(pause);
+                    tokio::time::sleep(pause).await;
                 }
                 Err(e) => return Err(e.into()),
             }

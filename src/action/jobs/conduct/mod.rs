@@ -141,7 +141,7 @@ fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::fl
 }
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
-pub fn run(
+pub async fn run(
     root: &Path,
     inputs: &Inputs,
     gh: GitHub<'_>,
@@ -170,7 +170,6 @@ pub fn run(
         policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());
     let mut remote = Remote {
         client,
-        rt: gh.rt,
         ctx: gh.ctx,
         repo: &repo,
         auth: &auth,
@@ -198,7 +197,7 @@ pub fn run(
         },
         starts: remote::Starts::default(),
     };
-    let again = remote.adopt(&mut plan);
+    let again = remote.adopt(&mut plan).await;
     fail_exhausted(&mut plan, &dag, &ui);
     let round_no = crate::flow::round_counter(&plan);
     // The branch (and the pull request) exist before any run is dispatched on it.
@@ -207,21 +206,23 @@ pub fn run(
         remote.flights.len()
     );
     remote.commit(&plan, &adopted)?;
-    let published = remote.publish_through(round_no, &plan)?;
+    let published = remote.publish_through(round_no, &plan).await?;
     if published.stale {
         return Ok(writer::stale(published));
     }
     remote.pushed = repo.head()?;
     remote.pr = published.pr;
-    let adopted = remote.restart(&mut plan, again, round_no)?;
+    let adopted = remote.restart(&mut plan, again, round_no).await?;
     let engine = Eager {
         dag: &dag,
         conflicts: &conflicts,
         budget: inputs.max_cost,
     };
-    let (ending, round_no) = engine.run(&mut remote, &mut plan, round_no, adopted)?;
+    let (ending, round_no) = engine
+        .run(&mut remote, &mut plan, round_no, adopted)
+        .await?;
     if let Some(published) = remote.stale.take() {
         return Ok(writer::stale(published));
     }
-    remote.end(&mut plan, ending, round_no)
+    remote.end(&mut plan, ending, round_no).await
 }

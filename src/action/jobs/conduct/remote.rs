@@ -9,7 +9,7 @@ use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name, save};
 use crate::action::protocol::PlanConclusion;
 use crate::action::report::{Links, RunStop};
 use crate::action::rounds::Round;
-use crate::action::runtime::Context;
+use crate::action::runtime::Runner;
 use crate::action::{ActionError, Inputs};
 use crate::edge::github::Client;
 use crate::flow::Ui;
@@ -23,8 +23,7 @@ use crate::pure::plan::model::{Plan, Status};
 /// request and status comment moved with it.
 pub(super) struct Remote<'a> {
     pub(super) client: &'a Client,
-    pub(super) rt: &'a tokio::runtime::Runtime,
-    pub(super) ctx: &'a Context,
+    pub(super) ctx: &'a Runner,
     pub(super) repo: &'a crate::edge::git::Repo,
     pub(super) auth: &'a crate::edge::git::RemoteAuth,
     pub(super) inputs: &'a Inputs,
@@ -68,7 +67,7 @@ pub(super) struct Starts {
 impl Remote<'_> {
     /// Pushes onto what was pushed last and brings the PR, comments and, with a stop, the
     /// check run up to date.
-    pub(super) fn publish(
+    pub(super) async fn publish(
         &self,
         n: u32,
         plan: &Plan,
@@ -83,7 +82,6 @@ impl Remote<'_> {
             planned_message: String::new(),
         };
         let ending = crate::action::publish::Publisher {
-            rt: self.rt,
             client: Some(self.client),
             ctx: self.ctx,
             repo: self.repo,
@@ -93,7 +91,7 @@ impl Remote<'_> {
             ui: self.ui,
             schedule: crate::pure::engine::Schedule::Eager,
         };
-        ending.finish(plan, &self.links, stop, false, None)
+        ending.finish(plan, &self.links, stop, false, None).await
     }
 
     /// Makes the attempts `plan` counts as started, and neither the branch nor the record
@@ -212,7 +210,7 @@ impl Remote<'_> {
     /// starting a second (issue 31). A failure is waited out with back-off, said in the log,
     /// for at most [`DISPATCH_PATIENCE`]; while GitHub cannot list the runs either, nothing is
     /// sent.
-    pub(super) fn dispatch_task_run(
+    pub(super) async fn dispatch_task_run(
         &self,
         i: usize,
         attempt: u32,
@@ -222,11 +220,11 @@ impl Remote<'_> {
         let mut failures = 0;
         let name = run_name(self.branch, i, attempt);
         loop {
-            let e = match self.rt.block_on(self.client.dispatch_run(
-                &self.inputs.workflow,
-                self.branch,
-                inputs,
-            )) {
+            let e = match self
+                .client
+                .dispatch_run(&self.inputs.workflow, self.branch, inputs)
+                .await
+            {
                 Ok(Some(id)) => return Ok(id),
                 Ok(None) => {
                     return Err(ActionError::Input(
@@ -245,12 +243,11 @@ impl Remote<'_> {
             // Looked for until GitHub answers: a dispatch is sent again only once GitHub said
             // it started no such run.
             loop {
-                std::thread::sleep(self.client.policy.backoff(failures));
-                let listed = self.rt.block_on(self.client.dispatched_runs(
-                    &self.inputs.workflow,
-                    self.branch,
-                    1,
-                ));
+                tokio::time::sleep(self.client.policy.backoff(failures)).await;
+                let listed = self
+                    .client
+                    .dispatched_runs(&self.inputs.workflow, self.branch, 1)
+                    .await;
                 match listed {
                     Ok(runs) => {
                         if let Some(run) = runs.iter().find(|r| {
@@ -282,13 +279,13 @@ impl Remote<'_> {
     /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
     /// request's or the comments' update after the push landed, the conductor goes on — the
     /// next commit brings them up to date.
-    pub(super) fn publish_through(
+    pub(super) async fn publish_through(
         &self,
         n: u32,
         plan: &Plan,
     ) -> Result<crate::action::publish::Published, ActionError> {
         let mine = self.repo.head()?;
-        match self.publish(n, plan, None) {
+        match self.publish(n, plan, None).await {
             Err(ActionError::Api(e))
                 if e.transient()
                     && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()

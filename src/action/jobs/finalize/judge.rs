@@ -12,11 +12,11 @@ use super::{Finalize, merging};
 
 impl Finalize<'_> {
     /// Every entry judged from the artifact of this run (its latest attempt) that names it.
-    pub(super) fn judge(
+    pub(super) async fn judge(
         &mut self,
         entries: &[matrix::MatrixEntry],
     ) -> Result<Vec<Judged>, ActionError> {
-        let (ctx, rt, client) = (self.ctx, self.rt, self.client);
+        let (ctx, client) = (self.ctx, self.client);
         let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
         let artifacts = &self.job.inputs.artifacts;
         let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
@@ -26,7 +26,7 @@ impl Finalize<'_> {
             ));
         }
         if let Some(c) = client
-            && let Ok(ids) = rt.block_on(c.run_artifacts(&ctx.run_id))
+            && let Ok(ids) = c.run_artifacts(&ctx.run_id).await
         {
             for e in entries {
                 let best = accepted_names(&ctx.run_id, run_attempt, e)
@@ -43,14 +43,6 @@ impl Finalize<'_> {
         // only then, once.
         let now = jiff::Timestamp::now();
         let mut run_start = None;
-        let mut run_start = || {
-            *run_start.get_or_insert_with(|| {
-                client
-                    .zip(ctx.run_id.parse::<u64>().ok())
-                    .and_then(|(c, id)| rt.block_on(c.workflow_run(id)).ok())
-                    .map_or(now, |r| r.span(now).0)
-            })
-        };
         let job = &self.job;
         let mut judged = Vec::new();
         for e in entries {
@@ -66,8 +58,17 @@ impl Finalize<'_> {
             };
             let mut j = judge_entry_at(at, e, on.as_deref(), found)?;
             if j.measured.is_none() {
+                let start = if let Some(start) = run_start {
+                    start
+                } else {
+                    let run = match (client, ctx.run_id.parse::<u64>()) {
+                        (Some(c), Ok(id)) => c.workflow_run(id).await.ok(),
+                        _ => None,
+                    };
+                    *run_start.insert(run.map_or(now, |r| r.span(now).0))
+                };
                 j.measured = Some(crate::pure::usage::Measured {
-                    start: run_start(),
+                    start,
                     end: now,
                     usage: Default::default(),
                 });

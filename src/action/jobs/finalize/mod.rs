@@ -28,7 +28,7 @@ use crate::action::arrival::{Integrator, check_entries, done_stop};
 use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Publisher;
 use crate::action::report::{self, Links, RunStop};
-use crate::action::runtime::Context;
+use crate::action::runtime::Runner;
 use crate::action::writer::{Finalized, WriterJob, stale};
 use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
@@ -48,13 +48,12 @@ use part::{integrate_part, saved_logs};
 
 /// Runs finalize in the checkout at `root`. `client` is `None` without a repository or token
 /// (a local try-out): then nothing is pushed and GitHub is not called.
-pub fn run(
+pub async fn run(
     root: &Path,
     inputs: &Inputs,
-    ctx: &Context,
+    ctx: &Runner,
     round: &Round,
     client: Option<&Client>,
-    rt: &tokio::runtime::Runtime,
 ) -> Result<Finalized, ActionError> {
     let job = WriterJob::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
     let links = Links {
@@ -67,13 +66,12 @@ pub fn run(
         round,
         ctx,
         client,
-        rt,
         links,
     };
     match round.planned {
-        PlanConclusion::Redirect => f.redirect(),
-        PlanConclusion::Work | PlanConclusion::CloseRound => f.integrate_run(),
-        other => f.no_work(other),
+        PlanConclusion::Redirect => f.redirect().await,
+        PlanConclusion::Work | PlanConclusion::CloseRound => f.integrate_run().await,
+        other => f.no_work(other).await,
     }
 }
 
@@ -85,9 +83,8 @@ struct Finalize<'a> {
     /// folder prepares): what a redirected run is started with.
     given: &'a Inputs,
     round: &'a Round,
-    ctx: &'a Context,
+    ctx: &'a Runner,
     client: Option<&'a Client>,
-    rt: &'a tokio::runtime::Runtime,
     links: Links,
 }
 
@@ -105,7 +102,6 @@ impl Finalize<'_> {
     /// Pushes, and brings the pull request, its comments and the check run up to date.
     fn ending(&self) -> Publisher<'_> {
         Publisher {
-            rt: self.rt,
             client: self.client,
             ctx: self.ctx,
             repo: &self.job.repo,
@@ -118,7 +114,7 @@ impl Finalize<'_> {
     }
 
     /// The run was started outside the branch's concurrency group: start it there.
-    fn redirect(&self) -> Result<Finalized, ActionError> {
+    async fn redirect(&self) -> Result<Finalized, ActionError> {
         let (round, ui, ctx) = (self.round, &self.job.ui, self.ctx);
         ui.say(&round.planned_message);
         if let Some(c) = self.client {
@@ -141,8 +137,8 @@ impl Finalize<'_> {
             } else {
                 ctx.ref_name.as_str()
             };
-            self.rt
-                .block_on(c.dispatch(&self.job.inputs.workflow, on, &inputs_json))?;
+            c.dispatch(&self.job.inputs.workflow, on, &inputs_json)
+                .await?;
             ui.say(format!(
                 "Dispatched the round on {on} (branch: {}).",
                 round.branch
@@ -156,7 +152,7 @@ impl Finalize<'_> {
     }
 
     /// No work: the plan job already knows how this ends (`planned`).
-    fn no_work(&self, planned: PlanConclusion) -> Result<Finalized, ActionError> {
+    async fn no_work(&self, planned: PlanConclusion) -> Result<Finalized, ActionError> {
         let message = &self.round.planned_message;
         let (stop, preflight) = match planned {
             PlanConclusion::Completed => (Some(RunStop::Completed), None),
@@ -174,9 +170,10 @@ impl Finalize<'_> {
         self.job.ui.say(message);
         // The branch exists from the first round on, so the pull request (and any question
         // on it) has a head.
-        let published =
-            self.ending()
-                .finish(&self.job.plan, &self.links, stop.as_ref(), false, preflight)?;
+        let published = self
+            .ending()
+            .finish(&self.job.plan, &self.links, stop.as_ref(), false, preflight)
+            .await?;
         if published.stale {
             return Ok(stale(published));
         }
@@ -190,30 +187,28 @@ impl Finalize<'_> {
 
     /// A part of a round (or the close of one): judge, integrate, catch up on steering,
     /// decide the stop, publish and report.
-    fn integrate_run(&mut self) -> Result<Finalized, ActionError> {
+    async fn integrate_run(&mut self) -> Result<Finalized, ActionError> {
         let mut open = self.open_round()?;
         let entries = self.entries(&open)?;
         let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
-        let done = self.integrate_entries(&entries, &mut open)?;
+        let done = self.integrate_entries(&entries, &mut open).await?;
         // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
         // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
         // next round queues): applied now, before deciding what runs next.
-        let steered_on = self.catch_up()?;
+        let steered_on = self.catch_up().await?;
         let closed = done.closed;
         let stop = self.stop(done)?;
         let plan = &self.job.plan;
         let more = stop.is_none() && plan.count(Status::Pending) > 0;
         let published = self
             .ending()
-            .finish(plan, &self.links, stop.as_ref(), more, None)?;
+            .finish(plan, &self.links, stop.as_ref(), more, None)
+            .await?;
         if published.stale {
             return Ok(stale(published));
         }
         if let (Some((pr, me)), Some(c)) = (steered_on, self.client) {
-            for line in self
-                .rt
-                .block_on(steering::confirm(c, pr, me, &self.job.repo))
-            {
+            for line in steering::confirm(c, pr, me, &self.job.repo).await {
                 self.job.ui.say(line);
             }
         }
@@ -286,12 +281,12 @@ impl Finalize<'_> {
 
     /// Finds each entry's artifact (and its page, for the logs link), judges it, and
     /// integrates the part.
-    fn integrate_entries(
+    async fn integrate_entries(
         &mut self,
         entries: &[matrix::MatrixEntry],
         open: &mut crate::action::rounds::OpenRound,
     ) -> Result<PartEnd, ActionError> {
-        let judged = self.judge(entries)?;
+        let judged = self.judge(entries).await?;
         // Refused credentials: every task would fail the same way, so nothing more is
         // dispatched (the check run names the secret to fix).
         let halted = judged.iter().find_map(|j| {
@@ -323,12 +318,12 @@ impl Finalize<'_> {
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued
     /// markers are to be rewritten once the round is pushed, when any was applied.
-    fn catch_up(&mut self) -> Result<Option<QueuedOn>, ActionError> {
-        let (rt, round) = (self.rt, self.round);
+    async fn catch_up(&mut self) -> Result<Option<QueuedOn>, ActionError> {
+        let round = self.round;
         let Some(c) = self.client else {
             return Ok(None);
         };
-        let Some(pr) = rt.block_on(c.find_pull(&round.branch))?.map(|p| p.number) else {
+        let Some(pr) = c.find_pull(&round.branch).await?.map(|p| p.number) else {
             return Ok(None);
         };
         let job = &mut self.job;
@@ -343,7 +338,7 @@ impl Finalize<'_> {
             plan_path: &job.plan_path,
             plan_rel: &job.inputs.plan_rel,
         };
-        let applied = rt.block_on(steering::catch_up(queue, &mut job.plan, &job.dag, None))?;
+        let applied = steering::catch_up(queue, &mut job.plan, &job.dag, None).await?;
         let steered_on = (!applied.is_empty()).then_some((pr, me));
         for line in applied {
             job.ui.say(line);
