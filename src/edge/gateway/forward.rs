@@ -314,21 +314,24 @@ impl hyper::body::Body for Metered {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
+        let ended = match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref()
                     && this.meter.feed(data)
                 {
                     this.account();
                 }
+                // hyper stops polling a body of known length after its last frame.
+                this.inner.is_end_stream()
             }
-            Poll::Ready(None | Some(Err(_))) if !this.done => {
-                this.done = true;
-                if this.meter.finish() {
-                    this.account();
-                }
+            Poll::Ready(None | Some(Err(_))) => true,
+            Poll::Pending => false,
+        };
+        if ended && !this.done {
+            this.done = true;
+            if this.meter.finish() {
+                this.account();
             }
-            _ => {}
         }
         polled
     }

@@ -326,14 +326,15 @@ impl Pass {
     /// its key — Claude Code's `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`, Gemini CLI's
     /// `GOOGLE_GEMINI_BASE_URL` and `GEMINI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_API_KEY`
     /// for `OpenAI` clients, and for Codex (which takes its provider from its configuration)
-    /// `CODEX_HOME`, a folder `codex_home` whose `config.toml` is the user's own with a
-    /// provider `dagexec` at the gateway made the one in use. Every other variable of
-    /// [`PROVIDER_VARS`] is removed (`None`).
+    /// `CODEX_HOME`, a folder `codex_home` whose `config.toml` is the user's own
+    /// (`user_codex_config`) with a provider `dagexec` at the gateway made the one in use;
+    /// and [`URL_VAR`], the gateway itself. The worker's spawner removes every other variable
+    /// of [`PROVIDER_VARS`] when it sees [`URL_VAR`].
     pub fn worker_env(
         &self,
         codex_home: &std::path::Path,
         user_codex_config: Option<&str>,
-    ) -> std::io::Result<Vec<(String, Option<String>)>> {
+    ) -> std::io::Result<Vec<(String, String)>> {
         let url = &self.url;
         std::fs::create_dir_all(codex_home)?;
         let config = codex_config(user_codex_config.unwrap_or_default(), url);
@@ -343,7 +344,8 @@ impl Pass {
             config.as_bytes(),
         )
         .map_err(std::io::Error::other)?;
-        let set: [(&str, String); 7] = [
+        Ok([
+            (URL_VAR, url.clone()),
             ("ANTHROPIC_BASE_URL", format!("{url}/anthropic")),
             ("ANTHROPIC_API_KEY", self.token.clone()),
             ("OPENAI_BASE_URL", format!("{url}/openai")),
@@ -351,15 +353,27 @@ impl Pass {
             ("GOOGLE_GEMINI_BASE_URL", format!("{url}/gemini")),
             ("GEMINI_API_KEY", self.token.clone()),
             ("CODEX_HOME", codex_home.display().to_string()),
-        ];
-        let mut env: Vec<(String, Option<String>)> = PROVIDER_VARS
-            .iter()
-            .filter(|v| !set.iter().any(|(k, _)| k == *v))
-            .map(|v| ((*v).to_string(), None))
-            .collect();
-        env.extend(set.into_iter().map(|(k, v)| (k.to_string(), Some(v))));
-        Ok(env)
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect())
     }
+}
+
+/// The variable that tells a worker (and its spawner) the gateway serves it: its URL.
+pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
+
+/// The user's own Codex configuration, to build an attempt's on: `$CODEX_HOME/config.toml`,
+/// else `~/.codex/config.toml` (at most 1 MiB).
+pub fn user_codex_config() -> Option<String> {
+    let home = std::env::var_os("CODEX_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".codex")))?;
+    let path = home.join("config.toml");
+    let meta = std::fs::metadata(&path).ok()?;
+    (meta.is_file() && meta.len() <= 1 << 20)
+        .then(|| std::fs::read_to_string(&path).ok())
+        .flatten()
 }
 
 /// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level

@@ -98,6 +98,23 @@ async fn a_request_with_the_attempts_token_passes_with_the_key_and_is_metered() 
 }
 
 #[tokio::test]
+async fn a_json_answer_of_known_length_is_metered_at_its_end() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "model": "claude-haiku-4-5", "usage": {"input_tokens": 7, "output_tokens": 4}})))
+        .mount(&server)
+        .await;
+    let gw = gateway(&server, Budgets::default()).await;
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    assert_eq!(post(&url, &[("x-api-key", &pass.token)]).await.0, 200);
+    let t = pass.spend().tokens["claude-haiku-4-5"];
+    assert_eq!((t.input, t.output), (7, 4));
+}
+
+#[tokio::test]
 async fn a_wrong_missing_or_expired_token_is_refused() {
     let server = upstream().await;
     let gw = gateway(&server, Budgets::default()).await;

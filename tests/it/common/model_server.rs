@@ -69,6 +69,10 @@ pub struct Seen {
     pub model: String,
     /// Whether the conversation already held tool results (the final turn).
     pub after_tools: bool,
+    /// The key the request carried (`x-api-key`, a bearer `authorization`, `x-goog-api-key`
+    /// or a `key=` parameter): dagexec's gateway puts the provider's key there, never the
+    /// attempt's token.
+    pub key: Option<String>,
 }
 
 #[derive(Default)]
@@ -191,11 +195,27 @@ impl Respond for Responder {
                 .to_owned(),
             _ => body["model"].as_str().unwrap_or("").to_owned(),
         };
+        let header = |name: &str| {
+            req.headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let key = header("x-api-key")
+            .or_else(|| header("authorization").map(|v| v.trim_start_matches("Bearer ").to_owned()))
+            .or_else(|| header("x-goog-api-key"))
+            .or_else(|| {
+                req.url
+                    .query_pairs()
+                    .find(|(k, _)| k == "key")
+                    .map(|(_, v)| v.into_owned())
+            });
         inner.seen.push(Seen {
             api,
             path: path.clone(),
             model: model.clone(),
             after_tools,
+            key,
         });
         let fault = inner.fault.clone();
         drop(inner);
