@@ -517,3 +517,25 @@ fn a_budget_crossed_during_an_attempt_stops_it_within_one_request() {
     let all = text(&out);
     assert!(all.contains("budget"), "{all}");
 }
+
+#[test]
+fn a_worker_killed_by_kill_9_keeps_the_tokens_it_spent_in_its_record() {
+    let server = ModelServer::start();
+    // The worker spends, then dies by SIGKILL before it could report anything.
+    let script = format!("{CURL_MESSAGES} > /dev/null\nkill -9 $$\necho 'COMPLETED: never'");
+    let (out, dir) = gateway_run(&server, &script, &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "failed", "{row}");
+    // Every attempt died the same way; each kept what it spent.
+    let attempts = row["attempts"].as_u64().unwrap();
+    assert_eq!(server.seen().len() as u64, attempts, "{:?}", server.seen());
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(
+        row["inputTokens"],
+        json!(attempts * (input + writes + reads)),
+        "{row}"
+    );
+    assert_eq!(row["outputTokens"], json!(attempts * output), "{row}");
+    assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
+}
