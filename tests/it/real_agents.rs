@@ -539,3 +539,37 @@ fn a_worker_killed_by_kill_9_keeps_the_tokens_it_spent_in_its_record() {
     assert_eq!(row["outputTokens"], json!(attempts * output), "{row}");
     assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
 }
+
+#[test]
+fn a_429_storm_holds_every_worker_until_the_retry_after() {
+    let server = ModelServer::start();
+    server.set_fault(Some(Fault::RateLimitFor(std::time::Duration::from_secs(2))));
+    let task = |i: usize| {
+        json!({"subject": format!("t{i}"), "description": "Ask until answered.",
+               "status": "pending", "blockedBy": [],
+               "metadata": {"files": {"create": [format!("f{i}.txt")], "modify": []}},
+               "agent": {"role": "engineer"}})
+    };
+    let plan =
+        json!({"schemaVersion": 2, "goal": "storm", "tasks": (0..4).map(task).collect::<Vec<_>>()});
+    let dir = repo(&plan, &[]);
+    // Each worker retries at once, as tightly as it can, up to 500 times.
+    let script = format!(
+        "i=0\nuntil [ \"$({CURL_MESSAGES})\" = 200 ] || [ $i -ge 500 ]; do i=$((i+1)); done\n\
+         echo $i > f$DAGEXEC_TASK_INDEX.txt\necho \"COMPLETED: retried $i times\""
+    );
+    let out = local(dir.path())
+        .script(&script)
+        .jobs(4)
+        .args(["--yes", "--timeout", "60s"])
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    assert!(out.status.success(), "{}", text(&out));
+    // Four workers: each one's first request may meet the limit, and one more sent before
+    // the gateway learned of it; then the gateway held them all past the window, so each
+    // is answered next. Without the hold the tight loops send hundreds.
+    let seen = server.seen().len();
+    assert!((4..=12).contains(&seen), "the server saw {seen} requests");
+}

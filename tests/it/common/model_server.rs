@@ -49,6 +49,9 @@ pub enum Fault {
     Truncated,
     /// No answer at all (the response is held for an hour).
     Hang,
+    /// A rate limit: from the first request on, every request for this long is answered
+    /// `429` with `retry-after` (whole seconds); after it, the script again.
+    RateLimitFor(Duration),
 }
 
 /// Which API a request spoke.
@@ -78,6 +81,8 @@ pub struct Seen {
 #[derive(Default)]
 struct Inner {
     fault: Option<Fault>,
+    /// Until when [`Fault::RateLimitFor`] answers 429.
+    limited_until: Option<std::time::Instant>,
     seen: Vec<Seen>,
     other: Vec<String>,
 }
@@ -217,7 +222,12 @@ impl Respond for Responder {
             after_tools,
             key,
         });
-        let fault = inner.fault.clone();
+        let mut fault = inner.fault.clone();
+        if let Some(Fault::RateLimitFor(d)) = fault {
+            let now = std::time::Instant::now();
+            let until = *inner.limited_until.get_or_insert(now + d);
+            fault = (now < until).then_some(Fault::RateLimitFor(d));
+        }
         drop(inner);
         let stream = match api {
             Api::Anthropic | Api::OpenAi => body["stream"].as_bool().unwrap_or(false),
@@ -544,5 +554,7 @@ fn faulty(api: Api, fault: &Fault) -> ResponseTemplate {
             stream_reply(body)
         }
         Fault::Hang => ResponseTemplate::new(200).set_delay(Duration::from_secs(3600)),
+        Fault::RateLimitFor(d) => faulty(api, &Fault::Status(429))
+            .insert_header("retry-after", d.as_secs().max(1).to_string().as_str()),
     }
 }
