@@ -51,6 +51,9 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Small writes (a stream's events) go out at once, not held back by Nagle's
+        // algorithm until the client acknowledges the previous ones.
+        let _ = stream.set_nodelay(true);
         let (shared, client) = (shared.clone(), client.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
@@ -67,11 +70,14 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
 /// The upstream client: HTTPS with the system's roots (ring), or plain HTTP for a base URL
 /// that says so (a local model server).
 fn client() -> std::io::Result<Upstream> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
         .https_or_http()
         .enable_http1()
-        .build();
+        .wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new()).build(https))
 }
 
