@@ -5,6 +5,7 @@
 
 pub mod child_env;
 pub mod fsx;
+pub mod gateway;
 pub mod git;
 pub mod github;
 pub mod lock;

@@ -205,7 +205,19 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         }
     }
     let mut command = Command::new("sh");
-    crate::edge::child_env::scrub_child_env(&mut command)
+    crate::edge::child_env::scrub_child_env(&mut command);
+    // A worker the model gateway serves gets no provider key or base URL of dagexec's own:
+    // only the gateway's, in `extra_env`.
+    if spec
+        .extra_env
+        .iter()
+        .any(|(k, _)| k == crate::edge::gateway::URL_VAR)
+    {
+        for var in crate::edge::gateway::PROVIDER_VARS {
+            command.env_remove(var);
+        }
+    }
+    command
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)

@@ -205,16 +205,16 @@ pub(crate) async fn run(
         log_rel: &log_rel,
         cancel: &cancel,
     };
-    let (stop, wt) = run_worker(&running, &store).await?;
+    let (stop, wt, wire) = run_worker(&running, &store).await?;
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, start)),
+        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, start, wire.as_ref())),
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&running, &mut run, &wt);
-    // What the worker spent; a structured output (claude's result object, codex's events)
-    // stands for its output by its text (the raw output is in the kept logs).
-    let (usage, told) = crate::flow::reported::reported(&mut run, &input.worker);
+    // What the worker spent (a structured output stands for its output by its text).
+    let (usage, told, budget_stop) =
+        crate::flow::reported::through_gateway(&mut run, &input.worker, wire.as_ref());
     let question = crate::flow::steps::longrun::long_run_output(
         &input.task,
         input.attempt,
@@ -229,7 +229,9 @@ pub(crate) async fn run(
         .await
         .expect("judging does not panic")?;
     let (mut verdict, patch, touched, wt) = judged;
-    tracing::debug!(task = input.index, attempt = input.attempt, "judged");
+    if let Some(why) = budget_stop {
+        crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
+    }
     let reviewed = running.review(&wt, &mut verdict, &patch, &touched).await;
     if let Some(warning) = pool.release(wt) {
         verdict.warnings.push(warning);
@@ -241,7 +243,7 @@ pub(crate) async fn run(
     );
     let (reviews, question, usage) = match reviewed {
         Reviewed::Cancelled => {
-            pool.interrupted(&input, start);
+            pool.interrupted(&input, start, usage);
             return Ok(AttemptEnd::Cancelled);
         }
         Reviewed::Skipped => (None, question, usage),
@@ -315,20 +317,24 @@ fn stopped(
     kept: Option<Box<worker::WorkerRun>>,
     wt: &Worktree,
     start: jiff::Timestamp,
+    wire: Option<&crate::edge::gateway::Spend>,
 ) -> AttemptEnd {
     if let Some(mut kept) = kept {
         keep_attempt_logs(at, &mut kept, wt);
     }
-    at.pool.interrupted(at.input, start);
+    let usage = wire.map(crate::edge::gateway::Spend::usage);
+    at.pool
+        .interrupted(at.input, start, usage.unwrap_or_default());
     AttemptEnd::Cancelled
 }
 
 /// The worker's run in a worktree at the round's base, a long-run worker's progress kept as
-/// it goes (how it ended, Ctrl-C included), and its worktree.
+/// it goes (how it ended, Ctrl-C included), its worktree, and what it spent through the model
+/// gateway (its pass, and with it its token, gone once the worker has ended).
 async fn run_worker(
     at: &Running<'_>,
     store: &crate::sources::longrun::partial::Store,
-) -> Result<(Stop, Worktree), crate::edge::git::GitError> {
+) -> Result<(Stop, Worktree, Option<crate::edge::gateway::Spend>), crate::edge::git::GitError> {
     let &Running {
         repo,
         pool,
@@ -346,7 +352,9 @@ async fn run_worker(
         "worktree ready"
     );
     let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
-    let spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
+    let mut spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
+    let (pass, gateway_env) = gateway_env(pool, input);
+    spec.extra_env.extend(gateway_env);
     // A long-run worker's progress is kept as it goes, for a crash of this process.
     let watch = crate::flow::steps::longrun::watch_checkpoint(
         &input.task,
@@ -360,7 +368,46 @@ async fn run_worker(
         stop = worker::run(&spec, cancel) => stop,
         () = watch => unreachable!("the checkpoint watch never ends"),
     };
-    Ok((stop, wt))
+    let wire = pass.map(|p| p.spend());
+    Ok((stop, wt, wire))
+}
+
+/// The attempt's pass at the model gateway and its worker's variables (the gateway's URL, and
+/// each CLI pointed at it with the pass's token: [`crate::edge::gateway::Pass::worker_env`]);
+/// nothing when the gateway is off. A pass that cannot be made fails closed: the worker still
+/// gets no provider key.
+fn gateway_env(
+    pool: &Pool,
+    input: &AttemptInput,
+) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
+    use crate::edge::gateway::{URL_VAR, user_codex_config};
+    let Some(gateway) = &pool.gateway else {
+        return (None, Vec::new());
+    };
+    let closed = vec![(URL_VAR.to_string(), gateway.url())];
+    let pass = match gateway.open(input.index) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("task {}: no pass at the model gateway: {e}", input.index);
+            return (None, closed);
+        }
+    };
+    let codex_home = input.scratch.join(format!(
+        "codex-home-{}-{}{}",
+        input.index,
+        input.attempt,
+        if input.rebase { "-rebase" } else { "" }
+    ));
+    match pass.worker_env(&codex_home, user_codex_config().as_deref()) {
+        Ok(env) => (Some(pass), env),
+        Err(e) => {
+            tracing::warn!(
+                "task {}: cannot prepare the worker's gateway settings: {e}",
+                input.index
+            );
+            (Some(pass), closed)
+        }
+    }
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.

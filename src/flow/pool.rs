@@ -51,6 +51,9 @@ pub(crate) struct Pool {
     pub(crate) interrupted: std::sync::Mutex<Vec<crate::pure::usage::AttemptRecord>>,
     /// This run's folder of kept logs, made when the first attempt's logs are kept.
     pub(crate) logs: RunLogs,
+    /// The model gateway the workers reach their providers through (`None`: turned off, or
+    /// not started by this runner).
+    pub(crate) gateway: Option<std::sync::Arc<crate::edge::gateway::Gateway>>,
 }
 
 impl Pool {
@@ -85,10 +88,14 @@ impl Pool {
         retry_git(|| repo.add_worktree(base, &name))
     }
 
-    /// Keeps the record of an attempt Ctrl-C stopped.
-    pub(crate) fn interrupted(&self, input: &AttemptInput, start: jiff::Timestamp) {
-        let measured =
-            crate::pure::usage::Measured::since(start, crate::pure::usage::Usage::default());
+    /// Keeps the record of an attempt Ctrl-C stopped, with what it spent (`usage`).
+    pub(crate) fn interrupted(
+        &self,
+        input: &AttemptInput,
+        start: jiff::Timestamp,
+        usage: crate::pure::usage::Usage,
+    ) {
+        let measured = crate::pure::usage::Measured::since(start, usage);
         let outcome = crate::pure::usage::Outcome::Interrupted;
         let record =
             crate::pure::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);

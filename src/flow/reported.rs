@@ -54,3 +54,51 @@ pub(crate) fn reported_usage(
     }
     (g.usage, said, g.warnings)
 }
+
+/// [`reported`], with the model gateway's count ([`with_wire`]) taken in: the usage, what
+/// the worker told, and a budget stop.
+pub(crate) fn through_gateway(
+    run: &mut worker::WorkerRun,
+    command: &str,
+    wire: Option<&crate::edge::gateway::Spend>,
+) -> (crate::pure::usage::Usage, Told, Option<String>) {
+    let (usage, mut told) = reported(run, command);
+    let (usage, budget) = with_wire(usage, &mut told, wire);
+    (usage, told, budget)
+}
+
+/// What the attempt spent, once the model gateway's count (`wire`, when it served the
+/// worker) is taken in: the wire's tokens and cost first, the CLI's own report where the wire
+/// has none (a model without a price); a CLI report that disagrees with the wire is shown as
+/// a warning with both. A request the gateway refused past the request cap makes a failed
+/// attempt's reason; one refused past a budget is returned: the attempt was stopped by the
+/// budget, whatever its worker said after ([`crate::pure::outcome::stopped_by_budget`]).
+pub(crate) fn with_wire(
+    cli: crate::pure::usage::Usage,
+    told: &mut Told,
+    wire: Option<&crate::edge::gateway::Spend>,
+) -> (crate::pure::usage::Usage, Option<String>) {
+    let Some(wire) = wire else {
+        return (cli, None);
+    };
+    let budget = wire.refused.clone().filter(|r| r.contains("budget"));
+    if let Some(refused) = &wire.refused
+        && budget.is_none()
+    {
+        told.said.failure = Some(refused.clone());
+    }
+    if wire.requests == 0 && wire.tokens.is_empty() {
+        return (cli, budget);
+    }
+    let counted = wire.usage();
+    if let Some(m) = crate::pure::usage::mismatch(&cli, &counted) {
+        told.warnings.push(m);
+    }
+    if !wire.unpriced.is_empty() {
+        told.warnings.push(format!(
+            "no price for the model(s) {}: the gateway counted their tokens but not their cost; add them under `prices:` in .design/dagexec.yml",
+            wire.unpriced.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    (counted.or(cli), budget)
+}

@@ -37,6 +37,74 @@ pub struct FileConfig {
     /// The folder that holds the worker worktrees (a folder per repository in it), instead of
     /// the user's cache; relative to the repository's top; never inside its work tree.
     pub worktrees: Option<String>,
+    /// `on` (the default) or `off`: dagexec's model gateway between the workers and their
+    /// providers (the workers hold no key, spend is counted as it streams).
+    pub gateway: Option<String>,
+    /// A budget per task in USD, enforced by the gateway request by request.
+    #[serde(rename = "max-task-cost")]
+    pub max_task_cost: Option<String>,
+    /// At most this many model requests per attempt (the gateway refuses the next).
+    #[serde(rename = "max-requests")]
+    pub max_requests: Option<u32>,
+}
+
+/// The model gateway's settings (`gateway`, `max-task-cost`, `max-requests`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Whether workers reach their providers through the gateway.
+    pub on: bool,
+    pub max_task_cost: Option<crate::pure::usage::Budget>,
+    pub max_requests: Option<u32>,
+}
+
+/// The gateway's settings: `DAGEXEC_GATEWAY`, `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`,
+/// then the file; on by default, no task cap, no request cap.
+pub fn gateway(
+    env: &dyn Fn(&str) -> Option<String>,
+    file: &FileConfig,
+) -> Result<GatewaySettings, ConfigError> {
+    let value = |field: &str, message: String| ConfigError::Value {
+        field: field.into(),
+        message,
+    };
+    let on = match (env("DAGEXEC_GATEWAY"), &file.gateway) {
+        (Some(v), _) => on_off(&v).map_err(|m| value("DAGEXEC_GATEWAY", m))?,
+        (None, Some(v)) => on_off(v).map_err(|m| value("gateway", m))?,
+        _ => true,
+    };
+    let max_task_cost = match (env("DAGEXEC_MAX_TASK_COST"), &file.max_task_cost) {
+        (Some(b), _) => Some(
+            crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?,
+        ),
+        (None, Some(b)) => {
+            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-task-cost", m))?)
+        }
+        _ => None,
+    };
+    let max_requests = match (env("DAGEXEC_MAX_REQUESTS"), file.max_requests) {
+        (Some(n), _) => Some(
+            n.trim()
+                .parse::<u32>()
+                .map_err(|_| value("DAGEXEC_MAX_REQUESTS", format!("{n:?} is not a number")))?,
+        ),
+        (None, n) => n,
+    };
+    if max_requests == Some(0) {
+        return Err(value("max-requests", "must be at least 1".into()));
+    }
+    Ok(GatewaySettings {
+        on,
+        max_task_cost,
+        max_requests,
+    })
+}
+
+fn on_off(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => Err(format!("{other:?} is neither on nor off")),
+    }
 }
 
 impl FileConfig {
@@ -70,7 +138,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => worker_examples(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices and worktrees; see docs/src/settings.md.".into()
+                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices, worktrees, gateway, max-task-cost and max-requests; see docs/src/settings.md.".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }
@@ -280,6 +348,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_gateway_is_on_unless_turned_off() {
+        let none = |_: &str| None;
+        let on = gateway(&none, &FileConfig::default()).unwrap();
+        assert_eq!(
+            (on.on, on.max_task_cost, on.max_requests),
+            (true, None, None)
+        );
+        let file = FileConfig {
+            gateway: Some("off".into()),
+            max_task_cost: Some("$0.50".into()),
+            max_requests: Some(40),
+            ..FileConfig::default()
+        };
+        let g = gateway(&none, &file).unwrap();
+        assert!(!g.on);
+        assert_eq!(
+            g.max_task_cost.map(crate::pure::usage::Budget::usd),
+            Some(0.5)
+        );
+        assert_eq!(g.max_requests, Some(40));
+        let env = |k: &str| (k == "DAGEXEC_GATEWAY").then(|| "on".to_string());
+        assert!(gateway(&env, &file).unwrap().on);
+        let bad = |k: &str| (k == "DAGEXEC_GATEWAY").then(|| "maybe".to_string());
+        let e = gateway(&bad, &file).unwrap_err().to_string();
+        assert_eq!(e, "DAGEXEC_GATEWAY: \"maybe\" is neither on nor off");
+        let parsed: FileConfig =
+            serde_yaml::from_str("gateway: off\nmax-task-cost: 2\nmax-requests: 5\n").unwrap();
+        assert_eq!(parsed.gateway.as_deref(), Some("off"));
+    }
+
+    #[test]
     fn precedence_flag_env_file_default() {
         let file = FileConfig {
             worker: Some("from-file".into()),
@@ -291,6 +390,7 @@ mod tests {
             max_cost: Some("$2.50".into()),
             prices: None,
             worktrees: Some("../wt".into()),
+            ..FileConfig::default()
         };
         let none = |_: &str| None;
         let s = resolve(&Flags::default(), &none, &file).unwrap();

@@ -88,7 +88,11 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     }
     let scratch = prepare_state(&repo)?;
     let (runtime, cancel_rx, stopped_by) = start_runtime()?;
-    let pool = Arc::new(attempt::Pool::default());
+    let gateway = start_gateway(&runtime, &plan, opts)?;
+    let pool = Arc::new(attempt::Pool {
+        gateway,
+        ..attempt::Pool::default()
+    });
     let round = round_counter(&plan);
     ui.progress(plan.count(Status::Completed), plan.tasks.len());
     let local = executor::Local {
@@ -109,6 +113,47 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     // The one place a local run blocks on a future: the loop, which drives the attempts
     // (tasks of `runtime`); its blocking steps (git, the plan file) hold up only the loop.
     runtime.block_on(executor::run(local, &conflicts, &mut plan, round))
+}
+
+/// dagexec's model gateway for this run's workers (`gateway: off` in .design/dagexec.yml or
+/// `DAGEXEC_GATEWAY=off`: none): the providers' keys and base URLs from dagexec's
+/// environment, the run's `max-cost` against what the plan recorded before, the per-task
+/// cap and the request cap of the settings.
+fn start_gateway(
+    runtime: &tokio::runtime::Runtime,
+    plan: &Plan,
+    opts: &RunOptions,
+) -> Result<Option<Arc<crate::edge::gateway::Gateway>>, RunError> {
+    use crate::edge::gateway::{Budgets, Config, Gateway, Upstreams};
+    let file = crate::flow::settings::read_file_config(&opts.root)
+        .map_err(|e| RunError::Other(format!("{e}")))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = crate::flow::settings::gateway(&env, &file)
+        .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
+    if !settings.on {
+        return Ok(None);
+    }
+    let task_recorded = crate::pure::usage::per_task(plan)
+        .into_iter()
+        .filter_map(|(task, t)| t.cost_usd.map(|c| (task, c)))
+        .collect();
+    let config = Config {
+        upstreams: Upstreams::from_env(&env),
+        budgets: Budgets {
+            run: opts
+                .settings
+                .max_cost
+                .map(|b| (b.usd(), crate::pure::usage::spent(plan))),
+            task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
+            max_requests: settings.max_requests,
+        },
+        prices: crate::pure::prices::current().clone(),
+        task_recorded,
+    };
+    let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
+        RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
+    })?;
+    Ok(Some(Arc::new(gateway)))
 }
 
 /// Before `run` reads the work tree's plan as gone (archived, or never written): a round

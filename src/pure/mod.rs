@@ -7,6 +7,7 @@ pub mod agents;
 pub mod clip;
 pub mod engine;
 pub mod events;
+pub mod gateway;
 pub mod graph;
 pub mod outcome;
 pub mod overlap;

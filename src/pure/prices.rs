@@ -39,6 +39,10 @@ pub struct Price {
     /// Cached prompt tokens; the `input` price when not given.
     #[serde(rename = "cached-input", default)]
     pub cached_input: Option<f64>,
+    /// Prompt tokens written to the provider's cache (Anthropic's cache writes); the `input`
+    /// price when not given.
+    #[serde(rename = "cache-write", default)]
+    pub cache_write: Option<f64>,
     pub output: f64,
 }
 
@@ -61,6 +65,17 @@ pub const DEFAULTS: &[(&str, f64, f64, f64)] = &[
     ("gemini-2.5-flash-lite", 0.10, 0.01, 0.40),
 ];
 
+/// Anthropic's list prices (USD per million tokens, taken on [`TAKEN`] from
+/// claude.com/pricing): input, cache read, cache write (5 minutes), output. Claude Code
+/// reports its own cost; dagexec's gateway prices what it sees on the wire with these.
+pub const ANTHROPIC_DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
+    // name, input, cache read, cache write, output
+    ("claude-opus-4", 15.00, 1.50, 18.75, 75.00),
+    ("claude-opus-4-5", 5.00, 0.50, 6.25, 25.00),
+    ("claude-sonnet-4", 3.00, 0.30, 3.75, 15.00),
+    ("claude-haiku-4-5", 1.00, 0.10, 1.25, 5.00),
+];
+
 /// Model name → price.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prices {
@@ -76,10 +91,24 @@ impl Default for Prices {
                     let price = Price {
                         input,
                         cached_input: Some(cached),
+                        cache_write: None,
                         output,
                     };
                     (name.to_string(), price)
                 })
+                .chain(
+                    ANTHROPIC_DEFAULTS
+                        .iter()
+                        .map(|&(name, input, read, write, output)| {
+                            let price = Price {
+                                input,
+                                cached_input: Some(read),
+                                cache_write: Some(write),
+                                output,
+                            };
+                            (name.to_string(), price)
+                        }),
+                )
                 .collect(),
         }
     }
@@ -111,7 +140,11 @@ impl Prices {
             .map_err(|e| format!("prices: {e} (expected `model: {{input: 1.25, cached-input: 0.125, output: 10}}`, USD per million tokens)"))?;
         for (name, price) in map {
             let ok = |x: f64| x.is_finite() && (0.0..=10_000.0).contains(&x);
-            if !ok(price.input) || !ok(price.output) || !price.cached_input.is_none_or(ok) {
+            if !ok(price.input)
+                || !ok(price.output)
+                || !price.cached_input.is_none_or(ok)
+                || !price.cache_write.is_none_or(ok)
+            {
                 return Err(format!(
                     "prices: {name}: a price must be a number of USD per million tokens from 0 to 10000"
                 ));

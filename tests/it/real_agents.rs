@@ -131,12 +131,14 @@ impl Agent {
             .env("ANTHROPIC_BASE_URL", server.url())
             .env("ANTHROPIC_API_KEY", "sk-ant-test")
             .env("OPENAI_API_KEY", "sk-test")
+            // Where dagexec's gateway sends codex's requests (codex itself is pointed at the
+            // gateway by the attempt's own CODEX_HOME, built on the one above).
+            .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
             .env("GEMINI_API_KEY", "gm-test")
             .env("GOOGLE_GEMINI_BASE_URL", server.url())
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("CLAUDE_CODE_MAX_RETRIES", "0")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
-            .env_remove("OPENAI_BASE_URL")
             .run()
     }
 }
@@ -173,6 +175,15 @@ fn completes_a_plan(cli: &'static str, model: &str) -> Option<(tempfile::TempDir
     assert!(log.contains("dagexec: round 1 — 2/2 tasks"), "{cli}: {log}");
     assert!(log.contains("dagexec: round 2 — 1/1 tasks"), "{cli}: {log}");
     assert!(server.other().is_empty(), "{cli}: {:?}", server.other());
+    // Every request came through dagexec's gateway: the provider's key reached the server,
+    // never the attempt's token the CLI held.
+    let keys: std::collections::BTreeSet<_> = server.seen().iter().map(|s| s.key.clone()).collect();
+    let key = match cli {
+        "claude" => "sk-ant-test",
+        "codex" => "sk-test",
+        _ => "gm-test",
+    };
+    assert_eq!(keys, [Some(key.to_owned())].into(), "{cli}");
     // Where the documented command passes the task's model (claude's: plans name Claude
     // models), the task that names one ran with it.
     let seen = server.seen();
@@ -416,4 +427,166 @@ fn the_tested_versions_are_the_pinned_ones() {
             "{cli}: init pins {pinned}, .ci/install-agents.sh installs something else"
         );
     }
+}
+
+// ------------------------------------------------------------------ the gateway, scripted
+
+/// One task whose worker is `script`, against `server` through dagexec's gateway, with the
+/// provider keys in dagexec's environment.
+fn gateway_run(server: &ModelServer, script: &str, extra: &[&str]) -> (Ran, tempfile::TempDir) {
+    let one = json!({"schemaVersion": 2, "goal": "gateway", "tasks": [{
+        "subject": "alpha", "description": "Write env.txt.",
+        "status": "pending", "blockedBy": [],
+        "metadata": {"files": {"create": ["env.txt"], "modify": []}},
+        "agent": {"role": "engineer"}}]});
+    let dir = repo(&one, &[]);
+    let out = local(dir.path())
+        .script(script)
+        .args(["--yes", "--timeout", "60s"])
+        .args(extra)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env("OPENAI_API_KEY", "sk-secret-2")
+        .env("GEMINI_API_KEY", "gm-secret-3")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    (out, dir)
+}
+
+/// One streamed Messages request to the gateway, as Claude Code makes it.
+const CURL_MESSAGES: &str = r#"curl -s -o /dev/null -w '%{http_code}\n' -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"claude-sonnet-4-5","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'"#;
+
+#[test]
+fn a_worker_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
+    let server = ModelServer::start();
+    let script = format!("env > env.txt\n{CURL_MESSAGES} >> env.txt\necho 'COMPLETED: env'");
+    let (out, dir) = gateway_run(&server, &script, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let env = git(dir.path(), &["show", "HEAD:env.txt"]);
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the worker:\n{env}"
+    );
+    assert!(env.contains("DAGEXEC_GATEWAY=http://127.0.0.1:"), "{env}");
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.contains("GEMINI_API_KEY=dagexec-"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    // The server got the real key, and the attempt's record the tokens it streamed.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.as_deref(), Some("sk-ant-secret-1"));
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+    let want =
+        (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + output as f64 * 15.0)
+            / 1e6;
+    assert!(
+        (row["costUsd"].as_f64().unwrap() - want).abs() < 1e-9,
+        "{row}"
+    );
+}
+
+#[test]
+fn with_the_gateway_off_the_worker_gets_dagexecs_environment_as_before() {
+    let server = ModelServer::start();
+    let (out, dir) = local_off(&server);
+    assert!(out.status.success(), "{}", text(&out));
+    let env = git(dir.path(), &["show", "HEAD:env.txt"]);
+    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-secret-1"), "{env}");
+    assert!(!env.contains("DAGEXEC_GATEWAY="), "{env}");
+}
+
+fn local_off(server: &ModelServer) -> (Ran, tempfile::TempDir) {
+    let one = json!({"schemaVersion": 2, "goal": "gateway", "tasks": [{
+        "subject": "alpha", "description": "Write env.txt.",
+        "status": "pending", "blockedBy": [],
+        "metadata": {"files": {"create": ["env.txt"], "modify": []}},
+        "agent": {"role": "engineer"}}]});
+    let dir = repo(&one, &[(".design/dagexec.yml", "gateway: off\n")]);
+    let out = local(dir.path())
+        .script("env > env.txt; echo 'COMPLETED: env'")
+        .args(["--yes"])
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    (out, dir)
+}
+
+#[test]
+fn a_budget_crossed_during_an_attempt_stops_it_within_one_request() {
+    let server = ModelServer::start();
+    // Five requests in a row; the first one's spend (about $0.0006) crosses the budget.
+    let script = format!(
+        "for i in 1 2 3 4 5; do {CURL_MESSAGES} >> env.txt; done\necho 'COMPLETED: asked five times'"
+    );
+    let (out, dir) = gateway_run(&server, &script, &["--max-cost", "0.0001"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(server.seen().len(), 1, "{:?}", server.seen());
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "pending", "{row}");
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+    let all = text(&out);
+    assert!(all.contains("budget"), "{all}");
+}
+
+#[test]
+fn a_worker_killed_by_kill_9_keeps_the_tokens_it_spent_in_its_record() {
+    let server = ModelServer::start();
+    // The worker spends, then dies by SIGKILL before it could report anything.
+    let script = format!("{CURL_MESSAGES} > /dev/null\nkill -9 $$\necho 'COMPLETED: never'");
+    let (out, dir) = gateway_run(&server, &script, &[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "failed", "{row}");
+    // Every attempt died the same way; each kept what it spent.
+    let attempts = row["attempts"].as_u64().unwrap();
+    assert_eq!(server.seen().len() as u64, attempts, "{:?}", server.seen());
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(
+        row["inputTokens"],
+        json!(attempts * (input + writes + reads)),
+        "{row}"
+    );
+    assert_eq!(row["outputTokens"], json!(attempts * output), "{row}");
+    assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
+}
+
+#[test]
+fn a_429_storm_holds_every_worker_until_the_retry_after() {
+    let server = ModelServer::start();
+    server.set_fault(Some(Fault::RateLimitFor(std::time::Duration::from_secs(2))));
+    let task = |i: usize| {
+        json!({"subject": format!("t{i}"), "description": "Ask until answered.",
+               "status": "pending", "blockedBy": [],
+               "metadata": {"files": {"create": [format!("f{i}.txt")], "modify": []}},
+               "agent": {"role": "engineer"}})
+    };
+    let plan =
+        json!({"schemaVersion": 2, "goal": "storm", "tasks": (0..4).map(task).collect::<Vec<_>>()});
+    let dir = repo(&plan, &[]);
+    // Each worker retries at once, as tightly as it can, up to 500 times.
+    let script = format!(
+        "i=0\nuntil [ \"$({CURL_MESSAGES})\" = 200 ] || [ $i -ge 500 ]; do i=$((i+1)); done\n\
+         echo $i > f$DAGEXEC_TASK_INDEX.txt\necho \"COMPLETED: retried $i times\""
+    );
+    let out = local(dir.path())
+        .script(&script)
+        .jobs(4)
+        .args(["--yes", "--timeout", "60s"])
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    assert!(out.status.success(), "{}", text(&out));
+    // Four workers: each one's first request may meet the limit, and one more sent before
+    // the gateway learned of it; then the gateway held them all past the window, so each
+    // is answered next. Without the hold the tight loops send hundreds.
+    let seen = server.seen().len();
+    assert!((4..=12).contains(&seen), "the server saw {seen} requests");
 }

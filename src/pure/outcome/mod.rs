@@ -437,6 +437,19 @@ pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
 /// At most this many refused calls are named in a reason.
 const REFUSED_SHOWN: usize = 3;
 
+/// An attempt dagexec's model gateway stopped at a budget (`why`, what the agent was told):
+/// whatever its worker said after, it is a budget stop — not a failure, its task pending
+/// again, the run stopping as when `max-cost` is spent.
+pub fn stopped_by_budget(verdict: &mut Verdict, why: &str) {
+    verdict.status = Status::Failed;
+    let said = Said {
+        failure: Some(why.to_string()),
+        halt: Some(Halt::Budget),
+        refused: Vec::new(),
+    };
+    heed(verdict, &said);
+}
+
 /// Puts what the CLI said into a failed verdict: its failure text as the reason, the calls it
 /// refused, and why no retry follows. A completed or blocked verdict is left alone.
 pub fn heed(verdict: &mut Verdict, said: &Said) {
@@ -471,7 +484,7 @@ pub fn heed(verdict: &mut Verdict, said: &Said) {
             " — not retried, and the run stops: the API refused the credentials, so every task would fail the same way; set the secret {secret} (locally: export {secret}=…; on GitHub: gh secret set {secret})"
         )),
         Some(Halt::Budget) => verdict.result.push_str(
-            " — the agent stopped at its own spending limit (--max-budget-usd): not counted as a failure; the run stops",
+            " — the agent stopped at a spending limit (its own --max-budget-usd, or dagexec's max-cost at the model gateway): not counted as a failure; the run stops",
         ),
     }
     verdict.halt.clone_from(&said.halt);

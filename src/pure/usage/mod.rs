@@ -148,6 +148,35 @@ pub fn model_name(raw: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
+/// What a CLI reported spending (`cli`) against what dagexec's gateway counted on the wire
+/// (`wire`), when they disagree: tokens that differ, or a cost more than a cent and 1% apart.
+/// `None` when the CLI reported nothing or both agree.
+pub fn mismatch(cli: &Usage, wire: &Usage) -> Option<String> {
+    let tokens_differ = |a: Option<u64>, b: Option<u64>| a.zip(b).is_some_and(|(a, b)| a != b);
+    let cost_differs = cli
+        .cost_usd
+        .zip(wire.cost_usd)
+        .is_some_and(|(a, b)| (a - b).abs() > 0.01_f64.max(0.01 * a.max(b)));
+    let differs = tokens_differ(cli.input_tokens, wire.input_tokens)
+        || tokens_differ(cli.output_tokens, wire.output_tokens)
+        || cost_differs;
+    differs.then(|| {
+        let show = |u: &Usage| {
+            format!(
+                "{} in / {} out tokens{}",
+                u.input_tokens.map_or("?".into(), |t| t.to_string()),
+                u.output_tokens.map_or("?".into(), |t| t.to_string()),
+                u.cost_usd.map(|c| format!(", {}", money(c))).unwrap_or_default()
+            )
+        };
+        format!(
+            "the agent CLI reported {} but the gateway counted {} on the wire; the record keeps the gateway's",
+            show(cli),
+            show(wire)
+        )
+    })
+}
+
 /// How an attempt ended, in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -49,6 +49,9 @@ pub enum Fault {
     Truncated,
     /// No answer at all (the response is held for an hour).
     Hang,
+    /// A rate limit: from the first request on, every request for this long is answered
+    /// `429` with `retry-after` (whole seconds); after it, the script again.
+    RateLimitFor(Duration),
 }
 
 /// Which API a request spoke.
@@ -69,11 +72,17 @@ pub struct Seen {
     pub model: String,
     /// Whether the conversation already held tool results (the final turn).
     pub after_tools: bool,
+    /// The key the request carried (`x-api-key`, a bearer `authorization`, `x-goog-api-key`
+    /// or a `key=` parameter): dagexec's gateway puts the provider's key there, never the
+    /// attempt's token.
+    pub key: Option<String>,
 }
 
 #[derive(Default)]
 struct Inner {
     fault: Option<Fault>,
+    /// Until when [`Fault::RateLimitFor`] answers 429.
+    limited_until: Option<std::time::Instant>,
     seen: Vec<Seen>,
     other: Vec<String>,
 }
@@ -191,13 +200,34 @@ impl Respond for Responder {
                 .to_owned(),
             _ => body["model"].as_str().unwrap_or("").to_owned(),
         };
+        let header = |name: &str| {
+            req.headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let key = header("x-api-key")
+            .or_else(|| header("authorization").map(|v| v.trim_start_matches("Bearer ").to_owned()))
+            .or_else(|| header("x-goog-api-key"))
+            .or_else(|| {
+                req.url
+                    .query_pairs()
+                    .find(|(k, _)| k == "key")
+                    .map(|(_, v)| v.into_owned())
+            });
         inner.seen.push(Seen {
             api,
             path: path.clone(),
             model: model.clone(),
             after_tools,
+            key,
         });
-        let fault = inner.fault.clone();
+        let mut fault = inner.fault.clone();
+        if let Some(Fault::RateLimitFor(d)) = fault {
+            let now = std::time::Instant::now();
+            let until = *inner.limited_until.get_or_insert(now + d);
+            fault = (now < until).then_some(Fault::RateLimitFor(d));
+        }
         drop(inner);
         let stream = match api {
             Api::Anthropic | Api::OpenAi => body["stream"].as_bool().unwrap_or(false),
@@ -524,5 +554,7 @@ fn faulty(api: Api, fault: &Fault) -> ResponseTemplate {
             stream_reply(body)
         }
         Fault::Hang => ResponseTemplate::new(200).set_delay(Duration::from_secs(3600)),
+        Fault::RateLimitFor(d) => faulty(api, &Fault::Status(429))
+            .insert_header("retry-after", d.as_secs().max(1).to_string().as_str()),
     }
 }

@@ -1,0 +1,352 @@
+//! The gateway's server and its pass-through: one hyper HTTP/1 connection per client, each
+//! request checked (path, token, limits, the provider's hold), sent upstream with the
+//! provider's key through hyper-util's client (rustls), and the answer streamed back frame by
+//! frame through a [`Metered`] body that reads its usage on the way.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body::Frame;
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+use super::{Shared, Tab, hold, lock};
+use crate::pure::gateway::meter::{self, Meter};
+use crate::pure::gateway::{Provider, Refused, Route};
+
+type Out = BoxBody<Bytes, hyper::Error>;
+type Upstream = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
+
+/// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and `host`.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-connection",
+    "proxy-authenticate",
+    "host",
+];
+
+/// Accepts connections until the gateway is dropped.
+pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let client = match client() {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            tracing::warn!("dagexec's gateway cannot start its client: {e}");
+            return;
+        }
+    };
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        // Small writes (a stream's events) go out at once, not held back by Nagle's
+        // algorithm until the client acknowledges the previous ones.
+        let _ = stream.set_nodelay(true);
+        let (shared, client) = (shared.clone(), client.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let (shared, client) = (shared.clone(), client.clone());
+                async move { Ok::<_, std::convert::Infallible>(handle(&shared, &client, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The upstream client: HTTPS with the system's roots (ring), or plain HTTP for a base URL
+/// that says so (a local model server).
+fn client() -> std::io::Result<Upstream> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(rustls::crypto::ring::default_provider())?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new()).build(https))
+}
+
+fn full(status: u16, body: String) -> Response<Out> {
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_GATEWAY);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
+    let (status, body) = crate::pure::gateway::refusal(provider, refused);
+    full(status, body)
+}
+
+/// One request: checked, held, forwarded, metered.
+async fn handle(shared: &Arc<Shared>, client: &Upstream, req: Request<Incoming>) -> Response<Out> {
+    match admit(shared, &req).await {
+        Ok((route, tab, model_call)) => forward(shared, client, req, route, tab, model_call).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The request's route and attempt, once its path, its token, the provider's hold and the
+/// attempt's limits let it pass; whether it is a model call.
+async fn admit(
+    shared: &Arc<Shared>,
+    req: &Request<Incoming>,
+) -> Result<(Route, Arc<Tab>, bool), Response<Out>> {
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let route = crate::pure::gateway::route(&pq).map_err(|r| refuse(None, &r))?;
+    let provider = route.provider;
+    let query_key = crate::pure::gateway::without_key_param(&pq).1;
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .filter(|(n, _)| crate::pure::gateway::KEY_HEADERS.contains(&n.as_str()))
+        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let token = crate::pure::gateway::token_of(
+        headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+        query_key.as_deref(),
+    );
+    let tab = token.and_then(|t| lock(&shared.tabs).get(t).cloned());
+    let Some(tab) = tab else {
+        return Err(refuse(Some(provider), &Refused::Token));
+    };
+    let model_call = provider.is_model_call(&route.rest);
+    if model_call {
+        wait_for_hold(shared, provider).await;
+        let made = lock(&tab.spend).requests;
+        if let Err(refused) = shared.limits(&tab).admit(made) {
+            let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
+            lock(&tab.spend).refused = Some(message_of(&refused, &body));
+            return Err(refuse(Some(provider), &refused));
+        }
+        lock(&tab.spend).requests += 1;
+    }
+    Ok((route, tab, model_call))
+}
+
+/// Sends the admitted request upstream with the provider's key and streams the answer back,
+/// a model call's metered.
+async fn forward(
+    shared: &Arc<Shared>,
+    client: &Upstream,
+    req: Request<Incoming>,
+    Route { provider, rest }: Route,
+    tab: Arc<Tab>,
+    model_call: bool,
+) -> Response<Out> {
+    let Some(upstream) = shared.upstreams.0.get(&provider) else {
+        return refuse(Some(provider), &Refused::Upstream("no upstream".into()));
+    };
+    let (parts, body) = req.into_parts();
+    let parts = match upstream_parts(parts, provider, upstream, &rest) {
+        Ok(p) => p,
+        Err(refused) => return refuse(Some(provider), &refused),
+    };
+    let response = match client.request(Request::from_parts(parts, body)).await {
+        Ok(r) => r,
+        Err(e) => {
+            return refuse(
+                Some(provider),
+                &Refused::Upstream(format!(
+                    "cannot reach {}: {}",
+                    upstream.base,
+                    error_chain(&e)
+                )),
+            );
+        }
+    };
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(hyper::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok());
+    if let Some(d) = crate::pure::gateway::hold_of(status, retry_after, fastrand::f64()) {
+        hold(shared, provider, d);
+    }
+    let (mut parts, body) = response.into_parts();
+    for name in HOP_BY_HOP {
+        parts.headers.remove(name);
+    }
+    let body = if model_call && (200..300).contains(&status) {
+        let events = parts
+            .headers
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.contains("text/event-stream"));
+        let kind = if events {
+            meter::Body::Events
+        } else {
+            meter::Body::Json
+        };
+        Metered {
+            inner: body,
+            meter: Meter::new(provider, kind),
+            tab,
+            shared: shared.clone(),
+            last: meter::Reading::default(),
+            done: false,
+        }
+        .boxed()
+    } else {
+        body.boxed()
+    };
+    Response::from_parts(parts, body)
+}
+
+/// The request's head as it goes to `upstream`: its URL, the hop-by-hop and key headers out,
+/// the provider's key in.
+fn upstream_parts(
+    mut parts: hyper::http::request::Parts,
+    provider: Provider,
+    upstream: &super::Upstream,
+    rest: &str,
+) -> Result<hyper::http::request::Parts, Refused> {
+    let Some(key) = &upstream.key else {
+        return Err(Refused::Upstream(format!(
+            "no {} key: set {} in dagexec's environment",
+            provider.label(),
+            provider.key_vars()[0]
+        )));
+    };
+    parts.uri = format!("{}{rest}", upstream.base)
+        .parse()
+        .map_err(|_| Refused::Upstream(format!("{} is not a URL", upstream.base)))?;
+    for name in HOP_BY_HOP
+        .iter()
+        .chain(crate::pure::gateway::KEY_HEADERS.iter())
+    {
+        parts.headers.remove(*name);
+    }
+    let mut v = hyper::header::HeaderValue::from_str(&key.value).map_err(|_| {
+        Refused::Upstream(format!(
+            "the {} key in dagexec's environment is not a valid header value",
+            provider.label()
+        ))
+    })?;
+    v.set_sensitive(true);
+    parts.headers.insert(key.header, v);
+    Ok(parts)
+}
+
+/// The message the agent got, for the attempt's record.
+fn message_of(refused: &Refused, body: &str) -> String {
+    match refused {
+        Refused::Budget(m) => m.clone(),
+        Refused::Requests(n) => {
+            format!("the attempt made its {n} allowed model requests (max-requests)")
+        }
+        _ => body.to_string(),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// Waits while a provider's rate limit holds its requests (a hold set meanwhile is waited
+/// out too).
+async fn wait_for_hold(shared: &Shared, provider: Provider) {
+    loop {
+        let until = lock(&shared.holds).get(&provider).copied();
+        match until {
+            Some(until) if until > Instant::now() => {
+                tokio::time::sleep_until(until.into()).await;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// A response body passed through frame by frame, its usage read on the way and added to
+/// the attempt's tab as it grows.
+struct Metered {
+    inner: Incoming,
+    meter: Meter,
+    tab: Arc<Tab>,
+    shared: Arc<Shared>,
+    last: meter::Reading,
+    done: bool,
+}
+
+impl Metered {
+    fn account(&mut self) {
+        let now = self.meter.reading().clone();
+        let grown = now.tokens.since(self.last.tokens);
+        let model = now.model.clone().unwrap_or_else(|| "unknown".into());
+        self.shared.add(&self.tab, &model, grown);
+        self.last = now;
+    }
+}
+
+impl hyper::body::Body for Metered {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && this.meter.feed(data)
+                {
+                    this.account();
+                }
+                // hyper stops polling a body of known length after its last frame.
+                this.inner.is_end_stream()
+            }
+            Poll::Ready(None | Some(Err(_))) => true,
+            Poll::Pending => false,
+        };
+        if ended && !this.done {
+            this.done = true;
+            if this.meter.finish() {
+                this.account();
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,444 @@
+//! dagexec's model gateway: an HTTP pass-through on 127.0.0.1 between the agent CLIs and
+//! their providers (Anthropic Messages, `OpenAI` Responses, Gemini), inside dagexec's own
+//! process. It holds the provider keys (read from dagexec's environment as before); each
+//! attempt gets a [`Pass`] — a random token the gateway accepts only while that attempt runs
+//! — and its worker is pointed at the gateway with the token instead of a key
+//! ([`Pass::worker_env`]).
+//!
+//! A request passes unchanged but for its key headers (the token out, the provider's key in)
+//! and hop-by-hop headers; its body and the response's stream flow through as they arrive.
+//! On the way the gateway reads each response's usage ([`crate::pure::gateway::meter`]) and
+//! adds it to the attempt's tab as it arrives, so an attempt killed mid-stream keeps what it
+//! spent; it refuses a model request past the run's or the task's budget or the attempt's
+//! request cap, in the provider's own error shape; and a provider's 429 or 529 with a
+//! `retry-after` holds every worker's next request to that provider until then.
+//!
+//! Nothing here logs a header or a body: keys and tokens never reach a log.
+
+mod forward;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::pure::gateway::{Provider, Tokens};
+
+/// A provider key, redacted in `Debug`.
+#[derive(Clone)]
+pub(crate) struct Key {
+    header: &'static str,
+    value: String,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key({}: <redacted>)", self.header)
+    }
+}
+
+/// Where one provider's requests go: its base URL and key.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub base: String,
+    key: Option<Key>,
+}
+
+/// The providers' base URLs and keys, read from dagexec's environment.
+#[derive(Debug, Clone)]
+pub struct Upstreams(BTreeMap<Provider, Upstream>);
+
+impl Upstreams {
+    /// From `env` (dagexec's environment): each provider's base URL variable (its default
+    /// when unset) and its key variables ([`Provider::key_vars`], the first set wins).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Upstreams {
+        let set = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        Upstreams(
+            Provider::ALL
+                .into_iter()
+                .map(|p| {
+                    let (var, default) = p.base();
+                    let base = set(var).unwrap_or_else(|| default.to_string());
+                    let key = p.key_vars().iter().find_map(|v| {
+                        set(v).map(|k| {
+                            let (header, value) = p.key_header(v, k.trim());
+                            Key { header, value }
+                        })
+                    });
+                    let base = base.trim().trim_end_matches('/').to_string();
+                    (p, Upstream { base, key })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The run's budget as the gateway holds it: the limit and what the plan had recorded when
+/// the run started (this run's spend is the gateway's own).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Budgets {
+    /// The run's `max-cost` in USD, and the spend the plan recorded before this run.
+    pub run: Option<(f64, f64)>,
+    /// The per-task cap in USD.
+    pub task: Option<f64>,
+    /// Model requests per attempt.
+    pub max_requests: Option<u32>,
+}
+
+/// What an attempt has spent, as the gateway saw it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spend {
+    /// Tokens per model.
+    pub tokens: BTreeMap<String, Tokens>,
+    /// Their cost, where the price table knows the model.
+    pub cost_usd: f64,
+    /// Models the price table lacks (their tokens are counted, not priced).
+    pub unpriced: BTreeSet<String>,
+    /// Model requests started.
+    pub requests: u32,
+    /// A model request was refused: the run's or the task's budget was spent, or the
+    /// request cap reached (the message the agent got).
+    pub refused: Option<String>,
+}
+
+impl Spend {
+    /// Every model's tokens together.
+    pub fn total(&self) -> Tokens {
+        self.tokens
+            .values()
+            .fold(Tokens::default(), |a, t| a.plus(*t))
+    }
+
+    /// As the attempt's record counts it (prompt tokens with cache reads and writes); the
+    /// model that spent most output.
+    pub fn usage(&self) -> crate::pure::usage::Usage {
+        let t = self.total();
+        crate::pure::usage::Usage {
+            cost_usd: (self.unpriced.is_empty() && !self.tokens.is_empty())
+                .then_some(self.cost_usd),
+            input_tokens: Some(t.prompt()),
+            output_tokens: Some(t.output),
+            model: self
+                .tokens
+                .iter()
+                .max_by_key(|(_, t)| t.output)
+                .map(|(m, _)| m.clone()),
+        }
+    }
+}
+
+/// One attempt's account at the gateway.
+#[derive(Debug)]
+struct Tab {
+    task: usize,
+    spend: Mutex<Spend>,
+}
+
+/// What every connection shares (no `Debug`: it holds the keys and the tokens).
+struct Shared {
+    upstreams: Upstreams,
+    budgets: Budgets,
+    prices: crate::pure::prices::Prices,
+    tabs: Mutex<HashMap<String, Arc<Tab>>>,
+    /// This run's spend through the gateway: the whole run's, and per task.
+    run_spend: Mutex<(f64, BTreeMap<usize, f64>)>,
+    /// Until when a provider's rate limit holds every worker's next request.
+    holds: Mutex<BTreeMap<Provider, Instant>>,
+    /// The task's spend the plan recorded before this run, per task.
+    task_recorded: BTreeMap<usize, f64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Adds `tokens` of `model` (one response's growth) to `tab`, the run's and the task's.
+    fn add(&self, tab: &Tab, model: &str, tokens: Tokens) {
+        if tokens == Tokens::default() {
+            return;
+        }
+        let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
+        let mut s = lock(&tab.spend);
+        let entry = s.tokens.entry(model.to_string()).or_default();
+        *entry = entry.plus(tokens);
+        match cost {
+            Some(c) => s.cost_usd += c,
+            None => {
+                s.unpriced.insert(model.to_string());
+            }
+        }
+        drop(s);
+        if let Some(c) = cost {
+            let mut run = lock(&self.run_spend);
+            run.0 += c;
+            *run.1.entry(tab.task).or_default() += c;
+        }
+    }
+
+    /// The limits for `tab`'s next request.
+    fn limits(&self, tab: &Tab) -> crate::pure::gateway::Limits {
+        let run = lock(&self.run_spend);
+        let task_live = run.1.get(&tab.task).copied().unwrap_or(0.0);
+        let task_before = self.task_recorded.get(&tab.task).copied().unwrap_or(0.0);
+        crate::pure::gateway::Limits {
+            run: self
+                .budgets
+                .run
+                .map(|(limit, before)| (limit, before + run.0)),
+            task: self.budgets.task.map(|cap| (cap, task_before + task_live)),
+            max_requests: self.budgets.max_requests,
+        }
+    }
+}
+
+/// The running gateway; dropping it stops it.
+pub struct Gateway {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// What a gateway starts from: the providers, the budgets and prices, and what the plan
+/// recorded per task before this run.
+#[derive(Debug)]
+pub struct Config {
+    pub upstreams: Upstreams,
+    pub budgets: Budgets,
+    pub prices: crate::pure::prices::Prices,
+    pub task_recorded: BTreeMap<usize, f64>,
+}
+
+impl Gateway {
+    /// Listens on 127.0.0.1 and a free port (loopback only: nothing off this machine reaches
+    /// it). Call inside a tokio runtime.
+    pub async fn start(config: Config) -> std::io::Result<Gateway> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstreams: config.upstreams,
+            budgets: config.budgets,
+            prices: config.prices,
+            tabs: Mutex::new(HashMap::new()),
+            run_spend: Mutex::new((0.0, BTreeMap::new())),
+            holds: Mutex::new(BTreeMap::new()),
+            task_recorded: config.task_recorded,
+        });
+        let server = tokio::spawn(forward::serve(listener, shared.clone()));
+        Ok(Gateway {
+            addr,
+            shared,
+            server,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A new pass for attempt `attempt` of task `task`: a random token the gateway accepts
+    /// until the pass is dropped.
+    pub fn open(&self, task: usize) -> std::io::Result<Pass> {
+        let mut bytes = [0u8; 32];
+        getrandom::getrandom(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut token = String::from("dagexec-");
+        for b in bytes {
+            token.push_str(&format!("{b:02x}"));
+        }
+        let tab = Arc::new(Tab {
+            task,
+            spend: Mutex::new(Spend::default()),
+        });
+        lock(&self.shared.tabs).insert(token.clone(), tab.clone());
+        Ok(Pass {
+            token,
+            url: self.url(),
+            tab,
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// This run's spend through the gateway, in USD.
+    pub fn run_spend(&self) -> f64 {
+        lock(&self.shared.run_spend).0
+    }
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gateway({})", self.addr)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// One attempt's access to the gateway: its token, valid until the pass is dropped.
+pub struct Pass {
+    token: String,
+    url: String,
+    tab: Arc<Tab>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Pass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pass(task {}, <redacted>)", self.tab.task)
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        lock(&self.shared.tabs).remove(&self.token);
+    }
+}
+
+/// The variables that carry a provider's key or point a CLI somewhere else: none of them
+/// reaches a worker the gateway serves (they are replaced by [`Pass::worker_env`]).
+pub const PROVIDER_VARS: [&str; 14] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "CODEX_ACCESS_TOKEN",
+    "CODEX_HOME",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
+impl Pass {
+    /// What the attempt has spent so far.
+    pub fn spend(&self) -> Spend {
+        lock(&self.tab.spend).clone()
+    }
+
+    /// The worker's variables: each CLI's base URL pointed at the gateway with the token as
+    /// its key — Claude Code's `ANTHROPIC_BASE_URL` and `ANTHROPIC_API_KEY`, Gemini CLI's
+    /// `GOOGLE_GEMINI_BASE_URL` and `GEMINI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_API_KEY`
+    /// for `OpenAI` clients, and for Codex (which takes its provider from its configuration)
+    /// `CODEX_HOME`, a folder `codex_home` whose `config.toml` is the user's own
+    /// (`user_codex_config`) with a provider `dagexec` at the gateway made the one in use;
+    /// and [`URL_VAR`], the gateway itself. The worker's spawner removes every other variable
+    /// of [`PROVIDER_VARS`] when it sees [`URL_VAR`].
+    pub fn worker_env(
+        &self,
+        codex_home: &std::path::Path,
+        user_codex_config: Option<&str>,
+    ) -> std::io::Result<Vec<(String, String)>> {
+        let url = &self.url;
+        std::fs::create_dir_all(codex_home)?;
+        let config = codex_config(user_codex_config.unwrap_or_default(), url);
+        crate::edge::fsx::write(
+            codex_home,
+            &codex_home.join("config.toml"),
+            config.as_bytes(),
+        )
+        .map_err(std::io::Error::other)?;
+        Ok([
+            (URL_VAR, url.clone()),
+            ("ANTHROPIC_BASE_URL", format!("{url}/anthropic")),
+            ("ANTHROPIC_API_KEY", self.token.clone()),
+            ("OPENAI_BASE_URL", format!("{url}/openai")),
+            ("OPENAI_API_KEY", self.token.clone()),
+            ("GOOGLE_GEMINI_BASE_URL", format!("{url}/gemini")),
+            ("GEMINI_API_KEY", self.token.clone()),
+            ("CODEX_HOME", codex_home.display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect())
+    }
+}
+
+/// The variable that tells a worker (and its spawner) the gateway serves it: its URL.
+pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
+
+/// The user's own Codex configuration, to build an attempt's on: `$CODEX_HOME/config.toml`,
+/// else `~/.codex/config.toml` (at most 1 MiB).
+pub fn user_codex_config() -> Option<String> {
+    let home = std::env::var_os("CODEX_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".codex")))?;
+    let path = home.join("config.toml");
+    let meta = std::fs::metadata(&path).ok()?;
+    (meta.is_file() && meta.len() <= 1 << 20)
+        .then(|| std::fs::read_to_string(&path).ok())
+        .flatten()
+}
+
+/// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level
+/// `model_provider` taken out, with `model_provider = "dagexec"` first and the provider
+/// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
+/// token) last, keeping the retry and timeout settings of the provider the user had chosen.
+fn codex_config(user: &str, url: &str) -> String {
+    const CARRIED: [&str; 3] = [
+        "request_max_retries",
+        "stream_max_retries",
+        "stream_idle_timeout_ms",
+    ];
+    let key_of = |t: &str| {
+        t.split('=')
+            .next()
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let chosen = user
+        .lines()
+        .map(str::trim)
+        .take_while(|t| !t.starts_with('['))
+        .find(|t| key_of(t) == "model_provider")
+        .and_then(|t| {
+            t.split_once('=')
+                .map(|(_, v)| v.trim().trim_matches('"').to_string())
+        });
+    let mut table = String::new();
+    let mut kept = String::new();
+    let mut carried = String::new();
+    for line in user.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+        }
+        let top = table.is_empty();
+        if table == "model_providers.dagexec" || (top && key_of(t) == "model_provider") {
+            continue;
+        }
+        if chosen
+            .as_ref()
+            .is_some_and(|c| table == format!("model_providers.{c}"))
+            && CARRIED.contains(&key_of(t).as_str())
+        {
+            carried.push_str(t);
+            carried.push('\n');
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    format!(
+        "model_provider = \"dagexec\"\n{kept}\n[model_providers.dagexec]\nname = \"dagexec gateway\"\nbase_url = \"{url}/openai\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n{carried}"
+    )
+}
+
+/// A hold on `provider` until `until` (a later hold wins).
+fn hold(shared: &Shared, provider: Provider, for_: Duration) {
+    let until = Instant::now() + for_;
+    let mut holds = lock(&shared.holds);
+    let slot = holds.entry(provider).or_insert(until);
+    if *slot < until {
+        *slot = until;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+use super::*;
+use crate::pure::gateway::Tokens;
+use wiremock::matchers::{header, header_exists, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const SSE: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":100,\"cache_creation_input_tokens\":5,\"cache_read_input_tokens\":10,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20}}\n\n";
+
+fn env_of(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect();
+    move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+}
+
+async fn gateway(upstream: &MockServer, budgets: Budgets) -> Gateway {
+    let env = env_of(&[
+        ("ANTHROPIC_BASE_URL", upstream.uri()),
+        ("ANTHROPIC_API_KEY", "sk-ant-real".into()),
+    ]);
+    Gateway::start(Config {
+        upstreams: Upstreams::from_env(&env),
+        budgets,
+        prices: crate::pure::prices::Prices::default(),
+        task_recorded: BTreeMap::new(),
+    })
+    .await
+    .unwrap()
+}
+
+/// A POST of `body` to `url` with `headers`: the status and the answer's text.
+async fn post(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut req = hyper::Request::post(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            b"{\"model\":\"m\",\"stream\":true}",
+        )))
+        .unwrap();
+    let res = client.request(req).await.unwrap();
+    let status = res.status().as_u16();
+    let body = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+async fn upstream() -> MockServer {
+    let server = MockServer::start().await;
+    // Only the real key reaches the provider, never the attempt's token.
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .and(header("x-api-key", "sk-ant-real"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(SSE.as_bytes().to_vec(), "text/event-stream"),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(header_exists("authorization"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn a_request_with_the_attempts_token_passes_with_the_key_and_is_metered() {
+    let server = upstream().await;
+    let gw = gateway(&server, Budgets::default()).await;
+    assert!(gw.url().starts_with("http://127.0.0.1:"), "{}", gw.url());
+    let pass = gw.open(3).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    let (status, body) = post(&url, &[("x-api-key", &pass.token)]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, SSE, "the stream passes unchanged");
+    let spend = pass.spend();
+    assert_eq!(
+        spend.tokens["claude-sonnet-4-5"],
+        Tokens {
+            input: 100,
+            cache_read: 10,
+            cache_write: 5,
+            output: 20
+        }
+    );
+    assert_eq!(spend.requests, 1);
+    let usage = spend.usage();
+    assert_eq!(usage.input_tokens, Some(115));
+    assert_eq!(usage.output_tokens, Some(20));
+    assert!(usage.cost_usd.unwrap() > 0.0);
+    assert!((gw.run_spend() - usage.cost_usd.unwrap()).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn a_json_answer_of_known_length_is_metered_at_its_end() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "model": "claude-haiku-4-5", "usage": {"input_tokens": 7, "output_tokens": 4}})))
+        .mount(&server)
+        .await;
+    let gw = gateway(&server, Budgets::default()).await;
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    assert_eq!(post(&url, &[("x-api-key", &pass.token)]).await.0, 200);
+    let t = pass.spend().tokens["claude-haiku-4-5"];
+    assert_eq!((t.input, t.output), (7, 4));
+}
+
+#[tokio::test]
+async fn a_wrong_missing_or_expired_token_is_refused() {
+    let server = upstream().await;
+    let gw = gateway(&server, Budgets::default()).await;
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    assert_eq!(post(&url, &[]).await.0, 401);
+    assert_eq!(post(&url, &[("x-api-key", "sk-ant-real")]).await.0, 401);
+    let pass = gw.open(0).unwrap();
+    let token = pass.token.clone();
+    assert_eq!(post(&url, &[("x-api-key", &token)]).await.0, 200);
+    drop(pass);
+    let (status, body) = post(&url, &[("x-api-key", &token)]).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("authentication_error"), "{body}");
+    // The provider's other endpoints are not reachable with a token.
+    let pass = gw.open(0).unwrap();
+    let files = format!("{}/anthropic/v1/files", gw.url());
+    assert_eq!(post(&files, &[("x-api-key", &pass.token)]).await.0, 404);
+    assert!(!format!("{pass:?}{gw:?}").contains(&pass.token));
+    assert!(!format!("{gw:?}").contains("sk-ant-real"));
+}
+
+#[tokio::test]
+async fn past_the_budget_or_the_request_cap_no_request_starts() {
+    let server = upstream().await;
+    // A run budget a single response spends.
+    let gw = gateway(
+        &server,
+        Budgets {
+            run: Some((0.0001, 0.0)),
+            task: None,
+            max_requests: None,
+        },
+    )
+    .await;
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    assert_eq!(post(&url, &[("x-api-key", &pass.token)]).await.0, 200);
+    let (status, body) = post(&url, &[("x-api-key", &pass.token)]).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("the run's budget of"), "{body}");
+    let spend = pass.spend();
+    assert_eq!(spend.requests, 1);
+    assert!(spend.refused.unwrap().contains("budget"));
+    let capped = gateway(
+        &server,
+        Budgets {
+            max_requests: Some(1),
+            ..Budgets::default()
+        },
+    )
+    .await;
+    let pass = capped.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", capped.url());
+    assert_eq!(post(&url, &[("x-api-key", &pass.token)]).await.0, 200);
+    let (status, body) = post(&url, &[("x-api-key", &pass.token)]).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("max-requests"), "{body}");
+}
+
+#[test]
+fn codex_gets_the_users_configuration_with_the_gateway_as_its_provider() {
+    let user = "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"http://x/v1\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[model_providers.dagexec]\nbase_url = \"http://evil\"\n";
+    insta::assert_snapshot!(codex_config(user, "http://127.0.0.1:9"));
+}
+
+#[test]
+fn keys_come_from_dagexecs_environment() {
+    let env = env_of(&[
+        ("ANTHROPIC_AUTH_TOKEN", "tok".into()),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1/".into()),
+        ("GOOGLE_API_KEY", "g".into()),
+    ]);
+    let u = Upstreams::from_env(&env);
+    let a = &u.0[&Provider::Anthropic];
+    assert_eq!(a.base, "https://api.anthropic.com");
+    assert_eq!(a.key.as_ref().unwrap().header, "authorization");
+    assert_eq!(u.0[&Provider::OpenAi].base, "http://127.0.0.1:1/v1");
+    assert!(u.0[&Provider::OpenAi].key.is_none());
+    assert_eq!(
+        u.0[&Provider::Gemini].key.as_ref().unwrap().header,
+        "x-goog-api-key"
+    );
+    assert!(!format!("{u:?}").contains("tok"));
+}

@@ -1,0 +1,291 @@
+//! The tokens a response spent, read as its bytes pass through the gateway: server-sent
+//! events parsed line by line as they arrive, or a JSON body once it has all arrived. The
+//! upstream's answer is hostile input: a line, an event and a JSON body are read only up to
+//! their caps (what is longer passes through unread), numbers are bounded, and nothing read
+//! here changes the bytes forwarded.
+//!
+//! Where each provider reports usage:
+//! - Anthropic: `message_start`'s `message.usage` (`input_tokens`, `cache_read_input_tokens`,
+//!   `cache_creation_input_tokens`, `output_tokens`) and `message_delta`'s `usage` (the output
+//!   so far; newer streams repeat the input counts there);
+//! - `OpenAI` Responses: `response.completed` (or `.incomplete`, `.failed`)'s
+//!   `response.usage` (`input_tokens`, cached ones included as
+//!   `input_tokens_details.cached_tokens`, `output_tokens`);
+//! - Gemini: every chunk's `usageMetadata` (`promptTokenCount`, cached ones included as
+//!   `cachedContentTokenCount`, `toolUsePromptTokenCount`, `candidatesTokenCount`,
+//!   `thoughtsTokenCount`), the last one standing.
+
+use serde_json::Value;
+
+use super::{Provider, Tokens};
+
+/// The longest SSE line read; a longer one is skipped to its end.
+pub const LINE_CAP: usize = 1 << 20;
+/// The largest event (its `data:` lines together) read.
+pub const EVENT_CAP: usize = 4 << 20;
+/// The largest JSON body read.
+pub const JSON_CAP: usize = 16 << 20;
+/// The largest token count believed from one response.
+const MAX_TOKENS: u64 = 100_000_000;
+
+/// What a response has spent so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The model the response names.
+    pub model: Option<String>,
+    pub tokens: Tokens,
+}
+
+/// How the response's body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// `text/event-stream`.
+    Events,
+    /// JSON, read whole at its end.
+    Json,
+}
+
+/// Reads one response's usage from its bytes as they pass.
+#[derive(Debug)]
+pub struct Meter {
+    provider: Provider,
+    body: Body,
+    line: Vec<u8>,
+    /// The current line is over [`LINE_CAP`]: skipped to its end.
+    skipping: bool,
+    data: String,
+    /// The current event is over [`EVENT_CAP`]: dropped at its end.
+    event_over: bool,
+    json: Vec<u8>,
+    json_over: bool,
+    reading: Reading,
+}
+
+impl Meter {
+    /// A meter for a `provider` response whose body is `body`.
+    pub fn new(provider: Provider, body: Body) -> Meter {
+        Meter {
+            provider,
+            body,
+            line: Vec::new(),
+            skipping: false,
+            data: String::new(),
+            event_over: false,
+            json: Vec::new(),
+            json_over: false,
+            reading: Reading::default(),
+        }
+    }
+
+    /// What the response has spent so far.
+    pub fn reading(&self) -> &Reading {
+        &self.reading
+    }
+
+    /// Reads `bytes`, the next part of the body; returns whether the reading changed.
+    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+        match self.body {
+            Body::Json => {
+                if !self.json_over {
+                    if self.json.len() + bytes.len() > JSON_CAP {
+                        self.json_over = true;
+                        self.json = Vec::new();
+                    } else {
+                        self.json.extend_from_slice(bytes);
+                    }
+                }
+                false
+            }
+            Body::Events => {
+                let before = self.reading.clone();
+                let mut rest = bytes;
+                while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+                    self.push_line_part(&rest[..nl]);
+                    let line = std::mem::take(&mut self.line);
+                    if !std::mem::take(&mut self.skipping) {
+                        self.line_done(&line);
+                    }
+                    rest = &rest[nl + 1..];
+                }
+                self.push_line_part(rest);
+                self.reading != before
+            }
+        }
+    }
+
+    /// The body ended: a JSON body is read, a last event without its blank line too. Returns
+    /// whether the reading changed.
+    pub fn finish(&mut self) -> bool {
+        let before = self.reading.clone();
+        match self.body {
+            Body::Json => {
+                if !self.json_over
+                    && let Ok(v) = serde_json::from_slice::<Value>(&std::mem::take(&mut self.json))
+                {
+                    self.whole(&v);
+                }
+            }
+            Body::Events => {
+                let line = std::mem::take(&mut self.line);
+                if !self.skipping {
+                    self.line_done(&line);
+                }
+                self.dispatch();
+            }
+        }
+        self.reading != before
+    }
+
+    fn push_line_part(&mut self, part: &[u8]) {
+        if self.skipping {
+            return;
+        }
+        if self.line.len() + part.len() > LINE_CAP {
+            self.skipping = true;
+            self.line = Vec::new();
+        } else {
+            self.line.extend_from_slice(part);
+        }
+    }
+
+    fn line_done(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            self.dispatch();
+            return;
+        }
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return;
+        };
+        let data = data.strip_prefix(b" ").unwrap_or(data);
+        if self.event_over || self.data.len() + data.len() + 1 > EVENT_CAP {
+            self.event_over = true;
+            self.data = String::new();
+            return;
+        }
+        if !self.data.is_empty() {
+            self.data.push('\n');
+        }
+        self.data.push_str(&String::from_utf8_lossy(data));
+    }
+
+    fn dispatch(&mut self) {
+        let data = std::mem::take(&mut self.data);
+        if std::mem::take(&mut self.event_over) || data.is_empty() {
+            return;
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(&data) {
+            self.event(&v);
+        }
+    }
+
+    /// One streamed event.
+    fn event(&mut self, v: &Value) {
+        match self.provider {
+            Provider::Anthropic => match v["type"].as_str() {
+                Some("message_start") => {
+                    self.model(&v["message"]["model"]);
+                    self.anthropic(&v["message"]["usage"]);
+                }
+                Some("message_delta") => self.anthropic(&v["usage"]),
+                _ => {}
+            },
+            Provider::OpenAi => {
+                self.model(&v["response"]["model"]);
+                let ended = matches!(
+                    v["type"].as_str(),
+                    Some("response.completed" | "response.incomplete" | "response.failed")
+                );
+                if ended {
+                    self.openai(&v["response"]["usage"]);
+                }
+            }
+            Provider::Gemini => self.gemini(v),
+        }
+    }
+
+    /// A whole JSON body.
+    fn whole(&mut self, v: &Value) {
+        match self.provider {
+            Provider::Anthropic => {
+                self.model(&v["model"]);
+                self.anthropic(&v["usage"]);
+            }
+            Provider::OpenAi => {
+                self.model(&v["model"]);
+                self.openai(&v["usage"]);
+            }
+            // `streamGenerateContent` without `alt=sse` answers a JSON array of chunks.
+            Provider::Gemini => match v {
+                Value::Array(chunks) => chunks.iter().for_each(|c| self.gemini(c)),
+                _ => self.gemini(v),
+            },
+        }
+    }
+
+    fn model(&mut self, v: &Value) {
+        if let Some(m) = v.as_str().and_then(crate::pure::usage::model_name) {
+            self.reading.model = Some(m);
+        }
+    }
+
+    fn anthropic(&mut self, usage: &Value) {
+        let t = &mut self.reading.tokens;
+        if let Some(n) = count(&usage["input_tokens"]) {
+            t.input = n;
+        }
+        if let Some(n) = count(&usage["cache_read_input_tokens"]) {
+            t.cache_read = n;
+        }
+        if let Some(n) = count(&usage["cache_creation_input_tokens"]) {
+            t.cache_write = n;
+        }
+        if let Some(n) = count(&usage["output_tokens"]) {
+            t.output = n;
+        }
+    }
+
+    fn openai(&mut self, usage: &Value) {
+        let (Some(input), Some(output)) = (
+            count(&usage["input_tokens"]),
+            count(&usage["output_tokens"]),
+        ) else {
+            return;
+        };
+        let cached = count(&usage["input_tokens_details"]["cached_tokens"])
+            .unwrap_or(0)
+            .min(input);
+        self.reading.tokens = Tokens {
+            input: input - cached,
+            cache_read: cached,
+            cache_write: 0,
+            output,
+        };
+    }
+
+    fn gemini(&mut self, v: &Value) {
+        self.model(&v["modelVersion"]);
+        let u = &v["usageMetadata"];
+        let Some(prompt) = count(&u["promptTokenCount"]) else {
+            return;
+        };
+        let cached = count(&u["cachedContentTokenCount"])
+            .unwrap_or(0)
+            .min(prompt);
+        let tool = count(&u["toolUsePromptTokenCount"]).unwrap_or(0);
+        let output = count(&u["candidatesTokenCount"])
+            .unwrap_or(0)
+            .saturating_add(count(&u["thoughtsTokenCount"]).unwrap_or(0));
+        self.reading.tokens = Tokens {
+            input: prompt - cached + tool,
+            cache_read: cached,
+            cache_write: 0,
+            output,
+        };
+    }
+}
+
+/// A token count that can be believed.
+fn count(v: &Value) -> Option<u64> {
+    v.as_u64().filter(|&n| n <= MAX_TOKENS)
+}
