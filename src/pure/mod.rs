@@ -8,6 +8,7 @@ pub mod clip;
 pub mod engine;
 pub mod events;
 pub mod graph;
+pub mod integration;
 pub mod outcome;
 pub mod overlap;
 pub mod pace;
