@@ -105,7 +105,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
         ledger: (opts.settings.overlap == crate::pure::overlap::Policy::Merge)
-            .then(crate::flow::merge::Ledger::default),
+            .then(crate::flow::merge::Merges::default),
     };
     executor::run(local, &conflicts, &mut plan, round)
 }

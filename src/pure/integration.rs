@@ -65,6 +65,27 @@ pub fn foreign(
     Some((foreign, why))
 }
 
+/// An attempt that cannot land: the landed tasks it must build on (`onto`: none is the
+/// branch) and why (git's account of the conflict, a path the task does not declare, the
+/// failed check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CannotLand {
+    pub onto: Vec<usize>,
+    pub why: String,
+}
+
+/// `task 3, task 5`, or `the branch` for none: what a send-back builds on, in a message.
+pub fn names(tasks: &[usize]) -> String {
+    if tasks.is_empty() {
+        return "the branch".into();
+    }
+    tasks
+        .iter()
+        .map(|k| format!("task {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What landed, who is running from where, and who was sent back: everything the rules read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::edge::git::Merged;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::CannotLand;
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -246,16 +246,9 @@ pub(crate) fn kept_merge(
             return Err(format!("conflict in {}\n{account}", files.join(", ")));
         }
     };
-    let foreign: Vec<&str> = changed
-        .iter()
-        .filter(|c| !mine.contains(*c))
-        .map(String::as_str)
-        .collect();
-    if !foreign.is_empty() {
-        return Err(format!(
-            "the merge changes {}, which task {task} does not declare",
-            foreign.join(", "),
-        ));
+    let changed = changed.into_iter().collect();
+    if let Some((_, why)) = crate::pure::integration::foreign(task, &changed, mine) {
+        return Err(why);
     }
     Ok(patch)
 }
@@ -289,18 +282,6 @@ pub(crate) fn refused(
         why: why.chars().take(KEPT).collect(),
     };
     Some((f, line))
-}
-
-/// `task 3, task 5`, or `the branch` for none.
-pub(crate) fn names(tasks: &[usize]) -> String {
-    if tasks.is_empty() {
-        return "the branch".into();
-    }
-    tasks
-        .iter()
-        .map(|k| format!("task {k}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

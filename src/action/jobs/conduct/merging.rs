@@ -27,11 +27,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::remote::Remote;
 use crate::action::ActionError;
-use crate::action::rounds::{FollowUp, names};
+use crate::action::rounds::FollowUp;
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::names;
+use crate::pure::integration::{CannotLand, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
@@ -98,7 +99,7 @@ impl Remote<'_> {
                 now.push(j);
                 continue;
             }
-            let mine = paths_of(plan, &j);
+            let mine = paths_of(plan, j.index, &j.touched);
             let mut moved: BTreeSet<String> = self
                 .repo
                 .changed_between(&base, &head)?
@@ -323,19 +324,6 @@ pub(super) fn drop_stale(plan: &mut Plan) {
 /// How far back the branch's history is read for a landed task's checks.
 const HISTORY: usize = 512;
 
-/// The paths of arrival `j`: those its patch changes and those its task declares.
-fn paths_of(plan: &Plan, j: &Judged) -> BTreeSet<String> {
-    j.touched
-        .iter()
-        .cloned()
-        .chain(
-            plan.tasks[j.index]
-                .files()
-                .map(|f| crate::pure::paths::key(f)),
-        )
-        .collect()
-}
-
 /// The landed tasks whose checks a merge of task `me` on `shared` paths must pass too: the
 /// completed tasks declaring one of them, and the batch's landing arrivals changing one.
 fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) -> Vec<usize> {
@@ -354,7 +342,7 @@ fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) 
     onto.extend(
         now.iter()
             .filter(|l| l.verdict.status == Status::Completed && l.index != me)
-            .filter(|l| !paths_of(plan, l).is_disjoint(shared))
+            .filter(|l| !paths_of(plan, l.index, &l.touched).is_disjoint(shared))
             .map(|l| l.index),
     );
     onto.into_iter().collect()
