@@ -23,7 +23,7 @@
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
 //! recorded is found by its run-name from the commits that record the same follow-up.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::remote::Remote;
 use crate::action::ActionError;
@@ -31,31 +31,13 @@ use crate::action::rounds::FollowUp;
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::pure::integration::names;
-use crate::pure::integration::{CannotLand, paths_of};
+use crate::pure::integration::{CannotLand, names, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
-/// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
-#[derive(Debug, Default)]
-pub(super) struct MergeState {
-    /// Whether `overlap: merge` holds: tasks that share files run side by side and each
-    /// arrival is merged.
-    pub(super) on: bool,
-    /// The base of each run that arrived at the last poll, by task.
-    pub(super) bases: BTreeMap<usize, String>,
-    /// The tasks whose re-check run arrived at the last poll.
-    pub(super) rechecked: BTreeSet<usize>,
-    /// The re-checks and rebases the last batch asked for, started after its commit.
-    pub(super) again: Vec<Launch>,
-    /// The acceptance checks of tasks as they were before they landed (the plan update trims
-    /// a completed task's), for the re-checks.
-    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
-}
-
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
-    /// the others waits on its task for a re-check or a rebase run ([`MergeState::again`]).
+    /// the others waits on its task for a re-check or a rebase run ([`super::remote::MergeState::again`]).
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,

@@ -192,7 +192,7 @@ pub fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
-        merging: merging::MergeState {
+        merging: remote::MergeState {
             on: merge,
             ..Default::default()
         },
