@@ -148,12 +148,14 @@ fn the_ledger_is_kept_in_one_form() {
     assert_eq!(serde_json::from_value::<Ledger>(json).unwrap(), l);
 }
 
-/// The world a run meets: each task's paths (declared, and changed by every attempt), the
-/// pairs that edit the same lines, the pairs where the first's change breaks the second's
-/// check (both sharing a path), and which of a task's runs fail by themselves.
+/// The world a run meets: each task's declared paths and the ones each of its attempts
+/// changes (some of them), the pairs that edit the same lines, the pairs where the first's
+/// change breaks the second's check (it changes a path the second declares), and which of a
+/// task's runs fail by themselves.
 #[derive(Debug, Clone)]
 struct World {
     paths: Vec<BTreeSet<String>>,
+    changes: Vec<BTreeSet<String>>,
     conflicts: BTreeSet<(usize, usize)>,
     breaks: BTreeSet<(usize, usize)>,
     /// Bit `r` of task `i`: its run `r` fails its own checks.
@@ -165,8 +167,10 @@ impl World {
         self.conflicts.contains(&(a.min(b), a.max(b)))
     }
 
-    fn share(&self, a: usize, b: usize) -> bool {
-        !self.paths[a].is_disjoint(&self.paths[b])
+    /// Whether `a`'s change meets a path `b` declares or changes.
+    fn meets(&self, a: usize, b: usize) -> bool {
+        !self.changes[a].is_disjoint(&self.paths[b])
+            || !self.changes[a].is_disjoint(&self.changes[b])
     }
 }
 
@@ -176,24 +180,43 @@ fn arb_world() -> impl Strategy<Value = World> {
         let pairs = proptest::collection::btree_set((0..n, 0..n), 0..n * 2);
         let breaks = proptest::collection::btree_set((0..n, 0..n), 0..n);
         let flaky = proptest::collection::vec(any::<u8>().prop_map(|b| b & b >> 1), n);
-        (paths, pairs, breaks, flaky).prop_map(|(paths, pairs, breaks, flaky)| {
+        let masks = proptest::collection::vec(any::<u8>(), n);
+        (paths, masks, pairs, breaks, flaky).prop_map(|(paths, masks, pairs, breaks, flaky)| {
             let paths: Vec<BTreeSet<String>> = paths
                 .into_iter()
                 .map(|p| p.into_iter().map(|f| format!("f{f}")).collect())
                 .collect();
+            let changes = paths
+                .iter()
+                .zip(masks)
+                .map(|(p, m)| {
+                    let some: BTreeSet<String> = p
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| m >> k & 1 == 1)
+                        .map(|(_, f)| f.clone())
+                        .collect();
+                    if some.is_empty() {
+                        p.iter().take(1).cloned().collect()
+                    } else {
+                        some
+                    }
+                })
+                .collect();
             let mut w = World {
                 paths,
+                changes,
                 conflicts: BTreeSet::new(),
                 breaks: BTreeSet::new(),
                 flaky,
             };
             w.conflicts = pairs
                 .into_iter()
-                .filter(|&(a, b)| a < b && w.share(a, b))
+                .filter(|&(a, b)| a < b && !w.changes[a].is_disjoint(&w.changes[b]))
                 .collect();
             w.breaks = breaks
                 .into_iter()
-                .filter(|&(a, b)| a != b && w.share(a, b))
+                .filter(|&(a, b)| a != b && w.meets(a, b))
                 .collect();
             w
         })
@@ -266,14 +289,15 @@ impl Sim<'_> {
         }
         let since: Vec<usize> = self.tree[start.since..].to_vec();
         let mine = w.paths[task].clone();
+        let changed = w.changes[task].clone();
         let merge = match since.iter().find(|&&k| w.conflict(task, k)) {
             Some(&k) => Merge::Conflict {
-                files: mine.intersection(&w.paths[k]).cloned().collect(),
+                files: changed.intersection(&w.changes[k]).cloned().collect(),
                 why: format!("conflict with {k}"),
             },
             None => Merge::Clean {
-                changed: mine.clone(),
-                combined: since.iter().any(|&k| w.share(task, k)),
+                changed: changed.clone(),
+                combined: since.iter().any(|&k| !w.changes[k].is_disjoint(&changed)),
             },
         };
         let mut step = self.ledger.merged(task, attempt, &start, &mine, merge);
@@ -284,26 +308,16 @@ impl Sim<'_> {
                     || (b == task && self.tree.iter().any(|&a| w.breaks.contains(&(a, task))))
             });
             let failed = broken.then(|| "a check fails".to_string());
-            step = self.ledger.rechecked(task, attempt, &start, &mine, failed);
+            step = self
+                .ledger
+                .rechecked(task, attempt, &start, &changed, failed);
         }
         match step {
             Step::Land => {
-                for &k in &since {
-                    assert!(
-                        !w.conflict(task, k),
-                        "{task} landed over a conflict with {k}"
-                    );
-                    assert!(!w.breaks.contains(&(task, k)), "{task} broke {k}'s check");
-                }
-                for &a in &self.tree {
-                    assert!(
-                        !w.breaks.contains(&(a, task)),
-                        "{task}'s check fails on landing"
-                    );
-                }
+                self.promise_kept(task, &base, &since);
                 assert!(!self.tree.contains(&task), "{task} landed twice");
                 self.tree.push(task);
-                self.ledger.landed(task, mine.clone(), mine, Vec::new());
+                self.ledger.landed(task, changed, mine, Vec::new());
                 self.state[task] = State::Landed;
                 self.sent[task] = false;
             }
@@ -328,6 +342,29 @@ impl Sim<'_> {
                 self.ledger.failed(task, for_good);
             }
             Step::Recheck { .. } => unreachable!("decided above"),
+        }
+    }
+
+    /// The promise a landing keeps: no conflict lands, and the checks of the task and of
+    /// every task landed since its base (`since`) whose paths its merge touched pass (those
+    /// landed before its base ran in its own attempt).
+    fn promise_kept(&self, task: usize, base: &[usize], since: &[usize]) {
+        let w = self.world;
+        for &k in since {
+            assert!(
+                !w.conflict(task, k),
+                "{task} landed over a conflict with {k}"
+            );
+            if w.meets(task, k) {
+                assert!(!w.breaks.contains(&(task, k)), "{task} broke {k}'s check");
+                assert!(!w.breaks.contains(&(k, task)), "{k} broke {task}'s check");
+            }
+        }
+        for &a in base {
+            assert!(
+                !w.breaks.contains(&(a, task)),
+                "{task}'s check fails on landing"
+            );
         }
     }
 
