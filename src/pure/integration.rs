@@ -86,6 +86,22 @@ pub fn names(tasks: &[usize]) -> String {
         .join(", ")
 }
 
+/// The send-back rule, for every driver: task `task`'s attempt `attempt` `cannot` land; the
+/// first time in an integration it runs again as an uncounted rebase onto `cannot.onto`,
+/// and after its rebase (`again`) it is a failed attempt.
+pub fn send_back(task: usize, attempt: u32, cannot: CannotLand, again: bool) -> Step {
+    let CannotLand { onto, why } = cannot;
+    if again {
+        return Step::Fail { why };
+    }
+    Step::Rebase(Rebase {
+        task,
+        attempt,
+        onto,
+        why,
+    })
+}
+
 /// What landed, who is running from where, and who was sent back: everything the rules read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -306,22 +322,17 @@ impl Ledger {
         paths: &BTreeSet<String>,
         why: String,
     ) -> Step {
-        if self.rebased.contains_key(&task) {
-            return Step::Fail { why };
-        }
         let mut onto = self.sharing(start.since, paths);
         if onto.is_empty() {
             onto = self.since(start.since).map(|l| l.task).collect();
         }
-        self.rebased.insert(task, onto.clone());
-        let rebase = Rebase {
-            task,
-            attempt,
-            onto,
-            why,
-        };
-        self.asked.push(rebase.clone());
-        Step::Rebase(rebase)
+        let again = self.rebased.contains_key(&task);
+        let step = send_back(task, attempt, CannotLand { onto, why }, again);
+        if let Step::Rebase(r) = &step {
+            self.rebased.insert(task, r.onto.clone());
+            self.asked.push(r.clone());
+        }
+        step
     }
 
     /// A failed attempt of `task` ([`Step::Fail`]) is decided: `for_good` when it will not

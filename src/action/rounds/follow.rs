@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::edge::git::Merged;
-use crate::pure::integration::CannotLand;
+use crate::pure::integration::{CannotLand, Rebase, Step};
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -262,26 +262,35 @@ pub(crate) fn refused(
     cannot: CannotLand,
     after_rebase: bool,
 ) -> Option<(FollowUp, String)> {
-    let CannotLand { onto, why } = cannot;
     const KEPT: usize = 16 << 10;
-    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+    let line = crate::pure::sanitize::line(cannot.why.lines().next().unwrap_or_default());
     let line: String = line.chars().take(300).collect();
     crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
         r.outcome = crate::pure::usage::Outcome::Conflict;
     });
-    if after_rebase {
-        j.verdict.status = crate::pure::plan::model::Status::Failed;
-        j.verdict.result = format!("it cannot be merged after its rebase: {line}");
-        j.patch.clear();
-        return None;
+    match crate::pure::integration::send_back(j.index, j.attempt, cannot, after_rebase) {
+        Step::Rebase(Rebase {
+            task,
+            attempt,
+            onto,
+            why,
+        }) => {
+            let why = why.chars().take(KEPT).collect();
+            let f = FollowUp::Rebase {
+                task,
+                attempt,
+                onto,
+                why,
+            };
+            Some((f, line))
+        }
+        Step::Fail { .. } | Step::Land | Step::Recheck { .. } => {
+            j.verdict.status = crate::pure::plan::model::Status::Failed;
+            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+            j.patch.clear();
+            None
+        }
     }
-    let f = FollowUp::Rebase {
-        task: j.index,
-        attempt: j.attempt,
-        onto,
-        why: why.chars().take(KEPT).collect(),
-    };
-    Some((f, line))
 }
 
 #[cfg(test)]
