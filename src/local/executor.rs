@@ -42,7 +42,7 @@ pub(crate) struct Local<'a> {
     /// The commit attempts start from now: `HEAD`, or the round so far.
     pub base: Option<String>,
     /// `overlap: merge`: each attempt's base, the tasks landed, the rebases asked for.
-    pub ledger: Option<crate::flow::merge::Ledger>,
+    pub ledger: Option<crate::flow::merge::Merges>,
 }
 
 impl Local<'_> {

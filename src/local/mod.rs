@@ -108,7 +108,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
         ledger: (opts.settings.overlap == crate::pure::overlap::Policy::Merge)
-            .then(crate::flow::merge::Ledger::default),
+            .then(crate::flow::merge::Merges::default),
     };
     // The one place a local run blocks on a future: the loop, which drives the attempts
     // (tasks of `runtime`); its blocking steps (git, the plan file) hold up only the loop.

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod events;
 pub mod gateway;
 pub mod graph;
+pub mod integration;
 pub mod outcome;
 pub mod overlap;
 pub mod pace;

@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::edge::git::Merged;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::{CannotLand, Rebase, Step};
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -246,16 +246,9 @@ pub(crate) fn kept_merge(
             return Err(format!("conflict in {}\n{account}", files.join(", ")));
         }
     };
-    let foreign: Vec<&str> = changed
-        .iter()
-        .filter(|c| !mine.contains(*c))
-        .map(String::as_str)
-        .collect();
-    if !foreign.is_empty() {
-        return Err(format!(
-            "the merge changes {}, which task {task} does not declare",
-            foreign.join(", "),
-        ));
+    let changed = changed.into_iter().collect();
+    if let Some((_, why)) = crate::pure::integration::foreign(task, &changed, mine) {
+        return Err(why);
     }
     Ok(patch)
 }
@@ -269,38 +262,35 @@ pub(crate) fn refused(
     cannot: CannotLand,
     after_rebase: bool,
 ) -> Option<(FollowUp, String)> {
-    let CannotLand { onto, why } = cannot;
     const KEPT: usize = 16 << 10;
-    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+    let line = crate::pure::sanitize::line(cannot.why.lines().next().unwrap_or_default());
     let line: String = line.chars().take(300).collect();
     crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
         r.outcome = crate::pure::usage::Outcome::Conflict;
     });
-    if after_rebase {
-        j.verdict.status = crate::pure::plan::model::Status::Failed;
-        j.verdict.result = format!("it cannot be merged after its rebase: {line}");
-        j.patch.clear();
-        return None;
+    match crate::pure::integration::send_back(j.index, j.attempt, cannot, after_rebase) {
+        Step::Rebase(Rebase {
+            task,
+            attempt,
+            onto,
+            why,
+        }) => {
+            let why = why.chars().take(KEPT).collect();
+            let f = FollowUp::Rebase {
+                task,
+                attempt,
+                onto,
+                why,
+            };
+            Some((f, line))
+        }
+        Step::Fail { .. } | Step::Land | Step::Recheck { .. } => {
+            j.verdict.status = crate::pure::plan::model::Status::Failed;
+            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+            j.patch.clear();
+            None
+        }
     }
-    let f = FollowUp::Rebase {
-        task: j.index,
-        attempt: j.attempt,
-        onto,
-        why: why.chars().take(KEPT).collect(),
-    };
-    Some((f, line))
-}
-
-/// `task 3, task 5`, or `the branch` for none.
-pub(crate) fn names(tasks: &[usize]) -> String {
-    if tasks.is_empty() {
-        return "the branch".into();
-    }
-    tasks
-        .iter()
-        .map(|k| format!("task {k}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

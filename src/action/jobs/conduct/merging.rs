@@ -23,38 +23,21 @@
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
 //! recorded is found by its run-name from the commits that record the same follow-up.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::remote::Remote;
 use crate::action::ActionError;
-use crate::action::rounds::{FollowUp, names};
+use crate::action::rounds::FollowUp;
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::{CannotLand, names, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
-/// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
-#[derive(Debug, Default)]
-pub(super) struct MergeState {
-    /// Whether `overlap: merge` holds: tasks that share files run side by side and each
-    /// arrival is merged.
-    pub(super) on: bool,
-    /// The base of each run that arrived at the last poll, by task.
-    pub(super) bases: BTreeMap<usize, String>,
-    /// The tasks whose re-check run arrived at the last poll.
-    pub(super) rechecked: BTreeSet<usize>,
-    /// The re-checks and rebases the last batch asked for, started after its commit.
-    pub(super) again: Vec<Launch>,
-    /// The acceptance checks of tasks as they were before they landed (the plan update trims
-    /// a completed task's), for the re-checks.
-    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
-}
-
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
-    /// the others waits on its task for a re-check or a rebase run ([`MergeState::again`]).
+    /// the others waits on its task for a re-check or a rebase run ([`super::remote::MergeState::again`]).
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,
@@ -98,7 +81,7 @@ impl Remote<'_> {
                 now.push(j);
                 continue;
             }
-            let mine = paths_of(plan, &j);
+            let mine = paths_of(plan, j.index, &j.touched);
             let mut moved: BTreeSet<String> = self
                 .repo
                 .changed_between(&base, &head)?
@@ -323,19 +306,6 @@ pub(super) fn drop_stale(plan: &mut Plan) {
 /// How far back the branch's history is read for a landed task's checks.
 const HISTORY: usize = 512;
 
-/// The paths of arrival `j`: those its patch changes and those its task declares.
-fn paths_of(plan: &Plan, j: &Judged) -> BTreeSet<String> {
-    j.touched
-        .iter()
-        .cloned()
-        .chain(
-            plan.tasks[j.index]
-                .files()
-                .map(|f| crate::pure::paths::key(f)),
-        )
-        .collect()
-}
-
 /// The landed tasks whose checks a merge of task `me` on `shared` paths must pass too: the
 /// completed tasks declaring one of them, and the batch's landing arrivals changing one.
 fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) -> Vec<usize> {
@@ -354,7 +324,7 @@ fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) 
     onto.extend(
         now.iter()
             .filter(|l| l.verdict.status == Status::Completed && l.index != me)
-            .filter(|l| !paths_of(plan, l).is_disjoint(shared))
+            .filter(|l| !paths_of(plan, l.index, &l.touched).is_disjoint(shared))
             .map(|l| l.index),
     );
     onto.into_iter().collect()

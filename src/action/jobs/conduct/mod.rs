@@ -191,7 +191,7 @@ pub async fn run(
         staged: Vec::new(),
         pr: None,
         outages: 0,
-        merging: merging::MergeState {
+        merging: remote::MergeState {
             on: merge,
             ..Default::default()
         },

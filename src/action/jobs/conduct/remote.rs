@@ -1,7 +1,7 @@
 //! The conductor's executor and its dealings with the branch and GitHub: a start made
 //! durable before its run is dispatched, the dispatch, the commit and the publication.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,7 +14,7 @@ use crate::action::{ActionError, Inputs};
 use crate::edge::github::Client;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
-use crate::flow::exec::Executor;
+use crate::flow::exec::{Executor, Launch};
 use crate::pure::pace::Timing;
 use crate::pure::plan::model::{Plan, Status};
 
@@ -47,10 +47,27 @@ pub(super) struct Remote<'a> {
     pub(super) pr: Option<u64>,
     /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
     pub(super) outages: u32,
-    /// `overlap: merge` ([`super::merging`]).
-    pub(super) merging: super::merging::MergeState,
+    /// `overlap: merge`: what is kept between a poll and the batch's commit.
+    pub(super) merging: MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
     pub(super) starts: Starts,
+}
+
+/// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
+#[derive(Debug, Default)]
+pub(super) struct MergeState {
+    /// Whether `overlap: merge` holds: tasks that share files run side by side and each
+    /// arrival is merged.
+    pub(super) on: bool,
+    /// The base of each run that arrived at the last poll, by task.
+    pub(super) bases: BTreeMap<usize, String>,
+    /// The tasks whose re-check run arrived at the last poll.
+    pub(super) rechecked: BTreeSet<usize>,
+    /// The re-checks and rebases the last batch asked for, started after its commit.
+    pub(super) again: Vec<Launch>,
+    /// The acceptance checks of tasks as they were before they landed (the plan update trims
+    /// a completed task's), for the re-checks.
+    pub(super) landed_checks: BTreeMap<usize, Vec<crate::pure::plan::model::AcceptanceCriterion>>,
 }
 
 /// The record of the attempts started since the branch's tip, kept on [`super::starts_ref`].

@@ -32,7 +32,7 @@ use crate::edge::git::{Patch, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::{CannotLand, paths_of};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -114,7 +114,7 @@ pub(super) fn add(
             chain::rebased_on_chain(&mut at, j, &on)?;
             continue;
         }
-        let mine = paths_of(at.plan, &j);
+        let mine = paths_of(at.plan, j.index, &j.touched);
         let sharing = at.sharing(&mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
             let merged = at.merge_aside(&[], j.patch.borrowed(), j.index, &mine)?;
@@ -268,7 +268,7 @@ impl Integrating<'_> {
     /// attempt, decided as any (`true`: the caller integrates it as failed).
     fn send_back(&mut self, j: &mut Judged, cannot: CannotLand, after_rebase: bool) -> bool {
         let (plan, ui) = (&mut *self.plan, self.ui);
-        let onto_names = crate::action::rounds::names(&cannot.onto);
+        let onto_names = crate::pure::integration::names(&cannot.onto);
         let Some((f, line)) = crate::action::rounds::refused(plan, j, cannot, after_rebase) else {
             return true;
         };
@@ -337,19 +337,6 @@ fn in_order(
     }
     items.sort_by_key(|(j, _)| j.index);
     (chain, items)
-}
-
-/// The paths of attempt `j`: those it changed and those its task declares.
-fn paths_of(plan: &Plan, j: &Judged) -> BTreeSet<String> {
-    j.touched
-        .iter()
-        .cloned()
-        .chain(
-            plan.tasks[j.index]
-                .files()
-                .map(|f| crate::pure::paths::key(f)),
-        )
-        .collect()
 }
 
 /// A re-check's arrival: whether it passed (then `j` carries finalize's own merged patch,

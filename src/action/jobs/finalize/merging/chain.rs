@@ -8,10 +8,11 @@ use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
 use crate::edge::git::PatchRef;
 use crate::flow::attempt::Judged;
-use crate::flow::merge::CannotLand;
+use crate::pure::integration::CannotLand;
 use crate::pure::plan::model::Status;
 
-use super::{Integrating, paths_of, rechecked_lands};
+use super::{Integrating, rechecked_lands};
+use crate::pure::integration::paths_of;
 
 /// Whether rebase `j`, built on the chain's candidates `on`, failed beside one that did not
 /// land (`landed`: what landed so far): its failure may be that change's, not its own.
@@ -35,7 +36,7 @@ pub(super) fn rebased_on_chain(
     mut j: Judged,
     on: &[(usize, Vec<u8>)],
 ) -> Result<(), ActionError> {
-    let mine = paths_of(at.plan, &j);
+    let mine = paths_of(at.plan, j.index, &j.touched);
     let sharing = at.sharing(&mine);
     let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
     let all_landed = on.iter().all(|(k, _)| landed.contains(k));
@@ -52,7 +53,7 @@ pub(super) fn rebased_on_chain(
             .collect();
         let why = format!(
             "it failed beside the change of {}, which did not land: {}",
-            crate::action::rounds::names(&rejected),
+            crate::pure::integration::names(&rejected),
             j.verdict.result.lines().next().unwrap_or_default()
         );
         at.sent.push((j.index, mine.clone()));
@@ -121,7 +122,7 @@ pub(super) fn land_chain(
             continue;
         };
         if intact && rechecked_lands(at.repo, &mut j, &f, at.ui) {
-            let mine = paths_of(at.plan, &j);
+            let mine = paths_of(at.plan, j.index, &j.touched);
             at.land(j, mine)?;
             continue;
         }
@@ -131,13 +132,14 @@ pub(super) fn land_chain(
                 onto: checks.clone(),
                 why: j.verdict.result.clone(),
             };
-            at.sent.push((j.index, paths_of(at.plan, &j)));
+            at.sent
+                .push((j.index, paths_of(at.plan, j.index, &j.touched)));
             at.send_back(&mut j, cannot, *rebased)
         } else {
             merge_again(at, &f, &mut j, &kept[..n])?
         };
         if back {
-            let mine = paths_of(at.plan, &j);
+            let mine = paths_of(at.plan, j.index, &j.touched);
             at.land(j, mine)?;
         }
     }
@@ -165,7 +167,7 @@ fn merge_again(
         .patch_changes(&patch)
         .map(|(t, _)| t)
         .unwrap_or_default();
-    let mine = paths_of(at.plan, j);
+    let mine = paths_of(at.plan, j.index, &j.touched);
     let sharing = at.sharing(&mine);
     // The checks it ran with, less those of changes that no longer come before it.
     let mut who: Vec<usize> = checks

@@ -1,0 +1,506 @@
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::pure::outcome::MAX_ATTEMPTS;
+
+fn set(paths: &[&str]) -> BTreeSet<String> {
+    paths.iter().map(ToString::to_string).collect()
+}
+
+fn clean(paths: &[&str], combined: bool) -> Merge {
+    Merge::Clean {
+        changed: set(paths),
+        combined,
+    }
+}
+
+/// Task 0 landed on `a.txt` after task 1 started.
+fn one_landed_beside() -> (Ledger, Start) {
+    let mut l = Ledger::default();
+    assert!(!l.start(0, "b"));
+    assert!(!l.start(1, "b"));
+    l.arrived(0).unwrap();
+    l.landed(0, set(&["a.txt"]), set(&["a.txt"]), Vec::new());
+    let start = l.arrived(1).unwrap();
+    (l, start)
+}
+
+#[test]
+fn a_change_that_meets_nothing_landed_since_its_start_lands_without_a_recheck() {
+    let (mut l, start) = one_landed_beside();
+    let step = l.merged(1, 1, &start, &set(&["b.txt"]), clean(&["b.txt"], false));
+    assert_eq!(step, Step::Land);
+}
+
+#[test]
+fn a_merge_into_a_path_landed_since_is_rechecked_with_that_tasks_checks() {
+    let (mut l, start) = one_landed_beside();
+    let own = set(&["a.txt"]);
+    let step = l.merged(1, 1, &start, &own, clean(&["a.txt"], false));
+    assert_eq!(step, Step::Recheck { tasks: vec![1, 0] });
+    let passed = l.rechecked(1, 1, &start, &own, None);
+    assert_eq!(passed, Step::Land);
+}
+
+#[test]
+fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_failed_attempt() {
+    let (mut l, start) = one_landed_beside();
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict in a.txt".into(),
+    };
+    let step = l.merged(1, 1, &start, &set(&["a.txt"]), conflict.clone());
+    let rebase = Rebase {
+        task: 1,
+        attempt: 1,
+        onto: vec![0],
+        why: "conflict in a.txt".into(),
+    };
+    assert_eq!(step, Step::Rebase(rebase.clone()));
+    assert_eq!(l.take_asked(), vec![rebase]);
+    assert!(l.start(1, "c"), "its next start is the rebase");
+    let start = l.arrived(1).unwrap();
+    // Built on task 0: its checks run on the rebase's result even though nothing moved.
+    let own = set(&["a.txt"]);
+    assert_eq!(
+        l.merged(1, 1, &start, &own, clean(&["a.txt"], false)),
+        Step::Recheck { tasks: vec![1, 0] }
+    );
+    assert_eq!(
+        l.rechecked(1, 1, &start, &own, Some("check fails".into())),
+        Step::Fail {
+            why: "check fails".into()
+        }
+    );
+}
+
+#[test]
+fn a_path_the_task_does_not_declare_sends_it_back() {
+    let (mut l, start) = one_landed_beside();
+    let step = l.merged(
+        1,
+        1,
+        &start,
+        &set(&["b.txt"]),
+        clean(&["b.txt", "c.txt"], true),
+    );
+    let Step::Rebase(r) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        r.why,
+        "the merge changes c.txt, which task 1 does not declare"
+    );
+    // Nothing landed since shares c.txt: every task landed since is named.
+    assert_eq!(r.onto, vec![0]);
+}
+
+#[test]
+fn a_rebase_asked_for_and_never_started_is_forgotten_at_the_next_integration() {
+    let (mut l, start) = one_landed_beside();
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict".into(),
+    };
+    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
+    l.take_asked();
+    l.integrating();
+    assert!(!l.start(1, "c"));
+}
+
+#[test]
+fn a_killed_rebase_starts_again_as_a_rebase() {
+    let (mut l, start) = one_landed_beside();
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict".into(),
+    };
+    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
+    l.take_asked();
+    assert!(l.start(1, "c"));
+    l.interrupted(1);
+    assert!(l.start(1, "c"));
+}
+
+#[test]
+fn the_ledger_is_kept_in_one_form() {
+    let (mut l, start) = one_landed_beside();
+    l.start(2, "c");
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict".into(),
+    };
+    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
+    let json = serde_json::to_value(&l).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "landed": [{"task": 0, "changed": ["a.txt"], "declared": ["a.txt"]}],
+            "started": {"2": {"base": "c", "since": 1}},
+            "rebased": {"1": [0]},
+            "asked": [{"task": 1, "attempt": 1, "onto": [0], "why": "conflict"}],
+            "nextIsRebase": [],
+            "checks": {"0": []}
+        })
+    );
+    assert_eq!(serde_json::from_value::<Ledger>(json).unwrap(), l);
+}
+
+/// The world a run meets: each task's declared paths and the ones each of its attempts
+/// changes (some of them), the pairs that edit the same lines, the pairs where the first's
+/// change breaks the second's check (it changes a path the second declares), and which of a
+/// task's runs fail by themselves.
+#[derive(Debug, Clone)]
+struct World {
+    paths: Vec<BTreeSet<String>>,
+    changes: Vec<BTreeSet<String>>,
+    conflicts: BTreeSet<(usize, usize)>,
+    breaks: BTreeSet<(usize, usize)>,
+    /// Bit `r` of task `i`: its run `r` fails its own checks.
+    flaky: Vec<u8>,
+}
+
+impl World {
+    fn conflict(&self, a: usize, b: usize) -> bool {
+        self.conflicts.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Whether `a`'s change meets a path `b` declares or changes.
+    fn meets(&self, a: usize, b: usize) -> bool {
+        !self.changes[a].is_disjoint(&self.paths[b])
+            || !self.changes[a].is_disjoint(&self.changes[b])
+    }
+}
+
+fn arb_world() -> impl Strategy<Value = World> {
+    (2usize..7).prop_flat_map(|n| {
+        let paths = proptest::collection::vec(proptest::collection::btree_set(0u8..4, 1..3), n);
+        let pairs = proptest::collection::btree_set((0..n, 0..n), 0..n * 2);
+        let breaks = proptest::collection::btree_set((0..n, 0..n), 0..n);
+        let flaky = proptest::collection::vec(any::<u8>().prop_map(|b| b & b >> 1), n);
+        let masks = proptest::collection::vec(any::<u8>(), n);
+        (paths, masks, pairs, breaks, flaky).prop_map(|(paths, masks, pairs, breaks, flaky)| {
+            let paths: Vec<BTreeSet<String>> = paths
+                .into_iter()
+                .map(|p| p.into_iter().map(|f| format!("f{f}")).collect())
+                .collect();
+            let changes = paths
+                .iter()
+                .zip(masks)
+                .map(|(p, m)| {
+                    let some: BTreeSet<String> = p
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| m >> k & 1 == 1)
+                        .map(|(_, f)| f.clone())
+                        .collect();
+                    if some.is_empty() {
+                        p.iter().take(1).cloned().collect()
+                    } else {
+                        some
+                    }
+                })
+                .collect();
+            let mut w = World {
+                paths,
+                changes,
+                conflicts: BTreeSet::new(),
+                breaks: BTreeSet::new(),
+                flaky,
+            };
+            w.conflicts = pairs
+                .into_iter()
+                .filter(|&(a, b)| a < b && !w.changes[a].is_disjoint(&w.changes[b]))
+                .collect();
+            w.breaks = breaks
+                .into_iter()
+                .filter(|&(a, b)| a != b && w.meets(a, b))
+                .collect();
+            w
+        })
+    })
+}
+
+/// How a task's attempt was charged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Charge {
+    /// Its worker's result failed.
+    Worker,
+    /// It could not land after it was sent back.
+    AfterRebase,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Waiting to start this attempt.
+    Queued(u32),
+    /// Running this attempt from this tree (the tasks landed when it started).
+    Running(u32, Vec<usize>),
+    /// Sent back, its rebase of this attempt not asked for yet.
+    SentBack(u32),
+    Landed,
+    Failed,
+}
+
+/// A run of the local executor's loop in `world`, driven by `ops`: whom it starts, which
+/// arrive together and in which order, when it is killed; then run to its end.
+struct Sim<'w> {
+    world: &'w World,
+    ledger: Ledger,
+    tree: Vec<usize>,
+    state: Vec<State>,
+    charges: Vec<Vec<Charge>>,
+    runs: Vec<u32>,
+    /// Whether the task was sent back since it last ended or landed.
+    sent: Vec<bool>,
+    rebases: Vec<u32>,
+}
+
+impl Sim<'_> {
+    fn start(&mut self, task: usize) {
+        let State::Queued(attempt) = self.state[task] else {
+            return;
+        };
+        let rebase = self.ledger.start(task, &format!("{:?}", self.tree));
+        assert!(
+            !rebase || self.sent[task],
+            "task {task}: a rebase nobody asked for"
+        );
+        self.state[task] = State::Running(attempt, self.tree.clone());
+    }
+
+    /// Task `task`'s attempt arrives, as the local executor integrates it.
+    fn arrive(&mut self, task: usize) {
+        let State::Running(attempt, base) = self.state[task].clone() else {
+            return;
+        };
+        let w = self.world;
+        let start = self.ledger.arrived(task).expect("it started");
+        let run = self.runs[task];
+        self.runs[task] += 1;
+        let own_fail = w.flaky[task] >> (run % 8) & 1 == 1
+            || base.iter().any(|&a| w.breaks.contains(&(a, task)));
+        if own_fail {
+            self.charge(task, attempt, Charge::Worker);
+            self.ledger.ended(task);
+            return;
+        }
+        let since: Vec<usize> = self.tree[start.since..].to_vec();
+        let mine = w.paths[task].clone();
+        let changed = w.changes[task].clone();
+        let merge = match since.iter().find(|&&k| w.conflict(task, k)) {
+            Some(&k) => Merge::Conflict {
+                files: changed.intersection(&w.changes[k]).cloned().collect(),
+                why: format!("conflict with {k}"),
+            },
+            None => Merge::Clean {
+                changed: changed.clone(),
+                combined: since.iter().any(|&k| !w.changes[k].is_disjoint(&changed)),
+            },
+        };
+        let mut step = self.ledger.merged(task, attempt, &start, &mine, merge);
+        if let Step::Recheck { tasks } = &step {
+            assert_eq!(tasks.first(), Some(&task), "its own checks run first");
+            let broken = tasks.iter().any(|&b| {
+                w.breaks.contains(&(task, b))
+                    || (b == task && self.tree.iter().any(|&a| w.breaks.contains(&(a, task))))
+            });
+            let failed = broken.then(|| "a check fails".to_string());
+            step = self
+                .ledger
+                .rechecked(task, attempt, &start, &changed, failed);
+        }
+        match step {
+            Step::Land => {
+                self.promise_kept(task, &base, &since);
+                assert!(!self.tree.contains(&task), "{task} landed twice");
+                self.tree.push(task);
+                self.ledger.landed(task, changed, mine, Vec::new());
+                self.state[task] = State::Landed;
+                self.sent[task] = false;
+            }
+            Step::Rebase(r) => {
+                assert!(
+                    !self.sent[task],
+                    "{task} sent back twice in one integration"
+                );
+                assert_eq!((r.task, r.attempt), (task, attempt));
+                assert!(
+                    r.onto.iter().all(|k| since.contains(k)),
+                    "{r:?} onto {since:?}"
+                );
+                self.sent[task] = true;
+                self.rebases[task] += 1;
+                self.state[task] = State::SentBack(attempt);
+            }
+            Step::Fail { .. } => {
+                assert!(self.sent[task], "{task} charged for its first send-back");
+                self.charge(task, attempt, Charge::AfterRebase);
+                let for_good = self.state[task] == State::Failed;
+                self.ledger.failed(task, for_good);
+            }
+            Step::Recheck { .. } => unreachable!("decided above"),
+        }
+    }
+
+    /// The promise a landing keeps: no conflict lands, and the checks of the task and of
+    /// every task landed since its base (`since`) whose paths its merge touched pass (those
+    /// landed before its base ran in its own attempt).
+    fn promise_kept(&self, task: usize, base: &[usize], since: &[usize]) {
+        let w = self.world;
+        for &k in since {
+            assert!(
+                !w.conflict(task, k),
+                "{task} landed over a conflict with {k}"
+            );
+            if w.meets(task, k) {
+                assert!(!w.breaks.contains(&(task, k)), "{task} broke {k}'s check");
+                assert!(!w.breaks.contains(&(k, task)), "{k} broke {task}'s check");
+            }
+        }
+        for &a in base {
+            assert!(
+                !w.breaks.contains(&(a, task)),
+                "{task}'s check fails on landing"
+            );
+        }
+    }
+
+    fn charge(&mut self, task: usize, attempt: u32, why: Charge) {
+        self.charges[task].push(why);
+        assert_eq!(self.charges[task].len(), attempt as usize);
+        self.state[task] = if attempt >= MAX_ATTEMPTS {
+            State::Failed
+        } else {
+            State::Queued(attempt + 1)
+        };
+        if why == Charge::Worker {
+            self.sent[task] = false;
+        }
+    }
+
+    /// The batch `batch` arrives in that order: one integration, then the rebases it asked for
+    /// start.
+    fn integrate(&mut self, batch: &[usize]) {
+        self.ledger.integrating();
+        for &t in batch {
+            self.arrive(t);
+        }
+        for r in self.ledger.take_asked() {
+            assert_eq!(self.state[r.task], State::SentBack(r.attempt));
+            self.state[r.task] = State::Queued(r.attempt);
+            self.start(r.task);
+        }
+    }
+
+    /// Killed: the ledger is reloaded from its serialised form, and the attempts that were
+    /// running start again.
+    fn kill(&mut self) {
+        let json = serde_json::to_string(&self.ledger).unwrap();
+        let reloaded: Ledger = serde_json::from_str(&json).unwrap();
+        assert_eq!(reloaded, self.ledger);
+        self.ledger = reloaded;
+        let running: Vec<usize> = (0..self.state.len())
+            .filter(|&t| matches!(self.state[t], State::Running(..)))
+            .collect();
+        for &t in &running {
+            self.ledger.interrupted(t);
+            if let State::Running(a, _) = self.state[t] {
+                self.state[t] = State::Queued(a);
+            }
+        }
+        for t in running {
+            self.start(t);
+        }
+    }
+
+    fn running(&self) -> Vec<usize> {
+        (0..self.state.len())
+            .filter(|&t| matches!(self.state[t], State::Running(..)))
+            .collect()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Whatever the arrival order, the overlaps, the failing checks and the kills: every task
+    /// lands exactly once or fails, nothing is left waiting, a send-back is uncounted the
+    /// first time in an integration and counted after, and a task fails only when each of its
+    /// attempts was charged for its own failure or for not landing after its rebase.
+    #[test]
+    fn every_change_lands_once_and_attempts_are_charged_as_documented(
+        world in arb_world(),
+        ops in proptest::collection::vec((0u8..4, any::<u16>()), 0..60),
+    ) {
+        let n = world.paths.len();
+        let mut sim = Sim {
+            world: &world,
+            ledger: Ledger::default(),
+            tree: Vec::new(),
+            state: vec![State::Queued(1); n],
+            charges: vec![Vec::new(); n],
+            runs: vec![0; n],
+            sent: vec![false; n],
+            rebases: vec![0; n],
+        };
+        let mut ops = ops.into_iter();
+        for _ in 0..10_000 {
+            let queued: Vec<usize> = (0..n).filter(|&t| matches!(sim.state[t], State::Queued(_))).collect();
+            let running = sim.running();
+            if queued.is_empty() && running.is_empty() {
+                break;
+            }
+            let (op, pick) = ops.next().unwrap_or((1, u16::MAX));
+            match op {
+                0 if !queued.is_empty() => sim.start(queued[pick as usize % queued.len()]),
+                2 => sim.kill(),
+                3 => {
+                    // A reload between two steps, nothing lost.
+                    let json = serde_json::to_value(&sim.ledger).unwrap();
+                    sim.ledger = serde_json::from_value(json).unwrap();
+                }
+                _ if running.is_empty() => {
+                    for t in queued {
+                        sim.start(t);
+                    }
+                }
+                _ => {
+                    // A random non-empty batch of the running attempts, in a random order.
+                    let mut batch: Vec<usize> = running
+                        .iter()
+                        .enumerate()
+                        .filter(|(k, _)| pick >> (k % 16) & 1 == 1)
+                        .map(|(_, &t)| t)
+                        .collect();
+                    if batch.is_empty() {
+                        batch.push(running[pick as usize % running.len()]);
+                    }
+                    let turn = pick as usize % batch.len();
+                    batch.rotate_left(turn);
+                    sim.integrate(&batch);
+                }
+            }
+        }
+        let mut landed = sim.tree.clone();
+        landed.sort_unstable();
+        landed.dedup();
+        prop_assert_eq!(landed.len(), sim.tree.len(), "a task landed twice");
+        prop_assert_eq!(sim.ledger.landed_tasks().collect::<Vec<_>>(), sim.tree.clone());
+        for t in 0..n {
+            match &sim.state[t] {
+                State::Landed => prop_assert!(sim.charges[t].len() < MAX_ATTEMPTS as usize),
+                State::Failed => prop_assert_eq!(sim.charges[t].len(), MAX_ATTEMPTS as usize),
+                other => prop_assert!(false, "task {} left {:?}", t, other),
+            }
+            let worker = sim.charges[t].iter().filter(|c| **c == Charge::Worker).count();
+            prop_assert!(
+                sim.rebases[t] as usize <= 1 + worker,
+                "task {} rebased {} times with {} failures of its own", t, sim.rebases[t], worker
+            );
+        }
+        prop_assert!(sim.ledger.started.is_empty() && sim.ledger.asked.is_empty());
+    }
+}
