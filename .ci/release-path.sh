@@ -24,15 +24,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== release-path: build $version for $target (as release.yml's build job)"
-# The same commands as release.yml (rustup target add is a no-op for the host target).
-DAGEXEC_RELEASE_TAG="$version" DAGEXEC_RELEASE_COMMIT="$commit" \
-  cargo build --release --locked --target "$target"
+# Where cargo puts it: CARGO_TARGET_DIR or a configured target-dir, as cargo resolves them.
+if [[ "${DAGEXEC_RELEASE_PATH_PROFILE:-release}" == dev ]]; then
+  # .ci/run's quick form: the dev profile for the host, in a target directory it seeded with
+  # the tests' dependencies, so only dagexec itself compiles. What this script checks (the tag
+  # and commit baked in, the archive, its checksum, the install, a tampered archive refused)
+  # does not depend on the profile; ci.yml's release-path job runs release.yml's own commands.
+  echo "== release-path: build $version for $target (dev profile: .ci/run's quick form)"
+  DAGEXEC_RELEASE_TAG="$version" DAGEXEC_RELEASE_COMMIT="$commit" cargo build --locked --bin dagexec
+  built="$(bash .ci/target-dir.sh)/debug"
+else
+  echo "== release-path: build $version for $target (as release.yml's build job)"
+  # The same commands as release.yml (rustup target add is a no-op for the host target).
+  DAGEXEC_RELEASE_TAG="$version" DAGEXEC_RELEASE_COMMIT="$commit" \
+    cargo build --release --locked --target "$target"
+  built="$(bash .ci/target-dir.sh)/$target/release"
+fi
 out="$work/out"
 mkdir -p "$out"
 asset="dagexec-$version-$target.tar.gz"
-# Where cargo put it: CARGO_TARGET_DIR or a configured target-dir, as cargo resolves them.
-tar -czf "$out/$asset" -C "$(bash .ci/target-dir.sh)/$target/release" dagexec
+tar -czf "$out/$asset" -C "$built" dagexec
 (cd "$out" && sha256sum "$asset" > "$asset.sha256")
 
 echo "== release-path: pin the checksums (as release.yml's publish job, in a copy of the action)"
