@@ -5,7 +5,6 @@
 //! with `git log`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui};
@@ -46,24 +45,9 @@ const WORKER: &str = include_str!(concat!(
     "/examples/demo/worker.sh"
 ));
 
-fn git(dir: &Path, args: &[&str]) -> Result<String, RunError> {
-    let o = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .output()
-        .map_err(|e| RunError::Other(format!("cannot run git: {e}")))?;
-    if !o.status.success() {
-        return Err(RunError::Other(format!(
-            "git {} failed in {}: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&o.stdout).to_string())
+/// `git ARGS` in the demo's repository; `label` names the command in an error.
+fn git(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, RunError> {
+    Ok(crate::edge::git::run_in(dir, label, args)?)
 }
 
 /// The demo's settings: the bundled script as the worker, `jobs` at once, rounds.
@@ -117,13 +101,18 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
         path: worker.clone(),
         source: e.into(),
     })?;
-    git(&repo, &["init", "-q", "-b", "main"])?;
-    git(&repo, &["config", "user.name", "dagexec demo"])?;
-    git(&repo, &["config", "user.email", "demo@dagexec.invalid"])?;
-    git(&repo, &["config", "commit.gpgsign", "false"])?;
-    git(&repo, &["add", "-A"])?;
+    git(&repo, "init", &["init", "-q", "-b", "main"])?;
+    git(&repo, "config", &["config", "user.name", "dagexec demo"])?;
     git(
         &repo,
+        "config",
+        &["config", "user.email", "demo@dagexec.invalid"],
+    )?;
+    git(&repo, "config", &["config", "commit.gpgsign", "false"])?;
+    git(&repo, "add", &["add", "-A"])?;
+    git(
+        &repo,
+        "commit",
         &[
             "commit",
             "-q",
@@ -148,7 +137,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
         branch: None,
     };
     let end = crate::local::run(&opts, ui)?;
-    let log = git(&repo, &["log", "--format=%h %s"])?;
+    let log = git(&repo, "log", &["log", "--format=%h %s"])?;
     ui.say("\nThe branch, one commit per round (git log):");
     for line in log.lines() {
         ui.say(format!("  {line}"));

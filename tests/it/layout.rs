@@ -242,3 +242,28 @@ fn the_layout_check_sees_an_edge_in_the_core_and_an_arrow_up() {
     );
     assert_eq!(named_rooms("crate::pure_x::y"), Vec::<&str>::new());
 }
+
+#[test]
+fn git_is_started_only_by_the_git_edge() {
+    // `edge::git`'s `cmd.rs` gives every call the environment that keeps a hook's GIT_DIR, a
+    // user's pager or locale and our own Ctrl-C away from git; a `git` started anywhere else
+    // misses all of that.
+    let mut found = Vec::new();
+    for (room, files) in rooms() {
+        for (rel, text) in files {
+            if rel == "edge/git/cmd.rs" {
+                continue;
+            }
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("Command::new(\"git\")") {
+                    found.push(format!("src/{rel}:{} (room {room})", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "git is started outside src/edge/git/cmd.rs; call a function of edge::git instead:\n{}",
+        found.join("\n")
+    );
+}

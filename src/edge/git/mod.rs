@@ -81,6 +81,33 @@ pub(crate) fn worktree_admin() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// `git status --porcelain` (v1, unquoted paths) in `dir`, which need not be a work tree's
+/// top (the pre-flight validation reads it before it knows whether there is a repository).
+pub fn status_in(dir: &Path) -> Result<String, GitError> {
+    let out = git(dir, "status --porcelain")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["status", "--porcelain"])
+        .run()?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The URL of `remote` in the repository around `dir`, if it has one.
+pub fn remote_url_in(dir: &Path, remote: &str) -> Option<String> {
+    let out = git(dir, "remote get-url")
+        .args(["remote", "get-url", remote])
+        .run()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out).trim().to_string()).filter(|u| !u.is_empty())
+}
+
+/// A plain `git ARGS` in `dir` with the environment every call gets; its standard output.
+/// For a repository dagexec makes itself from nothing (the demo's), where no [`Repo`] exists
+/// before `init`.
+pub fn run_in(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, GitError> {
+    let out = git(dir, label).args(args).run()?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 impl Repo {
     /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
     /// [`GitError::NotARepository`] outside one.

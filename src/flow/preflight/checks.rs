@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,17 +26,12 @@ pub struct CheckOptions {
 /// `git status --porcelain` in `root`: (clean, output). Outside a repository, or without git,
 /// the tree is reported as not clean with git's message.
 pub fn git_status(root: &Path) -> (bool, String) {
-    match Command::new("git")
-        .args(["status", "--porcelain"])
-        .current_dir(root)
-        .output()
-    {
-        Ok(o) if o.status.success() => {
-            let s = String::from_utf8_lossy(&o.stdout).trim_end().to_string();
+    match crate::edge::git::status_in(root) {
+        Ok(s) => {
+            let s = s.trim_end().to_string();
             (s.is_empty(), s)
         }
-        Ok(o) => (false, String::from_utf8_lossy(&o.stderr).trim().to_string()),
-        Err(e) => (false, format!("cannot run git: {e}")),
+        Err(e) => (false, e.to_string()),
     }
 }
 

@@ -330,15 +330,7 @@ pub fn repo_from(given: Option<&str>, root: &Path) -> Option<RepoName> {
     {
         return Some(r);
     }
-    let out = std::process::Command::new("git")
-        .args(["remote", "get-url", "origin"])
-        .current_dir(root)
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    repo_of_url(&url)
+    repo_of_url(&crate::edge::git::remote_url_in(root, "origin")?)
 }
 
 /// `OWNER/NAME` of a remote URL.
