@@ -29,7 +29,7 @@ pub(super) fn resume(
     if !work.reset.is_empty() {
         ui.say(format!(
             "{} in progress when the last run stopped; {} again.",
-            crate::pure::render::tasks_subject(&work.reset, "was", "were"),
+            plan::ids::tasks_subject(plan, &work.reset, "was", "were"),
             if work.reset.len() == 1 {
                 "it starts"
             } else {

@@ -112,3 +112,42 @@ fn retry_takes_and_names_the_task_lists_own_ids() {
     );
     assert!(!text.contains("/tmp"), "{text}");
 }
+
+#[test]
+fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
+    // Task-list ID 1 is plan index 0: the resume message must say the ID the team knows.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("started");
+    let (_w, cmd) = crate::common::worker(
+        r#"if [ -n "$MARK" ]; then touch "$MARK"; sleep 60; fi; echo "COMPLETED: ok""#,
+    );
+    let mut child = crate::common::dagexec(dir.path())
+        .args(["--plan", TM, "run", "--worker", &cmd])
+        .env("MARK", &mark)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !mark.exists() {
+        assert!(std::time::Instant::now() < deadline, "task 1 never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let again = local(dir.path())
+        .global(&["--plan", TM])
+        .worker(&cmd)
+        .env("MARK", "")
+        .timeout("20s")
+        .run();
+    let out = again.text();
+    assert!(
+        out.contains("Task 1 was in progress when the last run stopped; it starts again."),
+        "{out}"
+    );
+}

@@ -88,6 +88,8 @@ mod tests {
     fn a_task_list_names_its_tasks_by_its_own_ids_a_plan_by_index() {
         let mut p = plan(3);
         assert_eq!(name(&p, 2), "2");
+        assert_eq!(tasks_subject(&p, &[0], "was", "were"), "Task 0 was");
+        assert_eq!(tasks_subject(&p, &[0, 2], "was", "were"), "Tasks 0, 2 were");
         assert_eq!(find(&p, "1"), Ok(1));
         assert_eq!(
             find(&p, "3").unwrap_err(),

@@ -23,17 +23,6 @@ fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
-/// Task indices as the subject of a sentence, with the verb that agrees: `Task 3 was`,
-/// `Tasks 3, 5 were` (the verb in its `singular` and `plural` forms).
-pub fn tasks_subject(ids: &[usize], singular: &str, plural: &str) -> String {
-    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    if ids.len() == 1 {
-        format!("Task {} {}", list[0], singular)
-    } else {
-        format!("Tasks {} {}", list.join(", "), plural)
-    }
-}
-
 /// Position of `status` in [`Status::ALL`], to index per-status arrays.
 fn status_rank(status: Status) -> usize {
     Status::ALL
@@ -147,17 +136,5 @@ pub(crate) mod tests {
         for status in Status::ALL {
             assert!(plan.count(status) >= 1, "no task is {status}");
         }
-    }
-}
-
-#[cfg(test)]
-mod subject_tests {
-    #[test]
-    fn one_task_is_singular() {
-        assert_eq!(super::tasks_subject(&[0], "was", "were"), "Task 0 was");
-        assert_eq!(
-            super::tasks_subject(&[0, 4], "was", "were"),
-            "Tasks 0, 4 were"
-        );
     }
 }
