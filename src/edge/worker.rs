@@ -348,15 +348,21 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
     }
 }
 
-/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
-/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
-async fn read_log(path: &Path) -> Option<String> {
-    let mut file = tokio::fs::OpenOptions::new()
+/// `path` opened for reading; `None` if it cannot be, or is a symbolic link (the worker could
+/// point one at any file of the user's).
+async fn open_unlinked(path: &Path) -> Option<tokio::fs::File> {
+    tokio::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
         .await
-        .ok()?;
+        .ok()
+}
+
+/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
+/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
+async fn read_log(path: &Path) -> Option<String> {
+    let mut file = open_unlinked(path).await?;
     let len = file
         .metadata()
         .await
@@ -378,12 +384,7 @@ const USAGE_CAP: u64 = 64 << 10;
 /// Reads back the usage file: `None` if there is none, it is not a regular file (a link could
 /// point at any file of the user's) or it is bigger than [`USAGE_CAP`].
 async fn read_usage(path: &Path) -> Option<String> {
-    let mut file = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
-        .await
-        .ok()?;
+    let mut file = open_unlinked(path).await?;
     let meta = file.metadata().await.ok()?;
     if !meta.is_file() || meta.len() > USAGE_CAP {
         return None;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::attempt::Judged;
 use super::{RunEnd, RunError, RunOptions, Ui, failpoint, list, save};
-use crate::edge::git::{Repo, RoundIndex};
+use crate::edge::git::{Repo, RoundIndex, StagedRound};
 use crate::pure::graph::Dag;
 use crate::pure::outcome::{self, BatchEntry};
 use crate::pure::plan::model::{Plan, Status};
@@ -216,13 +216,7 @@ impl RoundBuild {
         if let Some(prepared) = index.prepare(repo, message)? {
             prepared.publish(repo)?;
             save(plan, opts)?;
-            for path in prepared.sync(repo)? {
-                ui.say(format!(
-                    "  {path}: left as you changed it (the round committed another version)"
-                ));
-            }
-            let sha = prepared.sha();
-            ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+            synced(&prepared, repo, ui)?;
         }
         Ok(())
     }
@@ -291,13 +285,7 @@ impl RoundBuild {
                 // before this write is finished by the next start, which brings the plan to
                 // the commit's: `git::Repo::recover_round`).
                 save(plan, opts)?;
-                for path in prepared.sync(repo)? {
-                    ui.say(format!(
-                        "  {path}: left as you changed it (the round committed another version)"
-                    ));
-                }
-                let sha = prepared.sha();
-                ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+                synced(&prepared, repo, ui)?;
             }
         }
         drop(index);
@@ -432,6 +420,19 @@ impl Decided {
             attempts: j.attempt,
         });
     }
+}
+
+/// Once `prepared` is published and the plan saved: the work tree brought to the commit
+/// (what the user changed there since kept, and said), and the commit said.
+fn synced(prepared: &StagedRound, repo: &Repo, ui: &Ui) -> Result<(), RunError> {
+    for path in prepared.sync(repo)? {
+        ui.say(format!(
+            "  {path}: left as you changed it (the round committed another version)"
+        ));
+    }
+    let sha = prepared.sha();
+    ui.say(format!("  committed {}", &sha[..sha.len().min(12)]));
+    Ok(())
 }
 
 #[cfg(test)]

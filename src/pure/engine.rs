@@ -568,6 +568,28 @@ mod tests {
         })
     }
 
+    /// The plan of an [`arb_plan`] draw (each task's blockers before it, files named `a` …
+    /// `h`), and each task's blockers.
+    fn arb_tasks(deps: &[Vec<usize>], files: &[Vec<u8>]) -> (Vec<Vec<usize>>, Plan) {
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                (
+                    d.iter().copied().filter(|&x| x < i).collect(),
+                    files[i].iter().map(|&f| names[f as usize]).collect(),
+                )
+            })
+            .collect();
+        let spec: Vec<(&[usize], &[&str])> = tasks
+            .iter()
+            .map(|(d, f)| (d.as_slice(), f.as_slice()))
+            .collect();
+        let p = plan(&spec);
+        (tasks.into_iter().map(|(d, _)| d).collect(), p)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -591,14 +613,7 @@ mod tests {
         /// and everything still runs.
         #[test]
         fn batches_never_hold_conflicts((deps, files) in arb_plan(), cap in proptest::option::of(1usize..5)) {
-            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
-            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
-                .map(|(i, d)| (
-                    d.iter().copied().filter(|&x| x < i).collect(),
-                    files[i].iter().map(|&f| names[f as usize]).collect(),
-                )).collect();
-            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
-            let p = plan(&spec);
+            let (_, p) = arb_tasks(&deps, &files);
             let dag = Dag::build(&p).unwrap();
             let m = Conflicts::of(&p);
             let (batches, deadlock) = simulate(&p, &dag, &m, Schedule::Eager, cap);
@@ -628,20 +643,13 @@ mod tests {
         /// no two conflicting tasks in a group.
         #[test]
         fn rounds_match_the_seed_round_loop_with_conflicts((deps, files) in arb_plan()) {
-            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
-            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
-                .map(|(i, d)| (
-                    d.iter().copied().filter(|&x| x < i).collect(),
-                    files[i].iter().map(|&f| names[f as usize]).collect(),
-                )).collect();
-            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
-            let p = plan(&spec);
+            let (blockers, p) = arb_tasks(&deps, &files);
             // The seed's loop, written out with no engine code.
-            let mut done = vec![false; tasks.len()];
+            let mut done = vec![false; blockers.len()];
             let mut seed: Vec<Vec<usize>> = Vec::new();
             while done.iter().any(|d| !d) {
-                let ready: Vec<usize> = (0..tasks.len())
-                    .filter(|&i| !done[i] && tasks[i].0.iter().all(|&d| done[d]))
+                let ready: Vec<usize> = (0..blockers.len())
+                    .filter(|&i| !done[i] && blockers[i].iter().all(|&d| done[d]))
                     .collect();
                 prop_assert!(!ready.is_empty());
                 for &i in &ready { done[i] = true; }
@@ -683,14 +691,7 @@ mod tests {
             cap in proptest::option::of(1usize..5),
             slots in 0usize..5,
         ) {
-            let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
-            let tasks: Vec<(Vec<usize>, Vec<&str>)> = deps.iter().enumerate()
-                .map(|(i, d)| (
-                    d.iter().copied().filter(|&x| x < i).collect(),
-                    files[i].iter().map(|&f| names[f as usize]).collect(),
-                )).collect();
-            let spec: Vec<(&[usize], &[&str])> = tasks.iter().map(|(d, f)| (d.as_slice(), f.as_slice())).collect();
-            let mut p = plan(&spec);
+            let (_, mut p) = arb_tasks(&deps, &files);
             let n = p.tasks.len();
             for (i, t) in p.tasks.iter_mut().enumerate() {
                 t.status = match states[i] {

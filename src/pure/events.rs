@@ -119,7 +119,7 @@ pub fn of_records(plan: &Plan) -> Vec<Stamped> {
                     outcome: r.outcome,
                     result: String::new(),
                     took: Duration::from_secs_f64(r.seconds.max(0.0)),
-                    cost_usd: r.cost_usd,
+                    cost_usd: r.usage.cost_usd,
                     retry: retried.then_some(r.attempt + 1),
                 }),
             }

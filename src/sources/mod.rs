@@ -40,7 +40,7 @@ pub use generated::{Built, Context, Names, Problem, Reader, Unit};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
-use crate::pure::plan::model::Plan;
+use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Task};
 
 /// A task-list format dagexec reads as a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,8 +253,47 @@ pub(crate) fn indexed_text(
         .map_err(|_| "it is not UTF-8 text"))
 }
 
+/// A plan task of a source's: `kind` (the source's name in the plan), the worker's `role`,
+/// the files the source gives it and the documents it reads for context. The caller says
+/// what the task is (subject, description, status, blockers).
+pub(crate) fn task_of(
+    kind: &str,
+    role: &str,
+    files: Files,
+    context_files: Option<Vec<ContextFile>>,
+) -> Task {
+    Task {
+        metadata: Some(Metadata {
+            kind: Some(kind.into()),
+            files,
+            ..Default::default()
+        }),
+        agent: Some(Agent {
+            role: role.into(),
+            context_files,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The documents `context` (repository-relative) as every task's context, each read for
+/// `reason`.
+pub(crate) fn context_files(context: &[String], reason: &str) -> Vec<ContextFile> {
+    context
+        .iter()
+        .map(|c| ContextFile {
+            path: c.clone(),
+            reason: reason.into(),
+            extra: Default::default(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod order_tests;
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// At the end of a run of a generated plan: when the task list in the work tree is an edit
 /// made during the run (it differs from the committed one), what committing it as it is would

@@ -7,18 +7,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::testing::repo;
 use super::{Format, describe, prepare};
 use crate::pure::plan::model::{Plan, Status};
-
-fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    dir
-}
 
 /// The plan `prepare` makes of the one file `rel` (in `format`).
 fn plan_of(format: Format, rel: &str, text: &str) -> Plan {

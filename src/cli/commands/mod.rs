@@ -75,11 +75,21 @@ pub(crate) fn cmd_answer(
             written.join(", ")
         )?;
     }
-    if !answered.reopened.is_empty() {
+    pending_again(out, &plan, &answered.reopened, "")
+}
+
+/// Says which of `tasks` are pending again (`why` after it), when any are, and how to resume.
+fn pending_again(
+    out: &mut impl Write,
+    plan: &crate::pure::plan::Plan,
+    tasks: &[usize],
+    why: &str,
+) -> Result<Exit, CliError> {
+    if !tasks.is_empty() {
         writeln!(
             out,
-            "{} pending again.",
-            crate::pure::plan::ids::tasks_subject(&plan, &answered.reopened, "is", "are")
+            "{} pending again{why}.",
+            crate::pure::plan::ids::tasks_subject(plan, tasks, "is", "are")
         )?;
     }
     writeln!(
@@ -91,10 +101,16 @@ pub(crate) fn cmd_answer(
 
 /// The task `given` on the command line names: a task list's own ID, a plan.json's index.
 pub(super) fn find_task(plan: &crate::pure::plan::Plan, given: &str) -> Result<usize, CliError> {
-    crate::pure::plan::ids::find(plan, given).map_err(|message| CliError::Usage {
+    crate::pure::plan::ids::find(plan, given).map_err(task_usage)
+}
+
+/// A usage error about the task the command line names (none such, or not in a state the
+/// command acts on), with where to look.
+fn task_usage(message: String) -> CliError {
+    CliError::Usage {
         message,
         hint: "`dagexec status` lists the tasks and where each stands".into(),
-    })
+    }
 }
 
 pub(crate) fn cmd_retry(
@@ -105,30 +121,14 @@ pub(crate) fn cmd_retry(
     let Loaded { mut plan, dag } = load(loc)?;
     let task = find_task(&plan, &a.task)?;
     let name = crate::pure::plan::ids::name(&plan, task);
-    let reopened = crate::action::jobs::steer::retry(&mut plan, &dag, task).map_err(|message| {
-        CliError::Usage {
-            message,
-            hint: "`dagexec status` lists the tasks and where each stands".into(),
-        }
-    })?;
+    let reopened = crate::action::jobs::steer::retry(&mut plan, &dag, task).map_err(task_usage)?;
     crate::edge::plan_file::save(&plan, &loc.plan)?;
     writeln!(
         out,
         "Task {name} is pending again, with a fresh set of attempts."
     )?;
     let others: Vec<usize> = reopened.iter().copied().filter(|&i| i != task).collect();
-    if !others.is_empty() {
-        writeln!(
-            out,
-            "{} pending again (skipped because of it).",
-            crate::pure::plan::ids::tasks_subject(&plan, &others, "is", "are")
-        )?;
-    }
-    writeln!(
-        out,
-        "Run `dagexec run` again, with the same options, to resume."
-    )?;
-    Ok(Exit::Success)
+    pending_again(out, &plan, &others, " (skipped because of it)")
 }
 
 pub(crate) fn cmd_init(

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::cmd::{describe_failure, git};
+use super::cmd::{Git, describe_failure, git};
 
 /// A patch that does not apply (or could not be tried).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,18 +23,29 @@ pub(super) fn apply(
     patch: super::PatchRef<'_>,
     check_only: bool,
 ) -> Result<(), ApplyError> {
+    let label = if check_only { "apply --check" } else { "apply" };
+    apply_by(git(root, label), "--index", patch, check_only)
+}
+
+/// `git apply [--check] <target> --binary --whitespace=nowarn` of `patch` by `call` (a `git`
+/// call whose label says which of these it is): `--index` for the work tree and its index,
+/// `--cached` for an index alone. An empty patch applies trivially; whitespace is taken as
+/// it is.
+pub(super) fn apply_by(
+    call: Git<'_>,
+    target: &str,
+    patch: super::PatchRef<'_>,
+    check_only: bool,
+) -> Result<(), ApplyError> {
     if patch.is_blank() {
         return Ok(());
     }
-    let label = if check_only { "apply --check" } else { "apply" };
-    let mut call = git(root, label)
-        .config("apply.ignoreWhitespace=no")
-        .arg("apply");
+    let mut call = call.config("apply.ignoreWhitespace=no").arg("apply");
     if check_only {
         call = call.arg("--check");
     }
     let call = call
-        .args(["--index", "--binary", "--whitespace=nowarn", "-"])
+        .args([target, "--binary", "--whitespace=nowarn", "-"])
         .stdin_patch(patch);
     let out = call.output().map_err(|e| ApplyError {
         message: e.to_string(),
@@ -45,7 +56,11 @@ pub(super) fn apply(
     }
     let stderr = describe_failure(&out);
     Err(ApplyError {
-        message: format!("git {label} failed in {}: {stderr}", call.dir().display()),
+        message: format!(
+            "git {} failed in {}: {stderr}",
+            call.label(),
+            call.dir().display()
+        ),
         paths: failing_paths(&stderr),
     })
 }

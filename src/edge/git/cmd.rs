@@ -271,6 +271,11 @@ impl<'a> Git<'a> {
     pub(super) fn dir(&self) -> &Path {
         self.dir
     }
+
+    /// What the call is named in errors.
+    pub(super) fn label(&self) -> &'static str {
+        self.label
+    }
 }
 
 /// The lock file a git error names when it could not take the index lock
@@ -290,6 +295,15 @@ pub(super) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .trim_end_matches(['\n', '\r'])
         .to_owned()
+}
+
+/// Output bytes as text (lossy), one string a non-empty line.
+pub(super) fn text_lines(bytes: &[u8]) -> Vec<String> {
+    text(bytes)
+        .lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// git's stderr, trimmed, or the exit status when it said nothing.

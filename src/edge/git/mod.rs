@@ -53,7 +53,7 @@ pub use remote::{Pushed, RemoteAuth, changes_in};
 pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
 pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_within, disk_full};
 
-use cmd::{git, literal, nul_fields, path_from_bytes, text};
+use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};
 use error::io_error;
 use paths::{covers, normalize, real_path};
 use slots::Slots;
@@ -233,6 +233,13 @@ impl Repo {
     /// what is staged with `message` as given (only surrounding blank lines and trailing
     /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
     pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
+        self.add_all(paths)?;
+        self.commit_staged(message, None)
+    }
+
+    /// `git add --all` of those of `paths` (repo-relative) it can take: in the index, or
+    /// present and not ignored. Returns them.
+    fn add_all(&self, paths: &[String]) -> Result<Vec<String>, GitError> {
         let paths = paths
             .iter()
             .map(|p| normalize(p))
@@ -244,26 +251,18 @@ impl Repo {
                 .args(paths.iter().map(|p| literal(p)))
                 .run()?;
         }
-        self.commit_staged(message, None)
+        Ok(paths)
     }
 
     /// Commits exactly `paths` (repo-relative) as the work tree holds them and nothing else
     /// (`git commit --only`): whatever else the user staged stays staged and out of the
     /// commit. Returns the new commit's SHA, or `None` when those paths hold no change.
     pub fn commit_only(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let paths = self.stageable(paths)?;
+        // `--only` takes paths git knows: a new file is added first.
+        let paths = self.add_all(paths)?;
         if paths.is_empty() {
             return Ok(None);
         }
-        // `--only` takes paths git knows: a new file is added first.
-        git(&self.root, "add")
-            .args(["add", "--all", "--"])
-            .args(paths.iter().map(|p| literal(p)))
-            .run()?;
         self.commit_staged(message, Some(&paths))
     }
 
@@ -379,11 +378,7 @@ impl Repo {
             .arg(format!("--max-count={n}"))
             .arg("HEAD")
             .output()?;
-        Ok(text(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .filter(|l| !l.is_empty())
-            .collect())
+        Ok(text_lines(&out.stdout))
     }
 
     /// The paths whose content differs between commits `from` and `to` (renames as a delete
@@ -422,11 +417,7 @@ impl Repo {
             ])
             .arg(&sha)
             .output()?;
-        Ok(text(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .filter(|l| !l.is_empty())
-            .collect())
+        Ok(text_lines(&out.stdout))
     }
 
     /// Of `paths`, those `git add --all` can take: in the index, or present and not ignored.

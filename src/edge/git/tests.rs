@@ -149,6 +149,22 @@ pub(super) fn run(dir: &Path, args: &[&str]) -> String {
     git(dir, "test").args(args).run_text().unwrap()
 }
 
+/// Commits what is staged in `dir` as a worker would, under its own name.
+fn commit_as_worker(dir: &Path, message: &str) {
+    run(
+        dir,
+        &[
+            "-c",
+            "user.name=w",
+            "-c",
+            "user.email=w@x",
+            "commit",
+            "-qm",
+            message,
+        ],
+    );
+}
+
 pub(super) fn write(dir: &Path, path: &str, content: impl AsRef<[u8]>) {
     let full = dir.join(path);
     fs::create_dir_all(full.parent().unwrap()).unwrap();
@@ -621,18 +637,7 @@ fn reset_to_makes_a_used_worktree_a_clean_checkout_of_another_base() {
     write(wt.path(), "untracked.txt", "x\n");
     write(wt.path(), "build.log", "x\n");
     run(wt.path(), &["add", "a.txt"]);
-    run(
-        wt.path(),
-        &[
-            "-c",
-            "user.name=w",
-            "-c",
-            "user.email=w@x",
-            "commit",
-            "-qm",
-            "worker's own",
-        ],
-    );
+    commit_as_worker(wt.path(), "worker's own");
     write(wt.path(), "later.txt", "x\n");
     assert!(wt.differs_from_base().unwrap().is_some());
     wt.reset_to(&second).unwrap();
@@ -727,18 +732,7 @@ fn tree_changes_take_commits_and_uncommitted_work_without_touching_the_index() {
     // Task 1 committed; task 2's work staged, modified, untracked; an ignored build file.
     write(wt.path(), "one.txt", "task 1\n");
     run(wt.path(), &["add", "one.txt"]);
-    run(
-        wt.path(),
-        &[
-            "-c",
-            "user.name=w",
-            "-c",
-            "user.email=w@x",
-            "commit",
-            "-qm",
-            "t1",
-        ],
-    );
+    commit_as_worker(wt.path(), "t1");
     write(wt.path(), "staged.txt", "staged\n");
     run(wt.path(), &["add", "staged.txt"]);
     write(wt.path(), "mod.txt", "changed, not staged\n");

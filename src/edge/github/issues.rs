@@ -112,12 +112,8 @@ struct RepoNode {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct IssueNode {
-    number: u64,
-    #[serde(default, deserialize_with = "nullable")]
-    title: String,
-    #[serde(default, deserialize_with = "nullable")]
-    body: String,
-    state: String,
+    #[serde(flatten)]
+    text: IssueText,
     #[serde(default, deserialize_with = "nullable")]
     url: String,
     author: Option<Login>,
@@ -165,20 +161,45 @@ struct BlockerNode {
     repository: NameWithOwner,
 }
 
-impl IssueNode {
-    fn issue(&self) -> Issue {
+/// An issue read with its sub-issues, boxed: the reading recurses into them.
+type IssueTree<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Issue, ApiError>> + Send + 'a>>;
+
+/// What GraphQL's issue node and REST's issue object name alike.
+#[derive(Deserialize)]
+struct IssueText {
+    number: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    title: String,
+    #[serde(default, deserialize_with = "nullable")]
+    body: String,
+    state: String,
+}
+
+impl IssueText {
+    fn closed(&self) -> bool {
+        self.state.eq_ignore_ascii_case("closed")
+    }
+
+    /// The issue in `repo` at `url` by `author`, with no blockers or sub-issues yet.
+    fn issue(&self, repo: String, author: Option<&Login>, url: &str) -> Issue {
         Issue {
-            repo: self.repository.name_with_owner.clone(),
+            repo,
             number: self.number,
             title: self.title.clone(),
             body: self.body.clone(),
-            closed: self.state.eq_ignore_ascii_case("closed"),
-            author: self
-                .author
-                .as_ref()
-                .map(|a| a.login.clone())
-                .unwrap_or_default(),
-            url: self.url.clone(),
+            closed: self.closed(),
+            author: author.map(|a| a.login.clone()).unwrap_or_default(),
+            url: url.to_string(),
+            blocked_by: Vec::new(),
+            sub_issues: Vec::new(),
+        }
+    }
+}
+
+impl IssueNode {
+    fn issue(&self) -> Issue {
+        Issue {
             blocked_by: self
                 .blocked_by
                 .iter()
@@ -189,7 +210,11 @@ impl IssueNode {
                     closed: b.state.eq_ignore_ascii_case("closed"),
                 })
                 .collect(),
-            sub_issues: Vec::new(),
+            ..self.text.issue(
+                self.repository.name_with_owner.clone(),
+                self.author.as_ref(),
+                &self.url,
+            )
         }
     }
 }
@@ -198,12 +223,8 @@ impl IssueNode {
 /// `issues/list-dependencies-blocked-by`).
 #[derive(Deserialize)]
 struct IssueJson {
-    number: u64,
-    #[serde(default, deserialize_with = "nullable")]
-    title: String,
-    #[serde(default, deserialize_with = "nullable")]
-    body: String,
-    state: String,
+    #[serde(flatten)]
+    text: IssueText,
     #[serde(default, deserialize_with = "nullable")]
     html_url: String,
     /// `https://api.github.com/repos/OWNER/NAME`.
@@ -222,21 +243,8 @@ impl IssueJson {
         format!("{owner}/{name}")
     }
     fn issue(&self) -> Issue {
-        Issue {
-            repo: self.repo(),
-            number: self.number,
-            title: self.title.clone(),
-            body: self.body.clone(),
-            closed: self.state.eq_ignore_ascii_case("closed"),
-            author: self
-                .user
-                .as_ref()
-                .map(|u| u.login.clone())
-                .unwrap_or_default(),
-            url: self.html_url.clone(),
-            blocked_by: Vec::new(),
-            sub_issues: Vec::new(),
-        }
+        self.text
+            .issue(self.repo(), self.user.as_ref(), &self.html_url)
     }
 }
 
@@ -290,13 +298,7 @@ impl Client {
         self.tree_rest(&repo, number, 0).await
     }
 
-    fn tree_graphql<'a>(
-        &'a self,
-        repo: &'a str,
-        number: u64,
-        depth: usize,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Issue, ApiError>> + Send + 'a>>
-    {
+    fn tree_graphql<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
         Box::pin(async move {
             let (owner, name) = split_repo(repo);
             let mut after: Option<String> = None;
@@ -359,13 +361,7 @@ impl Client {
         })
     }
 
-    fn tree_rest<'a>(
-        &'a self,
-        repo: &'a str,
-        number: u64,
-        depth: usize,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Issue, ApiError>> + Send + 'a>>
-    {
+    fn tree_rest<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
         Box::pin(async move {
             let me: IssueJson = self
                 .get("issues/get", &issue_path(repo, number, ""))
@@ -412,8 +408,8 @@ impl Client {
             .iter()
             .map(|b| Linked {
                 repo: b.repo(),
-                number: b.number,
-                closed: b.state.eq_ignore_ascii_case("closed"),
+                number: b.text.number,
+                closed: b.text.closed(),
             })
             .collect())
     }
@@ -466,10 +462,7 @@ impl Client {
                 .await
             {
                 Ok(i) => {
-                    out.insert(
-                        (repo.clone(), *number),
-                        i.state.eq_ignore_ascii_case("closed"),
-                    );
+                    out.insert((repo.clone(), *number), i.text.closed());
                 }
                 Err(e) if matches!(e.status(), Some(301 | 404 | 410)) => {}
                 Err(e) => return Err(e),

@@ -106,7 +106,7 @@ impl Judged {
             .as_ref()
             .and_then(|h| h.last())
             .is_some_and(|e| {
-                e.attempt == self.attempt && e.verdict == crate::pure::review::Word::Rejected
+                e.attempt == self.attempt && e.review.word == crate::pure::review::Word::Rejected
             });
         let outcome =
             crate::pure::usage::Outcome::of(self.verdict.status, self.timed_out, rejected);
@@ -290,7 +290,7 @@ pub fn ended(plan: &Plan, j: &Judged, retry: Option<u32>) -> Ended {
         ),
         result: j.verdict.result.clone(),
         took: j.duration,
-        cost_usd: record.and_then(|r| r.cost_usd),
+        cost_usd: record.and_then(|r| r.usage.cost_usd),
         retry,
     }
 }

@@ -51,12 +51,12 @@ pub(crate) fn record(plan: &mut Plan, j: &Judged) {
     if let Some(h) = &j.reviews {
         review::set_history(task, h);
         if j.verdict.status == Status::Completed {
-            let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            let rejections = h.iter().filter(|e| e.review.word == Word::Rejected).count();
             let entry = serde_json::json!({
                 "task": j.index,
                 "verdict": "approved",
                 "rejections": rejections,
-                "summary": h.last().map(|e| e.summary.clone()).unwrap_or_default(),
+                "summary": h.last().map(|e| e.review.summary.clone()).unwrap_or_default(),
             });
             let list = plan
                 .progress

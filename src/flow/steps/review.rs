@@ -342,7 +342,7 @@ pub(crate) fn review_summary(plan: &Plan) -> String {
     for (i, t) in plan.tasks.iter().enumerate() {
         let h = review::history(t);
         if t.status != Status::Completed && !h.is_empty() {
-            let rejections = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            let rejections = h.iter().filter(|e| e.review.word == Word::Rejected).count();
             lines.push(format!(
                 "- Task {}: {} after {rejections} rejection(s)",
                 crate::pure::plan::ids::name(plan, i),

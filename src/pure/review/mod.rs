@@ -59,13 +59,9 @@ pub struct Review {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReviewEntry {
     pub attempt: u32,
-    pub verdict: Word,
-    #[serde(default)]
-    pub summary: String,
-    #[serde(default)]
-    pub issues: Vec<String>,
-    #[serde(default)]
-    pub suggestions: Vec<String>,
+    /// The review (its fields beside the others in the entry).
+    #[serde(flatten)]
+    pub review: Review,
     /// [`issues_hash`] of `issues`: equal hashes are the same rejection.
     #[serde(default)]
     pub hash: String,
@@ -76,10 +72,7 @@ impl ReviewEntry {
     pub fn new(attempt: u32, review: &Review) -> ReviewEntry {
         ReviewEntry {
             attempt,
-            verdict: review.word,
-            summary: review.summary.clone(),
-            issues: review.issues.clone(),
-            suggestions: review.suggestions.clone(),
+            review: review.clone(),
             hash: issues_hash(&review.issues),
         }
     }

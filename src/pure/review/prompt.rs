@@ -132,7 +132,7 @@ pub fn escalation_question(
             task.subject
         ),
     };
-    if let Some(e) = last {
+    if let Some(e) = last.map(|e| &e.review) {
         if !e.summary.is_empty() {
             let _ = write!(s, "\nLast review: {}", e.summary);
         }

@@ -32,7 +32,7 @@ pub fn after_rejection(history: &[ReviewEntry], attempt: u32) -> AfterRejection 
     let recent: Vec<&ReviewEntry> = history
         .iter()
         .rev()
-        .take_while(|e| e.verdict == Word::Rejected)
+        .take_while(|e| e.review.word == Word::Rejected)
         .take(MAX_IDENTICAL_REJECTIONS)
         .collect();
     if recent.len() == MAX_IDENTICAL_REJECTIONS && recent.iter().all(|e| e.hash == recent[0].hash) {
@@ -70,7 +70,7 @@ pub fn start_for(attempt: u32) -> Start {
 pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
     let rejected: Vec<&ReviewEntry> = history
         .iter()
-        .filter(|e| e.verdict == Word::Rejected)
+        .filter(|e| e.review.word == Word::Rejected)
         .collect();
     if rejected.is_empty() {
         return String::new();
@@ -79,6 +79,7 @@ pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
         "## Previous attempts\nThis task has been attempted before. Learn from the reviewer feedback:",
     );
     for (n, e) in rejected.iter().enumerate() {
+        let e = &e.review;
         let _ = write!(
             s,
             "\n\n**Attempt {} Feedback:**\n{}",
@@ -155,7 +156,7 @@ pub fn conclude(
     history.push(ReviewEntry::new(attempt, r));
     let rejections = history
         .iter()
-        .filter(|e| e.verdict == Word::Rejected)
+        .filter(|e| e.review.word == Word::Rejected)
         .count();
     if r.word == Word::Approved {
         let after = if rejections > 0 {
@@ -223,11 +224,11 @@ pub fn conclude(
 pub fn latest_word(task: &Task, approved_after: Option<u64>) -> String {
     let h = history(task);
     match h.last() {
-        Some(e) if e.verdict == Word::Rejected => {
+        Some(e) if e.review.word == Word::Rejected => {
             let streak = h
                 .iter()
                 .rev()
-                .take_while(|e| e.verdict == Word::Rejected)
+                .take_while(|e| e.review.word == Word::Rejected)
                 .count();
             if streak > 1 {
                 format!("rejected ×{streak}")
@@ -236,7 +237,7 @@ pub fn latest_word(task: &Task, approved_after: Option<u64>) -> String {
             }
         }
         Some(_) => {
-            let before = h.iter().filter(|e| e.verdict == Word::Rejected).count();
+            let before = h.iter().filter(|e| e.review.word == Word::Rejected).count();
             approved_word(before as u64)
         }
         None => approved_after.map(approved_word).unwrap_or_default(),

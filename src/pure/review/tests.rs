@@ -79,13 +79,9 @@ fn retry_then_escalate_and_no_progress() {
     );
     // An approval in between breaks the streak.
     let mut h = vec![entry(1, &["a"]), entry(2, &["a"])];
-    h.insert(
-        1,
-        ReviewEntry {
-            verdict: Word::Approved,
-            ..entry(9, &[])
-        },
-    );
+    let mut approved = entry(9, &[]);
+    approved.review.word = Word::Approved;
+    h.insert(1, approved);
     h.push(entry(1, &["a"]));
     assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
     assert_eq!(

@@ -53,6 +53,14 @@ pub(super) struct Sim<'a> {
     pub(super) setting: Setting,
 }
 
+/// The Action's workflow runs so far on the clock: the time, the jobs, the runs.
+#[derive(Default)]
+struct Tally {
+    t: u64,
+    jobs: u64,
+    runs: u64,
+}
+
 /// A run's spans kept by task.
 struct Clock {
     spans: Vec<Span>,
@@ -265,16 +273,8 @@ impl Sim<'_> {
     /// matrix, finalize) per part: the first sequential group of its unresolved tasks.
     pub(super) fn actions_rounds(&self) -> Prediction {
         let js = self.setting.job_start;
-        let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
-        let (mut t, mut jobs, mut runs) = (0u64, 0u64, 0u64);
-        let deadlock = loop {
-            let round = match engine::Rounds.next(self.view(&state), None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
-            };
-            let mut unresolved = round.clone();
+        self.actions_rounds_by(|round, clock, at| {
+            let mut unresolved = round.to_vec();
             while !unresolved.is_empty() {
                 let part = engine::sequential_groups(&unresolved, self.dag, self.conflicts)
                     .into_iter()
@@ -285,32 +285,59 @@ impl Sim<'_> {
                     break;
                 }
                 let mut resolved = Vec::new();
-                t += js; // the plan job
-                t = list_schedule(matrix, self.setting.max_parallel, t, |i, start| {
-                    let (end, failed) = clock.one_attempt(self.times, i, start, js);
-                    if !failed {
-                        resolved.push(i);
-                    }
-                    end
+                self.actions_run(at, matrix.len(), |t| {
+                    list_schedule(matrix, self.setting.max_parallel, t, |i, start| {
+                        let (end, failed) = clock.one_attempt(self.times, i, start, js);
+                        if !failed {
+                            resolved.push(i);
+                        }
+                        end
+                    })
                 });
-                t += js + self.setting.integrate; // finalize
                 unresolved.retain(|i| !resolved.contains(i));
-                jobs += 2 + matrix.len() as u64;
-                runs += 1;
             }
-            for &i in &round {
+        })
+    }
+
+    /// The Action's rounds, each the whole ready set, played by `round` on the clock (its
+    /// workflow runs counted by [`Sim::actions_run`]); then the round's tasks are completed.
+    fn actions_rounds_by(
+        &self,
+        mut round: impl FnMut(&[usize], &mut Clock, &mut Tally),
+    ) -> Prediction {
+        let mut state = start_state(self.plan, self.setting.remaining);
+        let mut clock = Clock::new(state.tasks.len());
+        let mut at = Tally::default();
+        let deadlock = loop {
+            let tasks = match engine::Rounds.next(self.view(&state), None) {
+                Next::Batch { tasks, .. } => tasks,
+                Next::Done => break None,
+                Next::Deadlock { pending } => break Some(pending),
+            };
+            round(&tasks, &mut clock, &mut at);
+            for &i in &tasks {
                 state.tasks[i].status = Status::Completed;
             }
         };
         Prediction {
             schedule: Schedule::Rounds,
             place: Place::Actions,
-            wall: t,
-            jobs,
-            rounds: runs,
+            wall: at.t,
+            jobs: at.jobs,
+            rounds: at.runs,
             spans: clock.into_spans(),
             deadlock,
         }
+    }
+
+    /// One workflow run of a round's part on the clock: the plan job, the matrix of `n` jobs
+    /// (`matrix` plays it from the time it is given and returns its end), finalize.
+    fn actions_run(&self, at: &mut Tally, n: usize, matrix: impl FnOnce(u64) -> u64) {
+        at.t += self.setting.job_start; // the plan job
+        at.t = matrix(at.t);
+        at.t += self.setting.job_start + self.setting.integrate; // finalize
+        at.jobs += 2 + n as u64;
+        at.runs += 1;
     }
 
     /// Eager on Actions: the plan job, the conductor, and its loop of dispatches, polls and

@@ -353,6 +353,18 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "slots": b.slots,
         })
     };
+    // What every prediction says; a plain schedule's row goes on with its deadlock and its
+    // attempts.
+    let prediction = |p: &super::Prediction| {
+        json!({
+            "schedule": schedule_name(p.schedule),
+            "where": p.place.as_str(),
+            "seconds": secs(p.wall),
+            "jobs": p.jobs,
+            "rounds": p.rounds,
+            "vsBound": report.ratio(p).map(|r| (r * 1000.0).round() / 1000.0),
+        })
+    };
     let mut out = json!({
         "tasks": report.tasks,
         "settings": {
@@ -378,36 +390,25 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "local": bound(report.local_bound),
             "actions": bound(report.actions_bound),
         },
-        "schedules": report.predictions.iter().map(|p| json!({
-            "schedule": schedule_name(p.schedule),
-            "where": p.place.as_str(),
-            "seconds": secs(p.wall),
-            "jobs": p.jobs,
-            "rounds": p.rounds,
-            "vsBound": report.ratio(p).map(|r| (r * 1000.0).round() / 1000.0),
-            "deadlock": p.deadlock,
-            "attempts": p.spans.iter().map(|sp| json!({
+        "schedules": report.predictions.iter().map(|p| {
+            let mut row = prediction(p);
+            row["deadlock"] = json!(p.deadlock);
+            row["attempts"] = p.spans.iter().map(|sp| json!({
                 "task": sp.task,
                 "attempt": sp.attempt,
                 "start": secs(sp.start),
                 "work": secs(sp.work),
                 "end": secs(sp.end),
                 "failed": sp.failed,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
+            })).collect();
+            row
+        }).collect::<Vec<_>>(),
     });
     if let Some((rate, predictions)) = &report.merge {
         out["merge"] = json!({
             "conflictRate": rate.fraction(),
             "learnedFrom": rate.learned_from,
-            "schedules": predictions.iter().map(|p| json!({
-                "schedule": schedule_name(p.schedule),
-                "where": p.place.as_str(),
-                "seconds": secs(p.wall),
-                "jobs": p.jobs,
-                "rounds": p.rounds,
-                "vsBound": report.ratio(p).map(|r| (r * 1000.0).round() / 1000.0),
-            })).collect::<Vec<_>>(),
+            "schedules": predictions.iter().map(prediction).collect::<Vec<_>>(),
         });
     }
     out

@@ -227,14 +227,9 @@ pub struct AttemptRecord {
     /// Wall time, to a tenth of a second.
     pub seconds: f64,
     pub outcome: Outcome,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    /// What the worker reported it spent (its fields beside the others in the record).
+    #[serde(flatten)]
+    pub usage: Usage,
     /// A rebase attempt (`overlap: merge`): it repeated attempt `attempt` from the
     /// integrated tree, and is not counted as one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -284,7 +279,6 @@ impl Measured {
 impl AttemptRecord {
     /// The record of attempt `attempt` of task `task`.
     pub fn new(task: usize, attempt: u32, measured: &Measured, outcome: Outcome) -> AttemptRecord {
-        let usage = measured.usage.clone().checked();
         AttemptRecord {
             task,
             attempt,
@@ -292,10 +286,7 @@ impl AttemptRecord {
             end: timestamp(measured.end),
             seconds: tenths(measured.duration().as_secs_f64()),
             outcome,
-            cost_usd: usage.cost_usd,
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            model: usage.model,
+            usage: measured.usage.clone().checked(),
             rebase: false,
             signal: None,
         }
@@ -311,27 +302,13 @@ impl AttemptRecord {
         if !ok || self.attempt == 0 {
             return None;
         }
-        let usage = self.usage().checked();
         Some(AttemptRecord {
             start: timestamp(start),
             end: timestamp(end),
-            cost_usd: usage.cost_usd,
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            model: usage.model,
+            usage: self.usage.checked(),
             signal: self.signal.filter(|s| STOP_SIGNALS.contains(&s.as_str())),
             ..self
         })
-    }
-
-    /// The usage part of the record.
-    pub fn usage(&self) -> Usage {
-        Usage {
-            cost_usd: self.cost_usd,
-            input_tokens: self.input_tokens,
-            output_tokens: self.output_tokens,
-            model: self.model.clone(),
-        }
     }
 }
 
@@ -386,7 +363,7 @@ pub fn amend(plan: &mut Plan, task: usize, attempt: u32, f: impl FnOnce(&mut Att
 
 /// The recorded spend of the whole plan, in USD (reported costs only).
 pub fn spent(plan: &Plan) -> f64 {
-    records(plan).iter().filter_map(|r| r.cost_usd).sum()
+    records(plan).iter().filter_map(|r| r.usage.cost_usd).sum()
 }
 
 /// Time and cost summed over attempts.
@@ -412,9 +389,9 @@ impl Totals {
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),
         };
-        self.cost_usd = sum_f(self.cost_usd, r.cost_usd);
-        self.input_tokens = sum_u(self.input_tokens, r.input_tokens);
-        self.output_tokens = sum_u(self.output_tokens, r.output_tokens);
+        self.cost_usd = sum_f(self.cost_usd, r.usage.cost_usd);
+        self.input_tokens = sum_u(self.input_tokens, r.usage.input_tokens);
+        self.output_tokens = sum_u(self.output_tokens, r.usage.output_tokens);
     }
 
     /// The wall time as `2m27s` (empty when no attempt was recorded). Records keep tenths of

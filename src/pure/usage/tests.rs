@@ -140,9 +140,9 @@ fn hostile_records_and_usage_are_refused_or_bounded() {
     p.progress.extra.insert(ATTEMPTS_FIELD.into(), list);
     let kept = records(&p);
     assert_eq!(kept.len(), 1, "{kept:?}");
-    assert_eq!(kept[0].cost_usd, None);
-    assert_eq!(kept[0].input_tokens, Some(10));
-    assert_eq!(kept[0].model.as_deref(), Some("]0pwnedgpt5b"));
+    assert_eq!(kept[0].usage.cost_usd, None);
+    assert_eq!(kept[0].usage.input_tokens, Some(10));
+    assert_eq!(kept[0].usage.model.as_deref(), Some("]0pwnedgpt5b"));
     assert_eq!(model_name(&"m".repeat(500)).unwrap().len(), MODEL_MAX);
     assert_eq!(model_name(" \u{7} "), None);
     // A field that is not a list is replaced, not appended to.

@@ -1,15 +1,6 @@
 use super::super::{Format, describe, prepare as prepare_any};
 use super::*;
-
-fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    dir
-}
+use crate::sources::testing::repo;
 
 const TM: &str = ".taskmaster/tasks/tasks.json";
 
@@ -192,6 +183,17 @@ fn failed_run(dir: &tempfile::TempDir) {
     });
 }
 
+/// The team's edit of the task list: task 2 (`b`) as `b` has it instead of pending; the plan
+/// prepared again.
+fn team_edits_b(dir: &tempfile::TempDir, b: &str) -> crate::pure::plan::model::Plan {
+    std::fs::write(
+        dir.path().join(TM),
+        TM_ABC.replace(r#""title": "b", "status": "pending""#, b),
+    )
+    .unwrap();
+    prepared(dir, Format::Taskmaster, TM)
+}
+
 #[test]
 fn a_failed_task_the_team_cancels_frees_what_waited_for_it() {
     let dir = repo(&[(TM, TM_ABC)]);
@@ -200,15 +202,7 @@ fn a_failed_task_the_team_cancels_frees_what_waited_for_it() {
     let plan = prepared(&dir, Format::Taskmaster, TM);
     assert_eq!(plan.tasks[1].status, Status::Failed);
     assert_eq!(plan.tasks[2].status, Status::Skipped);
-    std::fs::write(
-        dir.path().join(TM),
-        TM_ABC.replace(
-            r#""title": "b", "status": "pending""#,
-            r#""title": "b", "status": "cancelled""#,
-        ),
-    )
-    .unwrap();
-    let plan = prepared(&dir, Format::Taskmaster, TM);
+    let plan = team_edits_b(&dir, r#""title": "b", "status": "cancelled""#);
     assert_eq!(
         statuses(&plan),
         [
@@ -224,15 +218,10 @@ fn a_failed_task_the_team_sets_pending_again_gets_fresh_attempts() {
     let dir = repo(&[(TM, TM_ABC)]);
     failed_run(&dir);
     // `task-master set-status --id=2 --status=pending` stamps updatedAt.
-    std::fs::write(
-        dir.path().join(TM),
-        TM_ABC.replace(
-            r#""title": "b", "status": "pending""#,
-            r#""title": "b", "status": "pending", "updatedAt": "2026-11-28T08:00:00.000Z""#,
-        ),
-    )
-    .unwrap();
-    let plan = prepared(&dir, Format::Taskmaster, TM);
+    let plan = team_edits_b(
+        &dir,
+        r#""title": "b", "status": "pending", "updatedAt": "2026-11-28T08:00:00.000Z""#,
+    );
     assert_eq!(
         statuses(&plan)[1..],
         [
@@ -246,15 +235,7 @@ fn a_failed_task_the_team_sets_pending_again_gets_fresh_attempts() {
 fn a_failed_task_the_team_marks_done_is_not_run_and_frees_what_waited() {
     let dir = repo(&[(TM, TM_ABC)]);
     failed_run(&dir);
-    std::fs::write(
-        dir.path().join(TM),
-        TM_ABC.replace(
-            r#""title": "b", "status": "pending""#,
-            r#""title": "b", "status": "done""#,
-        ),
-    )
-    .unwrap();
-    let plan = prepared(&dir, Format::Taskmaster, TM);
+    let plan = team_edits_b(&dir, r#""title": "b", "status": "done""#);
     assert_eq!(plan.tasks[1].status, Status::Completed);
     assert_eq!(plan.tasks[2].status, Status::Pending);
 }

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::body::{self, Ref};
-use crate::pure::plan::model::{Agent, CompletedTask, Files, Metadata, Plan, Status, Task};
+use crate::pure::plan::model::{CompletedTask, Files, Plan, Status, Task};
 use crate::pure::question::{Kind, Question};
 
 /// The task field holding a task's issue (`{"repo", "number", "url"}`).
@@ -436,19 +436,15 @@ fn task(
             Status::Pending
         },
         blocked_by,
-        metadata: Some(Metadata {
-            kind: Some("github-issue".into()),
-            files: Files {
+        ..crate::sources::task_of(
+            "github-issue",
+            "software engineer resolving one GitHub issue of a planned change",
+            Files {
                 modify: files,
                 ..Default::default()
             },
-            ..Default::default()
-        }),
-        agent: Some(Agent {
-            role: "software engineer resolving one GitHub issue of a planned change".into(),
-            ..Default::default()
-        }),
-        ..Default::default()
+            None,
+        )
     };
     if issue.closed {
         task.result = Some(format!("{name} was closed on GitHub"));

@@ -43,7 +43,7 @@ pub(crate) mod parse;
 use std::collections::BTreeSet;
 
 use super::generated::{Built, Context, Names, Problem, Reader, Unit};
-use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Status, Task};
+use crate::pure::plan::model::{ContextFile, Files, Plan, Status, Task};
 
 /// The spec's documents every task gets, in the order a prompt lists them.
 pub const CONTEXT_DOCS: [&str; 2] = ["requirements.md", "design.md"];
@@ -123,14 +123,7 @@ fn build(
 ) -> Built {
     let units_at: Vec<usize> = deps.keys().copied().collect();
     let index = |line: usize| units_at.binary_search(&line).ok();
-    let context_files: Vec<ContextFile> = context
-        .iter()
-        .map(|c| ContextFile {
-            path: c.clone(),
-            reason: "the spec's requirements and design (Kiro)".into(),
-            extra: Default::default(),
-        })
-        .collect();
+    let context_files = super::context_files(context, "the spec's requirements and design (Kiro)");
     let title = p
         .groups
         .first()
@@ -213,21 +206,16 @@ fn task(
             Status::Pending
         },
         blocked_by,
-        metadata: Some(Metadata {
-            kind: Some("kiro".into()),
+        ..super::task_of(
+            "kiro",
+            "software engineer implementing one task of a Kiro spec",
             // A boundary is what the task may touch, not what it must change.
-            files: Files {
+            Files {
                 scope: files,
                 ..Default::default()
             },
-            ..Default::default()
-        }),
-        agent: Some(Agent {
-            role: "software engineer implementing one task of a Kiro spec".into(),
-            context_files: Some(context_files.to_vec()),
-            ..Default::default()
-        }),
-        ..Default::default()
+            Some(context_files.to_vec()),
+        )
     }
 }
 

@@ -1,36 +1,11 @@
 use super::*;
+use crate::sources::testing::{deps, ids, messages};
 use std::path::Path;
 
 const REL: &str = ".kiro/specs/auth/tasks.md";
 
 fn built(text: &str) -> Result<Built, Vec<Problem>> {
-    let cx = Context {
-        root: Path::new("/nonexistent"),
-        dir: Path::new("/nonexistent/.kiro/specs/auth"),
-        rel: REL,
-        plan_rel: ".kiro/specs/auth/.dagexec/plan.json",
-    };
-    Kiro.build(&cx, text)
-}
-
-fn ids(b: &Built) -> Vec<&str> {
-    b.units.iter().map(|u| u.id.as_str()).collect()
-}
-
-fn deps(b: &Built, id: &str) -> Vec<String> {
-    let i = b.units.iter().position(|u| u.id == id).unwrap();
-    b.plan.tasks[i]
-        .blocked_by
-        .iter()
-        .map(|&d| b.units[d].id.clone())
-        .collect()
-}
-
-fn messages(e: &[Problem]) -> String {
-    e.iter()
-        .map(|p| p.message.clone())
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::sources::testing::built(&Kiro, REL, text)
 }
 
 /// cc-sdd's own example of its rules (tasks-generation.md), with a boundary path and an

@@ -66,9 +66,7 @@ use serde_json::json;
 pub use parse::{Parsed, TaskLine, parse};
 
 use super::generated::{Built, Context, Names, Problem, Reader, Unit};
-use crate::pure::plan::model::{
-    Agent, CompletedTask, ContextFile, Files, Metadata, Plan, Status, Task,
-};
+use crate::pure::plan::model::{CompletedTask, Files, Plan, Status, Task};
 
 pub use super::generated::GENERATED_DIR;
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
@@ -273,14 +271,7 @@ fn description(parsed: &Parsed, t: &TaskLine, tasks_md: &str) -> String {
 /// The plan for a parsed tasks.md at `tasks_md` (repository-relative), with `context` (the
 /// feature folder's documents that exist, repository-relative) as every task's context.
 pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
-    let context_files: Vec<ContextFile> = context
-        .iter()
-        .map(|c| ContextFile {
-            path: c.clone(),
-            reason: "the feature's design document (Spec Kit)".into(),
-            extra: Default::default(),
-        })
-        .collect();
+    let context_files = super::context_files(context, "the feature's design document (Spec Kit)");
     let mut plan = Plan {
         schema_version: 2,
         goal: match &parsed.feature {
@@ -302,21 +293,16 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
                 Status::Pending
             },
             blocked_by: parsed.deps[i].clone(),
-            metadata: Some(Metadata {
-                kind: Some("speckit".into()),
-                files: Files {
+            ..super::task_of(
+                "speckit",
+                "software engineer implementing one task of a Spec Kit feature",
+                Files {
                     create: t.create.clone(),
                     modify: t.modify.clone(),
                     ..Default::default()
                 },
-                ..Default::default()
-            }),
-            agent: Some(Agent {
-                role: "software engineer implementing one task of a Spec Kit feature".into(),
-                context_files: Some(context_files.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
+                Some(context_files.clone()),
+            )
         };
         if t.done {
             task.result = Some(format!("ticked in {tasks_md}"));

@@ -43,7 +43,7 @@ mod write;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::generated::{Built, Context, Names, Problem, Reader, Unit};
-use crate::pure::plan::model::{Agent, Metadata, Plan, Status, Task};
+use crate::pure::plan::model::{Plan, Status, Task};
 use read::{Item, State};
 
 /// The Taskmaster reader.
@@ -244,15 +244,12 @@ fn build(rel: &str, r: &read::Read) -> Built {
                 Status::Pending
             },
             blocked_by: blockers(&r.items, i, &index),
-            metadata: Some(Metadata {
-                kind: Some("taskmaster".into()),
-                ..Default::default()
-            }),
-            agent: Some(Agent {
-                role: "software engineer implementing one task of a Taskmaster plan".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
+            ..super::task_of(
+                "taskmaster",
+                "software engineer implementing one task of a Taskmaster plan",
+                Default::default(),
+                None,
+            )
         });
         units.push(Unit {
             id: it.id.clone(),

@@ -1,37 +1,12 @@
 use super::*;
 use crate::pure::plan::model::Status;
+use crate::sources::testing::{deps, ids, messages};
 use std::path::Path;
 
 const REL: &str = ".taskmaster/tasks/tasks.json";
 
 fn built(text: &str) -> Result<Built, Vec<Problem>> {
-    let cx = Context {
-        root: Path::new("/nonexistent"),
-        dir: Path::new("/nonexistent/.taskmaster/tasks"),
-        rel: REL,
-        plan_rel: ".taskmaster/tasks/.dagexec/plan.json",
-    };
-    Taskmaster.build(&cx, text)
-}
-
-fn ids(b: &Built) -> Vec<&str> {
-    b.units.iter().map(|u| u.id.as_str()).collect()
-}
-
-fn deps(b: &Built, id: &str) -> Vec<String> {
-    let i = b.units.iter().position(|u| u.id == id).unwrap();
-    b.plan.tasks[i]
-        .blocked_by
-        .iter()
-        .map(|&d| b.units[d].id.clone())
-        .collect()
-}
-
-fn messages(e: &[Problem]) -> String {
-    e.iter()
-        .map(|p| p.message.clone())
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::sources::testing::built(&Taskmaster, REL, text)
 }
 
 const PLAIN: &str = r#"{
@@ -187,15 +162,18 @@ fn real_files_read() {
     }
 }
 
+/// `text` written back with the tasks `done` marked done, in the tag `tag` (`None`: the
+/// file's only list).
+fn written(text: &str, done: &[&str], tag: Option<&str>) -> String {
+    let done: BTreeSet<String> = done.iter().map(ToString::to_string).collect();
+    Taskmaster
+        .write_back(text, &done, &serde_json::json!({ "tag": tag }))
+        .unwrap()
+}
+
 #[test]
 fn write_back_changes_only_the_status_bytes() {
-    let done: BTreeSet<String> = ["2.1", "2.2", "3"]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let out = Taskmaster
-        .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
-        .unwrap();
+    let out = written(PLAIN, &["2.1", "2.2", "3"], None);
     let expected = PLAIN
         .replace(
             r#"{"id": 1, "title": "User model", "status": "pending""#,
@@ -211,23 +189,14 @@ fn write_back_changes_only_the_status_bytes() {
         );
     assert_eq!(out, expected);
     // The last subtask done: its task is done too.
-    let done: BTreeSet<String> = ["2.1", "2.2", "2.3"]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let out = Taskmaster
-        .write_back(PLAIN, &done, &serde_json::json!({"tag": null}))
-        .unwrap();
+    let out = written(PLAIN, &["2.1", "2.2", "2.3"], None);
     assert!(
         out.contains(r#"{"id": 2, "title": "Models", "status": "done""#),
         "{out}"
     );
     // A task without a status gets one; the tagged form keeps its other tags.
     let tagged = "{\n  \"other\": {\"tasks\": [{\"id\": 1, \"status\": \"pending\"}]},\n  \"master\": {\"tasks\": [{\"id\": 1, \"title\": \"é\", \"extra\": {\"k\": [1, 2.50]}}]}\n}\n";
-    let done: BTreeSet<String> = ["1".to_string()].into();
-    let out = Taskmaster
-        .write_back(tagged, &done, &serde_json::json!({"tag": "master"}))
-        .unwrap();
+    let out = written(tagged, &["1"], Some("master"));
     assert_eq!(
         out,
         tagged.replace(
@@ -237,7 +206,11 @@ fn write_back_changes_only_the_status_bytes() {
     );
     assert!(
         Taskmaster
-            .write_back("{\"tasks\": [", &done, &serde_json::Value::Null)
+            .write_back(
+                "{\"tasks\": [",
+                &["1".to_string()].into(),
+                &serde_json::Value::Null
+            )
             .is_err()
     );
 }
@@ -249,10 +222,7 @@ fn write_back_of_a_real_file_is_byte_exact_elsewhere() {
             .join("tests/fixtures/taskmaster/resourcer-tagged.json"),
     )
     .unwrap();
-    let done: BTreeSet<String> = ["9.1", "10"].iter().map(ToString::to_string).collect();
-    let out = Taskmaster
-        .write_back(&text, &done, &serde_json::json!({"tag": "master"}))
-        .unwrap();
+    let out = written(&text, &["9.1", "10"], Some("master"));
     let before: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut after: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(after["master"]["tasks"][8]["subtasks"][0]["status"], "done");
@@ -284,10 +254,7 @@ fn a_status_written_twice_is_written_where_json_readers_read_it() {
         r#"{"tasks": [{"id": 1, "status": "pending", "title": "a", "status": "in-progress"}]}"#;
     let b = built(text).unwrap();
     assert_eq!(b.units[0].mark, "in-progress");
-    let done: BTreeSet<String> = ["1".to_string()].into();
-    let out = Taskmaster
-        .write_back(text, &done, &serde_json::json!({"tag": null}))
-        .unwrap();
+    let out = written(text, &["1"], None);
     assert_eq!(
         out,
         r#"{"tasks": [{"id": 1, "status": "pending", "title": "a", "status": "done"}]}"#

@@ -1,8 +1,8 @@
 //! The round's own index: patches checked and applied into it, the plan and tasks.md
 //! staged, the commit prepared without touching the user's index.
 
-use super::super::apply::{ApplyError, failing_paths};
-use super::super::cmd::{describe_failure, git, literal, nul_fields, text};
+use super::super::apply::{ApplyError, apply_by};
+use super::super::cmd::{git, literal, nul_fields, text};
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
 use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
@@ -34,36 +34,12 @@ impl RoundIndex {
     }
 
     fn apply(&self, patch: super::super::PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
-        if patch.is_blank() {
-            return Ok(());
-        }
         let label = if check_only {
             "apply --cached --check"
         } else {
             "apply --cached"
         };
-        let mut call = self
-            .git(label)
-            .config("apply.ignoreWhitespace=no")
-            .arg("apply");
-        if check_only {
-            call = call.arg("--check");
-        }
-        let call = call
-            .args(["--cached", "--binary", "--whitespace=nowarn", "-"])
-            .stdin_patch(patch);
-        let out = call.output().map_err(|e| ApplyError {
-            message: e.to_string(),
-            paths: Vec::new(),
-        })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let stderr = describe_failure(&out);
-        Err(ApplyError {
-            message: format!("git {label} failed in {}: {stderr}", self.root.display()),
-            paths: failing_paths(&stderr),
-        })
+        apply_by(self.git(label), "--cached", patch, check_only)
     }
 
     /// Puts dagexec's own files (the plan, its state file) into the index as they are in the
@@ -172,26 +148,45 @@ impl RoundIndex {
     /// base itself when nothing was applied. No ref moves and no journal is written; an
     /// unreferenced commit is garbage git collects in time.
     pub fn snapshot(&self, repo: &Repo) -> Result<String, GitError> {
+        let Some(tree) = self.changed_tree()? else {
+            return Ok(self.base.clone());
+        };
+        self.commit_tree(
+            repo,
+            &tree,
+            git(&self.root, "commit-tree"),
+            [
+                "-m",
+                "dagexec: the round so far (the base of its next group)",
+            ],
+        )
+    }
+
+    /// The tree the index holds now; `None` when it is the base's.
+    fn changed_tree(&self) -> Result<Option<String>, GitError> {
         let tree = text(&self.git("write-tree").arg("write-tree").run()?);
         let base_tree = text(
             &git(&self.root, "rev-parse")
                 .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
                 .run()?,
         );
-        if tree == base_tree {
-            return Ok(self.base.clone());
-        }
-        let mut call = git(&self.root, "commit-tree")
+        Ok((tree != base_tree).then_some(tree))
+    }
+
+    /// `git commit-tree` of `tree` with the base as its parent, by `call` and with `message`
+    /// (`-m <text>`, or `-F -` with the text on `call`'s stdin), as the repository's identity
+    /// or dagexec's where it has none. The new commit's SHA.
+    fn commit_tree(
+        &self,
+        repo: &Repo,
+        tree: &str,
+        call: super::super::cmd::Git<'_>,
+        message: [&str; 2],
+    ) -> Result<String, GitError> {
+        let mut call = call
             .config("commit.gpgsign=false")
-            .args([
-                "commit-tree",
-                "--no-gpg-sign",
-                &tree,
-                "-p",
-                &self.base,
-                "-m",
-                "dagexec: the round so far (the base of its next group)",
-            ]);
+            .args(["commit-tree", "--no-gpg-sign", tree, "-p", &self.base])
+            .args(message);
         for (key, value) in repo.fallback_identity()? {
             call = call.env(key, value);
         }
@@ -201,33 +196,18 @@ impl RoundIndex {
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
     /// round in the journal. `None` when the tree is the base's: nothing to commit.
     pub fn prepare(&self, repo: &Repo, message: &str) -> Result<Option<StagedRound>, GitError> {
-        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
-        let base_tree = text(
-            &git(&self.root, "rev-parse")
-                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
-                .run()?,
-        );
-        if tree == base_tree {
+        let Some(tree) = self.changed_tree()? else {
             return Ok(None);
-        }
+        };
         let message = cleanup_message(message);
-        let mut call = git(&self.root, "commit-tree")
-            .config("commit.gpgsign=false")
-            .config("i18n.commitEncoding=UTF-8")
-            .args([
-                "commit-tree",
-                "--no-gpg-sign",
-                &tree,
-                "-p",
-                &self.base,
-                "-F",
-                "-",
-            ])
-            .stdin(message.as_bytes());
-        for (key, value) in repo.fallback_identity()? {
-            call = call.env(key, value);
-        }
-        let new = text(&call.run()?);
+        let new = self.commit_tree(
+            repo,
+            &tree,
+            git(&self.root, "commit-tree")
+                .config("i18n.commitEncoding=UTF-8")
+                .stdin(message.as_bytes()),
+            ["-F", "-"],
+        )?;
         let out = git(&self.root, "diff-tree")
             .args(["diff-tree", "-r", "-z", "--name-only", "--no-renames"])
             .args([&self.base, &new])

@@ -8,12 +8,10 @@
 //! (the task's last attempt again, uncounted). A rebase that meets what landed beside it waits
 //! for its own re-check in the part after. The chain of merges is re-checked in one part.
 
-use super::{Clock, MATRIX_LIMIT, Sim, list_schedule, start_state};
-use crate::pure::engine::{Next, Policy, Rounds, Schedule};
+use super::{MATRIX_LIMIT, Sim, list_schedule};
 use crate::pure::overlap::Conflicts;
-use crate::pure::plan::model::Status;
+use crate::pure::simulate::Prediction;
 use crate::pure::simulate::merge::Rate;
-use crate::pure::simulate::{Place, Prediction};
 
 /// A job of a part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,65 +57,45 @@ impl Sim<'_> {
         rate: Rate,
     ) -> Prediction {
         let js = self.setting.job_start;
-        let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
         let mut expected = Expected {
             permille: u64::from(rate.permille),
             carried: 500,
         };
-        let (mut t, mut jobs, mut runs) = (0u64, 0u64, 0u64);
-        let deadlock = loop {
-            let round = match Rounds.next(self.view(&state), None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
-            };
+        self.actions_rounds_by(|round, clock, at| {
             let mut jobs_left: Vec<Job> = round.iter().map(|&i| Job::Attempt(i)).collect();
             while !jobs_left.is_empty() {
                 let part: Vec<Job> = jobs_left
                     .drain(..jobs_left.len().min(MATRIX_LIMIT))
                     .collect();
                 let mut failed = Vec::new();
-                t += js; // the plan job
                 let order: Vec<usize> = (0..part.len()).collect();
-                t = list_schedule(
-                    &order,
-                    self.setting.max_parallel,
-                    t,
-                    |k, start| match part[k] {
-                        Job::Attempt(i) => {
-                            let (end, f) = clock.one_attempt(self.times, i, start, js);
-                            if f {
-                                failed.push(i);
+                self.actions_run(at, part.len(), |t| {
+                    list_schedule(
+                        &order,
+                        self.setting.max_parallel,
+                        t,
+                        |k, start| match part[k] {
+                            Job::Attempt(i) => {
+                                let (end, f) = clock.one_attempt(self.times, i, start, js);
+                                if f {
+                                    failed.push(i);
+                                }
+                                end
                             }
-                            end
-                        }
-                        Job::Recheck(_) => start + js,
-                        Job::Rebase(i) => {
-                            start + js + self.times.tasks[i].attempts.last().copied().unwrap_or(0)
-                        }
-                    },
-                );
-                t += js + self.setting.integrate; // finalize
-                jobs += 2 + part.len() as u64;
-                runs += 1;
+                            Job::Recheck(_) => start + js,
+                            Job::Rebase(i) => {
+                                start
+                                    + js
+                                    + self.times.tasks[i].attempts.last().copied().unwrap_or(0)
+                            }
+                        },
+                    )
+                });
                 let next = self.finalize(serial, &part, &failed, &mut expected);
                 jobs_left.extend(next);
                 jobs_left.sort_by_key(|j| j.task());
             }
-            for &i in &round {
-                state.tasks[i].status = Status::Completed;
-            }
-        };
-        Prediction {
-            schedule: Schedule::Rounds,
-            place: Place::Actions,
-            wall: t,
-            jobs,
-            rounds: runs,
-            spans: clock.into_spans(),
-            deadlock,
-        }
+        })
     }
 
     /// What a part's finalize leaves for the next part: the retries of `failed` attempts, the
