@@ -204,6 +204,7 @@ pub(crate) async fn run(
         input: &input,
         log_rel: &log_rel,
         cancel: &cancel,
+        start,
     };
     let (stop, wt, wire) = run_worker(&running, &store).await?;
     let mut run = match stop {
@@ -223,8 +224,7 @@ pub(crate) async fn run(
         repo.root(),
     );
     let judging = Judging::of(&input, log_rel.clone(), told, question.clone());
-    let duration = run.duration;
-    let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
+    let (duration, timed_out) = (run.duration, matches!(run.exit, outcome::Exit::TimedOut(_)));
     let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
         .await
         .expect("judging does not panic")?;
@@ -284,6 +284,8 @@ struct Running<'a> {
     input: &'a AttemptInput,
     log_rel: &'a str,
     cancel: &'a tokio::sync::watch::Receiver<bool>,
+    /// When the attempt started.
+    start: jiff::Timestamp,
 }
 
 impl Running<'_> {
@@ -341,6 +343,7 @@ async fn run_worker(
         input,
         log_rel,
         cancel,
+        start,
     } = at;
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
@@ -355,6 +358,16 @@ async fn run_worker(
     let mut spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
     let (pass, gateway_env) = gateway_env(pool, input);
     spec.extra_env.extend(gateway_env);
+    // What it spends is kept on disk as it grows, for a crash of this process.
+    let live = pass.as_ref().map(|p| {
+        let at = crate::flow::live::Running {
+            task: input.index,
+            attempt: input.attempt,
+            rebase: input.rebase,
+            start,
+        };
+        crate::flow::live::keep(repo.common_dir(), at, p.watch())
+    });
     // A long-run worker's progress is kept as it goes, for a crash of this process.
     let watch = crate::flow::steps::longrun::watch_checkpoint(
         &input.task,
@@ -368,6 +381,9 @@ async fn run_worker(
         stop = worker::run(&spec, cancel) => stop,
         () = watch => unreachable!("the checkpoint watch never ends"),
     };
+    // The file follows the spend until the gateway forgets the attempt (its pass dropped
+    // here, its last response ended), its final count included.
+    drop(live);
     let wire = pass.map(|p| p.spend());
     Ok((stop, wt, wire))
 }

@@ -138,13 +138,13 @@ async fn admit(
     let model_call = provider.is_model_call(&route.rest);
     if model_call {
         wait_for_hold(shared, provider).await;
-        let made = lock(&tab.spend).requests;
+        let made = tab.spend().requests;
         if let Err(refused) = shared.limits(&tab).admit(made) {
             let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-            lock(&tab.spend).refused = Some(message_of(&refused, &body));
+            tab.change(|s| s.refused = Some(message_of(&refused, &body)));
             return Err(refuse(Some(provider), &refused));
         }
-        lock(&tab.spend).requests += 1;
+        tab.change(|s| s.requests += 1);
     }
     Ok((route, tab, model_call))
 }

@@ -127,11 +127,26 @@ impl Spend {
     }
 }
 
-/// One attempt's account at the gateway.
+/// One attempt's account at the gateway: its spend, in a channel a watcher of the attempt
+/// (the file that keeps it through a crash of dagexec) follows as it grows.
 #[derive(Debug)]
 struct Tab {
     task: usize,
-    spend: Mutex<Spend>,
+    spend: tokio::sync::watch::Sender<Spend>,
+}
+
+impl Tab {
+    /// What the attempt has spent so far.
+    fn spend(&self) -> Spend {
+        self.spend.borrow().clone()
+    }
+
+    /// Changes the attempt's spend (its watchers see the change).
+    fn change<R>(&self, f: impl FnOnce(&mut Spend) -> R) -> R {
+        let mut out = None;
+        self.spend.send_modify(|s| out = Some(f(s)));
+        out.expect("send_modify runs its closure")
+    }
 }
 
 /// What every connection shares (no `Debug`: it holds the keys and the tokens).
@@ -159,16 +174,16 @@ impl Shared {
             return;
         }
         let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
-        let mut s = lock(&tab.spend);
-        let entry = s.tokens.entry(model.to_string()).or_default();
-        *entry = entry.plus(tokens);
-        match cost {
-            Some(c) => s.cost_usd += c,
-            None => {
-                s.unpriced.insert(model.to_string());
+        tab.change(|s| {
+            let entry = s.tokens.entry(model.to_string()).or_default();
+            *entry = entry.plus(tokens);
+            match cost {
+                Some(c) => s.cost_usd += c,
+                None => {
+                    s.unpriced.insert(model.to_string());
+                }
             }
-        }
-        drop(s);
+        });
         if let Some(c) = cost {
             let mut run = lock(&self.run_spend);
             run.0 += c;
@@ -248,7 +263,7 @@ impl Gateway {
         }
         let tab = Arc::new(Tab {
             task,
-            spend: Mutex::new(Spend::default()),
+            spend: tokio::sync::watch::Sender::new(Spend::default()),
         });
         lock(&self.shared.tabs).insert(token.clone(), tab.clone());
         Ok(Pass {
@@ -319,7 +334,14 @@ pub const PROVIDER_VARS: [&str; 14] = [
 impl Pass {
     /// What the attempt has spent so far.
     pub fn spend(&self) -> Spend {
-        lock(&self.tab.spend).clone()
+        self.tab.spend()
+    }
+
+    /// The attempt's spend as it grows: the receiver sees every change (coalesced: a
+    /// watcher that is behind sees the latest), and its `changed()` ends once the pass and
+    /// every response still streaming for it are gone.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Spend> {
+        self.tab.spend.subscribe()
     }
 
     /// The worker's variables: each CLI's base URL pointed at the gateway with the token as

@@ -161,20 +161,24 @@ pub fn mismatch(cli: &Usage, wire: &Usage) -> Option<String> {
         || tokens_differ(cli.output_tokens, wire.output_tokens)
         || cost_differs;
     differs.then(|| {
-        let show = |u: &Usage| {
-            format!(
-                "{} in / {} out tokens{}",
-                u.input_tokens.map_or("?".into(), |t| t.to_string()),
-                u.output_tokens.map_or("?".into(), |t| t.to_string()),
-                u.cost_usd.map(|c| format!(", {}", money(c))).unwrap_or_default()
-            )
-        };
         format!(
             "the agent CLI reported {} but the gateway counted {} on the wire; the record keeps the gateway's",
-            show(cli),
-            show(wire)
+            spend_text(cli),
+            spend_text(wire)
         )
     })
+}
+
+/// `115 in / 20 out tokens, $0.0012` (`?` for a count not known, the cost when known).
+pub fn spend_text(u: &Usage) -> String {
+    format!(
+        "{} in / {} out tokens{}",
+        u.input_tokens.map_or("?".into(), |t| t.to_string()),
+        u.output_tokens.map_or("?".into(), |t| t.to_string()),
+        u.cost_usd
+            .map(|c| format!(", {}", money(c)))
+            .unwrap_or_default()
+    )
 }
 
 /// How an attempt ended, in the record.
@@ -241,7 +245,8 @@ pub struct AttemptRecord {
     pub rebase: bool,
     /// An `interrupted` attempt the user stopped: the signal dagexec received (`SIGINT`:
     /// Ctrl-C; `SIGTERM`). Such an attempt is not counted as one; an attempt a `kill -9`
-    /// or a power loss cut short leaves no record, and stays counted.
+    /// or a power loss cut short stays counted, and its record (what it spent through the
+    /// model gateway, kept as it streamed: `crate::flow::live`) has no signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
 }
