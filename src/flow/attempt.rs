@@ -117,6 +117,7 @@ pub(crate) fn observe_and_judge(
         detail,
         said,
         warnings,
+        cli_usage: _,
     } = told;
     let &Observing {
         tree,
@@ -214,8 +215,9 @@ pub(crate) async fn run(
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&running, &mut run, &wt);
     // What the worker spent (a structured output stands for its output by its text).
-    let (usage, told, budget_stop) =
+    let (usage, mut told, budget_stop) =
         crate::flow::reported::through_gateway(&mut run, &input.worker, wire.as_ref());
+    let reported = told.cli_usage.take();
     let question = crate::flow::steps::longrun::long_run_output(
         &input.task,
         input.attempt,
@@ -225,17 +227,15 @@ pub(crate) async fn run(
     );
     let judging = Judging::of(&input, log_rel.clone(), told, question.clone());
     let (duration, timed_out) = (run.duration, matches!(run.exit, outcome::Exit::TimedOut(_)));
-    let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
-        .await
-        .expect("judging does not panic")?;
-    let (mut verdict, patch, touched, wt) = judged;
+    let (mut verdict, patch, touched, wt) =
+        tokio::task::spawn_blocking(move || judging.judge(wt, &run))
+            .await
+            .expect("judging does not panic")?;
     if let Some(why) = budget_stop {
         crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
     }
     let reviewed = running.review(&wt, &mut verdict, &patch, &touched).await;
-    if let Some(warning) = pool.release(wt) {
-        verdict.warnings.push(warning);
-    }
+    verdict.warnings.extend(pool.release(wt));
     tracing::debug!(
         task = input.index,
         attempt = input.attempt,
@@ -273,6 +273,7 @@ pub(crate) async fn run(
         measured: Some(crate::pure::usage::Measured::since(start, usage)),
         timed_out,
         rebase: input.rebase,
+        reported,
     })))
 }
 

@@ -168,6 +168,7 @@ mod tests {
             model: Some("claude-sonnet-4-5".into()),
             rebase: false,
             signal: None,
+            cli: None,
         }
     }
 

@@ -361,6 +361,7 @@ mod tests {
                     model: None,
                     rebase: false,
                     signal: None,
+                    cli: None,
                 },
             );
         }

@@ -507,6 +507,52 @@ fn a_worker_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
     );
 }
 
+/// A worker whose own report of its spend (here its usage file, as a CLI's final report
+/// would be) disagrees with what the gateway counted: the record keeps both, the run's
+/// summary, `status` and `status --json` show the CLI's beside the gateway's.
+#[test]
+fn a_cli_report_that_disagrees_with_the_wire_is_kept_beside_it_and_shown() {
+    let server = ModelServer::start();
+    let script = format!(
+        "{CURL_MESSAGES} > env.txt\n\
+         echo '{{\"cost_usd\": 0.5, \"input_tokens\": 7, \"output_tokens\": 3}}' > \"$DAGEXEC_USAGE_FILE\"\n\
+         echo 'COMPLETED: asked once'"
+    );
+    let (out, dir) = gateway_run(&server, &script, &[]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let line = format!(
+        "- task 0: the CLI reported 7 in / 3 out tokens, $0.50; the gateway counted {} in / {output} out tokens, <$0.01",
+        input + writes + reads
+    );
+    assert!(
+        said.contains("Spend reported by the agent CLI differs from the gateway's count")
+            && said.contains(&line),
+        "{said}"
+    );
+    let table = exec(dir.path(), &["status"]);
+    assert!(
+        table.stdout().contains("<$0.01 (CLI: $0.50)"),
+        "{}",
+        table.stdout()
+    );
+    assert!(table.stdout().contains(&line), "{}", table.stdout());
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["cliInputTokens"], json!(7), "{row}");
+    assert_eq!(row["cliOutputTokens"], json!(3), "{row}");
+    assert_eq!(row["cliCostUsd"], json!(0.5), "{row}");
+    let plan = common::local::plan_or_done(dir.path());
+    let record = &plan["progress"]["dagexecAttempts"][0];
+    assert_eq!(
+        record["inputTokens"],
+        json!(input + writes + reads),
+        "{record}"
+    );
+    assert_eq!(record["cli"]["costUsd"], json!(0.5), "{record}");
+}
+
 #[test]
 fn with_the_gateway_off_the_worker_gets_dagexecs_environment_as_before() {
     let server = ModelServer::start();
