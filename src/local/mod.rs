@@ -180,6 +180,7 @@ fn start_gateway(
     let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
         RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
+    gateway.pace(&settings.rates);
     Ok(Some(Arc::new(gateway)))
 }
 

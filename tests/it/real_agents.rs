@@ -712,6 +712,67 @@ fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
     assert!(!live.exists(), "the live file is left");
 }
 
+/// `rate-limits:` holds a provider's requests at the gateway until its last minute lets
+/// them start: with one request a minute, a worker's second request never reaches the server
+/// before its attempt's timeout (nor any retry's, each within the same minute).
+#[test]
+fn a_requests_per_minute_limit_holds_the_next_request_at_the_gateway() {
+    let server = ModelServer::start();
+    let dir = repo(
+        &one_task(),
+        &[(
+            ".design/dagexec.yml",
+            "rate-limits:\n  anthropic:\n    requests-per-minute: 1\n",
+        )],
+    );
+    let script = format!(
+        "{CURL_MESSAGES} >> \"$DAGEXEC_LOG_FILE\"\n{CURL_MESSAGES} >> \"$DAGEXEC_LOG_FILE\"\necho 'COMPLETED: asked twice'"
+    );
+    let started = std::time::Instant::now();
+    let out = local(dir.path())
+        .script(&script)
+        .args(["--yes", "--timeout", "5s"])
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    let minutes = started.elapsed().as_secs() / 60;
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("timed out"), "{said}");
+    // One request a minute at most (a run slowed past a minute by load may see one more
+    // per minute it took).
+    let seen = server.seen().len() as u64;
+    assert!(
+        seen >= 1 && seen <= 1 + minutes,
+        "{seen} requests in {minutes} min: {said}"
+    );
+}
+
+#[test]
+fn rate_limits_that_cannot_be_used_are_named_with_the_fix() {
+    let dir = repo(
+        &one_task(),
+        &[(
+            ".design/dagexec.yml",
+            "rate-limits:\n  anthropic:\n    requests-per-minute: 0\n",
+        )],
+    );
+    let out = local(dir.path())
+        .script("echo 'COMPLETED: never'")
+        .args(["--yes"])
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "rate-limits.anthropic.requests-per-minute: must be a whole number of at least 1, not 0; e.g. `requests-per-minute: 50` (in .design/dagexec.yml)"
+        ),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_429_storm_holds_every_worker_until_the_retry_after() {
     let server = ModelServer::start();

@@ -161,6 +161,10 @@ struct Shared {
     holds: Mutex<BTreeMap<Provider, Instant>>,
     /// The task's spend the plan recorded before this run, per task.
     task_recorded: BTreeMap<usize, f64>,
+    /// The requests- and tokens-per-minute windows of the providers that have limits
+    /// ([`Gateway::pace`]), their time counted from `origin`.
+    windows: Mutex<BTreeMap<Provider, crate::pure::gateway::window::Window>>,
+    origin: Instant,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -168,10 +172,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Adds `tokens` of `model` (one response's growth) to `tab`, the run's and the task's.
-    fn add(&self, tab: &Tab, model: &str, tokens: Tokens) {
+    /// Adds `tokens` of `model` (one response's growth, from `provider`) to `tab`, the run's
+    /// and the task's, and to the provider's tokens-per-minute window.
+    fn add(&self, tab: &Tab, provider: Provider, model: &str, tokens: Tokens) {
         if tokens == Tokens::default() {
             return;
+        }
+        if let Some(w) = lock(&self.windows).get_mut(&provider) {
+            w.spent(
+                self.origin.elapsed(),
+                tokens.prompt().saturating_add(tokens.output),
+            );
         }
         let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
         tab.change(|s| {
@@ -238,6 +249,8 @@ impl Gateway {
             run_spend: Mutex::new((0.0, BTreeMap::new())),
             holds: Mutex::new(BTreeMap::new()),
             task_recorded: config.task_recorded,
+            windows: Mutex::new(BTreeMap::new()),
+            origin: Instant::now(),
         });
         let server = tokio::spawn(forward::serve(listener, shared.clone()));
         Ok(Gateway {
@@ -272,6 +285,16 @@ impl Gateway {
             tab,
             shared: self.shared.clone(),
         })
+    }
+
+    /// Holds each provider's model requests to its requests and tokens per minute (`rates`,
+    /// the `rate-limits:` setting), every worker's together: a request waits at the gateway
+    /// until the provider's last minute lets it start.
+    pub fn pace(&self, rates: &BTreeMap<Provider, crate::pure::gateway::window::Rate>) {
+        *lock(&self.shared.windows) = rates
+            .iter()
+            .map(|(p, r)| (*p, crate::pure::gateway::window::Window::new(*r)))
+            .collect();
     }
 
     /// This run's spend through the gateway, in USD.
