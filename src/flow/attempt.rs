@@ -389,39 +389,47 @@ async fn run_worker(
     Ok((stop, wt, wire))
 }
 
-/// The attempt's pass at the model gateway and its worker's variables (the gateway's URL, and
-/// each CLI pointed at it with the pass's token: [`crate::edge::gateway::Pass::worker_env`]);
-/// nothing when the gateway is off. A pass that cannot be made fails closed: the worker still
-/// gets no provider key.
+/// The attempt's pass at the model gateway and its worker's variables ([`gateway_pass`]),
+/// its Codex home in the run's scratch folder.
 fn gateway_env(
     pool: &Pool,
     input: &AttemptInput,
 ) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
-    use crate::edge::gateway::{URL_VAR, user_codex_config};
-    let Some(gateway) = &pool.gateway else {
-        return (None, Vec::new());
-    };
-    let closed = vec![(URL_VAR.to_string(), gateway.url())];
-    let pass = match gateway.open(input.index) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("task {}: no pass at the model gateway: {e}", input.index);
-            return (None, closed);
-        }
-    };
     let codex_home = input.scratch.join(format!(
         "codex-home-{}-{}{}",
         input.index,
         input.attempt,
         if input.rebase { "-rebase" } else { "" }
     ));
-    match pass.worker_env(&codex_home, user_codex_config().as_deref()) {
+    gateway_pass(pool.gateway.as_deref(), input.index, &codex_home)
+}
+
+/// A pass at the model gateway for a run of task `task`'s worker or reviewer, and that run's
+/// variables (the gateway's URL, and each CLI pointed at it with the pass's token, Codex's
+/// configuration in `codex_home`: [`crate::edge::gateway::Pass::worker_env`]); nothing when
+/// the gateway is off. A pass that cannot be made fails closed: the run still gets no
+/// provider key.
+pub(crate) fn gateway_pass(
+    gateway: Option<&crate::edge::gateway::Gateway>,
+    task: usize,
+    codex_home: &Path,
+) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
+    use crate::edge::gateway::{URL_VAR, user_codex_config};
+    let Some(gateway) = gateway else {
+        return (None, Vec::new());
+    };
+    let closed = vec![(URL_VAR.to_string(), gateway.url())];
+    let pass = match gateway.open(task) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("task {task}: no pass at the model gateway: {e}");
+            return (None, closed);
+        }
+    };
+    match pass.worker_env(codex_home, user_codex_config().as_deref()) {
         Ok(env) => (Some(pass), env),
         Err(e) => {
-            tracing::warn!(
-                "task {}: cannot prepare the worker's gateway settings: {e}",
-                input.index
-            );
+            tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
             (Some(pass), closed)
         }
     }

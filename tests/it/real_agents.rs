@@ -553,6 +553,49 @@ fn a_cli_report_that_disagrees_with_the_wire_is_kept_beside_it_and_shown() {
     assert_eq!(record["cli"]["costUsd"], json!(0.5), "{record}");
 }
 
+/// The reviewer command runs through the gateway as a worker does: no provider key in its
+/// environment, a token of its own that the gateway accepts, and what it spent counted on
+/// the wire into its attempt's record.
+#[test]
+fn the_reviewer_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let seen = outside.path().join("reviewer-env.txt");
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "env > '{0}'\n{CURL_MESSAGES} >> '{0}'\necho APPROVED\necho 'summary: env.txt is there'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        "echo x > env.txt; echo 'COMPLETED: wrote env.txt'",
+        &["--reviewer", &reviewer],
+    )
+    .run();
+    assert!(out.status.success(), "{}", text(&out));
+    let env = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the reviewer:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.as_deref(), Some("sk-ant-secret-1"));
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+}
+
 #[test]
 fn with_the_gateway_off_the_worker_gets_dagexecs_environment_as_before() {
     let server = ModelServer::start();
