@@ -117,6 +117,7 @@ pub(crate) fn observe_and_judge(
         detail,
         said,
         warnings,
+        cli_usage: _,
     } = told;
     let &Observing {
         tree,
@@ -204,6 +205,7 @@ pub(crate) async fn run(
         input: &input,
         log_rel: &log_rel,
         cancel: &cancel,
+        start,
     };
     let (stop, wt, wire) = run_worker(&running, &store).await?;
     let mut run = match stop {
@@ -213,8 +215,9 @@ pub(crate) async fn run(
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&running, &mut run, &wt);
     // What the worker spent (a structured output stands for its output by its text).
-    let (usage, told, budget_stop) =
+    let (usage, mut told, budget_stop) =
         crate::flow::reported::through_gateway(&mut run, &input.worker, wire.as_ref());
+    let reported = told.cli_usage.take();
     let question = crate::flow::steps::longrun::long_run_output(
         &input.task,
         input.attempt,
@@ -223,19 +226,16 @@ pub(crate) async fn run(
         repo.root(),
     );
     let judging = Judging::of(&input, log_rel.clone(), told, question.clone());
-    let duration = run.duration;
-    let timed_out = matches!(run.exit, outcome::Exit::TimedOut(_));
-    let judged = tokio::task::spawn_blocking(move || judging.judge(wt, &run))
-        .await
-        .expect("judging does not panic")?;
-    let (mut verdict, patch, touched, wt) = judged;
+    let (duration, timed_out) = (run.duration, matches!(run.exit, outcome::Exit::TimedOut(_)));
+    let (mut verdict, patch, touched, wt) =
+        tokio::task::spawn_blocking(move || judging.judge(wt, &run))
+            .await
+            .expect("judging does not panic")?;
     if let Some(why) = budget_stop {
         crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
     }
     let reviewed = running.review(&wt, &mut verdict, &patch, &touched).await;
-    if let Some(warning) = pool.release(wt) {
-        verdict.warnings.push(warning);
-    }
+    verdict.warnings.extend(pool.release(wt));
     tracing::debug!(
         task = input.index,
         attempt = input.attempt,
@@ -273,6 +273,7 @@ pub(crate) async fn run(
         measured: Some(crate::pure::usage::Measured::since(start, usage)),
         timed_out,
         rebase: input.rebase,
+        reported,
     })))
 }
 
@@ -284,6 +285,8 @@ struct Running<'a> {
     input: &'a AttemptInput,
     log_rel: &'a str,
     cancel: &'a tokio::sync::watch::Receiver<bool>,
+    /// When the attempt started.
+    start: jiff::Timestamp,
 }
 
 impl Running<'_> {
@@ -341,6 +344,7 @@ async fn run_worker(
         input,
         log_rel,
         cancel,
+        start,
     } = at;
     let (r, p, base) = (repo.clone(), pool.clone(), input.base.clone());
     let wt: Worktree = tokio::task::spawn_blocking(move || p.acquire(&r, &base))
@@ -355,6 +359,16 @@ async fn run_worker(
     let mut spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
     let (pass, gateway_env) = gateway_env(pool, input);
     spec.extra_env.extend(gateway_env);
+    // What it spends is kept on disk as it grows, for a crash of this process.
+    let live = pass.as_ref().map(|p| {
+        let at = crate::flow::live::Running {
+            task: input.index,
+            attempt: input.attempt,
+            rebase: input.rebase,
+            start,
+        };
+        crate::flow::live::keep(repo.common_dir(), at, p.watch())
+    });
     // A long-run worker's progress is kept as it goes, for a crash of this process.
     let watch = crate::flow::steps::longrun::watch_checkpoint(
         &input.task,
@@ -368,43 +382,54 @@ async fn run_worker(
         stop = worker::run(&spec, cancel) => stop,
         () = watch => unreachable!("the checkpoint watch never ends"),
     };
+    // The file follows the spend until the gateway forgets the attempt (its pass dropped
+    // here, its last response ended), its final count included.
+    drop(live);
     let wire = pass.map(|p| p.spend());
     Ok((stop, wt, wire))
 }
 
-/// The attempt's pass at the model gateway and its worker's variables (the gateway's URL, and
-/// each CLI pointed at it with the pass's token: [`crate::edge::gateway::Pass::worker_env`]);
-/// nothing when the gateway is off. A pass that cannot be made fails closed: the worker still
-/// gets no provider key.
+/// The attempt's pass at the model gateway and its worker's variables ([`gateway_pass`]),
+/// its Codex home in the run's scratch folder.
 fn gateway_env(
     pool: &Pool,
     input: &AttemptInput,
 ) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
-    use crate::edge::gateway::{URL_VAR, user_codex_config};
-    let Some(gateway) = &pool.gateway else {
-        return (None, Vec::new());
-    };
-    let closed = vec![(URL_VAR.to_string(), gateway.url())];
-    let pass = match gateway.open(input.index) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("task {}: no pass at the model gateway: {e}", input.index);
-            return (None, closed);
-        }
-    };
     let codex_home = input.scratch.join(format!(
         "codex-home-{}-{}{}",
         input.index,
         input.attempt,
         if input.rebase { "-rebase" } else { "" }
     ));
-    match pass.worker_env(&codex_home, user_codex_config().as_deref()) {
+    gateway_pass(pool.gateway.as_deref(), input.index, &codex_home)
+}
+
+/// A pass at the model gateway for a run of task `task`'s worker or reviewer, and that run's
+/// variables (the gateway's URL, and each CLI pointed at it with the pass's token, Codex's
+/// configuration in `codex_home`: [`crate::edge::gateway::Pass::worker_env`]); nothing when
+/// the gateway is off. A pass that cannot be made fails closed: the run still gets no
+/// provider key.
+pub(crate) fn gateway_pass(
+    gateway: Option<&crate::edge::gateway::Gateway>,
+    task: usize,
+    codex_home: &Path,
+) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
+    use crate::edge::gateway::{URL_VAR, user_codex_config};
+    let Some(gateway) = gateway else {
+        return (None, Vec::new());
+    };
+    let closed = vec![(URL_VAR.to_string(), gateway.url())];
+    let pass = match gateway.open(task) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("task {task}: no pass at the model gateway: {e}");
+            return (None, closed);
+        }
+    };
+    match pass.worker_env(codex_home, user_codex_config().as_deref()) {
         Ok(env) => (Some(pass), env),
         Err(e) => {
-            tracing::warn!(
-                "task {}: cannot prepare the worker's gateway settings: {e}",
-                input.index
-            );
+            tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
             (Some(pass), closed)
         }
     }

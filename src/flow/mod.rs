@@ -8,6 +8,7 @@
 pub(crate) mod attempt;
 pub mod exec;
 pub(crate) mod integrate;
+pub(crate) mod live;
 pub(crate) mod logs;
 pub(crate) mod memory;
 pub(crate) mod merge;

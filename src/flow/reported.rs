@@ -12,6 +12,9 @@ pub(crate) struct Told {
     pub detail: String,
     pub said: crate::pure::said::Said,
     pub warnings: Vec<String>,
+    /// What the CLI itself reported spending, when the model gateway counted the attempt
+    /// (the record keeps both: [`crate::pure::usage::AttemptRecord::cli`]).
+    pub cli_usage: Option<crate::pure::usage::Usage>,
 }
 
 /// [`reported_usage`] of the run of worker `command`, with its failure detail: what it spent
@@ -26,6 +29,7 @@ pub(crate) fn reported(
         detail,
         said,
         warnings,
+        cli_usage: None,
     };
     (usage, told)
 }
@@ -94,6 +98,7 @@ pub(crate) fn with_wire(
     if let Some(m) = crate::pure::usage::mismatch(&cli, &counted) {
         told.warnings.push(m);
     }
+    told.cli_usage = Some(cli.clone()).filter(|u| !u.is_empty());
     if !wire.unpriced.is_empty() {
         told.warnings.push(format!(
             "no price for the model(s) {}: the gateway counted their tokens but not their cost; add them under `prices:` in .design/dagexec.yml",

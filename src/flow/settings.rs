@@ -46,15 +46,25 @@ pub struct FileConfig {
     /// At most this many model requests per attempt (the gateway refuses the next).
     #[serde(rename = "max-requests")]
     pub max_requests: Option<u32>,
+    /// Requests and tokens per minute per provider, held by the gateway for every worker
+    /// together: `{anthropic: {requests-per-minute: 50, tokens-per-minute: 400000}}`.
+    #[serde(rename = "rate-limits")]
+    pub rate_limits: Option<serde_yaml::Value>,
 }
 
-/// The model gateway's settings (`gateway`, `max-task-cost`, `max-requests`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The model gateway's settings (`gateway`, `max-task-cost`, `max-requests`,
+/// `rate-limits`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewaySettings {
     /// Whether workers reach their providers through the gateway.
     pub on: bool,
     pub max_task_cost: Option<crate::pure::usage::Budget>,
     pub max_requests: Option<u32>,
+    /// Requests and tokens per minute, per provider that has limits.
+    pub rates: std::collections::BTreeMap<
+        crate::pure::gateway::Provider,
+        crate::pure::gateway::window::Rate,
+    >,
 }
 
 /// The gateway's settings: `DAGEXEC_GATEWAY`, `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`,
@@ -92,10 +102,17 @@ pub fn gateway(
     if max_requests == Some(0) {
         return Err(value("max-requests", "must be at least 1".into()));
     }
+    let rates = match &file.rate_limits {
+        Some(v) => crate::pure::gateway::window::rates(v).map_err(|(field, message)| {
+            value(&field, format!("{message} (in .design/dagexec.yml)"))
+        })?,
+        None => std::collections::BTreeMap::new(),
+    };
     Ok(GatewaySettings {
         on,
         max_task_cost,
         max_requests,
+        rates,
     })
 }
 
@@ -138,7 +155,7 @@ impl ConfigError {
         match self {
             ConfigError::NoWorker => worker_examples(),
             ConfigError::File { .. } => {
-                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices, worktrees, gateway, max-task-cost and max-requests; see docs/src/settings.md.".into()
+                "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices, worktrees, gateway, max-task-cost, max-requests and rate-limits; see docs/src/settings.md.".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
         }

@@ -52,6 +52,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         // archived again).
         plan = crate::edge::plan_file::load(&opts.plan).map_err(PlanErrors::from)?;
     }
+    keep_live_spend(&repo, &mut plan, opts, ui)?;
     // A task list (Spec Kit, Kiro, Taskmaster) is written back in its committed version; an
     // edit not committed would be neither run nor kept as written, so it is committed first
     // (never by dagexec).
@@ -115,6 +116,32 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     runtime.block_on(executor::run(local, &conflicts, &mut plan, round))
 }
 
+/// What the attempts in flight when the last run died (`kill -9`, a power loss) had spent
+/// through the model gateway, kept on disk as it grew ([`crate::flow::live`]): recorded in
+/// the plan (outcome `interrupted`, no signal), so the totals and `max-cost` count it.
+fn keep_live_spend(
+    repo: &Repo,
+    plan: &mut Plan,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<(), RunError> {
+    let left = crate::flow::live::left(repo.common_dir(), plan);
+    for r in &left {
+        crate::pure::usage::record(plan, r);
+        ui.say(format!(
+            "Task {} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
+            r.task,
+            r.attempt,
+            crate::pure::usage::spend_text(&r.usage())
+        ));
+    }
+    if !left.is_empty() {
+        crate::flow::save(plan, opts)?;
+    }
+    crate::flow::live::clear(repo.common_dir());
+    Ok(())
+}
+
 /// dagexec's model gateway for this run's workers (`gateway: off` in .design/dagexec.yml or
 /// `DAGEXEC_GATEWAY=off`: none): the providers' keys and base URLs from dagexec's
 /// environment, the run's `max-cost` against what the plan recorded before, the per-task
@@ -153,6 +180,7 @@ fn start_gateway(
     let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
         RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
+    gateway.pace(&settings.rates);
     Ok(Some(Arc::new(gateway)))
 }
 

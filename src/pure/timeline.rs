@@ -358,6 +358,7 @@ mod tests {
                     usage: crate::pure::usage::Usage::default(),
                     rebase: false,
                     signal: None,
+                    cli: None,
                 },
             );
         }

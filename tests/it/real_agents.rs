@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::common;
 use common::local::{Ran, exec, local};
 use common::model_server::{
-    ANTHROPIC_USAGE, Api, Fault, GEMINI_USAGE, ModelServer, OPENAI_USAGE, content_of,
+    ANTHROPIC_USAGE, Api, Fault, GEMINI_USAGE, ModelServer, OPENAI_USAGE, StallServer, content_of,
 };
 use common::{git, repo, text};
 
@@ -434,28 +434,46 @@ fn the_tested_versions_are_the_pinned_ones() {
 /// One task whose worker is `script`, against `server` through dagexec's gateway, with the
 /// provider keys in dagexec's environment.
 fn gateway_run(server: &ModelServer, script: &str, extra: &[&str]) -> (Ran, tempfile::TempDir) {
-    let one = json!({"schemaVersion": 2, "goal": "gateway", "tasks": [{
+    let dir = repo(&one_task(), &[]);
+    let out = through_gateway(dir.path(), &server.url(), script, extra).run();
+    (out, dir)
+}
+
+fn one_task() -> Value {
+    json!({"schemaVersion": 2, "goal": "gateway", "tasks": [{
         "subject": "alpha", "description": "Write env.txt.",
         "status": "pending", "blockedBy": [],
         "metadata": {"files": {"create": ["env.txt"], "modify": []}},
-        "agent": {"role": "engineer"}}]});
-    let dir = repo(&one, &[]);
-    let out = local(dir.path())
+        "agent": {"role": "engineer"}}]})
+}
+
+/// `dagexec run` in `dir` with the worker `script`, its Anthropic requests going through
+/// dagexec's gateway to `url`, the provider keys in dagexec's environment.
+fn through_gateway(dir: &Path, url: &str, script: &str, extra: &[&str]) -> common::local::Local {
+    local(dir)
         .script(script)
         .args(["--yes", "--timeout", "60s"])
         .args(extra)
-        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_BASE_URL", url)
         .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
         .env("OPENAI_API_KEY", "sk-secret-2")
         .env("GEMINI_API_KEY", "gm-secret-3")
         .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env_remove("DAGEXEC_GATEWAY")
-        .run();
-    (out, dir)
 }
 
 /// One streamed Messages request to the gateway, as Claude Code makes it.
 const CURL_MESSAGES: &str = r#"curl -s -o /dev/null -w '%{http_code}\n' -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"claude-sonnet-4-5","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'"#;
+
+/// The same request, its stream printed as it arrives.
+const CURL_STREAM: &str = r#"curl -sN -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"claude-sonnet-4-5","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'"#;
+
+/// What a stream cut after its `message_start` spent: every prompt token, 1 output token.
+fn stalled_spend() -> (u64, u64, f64) {
+    let (input, writes, reads, _) = ANTHROPIC_USAGE;
+    let cost = (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + 15.0) / 1e6;
+    (input + writes + reads, 1, cost)
+}
 
 #[test]
 fn a_worker_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
@@ -487,6 +505,95 @@ fn a_worker_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
         (row["costUsd"].as_f64().unwrap() - want).abs() < 1e-9,
         "{row}"
     );
+}
+
+/// A worker whose own report of its spend (here its usage file, as a CLI's final report
+/// would be) disagrees with what the gateway counted: the record keeps both, the run's
+/// summary, `status` and `status --json` show the CLI's beside the gateway's.
+#[test]
+fn a_cli_report_that_disagrees_with_the_wire_is_kept_beside_it_and_shown() {
+    let server = ModelServer::start();
+    let script = format!(
+        "{CURL_MESSAGES} > env.txt\n\
+         echo '{{\"cost_usd\": 0.5, \"input_tokens\": 7, \"output_tokens\": 3}}' > \"$DAGEXEC_USAGE_FILE\"\n\
+         echo 'COMPLETED: asked once'"
+    );
+    let (out, dir) = gateway_run(&server, &script, &[]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let line = format!(
+        "- task 0: the CLI reported 7 in / 3 out tokens, $0.50; the gateway counted {} in / {output} out tokens, <$0.01",
+        input + writes + reads
+    );
+    assert!(
+        said.contains("Spend reported by the agent CLI differs from the gateway's count")
+            && said.contains(&line),
+        "{said}"
+    );
+    let table = exec(dir.path(), &["status"]);
+    assert!(
+        table.stdout().contains("<$0.01 (CLI: $0.50)"),
+        "{}",
+        table.stdout()
+    );
+    assert!(table.stdout().contains(&line), "{}", table.stdout());
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["cliInputTokens"], json!(7), "{row}");
+    assert_eq!(row["cliOutputTokens"], json!(3), "{row}");
+    assert_eq!(row["cliCostUsd"], json!(0.5), "{row}");
+    let plan = common::local::plan_or_done(dir.path());
+    let record = &plan["progress"]["dagexecAttempts"][0];
+    assert_eq!(
+        record["inputTokens"],
+        json!(input + writes + reads),
+        "{record}"
+    );
+    assert_eq!(record["cli"]["costUsd"], json!(0.5), "{record}");
+}
+
+/// The reviewer command runs through the gateway as a worker does: no provider key in its
+/// environment, a token of its own that the gateway accepts, and what it spent counted on
+/// the wire into its attempt's record.
+#[test]
+fn the_reviewer_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
+    let server = ModelServer::start();
+    let dir = repo(&one_task(), &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let seen = outside.path().join("reviewer-env.txt");
+    let reviewer = outside.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "env > '{0}'\n{CURL_MESSAGES} >> '{0}'\necho APPROVED\necho 'summary: env.txt is there'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    let reviewer = format!("sh '{}'", reviewer.display());
+    let out = through_gateway(
+        dir.path(),
+        &server.url(),
+        "echo x > env.txt; echo 'COMPLETED: wrote env.txt'",
+        &["--reviewer", &reviewer],
+    )
+    .run();
+    assert!(out.status.success(), "{}", text(&out));
+    let env = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the reviewer:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.as_deref(), Some("sk-ant-secret-1"));
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
 }
 
 #[test]
@@ -555,6 +662,158 @@ fn a_worker_killed_by_kill_9_keeps_the_tokens_it_spent_in_its_record() {
     );
     assert_eq!(row["outputTokens"], json!(attempts * output), "{row}");
     assert!(row["costUsd"].as_f64().unwrap_or(0.0) > 0.0, "{row}");
+}
+
+#[test]
+fn a_worker_killed_by_kill_9_in_the_middle_of_a_stream_keeps_its_tokens_so_far() {
+    let server = StallServer::start();
+    // The worker starts a stream the model stalls after its first event, waits until that
+    // event has arrived, and dies by SIGKILL with the stream still open.
+    let script = format!(
+        "f=$(mktemp)\n{CURL_STREAM} > \"$f\" &\n\
+         until grep -q message_start \"$f\"; do sleep 0.1; done\nkill -9 $$"
+    );
+    let dir = repo(&one_task(), &[]);
+    let out = through_gateway(dir.path(), &server.url(), &script, &[]).run();
+    assert!(!out.status.success(), "{}", text(&out));
+    let row = task_row(&status_json(dir.path()), 0);
+    assert_eq!(row["status"], "failed", "{row}");
+    let attempts = row["attempts"].as_u64().unwrap();
+    assert_eq!(server.stalled() as u64, attempts, "{row}");
+    let (input, output, cost) = stalled_spend();
+    assert_eq!(row["inputTokens"], json!(attempts * input), "{row}");
+    assert_eq!(row["outputTokens"], json!(attempts * output), "{row}");
+    let recorded = row["costUsd"].as_f64().unwrap();
+    assert!((recorded - attempts as f64 * cost).abs() < 1e-9, "{row}");
+}
+
+/// dagexec itself dies by `kill -9` while a worker's stream is stalled mid-way: what the
+/// attempt spent so far was kept on disk as it streamed, and the next `dagexec run` records
+/// it — in the task's totals, and counted against `max-cost`, which it has used up, so the
+/// next run starts nothing.
+#[test]
+fn a_kill_9_of_dagexec_mid_stream_keeps_the_spend_so_far_for_the_next_run() {
+    let server = StallServer::start();
+    let dir = repo(&one_task(), &[]);
+    let d = dir.path();
+    let script = format!("{CURL_STREAM} > /dev/null\necho 'COMPLETED: never'");
+    let logs = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(logs.path().join("out")).unwrap();
+    let first = through_gateway(d, &server.url(), &script, &[]);
+    let mut child = first
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // Wait until the stream has stalled and the attempt's spend so far is on disk.
+    let live = d.join(".git/dagexec/spend/task-0-attempt-1.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while server.stalled() == 0
+        || !std::fs::read_to_string(&live).is_ok_and(|t| t.contains("inputTokens"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the attempt's spend never reached {}: {}",
+            live.display(),
+            std::fs::read_to_string(logs.path().join("out")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Run again with a budget below what the cut attempt spent.
+    let (input, output, cost) = stalled_spend();
+    let again = through_gateway(
+        d,
+        &server.url(),
+        "echo again > env.txt; echo 'COMPLETED: again'",
+        &["--max-cost", "0.0003"],
+    )
+    .run();
+    let said = text(&again);
+    assert!(!again.status.success(), "{said}");
+    assert!(said.contains("attempt 1 was cut short"), "{said}");
+    assert!(said.contains("budget"), "{said}");
+    assert!(!d.join("env.txt").exists(), "a worker ran: {said}");
+    assert_eq!(server.stalled(), 1, "{said}");
+    let row = task_row(&status_json(d), 0);
+    assert_eq!(row["inputTokens"], json!(input), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+    assert!(
+        (row["costUsd"].as_f64().unwrap() - cost).abs() < 1e-9,
+        "{row}"
+    );
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join(".design/plan.json")).unwrap())
+            .unwrap();
+    let records = plan["progress"]["dagexecAttempts"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["outcome"], "interrupted", "{records:?}");
+    assert!(records[0].get("signal").is_none(), "{records:?}");
+    assert!(!live.exists(), "the live file is left");
+}
+
+/// `rate-limits:` holds a provider's requests at the gateway until its last minute lets
+/// them start: with one request a minute, a worker's second request never reaches the server
+/// before its attempt's timeout (nor any retry's, each within the same minute).
+#[test]
+fn a_requests_per_minute_limit_holds_the_next_request_at_the_gateway() {
+    let server = ModelServer::start();
+    let dir = repo(
+        &one_task(),
+        &[(
+            ".design/dagexec.yml",
+            "rate-limits:\n  anthropic:\n    requests-per-minute: 1\n",
+        )],
+    );
+    let script = format!(
+        "{CURL_MESSAGES} >> \"$DAGEXEC_LOG_FILE\"\n{CURL_MESSAGES} >> \"$DAGEXEC_LOG_FILE\"\necho 'COMPLETED: asked twice'"
+    );
+    let started = std::time::Instant::now();
+    let out = local(dir.path())
+        .script(&script)
+        .args(["--yes", "--timeout", "5s"])
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    let minutes = started.elapsed().as_secs() / 60;
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("timed out"), "{said}");
+    // One request a minute at most (a run slowed past a minute by load may see one more
+    // per minute it took).
+    let seen = server.seen().len() as u64;
+    assert!(
+        seen >= 1 && seen <= 1 + minutes,
+        "{seen} requests in {minutes} min: {said}"
+    );
+}
+
+#[test]
+fn rate_limits_that_cannot_be_used_are_named_with_the_fix() {
+    let dir = repo(
+        &one_task(),
+        &[(
+            ".design/dagexec.yml",
+            "rate-limits:\n  anthropic:\n    requests-per-minute: 0\n",
+        )],
+    );
+    let out = local(dir.path())
+        .script("echo 'COMPLETED: never'")
+        .args(["--yes"])
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "rate-limits.anthropic.requests-per-minute: must be a whole number of at least 1, not 0; e.g. `requests-per-minute: 50` (in .design/dagexec.yml)"
+        ),
+        "{said}"
+    );
 }
 
 #[test]

@@ -136,6 +136,7 @@ pub(super) fn judge_entry_at(
         measured,
         timed_out,
         rebase: false,
+        reported: None,
     })
 }
 

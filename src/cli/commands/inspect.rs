@@ -218,16 +218,7 @@ pub(crate) fn cmd_status(
                 });
                 // The recorded attempts' wall time and reported usage, summed.
                 if let Some(t) = spent.get(&i) {
-                    row["seconds"] = t.seconds.into();
-                    for (k, v) in [
-                        ("costUsd", t.cost_usd.map(Into::into)),
-                        ("inputTokens", t.input_tokens.map(Into::into)),
-                        ("outputTokens", t.output_tokens.map(Into::into)),
-                    ] {
-                        if let Some(v) = v {
-                            row[k] = v;
-                        }
-                    }
+                    spent_figures(&mut row, t);
                 }
                 if let Some(attempts) = logs.get(&i) {
                     let logs_dir = &logs_dir;
@@ -274,4 +265,25 @@ pub(crate) fn cmd_graph(
     };
     out.write_all(render::graph::render(&plan, format).as_bytes())?;
     Ok(Exit::Success)
+}
+
+/// A task's recorded attempts' wall time and usage, summed (`seconds`, `costUsd`,
+/// `inputTokens`, `outputTokens`), and where an agent CLI's own report of its spend disagrees
+/// with the model gateway's count (those figures), what the CLI said: `cliCostUsd`,
+/// `cliInputTokens`, `cliOutputTokens`.
+fn spent_figures(row: &mut serde_json::Value, t: &crate::pure::usage::Totals) {
+    row["seconds"] = t.seconds.into();
+    let cli = t.cli.clone().filter(|_| t.differs).unwrap_or_default();
+    for (k, v) in [
+        ("costUsd", t.cost_usd.map(serde_json::Value::from)),
+        ("inputTokens", t.input_tokens.map(Into::into)),
+        ("outputTokens", t.output_tokens.map(Into::into)),
+        ("cliCostUsd", cli.cost_usd.map(Into::into)),
+        ("cliInputTokens", cli.input_tokens.map(Into::into)),
+        ("cliOutputTokens", cli.output_tokens.map(Into::into)),
+    ] {
+        if let Some(v) = v {
+            row[k] = v;
+        }
+    }
 }

@@ -138,13 +138,14 @@ async fn admit(
     let model_call = provider.is_model_call(&route.rest);
     if model_call {
         wait_for_hold(shared, provider).await;
-        let made = lock(&tab.spend).requests;
+        wait_for_window(shared, provider).await;
+        let made = tab.spend().requests;
         if let Err(refused) = shared.limits(&tab).admit(made) {
             let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-            lock(&tab.spend).refused = Some(message_of(&refused, &body));
+            tab.change(|s| s.refused = Some(message_of(&refused, &body)));
             return Err(refuse(Some(provider), &refused));
         }
-        lock(&tab.spend).requests += 1;
+        tab.change(|s| s.requests += 1);
     }
     Ok((route, tab, model_call))
 }
@@ -289,6 +290,20 @@ async fn wait_for_hold(shared: &Shared, provider: Provider) {
     }
 }
 
+/// Waits while the provider's requests- and tokens-per-minute window holds its requests
+/// (counting this one in once it lets it start).
+async fn wait_for_window(shared: &Shared, provider: Provider) {
+    loop {
+        let admitted = lock(&shared.windows)
+            .get_mut(&provider)
+            .map_or(Ok(()), |w| w.admit(shared.origin.elapsed()));
+        match admitted {
+            Ok(()) => return,
+            Err(wait) => tokio::time::sleep(wait).await,
+        }
+    }
+}
+
 /// A response body passed through frame by frame, its usage read on the way and added to
 /// the attempt's tab as it grows.
 struct Metered {
@@ -305,7 +320,8 @@ impl Metered {
         let now = self.meter.reading().clone();
         let grown = now.tokens.since(self.last.tokens);
         let model = now.model.clone().unwrap_or_else(|| "unknown".into());
-        self.shared.add(&self.tab, &model, grown);
+        self.shared
+            .add(&self.tab, self.meter.provider(), &model, grown);
         self.last = now;
     }
 }

@@ -127,11 +127,26 @@ impl Spend {
     }
 }
 
-/// One attempt's account at the gateway.
+/// One attempt's account at the gateway: its spend, in a channel a watcher of the attempt
+/// (the file that keeps it through a crash of dagexec) follows as it grows.
 #[derive(Debug)]
 struct Tab {
     task: usize,
-    spend: Mutex<Spend>,
+    spend: tokio::sync::watch::Sender<Spend>,
+}
+
+impl Tab {
+    /// What the attempt has spent so far.
+    fn spend(&self) -> Spend {
+        self.spend.borrow().clone()
+    }
+
+    /// Changes the attempt's spend (its watchers see the change).
+    fn change<R>(&self, f: impl FnOnce(&mut Spend) -> R) -> R {
+        let mut out = None;
+        self.spend.send_modify(|s| out = Some(f(s)));
+        out.expect("send_modify runs its closure")
+    }
 }
 
 /// What every connection shares (no `Debug`: it holds the keys and the tokens).
@@ -146,6 +161,10 @@ struct Shared {
     holds: Mutex<BTreeMap<Provider, Instant>>,
     /// The task's spend the plan recorded before this run, per task.
     task_recorded: BTreeMap<usize, f64>,
+    /// The requests- and tokens-per-minute windows of the providers that have limits
+    /// ([`Gateway::pace`]), their time counted from `origin`.
+    windows: Mutex<BTreeMap<Provider, crate::pure::gateway::window::Window>>,
+    origin: Instant,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -153,22 +172,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Adds `tokens` of `model` (one response's growth) to `tab`, the run's and the task's.
-    fn add(&self, tab: &Tab, model: &str, tokens: Tokens) {
+    /// Adds `tokens` of `model` (one response's growth, from `provider`) to `tab`, the run's
+    /// and the task's, and to the provider's tokens-per-minute window.
+    fn add(&self, tab: &Tab, provider: Provider, model: &str, tokens: Tokens) {
         if tokens == Tokens::default() {
             return;
         }
-        let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
-        let mut s = lock(&tab.spend);
-        let entry = s.tokens.entry(model.to_string()).or_default();
-        *entry = entry.plus(tokens);
-        match cost {
-            Some(c) => s.cost_usd += c,
-            None => {
-                s.unpriced.insert(model.to_string());
-            }
+        if let Some(w) = lock(&self.windows).get_mut(&provider) {
+            w.spent(
+                self.origin.elapsed(),
+                tokens.prompt().saturating_add(tokens.output),
+            );
         }
-        drop(s);
+        let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
+        tab.change(|s| {
+            let entry = s.tokens.entry(model.to_string()).or_default();
+            *entry = entry.plus(tokens);
+            match cost {
+                Some(c) => s.cost_usd += c,
+                None => {
+                    s.unpriced.insert(model.to_string());
+                }
+            }
+        });
         if let Some(c) = cost {
             let mut run = lock(&self.run_spend);
             run.0 += c;
@@ -223,6 +249,8 @@ impl Gateway {
             run_spend: Mutex::new((0.0, BTreeMap::new())),
             holds: Mutex::new(BTreeMap::new()),
             task_recorded: config.task_recorded,
+            windows: Mutex::new(BTreeMap::new()),
+            origin: Instant::now(),
         });
         let server = tokio::spawn(forward::serve(listener, shared.clone()));
         Ok(Gateway {
@@ -248,7 +276,7 @@ impl Gateway {
         }
         let tab = Arc::new(Tab {
             task,
-            spend: Mutex::new(Spend::default()),
+            spend: tokio::sync::watch::Sender::new(Spend::default()),
         });
         lock(&self.shared.tabs).insert(token.clone(), tab.clone());
         Ok(Pass {
@@ -257,6 +285,16 @@ impl Gateway {
             tab,
             shared: self.shared.clone(),
         })
+    }
+
+    /// Holds each provider's model requests to its requests and tokens per minute (`rates`,
+    /// the `rate-limits:` setting), every worker's together: a request waits at the gateway
+    /// until the provider's last minute lets it start.
+    pub fn pace(&self, rates: &BTreeMap<Provider, crate::pure::gateway::window::Rate>) {
+        *lock(&self.shared.windows) = rates
+            .iter()
+            .map(|(p, r)| (*p, crate::pure::gateway::window::Window::new(*r)))
+            .collect();
     }
 
     /// This run's spend through the gateway, in USD.
@@ -319,7 +357,14 @@ pub const PROVIDER_VARS: [&str; 14] = [
 impl Pass {
     /// What the attempt has spent so far.
     pub fn spend(&self) -> Spend {
-        lock(&self.tab.spend).clone()
+        self.tab.spend()
+    }
+
+    /// The attempt's spend as it grows: the receiver sees every change (coalesced: a
+    /// watcher that is behind sees the latest), and its `changed()` ends once the pass and
+    /// every response still streaming for it are gone.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Spend> {
+        self.tab.spend.subscribe()
     }
 
     /// The worker's variables: each CLI's base URL pointed at the gateway with the token as

@@ -95,6 +95,9 @@ pub struct Judged {
     pub timed_out: bool,
     /// A rebase attempt (`overlap: merge`), recorded as one.
     pub rebase: bool,
+    /// What the agent CLI itself reported spending when the model gateway counted the
+    /// attempt (its figures are `measured`'s): kept beside them in the record.
+    pub reported: Option<crate::pure::usage::Usage>,
 }
 
 impl Judged {
@@ -113,6 +116,7 @@ impl Judged {
         let mut record =
             crate::pure::usage::AttemptRecord::new(self.index, self.attempt, measured, outcome);
         record.rebase = self.rebase;
+        record.cli = self.reported.clone().filter(|u| !u.is_empty());
         Some(record)
     }
 }

@@ -148,6 +148,7 @@ impl Executor for Virtual {
                     }),
                     timed_out: false,
                     rebase: false,
+                    reported: None,
                 }
             })
             .collect();

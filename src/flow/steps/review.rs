@@ -101,6 +101,19 @@ pub(crate) async fn run_reviewer(
     r: &ToReview<'_>,
     cancel: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<Reviewer> {
+    run_reviewer_through(reviewer, r, cancel, None).await
+}
+
+/// [`run_reviewer`] through the model gateway (`gateway`, when it is on), as a worker runs:
+/// a pass of its own for the task (its token, its Codex home), no provider key in its
+/// environment, and what it spent counted on the wire (the wire's figures first, its own
+/// report where the wire has none), toward the task's and the run's budgets.
+pub(crate) async fn run_reviewer_through(
+    reviewer: &str,
+    r: &ToReview<'_>,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    gateway: Option<&crate::edge::gateway::Gateway>,
+) -> Option<Reviewer> {
     // What the prompt shows of it at most (one byte more, so it knows to say it cut).
     let diff = r.patch.head(review::MAX_DIFF_BYTES + 1);
     let diff = String::from_utf8_lossy(&diff);
@@ -113,7 +126,7 @@ pub(crate) async fn run_reviewer(
         diff: &diff,
     });
     let name = format!("task-{}-attempt-{}-review", r.index, r.attempt);
-    let spec = WorkerSpec {
+    let mut spec = WorkerSpec {
         command: reviewer.to_string(),
         cwd: r.tree.to_path_buf(),
         prompt,
@@ -130,7 +143,12 @@ pub(crate) async fn run_reviewer(
             ("DAGEXEC_BASE".into(), r.base.to_string()),
         ],
     };
-    let (mut run, stopped) = match worker::run(&spec, cancel).await {
+    let codex_home = r.scratch.join(format!("codex-home-{name}"));
+    let (pass, gateway_env) = crate::flow::attempt::gateway_pass(gateway, r.index, &codex_home);
+    spec.extra_env.extend(gateway_env);
+    let ran = worker::run(&spec, cancel).await;
+    let wire = pass.map(|p| p.spend());
+    let (mut run, stopped) = match ran {
         Stop::Finished(run) => (run, false),
         // Stopped by Ctrl-C: what it printed until then is kept all the same.
         Stop::Cancelled(Some(run)) => (*run, true),
@@ -147,6 +165,8 @@ pub(crate) async fn run_reviewer(
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
     let (usage, _, _) = crate::flow::reported::reported_usage(&mut run);
+    let mut told = crate::flow::reported::Told::default();
+    let (usage, _) = crate::flow::reported::with_wire(usage, &mut told, wire.as_ref());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
@@ -274,7 +294,8 @@ pub(crate) async fn review(
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
     };
-    let Some(Reviewer { parsed, usage, .. }) = run_reviewer(reviewer, &to_review, cancel).await
+    let Some(Reviewer { parsed, usage, .. }) =
+        run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await
     else {
         return Reviewed::Cancelled;
     };

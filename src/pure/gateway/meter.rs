@@ -77,6 +77,11 @@ impl Meter {
         }
     }
 
+    /// The provider whose response it reads.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
     /// What the response has spent so far.
     pub fn reading(&self) -> &Reading {
         &self.reading

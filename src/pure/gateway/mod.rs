@@ -4,13 +4,15 @@
 //! spent, read from its stream or its JSON as it arrives ([`meter::Meter`]), what they cost
 //! ([`cost`]), whether a request may start ([`Limits::admit`]), how long a provider's rate
 //! limit holds every worker ([`hold_of`]), and the errors the gateway answers in each
-//! provider's own shape ([`refusal`]) so the agent CLI shows them.
+//! provider's own shape ([`refusal`]) so the agent CLI shows them; and the requests- and
+//! tokens-per-minute window a provider's requests are held to ([`window`]).
 //!
 //! Each provider has its own path prefix on the gateway, its base URL: a CLI pointed at
 //! `http://127.0.0.1:PORT/anthropic` sends `/anthropic/v1/messages`, which goes upstream to
 //! `$ANTHROPIC_BASE_URL/v1/messages` (the provider's own base URL by default).
 
 pub mod meter;
+pub mod window;
 
 use std::time::Duration;
 

@@ -108,6 +108,51 @@ pub(crate) mod tests {
         plan
     }
 
+    /// [`auth_v2_mid_run`] whose task 0 the gateway counted at $0.42 while the CLI said
+    /// $0.50, task 5 where they agree, and task 1 where a token-only CLI (no cost) counted
+    /// fewer tokens than the gateway.
+    pub(crate) fn cli_disagrees() -> Plan {
+        use crate::pure::usage::{Outcome, Usage};
+        let mut plan = auth_v2_mid_run();
+        let start: jiff::Timestamp = "2026-11-23T05:00:00Z".parse().expect("a timestamp");
+        let tokens = |cost: Option<f64>, input: u64, output: u64| Usage {
+            cost_usd: cost,
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            model: Some("claude-sonnet-4-5".into()),
+        };
+        for (task, outcome, wire, cli) in [
+            (
+                0,
+                Outcome::Completed,
+                tokens(Some(0.42), 1200, 340),
+                tokens(Some(0.5), 1400, 400),
+            ),
+            (
+                1,
+                Outcome::Failed,
+                tokens(Some(0.1), 900, 100),
+                tokens(None, 800, 100),
+            ),
+            (
+                5,
+                Outcome::Blocked,
+                tokens(Some(0.004), 100, 10),
+                tokens(Some(0.004), 100, 10),
+            ),
+        ] {
+            let m = crate::pure::usage::Measured {
+                start,
+                end: start + jiff::SignedDuration::from_secs(60),
+                usage: wire,
+            };
+            let mut r = crate::pure::usage::AttemptRecord::new(task, 1, &m, outcome);
+            r.cli = Some(cli);
+            crate::pure::usage::record(&mut plan, &r);
+        }
+        plan
+    }
+
     /// A v3 plan with no context and the given tasks.
     pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
         Plan {

@@ -19,6 +19,10 @@
 //! Total: 1 attempt(s) · 2m3s of work · $0.42
 //! ```
 //!
+//! Where an agent CLI's own report of its spend disagrees with what the model gateway counted
+//! (the figures shown), the COST cell adds the CLI's (`$0.42 (CLI: $0.50)`) and a line per
+//! such task follows the total ([`crate::pure::usage::mismatch_lines`]).
+//!
 //! Columns are left-aligned and two spaces apart; widths count chars, not bytes. The last
 //! column is not padded, so no line ends in spaces.
 
@@ -97,6 +101,7 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     if let Some(total) = crate::pure::usage::total_line(plan) {
         writeln!(out, "Total: {total}")?;
     }
+    write!(out, "{}", crate::pure::usage::mismatch_lines(plan))?;
     out.flush()
 }
 
@@ -228,7 +233,7 @@ impl<'a> Row<'a> {
             ),
             cost: or_none(
                 spent
-                    .map(super::super::usage::Totals::cost_text)
+                    .map(super::super::usage::Totals::cost_and_cli_text)
                     .unwrap_or_default(),
             ),
             result: cell(task.result.as_deref().unwrap_or_default()),
@@ -557,5 +562,12 @@ mod tests {
     #[test]
     fn snapshot_auth_v2_with_time_and_cost() {
         insta::assert_snapshot!(table(&crate::pure::render::tests::auth_v2_spent()));
+    }
+
+    /// An agent CLI's own report that disagrees with the gateway's count: both in the COST
+    /// cell, and a line per task under the total; one that agrees changes nothing.
+    #[test]
+    fn snapshot_a_cli_report_that_disagrees_with_the_gateway() {
+        insta::assert_snapshot!(table(&crate::pure::render::tests::cli_disagrees()));
     }
 }

@@ -151,6 +151,7 @@ pub fn final_summary_for(plan: &Plan, reader: Audience) -> String {
     if let Some(total) = crate::pure::usage::total_line(plan) {
         let _ = writeln!(s, "Time and cost: {total}");
     }
+    s.push_str(&crate::pure::usage::mismatch_lines(plan));
     let follow = follow_ups(plan, reader);
     if !follow.is_empty() {
         s.push_str("\nFollow-up recommendations:\n");
@@ -345,5 +346,13 @@ mod tests {
         p.tasks[5].result = Some("needs a decision between Redis and in-memory".into());
         p.tasks[3].status = Status::Pending;
         insta::assert_snapshot!("incomplete", final_summary(&p));
+    }
+
+    /// Where an agent CLI's own report disagrees with the gateway's count, the summary says
+    /// so under its time and cost, task by task.
+    #[test]
+    fn a_summary_shows_where_the_cli_and_the_gateway_disagree() {
+        let p = crate::pure::render::tests::cli_disagrees();
+        insta::assert_snapshot!(final_summary(&p));
     }
 }

@@ -161,20 +161,24 @@ pub fn mismatch(cli: &Usage, wire: &Usage) -> Option<String> {
         || tokens_differ(cli.output_tokens, wire.output_tokens)
         || cost_differs;
     differs.then(|| {
-        let show = |u: &Usage| {
-            format!(
-                "{} in / {} out tokens{}",
-                u.input_tokens.map_or("?".into(), |t| t.to_string()),
-                u.output_tokens.map_or("?".into(), |t| t.to_string()),
-                u.cost_usd.map(|c| format!(", {}", money(c))).unwrap_or_default()
-            )
-        };
         format!(
             "the agent CLI reported {} but the gateway counted {} on the wire; the record keeps the gateway's",
-            show(cli),
-            show(wire)
+            spend_text(cli),
+            spend_text(wire)
         )
     })
+}
+
+/// `115 in / 20 out tokens, $0.0012` (`?` for a count not known, the cost when known).
+pub fn spend_text(u: &Usage) -> String {
+    format!(
+        "{} in / {} out tokens{}",
+        u.input_tokens.map_or("?".into(), |t| t.to_string()),
+        u.output_tokens.map_or("?".into(), |t| t.to_string()),
+        u.cost_usd
+            .map(|c| format!(", {}", money(c)))
+            .unwrap_or_default()
+    )
 }
 
 /// How an attempt ended, in the record.
@@ -236,9 +240,15 @@ pub struct AttemptRecord {
     pub rebase: bool,
     /// An `interrupted` attempt the user stopped: the signal dagexec received (`SIGINT`:
     /// Ctrl-C; `SIGTERM`). Such an attempt is not counted as one; an attempt a `kill -9`
-    /// or a power loss cut short leaves no record, and stays counted.
+    /// or a power loss cut short stays counted, and its record (what it spent through the
+    /// model gateway, kept as it streamed: `crate::flow::live`) has no signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// What the agent CLI itself reported spending, when the record's figures are the model
+    /// gateway's (counted on the wire): both are kept, and a mismatch is shown
+    /// ([`mismatches`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<Usage>,
 }
 
 /// The signals a user stops a run with, as [`AttemptRecord::signal`] names them.
@@ -289,6 +299,7 @@ impl AttemptRecord {
             usage: measured.usage.clone().checked(),
             rebase: false,
             signal: None,
+            cli: None,
         }
     }
 
@@ -307,6 +318,7 @@ impl AttemptRecord {
             end: timestamp(end),
             usage: self.usage.checked(),
             signal: self.signal.filter(|s| STOP_SIGNALS.contains(&s.as_str())),
+            cli: self.cli.map(Usage::checked).filter(|u| !u.is_empty()),
             ..self
         })
     }
@@ -375,10 +387,36 @@ pub struct Totals {
     pub cost_usd: Option<f64>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// What the agent CLIs themselves reported, summed over the attempts whose record also
+    /// keeps the CLI's report (`None`: none does).
+    pub cli: Option<Usage>,
+    /// Of those, the figures the record keeps (the gateway's), summed the same way.
+    pub wire: Option<Usage>,
+    /// Some attempt's CLI report disagrees with the gateway's count ([`mismatch`]).
+    pub differs: bool,
 }
 
 impl Totals {
     fn add(&mut self, r: &AttemptRecord) {
+        if let Some(cli) = &r.cli {
+            let wire = r.usage();
+            self.differs |= mismatch(cli, &wire).is_some();
+            let sum = |a: Option<Usage>, b: Usage| Some(a.unwrap_or_default().plus(b));
+            self.cli = sum(
+                self.cli.take(),
+                Usage {
+                    model: None,
+                    ..cli.clone()
+                },
+            );
+            self.wire = sum(
+                self.wire.take(),
+                Usage {
+                    model: None,
+                    ..wire
+                },
+            );
+        }
         self.attempts += 1;
         self.seconds = tenths(self.seconds + r.seconds);
         let sum_f = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -411,6 +449,62 @@ impl Totals {
     pub fn cost_text(&self) -> String {
         self.cost_usd.map(money).unwrap_or_default()
     }
+
+    /// [`Totals::cost_text`], and when an agent CLI's own report disagrees with the
+    /// gateway's count, what the CLI said: `$0.12 (CLI: $0.15)`, or its tokens when it
+    /// reported no cost (`$0.12 (CLI: 230 in / 40 out)`).
+    pub fn cost_and_cli_text(&self) -> String {
+        let cost = self.cost_text();
+        let Some(cli) = self.cli.as_ref().filter(|_| self.differs) else {
+            return cost;
+        };
+        let said = match cli.cost_usd {
+            Some(c) => money(c),
+            None => format!(
+                "{} in / {} out",
+                cli.input_tokens.map_or("?".into(), |t| t.to_string()),
+                cli.output_tokens.map_or("?".into(), |t| t.to_string())
+            ),
+        };
+        let cost = if cost.is_empty() { "-".into() } else { cost };
+        format!("{cost} (CLI: {said})")
+    }
+}
+
+/// Where an agent CLI's own report of what it spent disagrees with what the model gateway
+/// counted on the wire (the figures the records keep): one line per such task, in plan
+/// order, `task 0: the CLI reported 230 in / 40 out tokens, $0.50; the gateway counted 115 in
+/// / 20 out tokens, $0.42`.
+pub fn mismatches(plan: &Plan) -> Vec<String> {
+    per_task(plan)
+        .into_iter()
+        .filter(|(_, t)| t.differs)
+        .filter_map(|(task, t)| {
+            let (cli, wire) = (t.cli?, t.wire?);
+            Some(format!(
+                "task {}: the CLI reported {}; the gateway counted {}",
+                crate::pure::plan::ids::name(plan, task),
+                spend_text(&cli),
+                spend_text(&wire)
+            ))
+        })
+        .collect()
+}
+
+/// The lines that show [`mismatches`] under a summary: a heading and one line per task;
+/// empty when there are none.
+pub fn mismatch_lines(plan: &Plan) -> String {
+    let found = mismatches(plan);
+    if found.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "Spend reported by the agent CLI differs from the gateway's count (the totals are the gateway's):\n",
+    );
+    for m in found {
+        s.push_str(&format!("- {m}\n"));
+    }
+    s
 }
 
 /// Per task index, the totals of its recorded attempts.

@@ -558,3 +558,107 @@ fn faulty(api: Api, fault: &Fault) -> ResponseTemplate {
             .insert_header("retry-after", d.as_secs().max(1).to_string().as_str()),
     }
 }
+
+// ------------------------------------------------------------------------------ a stalled stream
+
+/// A Messages API that stalls in the middle of its stream: every `POST` is answered `200`
+/// with `message_start` (the usage of [`ANTHROPIC_USAGE`]: input, cache writes, cache reads,
+/// and 1 output token so far) and then nothing more, the connection held open until the
+/// client goes away — a model that stops answering mid-stream, for a kill of the worker or
+/// of dagexec while it waits. (wiremock answers whole bodies only.)
+pub struct StallServer {
+    url: String,
+    /// Streams answered up to their stall.
+    stalled: Arc<std::sync::atomic::AtomicUsize>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl StallServer {
+    /// Starts it on 127.0.0.1 and a free port.
+    pub fn start() -> StallServer {
+        use std::sync::atomic::Ordering;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("a port");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stalled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = stalled.clone();
+        runtime.spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    // The request's head and its body (by content-length).
+                    loop {
+                        let Ok(n) = socket.read(&mut buf).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&seen).to_string();
+                        if let Some(end) = text.find("\r\n\r\n") {
+                            let length = text[..end]
+                                .lines()
+                                .find_map(|l| {
+                                    let (k, v) = l.split_once(':')?;
+                                    k.trim()
+                                        .eq_ignore_ascii_case("content-length")
+                                        .then(|| v.trim().parse::<usize>().ok())
+                                        .flatten()
+                                })
+                                .unwrap_or(0);
+                            if seen.len() >= end + 4 + length {
+                                break;
+                            }
+                        }
+                    }
+                    let (input, cache_creation, cache_read, _) = ANTHROPIC_USAGE;
+                    let start = json!({"type": "message_start", "message": {
+                        "id": "msg_stalled", "type": "message", "role": "assistant",
+                        "model": "claude-sonnet-4-5", "content": [], "stop_reason": null,
+                        "stop_sequence": null, "usage": {"input_tokens": input,
+                        "cache_creation_input_tokens": cache_creation,
+                        "cache_read_input_tokens": cache_read, "output_tokens": 1}}});
+                    let event = sse(&[start], true);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                        event.len()
+                    );
+                    if socket.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let _ = socket.flush().await;
+                    count.fetch_add(1, Ordering::SeqCst);
+                    // Stalled: nothing more, until the client goes away.
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        StallServer {
+            url,
+            stalled,
+            _runtime: runtime,
+        }
+    }
+
+    /// Base URL without a trailing slash.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Streams answered up to their stall so far.
+    pub fn stalled(&self) -> usize {
+        self.stalled.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

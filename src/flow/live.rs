@@ -1,0 +1,222 @@
+//! What an attempt spends through the model gateway, kept on disk while it runs, so that a
+//! `kill -9` of dagexec itself (or a power loss) does not lose it.
+//!
+//! Every time the gateway's count for an attempt grows, the attempt's record as it would be
+//! kept if the attempt ended now (outcome `interrupted`, no signal) is written, crash-safe
+//! (a temporary file synced and renamed: [`crate::edge::fsx::write`]), to
+//! `<git-common-dir>/dagexec/spend/task-N-attempt-K.json` ([`keep`]). The next `dagexec run`
+//! reads these files before it resumes ([`settle`]): a task that was in progress when the run
+//! died gets the record of its last attempt — unless the plan already holds it (an attempt
+//! that ended and was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost`
+//! count what it spent. Every file is removed once read.
+
+use std::path::{Path, PathBuf};
+
+use crate::pure::plan::model::{Plan, Status};
+use crate::pure::usage::{AttemptRecord, Measured, Outcome};
+
+/// The folder of the live spend files, in the repository's git directory.
+pub(crate) fn dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("dagexec").join("spend")
+}
+
+/// Which attempt a live file is for.
+#[derive(Debug, Clone)]
+pub(crate) struct Running {
+    pub task: usize,
+    pub attempt: u32,
+    pub rebase: bool,
+    pub start: jiff::Timestamp,
+}
+
+impl Running {
+    fn file(&self, common_dir: &Path) -> PathBuf {
+        dir(common_dir).join(format!(
+            "task-{}-attempt-{}{}.json",
+            self.task,
+            self.attempt,
+            if self.rebase { "-rebase" } else { "" }
+        ))
+    }
+
+    /// The attempt's record if it ended now, having spent `spend`.
+    fn record(&self, spend: &crate::edge::gateway::Spend) -> AttemptRecord {
+        let measured = Measured::since(self.start, spend.usage());
+        let mut record =
+            AttemptRecord::new(self.task, self.attempt, &measured, Outcome::Interrupted);
+        record.rebase = self.rebase;
+        record
+    }
+}
+
+/// Follows the attempt's spend at the gateway (`spend`) and writes its record to its live
+/// file whenever the tokens grew, until the gateway forgets the attempt (its pass and every
+/// response streaming for it gone) or the returned task is aborted. A write that fails is
+/// logged and tried again at the next change.
+pub(crate) fn keep(
+    common_dir: &Path,
+    at: Running,
+    mut spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
+) -> tokio::task::JoinHandle<()> {
+    let root = common_dir.to_path_buf();
+    tokio::spawn(async move {
+        let path = at.file(&root);
+        let mut written = crate::pure::gateway::Tokens::default();
+        while spend.changed().await.is_ok() {
+            let now = spend.borrow_and_update().clone();
+            let total = now.total();
+            if total == written {
+                continue;
+            }
+            let bytes = serde_json::to_vec(&at.record(&now)).expect("a record serialises");
+            let (root, path) = (root.clone(), path.clone());
+            let saved =
+                tokio::task::spawn_blocking(move || crate::edge::fsx::write(&root, &path, &bytes))
+                    .await;
+            match saved {
+                Ok(Ok(())) => written = total,
+                Ok(Err(e)) => tracing::warn!(
+                    "task {}: cannot keep the attempt's spend so far: {e}",
+                    at.task
+                ),
+                Err(_) => {}
+            }
+        }
+    })
+}
+
+/// The records a run that died left in live files (in `common_dir`), for `plan` as it was
+/// saved (before resume puts its in-progress tasks back): the last attempt of each task in
+/// progress, unless the plan holds its record already. Every live file is removed — call
+/// once the records are in the plan and the plan is saved ([`clear`]).
+pub(crate) fn left(common_dir: &Path, plan: &Plan) -> Vec<AttemptRecord> {
+    let mut found: Vec<AttemptRecord> = std::fs::read_dir(dir(common_dir))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            (meta.len() <= 64 << 10)
+                .then(|| std::fs::read(e.path()).ok())
+                .flatten()
+        })
+        .filter_map(|bytes| serde_json::from_slice::<AttemptRecord>(&bytes).ok())
+        .filter_map(AttemptRecord::checked)
+        .collect();
+    found.sort_by(|a, b| (&a.start, a.task, a.attempt).cmp(&(&b.start, b.task, b.attempt)));
+    unrecorded(plan, found)
+}
+
+/// Of `found` (records read from live files), those a crash kept from the plan: of a task in
+/// progress, its last attempt, not recorded yet (the same task, attempt, start and rebase),
+/// with the outcome `interrupted` and no signal.
+fn unrecorded(plan: &Plan, found: Vec<AttemptRecord>) -> Vec<AttemptRecord> {
+    let recorded = crate::pure::usage::records(plan);
+    found
+        .into_iter()
+        .filter(|r| {
+            plan.tasks
+                .get(r.task)
+                .is_some_and(|t| t.status == Status::InProgress && t.attempts() == r.attempt)
+        })
+        .filter(|r| {
+            !recorded.iter().any(|k| {
+                k.task == r.task
+                    && k.attempt == r.attempt
+                    && k.start == r.start
+                    && k.rebase == r.rebase
+            })
+        })
+        .map(|r| AttemptRecord {
+            outcome: Outcome::Interrupted,
+            signal: None,
+            ..r
+        })
+        .collect()
+}
+
+/// Removes every live file (their records are in the plan, or were not wanted).
+pub(crate) fn clear(common_dir: &Path) {
+    let _ = crate::edge::fsx::remove_all(common_dir, &dir(common_dir));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(status: &str, attempts: u32) -> Plan {
+        let text = serde_json::json!({"schemaVersion": 2, "goal": "g", "tasks": [{
+            "subject": "a", "description": "d", "status": status, "blockedBy": [],
+            "attempts": attempts,
+            "metadata": {"files": {"create": ["a.txt"], "modify": []}}}]})
+        .to_string();
+        crate::pure::plan::parse(&text, Path::new("plan.json")).unwrap()
+    }
+
+    fn record(attempt: u32, start: &str, cost: f64) -> AttemptRecord {
+        AttemptRecord {
+            task: 0,
+            attempt,
+            start: start.into(),
+            end: "2026-11-28T10:00:09Z".into(),
+            seconds: 9.0,
+            outcome: Outcome::Interrupted,
+            cost_usd: Some(cost),
+            input_tokens: Some(115),
+            output_tokens: Some(1),
+            model: Some("claude-sonnet-4-5".into()),
+            rebase: false,
+            signal: None,
+            cli: None,
+        }
+    }
+
+    #[test]
+    fn only_the_last_attempt_of_a_task_in_progress_not_yet_recorded_is_taken() {
+        let s = "2026-11-28T10:00:00Z";
+        let live = record(2, s, 0.5);
+        // In progress at attempt 2: taken.
+        assert_eq!(
+            unrecorded(&plan("in_progress", 2), vec![live.clone()]),
+            vec![live.clone()]
+        );
+        // An earlier attempt's file, a task no longer in progress: left out.
+        assert!(unrecorded(&plan("in_progress", 3), vec![live.clone()]).is_empty());
+        assert!(unrecorded(&plan("pending", 2), vec![live.clone()]).is_empty());
+        assert!(unrecorded(&plan("completed", 2), vec![live.clone()]).is_empty());
+        // Recorded already (Ctrl-C stopped it, or it ended): left out; another start is not it.
+        let mut p = plan("in_progress", 2);
+        let mut stopped = record(2, s, 0.5);
+        stopped.signal = Some("SIGINT".into());
+        crate::pure::usage::record(&mut p, &stopped);
+        assert!(unrecorded(&p, vec![live.clone()]).is_empty());
+        let other = record(2, "2026-11-28T11:00:00Z", 0.2);
+        assert_eq!(unrecorded(&p, vec![other.clone()]), vec![other]);
+    }
+
+    #[test]
+    fn files_are_read_checked_and_cleared() {
+        let git = tempfile::tempdir().unwrap();
+        let d = dir(git.path());
+        std::fs::create_dir_all(&d).unwrap();
+        let good = record(1, "2026-11-28T10:00:00Z", 0.25);
+        std::fs::write(
+            d.join("task-0-attempt-1.json"),
+            serde_json::to_vec(&good).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(d.join("task-0-attempt-9.json"), b"{not json").unwrap();
+        let mut bad = record(1, "2026-11-28T10:00:00Z", -3.0);
+        bad.end = "2026-11-28T09:00:00Z".into();
+        std::fs::write(
+            d.join("task-5-attempt-1.json"),
+            serde_json::to_vec(&bad).unwrap(),
+        )
+        .unwrap();
+        let found = left(git.path(), &plan("in_progress", 1));
+        assert_eq!(found, vec![good]);
+        clear(git.path());
+        assert!(!d.exists());
+    }
+}
