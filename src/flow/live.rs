@@ -144,6 +144,7 @@ pub(crate) fn clear(common_dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::usage::Usage;
 
     fn plan(status: &str, attempts: u32) -> Plan {
         let text = serde_json::json!({"schemaVersion": 2, "goal": "g", "tasks": [{
@@ -162,10 +163,12 @@ mod tests {
             end: "2026-11-28T10:00:09Z".into(),
             seconds: 9.0,
             outcome: Outcome::Interrupted,
-            cost_usd: Some(cost),
-            input_tokens: Some(115),
-            output_tokens: Some(1),
-            model: Some("claude-sonnet-4-5".into()),
+            usage: Usage {
+                cost_usd: Some(cost),
+                input_tokens: Some(115),
+                output_tokens: Some(1),
+                model: Some("claude-sonnet-4-5".into()),
+            },
             rebase: false,
             signal: None,
             cli: None,

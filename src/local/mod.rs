@@ -132,7 +132,7 @@ fn keep_live_spend(
             "Task {} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
             r.task,
             r.attempt,
-            crate::pure::usage::spend_text(&r.usage())
+            crate::pure::usage::spend_text(&r.usage)
         ));
     }
     if !left.is_empty() {

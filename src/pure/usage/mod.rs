@@ -399,7 +399,7 @@ pub struct Totals {
 impl Totals {
     fn add(&mut self, r: &AttemptRecord) {
         if let Some(cli) = &r.cli {
-            let wire = r.usage();
+            let wire = r.usage.clone();
             self.differs |= mismatch(cli, &wire).is_some();
             let sum = |a: Option<Usage>, b: Usage| Some(a.unwrap_or_default().plus(b));
             self.cli = sum(
