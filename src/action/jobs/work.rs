@@ -32,6 +32,7 @@ use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
+mod gateway;
 mod recheck;
 
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
@@ -154,14 +155,12 @@ async fn attempt(
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let mut run = match worker::run(&spec, &rx).await {
-        Stop::Finished(run) => run,
-        Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
-    };
-    // What the worker spent; a structured output (claude's result object, codex's events)
-    // stands for its output by its text, as locally.
-    let (mut usage, told) = crate::flow::reported::reported(&mut run, &inputs.worker);
-    let said = told.said.clone();
+    let (mut run, wire) = run_worker(at, spec, scratch.path(), &rx).await?;
+    // What the worker spent (the wire's count first); a structured output (claude's result
+    // object, codex's events) stands for its output by its text, as locally.
+    let (mut usage, told, budget_stop) =
+        crate::flow::reported::through_gateway(&mut run, &inputs.worker, wire.as_ref());
+    let mut said = told.said.clone();
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
@@ -197,6 +196,7 @@ async fn attempt(
     )?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
+    gateway::budget_stop(budget_stop, &mut verdict, &mut said);
     let mut result = WorkResult::new(
         job.task,
         job.attempt,
@@ -224,6 +224,38 @@ async fn attempt(
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
     Ok(verdict)
+}
+
+/// The worker's run under `spec`, through the model gateway unless it is off (its URL and
+/// the attempt's token in the worker's environment, no provider key); what it spent on the
+/// wire, its token ended with it.
+async fn run_worker(
+    at: &WorkJob,
+    mut spec: WorkerSpec,
+    scratch: &Path,
+    rx: &tokio::sync::watch::Receiver<bool>,
+) -> Result<(worker::WorkerRun, Option<crate::edge::gateway::Spend>), ActionError> {
+    let served = gateway::start(
+        at.repo.root(),
+        &at.plan,
+        at.job.task,
+        at.inputs.max_cost,
+        scratch,
+    )
+    .await?;
+    if let Some(s) = &served {
+        println!(
+            "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",
+            s.url,
+            s.took.as_secs_f64() * 1000.0
+        );
+        spec.extra_env.extend(s.env.iter().cloned());
+    }
+    let run = match worker::run(&spec, rx).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
+    };
+    Ok((run, served.map(gateway::Served::close)))
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
