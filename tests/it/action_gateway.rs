@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::lab::{Lab, lab, task};
+use crate::common::lab::{Lab, lab, printed_outputs, task};
 use crate::common::model_server::{ANTHROPIC_USAGE, ModelServer};
 use crate::common::text;
 
@@ -81,6 +81,15 @@ fn the_work_job_serves_its_worker_through_the_gateway_and_records_the_wires_toke
         "{row}"
     );
     assert_eq!(attempts(&lab).len(), 1, "{:?}", attempts(&lab));
+    // The run's outputs: the records' totals.
+    let outputs = printed_outputs(&log);
+    assert_eq!(outputs["conclusion"], "completed", "{log}");
+    assert_eq!(outputs["cost"], format!("{want:.6}"), "{log}");
+    assert_eq!(
+        outputs["input-tokens"],
+        (input + writes + reads).to_string()
+    );
+    assert_eq!(outputs["output-tokens"], output.to_string());
 }
 
 #[test]

@@ -340,6 +340,7 @@ fn writer_outputs(ctx: &Runner, done: &Finalized) -> Result<Exit, ActionError> {
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
     }
+    outs.extend(done.spent_outputs());
     ctx.set_outputs(&outs)?;
     Ok(if done.failed {
         Exit::Incomplete
