@@ -144,3 +144,41 @@ fn gateway_off_in_the_checkouts_settings_is_honoured_and_an_empty_input_leaves_i
     let env = lab.branch_file("env.txt");
     assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-secret-1"), "{env}");
 }
+
+#[test]
+fn the_work_jobs_summary_says_which_protections_were_on_and_why_not() {
+    let server = ModelServer::start();
+    let lab = gateway_lab(
+        &server,
+        "echo x > env.txt; echo 'COMPLETED: x'",
+        // A user this machine does not have: the job says so and goes on.
+        &[("DAGEXEC_AGENT_USER", "dagexec-no-such-user")],
+    );
+    let planned = lab.plan_job(101, &[]);
+    let base = planned.outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 101)
+        .env_remove("DAGEXEC_TOKEN")
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", &planned.outputs["round"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("#### Protections"), "{log}");
+    assert!(log.contains("**model gateway: on**"), "{log}");
+    assert!(log.contains("**provider key: withheld**"), "{log}");
+    assert!(
+        log.contains(
+            "**unprivileged user: not available** — no user dagexec-no-such-user on this runner"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("**egress: not restricted**"), "{log}");
+}

@@ -33,7 +33,10 @@ use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
 mod gateway;
+mod protections;
 mod recheck;
+
+pub use protections::Protections;
 
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
@@ -84,21 +87,33 @@ impl WorkJob {
     }
 }
 
-/// Runs the attempt in the checkout at `root`, at commit `base`; returns the verdict this job
-/// would give (finalize judges again from the files).
+/// What the work job did: the verdict it would give (finalize judges again from the files),
+/// and whether its worker reached its provider through the model gateway (`None`: no worker
+/// ran, a merge's re-check).
+#[derive(Debug)]
+pub struct Worked {
+    pub verdict: outcome::Verdict,
+    pub gateway: Option<bool>,
+}
+
+/// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
     inputs: &Inputs,
     job: Assignment,
     base: &str,
-) -> Result<outcome::Verdict, ActionError> {
+) -> Result<Worked, ActionError> {
     let start = jiff::Timestamp::now();
     let at = open(root, inputs, job, base)?;
     let (repo, plan) = (&at.repo, &at.plan);
     // `overlap: merge`: this job may continue an attempt instead of starting one.
     let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
-        return recheck::run(&at, f);
+        hand_over(repo.root())?;
+        return recheck::run(&at, f).map(|verdict| Worked {
+            verdict,
+            gateway: None,
+        });
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
     // are committed in the checkout (never pushed), and the worker's change is its own.
@@ -128,7 +143,22 @@ pub async fn run(
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
         chain = onto.iter().copied().chain(later).collect();
     }
+    hand_over(repo.root())?;
     attempt(&at, &on, &chain, start, follow.as_ref()).await
+}
+
+/// Gives the agent's unprivileged user, when task code runs as one, the checkout at `root`
+/// (or the attempt's scratch folder) to work in.
+fn hand_over(root: &Path) -> Result<(), ActionError> {
+    let handed = if root.join(".git").exists() {
+        crate::edge::agent_user::hand_over_tree(root)
+    } else {
+        crate::edge::agent_user::hand_over(root)
+    };
+    handed.map_err(|source| ActionError::Write {
+        path: root.to_path_buf(),
+        source,
+    })
 }
 
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
@@ -140,7 +170,7 @@ async fn attempt(
     chain: &[usize],
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
-) -> Result<outcome::Verdict, ActionError> {
+) -> Result<Worked, ActionError> {
     let (job, base, repo, inputs, plan) =
         (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
@@ -156,6 +186,7 @@ async fn attempt(
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let (mut run, wire) = run_worker(at, spec, scratch.path(), &rx).await?;
+    let gateway = Some(wire.is_some());
     // What the worker spent (the wire's count first); a structured output (claude's result
     // object, codex's events) stands for its output by its text, as locally.
     let (mut usage, told, budget_stop) =
@@ -223,7 +254,7 @@ async fn attempt(
     }
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(verdict)
+    Ok(Worked { verdict, gateway })
 }
 
 /// The worker's run under `spec`, through the model gateway unless it is off (its URL and
@@ -251,6 +282,8 @@ async fn run_worker(
         );
         spec.extra_env.extend(s.env.iter().cloned());
     }
+    // The prompt, log and usage files and the Codex home are the agent's to use.
+    hand_over(scratch)?;
     let run = match worker::run(&spec, rx).await {
         Stop::Finished(run) => run,
         Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
