@@ -182,3 +182,48 @@ fn the_work_jobs_summary_says_which_protections_were_on_and_why_not() {
     );
     assert!(log.contains("**egress: not restricted**"), "{log}");
 }
+
+#[test]
+fn the_work_jobs_reviewer_goes_through_the_gateway_too_and_its_tokens_count() {
+    let server = ModelServer::start();
+    let out = tempfile::tempdir().unwrap();
+    let seen_env = out.path().join("reviewer-env.txt");
+    let reviewer = out.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nenv > '{}'\n{CURL_MESSAGES} >> '{}'\necho APPROVED\necho 'summary: fine'\n",
+            seen_env.display(),
+            seen_env.display()
+        ),
+    )
+    .unwrap();
+    let script = format!("echo x > env.txt\n{CURL_MESSAGES} > /dev/null\necho 'COMPLETED: x'");
+    let command = format!("sh '{}'", reviewer.display());
+    let lab = gateway_lab(&server, &script, &[("DAGEXEC_REVIEWER", &command)]);
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = std::fs::read_to_string(&seen_env).unwrap();
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the reviewer:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.contains("DAGEXEC_REVIEW=1"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    // Worker and reviewer, each one request with the provider's key; both counted.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.key.as_deref() == Some("sk-ant-secret-1"))
+    );
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = status_row(&lab);
+    assert_eq!(
+        row["inputTokens"],
+        json!(2 * (input + writes + reads)),
+        "{row}"
+    );
+    assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+}

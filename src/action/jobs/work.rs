@@ -83,6 +83,7 @@ impl WorkJob {
             patch,
             touched,
             keep_logs_in: None,
+            env: &[],
         }
     }
 }
@@ -185,7 +186,7 @@ async fn attempt(
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let (mut run, wire) = run_worker(at, spec, scratch.path(), &rx).await?;
+    let (mut run, wire, mut served) = run_worker(at, spec, scratch.path(), &rx).await?;
     let gateway = Some(wire.is_some());
     // What the worker spent (the wire's count first); a structured output (claude's result
     // object, codex's events) stands for its output by its text, as locally.
@@ -246,7 +247,8 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let reviewed = review_attempt(&rx, reviewer, &to_review, history, &mut verdict).await?;
+        let (through, v) = (served.as_mut(), &mut verdict);
+        let reviewed = review_through(through, &rx, reviewer, to_review, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
         result.review = Some(reviewed.record);
@@ -259,13 +261,20 @@ async fn attempt(
 
 /// The worker's run under `spec`, through the model gateway unless it is off (its URL and
 /// the attempt's token in the worker's environment, no provider key); what it spent on the
-/// wire, its token ended with it.
+/// wire, its token ended with it; the gateway, for the reviewer.
 async fn run_worker(
     at: &WorkJob,
     mut spec: WorkerSpec,
     scratch: &Path,
     rx: &tokio::sync::watch::Receiver<bool>,
-) -> Result<(worker::WorkerRun, Option<crate::edge::gateway::Spend>), ActionError> {
+) -> Result<
+    (
+        worker::WorkerRun,
+        Option<crate::edge::gateway::Spend>,
+        Option<gateway::Served>,
+    ),
+    ActionError,
+> {
     let served = gateway::start(
         at.repo.root(),
         &at.plan,
@@ -284,11 +293,42 @@ async fn run_worker(
     }
     // The prompt, log and usage files and the Codex home are the agent's to use.
     hand_over(scratch)?;
+    let mut served = served;
     let run = match worker::run(&spec, rx).await {
         Stop::Finished(run) => run,
         Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
     };
-    Ok((run, served.map(gateway::Served::close)))
+    let wire = served.as_mut().map(gateway::Served::close);
+    Ok((run, wire, served))
+}
+
+/// [`review_attempt`] through the model gateway when it serves the attempt (`served`): the
+/// reviewer gets a pass of its own and no provider key, and what it spent is the wire's count.
+async fn review_through(
+    served: Option<&mut gateway::Served>,
+    rx: &tokio::sync::watch::Receiver<bool>,
+    reviewer: &str,
+    to_review: ToReview<'_>,
+    history: Vec<crate::pure::review::ReviewEntry>,
+    verdict: &mut outcome::Verdict,
+) -> Result<ReviewerRan, ActionError> {
+    let Some(served) = served else {
+        return review_attempt(rx, reviewer, &to_review, history, verdict).await;
+    };
+    let env = served.reopen(to_review.index, to_review.scratch)?;
+    hand_over(to_review.scratch)?;
+    let to_review = ToReview {
+        env: &env,
+        ..to_review
+    };
+    let mut reviewed = review_attempt(rx, reviewer, &to_review, history, verdict).await;
+    let wire = served.close();
+    if let Ok(r) = &mut reviewed {
+        let mut told = crate::flow::reported::Told::default();
+        let cli = std::mem::take(&mut r.spent);
+        r.spent = crate::flow::reported::with_wire(cli, &mut told, Some(&wire)).0;
+    }
+    reviewed
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`

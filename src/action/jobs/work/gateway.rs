@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use crate::action::ActionError;
 use crate::edge::gateway::{Gateway, Pass, Spend};
 
-/// The gateway serving this job's attempt, and the attempt's pass (its token valid until
-/// [`Served::close`]).
+/// The gateway serving this job's attempt, and the pass of the worker (or the reviewer)
+/// it serves now (its token valid until [`Served::close`]).
 pub(super) struct Served {
-    /// Kept until the job ends: dropping it stops the gateway.
-    _gateway: Gateway,
-    pass: Pass,
+    /// Kept until the attempt is done: dropping it stops the gateway.
+    gateway: Gateway,
+    pass: Option<Pass>,
     /// The worker's variables: the gateway's URL, each CLI pointed at it with the token.
     pub(super) env: Vec<(String, String)>,
     /// How long starting it took (the job's own time it adds).
@@ -30,9 +30,30 @@ pub(super) struct Served {
 }
 
 impl Served {
-    /// Ends the attempt's pass (its token is refused from now on) and returns what it spent.
-    pub(super) fn close(self) -> Spend {
-        self.pass.spend()
+    /// Ends the current pass (its token is refused from now on) and returns what was spent
+    /// with it.
+    pub(super) fn close(&mut self) -> Spend {
+        self.pass.take().map(|p| p.spend()).unwrap_or_default()
+    }
+
+    /// A new pass for the reviewer of the attempt of `task`, its Codex home in `scratch`:
+    /// its variables.
+    pub(super) fn reopen(
+        &mut self,
+        task: usize,
+        scratch: &Path,
+    ) -> Result<Vec<(String, String)>, ActionError> {
+        let write_err = |source| ActionError::Write {
+            path: scratch.to_path_buf(),
+            source,
+        };
+        let pass = self.gateway.open(task).map_err(write_err)?;
+        let user_config = crate::edge::gateway::user_codex_config();
+        let env = pass
+            .worker_env(&scratch.join("codex-home-review"), user_config.as_deref())
+            .map_err(write_err)?;
+        self.pass = Some(pass);
+        Ok(env)
     }
 }
 
@@ -74,8 +95,8 @@ pub(super) async fn start(
         .map_err(write_err)?;
     let url = gateway.url();
     Ok(Some(Served {
-        _gateway: gateway,
-        pass,
+        gateway,
+        pass: Some(pass),
         env,
         took: began.elapsed(),
         url,
