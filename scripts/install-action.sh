@@ -6,6 +6,7 @@
 #                              and key (the cache key: platform, profile and a hash of the source)
 #   install-action.sh          install it; step outputs `bin` (the binary's path), `build` (its
 #                              SHA-256) and `fresh` (true when this job built or downloaded it)
+#   install-action.sh agent-user   the work job's unprivileged user (below)
 #
 # A released ref (dist/checksums.txt names a version and a SHA-256 per platform) downloads the
 # release asset and checks it against the pinned SHA-256, refusing a mismatch; the checked
@@ -31,6 +32,48 @@
 set -euo pipefail
 
 mode_arg="${1:-install}"
+
+# install-action.sh agent-user: the work job's unprivileged user (issue 35), `dagexec-agent`,
+# made with a home of its own and no sudo; step outputs `user` (its name) and `sudo` (true
+# when dagexec must be started through sudo to be root, so it can start the agent as the
+# user), or `why` when it cannot be made here (not Linux, neither root nor sudo, useradd
+# failed): the job goes on as before and its summary says so.
+if [[ "$mode_arg" == agent-user ]]; then
+  agent=dagexec-agent
+  say() { echo "$1" >>"${GITHUB_OUTPUT:-/dev/stdout}"; }
+  if [[ "$(uname -s)" != Linux ]]; then
+    say "why=the runner is not Linux ($(uname -s))"
+    exit 0
+  fi
+  as_root=()
+  if [[ "$(id -u)" != 0 ]]; then
+    if sudo -n true 2>/dev/null; then
+      as_root=(sudo -n)
+    else
+      say "why=the runner's user is not root and has no sudo without a password"
+      exit 0
+    fi
+  fi
+  if ! id -u "$agent" >/dev/null 2>&1; then
+    if ! "${as_root[@]}" useradd --create-home --user-group --shell /bin/sh "$agent" 2>&1; then
+      say "why=useradd $agent failed"
+      exit 0
+    fi
+  fi
+  home="$(getent passwd "$agent" | cut -d: -f6)"
+  if [[ -z "$home" || ! -d "$home" ]]; then
+    say "why=$agent has no home folder"
+    exit 0
+  fi
+  # Its git trusts the checkout it is given (the top folder stays the runner's).
+  printf '[safe]\n\tdirectory = *\n' | "${as_root[@]}" tee "$home/.gitconfig" >/dev/null
+  "${as_root[@]}" chown "$agent:" "$home/.gitconfig"
+  say "user=$agent"
+  if [[ ${#as_root[@]} -gt 0 ]]; then
+    say "sudo=true"
+  fi
+  exit 0
+fi
 action_path="${GITHUB_ACTION_PATH:?run this from the action}"
 repo="${DAGEXEC_ACTION_REPOSITORY:-}"
 os="$(uname -s)"

@@ -10,13 +10,33 @@ use crate::flow::{RunOptions, Settings, Ui};
 use crate::pure::{engine, plan};
 
 /// How the round ended, for outputs and the exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finalized {
     /// The job's `conclusion` output.
     pub conclusion: crate::action::protocol::Conclusion,
     pub pr: Option<u64>,
     /// The job fails (a stop the user must act on).
     pub failed: bool,
+    /// What the plan's attempt records add up to (the `cost`, `input-tokens` and
+    /// `output-tokens` outputs); `None` when the job read no plan it could report on.
+    pub spent: Option<crate::pure::usage::Totals>,
+}
+
+impl Finalized {
+    /// The `cost` (USD, as recorded: `0.000615`; `0` when no attempt reported one),
+    /// `input-tokens` and `output-tokens` outputs: what the plan's attempt records add up to,
+    /// the model gateway's figures where it counted them. None when the job read no plan.
+    pub fn spent_outputs(&self) -> Vec<(&'static str, String)> {
+        let Some(t) = &self.spent else {
+            return Vec::new();
+        };
+        let cost = t.cost_usd.unwrap_or(0.0);
+        vec![
+            ("cost", format!("{cost:.6}")),
+            ("input-tokens", t.input_tokens.unwrap_or(0).to_string()),
+            ("output-tokens", t.output_tokens.unwrap_or(0).to_string()),
+        ]
+    }
 }
 
 /// Where a writer of the branch reports: the run's context and the API (`None` without a
@@ -103,5 +123,36 @@ pub(crate) fn stale(published: crate::action::publish::Published) -> Finalized {
         conclusion: crate::action::protocol::Conclusion::Stale,
         pr: published.pr,
         failed: false,
+        spent: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_spend_outputs_are_the_records_totals_and_absent_without_a_plan() {
+        let mut done = super::Finalized {
+            conclusion: crate::action::protocol::Conclusion::Completed,
+            pr: None,
+            failed: false,
+            spent: None,
+        };
+        assert!(done.spent_outputs().is_empty());
+        done.spent = Some(crate::pure::usage::Totals {
+            attempts: 2,
+            seconds: 3.0,
+            cost_usd: Some(0.000_615),
+            input_tokens: Some(115),
+            output_tokens: None,
+            ..Default::default()
+        });
+        assert_eq!(
+            done.spent_outputs(),
+            vec![
+                ("cost", "0.000615".to_string()),
+                ("input-tokens", "115".to_string()),
+                ("output-tokens", "0".to_string()),
+            ]
+        );
     }
 }

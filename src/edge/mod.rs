@@ -3,6 +3,7 @@
 //! subreaper (`procs`, `reaper`), a worker process (`worker`), git (`git`), and the GitHub API
 //! (`github`). Nothing here decides what a run does next: that is `pure` and `flow`.
 
+pub mod agent_user;
 pub mod child_env;
 pub mod fsx;
 pub mod gateway;

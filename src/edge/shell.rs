@@ -101,6 +101,8 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     let tag = crate::edge::procs::new_tag();
     cmd.env(crate::edge::procs::TAG_VAR, &tag);
     crate::edge::child_env::scrub_child_env(&mut cmd);
+    // The Action's work job: as the agent's unprivileged user (nothing elsewhere).
+    crate::edge::agent_user::drop_to(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),

@@ -116,6 +116,33 @@ pub fn gateway(
     })
 }
 
+/// What the model gateway starts from for a run of `plan` (locally, or one attempt's job on
+/// the Action): the providers' keys and base URLs from `env` (dagexec's environment), the
+/// run's `max_cost` against what the plan recorded before, the per-task cap and the request
+/// cap of `settings`, and the price table in use.
+pub fn gateway_config(
+    env: &dyn Fn(&str) -> Option<String>,
+    plan: &crate::pure::plan::model::Plan,
+    max_cost: Option<crate::pure::usage::Budget>,
+    settings: &GatewaySettings,
+) -> crate::edge::gateway::Config {
+    use crate::edge::gateway::{Budgets, Config, Upstreams};
+    let task_recorded = crate::pure::usage::per_task(plan)
+        .into_iter()
+        .filter_map(|(task, t)| t.cost_usd.map(|c| (task, c)))
+        .collect();
+    Config {
+        upstreams: Upstreams::from_env(env),
+        budgets: Budgets {
+            run: max_cost.map(|b| (b.usd(), crate::pure::usage::spent(plan))),
+            task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
+            max_requests: settings.max_requests,
+        },
+        prices: crate::pure::prices::current().clone(),
+        task_recorded,
+    }
+}
+
 fn on_off(v: &str) -> Result<bool, String> {
     match v.trim() {
         "on" | "true" => Ok(true),

@@ -151,7 +151,7 @@ fn start_gateway(
     plan: &Plan,
     opts: &RunOptions,
 ) -> Result<Option<Arc<crate::edge::gateway::Gateway>>, RunError> {
-    use crate::edge::gateway::{Budgets, Config, Gateway, Upstreams};
+    use crate::edge::gateway::Gateway;
     let file = crate::flow::settings::read_file_config(&opts.root)
         .map_err(|e| RunError::Other(format!("{e}")))?;
     let env = |k: &str| std::env::var(k).ok();
@@ -160,23 +160,8 @@ fn start_gateway(
     if !settings.on {
         return Ok(None);
     }
-    let task_recorded = crate::pure::usage::per_task(plan)
-        .into_iter()
-        .filter_map(|(task, t)| t.cost_usd.map(|c| (task, c)))
-        .collect();
-    let config = Config {
-        upstreams: Upstreams::from_env(&env),
-        budgets: Budgets {
-            run: opts
-                .settings
-                .max_cost
-                .map(|b| (b.usd(), crate::pure::usage::spent(plan))),
-            task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
-            max_requests: settings.max_requests,
-        },
-        prices: crate::pure::prices::current().clone(),
-        task_recorded,
-    };
+    let config =
+        crate::flow::settings::gateway_config(&env, plan, opts.settings.max_cost, &settings);
     let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
         RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;

@@ -2070,3 +2070,47 @@ echo "COMPLETED: task $DAGEXEC_TASK_INDEX"
     assert!(!st.pulls[0].draft);
     lab.gh.assert_clean();
 }
+
+/// Issue 35: what task code can reach in the work job — its user, its environment, every
+/// process's environment it can read, and sudo.
+const PROBING_WORKER: &str = r#"#!/bin/sh
+{
+  echo "user=$(id -un)"
+  env
+  for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done
+  if sudo -n true 2>/dev/null; then echo "sudo=yes"; else echo "sudo=no"; fi
+} > probe.txt
+echo 'COMPLETED: probed'
+"#;
+
+#[test]
+fn the_work_jobs_agent_runs_as_an_unprivileged_user_without_the_key_or_sudo() {
+    if no_act() {
+        return;
+    }
+    let p = plan("Probe", vec![task("Probe", &["probe.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, PROBING_WORKER);
+    // The provider's key is in the job's environment, as a workflow's `env:` from a secret
+    // puts it there.
+    lab.act_args.extend([
+        "--env".to_string(),
+        "ANTHROPIC_API_KEY=sk-ant-act-secret-4".to_string(),
+    ]);
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/probe"}));
+    let (code, log) = lab.run(&git_ref, &inputs);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("dagexec's model gateway: http://127.0.0.1:"),
+        "{log}"
+    );
+    let probe = git(&lab.origin, &["show", "dagexec/probe:probe.txt"]);
+    assert!(probe.lines().any(|l| l == "user=dagexec-agent"), "{probe}");
+    assert!(
+        !probe.contains("sk-ant-act-secret-4"),
+        "the provider key reached the agent:\n{probe}"
+    );
+    assert!(probe.contains("ANTHROPIC_API_KEY=dagexec-"), "{probe}");
+    assert!(probe.lines().any(|l| l == "sudo=no"), "{probe}");
+    lab.gh.assert_clean();
+}

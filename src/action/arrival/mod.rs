@@ -75,7 +75,7 @@ pub(super) fn judge_entry_at(
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
     // bounded again, since the file is the job's.
     if let Some(Ok(c)) = found {
-        crate::pure::outcome::heed(&mut verdict, &c.result.said.clone().checked());
+        heed_said(&mut verdict, &c.result.said);
     }
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
@@ -274,6 +274,19 @@ fn missing() -> AttemptReport {
         present: Default::default(),
         changed: Default::default(),
         acceptance: None,
+    }
+}
+
+/// What the agent CLI said, as the work job read it, into `verdict` (bounded again, since the
+/// file is the job's). A budget stop — the work job's gateway refused a request past the
+/// budget — fails the attempt whatever the worker printed after, as locally.
+fn heed_said(verdict: &mut Verdict, said: &crate::pure::said::Said) {
+    let said = said.clone().checked();
+    match (&said.halt, &said.failure) {
+        (Some(crate::pure::said::Halt::Budget), Some(why)) => {
+            crate::pure::outcome::stopped_by_budget(verdict, why);
+        }
+        _ => crate::pure::outcome::heed(verdict, &said),
     }
 }
 

@@ -32,7 +32,11 @@ use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
+mod gateway;
+mod protections;
 mod recheck;
+
+pub use protections::Protections;
 
 pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
 
@@ -79,25 +83,38 @@ impl WorkJob {
             patch,
             touched,
             keep_logs_in: None,
+            env: &[],
         }
     }
 }
 
-/// Runs the attempt in the checkout at `root`, at commit `base`; returns the verdict this job
-/// would give (finalize judges again from the files).
+/// What the work job did: the verdict it would give (finalize judges again from the files),
+/// and whether its worker reached its provider through the model gateway (`None`: no worker
+/// ran, a merge's re-check).
+#[derive(Debug)]
+pub struct Worked {
+    pub verdict: outcome::Verdict,
+    pub gateway: Option<bool>,
+}
+
+/// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
     inputs: &Inputs,
     job: Assignment,
     base: &str,
-) -> Result<outcome::Verdict, ActionError> {
+) -> Result<Worked, ActionError> {
     let start = jiff::Timestamp::now();
     let at = open(root, inputs, job, base)?;
     let (repo, plan) = (&at.repo, &at.plan);
     // `overlap: merge`: this job may continue an attempt instead of starting one.
     let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
-        return recheck::run(&at, f);
+        hand_over(repo.root())?;
+        return recheck::run(&at, f).map(|verdict| Worked {
+            verdict,
+            gateway: None,
+        });
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
     // are committed in the checkout (never pushed), and the worker's change is its own.
@@ -127,7 +144,22 @@ pub async fn run(
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
         chain = onto.iter().copied().chain(later).collect();
     }
+    hand_over(repo.root())?;
     attempt(&at, &on, &chain, start, follow.as_ref()).await
+}
+
+/// Gives the agent's unprivileged user, when task code runs as one, the checkout at `root`
+/// (or the attempt's scratch folder) to work in.
+fn hand_over(root: &Path) -> Result<(), ActionError> {
+    let handed = if root.join(".git").exists() {
+        crate::edge::agent_user::hand_over_tree(root)
+    } else {
+        crate::edge::agent_user::hand_over(root)
+    };
+    handed.map_err(|source| ActionError::Write {
+        path: root.to_path_buf(),
+        source,
+    })
 }
 
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
@@ -139,7 +171,7 @@ async fn attempt(
     chain: &[usize],
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
-) -> Result<outcome::Verdict, ActionError> {
+) -> Result<Worked, ActionError> {
     let (job, base, repo, inputs, plan) =
         (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
@@ -154,14 +186,13 @@ async fn attempt(
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let mut run = match worker::run(&spec, &rx).await {
-        Stop::Finished(run) => run,
-        Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
-    };
-    // What the worker spent; a structured output (claude's result object, codex's events)
-    // stands for its output by its text, as locally.
-    let (mut usage, told) = crate::flow::reported::reported(&mut run, &inputs.worker);
-    let said = told.said.clone();
+    let (mut run, wire, mut served) = run_worker(at, spec, scratch.path(), &rx).await?;
+    let gateway = Some(wire.is_some());
+    // What the worker spent (the wire's count first); a structured output (claude's result
+    // object, codex's events) stands for its output by its text, as locally.
+    let (mut usage, told, budget_stop) =
+        crate::flow::reported::through_gateway(&mut run, &inputs.worker, wire.as_ref());
+    let mut said = told.said.clone();
     let log_rel = format!(".design/worker-{}.log", job.task);
     if run.log.is_none() {
         run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
@@ -197,6 +228,7 @@ async fn attempt(
     )?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
+    gateway::budget_stop(budget_stop, &mut verdict, &mut said);
     let mut result = WorkResult::new(
         job.task,
         job.attempt,
@@ -215,7 +247,8 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let reviewed = review_attempt(&rx, reviewer, &to_review, history, &mut verdict).await?;
+        let (through, v) = (served.as_mut(), &mut verdict);
+        let reviewed = review_through(through, &rx, reviewer, to_review, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
         result.review = Some(reviewed.record);
@@ -223,7 +256,79 @@ async fn attempt(
     }
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(verdict)
+    Ok(Worked { verdict, gateway })
+}
+
+/// The worker's run under `spec`, through the model gateway unless it is off (its URL and
+/// the attempt's token in the worker's environment, no provider key); what it spent on the
+/// wire, its token ended with it; the gateway, for the reviewer.
+async fn run_worker(
+    at: &WorkJob,
+    mut spec: WorkerSpec,
+    scratch: &Path,
+    rx: &tokio::sync::watch::Receiver<bool>,
+) -> Result<
+    (
+        worker::WorkerRun,
+        Option<crate::edge::gateway::Spend>,
+        Option<gateway::Served>,
+    ),
+    ActionError,
+> {
+    let served = gateway::start(
+        at.repo.root(),
+        &at.plan,
+        at.job.task,
+        at.inputs.max_cost,
+        scratch,
+    )
+    .await?;
+    if let Some(s) = &served {
+        println!(
+            "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",
+            s.url,
+            s.took.as_secs_f64() * 1000.0
+        );
+        spec.extra_env.extend(s.env.iter().cloned());
+    }
+    // The prompt, log and usage files and the Codex home are the agent's to use.
+    hand_over(scratch)?;
+    let mut served = served;
+    let run = match worker::run(&spec, rx).await {
+        Stop::Finished(run) => run,
+        Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
+    };
+    let wire = served.as_mut().map(gateway::Served::close);
+    Ok((run, wire, served))
+}
+
+/// [`review_attempt`] through the model gateway when it serves the attempt (`served`): the
+/// reviewer gets a pass of its own and no provider key, and what it spent is the wire's count.
+async fn review_through(
+    served: Option<&mut gateway::Served>,
+    rx: &tokio::sync::watch::Receiver<bool>,
+    reviewer: &str,
+    to_review: ToReview<'_>,
+    history: Vec<crate::pure::review::ReviewEntry>,
+    verdict: &mut outcome::Verdict,
+) -> Result<ReviewerRan, ActionError> {
+    let Some(served) = served else {
+        return review_attempt(rx, reviewer, &to_review, history, verdict).await;
+    };
+    let env = served.reopen(to_review.index, to_review.scratch)?;
+    hand_over(to_review.scratch)?;
+    let to_review = ToReview {
+        env: &env,
+        ..to_review
+    };
+    let mut reviewed = review_attempt(rx, reviewer, &to_review, history, verdict).await;
+    let wire = served.close();
+    if let Ok(r) = &mut reviewed {
+        let mut told = crate::flow::reported::Told::default();
+        let cli = std::mem::take(&mut r.spent);
+        r.spent = crate::flow::reported::with_wire(cli, &mut told, Some(&wire)).0;
+    }
+    reviewed
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`

@@ -268,18 +268,27 @@ async fn work_job(
     // written, after it exited — and they are written even if the attempt errors out,
     // since the upload step needs the name.
     let guard = runtime::FileGuard::from_env();
-    // And nothing it started outlives this step (see `reaper`).
+    // And nothing it started outlives this step (see `reaper`). Task code runs as the
+    // agent's unprivileged user when the action made one.
+    let agent = crate::edge::agent_user::from_env();
     let reaper = crate::edge::reaper::Reaper::start();
-    let verdict = work::run(root, &inputs, job, &given.base).await;
+    let worked = work::run(root, &inputs, job, &given.base).await;
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
+    }
+    // The artifact is the runner's to upload.
+    if let Err(e) = crate::edge::agent_user::hand_back(&dir) {
+        println!(
+            "warning: cannot give {} back to the runner's user: {e}",
+            dir.display()
+        );
     }
     ctx.set_outputs(&[
         ("artifact-name", name),
         ("artifact-path", dir.to_string_lossy().to_string()),
     ])?;
-    let verdict = verdict?;
+    let work::Worked { verdict, gateway } = worked?;
     println!(
         "task {task} attempt {attempt}: {} — {}",
         verdict.status, verdict.result
@@ -287,9 +296,12 @@ async fn work_job(
     for w in &verdict.warnings {
         println!("warning: {w}");
     }
+    let protections = work::Protections { gateway, agent };
     ctx.summary(&format!(
-        "### task {task}, attempt {attempt}: {}\n\n{}\n",
-        verdict.status, verdict.result
+        "### task {task}, attempt {attempt}: {}\n\n{}\n\n{}",
+        verdict.status,
+        verdict.result,
+        protections.summary()
     ))?;
     Ok(Exit::Success)
 }
@@ -340,6 +352,7 @@ fn writer_outputs(ctx: &Runner, done: &Finalized) -> Result<Exit, ActionError> {
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
     }
+    outs.extend(done.spent_outputs());
     ctx.set_outputs(&outs)?;
     Ok(if done.failed {
         Exit::Incomplete

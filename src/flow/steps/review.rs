@@ -70,6 +70,9 @@ pub(crate) struct ToReview<'a> {
     /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
     /// keeps nothing (the work job carries it in its artifact's log).
     pub keep_logs_in: Option<(&'a Path, &'a Path)>,
+    /// More variables for the reviewer: the model gateway's, when it serves the reviewer (the
+    /// Action's work job).
+    pub env: &'a [(String, String)],
 }
 
 /// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
@@ -138,10 +141,13 @@ pub(crate) async fn run_reviewer_through(
         log_file: r.scratch.join(format!("{name}.log")),
         usage_file: Some(r.scratch.join(format!("{name}.usage.json"))),
         timeout: r.timeout,
-        extra_env: vec![
-            ("DAGEXEC_REVIEW".into(), "1".into()),
-            ("DAGEXEC_BASE".into(), r.base.to_string()),
-        ],
+        extra_env: [
+            ("DAGEXEC_REVIEW".to_string(), "1".to_string()),
+            ("DAGEXEC_BASE".to_string(), r.base.to_string()),
+        ]
+        .into_iter()
+        .chain(r.env.iter().cloned())
+        .collect(),
     };
     let codex_home = r.scratch.join(format!("codex-home-{name}"));
     let (pass, gateway_env) = crate::flow::attempt::gateway_pass(gateway, r.index, &codex_home);
@@ -293,6 +299,7 @@ pub(crate) async fn review(
         patch,
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
+        env: &[],
     };
     let Some(Reviewer { parsed, usage, .. }) =
         run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await

@@ -364,6 +364,7 @@ impl Remote<'_> {
                 stop,
                 Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
             ),
+            spent: Some(crate::pure::usage::total(plan)),
         })
     }
 
@@ -404,6 +405,7 @@ impl Remote<'_> {
             conclusion: Conclusion::Handover,
             pr: published.pr,
             failed: false,
+            spent: Some(crate::pure::usage::total(plan)),
         })
     }
 

@@ -148,6 +148,7 @@ impl Finalize<'_> {
             conclusion: Conclusion::Redirect,
             pr: None,
             failed: false,
+            spent: None,
         })
     }
 
@@ -182,6 +183,7 @@ impl Finalize<'_> {
             conclusion: planned.passed_on().expect("work and close-round integrate"),
             pr: published.pr,
             failed: fails(stop.as_ref()),
+            spent: Some(crate::pure::usage::total(&self.job.plan)),
         })
     }
 
@@ -228,6 +230,7 @@ impl Finalize<'_> {
             conclusion,
             pr: published.pr,
             failed: fails(stop.as_ref()),
+            spent: Some(crate::pure::usage::total(&self.job.plan)),
         })
     }
 

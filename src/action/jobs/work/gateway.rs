@@ -1,0 +1,124 @@
+//! The work job's model gateway: started inside this job's dagexec, as a local run starts
+//! it, for the one attempt the job runs. The worker gets the gateway's URL and the attempt's
+//! token (Codex: a `CODEX_HOME` of its own), never a provider key of the job's environment;
+//! what it spent is read off the wire into the attempt's record (`result.json`), and a
+//! request past the budget stops the attempt as a budget stop.
+//!
+//! Settings: the `gateway` input (`DAGEXEC_GATEWAY`: `on` or `off`; empty leaves it to the
+//! checkout's `.design/dagexec.yml`, else on), `max-task-cost` and `max-requests` (the same
+//! variables, then the file), and the `max-cost` input against what the plan at the round's
+//! base recorded.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::action::ActionError;
+use crate::edge::gateway::{Gateway, Pass, Spend};
+
+/// The gateway serving this job's attempt, and the pass of the worker (or the reviewer)
+/// it serves now (its token valid until [`Served::close`]).
+pub(super) struct Served {
+    /// Kept until the attempt is done: dropping it stops the gateway.
+    gateway: Gateway,
+    pass: Option<Pass>,
+    /// The worker's variables: the gateway's URL, each CLI pointed at it with the token.
+    pub(super) env: Vec<(String, String)>,
+    /// How long starting it took (the job's own time it adds).
+    pub(super) took: Duration,
+    /// `http://127.0.0.1:PORT`.
+    pub(super) url: String,
+}
+
+impl Served {
+    /// Ends the current pass (its token is refused from now on) and returns what was spent
+    /// with it.
+    pub(super) fn close(&mut self) -> Spend {
+        self.pass.take().map(|p| p.spend()).unwrap_or_default()
+    }
+
+    /// A new pass for the reviewer of the attempt of `task`, its Codex home in `scratch`:
+    /// its variables.
+    pub(super) fn reopen(
+        &mut self,
+        task: usize,
+        scratch: &Path,
+    ) -> Result<Vec<(String, String)>, ActionError> {
+        let write_err = |source| ActionError::Write {
+            path: scratch.to_path_buf(),
+            source,
+        };
+        let pass = self.gateway.open(task).map_err(write_err)?;
+        let user_config = crate::edge::gateway::user_codex_config();
+        let env = pass
+            .worker_env(&scratch.join("codex-home-review"), user_config.as_deref())
+            .map_err(write_err)?;
+        self.pass = Some(pass);
+        Ok(env)
+    }
+}
+
+/// The environment as the action's inputs hand it over: a variable the workflow left empty
+/// is unset.
+fn input(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Starts the gateway for attempt `attempt` of task `task` of `plan` (checked out at
+/// `root`), its Codex home in `scratch`; `None` when it is turned off.
+pub(super) async fn start(
+    root: &Path,
+    plan: &crate::pure::plan::model::Plan,
+    task: usize,
+    max_cost: Option<crate::pure::usage::Budget>,
+    scratch: &Path,
+) -> Result<Option<Served>, ActionError> {
+    let began = Instant::now();
+    let file = crate::flow::settings::read_file_config(root)
+        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+    let settings = crate::flow::settings::gateway(&input, &file)
+        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+    if !settings.on {
+        return Ok(None);
+    }
+    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings);
+    let gateway = Gateway::start(config).await.map_err(|e| {
+        ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
+    })?;
+    let write_err = |source| ActionError::Write {
+        path: scratch.to_path_buf(),
+        source,
+    };
+    let pass = gateway.open(task).map_err(write_err)?;
+    let user_config = crate::edge::gateway::user_codex_config();
+    let env = pass
+        .worker_env(&scratch.join("codex-home"), user_config.as_deref())
+        .map_err(write_err)?;
+    let url = gateway.url();
+    Ok(Some(Served {
+        gateway,
+        pass: Some(pass),
+        env,
+        took: began.elapsed(),
+        url,
+    }))
+}
+
+/// A model request the gateway refused past the budget (`why`) stopped the attempt: a budget
+/// stop whatever the worker said after — `verdict` failed with it, and `said` (what the
+/// attempt's record carries to finalize) the spending limit halt, as a CLI's own budget stop
+/// is recorded.
+pub(super) fn budget_stop(
+    why: Option<String>,
+    verdict: &mut crate::pure::outcome::Verdict,
+    said: &mut crate::pure::said::Said,
+) {
+    let Some(why) = why else {
+        return;
+    };
+    crate::pure::outcome::stopped_by_budget(verdict, &why);
+    *said = crate::pure::said::Said {
+        failure: Some(why),
+        halt: Some(crate::pure::said::Halt::Budget),
+        refused: Vec::new(),
+    };
+}

@@ -1,0 +1,229 @@
+//! The work job's model gateway (issue 35 on the Action), job by job on the lab against the
+//! scripted model server: the worker holds a token and no provider key, its tokens are read
+//! off the wire into the attempt's record (the plan on the branch, `status`), a request past
+//! `max-cost` stops the attempt as a budget stop, and `gateway: off` gives the worker the
+//! job's environment as before.
+
+use serde_json::{Value, json};
+
+use crate::common::lab::{Lab, lab, printed_outputs, task};
+use crate::common::model_server::{ANTHROPIC_USAGE, ModelServer};
+use crate::common::text;
+
+/// One streamed Messages request to the gateway, as Claude Code makes it.
+const CURL_MESSAGES: &str = r#"curl -s -o /dev/null -w '%{http_code}\n' -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"claude-sonnet-4-5","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'"#;
+
+/// A lab of one task that writes `env.txt` with `script`, the provider keys in every job's
+/// environment (the workflow's `env:` from secrets), the Anthropic API at `server`.
+fn gateway_lab(server: &ModelServer, script: &str, env: &[(&str, &str)]) -> Lab {
+    let mut b = lab()
+        .plan("gateway", vec![task("alpha", &["env.txt"], &[])])
+        .worker(script)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env("OPENAI_API_KEY", "sk-secret-2")
+        .env("GEMINI_API_KEY", "gm-secret-3");
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    b.start()
+}
+
+/// The record of the task's attempts on the execution branch.
+fn attempts(lab: &Lab) -> Vec<Value> {
+    let plan = lab.branch_plan();
+    plan["progress"]["dagexecAttempts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `dagexec status --json`'s row of task 0, in a clone of the execution branch.
+fn status_row(lab: &Lab) -> Value {
+    let dir = lab.checkout(&lab.next_base());
+    let out = crate::common::local::exec(&dir, &["status", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    rows.as_array().unwrap()[0].clone()
+}
+
+#[test]
+fn the_work_job_serves_its_worker_through_the_gateway_and_records_the_wires_tokens() {
+    let server = ModelServer::start();
+    let script = format!("env > env.txt\n{CURL_MESSAGES} >> env.txt\necho 'COMPLETED: env'");
+    let lab = gateway_lab(&server, &script, &[]);
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = lab.branch_file("env.txt");
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the worker:\n{env}"
+    );
+    assert!(env.contains("DAGEXEC_GATEWAY=http://127.0.0.1:"), "{env}");
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.contains("OPENAI_API_KEY=dagexec-"), "{env}");
+    assert!(env.contains("CODEX_HOME="), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    // The server got the job's key; the attempt's record, the tokens that streamed.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.as_deref(), Some("sk-ant-secret-1"));
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = status_row(&lab);
+    assert_eq!(row["status"], "completed", "{row}");
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+    let want =
+        (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + output as f64 * 15.0)
+            / 1e6;
+    assert!(
+        (row["costUsd"].as_f64().unwrap() - want).abs() < 1e-9,
+        "{row}"
+    );
+    assert_eq!(attempts(&lab).len(), 1, "{:?}", attempts(&lab));
+    // The run's outputs: the records' totals.
+    let outputs = printed_outputs(&log);
+    assert_eq!(outputs["conclusion"], "completed", "{log}");
+    assert_eq!(outputs["cost"], format!("{want:.6}"), "{log}");
+    assert_eq!(
+        outputs["input-tokens"],
+        (input + writes + reads).to_string()
+    );
+    assert_eq!(outputs["output-tokens"], output.to_string());
+}
+
+#[test]
+fn a_request_past_max_cost_stops_the_work_jobs_attempt_as_a_budget_stop() {
+    let server = ModelServer::start();
+    // Five requests; the first one's spend (about $0.0006) crosses the budget.
+    let script = format!(
+        "for i in 1 2 3 4 5; do {CURL_MESSAGES} >> env.txt; done\necho 'COMPLETED: asked five times'"
+    );
+    let lab = gateway_lab(&server, &script, &[("DAGEXEC_MAX_COST", "0.0001")]);
+    let (_, log) = lab.run_rounds(3);
+    assert_eq!(server.seen().len(), 1, "{:?}\n{log}", server.seen());
+    let records = attempts(&lab);
+    assert_eq!(records.len(), 1, "{records:?}\n{log}");
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = status_row(&lab);
+    assert_ne!(row["status"], "completed", "{row}");
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+    assert!(log.contains("max-cost"), "{log}");
+    assert!(log.contains("spending limit"), "{log}");
+}
+
+#[test]
+fn with_the_gateway_input_off_the_worker_gets_the_jobs_environment_as_before() {
+    let server = ModelServer::start();
+    let lab = gateway_lab(
+        &server,
+        "env > env.txt; echo 'COMPLETED: env'",
+        &[("DAGEXEC_GATEWAY", "off")],
+    );
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = lab.branch_file("env.txt");
+    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-secret-1"), "{env}");
+    assert!(!env.contains("DAGEXEC_GATEWAY=http"), "{env}");
+}
+
+#[test]
+fn gateway_off_in_the_checkouts_settings_is_honoured_and_an_empty_input_leaves_it_to_them() {
+    let server = ModelServer::start();
+    let lab = lab()
+        .plan("gateway", vec![task("alpha", &["env.txt"], &[])])
+        .worker("env > env.txt; echo 'COMPLETED: env'")
+        .file(".design/dagexec.yml", "gateway: off\n")
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env("DAGEXEC_GATEWAY", "")
+        .start();
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = lab.branch_file("env.txt");
+    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-secret-1"), "{env}");
+}
+
+#[test]
+fn the_work_jobs_summary_says_which_protections_were_on_and_why_not() {
+    let server = ModelServer::start();
+    let lab = gateway_lab(
+        &server,
+        "echo x > env.txt; echo 'COMPLETED: x'",
+        // A user this machine does not have: the job says so and goes on.
+        &[("DAGEXEC_AGENT_USER", "dagexec-no-such-user")],
+    );
+    let planned = lab.plan_job(101, &[]);
+    let base = planned.outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 101)
+        .env_remove("DAGEXEC_TOKEN")
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", &planned.outputs["round"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("#### Protections"), "{log}");
+    assert!(log.contains("**model gateway: on**"), "{log}");
+    assert!(log.contains("**provider key: withheld**"), "{log}");
+    assert!(
+        log.contains(
+            "**unprivileged user: not available** — no user dagexec-no-such-user on this runner"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("**egress: not restricted**"), "{log}");
+}
+
+#[test]
+fn the_work_jobs_reviewer_goes_through_the_gateway_too_and_its_tokens_count() {
+    let server = ModelServer::start();
+    let out = tempfile::tempdir().unwrap();
+    let seen_env = out.path().join("reviewer-env.txt");
+    let reviewer = out.path().join("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nenv > '{}'\n{CURL_MESSAGES} >> '{}'\necho APPROVED\necho 'summary: fine'\n",
+            seen_env.display(),
+            seen_env.display()
+        ),
+    )
+    .unwrap();
+    let script = format!("echo x > env.txt\n{CURL_MESSAGES} > /dev/null\necho 'COMPLETED: x'");
+    let command = format!("sh '{}'", reviewer.display());
+    let lab = gateway_lab(&server, &script, &[("DAGEXEC_REVIEWER", &command)]);
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = std::fs::read_to_string(&seen_env).unwrap();
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the reviewer:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.contains("DAGEXEC_REVIEW=1"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    // Worker and reviewer, each one request with the provider's key; both counted.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.key.as_deref() == Some("sk-ant-secret-1"))
+    );
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    let row = status_row(&lab);
+    assert_eq!(
+        row["inputTokens"],
+        json!(2 * (input + writes + reads)),
+        "{row}"
+    );
+    assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+}
