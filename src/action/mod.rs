@@ -109,6 +109,24 @@ pub(crate) fn overlap_policy(
     }
 }
 
+/// The checkout at `root` moved to the round's `base` (fetched first when the clone lacks
+/// it), with the token's remote access and the inputs with the plan resolved there: how
+/// every job that reads a round's plan starts.
+pub(crate) fn check_out(
+    root: &std::path::Path,
+    inputs: &Inputs,
+    base: &str,
+) -> Result<(crate::edge::git::Repo, crate::edge::git::RemoteAuth, Inputs), ActionError> {
+    let repo = crate::edge::git::Repo::discover(root)?;
+    let auth = crate::edge::git::RemoteAuth::token(inputs.token.expose());
+    if repo.head()? != base {
+        repo.ensure_commit(base, &auth)?;
+        repo.checkout_detached(base)?;
+    }
+    let inputs = with_plan(repo.root(), inputs)?;
+    Ok((repo, auth, inputs))
+}
+
 /// The inputs with the plan resolved in the checkout at `root`: a source other than a
 /// plan.json (`sources::Source::at`: a long-run folder of `NN-PLAN.md`, a task list — Spec
 /// Kit, Kiro, Taskmaster) becomes the plan `Source::prepare` writes beside it.

@@ -69,13 +69,7 @@ impl WriterJob {
         base: &str,
         schedule: engine::Schedule,
     ) -> Result<WriterJob, ActionError> {
-        let repo = Repo::discover(root)?;
-        let auth = RemoteAuth::token(inputs.token.expose());
-        if repo.head()? != base {
-            repo.ensure_commit(base, &auth)?;
-            repo.checkout_detached(base)?;
-        }
-        let inputs = crate::action::with_plan(repo.root(), inputs)?;
+        let (repo, auth, inputs) = crate::action::check_out(root, inputs, base)?;
         let plan_path = repo.root().join(&inputs.plan_rel);
         // A completed plan may be archived already (see `load_plan`): then it is what the
         // job publishes.

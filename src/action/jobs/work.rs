@@ -26,7 +26,7 @@ use std::path::Path;
 
 use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
-use crate::edge::git::{RemoteAuth, Repo, changes_within};
+use crate::edge::git::{Repo, changes_within};
 use crate::edge::worker::{self, Stop, WorkerSpec};
 use crate::flow::steps::review::ToReview;
 use crate::pure::prompt::{self, Unit};
@@ -366,13 +366,7 @@ fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
 /// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must
 /// have the task); the checkout's price table installed.
 fn open(root: &Path, inputs: &Inputs, job: Assignment, base: &str) -> Result<WorkJob, ActionError> {
-    let repo = Repo::discover(root)?;
-    let auth = RemoteAuth::token(inputs.token.expose());
-    if repo.head()? != base {
-        repo.ensure_commit(base, &auth)?;
-        repo.checkout_detached(base)?;
-    }
-    let inputs = crate::action::with_plan(repo.root(), inputs)?;
+    let (repo, _, inputs) = crate::action::check_out(root, inputs, base)?;
     // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
     // one leaves the defaults: the spend is the worker's own account anyway).
     if let Ok(prices) =
