@@ -383,12 +383,22 @@ impl Pass {
         let url = &self.url;
         std::fs::create_dir_all(codex_home)?;
         let config = codex_config(user_codex_config.unwrap_or_default(), url);
-        crate::edge::fsx::write(
-            codex_home,
-            &codex_home.join("config.toml"),
+        // A scratch file of this attempt alone: written once, never through a link (one left
+        // there is replaced), without the sync a durable write pays (it cost the Action's
+        // work job tens of milliseconds).
+        let path = codex_home.join("config.toml");
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::io::Write::write_all(
+            &mut std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new().write(true).create_new(true),
+                0o644,
+            )
+            .open(&path)?,
             config.as_bytes(),
-        )
-        .map_err(std::io::Error::other)?;
+        )?;
         Ok([
             (URL_VAR, url.clone()),
             ("ANTHROPIC_BASE_URL", format!("{url}/anthropic")),
