@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 mod follow;
 pub use follow::{BuiltOn, FollowUp};
-pub(crate) use follow::{kept_merge, refused};
+pub(crate) use follow::{kept_merge, refused, sent_back};
 
 use crate::pure::engine;
 use crate::pure::graph::Dag;

@@ -262,13 +262,30 @@ pub(crate) fn refused(
     cannot: CannotLand,
     after_rebase: bool,
 ) -> Option<(FollowUp, String)> {
+    let step = crate::pure::integration::send_back(j.index, j.attempt, cannot, after_rebase);
+    sent_back(plan, j, step)
+}
+
+/// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]), recorded
+/// as a conflict: a failed attempt (`None`, `j` says why and carries no patch), or the rebase
+/// it runs again as and the one line that says why.
+pub(crate) fn sent_back(
+    plan: &mut Plan,
+    j: &mut crate::flow::attempt::Judged,
+    step: Step,
+) -> Option<(FollowUp, String)> {
     const KEPT: usize = 16 << 10;
-    let line = crate::pure::sanitize::line(cannot.why.lines().next().unwrap_or_default());
+    let why = match &step {
+        Step::Rebase(r) => r.why.as_str(),
+        Step::Fail { why } => why.as_str(),
+        Step::Land | Step::Recheck { .. } => "",
+    };
+    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
     let line: String = line.chars().take(300).collect();
     crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
         r.outcome = crate::pure::usage::Outcome::Conflict;
     });
-    match crate::pure::integration::send_back(j.index, j.attempt, cannot, after_rebase) {
+    match step {
         Step::Rebase(Rebase {
             task,
             attempt,
