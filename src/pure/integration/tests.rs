@@ -97,28 +97,28 @@ fn a_path_the_task_does_not_declare_sends_it_back() {
     assert_eq!(r.onto, vec![0]);
 }
 
-#[test]
-fn a_rebase_asked_for_and_never_started_is_forgotten_at_the_next_integration() {
+/// Task 1 sent back for a conflict with task 0 on `a.txt`, its rebase asked for.
+fn one_sent_back() -> Ledger {
     let (mut l, start) = one_landed_beside();
     let conflict = Merge::Conflict {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
     l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
-    l.take_asked();
+    assert_eq!(l.take_asked().len(), 1);
+    l
+}
+
+#[test]
+fn a_rebase_asked_for_and_never_started_is_forgotten_at_the_next_integration() {
+    let mut l = one_sent_back();
     l.integrating();
     assert!(!l.start(1, "c"));
 }
 
 #[test]
 fn a_killed_rebase_starts_again_as_a_rebase() {
-    let (mut l, start) = one_landed_beside();
-    let conflict = Merge::Conflict {
-        files: set(&["a.txt"]),
-        why: "conflict".into(),
-    };
-    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
-    l.take_asked();
+    let mut l = one_sent_back();
     assert!(l.start(1, "c"));
     l.interrupted(1);
     assert!(l.start(1, "c"));
