@@ -27,10 +27,14 @@
 //! merges kept aside lands as its job judged it when they all landed, and one of them that did
 //! not land sends it back once more rather than failing it ([`Ledger::refused`]).
 //!
-//! The local executor drives it (`flow::merge`), and so does the Action's finalize
-//! (`action::jobs::finalize::merging`, its ledger rebuilt each part from the open round's
-//! record); the conductor shares its path rules ([`paths_of`], [`foreign`]) and
-//! [`send_back`].
+//! The conductor judges against the branch's history instead: every task landed before, by
+//! what it declares, and what the branch changed since a run's base ([`Ledger::meeting_history`]).
+//!
+//! Three drivers ask it and do only their I/O: the local executor (`flow::merge`, its ledger
+//! in memory for the run), the Action's finalize (`action::jobs::finalize::merging`, its ledger
+//! rebuilt each part from the open round's record) and the conductor
+//! (`action::jobs::conduct::merging`, its ledger built for each batch from the branch's plan
+//! and history).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -447,9 +451,15 @@ impl Ledger {
     /// What a merge of attempt `a`'s change aside — onto what landed and the changes kept
     /// aside, without landing — came to, for a driver whose re-check runs in a later job: a
     /// clean merge is kept aside and re-checked with the checks of `checks`
-    /// ([`Step::Recheck`]); a conflict or a path it does not own sends it back onto what it
-    /// meets ([`Ledger::cannot_keep`]).
-    pub fn merged_aside(&mut self, a: &Arrival<'_>, checks: Vec<usize>, merge: Merge) -> Step {
+    /// ([`Step::Recheck`]); a conflict or a path it does not own sends it back onto `onto`
+    /// ([`Ledger::cannot_keep`]).
+    pub fn merged_aside(
+        &mut self,
+        a: &Arrival<'_>,
+        checks: Vec<usize>,
+        onto: Vec<usize>,
+        merge: Merge,
+    ) -> Step {
         let why = match merge {
             Merge::Conflict { why, .. } => why,
             Merge::Clean { changed, .. } => {
@@ -463,15 +473,43 @@ impl Ledger {
                 why
             }
         };
-        self.cannot_keep(a, why)
+        self.cannot_keep(a, onto, why)
     }
 
     /// Attempt `a`'s merge cannot be kept aside (`why`: a conflict, a path it does not own, a
-    /// merge too large to record): it is sent back onto what it meets ([`Ledger::meeting`]).
-    pub fn cannot_keep(&mut self, a: &Arrival<'_>, why: String) -> Step {
+    /// merge too large to record): it is sent back onto `onto` ([`Ledger::refused`]).
+    pub fn cannot_keep(&mut self, a: &Arrival<'_>, onto: Vec<usize>, why: String) -> Step {
         self.aside.retain(|k| k.task != a.task);
-        let onto = self.meeting(a.start, a.own);
         self.refused(a, CannotLand { onto, why })
+    }
+
+    /// For a driver that judges against the branch's history (the conductor: every task
+    /// landed before this ledger was built is in it, by what it declares): `None` when `own`
+    /// meets nothing changed on the branch since `start` (`moved`, read from its history) nor
+    /// by a task landed since — the attempt lands as under `serial`; else the landed tasks,
+    /// before or since its start, whose paths meet what it shares with those changes, in
+    /// task order (their checks run with its own, and it builds on them when sent back).
+    pub fn meeting_history(
+        &self,
+        start: &Start,
+        moved: BTreeSet<String>,
+        own: &BTreeSet<String>,
+    ) -> Option<Vec<usize>> {
+        let mut moved = moved;
+        for l in self.since(start.since) {
+            moved.extend(l.changed.iter().chain(&l.declared).cloned());
+        }
+        let shared: BTreeSet<String> = moved.intersection(own).cloned().collect();
+        if shared.is_empty() {
+            return None;
+        }
+        let onto: BTreeSet<usize> = self
+            .landed
+            .iter()
+            .filter(|l| !l.changed.is_disjoint(&shared) || !l.declared.is_disjoint(&shared))
+            .map(|l| l.task)
+            .collect();
+        Some(onto.into_iter().collect())
     }
 
     /// Attempt `a` `cannot` land, for a driver whose re-check runs in a later job: an

@@ -174,13 +174,18 @@ fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it(
     // Paths it owns that landed: merged aside, never landed as under `serial`.
     assert_eq!(l.meeting(&s1, &own), vec![0]);
     assert_eq!(l.meeting(&s0, &set(&["b.txt"])), Vec::<usize>::new());
-    let step = l.merged_aside(&at(1, &s1, &own), vec![0], clean(&["a.txt"], false));
+    let step = l.merged_aside(
+        &at(1, &s1, &own),
+        vec![0],
+        vec![0],
+        clean(&["a.txt"], false),
+    );
     assert_eq!(step, Step::Recheck { tasks: vec![0] });
     // The next one on a.txt meets the landed task and then the merge kept aside.
     let s2 = part(&mut l, 2);
     assert_eq!(l.meeting(&s2, &own), vec![0, 1]);
     // A merge too large to keep is sent back instead, onto what it meets.
-    let step = l.cannot_keep(&at(1, &s1, &own), "too large".into());
+    let step = l.cannot_keep(&at(1, &s1, &own), vec![0], "too large".into());
     let Step::Rebase(r) = step else {
         panic!("{step:?}")
     };
@@ -213,7 +218,12 @@ fn an_actions_chain_lands_its_passed_prefix_and_the_first_failure_goes_back() {
     let on_tree = |k: usize| k != 2;
     assert_eq!(l.merge_again_onto(&s3, &own, &[0, 2], on_tree), vec![0, 1]);
     // Sent back: it builds on every merge kept aside on its paths, those kept after it too.
-    let step = l.merged_aside(&at(3, &s3, &own), vec![0, 1], clean(&["a.txt"], true));
+    let step = l.merged_aside(
+        &at(3, &s3, &own),
+        vec![0, 1],
+        vec![1],
+        clean(&["a.txt"], true),
+    );
     assert_eq!(step, Step::Recheck { tasks: vec![0, 1] });
     assert_eq!(l.building_on_aside(), vec![(2, vec![3])]);
 }
@@ -244,6 +254,28 @@ fn an_actions_rebase_fails_only_when_what_it_built_on_landed() {
         Step::Fail {
             why: "it failed beside task 1".into()
         }
+    );
+}
+
+#[test]
+fn the_conductor_meets_the_branchs_history_since_a_start_and_names_whoever_holds_those_paths() {
+    let mut l = Ledger::default();
+    // Landed before the batch: task 0 declares a.txt, task 1 b.txt.
+    l.landed(0, BTreeSet::new(), set(&["a.txt"]), Vec::new());
+    l.landed(1, BTreeSet::new(), set(&["b.txt"]), Vec::new());
+    let s3 = l.resumed(3, "base", None, Vec::new());
+    let s4 = l.resumed(4, "base", None, Vec::new());
+    // Nothing moved under c.txt since its base: it lands as under `serial`.
+    assert_eq!(
+        l.meeting_history(&s3, set(&["a.txt"]), &set(&["c.txt"])),
+        None
+    );
+    l.landed(3, set(&["c.txt"]), set(&["c.txt"]), Vec::new());
+    // a.txt moved on the branch (task 0 declares it), c.txt in the batch (task 3).
+    let own = set(&["a.txt", "c.txt"]);
+    assert_eq!(
+        l.meeting_history(&s4, set(&["a.txt"]), &own),
+        Some(vec![0, 3])
     );
 }
 

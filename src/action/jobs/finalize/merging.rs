@@ -228,13 +228,14 @@ impl Integrating<'_> {
             start,
             own: mine,
         };
-        let step = match self.ledger.merged_aside(&a, checks, merge) {
+        let onto = self.ledger.meeting(start, mine);
+        let step = match self.ledger.merged_aside(&a, checks, onto.clone(), merge) {
             Step::Recheck { tasks } => match self.keep(j, &patch, &tasks, start.rebase) {
                 Ok(()) => {
                     self.kept.push(patch);
                     return Ok(Aside::Kept);
                 }
-                Err(why) => self.ledger.cannot_keep(&a, why),
+                Err(why) => self.ledger.cannot_keep(&a, onto, why),
             },
             step => step,
         };
