@@ -17,8 +17,8 @@
 use serde::{Deserialize, Serialize};
 
 mod follow;
+pub(crate) use follow::sent_back;
 pub use follow::{BuiltOn, FollowUp};
-pub(crate) use follow::{kept_merge, refused};
 
 use crate::pure::engine;
 use crate::pure::graph::Dag;

@@ -154,22 +154,7 @@ impl RoundBuild {
         start: &Start,
     ) -> Result<Option<Step>, RunError> {
         let index = self.index(at.repo)?;
-        let merged = index.merge_patch(&start.base, (&j.patch).into())?;
-        let (merge, patch) = match merged {
-            Merged::Conflict { files, account } => {
-                let why = format!("conflict in {}\n{account}", files.join(", "));
-                let files = files.into_iter().collect();
-                (Merge::Conflict { files, why }, Vec::new())
-            }
-            Merged::Clean {
-                changed,
-                patch,
-                combined,
-            } => {
-                let changed = changed.into_iter().collect();
-                (Merge::Clean { changed, combined }, patch)
-            }
-        };
+        let (merge, patch) = judged_merge(index.merge_patch(&start.base, (&j.patch).into())?);
         let changed = match &merge {
             Merge::Clean { changed, .. } => changed.clone(),
             Merge::Conflict { .. } => BTreeSet::new(),
@@ -202,6 +187,26 @@ impl RoundBuild {
         self.applied.push((j.index, touched.clone()));
         landed(ledger, plan, j.index, touched);
         Ok(None)
+    }
+}
+
+/// What git's three-way merge came to, in the rules' terms ([`Merge`]: a conflict says its
+/// files and git's account), with the merged patch (empty for a conflict).
+pub(crate) fn judged_merge(merged: Merged) -> (Merge, Vec<u8>) {
+    match merged {
+        Merged::Conflict { files, account } => {
+            let why = format!("conflict in {}\n{account}", files.join(", "));
+            let files = files.into_iter().collect();
+            (Merge::Conflict { files, why }, Vec::new())
+        }
+        Merged::Clean {
+            changed,
+            patch,
+            combined,
+        } => {
+            let changed = changed.into_iter().collect();
+            (Merge::Clean { changed, combined }, patch)
+        }
     }
 }
 

@@ -19,8 +19,22 @@
 //!   ([`Step::Fail`], counted: retried while attempts remain). A rebase asked for and never
 //!   started (a stop, the budget) is forgotten at the next integration.
 //!
-//! The local executor drives it (`flow::merge`); the Action's finalize and conductor share its
-//! path rules ([`paths_of`], [`foreign`]).
+//! On the Action a re-check runs in a later job, so a clean merge is kept aside until it
+//! passed: a result whose paths (changed or declared) meet what landed since its base or a
+//! merge kept aside is merged aside and re-checked ([`Ledger::meeting`],
+//! [`Ledger::merged_aside`]); the kept merges form a chain that lands as far as its re-checks
+//! passed, the rest merged again ([`Ledger::chain_rechecked`]); a rebase that started with
+//! merges kept aside lands as its job judged it when they all landed, and one of them that did
+//! not land sends it back once more rather than failing it ([`Ledger::refused`]).
+//!
+//! The conductor judges against the branch's history instead: every task landed before, by
+//! what it declares, and what the branch changed since a run's base ([`Ledger::meeting_history`]).
+//!
+//! Three drivers ask it and do only their I/O: the local executor (`flow::merge`, its ledger
+//! in memory for the run), the Action's finalize (`action::jobs::finalize::merging`, its ledger
+//! rebuilt each part from the open round's record) and the conductor
+//! (`action::jobs::conduct::merging`, its ledger built for each batch from the branch's plan
+//! and history).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -120,6 +134,26 @@ pub struct Ledger {
     /// The acceptance checks of the tasks landed, as they were when they landed (the plan
     /// update trims a completed task's).
     checks: BTreeMap<usize, Vec<AcceptanceCriterion>>,
+    /// Clean merges kept aside for a re-check by a later job, in chain order, with their
+    /// paths (changed or declared): a driver that cannot run checks itself (the Action's
+    /// finalize) lands them only after that job passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    aside: Vec<TaskPaths>,
+    /// The tasks sent back in this integration by such a driver, with their paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    back: Vec<TaskPaths>,
+    /// The previous chain of merges kept aside is broken: a candidate of it did not land, so
+    /// the later ones were re-checked beside a change that does not land.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    broken: bool,
+}
+
+/// A task and its paths (changed or declared): a merge kept aside, or a task sent back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPaths {
+    pub task: usize,
+    pub paths: BTreeSet<String>,
 }
 
 /// A landed task: the paths it changed and those it declares.
@@ -131,6 +165,16 @@ pub struct Landed {
     pub declared: BTreeSet<String>,
 }
 
+/// An attempt as a driver whose re-check runs in a later job asks about it: its task, the
+/// attempt it continues, where it started and the paths it owns (changed or declared).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    pub task: usize,
+    pub attempt: u32,
+    pub start: &'a Start,
+    pub own: &'a BTreeSet<String>,
+}
+
 /// Where a running attempt started: its base commit, how many tasks had landed then (those
 /// landed since are the ones it may meet), and whether it is a rebase attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +184,10 @@ pub struct Start {
     pub since: usize,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rebase: bool,
+    /// The changes kept aside (merged, not landed) its job started with applied: a rebase
+    /// sent back beside them builds on them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub built_on: Vec<usize>,
 }
 
 /// A task sent back to build on the integrated tree.
@@ -195,6 +243,7 @@ impl Ledger {
             base: base.to_string(),
             since: self.landed.len(),
             rebase,
+            built_on: Vec::new(),
         };
         self.started.insert(task, start);
         rebase
@@ -342,6 +391,205 @@ impl Ledger {
         if for_good {
             self.rebased.remove(&task);
         }
+    }
+
+    /// An attempt that started from `base` before anything this ledger holds landed, read
+    /// back from a record (the Action rebuilds its ledger from the branch's plan each run):
+    /// `rebase_onto` when it runs as a rebase (the tasks it was sent back onto), `built_on` the
+    /// changes kept aside its job started with.
+    pub fn resumed(
+        &mut self,
+        task: usize,
+        base: &str,
+        rebase_onto: Option<Vec<usize>>,
+        built_on: Vec<usize>,
+    ) -> Start {
+        let rebase = rebase_onto.is_some();
+        if let Some(onto) = rebase_onto {
+            self.rebased.insert(task, onto);
+        }
+        Start {
+            base: base.to_string(),
+            since: 0,
+            rebase,
+            built_on,
+        }
+    }
+
+    /// The tasks landed since `start` and then the changes kept aside whose paths (changed or
+    /// declared) meet `own`: none, and the attempt lands as under `serial`; else, for a driver
+    /// that re-checks in a later job, it is merged aside beside them ([`Ledger::merged_aside`])
+    /// and their checks run with its own.
+    pub fn meeting(&self, start: &Start, own: &BTreeSet<String>) -> Vec<usize> {
+        let mut tasks = self.sharing(start.since, own);
+        tasks.extend(
+            self.aside
+                .iter()
+                .filter(|a| !a.paths.is_disjoint(own))
+                .map(|a| a.task),
+        );
+        tasks
+    }
+
+    /// The changes kept aside that a rebase started with (`start.built_on`) and that did not
+    /// land: a failure of its job may be theirs, not its own.
+    pub fn not_landed(&self, start: &Start) -> Vec<usize> {
+        start
+            .built_on
+            .iter()
+            .copied()
+            .filter(|k| !self.landed.iter().any(|l| l.task == *k))
+            .collect()
+    }
+
+    /// Whether a rebase that started with changes kept aside (`start.built_on`) lands as its
+    /// job judged it: they all landed and nothing else that landed meets it (`meeting`).
+    pub fn lands_as_built(&self, start: &Start, meeting: &[usize]) -> bool {
+        self.not_landed(start).is_empty() && meeting.iter().all(|k| start.built_on.contains(k))
+    }
+
+    /// What a merge of attempt `a`'s change aside — onto what landed and the changes kept
+    /// aside, without landing — came to, for a driver whose re-check runs in a later job: a
+    /// clean merge is kept aside and re-checked with the checks of `checks`
+    /// ([`Step::Recheck`]); a conflict or a path it does not own sends it back onto `onto`
+    /// ([`Ledger::cannot_keep`]).
+    pub fn merged_aside(
+        &mut self,
+        a: &Arrival<'_>,
+        checks: Vec<usize>,
+        onto: Vec<usize>,
+        merge: Merge,
+    ) -> Step {
+        let why = match merge {
+            Merge::Conflict { why, .. } => why,
+            Merge::Clean { changed, .. } => {
+                let Some((_, why)) = foreign(a.task, &changed, a.own) else {
+                    self.aside.push(TaskPaths {
+                        task: a.task,
+                        paths: a.own.clone(),
+                    });
+                    return Step::Recheck { tasks: checks };
+                };
+                why
+            }
+        };
+        self.cannot_keep(a, onto, why)
+    }
+
+    /// Attempt `a`'s merge cannot be kept aside (`why`: a conflict, a path it does not own, a
+    /// merge too large to record): it is sent back onto `onto` ([`Ledger::refused`]).
+    pub fn cannot_keep(&mut self, a: &Arrival<'_>, onto: Vec<usize>, why: String) -> Step {
+        self.aside.retain(|k| k.task != a.task);
+        self.refused(a, CannotLand { onto, why })
+    }
+
+    /// For a driver that judges against the branch's history (the conductor: every task
+    /// landed before this ledger was built is in it, by what it declares): `None` when `own`
+    /// meets nothing changed on the branch since `start` (`moved`, read from its history) nor
+    /// by a task landed since — the attempt lands as under `serial`; else the landed tasks,
+    /// before or since its start, whose paths meet what it shares with those changes, in
+    /// task order (their checks run with its own, and it builds on them when sent back).
+    pub fn meeting_history(
+        &self,
+        start: &Start,
+        moved: BTreeSet<String>,
+        own: &BTreeSet<String>,
+    ) -> Option<Vec<usize>> {
+        let mut moved = moved;
+        for l in self.since(start.since) {
+            moved.extend(l.changed.iter().chain(&l.declared).cloned());
+        }
+        let shared: BTreeSet<String> = moved.intersection(own).cloned().collect();
+        if shared.is_empty() {
+            return None;
+        }
+        let onto: BTreeSet<usize> = self
+            .landed
+            .iter()
+            .filter(|l| !l.changed.is_disjoint(&shared) || !l.declared.is_disjoint(&shared))
+            .map(|l| l.task)
+            .collect();
+        Some(onto.into_iter().collect())
+    }
+
+    /// Attempt `a` `cannot` land, for a driver whose re-check runs in a later job: an
+    /// uncounted rebase onto `cannot.onto`, or — when it ran as a rebase and every change kept
+    /// aside it started with landed — a failed attempt (one of those that did not land may be
+    /// at fault, so it goes back once more).
+    pub fn refused(&mut self, a: &Arrival<'_>, cannot: CannotLand) -> Step {
+        let again = self.rebased.contains_key(&a.task) && self.not_landed(a.start).is_empty();
+        self.back.push(TaskPaths {
+            task: a.task,
+            paths: a.own.clone(),
+        });
+        let step = send_back(a.task, a.attempt, cannot, again);
+        if let Step::Rebase(r) = &step {
+            self.rebased.insert(a.task, r.onto.clone());
+        }
+        step
+    }
+
+    /// The previous chain's next candidate `a`, whose job re-checked its merge (`passed`: `Ok`,
+    /// or why it failed; `None`: its job did not run): it lands while every candidate before
+    /// it landed ([`Step::Land`]); the first that failed is sent back onto the tasks its
+    /// re-check named (`checks`). `None` when its re-check is void — it ran beside a change
+    /// that does not land, so its kept change is merged again onto what landed
+    /// ([`Ledger::merge_again_onto`]) — or did not run (an ordinary attempt follows).
+    pub fn chain_rechecked(
+        &mut self,
+        a: &Arrival<'_>,
+        checks: &[usize],
+        passed: Option<Result<(), String>>,
+    ) -> Option<Step> {
+        let Some(passed) = passed else {
+            self.broken = true;
+            return None;
+        };
+        if self.broken {
+            return None;
+        }
+        match passed {
+            Ok(()) => Some(Step::Land),
+            Err(why) => {
+                self.broken = true;
+                let onto = checks.to_vec();
+                Some(self.refused(a, CannotLand { onto, why }))
+            }
+        }
+    }
+
+    /// The checks a chain candidate merged again runs with: those of its last re-check whose
+    /// change is still on the tree (`on_tree`), then what it meets now.
+    pub fn merge_again_onto(
+        &self,
+        start: &Start,
+        own: &BTreeSet<String>,
+        checks: &[usize],
+        on_tree: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let mut tasks: Vec<usize> = checks.iter().copied().filter(|&k| on_tree(k)).collect();
+        tasks.extend(self.meeting(start, own));
+        let mut seen = BTreeSet::new();
+        tasks.retain(|k| seen.insert(*k));
+        tasks
+    }
+
+    /// The tasks sent back in this integration ([`Ledger::refused`]), each with the changes
+    /// kept aside whose paths meet its own, in chain order: its rebase builds on them — those
+    /// kept after it was sent back too.
+    pub fn building_on_aside(&self) -> Vec<(usize, Vec<usize>)> {
+        self.back
+            .iter()
+            .map(|b| {
+                let meets = self
+                    .aside
+                    .iter()
+                    .filter(|a| !a.paths.is_disjoint(&b.paths))
+                    .map(|a| a.task)
+                    .collect();
+                (b.task, meets)
+            })
+            .collect()
     }
 
     /// The tasks landed since index `since`.

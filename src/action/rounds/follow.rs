@@ -28,8 +28,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::edge::git::Merged;
-use crate::pure::integration::{CannotLand, Rebase, Step};
+use crate::pure::integration::{Rebase, Step};
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -232,43 +231,26 @@ impl FollowUp {
     }
 }
 
-/// A merge of task `task`'s change (its paths `mine`, declared or changed) kept aside for a
-/// re-check: the merged patch, or why it cannot be kept — git's conflict, or a path the merge
-/// changes that the task does not declare (a rename carrying another task's edit).
-pub(crate) fn kept_merge(
-    merged: Merged,
-    task: usize,
-    mine: &std::collections::BTreeSet<String>,
-) -> Result<Vec<u8>, String> {
-    let (changed, patch) = match merged {
-        Merged::Clean { changed, patch, .. } => (changed, patch),
-        Merged::Conflict { files, account } => {
-            return Err(format!("conflict in {}\n{account}", files.join(", ")));
-        }
-    };
-    let changed = changed.into_iter().collect();
-    if let Some((_, why)) = crate::pure::integration::foreign(task, &changed, mine) {
-        return Err(why);
-    }
-    Ok(patch)
-}
-
-/// Attempt `j`, which `cannot` land, recorded as a conflict: after a rebase (`after_rebase`)
-/// it is a failed attempt (`None`, `j` says why and carries no patch); else the rebase it runs
-/// again as, and the one line that says why.
-pub(crate) fn refused(
+/// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]), recorded
+/// as a conflict: a failed attempt (`None`, `j` says why and carries no patch), or the rebase
+/// it runs again as and the one line that says why.
+pub(crate) fn sent_back(
     plan: &mut Plan,
     j: &mut crate::flow::attempt::Judged,
-    cannot: CannotLand,
-    after_rebase: bool,
+    step: Step,
 ) -> Option<(FollowUp, String)> {
     const KEPT: usize = 16 << 10;
-    let line = crate::pure::sanitize::line(cannot.why.lines().next().unwrap_or_default());
+    let why = match &step {
+        Step::Rebase(r) => r.why.as_str(),
+        Step::Fail { why } => why.as_str(),
+        Step::Land | Step::Recheck { .. } => "",
+    };
+    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
     let line: String = line.chars().take(300).collect();
     crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
         r.outcome = crate::pure::usage::Outcome::Conflict;
     });
-    match crate::pure::integration::send_back(j.index, j.attempt, cannot, after_rebase) {
+    match step {
         Step::Rebase(Rebase {
             task,
             attempt,

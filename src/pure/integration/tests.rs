@@ -97,28 +97,28 @@ fn a_path_the_task_does_not_declare_sends_it_back() {
     assert_eq!(r.onto, vec![0]);
 }
 
-#[test]
-fn a_rebase_asked_for_and_never_started_is_forgotten_at_the_next_integration() {
+/// Task 1 sent back for a conflict with task 0 on `a.txt`, its rebase asked for.
+fn one_sent_back() -> Ledger {
     let (mut l, start) = one_landed_beside();
     let conflict = Merge::Conflict {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
     l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
-    l.take_asked();
+    assert_eq!(l.take_asked().len(), 1);
+    l
+}
+
+#[test]
+fn a_rebase_asked_for_and_never_started_is_forgotten_at_the_next_integration() {
+    let mut l = one_sent_back();
     l.integrating();
     assert!(!l.start(1, "c"));
 }
 
 #[test]
 fn a_killed_rebase_starts_again_as_a_rebase() {
-    let (mut l, start) = one_landed_beside();
-    let conflict = Merge::Conflict {
-        files: set(&["a.txt"]),
-        why: "conflict".into(),
-    };
-    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
-    l.take_asked();
+    let mut l = one_sent_back();
     assert!(l.start(1, "c"));
     l.interrupted(1);
     assert!(l.start(1, "c"));
@@ -146,6 +146,137 @@ fn the_ledger_is_kept_in_one_form() {
         })
     );
     assert_eq!(serde_json::from_value::<Ledger>(json).unwrap(), l);
+}
+
+/// A driver whose re-checks run in a later job (the Action's finalize): every attempt
+/// started from the part's base before anything landed.
+fn part(ledger: &mut Ledger, task: usize) -> Start {
+    ledger.resumed(task, "base", None, Vec::new())
+}
+
+/// Attempt 1 of `task`, started at `start`, owning `own`.
+fn at<'a>(task: usize, start: &'a Start, own: &'a BTreeSet<String>) -> Arrival<'a> {
+    Arrival {
+        task,
+        attempt: 1,
+        start,
+        own,
+    }
+}
+
+#[test]
+fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it() {
+    let mut l = Ledger::default();
+    let s0 = part(&mut l, 0);
+    l.landed(0, set(&["a.txt"]), set(&["a.txt"]), Vec::new());
+    let s1 = part(&mut l, 1);
+    let own = set(&["a.txt"]);
+    // Paths it owns that landed: merged aside, never landed as under `serial`.
+    assert_eq!(l.meeting(&s1, &own), vec![0]);
+    assert_eq!(l.meeting(&s0, &set(&["b.txt"])), Vec::<usize>::new());
+    let step = l.merged_aside(
+        &at(1, &s1, &own),
+        vec![0],
+        vec![0],
+        clean(&["a.txt"], false),
+    );
+    assert_eq!(step, Step::Recheck { tasks: vec![0] });
+    // The next one on a.txt meets the landed task and then the merge kept aside.
+    let s2 = part(&mut l, 2);
+    assert_eq!(l.meeting(&s2, &own), vec![0, 1]);
+    // A merge too large to keep is sent back instead, onto what it meets.
+    let step = l.cannot_keep(&at(1, &s1, &own), vec![0], "too large".into());
+    let Step::Rebase(r) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!((r.onto, r.why.as_str()), (vec![0], "too large"));
+    assert_eq!(l.meeting(&s2, &own), vec![0]);
+}
+
+#[test]
+fn an_actions_chain_lands_its_passed_prefix_and_the_first_failure_goes_back() {
+    let mut l = Ledger::default();
+    let own = set(&["a.txt"]);
+    let s1 = part(&mut l, 1);
+    assert_eq!(
+        l.chain_rechecked(&at(1, &s1, &own), &[0], Some(Ok(()))),
+        Some(Step::Land)
+    );
+    l.landed(1, own.clone(), own.clone(), Vec::new());
+    let s2 = part(&mut l, 2);
+    let failed = l.chain_rechecked(&at(2, &s2, &own), &[0, 1], Some(Err("check".into())));
+    let Some(Step::Rebase(r)) = failed else {
+        panic!("{failed:?}")
+    };
+    assert_eq!(r.onto, vec![0, 1]);
+    // Re-checked beside a change that does not land: void, merged again, whatever it said.
+    let s3 = part(&mut l, 3);
+    assert_eq!(
+        l.chain_rechecked(&at(3, &s3, &own), &[2], Some(Ok(()))),
+        None
+    );
+    let on_tree = |k: usize| k != 2;
+    assert_eq!(l.merge_again_onto(&s3, &own, &[0, 2], on_tree), vec![0, 1]);
+    // Sent back: it builds on every merge kept aside on its paths, those kept after it too.
+    let step = l.merged_aside(
+        &at(3, &s3, &own),
+        vec![0, 1],
+        vec![1],
+        clean(&["a.txt"], true),
+    );
+    assert_eq!(step, Step::Recheck { tasks: vec![0, 1] });
+    assert_eq!(l.building_on_aside(), vec![(2, vec![3])]);
+}
+
+#[test]
+fn an_actions_rebase_fails_only_when_what_it_built_on_landed() {
+    let mut l = Ledger::default();
+    let own = set(&["a.txt"]);
+    // Task 2's rebase started with task 1's merge kept aside, which did not land.
+    let s2 = l.resumed(2, "base", Some(vec![1]), vec![1]);
+    assert_eq!(l.not_landed(&s2), vec![1]);
+    assert!(!l.lands_as_built(&s2, &[]));
+    let cannot = CannotLand {
+        onto: vec![],
+        why: "it failed beside task 1".into(),
+    };
+    assert!(matches!(
+        l.refused(&at(2, &s2, &own), cannot.clone()),
+        Step::Rebase(_)
+    ));
+    // Task 3's rebase built on task 1, which landed: it lands as built, or fails.
+    l.landed(1, own.clone(), own.clone(), Vec::new());
+    let s3 = l.resumed(3, "base", Some(vec![1]), vec![1]);
+    assert!(l.lands_as_built(&s3, &[1]));
+    assert!(!l.lands_as_built(&s3, &[1, 0]));
+    assert_eq!(
+        l.refused(&at(3, &s3, &own), cannot),
+        Step::Fail {
+            why: "it failed beside task 1".into()
+        }
+    );
+}
+
+#[test]
+fn the_conductor_meets_the_branchs_history_since_a_start_and_names_whoever_holds_those_paths() {
+    let mut l = Ledger::default();
+    // Landed before the batch: task 0 declares a.txt, task 1 b.txt.
+    l.landed(0, BTreeSet::new(), set(&["a.txt"]), Vec::new());
+    l.landed(1, BTreeSet::new(), set(&["b.txt"]), Vec::new());
+    let s3 = l.resumed(3, "base", None, Vec::new());
+    let s4 = l.resumed(4, "base", None, Vec::new());
+    // Nothing moved under c.txt since its base: it lands as under `serial`.
+    assert_eq!(
+        l.meeting_history(&s3, set(&["a.txt"]), &set(&["c.txt"])),
+        None
+    );
+    l.landed(3, set(&["c.txt"]), set(&["c.txt"]), Vec::new());
+    // a.txt moved on the branch (task 0 declares it), c.txt in the batch (task 3).
+    let own = set(&["a.txt", "c.txt"]);
+    assert_eq!(
+        l.meeting_history(&s4, set(&["a.txt"]), &own),
+        Some(vec![0, 3])
+    );
 }
 
 /// The world a run meets: each task's declared paths and the ones each of its attempts

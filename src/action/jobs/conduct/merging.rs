@@ -19,6 +19,9 @@
 //!   ([`FollowUp::Rebase`]: the work job's prompt gets the `## Rebase` section), at most once
 //!   per integration: a rebase that cannot land either is a failed attempt.
 //!
+//! Each of those decisions is the rules' ledger's (`pure::integration::Ledger`, built for the
+//! batch from the branch's plan and history); this module does the I/O.
+//!
 //! A follow-up is on the branch before its run is dispatched, and its run is recorded as any
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
 //! recorded is found by its run-name from the commits that record the same follow-up.
@@ -31,13 +34,16 @@ use crate::action::rounds::FollowUp;
 use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::pure::integration::{CannotLand, names, paths_of};
+use crate::pure::integration::{self, Arrival, CannotLand, Ledger, Start, Step, names, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
 impl Remote<'_> {
     /// Sorts a batch of arrivals under `overlap: merge`: returns those integrated now; each of
     /// the others waits on its task for a re-check or a rebase run ([`super::remote::MergeState::again`]).
+    /// What happens to each is the rules' ledger's ([`Ledger`], built for the batch from the
+    /// branch: every task landed before it, by what it declares, and each run's base with
+    /// what the branch changed since); this does the I/O.
     pub(super) fn sort_merged(
         &mut self,
         plan: &mut Plan,
@@ -45,9 +51,11 @@ impl Remote<'_> {
     ) -> Result<Vec<Judged>, ActionError> {
         judged.sort_by_key(|j| j.index);
         let head = self.repo.head()?;
+        let mut ledger = landed_before(plan);
+        // Every run of the batch started after those landed: only the batch's landings and the
+        // branch's history since its base are news to it.
+        let before = ledger.landed_tasks().count();
         let mut now: Vec<Judged> = Vec::new();
-        // The paths of the batch's arrivals that land, so far.
-        let mut landing: BTreeSet<String> = BTreeSet::new();
         for mut j in judged {
             let follow = FollowUp::of(plan, j.index, j.attempt);
             let t = &mut plan.tasks[j.index];
@@ -60,54 +68,106 @@ impl Remote<'_> {
                     .insert(j.index, t.acceptance_criteria().to_vec());
             }
             let base = self.merging.bases.remove(&j.index);
-            let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
+            let rebase_onto = match &follow {
+                Some(FollowUp::Recheck {
+                    checks,
+                    rebased: true,
+                    ..
+                }) => Some(checks.clone()),
+                Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
+                None | Some(FollowUp::Recheck { .. }) => None,
+            };
+            let start = integration::Start {
+                since: before,
+                ..ledger.resumed(
+                    j.index,
+                    base.as_deref().unwrap_or(""),
+                    rebase_onto,
+                    Vec::new(),
+                )
+            };
             if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow
                 && !self.rechecked(&mut j, f, base.as_deref())
             {
+                let own = paths_of(plan, j.index, &j.touched);
+                let a = Arrival {
+                    task: j.index,
+                    attempt: j.attempt,
+                    start: &start,
+                    own: &own,
+                };
                 let cannot = CannotLand {
                     onto: checks.clone(),
                     why: j.verdict.result.clone(),
                 };
-                if self.send_back(plan, &mut j, cannot, after_rebase) {
+                let step = ledger.refused(&a, cannot);
+                if self.send_back(plan, &mut j, step) {
                     now.push(j);
                 }
                 continue;
             }
-            let Some(base) = base else {
+            let mine = paths_of(plan, j.index, &j.touched);
+            let moved = match &base {
+                Some(base) if j.verdict.status == Status::Completed && !j.patch.is_empty() => {
+                    let moved = self.repo.changed_between(base, &head)?;
+                    ledger.meeting_history(&start, moved.into_iter().collect(), &mine)
+                }
+                Some(_) | None => None,
+            };
+            let Some(onto) = moved else {
+                if j.verdict.status == Status::Completed {
+                    let touched = j.touched.iter().cloned().collect();
+                    let declared = integration::declared(plan, j.index);
+                    ledger.landed(j.index, touched, declared, Vec::new());
+                }
                 now.push(j);
                 continue;
             };
-            if j.verdict.status != Status::Completed || j.patch.is_empty() {
+            if self.aside(plan, &mut ledger, &mut j, &now, &start, &mine, onto)? {
                 now.push(j);
-                continue;
-            }
-            let mine = paths_of(plan, j.index, &j.touched);
-            let mut moved: BTreeSet<String> = self
-                .repo
-                .changed_between(&base, &head)?
-                .into_iter()
-                .collect();
-            moved.extend(landing.iter().cloned());
-            let shared: BTreeSet<String> = moved.intersection(&mine).cloned().collect();
-            if shared.is_empty() {
-                landing.extend(mine);
-                now.push(j);
-                continue;
-            }
-            let onto = landed_on(plan, &now, &shared, j.index);
-            let kept = self.merge_aside(&j, &now, &base, &mine)?.and_then(|p| {
-                FollowUp::recheck(j.index, j.attempt, &p, onto.clone(), after_rebase)
-            });
-            match kept {
-                Ok(f) => self.wait_for_recheck(plan, &j, &f, &onto),
-                Err(why) => {
-                    if self.send_back(plan, &mut j, CannotLand { onto, why }, after_rebase) {
-                        now.push(j);
-                    }
-                }
             }
         }
         Ok(now)
+    }
+
+    /// Completed attempt `j` (started at `start`, owning `mine`) meets changes landed since its
+    /// base (`onto`: the landed tasks at those paths): merged aside onto the branch's tree with
+    /// the batch's landing arrivals `now`, kept on its task for a re-check run, or sent back
+    /// as the ledger decides. Whether the caller integrates it now (as a failed attempt).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the batch's ledger and landing arrivals beside the attempt's own four"
+    )]
+    fn aside(
+        &mut self,
+        plan: &mut Plan,
+        ledger: &mut Ledger,
+        j: &mut Judged,
+        now: &[Judged],
+        start: &Start,
+        mine: &BTreeSet<String>,
+        onto: Vec<usize>,
+    ) -> Result<bool, ActionError> {
+        let a = Arrival {
+            task: j.index,
+            attempt: j.attempt,
+            start,
+            own: mine,
+        };
+        let (merge, patch) = self.merge_aside(j, now, &start.base)?;
+        let step = match ledger.merged_aside(&a, onto.clone(), onto.clone(), merge) {
+            Step::Recheck { tasks } => {
+                match FollowUp::recheck(j.index, j.attempt, &patch, tasks, start.rebase) {
+                    Ok(f) => {
+                        self.wait_for_recheck(plan, j, &f, &onto);
+                        return Ok(false);
+                    }
+                    Err(why) => ledger.cannot_keep(&a, onto, why),
+                }
+            }
+            step => step,
+        };
+        Ok(self.send_back(plan, j, step))
     }
 
     /// A re-check run's arrival: whether it passed (then `j` carries the conductor's own kept
@@ -129,16 +189,15 @@ impl Remote<'_> {
         true
     }
 
-    /// Merges completed attempt `j` (made at `base`, its paths `mine`) onto the branch's tree
-    /// with the batch's landing arrivals `now`, without landing it: the merged change, or why
-    /// it cannot land (a conflict, a path it does not declare).
+    /// Merges completed attempt `j` (made at `base`) onto the branch's tree with the batch's
+    /// landing arrivals `now`, without landing it: what the merge came to, in the rules'
+    /// terms, and the merged change.
     fn merge_aside(
         &self,
         j: &Judged,
         now: &[Judged],
         base: &str,
-        mine: &BTreeSet<String>,
-    ) -> Result<Result<Vec<u8>, String>, ActionError> {
+    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
         let index = self.repo.round_index()?;
         for l in now
             .iter()
@@ -151,7 +210,7 @@ impl Remote<'_> {
         }
         let merged = index.merge_patch(base, j.patch.borrowed())?;
         drop(index);
-        Ok(crate::action::rounds::kept_merge(merged, j.index, mine))
+        Ok(crate::flow::merge::judged_merge(merged))
     }
 
     /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
@@ -203,18 +262,15 @@ impl Remote<'_> {
         );
     }
 
-    /// Attempt `j` `cannot` land: the first time, it waits for a rebase run (`false`: nothing
-    /// more to do with it now); after a rebase (`after_rebase`) it is a failed attempt,
-    /// decided as any (`true`: the caller integrates it as failed).
-    fn send_back(
-        &mut self,
-        plan: &mut Plan,
-        j: &mut Judged,
-        cannot: CannotLand,
-        after_rebase: bool,
-    ) -> bool {
-        let onto_names = names(&cannot.onto);
-        let Some((f, line)) = crate::action::rounds::refused(plan, j, cannot, after_rebase) else {
+    /// Attempt `j`, sent back by the ledger (`step`): a rebase waits for its run (`false`:
+    /// nothing more to do with it now); a failed attempt is decided as any (`true`: the caller
+    /// integrates it as failed).
+    fn send_back(&mut self, plan: &mut Plan, j: &mut Judged, step: Step) -> bool {
+        let onto_names = match &step {
+            Step::Rebase(r) => names(&r.onto),
+            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
+        };
+        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
             return true;
         };
         self.ui.say(format!(
@@ -306,26 +362,15 @@ pub(super) fn drop_stale(plan: &mut Plan) {
 /// How far back the branch's history is read for a landed task's checks.
 const HISTORY: usize = 512;
 
-/// The landed tasks whose checks a merge of task `me` on `shared` paths must pass too: the
-/// completed tasks declaring one of them, and the batch's landing arrivals changing one.
-fn landed_on(plan: &Plan, now: &[Judged], shared: &BTreeSet<String>, me: usize) -> Vec<usize> {
-    let mut onto: BTreeSet<usize> = plan
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|&(k, t)| {
-            k != me
-                && t.status == Status::Completed
-                && t.files()
-                    .any(|f| shared.contains(&crate::pure::paths::key(f)))
-        })
-        .map(|(k, _)| k)
-        .collect();
-    onto.extend(
-        now.iter()
-            .filter(|l| l.verdict.status == Status::Completed && l.index != me)
-            .filter(|l| !paths_of(plan, l.index, &l.touched).is_disjoint(shared))
-            .map(|l| l.index),
-    );
-    onto.into_iter().collect()
+/// The batch's ledger, from the branch's plan: every task landed before it, by the paths it
+/// declares (what it changed is on the branch's history, read per run).
+fn landed_before(plan: &Plan) -> Ledger {
+    let mut ledger = Ledger::default();
+    for (k, t) in plan.tasks.iter().enumerate() {
+        if t.status == Status::Completed {
+            let declared = integration::declared(plan, k);
+            ledger.landed(k, BTreeSet::new(), declared, Vec::new());
+        }
+    }
+    ledger
 }

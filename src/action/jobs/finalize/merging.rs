@@ -20,8 +20,13 @@
 //! the merge base and joins the new chain, or — when one of them did not land — goes back once
 //! more, uncounted, on a conflict. A task sent back here builds on every candidate of the new
 //! chain whose paths meet its own, those merged after it too (its record moves after the last
-//! of them, and its `onto` names them). Everything this finalize decides follows from the part's base and
-//! its artifacts, so a re-run decides the same and lands nothing twice.
+//! of them, and its `onto` names them).
+//!
+//! Every one of those decisions is the rules' ledger's ([`Ledger`], the Action's half of
+//! `pure::integration`), rebuilt each part from the open round's record (who runs as a
+//! rebase, onto what, on which kept merges); this module does the I/O: the merges (trees
+//! only), the records, the plan's outcomes, the display. Everything it decides follows from
+//! the part's base and its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
 
@@ -32,7 +37,7 @@ use crate::edge::git::{Patch, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{CannotLand, paths_of};
+use crate::pure::integration::{Arrival, Ledger, Start, Step, names, paths_of};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -40,9 +45,9 @@ use crate::pure::prompt::Unit;
 mod chain;
 
 /// A part being integrated: where (the repository, the display, the round's tree, the plan
-/// and the open round's record the follow-ups go into) and what it has integrated so far: the
-/// tasks landed in it and the chain of merges kept aside for the next part, each with its
-/// paths (changed or declared).
+/// and the open round's record the follow-ups go into), the rules' ledger of what landed in
+/// it, what is kept aside and who was sent back ([`Ledger`], rebuilt from the record each
+/// part), and the merged patches of the new chain, in the ledger's order.
 struct Integrating<'a> {
     repo: &'a Repo,
     ui: &'a Ui,
@@ -51,11 +56,18 @@ struct Integrating<'a> {
     open: &'a mut OpenRound,
     /// The commit every job of the part started from.
     base: &'a str,
-    landed: Vec<(usize, BTreeSet<String>)>,
-    /// The new chain: (task, paths, merged patch onto the round's tree and the earlier ones).
-    aside: Vec<(usize, BTreeSet<String>, Vec<u8>)>,
-    /// The tasks sent back (as a rebase, or failed after one), with their paths.
-    sent: Vec<(usize, BTreeSet<String>)>,
+    ledger: Ledger,
+    kept: Vec<Vec<u8>>,
+}
+
+/// What came of a merge kept aside ([`Integrating::aside`]).
+enum Aside {
+    /// Kept in the open round for a re-check in the next part.
+    Kept,
+    /// Sent back: a rebase attempt in the next part.
+    Back,
+    /// A failed attempt: the caller integrates it as one.
+    Failed,
 }
 
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
@@ -86,14 +98,16 @@ pub(super) fn add(
         plan,
         open,
         base,
-        landed: Vec::new(),
-        aside: Vec::new(),
-        sent: Vec::new(),
+        ledger: Ledger::default(),
+        kept: Vec::new(),
     };
     chain::land_chain(&mut at, chain)?;
     for (mut j, follow) in items {
-        let after_rebase = follow.as_ref().is_some_and(FollowUp::after_rebase);
-        j.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
+        let onto = match &follow {
+            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
+            None | Some(FollowUp::Recheck { .. }) => None,
+        };
+        j.rebase = onto.is_some();
         let on = match &follow {
             Some(FollowUp::Rebase { .. }) => built
                 .iter()
@@ -102,39 +116,30 @@ pub(super) fn add(
                 .unwrap_or_default(),
             None | Some(FollowUp::Recheck { .. }) => Vec::new(),
         };
-        // A rebase that failed beside a rejected candidate goes back uncounted: no retry.
-        let landed: Vec<usize> = at.landed.iter().map(|(l, _)| *l).collect();
-        ended(
-            at.plan,
-            &j,
-            !chain::failed_beside_rejected(&j, &on, &landed),
-            at.ui,
-        );
+        let built_on = on.iter().map(|(k, _)| *k).collect();
+        let start = at.ledger.resumed(j.index, base, onto, built_on);
+        // A rebase that failed beside a change that did not land goes back uncounted: no retry.
+        let beside_rejected =
+            j.verdict.status == Status::Failed && !at.ledger.not_landed(&start).is_empty();
+        ended(at.plan, &j, !beside_rejected, at.ui);
         if !on.is_empty() {
-            chain::rebased_on_chain(&mut at, j, &on)?;
+            chain::rebased_on_chain(&mut at, j, &start, &on)?;
             continue;
         }
         let mine = paths_of(at.plan, j.index, &j.touched);
-        let sharing = at.sharing(&mine);
-        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !sharing.is_empty() {
-            let merged = at.merge_aside(&[], j.patch.borrowed(), j.index, &mine)?;
-            let kept = merged.and_then(|p| at.keep(&j, p, &sharing, after_rebase));
-            let why = match kept {
-                Ok(kept) => {
+        let meeting = at.ledger.meeting(&start, &mine);
+        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !meeting.is_empty() {
+            match at.aside(&mut j, &start, &mine, &[], meeting)? {
+                Aside::Kept => {
                     // Its review (if any) concluded now: the re-check reports none.
                     crate::flow::steps::questions::record(at.plan, &j);
-                    at.aside.push((j.index, mine, kept));
                     continue;
                 }
-                Err(why) => why,
-            };
-            at.sent.push((j.index, mine.clone()));
-            let cannot = CannotLand { onto: sharing, why };
-            if !at.send_back(&mut j, cannot, after_rebase) {
-                continue;
+                Aside::Back => continue,
+                Aside::Failed => {}
             }
         }
-        at.land(j, mine)?;
+        at.land(j)?;
     }
     at.build_on_the_chain();
     Ok(())
@@ -142,24 +147,18 @@ pub(super) fn add(
 
 impl Integrating<'_> {
     /// Each rebase sent back in this part builds on every candidate of the new chain whose paths
-    /// meet its own — those merged after it too: its record moves after the last of them (what
-    /// [`FollowUp::built_on`] reads) and its `onto` names them. Its job then starts from the tree
-    /// that lands before it when the chain's re-checks pass.
+    /// meet its own ([`Ledger::building_on_aside`]) — those merged after it too: its record
+    /// moves after the last of them (what [`FollowUp::built_on`] reads) and its `onto` names
+    /// them. Its job then starts from the tree that lands before it when the chain's
+    /// re-checks pass.
     fn build_on_the_chain(&mut self) {
-        let Integrating {
-            open, aside, sent, ..
-        } = self;
-        for (task, paths) in sent.iter() {
+        let open = &mut *self.open;
+        for (task, meets) in self.ledger.building_on_aside() {
             let is_rebase =
-                |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if t == task);
+                |f: &FollowUp| matches!(f, FollowUp::Rebase { task: t, .. } if *t == task);
             let Some(at_now) = open.follow_ups.iter().position(is_rebase) else {
                 continue;
             };
-            let meets: Vec<usize> = aside
-                .iter()
-                .filter(|(_, p, _)| !p.is_disjoint(paths))
-                .map(|(k, _, _)| *k)
-                .collect();
             let last = meets.last().and_then(|k| {
                 open.follow_ups
                     .iter()
@@ -181,20 +180,10 @@ impl Integrating<'_> {
         }
     }
 
-    /// The landed tasks and the chain's candidates whose paths meet `mine`, in that order.
-    fn sharing(&self, mine: &BTreeSet<String>) -> Vec<usize> {
-        let landed = self.landed.iter().map(|(k, p)| (*k, p));
-        let aside = self.aside.iter().map(|(k, p, _)| (*k, p));
-        landed
-            .chain(aside)
-            .filter(|(_, p)| !p.is_disjoint(mine))
-            .map(|(k, _)| k)
-            .collect()
-    }
-
     /// `j` integrated as under `serial` (landed when it completed and applies, else decided as
-    /// any attempt).
-    fn land(&mut self, mut j: Judged, mine: BTreeSet<String>) -> Result<(), ActionError> {
+    /// any attempt); the ledger learns what landed.
+    fn land(&mut self, mut j: Judged) -> Result<(), ActionError> {
+        let checks = self.plan.tasks[j.index].acceptance_criteria().to_vec();
         prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
         self.build
             .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
@@ -206,41 +195,69 @@ impl Integrating<'_> {
             .find(|r| r.index == j.index)
             .is_some_and(|r| r.status == Status::Completed);
         if lands {
-            self.landed.push((j.index, mine));
+            let touched = j.touched.iter().cloned().collect();
+            let declared = crate::pure::integration::declared(self.plan, j.index);
+            self.ledger.landed(j.index, touched, declared, checks);
+        } else {
+            self.ledger.ended(j.index);
         }
         Ok(())
     }
 
-    /// A change (`patch`, made on the part's base with `made_on` applied) merged onto the
-    /// round's tree with the chain applied, without landing: its merged patch, or why it
-    /// cannot land (a conflict, a path task `j` does not declare).
-    fn merge_aside(
-        &self,
-        made_on: &[PatchRef<'_>],
-        patch: PatchRef<'_>,
-        task: usize,
+    /// Attempt `j`'s completed change (owning `mine`; made on the part's base with `made_on`
+    /// applied) merged onto the round's tree with the chain applied, without landing, and
+    /// what the ledger makes of it: kept for a re-check in the next part with the checks of
+    /// `checks`, or sent back.
+    fn aside(
+        &mut self,
+        j: &mut Judged,
+        start: &Start,
         mine: &BTreeSet<String>,
-    ) -> Result<Result<Vec<u8>, String>, ActionError> {
+        made_on: &[PatchRef<'_>],
+        checks: Vec<usize>,
+    ) -> Result<Aside, ActionError> {
         let tree = self.build.next_base(self.repo)?;
-        let chain: Vec<PatchRef<'_>> = self.aside.iter().map(|(_, _, p)| p.into()).collect();
-        let merged = self
-            .repo
-            .merge_aside(&tree, &chain, self.base, made_on, patch)?;
-        Ok(crate::action::rounds::kept_merge(merged, task, mine))
+        let chain: Vec<PatchRef<'_>> = self.kept.iter().map(Into::into).collect();
+        let merged =
+            self.repo
+                .merge_aside(&tree, &chain, self.base, made_on, j.patch.borrowed())?;
+        let (merge, patch) = crate::flow::merge::judged_merge(merged);
+        let a = Arrival {
+            task: j.index,
+            attempt: j.attempt,
+            start,
+            own: mine,
+        };
+        let onto = self.ledger.meeting(start, mine);
+        let step = match self.ledger.merged_aside(&a, checks, onto.clone(), merge) {
+            Step::Recheck { tasks } => match self.keep(j, &patch, &tasks, start.rebase) {
+                Ok(()) => {
+                    self.kept.push(patch);
+                    return Ok(Aside::Kept);
+                }
+                Err(why) => self.ledger.cannot_keep(&a, onto, why),
+            },
+            step => step,
+        };
+        Ok(if self.send_back(j, step) {
+            Aside::Failed
+        } else {
+            Aside::Back
+        })
     }
 
     /// Attempt `j`'s clean merge (`patch`) kept in the open round for a re-check in the next part
-    /// with the checks of `checks` (`rebased`: `j` ran as a rebase): the patch, or why it cannot
-    /// be kept (too large).
+    /// with the checks of `checks` (`rebased`: `j` ran as a rebase), or why it cannot be kept
+    /// (too large).
     fn keep(
         &mut self,
         j: &Judged,
-        patch: Vec<u8>,
+        patch: &[u8],
         checks: &[usize],
         rebased: bool,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<(), String> {
         let (plan, ui) = (&mut *self.plan, self.ui);
-        let f = FollowUp::recheck(j.index, j.attempt, &patch, checks.to_vec(), rebased)?;
+        let f = FollowUp::recheck(j.index, j.attempt, patch, checks.to_vec(), rebased)?;
         self.open.follow_ups.push(f);
         let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
         let names = if names.is_empty() {
@@ -260,16 +277,19 @@ impl Integrating<'_> {
                 j.attempt
             ),
         );
-        Ok(patch)
+        Ok(())
     }
 
-    /// Attempt `j` `cannot` land: the first time, it waits for a rebase attempt in the next part
-    /// (`false`: nothing more to do with it now); after a rebase (`after_rebase`) it is a failed
-    /// attempt, decided as any (`true`: the caller integrates it as failed).
-    fn send_back(&mut self, j: &mut Judged, cannot: CannotLand, after_rebase: bool) -> bool {
+    /// Attempt `j`, sent back by the ledger (`step`): a rebase waits for the next part (`false`:
+    /// nothing more to do with it now); a failed attempt is decided as any (`true`: the
+    /// caller integrates it as failed).
+    fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
         let (plan, ui) = (&mut *self.plan, self.ui);
-        let onto_names = crate::pure::integration::names(&cannot.onto);
-        let Some((f, line)) = crate::action::rounds::refused(plan, j, cannot, after_rebase) else {
+        let onto_names = match &step {
+            Step::Rebase(r) => names(&r.onto),
+            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
+        };
+        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
             return true;
         };
         ui.say(format!(
@@ -339,20 +359,15 @@ fn in_order(
     (chain, items)
 }
 
-/// A re-check's arrival: whether it passed (then `j` carries finalize's own merged patch,
-/// never the job's).
-fn rechecked_lands(repo: &Repo, j: &mut Judged, f: &FollowUp, ui: &Ui) -> bool {
-    let patch = f.patch().filter(|_| j.verdict.status == Status::Completed);
-    let Some(p) = patch else {
-        return false;
-    };
+/// A re-check that passed: `j` carries finalize's own merged patch (`f`'s), never the job's.
+fn rechecked_lands(repo: &Repo, j: &mut Judged, f: &FollowUp, ui: &Ui) {
+    let p = f.patch().unwrap_or_default();
     j.touched = repo.patch_changes(&p).map(|(t, _)| t).unwrap_or_default();
     j.patch = Patch::Bytes(p);
     ui.say(format!(
         "  task {}: attempt {}'s merge passed its re-check",
         j.index, j.attempt
     ));
-    true
 }
 
 /// An attempt's end, recorded and shown (a re-check is not an attempt: it is not recorded).
