@@ -23,7 +23,7 @@ pub const WHY_VAR: &str = "DAGEXEC_AGENT_USER_WHY";
 
 /// The user task code runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Agent {
+pub struct AgentAccount {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
@@ -36,15 +36,15 @@ pub enum AgentUser {
     /// Not asked for (the `agent-user` input is off, or this is not the Action's work job).
     Off,
     /// Task code runs as this user.
-    On(Agent),
+    On(AgentAccount),
     /// Asked for, but it cannot be: why (task code runs as dagexec's own user).
     Unavailable(String),
 }
 
-static AGENT: OnceLock<Agent> = OnceLock::new();
+static AGENT: OnceLock<AgentAccount> = OnceLock::new();
 
 /// The user task code runs as, once [`from_env`] set it.
-pub fn current() -> Option<&'static Agent> {
+pub fn current() -> Option<&'static AgentAccount> {
     AGENT.get()
 }
 
@@ -94,12 +94,12 @@ pub fn decide(name: &str, passwd: &str, root: bool) -> AgentUser {
 }
 
 /// `name`'s entry of a passwd line (`name:x:uid:gid:gecos:home:shell`).
-fn parse_line(line: &str, name: &str) -> Option<Agent> {
+fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
     let f: Vec<&str> = line.split(':').collect();
     if f.len() < 7 || f[0] != name {
         return None;
     }
-    Some(Agent {
+    Some(AgentAccount {
         name: name.to_string(),
         uid: f[2].parse().ok()?,
         gid: f[3].parse().ok()?,
@@ -109,11 +109,11 @@ fn parse_line(line: &str, name: &str) -> Option<Agent> {
 
 /// A command that can be started as another user: std's and tokio's `Command`.
 pub trait AsUser {
-    fn as_user(&mut self, agent: &Agent);
+    fn as_user(&mut self, agent: &AgentAccount);
 }
 
 impl AsUser for std::process::Command {
-    fn as_user(&mut self, agent: &Agent) {
+    fn as_user(&mut self, agent: &AgentAccount) {
         use std::os::unix::process::CommandExt;
         // As root, std drops the supplementary groups before `setuid`.
         self.uid(agent.uid).gid(agent.gid);
@@ -124,7 +124,7 @@ impl AsUser for std::process::Command {
 }
 
 impl AsUser for tokio::process::Command {
-    fn as_user(&mut self, agent: &Agent) {
+    fn as_user(&mut self, agent: &AgentAccount) {
         self.uid(agent.uid).gid(agent.gid);
         self.env("HOME", &agent.home)
             .env("USER", &agent.name)
@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn the_agent_runs_as_its_user_only_when_it_exists_and_dagexec_is_root() {
-        let want = Agent {
+        let want = AgentAccount {
             name: "dagexec-agent".into(),
             uid: 1002,
             gid: 1002,

@@ -199,7 +199,7 @@ pub(crate) async fn run(
     let start = jiff::Timestamp::now();
     let store = crate::sources::longrun::partial::Store::new(repo.common_dir());
     let log_rel = format!(".design/worker-{}.log", input.index);
-    let running = Running {
+    let running = Attempting {
         repo: &repo,
         pool: &pool,
         input: &input,
@@ -279,7 +279,7 @@ pub(crate) async fn run(
 
 /// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
 /// its tree the prompt asks for the work log, and the run's Ctrl-C.
-struct Running<'a> {
+struct Attempting<'a> {
     repo: &'a Arc<Repo>,
     pool: &'a Arc<Pool>,
     input: &'a AttemptInput,
@@ -289,7 +289,7 @@ struct Running<'a> {
     start: jiff::Timestamp,
 }
 
-impl Running<'_> {
+impl Attempting<'_> {
     /// The reviewer loop on the judged attempt in `wt` (its `patch`, touching `touched`),
     /// concluding into `verdict`.
     async fn review(
@@ -316,7 +316,7 @@ impl Running<'_> {
 /// printed and logged until then (`kept`, `None` when it never started) is kept like any
 /// attempt's, and its record waits in the pool.
 fn stopped(
-    at: &Running<'_>,
+    at: &Attempting<'_>,
     kept: Option<Box<worker::WorkerRun>>,
     wt: &Worktree,
     start: jiff::Timestamp,
@@ -335,10 +335,10 @@ fn stopped(
 /// it goes (how it ended, Ctrl-C included), its worktree, and what it spent through the model
 /// gateway (its pass, and with it its token, gone once the worker has ended).
 async fn run_worker(
-    at: &Running<'_>,
+    at: &Attempting<'_>,
     store: &crate::sources::longrun::partial::Store,
 ) -> Result<(Stop, Worktree, Option<crate::edge::gateway::Spend>), crate::edge::git::GitError> {
-    let &Running {
+    let &Attempting {
         repo,
         pool,
         input,
@@ -466,8 +466,8 @@ fn worker_spec(
 
 /// Keeps the attempt's stdout, stderr and work log (a log the worker wrote inside its own
 /// tree, following the prompt literally, included).
-fn keep_attempt_logs(at: &Running<'_>, run: &mut worker::WorkerRun, wt: &Worktree) {
-    let &Running {
+fn keep_attempt_logs(at: &Attempting<'_>, run: &mut worker::WorkerRun, wt: &Worktree) {
+    let &Attempting {
         repo,
         pool,
         input,

@@ -116,7 +116,7 @@ impl Default for Prices {
 
 /// Tokens one model used, as a token-only CLI reports them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tokens {
+pub struct ModelTokens {
     /// The model, when the CLI names it.
     pub model: Option<String>,
     /// Prompt tokens, cached ones included.
@@ -168,7 +168,7 @@ impl Prices {
 
     /// What `tokens` cost, each model priced by its entry (a model the CLI does not name by
     /// `unnamed`, the CLI's own entry). `Err` names a model the table lacks.
-    pub fn cost(&self, tokens: &[Tokens], unnamed: &str) -> Result<f64, String> {
+    pub fn cost(&self, tokens: &[ModelTokens], unnamed: &str) -> Result<f64, String> {
         let mut sum = 0.0;
         for t in tokens {
             let name = t.model.as_deref().unwrap_or(unnamed);
@@ -223,7 +223,7 @@ mod tests {
     fn tokens_are_priced_per_million_with_the_cached_rate() {
         let p = Prices::default();
         // gpt-5.5: 200 fresh at $5, 40 cached at $0.50, 60 out at $30 per million.
-        let t = Tokens {
+        let t = ModelTokens {
             model: None,
             input: 240,
             cached: 40,
@@ -231,7 +231,7 @@ mod tests {
         };
         let c = p.cost(&[t], "codex").unwrap();
         assert!((c - (200.0 * 5.0 + 40.0 * 0.5 + 60.0 * 30.0) / 1e6).abs() < 1e-12);
-        let unknown = Tokens {
+        let unknown = ModelTokens {
             model: Some("gpt-9".into()),
             ..Default::default()
         };

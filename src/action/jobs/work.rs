@@ -417,7 +417,7 @@ fn prompt_text(
     let text = crate::sources::longrun::with_checkpoint(task, root, &text);
     // The reviewer feedback so far and the user's answer to the task's question, as locally;
     // this checkout holds none of an earlier attempt's changes.
-    crate::flow::steps::review::with_feedback(&text, task, history, review::Start::Fresh)
+    crate::flow::steps::review::with_feedback(&text, task, history, review::NextTree::Fresh)
 }
 
 /// The worker's run in the checkout at `cwd`, its prompt and log files in `scratch`.

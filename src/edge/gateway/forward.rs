@@ -23,7 +23,7 @@ use crate::pure::gateway::meter::{self, Meter};
 use crate::pure::gateway::{Provider, Refused, Route};
 
 type Out = BoxBody<Bytes, hyper::Error>;
-type Upstream = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
+type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Incoming>;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), and `host`.
 const HOP_BY_HOP: [&str; 9] = [
@@ -69,7 +69,7 @@ pub(super) async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>
 
 /// The upstream client: HTTPS with the system's roots (ring), or plain HTTP for a base URL
 /// that says so (a local model server).
-fn client() -> std::io::Result<Upstream> {
+fn client() -> std::io::Result<UpstreamClient> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -101,7 +101,11 @@ fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
 }
 
 /// One request: checked, held, forwarded, metered.
-async fn handle(shared: &Arc<Shared>, client: &Upstream, req: Request<Incoming>) -> Response<Out> {
+async fn handle(
+    shared: &Arc<Shared>,
+    client: &UpstreamClient,
+    req: Request<Incoming>,
+) -> Response<Out> {
     match admit(shared, &req).await {
         Ok((route, tab, model_call)) => forward(shared, client, req, route, tab, model_call).await,
         Err(refused) => refused,
@@ -154,7 +158,7 @@ async fn admit(
 /// a model call's metered.
 async fn forward(
     shared: &Arc<Shared>,
-    client: &Upstream,
+    client: &UpstreamClient,
     req: Request<Incoming>,
     Route { provider, rest }: Route,
     tab: Arc<Tab>,

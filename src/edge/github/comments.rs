@@ -113,7 +113,7 @@ pub const MAX_COMMENT_PAGES: u32 = 100;
 
 /// A comment's new body (`issues/create-comment`, `issues/update-comment`).
 #[derive(Serialize)]
-struct Body {
+struct CommentBody {
     body: String,
 }
 
@@ -165,7 +165,7 @@ impl Client {
                 "issues/create-comment",
                 Method::POST,
                 &self.repo_path(&format!("/issues/{issue_number}/comments")),
-                &Body {
+                &CommentBody {
                     body: clip(body, MAX_BODY, CUT_MARK),
                 },
             )
@@ -179,7 +179,7 @@ impl Client {
             "issues/update-comment",
             Method::PATCH,
             &self.repo_path(&format!("/issues/comments/{id}")),
-            &Body {
+            &CommentBody {
                 body: clip(body, MAX_BODY, CUT_MARK),
             },
         )

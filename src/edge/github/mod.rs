@@ -409,7 +409,7 @@ impl Client {
                     if (200..300).contains(&status) || redirect {
                         return Ok(response);
                     }
-                    let limits = retry::Limits::from_headers(response.headers());
+                    let limits = retry::RateLimitHeaders::from_headers(response.headers());
                     let text = octo.body_to_string(response).await.unwrap_or_default();
                     let message = github_message(&text, status);
                     let next = match resend {

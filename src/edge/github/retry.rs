@@ -61,7 +61,7 @@ impl Default for RetryPolicy {
 
 /// The rate-limit headers of a response.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Limits {
+pub struct RateLimitHeaders {
     /// `Retry-After`, in seconds.
     pub retry_after: Option<u64>,
     /// `x-ratelimit-remaining`.
@@ -70,16 +70,16 @@ pub struct Limits {
     pub reset: Option<u64>,
 }
 
-impl Limits {
+impl RateLimitHeaders {
     /// Reads the three headers (absent or malformed ones are `None`).
-    pub fn from_headers(headers: &http::HeaderMap) -> Limits {
+    pub fn from_headers(headers: &http::HeaderMap) -> RateLimitHeaders {
         let num = |name: &str| {
             headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
         };
-        Limits {
+        RateLimitHeaders {
             retry_after: num("retry-after"),
             remaining: num("x-ratelimit-remaining"),
             reset: num("x-ratelimit-reset"),
@@ -101,7 +101,7 @@ impl RetryPolicy {
     pub fn after_status(
         &self,
         status: u16,
-        limits: &Limits,
+        limits: &RateLimitHeaders,
         message: &str,
         attempt: u32,
         now: u64,
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_honoured_on_429_and_403() {
-        let l = Limits {
+        let l = RateLimitHeaders {
             retry_after: Some(7),
             ..Default::default()
         };
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn exhausted_primary_limit_waits_until_the_reset() {
-        let l = Limits {
+        let l = RateLimitHeaders {
             remaining: Some(0),
             reset: Some(1_000_030),
             ..Default::default()
@@ -208,7 +208,7 @@ mod tests {
             RetryOrFail::Retry(Duration::from_secs(31))
         );
         // A reset further away than the client will wait fails, saying so.
-        let far = Limits {
+        let far = RateLimitHeaders {
             remaining: Some(0),
             reset: Some(1_000_000 + 3600),
             ..Default::default()
@@ -223,7 +223,7 @@ mod tests {
     fn secondary_limit_without_headers_waits_a_minute() {
         let n = p().after_status(
             403,
-            &Limits::default(),
+            &RateLimitHeaders::default(),
             "You have exceeded a secondary rate limit",
             1,
             0,
@@ -235,7 +235,7 @@ mod tests {
     fn a_plain_403_and_other_4xx_are_not_retried() {
         for s in [400, 401, 403, 404, 409, 422] {
             assert_eq!(
-                p().after_status(s, &Limits::default(), "Not Found", 1, 0),
+                p().after_status(s, &RateLimitHeaders::default(), "Not Found", 1, 0),
                 RetryOrFail::Fail(None),
                 "{s}"
             );
@@ -245,7 +245,8 @@ mod tests {
     #[test]
     fn server_errors_back_off_exponentially_with_bounded_jitter() {
         for attempt in 1..=5 {
-            let RetryOrFail::Retry(d) = p().after_status(502, &Limits::default(), "", attempt, 0)
+            let RetryOrFail::Retry(d) =
+                p().after_status(502, &RateLimitHeaders::default(), "", attempt, 0)
             else {
                 panic!("502 on attempt {attempt} is retried");
             };
@@ -257,7 +258,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            p().after_status(502, &Limits::default(), "", 6, 0),
+            p().after_status(502, &RateLimitHeaders::default(), "", 6, 0),
             RetryOrFail::Fail(Some(_))
         ));
         assert!(matches!(p().after_network_error(1), RetryOrFail::Retry(_)));
@@ -295,8 +296,8 @@ mod tests {
         h.insert("x-ratelimit-remaining", "0".parse().unwrap());
         h.insert("x-ratelimit-reset", "garbage".parse().unwrap());
         assert_eq!(
-            Limits::from_headers(&h),
-            Limits {
+            RateLimitHeaders::from_headers(&h),
+            RateLimitHeaders {
                 retry_after: Some(12),
                 remaining: Some(0),
                 reset: None

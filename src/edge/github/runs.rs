@@ -264,7 +264,7 @@ async fn fetch_unauthenticated(
     url: &str,
     limit: u64,
 ) -> Result<File, ApiError> {
-    use super::retry::{Limits, RetryOrFail};
+    use super::retry::{RateLimitHeaders, RetryOrFail};
     let uri: http::Uri = url
         .parse()
         .map_err(|e| invalid(op, format!("a redirect to an invalid URL: {e}")))?;
@@ -308,7 +308,7 @@ async fn fetch_unauthenticated(
                 if (200..300).contains(&status) {
                     return read_limited(op, response, limit).await;
                 }
-                let limits = Limits::from_headers(response.headers());
+                let limits = RateLimitHeaders::from_headers(response.headers());
                 let message = format!("the artifact's storage answered HTTP {status}");
                 match policy.after_status(status, &limits, &message, attempt, super::now()) {
                     RetryOrFail::Fail(why) => {

@@ -32,7 +32,7 @@ use crate::flow::memory::lock;
 use crate::flow::pool::{AttemptInput, Pool};
 use crate::flow::steps::longrun::restore_partial;
 use crate::flow::steps::review::with_feedback;
-use crate::pure::review::Start;
+use crate::pure::review::NextTree;
 use crate::sources::longrun::partial::Store;
 
 /// The prompt the worker gets: the runner's prompt with a long-run task's resume state
@@ -48,19 +48,19 @@ pub(crate) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool, store: &
     let prompt = crate::sources::longrun::with_checkpoint(&input.task, wt.path(), &input.prompt);
     let history = mem.history(input.index, &input.task);
     let start = match carry {
-        Some(patch) if crate::pure::review::start_for(input.attempt) == Start::Continue => {
+        Some(patch) if crate::pure::review::start_for(input.attempt) == NextTree::Continue => {
             match wt.apply(&patch) {
-                Ok(()) => Start::Continue,
+                Ok(()) => NextTree::Continue,
                 Err(e) => {
                     tracing::debug!(
                         "task {}: the rejected changes no longer apply ({e}); starting fresh",
                         input.index
                     );
-                    Start::Fresh
+                    NextTree::Fresh
                 }
             }
         }
-        _ => Start::Fresh,
+        _ => NextTree::Fresh,
     };
     with_feedback(&prompt, &input.task, &history, start)
 }

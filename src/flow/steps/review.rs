@@ -8,7 +8,7 @@ use crate::flow::pool::{AttemptInput, Pool};
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::question::{self, Question};
-use crate::pure::review::{self, Review, ReviewEntry, ReviewInput, Start, Word};
+use crate::pure::review::{self, NextTree, Review, ReviewEntry, ReviewInput, Word};
 use std::path::Path;
 
 /// `prompt` with the reviewer feedback so far (`history`, for an attempt starting as `start`)
@@ -18,7 +18,7 @@ pub(crate) fn with_feedback(
     prompt: &str,
     task: &Task,
     history: &[ReviewEntry],
-    start: Start,
+    start: NextTree,
 ) -> String {
     let mut prompt = prompt.to_string();
     for extra in [
@@ -332,7 +332,7 @@ pub(crate) async fn review(
             Err(e) => tracing::warn!("task {}: saving the review panicked: {e}", input.index),
         }
     }
-    if c.retry && review::start_for(input.attempt + 1) == Start::Continue {
+    if c.retry && review::start_for(input.attempt + 1) == NextTree::Continue {
         lock(&mem.carry).insert(input.index, patch.clone());
     }
     Reviewed::Done {

@@ -364,7 +364,7 @@ enum Charge {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum State {
+enum TaskState {
     /// Waiting to start this attempt.
     Queued(u32),
     /// Running this attempt from this tree (the tasks landed when it started).
@@ -377,11 +377,11 @@ enum State {
 
 /// A run of the local executor's loop in `world`, driven by `ops`: whom it starts, which
 /// arrive together and in which order, when it is killed; then run to its end.
-struct Sim<'w> {
+struct Driver<'w> {
     world: &'w World,
     ledger: Ledger,
     tree: Vec<usize>,
-    state: Vec<State>,
+    state: Vec<TaskState>,
     charges: Vec<Vec<Charge>>,
     runs: Vec<u32>,
     /// Whether the task was sent back since it last ended or landed.
@@ -389,9 +389,9 @@ struct Sim<'w> {
     rebases: Vec<u32>,
 }
 
-impl Sim<'_> {
+impl Driver<'_> {
     fn start(&mut self, task: usize) {
-        let State::Queued(attempt) = self.state[task] else {
+        let TaskState::Queued(attempt) = self.state[task] else {
             return;
         };
         let rebase = self.ledger.start(task, &format!("{:?}", self.tree));
@@ -399,12 +399,12 @@ impl Sim<'_> {
             !rebase || self.sent[task],
             "task {task}: a rebase nobody asked for"
         );
-        self.state[task] = State::Running(attempt, self.tree.clone());
+        self.state[task] = TaskState::Running(attempt, self.tree.clone());
     }
 
     /// Task `task`'s attempt arrives, as the local executor integrates it.
     fn arrive(&mut self, task: usize) {
-        let State::Running(attempt, base) = self.state[task].clone() else {
+        let TaskState::Running(attempt, base) = self.state[task].clone() else {
             return;
         };
         let w = self.world;
@@ -449,7 +449,7 @@ impl Sim<'_> {
                 assert!(!self.tree.contains(&task), "{task} landed twice");
                 self.tree.push(task);
                 self.ledger.landed(task, changed, mine, Vec::new());
-                self.state[task] = State::Landed;
+                self.state[task] = TaskState::Landed;
                 self.sent[task] = false;
             }
             Step::Rebase(r) => {
@@ -464,12 +464,12 @@ impl Sim<'_> {
                 );
                 self.sent[task] = true;
                 self.rebases[task] += 1;
-                self.state[task] = State::SentBack(attempt);
+                self.state[task] = TaskState::SentBack(attempt);
             }
             Step::Fail { .. } => {
                 assert!(self.sent[task], "{task} charged for its first send-back");
                 self.charge(task, attempt, Charge::AfterRebase);
-                let for_good = self.state[task] == State::Failed;
+                let for_good = self.state[task] == TaskState::Failed;
                 self.ledger.failed(task, for_good);
             }
             Step::Recheck { .. } => unreachable!("decided above"),
@@ -503,9 +503,9 @@ impl Sim<'_> {
         self.charges[task].push(why);
         assert_eq!(self.charges[task].len(), attempt as usize);
         self.state[task] = if attempt >= MAX_ATTEMPTS {
-            State::Failed
+            TaskState::Failed
         } else {
-            State::Queued(attempt + 1)
+            TaskState::Queued(attempt + 1)
         };
         if why == Charge::Worker {
             self.sent[task] = false;
@@ -520,8 +520,8 @@ impl Sim<'_> {
             self.arrive(t);
         }
         for r in self.ledger.take_asked() {
-            assert_eq!(self.state[r.task], State::SentBack(r.attempt));
-            self.state[r.task] = State::Queued(r.attempt);
+            assert_eq!(self.state[r.task], TaskState::SentBack(r.attempt));
+            self.state[r.task] = TaskState::Queued(r.attempt);
             self.start(r.task);
         }
     }
@@ -534,12 +534,12 @@ impl Sim<'_> {
         assert_eq!(reloaded, self.ledger);
         self.ledger = reloaded;
         let running: Vec<usize> = (0..self.state.len())
-            .filter(|&t| matches!(self.state[t], State::Running(..)))
+            .filter(|&t| matches!(self.state[t], TaskState::Running(..)))
             .collect();
         for &t in &running {
             self.ledger.interrupted(t);
-            if let State::Running(a, _) = self.state[t] {
-                self.state[t] = State::Queued(a);
+            if let TaskState::Running(a, _) = self.state[t] {
+                self.state[t] = TaskState::Queued(a);
             }
         }
         for t in running {
@@ -549,7 +549,7 @@ impl Sim<'_> {
 
     fn running(&self) -> Vec<usize> {
         (0..self.state.len())
-            .filter(|&t| matches!(self.state[t], State::Running(..)))
+            .filter(|&t| matches!(self.state[t], TaskState::Running(..)))
             .collect()
     }
 }
@@ -567,11 +567,11 @@ proptest! {
         ops in proptest::collection::vec((0u8..4, any::<u16>()), 0..60),
     ) {
         let n = world.paths.len();
-        let mut sim = Sim {
+        let mut sim = Driver {
             world: &world,
             ledger: Ledger::default(),
             tree: Vec::new(),
-            state: vec![State::Queued(1); n],
+            state: vec![TaskState::Queued(1); n],
             charges: vec![Vec::new(); n],
             runs: vec![0; n],
             sent: vec![false; n],
@@ -579,7 +579,7 @@ proptest! {
         };
         let mut ops = ops.into_iter();
         for _ in 0..10_000 {
-            let queued: Vec<usize> = (0..n).filter(|&t| matches!(sim.state[t], State::Queued(_))).collect();
+            let queued: Vec<usize> = (0..n).filter(|&t| matches!(sim.state[t], TaskState::Queued(_))).collect();
             let running = sim.running();
             if queued.is_empty() && running.is_empty() {
                 break;
@@ -622,8 +622,8 @@ proptest! {
         prop_assert_eq!(sim.ledger.landed_tasks().collect::<Vec<_>>(), sim.tree.clone());
         for t in 0..n {
             match &sim.state[t] {
-                State::Landed => prop_assert!(sim.charges[t].len() < MAX_ATTEMPTS as usize),
-                State::Failed => prop_assert_eq!(sim.charges[t].len(), MAX_ATTEMPTS as usize),
+                TaskState::Landed => prop_assert!(sim.charges[t].len() < MAX_ATTEMPTS as usize),
+                TaskState::Failed => prop_assert_eq!(sim.charges[t].len(), MAX_ATTEMPTS as usize),
                 other => prop_assert!(false, "task {} left {:?}", t, other),
             }
             let worker = sim.charges[t].iter().filter(|c| **c == Charge::Worker).count();

@@ -23,7 +23,7 @@ mod rules;
 pub use prompt::{ReviewInput, escalation_question, review_prompt};
 pub use reviewer::{program, reviewer_failure, reviewer_for};
 pub use rules::{
-    AfterRejection, Concluded, Escalation, Start, after_rejection, conclude, feedback_section,
+    AfterRejection, Concluded, Escalation, NextTree, after_rejection, conclude, feedback_section,
     latest_word, start_for,
 };
 
@@ -121,13 +121,13 @@ pub fn parse(output: &str) -> Result<Review, ReviewParseError> {
         return Err(ReviewParseError::NoVerdict { last });
     };
     #[derive(PartialEq)]
-    enum Key {
+    enum Section {
         None,
         Summary,
         Issues,
         Suggestions,
     }
-    let mut key = Key::None;
+    let mut key = Section::None;
     let mut review = Review {
         word,
         summary: String::new(),
@@ -141,16 +141,16 @@ pub fn parse(output: &str) -> Result<Review, ReviewParseError> {
         }
         let lower = line.to_ascii_lowercase();
         if let Some(rest) = lower.strip_prefix("summary:") {
-            key = Key::Summary;
+            key = Section::Summary;
             review.summary = line[line.len() - rest.len()..].trim().to_string();
             continue;
         }
         if lower.starts_with("issues:") {
-            key = Key::Issues;
+            key = Section::Issues;
             continue;
         }
         if lower.starts_with("suggestions:") {
-            key = Key::Suggestions;
+            key = Section::Suggestions;
             continue;
         }
         let item = line
@@ -158,9 +158,11 @@ pub fn parse(output: &str) -> Result<Review, ReviewParseError> {
             .or_else(|| line.strip_prefix("* "))
             .map(str::trim);
         match (&key, item) {
-            (Key::Issues, Some(i)) if !i.is_empty() => review.issues.push(i.to_string()),
-            (Key::Suggestions, Some(s)) if !s.is_empty() => review.suggestions.push(s.to_string()),
-            (Key::Summary, _) => {
+            (Section::Issues, Some(i)) if !i.is_empty() => review.issues.push(i.to_string()),
+            (Section::Suggestions, Some(s)) if !s.is_empty() => {
+                review.suggestions.push(s.to_string());
+            }
+            (Section::Summary, _) => {
                 if !review.summary.is_empty() {
                     review.summary.push(' ');
                 }

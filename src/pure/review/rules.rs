@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 /// What follows a rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterRejection {
-    /// Try again (the runner decides the tree from the attempt number, see [`Start`]).
+    /// Try again (the runner decides the tree from the attempt number, see [`NextTree`]).
     Retry,
     /// Stop and ask the user.
     Escalate(Escalation),
@@ -48,7 +48,7 @@ pub fn after_rejection(history: &[ReviewEntry], attempt: u32) -> AfterRejection 
 /// Where the next attempt after a rejection starts (the seed's "same implementer" and "fresh
 /// implementer"). Every attempt is a new worker process; what differs is the tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
+pub enum NextTree {
     /// Attempt 2: the tree holds the rejected attempt's changes, to be fixed.
     Continue,
     /// Attempt 3 (and the first attempt after the user's answer): a clean checkout of the
@@ -57,17 +57,17 @@ pub enum Start {
 }
 
 /// Which start the attempt numbered `attempt` gets after a rejection.
-pub fn start_for(attempt: u32) -> Start {
+pub fn start_for(attempt: u32) -> NextTree {
     if attempt == 2 {
-        Start::Continue
+        NextTree::Continue
     } else {
-        Start::Fresh
+        NextTree::Fresh
     }
 }
 
 /// The seed's "Previous Attempts" block for the implementer: every rejection's summary,
 /// issues and suggestions, then how this attempt starts. Empty without rejections.
-pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
+pub fn feedback_section(history: &[ReviewEntry], start: NextTree) -> String {
     let rejected: Vec<&ReviewEntry> = history
         .iter()
         .filter(|e| e.review.word == Word::Rejected)
@@ -105,10 +105,10 @@ pub fn feedback_section(history: &[ReviewEntry], start: Start) -> String {
     }
     s.push_str("\n\n");
     s.push_str(match start {
-        Start::Continue => {
+        NextTree::Continue => {
             "Your previous attempt's changes are already in this tree. Fix the issues above in place; do not start over."
         }
-        Start::Fresh => {
+        NextTree::Fresh => {
             "This attempt starts from a clean tree: none of the earlier attempts' changes are here. Take a fresh approach that avoids every issue above."
         }
     });

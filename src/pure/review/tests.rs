@@ -86,7 +86,7 @@ fn retry_then_escalate_and_no_progress() {
     assert_eq!(after_rejection(&h, 1), AfterRejection::Retry);
     assert_eq!(
         (start_for(2), start_for(3), start_for(1)),
-        (Start::Continue, Start::Fresh, Start::Fresh)
+        (NextTree::Continue, NextTree::Fresh, NextTree::Fresh)
     );
 }
 

@@ -23,14 +23,14 @@ pub const ASSUMED_PERMILLE: u32 = 200;
 
 /// The conflict rate a merge prediction uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
+pub struct MergeRate {
     /// Conflicts per thousand integrated attempts.
     pub permille: u32,
     /// How many recorded attempts it was learned from; 0 when assumed.
     pub learned_from: usize,
 }
 
-impl Rate {
+impl MergeRate {
     /// The rate as a fraction.
     pub fn fraction(self) -> f64 {
         f64::from(self.permille) / 1000.0
@@ -53,7 +53,7 @@ pub fn sharing(plan: &Plan, dag: &Dag, conflicts: &Conflicts) -> Vec<bool> {
 }
 
 /// The conflict rate the history of `plan` shows for its tasks that share files.
-pub fn rate(plan: &Plan, sharing: &[bool]) -> Rate {
+pub fn rate(plan: &Plan, sharing: &[bool]) -> MergeRate {
     let records: Vec<Record> = plan
         .progress
         .extra
@@ -73,14 +73,14 @@ pub fn rate(plan: &Plan, sharing: &[bool]) -> Rate {
         .filter(|r| !r.rebase && matches!(r.outcome.as_deref(), Some("completed" | "conflict")))
         .collect();
     if !merged || integrated.is_empty() {
-        return Rate {
+        return MergeRate {
             permille: ASSUMED_PERMILLE,
             learned_from: 0,
         };
     }
     let conflicts = integrated.iter().filter(|r| conflict(r)).count();
     let permille = (conflicts * 1000 + integrated.len() / 2) / integrated.len();
-    Rate {
+    MergeRate {
         permille: u32::try_from(permille).unwrap_or(1000),
         learned_from: integrated.len(),
     }
@@ -88,7 +88,7 @@ pub fn rate(plan: &Plan, sharing: &[bool]) -> Rate {
 
 /// Each task's expected rebase under `merge`, ms: `rate` of its last attempt for a sharing
 /// task, 0 otherwise.
-pub fn rebases(times: &Durations, sharing: &[bool], rate: Rate) -> Vec<u64> {
+pub fn rebases(times: &Durations, sharing: &[bool], rate: MergeRate) -> Vec<u64> {
     times
         .tasks
         .iter()
@@ -101,7 +101,7 @@ pub fn rebases(times: &Durations, sharing: &[bool], rate: Rate) -> Vec<u64> {
 }
 
 /// The task times under `merge` with each expected rebase added to the last attempt.
-pub fn times(times: &Durations, sharing: &[bool], rate: Rate) -> Durations {
+pub fn times(times: &Durations, sharing: &[bool], rate: MergeRate) -> Durations {
     let mut out = times.clone();
     for (t, extra) in out.tasks.iter_mut().zip(rebases(times, sharing, rate)) {
         if let Some(last) = t.attempts.last_mut() {
@@ -115,7 +115,12 @@ pub fn times(times: &Durations, sharing: &[bool], rate: Rate) -> Durations {
 /// followed by a re-check run, and by its expected rebase's run, each `run` ms (a job's
 /// start-up and an integration; the checks' own time is not modelled), added to its last
 /// attempt; and how many runs that adds (the rebases rounded).
-pub fn recheck_runs(times: &Durations, sharing: &[bool], rate: Rate, run: u64) -> (Durations, u64) {
+pub fn recheck_runs(
+    times: &Durations,
+    sharing: &[bool],
+    rate: MergeRate,
+    run: u64,
+) -> (Durations, u64) {
     let mut out = times.clone();
     let per = run + (run * u64::from(rate.permille) + 500) / 1000;
     let mut n = 0u64;
@@ -164,7 +169,7 @@ mod tests {
         // 1 conflict among 3 integrated attempts (the rebase and the failure not counted).
         assert_eq!(
             rate(&p, &sharing),
-            Rate {
+            MergeRate {
                 permille: 333,
                 learned_from: 3
             }
@@ -198,7 +203,7 @@ mod tests {
             default: (10_000, Origin::Given),
             warnings: Vec::new(),
         };
-        let rate = Rate {
+        let rate = MergeRate {
             permille: 250,
             learned_from: 4,
         };

@@ -161,7 +161,7 @@ pub struct Report {
     pub predictions: Vec<Prediction>,
     /// `overlap: merge` locally (rounds, eager) with the conflict rate it assumes, when the
     /// plan has tasks that share files ([`merge`]).
-    pub merge: Option<(merge::Rate, Vec<Prediction>)>,
+    pub merge: Option<(merge::MergeRate, Vec<Prediction>)>,
 }
 
 impl Report {
@@ -227,7 +227,7 @@ pub fn predict(
 
 /// `overlap: merge` locally and on the Action, when some tasks share files: no conflicts kept
 /// apart, the sharing tasks' times with the expected rebase ([`merge`]).
-fn predict_merge(sim: &Sim<'_>) -> Option<(merge::Rate, Vec<Prediction>)> {
+fn predict_merge(sim: &Sim<'_>) -> Option<(merge::MergeRate, Vec<Prediction>)> {
     let sharing = merge::sharing(sim.plan, sim.dag, sim.conflicts);
     if !sharing.contains(&true) {
         return None;

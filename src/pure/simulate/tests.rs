@@ -713,7 +713,7 @@ fn merge_on_the_action_sends_the_expected_conflicts_back_as_rebases_with_their_r
         times: &times,
         setting: s,
     };
-    let half = merge::Rate {
+    let half = merge::MergeRate {
         permille: 500,
         learned_from: 4,
     };
@@ -721,14 +721,14 @@ fn merge_on_the_action_sends_the_expected_conflicts_back_as_rebases_with_their_r
     assert_eq!((pr.wall, pr.jobs, pr.rounds), (105 * S, 12, 3));
     // Every merge conflicting: both rebased side by side (35 s), then 2's rebase merged
     // beside 1's and re-checked: 45 + 45 + 15.
-    let all = merge::Rate {
+    let all = merge::MergeRate {
         permille: 1000,
         learned_from: 4,
     };
     let pr = sim.actions_rounds_merge(&serial, all);
     assert_eq!((pr.wall, pr.rounds), (105 * S, 3));
     // No conflict at all: one follow-up part.
-    let never = merge::Rate {
+    let never = merge::MergeRate {
         permille: 0,
         learned_from: 4,
     };

@@ -14,7 +14,7 @@ use crate::pure::said::{Halt, Said};
 /// missing key stops the run. Lines that are not events are skipped; `None` when no line is a
 /// codex event.
 pub fn codex_events(stdout: &str) -> Option<Native> {
-    let mut tally = Tally::default();
+    let mut tally = CodexTally::default();
     for line in stdout.lines() {
         if let Ok(event) = serde_json::from_str::<Value>(line.trim()) {
             tally.take(&event);
@@ -35,7 +35,7 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
     let (input, output) = (tally.input, tally.output);
     let tokens = match (input, output) {
         (None, None) => Vec::new(),
-        (i, o) => vec![crate::pure::prices::Tokens {
+        (i, o) => vec![crate::pure::prices::ModelTokens {
             model: None,
             input: i.unwrap_or(0),
             cached: tally.cached,
@@ -59,7 +59,7 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
 
 /// What the events said so far.
 #[derive(Default)]
-struct Tally {
+struct CodexTally {
     /// Whether any line was a codex event.
     seen: bool,
     input: Option<u64>,
@@ -73,7 +73,7 @@ struct Tally {
     error: Option<String>,
 }
 
-impl Tally {
+impl CodexTally {
     /// One JSON line; anything that is not a codex event is skipped.
     fn take(&mut self, event: &Value) {
         let add = |sum: &mut Option<u64>, n: Option<u64>| {

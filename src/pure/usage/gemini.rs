@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::Usage;
 use super::native::{Native, one_line, says_auth, trailing_object};
-use crate::pure::prices::Tokens;
+use crate::pure::prices::ModelTokens;
 use crate::pure::said::{Halt, Said};
 
 /// The output of a worker run under `gemini -p … --output-format json`: one JSON object on
@@ -24,7 +24,7 @@ pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
         .filter(is_gemini)
         .or_else(|| trailing_object(stderr).filter(is_gemini))?;
     let tokens = tokens_of(&object);
-    let sum = |f: fn(&Tokens) -> u64| {
+    let sum = |f: fn(&ModelTokens) -> u64| {
         (!tokens.is_empty()).then(|| tokens.iter().map(f).fold(0u64, u64::saturating_add))
     };
     let model = tokens
@@ -57,7 +57,7 @@ pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
 }
 
 /// The tokens per model of `stats.models`.
-fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<Tokens> {
+fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<ModelTokens> {
     let mut tokens = Vec::new();
     for (name, m) in object
         .get("stats")
@@ -72,7 +72,7 @@ fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<Tokens> {
                 .and_then(Value::as_u64)
                 .unwrap_or(0)
         };
-        tokens.push(Tokens {
+        tokens.push(ModelTokens {
             model: Some(name.clone()),
             input: count("prompt"),
             cached: count("cached"),

@@ -17,7 +17,7 @@ pub struct Native {
     pub usage: Usage,
     pub said: Said,
     /// Tokens per model, for pricing (empty when the CLI reports its cost).
-    pub tokens: Vec<crate::pure::prices::Tokens>,
+    pub tokens: Vec<crate::pure::prices::ModelTokens>,
     /// The price table's entry for a model the CLI does not name (`codex`).
     pub cli: &'static str,
 }

@@ -387,7 +387,7 @@ fn codex_failures_are_read_not_shown_as_raw_json() {
     assert_eq!(n.text.as_deref(), Some("COMPLETED: wrote x"));
     assert_eq!(
         n.tokens,
-        [crate::pure::prices::Tokens {
+        [crate::pure::prices::ModelTokens {
             model: None,
             input: 240,
             cached: 40,
@@ -424,7 +424,7 @@ fn gemini_json_output_and_its_errors_on_stderr() {
     assert_eq!(n.text.as_deref(), Some("done\nCOMPLETED: wrote x.txt"));
     assert_eq!(
         n.tokens,
-        [crate::pure::prices::Tokens {
+        [crate::pure::prices::ModelTokens {
             model: Some("gemini-2.5-pro".into()),
             input: 360,
             cached: 60,

@@ -1,4 +1,4 @@
-//! A parent issue and its sub-issues, as read from GitHub ([`Reading`]), made into a plan.
+//! A parent issue and its sub-issues, as read from GitHub ([`ReadIssues`]), made into a plan.
 //! Pure: values in, a [`Plan`] (or the errors) out.
 //!
 //! - The tasks are the sub-issues without sub-issues of their own, recursively, in GitHub's
@@ -40,7 +40,7 @@ pub use crate::edge::github::issues::{Issue, Linked};
 
 /// Everything the conversion needs, as fetched.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reading {
+pub struct ReadIssues {
     /// The repository the run commits to (`owner/name`).
     pub repo: String,
     pub parent: Issue,
@@ -124,7 +124,7 @@ struct Node<'a> {
 }
 
 fn flatten<'a>(
-    r: &Reading,
+    r: &ReadIssues,
     out: &mut Vec<Node<'a>>,
     left_out: &mut Vec<Note>,
     issue: &'a Issue,
@@ -186,7 +186,7 @@ struct Edges {
     outside: BTreeMap<Ref, (bool, BTreeSet<String>)>,
 }
 
-fn edges(r: &Reading, nodes: &[Node<'_>], task_nodes: &[usize]) -> Edges {
+fn edges(r: &ReadIssues, nodes: &[Node<'_>], task_nodes: &[usize]) -> Edges {
     let task_of: BTreeMap<usize, usize> = task_nodes
         .iter()
         .enumerate()
@@ -245,7 +245,7 @@ fn edges(r: &Reading, nodes: &[Node<'_>], task_nodes: &[usize]) -> Edges {
 }
 
 /// Makes the plan.
-pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
+pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
     let parent_name = Ref::new(&r.parent.repo, r.parent.number).show(&r.repo);
     if r.parent.sub_issues.is_empty() {
         return Err(IssueError::NoSubIssues {
@@ -316,7 +316,7 @@ pub fn convert(r: &Reading) -> Result<Converted, IssueError> {
 
 /// The plan's tasks, in order.
 fn plan(
-    r: &Reading,
+    r: &ReadIssues,
     nodes: &[Node<'_>],
     task_nodes: &[usize],
     deps: &[Vec<usize>],
@@ -352,7 +352,7 @@ fn plan(
 /// The plan with where it came from and what was noted, in [`PLAN_FIELD`].
 fn with_record(
     mut plan: Plan,
-    r: &Reading,
+    r: &ReadIssues,
     nodes: &[Node<'_>],
     task_nodes: &[usize],
     left_out: &[Note],
@@ -399,7 +399,7 @@ fn outside_text(target: &Ref, closed: bool, known: bool, from: &BTreeSet<String>
 }
 
 fn task(
-    r: &Reading,
+    r: &ReadIssues,
     node: &Node<'_>,
     blocked_by: Vec<usize>,
     waits: &[Ref],
@@ -477,7 +477,7 @@ fn task(
 /// fenced ([`crate::pure::prompt::fenced`]) so no line of them reads as the prompt's own
 /// structure. Data, shown to the worker as the issue's words; the parent's only when its
 /// author may write to the repository (or a writer included it).
-fn description(r: &Reading, issue: &Issue, name: &str) -> String {
+fn description(r: &ReadIssues, issue: &Issue, name: &str) -> String {
     let parent = Ref::new(&r.parent.repo, r.parent.number).show(&r.repo);
     let written = |i: &Issue| {
         crate::pure::prompt::fenced(
@@ -509,7 +509,7 @@ fn description(r: &Reading, issue: &Issue, name: &str) -> String {
 
 /// Whether the parent issue's text may be the tasks' context: its author may write to the
 /// repository, or a writer included it.
-fn parent_trusted(r: &Reading) -> bool {
+fn parent_trusted(r: &ReadIssues) -> bool {
     r.writers.contains(&r.parent.author)
         || r.include
             .contains(&Ref::new(&r.parent.repo, r.parent.number))

@@ -14,5 +14,5 @@ mod tests;
 pub mod write_back;
 
 pub use convert::{
-    Converted, Issue, IssueError, Linked, Note, PLAN_FIELD, Reading, TASK_FIELD, convert,
+    Converted, Issue, IssueError, Linked, Note, PLAN_FIELD, ReadIssues, TASK_FIELD, convert,
 };

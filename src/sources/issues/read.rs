@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::body::{self, Ref};
-use super::convert::{self, Converted, Note, PLAN_FIELD, Reading, TASK_FIELD};
+use super::convert::{self, Converted, Note, PLAN_FIELD, ReadIssues, TASK_FIELD};
 use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
@@ -235,7 +235,7 @@ fn fetch_and_convert(
             .into_iter()
             .map(|((repo, n), c)| (Ref::new(&repo, n), c)),
     );
-    let reading = Reading {
+    let reading = ReadIssues {
         repo: opts.repo.to_string(),
         parent,
         states,

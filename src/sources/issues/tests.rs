@@ -32,14 +32,14 @@ fn blocked(mut i: Issue, by: &[(u64, bool)]) -> Issue {
     i
 }
 
-fn reading(subs: Vec<Issue>) -> Reading {
+fn reading(subs: Vec<Issue>) -> ReadIssues {
     let mut parent = issue(1, "Ship the parser", "The plan: a parser in three steps.");
     parent.sub_issues = subs;
-    Reading {
+    ReadIssues {
         repo: HOME.into(),
         parent,
         writers: BTreeSet::from(["writer".to_string()]),
-        ..Reading::default()
+        ..ReadIssues::default()
     }
 }
 

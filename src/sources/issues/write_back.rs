@@ -119,7 +119,7 @@ pub fn question_notes(plan: &Plan, repo: &str, pr: u64) -> Vec<(usize, u64, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::issues::{Issue, Reading, convert};
+    use crate::sources::issues::{Issue, ReadIssues, convert};
 
     #[test]
     fn completed_tasks_close_their_issues_and_only_they() {
@@ -137,11 +137,11 @@ mod tests {
             sub("x/lib", 3, false),
             sub("o/r", 4, true),
         ];
-        let r = Reading {
+        let r = ReadIssues {
             repo: "o/r".into(),
             parent,
             writers: ["w".to_string()].into(),
-            ..Reading::default()
+            ..ReadIssues::default()
         };
         let mut plan = convert(&r).unwrap().plan;
         assert_eq!(closes(&plan), ["Closes #4"]);

@@ -37,6 +37,29 @@ pub const OPENAI_USAGE: (u64, u64, u64) = (120, 20, 30);
 /// Usage per Gemini response: prompt, candidates, total.
 pub const GEMINI_USAGE: (u64, u64, u64) = (90, 15, 105);
 
+/// A worker's one streamed Anthropic Messages request through the gateway with `curl`, printing
+/// the HTTP status on a line of its own.
+pub const CURL_MESSAGES: &str = r#"curl -s -o /dev/null -w '%{http_code}\n' -X POST "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" -H 'content-type: application/json' -d '{"model":"claude-sonnet-4-5","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'"#;
+
+/// What `who` saved of its environment and `curl`'s status (`env` then [`CURL_MESSAGES`]) shows
+/// one request served through the gateway: no provider key in the environment, only the
+/// attempt's token, a 200; the server saw that one request with the real key; `row` (a task's
+/// `status --json` row) holds the tokens it streamed.
+pub fn assert_served_through_the_gateway(who: &str, env: &str, server: &ModelServer, row: &Value) {
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the {who}:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(env.lines().any(|l| l == "200"), "{env}");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.as_deref(), Some("sk-ant-secret-1"));
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(output), "{row}");
+}
+
 /// What the server does instead of following the script.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {

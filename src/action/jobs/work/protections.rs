@@ -47,7 +47,7 @@ mod tests {
 
     #[test]
     fn the_summary_says_which_protections_were_on_and_why_not() {
-        let agent = crate::edge::agent_user::Agent {
+        let agent = crate::edge::agent_user::AgentAccount {
             name: "dagexec-agent".into(),
             uid: 1002,
             gid: 1002,

@@ -11,7 +11,7 @@
 use super::{MATRIX_LIMIT, Sim, list_schedule};
 use crate::pure::overlap::Conflicts;
 use crate::pure::simulate::Prediction;
-use crate::pure::simulate::merge::Rate;
+use crate::pure::simulate::merge::MergeRate;
 
 /// A job of a part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Sim<'_> {
     pub(in crate::pure::simulate) fn actions_rounds_merge(
         &self,
         serial: &Conflicts,
-        rate: Rate,
+        rate: MergeRate,
     ) -> Prediction {
         let js = self.setting.job_start;
         let mut expected = Expected {
