@@ -1038,6 +1038,13 @@ fn eager_runs_every_task_as_its_own_workflow_run_side_by_side() {
         ],
     );
     let times_dir = tempfile::tempdir().unwrap();
+    // The tasks run as the work job's unprivileged user: the trace outside the checkout is
+    // theirs to write.
+    std::fs::set_permissions(
+        times_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
     let times = times_dir.path().join("times.log");
     // Slow task 0 ends once task 2 has started (at most two minutes), however slow the
     // machine: an eager conductor starts 1 and then 2 meanwhile; one that waited for 0 fails.
@@ -1647,6 +1654,8 @@ fn the_work_job_runs_the_pinned_agent_clis() {
             // from it rather than ask the registry again.
             "npm_config_prefer_offline=true".to_string(),
             format!("ANTHROPIC_BASE_URL={}", server.url()),
+            // The gateway's upstream for Codex (the worker's own base URL is the gateway's).
+            format!("OPENAI_BASE_URL={}/v1", server.url()),
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".to_string(),
             format!("CODEX_HOME={}", codex_home.display()),
         ] {

@@ -110,7 +110,6 @@ pub async fn run(
     // `overlap: merge`: this job may continue an attempt instead of starting one.
     let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
-        hand_over(repo.root())?;
         return recheck::run(&at, f).map(|verdict| Worked {
             verdict,
             gateway: None,

@@ -33,6 +33,8 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
     };
     let task = &plan.tasks[job.task];
     let (applied, judged_on) = apply_chain(repo, plan, follow, base);
+    // What the merge wrote is the checks' to use too, when they run as the agent's user.
+    super::hand_over(repo.root())?;
     let line = match &applied {
         Ok(()) => format!(
             "COMPLETED: attempt {}'s change merged beside the tasks landed before it, re-checked on the merged tree",
