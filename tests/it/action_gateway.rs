@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::common::lab::{Lab, lab, printed_outputs, task};
 use crate::common::model_server::{
-    ANTHROPIC_USAGE, CURL_MESSAGES, ModelServer, assert_served_through_the_gateway,
+    ANTHROPIC_USAGE, CURL_MESSAGES, ModelServer, anthropic_response_cost,
+    assert_served_through_the_gateway,
 };
 use crate::common::text;
 
@@ -62,9 +63,7 @@ fn the_work_job_serves_its_worker_through_the_gateway_and_records_the_wires_toke
     assert_eq!(row["status"], "completed", "{row}");
     assert_served_through_the_gateway("worker", &env, &server, &row);
     let (input, writes, reads, output) = ANTHROPIC_USAGE;
-    let want =
-        (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + output as f64 * 15.0)
-            / 1e6;
+    let want = anthropic_response_cost();
     assert!(
         (row["costUsd"].as_f64().unwrap() - want).abs() < 1e-9,
         "{row}"

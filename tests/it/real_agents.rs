@@ -16,7 +16,7 @@ use crate::common;
 use common::local::{Ran, exec, local};
 use common::model_server::{
     ANTHROPIC_USAGE, Api, CURL_MESSAGES, Fault, GEMINI_USAGE, ModelServer, OPENAI_USAGE,
-    StallServer, assert_served_through_the_gateway, content_of,
+    StallServer, anthropic_response_cost, assert_served_through_the_gateway, content_of,
 };
 use common::{git, repo, text};
 
@@ -485,12 +485,8 @@ fn a_worker_holds_no_provider_key_and_its_spend_is_counted_on_the_wire() {
     // The server got the real key, and the attempt's record the tokens it streamed.
     let row = task_row(&status_json(dir.path()), 0);
     assert_served_through_the_gateway("worker", &env, &server, &row);
-    let (input, writes, reads, output) = ANTHROPIC_USAGE;
-    let want =
-        (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + output as f64 * 15.0)
-            / 1e6;
     assert!(
-        (row["costUsd"].as_f64().unwrap() - want).abs() < 1e-9,
+        (row["costUsd"].as_f64().unwrap() - anthropic_response_cost()).abs() < 1e-9,
         "{row}"
     );
 }

@@ -60,6 +60,13 @@ pub fn assert_served_through_the_gateway(who: &str, env: &str, server: &ModelSer
     assert_eq!(row["outputTokens"], json!(output), "{row}");
 }
 
+/// What one [`ANTHROPIC_USAGE`] response costs at claude-sonnet-4-5's default prices, in USD:
+/// the cost a record of one such request holds.
+pub fn anthropic_response_cost() -> f64 {
+    let (input, writes, reads, output) = ANTHROPIC_USAGE;
+    (input as f64 * 3.0 + reads as f64 * 0.3 + writes as f64 * 3.75 + output as f64 * 15.0) / 1e6
+}
+
 /// What the server does instead of following the script.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
