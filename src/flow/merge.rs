@@ -278,23 +278,7 @@ mod tests {
         Vec<Vec<u8>>,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .current_dir(dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-            out.stdout
-        };
+        let run = |args: &[&str]| crate::testing::git(dir.path(), args);
         run(&["init", "-q"]);
         std::fs::write(dir.path().join("list.txt"), base).unwrap();
         run(&["add", "list.txt"]);
