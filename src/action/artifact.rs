@@ -375,14 +375,7 @@ mod tests {
 
     #[test]
     fn the_span_and_usage_are_believed_only_within_bounds() {
-        let report = AttemptReport {
-            output: String::new(),
-            exit: Exit::Success,
-            log: None,
-            present: Default::default(),
-            changed: Default::default(),
-            acceptance: None,
-        };
+        let report = AttemptReport::default();
         let now: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
         let mut r = WorkResult::new(0, 1, 1, "abc", &report, Duration::from_secs(90));

@@ -161,11 +161,11 @@ fn read_found<'a>(
         ),
         Some(Err(why)) => {
             ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
+            (Default::default(), Default::default(), Duration::ZERO, None)
         }
         None => {
             ui.say(format!("  task {}: no artifact from its job", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
+            (Default::default(), Default::default(), Duration::ZERO, None)
         }
     }
 }
@@ -263,18 +263,6 @@ fn needs_input(output: &str) -> Option<crate::pure::question::Question> {
         Err(_) => {}
     }
     crate::pure::question::from_status_line(output)
-}
-
-/// An attempt with nothing to show.
-fn missing() -> AttemptReport {
-    AttemptReport {
-        output: String::new(),
-        exit: Exit::Success,
-        log: None,
-        present: Default::default(),
-        changed: Default::default(),
-        acceptance: None,
-    }
 }
 
 /// What the agent CLI said, as the work job read it, into `verdict` (bounded again, since the
@@ -551,7 +539,8 @@ mod tests {
 
     /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
     fn artifact_at(dir: &Path, name: &str, task: usize, attempt: u32, out: &str) {
-        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &missing(), Duration::ZERO);
+        let nothing = AttemptReport::default();
+        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &nothing, Duration::ZERO);
         r.output = out.into();
         artifact::write(&dir.join(name), &r, b"", None).unwrap();
     }
