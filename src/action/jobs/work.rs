@@ -83,7 +83,6 @@ impl WorkJob {
             patch,
             touched,
             keep_logs_in: None,
-            env: &[],
         }
     }
 }
@@ -175,17 +174,13 @@ async fn attempt(
         (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = rebased(
-        plan,
-        follow,
-        chain,
-        prompt_text(plan, job, repo.root(), &history),
-    );
+    let text = prompt_text(plan, job, repo.root(), &history);
+    let text = rebased(plan, follow, chain, text);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let (mut run, wire, mut served) = run_worker(at, spec, scratch.path(), &rx).await?;
+    let (mut run, wire, served) = run_worker(at, spec, scratch.path(), &rx).await?;
     let gateway = Some(wire.is_some());
     // What the worker spent (the wire's count first); a structured output (claude's result
     // object, codex's events) stands for its output by its text, as locally.
@@ -246,8 +241,9 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let (through, v) = (served.as_mut(), &mut verdict);
-        let reviewed = review_through(through, &rx, reviewer, to_review, history, v).await?;
+        let through = served.as_ref().map(gateway::Served::gateway);
+        let (to, v) = (&to_review, &mut verdict);
+        let reviewed = review_attempt(&rx, reviewer, through, to, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
         result.review = Some(reviewed.record);
@@ -299,35 +295,6 @@ async fn run_worker(
     };
     let wire = served.as_mut().map(gateway::Served::close);
     Ok((run, wire, served))
-}
-
-/// [`review_attempt`] through the model gateway when it serves the attempt (`served`): the
-/// reviewer gets a pass of its own and no provider key, and what it spent is the wire's count.
-async fn review_through(
-    served: Option<&mut gateway::Served>,
-    rx: &tokio::sync::watch::Receiver<bool>,
-    reviewer: &str,
-    to_review: ToReview<'_>,
-    history: Vec<crate::pure::review::ReviewEntry>,
-    verdict: &mut outcome::Verdict,
-) -> Result<ReviewerRan, ActionError> {
-    let Some(served) = served else {
-        return review_attempt(rx, reviewer, &to_review, history, verdict).await;
-    };
-    let env = served.reopen(to_review.index, to_review.scratch)?;
-    hand_over(to_review.scratch)?;
-    let to_review = ToReview {
-        env: &env,
-        ..to_review
-    };
-    let mut reviewed = review_attempt(rx, reviewer, &to_review, history, verdict).await;
-    let wire = served.close();
-    if let Ok(r) = &mut reviewed {
-        let mut told = crate::flow::reported::Told::default();
-        let cli = std::mem::take(&mut r.spent);
-        r.spent = crate::flow::reported::with_wire(cli, &mut told, Some(&wire)).0;
-    }
-    reviewed
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
@@ -451,11 +418,14 @@ struct ReviewerRan {
     log: String,
 }
 
-/// Runs the reviewer on the attempt and concludes, as this job would (finalize concludes
-/// again from result.json), into `verdict`.
+/// Runs the reviewer on the attempt — through the job's model gateway when it serves the
+/// attempt, as a local run's reviewer: a pass of its own, and what it spent counted on the
+/// wire — and concludes, as this job would (finalize concludes again from result.json), into
+/// `verdict`.
 async fn review_attempt(
     rx: &tokio::sync::watch::Receiver<bool>,
     reviewer: &str,
+    gateway: Option<&crate::edge::gateway::Gateway>,
     to_review: &ToReview<'_>,
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
@@ -464,7 +434,7 @@ async fn review_attempt(
         run: review_run,
         parsed,
         usage: spent,
-    }) = crate::flow::steps::review::run_reviewer(reviewer, to_review, rx).await
+    }) = crate::flow::steps::review::run_reviewer_through(reviewer, to_review, rx, gateway).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };
