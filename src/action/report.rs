@@ -2,7 +2,8 @@
 //! by status, links), the job summary of each round, and the `dagexec` check run's summary
 //! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
 //! are recorded ([`crate::pure::usage`]), the progress table has Time and Cost columns and a total
-//! line follows it, and the body and the job summary have a timeline ([`timeline`]: the
+//! line follows it (and, where an agent CLI's report disagrees with the model gateway's count,
+//! the CLI's figure in the Cost cell and a line per such task, as `status` shows them), and the body and the job summary have a timeline ([`timeline`]: the
 //! attempts as a Mermaid gantt, beside `dagexec simulate`'s prediction). Pure; snapshot-tested.
 
 use std::collections::BTreeMap;
@@ -109,7 +110,7 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
-            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
+            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_and_cli_text());
         }
         let _ = writeln!(
             s,
@@ -123,6 +124,10 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
     }
     if let Some(total) = crate::pure::usage::total_line(plan) {
         let _ = writeln!(s, "\n**Time and cost:** {total}");
+    }
+    let mismatches = crate::pure::usage::mismatch_lines(plan);
+    if !mismatches.is_empty() {
+        let _ = write!(s, "\n{mismatches}");
     }
     s
 }
@@ -598,6 +603,14 @@ mod tests {
         let body = pr_body(&p, 3, &links(), Some(&stop), ran());
         let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
+    }
+
+    /// Where an agent CLI's report disagrees with the gateway's count, the Cost cell adds
+    /// the CLI's and a line per such task follows the total, as `status` shows them locally.
+    #[test]
+    fn the_pr_table_shows_where_the_cli_and_the_wire_disagree() {
+        let p = crate::pure::render::tests::cli_disagrees();
+        insta::assert_snapshot!(progress_table(&p, &links()));
     }
 
     #[test]

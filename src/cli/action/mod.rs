@@ -263,10 +263,16 @@ async fn work_job(
     // The work job holds no write token; it needs none to fetch a public base, and
     // the checkout's own credentials otherwise.
     inputs.token = Token::new(String::new());
+    // The upload step needs the artifact's name and folder even if the attempt errors out,
+    // or the job is cancelled, passes its timeout or this process is killed while the
+    // attempt runs (its provisional result.json then carries what it spent so far): so they
+    // are the step's outputs from the start.
+    ctx.set_outputs(&[
+        ("artifact-name", name),
+        ("artifact-path", dir.to_string_lossy().to_string()),
+    ])?;
     // Task code (worker, checks, reviewer) runs without the runner's files in its
-    // environment; whatever it wrote to them anyway is undone before the outputs are
-    // written, after it exited — and they are written even if the attempt errors out,
-    // since the upload step needs the name.
+    // environment; whatever it wrote to them anyway is undone after it exited.
     let guard = runtime::FileGuard::from_env();
     // And nothing it started outlives this step (see `reaper`). Task code runs as the
     // agent's unprivileged user when the action made one.
@@ -284,10 +290,6 @@ async fn work_job(
             dir.display()
         );
     }
-    ctx.set_outputs(&[
-        ("artifact-name", name),
-        ("artifact-path", dir.to_string_lossy().to_string()),
-    ])?;
     let work::Worked { verdict, gateway } = worked?;
     println!(
         "task {task} attempt {attempt}: {} — {}",
