@@ -253,6 +253,8 @@ async fn attempt(
         result.review = Some(reviewed.record);
         review_log = Some(reviewed.log);
     }
+    // The hosts the egress proxy refused the worker, its checks and the reviewer.
+    result.egress_blocked = crate::edge::egress::blocked();
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
     Ok(Worked { verdict, gateway })
