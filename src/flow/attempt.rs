@@ -274,6 +274,7 @@ pub(crate) async fn run(
         timed_out,
         rebase: input.rebase,
         reported,
+        egress_blocked: Vec::new(),
     })))
 }
 

@@ -137,6 +137,17 @@ pub(super) fn judge_entry_at(
         timed_out,
         rebase: false,
         reported: None,
+        // The hosts the egress proxy refused, bounded and made safe: the file is the job's.
+        egress_blocked: match found {
+            Some(Ok(c)) => c
+                .result
+                .egress_blocked
+                .iter()
+                .take(crate::pure::usage::EGRESS_BLOCKED_MAX)
+                .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+                .collect(),
+            _ => Vec::new(),
+        },
     })
 }
 
