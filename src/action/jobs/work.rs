@@ -164,6 +164,10 @@ fn hand_over(root: &Path) -> Result<(), ActionError> {
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
 /// merged changes a rebase builds on committed on it): the worker (a rebase's prompt says so),
 /// its judgement here, the checks of the tasks in `chain`, the reviewer, the artifact's files.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one line over: the egress hosts the record carries (issue 35); split with the next change here"
+)]
 async fn attempt(
     at: &WorkJob,
     on: &str,
