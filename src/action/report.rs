@@ -254,6 +254,7 @@ pub fn pr_body(
     }
     s.push_str(&progress_table(plan, links));
     s.push('\n');
+    s.push_str(&egress_blocked(plan));
     // A plan made of issues: merging closes the sub-issues completed (nothing sooner).
     let closes = crate::sources::issues::write_back::closes(plan);
     if !closes.is_empty() {
@@ -288,6 +289,40 @@ pub fn pr_body(
         "\n<sub>Written by dagexec. The execution state is `{state}` on this branch; each round is one commit.</sub>"
     );
     s
+}
+
+/// How many attempts' blocked hosts the pull request body names (the latest).
+const EGRESS_ATTEMPTS_SHOWN: usize = 5;
+
+/// The hosts the work jobs' egress proxy refused, per attempt (the latest few), from the
+/// plan's records: one paragraph, empty when none was.
+fn egress_blocked(plan: &Plan) -> String {
+    let records = crate::pure::usage::records(plan);
+    let blocked: Vec<String> = records
+        .iter()
+        .filter(|r| !r.egress_blocked.is_empty())
+        .map(|r| {
+            let hosts: Vec<String> = r
+                .egress_blocked
+                .iter()
+                .map(|h| format!("`{}`", cell(h, 100).replace('`', "'")))
+                .collect();
+            format!(
+                "task {} attempt {}: {}",
+                cell(&crate::pure::plan::ids::name(plan, r.task), 40),
+                r.attempt,
+                hosts.join(", ")
+            )
+        })
+        .collect();
+    if blocked.is_empty() {
+        return String::new();
+    }
+    let shown = &blocked[blocked.len().saturating_sub(EGRESS_ATTEMPTS_SHOWN)..];
+    format!(
+        "**Egress blocked** (hosts outside the `egress` list the agent asked for): {}\n\n",
+        shown.join("; ")
+    )
 }
 
 /// What a job summary is about: round `round`, the tasks of `batch`, and those that wait
@@ -505,6 +540,37 @@ mod tests {
     #[test]
     fn pr_body_in_progress() {
         insta::assert_snapshot!(pr_body(&plan(), 2, &links(), None, ran()));
+    }
+
+    #[test]
+    fn the_body_names_the_hosts_egress_blocked_per_attempt() {
+        let mut p = plan();
+        assert!(!pr_body(&p, 2, &links(), None, ran()).contains("Egress blocked"));
+        let start = jiff::Timestamp::from_second(1_795_000_000).unwrap();
+        let measured = crate::pure::usage::Measured {
+            start,
+            end: start + jiff::SignedDuration::from_secs(9),
+            usage: crate::pure::usage::Usage::default(),
+        };
+        for (task, attempt, hosts) in [(1, 2, vec![]), (1, 3, vec!["evil.example", "a`b"])] {
+            let mut r = crate::pure::usage::AttemptRecord::new(
+                task,
+                attempt,
+                &measured,
+                crate::pure::usage::Outcome::Failed,
+            );
+            r.egress_blocked = hosts.into_iter().map(String::from).collect();
+            crate::pure::usage::record(&mut p, &r);
+        }
+        let body = pr_body(&p, 2, &links(), None, ran());
+        let line = body
+            .lines()
+            .find(|l| l.starts_with("**Egress blocked**"))
+            .unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(
+            line,
+            "**Egress blocked** (hosts outside the `egress` list the agent asked for): task 1 attempt 3: `evil.example`, `a'b`"
+        );
     }
 
     #[test]

@@ -110,6 +110,7 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
 /// A command that can be started as another user: std's and tokio's `Command`.
 pub trait AsUser {
     fn as_user(&mut self, agent: &AgentAccount);
+    fn set_var(&mut self, key: &str, value: &str);
 }
 
 impl AsUser for std::process::Command {
@@ -121,6 +122,10 @@ impl AsUser for std::process::Command {
             .env("USER", &agent.name)
             .env("LOGNAME", &agent.name);
     }
+
+    fn set_var(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
 }
 
 impl AsUser for tokio::process::Command {
@@ -130,12 +135,20 @@ impl AsUser for tokio::process::Command {
             .env("USER", &agent.name)
             .env("LOGNAME", &agent.name);
     }
+
+    fn set_var(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
 }
 
-/// Starts `cmd` as the agent's user, when there is one.
+/// Starts `cmd` as the agent's user, when there is one, with the egress proxy's variables
+/// while egress is restricted (`edge::egress`).
 pub fn drop_to<C: AsUser>(cmd: &mut C) -> &mut C {
     if let Some(agent) = current() {
         cmd.as_user(agent);
+        for (k, v) in crate::edge::egress::proxy_env() {
+            cmd.set_var(k, v);
+        }
     }
     cmd
 }

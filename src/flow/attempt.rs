@@ -190,6 +190,10 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one field over: the egress hosts a judged attempt carries (issue 35); split with the next change here"
+)]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -274,6 +278,7 @@ pub(crate) async fn run(
         timed_out,
         rebase: input.rebase,
         reported,
+        egress_blocked: Vec::new(),
     })))
 }
 

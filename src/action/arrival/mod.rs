@@ -33,6 +33,20 @@ pub(crate) struct Judge<'a> {
     pub ui: &'a Ui,
 }
 
+/// The hosts the work job's egress proxy refused, bounded and made safe: the file is the job's.
+fn egress_blocked(found: Option<&Result<Collected, String>>) -> Vec<String> {
+    match found {
+        Some(Ok(c)) => c
+            .result
+            .egress_blocked
+            .iter()
+            .take(crate::pure::usage::EGRESS_BLOCKED_MAX)
+            .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
@@ -137,6 +151,7 @@ pub(super) fn judge_entry_at(
         timed_out,
         rebase: false,
         reported: None,
+        egress_blocked: egress_blocked(found),
     })
 }
 

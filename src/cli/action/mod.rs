@@ -277,9 +277,23 @@ async fn work_job(
     // And nothing it started outlives this step (see `reaper`). Task code runs as the
     // agent's unprivileged user when the action made one.
     let agent = crate::edge::agent_user::from_env();
+    // And it reaches only the listed hosts when the `egress` input asks for it.
+    let egress_input = std::env::var(crate::edge::egress::VAR).unwrap_or_default();
+    let egress = crate::edge::egress::start(&egress_input, &agent).await;
+    if let Ok(Ok(e)) = &egress {
+        println!("{}", e.describe());
+    }
     let reaper = crate::edge::reaper::Reaper::start();
-    let worked = work::run(root, &inputs, job, &given.base).await;
+    let worked = match &egress {
+        Err(e) => Err(ActionError::Input(e.to_string())),
+        Ok(_) => work::run(root, &inputs, job, &given.base).await,
+    };
     reaped(&reaper);
+    let egress = match egress {
+        Ok(Ok(e)) => e.finish(),
+        Ok(Err(state)) => state,
+        Err(_) => crate::edge::egress::Egressed::Off,
+    };
     for line in guard.restore()? {
         println!("warning: {line}");
     }
@@ -298,7 +312,11 @@ async fn work_job(
     for w in &verdict.warnings {
         println!("warning: {w}");
     }
-    let protections = work::Protections { gateway, agent };
+    let protections = work::Protections {
+        gateway,
+        agent,
+        egress,
+    };
     ctx.summary(&format!(
         "### task {task}, attempt {attempt}: {}\n\n{}\n\n{}",
         verdict.status,
