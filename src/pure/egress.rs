@@ -1,6 +1,6 @@
 //! What the Action's egress restriction decides without touching the network (issue 35; the
 //! proxy and the firewall are `edge::egress`): the list of hosts the agent may reach (the
-//! `egress` input: [`Setting::parse`], the package registries by default), whether the
+//! `egress` input: [`EgressSetting::parse`], the package registries by default), whether the
 //! egress proxy lets a request through ([`Hosts::admit`] for its name and port, [`public`]
 //! for every address the name resolved to), the proxy's request line read and rewritten
 //! ([`ProxyRequest::parse`]), and the firewall's rules as `iptables-restore` reads them
@@ -64,26 +64,26 @@ pub enum SettingError {
 
 /// The `egress` input.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Setting {
+pub enum EgressSetting {
     /// Not restricted (`false`, empty: the default).
     Off,
     /// The agent reaches loopback and these hosts only.
     On(Hosts),
 }
 
-impl Setting {
-    /// Reads the input: empty, `false` or `off` is [`Setting::Off`]; `true`, `on` or
+impl EgressSetting {
+    /// Reads the input: empty, `false` or `off` is [`EgressSetting::Off`]; `true`, `on` or
     /// `defaults` the package registries ([`DEFAULT_HOSTS`]); anything else a list of hosts,
     /// one per line or comma-separated, where the word `defaults` adds the registries.
-    pub fn parse(input: &str) -> Result<Setting, SettingError> {
+    pub fn parse(input: &str) -> Result<EgressSetting, SettingError> {
         let words: Vec<&str> = input
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|w| !w.is_empty())
             .collect();
         match words.as_slice() {
-            [] => return Ok(Setting::Off),
+            [] => return Ok(EgressSetting::Off),
             [w] if ["false", "off"].contains(&w.to_ascii_lowercase().as_str()) => {
-                return Ok(Setting::Off);
+                return Ok(EgressSetting::Off);
             }
             _ => {}
         }
@@ -98,7 +98,7 @@ impl Setting {
             }
             hosts.add(w)?;
         }
-        Ok(Setting::On(hosts))
+        Ok(EgressSetting::On(hosts))
     }
 }
 

@@ -186,10 +186,6 @@ fn hand_over(root: &Path) -> Result<(), ActionError> {
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
 /// merged changes a rebase builds on committed on it): the worker (a rebase's prompt says so),
 /// its judgement here, the checks of the tasks in `chain`, the reviewer, the artifact's files.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one line over: the egress hosts the record carries (issue 35); split with the next change here"
-)]
 async fn attempt(
     at: &WorkJob,
     on: &str,
@@ -320,7 +316,7 @@ async fn run_worker(
     // The prompt, log and usage files and the Codex home are the agent's to use.
     hand_over(scratch)?;
     let live = served.as_ref().map(|s| {
-        let attempt = live::Running {
+        let attempt = live::Provisional {
             dir: at.inputs.artifacts.clone(),
             task: at.job.task,
             attempt: at.job.attempt,

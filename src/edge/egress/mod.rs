@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::edge::agent_user::AgentUser;
-use crate::pure::egress::{Setting, SettingError};
+use crate::pure::egress::{EgressSetting, SettingError};
 
 /// The variable the action hands the `egress` input in.
 pub const VAR: &str = "DAGEXEC_EGRESS";
@@ -29,7 +29,7 @@ pub const VAR: &str = "DAGEXEC_EGRESS";
 /// variables, and the proxy's record.
 struct Active {
     env: Vec<(String, String)>,
-    record: std::sync::Arc<std::sync::Mutex<proxy::Record>>,
+    record: std::sync::Arc<std::sync::Mutex<proxy::ProxyLog>>,
 }
 
 static ACTIVE: OnceLock<Active> = OnceLock::new();
@@ -72,17 +72,17 @@ pub enum Egressed {
     /// Asked for, but not possible here: why.
     Unavailable(String),
     /// Restricted: what happened.
-    On(Report),
+    On(EgressReport),
 }
 
 /// What restricted egress saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub struct EgressReport {
     /// The listed hosts.
     pub hosts: Vec<String>,
     /// Whether IPv6 was restricted too (false: the runner has none beyond loopback).
     pub v6: bool,
-    pub record: proxy::Record,
+    pub record: proxy::ProxyLog,
     /// Packets the firewall refused (connections that went around the proxy, DNS).
     pub refused_packets: Option<u64>,
     /// How long setting it up and taking it down took, in milliseconds.
@@ -96,9 +96,9 @@ pub async fn start(
     input: &str,
     agent: &AgentUser,
 ) -> Result<Result<Egress, Egressed>, SettingError> {
-    let hosts = match Setting::parse(input)? {
-        Setting::Off => return Ok(Err(Egressed::Off)),
-        Setting::On(h) => h,
+    let hosts = match EgressSetting::parse(input)? {
+        EgressSetting::Off => return Ok(Err(Egressed::Off)),
+        EgressSetting::On(h) => h,
     };
     let began = Instant::now();
     let account = match agent {
@@ -173,7 +173,7 @@ impl Egress {
         for (host, why) in &record.refused {
             println!("egress: blocked {host} ({why})");
         }
-        Egressed::On(Report {
+        Egressed::On(EgressReport {
             hosts: self.hosts.clone(),
             v6: self.firewall.v6,
             record,

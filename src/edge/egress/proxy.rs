@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// What the proxy saw: the hosts it connected to (how many times) and those it refused (why).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Record {
+pub struct ProxyLog {
     pub reached: BTreeMap<String, u32>,
     pub refused: BTreeMap<String, String>,
 }
@@ -33,11 +33,11 @@ pub struct Record {
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
-    record: Arc<Mutex<Record>>,
+    record: Arc<Mutex<ProxyLog>>,
     server: tokio::task::JoinHandle<()>,
 }
 
-fn lock(m: &Mutex<Record>) -> std::sync::MutexGuard<'_, Record> {
+fn lock(m: &Mutex<ProxyLog>) -> std::sync::MutexGuard<'_, ProxyLog> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -46,7 +46,7 @@ impl Proxy {
     pub async fn start(hosts: Hosts) -> std::io::Result<Proxy> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        let record = Arc::new(Mutex::new(Record::default()));
+        let record = Arc::new(Mutex::new(ProxyLog::default()));
         let server = tokio::spawn(serve(listener, Arc::new(hosts), record.clone()));
         Ok(Proxy {
             addr,
@@ -61,12 +61,12 @@ impl Proxy {
     }
 
     /// What it saw so far.
-    pub fn record(&self) -> Record {
+    pub fn record(&self) -> ProxyLog {
         lock(&self.record).clone()
     }
 
     /// Its record as it grows.
-    pub(super) fn record_handle(&self) -> Arc<Mutex<Record>> {
+    pub(super) fn record_handle(&self) -> Arc<Mutex<ProxyLog>> {
         self.record.clone()
     }
 
@@ -94,7 +94,7 @@ impl Drop for Proxy {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, hosts: Arc<Hosts>, record: Arc<Mutex<Record>>) {
+async fn serve(listener: tokio::net::TcpListener, hosts: Arc<Hosts>, record: Arc<Mutex<ProxyLog>>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -142,7 +142,7 @@ async fn answer(client: &mut TcpStream, status: &str, text: &str) -> std::io::Re
 /// Records that `name` was refused, and tells the client.
 async fn refuse(
     client: &mut TcpStream,
-    record: &Mutex<Record>,
+    record: &Mutex<ProxyLog>,
     name: String,
     why: &Refusal,
 ) -> std::io::Result<()> {
@@ -166,7 +166,7 @@ fn own_address(ip: IpAddr) -> bool {
 async fn handle(
     mut client: TcpStream,
     hosts: &Hosts,
-    record: &Mutex<Record>,
+    record: &Mutex<ProxyLog>,
 ) -> std::io::Result<()> {
     let (head, rest) = tokio::time::timeout(WAIT, read_head(&mut client))
         .await
@@ -239,9 +239,11 @@ mod tests {
     #[tokio::test]
     async fn the_proxy_refuses_unlisted_hosts_and_names_that_resolve_to_this_machine() {
         let hosts =
-            match crate::pure::egress::Setting::parse("localhost, 127.0.0.1, pypi.org").unwrap() {
-                crate::pure::egress::Setting::On(h) => h,
-                crate::pure::egress::Setting::Off => unreachable!(),
+            match crate::pure::egress::EgressSetting::parse("localhost, 127.0.0.1, pypi.org")
+                .unwrap()
+            {
+                crate::pure::egress::EgressSetting::On(h) => h,
+                crate::pure::egress::EgressSetting::Off => unreachable!(),
             };
         let proxy = Proxy::start(hosts).await.unwrap();
         // A listener of this machine the agent would like to reach through a listed name.

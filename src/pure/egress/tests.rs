@@ -1,8 +1,8 @@
 use super::*;
 
 fn on(input: &str) -> Hosts {
-    match Setting::parse(input) {
-        Ok(Setting::On(h)) => h,
+    match EgressSetting::parse(input) {
+        Ok(EgressSetting::On(h)) => h,
         other => panic!("{input:?}: {other:?}"),
     }
 }
@@ -10,7 +10,7 @@ fn on(input: &str) -> Hosts {
 #[test]
 fn the_input_is_off_the_registries_or_a_list_that_may_keep_them() {
     for off in ["", "  ", "false", "OFF", "\n"] {
-        assert_eq!(Setting::parse(off), Ok(Setting::Off), "{off:?}");
+        assert_eq!(EgressSetting::parse(off), Ok(EgressSetting::Off), "{off:?}");
     }
     let defaults = on("true");
     assert_eq!(defaults.len(), DEFAULT_HOSTS.len());
@@ -36,7 +36,7 @@ fn the_input_is_off_the_registries_or_a_list_that_may_keep_them() {
         "a_b.org",
         "-x.org",
     ] {
-        let e = Setting::parse(bad).unwrap_err();
+        let e = EgressSetting::parse(bad).unwrap_err();
         assert_eq!(e, SettingError::NotAHost(bad.into()), "{bad}");
         assert!(e.to_string().starts_with("the egress input: "), "{e}");
     }

@@ -29,7 +29,7 @@ pub(super) struct Live {
 }
 
 /// Which attempt, where its artifact goes, and when it started.
-pub(super) struct Running {
+pub(super) struct Provisional {
     pub dir: PathBuf,
     pub task: usize,
     pub attempt: u32,
@@ -38,7 +38,7 @@ pub(super) struct Running {
     pub start: jiff::Timestamp,
 }
 
-impl Running {
+impl Provisional {
     /// The attempt's result if its job ended now, having spent `spend`.
     fn cut_short(&self, spend: &Spend) -> WorkResult {
         let report = AttemptReport {
@@ -66,7 +66,7 @@ impl Running {
 /// Follows the gateway's spend (`spend`) and writes `at`'s provisional result whenever its
 /// tokens grew, until [`Live::finish`]. A write that fails is logged and tried again at the
 /// next growth.
-pub(super) fn keep(at: Running, mut spend: tokio::sync::watch::Receiver<Spend>) -> Live {
+pub(super) fn keep(at: Provisional, mut spend: tokio::sync::watch::Receiver<Spend>) -> Live {
     let done = Arc::new(Mutex::new(false));
     let flag = done.clone();
     let at = Arc::new(at);

@@ -115,7 +115,7 @@ mod tests {
             gid: 1002,
             home: "/home/dagexec-agent".into(),
         };
-        let mut record = crate::edge::egress::proxy::Record::default();
+        let mut record = crate::edge::egress::proxy::ProxyLog::default();
         record.reached.insert("pypi.org".into(), 3);
         record
             .refused
@@ -127,7 +127,7 @@ mod tests {
         let all = Protections {
             gateway: Some(true),
             agent: AgentUser::On(agent),
-            egress: Egressed::On(crate::edge::egress::Report {
+            egress: Egressed::On(crate::edge::egress::EgressReport {
                 hosts: vec!["pypi.org".into(), "localhost".into()],
                 v6: true,
                 record,
