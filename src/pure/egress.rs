@@ -11,8 +11,8 @@
 //! dagexec, which the firewall does not restrict) resolves a listed name itself and connects
 //! only to public addresses, so a listed name cannot be pointed at a service of the runner.
 
+use core::net::IpAddr;
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 
 /// The hosts the agent reaches by default: the package registries of the common ecosystems
 /// (downloads only need these; none of them is a code host or a paste site).
