@@ -66,41 +66,26 @@ impl Provisional {
 /// Follows the gateway's spend (`spend`) and writes `at`'s provisional result whenever its
 /// tokens grew, until [`Live::finish`]. A write that fails is logged and tried again at the
 /// next growth.
-pub(super) fn keep(at: Provisional, mut spend: tokio::sync::watch::Receiver<Spend>) -> Live {
+pub(super) fn keep(at: Provisional, spend: tokio::sync::watch::Receiver<Spend>) -> Live {
     let done = Arc::new(Mutex::new(false));
     let flag = done.clone();
-    let at = Arc::new(at);
-    let keeper = tokio::spawn(async move {
-        let mut written = crate::pure::gateway::Tokens::default();
-        while spend.changed().await.is_ok() {
-            let now = spend.borrow_and_update().clone();
-            let total = now.total();
-            if total == written {
-                continue;
+    let (task, dir) = (at.task, at.dir.display().to_string());
+    let keeper = tokio::spawn(crate::flow::live::on_growth(
+        spend,
+        move |now| {
+            let done = flag
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *done {
+                return Ok(());
             }
-            let (flag, this) = (flag.clone(), at.clone());
-            let saved = tokio::task::spawn_blocking(move || {
-                let done = flag
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if *done {
-                    return Ok(());
-                }
-                let result = this.cut_short(&now);
-                artifact::write(&this.dir, &result, b"", None)
-            })
-            .await;
-            match saved {
-                Ok(Ok(())) => written = total,
-                Ok(Err(e)) => println!(
-                    "warning: task {}: cannot keep the attempt's spend so far in {}: {e}",
-                    at.task,
-                    at.dir.display()
-                ),
-                Err(_) => {}
-            }
-        }
-    });
+            let result = at.cut_short(&now);
+            artifact::write(&at.dir, &result, b"", None).map_err(|e| e.to_string())
+        },
+        move |e| {
+            println!("warning: task {task}: cannot keep the attempt's spend so far in {dir}: {e}");
+        },
+    ));
     Live { done, keeper }
 }
 
