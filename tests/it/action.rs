@@ -2123,3 +2123,265 @@ fn the_work_jobs_agent_runs_as_an_unprivileged_user_without_the_key_or_sudo() {
     assert!(probe.lines().any(|l| l == "sudo=no"), "{probe}");
     lab.gh.assert_clean();
 }
+
+/// Issue 35, `egress`: what the agent's user reaches with the input on. Through the proxy
+/// (the variables set): a listed registry (pypi.org: the only hosts this machine reaches
+/// outside are the registries), an unlisted host, a listed name that resolves to this
+/// machine; around it: a listener of this machine on its own non-loopback address, the
+/// registry directly, and DNS. `@ADDR@` is that listener's address.
+const EGRESS_WORKER: &str = r#"#!/bin/sh
+{
+  echo "user=$(id -un)"
+  echo "proxy=$HTTPS_PROXY"
+  echo "listed=$(curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://pypi.org/simple/)"
+  echo "unlisted=$(curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://evil.example/)"
+  echo "loopback-name=$(env -u NO_PROXY -u no_proxy curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://localhost/)"
+  if curl -s --noproxy '*' -o /dev/null --max-time 10 http://@ADDR@/; then echo "direct=reached"; else echo "direct=refused"; fi
+  if curl -s --noproxy '*' -o /dev/null --max-time 10 https://pypi.org/simple/; then echo "direct-registry=reached"; else echo "direct-registry=refused"; fi
+  if getent hosts pypi.org >/dev/null; then echo "dns=resolved"; else echo "dns=refused"; fi
+} > probe.txt
+echo 'COMPLETED: probed'
+"#;
+
+/// The chains of dagexec's egress firewall on this machine (IPv4 and IPv6), as `-S` lists
+/// them (`iptables: -N DAGEXEC-EGRESS-<pid>`, the rules, the jumps to them).
+fn egress_chains() -> Vec<String> {
+    ["iptables", "ip6tables"]
+        .iter()
+        .flat_map(|tool| {
+            let out = Command::new(tool).args(["-w", "-S"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains("DAGEXEC-EGRESS-"))
+                .map(|l| format!("{tool}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The lines of [`egress_chains`] that name `chain` (`DAGEXEC-EGRESS-<pid>`): other jobs'
+/// chains (tests side by side) are theirs.
+fn chain_left(chain: &str) -> Vec<String> {
+    egress_chains()
+        .into_iter()
+        .filter(|l| l.split_whitespace().any(|w| w == chain))
+        .collect()
+}
+
+/// Whether the egress act tests can run here (root, a working iptables); when not, they are
+/// skipped with a note, or fail under `DAGEXEC_REQUIRE_TOOLS=1`.
+fn egress_usable() -> bool {
+    let iptables = Command::new("iptables").args(["-w", "-S"]).output();
+    let usable = running_as_root() && iptables.is_ok_and(|o| o.status.success());
+    crate::common::tools::or_skip(
+        usable.then(|| PathBuf::from("iptables")),
+        "iptables, run as root,",
+        "the egress act tests",
+        "run the tests as root with iptables installed (Debian: apt-get install iptables)",
+    )
+    .is_some()
+}
+
+/// Turns the work step's `egress` input on with `hosts` in the lab's workflow, and prints the
+/// job's summary after it.
+fn with_egress(lab: &Lab, hosts: &str) {
+    let wf = lab.repo.join(".github/workflows/dagexec.yml");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let text = text.replacen(
+        "          command: work\n",
+        &format!("          command: work\n          egress: {hosts}\n"),
+        1,
+    );
+    let text = text.replacen(
+        "          retention-days: 14\n",
+        "          retention-days: 14\n      - if: always()\n        run: cat \"$GITHUB_STEP_SUMMARY\"\n",
+        1,
+    );
+    std::fs::write(&wf, text).unwrap();
+    git(&lab.repo, &["commit", "-qam", "egress on"]);
+    git(&lab.repo, &["push", "-q", "origin", "main"]);
+}
+
+/// This machine's own address off loopback (the source of its default route), where a
+/// listener the agent tries to reach directly waits.
+fn own_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("203.0.113.1:9").ok()?;
+    Some(s.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback())
+}
+
+#[test]
+fn egress_lets_the_agent_reach_only_the_listed_hosts_through_the_proxy() {
+    if no_act() || !egress_usable() {
+        return;
+    }
+    let addr = own_address().expect("this machine has an address off loopback");
+    let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
+    let at = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // The listener answers this (root's) process: the agent's refusal below is the firewall's.
+    std::net::TcpStream::connect(at).expect("the listener is reachable from here");
+    let accepted = |l: &std::net::TcpListener| std::iter::from_fn(|| l.accept().ok()).count();
+    assert_eq!(accepted(&listener), 1);
+    let worker = EGRESS_WORKER.replace("@ADDR@", &at.to_string());
+    let p = plan("Egress", vec![task("Probe", &["probe.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, &worker);
+    // A registry, and a name that resolves to this machine.
+    with_egress(&lab, "pypi.org, localhost");
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/egress"}));
+    let (code, log) = lab.run(&git_ref, &inputs);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("dagexec's egress proxy: http://127.0.0.1:"),
+        "{log}"
+    );
+    let chain = log
+        .split("the firewall's chain ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the job names no firewall chain:\n{log}"))
+        .to_string();
+    let probe = git(&lab.origin, &["show", "dagexec/egress:probe.txt"]);
+    let has = |line: &str| probe.lines().any(|l| l == line);
+    assert!(has("user=dagexec-agent"), "{probe}");
+    assert!(probe.contains("proxy=http://127.0.0.1:"), "{probe}");
+    assert!(has("listed=200"), "{probe}");
+    assert!(has("unlisted=403"), "{probe}");
+    assert!(has("loopback-name=403"), "{probe}");
+    assert!(has("direct=refused"), "{probe}");
+    assert!(has("direct-registry=refused"), "{probe}");
+    assert!(has("dns=refused"), "{probe}");
+    assert_eq!(
+        accepted(&listener),
+        0,
+        "the agent reached {at} around the proxy"
+    );
+    // The summary lists what was blocked; the attempt's record carries it.
+    assert!(log.contains("egress: restricted"), "{log}");
+    assert!(
+        log.contains("`evil.example` (not on the egress list)"),
+        "{log}"
+    );
+    assert!(log.contains("`localhost` (it resolves to "), "{log}");
+    let results: Vec<Value> = std::fs::read_dir(&lab.root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("artifacts-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .filter_map(|a| std::fs::read_to_string(a.path().join("result.json")).ok())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        results[0]["egressBlocked"],
+        json!(["evil.example", "localhost"])
+    );
+    // And the pull request's body names them, from the attempt's record in the plan.
+    let st = lab.gh.state();
+    let body = st.pulls[0].body.clone().unwrap_or_default();
+    assert!(
+        body.contains("**Egress blocked** (hosts outside the `egress` list the agent asked for): task 0 attempt 1: `evil.example`, `localhost`"),
+        "{body}"
+    );
+    // Nothing of the firewall is left once the job ended.
+    assert_eq!(chain_left(&chain), Vec::<String>::new());
+    lab.gh.assert_clean();
+}
+
+/// Task code that runs until it is killed.
+const SLEEPING_WORKER: &str = "#!/bin/sh\nexec sleep 3600\n";
+
+/// The processes below `pid` (children first found, then theirs), from `/proc/*/stat`.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|x| x.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            all.push((p, ppid, comm));
+        }
+    }
+    let mut found: Vec<(u32, String)> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for (p, pp, comm) in &all {
+            if *pp == parent {
+                found.push((*p, comm.clone()));
+                parents.push(*p);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn egress_rules_a_killed_dagexec_left_are_removed_when_the_job_ends() {
+    if no_act() || !egress_usable() {
+        return;
+    }
+    let p = plan("Killed", vec![task("Sleep", &["never.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, SLEEPING_WORKER);
+    with_egress(&lab, "pypi.org");
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/killed"}));
+    let before = egress_chains();
+    // As a cancelled job's or a runner's kill -9: once the job's chain is in and its task
+    // code runs, its dagexec is killed (no chance to take the chain down), then the task code.
+    let killer = std::thread::spawn(move || {
+        for _ in 0..4800 {
+            let chain = egress_chains().into_iter().find_map(|l| {
+                let name = l.split("-N ").nth(1)?.trim().to_string();
+                (!before.iter().any(|b| b.contains(&name))).then_some(name)
+            });
+            if let Some(chain) = chain {
+                let pid: u32 = chain.trim_start_matches("DAGEXEC-EGRESS-").parse().unwrap();
+                let below = descendants(pid);
+                if below.iter().any(|(_, comm)| comm == "sleep") {
+                    let kill = |p: u32| {
+                        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+                    };
+                    kill(pid);
+                    for (p, _) in below {
+                        kill(p);
+                    }
+                    return Some(chain);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        None
+    });
+    let (code, log) = lab.run(&git_ref, &inputs);
+    let chain = killer
+        .join()
+        .unwrap()
+        .unwrap_or_else(|| panic!("no egress chain with task code running appeared:\n{log}"));
+    assert_ne!(code, 0, "the job whose dagexec was killed failed:\n{log}");
+    assert!(
+        log.contains(&format!("removed the egress chain {chain} (iptables)")),
+        "{log}"
+    );
+    assert_eq!(chain_left(&chain), Vec::<String>::new(), "{log}");
+}
+
+/// Whether the tests run as root (`Uid:` real, effective, … in `/proc/self/status`).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    })
+}
