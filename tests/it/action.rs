@@ -58,7 +58,15 @@ struct Lab {
     job_start: Option<u64>,
     /// More arguments for every act run (`--env`, `-s`): the real agents' settings.
     act_args: Vec<String>,
+    /// The user (uid, gid) act runs as, instead of the test's own (`home-<uid>` its HOME).
+    as_user: Option<(u32, u32)>,
+    /// Whether this lab's test holds [`AGENT_USER`] for itself (its runs take no share of it).
+    owns_agent_user: bool,
 }
+
+/// Shared by every act run of a lab (their work jobs run task code as `dagexec-agent`);
+/// held alone by the test that removes that user and has the action make it again.
+static AGENT_USER: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
 fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
@@ -159,6 +167,8 @@ impl Lab {
             git_server,
             job_start: None,
             act_args: Vec::new(),
+            as_user: None,
+            owns_agent_user: false,
         };
         // Private, as GitHub serves a private repository: no token, no fetch.
         let anonymous = Command::new("git")
@@ -212,6 +222,8 @@ impl Lab {
         let gate = (self.runs == 0)
             .then(|| self.restore_shared_build())
             .flatten();
+        let _agent_user =
+            (!self.owns_agent_user).then(|| AGENT_USER.read().unwrap_or_else(|e| e.into_inner()));
         self.runs += 1;
         let n = self.runs;
         git(&self.repo, &["fetch", "-q", "origin"]);
@@ -219,12 +231,16 @@ impl Lab {
             &self.repo,
             &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
         );
+        let home = match self.as_user {
+            Some((uid, _)) => self.root.join(format!("home-{uid}")),
+            None => self.root.join("home"),
+        };
         let mut cmd = self.act_command(
             (n, 4200 + u64::from(n)),
             event_name,
             payload,
             &self.repo,
-            &self.root.join("home"),
+            &home,
         );
         let out = cmd.output().expect("act runs");
         let text = format!(
@@ -397,6 +413,11 @@ impl Lab {
             )
             .args(&self.act_args)
             .stdin(std::process::Stdio::null());
+        if let Some((uid, gid)) = self.as_user {
+            use std::os::unix::process::CommandExt;
+            // As root, std drops the supplementary groups before `setuid`.
+            cmd.uid(uid).gid(gid);
+        }
         cmd
     }
 
@@ -2384,4 +2405,214 @@ fn running_as_root() -> bool {
         s.lines()
             .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
     })
+}
+
+/// The runner's user of the sudo test, as on GitHub's hosted runners (`runner`): not root,
+/// sudo without a password.
+const SUDO_RUNNER: &str = "dagexec-runner";
+/// The agent's user the action makes (`scripts/install-action.sh agent-user`).
+const AGENT: &str = "dagexec-agent";
+/// The sudo test's sudoers file for [`SUDO_RUNNER`].
+const SUDOERS: &str = "/etc/sudoers.d/dagexec-test-runner";
+
+fn user_exists(name: &str) -> bool {
+    Command::new("id")
+        .args(["-u", name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `id <flag> <name>`: a user's uid (`-u`) or group id (`-g`).
+fn id_of(name: &str, flag: &str) -> u32 {
+    let out = Command::new("id").args([flag, name]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// [`SUDO_RUNNER`], made for the sudo test, with its sudoers file (what sudo ran for it is
+/// logged to a file of the lab) — and [`AGENT`] removed, so that the action makes it again
+/// through sudo. Dropping it (also when the test fails) removes both and puts the agent's
+/// user back as it was: there when it was there before, else not.
+struct SudoRunner {
+    uid: u32,
+    gid: u32,
+    agent_before: bool,
+    /// Whether the test removed [`AGENT`] (not when a process of another job still ran as it).
+    agent_removed: bool,
+}
+
+impl SudoRunner {
+    fn make(sudo_log: &Path) -> SudoRunner {
+        let mut r = SudoRunner {
+            uid: 0,
+            gid: 0,
+            agent_before: user_exists(AGENT),
+            agent_removed: false,
+        };
+        if user_exists(SUDO_RUNNER) {
+            // Left by a test run that was killed.
+            let _ = Command::new("userdel").arg(SUDO_RUNNER).status();
+        }
+        let made = Command::new("useradd")
+            .args(["--user-group", "--shell", "/bin/sh", SUDO_RUNNER])
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "useradd {SUDO_RUNNER}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        r.uid = id_of(SUDO_RUNNER, "-u");
+        r.gid = id_of(SUDO_RUNNER, "-g");
+        // Lines not wrapped, no syslog: the lab's log says what ran through sudo.
+        let rules = format!(
+            "{SUDO_RUNNER} ALL=(ALL) NOPASSWD: ALL\nDefaults:{SUDO_RUNNER} logfile=\"{}\", loglinelen=0, !syslog\n",
+            sudo_log.display()
+        );
+        let part = PathBuf::from(format!("{SUDOERS}.part"));
+        std::fs::write(&part, rules).unwrap();
+        let checked = Command::new("visudo")
+            .arg("-cf")
+            .arg(&part)
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "visudo -cf: {}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o440)).unwrap();
+        std::fs::rename(&part, SUDOERS).unwrap();
+        if r.agent_before {
+            let removed = Command::new("userdel")
+                .args(["-r", AGENT])
+                .output()
+                .unwrap();
+            r.agent_removed = removed.status.success();
+            if !r.agent_removed {
+                eprintln!(
+                    "note: {AGENT} was not removed ({}): the sudo test checks its .gitconfig made through sudo, not useradd",
+                    String::from_utf8_lossy(&removed.stderr).trim()
+                );
+            }
+        } else {
+            r.agent_removed = true;
+        }
+        r
+    }
+}
+
+impl Drop for SudoRunner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(SUDOERS);
+        let _ = std::fs::remove_file(format!("{SUDOERS}.part"));
+        if user_exists(SUDO_RUNNER)
+            && !Command::new("userdel")
+                .arg(SUDO_RUNNER)
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            eprintln!("warning: userdel {SUDO_RUNNER} failed");
+        }
+        let now = user_exists(AGENT);
+        let put_back = if self.agent_before && !now {
+            // Made as the action makes it.
+            Command::new("bash")
+                .arg(manifest().join("scripts/install-action.sh"))
+                .arg("agent-user")
+                .env("GITHUB_OUTPUT", "/dev/null")
+                .status()
+        } else if !self.agent_before && now {
+            Command::new("userdel").args(["-r", AGENT]).status()
+        } else {
+            return;
+        };
+        if !put_back.is_ok_and(|s| s.success()) {
+            eprintln!("warning: {AGENT} not put back as it was before the sudo test");
+        }
+    }
+}
+
+#[test]
+fn through_sudo_as_on_githubs_runners_the_agent_runs_as_its_user_without_the_key_or_sudo() {
+    if no_act() {
+        return;
+    }
+    let usable = running_as_root()
+        && Command::new("sudo")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        && Command::new("visudo")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if crate::common::tools::or_skip(
+        usable.then(|| PathBuf::from("sudo")),
+        "sudo, with the tests run as root,",
+        "the act test of the action's sudo path (GitHub's runners)",
+        "run the tests as root with sudo installed (Debian: apt-get install sudo); the test makes a user with sudo and removes it",
+    )
+    .is_none()
+    {
+        return;
+    }
+    // No other lab's job runs as the agent's user while it is made again.
+    let _alone = AGENT_USER.write().unwrap_or_else(|e| e.into_inner());
+    let p = plan("Probe", vec![task("Probe", &["probe.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, PROBING_WORKER);
+    lab.owns_agent_user = true;
+    lab.act_args.extend([
+        "--env".to_string(),
+        "ANTHROPIC_API_KEY=sk-ant-act-secret-5".to_string(),
+    ]);
+    let sudo_log = lab.root.join("sudo.log");
+    let runner = SudoRunner::make(&sudo_log);
+    // The run on main (no task code) as root: it builds the action from source when no lab
+    // did yet, with root's Rust toolchain.
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/probe"}));
+    // The round's run (its plan, work and finalize jobs) as the runner's user: the lab's
+    // files are its to write, its HOME its own.
+    let opened = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&lab.root)
+        .status()
+        .unwrap();
+    assert!(opened.success());
+    let home = lab.root.join(format!("home-{}", runner.uid));
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(runner.uid), Some(runner.gid)).unwrap();
+    lab.as_user = Some((runner.uid, runner.gid));
+    let (code, log) = lab.run(&git_ref, &inputs);
+    assert_eq!(code, 0, "{log}");
+    let probe = git(&lab.origin, &["show", "dagexec/probe:probe.txt"]);
+    assert!(probe.lines().any(|l| l == "user=dagexec-agent"), "{probe}");
+    assert!(
+        !probe.contains("sk-ant-act-secret-5"),
+        "the provider key reached the agent:\n{probe}"
+    );
+    assert!(probe.contains("ANTHROPIC_API_KEY=dagexec-"), "{probe}");
+    assert!(probe.lines().any(|l| l == "sudo=no"), "{probe}");
+    // What went through sudo, as the runner's user: the agent's user made, and dagexec
+    // started as root the way action.yml starts it.
+    let sudo = std::fs::read_to_string(&sudo_log).unwrap_or_default();
+    let ran = |what: &str| {
+        sudo.lines().any(|l| {
+            l.contains(&format!(": {SUDO_RUNNER} :")) && l.contains("USER=root") && l.contains(what)
+        })
+    };
+    if runner.agent_removed {
+        assert!(
+            ran(&format!(
+                "useradd --create-home --user-group --shell /bin/sh {AGENT}"
+            )),
+            "{sudo}"
+        );
+    }
+    assert!(ran(&format!("/home/{AGENT}/.gitconfig")), "{sudo}");
+    assert!(ran(" action work"), "{sudo}");
+    assert!(user_exists(AGENT));
+    lab.gh.assert_clean();
 }
