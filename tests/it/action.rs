@@ -1176,6 +1176,8 @@ fn conduct(mut lab: Lab) -> (std::sync::Arc<Lab>, std::process::ExitStatus, Stri
     )
     .unwrap();
     let first = lab.gh.state().dispatches[0].clone();
+    // Its act runs start work jobs (task code as the agent's user) until it returns.
+    let _agent_user = AGENT_USER.read().unwrap_or_else(|e| e.into_inner());
     git(&lab.repo, &["fetch", "-q", "origin"]);
     let remote = format!("origin/{}", first.git_ref);
     git(
