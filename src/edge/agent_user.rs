@@ -110,18 +110,24 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
 
 /// A command that can be started as another user: std's and tokio's `Command`.
 pub trait AsUser {
-    fn as_user(&mut self, agent: &AgentAccount);
+    /// Runs the command as `uid`:`gid` (as root, std drops the supplementary groups before
+    /// `setuid`).
+    fn ids(&mut self, uid: u32, gid: u32);
     fn set_var(&mut self, key: &str, value: &str);
+
+    /// Runs the command as `agent`, with its home and names in the environment.
+    fn as_user(&mut self, agent: &AgentAccount) {
+        self.ids(agent.uid, agent.gid);
+        self.set_var("HOME", &agent.home);
+        self.set_var("USER", &agent.name);
+        self.set_var("LOGNAME", &agent.name);
+    }
 }
 
 impl AsUser for std::process::Command {
-    fn as_user(&mut self, agent: &AgentAccount) {
+    fn ids(&mut self, uid: u32, gid: u32) {
         use std::os::unix::process::CommandExt;
-        // As root, std drops the supplementary groups before `setuid`.
-        self.uid(agent.uid).gid(agent.gid);
-        self.env("HOME", &agent.home)
-            .env("USER", &agent.name)
-            .env("LOGNAME", &agent.name);
+        self.uid(uid).gid(gid);
     }
 
     fn set_var(&mut self, key: &str, value: &str) {
@@ -130,11 +136,8 @@ impl AsUser for std::process::Command {
 }
 
 impl AsUser for tokio::process::Command {
-    fn as_user(&mut self, agent: &AgentAccount) {
-        self.uid(agent.uid).gid(agent.gid);
-        self.env("HOME", &agent.home)
-            .env("USER", &agent.name)
-            .env("LOGNAME", &agent.name);
+    fn ids(&mut self, uid: u32, gid: u32) {
+        self.uid(uid).gid(gid);
     }
 
     fn set_var(&mut self, key: &str, value: &str) {
