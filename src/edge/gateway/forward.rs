@@ -143,13 +143,22 @@ async fn admit(
     if model_call {
         wait_for_hold(shared, provider).await;
         wait_for_window(shared, provider).await;
-        let made = tab.spend().requests;
-        if let Err(refused) = shared.limits(&tab).admit(made) {
-            let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-            tab.change(|s| s.refused = Some(message_of(&refused, &body)));
+        // Checked and counted in one change of the tab (under its lock): requests arriving
+        // together with one left cannot both pass.
+        let admitted = tab.change(|s| match shared.limits(&tab).admit(s.requests) {
+            Ok(()) => {
+                s.requests += 1;
+                Ok(())
+            }
+            Err(refused) => {
+                let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
+                s.refused = Some(message_of(&refused, &body));
+                Err(refused)
+            }
+        });
+        if let Err(refused) = admitted {
             return Err(refuse(Some(provider), &refused));
         }
-        tab.change(|s| s.requests += 1);
     }
     Ok((route, tab, model_call))
 }

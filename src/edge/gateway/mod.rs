@@ -141,7 +141,9 @@ impl Tab {
         self.spend.borrow().clone()
     }
 
-    /// Changes the attempt's spend (its watchers see the change).
+    /// Changes the attempt's spend (its watchers see the change), under the tab's lock: `f`
+    /// must not read the tab. It may take the run's spend (`Shared::limits`); the lock order
+    /// is a tab's, then the run's spend, never the other way.
     fn change<R>(&self, f: impl FnOnce(&mut Spend) -> R) -> R {
         let mut out = None;
         self.spend.send_modify(|s| out = Some(f(s)));

@@ -199,3 +199,57 @@ fn keys_come_from_dagexecs_environment() {
     );
     assert!(!format!("{u:?}").contains("tok"));
 }
+
+/// Issue 35: `max-requests` N lets exactly N model requests of an attempt through however
+/// many arrive together: the count is checked and taken in one step. The window between a
+/// request's check and its count is made wide on purpose: the run's spend, which the check
+/// reads, is held locked while the requests arrive, and released once two of them have
+/// passed the provider's per-minute window (they are then past every wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_never_overrun_max_requests() {
+    const CAP: u32 = 1;
+    const AT_ONCE: usize = 3;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "model": "claude-haiku-4-5", "usage": {"input_tokens": 1, "output_tokens": 1}})))
+        .mount(&server)
+        .await;
+    let gw = gateway(
+        &server,
+        Budgets {
+            max_requests: Some(CAP),
+            ..Budgets::default()
+        },
+    )
+    .await;
+    let rate = crate::pure::gateway::window::Rate {
+        requests_per_minute: Some(1000),
+        tokens_per_minute: None,
+    };
+    gw.pace(&BTreeMap::from([(Provider::Anthropic, rate)]));
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    let mut fired = tokio::task::JoinSet::new();
+    let held = lock(&gw.shared.run_spend);
+    for _ in 0..AT_ONCE {
+        let (url, token) = (url.clone(), pass.token.clone());
+        fired.spawn(async move { post(&url, &[("x-api-key", &token)]).await.0 });
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lock(&gw.shared.windows)[&Provider::Anthropic].requests() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the requests never reached the gateway"
+        );
+        std::thread::yield_now();
+    }
+    drop(held);
+    let statuses = fired.join_all().await;
+    let passed = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(passed, CAP as usize, "{statuses:?}");
+    assert_eq!(pass.spend().requests, CAP);
+    let reached = server.received_requests().await.unwrap().len();
+    assert_eq!(reached, CAP as usize);
+}
