@@ -1,5 +1,7 @@
 //! The run's settings: flags first, then `DAGEXEC_*` environment variables, then
 //! `.design/dagexec.yml`, then defaults. Converted here into plain values for the runner.
+//! One exception, on the Action: the model gateway's settings, which the branch's file may
+//! only tighten ([`tighten`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,6 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::pure::engine::Schedule;
+
+mod tighten;
+pub use tighten::{Loosening, gateway_on_action};
 
 /// Default per-task timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
