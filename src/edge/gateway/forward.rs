@@ -244,10 +244,20 @@ fn upstream_parts(
         return Err(Refused::Upstream(format!(
             "no {} key: set {} in dagexec's environment",
             provider.label(),
-            provider.key_vars()[0]
+            upstream.key_var
         )));
     };
-    parts.uri = format!("{}{rest}", upstream.base)
+    let mut url = format!("{}{rest}", upstream.base);
+    for (i, pair) in upstream.query.iter().enumerate() {
+        let sep = if i == 0 && !rest.contains('?') {
+            '?'
+        } else {
+            '&'
+        };
+        url.push(sep);
+        url.push_str(pair);
+    }
+    parts.uri = url
         .parse()
         .map_err(|_| Refused::Upstream(format!("{} is not a URL", upstream.base)))?;
     for name in HOP_BY_HOP
@@ -264,6 +274,18 @@ fn upstream_parts(
     })?;
     v.set_sensitive(true);
     parts.headers.insert(key.header, v);
+    // A user's Codex provider's own headers (`http_headers`, `env_http_headers`).
+    for (name, value) in &upstream.headers {
+        let bad = || {
+            Refused::Upstream(format!(
+                "the header {name:?} of the Codex configuration's provider is not a valid header"
+            ))
+        };
+        let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        let mut value = hyper::header::HeaderValue::from_str(value).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        parts.headers.insert(name, value);
+    }
     Ok(parts)
 }
 

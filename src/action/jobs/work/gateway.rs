@@ -71,7 +71,8 @@ pub(super) async fn start(
     if !settings.on {
         return Ok(None);
     }
-    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings);
+    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings)
+        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
     let gateway = Gateway::start(config).await.map_err(|e| {
         ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
