@@ -215,7 +215,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         .iter()
         .any(|(k, _)| k == crate::edge::gateway::URL_VAR)
     {
-        for var in crate::edge::gateway::PROVIDER_VARS {
+        for var in crate::edge::gateway::withheld_vars() {
             command.env_remove(var);
         }
     }

@@ -1,5 +1,7 @@
 //! The run's settings: flags first, then `DAGEXEC_*` environment variables, then
 //! `.design/dagexec.yml`, then defaults. Converted here into plain values for the runner.
+//! One exception, on the Action: the model gateway's settings, which the branch's file may
+//! only tighten ([`tighten`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,6 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::pure::engine::Schedule;
+
+mod tighten;
+pub use tighten::{Loosening, gateway_on_action};
 
 /// Default per-task timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -125,14 +130,25 @@ pub fn gateway_config(
     plan: &crate::pure::plan::model::Plan,
     max_cost: Option<crate::pure::usage::Budget>,
     settings: &GatewaySettings,
-) -> crate::edge::gateway::Config {
+) -> Result<crate::edge::gateway::Config, ConfigError> {
     use crate::edge::gateway::{Budgets, Config, Upstreams};
+    // OpenAI's upstream: the provider the user's own Codex configuration selects, unless
+    // OPENAI_BASE_URL says otherwise.
+    let codex = match crate::edge::gateway::user_codex_file() {
+        Some((path, text)) => {
+            crate::pure::gateway::codex::selected(&text).map_err(|source| ConfigError::Codex {
+                path: path.display().to_string(),
+                source,
+            })?
+        }
+        None => None,
+    };
     let task_recorded = crate::pure::usage::per_task(plan)
         .into_iter()
         .filter_map(|(task, t)| t.cost_usd.map(|c| (task, c)))
         .collect();
-    Config {
-        upstreams: Upstreams::from_env(env),
+    Ok(Config {
+        upstreams: Upstreams::from_env(env).with_codex(codex.as_ref(), env),
         budgets: Budgets {
             run: max_cost.map(|b| (b.usd(), crate::pure::usage::spent(plan))),
             task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
@@ -140,7 +156,7 @@ pub fn gateway_config(
         },
         prices: crate::pure::prices::current().clone(),
         task_recorded,
-    }
+    })
 }
 
 fn on_off(v: &str) -> Result<bool, String> {
@@ -174,6 +190,12 @@ pub enum ConfigError {
     NoWorker,
     #[error("{field}: {message}")]
     Value { field: String, message: String },
+    /// The user's own Codex configuration, whose provider the gateway would send to.
+    #[error("{path}: {source}")]
+    Codex {
+        path: String,
+        source: crate::pure::gateway::codex::CodexConfigError,
+    },
 }
 
 impl ConfigError {
@@ -185,6 +207,7 @@ impl ConfigError {
                 "Keys are worker, jobs, timeout, schedule, overlap, reviewer, max-cost, prices, worktrees, gateway, max-task-cost, max-requests and rate-limits; see docs/src/settings.md.".into()
             }
             ConfigError::Value { .. } => "See `dagexec run --help` for the accepted values.".into(),
+            ConfigError::Codex { .. } => "dagexec's model gateway sends Codex's requests to the provider your Codex configuration selects; fix that field, set OPENAI_BASE_URL in dagexec's environment, or turn the gateway off (gateway: off)".into(),
         }
     }
 }

@@ -179,7 +179,8 @@ fn start_gateway(
         return Ok(None);
     }
     let config =
-        crate::flow::settings::gateway_config(&env, plan, opts.settings.max_cost, &settings);
+        crate::flow::settings::gateway_config(&env, plan, opts.settings.max_cost, &settings)
+            .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
     let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
         RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;

@@ -1,8 +1,8 @@
 //! The work job's model gateway (issue 35 on the Action), job by job on the lab against the
 //! scripted model server: the worker holds a token and no provider key, its tokens are read
 //! off the wire into the attempt's record (the plan on the branch, `status`), a request past
-//! `max-cost` stops the attempt as a budget stop, and `gateway: off` gives the worker the
-//! job's environment as before.
+//! `max-cost` stops the attempt as a budget stop, the `gateway` input off gives the worker
+//! the job's environment as before, and the branch's own settings cannot loosen the gateway.
 
 use serde_json::{Value, json};
 
@@ -121,21 +121,60 @@ fn with_the_gateway_input_off_the_worker_gets_the_jobs_environment_as_before() {
     assert!(!env.contains("DAGEXEC_GATEWAY=http"), "{env}");
 }
 
+/// Issue 35: the checkout's `.design/dagexec.yml` is on the branch, which an earlier task's
+/// agent can edit: its `gateway: off` would hand the provider keys to every later task's
+/// agent, its `max-requests: 5000` lift the input's cap. On the Action the file may only
+/// tighten the inputs: the gateway stays on, the cap stays, and the summary says so.
 #[test]
-fn gateway_off_in_the_checkouts_settings_is_honoured_and_an_empty_input_leaves_it_to_them() {
+fn the_branchs_settings_cannot_turn_the_gateway_off_nor_raise_a_cap_on_the_action() {
     let server = ModelServer::start();
     let lab = lab()
         .plan("gateway", vec![task("alpha", &["env.txt"], &[])])
         .worker("env > env.txt; echo 'COMPLETED: env'")
-        .file(".design/dagexec.yml", "gateway: off\n")
+        .file(".design/dagexec.yml", "gateway: off\nmax-requests: 5000\n")
         .env("ANTHROPIC_BASE_URL", server.url())
         .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
         .env("DAGEXEC_GATEWAY", "")
+        .env("DAGEXEC_MAX_REQUESTS", "3")
         .start();
-    let (ok, log) = lab.run_rounds(3);
-    assert!(ok, "{log}");
-    let env = lab.branch_file("env.txt");
-    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-secret-1"), "{env}");
+    let planned = lab.plan_job(101, &[]);
+    let base = planned.outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 101)
+        .env_remove("DAGEXEC_TOKEN")
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", &planned.outputs["round"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let env = std::fs::read_to_string(dir.join("env.txt")).unwrap();
+    assert!(
+        !env.contains("secret"),
+        "a provider key reached the agent:\n{env}"
+    );
+    assert!(env.contains("ANTHROPIC_API_KEY=dagexec-"), "{env}");
+    assert!(log.contains("**model gateway: on**"), "{log}");
+    assert!(
+        log.contains("#### Settings of the branch not followed"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "`gateway: off` in the branch's .design/dagexec.yml was not followed: kept on"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains("`max-requests: 5000` in the branch's .design/dagexec.yml was not followed: kept 3 (the `max-requests` input)"),
+        "{log}"
+    );
 }
 
 #[test]

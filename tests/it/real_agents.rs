@@ -233,6 +233,60 @@ fn codex_completes_a_plan_with_its_spend() {
     }
 }
 
+/// Issue 35: a user whose own Codex configuration selects a provider of their own (an Azure
+/// or proxy endpoint: its `base_url`, its key in the variable `env_key` names, its
+/// `query_params`) and who sets no `OPENAI_BASE_URL`: the gateway sends Codex's requests
+/// there, with that key, not to api.openai.com — and the agent holds neither.
+#[test]
+fn codex_with_its_own_provider_and_no_openai_base_url_reaches_it_through_the_gateway() {
+    let Some(bin) = agents_bin() else {
+        return;
+    };
+    let server = ModelServer::start();
+    let dir = repo(&plan("gpt-5.5"), &[("README.md", "real agents\n")]);
+    let home = tempfile::tempdir().unwrap();
+    let codex_home = home.path().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let config = format!(
+        "model = \"gpt-5.5\"\nmodel_provider = \"proxy\"\n\n\
+         [model_providers.proxy]\nname = \"a proxy\"\nbase_url = \"{}/proxy/v1\"\n\
+         env_key = \"PROXY_API_KEY\"\nwire_api = \"responses\"\n\
+         query_params = {{ api-version = \"2025-04-01-preview\" }}\n\
+         request_max_retries = 0\nstream_max_retries = 0\n",
+        server.url()
+    );
+    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = local(dir.path())
+        .worker(&documented_worker("codex"))
+        .args(["--yes", "--timeout", "120s"])
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("CODEX_HOME", &codex_home)
+        .env("PROXY_API_KEY", "sk-proxy")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    assert!(out.status.success(), "{}", text(&out));
+    let seen = server.seen();
+    assert!(!seen.is_empty(), "{}", text(&out));
+    for s in &seen {
+        assert_eq!(s.api, Api::OpenAi, "{seen:?}");
+        assert_eq!(s.path, "/proxy/v1/responses", "{seen:?}");
+        assert_eq!(s.key.as_deref(), Some("sk-proxy"), "{seen:?}");
+        assert_eq!(s.query.as_deref(), Some("api-version=2025-04-01-preview"));
+    }
+    let status = status_json(dir.path());
+    for i in 0..3 {
+        assert_eq!(task_row(&status, i)["status"], "completed", "{status}");
+    }
+}
+
 #[test]
 fn gemini_completes_a_plan_with_its_spend() {
     let Some((dir, server)) = completes_a_plan("gemini", "gemini-2.5-pro") else {

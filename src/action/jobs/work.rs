@@ -117,6 +117,20 @@ impl WorkJob {
 pub struct Worked {
     pub verdict: outcome::Verdict,
     pub gateway: Option<bool>,
+    /// The gateway's settings the branch's `.design/dagexec.yml` asked to loosen, not
+    /// followed (for the job's summary).
+    pub loosened: Vec<crate::flow::settings::Loosening>,
+}
+
+impl Worked {
+    /// A worker ran (through the gateway when `served`).
+    fn ran(verdict: outcome::Verdict, served: Option<gateway::Served>) -> Worked {
+        Worked {
+            verdict,
+            gateway: Some(served.is_some()),
+            loosened: served.map(|s| s.loosened).unwrap_or_default(),
+        }
+    }
 }
 
 /// Runs the attempt in the checkout at `root`, at commit `base`.
@@ -135,6 +149,7 @@ pub async fn run(
         return recheck::run(&at, f).map(|verdict| Worked {
             verdict,
             gateway: None,
+            loosened: Vec::new(),
         });
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
@@ -209,7 +224,6 @@ async fn attempt(
         served,
         live,
     } = run_worker(at, spec, scratch.path(), &rx, start).await?;
-    let gateway = Some(wire.is_some());
     // What the worker spent (the wire's count first); a structured output (claude's result
     // object, codex's events) stands for its output by its text, as locally.
     let (mut usage, told, budget_stop) =
@@ -272,7 +286,7 @@ async fn attempt(
         live.finish();
     }
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(Worked { verdict, gateway })
+    Ok(Worked::ran(verdict, served))
 }
 
 /// The worker's run, and what the attempt goes on with.

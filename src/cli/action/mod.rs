@@ -307,7 +307,20 @@ async fn work_job(
             );
         }
     }
-    let work::Worked { verdict, gateway } = worked?;
+    let worked = worked?;
+    let protections = work::Protections {
+        gateway: worked.gateway,
+        agent,
+        egress,
+    };
+    ctx.summary(&work_summary(job, &worked, &protections))?;
+    Ok(Exit::Success)
+}
+
+/// The work job's log lines and summary: the attempt's verdict and warnings, the protections
+/// it ran under, and the gateway's settings of the branch not followed.
+fn work_summary(job: Assignment, worked: &work::Worked, protections: &work::Protections) -> String {
+    let (task, attempt, verdict) = (job.task, job.attempt, &worked.verdict);
     println!(
         "task {task} attempt {attempt}: {} — {}",
         verdict.status, verdict.result
@@ -315,18 +328,20 @@ async fn work_job(
     for w in &verdict.warnings {
         println!("warning: {w}");
     }
-    let protections = work::Protections {
-        gateway,
-        agent,
-        egress,
-    };
-    ctx.summary(&format!(
-        "### task {task}, attempt {attempt}: {}\n\n{}\n\n{}",
+    let mut not_followed = String::new();
+    for l in &worked.loosened {
+        println!("warning: {l}");
+        not_followed.push_str(&format!("- {l}\n"));
+    }
+    if !not_followed.is_empty() {
+        not_followed.insert_str(0, "\n#### Settings of the branch not followed\n\n");
+    }
+    format!(
+        "### task {task}, attempt {attempt}: {}\n\n{}\n\n{}{not_followed}",
         verdict.status,
         verdict.result,
         protections.summary()
-    ))?;
-    Ok(Exit::Success)
+    )
 }
 
 /// Job `conduct` (`schedule: eager`): the conductor, on round `r` of the branch, with the

@@ -143,13 +143,22 @@ async fn admit(
     if model_call {
         wait_for_hold(shared, provider).await;
         wait_for_window(shared, provider).await;
-        let made = tab.spend().requests;
-        if let Err(refused) = shared.limits(&tab).admit(made) {
-            let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-            tab.change(|s| s.refused = Some(message_of(&refused, &body)));
+        // Checked and counted in one change of the tab (under its lock): requests arriving
+        // together with one left cannot both pass.
+        let admitted = tab.change(|s| match shared.limits(&tab).admit(s.requests) {
+            Ok(()) => {
+                s.requests += 1;
+                Ok(())
+            }
+            Err(refused) => {
+                let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
+                s.refused = Some(message_of(&refused, &body));
+                Err(refused)
+            }
+        });
+        if let Err(refused) = admitted {
             return Err(refuse(Some(provider), &refused));
         }
-        tab.change(|s| s.requests += 1);
     }
     Ok((route, tab, model_call))
 }
@@ -235,10 +244,20 @@ fn upstream_parts(
         return Err(Refused::Upstream(format!(
             "no {} key: set {} in dagexec's environment",
             provider.label(),
-            provider.key_vars()[0]
+            upstream.key_var
         )));
     };
-    parts.uri = format!("{}{rest}", upstream.base)
+    let mut url = format!("{}{rest}", upstream.base);
+    for (i, pair) in upstream.query.iter().enumerate() {
+        let sep = if i == 0 && !rest.contains('?') {
+            '?'
+        } else {
+            '&'
+        };
+        url.push(sep);
+        url.push_str(pair);
+    }
+    parts.uri = url
         .parse()
         .map_err(|_| Refused::Upstream(format!("{} is not a URL", upstream.base)))?;
     for name in HOP_BY_HOP
@@ -255,6 +274,18 @@ fn upstream_parts(
     })?;
     v.set_sensitive(true);
     parts.headers.insert(key.header, v);
+    // A user's Codex provider's own headers (`http_headers`, `env_http_headers`).
+    for (name, value) in &upstream.headers {
+        let bad = || {
+            Refused::Upstream(format!(
+                "the header {name:?} of the Codex configuration's provider is not a valid header"
+            ))
+        };
+        let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        let mut value = hyper::header::HeaderValue::from_str(value).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        parts.headers.insert(name, value);
+    }
     Ok(parts)
 }
 

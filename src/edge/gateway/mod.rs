@@ -37,11 +37,30 @@ impl std::fmt::Debug for Key {
     }
 }
 
-/// Where one provider's requests go: its base URL and key.
-#[derive(Debug, Clone)]
+/// Where one provider's requests go: its base URL and key, and what a user's Codex provider
+/// adds to every request (query parameters, headers: redacted in `Debug`).
+#[derive(Clone)]
 pub struct Upstream {
     pub base: String,
     key: Option<Key>,
+    /// The variable the key is read from, for the message when it is unset.
+    key_var: String,
+    /// `name=value` pairs, encoded, added to the query.
+    query: Vec<String>,
+    /// Headers added upstream (values may be credentials).
+    headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("base", &self.base)
+            .field("key", &self.key)
+            .field("key_var", &self.key_var)
+            .field("query", &self.query.len())
+            .field("headers", &self.headers.len())
+            .finish()
+    }
 }
 
 /// The providers' base URLs and keys, read from dagexec's environment.
@@ -66,11 +85,75 @@ impl Upstreams {
                         })
                     });
                     let base = base.trim().trim_end_matches('/').to_string();
-                    (p, Upstream { base, key })
+                    let key_var = p.key_vars()[0].to_string();
+                    let upstream = Upstream {
+                        base,
+                        key,
+                        key_var,
+                        query: Vec::new(),
+                        headers: Vec::new(),
+                    };
+                    (p, upstream)
                 })
                 .collect(),
         )
     }
+
+    /// `OpenAI`'s upstream taken from the provider a user's Codex configuration selects
+    /// (`codex`) when `OPENAI_BASE_URL` is unset in `env`: its base URL, its key from the
+    /// variable its `env_key` names (else `OPENAI_API_KEY` as before), its query parameters
+    /// and headers (`env_http_headers` read from `env`; one whose variable is unset is left
+    /// out, as Codex does).
+    pub fn with_codex(
+        mut self,
+        codex: Option<&crate::pure::gateway::codex::CodexProvider>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Upstreams {
+        let set = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let (Some(codex), None) = (codex, set(Provider::OpenAi.base().0)) else {
+            return self;
+        };
+        let Some(up) = self.0.get_mut(&Provider::OpenAi) else {
+            return self;
+        };
+        up.base.clone_from(&codex.base_url);
+        if let Some(var) = &codex.env_key {
+            up.key = set(var).map(|k| {
+                let (header, value) = Provider::OpenAi.key_header(var, k.trim());
+                Key { header, value }
+            });
+            up.key_var.clone_from(var);
+        }
+        up.query = codex
+            .query_params
+            .iter()
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect();
+        up.headers = codex
+            .http_headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(
+                codex
+                    .env_http_headers
+                    .iter()
+                    .filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))),
+            )
+            .collect();
+        self
+    }
+}
+
+/// `s` percent-encoded for a query string (RFC 3986's unreserved characters kept).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The run's budget as the gateway holds it: the limit and what the plan had recorded when
@@ -141,7 +224,9 @@ impl Tab {
         self.spend.borrow().clone()
     }
 
-    /// Changes the attempt's spend (its watchers see the change).
+    /// Changes the attempt's spend (its watchers see the change), under the tab's lock: `f`
+    /// must not read the tab. It may take the run's spend (`Shared::limits`); the lock order
+    /// is a tab's, then the run's spend, never the other way.
     fn change<R>(&self, f: impl FnOnce(&mut Spend) -> R) -> R {
         let mut out = None;
         self.spend.send_modify(|s| out = Some(f(s)));
@@ -366,6 +451,19 @@ pub const PROVIDER_VARS: [&str; 14] = [
     "GOOGLE_APPLICATION_CREDENTIALS",
 ];
 
+/// The variables no worker the gateway serves gets: [`PROVIDER_VARS`], and those the
+/// user's Codex provider reads its key and headers from (`env_key`, `env_http_headers`).
+pub fn withheld_vars() -> Vec<String> {
+    let mut vars: Vec<String> = PROVIDER_VARS.iter().map(|v| (*v).to_string()).collect();
+    if let Some(Ok(Some(p))) =
+        user_codex_file().map(|(_, text)| crate::pure::gateway::codex::selected(&text))
+    {
+        vars.extend(p.env_key);
+        vars.extend(p.env_http_headers.into_values());
+    }
+    vars
+}
+
 impl Pass {
     /// What the attempt has spent so far.
     pub fn spend(&self) -> Spend {
@@ -433,14 +531,21 @@ pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
 /// The user's own Codex configuration, to build an attempt's on: `$CODEX_HOME/config.toml`,
 /// else `~/.codex/config.toml` (at most 1 MiB).
 pub fn user_codex_config() -> Option<String> {
+    user_codex_file().map(|(_, text)| text)
+}
+
+/// [`user_codex_config`] and where it was read.
+pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
     let home = std::env::var_os("CODEX_HOME")
+        .filter(|h| !h.is_empty())
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".codex")))?;
     let path = home.join("config.toml");
     let meta = std::fs::metadata(&path).ok()?;
-    (meta.is_file() && meta.len() <= 1 << 20)
+    let text = (meta.is_file() && meta.len() <= 1 << 20)
         .then(|| std::fs::read_to_string(&path).ok())
-        .flatten()
+        .flatten()?;
+    Some((path, text))
 }
 
 /// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level
@@ -478,7 +583,9 @@ fn codex_config(user: &str, url: &str) -> String {
             table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
         }
         let top = table.is_empty();
-        if table == "model_providers.dagexec" || (top && key_of(t) == "model_provider") {
+        // Nothing may choose another provider: not the top level, not a profile.
+        let chooses = (top || table.starts_with("profiles.")) && key_of(t) == "model_provider";
+        if table == "model_providers.dagexec" || chooses {
             continue;
         }
         if chosen

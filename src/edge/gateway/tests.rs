@@ -181,6 +181,18 @@ fn codex_gets_the_users_configuration_with_the_gateway_as_its_provider() {
 }
 
 #[test]
+fn no_profile_of_the_users_codex_configuration_chooses_a_provider_past_the_gateway() {
+    let user = "profile = \"p\"\n[profiles.p]\nmodel = \"o3\"\nmodel_provider = \"direct\"\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    assert!(!config.contains("\"direct\""), "{config}");
+    assert!(config.contains("model = \"o3\""), "{config}");
+    assert!(
+        config.starts_with("model_provider = \"dagexec\"\n"),
+        "{config}"
+    );
+}
+
+#[test]
 fn keys_come_from_dagexecs_environment() {
     let env = env_of(&[
         ("ANTHROPIC_AUTH_TOKEN", "tok".into()),
@@ -198,4 +210,107 @@ fn keys_come_from_dagexecs_environment() {
         "x-goog-api-key"
     );
     assert!(!format!("{u:?}").contains("tok"));
+}
+
+/// Issue 35: `max-requests` N lets exactly N model requests of an attempt through however
+/// many arrive together: the count is checked and taken in one step. The window between a
+/// request's check and its count is made wide on purpose: the run's spend, which the check
+/// reads, is held locked while the requests arrive, and released once two of them have
+/// passed the provider's per-minute window (they are then past every wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_never_overrun_max_requests() {
+    const CAP: u32 = 1;
+    const AT_ONCE: usize = 3;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "model": "claude-haiku-4-5", "usage": {"input_tokens": 1, "output_tokens": 1}})))
+        .mount(&server)
+        .await;
+    let gw = gateway(
+        &server,
+        Budgets {
+            max_requests: Some(CAP),
+            ..Budgets::default()
+        },
+    )
+    .await;
+    let rate = crate::pure::gateway::window::Rate {
+        requests_per_minute: Some(1000),
+        tokens_per_minute: None,
+    };
+    gw.pace(&BTreeMap::from([(Provider::Anthropic, rate)]));
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    let mut fired = tokio::task::JoinSet::new();
+    let held = lock(&gw.shared.run_spend);
+    for _ in 0..AT_ONCE {
+        let (url, token) = (url.clone(), pass.token.clone());
+        fired.spawn(async move { post(&url, &[("x-api-key", &token)]).await.0 });
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lock(&gw.shared.windows)[&Provider::Anthropic].requests() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the requests never reached the gateway"
+        );
+        std::thread::yield_now();
+    }
+    drop(held);
+    let statuses = fired.join_all().await;
+    let passed = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(passed, CAP as usize, "{statuses:?}");
+    assert_eq!(pass.spend().requests, CAP);
+    let reached = server.received_requests().await.unwrap().len();
+    assert_eq!(reached, CAP as usize);
+}
+
+/// Issue 35: a user's Codex provider is `OpenAI`'s upstream when `OPENAI_BASE_URL` is unset
+/// (its base URL, its `env_key`'s key, its query parameters and headers); the variable wins.
+#[tokio::test]
+async fn codexs_own_provider_is_the_openai_upstream_unless_openai_base_url_is_set() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/proxy/v1/responses"))
+        .and(header("authorization", "Bearer sk-proxy"))
+        .and(header("x-team", "agents"))
+        .and(header("x-org", "org-7"))
+        .and(wiremock::matchers::query_param("api-version", "2025-04-01"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "model": "gpt-5.5", "usage": {"input_tokens": 3, "output_tokens": 2}})))
+        .mount(&server)
+        .await;
+    let config = format!(
+        "model_provider = \"proxy\"\n[model_providers.proxy]\nbase_url = \"{}/proxy/v1/\"\nenv_key = \"PROXY_KEY\"\nquery_params = {{ api-version = \"2025-04-01\" }}\nhttp_headers = {{ x-team = \"agents\" }}\nenv_http_headers = {{ x-org = \"ORG\" }}\n",
+        server.uri()
+    );
+    let codex = crate::pure::gateway::codex::selected(&config)
+        .unwrap()
+        .unwrap();
+    let env = env_of(&[
+        ("PROXY_KEY", "sk-proxy".into()),
+        ("ORG", "org-7".into()),
+        ("OPENAI_API_KEY", "sk-not-this".into()),
+    ]);
+    let upstreams = Upstreams::from_env(&env).with_codex(Some(&codex), &env);
+    assert!(!format!("{upstreams:?}").contains("org-7"));
+    let gw = Gateway::start(Config {
+        upstreams,
+        budgets: Budgets::default(),
+        prices: crate::pure::prices::Prices::default(),
+        task_recorded: BTreeMap::new(),
+    })
+    .await
+    .unwrap();
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/openai/responses", gw.url());
+    let auth = format!("Bearer {}", pass.token);
+    let (status, body) = post(&url, &[("authorization", &auth)]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(pass.spend().tokens["gpt-5.5"].output, 2);
+    // OPENAI_BASE_URL, when set, wins.
+    let env = env_of(&[("OPENAI_BASE_URL", "http://127.0.0.1:1/v1".into())]);
+    let u = Upstreams::from_env(&env).with_codex(Some(&codex), &env);
+    assert_eq!(u.0[&Provider::OpenAi].base, "http://127.0.0.1:1/v1");
 }

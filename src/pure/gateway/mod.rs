@@ -11,6 +11,7 @@
 //! `http://127.0.0.1:PORT/anthropic` sends `/anthropic/v1/messages`, which goes upstream to
 //! `$ANTHROPIC_BASE_URL/v1/messages` (the provider's own base URL by default).
 
+pub mod codex;
 pub mod meter;
 pub mod window;
 

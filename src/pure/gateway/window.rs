@@ -40,6 +40,11 @@ impl Window {
         }
     }
 
+    /// How many requests it counted as started (in the last minute, as of its last use).
+    pub fn requests(&self) -> usize {
+        self.starts.len()
+    }
+
     /// Forgets what is a minute old at `now`.
     fn age(&mut self, now: Duration) {
         while self.starts.front().is_some_and(|&t| t + MINUTE <= now) {

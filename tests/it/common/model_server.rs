@@ -98,6 +98,8 @@ pub struct Seen {
     pub api: Api,
     /// The URL path as sent.
     pub path: String,
+    /// The URL's query, if it had one.
+    pub query: Option<String>,
     /// The model the request named.
     pub model: String,
     /// Whether the conversation already held tool results (the final turn).
@@ -248,6 +250,7 @@ impl Respond for Responder {
         inner.seen.push(Seen {
             api,
             path: path.clone(),
+            query: req.url.query().map(str::to_owned),
             model: model.clone(),
             after_tools,
             key,

@@ -4,10 +4,12 @@
 //! what it spent is read off the wire into the attempt's record (`result.json`), and a
 //! request past the budget stops the attempt as a budget stop.
 //!
-//! Settings: the `gateway` input (`DAGEXEC_GATEWAY`: `on` or `off`; empty leaves it to the
-//! checkout's `.design/dagexec.yml`, else on), `max-task-cost` and `max-requests` (the same
-//! variables, then the file), and the `max-cost` input against what the plan at the round's
-//! base recorded.
+//! Settings: the `gateway`, `max-task-cost` and `max-requests` inputs (`DAGEXEC_GATEWAY`,
+//! `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`; empty: on, no cap), which the checkout's
+//! `.design/dagexec.yml` — a file on the branch, which task code can change — may only
+//! tighten ([`crate::flow::settings::gateway_on_action`]; what it asked and was not given is
+//! in the job's summary), and the `max-cost` input against what the plan at the round's base
+//! recorded.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,6 +29,9 @@ pub(super) struct Served {
     pub(super) took: Duration,
     /// `http://127.0.0.1:PORT`.
     pub(super) url: String,
+    /// What the branch's `.design/dagexec.yml` asked that would have loosened the gateway,
+    /// not followed.
+    pub(super) loosened: Vec<crate::flow::settings::Loosening>,
 }
 
 impl Served {
@@ -61,12 +66,13 @@ pub(super) async fn start(
     let began = Instant::now();
     let file = crate::flow::settings::read_file_config(root)
         .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
-    let settings = crate::flow::settings::gateway(&input, &file)
+    let (settings, loosened) = crate::flow::settings::gateway_on_action(&input, &file)
         .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
     if !settings.on {
         return Ok(None);
     }
-    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings);
+    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings)
+        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
     let gateway = Gateway::start(config).await.map_err(|e| {
         ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
@@ -86,6 +92,7 @@ pub(super) async fn start(
         env,
         took: began.elapsed(),
         url,
+        loosened,
     }))
 }
 
