@@ -133,8 +133,11 @@ pub fn gateway_config(
 ) -> Result<crate::edge::gateway::Config, ConfigError> {
     use crate::edge::gateway::{Budgets, Config, Upstreams};
     // OpenAI's upstream: the provider the user's own Codex configuration selects, unless
-    // OPENAI_BASE_URL says otherwise.
-    let codex = match crate::edge::gateway::user_codex_file() {
+    // OPENAI_BASE_URL says otherwise (then the file is not read, nor can it stop the run).
+    let user_codex = env("OPENAI_BASE_URL")
+        .filter(|v| !v.trim().is_empty())
+        .map_or_else(crate::edge::gateway::user_codex_file, |_| None);
+    let codex = match user_codex {
         Some((path, text)) => {
             crate::pure::gateway::codex::selected(&text).map_err(|source| ConfigError::Codex {
                 path: path.display().to_string(),
