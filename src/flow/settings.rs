@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::pure::engine::Schedule;
 
 mod tighten;
-pub use tighten::{Loosening, gateway_on_action};
+pub use tighten::{Loosening, gateway_on_action, prices_on_action};
 
 /// Default per-task timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);

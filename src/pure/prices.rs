@@ -46,6 +46,24 @@ pub struct Price {
     pub output: f64,
 }
 
+/// An override [`Prices::with_floor`] did not follow: the model, the price asked, the price
+/// kept.
+pub type Lowered = (String, Price, Price);
+
+impl std::fmt::Display for Price {
+    /// `{input: 3, cached-input: 0.3, output: 15}`, as `prices:` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{{input: {}", self.input)?;
+        if let Some(c) = self.cached_input {
+            write!(f, ", cached-input: {c}")?;
+        }
+        if let Some(c) = self.cache_write {
+            write!(f, ", cache-write: {c}")?;
+        }
+        write!(f, ", output: {}}}", self.output)
+    }
+}
+
 /// The default list prices (USD per million tokens, taken on [`TAKEN`]): `OpenAI`'s
 /// (openai.com/api/pricing) and Google's Gemini API, paid tier, prompts up to 200k tokens
 /// (ai.google.dev/gemini-api/docs/pricing).
@@ -152,6 +170,46 @@ impl Prices {
             prices.table.insert(name.trim().to_string(), price);
         }
         Ok(prices)
+    }
+
+    /// [`Prices::with`] where `overrides` may not make a model cheaper than the defaults
+    /// price it (the Action, where they come from the execution branch: a cheaper price
+    /// would make `max-cost` and `max-task-cost` slower to bite). An entry for a model the
+    /// defaults price, with any price below theirs, keeps the defaults' price for that name;
+    /// each such entry is returned with what it asked (`model`, asked, kept).
+    pub fn with_floor(
+        overrides: Option<&serde_yaml::Value>,
+    ) -> Result<(Prices, Vec<Lowered>), String> {
+        let defaults = Prices::default();
+        let mut prices = Prices::with(overrides)?;
+        let mut lowered = Vec::new();
+        for (name, asked) in &mut prices.table {
+            let Some((_, floor)) = defaults.find(name) else {
+                continue;
+            };
+            let below = |a: Option<f64>, f: Option<f64>, base_a: f64, base_f: f64| {
+                a.unwrap_or(base_a) < f.unwrap_or(base_f)
+            };
+            if asked.input < floor.input
+                || asked.output < floor.output
+                || below(
+                    asked.cached_input,
+                    floor.cached_input,
+                    asked.input,
+                    floor.input,
+                )
+                || below(
+                    asked.cache_write,
+                    floor.cache_write,
+                    asked.input,
+                    floor.input,
+                )
+            {
+                lowered.push((name.clone(), *asked, floor));
+                *asked = floor;
+            }
+        }
+        Ok((prices, lowered))
     }
 
     /// The price of `model`: its exact name, else the longest name it starts with.

@@ -106,6 +106,32 @@ fn a_request_past_max_cost_stops_the_work_jobs_attempt_as_a_budget_stop() {
     assert!(log.contains("spending limit"), "{log}");
 }
 
+/// The branch's `prices:` cannot make a model cheaper on the Action: priced at zero there,
+/// claude-sonnet-4-5's first request would cost nothing and `max-cost` never bite. The
+/// built-in price is kept and the first request crosses the budget.
+#[test]
+fn the_branchs_prices_cannot_make_a_model_cheaper_than_the_built_in_table_on_the_action() {
+    let server = ModelServer::start();
+    let script = format!(
+        "for i in 1 2 3 4 5; do {CURL_MESSAGES} >> env.txt; done\necho 'COMPLETED: asked five times'"
+    );
+    let lab = lab()
+        .plan("gateway", vec![task("alpha", &["env.txt"], &[])])
+        .worker(&script)
+        .file(
+            ".design/dagexec.yml",
+            "prices:\n  claude-sonnet-4-5: {input: 0, cached-input: 0, cache-write: 0, output: 0}\n",
+        )
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .env("DAGEXEC_MAX_COST", "0.0001")
+        .start();
+    let (_, log) = lab.run_rounds(3);
+    assert_eq!(server.seen().len(), 1, "{:?}\n{log}", server.seen());
+    assert!(log.contains("spending limit"), "{log}");
+    // What the work job's summary says of it: `flow::settings::tighten`'s unit test.
+}
+
 #[test]
 fn with_the_gateway_input_off_the_worker_gets_the_jobs_environment_as_before() {
     let server = ModelServer::start();

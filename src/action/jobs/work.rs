@@ -58,6 +58,8 @@ struct WorkJob {
     repo: Repo,
     inputs: Inputs,
     plan: plan::model::Plan,
+    /// The branch's `prices:` that would have made a model cheaper, not followed.
+    prices_lowered: Vec<crate::flow::settings::Loosening>,
 }
 
 impl WorkJob {
@@ -123,12 +125,15 @@ pub struct Worked {
 }
 
 impl Worked {
-    /// A worker ran (through the gateway when `served`).
-    fn ran(verdict: outcome::Verdict, served: Option<gateway::Served>) -> Worked {
+    /// A worker ran in `at` (through the gateway when `served`).
+    fn ran(at: &WorkJob, verdict: outcome::Verdict, served: Option<gateway::Served>) -> Worked {
+        let gateway = Some(served.is_some());
+        let mut loosened = served.map(|s| s.loosened).unwrap_or_default();
+        loosened.extend(at.prices_lowered.iter().cloned());
         Worked {
             verdict,
-            gateway: Some(served.is_some()),
-            loosened: served.map(|s| s.loosened).unwrap_or_default(),
+            gateway,
+            loosened,
         }
     }
 }
@@ -286,7 +291,7 @@ async fn attempt(
         live.finish();
     }
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(Worked::ran(verdict, served))
+    Ok(Worked::ran(at, verdict, served))
 }
 
 /// The worker's run, and what the attempt goes on with.
@@ -390,12 +395,15 @@ fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
 /// have the task); the checkout's price table installed.
 fn open(root: &Path, inputs: &Inputs, job: Assignment, base: &str) -> Result<WorkJob, ActionError> {
     let (repo, _, inputs) = crate::action::check_out(root, inputs, base)?;
-    // The checkout's price table, for the CLIs that report tokens but no cost (an unreadable
-    // one leaves the defaults: the spend is the worker's own account anyway).
-    if let Ok(prices) =
-        crate::flow::settings::read_file_config(repo.root()).and_then(|f| f.prices())
+    // The checkout's price table, for the CLIs that report tokens but no cost and for the
+    // gateway's budgets: the branch's may add models and raise prices, never lower one the
+    // defaults have (an unreadable one leaves the defaults).
+    let mut prices_lowered = Vec::new();
+    if let Ok((prices, lowered)) = crate::flow::settings::read_file_config(repo.root())
+        .and_then(|f| crate::flow::settings::prices_on_action(&f))
     {
         crate::pure::prices::install(prices);
+        prices_lowered = lowered;
     }
     let plan_path = repo.root().join(&inputs.plan_rel);
     let plan = crate::edge::plan_file::load(&plan_path)
@@ -414,6 +422,7 @@ fn open(root: &Path, inputs: &Inputs, job: Assignment, base: &str) -> Result<Wor
         repo,
         inputs,
         plan,
+        prices_lowered,
     })
 }
 

@@ -35,6 +35,32 @@ impl std::fmt::Display for Loosening {
     }
 }
 
+/// The price table for the Action's work job: the defaults with the branch's `prices:`,
+/// which may add models and raise prices but not make a model the defaults price cheaper
+/// (that would make `max-cost` and `max-task-cost` slower to bite); what it asked and was
+/// not given is returned as [`Loosening`]s.
+pub fn prices_on_action(
+    file: &FileConfig,
+) -> Result<(crate::pure::prices::Prices, Vec<Loosening>), ConfigError> {
+    let (prices, lowered) =
+        crate::pure::prices::Prices::with_floor(file.prices.as_ref()).map_err(|message| {
+            ConfigError::Value {
+                field: "prices".into(),
+                message,
+            }
+        })?;
+    let loosened = lowered
+        .into_iter()
+        .map(|(model, asked, kept)| Loosening {
+            field: "prices",
+            asked: format!("{model}: {asked}"),
+            kept: kept.to_string(),
+            from: "the built-in price table".into(),
+        })
+        .collect();
+    Ok((prices, loosened))
+}
+
 /// The gateway's settings for the Action's work job: the inputs (`env`: `DAGEXEC_GATEWAY`,
 /// `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`, empty = unset) tightened by `file`.
 /// Empty inputs mean the gateway on and no cap; the file can then add a cap, not lift one.
@@ -263,5 +289,25 @@ mod tests {
         .unwrap();
         let lines: Vec<String> = loosened.iter().map(ToString::to_string).collect();
         insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn the_branchs_prices_may_add_and_raise_but_not_lower_a_built_in_price() {
+        let file: FileConfig = serde_yaml::from_str(
+            "prices:\n  gpt-5.5: {input: 0.001, output: 0.001}\n  gemini-3.1-pro: {input: 100, cached-input: 10, output: 200}\n  my-own-model: {input: 0.01, output: 0.02}\n",
+        )
+        .unwrap();
+        let (prices, loosened) = prices_on_action(&file).unwrap();
+        let defaults = crate::pure::prices::Prices::default();
+        assert_eq!(prices.find("gpt-5.5"), defaults.find("gpt-5.5"));
+        assert_eq!(prices.find("gemini-3.1-pro").unwrap().1.input, 100.0);
+        assert_eq!(prices.find("my-own-model").unwrap().1.output, 0.02);
+        assert_eq!(loosened.len(), 1, "{loosened:?}");
+        let said = loosened[0].to_string();
+        assert!(
+            said.starts_with("`prices: gpt-5.5: {input: 0.001, output: 0.001}` in the branch's .design/dagexec.yml was not followed: kept {input: "),
+            "{said}"
+        );
+        assert!(said.contains("(the built-in price table)"), "{said}");
     }
 }
