@@ -100,6 +100,9 @@ pub struct Judged {
     pub reported: Option<crate::pure::usage::Usage>,
     /// The hosts the Action's egress proxy refused the agent (its `result.json`).
     pub egress_blocked: Vec<String>,
+    /// What the Action's work job's model gateway saw of each provider's rate limit (its
+    /// `result.json`): recorded, and the conductor's holds.
+    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
 }
 
 impl Judged {
@@ -120,6 +123,7 @@ impl Judged {
         record.rebase = self.rebase;
         record.cli = self.reported.clone().filter(|u| !u.is_empty());
         record.egress_blocked.clone_from(&self.egress_blocked);
+        record.rate_limits = crate::pure::gateway::held::checked(&self.rate_limits);
         Some(record)
     }
 }

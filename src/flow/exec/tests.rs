@@ -150,6 +150,7 @@ impl Executor for Virtual {
                     rebase: false,
                     reported: None,
                     egress_blocked: Vec::new(),
+                    rate_limits: Vec::new(),
                 }
             })
             .collect();
