@@ -137,6 +137,14 @@ pub struct Launch {
     pub retry_prompt: Option<String>,
 }
 
+/// Ready tasks an executor keeps from starting for now ([`Executor::held`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub tasks: Vec<usize>,
+    /// How long until the first of them may start.
+    pub next: Option<std::time::Duration>,
+}
+
 /// What a wait brought.
 #[derive(Debug, Default)]
 pub struct Arrivals {
@@ -271,6 +279,15 @@ pub trait Executor {
     fn rebases(&mut self, _plan: &Plan) -> Vec<Launch> {
         Vec::new()
     }
+    /// The ready tasks (once `landing` lands) that may not start yet, and how long until the
+    /// first of them may: on the Action a provider's rate limit, seen in the attempts'
+    /// records, holds the tasks whose worker uses it (`pure::gateway::held`). None by
+    /// default.
+    fn held(&mut self, _plan: &Plan, _landing: &[usize]) -> Held {
+        Held::default()
+    }
+    /// Waits `_for` with nothing running, while only held tasks could start.
+    async fn pause(&mut self, _for: std::time::Duration) {}
     /// Whether the run was asked to stop (checked between rounds).
     fn cancelled(&self) -> bool {
         false
