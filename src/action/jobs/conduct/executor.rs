@@ -254,7 +254,13 @@ impl Executor for Remote<'_> {
         let holds = &self.rate.holds;
         let mut held = crate::flow::exec::Held::default();
         let mut said: Vec<(usize, crate::pure::gateway::Provider)> = Vec::new();
-        if !holds.active(now).is_empty() {
+        // A hold that just ended still spreads its tasks' starts (`held::SPREAD`).
+        let spread =
+            jiff::SignedDuration::try_from(crate::pure::gateway::held::SPREAD).unwrap_or_default();
+        if !holds
+            .active(now.checked_sub(spread).unwrap_or(now))
+            .is_empty()
+        {
             for i in crate::pure::engine::ready_set_after(plan, self.dag, landing) {
                 if self.flights.contains_key(&i) {
                     continue;
