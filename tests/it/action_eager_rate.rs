@@ -3,7 +3,7 @@
 //! `retry-after`, seen by a task run's model gateway, reaches the conductor in the attempt's
 //! record and holds the next run of a task on that provider until then, while a task on
 //! another provider starts at once; a forged far-future held-until holds for a few minutes
-//! at most.
+//! at most, and the status comment says what is held.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,8 +126,13 @@ fn a_forged_far_future_held_until_holds_the_provider_a_few_minutes_at_most() {
     let log = loop {
         threads.extend(lab.run_dispatched());
         let log = lab.conduct_log(1);
-        // Held, and Gemini's task dispatched all the same.
-        if log.contains(line) && dispatched(&lab).contains(&"2".to_string()) {
+        // Held, Gemini's task dispatched all the same, and the status comment says so.
+        let status = lab.gh.state().comments.iter().any(|c| {
+            c.body.starts_with("<!-- dagexec:status -->")
+                && c.body
+                    .contains("; holding 1 task: anthropic rate-limited until ")
+        });
+        if log.contains(line) && dispatched(&lab).contains(&"2".to_string()) && status {
             break log;
         }
         assert!(
