@@ -63,6 +63,14 @@ pub struct WorkResult {
     /// was, and in files of older versions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_blocked: Vec<String>,
+    /// What the job's model gateway saw of each provider's rate limit (read leniently and
+    /// clamped where it is used: the file is the job's). Absent when nothing was limited.
+    #[serde(
+        default,
+        deserialize_with = "crate::pure::gateway::held::lenient",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -181,6 +189,7 @@ impl WorkResult {
             said: crate::pure::said::Said::default(),
             refused: None,
             egress_blocked: Vec::new(),
+            rate_limits: Vec::new(),
         }
     }
 

@@ -47,6 +47,9 @@ pub(crate) struct Publisher<'a> {
     /// The schedule the run keeps (`rounds`: finalize; `eager`: the conductor), for the
     /// timeline's prediction in the pull request body.
     pub schedule: crate::pure::engine::Schedule,
+    /// What the conductor holds for a provider's rate limit (`holding 2 tasks: anthropic
+    /// rate-limited until 04:12:30Z`), said in the status comment's "Waiting on".
+    pub holding: Option<&'a str>,
 }
 
 /// The run's pull request as finalize writes on it: the client and the pull request's number.
@@ -337,6 +340,11 @@ impl Publisher<'_> {
             )
         } else {
             steering::waiting_on(plan)
+        };
+        // The conductor's rate-limit holds (`holding 2 tasks: anthropic rate-limited until …`).
+        let waiting = match self.holding {
+            Some(h) if !stopped => format!("{waiting}; {h}"),
+            _ => waiting,
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
         let status_id = c

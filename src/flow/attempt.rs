@@ -279,6 +279,7 @@ pub(crate) async fn run(
         rebase: input.rebase,
         reported,
         egress_blocked: Vec::new(),
+        rate_limits: Vec::new(),
     })))
 }
 

@@ -95,7 +95,7 @@ pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
 }
 
 /// [`ready_set`] as it will be once the tasks `landing` are completed too.
-fn ready_set_after(plan: &Plan, dag: &Dag, landing: &[usize]) -> Vec<usize> {
+pub fn ready_set_after(plan: &Plan, dag: &Dag, landing: &[usize]) -> Vec<usize> {
     let landing: rustc_hash::FxHashSet<usize> = landing.iter().copied().collect();
     let done = |i: usize| plan.tasks[i].status == Status::Completed || landing.contains(&i);
     plan.tasks
@@ -369,13 +369,47 @@ pub fn eager_pick_after(
     slots: usize,
     landing: &[usize],
 ) -> Vec<usize> {
+    let pick = Pick {
+        in_flight,
+        slots,
+        landing,
+        held: &[],
+    };
+    eager_pick_with(plan, dag, conflicts, pick)
+}
+
+/// What an eager pick starts from: the tasks in flight, the free slots, the completed
+/// attempts about to land ([`eager_pick_after`]) and the ready tasks held back (on the
+/// Action, a provider's rate limit holds them: `pure::gateway::held`).
+#[derive(Debug, Clone, Copy)]
+pub struct Pick<'a> {
+    pub in_flight: &'a [usize],
+    pub slots: usize,
+    pub landing: &'a [usize],
+    pub held: &'a [usize],
+}
+
+/// [`eager_pick_after`] with `pick.held` left out, as if not ready: they take no slot and
+/// hold no file, so work beside them goes on.
+pub fn eager_pick_with(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    pick: Pick<'_>,
+) -> Vec<usize> {
+    let Pick {
+        in_flight,
+        slots,
+        landing,
+        held,
+    } = pick;
     if slots == 0 {
         return Vec::new();
     }
     let busy: rustc_hash::FxHashSet<usize> = in_flight.iter().copied().collect();
     let ready: Vec<usize> = ready_set_after(plan, dag, landing)
         .into_iter()
-        .filter(|i| !busy.contains(i))
+        .filter(|i| !busy.contains(i) && !held.contains(i))
         .collect();
     let mut everyone = ready.clone();
     everyone.extend(busy.iter().copied());

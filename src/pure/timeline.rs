@@ -360,6 +360,7 @@ mod tests {
                     signal: None,
                     cli: None,
                     egress_blocked: Vec::new(),
+                    rate_limits: Vec::new(),
                 },
             );
         }

@@ -356,3 +356,39 @@ fn a_work_job_killed_mid_stream_leaves_its_spend_so_far_for_finalize_to_record()
     assert_eq!(row["outputTokens"], json!(1), "{row}");
     assert!(row["costUsd"].as_f64().unwrap() > 0.0, "{row}");
 }
+
+#[test]
+fn the_work_jobs_gateway_starts_from_a_hold_the_records_at_its_base_carry() {
+    // An earlier attempt's record: Anthropic rate-limited until 20 s from now. The next
+    // attempt's first request waits at its job's gateway until then.
+    let server = ModelServer::start();
+    let now = jiff::Timestamp::now();
+    let until = now + jiff::SignedDuration::from_secs(20);
+    let stamp = |t: jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let record = json!({
+        "task": 0, "attempt": 1, "start": stamp(now - jiff::SignedDuration::from_secs(5)),
+        "end": stamp(now), "seconds": 5.0, "outcome": "completed",
+        "rateLimits": [{"provider": "anthropic", "answers": 1, "heldUntil": stamp(until)}]
+    });
+    let mut done = task("done", &["done.txt"], &[]);
+    done["status"] = json!("completed");
+    done["attempts"] = json!(1);
+    let script = format!("{CURL_MESSAGES} > env.txt\ndate +%s >> env.txt\necho 'COMPLETED: env'");
+    let lab = lab()
+        .plan("gateway", vec![done, task("alpha", &["env.txt"], &[])])
+        .progress(json!({"completedTasks": [], "dagexecAttempts": [record]}))
+        .worker(&script)
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
+        .start();
+    let (ok, log) = lab.run_rounds(3);
+    assert!(ok, "{log}");
+    let env = lab.branch_file("env.txt");
+    let mut lines = env.lines();
+    assert_eq!(lines.next(), Some("200"), "{env}\n{log}");
+    let answered: i64 = lines.next().unwrap().trim().parse().unwrap();
+    assert!(
+        answered >= until.as_second(),
+        "answered at {answered}, before the hold ended at {until}\n{log}"
+    );
+}

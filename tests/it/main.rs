@@ -16,6 +16,7 @@ mod common;
 mod action;
 mod action_eager;
 mod action_eager_merge;
+mod action_eager_rate;
 mod action_gateway;
 mod action_jobs;
 mod action_merge;

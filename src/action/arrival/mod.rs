@@ -47,6 +47,16 @@ fn egress_blocked(found: Option<&Result<Collected, String>>) -> Vec<String> {
     }
 }
 
+/// What the work job's model gateway saw of rate limits, bounded: the file is the job's.
+fn rate_limits(
+    found: Option<&Result<Collected, String>>,
+) -> Vec<crate::pure::gateway::held::Limited> {
+    match found {
+        Some(Ok(c)) => crate::pure::gateway::held::checked(&c.result.rate_limits),
+        _ => Vec::new(),
+    }
+}
+
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
@@ -152,6 +162,7 @@ pub(super) fn judge_entry_at(
         rebase: false,
         reported: None,
         egress_blocked: egress_blocked(found),
+        rate_limits: rate_limits(found),
     })
 }
 

@@ -199,8 +199,17 @@ async fn forward(
         .headers()
         .get(hyper::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok());
-    if let Some(d) = crate::pure::gateway::hold_of(status, retry_after, fastrand::f64()) {
-        hold(shared, provider, d);
+    if status == 429 || status == 529 {
+        let held = crate::pure::gateway::hold_of(status, retry_after, fastrand::f64());
+        if let Some(d) = held {
+            hold(shared, provider, d);
+        }
+        let until = held.and_then(|d| {
+            jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::try_from(d).ok()?)
+                .ok()
+        });
+        shared.rate_limited(&tab, provider, until);
     }
     let (mut parts, body) = response.into_parts();
     for name in HOP_BY_HOP {

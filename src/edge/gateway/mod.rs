@@ -182,6 +182,10 @@ pub struct Spend {
     /// A model request was refused: the run's or the task's budget was spent, or the
     /// request cap reached (the message the agent got).
     pub refused: Option<String>,
+    /// Each provider's 429 and 529 answers and the latest instant a `retry-after` held it
+    /// until ([`crate::pure::gateway::held`]): on the Action, the attempt's record carries
+    /// them to the conductor.
+    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
 }
 
 impl Spend {
@@ -291,6 +295,15 @@ impl Shared {
         }
     }
 
+    /// Counts a 429 or 529 answer of `provider` to `tab`'s request (the run's too), and
+    /// the instant its `retry-after` holds the provider until.
+    fn rate_limited(&self, tab: &Tab, provider: Provider, until: Option<jiff::Timestamp>) {
+        let saw =
+            |s: &mut Spend| crate::pure::gateway::held::saw(&mut s.rate_limits, provider, until);
+        tab.change(saw);
+        self.total.send_modify(saw);
+    }
+
     /// The limits for `tab`'s next request.
     fn limits(&self, tab: &Tab) -> crate::pure::gateway::Limits {
         let run = lock(&self.run_spend);
@@ -385,6 +398,22 @@ impl Gateway {
             .iter()
             .map(|(p, r)| (*p, crate::pure::gateway::window::Window::new(*r)))
             .collect();
+    }
+
+    /// Holds `provider`'s model requests until `until` (the Action's work job starts from
+    /// the holds the attempt records at its base leave, [`crate::pure::gateway::held::Holds`]):
+    /// at most [`crate::pure::gateway::MAX_HOLD`] from now, nothing when `until` is past.
+    pub fn hold_until(&self, provider: Provider, until: jiff::Timestamp) {
+        let left = jiff::Timestamp::now().duration_until(until);
+        if let Ok(left) = Duration::try_from(left)
+            && !left.is_zero()
+        {
+            hold(
+                &self.shared,
+                provider,
+                left.min(crate::pure::gateway::MAX_HOLD),
+            );
+        }
     }
 
     /// The tokens and cost of every pass together as they grow (requests and refusals stay

@@ -47,10 +47,17 @@ impl Eager<'_> {
             return Ok(());
         }
         let busy: Vec<usize> = s.in_flight.iter().copied().collect();
-        let mut picks = engine::eager_pick(plan, self.dag, self.conflicts, &busy, free);
+        let held = x.held(plan, landing);
+        let pick = engine::Pick {
+            in_flight: &busy,
+            slots: free,
+            landing: &[],
+            held: &held.tasks,
+        };
+        let mut picks = engine::eager_pick_with(plan, self.dag, self.conflicts, pick);
         if !landing.is_empty() && !picks.is_empty() {
-            let then =
-                engine::eager_pick_after(plan, self.dag, self.conflicts, &busy, free, landing);
+            let after = engine::Pick { landing, ..pick };
+            let then = engine::eager_pick_with(plan, self.dag, self.conflicts, after);
             picks.retain(|i| then.contains(i));
         }
         if picks.is_empty() {
@@ -104,6 +111,24 @@ impl Eager<'_> {
         })
     }
 
+    /// With nothing running: when only tasks a provider's rate limit holds could start, waits
+    /// for the first of them (`Some(true)`: go on), or hands over when that is due first
+    /// (`Some(false)`); `None` when nothing is held and the run ends.
+    async fn wait_for_holds<X: Executor>(
+        &self,
+        x: &mut X,
+        plan: &Plan,
+        s: &EagerState,
+    ) -> Option<bool> {
+        let open = !s.cancelled && !s.aborted && s.stop.is_none() && self.spent(plan).is_none();
+        let wait = open.then(|| x.held(plan, &[]).next).flatten()?;
+        if x.handover_due() {
+            return Some(false);
+        }
+        x.pause(wait).await;
+        Some(true)
+    }
+
     /// Runs until nothing is pending or in flight, or the run stops; `round` is the last
     /// round committed, `in_flight` the tasks already running (adopted). Returns how it
     /// ended and the last round committed.
@@ -126,6 +151,11 @@ impl Eager<'_> {
                 self.fill(x, plan, &mut s, round, &[]).await?;
             }
             if x.running() == 0 {
+                match self.wait_for_holds(x, plan, &s).await {
+                    Some(true) => continue,
+                    Some(false) => return Ok((Ending::Handover, round)),
+                    None => {}
+                }
                 return Ok((self.idle(x, plan, s)?, round));
             }
             if x.handover_due() {

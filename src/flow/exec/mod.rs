@@ -100,6 +100,9 @@ pub struct Judged {
     pub reported: Option<crate::pure::usage::Usage>,
     /// The hosts the Action's egress proxy refused the agent (its `result.json`).
     pub egress_blocked: Vec<String>,
+    /// What the Action's work job's model gateway saw of each provider's rate limit (its
+    /// `result.json`): recorded, and the conductor's holds.
+    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
 }
 
 impl Judged {
@@ -120,6 +123,7 @@ impl Judged {
         record.rebase = self.rebase;
         record.cli = self.reported.clone().filter(|u| !u.is_empty());
         record.egress_blocked.clone_from(&self.egress_blocked);
+        record.rate_limits = crate::pure::gateway::held::checked(&self.rate_limits);
         Some(record)
     }
 }
@@ -131,6 +135,14 @@ pub struct Launch {
     pub task: usize,
     pub attempt: u32,
     pub retry_prompt: Option<String>,
+}
+
+/// Ready tasks an executor keeps from starting for now ([`Executor::held`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub tasks: Vec<usize>,
+    /// How long until the first of them may start.
+    pub next: Option<std::time::Duration>,
 }
 
 /// What a wait brought.
@@ -267,6 +279,15 @@ pub trait Executor {
     fn rebases(&mut self, _plan: &Plan) -> Vec<Launch> {
         Vec::new()
     }
+    /// The ready tasks (once `landing` lands) that may not start yet, and how long until the
+    /// first of them may: on the Action a provider's rate limit, seen in the attempts'
+    /// records, holds the tasks whose worker uses it (`pure::gateway::held`). None by
+    /// default.
+    fn held(&mut self, _plan: &Plan, _landing: &[usize]) -> Held {
+        Held::default()
+    }
+    /// Waits `_for` with nothing running, while only held tasks could start.
+    async fn pause(&mut self, _for: std::time::Duration) {}
     /// Whether the run was asked to stop (checked between rounds).
     fn cancelled(&self) -> bool {
         false

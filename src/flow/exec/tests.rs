@@ -36,6 +36,8 @@ struct Virtual {
     halts: BTreeMap<(usize, u32), crate::pure::said::Halt>,
     /// Ctrl-C at this second: what runs then is stopped (not judged).
     cancel_at: Option<u64>,
+    /// Tasks a provider's rate limit holds, until this second (the conductor's holds).
+    holds: BTreeMap<usize, u64>,
 }
 
 impl Virtual {
@@ -54,6 +56,7 @@ impl Virtual {
             staged: Vec::new(),
             halts: BTreeMap::new(),
             cancel_at: None,
+            holds: BTreeMap::new(),
         }
     }
 }
@@ -150,6 +153,7 @@ impl Executor for Virtual {
                     rebase: false,
                     reported: None,
                     egress_blocked: Vec::new(),
+                    rate_limits: Vec::new(),
                 }
             })
             .collect();
@@ -204,8 +208,56 @@ impl Executor for Virtual {
         }
         Ok(Integrated::Continue)
     }
+    fn held(&mut self, plan: &Plan, _landing: &[usize]) -> Held {
+        let held: Vec<(usize, u64)> = self
+            .holds
+            .iter()
+            .filter(|(i, until)| plan.tasks[**i].status == Status::Pending && **until > self.now)
+            .map(|(i, until)| (*i, *until))
+            .collect();
+        Held {
+            tasks: held.iter().map(|h| h.0).collect(),
+            next: held
+                .iter()
+                .map(|h| Duration::from_secs(h.1 - self.now))
+                .min(),
+        }
+    }
+    async fn pause(&mut self, wait: Duration) {
+        self.now += wait.as_secs();
+    }
     fn emit(&self, event: Event) {
         self.events.borrow_mut().push(event);
+    }
+}
+
+#[test]
+fn a_held_task_waits_for_its_hold_while_others_start_and_the_run_does_not_end_meanwhile() {
+    // 0 and 2 are free; 1 is held until second 20 (its provider rate-limited): 2 takes its
+    // slot at once, and once nothing else runs the loop waits for the hold instead of
+    // ending the run with a ready task never started.
+    let plan = plan_of(vec![
+        task(&[], &["a"], &[]),
+        task(&[], &["b"], &[]),
+        task(&[], &["c"], &[]),
+    ]);
+    let script: Script = [
+        ((0, 1), (5, true, 0.0)),
+        ((1, 1), (5, true, 0.0)),
+        ((2, 1), (3, true, 0.0)),
+    ]
+    .into();
+    for in_place in [true, false] {
+        let mut plan = plan.clone();
+        let mut x = Virtual::new(&plan, in_place, 2, script.clone());
+        x.holds.insert(1, 20);
+        assert_eq!(drive(&mut plan, &mut x, None), Ending::Done);
+        assert_eq!(
+            x.started,
+            [(0, 0, 1), (0, 2, 1), (20, 1, 1)],
+            "in place: {in_place}"
+        );
+        assert!(plan.tasks.iter().all(|t| t.status == Status::Completed));
     }
 }
 

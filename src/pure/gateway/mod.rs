@@ -5,20 +5,27 @@
 //! ([`cost`]), whether a request may start ([`Limits::admit`]), how long a provider's rate
 //! limit holds every worker ([`hold_of`]), and the errors the gateway answers in each
 //! provider's own shape ([`refusal`]) so the agent CLI shows them; and the requests- and
-//! tokens-per-minute window a provider's requests are held to ([`window`]).
+//! tokens-per-minute window a provider's requests are held to ([`window`]); and what an
+//! attempt saw of a provider's rate limit, carried in its record to the Action's conductor
+//! ([`held`]).
 //!
 //! Each provider has its own path prefix on the gateway, its base URL: a CLI pointed at
 //! `http://127.0.0.1:PORT/anthropic` sends `/anthropic/v1/messages`, which goes upstream to
 //! `$ANTHROPIC_BASE_URL/v1/messages` (the provider's own base URL by default).
 
 pub mod codex;
+pub mod held;
 pub mod meter;
 pub mod window;
 
 use std::time::Duration;
 
-/// A model provider the gateway passes requests to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A model provider the gateway passes requests to (in a record: `anthropic`, `openai`,
+/// `gemini`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Provider {
     /// Anthropic Messages (`claude`).
     Anthropic,
@@ -39,6 +46,11 @@ impl Provider {
             Provider::OpenAi => "/openai",
             Provider::Gemini => "/gemini",
         }
+    }
+
+    /// Its name in records and in the conductor's status (`anthropic`).
+    pub fn key(self) -> &'static str {
+        &self.prefix()[1..]
     }
 
     /// Its name in messages.

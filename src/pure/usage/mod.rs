@@ -252,6 +252,15 @@ pub struct AttemptRecord {
     /// The hosts the work job's egress proxy refused the agent (the Action's `egress` input).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_blocked: Vec<String>,
+    /// What the attempt's model gateway saw of each provider's rate limit (its 429 and 529
+    /// answers, the latest held-until a `retry-after` asked for): on the Action the
+    /// conductor holds new work for a provider from it ([`crate::pure::gateway::held`]).
+    #[serde(
+        default,
+        deserialize_with = "crate::pure::gateway::held::lenient",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
 }
 
 /// How many blocked hosts a record keeps.
@@ -307,6 +316,7 @@ impl AttemptRecord {
             signal: None,
             cli: None,
             egress_blocked: Vec::new(),
+            rate_limits: Vec::new(),
         }
     }
 
@@ -332,6 +342,7 @@ impl AttemptRecord {
                 .take(EGRESS_BLOCKED_MAX)
                 .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
                 .collect(),
+            rate_limits: crate::pure::gateway::held::checked(&self.rate_limits),
             ..self
         })
     }

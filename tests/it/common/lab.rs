@@ -85,6 +85,14 @@ impl LabBuilder {
         self
     }
 
+    /// Sets the plan's `progress` (the records of earlier attempts, say); after [`Self::plan`].
+    pub fn progress(mut self, progress: Value) -> Self {
+        if let Some(plan) = &mut self.plan {
+            plan["progress"] = progress;
+        }
+        self
+    }
+
     /// The worker script, committed as `worker.sh` (jobs run it as `sh ./worker.sh`).
     pub fn worker(self, script: &str) -> Self {
         self.file("worker.sh", script)

@@ -128,6 +128,12 @@ impl Executor for Remote<'_> {
                 Polled::Ended(judged) => arrivals.judged.push(*judged),
             }
         }
+        // What the arrivals' gateways saw of rate limits holds new runs for those providers
+        // (each held-until believed at most `MAX_HOLD` past its arrival: the file is the job's).
+        let arrived = jiff::Timestamp::now();
+        for j in &arrivals.judged {
+            self.rate.holds.note(&j.rate_limits, arrived);
+        }
         for j in &arrivals.judged {
             if let Some(f) = self.flights.remove(&j.index) {
                 self.merging.bases.insert(j.index, f.base);
@@ -239,6 +245,56 @@ impl Executor for Remote<'_> {
             return Ok(Integrated::Abort);
         }
         Ok(Integrated::Continue)
+    }
+
+    /// The ready tasks whose worker's provider is rate-limited, each until its hold ends
+    /// (spread a little by task); said once each time what is held changes.
+    fn held(&mut self, plan: &Plan, landing: &[usize]) -> crate::flow::exec::Held {
+        let now = jiff::Timestamp::now();
+        let holds = &self.rate.holds;
+        let mut held = crate::flow::exec::Held::default();
+        let mut said: Vec<(usize, crate::pure::gateway::Provider)> = Vec::new();
+        // A hold that just ended still spreads its tasks' starts (`held::SPREAD`).
+        let spread =
+            jiff::SignedDuration::try_from(crate::pure::gateway::held::SPREAD).unwrap_or_default();
+        if !holds
+            .active(now.checked_sub(spread).unwrap_or(now))
+            .is_empty()
+        {
+            for i in crate::pure::engine::ready_set_after(plan, self.dag, landing) {
+                if self.flights.contains_key(&i) {
+                    continue;
+                }
+                let model = plan.tasks[i].model();
+                let provider = crate::pure::gateway::held::provider_of(&self.inputs.worker, model);
+                let Some(at) = holds.release(provider, i, now) else {
+                    continue;
+                };
+                let wait =
+                    std::time::Duration::try_from(now.duration_until(at)).unwrap_or_default();
+                held.next = Some(held.next.map_or(wait, |n| n.min(wait)));
+                held.tasks.push(i);
+                said.extend(provider.map(|p| (i, p)));
+            }
+        }
+        let line = crate::pure::gateway::held::holding_line(&said, holds);
+        if line != self.rate.holding {
+            match &line {
+                Some(l) => self.emit(crate::pure::events::Event::Note(format!(
+                    "Rate limits: {l}."
+                ))),
+                None if self.rate.holding.is_some() => self.emit(crate::pure::events::Event::Note(
+                    "Rate limits: no task is held any more.".into(),
+                )),
+                None => {}
+            }
+            self.rate.holding = line;
+        }
+        held
+    }
+
+    async fn pause(&mut self, wait: std::time::Duration) {
+        tokio::time::sleep(wait).await;
     }
 
     fn handover_due(&self) -> bool {

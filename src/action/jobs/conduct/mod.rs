@@ -196,6 +196,7 @@ pub async fn run(
             ..Default::default()
         },
         starts: remote::Starts::default(),
+        rate: remote::RateHolds::of(&plan),
     };
     let again = remote.adopt(&mut plan).await;
     fail_exhausted(&mut plan, &dag, &ui);

@@ -51,6 +51,31 @@ pub(super) struct Remote<'a> {
     pub(super) merging: MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
     pub(super) starts: Starts,
+    /// Until when each provider's rate limit, seen in the attempts that arrived (and in the
+    /// records on the branch when this conductor started), holds new runs for it; and what
+    /// was said of it last (the status comment says it while it holds).
+    pub(super) rate: RateHolds,
+}
+
+/// The conductor's holds per provider ([`crate::pure::gateway::held`]).
+#[derive(Debug, Default)]
+pub(super) struct RateHolds {
+    pub(super) holds: crate::pure::gateway::held::Holds,
+    /// `holding N tasks: anthropic rate-limited until HH:MM:SSZ`, while tasks are held.
+    pub(super) holding: Option<String>,
+}
+
+impl RateHolds {
+    /// The holds `plan`'s attempt records leave: a provider they found rate-limited is still
+    /// held (a successor, or a conductor `/execute` started, learns it from them).
+    pub(super) fn of(plan: &Plan) -> RateHolds {
+        RateHolds {
+            holds: crate::pure::gateway::held::Holds::of_records(&crate::pure::usage::records(
+                plan,
+            )),
+            holding: None,
+        }
+    }
 }
 
 /// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
@@ -107,6 +132,7 @@ impl Remote<'_> {
             inputs: self.inputs,
             ui: self.ui,
             schedule: crate::pure::engine::Schedule::Eager,
+            holding: self.rate.holding.as_deref(),
         };
         ending.finish(plan, &self.links, stop, false, None).await
     }

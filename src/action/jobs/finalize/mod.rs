@@ -110,6 +110,7 @@ impl Finalize<'_> {
             inputs: &self.job.inputs,
             ui: &self.job.ui,
             schedule: engine::Schedule::Rounds,
+            holding: None,
         }
     }
 

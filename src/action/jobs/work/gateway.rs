@@ -9,7 +9,9 @@
 //! `.design/dagexec.yml` — a file on the branch, which task code can change — may only
 //! tighten ([`crate::flow::settings::gateway_on_action`]; what it asked and was not given is
 //! in the job's summary), and the `max-cost` input against what the plan at the round's base
-//! recorded.
+//! recorded. A provider the attempts
+//! recorded at that base found rate-limited is held from the start, until the held-until
+//! their records carry.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -76,6 +78,17 @@ pub(super) async fn start(
     let gateway = Gateway::start(config).await.map_err(|e| {
         ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
+    // A provider the attempts recorded at the round's base found rate-limited is held from
+    // the start: the worker's first request waits for the hold instead of meeting the limit
+    // (each record's held-until believed at most `MAX_HOLD` past its end).
+    let holds = crate::pure::gateway::held::Holds::of_records(&crate::pure::usage::records(plan));
+    for (provider, until) in holds.active(jiff::Timestamp::now()) {
+        println!(
+            "dagexec's model gateway: {} is rate-limited until {until} (an earlier attempt's record): its requests wait until then",
+            provider.label()
+        );
+        gateway.hold_until(provider, until);
+    }
     let write_err = |source| ActionError::Write {
         path: scratch.to_path_buf(),
         source,
@@ -94,6 +107,14 @@ pub(super) async fn start(
         url,
         loosened,
     }))
+}
+
+/// What the gateway saw of the providers' rate limits (the worker's and the reviewer's
+/// requests): the conductor holds new work for a limited provider from it.
+pub(super) fn rate_limits(served: Option<&Served>) -> Vec<crate::pure::gateway::held::Limited> {
+    served
+        .map(|s| s.gateway.watch().borrow().rate_limits.clone())
+        .unwrap_or_default()
 }
 
 /// A model request the gateway refused past the budget (`why`) stopped the attempt: a budget
