@@ -9,9 +9,8 @@
 //! `.design/dagexec.yml` — a file on the branch, which task code can change — may only
 //! tighten ([`crate::flow::settings::gateway_on_action`]; what it asked and was not given is
 //! in the job's summary), and the `max-cost` input against what the plan at the round's base
-//! recorded. A provider the attempts
-//! recorded at that base found rate-limited is held from the start, until the held-until
-//! their records carry.
+//! recorded. A provider the attempts recorded at that base found rate-limited is held from
+//! the start, until the held-until their records carry.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
