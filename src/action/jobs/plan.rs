@@ -37,16 +37,35 @@ pub struct Planned {
     pub message: String,
 }
 
-/// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
-/// (`GITHUB_REF_NAME`; empty outside Actions) of a repository whose default branch is
-/// `default_branch` (empty when unknown).
-pub fn run(
-    root: &Path,
-    inputs: &Inputs,
-    ref_name: &str,
-    default_branch: &str,
-    schedule: crate::pure::engine::Schedule,
-) -> Result<Planned, ActionError> {
+/// Whether the plan's pre-flight checks (its commands) may run in this job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preflight {
+    /// They run here: the read-only plan job, or, in a plan job that also conducts, as the
+    /// agent's unprivileged user in a checkout it cannot write.
+    Here,
+    /// Not beside this job's write token (why): the checks count as failed, unless
+    /// `/execute proceed` asked to go on without them.
+    Refused(String),
+}
+
+/// Where the plan job runs: the run's ref (`GITHUB_REF_NAME`; empty outside Actions), the
+/// repository's default branch (empty when unknown), the schedule and who may run the
+/// pre-flight checks.
+pub struct Job<'a> {
+    pub ref_name: &'a str,
+    pub default_branch: &'a str,
+    pub schedule: crate::pure::engine::Schedule,
+    pub preflight: Preflight,
+}
+
+/// Runs the plan job in the checkout at `root`.
+pub fn run(root: &Path, inputs: &Inputs, job: &Job<'_>) -> Result<Planned, ActionError> {
+    let Job {
+        ref_name,
+        default_branch,
+        schedule,
+        ..
+    } = *job;
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let branch = match branch_of(&repo, inputs, ref_name, default_branch)? {
@@ -101,7 +120,10 @@ pub fn run(
         base,
         round,
     };
-    if fresh && let Some(failed) = preflight_failed(&repo, &plan, &dag, &overlaps, inputs) {
+    if fresh
+        && let Some(failed) =
+            preflight_failed(&repo, (&plan, &dag, &overlaps), inputs, &job.preflight)
+    {
         return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
     // `overlap: merge`: a round's tasks that share files form one matrix, and the matrix says
@@ -200,30 +222,44 @@ impl At {
 }
 
 /// A fresh run's blocking pre-flight checks: what failed (unless `/execute proceed` asked
-/// to run anyway).
+/// to run anyway). Where they may not run (`preflight`), each counts as failed with the
+/// reason, and none runs.
 fn preflight_failed(
     repo: &Repo,
-    plan: &plan::model::Plan,
-    dag: &crate::pure::graph::Dag,
-    overlaps: &Overlaps,
+    (plan, dag, overlaps): (&plan::model::Plan, &crate::pure::graph::Dag, &Overlaps),
     inputs: &Inputs,
+    preflight: &Preflight,
 ) -> Option<String> {
+    let refused = match preflight {
+        Preflight::Here => None,
+        Preflight::Refused(why) => Some(why),
+    };
     let validation = checks::gather(
         plan,
         repo.root(),
         checks::CheckOptions {
-            skip_checks: false,
+            skip_checks: refused.is_some(),
             timeout: inputs.timeout,
         },
     );
     let setup = preflight::output(plan, dag, overlaps, validation);
-    let failed: Vec<String> = setup
+    let mut failed: Vec<String> = setup
         .validation
         .blocking_checks
         .iter()
         .filter(|c| !c.passed)
         .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
         .collect();
+    if let Some(why) = refused {
+        for (i, t) in plan.tasks.iter().enumerate() {
+            for a in t.assumptions().iter().filter(|a| a.is_blocking()) {
+                failed.push(format!(
+                    "task {i}: {} — `{}` not run: {why}",
+                    a.claim, a.verify
+                ));
+            }
+        }
+    }
     let proceed = plan
         .progress
         .extra
