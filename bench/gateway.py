@@ -17,6 +17,10 @@ Two parts, both run by bench/gateway.sh:
           on a new connection, from the request's first byte to the stream's last; p50, p99;
         - concurrency: 64 streams at once (20 deltas 50 ms apart each, so about 1 s long),
           time to first byte of each stream's body (p50, p99, max) and the wall time of all.
+      Then, for both paths together, the time to first byte of one stream at a time (two deltas
+      20 ms apart, so the first byte comes 20 ms before the rest: a gateway that buffered would
+      add that), PAIRS pairs, direct and through the gateway alternating, so a change of load
+      hits both alike: each path's p50 and p99, and the p50 and p99 of the pairs' differences.
       The figures go to OUT_FILE as text; the worker prints dagexec's status line.
 """
 
@@ -133,6 +137,22 @@ async def client(out: str):
             f"{label:8} latency  p50 {statistics.median(ends):6.2f} ms  p99 {pct(ends, 99):6.2f} ms  ({requests} requests)\n"
             f"{label:8} 64 streams: first byte p50 {statistics.median(firsts):6.2f} ms  p99 {pct(firsts, 99):6.2f} ms  max {max(firsts):6.2f} ms;  all 64 done in {wall:5.2f} s"
         )
+    # First byte, one stream at a time, the two paths alternating (paired).
+    pairs = int(os.environ.get("PAIRS", "200"))
+    d_first, g_first, diffs = [], [], []
+    for i in range(pairs):
+        order = [direct, through] if i % 2 == 0 else [through, direct]
+        got = {}
+        for base, key in order:
+            got[base] = (await stream(base, key, "?events=2&gap=20"))[0] * 1000
+        d_first.append(got[direct[0]])
+        g_first.append(got[through[0]])
+        diffs.append(got[through[0]] - got[direct[0]])
+    lines.append(
+        f"first byte, one stream at a time ({pairs} pairs, alternating): direct p50 {statistics.median(d_first):5.2f} ms  "
+        f"p99 {pct(d_first, 99):5.2f} ms;  gateway p50 {statistics.median(g_first):5.2f} ms  p99 {pct(g_first, 99):5.2f} ms;  "
+        f"gateway minus direct, per pair: p50 {statistics.median(diffs):+5.2f} ms  p99 {pct(diffs, 99):+5.2f} ms"
+    )
     with open(out, "w") as f:
         f.write("\n".join(lines[2:]) + "\n")
 

@@ -10,7 +10,10 @@
 #     - latency per request: REQUESTS (default 300) sequential short streams, each on a new
 #       connection, first request byte to last response byte: p50 and p99;
 #     - 64 concurrent streams (20 events 50 ms apart, about 1 s each): time to first body
-#       byte per stream, p50 / p99 / max, and the wall time of all 64.
+#       byte per stream, p50 / p99 / max, and the wall time of all 64;
+#   and, the two paths alternating (PAIRS, default 200, pairs of one stream each, its first
+#   byte 20 ms before the rest): time to first byte on each path and the per-pair difference,
+#   p50 and p99 — a paired figure, so load that changes during the run hits both alike.
 #   The difference between the two lines of each pair is the gateway's cost. It REPORTS, it
 #   does not gate. Run it on a quiet machine for figures worth comparing; it says the load
 #   average before it starts.
@@ -51,7 +54,7 @@ git -C "$repo" -c user.email=b@b -c user.name=bench commit -qm plan
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) core(s); dagexec: $bin"
 (cd "$repo" && \
   ANTHROPIC_BASE_URL="http://127.0.0.1:$port" ANTHROPIC_API_KEY=sk-bench \
-  BENCH_DIRECT="http://127.0.0.1:$port" REQUESTS="${REQUESTS:-300}" \
+  BENCH_DIRECT="http://127.0.0.1:$port" REQUESTS="${REQUESTS:-300}" PAIRS="${PAIRS:-200}" \
   GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=b@b GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=b@b \
   "$bin" run --yes --timeout 10m --worker "python3 '$here/gateway.py' client '$work/figures'" \
   >"$work/run.log" 2>&1) || { cat "$work/run.log"; exit 1; }

@@ -7,6 +7,7 @@
 #   install-action.sh          install it; step outputs `bin` (the binary's path), `build` (its
 #                              SHA-256) and `fresh` (true when this job built or downloaded it)
 #   install-action.sh agent-user   the work job's unprivileged user (below)
+#   install-action.sh egress-cleanup   the egress firewall's chains a stopped dagexec left (below)
 #
 # A released ref (dist/checksums.txt names a version and a SHA-256 per platform) downloads the
 # release asset and checks it against the pinned SHA-256, refusing a mismatch; the checked
@@ -72,6 +73,32 @@ if [[ "$mode_arg" == agent-user ]]; then
   if [[ ${#as_root[@]} -gt 0 ]]; then
     say "sudo=true"
   fi
+  exit 0
+fi
+# install-action.sh egress-cleanup: the work job's `egress` firewall (issue 35) is a chain per
+# job, DAGEXEC-EGRESS-<pid of its dagexec>, which dagexec removes when task code is done; a
+# dagexec killed first leaves it, restricting the agent's user. This removes every such
+# chain whose dagexec no longer runs, and the jumps to it, for IPv4 and IPv6.
+if [[ "$mode_arg" == egress-cleanup ]]; then
+  as_root=()
+  if [[ "$(id -u)" != 0 ]]; then
+    sudo -n true 2>/dev/null || exit 0
+    as_root=(sudo -n)
+  fi
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null || continue
+    rules="$("${as_root[@]}" "$tool" -w -S 2>/dev/null)" || continue
+    while read -r chain; do
+      [[ -n "$chain" && ! -d "/proc/${chain#DAGEXEC-EGRESS-}" ]] || continue
+      while read -r _ rule; do
+        read -ra args <<<"$rule"
+        "${as_root[@]}" "$tool" -w -D "${args[@]}" || true
+      done < <(grep -E -- "^-A [^ ]+ .*-j $chain\$" <<<"$rules" | grep -v -- "^-A $chain ")
+      "${as_root[@]}" "$tool" -w -F "$chain" || true
+      "${as_root[@]}" "$tool" -w -X "$chain" || true
+      echo "removed the egress chain $chain ($tool) that a stopped dagexec left"
+    done < <(sed -n 's/^-N \(DAGEXEC-EGRESS-[0-9]*\)$/\1/p' <<<"$rules")
+  done
   exit 0
 fi
 action_path="${GITHUB_ACTION_PATH:?run this from the action}"

@@ -1,4 +1,5 @@
-//! Test fixtures shared by the unit tests: the example plans and small synthetic plans.
+//! Test fixtures shared by the unit tests: the example plans and small synthetic plans, a
+//! work job's result, and git for a test's own repository.
 
 use std::path::Path;
 
@@ -40,4 +41,32 @@ pub(crate) fn task(deps: &[usize], create: &[&str], modify: &[&str]) -> Task {
         }),
         ..Default::default()
     }
+}
+
+/// The `result.json` of a work job whose attempt `attempt` of task `task` completed (based on
+/// commit `abc`, 5 ms).
+pub(crate) fn result_json(task: usize, attempt: u32) -> Vec<u8> {
+    let report = crate::pure::outcome::AttemptReport {
+        output: "COMPLETED: ok\n".into(),
+        ..Default::default()
+    };
+    let duration = std::time::Duration::from_millis(5);
+    let r = crate::action::artifact::WorkResult::new(task, attempt, 1, "abc", &report, duration);
+    serde_json::to_vec(&r).expect("serialises")
+}
+
+/// Runs git in a test's repository at `root` (its own identity, no user or system config):
+/// its output; a failure fails the test.
+pub(crate) fn git(root: &Path, args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new("git")
+        .current_dir(root)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    out.stdout
 }

@@ -59,6 +59,10 @@ pub struct WorkResult {
     /// patch is empty. Absent when the change was taken, and in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The hosts the egress proxy refused the agent (the `egress` input): absent when none
+    /// was, and in files of older versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_blocked: Vec<String>,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -176,6 +180,7 @@ impl WorkResult {
             usage: None,
             said: crate::pure::said::Said::default(),
             refused: None,
+            egress_blocked: Vec::new(),
         }
     }
 
@@ -375,14 +380,7 @@ mod tests {
 
     #[test]
     fn the_span_and_usage_are_believed_only_within_bounds() {
-        let report = AttemptReport {
-            output: String::new(),
-            exit: Exit::Success,
-            log: None,
-            present: Default::default(),
-            changed: Default::default(),
-            acceptance: None,
-        };
+        let report = AttemptReport::default();
         let now: jiff::Timestamp = "2026-11-23T06:00:00Z".parse().unwrap();
         let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
         let mut r = WorkResult::new(0, 1, 1, "abc", &report, Duration::from_secs(90));

@@ -442,25 +442,7 @@ mod tests {
         zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored)
     }
 
-    fn result_json(task: usize, attempt: u32) -> Vec<u8> {
-        let report = crate::pure::outcome::AttemptReport {
-            output: "COMPLETED: ok\n".into(),
-            exit: crate::pure::outcome::Exit::Success,
-            log: None,
-            present: Default::default(),
-            changed: Default::default(),
-            acceptance: None,
-        };
-        let r = WorkResult::new(
-            task,
-            attempt,
-            1,
-            "abc",
-            &report,
-            std::time::Duration::from_millis(5),
-        );
-        serde_json::to_vec(&r).expect("serialises")
-    }
+    use crate::testing::{git, result_json};
 
     /// A zip of the three files, then `extra` empty entries.
     fn artifact(extra: usize, method: zip::CompressionMethod) -> Vec<u8> {
@@ -583,26 +565,6 @@ mod tests {
         };
         assert!(read(&mut counted).unwrap_err().contains("70003 entries"));
         assert!(counted.read <= 70 << 10, "{} bytes read", counted.read);
-    }
-
-    fn git(root: &std::path::Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .current_dir(root)
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
-            .expect("git runs")
-            .success();
-        assert!(ok, "git {args:?}");
     }
 
     /// Issue 20 §4: changes.patch was held in memory from the zip to `git apply` (an artifact

@@ -2,7 +2,8 @@
 //! by status, links), the job summary of each round, and the `dagexec` check run's summary
 //! when a run stops (circuit breaker, deadlock, the budget spent) or completes. Once attempts
 //! are recorded ([`crate::pure::usage`]), the progress table has Time and Cost columns and a total
-//! line follows it, and the body and the job summary have a timeline ([`timeline`]: the
+//! line follows it (and, where an agent CLI's report disagrees with the model gateway's count,
+//! the CLI's figure in the Cost cell and a line per such task, as `status` shows them), and the body and the job summary have a timeline ([`timeline`]: the
 //! attempts as a Mermaid gantt, beside `dagexec simulate`'s prediction). Pure; snapshot-tested.
 
 use std::collections::BTreeMap;
@@ -109,7 +110,7 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
-            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_text());
+            let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_and_cli_text());
         }
         let _ = writeln!(
             s,
@@ -123,6 +124,10 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
     }
     if let Some(total) = crate::pure::usage::total_line(plan) {
         let _ = writeln!(s, "\n**Time and cost:** {total}");
+    }
+    let mismatches = crate::pure::usage::mismatch_lines(plan);
+    if !mismatches.is_empty() {
+        let _ = write!(s, "\n{mismatches}");
     }
     s
 }
@@ -249,6 +254,7 @@ pub fn pr_body(
     }
     s.push_str(&progress_table(plan, links));
     s.push('\n');
+    s.push_str(&egress_blocked(plan));
     // A plan made of issues: merging closes the sub-issues completed (nothing sooner).
     let closes = crate::sources::issues::write_back::closes(plan);
     if !closes.is_empty() {
@@ -283,6 +289,40 @@ pub fn pr_body(
         "\n<sub>Written by dagexec. The execution state is `{state}` on this branch; each round is one commit.</sub>"
     );
     s
+}
+
+/// How many attempts' blocked hosts the pull request body names (the latest).
+const EGRESS_ATTEMPTS_SHOWN: usize = 5;
+
+/// The hosts the work jobs' egress proxy refused, per attempt (the latest few), from the
+/// plan's records: one paragraph, empty when none was.
+fn egress_blocked(plan: &Plan) -> String {
+    let records = crate::pure::usage::records(plan);
+    let blocked: Vec<String> = records
+        .iter()
+        .filter(|r| !r.egress_blocked.is_empty())
+        .map(|r| {
+            let hosts: Vec<String> = r
+                .egress_blocked
+                .iter()
+                .map(|h| format!("`{}`", cell(h, 100).replace('`', "'")))
+                .collect();
+            format!(
+                "task {} attempt {}: {}",
+                cell(&crate::pure::plan::ids::name(plan, r.task), 40),
+                r.attempt,
+                hosts.join(", ")
+            )
+        })
+        .collect();
+    if blocked.is_empty() {
+        return String::new();
+    }
+    let shown = &blocked[blocked.len().saturating_sub(EGRESS_ATTEMPTS_SHOWN)..];
+    format!(
+        "**Egress blocked** (hosts outside the `egress` list the agent asked for): {}\n\n",
+        shown.join("; ")
+    )
 }
 
 /// What a job summary is about: round `round`, the tasks of `batch`, and those that wait
@@ -503,6 +543,37 @@ mod tests {
     }
 
     #[test]
+    fn the_body_names_the_hosts_egress_blocked_per_attempt() {
+        let mut p = plan();
+        assert!(!pr_body(&p, 2, &links(), None, ran()).contains("Egress blocked"));
+        let start = jiff::Timestamp::from_second(1_795_000_000).unwrap();
+        let measured = crate::pure::usage::Measured {
+            start,
+            end: start + jiff::SignedDuration::from_secs(9),
+            usage: crate::pure::usage::Usage::default(),
+        };
+        for (task, attempt, hosts) in [(1, 2, vec![]), (1, 3, vec!["evil.example", "a`b"])] {
+            let mut r = crate::pure::usage::AttemptRecord::new(
+                task,
+                attempt,
+                &measured,
+                crate::pure::usage::Outcome::Failed,
+            );
+            r.egress_blocked = hosts.into_iter().map(String::from).collect();
+            crate::pure::usage::record(&mut p, &r);
+        }
+        let body = pr_body(&p, 2, &links(), None, ran());
+        let line = body
+            .lines()
+            .find(|l| l.starts_with("**Egress blocked**"))
+            .unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(
+            line,
+            "**Egress blocked** (hosts outside the `egress` list the agent asked for): task 1 attempt 3: `evil.example`, `a'b`"
+        );
+    }
+
+    #[test]
     fn a_plan_made_of_issues_closes_its_completed_sub_issues_in_the_body() {
         let mut p = plan();
         let completed: Vec<usize> = (0..p.tasks.len())
@@ -598,6 +669,14 @@ mod tests {
         let body = pr_body(&p, 3, &links(), Some(&stop), ran());
         let (title, summary) = check_run_text(&p, &stop, "dagexec/add-auth");
         insta::assert_snapshot!(format!("{body}\n---\n{title}\n\n{summary}"));
+    }
+
+    /// Where an agent CLI's report disagrees with the gateway's count, the Cost cell adds
+    /// the CLI's and a line per such task follows the total, as `status` shows them locally.
+    #[test]
+    fn the_pr_table_shows_where_the_cli_and_the_wire_disagree() {
+        let p = crate::pure::render::tests::cli_disagrees();
+        insta::assert_snapshot!(progress_table(&p, &links()));
     }
 
     #[test]

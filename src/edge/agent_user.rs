@@ -115,6 +115,7 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
 /// A command that can be started as another user: std's and tokio's `Command`.
 pub trait AsUser {
     fn as_user(&mut self, agent: &AgentAccount);
+    fn set_var(&mut self, key: &str, value: &str);
 }
 
 impl AsUser for std::process::Command {
@@ -126,6 +127,10 @@ impl AsUser for std::process::Command {
             .env("USER", &agent.name)
             .env("LOGNAME", &agent.name);
     }
+
+    fn set_var(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
 }
 
 impl AsUser for tokio::process::Command {
@@ -135,12 +140,20 @@ impl AsUser for tokio::process::Command {
             .env("USER", &agent.name)
             .env("LOGNAME", &agent.name);
     }
+
+    fn set_var(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
 }
 
-/// Starts `cmd` as the agent's user, when there is one.
+/// Starts `cmd` as the agent's user, when there is one, with the egress proxy's variables
+/// while egress is restricted (`edge::egress`).
 pub fn drop_to<C: AsUser>(cmd: &mut C) -> &mut C {
     if let Some(agent) = current() {
         cmd.as_user(agent);
+        for (k, v) in crate::edge::egress::proxy_env() {
+            cmd.set_var(k, v);
+        }
     }
     cmd
 }

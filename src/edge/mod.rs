@@ -5,6 +5,7 @@
 
 pub mod agent_user;
 pub mod child_env;
+pub mod egress;
 pub mod fsx;
 pub mod gateway;
 pub mod git;

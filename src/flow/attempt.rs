@@ -190,6 +190,10 @@ pub(crate) fn observe_and_judge(
 }
 
 /// Runs one attempt. Git and check commands block, so they run on the blocking pool.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one field over: the egress hosts a judged attempt carries (issue 35); split with the next change here"
+)]
 pub(crate) async fn run(
     repo: Arc<Repo>,
     pool: Arc<Pool>,
@@ -274,6 +278,7 @@ pub(crate) async fn run(
         timed_out,
         rebase: input.rebase,
         reported,
+        egress_blocked: Vec::new(),
     })))
 }
 
@@ -406,9 +411,9 @@ fn gateway_env(
 
 /// A pass at the model gateway for a run of task `task`'s worker or reviewer, and that run's
 /// variables (the gateway's URL, and each CLI pointed at it with the pass's token, Codex's
-/// configuration in `codex_home`: [`crate::edge::gateway::Pass::worker_env`]); nothing when
-/// the gateway is off. A pass that cannot be made fails closed: the run still gets no
-/// provider key.
+/// configuration in `codex_home`: [`crate::edge::gateway::Pass::worker_env`], that folder
+/// handed to the agent's user when task code runs as one); nothing when the gateway is off.
+/// A pass that cannot be made fails closed: the run still gets no provider key.
 pub(crate) fn gateway_pass(
     gateway: Option<&crate::edge::gateway::Gateway>,
     task: usize,
@@ -426,7 +431,10 @@ pub(crate) fn gateway_pass(
             return (None, closed);
         }
     };
-    match pass.worker_env(codex_home, user_codex_config().as_deref()) {
+    let env = pass
+        .worker_env(codex_home, user_codex_config().as_deref())
+        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env));
+    match env {
         Ok(env) => (Some(pass), env),
         Err(e) => {
             tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");

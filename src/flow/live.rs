@@ -56,33 +56,45 @@ impl Running {
 pub(crate) fn keep(
     common_dir: &Path,
     at: Running,
-    mut spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
+    spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
 ) -> tokio::task::JoinHandle<()> {
     let root = common_dir.to_path_buf();
-    tokio::spawn(async move {
-        let path = at.file(&root);
-        let mut written = crate::pure::gateway::Tokens::default();
-        while spend.changed().await.is_ok() {
-            let now = spend.borrow_and_update().clone();
-            let total = now.total();
-            if total == written {
-                continue;
-            }
+    let path = at.file(&root);
+    let task = at.task;
+    tokio::spawn(on_growth(
+        spend,
+        move |now| {
             let bytes = serde_json::to_vec(&at.record(&now)).expect("a record serialises");
-            let (root, path) = (root.clone(), path.clone());
-            let saved =
-                tokio::task::spawn_blocking(move || crate::edge::fsx::write(&root, &path, &bytes))
-                    .await;
-            match saved {
-                Ok(Ok(())) => written = total,
-                Ok(Err(e)) => tracing::warn!(
-                    "task {}: cannot keep the attempt's spend so far: {e}",
-                    at.task
-                ),
-                Err(_) => {}
-            }
+            crate::edge::fsx::write(&root, &path, &bytes).map_err(|e| e.to_string())
+        },
+        move |e| tracing::warn!("task {task}: cannot keep the attempt's spend so far: {e}"),
+    ))
+}
+
+/// Calls `save` (on a blocking thread) with the attempt's spend each time its tokens grew,
+/// until the gateway forgets the attempt; a save that fails is told to `warn` and tried
+/// again at the next growth. A local run's live file and the work job's provisional result
+/// both follow the spend this way.
+pub(crate) async fn on_growth(
+    mut spend: tokio::sync::watch::Receiver<crate::edge::gateway::Spend>,
+    save: impl Fn(crate::edge::gateway::Spend) -> Result<(), String> + Send + Sync + 'static,
+    warn: impl Fn(&str),
+) {
+    let save = std::sync::Arc::new(save);
+    let mut written = crate::pure::gateway::Tokens::default();
+    while spend.changed().await.is_ok() {
+        let now = spend.borrow_and_update().clone();
+        let total = now.total();
+        if total == written {
+            continue;
         }
-    })
+        let save = save.clone();
+        match tokio::task::spawn_blocking(move || save(now)).await {
+            Ok(Ok(())) => written = total,
+            Ok(Err(e)) => warn(&e),
+            Err(_) => {}
+        }
+    }
 }
 
 /// The records a run that died left in live files (in `common_dir`), for `plan` as it was
@@ -172,6 +184,7 @@ mod tests {
             rebase: false,
             signal: None,
             cli: None,
+            egress_blocked: Vec::new(),
         }
     }
 

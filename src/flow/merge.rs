@@ -10,9 +10,19 @@
 //! tasks it must build on and shows what went wrong. Nothing is published before the round
 //! commit, so a crash anywhere here leaves `HEAD` as it was and the tasks in progress for a
 //! resume.
+//!
+//! The ledger is the run's journal of integration: kept crash-safe (written whole, synced,
+//! renamed) in `<git-common-dir>/dagexec/ledger.json` at each decision — an attempt started,
+//! an integration decided — and read back by the run that resumes
+//! ([`Merges::open`]), made true for it by what the round commits kept
+//! ([`Ledger::after_crash`]): a rebase that was running onto committed work runs again as that
+//! rebase, uncounted, rather than as a new attempt that would not build on that work.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::attempt::{Judged, Pool};
 use super::integrate::{RoundBuild, not_integrated};
@@ -32,21 +42,131 @@ pub(crate) struct Merging<'a> {
     pub timeout: Duration,
 }
 
-/// What a run under `overlap: merge` remembers between integrations (in memory only: after
-/// a crash every task in progress starts again from `HEAD`): the rules' ledger
-/// ([`crate::pure::integration`]) and the round the last attempt started in (the crash tests'
-/// failpoints name it).
-#[derive(Debug, Default)]
+/// What a run under `overlap: merge` remembers between integrations: the rules' ledger
+/// ([`crate::pure::integration`]), kept in its file at each decision, and the round the last
+/// attempt started in (the crash tests' failpoints name it).
+#[derive(Debug)]
 pub(crate) struct Merges {
     ledger: Ledger,
+    /// Where the ledger is kept (`<git-common-dir>/dagexec/ledger.json`).
+    file: PathBuf,
+    /// The git directory the file is under (no link is followed below it).
+    common: PathBuf,
+    /// The plan the ledger is for, as the run names it.
+    plan: String,
     pub round: u32,
 }
 
+/// The ledger's file: the plan it is for (a file left for another plan is not read) and the
+/// ledger.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    plan: String,
+    tasks: usize,
+    ledger: Ledger,
+}
+
+/// The ledger's file in the git directory `common`.
+fn ledger_file(common: &std::path::Path) -> PathBuf {
+    common.join("dagexec").join("ledger.json")
+}
+
+/// Removes the ledger's file a run under `overlap: merge` left (this run does not merge).
+pub(crate) fn forget(repo: &Repo) -> Result<(), RunError> {
+    let file = ledger_file(repo.common_dir());
+    crate::edge::fsx::remove_file(repo.common_dir(), &file).map_err(|e| RunError::Write {
+        path: file,
+        source: e.into(),
+    })
+}
+
 impl Merges {
-    /// Attempt `task` starts from `base` in round `round`; whether it is a rebase attempt.
-    pub(crate) fn started(&mut self, task: usize, base: &str, round: u32) -> bool {
+    /// The ledger of a run of `plan` (`plan_rel`): when it resumes (`resume`), the one the
+    /// run it resumes kept, made true again ([`Ledger::after_crash`], `plan`'s completed
+    /// tasks being the committed ones): each rebase that runs again gets back the attempt it
+    /// repeats (the resume counts it when it starts, as the rebase never was), and is said;
+    /// else a new one. Kept at once.
+    pub(crate) fn open(
+        repo: &Repo,
+        plan_rel: &str,
+        plan: &mut Plan,
+        resume: bool,
+        ui: &Ui,
+    ) -> Result<Merges, RunError> {
+        let common = repo.common_dir().to_path_buf();
+        let file = ledger_file(&common);
+        let kept = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Kept>(&bytes).ok())
+            .filter(|k| resume && k.plan == plan_rel && k.tasks == plan.tasks.len());
+        let mut ledger = Ledger::default();
+        if let Some(kept) = kept {
+            ledger = kept.ledger;
+            let again = ledger.after_crash(|k| {
+                plan.tasks
+                    .get(k)
+                    .is_some_and(|t| t.status == Status::Completed)
+            });
+            for r in again {
+                let t = &mut plan.tasks[r.task];
+                if t.status != Status::Pending {
+                    continue;
+                }
+                if t.attempts() == r.attempt {
+                    t.attempts = Some(r.attempt.saturating_sub(1)).filter(|&n| n > 0);
+                }
+                ui.say(format!(
+                    "Task {} was in its rebase onto {} (attempt {}, not counted) when the last run stopped; it runs that rebase again.",
+                    r.task,
+                    integration::names(&r.onto),
+                    r.attempt
+                ));
+            }
+        }
+        let merges = Merges {
+            ledger,
+            file,
+            common,
+            plan: plan_rel.to_string(),
+            round: 0,
+        };
+        merges.keep(plan)?;
+        Ok(merges)
+    }
+
+    /// Writes the ledger to its file, crash-safe.
+    fn keep(&self, plan: &Plan) -> Result<(), RunError> {
+        let kept = Kept {
+            plan: self.plan.clone(),
+            tasks: plan.tasks.len(),
+            ledger: self.ledger.clone(),
+        };
+        let bytes = serde_json::to_vec(&kept).expect("the ledger serialises");
+        crate::edge::fsx::write(&self.common, &self.file, &bytes).map_err(|e| RunError::Write {
+            path: self.file.clone(),
+            source: e.into(),
+        })
+    }
+
+    /// Attempt `task` starts from `base` in round `round`, kept: whether it is a rebase
+    /// attempt.
+    pub(crate) fn started(
+        &mut self,
+        plan: &Plan,
+        task: usize,
+        base: &str,
+        round: u32,
+    ) -> Result<bool, RunError> {
         self.round = round;
-        self.ledger.start(task, base)
+        let rebase = self.ledger.start(task, base);
+        self.keep(plan)?;
+        Ok(rebase)
+    }
+
+    /// The rebase `task`'s running attempt repeats, when it runs one.
+    pub(crate) fn rebasing(&self, task: usize) -> Option<&Rebase> {
+        self.ledger.rebasing(task)
     }
 
     /// An integration begins ([`Ledger::integrating`]).
@@ -54,7 +174,8 @@ impl Merges {
         self.ledger.integrating();
     }
 
-    /// The rebase attempts asked for, to start now.
+    /// The rebase attempts asked for, to start now (kept as asked until one starts: a crash
+    /// before runs them again all the same).
     pub(crate) fn take_asked(&mut self) -> Vec<Rebase> {
         self.ledger.take_asked()
     }
@@ -81,7 +202,18 @@ impl RoundBuild {
         plan: &mut Plan,
         judged: Vec<Judged>,
     ) -> Result<(), RunError> {
-        let ledger = &mut merges.ledger;
+        self.merge_each(at, &mut merges.ledger, plan, judged)?;
+        merges.keep(plan)
+    }
+
+    /// [`RoundBuild::add_merged`]'s decisions, `judged` in turn.
+    fn merge_each(
+        &mut self,
+        at: &Merging<'_>,
+        ledger: &mut Ledger,
+        plan: &mut Plan,
+        judged: Vec<Judged>,
+    ) -> Result<(), RunError> {
         for j in judged {
             let started = ledger.arrived(j.index);
             let merging = j.verdict.status == Status::Completed
@@ -278,23 +410,7 @@ mod tests {
         Vec<Vec<u8>>,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .current_dir(dir.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {out:?}");
-            out.stdout
-        };
+        let run = |args: &[&str]| crate::testing::git(dir.path(), args);
         run(&["init", "-q"]);
         std::fs::write(dir.path().join("list.txt"), base).unwrap();
         run(&["add", "list.txt"]);

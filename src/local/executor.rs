@@ -89,13 +89,20 @@ impl Executor for Local<'_> {
             self.base = Some(b.clone());
             b
         };
-        let rebase = self
-            .ledger
-            .as_mut()
-            .is_some_and(|l| l.started(start.task, &base, round));
+        let (rebase, resumed) = match &mut self.ledger {
+            None => (false, None),
+            Some(l) => {
+                let rebase = l.started(plan, start.task, &base, round)?;
+                // A rebase a crash interrupted runs again with its own prompt.
+                let resumed = l.rebasing(start.task).filter(|_| rebase).cloned();
+                (rebase, resumed)
+            }
+        };
+        let unit = self.unit();
         let base_prompt = start
             .retry_prompt
-            .unwrap_or_else(|| prompt::original_prompt(plan, start.task, self.unit()));
+            .or_else(|| resumed.map(|r| rebase_prompt(plan, &r, unit)))
+            .unwrap_or_else(|| prompt::original_prompt(plan, start.task, unit));
         let input = AttemptInput {
             index: start.task,
             attempt: start.attempt,
@@ -177,18 +184,10 @@ impl Executor for Local<'_> {
         ledger
             .take_asked()
             .into_iter()
-            .map(|r| {
-                let onto: Vec<(usize, &str)> = r
-                    .onto
-                    .iter()
-                    .map(|&k| (k, plan.tasks[k].subject.as_str()))
-                    .collect();
-                let original = prompt::original_prompt(plan, r.task, unit);
-                Launch {
-                    task: r.task,
-                    attempt: r.attempt,
-                    retry_prompt: Some(prompt::rebase_prompt(&original, &onto, &r.why)),
-                }
+            .map(|r| Launch {
+                task: r.task,
+                attempt: r.attempt,
+                retry_prompt: Some(rebase_prompt(plan, &r, unit)),
             })
             .collect()
     }
@@ -230,6 +229,17 @@ impl Executor for Local<'_> {
     fn emit(&self, event: Event) {
         self.ui.emit(event);
     }
+}
+
+/// The prompt of rebase `r`: the task's own, with the tasks it builds on and what went wrong.
+fn rebase_prompt(plan: &Plan, r: &crate::pure::integration::Rebase, unit: Unit) -> String {
+    let onto: Vec<(usize, &str)> = r
+        .onto
+        .iter()
+        .map(|&k| (k, plan.tasks[k].subject.as_str()))
+        .collect();
+    let original = prompt::original_prompt(plan, r.task, unit);
+    prompt::rebase_prompt(&original, &onto, &r.why)
 }
 
 /// Runs the plan's rounds, waves or eager schedule on this machine until nothing is pending

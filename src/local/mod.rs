@@ -74,6 +74,8 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     if is_resume {
         resume(&repo, &mut plan, interrupted, opts, ui)?;
     }
+    // Before the attempts used up are failed: a rebase the ledger gives back its attempt.
+    let merges = merge_ledger(&repo, &mut plan, is_resume, opts, ui)?;
     resume::fail_exhausted(&mut plan, &dag, opts, ui)?;
     preflight(&repo, &plan, &dag, &overlaps, opts, ui)?;
     where_rounds_go(&repo, opts, ui)?;
@@ -108,12 +110,28 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         running: tokio::task::JoinSet::new(),
         build: crate::flow::integrate::RoundBuild::start(),
         base: None,
-        ledger: (opts.settings.overlap == crate::pure::overlap::Policy::Merge)
-            .then(crate::flow::merge::Merges::default),
+        ledger: merges,
     };
     // The one place a local run blocks on a future: the loop, which drives the attempts
     // (tasks of `runtime`); its blocking steps (git, the plan file) hold up only the loop.
     runtime.block_on(executor::run(local, &conflicts, &mut plan, round))
+}
+
+/// `overlap: merge`: the integration's ledger — when the run resumes, the one the run it
+/// resumes kept, made true again ([`crate::flow::merge::Merges::open`]). Under another policy
+/// none, and a ledger an earlier run left is removed.
+fn merge_ledger(
+    repo: &Repo,
+    plan: &mut Plan,
+    resume: bool,
+    opts: &RunOptions,
+    ui: &Ui,
+) -> Result<Option<crate::flow::merge::Merges>, RunError> {
+    if opts.settings.overlap != crate::pure::overlap::Policy::Merge {
+        crate::flow::merge::forget(repo)?;
+        return Ok(None);
+    }
+    crate::flow::merge::Merges::open(repo, &opts.plan_rel, plan, resume, ui).map(Some)
 }
 
 /// What the attempts in flight when the last run died (`kill -9`, a power loss) had spent

@@ -31,7 +31,8 @@
 //! what it declares, and what the branch changed since a run's base ([`Ledger::meeting_history`]).
 //!
 //! Three drivers ask it and do only their I/O: the local executor (`flow::merge`, its ledger
-//! in memory for the run), the Action's finalize (`action::jobs::finalize::merging`, its ledger
+//! kept in the git directory at each decision and read back by a resume:
+//! [`Ledger::after_crash`]), the Action's finalize (`action::jobs::finalize::merging`, its ledger
 //! rebuilt each part from the open round's record) and the conductor
 //! (`action::jobs::conduct::merging`, its ledger built for each batch from the branch's plan
 //! and history).
@@ -131,6 +132,10 @@ pub struct Ledger {
     asked: Vec<Rebase>,
     /// Tasks whose next start is a rebase attempt.
     next_is_rebase: BTreeSet<usize>,
+    /// The rebase attempts taken to start ([`Ledger::take_asked`]) that have not arrived:
+    /// what a run restarted after a crash runs again ([`Ledger::after_crash`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    rebasing: BTreeMap<usize, Rebase>,
     /// The acceptance checks of the tasks landed, as they were when they landed (the plan
     /// update trims a completed task's).
     checks: BTreeMap<usize, Vec<AcceptanceCriterion>>,
@@ -252,14 +257,48 @@ impl Ledger {
     /// An integration begins: a rebase asked for and never started (the budget, a stop) is
     /// forgotten, so the task's next attempt is an ordinary one.
     pub fn integrating(&mut self) {
-        self.next_is_rebase.clear();
+        for task in std::mem::take(&mut self.next_is_rebase) {
+            self.rebasing.remove(&task);
+        }
     }
 
     /// The rebase attempts asked for, to start now.
     pub fn take_asked(&mut self) -> Vec<Rebase> {
         let asked = std::mem::take(&mut self.asked);
         self.next_is_rebase.extend(asked.iter().map(|r| r.task));
+        self.rebasing
+            .extend(asked.iter().map(|r| (r.task, r.clone())));
         asked
+    }
+
+    /// The rebase that `task`'s running attempt repeats, when it runs one.
+    pub fn rebasing(&self, task: usize) -> Option<&Rebase> {
+        self.rebasing.get(&task)
+    }
+
+    /// This ledger as a run killed while it was kept left it, made true again for the run
+    /// that resumes: what landed without its round being committed (`committed` says which
+    /// tasks were) did not land; no attempt is running. A rebase asked for or running then,
+    /// onto tasks that are committed, is run again as that rebase (uncounted, its task not
+    /// sent back once more for it); one onto a change that was lost is forgotten with its
+    /// send-back (the task runs again as an ordinary attempt). Returns the rebases to run
+    /// again, by task.
+    pub fn after_crash(&mut self, committed: impl Fn(usize) -> bool) -> Vec<Rebase> {
+        self.landed.retain(|l| committed(l.task));
+        self.checks.retain(|&k, _| committed(k));
+        self.started.clear();
+        let mut again: BTreeMap<usize, Rebase> = std::mem::take(&mut self.rebasing);
+        again.extend(
+            std::mem::take(&mut self.asked)
+                .into_iter()
+                .map(|r| (r.task, r)),
+        );
+        again.retain(|&t, r| !committed(t) && r.onto.iter().all(|&k| committed(k)));
+        self.rebased
+            .retain(|&t, onto| !committed(t) && onto.iter().all(|&k| committed(k)));
+        self.next_is_rebase = again.keys().copied().collect();
+        self.rebasing.clone_from(&again);
+        again.into_values().collect()
     }
 
     /// A running attempt of `task` ended without a result (killed, cancelled): it starts again
@@ -273,6 +312,7 @@ impl Ledger {
     /// `task`'s attempt arrived: where it started (`None`: not started under this ledger —
     /// it is decided as under `serial`).
     pub fn arrived(&mut self, task: usize) -> Option<Start> {
+        self.rebasing.remove(&task);
         self.started.remove(&task)
     }
 

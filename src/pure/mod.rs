@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod clip;
+pub mod egress;
 pub mod engine;
 pub mod events;
 pub mod gateway;

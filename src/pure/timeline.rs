@@ -359,6 +359,7 @@ mod tests {
                     rebase: false,
                     signal: None,
                     cli: None,
+                    egress_blocked: Vec::new(),
                 },
             );
         }

@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use crate::common::lab::{Lab, lab, printed_outputs, task};
+use crate::common::lab::{Lab, lab, output_file, printed_outputs, task};
 use crate::common::model_server::{
-    ANTHROPIC_USAGE, CURL_MESSAGES, ModelServer, anthropic_response_cost,
+    ANTHROPIC_USAGE, CURL_MESSAGES, ModelServer, StallServer, anthropic_response_cost,
     assert_served_through_the_gateway,
 };
 use crate::common::text;
@@ -16,10 +16,15 @@ use crate::common::text;
 /// A lab of one task that writes `env.txt` with `script`, the provider keys in every job's
 /// environment (the workflow's `env:` from secrets), the Anthropic API at `server`.
 fn gateway_lab(server: &ModelServer, script: &str, env: &[(&str, &str)]) -> Lab {
+    gateway_lab_at(&server.url(), script, env)
+}
+
+/// [`gateway_lab`] with the Anthropic API at `url`.
+fn gateway_lab_at(url: &str, script: &str, env: &[(&str, &str)]) -> Lab {
     let mut b = lab()
         .plan("gateway", vec![task("alpha", &["env.txt"], &[])])
         .worker(script)
-        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_BASE_URL", url)
         .env("ANTHROPIC_API_KEY", "sk-ant-secret-1")
         .env("OPENAI_API_KEY", "sk-secret-2")
         .env("GEMINI_API_KEY", "gm-secret-3");
@@ -214,4 +219,75 @@ fn the_work_jobs_reviewer_goes_through_the_gateway_too_and_its_tokens_count() {
         "{row}"
     );
     assert_eq!(row["outputTokens"], json!(2 * output), "{row}");
+}
+
+/// Issue 35: a work job GitHub cancels, that passes its `timeout-minutes`, or whose dagexec
+/// is killed while its worker's stream is open still delivers what the attempt spent: the
+/// step's outputs name the artifact from the start (so the `if: always()` upload step
+/// uploads it), its `result.json` holds the wire's tokens so far, and finalize records the
+/// attempt with them.
+#[test]
+fn a_work_job_killed_mid_stream_leaves_its_spend_so_far_for_finalize_to_record() {
+    let server = StallServer::start();
+    let script = format!("{CURL_MESSAGES} > /dev/null\necho 'COMPLETED: never'");
+    let lab = gateway_lab_at(&server.url(), &script, &[]);
+    let planned = lab.plan_job(101, &[]);
+    let (round, base) = (&planned.outputs["round"], &planned.outputs["base"]);
+    let dir = lab.checkout(base);
+    let artifacts = lab.tmp.path().join("artifacts-101");
+    let name = "dagexec-101-1-task-0-attempt-1";
+    let outputs = lab.tmp.path().join("work.outputs");
+    std::fs::write(&outputs, "").unwrap();
+    let log = lab.tmp.path().join("work.log");
+    let mut child = lab
+        .job(&dir, 101)
+        .env_remove("DAGEXEC_TOKEN")
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", round)
+        .env("DAGEXEC_BASE", base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", artifacts.join(name))
+        .env("GITHUB_OUTPUT", &outputs)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the stream has stalled and the attempt's spend so far is in its result.
+    let result = artifacts.join(name).join("result.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while server.stalled() == 0
+        || !std::fs::read_to_string(&result).is_ok_and(|t| t.contains("inputTokens"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the attempt's spend never reached {}: {}",
+            result.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The upload step's inputs were set before the attempt began.
+    let set = output_file(&std::fs::read_to_string(&outputs).unwrap());
+    assert!(
+        set.contains(&("artifact-name".to_string(), name.to_string())),
+        "{set:?}"
+    );
+    let (_, said) = lab.finalize_job(101, &planned, &artifacts);
+    assert!(
+        said.contains("the work job ended before the attempt did"),
+        "{said}"
+    );
+    let records = attempts(&lab);
+    assert_eq!(records.len(), 1, "{records:?}\n{said}");
+    assert_eq!(records[0]["outcome"], "failed", "{records:?}");
+    let (input, writes, reads, _) = ANTHROPIC_USAGE;
+    let row = status_row(&lab);
+    assert_eq!(row["inputTokens"], json!(input + writes + reads), "{row}");
+    assert_eq!(row["outputTokens"], json!(1), "{row}");
+    assert!(row["costUsd"].as_f64().unwrap() > 0.0, "{row}");
 }

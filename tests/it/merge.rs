@@ -243,13 +243,22 @@ const SAME_LINE: &str = r#"0) if [ -n "$kind" ]; then sed -i 's/^value=\(.*\)$/v
 
 /// The case of tasks 0 and 1 setting the same line of conf.txt; task 2 needs 1.
 fn same_line() -> Case {
+    case(
+        &same_line_plan(),
+        &[("conf.txt", "name=x\nvalue=0\nend\n")],
+        SAME_LINE,
+    )
+}
+
+/// The plan of [`same_line`].
+fn same_line_plan() -> Value {
     let mut p = plan(&[
         ("A", &[], &["conf.txt"], &["grep -q '^value=.*A' conf.txt"]),
         ("B", &[], &["conf.txt"], &["grep -q '^value=.*B' conf.txt"]),
         ("after", &[1], &[], &["test -s after.txt"]),
     ]);
     p["tasks"][2]["metadata"]["files"]["create"] = json!(["after.txt"]);
-    case(&p, &[("conf.txt", "name=x\nvalue=0\nend\n")], SAME_LINE)
+    p
 }
 
 fn assert_rebased_onto_a(c: &Case, o: &common::local::Ran) {
@@ -613,6 +622,53 @@ fn killed_between_the_merge_and_the_recheck_nothing_lands_and_a_resume_finishes(
     );
     c.merge(3).run().expect_code(0);
     assert_every_region_changed_once(&c);
+    c.assert_clean_tree();
+}
+
+#[test]
+fn killed_between_a_rebases_merge_and_its_recheck_a_resume_runs_the_same_rebase_again() {
+    // Eager: 0 and 1 set the same line; 1 waits until 0 landed (its round committed), so 1
+    // conflicts, is sent back and rebases onto 0 from the committed tree (round 3). The run
+    // is killed after that rebase was merged, before its re-check. The ledger kept in the git
+    // directory tells the resume that 1 was in an uncounted rebase onto 0: it runs that
+    // rebase again (not a counted attempt 2 that, built from 0's tree as an ordinary attempt,
+    // would overwrite 0's value and land unchecked), and every change lands once.
+    let repo = common::repo(&same_line_plan(), &[("conf.txt", "name=x\nvalue=0\nend\n")]);
+    let wait = format!(
+        r#"1) if [ -z "$kind" ] && [ "$DAGEXEC_ATTEMPT" = 1 ]; then
+  n=0
+  while [ "$(git -C '{}' rev-list --count HEAD)" -lt 2 ]; do
+    n=$((n+1)); if [ $n -gt 1200 ]; then echo "FAILED: 0 never landed"; exit 0; fi; sleep 0.05
+  done
+fi
+"#,
+        repo.path().display()
+    );
+    let c = Case {
+        dir: repo,
+        seen: tempfile::tempdir().unwrap(),
+        edit: SAME_LINE.replacen("1) ", &wait, 1),
+    };
+    let start = git(c.path(), &["rev-parse", "HEAD"]);
+    let eager = |c: &Case| c.merge(2).args(["--schedule", "eager"]);
+    let o = eager(&c).env("DAGEXEC_FAILPOINT", "after-merge:3").run();
+    assert_eq!(o.code(), None, "killed: {}", o.text());
+    assert!(c.rebased(1), "{}", o.text());
+    // 0 landed and was committed; 1's rebase was not.
+    assert_ne!(git(c.path(), &["rev-parse", "HEAD"]), start);
+    assert_eq!(c.committed("conf.txt"), "name=x\nvalue=A\nend\n");
+    std::fs::remove_file(c.seen.path().join("prompt-1-1-rebase")).unwrap();
+    let o = eager(&c).run();
+    let out = o.expect_code(0);
+    assert!(c.rebased(1), "the resume runs 1's rebase again: {out}");
+    assert!(!c.seen.path().join("prompt-1-2").exists(), "{out}");
+    assert_eq!(c.committed("conf.txt"), "name=x\nvalue=A+B\nend\n");
+    assert_eq!(c.committed("after.txt"), "after=value=A+B\n");
+    let p = o.final_plan();
+    for i in 0..3 {
+        assert_eq!(p["tasks"][i]["status"], "completed", "{p}");
+        assert_eq!(p["progress"]["completedTasks"][i]["attempts"], 1, "{p}");
+    }
     c.assert_clean_tree();
 }
 

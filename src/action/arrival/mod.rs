@@ -33,6 +33,20 @@ pub(crate) struct Judge<'a> {
     pub ui: &'a Ui,
 }
 
+/// The hosts the work job's egress proxy refused, bounded and made safe: the file is the job's.
+fn egress_blocked(found: Option<&Result<Collected, String>>) -> Vec<String> {
+    match found {
+        Some(Ok(c)) => c
+            .result
+            .egress_blocked
+            .iter()
+            .take(crate::pure::usage::EGRESS_BLOCKED_MAX)
+            .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
@@ -137,6 +151,7 @@ pub(super) fn judge_entry_at(
         timed_out,
         rebase: false,
         reported: None,
+        egress_blocked: egress_blocked(found),
     })
 }
 
@@ -161,11 +176,11 @@ fn read_found<'a>(
         ),
         Some(Err(why)) => {
             ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
+            (Default::default(), Default::default(), Duration::ZERO, None)
         }
         None => {
             ui.say(format!("  task {}: no artifact from its job", e.task));
-            (missing(), Default::default(), Duration::ZERO, None)
+            (Default::default(), Default::default(), Duration::ZERO, None)
         }
     }
 }
@@ -263,18 +278,6 @@ fn needs_input(output: &str) -> Option<crate::pure::question::Question> {
         Err(_) => {}
     }
     crate::pure::question::from_status_line(output)
-}
-
-/// An attempt with nothing to show.
-fn missing() -> AttemptReport {
-    AttemptReport {
-        output: String::new(),
-        exit: Exit::Success,
-        log: None,
-        present: Default::default(),
-        changed: Default::default(),
-        acceptance: None,
-    }
 }
 
 /// What the agent CLI said, as the work job read it, into `verdict` (bounded again, since the
@@ -551,7 +554,8 @@ mod tests {
 
     /// Writes an artifact of `(task, attempt)` named `name` under `dir`, saying `out`.
     fn artifact_at(dir: &Path, name: &str, task: usize, attempt: u32, out: &str) {
-        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &missing(), Duration::ZERO);
+        let nothing = AttemptReport::default();
+        let mut r = artifact::WorkResult::new(task, attempt, 1, "b", &nothing, Duration::ZERO);
         r.output = out.into();
         artifact::write(&dir.join(name), &r, b"", None).unwrap();
     }

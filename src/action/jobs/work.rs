@@ -33,6 +33,7 @@ use crate::pure::prompt::{self, Unit};
 use crate::pure::{outcome, plan, review};
 
 mod gateway;
+mod live;
 mod protections;
 mod recheck;
 
@@ -83,8 +84,29 @@ impl WorkJob {
             patch,
             touched,
             keep_logs_in: None,
-            env: &[],
         }
+    }
+}
+
+impl WorkJob {
+    /// The worker's output as the attempt is judged by (`run`'s): its work log, when it wrote
+    /// none where `$DAGEXEC_LOG_FILE` says, read from the checkout (the path returned); a
+    /// long-run worker's `OUTPUT_JSON` block made its status line (and, on COMPLETED, the
+    /// plan's summary in this checkout), as locally — unusable raw output stays in the
+    /// artifact, its files in `scratch`.
+    fn read_output(&self, run: &mut worker::WorkerRun, scratch: &Path) -> String {
+        let log_rel = format!(".design/worker-{}.log", self.job.task);
+        if run.log.is_none() {
+            run.log = crate::flow::attempt::log_in_tree(self.repo.root(), &log_rel);
+        }
+        crate::flow::steps::longrun::long_run_output(
+            &self.plan.tasks[self.job.task],
+            self.job.attempt,
+            &mut run.stdout,
+            self.repo.root(),
+            scratch,
+        );
+        log_rel
     }
 }
 
@@ -175,36 +197,25 @@ async fn attempt(
         (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
     let history = review::history(task);
-    let text = rebased(
-        plan,
-        follow,
-        chain,
-        prompt_text(plan, job, repo.root(), &history),
-    );
+    let text = prompt_text(plan, job, repo.root(), &history);
+    let text = rebased(plan, follow, chain, text);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
     let scratch = scratch_dir()?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let (mut run, wire, mut served) = run_worker(at, spec, scratch.path(), &rx).await?;
+    let WorkerRan {
+        mut run,
+        wire,
+        served,
+        live,
+    } = run_worker(at, spec, scratch.path(), &rx, start).await?;
     let gateway = Some(wire.is_some());
     // What the worker spent (the wire's count first); a structured output (claude's result
     // object, codex's events) stands for its output by its text, as locally.
     let (mut usage, told, budget_stop) =
         crate::flow::reported::through_gateway(&mut run, &inputs.worker, wire.as_ref());
     let mut said = told.said.clone();
-    let log_rel = format!(".design/worker-{}.log", job.task);
-    if run.log.is_none() {
-        run.log = crate::flow::attempt::log_in_tree(repo.root(), &log_rel);
-    }
-    // A long-run worker's OUTPUT_JSON block becomes its status line (and, on COMPLETED, the
-    // plan's summary in this checkout), as locally; unusable raw output stays in the artifact.
-    crate::flow::steps::longrun::long_run_output(
-        task,
-        job.attempt,
-        &mut run.stdout,
-        repo.root(),
-        scratch.path(),
-    );
+    let log_rel = at.read_output(&mut run, scratch.path());
     let crate::flow::attempt::Observed {
         mut report,
         mut verdict,
@@ -246,34 +257,46 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let (through, v) = (served.as_mut(), &mut verdict);
-        let reviewed = review_through(through, &rx, reviewer, to_review, history, v).await?;
+        let through = served.as_ref().map(gateway::Served::gateway);
+        let (to, v) = (&to_review, &mut verdict);
+        let reviewed = review_attempt(&rx, reviewer, through, to, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
         usage = usage.plus(reviewed.spent);
         result.review = Some(reviewed.record);
         review_log = Some(reviewed.log);
     }
+    // The hosts the egress proxy refused the worker, its checks and the reviewer.
+    result.egress_blocked = crate::edge::egress::blocked();
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
+    if let Some(live) = live {
+        live.finish();
+    }
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
     Ok(Worked { verdict, gateway })
 }
 
-/// The worker's run under `spec`, through the model gateway unless it is off (its URL and
-/// the attempt's token in the worker's environment, no provider key); what it spent on the
-/// wire, its token ended with it; the gateway, for the reviewer.
+/// The worker's run, and what the attempt goes on with.
+struct WorkerRan {
+    run: worker::WorkerRun,
+    /// What the worker spent on the wire, its token ended with it.
+    wire: Option<crate::edge::gateway::Spend>,
+    /// The gateway, for the reviewer.
+    served: Option<gateway::Served>,
+    /// The keeper of the attempt's provisional result, while the gateway serves it.
+    live: Option<live::Live>,
+}
+
+/// The worker's run under `spec` (the attempt started at `start`), through the model gateway
+/// unless it is off (its URL and the attempt's token in the worker's environment, no
+/// provider key; the attempt's provisional result kept in the artifact as the wire's spend
+/// grows, [`live`]).
 async fn run_worker(
     at: &WorkJob,
     mut spec: WorkerSpec,
     scratch: &Path,
     rx: &tokio::sync::watch::Receiver<bool>,
-) -> Result<
-    (
-        worker::WorkerRun,
-        Option<crate::edge::gateway::Spend>,
-        Option<gateway::Served>,
-    ),
-    ActionError,
-> {
+    start: jiff::Timestamp,
+) -> Result<WorkerRan, ActionError> {
     let served = gateway::start(
         at.repo.root(),
         &at.plan,
@@ -292,42 +315,29 @@ async fn run_worker(
     }
     // The prompt, log and usage files and the Codex home are the agent's to use.
     hand_over(scratch)?;
+    let live = served.as_ref().map(|s| {
+        let attempt = live::Provisional {
+            dir: at.inputs.artifacts.clone(),
+            task: at.job.task,
+            attempt: at.job.attempt,
+            round: at.job.round,
+            base: at.base.clone(),
+            start,
+        };
+        live::keep(attempt, s.gateway().watch())
+    });
     let mut served = served;
     let run = match worker::run(&spec, rx).await {
         Stop::Finished(run) => run,
         Stop::Cancelled(_) => return Err(ActionError::Input("the worker was cancelled".into())),
     };
     let wire = served.as_mut().map(gateway::Served::close);
-    Ok((run, wire, served))
-}
-
-/// [`review_attempt`] through the model gateway when it serves the attempt (`served`): the
-/// reviewer gets a pass of its own and no provider key, and what it spent is the wire's count.
-async fn review_through(
-    served: Option<&mut gateway::Served>,
-    rx: &tokio::sync::watch::Receiver<bool>,
-    reviewer: &str,
-    to_review: ToReview<'_>,
-    history: Vec<crate::pure::review::ReviewEntry>,
-    verdict: &mut outcome::Verdict,
-) -> Result<ReviewerRan, ActionError> {
-    let Some(served) = served else {
-        return review_attempt(rx, reviewer, &to_review, history, verdict).await;
-    };
-    let env = served.reopen(to_review.index, to_review.scratch)?;
-    hand_over(to_review.scratch)?;
-    let to_review = ToReview {
-        env: &env,
-        ..to_review
-    };
-    let mut reviewed = review_attempt(rx, reviewer, &to_review, history, verdict).await;
-    let wire = served.close();
-    if let Ok(r) = &mut reviewed {
-        let mut told = crate::flow::reported::Told::default();
-        let cli = std::mem::take(&mut r.spent);
-        r.spent = crate::flow::reported::with_wire(cli, &mut told, Some(&wire)).0;
-    }
-    reviewed
+    Ok(WorkerRan {
+        run,
+        wire,
+        served,
+        live,
+    })
 }
 
 /// The prompt of a rebase attempt (`overlap: merge`): `text` with the local run's `## Rebase`
@@ -451,11 +461,14 @@ struct ReviewerRan {
     log: String,
 }
 
-/// Runs the reviewer on the attempt and concludes, as this job would (finalize concludes
-/// again from result.json), into `verdict`.
+/// Runs the reviewer on the attempt — through the job's model gateway when it serves the
+/// attempt, as a local run's reviewer: a pass of its own, and what it spent counted on the
+/// wire — and concludes, as this job would (finalize concludes again from result.json), into
+/// `verdict`.
 async fn review_attempt(
     rx: &tokio::sync::watch::Receiver<bool>,
     reviewer: &str,
+    gateway: Option<&crate::edge::gateway::Gateway>,
     to_review: &ToReview<'_>,
     history: Vec<crate::pure::review::ReviewEntry>,
     verdict: &mut outcome::Verdict,
@@ -464,7 +477,7 @@ async fn review_attempt(
         run: review_run,
         parsed,
         usage: spent,
-    }) = crate::flow::steps::review::run_reviewer(reviewer, to_review, rx).await
+    }) = crate::flow::steps::review::run_reviewer_through(reviewer, to_review, rx, gateway).await
     else {
         return Err(ActionError::Input("the reviewer was cancelled".into()));
     };

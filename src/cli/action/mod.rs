@@ -334,17 +334,37 @@ async fn work_job(
     // The work job holds no write token; it needs none to fetch a public base, and
     // the checkout's own credentials otherwise.
     inputs.token = Token::new(String::new());
+    // The upload step needs the artifact's name and folder even if the attempt errors out,
+    // or the job is cancelled, passes its timeout or this process is killed while the
+    // attempt runs (its provisional result.json then carries what it spent so far): so they
+    // are the step's outputs from the start.
+    ctx.set_outputs(&[
+        ("artifact-name", name),
+        ("artifact-path", dir.to_string_lossy().to_string()),
+    ])?;
     // Task code (worker, checks, reviewer) runs without the runner's files in its
-    // environment; whatever it wrote to them anyway is undone before the outputs are
-    // written, after it exited — and they are written even if the attempt errors out,
-    // since the upload step needs the name.
+    // environment; whatever it wrote to them anyway is undone after it exited.
     let guard = runtime::FileGuard::from_env();
     // And nothing it started outlives this step (see `reaper`). Task code runs as the
     // agent's unprivileged user when the action made one.
     let agent = crate::edge::agent_user::from_env();
+    // And it reaches only the listed hosts when the `egress` input asks for it.
+    let egress_input = std::env::var(crate::edge::egress::VAR).unwrap_or_default();
+    let egress = crate::edge::egress::start(&egress_input, &agent).await;
+    if let Ok(Ok(e)) = &egress {
+        println!("{}", e.describe());
+    }
     let reaper = crate::edge::reaper::Reaper::start();
-    let worked = work::run(root, &inputs, job, &given.base).await;
+    let worked = match &egress {
+        Err(e) => Err(ActionError::Input(e.to_string())),
+        Ok(_) => work::run(root, &inputs, job, &given.base).await,
+    };
     reaped(&reaper);
+    let egress = match egress {
+        Ok(Ok(e)) => e.finish(),
+        Ok(Err(state)) => state,
+        Err(_) => crate::edge::egress::Egressed::Off,
+    };
     for line in guard.restore()? {
         println!("warning: {line}");
     }
@@ -355,10 +375,6 @@ async fn work_job(
             dir.display()
         );
     }
-    ctx.set_outputs(&[
-        ("artifact-name", name),
-        ("artifact-path", dir.to_string_lossy().to_string()),
-    ])?;
     let work::Worked { verdict, gateway } = worked?;
     println!(
         "task {task} attempt {attempt}: {} — {}",
@@ -367,7 +383,11 @@ async fn work_job(
     for w in &verdict.warnings {
         println!("warning: {w}");
     }
-    let protections = work::Protections { gateway, agent };
+    let protections = work::Protections {
+        gateway,
+        agent,
+        egress,
+    };
     ctx.summary(&format!(
         "### task {task}, attempt {attempt}: {}\n\n{}\n\n{}",
         verdict.status,

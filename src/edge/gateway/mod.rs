@@ -165,6 +165,8 @@ struct Shared {
     /// ([`Gateway::pace`]), their time counted from `origin`.
     windows: Mutex<BTreeMap<Provider, crate::pure::gateway::window::Window>>,
     origin: Instant,
+    /// The tokens of every pass together, as they grow ([`Gateway::watch`]).
+    total: tokio::sync::watch::Sender<Spend>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -185,7 +187,7 @@ impl Shared {
             );
         }
         let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
-        tab.change(|s| {
+        let grow = |s: &mut Spend| {
             let entry = s.tokens.entry(model.to_string()).or_default();
             *entry = entry.plus(tokens);
             match cost {
@@ -194,7 +196,9 @@ impl Shared {
                     s.unpriced.insert(model.to_string());
                 }
             }
-        });
+        };
+        tab.change(grow);
+        self.total.send_modify(grow);
         if let Some(c) = cost {
             let mut run = lock(&self.run_spend);
             run.0 += c;
@@ -251,6 +255,7 @@ impl Gateway {
             task_recorded: config.task_recorded,
             windows: Mutex::new(BTreeMap::new()),
             origin: Instant::now(),
+            total: tokio::sync::watch::Sender::new(Spend::default()),
         });
         let server = tokio::spawn(forward::serve(listener, shared.clone()));
         Ok(Gateway {
@@ -295,6 +300,13 @@ impl Gateway {
             .iter()
             .map(|(p, r)| (*p, crate::pure::gateway::window::Window::new(*r)))
             .collect();
+    }
+
+    /// The tokens and cost of every pass together as they grow (requests and refusals stay
+    /// each pass's own): the Action's work job, whose gateway serves one attempt — its worker
+    /// and its reviewer — keeps the attempt's record from it while it runs.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<Spend> {
+        self.shared.total.subscribe()
     }
 
     /// This run's spend through the gateway, in USD.

@@ -98,6 +98,8 @@ pub struct Judged {
     /// What the agent CLI itself reported spending when the model gateway counted the
     /// attempt (its figures are `measured`'s): kept beside them in the record.
     pub reported: Option<crate::pure::usage::Usage>,
+    /// The hosts the Action's egress proxy refused the agent (its `result.json`).
+    pub egress_blocked: Vec<String>,
 }
 
 impl Judged {
@@ -117,6 +119,7 @@ impl Judged {
             crate::pure::usage::AttemptRecord::new(self.index, self.attempt, measured, outcome);
         record.rebase = self.rebase;
         record.cli = self.reported.clone().filter(|u| !u.is_empty());
+        record.egress_blocked.clone_from(&self.egress_blocked);
         Some(record)
     }
 }

@@ -149,6 +149,7 @@ impl Executor for Virtual {
                     timed_out: false,
                     rebase: false,
                     reported: None,
+                    egress_blocked: Vec::new(),
                 }
             })
             .collect();

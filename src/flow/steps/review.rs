@@ -70,9 +70,6 @@ pub(crate) struct ToReview<'a> {
     /// what the reviewer printed beside the attempt's own logs ([`keep_review_logs`]); `None`
     /// keeps nothing (the work job carries it in its artifact's log).
     pub keep_logs_in: Option<(&'a Path, &'a Path)>,
-    /// More variables for the reviewer: the model gateway's, when it serves the reviewer (the
-    /// Action's work job).
-    pub env: &'a [(String, String)],
 }
 
 /// Keeps what the reviewer of attempt `attempt` of task `index` printed — its stdout (as it
@@ -96,21 +93,14 @@ pub(crate) fn keep_review_logs(
 }
 
 /// Runs `reviewer` on a completed attempt in its tree, under the worker contract plus
-/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`, with the seed's review prompt. Returns the run and
-/// its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line), or
-/// `None` when cancelled. Shared by the local runner and the Action's work job.
-pub(crate) async fn run_reviewer(
-    reviewer: &str,
-    r: &ToReview<'_>,
-    cancel: &tokio::sync::watch::Receiver<bool>,
-) -> Option<Reviewer> {
-    run_reviewer_through(reviewer, r, cancel, None).await
-}
-
-/// [`run_reviewer`] through the model gateway (`gateway`, when it is on), as a worker runs:
-/// a pass of its own for the task (its token, its Codex home), no provider key in its
+/// `DAGEXEC_REVIEW=1` and `DAGEXEC_BASE`, with the seed's review prompt, through the model
+/// gateway (`gateway`, when it is on), as a worker runs: a pass of its own for the task (its
+/// token, its Codex home, handed to the agent's user on the Action), no provider key in its
 /// environment, and what it spent counted on the wire (the wire's figures first, its own
-/// report where the wire has none), toward the task's and the run's budgets.
+/// report where the wire has none), toward the task's and the run's budgets. Returns the run
+/// and its parsed verdict (`Err`: why there is none — a crash, a timeout, no verdict line),
+/// or `None` when cancelled. The local executor and the Action's work job both review
+/// through it.
 pub(crate) async fn run_reviewer_through(
     reviewer: &str,
     r: &ToReview<'_>,
@@ -145,9 +135,7 @@ pub(crate) async fn run_reviewer_through(
             ("DAGEXEC_REVIEW".to_string(), "1".to_string()),
             ("DAGEXEC_BASE".to_string(), r.base.to_string()),
         ]
-        .into_iter()
-        .chain(r.env.iter().cloned())
-        .collect(),
+        .into(),
     };
     let codex_home = r.scratch.join(format!("codex-home-{name}"));
     let (pass, gateway_env) = crate::flow::attempt::gateway_pass(gateway, r.index, &codex_home);
@@ -256,7 +244,7 @@ pub(crate) struct Reviewing<'a> {
     pub cancel: &'a tokio::sync::watch::Receiver<bool>,
 }
 
-/// Runs the reviewer on a completed attempt in its tree ([`run_reviewer`]) and updates the
+/// Runs the reviewer on a completed attempt in its tree ([`run_reviewer_through`]) and updates the
 /// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
 /// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
@@ -299,7 +287,6 @@ pub(crate) async fn review(
         patch,
         touched,
         keep_logs_in: logs_dir.as_deref().map(|d| (common_dir, d)),
-        env: &[],
     };
     let Some(Reviewer { parsed, usage, .. }) =
         run_reviewer_through(reviewer, &to_review, cancel, pool.gateway.as_deref()).await

@@ -62,14 +62,19 @@ fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_faile
     assert_eq!(l.take_asked(), vec![rebase]);
     assert!(l.start(1, "c"), "its next start is the rebase");
     let start = l.arrived(1).unwrap();
-    // Built on task 0: its checks run on the rebase's result even though nothing moved.
+    assert_a_rebase_builds_on_task_0_and_goes_back_no_more(&mut l, &start);
+}
+
+/// Task 1's rebase (started at `start`) built on task 0: task 0's checks run on its result
+/// even though nothing moved, and a failed re-check is a failed attempt.
+fn assert_a_rebase_builds_on_task_0_and_goes_back_no_more(l: &mut Ledger, start: &Start) {
     let own = set(&["a.txt"]);
     assert_eq!(
-        l.merged(1, 1, &start, &own, clean(&["a.txt"], false)),
+        l.merged(1, 1, start, &own, clean(&["a.txt"], false)),
         Step::Recheck { tasks: vec![1, 0] }
     );
     assert_eq!(
-        l.rechecked(1, 1, &start, &own, Some("check fails".into())),
+        l.rechecked(1, 1, start, &own, Some("check fails".into())),
         Step::Fail {
             why: "check fails".into()
         }
@@ -122,6 +127,46 @@ fn a_killed_rebase_starts_again_as_a_rebase() {
     assert!(l.start(1, "c"));
     l.interrupted(1);
     assert!(l.start(1, "c"));
+}
+
+#[test]
+fn after_a_crash_a_rebase_onto_committed_tasks_runs_again_as_that_rebase() {
+    let mut l = one_sent_back();
+    assert!(l.start(1, "c"));
+    l.start(2, "c");
+    // Killed: task 0's round was committed, 1's rebase and 2's attempt were running.
+    let again = l.after_crash(|k| k == 0);
+    let rebase = Rebase {
+        task: 1,
+        attempt: 1,
+        onto: vec![0],
+        why: "conflict".into(),
+    };
+    assert_eq!(again, vec![rebase.clone()]);
+    assert_eq!(l.landed_tasks().collect::<Vec<_>>(), vec![0]);
+    assert!(l.checks_of(0).is_some());
+    assert!(!l.start(2, "d"), "an ordinary attempt stays one");
+    assert!(l.start(1, "d"), "the rebase starts again as one");
+    assert_eq!(l.rebasing(1), Some(&rebase));
+    let start = l.arrived(1).unwrap();
+    assert_eq!(l.rebasing(1), None);
+    assert_a_rebase_builds_on_task_0_and_goes_back_no_more(&mut l, &start);
+}
+
+#[test]
+fn after_a_crash_what_landed_without_its_commit_did_not_land_nor_a_rebase_onto_it() {
+    let mut l = one_sent_back();
+    // Asked for and not started when the run was killed; task 0's round never committed.
+    let again = l.after_crash(|_| false);
+    assert_eq!(again, Vec::new());
+    assert_eq!(l.landed_tasks().count(), 0);
+    assert!(l.checks_of(0).is_none());
+    assert!(!l.start(1, "c"), "an ordinary attempt");
+    let start = l.arrived(1).unwrap();
+    assert_eq!(
+        l.merged(1, 2, &start, &set(&["a.txt"]), clean(&["a.txt"], false)),
+        Step::Land
+    );
 }
 
 #[test]

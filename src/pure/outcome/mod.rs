@@ -86,9 +86,10 @@ pub fn parse_status_line(line: &str) -> Option<StatusLine> {
 }
 
 /// How the worker process ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Exit {
     /// Exit status 0.
+    #[default]
     Success,
     /// A non-zero exit status.
     Code(i32),
@@ -110,8 +111,9 @@ pub struct CheckRun {
     pub output: String,
 }
 
-/// Everything the runner observed about one attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything the runner observed about one attempt. The default is an attempt with nothing
+/// to show: no output, no log, no file, exit status 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AttemptReport {
     /// The worker's stdout; only its last non-empty line counts.
     pub output: String,

@@ -249,7 +249,13 @@ pub struct AttemptRecord {
     /// ([`mismatches`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli: Option<Usage>,
+    /// The hosts the work job's egress proxy refused the agent (the Action's `egress` input).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_blocked: Vec<String>,
 }
+
+/// How many blocked hosts a record keeps.
+pub const EGRESS_BLOCKED_MAX: usize = 20;
 
 /// The signals a user stops a run with, as [`AttemptRecord::signal`] names them.
 pub const STOP_SIGNALS: [&str; 2] = ["SIGINT", "SIGTERM"];
@@ -300,6 +306,7 @@ impl AttemptRecord {
             rebase: false,
             signal: None,
             cli: None,
+            egress_blocked: Vec::new(),
         }
     }
 
@@ -319,6 +326,12 @@ impl AttemptRecord {
             usage: self.usage.checked(),
             signal: self.signal.filter(|s| STOP_SIGNALS.contains(&s.as_str())),
             cli: self.cli.map(Usage::checked).filter(|u| !u.is_empty()),
+            egress_blocked: self
+                .egress_blocked
+                .iter()
+                .take(EGRESS_BLOCKED_MAX)
+                .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+                .collect(),
             ..self
         })
     }

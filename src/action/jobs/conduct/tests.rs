@@ -36,25 +36,7 @@ fn zip_of(entries: &[(&str, &[u8])], link: Option<(&str, &str)>) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-fn result_json(task: usize, attempt: u32) -> Vec<u8> {
-    let report = crate::pure::outcome::AttemptReport {
-        output: "COMPLETED: ok\n".into(),
-        exit: crate::pure::outcome::Exit::Success,
-        log: None,
-        present: Default::default(),
-        changed: Default::default(),
-        acceptance: None,
-    };
-    let r = crate::action::artifact::WorkResult::new(
-        task,
-        attempt,
-        1,
-        "abc",
-        &report,
-        Duration::from_millis(5),
-    );
-    serde_json::to_vec(&r).unwrap()
-}
+use crate::testing::result_json;
 
 #[test]
 fn an_artifact_is_read_from_its_zip_without_touching_the_disk() {

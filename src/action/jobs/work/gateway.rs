@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use crate::action::ActionError;
 use crate::edge::gateway::{Gateway, Pass, Spend};
 
-/// The gateway serving this job's attempt, and the pass of the worker (or the reviewer)
-/// it serves now (its token valid until [`Served::close`]).
+/// The gateway serving this job's attempt, and the worker's pass (its token valid until
+/// [`Served::close`]); the reviewer gets a pass of its own from the gateway.
 pub(super) struct Served {
     /// Kept until the attempt is done: dropping it stops the gateway.
     gateway: Gateway,
@@ -36,24 +36,10 @@ impl Served {
         self.pass.take().map(|p| p.spend()).unwrap_or_default()
     }
 
-    /// A new pass for the reviewer of the attempt of `task`, its Codex home in `scratch`:
-    /// its variables.
-    pub(super) fn reopen(
-        &mut self,
-        task: usize,
-        scratch: &Path,
-    ) -> Result<Vec<(String, String)>, ActionError> {
-        let write_err = |source| ActionError::Write {
-            path: scratch.to_path_buf(),
-            source,
-        };
-        let pass = self.gateway.open(task).map_err(write_err)?;
-        let user_config = crate::edge::gateway::user_codex_config();
-        let env = pass
-            .worker_env(&scratch.join("codex-home-review"), user_config.as_deref())
-            .map_err(write_err)?;
-        self.pass = Some(pass);
-        Ok(env)
+    /// The gateway itself, for the reviewer's pass
+    /// ([`crate::flow::steps::review::run_reviewer_through`]).
+    pub(super) fn gateway(&self) -> &Gateway {
+        &self.gateway
     }
 }
 

@@ -1,0 +1,102 @@
+//! The work job's attempt as it would be recorded if the job died now: while the model
+//! gateway serves the attempt, every growth of its tokens (the worker's and the reviewer's)
+//! writes a `result.json` into the artifact directory — a failed attempt that says why,
+//! with its span so far and the wire's spend — crash-safe ([`crate::edge::fsx::write`]).
+//! The job's own `result.json` replaces it when the attempt ends. A job GitHub cancels, that
+//! passes its `timeout-minutes`, or whose dagexec is killed leaves that file for the
+//! workflow's `if: always()` upload step (its name and folder are the step's outputs from
+//! the start), so finalize and the conductor record what the attempt spent, as they record
+//! any arrival. Nothing is written while nothing is spent: the normal path pays one small
+//! write per usage event of the wire.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::action::artifact::{self, WorkResult};
+use crate::edge::gateway::Spend;
+use crate::pure::outcome::{AttemptReport, Exit};
+
+/// The status line of an attempt whose job ended before it did.
+pub(super) const CUT_SHORT: &str = "FAILED: the work job ended before the attempt did (cancelled, past its timeout-minutes, or its dagexec killed); its spend so far is the model gateway's count";
+
+/// The keeper of the attempt's provisional `result.json`; [`Live::finish`] stops it before
+/// the job writes its own.
+pub(super) struct Live {
+    /// Set once the job writes its own result: a write of the keeper still under way is
+    /// then skipped (it holds the lock while it writes).
+    done: Arc<Mutex<bool>>,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+/// Which attempt, where its artifact goes, and when it started.
+pub(super) struct Provisional {
+    pub dir: PathBuf,
+    pub task: usize,
+    pub attempt: u32,
+    pub round: u32,
+    pub base: String,
+    pub start: jiff::Timestamp,
+}
+
+impl Provisional {
+    /// The attempt's result if its job ended now, having spent `spend`.
+    fn cut_short(&self, spend: &Spend) -> WorkResult {
+        let report = AttemptReport {
+            output: CUT_SHORT.to_string(),
+            exit: Exit::Success,
+            log: None,
+            present: Default::default(),
+            changed: Default::default(),
+            acceptance: None,
+        };
+        let measured = crate::pure::usage::Measured::since(self.start, spend.usage());
+        let mut result = WorkResult::new(
+            self.task,
+            self.attempt,
+            self.round,
+            &self.base,
+            &report,
+            measured.duration(),
+        );
+        result.set_measured(&measured);
+        result
+    }
+}
+
+/// Follows the gateway's spend (`spend`) and writes `at`'s provisional result whenever its
+/// tokens grew, until [`Live::finish`]. A write that fails is logged and tried again at the
+/// next growth.
+pub(super) fn keep(at: Provisional, spend: tokio::sync::watch::Receiver<Spend>) -> Live {
+    let done = Arc::new(Mutex::new(false));
+    let flag = done.clone();
+    let (task, dir) = (at.task, at.dir.display().to_string());
+    let keeper = tokio::spawn(crate::flow::live::on_growth(
+        spend,
+        move |now| {
+            let done = flag
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *done {
+                return Ok(());
+            }
+            let result = at.cut_short(&now);
+            artifact::write(&at.dir, &result, b"", None).map_err(|e| e.to_string())
+        },
+        move |e| {
+            println!("warning: task {task}: cannot keep the attempt's spend so far in {dir}: {e}");
+        },
+    ));
+    Live { done, keeper }
+}
+
+impl Live {
+    /// Stops the keeper: no provisional result is written from now on (one being written
+    /// finishes first), so the job's own result is the last word.
+    pub(super) fn finish(self) {
+        *self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.keeper.abort();
+    }
+}
