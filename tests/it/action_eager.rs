@@ -1359,18 +1359,22 @@ fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_not
         task("Two", &["t1.txt"], &[0]),
     ];
     let lab = Lab::with_worker(Vec::new(), WORKER);
-    // What the check managed, in a folder anyone may write (as /tmp is on a runner).
-    let report_dir = lab.tmp.path().join("report");
-    std::fs::create_dir(&report_dir).unwrap();
+    // What the check managed, in a folder anyone may write (as /tmp is on a runner; the
+    // lab's own folder is root's alone, which the agent's user could not even pass through).
+    let shared = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
-        &report_dir,
+        shared.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o1777),
     )
     .unwrap();
-    let report = report_dir.join("report.txt");
-    let (path_file, env_file) = (lab.tmp.path().join("path"), lab.tmp.path().join("env"));
-    std::fs::write(&path_file, "").unwrap();
-    std::fs::write(&env_file, "").unwrap();
+    let report = shared.path().join("report.txt");
+    // The runner's file commands, where the agent's user can reach them but, as on a runner
+    // (they are the runner user's), not write them: the check is not handed them either.
+    let (path_file, env_file) = (shared.path().join("path"), shared.path().join("env"));
+    for f in [&path_file, &env_file] {
+        std::fs::write(f, "").unwrap();
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
     let hostile = format!(
         "r='{r}'; id -un >> \"$r\"; \
          (echo pwned > pwned.txt) 2>/dev/null && echo wrote-checkout >> \"$r\"; \
@@ -1384,8 +1388,9 @@ fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_not
         p = path_file.display(),
         e = env_file.display()
     );
-    tasks[0]["assumptions"] =
-        json!([{"claim": "the tree is as it was", "verify": hostile, "severity": "blocking"}]);
+    tasks[0]["agent"] = json!({"assumptions": [
+        {"claim": "the tree is as it was", "verify": hostile, "severity": "blocking"}
+    ]});
     lab.edit_plan(|p| p["tasks"] = json!(tasks));
     git(
         &lab.repo,
@@ -1424,7 +1429,8 @@ fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_not
     for t in plan["tasks"].as_array().unwrap() {
         assert_eq!(t["status"], "completed", "{t:#}\n{log}");
     }
-    assert_eq!(lab.gh.state().dispatches.len(), 2, "{log}");
+    // Three task runs (the lab's worker fails task 0's first try), and none for the plan.
+    assert_eq!(lab.gh.state().dispatches.len(), 3, "{log}");
     git(
         &lab.origin,
         &["cat-file", "-e", &format!("{BRANCH}:t1.txt")],

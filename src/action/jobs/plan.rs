@@ -101,20 +101,12 @@ pub fn run(root: &Path, inputs: &Inputs, job: &Job<'_>) -> Result<Planned, Actio
     let dag = crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
     // A run that died mid-round leaves nothing in progress on the branch (finalize commits
     // resolved states only), but a plan pushed from a local run might.
-    for t in &mut plan.tasks {
-        if t.status == Status::InProgress {
-            t.status = Status::Pending;
-        }
-    }
+    (plan.tasks.iter_mut())
+        .filter(|t| t.status == Status::InProgress)
+        .for_each(|t| t.status = Status::Pending);
     let round = crate::flow::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
-    // A round open on the branch (round 1 retried in a later part) is not a fresh start.
-    let fresh = !plan.is_resume()
-        && round == 1
-        && !plan
-            .progress
-            .extra
-            .contains_key(crate::action::rounds::FIELD);
+    let fresh = fresh_start(&plan, round);
     let at = At {
         branch,
         base,
@@ -219,6 +211,17 @@ impl At {
             message,
         }
     }
+}
+
+/// Whether round `round` of `plan` starts the run afresh: not a resume, and no round open on
+/// the branch (round 1 retried in a later part is not a fresh start).
+fn fresh_start(plan: &plan::model::Plan, round: u32) -> bool {
+    !plan.is_resume()
+        && round == 1
+        && !plan
+            .progress
+            .extra
+            .contains_key(crate::action::rounds::FIELD)
 }
 
 /// A fresh run's blocking pre-flight checks: what failed (unless `/execute proceed` asked

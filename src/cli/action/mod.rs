@@ -178,6 +178,54 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
     Ok(())
 }
 
+/// Where the plan job's pre-flight checks may run, and the agent's user they run as. A job
+/// that also conducts (`conducts`) holds the write token: the plan's pre-flight checks run in
+/// it only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
+/// write), never as dagexec's own.
+fn preflight_where(conducts: bool) -> (crate::edge::agent_user::AgentUser, plan::Preflight) {
+    let agent = if conducts {
+        crate::edge::agent_user::from_env()
+    } else {
+        crate::edge::agent_user::AgentUser::Off
+    };
+    let preflight = match (&agent, conducts) {
+        (_, false) | (crate::edge::agent_user::AgentUser::On(_), _) => plan::Preflight::Here,
+        (crate::edge::agent_user::AgentUser::Unavailable(why), true) => {
+            plan::Preflight::Refused(format!(
+                "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
+            ))
+        }
+        (crate::edge::agent_user::AgentUser::Off, true) => plan::Preflight::Refused(
+            "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
+        ),
+    };
+    (agent, preflight)
+}
+
+/// The plan job's summary: the plan of the round, and in a job that conducts where its
+/// pre-flight checks ran.
+fn plan_summary(
+    planned: &plan::Planned,
+    agent: &crate::edge::agent_user::AgentUser,
+    conducts: bool,
+) -> String {
+    let summary = format!(
+        "## dagexec: plan of round {}\n\n```\n{}\n```\n",
+        planned.round, planned.message
+    );
+    if !conducts {
+        return summary;
+    }
+    let checks_as = match agent {
+        crate::edge::agent_user::AgentUser::On(a) => format!(
+            "The plan's pre-flight checks ran as {}, without the token or the runner's files, in a checkout it cannot write; this job then conducts the run.",
+            a.name
+        ),
+        _ => "This job conducts the run; no pre-flight check ran in it (the agent's user is not there to run them).".to_string(),
+    };
+    format!("{summary}\n{checks_as}\n")
+}
+
 /// Job `plan`: the round's next part as a job matrix, or how the run ends. Under
 /// `schedule: eager` with `conductor` (the action's `conduct` input: the writer's settings
 /// and the pace), the job goes on as the conductor when the plan says so.
@@ -189,25 +237,7 @@ async fn plan_job(
     conductor: Option<(&Writer, &Pace)>,
 ) -> Result<Exit, ActionError> {
     let inputs = inputs(common, String::new(), PathBuf::new());
-    // A job that also conducts holds the write token: the plan's pre-flight checks run in it
-    // only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
-    // write), never as dagexec's own.
-    let agent = if conductor.is_some() {
-        crate::edge::agent_user::from_env()
-    } else {
-        crate::edge::agent_user::AgentUser::Off
-    };
-    let preflight = match (&agent, conductor) {
-        (_, None) | (crate::edge::agent_user::AgentUser::On(_), _) => plan::Preflight::Here,
-        (crate::edge::agent_user::AgentUser::Unavailable(why), Some(_)) => {
-            plan::Preflight::Refused(format!(
-                "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
-            ))
-        }
-        (crate::edge::agent_user::AgentUser::Off, Some(_)) => plan::Preflight::Refused(
-            "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
-        ),
-    };
+    let (agent, preflight) = preflight_where(conductor.is_some());
     if let Err(e) = crate::edge::agent_user::let_pass(root) {
         println!(
             "warning: cannot let the agent's user reach {}: {e}",
@@ -242,10 +272,6 @@ async fn plan_job(
     }
     let mut planned = planned?;
     println!("{}", planned.message);
-    let summary = format!(
-        "## dagexec: plan of round {}\n\n```\n{}\n```\n",
-        planned.round, planned.message
-    );
     let conducts = planned.conclusion == PlanConclusion::Conduct && conductor.is_some();
     if conducts {
         planned.conclusion = PlanConclusion::Conducted;
@@ -259,18 +285,7 @@ async fn plan_job(
             .map(|(k, v)| (*k, v.clone()))
             .collect::<Vec<_>>(),
     )?;
-    let checks_as = match &agent {
-        crate::edge::agent_user::AgentUser::On(a) => format!(
-            "The plan's pre-flight checks ran as {}, without the token or the runner's files, in a checkout it cannot write; this job then conducts the run.",
-            a.name
-        ),
-        _ => "This job conducts the run; no pre-flight check ran in it (the agent's user is not there to run them).".to_string(),
-    };
-    ctx.summary(&if conducts {
-        format!("{summary}\n{checks_as}\n")
-    } else {
-        summary
-    })?;
+    ctx.summary(&plan_summary(&planned, &agent, conducts))?;
     let (Some((writer, pace)), true) = (conductor, conducts) else {
         return Ok(Exit::Success);
     };
