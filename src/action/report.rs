@@ -140,7 +140,11 @@ pub const LATEST_ATTEMPTS: usize = 5;
 /// ended. The job summary renders the job's own events ([`crate::flow::Ui::activity`]); the
 /// pull request body and the status comment those the plan records
 /// ([`crate::pure::events::of_records`]).
-pub fn activity(events: &[crate::pure::events::Stamped], last: usize) -> String {
+pub fn activity(
+    events: &[crate::pure::events::Stamped],
+    names: &crate::pure::plan::ids::TaskNames,
+    last: usize,
+) -> String {
     use crate::pure::usage::Outcome;
     let ended: Vec<(&jiff::Timestamp, &crate::pure::events::Ended)> = events
         .iter()
@@ -173,8 +177,8 @@ pub fn activity(events: &[crate::pure::events::Stamped], last: usize) -> String 
             s,
             "| {} | {} {} | {} | {icon} {}{next} | {} | {} |",
             at.strftime("%Y-%m-%d %H:%M:%S"),
-            e.task,
-            cell(&e.subject, 60),
+            names.get(e.task),
+            cell(names.subject(e.task, &e.subject), 60),
             e.attempt,
             e.outcome,
             crate::pure::outcome::human_duration(e.took),
@@ -260,7 +264,11 @@ pub fn pr_body(
     if !closes.is_empty() {
         let _ = write!(s, "{}\n\n", closes.join("\n"));
     }
-    let latest = activity(&crate::pure::events::of_records(plan), LATEST_ATTEMPTS);
+    let latest = activity(
+        &crate::pure::events::of_records(plan),
+        &crate::pure::plan::ids::TaskNames::of(plan),
+        LATEST_ATTEMPTS,
+    );
     if !latest.is_empty() {
         let _ = write!(s, "### Latest attempts\n\n{latest}\n");
     }
@@ -349,21 +357,25 @@ pub fn round_summary(
         batch,
         waiting,
     } = part;
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     let mut s = format!(
         "## dagexec round {round}\n\n```\n{}```\n\n",
         summary::round_progress(plan, round, batch)
     );
     if !waiting.is_empty() {
-        let ids: Vec<String> = waiting.iter().map(usize::to_string).collect();
-        let (noun, verb) = if ids.len() == 1 {
+        let (noun, verb) = if waiting.len() == 1 {
             ("Task", "waits")
         } else {
             ("Tasks", "wait")
         };
-        let _ = writeln!(s, "{noun} {} {verb} for a later round.\n", ids.join(", "));
+        let _ = writeln!(
+            s,
+            "{noun} {} {verb} for a later round.\n",
+            names.list(waiting)
+        );
     }
     s.push_str(&progress_table(plan, links));
-    let here = activity(events, 200);
+    let here = activity(events, &names, 200);
     if !here.is_empty() {
         let _ = write!(s, "\n### Attempts judged in this job\n\n{here}");
     }
@@ -724,14 +736,19 @@ mod tests {
         let summary = round_summary(&plan(), part, &links(), &events, ran());
         insta::assert_snapshot!(summary);
         // Only the newest are listed when asked for fewer, and the rest are counted.
-        let one = activity(&events, 1);
+        let none = crate::pure::plan::ids::TaskNames::default();
+        let one = activity(&events, &none, 1);
         assert!(
             one.contains("| 0 Add \\| login &lt;b> | 2 | ✅ completed |"),
             "{one}"
         );
         assert!(!one.contains("→ attempt 2"), "{one}");
         assert!(one.contains("1 earlier attempt(s) not shown"), "{one}");
-        assert_eq!(activity(&events[..1], 5), "", "no attempt ended: no table");
+        assert_eq!(
+            activity(&events[..1], &none, 5),
+            "",
+            "no attempt ended: no table"
+        );
     }
 
     /// Many attempts with long subjects: the chart is cut to the latest ones (saying how many

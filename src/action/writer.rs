@@ -98,6 +98,8 @@ impl WriterJob {
             check_timeout: inputs.timeout,
             branch: None,
         };
+        let ui = Ui::plain(Box::new(std::io::stdout()));
+        ui.name_tasks(&plan);
         Ok(WriterJob {
             repo,
             auth,
@@ -105,7 +107,7 @@ impl WriterJob {
             plan_path,
             plan,
             dag,
-            ui: Ui::plain(Box::new(std::io::stdout())),
+            ui,
             opts,
         })
     }

@@ -9,7 +9,8 @@
 //! tree's files (not `.git`, which stays readable and dagexec's; the top folder keeps its
 //! owner, so git still trusts it, and gets the user's group with write access), and
 //! [`hand_over`] the attempt's scratch folder. What dagexec leaves for the runner's later
-//! steps (the artifact) goes back to the user `sudo` ran it for ([`hand_back`]).
+//! steps (the artifact, and the checkout the runner cleans up) goes back to the user `sudo`
+//! ran it for ([`hand_back`]).
 //!
 //! The plan job of `schedule: eager`, which also conducts (the action's `conduct` input),
 //! runs the plan's pre-flight checks as that user too, without handing it anything

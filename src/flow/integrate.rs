@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::attempt::Judged;
-use super::{RunEnd, RunError, RunOptions, Ui, failpoint, list, save};
+use super::{RunEnd, RunError, RunOptions, Ui, failpoint, save};
 use crate::edge::git::{Repo, RoundIndex, StagedRound};
 use crate::pure::graph::Dag;
 use crate::pure::outcome::{self, BatchEntry};
@@ -137,7 +137,9 @@ impl RoundBuild {
                             let culprit = applied
                                 .iter()
                                 .find(|(_, files)| files.iter().any(|f| touched.contains(f)))
-                                .map_or("the branch".to_string(), |(k, _)| format!("task {k}"));
+                                .map_or("the branch".to_string(), |(k, _)| {
+                                    format!("task {}", crate::pure::plan::ids::name(plan, *k))
+                                });
                             Some(format!(
                                 "conflicts with {culprit}: {}",
                                 e.message.lines().next().unwrap_or("")
@@ -164,7 +166,7 @@ impl RoundBuild {
                     Ok(()) => land(&index, accepted, applied, j)?,
                     Err(e) => ui.say(format!(
                         "  task {}: its work so far is dropped, it conflicts: {}",
-                        j.index,
+                        crate::pure::plan::ids::name(plan, j.index),
                         e.lines().next().unwrap_or("")
                     )),
                 }
@@ -295,7 +297,7 @@ impl RoundBuild {
         if !report.skip_list.is_empty() {
             ui.say(format!(
                 "  skipped because a dependency failed or was blocked: {}",
-                list(&report.skip_list)
+                crate::pure::plan::ids::TaskNames::of(plan).list(&report.skip_list)
             ));
         }
         if report.circuit_breaker.should_abort {

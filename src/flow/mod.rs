@@ -150,14 +150,6 @@ pub(crate) fn failpoint(name: &str, round: u32) {
     );
 }
 
-pub(crate) fn list(tasks: &[usize]) -> String {
-    tasks
-        .iter()
-        .map(std::string::ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
     crate::edge::plan_file::save(plan, &opts.plan).map_err(|source| RunError::Write {
         path: opts.plan.clone(),

@@ -14,12 +14,15 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::pure::events::{Event, Stamped};
+use crate::pure::plan::ids::TaskNames;
 
 /// The run's display; shared by the tasks running at once.
 pub struct Ui {
     mode: Mode,
     /// The events emitted so far (the newest [`KEPT_EVENTS`]).
     journal: Mutex<std::collections::VecDeque<Stamped>>,
+    /// How lines name the run's tasks ([`Ui::name_tasks`]; plan indices until then).
+    names: std::sync::RwLock<TaskNames>,
 }
 
 /// How many events a display keeps for the reports.
@@ -40,6 +43,7 @@ impl Ui {
         Ui {
             mode: Mode::Plain(Mutex::new(out)),
             journal: Mutex::default(),
+            names: std::sync::RwLock::default(),
         }
     }
 
@@ -62,6 +66,7 @@ impl Ui {
                 tasks: Mutex::new(BTreeMap::new()),
             },
             journal: Mutex::default(),
+            names: std::sync::RwLock::default(),
         }
     }
 
@@ -94,6 +99,21 @@ impl Ui {
         }
     }
 
+    /// Names the tasks of `plan` in every line from now on as messages name them (a task
+    /// list's own IDs, [`TaskNames`]); a run calls it once it has read its plan.
+    pub fn name_tasks(&self, plan: &crate::pure::plan::model::Plan) {
+        *self
+            .names
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = TaskNames::of(plan);
+    }
+
+    fn names(&self) -> std::sync::RwLockReadGuard<'_, TaskNames> {
+        self.names
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Reports `event`: its line ([`crate::pure::events::line`]), the live display's task lines, and
     /// the journal the job's reports read.
     pub fn emit(&self, event: Event) {
@@ -107,7 +127,8 @@ impl Ui {
             Event::AttemptEnded(e) => self.task_finished(e.task),
             _ => {}
         }
-        if let Some(line) = crate::pure::events::line(&event) {
+        let line = crate::pure::events::line(&event, &self.names());
+        if let Some(line) = line {
             self.say(line);
         }
         let mut journal = self
@@ -149,13 +170,18 @@ impl Ui {
                 ProgressStyle::with_template("  {spinner} task {prefix} {msg} {elapsed}")
                     .expect("a valid template"),
             );
-            bar.set_prefix(index.to_string());
+            let names = self.names();
+            bar.set_prefix(names.get(index));
             let attempt = if attempt > 1 {
                 format!(" (attempt {attempt})")
             } else {
                 String::new()
             };
-            bar.set_message(format!("{}{attempt}", crate::pure::sanitize::line(subject)));
+            bar.set_message(format!(
+                "{}{attempt}",
+                crate::pure::sanitize::line(names.subject(index, subject))
+            ));
+            drop(names);
             bar.enable_steady_tick(Duration::from_millis(120));
             let old = tasks
                 .lock()

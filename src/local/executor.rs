@@ -251,6 +251,7 @@ pub(crate) async fn run(
     round: u32,
 ) -> Result<RunEnd, RunError> {
     let (repo, pool, dag, opts, ui) = (local.repo, local.pool, local.dag, local.opts, local.ui);
+    ui.name_tasks(plan);
     let budget = opts.settings.max_cost;
     let (ending, _) = match opts.settings.schedule {
         Schedule::Eager => {

@@ -471,10 +471,11 @@ fn dry_run(
         "Dry run: {} round(s) if every task completes (nothing is changed).",
         batches.len()
     ));
+    let task_names = crate::pure::plan::ids::TaskNames::of(plan);
     for (r, b) in batches.iter().enumerate() {
         let names = |g: &[usize]| {
             g.iter()
-                .map(|&i| format!("{i} {}", plan.tasks[i].subject))
+                .map(|&i| task_names.label(i, &plan.tasks[i].subject))
                 .collect::<Vec<_>>()
                 .join(" | ")
         };

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::edge::git::{Recovered, Repo};
-use crate::flow::{RunError, RunOptions, Ui, list, save};
+use crate::flow::{RunError, RunOptions, Ui, save};
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::{plan, update};
@@ -120,16 +120,18 @@ pub(super) fn fail_exhausted(
     if exhausted.failed.is_empty() {
         return Ok(());
     }
-    for t in &exhausted.failed {
+    let names = plan::ids::TaskNames::of(plan);
+    for &t in &exhausted.failed {
         ui.say(format!(
-            "Task {t} has used all {} attempts (the last one's result was never committed: the run was killed while it ran, or interrupted after it failed); it fails.",
+            "Task {} has used all {} attempts (the last one's result was never committed: the run was killed while it ran, or interrupted after it failed); it fails.",
+            names.get(t),
             crate::pure::outcome::MAX_ATTEMPTS
         ));
     }
     if !exhausted.skipped.is_empty() {
         ui.say(format!(
             "  skipped because a dependency failed or was blocked: {}",
-            list(&exhausted.skipped)
+            names.list(&exhausted.skipped)
         ));
     }
     save(plan, opts)

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::usage::Outcome;
 
@@ -129,16 +130,15 @@ pub fn of_records(plan: &Plan) -> Vec<Stamped> {
     out
 }
 
-fn list(tasks: &[usize]) -> String {
-    tasks
-        .iter()
-        .map(usize::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A round's first line, and its groups when it has several.
-fn round_started(round: u32, tasks: &[usize], groups: &[Vec<usize>], slots: usize) -> String {
+fn round_started(
+    round: u32,
+    tasks: &[usize],
+    groups: &[Vec<usize>],
+    slots: usize,
+    names: &TaskNames,
+) -> String {
+    let list = |t: &[usize]| names.list(t);
     let first = groups.first().map_or(tasks, Vec::as_slice);
     let mut s = if first.len() > slots {
         format!(
@@ -169,12 +169,11 @@ fn round_started(round: u32, tasks: &[usize], groups: &[Vec<usize>], slots: usiz
 }
 
 /// An attempt's end: its outcome, time and cost, and the retry when one follows.
-fn attempt_ended(e: &Ended) -> String {
+fn attempt_ended(e: &Ended, names: &TaskNames) -> String {
+    let (task, subject) = (names.get(e.task), names.subject(e.task, &e.subject));
     match e.retry {
         Some(next) => format!(
-            "  task {} ({}) attempt {} failed: {} — retrying (attempt {next} of {}); it took {}{}",
-            e.task,
-            e.subject,
+            "  task {task} ({subject}) attempt {} failed: {} — retrying (attempt {next} of {}); it took {}{}",
             e.attempt,
             e.result,
             crate::pure::outcome::MAX_ATTEMPTS,
@@ -182,9 +181,7 @@ fn attempt_ended(e: &Ended) -> String {
             e.cost_text(),
         ),
         None => format!(
-            "  task {} ({}): {} in {}{} — {}",
-            e.task,
-            e.subject,
+            "  task {task} ({subject}): {} in {}{} — {}",
             e.status,
             crate::pure::outcome::human_duration(e.took),
             e.cost_text(),
@@ -194,15 +191,17 @@ fn attempt_ended(e: &Ended) -> String {
 }
 
 /// The event's line on a plain terminal or a job log; `None` for events only a live display
-/// shows (a local attempt starting is a spinner line there, nothing in plain output).
-pub fn line(event: &Event) -> Option<String> {
+/// shows (a local attempt starting is a spinner line there, nothing in plain output). Tasks
+/// are named as `names` names them (a task list's own IDs).
+pub fn line(event: &Event, names: &TaskNames) -> Option<String> {
+    let list = |t: &[usize]| names.list(t);
     Some(match event {
         Event::RoundStarted {
             round,
             tasks,
             groups,
             slots,
-        } => round_started(*round, tasks, groups, *slots),
+        } => round_started(*round, tasks, groups, *slots, names),
         Event::GroupStarted { group, of, tasks } => {
             format!("  group {group} of {of}: {}", list(tasks))
         }
@@ -224,10 +223,14 @@ pub fn line(event: &Event) -> Option<String> {
             attempt,
             subject,
             run: Some(run),
-        } => format!("Started task {task} ({subject}) attempt {attempt}: run {run}."),
+        } => format!(
+            "Started task {} ({}) attempt {attempt}: run {run}.",
+            names.get(*task),
+            names.subject(*task, subject)
+        ),
         Event::AttemptStarted { run: None, .. } => return None,
-        Event::AttemptEnded(e) => attempt_ended(e),
-        Event::Warning { task, text } => format!("  task {task}: warning: {text}"),
+        Event::AttemptEnded(e) => attempt_ended(e, names),
+        Event::Warning { task, text } => format!("  task {}: warning: {text}", names.get(*task)),
         Event::Integrating { round, tasks } => {
             format!("\nRound {round}: integrating task(s) {}", list(tasks))
         }
@@ -253,22 +256,26 @@ mod tests {
         })
     }
 
+    fn line_of(event: &Event) -> Option<String> {
+        line(event, &TaskNames::default())
+    }
+
     #[test]
     fn each_event_has_its_line() {
         assert_eq!(
-            line(&ended(Some(2), Some(0.5))).unwrap(),
+            line_of(&ended(Some(2), Some(0.5))).unwrap(),
             "  task 3 (Add login) attempt 1 failed: tests fail — retrying (attempt 2 of 3); it took 1m15s, $0.50"
         );
         assert_eq!(
-            line(&ended(None, None)).unwrap(),
+            line_of(&ended(None, None)).unwrap(),
             "  task 3 (Add login): failed in 1m15s — tests fail"
         );
         assert_eq!(
-            line(&Event::Starting { tasks: vec![1, 4] }).unwrap(),
+            line_of(&Event::Starting { tasks: vec![1, 4] }).unwrap(),
             "starting task(s) 1, 4"
         );
         assert_eq!(
-            line(&Event::AttemptStarted {
+            line_of(&Event::AttemptStarted {
                 task: 2,
                 attempt: 1,
                 subject: "s".into(),
@@ -278,7 +285,7 @@ mod tests {
             "Started task 2 (s) attempt 1: run 9."
         );
         assert_eq!(
-            line(&Event::AttemptStarted {
+            line_of(&Event::AttemptStarted {
                 task: 2,
                 attempt: 1,
                 subject: "s".into(),
@@ -287,7 +294,7 @@ mod tests {
             None
         );
         assert_eq!(
-            line(&Event::Integrating {
+            line_of(&Event::Integrating {
                 round: 4,
                 tasks: vec![0, 2]
             })
@@ -295,7 +302,7 @@ mod tests {
             "\nRound 4: integrating task(s) 0, 2"
         );
         assert_eq!(
-            line(&Event::RoundStarted {
+            line_of(&Event::RoundStarted {
                 round: 2,
                 tasks: vec![0, 1, 3],
                 groups: vec![vec![0, 3], vec![1]],
@@ -306,7 +313,7 @@ mod tests {
         );
         // More tasks than workers: the line says which start now.
         assert_eq!(
-            line(&Event::RoundStarted {
+            line_of(&Event::RoundStarted {
                 round: 1,
                 tasks: vec![0, 1, 2],
                 groups: vec![vec![0, 1, 2]],
@@ -316,12 +323,49 @@ mod tests {
             "\nRound 1: 3 task(s): 0, 1, 2; starting 0 now (1 at a time, the others as workers free up)"
         );
         assert_eq!(
-            line(&Event::NotStarted { tasks: vec![2] }).unwrap(),
+            line_of(&Event::NotStarted { tasks: vec![2] }).unwrap(),
             "  the budget is spent: task(s) 2 not started (they stay pending)"
         );
         assert_eq!(
-            line(&Event::Waiting { tasks: vec![5] }).unwrap(),
+            line_of(&Event::Waiting { tasks: vec![5] }).unwrap(),
             "(task 5 waits for a later round: it shares files with a task in this one)"
+        );
+    }
+
+    #[test]
+    fn a_task_lists_tasks_are_named_by_their_ids() {
+        let names = TaskNames::from_ids(["T001", "T002", "T003", "T004"]);
+        let mut e = ended(Some(2), None);
+        if let Event::AttemptEnded(x) = &mut e {
+            x.subject = "T004 [P] Add login".into();
+        }
+        assert_eq!(
+            line(&e, &names).unwrap(),
+            "  task T004 ([P] Add login) attempt 1 failed: tests fail — retrying (attempt 2 of 3); it took 1m15s"
+        );
+        assert_eq!(
+            line(
+                &Event::RoundStarted {
+                    round: 1,
+                    tasks: vec![0, 1, 2],
+                    groups: vec![vec![0, 2], vec![1]],
+                    slots: 1,
+                },
+                &names
+            )
+            .unwrap(),
+            "\nRound 1: 3 task(s): T001, T002, T003; starting T001 now (1 at a time, the others as workers free up)\n  they share files, so they run in 2 groups one after another: T001, T003, then T002"
+        );
+        assert_eq!(
+            line(
+                &Event::Warning {
+                    task: 1,
+                    text: "w".into()
+                },
+                &names
+            )
+            .unwrap(),
+            "  task T002: warning: w"
         );
     }
 }

@@ -193,7 +193,8 @@ Example valid outputs:
 }
 
 /// The block the lead builds from completed results (seed 3b.2):
-/// `Dependency results (from prior tasks):` and one `- Task {index}: {result}` per blocker.
+/// `Dependency results (from prior tasks):` and one `- Task {index}: {result}` per blocker
+/// (a task list's blockers by their own IDs: `- Task T004: …`).
 /// `None` when the task has no blockers.
 pub fn dependency_results(plan: &Plan, task: &Task) -> Option<String> {
     if task.blocked_by.is_empty() {
@@ -202,6 +203,7 @@ pub fn dependency_results(plan: &Plan, task: &Task) -> Option<String> {
     let mut deps: Vec<usize> = task.blocked_by.clone();
     deps.sort_unstable();
     deps.dedup();
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     let mut s = String::from("Dependency results (from prior tasks):");
     for d in deps {
         let result = plan
@@ -210,7 +212,7 @@ pub fn dependency_results(plan: &Plan, task: &Task) -> Option<String> {
             .filter(|t| t.status == Status::Completed)
             .and_then(|t| t.result.as_deref())
             .unwrap_or("(no result recorded)");
-        let _ = write!(s, "\n- Task {d}: {result}");
+        let _ = write!(s, "\n- Task {}: {result}", names.get(d));
     }
     Some(s)
 }

@@ -193,18 +193,18 @@ pub fn reply_section(task: &Task) -> String {
 pub enum AnswerError {
     #[error("no task {index} (the plan has {count} tasks)")]
     NoTask { index: usize, count: usize },
-    #[error("task {index} has no open question (it is {status})")]
-    NoQuestion { index: usize, status: Status },
-    #[error("task {index}: {given:?} is not one of the options ({options})")]
+    #[error("task {task} has no open question (it is {status})")]
+    NoQuestion { task: String, status: Status },
+    #[error("task {task}: {given:?} is not one of the options ({options})")]
     NotAnOption {
-        index: usize,
+        task: String,
         given: String,
         options: String,
     },
-    #[error("task {index} waits for an action: answer `done` once it is done, not {given:?}")]
-    NotDone { index: usize, given: String },
-    #[error("task {index}: the answer is empty")]
-    Empty { index: usize },
+    #[error("task {task} waits for an action: answer `done` once it is done, not {given:?}")]
+    NotDone { task: String, given: String },
+    #[error("task {task}: the answer is empty")]
+    Empty { task: String },
 }
 
 impl AnswerError {
@@ -250,12 +250,14 @@ pub fn answer(
         .tasks
         .get(index)
         .ok_or(AnswerError::NoTask { index, count })?;
-    let mut q = open_question(task, index)?;
+    // Named as messages name it: a task list's own ID (`T004`), else the plan index.
+    let name = crate::pure::plan::ids::name(plan, index);
+    let mut q = open_question(task, &name)?;
     let given = text.trim();
     if given.is_empty() {
-        return Err(AnswerError::Empty { index });
+        return Err(AnswerError::Empty { task: name });
     }
-    let (reply, status) = reply_to(&q, index, given)?;
+    let (reply, status) = reply_to(&q, &name, given)?;
     q.reply = Some(reply.clone());
     let task = &mut plan.tasks[index];
     set(task, &q);
@@ -283,9 +285,9 @@ pub fn answer(
     })
 }
 
-/// The open question of task `index`: its own, or for a task a worker blocked, one in the
-/// worker's words.
-fn open_question(task: &Task, index: usize) -> Result<Question, AnswerError> {
+/// The open question of `task` (named `name`): its own, or for a task a worker blocked, one
+/// in the worker's words.
+fn open_question(task: &Task, name: &str) -> Result<Question, AnswerError> {
     match get(task) {
         Some(q) if q.reply.is_none() && task.status == Status::Blocked => Ok(q),
         // A worker that answered `BLOCKED: reason` asks in its own words: the answer goes
@@ -293,7 +295,7 @@ fn open_question(task: &Task, index: usize) -> Result<Question, AnswerError> {
         _ if task.status == Status::Blocked => Ok(Question {
             kind: Kind::Review,
             text: format!(
-                "Task {index} is blocked: {}",
+                "Task {name} is blocked: {}",
                 task.result.as_deref().unwrap_or("no reason given")
             ),
             options: Vec::new(),
@@ -301,7 +303,7 @@ fn open_question(task: &Task, index: usize) -> Result<Question, AnswerError> {
             reply: None,
         }),
         _ => Err(AnswerError::NoQuestion {
-            index,
+            task: name.to_string(),
             status: task.status,
         }),
     }
@@ -309,14 +311,14 @@ fn open_question(task: &Task, index: usize) -> Result<Question, AnswerError> {
 
 /// The reply `given` makes to `q`, and the status it gives the task (skipped for a deferred
 /// decision, else pending).
-fn reply_to(q: &Question, index: usize, given: &str) -> Result<(String, Status), AnswerError> {
+fn reply_to(q: &Question, name: &str, given: &str) -> Result<(String, Status), AnswerError> {
     let mut status = Status::Pending;
     let reply = match q.kind {
         Kind::Review => given.to_string(),
         Kind::Action if given.eq_ignore_ascii_case("done") => "done".to_string(),
         Kind::Action => {
             return Err(AnswerError::NotDone {
-                index,
+                task: name.to_string(),
                 given: given.into(),
             });
         }
@@ -336,7 +338,7 @@ fn reply_to(q: &Question, index: usize, given: &str) -> Result<(String, Status),
                 None if q.options.is_empty() => given.to_string(),
                 None => {
                     return Err(AnswerError::NotAnOption {
-                        index,
+                        task: name.to_string(),
                         given: given.into(),
                         options: q
                             .options
@@ -480,7 +482,7 @@ mod tests {
         assert_eq!(
             answer(&mut plan, &dag, 0, "postgres").unwrap_err(),
             AnswerError::NoQuestion {
-                index: 0,
+                task: "0".into(),
                 status: Status::Pending
             }
         );

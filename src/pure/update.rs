@@ -205,6 +205,7 @@ pub fn trim(task: &mut Task) {
 /// failed or blocked task becomes skipped, with a result naming the dependency and the root
 /// cause. Returns the newly skipped tasks, ascending.
 pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     // root[t]: the failed/blocked task that t's failure traces back to.
     let mut root: Vec<Option<usize>> = vec![None; plan.tasks.len()];
     let mut skipped = Vec::new();
@@ -231,15 +232,18 @@ pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
             };
             let result = if dep == cause {
                 format!(
-                    "Skipped: dependency task {dep} ({}) {}",
-                    plan.tasks[dep].subject,
+                    "Skipped: dependency task {} ({}) {}",
+                    names.get(dep),
+                    names.subject(dep, &plan.tasks[dep].subject),
                     verb(dep)
                 )
             } else {
                 format!(
-                    "Skipped: dependency task {dep} ({}) was skipped because task {cause} ({}) {}",
-                    plan.tasks[dep].subject,
-                    plan.tasks[cause].subject,
+                    "Skipped: dependency task {} ({}) was skipped because task {} ({}) {}",
+                    names.get(dep),
+                    names.subject(dep, &plan.tasks[dep].subject),
+                    names.get(cause),
+                    names.subject(cause, &plan.tasks[cause].subject),
                     verb(cause)
                 )
             };

@@ -58,7 +58,15 @@ struct Lab {
     job_start: Option<u64>,
     /// More arguments for every act run (`--env`, `-s`): the real agents' settings.
     act_args: Vec<String>,
+    /// The user (uid, gid) act runs as, instead of the test's own (`home-<uid>` its HOME).
+    as_user: Option<(u32, u32)>,
+    /// Whether this lab's test holds [`AGENT_USER`] for itself (its runs take no share of it).
+    owns_agent_user: bool,
 }
+
+/// Shared by every act run of a lab (their work jobs run task code as `dagexec-agent`);
+/// held alone by the test that removes that user and has the action make it again.
+static AGENT_USER: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
 fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
@@ -159,6 +167,8 @@ impl Lab {
             git_server,
             job_start: None,
             act_args: Vec::new(),
+            as_user: None,
+            owns_agent_user: false,
         };
         // Private, as GitHub serves a private repository: no token, no fetch.
         let anonymous = Command::new("git")
@@ -212,6 +222,8 @@ impl Lab {
         let gate = (self.runs == 0)
             .then(|| self.restore_shared_build())
             .flatten();
+        let _agent_user =
+            (!self.owns_agent_user).then(|| AGENT_USER.read().unwrap_or_else(|e| e.into_inner()));
         self.runs += 1;
         let n = self.runs;
         git(&self.repo, &["fetch", "-q", "origin"]);
@@ -219,12 +231,16 @@ impl Lab {
             &self.repo,
             &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
         );
+        let home = match self.as_user {
+            Some((uid, _)) => self.root.join(format!("home-{uid}")),
+            None => self.root.join("home"),
+        };
         let mut cmd = self.act_command(
             (n, 4200 + u64::from(n)),
             event_name,
             payload,
             &self.repo,
-            &self.root.join("home"),
+            &home,
         );
         let out = cmd.output().expect("act runs");
         let text = format!(
@@ -397,6 +413,11 @@ impl Lab {
             )
             .args(&self.act_args)
             .stdin(std::process::Stdio::null());
+        if let Some((uid, gid)) = self.as_user {
+            use std::os::unix::process::CommandExt;
+            // As root, std drops the supplementary groups before `setuid`.
+            cmd.uid(uid).gid(gid);
+        }
         cmd
     }
 
@@ -1147,6 +1168,8 @@ fn conduct(mut lab: Lab) -> (std::sync::Arc<Lab>, std::process::ExitStatus, Stri
     )
     .unwrap();
     let first = lab.gh.state().dispatches[0].clone();
+    // Its act runs start work jobs (task code as the agent's user) until it returns.
+    let _agent_user = AGENT_USER.read().unwrap_or_else(|e| e.into_inner());
     git(&lab.repo, &["fetch", "-q", "origin"]);
     let remote = format!("origin/{}", first.git_ref);
     git(
@@ -2113,5 +2136,477 @@ fn the_work_jobs_agent_runs_as_an_unprivileged_user_without_the_key_or_sudo() {
     );
     assert!(probe.contains("ANTHROPIC_API_KEY=dagexec-"), "{probe}");
     assert!(probe.lines().any(|l| l == "sudo=no"), "{probe}");
+    lab.gh.assert_clean();
+}
+
+/// Issue 35, `egress`: what the agent's user reaches with the input on. Through the proxy
+/// (the variables set): a listed registry (pypi.org: the only hosts this machine reaches
+/// outside are the registries), an unlisted host, a listed name that resolves to this
+/// machine; around it: a listener of this machine on its own non-loopback address, the
+/// registry directly, and DNS. `@ADDR@` is that listener's address.
+const EGRESS_WORKER: &str = r#"#!/bin/sh
+{
+  echo "user=$(id -un)"
+  echo "proxy=$HTTPS_PROXY"
+  echo "listed=$(curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://pypi.org/simple/)"
+  echo "unlisted=$(curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://evil.example/)"
+  echo "loopback-name=$(env -u NO_PROXY -u no_proxy curl -s -o /dev/null -w '%{http_connect}' --max-time 30 https://localhost/)"
+  if curl -s --noproxy '*' -o /dev/null --max-time 10 http://@ADDR@/; then echo "direct=reached"; else echo "direct=refused"; fi
+  if curl -s --noproxy '*' -o /dev/null --max-time 10 https://pypi.org/simple/; then echo "direct-registry=reached"; else echo "direct-registry=refused"; fi
+  if getent hosts pypi.org >/dev/null; then echo "dns=resolved"; else echo "dns=refused"; fi
+} > probe.txt
+echo 'COMPLETED: probed'
+"#;
+
+/// The chains of dagexec's egress firewall on this machine (IPv4 and IPv6), as `-S` lists
+/// them (`iptables: -N DAGEXEC-EGRESS-<pid>`, the rules, the jumps to them).
+fn egress_chains() -> Vec<String> {
+    ["iptables", "ip6tables"]
+        .iter()
+        .flat_map(|tool| {
+            let out = Command::new(tool).args(["-w", "-S"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains("DAGEXEC-EGRESS-"))
+                .map(|l| format!("{tool}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The lines of [`egress_chains`] that name `chain` (`DAGEXEC-EGRESS-<pid>`): other jobs'
+/// chains (tests side by side) are theirs.
+fn chain_left(chain: &str) -> Vec<String> {
+    egress_chains()
+        .into_iter()
+        .filter(|l| l.split_whitespace().any(|w| w == chain))
+        .collect()
+}
+
+/// Whether the egress act tests can run here (root, a working iptables); when not, they are
+/// skipped with a note, or fail under `DAGEXEC_REQUIRE_TOOLS=1`.
+fn egress_usable() -> bool {
+    let iptables = Command::new("iptables").args(["-w", "-S"]).output();
+    let usable = running_as_root() && iptables.is_ok_and(|o| o.status.success());
+    crate::common::tools::or_skip(
+        usable.then(|| PathBuf::from("iptables")),
+        "iptables, run as root,",
+        "the egress act tests",
+        "run the tests as root with iptables installed (Debian: apt-get install iptables)",
+    )
+    .is_some()
+}
+
+/// Turns the work step's `egress` input on with `hosts` in the lab's workflow, and prints the
+/// job's summary after it.
+fn with_egress(lab: &Lab, hosts: &str) {
+    let wf = lab.repo.join(".github/workflows/dagexec.yml");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let text = text.replacen(
+        "          command: work\n",
+        &format!("          command: work\n          egress: {hosts}\n"),
+        1,
+    );
+    let text = text.replacen(
+        "          retention-days: 14\n",
+        "          retention-days: 14\n      - if: always()\n        run: cat \"$GITHUB_STEP_SUMMARY\"\n",
+        1,
+    );
+    std::fs::write(&wf, text).unwrap();
+    git(&lab.repo, &["commit", "-qam", "egress on"]);
+    git(&lab.repo, &["push", "-q", "origin", "main"]);
+}
+
+/// This machine's own address off loopback (the source of its default route), where a
+/// listener the agent tries to reach directly waits.
+fn own_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("203.0.113.1:9").ok()?;
+    Some(s.local_addr().ok()?.ip()).filter(|ip| !ip.is_loopback())
+}
+
+#[test]
+fn egress_lets_the_agent_reach_only_the_listed_hosts_through_the_proxy() {
+    if no_act() || !egress_usable() {
+        return;
+    }
+    let addr = own_address().expect("this machine has an address off loopback");
+    let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
+    let at = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // The listener answers this (root's) process: the agent's refusal below is the firewall's.
+    std::net::TcpStream::connect(at).expect("the listener is reachable from here");
+    let accepted = |l: &std::net::TcpListener| std::iter::from_fn(|| l.accept().ok()).count();
+    assert_eq!(accepted(&listener), 1);
+    let worker = EGRESS_WORKER.replace("@ADDR@", &at.to_string());
+    let p = plan("Egress", vec![task("Probe", &["probe.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, &worker);
+    // A registry, and a name that resolves to this machine.
+    with_egress(&lab, "pypi.org, localhost");
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/egress"}));
+    let (code, log) = lab.run(&git_ref, &inputs);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("dagexec's egress proxy: http://127.0.0.1:"),
+        "{log}"
+    );
+    let chain = log
+        .split("the firewall's chain ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the job names no firewall chain:\n{log}"))
+        .to_string();
+    let probe = git(&lab.origin, &["show", "dagexec/egress:probe.txt"]);
+    let has = |line: &str| probe.lines().any(|l| l == line);
+    assert!(has("user=dagexec-agent"), "{probe}");
+    assert!(probe.contains("proxy=http://127.0.0.1:"), "{probe}");
+    assert!(has("listed=200"), "{probe}");
+    assert!(has("unlisted=403"), "{probe}");
+    assert!(has("loopback-name=403"), "{probe}");
+    assert!(has("direct=refused"), "{probe}");
+    assert!(has("direct-registry=refused"), "{probe}");
+    assert!(has("dns=refused"), "{probe}");
+    assert_eq!(
+        accepted(&listener),
+        0,
+        "the agent reached {at} around the proxy"
+    );
+    // The summary lists what was blocked; the attempt's record carries it.
+    assert!(log.contains("egress: restricted"), "{log}");
+    assert!(
+        log.contains("`evil.example` (not on the egress list)"),
+        "{log}"
+    );
+    assert!(log.contains("`localhost` (it resolves to "), "{log}");
+    let results: Vec<Value> = std::fs::read_dir(&lab.root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("artifacts-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .filter_map(|a| std::fs::read_to_string(a.path().join("result.json")).ok())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        results[0]["egressBlocked"],
+        json!(["evil.example", "localhost"])
+    );
+    // And the pull request's body names them, from the attempt's record in the plan.
+    let st = lab.gh.state();
+    let body = st.pulls[0].body.clone().unwrap_or_default();
+    assert!(
+        body.contains("**Egress blocked** (hosts outside the `egress` list the agent asked for): task 0 attempt 1: `evil.example`, `localhost`"),
+        "{body}"
+    );
+    // Nothing of the firewall is left once the job ended.
+    assert_eq!(chain_left(&chain), Vec::<String>::new());
+    lab.gh.assert_clean();
+}
+
+/// Task code that runs until it is killed.
+const SLEEPING_WORKER: &str = "#!/bin/sh\nexec sleep 3600\n";
+
+/// The processes below `pid` (children first found, then theirs), from `/proc/*/stat`.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|x| x.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            all.push((p, ppid, comm));
+        }
+    }
+    let mut found: Vec<(u32, String)> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for (p, pp, comm) in &all {
+            if *pp == parent {
+                found.push((*p, comm.clone()));
+                parents.push(*p);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn egress_rules_a_killed_dagexec_left_are_removed_when_the_job_ends() {
+    if no_act() || !egress_usable() {
+        return;
+    }
+    let p = plan("Killed", vec![task("Sleep", &["never.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, SLEEPING_WORKER);
+    with_egress(&lab, "pypi.org");
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/killed"}));
+    let before = egress_chains();
+    // As a cancelled job's or a runner's kill -9: once the job's chain is in and its task
+    // code runs, its dagexec is killed (no chance to take the chain down), then the task code.
+    let killer = std::thread::spawn(move || {
+        for _ in 0..4800 {
+            let chain = egress_chains().into_iter().find_map(|l| {
+                let name = l.split("-N ").nth(1)?.trim().to_string();
+                (!before.iter().any(|b| b.contains(&name))).then_some(name)
+            });
+            if let Some(chain) = chain {
+                let pid: u32 = chain.trim_start_matches("DAGEXEC-EGRESS-").parse().unwrap();
+                let below = descendants(pid);
+                if below.iter().any(|(_, comm)| comm == "sleep") {
+                    let kill = |p: u32| {
+                        let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+                    };
+                    kill(pid);
+                    for (p, _) in below {
+                        kill(p);
+                    }
+                    return Some(chain);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        None
+    });
+    let (code, log) = lab.run(&git_ref, &inputs);
+    let chain = killer
+        .join()
+        .unwrap()
+        .unwrap_or_else(|| panic!("no egress chain with task code running appeared:\n{log}"));
+    assert_ne!(code, 0, "the job whose dagexec was killed failed:\n{log}");
+    assert!(
+        log.contains(&format!("removed the egress chain {chain} (iptables)")),
+        "{log}"
+    );
+    assert_eq!(chain_left(&chain), Vec::<String>::new(), "{log}");
+}
+
+/// Whether the tests run as root (`Uid:` real, effective, … in `/proc/self/status`).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    })
+}
+
+/// The runner's user of the sudo test, as on GitHub's hosted runners (`runner`): not root,
+/// sudo without a password.
+const SUDO_RUNNER: &str = "dagexec-runner";
+/// The agent's user the action makes (`scripts/install-action.sh agent-user`).
+const AGENT: &str = "dagexec-agent";
+/// The sudo test's sudoers file for [`SUDO_RUNNER`].
+const SUDOERS: &str = "/etc/sudoers.d/dagexec-test-runner";
+
+fn user_exists(name: &str) -> bool {
+    Command::new("id")
+        .args(["-u", name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `id <flag> <name>`: a user's uid (`-u`) or group id (`-g`).
+fn id_of(name: &str, flag: &str) -> u32 {
+    let out = Command::new("id").args([flag, name]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// [`SUDO_RUNNER`], made for the sudo test, with its sudoers file (what sudo ran for it is
+/// logged to a file of the lab) — and [`AGENT`] removed, so that the action makes it again
+/// through sudo. Dropping it (also when the test fails) removes both and puts the agent's
+/// user back as it was: there when it was there before, else not.
+struct SudoRunner {
+    uid: u32,
+    gid: u32,
+    agent_before: bool,
+    /// Whether the test removed [`AGENT`] (not when a process of another job still ran as it).
+    agent_removed: bool,
+}
+
+impl SudoRunner {
+    fn make(sudo_log: &Path) -> SudoRunner {
+        let mut r = SudoRunner {
+            uid: 0,
+            gid: 0,
+            agent_before: user_exists(AGENT),
+            agent_removed: false,
+        };
+        if user_exists(SUDO_RUNNER) {
+            // Left by a test run that was killed.
+            let _ = Command::new("userdel").arg(SUDO_RUNNER).status();
+        }
+        let made = Command::new("useradd")
+            .args(["--user-group", "--shell", "/bin/sh", SUDO_RUNNER])
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "useradd {SUDO_RUNNER}: {}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        r.uid = id_of(SUDO_RUNNER, "-u");
+        r.gid = id_of(SUDO_RUNNER, "-g");
+        // Lines not wrapped, no syslog: the lab's log says what ran through sudo.
+        let rules = format!(
+            "{SUDO_RUNNER} ALL=(ALL) NOPASSWD: ALL\nDefaults:{SUDO_RUNNER} logfile=\"{}\", loglinelen=0, !syslog\n",
+            sudo_log.display()
+        );
+        let part = PathBuf::from(format!("{SUDOERS}.part"));
+        std::fs::write(&part, rules).unwrap();
+        let checked = Command::new("visudo")
+            .arg("-cf")
+            .arg(&part)
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "visudo -cf: {}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o440)).unwrap();
+        std::fs::rename(&part, SUDOERS).unwrap();
+        if r.agent_before {
+            let removed = Command::new("userdel")
+                .args(["-r", AGENT])
+                .output()
+                .unwrap();
+            r.agent_removed = removed.status.success();
+            if !r.agent_removed {
+                eprintln!(
+                    "note: {AGENT} was not removed ({}): the sudo test checks its .gitconfig made through sudo, not useradd",
+                    String::from_utf8_lossy(&removed.stderr).trim()
+                );
+            }
+        } else {
+            r.agent_removed = true;
+        }
+        r
+    }
+}
+
+impl Drop for SudoRunner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(SUDOERS);
+        let _ = std::fs::remove_file(format!("{SUDOERS}.part"));
+        if user_exists(SUDO_RUNNER)
+            && !Command::new("userdel")
+                .arg(SUDO_RUNNER)
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            eprintln!("warning: userdel {SUDO_RUNNER} failed");
+        }
+        let now = user_exists(AGENT);
+        let put_back = if self.agent_before && !now {
+            // Made as the action makes it.
+            Command::new("bash")
+                .arg(manifest().join("scripts/install-action.sh"))
+                .arg("agent-user")
+                .env("GITHUB_OUTPUT", "/dev/null")
+                .status()
+        } else if !self.agent_before && now {
+            Command::new("userdel").args(["-r", AGENT]).status()
+        } else {
+            return;
+        };
+        if !put_back.is_ok_and(|s| s.success()) {
+            eprintln!("warning: {AGENT} not put back as it was before the sudo test");
+        }
+    }
+}
+
+#[test]
+fn through_sudo_as_on_githubs_runners_the_agent_runs_as_its_user_without_the_key_or_sudo() {
+    if no_act() {
+        return;
+    }
+    let usable = running_as_root()
+        && Command::new("sudo")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        && Command::new("visudo")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if crate::common::tools::or_skip(
+        usable.then(|| PathBuf::from("sudo")),
+        "sudo, with the tests run as root,",
+        "the act test of the action's sudo path (GitHub's runners)",
+        "run the tests as root with sudo installed (Debian: apt-get install sudo); the test makes a user with sudo and removes it",
+    )
+    .is_none()
+    {
+        return;
+    }
+    // No other lab's job runs as the agent's user while it is made again.
+    let _alone = AGENT_USER.write().unwrap_or_else(|e| e.into_inner());
+    let p = plan("Probe", vec![task("Probe", &["probe.txt"], &[], "true")]);
+    let mut lab = Lab::new(&p, PROBING_WORKER);
+    lab.owns_agent_user = true;
+    lab.act_args.extend([
+        "--env".to_string(),
+        "ANTHROPIC_API_KEY=sk-ant-act-secret-5".to_string(),
+    ]);
+    let sudo_log = lab.root.join("sudo.log");
+    let runner = SudoRunner::make(&sudo_log);
+    // The run on main (no task code) as root: it builds the action from source when no lab
+    // did yet, with root's Rust toolchain.
+    let (git_ref, inputs) =
+        lab.redirect(&json!({"plan": ".design/plan.json", "branch": "dagexec/probe"}));
+    // The round's run (its plan, work and finalize jobs) as the runner's user: the lab's
+    // files are its to write, its HOME its own.
+    let opened = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&lab.root)
+        .status()
+        .unwrap();
+    assert!(opened.success());
+    let home = lab.root.join(format!("home-{}", runner.uid));
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(runner.uid), Some(runner.gid)).unwrap();
+    lab.as_user = Some((runner.uid, runner.gid));
+    let (code, log) = lab.run(&git_ref, &inputs);
+    assert_eq!(code, 0, "{log}");
+    let probe = git(&lab.origin, &["show", "dagexec/probe:probe.txt"]);
+    assert!(probe.lines().any(|l| l == "user=dagexec-agent"), "{probe}");
+    assert!(
+        !probe.contains("sk-ant-act-secret-5"),
+        "the provider key reached the agent:\n{probe}"
+    );
+    assert!(probe.contains("ANTHROPIC_API_KEY=dagexec-"), "{probe}");
+    assert!(probe.lines().any(|l| l == "sudo=no"), "{probe}");
+    // What went through sudo, as the runner's user: the agent's user made, and dagexec
+    // started as root the way action.yml starts it.
+    let sudo = std::fs::read_to_string(&sudo_log).unwrap_or_default();
+    let ran = |what: &str| {
+        sudo.lines().any(|l| {
+            l.contains(&format!(": {SUDO_RUNNER} :")) && l.contains("USER=root") && l.contains(what)
+        })
+    };
+    if runner.agent_removed {
+        assert!(
+            ran(&format!(
+                "useradd --create-home --user-group --shell /bin/sh {AGENT}"
+            )),
+            "{sudo}"
+        );
+    }
+    assert!(ran(&format!("/home/{AGENT}/.gitconfig")), "{sudo}");
+    assert!(ran(" action work"), "{sudo}");
+    assert!(user_exists(AGENT));
     lab.gh.assert_clean();
 }

@@ -240,7 +240,7 @@ fn the_read_only_commands_read_a_taskmaster_plan_without_writing() {
     let o = exec(dir.path(), &["--plan", TM, "status"]);
     assert!(o.expect_code(0).contains("2.1 User model"), "{}", o.text());
     let o = exec(dir.path(), &["--plan", TM, "graph"]);
-    assert!(o.expect_code(0).contains("2.2 Post model"), "{}", o.text());
+    assert!(o.expect_code(0).contains("2.2: Post model"), "{}", o.text());
     // `prompt` takes the list's own ID, as `status` shows it: a subtask's too.
     let o = exec(dir.path(), &["--plan", TM, "prompt", "3"]);
     assert!(

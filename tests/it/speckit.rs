@@ -247,7 +247,7 @@ fn state_lives_next_to_tasks_md_and_survives_an_edit() {
     // `graph` draws the derived DAG with the IDs.
     let g = exec(dir.path(), &["--plan", TASKS, "graph"]);
     let g = String::from_utf8_lossy(&g.stdout);
-    assert!(g.contains("T009 Add a logger in src/log.sh"), "{g}");
+    assert!(g.contains("T009: Add a logger in src/log.sh"), "{g}");
     assert!(g.contains("t4 --> t5"), "T005 waits for the new T009: {g}");
     // The run resumes on the edited file and ends with all of it ticked.
     let o = run(dir.path(), out.path(), "");
@@ -287,6 +287,56 @@ fn a_broken_tasks_md_is_refused_with_its_line_and_a_hint() {
         );
     }
     assert!(!dir.path().join("specs/003-todo/.dagexec").exists());
+}
+
+/// Every line a user reads names a task of a task list by its own ID (`T006`), never by the
+/// plan index behind it: the run's progress, the setup report, the dry run, the graph, the
+/// simulation and a prompt's dependency results.
+#[test]
+fn every_line_a_user_reads_names_a_task_by_its_task_list_id() {
+    let dir = repo();
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), out.path(), "T007");
+    let log = text(&o);
+    for line in [
+        "Round 1: starting 1 task(s): T002\n",
+        "Round 2: starting 2 task(s): T003, T004\n",
+        "  task T003 (Create storage layer in src/store.sh): completed",
+        "  task T007 (Implement list command in src/list.sh) attempt 1 failed: T007 cannot be done",
+        "- Task T003: Create storage layer in src/store.sh — completed",
+        "  skipped because a dependency failed or was blocked: T008\n",
+        "Skipped: 1 — T008 Update README.md with usage",
+    ] {
+        assert!(log.contains(line), "{line:?} missing from:\n{log}");
+    }
+    // T005's prompt names its blockers' results by their IDs.
+    let prompt = read(&out.path().join("prompt-T005.md"));
+    assert!(
+        prompt.contains("- Task T003: T003 done\n- Task T004: T004 done"),
+        "{prompt}"
+    );
+
+    let dir = repo();
+    let o = exec(dir.path(), &["--plan", TASKS, "validate", "--no-checks"]);
+    let setup = String::from_utf8_lossy(&o.stdout);
+    assert!(setup.contains("  depth 2: T003, T004\n"), "{setup}");
+    let o = exec(dir.path(), &["--plan", TASKS, "run", "--dry-run"]);
+    let dry = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        dry.contains("T003 Create storage layer in src/store.sh | T004 Create config loader"),
+        "{dry}"
+    );
+    let o = exec(dir.path(), &["--plan", TASKS, "graph"]);
+    let graph = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        graph.contains(
+            "t5[\"T006: Implement add command in src/add.sh (depends on T003)<br/>pending\"]"
+        ),
+        "{graph}"
+    );
+    let o = exec(dir.path(), &["--plan", TASKS, "simulate", "--gantt"]);
+    let sim = String::from_utf8_lossy(&o.stdout);
+    assert!(sim.contains("T006 Implement add command"), "{sim}");
 }
 
 #[test]

@@ -85,10 +85,21 @@ fn retry_takes_and_names_the_task_lists_own_ids() {
     commit_new(dir.path());
     let first = run(dir.path(), "2").text();
     assert!(
-        first.contains("Task 2 (2 b) failed") || first.contains("task 2 (2 b) failed"),
+        first.contains("- Task 2 (b) failed after 3 attempt(s)"),
         "{first}"
     );
     assert!(first.contains("`dagexec retry 2`"), "{first}");
+    // The run's own lines too: task-list ID 2 is plan index 1, never shown.
+    assert!(
+        first.contains("Round 2: starting 1 task(s): 2\n"),
+        "{first}"
+    );
+    assert!(first.contains("  task 2 (b) attempt 1 failed"), "{first}");
+    assert!(!first.contains("task 1 (b)"), "{first}");
+    assert!(
+        first.contains("  task 2 (files task-1-…): run-1 attempt 1 (stdout, stderr)"),
+        "{first}"
+    );
     let exec = |args: &[&str]| {
         let out = crate::common::dagexec(dir.path())
             .args(["--plan", TM])

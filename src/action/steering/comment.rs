@@ -366,6 +366,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     s.push_str(&progress_table(plan, links));
     let latest = crate::action::report::activity(
         &crate::pure::events::of_records(plan),
+        &crate::pure::plan::ids::TaskNames::of(plan),
         crate::action::report::LATEST_ATTEMPTS,
     );
     if !latest.is_empty() {

@@ -383,12 +383,15 @@ async fn work_job(
     for line in guard.restore()? {
         println!("warning: {line}");
     }
-    // The artifact is the runner's to upload.
-    if let Err(e) = crate::edge::agent_user::hand_back(&dir) {
-        println!(
-            "warning: cannot give {} back to the runner's user: {e}",
-            dir.display()
-        );
+    // The artifact is the runner's to upload, and the checkout its to clean up (task code
+    // worked in it as the agent's user, dagexec's git as root).
+    for path in [dir.as_path(), root] {
+        if let Err(e) = crate::edge::agent_user::hand_back(path) {
+            println!(
+                "warning: cannot give {} back to the runner's user: {e}",
+                path.display()
+            );
+        }
     }
     let work::Worked { verdict, gateway } = worked?;
     println!(

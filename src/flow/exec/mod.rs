@@ -334,14 +334,16 @@ fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<E
     Ok(match &j.verdict.halt {
         Some(Halt::Run { .. }) => Some(Ending::Halted(format!(
             "task {}: {}",
-            j.index, j.verdict.result
+            crate::pure::plan::ids::name(plan, j.index),
+            j.verdict.result
         ))),
         Some(Halt::Budget) => {
             uncount(plan, j.index, j.attempt);
             x.save(plan)?;
             Some(Ending::Budget(format!(
                 "task {}: {}",
-                j.index, j.verdict.result
+                crate::pure::plan::ids::name(plan, j.index),
+                j.verdict.result
             )))
         }
         Some(Halt::Task { .. }) | None => None,

@@ -647,7 +647,9 @@ fn a_round_on_fewer_workers_announces_each_start_and_what_the_budget_holds_back(
                         | Event::NotStarted { .. }
                 )
             })
-            .filter_map(crate::pure::events::line)
+            .filter_map(|e| {
+                crate::pure::events::line(e, &crate::pure::plan::ids::TaskNames::default())
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(

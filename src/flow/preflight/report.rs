@@ -60,11 +60,12 @@ pub fn write(
     problems(out, &setup.validation)?;
     writeln!(out)?;
     writeln!(out, "Depth summary:")?;
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for (d, tasks) in &setup.depth_summary {
-        let tasks: Vec<String> = tasks.iter().map(std::string::ToString::to_string).collect();
+        let tasks: Vec<String> = tasks.iter().map(|&i| names.get(i)).collect();
         writeln!(out, "  depth {d}: {}", list(&tasks))?;
     }
-    overlap_lines(out, setup, overlaps)
+    overlap_lines(out, setup, overlaps, &names)
 }
 
 /// What stands in the way: the work tree's changes, failed blocking checks, missing context
@@ -111,7 +112,12 @@ fn problems(out: &mut impl Write, v: &Validation) -> io::Result<()> {
 }
 
 /// The overlaps between tasks, and those a v3 plan's `fileOverlaps` miss.
-fn overlap_lines(out: &mut impl Write, setup: &SetupOutput, overlaps: &Overlaps) -> io::Result<()> {
+fn overlap_lines(
+    out: &mut impl Write,
+    setup: &SetupOutput,
+    overlaps: &Overlaps,
+    names: &crate::pure::plan::ids::TaskNames,
+) -> io::Result<()> {
     // The matrix is read row by row: only the first pairs are kept, the rest counted.
     let mut pairs: Vec<String> = Vec::new();
     let mut total = 0;
@@ -121,7 +127,7 @@ fn overlap_lines(out: &mut impl Write, setup: &SetupOutput, overlaps: &Overlaps)
             for &j in row.iter().filter(|&&j| j as usize > i) {
                 total += 1;
                 if pairs.len() < SHOWN {
-                    pairs.push(format!("{i} ↔ {j}"));
+                    pairs.push(format!("{} ↔ {}", names.get(i), names.get(j as usize)));
                 }
             }
             Ok::<(), std::convert::Infallible>(())
@@ -141,7 +147,7 @@ fn overlap_lines(out: &mut impl Write, setup: &SetupOutput, overlaps: &Overlaps)
         let first: Vec<String> = missed
             .first
             .iter()
-            .map(|(a, b)| format!("{a} ↔ {b}"))
+            .map(|&(a, b)| format!("{} ↔ {}", names.get(a), names.get(b)))
             .collect();
         writeln!(
             out,

@@ -26,9 +26,64 @@ pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
 
 /// How messages name task `index`: its task-list ID, else its plan index.
 pub fn name(plan: &Plan, index: usize) -> String {
-    list_ids(plan)
-        .and_then(|ids| ids.get(index).cloned())
-        .unwrap_or_else(|| index.to_string())
+    TaskNames::of(plan).get(index)
+}
+
+/// How messages name every task of one plan ([`name`]), read once: what a run's display,
+/// its reports and the setup report name tasks by, so a task list's `T004` or `13.3` is the
+/// one name a user reads everywhere, never the plan index behind it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskNames(Option<Vec<String>>);
+
+impl TaskNames {
+    /// The names of `plan`'s tasks.
+    pub fn of(plan: &Plan) -> TaskNames {
+        TaskNames(list_ids(plan))
+    }
+
+    /// Names taken from a task list's `ids`, in plan order (tests).
+    #[cfg(test)]
+    pub fn from_ids<const N: usize>(ids: [&str; N]) -> TaskNames {
+        TaskNames(Some(ids.iter().map(|s| (*s).to_string()).collect()))
+    }
+
+    /// Task `index`'s name: its task-list ID, else its plan index.
+    pub fn get(&self, index: usize) -> String {
+        self.0
+            .as_ref()
+            .and_then(|ids| ids.get(index).cloned())
+            .unwrap_or_else(|| index.to_string())
+    }
+
+    /// `T001, T004`: the tasks' names, comma-separated.
+    pub fn list(&self, tasks: &[usize]) -> String {
+        tasks
+            .iter()
+            .map(|&i| self.get(i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Task `index`'s subject without the name it begins with (Spec Kit's subjects start
+    /// with their ID: `T004 Add the parser`), for a line that names the task already.
+    pub fn subject<'a>(&self, index: usize, subject: &'a str) -> &'a str {
+        let Some(id) = self.0.as_ref().and_then(|ids| ids.get(index)) else {
+            return subject;
+        };
+        match subject.strip_prefix(id.as_str()) {
+            Some(rest) if rest.starts_with([' ', ':', '\t']) => {
+                let rest = rest.trim_start_matches([' ', ':', '\t']);
+                if rest.is_empty() { subject } else { rest }
+            }
+            _ => subject,
+        }
+    }
+
+    /// `T004 Add the parser` (`3 Add the parser` in a `plan.json`): the task's name, then
+    /// its subject as [`TaskNames::subject`] gives it.
+    pub fn label(&self, index: usize, subject: &str) -> String {
+        format!("{} {}", self.get(index), self.subject(index, subject))
+    }
 }
 
 /// `Task 13.3 is` / `Tasks 2, 13.3 are` (the verb in its `singular` and `plural` forms), the
@@ -117,5 +172,33 @@ mod tests {
             json!({"tasks": [{"id": "T004", "text": "x"}]}),
         );
         assert_eq!(name(&s, 0), "T004");
+    }
+
+    #[test]
+    fn names_label_a_task_once_and_keep_a_plans_subjects_whole() {
+        let p = plan(2);
+        let names = TaskNames::of(&p);
+        assert_eq!(names.list(&[1, 0]), "1, 0");
+        assert_eq!(names.label(1, "t1 stays"), "1 t1 stays");
+        let mut s = plan(3);
+        s.extra.insert(
+            SPEC_KIT.into(),
+            json!({"tasks": [{"id": "T001"}, {"id": "T002"}, {"id": "T010"}]}),
+        );
+        let names = TaskNames::of(&s);
+        assert_eq!(names.list(&[0, 2]), "T001, T010");
+        assert_eq!(
+            names.label(0, "T001 [P] Add the model"),
+            "T001 [P] Add the model"
+        );
+        assert_eq!(
+            names.subject(0, "T001 [P] Add the model"),
+            "[P] Add the model"
+        );
+        assert_eq!(names.subject(1, "T002: Wire it"), "Wire it");
+        // Only the whole ID at the start is the name: T0010 is not T001, nor is a bare ID.
+        assert_eq!(names.subject(0, "T0010 x"), "T0010 x");
+        assert_eq!(names.subject(2, "T010"), "T010");
+        assert_eq!(names.label(1, "Wire it"), "T002 Wire it");
     }
 }

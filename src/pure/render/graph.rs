@@ -176,11 +176,13 @@ impl Display for Mermaid<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let plan = self.0;
         f.write_str("flowchart TD\n")?;
+        let names = crate::pure::plan::ids::TaskNames::of(plan);
         for (i, task) in plan.tasks.iter().enumerate() {
             writeln!(
                 f,
-                "    t{i}[\"{i}: {}<br/>{}\"]",
-                MermaidText(&task.subject),
+                "    t{i}[\"{}: {}<br/>{}\"]",
+                MermaidText(&names.get(i)),
+                MermaidText(names.subject(i, &task.subject)),
                 task.status.as_str()
             )?;
         }
@@ -273,6 +275,7 @@ impl Display for Dot<'_> {
         f.write_str("digraph plan {\n")?;
         f.write_str("    rankdir=TB;\n")?;
         f.write_str("    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")?;
+        let names = crate::pure::plan::ids::TaskNames::of(plan);
         for (i, task) in plan.tasks.iter().enumerate() {
             let Look {
                 fill,
@@ -287,9 +290,10 @@ impl Display for Dot<'_> {
             };
             writeln!(
                 f,
-                "    t{i} [label=\"{i}: {}\\n{}\", fillcolor=\"{fill}\", fontcolor=\"{text}\", \
+                "    t{i} [label=\"{}: {}\\n{}\", fillcolor=\"{fill}\", fontcolor=\"{text}\", \
                  color=\"{stroke}\"{style}];",
-                DotText(&task.subject),
+                DotText(&names.get(i)),
+                DotText(names.subject(i, &task.subject)),
                 task.status.as_str()
             )?;
         }

@@ -169,6 +169,7 @@ pub type KeptLogs = std::collections::BTreeMap<usize, Vec<KeptAttempt>>;
 pub fn logs_section(plan: &Plan, dir: &str, logs: &KeptLogs, unfinished_only: bool) -> String {
     use std::fmt::Write as _;
     let mut lines = String::new();
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for (&index, attempts) in logs {
         let Some(task) = plan.tasks.get(index) else {
             continue;
@@ -187,7 +188,14 @@ pub fn logs_section(plan: &Plan, dir: &str, logs: &KeptLogs, unfinished_only: bo
                 format!("{run}attempt {} ({})", a.attempt, a.kinds.join(", "))
             })
             .collect();
-        let _ = writeln!(lines, "  task {index}: {}", shown.join(", "));
+        // A task list's task is named by its ID; its files by the plan index they carry.
+        let name = names.get(index);
+        let files = if name == index.to_string() {
+            String::new()
+        } else {
+            format!(" (files task-{index}-…)")
+        };
+        let _ = writeln!(lines, "  task {name}{files}: {}", shown.join(", "));
     }
     if lines.is_empty() {
         return lines;

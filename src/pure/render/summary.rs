@@ -31,11 +31,17 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
         )
     };
     let spent = crate::pure::usage::per_task(plan);
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for &i in batch {
         let t = &plan.tasks[i];
         // A task list's own ID (`13.3`), else the plan index.
-        let name = crate::pure::plan::ids::name(plan, i);
-        let _ = write!(s, "\n- Task {name}: {} — {}", t.subject, t.status);
+        let name = names.get(i);
+        let _ = write!(
+            s,
+            "\n- Task {name}: {} — {}",
+            names.subject(i, &t.subject),
+            t.status
+        );
         if let Some(spent) = spent.get(&i) {
             let _ = write!(s, " ({})", time_and_cost(spent));
         }
@@ -98,22 +104,23 @@ pub fn nothing_runs(plan: &Plan) -> Option<String> {
         return None;
     }
     let mut s = String::from("Nothing can run now:");
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for &index in &stuck {
         let t = &plan.tasks[index];
         let result = t.result.as_deref().unwrap_or("no result recorded");
         // A task list's own ID (`13.3`), else the plan index: what `retry` and `answer` take.
-        let i = crate::pure::plan::ids::name(plan, index);
+        let i = names.get(index);
         let _ = match t.status {
             Status::Failed => write!(
                 s,
                 "\n- task {i} ({}) failed after {} attempt(s): {result}. Run it again with `dagexec retry {i}`, or settle it in the task list (done, cancelled) and run again.",
-                t.subject,
+                names.subject(index, &t.subject),
                 plan.attempts_of(index)
             ),
             _ => write!(
                 s,
                 "\n- task {i} ({}) is blocked: {result}. Answer it with `dagexec answer {i} …`, or settle it in the task list (done, cancelled) and run again.",
-                t.subject
+                names.subject(index, &t.subject)
             ),
         };
     }
@@ -171,32 +178,33 @@ fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
         Audience::Terminal => " and run again",
         Audience::PullRequest => "; it starts the next round",
     };
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for (index, t) in plan.tasks.iter().enumerate() {
         let result = t.result.as_deref().unwrap_or("no result recorded");
         // A task list's tasks go by its own IDs (`dagexec retry 13.3`, `/execute retry
         // 13.3`), a plan.json's by their index.
-        let i = crate::pure::plan::ids::name(plan, index);
+        let i = names.get(index);
         let retry = reader.command(&format!("retry {i}"));
         let answer = reader.command(&format!("answer {i} …"));
         match t.status {
             Status::Failed => out.push(format!(
                 "Task {i} ({}) failed after {} attempt(s): {result}. Fix the cause, then {retry}{again}.",
-                t.subject,
+                names.subject(index, &t.subject),
                 plan.attempts_of(index)
             )),
             Status::Blocked if crate::pure::question::get(t).is_some_and(|q| q.reply.is_none()) => {
                 out.push(format!(
                     "Task {i} ({}) is blocked: {result}. It asks you a question (below): answer it with {answer}{again}; the tasks skipped because of it run too.",
-                    t.subject
+                    names.subject(index, &t.subject)
                 ));
             }
             Status::Blocked => out.push(format!(
                 "Task {i} ({}) is blocked: {result}. Tell it what it needs with {answer}, or resolve that, then {retry}{again}.",
-                t.subject
+                names.subject(index, &t.subject)
             )),
             Status::Skipped if crate::pure::question::deferred(t) => out.push(format!(
                 "Task {i} ({}) was deferred (your answer `defer`): it is skipped. Set it back to \"pending\" to run it.",
-                t.subject
+                names.subject(index, &t.subject)
             )),
             _ => {}
         }

@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 
 use super::{Origin, Place, Prediction, Report, durations::Durations};
 use crate::pure::engine::Schedule;
+use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::model::Plan;
 
 /// `42.5s`, `12m30s`, `1h2m`.
@@ -223,9 +224,10 @@ fn prediction_rows(report: &Report) -> String {
 }
 
 /// The label of task `i`: `  3 Add the parser`, clipped to `width` characters.
-fn label(plan: &Plan, i: usize, width: usize, index_width: usize) -> String {
-    let subject = crate::pure::sanitize::line(&plan.tasks[i].subject);
-    let full = format!("{i:>index_width$} {subject}");
+fn label(plan: &Plan, names: &TaskNames, i: usize, width: usize, index_width: usize) -> String {
+    let subject = crate::pure::sanitize::line(names.subject(i, &plan.tasks[i].subject));
+    let name = names.get(i);
+    let full = format!("{name:>index_width$} {subject}");
     let n = full.chars().count();
     if n <= width {
         format!("{full}{}", " ".repeat(width - n))
@@ -286,13 +288,18 @@ pub fn chart(plan: &Plan, heading: &str, bars: &[Bar], wall: u64, width: usize) 
         out.push_str("(no tasks)\n");
         return out;
     }
-    let index_width = tasks.last().map_or(1, |t| t.to_string().len());
+    let names = TaskNames::of(plan);
+    let index_width = tasks
+        .iter()
+        .map(|&t| names.get(t).chars().count())
+        .max()
+        .unwrap_or(1);
     let label_width = plan
         .tasks
         .iter()
         .enumerate()
         .filter(|(i, _)| tasks.binary_search(i).is_ok())
-        .map(|(_, t)| index_width + 1 + t.subject.chars().count())
+        .map(|(i, t)| index_width + 1 + names.subject(i, &t.subject).chars().count())
         .max()
         .unwrap_or(0)
         .min(28)
@@ -319,7 +326,7 @@ pub fn chart(plan: &Plan, heading: &str, bars: &[Bar], wall: u64, width: usize) 
         let bar: String = row.into_iter().collect();
         out.push_str(&format!(
             "{} │{bar}│\n",
-            label(plan, task, label_width, index_width)
+            label(plan, &names, task, label_width, index_width)
         ));
     }
     let end = human(wall);
