@@ -71,6 +71,9 @@ wire! {
         CloseRound = "close-round",
         /// `schedule: eager`: the conductor job runs instead of the matrix and finalize.
         Conduct = "conduct",
+        /// `schedule: eager`: this plan job conducted the run itself (the action's `conduct`
+        /// input): neither the conduct job nor finalize runs.
+        Conducted = "conducted",
         /// Every task completed (the plan may be archived already).
         Completed = "completed",
         /// Nothing is pending; some tasks failed, were blocked or skipped.
@@ -111,6 +114,8 @@ wire! {
         Halted = "halted",
         /// Finalize after the plan job's `conduct` (the workflow runs none): passed on.
         Conduct = "conduct",
+        /// Finalize after a plan job that conducted (the workflow runs none): passed on.
+        Conducted = "conducted",
     }
 }
 
@@ -121,6 +126,7 @@ impl PlanConclusion {
         Some(match self {
             PlanConclusion::Work | PlanConclusion::CloseRound => return None,
             PlanConclusion::Conduct => Conclusion::Conduct,
+            PlanConclusion::Conducted => Conclusion::Conducted,
             PlanConclusion::Completed => Conclusion::Completed,
             PlanConclusion::Incomplete => Conclusion::Incomplete,
             PlanConclusion::Deadlock => Conclusion::Deadlock,
@@ -147,6 +153,7 @@ mod tests {
                 "work",
                 "close-round",
                 "conduct",
+                "conducted",
                 "completed",
                 "incomplete",
                 "deadlock",

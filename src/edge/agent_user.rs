@@ -12,7 +12,12 @@
 //! steps (the artifact, and the checkout the runner cleans up) goes back to the user `sudo`
 //! ran it for ([`hand_back`]).
 //!
-//! Nothing is set outside the work job: every function here does nothing then.
+//! The plan job of `schedule: eager`, which also conducts (the action's `conduct` input),
+//! runs the plan's pre-flight checks as that user too, without handing it anything
+//! ([`let_pass`]): the checkout stays dagexec's, so nothing a check does reaches the
+//! conductor that runs after it in the same job.
+//!
+//! Nothing is set outside those jobs: every function here does nothing then.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -170,20 +175,31 @@ pub fn hand_over_tree(root: &Path) -> std::io::Result<()> {
     let mut p = std::fs::symlink_metadata(root)?.permissions();
     p.set_mode(p.mode() | 0o070);
     std::fs::set_permissions(root, p)?;
-    // The folders above it must let the user pass (search, not list).
-    for up in root.ancestors().skip(1) {
-        let mut p = std::fs::metadata(up)?.permissions();
-        if p.mode() & 0o001 == 0 {
-            p.set_mode(p.mode() | 0o001);
-            std::fs::set_permissions(up, p)?;
-        }
-    }
+    let_pass(root)?;
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         if entry.file_name() == ".git" {
             continue;
         }
         chown_all(&entry.path(), agent.uid, agent.gid)?;
+    }
+    Ok(())
+}
+
+/// Lets the agent's user pass through the folders above `root` to work in it (`o+x` where
+/// others could not pass: search, not list), giving it nothing to write: the plan job runs
+/// the plan's pre-flight checks there as that user, in a checkout that stays dagexec's.
+pub fn let_pass(root: &Path) -> std::io::Result<()> {
+    if current().is_none() {
+        return Ok(());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    for up in root.ancestors().skip(1) {
+        let mut p = std::fs::metadata(up)?.permissions();
+        if p.mode() & 0o001 == 0 {
+            p.set_mode(p.mode() | 0o001);
+            std::fs::set_permissions(up, p)?;
+        }
     }
     Ok(())
 }

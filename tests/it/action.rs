@@ -1084,23 +1084,9 @@ echo "COMPLETED: task $DAGEXEC_TASK_INDEX"
         t = times.display()
     );
     let lab = Lab::new(&p, &worker);
-    // The eager workflow (`init --schedule eager`), polling every second (the fake API has
-    // no rate limit).
-    let wf = lab.repo.join(".github/workflows/dagexec.yml");
-    let text = std::fs::read_to_string(&wf).unwrap();
-    assert!(text.contains("          schedule: rounds\n"));
-    let text = text
-        .replace(
-            "          schedule: rounds\n",
-            "          schedule: eager\n",
-        )
-        .replace(
-            "          command: conduct\n",
-            "          command: conduct\n          poll: 1s\n          polls-per-hour: 360000\n",
-        );
-    std::fs::write(&wf, text).unwrap();
-    git(&lab.repo, &["commit", "-qam", "eager"]);
-    git(&lab.repo, &["push", "-q", "origin", "main"]);
+    // The eager workflow (`init --schedule eager`: the plan job conducts), polling every
+    // second (the fake API has no rate limit).
+    make_eager(&lab, 360_000);
     let (lab, status, log) = conduct(lab);
     assert!(status.success(), "{log}");
     assert!(log.contains("Started task 0 (Slow) attempt 1"), "{log}");
@@ -1139,20 +1125,26 @@ echo "COMPLETED: task $DAGEXEC_TASK_INDEX"
     lab.gh.assert_clean();
 }
 
-/// Turns the lab's workflow into the eager one (`init --schedule eager`), its conductor
-/// polling every second within `polls_per_hour`.
+/// Turns the lab's workflow into the eager one `init --schedule eager` writes (the plan job
+/// conducts), its conductor polling every second within `polls_per_hour`.
 fn make_eager(lab: &Lab, polls_per_hour: u64) {
+    let out = dagexec(&lab.repo)
+        .args(["init", "--action", "./", "--worker", "sh ./worker.sh"])
+        .args(["--schedule", "eager", "--force"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let wf = lab.repo.join(".github/workflows/dagexec.yml");
     let text = std::fs::read_to_string(&wf).unwrap();
-    assert!(text.contains("          schedule: rounds\n"));
-    let text = text
-        .replace("          schedule: rounds\n", "          schedule: eager\n")
-        .replace(
-            "          command: conduct\n",
-            &format!(
-                "          command: conduct\n          poll: 1s\n          polls-per-hour: {polls_per_hour}\n"
-            ),
-        );
+    assert!(text.contains("          conduct: true\n"), "{text}");
+    let text = text.replace(
+        "          conduct: true\n",
+        &format!("          conduct: true\n          poll: 1s\n          polls-per-hour: {polls_per_hour}\n"),
+    );
     std::fs::write(&wf, text).unwrap();
     git(&lab.repo, &["commit", "-qam", "eager"]);
     git(&lab.repo, &["push", "-q", "origin", "main"]);

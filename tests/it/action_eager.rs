@@ -134,6 +134,31 @@ impl Lab {
         cmd.spawn().unwrap()
     }
 
+    /// A run whose plan job also conducts (`conduct: true`, as `init --schedule eager`
+    /// writes it): `action plan` started as a process in a fresh clone of `main`.
+    pub(crate) fn plan_conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
+        let dir = self.checkout("main");
+        let log =
+            std::fs::File::create(self.tmp.path().join(format!("conduct-{run_id}.log"))).unwrap();
+        let mut cmd = self.job(&dir, run_id);
+        cmd.args(["action", "plan"])
+            .env("DAGEXEC_SCHEDULE", "eager")
+            .env("DAGEXEC_CONDUCT", "true")
+            .env("DAGEXEC_MAX_PARALLEL", "4")
+            .env("DAGEXEC_POLL", "100ms")
+            .env("DAGEXEC_POLLS_PER_HOUR", "100000000")
+            .env(
+                "GITHUB_STEP_SUMMARY",
+                self.tmp.path().join(format!("summary-{run_id}.md")),
+            )
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
     pub(crate) fn conduct_log(&self, run_id: u64) -> String {
         std::fs::read_to_string(self.tmp.path().join(format!("conduct-{run_id}.log")))
             .unwrap_or_default()
@@ -1316,6 +1341,132 @@ fn the_branch_holds_round_commits_only_and_starts_are_recorded_beside_it() {
         String::from_utf8_lossy(&left.stdout),
         "",
         "the record of starts outlived the run:\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
+/// The agent's unprivileged user, made as the action's step makes it
+/// (`scripts/install-action.sh agent-user`); `None` where dagexec's tests do not run as root.
+fn agent_user() -> Option<String> {
+    let out = std::process::Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&out.stdout).trim() != "0" {
+        return None;
+    }
+    let outputs = tempfile::NamedTempFile::new().unwrap();
+    let made = std::process::Command::new("bash")
+        .arg(crate::common::manifest().join("scripts/install-action.sh"))
+        .arg("agent-user")
+        .env("GITHUB_OUTPUT", outputs.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let said = std::fs::read_to_string(outputs.path()).unwrap();
+    let user = said.lines().find_map(|l| l.strip_prefix("user="));
+    Some(
+        user.unwrap_or_else(|| panic!("no agent user: {said}"))
+            .to_string(),
+    )
+}
+
+/// Issue 36: a plan job that also conducts holds the write token, so the plan's pre-flight
+/// checks run in it as the agent's user: a check that tries to write the checkout (and its
+/// `.git`), the runner's `$GITHUB_PATH` and `$GITHUB_ENV`, and to read the token from the
+/// environment or any process's, gets none of it — and the job goes on as the conductor.
+#[test]
+fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_nothing() {
+    let Some(agent) = agent_user() else {
+        return;
+    };
+    let mut tasks = vec![
+        task("One", &["t0.txt"], &[]),
+        task("Two", &["t1.txt"], &[0]),
+    ];
+    let lab = Lab::with_worker(Vec::new(), WORKER);
+    // What the check managed, in a folder anyone may write (as /tmp is on a runner; the
+    // lab's own folder is root's alone, which the agent's user could not even pass through).
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        shared.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let report = shared.path().join("report.txt");
+    // The runner's file commands, where the agent's user can reach them but, as on a runner
+    // (they are the runner user's), not write them: the check is not handed them either.
+    let (path_file, env_file) = (shared.path().join("path"), shared.path().join("env"));
+    for f in [&path_file, &env_file] {
+        std::fs::write(f, "").unwrap();
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
+    let hostile = format!(
+        "r='{r}'; id -un >> \"$r\"; \
+         (echo pwned > pwned.txt) 2>/dev/null && echo wrote-checkout >> \"$r\"; \
+         (echo pwned >> .git/config) 2>/dev/null && echo wrote-git >> \"$r\"; \
+         (echo /evil >> '{p}') 2>/dev/null && echo wrote-path >> \"$r\"; \
+         (echo EVIL=1 >> '{e}') 2>/dev/null && echo wrote-env >> \"$r\"; \
+         env | grep -q ghs_token && echo token-in-env >> \"$r\"; \
+         cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -q ghs_token && echo read-token >> \"$r\"; \
+         true",
+        r = report.display(),
+        p = path_file.display(),
+        e = env_file.display()
+    );
+    tasks[0]["agent"] = json!({"assumptions": [
+        {"claim": "the tree is as it was", "verify": hostile, "severity": "blocking"}
+    ]});
+    lab.edit_plan(|p| p["tasks"] = json!(tasks));
+    git(
+        &lab.repo,
+        &["commit", "-qam", "a plan with a hostile pre-flight check"],
+    );
+    git(&lab.repo, &["push", "-q", "origin", "HEAD:main"]);
+    let lab = Arc::new(lab);
+    let outputs = lab.tmp.path().join("outputs");
+    let conductor = lab.plan_conductor(
+        1,
+        &[
+            ("DAGEXEC_AGENT_USER", agent.as_str()),
+            ("GITHUB_PATH", path_file.to_str().unwrap()),
+            ("GITHUB_ENV", env_file.to_str().unwrap()),
+            ("GITHUB_OUTPUT", outputs.to_str().unwrap()),
+        ],
+    );
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+
+    // The check ran, as the agent's user, and reached nothing.
+    let said = std::fs::read_to_string(&report).unwrap_or_default();
+    assert_eq!(said.lines().collect::<Vec<_>>(), [agent.as_str()], "{log}");
+    assert_eq!(std::fs::read_to_string(&path_file).unwrap(), "");
+    assert_eq!(std::fs::read_to_string(&env_file).unwrap(), "");
+    // The same job conducted the run to its end: no conduct job, no finalize.
+    let outs = lab::output_file(&std::fs::read_to_string(&outputs).unwrap());
+    let conclusions: Vec<&str> = outs
+        .iter()
+        .filter(|(k, _)| k == "conclusion")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(conclusions, ["conducted"], "{outs:?}");
+    let plan = lab.branch_plan();
+    for t in plan["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "completed", "{t:#}\n{log}");
+    }
+    // Three task runs (the lab's worker fails task 0's first try), and none for the plan.
+    assert_eq!(lab.gh.state().dispatches.len(), 3, "{log}");
+    git(
+        &lab.origin,
+        &["cat-file", "-e", &format!("{BRANCH}:t1.txt")],
+    );
+    assert!(
+        git(&lab.origin, &["ls-tree", "-r", "--name-only", BRANCH])
+            .lines()
+            .all(|f| f != "pwned.txt")
+    );
+    let summary = std::fs::read_to_string(lab.tmp.path().join("summary-1.md")).unwrap();
+    assert!(
+        summary.contains(&format!("pre-flight checks ran as {agent}")),
+        "{summary}"
     );
     lab.gh.assert_clean();
 }

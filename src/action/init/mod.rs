@@ -640,6 +640,44 @@ mod tests {
         insta::assert_snapshot!("init_next_steps", next_steps(&opts("claude")));
     }
 
+    /// `--schedule eager`: the plan job conducts, with the conductor's permissions; the
+    /// rounds workflow's plan job stays read-only and hands nothing over.
+    #[test]
+    fn the_eager_workflows_plan_job_conducts_with_the_conductors_permissions() {
+        let plan_job = |eager: bool| {
+            let t = render(&InitOptions {
+                eager,
+                ..opts("claude")
+            });
+            let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+            v["jobs"]["plan"].clone()
+        };
+        let step = |job: &serde_yaml::Value| {
+            job["steps"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|s| s["id"] == "plan")
+                .unwrap()["with"]
+                .clone()
+        };
+        let eager = plan_job(true);
+        assert_eq!(step(&eager)["schedule"], "eager");
+        assert_eq!(step(&eager)["conduct"], true);
+        let t = render(&InitOptions {
+            eager: true,
+            ..opts("claude")
+        });
+        let v: serde_yaml::Value = serde_yaml::from_str(&t).unwrap();
+        assert_eq!(eager["permissions"], v["jobs"]["conduct"]["permissions"]);
+        let rounds = plan_job(false);
+        assert_eq!(step(&rounds)["schedule"], "rounds");
+        assert!(step(&rounds)["conduct"].is_null());
+        let perms = rounds["permissions"].as_mapping().unwrap();
+        assert_eq!(perms.len(), 1);
+        assert_eq!(rounds["permissions"]["contents"], "read");
+    }
+
     #[test]
     fn init_refuses_to_overwrite() {
         let dir = tempfile::tempdir().unwrap();

@@ -24,14 +24,20 @@ pub fn render(opts: &InitOptions) -> String {
         opts.worker.command().replace('\'', "''")
     );
     let text = text.replace(&old, &new);
-    if opts.eager {
-        text.replace(
-            "          schedule: rounds\n",
-            "          schedule: eager\n",
-        )
-    } else {
-        text
-    }
+    if opts.eager { eager(&text) } else { text }
+}
+
+/// `schedule: eager`, conducted by the plan job itself (one job's start-up less): the plan
+/// job gets the conductor's permissions, and its pre-flight checks run as the agent's user.
+fn eager(text: &str) -> String {
+    text.replace(
+        "          schedule: rounds\n",
+        "          schedule: eager\n          # This job goes on as the conductor (its pre-flight checks run as the agent's\n          # unprivileged user). false: a `conduct` job of its own, this one read-only.\n          conduct: true\n",
+    )
+    .replace(
+        "      contents: read # check out and fetch the execution branch (a private repository needs it)\n",
+        "      # It conducts (`conduct: true` below): the conductor's permissions.\n      contents: write # commit and push each result\n      pull-requests: write # open and update the PR\n      issues: write # the status comment and questions on the PR's conversation\n      checks: write # the dagexec check run\n      actions: write # start task runs (and a successor conductor); read their artifacts\n",
+    )
 }
 
 /// The plan the workflow runs when it is not `.design/plan.json`: the `plan` input's default

@@ -37,16 +37,35 @@ pub struct Planned {
     pub message: String,
 }
 
-/// Runs the plan job in the checkout at `root`, in a run started on `ref_name`
-/// (`GITHUB_REF_NAME`; empty outside Actions) of a repository whose default branch is
-/// `default_branch` (empty when unknown).
-pub fn run(
-    root: &Path,
-    inputs: &Inputs,
-    ref_name: &str,
-    default_branch: &str,
-    schedule: crate::pure::engine::Schedule,
-) -> Result<Planned, ActionError> {
+/// Whether the plan's pre-flight checks (its commands) may run in this job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preflight {
+    /// They run here: the read-only plan job, or, in a plan job that also conducts, as the
+    /// agent's unprivileged user in a checkout it cannot write.
+    Here,
+    /// Not beside this job's write token (why): the checks count as failed, unless
+    /// `/execute proceed` asked to go on without them.
+    Refused(String),
+}
+
+/// Where the plan job runs: the run's ref (`GITHUB_REF_NAME`; empty outside Actions), the
+/// repository's default branch (empty when unknown), the schedule and who may run the
+/// pre-flight checks.
+pub struct Job<'a> {
+    pub ref_name: &'a str,
+    pub default_branch: &'a str,
+    pub schedule: crate::pure::engine::Schedule,
+    pub preflight: Preflight,
+}
+
+/// Runs the plan job in the checkout at `root`.
+pub fn run(root: &Path, inputs: &Inputs, job: &Job<'_>) -> Result<Planned, ActionError> {
+    let Job {
+        ref_name,
+        default_branch,
+        schedule,
+        ..
+    } = *job;
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
     let branch = match branch_of(&repo, inputs, ref_name, default_branch)? {
@@ -82,26 +101,21 @@ pub fn run(
     let dag = crate::pure::validate::check(&plan, Some(&inputs.plan_rel))?;
     // A run that died mid-round leaves nothing in progress on the branch (finalize commits
     // resolved states only), but a plan pushed from a local run might.
-    for t in &mut plan.tasks {
-        if t.status == Status::InProgress {
-            t.status = Status::Pending;
-        }
-    }
+    (plan.tasks.iter_mut())
+        .filter(|t| t.status == Status::InProgress)
+        .for_each(|t| t.status = Status::Pending);
     let round = crate::flow::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
-    // A round open on the branch (round 1 retried in a later part) is not a fresh start.
-    let fresh = !plan.is_resume()
-        && round == 1
-        && !plan
-            .progress
-            .extra
-            .contains_key(crate::action::rounds::FIELD);
+    let fresh = fresh_start(&plan, round);
     let at = At {
         branch,
         base,
         round,
     };
-    if fresh && let Some(failed) = preflight_failed(&repo, &plan, &dag, &overlaps, inputs) {
+    if fresh
+        && let Some(failed) =
+            preflight_failed(&repo, (&plan, &dag, &overlaps), inputs, &job.preflight)
+    {
         return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
     // `overlap: merge`: a round's tasks that share files form one matrix, and the matrix says
@@ -199,31 +213,56 @@ impl At {
     }
 }
 
+/// Whether round `round` of `plan` starts the run afresh: not a resume, and no round open on
+/// the branch (round 1 retried in a later part is not a fresh start).
+fn fresh_start(plan: &plan::model::Plan, round: u32) -> bool {
+    !plan.is_resume()
+        && round == 1
+        && !plan
+            .progress
+            .extra
+            .contains_key(crate::action::rounds::FIELD)
+}
+
 /// A fresh run's blocking pre-flight checks: what failed (unless `/execute proceed` asked
-/// to run anyway).
+/// to run anyway). Where they may not run (`preflight`), each counts as failed with the
+/// reason, and none runs.
 fn preflight_failed(
     repo: &Repo,
-    plan: &plan::model::Plan,
-    dag: &crate::pure::graph::Dag,
-    overlaps: &Overlaps,
+    (plan, dag, overlaps): (&plan::model::Plan, &crate::pure::graph::Dag, &Overlaps),
     inputs: &Inputs,
+    preflight: &Preflight,
 ) -> Option<String> {
+    let refused = match preflight {
+        Preflight::Here => None,
+        Preflight::Refused(why) => Some(why),
+    };
     let validation = checks::gather(
         plan,
         repo.root(),
         checks::CheckOptions {
-            skip_checks: false,
+            skip_checks: refused.is_some(),
             timeout: inputs.timeout,
         },
     );
     let setup = preflight::output(plan, dag, overlaps, validation);
-    let failed: Vec<String> = setup
+    let mut failed: Vec<String> = setup
         .validation
         .blocking_checks
         .iter()
         .filter(|c| !c.passed)
         .map(|c| format!("task {}: {} — `{}` failed", c.task, c.claim, c.verify))
         .collect();
+    if let Some(why) = refused {
+        for (i, t) in plan.tasks.iter().enumerate() {
+            for a in t.assumptions().iter().filter(|a| a.is_blocking()) {
+                failed.push(format!(
+                    "task {i}: {} — `{}` not run: {why}",
+                    a.claim, a.verify
+                ));
+            }
+        }
+    }
     let proceed = plan
         .progress
         .extra

@@ -119,6 +119,32 @@ pub struct Writer {
     pub(super) private_key: String,
 }
 
+/// How the conductor paces itself (conduct, and a plan job that conducts).
+#[derive(Debug, Args)]
+pub struct Pace {
+    /// The least time between two polls of the runs in flight (longer with many runs, to
+    /// stay under GitHub's rate limit).
+    #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = crate::flow::settings::parse_duration)]
+    pub(super) poll: Duration,
+    /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
+    #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
+    pub(super) handover_after: Duration,
+    /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
+    #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
+    pub(super) polls_per_hour: u64,
+}
+
+impl Pace {
+    /// The conductor's timing.
+    pub(super) fn timing(&self) -> crate::action::jobs::conduct::Timing {
+        crate::action::jobs::conduct::Timing {
+            poll: self.poll,
+            handover_after: self.handover_after,
+            polls_per_hour: self.polls_per_hour,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ActionCommand {
     /// Job `plan`: the round's batch as a job matrix (outputs: matrix, has-work, base, round,
@@ -133,6 +159,15 @@ pub enum ActionCommand {
         /// starts each task as its own run as soon as it is ready (conclusion `conduct`).
         #[arg(long, env = "DAGEXEC_SCHEDULE", default_value = "rounds", value_parser = parse_schedule)]
         schedule: Schedule,
+        /// `schedule: eager`: this job also conducts the run (conclusion `conducted`; the
+        /// conduct job does not run). It needs the conduct job's permissions; its pre-flight
+        /// checks run as the agent's unprivileged user, or not beside its token at all.
+        #[arg(long, env = "DAGEXEC_CONDUCT", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
+        conduct: bool,
+        #[command(flatten)]
+        pace: Pace,
+        #[command(flatten)]
+        writer: Writer,
     },
     /// Job `work`: one attempt at one task in this checkout; leaves result.json,
     /// changes.patch and worker.log (outputs: artifact-name, artifact-path).
@@ -203,16 +238,8 @@ pub enum ActionCommand {
         /// Task runs at once.
         #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
         max_parallel: u16,
-        /// The least time between two polls of the runs in flight (longer with many runs, to
-        /// stay under GitHub's rate limit).
-        #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = crate::flow::settings::parse_duration)]
-        poll: Duration,
-        /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
-        #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
-        handover_after: Duration,
-        /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
-        #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
-        polls_per_hour: u64,
+        #[command(flatten)]
+        pace: Pace,
         #[command(flatten)]
         writer: Writer,
     },

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 mod args;
 
-pub use args::{ActionCommand, Common, Writer};
+pub use args::{ActionCommand, Common, Pace, Writer};
 
 use crate::action::jobs::steer::SteerPhase;
 use crate::action::jobs::work::{self, Assignment};
@@ -85,7 +85,13 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
             common,
             max_parallel,
             schedule,
-        } => plan_job(root, ctx, &common, max_parallel, schedule).await,
+            conduct,
+            pace,
+            writer,
+        } => {
+            let conductor = (conduct && schedule == Schedule::Eager).then_some((&writer, &pace));
+            plan_job(root, ctx, &common, (max_parallel, schedule), conductor).await
+        }
         ActionCommand::Work {
             common,
             task,
@@ -120,20 +126,15 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
             base,
             round,
             max_parallel,
-            poll,
-            handover_after,
-            polls_per_hour,
+            pace,
             writer,
         } => {
-            let timing = crate::action::jobs::conduct::Timing {
-                poll,
-                handover_after,
-                polls_per_hour,
-            };
+            let timing = pace.timing();
             let r = round_of(&common, base, round);
             let mut inputs = inputs(&common, String::new(), PathBuf::new());
             inputs.max_parallel = max_parallel.into();
-            conduct_job(root, ctx, inputs, &writer, r, timing).await
+            let done = conduct_job(root, ctx, inputs, &writer, r, timing).await?;
+            writer_outputs(ctx, &done, true)
         }
         ActionCommand::Finalize {
             common,
@@ -177,15 +178,72 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
     Ok(())
 }
 
-/// Job `plan`: the round's next part as a job matrix, or how the run ends.
+/// Where the plan job's pre-flight checks may run, and the agent's user they run as. A job
+/// that also conducts (`conducts`) holds the write token: the plan's pre-flight checks run in
+/// it only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
+/// write), never as dagexec's own.
+fn preflight_where(conducts: bool) -> (crate::edge::agent_user::AgentUser, plan::Preflight) {
+    let agent = if conducts {
+        crate::edge::agent_user::from_env()
+    } else {
+        crate::edge::agent_user::AgentUser::Off
+    };
+    let preflight = match (&agent, conducts) {
+        (_, false) | (crate::edge::agent_user::AgentUser::On(_), _) => plan::Preflight::Here,
+        (crate::edge::agent_user::AgentUser::Unavailable(why), true) => {
+            plan::Preflight::Refused(format!(
+                "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
+            ))
+        }
+        (crate::edge::agent_user::AgentUser::Off, true) => plan::Preflight::Refused(
+            "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
+        ),
+    };
+    (agent, preflight)
+}
+
+/// The plan job's summary: the plan of the round, and in a job that conducts where its
+/// pre-flight checks ran.
+fn plan_summary(
+    planned: &plan::Planned,
+    agent: &crate::edge::agent_user::AgentUser,
+    conducts: bool,
+) -> String {
+    let summary = format!(
+        "## dagexec: plan of round {}\n\n```\n{}\n```\n",
+        planned.round, planned.message
+    );
+    if !conducts {
+        return summary;
+    }
+    let checks_as = match agent {
+        crate::edge::agent_user::AgentUser::On(a) => format!(
+            "The plan's pre-flight checks ran as {}, without the token or the runner's files, in a checkout it cannot write; this job then conducts the run.",
+            a.name
+        ),
+        _ => "This job conducts the run; no pre-flight check ran in it (the agent's user is not there to run them).".to_string(),
+    };
+    format!("{summary}\n{checks_as}\n")
+}
+
+/// Job `plan`: the round's next part as a job matrix, or how the run ends. Under
+/// `schedule: eager` with `conductor` (the action's `conduct` input: the writer's settings
+/// and the pace), the job goes on as the conductor when the plan says so.
 async fn plan_job(
     root: &Path,
     ctx: &Runner,
     common: &Common,
-    max_parallel: u16,
-    schedule: Schedule,
+    (max_parallel, schedule): (u16, Schedule),
+    conductor: Option<(&Writer, &Pace)>,
 ) -> Result<Exit, ActionError> {
     let inputs = inputs(common, String::new(), PathBuf::new());
+    let (agent, preflight) = preflight_where(conductor.is_some());
+    if let Err(e) = crate::edge::agent_user::let_pass(root) {
+        println!(
+            "warning: cannot let the agent's user reach {}: {e}",
+            root.display()
+        );
+    }
     // The pre-flight checks are the plan's commands: what they wrote to the runner's
     // files is undone before the matrix is set.
     let guard = runtime::FileGuard::from_env();
@@ -197,16 +255,27 @@ async fn plan_job(
         ctx.ref_name.clone(),
         ctx.default_branch.clone(),
     );
+    let plan_inputs = inputs.clone();
     let planned = crate::action::blocking(move || {
-        plan::run(&at, &inputs, &ref_name, &default_branch, schedule)
+        let job = plan::Job {
+            ref_name: &ref_name,
+            default_branch: &default_branch,
+            schedule,
+            preflight,
+        };
+        plan::run(&at, &plan_inputs, &job)
     })
     .await;
     reaped(&reaper);
     for line in guard.restore()? {
         println!("warning: {line}");
     }
-    let planned = planned?;
+    let mut planned = planned?;
     println!("{}", planned.message);
+    let conducts = planned.conclusion == PlanConclusion::Conduct && conductor.is_some();
+    if conducts {
+        planned.conclusion = PlanConclusion::Conducted;
+    }
     let mut outs = plan::outputs(&planned);
     outs.push(("message", planned.message.clone()));
     outs.push(("max-parallel", max_parallel.to_string()));
@@ -216,11 +285,28 @@ async fn plan_job(
             .map(|(k, v)| (*k, v.clone()))
             .collect::<Vec<_>>(),
     )?;
-    ctx.summary(&format!(
-        "## dagexec: plan of round {}\n\n```\n{}\n```\n",
-        planned.round, planned.message
-    ))?;
-    Ok(Exit::Success)
+    ctx.summary(&plan_summary(&planned, &agent, conducts))?;
+    let (Some((writer, pace)), true) = (conductor, conducts) else {
+        return Ok(Exit::Success);
+    };
+    // The conductor, in this job: the branch, base and round just planned.
+    let mut inputs = inputs;
+    inputs.max_parallel = max_parallel.into();
+    let r = Round {
+        branch: planned.branch.clone(),
+        base: planned.base.clone(),
+        round: planned.round,
+        ..Default::default()
+    };
+    let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
+    // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
+    if let Err(e) = crate::edge::agent_user::hand_back(root) {
+        println!(
+            "warning: cannot give {} back to the runner's user: {e}",
+            root.display()
+        );
+    }
+    writer_outputs(ctx, &conducted?, false)
 }
 
 /// What job `work` is given beside the task and attempt.
@@ -353,7 +439,7 @@ async fn conduct_job(
     writer: &Writer,
     r: Round,
     timing: crate::action::jobs::conduct::Timing,
-) -> Result<Exit, ActionError> {
+) -> Result<Finalized, ActionError> {
     let client = writer_client(ctx, &mut inputs, writer, "conduct").await?;
     require_branch(&r, "conduct")?;
     let r = Round {
@@ -366,7 +452,7 @@ async fn conduct_job(
     };
     let done = crate::action::jobs::conduct::run(root, &inputs, gh, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
-    writer_outputs(ctx, &done)
+    Ok(done)
 }
 
 /// Job `finalize`: round `r` as the plan job handed it over, with the job's `inputs` (its
@@ -381,12 +467,17 @@ async fn finalize_job(
     let client = writer_client(ctx, &mut inputs, writer, "finalize").await?;
     require_branch(r, "finalize")?;
     let done = finalize::run(root, &inputs, ctx, r, client.as_ref()).await?;
-    writer_outputs(ctx, &done)
+    writer_outputs(ctx, &done, true)
 }
 
-/// A writer's outputs (`conclusion`, `pr-number`) and exit status.
-fn writer_outputs(ctx: &Runner, done: &Finalized) -> Result<Exit, ActionError> {
-    let mut outs = vec![("conclusion", done.conclusion.to_string())];
+/// A writer's outputs (`conclusion` unless a plan job conducted: its own is `conducted`,
+/// which keeps the workflow's finalize from running; `pr-number`, the spend) and exit
+/// status.
+fn writer_outputs(ctx: &Runner, done: &Finalized, conclusion: bool) -> Result<Exit, ActionError> {
+    let mut outs = Vec::new();
+    if conclusion {
+        outs.push(("conclusion", done.conclusion.to_string()));
+    }
     if let Some(pr) = done.pr {
         outs.push(("pr-number", pr.to_string()));
     }

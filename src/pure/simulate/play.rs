@@ -340,8 +340,9 @@ impl Sim<'_> {
         at.runs += 1;
     }
 
-    /// Eager on Actions: the plan job, the conductor, and its loop of dispatches, polls and
-    /// integrations (`actions::conduct`), one run per task attempt.
+    /// Eager on Actions: the plan job that conducts (`dagexec init --schedule eager`: one
+    /// job, one start-up), and its loop of dispatches, polls and integrations
+    /// (`actions::conduct`), one run per task attempt.
     pub(super) fn actions_eager(&self) -> Prediction {
         let s = &self.setting;
         let js = s.job_start;
@@ -350,9 +351,9 @@ impl Sim<'_> {
         // (end, task, failed) of the runs in flight.
         let mut flights: Vec<(u64, usize, bool)> = Vec::new();
         let handover = handover_ms();
-        // The plan job and the conductor's start-up (when the conductor starts), then its
-        // first commit and pull request.
-        let mut since = 2 * js;
+        // The plan job's start-up (it goes on as the conductor), then its first commit and
+        // pull request.
+        let mut since = js;
         let mut now = since + s.integrate;
         let mut conductors = 1u64;
         loop {
@@ -368,8 +369,8 @@ impl Sim<'_> {
             };
             if now - since >= handover {
                 // It commits and hands over; the successor run (pending until this one
-                // ends) pays its plan job and conductor, adopts the runs and commits.
-                now += s.integrate + 2 * js;
+                // ends) pays its plan job, which conducts, adopts the runs and commits.
+                now += s.integrate + js;
                 since = now;
                 now += s.integrate;
                 conductors += 1;
@@ -411,8 +412,8 @@ impl Sim<'_> {
             schedule: Schedule::Eager,
             place: Place::Actions,
             wall: now,
-            // Each conductor's run: a plan job and the conductor job.
-            jobs: 2 * conductors + spans.len() as u64,
+            // Each conductor's run: its plan job, which conducts.
+            jobs: conductors + spans.len() as u64,
             rounds: conductors,
             spans,
             deadlock: (pending > 0).then_some(pending),

@@ -69,10 +69,10 @@ fn walls(r: &Report) -> Vec<(u64, u64)> {
 fn chain() {
     // 0 → 1 → 2 taking 10, 20, 30 s: 60 s whatever the schedule, locally.
     // Actions rounds: per run 5 (plan) + 5 + d (work) + 5 (finalize): 25 + 35 + 45 = 105 s,
-    // 3 jobs per run. Eager: 5 (plan job) + 5 (conductor) + 15 + 25 + 35 = 85 s, 2 + 3 jobs.
+    // 3 jobs per run. Eager: 5 (the plan job, which conducts) + 15 + 25 + 35 = 80 s, 1 + 3 jobs.
     let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20), (&[1], &[], 30)]);
     let r = report(&p, &d, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (85, 5)]);
+    assert_eq!(walls(&r), [(60, 3), (60, 3), (60, 3), (105, 9), (80, 4)]);
     assert_eq!(r.local_bound.value, 60 * S);
     assert_eq!(r.local_bound.critical_path, 60 * S);
     // Each task's job start-up counted: 15 + 25 + 35.
@@ -85,9 +85,9 @@ fn chain() {
         Span {
             task: 1,
             attempt: 1,
-            start: 25 * S,
-            work: 30 * S,
-            end: 50 * S,
+            start: 20 * S,
+            work: 25 * S,
+            end: 45 * S,
             failed: false
         }
     );
@@ -109,9 +109,9 @@ fn diamond_and_one_job() {
     assert_eq!(r.predictions[3].wall, 60 * S);
     assert_eq!(r.predictions[4].wall, 60 * S);
     // One job: everything in sequence, 80 s; the bound is the work. On Actions three
-    // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs; eager: plan, conductor and 4 jobs.
+    // workflow runs ({0}, {1, 2}, {3}): 2 × 3 + 4 jobs; eager: the plan job, which conducts, and 4 jobs.
     let r = report(&p, &d, setting(1, 1, 0));
-    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 6)]);
+    assert_eq!(walls(&r), [(80, 4), (80, 4), (80, 4), (80, 10), (80, 5)]);
     assert_eq!(r.local_bound.value, 80 * S);
     assert_eq!(r.ratio(&r.predictions[0]), Some(1.0));
 }
@@ -143,10 +143,10 @@ fn conflicting_tasks() {
     // rounds: one round, groups {0, 2} then {1}: 20 s. waves: {0, 2}, then {1}: 20 s.
     // eager: 0 and 2, then 1 once 0 is integrated: 20 s.
     // Actions rounds: one round, two parts: run {0, 2}: 5 + 15 + 5; run {1}: 25 → 50 s,
-    // 4 + 3 jobs. Actions eager: 10 (plan job, conductor) + 15, then 1: 40 s, 2 + 3 jobs.
+    // 4 + 3 jobs. Actions eager: 5 (the plan job, which conducts) + 15, then 1: 35 s, 1 + 3 jobs.
     let (p, d) = plan(&[(&[], &["a"], 10), (&[], &["a"], 10), (&[], &[], 10)]);
     let r = report(&p, &d, setting(3, 3, 5));
-    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (50, 7), (40, 5)]);
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (50, 7), (35, 4)]);
     assert_eq!(
         r.predictions.iter().map(|p| p.rounds).collect::<Vec<_>>(),
         [1, 2, 2, 2, 1]
@@ -154,7 +154,7 @@ fn conflicting_tasks() {
     let starts =
         |k: usize| -> Vec<u64> { r.predictions[k].spans.iter().map(|s| s.start / S).collect() };
     assert_eq!(starts(0), [0, 10, 0]);
-    assert_eq!(starts(4), [10, 25, 10]);
+    assert_eq!(starts(4), [5, 20, 5]);
     // The bound ignores conflicts: 10 s.
     assert_eq!(r.local_bound.value, 10 * S);
 }
@@ -162,10 +162,10 @@ fn conflicting_tasks() {
 #[test]
 fn jobs_limit_queues_in_plan_order() {
     // Three independent 10 s tasks on two slots: 20 s locally; on Actions the matrix runs
-    // two jobs at once: 5 + (15, 15 then 15) + 5 = 40 s, 5 jobs; eager 10 + 15 + 15 = 40 s.
+    // two jobs at once: 5 + (15, 15 then 15) + 5 = 40 s, 5 jobs; eager 5 + 15 + 15 = 35 s.
     let (p, d) = plan(&[(&[], &[], 10), (&[], &[], 10), (&[], &[], 10)]);
     let r = report(&p, &d, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (40, 5), (40, 5)]);
+    assert_eq!(walls(&r), [(20, 3), (20, 3), (20, 3), (40, 5), (35, 4)]);
     assert_eq!(r.predictions[0].spans[2].start, 10 * S);
 }
 
@@ -212,7 +212,7 @@ fn failed_attempts_from_history() {
         ..Default::default()
     };
     let r = report(&p, &input, setting(2, 2, 5));
-    assert_eq!(walls(&r), [(30, 3), (30, 3), (30, 3), (80, 7), (50, 5)]);
+    assert_eq!(walls(&r), [(30, 3), (30, 3), (30, 3), (80, 7), (45, 4)]);
     assert_eq!(r.predictions[3].rounds, 2);
     let spans = &r.predictions[3].spans;
     assert!(spans[0].failed && !spans[1].failed);
@@ -266,8 +266,8 @@ fn actions_rounds_retry_is_a_later_part_of_its_round() {
 fn actions_integrations_take_time() {
     // 0 → 1 taking 10 and 20 s; 5 s per job, 3 s per integration, no poll wait.
     // Rounds: run 1: plan 5, work 5 + 10, finalize 5 + 3 → 28; run 2: 28 + 5 + 25 + 8 = 66.
-    // Eager: plan job and conductor 10, its first commit 3 → 13; 0's run ends at 28,
-    // integrated at 31; 1's run ends at 56, integrated at 59.
+    // Eager: the plan job, which conducts, 5, its first commit 3 → 8; 0's run ends at 23,
+    // integrated at 26; 1's run ends at 51, integrated at 54.
     let (p, d) = plan(&[(&[], &[], 10), (&[0], &[], 20)]);
     let s = Setting {
         integrate: 3 * S,
@@ -275,8 +275,8 @@ fn actions_integrations_take_time() {
     };
     let r = report(&p, &d, s);
     assert_eq!(r.predictions[3].wall, 66 * S);
-    assert_eq!(r.predictions[4].wall, 59 * S);
-    assert_eq!(r.predictions[4].spans[1].start, 31 * S);
+    assert_eq!(r.predictions[4].wall, 54 * S);
+    assert_eq!(r.predictions[4].spans[1].start, 26 * S);
 }
 
 /// `setting` with the conductor polling at least every `poll` s, at most `per_hour` run
@@ -331,11 +331,11 @@ fn actions_eager_polls_less_often_with_many_runs_in_flight() {
 #[test]
 fn actions_eager_hands_over_after_five_and_a_half_hours() {
     // One 6-hour task; 60 s a job, 10 s an integration, a poll every 30 s.
-    // The conductor starts at 120 (plan job, conductor), commits to 130 and dispatches the
-    // run (ends 130 + 60 + 21600 = 21790). Polls from 160 every 30 s; the first at or after
-    // 120 + 19800 is 19930: it hands over: commit to 19940, the successor's plan job and
-    // conductor to 20060, its commit to 20070. Polls from 20100 every 30 s: the run is seen
-    // at 21810, integrated at 21820. Two conductors' runs: 2 × 2 jobs and the task's.
+    // The conductor (the plan job, which conducts) starts at 60, commits to 70 and
+    // dispatches the run (ends 70 + 60 + 21600 = 21730). Polls from 100 every 30 s; the first
+    // at or after 60 + 19800 is 19870: it hands over: commit to 19880, the successor's plan
+    // job to 19940, its commit to 19950. Polls from 19980 every 30 s: the run is seen at
+    // 21750, integrated at 21760. Two conductors' runs: a job each and the task's.
     let (p, d) = plan(&[(&[], &[], 6 * 3600)]);
     let s = Setting {
         integrate: 10 * S,
@@ -346,7 +346,7 @@ fn actions_eager_hands_over_after_five_and_a_half_hours() {
         ..s
     };
     let eager = &report(&p, &d, s).predictions[4];
-    assert_eq!((eager.wall, eager.rounds, eager.jobs), (21_820 * S, 2, 5));
+    assert_eq!((eager.wall, eager.rounds, eager.jobs), (21_760 * S, 2, 3));
 }
 
 #[test]
@@ -386,8 +386,8 @@ fn empty_plan() {
     let r = report(&p, &d, setting(1, 1, 5));
     assert_eq!(r.local_bound.value, 0);
     assert_eq!(r.ratio(&r.predictions[0]), None);
-    // The plan job and the conductor start all the same.
-    assert_eq!(r.predictions[4].wall, 10 * S);
+    // The plan job, which conducts, starts all the same.
+    assert_eq!(r.predictions[4].wall, 5 * S);
 }
 
 #[test]
@@ -681,17 +681,17 @@ fn merge_on_the_action_runs_one_matrix_and_one_follow_up_part_for_tasks_on_one_f
         (Schedule::Rounds, Place::Actions)
     );
     assert_eq!((rounds.wall, rounds.jobs, rounds.rounds), (60 * S, 9, 2));
-    // The conductor (eager): serial runs them one after another, 5 + 5 + 15 + 25 + 35 = 85 s.
+    // The conductor (eager): serial runs them one after another, 5 + 15 + 25 + 35 = 80 s.
     // Merge: each task's time with its expected rebase (20%: 12, 24, 36 s), its re-check run
     // and the expected rebase's run (5 s + 20%: 6 s): 18, 30, 42 s, all at once after the
-    // plan job and conductor: 10 + 5 + 42 = 57 s; jobs 2 + 3 attempts + 3 re-checks + 1 rebase.
-    assert_eq!(walls(&r)[4], (85, 5));
+    // plan job, which conducts: 5 + 5 + 42 = 52 s; jobs 1 + 3 attempts + 3 re-checks + 1 rebase.
+    assert_eq!(walls(&r)[4], (80, 4));
     let eager = &merged[3];
     assert_eq!(
         (eager.schedule, eager.place),
         (Schedule::Eager, Place::Actions)
     );
-    assert_eq!((eager.wall, eager.jobs), (57 * S, 9));
+    assert_eq!((eager.wall, eager.jobs), (52 * S, 8));
 }
 
 #[test]
