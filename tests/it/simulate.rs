@@ -104,14 +104,14 @@ fn predicts_from_the_plans_history() {
     // Actions rounds: round 1 {0, 2} in two parts (they share a file): run {0}: 10 + 70 + 10,
     // run {2}: 10 + 85 + 10; round 2 {1}: run {1}: 10 + 40 + 10 (fails), run {1}'s retry:
     // 10 + 100 + 10 = 375 s; 4 runs, 2 × 4 + 4 jobs.
-    // Actions eager: plan job and conductor 20, 0 to 90, then 2 to 175 and 1 (fails at 130,
-    // dispatched again) to 230; 2 + 4 jobs.
+    // Actions eager: the plan job that goes on as the conductor 10, 0 to 80, then 2 to 165
+    // and 1 (fails at 120, dispatched again) to 220; 1 + 4 jobs.
     let expected = [
         ("rounds", "local", 255.0, 4),
         ("waves", "local", 255.0, 4),
         ("eager", "local", 180.0, 4),
         ("rounds", "actions", 375.0, 12),
-        ("eager", "actions", 230.0, 6),
+        ("eager", "actions", 220.0, 5),
     ];
     let expected: Vec<(String, String, f64, u64)> = expected
         .iter()

@@ -51,7 +51,7 @@ pub enum Preflight {
 /// Where the plan job runs: the run's ref (`GITHUB_REF_NAME`; empty outside Actions), the
 /// repository's default branch (empty when unknown), the schedule and who may run the
 /// pre-flight checks.
-pub struct Job<'a> {
+pub struct PlanJob<'a> {
     pub ref_name: &'a str,
     pub default_branch: &'a str,
     pub schedule: crate::pure::engine::Schedule,
@@ -59,8 +59,8 @@ pub struct Job<'a> {
 }
 
 /// Runs the plan job in the checkout at `root`.
-pub fn run(root: &Path, inputs: &Inputs, job: &Job<'_>) -> Result<Planned, ActionError> {
-    let Job {
+pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, ActionError> {
+    let PlanJob {
         ref_name,
         default_branch,
         schedule,

@@ -257,7 +257,7 @@ async fn plan_job(
     );
     let plan_inputs = inputs.clone();
     let planned = crate::action::blocking(move || {
-        let job = plan::Job {
+        let job = plan::PlanJob {
             ref_name: &ref_name,
             default_branch: &default_branch,
             schedule,
