@@ -63,6 +63,32 @@ struct WorkJob {
 }
 
 impl WorkJob {
+    /// The attempt's run (its output; its log at `log_rel`) observed in this checkout, its
+    /// change read against `on`, and judged as locally, with what the worker `told`.
+    fn judge(
+        &self,
+        run: &crate::edge::worker::WorkerRun,
+        log_rel: &str,
+        on: &str,
+        told: crate::flow::reported::Told,
+    ) -> Result<crate::flow::attempt::Observed, ActionError> {
+        let (repo, plan) = (&self.repo, &self.plan);
+        Ok(crate::flow::attempt::observe_and_judge(
+            &crate::flow::attempt::Observing {
+                tree: repo.root(),
+                index: self.job.task,
+                task: &plan.tasks[self.job.task],
+                plan_rel: &self.inputs.plan_rel,
+                tasks_md: crate::sources::own_file(plan).as_deref(),
+                log_rel,
+                timeout: self.inputs.timeout,
+            },
+            run,
+            changes_within(repo.root(), on)?,
+            told,
+        )?)
+    }
+
     /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
     /// `touched`; its status line's `summary`) in this checkout, its files in `scratch`.
     fn to_review<'a>(
@@ -241,20 +267,7 @@ async fn attempt(
         kept,
         refused,
         ..
-    } = crate::flow::attempt::observe_and_judge(
-        &crate::flow::attempt::Observing {
-            tree: repo.root(),
-            index: job.task,
-            task,
-            plan_rel: &inputs.plan_rel,
-            tasks_md: crate::sources::own_file(plan).as_deref(),
-            log_rel: &log_rel,
-            timeout: inputs.timeout,
-        },
-        &run,
-        changes_within(repo.root(), on)?,
-        told,
-    )?;
+    } = at.judge(&run, &log_rel, on, told)?;
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
     gateway::budget_stop(budget_stop, &mut verdict, &mut said);

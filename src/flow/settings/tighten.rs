@@ -175,13 +175,13 @@ mod tests {
     /// (inputs, file) → (on, max-task-cost, max-requests, the fields not followed).
     #[test]
     fn the_branchs_file_only_tightens_the_inputs() {
-        type Case = (
+        type Tightening = (
             &'static [(&'static str, &'static str)],
             &'static str,
             (bool, Option<f64>, Option<u32>),
             &'static [&'static str],
         );
-        let rows: [Case; 11] = [
+        let rows: [Tightening; 11] = [
             // Empty inputs: on, no cap.
             (&[], "{}", (true, None, None), &[]),
             // The file cannot turn it off, with the input empty or on.

@@ -13,7 +13,7 @@
 use crate::action::ActionError;
 use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
-use crate::edge::git::{Repo, changes_in, changes_within};
+use crate::edge::git::{Repo, changes_in};
 use crate::pure::outcome::{self, CheckRun};
 use crate::pure::plan;
 
@@ -31,7 +31,6 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
             job.task
         )));
     };
-    let task = &plan.tasks[job.task];
     let (applied, judged_on) = apply_chain(repo, plan, follow, base);
     // What the merge wrote is the checks' to use too, when they run as the agent's user.
     super::hand_over(repo.root())?;
@@ -59,18 +58,10 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
         mut verdict,
         kept,
         ..
-    } = crate::flow::attempt::observe_and_judge(
-        &crate::flow::attempt::Observing {
-            tree: repo.root(),
-            index: job.task,
-            task,
-            plan_rel: &inputs.plan_rel,
-            tasks_md: crate::sources::own_file(plan).as_deref(),
-            log_rel: &log_rel,
-            timeout: inputs.timeout,
-        },
+    } = at.judge(
         &ran,
-        changes_within(repo.root(), &judged_on)?,
+        &log_rel,
+        &judged_on,
         crate::flow::reported::Told::default(),
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
