@@ -114,7 +114,7 @@ pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, A
     };
     if fresh
         && let Some(failed) =
-            preflight_failed(&repo, (&plan, &dag, &overlaps), inputs, &job.preflight)
+            preflight_failed(&repo, &plan, &dag, &overlaps, inputs, &job.preflight)
     {
         return Ok(at.done(PlanConclusion::PreflightFailed, failed));
     }
@@ -229,7 +229,9 @@ fn fresh_start(plan: &plan::model::Plan, round: u32) -> bool {
 /// reason, and none runs.
 fn preflight_failed(
     repo: &Repo,
-    (plan, dag, overlaps): (&plan::model::Plan, &crate::pure::graph::Dag, &Overlaps),
+    plan: &plan::model::Plan,
+    dag: &crate::pure::graph::Dag,
+    overlaps: &Overlaps,
     inputs: &Inputs,
     preflight: &Preflight,
 ) -> Option<String> {

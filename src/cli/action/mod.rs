@@ -90,7 +90,7 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
             writer,
         } => {
             let conductor = (conduct && schedule == Schedule::Eager).then_some((&writer, &pace));
-            plan_job(root, ctx, &common, (max_parallel, schedule), conductor).await
+            plan_job(root, ctx, &common, max_parallel, schedule, conductor).await
         }
         ActionCommand::Work {
             common,
@@ -233,7 +233,8 @@ async fn plan_job(
     root: &Path,
     ctx: &Runner,
     common: &Common,
-    (max_parallel, schedule): (u16, Schedule),
+    max_parallel: u16,
+    schedule: Schedule,
     conductor: Option<(&Writer, &Pace)>,
 ) -> Result<Exit, ActionError> {
     let inputs = inputs(common, String::new(), PathBuf::new());
