@@ -34,6 +34,27 @@ fn gateway_lab_at(url: &str, script: &str, env: &[(&str, &str)]) -> Lab {
     b.start()
 }
 
+/// Round 1's plan job, then task 0's first attempt as its work job (run 101) in a checkout
+/// of the round's base: that checkout and the work job's output.
+fn work_job(lab: &Lab) -> (std::path::PathBuf, std::process::Output) {
+    let planned = lab.plan_job(101, &[]);
+    let base = planned.outputs["base"].clone();
+    let dir = lab.checkout(&base);
+    let out = lab
+        .job(&dir, 101)
+        .env_remove("DAGEXEC_TOKEN")
+        .args(["action", "work"])
+        .env("DAGEXEC_TASK", "0")
+        .env("DAGEXEC_ATTEMPT", "1")
+        .env("DAGEXEC_ROUND", &planned.outputs["round"])
+        .env("DAGEXEC_BASE", &base)
+        .env("DAGEXEC_WORKER", "sh ./worker.sh")
+        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
+        .output()
+        .unwrap();
+    (dir, out)
+}
+
 /// The record of the task's attempts on the execution branch.
 fn attempts(lab: &Lab) -> Vec<Value> {
     let plan = lab.branch_plan();
@@ -163,21 +184,7 @@ fn the_branchs_settings_cannot_turn_the_gateway_off_nor_raise_a_cap_on_the_actio
         .env("DAGEXEC_GATEWAY", "")
         .env("DAGEXEC_MAX_REQUESTS", "3")
         .start();
-    let planned = lab.plan_job(101, &[]);
-    let base = planned.outputs["base"].clone();
-    let dir = lab.checkout(&base);
-    let out = lab
-        .job(&dir, 101)
-        .env_remove("DAGEXEC_TOKEN")
-        .args(["action", "work"])
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", &planned.outputs["round"])
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", "sh ./worker.sh")
-        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
-        .output()
-        .unwrap();
+    let (dir, out) = work_job(&lab);
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     let env = std::fs::read_to_string(dir.join("env.txt")).unwrap();
@@ -212,21 +219,7 @@ fn the_work_jobs_summary_says_which_protections_were_on_and_why_not() {
         // A user this machine does not have: the job says so and goes on.
         &[("DAGEXEC_AGENT_USER", "dagexec-no-such-user")],
     );
-    let planned = lab.plan_job(101, &[]);
-    let base = planned.outputs["base"].clone();
-    let dir = lab.checkout(&base);
-    let out = lab
-        .job(&dir, 101)
-        .env_remove("DAGEXEC_TOKEN")
-        .args(["action", "work"])
-        .env("DAGEXEC_TASK", "0")
-        .env("DAGEXEC_ATTEMPT", "1")
-        .env("DAGEXEC_ROUND", &planned.outputs["round"])
-        .env("DAGEXEC_BASE", &base)
-        .env("DAGEXEC_WORKER", "sh ./worker.sh")
-        .env("DAGEXEC_ARTIFACTS", lab.tmp.path().join("artifacts"))
-        .output()
-        .unwrap();
+    let (_, out) = work_job(&lab);
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     assert!(log.contains("#### Protections"), "{log}");
