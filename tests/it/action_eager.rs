@@ -113,13 +113,25 @@ impl Lab {
         assert_eq!(outputs["conclusion"], "conduct", "{text}");
         assert_eq!(outputs["has-work"], "false", "{text}");
         let dir = self.checkout(&outputs["base"]);
-        let log =
-            std::fs::File::create(self.tmp.path().join(format!("conduct-{run_id}.log"))).unwrap();
         let mut cmd = self.job(&dir, run_id);
         cmd.args(["action", "conduct"])
             .env("DAGEXEC_BASE", &outputs["base"])
-            .env("DAGEXEC_ROUND", &outputs["round"])
-            .env("DAGEXEC_MAX_PARALLEL", "4")
+            .env("DAGEXEC_ROUND", &outputs["round"]);
+        self.spawn_conducting(cmd, run_id, extra)
+    }
+
+    /// Starts `cmd`, a job that conducts run `run_id`: four task runs at once, polling every
+    /// 100 ms without a rate limit, its summary and log (`conduct-<run>.log`) in the lab,
+    /// then `extra` variables.
+    fn spawn_conducting(
+        &self,
+        mut cmd: std::process::Command,
+        run_id: u64,
+        extra: &[(&str, &str)],
+    ) -> Child {
+        let log =
+            std::fs::File::create(self.tmp.path().join(format!("conduct-{run_id}.log"))).unwrap();
+        cmd.env("DAGEXEC_MAX_PARALLEL", "4")
             .env("DAGEXEC_POLL", "100ms")
             .env("DAGEXEC_POLLS_PER_HOUR", "100000000")
             .env(
@@ -138,25 +150,11 @@ impl Lab {
     /// writes it): `action plan` started as a process in a fresh clone of `main`.
     pub(crate) fn plan_conductor(&self, run_id: u64, extra: &[(&str, &str)]) -> Child {
         let dir = self.checkout("main");
-        let log =
-            std::fs::File::create(self.tmp.path().join(format!("conduct-{run_id}.log"))).unwrap();
         let mut cmd = self.job(&dir, run_id);
         cmd.args(["action", "plan"])
             .env("DAGEXEC_SCHEDULE", "eager")
-            .env("DAGEXEC_CONDUCT", "true")
-            .env("DAGEXEC_MAX_PARALLEL", "4")
-            .env("DAGEXEC_POLL", "100ms")
-            .env("DAGEXEC_POLLS_PER_HOUR", "100000000")
-            .env(
-                "GITHUB_STEP_SUMMARY",
-                self.tmp.path().join(format!("summary-{run_id}.md")),
-            )
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        cmd.spawn().unwrap()
+            .env("DAGEXEC_CONDUCT", "true");
+        self.spawn_conducting(cmd, run_id, extra)
     }
 
     pub(crate) fn conduct_log(&self, run_id: u64) -> String {
