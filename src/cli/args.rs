@@ -153,7 +153,7 @@ pub(crate) enum Command {
     ///   dagexec simulate --duration 10m                  every task 10 minutes
     ///   dagexec simulate -d 15m -d 3=1h -d 7=2m           task 3 an hour, task 7 two minutes
     ///   dagexec simulate --max-parallel 20 --job-start 45s   a bigger matrix, slower runners
-    ///   dagexec simulate --poll 10s --polls-per-hour 4000     eager with a GitHub App's token
+    ///   dagexec simulate --poll 2s --polls-per-hour 4000      eager with a GitHub App's token
     ///   dagexec simulate --remaining                     what is left of a run, from its history
     ///   dagexec simulate --json | jq '.schedules[] | {schedule, where, seconds}'
     #[command(verbatim_doc_comment)]
@@ -396,11 +396,11 @@ pub(crate) struct SimulateArgs {
     pub(crate) integrate: Duration,
     /// `schedule: eager`: the conductor's `poll` input, its least wait between two polls
     /// of the runs in flight; a run that ends is integrated at the next poll.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::flow::settings::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::flow::settings::parse_duration)]
     pub(crate) poll: Duration,
-    /// `schedule: eager`: the conductor's `polls-per-hour` input. With many runs in flight
-    /// it waits longer than --poll between polls: 3600 s × runs ÷ this (600: 48 s with 8
-    /// runs).
+    /// `schedule: eager`: the conductor's `polls-per-hour` input. A poll is one request
+    /// however many runs are in flight, and the conductor waits at least 3600 s ÷ this
+    /// between two (600: 6 s).
     #[arg(long, value_name = "N", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
     pub(crate) polls_per_hour: u64,
     /// Only the tasks not completed yet (a run in progress); completed ones stay done.

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// GitHub's limit on the jobs one matrix may generate.
 pub const MAX_MATRIX_JOBS: usize = 256;
 
-/// At most this many run polls an hour by default (`GITHUB_TOKEN`: 1,000 requests an hour).
+/// At most this many poll requests an hour by default (`GITHUB_TOKEN`: 1,000 requests an hour).
 pub const POLLS_PER_HOUR: u64 = 600;
 
 /// The conductor's own settings.
@@ -24,16 +24,17 @@ pub struct Timing {
 impl Default for Timing {
     fn default() -> Self {
         Timing {
-            poll: Duration::from_secs(30),
+            poll: Duration::from_secs(10),
             handover_after: Duration::from_secs(5 * 3600 + 30 * 60),
             polls_per_hour: POLLS_PER_HOUR,
         }
     }
 }
 
-/// The wait between two polls with `in_flight` runs: at least `poll`, and long enough that
-/// one read of each run per poll stays under `per_hour` reads an hour.
-pub fn poll_interval(poll: Duration, in_flight: usize, per_hour: u64) -> Duration {
-    let budget = Duration::from_millis(3_600_000 * in_flight as u64 / per_hour.max(1));
+/// The wait between two polls that each make `reads` requests (the conductor's: one listing
+/// of the branch's runs, and one read of each run in flight the listing did not hold): at
+/// least `poll`, and long enough that the polls stay under `per_hour` requests an hour.
+pub fn poll_interval(poll: Duration, reads: usize, per_hour: u64) -> Duration {
+    let budget = Duration::from_millis(3_600_000 * reads as u64 / per_hour.max(1));
     poll.max(budget)
 }

@@ -407,6 +407,71 @@ fn eager_on_actions_starts_each_task_when_its_blockers_land_and_commits_each_arr
     lab.gh.assert_clean();
 }
 
+/// Three tasks that run side by side, each for a second.
+fn three_side_by_side() -> (Vec<Value>, &'static str) {
+    (
+        vec![
+            task("one", &["t0.txt"], &[]),
+            task("two", &["t1.txt"], &[]),
+            task("three", &["t2.txt"], &[]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+sleep 1
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    )
+}
+
+#[test]
+fn a_poll_is_one_listing_of_the_branchs_runs_however_many_are_in_flight() {
+    let (tasks, worker) = three_side_by_side();
+    let lab = Arc::new(Lab::with_worker(tasks, worker));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: completed."), "{log}");
+    // Three runs in flight cost one request a poll, not three: no run is read on its own.
+    assert_eq!(lab.gh.state().dispatches.len(), 3, "{log}");
+    assert!(
+        lab.gh.calls("actions/get-workflow-run").is_empty(),
+        "runs read one by one:\n{log}"
+    );
+    assert!(!lab.gh.calls("actions/list-workflow-runs").is_empty());
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_run_the_polls_listing_does_not_hold_is_read_on_its_own() {
+    // More than 100 newer runs on the branch push a long task's run off the listing's one
+    // page (played by a listing that holds none): it is read alone and judged as usual.
+    let (tasks, worker) = three_side_by_side();
+    let lab = Arc::new(Lab::with_worker(tasks, worker));
+    for _ in 0..3 {
+        lab.gh.fail_next(
+            "actions/list-workflow-runs",
+            200,
+            &[],
+            json!({"total_count": 0, "workflow_runs": []}),
+        );
+    }
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let plan = lab.branch_plan();
+    for c in plan["progress"]["completedTasks"].as_array().unwrap() {
+        assert_eq!(c["attempts"], 1, "{plan:#}");
+    }
+    assert_eq!(lab.gh.state().dispatches.len(), 3, "{log}");
+    assert!(
+        lab.gh.calls("actions/get-workflow-run").len() >= 3,
+        "the runs the listing missed were read alone:\n{log}"
+    );
+    lab.gh.assert_clean();
+}
+
 #[test]
 fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
     let lab = Arc::new(Lab::new(diamond()));
@@ -685,7 +750,7 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
         + 1)
     .to_string();
     lab.gh.fail_next(
-        "actions/get-workflow-run",
+        "actions/list-workflow-runs",
         403,
         &[
             ("x-ratelimit-remaining", "0"),
@@ -725,7 +790,7 @@ echo t1 > t1.txt; echo "COMPLETED: t1"
         ],
         "{plan:#}"
     );
-    assert!(lab.gh.calls("actions/get-workflow-run").len() >= 2);
+    assert!(lab.gh.calls("actions/list-workflow-runs").len() >= 2);
     lab.gh.assert_clean();
 }
 
@@ -805,6 +870,13 @@ cat > /dev/null
 echo t1 > t1.txt; echo "COMPLETED: t1"
 "#,
     ));
+    // The poll's listing no longer holds the run, and reading it alone finds it gone.
+    lab.gh.fail_next(
+        "actions/list-workflow-runs",
+        200,
+        &[],
+        json!({"total_count": 0, "workflow_runs": []}),
+    );
     lab.gh.fail_next(
         "actions/get-workflow-run",
         404,
@@ -1016,7 +1088,7 @@ fn outage_costs_only_time(operation: &str, calls: usize, waited: bool) {
 #[test]
 fn an_outage_of_the_run_status_poll_costs_time_not_the_conductor() {
     // Several polls' worth of the retry policy's six tries.
-    outage_costs_only_time("actions/get-workflow-run", 20, true);
+    outage_costs_only_time("actions/list-workflow-runs", 20, true);
 }
 
 #[test]

@@ -201,9 +201,9 @@ fn given_durations_and_settings() {
     assert_eq!(v["settings"]["jobs"], json!(3));
     assert_eq!(v["settings"]["maxParallel"], json!(8));
     assert_eq!(v["settings"]["jobStartSeconds"], json!(30.0));
-    // The conductor's defaults are the action's: `poll` 30s, `polls-per-hour` 600.
+    // The conductor's defaults are the action's: `poll` 10s, `polls-per-hour` 600.
     assert_eq!(v["settings"]["integrateSeconds"], json!(10.0));
-    assert_eq!(v["settings"]["pollSeconds"], json!(30.0));
+    assert_eq!(v["settings"]["pollSeconds"], json!(10.0));
     assert_eq!(v["settings"]["pollsPerHour"], json!(600));
     // --remaining: only what is not completed.
     let mut plan = plan_with_history();

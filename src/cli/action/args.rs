@@ -122,14 +122,14 @@ pub struct Writer {
 /// How the conductor paces itself (conduct, and a plan job that conducts).
 #[derive(Debug, Args)]
 pub struct Pace {
-    /// The least time between two polls of the runs in flight (longer with many runs, to
-    /// stay under GitHub's rate limit).
-    #[arg(long, env = "DAGEXEC_POLL", default_value = "30s", value_parser = crate::flow::settings::parse_duration)]
+    /// The least time between two polls of the runs in flight (a poll is one request, the
+    /// listing of the branch's runs; longer when --polls-per-hour asks it).
+    #[arg(long, env = "DAGEXEC_POLL", default_value = "10s", value_parser = crate::flow::settings::parse_duration)]
     pub(super) poll: Duration,
     /// Hand over to a fresh conductor run after this long (GitHub ends a job at 6 hours).
     #[arg(long, env = "DAGEXEC_HANDOVER_AFTER", default_value = "5h30m", value_parser = crate::flow::settings::parse_duration)]
     pub(super) handover_after: Duration,
-    /// The most polls of runs an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
+    /// The most poll requests an hour (GITHUB_TOKEN allows 1,000 API requests an hour).
     #[arg(long, env = "DAGEXEC_POLLS_PER_HOUR", default_value_t = crate::action::jobs::conduct::POLLS_PER_HOUR)]
     pub(super) polls_per_hour: u64,
 }

@@ -30,7 +30,8 @@
 //! * Actions `eager` (`actions::conduct`): the run's plan job (T), the conductor job (T, and
 //!   its first commit and pull request, I), then the conductor's loop: it dispatches what
 //!   `engine::eager_pick` picks (one run per attempt: T, then the attempt), at most N at once;
-//!   waits `conduct::poll_interval(P, runs in flight, H)`, polls, and waits again until a
+//!   waits `conduct::poll_interval(P, 1, H)` (a poll is one listing of the branch's runs),
+//!   polls, and waits again until a
 //!   run has ended; integrates every ended run at once (I; a failed attempt's task is ready
 //!   again and dispatched as a new run), and loops. After 5½ hours (`handover-after`) it
 //!   commits and hands over (I): the successor run's plan job and conductor (2T) and first
@@ -100,8 +101,8 @@ pub struct Setting {
     pub integrate: u64,
     /// `--poll`: the conductor's least wait between two polls of its runs, ms.
     pub poll: u64,
-    /// `--polls-per-hour`: the conductor's most run reads an hour (with many runs in flight it
-    /// waits longer than `poll`).
+    /// `--polls-per-hour`: the conductor's most polls an hour (each one request, however many
+    /// runs are in flight; it waits longer than `poll` when this asks it).
     pub polls_per_hour: u64,
     /// Only what is not completed yet (completed tasks stay done).
     pub remaining: bool,

@@ -22,11 +22,12 @@ fn handover_ms() -> u64 {
     u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The conductor's wait between two polls with `in_flight` runs (`conduct::poll_interval`), ms.
-fn poll_wait(s: &Setting, in_flight: usize) -> u64 {
+/// The conductor's wait between two polls (`conduct::poll_interval`; a poll is one listing of
+/// the branch's runs, however many are in flight), ms.
+fn poll_wait(s: &Setting) -> u64 {
     let d = crate::pure::pace::poll_interval(
         std::time::Duration::from_millis(s.poll),
-        in_flight,
+        1,
         s.polls_per_hour,
     );
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -378,7 +379,7 @@ impl Sim<'_> {
             }
             // A poll after the wait, then one every wait until a run has ended or it is
             // time to hand over.
-            let wait = poll_wait(s, flights.len());
+            let wait = poll_wait(s);
             now += wait;
             let until = first.min(since + handover);
             if until > now {

@@ -151,7 +151,7 @@ fn settings_lines(report: &Report, durations: &Durations) -> String {
         out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&format!(
-        "local: {} job(s) at once.\nActions: {} job(s) at once (max-parallel), {} per job besides its work, {} per integration;\neager's conductor polls every {} or more ({} run reads an hour at most).\n\n",
+        "local: {} job(s) at once.\nActions: {} job(s) at once (max-parallel), {} per job besides its work, {} per integration;\neager's conductor polls every {} or more ({} polls an hour at most).\n\n",
         s.jobs,
         s.max_parallel,
         human(s.job_start),

@@ -307,24 +307,24 @@ fn actions_eager_sees_an_ended_run_at_the_next_poll() {
 }
 
 #[test]
-fn actions_eager_polls_less_often_with_many_runs_in_flight() {
-    // Eight 10 s tasks. Eight runs in flight at 600 reads an hour: a poll every
-    // 3600 × 8 / 600 = 48 s, so all are seen at 48 s. Four at a time: every 30 s
-    // (4 runs: 24 s), two batches seen at 30 and 60 s.
+fn actions_eager_polls_as_often_whatever_the_runs_in_flight() {
+    // Eight 10 s tasks. A poll is one listing of the branch's runs, however many are in
+    // flight: with eight at 600 polls an hour and a 30 s poll, all are seen at 30 s.
     let ten: (&[usize], &[&str], u64) = (&[], &[], 10);
     let (p, d) = plan(&[ten; 8]);
     assert_eq!(
         report(&p, &d, polling(8, 30, 600)).predictions[4].wall,
-        48 * S
+        30 * S
     );
+    // A 1 s poll at 600 an hour: every 6 s, so seen at 12 s.
     assert_eq!(
-        report(&p, &d, polling(4, 30, 600)).predictions[4].wall,
-        60 * S
+        report(&p, &d, polling(8, 1, 600)).predictions[4].wall,
+        12 * S
     );
-    // A GitHub App's budget (4,800 an hour) and a 1 s poll: every 6 s with 8 in flight.
+    // A GitHub App's budget (4,800 an hour): every 1 s, however many are in flight.
     assert_eq!(
         report(&p, &d, polling(8, 1, 4800)).predictions[4].wall,
-        12 * S
+        10 * S
     );
 }
 
@@ -444,7 +444,7 @@ fn showcase() -> (Plan, Durations, Report) {
     // The defaults of `dagexec simulate` on Actions, but for max-parallel.
     let s = Setting {
         integrate: 10 * S,
-        poll: 30 * S,
+        poll: 10 * S,
         polls_per_hour: 600,
         ..setting(2, 4, 30)
     };

@@ -5,8 +5,11 @@
 use super::fetch::{Fetched, fetch};
 use super::remote::Remote;
 use super::{Flight, RUN_FIELD, run_name, save};
+use std::collections::BTreeMap;
+
 use crate::action::matrix::MatrixEntry;
 use crate::action::{ActionError, arrival, steering};
+use crate::edge::github::runs::WorkflowRun;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Arrivals, Executor, Integrated, Launch};
 use crate::pure::pace::poll_interval;
@@ -103,24 +106,40 @@ impl Executor for Remote<'_> {
     }
 
     /// One poll of every run in flight, after the poll interval; the ended ones are judged.
+    /// A poll is one request: the listing of the branch's dispatched runs (newest first)
+    /// holds every run in flight but one older than its newest 100, which is read on its own.
     async fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
         let mut pause = poll_interval(
             self.timing.poll,
-            self.flights.len(),
+            self.polls.reads.max(1),
             self.timing.polls_per_hour,
         );
         // GitHub failed at the last polls: back off as the retry policy does.
-        if self.outages > 0 {
-            pause += self.client.policy.backoff(self.outages);
+        if self.polls.outages > 0 {
+            pause += self.client.policy.backoff(self.polls.outages);
         }
         tokio::time::sleep(pause).await;
         let mut arrivals = Arrivals::default();
+        self.polls.reads = 1;
+        let listed = match self
+            .client
+            .dispatched_runs(&self.inputs.workflow, self.branch, 1)
+            .await
+        {
+            Ok(runs) => runs.into_iter().map(|r| (r.id, r)).collect(),
+            // GitHub is down or limits us: the runs go on regardless and stay readable.
+            Err(e) if e.transient() => {
+                self.count_outage(Some(format!("the state of the runs in flight: {e}")));
+                return Ok(arrivals);
+            }
+            Err(e) => return Err(e.into()),
+        };
         // What GitHub failed to answer at this poll (the first such failure).
         let mut outage: Option<String> = None;
         let flights: Vec<(usize, Flight)> =
             self.flights.iter().map(|(&i, f)| (i, f.clone())).collect();
         for (i, f) in flights {
-            match self.poll(plan, i, &f).await? {
+            match self.poll(plan, i, &f, &listed).await? {
                 Polled::Running => {}
                 Polled::Later(what) => {
                     outage.get_or_insert(what);
@@ -337,10 +356,24 @@ enum Polled {
 }
 
 impl Remote<'_> {
-    /// Polls the run of task `i` (flight `f`); an ended run's artifact is read and judged.
-    async fn poll(&mut self, plan: &Plan, i: usize, f: &Flight) -> Result<Polled, ActionError> {
+    /// Polls the run of task `i` (flight `f`): as `listed` (the poll's listing of the
+    /// branch's runs) holds it, else read on its own; an ended run's artifact is read and
+    /// judged.
+    async fn poll(
+        &mut self,
+        plan: &Plan,
+        i: usize,
+        f: &Flight,
+        listed: &BTreeMap<u64, WorkflowRun>,
+    ) -> Result<Polled, ActionError> {
         let now = jiff::Timestamp::now();
-        let (found, log_url, conclusion, span) = match self.client.workflow_run(f.run).await {
+        let state = if let Some(run) = listed.get(&f.run) {
+            Ok(run.clone())
+        } else {
+            self.polls.reads += 1;
+            self.client.workflow_run(f.run).await
+        };
+        let (found, log_url, conclusion, span) = match state {
             Ok(run) if !run.completed() => return Ok(Polled::Running),
             Ok(run) => match fetch(self.client, &run, i, f.attempt, self.ui).await {
                 Fetched::Later(e) => {
@@ -414,19 +447,19 @@ impl Remote<'_> {
     fn count_outage(&mut self, outage: Option<String>) {
         match outage {
             Some(what) => {
-                self.outages += 1;
+                self.polls.outages += 1;
                 self.emit(crate::pure::events::Event::Note(format!(
                     "GitHub could not give {what}. A run and its result stay retrievable for days, so this costs no attempt: waiting {} more before the next poll (failing poll {} in a row).",
-                    humantime::format_duration(self.client.policy.backoff(self.outages)),
-                    self.outages
+                    humantime::format_duration(self.client.policy.backoff(self.polls.outages)),
+                    self.polls.outages
                 )));
             }
-            None if self.outages > 0 => {
+            None if self.polls.outages > 0 => {
                 self.emit(crate::pure::events::Event::Note(format!(
                     "GitHub answers again after {} failing poll(s).",
-                    self.outages
+                    self.polls.outages
                 )));
-                self.outages = 0;
+                self.polls.outages = 0;
             }
             None => {}
         }

@@ -39,8 +39,10 @@
 //! the pull request is marked ready: a conductor killed between the two is finished by the
 //! next run's plan job and finalize, which read the archive.
 //!
-//! GitHub's limits: each poll reads each run in flight once, and polls are spaced so that
-//! they stay under 600 requests an hour (`GITHUB_TOKEN` allows 1,000 per repository); every
+//! GitHub's limits: a poll is one request, the listing of the branch's dispatched runs
+//! (newest first; a run in flight older than its newest 100 is read on its own), so its cost
+//! does not grow with the runs in flight, and polls are spaced so that they stay under 600
+//! requests an hour (`GITHUB_TOKEN` allows 1,000 per repository); every
 //! call goes through the one retry policy ([`crate::edge::github::retry`]). An outage outlasting
 //! the policy's tries costs time only: a run's state, artifact listing or download that
 //! GitHub fails (5xx, network, rate limit) is asked again at the next poll, the polls backing
@@ -190,7 +192,7 @@ pub async fn run(
         stale: None,
         staged: Vec::new(),
         pr: None,
-        outages: 0,
+        polls: remote::Polls::default(),
         merging: remote::MergeState {
             on: merge,
             ..Default::default()

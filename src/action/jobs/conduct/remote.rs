@@ -45,8 +45,8 @@ pub(super) struct Remote<'a> {
     pub(super) staged: Vec<Judged>,
     /// The pull request, once published.
     pub(super) pr: Option<u64>,
-    /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
-    pub(super) outages: u32,
+    /// What the last polls cost and met: the next poll's wait follows from them.
+    pub(super) polls: Polls,
     /// `overlap: merge`: what is kept between a poll and the batch's commit.
     pub(super) merging: MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
@@ -55,6 +55,16 @@ pub(super) struct Remote<'a> {
     /// records on the branch when this conductor started), holds new runs for it; and what
     /// was said of it last (the status comment says it while it holds).
     pub(super) rate: RateHolds,
+}
+
+/// What the conductor's last polls cost and met ([`super::executor`]'s `wait`).
+#[derive(Debug, Default)]
+pub(super) struct Polls {
+    /// Polls in a row at which GitHub failed (down, or rate limiting): the next waits longer.
+    pub(super) outages: u32,
+    /// The requests the last poll made: one listing of the branch's runs, and one read of
+    /// each run in flight the listing did not hold (older than its newest 100).
+    pub(super) reads: usize,
 }
 
 /// The conductor's holds per provider ([`crate::pure::gateway::held`]).
