@@ -186,25 +186,13 @@ impl Publisher<'_> {
         };
         let pr = self.pull_request(c, plan, links, stop).await?;
         println!("Pull request #{}: {}", pr.number, pr.html_url);
-        let n = pr.number;
-        // Only comments dagexec wrote itself are its state; a marked comment by anyone else
-        // is reported and ignored.
-        let me = comment::Identity {
-            app_id: self.inputs.app_id,
-        };
-        let marked = comment::trusted_marked(c, n, me).await?;
-        for other in &marked.ignored {
-            println!(
-                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
-                other.id, other.author.login
-            );
-        }
         let at = Pr {
             client: c,
-            number: n,
+            number: pr.number,
         };
+        let marked = self.marked(at).await?;
         self.ask(at, plan, &marked, preflight).await?;
-        let aborted = steering::abort_confirmed(c, n, &marked).await?;
+        let aborted = steering::abort_confirmed(c, pr.number, &marked).await?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c).await?;
@@ -216,11 +204,81 @@ impl Publisher<'_> {
             self.check_run(c, plan, s, &pr).await?;
         }
         Ok(Published {
-            pr: Some(n),
+            pr: Some(pr.number),
             dispatched,
             aborted,
             stale: false,
         })
+    }
+
+    /// The conductor's commit of a batch of arrivals, while runs may wait for it: pushed
+    /// onto the commit it was made on, and `/execute abort` looked for on pull request `pr`
+    /// — all the next dispatch needs. What the pull request and its comments say of it is
+    /// told after that dispatch ([`Publisher::tell`]), so a task that the batch unblocked
+    /// does not wait for those calls.
+    pub(super) async fn push_for_dispatch(
+        &self,
+        plan: &plan::model::Plan,
+        pr: u64,
+    ) -> Result<Published, ActionError> {
+        let pushed = self.push()?;
+        let Some(c) = self.client else {
+            return Ok(Published::default());
+        };
+        if !pushed {
+            return self.stale(c, plan).await;
+        }
+        crate::flow::failpoint("push", self.round.round);
+        let marked = self
+            .marked(Pr {
+                client: c,
+                number: pr,
+            })
+            .await?;
+        let aborted = steering::abort_confirmed(c, pr, &marked).await?;
+        Ok(Published {
+            pr: Some(pr),
+            dispatched: false,
+            aborted,
+            stale: false,
+        })
+    }
+
+    /// What [`Publisher::push_for_dispatch`] left to tell: the pull request's body, the
+    /// questions, the status comment and the issues, as `plan` stands.
+    pub(super) async fn tell(
+        &self,
+        plan: &plan::model::Plan,
+        links: &Links,
+    ) -> Result<(), ActionError> {
+        let Some(c) = self.client else {
+            return Ok(());
+        };
+        let pr = self.pull_request(c, plan, links, None).await?;
+        let at = Pr {
+            client: c,
+            number: pr.number,
+        };
+        let marked = self.marked(at).await?;
+        self.ask(at, plan, &marked, None).await?;
+        self.write_status(at, plan, links, &marked, false).await?;
+        self.write_back_issues(at, plan, links).await
+    }
+
+    /// The comments on the pull request that carry a dagexec marker: only those dagexec
+    /// wrote itself are its state; one by anyone else is reported and ignored.
+    async fn marked(&self, at: Pr<'_>) -> Result<comment::Trusted, ActionError> {
+        let me = comment::Identity {
+            app_id: self.inputs.app_id,
+        };
+        let marked = comment::trusted_marked(at.client, at.number, me).await?;
+        for other in &marked.ignored {
+            println!(
+                "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
+                other.id, other.author.login
+            );
+        }
+        Ok(marked)
     }
 
     /// The pull request of the branch, its body brought up to date; opened as a draft on the

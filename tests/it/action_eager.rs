@@ -473,6 +473,70 @@ fn a_run_the_polls_listing_does_not_hold_is_read_on_its_own() {
 }
 
 #[test]
+fn a_task_its_blocker_unblocked_is_dispatched_before_the_pull_request_is_told() {
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("one", &["t0.txt"], &[]),
+            task("two", &["t1.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    ));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    // Between task 0's dispatch and task 1's: its arrival judged, committed and pushed, and
+    // `/execute abort` looked for (the pull request's comments listed), but the pull request's
+    // body and status comment are brought up to date only after task 1 is dispatched.
+    let calls: Vec<(String, String)> = lab
+        .gh
+        .requests()
+        .iter()
+        .map(|r| {
+            let task = r
+                .body
+                .as_ref()
+                .and_then(|b| b["inputs"]["task"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            (r.operation_id.clone(), task)
+        })
+        .collect();
+    let dispatch = |t: &str| {
+        calls
+            .iter()
+            .position(|(op, task)| op == "actions/create-workflow-dispatch" && task == t)
+            .unwrap_or_else(|| panic!("task {t} dispatched: {calls:?}"))
+    };
+    let between: Vec<&str> = calls[dispatch("0")..dispatch("1")]
+        .iter()
+        .map(|(op, _)| op.as_str())
+        .collect();
+    assert!(
+        between.contains(&"issues/list-comments"),
+        "abort was looked for: {between:?}"
+    );
+    for told in ["pulls/update", "issues/update-comment", "pulls/list"] {
+        assert!(
+            !between.contains(&told),
+            "{told} before task 1 was dispatched: {between:?}"
+        );
+    }
+    let after: Vec<&str> = calls[dispatch("1")..]
+        .iter()
+        .map(|(op, _)| op.as_str())
+        .collect();
+    assert!(after.contains(&"pulls/update"), "{after:?}");
+    // The pull request ends told all the same.
+    let st = lab.gh.state();
+    assert!(!st.pulls[0].draft, "completed: ready for review");
+    lab.gh.assert_clean();
+}
+
+#[test]
 fn a_conductor_killed_mid_run_is_resumed_from_the_branch_alone() {
     let lab = Arc::new(Lab::new(diamond()));
     let mut conductor = lab.conductor(1, &[]);
@@ -1042,13 +1106,20 @@ fn a_conductor_killed_after_its_final_push_is_finished_by_the_next_run() {
     lab.gh.assert_clean();
 }
 
-/// One task under a GitHub outage of `operation` (`calls` answers of 502 in a row), the
-/// retry policy's back-off shortened so that the outage outlasts its tries in moments: the
-/// outage costs waiting time, never an attempt and never the conductor.
+/// Two tasks, one after the other, under a GitHub outage of `operation` (`calls` answers of
+/// 502 in a row), the retry policy's back-off shortened so that the outage outlasts its
+/// tries in moments: the outage costs waiting time, never an attempt and never the
+/// conductor.
 fn outage_costs_only_time(operation: &str, calls: usize, waited: bool) {
     let lab = Arc::new(Lab::with_worker(
-        vec![task("one", &["t1.txt"], &[])],
-        ONE_WORKER,
+        vec![
+            task("one", &["t1.txt"], &[]),
+            task("two", &["t2.txt"], &[0]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+f="t$((DAGEXEC_TASK_INDEX + 1)).txt"; echo "$f" > "$f"; echo "COMPLETED: $f"
+"#,
     ));
     lab.gh.outage(operation, calls);
     let conductor = lab.conductor(
@@ -1069,14 +1140,16 @@ fn outage_costs_only_time(operation: &str, calls: usize, waited: bool) {
         );
     }
     let done = lab.branch_plan();
-    assert_eq!(
-        done["progress"]["completedTasks"][0]["attempts"], 1,
-        "the outage cost no attempt:\n{done:#}\n{log}"
-    );
+    for t in 0..2 {
+        assert_eq!(
+            done["progress"]["completedTasks"][t]["attempts"], 1,
+            "the outage cost no attempt:\n{done:#}\n{log}"
+        );
+    }
     assert_eq!(
         lab.gh.state().dispatches.len(),
-        1,
-        "one run for the one attempt:\n{log}"
+        2,
+        "one run for each attempt:\n{log}"
     );
     assert!(
         lab.gh.calls(operation).len() > calls,
@@ -1103,7 +1176,8 @@ fn an_outage_of_the_dispatch_costs_time_not_the_conductor() {
 
 #[test]
 fn an_outage_of_the_pull_request_update_costs_time_not_the_conductor() {
-    // The round's publication outlasts the policy's six tries; the push had landed.
+    // The first round's news on the pull request (told once task two is dispatched)
+    // outlasts the policy's six tries; the push had landed.
     outage_costs_only_time("pulls/update", 7, false);
 }
 

@@ -109,6 +109,8 @@ impl Executor for Remote<'_> {
     /// A poll is one request: the listing of the branch's dispatched runs (newest first)
     /// holds every run in flight but one older than its newest 100, which is read on its own.
     async fn wait(&mut self, plan: &mut Plan) -> Result<Arrivals, ActionError> {
+        // The last commit's news, now that what it unblocked is dispatched.
+        self.tell(plan).await?;
         let mut pause = poll_interval(
             self.timing.poll,
             self.polls.reads.max(1),
@@ -238,7 +240,12 @@ impl Executor for Remote<'_> {
                 Err(e) => return Err(e),
             }
         }
-        let published = self.publish_through(round, plan).await?;
+        // Pushed, and `/execute abort` looked for, before what the batch unblocked is
+        // dispatched; the pull request is told after that (`wait`).
+        let published = match self.pr {
+            Some(pr) => self.push_for_dispatch(round, plan, pr).await?,
+            None => self.publish_through(round, plan).await?,
+        };
         self.pr = published.pr.or(self.pr);
         if published.stale {
             self.stale = Some(published);

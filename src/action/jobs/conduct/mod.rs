@@ -3,7 +3,8 @@
 //! run (`workflow_dispatch` with `task`, `attempt` and `base`; its run-name says which), so
 //! a task starts as soon as its blockers are committed and a slot is free, and its result is
 //! integrated, committed and pushed as soon as its run ends — the pull request and status
-//! comment move with it.
+//! comment move with it, told once what the commit unblocked is dispatched (a dispatch waits
+//! only for the push and the look for `/execute abort`).
 //!
 //! The loop is the local eager engine's: [`engine::eager_pick`] (longest remaining chain
 //! first, never beside a task it conflicts with — under `overlap: merge` tasks that share
@@ -193,6 +194,7 @@ pub async fn run(
         staged: Vec::new(),
         pr: None,
         polls: remote::Polls::default(),
+        untold: None,
         merging: remote::MergeState {
             on: merge,
             ..Default::default()

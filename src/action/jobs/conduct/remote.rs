@@ -47,6 +47,9 @@ pub(super) struct Remote<'a> {
     pub(super) pr: Option<u64>,
     /// What the last polls cost and met: the next poll's wait follows from them.
     pub(super) polls: Polls,
+    /// The round whose commit is pushed but not yet told on the pull request
+    /// ([`Remote::tell`]).
+    pub(super) untold: Option<u32>,
     /// `overlap: merge`: what is kept between a poll and the batch's commit.
     pub(super) merging: MergeState,
     /// The record of starts beside the branch ([`Remote::record_starts`]).
@@ -117,6 +120,33 @@ pub(super) struct Starts {
 }
 
 impl Remote<'_> {
+    /// Round `n` as the conductor publishes it: onto what it pushed last.
+    fn round(&self, n: u32) -> Round {
+        Round {
+            branch: self.branch.to_string(),
+            base: self.pushed.clone(),
+            round: n,
+            matrix: String::new(),
+            planned: PlanConclusion::Conduct,
+            planned_message: String::new(),
+        }
+    }
+
+    /// Who publishes `round` for this conductor.
+    fn publisher<'p>(&'p self, round: &'p Round) -> crate::action::publish::Publisher<'p> {
+        crate::action::publish::Publisher {
+            client: Some(self.client),
+            ctx: self.ctx,
+            repo: self.repo,
+            auth: self.auth,
+            round,
+            inputs: self.inputs,
+            ui: self.ui,
+            schedule: crate::pure::engine::Schedule::Eager,
+            holding: self.rate.holding.as_deref(),
+        }
+    }
+
     /// Pushes onto what was pushed last and brings the PR, comments and, with a stop, the
     /// check run up to date.
     pub(super) async fn publish(
@@ -125,26 +155,66 @@ impl Remote<'_> {
         plan: &Plan,
         stop: Option<&RunStop>,
     ) -> Result<crate::action::publish::Published, ActionError> {
-        let r = Round {
-            branch: self.branch.to_string(),
-            base: self.pushed.clone(),
-            round: n,
-            matrix: String::new(),
-            planned: PlanConclusion::Conduct,
-            planned_message: String::new(),
+        let r = self.round(n);
+        self.publisher(&r)
+            .finish(plan, &self.links, stop, false, None)
+            .await
+    }
+
+    /// Round `n`'s commit of a batch of arrivals, pushed, and `/execute abort` looked for on
+    /// pull request `pr`: what the next dispatch needs. The pull request, its questions and
+    /// the status comment are told after that dispatch ([`Remote::tell`], due from now on),
+    /// so a task the batch unblocked does not wait for those calls. An API failure after
+    /// the push landed is said; the next commit looks again.
+    pub(super) async fn push_for_dispatch(
+        &mut self,
+        n: u32,
+        plan: &Plan,
+        pr: u64,
+    ) -> Result<crate::action::publish::Published, ActionError> {
+        let mine = self.repo.head()?;
+        let r = self.round(n);
+        let pushed = self.publisher(&r).push_for_dispatch(plan, pr).await;
+        let published = match pushed {
+            Err(ActionError::Api(e))
+                if e.transient()
+                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()
+                        == Some(mine.as_str()) =>
+            {
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "Pushed to {}, but GitHub could not give the pull request's comments ({e}); they are read again at the next commit.",
+                    self.branch
+                )));
+                crate::action::publish::Published {
+                    pr: Some(pr),
+                    ..Default::default()
+                }
+            }
+            other => other?,
         };
-        let ending = crate::action::publish::Publisher {
-            client: Some(self.client),
-            ctx: self.ctx,
-            repo: self.repo,
-            auth: self.auth,
-            round: &r,
-            inputs: self.inputs,
-            ui: self.ui,
-            schedule: crate::pure::engine::Schedule::Eager,
-            holding: self.rate.holding.as_deref(),
+        if !published.stale {
+            self.untold = Some(n);
+        }
+        Ok(published)
+    }
+
+    /// What [`Remote::push_for_dispatch`] left to tell, once the runs it let start are
+    /// dispatched: the pull request's body, its questions and the status comment. An API
+    /// failure is said; the next commit or the run's end tells it all again.
+    pub(super) async fn tell(&mut self, plan: &Plan) -> Result<(), ActionError> {
+        let Some(n) = self.untold.take() else {
+            return Ok(());
         };
-        ending.finish(plan, &self.links, stop, false, None).await
+        let r = self.round(n);
+        match self.publisher(&r).tell(plan, &self.links).await {
+            Err(ActionError::Api(e)) if e.transient() => {
+                self.emit(crate::pure::events::Event::Note(format!(
+                    "GitHub could not bring the pull request up to date ({e}); the next commit does."
+                )));
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Makes the attempts `plan` counts as started, and neither the branch nor the record
