@@ -298,8 +298,8 @@ async fn attempt(
         review_log = Some(reviewed.log);
     }
     // The hosts the egress proxy refused the worker, its checks and the reviewer.
-    result.egress_blocked = crate::edge::egress::blocked();
-    result.rate_limits = gateway::rate_limits(served.as_ref());
+    result.network.egress_blocked = crate::edge::egress::blocked();
+    result.network.rate_limits = gateway::rate_limits(served.as_ref());
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     if let Some(live) = live {
         live.finish();

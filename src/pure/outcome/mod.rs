@@ -101,8 +101,9 @@ pub enum Exit {
     SpawnFailed(String),
 }
 
-/// One acceptance check as it ran in the task's tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One acceptance check as it ran in the task's tree (and as the Action's work job writes it
+/// in its `result.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CheckRun {
     pub criterion: String,
     pub check: String,
