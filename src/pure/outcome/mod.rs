@@ -396,26 +396,6 @@ pub struct BatchEntry {
     pub acceptance_passed: bool,
 }
 
-/// The processor's `completedFiles`: the declared files of the completed tasks, each once,
-/// in task order — what the round's commit stages.
-pub fn completed_files(plan: &Plan, completed: &[usize]) -> crate::pure::plan::model::Files {
-    let mut files = crate::pure::plan::model::Files::default();
-    for &i in completed {
-        let t = &plan.tasks[i];
-        for f in t.creates() {
-            if !files.create.contains(f) {
-                files.create.push(f.clone());
-            }
-        }
-        for f in t.modifies() {
-            if !files.modify.contains(f) {
-                files.modify.push(f.clone());
-            }
-        }
-    }
-    files
-}
-
 /// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
 pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
     let completed = entries
@@ -955,22 +935,6 @@ mod tests {
             ..failed
         };
         assert_eq!(decide(&p, 1, &done, 1, Unit::Batch), Decision::Completed);
-    }
-
-    #[test]
-    fn completed_files_are_deduplicated() {
-        let p = plan();
-        let f = completed_files(&p, &[1, 2, 3]);
-        assert_eq!(
-            f.create,
-            [
-                "src/auth/password.ts",
-                "src/auth/password.test.ts",
-                "src/pages/api/signup.ts",
-                "src/auth/session.ts"
-            ]
-        );
-        assert_eq!(f.modify, ["package.json", "src/middleware.ts"]);
     }
 
     #[test]
