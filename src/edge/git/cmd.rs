@@ -99,6 +99,17 @@ pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
     }
 }
 
+/// `git status --porcelain -z` in `dir`, which sees every untracked file and into
+/// submodules, without taking the index lock; `options` add to it (which ignored files show,
+/// the paths).
+pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -> Git<'a> {
+    git(dir, label)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["status", "--porcelain", "-z", "--untracked-files=all"])
+        .arg("--ignore-submodules=none")
+        .args(options)
+}
+
 impl<'a> Git<'a> {
     /// Adds `-c key=value` before the subcommand.
     pub(super) fn config(mut self, key_value: &str) -> Self {
