@@ -36,7 +36,7 @@ pub struct WorkResult {
     pub duration_ms: u64,
     pub present: BTreeSet<String>,
     pub changed: BTreeSet<String>,
-    pub acceptance: Option<Vec<CheckRecord>>,
+    pub acceptance: Option<Vec<CheckRun>>,
     /// What the reviewer said, when one ran (a completed attempt of a reviewed task). Absent
     /// in files written before the reviewer loop ran on Actions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,18 +59,11 @@ pub struct WorkResult {
     /// patch is empty. Absent when the change was taken, and in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
-    /// The hosts the egress proxy refused the agent (the `egress` input): absent when none
-    /// was, and in files of older versions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub egress_blocked: Vec<String>,
-    /// What the job's model gateway saw of each provider's rate limit (read leniently and
-    /// clamped where it is used: the file is the job's). Absent when nothing was limited.
-    #[serde(
-        default,
-        deserialize_with = "crate::pure::gateway::held::lenient",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
+    /// What the job's network guards saw: the hosts the egress proxy refused the agent (the
+    /// `egress` input) and what its model gateway saw of each provider's rate limit. Absent
+    /// when nothing was refused or limited, and in files of older versions.
+    #[serde(flatten)]
+    pub network: crate::pure::usage::Network,
 }
 
 /// The reviewer's outcome in `result.json`: its parsed verdict block
@@ -113,14 +106,6 @@ pub enum ExitRecord {
     Signal { signal: i32 },
     TimedOut { after_secs: u64 },
     SpawnFailed { message: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckRecord {
-    pub criterion: String,
-    pub check: String,
-    pub passed: bool,
-    pub output: String,
 }
 
 impl From<&Exit> for ExitRecord {
@@ -171,25 +156,14 @@ impl WorkResult {
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             present: report.present.clone(),
             changed: report.changed.clone(),
-            acceptance: report.acceptance.as_ref().map(|checks| {
-                checks
-                    .iter()
-                    .map(|c| CheckRecord {
-                        criterion: c.criterion.clone(),
-                        check: c.check.clone(),
-                        passed: c.passed,
-                        output: c.output.clone(),
-                    })
-                    .collect()
-            }),
+            acceptance: report.acceptance.clone(),
             review: None,
             start: None,
             end: None,
             usage: None,
             said: crate::pure::said::Said::default(),
             refused: None,
-            egress_blocked: Vec::new(),
-            rate_limits: Vec::new(),
+            network: crate::pure::usage::Network::default(),
         }
     }
 
@@ -236,17 +210,7 @@ impl WorkResult {
             log,
             present: self.present.clone(),
             changed: self.changed.clone(),
-            acceptance: self.acceptance.as_ref().map(|checks| {
-                checks
-                    .iter()
-                    .map(|c| CheckRun {
-                        criterion: c.criterion.clone(),
-                        check: c.check.clone(),
-                        passed: c.passed,
-                        output: c.output.clone(),
-                    })
-                    .collect()
-            }),
+            acceptance: self.acceptance.clone(),
         }
     }
 }

@@ -110,18 +110,6 @@ pub fn artifact_name(run_id: &str, run_attempt: &str, task: usize, attempt: u32)
     )
 }
 
-/// The `(run attempt, task, attempt)` an artifact name of run `run_id` encodes, if it is one.
-pub fn parse_artifact_name(run_id: &str, name: &str) -> Option<(u32, usize, u32)> {
-    let rest = name.strip_prefix(&format!("dagexec-{run_id}-"))?;
-    let (run_attempt, rest) = rest.split_once("-task-")?;
-    let (task, attempt) = rest.split_once("-attempt-")?;
-    Some((
-        run_attempt.parse().ok()?,
-        task.parse().ok()?,
-        attempt.parse().ok()?,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,18 +178,12 @@ mod tests {
     }
 
     #[test]
-    fn artifact_names_round_trip_and_are_safe() {
+    fn artifact_names_are_safe() {
         let n = artifact_name("123", "2", 14, 3);
         assert_eq!(n, "dagexec-123-2-task-14-attempt-3");
-        assert_eq!(parse_artifact_name("123", &n), Some((2, 14, 3)));
-        assert_eq!(parse_artifact_name("124", &n), None);
         assert_eq!(
             artifact_name("1/2:3", "\"1", 0, 1),
             "dagexec-123-1-task-0-attempt-1"
-        );
-        assert_eq!(
-            parse_artifact_name("123", "dagexec-123-x-task-1-attempt-1"),
-            None
         );
     }
 }

@@ -308,9 +308,10 @@ fn egress_blocked(plan: &Plan) -> String {
     let records = crate::pure::usage::records(plan);
     let blocked: Vec<String> = records
         .iter()
-        .filter(|r| !r.egress_blocked.is_empty())
+        .filter(|r| !r.network.egress_blocked.is_empty())
         .map(|r| {
             let hosts: Vec<String> = r
+                .network
                 .egress_blocked
                 .iter()
                 .map(|h| format!("`{}`", cell(h, 100).replace('`', "'")))
@@ -571,7 +572,7 @@ mod tests {
                 &measured,
                 crate::pure::usage::Outcome::Failed,
             );
-            r.egress_blocked = hosts.into_iter().map(String::from).collect();
+            r.network.egress_blocked = hosts.into_iter().map(String::from).collect();
             crate::pure::usage::record(&mut p, &r);
         }
         let body = pr_body(&p, 2, &links(), None, ran());

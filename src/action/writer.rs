@@ -1,6 +1,7 @@
-//! What a job that writes the execution branch (finalize, the conductor) starts from — the
-//! checkout at the base it was handed, the plan there, its DAG and the integration options —
-//! and how it ends (its conclusion, the pull request, whether the job fails).
+//! What a job that writes the execution branch starts from — the checkout, the plan there and
+//! its DAG ([`Checkout`]: finalize, the conductor, steer), and for finalize and the conductor
+//! the integration options ([`WriterJob`]) — and how it ends (its conclusion, the pull
+//! request, whether the job fails).
 
 use std::path::Path;
 
@@ -47,22 +48,57 @@ pub struct GitHub<'a> {
     pub client: Option<&'a crate::edge::github::Client>,
 }
 
-/// What a job that writes the branch (finalize, conduct) starts from: the checkout at the
-/// base it was handed, the plan there (resolved as every job resolves it), its DAG, and the
-/// options the local runner's integration takes.
-pub(crate) struct WriterJob {
+/// A checkout of the branch, and the plan there (resolved as every job resolves it) with its
+/// DAG.
+pub(crate) struct Checkout {
     pub repo: Repo,
     pub auth: RemoteAuth,
+    /// The inputs with the plan resolved in the checkout ([`crate::action::with_plan`]).
     pub inputs: Inputs,
     pub plan_path: std::path::PathBuf,
     pub plan: plan::model::Plan,
     pub dag: crate::pure::graph::Dag,
+    /// Where the plan was read when only its archive is left (see
+    /// [`crate::action::load_plan`]): a completed run its last job did not publish.
+    pub archived: Option<String>,
+}
+
+impl Checkout {
+    /// Reads the plan in `repo`'s checkout, at `inputs`' resolved path or its archive.
+    pub(crate) fn read(
+        repo: Repo,
+        auth: RemoteAuth,
+        inputs: Inputs,
+    ) -> Result<Checkout, ActionError> {
+        let plan_path = repo.root().join(&inputs.plan_rel);
+        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
+        let dag = crate::pure::validate::check(
+            &plan,
+            Some(archived.as_deref().unwrap_or(&inputs.plan_rel)),
+        )?;
+        Ok(Checkout {
+            repo,
+            auth,
+            inputs,
+            plan_path,
+            plan,
+            dag,
+            archived,
+        })
+    }
+}
+
+/// What a job that integrates (finalize, the conductor) starts from: the checkout at the base
+/// it was handed, and the options the local runner's integration takes.
+pub(crate) struct WriterJob {
+    pub checkout: Checkout,
     pub ui: Ui,
     pub opts: RunOptions,
 }
 
 impl WriterJob {
-    /// Checks out `base` in the repository at `root` and reads the plan there.
+    /// Checks out `base` in the repository at `root` and reads the plan there (a completed
+    /// plan may be archived already: then it is what the job publishes).
     pub(crate) fn open(
         root: &Path,
         inputs: &Inputs,
@@ -70,18 +106,12 @@ impl WriterJob {
         schedule: engine::Schedule,
     ) -> Result<WriterJob, ActionError> {
         let (repo, auth, inputs) = crate::action::check_out(root, inputs, base)?;
-        let plan_path = repo.root().join(&inputs.plan_rel);
-        // A completed plan may be archived already (see `load_plan`): then it is what the
-        // job publishes.
-        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
-        let dag = crate::pure::validate::check(
-            &plan,
-            Some(archived.as_deref().unwrap_or(&inputs.plan_rel)),
-        )?;
+        let checkout = Checkout::read(repo, auth, inputs)?;
+        let inputs = &checkout.inputs;
         let opts = RunOptions {
-            plan: plan_path.clone(),
+            plan: checkout.plan_path.clone(),
             plan_rel: inputs.plan_rel.clone(),
-            root: repo.root().to_path_buf(),
+            root: checkout.repo.root().to_path_buf(),
             settings: Settings {
                 worker: inputs.worker.clone(),
                 jobs: inputs.max_parallel.max(1),
@@ -99,17 +129,8 @@ impl WriterJob {
             branch: None,
         };
         let ui = Ui::plain(Box::new(std::io::stdout()));
-        ui.name_tasks(&plan);
-        Ok(WriterJob {
-            repo,
-            auth,
-            inputs,
-            plan_path,
-            plan,
-            dag,
-            ui,
-            opts,
-        })
+        ui.name_tasks(&checkout.plan);
+        Ok(WriterJob { checkout, ui, opts })
     }
 }
 

@@ -72,15 +72,6 @@ impl Exit {
             RunEnd::Halted => Exit::CredentialsRefused,
         }
     }
-
-    /// The table as `--help` prints it: `0 all completed; 1 …; 130 interrupted`.
-    pub fn help_line() -> String {
-        Self::TABLE
-            .iter()
-            .map(|(_, code, what)| format!("{code} {what}"))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
 }
 
 impl From<Exit> for ExitCode {

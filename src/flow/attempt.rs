@@ -278,8 +278,7 @@ pub(crate) async fn run(
         timed_out,
         rebase: input.rebase,
         reported,
-        egress_blocked: Vec::new(),
-        rate_limits: Vec::new(),
+        network: Default::default(),
     })))
 }
 

@@ -168,25 +168,19 @@ mod tests {
     }
 
     fn record(attempt: u32, start: &str, cost: f64) -> AttemptRecord {
-        AttemptRecord {
-            task: 0,
-            attempt,
-            start: start.into(),
-            end: "2026-11-28T10:00:09Z".into(),
-            seconds: 9.0,
-            outcome: Outcome::Interrupted,
-            usage: Usage {
-                cost_usd: Some(cost),
-                input_tokens: Some(115),
-                output_tokens: Some(1),
-                model: Some("claude-sonnet-4-5".into()),
-            },
-            rebase: false,
-            signal: None,
-            cli: None,
-            egress_blocked: Vec::new(),
-            rate_limits: Vec::new(),
-        }
+        let usage = Usage {
+            cost_usd: Some(cost),
+            input_tokens: Some(115),
+            output_tokens: Some(1),
+            model: Some("claude-sonnet-4-5".into()),
+        };
+        let at = |t: &str| t.parse().unwrap();
+        let measured = Measured {
+            start: at(start),
+            end: at("2026-11-28T10:00:09Z"),
+            usage,
+        };
+        AttemptRecord::new(0, attempt, &measured, Outcome::Interrupted)
     }
 
     #[test]

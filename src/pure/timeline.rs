@@ -346,23 +346,10 @@ mod tests {
         ] {
             let start = jiff::Timestamp::from_second(1_795_000_000 + at).unwrap();
             let end = start + jiff::SignedDuration::from_secs_f64(seconds);
-            crate::pure::usage::record(
-                &mut p,
-                &crate::pure::usage::AttemptRecord {
-                    task,
-                    attempt,
-                    start: crate::pure::usage::timestamp(start),
-                    end: crate::pure::usage::timestamp(end),
-                    seconds,
-                    outcome,
-                    usage: crate::pure::usage::Usage::default(),
-                    rebase: false,
-                    signal: None,
-                    cli: None,
-                    egress_blocked: Vec::new(),
-                    rate_limits: Vec::new(),
-                },
-            );
+            let usage = crate::pure::usage::Usage::default();
+            let measured = crate::pure::usage::Measured { start, end, usage };
+            let record = crate::pure::usage::AttemptRecord::new(task, attempt, &measured, outcome);
+            crate::pure::usage::record(&mut p, &record);
         }
         p
     }

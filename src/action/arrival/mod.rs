@@ -33,27 +33,11 @@ pub(crate) struct Judge<'a> {
     pub ui: &'a Ui,
 }
 
-/// The hosts the work job's egress proxy refused, bounded and made safe: the file is the job's.
-fn egress_blocked(found: Option<&Result<Collected, String>>) -> Vec<String> {
+/// What the work job's network guards saw, bounded and made safe: the file is the job's.
+fn network(found: Option<&Result<Collected, String>>) -> crate::pure::usage::Network {
     match found {
-        Some(Ok(c)) => c
-            .result
-            .egress_blocked
-            .iter()
-            .take(crate::pure::usage::EGRESS_BLOCKED_MAX)
-            .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// What the work job's model gateway saw of rate limits, bounded: the file is the job's.
-fn rate_limits(
-    found: Option<&Result<Collected, String>>,
-) -> Vec<crate::pure::gateway::held::Limited> {
-    match found {
-        Some(Ok(c)) => crate::pure::gateway::held::checked(&c.result.rate_limits),
-        _ => Vec::new(),
+        Some(Ok(c)) => c.result.network.checked(),
+        _ => Default::default(),
     }
 }
 
@@ -161,8 +145,7 @@ pub(super) fn judge_entry_at(
         timed_out,
         rebase: false,
         reported: None,
-        egress_blocked: egress_blocked(found),
-        rate_limits: rate_limits(found),
+        network: network(found),
     })
 }
 

@@ -27,6 +27,7 @@ use crate::action::steering::{
     ABORT_MARKER, Queue, abort_by_marker, apply, catch_up_all, changes_plan, command_text, confirm,
     record, steer_marker, waiting_on, with_trailer,
 };
+use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
@@ -152,16 +153,6 @@ struct Steer<'a> {
     command: SlashCommand,
 }
 
-/// The checkout of the pull request's branch, and the plan there.
-struct Checkout {
-    repo: Repo,
-    auth: RemoteAuth,
-    inputs: Inputs,
-    plan_path: std::path::PathBuf,
-    plan: plan::model::Plan,
-    dag: crate::pure::graph::Dag,
-}
-
 impl Steer<'_> {
     fn me(&self) -> comment::Identity {
         comment::Identity {
@@ -227,28 +218,18 @@ impl Steer<'_> {
         };
         repo.checkout_detached(&tip)?;
         let inputs = crate::action::with_plan(repo.root(), self.inputs)?;
-        let plan_path = repo.root().join(&inputs.plan_rel);
+        let checkout = Checkout::read(repo, auth, inputs)?;
         // Only the archive is left when the job that completed the plan died before
         // publishing: `/execute` (a round there finishes the run), `status` and `abort` read
         // it; nothing changes it.
-        let (plan, archived) = crate::action::load_plan(&repo, &inputs.plan_rel)?;
-        if let (Some(rel), true) = (&archived, changes_plan(&self.command)) {
+        if let (Some(rel), true) = (&checkout.archived, changes_plan(&self.command)) {
             let text = format!(
                 "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
             );
             self.client.comment(self.trigger.pr_number, &text).await?;
             return Ok(Err(said(text)));
         }
-        let at = archived.as_deref().unwrap_or(&inputs.plan_rel);
-        let dag = crate::pure::validate::check(&plan, Some(at))?;
-        Ok(Ok(Checkout {
-            repo,
-            auth,
-            inputs,
-            plan_path,
-            plan,
-            dag,
-        }))
+        Ok(Ok(checkout))
     }
 
     /// The status comment, with `extra` after it (`waiting` says what the run waits on).

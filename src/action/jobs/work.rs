@@ -89,6 +89,20 @@ impl WorkJob {
         )?)
     }
 
+    /// The `result.json` of this job's attempt, observed from its base as `report`, which
+    /// took `duration`.
+    fn result(&self, report: &outcome::AttemptReport, duration: std::time::Duration) -> WorkResult {
+        let job = self.job;
+        WorkResult::new(
+            job.task,
+            job.attempt,
+            job.round,
+            &self.base,
+            report,
+            duration,
+        )
+    }
+
     /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
     /// `touched`; its status line's `summary`) in this checkout, its files in `scratch`.
     fn to_review<'a>(
@@ -239,8 +253,7 @@ async fn attempt(
     start: jiff::Timestamp,
     follow: Option<&crate::action::rounds::FollowUp>,
 ) -> Result<Worked, ActionError> {
-    let (job, base, repo, inputs, plan) =
-        (at.job, at.base.as_str(), &at.repo, &at.inputs, &at.plan);
+    let (job, repo, inputs, plan) = (at.job, &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
     let history = review::history(task);
     let text = prompt_text(plan, job, repo.root(), &history);
@@ -271,14 +284,7 @@ async fn attempt(
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
     gateway::budget_stop(budget_stop, &mut verdict, &mut said);
-    let mut result = WorkResult::new(
-        job.task,
-        job.attempt,
-        job.round,
-        base,
-        &report,
-        run.duration,
-    );
+    let mut result = at.result(&report, run.duration);
     result.said = said;
     result.refused = refused;
     let mut review_log = None;
@@ -298,8 +304,8 @@ async fn attempt(
         review_log = Some(reviewed.log);
     }
     // The hosts the egress proxy refused the worker, its checks and the reviewer.
-    result.egress_blocked = crate::edge::egress::blocked();
-    result.rate_limits = gateway::rate_limits(served.as_ref());
+    result.network.egress_blocked = crate::edge::egress::blocked();
+    result.network.rate_limits = gateway::rate_limits(served.as_ref());
     result.set_measured(&crate::pure::usage::Measured::since(start, usage));
     if let Some(live) = live {
         live.finish();

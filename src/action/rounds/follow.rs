@@ -109,14 +109,6 @@ impl FollowUp {
         })
     }
 
-    /// Whether the attempt it continues was a rebase (a second failure to land fails it).
-    pub fn after_rebase(&self) -> bool {
-        match self {
-            FollowUp::Recheck { rebased, .. } => *rebased,
-            FollowUp::Rebase { .. } => true,
-        }
-    }
-
     /// The follow-up the open round recorded in `plan` for `task`'s attempt `attempt`, or
     /// the one the conductor recorded on the task itself while it is in progress
     /// ([`FollowUp::on_task`]).

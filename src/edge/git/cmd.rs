@@ -71,7 +71,7 @@ pub(super) fn env_is_set(key: &str) -> bool {
 }
 
 /// What a finished git process left.
-pub(super) struct Output {
+pub(super) struct GitOutput {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -97,6 +97,17 @@ pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
         env: Vec::new(),
         stdin: None,
     }
+}
+
+/// `git status --porcelain -z` in `dir`, which sees every untracked file and into
+/// submodules, without taking the index lock; `options` add to it (which ignored files show,
+/// the paths).
+pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -> Git<'a> {
+    git(dir, label)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["status", "--porcelain", "-z", "--untracked-files=all"])
+        .arg("--ignore-submodules=none")
+        .args(options)
 }
 
 impl<'a> Git<'a> {
@@ -183,7 +194,7 @@ impl<'a> Git<'a> {
     }
 
     /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
-    pub(super) fn output(&self) -> Result<Output, GitError> {
+    pub(super) fn output(&self) -> Result<GitOutput, GitError> {
         tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
         let spawn_error = |source| GitError::Spawn {
             command: self.label.to_owned(),
@@ -203,7 +214,7 @@ impl<'a> Git<'a> {
             child.wait_with_output()
         })
         .map_err(spawn_error)?;
-        Ok(Output {
+        Ok(GitOutput {
             status: output.status,
             stdout: output.stdout,
             stderr: output.stderr,
@@ -211,7 +222,7 @@ impl<'a> Git<'a> {
     }
 
     /// The error for a call that ended with `out`.
-    pub(super) fn error(&self, out: &Output) -> GitError {
+    pub(super) fn error(&self, out: &GitOutput) -> GitError {
         if let Some(path) = index_lock(&out.stderr) {
             return GitError::IndexLocked {
                 path: self.dir.join(path),
@@ -250,7 +261,7 @@ impl<'a> Git<'a> {
         cmd.stdin(Stdio::null())
             .stdout(file.try_clone().map_err(spawn_error)?);
         let output = cmd.output().map_err(spawn_error)?;
-        let out = Output {
+        let out = GitOutput {
             status: output.status,
             stdout: Vec::new(),
             stderr: output.stderr,
@@ -307,7 +318,7 @@ pub(super) fn text_lines(bytes: &[u8]) -> Vec<String> {
 }
 
 /// git's stderr, trimmed, or the exit status when it said nothing.
-pub(super) fn describe_failure(out: &Output) -> String {
+pub(super) fn describe_failure(out: &GitOutput) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     if !stderr.is_empty() {
         return stderr;

@@ -330,16 +330,7 @@ impl Repo {
         if !nul_fields(&in_head).any(|f| f == path.as_bytes()) {
             return Ok(false);
         }
-        let status = git(&self.root, "status")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .args([
-                "status",
-                "--porcelain",
-                "-z",
-                "--untracked-files=all",
-                "--ignore-submodules=none",
-                "--",
-            ])
+        let status = cmd::status(&self.root, "status", &["--"])
             .arg(literal(&path))
             .run()?;
         Ok(status.is_empty())

@@ -151,18 +151,8 @@ impl Repo {
         if paths.is_empty() {
             return Ok(Vec::new());
         }
-        let out = git(&self.root, "status")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .args([
-                "status",
-                "--porcelain",
-                "-z",
-                "--ignored=traditional",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=none",
-                "--",
-            ])
+        let options = ["--ignored=traditional", "--no-renames", "--"];
+        let out = super::cmd::status(&self.root, "status", &options)
             .args(paths.iter().map(|p| literal(p)))
             .run()?;
         Ok(nul_fields(&out)

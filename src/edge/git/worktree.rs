@@ -155,17 +155,8 @@ impl Worktree {
         if head != self.base {
             return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
         }
-        let status = git(&self.path, "status --ignored")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .args([
-                "status",
-                "--porcelain",
-                "-z",
-                "--ignored=matching",
-                "--untracked-files=all",
-                "--ignore-submodules=none",
-            ])
-            .run()?;
+        let status =
+            super::cmd::status(&self.path, "status --ignored", &["--ignored=matching"]).run()?;
         Ok(nul_fields(&status)
             .next()
             .map(|entry| format!("it holds `{}`", String::from_utf8_lossy(entry))))

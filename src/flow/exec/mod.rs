@@ -98,11 +98,9 @@ pub struct Judged {
     /// What the agent CLI itself reported spending when the model gateway counted the
     /// attempt (its figures are `measured`'s): kept beside them in the record.
     pub reported: Option<crate::pure::usage::Usage>,
-    /// The hosts the Action's egress proxy refused the agent (its `result.json`).
-    pub egress_blocked: Vec<String>,
-    /// What the Action's work job's model gateway saw of each provider's rate limit (its
-    /// `result.json`): recorded, and the conductor's holds.
-    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
+    /// What the Action's work job's network guards saw (its `result.json`, checked): the hosts
+    /// the egress proxy refused and the rate limits recorded and held by the conductor.
+    pub network: crate::pure::usage::Network,
 }
 
 impl Judged {
@@ -122,8 +120,7 @@ impl Judged {
             crate::pure::usage::AttemptRecord::new(self.index, self.attempt, measured, outcome);
         record.rebase = self.rebase;
         record.cli = self.reported.clone().filter(|u| !u.is_empty());
-        record.egress_blocked.clone_from(&self.egress_blocked);
-        record.rate_limits = crate::pure::gateway::held::checked(&self.rate_limits);
+        record.network.clone_from(&self.network);
         Some(record)
     }
 }

@@ -152,8 +152,7 @@ impl Executor for Virtual {
                     timed_out: false,
                     rebase: false,
                     reported: None,
-                    egress_blocked: Vec::new(),
-                    rate_limits: Vec::new(),
+                    network: Default::default(),
                 }
             })
             .collect();

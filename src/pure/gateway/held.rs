@@ -125,7 +125,7 @@ impl Holds {
         let mut holds = Holds::default();
         for r in records {
             if let Some(end) = parse(Some(&r.end)) {
-                holds.note(&r.rate_limits, end);
+                holds.note(&r.network.rate_limits, end);
             }
         }
         holds
@@ -371,7 +371,7 @@ mod tests {
             &measured,
             crate::pure::usage::Outcome::Completed,
         );
-        r.rate_limits = vec![limited(Provider::OpenAi, "3000-01-01T00:00:00Z")];
+        r.network.rate_limits = vec![limited(Provider::OpenAi, "3000-01-01T00:00:00Z")];
         let h = Holds::of_records(&[r]);
         assert_eq!(
             h.until(Provider::OpenAi, at("2026-11-29T04:00:00Z")),

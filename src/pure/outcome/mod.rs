@@ -101,8 +101,9 @@ pub enum Exit {
     SpawnFailed(String),
 }
 
-/// One acceptance check as it ran in the task's tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One acceptance check as it ran in the task's tree (and as the Action's work job writes it
+/// in its `result.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CheckRun {
     pub criterion: String,
     pub check: String,
@@ -393,26 +394,6 @@ pub struct BatchEntry {
     pub result: String,
     pub attempts: u32,
     pub acceptance_passed: bool,
-}
-
-/// The processor's `completedFiles`: the declared files of the completed tasks, each once,
-/// in task order — what the round's commit stages.
-pub fn completed_files(plan: &Plan, completed: &[usize]) -> crate::pure::plan::model::Files {
-    let mut files = crate::pure::plan::model::Files::default();
-    for &i in completed {
-        let t = &plan.tasks[i];
-        for f in t.creates() {
-            if !files.create.contains(f) {
-                files.create.push(f.clone());
-            }
-        }
-        for f in t.modifies() {
-            if !files.modify.contains(f) {
-                files.modify.push(f.clone());
-            }
-        }
-    }
-    files
 }
 
 /// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
@@ -954,22 +935,6 @@ mod tests {
             ..failed
         };
         assert_eq!(decide(&p, 1, &done, 1, Unit::Batch), Decision::Completed);
-    }
-
-    #[test]
-    fn completed_files_are_deduplicated() {
-        let p = plan();
-        let f = completed_files(&p, &[1, 2, 3]);
-        assert_eq!(
-            f.create,
-            [
-                "src/auth/password.ts",
-                "src/auth/password.test.ts",
-                "src/pages/api/signup.ts",
-                "src/auth/session.ts"
-            ]
-        );
-        assert_eq!(f.modify, ["package.json", "src/middleware.ts"]);
     }
 
     #[test]

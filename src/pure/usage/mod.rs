@@ -249,18 +249,47 @@ pub struct AttemptRecord {
     /// ([`mismatches`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli: Option<Usage>,
+    /// What the attempt's network guards saw (on the Action).
+    #[serde(flatten)]
+    pub network: Network,
+}
+
+/// What an attempt's network guards saw, on the Action: the hosts its egress proxy refused
+/// and what its model gateway saw of each provider's rate limit. The work job writes it in its
+/// `result.json` and the attempt's record keeps it, beside their other fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Network {
     /// The hosts the work job's egress proxy refused the agent (the Action's `egress` input).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_blocked: Vec<String>,
     /// What the attempt's model gateway saw of each provider's rate limit (its 429 and 529
     /// answers, the latest held-until a `retry-after` asked for): on the Action the
-    /// conductor holds new work for a provider from it ([`crate::pure::gateway::held`]).
+    /// conductor holds new work for a provider from it ([`crate::pure::gateway::held`]). Read
+    /// leniently: the file is the job's.
     #[serde(
         default,
         deserialize_with = "crate::pure::gateway::held::lenient",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
+}
+
+impl Network {
+    /// Bounded and made safe (it comes from the job that ran task code): at most
+    /// [`EGRESS_BLOCKED_MAX`] hosts, each one safe line, and the rate limits
+    /// [`crate::pure::gateway::held::checked`].
+    pub fn checked(&self) -> Network {
+        Network {
+            egress_blocked: self
+                .egress_blocked
+                .iter()
+                .take(EGRESS_BLOCKED_MAX)
+                .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+                .collect(),
+            rate_limits: crate::pure::gateway::held::checked(&self.rate_limits),
+        }
+    }
 }
 
 /// How many blocked hosts a record keeps.
@@ -315,8 +344,7 @@ impl AttemptRecord {
             rebase: false,
             signal: None,
             cli: None,
-            egress_blocked: Vec::new(),
-            rate_limits: Vec::new(),
+            network: Network::default(),
         }
     }
 
@@ -336,13 +364,7 @@ impl AttemptRecord {
             usage: self.usage.checked(),
             signal: self.signal.filter(|s| STOP_SIGNALS.contains(&s.as_str())),
             cli: self.cli.map(Usage::checked).filter(|u| !u.is_empty()),
-            egress_blocked: self
-                .egress_blocked
-                .iter()
-                .take(EGRESS_BLOCKED_MAX)
-                .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
-                .collect(),
-            rate_limits: crate::pure::gateway::held::checked(&self.rate_limits),
+            network: self.network.checked(),
             ..self
         })
     }

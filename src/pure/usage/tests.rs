@@ -152,6 +152,39 @@ fn hostile_records_and_usage_are_refused_or_bounded() {
     assert_eq!(records(&p).len(), 1);
 }
 
+/// What the Action's network guards saw stands beside the record's other fields, as the work
+/// job's `result.json` writes it, and is bounded when read: hosts cut to
+/// [`EGRESS_BLOCKED_MAX`] safe lines, a `rateLimits` that is not a list read as none.
+#[test]
+fn the_network_fields_sit_beside_the_others_and_are_bounded_when_read() {
+    let m = Measured::since(at("2026-01-01T00:00:00Z"), Usage::default());
+    let mut r = AttemptRecord::new(0, 1, &m, Outcome::Completed);
+    r.network.egress_blocked = vec!["evil.example".into()];
+    r.network.rate_limits = vec![crate::pure::gateway::held::Limited {
+        provider: crate::pure::gateway::Provider::Anthropic,
+        answers: 2,
+        held_until: None,
+    }];
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["egressBlocked"], serde_json::json!(["evil.example"]));
+    assert_eq!(
+        v["rateLimits"],
+        serde_json::json!([{"provider": "anthropic", "answers": 2}])
+    );
+    let mut p = plan(1);
+    let hosts: Vec<String> = (0..30).map(|i| format!("h{i}.example\u{1b}[31m")).collect();
+    let list = serde_json::json!([{"task": 0, "attempt": 1, "start": "2026-01-01T00:00:00Z",
+        "end": "2026-01-01T00:00:01Z", "seconds": 1.0, "outcome": "completed",
+        "egressBlocked": hosts, "rateLimits": "not a list"}]);
+    p.progress.extra.insert(ATTEMPTS_FIELD.into(), list);
+    let kept = records(&p);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let blocked = &kept[0].network.egress_blocked;
+    assert_eq!(blocked.len(), EGRESS_BLOCKED_MAX);
+    assert!(blocked.iter().all(|h| !h.contains('\u{1b}')), "{blocked:?}");
+    assert!(kept[0].network.rate_limits.is_empty());
+}
+
 #[test]
 fn the_usage_file() {
     let u = parse_usage_file(r#"{"cost_usd": 0.42, "input_tokens": 1000, "output_tokens": 20, "model": "gpt-5", "extra": [1]}"#).unwrap();

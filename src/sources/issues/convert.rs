@@ -114,7 +114,7 @@ pub struct Converted {
 }
 
 /// One issue of the tree, flattened.
-struct Node<'a> {
+struct FlatIssue<'a> {
     issue: &'a Issue,
     key: Ref,
     /// The groups above it (indices into the flattened list), nearest last.
@@ -125,7 +125,7 @@ struct Node<'a> {
 
 fn flatten<'a>(
     r: &ReadIssues,
-    out: &mut Vec<Node<'a>>,
+    out: &mut Vec<FlatIssue<'a>>,
     left_out: &mut Vec<Note>,
     issue: &'a Issue,
     ancestors: &[usize],
@@ -147,7 +147,7 @@ fn flatten<'a>(
         return;
     }
     let me = out.len();
-    out.push(Node {
+    out.push(FlatIssue {
         issue,
         key,
         ancestors: ancestors.to_vec(),
@@ -174,7 +174,7 @@ fn who(author: &str) -> String {
 }
 
 /// A sub-issue without sub-issues, or one whose sub-issues were all left out.
-fn is_task(n: &Node<'_>) -> bool {
+fn is_task(n: &FlatIssue<'_>) -> bool {
     n.issue.sub_issues.is_empty() || n.leaves.is_empty()
 }
 
@@ -186,7 +186,7 @@ struct Edges {
     outside: BTreeMap<Ref, (bool, BTreeSet<String>)>,
 }
 
-fn edges(r: &ReadIssues, nodes: &[Node<'_>], task_nodes: &[usize]) -> Edges {
+fn edges(r: &ReadIssues, nodes: &[FlatIssue<'_>], task_nodes: &[usize]) -> Edges {
     let task_of: BTreeMap<usize, usize> = task_nodes
         .iter()
         .enumerate()
@@ -317,7 +317,7 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
 /// The plan's tasks, in order.
 fn plan(
     r: &ReadIssues,
-    nodes: &[Node<'_>],
+    nodes: &[FlatIssue<'_>],
     task_nodes: &[usize],
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
@@ -353,7 +353,7 @@ fn plan(
 fn with_record(
     mut plan: Plan,
     r: &ReadIssues,
-    nodes: &[Node<'_>],
+    nodes: &[FlatIssue<'_>],
     task_nodes: &[usize],
     left_out: &[Note],
     outside: &[Note],
@@ -400,7 +400,7 @@ fn outside_text(target: &Ref, closed: bool, known: bool, from: &BTreeSet<String>
 
 fn task(
     r: &ReadIssues,
-    node: &Node<'_>,
+    node: &FlatIssue<'_>,
     blocked_by: Vec<usize>,
     waits: &[Ref],
 ) -> Result<Task, IssueError> {

@@ -153,7 +153,7 @@ impl Executor for Remote<'_> {
         // (each held-until believed at most `MAX_HOLD` past its arrival: the file is the job's).
         let arrived = jiff::Timestamp::now();
         for j in &arrivals.judged {
-            self.rate.holds.note(&j.rate_limits, arrived);
+            self.rate.holds.note(&j.network.rate_limits, arrived);
         }
         for j in &arrivals.judged {
             if let Some(f) = self.flights.remove(&j.index) {

@@ -156,16 +156,17 @@ pub async fn run(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
     };
-    let writer::WriterJob {
+    let writer::WriterJob { checkout, ui, opts } =
+        writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    let writer::Checkout {
         repo,
         auth,
         inputs,
         plan_path,
         mut plan,
         dag,
-        ui,
-        opts,
-    } = writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+        ..
+    } = checkout;
     // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
     let policy = crate::action::overlap_policy(root, &inputs)?;
     let merge = policy == crate::pure::overlap::Policy::Merge;

@@ -18,7 +18,7 @@ impl Finalize<'_> {
     ) -> Result<Vec<Judged>, ActionError> {
         let (ctx, client) = (self.ctx, self.client);
         let run_attempt = ctx.run_attempt.parse::<u32>().unwrap_or(1).max(1);
-        let artifacts = &self.job.inputs.artifacts;
+        let artifacts = &self.job.checkout.inputs.artifacts;
         let (found, ignored) = collect(artifacts, &ctx.run_id, run_attempt, entries);
         for name in &ignored {
             self.job.ui.say(format!(
@@ -37,7 +37,7 @@ impl Finalize<'_> {
                 }
             }
         }
-        save_logs(&mut self.job.plan, &self.links.logs);
+        save_logs(&mut self.job.checkout.plan, &self.links.logs);
         // A matrix job that left no readable artifact (cancelled, failed before its upload)
         // still ended an attempt: its record spans this run, as far as GitHub says — asked
         // only then, once.
@@ -49,11 +49,11 @@ impl Finalize<'_> {
             let found = found.get(&(e.task, e.attempt));
             // A rebase built on the chain's candidates: its patch is read against the base
             // with their merged changes (finalize's own copies) applied.
-            let on = merging::built_on_tree(&job.repo, &job.plan, e)?;
+            let on = merging::built_on_tree(&job.checkout.repo, &job.checkout.plan, e)?;
             let at = Judge {
-                repo: &job.repo,
-                plan: &job.plan,
-                inputs: &job.inputs,
+                repo: &job.checkout.repo,
+                plan: &job.checkout.plan,
+                inputs: &job.checkout.inputs,
                 ui: &job.ui,
             };
             let mut j = judge_entry_at(at, e, on.as_deref(), found)?;

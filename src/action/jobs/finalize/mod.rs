@@ -29,7 +29,7 @@ use crate::action::protocol::{Conclusion, PlanConclusion};
 use crate::action::publish::Publisher;
 use crate::action::report::{self, Links, RunStop};
 use crate::action::runtime::Runner;
-use crate::action::writer::{Finalized, WriterJob, stale};
+use crate::action::writer::{Checkout, Finalized, WriterJob, stale};
 use crate::action::{ActionError, Inputs};
 use crate::action::{matrix, steering};
 use crate::edge::github::Client;
@@ -58,7 +58,7 @@ pub async fn run(
     let job = WriterJob::open(root, inputs, &round.base, engine::Schedule::Rounds)?;
     let links = Links {
         run: ctx.run_url(),
-        logs: saved_logs(&job.plan),
+        logs: saved_logs(&job.checkout.plan),
     };
     let mut f = Finalize {
         job,
@@ -104,10 +104,10 @@ impl Finalize<'_> {
         Publisher {
             client: self.client,
             ctx: self.ctx,
-            repo: &self.job.repo,
-            auth: &self.job.auth,
+            repo: &self.job.checkout.repo,
+            auth: &self.job.checkout.auth,
             round: self.round,
-            inputs: &self.job.inputs,
+            inputs: &self.job.checkout.inputs,
             ui: &self.job.ui,
             schedule: engine::Schedule::Rounds,
             holding: None,
@@ -123,7 +123,7 @@ impl Finalize<'_> {
             // A run of the default branch runs no task code (see `plan`): the round runs on
             // the execution branch, started here at this run's commit when it is new.
             let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
-                let (repo, auth) = (&self.job.repo, &self.job.auth);
+                let (repo, auth) = (&self.job.checkout.repo, &self.job.checkout.auth);
                 if repo.fetch_branch(&round.branch, auth)?.is_none()
                     && let crate::edge::git::Pushed::Rejected(why) =
                         repo.push_head(&round.branch, auth)?
@@ -138,7 +138,7 @@ impl Finalize<'_> {
             } else {
                 ctx.ref_name.as_str()
             };
-            c.dispatch(&self.job.inputs.workflow, on, &inputs_json)
+            c.dispatch(&self.job.checkout.inputs.workflow, on, &inputs_json)
                 .await?;
             ui.say(format!(
                 "Dispatched the round on {on} (branch: {}).",
@@ -174,7 +174,13 @@ impl Finalize<'_> {
         // on it) has a head.
         let published = self
             .ending()
-            .finish(&self.job.plan, &self.links, stop.as_ref(), false, preflight)
+            .finish(
+                &self.job.checkout.plan,
+                &self.links,
+                stop.as_ref(),
+                false,
+                preflight,
+            )
             .await?;
         if published.stale {
             return Ok(stale(published));
@@ -184,7 +190,7 @@ impl Finalize<'_> {
             conclusion: planned.passed_on().expect("work and close-round integrate"),
             pr: published.pr,
             failed: fails(stop.as_ref()),
-            spent: Some(crate::pure::usage::total(&self.job.plan)),
+            spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
 
@@ -201,7 +207,7 @@ impl Finalize<'_> {
         let steered_on = self.catch_up().await?;
         let closed = done.closed;
         let stop = self.stop(done)?;
-        let plan = &self.job.plan;
+        let plan = &self.job.checkout.plan;
         let more = stop.is_none() && plan.count(Status::Pending) > 0;
         let published = self
             .ending()
@@ -211,7 +217,7 @@ impl Finalize<'_> {
             return Ok(stale(published));
         }
         if let (Some((pr, me)), Some(c)) = (steered_on, self.client) {
-            for line in steering::confirm(c, pr, me, &self.job.repo).await {
+            for line in steering::confirm(c, pr, me, &self.job.checkout.repo).await {
                 self.job.ui.say(line);
             }
         }
@@ -231,20 +237,20 @@ impl Finalize<'_> {
             conclusion,
             pr: published.pr,
             failed: fails(stop.as_ref()),
-            spent: Some(crate::pure::usage::total(&self.job.plan)),
+            spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
 
     /// The round this run is a part of: the one open on the branch, else the one it starts
     /// (the plan job read the same plan at the same base).
     fn open_round(&mut self) -> Result<crate::action::rounds::OpenRound, ActionError> {
-        let (round, plan) = (self.round, &mut self.job.plan);
+        let (round, plan) = (self.round, &mut self.job.checkout.plan);
         for t in &mut plan.tasks {
             if t.status == Status::InProgress {
                 t.status = Status::Pending;
             }
         }
-        let Some(current) = crate::action::rounds::current(plan, &self.job.dag) else {
+        let Some(current) = crate::action::rounds::current(plan, &self.job.checkout.dag) else {
             return Err(ActionError::Input(format!(
                 "the plan at {} has no open round and no ready task, but the plan job planned round {} ({}); was the base changed between the jobs? Nothing of this run was judged",
                 round.base, round.round, round.planned
@@ -266,7 +272,7 @@ impl Finalize<'_> {
         &self,
         open: &crate::action::rounds::OpenRound,
     ) -> Result<Vec<matrix::MatrixEntry>, ActionError> {
-        let (round, plan) = (self.round, &self.job.plan);
+        let (round, plan) = (self.round, &self.job.checkout.plan);
         let entries = if round.planned == PlanConclusion::Work {
             matrix::Matrix::parse(&round.matrix).map_err(ActionError::Input)?
         } else {
@@ -298,12 +304,11 @@ impl Finalize<'_> {
                 .then(|| format!("task {}: {}", j.index, j.verdict.result))
         });
         let WriterJob {
-            repo,
-            plan,
-            dag,
+            checkout: Checkout {
+                repo, plan, dag, ..
+            },
             ui,
             opts,
-            ..
         } = &mut self.job;
         let at = Integrator {
             repo,
@@ -332,17 +337,18 @@ impl Finalize<'_> {
         };
         let job = &mut self.job;
         let me = steering::comment::Identity {
-            app_id: job.inputs.app_id,
+            app_id: job.checkout.inputs.app_id,
         };
         let queue = steering::Queue {
             client: c,
             pr,
             me,
-            repo: &job.repo,
-            plan_path: &job.plan_path,
-            plan_rel: &job.inputs.plan_rel,
+            repo: &job.checkout.repo,
+            plan_path: &job.checkout.plan_path,
+            plan_rel: &job.checkout.inputs.plan_rel,
         };
-        let applied = steering::catch_up(queue, &mut job.plan, &job.dag, None).await?;
+        let applied =
+            steering::catch_up(queue, &mut job.checkout.plan, &job.checkout.dag, None).await?;
         let steered_on = (!applied.is_empty()).then_some((pr, me));
         for line in applied {
             job.ui.say(line);
@@ -368,11 +374,23 @@ impl Finalize<'_> {
             }
             _ => {
                 let job = &mut self.job;
-                let conflicts = Overlaps::of(&job.plan, &job.dag).for_scheduling();
+                let conflicts =
+                    Overlaps::of(&job.checkout.plan, &job.checkout.dag).for_scheduling();
                 let schedule = engine::Schedule::Rounds;
-                let budget = job.inputs.max_cost;
-                match crate::flow::exec::settle(&job.plan, &job.dag, &conflicts, schedule, budget) {
-                    Settled::Done => done_stop(&job.repo, &mut job.plan, &job.opts, &job.ui)?,
+                let budget = job.checkout.inputs.max_cost;
+                match crate::flow::exec::settle(
+                    &job.checkout.plan,
+                    &job.checkout.dag,
+                    &conflicts,
+                    schedule,
+                    budget,
+                ) {
+                    Settled::Done => done_stop(
+                        &job.checkout.repo,
+                        &mut job.checkout.plan,
+                        &job.opts,
+                        &job.ui,
+                    )?,
                     Settled::Deadlock { pending } => {
                         Some(RunStop::Deadlock(engine::deadlock_message(pending)))
                     }
@@ -392,14 +410,14 @@ impl Finalize<'_> {
             waiting: &[],
         };
         self.ctx.summary(&report::round_summary(
-            &self.job.plan,
+            &self.job.checkout.plan,
             part,
             &self.links,
             &self.job.ui.activity(),
             crate::pure::timeline::Ran {
                 schedule: engine::Schedule::Rounds,
                 place: crate::pure::simulate::Place::Actions,
-                slots: self.job.inputs.max_parallel,
+                slots: self.job.checkout.inputs.max_parallel,
                 merge: matrix::Matrix::merges(&self.round.matrix),
             },
         ))?;

@@ -59,7 +59,7 @@ impl Provisional {
             measured.duration(),
         );
         result.set_measured(&measured);
-        result.rate_limits.clone_from(&spend.rate_limits);
+        result.network.rate_limits.clone_from(&spend.rate_limits);
         result
     }
 }

@@ -11,7 +11,6 @@
 //! verdict passed.
 
 use crate::action::ActionError;
-use crate::action::artifact::WorkResult;
 use crate::action::rounds::FollowUp;
 use crate::edge::git::{Repo, changes_in};
 use crate::pure::outcome::{self, CheckRun};
@@ -66,14 +65,7 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
     with_checks_of(at, checks, &mut report, &mut verdict);
-    let mut result = WorkResult::new(
-        job.task,
-        job.attempt,
-        job.round,
-        base,
-        &report,
-        std::time::Duration::ZERO,
-    );
+    let mut result = at.result(&report, std::time::Duration::ZERO);
     result.set_measured(&crate::pure::usage::Measured::since(
         start,
         crate::pure::usage::Usage::default(),
