@@ -121,36 +121,52 @@ pub fn gateway(
     })
 }
 
-/// What the model gateway starts from for a run of `plan` (locally, or one attempt's job on
-/// the Action): the providers' keys and base URLs from `env` (dagexec's environment), the
-/// run's `max_cost` against what the plan recorded before, the per-task cap and the request
-/// cap of `settings`, and the price table in use.
+/// What the model gateway starts from for a run of `plan` by `worker` (locally, or one
+/// attempt's job on the Action): the providers' keys and base URLs from `env` (dagexec's
+/// environment), the run's `max_cost` against what the plan recorded before, the per-task
+/// cap and the request cap of `settings`, and the price table in use. With it, a warning
+/// to say: a user's Codex configuration the gateway cannot follow stops only a worker that
+/// runs Codex; any other is told and goes on.
 pub fn gateway_config(
     env: &dyn Fn(&str) -> Option<String>,
     plan: &crate::pure::plan::model::Plan,
     max_cost: Option<crate::pure::usage::Budget>,
     settings: &GatewaySettings,
-) -> Result<crate::edge::gateway::Config, ConfigError> {
+    worker: &str,
+) -> Result<(crate::edge::gateway::Config, Option<String>), ConfigError> {
     use crate::edge::gateway::{Budgets, Config, Upstreams};
     // OpenAI's upstream: the provider the user's own Codex configuration selects, unless
     // OPENAI_BASE_URL says otherwise (then the file is not read, nor can it stop the run).
     let user_codex = env("OPENAI_BASE_URL")
         .filter(|v| !v.trim().is_empty())
         .map_or_else(crate::edge::gateway::user_codex_file, |_| None);
+    let mut warning = None;
     let codex = match user_codex {
-        Some((path, text)) => {
-            crate::pure::gateway::codex::selected(&text).map_err(|source| ConfigError::Codex {
-                path: path.display().to_string(),
-                source,
-            })?
-        }
+        Some((path, text)) => match crate::pure::gateway::codex::selected(&text) {
+            Ok(codex) => codex,
+            Err(source) => {
+                let e = ConfigError::Codex {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let codex_runs = crate::pure::gateway::held::provider_of(worker, None)
+                    == Some(crate::pure::gateway::Provider::OpenAi);
+                if codex_runs {
+                    return Err(e);
+                }
+                warning = Some(format!(
+                    "{e}. The worker does not run Codex, so the model gateway sends any OpenAI request to OpenAI's own API; fix the file before a Codex worker runs through dagexec, or set OPENAI_BASE_URL."
+                ));
+                None
+            }
+        },
         None => None,
     };
     let task_recorded = crate::pure::usage::per_task(plan)
         .into_iter()
         .filter_map(|(task, t)| t.cost_usd.map(|c| (task, c)))
         .collect();
-    Ok(Config {
+    let config = Config {
         upstreams: Upstreams::from_env(env).with_codex(codex.as_ref(), env),
         budgets: Budgets {
             run: max_cost.map(|b| (b.usd(), crate::pure::usage::spent(plan))),
@@ -159,7 +175,8 @@ pub fn gateway_config(
         },
         prices: crate::pure::prices::current().clone(),
         task_recorded,
-    })
+    };
+    Ok((config, warning))
 }
 
 fn on_off(v: &str) -> Result<bool, String> {

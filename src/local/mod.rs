@@ -178,9 +178,17 @@ fn start_gateway(
     if !settings.on {
         return Ok(None);
     }
-    let config =
-        crate::flow::settings::gateway_config(&env, plan, opts.settings.max_cost, &settings)
-            .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
+    let (config, warning) = crate::flow::settings::gateway_config(
+        &env,
+        plan,
+        opts.settings.max_cost,
+        &settings,
+        &opts.settings.worker,
+    )
+    .map_err(|e| RunError::Other(format!("{e} ({})", e.hint())))?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
     let gateway = runtime.block_on(Gateway::start(config)).map_err(|e| {
         RunError::Other(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;

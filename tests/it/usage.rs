@@ -446,3 +446,51 @@ fn a_reviewers_output_is_kept_beside_the_attempts_logs() {
         "{shown}"
     );
 }
+
+/// A home whose `~/.codex/config.toml` chooses a provider it never describes.
+fn home_with_a_broken_codex_config() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+    std::fs::write(
+        home.path().join(".codex/config.toml"),
+        "model_provider = \"nowhere\"\n",
+    )
+    .unwrap();
+    home
+}
+
+#[test]
+fn a_codex_configuration_the_gateway_cannot_follow_stops_only_a_codex_worker() {
+    let home = home_with_a_broken_codex_config();
+    // A worker that is not Codex: told, and the run goes on.
+    let dir = repo(&plan(&["a.txt"]), &[]);
+    let (_w, cmd) = worker(r#"echo a > a.txt; echo 'COMPLETED: made'"#);
+    let o = run(dir.path())
+        .worker(&cmd)
+        .env("HOME", home.path())
+        .env_remove("CODEX_HOME")
+        .env_remove("OPENAI_BASE_URL")
+        .run();
+    let out = o.expect_code(0);
+    assert!(
+        out.contains("warning: ")
+            && out.contains(".codex/config.toml")
+            && out.contains("\"nowhere\"")
+            && out.contains("does not run Codex"),
+        "{out}"
+    );
+    // Codex would send its requests there: stopped before anything starts, naming the fix.
+    let dir = repo(&plan(&["a.txt"]), &[]);
+    let o = run(dir.path())
+        .worker("codex")
+        .env("HOME", home.path())
+        .env_remove("CODEX_HOME")
+        .env_remove("OPENAI_BASE_URL")
+        .run();
+    let out = o.expect_code(2);
+    assert!(
+        out.contains(".codex/config.toml") && out.contains("OPENAI_BASE_URL"),
+        "{out}"
+    );
+    assert!(!dir.path().join("a.txt").exists());
+}

@@ -342,6 +342,7 @@ async fn run_worker(
         at.job.task,
         at.inputs.max_cost,
         scratch,
+        &at.inputs.worker,
     )
     .await?;
     if let Some(s) = &served {

@@ -63,6 +63,7 @@ pub(super) async fn start(
     task: usize,
     max_cost: Option<crate::pure::usage::Budget>,
     scratch: &Path,
+    worker: &str,
 ) -> Result<Option<Served>, ActionError> {
     let began = Instant::now();
     let file = crate::flow::settings::read_file_config(root)
@@ -72,8 +73,12 @@ pub(super) async fn start(
     if !settings.on {
         return Ok(None);
     }
-    let config = crate::flow::settings::gateway_config(&input, plan, max_cost, &settings)
-        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+    let (config, warning) =
+        crate::flow::settings::gateway_config(&input, plan, max_cost, &settings, worker)
+            .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+    if let Some(w) = warning {
+        crate::action::runtime::warning_annotation("dagexec", &w);
+    }
     let gateway = Gateway::start(config).await.map_err(|e| {
         ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
     })?;
