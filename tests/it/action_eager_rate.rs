@@ -102,6 +102,17 @@ fn a_429_seen_by_one_task_run_holds_the_next_run_on_that_provider_while_another_
         log.contains("Rate limits: holding 1 task: anthropic rate-limited until "),
         "{log}"
     );
+    // The job summary says it too, and when the hold ended.
+    let summary = std::fs::read_to_string(lab.tmp.path().join("summary-1.md")).unwrap_or_default();
+    let section = summary
+        .split("### Rate limits")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no rate limits in the summary:\n{summary}"));
+    assert!(
+        section.contains("holding 1 task: anthropic rate-limited until ")
+            && section.contains("no task is held any more"),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -465,6 +465,20 @@ impl Remote<'_> {
                 merge: self.merging.on,
             },
         ))?;
+        // What a provider's rate limit held back during this job, when it began and ended.
+        let holds: Vec<String> = events
+            .iter()
+            .filter_map(|s| match &s.event {
+                crate::pure::events::Event::Note(n) => n
+                    .strip_prefix("Rate limits: ")
+                    .map(|l| format!("- {}: {}", s.at.strftime("%H:%M:%SZ"), l)),
+                _ => None,
+            })
+            .collect();
+        if !holds.is_empty() {
+            self.ctx
+                .summary(&format!("### Rate limits\n\n{}\n", holds.join("\n")))?;
+        }
         Ok(())
     }
 }
