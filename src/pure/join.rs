@@ -138,6 +138,10 @@ mod tests {
     #[test]
     fn a_join_completes_in_the_update_that_completes_its_last_blocker() {
         let (mut plan, dag) = joined();
+        // No work: the join adds nothing to a depth or a chain.
+        assert_eq!((dag.depth(2), dag.depth(3), dag.max_depth()), (1, 2, 2));
+        assert_eq!((dag.height(0), dag.height(2)), (2, 1));
+        assert!(dag.reaches(0, 3) && dag.reaches(2, 4) && !dag.reaches(3, 4));
         assert_eq!(crate::pure::engine::ready_set(&plan, &dag), [0, 1]);
         apply_round(&mut plan, &dag, &[done(0)], &Default::default());
         assert_eq!(plan.tasks[2].status, Status::Pending);
@@ -184,5 +188,37 @@ mod tests {
         plan.tasks[0].status = Status::Pending;
         assert!(settle(&mut plan, &dag));
         assert_eq!(plan.tasks[2].status, Status::Pending);
+    }
+
+    /// On resume a completed task whose work is not in the commits runs again: a join it
+    /// completed waits again, and a join is never verified (it has no files).
+    #[test]
+    fn a_join_waits_again_when_resume_resets_one_of_its_blockers() {
+        let (mut plan, dag) = joined();
+        apply_round(&mut plan, &dag, &[done(0), done(1)], &Default::default());
+        assert_eq!(plan.tasks[2].status, Status::Completed);
+        let work = crate::pure::update::prepare_resume(&mut plan);
+        let verified: Vec<usize> = work.verify.iter().map(|v| v.task).collect();
+        assert_eq!(verified, [0, 1]);
+        let failures = [(1, "its file is missing".to_string())].into();
+        crate::pure::update::fail_verification(&mut plan, &failures);
+        assert_eq!(plan.tasks[1].status, Status::Pending);
+        assert_eq!(plan.tasks[2].status, Status::Pending);
+        assert_eq!(crate::pure::engine::ready_set(&plan, &dag), [1]);
+    }
+
+    /// `graph` draws a join as a junction point, without a status class or a label.
+    #[test]
+    fn a_join_is_drawn_as_a_junction_point() {
+        use crate::pure::render::graph::{GraphFormat, render};
+        let (plan, _) = joined();
+        let mermaid = render(&plan, GraphFormat::Mermaid);
+        assert!(mermaid.contains("    t2(( ))\n"), "{mermaid}");
+        assert!(mermaid.contains("t0 --> t2") && mermaid.contains("t2 --> t3"));
+        assert!(mermaid.contains("class t0,t1,t3,t4 pending"), "{mermaid}");
+        assert!(!mermaid.contains("Phase 1 done"), "{mermaid}");
+        let dot = render(&plan, GraphFormat::Dot);
+        assert!(dot.contains("t2 [shape=point"), "{dot}");
+        assert!(!dot.contains("Phase 1 done"), "{dot}");
     }
 }
