@@ -97,7 +97,7 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         rule.push_str("---:|---:|");
     }
     let _ = writeln!(s, " Log |\n{rule}---|");
-    for (i, t) in plan.tasks.iter().enumerate() {
+    for (i, t) in plan.tasks.iter().enumerate().filter(|(_, t)| !t.join) {
         let log = links
             .logs
             .get(&i)
@@ -238,7 +238,7 @@ pub fn pr_body(
     let _ = write!(
         s,
         "**{done}/{} tasks completed** after round {round}",
-        plan.tasks.len()
+        plan.total()
     );
     if let Some(run) = &links.run {
         let _ = write!(s, " · [latest workflow run]({run})");
@@ -415,7 +415,7 @@ pub fn check_run_text(plan: &Plan, stop: &RunStop, branch: &str) -> (String, Str
 /// The check run's title for `stop`.
 fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
     match stop {
-        RunStop::Completed => format!("All {} tasks completed", plan.tasks.len()),
+        RunStop::Completed => format!("All {} tasks completed", plan.total()),
         RunStop::CircuitBreaker(_) => "Stopped by the circuit breaker".to_string(),
         RunStop::Deadlock(_) => "Stopped: no task can run (deadlock)".to_string(),
         RunStop::NeedsInput(_) => "Waiting for your answer".to_string(),
@@ -437,7 +437,7 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         .tasks
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.status == Status::Completed)
+        .filter(|(_, t)| t.status == Status::Completed && !t.join)
         .map(|(i, t)| {
             let cost = spent
                 .get(&i)
@@ -488,7 +488,7 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         .tasks
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.status == Status::Skipped)
+        .filter(|(_, t)| t.status == Status::Skipped && !t.join)
         .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
         .collect();
     if !skipped.is_empty() {

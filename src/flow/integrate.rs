@@ -292,7 +292,7 @@ impl RoundBuild {
         }
         drop(index);
         failpoint("after-commit", round);
-        ui.progress(plan.count(Status::Completed), plan.tasks.len());
+        ui.progress(plan.count(Status::Completed), plan.total());
         ui.say(summary::round_progress(plan, round, batch).trim_end());
         if !report.skip_list.is_empty() {
             ui.say(format!(
@@ -339,13 +339,13 @@ pub fn commit_message(
     let mut s = if batch.is_empty() {
         format!(
             "dagexec: round {round} — no task landed; attempts recorded ({overall}/{} overall)\n",
-            plan.tasks.len()
+            plan.total()
         )
     } else {
         format!(
             "dagexec: round {round} — {done}/{} tasks ({overall}/{} overall)\n",
             batch.len(),
-            plan.tasks.len()
+            plan.total()
         )
     };
     s.push('\n');

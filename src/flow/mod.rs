@@ -294,7 +294,7 @@ pub(crate) fn finish(
             crate::flow::steps::questions::tasks_md(plan, &index, ui)?;
             index.add_own_files(repo, std::slice::from_ref(&rel))?;
             index.remove(std::slice::from_ref(&opts.plan_rel))?;
-            let message = archive_message(plan.tasks.len(), &rel);
+            let message = archive_message(plan.total(), &rel);
             if let Some(prepared) = index.prepare(repo, &message)? {
                 prepared.publish(repo)?;
                 failpoint("archive-after-ref", 0);

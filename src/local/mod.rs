@@ -97,7 +97,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         ..attempt::Pool::default()
     });
     let round = round_counter(&plan);
-    ui.progress(plan.count(Status::Completed), plan.tasks.len());
+    ui.progress(plan.count(Status::Completed), plan.total());
     let local = executor::Local {
         repo: &repo,
         pool: &pool,

@@ -89,7 +89,8 @@ pub struct Batches;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Waves;
 
-/// Pending tasks whose blockers are all completed, ascending.
+/// Pending tasks whose blockers are all completed (a join counting as completed once its own
+/// blockers are; a join itself is never ready), ascending.
 pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
     ready_set_after(plan, dag, &[])
 }
@@ -97,14 +98,16 @@ pub fn ready_set(plan: &Plan, dag: &Dag) -> Vec<usize> {
 /// [`ready_set`] as it will be once the tasks `landing` are completed too.
 pub fn ready_set_after(plan: &Plan, dag: &Dag, landing: &[usize]) -> Vec<usize> {
     let landing: rustc_hash::FxHashSet<usize> = landing.iter().copied().collect();
-    let done = |i: usize| plan.tasks[i].status == Status::Completed || landing.contains(&i);
+    // A join is never ready; it counts as done once its blockers are (`pure::join`).
+    let done = crate::pure::join::done(plan, dag, |i| landing.contains(&i));
     plan.tasks
         .iter()
         .enumerate()
         .filter(|(i, t)| {
             t.status == Status::Pending
+                && !t.join
                 && !landing.contains(i)
-                && dag.deps(*i).iter().all(|&d| done(d as usize))
+                && dag.deps(*i).iter().all(|&d| done[d as usize])
         })
         .map(|(i, _)| i)
         .collect()
@@ -295,7 +298,7 @@ pub fn wave_of(plan: &Plan, dag: &Dag, task: usize) -> u64 {
 /// The lowest wave that still has pending tasks.
 pub fn current_wave(plan: &Plan, dag: &Dag) -> Option<u64> {
     (0..plan.tasks.len())
-        .filter(|&i| plan.tasks[i].status == Status::Pending)
+        .filter(|&i| plan.tasks[i].status == Status::Pending && !plan.tasks[i].join)
         .map(|i| wave_of(plan, dag, i))
         .min()
 }
@@ -966,6 +969,83 @@ mod tests {
                         batches.push(tasks);
                     }
                 }
+            }
+        }
+    }
+
+    /// `p` with the tasks marked in `joins` made joins (no files), and the same plan with
+    /// each join expanded into edges: every other task waits for the tasks the joins it
+    /// waits for join, and a join's place holds a completed task nothing waits for.
+    fn joined_and_expanded(p: &Plan, joins: &[bool]) -> (Plan, Plan) {
+        let mut joined = p.clone();
+        for (t, &j) in joined.tasks.iter_mut().zip(joins) {
+            if j {
+                t.join = true;
+                t.metadata = None;
+            }
+        }
+        let mut expanded = joined.clone();
+        for (i, t) in expanded.tasks.iter_mut().enumerate() {
+            if t.join {
+                t.join = false;
+                t.blocked_by.clear();
+                t.status = Status::Completed;
+            } else {
+                t.blocked_by = crate::pure::join::through(&joined, &joined.tasks[i].blocked_by);
+            }
+        }
+        (joined, expanded)
+    }
+
+    /// Batches taken one decision at a time ([`Policy::next`]), each marked completed and
+    /// nothing else (no plan update settles a join): what the drivers see between updates.
+    fn stepped(p: &Plan, schedule: Schedule, cap: Option<usize>) -> Vec<Vec<usize>> {
+        let mut state = p.clone();
+        let dag = Dag::build(p).unwrap();
+        let m = Conflicts::of(p);
+        let mut out = Vec::new();
+        loop {
+            let view = View {
+                plan: &state,
+                dag: &dag,
+                conflicts: &m,
+            };
+            match schedule.policy().next(view, cap) {
+                Next::Batch { tasks, .. } => {
+                    for &t in &tasks {
+                        state.tasks[t].status = Status::Completed;
+                    }
+                    out.push(tasks);
+                }
+                Next::Done => return out,
+                Next::Deadlock { pending } => panic!("deadlock with {pending} pending"),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// A plan with joins runs as the plan with the joins expanded into edges: the same
+        /// batches under every schedule, by the dry run and decision by decision, and a join
+        /// is never in a batch.
+        #[test]
+        fn joins_run_as_their_edges_expanded(
+            (deps, files) in arb_plan(),
+            marks in proptest::collection::vec(proptest::bool::weighted(0.3), 12),
+            cap in proptest::option::of(1usize..4),
+        ) {
+            let (_, p) = arb_tasks(&deps, &files);
+            let joins: Vec<bool> = (0..p.tasks.len()).map(|i| marks[i % marks.len()]).collect();
+            let (joined, expanded) = joined_and_expanded(&p, &joins);
+            for schedule in [Schedule::Rounds, Schedule::Waves, Schedule::Eager] {
+                let (a, dead_a) = run(&joined, schedule, cap);
+                let (b, dead_b) = run(&expanded, schedule, cap);
+                prop_assert_eq!(dead_a, None);
+                prop_assert_eq!(dead_b, None);
+                prop_assert_eq!(&a, &b, "{:?}", schedule);
+                prop_assert!(a.iter().flatten().all(|&t| !joins[t]));
+                prop_assert_eq!(stepped(&joined, schedule, cap), b);
             }
         }
     }

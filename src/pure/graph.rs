@@ -18,6 +18,41 @@ pub struct Dag {
     pos: Vec<u32>,
     depth: Vec<u32>,
     height: Vec<u32>,
+    /// Depth and height with a join counted as a step, for [`Dag::reaches`]; empty when the
+    /// plan has no join (then they are `depth` and `height`).
+    step_depth: Vec<u32>,
+    step_height: Vec<u32>,
+}
+
+/// Depth and height over `topo`, each task weighing `work(task)`.
+fn levels(
+    topo: &[u32],
+    deps: &[Vec<u32>],
+    dependents: &[Vec<u32>],
+    work: impl Fn(usize) -> u32,
+) -> (Vec<u32>, Vec<u32>) {
+    let n = deps.len();
+    let mut depth = vec![1u32; n];
+    for &t in topo {
+        let t = t as usize;
+        depth[t] = work(t)
+            + deps[t]
+                .iter()
+                .map(|&d| depth[d as usize])
+                .max()
+                .unwrap_or(0);
+    }
+    let mut height = vec![1u32; n];
+    for &t in topo.iter().rev() {
+        let t = t as usize;
+        height[t] = work(t)
+            + dependents[t]
+                .iter()
+                .map(|&d| height[d as usize])
+                .max()
+                .unwrap_or(0);
+    }
+    (depth, height)
 }
 
 impl Dag {
@@ -63,24 +98,17 @@ impl Dag {
         for (p, &t) in topo.iter().enumerate() {
             pos[t as usize] = p as u32;
         }
-        let mut depth = vec![1u32; n];
-        for &t in &topo {
-            let t = t as usize;
-            depth[t] = 1 + deps[t]
-                .iter()
-                .map(|&d| depth[d as usize])
-                .max()
-                .unwrap_or(0);
-        }
-        let mut height = vec![1u32; n];
-        for &t in topo.iter().rev() {
-            let t = t as usize;
-            height[t] = 1 + dependents[t]
-                .iter()
-                .map(|&d| height[d as usize])
-                .max()
-                .unwrap_or(0);
-        }
+        // A join is no work: it adds nothing to a depth or a chain (`pure::join`). `reaches`
+        // keeps counting it as a step (its cheap facts need every edge to add one).
+        let joins = plan.tasks.iter().any(|t| t.join);
+        let (depth, height) = levels(&topo, &deps, &dependents, |t| {
+            u32::from(!plan.tasks[t].join)
+        });
+        let (step_depth, step_height) = if joins {
+            levels(&topo, &deps, &dependents, |_| 1)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         Ok(Dag {
             deps,
             dependents,
@@ -88,6 +116,8 @@ impl Dag {
             pos,
             depth,
             height,
+            step_depth,
+            step_height,
         })
     }
 
@@ -121,12 +151,14 @@ impl Dag {
         self.pos[task] as usize
     }
 
-    /// Dependency depth: 1 for a task with no blockers, else 1 + the deepest blocker.
+    /// Dependency depth: 1 for a task with no blockers, else 1 + the deepest blocker (a join
+    /// adds nothing: it has its deepest blocker's depth).
     pub fn depth(&self, task: usize) -> u32 {
         self.depth[task]
     }
 
-    /// Length of the longest chain of dependents starting at this task (1 for a sink).
+    /// Length of the longest chain of dependents starting at this task (1 for a sink; joins
+    /// on it count nothing).
     pub fn height(&self, task: usize) -> u32 {
         self.height[task]
     }
@@ -143,17 +175,18 @@ impl Dag {
     /// leaves the tasks deeper than `u`. For the rare questions scheduling cannot settle
     /// otherwise (see [`crate::pure::engine`]), not for all pairs.
     pub fn reaches(&self, u: usize, v: usize) -> bool {
-        if u == v
-            || self.depth[u] >= self.depth[v]
-            || self.height[u] <= self.height[v]
-            || self.pos[u] >= self.pos[v]
-        {
+        let (depth, height) = if self.step_depth.is_empty() {
+            (&self.depth, &self.height)
+        } else {
+            (&self.step_depth, &self.step_height)
+        };
+        if u == v || depth[u] >= depth[v] || height[u] <= height[v] || self.pos[u] >= self.pos[v] {
             return false;
         }
         if self.deps[v].binary_search(&(u as u32)).is_ok() {
             return true;
         }
-        let (du, pu) = (self.depth[u], self.pos[u]);
+        let (du, pu) = (depth[u], self.pos[u]);
         let mut seen = rustc_hash::FxHashSet::default();
         let mut stack = vec![v as u32];
         while let Some(x) = stack.pop() {
@@ -162,7 +195,7 @@ impl Dag {
                     return true;
                 }
                 let di = d as usize;
-                if self.depth[di] > du && self.pos[di] > pu && seen.insert(d) {
+                if depth[di] > du && self.pos[di] > pu && seen.insert(d) {
                     stack.push(d);
                 }
             }
@@ -183,13 +216,17 @@ impl Dag {
 /// implied by a path already there, so the order's transitive closure is unchanged and the
 /// edges between unfinished tasks — what the engine waits for — now have that closure over
 /// them. Completed tasks' own edges are kept (a task's prompt lists its blockers' results).
+///
+/// A join is never expanded through (its dependents would wait for each task it joins again,
+/// the N × M edges it saves): it counts as unfinished, gets the edges itself, and
+/// [`crate::pure::join::settle`] then says whether it is done.
 pub fn order_through_finished(plan: &mut Plan) {
     use crate::pure::plan::model::Status;
     let n = plan.tasks.len();
     let finished: Vec<bool> = plan
         .tasks
         .iter()
-        .map(|t| t.status == Status::Completed)
+        .map(|t| t.status == Status::Completed && !t.join)
         .collect();
     let deps: Vec<Vec<usize>> = plan
         .tasks

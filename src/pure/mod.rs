@@ -11,6 +11,7 @@ pub mod events;
 pub mod gateway;
 pub mod graph;
 pub mod integration;
+pub mod join;
 pub mod outcome;
 pub mod overlap;
 pub mod pace;

@@ -194,15 +194,14 @@ Example valid outputs:
 
 /// The block the lead builds from completed results (seed 3b.2):
 /// `Dependency results (from prior tasks):` and one `- Task {index}: {result}` per blocker
-/// (a task list's blockers by their own IDs: `- Task T004: …`).
-/// `None` when the task has no blockers.
+/// (a task list's blockers by their own IDs: `- Task T004: …`), looking through a join to
+/// the tasks it joins. `None` when the task has no blockers.
 pub fn dependency_results(plan: &Plan, task: &Task) -> Option<String> {
     if task.blocked_by.is_empty() {
         return None;
     }
-    let mut deps: Vec<usize> = task.blocked_by.clone();
-    deps.sort_unstable();
-    deps.dedup();
+    // A join's results are those of the tasks it joins (`pure::join::through`).
+    let deps: Vec<usize> = crate::pure::join::through(plan, &task.blocked_by);
     let names = crate::pure::plan::ids::TaskNames::of(plan);
     let mut s = String::from("Dependency results (from prior tasks):");
     for d in deps {

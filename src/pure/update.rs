@@ -104,6 +104,9 @@ pub fn apply_round(
             }
         }
     }
+    // A join whose last blocker completed in this round completes with it (no entry in
+    // completedTasks: it did no work).
+    crate::pure::join::settle(plan, dag);
     if let Some(w) = notes.wave {
         plan.progress.current_wave = Some(w);
     }
@@ -122,7 +125,7 @@ pub fn apply_round(
     let skip_list = cascade(plan, dag);
     UpdateReport {
         updated: true,
-        circuit_breaker: CircuitBreaker::evaluate(plan.tasks.len(), pending_count, skip_list.len()),
+        circuit_breaker: CircuitBreaker::evaluate(plan.total(), pending_count, skip_list.len()),
         skip_list,
     }
 }
@@ -147,9 +150,12 @@ pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Ve
         if t.status == Status::Skipped {
             t.status = Status::Pending;
             t.result = None;
-            reopened.push(d);
+            if !t.join {
+                reopened.push(d);
+            }
         }
     }
+    crate::pure::join::settle(plan, dag);
     reopened
 }
 
@@ -164,10 +170,11 @@ pub fn reopen_stale_skips(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
     for &i in &skipped {
         plan.tasks[i].status = Status::Pending;
     }
-    let again = cascade(plan, dag);
+    crate::pure::join::settle(plan, dag);
+    cascade(plan, dag);
     let mut reopened = Vec::new();
     for i in skipped {
-        if !again.contains(&i) {
+        if plan.tasks[i].status == Status::Pending && !plan.tasks[i].join {
             plan.tasks[i].result = None;
             reopened.push(i);
         }
@@ -197,13 +204,15 @@ pub fn trim(task: &mut Task) {
         metadata,
         agent,
         wave: task.wave,
+        join: task.join,
         ..Default::default()
     };
 }
 
 /// Cascading skip (seed C.3 step 6): every pending task whose `blockedBy` chain reaches a
 /// failed or blocked task becomes skipped, with a result naming the dependency and the root
-/// cause. Returns the newly skipped tasks, ascending.
+/// cause. Returns the newly skipped tasks, ascending. A join is skipped like any dependent
+/// but neither returned nor named: a task behind one names the task the join waited for.
 pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
     let names = crate::pure::plan::ids::TaskNames::of(plan);
     // root[t]: the failed/blocked task that t's failure traces back to.
@@ -222,9 +231,16 @@ pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
         let Some(&dep) = dag.deps(t).iter().find(|&&d| root[d as usize].is_some()) else {
             continue;
         };
-        let dep = dep as usize;
+        let mut dep = dep as usize;
         let cause = root[dep].expect("checked above");
         root[t] = Some(cause);
+        // Through joins, to the real task whose failure or skip reached this one.
+        while plan.tasks[dep].join {
+            let Some(&next) = dag.deps(dep).iter().find(|&&d| root[d as usize].is_some()) else {
+                break;
+            };
+            dep = next as usize;
+        }
         if status == Status::Pending {
             let verb = |i: usize| match plan.tasks[i].status {
                 Status::Blocked => "was blocked",
@@ -250,7 +266,9 @@ pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
             let task = &mut plan.tasks[t];
             task.status = Status::Skipped;
             task.result = Some(result);
-            skipped.push(t);
+            if !task.join {
+                skipped.push(t);
+            }
         }
     }
     skipped.sort_unstable();
@@ -269,7 +287,11 @@ pub enum Completion {
 
 /// Decides completion. `plan_path` is the plan file; `timestamp` is UTC `%Y%m%dT%H%M%SZ`.
 pub fn completion(plan: &Plan, plan_path: &Path, timestamp: &str) -> Completion {
-    if plan.tasks.iter().any(|t| t.status != Status::Completed) {
+    if plan
+        .tasks
+        .iter()
+        .any(|t| !t.join && t.status != Status::Completed)
+    {
         return Completion::Keep;
     }
     let dir = plan_path.parent().unwrap_or(Path::new(""));
@@ -283,7 +305,7 @@ pub fn completion(plan: &Plan, plan_path: &Path, timestamp: &str) -> Completion 
 
 /// The seed's closing line: "All {count} tasks completed." or "Execution incomplete. …".
 pub fn closing_line(plan: &Plan) -> String {
-    let total = plan.tasks.len();
+    let total = plan.total();
     let done = plan.count(Status::Completed);
     if done == total && total == 1 {
         "The plan's one task completed.".to_string()
@@ -329,7 +351,7 @@ pub fn prepare_resume(plan: &mut Plan) -> ResumeWork {
                 t.status = Status::Pending;
                 work.reset.push(i);
             }
-            Status::Completed => work.verify.push(Verify {
+            Status::Completed if !t.join => work.verify.push(Verify {
                 task: i,
                 creates: t.creates().to_vec(),
                 modifies: t.modifies().to_vec(),
@@ -359,7 +381,7 @@ pub fn fail_exhausted(plan: &mut Plan, dag: &Dag) -> Exhausted {
     let max = crate::pure::outcome::MAX_ATTEMPTS;
     let mut failed = Vec::new();
     for (i, t) in plan.tasks.iter_mut().enumerate() {
-        if t.status == Status::Pending && t.attempts() >= max {
+        if t.status == Status::Pending && !t.join && t.attempts() >= max {
             t.status = Status::Failed;
             t.result = Some(format!(
                 "attempt {} of {max} never had its result committed (the run was killed while it ran, or interrupted after it failed); no attempts left",
@@ -384,6 +406,19 @@ pub fn fail_verification(plan: &mut Plan, failures: &BTreeMap<usize, String>) {
             t.status = Status::Pending;
             t.result = Some(format!("reset on resume: {why}"));
         }
+    }
+    // A join completed with a task reset here waits again (joins of joins: until none moves).
+    while let Some(j) = (0..plan.tasks.len()).find(|&j| {
+        let t = &plan.tasks[j];
+        t.join
+            && t.status == Status::Completed
+            && t.blocked_by.iter().any(|&b| {
+                plan.tasks
+                    .get(b)
+                    .is_some_and(|d| d.status != Status::Completed)
+            })
+    }) {
+        plan.tasks[j].status = Status::Pending;
     }
     plan.progress
         .completed_tasks

@@ -20,6 +20,9 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
     let plan_rel = plan_rel.map(crate::pure::paths::key);
     for (i, task) in plan.tasks.iter().enumerate() {
         errors.extend(control_characters(i, task));
+        if task.join {
+            errors.extend(join_work(task).map(|field| PlanError::JoinWithWork { task: i, field }));
+        }
         for (position, &dep) in task.blocked_by.iter().enumerate() {
             if dep >= n {
                 deps_ok = false;
@@ -81,6 +84,21 @@ pub fn check(plan: &Plan, plan_rel: Option<&str>) -> Result<Dag, PlanErrors> {
             Err(PlanErrors(errors))
         }
     }
+}
+
+/// What a join declares that only a task a worker runs may: files, an agent, a prompt,
+/// acceptance criteria (a join is never run).
+fn join_work(task: &crate::pure::plan::model::Task) -> impl Iterator<Item = &'static str> {
+    let fields = [
+        ("metadata.files", task.files().next().is_some()),
+        ("agent", task.agent.is_some()),
+        ("prompt", task.prompt.is_some()),
+        (
+            "acceptance criteria",
+            !task.acceptance_criteria().is_empty(),
+        ),
+    ];
+    fields.into_iter().filter(|&(_, has)| has).map(|(f, _)| f)
 }
 
 /// Every path a task declares, with the field it is in.
@@ -229,6 +247,14 @@ mod tests {
                 &[
                     "task 0 fileOverlaps[0]: a task cannot overlap itself",
                     "task 0 fileOverlaps[1]: no task 7 (the plan has 2 tasks)",
+                ],
+            ),
+            (
+                r#"{"schemaVersion":2,"tasks":[{},{"join":true,"blockedBy":[0]},{"join":true,"blockedBy":[0],"metadata":{"files":{"create":["a"]}},"prompt":"p","agent":{"role":"r"}}]}"#,
+                &[
+                    "task 2 metadata.files: a join (\"join\": true) does no work of its own, so it cannot have metadata.files",
+                    "task 2 agent: a join (\"join\": true) does no work of its own, so it cannot have agent",
+                    "task 2 prompt: a join (\"join\": true) does no work of its own, so it cannot have prompt",
                 ],
             ),
         ];

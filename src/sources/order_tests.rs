@@ -168,7 +168,7 @@ fn orders(all_open: &Plan, plan: &Plan) -> (Pairs, Pairs) {
         .tasks
         .iter()
         .zip(&ids)
-        .filter(|(t, _)| t.status != Status::Completed)
+        .filter(|(t, _)| t.status != Status::Completed && !t.join)
         .map(|(_, id)| id)
         .collect();
     let named = |pairs: BTreeSet<(usize, usize)>, ids: &[String]| {

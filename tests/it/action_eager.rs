@@ -1614,3 +1614,56 @@ fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_not
     );
     lab.gh.assert_clean();
 }
+
+/// A plan.json whose tasks 4 and 5 wait for 0, 1 and 2 through a join (task 3): the conductor
+/// never dispatches the join, starts 4 and 5 once 0, 1 and 2 have landed, and the branch's
+/// plan has the join completed with them.
+#[test]
+fn eager_on_actions_never_dispatches_a_join_and_starts_its_dependents_when_its_blockers_land() {
+    const QUICK: &str = r#"#!/bin/sh
+cat > /dev/null
+echo "start $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
+echo "t$DAGEXEC_TASK_INDEX" > "t$DAGEXEC_TASK_INDEX.txt"
+echo "end $DAGEXEC_TASK_INDEX $DAGEXEC_ATTEMPT $(date +%s.%N)" >> "$LAB_TIMES"
+echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+    let tasks = vec![
+        task("zero", &["t0.txt"], &[]),
+        task("one", &["t1.txt"], &[]),
+        task("two", &["t2.txt"], &[]),
+        json!({"subject": "zero, one and two done", "join": true, "blockedBy": [0, 1, 2]}),
+        task("four", &["t4.txt"], &[3]),
+        task("five", &["t5.txt"], &[3]),
+    ];
+    let lab = Arc::new(Lab::with_worker(tasks, QUICK));
+    let conductor = lab.conductor(1, &[]);
+    let code = lab.drive(conductor, Duration::from_secs(120));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    let dispatched: BTreeSet<String> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| d.inputs["task"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        dispatched,
+        ["0", "1", "2", "4", "5"].map(String::from).into(),
+        "{log}"
+    );
+    let plan = lab.branch_plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(t["status"], "completed", "task {i}: {t:#}\n{log}");
+    }
+    assert_eq!(plan["tasks"][3]["join"], true);
+    let times = lab.times();
+    let last_of_three = (0..3).map(|i| times[&(i, 1)].1).fold(0.0, f64::max);
+    for i in [4, 5] {
+        assert!(times[&(i, 1)].0 >= last_of_three, "{times:?}");
+    }
+    let body = lab.gh.state().pulls[0].body.clone().unwrap_or_default();
+    assert!(!body.contains("zero, one and two done"), "{body}");
+    assert!(body.contains("**5/5 tasks completed**"), "{body}");
+    lab.gh.assert_clean();
+}

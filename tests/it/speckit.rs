@@ -741,3 +741,186 @@ fn a_refused_path_names_the_tasks_md_line_and_the_task() {
         assert!(!err.contains("/tmp") && !err.contains("plan.json"), "{err}");
     }
 }
+
+/// Two all-`[P]` phases of three: the plan joins them with one join (3 + 3 edges, not 9),
+/// which no one is shown.
+const SIX: &str = "specs/006-six/tasks.md";
+const SIX_MD: &str = "# Tasks: Six\n\n## Phase 1: Setup\n\n- [ ] T001 [P] Create `a.txt`\n- [ ] T002 [P] Create `b.txt`\n- [ ] T003 [P] Create `c.txt`\n\n## Phase 2: Tests\n\n- [ ] T004 [P] Create `d.txt`\n- [ ] T005 [P] Create `e.txt`\n- [ ] T006 [P] Create `f.txt`\n";
+
+/// Every commit message on `rev`'s history (subjects and bodies).
+fn messages(dir: &Path, rev: &str) -> String {
+    git(dir, &["log", "--format=%B", rev])
+}
+
+#[test]
+fn a_phase_after_a_parallel_phase_runs_through_a_join_no_one_sees() {
+    let dir = repo_of(&[(SIX, SIX_MD.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_plan(dir.path(), SIX, out.path(), &[]);
+    let log = o.expect_code(0);
+    assert!(log.contains("All 6 tasks completed."), "{log}");
+    assert!(!log.contains("Phase 1: Setup done"), "{log}");
+    assert_eq!(
+        round_subjects(dir.path(), "HEAD"),
+        [
+            "dagexec: round 1 — 3/3 tasks (3/6 overall)",
+            "dagexec: round 2 — 3/3 tasks (6/6 overall)"
+        ],
+        "{log}"
+    );
+    let all = messages(dir.path(), "HEAD");
+    assert!(!all.contains("Setup done"), "{all}");
+    assert!(all.contains("dagexec: all 6 tasks completed"), "{all}");
+    assert_eq!(
+        git(dir.path(), &["show", &format!("HEAD:{SIX}")]),
+        SIX_MD.replace("- [ ] T", "- [x] T")
+    );
+    // T004's prompt gives the results of the tasks the join joins.
+    let prompt = read(&out.path().join("prompt-T004.md"));
+    for id in ["T001", "T002", "T003"] {
+        assert!(
+            prompt.contains(&format!("- Task {id}: {id} done")),
+            "{id}: {prompt}"
+        );
+    }
+    // The archived plan: six tasks, then the join, completed with its blockers.
+    let done: serde_json::Value = serde_json::from_str(&read(
+        &dir.path().join("specs/006-six/.dagexec/plan.done.json"),
+    ))
+    .unwrap();
+    let tasks = done["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 7);
+    assert_eq!(tasks[6]["join"], true);
+    assert_eq!(tasks[6]["status"], "completed");
+    assert!(tasks[..6].iter().all(|t| t.get("join").is_none()));
+    let entries = done["progress"]["completedTasks"].as_array().unwrap();
+    assert_eq!(entries.len(), 6, "the join did no work to record");
+}
+
+#[test]
+fn a_failed_task_skips_the_next_phase_through_the_join_naming_itself() {
+    let dir = repo_of(&[(SIX, SIX_MD.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_plan(dir.path(), SIX, out.path(), &[("FAIL", "T002")]);
+    let log = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("skipped because a dependency failed or was blocked: T004, T005, T006"),
+        "{log}"
+    );
+    assert!(!log.contains("Setup done"), "{log}");
+    let plan: serde_json::Value =
+        serde_json::from_str(&read(&dir.path().join("specs/006-six/.dagexec/plan.json"))).unwrap();
+    for t in 3..6 {
+        assert_eq!(plan["tasks"][t]["status"], "skipped");
+        let result = plan["tasks"][t]["result"].as_str().unwrap();
+        assert!(
+            result.starts_with("Skipped: dependency task T002 (Create `b.txt`) failed"),
+            "{result}"
+        );
+    }
+    assert_eq!(plan["tasks"][6]["status"], "skipped");
+    let status = exec(dir.path(), &["--plan", SIX, "status"]);
+    let shown = text(&status);
+    assert!(
+        shown.contains("6 tasks: 0 pending, 2 completed, 1 failed, 3 skipped"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Setup done"), "{shown}");
+    assert!(!messages(dir.path(), "HEAD").contains("Setup done"));
+}
+
+#[test]
+fn killed_between_the_phases_the_resumed_run_goes_on_through_the_join() {
+    let dir = repo_of(&[(SIX, SIX_MD.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run_plan(
+        dir.path(),
+        SIX,
+        out.path(),
+        &[("DAGEXEC_FAILPOINT", "after-commit:1")],
+    );
+    assert_eq!(o.status.code(), None, "killed: {}", text(&o));
+    let o = run_plan(dir.path(), SIX, out.path(), &[]);
+    let log = o.expect_code(0);
+    assert!(log.contains("All 6 tasks completed."), "{log}");
+    let rounds = round_subjects(dir.path(), "HEAD");
+    assert_eq!(rounds.len(), 2, "{rounds:?}\n{log}");
+    assert_eq!(rounds[1], "dagexec: round 2 — 3/3 tasks (6/6 overall)");
+    assert_eq!(
+        git(dir.path(), &["show", &format!("HEAD:{SIX}")]),
+        SIX_MD.replace("- [ ] T", "- [x] T")
+    );
+}
+
+/// The Action's rounds on the same tasks.md: the join is in no job matrix, phase 2 runs in
+/// the round after phase 1, the pull request counts six tasks and ticks them all.
+#[test]
+fn on_the_action_a_phase_after_a_parallel_phase_runs_through_the_join() {
+    let prompts = tempfile::tempdir().unwrap();
+    let lab = lab::lab()
+        .file(SIX, SIX_MD)
+        .worker(WORKER)
+        .branch("dagexec/six")
+        .env("DAGEXEC_PLAN", SIX)
+        .env("OUT", prompts.path())
+        .start();
+    let mut runs = 0;
+    while round(&lab, 600 + runs) {
+        runs += 1;
+        assert!(runs < 4, "more rounds than the DAG has");
+    }
+    let branch = "dagexec/six";
+    assert_eq!(
+        round_subjects(&lab.origin, branch),
+        [
+            "dagexec: round 1 — 3/3 tasks (3/6 overall)",
+            "dagexec: round 2 — 3/3 tasks (6/6 overall)"
+        ]
+    );
+    let md = git(&lab.origin, &["show", &format!("{branch}:{SIX}")]);
+    assert_eq!(md, SIX_MD.replace("- [ ] T", "- [x] T"));
+    assert!(!messages(&lab.origin, branch).contains("Setup done"));
+    let prompt = read(&prompts.path().join("prompt-T005.md"));
+    // (Through the join, to the tasks it joins; on the Action their results read "ticked in
+    // …", the plan being made again from the ticked tasks.md.)
+    for id in ["T001", "T002", "T003"] {
+        assert!(prompt.contains(&format!("- Task {id}: ")), "{prompt}");
+    }
+    let body = lab.gh.state().pulls[0].body.clone().unwrap_or_default();
+    assert!(!body.contains("Setup done"), "{body}");
+    assert!(body.contains("6/6 tasks completed"), "{body}");
+    lab.gh.assert_clean();
+}
+
+/// Local eager runs through the join too: phase 2 starts once phase 1 has landed, every task
+/// is ticked and the dry run counts six tasks.
+#[test]
+fn eager_runs_a_phase_after_a_parallel_phase_through_the_join() {
+    let dir = repo_of(&[(SIX, SIX_MD.as_bytes())]);
+    let out = tempfile::tempdir().unwrap();
+    let dry = exec(
+        dir.path(),
+        &["--plan", SIX, "run", "--dry-run", "--schedule", "eager"],
+    );
+    let shown = text(&dry);
+    assert!(dry.status.success(), "{shown}");
+    assert!(!shown.contains("Setup done"), "{shown}");
+    let o = local(dir.path())
+        .global(&["--plan", SIX])
+        .jobs(4)
+        .timeout("20s")
+        .worker(&worker(out.path()))
+        .env("OUT", out.path())
+        .env("MAIN", dir.path())
+        .args(["--schedule", "eager"])
+        .run();
+    let log = o.expect_code(0);
+    assert!(log.contains("All 6 tasks completed."), "{log}");
+    assert!(!log.contains("Setup done"), "{log}");
+    assert!(!messages(dir.path(), "HEAD").contains("Setup done"));
+    assert_eq!(
+        git(dir.path(), &["show", &format!("HEAD:{SIX}")]),
+        SIX_MD.replace("- [ ] T", "- [x] T")
+    );
+}

@@ -89,7 +89,7 @@ pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, A
         return Ok(Planned {
             message: format!(
                 "All {} tasks are completed and the plan is archived as {rel}; finishing the run (pull request, status comment, check run).",
-                plan.tasks.len()
+                plan.total()
             ),
             branch,
             base,
@@ -325,15 +325,18 @@ fn next(
     };
     match policy.next(view, None) {
         Next::Done => {
-            let all = plan.tasks.iter().all(|t| t.status == Status::Completed);
+            let all = plan
+                .tasks
+                .iter()
+                .all(|t| t.join || t.status == Status::Completed);
             if all {
-                let message = format!("All {} tasks are completed.", plan.tasks.len());
+                let message = format!("All {} tasks are completed.", plan.total());
                 at.done(PlanConclusion::Completed, message)
             } else {
                 let message = format!(
                     "No task is pending: {}/{} completed; the rest failed, were blocked or skipped.",
                     plan.count(Status::Completed),
-                    plan.tasks.len()
+                    plan.total()
                 );
                 at.done(PlanConclusion::Incomplete, message)
             }

@@ -352,7 +352,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     let mut s = format!(
         "{STATUS_MARKER}\n### dagexec status\n\n**{}/{} tasks completed** · round {round}",
         plan.count(Status::Completed),
-        plan.tasks.len()
+        plan.total()
     );
     if let Some(run) = &links.run {
         let _ = write!(s, " · [workflow run and logs]({run})");

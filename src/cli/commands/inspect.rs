@@ -211,6 +211,7 @@ pub(crate) fn cmd_status(
             .tasks
             .iter()
             .enumerate()
+            .filter(|(_, t)| !t.join)
             .map(|(i, t)| {
                 let mut row = serde_json::json!({
                     "index": i, "subject": t.subject, "status": t.status,

@@ -121,7 +121,7 @@ pub fn output<'a>(
     validation: Validation,
 ) -> SetupOutput<'a> {
     let mut depth_summary: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for i in 0..plan.tasks.len() {
+    for i in (0..plan.tasks.len()).filter(|&i| !plan.tasks[i].join) {
         depth_summary.entry(dag.depth(i)).or_default().push(i);
     }
     SetupOutput {
@@ -131,7 +131,7 @@ pub fn output<'a>(
         validation,
         task_id_mapping: TaskIds(plan.tasks.len()),
         file_overlap_matrix: overlaps.reported(),
-        task_count: plan.tasks.len(),
+        task_count: plan.total(),
         max_depth: dag.max_depth(),
         depth_summary,
     }

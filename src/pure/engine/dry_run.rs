@@ -29,6 +29,16 @@ pub fn simulate(
     let n = plan.tasks.len();
     let mut status: Vec<Status> = plan.tasks.iter().map(|t| t.status).collect();
     let mut open = open_blockers(&status, dag);
+    // A join is never a job: it completes once its blockers have (`pure::join`).
+    let join = |i: usize| plan.tasks[i].join;
+    let joins: Vec<usize> = (0..n)
+        .filter(|&i| join(i) && status[i] == Status::Pending && open[i] == 0)
+        .collect();
+    for j in joins {
+        status[j] = Status::Completed;
+        // The tasks it opens are found ready below.
+        drop(opened(plan, dag, j, &mut status, &mut open));
+    }
     // When every completed task's blockers are completed (so all its ancestors are), every
     // step keeps it so, and ready tasks are never ordered: plain file locks, no DAG questions.
     let unordered = (0..n).all(|i| status[i] != Status::Completed || open[i] == 0);
@@ -38,12 +48,14 @@ pub fn simulate(
         Schedule::Rounds | Schedule::Eager => 0,
     };
     let mut ready = ReadySet::default();
-    for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0) {
+    for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0 && !join(i)) {
         ready.insert(i, wave(i), dag, conflicts);
     }
-    let mut pending = status.iter().filter(|&&s| s == Status::Pending).count();
+    let mut pending = (0..n)
+        .filter(|&i| status[i] == Status::Pending && !join(i))
+        .count();
     let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
-    for i in (0..n).filter(|&i| status[i] == Status::Pending) {
+    for i in (0..n).filter(|&i| status[i] == Status::Pending && !join(i)) {
         *waves.entry(wave(i)).or_default() += 1;
     }
     let mut batches = Vec::new();
@@ -77,16 +89,40 @@ pub fn simulate(
             if *left == 0 {
                 waves.remove(&w);
             }
-            for &d in dag.dependents(t) {
-                let d = d as usize;
-                open[d] -= 1;
-                if open[d] == 0 && status[d] == Status::Pending {
-                    ready.insert(d, wave(d), dag, conflicts);
-                }
+            for d in opened(plan, dag, t, &mut status, &mut open) {
+                ready.insert(d, wave(d), dag, conflicts);
             }
         }
         batches.push(tasks);
     }
+}
+
+/// The pending tasks that task `t`, just completed, leaves with no open blocker, through the
+/// joins it completes on the way (each completed here).
+fn opened(
+    plan: &Plan,
+    dag: &Dag,
+    t: usize,
+    status: &mut [Status],
+    open: &mut [usize],
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![t];
+    while let Some(x) = stack.pop() {
+        for &d in dag.dependents(x) {
+            let d = d as usize;
+            open[d] -= 1;
+            if open[d] == 0 && status[d] == Status::Pending {
+                if plan.tasks[d].join {
+                    status[d] = Status::Completed;
+                    stack.push(d);
+                } else {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How many of each task's blockers are not completed.

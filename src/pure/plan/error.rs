@@ -95,6 +95,13 @@ pub enum PlanError {
         value: String,
         code: u32,
     },
+
+    /// A join (`"join": true`) that declares work: it is never run, so what it declares would
+    /// never be done.
+    #[error(
+        "task {task} {field}: a join (\"join\": true) does no work of its own, so it cannot have {field}"
+    )]
+    JoinWithWork { task: usize, field: &'static str },
 }
 
 /// Why a declared path is refused.
@@ -187,6 +194,9 @@ impl PlanError {
             PlanError::BadOverlap { .. } => {
                 "fileOverlaps holds other tasks' plan indices; fix or remove the entry.".into()
             }
+            PlanError::JoinWithWork { field, .. } => format!(
+                "Remove {field} from the join, or remove \"join\": true to make it a task a worker runs."
+            ),
             PlanError::ControlChar { .. } => {
                 "Keep the field to one line of printable text: remove the character (it would reach commit messages and the terminal as it is).".into()
             }
@@ -209,7 +219,8 @@ impl PlanError {
             | PlanError::UnsafePath { task, .. }
             | PlanError::LinkedPath { task, .. }
             | PlanError::BadOverlap { task, .. }
-            | PlanError::ControlChar { task, .. } => Some(*task),
+            | PlanError::ControlChar { task, .. }
+            | PlanError::JoinWithWork { task, .. } => Some(*task),
             PlanError::Cycle { cycle } => cycle.first().copied(),
             _ => None,
         }

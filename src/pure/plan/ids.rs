@@ -7,7 +7,7 @@ use super::fields::{SOURCE, SPEC_KIT};
 use super::model::Plan;
 
 /// The task list's own ID of each task, in plan order; `None` for a plan not generated from
-/// a task list (or whose record does not name every task).
+/// a task list (or whose record does not name every task but the joins after them).
 pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
     [SOURCE, SPEC_KIT].iter().find_map(|field| {
         let tasks = plan.extra.get(*field)?.get("tasks")?.as_array()?;
@@ -20,7 +20,10 @@ pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
                     .to_string()
             })
             .collect();
-        (ids.len() == plan.tasks.len() && ids.iter().all(|id| !id.is_empty())).then_some(ids)
+        // Joins (`pure::join`) come after the list's tasks and have no ID of their own.
+        let listed = ids.len() == plan.tasks.len()
+            || (ids.len() < plan.tasks.len() && plan.tasks[ids.len()..].iter().all(|t| t.join));
+        (listed && ids.iter().all(|id| !id.is_empty())).then_some(ids)
     })
 }
 

@@ -178,6 +178,12 @@ pub struct Task {
     /// v3 only: the complete worker prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// A join: no work of its own, done when its blockers are (dagexec's field, written only
+    /// when true). Its dependents wait for it instead of for each of its blockers, so N tasks
+    /// waiting for M take N + M edges, not N × M. It is never run, counted, shown as a task
+    /// or ticked; [`crate::pure::join`] gives its semantics.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -400,9 +406,17 @@ impl Plan {
             .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// Number of tasks with the given status.
+    /// Number of tasks with the given status (joins are not tasks one counts).
     pub fn count(&self, status: Status) -> usize {
-        self.tasks.iter().filter(|t| t.status == status).count()
+        self.tasks
+            .iter()
+            .filter(|t| t.status == status && !t.join)
+            .count()
+    }
+
+    /// Number of tasks, joins not counted: the total a user is shown.
+    pub fn total(&self) -> usize {
+        self.tasks.iter().filter(|t| !t.join).count()
     }
 
     /// `Project: … | … | test: …` line of the setup output.

@@ -163,7 +163,7 @@ fn raw_edges(plan: &Plan) -> impl Iterator<Item = (usize, usize)> + '_ {
 /// The plan indices of the tasks of each status, indexed like [`Status::ALL`].
 fn by_status(plan: &Plan) -> [Vec<usize>; Status::ALL.len()] {
     let mut groups: [Vec<usize>; Status::ALL.len()] = Default::default();
-    for (i, task) in plan.tasks.iter().enumerate() {
+    for (i, task) in plan.tasks.iter().enumerate().filter(|(_, t)| !t.join) {
         groups[status_rank(task.status)].push(i);
     }
     groups
@@ -178,6 +178,11 @@ impl Display for Mermaid<'_> {
         f.write_str("flowchart TD\n")?;
         let names = crate::pure::plan::ids::TaskNames::of(plan);
         for (i, task) in plan.tasks.iter().enumerate() {
+            // A join is a junction point: its edges show what it joins.
+            if task.join {
+                writeln!(f, "    t{i}(( ))")?;
+                continue;
+            }
             writeln!(
                 f,
                 "    t{i}[\"{}: {}<br/>{}\"]",
@@ -277,6 +282,14 @@ impl Display for Dot<'_> {
         f.write_str("    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")?;
         let names = crate::pure::plan::ids::TaskNames::of(plan);
         for (i, task) in plan.tasks.iter().enumerate() {
+            // A join is a junction point: its edges show what it joins.
+            if task.join {
+                writeln!(
+                    f,
+                    "    t{i} [shape=point, width=0.15, label=\"\", style=filled, fillcolor=\"#57606a\"];"
+                )?;
+                continue;
+            }
             let Look {
                 fill,
                 stroke,

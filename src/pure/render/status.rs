@@ -68,6 +68,7 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
         .tasks
         .iter()
         .enumerate()
+        .filter(|(_, t)| !t.join)
         .map(|(i, t)| Row::new(i, t, plan.attempts_of(i), spent.get(&i)))
         .collect();
     let mut headers: Vec<&str> = if timed {
@@ -113,7 +114,7 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
 #[must_use]
 pub fn summary_line(plan: &Plan) -> String {
     let mut counts = [0usize; Status::ALL.len()];
-    for task in &plan.tasks {
+    for task in plan.tasks.iter().filter(|t| !t.join) {
         counts[status_rank(task.status)] += 1;
     }
     let parts: Vec<String> = Status::ALL
@@ -122,7 +123,7 @@ pub fn summary_line(plan: &Plan) -> String {
         .filter(|&(&status, n)| n > 0 || matches!(status, Status::Pending | Status::Completed))
         .map(|(&status, n)| format!("{n} {}", status_words(status)))
         .collect();
-    let total = plan.tasks.len();
+    let total = plan.total();
     let noun = if total == 1 { "task" } else { "tasks" };
     format!("{total} {noun}: {}", parts.join(", "))
 }

@@ -20,14 +20,14 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
         format!(
             "Round {round}: no task landed; attempts recorded ({}/{} overall)",
             plan.count(Status::Completed),
-            plan.tasks.len()
+            plan.total()
         )
     } else {
         format!(
             "Round {round}: {done}/{} tasks ({}/{} overall)",
             batch.len(),
             plan.count(Status::Completed),
-            plan.tasks.len()
+            plan.total()
         )
     };
     let spent = crate::pure::usage::per_task(plan);
@@ -92,12 +92,14 @@ impl Audience {
 /// are skipped. `None` when every task is completed.
 pub fn nothing_runs(plan: &Plan) -> Option<String> {
     let stuck: Vec<usize> = (0..plan.tasks.len())
-        .filter(|&i| matches!(plan.tasks[i].status, Status::Failed | Status::Blocked))
+        .filter(|&i| {
+            !plan.tasks[i].join && matches!(plan.tasks[i].status, Status::Failed | Status::Blocked)
+        })
         .collect();
     let skipped: Vec<&str> = plan
         .tasks
         .iter()
-        .filter(|t| t.status == Status::Skipped)
+        .filter(|t| t.status == Status::Skipped && !t.join)
         .map(|t| t.subject.as_str())
         .collect();
     if stuck.is_empty() && skipped.is_empty() {
@@ -146,7 +148,7 @@ pub fn final_summary_for(plan: &Plan, reader: Audience) -> String {
         let subjects: Vec<&str> = plan
             .tasks
             .iter()
-            .filter(|t| t.status == status)
+            .filter(|t| t.status == status && !t.join)
             .map(|t| t.subject.as_str())
             .collect();
         if subjects.is_empty() {
@@ -179,7 +181,7 @@ fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
         Audience::PullRequest => "; it starts the next round",
     };
     let names = crate::pure::plan::ids::TaskNames::of(plan);
-    for (index, t) in plan.tasks.iter().enumerate() {
+    for (index, t) in plan.tasks.iter().enumerate().filter(|(_, t)| !t.join) {
         let result = t.result.as_deref().unwrap_or("no result recorded");
         // A task list's tasks go by its own IDs (`dagexec retry 13.3`, `/execute retry
         // 13.3`), a plan.json's by their index.
@@ -217,7 +219,7 @@ fn follow_ups(plan: &Plan, reader: Audience) -> Vec<String> {
     let waiting: Vec<_> = plan
         .tasks
         .iter()
-        .filter(|t| t.status == Status::Skipped && !crate::pure::question::deferred(t))
+        .filter(|t| t.status == Status::Skipped && !t.join && !crate::pure::question::deferred(t))
         .collect();
     let behind = waiting.iter().filter(after_deferred).count();
     if behind > 0 {

@@ -49,6 +49,8 @@ pub enum Origin {
     Median,
     /// Nothing known: [`ASSUMED_MS`].
     Assumed,
+    /// A join (`pure::join`): no work, no time, never counted.
+    Join,
 }
 
 impl Origin {
@@ -60,6 +62,7 @@ impl Origin {
             Origin::Default => "default",
             Origin::Median => "median",
             Origin::Assumed => "assumed",
+            Origin::Join => "join",
         }
     }
 }
@@ -232,6 +235,10 @@ pub fn durations(plan: &Plan, input: &DurationInput) -> Result<Durations, Durati
         .into_iter()
         .enumerate()
         .map(|(i, attempts)| match input.per_task.get(&i) {
+            _ if plan.tasks[i].join => TaskTime {
+                attempts: vec![0],
+                source: Origin::Join,
+            },
             Some(&ms) => TaskTime {
                 attempts: vec![ms],
                 source: Origin::Given,

@@ -206,7 +206,7 @@ pub fn predict(
     let tasks = plan
         .tasks
         .iter()
-        .filter(|t| !(setting.remaining && t.status == Status::Completed))
+        .filter(|t| !(t.join || setting.remaining && t.status == Status::Completed))
         .count();
     Report {
         setting,

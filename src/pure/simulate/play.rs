@@ -424,8 +424,11 @@ impl Sim<'_> {
     /// max(critical path, work ÷ slots) over the simulated tasks, each costing `cost`.
     pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
-        let counted =
-            |i: usize| !(self.setting.remaining && self.plan.tasks[i].status == Status::Completed);
+        // A join is no work (`pure::join`).
+        let counted = |i: usize| {
+            let t = &self.plan.tasks[i];
+            !(t.join || self.setting.remaining && t.status == Status::Completed)
+        };
         let mut finish = vec![0u64; n];
         for &i in self.dag.topo() {
             let i = i as usize;

@@ -386,7 +386,7 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
         "durations": {
             "default": {"seconds": secs(durations.default.0), "source": durations.default.1.as_str()},
             "sources": sources.iter().map(|&x| (x.as_str().to_string(), json!(durations.count(x)))).collect::<serde_json::Map<_, _>>(),
-            "tasks": durations.tasks.iter().enumerate().map(|(i, t)| json!({
+            "tasks": durations.tasks.iter().enumerate().filter(|(_, t)| t.source != Origin::Join).map(|(i, t)| json!({
                 "task": i,
                 "source": t.source.as_str(),
                 "attempts": t.attempts.iter().map(|&a| secs(a)).collect::<Vec<_>>(),

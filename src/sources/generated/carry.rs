@@ -38,12 +38,18 @@ fn marks(plan: &Plan, field: &str) -> Vec<Option<String>> {
 
 /// After an earlier run's state is carried over: a task the cascade skipped whose cause is
 /// gone (the failed task the team cancelled, reopened or marked done) is pending again; then
-/// each open task waits for the open ones before it through finished ones.
+/// each open task waits for the open ones before it through finished ones; a join is done
+/// when its blockers are.
 pub(crate) fn settle(plan: &mut Plan) {
     if let Ok(dag) = crate::pure::graph::Dag::build(plan) {
         crate::pure::update::reopen_stale_skips(plan, &dag);
     }
     crate::pure::graph::order_through_finished(plan);
+    if crate::pure::join::any(plan)
+        && let Ok(dag) = crate::pure::graph::Dag::build(plan)
+    {
+        crate::pure::join::settle(plan, &dag);
+    }
 }
 
 /// Carries the state of `old` (an earlier generated plan) over to `fresh`, both with their

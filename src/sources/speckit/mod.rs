@@ -21,7 +21,11 @@
 //!   foundational phase) but not for each other. The phase after the stories (polish) waits for
 //!   all of them; any other phase waits for the one before it. A phase's waiting is an edge
 //!   from each of its tasks that waits for nothing in its own phase to each task of the phases
-//!   it waits for that nothing there waits for.
+//!   it waits for that nothing there waits for — or, when that is N × M edges for N such
+//!   tasks before and M after and N × M > N + M (two all-`[P]` phases), one join
+//!   (`pure::join`: a task of the plan with no work, named after the phases it joins, never
+//!   run, counted, shown or ticked) that waits for the N and that the M wait for. Joins come
+//!   after every task in the plan, so a task's plan index is its place in the file.
 //! - **`- [x]` / `- [X]`** tasks are completed. A ticked task orders nothing by itself, the path
 //!   through it still does (`pure::graph::order_through_finished`): a phase whose last task is
 //!   ticked still holds the next phase back until its open tasks are done.
@@ -316,6 +320,16 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         task.extra
             .insert(FIELD.into(), json!({"id": t.id, "line": t.line}));
         plan.tasks.push(task);
+    }
+    // The joins come after every task, so each task keeps its plan index (its state, its
+    // entry in the field's task list, its attempt logs).
+    for (k, subject) in parsed.joins.iter().enumerate() {
+        plan.tasks.push(Task {
+            subject: subject.clone(),
+            blocked_by: parsed.deps[parsed.tasks.len() + k].clone(),
+            join: true,
+            ..Default::default()
+        });
     }
     let ids: Vec<serde_json::Value> = parsed
         .tasks

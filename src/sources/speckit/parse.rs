@@ -68,8 +68,12 @@ pub struct Parsed {
     pub feature: Option<String>,
     pub phases: Vec<Phase>,
     pub tasks: Vec<TaskLine>,
-    /// For each task, the tasks it waits for (indices, ascending).
+    /// For each task, then each join, the tasks (and joins) it waits for (indices,
+    /// ascending); index `tasks.len() + k` is join `k`.
     pub deps: Vec<Vec<usize>>,
+    /// The joins' subjects: a phase after N tasks with M first tasks waits through one join
+    /// when N × M > N + M (see [`super`]).
+    pub joins: Vec<String>,
     /// Non-fatal findings (a task naming no file), each naming its line.
     pub warnings: Vec<String>,
 }
@@ -175,7 +179,9 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
         ph.story = ph.story || all_stories;
     }
     classify_files(&mut out);
-    out.deps = derive(path, &out, &by_number, Rule::Chain)?;
+    let derived = derive(path, &out, &by_number, Rule::Chain)?;
+    out.deps = derived.deps;
+    out.joins = derived.joins;
     for t in &out.tasks {
         if t.create.is_empty() && t.modify.is_empty() {
             out.warnings.push(format!(

@@ -38,10 +38,27 @@ fn read(text: &str) -> Parsed {
     parse("specs/x/tasks.md", text).unwrap_or_else(|e| panic!("{}", describe(&e).0))
 }
 
-/// Each task's dependencies as IDs.
+/// The tasks node `i` waits for, looking through joins (ascending).
+fn real_deps(p: &Parsed, i: usize) -> Vec<usize> {
+    let mut out = BTreeSet::new();
+    let mut stack = p.deps[i].clone();
+    while let Some(d) = stack.pop() {
+        if d < p.tasks.len() {
+            out.insert(d);
+        } else {
+            stack.extend(p.deps[d].iter().copied());
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Each task's dependencies as IDs (through joins).
 fn deps_of(p: &Parsed, id: &str) -> Vec<String> {
     let i = p.tasks.iter().position(|t| t.id == id).unwrap();
-    p.deps[i].iter().map(|&d| p.tasks[d].id.clone()).collect()
+    real_deps(p, i)
+        .iter()
+        .map(|&d| p.tasks[d].id.clone())
+        .collect()
 }
 
 fn ids(list: &[&str]) -> Vec<String> {
@@ -167,7 +184,9 @@ fn the_plan_has_context_prompts_and_state() {
     let plan = build(&p, "specs/x/tasks.md", &context);
     let dag = crate::pure::validate::check(&plan, Some("specs/x/.dagexec/plan.json"))
         .unwrap_or_else(|e| panic!("{e:?}"));
-    assert_eq!(dag.len(), 21);
+    // 21 tasks, and the joins after them (`two_parallel_phases_of_three_meet_at_one_join`).
+    assert_eq!(plan.total(), 21);
+    assert_eq!(dag.len(), plan.tasks.len());
     assert_eq!(plan.goal, "Photo Albums (specs/x/tasks.md)");
     assert_eq!(plan.tasks[0].status, Status::Completed);
     assert_eq!(plan.progress.completed_tasks.len(), 1);
@@ -220,7 +239,7 @@ fn five_stories_sixty_tasks() {
         let ph = &p.phases[t.phase];
         if ph.story {
             // Only its own phase or Foundational (phase 1): stories never wait for each other.
-            for &d in &p.deps[i] {
+            for &d in &real_deps(&p, i) {
                 let dp = p.tasks[d].phase;
                 assert!(
                     dp == t.phase || dp == 1,
@@ -229,7 +248,10 @@ fn five_stories_sixty_tasks() {
                     p.tasks[d].id
                 );
             }
-            if p.deps[i].iter().all(|&d| p.tasks[d].phase != t.phase) {
+            if real_deps(&p, i)
+                .iter()
+                .all(|&d| p.tasks[d].phase != t.phase)
+            {
                 assert_eq!(deps_of(&p, &t.id), foundational_end, "{}", t.id);
             }
         }
@@ -374,7 +396,7 @@ fn state_carries_over_for_unchanged_tasks() {
         .replace("Setup API routing and middleware", "Setup API routing");
     let mut fresh = build(&read(&edited), "specs/x/tasks.md", &[]);
     carry_over(&mut fresh, &old);
-    assert_eq!(fresh.tasks.len(), 22);
+    assert_eq!(fresh.total(), 22);
     let at = |id: &str| {
         fresh
             .tasks
@@ -653,15 +675,18 @@ fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
     );
 }
 
-/// Every pair (a, b) with a reachable from b through `deps` (b waits for a, directly or not).
-fn closure(deps: &[Vec<usize>]) -> BTreeSet<(usize, usize)> {
+/// Every pair (a, b) of the first `n` nodes (the tasks, not the joins after them) with a
+/// reachable from b through `deps` (b waits for a, directly or not).
+fn closure(deps: &[Vec<usize>], n: usize) -> BTreeSet<(usize, usize)> {
     let mut out = BTreeSet::new();
-    for b in 0..deps.len() {
+    for b in 0..n {
         let mut stack = deps[b].clone();
         let mut seen = BTreeSet::new();
         while let Some(a) = stack.pop() {
             if seen.insert(a) {
-                out.insert((a, b));
+                if a < n {
+                    out.insert((a, b));
+                }
                 stack.extend(deps[a].iter().copied());
             }
         }
@@ -700,9 +725,10 @@ proptest::proptest! {
             let all = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
             ph.story = ph.story || all;
         }
-        let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap();
-        let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap();
-        proptest::prop_assert_eq!(closure(&chain), closure(&pairs), "{}", text);
+        let chain = parse::derive("t.md", &out, &by_number, parse::Rule::Chain).unwrap().deps;
+        let pairs = parse::derive("t.md", &out, &by_number, parse::Rule::AllPairs).unwrap().deps;
+        let n = out.tasks.len();
+        proptest::prop_assert_eq!(closure(&chain, n), closure(&pairs, n), "{}", text);
         let edges = |d: &[Vec<usize>]| d.iter().map(Vec::len).sum::<usize>();
         proptest::prop_assert!(edges(&chain) <= edges(&pairs));
     }
@@ -805,4 +831,56 @@ fn a_dependency_written_another_way_is_warned_about() {
             "specs/x/tasks.md:4: task T004 says \"(requires T002)\", which dagexec does not read as a dependency; write `(depends on T001)` for one",
         ]
     );
+}
+
+/// A phase after an all-`[P]` phase of 3 waits through one join: 3 + 3 edges, not 9; the
+/// join comes after every task, named after the phase it joins.
+#[test]
+fn two_parallel_phases_of_three_meet_at_one_join() {
+    let text = "## Phase 1: Setup\n\n- [ ] T001 [P] Create `a.txt`\n- [ ] T002 [P] Create `b.txt`\n- [ ] T003 [P] Create `c.txt`\n\n## Phase 2: Tests\n\n- [ ] T004 [P] Create `d.txt`\n- [ ] T005 [P] Create `e.txt`\n- [ ] T006 [P] Create `f.txt`\n";
+    let p = read(text);
+    assert_eq!(p.joins, ["Phase 1: Setup done"]);
+    assert_eq!(p.deps.len(), 7);
+    assert_eq!(p.deps[6], [0, 1, 2]);
+    for t in 3..6 {
+        assert_eq!(p.deps[t], [6], "{}", p.tasks[t].id);
+    }
+    let edges: usize = p.deps.iter().map(Vec::len).sum();
+    assert_eq!(edges, 6);
+    assert_eq!(deps_of(&p, "T005"), ids(&["T001", "T002", "T003"]));
+    // The plan: six tasks at their places in the file, then the join, which does no work.
+    let plan = build(&p, "specs/x/tasks.md", &[]);
+    assert_eq!(plan.tasks.len(), 7);
+    assert_eq!(plan.total(), 6);
+    assert!(plan.tasks[6].join && plan.tasks[6].metadata.is_none());
+    assert_eq!(plan.tasks[6].subject, "Phase 1: Setup done");
+    assert!(plan.tasks[..6].iter().all(|t| !t.join));
+    assert_eq!(crate::pure::plan::ids::list_ids(&plan).unwrap().len(), 6);
+    // Two by two is no saving (4 edges either way): no join.
+    let small = read(
+        "## Phase 1\n\n- [ ] T001 [P] Create `a.txt`\n- [ ] T002 [P] Create `b.txt`\n\n## Phase 2\n\n- [ ] T003 [P] Create `c.txt`\n- [ ] T004 [P] Create `d.txt`\n",
+    );
+    assert!(small.joins.is_empty());
+    assert_eq!(small.deps[3], [0, 1]);
+}
+
+/// The phase after the stories waits for each story's last tasks through one join.
+#[test]
+fn the_phase_after_the_stories_waits_through_a_join() {
+    let text = "## Phase 1: Foundational\n\n- [ ] T001 Create `a.txt`\n\n## Phase 2: User Story 1\n\n- [ ] T002 [P] [US1] Create `b.txt`\n- [ ] T003 [P] [US1] Create `c.txt`\n\n## Phase 3: User Story 2\n\n- [ ] T004 [P] [US2] Create `d.txt`\n\n## Phase 4: Polish\n\n- [ ] T005 [P] Create `e.txt`\n- [ ] T006 [P] Create `f.txt`\n- [ ] T007 [P] Create `g.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        p.joins,
+        ["Phase 2: User Story 1, Phase 3: User Story 2 done"]
+    );
+    let join = p.tasks.len();
+    assert_eq!(p.deps[join], [1, 2, 3]);
+    for id in ["T005", "T006", "T007"] {
+        let i = p.tasks.iter().position(|t| t.id == id).unwrap();
+        assert_eq!(p.deps[i], [join], "{id}");
+        assert_eq!(deps_of(&p, id), ids(&["T002", "T003", "T004"]));
+    }
+    // The stories wait for the foundational task directly (1 × 2: no join).
+    assert_eq!(deps_of(&p, "T002"), ids(&["T001"]));
+    assert_eq!(p.deps[1], [0]);
 }

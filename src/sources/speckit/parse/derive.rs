@@ -17,27 +17,40 @@ pub(crate) enum Rule {
     AllPairs,
 }
 
+/// The edges the rules of [`super`] give (phase order, `[P]`, `(depends on …)`, stories):
+/// what each task, then each join, waits for. Node `tasks.len() + k` is join `k`.
+pub(crate) struct Derived {
+    pub deps: Vec<Vec<usize>>,
+    /// Each join's subject (what it joins: `Phase 1: Setup done`).
+    pub joins: Vec<String>,
+}
+
 /// The rules of [`super`]: phase order, `[P]`, `(depends on …)`, stories.
 pub(crate) fn derive(
     path: &str,
     out: &Parsed,
     by_number: &BTreeMap<u64, usize>,
     rule: Rule,
-) -> Result<Vec<Vec<usize>>, Vec<SpecKitError>> {
+) -> Result<Derived, Vec<SpecKitError>> {
     let mut deps = within_phases(out, rule);
     let phase_deps = between_phases(out);
     explicit_edges(path, out, by_number, &mut deps)?;
-    phase_edges(out, &phase_deps, &mut deps);
+    let joins = phase_edges(out, &phase_deps, &mut deps);
     let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
     if let Some(cycle) = crate::pure::graph::cycle_in(&deps) {
-        let first = cycle[0];
+        // A join in the cycle is no task of the file: the path goes through it unnamed.
+        let real: Vec<usize> = cycle
+            .iter()
+            .copied()
+            .filter(|&t| t < out.tasks.len())
+            .collect();
         return Err(vec![SpecKitError::Cycle {
             path: path.into(),
-            line: out.tasks[first].line,
-            ids: cycle.iter().map(|&t| out.tasks[t].id.clone()).collect(),
+            line: out.tasks[real[0]].line,
+            ids: real.iter().map(|&t| out.tasks[t].id.clone()).collect(),
         }]);
     }
-    Ok(deps)
+    Ok(Derived { deps, joins })
 }
 
 /// The edges inside each phase, by `rule`.
@@ -122,8 +135,17 @@ fn explicit_edges(
     }
 }
 
-/// The phase edges as task edges.
-fn phase_edges(out: &Parsed, phase_deps: &[Vec<usize>], deps: &mut [BTreeSet<usize>]) {
+/// The phase edges as task edges: each first task of a phase (one waiting for nothing in it)
+/// waits for each last task of the phases it waits for (one nothing there waits for). When
+/// that is more edges than going through one join (N last tasks, M first: N × M > N + M),
+/// a join waits for the N and the M wait for it; the joins are appended to `deps` and their
+/// subjects returned.
+fn phase_edges(
+    out: &Parsed,
+    phase_deps: &[Vec<usize>],
+    deps: &mut Vec<BTreeSet<usize>>,
+) -> Vec<String> {
+    let n = out.tasks.len();
     // The phase edges go to the tasks of a phase that wait for nothing else in it, from the
     // tasks of the phases it waits for that nothing else in them waits for.
     let sinks: Vec<Vec<usize>> = out
@@ -143,16 +165,35 @@ fn phase_edges(out: &Parsed, phase_deps: &[Vec<usize>], deps: &mut [BTreeSet<usi
                 .collect()
         })
         .collect();
+    let mut joins = Vec::new();
     for (p, ph) in out.phases.iter().enumerate() {
         let before: Vec<usize> = phase_deps[p]
             .iter()
             .flat_map(|&q| sinks[q].iter().copied())
             .collect();
-        for &t in &ph.tasks {
-            let has_inner = deps[t].iter().any(|&d| out.tasks[d].phase == p);
-            if !has_inner {
+        let first: Vec<usize> = ph
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| !deps[t].iter().any(|&d| d < n && out.tasks[d].phase == p))
+            .collect();
+        let (many, to) = (before.len(), first.len());
+        if many * to > many + to {
+            let join = deps.len();
+            deps.push(before.into_iter().collect());
+            let titles: Vec<&str> = phase_deps[p]
+                .iter()
+                .map(|&q| out.phases[q].title.as_str())
+                .collect();
+            joins.push(format!("{} done", titles.join(", ")));
+            for t in first {
+                deps[t].insert(join);
+            }
+        } else {
+            for t in first {
                 deps[t].extend(before.iter().copied());
             }
         }
     }
+    joins
 }
