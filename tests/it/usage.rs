@@ -462,16 +462,19 @@ fn home_with_a_broken_codex_config() -> tempfile::TempDir {
 #[test]
 fn a_codex_configuration_the_gateway_cannot_follow_stops_only_a_codex_worker() {
     let home = home_with_a_broken_codex_config();
+    // A run of one task by `worker`, with that home and no OpenAI settings of its own.
+    let run_by = |dir: &Path, worker: &str| {
+        run(dir)
+            .worker(worker)
+            .env("HOME", home.path())
+            .env_remove("CODEX_HOME")
+            .env_remove("OPENAI_BASE_URL")
+            .run()
+    };
     // A worker that is not Codex: told, and the run goes on.
     let dir = repo(&plan(&["a.txt"]), &[]);
     let (_w, cmd) = worker(r#"echo a > a.txt; echo 'COMPLETED: made'"#);
-    let o = run(dir.path())
-        .worker(&cmd)
-        .env("HOME", home.path())
-        .env_remove("CODEX_HOME")
-        .env_remove("OPENAI_BASE_URL")
-        .run();
-    let out = o.expect_code(0);
+    let out = run_by(dir.path(), &cmd).expect_code(0);
     assert!(
         out.contains("warning: ")
             && out.contains(".codex/config.toml")
@@ -481,13 +484,7 @@ fn a_codex_configuration_the_gateway_cannot_follow_stops_only_a_codex_worker() {
     );
     // Codex would send its requests there: stopped before anything starts, naming the fix.
     let dir = repo(&plan(&["a.txt"]), &[]);
-    let o = run(dir.path())
-        .worker("codex")
-        .env("HOME", home.path())
-        .env_remove("CODEX_HOME")
-        .env_remove("OPENAI_BASE_URL")
-        .run();
-    let out = o.expect_code(2);
+    let out = run_by(dir.path(), "codex").expect_code(2);
     assert!(
         out.contains(".codex/config.toml") && out.contains("OPENAI_BASE_URL"),
         "{out}"

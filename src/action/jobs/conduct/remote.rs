@@ -176,11 +176,7 @@ impl Remote<'_> {
         let r = self.round(n);
         let pushed = self.publisher(&r).push_for_dispatch(plan, pr).await;
         let published = match pushed {
-            Err(ActionError::Api(e))
-                if e.transient()
-                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()
-                        == Some(mine.as_str()) =>
-            {
+            Err(ActionError::Api(e)) if self.landed_anyway(&e, &mine)? => {
                 self.emit(crate::pure::events::Event::Note(format!(
                     "Pushed to {}, but GitHub could not give the pull request's comments ({e}); they are read again at the next commit.",
                     self.branch
@@ -402,6 +398,18 @@ impl Remote<'_> {
     /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
     /// request's or the comments' update after the push landed, the conductor goes on — the
     /// next commit brings them up to date.
+    /// Whether GitHub's failure `e` after a push of `mine` left that push landed (a transient
+    /// failure, and the branch on GitHub is `mine`): then it costs only what it failed to do,
+    /// which the next commit does again.
+    fn landed_anyway(
+        &self,
+        e: &crate::edge::github::ApiError,
+        mine: &str,
+    ) -> Result<bool, ActionError> {
+        Ok(e.transient()
+            && self.repo.fetch_branch(self.branch, self.auth)?.as_deref() == Some(mine))
+    }
+
     pub(super) async fn publish_through(
         &self,
         n: u32,
@@ -409,11 +417,7 @@ impl Remote<'_> {
     ) -> Result<crate::action::publish::Published, ActionError> {
         let mine = self.repo.head()?;
         match self.publish(n, plan, None).await {
-            Err(ActionError::Api(e))
-                if e.transient()
-                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref()
-                        == Some(mine.as_str()) =>
-            {
+            Err(ActionError::Api(e)) if self.landed_anyway(&e, &mine)? => {
                 self.emit(crate::pure::events::Event::Note(format!(
                     "Pushed to {}, but GitHub could not update the pull request ({e}); the next commit brings it up to date.",
                     self.branch
