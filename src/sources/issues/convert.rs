@@ -322,27 +322,21 @@ fn plan(
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
 ) -> Result<Plan, IssueError> {
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: format!(
+    let mut plan = Plan::new(
+        format!(
             "{} ({})",
             crate::pure::sanitize::line(&r.parent.title),
             Ref::new(&r.parent.repo, r.parent.number).show(&r.repo)
         ),
-        context: None,
-        progress: Default::default(),
-        tasks: Vec::with_capacity(task_nodes.len()),
-        extra: Default::default(),
-    };
+        Vec::with_capacity(task_nodes.len()),
+    );
     for (t, &n) in task_nodes.iter().enumerate() {
         let task = task(r, &nodes[n], deps[t].clone(), &waits[t])?;
         if task.status == Status::Completed {
-            plan.progress.completed_tasks.push(CompletedTask {
-                index: t,
-                summary: task.result.clone().unwrap_or_default(),
-                wave: None,
-                extra: Default::default(),
-            });
+            plan.progress.completed_tasks.push(CompletedTask::new(
+                t,
+                task.result.clone().unwrap_or_default(),
+            ));
         }
         plan.tasks.push(task);
     }
