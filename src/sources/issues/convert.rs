@@ -448,15 +448,16 @@ fn task(
         crate::pure::question::set(
             &mut task,
             &Question {
-                kind: Kind::Action,
-                text: format!(
-                    "{name} waits for {}, outside the plan and not closed: close it (or remove \
-                     the dependency) and re-read the issues, or answer `done` to run it anyway",
-                    names.join(", ")
-                ),
-                options: Vec::new(),
                 blocked_at: Some(OUTSIDE.into()),
-                reply: None,
+                ..Question::new(
+                    Kind::Action,
+                    format!(
+                        "{name} waits for {}, outside the plan and not closed: close it (or \
+                         remove the dependency) and re-read the issues, or answer `done` to run \
+                         it anyway",
+                        names.join(", ")
+                    ),
+                )
             },
         );
     }
