@@ -15,14 +15,7 @@ pub(crate) fn example(name: &str) -> Plan {
 
 /// A plan of the given tasks.
 pub(crate) fn plan_of(tasks: Vec<Task>) -> Plan {
-    Plan {
-        schema_version: 2,
-        goal: String::new(),
-        context: None,
-        progress: Default::default(),
-        tasks,
-        extra: Default::default(),
-    }
+    Plan::new(String::new(), tasks)
 }
 
 /// A task with these blockers and files to create and modify.

@@ -28,6 +28,8 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
+use crate::pure::gateway::Tokens;
+
 /// When the default prices were taken from the providers' pricing pages.
 pub const TAKEN: &str = "2026-11-25";
 
@@ -50,6 +52,17 @@ pub struct Price {
 /// kept.
 pub type Lowered = (String, Price, Price);
 
+impl Price {
+    /// What `tokens` cost at this price, in USD.
+    pub fn cost(&self, tokens: Tokens) -> f64 {
+        (tokens.input as f64 * self.input
+            + tokens.cache_read as f64 * self.cached_input.unwrap_or(self.input)
+            + tokens.cache_write as f64 * self.cache_write.unwrap_or(self.input)
+            + tokens.output as f64 * self.output)
+            / 1e6
+    }
+}
+
 impl std::fmt::Display for Price {
     /// `{input: 3, cached-input: 0.3, output: 15}`, as `prices:` takes it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,33 +78,28 @@ impl std::fmt::Display for Price {
 }
 
 /// The default list prices (USD per million tokens, taken on [`TAKEN`]): `OpenAI`'s
-/// (openai.com/api/pricing) and Google's Gemini API, paid tier, prompts up to 200k tokens
-/// (ai.google.dev/gemini-api/docs/pricing).
-pub const DEFAULTS: &[(&str, f64, f64, f64)] = &[
-    // name, input, cached input, output
-    ("codex", 5.00, 0.50, 30.00),
-    ("gpt-5.5", 5.00, 0.50, 30.00),
-    ("gpt-5.4", 2.50, 0.25, 15.00),
-    ("gpt-5.4-mini", 0.75, 0.075, 4.50),
-    ("gpt-5.4-nano", 0.20, 0.02, 1.25),
-    ("gemini-3.5-flash", 1.50, 0.15, 9.00),
-    ("gemini-3.1-pro", 2.00, 0.20, 12.00),
-    ("gemini-3.1-flash-lite", 0.25, 0.025, 1.50),
-    ("gemini-3-flash", 0.50, 0.05, 3.00),
-    ("gemini-2.5-pro", 1.25, 0.125, 10.00),
-    ("gemini-2.5-flash", 0.30, 0.03, 2.50),
-    ("gemini-2.5-flash-lite", 0.10, 0.01, 0.40),
-];
-
-/// Anthropic's list prices (USD per million tokens, taken on [`TAKEN`] from
-/// claude.com/pricing): input, cache read, cache write (5 minutes), output. Claude Code
-/// reports its own cost; dagexec's gateway prices what it sees on the wire with these.
-pub const ANTHROPIC_DEFAULTS: &[(&str, f64, f64, f64, f64)] = &[
-    // name, input, cache read, cache write, output
-    ("claude-opus-4", 15.00, 1.50, 18.75, 75.00),
-    ("claude-opus-4-5", 5.00, 0.50, 6.25, 25.00),
-    ("claude-sonnet-4", 3.00, 0.30, 3.75, 15.00),
-    ("claude-haiku-4-5", 1.00, 0.10, 1.25, 5.00),
+/// (openai.com/api/pricing), Google's Gemini API, paid tier, prompts up to 200k tokens
+/// (ai.google.dev/gemini-api/docs/pricing), and Anthropic's (claude.com/pricing; cache write
+/// for 5 minutes). Claude Code reports its own cost; dagexec's gateway prices what it sees on
+/// the wire with these.
+pub const DEFAULTS: &[(&str, f64, f64, Option<f64>, f64)] = &[
+    // name, input, cached input (cache read), cache write, output
+    ("codex", 5.00, 0.50, None, 30.00),
+    ("gpt-5.5", 5.00, 0.50, None, 30.00),
+    ("gpt-5.4", 2.50, 0.25, None, 15.00),
+    ("gpt-5.4-mini", 0.75, 0.075, None, 4.50),
+    ("gpt-5.4-nano", 0.20, 0.02, None, 1.25),
+    ("gemini-3.5-flash", 1.50, 0.15, None, 9.00),
+    ("gemini-3.1-pro", 2.00, 0.20, None, 12.00),
+    ("gemini-3.1-flash-lite", 0.25, 0.025, None, 1.50),
+    ("gemini-3-flash", 0.50, 0.05, None, 3.00),
+    ("gemini-2.5-pro", 1.25, 0.125, None, 10.00),
+    ("gemini-2.5-flash", 0.30, 0.03, None, 2.50),
+    ("gemini-2.5-flash-lite", 0.10, 0.01, None, 0.40),
+    ("claude-opus-4", 15.00, 1.50, Some(18.75), 75.00),
+    ("claude-opus-4-5", 5.00, 0.50, Some(6.25), 25.00),
+    ("claude-sonnet-4", 3.00, 0.30, Some(3.75), 15.00),
+    ("claude-haiku-4-5", 1.00, 0.10, Some(1.25), 5.00),
 ];
 
 /// Model name → price.
@@ -102,32 +110,22 @@ pub struct Prices {
 
 impl Default for Prices {
     fn default() -> Self {
-        Prices {
-            table: DEFAULTS
-                .iter()
-                .map(|&(name, input, cached, output)| {
-                    let price = Price {
+        let table = DEFAULTS
+            .iter()
+            .map(|&(name, input, cached, cache_write, output)| {
+                let cached_input = Some(cached);
+                (
+                    name.to_string(),
+                    Price {
                         input,
-                        cached_input: Some(cached),
-                        cache_write: None,
+                        cached_input,
+                        cache_write,
                         output,
-                    };
-                    (name.to_string(), price)
-                })
-                .chain(
-                    ANTHROPIC_DEFAULTS
-                        .iter()
-                        .map(|&(name, input, read, write, output)| {
-                            let price = Price {
-                                input,
-                                cached_input: Some(read),
-                                cache_write: Some(write),
-                                output,
-                            };
-                            (name.to_string(), price)
-                        }),
+                    },
                 )
-                .collect(),
+            });
+        Prices {
+            table: table.collect(),
         }
     }
 }
@@ -236,11 +234,12 @@ impl Prices {
                 ));
             };
             let cached = t.cached.min(t.input);
-            let fresh = t.input - cached;
-            sum += (fresh as f64 * p.input
-                + cached as f64 * p.cached_input.unwrap_or(p.input)
-                + t.output as f64 * p.output)
-                / 1e6;
+            sum += p.cost(Tokens {
+                input: t.input - cached,
+                cache_read: cached,
+                cache_write: 0,
+                output: t.output,
+            });
         }
         Ok(sum)
     }

@@ -51,6 +51,19 @@ pub struct Question {
     pub reply: Option<String>,
 }
 
+impl Question {
+    /// A question of `kind` with no options, asked where the task stopped, not answered yet.
+    pub fn new(kind: Kind, text: String) -> Question {
+        Question {
+            kind,
+            text,
+            options: Vec::new(),
+            blocked_at: None,
+            reply: None,
+        }
+    }
+}
+
 /// The task's question, if it has one.
 pub fn get(task: &Task) -> Option<Question> {
     task.extra
@@ -100,13 +113,7 @@ pub fn from_status_line(output: &str) -> Option<Question> {
         return None;
     };
     let text = text.trim();
-    (!text.is_empty()).then(|| Question {
-        kind,
-        text: text.to_string(),
-        options: Vec::new(),
-        blocked_at: None,
-        reply: None,
-    })
+    (!text.is_empty()).then(|| Question::new(kind, text.to_string()))
 }
 
 /// Whether the user deferred the task's decision (`dagexec answer N defer`): skipped by
@@ -292,16 +299,13 @@ fn open_question(task: &Task, name: &str) -> Result<Question, AnswerError> {
         Some(q) if q.reply.is_none() && task.status == Status::Blocked => Ok(q),
         // A worker that answered `BLOCKED: reason` asks in its own words: the answer goes
         // to its next attempt like an escalated review's.
-        _ if task.status == Status::Blocked => Ok(Question {
-            kind: Kind::Review,
-            text: format!(
+        _ if task.status == Status::Blocked => Ok(Question::new(
+            Kind::Review,
+            format!(
                 "Task {name} is blocked: {}",
                 task.result.as_deref().unwrap_or("no reason given")
             ),
-            options: Vec::new(),
-            blocked_at: None,
-            reply: None,
-        }),
+        )),
         _ => Err(AnswerError::NoQuestion {
             task: name.to_string(),
             status: task.status,

@@ -89,12 +89,17 @@ impl Said {
     }
 }
 
-/// The secret an API key of `cli` lives in.
-pub fn secret_of(cli: &str) -> &'static str {
-    match cli {
-        "codex" => "OPENAI_API_KEY",
-        "gemini" => "GEMINI_API_KEY",
-        _ => "ANTHROPIC_API_KEY",
+impl Halt {
+    /// `cli`'s API key was refused or is missing: the run stops, naming the secret it lives in.
+    pub fn refused_key(cli: &str) -> Halt {
+        let secret = match cli {
+            "codex" => "OPENAI_API_KEY",
+            "gemini" => "GEMINI_API_KEY",
+            _ => "ANTHROPIC_API_KEY",
+        };
+        Halt::Run {
+            secret: secret.into(),
+        }
     }
 }
 

@@ -88,10 +88,8 @@ pub fn apply_round(
         task.attempts = Some(r.attempts);
         if r.status == Status::Completed {
             let mut entry = CompletedTask {
-                index: r.index,
-                summary: r.result.clone(),
                 wave: notes.wave,
-                extra: Default::default(),
+                ..CompletedTask::new(r.index, r.result.clone())
             };
             entry.extra.insert(
                 crate::pure::plan::model::COMPLETED_ATTEMPTS_FIELD.into(),

@@ -64,7 +64,7 @@ pub struct SetupOutput<'a> {
 
 impl SetupOutput<'_> {
     /// Writes the same compact JSON as `serde_json::to_writer(out, self)`, with the overlap
-    /// matrix formatted directly as it is made (see [`Rows::write_json`]).
+    /// matrix written as its rows are made (`Rows` serialises them one by one).
     pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         fn field(
             out: &mut impl std::io::Write,
@@ -84,8 +84,8 @@ impl SetupOutput<'_> {
         field(out, "validation", &self.validation)?;
         out.write_all(b",")?;
         field(out, "taskIdMapping", &self.task_id_mapping)?;
-        out.write_all(b",\"fileOverlapMatrix\":")?;
-        self.file_overlap_matrix.write_json(out)?;
+        out.write_all(b",")?;
+        field(out, "fileOverlapMatrix", &self.file_overlap_matrix)?;
         out.write_all(b",")?;
         field(out, "taskCount", &self.task_count)?;
         out.write_all(b",")?;

@@ -263,14 +263,7 @@ impl Tokens {
 
 /// What `tokens` of `model` cost at `prices`, `None` for a model the table lacks.
 pub fn cost(prices: &crate::pure::prices::Prices, model: &str, tokens: Tokens) -> Option<f64> {
-    let (_, p) = prices.find(model)?;
-    Some(
-        (tokens.input as f64 * p.input
-            + tokens.cache_read as f64 * p.cached_input.unwrap_or(p.input)
-            + tokens.cache_write as f64 * p.cache_write.unwrap_or(p.input)
-            + tokens.output as f64 * p.output)
-            / 1e6,
-    )
+    prices.find(model).map(|(_, p)| p.cost(tokens))
 }
 
 /// Why the gateway answers a request itself instead of passing it on.

@@ -155,7 +155,7 @@ impl OverlapMatrix {
 
     /// Writes the same JSON as the [`Serialize`] impl, compact.
     pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
-        Rows::Held(self).write_json(out)
+        serde_json::to_writer(out, self).map_err(io::Error::other)
     }
 }
 
@@ -184,41 +184,6 @@ impl Rows<'_> {
             Rows::Held(m) => (0..m.len()).try_for_each(|i| f(i, m.conflicts(i))),
             Rows::Streamed(c) => c.for_each_row(f),
         }
-    }
-
-    /// Writes the seed's `fileOverlapMatrix` JSON (the [`Serialize`] form, compact) as the rows
-    /// are made, formatting the numbers directly.
-    pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
-        let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
-        let mut fmt = itoa::Buffer::new();
-        let mut first = true;
-        out.write_all(b"{")?;
-        self.for_each_row(|i, row| {
-            if row.is_empty() {
-                return Ok::<(), io::Error>(());
-            }
-            if !first {
-                buf.push(b',');
-            }
-            first = false;
-            buf.push(b'"');
-            buf.extend_from_slice(fmt.format(i).as_bytes());
-            buf.extend_from_slice(b"\":[");
-            for (k, &j) in row.iter().enumerate() {
-                if k > 0 {
-                    buf.push(b',');
-                }
-                buf.extend_from_slice(fmt.format(j).as_bytes());
-            }
-            buf.push(b']');
-            if buf.len() >= 1 << 16 {
-                out.write_all(&buf)?;
-                buf.clear();
-            }
-            Ok(())
-        })?;
-        out.write_all(&buf)?;
-        out.write_all(b"}")
     }
 }
 

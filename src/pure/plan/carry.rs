@@ -47,14 +47,13 @@ pub fn carry_state(
                 .completed_tasks
                 .iter()
                 .find(|c| moved.get(c.index).copied().flatten() == Some(i));
+            let summary = kept.map_or_else(
+                || t.result.clone().unwrap_or_default(),
+                |c| c.summary.clone(),
+            );
             CompletedTask {
-                index: i,
-                summary: kept.map_or_else(
-                    || t.result.clone().unwrap_or_default(),
-                    |c| c.summary.clone(),
-                ),
-                wave: None,
                 extra: kept.map(|c| c.extra.clone()).unwrap_or_default(),
+                ..CompletedTask::new(i, summary)
             }
         })
         .collect();

@@ -66,18 +66,13 @@ fn diagnose(text: &str, path: &Path) -> PlanError {
     if let Err(e) = check_version(obj.get("schemaVersion").unwrap_or(&Value::Null), path) {
         return e;
     }
-    match obj.get("tasks") {
-        None => {
-            return PlanError::NoTasks {
-                path: path.to_path_buf(),
-            };
-        }
-        Some(Value::Array(a)) if a.is_empty() => {
-            return PlanError::NoTasks {
-                path: path.to_path_buf(),
-            };
-        }
-        _ => {}
+    if obj
+        .get("tasks")
+        .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty))
+    {
+        return PlanError::NoTasks {
+            path: path.to_path_buf(),
+        };
     }
     match serde_path_to_error::deserialize::<_, Plan>(&value) {
         Ok(_) => PlanError::Shape {

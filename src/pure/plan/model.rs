@@ -90,6 +90,18 @@ pub struct CompletedTask {
     pub extra: Extra,
 }
 
+impl CompletedTask {
+    /// The entry of task `index`, completed with `summary` (outside the waves variant).
+    pub fn new(index: usize, summary: String) -> CompletedTask {
+        CompletedTask {
+            index,
+            summary,
+            wave: None,
+            extra: Extra::default(),
+        }
+    }
+}
+
 /// A task's execution state.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -377,6 +389,19 @@ impl Agent {
 pub use crate::pure::plan::fields::COMPLETED_ATTEMPTS as COMPLETED_ATTEMPTS_FIELD;
 
 impl Plan {
+    /// A schema 2 plan of `tasks` achieving `goal`, with no context and no progress yet (what
+    /// a task list, a long-run folder or an issue's sub-issues become).
+    pub fn new(goal: String, tasks: Vec<Task>) -> Plan {
+        Plan {
+            schema_version: 2,
+            goal,
+            context: None,
+            progress: Progress::default(),
+            tasks,
+            extra: Extra::default(),
+        }
+    }
+
     /// True for the waves variant of v2 (`progress.currentWave` or a task with `wave`).
     pub fn is_waves(&self) -> bool {
         self.progress.current_wave.is_some() || self.tasks.iter().any(|t| t.wave.is_some())

@@ -204,13 +204,7 @@ pub fn conclude(
                 format!("escalated to the user after {rejections} rejection(s): {summary}");
             Concluded {
                 history,
-                question: Some(Question {
-                    kind: Kind::Review,
-                    text,
-                    options: Vec::new(),
-                    blocked_at: None,
-                    reply: None,
-                }),
+                question: Some(Question::new(Kind::Review, text)),
                 retry: false,
             }
         }

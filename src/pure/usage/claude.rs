@@ -124,9 +124,7 @@ fn said_of(object: &Value, text: Option<&str>) -> Said {
                 None => format!("claude: {what}"),
             });
             if status == Some(401) || says_auth(kind) || says_auth(&what) {
-                said.halt = Some(Halt::Run {
-                    secret: crate::pure::said::secret_of("claude").into(),
-                });
+                said.halt = Some(Halt::refused_key("claude"));
             }
         }
         _ => {}

@@ -26,9 +26,7 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
     let mut said = Said::default();
     if let Some(why) = tally.failed.or(tally.error) {
         if says_auth(&why) {
-            said.halt = Some(Halt::Run {
-                secret: crate::pure::said::secret_of("codex").into(),
-            });
+            said.halt = Some(Halt::refused_key("codex"));
         }
         said.failure = Some(format!("codex: the turn failed: {why}"));
     }

@@ -97,9 +97,7 @@ fn said_of(e: &Value) -> Said {
         })
         .unwrap_or_else(|| raw.to_string());
     if code == Some(401) || code == Some(41) || says_auth(raw) {
-        said.halt = Some(Halt::Run {
-            secret: crate::pure::said::secret_of("gemini").into(),
-        });
+        said.halt = Some(Halt::refused_key("gemini"));
     }
     said.failure = Some(match code {
         Some(c) => format!("gemini: {} (code {c})", one_line(&message)),

@@ -101,16 +101,10 @@ impl Usage {
     /// Two runs' spend together (an attempt's worker and its reviewer): costs and token
     /// counts added where either reported one; the model is `self`'s, else `other`'s.
     pub fn plus(self, other: Usage) -> Usage {
-        fn add<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
-            match (a, b) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            }
-        }
         Usage {
-            cost_usd: add(self.cost_usd, other.cost_usd),
-            input_tokens: add(self.input_tokens, other.input_tokens),
-            output_tokens: add(self.output_tokens, other.output_tokens),
+            cost_usd: either(self.cost_usd, other.cost_usd, |a, b| a + b),
+            input_tokens: either(self.input_tokens, other.input_tokens, u64::saturating_add),
+            output_tokens: either(self.output_tokens, other.output_tokens, u64::saturating_add),
             model: self.model.or(other.model),
         }
     }
@@ -132,6 +126,14 @@ impl Usage {
             output_tokens: self.output_tokens.filter(|&t| t <= MAX_TOKENS),
             model: self.model.as_deref().and_then(model_name),
         }
+    }
+}
+
+/// `a` and `b` combined with `f` when both are known, else the one that is.
+fn either<T>(a: Option<T>, b: Option<T>, f: impl FnOnce(T, T) -> T) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(f(a, b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -465,17 +467,13 @@ impl Totals {
         }
         self.attempts += 1;
         self.seconds = tenths(self.seconds + r.seconds);
-        let sum_f = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        let sum_u = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.saturating_add(b)),
-            (a, b) => a.or(b),
-        };
-        self.cost_usd = sum_f(self.cost_usd, r.usage.cost_usd);
-        self.input_tokens = sum_u(self.input_tokens, r.usage.input_tokens);
-        self.output_tokens = sum_u(self.output_tokens, r.usage.output_tokens);
+        self.cost_usd = either(self.cost_usd, r.usage.cost_usd, |a, b| a + b);
+        self.input_tokens = either(self.input_tokens, r.usage.input_tokens, u64::saturating_add);
+        self.output_tokens = either(
+            self.output_tokens,
+            r.usage.output_tokens,
+            u64::saturating_add,
+        );
     }
 
     /// The wall time as `2m27s` (empty when no attempt was recorded). Records keep tenths of

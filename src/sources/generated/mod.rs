@@ -182,12 +182,9 @@ fn stamp(built: &mut Built, name: &str, rel: &str) {
         if task.status == Status::Completed {
             let summary = format!("done in {rel}");
             task.result.get_or_insert_with(|| summary.clone());
-            plan.progress.completed_tasks.push(CompletedTask {
-                index: i,
-                summary,
-                wave: None,
-                extra: Default::default(),
-            });
+            plan.progress
+                .completed_tasks
+                .push(CompletedTask::new(i, summary));
         }
     }
     let ids: Vec<serde_json::Value> = units

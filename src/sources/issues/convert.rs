@@ -302,7 +302,7 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
         .iter()
         .map(|(target, (closed, from))| Note {
             issue: target.show(&r.repo),
-            text: outside_text(target, *closed, r.states.contains_key(target), from),
+            text: outside_text(*closed, r.states.contains_key(target), from),
         })
         .collect();
 
@@ -322,27 +322,21 @@ fn plan(
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
 ) -> Result<Plan, IssueError> {
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: format!(
+    let mut plan = Plan::new(
+        format!(
             "{} ({})",
             crate::pure::sanitize::line(&r.parent.title),
             Ref::new(&r.parent.repo, r.parent.number).show(&r.repo)
         ),
-        context: None,
-        progress: Default::default(),
-        tasks: Vec::with_capacity(task_nodes.len()),
-        extra: Default::default(),
-    };
+        Vec::with_capacity(task_nodes.len()),
+    );
     for (t, &n) in task_nodes.iter().enumerate() {
         let task = task(r, &nodes[n], deps[t].clone(), &waits[t])?;
         if task.status == Status::Completed {
-            plan.progress.completed_tasks.push(CompletedTask {
-                index: t,
-                summary: task.result.clone().unwrap_or_default(),
-                wave: None,
-                extra: Default::default(),
-            });
+            plan.progress.completed_tasks.push(CompletedTask::new(
+                t,
+                task.result.clone().unwrap_or_default(),
+            ));
         }
         plan.tasks.push(task);
     }
@@ -377,23 +371,19 @@ fn with_record(
     plan
 }
 
-fn outside_text(target: &Ref, closed: bool, known: bool, from: &BTreeSet<String>) -> String {
-    let from: Vec<&str> = from.iter().map(String::as_str).collect();
-    let _ = target;
+fn outside_text(closed: bool, known: bool, from: &BTreeSet<String>) -> String {
+    let from = from
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
     if closed {
-        format!(
-            "outside the plan, closed: satisfied (named by {})",
-            from.join(", ")
-        )
+        format!("outside the plan, closed: satisfied (named by {from})")
     } else if known {
-        format!(
-            "outside the plan, open: blocks {} until it is closed",
-            from.join(", ")
-        )
+        format!("outside the plan, open: blocks {from} until it is closed")
     } else {
         format!(
-            "outside the plan, not found on GitHub (deleted, transferred or not visible): blocks {}",
-            from.join(", ")
+            "outside the plan, not found on GitHub (deleted, transferred or not visible): blocks {from}"
         )
     }
 }
@@ -409,17 +399,14 @@ fn task(
     let declared = body::declared(&issue.repo, &issue.body);
     let mut files = Vec::new();
     for f in &declared.files {
-        let clean = crate::pure::paths::normalize(f).map_err(|e| IssueError::File {
+        let refused = |why: String| IssueError::File {
             issue: name.clone(),
             file: crate::pure::sanitize::line(f),
-            why: e.to_string(),
-        })?;
+            why,
+        };
+        let clean = crate::pure::paths::normalize(f).map_err(|e| refused(e.to_string()))?;
         if crate::pure::paths::git_dir_prefix(&clean).is_some() {
-            return Err(IssueError::File {
-                issue: name.clone(),
-                file: crate::pure::sanitize::line(f),
-                why: "is inside `.git`".into(),
-            });
+            return Err(refused("is inside `.git`".into()));
         }
         files.push(clean);
     }
@@ -454,15 +441,16 @@ fn task(
         crate::pure::question::set(
             &mut task,
             &Question {
-                kind: Kind::Action,
-                text: format!(
-                    "{name} waits for {}, outside the plan and not closed: close it (or remove \
-                     the dependency) and re-read the issues, or answer `done` to run it anyway",
-                    names.join(", ")
-                ),
-                options: Vec::new(),
                 blocked_at: Some(OUTSIDE.into()),
-                reply: None,
+                ..Question::new(
+                    Kind::Action,
+                    format!(
+                        "{name} waits for {}, outside the plan and not closed: close it (or \
+                         remove the dependency) and re-read the issues, or answer `done` to run \
+                         it anyway",
+                        names.join(", ")
+                    ),
+                )
             },
         );
     }

@@ -128,14 +128,7 @@ fn build(
         .groups
         .first()
         .map_or(String::new(), |_| format!("The tasks of {rel}"));
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: title,
-        context: None,
-        progress: Default::default(),
-        tasks: Vec::with_capacity(units_at.len()),
-        extra: Default::default(),
-    };
+    let mut plan = Plan::new(title, Vec::with_capacity(units_at.len()));
     let mut units = Vec::with_capacity(units_at.len());
     let mut warnings = Vec::new();
     for &i in &units_at {

@@ -264,14 +264,10 @@ pub fn build(
     for i in 0..files.len() {
         tasks.push(task_of(files, i, paths, spec, requirements)?);
     }
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: format!("Execute the long-run plans in {}", paths.state),
-        context: None,
-        progress: Default::default(),
+    let mut plan = Plan::new(
+        format!("Execute the long-run plans in {}", paths.state),
         tasks,
-        extra: Default::default(),
-    };
+    );
     if let Err(cycle) = crate::pure::graph::Dag::build(&plan) {
         return Err(LongRunError::Cycle {
             cycle: cycle.iter().map(|&i| files[i].path.clone()).collect(),
@@ -285,12 +281,10 @@ pub fn build(
         if t.status == Status::Completed {
             plan.progress
                 .completed_tasks
-                .push(crate::pure::plan::model::CompletedTask {
-                    index: i,
-                    summary: t.result.clone().unwrap_or_default(),
-                    wave: None,
-                    extra: Default::default(),
-                });
+                .push(crate::pure::plan::model::CompletedTask::new(
+                    i,
+                    t.result.clone().unwrap_or_default(),
+                ));
         }
     }
     Ok(plan)

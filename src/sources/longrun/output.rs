@@ -133,11 +133,9 @@ pub fn parse(output: &str) -> Result<Output, OutputError> {
                 q.push_str(&c);
             }
             Output::NeedsDecision(Question {
-                kind: Kind::Decision,
-                text: q,
                 options,
                 blocked_at: text(&v, "blocked_at"),
-                reply: None,
+                ..Question::new(Kind::Decision, q)
             })
         }
         "NEEDS_ACTION" => {
@@ -150,11 +148,8 @@ pub fn parse(output: &str) -> Result<Output, OutputError> {
                 }
             }
             Output::NeedsAction(Question {
-                kind: Kind::Action,
-                text: q,
-                options: Vec::new(),
                 blocked_at: text(&v, "blocked_at"),
-                reply: None,
+                ..Question::new(Kind::Action, q)
             })
         }
         "FAILED" => {

@@ -276,17 +276,13 @@ fn description(parsed: &Parsed, t: &TaskLine, tasks_md: &str) -> String {
 /// feature folder's documents that exist, repository-relative) as every task's context.
 pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
     let context_files = super::context_files(context, "the feature's design document (Spec Kit)");
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: match &parsed.feature {
+    let mut plan = Plan::new(
+        match &parsed.feature {
             Some(f) if !f.is_empty() => format!("{f} ({tasks_md})"),
             _ => format!("The tasks of {tasks_md}"),
         },
-        context: None,
-        progress: Default::default(),
-        tasks: Vec::with_capacity(parsed.tasks.len()),
-        extra: Default::default(),
-    };
+        Vec::with_capacity(parsed.tasks.len()),
+    );
     for (i, t) in parsed.tasks.iter().enumerate() {
         let mut task = Task {
             subject: format!("{} {}", t.id, t.text),
@@ -310,12 +306,10 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         };
         if t.done {
             task.result = Some(format!("ticked in {tasks_md}"));
-            plan.progress.completed_tasks.push(CompletedTask {
-                index: i,
-                summary: task.result.clone().unwrap_or_default(),
-                wave: None,
-                extra: Default::default(),
-            });
+            plan.progress.completed_tasks.push(CompletedTask::new(
+                i,
+                task.result.clone().unwrap_or_default(),
+            ));
         }
         task.extra
             .insert(FIELD.into(), json!({"id": t.id, "line": t.line}));

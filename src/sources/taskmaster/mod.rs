@@ -219,17 +219,13 @@ fn build(rel: &str, r: &read::Read) -> Built {
             n += 1;
         }
     }
-    let mut plan = Plan {
-        schema_version: 2,
-        goal: match &r.tag {
+    let mut plan = Plan::new(
+        match &r.tag {
             Some(t) => format!("The Taskmaster tasks of {rel} (tag {t})"),
             None => format!("The Taskmaster tasks of {rel}"),
         },
-        context: None,
-        progress: Default::default(),
-        tasks: Vec::with_capacity(n),
-        extra: Default::default(),
-    };
+        Vec::with_capacity(n),
+    );
     let mut units = Vec::with_capacity(n);
     for (i, it) in r.items.iter().enumerate() {
         if skip.contains(&i) {

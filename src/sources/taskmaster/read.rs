@@ -53,6 +53,36 @@ pub(crate) struct Item {
     pub deps: BTreeSet<usize>,
 }
 
+impl Item {
+    /// The unit `v` (`id` at `path`) of task `task` (itself, or its subtask's parent), whose
+    /// state is `state`: a subtask of an open task has its own status, one of a task done,
+    /// cancelled or deferred its task's.
+    fn of(
+        v: &Value,
+        task: &Value,
+        id: String,
+        path: String,
+        state: State,
+        parent: Option<(String, String, String)>,
+    ) -> Item {
+        let whose = if state == State::Open { v } else { task };
+        let word = text(whose, "status");
+        Item {
+            id,
+            path,
+            title: text(v, "title"),
+            description: text(v, "description"),
+            details: text(v, "details"),
+            test_strategy: text(v, "testStrategy"),
+            priority: text(task, "priority"),
+            state: State::of(&word),
+            mark: mark(&word, v),
+            parent,
+            deps: BTreeSet::new(),
+        }
+    }
+}
+
 /// The file, read.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Read {
@@ -202,19 +232,10 @@ impl Walk<'_> {
             let subtasks = t.get("subtasks").and_then(Value::as_array);
             let mut units = Vec::new();
             match subtasks.filter(|s| !s.is_empty()) {
-                None => units.push(self.push(Item {
-                    id: id.clone(),
-                    path: path.clone(),
-                    title: text(t, "title"),
-                    description: text(t, "description"),
-                    details: text(t, "details"),
-                    test_strategy: text(t, "testStrategy"),
-                    priority: text(t, "priority"),
-                    state,
-                    mark: mark(&text(t, "status"), t),
-                    parent: None,
-                    deps: BTreeSet::new(),
-                })),
+                None => {
+                    let item = Item::of(t, t, id.clone(), path.clone(), state, None);
+                    units.push(self.push(item));
+                }
                 Some(subs) => {
                     let parent = (id.clone(), text(t, "title"), text(t, "description"));
                     for (j, s) in subs.iter().enumerate() {
@@ -237,26 +258,8 @@ impl Walk<'_> {
                             continue;
                         }
                         // A parent done, cancelled or deferred settles its subtasks.
-                        let own = State::of(&text(s, "status"));
-                        let word = if state == State::Open {
-                            text(s, "status")
-                        } else {
-                            text(t, "status")
-                        };
-                        let state = if state == State::Open { own } else { state };
-                        units.push(self.push(Item {
-                            id: full,
-                            path: spath,
-                            title: text(s, "title"),
-                            description: text(s, "description"),
-                            details: text(s, "details"),
-                            test_strategy: text(s, "testStrategy"),
-                            priority: text(t, "priority"),
-                            state,
-                            mark: mark(&word, s),
-                            parent: Some(parent.clone()),
-                            deps: BTreeSet::new(),
-                        }));
+                        let item = Item::of(s, t, full, spath, state, Some(parent.clone()));
+                        units.push(self.push(item));
                     }
                 }
             }
