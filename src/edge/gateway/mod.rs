@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::edge::github::ops::encode_segment;
 use crate::pure::gateway::{Provider, Tokens};
 
 /// A provider key, redacted in `Debug`.
@@ -127,7 +128,7 @@ impl Upstreams {
         up.query = codex
             .query_params
             .iter()
-            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
             .collect();
         up.headers = codex
             .http_headers
@@ -142,18 +143,6 @@ impl Upstreams {
             .collect();
         self
     }
-}
-
-/// `s` percent-encoded for a query string (RFC 3986's unreserved characters kept).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The run's budget as the gateway holds it: the limit and what the plan had recorded when
