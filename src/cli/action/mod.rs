@@ -221,12 +221,7 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     let mut outs = plan::outputs(&planned);
     outs.push(("message", planned.message.clone()));
     outs.push(("max-parallel", max_parallel.to_string()));
-    ctx.set_outputs(
-        &outs
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect::<Vec<_>>(),
-    )?;
+    ctx.set_outputs(&outs)?;
     ctx.summary(&plan_summary(&planned, &agent, conducts))?;
     let (Some((writer, pace)), true) = (conductor, conducts) else {
         return Ok(Exit::Success);
@@ -242,12 +237,7 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     };
     let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
     // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
-    if let Err(e) = agent_user::hand_back(root) {
-        println!(
-            "warning: cannot give {} back to the runner's user: {e}",
-            root.display()
-        );
-    }
+    hand_back(root);
     writer_outputs(ctx, &conducted?, false)
 }
 
@@ -319,12 +309,7 @@ async fn work_job(root: &Path, ctx: &Runner, given: WorkArgs) -> Result<Exit, Ac
     // The artifact is the runner's to upload, and the checkout its to clean up (task code
     // worked in it as the agent's user, dagexec's git as root).
     for path in [dir.as_path(), root] {
-        if let Err(e) = agent_user::hand_back(path) {
-            println!(
-                "warning: cannot give {} back to the runner's user: {e}",
-                path.display()
-            );
-        }
+        hand_back(path);
     }
     let worked = worked?;
     let protections = work::Protections {
@@ -496,6 +481,16 @@ async fn steer_job(
         ("steer-branch", done.to_apply.unwrap_or_default()),
     ])?;
     Ok(Exit::Success)
+}
+
+/// Gives `path` back to the runner's user (as root through sudo), saying when it cannot.
+fn hand_back(path: &Path) {
+    if let Err(e) = agent_user::hand_back(path) {
+        println!(
+            "warning: cannot give {} back to the runner's user: {e}",
+            path.display()
+        );
+    }
 }
 
 /// Ends what task code left running in this step, saying what it could not end.
