@@ -32,6 +32,14 @@ pub(crate) struct Key {
     value: String,
 }
 
+impl Key {
+    /// `provider`'s key `value`, read from the variable `var`, in the header it goes in.
+    fn of(provider: Provider, var: &str, value: &str) -> Key {
+        let (header, value) = provider.key_header(var, value.trim());
+        Key { header, value }
+    }
+}
+
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Key({}: <redacted>)", self.header)
@@ -79,12 +87,10 @@ impl Upstreams {
                 .map(|p| {
                     let (var, default) = p.base();
                     let base = set(var).unwrap_or_else(|| default.to_string());
-                    let key = p.key_vars().iter().find_map(|v| {
-                        set(v).map(|k| {
-                            let (header, value) = p.key_header(v, k.trim());
-                            Key { header, value }
-                        })
-                    });
+                    let key = p
+                        .key_vars()
+                        .iter()
+                        .find_map(|v| set(v).map(|k| Key::of(p, v, &k)));
                     let base = base.trim().trim_end_matches('/').to_string();
                     let key_var = p.key_vars()[0].to_string();
                     let upstream = Upstream {
@@ -119,10 +125,7 @@ impl Upstreams {
         };
         up.base.clone_from(&codex.base_url);
         if let Some(var) = &codex.env_key {
-            up.key = set(var).map(|k| {
-                let (header, value) = Provider::OpenAi.key_header(var, k.trim());
-                Key { header, value }
-            });
+            up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
         }
         up.query = codex
