@@ -29,10 +29,11 @@ pub(crate) fn issue_source(
     else {
         return Ok(None);
     };
-    let repo = read::repo_from(repo.as_deref(), root).ok_or_else(|| CliError::Usage {
-        message: "cannot tell which repository issue's sub-issues to read".into(),
-        hint: "pass --repo OWNER/NAME (or set GITHUB_REPOSITORY, or add a GitHub `origin` remote)"
-            .into(),
+    let repo = read::repo_from(repo.as_deref(), root).ok_or_else(|| {
+        CliError::usage(
+            "cannot tell which repository issue's sub-issues to read",
+            "pass --repo OWNER/NAME (or set GITHUB_REPOSITORY, or add a GitHub `origin` remote)",
+        )
     })?;
     let opts = Options {
         number: *number,

@@ -21,7 +21,13 @@ pub(crate) struct Location {
 impl Location {
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        let plan = plan.unwrap_or_else(|| default_plan(&cwd));
+        // Without `--plan`: `.design/plan.json`, or the one task list here ([`find_plan`]).
+        let plan = plan.unwrap_or_else(|| match find_plan(&cwd) {
+            Found::One(one) => PathBuf::from(one),
+            Found::Default | Found::Several(_) => {
+                PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL)
+            }
+        });
         let abs = if plan.is_absolute() {
             plan.clone()
         } else {
@@ -43,18 +49,6 @@ impl Location {
             root,
             plan_rel,
         })
-    }
-}
-
-/// The plan without `--plan`: `.design/plan.json`, unless `.design/` holds no plan (nor an
-/// archived one) and the directory holds exactly one task list in its usual place
-/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit).
-fn default_plan(cwd: &Path) -> PathBuf {
-    match find_plan(cwd) {
-        Found::One(one) => PathBuf::from(one),
-        Found::Default | Found::Several(_) => {
-            PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL)
-        }
     }
 }
 
@@ -99,17 +93,17 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
         .iter()
         .map(|(format, rel)| format!("  {rel} ({})", format.label()))
         .collect();
-    Some(CliError::Usage {
-        message: format!(
+    Some(CliError::usage(
+        format!(
             "no .design/plan.json here, and {} task lists, so dagexec cannot tell which one is the plan:\n{}",
             lists.len(),
             named.join("\n")
         ),
-        hint: format!(
+        format!(
             "choose one with --plan before the command, e.g. `dagexec --plan {} run` (every command takes it)",
             lists[0].1
         ),
-    })
+    ))
 }
 
 /// The commands that read the plan `--plan` names, or the one found here: not `demo` (its
@@ -144,7 +138,7 @@ pub(crate) fn source_location(
     };
     let prepared = source.prepare(&loc.root, write).map_err(|errors| {
         let (message, hint) = crate::sources::describe(&errors);
-        CliError::Usage { message, hint }
+        CliError::usage(message, hint)
     })?;
     if matches!(command, Command::Validate(_) | Command::Run(_)) {
         for w in &prepared.warnings {
@@ -221,6 +215,19 @@ pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
         (true, None) => Some(done),
         (false, h) => h,
     }
+}
+
+/// The plan once a completed run archived it (no plan at `loc.plan`): where the archived one
+/// is ([`archived_plan`]), read as a plan outside the project.
+pub(crate) fn archived(loc: &Location) -> Option<Location> {
+    if loc.plan.exists() {
+        return None;
+    }
+    archived_plan(&loc.plan).map(|plan| Location {
+        plan,
+        root: loc.root.clone(),
+        plan_rel: None,
+    })
 }
 
 pub(crate) fn load(loc: &Location) -> Result<Loaded, CliError> {

@@ -18,24 +18,28 @@ pub(crate) enum CliError {
     Io(#[from] io::Error),
 }
 
+impl CliError {
+    /// A usage error: what is wrong (`message`), and what to do about it (`hint`).
+    pub(crate) fn usage(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+        CliError::Usage {
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+}
+
 #[expect(
     clippy::needless_pass_by_value,
     reason = "`map_err` hands the error over by value"
 )]
 pub(crate) fn config_error(e: crate::flow::settings::ConfigError) -> CliError {
-    CliError::Usage {
-        message: e.to_string(),
-        hint: e.hint(),
-    }
+    CliError::usage(e.to_string(), e.hint())
 }
 
 pub(crate) fn run_error(e: crate::flow::RunError) -> CliError {
     match e {
         crate::flow::RunError::Plan(p) => CliError::Plan(p),
-        other => CliError::Usage {
-            hint: other.hint(),
-            message: other.to_string(),
-        },
+        other => CliError::usage(other.to_string(), other.hint()),
     }
 }
 

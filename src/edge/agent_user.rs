@@ -113,53 +113,20 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
     })
 }
 
-/// A command that can be started as another user: std's and tokio's `Command`.
-pub trait AsUser {
-    /// Runs the command as `uid`:`gid` (as root, std drops the supplementary groups before
-    /// `setuid`).
-    fn ids(&mut self, uid: u32, gid: u32);
-    fn set_var(&mut self, key: &str, value: &str);
-
-    /// Runs the command as `agent`, with its home and names in the environment.
-    fn as_user(&mut self, agent: &AgentAccount) {
-        self.ids(agent.uid, agent.gid);
-        self.set_var("HOME", &agent.home);
-        self.set_var("USER", &agent.name);
-        self.set_var("LOGNAME", &agent.name);
-    }
-}
-
-impl AsUser for std::process::Command {
-    fn ids(&mut self, uid: u32, gid: u32) {
-        use std::os::unix::process::CommandExt;
-        self.uid(uid).gid(gid);
-    }
-
-    fn set_var(&mut self, key: &str, value: &str) {
-        self.env(key, value);
-    }
-}
-
-impl AsUser for tokio::process::Command {
-    fn ids(&mut self, uid: u32, gid: u32) {
-        self.uid(uid).gid(gid);
-    }
-
-    fn set_var(&mut self, key: &str, value: &str) {
-        self.env(key, value);
-    }
-}
-
-/// Starts `cmd` as the agent's user, when there is one, with the egress proxy's variables
-/// while egress is restricted (`edge::egress`).
-pub fn drop_to<C: AsUser>(cmd: &mut C) -> &mut C {
+/// Starts `cmd` as the agent's user, when there is one (as root, std drops the
+/// supplementary groups before `setuid`), with its home and names in the environment and,
+/// while egress is restricted (`edge::egress`), the egress proxy's variables. A tokio
+/// `Command` is given as its `as_std_mut()`.
+pub fn drop_to(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
     if let Some(agent) = current() {
-        cmd.as_user(agent);
-        for (k, v) in crate::edge::egress::proxy_env() {
-            cmd.set_var(k, v);
-        }
+        cmd.uid(agent.uid)
+            .gid(agent.gid)
+            .env("HOME", &agent.home)
+            .env("USER", &agent.name)
+            .env("LOGNAME", &agent.name)
+            .envs(crate::edge::egress::proxy_env().iter().map(|(k, v)| (k, v)));
     }
-    cmd
 }
 
 /// Gives the agent's user the checkout at `root` to work in: every file and folder below it

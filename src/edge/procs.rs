@@ -42,19 +42,7 @@ pub fn kill_all(pgid: Option<Pid>, tag: &str) -> usize {
         let _ = killpg(pgid, Signal::SIGKILL);
     }
     let needle = format!("{TAG_VAR}={tag}");
-    let mut killed = std::collections::BTreeSet::new();
-    for _ in 0..10 {
-        let found = tagged(needle.as_bytes());
-        if found.is_empty() {
-            break;
-        }
-        for pid in found {
-            if kill(pid, Signal::SIGKILL).is_ok() {
-                killed.insert(pid);
-            }
-        }
-    }
-    let killed = killed.len();
+    let killed = kill_found(|| tagged(needle.as_bytes()));
     if killed > 0 {
         tracing::debug!("killed {killed} process(es) that had left the group of {tag}");
     }
@@ -66,23 +54,28 @@ pub fn kill_all(pgid: Option<Pid>, tag: &str) -> usize {
 /// otherwise go on working (and spending) for nobody. Returns how many it killed.
 pub fn kill_left_by(pid: i32) -> usize {
     let prefix = format!("{TAG_VAR}={pid}-");
+    kill_found(|| matching(|entry| entry.starts_with(prefix.as_bytes())))
+}
+
+/// SIGKILLs the processes `find` finds, looking again (a few times) for what they started
+/// meanwhile; how many were killed.
+fn kill_found(find: impl Fn() -> Vec<Pid>) -> usize {
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..10 {
-        let found = matching(|entry| entry.starts_with(prefix.as_bytes()));
+        let found = find();
         if found.is_empty() {
             break;
         }
-        for p in found {
-            if kill(p, Signal::SIGKILL).is_ok() {
-                killed.insert(p);
+        for pid in found {
+            if kill(pid, Signal::SIGKILL).is_ok() {
+                killed.insert(pid);
             }
         }
     }
     killed.len()
 }
 
-/// The live processes (not zombies, not this one) whose environment holds `needle` exactly as
-/// one `KEY=value` entry.
+/// The live processes (not zombies, not this one) whose environment holds `needle`.
 fn tagged(needle: &[u8]) -> Vec<Pid> {
     matching(|entry| entry == needle)
 }

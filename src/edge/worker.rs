@@ -207,7 +207,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
     let mut command = Command::new("sh");
     crate::edge::child_env::scrub_child_env(&mut command);
     // The Action's work job: as the agent's unprivileged user (nothing elsewhere).
-    crate::edge::agent_user::drop_to(&mut command);
+    crate::edge::agent_user::drop_to(command.as_std_mut());
     // A worker the model gateway serves gets no provider key or base URL of dagexec's own:
     // only the gateway's, in `extra_env`.
     if spec

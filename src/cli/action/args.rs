@@ -149,137 +149,149 @@ impl Pace {
 pub enum ActionCommand {
     /// Job `plan`: the round's batch as a job matrix (outputs: matrix, has-work, base, round,
     /// branch, conclusion, message).
-    Plan {
-        #[command(flatten)]
-        common: Common,
-        /// Worker jobs of a round running at once (passed on as the `max-parallel` output).
-        #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
-        max_parallel: u16,
-        /// `rounds`: each workflow run is a round (a job matrix). `eager`: the conductor job
-        /// starts each task as its own run as soon as it is ready (conclusion `conduct`).
-        #[arg(long, env = "DAGEXEC_SCHEDULE", default_value = "rounds", value_parser = parse_schedule)]
-        schedule: Schedule,
-        /// `schedule: eager`: this job also conducts the run (conclusion `conducted`; the
-        /// conduct job does not run). It needs the conduct job's permissions; its pre-flight
-        /// checks run as the agent's unprivileged user, or not beside its token at all.
-        #[arg(long, env = "DAGEXEC_CONDUCT", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
-        conduct: bool,
-        #[command(flatten)]
-        pace: Pace,
-        #[command(flatten)]
-        writer: Writer,
-    },
+    Plan(PlanArgs),
     /// Job `work`: one attempt at one task in this checkout; leaves result.json,
     /// changes.patch and worker.log (outputs: artifact-name, artifact-path).
-    Work {
-        #[command(flatten)]
-        common: Common,
-        #[arg(long, env = "DAGEXEC_TASK")]
-        task: usize,
-        #[arg(long, env = "DAGEXEC_ATTEMPT")]
-        attempt: u32,
-        #[arg(long, env = "DAGEXEC_ROUND")]
-        round: u32,
-        #[arg(long, env = "DAGEXEC_BASE")]
-        base: String,
-        /// The worker command line.
-        #[arg(long, env = "DAGEXEC_WORKER")]
-        worker: String,
-        /// The reviewer command line, run with `sh -c` in this checkout after the attempt
-        /// completes (a task's own `reviewer` field wins; empty: none).
-        #[arg(
-            long,
-            env = "DAGEXEC_REVIEWER",
-            default_value = "",
-            hide_default_value = true
-        )]
-        reviewer: String,
-        /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
-        #[arg(
-            long,
-            env = "DAGEXEC_ARTIFACTS",
-            default_value = "",
-            hide_default_value = true
-        )]
-        artifacts: String,
-    },
+    Work(WorkArgs),
     /// Job `comment`: an `/execute` comment on a pull request (an `issue_comment` event, read
     /// from GITHUB_EVENT_PATH): checks the commenter's permission, reacts, replies, refreshes
     /// the status comment or records an abort, starts a round (`/execute`), and hands a
     /// command that changes the plan to the `steer` job (outputs: dispatched, the branch a
     /// round was started on; steer-branch, the branch whose plan the steer job changes).
-    Comment {
-        #[command(flatten)]
-        common: Common,
-        /// The workflow file rounds are dispatched to.
-        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
-        workflow: String,
-    },
+    Comment(SteerArgs),
     /// Job `steer`, in the execution branch's concurrency group: the same comment, checked
     /// again; `/execute proceed|answer|retry` committed to the plan on the branch, pushed,
     /// and a round started (output: dispatched).
-    Steer {
-        #[command(flatten)]
-        common: Common,
-        /// The workflow file rounds are dispatched to.
-        #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
-        workflow: String,
-    },
+    Steer(SteerArgs),
     /// Job `conduct` (`schedule: eager`): starts every ready task as its own workflow run,
     /// polls them, integrates, commits and pushes each batch of arrivals, keeps the PR
     /// current, and reports the end as finalize does (outputs: conclusion, pr-number).
-    Conduct {
-        #[command(flatten)]
-        common: Common,
-        #[arg(long, env = "DAGEXEC_BASE")]
-        base: String,
-        #[arg(long, env = "DAGEXEC_ROUND", default_value = "1")]
-        round: u32,
-        /// Task runs at once.
-        #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
-        max_parallel: u16,
-        #[command(flatten)]
-        pace: Pace,
-        #[command(flatten)]
-        writer: Writer,
-    },
+    Conduct(ConductArgs),
     /// Job `finalize`: verify, integrate, commit and push the round, update the PR, report
     /// stops, dispatch the next round (outputs: conclusion, pr-number).
-    Finalize {
-        #[command(flatten)]
-        common: Common,
-        #[arg(
-            long,
-            env = "DAGEXEC_MATRIX",
-            default_value = "",
-            hide_default_value = true
-        )]
-        matrix: String,
-        #[arg(long, env = "DAGEXEC_BASE")]
-        base: String,
-        #[arg(long, env = "DAGEXEC_ROUND")]
-        round: u32,
-        /// The plan job's conclusion (`work`, `close-round`, `completed`, …).
-        #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = parse_planned)]
-        conclusion: PlanConclusion,
-        #[arg(
-            long,
-            env = "DAGEXEC_MESSAGE",
-            default_value = "",
-            hide_default_value = true
-        )]
-        message: String,
-        /// Where the round's artifacts were downloaded.
-        #[arg(
-            long,
-            env = "DAGEXEC_ARTIFACTS",
-            default_value = "",
-            hide_default_value = true
-        )]
-        artifacts: String,
-        #[command(flatten)]
-        writer: Writer,
-    },
+    Finalize(FinalizeArgs),
+}
+
+// The arguments of each job: a struct per subcommand, handed whole to the job (their `--help`
+// text is the variant's).
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    /// Worker jobs of a round running at once (passed on as the `max-parallel` output).
+    #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(super) max_parallel: u16,
+    /// `rounds`: each workflow run is a round (a job matrix). `eager`: the conductor job
+    /// starts each task as its own run as soon as it is ready (conclusion `conduct`).
+    #[arg(long, env = "DAGEXEC_SCHEDULE", default_value = "rounds", value_parser = parse_schedule)]
+    pub(super) schedule: Schedule,
+    /// `schedule: eager`: this job also conducts the run (conclusion `conducted`; the
+    /// conduct job does not run). It needs the conduct job's permissions; its pre-flight
+    /// checks run as the agent's unprivileged user, or not beside its token at all.
+    #[arg(long, env = "DAGEXEC_CONDUCT", default_value = "false", value_parser = parse_bool, action = clap::ArgAction::Set)]
+    pub(super) conduct: bool,
+    #[command(flatten)]
+    pub(super) pace: Pace,
+    #[command(flatten)]
+    pub(super) writer: Writer,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    #[arg(long, env = "DAGEXEC_TASK")]
+    pub(super) task: usize,
+    #[arg(long, env = "DAGEXEC_ATTEMPT")]
+    pub(super) attempt: u32,
+    #[arg(long, env = "DAGEXEC_ROUND")]
+    pub(super) round: u32,
+    #[arg(long, env = "DAGEXEC_BASE")]
+    pub(super) base: String,
+    /// The worker command line.
+    #[arg(long, env = "DAGEXEC_WORKER")]
+    pub(super) worker: String,
+    /// The reviewer command line, run with `sh -c` in this checkout after the attempt
+    /// completes (a task's own `reviewer` field wins; empty: none).
+    #[arg(
+        long,
+        env = "DAGEXEC_REVIEWER",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub(super) reviewer: String,
+    /// Where to leave the files [default: $RUNNER_TEMP/dagexec-work].
+    #[arg(
+        long,
+        env = "DAGEXEC_ARTIFACTS",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub(super) artifacts: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    /// The workflow file rounds are dispatched to.
+    #[arg(long, env = "DAGEXEC_WORKFLOW", default_value = "dagexec.yml")]
+    pub(super) workflow: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ConductArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    #[arg(long, env = "DAGEXEC_BASE")]
+    pub(super) base: String,
+    #[arg(long, env = "DAGEXEC_ROUND", default_value = "1")]
+    pub(super) round: u32,
+    /// Task runs at once.
+    #[arg(long, env = "DAGEXEC_MAX_PARALLEL", default_value = "8", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(super) max_parallel: u16,
+    #[command(flatten)]
+    pub(super) pace: Pace,
+    #[command(flatten)]
+    pub(super) writer: Writer,
+}
+
+#[derive(Debug, Args)]
+pub struct FinalizeArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    #[arg(
+        long,
+        env = "DAGEXEC_MATRIX",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub(super) matrix: String,
+    #[arg(long, env = "DAGEXEC_BASE")]
+    pub(super) base: String,
+    #[arg(long, env = "DAGEXEC_ROUND")]
+    pub(super) round: u32,
+    /// The plan job's conclusion (`work`, `close-round`, `completed`, …).
+    #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = parse_planned)]
+    pub(super) conclusion: PlanConclusion,
+    #[arg(
+        long,
+        env = "DAGEXEC_MESSAGE",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub(super) message: String,
+    /// Where the round's artifacts were downloaded.
+    #[arg(
+        long,
+        env = "DAGEXEC_ARTIFACTS",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub(super) artifacts: String,
+    #[command(flatten)]
+    pub(super) writer: Writer,
 }
 
 /// The plan job's conclusion, as finalize's `conclusion` input carries it.

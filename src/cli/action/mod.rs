@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 mod args;
 
-pub use args::{ActionCommand, Common, Pace, Writer};
+pub use args::{
+    ActionCommand, Common, ConductArgs, FinalizeArgs, Pace, PlanArgs, SteerArgs, WorkArgs, Writer,
+};
 
 use crate::action::jobs::steer::SteerPhase;
 use crate::action::jobs::work::{self, Assignment};
@@ -18,6 +20,7 @@ use crate::action::runtime::{self, Runner};
 use crate::action::writer::Finalized;
 use crate::action::{ActionError, Inputs};
 use crate::cli::Exit;
+use crate::edge::agent_user::{self, AgentUser};
 use crate::edge::github::{Client, Token};
 
 /// The token: `DAGEXEC_TOKEN` (the action's `token` input), else `GITHUB_TOKEN`. Masked.
@@ -81,79 +84,26 @@ fn execute(cmd: ActionCommand, ctx: &Runner) -> Result<Exit, ActionError> {
 /// The job `cmd` names, run in the checkout at `root`.
 async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, ActionError> {
     match cmd {
-        ActionCommand::Plan {
-            common,
-            max_parallel,
-            schedule,
-            conduct,
-            pace,
-            writer,
-        } => {
-            let conductor = (conduct && schedule == Schedule::Eager).then_some((&writer, &pace));
-            plan_job(root, ctx, &common, max_parallel, schedule, conductor).await
-        }
-        ActionCommand::Work {
-            common,
-            task,
-            attempt,
-            round,
-            base,
-            worker,
-            reviewer,
-            artifacts,
-        } => {
-            let job = Assignment {
-                task,
-                attempt,
-                round,
-            };
-            let given = WorkGiven {
-                base,
-                worker,
-                reviewer,
-                artifacts,
-            };
-            work_job(root, ctx, &common, job, given).await
-        }
-        ActionCommand::Comment { common, workflow } => {
-            steer_job(root, ctx, &common, workflow, SteerPhase::Route).await
-        }
-        ActionCommand::Steer { common, workflow } => {
-            steer_job(root, ctx, &common, workflow, SteerPhase::Apply).await
-        }
-        ActionCommand::Conduct {
-            common,
-            base,
-            round,
-            max_parallel,
-            pace,
-            writer,
-        } => {
-            let timing = pace.timing();
-            let r = round_of(&common, base, round);
-            let mut inputs = inputs(&common, String::new(), PathBuf::new());
-            inputs.max_parallel = max_parallel.into();
-            let done = conduct_job(root, ctx, inputs, &writer, r, timing).await?;
+        ActionCommand::Plan(a) => plan_job(root, ctx, a).await,
+        ActionCommand::Work(a) => work_job(root, ctx, a).await,
+        ActionCommand::Comment(a) => steer_job(root, ctx, a, SteerPhase::Route).await,
+        ActionCommand::Steer(a) => steer_job(root, ctx, a, SteerPhase::Apply).await,
+        ActionCommand::Conduct(a) => {
+            let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+            inputs.max_parallel = a.max_parallel.into();
+            let r = round_of(&a.common, a.base, a.round);
+            let done = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await?;
             writer_outputs(ctx, &done, true)
         }
-        ActionCommand::Finalize {
-            common,
-            matrix,
-            base,
-            round,
-            conclusion,
-            message,
-            artifacts,
-            writer,
-        } => {
+        ActionCommand::Finalize(a) => {
             let r = Round {
-                matrix,
-                planned: conclusion,
-                planned_message: message,
-                ..round_of(&common, base, round)
+                matrix: a.matrix,
+                planned: a.conclusion,
+                planned_message: a.message,
+                ..round_of(&a.common, a.base, a.round)
             };
-            let inputs = inputs(&common, String::new(), PathBuf::from(artifacts));
-            finalize_job(root, ctx, inputs, &writer, &r).await
+            let inputs = inputs(&a.common, String::new(), PathBuf::from(a.artifacts));
+            finalize_job(root, ctx, inputs, &a.writer, &r).await
         }
     }
 }
@@ -182,20 +132,20 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
 /// that also conducts (`conducts`) holds the write token: the plan's pre-flight checks run in
 /// it only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
 /// write), never as dagexec's own.
-fn preflight_where(conducts: bool) -> (crate::edge::agent_user::AgentUser, plan::Preflight) {
+fn preflight_where(conducts: bool) -> (AgentUser, plan::Preflight) {
     let agent = if conducts {
-        crate::edge::agent_user::from_env()
+        agent_user::from_env()
     } else {
-        crate::edge::agent_user::AgentUser::Off
+        AgentUser::Off
     };
     let preflight = match (&agent, conducts) {
-        (_, false) | (crate::edge::agent_user::AgentUser::On(_), _) => plan::Preflight::Here,
-        (crate::edge::agent_user::AgentUser::Unavailable(why), true) => {
+        (_, false) | (AgentUser::On(_), _) => plan::Preflight::Here,
+        (AgentUser::Unavailable(why), true) => {
             plan::Preflight::Refused(format!(
                 "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
             ))
         }
-        (crate::edge::agent_user::AgentUser::Off, true) => plan::Preflight::Refused(
+        (AgentUser::Off, true) => plan::Preflight::Refused(
             "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
         ),
     };
@@ -204,11 +154,7 @@ fn preflight_where(conducts: bool) -> (crate::edge::agent_user::AgentUser, plan:
 
 /// The plan job's summary: the plan of the round, and in a job that conducts where its
 /// pre-flight checks ran.
-fn plan_summary(
-    planned: &plan::Planned,
-    agent: &crate::edge::agent_user::AgentUser,
-    conducts: bool,
-) -> String {
+fn plan_summary(planned: &plan::Planned, agent: &AgentUser, conducts: bool) -> String {
     let summary = format!(
         "## dagexec: plan of round {}\n\n```\n{}\n```\n",
         planned.round, planned.message
@@ -217,7 +163,7 @@ fn plan_summary(
         return summary;
     }
     let checks_as = match agent {
-        crate::edge::agent_user::AgentUser::On(a) => format!(
+        AgentUser::On(a) => format!(
             "The plan's pre-flight checks ran as {}, without the token or the runner's files, in a checkout it cannot write; this job then conducts the run.",
             a.name
         ),
@@ -227,19 +173,14 @@ fn plan_summary(
 }
 
 /// Job `plan`: the round's next part as a job matrix, or how the run ends. Under
-/// `schedule: eager` with `conductor` (the action's `conduct` input: the writer's settings
-/// and the pace), the job goes on as the conductor when the plan says so.
-async fn plan_job(
-    root: &Path,
-    ctx: &Runner,
-    common: &Common,
-    max_parallel: u16,
-    schedule: Schedule,
-    conductor: Option<(&Writer, &Pace)>,
-) -> Result<Exit, ActionError> {
-    let inputs = inputs(common, String::new(), PathBuf::new());
+/// `schedule: eager` with the action's `conduct` input, the job goes on as the conductor
+/// (with the writer's settings and the pace) when the plan says so.
+async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, ActionError> {
+    let (schedule, max_parallel) = (a.schedule, a.max_parallel);
+    let conductor = (a.conduct && schedule == Schedule::Eager).then_some((&a.writer, &a.pace));
+    let inputs = inputs(&a.common, String::new(), PathBuf::new());
     let (agent, preflight) = preflight_where(conductor.is_some());
-    if let Err(e) = crate::edge::agent_user::let_pass(root) {
+    if let Err(e) = agent_user::let_pass(root) {
         println!(
             "warning: cannot let the agent's user reach {}: {e}",
             root.display()
@@ -280,12 +221,7 @@ async fn plan_job(
     let mut outs = plan::outputs(&planned);
     outs.push(("message", planned.message.clone()));
     outs.push(("max-parallel", max_parallel.to_string()));
-    ctx.set_outputs(
-        &outs
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect::<Vec<_>>(),
-    )?;
+    ctx.set_outputs(&outs)?;
     ctx.summary(&plan_summary(&planned, &agent, conducts))?;
     let (Some((writer, pace)), true) = (conductor, conducts) else {
         return Ok(Exit::Success);
@@ -301,32 +237,18 @@ async fn plan_job(
     };
     let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
     // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
-    if let Err(e) = crate::edge::agent_user::hand_back(root) {
-        println!(
-            "warning: cannot give {} back to the runner's user: {e}",
-            root.display()
-        );
-    }
+    hand_back(root);
     writer_outputs(ctx, &conducted?, false)
 }
 
-/// What job `work` is given beside the task and attempt.
-struct WorkGiven {
-    base: String,
-    worker: String,
-    reviewer: String,
-    artifacts: String,
-}
-
 /// Job `work`: one attempt at one task in this checkout, its files left for the upload.
-async fn work_job(
-    root: &Path,
-    ctx: &Runner,
-    common: &Common,
-    job: Assignment,
-    given: WorkGiven,
-) -> Result<Exit, ActionError> {
-    let Assignment { task, attempt, .. } = job;
+async fn work_job(root: &Path, ctx: &Runner, given: WorkArgs) -> Result<Exit, ActionError> {
+    let (task, attempt) = (given.task, given.attempt);
+    let job = Assignment {
+        task,
+        attempt,
+        round: given.round,
+    };
     // Task code never runs in a run of the default branch: its runtime token could write
     // that branch's Actions cache scope, which the install step trusts unpinned.
     if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
@@ -345,7 +267,7 @@ async fn work_job(
         PathBuf::from(given.artifacts)
     };
     let name = crate::action::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
-    let mut inputs = inputs(common, given.worker, dir.clone());
+    let mut inputs = inputs(&given.common, given.worker, dir.clone());
     inputs.reviewer = Some(given.reviewer).filter(|r| !r.trim().is_empty());
     // The work job holds no write token; it needs none to fetch a public base, and
     // the checkout's own credentials otherwise.
@@ -363,7 +285,7 @@ async fn work_job(
     let guard = runtime::FileGuard::from_env();
     // And nothing it started outlives this step (see `reaper`). Task code runs as the
     // agent's unprivileged user when the action made one.
-    let agent = crate::edge::agent_user::from_env();
+    let agent = agent_user::from_env();
     // And it reaches only the listed hosts when the `egress` input asks for it.
     let egress_input = std::env::var(crate::edge::egress::VAR).unwrap_or_default();
     let egress = crate::edge::egress::start(&egress_input, &agent).await;
@@ -387,12 +309,7 @@ async fn work_job(
     // The artifact is the runner's to upload, and the checkout its to clean up (task code
     // worked in it as the agent's user, dagexec's git as root).
     for path in [dir.as_path(), root] {
-        if let Err(e) = crate::edge::agent_user::hand_back(path) {
-            println!(
-                "warning: cannot give {} back to the runner's user: {e}",
-                path.display()
-            );
-        }
+        hand_back(path);
     }
     let worked = worked?;
     let protections = work::Protections {
@@ -542,12 +459,11 @@ async fn writer_client(
 async fn steer_job(
     root: &std::path::Path,
     ctx: &Runner,
-    common: &Common,
-    workflow: String,
+    a: SteerArgs,
     phase: SteerPhase,
 ) -> Result<Exit, ActionError> {
-    let mut inputs = inputs(common, String::new(), PathBuf::new());
-    inputs.workflow = workflow;
+    let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+    inputs.workflow = a.workflow;
     if inputs.token.is_empty() {
         return Err(ActionError::Input(
             "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
@@ -565,6 +481,16 @@ async fn steer_job(
         ("steer-branch", done.to_apply.unwrap_or_default()),
     ])?;
     Ok(Exit::Success)
+}
+
+/// Gives `path` back to the runner's user (as root through sudo), saying when it cannot.
+fn hand_back(path: &Path) {
+    if let Err(e) = agent_user::hand_back(path) {
+        println!(
+            "warning: cannot give {} back to the runner's user: {e}",
+            path.display()
+        );
+    }
 }
 
 /// Ends what task code left running in this step, saying what it could not end.

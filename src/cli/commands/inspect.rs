@@ -7,9 +7,9 @@ use crate::pure::render;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs, ValidateArgs};
-use crate::cli::location::{Loaded, archived_plan, load};
-use crate::cli::report::{CliError, config_error};
+use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs};
+use crate::cli::location::{Loaded, archived, load};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 
 pub(crate) fn validate(
@@ -28,13 +28,13 @@ pub(crate) fn validate(
     if let Err(crate::edge::git::GitError::NotARepository { .. }) =
         crate::edge::git::Repo::discover(&loc.root)
     {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::usage(
+            format!(
                 "{} is not in a git repository; dagexec runs a plan in one (each task in a worktree, a commit per round)",
                 loc.root.display()
             ),
-            hint: "run dagexec from the repository that holds the plan, or make this directory one: `git init && git add -A && git commit -m start`".into(),
-        });
+            "run dagexec from the repository that holds the plan, or make this directory one: `git init && git add -A && git commit -m start`",
+        ));
     }
     let overlaps = {
         let _span = tracing::debug_span!("overlap").entered();
@@ -95,22 +95,8 @@ pub(crate) fn status_gantt(
         )?;
         return Ok(());
     };
-    let width = width
-        .or_else(|| {
-            io::stdout()
-                .is_terminal()
-                .then(terminal_size::terminal_size)
-                .flatten()
-                .map(|(w, _)| usize::from(w.0))
-        })
-        .unwrap_or(100);
-    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-    let flags = crate::flow::settings::Flags {
-        worker: Some("(none)".into()),
-        ..Default::default()
-    };
-    let env = |k: &str| std::env::var(k).ok();
-    let settings = crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)?;
+    let width = super::chart_width(width, io::stdout().is_terminal());
+    let settings = super::local_settings(loc)?;
     let ran = timeline::Ran {
         schedule: settings.schedule,
         place: crate::pure::simulate::Place::Local,
@@ -125,20 +111,6 @@ pub(crate) fn status_gantt(
     }
     writeln!(out, "\n{}", timeline::versus(&actual, predicted.as_ref()))?;
     Ok(())
-}
-
-pub(crate) fn cmd_validate(
-    loc: &Location,
-    out: &mut impl Write,
-    a: &ValidateArgs,
-) -> Result<Exit, CliError> {
-    let &ValidateArgs {
-        json,
-        no_checks,
-        check_timeout,
-        ..
-    } = a;
-    validate(loc, out, json, no_checks, check_timeout)
 }
 
 pub(crate) fn cmd_prompt(
@@ -178,18 +150,9 @@ pub(crate) fn cmd_status(
 ) -> Result<Exit, CliError> {
     let &StatusArgs { json, gantt, width } = a;
     // After a completed run the plan is archived (seed Step 4): show that run.
-    let archived = (!loc.plan.exists())
-        .then(|| archived_plan(&loc.plan))
-        .flatten();
-    let Loaded { plan, .. } = match &archived {
-        Some(path) => load(&Location {
-            plan: path.clone(),
-            root: loc.root.clone(),
-            plan_rel: None,
-        })?,
-        None => load(loc)?,
-    };
-    if let (Some(path), false) = (&archived, json) {
+    let archived = archived(loc);
+    let Loaded { plan, .. } = load(archived.as_ref().unwrap_or(loc))?;
+    if let (Some(Location { plan: path, .. }), false) = (&archived, json) {
         writeln!(
             out,
             "The run is complete: {} (the plan was archived at {}).\n",

@@ -15,7 +15,7 @@ use std::io::Write;
 
 use crate::cli::args::{AnswerArgs, Command, InitArgs, RetryArgs};
 use crate::cli::location::{Loaded, load};
-use crate::cli::report::CliError;
+use crate::cli::report::{CliError, config_error};
 use crate::cli::{Exit, Location};
 
 pub(crate) fn run(
@@ -28,11 +28,11 @@ pub(crate) fn run(
         Command::Answer(a) => cmd_answer(loc, out, a),
         Command::Retry(a) => cmd_retry(loc, out, &a),
         Command::Demo(a) => cmd_demo(loc, out, a),
-        Command::Validate(a) => cmd_validate(loc, out, &a),
+        Command::Validate(a) => validate(loc, out, a.json, a.no_checks, a.check_timeout),
         Command::Prompt(a) => cmd_prompt(loc, out, &a),
         Command::Status(a) => cmd_status(loc, out, &a),
         Command::Graph(a) => cmd_graph(loc, out, &a),
-        Command::Simulate(a) => cmd_simulate(loc, out, a),
+        Command::Simulate(a) => simulate(loc, out, a),
         Command::Init(a) => cmd_init(loc, out, a),
         Command::Action(cmd) => {
             out.flush()?;
@@ -50,24 +50,16 @@ pub(crate) fn cmd_answer(
     let Loaded { mut plan, dag } = load(loc)?;
     let task = find_task(&plan, &given)?;
     let name = crate::pure::plan::ids::name(&plan, task);
-    let answered =
-        crate::pure::question::answer(&mut plan, &dag, task, &text.join(" ")).map_err(|e| {
-            CliError::Usage {
-                hint: e.hint(),
-                message: e.to_string(),
-            }
-        })?;
+    let answered = crate::pure::question::answer(&mut plan, &dag, task, &text.join(" "))
+        .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     crate::edge::plan_file::save(&plan, &loc.plan)?;
     writeln!(
         out,
         "Task {name}: answered {:?}; it is {} now.",
         answered.reply, answered.status
     )?;
-    let written =
-        crate::sources::longrun::defer(&loc.root, &plan, task).map_err(|e| CliError::Usage {
-            hint: e.hint(),
-            message: e.to_string(),
-        })?;
+    let written = crate::sources::longrun::defer(&loc.root, &plan, task)
+        .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     if !written.is_empty() {
         writeln!(
             out,
@@ -76,6 +68,30 @@ pub(crate) fn cmd_answer(
         )?;
     }
     pending_again(out, &plan, &answered.reopened, "")
+}
+
+/// The settings `run` would resolve here (flags aside), for what the commands that do not
+/// run the plan show of them.
+fn local_settings(loc: &Location) -> Result<crate::flow::settings::Settings, CliError> {
+    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+    let flags = crate::flow::settings::Flags {
+        worker: Some("(none)".into()),
+        ..Default::default()
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)
+}
+
+/// A chart's width: `given`, else the terminal's when `terminal`, else 100 columns.
+fn chart_width(given: Option<usize>, terminal: bool) -> usize {
+    given
+        .or_else(|| {
+            terminal
+                .then(terminal_size::terminal_size)
+                .flatten()
+                .map(|(w, _)| usize::from(w.0))
+        })
+        .unwrap_or(100)
 }
 
 /// Says which of `tasks` are pending again (`why` after it), when any are, and how to resume.
@@ -107,10 +123,10 @@ pub(super) fn find_task(plan: &crate::pure::plan::Plan, given: &str) -> Result<u
 /// A usage error about the task the command line names (none such, or not in a state the
 /// command acts on), with where to look.
 fn task_usage(message: String) -> CliError {
-    CliError::Usage {
+    CliError::usage(
         message,
-        hint: "`dagexec status` lists the tasks and where each stands".into(),
-    }
+        "`dagexec status` lists the tasks and where each stands",
+    )
 }
 
 pub(crate) fn cmd_retry(
@@ -145,21 +161,11 @@ pub(crate) fn cmd_init(
         force,
         stdout,
     } = a;
-    let usage = |message: String| CliError::Usage {
-        message,
-        hint: "see `dagexec init --help`".into(),
-    };
     // The plan `run` would read here: the workflow runs the same one.
-    let Some(plan) = loc.plan_rel.clone() else {
-        return Err(CliError::Usage {
-            message: format!(
-                "{} is outside the project directory {}",
-                loc.plan.display(),
-                loc.root.display()
-            ),
-            hint: "run `dagexec init` in the repository that holds the plan, with --plan relative to it".into(),
-        });
-    };
+    let plan = run::plan_rel(
+        loc,
+        "run `dagexec init` in the repository that holds the plan, with --plan relative to it",
+    )?;
     let args = crate::action::init::Args {
         plan,
         worker,
@@ -172,5 +178,5 @@ pub(crate) fn cmd_init(
     };
     crate::action::init::run(&loc.root, &args, out)
         .map(|()| Exit::Success)
-        .map_err(usage)
+        .map_err(|message| CliError::usage(message, "see `dagexec init --help`"))
 }

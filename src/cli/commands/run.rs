@@ -62,7 +62,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     }
     let opts = crate::flow::RunOptions {
         plan: loc.plan.clone(),
-        plan_rel: plan_rel(loc)?,
+        plan_rel: plan_rel(loc, "run dagexec from the repository that holds the plan")?,
         root: loc.root.clone(),
         settings,
         yes,
@@ -77,15 +77,16 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         .map_err(run_error)
 }
 
-/// The plan's path relative to the project root, which `run` needs.
-fn plan_rel(loc: &Location) -> Result<String, CliError> {
-    loc.plan_rel.clone().ok_or_else(|| CliError::Usage {
-        message: format!(
+/// The plan's path relative to the project root, which `run` and `init` need; `hint` says
+/// what to do when it is outside.
+pub(super) fn plan_rel(loc: &Location, hint: &str) -> Result<String, CliError> {
+    loc.plan_rel.clone().ok_or_else(|| {
+        let message = format!(
             "{} is outside the project directory {}",
             loc.plan.display(),
             loc.root.display()
-        ),
-        hint: "run dagexec from the repository that holds the plan".into(),
+        );
+        CliError::usage(message, hint)
     })
 }
 
@@ -114,14 +115,13 @@ pub(crate) fn cmd_demo(
 ) -> Result<Exit, CliError> {
     let DemoArgs { dir, jobs, plan } = a;
     if let Some(plan) = plan {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::usage(
+            format!(
                 "--plan {}: the demo writes and runs its own plan",
                 plan.display()
             ),
-            hint: "run `dagexec demo` without --plan; to run your plan, `dagexec --plan PATH run`"
-                .into(),
-        });
+            "run `dagexec demo` without --plan; to run your plan, `dagexec --plan PATH run`",
+        ));
     }
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();

@@ -5,8 +5,8 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use crate::cli::args::{ChartPlace, SimulateArgs, TaskDuration};
-use crate::cli::location::{Loaded, archived_plan, load};
-use crate::cli::report::{CliError, config_error};
+use crate::cli::location::{Loaded, archived, load};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 
 #[expect(
@@ -20,24 +20,27 @@ pub(crate) fn simulate(
 ) -> Result<Exit, CliError> {
     use crate::pure::simulate::{self, Place, Setting};
     use std::io::IsTerminal;
-    let usage = |message: String, hint: &str| CliError::Usage {
-        message,
-        hint: hint.into(),
+    let archived = archived(loc);
+    if let Some(Location { plan: path, .. }) = &archived {
+        eprintln!(
+            "(the run is complete: simulating the archived plan {})",
+            path.strip_prefix(&loc.root).unwrap_or(path).display()
+        );
+    }
+    let Loaded { plan, dag } = load(archived.as_ref().unwrap_or(loc))?;
+    let jobs = match a.jobs {
+        Some(j) => j,
+        None => super::local_settings(loc)?.jobs,
     };
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let Loaded { plan, dag } = load_for_history(loc)?;
-    let jobs = local_jobs(loc, a.jobs)?;
     if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
-        return Err(usage(
-            "--jobs, --max-parallel and --polls-per-hour must be at least 1".into(),
+        return Err(CliError::usage(
+            "--jobs, --max-parallel and --polls-per-hour must be at least 1",
             "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
     let input = duration_input(&a)?;
-    let times = simulate::durations::durations(&plan, &input).map_err(|e| CliError::Usage {
-        hint: e.hint(),
-        message: e.to_string(),
-    })?;
+    let times = simulate::durations::durations(&plan, &input)
+        .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
     let setting = Setting {
         jobs,
@@ -58,15 +61,7 @@ pub(crate) fn simulate(
     out.write_all(simulate::render::table(&report, &times).as_bytes())?;
     let terminal = io::stdout().is_terminal();
     if !a.no_gantt && (a.gantt || terminal) {
-        let width = a
-            .width
-            .or_else(|| {
-                terminal
-                    .then(terminal_size::terminal_size)
-                    .flatten()
-                    .map(|(w, _)| usize::from(w.0))
-            })
-            .unwrap_or(100);
+        let width = super::chart_width(a.width, terminal);
         let place = match a.chart {
             ChartPlace::Local => Place::Local,
             ChartPlace::Actions => Place::Actions,
@@ -83,53 +78,8 @@ pub(crate) fn simulate(
     Ok(Exit::Success)
 }
 
-/// The plan to simulate: after a completed run the plan is archived (seed Step 4), and its
-/// history is there.
-fn load_for_history(loc: &Location) -> Result<Loaded, CliError> {
-    // After a completed run the plan is archived (seed Step 4): its history is there.
-    let archived = (!loc.plan.exists())
-        .then(|| archived_plan(&loc.plan))
-        .flatten();
-    Ok(match &archived {
-        Some(path) => {
-            eprintln!(
-                "(the run is complete: simulating the archived plan {})",
-                path.strip_prefix(&loc.root).unwrap_or(path).display()
-            );
-            load(&Location {
-                plan: path.clone(),
-                root: loc.root.clone(),
-                plan_rel: None,
-            })?
-        }
-        None => load(loc)?,
-    })
-}
-
-/// Locally the same number of workers `run` would start.
-fn local_jobs(loc: &Location, jobs: Option<usize>) -> Result<usize, CliError> {
-    Ok(if let Some(j) = jobs {
-        j
-    } else {
-        let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-        let flags = crate::flow::settings::Flags {
-            worker: Some("(none)".into()),
-            ..Default::default()
-        };
-        let env = |k: &str| std::env::var(k).ok();
-        crate::flow::settings::resolve(&flags, &env, &file)
-            .map_err(config_error)?
-            .jobs
-    })
-}
-
 /// The durations given with `--duration` (each task's once, one for every task).
 fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInput, CliError> {
-    let usage = |message: String, hint: &str| CliError::Usage {
-        message,
-        hint: hint.into(),
-    };
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let mut input = crate::pure::simulate::DurationInput {
         use_history: !a.no_history,
         ..Default::default()
@@ -138,15 +88,15 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
         match *d {
             TaskDuration::All(d) => {
                 if input.default.replace(ms(d)).is_some() {
-                    return Err(usage(
-                        "--duration without a task is given twice".into(),
+                    return Err(CliError::usage(
+                        "--duration without a task is given twice",
                         "give it once (every task without history); `--duration 3=20m` sets task 3's",
                     ));
                 }
             }
             TaskDuration::Task(task, d) => {
                 if input.per_task.insert(task, ms(d)).is_some() {
-                    return Err(usage(
+                    return Err(CliError::usage(
                         format!("--duration {task}=… is given twice"),
                         "give each task's duration once",
                     ));
@@ -157,10 +107,7 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
     Ok(input)
 }
 
-pub(crate) fn cmd_simulate(
-    loc: &Location,
-    out: &mut impl Write,
-    a: SimulateArgs,
-) -> Result<Exit, CliError> {
-    simulate(loc, out, a)
+/// A duration in milliseconds, as the simulation counts time.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -19,6 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::{Shared, Tab, hold, lock};
+use crate::edge::github::error_chain;
 use crate::pure::gateway::meter::{self, Meter};
 use crate::pure::gateway::{Provider, Refused, Route};
 
@@ -307,17 +308,6 @@ fn message_of(refused: &Refused, body: &str) -> String {
         }
         _ => body.to_string(),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s
 }
 
 /// Waits while a provider's rate limit holds its requests (a hold set meanwhile is waited

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::edge::github::ops::encode_segment;
 use crate::pure::gateway::{Provider, Tokens};
 
 /// A provider key, redacted in `Debug`.
@@ -29,6 +30,14 @@ use crate::pure::gateway::{Provider, Tokens};
 pub(crate) struct Key {
     header: &'static str,
     value: String,
+}
+
+impl Key {
+    /// `provider`'s key `value`, read from the variable `var`, in the header it goes in.
+    fn of(provider: Provider, var: &str, value: &str) -> Key {
+        let (header, value) = provider.key_header(var, value.trim());
+        Key { header, value }
+    }
 }
 
 impl std::fmt::Debug for Key {
@@ -78,12 +87,10 @@ impl Upstreams {
                 .map(|p| {
                     let (var, default) = p.base();
                     let base = set(var).unwrap_or_else(|| default.to_string());
-                    let key = p.key_vars().iter().find_map(|v| {
-                        set(v).map(|k| {
-                            let (header, value) = p.key_header(v, k.trim());
-                            Key { header, value }
-                        })
-                    });
+                    let key = p
+                        .key_vars()
+                        .iter()
+                        .find_map(|v| set(v).map(|k| Key::of(p, v, &k)));
                     let base = base.trim().trim_end_matches('/').to_string();
                     let key_var = p.key_vars()[0].to_string();
                     let upstream = Upstream {
@@ -118,16 +125,13 @@ impl Upstreams {
         };
         up.base.clone_from(&codex.base_url);
         if let Some(var) = &codex.env_key {
-            up.key = set(var).map(|k| {
-                let (header, value) = Provider::OpenAi.key_header(var, k.trim());
-                Key { header, value }
-            });
+            up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
         }
         up.query = codex
             .query_params
             .iter()
-            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
             .collect();
         up.headers = codex
             .http_headers
@@ -142,18 +146,6 @@ impl Upstreams {
             .collect();
         self
     }
-}
-
-/// `s` percent-encoded for a query string (RFC 3986's unreserved characters kept).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The run's budget as the gateway holds it: the limit and what the plan had recorded when

@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use super::cmd::{git, path_from_bytes};
-use super::error::io_error;
 use super::{GitError, Repo};
 
 impl Repo {
@@ -22,13 +21,7 @@ impl Repo {
         base: &str,
         excluded: &[String],
     ) -> Result<super::Patch, GitError> {
-        let parent = self.common_dir().join("dagexec");
-        crate::edge::fsx::create_dir_all(self.common_dir(), &parent)
-            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
-        let tmp = tempfile::Builder::new()
-            .prefix("snapshot-")
-            .tempdir_in(&parent)
-            .map_err(io_error("create a temporary folder in", &parent))?;
+        let tmp = self.scratch("snapshot-")?;
         let index = tmp.path().join("index");
         let own = git(tree, "rev-parse --git-path index")
             .args(["rev-parse", "--git-path", "index"])

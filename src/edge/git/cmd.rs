@@ -137,6 +137,15 @@ impl<'a> Git<'a> {
         self
     }
 
+    /// Aims git at the index file `index` (`GIT_INDEX_FILE`), when given, instead of the
+    /// repository's own.
+    pub(super) fn index(self, index: Option<&Path>) -> Self {
+        match index {
+            Some(index) => self.env("GIT_INDEX_FILE", index),
+            None => self,
+        }
+    }
+
     /// Feeds `data` to git's standard input (closed otherwise).
     pub(super) fn stdin(mut self, data: &'a [u8]) -> Self {
         self.stdin = Some(super::PatchRef::Bytes(data));

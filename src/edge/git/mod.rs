@@ -209,11 +209,7 @@ impl Repo {
 
     /// `git status --porcelain` (v1, unquoted paths), as git printed it.
     pub fn status_porcelain(&self) -> Result<String, GitError> {
-        let out = git(&self.root, "status --porcelain")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .args(["status", "--porcelain"])
-            .run()?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        status_in(&self.root)
     }
 
     /// Whether `patch` would apply cleanly to the work tree and index
@@ -233,13 +229,14 @@ impl Repo {
     /// what is staged with `message` as given (only surrounding blank lines and trailing
     /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
     pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        self.add_all(paths)?;
+        self.add_all(paths, None)?;
         self.commit_staged(message, None)
     }
 
     /// `git add --all` of those of `paths` (repo-relative) it can take: in the index, or
-    /// present and not ignored. Returns them.
-    fn add_all(&self, paths: &[String]) -> Result<Vec<String>, GitError> {
+    /// present and not ignored (into the index file `index` instead of the repository's own,
+    /// when given). Returns them.
+    fn add_all(&self, paths: &[String], index: Option<&Path>) -> Result<Vec<String>, GitError> {
         let paths = paths
             .iter()
             .map(|p| normalize(p))
@@ -247,6 +244,7 @@ impl Repo {
         let paths = self.stageable(paths)?;
         if !paths.is_empty() {
             git(&self.root, "add")
+                .index(index)
                 .args(["add", "--all", "--"])
                 .args(paths.iter().map(|p| literal(p)))
                 .run()?;
@@ -259,7 +257,7 @@ impl Repo {
     /// commit. Returns the new commit's SHA, or `None` when those paths hold no change.
     pub fn commit_only(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
         // `--only` takes paths git knows: a new file is added first.
-        let paths = self.add_all(paths)?;
+        let paths = self.add_all(paths, None)?;
         if paths.is_empty() {
             return Ok(None);
         }
@@ -294,8 +292,7 @@ impl Repo {
             Some(1) => {}
             _ => return Err(call.error(&out)),
         }
-        let mut commit = git(&self.root, "commit")
-            .config("commit.gpgsign=false")
+        let commit = git(&self.root, "commit")
             .config("i18n.commitEncoding=UTF-8")
             .args(["commit"])
             .args(only.map(|_| "--only"))
@@ -310,10 +307,7 @@ impl Repo {
             ])
             .args(&paths)
             .stdin(message.as_bytes());
-        for (key, value) in self.fallback_identity()? {
-            commit = commit.env(key, value);
-        }
-        commit.run()?;
+        self.committing(commit)?.run()?;
         self.head().map(Some)
     }
 
@@ -343,11 +337,7 @@ impl Repo {
         if self.head_opt()?.is_none() {
             return Ok(None);
         }
-        let out = git(&self.root, "cat-file")
-            .args(["cat-file", "blob"])
-            .arg(format!("HEAD:{path}"))
-            .output()?;
-        Ok(out.status.success().then_some(out.stdout))
+        self.read_at("HEAD", &path)
     }
 
     /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
@@ -455,17 +445,18 @@ impl Repo {
         Ok(keep)
     }
 
-    /// The `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` values to set: the fallback identity, for
-    /// what neither the configuration nor the environment provides.
-    fn fallback_identity(&self) -> Result<Vec<(&'static str, &'static str)>, GitError> {
-        let call = git(&self.root, "config --get-regexp").args([
+    /// `call` (a command that commits) unsigned, and with the fallback identity in
+    /// `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the configuration nor the
+    /// environment provides.
+    fn committing<'a>(&self, call: cmd::Git<'a>) -> Result<cmd::Git<'a>, GitError> {
+        let config = git(&self.root, "config --get-regexp").args([
             "config",
             "--get-regexp",
             r"^(user|author|committer)\.(name|email)$",
         ]);
-        let out = call.output()?;
+        let out = config.output()?;
         if !matches!(out.status.code(), Some(0 | 1)) {
-            return Err(call.error(&out));
+            return Err(config.error(&out));
         }
         let listing = String::from_utf8_lossy(&out.stdout);
         let configured = |key: &str| {
@@ -474,7 +465,7 @@ impl Repo {
                     .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
             })
         };
-        let mut env = Vec::new();
+        let mut call = call.config("commit.gpgsign=false");
         for (role, var_name, var_email) in [
             ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
             ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
@@ -487,11 +478,11 @@ impl Repo {
                     || configured(&format!("user.{field}"))
                     || configured(&format!("{role}.{field}"));
                 if !set {
-                    env.push((var, value));
+                    call = call.env(var, value);
                 }
             }
         }
-        Ok(env)
+        Ok(call)
     }
 
     /// The full SHA of the commit `rev` names.

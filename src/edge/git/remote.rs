@@ -179,13 +179,7 @@ impl Repo {
         message: &str,
     ) -> Result<String, GitError> {
         let rel = super::paths::normalize(rel)?;
-        let dir = self.common_dir().join("dagexec");
-        crate::edge::fsx::create_dir_all(self.common_dir(), &dir)
-            .map_err(|e| super::error::io_error("create directory", &dir)(e.into()))?;
-        let tmp = tempfile::Builder::new()
-            .prefix("record-")
-            .tempdir_in(&dir)
-            .map_err(super::error::io_error("create a temporary folder in", &dir))?;
+        let tmp = self.scratch("record-")?;
         let index = tmp.path().join("index");
         let trim = |b: Vec<u8>| String::from_utf8_lossy(&b).trim().to_string();
         git(self.root(), "read-tree")
@@ -210,15 +204,11 @@ impl Repo {
                 .args(["write-tree"])
                 .run()?,
         );
-        let mut commit = git(self.root(), "commit-tree")
-            .config("commit.gpgsign=false")
+        let commit = git(self.root(), "commit-tree")
             .config("i18n.commitEncoding=UTF-8")
             .args(["commit-tree", &tree, "-p", parent, "-F", "-"])
             .stdin(message.as_bytes());
-        for (key, value) in self.fallback_identity()? {
-            commit = commit.env(key, value);
-        }
-        Ok(trim(commit.run()?))
+        Ok(trim(self.committing(commit)?.run()?))
     }
 
     /// Pushes commit `sha` to the ref `name` (a full name outside `refs/heads`, e.g.
@@ -257,12 +247,8 @@ impl Repo {
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
     /// is aborted and the error says which.
     pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {
-        let mut call = git(self.root(), "rebase")
-            .config("commit.gpgsign=false")
-            .args(["rebase", "--quiet", upstream]);
-        for (key, value) in self.fallback_identity()? {
-            call = call.env(key, value);
-        }
+        let call =
+            self.committing(git(self.root(), "rebase").args(["rebase", "--quiet", upstream]))?;
         let out = call.output()?;
         if out.status.success() {
             return Ok(());

@@ -16,7 +16,7 @@
 //! status` shows the round's paths as changed back; a crash there is what the record is for.)
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -108,6 +108,18 @@ impl Repo {
         self.common_dir.join("dagexec")
     }
 
+    /// A new folder `<prefix><random>` in `<git-common-dir>/dagexec` (made, never through a
+    /// link), for a scratch index of its own; removed on drop.
+    pub(super) fn scratch(&self, prefix: &str) -> Result<tempfile::TempDir, GitError> {
+        let parent = self.dagexec_dir();
+        crate::edge::fsx::create_dir_all(&self.common_dir, &parent)
+            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(&parent)
+            .map_err(io_error("create a temporary folder in", &parent))
+    }
+
     fn journal_path(&self) -> PathBuf {
         self.dagexec_dir().join("round.json")
     }
@@ -121,23 +133,25 @@ impl Repo {
     /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
     /// replaced.
     pub fn round_index(&self) -> Result<RoundIndex, GitError> {
-        let base = self.head()?;
+        self.index_at("round-index", &self.head()?)
+    }
+
+    /// The index file `name` in `<git-common-dir>/dagexec` (a stale one and its lock
+    /// replaced), read from commit `at`; removed on drop.
+    fn index_at(&self, name: &str, at: &str) -> Result<RoundIndex, GitError> {
         let dir = self.dagexec_dir();
         std::fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
-        let index = dir.join("round-index");
-        for stale in [index.clone(), dir.join("round-index.lock")] {
+        let index = dir.join(name);
+        for stale in [index.clone(), dir.join(format!("{name}.lock"))] {
             super::paths::remove_any(&stale)?;
         }
         let round = RoundIndex {
             root: self.root.clone(),
             dir,
             index,
-            base,
+            base: at.to_string(),
         };
-        round
-            .git("read-tree")
-            .args(["read-tree", &round.base])
-            .run()?;
+        round.git("read-tree").args(["read-tree", at]).run()?;
         Ok(round)
     }
 
@@ -492,20 +506,11 @@ fn cleanup_message(message: &str) -> String {
     out
 }
 
-/// Writes the journal atomically: a fresh temporary file beside it (created exclusively),
-/// synced, renamed over.
+/// Writes the journal atomically, never through a link ([`crate::edge::fsx::write`]: a fresh
+/// temporary file beside it, synced, renamed over).
 fn write_journal(dir: &Path, path: &Path, journal: &Journal) -> Result<(), GitError> {
     let bytes = serde_json::to_vec_pretty(journal).expect("the journal serialises");
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".round-")
-        .tempfile_in(dir)
-        .map_err(io_error("create a file in", dir))?;
-    tmp.write_all(&bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(io_error("write", tmp.path()))?;
-    tmp.persist(path)
-        .map_err(|e| io_error("write", path)(e.error))?;
-    Ok(())
+    crate::edge::fsx::write(dir, path, &bytes).map_err(|e| io_error("write", path)(e.into()))
 }
 
 #[cfg(test)]

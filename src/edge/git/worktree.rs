@@ -336,13 +336,8 @@ pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
 /// when given), leaving out what lies in a directory named like git's own under another case;
 /// returns those left out.
 pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<String>, GitError> {
-    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
-        if let Some(index) = index {
-            call = call.env("GIT_INDEX_FILE", index);
-        }
-        call
-    }
-    let untracked = with_index(git(dir, "ls-files --others"), index)
+    let untracked = git(dir, "ls-files --others")
+        .index(index)
         .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .run()?;
     let mut forbidden = BTreeSet::new();
@@ -352,7 +347,9 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
             forbidden.insert(prefix);
         }
     }
-    let mut add = with_index(git(dir, "add --all"), index).args(["add", "--all", "--", "."]);
+    let mut add = git(dir, "add --all")
+        .index(index)
+        .args(["add", "--all", "--", "."]);
     for f in &forbidden {
         add = add.arg(format!(":(exclude,literal){f}"));
     }
@@ -368,13 +365,8 @@ pub(super) fn staged_links(
     pathspec: &[String],
     index: Option<&Path>,
 ) -> Result<Vec<crate::pure::paths::Link>, GitError> {
-    fn with_index<'a>(mut call: super::cmd::Git<'a>, index: Option<&Path>) -> super::cmd::Git<'a> {
-        if let Some(index) = index {
-            call = call.env("GIT_INDEX_FILE", index);
-        }
-        call
-    }
-    let raw = with_index(git(dir, "diff --cached --raw"), index)
+    let raw = git(dir, "diff --cached --raw")
+        .index(index)
         .args(DIFF_OPTIONS)
         .args(["--raw", "--no-abbrev", "-z", base, "--"])
         .args(pathspec)
@@ -412,7 +404,8 @@ pub(super) fn staged_links(
         if new_mode != "120000" {
             continue;
         }
-        let target = with_index(git(dir, "cat-file blob"), index)
+        let target = git(dir, "cat-file blob")
+            .index(index)
             .args(["cat-file", "blob", new_sha])
             .run()?;
         links.push(crate::pure::paths::Link {

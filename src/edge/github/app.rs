@@ -12,7 +12,7 @@
 //! log (`::add-mask::`) is the caller's job, right after it gets it:
 //! `crate::action::runtime::mask(&token)`. Installation tokens expire after one hour.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::Method;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -87,7 +87,7 @@ pub async fn installation_token(
     app_id: &str,
     pem: &str,
 ) -> Result<Token, ApiError> {
-    let jwt = app_jwt(app_id, pem, now())?;
+    let jwt = app_jwt(app_id, pem, super::now())?;
     let mut client = Client::new(api_url, &jwt, repo.clone())?;
     // Rate-limit waits must leave the JWT (valid 9 minutes) alive for both calls.
     client.policy.max_wait = client.policy.max_wait.min(Duration::from_secs(180));
@@ -160,12 +160,6 @@ fn explain(e: ApiError, hint: impl FnOnce(u16) -> Option<String>) -> ApiError {
         },
         other => other,
     }
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The signing key of an RSA private key given as PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8

@@ -153,23 +153,9 @@ impl Client {
     /// `https://HOST/api/v3` on GitHub Enterprise Server) authenticated with `token`.
     pub fn new(api_url: &str, token: &Token, repo: RepoName) -> Result<Client, ApiError> {
         let api_url = api_url.trim_end_matches('/').to_string();
-        let build = |base: &str| -> Result<Octocrab, ApiError> {
-            let setup = |e: octocrab::Error| ApiError::Setup {
-                url: base.to_string(),
-                message: e.to_string(),
-            };
-            let mut b = Octocrab::builder().base_uri(base).map_err(setup)?;
-            if !token.is_empty() {
-                b = b.personal_token(token.expose().to_string());
-            }
-            b.set_connect_timeout(Some(Duration::from_secs(30)))
-                .set_read_timeout(Some(Duration::from_secs(120)))
-                .build()
-                .map_err(setup)
-        };
         Ok(Client {
-            rest: build(&api_url)?,
-            graphql: build(&graphql_root(&api_url))?,
+            rest: octocrab(&api_url, Some(token))?,
+            graphql: octocrab(&graphql_root(&api_url), Some(token))?,
             api_url,
             repo,
             policy: RetryPolicy::from_env(),
@@ -198,10 +184,8 @@ impl Client {
     /// reads): `op` names it in errors and logs (`pulls/get`), `path` is relative to the API
     /// root.
     pub async fn get<T: DeserializeOwned>(&self, op: &str, path: &str) -> Result<T, ApiError> {
-        let text = self
-            .exchange(&self.rest, op, Method::GET, path, None::<&()>)
-            .await?;
-        decode(op, &text)
+        let call = Call::new(op, Method::GET, path, None::<&()>);
+        self.json(false, call).await
     }
 
     /// One REST call with a JSON `body` (a serde struct), its answer read as `T`
@@ -213,10 +197,8 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, ApiError> {
-        let text = self
-            .exchange(&self.rest, op, method, path, Some(body))
-            .await?;
-        decode(op, &text)
+        self.json(false, Call::new(op, method, path, Some(body)))
+            .await
     }
 
     /// [`Client::send`] for a request GitHub may carry out although it fails to answer (a
@@ -231,21 +213,11 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, ApiError> {
-        let response = self
-            .respond(
-                &self.rest,
-                Call {
-                    op,
-                    method,
-                    path,
-                    body: Some(body),
-                    redirects: Redirects::Fail,
-                    resend: Resend::OnlyRefused,
-                },
-            )
-            .await?;
-        let text = self.rest.body_to_string(response).await.unwrap_or_default();
-        decode(op, &text)
+        let call = Call {
+            resend: Resend::OnlyRefused,
+            ..Call::new(op, method, path, Some(body))
+        };
+        self.json(false, call).await
     }
 
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
@@ -257,8 +229,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        let text = self.exchange(&self.rest, op, method, path, body).await?;
-        decode(op, &text)
+        self.json(false, Call::new(op, method, path, body)).await
     }
 
     /// One GraphQL query or mutation, its `data` read as `T`. GraphQL reports errors in a 200
@@ -285,10 +256,8 @@ impl Client {
             message: Option<String>,
         }
         let body = Request { query, variables };
-        let text = self
-            .exchange(&self.graphql, op, Method::POST, "/graphql", Some(&body))
-            .await?;
-        let answer: Answer = decode(op, &text)?;
+        let call = Call::new(op, Method::POST, "/graphql", Some(&body));
+        let answer: Answer = self.json(true, call).await?;
         if !answer.errors.is_empty() {
             let message = answer
                 .errors
@@ -308,137 +277,182 @@ impl Client {
         serde_path_to_error::deserialize(data).map_err(|e| shape_error(op, e))
     }
 
-    /// Sends one request under the retry policy; the body of the 2xx answer.
-    async fn exchange<B: Serialize + ?Sized>(
+    /// Sends one request (to the GraphQL root when `graphql`) under the retry policy; the
+    /// body of the 2xx answer read as `T`.
+    async fn json<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
-        octo: &Octocrab,
-        op: &str,
-        method: Method,
-        path: &str,
-        body: Option<&B>,
-    ) -> Result<String, ApiError> {
-        let response = self
-            .respond(
-                octo,
-                Call {
-                    op,
-                    method,
-                    path,
-                    body,
-                    redirects: Redirects::Fail,
-                    resend: Resend::Always,
-                },
-            )
-            .await?;
-        Ok(octo.body_to_string(response).await.unwrap_or_default())
+        graphql: bool,
+        call: Call<'_, B>,
+    ) -> Result<T, ApiError> {
+        let op = call.op;
+        let to = self.endpoint(graphql);
+        let response = respond(to, call).await?;
+        decode(
+            op,
+            &to.octo.body_to_string(response).await.unwrap_or_default(),
+        )
     }
 
     /// One REST `GET` whose answer is not JSON (an artifact's zip): the 2xx response, or a
     /// 3xx redirect as it came (its `Location` is for the caller to follow, and to decide
     /// which credentials go there), under the same retry policy as every other call.
     pub(crate) async fn get_raw(&self, op: &str, path: &str) -> Result<RawResponse, ApiError> {
-        self.respond(
-            &self.rest,
-            Call {
-                op,
-                method: Method::GET,
-                path,
-                body: None::<&()>,
-                redirects: Redirects::Return,
-                resend: Resend::Always,
-            },
-        )
-        .await
+        let call = Call {
+            redirects: Redirects::Return,
+            ..Call::new(op, Method::GET, path, None::<&()>)
+        };
+        respond(self.endpoint(false), call).await
     }
 
-    /// Sends one request under the retry policy ([`retry::RetryPolicy`]): network errors, 5xx and
-    /// rate limits are retried, anything else that is not 2xx (nor, with
-    /// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message. The answer is
-    /// returned unread.
-    async fn respond<B: Serialize + ?Sized>(
-        &self,
-        octo: &Octocrab,
-        call: Call<'_, B>,
-    ) -> Result<RawResponse, ApiError> {
-        let Call {
-            op,
-            method,
-            path,
-            body,
-            redirects,
-            resend,
-        } = call;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            tracing::debug!(op, %method, path, attempt, "GitHub call");
-            let kind = usize::from(std::ptr::eq(octo, std::ptr::from_ref(&self.graphql)));
-            self.sent[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let sent = match method.as_str() {
-                "GET" => octo._get(path).await,
-                "POST" => octo._post(path, body).await,
-                "PATCH" => octo._patch(path, body).await,
-                "PUT" => octo._put(path, body).await,
-                "DELETE" => octo._delete(path, body).await,
-                other => {
-                    return Err(ApiError::Invalid {
+    /// The REST API, or the GraphQL root when `graphql`, each request counted.
+    fn endpoint(&self, graphql: bool) -> Endpoint<'_> {
+        Endpoint {
+            octo: if graphql { &self.graphql } else { &self.rest },
+            policy: &self.policy,
+            base: &self.api_url,
+            sent: Some(&self.sent[usize::from(graphql)]),
+            storage: false,
+        }
+    }
+}
+
+/// Sends one request to `to` under its retry policy ([`retry::RetryPolicy`]): network errors,
+/// 5xx and rate limits are retried, anything else that is not 2xx (nor, with
+/// [`Redirects::Return`], 3xx) fails naming `op` with GitHub's message (the status, for an
+/// artifact's storage). The answer is returned unread.
+pub(super) async fn respond<B: Serialize + ?Sized>(
+    to: Endpoint<'_>,
+    call: Call<'_, B>,
+) -> Result<RawResponse, ApiError> {
+    let Call {
+        op,
+        method,
+        path,
+        body,
+        redirects,
+        resend,
+    } = call;
+    let octo = to.octo;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        tracing::debug!(op, %method, path, attempt, "GitHub call");
+        if let Some(sent) = to.sent {
+            sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let sent = match method.as_str() {
+            "GET" => octo._get(path).await,
+            "POST" => octo._post(path, body).await,
+            "PATCH" => octo._patch(path, body).await,
+            "PUT" => octo._put(path, body).await,
+            "DELETE" => octo._delete(path, body).await,
+            other => {
+                return Err(ApiError::Invalid {
+                    op: op.to_string(),
+                    message: format!("unsupported method {other}"),
+                });
+            }
+        };
+        let next = match sent {
+            Err(e) => {
+                let next = match resend {
+                    Resend::Always => to.policy.after_network_error(attempt),
+                    Resend::OnlyRefused => retry::RetryOrFail::Fail(None),
+                };
+                if let retry::RetryOrFail::Fail(_) = next {
+                    return Err(ApiError::Network {
                         op: op.to_string(),
-                        message: format!("unsupported method {other}"),
+                        url: if to.storage {
+                            to.base.to_string()
+                        } else {
+                            format!("{}{path}", to.base)
+                        },
+                        message: error_chain(&e),
                     });
                 }
-            };
-            let next = match sent {
-                Err(e) => {
-                    let next = match resend {
-                        Resend::Always => self.policy.after_network_error(attempt),
-                        Resend::OnlyRefused => retry::RetryOrFail::Fail(None),
-                    };
-                    if let retry::RetryOrFail::Fail(_) = next {
-                        return Err(ApiError::Network {
-                            op: op.to_string(),
-                            url: format!("{}{path}", self.api_url),
-                            message: error_chain(&e),
-                        });
-                    }
-                    tracing::warn!("{op}: network error ({}); retrying", error_chain(&e));
-                    next
-                }
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let redirect = (300..400).contains(&status) && redirects == Redirects::Return;
-                    if (200..300).contains(&status) || redirect {
-                        return Ok(response);
-                    }
-                    let limits = retry::RateLimitHeaders::from_headers(response.headers());
-                    let text = octo.body_to_string(response).await.unwrap_or_default();
-                    let message = github_message(&text, status);
-                    let next = match resend {
-                        // GitHub may have done it: not sent again.
-                        Resend::OnlyRefused if status >= 500 => retry::RetryOrFail::Fail(None),
-                        _ => self
-                            .policy
-                            .after_status(status, &limits, &message, attempt, now()),
-                    };
-                    match next {
-                        retry::RetryOrFail::Fail(why) => {
-                            return Err(ApiError::Status {
-                                op: op.to_string(),
-                                status,
-                                message,
-                                why,
-                            });
-                        }
-                        retry @ retry::RetryOrFail::Retry(_) => {
-                            tracing::warn!("{op}: GitHub answered {status} ({message}); retrying");
-                            retry
-                        }
-                    }
-                }
-            };
-            if let retry::RetryOrFail::Retry(wait) = next {
-                tokio::time::sleep(wait).await;
+                tracing::warn!("{op}: network error ({}); retrying", error_chain(&e));
+                next
             }
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let redirect = (300..400).contains(&status) && redirects == Redirects::Return;
+                if (200..300).contains(&status) || redirect {
+                    return Ok(response);
+                }
+                let (message, next) = to.refused(response, resend, attempt).await;
+                if let retry::RetryOrFail::Fail(why) = next {
+                    return Err(ApiError::Status {
+                        op: op.to_string(),
+                        status,
+                        message,
+                        why,
+                    });
+                }
+                tracing::warn!("{op}: GitHub answered {status} ({message}); retrying");
+                next
+            }
+        };
+        if let retry::RetryOrFail::Retry(wait) = next {
+            tokio::time::sleep(wait).await;
         }
+    }
+}
+
+/// An octocrab client for `base` (with `token` when given and not empty), under the
+/// timeouts every call of dagexec's has.
+pub(super) fn octocrab(base: &str, token: Option<&Token>) -> Result<Octocrab, ApiError> {
+    let setup = |e: octocrab::Error| ApiError::Setup {
+        url: base.to_string(),
+        message: e.to_string(),
+    };
+    let mut b = Octocrab::builder().base_uri(base).map_err(setup)?;
+    if let Some(token) = token.filter(|t| !t.is_empty()) {
+        b = b.personal_token(token.expose().to_string());
+    }
+    b.set_connect_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .build()
+        .map_err(setup)
+}
+
+/// Where [`respond`] sends a request, and under which policy: GitHub's REST or GraphQL API
+/// (`base`, its root; each request counted in `sent`; an error's body read for GitHub's
+/// message), or an artifact's `storage` (a client of its own without the token for a signed
+/// URL given whole, `base` its `scheme://host` for errors).
+#[derive(Clone, Copy)]
+pub(super) struct Endpoint<'a> {
+    pub(super) octo: &'a Octocrab,
+    pub(super) policy: &'a RetryPolicy,
+    pub(super) base: &'a str,
+    pub(super) sent: Option<&'a std::sync::atomic::AtomicU64>,
+    pub(super) storage: bool,
+}
+
+impl Endpoint<'_> {
+    /// What an answer that is neither 2xx nor a redirect returned says: GitHub's message (the
+    /// status, from an artifact's storage), and whether the request is sent again.
+    async fn refused(
+        &self,
+        response: RawResponse,
+        resend: Resend,
+        attempt: u32,
+    ) -> (String, retry::RetryOrFail) {
+        let status = response.status().as_u16();
+        let limits = retry::RateLimitHeaders::from_headers(response.headers());
+        let text = self.octo.body_to_string(response).await.unwrap_or_default();
+        let message = if self.storage {
+            format!("the artifact's storage answered HTTP {status}")
+        } else {
+            github_message(&text, status)
+        };
+        let next = match resend {
+            // GitHub may have done it: not sent again.
+            Resend::OnlyRefused if status >= 500 => retry::RetryOrFail::Fail(None),
+            _ => self
+                .policy
+                .after_status(status, &limits, &message, attempt, now()),
+        };
+        (message, next)
     }
 }
 
@@ -447,13 +461,27 @@ pub(crate) type RawResponse =
     http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>;
 
 /// One request [`Client::respond`] sends: `op` names it in errors.
-struct Call<'a, B: ?Sized> {
+pub(super) struct Call<'a, B: ?Sized> {
     op: &'a str,
     method: Method,
     path: &'a str,
     body: Option<&'a B>,
     redirects: Redirects,
     resend: Resend,
+}
+
+impl<'a, B: ?Sized> Call<'a, B> {
+    /// A request sent again after every failure the policy retries, a 3xx failing it.
+    pub(super) fn new(op: &'a str, method: Method, path: &'a str, body: Option<&'a B>) -> Self {
+        Call {
+            op,
+            method,
+            path,
+            body,
+            redirects: Redirects::Fail,
+            resend: Resend::Always,
+        }
+    }
 }
 
 /// Which failures [`Client::respond`] sends a request again after.
@@ -542,7 +570,7 @@ fn github_message(text: &str, status: u16) -> String {
     m
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(inner) = src {

@@ -287,20 +287,22 @@ impl Client {
             encode(workflow)
         ));
         let op = "actions/create-workflow-dispatch";
-        let body = |inputs| Dispatch {
-            git_ref,
-            inputs,
-            return_run_details,
-        };
         // Asking for the run's details is asking to know which run started: that dispatch is
         // never sent twice blindly (a 5xx may come after GitHub started it; the caller looks
         // for the run first, `conduct`). Without details nobody could look: retried as any call.
-        let sent = if return_run_details {
-            self.send_once(op, Method::POST, &path, &body(inputs)).await
-        } else {
-            self.send(op, Method::POST, &path, &body(inputs)).await
+        let send = async |inputs| {
+            let body = Dispatch {
+                git_ref,
+                inputs,
+                return_run_details,
+            };
+            if return_run_details {
+                self.send_once(op, Method::POST, &path, &body).await
+            } else {
+                self.send(op, Method::POST, &path, &body).await
+            }
         };
-        match sent {
+        match send(inputs).await {
             // A workflow written before one of dagexec's optional inputs existed declares no
             // such input, and GitHub refuses the whole dispatch (422 "Unexpected inputs
             // provided") without starting a run: the same dispatch without them.
@@ -320,11 +322,7 @@ impl Client {
                 for k in OPTIONAL_DISPATCH_INPUTS {
                     fewer.remove(*k);
                 }
-                if return_run_details {
-                    self.send_once(op, Method::POST, &path, &body(&fewer)).await
-                } else {
-                    self.send(op, Method::POST, &path, &body(&fewer)).await
-                }
+                send(&fewer).await
             }
             answer => answer,
         }

@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -264,7 +263,6 @@ async fn fetch_unauthenticated(
     url: &str,
     limit: u64,
 ) -> Result<File, ApiError> {
-    use super::retry::{RateLimitHeaders, RetryOrFail};
     let uri: http::Uri = url
         .parse()
         .map_err(|e| invalid(op, format!("a redirect to an invalid URL: {e}")))?;
@@ -275,61 +273,16 @@ async fn fetch_unauthenticated(
             .map(http::uri::Authority::as_str)
             .unwrap_or_default()
     );
-    let setup = |e: octocrab::Error| ApiError::Setup {
-        url: base.clone(),
-        message: e.to_string(),
+    let octo = super::octocrab(&base, None)?;
+    let storage = super::Endpoint {
+        octo: &octo,
+        policy,
+        base: &base,
+        sent: None,
+        storage: true,
     };
-    let octo = octocrab::Octocrab::builder()
-        .base_uri(base.as_str())
-        .map_err(setup)?
-        .set_connect_timeout(Some(Duration::from_secs(30)))
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .build()
-        .map_err(setup)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let next = match octo._get(url).await {
-            Err(e) => match policy.after_network_error(attempt) {
-                RetryOrFail::Fail(_) => {
-                    return Err(ApiError::Network {
-                        op: op.into(),
-                        url: base.clone(),
-                        message: super::error_chain(&e),
-                    });
-                }
-                next @ RetryOrFail::Retry(_) => {
-                    tracing::warn!("{op}: the artifact's storage is unreachable; retrying");
-                    next
-                }
-            },
-            Ok(response) => {
-                let status = response.status().as_u16();
-                if (200..300).contains(&status) {
-                    return read_limited(op, response, limit).await;
-                }
-                let limits = RateLimitHeaders::from_headers(response.headers());
-                let message = format!("the artifact's storage answered HTTP {status}");
-                match policy.after_status(status, &limits, &message, attempt, super::now()) {
-                    RetryOrFail::Fail(why) => {
-                        return Err(ApiError::Status {
-                            op: op.into(),
-                            status,
-                            message,
-                            why,
-                        });
-                    }
-                    next @ RetryOrFail::Retry(_) => {
-                        tracing::warn!("{op}: {message}; retrying");
-                        next
-                    }
-                }
-            }
-        };
-        if let RetryOrFail::Retry(wait) = next {
-            tokio::time::sleep(wait).await;
-        }
-    }
+    let call = super::Call::new(op, http::Method::GET, url, None::<&()>);
+    read_limited(op, super::respond(storage, call).await?, limit).await
 }
 
 #[cfg(test)]

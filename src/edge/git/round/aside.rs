@@ -5,8 +5,6 @@
 //! their change was made on). Trees only, in a scratch index of its own
 //! (`<git-common-dir>/dagexec/aside-index`), so the round's own index is never touched.
 
-use super::super::cmd::text;
-use super::super::paths::remove_any;
 use super::super::{GitError, PatchRef, Repo};
 use super::{Merged, RoundIndex};
 
@@ -23,13 +21,13 @@ impl Repo {
         made_on: &[PatchRef<'_>],
         patch: PatchRef<'_>,
     ) -> Result<Merged, GitError> {
-        let aside = self.aside_index(base)?;
+        let aside = self.index_at("aside-index", base)?;
         let base_tree = match aside.apply_all(made_on) {
-            Ok(()) => text(&aside.git("write-tree").arg("write-tree").run()?),
+            Ok(()) => aside.write_tree()?,
             Err(c) => return Ok(c),
         };
         drop(aside);
-        let aside = self.aside_index(onto)?;
+        let aside = self.index_at("aside-index", onto)?;
         if let Err(c) = aside.apply_all(chain) {
             return Ok(c);
         }
@@ -44,32 +42,11 @@ impl Repo {
         at: &str,
         patches: &[PatchRef<'_>],
     ) -> Result<Option<String>, GitError> {
-        let aside = self.aside_index(at)?;
+        let aside = self.index_at("aside-index", at)?;
         if aside.apply_all(patches).is_err() {
             return Ok(None);
         }
-        Ok(Some(text(
-            &aside.git("write-tree").arg("write-tree").run()?,
-        )))
-    }
-
-    /// A scratch index holding the tree of `at` (a stale one left by a crash replaced).
-    fn aside_index(&self, at: &str) -> Result<RoundIndex, GitError> {
-        let dir = self.dagexec_dir();
-        std::fs::create_dir_all(&dir)
-            .map_err(super::super::error::io_error("create directory", &dir))?;
-        let index = dir.join("aside-index");
-        for stale in [index.clone(), dir.join("aside-index.lock")] {
-            remove_any(&stale)?;
-        }
-        let aside = RoundIndex {
-            root: self.root.clone(),
-            dir,
-            index,
-            base: at.to_string(),
-        };
-        aside.git("read-tree").args(["read-tree", at]).run()?;
-        Ok(aside)
+        aside.write_tree().map(Some)
     }
 }
 

@@ -9,7 +9,12 @@ use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
 
 impl RoundIndex {
     pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
-        git(&self.root, label).env("GIT_INDEX_FILE", &self.index)
+        git(&self.root, label).index(Some(&self.index))
+    }
+
+    /// The tree the index holds (`git write-tree`).
+    pub(super) fn write_tree(&self) -> Result<String, GitError> {
+        Ok(text(&self.git("write-tree").arg("write-tree").run()?))
     }
 
     /// The commit the index started from.
@@ -46,19 +51,7 @@ impl RoundIndex {
     /// work tree; a path that no longer exists is removed, one that is ignored and untracked
     /// is skipped (with a warning), as `git add` would.
     pub fn add_own_files(&self, repo: &Repo, paths: &[String]) -> Result<(), GitError> {
-        let paths = paths
-            .iter()
-            .map(|p| normalize(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let paths = repo.stageable(paths)?;
-        if paths.is_empty() {
-            return Ok(());
-        }
-        self.git("add")
-            .args(["add", "--all", "--"])
-            .args(paths.iter().map(|p| literal(p)))
-            .run()?;
-        Ok(())
+        repo.add_all(paths, Some(&self.index)).map(drop)
     }
 
     /// Puts `content` into the index at `path` as one of dagexec's own files, without writing
@@ -164,7 +157,7 @@ impl RoundIndex {
 
     /// The tree the index holds now; `None` when it is the base's.
     fn changed_tree(&self) -> Result<Option<String>, GitError> {
-        let tree = text(&self.git("write-tree").arg("write-tree").run()?);
+        let tree = self.write_tree()?;
         let base_tree = text(
             &git(&self.root, "rev-parse")
                 .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
@@ -183,14 +176,10 @@ impl RoundIndex {
         call: super::super::cmd::Git<'_>,
         message: [&str; 2],
     ) -> Result<String, GitError> {
-        let mut call = call
-            .config("commit.gpgsign=false")
+        let call = call
             .args(["commit-tree", "--no-gpg-sign", tree, "-p", &self.base])
             .args(message);
-        for (key, value) in repo.fallback_identity()? {
-            call = call.env(key, value);
-        }
-        Ok(text(&call.run()?))
+        Ok(text(&repo.committing(call)?.run()?))
     }
 
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
@@ -208,13 +197,7 @@ impl RoundIndex {
                 .stdin(message.as_bytes()),
             ["-F", "-"],
         )?;
-        let out = git(&self.root, "diff-tree")
-            .args(["diff-tree", "-r", "-z", "--name-only", "--no-renames"])
-            .args([&self.base, &new])
-            .run()?;
-        let paths = nul_fields(&out)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
+        let paths = self.names(&self.base, &new)?;
         let journal = Journal {
             old: self.base.clone(),
             new,

@@ -41,7 +41,7 @@ impl RoundIndex {
     /// Merges `patch`, made at commit `base`, into the index (`base`'s tree as the merge base,
     /// the index's tree as ours, `base` with the patch as theirs).
     pub fn merge_patch(&self, base: &str, patch: PatchRef<'_>) -> Result<Merged, GitError> {
-        let ours = text(&self.git("write-tree").arg("write-tree").run()?);
+        let ours = self.write_tree()?;
         let base_tree = text(
             &git(&self.root, "rev-parse")
                 .args(["rev-parse", "--verify", &format!("{base}^{{tree}}")])
@@ -105,7 +105,7 @@ impl RoundIndex {
     }
 
     /// The paths that differ between trees `from` and `to` (sorted).
-    fn names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+    pub(super) fn names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
         let names = git(&self.root, "diff-tree")
             .args([
                 "diff-tree",
