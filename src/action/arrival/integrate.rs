@@ -127,17 +127,26 @@ pub(crate) fn integrate(
             attempts: plan.attempts_of(i),
         })
         .collect();
-    let message = crate::flow::integrate::commit_message(
-        plan,
-        round,
-        &batch,
-        &outcomes,
-        plan.count(Status::Completed),
-    );
+    commit_round(repo, opts, plan, round, &batch, &outcomes)?;
+    Ok(end)
+}
+
+/// The plan committed once a round (`batch`, its `outcomes`) is integrated, in the one round
+/// commit format, and the round's processor batch file removed.
+pub(crate) fn commit_round(
+    repo: &Repo,
+    opts: &RunOptions,
+    plan: &plan::model::Plan,
+    round: u32,
+    batch: &[usize],
+    outcomes: &[crate::pure::update::TaskResult],
+) -> Result<(), ActionError> {
+    let done = plan.count(Status::Completed);
+    let message = crate::flow::integrate::commit_message(plan, round, batch, outcomes, done);
     repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
     let batch_file = format!(".design/processor-batch-{round}.json");
     let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
-    Ok(end)
+    Ok(())
 }
 
 /// The stop when nothing is pending (finalize's last round, the conductor's end): the seed's
