@@ -283,16 +283,7 @@ impl Remote<'_> {
             return Some(c.clone());
         }
         for c in self.repo.first_parents(HISTORY).unwrap_or_default() {
-            let Ok(Some(bytes)) = self.repo.read_at(&c, &self.inputs.plan_rel) else {
-                return None;
-            };
-            let Ok(there) = crate::pure::plan::load::parse(
-                &String::from_utf8_lossy(&bytes),
-                std::path::Path::new(&self.inputs.plan_rel),
-            ) else {
-                return None;
-            };
-            let t = there.tasks.get(k)?;
+            let t = self.plan_at(&c)?.tasks.get(k)?.clone();
             if t.status != Status::Completed {
                 let checks = t.acceptance_criteria().to_vec();
                 self.merging.landed_checks.insert(k, checks.clone());
