@@ -64,6 +64,15 @@ pub struct Inputs {
     pub overlap: Option<crate::pure::overlap::Policy>,
 }
 
+impl Inputs {
+    /// Who dagexec is on GitHub in this job (the App of `app_id`, if any, besides Actions' bot).
+    pub(crate) fn me(&self) -> steering::comment::Identity {
+        steering::comment::Identity {
+            app_id: self.app_id,
+        }
+    }
+}
+
 /// Why an Action command could not do its job (a task failing is not such a reason).
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
