@@ -118,31 +118,22 @@ pub(crate) fn integrate(
     let end = crate::flow::integrate::integrate_and_commit(at, plan, judged)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format (the plan now holds each batch task's outcome).
-    let outcomes: Vec<crate::pure::update::TaskResult> = batch
-        .iter()
-        .map(|&i| crate::pure::update::TaskResult {
-            index: i,
-            status: plan.tasks[i].status,
-            result: plan.tasks[i].result.clone().unwrap_or_default(),
-            attempts: plan.attempts_of(i),
-        })
-        .collect();
-    commit_round(repo, opts, plan, round, &batch, &outcomes)?;
+    commit_round(repo, opts, plan, round, &batch)?;
     Ok(end)
 }
 
-/// The plan committed once a round (`batch`, its `outcomes`) is integrated, in the one round
-/// commit format, and the round's processor batch file removed.
+/// The plan committed once a round (`batch`) is integrated, in the one round commit format
+/// (the plan holds each task's outcome), and the round's processor batch file removed.
 pub(crate) fn commit_round(
     repo: &Repo,
     opts: &RunOptions,
     plan: &plan::model::Plan,
     round: u32,
     batch: &[usize],
-    outcomes: &[crate::pure::update::TaskResult],
 ) -> Result<(), ActionError> {
     let done = plan.count(Status::Completed);
-    let message = crate::flow::integrate::commit_message(plan, round, batch, outcomes, done);
+    let outcomes = crate::action::rounds::results_of(plan, batch);
+    let message = crate::flow::integrate::commit_message(plan, round, batch, &outcomes, done);
     repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
     let batch_file = format!(".design/processor-batch-{round}.json");
     let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));

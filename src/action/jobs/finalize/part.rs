@@ -115,8 +115,7 @@ fn finish_part(
     let end = build.commit(at, plan)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format.
-    let results = open.results(plan);
-    crate::action::arrival::commit_round(repo, opts, plan, open.round, &open.tasks, &results)?;
+    crate::action::arrival::commit_round(repo, opts, plan, open.round, &open.tasks)?;
     Ok((true, end))
 }
 
