@@ -183,7 +183,7 @@ impl Merges {
 
 /// `task` landed in the ledger, changing `changed`, with its checks as they are before the
 /// plan's update trims them.
-fn landed(ledger: &mut Ledger, plan: &Plan, task: usize, changed: BTreeSet<String>) {
+pub(crate) fn landed(ledger: &mut Ledger, plan: &Plan, task: usize, changed: BTreeSet<String>) {
     let declared = integration::declared(plan, task);
     let checks = plan.tasks[task].acceptance_criteria().to_vec();
     ledger.landed(task, changed, declared, checks);

@@ -45,12 +45,6 @@ pub(crate) struct Local<'a> {
     pub ledger: Option<crate::flow::merge::Merges>,
 }
 
-impl Local<'_> {
-    fn unit(&self) -> Unit {
-        self.opts.settings.schedule.unit()
-    }
-}
-
 impl Executor for Local<'_> {
     type Error = RunError;
 
@@ -98,7 +92,7 @@ impl Executor for Local<'_> {
                 (rebase, resumed)
             }
         };
-        let unit = self.unit();
+        let unit = self.opts.settings.schedule.unit();
         let base_prompt = start
             .retry_prompt
             .or_else(|| resumed.map(|r| rebase_prompt(plan, &r, unit)))

@@ -183,7 +183,6 @@ impl Integrating<'_> {
     /// `j` integrated as under `serial` (landed when it completed and applies, else decided as
     /// any attempt); the ledger learns what landed.
     fn land(&mut self, mut j: Judged) -> Result<(), ActionError> {
-        let checks = self.plan.tasks[j.index].acceptance_criteria().to_vec();
         prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
         self.build
             .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
@@ -196,8 +195,7 @@ impl Integrating<'_> {
             .is_some_and(|r| r.status == Status::Completed);
         if lands {
             let touched = j.touched.iter().cloned().collect();
-            let declared = crate::pure::integration::declared(self.plan, j.index);
-            self.ledger.landed(j.index, touched, declared, checks);
+            crate::flow::merge::landed(&mut self.ledger, self.plan, j.index, touched);
         } else {
             self.ledger.ended(j.index);
         }
