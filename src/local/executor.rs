@@ -88,7 +88,7 @@ impl Executor for Local<'_> {
             Some(l) => {
                 let rebase = l.started(plan, start.task, &base, round)?;
                 // A rebase a crash interrupted runs again with its own prompt.
-                let resumed = l.rebasing(start.task).filter(|_| rebase).cloned();
+                let resumed = l.ledger.rebasing(start.task).filter(|_| rebase).cloned();
                 (rebase, resumed)
             }
         };
@@ -157,7 +157,7 @@ impl Executor for Local<'_> {
         match &mut self.ledger {
             None => self.build.add(self.repo, plan, &judged, self.ui),
             Some(ledger) => {
-                ledger.integrating();
+                ledger.ledger.integrating();
                 let at = crate::flow::merge::Merging {
                     repo: self.repo,
                     pool: self.pool,
@@ -176,6 +176,7 @@ impl Executor for Local<'_> {
         };
         let unit = self.opts.settings.schedule.unit();
         ledger
+            .ledger
             .take_asked()
             .into_iter()
             .map(|r| Launch {
