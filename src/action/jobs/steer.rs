@@ -319,12 +319,7 @@ impl Steer<'_> {
     ) -> Result<Steered, ActionError> {
         let (client, branch) = (self.client, &self.branch);
         if let Some(message) = change {
-            crate::edge::plan_file::save(&c.plan, &c.plan_path).map_err(|source| {
-                ActionError::Write {
-                    path: c.plan_path.clone(),
-                    source,
-                }
-            })?;
+            crate::action::save_plan(&c.plan, &c.plan_path)?;
             c.repo
                 .commit(message, std::slice::from_ref(&c.inputs.plan_rel))?;
         }
