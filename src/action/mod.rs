@@ -64,6 +64,15 @@ pub struct Inputs {
     pub overlap: Option<crate::pure::overlap::Policy>,
 }
 
+impl Inputs {
+    /// Who dagexec is on GitHub in this job (the App of `app_id`, if any, besides Actions' bot).
+    pub(crate) fn me(&self) -> steering::comment::Identity {
+        steering::comment::Identity {
+            app_id: self.app_id,
+        }
+    }
+}
+
 /// Why an Action command could not do its job (a task failing is not such a reason).
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
@@ -275,6 +284,17 @@ pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send 
 /// trusted jobs dispatch, so the pin travels only through channels task code cannot write. A
 /// workflow written by an older `dagexec init` declares no `build` input; GitHub refuses such
 /// a dispatch and [`crate::edge::github::Client::dispatch`] sends it again without the pin.
+/// Writes `plan` to its file at `path` (atomically, never through a link).
+pub(crate) fn save_plan(
+    plan: &crate::pure::plan::model::Plan,
+    path: &std::path::Path,
+) -> Result<(), ActionError> {
+    crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 pub(crate) fn dispatch_inputs(
     inputs: &Inputs,
     branch: &str,

@@ -124,9 +124,7 @@ impl Publisher<'_> {
         let pr = c.find_pull(&round.branch).await?.map(|p| p.number);
         let aborted = match pr {
             Some(n) => {
-                let me = comment::Identity {
-                    app_id: inputs.app_id,
-                };
+                let me = inputs.me();
                 let marked = comment::trusted_marked(c, n, me).await?;
                 steering::abort_confirmed(c, n, &marked).await?
             }
@@ -268,9 +266,7 @@ impl Publisher<'_> {
     /// The comments on the pull request that carry a dagexec marker: only those dagexec
     /// wrote itself are its state; one by anyone else is reported and ignored.
     async fn marked(&self, at: Pr<'_>) -> Result<comment::Trusted, ActionError> {
-        let me = comment::Identity {
-            app_id: self.inputs.app_id,
-        };
+        let me = self.inputs.me();
         let marked = comment::trusted_marked(at.client, at.number, me).await?;
         for other in &marked.ignored {
             println!(
@@ -438,9 +434,7 @@ impl Publisher<'_> {
         let Some(parent) = write_back::parent_in(plan, &repo) else {
             return Ok(());
         };
-        let me = comment::Identity {
-            app_id: self.inputs.app_id,
-        };
+        let me = self.inputs.me();
         let left_out = write_back::left_out_lines(plan);
         let status = format!(
             "{}\nThe sub-issues run in pull request #{n}; merging it closes each completed one.\n{}",

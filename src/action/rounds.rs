@@ -201,16 +201,21 @@ impl OpenRound {
     /// The results the round's update applies: each task's outcome as the plan holds it
     /// (the parts wrote them there).
     pub fn results(&self, plan: &Plan) -> Vec<TaskResult> {
-        self.tasks
-            .iter()
-            .map(|&i| TaskResult {
-                index: i,
-                status: plan.tasks[i].status,
-                result: plan.tasks[i].result.clone().unwrap_or_default(),
-                attempts: plan.attempts_of(i),
-            })
-            .collect()
+        results_of(plan, &self.tasks)
     }
+}
+
+/// Each of `tasks`' outcome as the plan holds it.
+pub fn results_of(plan: &Plan, tasks: &[usize]) -> Vec<TaskResult> {
+    tasks
+        .iter()
+        .map(|&i| TaskResult {
+            index: i,
+            status: plan.tasks[i].status,
+            result: plan.tasks[i].result.clone().unwrap_or_default(),
+            attempts: plan.attempts_of(i),
+        })
+        .collect()
 }
 
 /// Removes the open-round record (the round closed, or it is dropped).

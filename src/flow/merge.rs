@@ -47,7 +47,7 @@ pub(crate) struct Merging<'a> {
 /// attempt started in (the crash tests' failpoints name it).
 #[derive(Debug)]
 pub(crate) struct Merges {
-    ledger: Ledger,
+    pub ledger: Ledger,
     /// Where the ledger is kept (`<git-common-dir>/dagexec/ledger.json`).
     file: PathBuf,
     /// The git directory the file is under (no link is followed below it).
@@ -163,27 +163,11 @@ impl Merges {
         self.keep(plan)?;
         Ok(rebase)
     }
-
-    /// The rebase `task`'s running attempt repeats, when it runs one.
-    pub(crate) fn rebasing(&self, task: usize) -> Option<&Rebase> {
-        self.ledger.rebasing(task)
-    }
-
-    /// An integration begins ([`Ledger::integrating`]).
-    pub(crate) fn integrating(&mut self) {
-        self.ledger.integrating();
-    }
-
-    /// The rebase attempts asked for, to start now (kept as asked until one starts: a crash
-    /// before runs them again all the same).
-    pub(crate) fn take_asked(&mut self) -> Vec<Rebase> {
-        self.ledger.take_asked()
-    }
 }
 
 /// `task` landed in the ledger, changing `changed`, with its checks as they are before the
 /// plan's update trims them.
-fn landed(ledger: &mut Ledger, plan: &Plan, task: usize, changed: BTreeSet<String>) {
+pub(crate) fn landed(ledger: &mut Ledger, plan: &Plan, task: usize, changed: BTreeSet<String>) {
     let declared = integration::declared(plan, task);
     let checks = plan.tasks[task].acceptance_criteria().to_vec();
     ledger.landed(task, changed, declared, checks);
@@ -192,7 +176,7 @@ fn landed(ledger: &mut Ledger, plan: &Plan, task: usize, changed: BTreeSet<Strin
 impl RoundBuild {
     /// [`RoundBuild::add`] under `overlap: merge`: each completed patch (plan-index order)
     /// merged three-way into the round's tree and re-checked as [`Ledger`] decides; one that
-    /// cannot land is sent back as a rebase attempt ([`Merges::take_asked`]) and decides
+    /// cannot land is sent back as a rebase attempt ([`Ledger::take_asked`]) and decides
     /// nothing yet, or — when it was a rebase already — is a failed attempt. Everything else
     /// is decided as `add` decides.
     pub(crate) fn add_merged(

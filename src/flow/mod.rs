@@ -182,11 +182,6 @@ pub(crate) fn keep_interrupted(
     Ok(records.iter().map(|r| (r.task, r.attempt)).collect())
 }
 
-/// Why no new attempt may start, when the budget (`--max-cost`) is spent.
-pub(crate) fn over_budget(plan: &Plan, opts: &RunOptions) -> Option<String> {
-    opts.settings.max_cost?.exhausted(plan)
-}
-
 /// The run's end when the budget is spent (or an agent CLI stopped at its own spending
 /// limit, `why`): the summary, then what the budget bought.
 pub(crate) fn stop_for_budget(
@@ -198,7 +193,9 @@ pub(crate) fn stop_for_budget(
 ) -> Result<RunEnd, RunError> {
     // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
     // spending limit).
-    let why = over_budget(plan, opts).unwrap_or(why);
+    // The budget's own words when it is spent (`--max-cost`), else the caller's.
+    let spent = opts.settings.max_cost.and_then(|b| b.exhausted(plan));
+    let why = spent.unwrap_or(why);
     let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
     ui.say(format!(
         "\nStopped: {why}. Run again with a higher --max-cost to go on."

@@ -86,21 +86,17 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
             .keep(),
     };
     let repo = top.join("repo");
-    let write = |rel: &str, text: &str| -> Result<(), RunError> {
-        let path = repo.join(rel);
+    let write = |path: PathBuf, text: &str| -> Result<(), RunError> {
         crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(|e| RunError::Write {
             path,
             source: e.into(),
         })
     };
     for (rel, text) in FILES {
-        write(rel, text)?;
+        write(repo.join(rel), text)?;
     }
     let worker = top.join("worker.sh");
-    crate::edge::fsx::write(&top, &worker, WORKER.as_bytes()).map_err(|e| RunError::Write {
-        path: worker.clone(),
-        source: e.into(),
-    })?;
+    write(worker.clone(), WORKER)?;
     git(&repo, "init", &["init", "-q", "-b", "main"])?;
     git(&repo, "config", &["config", "user.name", "dagexec demo"])?;
     git(

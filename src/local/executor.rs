@@ -45,12 +45,6 @@ pub(crate) struct Local<'a> {
     pub ledger: Option<crate::flow::merge::Merges>,
 }
 
-impl Local<'_> {
-    fn unit(&self) -> Unit {
-        self.opts.settings.schedule.unit()
-    }
-}
-
 impl Executor for Local<'_> {
     type Error = RunError;
 
@@ -94,11 +88,11 @@ impl Executor for Local<'_> {
             Some(l) => {
                 let rebase = l.started(plan, start.task, &base, round)?;
                 // A rebase a crash interrupted runs again with its own prompt.
-                let resumed = l.rebasing(start.task).filter(|_| rebase).cloned();
+                let resumed = l.ledger.rebasing(start.task).filter(|_| rebase).cloned();
                 (rebase, resumed)
             }
         };
-        let unit = self.unit();
+        let unit = self.opts.settings.schedule.unit();
         let base_prompt = start
             .retry_prompt
             .or_else(|| resumed.map(|r| rebase_prompt(plan, &r, unit)))
@@ -163,7 +157,7 @@ impl Executor for Local<'_> {
         match &mut self.ledger {
             None => self.build.add(self.repo, plan, &judged, self.ui),
             Some(ledger) => {
-                ledger.integrating();
+                ledger.ledger.integrating();
                 let at = crate::flow::merge::Merging {
                     repo: self.repo,
                     pool: self.pool,
@@ -182,6 +176,7 @@ impl Executor for Local<'_> {
         };
         let unit = self.opts.settings.schedule.unit();
         ledger
+            .ledger
             .take_asked()
             .into_iter()
             .map(|r| Launch {

@@ -118,26 +118,26 @@ pub(crate) fn integrate(
     let end = crate::flow::integrate::integrate_and_commit(at, plan, judged)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format (the plan now holds each batch task's outcome).
-    let outcomes: Vec<crate::pure::update::TaskResult> = batch
-        .iter()
-        .map(|&i| crate::pure::update::TaskResult {
-            index: i,
-            status: plan.tasks[i].status,
-            result: plan.tasks[i].result.clone().unwrap_or_default(),
-            attempts: plan.attempts_of(i),
-        })
-        .collect();
-    let message = crate::flow::integrate::commit_message(
-        plan,
-        round,
-        &batch,
-        &outcomes,
-        plan.count(Status::Completed),
-    );
+    commit_round(repo, opts, plan, round, &batch)?;
+    Ok(end)
+}
+
+/// The plan committed once a round (`batch`) is integrated, in the one round commit format
+/// (the plan holds each task's outcome), and the round's processor batch file removed.
+pub(crate) fn commit_round(
+    repo: &Repo,
+    opts: &RunOptions,
+    plan: &plan::model::Plan,
+    round: u32,
+    batch: &[usize],
+) -> Result<(), ActionError> {
+    let done = plan.count(Status::Completed);
+    let outcomes = crate::action::rounds::results_of(plan, batch);
+    let message = crate::flow::integrate::commit_message(plan, round, batch, &outcomes, done);
     repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
     let batch_file = format!(".design/processor-batch-{round}.json");
     let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
-    Ok(end)
+    Ok(())
 }
 
 /// The stop when nothing is pending (finalize's last round, the conductor's end): the seed's

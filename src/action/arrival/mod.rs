@@ -8,7 +8,7 @@
 
 mod integrate;
 
-pub(crate) use integrate::{Integrator, done_stop, integrate, prepare_arrivals};
+pub(crate) use integrate::{Integrator, commit_round, done_stop, integrate, prepare_arrivals};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -458,6 +458,47 @@ pub fn collect(
         }
     }
     (found, present.into_iter().collect())
+}
+
+/// A merge's re-check that passed (`overlap: merge`): `j` carries the merged change kept for
+/// it (`patch`, made at `base`), never its job's, and that is said.
+pub(crate) fn rechecked_lands(repo: &Repo, j: &mut Judged, patch: Vec<u8>, base: &str, ui: &Ui) {
+    j.touched = repo
+        .patch_changes_at(base, patch.as_slice())
+        .map(|(t, _)| t)
+        .unwrap_or_default();
+    j.patch = crate::edge::git::Patch::Bytes(patch);
+    ui.say(format!(
+        "  task {}: attempt {}'s merge passed its re-check",
+        j.index, j.attempt
+    ));
+}
+
+/// Attempt `j`, sent back by the rules (`step`, [`crate::action::rounds::sent_back`]) and said
+/// (`later`: when its rebase runs): the rebase it runs again as and its task's result until
+/// then, or `None` for a failed attempt (decided as any).
+pub(crate) fn send_back(
+    plan: &mut plan::model::Plan,
+    j: &mut Judged,
+    step: crate::pure::integration::Step,
+    ui: &Ui,
+    later: &str,
+) -> Option<(crate::action::rounds::FollowUp, String)> {
+    use crate::pure::integration::Step;
+    let onto = match &step {
+        Step::Rebase(r) => crate::pure::integration::names(&r.onto),
+        Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
+    };
+    let (f, line) = crate::action::rounds::sent_back(plan, j, step)?;
+    ui.say(format!(
+        "  task {}: attempt {} cannot land beside {onto} ({line}); it runs again as a rebase attempt from the integrated tree{later}",
+        j.index, j.attempt
+    ));
+    let result = format!(
+        "attempt {} runs again as a rebase attempt: {line}",
+        j.attempt
+    );
+    Some((f, result))
 }
 
 #[cfg(test)]

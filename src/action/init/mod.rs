@@ -66,7 +66,8 @@ impl Build {
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
         Build {
             repository: repository_slug(env!("CARGO_PKG_REPOSITORY")),
-            commit: non_empty(env!("DAGEXEC_BUILD_COMMIT")).filter(|c| is_sha(c)),
+            commit: non_empty(env!("DAGEXEC_BUILD_COMMIT"))
+                .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())),
             describe: non_empty(env!("DAGEXEC_BUILD_DESCRIBE")),
             release: env!("DAGEXEC_BUILD_KIND") == "release",
         }
@@ -99,10 +100,6 @@ fn repository_slug(url: &str) -> String {
         }
         _ => "org/dagexec".to_string(),
     }
-}
-
-fn is_sha(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The action as the workflow's `uses:` names it, with the comment that follows it.

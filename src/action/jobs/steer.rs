@@ -154,12 +154,6 @@ struct Steer<'a> {
 }
 
 impl Steer<'_> {
-    fn me(&self) -> comment::Identity {
-        comment::Identity {
-            app_id: self.inputs.app_id,
-        }
-    }
-
     /// The command is kept on the pull request as dagexec's own comment: whichever job
     /// writes the branch next applies it (the steer job, or — when GitHub cancels that
     /// pending job because a round got there first — the running round's writer). Found
@@ -167,7 +161,7 @@ impl Steer<'_> {
     async fn queue(&self) -> Result<Steered, ActionError> {
         let (client, trigger, branch) = (self.client, self.trigger, &self.branch);
         let marker = steer_marker(trigger.comment_id);
-        let own = comment::trusted_marked(client, trigger.pr_number, self.me())
+        let own = comment::trusted_marked(client, trigger.pr_number, self.inputs.me())
             .await?
             .own;
         if !own.iter().any(|c| c.starts_with(&marker)) {
@@ -284,7 +278,7 @@ impl Steer<'_> {
         let queue = Queue {
             client: self.client,
             pr: trigger.pr_number,
-            me: self.me(),
+            me: self.inputs.me(),
             repo: &c.repo,
             plan_path: &c.plan_path,
             plan_rel: &c.inputs.plan_rel,
@@ -325,12 +319,7 @@ impl Steer<'_> {
     ) -> Result<Steered, ActionError> {
         let (client, branch) = (self.client, &self.branch);
         if let Some(message) = change {
-            crate::edge::plan_file::save(&c.plan, &c.plan_path).map_err(|source| {
-                ActionError::Write {
-                    path: c.plan_path.clone(),
-                    source,
-                }
-            })?;
+            crate::action::save_plan(&c.plan, &c.plan_path)?;
             c.repo
                 .commit(message, std::slice::from_ref(&c.inputs.plan_rel))?;
         }
@@ -339,7 +328,7 @@ impl Steer<'_> {
             // Pushed: the branch's history records each command now; the markers say so next.
             crate::flow::failpoint("steer-pushed", 0);
             let pr = self.trigger.pr_number;
-            for line in confirm(client, pr, self.me(), &c.repo).await {
+            for line in confirm(client, pr, self.inputs.me(), &c.repo).await {
                 println!("{line}");
             }
         }

@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::comment::{self, Identity, STATUS_MARKER, SlashCommand, Trigger, may_run};
+use super::comment::{self, STATUS_MARKER, SlashCommand, Trigger, may_run};
 use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -246,9 +246,7 @@ async fn upsert_status(
     issue: u64,
     body: &str,
 ) -> Result<(), ActionError> {
-    let me = Identity {
-        app_id: inputs.app_id,
-    };
+    let me = inputs.me();
     let marked = comment::trusted_marked(client, issue, me).await?;
     client
         .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)

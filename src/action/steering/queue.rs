@@ -273,10 +273,7 @@ fn commit_command(
         )),
     };
     record(plan, id);
-    crate::edge::plan_file::save(plan, q.plan_path).map_err(|source| ActionError::Write {
-        path: q.plan_path.to_path_buf(),
-        source,
-    })?;
+    crate::action::save_plan(plan, q.plan_path)?;
     let message = match &outcome {
         Ok(message) => with_trailer(message, id, true),
         Err(why) => with_trailer(

@@ -423,7 +423,7 @@ fn begin<X: Executor>(
     for &i in tasks {
         let t = &mut plan.tasks[i];
         t.status = Status::InProgress;
-        standing.begun(i, t.attempts());
+        standing.used.insert(i, t.attempts());
         // Counted when it starts: a crash never gives a task an attempt more.
         t.attempts = Some(t.attempts() + 1);
     }
@@ -446,11 +446,6 @@ pub(crate) struct Standing {
 }
 
 impl Standing {
-    /// Task `task` starts an attempt with `used` attempts behind it.
-    fn begun(&mut self, task: usize, used: u32) {
-        self.used.insert(task, used);
-    }
-
     /// Judged attempt `j` arrived: a failure stands (a completed or blocked one is given back
     /// when the interrupt keeps it from being committed).
     fn judged(&mut self, j: &Judged) {

@@ -160,7 +160,7 @@ impl RoundLoop<'_> {
                 });
             }
             begin(x, plan, group, standing)?;
-            let starts = group
+            let mut starts: Vec<Launch> = group
                 .iter()
                 .map(|&i| Launch {
                     task: i,
@@ -168,24 +168,24 @@ impl RoundLoop<'_> {
                     retry_prompt: None,
                 })
                 .collect();
-            let Some((judged, not_started, halted)) =
-                self.group(x, plan, starts, round, standing).await?
-            else {
-                return Ok(None);
-            };
-            unstarted.extend(not_started);
-            stop = stop.or(halted);
-            x.stage(plan, judged)?;
             // `overlap: merge`: what could not be merged runs again from the round so far
             // (each task at most once, so this ends), inside the round.
             loop {
-                let again = x.rebases(plan);
-                if again.is_empty() {
+                let Some((judged, not_started, halted)) =
+                    self.group(x, plan, starts, round, standing).await?
+                else {
+                    return Ok(None);
+                };
+                unstarted.extend(not_started);
+                stop = stop.or(halted);
+                x.stage(plan, judged)?;
+                starts = x.rebases(plan);
+                if starts.is_empty() {
                     break;
                 }
                 if self.spent(plan).is_some() || stop.is_some() {
                     // Not started: pending again, with the attempts they made.
-                    let held = super::put_back(x, plan, &again)?;
+                    let held = super::put_back(x, plan, &starts)?;
                     if stop.is_none() {
                         x.emit(Event::NotStarted {
                             tasks: held.clone(),
@@ -194,14 +194,6 @@ impl RoundLoop<'_> {
                     unstarted.extend(held);
                     break;
                 }
-                let Some((judged, not_started, halted)) =
-                    self.group(x, plan, again, round, standing).await?
-                else {
-                    return Ok(None);
-                };
-                unstarted.extend(not_started);
-                stop = stop.or(halted);
-                x.stage(plan, judged)?;
             }
             if k + 1 < groups.len() {
                 x.reached("between-groups", round);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::{BlockingCheck, Validation};
 use crate::edge::shell;
-use crate::pure::plan::model::Plan;
+use crate::pure::plan::model::{Plan, Status, Task};
 
 /// How many checks run at once.
 pub const CHECK_PARALLELISM: usize = 4;
@@ -94,13 +94,7 @@ pub fn drop_own_files(v: &mut Validation, plan_rel: &str) {
 /// Every path a pending or in-progress task declares (create and modify), each once.
 pub fn declared_paths(plan: &Plan) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
-    for t in plan.tasks.iter().filter(|t| {
-        matches!(
-            t.status,
-            crate::pure::plan::model::Status::Pending
-                | crate::pure::plan::model::Status::InProgress
-        )
-    }) {
+    for t in plan.tasks.iter().filter(|t| open(t)) {
         for f in t.files() {
             if !paths.contains(f) {
                 paths.push(f.clone());
@@ -108,6 +102,11 @@ pub fn declared_paths(plan: &Plan) -> Vec<String> {
         }
     }
     paths
+}
+
+/// Whether task `t` is still to run (pending or in progress): its declared paths are its own.
+fn open(t: &Task) -> bool {
+    matches!(t.status, Status::Pending | Status::InProgress)
 }
 
 /// A user's uncommitted change at a path pending tasks declare.
@@ -156,13 +155,7 @@ pub fn declared_changes(
                 .tasks
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| {
-                    matches!(
-                        t.status,
-                        crate::pure::plan::model::Status::Pending
-                            | crate::pure::plan::model::Status::InProgress
-                    ) && t.files().any(|f| covers(f, path))
-                })
+                .filter(|(_, t)| open(t) && t.files().any(|f| covers(f, path)))
                 .map(|(i, _)| i)
                 .collect();
             (!tasks.is_empty()).then(|| DeclaredChange {

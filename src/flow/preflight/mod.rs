@@ -102,16 +102,11 @@ pub struct TaskIds(pub usize);
 
 impl Serialize for TaskIds {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map((0..self.0).map(|i| (i, task_id(i))))
+        serializer.collect_map((0..self.0).map(|i| (i, format!("task-{i}"))))
     }
 }
 
 pub use crate::pure::overlap::{Missed, Overlaps};
-
-/// The id dagexec gives a task in `taskIdMapping`.
-pub fn task_id(index: usize) -> String {
-    format!("task-{index}")
-}
 
 /// Builds the setup output from the plan, its DAG, overlaps and the gathered validation.
 pub fn output<'a>(

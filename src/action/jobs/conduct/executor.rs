@@ -217,9 +217,7 @@ impl Executor for Remote<'_> {
             let queue = steering::Queue {
                 client: self.client,
                 pr,
-                me: steering::comment::Identity {
-                    app_id: self.inputs.app_id,
-                },
+                me: self.inputs.me(),
                 repo: self.repo,
                 plan_path: self.plan_path,
                 plan_rel: &self.inputs.plan_rel,
@@ -255,9 +253,7 @@ impl Executor for Remote<'_> {
         if let Some(pr) = self.pr
             && steering::settled_since(self.repo, &self.pushed)
         {
-            let me = steering::comment::Identity {
-                app_id: self.inputs.app_id,
-            };
+            let me = self.inputs.me();
             let confirmed = steering::confirm(self.client, pr, me, self.repo).await;
             for line in confirmed {
                 self.emit(crate::pure::events::Event::Note(line));

@@ -3,7 +3,6 @@
 //! published, or a handover to a successor run.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::remote::Remote;
@@ -12,6 +11,7 @@ use crate::action::protocol::Conclusion;
 use crate::action::report::RunStop;
 use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, arrival};
+use crate::edge::github::ApiError;
 use crate::flow::RunEnd;
 use crate::flow::exec::{Ending, Launch};
 use crate::pure::engine;
@@ -142,15 +142,7 @@ impl Remote<'_> {
         {
             return out;
         }
-        let read = |rev: &str| -> Option<Plan> {
-            let bytes = self.repo.read_at(rev, &self.inputs.plan_rel).ok()??;
-            crate::pure::plan::load::parse(
-                &String::from_utf8_lossy(&bytes),
-                Path::new(&self.inputs.plan_rel),
-            )
-            .ok()
-        };
-        let (Some(record), Some(then)) = (read(&at), read(&parent)) else {
+        let (Some(record), Some(then)) = (self.plan_at(&at), self.plan_at(&parent)) else {
             return out;
         };
         if record.tasks.len() != plan.tasks.len() || then.tasks.len() != plan.tasks.len() {
@@ -199,13 +191,7 @@ impl Remote<'_> {
         let mut from: BTreeMap<usize, std::collections::BTreeSet<String>> = BTreeMap::new();
         let mut alive: Vec<usize> = tasks.to_vec();
         for c in self.repo.first_parents(64).unwrap_or_default() {
-            let Ok(Some(bytes)) = self.repo.read_at(&c, &self.inputs.plan_rel) else {
-                break;
-            };
-            let Ok(there) = crate::pure::plan::load::parse(
-                &String::from_utf8_lossy(&bytes),
-                Path::new(&self.inputs.plan_rel),
-            ) else {
+            let Some(there) = self.plan_at(&c) else {
                 break;
             };
             alive.retain(|&i| {
@@ -264,32 +250,41 @@ impl Remote<'_> {
     /// started decides whether its attempt counts) for at most [`DISPATCH_PATIENCE`]; `None`,
     /// said, when GitHub cannot give it.
     async fn runs_page(&self, page: u32) -> Option<Vec<crate::edge::github::runs::WorkflowRun>> {
+        let what = format!(
+            "Cannot list the runs of {} to find the runs of attempts started without one recorded",
+            self.branch
+        );
+        let call = || {
+            self.client
+                .dispatched_runs(&self.inputs.workflow, self.branch, page)
+        };
+        let again = |e: &ApiError, pause| format!("{what} ({e}); asking again in {pause}.");
+        let listed = self.patiently(call, again).await;
+        listed.map_err(|e| self.ui.say(format!("{what}: {e}"))).ok()
+    }
+
+    /// `call` made again while GitHub fails it for a while (a transient failure, for at most
+    /// [`DISPATCH_PATIENCE`]), each failure said (`again`: the failure, the pause) before the
+    /// pause; its answer, or the failure that ends the wait.
+    async fn patiently<T, F>(
+        &self,
+        mut call: impl FnMut() -> F,
+        again: impl Fn(&ApiError, humantime::FormattedDuration) -> String,
+    ) -> Result<T, ApiError>
+    where
+        F: Future<Output = Result<T, ApiError>>,
+    {
         let since = Instant::now();
         let mut failures = 0;
         loop {
-            match self
-                .client
-                .dispatched_runs(&self.inputs.workflow, self.branch, page)
-                .await
-            {
-                Ok(runs) => return Some(runs),
+            match call().await {
                 Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
                     failures += 1;
                     let pause = self.client.policy.backoff(failures);
-                    self.ui.say(format!(
-                        "Cannot list the runs of {} to find the runs of attempts started without one recorded ({e}); asking again in {}.",
-                        self.branch,
-                        humantime::format_duration(pause)
-                    ));
+                    self.ui.say(again(&e, humantime::format_duration(pause)));
                     tokio::time::sleep(pause).await;
                 }
-                Err(e) => {
-                    self.ui.say(format!(
-                        "Cannot list the runs of {} to find the runs of attempts started without one recorded: {e}",
-                        self.branch
-                    ));
-                    return None;
-                }
+                answer => return answer,
             }
         }
     }
@@ -413,27 +408,16 @@ impl Remote<'_> {
     /// out (a second successor would only wait in the branch's group).
     async fn dispatch_successor(&self) -> Result<(), ActionError> {
         let next = crate::action::dispatch_inputs(self.inputs, self.branch);
-        let since = Instant::now();
-        let mut failures = 0;
-        loop {
-            match self
-                .client
+        let call = || {
+            self.client
                 .dispatch(&self.inputs.workflow, self.branch, &next)
-                .await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
-                    failures += 1;
-                    let pause = self.client.policy.backoff(failures);
-                    self.ui.say(format!(
-                        "GitHub could not start the successor conductor ({e}); trying again in {}.",
-                        humantime::format_duration(pause)
-                    ));
-                    tokio::time::sleep(pause).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        };
+        let again = |e: &ApiError, pause| {
+            format!(
+                "GitHub could not start the successor conductor ({e}); trying again in {pause}."
+            )
+        };
+        Ok(self.patiently(call, again).await?)
     }
 
     /// The conductor's job summary: the tasks whose attempts ended in this job (its events),

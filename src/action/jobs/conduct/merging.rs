@@ -31,7 +31,6 @@ use std::collections::BTreeSet;
 use super::remote::Remote;
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
-use crate::edge::git::Patch;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
 use crate::pure::integration::{self, Arrival, CannotLand, Ledger, Start, Step, names, paths_of};
@@ -86,25 +85,27 @@ impl Remote<'_> {
                     Vec::new(),
                 )
             };
-            if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow
-                && !self.rechecked(&mut j, f, base.as_deref())
-            {
-                let own = paths_of(plan, j.index, &j.touched);
-                let a = Arrival {
-                    task: j.index,
-                    attempt: j.attempt,
-                    start: &start,
-                    own: &own,
+            if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow {
+                let Some(p) = f.patch().filter(|_| j.verdict.status == Status::Completed) else {
+                    let own = paths_of(plan, j.index, &j.touched);
+                    let a = Arrival {
+                        task: j.index,
+                        attempt: j.attempt,
+                        start: &start,
+                        own: &own,
+                    };
+                    let cannot = CannotLand {
+                        onto: checks.clone(),
+                        why: j.verdict.result.clone(),
+                    };
+                    let step = ledger.refused(&a, cannot);
+                    if self.send_back(plan, &mut j, step) {
+                        now.push(j);
+                    }
+                    continue;
                 };
-                let cannot = CannotLand {
-                    onto: checks.clone(),
-                    why: j.verdict.result.clone(),
-                };
-                let step = ledger.refused(&a, cannot);
-                if self.send_back(plan, &mut j, step) {
-                    now.push(j);
-                }
-                continue;
+                let at = base.as_deref().unwrap_or("HEAD");
+                crate::action::arrival::rechecked_lands(self.repo, &mut j, p, at, self.ui);
             }
             let mine = paths_of(plan, j.index, &j.touched);
             let moved = match &base {
@@ -168,25 +169,6 @@ impl Remote<'_> {
             step => step,
         };
         Ok(self.send_back(plan, j, step))
-    }
-
-    /// A re-check run's arrival: whether it passed (then `j` carries the conductor's own kept
-    /// copy of the merged change, never the run's patch).
-    fn rechecked(&self, j: &mut Judged, f: &FollowUp, base: Option<&str>) -> bool {
-        let Some(p) = f.patch().filter(|_| j.verdict.status == Status::Completed) else {
-            return false;
-        };
-        j.touched = self
-            .repo
-            .patch_changes_at(base.unwrap_or("HEAD"), p.as_slice())
-            .map(|(t, _)| t)
-            .unwrap_or_default();
-        j.patch = Patch::Bytes(p);
-        self.ui.say(format!(
-            "  task {}: attempt {}'s merge passed its re-check",
-            j.index, j.attempt
-        ));
-        true
     }
 
     /// Merges completed attempt `j` (made at `base`) onto the branch's tree with the batch's
@@ -262,30 +244,14 @@ impl Remote<'_> {
         );
     }
 
-    /// Attempt `j`, sent back by the ledger (`step`): a rebase waits for its run (`false`:
-    /// nothing more to do with it now); a failed attempt is decided as any (`true`: the caller
-    /// integrates it as failed).
+    /// Attempt `j`, sent back by the rules (`step`): a rebase runs again now (`false`: the
+    /// conductor starts it); a failed attempt is integrated as any (`true`).
     fn send_back(&mut self, plan: &mut Plan, j: &mut Judged, step: Step) -> bool {
-        let onto_names = match &step {
-            Step::Rebase(r) => names(&r.onto),
-            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
-        };
-        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
+        let Some((f, result)) = crate::action::arrival::send_back(plan, j, step, self.ui, "")
+        else {
             return true;
         };
-        self.ui.say(format!(
-            "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree",
-            j.index, j.attempt
-        ));
-        self.follow(
-            plan,
-            j,
-            &f,
-            format!(
-                "attempt {} runs again as a rebase attempt: {line}",
-                j.attempt
-            ),
-        );
+        self.follow(plan, j, &f, result);
         false
     }
 
@@ -317,16 +283,7 @@ impl Remote<'_> {
             return Some(c.clone());
         }
         for c in self.repo.first_parents(HISTORY).unwrap_or_default() {
-            let Ok(Some(bytes)) = self.repo.read_at(&c, &self.inputs.plan_rel) else {
-                return None;
-            };
-            let Ok(there) = crate::pure::plan::load::parse(
-                &String::from_utf8_lossy(&bytes),
-                std::path::Path::new(&self.inputs.plan_rel),
-            ) else {
-                return None;
-            };
-            let t = there.tasks.get(k)?;
+            let t = self.plan_at(&c)?.tasks.get(k)?.clone();
             if t.status != Status::Completed {
                 let checks = t.acceptance_criteria().to_vec();
                 self.merging.landed_checks.insert(k, checks.clone());

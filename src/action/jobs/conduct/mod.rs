@@ -80,12 +80,7 @@ pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
 use crate::pure::plan::model::Plan;
 use remote::Remote;
 
-fn save(plan: &Plan, path: &Path) -> Result<(), ActionError> {
-    crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
-}
+use crate::action::save_plan as save;
 
 pub use crate::pure::plan::fields::RUN as RUN_FIELD;
 

@@ -395,9 +395,13 @@ impl Remote<'_> {
         }
     }
 
-    /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
-    /// request's or the comments' update after the push landed, the conductor goes on — the
-    /// next commit brings them up to date.
+    /// The plan as commit `rev` holds it, when it holds a plan that reads.
+    pub(super) fn plan_at(&self, rev: &str) -> Option<Plan> {
+        let bytes = self.repo.read_at(rev, &self.inputs.plan_rel).ok()??;
+        let text = String::from_utf8_lossy(&bytes);
+        crate::pure::plan::load::parse(&text, std::path::Path::new(&self.inputs.plan_rel)).ok()
+    }
+
     /// Whether GitHub's failure `e` after a push of `mine` left that push landed (a transient
     /// failure, and the branch on GitHub is `mine`): then it costs only what it failed to do,
     /// which the next commit does again.
@@ -410,6 +414,9 @@ impl Remote<'_> {
             && self.repo.fetch_branch(self.branch, self.auth)?.as_deref() == Some(mine))
     }
 
+    /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
+    /// request's or the comments' update after the push landed, the conductor goes on — the
+    /// next commit brings them up to date.
     pub(super) async fn publish_through(
         &self,
         n: u32,

@@ -31,13 +31,13 @@
 use std::collections::BTreeSet;
 
 use crate::action::ActionError;
-use crate::action::arrival::{Integrator, prepare_arrivals};
+use crate::action::arrival::{Integrator, prepare_arrivals, send_back};
 use crate::action::rounds::{FollowUp, OpenRound};
-use crate::edge::git::{Patch, PatchRef, Repo};
+use crate::edge::git::{PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{Arrival, Ledger, Start, Step, names, paths_of};
+use crate::pure::integration::{Arrival, Ledger, Start, Step, paths_of};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -183,7 +183,6 @@ impl Integrating<'_> {
     /// `j` integrated as under `serial` (landed when it completed and applies, else decided as
     /// any attempt); the ledger learns what landed.
     fn land(&mut self, mut j: Judged) -> Result<(), ActionError> {
-        let checks = self.plan.tasks[j.index].acceptance_criteria().to_vec();
         prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
         self.build
             .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
@@ -196,8 +195,7 @@ impl Integrating<'_> {
             .is_some_and(|r| r.status == Status::Completed);
         if lands {
             let touched = j.touched.iter().cloned().collect();
-            let declared = crate::pure::integration::declared(self.plan, j.index);
-            self.ledger.landed(j.index, touched, declared, checks);
+            crate::flow::merge::landed(&mut self.ledger, self.plan, j.index, touched);
         } else {
             self.ledger.ended(j.index);
         }
@@ -284,26 +282,11 @@ impl Integrating<'_> {
     /// nothing more to do with it now); a failed attempt is decided as any (`true`: the
     /// caller integrates it as failed).
     fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
-        let (plan, ui) = (&mut *self.plan, self.ui);
-        let onto_names = match &step {
-            Step::Rebase(r) => names(&r.onto),
-            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
-        };
-        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
+        let later = " in the round's next part";
+        let Some((f, result)) = send_back(self.plan, j, step, self.ui, later) else {
             return true;
         };
-        ui.say(format!(
-            "  task {}: attempt {} cannot land beside {onto_names} ({line}); it runs again as a rebase attempt from the integrated tree in the round's next part",
-            j.index, j.attempt
-        ));
-        waits(
-            plan,
-            j,
-            format!(
-                "attempt {} runs again as a rebase attempt: {line}",
-                j.attempt
-            ),
-        );
+        waits(self.plan, j, result);
         self.open.follow_ups.push(f);
         false
     }
@@ -359,19 +342,8 @@ fn in_order(
     (chain, items)
 }
 
-/// A re-check that passed: `j` carries finalize's own merged patch (`f`'s), never the job's.
-fn rechecked_lands(repo: &Repo, j: &mut Judged, f: &FollowUp, ui: &Ui) {
-    let p = f.patch().unwrap_or_default();
-    j.touched = repo.patch_changes(&p).map(|(t, _)| t).unwrap_or_default();
-    j.patch = Patch::Bytes(p);
-    ui.say(format!(
-        "  task {}: attempt {}'s merge passed its re-check",
-        j.index, j.attempt
-    ));
-}
-
 /// An attempt's end, recorded and shown (a re-check is not an attempt: it is not recorded).
-fn ended(plan: &mut Plan, j: &Judged, counted: bool, ui: &Ui) {
+pub(super) fn ended(plan: &mut Plan, j: &Judged, counted: bool, ui: &Ui) {
     if let Some(r) = j.record() {
         crate::pure::usage::record(plan, &r);
     }

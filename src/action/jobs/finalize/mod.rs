@@ -336,9 +336,7 @@ impl Finalize<'_> {
             return Ok(None);
         };
         let job = &mut self.job;
-        let me = steering::comment::Identity {
-            app_id: job.checkout.inputs.app_id,
-        };
+        let me = job.checkout.inputs.me();
         let queue = steering::Queue {
             client: c,
             pr,

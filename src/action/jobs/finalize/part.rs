@@ -8,9 +8,7 @@ use crate::action::ActionError;
 use crate::action::arrival::{Integrator, prepare_arrivals};
 use crate::flow::RunEnd;
 use crate::flow::attempt::Judged;
-use crate::pure::outcome::{self, Decision};
-use crate::pure::plan::{self, model::Status};
-use crate::pure::prompt::Unit;
+use crate::pure::plan;
 
 /// Integrates one part of the open round `open` (one workflow run: the judged attempts of
 /// one conflict-free group of the round's unresolved tasks). A failed attempt with attempts
@@ -53,16 +51,7 @@ fn integrate_serial(
 ) -> Result<(), ActionError> {
     let Integrator { repo, ui, .. } = at;
     for j in &judged {
-        if let Some(r) = j.record() {
-            crate::pure::usage::record(plan, &r);
-        }
-        let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
-            Decision::Retry { attempt, .. } => Some(attempt),
-            _ => None,
-        };
-        ui.emit(crate::pure::events::Event::AttemptEnded(
-            crate::flow::exec::ended(plan, j, retry),
-        ));
+        super::merging::ended(plan, j, true, ui);
     }
     prepare_arrivals(plan, &mut judged, "in this round");
     build.add(repo, plan, &judged, ui)?;
@@ -126,16 +115,7 @@ fn finish_part(
     let end = build.commit(at, plan)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format.
-    let message = crate::flow::integrate::commit_message(
-        plan,
-        open.round,
-        &open.tasks,
-        &open.results(plan),
-        plan.count(Status::Completed),
-    );
-    repo.commit(&message, std::slice::from_ref(&opts.plan_rel))?;
-    let batch_file = format!(".design/processor-batch-{}.json", open.round);
-    let _ = crate::edge::fsx::remove_file(repo.root(), &repo.root().join(batch_file));
+    crate::action::arrival::commit_round(repo, opts, plan, open.round, &open.tasks)?;
     Ok((true, end))
 }
 

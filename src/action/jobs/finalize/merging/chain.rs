@@ -12,7 +12,7 @@ use crate::flow::attempt::Judged;
 use crate::pure::integration::{Arrival, CannotLand, Start, Step, names, paths_of};
 use crate::pure::plan::model::Status;
 
-use super::{Aside, Integrating, rechecked_lands};
+use super::{Aside, Integrating};
 
 /// A rebase `j` (started at `start`) whose job built on the previous chain's candidates `on`
 /// (task, merged patch; its patch was read against the base with them applied). When the
@@ -120,7 +120,8 @@ pub(super) fn land_chain(
         let step = at.ledger.chain_rechecked(&a, checks, Some(passed));
         let failed = match step {
             Some(Step::Land) => {
-                rechecked_lands(at.repo, &mut j, &f, at.ui);
+                let patch = f.patch().unwrap_or_default();
+                crate::action::arrival::rechecked_lands(at.repo, &mut j, patch, "HEAD", at.ui);
                 true
             }
             Some(step) => at.send_back(&mut j, step),
