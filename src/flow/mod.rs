@@ -150,6 +150,32 @@ pub(crate) fn failpoint(name: &str, round: u32) {
     );
 }
 
+/// Removes, in `.design/` and the plan's folder, the temporary files of atomic writes a
+/// killed run left there (`fsx`'s `.<name>.dagexec-<16 hex>.tmp`: written, never renamed)
+/// and, with `intermediate` (a run's end), the run's own intermediate files of `.design/`
+/// (worker logs, processor batches, `tasks.json`). Only under the run's lock: no other
+/// dagexec is writing there then.
+pub(crate) fn remove_leftovers(root: &Path, plan: &Path, intermediate: bool) {
+    let design = root.join(".design");
+    let plan_dir = plan.parent().map(Path::to_path_buf);
+    for dir in std::iter::once(design.clone()).chain(plan_dir.filter(|d| *d != design)) {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let own = intermediate
+                && dir == design
+                && ((name.starts_with("worker-") && name.ends_with(".log"))
+                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
+                    || name == "tasks.json");
+            if own || checks::is_dagexec_temp(&name) {
+                let _ = crate::edge::fsx::remove_file(root, &e.path());
+            }
+        }
+    }
+}
+
 pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
     crate::edge::plan_file::save(plan, &opts.plan).map_err(|source| RunError::Write {
         path: opts.plan.clone(),
@@ -237,25 +263,7 @@ pub(crate) fn finish(
     if !logs.is_empty() {
         ui.say(format!("\n{}", logs.trim_end()));
     }
-    // Intermediate files, and the temporary files of atomic writes a crash may have left
-    // beside the plan.
-    let design = opts.root.join(".design");
-    let plan_dir = opts.plan.parent().map(Path::to_path_buf);
-    for dir in std::iter::once(design.clone()).chain(plan_dir.filter(|d| *d != design)) {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let intermediate = dir == design
-                && ((name.starts_with("worker-") && name.ends_with(".log"))
-                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
-                    || name == "tasks.json");
-            if intermediate || checks::is_dagexec_temp(&name) {
-                let _ = crate::edge::fsx::remove_file(&opts.root, &e.path());
-            }
-        }
-    }
+    remove_leftovers(&opts.root, &opts.plan, true);
     let end = crate::flow::steps::questions::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {

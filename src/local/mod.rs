@@ -45,6 +45,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
     let repo = Arc::new(open_repo(opts)?);
     repo.head()?;
     let _lock = take_lock(&repo, ui)?;
+    crate::flow::remove_leftovers(&opts.root, &opts.plan, false);
     let interrupted = resume::recover(&repo, &opts.plan_rel, ui)?;
     if interrupted == resume::Interrupted::Finished && opts.plan.is_file() {
         // The plan in the work tree was brought to the round commit a crash interrupted (an
@@ -200,16 +201,24 @@ fn start_gateway(
 /// commit an interrupted run published and did not finish bringing to the work tree — the
 /// archiving commit, killed after it removed the plan there — is finished first, under the
 /// run's lock, so the plan's place is read as the commit left it and no record is left for
-/// a later run (of a new plan at the same path) to act on.
+/// a later run (of a new plan at the same path) to act on. The temporary files of plan writes
+/// a killed run left beside it go too, unless another run holds the lock.
 pub fn finish_interrupted_round(root: &Path, plan_rel: &str, ui: &Ui) -> Result<(), RunError> {
     let Ok(repo) = Repo::discover(root) else {
         return Ok(());
     };
-    if !repo.round_left_unfinished() {
-        return Ok(());
+    let unfinished = repo.round_left_unfinished();
+    let _lock = match take_lock(&repo, ui) {
+        Ok(held) => held,
+        // A run of another plan is going: what it writes is its own.
+        Err(RunError::Lock(lock::LockError::Held { .. })) if !unfinished => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if unfinished {
+        resume::recover(&repo, plan_rel, ui)?;
     }
-    let _lock = take_lock(&repo, ui)?;
-    resume::recover(&repo, plan_rel, ui).map(|_| ())
+    crate::flow::remove_leftovers(root, &root.join(plan_rel), false);
+    Ok(())
 }
 
 /// The repository, with the worktrees folder a setting names.

@@ -849,3 +849,57 @@ sleep "${{SLOW:-0}}"
         .collect();
     assert_eq!(attempts, [(0, 2), (1, 1)], "{}", ran.text());
 }
+
+/// A run killed while it wrote the plan leaves the write's temporary file beside it
+/// (`.design/.plan.json.dagexec-<16 hex>.tmp`: written, never renamed). Whatever the next run
+/// finds — tasks to run, or a plan already complete that it only reports or archives — it
+/// removes what a dead writer left (it holds the lock: no other dagexec is writing), and ends
+/// with nothing stray. (`kill_9_at_fifty_points…` met this now and then: a random kill landed
+/// inside a plan write, and the run after it found the plan complete.) A file of the user's
+/// that only looks alike stays.
+#[test]
+fn a_temporary_file_a_killed_plan_write_left_is_removed_by_the_next_run() {
+    let p = simple_plan(&[("a", &[], &["a.txt"], &[])]);
+    let dir = repo(&p, &[("README.md", "readme\n")]);
+    let d = dir.path();
+    let w = Worker::new(WRITE_DECLARED);
+    let users = d.join(".design/.plan.json.dagexec-mine.tmp");
+    std::fs::write(&users, "mine\n").unwrap();
+    for (when, names) in [
+        (
+            "with a task to run",
+            &[".plan.json.dagexec-00c0ffee12345678.tmp"][..],
+        ),
+        (
+            "with the plan complete",
+            &[
+                ".plan.json.dagexec-0123456789abcdef.tmp",
+                ".plan.done.json.dagexec-fedcba9876543210.tmp",
+            ][..],
+        ),
+    ] {
+        for name in names {
+            std::fs::write(d.join(".design").join(name), "{\"schemaVersion\": 2, \"tas").unwrap();
+        }
+        let ran = run(d, &w.cmd, &[]);
+        assert_eq!(ran.code(), Some(0), "{when}: {}", ran.text());
+        for name in names {
+            assert!(
+                !d.join(".design").join(name).exists(),
+                "{when}: the dead write's {name} is left: {}",
+                ran.text()
+            );
+        }
+        assert_eq!(
+            read(d, ".design/.plan.json.dagexec-mine.tmp"),
+            "mine\n",
+            "{when}"
+        );
+        assert_eq!(
+            git(d, &["status", "--porcelain"]),
+            "?? .design/.plan.json.dagexec-mine.tmp\n",
+            "{when}"
+        );
+    }
+    assert_eq!(w.runs(), ["0 1"]);
+}
