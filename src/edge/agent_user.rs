@@ -54,6 +54,17 @@ pub fn current() -> Option<&'static AgentAccount> {
     AGENT.get()
 }
 
+/// The variables every process of the agent's user gets beside its names: the egress
+/// proxy's, once `edge::egress` started it ([`route_through`]).
+static ROUTE: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// From now on, every process started as the agent's user ([`drop_to`]) gets `env`: the
+/// egress proxy's variables (`edge::egress::start`). Set once; a second call changes
+/// nothing.
+pub fn route_through(env: Vec<(String, String)>) {
+    let _ = ROUTE.set(env);
+}
+
 /// Reads [`USER_VAR`] (and [`WHY_VAR`]) from dagexec's environment; a user found in
 /// `/etc/passwd` while dagexec runs as root becomes the one task code runs as.
 pub fn from_env() -> AgentUser {
@@ -115,7 +126,7 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
 
 /// Starts `cmd` as the agent's user, when there is one (as root, std drops the
 /// supplementary groups before `setuid`), with its home and names in the environment and,
-/// while egress is restricted (`edge::egress`), the egress proxy's variables. A tokio
+/// while egress is restricted (`edge::egress`), the egress proxy's variables ([`route_through`]). A tokio
 /// `Command` is given as its `as_std_mut()`.
 pub fn drop_to(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
@@ -125,7 +136,7 @@ pub fn drop_to(cmd: &mut std::process::Command) {
             .env("HOME", &agent.home)
             .env("USER", &agent.name)
             .env("LOGNAME", &agent.name)
-            .envs(crate::edge::egress::proxy_env().iter().map(|(k, v)| (k, v)));
+            .envs(ROUTE.get().into_iter().flatten().map(|(k, v)| (k, v)));
     }
 }
 

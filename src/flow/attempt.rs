@@ -394,7 +394,8 @@ async fn run_worker(
     Ok((stop, wt, wire))
 }
 
-/// The attempt's pass at the model gateway and its worker's variables ([`gateway_pass`]),
+/// The attempt's pass at the model gateway and its worker's variables
+/// ([`crate::edge::gateway::pass_for`]),
 /// its Codex home in the run's scratch folder.
 fn gateway_env(
     pool: &Pool,
@@ -406,41 +407,7 @@ fn gateway_env(
         input.attempt,
         if input.rebase { "-rebase" } else { "" }
     ));
-    gateway_pass(pool.gateway.as_deref(), input.index, &codex_home)
-}
-
-/// A pass at the model gateway for a run of task `task`'s worker or reviewer, and that run's
-/// variables (the gateway's URL, and each CLI pointed at it with the pass's token, Codex's
-/// configuration in `codex_home`: [`crate::edge::gateway::Pass::worker_env`], that folder
-/// handed to the agent's user when task code runs as one); nothing when the gateway is off.
-/// A pass that cannot be made fails closed: the run still gets no provider key.
-pub(crate) fn gateway_pass(
-    gateway: Option<&crate::edge::gateway::Gateway>,
-    task: usize,
-    codex_home: &Path,
-) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
-    use crate::edge::gateway::{URL_VAR, user_codex_config};
-    let Some(gateway) = gateway else {
-        return (None, Vec::new());
-    };
-    let closed = vec![(URL_VAR.to_string(), gateway.url())];
-    let pass = match gateway.open(task) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("task {task}: no pass at the model gateway: {e}");
-            return (None, closed);
-        }
-    };
-    let env = pass
-        .worker_env(codex_home, user_codex_config().as_deref())
-        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env));
-    match env {
-        Ok(env) => (Some(pass), env),
-        Err(e) => {
-            tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
-            (Some(pass), closed)
-        }
-    }
+    crate::edge::gateway::pass_for(pool.gateway.as_deref(), input.index, &codex_home)
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.

@@ -28,7 +28,57 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-use crate::pure::gateway::Tokens;
+/// `$1.23`; below a cent `<$0.01`; nothing, `$0.00`.
+pub fn money(usd: f64) -> String {
+    if usd > 0.0 && usd < 0.005 {
+        "<$0.01".into()
+    } else {
+        format!("${usd:.2}")
+    }
+}
+
+/// Tokens one response spent (or an attempt, summed): each prompt token counted once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tokens {
+    /// Prompt tokens neither read from nor written to the cache.
+    pub input: u64,
+    /// Prompt tokens read from the cache.
+    pub cache_read: u64,
+    /// Prompt tokens written to the cache.
+    pub cache_write: u64,
+    /// Output tokens, reasoning included.
+    pub output: u64,
+}
+
+impl Tokens {
+    /// Every prompt token (fresh, cache read and cache write), as the record counts input.
+    pub fn prompt(&self) -> u64 {
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
+    }
+
+    /// Both together.
+    pub fn plus(self, o: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_add(o.input),
+            cache_read: self.cache_read.saturating_add(o.cache_read),
+            cache_write: self.cache_write.saturating_add(o.cache_write),
+            output: self.output.saturating_add(o.output),
+        }
+    }
+
+    /// What `self` has more than `before`, field by field (a stream's usage grows).
+    pub fn since(self, before: Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_sub(before.input),
+            cache_read: self.cache_read.saturating_sub(before.cache_read),
+            cache_write: self.cache_write.saturating_sub(before.cache_write),
+            output: self.output.saturating_sub(before.output),
+        }
+    }
+}
 
 /// When the default prices were taken from the providers' pricing pages.
 pub const TAKEN: &str = "2026-11-25";

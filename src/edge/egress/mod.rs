@@ -25,26 +25,16 @@ use crate::pure::egress::{EgressSetting, SettingError};
 /// The variable the action hands the `egress` input in.
 pub const VAR: &str = "DAGEXEC_EGRESS";
 
-/// What task code started as the agent's user gets while egress is restricted: the proxy's
-/// variables, and the proxy's record.
-struct Active {
-    env: Vec<(String, String)>,
-    record: std::sync::Arc<std::sync::Mutex<proxy::ProxyLog>>,
-}
-
-static ACTIVE: OnceLock<Active> = OnceLock::new();
-
-/// The proxy's variables for a process of the agent's user (none when egress is off).
-pub fn proxy_env() -> &'static [(String, String)] {
-    ACTIVE.get().map(|a| a.env.as_slice()).unwrap_or_default()
-}
+/// The proxy's record while egress is restricted (the agent's user gets the proxy's
+/// variables: `agent_user::route_through`).
+static ACTIVE: OnceLock<std::sync::Arc<std::sync::Mutex<proxy::ProxyLog>>> = OnceLock::new();
 
 /// The hosts the proxy refused so far, by name (the attempt's record carries them).
 pub fn blocked() -> Vec<String> {
     ACTIVE
         .get()
-        .map(|a| {
-            a.record
+        .map(|record| {
+            record
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .refused
@@ -127,10 +117,8 @@ pub async fn start(
         Ok(f) => f,
         Err(why) => return Ok(Err(Egressed::Unavailable(why))),
     };
-    let _ = ACTIVE.set(Active {
-        env: proxy.env(),
-        record: proxy.record_handle(),
-    });
+    crate::edge::agent_user::route_through(proxy.env());
+    let _ = ACTIVE.set(proxy.record_handle());
     Ok(Ok(Egress {
         proxy,
         firewall,

@@ -177,7 +177,7 @@ pub struct Spend {
     /// Each provider's 429 and 529 answers and the latest instant a `retry-after` held it
     /// until ([`crate::pure::gateway::held`]): on the Action, the attempt's record carries
     /// them to the conductor.
-    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
+    pub rate_limits: Vec<crate::pure::usage::limited::Limited>,
 }
 
 impl Spend {
@@ -291,7 +291,7 @@ impl Shared {
     /// the instant its `retry-after` holds the provider until.
     fn rate_limited(&self, tab: &Tab, provider: Provider, until: Option<jiff::Timestamp>) {
         let saw =
-            |s: &mut Spend| crate::pure::gateway::held::saw(&mut s.rate_limits, provider, until);
+            |s: &mut Spend| crate::pure::usage::limited::saw(&mut s.rate_limits, provider, until);
         tab.change(saw);
         self.total.send_modify(saw);
     }
@@ -543,6 +543,39 @@ impl Pass {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect())
+    }
+}
+
+/// A pass at the model gateway for a run of task `task`'s worker or reviewer, and that run's
+/// variables (the gateway's URL, and each CLI pointed at it with the pass's token, Codex's
+/// configuration in `codex_home`: [`Pass::worker_env`], that folder
+/// handed to the agent's user when task code runs as one); nothing when the gateway is off.
+/// A pass that cannot be made fails closed: the run still gets no provider key.
+pub fn pass_for(
+    gateway: Option<&Gateway>,
+    task: usize,
+    codex_home: &std::path::Path,
+) -> (Option<Pass>, Vec<(String, String)>) {
+    let Some(gateway) = gateway else {
+        return (None, Vec::new());
+    };
+    let closed = vec![(URL_VAR.to_string(), gateway.url())];
+    let pass = match gateway.open(task) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("task {task}: no pass at the model gateway: {e}");
+            return (None, closed);
+        }
+    };
+    let env = pass
+        .worker_env(codex_home, user_codex_config().as_deref())
+        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env));
+    match env {
+        Ok(env) => (Some(pass), env),
+        Err(e) => {
+            tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
+            (Some(pass), closed)
+        }
     }
 }
 

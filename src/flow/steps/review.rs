@@ -138,7 +138,7 @@ pub(crate) async fn run_reviewer_through(
         .into(),
     };
     let codex_home = r.scratch.join(format!("codex-home-{name}"));
-    let (pass, gateway_env) = crate::flow::attempt::gateway_pass(gateway, r.index, &codex_home);
+    let (pass, gateway_env) = crate::edge::gateway::pass_for(gateway, r.index, &codex_home);
     spec.extra_env.extend(gateway_env);
     let ran = worker::run(&spec, cancel).await;
     let wire = pass.map(|p| p.spend());

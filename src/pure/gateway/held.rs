@@ -15,84 +15,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::{MAX_HOLD, Provider};
-
-/// What one attempt's gateway saw of one provider's rate limit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Limited {
-    pub provider: Provider,
-    /// How many of its answers were a 429 or a 529.
-    pub answers: u32,
-    /// The latest instant (UTC, `2026-11-29T04:12:30Z`) a `retry-after` of its held the
-    /// provider's requests until; absent when none said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_until: Option<String>,
-}
-
-/// Counts one 429 or 529 answer of `provider` in `seen`, and `until`, the instant its
-/// `retry-after` holds the provider until (a later one wins).
-pub fn saw(seen: &mut Vec<Limited>, provider: Provider, until: Option<jiff::Timestamp>) {
-    if !seen.iter().any(|l| l.provider == provider) {
-        seen.push(Limited {
-            provider,
-            answers: 0,
-            held_until: None,
-        });
-        seen.sort_by_key(|l| l.provider);
-    }
-    let Some(l) = seen.iter_mut().find(|l| l.provider == provider) else {
-        return;
-    };
-    l.answers = l.answers.saturating_add(1);
-    if let Some(until) = until {
-        let later = parse(l.held_until.as_deref()).is_none_or(|before| until > before);
-        if later {
-            l.held_until = Some(crate::pure::usage::timestamp(until));
-        }
-    }
-}
-
-fn parse(s: Option<&str>) -> Option<jiff::Timestamp> {
-    s?.trim().parse().ok()
-}
-
-/// `seen` as a record keeps it: one entry per provider (the first), in provider order, a
-/// held-until that does not parse dropped and the others written to the second.
-pub fn checked(seen: &[Limited]) -> Vec<Limited> {
-    let mut out: Vec<Limited> = Vec::new();
-    for l in seen {
-        if out.iter().any(|o| o.provider == l.provider) {
-            continue;
-        }
-        out.push(Limited {
-            provider: l.provider,
-            answers: l.answers,
-            held_until: parse(l.held_until.as_deref()).map(crate::pure::usage::timestamp),
-        });
-    }
-    out.sort_by_key(|l| l.provider);
-    out
-}
-
-/// Reads a record's `rateLimits` leniently (serde's `deserialize_with`): anything but a list
-/// is none, an entry that is not a [`Limited`] (a provider dagexec does not know) is
-/// skipped, and the rest is [`checked`] — a hostile field never makes the whole record
-/// unreadable.
-pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Limited>, D::Error> {
-    let value = serde_json::Value::deserialize(d)?;
-    let serde_json::Value::Array(items) = value else {
-        return Ok(Vec::new());
-    };
-    let read: Vec<Limited> = items
-        .into_iter()
-        .take(Provider::ALL.len() * 4)
-        .filter_map(|v| serde_json::from_value(v).ok())
-        .collect();
-    Ok(checked(&read))
-}
+use crate::pure::usage::limited::{Limited, instant};
 
 /// Until when each provider's rate limit holds new work for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,7 +32,7 @@ impl Holds {
             ))
             .unwrap_or(arrived);
         for l in seen {
-            let Some(until) = parse(l.held_until.as_deref()) else {
+            let Some(until) = instant(l.held_until.as_deref()) else {
                 continue;
             };
             let until = until.min(cap);
@@ -124,7 +48,7 @@ impl Holds {
     pub fn of_records(records: &[crate::pure::usage::AttemptRecord]) -> Holds {
         let mut holds = Holds::default();
         for r in records {
-            if let Some(end) = parse(Some(&r.end)) {
+            if let Some(end) = instant(Some(&r.end)) {
                 holds.note(&r.network.rate_limits, end);
             }
         }
@@ -240,6 +164,8 @@ pub fn holding_line(held: &[(usize, Provider)], holds: &Holds) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::usage::limited::{lenient, saw};
+    use serde::Deserialize;
 
     fn at(s: &str) -> jiff::Timestamp {
         s.parse().unwrap()

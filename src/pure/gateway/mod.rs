@@ -218,48 +218,8 @@ pub fn token_of<'a>(
         .or(query_key)
 }
 
-/// Tokens one response spent (or an attempt, summed): each prompt token counted once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Tokens {
-    /// Prompt tokens neither read from nor written to the cache.
-    pub input: u64,
-    /// Prompt tokens read from the cache.
-    pub cache_read: u64,
-    /// Prompt tokens written to the cache.
-    pub cache_write: u64,
-    /// Output tokens, reasoning included.
-    pub output: u64,
-}
-
-impl Tokens {
-    /// Every prompt token (fresh, cache read and cache write), as the record counts input.
-    pub fn prompt(&self) -> u64 {
-        self.input
-            .saturating_add(self.cache_read)
-            .saturating_add(self.cache_write)
-    }
-
-    /// Both together.
-    pub fn plus(self, o: Tokens) -> Tokens {
-        Tokens {
-            input: self.input.saturating_add(o.input),
-            cache_read: self.cache_read.saturating_add(o.cache_read),
-            cache_write: self.cache_write.saturating_add(o.cache_write),
-            output: self.output.saturating_add(o.output),
-        }
-    }
-
-    /// What `self` has more than `before`, field by field (a stream's usage grows).
-    pub fn since(self, before: Tokens) -> Tokens {
-        Tokens {
-            input: self.input.saturating_sub(before.input),
-            cache_read: self.cache_read.saturating_sub(before.cache_read),
-            cache_write: self.cache_write.saturating_sub(before.cache_write),
-            output: self.output.saturating_sub(before.output),
-        }
-    }
-}
+/// Tokens one response spent ([`crate::pure::prices`] prices them).
+pub use crate::pure::prices::Tokens;
 
 /// What `tokens` of `model` cost at `prices`, `None` for a model the table lacks.
 pub fn cost(prices: &crate::pure::prices::Prices, model: &str, tokens: Tokens) -> Option<f64> {
@@ -360,7 +320,7 @@ impl Limits {
     /// Whether the attempt's next model request (after `made` of them) may start: `Err` says
     /// which limit stops it.
     pub fn admit(&self, made: u32) -> Result<(), Refused> {
-        let money = crate::pure::usage::money;
+        let money = crate::pure::prices::money;
         if let Some((budget, spent)) = self.run
             && spent >= budget
         {

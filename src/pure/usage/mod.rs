@@ -53,6 +53,7 @@ mod claude;
 mod codex;
 mod file;
 mod gemini;
+pub mod limited;
 mod native;
 
 pub use claude::claude_result;
@@ -271,16 +272,16 @@ pub struct Network {
     /// leniently: the file is the job's.
     #[serde(
         default,
-        deserialize_with = "crate::pure::gateway::held::lenient",
+        deserialize_with = "crate::pure::usage::limited::lenient",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub rate_limits: Vec<crate::pure::gateway::held::Limited>,
+    pub rate_limits: Vec<crate::pure::usage::limited::Limited>,
 }
 
 impl Network {
     /// Bounded and made safe (it comes from the job that ran task code): at most
     /// [`EGRESS_BLOCKED_MAX`] hosts, each one safe line, and the rate limits
-    /// [`crate::pure::gateway::held::checked`].
+    /// [`crate::pure::usage::limited::checked`].
     pub fn checked(&self) -> Network {
         Network {
             egress_blocked: self
@@ -289,7 +290,7 @@ impl Network {
                 .take(EGRESS_BLOCKED_MAX)
                 .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
                 .collect(),
-            rate_limits: crate::pure::gateway::held::checked(&self.rate_limits),
+            rate_limits: crate::pure::usage::limited::checked(&self.rate_limits),
         }
     }
 }
@@ -570,14 +571,7 @@ pub fn total(plan: &Plan) -> Totals {
     t
 }
 
-/// `$1.23`; below a cent `<$0.01`; nothing, `$0.00`.
-pub fn money(usd: f64) -> String {
-    if usd > 0.0 && usd < 0.005 {
-        "<$0.01".into()
-    } else {
-        format!("${usd:.2}")
-    }
-}
+pub use crate::pure::prices::money;
 
 /// `12 attempts · 14m3s of work · $3.21` (the cost left out when none was reported).
 pub fn total_line(plan: &Plan) -> Option<String> {

@@ -160,7 +160,7 @@ fn the_network_fields_sit_beside_the_others_and_are_bounded_when_read() {
     let m = Measured::since(at("2026-01-01T00:00:00Z"), Usage::default());
     let mut r = AttemptRecord::new(0, 1, &m, Outcome::Completed);
     r.network.egress_blocked = vec!["evil.example".into()];
-    r.network.rate_limits = vec![crate::pure::gateway::held::Limited {
+    r.network.rate_limits = vec![crate::pure::usage::limited::Limited {
         provider: crate::pure::gateway::Provider::Anthropic,
         answers: 2,
         held_until: None,

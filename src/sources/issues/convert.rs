@@ -502,3 +502,9 @@ fn parent_trusted(r: &ReadIssues) -> bool {
         || r.include
             .contains(&Ref::new(&r.parent.repo, r.parent.number))
 }
+
+/// Where the plan made of parent issue `number`'s sub-issues is kept:
+/// `.design/issues/<N>/plan.json`.
+pub fn plan_rel(number: u64) -> String {
+    format!(".design/issues/{number}/plan.json")
+}

@@ -75,18 +75,13 @@ impl ReadError {
     }
 }
 
-/// `.design/issues/<N>/plan.json`.
-pub fn plan_rel(number: u64) -> String {
-    format!(".design/issues/{number}/plan.json")
-}
-
 /// The plan for `--issue N`: the one committed at the start, or read now — and with `write`
 /// written and committed, else in a temporary directory. Its notes say which, and what
 /// reading cost and noted ([`ReadReport::describe`]); `read` is present when the issues were
 /// read, `archived` when every task of the plan is completed.
 pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, ReadError> {
     let number = opts.number;
-    let plan_rel = plan_rel(opts.number);
+    let plan_rel = super::convert::plan_rel(opts.number);
     let plan_path = root.join(&plan_rel);
     // The plan in progress, else the one a completed run archived beside it.
     let done = plan_path.with_file_name("plan.done.json");

@@ -57,7 +57,7 @@ pub fn closes(plan: &Plan) -> Vec<String> {
 /// plan of another kind.
 pub fn state_path(plan: &Plan) -> Option<String> {
     let parent = plan.extra.get(PLAN_FIELD)?.get("parent")?.as_u64()?;
-    Some(super::read::plan_rel(parent))
+    Some(super::convert::plan_rel(parent))
 }
 
 /// The parent issue of a plan made of issues read for `repo` (`owner/name`): its number, when

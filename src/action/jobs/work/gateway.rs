@@ -115,7 +115,7 @@ pub(super) async fn start(
 
 /// What the gateway saw of the providers' rate limits (the worker's and the reviewer's
 /// requests): the conductor holds new work for a limited provider from it.
-pub(super) fn rate_limits(served: Option<&Served>) -> Vec<crate::pure::gateway::held::Limited> {
+pub(super) fn rate_limits(served: Option<&Served>) -> Vec<crate::pure::usage::limited::Limited> {
     served
         .map(|s| s.gateway.watch().borrow().rate_limits.clone())
         .unwrap_or_default()

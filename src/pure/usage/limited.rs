@@ -1,0 +1,85 @@
+//! What an attempt's gateway saw of each provider's rate limit: the provider's 429 and 529
+//! answers and the latest instant a `retry-after` held its requests until ([`Limited`], an
+//! attempt record's `rateLimits`), counted as they come ([`saw`]) and read back from an
+//! untrusted record leniently ([`lenient`], [`checked`]). `gateway::held` keeps the hold per
+//! provider from them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pure::gateway::Provider;
+
+/// What one attempt's gateway saw of one provider's rate limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limited {
+    pub provider: Provider,
+    /// How many of its answers were a 429 or a 529.
+    pub answers: u32,
+    /// The latest instant (UTC, `2026-11-29T04:12:30Z`) a `retry-after` of its held the
+    /// provider's requests until; absent when none said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
+}
+
+/// Counts one 429 or 529 answer of `provider` in `seen`, and `until`, the instant its
+/// `retry-after` holds the provider until (a later one wins).
+pub fn saw(seen: &mut Vec<Limited>, provider: Provider, until: Option<jiff::Timestamp>) {
+    if !seen.iter().any(|l| l.provider == provider) {
+        seen.push(Limited {
+            provider,
+            answers: 0,
+            held_until: None,
+        });
+        seen.sort_by_key(|l| l.provider);
+    }
+    let Some(l) = seen.iter_mut().find(|l| l.provider == provider) else {
+        return;
+    };
+    l.answers = l.answers.saturating_add(1);
+    if let Some(until) = until {
+        let later = instant(l.held_until.as_deref()).is_none_or(|before| until > before);
+        if later {
+            l.held_until = Some(super::timestamp(until));
+        }
+    }
+}
+
+/// An instant a record wrote (`2026-11-29T04:12:30Z`), when it parses.
+pub fn instant(s: Option<&str>) -> Option<jiff::Timestamp> {
+    s?.trim().parse().ok()
+}
+
+/// `seen` as a record keeps it: one entry per provider (the first), in provider order, a
+/// held-until that does not parse dropped and the others written to the second.
+pub fn checked(seen: &[Limited]) -> Vec<Limited> {
+    let mut out: Vec<Limited> = Vec::new();
+    for l in seen {
+        if out.iter().any(|o| o.provider == l.provider) {
+            continue;
+        }
+        out.push(Limited {
+            provider: l.provider,
+            answers: l.answers,
+            held_until: instant(l.held_until.as_deref()).map(super::timestamp),
+        });
+    }
+    out.sort_by_key(|l| l.provider);
+    out
+}
+
+/// Reads a record's `rateLimits` leniently (serde's `deserialize_with`): anything but a list
+/// is none, an entry that is not a [`Limited`] (a provider dagexec does not know) is
+/// skipped, and the rest is [`checked`] — a hostile field never makes the whole record
+/// unreadable.
+pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Limited>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    let serde_json::Value::Array(items) = value else {
+        return Ok(Vec::new());
+    };
+    let read: Vec<Limited> = items
+        .into_iter()
+        .take(Provider::ALL.len() * 4)
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect();
+    Ok(checked(&read))
+}
