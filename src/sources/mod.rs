@@ -18,10 +18,9 @@
 //!
 //! The formats: [`speckit`] (Spec Kit `tasks.md`), [`taskmaster`] (Taskmaster
 //! `.taskmaster/tasks/tasks.json`), [`kiro`] (Kiro and cc-sdd `.kiro/specs/<feature>/tasks.md`).
-//! A new format is a module implementing [`Reader`] (its names, a plan from the text, the
-//! text with the completed IDs marked done) and a [`Format`] variant in the tables below
-//! (its reader, how its file is recognised and found); everything else is shared
-//! ([`generated`]). A format that declares no files gives its tasks none: no declared file, no
+//! A new format is a module implementing [`Reader`] (its names and usual place, which files
+//! it claims, a plan from the text, the text with the completed IDs marked done) and a
+//! [`Format`] variant naming that reader; everything else is shared ([`generated`]). A format that declares no files gives its tasks none: no declared file, no
 //! assumed conflict — two tasks that do change one file are integrated one after the other,
 //! and one whose patch no longer applies is retried from the integrated tree.
 
@@ -36,7 +35,7 @@ pub mod taskmaster;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Names, Problem, Reader, Unit};
+pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
@@ -54,52 +53,37 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format of the file `--plan` names, by its name and place: a `tasks.md` under
-    /// `.kiro/specs/` is Kiro's, any other Markdown file Spec Kit's; `tasks.json` under
-    /// `.taskmaster/` (or any `tasks.json` that is not a dagexec plan) is Taskmaster's.
+    /// The format of the file `--plan` names, by its name and place: the one whose reader
+    /// claims it ([`Reader::claims`]: a `tasks.md` under `.kiro/specs/` is Kiro's, any other
+    /// Markdown file Spec Kit's; `tasks.json` under `.taskmaster/`, or any `tasks.json` that
+    /// is not a dagexec plan, is Taskmaster's).
     pub fn detect(path: &Path) -> Option<Format> {
-        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        // Its place is where it really is (`--plan tasks.md` given inside `.kiro/specs/x/`).
-        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        let parts: Vec<String> = real
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let under = |dir: &str, next: &str| parts.windows(2).any(|w| w[0] == dir && w[1] == next);
-        match ext.as_str() {
-            "md" if under(".kiro", "specs") => Some(Format::Kiro),
-            "md" => Some(Format::SpecKit),
-            "json" if parts.iter().any(|p| p == ".taskmaster") => Some(Format::Taskmaster),
-            "json" if path.file_name().is_some_and(|n| n == "tasks.json") => {
-                // A dagexec plan named tasks.json stays a plan.
-                let head = std::fs::read(path).unwrap_or_default();
-                let head = String::from_utf8_lossy(&head[..head.len().min(4096)]).into_owned();
-                (!head.contains("\"schemaVersion\"")).then_some(Format::Taskmaster)
-            }
-            _ => None,
-        }
+        let place = generated::Place::of(path);
+        Format::ALL.into_iter().find(|f| f.reader().claims(&place))
     }
 
-    /// The task lists in their usual places under `root` (repository-relative, sorted):
-    /// `.taskmaster/tasks/tasks.json`, `.kiro/specs/*/tasks.md`, `specs/*/tasks.md`. Links are
+    /// The task lists in their usual places under `root` (repository-relative; by format in
+    /// [`Format::ALL`]'s order, then sorted): `.taskmaster/tasks/tasks.json`,
+    /// `.kiro/specs/*/tasks.md`, `specs/*/tasks.md` ([`generated::Names::usual`]). Links are
     /// not followed.
     pub fn find(root: &Path) -> Vec<(Format, String)> {
         let file = |rel: &str| std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_file());
         let mut out = Vec::new();
-        if file(".taskmaster/tasks/tasks.json") {
-            out.push((
-                Format::Taskmaster,
-                ".taskmaster/tasks/tasks.json".to_string(),
-            ));
-        }
-        for (format, dir) in [(Format::Kiro, ".kiro/specs"), (Format::SpecKit, "specs")] {
+        for format in Format::ALL {
+            let usual = format.reader().names().usual;
+            let Some((dir, name)) = usual.split_once("/*/") else {
+                if file(usual) {
+                    out.push((format, usual.to_string()));
+                }
+                continue;
+            };
             let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
                 continue;
             };
             let mut found: Vec<String> = entries
                 .flatten()
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| format!("{dir}/{}/tasks.md", e.file_name().to_string_lossy()))
+                .map(|e| format!("{dir}/{}/{name}", e.file_name().to_string_lossy()))
                 .filter(|rel| file(rel))
                 .collect();
             found.sort();
@@ -108,8 +92,10 @@ impl Format {
         out
     }
 
-    /// Every format, in the order a generated plan is recognised ([`Format::of_plan`]).
-    pub const ALL: [Format; 3] = [Format::SpecKit, Format::Taskmaster, Format::Kiro];
+    /// Every format: the order [`Format::find`] lists them in, and a generated plan is
+    /// recognised in ([`Format::of_plan`]; each records its own source, so the order does
+    /// not decide it).
+    pub const ALL: [Format; 3] = [Format::Taskmaster, Format::Kiro, Format::SpecKit];
 
     /// Its reader: what the format itself is; everything else is shared.
     pub fn reader(self) -> &'static dyn Reader {

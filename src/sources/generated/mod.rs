@@ -89,8 +89,10 @@ pub struct Context<'a> {
 /// made from, and its text with tasks marked done. Everything else is shared
 /// (`sources::prepare`, `sources::write_back`, `sources::own_file`, `sources::completed_ids`, …).
 pub trait Reader: Sync {
-    /// What the format is called, and how its files are named.
+    /// What the format is called, how its files are named and where they usually are.
     fn names(&self) -> Names;
+    /// Whether the file `--plan` names is of this format (no two readers claim one file).
+    fn claims(&self, place: &Place<'_>) -> bool;
     /// The plan (and task) field that records what the plan was made from: the tasks'
     /// identities (`{"tasks": [{"id", "text", "mark"}]}`) and each task's ID.
     fn field(&self) -> &'static str {
@@ -138,6 +140,44 @@ pub struct Names {
     pub label: &'static str,
     /// How the name of one of its files ends (`.json`): only such a file is written back.
     pub extension: &'static str,
+    /// Where its task lists usually are in a repository, found without `--plan`
+    /// (`specs/*/tasks.md`: `*` is any one folder; links are not followed).
+    pub usual: &'static str,
+}
+
+/// A file `--plan` names, as a reader judges whether it is of its format
+/// ([`Reader::claims`]): its name, and the folders of where it really is.
+pub struct Place<'a> {
+    pub path: &'a Path,
+    /// The file's extension, lowercased (`md`).
+    pub extension: String,
+    /// The components of its real path (`--plan tasks.md` given inside `.kiro/specs/x/` is
+    /// there).
+    pub parts: Vec<String>,
+}
+
+impl Place<'_> {
+    /// The file at `path`.
+    pub fn of(path: &Path) -> Place<'_> {
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        Place {
+            path,
+            extension: path
+                .extension()
+                .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                .unwrap_or_default(),
+            parts: real
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect(),
+        }
+    }
+
+    /// Whether it is below a folder `dir` whose child `next` it is below too (`.kiro`,
+    /// `specs`).
+    pub fn under(&self, dir: &str, next: &str) -> bool {
+        self.parts.windows(2).any(|w| w[0] == dir && w[1] == next)
+    }
 }
 
 /// `dir/name`, or `name` when `dir` is the root.

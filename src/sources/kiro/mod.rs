@@ -42,7 +42,7 @@ pub(crate) mod parse;
 
 use std::collections::BTreeSet;
 
-use super::generated::{Built, Context, Names, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 use crate::pure::plan::model::{ContextFile, Files, Plan, Status, Task};
 
 /// The spec's documents every task gets, in the order a prompt lists them.
@@ -57,7 +57,13 @@ impl Reader for Kiro {
             name: "kiro",
             label: "Kiro / cc-sdd",
             extension: ".md",
+            usual: ".kiro/specs/*/tasks.md",
         }
+    }
+
+    /// A Markdown file under `.kiro/specs/`.
+    fn claims(&self, place: &Place<'_>) -> bool {
+        place.extension == "md" && place.under(".kiro", "specs")
     }
 
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {

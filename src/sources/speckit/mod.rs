@@ -69,7 +69,7 @@ use serde_json::json;
 
 pub use parse::{Parsed, TaskLine, parse};
 
-use super::generated::{Built, Context, Names, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 use crate::pure::plan::model::{CompletedTask, Files, Plan, Status, Task};
 
 pub use super::generated::GENERATED_DIR;
@@ -165,7 +165,13 @@ impl Reader for SpecKit {
             name: "speckit",
             label: "Spec Kit",
             extension: ".md",
+            usual: "specs/*/tasks.md",
         }
+    }
+
+    /// Any Markdown file but a Kiro spec's.
+    fn claims(&self, place: &Place<'_>) -> bool {
+        place.extension == "md" && !place.under(".kiro", "specs")
     }
 
     fn field(&self) -> &'static str {

@@ -42,7 +42,7 @@ mod write;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::generated::{Built, Context, Names, Problem, Reader, Unit};
+use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 use crate::pure::plan::model::{Plan, Status, Task};
 use read::{Item, State};
 
@@ -55,7 +55,25 @@ impl Reader for Taskmaster {
             name: "taskmaster",
             label: "Taskmaster",
             extension: ".json",
+            usual: ".taskmaster/tasks/tasks.json",
         }
+    }
+
+    /// A JSON file under `.taskmaster/`, or any `tasks.json` that is not a dagexec plan.
+    fn claims(&self, place: &Place<'_>) -> bool {
+        if place.extension != "json" {
+            return false;
+        }
+        if place.parts.iter().any(|p| p == ".taskmaster") {
+            return true;
+        }
+        if place.path.file_name().is_none_or(|n| n != "tasks.json") {
+            return false;
+        }
+        // A dagexec plan named tasks.json stays a plan.
+        let head = std::fs::read(place.path).unwrap_or_default();
+        let head = String::from_utf8_lossy(&head[..head.len().min(4096)]).into_owned();
+        !head.contains("\"schemaVersion\"")
     }
 
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
