@@ -126,8 +126,8 @@ fn parse_line(line: &str, name: &str) -> Option<AgentAccount> {
 
 /// Starts `cmd` as the agent's user, when there is one (as root, std drops the
 /// supplementary groups before `setuid`), with its home and names in the environment and,
-/// while egress is restricted (`edge::egress`), the egress proxy's variables ([`route_through`]). A tokio
-/// `Command` is given as its `as_std_mut()`.
+/// while egress is restricted (`edge::egress`), the egress proxy's variables
+/// ([`route_through`]). A tokio `Command` is given as its `as_std_mut()`.
 pub fn drop_to(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     if let Some(agent) = current() {

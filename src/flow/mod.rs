@@ -219,7 +219,6 @@ pub(crate) fn stop_for_budget(
 ) -> Result<RunEnd, RunError> {
     // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
     // spending limit).
-    // The budget's own words when it is spent (`--max-cost`), else the caller's.
     let spent = opts.settings.max_cost.and_then(|b| b.exhausted(plan));
     let why = spent.unwrap_or(why);
     let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;

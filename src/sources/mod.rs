@@ -20,9 +20,10 @@
 //! `.taskmaster/tasks/tasks.json`), [`kiro`] (Kiro and cc-sdd `.kiro/specs/<feature>/tasks.md`).
 //! A new format is a module implementing [`Reader`] (its names and usual place, which files
 //! it claims, a plan from the text, the text with the completed IDs marked done) and a
-//! [`Format`] variant naming that reader; everything else is shared ([`generated`]). A format that declares no files gives its tasks none: no declared file, no
-//! assumed conflict — two tasks that do change one file are integrated one after the other,
-//! and one whose patch no longer applies is retried from the integrated tree.
+//! [`Format`] variant naming that reader; everything else is shared ([`generated`]). A
+//! format that declares no files gives its tasks none: no declared file, no assumed
+//! conflict — two tasks that do change one file are integrated one after the other, and one
+//! whose patch no longer applies is retried from the integrated tree.
 
 pub mod generated;
 pub mod issues;
