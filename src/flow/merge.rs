@@ -3,10 +3,11 @@
 //! three-way merge against the round's tree ([`RoundBuild::add_merged`], `git merge-tree` in
 //! [`crate::edge::git::RoundIndex::merge_patch`]). What happens to each result — it lands, its
 //! merge is re-checked first, it is sent back once as an uncounted *rebase* attempt, it is a
-//! failed attempt — is [`crate::pure::integration`]'s decision; this module does the I/O: the
+//! failed attempt — is [`crate::pure::integration`]'s decision, the step run by
+//! [`Ledger::integrate`] as for the Action's writers; this module's driver does the I/O: the
 //! merge, the re-check of the tasks' acceptance checks on the merged tree (in a worktree of
-//! its own: the round's temporary index does not exist while they run), the note beside the
-//! logs, the run's output. A rebase starts from the integrated tree, its prompt names the
+//! its own: the round's temporary index does not exist while they run), the landing in the
+//! round, the note beside the logs, the run's output. A rebase starts from the integrated tree, its prompt names the
 //! tasks it must build on and shows what went wrong. Nothing is published before the round
 //! commit, so a crash anywhere here leaves `HEAD` as it was and the tasks in progress for a
 //! resume.

@@ -5,6 +5,8 @@
 //! ignored), and a patch that touches what no task may change — the plan, `.github/`, the
 //! action's own files — is refused ([`refused`]) before the local runner's processor judges
 //! the rest ([`crate::pure::outcome`], and the reviewer's verdict by [`crate::pure::review::conclude`]).
+//! Under `overlap: merge`, an arrival that meets what landed is merged aside by the ledger's
+//! one sequence with the writer's I/O (`aside::merge_aside`).
 
 mod aside;
 mod integrate;

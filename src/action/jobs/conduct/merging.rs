@@ -20,7 +20,8 @@
 //!   per integration: a rebase that cannot land either is a failed attempt.
 //!
 //! Each of those decisions is the rules' ledger's (`pure::integration::Ledger`, built for the
-//! batch from the branch's plan and history); this module does the I/O.
+//! batch from the branch's plan and history), a merge aside taking the ledger's one sequence
+//! as finalize's does (`action::arrival::merge_aside`); this module does the I/O.
 //!
 //! A follow-up is on the branch before its run is dispatched, and its run is recorded as any
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not

@@ -22,10 +22,11 @@
 //! chain whose paths meet its own, those merged after it too (its record moves after the last
 //! of them, and its `onto` names them).
 //!
-//! Every one of those decisions is the rules' ledger's ([`Ledger`], the Action's half of
-//! `pure::integration`), rebuilt each part from the open round's record (who runs as a
-//! rebase, onto what, on which kept merges); this module does the I/O: the merges (trees
-//! only), the records, the plan's outcomes, the display. Everything it decides follows from
+//! Every one of those decisions is the rules' ledger's ([`Ledger::later`], rebuilt each part
+//! from the open round's record: who runs as a rebase, onto what, on which kept merges), a
+//! merge aside taking the ledger's one sequence as the conductor's does ([`merge_aside`]);
+//! this module does the I/O: the merges (trees only), the records, the plan's outcomes, the
+//! display. Everything it decides follows from
 //! the part's base and its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
