@@ -266,10 +266,10 @@ impl integration::Driver for Local<'_, '_> {
         a: &Arrival<'_>,
         tasks: Vec<usize>,
     ) -> Result<Rechecked, RunError> {
-        let index = match self.index.take() {
-            Some(index) => index,
-            None => self.build.index(self.at.repo)?,
-        };
+        let index = self
+            .index
+            .take()
+            .expect("the merge comes before its re-check");
         let snapshot = index.snapshot(self.at.repo)?;
         // No task code runs while the round's temporary index exists.
         drop(index);

@@ -496,7 +496,7 @@ impl Ledger {
     /// The tasks an attempt started at `start` that cannot land builds on, for a driver that
     /// re-checks now: those landed since its start that share `paths` (the ones at fault),
     /// else all landed since.
-    pub fn at_fault(&self, start: &Start, paths: &BTreeSet<String>) -> Vec<usize> {
+    fn at_fault(&self, start: &Start, paths: &BTreeSet<String>) -> Vec<usize> {
         let onto = self.sharing(start.since, paths);
         if onto.is_empty() {
             return self.since(start.since).map(|l| l.task).collect();

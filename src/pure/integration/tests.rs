@@ -335,6 +335,109 @@ fn the_conductor_meets_the_branchs_history_since_a_start_and_names_whoever_holds
     );
 }
 
+/// A driver that records what the ledger's sequence asked of it: its merge's outcome and its
+/// re-check's are given.
+struct Scripted {
+    merge: Merge,
+    rechecked: Rechecked,
+    calls: Vec<String>,
+}
+
+impl super::Driver for Scripted {
+    type Error = ();
+
+    fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ()> {
+        self.calls.push(format!("merge {}", a.task));
+        Ok(self.merge.clone())
+    }
+
+    fn recheck(&mut self, _: &Ledger, _: &Arrival<'_>, tasks: Vec<usize>) -> Result<Rechecked, ()> {
+        self.calls.push(format!("recheck {tasks:?}"));
+        Ok(self.rechecked.clone())
+    }
+
+    fn land(&mut self, l: &mut Ledger, changed: BTreeSet<String>) -> Result<(), ()> {
+        self.calls.push(format!("land {changed:?}"));
+        l.landed(1, changed, BTreeSet::new(), Vec::new());
+        Ok(())
+    }
+
+    fn send_back(&mut self, _: &mut Ledger, step: Step) -> Result<(), ()> {
+        self.calls.push(format!("back {step:?}"));
+        Ok(())
+    }
+}
+
+#[test]
+fn one_arrivals_sequence_calls_each_drivers_io_as_the_rules_decide() {
+    let own = set(&["a.txt"]);
+    let run = |l: &mut Ledger, start: &Start, merge: Merge, rechecked: Rechecked, meets| {
+        let mut d = Scripted {
+            merge,
+            rechecked,
+            calls: Vec::new(),
+        };
+        let step = l.integrate(&mut d, &at(1, start, &own), meets).unwrap();
+        (step, d.calls)
+    };
+    // Task 0 landed on a.txt since its start: re-checked now with task 0's checks; passed, it
+    // lands.
+    let (mut l, s) = one_landed_beside();
+    let (step, calls) = run(
+        &mut l,
+        &s,
+        clean(&["a.txt"], false),
+        Rechecked::Ran(None),
+        None,
+    );
+    assert_eq!(step, Step::Land);
+    assert_eq!(calls, ["merge 1", "recheck [1, 0]", r#"land {"a.txt"}"#]);
+    // Failed, it goes back onto the task at fault.
+    let (mut l, s) = one_landed_beside();
+    let failed = Rechecked::Ran(Some("check".into()));
+    let (step, calls) = run(&mut l, &s, clean(&["a.txt"], false), failed, None);
+    assert!(
+        matches!(&step, Step::Rebase(r) if r.onto == [0]),
+        "{step:?}"
+    );
+    assert_eq!(calls.len(), 3);
+    // Kept aside for a later job: it waits, nothing lands; too large to keep: sent back.
+    let meets = || {
+        Some(Meets {
+            checks: vec![0],
+            onto: vec![0],
+        })
+    };
+    let mut l = Ledger::later();
+    let s = part(&mut l, 1);
+    let (step, calls) = run(
+        &mut l,
+        &s,
+        clean(&["a.txt"], true),
+        Rechecked::Kept,
+        meets(),
+    );
+    assert_eq!(step, Step::Recheck { tasks: vec![0] });
+    assert_eq!(calls, ["merge 1", "recheck [0]"]);
+    let mut l = Ledger::later();
+    let too_large = Rechecked::NotKept("too large".into());
+    let (step, calls) = run(&mut l, &s, clean(&["a.txt"], true), too_large, meets());
+    assert!(
+        matches!(&step, Step::Rebase(r) if r.why == "too large"),
+        "{step:?}"
+    );
+    assert_eq!(l.building_on_aside(), vec![(1, vec![])]);
+    assert_eq!(calls.len(), 3);
+    // A conflict is never re-checked.
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict".into(),
+    };
+    let (step, calls) = run(&mut Ledger::later(), &s, conflict, Rechecked::Kept, meets());
+    assert!(matches!(step, Step::Rebase(_)));
+    assert_eq!(calls.len(), 2);
+}
+
 /// The world a run meets: each task's declared paths and the ones each of its attempts
 /// changes (some of them), the pairs that edit the same lines, the pairs where the first's
 /// change breaks the second's check (it changes a path the second declares), and which of a
