@@ -468,8 +468,9 @@ impl Ledger {
         Step::Recheck { tasks }
     }
 
-    /// Arrival `a`'s merge cannot land (at fault: `paths`, `why`): sent back onto what it
-    /// `meets`, or onto the tasks landed since its start at fault.
+    /// Arrival `a`'s merge cannot land (at fault: `paths`, `why`): not kept aside, sent back
+    /// onto what it `meets` ([`Ledger::cannot_keep`]), or onto the tasks landed since its start
+    /// at fault.
     fn cannot_merge(
         &mut self,
         a: &Arrival<'_>,
@@ -477,10 +478,10 @@ impl Ledger {
         paths: &BTreeSet<String>,
         why: String,
     ) -> Step {
-        let onto = match meets {
-            Some(m) => m.onto,
-            None => self.at_fault(a.start, paths),
-        };
+        if let Some(m) = meets {
+            return self.cannot_keep(a, m.onto, why);
+        }
+        let onto = self.at_fault(a.start, paths);
         self.refused(a, CannotLand { onto, why })
     }
 
