@@ -1,9 +1,10 @@
 //! What the Action's two writers under `overlap: merge` — finalize with a round's part, the
 //! conductor with a batch of task runs — share of an arrival that meets what landed: the
 //! ledger's one sequence ([`Ledger::integrate`]) driven with a merge kept aside. A clean merge
-//! is kept as a [`FollowUp::Recheck`] for a later job to re-check (refused when it is too large
-//! to record), a send-back is said and recorded as a conflict ([`Aside::send_back`]); each writer does
-//! only its own I/O ([`Aside`]): the merge onto its tree, where its follow-ups wait.
+//! is kept as a [`FollowUp::Recheck`] for a later job to re-check (refused when it is too
+//! large to record), a send-back is said and recorded as a conflict ([`Aside::send_back`]);
+//! each writer does only its own I/O ([`Aside`]): the merge onto its tree, where its
+//! follow-ups wait.
 
 use std::collections::BTreeSet;
 
