@@ -3,10 +3,11 @@
 //! three-way merge against the round's tree ([`RoundBuild::add_merged`], `git merge-tree` in
 //! [`crate::edge::git::RoundIndex::merge_patch`]). What happens to each result — it lands, its
 //! merge is re-checked first, it is sent back once as an uncounted *rebase* attempt, it is a
-//! failed attempt — is [`crate::pure::integration`]'s decision; this module does the I/O: the
+//! failed attempt — is [`crate::pure::integration`]'s decision, the step run by
+//! [`Ledger::integrate`] as for the Action's writers; this module's driver does the I/O: the
 //! merge, the re-check of the tasks' acceptance checks on the merged tree (in a worktree of
-//! its own: the round's temporary index does not exist while they run), the note beside the
-//! logs, the run's output. A rebase starts from the integrated tree, its prompt names the
+//! its own: the round's temporary index does not exist while they run), the landing in the
+//! round, the note beside the logs, the run's output. A rebase starts from the integrated tree, its prompt names the
 //! tasks it must build on and shows what went wrong. Nothing is published before the round
 //! commit, so a crash anywhere here leaves `HEAD` as it was and the tasks in progress for a
 //! resume.
@@ -27,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::attempt::{Judged, Pool};
 use super::integrate::{RoundBuild, not_integrated};
 use super::{RunError, Ui, failpoint};
-use crate::edge::git::{Merged, Repo};
+use crate::edge::git::{Merged, Repo, RoundIndex};
 use crate::pure::clip;
-use crate::pure::integration::{self, Ledger, Merge, Rebase, Start, Step};
+use crate::pure::integration::{self, Arrival, Ledger, Merge, Rebase, Rechecked, Step};
 use crate::pure::plan::model::{AcceptanceCriterion, Plan, Status};
 
 /// Where a merge happens: the repository, the worktrees for the re-checks, the display,
@@ -215,40 +216,114 @@ impl RoundBuild {
                 continue;
             };
             crate::flow::steps::questions::record(plan, &j);
-            match self.merge_one(at, ledger, plan, &j, &start)? {
-                None => self.decided(&j, j.verdict.status, &j.verdict.result),
-                Some(step) => self.refuse(at, ledger, plan, &j, step),
-            }
+            let own = integration::paths_of(plan, j.index, &j.touched);
+            let a = j.arrival(&start, &own);
+            let mut local = Local {
+                build: self,
+                at,
+                plan,
+                j: &j,
+                index: None,
+                patch: Vec::new(),
+            };
+            ledger.integrate(&mut local, &a, None)?;
         }
         Ok(())
     }
+}
 
-    /// Attempt `j`, which cannot land (`step`: sent back as a rebase attempt, or — rebased
-    /// once already — a failed attempt: its later attempts still have to keep the change it
-    /// was sent to build on, those tasks' checks run on them).
-    fn refuse(
+/// One completed attempt `j` integrated in the round under the ledger's rules
+/// ([`Ledger::integrate`]): this driver's I/O.
+struct Local<'x, 'a> {
+    build: &'x mut RoundBuild,
+    at: &'x Merging<'a>,
+    plan: &'x mut Plan,
+    j: &'x Judged,
+    /// The round's index the merge was made in, until the re-check drops it.
+    index: Option<RoundIndex>,
+    /// The merged patch, which rebuilds the merge on the round's tree.
+    patch: Vec<u8>,
+}
+
+impl integration::Driver for Local<'_, '_> {
+    type Error = RunError;
+
+    /// The patch, made where it started, merged three-way onto the round's index.
+    fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, RunError> {
+        let index = self.build.index(self.at.repo)?;
+        let merged = index.merge_patch(&a.start.base, (&self.j.patch).into())?;
+        let (merge, patch) = judged_merge(merged);
+        self.index = Some(index);
+        self.patch = patch;
+        Ok(merge)
+    }
+
+    /// The checks of `tasks` (a landed task's as it landed) run on the merged tree, in a
+    /// worktree of its own.
+    fn recheck(
         &mut self,
-        at: &Merging<'_>,
-        ledger: &mut Ledger,
-        plan: &mut Plan,
-        j: &Judged,
-        step: Step,
-    ) {
+        ledger: &Ledger,
+        a: &Arrival<'_>,
+        tasks: Vec<usize>,
+    ) -> Result<Rechecked, RunError> {
+        let index = self
+            .index
+            .take()
+            .expect("the merge comes before its re-check");
+        let snapshot = index.snapshot(self.at.repo)?;
+        // No task code runs while the round's temporary index exists.
+        drop(index);
+        failpoint("after-merge", self.at.round);
+        let plan = &*self.plan;
+        let who: Vec<(usize, &[AcceptanceCriterion])> = tasks
+            .into_iter()
+            .map(|k| {
+                let kept = ledger.checks_of(k).filter(|_| k != a.task);
+                (k, kept.unwrap_or(plan.tasks[k].acceptance_criteria()))
+            })
+            .collect();
+        tracing::debug!(task = a.task, checks = who.len(), "re-checking the merge");
+        let failed = recheck(self.at, &snapshot, &who)?;
+        tracing::debug!(task = a.task, passed = failed.is_none(), "re-checked");
+        Ok(Rechecked::Ran(failed))
+    }
+
+    /// The merged patch lands in the round.
+    fn land(&mut self, ledger: &mut Ledger, changed: BTreeSet<String>) -> Result<(), RunError> {
+        let j = self.j;
+        let patch = std::mem::take(&mut self.patch);
+        self.build
+            .accepted
+            .push(crate::edge::git::Patch::Bytes(patch));
+        let mut touched: BTreeSet<String> = j.touched.iter().cloned().collect();
+        touched.extend(changed);
+        self.build.applied.push((j.index, touched.clone()));
+        landed(ledger, self.plan, j.index, touched);
+        self.build.decided(j, j.verdict.status, &j.verdict.result);
+        Ok(())
+    }
+
+    /// The attempt cannot land (`step`: sent back as a rebase attempt, or — rebased once
+    /// already — a failed attempt: its later attempts still have to keep the change it was
+    /// sent to build on, those tasks' checks run on them): its note beside the logs, its
+    /// record a conflict, the run's output.
+    fn send_back(&mut self, ledger: &mut Ledger, step: Step) -> Result<(), RunError> {
+        let (at, j) = (self.at, self.j);
         let (again, why) = match &step {
             Step::Rebase(r) => (false, r.why.as_str()),
             Step::Fail { why } => (true, why.as_str()),
-            Step::Land | Step::Recheck { .. } => return,
+            Step::Land | Step::Recheck { .. } => return Ok(()),
         };
         keep_note(at, j, again, why);
-        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+        crate::pure::usage::amend(self.plan, j.index, j.attempt, |r| {
             r.outcome = crate::pure::usage::Outcome::Conflict;
         });
         let Step::Rebase(Rebase { onto, why, .. }) = step else {
             let why = format!("it cannot be merged after its rebase: {why}");
             let (status, result) = not_integrated(j, &why, at.ui);
             ledger.failed(j.index, status != Status::Pending);
-            self.decided(j, status, &result);
-            return;
+            self.build.decided(j, status, &result);
+            return Ok(());
         };
         at.ui.say(format!(
             "  task {}: attempt {} cannot be merged onto {} ({}); it runs again as a rebase attempt from the integrated tree",
@@ -257,52 +332,7 @@ impl RoundBuild {
             integration::names(&onto),
             crate::pure::sanitize::line(&clip::chars(why.lines().next().unwrap_or_default(), 300))
         ));
-    }
-
-    /// Merges one completed patch made where it started (`start`) and re-checks the merge
-    /// when the ledger says so: `None` when it landed, else the step that sends it back.
-    fn merge_one(
-        &mut self,
-        at: &Merging<'_>,
-        ledger: &mut Ledger,
-        plan: &Plan,
-        j: &Judged,
-        start: &Start,
-    ) -> Result<Option<Step>, RunError> {
-        let index = self.index(at.repo)?;
-        let (merge, patch) = judged_merge(index.merge_patch(&start.base, (&j.patch).into())?);
-        let changed = match &merge {
-            Merge::Clean { changed, .. } => changed.clone(),
-            Merge::Conflict { .. } => BTreeSet::new(),
-        };
-        let own = integration::paths_of(plan, j.index, &j.touched);
-        let mut step = ledger.merged(j.index, j.attempt, start, &own, merge);
-        if let Step::Recheck { tasks } = step.clone() {
-            let snapshot = index.snapshot(at.repo)?;
-            // No task code runs while the round's temporary index exists.
-            drop(index);
-            failpoint("after-merge", at.round);
-            let who: Vec<(usize, &[AcceptanceCriterion])> = tasks
-                .into_iter()
-                .map(|k| {
-                    let kept = ledger.checks_of(k).filter(|_| k != j.index);
-                    (k, kept.unwrap_or(plan.tasks[k].acceptance_criteria()))
-                })
-                .collect();
-            tracing::debug!(task = j.index, checks = who.len(), "re-checking the merge");
-            let failed = recheck(at, &snapshot, &who)?;
-            tracing::debug!(task = j.index, passed = failed.is_none(), "re-checked");
-            step = ledger.rechecked(j.index, j.attempt, start, &changed, failed);
-        }
-        if step != Step::Land {
-            return Ok(Some(step));
-        }
-        self.accepted.push(crate::edge::git::Patch::Bytes(patch));
-        let mut touched: BTreeSet<String> = j.touched.iter().cloned().collect();
-        touched.extend(changed);
-        self.applied.push((j.index, touched.clone()));
-        landed(ledger, plan, j.index, touched);
-        Ok(None)
+        Ok(())
     }
 }
 

@@ -21,8 +21,8 @@
 //!
 //! On the Action a re-check runs in a later job, so a clean merge is kept aside until it
 //! passed: a result whose paths (changed or declared) meet what landed since its base or a
-//! merge kept aside is merged aside and re-checked ([`Ledger::meeting`],
-//! [`Ledger::merged_aside`]); the kept merges form a chain that lands as far as its re-checks
+//! merge kept aside is merged aside and re-checked ([`Ledger::meeting`], [`Ledger::merged`]
+//! with what it [`Meets`]); the kept merges form a chain that lands as far as its re-checks
 //! passed, the rest merged again ([`Ledger::chain_rechecked`]); a rebase that started with
 //! merges kept aside lands as its job judged it when they all landed, and one of them that did
 //! not land sends it back once more rather than failing it ([`Ledger::refused`]).
@@ -30,12 +30,18 @@
 //! The conductor judges against the branch's history instead: every task landed before, by
 //! what it declares, and what the branch changed since a run's base ([`Ledger::meeting_history`]).
 //!
-//! Three drivers ask it and do only their I/O: the local executor (`flow::merge`, its ledger
-//! kept in the git directory at each decision and read back by a resume:
-//! [`Ledger::after_crash`]), the Action's finalize (`action::jobs::finalize::merging`, its ledger
-//! rebuilt each part from the open round's record) and the conductor
-//! (`action::jobs::conduct::merging`, its ledger built for each batch from the branch's plan
-//! and history).
+//! One set of transitions serves every driver: [`Ledger::merged`] (a merge's outcome),
+//! [`Ledger::rechecked`] (a re-check's), [`Ledger::refused`] (the send-back rule), and the
+//! sequence of one arrival is written once, [`Ledger::integrate`]: merge, re-check (now, or
+//! kept aside for a later job), land or send back, each step's I/O through the driver's
+//! [`Driver`]. Three drivers implement it and do only their I/O: the local executor
+//! (`flow::merge`, re-checking inline, its ledger kept in the git directory at each decision
+//! and read back by a resume: [`Ledger::after_crash`]), the Action's finalize
+//! (`action::jobs::finalize::merging`, its ledger rebuilt each part from the open round's
+//! record: [`Ledger::later`]) and the conductor (`action::jobs::conduct::merging`, its ledger
+//! built for each batch from the branch's plan and history). What each asks before a merge
+//! differs with where it judges: the local executor merges every completed change; the Action's
+//! drivers merge only what [`Ledger::meeting`] / [`Ledger::meeting_history`] says it meets.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -101,22 +107,6 @@ pub fn names(tasks: &[usize]) -> String {
         .join(", ")
 }
 
-/// The send-back rule, for every driver: task `task`'s attempt `attempt` `cannot` land; the
-/// first time in an integration it runs again as an uncounted rebase onto `cannot.onto`,
-/// and after its rebase (`again`) it is a failed attempt.
-pub fn send_back(task: usize, attempt: u32, cannot: CannotLand, again: bool) -> Step {
-    let CannotLand { onto, why } = cannot;
-    if again {
-        return Step::Fail { why };
-    }
-    Step::Rebase(Rebase {
-        task,
-        attempt,
-        onto,
-        why,
-    })
-}
-
 /// What landed, who is running from where, and who was sent back: everything the rules read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -151,6 +141,54 @@ pub struct Ledger {
     /// the later ones were re-checked beside a change that does not land.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     broken: bool,
+    /// Its driver re-checks in a later job ([`Ledger::later`]): a task sent back is recorded
+    /// with its paths (what its rebase builds on is known once the integration ends), not asked
+    /// for. Never kept: such a ledger is rebuilt from the driver's record each time.
+    #[serde(skip)]
+    later: bool,
+}
+
+/// What an arrival meets, for a driver that merges it aside and re-checks it in a later job:
+/// the tasks whose checks its re-check runs with, and those it builds on when sent back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meets {
+    pub checks: Vec<usize>,
+    pub onto: Vec<usize>,
+}
+
+/// How a clean merge's re-check went ([`Driver::recheck`]): it ran now and passed (`None`) or
+/// failed, saying why; or it was kept aside for a later job's re-check; or it could not be
+/// kept (why: a merge too large to record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rechecked {
+    Ran(Option<String>),
+    Kept,
+    NotKept(String),
+}
+
+/// A driver's I/O for one arrival, in the order [`Ledger::integrate`] calls it: the three-way
+/// merge onto its tree (landing nothing), the re-check (run now, or kept for a later job),
+/// then the landing or the send-back. The rules between those steps are the ledger's.
+pub trait Driver {
+    type Error;
+    /// The arrival's change merged three-way onto the driver's tree, without landing.
+    fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, Self::Error>;
+    /// The merge re-checked with the checks of `tasks` ([`Step::Recheck`]).
+    fn recheck(
+        &mut self,
+        ledger: &Ledger,
+        a: &Arrival<'_>,
+        tasks: Vec<usize>,
+    ) -> Result<Rechecked, Self::Error>;
+    /// The merge lands, changing `changed` on the tree; the driver tells the ledger
+    /// ([`Ledger::landed`]). A driver that keeps its merges aside lands none here (each lands
+    /// after its re-check, in a later integration).
+    fn land(&mut self, ledger: &mut Ledger, changed: BTreeSet<String>) -> Result<(), Self::Error> {
+        let _ = (ledger, changed);
+        Ok(())
+    }
+    /// It cannot land: `step` is [`Step::Rebase`] or [`Step::Fail`].
+    fn send_back(&mut self, ledger: &mut Ledger, step: Step) -> Result<(), Self::Error>;
 }
 
 /// A task and its paths (changed or declared): a merge kept aside, or a task sent back.
@@ -170,8 +208,8 @@ pub struct Landed {
     pub declared: BTreeSet<String>,
 }
 
-/// An attempt as a driver whose re-check runs in a later job asks about it: its task, the
-/// attempt it continues, where it started and the paths it owns (changed or declared).
+/// An attempt as a driver asks about it: its task, the attempt it continues, where it started
+/// and the paths it owns (changed or declared).
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival<'a> {
     pub task: usize,
@@ -229,8 +267,8 @@ pub enum Merge {
 pub enum Step {
     /// It lands now.
     Land,
-    /// Merged cleanly: the acceptance checks of these tasks (its own first) must pass on the
-    /// merged tree before it lands ([`Ledger::rechecked`]).
+    /// Merged cleanly: the acceptance checks of these tasks (its own first, for a driver that
+    /// re-checks now) must pass on the merged tree before it lands ([`Ledger::rechecked`]).
     Recheck { tasks: Vec<usize> },
     /// It cannot land and runs again as an uncounted rebase attempt
     /// ([`Ledger::take_asked`] starts it).
@@ -241,6 +279,15 @@ pub enum Step {
 }
 
 impl Ledger {
+    /// The ledger of a driver whose re-check runs in a later job (the Action's finalize and
+    /// conductor): a clean merge is kept aside, a task sent back is recorded with its paths.
+    pub fn later() -> Ledger {
+        Ledger {
+            later: true,
+            ..Ledger::default()
+        }
+    }
+
     /// Attempt of `task` starts from `base`; whether it is a rebase attempt.
     pub fn start(&mut self, task: usize, base: &str) -> bool {
         let rebase = self.next_is_rebase.remove(&task);
@@ -350,33 +397,70 @@ impl Ledger {
         self.checks.get(&task).map(Vec::as_slice)
     }
 
-    /// What a merge of `task`'s completed change (started at `start`, owning `own`: the paths
-    /// it declares or changed) came to decides its next step: a conflict or a foreign path
-    /// sends it back; a clean merge lands, or is re-checked first when it combined work, meets
-    /// a path a task landed since its start holds, or is a rebase's.
-    pub fn merged(
+    /// One arrival `a` integrated through its driver `d` (the driver's I/O, the ledger's
+    /// rules): merged onto the driver's tree; a clean merge lands, or is re-checked first —
+    /// now, or kept aside for a later job's re-check; what cannot land is sent back. `meets`:
+    /// what it meets, for a driver that merges aside ([`Ledger::merged`]). Returns the step
+    /// taken: [`Step::Land`] landed, [`Step::Recheck`] kept aside, [`Step::Rebase`] sent back,
+    /// [`Step::Fail`] a failed attempt.
+    pub fn integrate<D: Driver>(
         &mut self,
-        task: usize,
-        attempt: u32,
-        start: &Start,
-        own: &BTreeSet<String>,
-        merge: Merge,
-    ) -> Step {
+        d: &mut D,
+        a: &Arrival<'_>,
+        meets: Option<Meets>,
+    ) -> Result<Step, D::Error> {
+        let merge = d.merge(a)?;
+        let changed = match &merge {
+            Merge::Clean { changed, .. } => changed.clone(),
+            Merge::Conflict { .. } => BTreeSet::new(),
+        };
+        let onto = meets.as_ref().map(|m| m.onto.clone());
+        let mut step = self.merged(a, merge, meets);
+        if let Step::Recheck { tasks } = &step {
+            step = match d.recheck(self, a, tasks.clone())? {
+                Rechecked::Kept => return Ok(step),
+                Rechecked::NotKept(why) => self.cannot_keep(a, onto.unwrap_or_default(), why),
+                Rechecked::Ran(failed) => {
+                    let onto = onto.unwrap_or_else(|| self.at_fault(a.start, &changed));
+                    self.rechecked(a, onto, failed)
+                }
+            };
+        }
+        match &step {
+            Step::Land => d.land(self, changed)?,
+            Step::Rebase(_) | Step::Fail { .. } => d.send_back(self, step.clone())?,
+            Step::Recheck { .. } => {}
+        }
+        Ok(step)
+    }
+
+    /// What a merge of arrival `a`'s completed change came to decides its next step: a
+    /// conflict or a path it does not own sends it back (onto `meets.onto`, else onto the tasks
+    /// landed since its start at fault: [`Ledger::at_fault`]). A clean merge, for a driver that
+    /// merges aside beside what it `meets`, is kept aside and re-checked with the checks of
+    /// `meets.checks`; for one that re-checks now, it lands, or is re-checked first when it
+    /// combined work, meets a path a task landed since its start holds, or is a rebase's.
+    pub fn merged(&mut self, a: &Arrival<'_>, merge: Merge, meets: Option<Meets>) -> Step {
         let (changed, combined) = match merge {
-            Merge::Conflict { files, why } => {
-                return self.cannot_land(task, attempt, start, &files, why);
-            }
+            Merge::Conflict { files, why } => return self.cannot_merge(a, meets, &files, why),
             Merge::Clean { changed, combined } => (changed, combined),
         };
-        if let Some((paths, why)) = foreign(task, &changed, own) {
-            return self.cannot_land(task, attempt, start, &paths, why);
+        if let Some((paths, why)) = foreign(a.task, &changed, a.own) {
+            return self.cannot_merge(a, meets, &paths, why);
         }
-        let onto = self.rebased.get(&task);
-        let sharing = self.sharing(start.since, &changed);
+        if let Some(m) = meets {
+            self.aside.push(TaskPaths {
+                task: a.task,
+                paths: a.own.clone(),
+            });
+            return Step::Recheck { tasks: m.checks };
+        }
+        let onto = self.rebased.get(&a.task);
+        let sharing = self.sharing(a.start.since, &changed);
         if !combined && onto.is_none() && sharing.is_empty() {
             return Step::Land;
         }
-        let mut tasks = vec![task];
+        let mut tasks = vec![a.task];
         tasks.extend(sharing);
         tasks.extend(onto.into_iter().flatten());
         let mut seen = BTreeSet::new();
@@ -384,44 +468,41 @@ impl Ledger {
         Step::Recheck { tasks }
     }
 
-    /// The re-check of `task`'s merge (changing `changed`) passed (`failed` is `None`) or
-    /// failed, saying why: it lands, or it is sent back.
-    pub fn rechecked(
+    /// Arrival `a`'s merge cannot land (at fault: `paths`, `why`): not kept aside, sent back
+    /// onto what it `meets` ([`Ledger::cannot_keep`]), or onto the tasks landed since its start
+    /// at fault.
+    fn cannot_merge(
         &mut self,
-        task: usize,
-        attempt: u32,
-        start: &Start,
-        changed: &BTreeSet<String>,
-        failed: Option<String>,
-    ) -> Step {
-        match failed {
-            None => Step::Land,
-            Some(why) => self.cannot_land(task, attempt, start, changed, why),
-        }
-    }
-
-    /// `task`'s attempt cannot land (at fault: `paths`): the first time in this integration it
-    /// is sent back as a rebase onto the tasks landed since its start that share those paths
-    /// (else all landed since), uncounted; after that it is a failed attempt.
-    fn cannot_land(
-        &mut self,
-        task: usize,
-        attempt: u32,
-        start: &Start,
+        a: &Arrival<'_>,
+        meets: Option<Meets>,
         paths: &BTreeSet<String>,
         why: String,
     ) -> Step {
-        let mut onto = self.sharing(start.since, paths);
+        if let Some(m) = meets {
+            return self.cannot_keep(a, m.onto, why);
+        }
+        let onto = self.at_fault(a.start, paths);
+        self.refused(a, CannotLand { onto, why })
+    }
+
+    /// The re-check of arrival `a`'s merge passed (`failed` is `None`) or failed, saying why:
+    /// it lands, or it is sent back onto `onto` ([`Ledger::refused`]).
+    pub fn rechecked(&mut self, a: &Arrival<'_>, onto: Vec<usize>, failed: Option<String>) -> Step {
+        match failed {
+            None => Step::Land,
+            Some(why) => self.refused(a, CannotLand { onto, why }),
+        }
+    }
+
+    /// The tasks an attempt started at `start` that cannot land builds on, for a driver that
+    /// re-checks now: those landed since its start that share `paths` (the ones at fault),
+    /// else all landed since.
+    fn at_fault(&self, start: &Start, paths: &BTreeSet<String>) -> Vec<usize> {
+        let onto = self.sharing(start.since, paths);
         if onto.is_empty() {
-            onto = self.since(start.since).map(|l| l.task).collect();
+            return self.since(start.since).map(|l| l.task).collect();
         }
-        let again = self.rebased.contains_key(&task);
-        let step = send_back(task, attempt, CannotLand { onto, why }, again);
-        if let Step::Rebase(r) = &step {
-            self.rebased.insert(task, r.onto.clone());
-            self.asked.push(r.clone());
-        }
-        step
+        onto
     }
 
     /// A failed attempt of `task` ([`Step::Fail`]) is decided: `for_good` when it will not
@@ -458,7 +539,7 @@ impl Ledger {
 
     /// The tasks landed since `start` and then the changes kept aside whose paths (changed or
     /// declared) meet `own`: none, and the attempt lands as under `serial`; else, for a driver
-    /// that re-checks in a later job, it is merged aside beside them ([`Ledger::merged_aside`])
+    /// that re-checks in a later job, it is merged aside beside them ([`Ledger::merged`])
     /// and their checks run with its own.
     pub fn meeting(&self, start: &Start, own: &BTreeSet<String>) -> Vec<usize> {
         let mut tasks = self.sharing(start.since, own);
@@ -486,34 +567,6 @@ impl Ledger {
     /// job judged it: they all landed and nothing else that landed meets it (`meeting`).
     pub fn lands_as_built(&self, start: &Start, meeting: &[usize]) -> bool {
         self.not_landed(start).is_empty() && meeting.iter().all(|k| start.built_on.contains(k))
-    }
-
-    /// What a merge of attempt `a`'s change aside — onto what landed and the changes kept
-    /// aside, without landing — came to, for a driver whose re-check runs in a later job: a
-    /// clean merge is kept aside and re-checked with the checks of `checks`
-    /// ([`Step::Recheck`]); a conflict or a path it does not own sends it back onto `onto`
-    /// ([`Ledger::cannot_keep`]).
-    pub fn merged_aside(
-        &mut self,
-        a: &Arrival<'_>,
-        checks: Vec<usize>,
-        onto: Vec<usize>,
-        merge: Merge,
-    ) -> Step {
-        let why = match merge {
-            Merge::Conflict { why, .. } => why,
-            Merge::Clean { changed, .. } => {
-                let Some((_, why)) = foreign(a.task, &changed, a.own) else {
-                    self.aside.push(TaskPaths {
-                        task: a.task,
-                        paths: a.own.clone(),
-                    });
-                    return Step::Recheck { tasks: checks };
-                };
-                why
-            }
-        };
-        self.cannot_keep(a, onto, why)
     }
 
     /// Attempt `a`'s merge cannot be kept aside (`why`: a conflict, a path it does not own, a
@@ -552,21 +605,34 @@ impl Ledger {
         Some(onto.into_iter().collect())
     }
 
-    /// Attempt `a` `cannot` land, for a driver whose re-check runs in a later job: an
-    /// uncounted rebase onto `cannot.onto`, or — when it ran as a rebase and every change kept
-    /// aside it started with landed — a failed attempt (one of those that did not land may be
-    /// at fault, so it goes back once more).
+    /// Attempt `a` `cannot` land: the first time in this integration an uncounted rebase onto
+    /// `cannot.onto`, asked for ([`Ledger::take_asked`]) — or, for a driver that re-checks in a
+    /// later job, recorded with its paths ([`Ledger::building_on_aside`]); after that a failed
+    /// attempt, unless it ran as a rebase beside changes kept aside that did not land (one of
+    /// those may be at fault, so it goes back once more).
     pub fn refused(&mut self, a: &Arrival<'_>, cannot: CannotLand) -> Step {
         let again = self.rebased.contains_key(&a.task) && self.not_landed(a.start).is_empty();
-        self.back.push(TaskPaths {
-            task: a.task,
-            paths: a.own.clone(),
-        });
-        let step = send_back(a.task, a.attempt, cannot, again);
-        if let Step::Rebase(r) = &step {
-            self.rebased.insert(a.task, r.onto.clone());
+        if self.later {
+            self.back.push(TaskPaths {
+                task: a.task,
+                paths: a.own.clone(),
+            });
         }
-        step
+        let CannotLand { onto, why } = cannot;
+        if again {
+            return Step::Fail { why };
+        }
+        self.rebased.insert(a.task, onto.clone());
+        let r = Rebase {
+            task: a.task,
+            attempt: a.attempt,
+            onto,
+            why,
+        };
+        if !self.later {
+            self.asked.push(r.clone());
+        }
+        Step::Rebase(r)
     }
 
     /// The previous chain's next candidate `a`, whose job re-checked its merge (`passed`: `Ok`,
@@ -588,14 +654,9 @@ impl Ledger {
         if self.broken {
             return None;
         }
-        match passed {
-            Ok(()) => Some(Step::Land),
-            Err(why) => {
-                self.broken = true;
-                let onto = checks.to_vec();
-                Some(self.refused(a, CannotLand { onto, why }))
-            }
-        }
+        let failed = passed.err();
+        self.broken = failed.is_some();
+        Some(self.rechecked(a, checks.to_vec(), failed))
     }
 
     /// The checks a chain candidate merged again runs with: those of its last re-check whose

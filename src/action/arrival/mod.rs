@@ -5,9 +5,13 @@
 //! ignored), and a patch that touches what no task may change — the plan, `.github/`, the
 //! action's own files — is refused ([`refused`]) before the local runner's processor judges
 //! the rest ([`crate::pure::outcome`], and the reviewer's verdict by [`crate::pure::review::conclude`]).
+//! Under `overlap: merge`, an arrival that meets what landed is merged aside by the ledger's
+//! one sequence with the writer's I/O (`aside::merge_aside`).
 
+mod aside;
 mod integrate;
 
+pub(crate) use aside::{Aside, merge_aside};
 pub(crate) use integrate::{Integrator, commit_round, done_stop, integrate, prepare_arrivals};
 
 use std::collections::BTreeMap;
@@ -472,33 +476,6 @@ pub(crate) fn rechecked_lands(repo: &Repo, j: &mut Judged, patch: Vec<u8>, base:
         "  task {}: attempt {}'s merge passed its re-check",
         j.index, j.attempt
     ));
-}
-
-/// Attempt `j`, sent back by the rules (`step`, [`crate::action::rounds::sent_back`]) and said
-/// (`later`: when its rebase runs): the rebase it runs again as and its task's result until
-/// then, or `None` for a failed attempt (decided as any).
-pub(crate) fn send_back(
-    plan: &mut plan::model::Plan,
-    j: &mut Judged,
-    step: crate::pure::integration::Step,
-    ui: &Ui,
-    later: &str,
-) -> Option<(crate::action::rounds::FollowUp, String)> {
-    use crate::pure::integration::Step;
-    let onto = match &step {
-        Step::Rebase(r) => crate::pure::integration::names(&r.onto),
-        Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
-    };
-    let (f, line) = crate::action::rounds::sent_back(plan, j, step)?;
-    ui.say(format!(
-        "  task {}: attempt {} cannot land beside {onto} ({line}); it runs again as a rebase attempt from the integrated tree{later}",
-        j.index, j.attempt
-    ));
-    let result = format!(
-        "attempt {} runs again as a rebase attempt: {line}",
-        j.attempt
-    );
-    Some((f, result))
 }
 
 #[cfg(test)]

@@ -123,6 +123,20 @@ impl Judged {
         record.network.clone_from(&self.network);
         Some(record)
     }
+
+    /// This attempt as `overlap: merge`'s rules ask about it: started at `start`, owning `own`.
+    pub(crate) fn arrival<'a>(
+        &self,
+        start: &'a crate::pure::integration::Start,
+        own: &'a std::collections::BTreeSet<String>,
+    ) -> crate::pure::integration::Arrival<'a> {
+        crate::pure::integration::Arrival {
+            task: self.index,
+            attempt: self.attempt,
+            start,
+            own,
+        }
+    }
 }
 
 /// One attempt to start: its task, its number (already counted in the plan) and, for a

@@ -30,7 +30,11 @@ fn one_landed_beside() -> (Ledger, Start) {
 #[test]
 fn a_change_that_meets_nothing_landed_since_its_start_lands_without_a_recheck() {
     let (mut l, start) = one_landed_beside();
-    let step = l.merged(1, 1, &start, &set(&["b.txt"]), clean(&["b.txt"], false));
+    let step = l.merged(
+        &at(1, &start, &set(&["b.txt"])),
+        clean(&["b.txt"], false),
+        None,
+    );
     assert_eq!(step, Step::Land);
 }
 
@@ -38,9 +42,9 @@ fn a_change_that_meets_nothing_landed_since_its_start_lands_without_a_recheck() 
 fn a_merge_into_a_path_landed_since_is_rechecked_with_that_tasks_checks() {
     let (mut l, start) = one_landed_beside();
     let own = set(&["a.txt"]);
-    let step = l.merged(1, 1, &start, &own, clean(&["a.txt"], false));
+    let step = l.merged(&at(1, &start, &own), clean(&["a.txt"], false), None);
     assert_eq!(step, Step::Recheck { tasks: vec![1, 0] });
-    let passed = l.rechecked(1, 1, &start, &own, None);
+    let passed = l.rechecked(&at(1, &start, &own), l.at_fault(&start, &own), None);
     assert_eq!(passed, Step::Land);
 }
 
@@ -51,7 +55,7 @@ fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_faile
         files: set(&["a.txt"]),
         why: "conflict in a.txt".into(),
     };
-    let step = l.merged(1, 1, &start, &set(&["a.txt"]), conflict.clone());
+    let step = l.merged(&at(1, &start, &set(&["a.txt"])), conflict.clone(), None);
     let rebase = Rebase {
         task: 1,
         attempt: 1,
@@ -70,11 +74,15 @@ fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_faile
 fn assert_a_rebase_builds_on_task_0_and_goes_back_no_more(l: &mut Ledger, start: &Start) {
     let own = set(&["a.txt"]);
     assert_eq!(
-        l.merged(1, 1, start, &own, clean(&["a.txt"], false)),
+        l.merged(&at(1, start, &own), clean(&["a.txt"], false), None),
         Step::Recheck { tasks: vec![1, 0] }
     );
     assert_eq!(
-        l.rechecked(1, 1, start, &own, Some("check fails".into())),
+        l.rechecked(
+            &at(1, start, &own),
+            l.at_fault(start, &own),
+            Some("check fails".into())
+        ),
         Step::Fail {
             why: "check fails".into()
         }
@@ -85,11 +93,9 @@ fn assert_a_rebase_builds_on_task_0_and_goes_back_no_more(l: &mut Ledger, start:
 fn a_path_the_task_does_not_declare_sends_it_back() {
     let (mut l, start) = one_landed_beside();
     let step = l.merged(
-        1,
-        1,
-        &start,
-        &set(&["b.txt"]),
+        &at(1, &start, &set(&["b.txt"])),
         clean(&["b.txt", "c.txt"], true),
+        None,
     );
     let Step::Rebase(r) = step else {
         panic!("{step:?}")
@@ -109,7 +115,7 @@ fn one_sent_back() -> Ledger {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
-    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
+    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, None);
     assert_eq!(l.take_asked().len(), 1);
     l
 }
@@ -164,7 +170,14 @@ fn after_a_crash_what_landed_without_its_commit_did_not_land_nor_a_rebase_onto_i
     assert!(!l.start(1, "c"), "an ordinary attempt");
     let start = l.arrived(1).unwrap();
     assert_eq!(
-        l.merged(1, 2, &start, &set(&["a.txt"]), clean(&["a.txt"], false)),
+        l.merged(
+            &Arrival {
+                attempt: 2,
+                ..at(1, &start, &set(&["a.txt"]))
+            },
+            clean(&["a.txt"], false),
+            None
+        ),
         Step::Land
     );
 }
@@ -177,7 +190,7 @@ fn the_ledger_is_kept_in_one_form() {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
-    l.merged(1, 1, &start, &set(&["a.txt"]), conflict);
+    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, None);
     let json = serde_json::to_value(&l).unwrap();
     assert_eq!(
         json,
@@ -211,7 +224,7 @@ fn at<'a>(task: usize, start: &'a Start, own: &'a BTreeSet<String>) -> Arrival<'
 
 #[test]
 fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it() {
-    let mut l = Ledger::default();
+    let mut l = Ledger::later();
     let s0 = part(&mut l, 0);
     l.landed(0, set(&["a.txt"]), set(&["a.txt"]), Vec::new());
     let s1 = part(&mut l, 1);
@@ -219,12 +232,11 @@ fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it(
     // Paths it owns that landed: merged aside, never landed as under `serial`.
     assert_eq!(l.meeting(&s1, &own), vec![0]);
     assert_eq!(l.meeting(&s0, &set(&["b.txt"])), Vec::<usize>::new());
-    let step = l.merged_aside(
-        &at(1, &s1, &own),
-        vec![0],
-        vec![0],
-        clean(&["a.txt"], false),
-    );
+    let meets = Meets {
+        checks: vec![0],
+        onto: vec![0],
+    };
+    let step = l.merged(&at(1, &s1, &own), clean(&["a.txt"], false), Some(meets));
     assert_eq!(step, Step::Recheck { tasks: vec![0] });
     // The next one on a.txt meets the landed task and then the merge kept aside.
     let s2 = part(&mut l, 2);
@@ -240,7 +252,7 @@ fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it(
 
 #[test]
 fn an_actions_chain_lands_its_passed_prefix_and_the_first_failure_goes_back() {
-    let mut l = Ledger::default();
+    let mut l = Ledger::later();
     let own = set(&["a.txt"]);
     let s1 = part(&mut l, 1);
     assert_eq!(
@@ -263,19 +275,18 @@ fn an_actions_chain_lands_its_passed_prefix_and_the_first_failure_goes_back() {
     let on_tree = |k: usize| k != 2;
     assert_eq!(l.merge_again_onto(&s3, &own, &[0, 2], on_tree), vec![0, 1]);
     // Sent back: it builds on every merge kept aside on its paths, those kept after it too.
-    let step = l.merged_aside(
-        &at(3, &s3, &own),
-        vec![0, 1],
-        vec![1],
-        clean(&["a.txt"], true),
-    );
+    let meets = Meets {
+        checks: vec![0, 1],
+        onto: vec![1],
+    };
+    let step = l.merged(&at(3, &s3, &own), clean(&["a.txt"], true), Some(meets));
     assert_eq!(step, Step::Recheck { tasks: vec![0, 1] });
     assert_eq!(l.building_on_aside(), vec![(2, vec![3])]);
 }
 
 #[test]
 fn an_actions_rebase_fails_only_when_what_it_built_on_landed() {
-    let mut l = Ledger::default();
+    let mut l = Ledger::later();
     let own = set(&["a.txt"]);
     // Task 2's rebase started with task 1's merge kept aside, which did not land.
     let s2 = l.resumed(2, "base", Some(vec![1]), vec![1]);
@@ -304,7 +315,7 @@ fn an_actions_rebase_fails_only_when_what_it_built_on_landed() {
 
 #[test]
 fn the_conductor_meets_the_branchs_history_since_a_start_and_names_whoever_holds_those_paths() {
-    let mut l = Ledger::default();
+    let mut l = Ledger::later();
     // Landed before the batch: task 0 declares a.txt, task 1 b.txt.
     l.landed(0, BTreeSet::new(), set(&["a.txt"]), Vec::new());
     l.landed(1, BTreeSet::new(), set(&["b.txt"]), Vec::new());
@@ -322,6 +333,109 @@ fn the_conductor_meets_the_branchs_history_since_a_start_and_names_whoever_holds
         l.meeting_history(&s4, set(&["a.txt"]), &own),
         Some(vec![0, 3])
     );
+}
+
+/// A driver that records what the ledger's sequence asked of it: its merge's outcome and its
+/// re-check's are given.
+struct Scripted {
+    merge: Merge,
+    rechecked: Rechecked,
+    calls: Vec<String>,
+}
+
+impl super::Driver for Scripted {
+    type Error = ();
+
+    fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ()> {
+        self.calls.push(format!("merge {}", a.task));
+        Ok(self.merge.clone())
+    }
+
+    fn recheck(&mut self, _: &Ledger, _: &Arrival<'_>, tasks: Vec<usize>) -> Result<Rechecked, ()> {
+        self.calls.push(format!("recheck {tasks:?}"));
+        Ok(self.rechecked.clone())
+    }
+
+    fn land(&mut self, l: &mut Ledger, changed: BTreeSet<String>) -> Result<(), ()> {
+        self.calls.push(format!("land {changed:?}"));
+        l.landed(1, changed, BTreeSet::new(), Vec::new());
+        Ok(())
+    }
+
+    fn send_back(&mut self, _: &mut Ledger, step: Step) -> Result<(), ()> {
+        self.calls.push(format!("back {step:?}"));
+        Ok(())
+    }
+}
+
+#[test]
+fn one_arrivals_sequence_calls_each_drivers_io_as_the_rules_decide() {
+    let own = set(&["a.txt"]);
+    let run = |l: &mut Ledger, start: &Start, merge: Merge, rechecked: Rechecked, meets| {
+        let mut d = Scripted {
+            merge,
+            rechecked,
+            calls: Vec::new(),
+        };
+        let step = l.integrate(&mut d, &at(1, start, &own), meets).unwrap();
+        (step, d.calls)
+    };
+    // Task 0 landed on a.txt since its start: re-checked now with task 0's checks; passed, it
+    // lands.
+    let (mut l, s) = one_landed_beside();
+    let (step, calls) = run(
+        &mut l,
+        &s,
+        clean(&["a.txt"], false),
+        Rechecked::Ran(None),
+        None,
+    );
+    assert_eq!(step, Step::Land);
+    assert_eq!(calls, ["merge 1", "recheck [1, 0]", r#"land {"a.txt"}"#]);
+    // Failed, it goes back onto the task at fault.
+    let (mut l, s) = one_landed_beside();
+    let failed = Rechecked::Ran(Some("check".into()));
+    let (step, calls) = run(&mut l, &s, clean(&["a.txt"], false), failed, None);
+    assert!(
+        matches!(&step, Step::Rebase(r) if r.onto == [0]),
+        "{step:?}"
+    );
+    assert_eq!(calls.len(), 3);
+    // Kept aside for a later job: it waits, nothing lands; too large to keep: sent back.
+    let meets = || {
+        Some(Meets {
+            checks: vec![0],
+            onto: vec![0],
+        })
+    };
+    let mut l = Ledger::later();
+    let s = part(&mut l, 1);
+    let (step, calls) = run(
+        &mut l,
+        &s,
+        clean(&["a.txt"], true),
+        Rechecked::Kept,
+        meets(),
+    );
+    assert_eq!(step, Step::Recheck { tasks: vec![0] });
+    assert_eq!(calls, ["merge 1", "recheck [0]"]);
+    let mut l = Ledger::later();
+    let too_large = Rechecked::NotKept("too large".into());
+    let (step, calls) = run(&mut l, &s, clean(&["a.txt"], true), too_large, meets());
+    assert!(
+        matches!(&step, Step::Rebase(r) if r.why == "too large"),
+        "{step:?}"
+    );
+    assert_eq!(l.building_on_aside(), vec![(1, vec![])]);
+    assert_eq!(calls.len(), 3);
+    // A conflict is never re-checked.
+    let conflict = Merge::Conflict {
+        files: set(&["a.txt"]),
+        why: "conflict".into(),
+    };
+    let (step, calls) = run(&mut Ledger::later(), &s, conflict, Rechecked::Kept, meets());
+    assert!(matches!(step, Step::Rebase(_)));
+    assert_eq!(calls.len(), 2);
 }
 
 /// The world a run meets: each task's declared paths and the ones each of its attempts
@@ -476,7 +590,13 @@ impl Driver<'_> {
                 combined: since.iter().any(|&k| !w.changes[k].is_disjoint(&changed)),
             },
         };
-        let mut step = self.ledger.merged(task, attempt, &start, &mine, merge);
+        let a = Arrival {
+            task,
+            attempt,
+            start: &start,
+            own: &mine,
+        };
+        let mut step = self.ledger.merged(&a, merge, None);
         if let Step::Recheck { tasks } = &step {
             assert_eq!(tasks.first(), Some(&task), "its own checks run first");
             let broken = tasks.iter().any(|&b| {
@@ -484,9 +604,8 @@ impl Driver<'_> {
                     || (b == task && self.tree.iter().any(|&a| w.breaks.contains(&(a, task))))
             });
             let failed = broken.then(|| "a check fails".to_string());
-            step = self
-                .ledger
-                .rechecked(task, attempt, &start, &changed, failed);
+            let onto = self.ledger.at_fault(&start, &changed);
+            step = self.ledger.rechecked(&a, onto, failed);
         }
         match step {
             Step::Land => {

@@ -20,7 +20,8 @@
 //!   per integration: a rebase that cannot land either is a failed attempt.
 //!
 //! Each of those decisions is the rules' ledger's (`pure::integration::Ledger`, built for the
-//! batch from the branch's plan and history); this module does the I/O.
+//! batch from the branch's plan and history), a merge aside taking the ledger's one sequence
+//! as finalize's does (`action::arrival::merge_aside`); this module does the I/O.
 //!
 //! A follow-up is on the branch before its run is dispatched, and its run is recorded as any
 //! task run's (`dagexecRun`), so a successor conductor adopts it; one dispatched and not
@@ -30,10 +31,12 @@ use std::collections::BTreeSet;
 
 use super::remote::Remote;
 use crate::action::ActionError;
+use crate::action::arrival::{Aside, merge_aside};
 use crate::action::rounds::FollowUp;
+use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::pure::integration::{self, Arrival, CannotLand, Ledger, Start, Step, names, paths_of};
+use crate::pure::integration::{self, Ledger, Meets, Start, Step, names, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
@@ -56,50 +59,20 @@ impl Remote<'_> {
         let before = ledger.landed_tasks().count();
         let mut now: Vec<Judged> = Vec::new();
         for mut j in judged {
-            let follow = FollowUp::of(plan, j.index, j.attempt);
-            let t = &mut plan.tasks[j.index];
-            t.extra.shift_remove(FOLLOW_UP);
-            t.extra.shift_remove(FOLLOW_UP_CHECKS);
-            // Its checks as they are now, before its landing trims them.
-            if !t.acceptance_criteria().is_empty() {
-                self.merging
-                    .landed_checks
-                    .insert(j.index, t.acceptance_criteria().to_vec());
-            }
-            let base = self.merging.bases.remove(&j.index);
-            let rebase_onto = match &follow {
-                Some(FollowUp::Recheck {
-                    checks,
-                    rebased: true,
-                    ..
-                }) => Some(checks.clone()),
-                Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
-                None | Some(FollowUp::Recheck { .. }) => None,
-            };
-            let start = integration::Start {
-                since: before,
-                ..ledger.resumed(
-                    j.index,
-                    base.as_deref().unwrap_or(""),
-                    rebase_onto,
-                    Vec::new(),
-                )
-            };
+            let (follow, base, start) = self.arrived(plan, &mut ledger, &j, before);
             if let Some(f @ FollowUp::Recheck { checks, .. }) = &follow {
                 let Some(p) = f.patch().filter(|_| j.verdict.status == Status::Completed) else {
                     let own = paths_of(plan, j.index, &j.touched);
-                    let a = Arrival {
-                        task: j.index,
-                        attempt: j.attempt,
-                        start: &start,
-                        own: &own,
-                    };
-                    let cannot = CannotLand {
-                        onto: checks.clone(),
-                        why: j.verdict.result.clone(),
-                    };
-                    let step = ledger.refused(&a, cannot);
-                    if self.send_back(plan, &mut j, step) {
+                    let a = j.arrival(&start, &own);
+                    let failed = Some(j.verdict.result.clone());
+                    let step = ledger.rechecked(&a, checks.clone(), failed);
+                    if (Batch {
+                        remote: self,
+                        plan,
+                        now: &now,
+                    })
+                    .send_back(&mut j, step)
+                    {
                         now.push(j);
                     }
                     continue;
@@ -124,51 +97,63 @@ impl Remote<'_> {
                 now.push(j);
                 continue;
             };
-            if self.aside(plan, &mut ledger, &mut j, &now, &start, &mine, onto)? {
+            let meets = Meets {
+                checks: onto.clone(),
+                onto,
+            };
+            let mut batch = Batch {
+                remote: self,
+                plan,
+                now: &now,
+            };
+            let step = merge_aside(&mut ledger, &mut batch, &mut j, (&start, &mine), meets)?;
+            if matches!(step, Step::Fail { .. }) {
                 now.push(j);
             }
         }
         Ok(now)
     }
 
-    /// Completed attempt `j` (started at `start`, owning `mine`) meets changes landed since its
-    /// base (`onto`: the landed tasks at those paths): merged aside onto the branch's tree with
-    /// the batch's landing arrivals `now`, kept on its task for a re-check run, or sent back
-    /// as the ledger decides. Whether the caller integrates it now (as a failed attempt).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the batch's ledger and landing arrivals beside the attempt's own four"
-    )]
-    fn aside(
+    /// Arrival `j`'s follow-up taken off its task (and its checks kept before its landing
+    /// trims them), its run's base, and its start in the batch's `ledger` (every run started
+    /// after the `before` tasks landed).
+    fn arrived(
         &mut self,
         plan: &mut Plan,
         ledger: &mut Ledger,
-        j: &mut Judged,
-        now: &[Judged],
-        start: &Start,
-        mine: &BTreeSet<String>,
-        onto: Vec<usize>,
-    ) -> Result<bool, ActionError> {
-        let a = Arrival {
-            task: j.index,
-            attempt: j.attempt,
-            start,
-            own: mine,
+        j: &Judged,
+        before: usize,
+    ) -> (Option<FollowUp>, Option<String>, Start) {
+        let follow = FollowUp::of(plan, j.index, j.attempt);
+        let t = &mut plan.tasks[j.index];
+        t.extra.shift_remove(FOLLOW_UP);
+        t.extra.shift_remove(FOLLOW_UP_CHECKS);
+        // Its checks as they are now, before its landing trims them.
+        if !t.acceptance_criteria().is_empty() {
+            self.merging
+                .landed_checks
+                .insert(j.index, t.acceptance_criteria().to_vec());
+        }
+        let base = self.merging.bases.remove(&j.index);
+        let rebase_onto = match &follow {
+            Some(FollowUp::Recheck {
+                checks,
+                rebased: true,
+                ..
+            }) => Some(checks.clone()),
+            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
+            None | Some(FollowUp::Recheck { .. }) => None,
         };
-        let (merge, patch) = self.merge_aside(j, now, &start.base)?;
-        let step = match ledger.merged_aside(&a, onto.clone(), onto.clone(), merge) {
-            Step::Recheck { tasks } => {
-                match FollowUp::recheck(j.index, j.attempt, &patch, tasks, start.rebase) {
-                    Ok(f) => {
-                        self.wait_for_recheck(plan, j, &f, &onto);
-                        return Ok(false);
-                    }
-                    Err(why) => ledger.cannot_keep(&a, onto, why),
-                }
-            }
-            step => step,
+        let start = integration::Start {
+            since: before,
+            ..ledger.resumed(
+                j.index,
+                base.as_deref().unwrap_or(""),
+                rebase_onto,
+                Vec::new(),
+            )
         };
-        Ok(self.send_back(plan, j, step))
+        (follow, base, start)
     }
 
     /// Merges completed attempt `j` (made at `base`) onto the branch's tree with the batch's
@@ -244,17 +229,6 @@ impl Remote<'_> {
         );
     }
 
-    /// Attempt `j`, sent back by the rules (`step`): a rebase runs again now (`false`: the
-    /// conductor starts it); a failed attempt is integrated as any (`true`).
-    fn send_back(&mut self, plan: &mut Plan, j: &mut Judged, step: Step) -> bool {
-        let Some((f, result)) = crate::action::arrival::send_back(plan, j, step, self.ui, "")
-        else {
-            return true;
-        };
-        self.follow(plan, j, &f, result);
-        false
-    }
-
     /// Records follow-up `f` on `j`'s task (in progress, its attempt as it was, `result`
     /// saying why) and asks for its run once the batch is committed.
     fn follow(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, result: String) {
@@ -268,6 +242,40 @@ impl Remote<'_> {
             attempt: j.attempt,
             retry_prompt: None,
         });
+    }
+}
+
+/// A batch's arrival merged aside by the conductor: where (the conductor, the branch's plan)
+/// and the batch's arrivals that land before it.
+struct Batch<'x, 'r> {
+    remote: &'x mut Remote<'r>,
+    plan: &'x mut Plan,
+    now: &'x [Judged],
+}
+
+impl Aside for Batch<'_, '_> {
+    const LATER: &'static str = "";
+
+    fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
+        (self.plan, self.remote.ui)
+    }
+
+    fn merge_aside(
+        &mut self,
+        j: &Judged,
+        start: &Start,
+    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
+        self.remote.merge_aside(j, self.now, &start.base)
+    }
+
+    /// Kept on its task, which waits in progress for its re-check run.
+    fn keep(&mut self, j: &Judged, f: FollowUp, _: Vec<u8>, checks: &[usize]) {
+        self.remote.wait_for_recheck(self.plan, j, &f, checks);
+    }
+
+    /// Its rebase runs now.
+    fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
+        self.remote.follow(self.plan, j, &f, result);
     }
 }
 
@@ -322,7 +330,7 @@ const HISTORY: usize = 512;
 /// The batch's ledger, from the branch's plan: every task landed before it, by the paths it
 /// declares (what it changed is on the branch's history, read per run).
 fn landed_before(plan: &Plan) -> Ledger {
-    let mut ledger = Ledger::default();
+    let mut ledger = Ledger::later();
     for (k, t) in plan.tasks.iter().enumerate() {
         if t.status == Status::Completed {
             let declared = integration::declared(plan, k);

@@ -22,22 +22,23 @@
 //! chain whose paths meet its own, those merged after it too (its record moves after the last
 //! of them, and its `onto` names them).
 //!
-//! Every one of those decisions is the rules' ledger's ([`Ledger`], the Action's half of
-//! `pure::integration`), rebuilt each part from the open round's record (who runs as a
-//! rebase, onto what, on which kept merges); this module does the I/O: the merges (trees
-//! only), the records, the plan's outcomes, the display. Everything it decides follows from
+//! Every one of those decisions is the rules' ledger's ([`Ledger::later`], rebuilt each part
+//! from the open round's record: who runs as a rebase, onto what, on which kept merges), a
+//! merge aside taking the ledger's one sequence as the conductor's does ([`merge_aside`]);
+//! this module does the I/O: the merges (trees only), the records, the plan's outcomes, the
+//! display. Everything it decides follows from
 //! the part's base and its artifacts, so a re-run decides the same and lands nothing twice.
 
 use std::collections::BTreeSet;
 
 use crate::action::ActionError;
-use crate::action::arrival::{Integrator, prepare_arrivals, send_back};
+use crate::action::arrival::{Aside, Integrator, merge_aside, prepare_arrivals};
 use crate::action::rounds::{FollowUp, OpenRound};
 use crate::edge::git::{PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{Arrival, Ledger, Start, Step, paths_of};
+use crate::pure::integration::{Ledger, Meets, Merge, Start, Step, paths_of};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -47,7 +48,8 @@ mod chain;
 /// A part being integrated: where (the repository, the display, the round's tree, the plan
 /// and the open round's record the follow-ups go into), the rules' ledger of what landed in
 /// it, what is kept aside and who was sent back ([`Ledger`], rebuilt from the record each
-/// part), and the merged patches of the new chain, in the ledger's order.
+/// part), the merged patches of the new chain, in the ledger's order, and the patches the
+/// change being merged aside was made on.
 struct Integrating<'a> {
     repo: &'a Repo,
     ui: &'a Ui,
@@ -58,16 +60,7 @@ struct Integrating<'a> {
     base: &'a str,
     ledger: Ledger,
     kept: Vec<Vec<u8>>,
-}
-
-/// What came of a merge kept aside ([`Integrating::aside`]).
-enum Aside {
-    /// Kept in the open round for a re-check in the next part.
-    Kept,
-    /// Sent back: a rebase attempt in the next part.
-    Back,
-    /// A failed attempt: the caller integrates it as one.
-    Failed,
+    made_on: Vec<Vec<u8>>,
 }
 
 /// Integrates the part's `judged` attempts into `build` (the round's tree at `base`, where
@@ -98,8 +91,9 @@ pub(super) fn add(
         plan,
         open,
         base,
-        ledger: Ledger::default(),
+        ledger: Ledger::later(),
         kept: Vec::new(),
+        made_on: Vec::new(),
     };
     chain::land_chain(&mut at, chain)?;
     for (mut j, follow) in items {
@@ -129,14 +123,14 @@ pub(super) fn add(
         let mine = paths_of(at.plan, j.index, &j.touched);
         let meeting = at.ledger.meeting(&start, &mine);
         if j.verdict.status == Status::Completed && !j.patch.is_empty() && !meeting.is_empty() {
-            match at.aside(&mut j, &start, &mine, &[], meeting)? {
-                Aside::Kept => {
+            match at.aside(&mut j, &start, &mine, Vec::new(), meeting)? {
+                Step::Fail { .. } => {}
+                Step::Recheck { .. } => {
                     // Its review (if any) concluded now: the re-check reports none.
                     crate::flow::steps::questions::record(at.plan, &j);
                     continue;
                 }
-                Aside::Back => continue,
-                Aside::Failed => {}
+                Step::Land | Step::Rebase(_) => continue,
             }
         }
         at.land(j)?;
@@ -203,92 +197,75 @@ impl Integrating<'_> {
     }
 
     /// Attempt `j`'s completed change (owning `mine`; made on the part's base with `made_on`
-    /// applied) merged onto the round's tree with the chain applied, without landing, and
-    /// what the ledger makes of it: kept for a re-check in the next part with the checks of
-    /// `checks`, or sent back.
+    /// applied) merged onto the round's tree with the chain applied, without landing, through
+    /// the ledger's sequence ([`merge_aside`]): kept for a re-check in the next part with the
+    /// checks of `checks` ([`Step::Recheck`]), sent back ([`Step::Rebase`]), or a failed
+    /// attempt the caller integrates as one ([`Step::Fail`]).
     fn aside(
         &mut self,
         j: &mut Judged,
         start: &Start,
         mine: &BTreeSet<String>,
-        made_on: &[PatchRef<'_>],
+        made_on: Vec<Vec<u8>>,
         checks: Vec<usize>,
-    ) -> Result<Aside, ActionError> {
-        let tree = self.build.next_base(self.repo)?;
-        let chain: Vec<PatchRef<'_>> = self.kept.iter().map(Into::into).collect();
-        let merged =
-            self.repo
-                .merge_aside(&tree, &chain, self.base, made_on, j.patch.borrowed())?;
-        let (merge, patch) = crate::flow::merge::judged_merge(merged);
-        let a = Arrival {
-            task: j.index,
-            attempt: j.attempt,
-            start,
-            own: mine,
-        };
+    ) -> Result<Step, ActionError> {
+        self.made_on = made_on;
         let onto = self.ledger.meeting(start, mine);
-        let step = match self.ledger.merged_aside(&a, checks, onto.clone(), merge) {
-            Step::Recheck { tasks } => match self.keep(j, &patch, &tasks, start.rebase) {
-                Ok(()) => {
-                    self.kept.push(patch);
-                    return Ok(Aside::Kept);
-                }
-                Err(why) => self.ledger.cannot_keep(&a, onto, why),
-            },
-            step => step,
-        };
-        Ok(if self.send_back(j, step) {
-            Aside::Failed
-        } else {
-            Aside::Back
-        })
+        // The ledger steps out of the part while it drives the part's I/O.
+        let mut ledger = std::mem::take(&mut self.ledger);
+        let step = merge_aside(&mut ledger, self, j, (start, mine), Meets { checks, onto });
+        self.ledger = ledger;
+        step
+    }
+}
+
+impl Aside for Integrating<'_> {
+    const LATER: &'static str = " in the round's next part";
+
+    fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
+        (self.plan, self.ui)
     }
 
-    /// Attempt `j`'s clean merge (`patch`) kept in the open round for a re-check in the next part
-    /// with the checks of `checks` (`rebased`: `j` ran as a rebase), or why it cannot be kept
-    /// (too large).
-    fn keep(
-        &mut self,
-        j: &Judged,
-        patch: &[u8],
-        checks: &[usize],
-        rebased: bool,
-    ) -> Result<(), String> {
-        let (plan, ui) = (&mut *self.plan, self.ui);
-        let f = FollowUp::recheck(j.index, j.attempt, patch, checks.to_vec(), rebased)?;
+    /// Onto the round's tree with the chain applied (trees only), the change read against the
+    /// part's base with `made_on` applied.
+    fn merge_aside(&mut self, j: &Judged, _: &Start) -> Result<(Merge, Vec<u8>), ActionError> {
+        let tree = self.build.next_base(self.repo)?;
+        let chain: Vec<PatchRef<'_>> = self.kept.iter().map(Into::into).collect();
+        let made_on: Vec<PatchRef<'_>> = self.made_on.iter().map(Into::into).collect();
+        let merged =
+            self.repo
+                .merge_aside(&tree, &chain, self.base, &made_on, j.patch.borrowed())?;
+        Ok(crate::flow::merge::judged_merge(merged))
+    }
+
+    /// Kept in the open round for a re-check in the next part, and joins the chain.
+    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]) {
         self.open.follow_ups.push(f);
+        self.kept.push(patch);
         let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
         let names = if names.is_empty() {
             "the tasks landed before it".to_string()
         } else {
             names.join(", ")
         };
-        ui.say(format!(
+        self.ui.say(format!(
             "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
             j.index, j.attempt
         ));
         waits(
-            plan,
+            self.plan,
             j,
             format!(
                 "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
                 j.attempt
             ),
         );
-        Ok(())
     }
 
-    /// Attempt `j`, sent back by the ledger (`step`): a rebase waits for the next part (`false`:
-    /// nothing more to do with it now); a failed attempt is decided as any (`true`: the
-    /// caller integrates it as failed).
-    fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
-        let later = " in the round's next part";
-        let Some((f, result)) = send_back(self.plan, j, step, self.ui, later) else {
-            return true;
-        };
+    /// A rebase in the next part.
+    fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
         waits(self.plan, j, result);
         self.open.follow_ups.push(f);
-        false
     }
 }
 

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
-use crate::edge::git::PatchRef;
 use crate::flow::attempt::Judged;
 use crate::pure::integration::{Arrival, CannotLand, Start, Step, names, paths_of};
 use crate::pure::plan::model::Status;
@@ -44,12 +43,7 @@ pub(super) fn rebased_on_chain(
         );
         j.patch.clear();
         let cannot = CannotLand { onto: meeting, why };
-        let a = Arrival {
-            task: j.index,
-            attempt: j.attempt,
-            start,
-            own: &mine,
-        };
+        let a = j.arrival(start, &mine);
         let step = at.ledger.refused(&a, cannot);
         at.send_back(&mut j, step);
         return Ok(());
@@ -60,11 +54,11 @@ pub(super) fn rebased_on_chain(
     {
         return at.land(j);
     }
-    let made_on: Vec<PatchRef<'_>> = on.iter().map(|(_, p)| p.into()).collect();
-    match at.aside(&mut j, start, &mine, &made_on, meeting)? {
-        Aside::Kept => crate::flow::steps::questions::record(at.plan, &j),
-        Aside::Back => {}
-        Aside::Failed => at.land(j)?,
+    let made_on = on.iter().map(|(_, p)| p.clone()).collect();
+    match at.aside(&mut j, start, &mine, made_on, meeting)? {
+        Step::Recheck { .. } => crate::flow::steps::questions::record(at.plan, &j),
+        Step::Land | Step::Rebase(_) => {}
+        Step::Fail { .. } => at.land(j)?,
     }
     Ok(())
 }
@@ -111,12 +105,7 @@ pub(super) fn land_chain(
         } else {
             Err(j.verdict.result.clone())
         };
-        let a = Arrival {
-            task: j.index,
-            attempt: j.attempt,
-            start: &start,
-            own: &own,
-        };
+        let a = j.arrival(&start, &own);
         let step = at.ledger.chain_rechecked(&a, checks, Some(passed));
         let failed = match step {
             Some(Step::Land) => {
@@ -162,17 +151,16 @@ fn merge_again(
             .is_some_and(|t| t.status == Status::Completed)
     };
     let who = at.ledger.merge_again_onto(start, &mine, checks, on_tree);
-    let made_on: Vec<PatchRef<'_>> = before.iter().map(Into::into).collect();
     j.patch = crate::edge::git::Patch::Bytes(patch);
-    Ok(match at.aside(j, start, &mine, &made_on, who)? {
-        Aside::Kept => {
+    Ok(match at.aside(j, start, &mine, before.to_vec(), who)? {
+        Step::Recheck { .. } => {
             at.ui.say(format!(
                 "  task {}: its re-check ran beside a change that does not land; merged again onto what landed",
                 j.index
             ));
             false
         }
-        Aside::Back => false,
-        Aside::Failed => true,
+        Step::Land | Step::Rebase(_) => false,
+        Step::Fail { .. } => true,
     })
 }

@@ -1,0 +1,124 @@
+//! What the Action's two writers under `overlap: merge` — finalize with a round's part, the
+//! conductor with a batch of task runs — share of an arrival that meets what landed: the
+//! ledger's one sequence ([`Ledger::integrate`]) driven with a merge kept aside. A clean merge
+//! is kept as a [`FollowUp::Recheck`] for a later job to re-check (refused when it is too
+//! large to record), a send-back is said and recorded as a conflict ([`Aside::send_back`]);
+//! each writer does only its own I/O ([`Aside`]): the merge onto its tree, where its
+//! follow-ups wait.
+
+use std::collections::BTreeSet;
+
+use crate::action::ActionError;
+use crate::action::rounds::FollowUp;
+use crate::flow::Ui;
+use crate::flow::attempt::Judged;
+use crate::pure::integration::{
+    Arrival, Driver, Ledger, Meets, Merge, Rechecked, Start, Step, names,
+};
+use crate::pure::plan::model::Plan;
+
+/// A writer's own I/O for a merge kept aside.
+pub(crate) trait Aside {
+    /// When a rebase runs, as the send-back says it (after "from the integrated tree").
+    const LATER: &'static str;
+
+    /// The plan being integrated and the display.
+    fn plan_ui(&mut self) -> (&mut Plan, &Ui);
+
+    /// Attempt `j`'s change (started at `start`) merged three-way onto the writer's tree
+    /// without landing: what the merge came to, and the merged change.
+    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<(Merge, Vec<u8>), ActionError>;
+
+    /// Attempt `j`'s clean merge `patch`, recorded as `f` with the checks of `checks`, waits
+    /// for its re-check.
+    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]);
+
+    /// Attempt `j`, sent back as `f` (`result` says why), waits for its rebase.
+    fn wait(&mut self, j: &Judged, f: FollowUp, result: String);
+
+    /// Attempt `j`, sent back by the rules (`step`, [`crate::action::rounds::sent_back`]),
+    /// said: a rebase waits for its run (`false`: nothing more to do with it now); a failed
+    /// attempt is decided as any (`true`: the caller integrates it as failed).
+    fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
+        let onto = match &step {
+            Step::Rebase(r) => names(&r.onto),
+            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
+        };
+        let (plan, ui) = self.plan_ui();
+        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
+            return true;
+        };
+        ui.say(format!(
+            "  task {}: attempt {} cannot land beside {onto} ({line}); it runs again as a rebase attempt from the integrated tree{}",
+            j.index,
+            j.attempt,
+            Self::LATER
+        ));
+        let result = format!(
+            "attempt {} runs again as a rebase attempt: {line}",
+            j.attempt
+        );
+        self.wait(j, f, result);
+        false
+    }
+}
+
+/// Completed attempt `j` (started at `start`, owning `own`), which `meets` what landed or was
+/// kept aside, through the ledger's sequence with writer `w`'s I/O: the step taken —
+/// [`Step::Recheck`] kept for a re-check, [`Step::Rebase`] sent back, [`Step::Fail`] a failed
+/// attempt the caller integrates as one.
+pub(crate) fn merge_aside<W: Aside>(
+    ledger: &mut Ledger,
+    w: &mut W,
+    j: &mut Judged,
+    (start, own): (&Start, &BTreeSet<String>),
+    meets: Meets,
+) -> Result<Step, ActionError> {
+    let a = j.arrival(start, own);
+    let mut d = Merging {
+        w,
+        j,
+        patch: Vec::new(),
+    };
+    ledger.integrate(&mut d, &a, Some(meets))
+}
+
+/// [`merge_aside`]'s driver: the writer, the attempt, its merged change.
+struct Merging<'x, W> {
+    w: &'x mut W,
+    j: &'x mut Judged,
+    patch: Vec<u8>,
+}
+
+impl<W: Aside> Driver for Merging<'_, W> {
+    type Error = ActionError;
+
+    fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ActionError> {
+        let (merge, patch) = self.w.merge_aside(self.j, a.start)?;
+        self.patch = patch;
+        Ok(merge)
+    }
+
+    /// Kept for a later job's re-check, when the record can hold it.
+    fn recheck(
+        &mut self,
+        _: &Ledger,
+        a: &Arrival<'_>,
+        tasks: Vec<usize>,
+    ) -> Result<Rechecked, ActionError> {
+        let patch = std::mem::take(&mut self.patch);
+        let kept = FollowUp::recheck(a.task, a.attempt, &patch, tasks.clone(), a.start.rebase);
+        Ok(match kept {
+            Ok(f) => {
+                self.w.keep(self.j, f, patch, &tasks);
+                Rechecked::Kept
+            }
+            Err(why) => Rechecked::NotKept(why),
+        })
+    }
+
+    fn send_back(&mut self, _: &mut Ledger, step: Step) -> Result<(), ActionError> {
+        self.w.send_back(self.j, step);
+        Ok(())
+    }
+}
