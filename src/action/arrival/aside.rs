@@ -71,7 +71,8 @@ pub(crate) fn merge_aside<W: Aside>(
     ledger: &mut Ledger,
     w: &mut W,
     j: &mut Judged,
-    (start, own): (&Start, &BTreeSet<String>),
+    start: &Start,
+    own: &BTreeSet<String>,
     meets: Meets,
 ) -> Result<Step, ActionError> {
     let a = j.arrival(start, own);

@@ -106,7 +106,7 @@ impl Remote<'_> {
                 plan,
                 now: &now,
             };
-            let step = merge_aside(&mut ledger, &mut batch, &mut j, (&start, &mine), meets)?;
+            let step = merge_aside(&mut ledger, &mut batch, &mut j, &start, &mine, meets)?;
             if matches!(step, Step::Fail { .. }) {
                 now.push(j);
             }

@@ -213,7 +213,7 @@ impl Integrating<'_> {
         let onto = self.ledger.meeting(start, mine);
         // The ledger steps out of the part while it drives the part's I/O.
         let mut ledger = std::mem::take(&mut self.ledger);
-        let step = merge_aside(&mut ledger, self, j, (start, mine), Meets { checks, onto });
+        let step = merge_aside(&mut ledger, self, j, start, mine, Meets { checks, onto });
         self.ledger = ledger;
         step
     }
