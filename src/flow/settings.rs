@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::pure::engine::Schedule;
+use crate::pure::overlap::Policy;
+use crate::pure::usage::Budget;
 
 mod tighten;
 pub use tighten::{Loosening, gateway_on_action, prices_on_action};
@@ -78,22 +80,14 @@ pub fn gateway(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<GatewaySettings, ConfigError> {
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
     let on = match (env("DAGEXEC_GATEWAY"), &file.gateway) {
         (Some(v), _) => on_off(&v).map_err(|m| value("DAGEXEC_GATEWAY", m))?,
         (None, Some(v)) => on_off(v).map_err(|m| value("gateway", m))?,
         _ => true,
     };
     let max_task_cost = match (env("DAGEXEC_MAX_TASK_COST"), &file.max_task_cost) {
-        (Some(b), _) => Some(
-            crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?,
-        ),
-        (None, Some(b)) => {
-            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-task-cost", m))?)
-        }
+        (Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?),
+        (None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-task-cost", m))?),
         _ => None,
     };
     let max_requests = match (env("DAGEXEC_MAX_REQUESTS"), file.max_requests) {
@@ -170,13 +164,21 @@ pub fn gateway_config(
         upstreams: Upstreams::from_env(env).with_codex(codex.as_ref(), env),
         budgets: Budgets {
             run: max_cost.map(|b| (b.usd(), crate::pure::usage::spent(plan))),
-            task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
+            task: settings.max_task_cost.map(Budget::usd),
             max_requests: settings.max_requests,
         },
         prices: crate::pure::prices::current().clone(),
         task_recorded,
     };
     Ok((config, warning))
+}
+
+/// A [`ConfigError::Value`] for `field`.
+fn value(field: &str, message: String) -> ConfigError {
+    ConfigError::Value {
+        field: field.into(),
+        message,
+    }
 }
 
 fn on_off(v: &str) -> Result<bool, String> {
@@ -288,27 +290,6 @@ pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
     }
 }
 
-/// `overlap`: the flag, `DAGEXEC_OVERLAP`, the file, else `serial`.
-fn overlap(
-    flags: &Flags,
-    env: &dyn Fn(&str) -> Option<String>,
-    file: &FileConfig,
-) -> Result<crate::pure::overlap::Policy, ConfigError> {
-    use crate::pure::overlap::Policy;
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
-    Ok(
-        match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
-            (Some(o), _, _) => o,
-            (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
-            (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
-            _ => Policy::Serial,
-        },
-    )
-}
-
 /// Settings given on the command line (None = not given).
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -354,10 +335,6 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<Settings, ConfigError> {
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
     let worker = flags
         .worker
         .clone()
@@ -390,7 +367,12 @@ pub fn resolve(
         (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
         _ => Schedule::Rounds,
     };
-    let overlap = overlap(flags, env, file)?;
+    let overlap = match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
+        (Some(o), _, _) => o,
+        (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
+        (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
+        _ => Policy::Serial,
+    };
     let reviewer = flags
         .reviewer
         .clone()
@@ -399,12 +381,8 @@ pub fn resolve(
         .filter(|r| !r.trim().is_empty());
     let max_cost = match (flags.max_cost, env("DAGEXEC_MAX_COST"), &file.max_cost) {
         (Some(b), _, _) => Some(b),
-        (None, Some(b), _) => {
-            Some(crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?)
-        }
-        (None, None, Some(b)) => {
-            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-cost", m))?)
-        }
+        (None, Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?),
+        (None, None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-cost", m))?),
         _ => None,
     };
     let worktrees = match (env("DAGEXEC_WORKTREES"), &file.worktrees) {
