@@ -82,7 +82,8 @@ fn client() -> std::io::Result<UpstreamClient> {
     Ok(Client::builder(TokioExecutor::new()).build(https))
 }
 
-fn full(status: u16, body: String) -> Response<Out> {
+fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
+    let (status, body) = crate::pure::gateway::refusal(provider, refused);
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(body))
             .map_err(|never| match never {})
@@ -96,11 +97,6 @@ fn full(status: u16, body: String) -> Response<Out> {
     r
 }
 
-fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
-    let (status, body) = crate::pure::gateway::refusal(provider, refused);
-    full(status, body)
-}
-
 /// One request: checked, held, forwarded, metered.
 async fn handle(
     shared: &Arc<Shared>,
@@ -108,7 +104,12 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Response<Out> {
     match admit(shared, &req).await {
-        Ok((route, tab, model_call)) => forward(shared, client, req, route, tab, model_call).await,
+        Ok((route, tab, model_call)) => {
+            let provider = route.provider;
+            forward(shared, client, req, route, tab, model_call)
+                .await
+                .unwrap_or_else(|refused| refuse(Some(provider), &refused))
+        }
         Err(refused) => refused,
     }
 }
@@ -165,7 +166,7 @@ async fn admit(
 }
 
 /// Sends the admitted request upstream with the provider's key and streams the answer back,
-/// a model call's metered.
+/// a model call's metered; why not when it cannot.
 async fn forward(
     shared: &Arc<Shared>,
     client: &UpstreamClient,
@@ -173,28 +174,19 @@ async fn forward(
     Route { provider, rest }: Route,
     tab: Arc<Tab>,
     model_call: bool,
-) -> Response<Out> {
+) -> Result<Response<Out>, Refused> {
     let Some(upstream) = shared.upstreams.0.get(&provider) else {
-        return refuse(Some(provider), &Refused::Upstream("no upstream".into()));
+        return Err(Refused::Upstream("no upstream".into()));
     };
     let (parts, body) = req.into_parts();
-    let parts = match upstream_parts(parts, provider, upstream, &rest) {
-        Ok(p) => p,
-        Err(refused) => return refuse(Some(provider), &refused),
-    };
-    let response = match client.request(Request::from_parts(parts, body)).await {
-        Ok(r) => r,
-        Err(e) => {
-            return refuse(
-                Some(provider),
-                &Refused::Upstream(format!(
-                    "cannot reach {}: {}",
-                    upstream.base,
-                    error_chain(&e)
-                )),
-            );
-        }
-    };
+    let parts = upstream_parts(parts, provider, upstream, &rest)?;
+    let response = client
+        .request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| {
+            let why = error_chain(&e);
+            Refused::Upstream(format!("cannot reach {}: {why}", upstream.base))
+        })?;
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
@@ -239,7 +231,7 @@ async fn forward(
     } else {
         body.boxed()
     };
-    Response::from_parts(parts, body)
+    Ok(Response::from_parts(parts, body))
 }
 
 /// The request's head as it goes to `upstream`: its URL, the hop-by-hop and key headers out,

@@ -215,11 +215,6 @@ struct Tab {
 }
 
 impl Tab {
-    /// What the attempt has spent so far.
-    fn spend(&self) -> Spend {
-        self.spend.borrow().clone()
-    }
-
     /// Changes the attempt's spend (its watchers see the change), under the tab's lock: `f`
     /// must not read the tab. It may take the run's spend (`Shared::limits`); the lock order
     /// is a tab's, then the run's spend, never the other way.
@@ -488,7 +483,7 @@ pub fn withheld_vars() -> Vec<String> {
 impl Pass {
     /// What the attempt has spent so far.
     pub fn spend(&self) -> Spend {
-        self.tab.spend()
+        self.tab.spend.borrow().clone()
     }
 
     /// The attempt's spend as it grows: the receiver sees every change (coalesced: a
