@@ -147,20 +147,15 @@ async fn admit(
         wait_for_window(shared, provider).await;
         // Checked and counted in one change of the tab (under its lock): requests arriving
         // together with one left cannot both pass.
-        let admitted = tab.change(|s| match shared.limits(&tab).admit(s.requests) {
-            Ok(()) => {
-                s.requests += 1;
-                Ok(())
+        let admitted = tab.change(|s| {
+            let admitted = shared.limits(&tab).admit(s.requests);
+            match &admitted {
+                Ok(()) => s.requests += 1,
+                Err(refused) => s.refused = Some(message_of(provider, refused)),
             }
-            Err(refused) => {
-                let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-                s.refused = Some(message_of(&refused, &body));
-                Err(refused)
-            }
+            admitted
         });
-        if let Err(refused) = admitted {
-            return Err(refuse(Some(provider), &refused));
-        }
+        admitted.map_err(|refused| refuse(Some(provider), &refused))?;
     }
     Ok((route, tab, model_call))
 }
@@ -250,14 +245,9 @@ fn upstream_parts(
         )));
     };
     let mut url = format!("{}{rest}", upstream.base);
-    for (i, pair) in upstream.query.iter().enumerate() {
-        let sep = if i == 0 && !rest.contains('?') {
-            '?'
-        } else {
-            '&'
-        };
-        url.push(sep);
-        url.push_str(pair);
+    if !upstream.query.is_empty() {
+        let sep = if rest.contains('?') { '&' } else { '?' };
+        url = format!("{url}{sep}{}", upstream.query.join("&"));
     }
     parts.uri = url
         .parse()
@@ -292,13 +282,13 @@ fn upstream_parts(
 }
 
 /// The message the agent got, for the attempt's record.
-fn message_of(refused: &Refused, body: &str) -> String {
+fn message_of(provider: Provider, refused: &Refused) -> String {
     match refused {
         Refused::Budget(m) => m.clone(),
         Refused::Requests(n) => {
             format!("the attempt made its {n} allowed model requests (max-requests)")
         }
-        _ => body.to_string(),
+        _ => crate::pure::gateway::refusal(Some(provider), refused).1,
     }
 }
 

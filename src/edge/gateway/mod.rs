@@ -607,13 +607,6 @@ fn codex_config(user: &str, url: &str) -> String {
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
-    let key_of = |t: &str| {
-        t.split('=')
-            .next()
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_string()
-    };
     let chosen = user
         .lines()
         .map(str::trim)
@@ -640,7 +633,7 @@ fn codex_config(user: &str, url: &str) -> String {
         if chosen
             .as_ref()
             .is_some_and(|c| table == format!("model_providers.{c}"))
-            && CARRIED.contains(&key_of(t).as_str())
+            && CARRIED.contains(&key_of(t))
         {
             carried.push_str(t);
             carried.push('\n');
@@ -651,6 +644,11 @@ fn codex_config(user: &str, url: &str) -> String {
     format!(
         "model_provider = \"dagexec\"\n{kept}\n[model_providers.dagexec]\nname = \"dagexec gateway\"\nbase_url = \"{url}/openai\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n{carried}"
     )
+}
+
+/// The key of a TOML line `key = value` (the whole line, trimmed, when it has no `=`).
+fn key_of(line: &str) -> &str {
+    line.split('=').next().unwrap_or_default().trim()
 }
 
 /// A hold on `provider` until `until` (a later hold wins).
