@@ -185,15 +185,10 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
     }
     let written = crate::edge::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
     written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
+    // Nothing there is fine (fsx::remove_file).
     for stale in std::iter::once(&log_file).chain(usage_file.as_ref()) {
-        match crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale)
-            .map_err(io::Error::from)
-        {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(format!("cannot remove the old {}: {e}", stale.display()));
-            }
-            _ => {}
-        }
+        let removed = crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale);
+        removed.map_err(|e| format!("cannot remove the old {}: {e}", stale.display()))?;
     }
     let mut command = Command::new("sh");
     crate::edge::child_env::scrub_child_env(&mut command);
