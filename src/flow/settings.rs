@@ -181,6 +181,14 @@ fn value(field: &str, message: String) -> ConfigError {
     }
 }
 
+/// A [`ConfigError::File`] of `.design/dagexec.yml`.
+fn file_error(message: String) -> ConfigError {
+    ConfigError::File {
+        path: ".design/dagexec.yml".into(),
+        message,
+    }
+}
+
 fn on_off(v: &str) -> Result<bool, String> {
     match v.trim() {
         "on" | "true" => Ok(true),
@@ -192,12 +200,7 @@ fn on_off(v: &str) -> Result<bool, String> {
 impl FileConfig {
     /// The price table: the defaults with the file's `prices:` over them.
     pub fn prices(&self) -> Result<crate::pure::prices::Prices, ConfigError> {
-        crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(|message| {
-            ConfigError::File {
-                path: ".design/dagexec.yml".into(),
-                message,
-            }
-        })
+        crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(file_error)
     }
 }
 
@@ -258,15 +261,9 @@ pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
     let path = root.join(".design/dagexec.yml");
     match std::fs::read_to_string(&path) {
         Ok(text) if text.trim().is_empty() => Ok(FileConfig::default()),
-        Ok(text) => serde_yaml::from_str(&text).map_err(|e| ConfigError::File {
-            path: ".design/dagexec.yml".into(),
-            message: e.to_string(),
-        }),
+        Ok(text) => serde_yaml::from_str(&text).map_err(|e| file_error(e.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-        Err(e) => Err(ConfigError::File {
-            path: ".design/dagexec.yml".into(),
-            message: e.to_string(),
-        }),
+        Err(e) => Err(file_error(e.to_string())),
     }
 }
 
