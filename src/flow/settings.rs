@@ -3,12 +3,14 @@
 //! One exception, on the Action: the model gateway's settings, which the branch's file may
 //! only tighten ([`tighten`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::pure::engine::Schedule;
+use crate::pure::gateway::Provider;
 use crate::pure::overlap::Policy;
 use crate::pure::usage::Budget;
 
@@ -68,10 +70,7 @@ pub struct GatewaySettings {
     pub max_task_cost: Option<crate::pure::usage::Budget>,
     pub max_requests: Option<u32>,
     /// Requests and tokens per minute, per provider that has limits.
-    pub rates: std::collections::BTreeMap<
-        crate::pure::gateway::Provider,
-        crate::pure::gateway::window::Rate,
-    >,
+    pub rates: BTreeMap<Provider, crate::pure::gateway::window::Rate>,
 }
 
 /// The gateway's settings: `DAGEXEC_GATEWAY`, `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`,
@@ -105,7 +104,7 @@ pub fn gateway(
         Some(v) => crate::pure::gateway::window::rates(v).map_err(|(field, message)| {
             value(&field, format!("{message} (in .design/dagexec.yml)"))
         })?,
-        None => std::collections::BTreeMap::new(),
+        None => BTreeMap::new(),
     };
     Ok(GatewaySettings {
         on,
@@ -143,8 +142,8 @@ pub fn gateway_config(
                     path: path.display().to_string(),
                     source,
                 };
-                let codex_runs = crate::pure::gateway::held::provider_of(worker, None)
-                    == Some(crate::pure::gateway::Provider::OpenAi);
+                let codex_runs =
+                    crate::pure::gateway::held::provider_of(worker, None) == Some(Provider::OpenAi);
                 if codex_runs {
                     return Err(e);
                 }

@@ -656,9 +656,7 @@ fn hold(shared: &Shared, provider: Provider, for_: Duration) {
     let until = Instant::now() + for_;
     let mut holds = lock(&shared.holds);
     let slot = holds.entry(provider).or_insert(until);
-    if *slot < until {
-        *slot = until;
-    }
+    *slot = (*slot).max(until);
 }
 
 #[cfg(test)]
