@@ -132,7 +132,7 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     };
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let (mut out, mut err) = (Tail::new(STDOUT_CAP), Tail::new(STDERR_CAP));
-    let exit = {
+    let (exit, cancelled) = {
         let pumps = async { tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err)) };
         let feed = feed(stdin, spec.prompt.as_bytes());
         supervise(&mut child, &group, pumps, feed, spec.timeout, &mut cancel).await
@@ -143,10 +143,6 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     let usage = match &usage_file {
         Some(path) => read_usage(path).await,
         None => None,
-    };
-    let (exit, cancelled) = match exit {
-        Supervised::Exited(exit) => (exit, false),
-        Supervised::Cancelled(exit) => (exit, true),
     };
     let run = WorkerRun {
         stdout,
@@ -163,13 +159,6 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     }
 }
 
-/// How [`supervise`] ended: the worker's exit, or cancellation (with how the stopped worker
-/// ended).
-enum Supervised {
-    Exited(Exit),
-    Cancelled(Exit),
-}
-
 /// Writes the prompt file, removes a stale log (and usage file) and starts `sh -c`; returns
 /// the child and the absolute log and usage paths. Paths are made absolute because the worker
 /// runs elsewhere.
@@ -180,10 +169,12 @@ enum Supervised {
 async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<PathBuf>), String> {
     let prompt_file = std::path::absolute(&spec.prompt_file).map_err(|e| e.to_string())?;
     let log_file = std::path::absolute(&spec.log_file).map_err(|e| e.to_string())?;
-    let usage_file = match &spec.usage_file {
-        Some(f) => Some(std::path::absolute(f).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let usage_file = spec
+        .usage_file
+        .as_ref()
+        .map(std::path::absolute)
+        .transpose();
+    let usage_file = usage_file.map_err(|e| e.to_string())?;
     let usage_dir = usage_file.as_deref().and_then(Path::parent);
     for dir in [prompt_file.parent(), log_file.parent(), usage_dir]
         .into_iter()
@@ -194,15 +185,10 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
     }
     let written = crate::edge::fsx::write_atomic(&prompt_file, spec.prompt.as_bytes());
     written.map_err(|e| format!("cannot write {}: {e}", prompt_file.display()))?;
+    // Nothing there is fine (fsx::remove_file).
     for stale in std::iter::once(&log_file).chain(usage_file.as_ref()) {
-        match crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale)
-            .map_err(io::Error::from)
-        {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(format!("cannot remove the old {}: {e}", stale.display()));
-            }
-            _ => {}
-        }
+        let removed = crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale);
+        removed.map_err(|e| format!("cannot remove the old {}: {e}", stale.display()))?;
     }
     let mut command = Command::new("sh");
     crate::edge::child_env::scrub_child_env(&mut command);
@@ -245,9 +231,10 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
     Ok((child, log_file, usage_file))
 }
 
-/// Waits for the child, the timeout or cancellation while the pipes are served. The child has
-/// been reaped on return, and what it printed until then read (a stopped worker's pipes are
-/// drained for a moment after its group is killed, so its output is kept too).
+/// Waits for the child, the timeout or cancellation while the pipes are served: the worker's
+/// exit, and whether cancellation stopped it. The child has been reaped on return, and what it
+/// printed until then read (a stopped worker's pipes are drained for a moment after its group
+/// is killed, so its output is kept too).
 async fn supervise(
     child: &mut Child,
     group: &ProcessGroup,
@@ -255,7 +242,7 @@ async fn supervise(
     feed: impl Future<Output = ()>,
     timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
-) -> Supervised {
+) -> (Exit, bool) {
     tokio::pin!(pumps, feed);
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -273,7 +260,7 @@ async fn supervise(
                 if !pumped {
                     let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
                 }
-                return Supervised::Exited(Exit::TimedOut(timeout));
+                return (Exit::TimedOut(timeout), false);
             }
             () = cancelled(cancel) => {
                 group.signal(Signal::SIGTERM);
@@ -290,7 +277,7 @@ async fn supervise(
                 if !pumped {
                     let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
                 }
-                return Supervised::Cancelled(exit_of_wait(status));
+                return (exit_of_wait(status), true);
             }
         }
     };
@@ -303,10 +290,10 @@ async fn supervise(
                 group.kill();
                 let _ = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await;
             }
-            () = cancelled(cancel) => return Supervised::Cancelled(exit_of_wait(status)),
+            () = cancelled(cancel) => return (exit_of_wait(status), true),
         }
     }
-    Supervised::Exited(exit_of_wait(status))
+    (exit_of_wait(status), false)
 }
 
 /// What waiting for the worker gave, as an [`Exit`].

@@ -3,12 +3,16 @@
 //! One exception, on the Action: the model gateway's settings, which the branch's file may
 //! only tighten ([`tighten`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::pure::engine::Schedule;
+use crate::pure::gateway::Provider;
+use crate::pure::overlap::Policy;
+use crate::pure::usage::Budget;
 
 mod tighten;
 pub use tighten::{Loosening, gateway_on_action, prices_on_action};
@@ -66,10 +70,7 @@ pub struct GatewaySettings {
     pub max_task_cost: Option<crate::pure::usage::Budget>,
     pub max_requests: Option<u32>,
     /// Requests and tokens per minute, per provider that has limits.
-    pub rates: std::collections::BTreeMap<
-        crate::pure::gateway::Provider,
-        crate::pure::gateway::window::Rate,
-    >,
+    pub rates: BTreeMap<Provider, crate::pure::gateway::window::Rate>,
 }
 
 /// The gateway's settings: `DAGEXEC_GATEWAY`, `DAGEXEC_MAX_TASK_COST`, `DAGEXEC_MAX_REQUESTS`,
@@ -78,22 +79,14 @@ pub fn gateway(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<GatewaySettings, ConfigError> {
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
     let on = match (env("DAGEXEC_GATEWAY"), &file.gateway) {
         (Some(v), _) => on_off(&v).map_err(|m| value("DAGEXEC_GATEWAY", m))?,
         (None, Some(v)) => on_off(v).map_err(|m| value("gateway", m))?,
         _ => true,
     };
     let max_task_cost = match (env("DAGEXEC_MAX_TASK_COST"), &file.max_task_cost) {
-        (Some(b), _) => Some(
-            crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?,
-        ),
-        (None, Some(b)) => {
-            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-task-cost", m))?)
-        }
+        (Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?),
+        (None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-task-cost", m))?),
         _ => None,
     };
     let max_requests = match (env("DAGEXEC_MAX_REQUESTS"), file.max_requests) {
@@ -111,7 +104,7 @@ pub fn gateway(
         Some(v) => crate::pure::gateway::window::rates(v).map_err(|(field, message)| {
             value(&field, format!("{message} (in .design/dagexec.yml)"))
         })?,
-        None => std::collections::BTreeMap::new(),
+        None => BTreeMap::new(),
     };
     Ok(GatewaySettings {
         on,
@@ -149,8 +142,8 @@ pub fn gateway_config(
                     path: path.display().to_string(),
                     source,
                 };
-                let codex_runs = crate::pure::gateway::held::provider_of(worker, None)
-                    == Some(crate::pure::gateway::Provider::OpenAi);
+                let codex_runs =
+                    crate::pure::gateway::held::provider_of(worker, None) == Some(Provider::OpenAi);
                 if codex_runs {
                     return Err(e);
                 }
@@ -170,13 +163,29 @@ pub fn gateway_config(
         upstreams: Upstreams::from_env(env).with_codex(codex.as_ref(), env),
         budgets: Budgets {
             run: max_cost.map(|b| (b.usd(), crate::pure::usage::spent(plan))),
-            task: settings.max_task_cost.map(crate::pure::usage::Budget::usd),
+            task: settings.max_task_cost.map(Budget::usd),
             max_requests: settings.max_requests,
         },
         prices: crate::pure::prices::current().clone(),
         task_recorded,
     };
     Ok((config, warning))
+}
+
+/// A [`ConfigError::Value`] for `field`.
+fn value(field: &str, message: String) -> ConfigError {
+    ConfigError::Value {
+        field: field.into(),
+        message,
+    }
+}
+
+/// A [`ConfigError::File`] of `.design/dagexec.yml`.
+fn file_error(message: String) -> ConfigError {
+    ConfigError::File {
+        path: ".design/dagexec.yml".into(),
+        message,
+    }
 }
 
 fn on_off(v: &str) -> Result<bool, String> {
@@ -190,12 +199,7 @@ fn on_off(v: &str) -> Result<bool, String> {
 impl FileConfig {
     /// The price table: the defaults with the file's `prices:` over them.
     pub fn prices(&self) -> Result<crate::pure::prices::Prices, ConfigError> {
-        crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(|message| {
-            ConfigError::File {
-                path: ".design/dagexec.yml".into(),
-                message,
-            }
-        })
+        crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(file_error)
     }
 }
 
@@ -256,15 +260,9 @@ pub fn read_file_config(root: &Path) -> Result<FileConfig, ConfigError> {
     let path = root.join(".design/dagexec.yml");
     match std::fs::read_to_string(&path) {
         Ok(text) if text.trim().is_empty() => Ok(FileConfig::default()),
-        Ok(text) => serde_yaml::from_str(&text).map_err(|e| ConfigError::File {
-            path: ".design/dagexec.yml".into(),
-            message: e.to_string(),
-        }),
+        Ok(text) => serde_yaml::from_str(&text).map_err(|e| file_error(e.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileConfig::default()),
-        Err(e) => Err(ConfigError::File {
-            path: ".design/dagexec.yml".into(),
-            message: e.to_string(),
-        }),
+        Err(e) => Err(file_error(e.to_string())),
     }
 }
 
@@ -286,27 +284,6 @@ pub fn parse_schedule(s: &str) -> Result<Schedule, String> {
             "unknown schedule {other:?} (rounds, waves or eager)"
         )),
     }
-}
-
-/// `overlap`: the flag, `DAGEXEC_OVERLAP`, the file, else `serial`.
-fn overlap(
-    flags: &Flags,
-    env: &dyn Fn(&str) -> Option<String>,
-    file: &FileConfig,
-) -> Result<crate::pure::overlap::Policy, ConfigError> {
-    use crate::pure::overlap::Policy;
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
-    Ok(
-        match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
-            (Some(o), _, _) => o,
-            (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
-            (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
-            _ => Policy::Serial,
-        },
-    )
 }
 
 /// Settings given on the command line (None = not given).
@@ -354,10 +331,6 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<Settings, ConfigError> {
-    let value = |field: &str, message: String| ConfigError::Value {
-        field: field.into(),
-        message,
-    };
     let worker = flags
         .worker
         .clone()
@@ -390,7 +363,12 @@ pub fn resolve(
         (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
         _ => Schedule::Rounds,
     };
-    let overlap = overlap(flags, env, file)?;
+    let overlap = match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
+        (Some(o), _, _) => o,
+        (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
+        (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
+        _ => Policy::Serial,
+    };
     let reviewer = flags
         .reviewer
         .clone()
@@ -399,12 +377,8 @@ pub fn resolve(
         .filter(|r| !r.trim().is_empty());
     let max_cost = match (flags.max_cost, env("DAGEXEC_MAX_COST"), &file.max_cost) {
         (Some(b), _, _) => Some(b),
-        (None, Some(b), _) => {
-            Some(crate::pure::usage::Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?)
-        }
-        (None, None, Some(b)) => {
-            Some(crate::pure::usage::Budget::parse(b).map_err(|m| value("max-cost", m))?)
-        }
+        (None, Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?),
+        (None, None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-cost", m))?),
         _ => None,
     };
     let worktrees = match (env("DAGEXEC_WORKTREES"), &file.worktrees) {

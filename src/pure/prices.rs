@@ -61,21 +61,21 @@ impl Tokens {
 
     /// Both together.
     pub fn plus(self, o: Tokens) -> Tokens {
-        Tokens {
-            input: self.input.saturating_add(o.input),
-            cache_read: self.cache_read.saturating_add(o.cache_read),
-            cache_write: self.cache_write.saturating_add(o.cache_write),
-            output: self.output.saturating_add(o.output),
-        }
+        self.each(o, u64::saturating_add)
     }
 
     /// What `self` has more than `before`, field by field (a stream's usage grows).
     pub fn since(self, before: Tokens) -> Tokens {
+        self.each(before, u64::saturating_sub)
+    }
+
+    /// `f` of `self`'s and `o`'s counts, field by field.
+    fn each(self, o: Tokens, f: fn(u64, u64) -> u64) -> Tokens {
         Tokens {
-            input: self.input.saturating_sub(before.input),
-            cache_read: self.cache_read.saturating_sub(before.cache_read),
-            cache_write: self.cache_write.saturating_sub(before.cache_write),
-            output: self.output.saturating_sub(before.output),
+            input: f(self.input, o.input),
+            cache_read: f(self.cache_read, o.cache_read),
+            cache_write: f(self.cache_write, o.cache_write),
+            output: f(self.output, o.output),
         }
     }
 }
@@ -103,12 +103,24 @@ pub struct Price {
 pub type Lowered = (String, Price, Price);
 
 impl Price {
+    /// The four prices in effect: input, output, cached input and cache write (the last two
+    /// the input price when not given).
+    fn rates(&self) -> [f64; 4] {
+        [
+            self.input,
+            self.output,
+            self.cached_input.unwrap_or(self.input),
+            self.cache_write.unwrap_or(self.input),
+        ]
+    }
+
     /// What `tokens` cost at this price, in USD.
     pub fn cost(&self, tokens: Tokens) -> f64 {
-        (tokens.input as f64 * self.input
-            + tokens.cache_read as f64 * self.cached_input.unwrap_or(self.input)
-            + tokens.cache_write as f64 * self.cache_write.unwrap_or(self.input)
-            + tokens.output as f64 * self.output)
+        let [input, output, cache_read, cache_write] = self.rates();
+        (tokens.input as f64 * input
+            + tokens.cache_read as f64 * cache_read
+            + tokens.cache_write as f64 * cache_write
+            + tokens.output as f64 * output)
             / 1e6
     }
 }
@@ -164,15 +176,13 @@ impl Default for Prices {
             .iter()
             .map(|&(name, input, cached, cache_write, output)| {
                 let cached_input = Some(cached);
-                (
-                    name.to_string(),
-                    Price {
-                        input,
-                        cached_input,
-                        cache_write,
-                        output,
-                    },
-                )
+                let price = Price {
+                    input,
+                    cached_input,
+                    cache_write,
+                    output,
+                };
+                (name.to_string(), price)
             });
         Prices {
             table: table.collect(),
@@ -235,24 +245,7 @@ impl Prices {
             let Some((_, floor)) = defaults.find(name) else {
                 continue;
             };
-            let below = |a: Option<f64>, f: Option<f64>, base_a: f64, base_f: f64| {
-                a.unwrap_or(base_a) < f.unwrap_or(base_f)
-            };
-            if asked.input < floor.input
-                || asked.output < floor.output
-                || below(
-                    asked.cached_input,
-                    floor.cached_input,
-                    asked.input,
-                    floor.input,
-                )
-                || below(
-                    asked.cache_write,
-                    floor.cache_write,
-                    asked.input,
-                    floor.input,
-                )
-            {
+            if asked.rates().iter().zip(floor.rates()).any(|(a, f)| *a < f) {
                 lowered.push((name.clone(), *asked, floor));
                 *asked = floor;
             }

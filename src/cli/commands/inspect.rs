@@ -60,7 +60,7 @@ pub(crate) fn validate(
                 missed.count, missed.first[0].0, missed.first[0].1
             );
         }
-        setup.write_json(out)?;
+        serde_json::to_writer(&mut *out, &setup).map_err(io::Error::from)?;
         writeln!(out)?;
     } else {
         preflight::report::write(out, &plan, &setup, &overlaps)?;

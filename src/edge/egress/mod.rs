@@ -31,18 +31,8 @@ static ACTIVE: OnceLock<std::sync::Arc<std::sync::Mutex<proxy::ProxyLog>>> = Onc
 
 /// The hosts the proxy refused so far, by name (the attempt's record carries them).
 pub fn blocked() -> Vec<String> {
-    ACTIVE
-        .get()
-        .map(|record| {
-            record
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .refused
-                .keys()
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+    let refused = ACTIVE.get().map(|r| proxy::lock(r).refused.clone());
+    refused.unwrap_or_default().into_keys().collect()
 }
 
 /// Restricted egress while it lasts: the proxy and the firewall.

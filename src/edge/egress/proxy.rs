@@ -37,7 +37,7 @@ pub struct Proxy {
     server: tokio::task::JoinHandle<()>,
 }
 
-fn lock(m: &Mutex<ProxyLog>) -> std::sync::MutexGuard<'_, ProxyLog> {
+pub(super) fn lock(m: &Mutex<ProxyLog>) -> std::sync::MutexGuard<'_, ProxyLog> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

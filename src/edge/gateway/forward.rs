@@ -82,7 +82,8 @@ fn client() -> std::io::Result<UpstreamClient> {
     Ok(Client::builder(TokioExecutor::new()).build(https))
 }
 
-fn full(status: u16, body: String) -> Response<Out> {
+fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
+    let (status, body) = crate::pure::gateway::refusal(provider, refused);
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(body))
             .map_err(|never| match never {})
@@ -96,11 +97,6 @@ fn full(status: u16, body: String) -> Response<Out> {
     r
 }
 
-fn refuse(provider: Option<Provider>, refused: &Refused) -> Response<Out> {
-    let (status, body) = crate::pure::gateway::refusal(provider, refused);
-    full(status, body)
-}
-
 /// One request: checked, held, forwarded, metered.
 async fn handle(
     shared: &Arc<Shared>,
@@ -108,7 +104,12 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Response<Out> {
     match admit(shared, &req).await {
-        Ok((route, tab, model_call)) => forward(shared, client, req, route, tab, model_call).await,
+        Ok((route, tab, model_call)) => {
+            let provider = route.provider;
+            forward(shared, client, req, route, tab, model_call)
+                .await
+                .unwrap_or_else(|refused| refuse(Some(provider), &refused))
+        }
         Err(refused) => refused,
     }
 }
@@ -146,26 +147,21 @@ async fn admit(
         wait_for_window(shared, provider).await;
         // Checked and counted in one change of the tab (under its lock): requests arriving
         // together with one left cannot both pass.
-        let admitted = tab.change(|s| match shared.limits(&tab).admit(s.requests) {
-            Ok(()) => {
-                s.requests += 1;
-                Ok(())
+        let admitted = tab.change(|s| {
+            let admitted = shared.limits(&tab).admit(s.requests);
+            match &admitted {
+                Ok(()) => s.requests += 1,
+                Err(refused) => s.refused = Some(message_of(provider, refused)),
             }
-            Err(refused) => {
-                let (_, body) = crate::pure::gateway::refusal(Some(provider), &refused);
-                s.refused = Some(message_of(&refused, &body));
-                Err(refused)
-            }
+            admitted
         });
-        if let Err(refused) = admitted {
-            return Err(refuse(Some(provider), &refused));
-        }
+        admitted.map_err(|refused| refuse(Some(provider), &refused))?;
     }
     Ok((route, tab, model_call))
 }
 
 /// Sends the admitted request upstream with the provider's key and streams the answer back,
-/// a model call's metered.
+/// a model call's metered; why not when it cannot.
 async fn forward(
     shared: &Arc<Shared>,
     client: &UpstreamClient,
@@ -173,28 +169,19 @@ async fn forward(
     Route { provider, rest }: Route,
     tab: Arc<Tab>,
     model_call: bool,
-) -> Response<Out> {
+) -> Result<Response<Out>, Refused> {
     let Some(upstream) = shared.upstreams.0.get(&provider) else {
-        return refuse(Some(provider), &Refused::Upstream("no upstream".into()));
+        return Err(Refused::Upstream("no upstream".into()));
     };
     let (parts, body) = req.into_parts();
-    let parts = match upstream_parts(parts, provider, upstream, &rest) {
-        Ok(p) => p,
-        Err(refused) => return refuse(Some(provider), &refused),
-    };
-    let response = match client.request(Request::from_parts(parts, body)).await {
-        Ok(r) => r,
-        Err(e) => {
-            return refuse(
-                Some(provider),
-                &Refused::Upstream(format!(
-                    "cannot reach {}: {}",
-                    upstream.base,
-                    error_chain(&e)
-                )),
-            );
-        }
-    };
+    let parts = upstream_parts(parts, provider, upstream, &rest)?;
+    let response = client
+        .request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| {
+            let why = error_chain(&e);
+            Refused::Upstream(format!("cannot reach {}: {why}", upstream.base))
+        })?;
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
@@ -239,7 +226,7 @@ async fn forward(
     } else {
         body.boxed()
     };
-    Response::from_parts(parts, body)
+    Ok(Response::from_parts(parts, body))
 }
 
 /// The request's head as it goes to `upstream`: its URL, the hop-by-hop and key headers out,
@@ -258,14 +245,9 @@ fn upstream_parts(
         )));
     };
     let mut url = format!("{}{rest}", upstream.base);
-    for (i, pair) in upstream.query.iter().enumerate() {
-        let sep = if i == 0 && !rest.contains('?') {
-            '?'
-        } else {
-            '&'
-        };
-        url.push(sep);
-        url.push_str(pair);
+    if !upstream.query.is_empty() {
+        let sep = if rest.contains('?') { '&' } else { '?' };
+        url = format!("{url}{sep}{}", upstream.query.join("&"));
     }
     parts.uri = url
         .parse()
@@ -300,13 +282,13 @@ fn upstream_parts(
 }
 
 /// The message the agent got, for the attempt's record.
-fn message_of(refused: &Refused, body: &str) -> String {
+fn message_of(provider: Provider, refused: &Refused) -> String {
     match refused {
         Refused::Budget(m) => m.clone(),
         Refused::Requests(n) => {
             format!("the attempt made its {n} allowed model requests (max-requests)")
         }
-        _ => body.to_string(),
+        _ => crate::pure::gateway::refusal(Some(provider), refused).1,
     }
 }
 

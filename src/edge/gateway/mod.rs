@@ -215,11 +215,6 @@ struct Tab {
 }
 
 impl Tab {
-    /// What the attempt has spent so far.
-    fn spend(&self) -> Spend {
-        self.spend.borrow().clone()
-    }
-
     /// Changes the attempt's spend (its watchers see the change), under the tab's lock: `f`
     /// must not read the tab. It may take the run's spend (`Shared::limits`); the lock order
     /// is a tab's, then the run's spend, never the other way.
@@ -488,7 +483,7 @@ pub fn withheld_vars() -> Vec<String> {
 impl Pass {
     /// What the attempt has spent so far.
     pub fn spend(&self) -> Spend {
-        self.tab.spend()
+        self.tab.spend.borrow().clone()
     }
 
     /// The attempt's spend as it grows: the receiver sees every change (coalesced: a
@@ -612,13 +607,6 @@ fn codex_config(user: &str, url: &str) -> String {
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
-    let key_of = |t: &str| {
-        t.split('=')
-            .next()
-            .map(str::trim)
-            .unwrap_or_default()
-            .to_string()
-    };
     let chosen = user
         .lines()
         .map(str::trim)
@@ -645,7 +633,7 @@ fn codex_config(user: &str, url: &str) -> String {
         if chosen
             .as_ref()
             .is_some_and(|c| table == format!("model_providers.{c}"))
-            && CARRIED.contains(&key_of(t).as_str())
+            && CARRIED.contains(&key_of(t))
         {
             carried.push_str(t);
             carried.push('\n');
@@ -658,14 +646,17 @@ fn codex_config(user: &str, url: &str) -> String {
     )
 }
 
+/// The key of a TOML line `key = value` (the whole line, trimmed, when it has no `=`).
+fn key_of(line: &str) -> &str {
+    line.split('=').next().unwrap_or_default().trim()
+}
+
 /// A hold on `provider` until `until` (a later hold wins).
 fn hold(shared: &Shared, provider: Provider, for_: Duration) {
     let until = Instant::now() + for_;
     let mut holds = lock(&shared.holds);
     let slot = holds.entry(provider).or_insert(until);
-    if *slot < until {
-        *slot = until;
-    }
+    *slot = (*slot).max(until);
 }
 
 #[cfg(test)]

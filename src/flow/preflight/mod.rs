@@ -62,40 +62,6 @@ pub struct SetupOutput<'a> {
     pub depth_summary: BTreeMap<u32, Vec<usize>>,
 }
 
-impl SetupOutput<'_> {
-    /// Writes the same compact JSON as `serde_json::to_writer(out, self)`, with the overlap
-    /// matrix written as its rows are made (`Rows` serialises them one by one).
-    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        fn field(
-            out: &mut impl std::io::Write,
-            name: &str,
-            value: &impl Serialize,
-        ) -> std::io::Result<()> {
-            write!(out, "\"{name}\":")?;
-            serde_json::to_writer(&mut *out, value).map_err(std::io::Error::other)
-        }
-        out.write_all(b"{")?;
-        field(out, "goal", &self.goal)?;
-        out.write_all(b",")?;
-        field(out, "contextSummary", &self.context_summary)?;
-        out.write_all(b",")?;
-        field(out, "isResume", &self.is_resume)?;
-        out.write_all(b",")?;
-        field(out, "validation", &self.validation)?;
-        out.write_all(b",")?;
-        field(out, "taskIdMapping", &self.task_id_mapping)?;
-        out.write_all(b",")?;
-        field(out, "fileOverlapMatrix", &self.file_overlap_matrix)?;
-        out.write_all(b",")?;
-        field(out, "taskCount", &self.task_count)?;
-        out.write_all(b",")?;
-        field(out, "maxDepth", &self.max_depth)?;
-        out.write_all(b",")?;
-        field(out, "depthSummary", &self.depth_summary)?;
-        out.write_all(b"}")
-    }
-}
-
 /// `taskIdMapping` for `n` tasks: `{"0": "task-0", …}`, generated while serialising.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskIds(pub usize);
@@ -129,42 +95,5 @@ pub fn output<'a>(
         task_count: plan.total(),
         max_depth: dag.max_depth(),
         depth_summary,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn direct_json_equals_serde() {
-        for name in ["auth-v2.json", "auth-v3.json", "random-40-v2.json"] {
-            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("examples")
-                .join(name);
-            let plan = crate::edge::plan_file::load(&path).unwrap();
-            let dag = Dag::build(&plan).unwrap();
-            let overlaps = Overlaps::of(&plan, &dag);
-            let validation = Validation {
-                git_status: "?? \"odd\" name\n".into(),
-                blocking_checks: vec![BlockingCheck {
-                    task_index: Some(1),
-                    claim: "c".into(),
-                    passed: false,
-                    output: "tab\tand ünïcode".into(),
-                    verify: "v".into(),
-                    task: 1,
-                }],
-                ..Default::default()
-            };
-            let setup = output(&plan, &dag, &overlaps, validation);
-            let mut direct = Vec::new();
-            setup.write_json(&mut direct).unwrap();
-            assert_eq!(
-                String::from_utf8(direct).unwrap(),
-                serde_json::to_string(&setup).unwrap(),
-                "{name}"
-            );
-        }
     }
 }

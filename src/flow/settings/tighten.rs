@@ -42,13 +42,8 @@ impl std::fmt::Display for Loosening {
 pub fn prices_on_action(
     file: &FileConfig,
 ) -> Result<(crate::pure::prices::Prices, Vec<Loosening>), ConfigError> {
-    let (prices, lowered) =
-        crate::pure::prices::Prices::with_floor(file.prices.as_ref()).map_err(|message| {
-            ConfigError::Value {
-                field: "prices".into(),
-                message,
-            }
-        })?;
+    let (prices, lowered) = crate::pure::prices::Prices::with_floor(file.prices.as_ref())
+        .map_err(|message| super::value("prices", message))?;
     let loosened = lowered
         .into_iter()
         .map(|(model, asked, kept)| Loosening {

@@ -58,17 +58,11 @@ fn result_object(stdout: &str) -> Option<Value> {
 /// The model of `modelUsage` that cost most (ties: the first name in order), for the record.
 fn costliest_model(object: &Value) -> Option<String> {
     let models = object.get("modelUsage").and_then(Value::as_object)?;
-    let mut named: Vec<(&String, f64)> = models
-        .iter()
-        .map(|(name, u)| {
-            (
-                name,
-                u.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0),
-            )
-        })
-        .collect();
-    named.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    named.first().map(|(n, _)| (*n).clone())
+    let cost = |u: &Value| u.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0);
+    let costlier = |a: &(&String, &Value), b: &(&String, &Value)| {
+        cost(b.1).total_cmp(&cost(a.1)).then_with(|| a.0.cmp(b.0))
+    };
+    models.iter().min_by(costlier).map(|(n, _)| n.clone())
 }
 
 /// How it ended: `subtype`, `is_error` with the API's status, and the refused tool calls.

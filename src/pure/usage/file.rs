@@ -12,32 +12,12 @@ pub fn parse_usage_file(text: &str) -> Result<Usage, String> {
     let Value::Object(o) = v else {
         return Err("not a JSON object".into());
     };
-    let tokens = |k: &str| -> Result<Option<u64>, String> {
-        match o.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| format!("`{k}` is not a whole number of tokens")),
-        }
-    };
-    let cost_usd = match o.get("cost_usd") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_f64()
-                .ok_or("`cost_usd` is not a number (USD, e.g. 0.42)")?,
-        ),
-    };
-    let model = match o.get("model") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("`model` is not a string".into()),
-    };
+    // Read in this order: the first field that is wrong is the one named.
     let raw = Usage {
-        cost_usd,
-        input_tokens: tokens("input_tokens")?,
-        output_tokens: tokens("output_tokens")?,
-        model,
+        cost_usd: field(&o, "cost_usd", Value::as_f64, "a number (USD, e.g. 0.42)")?,
+        model: field(&o, "model", |v| v.as_str().map(str::to_string), "a string")?,
+        input_tokens: field(&o, "input_tokens", Value::as_u64, TOKENS)?,
+        output_tokens: field(&o, "output_tokens", Value::as_u64, TOKENS)?,
     };
     let checked = raw.clone().checked();
     if checked.cost_usd != raw.cost_usd {
@@ -50,4 +30,22 @@ pub fn parse_usage_file(text: &str) -> Result<Usage, String> {
         return Err(format!("a token count is above {MAX_TOKENS}"));
     }
     Ok(checked)
+}
+
+const TOKENS: &str = "a whole number of tokens";
+
+/// The field `k` of `o`, read with `read`: `None` when absent or null; `Err` says it is not
+/// `what`.
+fn field<T>(
+    o: &serde_json::Map<String, Value>,
+    k: &str,
+    read: impl Fn(&Value) -> Option<T>,
+    what: &str,
+) -> Result<Option<T>, String> {
+    match o.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => read(v)
+            .map(Some)
+            .ok_or_else(|| format!("`{k}` is not {what}")),
+    }
 }

@@ -58,28 +58,20 @@ pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
 
 /// The tokens per model of `stats.models`.
 fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<ModelTokens> {
-    let mut tokens = Vec::new();
-    for (name, m) in object
-        .get("stats")
-        .and_then(|s| s.get("models"))
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        let count = |k: &str| {
-            m.get("tokens")
-                .and_then(|t| t.get(k))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        tokens.push(ModelTokens {
+    let models = object.get("stats").and_then(|s| s.get("models"));
+    let models = models.and_then(Value::as_object);
+    let model_tokens = |(name, m): (&String, &Value)| {
+        let tokens = m.get("tokens");
+        let read = |k: &str| tokens.and_then(|t| t.get(k)).and_then(Value::as_u64);
+        let count = |k: &str| read(k).unwrap_or(0);
+        ModelTokens {
             model: Some(name.clone()),
             input: count("prompt"),
             cached: count("cached"),
             output: count("candidates").saturating_add(count("thoughts")),
-        });
-    }
-    tokens
+        }
+    };
+    models.into_iter().flatten().map(model_tokens).collect()
 }
 
 /// The failure of an `error` object, and whether it stops the run.

@@ -174,13 +174,17 @@ pub fn mismatch(cli: &Usage, wire: &Usage) -> Option<String> {
 
 /// `115 in / 20 out tokens, $0.0012` (`?` for a count not known, the cost when known).
 pub fn spend_text(u: &Usage) -> String {
+    let cost = u.cost_usd.map(|c| format!(", {}", money(c)));
+    format!("{} tokens{}", tokens_text(u), cost.unwrap_or_default())
+}
+
+/// `115 in / 20 out` (`?` for a count not known).
+fn tokens_text(u: &Usage) -> String {
+    let count = |n: Option<u64>| n.map_or("?".into(), |t| t.to_string());
     format!(
-        "{} in / {} out tokens{}",
-        u.input_tokens.map_or("?".into(), |t| t.to_string()),
-        u.output_tokens.map_or("?".into(), |t| t.to_string()),
-        u.cost_usd
-            .map(|c| format!(", {}", money(c)))
-            .unwrap_or_default()
+        "{} in / {} out",
+        count(u.input_tokens),
+        count(u.output_tokens)
     )
 }
 
@@ -448,23 +452,16 @@ pub struct Totals {
 impl Totals {
     fn add(&mut self, r: &AttemptRecord) {
         if let Some(cli) = &r.cli {
-            let wire = r.usage.clone();
-            self.differs |= mismatch(cli, &wire).is_some();
-            let sum = |a: Option<Usage>, b: Usage| Some(a.unwrap_or_default().plus(b));
-            self.cli = sum(
-                self.cli.take(),
-                Usage {
+            self.differs |= mismatch(cli, &r.usage).is_some();
+            let sum = |a: Option<Usage>, b: &Usage| {
+                let b = Usage {
                     model: None,
-                    ..cli.clone()
-                },
-            );
-            self.wire = sum(
-                self.wire.take(),
-                Usage {
-                    model: None,
-                    ..wire
-                },
-            );
+                    ..b.clone()
+                };
+                Some(a.unwrap_or_default().plus(b))
+            };
+            self.cli = sum(self.cli.take(), cli);
+            self.wire = sum(self.wire.take(), &r.usage);
         }
         self.attempts += 1;
         self.seconds = tenths(self.seconds + r.seconds);
@@ -503,14 +500,7 @@ impl Totals {
         let Some(cli) = self.cli.as_ref().filter(|_| self.differs) else {
             return cost;
         };
-        let said = match cli.cost_usd {
-            Some(c) => money(c),
-            None => format!(
-                "{} in / {} out",
-                cli.input_tokens.map_or("?".into(), |t| t.to_string()),
-                cli.output_tokens.map_or("?".into(), |t| t.to_string())
-            ),
-        };
+        let said = cli.cost_usd.map_or_else(|| tokens_text(cli), money);
         let cost = if cost.is_empty() { "-".into() } else { cost };
         format!("{cost} (CLI: {said})")
     }
