@@ -1,5 +1,6 @@
 //! One run per repository: a lock file holding the runner's pid. A lock left by a process
-//! that no longer exists (a crash, `kill -9`) is taken over, with a message.
+//! that no longer exists (a crash, `kill -9`) is taken over, with a message. And the one way
+//! this process takes a mutex of its own ([`held`]).
 
 use std::fs;
 use std::io::Write;
@@ -93,6 +94,13 @@ impl Drop for RunLock {
             tracing::warn!("could not remove the run lock {}: {e}", self.path.display());
         }
     }
+}
+
+/// Mutex `m` taken, whatever a thread that panicked holding it left: what it guards (a
+/// display, a record, a pool) is still the best account there is, and a run that stopped
+/// reporting over a panic elsewhere would lose more.
+pub fn held<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

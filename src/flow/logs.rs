@@ -11,6 +11,7 @@
 //! following links (each folder checked, a run's folder made anew, each file created anew with
 //! `O_EXCL|O_NOFOLLOW`).
 
+use crate::edge::lock::held;
 use crate::edge::worker::{self};
 use std::path::{Path, PathBuf};
 
@@ -49,10 +50,7 @@ impl RunLogs {
     /// The folder, made ([`new_run_dir`]) and the older runs pruned ([`prune_logs`]) the first
     /// time.
     pub(crate) fn dir(&self, common_dir: &Path) -> Result<PathBuf, crate::edge::fsx::Error> {
-        let mut dir = self
-            .dir
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut dir = held(&self.dir);
         if let Some(d) = dir.as_ref() {
             return Ok(d.clone());
         }
@@ -66,10 +64,7 @@ impl RunLogs {
 
     /// The folder, when this run has made it (an attempt's logs were kept).
     pub(crate) fn made(&self) -> Option<PathBuf> {
-        self.dir
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        held(&self.dir).clone()
     }
 }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::edge::lock::held;
+
 /// What the run remembers between the attempts of a task: the review history (seeded from
 /// the plan) and the changes of a rejected attempt that the next one continues from.
 ///
@@ -23,26 +25,26 @@ pub(crate) struct Memory {
 
 impl Memory {
     pub(crate) fn history(&self, index: usize, task: &Task) -> Vec<ReviewEntry> {
-        lock(&self.reviews)
+        held(&self.reviews)
             .entry(index)
             .or_insert_with(|| review::history(task))
             .clone()
     }
 
     pub(crate) fn set(&self, index: usize, history: Vec<ReviewEntry>) {
-        lock(&self.reviews).insert(index, history);
+        held(&self.reviews).insert(index, history);
     }
 
     /// Held while the plan file is read and written during a round, by [`Memory::persist`]
     /// and by a runner saving its own copy of the plan while attempts run.
     pub(crate) fn plan_file(&self) -> std::sync::MutexGuard<'_, ()> {
-        lock(&self.plan_file)
+        held(&self.plan_file)
     }
 
     /// Puts the review histories of this run into the tasks still in progress in `plan` (a
     /// resolved task's history arrives with its judged attempt).
     pub(crate) fn apply(&self, plan: &mut Plan) {
-        for (&i, h) in lock(&self.reviews).iter() {
+        for (&i, h) in held(&self.reviews).iter() {
             if let Some(t) = plan.tasks.get_mut(i)
                 && t.status == Status::InProgress
             {
@@ -68,8 +70,4 @@ impl Memory {
         review::set_history(task, history);
         crate::edge::plan_file::save(&plan, plan_path).map_err(|e| e.to_string())
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

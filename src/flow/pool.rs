@@ -6,6 +6,7 @@ use crate::pure::plan::model::Task;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::edge::lock::held;
 use crate::flow::logs::RunLogs;
 
 /// What the runner hands an attempt.
@@ -70,11 +71,7 @@ impl Pool {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("slot-{}-{n}", run_id());
         loop {
-            let reused = self
-                .free
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop();
+            let reused = held(&self.free).pop();
             let Some(mut wt) = reused else { break };
             match reusable(&mut wt, base, &name) {
                 Ok(()) => return Ok(wt),
@@ -99,21 +96,13 @@ impl Pool {
         let outcome = crate::pure::usage::Outcome::Interrupted;
         let record =
             crate::pure::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);
-        self.interrupted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(record);
+        held(&self.interrupted).push(record);
     }
 
     /// The records of the attempts Ctrl-C stopped since the last call, in the order they
     /// stopped.
     pub(crate) fn take_interrupted(&self) -> Vec<crate::pure::usage::AttemptRecord> {
-        std::mem::take(
-            &mut *self
-                .interrupted
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        std::mem::take(&mut *held(&self.interrupted))
     }
 
     /// Takes a finished attempt's worktree back for later attempts — unless a process the
@@ -122,10 +111,7 @@ impl Pool {
     pub(crate) fn release(&self, wt: Worktree) -> Option<String> {
         match crate::edge::procs::inside(wt.path()) {
             Some(holders) if holders.is_empty() => {
-                self.free
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .push(wt);
+                held(&self.free).push(wt);
                 None
             }
             // Without /proc nothing proves the tree quiet: a new one for the next attempt.

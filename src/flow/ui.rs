@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::edge::lock::held;
 use crate::pure::events::{Event, Stamped};
 use crate::pure::plan::ids::TaskNames;
 
@@ -87,9 +88,7 @@ impl Ui {
         let line = crate::pure::sanitize::text(line.as_ref());
         match &self.mode {
             Mode::Plain(out) => {
-                let mut out = out
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut out = held(out);
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
             }
@@ -131,10 +130,7 @@ impl Ui {
         if let Some(line) = line {
             self.say(line);
         }
-        let mut journal = self
-            .journal
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut journal = held(&self.journal);
         if journal.len() == KEPT_EVENTS {
             journal.pop_front();
         }
@@ -146,12 +142,7 @@ impl Ui {
 
     /// The events emitted so far, oldest first.
     pub fn activity(&self) -> Vec<Stamped> {
-        self.journal
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
+        held(&self.journal).iter().cloned().collect()
     }
 
     /// Sets the overall progress: `done` of `total` tasks completed.
@@ -183,10 +174,7 @@ impl Ui {
             ));
             drop(names);
             bar.enable_steady_tick(Duration::from_millis(120));
-            let old = tasks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(index, bar);
+            let old = held(tasks).insert(index, bar);
             if let Some(old) = old {
                 old.finish_and_clear();
                 multi.remove(&old);
@@ -197,10 +185,7 @@ impl Ui {
     /// A worker finished (live: its line goes away).
     pub fn task_finished(&self, index: usize) {
         if let Mode::Live { multi, tasks, .. } = &self.mode {
-            let bar = tasks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&index);
+            let bar = held(tasks).remove(&index);
             if let Some(bar) = bar {
                 bar.finish_and_clear();
                 multi.remove(&bar);

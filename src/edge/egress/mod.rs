@@ -31,7 +31,9 @@ static ACTIVE: OnceLock<std::sync::Arc<std::sync::Mutex<proxy::ProxyLog>>> = Onc
 
 /// The hosts the proxy refused so far, by name (the attempt's record carries them).
 pub fn blocked() -> Vec<String> {
-    let refused = ACTIVE.get().map(|r| proxy::lock(r).refused.clone());
+    let refused = ACTIVE
+        .get()
+        .map(|r| crate::edge::lock::held(r).refused.clone());
     refused.unwrap_or_default().into_keys().collect()
 }
 

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+
+use crate::edge::lock::held;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -37,10 +39,6 @@ pub struct Proxy {
     server: tokio::task::JoinHandle<()>,
 }
 
-pub(super) fn lock(m: &Mutex<ProxyLog>) -> std::sync::MutexGuard<'_, ProxyLog> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Proxy {
     /// Listens on 127.0.0.1 and a free port, admitting `hosts`. Call inside a tokio runtime.
     pub async fn start(hosts: Hosts) -> std::io::Result<Proxy> {
@@ -62,7 +60,7 @@ impl Proxy {
 
     /// What it saw so far.
     pub fn record(&self) -> ProxyLog {
-        lock(&self.record).clone()
+        held(&self.record).clone()
     }
 
     /// Its record as it grows.
@@ -150,7 +148,7 @@ async fn refuse(
         "{name} refused: {why}. The agent reaches only the hosts of the action's egress input."
     );
     {
-        let mut r = lock(record);
+        let mut r = held(record);
         if r.refused.len() < RECORDED_MAX || r.refused.contains_key(&name) {
             r.refused.insert(name, why.to_string());
         }
@@ -210,7 +208,7 @@ async fn handle(
         let text = format!("cannot connect to {name} port {}", req.port);
         return answer(&mut client, "502 Bad Gateway", &text).await;
     };
-    *lock(record).reached.entry(name).or_default() += 1;
+    *held(record).reached.entry(name).or_default() += 1;
     if req.tunnel {
         client
             .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")

@@ -18,8 +18,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::{Shared, Tab, hold, lock};
+use super::{Shared, Tab, hold};
 use crate::edge::github::error_chain;
+use crate::edge::lock::held;
 use crate::pure::gateway::meter::{self, Meter};
 use crate::pure::gateway::{Provider, Refused, Route};
 
@@ -137,7 +138,7 @@ async fn admit(
         headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
         query_key.as_deref(),
     );
-    let tab = token.and_then(|t| lock(&shared.tabs).get(t).cloned());
+    let tab = token.and_then(|t| held(&shared.tabs).get(t).cloned());
     let Some(tab) = tab else {
         return Err(refuse(Some(provider), &Refused::Token));
     };
@@ -296,7 +297,7 @@ fn message_of(provider: Provider, refused: &Refused) -> String {
 /// out too).
 async fn wait_for_hold(shared: &Shared, provider: Provider) {
     loop {
-        let until = lock(&shared.holds).get(&provider).copied();
+        let until = held(&shared.holds).get(&provider).copied();
         match until {
             Some(until) if until > Instant::now() => {
                 tokio::time::sleep_until(until.into()).await;
@@ -310,7 +311,7 @@ async fn wait_for_hold(shared: &Shared, provider: Provider) {
 /// (counting this one in once it lets it start).
 async fn wait_for_window(shared: &Shared, provider: Provider) {
     loop {
-        let admitted = lock(&shared.windows)
+        let admitted = held(&shared.windows)
             .get_mut(&provider)
             .map_or(Ok(()), |w| w.admit(shared.origin.elapsed()));
         match admitted {

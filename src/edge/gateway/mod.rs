@@ -19,7 +19,9 @@ mod forward;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::edge::lock::held;
 use std::time::{Duration, Instant};
 
 use crate::edge::github::ops::encode_segment;
@@ -245,10 +247,6 @@ struct Shared {
     total: tokio::sync::watch::Sender<Spend>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Shared {
     /// Adds `tokens` of `model` (one response's growth, from `provider`) to `tab`, the run's
     /// and the task's, and to the provider's tokens-per-minute window.
@@ -256,7 +254,7 @@ impl Shared {
         if tokens == Tokens::default() {
             return;
         }
-        if let Some(w) = lock(&self.windows).get_mut(&provider) {
+        if let Some(w) = held(&self.windows).get_mut(&provider) {
             w.spent(
                 self.origin.elapsed(),
                 tokens.prompt().saturating_add(tokens.output),
@@ -276,7 +274,7 @@ impl Shared {
         tab.change(grow);
         self.total.send_modify(grow);
         if let Some(c) = cost {
-            let mut run = lock(&self.run_spend);
+            let mut run = held(&self.run_spend);
             run.0 += c;
             *run.1.entry(tab.task).or_default() += c;
         }
@@ -293,7 +291,7 @@ impl Shared {
 
     /// The limits for `tab`'s next request.
     fn limits(&self, tab: &Tab) -> crate::pure::gateway::Limits {
-        let run = lock(&self.run_spend);
+        let run = held(&self.run_spend);
         let task_live = run.1.get(&tab.task).copied().unwrap_or(0.0);
         let task_before = self.task_recorded.get(&tab.task).copied().unwrap_or(0.0);
         crate::pure::gateway::Limits {
@@ -368,7 +366,7 @@ impl Gateway {
             task,
             spend: tokio::sync::watch::Sender::new(Spend::default()),
         });
-        lock(&self.shared.tabs).insert(token.clone(), tab.clone());
+        held(&self.shared.tabs).insert(token.clone(), tab.clone());
         Ok(Pass {
             token,
             url: self.url(),
@@ -381,7 +379,7 @@ impl Gateway {
     /// the `rate-limits:` setting), every worker's together: a request waits at the gateway
     /// until the provider's last minute lets it start.
     pub fn pace(&self, rates: &BTreeMap<Provider, crate::pure::gateway::window::Rate>) {
-        *lock(&self.shared.windows) = rates
+        *held(&self.shared.windows) = rates
             .iter()
             .map(|(p, r)| (*p, crate::pure::gateway::window::Window::new(*r)))
             .collect();
@@ -412,7 +410,7 @@ impl Gateway {
 
     /// This run's spend through the gateway, in USD.
     pub fn run_spend(&self) -> f64 {
-        lock(&self.shared.run_spend).0
+        held(&self.shared.run_spend).0
     }
 }
 
@@ -444,7 +442,7 @@ impl std::fmt::Debug for Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
-        lock(&self.shared.tabs).remove(&self.token);
+        held(&self.shared.tabs).remove(&self.token);
     }
 }
 
@@ -654,7 +652,7 @@ fn key_of(line: &str) -> &str {
 /// A hold on `provider` until `until` (a later hold wins).
 fn hold(shared: &Shared, provider: Provider, for_: Duration) {
     let until = Instant::now() + for_;
-    let mut holds = lock(&shared.holds);
+    let mut holds = held(&shared.holds);
     let slot = holds.entry(provider).or_insert(until);
     *slot = (*slot).max(until);
 }

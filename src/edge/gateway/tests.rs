@@ -244,20 +244,20 @@ async fn concurrent_requests_never_overrun_max_requests() {
     let pass = gw.open(0).unwrap();
     let url = format!("{}/anthropic/v1/messages", gw.url());
     let mut fired = tokio::task::JoinSet::new();
-    let held = lock(&gw.shared.run_spend);
+    let spend = held(&gw.shared.run_spend);
     for _ in 0..AT_ONCE {
         let (url, token) = (url.clone(), pass.token.clone());
         fired.spawn(async move { post(&url, &[("x-api-key", &token)]).await.0 });
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while lock(&gw.shared.windows)[&Provider::Anthropic].requests() < 2 {
+    while held(&gw.shared.windows)[&Provider::Anthropic].requests() < 2 {
         assert!(
             Instant::now() < deadline,
             "the requests never reached the gateway"
         );
         std::thread::yield_now();
     }
-    drop(held);
+    drop(spend);
     let statuses = fired.join_all().await;
     let passed = statuses.iter().filter(|s| **s == 200).count();
     assert_eq!(passed, CAP as usize, "{statuses:?}");

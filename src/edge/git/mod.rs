@@ -76,9 +76,7 @@ pub struct Repo {
 /// thread's `add` is creating. Every add, remove and prune in this process takes this lock.
 pub(crate) fn worktree_admin() -> std::sync::MutexGuard<'static, ()> {
     static ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ADMIN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::edge::lock::held(&ADMIN)
 }
 
 /// `git status --porcelain` (v1, unquoted paths) in `dir`, which need not be a work tree's

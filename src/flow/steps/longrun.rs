@@ -3,9 +3,9 @@
 //! the STATE.md files committed with the round.
 
 use crate::edge::git::Worktree;
+use crate::edge::lock::held;
 use crate::flow::RunOptions;
 use crate::flow::exec::Judged;
-use crate::flow::memory::lock;
 use crate::flow::pool::AttemptInput;
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
@@ -116,7 +116,7 @@ pub(crate) async fn watch_checkpoint(
             let patch = repo
                 .tree_changes(&tree, &base, &excluded)
                 .map_err(|e| e.to_string())?;
-            let closed = lock(&closed);
+            let closed = held(&closed);
             if *closed {
                 return Err("the worker has ended".into());
             }
@@ -145,7 +145,7 @@ pub(crate) struct Gate(std::sync::Arc<Mutex<bool>>);
 
 impl Drop for Gate {
     fn drop(&mut self) {
-        *lock(&self.0) = true;
+        *held(&self.0) = true;
     }
 }
 

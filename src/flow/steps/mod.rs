@@ -28,7 +28,7 @@ pub(crate) mod questions;
 pub(crate) mod review;
 
 use crate::edge::git::Worktree;
-use crate::flow::memory::lock;
+use crate::edge::lock::held;
 use crate::flow::pool::{AttemptInput, Pool};
 use crate::flow::steps::longrun::restore_partial;
 use crate::flow::steps::review::with_feedback;
@@ -41,7 +41,7 @@ use crate::sources::longrun::partial::Store;
 /// a long-run plan's kept partial work ([`restore_partial`]) otherwise.
 pub(crate) fn prepare(input: &AttemptInput, wt: &Worktree, pool: &Pool, store: &Store) -> String {
     let mem = &pool.memory;
-    let carry = lock(&mem.carry).remove(&input.index);
+    let carry = held(&mem.carry).remove(&input.index);
     if carry.is_none() {
         restore_partial(input, wt, store);
     }

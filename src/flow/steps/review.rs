@@ -2,8 +2,8 @@
 //! its verdict, the feedback a rejected attempt's retry gets, and the review summary.
 
 use crate::edge::git::Worktree;
+use crate::edge::lock::held;
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::memory::lock;
 use crate::flow::pool::{AttemptInput, Pool};
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
@@ -320,7 +320,7 @@ pub(crate) async fn review(
         }
     }
     if c.retry && review::start_for(input.attempt + 1) == NextTree::Continue {
-        lock(&mem.carry).insert(input.index, patch.clone());
+        held(&mem.carry).insert(input.index, patch.clone());
     }
     Reviewed::Done {
         history: c.history,

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::action::artifact::{self, WorkResult};
 use crate::edge::gateway::Spend;
+use crate::edge::lock::held;
 use crate::pure::outcome::{AttemptReport, Exit};
 
 /// The status line of an attempt whose job ended before it did.
@@ -74,9 +75,7 @@ pub(super) fn keep(at: Provisional, spend: tokio::sync::watch::Receiver<Spend>) 
     let keeper = tokio::spawn(crate::flow::live::on_growth(
         spend,
         move |now| {
-            let done = flag
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let done = held(&flag);
             if *done {
                 return Ok(());
             }
@@ -94,10 +93,7 @@ impl Live {
     /// Stops the keeper: no provisional result is written from now on (one being written
     /// finishes first), so the job's own result is the last word.
     pub(super) fn finish(self) {
-        *self
-            .done
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        *held(&self.done) = true;
         self.keeper.abort();
     }
 }
