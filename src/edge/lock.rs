@@ -57,13 +57,8 @@ impl RunLock {
         }
         let mut taken = Taken::Fresh;
         loop {
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-            {
-                Ok(mut f) => {
-                    write!(f, "{}", std::process::id()).map_err(io)?;
+            match create_with_pid(path) {
+                Ok(()) => {
                     return Ok((
                         RunLock {
                             path: path.to_path_buf(),
@@ -85,6 +80,29 @@ impl RunLock {
                 Err(e) => return Err(io(e)),
             }
         }
+    }
+}
+
+/// The lock file at `path` created with this process's pid already in it, or `AlreadyExists`:
+/// the pid is written to a file of this process's own and hard-linked into place, so a run
+/// that reads the lock meanwhile never finds it empty (read as a pid of no process, it was
+/// taken over, and two runs went on side by side). Where hard links fail, the file is created
+/// and then written, as before.
+fn create_with_pid(path: &Path) -> std::io::Result<()> {
+    let pid = std::process::id();
+    let own = path.with_extension(format!("lock.{pid}.tmp"));
+    fs::write(&own, pid.to_string())?;
+    let linked = fs::hard_link(&own, path);
+    let _ = fs::remove_file(&own);
+    match linked {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)?;
+            write!(f, "{pid}")
+        }
+        linked => linked,
     }
 }
 
@@ -127,5 +145,33 @@ mod tests {
         assert_eq!(taken, Taken::TakenOver(dead));
         drop(lock);
         assert!(!path.exists(), "released on drop");
+    }
+
+    /// Another run reading the lock while this one takes it finds the pid, never an empty
+    /// file: an empty one read as pid 0, "no longer running", and a second run took the lock
+    /// over and ran beside the first.
+    #[test]
+    fn a_lock_being_taken_is_never_read_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dagexec/run.lock");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let empty = std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut empty = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if fs::read_to_string(&path).is_ok_and(|c| c.is_empty()) {
+                        empty += 1;
+                    }
+                }
+                empty
+            });
+            for _ in 0..3000 {
+                drop(RunLock::acquire(&path).unwrap());
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap()
+        });
+        assert_eq!(empty, 0, "the lock was read empty {empty} times");
     }
 }

@@ -218,7 +218,7 @@ impl RoundBuild {
             crate::flow::steps::questions::record(plan, &j);
             let own = integration::paths_of(plan, j.index, &j.touched);
             let a = j.arrival(&start, &own);
-            let mut local = Local {
+            let mut local = Inline {
                 build: self,
                 at,
                 plan,
@@ -233,8 +233,8 @@ impl RoundBuild {
 }
 
 /// One completed attempt `j` integrated in the round under the ledger's rules
-/// ([`Ledger::integrate`]): this driver's I/O.
-struct Local<'x, 'a> {
+/// ([`Ledger::integrate`]): this driver's I/O. It re-checks inline, in a worktree of its own.
+struct Inline<'x, 'a> {
     build: &'x mut RoundBuild,
     at: &'x Merging<'a>,
     plan: &'x mut Plan,
@@ -245,7 +245,7 @@ struct Local<'x, 'a> {
     patch: Vec<u8>,
 }
 
-impl integration::Driver for Local<'_, '_> {
+impl integration::Driver for Inline<'_, '_> {
     type Error = RunError;
 
     /// The patch, made where it started, merged three-way onto the round's index.

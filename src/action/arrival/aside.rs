@@ -76,7 +76,7 @@ pub(crate) fn merge_aside<W: Aside>(
     meets: Meets,
 ) -> Result<Step, ActionError> {
     let a = j.arrival(start, own);
-    let mut d = Merging {
+    let mut d = Deferred {
         w,
         j,
         patch: Vec::new(),
@@ -84,14 +84,15 @@ pub(crate) fn merge_aside<W: Aside>(
     ledger.integrate(&mut d, &a, Some(meets))
 }
 
-/// [`merge_aside`]'s driver: the writer, the attempt, its merged change.
-struct Merging<'x, W> {
+/// [`merge_aside`]'s driver, whose re-check is deferred to a later job: the writer, the
+/// attempt, its merged change.
+struct Deferred<'x, W> {
     w: &'x mut W,
     j: &'x mut Judged,
     patch: Vec<u8>,
 }
 
-impl<W: Aside> Driver for Merging<'_, W> {
+impl<W: Aside> Driver for Deferred<'_, W> {
     type Error = ActionError;
 
     fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ActionError> {
