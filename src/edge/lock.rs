@@ -91,7 +91,15 @@ impl RunLock {
 fn create_with_pid(path: &Path) -> std::io::Result<()> {
     let pid = std::process::id();
     let own = path.with_extension(format!("lock.{pid}.tmp"));
-    fs::write(&own, pid.to_string())?;
+    // Created afresh, never through a link left at its name (task code can write here).
+    let _ = fs::remove_file(&own);
+    write!(
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&own)?,
+        "{pid}"
+    )?;
     let linked = fs::hard_link(&own, path);
     let _ = fs::remove_file(&own);
     match linked {
@@ -173,5 +181,24 @@ mod tests {
             reader.join().unwrap()
         });
         assert_eq!(empty, 0, "the lock was read empty {empty} times");
+    }
+
+    /// A link left where the lock's pid is first written is replaced, never written through.
+    #[test]
+    fn a_link_at_the_pid_file_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dagexec/run.lock");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let own = path.with_extension(format!("lock.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &own).unwrap();
+        let (lock, _) = RunLock::acquire(&path).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            std::process::id().to_string()
+        );
+        drop(lock);
     }
 }
