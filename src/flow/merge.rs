@@ -7,10 +7,10 @@
 //! [`Ledger::integrate`] as for the Action's writers; this module's driver does the I/O: the
 //! merge, the re-check of the tasks' acceptance checks on the merged tree (in a worktree of
 //! its own: the round's temporary index does not exist while they run), the landing in the
-//! round, the note beside the logs, the run's output. A rebase starts from the integrated tree, its prompt names the
-//! tasks it must build on and shows what went wrong. Nothing is published before the round
-//! commit, so a crash anywhere here leaves `HEAD` as it was and the tasks in progress for a
-//! resume.
+//! round, the note beside the logs, the run's output. A rebase starts from the integrated
+//! tree, its prompt names the tasks it must build on and shows what went wrong. Nothing is
+//! published before the round commit, so a crash anywhere here leaves `HEAD` as it was and
+//! the tasks in progress for a resume.
 //!
 //! The ledger is the run's journal of integration: kept crash-safe (written whole, synced,
 //! renamed) in `<git-common-dir>/dagexec/ledger.json` at each decision — an attempt started,
