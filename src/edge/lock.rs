@@ -1,13 +1,15 @@
-//! One run per repository: a lock file holding the runner's pid. A lock left by a process
-//! that no longer exists (a crash, `kill -9`) is taken over, with a message. And the one way
-//! this process takes a mutex of its own ([`held`]).
+//! One run per repository: an exclusive `flock` on a lock file, which the kernel releases
+//! when the run's process ends however it ends, so no stale lock can stop a later run and no
+//! two runs can both decide a lock is stale. The file holds the holder's pid, for messages;
+//! one left with a pid by a process that died (a crash, `kill -9`) is taken over, with a
+//! message. And the one way this process takes a mutex of its own ([`held`]).
 
-use std::fs;
-use std::io::Write;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use nix::sys::signal::kill;
-use nix::unistd::Pid;
+use rustix::fs::{FlockOperation, Mode, OFlags};
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -22,9 +24,12 @@ pub enum LockError {
     },
 }
 
-/// The held lock; released (the file removed) on drop.
+/// The held lock: the open file its `flock` is on. On drop its pid is cleared and the file
+/// closed, which releases the lock. The file stays: removing it would let a run that opened
+/// it just before lock the removed file while a third locked a new one.
 #[derive(Debug)]
 pub struct RunLock {
+    file: File,
     path: PathBuf,
 }
 
@@ -36,15 +41,6 @@ pub enum Taken {
     TakenOver(i32),
 }
 
-fn alive(pid: i32) -> bool {
-    // Signal 0 checks for existence; EPERM means it exists but is not ours.
-    pid > 0
-        && !matches!(
-            kill(Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        )
-}
-
 impl RunLock {
     /// Takes the lock at `path` (its directory is created).
     pub fn acquire(path: &Path) -> Result<(RunLock, Taken), LockError> {
@@ -53,71 +49,80 @@ impl RunLock {
             source,
         };
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(io)?;
+            std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let mut taken = Taken::Fresh;
+        // A holder writes its pid just after taking the lock and clears it as it lets go:
+        // a held lock without a pid is looked at again, a moment later.
+        let mut tries = 0;
         loop {
-            match create_with_pid(path) {
-                Ok(()) => {
-                    return Ok((
-                        RunLock {
-                            path: path.to_path_buf(),
-                        },
-                        taken,
-                    ));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let pid: i32 = fs::read_to_string(path)
-                        .ok()
-                        .and_then(|s| s.trim().parse().ok())
-                        .unwrap_or(0);
-                    if alive(pid) && pid != std::process::id() as i32 {
-                        return Err(LockError::Held { pid });
+            tries += 1;
+            let file = open(path).map_err(io)?;
+            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                Err(e) if e == rustix::io::Errno::WOULDBLOCK => match pid_in(&file) {
+                    Some(pid) => return Err(LockError::Held { pid }),
+                    None if tries >= 100 => return Err(LockError::Held { pid: 0 }),
+                    None => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
                     }
-                    fs::remove_file(path).map_err(io)?;
-                    taken = Taken::TakenOver(pid);
-                }
-                Err(e) => return Err(io(e)),
+                },
+                Err(e) => return Err(io(e.into())),
             }
+            // Locked; but if the name no longer leads to this file (removed or replaced
+            // meanwhile), another run may lock what it leads to now: take that one instead.
+            let (ours, named) = (
+                file.metadata().map_err(io)?,
+                std::fs::symlink_metadata(path),
+            );
+            if !named.is_ok_and(|n| n.dev() == ours.dev() && n.ino() == ours.ino()) {
+                continue;
+            }
+            let own = std::process::id() as i32;
+            let taken = match pid_in(&file) {
+                Some(pid) if pid != own => Taken::TakenOver(pid),
+                _ => Taken::Fresh,
+            };
+            // The pid then its end: a reader never finds an earlier holder's pid in it.
+            let line = format!("{own}\n");
+            file.write_all_at(line.as_bytes(), 0).map_err(io)?;
+            file.set_len(line.len() as u64).map_err(io)?;
+            let path = path.to_path_buf();
+            return Ok((RunLock { file, path }, taken));
         }
     }
 }
 
-/// The lock file at `path` created with this process's pid already in it, or `AlreadyExists`:
-/// the pid is written to a file of this process's own and hard-linked into place, so a run
-/// that reads the lock meanwhile never finds it empty (read as a pid of no process, it was
-/// taken over, and two runs went on side by side). Where hard links fail, the file is created
-/// and then written, as before.
-fn create_with_pid(path: &Path) -> std::io::Result<()> {
-    let pid = std::process::id();
-    let own = path.with_extension(format!("lock.{pid}.tmp"));
-    // Created afresh, never through a link left at its name (task code can write here).
-    let _ = fs::remove_file(&own);
-    write!(
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&own)?,
-        "{pid}"
-    )?;
-    let linked = fs::hard_link(&own, path);
-    let _ = fs::remove_file(&own);
-    match linked {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)?;
-            write!(f, "{pid}")
+/// The lock file at `path`, opened for reading and writing (created if missing). It sits in
+/// the git directory, where task code can write: a link there is never followed, and
+/// whatever is not a regular file (a link, a fifo) is removed and a file made in its place.
+fn open(path: &Path) -> std::io::Result<File> {
+    for _ in 0..3 {
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let opened = rustix::fs::open(path, flags | OFlags::NONBLOCK, Mode::from_raw_mode(0o644));
+        match opened.map(File::from) {
+            Ok(file) if file.metadata()?.is_file() => return Ok(file),
+            Ok(_) | Err(rustix::io::Errno::LOOP) => std::fs::remove_file(path)?,
+            Err(e) => return Err(e.into()),
         }
-        linked => linked,
     }
+    Err(std::io::Error::other(
+        "it is replaced as fast as it is made",
+    ))
+}
+
+/// The pid the lock file holds (its first line), if any.
+fn pid_in(mut file: &File) -> Option<i32> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    text.lines().next()?.trim().parse().ok().filter(|&p| p > 0)
 }
 
 impl Drop for RunLock {
     fn drop(&mut self) {
-        if let Err(e) = fs::remove_file(&self.path) {
-            tracing::warn!("could not remove the run lock {}: {e}", self.path.display());
+        // Cleared while still locked, so the next run finds no pid and starts fresh.
+        if let Err(e) = self.file.set_len(0) {
+            tracing::warn!("could not clear the run lock {}: {e}", self.path.display());
         }
     }
 }
@@ -132,6 +137,7 @@ pub fn held<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn held_stale_and_released() {
@@ -139,66 +145,104 @@ mod tests {
         let path = dir.path().join("dagexec/run.lock");
         let (lock, taken) = RunLock::acquire(&path).unwrap();
         assert_eq!(taken, Taken::Fresh);
-        // A live process's lock (our parent's pid stands in for another run).
+        let own = std::process::id() as i32;
+        // Held (by this process, through another open file: the lock is the file's, not the
+        // process's).
+        assert!(matches!(RunLock::acquire(&path), Err(LockError::Held { pid }) if pid == own));
         drop(lock);
-        let parent = nix::unistd::getppid().as_raw();
-        fs::write(&path, parent.to_string()).unwrap();
-        assert!(matches!(RunLock::acquire(&path), Err(LockError::Held { pid }) if pid == parent));
-        // A dead process's lock: a child that has exited.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id() as i32;
-        child.wait().unwrap();
-        fs::write(&path, dead.to_string()).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "", "released on drop");
+        // What a run killed with the lock leaves: its pid, and no lock.
+        fs::write(&path, "4194303\n").unwrap();
         let (lock, taken) = RunLock::acquire(&path).unwrap();
-        assert_eq!(taken, Taken::TakenOver(dead));
+        assert_eq!(taken, Taken::TakenOver(4_194_303));
+        assert_eq!(fs::read_to_string(&path).unwrap(), format!("{own}\n"));
         drop(lock);
-        assert!(!path.exists(), "released on drop");
+        assert_eq!(RunLock::acquire(&path).unwrap().1, Taken::Fresh);
     }
 
-    /// Another run reading the lock while this one takes it finds the pid, never an empty
-    /// file: an empty one read as pid 0, "no longer running", and a second run took the lock
-    /// over and ran beside the first.
+    /// Runs starting together over a lock a dead run left: exactly one takes it. When the
+    /// lock was a pid file, each read the dead pid, removed the file and made its own, and
+    /// two could go on side by side (the second removing the first's fresh lock).
     #[test]
-    fn a_lock_being_taken_is_never_read_empty() {
+    fn runs_starting_together_over_a_stale_lock_take_it_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dagexec/run.lock");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let done = std::sync::atomic::AtomicBool::new(false);
-        let empty = std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                let mut empty = 0;
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    if fs::read_to_string(&path).is_ok_and(|c| c.is_empty()) {
-                        empty += 1;
-                    }
-                }
-                empty
+        for _ in 0..100 {
+            fs::write(&path, "4194303").unwrap();
+            let start = std::sync::Barrier::new(6);
+            let taken = std::sync::Barrier::new(6);
+            let won = std::thread::scope(|s| {
+                let runs: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            let lock = RunLock::acquire(&path);
+                            taken.wait();
+                            lock.is_ok()
+                        })
+                    })
+                    .collect();
+                runs.into_iter()
+                    .map(|r| r.join().unwrap())
+                    .filter(|&w| w)
+                    .count()
             });
-            for _ in 0..3000 {
-                drop(RunLock::acquire(&path).unwrap());
-            }
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
-            reader.join().unwrap()
-        });
-        assert_eq!(empty, 0, "the lock was read empty {empty} times");
+            assert_eq!(won, 1, "{won} runs took the lock");
+        }
     }
 
-    /// A link left where the lock's pid is first written is replaced, never written through.
+    /// A run that finds the lock held names its holder, however soon after the holder took
+    /// it: never pid 0.
     #[test]
-    fn a_link_at_the_pid_file_is_not_followed() {
+    fn a_held_lock_always_names_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dagexec/run.lock");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let own = std::process::id() as i32;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let named = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                let mut named = Vec::new();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Err(LockError::Held { pid }) = RunLock::acquire(&path) {
+                        named.push(pid);
+                    }
+                }
+                named
+            });
+            for _ in 0..2000 {
+                drop(RunLock::acquire(&path));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            other.join().unwrap()
+        });
+        assert!(
+            named.iter().all(|&p| p == own),
+            "named {:?}",
+            named.iter().filter(|&&p| p != own).collect::<Vec<_>>()
+        );
+    }
+
+    /// A link or a fifo left at the lock's name is replaced by a file, never written through
+    /// (the git directory is task code's to write).
+    #[test]
+    fn a_link_or_fifo_at_the_lock_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dagexec/run.lock");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         let victim = dir.path().join("victim");
         fs::write(&victim, "keep").unwrap();
-        let own = path.with_extension(format!("lock.{}.tmp", std::process::id()));
-        std::os::unix::fs::symlink(&victim, &own).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
         let (lock, _) = RunLock::acquire(&path).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
-        assert_eq!(
-            fs::read_to_string(&path).unwrap(),
-            std::process::id().to_string()
-        );
+        let own = std::process::id();
+        assert_eq!(fs::read_to_string(&path).unwrap(), format!("{own}\n"));
         drop(lock);
+        fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&path).status();
+        assert!(made.unwrap().success());
+        let (_lock, _) = RunLock::acquire(&path).unwrap();
+        assert!(fs::metadata(&path).unwrap().is_file());
     }
 }

@@ -522,6 +522,53 @@ fn a_second_run_on_the_same_repository_is_refused() {
     first.wait().unwrap();
 }
 
+/// Runs started together over the lock a killed run left (its pid, no process): exactly one
+/// takes it over and runs, every other is refused. With a pid file as the lock, two could
+/// each judge it stale, and the second removed the first's fresh lock and ran beside it.
+#[test]
+fn runs_started_together_over_a_dead_runs_lock_run_once() {
+    let plan = simple_plan(&[("slow", &[], &["a.txt"], &[])]);
+    let dir = repo(&plan, &[]);
+    let (_w, cmd) = worker(r#"echo x > a.txt; sleep 2; echo "COMPLETED: ok""#);
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let lock = dir.path().join(".git/dagexec/run.lock");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, dead.to_string()).unwrap();
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            dagexec(dir.path())
+                .args(["run", "--worker", &cmd])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = runs
+        .into_iter()
+        .map(|r| r.wait_with_output().unwrap())
+        .collect();
+    let ran: Vec<_> = outs.iter().filter(|o| o.status.success()).collect();
+    assert_eq!(
+        ran.len(),
+        1,
+        "{}",
+        outs.iter().map(text).collect::<Vec<_>>().join("\n---\n")
+    );
+    assert!(
+        text(ran[0]).contains(&format!("earlier run (pid {dead})")),
+        "{}",
+        text(ran[0])
+    );
+    for o in outs.iter().filter(|o| !o.status.success()) {
+        assert_eq!(o.status.code(), Some(2), "{}", text(o));
+        assert!(text(o).contains("another dagexec run (pid"), "{}", text(o));
+    }
+    assert_eq!(done_plan(dir.path())["tasks"][0]["status"], "completed");
+}
+
 /// Kill -9 at each step of a round commit (and inside a worker), then run again: the final
 /// plan is complete, every task's change is in exactly one commit, the tree is clean.
 #[test]
