@@ -18,7 +18,7 @@ use std::process::Command;
 use fake_github::FakeGitHub;
 use serde_json::{Value, json};
 
-use common::{dagexec, git, manifest};
+use common::{agent_user, dagexec, git, manifest};
 
 const CHECKOUT: &str = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683";
 const UPLOAD: &str = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02";
@@ -60,13 +60,10 @@ struct Lab {
     act_args: Vec<String>,
     /// The user (uid, gid) act runs as, instead of the test's own (`home-<uid>` its HOME).
     as_user: Option<(u32, u32)>,
-    /// Whether this lab's test holds [`AGENT_USER`] for itself (its runs take no share of it).
+    /// Whether this lab's test holds the agent's user for itself (its runs take no share of
+    /// it: [`agent_user`]).
     owns_agent_user: bool,
 }
-
-/// Shared by every act run of a lab (their work jobs run task code as `dagexec-agent`);
-/// held alone by the test that removes that user and has the action make it again.
-static AGENT_USER: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Starts `tests/act/git-http-server.py` for the repositories under `srv`; returns its URL.
 fn start_git_server(root: &Path, srv: &Path) -> (String, std::process::Child) {
@@ -222,8 +219,7 @@ impl Lab {
         let gate = (self.runs == 0)
             .then(|| self.restore_shared_build())
             .flatten();
-        let _agent_user =
-            (!self.owns_agent_user).then(|| AGENT_USER.read().unwrap_or_else(|e| e.into_inner()));
+        let _agent_user = (!self.owns_agent_user).then(agent_user::shared);
         self.runs += 1;
         let n = self.runs;
         git(&self.repo, &["fetch", "-q", "origin"]);
@@ -1169,7 +1165,7 @@ fn conduct(mut lab: Lab) -> (std::sync::Arc<Lab>, std::process::ExitStatus, Stri
     .unwrap();
     let first = lab.gh.state().dispatches[0].clone();
     // Its act runs start work jobs (task code as the agent's user) until it returns.
-    let _agent_user = AGENT_USER.read().unwrap_or_else(|e| e.into_inner());
+    let _agent_user = agent_user::shared();
     git(&lab.repo, &["fetch", "-q", "origin"]);
     let remote = format!("origin/{}", first.git_ref);
     git(
@@ -2553,7 +2549,7 @@ fn through_sudo_as_on_githubs_runners_the_agent_runs_as_its_user_without_the_key
         return;
     }
     // No other lab's job runs as the agent's user while it is made again.
-    let _alone = AGENT_USER.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = agent_user::alone();
     let p = plan("Probe", vec![task("Probe", &["probe.txt"], &[], "true")]);
     let mut lab = Lab::new(&p, PROBING_WORKER);
     lab.owns_agent_user = true;

@@ -1518,6 +1518,9 @@ fn agent_user() -> Option<String> {
 /// environment or any process's, gets none of it — and the job goes on as the conductor.
 #[test]
 fn a_conducting_plan_jobs_pre_flight_checks_run_as_the_agents_user_and_reach_nothing() {
+    // The user is made (again) here and the check's job runs as it: not while the act test
+    // of the sudo path has removed it (`common::agent_user`).
+    let _agent_user = crate::common::agent_user::shared();
     let Some(agent) = agent_user() else {
         return;
     };

@@ -3,6 +3,7 @@
 // Each test binary uses a subset of these helpers.
 #![allow(dead_code)]
 
+pub mod agent_user;
 pub mod fake_github;
 pub mod lab;
 pub mod list_merge;
