@@ -166,9 +166,10 @@ mod tests {
     #[test]
     fn runs_starting_together_over_a_stale_lock_take_it_once() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("dagexec/run.lock");
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        for _ in 0..100 {
+        // A lock file each time: a child another test forks holds the lock of the open file
+        // it inherits until it execs, so a lock let go is not free at once in this process.
+        for i in 0..100 {
+            let path = dir.path().join(format!("run-{i}.lock"));
             fs::write(&path, "4194303").unwrap();
             let start = std::sync::Barrier::new(6);
             let taken = std::sync::Barrier::new(6);
