@@ -30,7 +30,7 @@ use super::integrate::{RoundBuild, not_integrated};
 use super::{RunError, Ui, failpoint};
 use crate::edge::git::{Merged, Repo, RoundIndex};
 use crate::pure::clip;
-use crate::pure::integration::{self, Arrival, Ledger, Merge, Rebase, Rechecked, Step};
+use crate::pure::integration::{self, Arrival, Ledger, Meets, Merge, Rebase, Rechecked, Step};
 use crate::pure::plan::model::{AcceptanceCriterion, Plan, Status};
 
 /// Where a merge happens: the repository, the worktrees for the re-checks, the display,
@@ -226,7 +226,7 @@ impl RoundBuild {
                 index: None,
                 patch: Vec::new(),
             };
-            ledger.integrate(&mut local, &a, None)?;
+            ledger.integrate(&mut local, &a, Meets::default())?;
         }
         Ok(())
     }

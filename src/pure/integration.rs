@@ -148,8 +148,9 @@ pub struct Ledger {
     later: bool,
 }
 
-/// What an arrival meets, for a driver that merges it aside and re-checks it in a later job:
-/// the tasks whose checks its re-check runs with, and those it builds on when sent back.
+/// What an arrival meets, for a driver that merges it aside and re-checks it in a later job
+/// ([`Ledger::later`]): the tasks whose checks its re-check runs with, and those it builds on
+/// when sent back. Empty for a driver that re-checks now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Meets {
     pub checks: Vec<usize>,
@@ -400,21 +401,22 @@ impl Ledger {
     /// One arrival `a` integrated through its driver `d` (the driver's I/O, the ledger's
     /// rules): merged onto the driver's tree; a clean merge lands, or is re-checked first —
     /// now, or kept aside for a later job's re-check; what cannot land is sent back. `meets`:
-    /// what it meets, for a driver that merges aside ([`Ledger::merged`]). Returns the step
+    /// what it meets, for a driver that re-checks in a later job ([`Ledger::later`]; empty for
+    /// one that re-checks now, which works that out itself: [`Ledger::merged`]). Returns the step
     /// taken: [`Step::Land`] landed, [`Step::Recheck`] kept aside, [`Step::Rebase`] sent back,
     /// [`Step::Fail`] a failed attempt.
     pub fn integrate<D: Driver>(
         &mut self,
         d: &mut D,
         a: &Arrival<'_>,
-        meets: Option<Meets>,
+        meets: Meets,
     ) -> Result<Step, D::Error> {
         let merge = d.merge(a)?;
         let changed = match &merge {
             Merge::Clean { changed, .. } => changed.clone(),
             Merge::Conflict { .. } => BTreeSet::new(),
         };
-        let onto = meets.as_ref().map(|m| m.onto.clone());
+        let onto = self.later.then(|| meets.onto.clone());
         let mut step = self.merged(a, merge, meets);
         if let Step::Recheck { tasks } = &step {
             step = match d.recheck(self, a, tasks.clone())? {
@@ -435,12 +437,13 @@ impl Ledger {
     }
 
     /// What a merge of arrival `a`'s completed change came to decides its next step: a
-    /// conflict or a path it does not own sends it back (onto `meets.onto`, else onto the tasks
-    /// landed since its start at fault: [`Ledger::at_fault`]). A clean merge, for a driver that
-    /// merges aside beside what it `meets`, is kept aside and re-checked with the checks of
-    /// `meets.checks`; for one that re-checks now, it lands, or is re-checked first when it
+    /// conflict or a path it does not own sends it back (for a driver that re-checks in a later
+    /// job, onto `meets.onto`; else onto the tasks landed since its start at fault:
+    /// [`Ledger::at_fault`]). A clean merge, for a driver that re-checks in a later job, is kept
+    /// aside and re-checked with the checks of `meets.checks`; for one that re-checks now (its
+    /// `meets` is empty), it lands, or is re-checked first when it
     /// combined work, meets a path a task landed since its start holds, or is a rebase's.
-    pub fn merged(&mut self, a: &Arrival<'_>, merge: Merge, meets: Option<Meets>) -> Step {
+    pub fn merged(&mut self, a: &Arrival<'_>, merge: Merge, meets: Meets) -> Step {
         let (changed, combined) = match merge {
             Merge::Conflict { files, why } => return self.cannot_merge(a, meets, &files, why),
             Merge::Clean { changed, combined } => (changed, combined),
@@ -448,12 +451,14 @@ impl Ledger {
         if let Some((paths, why)) = foreign(a.task, &changed, a.own) {
             return self.cannot_merge(a, meets, &paths, why);
         }
-        if let Some(m) = meets {
+        if self.later {
             self.aside.push(TaskPaths {
                 task: a.task,
                 paths: a.own.clone(),
             });
-            return Step::Recheck { tasks: m.checks };
+            return Step::Recheck {
+                tasks: meets.checks,
+            };
         }
         let onto = self.rebased.get(&a.task);
         let sharing = self.sharing(a.start.since, &changed);
@@ -474,12 +479,12 @@ impl Ledger {
     fn cannot_merge(
         &mut self,
         a: &Arrival<'_>,
-        meets: Option<Meets>,
+        meets: Meets,
         paths: &BTreeSet<String>,
         why: String,
     ) -> Step {
-        if let Some(m) = meets {
-            return self.cannot_keep(a, m.onto, why);
+        if self.later {
+            return self.cannot_keep(a, meets.onto, why);
         }
         let onto = self.at_fault(a.start, paths);
         self.refused(a, CannotLand { onto, why })

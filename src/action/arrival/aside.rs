@@ -81,7 +81,7 @@ pub(crate) fn merge_aside<W: Aside>(
         j,
         patch: Vec::new(),
     };
-    ledger.integrate(&mut d, &a, Some(meets))
+    ledger.integrate(&mut d, &a, meets)
 }
 
 /// [`merge_aside`]'s driver, whose re-check is deferred to a later job: the writer, the

@@ -33,7 +33,7 @@ fn a_change_that_meets_nothing_landed_since_its_start_lands_without_a_recheck() 
     let step = l.merged(
         &at(1, &start, &set(&["b.txt"])),
         clean(&["b.txt"], false),
-        None,
+        Meets::default(),
     );
     assert_eq!(step, Step::Land);
 }
@@ -42,7 +42,11 @@ fn a_change_that_meets_nothing_landed_since_its_start_lands_without_a_recheck() 
 fn a_merge_into_a_path_landed_since_is_rechecked_with_that_tasks_checks() {
     let (mut l, start) = one_landed_beside();
     let own = set(&["a.txt"]);
-    let step = l.merged(&at(1, &start, &own), clean(&["a.txt"], false), None);
+    let step = l.merged(
+        &at(1, &start, &own),
+        clean(&["a.txt"], false),
+        Meets::default(),
+    );
     assert_eq!(step, Step::Recheck { tasks: vec![1, 0] });
     let passed = l.rechecked(&at(1, &start, &own), l.at_fault(&start, &own), None);
     assert_eq!(passed, Step::Land);
@@ -55,7 +59,11 @@ fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_faile
         files: set(&["a.txt"]),
         why: "conflict in a.txt".into(),
     };
-    let step = l.merged(&at(1, &start, &set(&["a.txt"])), conflict.clone(), None);
+    let step = l.merged(
+        &at(1, &start, &set(&["a.txt"])),
+        conflict.clone(),
+        Meets::default(),
+    );
     let rebase = Rebase {
         task: 1,
         attempt: 1,
@@ -74,7 +82,11 @@ fn a_conflict_is_an_uncounted_rebase_onto_the_task_at_fault_and_the_next_a_faile
 fn assert_a_rebase_builds_on_task_0_and_goes_back_no_more(l: &mut Ledger, start: &Start) {
     let own = set(&["a.txt"]);
     assert_eq!(
-        l.merged(&at(1, start, &own), clean(&["a.txt"], false), None),
+        l.merged(
+            &at(1, start, &own),
+            clean(&["a.txt"], false),
+            Meets::default()
+        ),
         Step::Recheck { tasks: vec![1, 0] }
     );
     assert_eq!(
@@ -95,7 +107,7 @@ fn a_path_the_task_does_not_declare_sends_it_back() {
     let step = l.merged(
         &at(1, &start, &set(&["b.txt"])),
         clean(&["b.txt", "c.txt"], true),
-        None,
+        Meets::default(),
     );
     let Step::Rebase(r) = step else {
         panic!("{step:?}")
@@ -115,7 +127,7 @@ fn one_sent_back() -> Ledger {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
-    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, None);
+    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, Meets::default());
     assert_eq!(l.take_asked().len(), 1);
     l
 }
@@ -176,7 +188,7 @@ fn after_a_crash_what_landed_without_its_commit_did_not_land_nor_a_rebase_onto_i
                 ..at(1, &start, &set(&["a.txt"]))
             },
             clean(&["a.txt"], false),
-            None
+            Meets::default(),
         ),
         Step::Land
     );
@@ -190,7 +202,7 @@ fn the_ledger_is_kept_in_one_form() {
         files: set(&["a.txt"]),
         why: "conflict".into(),
     };
-    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, None);
+    l.merged(&at(1, &start, &set(&["a.txt"])), conflict, Meets::default());
     let json = serde_json::to_value(&l).unwrap();
     assert_eq!(
         json,
@@ -236,7 +248,7 @@ fn an_action_keeps_a_clean_merge_aside_and_a_later_change_on_its_paths_meets_it(
         checks: vec![0],
         onto: vec![0],
     };
-    let step = l.merged(&at(1, &s1, &own), clean(&["a.txt"], false), Some(meets));
+    let step = l.merged(&at(1, &s1, &own), clean(&["a.txt"], false), meets);
     assert_eq!(step, Step::Recheck { tasks: vec![0] });
     // The next one on a.txt meets the landed task and then the merge kept aside.
     let s2 = part(&mut l, 2);
@@ -279,7 +291,7 @@ fn an_actions_chain_lands_its_passed_prefix_and_the_first_failure_goes_back() {
         checks: vec![0, 1],
         onto: vec![1],
     };
-    let step = l.merged(&at(3, &s3, &own), clean(&["a.txt"], true), Some(meets));
+    let step = l.merged(&at(3, &s3, &own), clean(&["a.txt"], true), meets);
     assert_eq!(step, Step::Recheck { tasks: vec![0, 1] });
     assert_eq!(l.building_on_aside(), vec![(2, vec![3])]);
 }
@@ -388,25 +400,29 @@ fn one_arrivals_sequence_calls_each_drivers_io_as_the_rules_decide() {
         &s,
         clean(&["a.txt"], false),
         Rechecked::Ran(None),
-        None,
+        Meets::default(),
     );
     assert_eq!(step, Step::Land);
     assert_eq!(calls, ["merge 1", "recheck [1, 0]", r#"land {"a.txt"}"#]);
     // Failed, it goes back onto the task at fault.
     let (mut l, s) = one_landed_beside();
     let failed = Rechecked::Ran(Some("check".into()));
-    let (step, calls) = run(&mut l, &s, clean(&["a.txt"], false), failed, None);
+    let (step, calls) = run(
+        &mut l,
+        &s,
+        clean(&["a.txt"], false),
+        failed,
+        Meets::default(),
+    );
     assert!(
         matches!(&step, Step::Rebase(r) if r.onto == [0]),
         "{step:?}"
     );
     assert_eq!(calls.len(), 3);
     // Kept aside for a later job: it waits, nothing lands; too large to keep: sent back.
-    let meets = || {
-        Some(Meets {
-            checks: vec![0],
-            onto: vec![0],
-        })
+    let meets = || Meets {
+        checks: vec![0],
+        onto: vec![0],
     };
     let mut l = Ledger::later();
     let s = part(&mut l, 1);
@@ -596,7 +612,7 @@ impl Driver<'_> {
             start: &start,
             own: &mine,
         };
-        let mut step = self.ledger.merged(&a, merge, None);
+        let mut step = self.ledger.merged(&a, merge, Meets::default());
         if let Step::Recheck { tasks } = &step {
             assert_eq!(tasks.first(), Some(&task), "its own checks run first");
             let broken = tasks.iter().any(|&b| {
