@@ -16,11 +16,6 @@
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Plan, Status};
 
-/// Whether task `i` is a join.
-pub fn is_join(plan: &Plan, i: usize) -> bool {
-    plan.tasks.get(i).is_some_and(|t| t.join)
-}
-
 /// Whether the plan has any join (the common case has none, and skips the work).
 pub fn any(plan: &Plan) -> bool {
     plan.tasks.iter().any(|t| t.join)

@@ -139,14 +139,6 @@ impl Client {
             .find(|p| p.head_ref == branch))
     }
 
-    /// The pull request `number` (`pulls/get`).
-    pub async fn get_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
-        let pull: PullJson = self
-            .get("pulls/get", &self.repo_path(&format!("/pulls/{number}")))
-            .await?;
-        Ok(pull.into())
-    }
-
     /// Opens a pull request (`pulls/create`).
     pub async fn create_pull(
         &self,

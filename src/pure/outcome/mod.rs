@@ -180,17 +180,6 @@ pub fn spot_check(task: &Task, report: &AttemptReport) -> Vec<String> {
     problems
 }
 
-/// Changed files the task did not declare (its own work log excepted), with the plan file
-/// called out: the runner discards a worker's edit of the plan.
-pub fn unexpected_files(
-    index: usize,
-    task: &Task,
-    report: &AttemptReport,
-    plan_rel: &str,
-) -> Vec<String> {
-    unexpected_files_among(index, task, report, OwnFiles::plan(plan_rel))
-}
-
 /// dagexec's own files in an attempt's tree, which only dagexec writes: the plan file and,
 /// for a plan generated from a task list (Spec Kit's tasks.md, Taskmaster's tasks.json …),
 /// that list. A worker's edit of them is discarded, and a patch holding one refused.
@@ -212,8 +201,9 @@ impl<'a> OwnFiles<'a> {
     }
 }
 
-/// [`unexpected_files`], with a Spec Kit plan's `tasks_md` called out too (its edits are
-/// discarded as the plan's are).
+/// Changed files the task did not declare (its own work log excepted), with dagexec's own
+/// files called out — the plan and the task list it was generated from: the runner discards
+/// a worker's edit of them.
 pub fn unexpected_files_among(
     index: usize,
     task: &Task,
@@ -626,7 +616,10 @@ mod tests {
             "{:?}",
             spot_check(&p.tasks[0], &r)
         );
-        assert!(unexpected_files(0, &p.tasks[0], &r, ".design/plan.json").is_empty());
+        assert!(
+            unexpected_files_among(0, &p.tasks[0], &r, OwnFiles::plan(".design/plan.json"))
+                .is_empty()
+        );
     }
 
     #[test]

@@ -14,8 +14,6 @@ mod index;
 pub mod locks;
 pub mod stream;
 
-use std::io::{self, Write};
-
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
@@ -141,21 +139,9 @@ impl OverlapMatrix {
         self.conflicts(a).binary_search(&(b as u32)).is_ok()
     }
 
-    /// Number of tasks with at least one conflict.
-    pub fn conflicting_tasks(&self) -> usize {
-        (0..self.len())
-            .filter(|&i| !self.conflicts(i).is_empty())
-            .count()
-    }
-
     /// The seed's `fileOverlapMatrix` as a JSON value.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("a matrix always serialises")
-    }
-
-    /// Writes the same JSON as the [`Serialize`] impl, compact.
-    pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
-        serde_json::to_writer(out, self).map_err(io::Error::other)
     }
 }
 
@@ -334,12 +320,6 @@ mod tests {
             let want = brute(&p);
             let got = OverlapMatrix::compute(&p, &dag);
             assert_eq!(got, want, "seed {seed}");
-            let mut fast = Vec::new();
-            got.write_json(&mut fast).unwrap();
-            assert_eq!(
-                String::from_utf8(fast).unwrap(),
-                serde_json::to_string(&got).unwrap()
-            );
             // One-word bitsets: many blocks of 64 rows each.
             let index = FileIndex::of(&p);
             let mut narrow = OverlapMatrix::empty(0);
@@ -379,12 +359,6 @@ mod tests {
                 .collect();
             assert_eq!(m.conflicts(i), want, "row {i}");
         }
-        let mut fast = Vec::new();
-        m.write_json(&mut fast).unwrap();
-        assert_eq!(
-            String::from_utf8(fast).unwrap(),
-            serde_json::to_string(&m).unwrap()
-        );
     }
 
     #[test]
