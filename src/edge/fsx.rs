@@ -177,7 +177,7 @@ pub fn write(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
     write_with(root, path, |file| file.write_all(bytes))
 }
 
-/// [`write`] with the content written by `fill` into the temp file (a patch copied in chunks,
+/// [`write()`] with the content written by `fill` into the temp file (a patch copied in chunks,
 /// never whole in memory).
 pub fn write_with(
     root: &Path,
@@ -208,7 +208,7 @@ pub fn write_with(
     Ok(())
 }
 
-/// [`write`] with the root taken to be the git work tree `path` is in (else its directory).
+/// [`write()`] with the root taken to be the git work tree `path` is in (else its directory).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     write(default_root(path), path, bytes)
 }

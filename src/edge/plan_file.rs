@@ -41,7 +41,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::edge::fsx::write_atomic(path, bytes).map_err(Into::into)
 }
 
-/// [`check`](crate::pure::validate::check), then the declared paths against the work tree at `root` (this part reads the
+/// [`check`], then the declared paths against the work tree at `root` (this part reads the
 /// file system: `lstat` only): a path whose parent directory is a symbolic link in the
 /// repository (`d -> /outside`, a task declaring `d/x`) is refused, naming the link.
 pub fn check_in(plan: &Plan, plan_rel: Option<&str>, root: &Path) -> Result<Dag, PlanErrors> {

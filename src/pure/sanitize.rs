@@ -2,7 +2,7 @@
 //!
 //! Worker output (status lines, stderr tails, log lines) and anything derived from it is
 //! hostile: an escape sequence in a `COMPLETED:` message could retitle the user's terminal,
-//! clear it, or hide text. [`line`] and [`text`] are the one place that neutralises it:
+//! clear it, or hide text. [`line()`] and [`text`] are the one place that neutralises it:
 //! escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL|ST`, DCS/SOS/PM/APC strings and
 //! two-character escapes) are removed whole, and every other control character — C0 but tab
 //! (and newline in [`text`]), DEL, C1, and the bidirectional overrides that reorder what a
@@ -17,12 +17,12 @@ pub fn line(s: &str) -> String {
     clean(s, false)
 }
 
-/// Several lines: like [`line`] but `\n` is kept (a `\r\n` becomes `\n`).
+/// Several lines: like [`line()`] but `\n` is kept (a `\r\n` becomes `\n`).
 pub fn text(s: &str) -> String {
     clean(s, true)
 }
 
-/// Whether `s` holds anything [`line`] would change (a control character of any kind).
+/// Whether `s` holds anything [`line()`] would change (a control character of any kind).
 pub fn has_control(s: &str) -> bool {
     s.chars().any(|c| c.is_control() || is_bidi_control(c))
 }

@@ -460,7 +460,7 @@ impl Endpoint<'_> {
 pub(crate) type RawResponse =
     http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, octocrab::Error>>;
 
-/// One request [`Client::respond`] sends: `op` names it in errors.
+/// One request [`respond`] sends: `op` names it in errors.
 pub(super) struct Call<'a, B: ?Sized> {
     op: &'a str,
     method: Method,
@@ -484,7 +484,7 @@ impl<'a, B: ?Sized> Call<'a, B> {
     }
 }
 
-/// Which failures [`Client::respond`] sends a request again after.
+/// Which failures [`respond`] sends a request again after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resend {
     /// Every failure the retry policy retries (a request that does the same twice over).
@@ -494,7 +494,7 @@ enum Resend {
     OnlyRefused,
 }
 
-/// What [`Client::respond`] makes of a 3xx answer.
+/// What [`respond`] makes of a 3xx answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Redirects {
     /// An error, as any other status that is not 2xx (JSON calls: GitHub does not redirect

@@ -1,5 +1,5 @@
 //! `--issue N`: the issues read from GitHub (`edge::github::issues`), made into a plan
-//! ([`super::convert`]) and written at `.design/issues/<N>/plan.json`, then committed, so the
+//! ([`super::convert()`]) and written at `.design/issues/<N>/plan.json`, then committed, so the
 //! run — and any later one — works from the branch alone. Once that plan exists it is the
 //! plan: a later edit of an issue is read only when asked (`--reread`), and then the state of
 //! the tasks already run is carried over by issue.
