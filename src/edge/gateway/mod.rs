@@ -407,11 +407,6 @@ impl Gateway {
     pub fn watch(&self) -> tokio::sync::watch::Receiver<Spend> {
         self.shared.total.subscribe()
     }
-
-    /// This run's spend through the gateway, in USD.
-    pub fn run_spend(&self) -> f64 {
-        held(&self.shared.run_spend).0
-    }
 }
 
 impl std::fmt::Debug for Gateway {

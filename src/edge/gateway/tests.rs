@@ -94,7 +94,7 @@ async fn a_request_with_the_attempts_token_passes_with_the_key_and_is_metered() 
     assert_eq!(usage.input_tokens, Some(115));
     assert_eq!(usage.output_tokens, Some(20));
     assert!(usage.cost_usd.unwrap() > 0.0);
-    assert!((gw.run_spend() - usage.cost_usd.unwrap()).abs() < 1e-12);
+    assert!((held(&gw.shared.run_spend).0 - usage.cost_usd.unwrap()).abs() < 1e-12);
 }
 
 #[tokio::test]
