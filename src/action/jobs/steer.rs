@@ -24,8 +24,8 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up_all, changes_plan, command_text, confirm,
-    record, steer_marker, waiting_on, with_trailer,
+    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up, changes_plan, command_text, confirm,
+    record, said, steer_marker, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -36,15 +36,7 @@ use crate::pure::plan;
 /// `/execute retry N` (the local `dagexec retry` uses it too).
 pub use crate::action::steering::retry;
 
-/// What the command did, for the log and the job's outputs.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Steered {
-    pub message: String,
-    /// A round was dispatched on this branch.
-    pub dispatched: Option<String>,
-    /// The change to the plan is left to the `steer` job, in this branch's group.
-    pub to_apply: Option<String>,
-}
+pub use crate::action::steering::Steered;
 
 /// Which half of a command this job does (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +53,17 @@ pub async fn run(
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
     phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
-    let trigger = match read_trigger(ctx)? {
+    let payload = read_event(ctx)?;
+    let trigger = match comment::classify(&ctx.event_name, &payload) {
         Ok(t) => t,
         // `/execute` on a parent issue: its sub-issues are the plan.
-        Err(comment::Ignored::NotAPullRequest(_)) if let Some(t) = issue_trigger(ctx) => {
+        Err(comment::Ignored::NotAPullRequest(_))
+            if let Some(t) =
+                crate::action::steering::issue::classify(&ctx.event_name, &payload) =>
+        {
             let client = client_for(&t.trigger)?;
             let apply = phase == SteerPhase::Apply;
-            let done =
-                crate::action::steering::issue::run(root, inputs, &t, &client, apply).await?;
-            return Ok(Steered {
-                message: done.message,
-                dispatched: done.dispatched,
-                to_apply: done.to_apply,
-            });
+            return crate::action::steering::issue::run(root, inputs, &t, &client, apply).await;
         }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };
@@ -109,37 +99,18 @@ pub async fn run(
     job.act(root).await
 }
 
-/// A [`Steered`] that only says `message`.
-fn said(message: impl Into<String>) -> Steered {
-    Steered {
-        message: message.into(),
-        ..Default::default()
-    }
-}
-
-/// The event as an `/execute` comment on a parent issue, if it is one.
-fn issue_trigger(ctx: &Runner) -> Option<crate::action::steering::issue::IssueTrigger> {
-    let text = std::fs::read_to_string(ctx.event_path.as_ref()?).ok()?;
-    let payload: serde_json::Value = serde_json::from_str(&text).ok()?;
-    crate::action::steering::issue::classify(&ctx.event_name, &payload)
-}
-
-/// The event this job was started for: an `/execute` comment, or why it is none.
-fn read_trigger(ctx: &Runner) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
-    let payload: serde_json::Value = match &ctx.event_path {
+/// The event this job was started for (an `/execute` comment, or why it is none, is read
+/// from it).
+fn read_event(ctx: &Runner) -> Result<serde_json::Value, ActionError> {
+    match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| {
-                ActionError::Input(format!("cannot read the event at {}", p.display()))
-            })?,
-        None => {
-            return Err(ActionError::Input(
-                "no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into(),
-            ));
-        }
-    };
-    Ok(comment::classify(&ctx.event_name, &payload))
+            .ok_or_else(|| ActionError::Input(format!("cannot read the event at {}", p.display()))),
+        None => Err(ActionError::Input(
+            "no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into(),
+        )),
+    }
 }
 
 /// One command, checked: who asked, on which pull request and branch.
@@ -283,7 +254,7 @@ impl Steer<'_> {
             plan_path: &c.plan_path,
             plan_rel: &c.inputs.plan_rel,
         };
-        let caught = catch_up_all(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
+        let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
         }

@@ -189,6 +189,19 @@ fn quote(s: &str) -> String {
 /// The `/execute` command in an event, or why there is none. Reads the payload GitHub wrote
 /// to `GITHUB_EVENT_PATH` for `event_name` (`GITHUB_EVENT_NAME`).
 pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
+    let read = |body: &str| parse(body).map(|command| (command, ()));
+    created(event_name, payload, true, read).map(|(t, ())| t)
+}
+
+/// A comment newly created by a person, on a pull request (`on_pr`) or on an issue that is
+/// none, whose body `read` takes for a command (and what else it says); or why it is not one
+/// (on the other kind of issue: [`Ignored::NotAPullRequest`] either way).
+pub(super) fn created<T>(
+    event_name: &str,
+    payload: &Value,
+    on_pr: bool,
+    read: impl FnOnce(&str) -> Option<(SlashCommand, T)>,
+) -> Result<(Trigger, T), Ignored> {
     if event_name != "issue_comment" {
         return Err(Ignored::NotACommentEvent(event_name.to_string()));
     }
@@ -202,7 +215,7 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
     let pr_number = issue["number"]
         .as_u64()
         .ok_or(Ignored::Malformed("issue.number"))?;
-    if issue.get("pull_request").is_none_or(Value::is_null) {
+    if issue.get("pull_request").is_none_or(Value::is_null) == on_pr {
         return Err(Ignored::NotAPullRequest(pr_number));
     }
     let comment = &payload["comment"];
@@ -212,8 +225,9 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
     if comment["user"]["type"] == "Bot" || user.ends_with("[bot]") {
         return Err(Ignored::Bot(user.to_string()));
     }
-    let command = parse(comment["body"].as_str().unwrap_or("")).ok_or(Ignored::NotACommand)?;
-    Ok(Trigger {
+    let (command, more) =
+        read(comment["body"].as_str().unwrap_or("")).ok_or(Ignored::NotACommand)?;
+    let trigger = Trigger {
         repo: payload["repository"]["full_name"]
             .as_str()
             .and_then(RepoName::parse)
@@ -224,7 +238,8 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
             .ok_or(Ignored::Malformed("comment.id"))?,
         user: user.to_string(),
         command,
-    })
+    };
+    Ok((trigger, more))
 }
 
 /// Whether a collaborator may run commands: write, maintain or admin. `permission` is

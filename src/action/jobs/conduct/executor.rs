@@ -225,7 +225,7 @@ impl Executor for Remote<'_> {
             let applied = steering::catch_up(queue, plan, self.dag, None).await;
             match applied {
                 Ok(applied) => {
-                    for line in applied {
+                    for line in applied.lines {
                         self.emit(crate::pure::events::Event::Note(line));
                     }
                 }

@@ -345,8 +345,10 @@ impl Finalize<'_> {
             plan_path: &job.checkout.plan_path,
             plan_rel: &job.checkout.inputs.plan_rel,
         };
-        let applied =
-            steering::catch_up(queue, &mut job.checkout.plan, &job.checkout.dag, None).await?;
+        let plan = &mut job.checkout.plan;
+        let applied = steering::catch_up(queue, plan, &job.checkout.dag, None)
+            .await?
+            .lines;
         let steered_on = (!applied.is_empty()).then_some((pr, me));
         for line in applied {
             job.ui.say(line);
