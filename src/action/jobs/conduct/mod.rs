@@ -122,11 +122,7 @@ pub fn flight_of(t: &crate::pure::plan::model::Task) -> Option<Flight> {
 /// tail); links, directories and every other entry are ignored (nothing else is extracted),
 /// and an archive of more entries than an artifact has is refused
 /// before its directory is parsed ([`crate::action::artifact_zip`]).
-pub fn read_zip(
-    archive: impl std::io::Read + std::io::Seek,
-) -> Result<crate::action::artifact::Collected, String> {
-    crate::action::artifact_zip::read(archive)
-}
+pub use crate::action::artifact_zip::read as read_zip;
 
 /// Fails the tasks an interrupted attempt left without attempts, saying so.
 fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::flow::Ui) {

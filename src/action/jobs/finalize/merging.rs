@@ -346,11 +346,10 @@ fn waits(plan: &mut Plan, j: &Judged, result: String) {
 /// else `None` (`HEAD`). A record whose patches do not apply reads the patch against `HEAD`,
 /// where it does not apply either: the attempt is judged as broken.
 pub(super) fn built_on_tree(
-    repo: &crate::edge::git::Repo,
-    plan: &crate::pure::plan::model::Plan,
+    repo: &Repo,
+    plan: &Plan,
     e: &crate::action::matrix::MatrixEntry,
 ) -> Result<Option<String>, ActionError> {
-    use crate::action::rounds::FollowUp;
     if !matches!(
         FollowUp::of(plan, e.task, e.attempt),
         Some(FollowUp::Rebase { .. })
@@ -361,7 +360,6 @@ pub(super) fn built_on_tree(
     if chain.is_empty() {
         return Ok(None);
     }
-    let patches: Vec<crate::edge::git::PatchRef<'_>> =
-        chain.iter().map(|(_, p)| p.into()).collect();
+    let patches: Vec<PatchRef<'_>> = chain.iter().map(|(_, p)| p.into()).collect();
     Ok(repo.tree_with_chain("HEAD", &patches)?)
 }
