@@ -214,11 +214,8 @@ impl Steer<'_> {
             Some(extra) => format!("{status}\n{extra}"),
             None => status,
         };
-        let marked = comment::trusted_marked(client, pr, comment::Identity::default()).await?;
-        client
-            .upsert_marked_comment(pr, comment::STATUS_MARKER, &body, &marked.own)
-            .await?;
-        Ok(())
+        let me = comment::Identity::default();
+        Ok(comment::upsert_status(client, pr, me, &body).await?)
     }
 
     /// `/execute status`: the status comment refreshed.

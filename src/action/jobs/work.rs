@@ -128,9 +128,7 @@ impl WorkJob {
             keep_logs_in: None,
         }
     }
-}
 
-impl WorkJob {
     /// The worker's output as the attempt is judged by (`run`'s): its work log, when it wrote
     /// none where `$DAGEXEC_LOG_FILE` says, read from the checkout (the path returned); a
     /// long-run worker's `OUTPUT_JSON` block made its status line (and, on COMPLETED, the
@@ -392,8 +390,8 @@ fn rebased(
     let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
         return text;
     };
-    let mut named = onto.clone();
-    named.extend(chain.iter().filter(|k| !onto.contains(k)));
+    // `run` put the tasks it was sent back beside first in a chain it builds on.
+    let named = if chain.is_empty() { onto } else { chain };
     let onto: Vec<(usize, &str)> = named
         .iter()
         .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))

@@ -285,6 +285,21 @@ pub async fn trusted_marked(
     Ok(Trusted::split(client.list_comments(issue).await?, me))
 }
 
+/// Writes `body` as dagexec's one status comment on `issue`, in place of the one it wrote
+/// before (who it is: `me`).
+pub async fn upsert_status(
+    client: &Client,
+    issue: u64,
+    me: Identity,
+    body: &str,
+) -> Result<(), ApiError> {
+    let marked = trusted_marked(client, issue, me).await?;
+    client
+        .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)
+        .await?;
+    Ok(())
+}
+
 /// What [`trusted_marked`] found.
 #[derive(Debug, Clone, Default)]
 pub struct Trusted {

@@ -102,7 +102,7 @@ pub async fn run(
         let text = format!(
             "{STATUS_MARKER}\n### dagexec\n\n⏳ Reading the sub-issues of #{issue} (`/execute` by @{user}); they run on `{branch}`, in a draft pull request.\n"
         );
-        upsert_status(client, inputs, issue, &text).await?;
+        comment::upsert_status(client, issue, inputs.me(), &text).await?;
         return Ok(Steered {
             message: format!("Reading the sub-issues of #{issue} is left to the steer job."),
             to_apply: Some(branch),
@@ -146,7 +146,7 @@ async fn start(
                 "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{hint}\n",
                 crate::pure::sanitize::line(&message),
             );
-            upsert_status(client, inputs, issue, &text).await?;
+            comment::upsert_status(client, issue, inputs.me(), &text).await?;
             return Ok(said(text));
         }
     };
@@ -156,7 +156,7 @@ async fn start(
     let plan = crate::edge::plan_file::load(&prepared.plan)
         .map_err(|e| ActionError::Input(format!("{}: {e}", prepared.plan.display())))?;
     let text = status_text(issue, &branch, &plan, prepared.read.as_ref());
-    upsert_status(client, inputs, issue, &text).await?;
+    comment::upsert_status(client, issue, inputs.me(), &text).await?;
     let mut run_inputs = inputs.clone();
     run_inputs.plan_rel.clone_from(&prepared.plan_rel);
     let dispatch = crate::action::dispatch_inputs(&run_inputs, &branch);
@@ -195,20 +195,6 @@ fn status_text(
         s.push('\n');
     }
     s
-}
-
-async fn upsert_status(
-    client: &Client,
-    inputs: &Inputs,
-    issue: u64,
-    body: &str,
-) -> Result<(), ActionError> {
-    let me = inputs.me();
-    let marked = comment::trusted_marked(client, issue, me).await?;
-    client
-        .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

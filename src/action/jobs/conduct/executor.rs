@@ -154,8 +154,6 @@ impl Executor for Remote<'_> {
         let arrived = jiff::Timestamp::now();
         for j in &arrivals.judged {
             self.rate.holds.note(&j.network.rate_limits, arrived);
-        }
-        for j in &arrivals.judged {
             if let Some(f) = self.flights.remove(&j.index) {
                 self.merging.bases.insert(j.index, f.base);
             }

@@ -242,11 +242,9 @@ impl Aside for Integrating<'_> {
     fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]) {
         self.open.follow_ups.push(f);
         self.kept.push(patch);
-        let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
-        let names = if names.is_empty() {
-            "the tasks landed before it".to_string()
-        } else {
-            names.join(", ")
+        let names = match checks {
+            [] => "the tasks landed before it".to_string(),
+            _ => crate::pure::integration::names(checks),
         };
         self.ui.say(format!(
             "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",

@@ -245,11 +245,9 @@ impl Finalize<'_> {
     /// (the plan job read the same plan at the same base).
     fn open_round(&mut self) -> Result<crate::action::rounds::OpenRound, ActionError> {
         let (round, plan) = (self.round, &mut self.job.checkout.plan);
-        for t in &mut plan.tasks {
-            if t.status == Status::InProgress {
-                t.status = Status::Pending;
-            }
-        }
+        (plan.tasks.iter_mut())
+            .filter(|t| t.status == Status::InProgress)
+            .for_each(|t| t.status = Status::Pending);
         let Some(current) = crate::action::rounds::current(plan, &self.job.checkout.dag) else {
             return Err(ActionError::Input(format!(
                 "the plan at {} has no open round and no ready task, but the plan job planned round {} ({}); was the base changed between the jobs? Nothing of this run was judged",
@@ -374,17 +372,12 @@ impl Finalize<'_> {
             }
             _ => {
                 let job = &mut self.job;
-                let conflicts =
-                    Overlaps::of(&job.checkout.plan, &job.checkout.dag).for_scheduling();
-                let schedule = engine::Schedule::Rounds;
-                let budget = job.checkout.inputs.max_cost;
-                match crate::flow::exec::settle(
-                    &job.checkout.plan,
-                    &job.checkout.dag,
-                    &conflicts,
-                    schedule,
-                    budget,
-                ) {
+                let Checkout {
+                    plan, dag, inputs, ..
+                } = &job.checkout;
+                let conflicts = Overlaps::of(plan, dag).for_scheduling();
+                let (schedule, budget) = (engine::Schedule::Rounds, inputs.max_cost);
+                match crate::flow::exec::settle(plan, dag, &conflicts, schedule, budget) {
                     Settled::Done => done_stop(
                         &job.checkout.repo,
                         &mut job.checkout.plan,
