@@ -23,6 +23,7 @@
 //! implementer" with all the feedback, and its prompt says the tree is clean.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::action::artifact::{self, WorkResult};
 use crate::action::{ActionError, Inputs};
@@ -47,6 +48,14 @@ pub struct Assignment {
     pub task: usize,
     pub attempt: u32,
     pub round: u32,
+}
+
+impl Assignment {
+    /// The `result.json` of this attempt, made at `base`, observed as `report`, which took
+    /// `duration`.
+    fn result(self, base: &str, report: &outcome::AttemptReport, duration: Duration) -> WorkResult {
+        WorkResult::new(self.task, self.attempt, self.round, base, report, duration)
+    }
 }
 
 /// The work job's attempt and where it runs: which attempt, the commit it starts from (the
@@ -87,20 +96,6 @@ impl WorkJob {
             changes_within(repo.root(), on)?,
             told,
         )?)
-    }
-
-    /// The `result.json` of this job's attempt, observed from its base as `report`, which
-    /// took `duration`.
-    fn result(&self, report: &outcome::AttemptReport, duration: std::time::Duration) -> WorkResult {
-        let job = self.job;
-        WorkResult::new(
-            job.task,
-            job.attempt,
-            job.round,
-            &self.base,
-            report,
-            duration,
-        )
     }
 
     /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
@@ -282,7 +277,7 @@ async fn attempt(
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
     gateway::budget_stop(budget_stop, &mut verdict, &mut said);
-    let mut result = at.result(&report, run.duration);
+    let mut result = at.job.result(&at.base, &report, run.duration);
     result.said = said;
     result.refused = refused;
     let mut review_log = None;
@@ -356,9 +351,7 @@ async fn run_worker(
     let live = served.as_ref().map(|s| {
         let attempt = live::Provisional {
             dir: at.inputs.artifacts.clone(),
-            task: at.job.task,
-            attempt: at.job.attempt,
-            round: at.job.round,
+            job: at.job,
             base: at.base.clone(),
             start,
         };

@@ -44,9 +44,7 @@ impl Remote<'_> {
                     ));
                     self.flights.insert(i, f);
                 }
-                None => {
-                    unrecorded.push(i);
-                }
+                None => unrecorded.push(i),
             }
         }
         // Attempts recorded as started without their run: a conductor died between the
