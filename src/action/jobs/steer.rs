@@ -71,29 +71,24 @@ pub async fn run(
         return Ok(said("The comment job handled this command."));
     }
     let client = client_for(&trigger)?;
-    let (branch, command) =
-        match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
-            Handled::Denied => {
-                return Ok(said(format!(
-                    "@{} may not run dagexec here; replied.",
-                    trigger.user
-                )));
-            }
-            Handled::Replied => return Ok(said("Replied to the comment.")),
-            Handled::Run {
-                head_branch,
-                command,
-            } => (head_branch, command),
-        };
+    let branch = match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
+        Handled::Denied => {
+            return Ok(said(format!(
+                "@{} may not run dagexec here; replied.",
+                trigger.user
+            )));
+        }
+        Handled::Replied => return Ok(said("Replied to the comment.")),
+        Handled::Run { head_branch, .. } => head_branch,
+    };
     let job = Steer {
         inputs,
         ctx,
         client: &client,
         trigger: &trigger,
         branch,
-        command,
     };
-    if phase == SteerPhase::Route && changes_plan(&job.command) {
+    if phase == SteerPhase::Route && changes_plan(&trigger.command) {
         return job.queue().await;
     }
     job.act(root).await
@@ -121,7 +116,6 @@ struct Steer<'a> {
     trigger: &'a Trigger,
     /// The pull request's head branch.
     branch: String,
-    command: SlashCommand,
 }
 
 impl Steer<'_> {
@@ -140,7 +134,7 @@ impl Steer<'_> {
                 trigger.pr_number,
                 &format!(
                     "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                    command_text(&self.command)
+                    command_text(&self.trigger.command)
                 ),
             ).await?;
         }
@@ -159,7 +153,7 @@ impl Steer<'_> {
             Ok(c) => c,
             Err(done) => return Ok(done),
         };
-        match &self.command {
+        match &self.trigger.command {
             SlashCommand::Start => self.commit_and_start(&checkout, None, false, None).await,
             SlashCommand::Status => self.status(&checkout.plan).await,
             SlashCommand::Abort => self.abort(&checkout.plan).await,
@@ -187,7 +181,7 @@ impl Steer<'_> {
         // Only the archive is left when the job that completed the plan died before
         // publishing: `/execute` (a round there finishes the run), `status` and `abort` read
         // it; nothing changes it.
-        if let (Some(rel), true) = (&checkout.archived, changes_plan(&self.command)) {
+        if let (Some(rel), true) = (&checkout.archived, changes_plan(&self.trigger.command)) {
             let text = format!(
                 "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
             );
@@ -261,7 +255,7 @@ impl Steer<'_> {
                 .await;
         }
         let by = format!("`/execute` by @{}", trigger.user);
-        match apply(&mut c.plan, &c.dag, &self.command, &by) {
+        match apply(&mut c.plan, &c.dag, &self.trigger.command, &by) {
             Ok(message) => {
                 record(&mut c.plan, trigger.comment_id);
                 let message = with_trailer(&message, trigger.comment_id, true);

@@ -127,9 +127,8 @@ impl Remote<'_> {
             branch: self.branch.to_string(),
             base: self.pushed.clone(),
             round: n,
-            matrix: String::new(),
             planned: PlanConclusion::Conduct,
-            planned_message: String::new(),
+            ..Default::default()
         }
     }
 
