@@ -78,11 +78,7 @@ impl Executor for Remote<'_> {
             attempt,
             base: self.pushed.clone(),
         };
-        let t = &mut plan.tasks[i];
-        t.extra.insert(
-            RUN_FIELD.into(),
-            serde_json::to_value(&f).expect("a flight serialises"),
-        );
+        self.fly(plan, i, f);
         // A re-check is no attempt (`overlap: merge`): its run is said as what it is.
         if recheck {
             self.emit(crate::pure::events::Event::Note(format!(
@@ -97,11 +93,10 @@ impl Executor for Remote<'_> {
             self.emit(crate::pure::events::Event::AttemptStarted {
                 task: i,
                 attempt,
-                subject: t.subject.clone(),
+                subject: plan.tasks[i].subject.clone(),
                 run: Some(id),
             });
         }
-        self.flights.insert(i, f);
         save(plan, self.plan_path)
     }
 

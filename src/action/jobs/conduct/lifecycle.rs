@@ -61,11 +61,7 @@ impl Remote<'_> {
                     "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
                     f.attempt, f.run
                 ));
-                plan.tasks[i].extra.insert(
-                    RUN_FIELD.into(),
-                    serde_json::to_value(f).expect("a flight serialises"),
-                );
-                self.flights.insert(i, f.clone());
+                self.fly(plan, i, f.clone());
                 continue;
             }
             let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);

@@ -435,6 +435,14 @@ impl Remote<'_> {
         self.landed_anyway(published, &mine, "update the pull request", later)
     }
 
+    /// Task `i`'s attempt in flight as `f`: recorded on its task (committed with the branch's
+    /// next commit) and polled by this conductor.
+    pub(super) fn fly(&mut self, plan: &mut Plan, i: usize, f: Flight) {
+        let run = serde_json::to_value(&f).expect("a flight serialises");
+        plan.tasks[i].extra.insert(RUN_FIELD.into(), run);
+        self.flights.insert(i, f);
+    }
+
     /// Commits the plan as it stands with `message`.
     pub(super) fn commit(&self, plan: &Plan, message: &str) -> Result<(), ActionError> {
         save(plan, self.plan_path)?;
