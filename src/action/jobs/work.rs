@@ -288,7 +288,7 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let through = served.as_ref().map(gateway::Served::gateway);
+        let through = served.as_ref().map(|s| &s.gateway);
         let (to, v) = (&to_review, &mut verdict);
         let reviewed = review_attempt(&rx, reviewer, through, to, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
@@ -355,7 +355,7 @@ async fn run_worker(
             base: at.base.clone(),
             start,
         };
-        live::keep(attempt, s.gateway().watch())
+        live::keep(attempt, s.gateway.watch())
     });
     let mut served = served;
     let run = match worker::run(&spec, rx).await {
