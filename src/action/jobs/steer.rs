@@ -249,24 +249,22 @@ impl Steer<'_> {
         for line in &caught.lines {
             println!("{line}");
         }
-        if caught.settled.contains(&trigger.comment_id) {
-            return self
-                .commit_and_start(&c, None, caught.committed, None)
-                .await;
-        }
+        // This command, unless a round's writer settled it already.
         let by = format!("`/execute` by @{}", trigger.user);
-        match apply(&mut c.plan, &c.dag, &self.trigger.command, &by) {
-            Ok(message) => {
-                record(&mut c.plan, trigger.comment_id);
-                let message = with_trailer(&message, trigger.comment_id, true);
-                self.commit_and_start(&c, Some(&message), caught.committed, None)
-                    .await
+        let (change, refused) = if caught.settled.contains(&trigger.comment_id) {
+            (None, None)
+        } else {
+            match apply(&mut c.plan, &c.dag, &trigger.command, &by) {
+                Ok(message) => {
+                    record(&mut c.plan, trigger.comment_id);
+                    (Some(with_trailer(&message, trigger.comment_id, true)), None)
+                }
+                Err(refusal) => (None, Some(refusal)),
             }
-            Err(refusal) => {
-                self.commit_and_start(&c, None, caught.committed, Some(refusal))
-                    .await
-            }
-        }
+        };
+        let change = change.as_deref();
+        self.commit_and_start(&c, change, caught.committed, refused)
+            .await
     }
 
     /// Commits the plan with `change` (its message), pushes it and what was caught up, and

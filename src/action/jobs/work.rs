@@ -157,20 +157,6 @@ pub struct Worked {
     pub loosened: Vec<crate::flow::settings::Loosening>,
 }
 
-impl Worked {
-    /// A worker ran in `at` (through the gateway when `served`).
-    fn ran(at: &WorkJob, verdict: outcome::Verdict, served: Option<gateway::Served>) -> Worked {
-        let gateway = Some(served.is_some());
-        let mut loosened = served.map(|s| s.loosened).unwrap_or_default();
-        loosened.extend(at.prices_lowered.iter().cloned());
-        Worked {
-            verdict,
-            gateway,
-            loosened,
-        }
-    }
-}
-
 /// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
@@ -304,7 +290,14 @@ async fn attempt(
         live.finish();
     }
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(Worked::ran(at, verdict, served))
+    let gateway = Some(served.is_some());
+    let mut loosened = served.map(|s| s.loosened).unwrap_or_default();
+    loosened.extend(at.prices_lowered.iter().cloned());
+    Ok(Worked {
+        verdict,
+        gateway,
+        loosened,
+    })
 }
 
 /// The worker's run, and what the attempt goes on with.
