@@ -34,6 +34,16 @@ pub enum RunStop {
     Completed,
 }
 
+impl RunStop {
+    /// Whether the job that stops here fails: the user must act on it.
+    pub fn fails(&self) -> bool {
+        matches!(
+            self,
+            RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_)
+        )
+    }
+}
+
 fn icon(s: Status) -> &'static str {
     match s {
         Status::Pending => "⏳",

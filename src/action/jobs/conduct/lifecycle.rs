@@ -349,10 +349,7 @@ impl Remote<'_> {
         Ok(Finalized {
             conclusion,
             pr: published.pr,
-            failed: matches!(
-                stop,
-                Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
-            ),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(plan)),
         })
     }

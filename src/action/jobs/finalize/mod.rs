@@ -189,7 +189,7 @@ impl Finalize<'_> {
         Ok(Finalized {
             conclusion: planned.passed_on().expect("work and close-round integrate"),
             pr: published.pr,
-            failed: fails(stop.as_ref()),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
@@ -236,7 +236,7 @@ impl Finalize<'_> {
         Ok(Finalized {
             conclusion,
             pr: published.pr,
-            failed: fails(stop.as_ref()),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
@@ -449,11 +449,3 @@ impl Finalize<'_> {
 
 /// The pull request whose queued markers are rewritten once the round is pushed.
 type QueuedOn = (u64, steering::comment::Identity);
-
-/// A stop the job fails on (one the user must act on).
-fn fails(stop: Option<&RunStop>) -> bool {
-    matches!(
-        stop,
-        Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
-    )
-}
