@@ -394,11 +394,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     // With attempt records, the table ends with the total time and cost, and the latest
     // attempts follow.
     s.push_str(&progress_table(plan, links));
-    let latest = crate::action::report::activity(
-        &crate::pure::events::of_records(plan),
-        &crate::pure::plan::ids::TaskNames::of(plan),
-        crate::action::report::LATEST_ATTEMPTS,
-    );
+    let latest = crate::action::report::latest_attempts(plan);
     if !latest.is_empty() {
         let _ = write!(s, "\n**Latest attempts**\n\n{latest}");
     }
