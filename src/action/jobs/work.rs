@@ -26,6 +26,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::action::artifact::{self, WorkResult};
+use crate::action::rounds::FollowUp;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{Repo, changes_within};
 use crate::edge::worker::{self, Stop, WorkerSpec};
@@ -168,8 +169,8 @@ pub async fn run(
     let at = open(root, inputs, job, base)?;
     let (repo, plan) = (&at.repo, &at.plan);
     // `overlap: merge`: this job may continue an attempt instead of starting one.
-    let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
-    if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
+    let follow = FollowUp::of(plan, job.task, job.attempt);
+    if let Some(f @ FollowUp::Recheck { .. }) = &follow {
         return recheck::run(&at, f).map(|verdict| Worked {
             verdict,
             gateway: None,
@@ -179,8 +180,8 @@ pub async fn run(
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
     // are committed in the checkout (never pushed), and the worker's change is its own.
     let chain = match &follow {
-        Some(crate::action::rounds::FollowUp::Rebase { .. }) => {
-            crate::action::rounds::FollowUp::built_on(plan, job.task).ok_or_else(|| {
+        Some(FollowUp::Rebase { .. }) => {
+            FollowUp::built_on(plan, job.task).ok_or_else(|| {
                 ActionError::Input(format!(
                     "task {}: the open round's record holds an unreadable merged change of the chain its rebase builds on",
                     job.task
@@ -198,7 +199,7 @@ pub async fn run(
     })?;
     // Those it was sent back beside too (landed earlier in the round): their checks run here.
     let mut chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
-    if let Some(crate::action::rounds::FollowUp::Rebase { onto, .. }) = &follow
+    if let Some(FollowUp::Rebase { onto, .. }) = &follow
         && !chain.is_empty()
     {
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
@@ -230,7 +231,7 @@ async fn attempt(
     on: &str,
     chain: &[usize],
     start: jiff::Timestamp,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    follow: Option<&FollowUp>,
 ) -> Result<Worked, ActionError> {
     let (job, repo, inputs, plan) = (at.job, &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
@@ -369,11 +370,11 @@ async fn run_worker(
 /// in `chain` — and what went wrong); any other prompt as it is.
 fn rebased(
     plan: &plan::model::Plan,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    follow: Option<&FollowUp>,
     chain: &[usize],
     text: String,
 ) -> String {
-    let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
+    let Some(FollowUp::Rebase { onto, why, .. }) = follow else {
         return text;
     };
     // `run` put the tasks it was sent back beside first in a chain it builds on.

@@ -16,6 +16,7 @@ use crate::edge::github::Client;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Executor, Launch};
+use crate::pure::events::Event;
 use crate::pure::pace::Timing;
 use crate::pure::plan::model::{Plan, Status};
 
@@ -194,7 +195,7 @@ impl Remote<'_> {
         let r = self.round(n);
         match self.publisher(&r).tell(plan, &self.links).await {
             Err(ActionError::Api(e)) if e.transient() => {
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "GitHub could not bring the pull request up to date ({e}); the next commit does."
                 )));
                 Ok(())
@@ -345,7 +346,7 @@ impl Remote<'_> {
             };
             failures += 1;
             let pause = self.client.policy.backoff(failures);
-            self.emit(crate::pure::events::Event::Note(format!(
+            self.emit(Event::Note(format!(
                 "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is recorded, so this costs no attempt: looking for its run in {} before sending it again.",
                 humantime::format_duration(pause)
             )));
@@ -364,7 +365,7 @@ impl Remote<'_> {
                                 && r.display_title == name
                                 && r.head_sha == self.pushed
                         }) {
-                            self.emit(crate::pure::events::Event::Note(format!(
+                            self.emit(Event::Note(format!(
                                 "GitHub had started it: found its run {} (task {i} attempt {attempt}); not sent again.",
                                 run.id
                             )));
@@ -374,7 +375,7 @@ impl Remote<'_> {
                     }
                     Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
                         failures += 1;
-                        self.emit(crate::pure::events::Event::Note(format!(
+                        self.emit(Event::Note(format!(
                             "GitHub cannot list the runs of {} ({e}) to find the run of task {i} attempt {attempt}: nothing is sent until it can.",
                             self.branch
                         )));
@@ -408,7 +409,7 @@ impl Remote<'_> {
                 if e.transient()
                     && self.repo.fetch_branch(self.branch, self.auth)?.as_deref() == Some(mine) =>
             {
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "Pushed to {}, but GitHub could not {undone} ({e}); {later}.",
                     self.branch
                 )));
