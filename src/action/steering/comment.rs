@@ -1,9 +1,10 @@
 //! `/execute` comments on a pull request (`issue_comment` events): which comments count
-//! ([`classify`], [`parse`]), who may run them ([`may_run`]), the replies ([`help_text`],
-//! [`denied_reply`], [`unknown_reply`]) and the one status comment ([`status_body`], found
-//! again by [`STATUS_MARKER`]). Pure except [`handle`], the edge that checks the commenter's
-//! permission, acknowledges with 👀 and decides; what a command then does to the plan and the
-//! dispatch is the caller's.
+//! ([`classify`], [`parse`]; on a parent issue too, through the same [`created`]), who may
+//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`])
+//! and the one status comment ([`status_body`], found again by [`STATUS_MARKER`], written by
+//! [`upsert_status`]). Pure except [`handle`], the edge that checks the commenter's
+//! permission, acknowledges with 👀 and decides, and the reading and writing of dagexec's
+//! marked comments; what a command then does to the plan and the dispatch is the caller's.
 //!
 //! Comment text is data: it is parsed here and never reaches a shell.
 //!
