@@ -445,9 +445,7 @@ impl Publisher<'_> {
                 format!("{left_out}\n")
             }
         );
-        let marked = comment::trusted_marked(c, parent, me).await?;
-        c.upsert_marked_comment(parent, comment::STATUS_MARKER, &status, &marked.own)
-            .await?;
+        comment::upsert_status(c, parent, me, &status).await?;
         for (task, issue, note) in write_back::question_notes(plan, &repo, n) {
             let marker = steering::question_marker(&task.to_string());
             let marked = comment::trusted_marked(c, issue, me).await?;

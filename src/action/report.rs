@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::render::{graph, summary};
 
@@ -32,6 +33,16 @@ pub enum RunStop {
     /// The `max-cost` budget is spent ([`crate::pure::usage::Budget::exhausted`] says so).
     Budget(String),
     Completed,
+}
+
+impl RunStop {
+    /// Whether the job that stops here fails: the user must act on it.
+    pub fn fails(&self) -> bool {
+        matches!(
+            self,
+            RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_)
+        )
+    }
 }
 
 fn icon(s: Status) -> &'static str {
@@ -134,6 +145,13 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
 
 /// How many of the latest attempts the pull request body and the status comment list.
 pub const LATEST_ATTEMPTS: usize = 5;
+
+/// The latest [`LATEST_ATTEMPTS`] attempts `plan` records, as [`activity`] lists them (the
+/// pull request body's and the status comment's).
+pub fn latest_attempts(plan: &Plan) -> String {
+    let (events, names) = (crate::pure::events::of_records(plan), TaskNames::of(plan));
+    activity(&events, &names, LATEST_ATTEMPTS)
+}
 
 /// The attempts that ended among `events`, the newest `last` of them, as a Markdown table
 /// (when each ended, the task, the attempt, how it ended, its time and cost); empty when none
@@ -264,11 +282,7 @@ pub fn pr_body(
     if !closes.is_empty() {
         let _ = write!(s, "{}\n\n", closes.join("\n"));
     }
-    let latest = activity(
-        &crate::pure::events::of_records(plan),
-        &crate::pure::plan::ids::TaskNames::of(plan),
-        LATEST_ATTEMPTS,
-    );
+    let latest = latest_attempts(plan);
     if !latest.is_empty() {
         let _ = write!(s, "### Latest attempts\n\n{latest}\n");
     }

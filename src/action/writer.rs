@@ -40,14 +40,6 @@ impl Finalized {
     }
 }
 
-/// Where a writer of the branch reports: the run's context and the API (`None` without a
-/// repository or token: a local try-out).
-#[derive(Clone, Copy)]
-pub struct GitHub<'a> {
-    pub ctx: &'a crate::action::runtime::Runner,
-    pub client: Option<&'a crate::edge::github::Client>,
-}
-
 /// A checkout of the branch, and the plan there (resolved as every job resolves it) with its
 /// DAG.
 pub(crate) struct Checkout {

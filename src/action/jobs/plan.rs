@@ -20,7 +20,7 @@ use crate::action::{ActionError, Inputs, default_branch_name};
 use crate::edge::git::{RemoteAuth, Repo};
 use crate::flow::preflight::Overlaps;
 use crate::flow::preflight::{self, checks};
-use crate::pure::engine::{self, Next, View};
+use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::overlap::Policy;
 use crate::pure::plan::{self, model::Status};
 
@@ -54,21 +54,16 @@ pub enum Preflight {
 pub struct PlanJob<'a> {
     pub ref_name: &'a str,
     pub default_branch: &'a str,
-    pub schedule: crate::pure::engine::Schedule,
+    pub schedule: Schedule,
     pub preflight: Preflight,
 }
 
 /// Runs the plan job in the checkout at `root`.
 pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, ActionError> {
-    let PlanJob {
-        ref_name,
-        default_branch,
-        schedule,
-        ..
-    } = *job;
+    let schedule = job.schedule;
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
-    let branch = match branch_of(&repo, inputs, ref_name, default_branch)? {
+    let branch = match branch_of(&repo, inputs, job.ref_name, job.default_branch)? {
         Ok(branch) => branch,
         Err(redirect) => return Ok(redirect),
     };
@@ -122,19 +117,15 @@ pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, A
     // so, so finalize integrates it by merging (see `rounds::follow`); under `schedule: eager`
     // the conductor starts them side by side and merges each arrival as it comes
     // (`conduct::merging`).
-    let merge = crate::action::overlap_policy(repo.root(), inputs)? == Policy::Merge;
-    if merge && schedule == crate::pure::engine::Schedule::Eager {
+    let policy = crate::action::overlap_policy(repo.root(), inputs)?;
+    let merge = policy == Policy::Merge && schedule != Schedule::Eager;
+    if policy == Policy::Merge && !merge {
         println!(
             "overlap: merge: the conductor starts tasks that share files side by side and merges each result onto the branch; a merge that combined work lands after a re-check run."
         );
     }
-    let merge = merge && schedule != crate::pure::engine::Schedule::Eager;
-    let conflicts = overlaps.for_scheduling();
-    let conflicts = if merge {
-        Policy::Merge.for_scheduling(conflicts, plan.tasks.len())
-    } else {
-        conflicts
-    };
+    let policy = if merge { policy } else { Policy::Serial };
+    let conflicts = policy.for_scheduling(overlaps.for_scheduling(), plan.tasks.len());
     let view = View {
         plan: &plan,
         dag: &dag,
@@ -271,38 +262,33 @@ fn preflight_failed(
         .get(crate::action::steering::PROCEED_FIELD)
         .and_then(|v| v.as_str())
         == Some("proceed");
-    if !failed.is_empty() && proceed {
+    if failed.is_empty() {
+        return None;
+    }
+    if proceed {
         println!(
             "{} blocking pre-flight check(s) failed; proceeding, as `/execute proceed` asked.",
             failed.len()
         );
-        None
-    } else if !failed.is_empty() {
-        Some(format!(
-            "{} blocking pre-flight check(s) failed:\n{}",
-            failed.len(),
-            failed.join("\n")
-        ))
-    } else {
-        None
+        return None;
     }
+    Some(format!(
+        "{} blocking pre-flight check(s) failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    ))
 }
 
 /// What runs next. `rounds`: the seed's round is the whole ready set; a job matrix cannot
 /// order its jobs, so a round takes a workflow run per group of tasks that share files and
 /// per retry (see `rounds`). An open round on the branch goes on before anything else.
-fn next(
-    view: View<'_>,
-    schedule: crate::pure::engine::Schedule,
-    inputs: &Inputs,
-    at: At,
-) -> Planned {
+fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned {
     let View {
         plan,
         dag,
         conflicts,
     } = view;
-    let current = (schedule != crate::pure::engine::Schedule::Eager)
+    let current = (schedule != Schedule::Eager)
         .then(|| crate::action::rounds::current(plan, dag))
         .flatten();
     for note in current.iter().flat_map(|c| &c.notes) {
@@ -320,7 +306,7 @@ fn next(
         return work(plan, &c.open, part, at.branch, at.base);
     }
     let policy: &dyn engine::Policy = match schedule {
-        crate::pure::engine::Schedule::Eager => &engine::Batches,
+        Schedule::Eager => &engine::Batches,
         _ => &engine::Rounds,
     };
     match policy.next(view, None) {
@@ -349,7 +335,7 @@ fn next(
             let budget = inputs.max_cost.and_then(|b| b.exhausted(plan));
             at.done(PlanConclusion::Budget, budget.unwrap_or_default())
         }
-        Next::Batch { tasks, .. } if schedule == crate::pure::engine::Schedule::Eager => {
+        Next::Batch { tasks, .. } if schedule == Schedule::Eager => {
             let ready = tasks.len();
             let message = format!(
                 "Eager on {} at {}: the conductor starts each task as its own run as soon as it is ready ({ready} ready now).",

@@ -24,8 +24,8 @@ use crate::action::report::Links;
 use crate::action::runtime::Runner;
 use crate::action::steering::comment::{self, Handled, SlashCommand, Trigger};
 use crate::action::steering::{
-    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up_all, changes_plan, command_text, confirm,
-    record, steer_marker, waiting_on, with_trailer,
+    ABORT_MARKER, Queue, abort_by_marker, apply, catch_up, changes_plan, command_text, confirm,
+    record, said, steer_marker, waiting_on, with_trailer,
 };
 use crate::action::writer::Checkout;
 use crate::action::{ActionError, Inputs};
@@ -36,15 +36,7 @@ use crate::pure::plan;
 /// `/execute retry N` (the local `dagexec retry` uses it too).
 pub use crate::action::steering::retry;
 
-/// What the command did, for the log and the job's outputs.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Steered {
-    pub message: String,
-    /// A round was dispatched on this branch.
-    pub dispatched: Option<String>,
-    /// The change to the plan is left to the `steer` job, in this branch's group.
-    pub to_apply: Option<String>,
-}
+pub use crate::action::steering::Steered;
 
 /// Which half of a command this job does (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +53,17 @@ pub async fn run(
     client_for: impl FnOnce(&Trigger) -> Result<Client, ActionError>,
     phase: SteerPhase,
 ) -> Result<Steered, ActionError> {
-    let trigger = match read_trigger(ctx)? {
+    let payload = read_event(ctx)?;
+    let trigger = match comment::classify(&ctx.event_name, &payload) {
         Ok(t) => t,
         // `/execute` on a parent issue: its sub-issues are the plan.
-        Err(comment::Ignored::NotAPullRequest(_)) if let Some(t) = issue_trigger(ctx) => {
+        Err(comment::Ignored::NotAPullRequest(_))
+            if let Some(t) =
+                crate::action::steering::issue::classify(&ctx.event_name, &payload) =>
+        {
             let client = client_for(&t.trigger)?;
             let apply = phase == SteerPhase::Apply;
-            let done =
-                crate::action::steering::issue::run(root, inputs, &t, &client, apply).await?;
-            return Ok(Steered {
-                message: done.message,
-                dispatched: done.dispatched,
-                to_apply: done.to_apply,
-            });
+            return crate::action::steering::issue::run(root, inputs, &t, &client, apply).await;
         }
         Err(why) => return Ok(said(format!("Ignoring this event: {why}."))),
     };
@@ -81,65 +71,41 @@ pub async fn run(
         return Ok(said("The comment job handled this command."));
     }
     let client = client_for(&trigger)?;
-    let (branch, command) =
-        match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
-            Handled::Denied => {
-                return Ok(said(format!(
-                    "@{} may not run dagexec here; replied.",
-                    trigger.user
-                )));
-            }
-            Handled::Replied => return Ok(said("Replied to the comment.")),
-            Handled::Run {
-                head_branch,
-                command,
-            } => (head_branch, command),
-        };
+    let branch = match comment::handle_as(&client, &trigger, phase == SteerPhase::Route).await? {
+        Handled::Denied => {
+            return Ok(said(format!(
+                "@{} may not run dagexec here; replied.",
+                trigger.user
+            )));
+        }
+        Handled::Replied => return Ok(said("Replied to the comment.")),
+        Handled::Run { head_branch, .. } => head_branch,
+    };
     let job = Steer {
         inputs,
         ctx,
         client: &client,
         trigger: &trigger,
         branch,
-        command,
     };
-    if phase == SteerPhase::Route && changes_plan(&job.command) {
+    if phase == SteerPhase::Route && changes_plan(&trigger.command) {
         return job.queue().await;
     }
     job.act(root).await
 }
 
-/// A [`Steered`] that only says `message`.
-fn said(message: impl Into<String>) -> Steered {
-    Steered {
-        message: message.into(),
-        ..Default::default()
-    }
-}
-
-/// The event as an `/execute` comment on a parent issue, if it is one.
-fn issue_trigger(ctx: &Runner) -> Option<crate::action::steering::issue::IssueTrigger> {
-    let text = std::fs::read_to_string(ctx.event_path.as_ref()?).ok()?;
-    let payload: serde_json::Value = serde_json::from_str(&text).ok()?;
-    crate::action::steering::issue::classify(&ctx.event_name, &payload)
-}
-
-/// The event this job was started for: an `/execute` comment, or why it is none.
-fn read_trigger(ctx: &Runner) -> Result<Result<Trigger, comment::Ignored>, ActionError> {
-    let payload: serde_json::Value = match &ctx.event_path {
+/// The event this job was started for (an `/execute` comment, or why it is none, is read
+/// from it).
+fn read_event(ctx: &Runner) -> Result<serde_json::Value, ActionError> {
+    match &ctx.event_path {
         Some(p) => std::fs::read_to_string(p)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| {
-                ActionError::Input(format!("cannot read the event at {}", p.display()))
-            })?,
-        None => {
-            return Err(ActionError::Input(
-                "no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into(),
-            ));
-        }
-    };
-    Ok(comment::classify(&ctx.event_name, &payload))
+            .ok_or_else(|| ActionError::Input(format!("cannot read the event at {}", p.display()))),
+        None => Err(ActionError::Input(
+            "no GITHUB_EVENT_PATH: `comment` handles an issue_comment event".into(),
+        )),
+    }
 }
 
 /// One command, checked: who asked, on which pull request and branch.
@@ -150,7 +116,6 @@ struct Steer<'a> {
     trigger: &'a Trigger,
     /// The pull request's head branch.
     branch: String,
-    command: SlashCommand,
 }
 
 impl Steer<'_> {
@@ -169,7 +134,7 @@ impl Steer<'_> {
                 trigger.pr_number,
                 &format!(
                     "{marker}\n⏳ Queued: {} — applied by the next job that writes `{branch}` (at once when no round of it runs, else when the running round ends).\n",
-                    command_text(&self.command)
+                    command_text(&self.trigger.command)
                 ),
             ).await?;
         }
@@ -188,7 +153,7 @@ impl Steer<'_> {
             Ok(c) => c,
             Err(done) => return Ok(done),
         };
-        match &self.command {
+        match &self.trigger.command {
             SlashCommand::Start => self.commit_and_start(&checkout, None, false, None).await,
             SlashCommand::Status => self.status(&checkout.plan).await,
             SlashCommand::Abort => self.abort(&checkout.plan).await,
@@ -216,7 +181,7 @@ impl Steer<'_> {
         // Only the archive is left when the job that completed the plan died before
         // publishing: `/execute` (a round there finishes the run), `status` and `abort` read
         // it; nothing changes it.
-        if let (Some(rel), true) = (&checkout.archived, changes_plan(&self.command)) {
+        if let (Some(rel), true) = (&checkout.archived, changes_plan(&self.trigger.command)) {
             let text = format!(
                 "Every task is completed and the plan is archived as `{rel}`: there is nothing left to change. Comment `/execute` to finish the run on the pull request."
             );
@@ -243,11 +208,8 @@ impl Steer<'_> {
             Some(extra) => format!("{status}\n{extra}"),
             None => status,
         };
-        let marked = comment::trusted_marked(client, pr, comment::Identity::default()).await?;
-        client
-            .upsert_marked_comment(pr, comment::STATUS_MARKER, &body, &marked.own)
-            .await?;
-        Ok(())
+        let me = comment::Identity::default();
+        Ok(comment::upsert_status(client, pr, me, &body).await?)
     }
 
     /// `/execute status`: the status comment refreshed.
@@ -283,28 +245,26 @@ impl Steer<'_> {
             plan_path: &c.plan_path,
             plan_rel: &c.inputs.plan_rel,
         };
-        let caught = catch_up_all(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
+        let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
         }
-        if caught.settled.contains(&trigger.comment_id) {
-            return self
-                .commit_and_start(&c, None, caught.committed, None)
-                .await;
-        }
+        // This command, unless a round's writer settled it already.
         let by = format!("`/execute` by @{}", trigger.user);
-        match apply(&mut c.plan, &c.dag, &self.command, &by) {
-            Ok(message) => {
-                record(&mut c.plan, trigger.comment_id);
-                let message = with_trailer(&message, trigger.comment_id, true);
-                self.commit_and_start(&c, Some(&message), caught.committed, None)
-                    .await
+        let (change, refused) = if caught.settled.contains(&trigger.comment_id) {
+            (None, None)
+        } else {
+            match apply(&mut c.plan, &c.dag, &trigger.command, &by) {
+                Ok(message) => {
+                    record(&mut c.plan, trigger.comment_id);
+                    (Some(with_trailer(&message, trigger.comment_id, true)), None)
+                }
+                Err(refusal) => (None, Some(refusal)),
             }
-            Err(refusal) => {
-                self.commit_and_start(&c, None, caught.committed, Some(refusal))
-                    .await
-            }
-        }
+        };
+        let change = change.as_deref();
+        self.commit_and_start(&c, change, caught.committed, refused)
+            .await
     }
 
     /// Commits the plan with `change` (its message), pushes it and what was caught up, and

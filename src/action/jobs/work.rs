@@ -23,8 +23,10 @@
 //! implementer" with all the feedback, and its prompt says the tree is clean.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::action::artifact::{self, WorkResult};
+use crate::action::rounds::FollowUp;
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{Repo, changes_within};
 use crate::edge::worker::{self, Stop, WorkerSpec};
@@ -47,6 +49,14 @@ pub struct Assignment {
     pub task: usize,
     pub attempt: u32,
     pub round: u32,
+}
+
+impl Assignment {
+    /// The `result.json` of this attempt, made at `base`, observed as `report`, which took
+    /// `duration`.
+    fn result(self, base: &str, report: &outcome::AttemptReport, duration: Duration) -> WorkResult {
+        WorkResult::new(self.task, self.attempt, self.round, base, report, duration)
+    }
 }
 
 /// The work job's attempt and where it runs: which attempt, the commit it starts from (the
@@ -89,20 +99,6 @@ impl WorkJob {
         )?)
     }
 
-    /// The `result.json` of this job's attempt, observed from its base as `report`, which
-    /// took `duration`.
-    fn result(&self, report: &outcome::AttemptReport, duration: std::time::Duration) -> WorkResult {
-        let job = self.job;
-        WorkResult::new(
-            job.task,
-            job.attempt,
-            job.round,
-            &self.base,
-            report,
-            duration,
-        )
-    }
-
     /// What the reviewer sees of the attempt: its change (`patch`, against `on`, touching
     /// `touched`; its status line's `summary`) in this checkout, its files in `scratch`.
     fn to_review<'a>(
@@ -128,9 +124,7 @@ impl WorkJob {
             keep_logs_in: None,
         }
     }
-}
 
-impl WorkJob {
     /// The worker's output as the attempt is judged by (`run`'s): its work log, when it wrote
     /// none where `$DAGEXEC_LOG_FILE` says, read from the checkout (the path returned); a
     /// long-run worker's `OUTPUT_JSON` block made its status line (and, on COMPLETED, the
@@ -164,20 +158,6 @@ pub struct Worked {
     pub loosened: Vec<crate::flow::settings::Loosening>,
 }
 
-impl Worked {
-    /// A worker ran in `at` (through the gateway when `served`).
-    fn ran(at: &WorkJob, verdict: outcome::Verdict, served: Option<gateway::Served>) -> Worked {
-        let gateway = Some(served.is_some());
-        let mut loosened = served.map(|s| s.loosened).unwrap_or_default();
-        loosened.extend(at.prices_lowered.iter().cloned());
-        Worked {
-            verdict,
-            gateway,
-            loosened,
-        }
-    }
-}
-
 /// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
@@ -189,8 +169,8 @@ pub async fn run(
     let at = open(root, inputs, job, base)?;
     let (repo, plan) = (&at.repo, &at.plan);
     // `overlap: merge`: this job may continue an attempt instead of starting one.
-    let follow = crate::action::rounds::FollowUp::of(plan, job.task, job.attempt);
-    if let Some(f @ crate::action::rounds::FollowUp::Recheck { .. }) = &follow {
+    let follow = FollowUp::of(plan, job.task, job.attempt);
+    if let Some(f @ FollowUp::Recheck { .. }) = &follow {
         return recheck::run(&at, f).map(|verdict| Worked {
             verdict,
             gateway: None,
@@ -200,8 +180,8 @@ pub async fn run(
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
     // are committed in the checkout (never pushed), and the worker's change is its own.
     let chain = match &follow {
-        Some(crate::action::rounds::FollowUp::Rebase { .. }) => {
-            crate::action::rounds::FollowUp::built_on(plan, job.task).ok_or_else(|| {
+        Some(FollowUp::Rebase { .. }) => {
+            FollowUp::built_on(plan, job.task).ok_or_else(|| {
                 ActionError::Input(format!(
                     "task {}: the open round's record holds an unreadable merged change of the chain its rebase builds on",
                     job.task
@@ -219,7 +199,7 @@ pub async fn run(
     })?;
     // Those it was sent back beside too (landed earlier in the round): their checks run here.
     let mut chain: Vec<usize> = chain.iter().map(|(k, _)| *k).collect();
-    if let Some(crate::action::rounds::FollowUp::Rebase { onto, .. }) = &follow
+    if let Some(FollowUp::Rebase { onto, .. }) = &follow
         && !chain.is_empty()
     {
         let later: Vec<usize> = chain.drain(..).filter(|k| !onto.contains(k)).collect();
@@ -251,7 +231,7 @@ async fn attempt(
     on: &str,
     chain: &[usize],
     start: jiff::Timestamp,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    follow: Option<&FollowUp>,
 ) -> Result<Worked, ActionError> {
     let (job, repo, inputs, plan) = (at.job, &at.repo, &at.inputs, &at.plan);
     let task = &plan.tasks[job.task];
@@ -284,7 +264,7 @@ async fn attempt(
     // Built on candidates of the chain: their checks run on this tree too, as a re-check's.
     recheck::with_checks_of(at, chain, &mut report, &mut verdict);
     gateway::budget_stop(budget_stop, &mut verdict, &mut said);
-    let mut result = at.result(&report, run.duration);
+    let mut result = at.job.result(&at.base, &report, run.duration);
     result.said = said;
     result.refused = refused;
     let mut review_log = None;
@@ -295,7 +275,7 @@ async fn attempt(
         let touched: Vec<String> = kept.changed.iter().cloned().collect();
         let summary = verdict.result.clone();
         let to_review = at.to_review(on, scratch.path(), &summary, &kept.patch, &touched);
-        let through = served.as_ref().map(gateway::Served::gateway);
+        let through = served.as_ref().map(|s| &s.gateway);
         let (to, v) = (&to_review, &mut verdict);
         let reviewed = review_attempt(&rx, reviewer, through, to, history, v).await?;
         // What the reviewer spent is the attempt's too (and counts toward `max-cost`).
@@ -311,7 +291,14 @@ async fn attempt(
         live.finish();
     }
     write_files(inputs, &result, &kept.patch, run.log.as_deref(), review_log)?;
-    Ok(Worked::ran(at, verdict, served))
+    let gateway = Some(served.is_some());
+    let mut loosened = served.map(|s| s.loosened).unwrap_or_default();
+    loosened.extend(at.prices_lowered.iter().cloned());
+    Ok(Worked {
+        verdict,
+        gateway,
+        loosened,
+    })
 }
 
 /// The worker's run, and what the attempt goes on with.
@@ -358,13 +345,11 @@ async fn run_worker(
     let live = served.as_ref().map(|s| {
         let attempt = live::Provisional {
             dir: at.inputs.artifacts.clone(),
-            task: at.job.task,
-            attempt: at.job.attempt,
-            round: at.job.round,
+            job: at.job,
             base: at.base.clone(),
             start,
         };
-        live::keep(attempt, s.gateway().watch())
+        live::keep(attempt, s.gateway.watch())
     });
     let mut served = served;
     let run = match worker::run(&spec, rx).await {
@@ -385,15 +370,15 @@ async fn run_worker(
 /// in `chain` — and what went wrong); any other prompt as it is.
 fn rebased(
     plan: &plan::model::Plan,
-    follow: Option<&crate::action::rounds::FollowUp>,
+    follow: Option<&FollowUp>,
     chain: &[usize],
     text: String,
 ) -> String {
-    let Some(crate::action::rounds::FollowUp::Rebase { onto, why, .. }) = follow else {
+    let Some(FollowUp::Rebase { onto, why, .. }) = follow else {
         return text;
     };
-    let mut named = onto.clone();
-    named.extend(chain.iter().filter(|k| !onto.contains(k)));
+    // `run` put the tasks it was sent back beside first in a chain it builds on.
+    let named = if chain.is_empty() { onto } else { chain };
     let onto: Vec<(usize, &str)> = named
         .iter()
         .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))

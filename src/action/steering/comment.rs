@@ -1,9 +1,10 @@
 //! `/execute` comments on a pull request (`issue_comment` events): which comments count
-//! ([`classify`], [`parse`]), who may run them ([`may_run`]), the replies ([`help_text`],
-//! [`denied_reply`], [`unknown_reply`]) and the one status comment ([`status_body`], found
-//! again by [`STATUS_MARKER`]). Pure except [`handle`], the edge that checks the commenter's
-//! permission, acknowledges with 👀 and decides; what a command then does to the plan and the
-//! dispatch is the caller's.
+//! ([`classify`], [`parse`]; on a parent issue too, through the same [`created`]), who may
+//! run them ([`may_run`]), the replies ([`help_text`], [`denied_reply`], [`unknown_reply`])
+//! and the one status comment ([`status_body`], found again by [`STATUS_MARKER`], written by
+//! [`upsert_status`]). Pure except [`handle`], the edge that checks the commenter's
+//! permission, acknowledges with 👀 and decides, and the reading and writing of dagexec's
+//! marked comments; what a command then does to the plan and the dispatch is the caller's.
 //!
 //! Comment text is data: it is parsed here and never reaches a shell.
 //!
@@ -189,6 +190,19 @@ fn quote(s: &str) -> String {
 /// The `/execute` command in an event, or why there is none. Reads the payload GitHub wrote
 /// to `GITHUB_EVENT_PATH` for `event_name` (`GITHUB_EVENT_NAME`).
 pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
+    let read = |body: &str| parse(body).map(|command| (command, ()));
+    created(event_name, payload, true, read).map(|(t, ())| t)
+}
+
+/// A comment newly created by a person, on a pull request (`on_pr`) or on an issue that is
+/// none, whose body `read` takes for a command (and what else it says); or why it is not one
+/// (on the other kind of issue: [`Ignored::NotAPullRequest`] either way).
+pub(super) fn created<T>(
+    event_name: &str,
+    payload: &Value,
+    on_pr: bool,
+    read: impl FnOnce(&str) -> Option<(SlashCommand, T)>,
+) -> Result<(Trigger, T), Ignored> {
     if event_name != "issue_comment" {
         return Err(Ignored::NotACommentEvent(event_name.to_string()));
     }
@@ -202,7 +216,7 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
     let pr_number = issue["number"]
         .as_u64()
         .ok_or(Ignored::Malformed("issue.number"))?;
-    if issue.get("pull_request").is_none_or(Value::is_null) {
+    if issue.get("pull_request").is_none_or(Value::is_null) == on_pr {
         return Err(Ignored::NotAPullRequest(pr_number));
     }
     let comment = &payload["comment"];
@@ -212,8 +226,9 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
     if comment["user"]["type"] == "Bot" || user.ends_with("[bot]") {
         return Err(Ignored::Bot(user.to_string()));
     }
-    let command = parse(comment["body"].as_str().unwrap_or("")).ok_or(Ignored::NotACommand)?;
-    Ok(Trigger {
+    let (command, more) =
+        read(comment["body"].as_str().unwrap_or("")).ok_or(Ignored::NotACommand)?;
+    let trigger = Trigger {
         repo: payload["repository"]["full_name"]
             .as_str()
             .and_then(RepoName::parse)
@@ -224,7 +239,8 @@ pub fn classify(event_name: &str, payload: &Value) -> Result<Trigger, Ignored> {
             .ok_or(Ignored::Malformed("comment.id"))?,
         user: user.to_string(),
         command,
-    })
+    };
+    Ok((trigger, more))
 }
 
 /// Whether a collaborator may run commands: write, maintain or admin. `permission` is
@@ -268,6 +284,21 @@ pub async fn trusted_marked(
     me: Identity,
 ) -> Result<Trusted, ApiError> {
     Ok(Trusted::split(client.list_comments(issue).await?, me))
+}
+
+/// Writes `body` as dagexec's one status comment on `issue`, in place of the one it wrote
+/// before (who it is: `me`).
+pub async fn upsert_status(
+    client: &Client,
+    issue: u64,
+    me: Identity,
+    body: &str,
+) -> Result<(), ApiError> {
+    let marked = trusted_marked(client, issue, me).await?;
+    client
+        .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)
+        .await?;
+    Ok(())
 }
 
 /// What [`trusted_marked`] found.
@@ -364,11 +395,7 @@ pub fn status_body(plan: &Plan, round: u32, links: &Links, waiting_on: &str) -> 
     // With attempt records, the table ends with the total time and cost, and the latest
     // attempts follow.
     s.push_str(&progress_table(plan, links));
-    let latest = crate::action::report::activity(
-        &crate::pure::events::of_records(plan),
-        &crate::pure::plan::ids::TaskNames::of(plan),
-        crate::action::report::LATEST_ATTEMPTS,
-    );
+    let latest = crate::action::report::latest_attempts(plan);
     if !latest.is_empty() {
         let _ = write!(s, "\n**Latest attempts**\n\n{latest}");
     }

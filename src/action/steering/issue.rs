@@ -18,10 +18,11 @@
 use serde_json::Value;
 
 use super::comment::{self, STATUS_MARKER, SlashCommand, Trigger, may_run};
+use super::{Steered, said};
 use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
 use crate::edge::git::{RemoteAuth, Repo};
-use crate::edge::github::{Client, RepoName};
+use crate::edge::github::Client;
 use crate::sources::Source;
 use crate::sources::issues::read::{Options, ReadReport};
 
@@ -47,31 +48,9 @@ impl IssueTrigger {
 /// An `/execute` comment newly created on an issue that is not a pull request, by a person;
 /// `None` for anything else (including other `/execute` commands, which need a pull request).
 pub fn classify(event_name: &str, payload: &Value) -> Option<IssueTrigger> {
-    if event_name != "issue_comment" || payload["action"] != "created" {
-        return None;
-    }
-    let issue = &payload["issue"];
-    if !issue.get("pull_request").is_none_or(Value::is_null) {
-        return None;
-    }
-    let comment = &payload["comment"];
-    let user = comment["user"]["login"].as_str()?;
-    if comment["user"]["type"] == "Bot" || user.ends_with("[bot]") {
-        return None;
-    }
-    let include = parse(comment["body"].as_str()?)?;
-    Some(IssueTrigger {
-        trigger: Trigger {
-            repo: payload["repository"]["full_name"]
-                .as_str()
-                .and_then(RepoName::parse)?,
-            pr_number: issue["number"].as_u64()?,
-            comment_id: comment["id"].as_u64()?,
-            user: user.to_string(),
-            command: SlashCommand::Start,
-        },
-        include,
-    })
+    let read = |body: &str| Some((SlashCommand::Start, parse(body)?));
+    let (trigger, include) = comment::created(event_name, payload, false, read).ok()?;
+    Some(IssueTrigger { trigger, include })
 }
 
 /// `/execute` → no inclusions; `/execute include #4 #7` (or `4, 7`) → those; else `None`.
@@ -96,13 +75,6 @@ pub fn parse(body: &str) -> Option<Vec<u64>> {
     }
 }
 
-/// What the job did, for the log and its outputs (see `jobs::steer::Steered`).
-pub struct Started {
-    pub message: String,
-    pub dispatched: Option<String>,
-    pub to_apply: Option<String>,
-}
-
 /// The comment job's half (`apply` false) or the steer job's (`apply` true), in the checkout
 /// at `root`.
 pub async fn run(
@@ -111,14 +83,9 @@ pub async fn run(
     t: &IssueTrigger,
     client: &Client,
     apply: bool,
-) -> Result<Started, ActionError> {
+) -> Result<Steered, ActionError> {
     let issue = t.issue();
     let user = &t.trigger.user;
-    let said = |message: String| Started {
-        message,
-        dispatched: None,
-        to_apply: None,
-    };
     let (permission, role) = client.permission(user).await?;
     if !may_run(&permission, role.as_deref()) {
         if !apply {
@@ -135,11 +102,11 @@ pub async fn run(
         let text = format!(
             "{STATUS_MARKER}\n### dagexec\n\n⏳ Reading the sub-issues of #{issue} (`/execute` by @{user}); they run on `{branch}`, in a draft pull request.\n"
         );
-        upsert_status(client, inputs, issue, &text).await?;
-        return Ok(Started {
+        comment::upsert_status(client, issue, inputs.me(), &text).await?;
+        return Ok(Steered {
             message: format!("Reading the sub-issues of #{issue} is left to the steer job."),
-            dispatched: None,
             to_apply: Some(branch),
+            ..Default::default()
         });
     }
     start(root, inputs, t, client).await
@@ -152,7 +119,7 @@ async fn start(
     inputs: &Inputs,
     t: &IssueTrigger,
     client: &Client,
-) -> Result<Started, ActionError> {
+) -> Result<Steered, ActionError> {
     let (issue, branch) = (t.issue(), t.branch());
     let repo = Repo::discover(root)?;
     let auth = RemoteAuth::token(inputs.token.expose());
@@ -179,12 +146,8 @@ async fn start(
                 "{STATUS_MARKER}\n### dagexec\n\n❌ The sub-issues of #{issue} cannot run: {}\n\n{hint}\n",
                 crate::pure::sanitize::line(&message),
             );
-            upsert_status(client, inputs, issue, &text).await?;
-            return Ok(Started {
-                message: text,
-                dispatched: None,
-                to_apply: None,
-            });
+            comment::upsert_status(client, issue, inputs.me(), &text).await?;
+            return Ok(said(text));
         }
     };
     if prepared.read.as_ref().is_some_and(|r| r.commit.is_some()) {
@@ -193,17 +156,17 @@ async fn start(
     let plan = crate::edge::plan_file::load(&prepared.plan)
         .map_err(|e| ActionError::Input(format!("{}: {e}", prepared.plan.display())))?;
     let text = status_text(issue, &branch, &plan, prepared.read.as_ref());
-    upsert_status(client, inputs, issue, &text).await?;
+    comment::upsert_status(client, issue, inputs.me(), &text).await?;
     let mut run_inputs = inputs.clone();
     run_inputs.plan_rel.clone_from(&prepared.plan_rel);
     let dispatch = crate::action::dispatch_inputs(&run_inputs, &branch);
     client
         .dispatch(&inputs.workflow, &branch, &dispatch)
         .await?;
-    Ok(Started {
+    Ok(Steered {
         message: format!("Started the plan of #{issue}'s sub-issues on {branch}."),
         dispatched: Some(branch),
-        to_apply: None,
+        ..Default::default()
     })
 }
 
@@ -217,13 +180,7 @@ fn status_text(
     let mut s = format!(
         "{STATUS_MARKER}\n### dagexec\n\nThe sub-issues of #{issue} run on `{branch}` (plan `.design/issues/{issue}/plan.json`); the draft pull request closes each completed one when it is merged.\n\n"
     );
-    s.push_str(&progress_table(
-        plan,
-        &Links {
-            run: None,
-            logs: Default::default(),
-        },
-    ));
+    s.push_str(&progress_table(plan, &Links::default()));
     s.push_str(&crate::sources::issues::write_back::left_out_lines(plan));
     if let Some(r) = read {
         for n in &r.outside {
@@ -238,20 +195,6 @@ fn status_text(
         s.push('\n');
     }
     s
-}
-
-async fn upsert_status(
-    client: &Client,
-    inputs: &Inputs,
-    issue: u64,
-    body: &str,
-) -> Result<(), ActionError> {
-    let me = inputs.me();
-    let marked = comment::trusted_marked(client, issue, me).await?;
-    client
-        .upsert_marked_comment(issue, STATUS_MARKER, body, &marked.own)
-        .await?;
-    Ok(())
 }
 
 #[cfg(test)]

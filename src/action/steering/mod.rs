@@ -21,12 +21,31 @@ use crate::pure::plan::{Plan, model::Status};
 
 use comment::SlashCommand;
 use queue::still_a_command;
-pub(crate) use queue::{Queue, catch_up, catch_up_all, confirm, settled_since};
+pub(crate) use queue::{Queue, catch_up, confirm, settled_since};
 pub use record::{
     PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER,
     SettledCommand, apply, changes_plan, retry, settled_in_history, steer_marker, steered,
 };
 pub(crate) use record::{command_text, record, with_trailer};
+
+/// What an `/execute` command did (on a pull request, `jobs::steer`; on a parent issue,
+/// [`issue`]), for the log and the job's outputs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Steered {
+    pub message: String,
+    /// A round was dispatched on this branch.
+    pub dispatched: Option<String>,
+    /// The change to the plan is left to the `steer` job, in this branch's group.
+    pub to_apply: Option<String>,
+}
+
+/// A [`Steered`] that only says `message`.
+pub(crate) fn said(message: impl Into<String>) -> Steered {
+    Steered {
+        message: message.into(),
+        ..Default::default()
+    }
+}
 
 /// In the status comment: the user asked to stop after the current round.
 pub const ABORT_MARKER: &str = "<!-- dagexec:abort-requested -->";

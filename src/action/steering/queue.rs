@@ -14,7 +14,7 @@ use crate::edge::git::Repo;
 use crate::edge::github::Client;
 use crate::pure::plan::Plan;
 
-/// What [`catch_up_all`] did.
+/// What [`catch_up`] did.
 #[derive(Debug, Default)]
 pub(crate) struct CaughtUp {
     /// A line per command, for the log.
@@ -155,27 +155,6 @@ async fn settle_markers(
     Ok(format!("{status} (comment {id})"))
 }
 
-/// Applies every plan change queued on pull request `pr` that is not settled yet, oldest
-/// first, each committed in the checkout (`plan_path`) with its record ([`STEERED_TRAILER`]):
-/// the queued markers are dagexec's own comments (`me`: a stranger's marker is no command),
-/// each naming an `/execute` comment. A command is settled when one of its markers says so,
-/// when the branch's history records it, or when the plan's cache does; nothing settled is
-/// applied again. Before a command is applied, the comment it names is read again and must
-/// be on this pull request, by a person who has write access *now* (any workflow that
-/// comments as GitHub Actions' bot can write a marker; a permission can be revoked after the
-/// comment job checked it); otherwise its marker says why and nothing is committed. A change
-/// that cannot be applied any more (the task moved on) is committed as refused. The markers
-/// of what is committed here are rewritten by [`confirm`] once the caller pushed. Returns a
-/// line per command, for the log.
-pub(crate) async fn catch_up(
-    q: Queue<'_>,
-    plan: &mut Plan,
-    dag: &crate::pure::graph::Dag,
-    known: Option<&Trigger>,
-) -> Result<Vec<String>, ActionError> {
-    Ok(catch_up_all(q, plan, dag, known).await?.lines)
-}
-
 /// The pull request whose queued commands a writer of the branch applies, and its checkout
 /// of the branch (`plan_path`, `plan_rel`: the plan there).
 #[derive(Clone, Copy)]
@@ -189,8 +168,20 @@ pub(crate) struct Queue<'a> {
     pub plan_rel: &'a str,
 }
 
-/// [`catch_up`], with what the steer job needs to know about its own command.
-pub(crate) async fn catch_up_all(
+/// Applies every plan change queued on pull request `pr` that is not settled yet, oldest
+/// first, each committed in the checkout (`plan_path`) with its record ([`STEERED_TRAILER`]):
+/// the queued markers are dagexec's own comments (`me`: a stranger's marker is no command),
+/// each naming an `/execute` comment. A command is settled when one of its markers says so,
+/// when the branch's history records it, or when the plan's cache does; nothing settled is
+/// applied again. Before a command is applied, the comment it names is read again and must
+/// be on this pull request, by a person who has write access *now* (any workflow that
+/// comments as GitHub Actions' bot can write a marker; a permission can be revoked after the
+/// comment job checked it); otherwise its marker says why and nothing is committed. A change
+/// that cannot be applied any more (the task moved on) is committed as refused. The markers
+/// of what is committed here are rewritten by [`confirm`] once the caller pushed. Returns a
+/// line per command, for the log, and what the steer job needs to know about its own
+/// command (`known`).
+pub(crate) async fn catch_up(
     q: Queue<'_>,
     plan: &mut Plan,
     dag: &crate::pure::graph::Dag,

@@ -364,11 +364,8 @@ async fn conduct_job(
         planned: PlanConclusion::Conduct,
         ..r
     };
-    let gh = crate::action::writer::GitHub {
-        ctx,
-        client: client.as_ref(),
-    };
-    let done = crate::action::jobs::conduct::run(root, &inputs, gh, &r, timing).await?;
+    let client = client.as_ref();
+    let done = crate::action::jobs::conduct::run(root, &inputs, ctx, client, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
     Ok(done)
 }

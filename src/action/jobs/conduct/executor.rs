@@ -8,10 +8,12 @@ use super::{Flight, RUN_FIELD, run_name, save};
 use std::collections::BTreeMap;
 
 use crate::action::matrix::MatrixEntry;
+use crate::action::rounds::FollowUp;
 use crate::action::{ActionError, arrival, steering};
 use crate::edge::github::runs::WorkflowRun;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Arrivals, Executor, Integrated, Launch};
+use crate::pure::events::Event;
 use crate::pure::pace::poll_interval;
 use crate::pure::plan::model::Plan;
 
@@ -54,11 +56,8 @@ impl Executor for Remote<'_> {
             return Ok(());
         }
         let (i, attempt) = (start.task, start.attempt);
-        let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
-        let recheck = matches!(
-            follow,
-            Some(crate::action::rounds::FollowUp::Recheck { .. })
-        );
+        let follow = FollowUp::of(plan, i, attempt);
+        let recheck = matches!(follow, Some(FollowUp::Recheck { .. }));
         let mut dispatch = crate::action::dispatch_inputs(self.inputs, self.branch);
         dispatch.insert("task".into(), i.to_string().into());
         dispatch.insert("attempt".into(), attempt.to_string().into());
@@ -78,30 +77,25 @@ impl Executor for Remote<'_> {
             attempt,
             base: self.pushed.clone(),
         };
-        let t = &mut plan.tasks[i];
-        t.extra.insert(
-            RUN_FIELD.into(),
-            serde_json::to_value(&f).expect("a flight serialises"),
-        );
+        self.fly(plan, i, f);
         // A re-check is no attempt (`overlap: merge`): its run is said as what it is.
         if recheck {
-            self.emit(crate::pure::events::Event::Note(format!(
+            self.emit(Event::Note(format!(
                 "Task {i} attempt {attempt}: its merged change is re-checked in run {id} (no worker)."
             )));
         } else {
             if follow.is_some() {
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "Task {i} attempt {attempt} runs again as a rebase from the integrated tree (not counted)."
                 )));
             }
-            self.emit(crate::pure::events::Event::AttemptStarted {
+            self.emit(Event::AttemptStarted {
                 task: i,
                 attempt,
-                subject: t.subject.clone(),
+                subject: plan.tasks[i].subject.clone(),
                 run: Some(id),
             });
         }
-        self.flights.insert(i, f);
         save(plan, self.plan_path)
     }
 
@@ -154,14 +148,10 @@ impl Executor for Remote<'_> {
         let arrived = jiff::Timestamp::now();
         for j in &arrivals.judged {
             self.rate.holds.note(&j.network.rate_limits, arrived);
-        }
-        for j in &arrivals.judged {
             if let Some(f) = self.flights.remove(&j.index) {
                 self.merging.bases.insert(j.index, f.base);
             }
-            if let Some(crate::action::rounds::FollowUp::Recheck { .. }) =
-                crate::action::rounds::FollowUp::of(plan, j.index, j.attempt)
-            {
+            if let Some(FollowUp::Recheck { .. }) = FollowUp::of(plan, j.index, j.attempt) {
                 self.merging.rechecked.insert(j.index);
             }
             plan.tasks[j.index].extra.shift_remove(RUN_FIELD);
@@ -225,13 +215,13 @@ impl Executor for Remote<'_> {
             let applied = steering::catch_up(queue, plan, self.dag, None).await;
             match applied {
                 Ok(applied) => {
-                    for line in applied {
-                        self.emit(crate::pure::events::Event::Note(line));
+                    for line in applied.lines {
+                        self.emit(Event::Note(line));
                     }
                 }
                 // Queued commands stay queued on the pull request: the next commit applies them.
                 Err(ActionError::Api(e)) if e.transient() => {
-                    self.emit(crate::pure::events::Event::Note(format!(
+                    self.emit(Event::Note(format!(
                         "GitHub could not give the commands queued on the pull request ({e}); they are applied at the next commit."
                     )));
                 }
@@ -256,12 +246,12 @@ impl Executor for Remote<'_> {
             let me = self.inputs.me();
             let confirmed = steering::confirm(self.client, pr, me, self.repo).await;
             for line in confirmed {
-                self.emit(crate::pure::events::Event::Note(line));
+                self.emit(Event::Note(line));
             }
         }
         self.pushed = self.repo.head()?;
         if published.aborted {
-            self.emit(crate::pure::events::Event::Note(
+            self.emit(Event::Note(
                 "`/execute abort`: no new task starts; what is in flight is integrated.".into(),
             ));
             return Ok(Integrated::Abort);
@@ -302,12 +292,10 @@ impl Executor for Remote<'_> {
         let line = crate::pure::gateway::held::holding_line(&said, holds);
         if line != self.rate.holding {
             match &line {
-                Some(l) => self.emit(crate::pure::events::Event::Note(format!(
-                    "Rate limits: {l}."
-                ))),
-                None if self.rate.holding.is_some() => self.emit(crate::pure::events::Event::Note(
-                    "Rate limits: no task is held any more.".into(),
-                )),
+                Some(l) => self.emit(Event::Note(format!("Rate limits: {l}."))),
+                None if self.rate.holding.is_some() => {
+                    self.emit(Event::Note("Rate limits: no task is held any more.".into()));
+                }
                 None => {}
             }
             self.rate.holding = line;
@@ -325,18 +313,16 @@ impl Executor for Remote<'_> {
 
     /// A re-check run's end is not an attempt's (`overlap: merge`): said as what it is, the
     /// attempt it continues neither ended nor retried by it.
-    fn emit(&self, event: crate::pure::events::Event) {
+    fn emit(&self, event: Event) {
         match event {
-            crate::pure::events::Event::AttemptEnded(e)
-                if self.merging.rechecked.contains(&e.task) =>
-            {
+            Event::AttemptEnded(e) if self.merging.rechecked.contains(&e.task) => {
                 let line = crate::pure::sanitize::line(e.result.lines().next().unwrap_or(""));
                 let verdict = if e.status == crate::pure::plan::model::Status::Completed {
                     "passed"
                 } else {
                     "failed"
                 };
-                self.ui.emit(crate::pure::events::Event::Note(format!(
+                self.ui.emit(Event::Note(format!(
                     "Task {} attempt {}: the re-check of its merged change {verdict}: {}",
                     e.task,
                     e.attempt,
@@ -410,7 +396,7 @@ impl Remote<'_> {
             attempt: f.attempt,
             name: run_name(self.branch, i, f.attempt),
         };
-        self.emit(crate::pure::events::Event::Note(format!(
+        self.emit(Event::Note(format!(
             "Run {} of task {i} ended ({conclusion}).",
             f.run
         )));
@@ -427,12 +413,12 @@ impl Remote<'_> {
         let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref())?;
         // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
         // its own); a rebase run is recorded as one.
-        let follow = crate::action::rounds::FollowUp::of(plan, i, f.attempt);
-        if let Some(crate::action::rounds::FollowUp::Recheck { .. }) = follow {
+        let follow = FollowUp::of(plan, i, f.attempt);
+        if let Some(FollowUp::Recheck { .. }) = follow {
             judged.measured = None;
             return Ok(Polled::Ended(Box::new(judged)));
         }
-        judged.rebase = matches!(follow, Some(crate::action::rounds::FollowUp::Rebase { .. }));
+        judged.rebase = matches!(follow, Some(FollowUp::Rebase { .. }));
         // A run that left no readable result (cancelled, failed before its upload, gone)
         // still ended an attempt: its record spans the run as GitHub reports it.
         if judged.measured.is_none() {
@@ -451,14 +437,14 @@ impl Remote<'_> {
         match outage {
             Some(what) => {
                 self.polls.outages += 1;
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "GitHub could not give {what}. A run and its result stay retrievable for days, so this costs no attempt: waiting {} more before the next poll (failing poll {} in a row).",
                     humantime::format_duration(self.client.policy.backoff(self.polls.outages)),
                     self.polls.outages
                 )));
             }
             None if self.polls.outages > 0 => {
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "GitHub answers again after {} failing poll(s).",
                     self.polls.outages
                 )));

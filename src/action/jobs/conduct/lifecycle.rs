@@ -9,12 +9,14 @@ use super::remote::Remote;
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
 use crate::action::protocol::Conclusion;
 use crate::action::report::RunStop;
+use crate::action::rounds::FollowUp;
 use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, arrival};
 use crate::edge::github::ApiError;
 use crate::flow::RunEnd;
 use crate::flow::exec::{Ending, Launch};
 use crate::pure::engine;
+use crate::pure::events::Event;
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
@@ -44,9 +46,7 @@ impl Remote<'_> {
                     ));
                     self.flights.insert(i, f);
                 }
-                None => {
-                    unrecorded.push(i);
-                }
+                None => unrecorded.push(i),
             }
         }
         // Attempts recorded as started without their run: a conductor died between the
@@ -63,20 +63,16 @@ impl Remote<'_> {
                     "Adopting task {i} attempt {} (run {}), dispatched by a conductor that died before recording it.",
                     f.attempt, f.run
                 ));
-                plan.tasks[i].extra.insert(
-                    RUN_FIELD.into(),
-                    serde_json::to_value(f).expect("a flight serialises"),
-                );
-                self.flights.insert(i, f.clone());
+                self.fly(plan, i, f.clone());
                 continue;
             }
-            let follow = crate::action::rounds::FollowUp::of(plan, i, attempt);
+            let follow = FollowUp::of(plan, i, attempt);
             if listed && let Some(follow) = follow {
                 let what = match follow {
-                    crate::action::rounds::FollowUp::Recheck { .. } => "re-check",
-                    crate::action::rounds::FollowUp::Rebase { .. } => "rebase",
+                    FollowUp::Recheck { .. } => "re-check",
+                    FollowUp::Rebase { .. } => "rebase",
                 };
-                self.ui.emit(crate::pure::events::Event::Note(format!(
+                self.ui.emit(Event::Note(format!(
                     "Task {i} attempt {attempt}: its {what} was not started before the conductor stopped (GitHub has no run of it); it starts now from the commit that keeps the merge."
                 )));
                 again.push(Launch {
@@ -92,12 +88,12 @@ impl Remote<'_> {
             let merged = t.extra.shift_remove(FOLLOW_UP).is_some();
             if listed && !merged {
                 t.attempts = attempt.checked_sub(1).filter(|&a| a > 0);
-                self.ui.emit(crate::pure::events::Event::Note(format!(
+                self.ui.emit(Event::Note(format!(
                     "Task {i}: attempt {attempt} was interrupted before its run started (GitHub has no run of it); it does not count."
                 )));
                 continue;
             }
-            self.ui.emit(crate::pure::events::Event::Note(format!(
+            self.ui.emit(Event::Note(format!(
                 "Task {i}: attempt {attempt} was interrupted (no run recorded, and GitHub could not list the runs to find one); it counts."
             )));
             // `overlap: merge`: an attempt that waited for its re-check or rebase run had
@@ -355,10 +351,7 @@ impl Remote<'_> {
         Ok(Finalized {
             conclusion,
             pr: published.pr,
-            failed: matches!(
-                stop,
-                Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
-            ),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(plan)),
         })
     }
@@ -391,7 +384,7 @@ impl Remote<'_> {
             return Ok(writer::stale(published));
         }
         self.dispatch_successor().await?;
-        self.ui.emit(crate::pure::events::Event::Note(format!(
+        self.ui.emit(Event::Note(format!(
             "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
             humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs())),
         )));
@@ -427,7 +420,7 @@ impl Remote<'_> {
         let ended: std::collections::BTreeSet<usize> = events
             .iter()
             .filter_map(|s| match &s.event {
-                crate::pure::events::Event::AttemptEnded(e) => Some(e.task),
+                Event::AttemptEnded(e) => Some(e.task),
                 _ => None,
             })
             .collect();
@@ -453,7 +446,7 @@ impl Remote<'_> {
         let holds: Vec<String> = events
             .iter()
             .filter_map(|s| match &s.event {
-                crate::pure::events::Event::Note(n) => n
+                Event::Note(n) => n
                     .strip_prefix("Rate limits: ")
                     .map(|l| format!("- {}: {}", s.at.strftime("%H:%M:%SZ"), l)),
                 _ => None,

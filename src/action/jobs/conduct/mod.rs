@@ -71,8 +71,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::report::Links;
 use crate::action::rounds::Round;
-use crate::action::writer::{self, Finalized, GitHub};
+use crate::action::runtime::Runner;
+use crate::action::writer::{self, Finalized};
 use crate::action::{ActionError, Inputs};
+use crate::edge::github::Client;
 use crate::flow::exec::Eager;
 use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
@@ -122,11 +124,7 @@ pub fn flight_of(t: &crate::pure::plan::model::Task) -> Option<Flight> {
 /// tail); links, directories and every other entry are ignored (nothing else is extracted),
 /// and an archive of more entries than an artifact has is refused
 /// before its directory is parsed ([`crate::action::artifact_zip`]).
-pub fn read_zip(
-    archive: impl std::io::Read + std::io::Seek,
-) -> Result<crate::action::artifact::Collected, String> {
-    crate::action::artifact_zip::read(archive)
-}
+pub use crate::action::artifact_zip::read as read_zip;
 
 /// Fails the tasks an interrupted attempt left without attempts, saying so.
 fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::flow::Ui) {
@@ -138,15 +136,18 @@ fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::fl
     }
 }
 
-/// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`).
+/// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`),
+/// reporting to the run's context `ctx` and through `client` (`None` without a repository or
+/// token: then it cannot run).
 pub async fn run(
     root: &Path,
     inputs: &Inputs,
-    gh: GitHub<'_>,
+    ctx: &Runner,
+    client: Option<&Client>,
     round: &Round,
     timing: Timing,
 ) -> Result<Finalized, ActionError> {
-    let Some(client) = gh.client else {
+    let Some(client) = client else {
         return Err(ActionError::Input(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
@@ -169,7 +170,7 @@ pub async fn run(
         policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());
     let mut remote = Remote {
         client,
-        ctx: gh.ctx,
+        ctx,
         repo: &repo,
         auth: &auth,
         inputs: &inputs,
@@ -183,7 +184,7 @@ pub async fn run(
         flights: BTreeMap::new(),
         pushed: repo.head()?,
         links: Links {
-            run: gh.ctx.run_url(),
+            run: ctx.run_url(),
             logs: BTreeMap::new(),
         },
         stale: None,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name, save};
 use crate::action::protocol::PlanConclusion;
+use crate::action::publish::Published;
 use crate::action::report::{Links, RunStop};
 use crate::action::rounds::Round;
 use crate::action::runtime::Runner;
@@ -15,6 +16,7 @@ use crate::edge::github::Client;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::{Executor, Launch};
+use crate::pure::events::Event;
 use crate::pure::pace::Timing;
 use crate::pure::plan::model::{Plan, Status};
 
@@ -40,7 +42,7 @@ pub(super) struct Remote<'a> {
     pub(super) pushed: String,
     pub(super) links: Links,
     /// The publication that found the branch moved by another writer.
-    pub(super) stale: Option<crate::action::publish::Published>,
+    pub(super) stale: Option<Published>,
     /// The batch of arrivals to commit next.
     pub(super) staged: Vec<Judged>,
     /// The pull request, once published.
@@ -126,9 +128,8 @@ impl Remote<'_> {
             branch: self.branch.to_string(),
             base: self.pushed.clone(),
             round: n,
-            matrix: String::new(),
             planned: PlanConclusion::Conduct,
-            planned_message: String::new(),
+            ..Default::default()
         }
     }
 
@@ -154,7 +155,7 @@ impl Remote<'_> {
         n: u32,
         plan: &Plan,
         stop: Option<&RunStop>,
-    ) -> Result<crate::action::publish::Published, ActionError> {
+    ) -> Result<Published, ActionError> {
         let r = self.round(n);
         self.publisher(&r)
             .finish(plan, &self.links, stop, false, None)
@@ -171,23 +172,13 @@ impl Remote<'_> {
         n: u32,
         plan: &Plan,
         pr: u64,
-    ) -> Result<crate::action::publish::Published, ActionError> {
+    ) -> Result<Published, ActionError> {
         let mine = self.repo.head()?;
         let r = self.round(n);
         let pushed = self.publisher(&r).push_for_dispatch(plan, pr).await;
-        let published = match pushed {
-            Err(ActionError::Api(e)) if self.landed_anyway(&e, &mine)? => {
-                self.emit(crate::pure::events::Event::Note(format!(
-                    "Pushed to {}, but GitHub could not give the pull request's comments ({e}); they are read again at the next commit.",
-                    self.branch
-                )));
-                crate::action::publish::Published {
-                    pr: Some(pr),
-                    ..Default::default()
-                }
-            }
-            other => other?,
-        };
+        let undone = "give the pull request's comments";
+        let later = "they are read again at the next commit";
+        let published = self.landed_anyway(pushed, &mine, undone, later)?;
         if !published.stale {
             self.untold = Some(n);
         }
@@ -204,7 +195,7 @@ impl Remote<'_> {
         let r = self.round(n);
         match self.publisher(&r).tell(plan, &self.links).await {
             Err(ActionError::Api(e)) if e.transient() => {
-                self.emit(crate::pure::events::Event::Note(format!(
+                self.emit(Event::Note(format!(
                     "GitHub could not bring the pull request up to date ({e}); the next commit does."
                 )));
                 Ok(())
@@ -290,7 +281,7 @@ impl Remote<'_> {
                     "{name} moved since this conductor last pushed it ({}): another writer; nothing more is started, and this conductor stops.",
                     why.lines().last().unwrap_or("").trim()
                 ));
-                self.stale = Some(crate::action::publish::Published {
+                self.stale = Some(Published {
                     stale: true,
                     ..Default::default()
                 });
@@ -355,7 +346,7 @@ impl Remote<'_> {
             };
             failures += 1;
             let pause = self.client.policy.backoff(failures);
-            self.emit(crate::pure::events::Event::Note(format!(
+            self.emit(Event::Note(format!(
                 "GitHub could not start the run of task {i} attempt {attempt} ({e}); its start is recorded, so this costs no attempt: looking for its run in {} before sending it again.",
                 humantime::format_duration(pause)
             )));
@@ -374,7 +365,7 @@ impl Remote<'_> {
                                 && r.display_title == name
                                 && r.head_sha == self.pushed
                         }) {
-                            self.emit(crate::pure::events::Event::Note(format!(
+                            self.emit(Event::Note(format!(
                                 "GitHub had started it: found its run {} (task {i} attempt {attempt}); not sent again.",
                                 run.id
                             )));
@@ -384,7 +375,7 @@ impl Remote<'_> {
                     }
                     Err(e) if e.transient() && since.elapsed() < DISPATCH_PATIENCE => {
                         failures += 1;
-                        self.emit(crate::pure::events::Event::Note(format!(
+                        self.emit(Event::Note(format!(
                             "GitHub cannot list the runs of {} ({e}) to find the run of task {i} attempt {attempt}: nothing is sent until it can.",
                             self.branch
                         )));
@@ -402,16 +393,33 @@ impl Remote<'_> {
         crate::pure::plan::load::parse(&text, std::path::Path::new(&self.inputs.plan_rel)).ok()
     }
 
-    /// Whether GitHub's failure `e` after a push of `mine` left that push landed (a transient
-    /// failure, and the branch on GitHub is `mine`): then it costs only what it failed to do,
-    /// which the next commit does again.
+    /// `published`, the publication after a push of `mine`, unless GitHub failed after that
+    /// push landed (a transient failure, and the branch on GitHub is `mine`): then it costs
+    /// only what it failed to do (`undone`, said with when it is done again, `later`), and
+    /// the conductor goes on with the pull request it has.
     fn landed_anyway(
         &self,
-        e: &crate::edge::github::ApiError,
+        published: Result<Published, ActionError>,
         mine: &str,
-    ) -> Result<bool, ActionError> {
-        Ok(e.transient()
-            && self.repo.fetch_branch(self.branch, self.auth)?.as_deref() == Some(mine))
+        undone: &str,
+        later: &str,
+    ) -> Result<Published, ActionError> {
+        match published {
+            Err(ActionError::Api(e))
+                if e.transient()
+                    && self.repo.fetch_branch(self.branch, self.auth)?.as_deref() == Some(mine) =>
+            {
+                self.emit(Event::Note(format!(
+                    "Pushed to {}, but GitHub could not {undone} ({e}); {later}.",
+                    self.branch
+                )));
+                Ok(Published {
+                    pr: self.pr,
+                    ..Default::default()
+                })
+            }
+            other => other,
+        }
     }
 
     /// [`Remote::publish`] while the run goes on (no stop): when GitHub fails the pull
@@ -421,21 +429,19 @@ impl Remote<'_> {
         &self,
         n: u32,
         plan: &Plan,
-    ) -> Result<crate::action::publish::Published, ActionError> {
+    ) -> Result<Published, ActionError> {
         let mine = self.repo.head()?;
-        match self.publish(n, plan, None).await {
-            Err(ActionError::Api(e)) if self.landed_anyway(&e, &mine)? => {
-                self.emit(crate::pure::events::Event::Note(format!(
-                    "Pushed to {}, but GitHub could not update the pull request ({e}); the next commit brings it up to date.",
-                    self.branch
-                )));
-                Ok(crate::action::publish::Published {
-                    pr: self.pr,
-                    ..Default::default()
-                })
-            }
-            other => other,
-        }
+        let published = self.publish(n, plan, None).await;
+        let later = "the next commit brings it up to date";
+        self.landed_anyway(published, &mine, "update the pull request", later)
+    }
+
+    /// Task `i`'s attempt in flight as `f`: recorded on its task (committed with the branch's
+    /// next commit) and polled by this conductor.
+    pub(super) fn fly(&mut self, plan: &mut Plan, i: usize, f: Flight) {
+        let run = serde_json::to_value(&f).expect("a flight serialises");
+        plan.tasks[i].extra.insert(RUN_FIELD.into(), run);
+        self.flights.insert(i, f);
     }
 
     /// Commits the plan as it stands with `message`.

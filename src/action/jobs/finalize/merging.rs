@@ -242,11 +242,9 @@ impl Aside for Integrating<'_> {
     fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]) {
         self.open.follow_ups.push(f);
         self.kept.push(patch);
-        let names: Vec<String> = checks.iter().map(|k| format!("task {k}")).collect();
-        let names = if names.is_empty() {
-            "the tasks landed before it".to_string()
-        } else {
-            names.join(", ")
+        let names = match checks {
+            [] => "the tasks landed before it".to_string(),
+            _ => crate::pure::integration::names(checks),
         };
         self.ui.say(format!(
             "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
@@ -346,11 +344,10 @@ fn waits(plan: &mut Plan, j: &Judged, result: String) {
 /// else `None` (`HEAD`). A record whose patches do not apply reads the patch against `HEAD`,
 /// where it does not apply either: the attempt is judged as broken.
 pub(super) fn built_on_tree(
-    repo: &crate::edge::git::Repo,
-    plan: &crate::pure::plan::model::Plan,
+    repo: &Repo,
+    plan: &Plan,
     e: &crate::action::matrix::MatrixEntry,
 ) -> Result<Option<String>, ActionError> {
-    use crate::action::rounds::FollowUp;
     if !matches!(
         FollowUp::of(plan, e.task, e.attempt),
         Some(FollowUp::Rebase { .. })
@@ -361,7 +358,6 @@ pub(super) fn built_on_tree(
     if chain.is_empty() {
         return Ok(None);
     }
-    let patches: Vec<crate::edge::git::PatchRef<'_>> =
-        chain.iter().map(|(_, p)| p.into()).collect();
+    let patches: Vec<PatchRef<'_>> = chain.iter().map(|(_, p)| p.into()).collect();
     Ok(repo.tree_with_chain("HEAD", &patches)?)
 }

@@ -189,7 +189,7 @@ impl Finalize<'_> {
         Ok(Finalized {
             conclusion: planned.passed_on().expect("work and close-round integrate"),
             pr: published.pr,
-            failed: fails(stop.as_ref()),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
@@ -236,7 +236,7 @@ impl Finalize<'_> {
         Ok(Finalized {
             conclusion,
             pr: published.pr,
-            failed: fails(stop.as_ref()),
+            failed: stop.as_ref().is_some_and(RunStop::fails),
             spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
         })
     }
@@ -245,11 +245,9 @@ impl Finalize<'_> {
     /// (the plan job read the same plan at the same base).
     fn open_round(&mut self) -> Result<crate::action::rounds::OpenRound, ActionError> {
         let (round, plan) = (self.round, &mut self.job.checkout.plan);
-        for t in &mut plan.tasks {
-            if t.status == Status::InProgress {
-                t.status = Status::Pending;
-            }
-        }
+        (plan.tasks.iter_mut())
+            .filter(|t| t.status == Status::InProgress)
+            .for_each(|t| t.status = Status::Pending);
         let Some(current) = crate::action::rounds::current(plan, &self.job.checkout.dag) else {
             return Err(ActionError::Input(format!(
                 "the plan at {} has no open round and no ready task, but the plan job planned round {} ({}); was the base changed between the jobs? Nothing of this run was judged",
@@ -345,8 +343,10 @@ impl Finalize<'_> {
             plan_path: &job.checkout.plan_path,
             plan_rel: &job.checkout.inputs.plan_rel,
         };
-        let applied =
-            steering::catch_up(queue, &mut job.checkout.plan, &job.checkout.dag, None).await?;
+        let plan = &mut job.checkout.plan;
+        let applied = steering::catch_up(queue, plan, &job.checkout.dag, None)
+            .await?
+            .lines;
         let steered_on = (!applied.is_empty()).then_some((pr, me));
         for line in applied {
             job.ui.say(line);
@@ -372,17 +372,12 @@ impl Finalize<'_> {
             }
             _ => {
                 let job = &mut self.job;
-                let conflicts =
-                    Overlaps::of(&job.checkout.plan, &job.checkout.dag).for_scheduling();
-                let schedule = engine::Schedule::Rounds;
-                let budget = job.checkout.inputs.max_cost;
-                match crate::flow::exec::settle(
-                    &job.checkout.plan,
-                    &job.checkout.dag,
-                    &conflicts,
-                    schedule,
-                    budget,
-                ) {
+                let Checkout {
+                    plan, dag, inputs, ..
+                } = &job.checkout;
+                let conflicts = Overlaps::of(plan, dag).for_scheduling();
+                let (schedule, budget) = (engine::Schedule::Rounds, inputs.max_cost);
+                match crate::flow::exec::settle(plan, dag, &conflicts, schedule, budget) {
                     Settled::Done => done_stop(
                         &job.checkout.repo,
                         &mut job.checkout.plan,
@@ -454,11 +449,3 @@ impl Finalize<'_> {
 
 /// The pull request whose queued markers are rewritten once the round is pushed.
 type QueuedOn = (u64, steering::comment::Identity);
-
-/// A stop the job fails on (one the user must act on).
-fn fails(stop: Option<&RunStop>) -> bool {
-    matches!(
-        stop,
-        Some(RunStop::CircuitBreaker(_) | RunStop::Deadlock(_) | RunStop::Budget(_))
-    )
-}

@@ -21,8 +21,9 @@ use crate::edge::gateway::{Gateway, Pass, Spend};
 /// The gateway serving this job's attempt, and the worker's pass (its token valid until
 /// [`Served::close`]); the reviewer gets a pass of its own from the gateway.
 pub(super) struct Served {
-    /// Kept until the attempt is done: dropping it stops the gateway.
-    gateway: Gateway,
+    /// Kept until the attempt is done: dropping it stops the gateway. The reviewer gets its
+    /// pass from it, the provisional result its spend.
+    pub(super) gateway: Gateway,
     pass: Option<Pass>,
     /// The worker's variables: the gateway's URL, each CLI pointed at it with the token.
     pub(super) env: Vec<(String, String)>,
@@ -40,12 +41,6 @@ impl Served {
     /// with it.
     pub(super) fn close(&mut self) -> Spend {
         self.pass.take().map(|p| p.spend()).unwrap_or_default()
-    }
-
-    /// The gateway itself, for the reviewer's pass
-    /// ([`crate::flow::steps::review::run_reviewer_through`]).
-    pub(super) fn gateway(&self) -> &Gateway {
-        &self.gateway
     }
 }
 

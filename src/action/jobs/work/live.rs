@@ -32,9 +32,7 @@ pub(super) struct Live {
 /// Which attempt, where its artifact goes, and when it started.
 pub(super) struct Provisional {
     pub dir: PathBuf,
-    pub task: usize,
-    pub attempt: u32,
-    pub round: u32,
+    pub job: super::Assignment,
     pub base: String,
     pub start: jiff::Timestamp,
 }
@@ -51,14 +49,7 @@ impl Provisional {
             acceptance: None,
         };
         let measured = crate::pure::usage::Measured::since(self.start, spend.usage());
-        let mut result = WorkResult::new(
-            self.task,
-            self.attempt,
-            self.round,
-            &self.base,
-            &report,
-            measured.duration(),
-        );
+        let mut result = self.job.result(&self.base, &report, measured.duration());
         result.set_measured(&measured);
         result.network.rate_limits.clone_from(&spend.rate_limits);
         result
@@ -71,7 +62,7 @@ impl Provisional {
 pub(super) fn keep(at: Provisional, spend: tokio::sync::watch::Receiver<Spend>) -> Live {
     let done = Arc::new(Mutex::new(false));
     let flag = done.clone();
-    let (task, dir) = (at.task, at.dir.display().to_string());
+    let (task, dir) = (at.job.task, at.dir.display().to_string());
     let keeper = tokio::spawn(crate::flow::live::on_growth(
         spend,
         move |now| {

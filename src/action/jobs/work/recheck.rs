@@ -65,7 +65,7 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
     )?;
     // The checks of the landed tasks whose files the merge touched, on the same tree.
     with_checks_of(at, checks, &mut report, &mut verdict);
-    let mut result = at.result(&report, std::time::Duration::ZERO);
+    let mut result = job.result(base, &report, std::time::Duration::ZERO);
     result.set_measured(&crate::pure::usage::Measured::since(
         start,
         crate::pure::usage::Usage::default(),
