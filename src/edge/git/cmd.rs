@@ -3,7 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use super::GitError;
 
@@ -68,13 +68,6 @@ pub(super) fn env_is_set(key: &str) -> bool {
         }
     }
     std::env::var_os(key).is_some()
-}
-
-/// What a finished git process left.
-pub(super) struct GitOutput {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
 }
 
 /// One git invocation being built: `git -c … <config> <args>` in `dir`.
@@ -202,17 +195,21 @@ impl<'a> Git<'a> {
         cmd
     }
 
-    /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
-    pub(super) fn output(&self) -> Result<GitOutput, GitError> {
-        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
-        let spawn_error = |source| GitError::Spawn {
+    /// The error for a process that could not be started or waited for.
+    fn spawn_error(&self) -> impl Fn(std::io::Error) -> GitError + '_ {
+        |source| GitError::Spawn {
             command: self.label.to_owned(),
             dir: self.dir.to_path_buf(),
             source,
-        };
-        let mut child = self.command().spawn().map_err(spawn_error)?;
+        }
+    }
+
+    /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
+    pub(super) fn output(&self) -> Result<Output, GitError> {
+        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
+        let mut child = self.command().spawn().map_err(self.spawn_error())?;
         let pipe = child.stdin.take();
-        let output = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             if let (Some(mut pipe), Some(data)) = (pipe, self.stdin) {
                 // A writer thread, so a large input cannot deadlock against git's output;
                 // git may exit early (a broken pipe is then its own error to report).
@@ -222,16 +219,11 @@ impl<'a> Git<'a> {
             }
             child.wait_with_output()
         })
-        .map_err(spawn_error)?;
-        Ok(GitOutput {
-            status: output.status,
-            stdout: output.stdout,
-            stderr: output.stderr,
-        })
+        .map_err(self.spawn_error())
     }
 
     /// The error for a call that ended with `out`.
-    pub(super) fn error(&self, out: &GitOutput) -> GitError {
+    pub(super) fn error(&self, out: &Output) -> GitError {
         if let Some(path) = index_lock(&out.stderr) {
             return GitError::IndexLocked {
                 path: self.dir.join(path),
@@ -256,36 +248,36 @@ impl<'a> Git<'a> {
         }
     }
 
+    /// [`Git::run`], the output as text without its trailing newlines.
+    pub(super) fn run_text(&self) -> Result<String, GitError> {
+        Ok(text(&self.run()?))
+    }
+
+    /// Runs git for a yes-or-no answer: its standard output on exit 0, `None` on exit 1
+    /// (git's "no", "none" or "not found"), an error on anything else.
+    pub(super) fn answer(&self) -> Result<Option<Vec<u8>>, GitError> {
+        let out = self.output()?;
+        match out.status.code() {
+            Some(0) => Ok(Some(out.stdout)),
+            Some(1) => Ok(None),
+            _ => Err(self.error(&out)),
+        }
+    }
+
     /// Runs git, requiring success, with its standard output written straight into an
     /// unlinked temporary file: a patch of any size never passes through memory. No input.
     pub(super) fn run_to_file(&self) -> Result<super::PatchFile, GitError> {
         tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git (output to a file)");
-        let spawn_error = |source| GitError::Spawn {
-            command: self.label.to_owned(),
-            dir: self.dir.to_path_buf(),
-            source,
-        };
-        let file = tempfile::tempfile().map_err(spawn_error)?;
+        let file = tempfile::tempfile().map_err(self.spawn_error())?;
         let mut cmd = self.command();
         cmd.stdin(Stdio::null())
-            .stdout(file.try_clone().map_err(spawn_error)?);
-        let output = cmd.output().map_err(spawn_error)?;
-        let out = GitOutput {
-            status: output.status,
-            stdout: Vec::new(),
-            stderr: output.stderr,
-        };
+            .stdout(file.try_clone().map_err(self.spawn_error())?);
+        let out = cmd.output().map_err(self.spawn_error())?;
         if !out.status.success() {
             return Err(self.error(&out));
         }
-        let len = file.metadata().map_err(spawn_error)?.len();
+        let len = file.metadata().map_err(self.spawn_error())?.len();
         Ok(super::PatchFile::new(file, len))
-    }
-
-    /// [`Git::run`], the output as text without its trailing newlines.
-    #[cfg(test)]
-    pub(super) fn run_text(&self) -> Result<String, GitError> {
-        Ok(text(&self.run()?))
     }
 
     pub(super) fn dir(&self) -> &Path {
@@ -327,7 +319,7 @@ pub(super) fn text_lines(bytes: &[u8]) -> Vec<String> {
 }
 
 /// git's stderr, trimmed, or the exit status when it said nothing.
-pub(super) fn describe_failure(out: &GitOutput) -> String {
+pub(super) fn describe_failure(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     if !stderr.is_empty() {
         return stderr;
@@ -344,9 +336,12 @@ pub(super) fn path_from_bytes(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
 }
 
-/// Splits `-z` output into its NUL-terminated fields.
-pub(super) fn nul_fields(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    bytes.split(|b| *b == 0).filter(|field| !field.is_empty())
+/// Splits `-z` output into its NUL-terminated fields, as text (lossy).
+pub(super) fn nul_fields(bytes: &[u8]) -> impl Iterator<Item = String> {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|field| !field.is_empty())
+        .map(|field| String::from_utf8_lossy(field).into_owned())
 }
 
 /// `path` as a literal pathspec (no globbing, no magic from the name itself).

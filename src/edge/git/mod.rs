@@ -91,11 +91,11 @@ pub fn status_in(dir: &Path) -> Result<String, GitError> {
 
 /// The URL of `remote` in the repository around `dir`, if it has one.
 pub fn remote_url_in(dir: &Path, remote: &str) -> Option<String> {
-    let out = git(dir, "remote get-url")
+    let url = git(dir, "remote get-url")
         .args(["remote", "get-url", remote])
-        .run()
+        .run_text()
         .ok()?;
-    Some(String::from_utf8_lossy(&out).trim().to_string()).filter(|u| !u.is_empty())
+    Some(url.trim().to_string()).filter(|u| !u.is_empty())
 }
 
 /// A plain `git ARGS` in `dir` with the environment every call gets; its standard output.
@@ -189,20 +189,15 @@ impl Repo {
 
     /// `HEAD`'s SHA, `None` on an unborn branch.
     fn head_opt(&self) -> Result<Option<String>, GitError> {
-        let call = git(&self.root, "rev-parse HEAD").args([
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "HEAD^{commit}",
-        ]);
-        let out = call.output()?;
-        if out.status.success() {
-            Ok(Some(text(&out.stdout)))
-        } else if out.stderr.iter().all(u8::is_ascii_whitespace) {
-            Ok(None)
-        } else {
-            Err(call.error(&out))
-        }
+        self.rev_parse("HEAD^{commit}")
+    }
+
+    /// The object `rev` names (`git rev-parse --verify`), or `None` when it names none.
+    pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let out = git(&self.root, "rev-parse")
+            .args(["rev-parse", "--verify", "--quiet", rev])
+            .answer()?;
+        Ok(out.map(|out| text(&out)))
     }
 
     /// `git status --porcelain` (v1, unquoted paths), as git printed it.
@@ -274,7 +269,7 @@ impl Repo {
             .iter()
             .map(|p| literal(p))
             .collect();
-        let call = git(&self.root, "diff --cached --quiet")
+        let unchanged = git(&self.root, "diff --cached --quiet")
             .args([
                 "diff",
                 "--cached",
@@ -283,12 +278,10 @@ impl Repo {
                 "--ignore-submodules=none",
                 "--",
             ])
-            .args(&paths);
-        let out = call.output()?;
-        match out.status.code() {
-            Some(0) => return Ok(None),
-            Some(1) => {}
-            _ => return Err(call.error(&out)),
+            .args(&paths)
+            .answer()?;
+        if unchanged.is_some() {
+            return Ok(None);
         }
         let commit = git(&self.root, "commit")
             .config("i18n.commitEncoding=UTF-8")
@@ -319,7 +312,7 @@ impl Repo {
             .args(["ls-tree", "-z", "--name-only", "HEAD", "--"])
             .arg(literal(&path))
             .run()?;
-        if !nul_fields(&in_head).any(|f| f == path.as_bytes()) {
+        if !nul_fields(&in_head).any(|f| f == path) {
             return Ok(false);
         }
         let status = cmd::status(&self.root, "status", &["--"])
@@ -331,11 +324,7 @@ impl Repo {
     /// The content of `path` in the `HEAD` commit, or `None` when it is not there (or there
     /// are no commits).
     pub fn read_at_head(&self, path: &str) -> Result<Option<Vec<u8>>, GitError> {
-        let path = normalize(path)?;
-        if self.head_opt()?.is_none() {
-            return Ok(None);
-        }
-        self.read_at("HEAD", &path)
+        self.read_at("HEAD", path)
     }
 
     /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
@@ -366,9 +355,7 @@ impl Repo {
         let out = git(&self.root, "diff --name-only")
             .args(["diff", "--name-only", "--no-renames", "-z", from, to, "--"])
             .run()?;
-        let mut paths: Vec<String> = nul_fields(&out)
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect();
+        let mut paths: Vec<String> = nul_fields(&out).collect();
         paths.sort();
         Ok(paths)
     }
@@ -408,9 +395,7 @@ impl Repo {
             .args(["ls-files", "-z", "--cached", "--"])
             .args(paths.iter().map(|p| literal(p)))
             .run()?;
-        let indexed: Vec<String> = nul_fields(&out)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
+        let indexed: Vec<String> = nul_fields(&out).collect();
         let (tracked, rest): (Vec<String>, Vec<String>) =
             paths.into_iter().partition(|p| covers(&indexed, p));
         let present: Vec<String> = rest
@@ -421,16 +406,11 @@ impl Repo {
             BTreeSet::new()
         } else {
             let input: Vec<u8> = present.iter().flat_map(|p| p.bytes().chain([0])).collect();
-            let call = git(&self.root, "check-ignore")
+            let out = git(&self.root, "check-ignore")
                 .args(["check-ignore", "-z", "--stdin"])
-                .stdin(&input);
-            let out = call.output()?;
-            if !matches!(out.status.code(), Some(0 | 1)) {
-                return Err(call.error(&out));
-            }
-            nul_fields(&out.stdout)
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect()
+                .stdin(&input)
+                .answer()?;
+            nul_fields(&out.unwrap_or_default()).collect()
         };
         let mut keep = tracked;
         for path in present {
@@ -447,16 +427,14 @@ impl Repo {
     /// `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the configuration nor the
     /// environment provides.
     fn committing<'a>(&self, call: cmd::Git<'a>) -> Result<cmd::Git<'a>, GitError> {
-        let config = git(&self.root, "config --get-regexp").args([
-            "config",
-            "--get-regexp",
-            r"^(user|author|committer)\.(name|email)$",
-        ]);
-        let out = config.output()?;
-        if !matches!(out.status.code(), Some(0 | 1)) {
-            return Err(config.error(&out));
-        }
-        let listing = String::from_utf8_lossy(&out.stdout);
+        let out = git(&self.root, "config --get-regexp")
+            .args([
+                "config",
+                "--get-regexp",
+                r"^(user|author|committer)\.(name|email)$",
+            ])
+            .answer()?;
+        let listing = String::from_utf8_lossy(out.as_deref().unwrap_or_default());
         let configured = |key: &str| {
             listing.lines().any(|line| {
                 line.split_once(' ')
@@ -485,24 +463,15 @@ impl Repo {
 
     /// The full SHA of the commit `rev` names.
     fn resolve_commit(&self, rev: &str) -> Result<String, GitError> {
-        let bad = || GitError::BadRevision {
+        let plain = !rev.is_empty() && !rev.starts_with('-');
+        let sha = if plain {
+            self.rev_parse(&format!("{rev}^{{commit}}"))?
+        } else {
+            None
+        };
+        sha.ok_or_else(|| GitError::BadRevision {
             rev: rev.to_owned(),
             dir: self.root.clone(),
-        };
-        if rev.is_empty() || rev.starts_with('-') {
-            return Err(bad());
-        }
-        let call = git(&self.root, "rev-parse").args([
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ]);
-        let out = call.output()?;
-        match out.status.code() {
-            Some(0) => Ok(text(&out.stdout)),
-            Some(1) => Err(bad()),
-            _ => Err(call.error(&out)),
-        }
+        })
     }
 }

@@ -111,16 +111,6 @@ impl Repo {
             .map(drop)
     }
 
-    /// The commit `rev` names, or `None`.
-    pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
-        let call = git(self.root(), "rev-parse").args(["rev-parse", "--verify", "--quiet", rev]);
-        let out = call.output()?;
-        Ok(out
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
-    }
-
     /// Checks out `sha` detached, discarding local changes (a fresh job's workspace).
     pub fn checkout_detached(&self, sha: &str) -> Result<(), GitError> {
         git(self.root(), "checkout")
@@ -300,11 +290,8 @@ impl Repo {
             .stdin_patch(patch)
             .run()?;
         let in_git_dir: Vec<String> = nul_fields(&listed)
-            .map(|f| {
-                let f = String::from_utf8_lossy(f);
-                // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
-                f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string()
-            })
+            // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
+            .map(|f| f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string())
             .filter(|p| crate::pure::paths::git_dir_prefix(p).is_some())
             .collect();
         if !in_git_dir.is_empty() {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::cmd::{describe_failure, git, literal, nul_fields, text};
+use super::cmd::{describe_failure, git, literal, nul_fields};
 use super::error::io_error;
 use super::paths::normalize;
 use super::{GitError, Repo};
@@ -172,14 +172,14 @@ impl Repo {
         Ok(nul_fields(&out)
             .filter(|f| f.len() > 3)
             .map(|f| {
-                let code = match &f[..2] {
+                let code = match &f.as_bytes()[..2] {
                     b"??" => "untracked",
                     b"!!" => "ignored",
                     [_, b'D'] | [b'D', _] => "deleted",
                     [b'A', _] => "added",
                     _ => "modified",
                 };
-                (String::from_utf8_lossy(&f[3..]).into_owned(), code.into())
+                (f[3..].to_string(), code.into())
             })
             .collect())
     }
@@ -325,10 +325,8 @@ impl Repo {
         Ok(nul_fields(&out)
             .filter_map(|entry| {
                 // `<mode> SP <type> SP <object> TAB <path>`
-                let tab = entry.iter().position(|b| *b == b'\t')?;
-                let meta = String::from_utf8_lossy(&entry[..tab]);
-                let id = meta.split(' ').nth(2)?.to_owned();
-                Some((String::from_utf8_lossy(&entry[tab + 1..]).into_owned(), id))
+                let (meta, path) = entry.split_once('\t')?;
+                Some((path.to_owned(), meta.split(' ').nth(2)?.to_owned()))
             })
             .collect())
     }
@@ -351,8 +349,8 @@ impl Repo {
                         let id = git(&self.root, "hash-object")
                             .args(["hash-object", "--stdin", "--no-filters"])
                             .stdin(target.as_os_str().as_bytes())
-                            .run()?;
-                        WorkState::Blob(text(&id))
+                            .run_text()?;
+                        WorkState::Blob(id)
                     }
                     Ok(m) if m.is_file() => {
                         files.push(p.clone());

@@ -150,8 +150,7 @@ impl Worktree {
     pub fn differs_from_base(&self) -> Result<Option<String>, GitError> {
         let head = git(&self.path, "rev-parse HEAD")
             .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .run()?;
-        let head = super::cmd::text(&head);
+            .run_text()?;
         if head != self.base {
             return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
         }
@@ -159,7 +158,7 @@ impl Worktree {
             super::cmd::status(&self.path, "status --ignored", &["--ignored=matching"]).run()?;
         Ok(nul_fields(&status)
             .next()
-            .map(|entry| format!("it holds `{}`", String::from_utf8_lossy(entry))))
+            .map(|entry| format!("it holds `{entry}`")))
     }
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
@@ -224,7 +223,6 @@ pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, Git
         ])
         .run()?;
     let mut files: Vec<(String, u64)> = nul_fields(&out)
-        .map(|f| String::from_utf8_lossy(f).into_owned())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .filter_map(|p| {
@@ -342,7 +340,6 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
         .run()?;
     let mut forbidden = BTreeSet::new();
     for f in nul_fields(&untracked) {
-        let f = String::from_utf8_lossy(f);
         if let Some(prefix) = crate::pure::paths::git_dir_prefix(&f) {
             forbidden.insert(prefix);
         }
@@ -379,7 +376,6 @@ pub(super) fn staged_links(
     let mut links = Vec::new();
     let mut fields = nul_fields(&raw);
     while let Some(head) = fields.next() {
-        let head = String::from_utf8_lossy(head);
         // `:<old mode> <new mode> <old sha> <new sha> <status>`
         let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
         let [_, new_mode, _, new_sha, status] = parts[..] else {
@@ -393,25 +389,19 @@ pub(super) fn staged_links(
                 .next()
                 .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
         }
-        if new_mode == "160000" {
-            links.push(crate::pure::paths::Link {
-                path: String::from_utf8_lossy(path).into_owned(),
-                target: new_sha.to_owned(),
-                gitlink: true,
-            });
-            continue;
-        }
-        if new_mode != "120000" {
-            continue;
-        }
-        let target = git(dir, "cat-file blob")
-            .index(index)
-            .args(["cat-file", "blob", new_sha])
-            .run()?;
+        let target = match new_mode {
+            "160000" => new_sha.to_owned(),
+            "120000" => git(dir, "cat-file blob")
+                .index(index)
+                .args(["cat-file", "blob", new_sha])
+                .run()
+                .map(|t| String::from_utf8_lossy(&t).into_owned())?,
+            _ => continue,
+        };
         links.push(crate::pure::paths::Link {
-            path: String::from_utf8_lossy(path).into_owned(),
-            target: String::from_utf8_lossy(&target).into_owned(),
-            gitlink: false,
+            path,
+            target,
+            gitlink: new_mode == "160000",
         });
     }
     Ok(links)
@@ -475,7 +465,7 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
 /// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
 /// and copies (a copy's source is unchanged, so only its destination counts).
 pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
-    let mut fields = nul_fields(out).map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut fields = nul_fields(out);
     let mut paths = BTreeSet::new();
     while let Some(status) = fields.next() {
         let mut path = || {

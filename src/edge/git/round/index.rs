@@ -14,7 +14,7 @@ impl RoundIndex {
 
     /// The tree the index holds (`git write-tree`).
     pub(super) fn write_tree(&self) -> Result<String, GitError> {
-        Ok(text(&self.git("write-tree").arg("write-tree").run()?))
+        self.git("write-tree").arg("write-tree").run_text()
     }
 
     /// The commit the index started from.
@@ -68,9 +68,8 @@ impl RoundIndex {
             .arg(literal(&path))
             .run()?;
         let mode = nul_fields(&out)
-            .find(|f| f.ends_with(format!("\t{path}").as_bytes()))
-            .and_then(|f| f.split(|b| *b == b' ').next().map(<[u8]>::to_vec))
-            .filter(|m| m == b"100755")
+            .find(|f| f.ends_with(&format!("\t{path}")))
+            .filter(|f| f.starts_with("100755 "))
             .map_or("100644", |_| "100755");
         self.write_entry(&path, mode, content)?;
         Ok(true)
@@ -86,12 +85,10 @@ impl RoundIndex {
             .arg(literal(&path))
             .run()?;
         // `<mode> SP <object> SP <stage> TAB <path>`
-        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(format!("\t{path}").as_bytes()))
-        else {
+        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(&format!("\t{path}"))) else {
             return Ok(None);
         };
-        let meta = String::from_utf8_lossy(entry);
-        let mut fields = meta.split([' ', '\t']);
+        let mut fields = entry.split([' ', '\t']);
         let (Some(mode), Some(id)) = (fields.next(), fields.next()) else {
             return Ok(None);
         };
@@ -106,13 +103,11 @@ impl RoundIndex {
     /// it); the work tree is not touched. The bytes are stored as they are (no filters).
     pub fn write_entry(&self, path: &str, mode: &str, content: &[u8]) -> Result<(), GitError> {
         let path = normalize(path)?;
-        let id = text(
-            &self
-                .git("hash-object -w")
-                .args(["hash-object", "-w", "--stdin", "--no-filters"])
-                .stdin(content)
-                .run()?,
-        );
+        let id = self
+            .git("hash-object -w")
+            .args(["hash-object", "-w", "--stdin", "--no-filters"])
+            .stdin(content)
+            .run_text()?;
         self.git("update-index --cacheinfo")
             .args(["update-index", "--add", "--cacheinfo"])
             .arg(format!("{mode},{id},{path}"))
@@ -179,7 +174,7 @@ impl RoundIndex {
         let call = call
             .args(["commit-tree", "--no-gpg-sign", tree, "-p", &self.base])
             .args(message);
-        Ok(text(&repo.committing(call)?.run()?))
+        repo.committing(call)?.run_text()
     }
 
     /// Writes the tree and the commit (parent: the base) with `message`, and records the

@@ -98,7 +98,7 @@ impl RoundIndex {
                     .stdin_patch(patch)
                     .run()?;
             }
-            Ok(text(&at("write-tree").arg("write-tree").run()?))
+            at("write-tree").arg("write-tree").run_text()
         })();
         let _ = std::fs::remove_file(&scratch);
         built
@@ -117,9 +117,7 @@ impl RoundIndex {
                 to,
             ])
             .run()?;
-        let mut changed: Vec<String> = nul_fields(&names)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
+        let mut changed: Vec<String> = nul_fields(&names).collect();
         changed.sort();
         Ok(changed)
     }
