@@ -40,13 +40,7 @@ pub(super) fn apply_by(
     if patch.is_blank() {
         return Ok(());
     }
-    let mut call = call.config("apply.ignoreWhitespace=no").arg("apply");
-    if check_only {
-        call = call.arg("--check");
-    }
-    let call = call
-        .args([target, "--binary", "--whitespace=nowarn", "-"])
-        .stdin_patch(patch);
+    let call = applying(call, target, patch, check_only);
     let out = call.output().map_err(|e| ApplyError {
         message: e.to_string(),
         paths: Vec::new(),
@@ -63,6 +57,21 @@ pub(super) fn apply_by(
         ),
         paths: failing_paths(&stderr),
     })
+}
+
+/// `call` made `git apply [--check] <target> --binary --whitespace=nowarn -` of `patch`,
+/// whitespace taken as it is.
+pub(super) fn applying<'a>(
+    call: Git<'a>,
+    target: &str,
+    patch: super::PatchRef<'a>,
+    check_only: bool,
+) -> Git<'a> {
+    call.config("apply.ignoreWhitespace=no")
+        .arg("apply")
+        .args(check_only.then_some("--check"))
+        .args([target, "--binary", "--whitespace=nowarn", "-"])
+        .stdin_patch(patch)
 }
 
 /// Messages of `git apply` (C locale) of the form `error: <path>: <reason>`.

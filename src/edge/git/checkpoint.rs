@@ -36,16 +36,11 @@ impl Repo {
                 .run()?;
         }
         super::worktree::add_all(tree, Some(&index))?;
-        let pathspec = excluded
+        let excluded = excluded
             .iter()
-            .map(|p| super::paths::normalize(p).map(|p| format!(":(exclude,literal){p}")))
+            .map(|p| super::paths::normalize(p))
             .collect::<Result<Vec<_>, _>>()?;
-        git(tree, "diff --cached --binary")
-            .env("GIT_INDEX_FILE", &index)
-            .args(super::worktree::DIFF_OPTIONS)
-            .args(["--binary", "--full-index", base, "--"])
-            .args(&pathspec)
-            .run_to_file()
-            .map(Into::into)
+        let pathspec = super::worktree::excluding(&excluded);
+        super::worktree::Staged(tree, Some(&index), base, &pathspec).patch()
     }
 }

@@ -49,9 +49,11 @@ pub use branch::BranchError;
 pub use error::GitError;
 pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
-pub use remote::{Pushed, RemoteAuth, changes_in};
+pub use remote::{Pushed, RemoteAuth};
 pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
-pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_within, disk_full};
+pub use worktree::{
+    Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_in, changes_within, disk_full,
+};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};
 use error::io_error;

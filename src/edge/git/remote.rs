@@ -3,12 +3,10 @@
 //! A token, when given, travels as an `http.extraheader` in git's environment
 //! (`GIT_CONFIG_*`), never on a command line or in `.git/config`.
 
-use std::path::Path;
-
 use base64::Engine as _;
 
 use super::cmd::{git, nul_fields};
-use super::{GitError, Repo};
+use super::{GitError, Repo, RoundIndex};
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
 #[derive(Clone, Default)]
@@ -170,35 +168,12 @@ impl Repo {
     ) -> Result<String, GitError> {
         let rel = super::paths::normalize(rel)?;
         let tmp = self.scratch("record-")?;
-        let index = tmp.path().join("index");
-        let trim = |b: Vec<u8>| String::from_utf8_lossy(&b).trim().to_string();
-        git(self.root(), "read-tree")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", parent])
-            .run()?;
-        let path_arg = format!("--path={rel}");
-        let blob = trim(
-            git(self.root(), "hash-object")
-                .args(["hash-object", "-w", "--stdin", &path_arg])
-                .stdin(bytes)
-                .run()?,
-        );
-        git(self.root(), "update-index")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["update-index", "--add", "--cacheinfo"])
-            .arg(format!("100644,{blob},{rel}"))
-            .run()?;
-        let tree = trim(
-            git(self.root(), "write-tree")
-                .env("GIT_INDEX_FILE", &index)
-                .args(["write-tree"])
-                .run()?,
-        );
+        let index = RoundIndex::read(self.root(), tmp.path(), "index", parent)?;
+        index.put(&rel, "100644", &format!("--path={rel}"), bytes)?;
         let commit = git(self.root(), "commit-tree")
             .config("i18n.commitEncoding=UTF-8")
-            .args(["commit-tree", &tree, "-p", parent, "-F", "-"])
             .stdin(message.as_bytes());
-        Ok(trim(self.committing(commit)?.run()?))
+        index.commit_tree(self, &index.write_tree()?, commit, ["-F", "-"])
     }
 
     /// Pushes commit `sha` to the ref `name` (a full name outside `refs/heads`, e.g.
@@ -297,42 +272,10 @@ impl Repo {
         if !in_git_dir.is_empty() {
             return Ok((in_git_dir, Vec::new()));
         }
-        let scratch = tempfile::Builder::new()
-            .prefix("dagexec-index-")
-            .tempdir()
-            .map_err(|source| GitError::Spawn {
-                command: "patch paths".into(),
-                dir: self.root().to_path_buf(),
-                source,
-            })?;
-        let index = scratch.path().join("index");
-        git(self.root(), "read-tree")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", base])
-            .run()?;
-        git(self.root(), "apply --cached")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
-            .stdin_patch(patch)
-            .run()?;
-        let names = git(self.root(), "diff --cached --name-status")
-            .env("GIT_INDEX_FILE", &index)
-            .args(super::worktree::DIFF_OPTIONS)
-            .args(["--name-status", "-z", base, "--"])
-            .run()?;
-        let paths =
-            super::worktree::parse_name_status(&names).map_err(|detail| GitError::Unexpected {
-                command: "diff --cached --name-status".into(),
-                dir: self.root().to_path_buf(),
-                detail,
-            })?;
-        let links = super::worktree::staged_links(self.root(), base, &[], Some(&index))?;
-        Ok((paths.into_iter().collect(), links))
+        let tmp = self.scratch("paths-")?;
+        let scratch = RoundIndex::read(self.root(), tmp.path(), "index", base)?;
+        scratch.apply_cached(patch)?;
+        let staged = super::worktree::Staged(self.root(), Some(&scratch.index), base, &[]);
+        Ok((staged.paths()?.into_iter().collect(), staged.links()?))
     }
-}
-
-/// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`
-/// first), as for a worktree: the Action's worker job runs in a plain checkout.
-pub fn changes_in(dir: &Path, base: &str) -> Result<super::Changes, GitError> {
-    super::worktree::stage_all(dir, base)
 }

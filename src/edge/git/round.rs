@@ -36,7 +36,7 @@ pub use merge::Merged;
 pub struct RoundIndex {
     root: PathBuf,
     dir: PathBuf,
-    index: PathBuf,
+    pub(super) index: PathBuf,
     base: String,
 }
 
@@ -133,26 +133,12 @@ impl Repo {
     /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
     /// replaced.
     pub fn round_index(&self) -> Result<RoundIndex, GitError> {
-        self.index_at("round-index", &self.head()?)
-    }
-
-    /// The index file `name` in `<git-common-dir>/dagexec` (a stale one and its lock
-    /// replaced), read from commit `at`; removed on drop.
-    fn index_at(&self, name: &str, at: &str) -> Result<RoundIndex, GitError> {
-        let dir = self.dagexec_dir();
-        std::fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
-        let index = dir.join(name);
-        for stale in [index.clone(), dir.join(format!("{name}.lock"))] {
-            super::paths::remove_any(&stale)?;
-        }
-        let round = RoundIndex {
-            root: self.root.clone(),
-            dir,
-            index,
-            base: at.to_string(),
-        };
-        round.git("read-tree").args(["read-tree", at]).run()?;
-        Ok(round)
+        RoundIndex::read(
+            &self.root,
+            &self.dagexec_dir(),
+            "round-index",
+            &self.head()?,
+        )
     }
 
     /// Of `paths` (repo-relative; a directory covers what is under it), the entries whose
@@ -444,6 +430,31 @@ enum WorkState {
     Blob(String),
     /// A directory, a device, or behind a link: not something a round wrote.
     Other,
+}
+
+impl RoundIndex {
+    /// The index file `name` in `dir` (made as needed; a stale index and its lock replaced),
+    /// read from commit `at` by git in `root`; removed on drop.
+    pub(super) fn read(
+        root: &Path,
+        dir: &Path,
+        name: &str,
+        at: &str,
+    ) -> Result<RoundIndex, GitError> {
+        std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+        let index = dir.join(name);
+        for stale in [index.clone(), dir.join(format!("{name}.lock"))] {
+            super::paths::remove_any(&stale)?;
+        }
+        let round = RoundIndex {
+            root: root.to_path_buf(),
+            dir: dir.to_path_buf(),
+            index,
+            base: at.to_string(),
+        };
+        round.git("read-tree").args(["read-tree", at]).run()?;
+        Ok(round)
+    }
 }
 
 impl StagedRound {

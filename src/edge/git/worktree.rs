@@ -180,7 +180,7 @@ impl Worktree {
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
     /// main work tree and index are not touched.
     pub fn changes(&self) -> Result<Changes, GitError> {
-        stage_all(&self.path, &self.base)
+        changes_in(&self.path, &self.base)
     }
 
     /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
@@ -238,7 +238,7 @@ pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, Git
     Ok(Some(Oversized { total, files }))
 }
 
-/// Everything changed in the checkout at `dir` against `base` ([`stage_all`]), or why it is
+/// Everything changed in the checkout at `dir` against `base` ([`changes_in`]), or why it is
 /// not taken, in the words the attempt's failure gives: its added and changed files hold more
 /// than [`MAX_CHANGE_BYTES`] (seen before anything is staged), or the disk filled up while it
 /// was staged. Either is the attempt's own failure, never the run's. Shared by the local
@@ -247,7 +247,7 @@ pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>,
     if let Some(big) = oversized(dir, MAX_CHANGE_BYTES)? {
         return Ok(Err(big.reason(MAX_CHANGE_BYTES)));
     }
-    match stage_all(dir, base) {
+    match changes_in(dir, base) {
         Ok(changes) => Ok(Ok(changes)),
         Err(e) => match disk_full(&e) {
             Some(line) => Ok(Err(format!(
@@ -320,10 +320,11 @@ impl Changes {
     }
 }
 
-/// `git add --all` in the checkout at `dir`, leaving out (and reporting) what lies in a
-/// directory named like git's own under another case — git itself would refuse to add it and
-/// fail the whole command — then the staged changes against `base`.
-pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
+/// What changed in the checkout at `dir` against `base`, as for a worktree (the Action's
+/// worker job runs in a plain checkout): `git add --all`, leaving out (and reporting) what
+/// lies in a directory named like git's own under another case — git itself would refuse to
+/// add it and fail the whole command — then the staged changes against `base`.
+pub fn changes_in(dir: &Path, base: &str) -> Result<Changes, GitError> {
     let forbidden = add_all(dir, None)?;
     let mut changes = diff(dir, base, Vec::new())?;
     changes.forbidden = forbidden.into_iter().collect();
@@ -344,72 +345,28 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
             forbidden.insert(prefix);
         }
     }
-    let mut add = git(dir, "add --all")
+    git(dir, "add --all")
         .index(index)
-        .args(["add", "--all", "--", "."]);
-    for f in &forbidden {
-        add = add.arg(format!(":(exclude,literal){f}"));
-    }
-    add.run()?;
+        .args(["add", "--all", "--", "."])
+        .args(excluding(&forbidden))
+        .run()?;
     Ok(forbidden)
 }
 
-/// The symlinks (and gitlinks) among the staged changes at `dir` (against `base`, less `pathspec`), with
-/// their targets read from the object database. `index` names another index file.
-pub(super) fn staged_links(
-    dir: &Path,
-    base: &str,
-    pathspec: &[String],
-    index: Option<&Path>,
-) -> Result<Vec<crate::pure::paths::Link>, GitError> {
-    let raw = git(dir, "diff --cached --raw")
-        .index(index)
-        .args(DIFF_OPTIONS)
-        .args(["--raw", "--no-abbrev", "-z", base, "--"])
-        .args(pathspec)
-        .run()?;
-    let unexpected = |detail: String| GitError::Unexpected {
-        command: "diff --cached --raw".into(),
-        dir: dir.to_path_buf(),
-        detail,
-    };
-    let mut links = Vec::new();
-    let mut fields = nul_fields(&raw);
-    while let Some(head) = fields.next() {
-        // `:<old mode> <new mode> <old sha> <new sha> <status>`
-        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
-        let [_, new_mode, _, new_sha, status] = parts[..] else {
-            return Err(unexpected(format!("unexpected raw line {head:?}")));
-        };
-        let mut path = fields
-            .next()
-            .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
-        if status.starts_with(['R', 'C']) {
-            path = fields
-                .next()
-                .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
-        }
-        let target = match new_mode {
-            "160000" => new_sha.to_owned(),
-            "120000" => git(dir, "cat-file blob")
-                .index(index)
-                .args(["cat-file", "blob", new_sha])
-                .run()
-                .map(|t| String::from_utf8_lossy(&t).into_owned())?,
-            _ => continue,
-        };
-        links.push(crate::pure::paths::Link {
-            path,
-            target,
-            gitlink: new_mode == "160000",
-        });
-    }
-    Ok(links)
-}
+/// `Staged(dir, index, base, pathspec)`: the changes staged in the checkout at `dir` (in the
+/// index file `index` instead of its own, when given) against `base`, less `pathspec`, read
+/// with `git diff --cached`.
+#[derive(Clone, Copy)]
+pub(super) struct Staged<'a>(
+    pub &'a Path,
+    pub Option<&'a Path>,
+    pub &'a str,
+    pub &'a [String],
+);
 
-/// The diff options both the patch and the name list use: fixed whatever the user's
-/// configuration (prefixes, renames, external diff, colour, submodule format).
-pub(super) const DIFF_OPTIONS: &[&str] = &[
+/// The options every `git diff --cached` here uses: fixed whatever the user's configuration
+/// (prefixes, renames, external diff, colour, submodule format).
+const DIFF_OPTIONS: &[&str] = &[
     "diff",
     "--cached",
     "--no-color",
@@ -422,39 +379,103 @@ pub(super) const DIFF_OPTIONS: &[&str] = &[
     "--ignore-submodules=none",
 ];
 
+impl<'a> Staged<'a> {
+    /// `git diff --cached <DIFF_OPTIONS> <format> <base> -- <pathspec>`.
+    fn diff(&self, label: &'static str, format: &[&str]) -> super::cmd::Git<'a> {
+        let Staged(dir, index, base, pathspec) = *self;
+        git(dir, label)
+            .index(index)
+            .args(DIFF_OPTIONS)
+            .args(format)
+            .args([base, "--"])
+            .args(pathspec)
+    }
+
+    /// The changes as a binary patch (full index lines), in an unlinked temporary file.
+    pub(super) fn patch(&self) -> Result<super::Patch, GitError> {
+        let call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
+        call.run_to_file().map(Into::into)
+    }
+
+    /// The paths changed (both names of a rename).
+    pub(super) fn paths(&self) -> Result<BTreeSet<String>, GitError> {
+        let label = "diff --cached --name-status";
+        let names = self.diff(label, &["--name-status", "-z"]).run()?;
+        parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        })
+    }
+
+    /// The symlinks (and gitlinks) among the changes, with their targets read from the
+    /// object database.
+    pub(super) fn links(&self) -> Result<Vec<crate::pure::paths::Link>, GitError> {
+        let label = "diff --cached --raw";
+        let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
+        let unexpected = |detail: String| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        };
+        let mut links = Vec::new();
+        let mut fields = nul_fields(&raw);
+        while let Some(head) = fields.next() {
+            // `:<old mode> <new mode> <old sha> <new sha> <status>`
+            let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+            let [_, new_mode, _, new_sha, status] = parts[..] else {
+                return Err(unexpected(format!("unexpected raw line {head:?}")));
+            };
+            let mut path = fields
+                .next()
+                .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
+            if status.starts_with(['R', 'C']) {
+                path = fields
+                    .next()
+                    .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
+            }
+            let target = match new_mode {
+                "160000" => new_sha.to_owned(),
+                "120000" => git(self.0, "cat-file blob")
+                    .index(self.1)
+                    .args(["cat-file", "blob", new_sha])
+                    .run()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())?,
+                _ => continue,
+            };
+            links.push(crate::pure::paths::Link {
+                path,
+                target,
+                gitlink: new_mode == "160000",
+            });
+        }
+        Ok(links)
+    }
+}
+
+/// `paths` as pathspecs that exclude them (literally).
+pub(super) fn excluding<'p>(paths: impl IntoIterator<Item = &'p String>) -> Vec<String> {
+    paths
+        .into_iter()
+        .map(|p| format!(":(exclude,literal){p}"))
+        .collect()
+}
+
 /// The staged changes in `worktree` against `base`, less `excluded`.
 fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
-    let pathspec: Vec<String> = excluded
-        .iter()
-        .map(|p| format!(":(exclude,literal){p}"))
-        .collect();
-    let patch = git(worktree, "diff --cached --binary")
-        .args(DIFF_OPTIONS)
-        .args(["--binary", "--full-index", base, "--"])
-        .args(&pathspec)
-        .run_to_file()?
-        .into();
-    let names = git(worktree, "diff --cached --name-status")
-        .args(DIFF_OPTIONS)
-        .args(["--name-status", "-z", base, "--"])
-        .args(&pathspec)
-        .run()?;
-    let changed = parse_name_status(&names).map_err(|detail| GitError::Unexpected {
-        command: "diff --cached --name-status".into(),
-        dir: worktree.to_path_buf(),
-        detail,
-    })?;
+    let pathspec = excluding(&excluded);
+    let staged = Staged(worktree, None, base, &pathspec);
+    let changed = staged.paths()?;
     let present = changed
         .iter()
         .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
         .cloned()
         .collect();
-    let links = staged_links(worktree, base, &pathspec, None)?;
     Ok(Changes {
-        patch,
+        patch: staged.patch()?,
         changed,
         present,
-        links,
+        links: staged.links()?,
         forbidden: Vec::new(),
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),

@@ -1,7 +1,7 @@
 //! The round's own index: patches checked and applied into it, the plan and tasks.md
 //! staged, the commit prepared without touching the user's index.
 
-use super::super::apply::{ApplyError, apply_by};
+use super::super::apply::{ApplyError, apply_by, applying};
 use super::super::cmd::{git, literal, nul_fields, text};
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
@@ -13,7 +13,7 @@ impl RoundIndex {
     }
 
     /// The tree the index holds (`git write-tree`).
-    pub(super) fn write_tree(&self) -> Result<String, GitError> {
+    pub(in super::super) fn write_tree(&self) -> Result<String, GitError> {
         self.git("write-tree").arg("write-tree").run_text()
     }
 
@@ -45,6 +45,15 @@ impl RoundIndex {
             "apply --cached"
         };
         apply_by(self.git(label), "--cached", patch, check_only)
+    }
+
+    /// Applies `patch`, made on this index's tree, to it; a failure is git's error.
+    pub(in super::super) fn apply_cached(
+        &self,
+        patch: super::super::PatchRef<'_>,
+    ) -> Result<(), GitError> {
+        let call = applying(self.git("apply --cached"), "--cached", patch, false);
+        call.run().map(drop)
     }
 
     /// Puts dagexec's own files (the plan, its state file) into the index as they are in the
@@ -102,10 +111,21 @@ impl RoundIndex {
     /// Puts `content` at `path` in the index with `mode` (as [`RoundIndex::read_entry`] gave
     /// it); the work tree is not touched. The bytes are stored as they are (no filters).
     pub fn write_entry(&self, path: &str, mode: &str, content: &[u8]) -> Result<(), GitError> {
-        let path = normalize(path)?;
+        self.put(&normalize(path)?, mode, "--no-filters", content)
+    }
+
+    /// Stores `content` (hashed with `filters`: `--no-filters`, or `--path=<path>` to convert
+    /// it as `git add` would) and puts it at `path` in the index with `mode`.
+    pub(in super::super) fn put(
+        &self,
+        path: &str,
+        mode: &str,
+        filters: &str,
+        content: &[u8],
+    ) -> Result<(), GitError> {
         let id = self
             .git("hash-object -w")
-            .args(["hash-object", "-w", "--stdin", "--no-filters"])
+            .args(["hash-object", "-w", "--stdin", filters])
             .stdin(content)
             .run_text()?;
         self.git("update-index --cacheinfo")
@@ -164,7 +184,7 @@ impl RoundIndex {
     /// `git commit-tree` of `tree` with the base as its parent, by `call` and with `message`
     /// (`-m <text>`, or `-F -` with the text on `call`'s stdin), as the repository's identity
     /// or dagexec's where it has none. The new commit's SHA.
-    fn commit_tree(
+    pub(in super::super) fn commit_tree(
         &self,
         repo: &Repo,
         tree: &str,

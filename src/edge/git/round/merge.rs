@@ -5,7 +5,6 @@
 //! binary patch (what the round rebuilds from), a conflict returns git's own account of it.
 
 use super::super::cmd::{git, nul_fields, text};
-use super::super::paths::remove_any;
 use super::super::{GitError, PatchRef};
 use super::RoundIndex;
 
@@ -86,22 +85,11 @@ impl RoundIndex {
 
     /// The tree of commit `base` with `patch` applied, built in a scratch index.
     fn tree_with(&self, base: &str, patch: PatchRef<'_>) -> Result<String, GitError> {
-        let scratch = self.dir.join("merge-index");
-        remove_any(&scratch)?;
-        let at = |label| git(&self.root, label).env("GIT_INDEX_FILE", &scratch);
-        let built = (|| {
-            at("read-tree").args(["read-tree", base]).run()?;
-            if !patch.is_blank() {
-                at("apply --cached")
-                    .config("apply.ignoreWhitespace=no")
-                    .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
-                    .stdin_patch(patch)
-                    .run()?;
-            }
-            at("write-tree").arg("write-tree").run_text()
-        })();
-        let _ = std::fs::remove_file(&scratch);
-        built
+        let scratch = RoundIndex::read(&self.root, &self.dir, "merge-index", base)?;
+        if !patch.is_blank() {
+            scratch.apply_cached(patch)?;
+        }
+        scratch.write_tree()
     }
 
     /// The paths that differ between trees `from` and `to` (sorted).
