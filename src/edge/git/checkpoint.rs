@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::cmd::{git, path_from_bytes};
+use super::cmd::{git, git_path};
 use super::{GitError, Repo};
 
 impl Repo {
@@ -23,10 +23,7 @@ impl Repo {
     ) -> Result<super::Patch, GitError> {
         let tmp = self.scratch("snapshot-")?;
         let index = tmp.path().join("index");
-        let own = git(tree, "rev-parse --git-path index")
-            .args(["rev-parse", "--git-path", "index"])
-            .run()?;
-        let own = tree.join(path_from_bytes(own.strip_suffix(b"\n").unwrap_or(&own)));
+        let own = git_path(tree, "index")?;
         // The worktree's own index spares re-reading every unchanged file; git replaces it by
         // a rename, so the copy is one whole version. Without one, start from `HEAD`.
         if std::fs::copy(&own, &index).is_err() {

@@ -330,10 +330,20 @@ pub(super) fn describe_failure(out: &Output) -> String {
     }
 }
 
-/// A path printed by git (raw bytes, `core.quotepath=off` or `-z`).
+/// A path printed by git (raw bytes, `core.quotepath=off` or `-z`), without its line end.
 pub(super) fn path_from_bytes(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(OsStr::from_bytes(bytes))
+    PathBuf::from(OsStr::from_bytes(
+        bytes.strip_suffix(b"\n").unwrap_or(bytes),
+    ))
+}
+
+/// Where git keeps its file `name` for the checkout at `dir` (`git rev-parse --git-path`).
+pub(super) fn git_path(dir: &Path, name: &str) -> Result<PathBuf, GitError> {
+    let out = git(dir, "rev-parse --git-path")
+        .args(["rev-parse", "--git-path", name])
+        .run()?;
+    Ok(dir.join(path_from_bytes(&out)))
 }
 
 /// Splits `-z` output into its NUL-terminated fields, as text (lossy).

@@ -108,6 +108,25 @@ pub fn run_in(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, 
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// The paths whose content differs between commits or trees `from` and `to` in the repository
+/// at `root` (renames as a delete and an add), sorted.
+fn changed_between(root: &Path, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+    let out = git(root, "diff-tree")
+        .args([
+            "diff-tree",
+            "-r",
+            "--no-renames",
+            "--name-only",
+            "-z",
+            from,
+            to,
+        ])
+        .run()?;
+    let mut paths: Vec<String> = nul_fields(&out).collect();
+    paths.sort();
+    Ok(paths)
+}
+
 impl Repo {
     /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
     /// [`GitError::NotARepository`] outside one.
@@ -123,19 +142,18 @@ impl Repo {
             }
             return Err(call.error(&out));
         }
-        let top = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
-        if top.is_empty() {
+        let root = path_from_bytes(&out.stdout);
+        if root.as_os_str().is_empty() {
             return Err(GitError::Unexpected {
                 command: "rev-parse --show-toplevel".into(),
                 dir: dir.to_path_buf(),
                 detail: "no work tree (a bare repository?)".into(),
             });
         }
-        let root = path_from_bytes(top);
         let common = git(&root, "rev-parse --git-common-dir")
             .args(["rev-parse", "--git-common-dir"])
             .run()?;
-        let common = path_from_bytes(common.strip_suffix(b"\n").unwrap_or(&common));
+        let common = path_from_bytes(&common);
         let common_dir = root.join(common); // a relative answer is relative to `root`
         let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
         let slots = Slots::default_for(&common_dir);
@@ -184,14 +202,10 @@ impl Repo {
 
     /// The full SHA of `HEAD`; [`GitError::NoCommits`] before the first commit.
     pub fn head(&self) -> Result<String, GitError> {
-        self.head_opt()?.ok_or_else(|| GitError::NoCommits {
+        let head = self.rev_parse("HEAD^{commit}")?;
+        head.ok_or_else(|| GitError::NoCommits {
             dir: self.root.clone(),
         })
-    }
-
-    /// `HEAD`'s SHA, `None` on an unborn branch.
-    fn head_opt(&self) -> Result<Option<String>, GitError> {
-        self.rev_parse("HEAD^{commit}")
     }
 
     /// The object `rev` names (`git rev-parse --verify`), or `None` when it names none.
@@ -307,7 +321,7 @@ impl Repo {
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        if self.head_opt()?.is_none() {
+        if self.rev_parse("HEAD^{commit}")?.is_none() {
             return Ok(false);
         }
         let in_head = git(&self.root, "ls-tree")
@@ -354,12 +368,7 @@ impl Repo {
     /// The paths whose content differs between commits `from` and `to` (renames as a delete
     /// and an add), sorted.
     pub fn changed_between(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        let out = git(&self.root, "diff --name-only")
-            .args(["diff", "--name-only", "--no-renames", "-z", from, to, "--"])
-            .run()?;
-        let mut paths: Vec<String> = nul_fields(&out).collect();
-        paths.sort();
-        Ok(paths)
+        changed_between(&self.root, from, to)
     }
 
     /// The files changed by the last commit of `HEAD` that touched `path` (none in a history

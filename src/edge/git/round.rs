@@ -175,12 +175,7 @@ impl Repo {
     /// `kill -9`, the git commands the killed run had started finish on their own), or one
     /// crashed and left it.
     pub fn check_index_lock(&self) -> Result<(), GitError> {
-        let out = git(&self.root, "rev-parse --git-path")
-            .args(["rev-parse", "--git-path", "index.lock"])
-            .run()?;
-        let path = self.root.join(super::cmd::path_from_bytes(
-            out.strip_suffix(b"\n").unwrap_or(&out),
-        ));
+        let path = super::cmd::git_path(&self.root, "index.lock")?;
         if gone_within(&path, LOCK_PATIENCE) {
             Ok(())
         } else {
@@ -454,6 +449,15 @@ impl RoundIndex {
         };
         round.git("read-tree").args(["read-tree", at]).run()?;
         Ok(round)
+    }
+}
+
+impl RoundIndex {
+    /// The tree of commit (or tree) `rev`.
+    fn tree_of(&self, rev: &str) -> Result<String, GitError> {
+        git(&self.root, "rev-parse")
+            .args(["rev-parse", "--verify", &format!("{rev}^{{tree}}")])
+            .run_text()
     }
 }
 

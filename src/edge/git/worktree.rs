@@ -194,16 +194,7 @@ impl Worktree {
         }
         self.removed = true;
         let _admin = super::worktree_admin();
-        let unregistered = unregister(&self.root, &self.path);
-        super::paths::remove_any(&self.path)?;
-        if let Err(e) = unregistered {
-            // The directory is gone; `prune` drops the registration left behind.
-            tracing::debug!("{e}; pruning instead");
-            git(&self.root, "worktree prune")
-                .args(["worktree", "prune"])
-                .run()?;
-        }
-        Ok(())
+        remove(&self.root, &self.path, true)
     }
 }
 
@@ -266,13 +257,25 @@ impl Drop for Worktree {
     }
 }
 
-/// `git worktree remove --force --force <path>` (the second force also takes a locked one).
-pub(super) fn unregister(root: &Path, path: &Path) -> Result<(), GitError> {
-    git(root, "worktree remove")
-        .args(["worktree", "remove", "--force", "--force"])
-        .arg(path)
-        .run()
-        .map(drop)
+/// Removes the worktree at `path` of the repository at `root`: unregisters it when
+/// `registered` (`git worktree remove --force --force`: the second force also takes a locked
+/// one), deletes what is on disk, and when unregistering failed, drops the registration left
+/// behind (`git worktree prune`, once the directory is gone).
+pub(super) fn remove(root: &Path, path: &Path, registered: bool) -> Result<(), GitError> {
+    let unregistered = !registered
+        || git(root, "worktree remove")
+            .args(["worktree", "remove", "--force", "--force"])
+            .arg(path)
+            .run()
+            .inspect_err(|e| tracing::debug!("{e}; deleting the directory and pruning instead"))
+            .is_ok();
+    super::paths::remove_any(path)?;
+    if !unregistered {
+        git(root, "worktree prune")
+            .args(["worktree", "prune"])
+            .run()?;
+    }
+    Ok(())
 }
 
 impl Changes {

@@ -164,20 +164,9 @@ impl Repo {
     ) -> Result<(), GitError> {
         let real = real_path(path);
         let is_registered = registered.iter().any(|r| real_path(r) == real);
-        let mut unregistered = true;
         if is_registered {
             tracing::info!(path = %path.display(), "removing a stale dagexec worktree");
-            if let Err(e) = worktree::unregister(&self.root, path) {
-                tracing::debug!("{e}; deleting the directory and pruning instead");
-                unregistered = false;
-            }
         }
-        remove_any(path)?;
-        if !unregistered {
-            git(&self.root, "worktree prune")
-                .args(["worktree", "prune"])
-                .run()?;
-        }
-        Ok(())
+        worktree::remove(&self.root, path, is_registered)
     }
 }

@@ -2,7 +2,7 @@
 //! staged, the commit prepared without touching the user's index.
 
 use super::super::apply::{ApplyError, apply_by, applying};
-use super::super::cmd::{git, literal, nul_fields, text};
+use super::super::cmd::{git, literal, nul_fields};
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
 use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
@@ -173,12 +173,7 @@ impl RoundIndex {
     /// The tree the index holds now; `None` when it is the base's.
     fn changed_tree(&self) -> Result<Option<String>, GitError> {
         let tree = self.write_tree()?;
-        let base_tree = text(
-            &git(&self.root, "rev-parse")
-                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
-                .run()?,
-        );
-        Ok((tree != base_tree).then_some(tree))
+        Ok((tree != self.tree_of(&self.base)?).then_some(tree))
     }
 
     /// `git commit-tree` of `tree` with the base as its parent, by `call` and with `message`
@@ -212,7 +207,7 @@ impl RoundIndex {
                 .stdin(message.as_bytes()),
             ["-F", "-"],
         )?;
-        let paths = self.names(&self.base, &new)?;
+        let paths = super::super::changed_between(&self.root, &self.base, &new)?;
         let journal = Journal {
             old: self.base.clone(),
             new,

@@ -4,7 +4,8 @@
 //! leaves the merged tree in the round's index and returns the change it makes there as a
 //! binary patch (what the round rebuilds from), a conflict returns git's own account of it.
 
-use super::super::cmd::{git, nul_fields, text};
+use super::super::changed_between;
+use super::super::cmd::{git, text};
 use super::super::{GitError, PatchRef};
 use super::RoundIndex;
 
@@ -41,11 +42,7 @@ impl RoundIndex {
     /// the index's tree as ours, `base` with the patch as theirs).
     pub fn merge_patch(&self, base: &str, patch: PatchRef<'_>) -> Result<Merged, GitError> {
         let ours = self.write_tree()?;
-        let base_tree = text(
-            &git(&self.root, "rev-parse")
-                .args(["rev-parse", "--verify", &format!("{base}^{{tree}}")])
-                .run()?,
-        );
+        let base_tree = self.tree_of(base)?;
         let theirs = self.tree_with(base, patch)?;
         if ours == base_tree {
             return self.take(&ours, &theirs, false);
@@ -73,7 +70,7 @@ impl RoundIndex {
                     changed, combined, ..
                 } = &mut taken
                 {
-                    let moved = self.names(&base_tree, &ours)?;
+                    let moved = changed_between(&self.root, &base_tree, &ours)?;
                     *combined = changed.iter().any(|p| moved.contains(p));
                 }
                 Ok(taken)
@@ -92,27 +89,9 @@ impl RoundIndex {
         scratch.write_tree()
     }
 
-    /// The paths that differ between trees `from` and `to` (sorted).
-    pub(super) fn names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        let names = git(&self.root, "diff-tree")
-            .args([
-                "diff-tree",
-                "-r",
-                "--no-renames",
-                "--name-only",
-                "-z",
-                from,
-                to,
-            ])
-            .run()?;
-        let mut changed: Vec<String> = nul_fields(&names).collect();
-        changed.sort();
-        Ok(changed)
-    }
-
     /// Puts `tree` in the index, returning what it changes against `ours`.
     fn take(&self, ours: &str, tree: &str, combined: bool) -> Result<Merged, GitError> {
-        let changed = self.names(ours, tree)?;
+        let changed = changed_between(&self.root, ours, tree)?;
         let patch = git(&self.root, "diff-tree -p")
             .args([
                 "diff-tree",
