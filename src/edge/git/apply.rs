@@ -71,7 +71,7 @@ pub(super) fn applying<'a>(
         .arg("apply")
         .args(check_only.then_some("--check"))
         .args([target, "--binary", "--whitespace=nowarn", "-"])
-        .stdin_patch(patch)
+        .stdin(patch)
 }
 
 /// Messages of `git apply` (C locale) of the form `error: <path>: <reason>`.

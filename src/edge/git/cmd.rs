@@ -139,15 +139,9 @@ impl<'a> Git<'a> {
         }
     }
 
-    /// Feeds `data` to git's standard input (closed otherwise).
-    pub(super) fn stdin(mut self, data: &'a [u8]) -> Self {
-        self.stdin = Some(super::PatchRef::Bytes(data));
-        self
-    }
-
-    /// Feeds `patch` to git's standard input, a file's in chunks.
-    pub(super) fn stdin_patch(mut self, patch: super::PatchRef<'a>) -> Self {
-        self.stdin = Some(patch);
+    /// Feeds `data` to git's standard input (closed otherwise), a patch file's in chunks.
+    pub(super) fn stdin(mut self, data: impl Into<super::PatchRef<'a>>) -> Self {
+        self.stdin = Some(data.into());
         self
     }
 

@@ -262,7 +262,7 @@ impl Repo {
         // not apply; its names as written let the caller refuse it in words.
         let listed = git(self.root(), "apply --numstat")
             .args(["apply", "--numstat", "-z", "-"])
-            .stdin_patch(patch)
+            .stdin(patch)
             .run()?;
         let in_git_dir: Vec<String> = nul_fields(&listed)
             // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.

@@ -10,11 +10,11 @@ use super::cmd::{git, nul_fields};
 /// by [`Worktree::remove`], or on drop (best effort).
 #[derive(Debug)]
 pub struct Worktree {
-    path: PathBuf,
-    root: PathBuf,
-    name: String,
-    base: String,
-    removed: bool,
+    pub(super) path: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) name: String,
+    pub(super) base: String,
+    pub(super) removed: bool,
 }
 
 /// The most bytes a task's added and changed files may hold together: GitHub refuses any
@@ -75,7 +75,7 @@ pub fn disk_full(e: &GitError) -> Option<String> {
 }
 
 /// What a worker did in its worktree, relative to the base commit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Changes {
     /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
     /// applies onto a tree at the base; empty when nothing changed. In an unlinked temporary
@@ -99,16 +99,6 @@ pub struct Changes {
 }
 
 impl Worktree {
-    pub(super) fn new(path: PathBuf, root: PathBuf, name: String, base: String) -> Worktree {
-        Worktree {
-            path,
-            root,
-            name,
-            base,
-            removed: false,
-        }
-    }
-
     /// The worktree's top directory.
     pub fn path(&self) -> &Path {
         &self.path
@@ -283,14 +273,8 @@ impl Changes {
     /// ([`changes_within`]).
     pub fn nothing(dir: &Path) -> Changes {
         Changes {
-            patch: super::Patch::default(),
-            changed: BTreeSet::new(),
-            present: BTreeSet::new(),
-            links: Vec::new(),
-            forbidden: Vec::new(),
             worktree: dir.to_path_buf(),
-            base: String::new(),
-            excluded: Vec::new(),
+            ..Changes::default()
         }
     }
 
@@ -304,11 +288,10 @@ impl Changes {
         let mut touched = false;
         for path in paths {
             let path = super::paths::normalize(path)?;
-            let lower = path.to_ascii_lowercase();
-            touched |= self.changed.iter().any(|c| {
-                let c = c.to_ascii_lowercase();
-                c == lower || c.strip_prefix(&lower).is_some_and(|r| r.starts_with('/'))
-            });
+            touched |= self
+                .changed
+                .iter()
+                .any(|c| crate::pure::paths::within(c, &path));
             excluded.push(path);
         }
         if !touched {

@@ -33,7 +33,13 @@ impl Repo {
             .arg(&path)
             .arg(&sha)
             .run()?;
-        Ok(Worktree::new(path, self.root.clone(), name.to_owned(), sha))
+        Ok(Worktree {
+            path,
+            root: self.root.clone(),
+            name: name.to_owned(),
+            base: sha,
+            removed: false,
+        })
     }
 
     /// Removes every dagexec worktree — registered, or a left-over directory — in

@@ -71,41 +71,36 @@ impl RoundIndex {
         if repo.stageable(vec![path.clone()])?.is_empty() {
             return Ok(false);
         }
+        let executable = self.entry(&path)?.is_some_and(|(mode, _)| mode == "100755");
+        let mode = if executable { "100755" } else { "100644" };
+        self.write_entry(&path, mode, content)?;
+        Ok(true)
+    }
+
+    /// The index entry at `path` (normalized) as `(mode, object)`, if there is one.
+    fn entry(&self, path: &str) -> Result<Option<(String, String)>, GitError> {
         let out = self
             .git("ls-files --stage")
             .args(["ls-files", "--stage", "-z", "--"])
-            .arg(literal(&path))
+            .arg(literal(path))
             .run()?;
-        let mode = nul_fields(&out)
-            .find(|f| f.ends_with(&format!("\t{path}")))
-            .filter(|f| f.starts_with("100755 "))
-            .map_or("100644", |_| "100755");
-        self.write_entry(&path, mode, content)?;
-        Ok(true)
+        let suffix = format!("\t{path}");
+        // `<mode> SP <object> SP <stage> TAB <path>`
+        Ok(nul_fields(&out).find_map(|f| {
+            let mut fields = f.strip_suffix(&suffix)?.split(' ');
+            Some((fields.next()?.to_owned(), fields.next()?.to_owned()))
+        }))
     }
 
     /// The index entry at `path`, as `(mode, content)`: what the round's commit will hold
     /// there. `None` when the index has no file at `path`.
     pub fn read_entry(&self, path: &str) -> Result<Option<(String, Vec<u8>)>, GitError> {
-        let path = normalize(path)?;
-        let out = self
-            .git("ls-files --stage")
-            .args(["ls-files", "--stage", "-z", "--"])
-            .arg(literal(&path))
-            .run()?;
-        // `<mode> SP <object> SP <stage> TAB <path>`
-        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(&format!("\t{path}"))) else {
+        let entry = self.entry(&normalize(path)?)?;
+        let Some((mode, id)) = entry.filter(|(mode, _)| mode != "160000") else {
             return Ok(None);
         };
-        let mut fields = entry.split([' ', '\t']);
-        let (Some(mode), Some(id)) = (fields.next(), fields.next()) else {
-            return Ok(None);
-        };
-        if mode == "160000" {
-            return Ok(None);
-        }
-        let bytes = self.git("cat-file").args(["cat-file", "blob", id]).run()?;
-        Ok(Some((mode.to_string(), bytes)))
+        let bytes = self.git("cat-file").args(["cat-file", "blob", &id]).run()?;
+        Ok(Some((mode, bytes)))
     }
 
     /// Puts `content` at `path` in the index with `mode` (as [`RoundIndex::read_entry`] gave
