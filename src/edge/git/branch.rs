@@ -20,10 +20,10 @@ pub enum BranchError {
 impl Repo {
     /// The branch `HEAD` is on (`main`), or `None` on a detached `HEAD`.
     pub fn current_branch(&self) -> Result<Option<String>, GitError> {
-        let out = git(self.root(), "symbolic-ref HEAD")
+        let (named, out) = git(self.root(), "symbolic-ref HEAD")
             .args(["symbolic-ref", "--quiet", "--short", "HEAD"])
             .answer()?;
-        Ok(out.map(|out| text(&out)))
+        Ok(named.then(|| text(&out)))
     }
 
     /// Makes the new branch `name` at `HEAD` and checks it out (the work tree and index are

@@ -247,13 +247,12 @@ impl<'a> Git<'a> {
         Ok(text(&self.run()?))
     }
 
-    /// Runs git for a yes-or-no answer: its standard output on exit 0, `None` on exit 1
-    /// (git's "no", "none" or "not found"), an error on anything else.
-    pub(super) fn answer(&self) -> Result<Option<Vec<u8>>, GitError> {
+    /// Runs git for a yes-or-no answer, exit 0 or 1 (git's "no", "none", "not found" or
+    /// "conflict"; anything else is an error): whether it was 0, and the standard output.
+    pub(super) fn answer(&self) -> Result<(bool, Vec<u8>), GitError> {
         let out = self.output()?;
         match out.status.code() {
-            Some(0) => Ok(Some(out.stdout)),
-            Some(1) => Ok(None),
+            Some(code @ (0 | 1)) => Ok((code == 0, out.stdout)),
             _ => Err(self.error(&out)),
         }
     }

@@ -210,10 +210,10 @@ impl Repo {
 
     /// The object `rev` names (`git rev-parse --verify`), or `None` when it names none.
     pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
-        let out = git(&self.root, "rev-parse")
+        let (found, out) = git(&self.root, "rev-parse")
             .args(["rev-parse", "--verify", "--quiet", rev])
             .answer()?;
-        Ok(out.map(|out| text(&out)))
+        Ok(found.then(|| text(&out)))
     }
 
     /// `git status --porcelain` (v1, unquoted paths), as git printed it.
@@ -285,7 +285,7 @@ impl Repo {
             .iter()
             .map(|p| literal(p))
             .collect();
-        let unchanged = git(&self.root, "diff --cached --quiet")
+        let (unchanged, _) = git(&self.root, "diff --cached --quiet")
             .args([
                 "diff",
                 "--cached",
@@ -296,7 +296,7 @@ impl Repo {
             ])
             .args(&paths)
             .answer()?;
-        if unchanged.is_some() {
+        if unchanged {
             return Ok(None);
         }
         let commit = git(&self.root, "commit")
@@ -417,11 +417,11 @@ impl Repo {
             BTreeSet::new()
         } else {
             let input: Vec<u8> = present.iter().flat_map(|p| p.bytes().chain([0])).collect();
-            let out = git(&self.root, "check-ignore")
+            let (_, out) = git(&self.root, "check-ignore")
                 .args(["check-ignore", "-z", "--stdin"])
                 .stdin(&input)
                 .answer()?;
-            nul_fields(&out.unwrap_or_default()).collect()
+            nul_fields(&out).collect()
         };
         let mut keep = tracked;
         for path in present {
@@ -438,14 +438,14 @@ impl Repo {
     /// `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the configuration nor the
     /// environment provides.
     fn committing<'a>(&self, call: cmd::Git<'a>) -> Result<cmd::Git<'a>, GitError> {
-        let out = git(&self.root, "config --get-regexp")
+        let (_, out) = git(&self.root, "config --get-regexp")
             .args([
                 "config",
                 "--get-regexp",
                 r"^(user|author|committer)\.(name|email)$",
             ])
             .answer()?;
-        let listing = String::from_utf8_lossy(out.as_deref().unwrap_or_default());
+        let listing = String::from_utf8_lossy(&out);
         let configured = |key: &str| {
             listing.lines().any(|line| {
                 line.split_once(' ')

@@ -26,8 +26,9 @@ impl Repo {
         let sha = self.resolve_commit(base)?;
         self.slots.ensure(&self.common_dir)?;
         let path = self.slots.dir.join(name);
+        let real = real_path(&path);
         let registered = self.registered_worktrees()?;
-        self.remove_worktree_at(&path, &registered)?;
+        self.remove_worktree_at(&path, registered.iter().any(|r| real_path(r) == real))?;
         git(&self.root, "worktree add")
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&path)
@@ -50,25 +51,22 @@ impl Repo {
     pub fn prune_worktrees(&self) -> Result<usize, GitError> {
         let _admin = worktree_admin();
         let registered = self.registered_worktrees()?;
-        let ours = real_path(&self.slots.dir);
+        let legacy = slots::legacy_dir(&self.common_dir);
         let mut folders = vec![self.slots.dir.clone()];
-        let earlier = [
-            slots::recorded(&self.common_dir),
-            Some(slots::legacy_dir(&self.common_dir)),
-        ];
-        for other in earlier.into_iter().flatten() {
+        for other in [slots::recorded(&self.common_dir), Some(legacy.clone())]
+            .into_iter()
+            .flatten()
+        {
             let real = real_path(&other);
-            if real == ours || folders.iter().any(|f| real_path(f) == real) {
+            if folders.iter().any(|f| real_path(f) == real) {
                 continue;
             }
-            let legacy = other == slots::legacy_dir(&self.common_dir);
             let claimed = slots::read_marker(&other)
                 .is_some_and(|m| m == slots::marker_text(&self.common_dir));
-            if legacy || claimed || slots::orphaned(&other) {
+            if other == legacy || claimed || slots::orphaned(&other) {
                 folders.push(other);
             }
         }
-        let legacy = slots::legacy_dir(&self.common_dir);
         let mut removed = BTreeSet::new();
         for (i, folder) in folders.iter().enumerate() {
             // In a folder found through the record (not derived from this repository, nor in
@@ -77,7 +75,7 @@ impl Repo {
             let folder_real = real_path(folder);
             for path in &registered {
                 if real_path(path).parent() == Some(folder_real.as_path()) {
-                    self.remove_worktree_at(path, &registered)?;
+                    self.remove_worktree_at(path, true)?;
                     removed.insert((i, path.file_name().map(std::borrow::ToOwned::to_owned)));
                 }
             }
@@ -161,18 +159,12 @@ impl Repo {
             .collect())
     }
 
-    /// Removes the worktree at `path`: unregisters it if `registered` lists it, deletes what
-    /// is on disk.
-    pub(super) fn remove_worktree_at(
-        &self,
-        path: &Path,
-        registered: &[PathBuf],
-    ) -> Result<(), GitError> {
-        let real = real_path(path);
-        let is_registered = registered.iter().any(|r| real_path(r) == real);
-        if is_registered {
+    /// Removes the worktree an earlier run left at `path`: unregisters it when `registered`,
+    /// deletes what is on disk.
+    fn remove_worktree_at(&self, path: &Path, registered: bool) -> Result<(), GitError> {
+        if registered {
             tracing::info!(path = %path.display(), "removing a stale dagexec worktree");
         }
-        worktree::remove(&self.root, path, is_registered)
+        worktree::remove(&self.root, path, registered)
     }
 }

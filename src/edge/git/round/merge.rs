@@ -5,7 +5,7 @@
 //! binary patch (what the round rebuilds from), a conflict returns git's own account of it.
 
 use super::super::changed_between;
-use super::super::cmd::{git, text};
+use super::super::cmd::git;
 use super::super::{GitError, PatchRef};
 use super::RoundIndex;
 
@@ -47,7 +47,7 @@ impl RoundIndex {
         if ours == base_tree {
             return self.take(&ours, &theirs, false);
         }
-        let out = git(&self.root, "merge-tree")
+        let (clean, out) = git(&self.root, "merge-tree")
             .config("merge.conflictStyle=merge")
             .args([
                 "merge-tree",
@@ -58,26 +58,23 @@ impl RoundIndex {
                 &ours,
                 &theirs,
             ])
-            .output()?;
-        match out.status.code() {
-            Some(0) => {
-                let merged = text(&out.stdout);
-                let merged = merged.lines().next().unwrap_or_default().to_string();
-                let mut taken = self.take(&ours, &merged, true)?;
-                // Combined only where the tree had moved in a path this merge changes: a
-                // merge into paths nothing else changed since `base` is the patch as it is.
-                if let Merged::Clean {
-                    changed, combined, ..
-                } = &mut taken
-                {
-                    let moved = changed_between(&self.root, &base_tree, &ours)?;
-                    *combined = changed.iter().any(|p| moved.contains(p));
-                }
-                Ok(taken)
-            }
-            Some(1) => Ok(self.conflict(&String::from_utf8_lossy(&out.stdout))),
-            _ => Err(git(&self.root, "merge-tree").error(&out)),
+            .answer()?;
+        let out = String::from_utf8_lossy(&out);
+        if !clean {
+            return Ok(self.conflict(&out));
         }
+        let merged = out.lines().next().unwrap_or_default();
+        let mut taken = self.take(&ours, merged, true)?;
+        // Combined only where the tree had moved in a path this merge changes: a merge into
+        // paths nothing else changed since `base` is the patch as it is.
+        if let Merged::Clean {
+            changed, combined, ..
+        } = &mut taken
+        {
+            let moved = changed_between(&self.root, &base_tree, &ours)?;
+            *combined = changed.iter().any(|p| moved.contains(p));
+        }
+        Ok(taken)
     }
 
     /// The tree of commit `base` with `patch` applied, built in a scratch index.
