@@ -299,8 +299,7 @@ impl Repo {
         if unchanged {
             return Ok(None);
         }
-        let commit = git(&self.root, "commit")
-            .config("i18n.commitEncoding=UTF-8")
+        self.committing("commit")?
             .args(["commit"])
             .args(only.map(|_| "--only"))
             .args([
@@ -313,8 +312,8 @@ impl Repo {
                 "--",
             ])
             .args(&paths)
-            .stdin(message.as_bytes());
-        self.committing(commit)?.run()?;
+            .stdin(message.as_bytes())
+            .run()?;
         self.head().map(Some)
     }
 
@@ -434,10 +433,10 @@ impl Repo {
         Ok(keep)
     }
 
-    /// `call` (a command that commits) unsigned, and with the fallback identity in
-    /// `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the configuration nor the
-    /// environment provides.
-    fn committing<'a>(&self, call: cmd::Git<'a>) -> Result<cmd::Git<'a>, GitError> {
+    /// A git call named `label` that commits: unsigned, messages taken as UTF-8, and with the
+    /// fallback identity in `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the
+    /// configuration nor the environment provides.
+    fn committing(&self, label: &'static str) -> Result<cmd::Git<'_>, GitError> {
         let (_, out) = git(&self.root, "config --get-regexp")
             .args([
                 "config",
@@ -452,7 +451,9 @@ impl Repo {
                     .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
             })
         };
-        let mut call = call.config("commit.gpgsign=false");
+        let mut call = git(&self.root, label)
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8");
         for (role, var_name, var_email) in [
             ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
             ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),

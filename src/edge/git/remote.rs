@@ -170,10 +170,7 @@ impl Repo {
         let tmp = self.scratch("record-")?;
         let index = RoundIndex::read(self.root(), tmp.path(), "index", parent)?;
         index.put(&rel, "100644", &format!("--path={rel}"), bytes)?;
-        let commit = git(self.root(), "commit-tree")
-            .config("i18n.commitEncoding=UTF-8")
-            .stdin(message.as_bytes());
-        index.commit_tree(self, &index.write_tree()?, commit, ["-F", "-"])
+        index.commit_tree(self, &index.write_tree()?, message)
     }
 
     /// Pushes commit `sha` to the ref `name` (a full name outside `refs/heads`, e.g.
@@ -212,8 +209,9 @@ impl Repo {
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
     /// is aborted and the error says which.
     pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {
-        let call =
-            self.committing(git(self.root(), "rebase").args(["rebase", "--quiet", upstream]))?;
+        let call = self
+            .committing("rebase")?
+            .args(["rebase", "--quiet", upstream]);
         let out = call.output()?;
         if out.status.success() {
             return Ok(());

@@ -154,15 +154,8 @@ impl RoundIndex {
         let Some(tree) = self.changed_tree()? else {
             return Ok(self.base.clone());
         };
-        self.commit_tree(
-            repo,
-            &tree,
-            git(&self.root, "commit-tree"),
-            [
-                "-m",
-                "dagexec: the round so far (the base of its next group)",
-            ],
-        )
+        let message = "dagexec: the round so far (the base of its next group)\n";
+        self.commit_tree(repo, &tree, message)
     }
 
     /// The tree the index holds now; `None` when it is the base's.
@@ -171,20 +164,26 @@ impl RoundIndex {
         Ok((tree != self.tree_of(&self.base)?).then_some(tree))
     }
 
-    /// `git commit-tree` of `tree` with the base as its parent, by `call` and with `message`
-    /// (`-m <text>`, or `-F -` with the text on `call`'s stdin), as the repository's identity
-    /// or dagexec's where it has none. The new commit's SHA.
+    /// `git commit-tree` of `tree` with the base as its parent and `message` exactly as given,
+    /// as the repository's identity or dagexec's where it has none. The new commit's SHA.
     pub(in super::super) fn commit_tree(
         &self,
         repo: &Repo,
         tree: &str,
-        call: super::super::cmd::Git<'_>,
-        message: [&str; 2],
+        message: &str,
     ) -> Result<String, GitError> {
-        let call = call
-            .args(["commit-tree", "--no-gpg-sign", tree, "-p", &self.base])
-            .args(message);
-        repo.committing(call)?.run_text()
+        repo.committing("commit-tree")?
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                tree,
+                "-p",
+                &self.base,
+                "-F",
+                "-",
+            ])
+            .stdin(message.as_bytes())
+            .run_text()
     }
 
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
@@ -193,15 +192,7 @@ impl RoundIndex {
         let Some(tree) = self.changed_tree()? else {
             return Ok(None);
         };
-        let message = cleanup_message(message);
-        let new = self.commit_tree(
-            repo,
-            &tree,
-            git(&self.root, "commit-tree")
-                .config("i18n.commitEncoding=UTF-8")
-                .stdin(message.as_bytes()),
-            ["-F", "-"],
-        )?;
+        let new = self.commit_tree(repo, &tree, &cleanup_message(message))?;
         let paths = super::super::changed_between(&self.root, &self.base, &new)?;
         let journal = Journal {
             old: self.base.clone(),
