@@ -40,7 +40,7 @@ pub(super) fn apply_by(
     if patch.is_blank() {
         return Ok(());
     }
-    let call = applying(call, target, patch, check_only);
+    let mut call = applying(call, target, patch, check_only);
     let out = call.output().map_err(|e| ApplyError {
         message: e.to_string(),
         paths: Vec::new(),

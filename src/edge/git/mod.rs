@@ -132,7 +132,7 @@ impl Repo {
     /// [`GitError::NotARepository`] outside one.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
-        let call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let mut call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
         let out = call.output()?;
         if !out.status.success() {
             if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {

@@ -79,7 +79,7 @@ impl Repo {
         auth: &RemoteAuth,
     ) -> Result<Option<String>, GitError> {
         let refspec = format!("+{remote}:{local}");
-        let call = self.remote_git("fetch", auth).args([
+        let mut call = self.remote_git("fetch", auth).args([
             "fetch",
             "--quiet",
             "--no-tags",
@@ -130,7 +130,7 @@ impl Repo {
         lease: Option<&str>,
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
-        let call = self
+        let mut call = self
             .remote_git("push", auth)
             .args(["push", "--quiet", "--porcelain"])
             .args(lease)
@@ -209,7 +209,7 @@ impl Repo {
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
     /// is aborted and the error says which.
     pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {
-        let call = self
+        let mut call = self
             .committing("rebase")?
             .args(["rebase", "--quiet", upstream]);
         let out = call.output()?;

@@ -470,7 +470,7 @@ impl StagedRound {
     /// The commit point: `HEAD` (or the branch it names) moves from the old commit to the new
     /// one, or nothing happens when it is no longer at the old one.
     pub fn publish(&self, repo: &Repo) -> Result<(), GitError> {
-        let call = git(&repo.root, "update-ref").args([
+        let mut call = git(&repo.root, "update-ref").args([
             "update-ref",
             "-m",
             "dagexec: round commit",

@@ -379,7 +379,7 @@ impl<'a> Staged<'a> {
 
     /// The changes as a binary patch (full index lines), in an unlinked temporary file.
     pub(super) fn patch(&self) -> Result<super::Patch, GitError> {
-        let call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
+        let mut call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
         call.run_to_file().map(Into::into)
     }
 

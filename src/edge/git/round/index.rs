@@ -52,7 +52,7 @@ impl RoundIndex {
         &self,
         patch: super::super::PatchRef<'_>,
     ) -> Result<(), GitError> {
-        let call = applying(self.git("apply --cached"), "--cached", patch, false);
+        let mut call = applying(self.git("apply --cached"), "--cached", patch, false);
         call.run().map(drop)
     }
 
