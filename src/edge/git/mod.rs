@@ -238,8 +238,7 @@ impl Repo {
     /// what is staged with `message` as given (only surrounding blank lines and trailing
     /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
     pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        self.add_all(paths, None)?;
-        self.commit_staged(message, None)
+        self.commit_paths(message, paths, false)
     }
 
     /// `git add --all` of those of `paths` (repo-relative) it can take: in the index, or
@@ -265,26 +264,24 @@ impl Repo {
     /// (`git commit --only`): whatever else the user staged stays staged and out of the
     /// commit. Returns the new commit's SHA, or `None` when those paths hold no change.
     pub fn commit_only(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        // `--only` takes paths git knows: a new file is added first.
-        let paths = self.add_all(paths, None)?;
-        if paths.is_empty() {
-            return Ok(None);
-        }
-        self.commit_staged(message, Some(&paths))
+        self.commit_paths(message, paths, true)
     }
 
-    /// Commits what is staged — of `only` alone when given (`git commit --only`), leaving
-    /// anything else staged out — with `message` as given. `None` when that holds no change.
-    fn commit_staged(
+    /// Stages `paths` as [`Repo::commit`] does, then commits what is staged — of those paths
+    /// alone when `only` (`git commit --only`), leaving anything else staged out — with
+    /// `message` as given. `None` when that holds no change.
+    fn commit_paths(
         &self,
         message: &str,
-        only: Option<&[String]>,
+        paths: &[String],
+        only: bool,
     ) -> Result<Option<String>, GitError> {
-        let paths: Vec<String> = only
-            .unwrap_or_default()
-            .iter()
-            .map(|p| literal(p))
-            .collect();
+        // `--only` takes paths git knows: a new file is added first.
+        let paths = self.add_all(paths, None)?;
+        if only && paths.is_empty() {
+            return Ok(None);
+        }
+        let paths: Vec<String> = paths.iter().filter(|_| only).map(|p| literal(p)).collect();
         let (unchanged, _) = git(&self.root, "diff --cached --quiet")
             .args([
                 "diff",
@@ -301,7 +298,7 @@ impl Repo {
         }
         self.committing("commit")?
             .args(["commit"])
-            .args(only.map(|_| "--only"))
+            .args(only.then_some("--only"))
             .args([
                 "--no-verify",
                 "--quiet",

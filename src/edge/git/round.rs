@@ -113,7 +113,7 @@ impl Repo {
     pub(super) fn scratch(&self, prefix: &str) -> Result<tempfile::TempDir, GitError> {
         let parent = self.dagexec_dir();
         crate::edge::fsx::create_dir_all(&self.common_dir, &parent)
-            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
+            .map_err(io_error("create directory", &parent))?;
         tempfile::Builder::new()
             .prefix(prefix)
             .tempdir_in(&parent)
@@ -523,7 +523,7 @@ fn cleanup_message(message: &str) -> String {
 /// temporary file beside it, synced, renamed over).
 fn write_journal(dir: &Path, path: &Path, journal: &Journal) -> Result<(), GitError> {
     let bytes = serde_json::to_vec_pretty(journal).expect("the journal serialises");
-    crate::edge::fsx::write(dir, path, &bytes).map_err(|e| io_error("write", path)(e.into()))
+    crate::edge::fsx::write(dir, path, &bytes).map_err(io_error("write", path))
 }
 
 #[cfg(test)]

@@ -300,9 +300,7 @@ impl Changes {
                 ..self.clone()
             });
         }
-        let mut changes = diff(&self.worktree, &self.base, excluded)?;
-        changes.forbidden.clone_from(&self.forbidden);
-        Ok(changes)
+        diff(&self.worktree, &self.base, excluded, self.forbidden.clone())
     }
 }
 
@@ -312,9 +310,7 @@ impl Changes {
 /// add it and fail the whole command — then the staged changes against `base`.
 pub fn changes_in(dir: &Path, base: &str) -> Result<Changes, GitError> {
     let forbidden = add_all(dir, None)?;
-    let mut changes = diff(dir, base, Vec::new())?;
-    changes.forbidden = forbidden.into_iter().collect();
-    Ok(changes)
+    diff(dir, base, Vec::new(), forbidden.into_iter().collect())
 }
 
 /// `git add --all` in the checkout at `dir` (into the index file `index` instead of its own,
@@ -325,12 +321,9 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
         .index(index)
         .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .run()?;
-    let mut forbidden = BTreeSet::new();
-    for f in nul_fields(&untracked) {
-        if let Some(prefix) = crate::pure::paths::git_dir_prefix(&f) {
-            forbidden.insert(prefix);
-        }
-    }
+    let forbidden: BTreeSet<String> = nul_fields(&untracked)
+        .filter_map(|f| crate::pure::paths::git_dir_prefix(&f))
+        .collect();
     git(dir, "add --all")
         .index(index)
         .args(["add", "--all", "--", "."])
@@ -447,8 +440,14 @@ pub(super) fn excluding<'p>(paths: impl IntoIterator<Item = &'p String>) -> Vec<
         .collect()
 }
 
-/// The staged changes in `worktree` against `base`, less `excluded`.
-fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
+/// The staged changes in `worktree` against `base`, less `excluded`; `forbidden` as
+/// [`Changes::forbidden`].
+fn diff(
+    worktree: &Path,
+    base: &str,
+    excluded: Vec<String>,
+    forbidden: Vec<String>,
+) -> Result<Changes, GitError> {
     let pathspec = excluding(&excluded);
     let staged = Staged(worktree, None, base, &pathspec);
     let changed = staged.paths()?;
@@ -462,7 +461,7 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
         changed,
         present,
         links: staged.links()?,
-        forbidden: Vec::new(),
+        forbidden,
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),
         excluded,

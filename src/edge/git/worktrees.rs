@@ -144,7 +144,7 @@ impl Repo {
         remove_any(dir)?;
         let record = slots::record_path(&self.common_dir);
         crate::edge::fsx::remove_file(&self.common_dir, &record)
-            .map_err(|e| io_error("delete", &record)(e.into()))
+            .map_err(io_error("delete", &record))
     }
 
     /// The paths of all registered worktrees, the main one first.
