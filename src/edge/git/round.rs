@@ -519,13 +519,6 @@ fn cleanup_message(message: &str) -> String {
     out
 }
 
-/// Writes the journal atomically, never through a link ([`crate::edge::fsx::write`]: a fresh
-/// temporary file beside it, synced, renamed over).
-fn write_journal(dir: &Path, path: &Path, journal: &Journal) -> Result<(), GitError> {
-    let bytes = serde_json::to_vec_pretty(journal).expect("the journal serialises");
-    crate::edge::fsx::write(dir, path, &bytes).map_err(io_error("write", path))
-}
-
 #[cfg(test)]
 mod tests {
     use std::fs;

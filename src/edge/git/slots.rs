@@ -50,16 +50,12 @@ impl Slots {
         let cache = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")));
         match cache {
             Some(cache) => Slots::under(&cache.join("dagexec").join("worktrees"), common_dir),
-            None => Slots::fallback(common_dir),
-        }
-    }
-
-    /// `<git-common-dir>/dagexec/worktrees`: when there is no home directory.
-    pub(super) fn fallback(common_dir: &Path) -> Slots {
-        Slots {
-            base: common_dir.join("dagexec"),
-            dir: legacy_dir(common_dir),
-            inside_git: true,
+            // No home directory: `<git-common-dir>/dagexec/worktrees`.
+            None => Slots {
+                base: common_dir.join("dagexec"),
+                dir: legacy_dir(common_dir),
+                inside_git: true,
+            },
         }
     }
 

@@ -3,9 +3,10 @@
 
 use super::super::apply::{ApplyError, apply_by, applying};
 use super::super::cmd::{git, literal, nul_fields};
+use super::super::error::io_error;
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
-use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
+use super::{Journal, RoundIndex, StagedRound, cleanup_message};
 
 impl RoundIndex {
     pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
@@ -15,11 +16,6 @@ impl RoundIndex {
     /// The tree the index holds (`git write-tree`).
     pub(in super::super) fn write_tree(&self) -> Result<String, GitError> {
         self.git("write-tree").arg("write-tree").run_text()
-    }
-
-    /// The commit the index started from.
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     /// Whether `patch` applies to the index as it is now; nothing is changed.
@@ -199,7 +195,10 @@ impl RoundIndex {
             new,
             paths,
         };
-        write_journal(&self.dir, &repo.journal_path(), &journal)?;
+        // Atomically, never through a link: a fresh temporary file beside it, synced, renamed.
+        let path = repo.journal_path();
+        let bytes = serde_json::to_vec_pretty(&journal).expect("the journal serialises");
+        crate::edge::fsx::write(&self.dir, &path, &bytes).map_err(io_error("write", &path))?;
         Ok(Some(StagedRound { journal }))
     }
 }
