@@ -259,15 +259,6 @@ impl<'a> Git<'a> {
         let len = file.metadata().map_err(self.spawn_error())?.len();
         Ok(super::PatchFile::new(file, len))
     }
-
-    pub(super) fn dir(&self) -> &Path {
-        self.dir
-    }
-
-    /// What the call is named in errors.
-    pub(super) fn label(&self) -> &'static str {
-        self.label
-    }
 }
 
 /// The lock file a git error names when it could not take the index lock

@@ -1,7 +1,7 @@
 //! The round's own index: patches checked and applied into it, the plan and tasks.md
 //! staged, the commit prepared without touching the user's index.
 
-use super::super::apply::{ApplyError, apply_by, applying};
+use super::super::apply::{ApplyError, apply_to, applying};
 use super::super::cmd::{git, literal, nul_fields};
 use super::super::error::io_error;
 use super::super::paths::normalize;
@@ -23,7 +23,7 @@ impl RoundIndex {
         &self,
         patch: impl Into<super::super::PatchRef<'p>>,
     ) -> Result<(), ApplyError> {
-        self.apply(patch.into(), true)
+        apply_to(&self.root, Some(&self.index), patch.into(), true)
     }
 
     /// Applies `patch` to the index (all or nothing). The work tree is not touched.
@@ -31,16 +31,7 @@ impl RoundIndex {
         &self,
         patch: impl Into<super::super::PatchRef<'p>>,
     ) -> Result<(), ApplyError> {
-        self.apply(patch.into(), false)
-    }
-
-    fn apply(&self, patch: super::super::PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
-        let label = if check_only {
-            "apply --cached --check"
-        } else {
-            "apply --cached"
-        };
-        apply_by(self.git(label), "--cached", patch, check_only)
+        apply_to(&self.root, Some(&self.index), patch.into(), false)
     }
 
     /// Applies `patch`, made on this index's tree, to it; a failure is git's error.
