@@ -371,24 +371,11 @@ impl Repo {
     /// that does not reach it).
     pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {
         let path = normalize(path)?;
+        // `--full-diff`: all the commit's files, not only those `path` names.
         let out = git(&self.root, "log")
-            .args(["log", "-1", "--format=%H", "--"])
+            .args(["log", "-1", "--format=", "--name-only", "--no-renames"])
+            .args(["--full-diff", "--"])
             .arg(literal(&path))
-            .output()?;
-        let sha = text(&out.stdout);
-        if !out.status.success() || sha.is_empty() {
-            return Ok(Vec::new());
-        }
-        let out = git(&self.root, "diff-tree")
-            .args([
-                "diff-tree",
-                "-r",
-                "--root",
-                "--no-renames",
-                "--no-commit-id",
-                "--name-only",
-            ])
-            .arg(&sha)
             .output()?;
         Ok(text_lines(&out.stdout))
     }
