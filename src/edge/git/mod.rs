@@ -317,14 +317,11 @@ impl Repo {
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        if self.rev_parse("HEAD^{commit}")?.is_none() {
-            return Ok(false);
-        }
-        let in_head = git(&self.root, "ls-tree")
-            .args(["ls-tree", "-z", "--name-only", "HEAD", "--"])
-            .arg(literal(&path))
-            .run()?;
-        if !nul_fields(&in_head).any(|f| f == path) {
+        // Fails as well before the first commit.
+        let in_head = git(&self.root, "cat-file -e")
+            .args(["cat-file", "-e", &format!("HEAD:{path}")])
+            .output()?;
+        if !in_head.status.success() {
             return Ok(false);
         }
         let status = cmd::status(&self.root, "status", &["--"])
