@@ -51,9 +51,7 @@ pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
 pub use remote::{Pushed, RemoteAuth};
 pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
-pub use worktree::{
-    Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_in, changes_within, disk_full,
-};
+pub use worktree::{Changes, Worktree, changes_in, changes_within};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};
 use error::io_error;

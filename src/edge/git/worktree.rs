@@ -19,43 +19,10 @@ pub struct Worktree {
 
 /// The most bytes a task's added and changed files may hold together: GitHub refuses any
 /// file over 100 MiB, and a change is held whole while it is integrated.
-pub const MAX_CHANGE_BYTES: u64 = 100 * 1024 * 1024;
-
-/// A change over [`MAX_CHANGE_BYTES`]: its size and its files with theirs, largest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Oversized {
-    pub total: u64,
-    pub files: Vec<(String, u64)>,
-}
-
-impl Oversized {
-    /// `its added and changed files hold 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`
-    pub fn reason(&self, limit: u64) -> String {
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "sizes shown to a tenth of a MiB"
-        )]
-        let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
-        let mut shown: Vec<String> = self
-            .files
-            .iter()
-            .take(3)
-            .map(|(p, n)| format!("{p} {}", mib(*n)))
-            .collect();
-        if self.files.len() > 3 {
-            shown.push(format!("and {} more", self.files.len() - 3));
-        }
-        format!(
-            "refused: its added and changed files hold {} ({}), over the {} MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
-            mib(self.total),
-            shown.join(", "),
-            limit / (1024 * 1024)
-        )
-    }
-}
+const MAX_CHANGE_BYTES: u64 = 100 * 1024 * 1024;
 
 /// The line of a git failure that says the disk (or the user's quota) is full, if one does.
-pub fn disk_full(e: &GitError) -> Option<String> {
+fn disk_full(e: &GitError) -> Option<String> {
     let text = e.to_string();
     text.lines()
         .find(|l| {
@@ -160,7 +127,7 @@ impl Worktree {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
-    /// [`Worktree::changes`] within [`MAX_CHANGE_BYTES`] ([`changes_within`]).
+    /// [`Worktree::changes`] within `MAX_CHANGE_BYTES` ([`changes_within`]).
     pub fn changes_within(&self) -> Result<Result<Changes, String>, GitError> {
         changes_within(&self.path, &self.base)
     }
@@ -188,11 +155,13 @@ impl Worktree {
     }
 }
 
-/// The files the worker added or changed in the checkout at `dir` (those `git add --all`
-/// would stage: untracked and not ignored, or modified), largest first, when together they
-/// hold more than `limit` bytes; `None` within it. Read from the file system (lstat) before
-/// anything is staged, so an oversized change never reaches the object store or memory.
-pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, GitError> {
+/// Why the change in the checkout at `dir` is refused when the files the worker added or
+/// changed (those `git add --all` would stage: untracked and not ignored, or modified) hold
+/// more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold 200.0 MiB
+/// (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read from the
+/// file system (lstat) before anything is staged, so an oversized change never reaches the
+/// object store or memory.
+fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
     let out = git(dir, "ls-files --others --modified")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args([
@@ -212,21 +181,39 @@ pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, Git
         })
         .collect();
     let total: u64 = files.iter().map(|(_, n)| n).sum();
-    if total <= limit {
+    if total <= MAX_CHANGE_BYTES {
         return Ok(None);
     }
     files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(Some(Oversized { total, files }))
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "sizes shown to a tenth of a MiB"
+    )]
+    let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
+    let mut shown: Vec<String> = files
+        .iter()
+        .take(3)
+        .map(|(p, n)| format!("{p} {}", mib(*n)))
+        .collect();
+    if files.len() > 3 {
+        shown.push(format!("and {} more", files.len() - 3));
+    }
+    Ok(Some(format!(
+        "refused: its added and changed files hold {} ({}), over the {} MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
+        mib(total),
+        shown.join(", "),
+        MAX_CHANGE_BYTES / (1024 * 1024)
+    )))
 }
 
 /// Everything changed in the checkout at `dir` against `base` ([`changes_in`]), or why it is
 /// not taken, in the words the attempt's failure gives: its added and changed files hold more
-/// than [`MAX_CHANGE_BYTES`] (seen before anything is staged), or the disk filled up while it
+/// than `MAX_CHANGE_BYTES` (seen before anything is staged), or the disk filled up while it
 /// was staged. Either is the attempt's own failure, never the run's. Shared by the local
 /// executor and the Action's work job.
 pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
-    if let Some(big) = oversized(dir, MAX_CHANGE_BYTES)? {
-        return Ok(Err(big.reason(MAX_CHANGE_BYTES)));
+    if let Some(why) = oversized(dir)? {
+        return Ok(Err(why));
     }
     match changes_in(dir, base) {
         Ok(changes) => Ok(Ok(changes)),
