@@ -328,14 +328,8 @@ impl Repo {
         Ok(status.is_empty())
     }
 
-    /// The content of `path` in the `HEAD` commit, or `None` when it is not there (or there
-    /// are no commits).
-    pub fn read_at_head(&self, path: &str) -> Result<Option<Vec<u8>>, GitError> {
-        self.read_at("HEAD", path)
-    }
-
     /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
-    /// is not in this clone).
+    /// is not in this clone, or `rev` is `HEAD` before the first commit).
     pub fn read_at(&self, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
         let path = normalize(path)?;
         let out = git(&self.root, "cat-file")
