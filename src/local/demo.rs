@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::edge::git::run_in;
 use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui};
 use crate::pure::engine::Schedule;
 
@@ -44,11 +45,6 @@ const WORKER: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/examples/demo/worker.sh"
 ));
-
-/// `git ARGS` in the demo's repository; `label` names the command in an error.
-fn git(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, RunError> {
-    Ok(crate::edge::git::run_in(dir, label, args)?)
-}
 
 /// The demo's settings: the bundled script as the worker, `jobs` at once, rounds.
 fn settings(worker: &Path, jobs: usize) -> Settings {
@@ -97,16 +93,16 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     }
     let worker = top.join("worker.sh");
     write(worker.clone(), WORKER)?;
-    git(&repo, "init", &["init", "-q", "-b", "main"])?;
-    git(&repo, "config", &["config", "user.name", "dagexec demo"])?;
-    git(
+    run_in(&repo, "init", &["init", "-q", "-b", "main"])?;
+    run_in(&repo, "config", &["config", "user.name", "dagexec demo"])?;
+    run_in(
         &repo,
         "config",
         &["config", "user.email", "demo@dagexec.invalid"],
     )?;
-    git(&repo, "config", &["config", "commit.gpgsign", "false"])?;
-    git(&repo, "add", &["add", "-A"])?;
-    git(
+    run_in(&repo, "config", &["config", "commit.gpgsign", "false"])?;
+    run_in(&repo, "add", &["add", "-A"])?;
+    run_in(
         &repo,
         "commit",
         &[
@@ -133,7 +129,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
         branch: None,
     };
     let end = crate::local::run(&opts, ui)?;
-    let log = git(&repo, "log", &["log", "--format=%h %s"])?;
+    let log = run_in(&repo, "log", &["log", "--format=%h %s"])?;
     ui.say("\nThe branch, one commit per round (git log):");
     for line in log.lines() {
         ui.say(format!("  {line}"));

@@ -43,7 +43,7 @@ pub(super) fn resume(
     // must be committed, as the seed checks. A task that declares no files has nothing to
     // verify.
     let committed: Option<Plan> = repo
-        .read_at_head(&opts.plan_rel)?
+        .read_at("HEAD", &opts.plan_rel)?
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .and_then(|text| plan::parse(&text, &opts.plan).ok());
     let committed_done = |i: usize| {

@@ -290,7 +290,7 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
     let format = Format::of_plan(plan)?;
     let path = own_file(plan)?;
     let work = std::fs::read_to_string(repo.root().join(&path)).ok()?;
-    let head = String::from_utf8(repo.read_at_head(&path).ok()??).ok()?;
+    let head = String::from_utf8(repo.read_at("HEAD", &path).ok()??).ok()?;
     if work == head {
         return None;
     }

@@ -23,30 +23,28 @@ pub(super) fn apply(
     patch: super::PatchRef<'_>,
     check_only: bool,
 ) -> Result<(), ApplyError> {
-    let label = if check_only { "apply --check" } else { "apply" };
-    apply_by(git(root, label), "--index", patch, check_only)
+    apply_to(root, None, patch, check_only)
 }
 
-/// `git apply [--check] <target> --binary --whitespace=nowarn` of `patch` by `call` (a `git`
-/// call whose label says which of these it is): `--index` for the work tree and its index,
-/// `--cached` for an index alone. An empty patch applies trivially; whitespace is taken as
-/// it is.
-pub(super) fn apply_by(
-    call: Git<'_>,
-    target: &str,
+/// `git apply [--check] --binary --whitespace=nowarn` of `patch` in `dir`: to the work tree
+/// and its index (`--index`), or to the index file `index` alone (`--cached`) when given. An
+/// empty patch applies trivially; whitespace is taken as it is.
+pub(super) fn apply_to(
+    dir: &Path,
+    index: Option<&Path>,
     patch: super::PatchRef<'_>,
     check_only: bool,
 ) -> Result<(), ApplyError> {
     if patch.is_blank() {
         return Ok(());
     }
-    let mut call = call.config("apply.ignoreWhitespace=no").arg("apply");
-    if check_only {
-        call = call.arg("--check");
-    }
-    let call = call
-        .args([target, "--binary", "--whitespace=nowarn", "-"])
-        .stdin_patch(patch);
+    let (label, target) = match (index.is_some(), check_only) {
+        (false, false) => ("apply", "--index"),
+        (false, true) => ("apply --check", "--index"),
+        (true, false) => ("apply --cached", "--cached"),
+        (true, true) => ("apply --cached --check", "--cached"),
+    };
+    let mut call = applying(git(dir, label).index(index), target, patch, check_only);
     let out = call.output().map_err(|e| ApplyError {
         message: e.to_string(),
         paths: Vec::new(),
@@ -56,13 +54,24 @@ pub(super) fn apply_by(
     }
     let stderr = describe_failure(&out);
     Err(ApplyError {
-        message: format!(
-            "git {} failed in {}: {stderr}",
-            call.label(),
-            call.dir().display()
-        ),
+        message: format!("git {label} failed in {}: {stderr}", dir.display()),
         paths: failing_paths(&stderr),
     })
+}
+
+/// `call` made `git apply [--check] <target> --binary --whitespace=nowarn -` of `patch`,
+/// whitespace taken as it is.
+pub(super) fn applying<'a>(
+    call: Git<'a>,
+    target: &str,
+    patch: super::PatchRef<'a>,
+    check_only: bool,
+) -> Git<'a> {
+    call.config("apply.ignoreWhitespace=no")
+        .arg("apply")
+        .args(check_only.then_some("--check"))
+        .args([target, "--binary", "--whitespace=nowarn", "-"])
+        .stdin(patch)
 }
 
 /// Messages of `git apply` (C locale) of the form `error: <path>: <reason>`.

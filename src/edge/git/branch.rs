@@ -20,14 +20,10 @@ pub enum BranchError {
 impl Repo {
     /// The branch `HEAD` is on (`main`), or `None` on a detached `HEAD`.
     pub fn current_branch(&self) -> Result<Option<String>, GitError> {
-        let call = git(self.root(), "symbolic-ref HEAD").args([
-            "symbolic-ref",
-            "--quiet",
-            "--short",
-            "HEAD",
-        ]);
-        let out = call.output()?;
-        Ok(out.status.success().then(|| text(&out.stdout)))
+        let (named, out) = git(self.root(), "symbolic-ref HEAD")
+            .args(["symbolic-ref", "--quiet", "--short", "HEAD"])
+            .answer()?;
+        Ok(named.then(|| text(&out)))
     }
 
     /// Makes the new branch `name` at `HEAD` and checks it out (the work tree and index are
@@ -41,13 +37,7 @@ impl Repo {
         if !valid || name.starts_with('-') {
             return Err(BranchError::BadName(name.to_string()));
         }
-        let exists = git(self.root(), "rev-parse --verify refs/heads")
-            .args(["rev-parse", "--verify", "--quiet"])
-            .arg(format!("refs/heads/{name}"))
-            .output()?
-            .status
-            .success();
-        if exists {
+        if self.rev_parse(&format!("refs/heads/{name}"))?.is_some() {
             return Err(BranchError::Exists(name.to_string()));
         }
         git(self.root(), "switch -c")

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::cmd::{git, path_from_bytes};
+use super::cmd::{git, git_path};
 use super::{GitError, Repo};
 
 impl Repo {
@@ -23,10 +23,7 @@ impl Repo {
     ) -> Result<super::Patch, GitError> {
         let tmp = self.scratch("snapshot-")?;
         let index = tmp.path().join("index");
-        let own = git(tree, "rev-parse --git-path index")
-            .args(["rev-parse", "--git-path", "index"])
-            .run()?;
-        let own = tree.join(path_from_bytes(own.strip_suffix(b"\n").unwrap_or(&own)));
+        let own = git_path(tree, "index")?;
         // The worktree's own index spares re-reading every unchanged file; git replaces it by
         // a rename, so the copy is one whole version. Without one, start from `HEAD`.
         if std::fs::copy(&own, &index).is_err() {
@@ -36,16 +33,11 @@ impl Repo {
                 .run()?;
         }
         super::worktree::add_all(tree, Some(&index))?;
-        let pathspec = excluded
+        let excluded = excluded
             .iter()
-            .map(|p| super::paths::normalize(p).map(|p| format!(":(exclude,literal){p}")))
+            .map(|p| super::paths::normalize(p))
             .collect::<Result<Vec<_>, _>>()?;
-        git(tree, "diff --cached --binary")
-            .env("GIT_INDEX_FILE", &index)
-            .args(super::worktree::DIFF_OPTIONS)
-            .args(["--binary", "--full-index", base, "--"])
-            .args(&pathspec)
-            .run_to_file()
-            .map(Into::into)
+        let pathspec = super::worktree::excluding(&excluded);
+        super::worktree::Staged(tree, Some(&index), base, &pathspec).patch()
     }
 }

@@ -1,9 +1,9 @@
 //! The one place a `git` process is started: a fixed, hermetic-enough environment and the
 //! settings every call needs for stable output, plus the errors a failed call turns into.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use super::GitError;
 
@@ -48,7 +48,7 @@ thread_local! {
     /// Per-test environment changes (`None` removes the variable), applied after our fixed ones
     /// and before a call's own: lets a
     /// test give git an empty HOME without touching the process environment.
-    pub(super) static TEST_ENV: std::cell::RefCell<Vec<(OsString, Option<OsString>)>> =
+    pub(super) static TEST_ENV: std::cell::RefCell<Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -70,31 +70,46 @@ pub(super) fn env_is_set(key: &str) -> bool {
     std::env::var_os(key).is_some()
 }
 
-/// What a finished git process left.
-pub(super) struct GitOutput {
-    pub status: ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
 /// One git invocation being built: `git -c … <config> <args>` in `dir`.
 pub(super) struct Git<'a> {
+    cmd: Command,
     dir: &'a Path,
     label: &'static str,
-    config: Vec<String>,
-    args: Vec<OsString>,
-    env: Vec<(&'static str, OsString)>,
     stdin: Option<super::PatchRef<'a>>,
 }
 
 /// Starts building `git …` in `dir`; `label` names the command in errors ("worktree add").
 pub(super) fn git<'a>(dir: &'a Path, label: &'static str) -> Git<'a> {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir);
+    for key in STRIPPED_ENV {
+        cmd.env_remove(key);
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_EDITOR", ":")
+        .env("GIT_PAGER", "cat")
+        .env("LC_ALL", "C")
+        .env("LANGUAGE", "C");
+    #[cfg(test)]
+    TEST_ENV.with(|e| {
+        for (key, value) in e.borrow().iter() {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+    });
+    for setting in ALWAYS {
+        cmd.arg("-c").arg(setting);
+    }
+    // A process group of its own: the Ctrl-C a terminal sends to dagexec's group must not
+    // kill git in the middle of a step (dagexec stops its own work cleanly, between steps).
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     Git {
+        cmd,
         dir,
         label,
-        config: Vec::new(),
-        args: Vec::new(),
-        env: Vec::new(),
         stdin: None,
     }
 }
@@ -111,14 +126,14 @@ pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -
 }
 
 impl<'a> Git<'a> {
-    /// Adds `-c key=value` before the subcommand.
+    /// Adds `-c key=value`: before the subcommand, so before any argument.
     pub(super) fn config(mut self, key_value: &str) -> Self {
-        self.config.push(key_value.to_owned());
+        self.cmd.arg("-c").arg(key_value);
         self
     }
 
     pub(super) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
-        self.args.push(arg.as_ref().to_owned());
+        self.cmd.arg(arg);
         self
     }
 
@@ -127,13 +142,12 @@ impl<'a> Git<'a> {
         I: IntoIterator,
         I::Item: AsRef<OsStr>,
     {
-        self.args
-            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self.cmd.args(args);
         self
     }
 
     pub(super) fn env(mut self, key: &'static str, value: impl AsRef<OsStr>) -> Self {
-        self.env.push((key, value.as_ref().to_owned()));
+        self.cmd.env(key, value);
         self
     }
 
@@ -146,73 +160,38 @@ impl<'a> Git<'a> {
         }
     }
 
-    /// Feeds `data` to git's standard input (closed otherwise).
-    pub(super) fn stdin(mut self, data: &'a [u8]) -> Self {
-        self.stdin = Some(super::PatchRef::Bytes(data));
+    /// Feeds `data` to git's standard input (closed otherwise), a patch file's in chunks.
+    pub(super) fn stdin(mut self, data: impl Into<super::PatchRef<'a>>) -> Self {
+        self.stdin = Some(data.into());
         self
     }
 
-    /// Feeds `patch` to git's standard input, a file's in chunks.
-    pub(super) fn stdin_patch(mut self, patch: super::PatchRef<'a>) -> Self {
-        self.stdin = Some(patch);
-        self
+    /// The command as it would run (tests look at its environment and arguments).
+    #[cfg(test)]
+    fn command(self) -> Command {
+        self.cmd
     }
 
-    fn command(&self) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.current_dir(self.dir);
-        for key in STRIPPED_ENV {
-            cmd.env_remove(key);
-        }
-        cmd.env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_EDITOR", ":")
-            .env("GIT_PAGER", "cat")
-            .env("LC_ALL", "C")
-            .env("LANGUAGE", "C");
-        #[cfg(test)]
-        TEST_ENV.with(|e| {
-            for (key, value) in e.borrow().iter() {
-                match value {
-                    Some(v) => cmd.env(key, v),
-                    None => cmd.env_remove(key),
-                };
-            }
-        });
-        for (key, value) in &self.env {
-            cmd.env(key, value);
-        }
-        for setting in ALWAYS
-            .iter()
-            .copied()
-            .chain(self.config.iter().map(String::as_str))
-        {
-            cmd.arg("-c").arg(setting);
-        }
-        cmd.args(&self.args);
-        // A process group of its own: the Ctrl-C a terminal sends to dagexec's group must not
-        // kill git in the middle of a step (dagexec stops its own work cleanly, between steps).
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        cmd.stdin(if self.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        cmd
-    }
-
-    /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
-    pub(super) fn output(&self) -> Result<GitOutput, GitError> {
-        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git");
-        let spawn_error = |source| GitError::Spawn {
+    /// The error for a process that could not be started or waited for.
+    fn spawn_error(&self) -> impl Fn(std::io::Error) -> GitError + '_ {
+        |source| GitError::Spawn {
             command: self.label.to_owned(),
             dir: self.dir.to_path_buf(),
             source,
+        }
+    }
+
+    /// Runs git to the end, whatever its exit status; `Err` only when it could not be run.
+    pub(super) fn output(&mut self) -> Result<Output, GitError> {
+        tracing::debug!(dir = %self.dir.display(), args = ?self.cmd.get_args(), "git");
+        let input = if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
         };
-        let mut child = self.command().spawn().map_err(spawn_error)?;
+        let mut child = self.cmd.stdin(input).spawn().map_err(self.spawn_error())?;
         let pipe = child.stdin.take();
-        let output = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             if let (Some(mut pipe), Some(data)) = (pipe, self.stdin) {
                 // A writer thread, so a large input cannot deadlock against git's output;
                 // git may exit early (a broken pipe is then its own error to report).
@@ -222,16 +201,11 @@ impl<'a> Git<'a> {
             }
             child.wait_with_output()
         })
-        .map_err(spawn_error)?;
-        Ok(GitOutput {
-            status: output.status,
-            stdout: output.stdout,
-            stderr: output.stderr,
-        })
+        .map_err(self.spawn_error())
     }
 
     /// The error for a call that ended with `out`.
-    pub(super) fn error(&self, out: &GitOutput) -> GitError {
+    pub(super) fn error(&self, out: &Output) -> GitError {
         if let Some(path) = index_lock(&out.stderr) {
             return GitError::IndexLocked {
                 path: self.dir.join(path),
@@ -247,7 +221,7 @@ impl<'a> Git<'a> {
     }
 
     /// Runs git, requiring success; returns its standard output.
-    pub(super) fn run(&self) -> Result<Vec<u8>, GitError> {
+    pub(super) fn run(&mut self) -> Result<Vec<u8>, GitError> {
         let out = self.output()?;
         if out.status.success() {
             Ok(out.stdout)
@@ -256,45 +230,34 @@ impl<'a> Git<'a> {
         }
     }
 
-    /// Runs git, requiring success, with its standard output written straight into an
-    /// unlinked temporary file: a patch of any size never passes through memory. No input.
-    pub(super) fn run_to_file(&self) -> Result<super::PatchFile, GitError> {
-        tracing::debug!(dir = %self.dir.display(), args = ?self.args, "git (output to a file)");
-        let spawn_error = |source| GitError::Spawn {
-            command: self.label.to_owned(),
-            dir: self.dir.to_path_buf(),
-            source,
-        };
-        let file = tempfile::tempfile().map_err(spawn_error)?;
-        let mut cmd = self.command();
-        cmd.stdin(Stdio::null())
-            .stdout(file.try_clone().map_err(spawn_error)?);
-        let output = cmd.output().map_err(spawn_error)?;
-        let out = GitOutput {
-            status: output.status,
-            stdout: Vec::new(),
-            stderr: output.stderr,
-        };
-        if !out.status.success() {
-            return Err(self.error(&out));
-        }
-        let len = file.metadata().map_err(spawn_error)?.len();
-        Ok(super::PatchFile::new(file, len))
-    }
-
     /// [`Git::run`], the output as text without its trailing newlines.
-    #[cfg(test)]
-    pub(super) fn run_text(&self) -> Result<String, GitError> {
+    pub(super) fn run_text(&mut self) -> Result<String, GitError> {
         Ok(text(&self.run()?))
     }
 
-    pub(super) fn dir(&self) -> &Path {
-        self.dir
+    /// Runs git for a yes-or-no answer, exit 0 or 1 (git's "no", "none", "not found" or
+    /// "conflict"; anything else is an error): whether it was 0, and the standard output.
+    pub(super) fn answer(&mut self) -> Result<(bool, Vec<u8>), GitError> {
+        let out = self.output()?;
+        match out.status.code() {
+            Some(code @ (0 | 1)) => Ok((code == 0, out.stdout)),
+            _ => Err(self.error(&out)),
+        }
     }
 
-    /// What the call is named in errors.
-    pub(super) fn label(&self) -> &'static str {
-        self.label
+    /// Runs git, requiring success, with its standard output written straight into an
+    /// unlinked temporary file: a patch of any size never passes through memory. No input.
+    pub(super) fn run_to_file(&mut self) -> Result<super::PatchFile, GitError> {
+        tracing::debug!(dir = %self.dir.display(), args = ?self.cmd.get_args(), "git (output to a file)");
+        let file = tempfile::tempfile().map_err(self.spawn_error())?;
+        let into = file.try_clone().map_err(self.spawn_error())?;
+        let out = self.cmd.stdin(Stdio::null()).stdout(into).output();
+        let out = out.map_err(self.spawn_error())?;
+        if !out.status.success() {
+            return Err(self.error(&out));
+        }
+        let len = file.metadata().map_err(self.spawn_error())?.len();
+        Ok(super::PatchFile::new(file, len))
     }
 }
 
@@ -327,7 +290,7 @@ pub(super) fn text_lines(bytes: &[u8]) -> Vec<String> {
 }
 
 /// git's stderr, trimmed, or the exit status when it said nothing.
-pub(super) fn describe_failure(out: &GitOutput) -> String {
+pub(super) fn describe_failure(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
     if !stderr.is_empty() {
         return stderr;
@@ -338,15 +301,28 @@ pub(super) fn describe_failure(out: &GitOutput) -> String {
     }
 }
 
-/// A path printed by git (raw bytes, `core.quotepath=off` or `-z`).
+/// A path printed by git (raw bytes, `core.quotepath=off` or `-z`), without its line end.
 pub(super) fn path_from_bytes(bytes: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
-    PathBuf::from(OsStr::from_bytes(bytes))
+    PathBuf::from(OsStr::from_bytes(
+        bytes.strip_suffix(b"\n").unwrap_or(bytes),
+    ))
 }
 
-/// Splits `-z` output into its NUL-terminated fields.
-pub(super) fn nul_fields(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
-    bytes.split(|b| *b == 0).filter(|field| !field.is_empty())
+/// Where git keeps its file `name` for the checkout at `dir` (`git rev-parse --git-path`).
+pub(super) fn git_path(dir: &Path, name: &str) -> Result<PathBuf, GitError> {
+    let out = git(dir, "rev-parse --git-path")
+        .args(["rev-parse", "--git-path", name])
+        .run()?;
+    Ok(dir.join(path_from_bytes(&out)))
+}
+
+/// Splits `-z` output into its NUL-terminated fields, as text (lossy).
+pub(super) fn nul_fields(bytes: &[u8]) -> impl Iterator<Item = String> {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|field| !field.is_empty())
+        .map(|field| String::from_utf8_lossy(field).into_owned())
 }
 
 /// `path` as a literal pathspec (no globbing, no magic from the name itself).

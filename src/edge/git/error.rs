@@ -76,11 +76,15 @@ pub enum GitError {
     },
 }
 
-pub(super) fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> GitError {
+/// The [`GitError::Io`] for `action` on `path`, from an I/O error (or one that becomes one).
+pub(super) fn io_error<E: Into<io::Error>>(
+    action: &'static str,
+    path: &Path,
+) -> impl FnOnce(E) -> GitError {
     let path = path.to_path_buf();
     move |source| GitError::Io {
         action,
         path,
-        source,
+        source: source.into(),
     }
 }

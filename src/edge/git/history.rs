@@ -43,7 +43,6 @@ impl Repo {
         // `-z`: one commit per NUL-separated entry, its SHA on the first line.
         Ok(nul_fields(&out)
             .filter_map(|entry| {
-                let entry = String::from_utf8_lossy(entry);
                 let (sha, message) = entry.trim_start().split_once('\n')?;
                 Some(Logged {
                     sha: sha.trim().to_string(),

@@ -49,9 +49,9 @@ pub use branch::BranchError;
 pub use error::GitError;
 pub use history::Logged;
 pub use patch::{Patch, PatchFile, PatchRef};
-pub use remote::{Pushed, RemoteAuth, changes_in};
+pub use remote::{Pushed, RemoteAuth};
 pub use round::{Journal, Merged, Recovered, RoundIndex, StagedRound};
-pub use worktree::{Changes, MAX_CHANGE_BYTES, Oversized, Worktree, changes_within, disk_full};
+pub use worktree::{Changes, Worktree, changes_in, changes_within};
 
 use cmd::{git, literal, nul_fields, path_from_bytes, text, text_lines};
 use error::io_error;
@@ -91,11 +91,11 @@ pub fn status_in(dir: &Path) -> Result<String, GitError> {
 
 /// The URL of `remote` in the repository around `dir`, if it has one.
 pub fn remote_url_in(dir: &Path, remote: &str) -> Option<String> {
-    let out = git(dir, "remote get-url")
+    let url = git(dir, "remote get-url")
         .args(["remote", "get-url", remote])
-        .run()
+        .run_text()
         .ok()?;
-    Some(String::from_utf8_lossy(&out).trim().to_string()).filter(|u| !u.is_empty())
+    Some(url.trim().to_string()).filter(|u| !u.is_empty())
 }
 
 /// A plain `git ARGS` in `dir` with the environment every call gets; its standard output.
@@ -106,12 +106,31 @@ pub fn run_in(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, 
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// The paths whose content differs between commits or trees `from` and `to` in the repository
+/// at `root` (renames as a delete and an add), sorted.
+fn changed_between(root: &Path, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+    let out = git(root, "diff-tree")
+        .args([
+            "diff-tree",
+            "-r",
+            "--no-renames",
+            "--name-only",
+            "-z",
+            from,
+            to,
+        ])
+        .run()?;
+    let mut paths: Vec<String> = nul_fields(&out).collect();
+    paths.sort();
+    Ok(paths)
+}
+
 impl Repo {
     /// The repository whose work tree contains `dir` (`git rev-parse --show-toplevel`);
     /// [`GitError::NotARepository`] outside one.
     pub fn discover(dir: &Path) -> Result<Repo, GitError> {
         std::fs::metadata(dir).map_err(io_error("open directory", dir))?;
-        let call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
+        let mut call = git(dir, "rev-parse --show-toplevel").args(["rev-parse", "--show-toplevel"]);
         let out = call.output()?;
         if !out.status.success() {
             if String::from_utf8_lossy(&out.stderr).contains("not a git repository") {
@@ -121,19 +140,18 @@ impl Repo {
             }
             return Err(call.error(&out));
         }
-        let top = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
-        if top.is_empty() {
+        let root = path_from_bytes(&out.stdout);
+        if root.as_os_str().is_empty() {
             return Err(GitError::Unexpected {
                 command: "rev-parse --show-toplevel".into(),
                 dir: dir.to_path_buf(),
                 detail: "no work tree (a bare repository?)".into(),
             });
         }
-        let root = path_from_bytes(top);
         let common = git(&root, "rev-parse --git-common-dir")
             .args(["rev-parse", "--git-common-dir"])
             .run()?;
-        let common = path_from_bytes(common.strip_suffix(b"\n").unwrap_or(&common));
+        let common = path_from_bytes(&common);
         let common_dir = root.join(common); // a relative answer is relative to `root`
         let common_dir = common_dir.canonicalize().unwrap_or(common_dir);
         let slots = Slots::default_for(&common_dir);
@@ -182,27 +200,18 @@ impl Repo {
 
     /// The full SHA of `HEAD`; [`GitError::NoCommits`] before the first commit.
     pub fn head(&self) -> Result<String, GitError> {
-        self.head_opt()?.ok_or_else(|| GitError::NoCommits {
+        let head = self.rev_parse("HEAD^{commit}")?;
+        head.ok_or_else(|| GitError::NoCommits {
             dir: self.root.clone(),
         })
     }
 
-    /// `HEAD`'s SHA, `None` on an unborn branch.
-    fn head_opt(&self) -> Result<Option<String>, GitError> {
-        let call = git(&self.root, "rev-parse HEAD").args([
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "HEAD^{commit}",
-        ]);
-        let out = call.output()?;
-        if out.status.success() {
-            Ok(Some(text(&out.stdout)))
-        } else if out.stderr.iter().all(u8::is_ascii_whitespace) {
-            Ok(None)
-        } else {
-            Err(call.error(&out))
-        }
+    /// The object `rev` names (`git rev-parse --verify`), or `None` when it names none.
+    pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let (found, out) = git(&self.root, "rev-parse")
+            .args(["rev-parse", "--verify", "--quiet", rev])
+            .answer()?;
+        Ok(found.then(|| text(&out)))
     }
 
     /// `git status --porcelain` (v1, unquoted paths), as git printed it.
@@ -227,8 +236,7 @@ impl Repo {
     /// what is staged with `message` as given (only surrounding blank lines and trailing
     /// spaces trimmed). Returns the new commit's SHA, or `None` when nothing is staged.
     pub fn commit(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        self.add_all(paths, None)?;
-        self.commit_staged(message, None)
+        self.commit_paths(message, paths, false)
     }
 
     /// `git add --all` of those of `paths` (repo-relative) it can take: in the index, or
@@ -254,27 +262,25 @@ impl Repo {
     /// (`git commit --only`): whatever else the user staged stays staged and out of the
     /// commit. Returns the new commit's SHA, or `None` when those paths hold no change.
     pub fn commit_only(&self, message: &str, paths: &[String]) -> Result<Option<String>, GitError> {
-        // `--only` takes paths git knows: a new file is added first.
-        let paths = self.add_all(paths, None)?;
-        if paths.is_empty() {
-            return Ok(None);
-        }
-        self.commit_staged(message, Some(&paths))
+        self.commit_paths(message, paths, true)
     }
 
-    /// Commits what is staged — of `only` alone when given (`git commit --only`), leaving
-    /// anything else staged out — with `message` as given. `None` when that holds no change.
-    fn commit_staged(
+    /// Stages `paths` as [`Repo::commit`] does, then commits what is staged — of those paths
+    /// alone when `only` (`git commit --only`), leaving anything else staged out — with
+    /// `message` as given. `None` when that holds no change.
+    fn commit_paths(
         &self,
         message: &str,
-        only: Option<&[String]>,
+        paths: &[String],
+        only: bool,
     ) -> Result<Option<String>, GitError> {
-        let paths: Vec<String> = only
-            .unwrap_or_default()
-            .iter()
-            .map(|p| literal(p))
-            .collect();
-        let call = git(&self.root, "diff --cached --quiet")
+        // `--only` takes paths git knows: a new file is added first.
+        let paths = self.add_all(paths, None)?;
+        if only && paths.is_empty() {
+            return Ok(None);
+        }
+        let paths: Vec<String> = paths.iter().filter(|_| only).map(|p| literal(p)).collect();
+        let (unchanged, _) = git(&self.root, "diff --cached --quiet")
             .args([
                 "diff",
                 "--cached",
@@ -283,17 +289,14 @@ impl Repo {
                 "--ignore-submodules=none",
                 "--",
             ])
-            .args(&paths);
-        let out = call.output()?;
-        match out.status.code() {
-            Some(0) => return Ok(None),
-            Some(1) => {}
-            _ => return Err(call.error(&out)),
+            .args(&paths)
+            .answer()?;
+        if unchanged {
+            return Ok(None);
         }
-        let commit = git(&self.root, "commit")
-            .config("i18n.commitEncoding=UTF-8")
+        self.committing("commit")?
             .args(["commit"])
-            .args(only.map(|_| "--only"))
+            .args(only.then_some("--only"))
             .args([
                 "--no-verify",
                 "--quiet",
@@ -304,22 +307,19 @@ impl Repo {
                 "--",
             ])
             .args(&paths)
-            .stdin(message.as_bytes());
-        self.committing(commit)?.run()?;
+            .stdin(message.as_bytes())
+            .run()?;
         self.head().map(Some)
     }
 
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        if self.head_opt()?.is_none() {
-            return Ok(false);
-        }
-        let in_head = git(&self.root, "ls-tree")
-            .args(["ls-tree", "-z", "--name-only", "HEAD", "--"])
-            .arg(literal(&path))
-            .run()?;
-        if !nul_fields(&in_head).any(|f| f == path.as_bytes()) {
+        // Fails as well before the first commit.
+        let in_head = git(&self.root, "cat-file -e")
+            .args(["cat-file", "-e", &format!("HEAD:{path}")])
+            .output()?;
+        if !in_head.status.success() {
             return Ok(false);
         }
         let status = cmd::status(&self.root, "status", &["--"])
@@ -328,18 +328,8 @@ impl Repo {
         Ok(status.is_empty())
     }
 
-    /// The content of `path` in the `HEAD` commit, or `None` when it is not there (or there
-    /// are no commits).
-    pub fn read_at_head(&self, path: &str) -> Result<Option<Vec<u8>>, GitError> {
-        let path = normalize(path)?;
-        if self.head_opt()?.is_none() {
-            return Ok(None);
-        }
-        self.read_at("HEAD", &path)
-    }
-
     /// The content of `path` in commit `rev`, or `None` when it is not there (or the commit
-    /// is not in this clone).
+    /// is not in this clone, or `rev` is `HEAD` before the first commit).
     pub fn read_at(&self, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
         let path = normalize(path)?;
         let out = git(&self.root, "cat-file")
@@ -363,38 +353,18 @@ impl Repo {
     /// The paths whose content differs between commits `from` and `to` (renames as a delete
     /// and an add), sorted.
     pub fn changed_between(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        let out = git(&self.root, "diff --name-only")
-            .args(["diff", "--name-only", "--no-renames", "-z", from, to, "--"])
-            .run()?;
-        let mut paths: Vec<String> = nul_fields(&out)
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect();
-        paths.sort();
-        Ok(paths)
+        changed_between(&self.root, from, to)
     }
 
     /// The files changed by the last commit of `HEAD` that touched `path` (none in a history
     /// that does not reach it).
     pub fn files_of_last_change(&self, path: &str) -> Result<Vec<String>, GitError> {
         let path = normalize(path)?;
+        // `--full-diff`: all the commit's files, not only those `path` names.
         let out = git(&self.root, "log")
-            .args(["log", "-1", "--format=%H", "--"])
+            .args(["log", "-1", "--format=", "--name-only", "--no-renames"])
+            .args(["--full-diff", "--"])
             .arg(literal(&path))
-            .output()?;
-        let sha = text(&out.stdout);
-        if !out.status.success() || sha.is_empty() {
-            return Ok(Vec::new());
-        }
-        let out = git(&self.root, "diff-tree")
-            .args([
-                "diff-tree",
-                "-r",
-                "--root",
-                "--no-renames",
-                "--no-commit-id",
-                "--name-only",
-            ])
-            .arg(&sha)
             .output()?;
         Ok(text_lines(&out.stdout))
     }
@@ -408,9 +378,7 @@ impl Repo {
             .args(["ls-files", "-z", "--cached", "--"])
             .args(paths.iter().map(|p| literal(p)))
             .run()?;
-        let indexed: Vec<String> = nul_fields(&out)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
+        let indexed: Vec<String> = nul_fields(&out).collect();
         let (tracked, rest): (Vec<String>, Vec<String>) =
             paths.into_iter().partition(|p| covers(&indexed, p));
         let present: Vec<String> = rest
@@ -421,16 +389,11 @@ impl Repo {
             BTreeSet::new()
         } else {
             let input: Vec<u8> = present.iter().flat_map(|p| p.bytes().chain([0])).collect();
-            let call = git(&self.root, "check-ignore")
+            let (_, out) = git(&self.root, "check-ignore")
                 .args(["check-ignore", "-z", "--stdin"])
-                .stdin(&input);
-            let out = call.output()?;
-            if !matches!(out.status.code(), Some(0 | 1)) {
-                return Err(call.error(&out));
-            }
-            nul_fields(&out.stdout)
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect()
+                .stdin(&input)
+                .answer()?;
+            nul_fields(&out).collect()
         };
         let mut keep = tracked;
         for path in present {
@@ -443,27 +406,27 @@ impl Repo {
         Ok(keep)
     }
 
-    /// `call` (a command that commits) unsigned, and with the fallback identity in
-    /// `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the configuration nor the
-    /// environment provides.
-    fn committing<'a>(&self, call: cmd::Git<'a>) -> Result<cmd::Git<'a>, GitError> {
-        let config = git(&self.root, "config --get-regexp").args([
-            "config",
-            "--get-regexp",
-            r"^(user|author|committer)\.(name|email)$",
-        ]);
-        let out = config.output()?;
-        if !matches!(out.status.code(), Some(0 | 1)) {
-            return Err(config.error(&out));
-        }
-        let listing = String::from_utf8_lossy(&out.stdout);
+    /// A git call named `label` that commits: unsigned, messages taken as UTF-8, and with the
+    /// fallback identity in `GIT_{AUTHOR,COMMITTER}_{NAME,EMAIL}` for what neither the
+    /// configuration nor the environment provides.
+    fn committing(&self, label: &'static str) -> Result<cmd::Git<'_>, GitError> {
+        let (_, out) = git(&self.root, "config --get-regexp")
+            .args([
+                "config",
+                "--get-regexp",
+                r"^(user|author|committer)\.(name|email)$",
+            ])
+            .answer()?;
+        let listing = String::from_utf8_lossy(&out);
         let configured = |key: &str| {
             listing.lines().any(|line| {
                 line.split_once(' ')
                     .is_some_and(|(k, v)| k == key && !v.trim().is_empty())
             })
         };
-        let mut call = call.config("commit.gpgsign=false");
+        let mut call = git(&self.root, label)
+            .config("commit.gpgsign=false")
+            .config("i18n.commitEncoding=UTF-8");
         for (role, var_name, var_email) in [
             ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
             ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
@@ -485,24 +448,15 @@ impl Repo {
 
     /// The full SHA of the commit `rev` names.
     fn resolve_commit(&self, rev: &str) -> Result<String, GitError> {
-        let bad = || GitError::BadRevision {
+        let plain = !rev.is_empty() && !rev.starts_with('-');
+        let sha = if plain {
+            self.rev_parse(&format!("{rev}^{{commit}}"))?
+        } else {
+            None
+        };
+        sha.ok_or_else(|| GitError::BadRevision {
             rev: rev.to_owned(),
             dir: self.root.clone(),
-        };
-        if rev.is_empty() || rev.starts_with('-') {
-            return Err(bad());
-        }
-        let call = git(&self.root, "rev-parse").args([
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{rev}^{{commit}}"),
-        ]);
-        let out = call.output()?;
-        match out.status.code() {
-            Some(0) => Ok(text(&out.stdout)),
-            Some(1) => Err(bad()),
-            _ => Err(call.error(&out)),
-        }
+        })
     }
 }

@@ -1,6 +1,5 @@
 //! Checking and comparing paths, and deleting files around git.
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use super::GitError;
@@ -75,6 +74,5 @@ pub(super) fn real_path(path: &Path) -> PathBuf {
 /// points at); nothing there is fine.
 pub(super) fn remove_any(path: &Path) -> Result<(), GitError> {
     let parent = path.parent().unwrap_or(Path::new(""));
-    crate::edge::fsx::remove_all(parent, path)
-        .map_err(|e| io_error("delete", path)(io::Error::from(e)))
+    crate::edge::fsx::remove_all(parent, path).map_err(io_error("delete", path))
 }

@@ -3,12 +3,10 @@
 //! A token, when given, travels as an `http.extraheader` in git's environment
 //! (`GIT_CONFIG_*`), never on a command line or in `.git/config`.
 
-use std::path::Path;
-
 use base64::Engine as _;
 
 use super::cmd::{git, nul_fields};
-use super::{GitError, Repo};
+use super::{GitError, Repo, RoundIndex};
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
 #[derive(Clone, Default)]
@@ -81,7 +79,7 @@ impl Repo {
         auth: &RemoteAuth,
     ) -> Result<Option<String>, GitError> {
         let refspec = format!("+{remote}:{local}");
-        let call = self.remote_git("fetch", auth).args([
+        let mut call = self.remote_git("fetch", auth).args([
             "fetch",
             "--quiet",
             "--no-tags",
@@ -111,16 +109,6 @@ impl Repo {
             .map(drop)
     }
 
-    /// The commit `rev` names, or `None`.
-    pub fn rev_parse(&self, rev: &str) -> Result<Option<String>, GitError> {
-        let call = git(self.root(), "rev-parse").args(["rev-parse", "--verify", "--quiet", rev]);
-        let out = call.output()?;
-        Ok(out
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
-    }
-
     /// Checks out `sha` detached, discarding local changes (a fresh job's workspace).
     pub fn checkout_detached(&self, sha: &str) -> Result<(), GitError> {
         git(self.root(), "checkout")
@@ -142,7 +130,7 @@ impl Repo {
         lease: Option<&str>,
         auth: &RemoteAuth,
     ) -> Result<Pushed, GitError> {
-        let call = self
+        let mut call = self
             .remote_git("push", auth)
             .args(["push", "--quiet", "--porcelain"])
             .args(lease)
@@ -180,35 +168,9 @@ impl Repo {
     ) -> Result<String, GitError> {
         let rel = super::paths::normalize(rel)?;
         let tmp = self.scratch("record-")?;
-        let index = tmp.path().join("index");
-        let trim = |b: Vec<u8>| String::from_utf8_lossy(&b).trim().to_string();
-        git(self.root(), "read-tree")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", parent])
-            .run()?;
-        let path_arg = format!("--path={rel}");
-        let blob = trim(
-            git(self.root(), "hash-object")
-                .args(["hash-object", "-w", "--stdin", &path_arg])
-                .stdin(bytes)
-                .run()?,
-        );
-        git(self.root(), "update-index")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["update-index", "--add", "--cacheinfo"])
-            .arg(format!("100644,{blob},{rel}"))
-            .run()?;
-        let tree = trim(
-            git(self.root(), "write-tree")
-                .env("GIT_INDEX_FILE", &index)
-                .args(["write-tree"])
-                .run()?,
-        );
-        let commit = git(self.root(), "commit-tree")
-            .config("i18n.commitEncoding=UTF-8")
-            .args(["commit-tree", &tree, "-p", parent, "-F", "-"])
-            .stdin(message.as_bytes());
-        Ok(trim(self.committing(commit)?.run()?))
+        let index = RoundIndex::read(self.root(), tmp.path(), "index", parent)?;
+        index.put(&rel, "100644", &format!("--path={rel}"), bytes)?;
+        index.commit_tree(self, &index.write_tree()?, message)
     }
 
     /// Pushes commit `sha` to the ref `name` (a full name outside `refs/heads`, e.g.
@@ -247,8 +209,9 @@ impl Repo {
     /// Replays the commits since `upstream` onto it (`git rebase`); on a conflict the rebase
     /// is aborted and the error says which.
     pub fn rebase_onto(&self, upstream: &str) -> Result<(), GitError> {
-        let call =
-            self.committing(git(self.root(), "rebase").args(["rebase", "--quiet", upstream]))?;
+        let mut call = self
+            .committing("rebase")?
+            .args(["rebase", "--quiet", upstream]);
         let out = call.output()?;
         if out.status.success() {
             return Ok(());
@@ -297,55 +260,20 @@ impl Repo {
         // not apply; its names as written let the caller refuse it in words.
         let listed = git(self.root(), "apply --numstat")
             .args(["apply", "--numstat", "-z", "-"])
-            .stdin_patch(patch)
+            .stdin(patch)
             .run()?;
         let in_git_dir: Vec<String> = nul_fields(&listed)
-            .map(|f| {
-                let f = String::from_utf8_lossy(f);
-                // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
-                f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string()
-            })
+            // `added\tdeleted\tpath`, or `added\tdeleted\t` before a rename's two names.
+            .map(|f| f.splitn(3, '\t').nth(2).unwrap_or(&f).to_string())
             .filter(|p| crate::pure::paths::git_dir_prefix(p).is_some())
             .collect();
         if !in_git_dir.is_empty() {
             return Ok((in_git_dir, Vec::new()));
         }
-        let scratch = tempfile::Builder::new()
-            .prefix("dagexec-index-")
-            .tempdir()
-            .map_err(|source| GitError::Spawn {
-                command: "patch paths".into(),
-                dir: self.root().to_path_buf(),
-                source,
-            })?;
-        let index = scratch.path().join("index");
-        git(self.root(), "read-tree")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", base])
-            .run()?;
-        git(self.root(), "apply --cached")
-            .env("GIT_INDEX_FILE", &index)
-            .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
-            .stdin_patch(patch)
-            .run()?;
-        let names = git(self.root(), "diff --cached --name-status")
-            .env("GIT_INDEX_FILE", &index)
-            .args(super::worktree::DIFF_OPTIONS)
-            .args(["--name-status", "-z", base, "--"])
-            .run()?;
-        let paths =
-            super::worktree::parse_name_status(&names).map_err(|detail| GitError::Unexpected {
-                command: "diff --cached --name-status".into(),
-                dir: self.root().to_path_buf(),
-                detail,
-            })?;
-        let links = super::worktree::staged_links(self.root(), base, &[], Some(&index))?;
-        Ok((paths.into_iter().collect(), links))
+        let tmp = self.scratch("paths-")?;
+        let scratch = RoundIndex::read(self.root(), tmp.path(), "index", base)?;
+        scratch.apply_cached(patch)?;
+        let staged = super::worktree::Staged(self.root(), Some(&scratch.index), base, &[]);
+        Ok((staged.paths()?.into_iter().collect(), staged.links()?))
     }
-}
-
-/// What changed in the checkout at `dir` against `base` (everything staged with `git add --all`
-/// first), as for a worktree: the Action's worker job runs in a plain checkout.
-pub fn changes_in(dir: &Path, base: &str) -> Result<super::Changes, GitError> {
-    super::worktree::stage_all(dir, base)
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::cmd::{describe_failure, git, literal, nul_fields, text};
+use super::cmd::{describe_failure, git, literal, nul_fields};
 use super::error::io_error;
 use super::paths::normalize;
 use super::{GitError, Repo};
@@ -36,7 +36,7 @@ pub use merge::Merged;
 pub struct RoundIndex {
     root: PathBuf,
     dir: PathBuf,
-    index: PathBuf,
+    pub(super) index: PathBuf,
     base: String,
 }
 
@@ -113,7 +113,7 @@ impl Repo {
     pub(super) fn scratch(&self, prefix: &str) -> Result<tempfile::TempDir, GitError> {
         let parent = self.dagexec_dir();
         crate::edge::fsx::create_dir_all(&self.common_dir, &parent)
-            .map_err(|e| io_error("create directory", &parent)(e.into()))?;
+            .map_err(io_error("create directory", &parent))?;
         tempfile::Builder::new()
             .prefix(prefix)
             .tempdir_in(&parent)
@@ -133,26 +133,12 @@ impl Repo {
     /// A temporary index at `HEAD` for building a round commit. A stale one left by a crash is
     /// replaced.
     pub fn round_index(&self) -> Result<RoundIndex, GitError> {
-        self.index_at("round-index", &self.head()?)
-    }
-
-    /// The index file `name` in `<git-common-dir>/dagexec` (a stale one and its lock
-    /// replaced), read from commit `at`; removed on drop.
-    fn index_at(&self, name: &str, at: &str) -> Result<RoundIndex, GitError> {
-        let dir = self.dagexec_dir();
-        std::fs::create_dir_all(&dir).map_err(io_error("create directory", &dir))?;
-        let index = dir.join(name);
-        for stale in [index.clone(), dir.join(format!("{name}.lock"))] {
-            super::paths::remove_any(&stale)?;
-        }
-        let round = RoundIndex {
-            root: self.root.clone(),
-            dir,
-            index,
-            base: at.to_string(),
-        };
-        round.git("read-tree").args(["read-tree", at]).run()?;
-        Ok(round)
+        RoundIndex::read(
+            &self.root,
+            &self.dagexec_dir(),
+            "round-index",
+            &self.head()?,
+        )
     }
 
     /// Of `paths` (repo-relative; a directory covers what is under it), the entries whose
@@ -172,14 +158,14 @@ impl Repo {
         Ok(nul_fields(&out)
             .filter(|f| f.len() > 3)
             .map(|f| {
-                let code = match &f[..2] {
+                let code = match &f.as_bytes()[..2] {
                     b"??" => "untracked",
                     b"!!" => "ignored",
                     [_, b'D'] | [b'D', _] => "deleted",
                     [b'A', _] => "added",
                     _ => "modified",
                 };
-                (String::from_utf8_lossy(&f[3..]).into_owned(), code.into())
+                (f[3..].to_string(), code.into())
             })
             .collect())
     }
@@ -189,12 +175,7 @@ impl Repo {
     /// `kill -9`, the git commands the killed run had started finish on their own), or one
     /// crashed and left it.
     pub fn check_index_lock(&self) -> Result<(), GitError> {
-        let out = git(&self.root, "rev-parse --git-path")
-            .args(["rev-parse", "--git-path", "index.lock"])
-            .run()?;
-        let path = self.root.join(super::cmd::path_from_bytes(
-            out.strip_suffix(b"\n").unwrap_or(&out),
-        ));
+        let path = super::cmd::git_path(&self.root, "index.lock")?;
         if gone_within(&path, LOCK_PATIENCE) {
             Ok(())
         } else {
@@ -325,10 +306,8 @@ impl Repo {
         Ok(nul_fields(&out)
             .filter_map(|entry| {
                 // `<mode> SP <type> SP <object> TAB <path>`
-                let tab = entry.iter().position(|b| *b == b'\t')?;
-                let meta = String::from_utf8_lossy(&entry[..tab]);
-                let id = meta.split(' ').nth(2)?.to_owned();
-                Some((String::from_utf8_lossy(&entry[tab + 1..]).into_owned(), id))
+                let (meta, path) = entry.split_once('\t')?;
+                Some((path.to_owned(), meta.split(' ').nth(2)?.to_owned()))
             })
             .collect())
     }
@@ -351,8 +330,8 @@ impl Repo {
                         let id = git(&self.root, "hash-object")
                             .args(["hash-object", "--stdin", "--no-filters"])
                             .stdin(target.as_os_str().as_bytes())
-                            .run()?;
-                        WorkState::Blob(text(&id))
+                            .run_text()?;
+                        WorkState::Blob(id)
                     }
                     Ok(m) if m.is_file() => {
                         files.push(p.clone());
@@ -448,6 +427,40 @@ enum WorkState {
     Other,
 }
 
+impl RoundIndex {
+    /// The index file `name` in `dir` (made as needed; a stale index and its lock replaced),
+    /// read from commit `at` by git in `root`; removed on drop.
+    pub(super) fn read(
+        root: &Path,
+        dir: &Path,
+        name: &str,
+        at: &str,
+    ) -> Result<RoundIndex, GitError> {
+        std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+        let index = dir.join(name);
+        for stale in [index.clone(), dir.join(format!("{name}.lock"))] {
+            super::paths::remove_any(&stale)?;
+        }
+        let round = RoundIndex {
+            root: root.to_path_buf(),
+            dir: dir.to_path_buf(),
+            index,
+            base: at.to_string(),
+        };
+        round.git("read-tree").args(["read-tree", at]).run()?;
+        Ok(round)
+    }
+}
+
+impl RoundIndex {
+    /// The tree of commit (or tree) `rev`.
+    fn tree_of(&self, rev: &str) -> Result<String, GitError> {
+        git(&self.root, "rev-parse")
+            .args(["rev-parse", "--verify", &format!("{rev}^{{tree}}")])
+            .run_text()
+    }
+}
+
 impl StagedRound {
     /// The new commit's SHA.
     pub fn sha(&self) -> &str {
@@ -457,7 +470,7 @@ impl StagedRound {
     /// The commit point: `HEAD` (or the branch it names) moves from the old commit to the new
     /// one, or nothing happens when it is no longer at the old one.
     pub fn publish(&self, repo: &Repo) -> Result<(), GitError> {
-        let call = git(&repo.root, "update-ref").args([
+        let mut call = git(&repo.root, "update-ref").args([
             "update-ref",
             "-m",
             "dagexec: round commit",
@@ -504,13 +517,6 @@ fn cleanup_message(message: &str) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Writes the journal atomically, never through a link ([`crate::edge::fsx::write`]: a fresh
-/// temporary file beside it, synced, renamed over).
-fn write_journal(dir: &Path, path: &Path, journal: &Journal) -> Result<(), GitError> {
-    let bytes = serde_json::to_vec_pretty(journal).expect("the journal serialises");
-    crate::edge::fsx::write(dir, path, &bytes).map_err(|e| io_error("write", path)(e.into()))
 }
 
 #[cfg(test)]

@@ -50,16 +50,12 @@ impl Slots {
         let cache = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")));
         match cache {
             Some(cache) => Slots::under(&cache.join("dagexec").join("worktrees"), common_dir),
-            None => Slots::fallback(common_dir),
-        }
-    }
-
-    /// `<git-common-dir>/dagexec/worktrees`: when there is no home directory.
-    pub(super) fn fallback(common_dir: &Path) -> Slots {
-        Slots {
-            base: common_dir.join("dagexec"),
-            dir: legacy_dir(common_dir),
-            inside_git: true,
+            // No home directory: `<git-common-dir>/dagexec/worktrees`.
+            None => Slots {
+                base: common_dir.join("dagexec"),
+                dir: legacy_dir(common_dir),
+                inside_git: true,
+            },
         }
     }
 
@@ -78,11 +74,11 @@ impl Slots {
     pub(super) fn ensure(&self, common_dir: &Path) -> Result<(), GitError> {
         if self.inside_git {
             return crate::edge::fsx::create_dir_all(common_dir, &self.dir)
-                .map_err(|e| io_error("create directory", &self.dir)(e.into()));
+                .map_err(io_error("create directory", &self.dir));
         }
         std::fs::create_dir_all(&self.base).map_err(io_error("create directory", &self.base))?;
         crate::edge::fsx::create_dir_all(&self.base, &self.dir)
-            .map_err(|e| io_error("create directory", &self.dir)(e.into()))?;
+            .map_err(io_error("create directory", &self.dir))?;
         let marker = self.dir.join(MARKER);
         let ours = marker_text(common_dir);
         match read_marker(&self.dir) {
@@ -94,13 +90,13 @@ impl Slots {
                 });
             }
             None => crate::edge::fsx::write(&self.dir, &marker, ours.as_bytes())
-                .map_err(|e| io_error("write", &marker)(e.into()))?,
+                .map_err(io_error("write", &marker))?,
         }
         let record = record_path(common_dir);
         let text = format!("{}\n", self.dir.display());
         if std::fs::read_to_string(&record).ok().as_deref() != Some(text.as_str()) {
             crate::edge::fsx::write(common_dir, &record, text.as_bytes())
-                .map_err(|e| io_error("write", &record)(e.into()))?;
+                .map_err(io_error("write", &record))?;
         }
         Ok(())
     }

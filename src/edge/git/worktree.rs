@@ -10,52 +10,19 @@ use super::cmd::{git, nul_fields};
 /// by [`Worktree::remove`], or on drop (best effort).
 #[derive(Debug)]
 pub struct Worktree {
-    path: PathBuf,
-    root: PathBuf,
-    name: String,
-    base: String,
-    removed: bool,
+    pub(super) path: PathBuf,
+    pub(super) root: PathBuf,
+    pub(super) name: String,
+    pub(super) base: String,
+    pub(super) removed: bool,
 }
 
 /// The most bytes a task's added and changed files may hold together: GitHub refuses any
 /// file over 100 MiB, and a change is held whole while it is integrated.
-pub const MAX_CHANGE_BYTES: u64 = 100 * 1024 * 1024;
-
-/// A change over [`MAX_CHANGE_BYTES`]: its size and its files with theirs, largest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Oversized {
-    pub total: u64,
-    pub files: Vec<(String, u64)>,
-}
-
-impl Oversized {
-    /// `its added and changed files hold 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`
-    pub fn reason(&self, limit: u64) -> String {
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "sizes shown to a tenth of a MiB"
-        )]
-        let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
-        let mut shown: Vec<String> = self
-            .files
-            .iter()
-            .take(3)
-            .map(|(p, n)| format!("{p} {}", mib(*n)))
-            .collect();
-        if self.files.len() > 3 {
-            shown.push(format!("and {} more", self.files.len() - 3));
-        }
-        format!(
-            "refused: its added and changed files hold {} ({}), over the {} MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
-            mib(self.total),
-            shown.join(", "),
-            limit / (1024 * 1024)
-        )
-    }
-}
+const MAX_CHANGE_BYTES: u64 = 100 * 1024 * 1024;
 
 /// The line of a git failure that says the disk (or the user's quota) is full, if one does.
-pub fn disk_full(e: &GitError) -> Option<String> {
+fn disk_full(e: &GitError) -> Option<String> {
     let text = e.to_string();
     text.lines()
         .find(|l| {
@@ -75,7 +42,7 @@ pub fn disk_full(e: &GitError) -> Option<String> {
 }
 
 /// What a worker did in its worktree, relative to the base commit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Changes {
     /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
     /// applies onto a tree at the base; empty when nothing changed. In an unlinked temporary
@@ -99,16 +66,6 @@ pub struct Changes {
 }
 
 impl Worktree {
-    pub(super) fn new(path: PathBuf, root: PathBuf, name: String, base: String) -> Worktree {
-        Worktree {
-            path,
-            root,
-            name,
-            base,
-            removed: false,
-        }
-    }
-
     /// The worktree's top directory.
     pub fn path(&self) -> &Path {
         &self.path
@@ -150,8 +107,7 @@ impl Worktree {
     pub fn differs_from_base(&self) -> Result<Option<String>, GitError> {
         let head = git(&self.path, "rev-parse HEAD")
             .args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
-            .run()?;
-        let head = super::cmd::text(&head);
+            .run_text()?;
         if head != self.base {
             return Ok(Some(format!("HEAD is at {head}, not {}", self.base)));
         }
@@ -159,7 +115,7 @@ impl Worktree {
             super::cmd::status(&self.path, "status --ignored", &["--ignored=matching"]).run()?;
         Ok(nul_fields(&status)
             .next()
-            .map(|entry| format!("it holds `{}`", String::from_utf8_lossy(entry))))
+            .map(|entry| format!("it holds `{entry}`")))
     }
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
@@ -171,7 +127,7 @@ impl Worktree {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
-    /// [`Worktree::changes`] within [`MAX_CHANGE_BYTES`] ([`changes_within`]).
+    /// [`Worktree::changes`] within `MAX_CHANGE_BYTES` ([`changes_within`]).
     pub fn changes_within(&self) -> Result<Result<Changes, String>, GitError> {
         changes_within(&self.path, &self.base)
     }
@@ -181,7 +137,7 @@ impl Worktree {
     /// not. Stages everything in the worktree's own index (`git add --all`) to get there; the
     /// main work tree and index are not touched.
     pub fn changes(&self) -> Result<Changes, GitError> {
-        stage_all(&self.path, &self.base)
+        changes_in(&self.path, &self.base)
     }
 
     /// Unregisters the worktree (`git worktree remove --force`) and deletes its directory.
@@ -195,24 +151,17 @@ impl Worktree {
         }
         self.removed = true;
         let _admin = super::worktree_admin();
-        let unregistered = unregister(&self.root, &self.path);
-        super::paths::remove_any(&self.path)?;
-        if let Err(e) = unregistered {
-            // The directory is gone; `prune` drops the registration left behind.
-            tracing::debug!("{e}; pruning instead");
-            git(&self.root, "worktree prune")
-                .args(["worktree", "prune"])
-                .run()?;
-        }
-        Ok(())
+        remove(&self.root, &self.path, true)
     }
 }
 
-/// The files the worker added or changed in the checkout at `dir` (those `git add --all`
-/// would stage: untracked and not ignored, or modified), largest first, when together they
-/// hold more than `limit` bytes; `None` within it. Read from the file system (lstat) before
-/// anything is staged, so an oversized change never reaches the object store or memory.
-pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, GitError> {
+/// Why the change in the checkout at `dir` is refused when the files the worker added or
+/// changed (those `git add --all` would stage: untracked and not ignored, or modified) hold
+/// more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold 200.0 MiB
+/// (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read from the
+/// file system (lstat) before anything is staged, so an oversized change never reaches the
+/// object store or memory.
+fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
     let out = git(dir, "ls-files --others --modified")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args([
@@ -224,7 +173,6 @@ pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, Git
         ])
         .run()?;
     let mut files: Vec<(String, u64)> = nul_fields(&out)
-        .map(|f| String::from_utf8_lossy(f).into_owned())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .filter_map(|p| {
@@ -233,23 +181,41 @@ pub(super) fn oversized(dir: &Path, limit: u64) -> Result<Option<Oversized>, Git
         })
         .collect();
     let total: u64 = files.iter().map(|(_, n)| n).sum();
-    if total <= limit {
+    if total <= MAX_CHANGE_BYTES {
         return Ok(None);
     }
     files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(Some(Oversized { total, files }))
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "sizes shown to a tenth of a MiB"
+    )]
+    let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
+    let mut shown: Vec<String> = files
+        .iter()
+        .take(3)
+        .map(|(p, n)| format!("{p} {}", mib(*n)))
+        .collect();
+    if files.len() > 3 {
+        shown.push(format!("and {} more", files.len() - 3));
+    }
+    Ok(Some(format!(
+        "refused: its added and changed files hold {} ({}), over the {} MiB a task's change may hold; nothing of it was integrated (keep large outputs out of the repository, or list them in .gitignore)",
+        mib(total),
+        shown.join(", "),
+        MAX_CHANGE_BYTES / (1024 * 1024)
+    )))
 }
 
-/// Everything changed in the checkout at `dir` against `base` ([`stage_all`]), or why it is
+/// Everything changed in the checkout at `dir` against `base` ([`changes_in`]), or why it is
 /// not taken, in the words the attempt's failure gives: its added and changed files hold more
-/// than [`MAX_CHANGE_BYTES`] (seen before anything is staged), or the disk filled up while it
+/// than `MAX_CHANGE_BYTES` (seen before anything is staged), or the disk filled up while it
 /// was staged. Either is the attempt's own failure, never the run's. Shared by the local
 /// executor and the Action's work job.
 pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
-    if let Some(big) = oversized(dir, MAX_CHANGE_BYTES)? {
-        return Ok(Err(big.reason(MAX_CHANGE_BYTES)));
+    if let Some(why) = oversized(dir)? {
+        return Ok(Err(why));
     }
-    match stage_all(dir, base) {
+    match changes_in(dir, base) {
         Ok(changes) => Ok(Ok(changes)),
         Err(e) => match disk_full(&e) {
             Some(line) => Ok(Err(format!(
@@ -268,13 +234,25 @@ impl Drop for Worktree {
     }
 }
 
-/// `git worktree remove --force --force <path>` (the second force also takes a locked one).
-pub(super) fn unregister(root: &Path, path: &Path) -> Result<(), GitError> {
-    git(root, "worktree remove")
-        .args(["worktree", "remove", "--force", "--force"])
-        .arg(path)
-        .run()
-        .map(drop)
+/// Removes the worktree at `path` of the repository at `root`: unregisters it when
+/// `registered` (`git worktree remove --force --force`: the second force also takes a locked
+/// one), deletes what is on disk, and when unregistering failed, drops the registration left
+/// behind (`git worktree prune`, once the directory is gone).
+pub(super) fn remove(root: &Path, path: &Path, registered: bool) -> Result<(), GitError> {
+    let unregistered = !registered
+        || git(root, "worktree remove")
+            .args(["worktree", "remove", "--force", "--force"])
+            .arg(path)
+            .run()
+            .inspect_err(|e| tracing::debug!("{e}; deleting the directory and pruning instead"))
+            .is_ok();
+    super::paths::remove_any(path)?;
+    if !unregistered {
+        git(root, "worktree prune")
+            .args(["worktree", "prune"])
+            .run()?;
+    }
+    Ok(())
 }
 
 impl Changes {
@@ -282,14 +260,8 @@ impl Changes {
     /// ([`changes_within`]).
     pub fn nothing(dir: &Path) -> Changes {
         Changes {
-            patch: super::Patch::default(),
-            changed: BTreeSet::new(),
-            present: BTreeSet::new(),
-            links: Vec::new(),
-            forbidden: Vec::new(),
             worktree: dir.to_path_buf(),
-            base: String::new(),
-            excluded: Vec::new(),
+            ..Changes::default()
         }
     }
 
@@ -303,11 +275,10 @@ impl Changes {
         let mut touched = false;
         for path in paths {
             let path = super::paths::normalize(path)?;
-            let lower = path.to_ascii_lowercase();
-            touched |= self.changed.iter().any(|c| {
-                let c = c.to_ascii_lowercase();
-                c == lower || c.strip_prefix(&lower).is_some_and(|r| r.starts_with('/'))
-            });
+            touched |= self
+                .changed
+                .iter()
+                .any(|c| crate::pure::paths::within(c, &path));
             excluded.push(path);
         }
         if !touched {
@@ -316,20 +287,17 @@ impl Changes {
                 ..self.clone()
             });
         }
-        let mut changes = diff(&self.worktree, &self.base, excluded)?;
-        changes.forbidden.clone_from(&self.forbidden);
-        Ok(changes)
+        diff(&self.worktree, &self.base, excluded, self.forbidden.clone())
     }
 }
 
-/// `git add --all` in the checkout at `dir`, leaving out (and reporting) what lies in a
-/// directory named like git's own under another case — git itself would refuse to add it and
-/// fail the whole command — then the staged changes against `base`.
-pub(super) fn stage_all(dir: &Path, base: &str) -> Result<Changes, GitError> {
+/// What changed in the checkout at `dir` against `base`, as for a worktree (the Action's
+/// worker job runs in a plain checkout): `git add --all`, leaving out (and reporting) what
+/// lies in a directory named like git's own under another case — git itself would refuse to
+/// add it and fail the whole command — then the staged changes against `base`.
+pub fn changes_in(dir: &Path, base: &str) -> Result<Changes, GitError> {
     let forbidden = add_all(dir, None)?;
-    let mut changes = diff(dir, base, Vec::new())?;
-    changes.forbidden = forbidden.into_iter().collect();
-    Ok(changes)
+    diff(dir, base, Vec::new(), forbidden.into_iter().collect())
 }
 
 /// `git add --all` in the checkout at `dir` (into the index file `index` instead of its own,
@@ -340,86 +308,31 @@ pub(super) fn add_all(dir: &Path, index: Option<&Path>) -> Result<BTreeSet<Strin
         .index(index)
         .args(["ls-files", "--others", "--exclude-standard", "-z"])
         .run()?;
-    let mut forbidden = BTreeSet::new();
-    for f in nul_fields(&untracked) {
-        let f = String::from_utf8_lossy(f);
-        if let Some(prefix) = crate::pure::paths::git_dir_prefix(&f) {
-            forbidden.insert(prefix);
-        }
-    }
-    let mut add = git(dir, "add --all")
+    let forbidden: BTreeSet<String> = nul_fields(&untracked)
+        .filter_map(|f| crate::pure::paths::git_dir_prefix(&f))
+        .collect();
+    git(dir, "add --all")
         .index(index)
-        .args(["add", "--all", "--", "."]);
-    for f in &forbidden {
-        add = add.arg(format!(":(exclude,literal){f}"));
-    }
-    add.run()?;
+        .args(["add", "--all", "--", "."])
+        .args(excluding(&forbidden))
+        .run()?;
     Ok(forbidden)
 }
 
-/// The symlinks (and gitlinks) among the staged changes at `dir` (against `base`, less `pathspec`), with
-/// their targets read from the object database. `index` names another index file.
-pub(super) fn staged_links(
-    dir: &Path,
-    base: &str,
-    pathspec: &[String],
-    index: Option<&Path>,
-) -> Result<Vec<crate::pure::paths::Link>, GitError> {
-    let raw = git(dir, "diff --cached --raw")
-        .index(index)
-        .args(DIFF_OPTIONS)
-        .args(["--raw", "--no-abbrev", "-z", base, "--"])
-        .args(pathspec)
-        .run()?;
-    let unexpected = |detail: String| GitError::Unexpected {
-        command: "diff --cached --raw".into(),
-        dir: dir.to_path_buf(),
-        detail,
-    };
-    let mut links = Vec::new();
-    let mut fields = nul_fields(&raw);
-    while let Some(head) = fields.next() {
-        let head = String::from_utf8_lossy(head);
-        // `:<old mode> <new mode> <old sha> <new sha> <status>`
-        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
-        let [_, new_mode, _, new_sha, status] = parts[..] else {
-            return Err(unexpected(format!("unexpected raw line {head:?}")));
-        };
-        let mut path = fields
-            .next()
-            .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
-        if status.starts_with(['R', 'C']) {
-            path = fields
-                .next()
-                .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
-        }
-        if new_mode == "160000" {
-            links.push(crate::pure::paths::Link {
-                path: String::from_utf8_lossy(path).into_owned(),
-                target: new_sha.to_owned(),
-                gitlink: true,
-            });
-            continue;
-        }
-        if new_mode != "120000" {
-            continue;
-        }
-        let target = git(dir, "cat-file blob")
-            .index(index)
-            .args(["cat-file", "blob", new_sha])
-            .run()?;
-        links.push(crate::pure::paths::Link {
-            path: String::from_utf8_lossy(path).into_owned(),
-            target: String::from_utf8_lossy(&target).into_owned(),
-            gitlink: false,
-        });
-    }
-    Ok(links)
-}
+/// `Staged(dir, index, base, pathspec)`: the changes staged in the checkout at `dir` (in the
+/// index file `index` instead of its own, when given) against `base`, less `pathspec`, read
+/// with `git diff --cached`.
+#[derive(Clone, Copy)]
+pub(super) struct Staged<'a>(
+    pub &'a Path,
+    pub Option<&'a Path>,
+    pub &'a str,
+    pub &'a [String],
+);
 
-/// The diff options both the patch and the name list use: fixed whatever the user's
-/// configuration (prefixes, renames, external diff, colour, submodule format).
-pub(super) const DIFF_OPTIONS: &[&str] = &[
+/// The options every `git diff --cached` here uses: fixed whatever the user's configuration
+/// (prefixes, renames, external diff, colour, submodule format).
+const DIFF_OPTIONS: &[&str] = &[
     "diff",
     "--cached",
     "--no-color",
@@ -432,40 +345,110 @@ pub(super) const DIFF_OPTIONS: &[&str] = &[
     "--ignore-submodules=none",
 ];
 
-/// The staged changes in `worktree` against `base`, less `excluded`.
-fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, GitError> {
-    let pathspec: Vec<String> = excluded
-        .iter()
+impl<'a> Staged<'a> {
+    /// `git diff --cached <DIFF_OPTIONS> <format> <base> -- <pathspec>`.
+    fn diff(&self, label: &'static str, format: &[&str]) -> super::cmd::Git<'a> {
+        let Staged(dir, index, base, pathspec) = *self;
+        git(dir, label)
+            .index(index)
+            .args(DIFF_OPTIONS)
+            .args(format)
+            .args([base, "--"])
+            .args(pathspec)
+    }
+
+    /// The changes as a binary patch (full index lines), in an unlinked temporary file.
+    pub(super) fn patch(&self) -> Result<super::Patch, GitError> {
+        let mut call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
+        call.run_to_file().map(Into::into)
+    }
+
+    /// The paths changed (both names of a rename).
+    pub(super) fn paths(&self) -> Result<BTreeSet<String>, GitError> {
+        let label = "diff --cached --name-status";
+        let names = self.diff(label, &["--name-status", "-z"]).run()?;
+        parse_name_status(&names).map_err(|detail| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        })
+    }
+
+    /// The symlinks (and gitlinks) among the changes, with their targets read from the
+    /// object database.
+    pub(super) fn links(&self) -> Result<Vec<crate::pure::paths::Link>, GitError> {
+        let label = "diff --cached --raw";
+        let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
+        let unexpected = |detail: String| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        };
+        let mut links = Vec::new();
+        let mut fields = nul_fields(&raw);
+        while let Some(head) = fields.next() {
+            // `:<old mode> <new mode> <old sha> <new sha> <status>`
+            let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+            let [_, new_mode, _, new_sha, status] = parts[..] else {
+                return Err(unexpected(format!("unexpected raw line {head:?}")));
+            };
+            let mut path = fields
+                .next()
+                .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
+            if status.starts_with(['R', 'C']) {
+                path = fields
+                    .next()
+                    .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
+            }
+            let target = match new_mode {
+                "160000" => new_sha.to_owned(),
+                "120000" => git(self.0, "cat-file blob")
+                    .index(self.1)
+                    .args(["cat-file", "blob", new_sha])
+                    .run()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())?,
+                _ => continue,
+            };
+            links.push(crate::pure::paths::Link {
+                path,
+                target,
+                gitlink: new_mode == "160000",
+            });
+        }
+        Ok(links)
+    }
+}
+
+/// `paths` as pathspecs that exclude them (literally).
+pub(super) fn excluding<'p>(paths: impl IntoIterator<Item = &'p String>) -> Vec<String> {
+    paths
+        .into_iter()
         .map(|p| format!(":(exclude,literal){p}"))
-        .collect();
-    let patch = git(worktree, "diff --cached --binary")
-        .args(DIFF_OPTIONS)
-        .args(["--binary", "--full-index", base, "--"])
-        .args(&pathspec)
-        .run_to_file()?
-        .into();
-    let names = git(worktree, "diff --cached --name-status")
-        .args(DIFF_OPTIONS)
-        .args(["--name-status", "-z", base, "--"])
-        .args(&pathspec)
-        .run()?;
-    let changed = parse_name_status(&names).map_err(|detail| GitError::Unexpected {
-        command: "diff --cached --name-status".into(),
-        dir: worktree.to_path_buf(),
-        detail,
-    })?;
+        .collect()
+}
+
+/// The staged changes in `worktree` against `base`, less `excluded`; `forbidden` as
+/// [`Changes::forbidden`].
+fn diff(
+    worktree: &Path,
+    base: &str,
+    excluded: Vec<String>,
+    forbidden: Vec<String>,
+) -> Result<Changes, GitError> {
+    let pathspec = excluding(&excluded);
+    let staged = Staged(worktree, None, base, &pathspec);
+    let changed = staged.paths()?;
     let present = changed
         .iter()
         .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
         .cloned()
         .collect();
-    let links = staged_links(worktree, base, &pathspec, None)?;
     Ok(Changes {
-        patch,
+        patch: staged.patch()?,
         changed,
         present,
-        links,
-        forbidden: Vec::new(),
+        links: staged.links()?,
+        forbidden,
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),
         excluded,
@@ -475,7 +458,7 @@ fn diff(worktree: &Path, base: &str, excluded: Vec<String>) -> Result<Changes, G
 /// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
 /// and copies (a copy's source is unchanged, so only its destination counts).
 pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
-    let mut fields = nul_fields(out).map(|f| String::from_utf8_lossy(f).into_owned());
+    let mut fields = nul_fields(out);
     let mut paths = BTreeSet::new();
     while let Some(status) = fields.next() {
         let mut path = || {

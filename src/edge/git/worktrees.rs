@@ -26,14 +26,21 @@ impl Repo {
         let sha = self.resolve_commit(base)?;
         self.slots.ensure(&self.common_dir)?;
         let path = self.slots.dir.join(name);
+        let real = real_path(&path);
         let registered = self.registered_worktrees()?;
-        self.remove_worktree_at(&path, &registered)?;
+        self.remove_worktree_at(&path, registered.iter().any(|r| real_path(r) == real))?;
         git(&self.root, "worktree add")
             .args(["worktree", "add", "--quiet", "--detach"])
             .arg(&path)
             .arg(&sha)
             .run()?;
-        Ok(Worktree::new(path, self.root.clone(), name.to_owned(), sha))
+        Ok(Worktree {
+            path,
+            root: self.root.clone(),
+            name: name.to_owned(),
+            base: sha,
+            removed: false,
+        })
     }
 
     /// Removes every dagexec worktree — registered, or a left-over directory — in
@@ -44,25 +51,22 @@ impl Repo {
     pub fn prune_worktrees(&self) -> Result<usize, GitError> {
         let _admin = worktree_admin();
         let registered = self.registered_worktrees()?;
-        let ours = real_path(&self.slots.dir);
+        let legacy = slots::legacy_dir(&self.common_dir);
         let mut folders = vec![self.slots.dir.clone()];
-        let earlier = [
-            slots::recorded(&self.common_dir),
-            Some(slots::legacy_dir(&self.common_dir)),
-        ];
-        for other in earlier.into_iter().flatten() {
+        for other in [slots::recorded(&self.common_dir), Some(legacy.clone())]
+            .into_iter()
+            .flatten()
+        {
             let real = real_path(&other);
-            if real == ours || folders.iter().any(|f| real_path(f) == real) {
+            if folders.iter().any(|f| real_path(f) == real) {
                 continue;
             }
-            let legacy = other == slots::legacy_dir(&self.common_dir);
             let claimed = slots::read_marker(&other)
                 .is_some_and(|m| m == slots::marker_text(&self.common_dir));
-            if legacy || claimed || slots::orphaned(&other) {
+            if other == legacy || claimed || slots::orphaned(&other) {
                 folders.push(other);
             }
         }
-        let legacy = slots::legacy_dir(&self.common_dir);
         let mut removed = BTreeSet::new();
         for (i, folder) in folders.iter().enumerate() {
             // In a folder found through the record (not derived from this repository, nor in
@@ -71,7 +75,7 @@ impl Repo {
             let folder_real = real_path(folder);
             for path in &registered {
                 if real_path(path).parent() == Some(folder_real.as_path()) {
-                    self.remove_worktree_at(path, &registered)?;
+                    self.remove_worktree_at(path, true)?;
                     removed.insert((i, path.file_name().map(std::borrow::ToOwned::to_owned)));
                 }
             }
@@ -140,7 +144,7 @@ impl Repo {
         remove_any(dir)?;
         let record = slots::record_path(&self.common_dir);
         crate::edge::fsx::remove_file(&self.common_dir, &record)
-            .map_err(|e| io_error("delete", &record)(e.into()))
+            .map_err(io_error("delete", &record))
     }
 
     /// The paths of all registered worktrees, the main one first.
@@ -155,29 +159,12 @@ impl Repo {
             .collect())
     }
 
-    /// Removes the worktree at `path`: unregisters it if `registered` lists it, deletes what
-    /// is on disk.
-    pub(super) fn remove_worktree_at(
-        &self,
-        path: &Path,
-        registered: &[PathBuf],
-    ) -> Result<(), GitError> {
-        let real = real_path(path);
-        let is_registered = registered.iter().any(|r| real_path(r) == real);
-        let mut unregistered = true;
-        if is_registered {
+    /// Removes the worktree an earlier run left at `path`: unregisters it when `registered`,
+    /// deletes what is on disk.
+    fn remove_worktree_at(&self, path: &Path, registered: bool) -> Result<(), GitError> {
+        if registered {
             tracing::info!(path = %path.display(), "removing a stale dagexec worktree");
-            if let Err(e) = worktree::unregister(&self.root, path) {
-                tracing::debug!("{e}; deleting the directory and pruning instead");
-                unregistered = false;
-            }
         }
-        remove_any(path)?;
-        if !unregistered {
-            git(&self.root, "worktree prune")
-                .args(["worktree", "prune"])
-                .run()?;
-        }
-        Ok(())
+        worktree::remove(&self.root, path, registered)
     }
 }

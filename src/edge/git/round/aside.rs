@@ -21,13 +21,13 @@ impl Repo {
         made_on: &[PatchRef<'_>],
         patch: PatchRef<'_>,
     ) -> Result<Merged, GitError> {
-        let aside = self.index_at("aside-index", base)?;
+        let aside = RoundIndex::read(&self.root, &self.dagexec_dir(), "aside-index", base)?;
         let base_tree = match aside.apply_all(made_on) {
             Ok(()) => aside.write_tree()?,
             Err(c) => return Ok(c),
         };
         drop(aside);
-        let aside = self.index_at("aside-index", onto)?;
+        let aside = RoundIndex::read(&self.root, &self.dagexec_dir(), "aside-index", onto)?;
         if let Err(c) = aside.apply_all(chain) {
             return Ok(c);
         }
@@ -42,7 +42,7 @@ impl Repo {
         at: &str,
         patches: &[PatchRef<'_>],
     ) -> Result<Option<String>, GitError> {
-        let aside = self.index_at("aside-index", at)?;
+        let aside = RoundIndex::read(&self.root, &self.dagexec_dir(), "aside-index", at)?;
         if aside.apply_all(patches).is_err() {
             return Ok(None);
         }

@@ -1,11 +1,12 @@
 //! The round's own index: patches checked and applied into it, the plan and tasks.md
 //! staged, the commit prepared without touching the user's index.
 
-use super::super::apply::{ApplyError, apply_by};
-use super::super::cmd::{git, literal, nul_fields, text};
+use super::super::apply::{ApplyError, apply_to, applying};
+use super::super::cmd::{git, literal, nul_fields};
+use super::super::error::io_error;
 use super::super::paths::normalize;
 use super::super::{GitError, Repo};
-use super::{Journal, RoundIndex, StagedRound, cleanup_message, write_journal};
+use super::{Journal, RoundIndex, StagedRound, cleanup_message};
 
 impl RoundIndex {
     pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
@@ -13,13 +14,8 @@ impl RoundIndex {
     }
 
     /// The tree the index holds (`git write-tree`).
-    pub(super) fn write_tree(&self) -> Result<String, GitError> {
-        Ok(text(&self.git("write-tree").arg("write-tree").run()?))
-    }
-
-    /// The commit the index started from.
-    pub fn base(&self) -> &str {
-        &self.base
+    pub(in super::super) fn write_tree(&self) -> Result<String, GitError> {
+        self.git("write-tree").arg("write-tree").run_text()
     }
 
     /// Whether `patch` applies to the index as it is now; nothing is changed.
@@ -27,7 +23,7 @@ impl RoundIndex {
         &self,
         patch: impl Into<super::super::PatchRef<'p>>,
     ) -> Result<(), ApplyError> {
-        self.apply(patch.into(), true)
+        apply_to(&self.root, Some(&self.index), patch.into(), true)
     }
 
     /// Applies `patch` to the index (all or nothing). The work tree is not touched.
@@ -35,16 +31,16 @@ impl RoundIndex {
         &self,
         patch: impl Into<super::super::PatchRef<'p>>,
     ) -> Result<(), ApplyError> {
-        self.apply(patch.into(), false)
+        apply_to(&self.root, Some(&self.index), patch.into(), false)
     }
 
-    fn apply(&self, patch: super::super::PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
-        let label = if check_only {
-            "apply --cached --check"
-        } else {
-            "apply --cached"
-        };
-        apply_by(self.git(label), "--cached", patch, check_only)
+    /// Applies `patch`, made on this index's tree, to it; a failure is git's error.
+    pub(in super::super) fn apply_cached(
+        &self,
+        patch: super::super::PatchRef<'_>,
+    ) -> Result<(), GitError> {
+        let mut call = applying(self.git("apply --cached"), "--cached", patch, false);
+        call.run().map(drop)
     }
 
     /// Puts dagexec's own files (the plan, its state file) into the index as they are in the
@@ -62,57 +58,58 @@ impl RoundIndex {
         if repo.stageable(vec![path.clone()])?.is_empty() {
             return Ok(false);
         }
+        let executable = self.entry(&path)?.is_some_and(|(mode, _)| mode == "100755");
+        let mode = if executable { "100755" } else { "100644" };
+        self.write_entry(&path, mode, content)?;
+        Ok(true)
+    }
+
+    /// The index entry at `path` (normalized) as `(mode, object)`, if there is one.
+    fn entry(&self, path: &str) -> Result<Option<(String, String)>, GitError> {
         let out = self
             .git("ls-files --stage")
             .args(["ls-files", "--stage", "-z", "--"])
-            .arg(literal(&path))
+            .arg(literal(path))
             .run()?;
-        let mode = nul_fields(&out)
-            .find(|f| f.ends_with(format!("\t{path}").as_bytes()))
-            .and_then(|f| f.split(|b| *b == b' ').next().map(<[u8]>::to_vec))
-            .filter(|m| m == b"100755")
-            .map_or("100644", |_| "100755");
-        self.write_entry(&path, mode, content)?;
-        Ok(true)
+        let suffix = format!("\t{path}");
+        // `<mode> SP <object> SP <stage> TAB <path>`
+        Ok(nul_fields(&out).find_map(|f| {
+            let mut fields = f.strip_suffix(&suffix)?.split(' ');
+            Some((fields.next()?.to_owned(), fields.next()?.to_owned()))
+        }))
     }
 
     /// The index entry at `path`, as `(mode, content)`: what the round's commit will hold
     /// there. `None` when the index has no file at `path`.
     pub fn read_entry(&self, path: &str) -> Result<Option<(String, Vec<u8>)>, GitError> {
-        let path = normalize(path)?;
-        let out = self
-            .git("ls-files --stage")
-            .args(["ls-files", "--stage", "-z", "--"])
-            .arg(literal(&path))
-            .run()?;
-        // `<mode> SP <object> SP <stage> TAB <path>`
-        let Some(entry) = nul_fields(&out).find(|f| f.ends_with(format!("\t{path}").as_bytes()))
-        else {
+        let entry = self.entry(&normalize(path)?)?;
+        let Some((mode, id)) = entry.filter(|(mode, _)| mode != "160000") else {
             return Ok(None);
         };
-        let meta = String::from_utf8_lossy(entry);
-        let mut fields = meta.split([' ', '\t']);
-        let (Some(mode), Some(id)) = (fields.next(), fields.next()) else {
-            return Ok(None);
-        };
-        if mode == "160000" {
-            return Ok(None);
-        }
-        let bytes = self.git("cat-file").args(["cat-file", "blob", id]).run()?;
-        Ok(Some((mode.to_string(), bytes)))
+        let bytes = self.git("cat-file").args(["cat-file", "blob", &id]).run()?;
+        Ok(Some((mode, bytes)))
     }
 
     /// Puts `content` at `path` in the index with `mode` (as [`RoundIndex::read_entry`] gave
     /// it); the work tree is not touched. The bytes are stored as they are (no filters).
     pub fn write_entry(&self, path: &str, mode: &str, content: &[u8]) -> Result<(), GitError> {
-        let path = normalize(path)?;
-        let id = text(
-            &self
-                .git("hash-object -w")
-                .args(["hash-object", "-w", "--stdin", "--no-filters"])
-                .stdin(content)
-                .run()?,
-        );
+        self.put(&normalize(path)?, mode, "--no-filters", content)
+    }
+
+    /// Stores `content` (hashed with `filters`: `--no-filters`, or `--path=<path>` to convert
+    /// it as `git add` would) and puts it at `path` in the index with `mode`.
+    pub(in super::super) fn put(
+        &self,
+        path: &str,
+        mode: &str,
+        filters: &str,
+        content: &[u8],
+    ) -> Result<(), GitError> {
+        let id = self
+            .git("hash-object -w")
+            .args(["hash-object", "-w", "--stdin", filters])
+            .stdin(content)
+            .run_text()?;
         self.git("update-index --cacheinfo")
             .args(["update-index", "--add", "--cacheinfo"])
             .arg(format!("{mode},{id},{path}"))
@@ -144,42 +141,36 @@ impl RoundIndex {
         let Some(tree) = self.changed_tree()? else {
             return Ok(self.base.clone());
         };
-        self.commit_tree(
-            repo,
-            &tree,
-            git(&self.root, "commit-tree"),
-            [
-                "-m",
-                "dagexec: the round so far (the base of its next group)",
-            ],
-        )
+        let message = "dagexec: the round so far (the base of its next group)\n";
+        self.commit_tree(repo, &tree, message)
     }
 
     /// The tree the index holds now; `None` when it is the base's.
     fn changed_tree(&self) -> Result<Option<String>, GitError> {
         let tree = self.write_tree()?;
-        let base_tree = text(
-            &git(&self.root, "rev-parse")
-                .args(["rev-parse", &format!("{}^{{tree}}", self.base)])
-                .run()?,
-        );
-        Ok((tree != base_tree).then_some(tree))
+        Ok((tree != self.tree_of(&self.base)?).then_some(tree))
     }
 
-    /// `git commit-tree` of `tree` with the base as its parent, by `call` and with `message`
-    /// (`-m <text>`, or `-F -` with the text on `call`'s stdin), as the repository's identity
-    /// or dagexec's where it has none. The new commit's SHA.
-    fn commit_tree(
+    /// `git commit-tree` of `tree` with the base as its parent and `message` exactly as given,
+    /// as the repository's identity or dagexec's where it has none. The new commit's SHA.
+    pub(in super::super) fn commit_tree(
         &self,
         repo: &Repo,
         tree: &str,
-        call: super::super::cmd::Git<'_>,
-        message: [&str; 2],
+        message: &str,
     ) -> Result<String, GitError> {
-        let call = call
-            .args(["commit-tree", "--no-gpg-sign", tree, "-p", &self.base])
-            .args(message);
-        Ok(text(&repo.committing(call)?.run()?))
+        repo.committing("commit-tree")?
+            .args([
+                "commit-tree",
+                "--no-gpg-sign",
+                tree,
+                "-p",
+                &self.base,
+                "-F",
+                "-",
+            ])
+            .stdin(message.as_bytes())
+            .run_text()
     }
 
     /// Writes the tree and the commit (parent: the base) with `message`, and records the
@@ -188,22 +179,17 @@ impl RoundIndex {
         let Some(tree) = self.changed_tree()? else {
             return Ok(None);
         };
-        let message = cleanup_message(message);
-        let new = self.commit_tree(
-            repo,
-            &tree,
-            git(&self.root, "commit-tree")
-                .config("i18n.commitEncoding=UTF-8")
-                .stdin(message.as_bytes()),
-            ["-F", "-"],
-        )?;
-        let paths = self.names(&self.base, &new)?;
+        let new = self.commit_tree(repo, &tree, &cleanup_message(message))?;
+        let paths = super::super::changed_between(&self.root, &self.base, &new)?;
         let journal = Journal {
             old: self.base.clone(),
             new,
             paths,
         };
-        write_journal(&self.dir, &repo.journal_path(), &journal)?;
+        // Atomically, never through a link: a fresh temporary file beside it, synced, renamed.
+        let path = repo.journal_path();
+        let bytes = serde_json::to_vec_pretty(&journal).expect("the journal serialises");
+        crate::edge::fsx::write(&self.dir, &path, &bytes).map_err(io_error("write", &path))?;
         Ok(Some(StagedRound { journal }))
     }
 }

@@ -4,8 +4,8 @@
 //! leaves the merged tree in the round's index and returns the change it makes there as a
 //! binary patch (what the round rebuilds from), a conflict returns git's own account of it.
 
-use super::super::cmd::{git, nul_fields, text};
-use super::super::paths::remove_any;
+use super::super::changed_between;
+use super::super::cmd::git;
 use super::super::{GitError, PatchRef};
 use super::RoundIndex;
 
@@ -42,16 +42,12 @@ impl RoundIndex {
     /// the index's tree as ours, `base` with the patch as theirs).
     pub fn merge_patch(&self, base: &str, patch: PatchRef<'_>) -> Result<Merged, GitError> {
         let ours = self.write_tree()?;
-        let base_tree = text(
-            &git(&self.root, "rev-parse")
-                .args(["rev-parse", "--verify", &format!("{base}^{{tree}}")])
-                .run()?,
-        );
+        let base_tree = self.tree_of(base)?;
         let theirs = self.tree_with(base, patch)?;
         if ours == base_tree {
             return self.take(&ours, &theirs, false);
         }
-        let out = git(&self.root, "merge-tree")
+        let (clean, out) = git(&self.root, "merge-tree")
             .config("merge.conflictStyle=merge")
             .args([
                 "merge-tree",
@@ -62,71 +58,37 @@ impl RoundIndex {
                 &ours,
                 &theirs,
             ])
-            .output()?;
-        match out.status.code() {
-            Some(0) => {
-                let merged = text(&out.stdout);
-                let merged = merged.lines().next().unwrap_or_default().to_string();
-                let mut taken = self.take(&ours, &merged, true)?;
-                // Combined only where the tree had moved in a path this merge changes: a
-                // merge into paths nothing else changed since `base` is the patch as it is.
-                if let Merged::Clean {
-                    changed, combined, ..
-                } = &mut taken
-                {
-                    let moved = self.names(&base_tree, &ours)?;
-                    *combined = changed.iter().any(|p| moved.contains(p));
-                }
-                Ok(taken)
-            }
-            Some(1) => Ok(self.conflict(&String::from_utf8_lossy(&out.stdout))),
-            _ => Err(git(&self.root, "merge-tree").error(&out)),
+            .answer()?;
+        let out = String::from_utf8_lossy(&out);
+        if !clean {
+            return Ok(self.conflict(&out));
         }
+        let merged = out.lines().next().unwrap_or_default();
+        let mut taken = self.take(&ours, merged, true)?;
+        // Combined only where the tree had moved in a path this merge changes: a merge into
+        // paths nothing else changed since `base` is the patch as it is.
+        if let Merged::Clean {
+            changed, combined, ..
+        } = &mut taken
+        {
+            let moved = changed_between(&self.root, &base_tree, &ours)?;
+            *combined = changed.iter().any(|p| moved.contains(p));
+        }
+        Ok(taken)
     }
 
     /// The tree of commit `base` with `patch` applied, built in a scratch index.
     fn tree_with(&self, base: &str, patch: PatchRef<'_>) -> Result<String, GitError> {
-        let scratch = self.dir.join("merge-index");
-        remove_any(&scratch)?;
-        let at = |label| git(&self.root, label).env("GIT_INDEX_FILE", &scratch);
-        let built = (|| {
-            at("read-tree").args(["read-tree", base]).run()?;
-            if !patch.is_blank() {
-                at("apply --cached")
-                    .config("apply.ignoreWhitespace=no")
-                    .args(["apply", "--cached", "--binary", "--whitespace=nowarn", "-"])
-                    .stdin_patch(patch)
-                    .run()?;
-            }
-            Ok(text(&at("write-tree").arg("write-tree").run()?))
-        })();
-        let _ = std::fs::remove_file(&scratch);
-        built
-    }
-
-    /// The paths that differ between trees `from` and `to` (sorted).
-    pub(super) fn names(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
-        let names = git(&self.root, "diff-tree")
-            .args([
-                "diff-tree",
-                "-r",
-                "--no-renames",
-                "--name-only",
-                "-z",
-                from,
-                to,
-            ])
-            .run()?;
-        let mut changed: Vec<String> = nul_fields(&names)
-            .map(|f| String::from_utf8_lossy(f).into_owned())
-            .collect();
-        changed.sort();
-        Ok(changed)
+        let scratch = RoundIndex::read(&self.root, &self.dir, "merge-index", base)?;
+        if !patch.is_blank() {
+            scratch.apply_cached(patch)?;
+        }
+        scratch.write_tree()
     }
 
     /// Puts `tree` in the index, returning what it changes against `ours`.
     fn take(&self, ours: &str, tree: &str, combined: bool) -> Result<Merged, GitError> {
-        let changed = self.names(ours, tree)?;
+        let changed = changed_between(&self.root, ours, tree)?;
         let patch = git(&self.root, "diff-tree -p")
             .args([
                 "diff-tree",
