@@ -8,7 +8,7 @@
 //! environment, and [`FileGuard`] puts the runner's files back as they were before that code
 //! ran, so the step's outputs are dagexec's alone even if task code found the files anyway.
 //!
-//! And the async runtime a job runs on ([`crate::action::runtime`]): every job is an `async`
+//! And the async runtime a job runs on ([`crate::action::runtime()`]): every job is an `async`
 //! function, driven by the one place `dagexec action` blocks on a future (`cli::action`). Blocking work
 //! inside a job — git, files, the checks' and the worker's processes waited on — stays in the
 //! job's future deliberately: blocking on it, the runtime polls that future on the command's own

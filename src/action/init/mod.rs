@@ -31,14 +31,14 @@ pub const TEMPLATE: &str = include_str!(concat!(
 /// Where the workflow goes, relative to the repository root.
 pub const WORKFLOW_REL: &str = ".github/workflows/dagexec.yml";
 
-/// The reference the template is written with, replaced by [`render`].
+/// The reference the template is written with, replaced by [`render()`].
 const TEMPLATE_ACTION: &str = "org/dagexec@v1";
 
 /// The repository Cargo.toml's metadata names until the project is published: an action
 /// there does not exist, so `init` warns while the workflow would use it.
 pub const PLACEHOLDER_REPOSITORY: &str = "org/dagexec";
 
-/// The plan the template is written with, replaced by [`render`].
+/// The plan the template is written with, replaced by [`render()`].
 pub const DEFAULT_PLAN: &str = ".design/plan.json";
 
 /// Where the jobs holding a write token check out the action's own source (`--action ./`).

@@ -1,6 +1,6 @@
-//! Each command of the command line, as a function of its arguments ([`run`] dispatches):
-//! `run` and `demo` in [`run`](self::run), what reads a plan without running it in
-//! [`inspect`], `simulate` in [`simulate`](self::simulate); `answer`, `retry`, `init` and
+//! Each command of the command line, as a function of its arguments ([`run()`] dispatches):
+//! `run` and `demo` in [`run`](mod@self::run), what reads a plan without running it in
+//! [`inspect`], `simulate` in [`simulate`](mod@self::simulate); `answer`, `retry`, `init` and
 //! `action` here.
 
 pub(crate) mod inspect;

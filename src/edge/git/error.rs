@@ -23,7 +23,7 @@ pub enum GitError {
         code: Option<i32>,
         stderr: String,
     },
-    /// [`Repo::discover`] outside any repository.
+    /// [`Repo::discover`](crate::edge::git::Repo::discover) outside any repository.
     #[error("not a git repository (or any parent directory): {}", dir.display())]
     NotARepository { dir: PathBuf },
     /// The repository has no commit yet (an unborn branch).

@@ -1,4 +1,4 @@
-//! A part under `overlap: merge` (see [`crate::action::rounds::follow`]): its arrivals
+//! A part under `overlap: merge` (see [`crate::action::rounds::FollowUp`]): its arrivals
 //! integrated one by one — the chain of re-checked merges first, then the rest in plan order.
 //!
 //! The chain: the previous finalize merged its later candidates cumulatively aside (each onto
