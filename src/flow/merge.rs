@@ -76,10 +76,8 @@ fn ledger_file(common: &std::path::Path) -> PathBuf {
 /// Removes the ledger's file a run under `overlap: merge` left (this run does not merge).
 pub(crate) fn forget(repo: &Repo) -> Result<(), RunError> {
     let file = ledger_file(repo.common_dir());
-    crate::edge::fsx::remove_file(repo.common_dir(), &file).map_err(|e| RunError::Write {
-        path: file,
-        source: e.into(),
-    })
+    crate::edge::fsx::remove_file(repo.common_dir(), &file)
+        .map_err(crate::flow::cannot_write(&file))
 }
 
 impl Merges {
@@ -144,10 +142,8 @@ impl Merges {
             ledger: self.ledger.clone(),
         };
         let bytes = serde_json::to_vec(&kept).expect("the ledger serialises");
-        crate::edge::fsx::write(&self.common, &self.file, &bytes).map_err(|e| RunError::Write {
-            path: self.file.clone(),
-            source: e.into(),
-        })
+        crate::edge::fsx::write(&self.common, &self.file, &bytes)
+            .map_err(crate::flow::cannot_write(&self.file))
     }
 
     /// Attempt `task` starts from `base` in round `round`, kept: whether it is a rebase

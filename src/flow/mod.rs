@@ -109,6 +109,16 @@ impl RunError {
 }
 
 /// Everything `dagexec run` needs.
+/// [`RunError::Write`] of `path`, for `map_err` on an I/O error or a safe write's
+/// ([`crate::edge::fsx`]).
+pub(crate) fn cannot_write<E: Into<io::Error>>(path: &Path) -> impl FnOnce(E) -> RunError {
+    let path = path.to_path_buf();
+    move |e| RunError::Write {
+        path,
+        source: e.into(),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub plan: PathBuf,
@@ -177,10 +187,7 @@ pub(crate) fn remove_leftovers(root: &Path, plan: &Path, intermediate: bool) {
 }
 
 pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
-    crate::edge::plan_file::save(plan, &opts.plan).map_err(|source| RunError::Write {
-        path: opts.plan.clone(),
-        source,
-    })
+    crate::edge::plan_file::save(plan, &opts.plan).map_err(cannot_write(&opts.plan))
 }
 
 /// Records the attempts Ctrl-C (or SIGTERM: `signal`) stopped — outcome `interrupted`, with
@@ -270,24 +277,13 @@ pub(crate) fn finish(
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
                 crate::edge::fsx::create_dir_all(crate::edge::fsx::default_root(dir), dir)
-                    .map_err(|e| RunError::Write {
-                        path: dir.to_path_buf(),
-                        source: e.into(),
-                    })?;
+                    .map_err(cannot_write(dir))?;
             }
             // The archive is a copy until the commit that moves it lands: a crash before
             // then leaves the plan in place (every task completed), and the next run
             // archives it again.
-            let bytes = std::fs::read(&opts.plan).map_err(|source| RunError::Write {
-                path: opts.plan.clone(),
-                source,
-            })?;
-            crate::edge::plan_file::write_atomic(&to, &bytes).map_err(|source| {
-                RunError::Write {
-                    path: to.clone(),
-                    source,
-                }
-            })?;
+            let bytes = std::fs::read(&opts.plan).map_err(cannot_write(&opts.plan))?;
+            crate::edge::plan_file::write_atomic(&to, &bytes).map_err(cannot_write(&to))?;
             let rel = to
                 .strip_prefix(repo.root())
                 .unwrap_or(&to)
@@ -306,10 +302,7 @@ pub(crate) fn finish(
             }
             match std::fs::remove_file(&opts.plan) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(RunError::Write {
-                        path: opts.plan.clone(),
-                        source: e,
-                    });
+                    return Err(cannot_write(&opts.plan)(e));
                 }
                 _ => {}
             }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui};
+use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui, cannot_write};
 use crate::pure::engine::Schedule;
 
 const FILES: &[(&str, &str)] = &[
@@ -87,10 +87,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     };
     let repo = top.join("repo");
     let write = |path: PathBuf, text: &str| -> Result<(), RunError> {
-        crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(|e| RunError::Write {
-            path,
-            source: e.into(),
-        })
+        crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(cannot_write(&path))
     };
     for (rel, text) in FILES {
         write(repo.join(rel), text)?;

@@ -378,10 +378,8 @@ fn prepare_state(repo: &Repo) -> Result<tempfile::TempDir, RunError> {
             let _ = crate::edge::fsx::remove_all(repo.common_dir(), &e.path());
         }
     }
-    crate::edge::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
-        path: prompts.clone(),
-        source: e.into(),
-    })?;
+    crate::edge::fsx::create_dir_all(repo.common_dir(), &prompts)
+        .map_err(crate::flow::cannot_write(&prompts))?;
     let scratch = tempfile::Builder::new()
         .prefix("run-")
         .tempdir_in(&prompts)
