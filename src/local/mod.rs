@@ -224,17 +224,14 @@ pub fn finish_interrupted_round(root: &Path, plan_rel: &str, ui: &Ui) -> Result<
 /// The repository, with the worktrees folder a setting names.
 fn open_repo(opts: &RunOptions) -> Result<Repo, RunError> {
     let repo = Repo::discover(&opts.root)?;
-    let repo = match &opts.settings.worktrees {
-        Some(home) => {
-            repo.with_worktrees_home(&home.dir)
-                .map_err(|source| RunError::Worktrees {
-                    from: home.from,
-                    source,
-                })?
-        }
-        None => repo,
+    let Some(home) = &opts.settings.worktrees else {
+        return Ok(repo);
     };
-    Ok(repo)
+    repo.with_worktrees_home(&home.dir)
+        .map_err(|source| RunError::Worktrees {
+            from: home.from,
+            source,
+        })
 }
 
 /// One run per repository: the lock, taken over from a run that died (and what it left
@@ -271,7 +268,7 @@ fn preflight(
     ui: &Ui,
 ) -> Result<(), RunError> {
     // Pre-flight (seed Steps 1–2).
-    let validation = checks::gather(
+    let mut validation = checks::gather(
         plan,
         &opts.root,
         checks::CheckOptions {
@@ -279,7 +276,6 @@ fn preflight(
             timeout: opts.check_timeout,
         },
     );
-    let mut validation = validation;
     checks::drop_own_files(&mut validation, &opts.plan_rel);
     let setup = preflight::output(plan, dag, overlaps, validation);
     let v = &setup.validation;
@@ -439,20 +435,11 @@ impl Drop for WorktreesFolder<'_> {
 /// prompt folder: someone deleting it during the run gets [`RunError::StateDeleted`] before
 /// the next step, instead of the first file operation's raw error.
 fn check_state(repo: &Repo, scratch: &Path) -> Result<(), RunError> {
-    let lock = repo.common_dir().join("dagexec").join("run.lock");
-    if lock.is_file() && scratch.is_dir() {
+    let dir = repo.common_dir().join("dagexec");
+    if dir.join("run.lock").is_file() && scratch.is_dir() {
         return Ok(());
     }
-    let dir = repo.common_dir().join("dagexec");
-    let root = repo
-        .root()
-        .canonicalize()
-        .unwrap_or_else(|_| repo.root().to_path_buf());
-    let shown = dir
-        .strip_prefix(&root)
-        .unwrap_or(&dir)
-        .display()
-        .to_string();
+    let shown = crate::flow::logs::shown(repo.root(), &dir);
     Err(RunError::StateDeleted { shown })
 }
 
