@@ -174,11 +174,7 @@ pub(crate) fn remove_leftovers(root: &Path, plan: &Path, intermediate: bool) {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            let own = intermediate
-                && dir == design
-                && ((name.starts_with("worker-") && name.ends_with(".log"))
-                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
-                    || name == "tasks.json");
+            let own = intermediate && dir == design && checks::is_intermediate(&name);
             if own || checks::is_dagexec_temp(&name) {
                 let _ = crate::edge::fsx::remove_file(root, &e.path());
             }
