@@ -279,16 +279,7 @@ fn preflight(
     checks::drop_own_files(&mut validation, &opts.plan_rel);
     let setup = preflight::output(plan, dag, overlaps, validation);
     let v = &setup.validation;
-    ui.say(format!("Executing: {}", setup.goal));
-    ui.say(format!(
-        "Tasks: {} (max dependency depth: {})",
-        setup.task_count, setup.max_depth
-    ));
-    let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
-    ui.say(format!(
-        "Validation: {passed}/{} blocking checks passed",
-        v.blocking_checks.len()
-    ));
+    ui.say(preflight::report::header(&setup));
     // The user's uncommitted files where pending tasks write: asked about before any
     // worker runs (dagexec never overwrites or cleans them up).
     let declared = checks::declared_paths(plan);
