@@ -205,8 +205,7 @@ pub(crate) fn keep_interrupted(
         r.signal = Some(signal.to_string());
         crate::pure::usage::record(plan, &r);
     }
-    let _held = pool.memory.plan_file();
-    pool.memory.apply(plan);
+    let _held = pool.memory.apply(plan);
     save(plan, opts)?;
     Ok(records.iter().map(|r| (r.task, r.attempt)).collect())
 }
