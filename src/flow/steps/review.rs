@@ -158,9 +158,7 @@ pub(crate) async fn run_reviewer_through(
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _, _) = crate::flow::reported::reported_usage(&mut run);
-    let mut told = crate::flow::reported::Told::default();
-    let (usage, _) = crate::flow::reported::with_wire(usage, &mut told, wire.as_ref());
+    let (usage, _, _) = crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
