@@ -183,18 +183,7 @@ impl RoundBuild {
         plan: &mut Plan,
         judged: Vec<Judged>,
     ) -> Result<(), RunError> {
-        self.merge_each(at, &mut merges.ledger, plan, judged)?;
-        merges.keep(plan)
-    }
-
-    /// [`RoundBuild::add_merged`]'s decisions, `judged` in turn.
-    fn merge_each(
-        &mut self,
-        at: &Merging<'_>,
-        ledger: &mut Ledger,
-        plan: &mut Plan,
-        judged: Vec<Judged>,
-    ) -> Result<(), RunError> {
+        let ledger = &mut merges.ledger;
         for j in judged {
             let started = ledger.arrived(j.index);
             let merging = j.verdict.status == Status::Completed
@@ -224,7 +213,7 @@ impl RoundBuild {
             };
             ledger.integrate(&mut local, &a, Meets::default())?;
         }
-        Ok(())
+        merges.keep(plan)
     }
 }
 
