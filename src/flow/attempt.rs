@@ -198,7 +198,7 @@ pub(crate) async fn run(
     let (stop, wt, wire) = run_worker(&running, &store).await?;
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, start, wire.as_ref())),
+        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, wire.as_ref())),
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&running, &mut run, &wt);
@@ -279,14 +279,13 @@ pub(crate) struct Attempting<'a> {
     pub start: jiff::Timestamp,
 }
 
-/// An attempt Ctrl-C stopped (its worker in `wt`, started at `start`): what its worker
+/// An attempt Ctrl-C stopped (its worker in `wt`): what its worker
 /// printed and logged until then (`kept`, `None` when it never started) is kept like any
 /// attempt's, and its record waits in the pool.
 fn stopped(
     at: &Attempting<'_>,
     kept: Option<Box<worker::WorkerRun>>,
     wt: &Worktree,
-    start: jiff::Timestamp,
     wire: Option<&crate::edge::gateway::Spend>,
 ) -> AttemptEnd {
     if let Some(mut kept) = kept {
@@ -294,7 +293,7 @@ fn stopped(
     }
     let usage = wire.map(crate::edge::gateway::Spend::usage);
     at.pool
-        .interrupted(at.input, start, usage.unwrap_or_default());
+        .interrupted(at.input, at.start, usage.unwrap_or_default());
     AttemptEnd::Cancelled
 }
 
@@ -324,7 +323,14 @@ async fn run_worker(
     );
     let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
     let mut spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
-    let (pass, gateway_env) = gateway_env(pool, input);
+    // The attempt's pass at the model gateway, its Codex home in the run's scratch folder.
+    let rebase = if input.rebase { "-rebase" } else { "" };
+    let codex_home = input.scratch.join(format!(
+        "codex-home-{}-{}{rebase}",
+        input.index, input.attempt
+    ));
+    let (pass, gateway_env) =
+        crate::edge::gateway::pass_for(pool.gateway.as_deref(), input.index, &codex_home);
     spec.extra_env.extend(gateway_env);
     // What it spends is kept on disk as it grows, for a crash of this process.
     let live = pass.as_ref().map(|p| {
@@ -354,22 +360,6 @@ async fn run_worker(
     drop(live);
     let wire = pass.map(|p| p.spend());
     Ok((stop, wt, wire))
-}
-
-/// The attempt's pass at the model gateway and its worker's variables
-/// ([`crate::edge::gateway::pass_for`]),
-/// its Codex home in the run's scratch folder.
-fn gateway_env(
-    pool: &Pool,
-    input: &AttemptInput,
-) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
-    let codex_home = input.scratch.join(format!(
-        "codex-home-{}-{}{}",
-        input.index,
-        input.attempt,
-        if input.rebase { "-rebase" } else { "" }
-    ));
-    crate::edge::gateway::pass_for(pool.gateway.as_deref(), input.index, &codex_home)
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.
