@@ -13,37 +13,22 @@ use crate::pure::engine::Schedule;
 const FILES: &[(&str, &str)] = &[
     (
         "README.md",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/README.md"
-        )),
+        include_str!("../../examples/demo/repo/README.md"),
     ),
     (
         "CHANGELOG.md",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/CHANGELOG.md"
-        )),
+        include_str!("../../examples/demo/repo/CHANGELOG.md"),
     ),
     (
         "src/app.txt",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/src/app.txt"
-        )),
+        include_str!("../../examples/demo/repo/src/app.txt"),
     ),
     (
         ".design/plan.json",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/plan.json"
-        )),
+        include_str!("../../examples/demo/plan.json"),
     ),
 ];
-const WORKER: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/examples/demo/worker.sh"
-));
+const WORKER: &str = include_str!("../../examples/demo/worker.sh");
 
 /// `git ARGS` in the demo's repository; `label` names the command in an error.
 fn git(dir: &Path, label: &'static str, args: &[&str]) -> Result<String, RunError> {
@@ -95,13 +80,14 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     let worker = top.join("worker.sh");
     write(worker.clone(), WORKER)?;
     git(&repo, "init", &["init", "-q", "-b", "main"])?;
-    git(&repo, "config", &["config", "user.name", "dagexec demo"])?;
-    git(
-        &repo,
-        "config",
-        &["config", "user.email", "demo@dagexec.invalid"],
-    )?;
-    git(&repo, "config", &["config", "commit.gpgsign", "false"])?;
+    let config = [
+        ("user.name", "dagexec demo"),
+        ("user.email", "demo@dagexec.invalid"),
+        ("commit.gpgsign", "false"),
+    ];
+    for (key, value) in config {
+        git(&repo, "config", &["config", key, value])?;
+    }
     git(&repo, "add", &["add", "-A"])?;
     git(
         &repo,
