@@ -7,35 +7,21 @@ use crate::cli::report::{CliError, config_error, run_error};
 use crate::cli::{Exit, Location};
 
 pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Result<Exit, CliError> {
-    let RunArgs {
-        worker,
-        jobs,
-        schedule,
-        overlap,
-        timeout,
-        yes,
-        dry_run,
-        check_timeout,
-        reviewer,
-        long_run: _,
-        max_cost,
-        issue: _,
-        branch,
-    } = a;
+    // --long-run and --issue chose the plan already (`cli::location`).
     let flags = crate::flow::settings::Flags {
-        worker,
-        jobs,
-        timeout,
-        schedule,
-        overlap,
-        reviewer,
-        max_cost,
+        worker: a.worker,
+        jobs: a.jobs,
+        timeout: a.timeout,
+        schedule: a.schedule,
+        overlap: a.overlap,
+        reviewer: a.reviewer,
+        max_cost: a.max_cost,
     };
     let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
     let env = |k: &str| std::env::var(k).ok();
     let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
         Ok(s) => s,
-        Err(crate::flow::settings::ConfigError::NoWorker) if dry_run => {
+        Err(crate::flow::settings::ConfigError::NoWorker) if a.dry_run => {
             let flags = crate::flow::settings::Flags {
                 worker: Some("(none)".into()),
                 ..flags
@@ -65,10 +51,10 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         plan_rel: plan_rel(loc, "run dagexec from the repository that holds the plan")?,
         root: loc.root.clone(),
         settings,
-        yes,
-        dry_run,
-        check_timeout,
-        branch,
+        yes: a.yes,
+        dry_run: a.dry_run,
+        check_timeout: a.check_timeout,
+        branch: a.branch,
     };
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
