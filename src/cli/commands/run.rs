@@ -5,10 +5,11 @@ use std::io::Write;
 use crate::cli::args::{DemoArgs, RunArgs};
 use crate::cli::report::{CliError, config_error, run_error};
 use crate::cli::{Exit, Location};
+use crate::flow::settings::Flags;
 
 pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Result<Exit, CliError> {
     // --long-run and --issue chose the plan already (`cli::location`).
-    let flags = crate::flow::settings::Flags {
+    let flags = Flags {
         worker: a.worker,
         jobs: a.jobs,
         timeout: a.timeout,
@@ -19,17 +20,14 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     };
     let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
     let env = |k: &str| std::env::var(k).ok();
+    let worker = Some("(none)".to_string());
     let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
-        Ok(s) => s,
         Err(crate::flow::settings::ConfigError::NoWorker) if a.dry_run => {
-            let flags = crate::flow::settings::Flags {
-                worker: Some("(none)".into()),
-                ..flags
-            };
-            crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)?
+            crate::flow::settings::resolve(&Flags { worker, ..flags }, &env, &file)
         }
-        Err(e) => return Err(config_error(e)),
-    };
+        resolved => resolved,
+    }
+    .map_err(config_error)?;
     // What tokens cost, for the CLIs that report no cost of their own.
     crate::pure::prices::install(file.prices().map_err(config_error)?);
     // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
