@@ -268,7 +268,8 @@ pub(crate) async fn run(
 }
 
 /// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
-/// its tree the prompt asks for the work log, and the run's Ctrl-C.
+/// its tree the prompt asks for the work log, and the run's Ctrl-C; its reviewer runs there
+/// too ([`crate::flow::steps::review::review`]).
 pub(crate) struct Attempting<'a> {
     pub repo: &'a Arc<Repo>,
     pub pool: &'a Arc<Pool>,
