@@ -295,11 +295,10 @@ pub(crate) fn finish(
                 failpoint("archive-after-ref", 0);
                 prepared.sync(repo)?;
             }
-            match std::fs::remove_file(&opts.plan) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(cannot_write(&opts.plan)(e));
-                }
-                _ => {}
+            if let Err(e) = std::fs::remove_file(&opts.plan)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                return Err(cannot_write(&opts.plan)(e));
             }
             ui.say(format!("The plan is archived as {rel}."));
         }

@@ -243,11 +243,8 @@ fn take_lock(repo: &Repo, ui: &Ui) -> Result<lock::RunLock, RunError> {
         ui.say(format!(
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
-        let stopped = if pid > 0 {
-            crate::edge::procs::kill_left_by(pid)
-        } else {
-            0
-        };
+        let stopped = (pid > 0).then(|| crate::edge::procs::kill_left_by(pid));
+        let stopped = stopped.unwrap_or(0);
         if stopped > 0 {
             ui.say(format!(
                 "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
