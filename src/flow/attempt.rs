@@ -36,14 +36,7 @@ pub(crate) fn observe(
     all: &crate::edge::git::Changes,
     timeout: Duration,
 ) -> AttemptReport {
-    let mut report = AttemptReport {
-        output: run.stdout.clone(),
-        exit: run.exit.clone(),
-        log: run.log.clone(),
-        present: all.present.clone(),
-        changed: all.changed.clone(),
-        acceptance: None,
-    };
+    let mut report = left(run, all);
     if outcome::wants_acceptance(task, &report) {
         let checks = task
             .acceptance_criteria()
@@ -61,6 +54,19 @@ pub(crate) fn observe(
         report.acceptance = Some(checks);
     }
     report
+}
+
+/// What the worker left: its output, exit and log, and the files `all` says it changed (no
+/// check run yet).
+fn left(run: &worker::WorkerRun, all: &crate::edge::git::Changes) -> AttemptReport {
+    AttemptReport {
+        output: run.stdout.clone(),
+        exit: run.exit.clone(),
+        log: run.log.clone(),
+        present: all.present.clone(),
+        changed: all.changed.clone(),
+        acceptance: None,
+    }
 }
 
 /// The work log a worker wrote inside its tree at `log_rel` (the prompt names that path), when
@@ -113,39 +119,17 @@ pub(crate) fn observe_and_judge(
     staged: Result<crate::edge::git::Changes, String>,
     told: Told,
 ) -> Result<Observed, crate::edge::git::GitError> {
-    let Told {
-        detail,
-        said,
-        warnings,
-        cli_usage: _,
-    } = told;
-    let &Observing {
-        tree,
-        index,
-        task,
-        plan_rel,
-        tasks_md,
-        log_rel,
-        timeout,
-    } = at;
+    let (task, plan_rel, tasks_md) = (at.task, at.plan_rel, at.tasks_md);
     // What the tree holds is the attempt's own problem, not the run's: a change too large to
     // integrate, or one that filled the disk while it was staged, fails this attempt and
     // nothing of it is taken (no check runs on it).
     let all = match staged {
         Ok(all) => all,
         Err(reason) => {
-            let report = AttemptReport {
-                output: run.stdout.clone(),
-                exit: run.exit.clone(),
-                log: run.log.clone(),
-                present: std::collections::BTreeSet::new(),
-                changed: std::collections::BTreeSet::new(),
-                acceptance: None,
-            };
-            let verdict = Verdict::refused(reason.clone(), warnings);
-            let nothing = crate::edge::git::Changes::nothing(tree);
+            let nothing = crate::edge::git::Changes::nothing(at.tree);
+            let verdict = Verdict::refused(reason.clone(), told.warnings);
             return Ok(Observed {
-                report,
+                report: left(run, &nothing),
                 verdict,
                 all: nothing.clone(),
                 kept: nothing,
@@ -153,12 +137,12 @@ pub(crate) fn observe_and_judge(
             });
         }
     };
-    let mut own = vec![plan_rel, log_rel];
+    let mut own = vec![plan_rel, at.log_rel];
     own.extend(tasks_md);
     let kept = all.without(&own)?;
-    let report = observe(tree, task, run, &all, timeout);
+    let report = observe(at.tree, task, run, &all, at.timeout);
     let mut verdict = outcome::judge_among(
-        index,
+        at.index,
         task,
         &report,
         outcome::OwnFiles {
@@ -174,12 +158,12 @@ pub(crate) fn observe_and_judge(
     if verdict.status == crate::pure::plan::model::Status::Failed
         && (report.exit != outcome::Exit::Success || no_status)
     {
-        verdict.result.push_str(&detail);
+        verdict.result.push_str(&told.detail);
     }
     // What the agent CLI said: its failure in its words, what it refused, no retry.
-    crate::pure::outcome::heed(&mut verdict, &said);
+    crate::pure::outcome::heed(&mut verdict, &told.said);
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
-    verdict.warnings.extend(warnings);
+    verdict.warnings.extend(told.warnings);
     Ok(Observed {
         report,
         verdict,
@@ -214,7 +198,7 @@ pub(crate) async fn run(
     let (stop, wt, wire) = run_worker(&running, &store).await?;
     let mut run = match stop {
         Stop::Finished(run) => run,
-        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, start, wire.as_ref())),
+        Stop::Cancelled(kept) => return Ok(stopped(&running, kept, &wt, wire.as_ref())),
     };
     tracing::debug!(task = input.index, attempt = input.attempt, "worker exited");
     keep_attempt_logs(&running, &mut run, &wt);
@@ -229,16 +213,17 @@ pub(crate) async fn run(
         wt.path(),
         repo.root(),
     );
-    let judging = Judging::of(&input, log_rel.clone(), told, question.clone());
+    let (mine, log, asked) = (input.clone(), log_rel.clone(), question.clone());
     let (duration, timed_out) = (run.duration, matches!(run.exit, outcome::Exit::TimedOut(_)));
     let (mut verdict, patch, touched, wt) =
-        tokio::task::spawn_blocking(move || judging.judge(wt, &run))
+        tokio::task::spawn_blocking(move || judge(&mine, &log, told, asked.as_ref(), wt, &run))
             .await
             .expect("judging does not panic")?;
     if let Some(why) = budget_stop {
         crate::pure::outcome::stopped_by_budget(&mut verdict, &why);
     }
-    let reviewed = running.review(&wt, &mut verdict, &patch, &touched).await;
+    let reviewed =
+        crate::flow::steps::review::review(&running, &wt, &mut verdict, &patch, &touched).await;
     verdict.warnings.extend(pool.release(wt));
     tracing::debug!(
         task = input.index,
@@ -283,48 +268,25 @@ pub(crate) async fn run(
 }
 
 /// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
-/// its tree the prompt asks for the work log, and the run's Ctrl-C.
-struct Attempting<'a> {
-    repo: &'a Arc<Repo>,
-    pool: &'a Arc<Pool>,
-    input: &'a AttemptInput,
-    log_rel: &'a str,
-    cancel: &'a tokio::sync::watch::Receiver<bool>,
+/// its tree the prompt asks for the work log, and the run's Ctrl-C; its reviewer runs there
+/// too ([`crate::flow::steps::review::review`]).
+pub(crate) struct Attempting<'a> {
+    pub repo: &'a Arc<Repo>,
+    pub pool: &'a Arc<Pool>,
+    pub input: &'a AttemptInput,
+    pub log_rel: &'a str,
+    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
     /// When the attempt started.
-    start: jiff::Timestamp,
+    pub start: jiff::Timestamp,
 }
 
-impl Attempting<'_> {
-    /// The reviewer loop on the judged attempt in `wt` (its `patch`, touching `touched`),
-    /// concluding into `verdict`.
-    async fn review(
-        &self,
-        wt: &Worktree,
-        verdict: &mut Verdict,
-        patch: &Patch,
-        touched: &[String],
-    ) -> Reviewed {
-        let plan_path = self.repo.root().join(&self.input.plan_rel);
-        let at = crate::flow::steps::review::Reviewing {
-            input: self.input,
-            wt,
-            pool: self.pool,
-            plan_path: &plan_path,
-            common_dir: self.repo.common_dir(),
-            cancel: self.cancel,
-        };
-        crate::flow::steps::review::review(&at, verdict, patch, touched).await
-    }
-}
-
-/// An attempt Ctrl-C stopped (its worker in `wt`, started at `start`): what its worker
+/// An attempt Ctrl-C stopped (its worker in `wt`): what its worker
 /// printed and logged until then (`kept`, `None` when it never started) is kept like any
 /// attempt's, and its record waits in the pool.
 fn stopped(
     at: &Attempting<'_>,
     kept: Option<Box<worker::WorkerRun>>,
     wt: &Worktree,
-    start: jiff::Timestamp,
     wire: Option<&crate::edge::gateway::Spend>,
 ) -> AttemptEnd {
     if let Some(mut kept) = kept {
@@ -332,7 +294,7 @@ fn stopped(
     }
     let usage = wire.map(crate::edge::gateway::Spend::usage);
     at.pool
-        .interrupted(at.input, start, usage.unwrap_or_default());
+        .interrupted(at.input, at.start, usage.unwrap_or_default());
     AttemptEnd::Cancelled
 }
 
@@ -362,7 +324,14 @@ async fn run_worker(
     );
     let prompt = crate::flow::steps::prepare(input, &wt, pool, store);
     let mut spec = worker_spec(input, &wt, prompt, repo.root(), log_rel);
-    let (pass, gateway_env) = gateway_env(pool, input);
+    // The attempt's pass at the model gateway, its Codex home in the run's scratch folder.
+    let rebase = if input.rebase { "-rebase" } else { "" };
+    let codex_home = input.scratch.join(format!(
+        "codex-home-{}-{}{rebase}",
+        input.index, input.attempt
+    ));
+    let (pass, gateway_env) =
+        crate::edge::gateway::pass_for(pool.gateway.as_deref(), input.index, &codex_home);
     spec.extra_env.extend(gateway_env);
     // What it spends is kept on disk as it grows, for a crash of this process.
     let live = pass.as_ref().map(|p| {
@@ -392,22 +361,6 @@ async fn run_worker(
     drop(live);
     let wire = pass.map(|p| p.spend());
     Ok((stop, wt, wire))
-}
-
-/// The attempt's pass at the model gateway and its worker's variables
-/// ([`crate::edge::gateway::pass_for`]),
-/// its Codex home in the run's scratch folder.
-fn gateway_env(
-    pool: &Pool,
-    input: &AttemptInput,
-) -> (Option<crate::edge::gateway::Pass>, Vec<(String, String)>) {
-    let codex_home = input.scratch.join(format!(
-        "codex-home-{}-{}{}",
-        input.index,
-        input.attempt,
-        if input.rebase { "-rebase" } else { "" }
-    ));
-    crate::edge::gateway::pass_for(pool.gateway.as_deref(), input.index, &codex_home)
 }
 
 /// The worker's contract for this attempt: its command, tree, prompt, environment and files.
@@ -469,88 +422,51 @@ fn keep_attempt_logs(at: &Attempting<'_>, run: &mut worker::WorkerRun, wt: &Work
     }
 }
 
-/// What judging an attempt needs once its worker has ended (moved to a blocking thread).
-struct Judging {
-    plan_rel: String,
-    tasks_md: Option<String>,
-    task: Task,
-    index: usize,
-    timeout: Duration,
-    log_rel: String,
+/// The verdict on the attempt's tree (`input`'s, its work log at `log_rel`): its changes
+/// observed and judged with what the worker `told`, a blocked task's question (`asked`), and
+/// what the task may never change refused. Returns the verdict, the patch, the paths it
+/// touches, and the tree.
+fn judge(
+    input: &AttemptInput,
+    log_rel: &str,
     told: Told,
-    asked: Option<crate::pure::question::Question>,
-}
-
-impl Judging {
-    fn of(
-        input: &AttemptInput,
-        log_rel: String,
-        told: Told,
-        asked: Option<crate::pure::question::Question>,
-    ) -> Judging {
-        Judging {
-            plan_rel: input.plan_rel.clone(),
-            tasks_md: input.tasks_md.clone(),
-            task: input.task.clone(),
+    asked: Option<&crate::pure::question::Question>,
+    wt: Worktree,
+    run: &worker::WorkerRun,
+) -> Result<(Verdict, Patch, Vec<String>, Worktree), crate::edge::git::GitError> {
+    let (task, plan_rel) = (&input.task, input.plan_rel.as_str());
+    let Observed {
+        mut verdict,
+        all,
+        kept,
+        ..
+    } = observe_and_judge(
+        &Observing {
+            tree: wt.path(),
             index: input.index,
-            timeout: input.timeout,
-            log_rel,
-            told,
-            asked,
-        }
-    }
-
-    /// The verdict on the attempt's tree: its changes observed and judged, a blocked task's
-    /// question, and what the task may never change refused. Returns the verdict, the patch,
-    /// the paths it touches, and the tree.
-    fn judge(
-        self,
-        wt: Worktree,
-        run: &worker::WorkerRun,
-    ) -> Result<(Verdict, Patch, Vec<String>, Worktree), crate::edge::git::GitError> {
-        let Judging {
-            plan_rel,
-            tasks_md,
             task,
-            index,
-            timeout,
+            plan_rel,
+            tasks_md: input.tasks_md.as_deref(),
             log_rel,
-            told,
-            asked,
-        } = self;
-        let Observed {
-            mut verdict,
-            all,
-            kept,
-            ..
-        } = observe_and_judge(
-            &Observing {
-                tree: wt.path(),
-                index,
-                task: &task,
-                plan_rel: &plan_rel,
-                tasks_md: tasks_md.as_deref(),
-                log_rel: &log_rel,
-                timeout,
-            },
-            run,
-            wt.changes_within()?,
-            told,
-        )?;
-        let mut patch = kept.patch;
-        crate::flow::steps::questions::blocked_on(&task, asked.as_ref(), &mut verdict, &mut patch);
-        let touched = if patch.is_empty() {
-            Vec::new()
-        } else {
-            kept.changed.iter().cloned().collect()
-        };
-        let changed = all.changed.iter().chain(&all.forbidden);
-        if let Some(reason) = outcome::refused_changes(&task, changed, &all.links, &plan_rel) {
-            outcome::refuse(&mut verdict, reason);
-            return Ok((verdict, Patch::default(), touched, wt));
-        }
-        Ok((verdict, patch, touched, wt))
+            timeout: input.timeout,
+        },
+        run,
+        wt.changes_within()?,
+        told,
+    )?;
+    let mut patch = kept.patch;
+    crate::flow::steps::questions::blocked_on(task, asked, &mut verdict, &mut patch);
+    let touched = if patch.is_empty() {
+        Vec::new()
+    } else {
+        kept.changed.iter().cloned().collect()
+    };
+    let changed = all.changed.iter().chain(&all.forbidden);
+    if let Some(reason) = outcome::refused_changes(task, changed, &all.links, plan_rel) {
+        outcome::refuse(&mut verdict, reason);
+        return Ok((verdict, Patch::default(), touched, wt));
     }
+    Ok((verdict, patch, touched, wt))
 }
 
 #[cfg(test)]

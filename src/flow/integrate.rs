@@ -250,12 +250,8 @@ impl RoundBuild {
             .root
             .join(format!(".design/processor-batch-{round}.json"));
         let text = serde_json::to_string_pretty(&entries).expect("entries serialise");
-        crate::edge::plan_file::write_atomic(&batch_path, text.as_bytes()).map_err(|source| {
-            RunError::Write {
-                path: batch_path.clone(),
-                source,
-            }
-        })?;
+        crate::edge::plan_file::write_atomic(&batch_path, text.as_bytes())
+            .map_err(crate::flow::cannot_write(&batch_path))?;
         let notes = RoundNotes {
             wave,
             ..Default::default()

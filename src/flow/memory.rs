@@ -14,12 +14,14 @@ use crate::edge::lock::held;
 ///
 /// Each verdict is also written to the plan file at once ([`Memory::persist`]), so that a
 /// run killed before the next step (the next attempt, the round commit) loses no rejection.
-/// Whoever else writes the plan file while attempts run (the eager loop) holds
-/// [`Memory::plan_file`] and puts the histories in first ([`Memory::apply`]).
+/// Whoever else writes the plan file while attempts run (the eager loop) puts the histories
+/// in first and holds the file meanwhile ([`Memory::apply`]).
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) reviews: Mutex<BTreeMap<usize, Vec<ReviewEntry>>>,
     pub(crate) carry: Mutex<BTreeMap<usize, crate::edge::git::Patch>>,
+    /// Held while the plan file is read and written during a round, by [`Memory::persist`]
+    /// and by a runner saving its own copy of the plan while attempts run.
     pub(crate) plan_file: Mutex<()>,
 }
 
@@ -35,15 +37,11 @@ impl Memory {
         held(&self.reviews).insert(index, history);
     }
 
-    /// Held while the plan file is read and written during a round, by [`Memory::persist`]
-    /// and by a runner saving its own copy of the plan while attempts run.
-    pub(crate) fn plan_file(&self) -> std::sync::MutexGuard<'_, ()> {
-        held(&self.plan_file)
-    }
-
     /// Puts the review histories of this run into the tasks still in progress in `plan` (a
-    /// resolved task's history arrives with its judged attempt).
-    pub(crate) fn apply(&self, plan: &mut Plan) {
+    /// resolved task's history arrives with its judged attempt), and holds the plan file
+    /// until the guard it returns drops: the caller saves `plan` meanwhile.
+    pub(crate) fn apply(&self, plan: &mut Plan) -> std::sync::MutexGuard<'_, ()> {
+        let file = held(&self.plan_file);
         for (&i, h) in held(&self.reviews).iter() {
             if let Some(t) = plan.tasks.get_mut(i)
                 && t.status == Status::InProgress
@@ -51,6 +49,7 @@ impl Memory {
                 review::set_history(t, h);
             }
         }
+        file
     }
 
     /// Writes task `index`'s review history into the plan file at `plan_path` (read, changed,
@@ -61,7 +60,7 @@ impl Memory {
         index: usize,
         history: &[ReviewEntry],
     ) -> Result<(), String> {
-        let _held = self.plan_file();
+        let _held = held(&self.plan_file);
         let mut plan = crate::edge::plan_file::load(plan_path).map_err(|e| e.to_string())?;
         let task = plan
             .tasks

@@ -76,10 +76,8 @@ fn ledger_file(common: &std::path::Path) -> PathBuf {
 /// Removes the ledger's file a run under `overlap: merge` left (this run does not merge).
 pub(crate) fn forget(repo: &Repo) -> Result<(), RunError> {
     let file = ledger_file(repo.common_dir());
-    crate::edge::fsx::remove_file(repo.common_dir(), &file).map_err(|e| RunError::Write {
-        path: file,
-        source: e.into(),
-    })
+    crate::edge::fsx::remove_file(repo.common_dir(), &file)
+        .map_err(crate::flow::cannot_write(&file))
 }
 
 impl Merges {
@@ -144,10 +142,8 @@ impl Merges {
             ledger: self.ledger.clone(),
         };
         let bytes = serde_json::to_vec(&kept).expect("the ledger serialises");
-        crate::edge::fsx::write(&self.common, &self.file, &bytes).map_err(|e| RunError::Write {
-            path: self.file.clone(),
-            source: e.into(),
-        })
+        crate::edge::fsx::write(&self.common, &self.file, &bytes)
+            .map_err(crate::flow::cannot_write(&self.file))
     }
 
     /// Attempt `task` starts from `base` in round `round`, kept: whether it is a rebase
@@ -187,18 +183,7 @@ impl RoundBuild {
         plan: &mut Plan,
         judged: Vec<Judged>,
     ) -> Result<(), RunError> {
-        self.merge_each(at, &mut merges.ledger, plan, judged)?;
-        merges.keep(plan)
-    }
-
-    /// [`RoundBuild::add_merged`]'s decisions, `judged` in turn.
-    fn merge_each(
-        &mut self,
-        at: &Merging<'_>,
-        ledger: &mut Ledger,
-        plan: &mut Plan,
-        judged: Vec<Judged>,
-    ) -> Result<(), RunError> {
+        let ledger = &mut merges.ledger;
         for j in judged {
             let started = ledger.arrived(j.index);
             let merging = j.verdict.status == Status::Completed
@@ -228,7 +213,7 @@ impl RoundBuild {
             };
             ledger.integrate(&mut local, &a, Meets::default())?;
         }
-        Ok(())
+        merges.keep(plan)
     }
 }
 

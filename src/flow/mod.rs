@@ -109,6 +109,16 @@ impl RunError {
 }
 
 /// Everything `dagexec run` needs.
+/// [`RunError::Write`] of `path`, for `map_err` on an I/O error or a safe write's
+/// ([`crate::edge::fsx`]).
+pub(crate) fn cannot_write<E: Into<io::Error>>(path: &Path) -> impl FnOnce(E) -> RunError {
+    let path = path.to_path_buf();
+    move |e| RunError::Write {
+        path,
+        source: e.into(),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub plan: PathBuf,
@@ -164,11 +174,7 @@ pub(crate) fn remove_leftovers(root: &Path, plan: &Path, intermediate: bool) {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
-            let own = intermediate
-                && dir == design
-                && ((name.starts_with("worker-") && name.ends_with(".log"))
-                    || (name.starts_with("processor-batch-") && name.ends_with(".json"))
-                    || name == "tasks.json");
+            let own = intermediate && dir == design && checks::is_intermediate(&name);
             if own || checks::is_dagexec_temp(&name) {
                 let _ = crate::edge::fsx::remove_file(root, &e.path());
             }
@@ -177,10 +183,7 @@ pub(crate) fn remove_leftovers(root: &Path, plan: &Path, intermediate: bool) {
 }
 
 pub(crate) fn save(plan: &Plan, opts: &RunOptions) -> Result<(), RunError> {
-    crate::edge::plan_file::save(plan, &opts.plan).map_err(|source| RunError::Write {
-        path: opts.plan.clone(),
-        source,
-    })
+    crate::edge::plan_file::save(plan, &opts.plan).map_err(cannot_write(&opts.plan))
 }
 
 /// Records the attempts Ctrl-C (or SIGTERM: `signal`) stopped — outcome `interrupted`, with
@@ -202,8 +205,7 @@ pub(crate) fn keep_interrupted(
         r.signal = Some(signal.to_string());
         crate::pure::usage::record(plan, &r);
     }
-    let _held = pool.memory.plan_file();
-    pool.memory.apply(plan);
+    let _held = pool.memory.apply(plan);
     save(plan, opts)?;
     Ok(records.iter().map(|r| (r.task, r.attempt)).collect())
 }
@@ -270,24 +272,13 @@ pub(crate) fn finish(
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
                 crate::edge::fsx::create_dir_all(crate::edge::fsx::default_root(dir), dir)
-                    .map_err(|e| RunError::Write {
-                        path: dir.to_path_buf(),
-                        source: e.into(),
-                    })?;
+                    .map_err(cannot_write(dir))?;
             }
             // The archive is a copy until the commit that moves it lands: a crash before
             // then leaves the plan in place (every task completed), and the next run
             // archives it again.
-            let bytes = std::fs::read(&opts.plan).map_err(|source| RunError::Write {
-                path: opts.plan.clone(),
-                source,
-            })?;
-            crate::edge::plan_file::write_atomic(&to, &bytes).map_err(|source| {
-                RunError::Write {
-                    path: to.clone(),
-                    source,
-                }
-            })?;
+            let bytes = std::fs::read(&opts.plan).map_err(cannot_write(&opts.plan))?;
+            crate::edge::plan_file::write_atomic(&to, &bytes).map_err(cannot_write(&to))?;
             let rel = to
                 .strip_prefix(repo.root())
                 .unwrap_or(&to)
@@ -304,14 +295,10 @@ pub(crate) fn finish(
                 failpoint("archive-after-ref", 0);
                 prepared.sync(repo)?;
             }
-            match std::fs::remove_file(&opts.plan) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(RunError::Write {
-                        path: opts.plan.clone(),
-                        source: e,
-                    });
-                }
-                _ => {}
+            if let Err(e) = std::fs::remove_file(&opts.plan)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                return Err(cannot_write(&opts.plan)(e));
             }
             ui.say(format!("The plan is archived as {rel}."));
         }

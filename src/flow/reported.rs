@@ -17,29 +17,12 @@ pub(crate) struct Told {
     pub cli_usage: Option<crate::pure::usage::Usage>,
 }
 
-/// [`reported_usage`] of the run of worker `command`, with its failure detail: what it spent
-/// and what it told.
-pub(crate) fn reported(
-    run: &mut worker::WorkerRun,
-    command: &str,
-) -> (crate::pure::usage::Usage, Told) {
-    let (usage, said, warnings) = reported_usage(run);
-    let detail = worker::failure_detail(run, command);
-    let told = Told {
-        detail,
-        said,
-        warnings,
-        cli_usage: None,
-    };
-    (usage, told)
-}
-
 /// Reads what the worker reported spending ([`crate::pure::usage::gather`], token-only CLIs priced
 /// with [`crate::pure::prices::current`]) and what it said about how it ended (its structured
 /// output, else its exit: [`worker::classify`]); when its output was structured, replaces it
 /// with the text that stands for it. Returns the usage, what the CLI said, and warnings (an
 /// unusable usage file, a model without a price).
-pub(crate) fn reported_usage(
+fn reported_usage(
     run: &mut worker::WorkerRun,
 ) -> (
     crate::pure::usage::Usage,
@@ -59,14 +42,21 @@ pub(crate) fn reported_usage(
     (g.usage, said, g.warnings)
 }
 
-/// [`reported`], with the model gateway's count ([`with_wire`]) taken in: the usage, what
-/// the worker told, and a budget stop.
+/// What the run of worker `command` reported ([`reported_usage`]) and its failure detail,
+/// with the model gateway's count ([`with_wire`]) taken in: the usage, what the worker told,
+/// and a budget stop.
 pub(crate) fn through_gateway(
     run: &mut worker::WorkerRun,
     command: &str,
     wire: Option<&crate::edge::gateway::Spend>,
 ) -> (crate::pure::usage::Usage, Told, Option<String>) {
-    let (usage, mut told) = reported(run, command);
+    let (usage, said, warnings) = reported_usage(run);
+    let mut told = Told {
+        detail: worker::failure_detail(run, command),
+        said,
+        warnings,
+        cli_usage: None,
+    };
     let (usage, budget) = with_wire(usage, &mut told, wire);
     (usage, told, budget)
 }
@@ -77,7 +67,7 @@ pub(crate) fn through_gateway(
 /// a warning with both. A request the gateway refused past the request cap makes a failed
 /// attempt's reason; one refused past a budget is returned: the attempt was stopped by the
 /// budget, whatever its worker said after ([`crate::pure::outcome::stopped_by_budget`]).
-pub(crate) fn with_wire(
+fn with_wire(
     cli: crate::pure::usage::Usage,
     told: &mut Told,
     wire: Option<&crate::edge::gateway::Spend>,

@@ -41,8 +41,12 @@ enum Mode {
 impl Ui {
     /// One line per event to `out`.
     pub fn plain(out: Box<dyn Write + Send>) -> Ui {
+        Ui::with(Mode::Plain(Mutex::new(out)))
+    }
+
+    fn with(mode: Mode) -> Ui {
         Ui {
-            mode: Mode::Plain(Mutex::new(out)),
+            mode,
             journal: Mutex::default(),
             names: std::sync::RwLock::default(),
         }
@@ -60,15 +64,11 @@ impl Ui {
             .progress_chars("█▉░"),
         );
         overall.enable_steady_tick(Duration::from_millis(200));
-        Ui {
-            mode: Mode::Live {
-                multi,
-                overall,
-                tasks: Mutex::new(BTreeMap::new()),
-            },
-            journal: Mutex::default(),
-            names: std::sync::RwLock::default(),
-        }
+        Ui::with(Mode::Live {
+            multi,
+            overall,
+            tasks: Mutex::new(BTreeMap::new()),
+        })
     }
 
     /// Live on an interactive terminal unless `CI` or `NO_COLOR` is set; plain otherwise.

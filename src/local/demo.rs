@@ -8,43 +8,28 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::edge::git::run_in;
-use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui};
+use crate::flow::{RunEnd, RunError, RunOptions, Settings, Ui, cannot_write};
 use crate::pure::engine::Schedule;
 
 const FILES: &[(&str, &str)] = &[
     (
         "README.md",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/README.md"
-        )),
+        include_str!("../../examples/demo/repo/README.md"),
     ),
     (
         "CHANGELOG.md",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/CHANGELOG.md"
-        )),
+        include_str!("../../examples/demo/repo/CHANGELOG.md"),
     ),
     (
         "src/app.txt",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/repo/src/app.txt"
-        )),
+        include_str!("../../examples/demo/repo/src/app.txt"),
     ),
     (
         ".design/plan.json",
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/demo/plan.json"
-        )),
+        include_str!("../../examples/demo/plan.json"),
     ),
 ];
-const WORKER: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/examples/demo/worker.sh"
-));
+const WORKER: &str = include_str!("../../examples/demo/worker.sh");
 
 /// The demo's settings: the bundled script as the worker, `jobs` at once, rounds.
 fn settings(worker: &Path, jobs: usize) -> Settings {
@@ -83,10 +68,7 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     };
     let repo = top.join("repo");
     let write = |path: PathBuf, text: &str| -> Result<(), RunError> {
-        crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(|e| RunError::Write {
-            path,
-            source: e.into(),
-        })
+        crate::edge::fsx::write(&top, &path, text.as_bytes()).map_err(cannot_write(&path))
     };
     for (rel, text) in FILES {
         write(repo.join(rel), text)?;
@@ -94,13 +76,14 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
     let worker = top.join("worker.sh");
     write(worker.clone(), WORKER)?;
     run_in(&repo, "init", &["init", "-q", "-b", "main"])?;
-    run_in(&repo, "config", &["config", "user.name", "dagexec demo"])?;
-    run_in(
-        &repo,
-        "config",
-        &["config", "user.email", "demo@dagexec.invalid"],
-    )?;
-    run_in(&repo, "config", &["config", "commit.gpgsign", "false"])?;
+    let config = [
+        ("user.name", "dagexec demo"),
+        ("user.email", "demo@dagexec.invalid"),
+        ("commit.gpgsign", "false"),
+    ];
+    for (key, value) in config {
+        run_in(&repo, "config", &["config", key, value])?;
+    }
     run_in(&repo, "add", &["add", "-A"])?;
     run_in(
         &repo,

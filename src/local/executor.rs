@@ -64,8 +64,7 @@ impl Executor for Local<'_> {
         // Every attempt is counted through here before it starts.
         super::check_state(self.repo, self.scratch)?;
         // Attempts in flight write their reviews to the plan file: keep them.
-        let _held = self.pool.memory.plan_file();
-        self.pool.memory.apply(plan);
+        let _held = self.pool.memory.apply(plan);
         save(plan, self.opts)
     }
 
@@ -196,8 +195,7 @@ impl Executor for Local<'_> {
     ) -> Result<Integrated, RunError> {
         self.base = None;
         let build = std::mem::replace(&mut self.build, RoundBuild::start());
-        let _held = self.pool.memory.plan_file();
-        self.pool.memory.apply(plan);
+        let _held = self.pool.memory.apply(plan);
         let at = crate::flow::integrate::RoundCommit {
             repo: self.repo,
             dag: self.dag,

@@ -224,17 +224,14 @@ pub fn finish_interrupted_round(root: &Path, plan_rel: &str, ui: &Ui) -> Result<
 /// The repository, with the worktrees folder a setting names.
 fn open_repo(opts: &RunOptions) -> Result<Repo, RunError> {
     let repo = Repo::discover(&opts.root)?;
-    let repo = match &opts.settings.worktrees {
-        Some(home) => {
-            repo.with_worktrees_home(&home.dir)
-                .map_err(|source| RunError::Worktrees {
-                    from: home.from,
-                    source,
-                })?
-        }
-        None => repo,
+    let Some(home) = &opts.settings.worktrees else {
+        return Ok(repo);
     };
-    Ok(repo)
+    repo.with_worktrees_home(&home.dir)
+        .map_err(|source| RunError::Worktrees {
+            from: home.from,
+            source,
+        })
 }
 
 /// One run per repository: the lock, taken over from a run that died (and what it left
@@ -246,11 +243,8 @@ fn take_lock(repo: &Repo, ui: &Ui) -> Result<lock::RunLock, RunError> {
         ui.say(format!(
             "Took over the lock of an earlier run (pid {pid}) that is no longer running."
         ));
-        let stopped = if pid > 0 {
-            crate::edge::procs::kill_left_by(pid)
-        } else {
-            0
-        };
+        let stopped = (pid > 0).then(|| crate::edge::procs::kill_left_by(pid));
+        let stopped = stopped.unwrap_or(0);
         if stopped > 0 {
             ui.say(format!(
                 "Stopped {stopped} process(es) it left running (its workers, checks or reviewers)."
@@ -271,7 +265,7 @@ fn preflight(
     ui: &Ui,
 ) -> Result<(), RunError> {
     // Pre-flight (seed Steps 1–2).
-    let validation = checks::gather(
+    let mut validation = checks::gather(
         plan,
         &opts.root,
         checks::CheckOptions {
@@ -279,20 +273,10 @@ fn preflight(
             timeout: opts.check_timeout,
         },
     );
-    let mut validation = validation;
     checks::drop_own_files(&mut validation, &opts.plan_rel);
     let setup = preflight::output(plan, dag, overlaps, validation);
     let v = &setup.validation;
-    ui.say(format!("Executing: {}", setup.goal));
-    ui.say(format!(
-        "Tasks: {} (max dependency depth: {})",
-        setup.task_count, setup.max_depth
-    ));
-    let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
-    ui.say(format!(
-        "Validation: {passed}/{} blocking checks passed",
-        v.blocking_checks.len()
-    ));
+    ui.say(preflight::report::header(&setup));
     // The user's uncommitted files where pending tasks write: asked about before any
     // worker runs (dagexec never overwrites or cleans them up).
     let declared = checks::declared_paths(plan);
@@ -378,10 +362,8 @@ fn prepare_state(repo: &Repo) -> Result<tempfile::TempDir, RunError> {
             let _ = crate::edge::fsx::remove_all(repo.common_dir(), &e.path());
         }
     }
-    crate::edge::fsx::create_dir_all(repo.common_dir(), &prompts).map_err(|e| RunError::Write {
-        path: prompts.clone(),
-        source: e.into(),
-    })?;
+    crate::edge::fsx::create_dir_all(repo.common_dir(), &prompts)
+        .map_err(crate::flow::cannot_write(&prompts))?;
     let scratch = tempfile::Builder::new()
         .prefix("run-")
         .tempdir_in(&prompts)
@@ -441,20 +423,11 @@ impl Drop for WorktreesFolder<'_> {
 /// prompt folder: someone deleting it during the run gets [`RunError::StateDeleted`] before
 /// the next step, instead of the first file operation's raw error.
 fn check_state(repo: &Repo, scratch: &Path) -> Result<(), RunError> {
-    let lock = repo.common_dir().join("dagexec").join("run.lock");
-    if lock.is_file() && scratch.is_dir() {
+    let dir = repo.common_dir().join("dagexec");
+    if dir.join("run.lock").is_file() && scratch.is_dir() {
         return Ok(());
     }
-    let dir = repo.common_dir().join("dagexec");
-    let root = repo
-        .root()
-        .canonicalize()
-        .unwrap_or_else(|_| repo.root().to_path_buf());
-    let shown = dir
-        .strip_prefix(&root)
-        .unwrap_or(&dir)
-        .display()
-        .to_string();
+    let shown = crate::flow::logs::shown(repo.root(), &dir);
     Err(RunError::StateDeleted { shown })
 }
 

@@ -143,13 +143,9 @@ pub(super) fn fail_exhausted(
 pub(super) fn recover(repo: &Repo, plan_rel: &str, ui: &Ui) -> Result<Interrupted, RunError> {
     repo.check_index_lock()?;
     let found = repo.recover_round(&[plan_rel.to_owned()])?;
-    let interrupted = match &found {
-        Recovered::Nothing | Recovered::Moved => Interrupted::Nothing,
+    Ok(match found {
+        Recovered::Nothing => Interrupted::Nothing,
         Recovered::NotCommitted => Interrupted::NotCommitted,
-        Recovered::Finished { .. } => Interrupted::Finished,
-    };
-    match found {
-        Recovered::Nothing | Recovered::NotCommitted => {}
         Recovered::Finished { sha, kept } => {
             ui.say(format!(
                 "Finished bringing the work tree to round commit {} that an interrupted run had made.",
@@ -160,12 +156,15 @@ pub(super) fn recover(repo: &Repo, plan_rel: &str, ui: &Ui) -> Result<Interrupte
                     "  {path}: left as you changed it (the round committed another version)"
                 ));
             }
+            Interrupted::Finished
         }
-        Recovered::Moved => ui.say(
-            "An interrupted round commit was dropped: HEAD has moved since; nothing was changed.",
-        ),
-    }
-    Ok(interrupted)
+        Recovered::Moved => {
+            ui.say(
+                "An interrupted round commit was dropped: HEAD has moved since; nothing was changed.",
+            );
+            Interrupted::Nothing
+        }
+    })
 }
 
 /// What an interrupted run left of its last round commit.

@@ -36,8 +36,8 @@ pub struct Common {
     pub(super) timeout: Duration,
     /// A budget in USD (plan, finalize): once the plan's recorded spend reaches it, no round
     /// is planned or dispatched [default: none].
-    #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", hide_default_value = true, value_parser = parse_budget)]
-    pub(super) max_cost: MaxCost,
+    #[arg(long, env = "DAGEXEC_MAX_COST", default_value = "", hide_default_value = true, value_parser = unless_empty(crate::pure::usage::Budget::parse))]
+    pub(super) max_cost: Given<crate::pure::usage::Budget>,
     /// The SHA-256 of this dagexec binary, as the action's install step checked or built it:
     /// passed on as the `build` input of every run this job dispatches (the pin later jobs run
     /// a restored build by) [default: none].
@@ -45,23 +45,27 @@ pub struct Common {
     pub(super) build: String,
     /// Tasks of a round that share files (plan): serial or merge [default: `overlap` in
     /// .design/dagexec.yml, else serial].
-    #[arg(long, env = "DAGEXEC_OVERLAP", default_value = "", hide_default_value = true, value_parser = parse_overlap)]
-    pub(super) overlap: Overlap,
+    #[arg(long, env = "DAGEXEC_OVERLAP", default_value = "", hide_default_value = true, value_parser = unless_empty(crate::pure::overlap::Policy::parse))]
+    pub(super) overlap: Given<crate::pure::overlap::Policy>,
     /// The jobs read the plan at --plan-rel: this takes the place of the global --plan, so
     /// their help does not offer two plan flags.
     #[arg(long = "plan", id = "plan", hide = true, value_name = "PATH")]
     pub(super) _global_plan: Option<std::path::PathBuf>,
 }
 
-/// The `overlap` input: empty for the settings file's.
+/// An input that may be empty: `max-cost` (empty for none), `overlap` (empty for the settings
+/// file's). Not an `Option`, which clap would read as a flag that may be left out.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Overlap(pub(super) Option<crate::pure::overlap::Policy>);
+pub(super) struct Given<T>(pub(super) Option<T>);
 
-fn parse_overlap(s: &str) -> Result<Overlap, String> {
-    if s.trim().is_empty() {
-        return Ok(Overlap(None));
+/// Reads an input with `parse`, empty as not given.
+fn unless_empty<T>(
+    parse: fn(&str) -> Result<T, String>,
+) -> impl Fn(&str) -> Result<Given<T>, String> + Clone {
+    move |s| match s.trim() {
+        "" => Ok(Given(None)),
+        _ => parse(s).map(|v| Given(Some(v))),
     }
-    crate::pure::overlap::Policy::parse(s).map(|p| Overlap(Some(p)))
 }
 
 /// The `build` pin: empty, or a SHA-256 in lower-case hex.
@@ -73,17 +77,6 @@ fn parse_build(s: &str) -> Result<String, String> {
     } else {
         Err(format!("{s:?} is not a SHA-256 (64 lower-case hex digits)"))
     }
-}
-
-/// The `max-cost` input: empty for none.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct MaxCost(pub(super) Option<crate::pure::usage::Budget>);
-
-fn parse_budget(s: &str) -> Result<MaxCost, String> {
-    if s.trim().is_empty() {
-        return Ok(MaxCost(None));
-    }
-    crate::pure::usage::Budget::parse(s).map(|b| MaxCost(Some(b)))
 }
 
 /// The inputs of the jobs that write the execution branch (finalize, conduct).

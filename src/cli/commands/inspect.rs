@@ -118,17 +118,15 @@ pub(crate) fn cmd_prompt(
     out: &mut impl Write,
     a: &PromptArgs,
 ) -> Result<Exit, CliError> {
-    let PromptArgs { task, raw } = a;
-    let raw = *raw;
     let Loaded { plan, .. } = load(loc)?;
-    let task = super::find_task(&plan, task)?;
+    let task = super::find_task(&plan, &a.task)?;
     let unit = if plan.is_waves() {
         Unit::Wave
     } else {
         Unit::Batch
     };
     let base = prompt::original_prompt(&plan, task, unit);
-    let text = if raw {
+    let text = if a.raw {
         base
     } else {
         let text = prompt::spawn_prompt(&plan, task, &base);
@@ -221,9 +219,8 @@ pub(crate) fn cmd_graph(
     out: &mut impl Write,
     a: &GraphArgs,
 ) -> Result<Exit, CliError> {
-    let &GraphArgs { format } = a;
     let Loaded { plan, .. } = load(loc)?;
-    let format = match format {
+    let format = match a.format {
         GraphFormatArg::Mermaid => render::graph::GraphFormat::Mermaid,
         GraphFormatArg::Dot => render::graph::GraphFormat::Dot,
     };

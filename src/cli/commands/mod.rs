@@ -152,15 +152,6 @@ pub(crate) fn cmd_init(
     out: &mut impl Write,
     a: InitArgs,
 ) -> Result<Exit, CliError> {
-    let InitArgs {
-        worker,
-        secret,
-        environment,
-        action,
-        schedule,
-        force,
-        stdout,
-    } = a;
     // The plan `run` would read here: the workflow runs the same one.
     let plan = run::plan_rel(
         loc,
@@ -168,13 +159,13 @@ pub(crate) fn cmd_init(
     )?;
     let args = crate::action::init::Args {
         plan,
-        worker,
-        secret,
-        environment,
-        action,
-        eager: schedule == "eager",
-        force,
-        stdout,
+        worker: a.worker,
+        secret: a.secret,
+        environment: a.environment,
+        action: a.action,
+        eager: a.schedule == "eager",
+        force: a.force,
+        stdout: a.stdout,
     };
     crate::action::init::run(&loc.root, &args, out)
         .map(|()| Exit::Success)

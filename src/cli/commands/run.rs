@@ -5,45 +5,29 @@ use std::io::Write;
 use crate::cli::args::{DemoArgs, RunArgs};
 use crate::cli::report::{CliError, config_error, run_error};
 use crate::cli::{Exit, Location};
+use crate::flow::settings::Flags;
 
 pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Result<Exit, CliError> {
-    let RunArgs {
-        worker,
-        jobs,
-        schedule,
-        overlap,
-        timeout,
-        yes,
-        dry_run,
-        check_timeout,
-        reviewer,
-        long_run: _,
-        max_cost,
-        issue: _,
-        branch,
-    } = a;
-    let flags = crate::flow::settings::Flags {
-        worker,
-        jobs,
-        timeout,
-        schedule,
-        overlap,
-        reviewer,
-        max_cost,
+    // --long-run and --issue chose the plan already (`cli::location`).
+    let flags = Flags {
+        worker: a.worker,
+        jobs: a.jobs,
+        timeout: a.timeout,
+        schedule: a.schedule,
+        overlap: a.overlap,
+        reviewer: a.reviewer,
+        max_cost: a.max_cost,
     };
     let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
     let env = |k: &str| std::env::var(k).ok();
+    let worker = Some("(none)".to_string());
     let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
-        Ok(s) => s,
-        Err(crate::flow::settings::ConfigError::NoWorker) if dry_run => {
-            let flags = crate::flow::settings::Flags {
-                worker: Some("(none)".into()),
-                ..flags
-            };
-            crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)?
+        Err(crate::flow::settings::ConfigError::NoWorker) if a.dry_run => {
+            crate::flow::settings::resolve(&Flags { worker, ..flags }, &env, &file)
         }
-        Err(e) => return Err(config_error(e)),
-    };
+        resolved => resolved,
+    }
+    .map_err(config_error)?;
     // What tokens cost, for the CLIs that report no cost of their own.
     crate::pure::prices::install(file.prices().map_err(config_error)?);
     // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
@@ -65,10 +49,10 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         plan_rel: plan_rel(loc, "run dagexec from the repository that holds the plan")?,
         root: loc.root.clone(),
         settings,
-        yes,
-        dry_run,
-        check_timeout,
-        branch,
+        yes: a.yes,
+        dry_run: a.dry_run,
+        check_timeout: a.check_timeout,
+        branch: a.branch,
     };
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();

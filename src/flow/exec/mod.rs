@@ -363,20 +363,20 @@ fn arrive<X: Executor>(x: &X, plan: &mut Plan, j: &Judged, unit: Unit) -> Option
 /// its own spending limit (the task is then pending again, this attempt not counted).
 fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<Ending>, X::Error> {
     use crate::pure::said::Halt;
-    Ok(match &j.verdict.halt {
-        Some(Halt::Run { .. }) => Some(Ending::Halted(format!(
+    let why = || {
+        format!(
             "task {}: {}",
             crate::pure::plan::ids::name(plan, j.index),
             j.verdict.result
-        ))),
+        )
+    };
+    Ok(match &j.verdict.halt {
+        Some(Halt::Run { .. }) => Some(Ending::Halted(why())),
         Some(Halt::Budget) => {
+            let why = why();
             uncount(plan, j.index, j.attempt);
             x.save(plan)?;
-            Some(Ending::Budget(format!(
-                "task {}: {}",
-                crate::pure::plan::ids::name(plan, j.index),
-                j.verdict.result
-            )))
+            Some(Ending::Budget(why))
         }
         Some(Halt::Task { .. }) | None => None,
     })
@@ -389,11 +389,12 @@ fn lands(j: &Judged) -> bool {
 }
 
 /// Puts back a task whose next attempt `attempt` was never started (the budget ran out
-/// first): pending, with the attempts it really made.
-fn uncount(plan: &mut Plan, task: usize, attempt: u32) {
+/// first): pending, with the attempts it really made. Returns the task.
+fn uncount(plan: &mut Plan, task: usize, attempt: u32) -> usize {
     let t = &mut plan.tasks[task];
     t.status = Status::Pending;
     t.attempts = Some(attempt.saturating_sub(1)).filter(|&n| n > 0);
+    task
 }
 
 /// Puts back the tasks of rebase attempts that will not start (the budget, a stop): pending,

@@ -144,12 +144,7 @@ impl RoundLoop<'_> {
         let mut stop: Option<Ending> = None;
         for (k, group) in groups.iter().enumerate() {
             if self.spent(plan).is_some() || stop.is_some() {
-                if stop.is_none() {
-                    let mut held = group.clone();
-                    held.sort_unstable();
-                    x.emit(Event::NotStarted { tasks: held });
-                }
-                unstarted.extend(group);
+                not_started(x, group.clone(), stop.is_none(), &mut unstarted);
                 continue;
             }
             if k > 0 {
@@ -171,12 +166,12 @@ impl RoundLoop<'_> {
             // `overlap: merge`: what could not be merged runs again from the round so far
             // (each task at most once, so this ends), inside the round.
             loop {
-                let Some((judged, not_started, halted)) =
+                let Some((judged, kept, halted)) =
                     self.group(x, plan, starts, round, standing).await?
                 else {
                     return Ok(None);
                 };
-                unstarted.extend(not_started);
+                unstarted.extend(kept);
                 stop = stop.or(halted);
                 x.stage(plan, judged)?;
                 starts = x.rebases(plan);
@@ -186,12 +181,7 @@ impl RoundLoop<'_> {
                 if self.spent(plan).is_some() || stop.is_some() {
                     // Not started: pending again, with the attempts they made.
                     let held = super::put_back(x, plan, &starts)?;
-                    if stop.is_none() {
-                        x.emit(Event::NotStarted {
-                            tasks: held.clone(),
-                        });
-                    }
-                    unstarted.extend(held);
+                    not_started(x, held, stop.is_none(), &mut unstarted);
                     break;
                 }
             }
@@ -226,19 +216,10 @@ impl RoundLoop<'_> {
             let free = x.slots().saturating_sub(x.running());
             if free > 0 && !cancelled {
                 if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
-                    let mut held = Vec::new();
-                    for s in queue.drain(..) {
-                        uncount(plan, s.task, s.attempt);
-                        held.push(s.task);
-                    }
+                    let held = queue.drain(..).map(|s| uncount(plan, s.task, s.attempt));
+                    let held = held.collect();
                     x.save(plan)?;
-                    held.sort_unstable();
-                    if stop.is_none() {
-                        x.emit(Event::NotStarted {
-                            tasks: held.clone(),
-                        });
-                    }
-                    unstarted.extend(held);
+                    not_started(x, held, stop.is_none(), &mut unstarted);
                 }
                 let starts: Vec<Launch> = queue.drain(..free.min(queue.len())).collect();
                 let mut fresh: Vec<usize> = starts
@@ -286,4 +267,16 @@ impl RoundLoop<'_> {
         done.sort_by_key(|j| j.index);
         Ok(Some((done, unstarted, stop)))
     }
+}
+
+/// Tasks of a round that will not start now (the budget ran out first), said when `say` (not
+/// when the run stops anyway) and added to `unstarted`.
+fn not_started<X: Executor>(x: &X, mut tasks: Vec<usize>, say: bool, unstarted: &mut Vec<usize>) {
+    tasks.sort_unstable();
+    if say {
+        x.emit(Event::NotStarted {
+            tasks: tasks.clone(),
+        });
+    }
+    unstarted.extend(tasks);
 }

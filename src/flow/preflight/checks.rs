@@ -57,13 +57,16 @@ pub fn is_own_file(path: &str, plan_rel: &str) -> bool {
     {
         return true;
     }
-    let Some(name) = path.strip_prefix(".design/") else {
-        return false;
-    };
-    !name.contains('/')
-        && ((name.starts_with("processor-batch-") && name.ends_with(".json"))
-            || (name.starts_with("worker-") && name.ends_with(".log"))
-            || name == "tasks.json")
+    path.strip_prefix(".design/")
+        .is_some_and(|name| !name.contains('/') && is_intermediate(name))
+}
+
+/// Whether `name`, in `.design/`, is one of a run's intermediate files there: a processor
+/// batch, a worker's log, `tasks.json`.
+pub fn is_intermediate(name: &str) -> bool {
+    (name.starts_with("processor-batch-") && name.ends_with(".json"))
+        || (name.starts_with("worker-") && name.ends_with(".log"))
+        || name == "tasks.json"
 }
 
 /// Takes dagexec's own files (see [`is_own_file`]) out of `v.git_status` and recomputes
@@ -179,30 +182,26 @@ pub fn blocking_checks(plan: &Plan, root: &Path, timeout: Duration) -> Vec<Block
     let mut distinct: Vec<&str> = wanted.iter().map(|w| w.2.as_str()).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    let results: Mutex<BTreeMap<&str, shell::ShellOutcome>> = Mutex::new(BTreeMap::new());
     let next = Mutex::new(distinct.iter());
-    std::thread::scope(|s| {
-        for _ in 0..CHECK_PARALLELISM.min(distinct.len()) {
-            s.spawn(|| {
-                loop {
-                    let Some(cmd) = next
-                        .lock()
-                        .expect("no panics hold this lock")
-                        .next()
-                        .copied()
-                    else {
-                        break;
-                    };
-                    let outcome = shell::run(cmd, root, timeout);
-                    results
-                        .lock()
-                        .expect("no panics hold this lock")
-                        .insert(cmd, outcome);
-                }
-            });
+    // Each thread takes the next distinct command until none is left.
+    let run_next = || {
+        let mut ran = Vec::new();
+        loop {
+            // Taken in a statement of its own: the lock is let go before the check runs.
+            let Some(&cmd) = crate::edge::lock::held(&next).next() else {
+                return ran;
+            };
+            ran.push((cmd, shell::run(cmd, root, timeout)));
         }
+    };
+    let results: BTreeMap<&str, shell::ShellOutcome> = std::thread::scope(|s| {
+        let threads = CHECK_PARALLELISM.min(distinct.len());
+        let running: Vec<_> = (0..threads).map(|_| s.spawn(run_next)).collect();
+        running
+            .into_iter()
+            .flat_map(|t| t.join().expect("a check does not panic"))
+            .collect()
     });
-    let results = results.into_inner().expect("no panics hold this lock");
     let v3 = plan.schema_version >= 3;
     wanted
         .iter()

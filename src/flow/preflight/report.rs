@@ -34,23 +34,7 @@ pub fn write(
     setup: &SetupOutput,
     overlaps: &Overlaps,
 ) -> io::Result<()> {
-    let v = &setup.validation;
-    writeln!(out, "Executing: {}", setup.goal)?;
-    writeln!(
-        out,
-        "Tasks: {} (max dependency depth: {})",
-        setup.task_count, setup.max_depth
-    )?;
-    if v.checks_skipped {
-        writeln!(out, "Validation: blocking checks skipped (--no-checks)")?;
-    } else {
-        let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
-        writeln!(
-            out,
-            "Validation: {passed}/{} blocking checks passed",
-            v.blocking_checks.len()
-        )?;
-    }
+    writeln!(out, "{}", header(setup))?;
     if setup.is_resume {
         writeln!(out, "Resuming execution.")?;
         if plan.count(Status::Pending) + plan.count(Status::InProgress) == 0 {
@@ -70,6 +54,25 @@ pub fn write(
 
 /// What stands in the way: the work tree's changes, failed blocking checks, missing context
 /// files.
+/// The report's first lines, which `dagexec run` says too: the goal, the tasks and their
+/// depth, the blocking checks.
+pub fn header(setup: &SetupOutput) -> String {
+    let v = &setup.validation;
+    let checks = if v.checks_skipped {
+        "blocking checks skipped (--no-checks)".to_string()
+    } else {
+        let passed = v.blocking_checks.iter().filter(|c| c.passed).count();
+        format!(
+            "{passed}/{} blocking checks passed",
+            v.blocking_checks.len()
+        )
+    };
+    format!(
+        "Executing: {}\nTasks: {} (max dependency depth: {})\nValidation: {checks}",
+        setup.goal, setup.task_count, setup.max_depth
+    )
+}
+
 fn problems(out: &mut impl Write, v: &Validation) -> io::Result<()> {
     if !v.git_clean {
         writeln!(out)?;

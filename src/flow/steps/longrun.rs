@@ -282,12 +282,8 @@ pub(crate) fn state_md(
         existing.as_deref(),
         &crate::sources::longrun::state::current_position(plan),
     );
-    crate::edge::fsx::write(&opts.root, &path, text.as_bytes()).map_err(|e| {
-        crate::flow::RunError::Write {
-            path,
-            source: e.into(),
-        }
-    })?;
+    crate::edge::fsx::write(&opts.root, &path, text.as_bytes())
+        .map_err(crate::flow::cannot_write(&path))?;
     let mut paths = vec![rel.clone()];
     // What `dagexec answer N defer` wrote: the issue log and the skipped summaries.
     let issues = format!("{}ISSUES.md", rel.trim_end_matches("STATE.md"));

@@ -4,7 +4,7 @@
 use crate::edge::git::Worktree;
 use crate::edge::lock::held;
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::pool::{AttemptInput, Pool};
+use crate::flow::attempt::Attempting;
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::question::{self, Question};
@@ -158,9 +158,7 @@ pub(crate) async fn run_reviewer_through(
     }
     // What the reviewer spent counts as the attempt's (and toward `--max-cost`); a structured
     // output (claude's result object, codex's events) stands for its verdict by its text.
-    let (usage, _, _) = crate::flow::reported::reported_usage(&mut run);
-    let mut told = crate::flow::reported::Told::default();
-    let (usage, _) = crate::flow::reported::with_wire(usage, &mut told, wire.as_ref());
+    let (usage, _, _) = crate::flow::reported::through_gateway(&mut run, reviewer, wire.as_ref());
     let parsed = match &run.exit {
         crate::pure::outcome::Exit::Success => {
             review::parse(&run.stdout).map_err(|e| e.to_string())
@@ -233,36 +231,26 @@ pub(crate) fn program_exists(program: &str, root: &Path) -> bool {
     })
 }
 
-/// Where an attempt is reviewed: its input, its tree, the pool (with the run's memory and
-/// logs), the plan file the history is written to, git's common directory, and Ctrl-C.
-pub(crate) struct Reviewing<'a> {
-    pub input: &'a AttemptInput,
-    pub wt: &'a Worktree,
-    pub pool: &'a std::sync::Arc<Pool>,
-    pub plan_path: &'a Path,
-    pub common_dir: &'a Path,
-    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
-}
-
 /// Runs the reviewer on a completed attempt in its tree ([`run_reviewer_through`]) and updates the
 /// verdict by the seed's rules ([`review::conclude`]), writing the new history to the plan
-/// file (`plan_path`) before anything else happens. A rejected attempt 1 leaves its
+/// file before anything else happens. A rejected attempt 1 leaves its
 /// changes for attempt 2 to continue from. Anything the reviewer changes in the tree is
 /// ignored: the patch is taken before.
 pub(crate) async fn review(
-    at: &Reviewing<'_>,
+    at: &Attempting<'_>,
+    wt: &Worktree,
     verdict: &mut Verdict,
     patch: &crate::edge::git::Patch,
     touched: &[String],
 ) -> Reviewed {
-    let &Reviewing {
+    let &Attempting {
+        repo,
         input,
-        wt,
         pool,
-        plan_path,
-        common_dir,
         cancel,
+        ..
     } = at;
+    let (plan_path, common_dir) = (repo.root().join(&input.plan_rel), repo.common_dir());
     let Some(reviewer) = review::reviewer_for(&input.task, input.reviewer.as_deref()) else {
         return Reviewed::Skipped;
     };
@@ -306,7 +294,7 @@ pub(crate) async fn review(
     );
     mem.set(input.index, c.history.clone());
     if c.history.len() != history_len {
-        let (path, index, history) = (plan_path.to_path_buf(), input.index, c.history.clone());
+        let (path, index, history) = (plan_path, input.index, c.history.clone());
         let p = pool.clone();
         let saved =
             tokio::task::spawn_blocking(move || p.memory.persist(&path, index, &history)).await;
