@@ -1,6 +1,6 @@
 //! One attempt at one task: a fresh worktree at the round's base, the worker, the facts the
 //! processor needs (changes, acceptance checks run in that tree), and the verdict.
-//! Its worktree comes from the [`Pool`](crate::flow::pool::Pool), its logs are kept by
+//! Its worktree comes from the [`Pool`], its logs are kept by
 //! [`crate::flow::logs`].
 
 use crate::edge::git::{Patch, Repo, Worktree};

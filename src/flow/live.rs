@@ -5,7 +5,7 @@
 //! kept if the attempt ended now (outcome `interrupted`, no signal) is written, crash-safe
 //! (a temporary file synced and renamed: [`crate::edge::fsx::write`]), to
 //! `<git-common-dir>/dagexec/spend/task-N-attempt-K.json` ([`keep`]). The next `dagexec run`
-//! reads these files before it resumes ([`settle`]): a task that was in progress when the run
+//! reads these files before it resumes ([`left`]): a task that was in progress when the run
 //! died gets the record of its last attempt — unless the plan already holds it (an attempt
 //! that ended and was recorded, or stopped by Ctrl-C) — so the plan's totals and `max-cost`
 //! count what it spent. Every file is removed once read.

@@ -1,4 +1,4 @@
-//! Eager scheduling as an engine loop over an [`Executor`](super::Executor): a task starts as
+//! Eager scheduling as an engine loop over an [`Executor`]: a task starts as
 //! soon as its blockers are completed and a slot is free; each batch of arrivals is
 //! integrated and committed as a round.
 

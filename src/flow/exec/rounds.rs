@@ -1,4 +1,4 @@
-//! The seeds' rounds (and waves) as an engine loop over an [`Executor`](super::Executor): the
+//! The seeds' rounds (and waves) as an engine loop over an [`Executor`]: the
 //! whole ready set, tasks that share files in sequential groups, failures retried inside the
 //! round, then one update, one circuit-breaker decision and one commit.
 

@@ -187,7 +187,7 @@ pub(crate) fn keep_partial(
 /// with a question; a missing or malformed block is a failure, the raw output kept in the
 /// long-run folder's `logs/`. Returns the question, if any — also for any task whose last line
 /// is `NEEDS_DECISION: …` or `NEEDS_ACTION: …` (the worker contract's form, left in the
-/// output as it is; [`blocked_on`] turns the verdict).
+/// output as it is; [`blocked_on`](super::questions::blocked_on) turns the verdict).
 pub(crate) fn long_run_output(
     task: &Task,
     attempt: u32,
@@ -264,7 +264,7 @@ pub(crate) fn keeps_partial(j: &Judged) -> bool {
 
 /// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its
 /// Current Position section rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries
-/// of deferred plans. Nothing for other plans (a Spec Kit plan's tasks.md is [`tasks_md`]).
+/// of deferred plans. Nothing for other plans (a Spec Kit plan's tasks.md is [`tasks_md`](super::questions::tasks_md)).
 pub(crate) fn state_md(
     plan: &Plan,
     opts: &RunOptions,

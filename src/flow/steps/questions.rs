@@ -12,9 +12,10 @@ use crate::pure::question::{self, Kind, Question};
 use crate::pure::review::{self, Word};
 
 /// A worker that stopped with a `NEEDS_DECISION: …` / `NEEDS_ACTION: …` status line (see
-/// [`long_run_output`]) is blocked on its question, not failed — the judge does not know
-/// those lines. Its changes are kept only for a long-run plan (whose attempt after the answer
-/// continues from its checkpoint); a plan.json task starts again from the base.
+/// [`long_run_output`](super::longrun::long_run_output)) is blocked on its question, not
+/// failed — the judge does not know those lines. Its changes are kept only for a long-run
+/// plan (whose attempt after the answer continues from its checkpoint); a plan.json task
+/// starts again from the base.
 pub(crate) fn blocked_on(
     task: &Task,
     question: Option<&Question>,
