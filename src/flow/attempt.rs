@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub(crate) use crate::flow::exec::Judged;
 use crate::flow::logs::keep_logs;
-pub(crate) use crate::flow::pool::{AttemptInput, Pool, retry_git};
+pub(crate) use crate::flow::pool::{AttemptInput, Attempting, Pool, retry_git};
 
 /// What came of it.
 #[derive(Debug)]
@@ -265,19 +265,6 @@ pub(crate) async fn run(
         reported,
         network: Default::default(),
     })))
-}
-
-/// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
-/// its tree the prompt asks for the work log, and the run's Ctrl-C; its reviewer runs there
-/// too ([`crate::flow::steps::review::review`]).
-pub(crate) struct Attempting<'a> {
-    pub repo: &'a Arc<Repo>,
-    pub pool: &'a Arc<Pool>,
-    pub input: &'a AttemptInput,
-    pub log_rel: &'a str,
-    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
-    /// When the attempt started.
-    pub start: jiff::Timestamp,
 }
 
 /// An attempt Ctrl-C stopped (its worker in `wt`): what its worker

@@ -4,6 +4,7 @@
 use crate::edge::git::{Repo, Worktree};
 use crate::pure::plan::model::Task;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::edge::lock::held;
@@ -34,6 +35,19 @@ pub(crate) struct AttemptInput {
     /// A rebase attempt (`overlap: merge`): it repeats attempt `attempt` from the integrated
     /// tree; its logs are kept apart (`task-N-attempt-K.rebase.*`).
     pub rebase: bool,
+}
+
+/// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
+/// its tree the prompt asks for the work log, and the run's Ctrl-C; its reviewer runs there
+/// too ([`crate::flow::steps::review::review`]).
+pub(crate) struct Attempting<'a> {
+    pub repo: &'a Arc<Repo>,
+    pub pool: &'a Arc<Pool>,
+    pub input: &'a AttemptInput,
+    pub log_rel: &'a str,
+    pub cancel: &'a tokio::sync::watch::Receiver<bool>,
+    /// When the attempt started.
+    pub start: jiff::Timestamp,
 }
 
 /// Worktrees kept between attempts: a finished attempt's tree is reset to the next base

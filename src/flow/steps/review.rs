@@ -4,7 +4,7 @@
 use crate::edge::git::Worktree;
 use crate::edge::lock::held;
 use crate::edge::worker::{self, Stop, WorkerSpec};
-use crate::flow::attempt::Attempting;
+use crate::flow::pool::Attempting;
 use crate::pure::outcome::Verdict;
 use crate::pure::plan::model::{Plan, Status, Task};
 use crate::pure::question::{self, Question};
