@@ -1,17 +1,18 @@
 //! dagexec as a GitHub Action: each round is one workflow run of three jobs, and these are
 //! the commands the composite `action.yml` runs in them.
 //!
-//! - [`plan`](jobs::plan) (job `plan`, read-only): finds or starts the execution branch, and writes the
-//!   round's next part (a group of its unresolved tasks that share no file, see [`rounds`])
-//!   as a job matrix (never an empty one: "no work" instead).
-//! - [`work`](jobs::work) (one matrix job per task, `contents: read`, no write token): runs the worker
-//!   under the same contract as locally, the task's acceptance checks and, when the attempt
-//!   completed and a reviewer is set, the reviewer; leaves `result.json`, `changes.patch` and
-//!   `worker.log` for `actions/upload-artifact`.
-//! - [`finalize`](jobs::finalize) (`if: always()`): reads the artifacts and runs the local runner's own
-//!   verification, review rules, integration and plan update, commits and pushes the round, keeps the
-//!   pull request current, reports stops as a `dagexec` check run, and dispatches the next
-//!   round. It never runs code from a task: the checks ran in the worker's job.
+//! - [`plan`](jobs::plan) (job `plan`, read-only): finds or starts the execution branch, and
+//!   writes the round's next part (a group of its unresolved tasks that share no file, see
+//!   [`rounds`]) as a job matrix (never an empty one: "no work" instead).
+//! - [`work`](jobs::work) (one matrix job per task, `contents: read`, no write token): runs
+//!   the worker under the same contract as locally, the task's acceptance checks and, when
+//!   the attempt completed and a reviewer is set, the reviewer; leaves `result.json`,
+//!   `changes.patch` and `worker.log` for `actions/upload-artifact`.
+//! - [`finalize`](jobs::finalize) (`if: always()`): reads the artifacts and runs the local
+//!   runner's own verification, review rules, integration and plan update, commits and
+//!   pushes the round, keeps the pull request current, reports stops as a `dagexec` check
+//!   run, and dispatches the next round. It never runs code from a task: the checks ran in
+//!   the worker's job.
 //!
 //! Pure pieces: [`matrix`] (chunking, names), [`artifact`] (the files), [`report`] (texts).
 

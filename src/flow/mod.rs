@@ -108,7 +108,6 @@ impl RunError {
     }
 }
 
-/// Everything `dagexec run` needs.
 /// [`RunError::Write`] of `path`, for `map_err` on an I/O error or a safe write's
 /// ([`crate::edge::fsx`]).
 pub(crate) fn cannot_write<E: Into<io::Error>>(path: &Path) -> impl FnOnce(E) -> RunError {
@@ -119,6 +118,7 @@ pub(crate) fn cannot_write<E: Into<io::Error>>(path: &Path) -> impl FnOnce(E) ->
     }
 }
 
+/// Everything `dagexec run` needs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub plan: PathBuf,

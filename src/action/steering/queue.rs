@@ -168,18 +168,18 @@ pub(crate) struct Queue<'a> {
     pub plan_rel: &'a str,
 }
 
-/// Applies every plan change queued on pull request `pr` that is not settled yet, oldest
-/// first, each committed in the checkout (`plan_path`) with its record ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)):
-/// the queued markers are dagexec's own comments (`me`: a stranger's marker is no command),
-/// each naming an `/execute` comment. A command is settled when one of its markers says so,
-/// when the branch's history records it, or when the plan's cache does; nothing settled is
-/// applied again. Before a command is applied, the comment it names is read again and must
-/// be on this pull request, by a person who has write access *now* (any workflow that
-/// comments as GitHub Actions' bot can write a marker; a permission can be revoked after the
-/// comment job checked it); otherwise its marker says why and nothing is committed. A change
-/// that cannot be applied any more (the task moved on) is committed as refused. The markers
-/// of what is committed here are rewritten by [`confirm`] once the caller pushed. Returns a
-/// line per command, for the log, and what the steer job needs to know about its own
+/// Applies every plan change queued on pull request `pr` that is not settled yet, oldest first,
+/// each committed in the checkout (`plan_path`) with its record
+/// ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)): the queued markers are dagexec's own
+/// comments (`me`: a stranger's marker is no command), each naming an `/execute` comment. A command
+/// is settled when one of its markers says so, when the branch's history records it, or when the
+/// plan's cache does; nothing settled is applied again. Before a command is applied, the comment it
+/// names is read again and must be on this pull request, by a person who has write access *now*
+/// (any workflow that comments as GitHub Actions' bot can write a marker; a permission can be
+/// revoked after the comment job checked it); otherwise its marker says why and nothing is
+/// committed. A change that cannot be applied any more (the task moved on) is committed as refused.
+/// The markers of what is committed here are rewritten by [`confirm`] once the caller pushed.
+/// Returns a line per command, for the log, and what the steer job needs to know about its own
 /// command (`known`).
 pub(crate) async fn catch_up(
     q: Queue<'_>,

@@ -6,8 +6,9 @@
 //!   that ignores the proxy variables reaches nothing off loopback, DNS included;
 //! - the proxy ([`proxy`]): on 127.0.0.1 inside dagexec (root, so not restricted), admitting
 //!   the listed hosts on ports 443 and 80 at public addresses, recording every host it
-//!   refused; task code gets its URL in `HTTPS_PROXY` and the like ([`drop_to`](crate::edge::agent_user::drop_to) of
-//!   `edge::agent_user` adds them to every process started as the agent's user).
+//!   refused; task code gets its URL in `HTTPS_PROXY` and the like
+//!   ([`drop_to`](crate::edge::agent_user::drop_to) of `edge::agent_user` adds them to every
+//!   process started as the agent's user).
 //!
 //! It needs the agent's user (the uid the firewall restricts) and root; where the runner
 //! has no iptables or refuses the rules (no `CAP_NET_ADMIN`), nothing is restricted and the

@@ -20,8 +20,9 @@
 //!
 //! The rounds workflow on GitHub cannot be one process — each part of a round is a workflow
 //! run — so its plan and finalize jobs take the same decisions from the same engine
-//! ([`engine::sequential_groups`](crate::pure::engine::sequential_groups), [`crate::action::rounds`]) and integrate with the same
-//! integrator ([`crate::flow::integrate::RoundBuild`]).
+//! ([`engine::sequential_groups`](crate::pure::engine::sequential_groups),
+//! [`crate::action::rounds`]) and integrate with the same integrator
+//! ([`crate::flow::integrate::RoundBuild`]).
 //!
 //! The loops own the policy: which tasks start, when an attempt is counted (when it starts,
 //! saved before it runs; an interrupt the user asks for gives back what it stopped:

@@ -262,9 +262,10 @@ pub(crate) fn keeps_partial(j: &Judged) -> bool {
         && j.question.as_ref().is_some_and(|q| q.kind != Kind::Review)
 }
 
-/// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its
-/// Current Position section rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries
-/// of deferred plans. Nothing for other plans (a Spec Kit plan's tasks.md is [`tasks_md`](super::questions::tasks_md)).
+/// For a long-run plan, the state files committed with the round: `DIR/STATE.md` with its Current
+/// Position section rewritten (the seed's Step 5), `DIR/ISSUES.md` and the summaries of deferred
+/// plans. Nothing for other plans (a Spec Kit plan's tasks.md is
+/// [`tasks_md`](super::questions::tasks_md)).
 pub(crate) fn state_md(
     plan: &Plan,
     opts: &RunOptions,

@@ -1,11 +1,14 @@
-//! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on
-//! GitHub Actions, from task durations ([`durations`]) — before spending money on a run.
-//! Pure: the schedules are played with the engine's own decisions ([`engine::Rounds`](crate::pure::engine::Rounds),
-//! [`engine::sequential_groups`](crate::pure::engine::sequential_groups), [`engine::Waves`](crate::pure::engine::Waves), [`engine::eager_pick`](crate::pure::engine::eager_pick)) on a clock
-//! instead of workers. Deterministic: times are whole milliseconds, ties go by plan index.
-//! Locally, integration, commits, git and dagexec's own work take no time in the model; on
-//! Actions they are the jobs' start-up and the integrations' time. Every task completes,
-//! after the failed attempts its history records (see [`durations`]).
+//! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on GitHub
+//! Actions, from task durations ([`durations`]) — before spending money on a run. Pure: the
+//! schedules are played with the engine's own decisions
+//! ([`engine::Rounds`](crate::pure::engine::Rounds),
+//! [`engine::sequential_groups`](crate::pure::engine::sequential_groups),
+//! [`engine::Waves`](crate::pure::engine::Waves),
+//! [`engine::eager_pick`](crate::pure::engine::eager_pick)) on a clock instead of workers.
+//! Deterministic: times are whole milliseconds, ties go by plan index. Locally, integration,
+//! commits, git and dagexec's own work take no time in the model; on Actions they are the jobs'
+//! start-up and the integrations' time. Every task completes, after the failed attempts its history
+//! records (see [`durations`]).
 //!
 //! What is modelled (`--jobs N` locally; on Actions `--max-parallel N`, `--job-start T`,
 //! `--integrate I`, and the conductor's `--poll P` and `--polls-per-hour H`):
