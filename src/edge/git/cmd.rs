@@ -128,6 +128,11 @@ pub(super) fn status<'a>(dir: &'a Path, label: &'static str, options: &[&str]) -
 impl<'a> Git<'a> {
     /// Adds `-c key=value`: before the subcommand, so before any argument.
     pub(super) fn config(mut self, key_value: &str) -> Self {
+        debug_assert!(
+            self.cmd.get_args().step_by(2).all(|a| a == "-c"),
+            "git -c {key_value} given after an argument ({})",
+            self.label
+        );
         self.cmd.arg("-c").arg(key_value);
         self
     }
@@ -350,6 +355,23 @@ mod tests {
         let args: Vec<_> = cmd.get_args().collect();
         assert_eq!(&args[..2], ["-c", "core.quotepath=off"]);
         assert_eq!(args.last(), Some(&OsStr::new("status")));
+    }
+
+    /// `-c` must come before the subcommand: after it, git would take `-c key=value` for the
+    /// subcommand's own option, or for a path.
+    #[test]
+    fn a_config_after_an_argument_is_caught() {
+        let cmd = git(Path::new("/"), "log")
+            .config("log.showSignature=false")
+            .arg("log")
+            .command();
+        assert_eq!(
+            cmd.get_args().filter(|a| *a == "-c").count(),
+            ALWAYS.len() + 1
+        );
+        let late =
+            std::panic::catch_unwind(|| git(Path::new("/"), "log").arg("log").config("a.b=c"));
+        assert!(late.is_err(), "a -c after the subcommand passes unnoticed");
     }
 
     /// Issue 33 §3: a terminal's Ctrl-C goes to dagexec's whole process group; git runs in a
