@@ -114,10 +114,10 @@ pub fn selected(text: &str) -> Result<Option<CodexProvider>, CodexConfigError> {
 /// The provider's id and the field that chose it: the top level's `model_provider`, or the
 /// selected `profile`'s.
 fn chosen(doc: &toml::Table) -> Result<Option<(String, String)>, CodexConfigError> {
-    let mut chosen = match doc.get("model_provider") {
-        Some(v) => Some((string(v, "model_provider")?, "model_provider".to_string())),
-        None => None,
-    };
+    let mut chosen = doc
+        .get("model_provider")
+        .map(|v| Ok((string(v, "model_provider")?, "model_provider".to_string())))
+        .transpose()?;
     if let Some(p) = doc.get("profile") {
         let profile = string(p, "profile")?;
         let field = format!("profiles.{profile}.model_provider");
@@ -170,10 +170,10 @@ fn provider(
             ));
         }
     }
-    let env_key = match table.get("env_key") {
-        Some(v) => Some(string(v, &field("env_key"))?),
-        None => None,
-    };
+    let env_key = table
+        .get("env_key")
+        .map(|v| string(v, &field("env_key")))
+        .transpose()?;
     let map = |k: &str| -> Result<BTreeMap<String, String>, CodexConfigError> {
         let Some(v) = table.get(k) else {
             return Ok(BTreeMap::new());

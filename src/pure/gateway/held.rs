@@ -32,14 +32,11 @@ impl Holds {
             ))
             .unwrap_or(arrived);
         for l in seen {
-            let Some(until) = instant(l.held_until.as_deref()) else {
+            let Some(until) = instant(l.held_until.as_deref()).map(|u| u.min(cap)) else {
                 continue;
             };
-            let until = until.min(cap);
             let slot = self.0.entry(l.provider).or_insert(until);
-            if *slot < until {
-                *slot = until;
-            }
+            *slot = (*slot).max(until);
         }
     }
 

@@ -170,17 +170,9 @@ pub fn without_key_param(rest: &str) -> (String, Option<String>) {
     let Some((path, query)) = rest.split_once('?') else {
         return (rest.to_string(), None);
     };
-    let mut key = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.strip_prefix("key=") {
-            Some(v) => {
-                key = Some(v.to_string());
-                false
-            }
-            None => true,
-        })
-        .collect();
+    let (keys, kept): (Vec<&str>, Vec<&str>) =
+        query.split('&').partition(|kv| kv.starts_with("key="));
+    let key = keys.last().map(|kv| kv["key=".len()..].to_string());
     if kept.is_empty() {
         (path.to_string(), key)
     } else {

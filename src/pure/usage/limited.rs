@@ -36,11 +36,8 @@ pub fn saw(seen: &mut Vec<Limited>, provider: Provider, until: Option<jiff::Time
         return;
     };
     l.answers = l.answers.saturating_add(1);
-    if let Some(until) = until {
-        let later = instant(l.held_until.as_deref()).is_none_or(|before| until > before);
-        if later {
-            l.held_until = Some(super::timestamp(until));
-        }
+    if let Some(until) = until.filter(|u| instant(l.held_until.as_deref()).is_none_or(|b| u > &b)) {
+        l.held_until = Some(super::timestamp(until));
     }
 }
 
