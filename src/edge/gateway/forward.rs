@@ -128,16 +128,9 @@ async fn admit(
     let route = crate::pure::gateway::route(&pq).map_err(|r| refuse(None, &r))?;
     let provider = route.provider;
     let query_key = crate::pure::gateway::without_key_param(&pq).1;
-    let headers: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .filter(|(n, _)| crate::pure::gateway::KEY_HEADERS.contains(&n.as_str()))
-        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
-    let token = crate::pure::gateway::token_of(
-        headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
-        query_key.as_deref(),
-    );
+    let headers = req.headers().iter();
+    let headers = headers.map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")));
+    let token = crate::pure::gateway::token_of(headers, query_key.as_deref());
     let tab = token.and_then(|t| held(&shared.tabs).get(t).cloned());
     let Some(tab) = tab else {
         return Err(refuse(Some(provider), &Refused::Token));
