@@ -248,15 +248,8 @@ impl Meter {
         ) else {
             return;
         };
-        let cached = count(&usage["input_tokens_details"]["cached_tokens"])
-            .unwrap_or(0)
-            .min(input);
-        self.reading.tokens = Tokens {
-            input: input - cached,
-            cache_read: cached,
-            cache_write: 0,
-            output,
-        };
+        let cached = count(&usage["input_tokens_details"]["cached_tokens"]).unwrap_or(0);
+        self.reading.tokens = Tokens::with_cached(input, cached, output);
     }
 
     fn gemini(&mut self, v: &Value) {
@@ -265,19 +258,12 @@ impl Meter {
         let Some(prompt) = count(&u["promptTokenCount"]) else {
             return;
         };
-        let cached = count(&u["cachedContentTokenCount"])
-            .unwrap_or(0)
-            .min(prompt);
-        let tool = count(&u["toolUsePromptTokenCount"]).unwrap_or(0);
-        let output = count(&u["candidatesTokenCount"])
-            .unwrap_or(0)
-            .saturating_add(count(&u["thoughtsTokenCount"]).unwrap_or(0));
-        self.reading.tokens = Tokens {
-            input: prompt - cached + tool,
-            cache_read: cached,
-            cache_write: 0,
-            output,
-        };
+        let n = |k: &str| count(&u[k]).unwrap_or(0);
+        let output = n("candidatesTokenCount").saturating_add(n("thoughtsTokenCount"));
+        let mut tokens = Tokens::with_cached(prompt, n("cachedContentTokenCount"), output);
+        // Tool results are prompt tokens Gemini counts apart.
+        tokens.input += n("toolUsePromptTokenCount");
+        self.reading.tokens = tokens;
     }
 }
 
