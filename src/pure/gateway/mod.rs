@@ -101,24 +101,20 @@ impl Provider {
     fn passes(self, rest: &str) -> bool {
         let path = rest.split('?').next().unwrap_or_default();
         let segments_ok = !path.split('/').any(|s| s == ".." || s == ".");
-        segments_ok
-            && match self {
-                Provider::Anthropic => {
-                    path == "/v1/messages"
-                        || path == "/v1/messages/count_tokens"
-                        || path == "/v1/models"
-                        || path.starts_with("/v1/models/")
-                }
-                Provider::OpenAi => {
-                    path == "/responses"
-                        || path == "/responses/compact"
-                        || path == "/models"
-                        || path.starts_with("/models/")
-                }
-                Provider::Gemini => ["/v1beta/models", "/v1/models", "/v1alpha/models"]
-                    .iter()
-                    .any(|p| path == *p || path.starts_with(&format!("{p}/"))),
-            }
+        // The model calls, and the model listings with every path under them.
+        let (calls, listings): (&[&str], &[&str]) = match self {
+            Provider::Anthropic => (
+                &["/v1/messages", "/v1/messages/count_tokens"],
+                &["/v1/models"],
+            ),
+            Provider::OpenAi => (&["/responses", "/responses/compact"], &["/models"]),
+            Provider::Gemini => (&[], &["/v1beta/models", "/v1/models", "/v1alpha/models"]),
+        };
+        let under = |p: &&str| {
+            path.strip_prefix(*p)
+                .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+        };
+        segments_ok && (calls.contains(&path) || listings.iter().any(under))
     }
 
     /// Whether `rest` asks for a model's answer (metered, counted and held to the budget),
