@@ -91,22 +91,19 @@ pub fn selected(text: &str) -> Result<Option<CodexProvider>, CodexConfigError> {
         return Ok(None);
     };
     let prefix = format!("model_providers.{id}");
-    let Some(table) = doc.get("model_providers").and_then(|t| t.get(&id)) else {
-        return match built_in(&id) {
-            Some(BuiltIn::OpenAi) => Ok(None),
-            Some(BuiltIn::Local(base)) => Ok(Some(CodexProvider {
-                id,
-                base_url: base.to_string(),
-                ..CodexProvider::default()
-            })),
-            None => Err(err(
+    // A provider Codex knows by name needs no table: its defaults are `provider`'s.
+    let none = toml::Table::new();
+    let table = match doc.get("model_providers").and_then(|t| t.get(&id)) {
+        Some(t) => t
+            .as_table()
+            .ok_or_else(|| err(&prefix, "must be a table".into()))?,
+        None if built_in(&id).is_some() => &none,
+        None => {
+            return Err(err(
                 &named_in,
                 format!("{id:?} names no [{prefix}] table and no provider Codex knows by name"),
-            )),
-        };
-    };
-    let Some(table) = table.as_table() else {
-        return Err(err(&prefix, "must be a table".into()));
+            ));
+        }
     };
     provider(id, &prefix, table)
 }
