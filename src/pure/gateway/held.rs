@@ -139,9 +139,7 @@ pub fn holding_line(held: &[(usize, Provider)], holds: &Holds) -> Option<String>
     if held.is_empty() {
         return None;
     }
-    let mut providers: Vec<Provider> = held.iter().map(|(_, p)| *p).collect();
-    providers.sort();
-    providers.dedup();
+    let providers: std::collections::BTreeSet<Provider> = held.iter().map(|(_, p)| *p).collect();
     let why: Vec<String> = providers
         .iter()
         .filter_map(|p| {
