@@ -213,7 +213,7 @@ async fn forward(
             meter: Meter::new(provider, kind),
             tab,
             shared: shared.clone(),
-            last: meter::Reading::default(),
+            last: crate::pure::gateway::Tokens::default(),
             done: false,
         }
         .boxed()
@@ -321,18 +321,19 @@ struct Metered {
     meter: Meter,
     tab: Arc<Tab>,
     shared: Arc<Shared>,
-    last: meter::Reading,
+    /// The tokens already added to the tab.
+    last: crate::pure::gateway::Tokens,
     done: bool,
 }
 
 impl Metered {
     fn account(&mut self) {
-        let now = self.meter.reading().clone();
-        let grown = now.tokens.since(self.last.tokens);
-        let model = now.model.clone().unwrap_or_else(|| "unknown".into());
+        let now = self.meter.reading();
+        let model = now.model.as_deref().unwrap_or("unknown");
+        let grown = now.tokens.since(self.last);
         self.shared
-            .add(&self.tab, self.meter.provider(), &model, grown);
-        self.last = now;
+            .add(&self.tab, self.meter.provider(), model, grown);
+        self.last = now.tokens;
     }
 }
 
