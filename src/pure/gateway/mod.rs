@@ -309,23 +309,20 @@ impl Limits {
     /// which limit stops it.
     pub fn admit(&self, made: u32) -> Result<(), Refused> {
         let money = crate::pure::prices::money;
-        if let Some((budget, spent)) = self.run
-            && spent >= budget
-        {
-            return Err(Refused::Budget(format!(
-                "the run's budget of {} is spent ({} so far); no further model request starts (max-cost)",
-                money(budget),
-                money(spent)
-            )));
-        }
-        if let Some((cap, spent)) = self.task
-            && spent >= cap
-        {
-            return Err(Refused::Budget(format!(
-                "this task's budget of {} is spent ({} so far); no further model request starts (the task's max-cost)",
-                money(cap),
-                money(spent)
-            )));
+        let budgets = [
+            (self.run, "the run's", "max-cost"),
+            (self.task, "this task's", "the task's max-cost"),
+        ];
+        for (limit, whose, setting) in budgets {
+            if let Some((budget, spent)) = limit
+                && spent >= budget
+            {
+                return Err(Refused::Budget(format!(
+                    "{whose} budget of {} is spent ({} so far); no further model request starts ({setting})",
+                    money(budget),
+                    money(spent)
+                )));
+            }
         }
         if let Some(max) = self.max_requests
             && made >= max
