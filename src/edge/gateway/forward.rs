@@ -186,11 +186,7 @@ async fn forward(
         if let Some(d) = held {
             hold(shared, provider, d);
         }
-        let until = held.and_then(|d| {
-            jiff::Timestamp::now()
-                .checked_add(jiff::SignedDuration::try_from(d).ok()?)
-                .ok()
-        });
+        let until = held.and_then(|d| jiff::Timestamp::now().checked_add(d).ok());
         shared.rate_limited(&tab, provider, until);
     }
     let (mut parts, body) = response.into_parts();

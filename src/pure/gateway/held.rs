@@ -26,11 +26,7 @@ impl Holds {
     /// Takes in what an attempt that arrived at `arrived` saw: each provider's held-until,
     /// at most [`MAX_HOLD`] after `arrived` (a later hold than the one kept wins).
     pub fn note(&mut self, seen: &[Limited], arrived: jiff::Timestamp) {
-        let cap = arrived
-            .checked_add(jiff::SignedDuration::from_secs(
-                i64::try_from(MAX_HOLD.as_secs()).unwrap_or(i64::MAX),
-            ))
-            .unwrap_or(arrived);
+        let cap = arrived.checked_add(MAX_HOLD).unwrap_or(arrived);
         for l in seen {
             let Some(until) = instant(l.held_until.as_deref()).map(|u| u.min(cap)) else {
                 continue;
@@ -76,8 +72,7 @@ impl Holds {
         now: jiff::Timestamp,
     ) -> Option<jiff::Timestamp> {
         let until = *self.0.get(&provider?)?;
-        let spread = jiff::SignedDuration::try_from(spread(task)).unwrap_or_default();
-        let at = until.checked_add(spread).unwrap_or(until);
+        let at = until.checked_add(spread(task)).unwrap_or(until);
         (at > now).then_some(at)
     }
 }
