@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::Usage;
 use super::native::{Native, one_line, says_auth};
+use super::{Usage, either};
 use crate::pure::said::{Halt, Said};
 
 /// The output of a worker run under `codex exec --json` (JSON lines): every `turn.completed`
@@ -74,11 +74,6 @@ struct CodexTally {
 impl CodexTally {
     /// One JSON line; anything that is not a codex event is skipped.
     fn take(&mut self, event: &Value) {
-        let add = |sum: &mut Option<u64>, n: Option<u64>| {
-            if let Some(n) = n {
-                *sum = Some(sum.unwrap_or(0).saturating_add(n));
-            }
-        };
         let kind = event["type"].as_str().unwrap_or_default();
         let is_event = ["thread.", "turn.", "item."]
             .iter()
@@ -91,8 +86,9 @@ impl CodexTally {
         match kind {
             "turn.completed" => {
                 let count = |k: &str| event["usage"][k].as_u64();
-                add(&mut self.input, count("input_tokens"));
-                add(&mut self.output, count("output_tokens"));
+                let add = |sum: Option<u64>, n| either(sum, n, u64::saturating_add);
+                self.input = add(self.input, count("input_tokens"));
+                self.output = add(self.output, count("output_tokens"));
                 self.cached = self
                     .cached
                     .saturating_add(count("cached_input_tokens").unwrap_or(0));
