@@ -136,8 +136,9 @@ fn provider(
     table: &toml::Table,
 ) -> Result<Option<CodexProvider>, CodexConfigError> {
     let field = |k: &str| format!("{prefix}.{k}");
-    let base_url = match (table.get("base_url"), built_in(&id)) {
-        (Some(v), _) => string(v, &field("base_url"))?,
+    let opt_string = |k: &str| table.get(k).map(|v| string(v, &field(k))).transpose();
+    let base_url = match (opt_string("base_url")?, built_in(&id)) {
+        (Some(v), _) => v,
         (None, Some(BuiltIn::OpenAi)) => return Ok(None),
         (None, Some(BuiltIn::Local(base))) => base.to_string(),
         (None, None) => {
@@ -156,21 +157,17 @@ fn provider(
             format!("{base_url:?} is not an http:// or https:// URL"),
         ));
     }
-    if let Some(v) = table.get("wire_api") {
-        let wire = string(v, &field("wire_api"))?;
-        if wire != "responses" {
-            return Err(err(
-                &field("wire_api"),
-                format!(
-                    "{wire:?}: dagexec's gateway passes the Responses API only (wire_api = \"responses\")"
-                ),
-            ));
-        }
+    if let Some(wire) = opt_string("wire_api")?
+        && wire != "responses"
+    {
+        return Err(err(
+            &field("wire_api"),
+            format!(
+                "{wire:?}: dagexec's gateway passes the Responses API only (wire_api = \"responses\")"
+            ),
+        ));
     }
-    let env_key = table
-        .get("env_key")
-        .map(|v| string(v, &field("env_key")))
-        .transpose()?;
+    let env_key = opt_string("env_key")?;
     let map = |k: &str| -> Result<BTreeMap<String, String>, CodexConfigError> {
         let Some(v) = table.get(k) else {
             return Ok(BTreeMap::new());
