@@ -242,10 +242,7 @@ fn upstream_parts(
     parts.uri = url
         .parse()
         .map_err(|_| Refused::Upstream(format!("{} is not a URL", upstream.base)))?;
-    for name in HOP_BY_HOP
-        .iter()
-        .chain(crate::pure::gateway::KEY_HEADERS.iter())
-    {
+    for name in HOP_BY_HOP.iter().chain(&crate::pure::gateway::KEY_HEADERS) {
         parts.headers.remove(*name);
     }
     let mut v = hyper::header::HeaderValue::from_str(&key.value).map_err(|_| {
