@@ -130,17 +130,10 @@ impl Upstreams {
             .iter()
             .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
             .collect();
-        up.headers = codex
-            .http_headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .chain(
-                codex
-                    .env_http_headers
-                    .iter()
-                    .filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))),
-            )
-            .collect();
+        up.headers = codex.http_headers.clone().into_iter().collect();
+        let from_env = codex.env_http_headers.iter();
+        up.headers
+            .extend(from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))));
         self
     }
 }
