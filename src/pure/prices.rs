@@ -59,6 +59,18 @@ impl Tokens {
             .saturating_add(self.cache_write)
     }
 
+    /// `input` prompt tokens of which `cached` (at most all of them) were read from the
+    /// cache, and `output`: how `OpenAI`, Gemini and the CLIs that report tokens count them.
+    pub fn with_cached(input: u64, cached: u64, output: u64) -> Tokens {
+        let cached = cached.min(input);
+        Tokens {
+            input: input - cached,
+            cache_read: cached,
+            cache_write: 0,
+            output,
+        }
+    }
+
     /// Both together.
     pub fn plus(self, o: Tokens) -> Tokens {
         self.each(o, u64::saturating_add)
@@ -276,13 +288,7 @@ impl Prices {
                     "no price for the model {name:?}: its cost is not recorded; add it under `prices:` in .design/dagexec.yml (USD per million tokens)"
                 ));
             };
-            let cached = t.cached.min(t.input);
-            sum += p.cost(Tokens {
-                input: t.input - cached,
-                cache_read: cached,
-                cache_write: 0,
-                output: t.output,
-            });
+            sum += p.cost(Tokens::with_cached(t.input, t.cached, t.output));
         }
         Ok(sum)
     }

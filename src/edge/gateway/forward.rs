@@ -128,16 +128,9 @@ async fn admit(
     let route = crate::pure::gateway::route(&pq).map_err(|r| refuse(None, &r))?;
     let provider = route.provider;
     let query_key = crate::pure::gateway::without_key_param(&pq).1;
-    let headers: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .filter(|(n, _)| crate::pure::gateway::KEY_HEADERS.contains(&n.as_str()))
-        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
-    let token = crate::pure::gateway::token_of(
-        headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
-        query_key.as_deref(),
-    );
+    let headers = req.headers().iter();
+    let headers = headers.map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")));
+    let token = crate::pure::gateway::token_of(headers, query_key.as_deref());
     let tab = token.and_then(|t| held(&shared.tabs).get(t).cloned());
     let Some(tab) = tab else {
         return Err(refuse(Some(provider), &Refused::Token));
@@ -193,11 +186,7 @@ async fn forward(
         if let Some(d) = held {
             hold(shared, provider, d);
         }
-        let until = held.and_then(|d| {
-            jiff::Timestamp::now()
-                .checked_add(jiff::SignedDuration::try_from(d).ok()?)
-                .ok()
-        });
+        let until = held.and_then(|d| jiff::Timestamp::now().checked_add(d).ok());
         shared.rate_limited(&tab, provider, until);
     }
     let (mut parts, body) = response.into_parts();
@@ -220,7 +209,7 @@ async fn forward(
             meter: Meter::new(provider, kind),
             tab,
             shared: shared.clone(),
-            last: meter::Reading::default(),
+            last: crate::pure::gateway::Tokens::default(),
             done: false,
         }
         .boxed()
@@ -253,10 +242,7 @@ fn upstream_parts(
     parts.uri = url
         .parse()
         .map_err(|_| Refused::Upstream(format!("{} is not a URL", upstream.base)))?;
-    for name in HOP_BY_HOP
-        .iter()
-        .chain(crate::pure::gateway::KEY_HEADERS.iter())
-    {
+    for name in HOP_BY_HOP.iter().chain(&crate::pure::gateway::KEY_HEADERS) {
         parts.headers.remove(*name);
     }
     let mut v = hyper::header::HeaderValue::from_str(&key.value).map_err(|_| {
@@ -328,18 +314,19 @@ struct Metered {
     meter: Meter,
     tab: Arc<Tab>,
     shared: Arc<Shared>,
-    last: meter::Reading,
+    /// The tokens already added to the tab.
+    last: crate::pure::gateway::Tokens,
     done: bool,
 }
 
 impl Metered {
     fn account(&mut self) {
-        let now = self.meter.reading().clone();
-        let grown = now.tokens.since(self.last.tokens);
-        let model = now.model.clone().unwrap_or_else(|| "unknown".into());
+        let now = self.meter.reading();
+        let model = now.model.as_deref().unwrap_or("unknown");
+        let grown = now.tokens.since(self.last);
         self.shared
-            .add(&self.tab, self.meter.provider(), &model, grown);
-        self.last = now;
+            .add(&self.tab, self.meter.provider(), model, grown);
+        self.last = now.tokens;
     }
 }
 

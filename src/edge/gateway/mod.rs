@@ -89,16 +89,11 @@ impl Upstreams {
                 .map(|p| {
                     let (var, default) = p.base();
                     let base = set(var).unwrap_or_else(|| default.to_string());
-                    let key = p
-                        .key_vars()
-                        .iter()
-                        .find_map(|v| set(v).map(|k| Key::of(p, v, &k)));
-                    let base = base.trim().trim_end_matches('/').to_string();
-                    let key_var = p.key_vars()[0].to_string();
+                    let vars = p.key_vars();
                     let upstream = Upstream {
-                        base,
-                        key,
-                        key_var,
+                        base: base.trim().trim_end_matches('/').to_string(),
+                        key: vars.iter().find_map(|v| set(v).map(|k| Key::of(p, v, &k))),
+                        key_var: vars[0].to_string(),
                         query: Vec::new(),
                         headers: Vec::new(),
                     };
@@ -135,17 +130,10 @@ impl Upstreams {
             .iter()
             .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
             .collect();
-        up.headers = codex
-            .http_headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .chain(
-                codex
-                    .env_http_headers
-                    .iter()
-                    .filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))),
-            )
-            .collect();
+        up.headers = codex.http_headers.clone().into_iter().collect();
+        let from_env = codex.env_http_headers.iter();
+        up.headers
+            .extend(from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))));
         self
     }
 }

@@ -91,22 +91,19 @@ pub fn selected(text: &str) -> Result<Option<CodexProvider>, CodexConfigError> {
         return Ok(None);
     };
     let prefix = format!("model_providers.{id}");
-    let Some(table) = doc.get("model_providers").and_then(|t| t.get(&id)) else {
-        return match built_in(&id) {
-            Some(BuiltIn::OpenAi) => Ok(None),
-            Some(BuiltIn::Local(base)) => Ok(Some(CodexProvider {
-                id,
-                base_url: base.to_string(),
-                ..CodexProvider::default()
-            })),
-            None => Err(err(
+    // A provider Codex knows by name needs no table: its defaults are `provider`'s.
+    let none = toml::Table::new();
+    let table = match doc.get("model_providers").and_then(|t| t.get(&id)) {
+        Some(t) => t
+            .as_table()
+            .ok_or_else(|| err(&prefix, "must be a table".into()))?,
+        None if built_in(&id).is_some() => &none,
+        None => {
+            return Err(err(
                 &named_in,
                 format!("{id:?} names no [{prefix}] table and no provider Codex knows by name"),
-            )),
-        };
-    };
-    let Some(table) = table.as_table() else {
-        return Err(err(&prefix, "must be a table".into()));
+            ));
+        }
     };
     provider(id, &prefix, table)
 }
@@ -114,10 +111,10 @@ pub fn selected(text: &str) -> Result<Option<CodexProvider>, CodexConfigError> {
 /// The provider's id and the field that chose it: the top level's `model_provider`, or the
 /// selected `profile`'s.
 fn chosen(doc: &toml::Table) -> Result<Option<(String, String)>, CodexConfigError> {
-    let mut chosen = match doc.get("model_provider") {
-        Some(v) => Some((string(v, "model_provider")?, "model_provider".to_string())),
-        None => None,
-    };
+    let mut chosen = doc
+        .get("model_provider")
+        .map(|v| Ok((string(v, "model_provider")?, "model_provider".to_string())))
+        .transpose()?;
     if let Some(p) = doc.get("profile") {
         let profile = string(p, "profile")?;
         let field = format!("profiles.{profile}.model_provider");
@@ -139,8 +136,9 @@ fn provider(
     table: &toml::Table,
 ) -> Result<Option<CodexProvider>, CodexConfigError> {
     let field = |k: &str| format!("{prefix}.{k}");
-    let base_url = match (table.get("base_url"), built_in(&id)) {
-        (Some(v), _) => string(v, &field("base_url"))?,
+    let opt_string = |k: &str| table.get(k).map(|v| string(v, &field(k))).transpose();
+    let base_url = match (opt_string("base_url")?, built_in(&id)) {
+        (Some(v), _) => v,
         (None, Some(BuiltIn::OpenAi)) => return Ok(None),
         (None, Some(BuiltIn::Local(base))) => base.to_string(),
         (None, None) => {
@@ -159,21 +157,17 @@ fn provider(
             format!("{base_url:?} is not an http:// or https:// URL"),
         ));
     }
-    if let Some(v) = table.get("wire_api") {
-        let wire = string(v, &field("wire_api"))?;
-        if wire != "responses" {
-            return Err(err(
-                &field("wire_api"),
-                format!(
-                    "{wire:?}: dagexec's gateway passes the Responses API only (wire_api = \"responses\")"
-                ),
-            ));
-        }
+    if let Some(wire) = opt_string("wire_api")?
+        && wire != "responses"
+    {
+        return Err(err(
+            &field("wire_api"),
+            format!(
+                "{wire:?}: dagexec's gateway passes the Responses API only (wire_api = \"responses\")"
+            ),
+        ));
     }
-    let env_key = match table.get("env_key") {
-        Some(v) => Some(string(v, &field("env_key"))?),
-        None => None,
-    };
+    let env_key = opt_string("env_key")?;
     let map = |k: &str| -> Result<BTreeMap<String, String>, CodexConfigError> {
         let Some(v) = table.get(k) else {
             return Ok(BTreeMap::new());

@@ -26,20 +26,13 @@ impl Holds {
     /// Takes in what an attempt that arrived at `arrived` saw: each provider's held-until,
     /// at most [`MAX_HOLD`] after `arrived` (a later hold than the one kept wins).
     pub fn note(&mut self, seen: &[Limited], arrived: jiff::Timestamp) {
-        let cap = arrived
-            .checked_add(jiff::SignedDuration::from_secs(
-                i64::try_from(MAX_HOLD.as_secs()).unwrap_or(i64::MAX),
-            ))
-            .unwrap_or(arrived);
+        let cap = arrived.checked_add(MAX_HOLD).unwrap_or(arrived);
         for l in seen {
-            let Some(until) = instant(l.held_until.as_deref()) else {
+            let Some(until) = instant(l.held_until.as_deref()).map(|u| u.min(cap)) else {
                 continue;
             };
-            let until = until.min(cap);
             let slot = self.0.entry(l.provider).or_insert(until);
-            if *slot < until {
-                *slot = until;
-            }
+            *slot = (*slot).max(until);
         }
     }
 
@@ -79,8 +72,7 @@ impl Holds {
         now: jiff::Timestamp,
     ) -> Option<jiff::Timestamp> {
         let until = *self.0.get(&provider?)?;
-        let spread = jiff::SignedDuration::try_from(spread(task)).unwrap_or_default();
-        let at = until.checked_add(spread).unwrap_or(until);
+        let at = until.checked_add(spread(task)).unwrap_or(until);
         (at > now).then_some(at)
     }
 }
@@ -142,9 +134,7 @@ pub fn holding_line(held: &[(usize, Provider)], holds: &Holds) -> Option<String>
     if held.is_empty() {
         return None;
     }
-    let mut providers: Vec<Provider> = held.iter().map(|(_, p)| *p).collect();
-    providers.sort();
-    providers.dedup();
+    let providers: std::collections::BTreeSet<Provider> = held.iter().map(|(_, p)| *p).collect();
     let why: Vec<String> = providers
         .iter()
         .filter_map(|p| {

@@ -184,28 +184,19 @@ impl Meter {
         }
     }
 
-    /// One streamed event.
+    /// One streamed event: Anthropic's `message_start` carries a whole message, `OpenAI`'s
+    /// ending events a whole response.
     fn event(&mut self, v: &Value) {
-        match self.provider {
-            Provider::Anthropic => match v["type"].as_str() {
-                Some("message_start") => {
-                    self.model(&v["message"]["model"]);
-                    self.anthropic(&v["message"]["usage"]);
-                }
-                Some("message_delta") => self.anthropic(&v["usage"]),
-                _ => {}
-            },
-            Provider::OpenAi => {
-                self.model(&v["response"]["model"]);
-                let ended = matches!(
-                    v["type"].as_str(),
-                    Some("response.completed" | "response.incomplete" | "response.failed")
-                );
-                if ended {
-                    self.openai(&v["response"]["usage"]);
-                }
-            }
-            Provider::Gemini => self.gemini(v),
+        match (self.provider, v["type"].as_str()) {
+            (Provider::Anthropic, Some("message_start")) => self.whole(&v["message"]),
+            (Provider::Anthropic, Some("message_delta")) => self.anthropic(&v["usage"]),
+            (
+                Provider::OpenAi,
+                Some("response.completed" | "response.incomplete" | "response.failed"),
+            ) => self.whole(&v["response"]),
+            (Provider::OpenAi, _) => self.model(&v["response"]["model"]),
+            (Provider::Gemini, _) => self.gemini(v),
+            (Provider::Anthropic, _) => {}
         }
     }
 
@@ -234,19 +225,19 @@ impl Meter {
         }
     }
 
+    /// Each count the usage gives replaces the one read before (`message_delta` gives the
+    /// output alone).
     fn anthropic(&mut self, usage: &Value) {
         let t = &mut self.reading.tokens;
-        if let Some(n) = count(&usage["input_tokens"]) {
-            t.input = n;
-        }
-        if let Some(n) = count(&usage["cache_read_input_tokens"]) {
-            t.cache_read = n;
-        }
-        if let Some(n) = count(&usage["cache_creation_input_tokens"]) {
-            t.cache_write = n;
-        }
-        if let Some(n) = count(&usage["output_tokens"]) {
-            t.output = n;
+        for (k, slot) in [
+            ("input_tokens", &mut t.input),
+            ("cache_read_input_tokens", &mut t.cache_read),
+            ("cache_creation_input_tokens", &mut t.cache_write),
+            ("output_tokens", &mut t.output),
+        ] {
+            if let Some(n) = count(&usage[k]) {
+                *slot = n;
+            }
         }
     }
 
@@ -257,15 +248,8 @@ impl Meter {
         ) else {
             return;
         };
-        let cached = count(&usage["input_tokens_details"]["cached_tokens"])
-            .unwrap_or(0)
-            .min(input);
-        self.reading.tokens = Tokens {
-            input: input - cached,
-            cache_read: cached,
-            cache_write: 0,
-            output,
-        };
+        let cached = count(&usage["input_tokens_details"]["cached_tokens"]).unwrap_or(0);
+        self.reading.tokens = Tokens::with_cached(input, cached, output);
     }
 
     fn gemini(&mut self, v: &Value) {
@@ -274,19 +258,12 @@ impl Meter {
         let Some(prompt) = count(&u["promptTokenCount"]) else {
             return;
         };
-        let cached = count(&u["cachedContentTokenCount"])
-            .unwrap_or(0)
-            .min(prompt);
-        let tool = count(&u["toolUsePromptTokenCount"]).unwrap_or(0);
-        let output = count(&u["candidatesTokenCount"])
-            .unwrap_or(0)
-            .saturating_add(count(&u["thoughtsTokenCount"]).unwrap_or(0));
-        self.reading.tokens = Tokens {
-            input: prompt - cached + tool,
-            cache_read: cached,
-            cache_write: 0,
-            output,
-        };
+        let n = |k: &str| count(&u[k]).unwrap_or(0);
+        let output = n("candidatesTokenCount").saturating_add(n("thoughtsTokenCount"));
+        let mut tokens = Tokens::with_cached(prompt, n("cachedContentTokenCount"), output);
+        // Tool results are prompt tokens Gemini counts apart.
+        tokens.input += n("toolUsePromptTokenCount");
+        self.reading.tokens = tokens;
     }
 }
 

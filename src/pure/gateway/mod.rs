@@ -101,24 +101,20 @@ impl Provider {
     fn passes(self, rest: &str) -> bool {
         let path = rest.split('?').next().unwrap_or_default();
         let segments_ok = !path.split('/').any(|s| s == ".." || s == ".");
-        segments_ok
-            && match self {
-                Provider::Anthropic => {
-                    path == "/v1/messages"
-                        || path == "/v1/messages/count_tokens"
-                        || path == "/v1/models"
-                        || path.starts_with("/v1/models/")
-                }
-                Provider::OpenAi => {
-                    path == "/responses"
-                        || path == "/responses/compact"
-                        || path == "/models"
-                        || path.starts_with("/models/")
-                }
-                Provider::Gemini => ["/v1beta/models", "/v1/models", "/v1alpha/models"]
-                    .iter()
-                    .any(|p| path == *p || path.starts_with(&format!("{p}/"))),
-            }
+        // The model calls, and the model listings with every path under them.
+        let (calls, listings): (&[&str], &[&str]) = match self {
+            Provider::Anthropic => (
+                &["/v1/messages", "/v1/messages/count_tokens"],
+                &["/v1/models"],
+            ),
+            Provider::OpenAi => (&["/responses", "/responses/compact"], &["/models"]),
+            Provider::Gemini => (&[], &["/v1beta/models", "/v1/models", "/v1alpha/models"]),
+        };
+        let under = |p: &&str| {
+            path.strip_prefix(*p)
+                .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+        };
+        segments_ok && (calls.contains(&path) || listings.iter().any(under))
     }
 
     /// Whether `rest` asks for a model's answer (metered, counted and held to the budget),
@@ -170,17 +166,9 @@ pub fn without_key_param(rest: &str) -> (String, Option<String>) {
     let Some((path, query)) = rest.split_once('?') else {
         return (rest.to_string(), None);
     };
-    let mut key = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.strip_prefix("key=") {
-            Some(v) => {
-                key = Some(v.to_string());
-                false
-            }
-            None => true,
-        })
-        .collect();
+    let (keys, kept): (Vec<&str>, Vec<&str>) =
+        query.split('&').partition(|kv| kv.starts_with("key="));
+    let key = keys.last().map(|kv| kv["key=".len()..].to_string());
     if kept.is_empty() {
         (path.to_string(), key)
     } else {
@@ -321,23 +309,20 @@ impl Limits {
     /// which limit stops it.
     pub fn admit(&self, made: u32) -> Result<(), Refused> {
         let money = crate::pure::prices::money;
-        if let Some((budget, spent)) = self.run
-            && spent >= budget
-        {
-            return Err(Refused::Budget(format!(
-                "the run's budget of {} is spent ({} so far); no further model request starts (max-cost)",
-                money(budget),
-                money(spent)
-            )));
-        }
-        if let Some((cap, spent)) = self.task
-            && spent >= cap
-        {
-            return Err(Refused::Budget(format!(
-                "this task's budget of {} is spent ({} so far); no further model request starts (the task's max-cost)",
-                money(cap),
-                money(spent)
-            )));
+        let budgets = [
+            (self.run, "the run's", "max-cost"),
+            (self.task, "this task's", "the task's max-cost"),
+        ];
+        for (limit, whose, setting) in budgets {
+            if let Some((budget, spent)) = limit
+                && spent >= budget
+            {
+                return Err(Refused::Budget(format!(
+                    "{whose} budget of {} is spent ({} so far); no further model request starts ({setting})",
+                    money(budget),
+                    money(spent)
+                )));
+            }
         }
         if let Some(max) = self.max_requests
             && made >= max

@@ -113,16 +113,11 @@ pub fn rates(v: &serde_yaml::Value) -> Result<BTreeMap<Provider, Rate>, (String,
     for (name, limits) in map {
         let name = name.as_str().unwrap_or_default();
         let field = format!("rate-limits.{name}");
-        let provider = match name {
-            "anthropic" => Provider::Anthropic,
-            "openai" => Provider::OpenAi,
-            "gemini" => Provider::Gemini,
-            _ => {
-                return Err((
-                    field,
-                    "is not a provider: use anthropic, openai or gemini".into(),
-                ));
-            }
+        let Some(provider) = Provider::ALL.into_iter().find(|p| p.key() == name) else {
+            return Err((
+                field,
+                "is not a provider: use anthropic, openai or gemini".into(),
+            ));
         };
         let Some(limits) = limits.as_mapping() else {
             return Err((

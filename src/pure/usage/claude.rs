@@ -14,8 +14,7 @@ use crate::pure::said::{Halt, Said};
 /// the tool calls in `permission_denials`. `None` for any other output.
 pub fn claude_result(stdout: &str) -> Option<Native> {
     let object = result_object(stdout)?;
-    let usage = object.get("usage");
-    let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+    let count = |k: &str| object["usage"][k].as_u64();
     let input_tokens = [
         "input_tokens",
         "cache_creation_input_tokens",
@@ -24,16 +23,13 @@ pub fn claude_result(stdout: &str) -> Option<Native> {
     .iter()
     .filter_map(|k| count(k))
     .reduce(u64::saturating_add);
-    let text = object
-        .get("result")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let text = object["result"].as_str().map(str::to_string);
     let said = said_of(&object, text.as_deref());
     Some(Native {
         // An error's text is not a status line; the failure says it.
         text: text.filter(|_| said.failure.is_none()),
         usage: Usage {
-            cost_usd: object.get("total_cost_usd").and_then(Value::as_f64),
+            cost_usd: object["total_cost_usd"].as_f64(),
             input_tokens,
             output_tokens: count("output_tokens"),
             model: costliest_model(&object),
@@ -51,14 +47,14 @@ fn result_object(stdout: &str) -> Option<Value> {
     let last = trimmed.lines().next_back().unwrap_or_default();
     [trimmed, last].into_iter().find_map(|s| {
         let v: Value = serde_json::from_str(s).ok()?;
-        (v.get("type")?.as_str()? == "result").then_some(v)
+        (v["type"] == "result").then_some(v)
     })
 }
 
 /// The model of `modelUsage` that cost most (ties: the first name in order), for the record.
 fn costliest_model(object: &Value) -> Option<String> {
-    let models = object.get("modelUsage").and_then(Value::as_object)?;
-    let cost = |u: &Value| u.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0);
+    let models = object["modelUsage"].as_object()?;
+    let cost = |u: &Value| u["costUSD"].as_f64().unwrap_or(0.0);
     let costlier = |a: &(&String, &Value), b: &(&String, &Value)| {
         cost(b.1).total_cmp(&cost(a.1)).then_with(|| a.0.cmp(b.0))
     };
@@ -67,10 +63,9 @@ fn costliest_model(object: &Value) -> Option<String> {
 
 /// How it ended: `subtype`, `is_error` with the API's status, and the refused tool calls.
 fn said_of(object: &Value, text: Option<&str>) -> Said {
-    let str_of = |k: &str| object.get(k).and_then(Value::as_str);
-    let errors: Vec<String> = object
-        .get("errors")
-        .and_then(Value::as_array)
+    let str_of = |k: &str| object[k].as_str();
+    let errors: Vec<String> = object["errors"]
+        .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
@@ -78,16 +73,15 @@ fn said_of(object: &Value, text: Option<&str>) -> Said {
         .collect();
     let first_error = || errors.first().map(|e| format!(": {e}")).unwrap_or_default();
     let mut said = Said {
-        refused: object
-            .get("permission_denials")
-            .and_then(Value::as_array)
+        refused: object["permission_denials"]
+            .as_array()
             .into_iter()
             .flatten()
             .filter_map(refused_call)
             .collect(),
         ..Said::default()
     };
-    let turns = object.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+    let turns = object["num_turns"].as_u64().unwrap_or(0);
     match str_of("subtype").unwrap_or_default() {
         "error_max_turns" => {
             said.failure = Some(format!(
@@ -109,8 +103,8 @@ fn said_of(object: &Value, text: Option<&str>) -> Said {
                 first_error()
             ));
         }
-        _ if object.get("is_error").and_then(Value::as_bool) == Some(true) => {
-            let status = object.get("api_error_status").and_then(Value::as_u64);
+        _ if object["is_error"] == true => {
+            let status = object["api_error_status"].as_u64();
             let kind = str_of("api_error_type").unwrap_or_default();
             let what = text.map(one_line).unwrap_or_default();
             said.failure = Some(match status {

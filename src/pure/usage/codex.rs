@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::Usage;
 use super::native::{Native, one_line, says_auth};
+use super::{Usage, either};
 use crate::pure::said::{Halt, Said};
 
 /// The output of a worker run under `codex exec --json` (JSON lines): every `turn.completed`
@@ -74,15 +74,7 @@ struct CodexTally {
 impl CodexTally {
     /// One JSON line; anything that is not a codex event is skipped.
     fn take(&mut self, event: &Value) {
-        let add = |sum: &mut Option<u64>, n: Option<u64>| {
-            if let Some(n) = n {
-                *sum = Some(sum.unwrap_or(0).saturating_add(n));
-            }
-        };
-        let kind = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let kind = event["type"].as_str().unwrap_or_default();
         let is_event = ["thread.", "turn.", "item."]
             .iter()
             .any(|p| kind.starts_with(p))
@@ -93,33 +85,25 @@ impl CodexTally {
         self.seen = true;
         match kind {
             "turn.completed" => {
-                let usage = event.get("usage");
-                let count = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
-                add(&mut self.input, count("input_tokens"));
-                add(&mut self.output, count("output_tokens"));
+                let count = |k: &str| event["usage"][k].as_u64();
+                let add = |sum: Option<u64>, n| either(sum, n, u64::saturating_add);
+                self.input = add(self.input, count("input_tokens"));
+                self.output = add(self.output, count("output_tokens"));
                 self.cached = self
                     .cached
                     .saturating_add(count("cached_input_tokens").unwrap_or(0));
             }
             "item.completed" => {
-                let item = event.get("item");
-                let is_message = item.and_then(|i| i.get("type")).and_then(Value::as_str)
-                    == Some("agent_message");
-                if let (true, Some(t)) = (
-                    is_message,
-                    item.and_then(|i| i.get("text")).and_then(Value::as_str),
-                ) {
+                let item = &event["item"];
+                if let (true, Some(t)) = (item["type"] == "agent_message", item["text"].as_str()) {
                     self.text = Some(t.to_string());
                 }
             }
             "turn.failed" => {
-                self.failed = event
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .map(one_line);
+                self.failed = event["error"]["message"].as_str().map(one_line);
             }
             "error" => {
-                let m = event.get("message").and_then(Value::as_str).map(one_line);
+                let m = event["message"].as_str().map(one_line);
                 if let Some(m) = m.filter(|m| !m.starts_with("Reconnecting...")) {
                     self.error = Some(m);
                 }

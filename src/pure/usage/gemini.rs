@@ -14,11 +14,11 @@ use crate::pure::said::{Halt, Said};
 /// {"type", "message", "code"}}`, which gemini prints on stderr (the exit status is the code
 /// modulo 256). A missing or refused key (401, `API_KEY_INVALID`, code 41) stops the run.
 pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
-    let is_gemini = |o: &serde_json::Map<String, Value>| {
-        o.contains_key("session_id")
+    let is_gemini = |o: &Value| {
+        o.get("session_id").is_some()
             && ["response", "stats", "error"]
                 .iter()
-                .any(|k| o.contains_key(*k))
+                .any(|k| o.get(k).is_some())
     };
     let object = trailing_object(stdout)
         .filter(is_gemini)
@@ -38,9 +38,8 @@ pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
         .and_then(|t| t.model.clone());
     let said = object.get("error").map(said_of).unwrap_or_default();
     Some(Native {
-        text: object
-            .get("response")
-            .and_then(Value::as_str)
+        text: object["response"]
+            .as_str()
             .map(str::to_string)
             .filter(|_| said.failure.is_none()),
         usage: Usage {
@@ -57,13 +56,10 @@ pub fn gemini_json(stdout: &str, stderr: &str) -> Option<Native> {
 }
 
 /// The tokens per model of `stats.models`.
-fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<ModelTokens> {
-    let models = object.get("stats").and_then(|s| s.get("models"));
-    let models = models.and_then(Value::as_object);
+fn tokens_of(object: &Value) -> Vec<ModelTokens> {
+    let models = object["stats"]["models"].as_object();
     let model_tokens = |(name, m): (&String, &Value)| {
-        let tokens = m.get("tokens");
-        let read = |k: &str| tokens.and_then(|t| t.get(k)).and_then(Value::as_u64);
-        let count = |k: &str| read(k).unwrap_or(0);
+        let count = |k: &str| m["tokens"][k].as_u64().unwrap_or(0);
         ModelTokens {
             model: Some(name.clone()),
             input: count("prompt"),
@@ -77,16 +73,12 @@ fn tokens_of(object: &serde_json::Map<String, Value>) -> Vec<ModelTokens> {
 /// The failure of an `error` object, and whether it stops the run.
 fn said_of(e: &Value) -> Said {
     let mut said = Said::default();
-    let code = e.get("code").and_then(Value::as_i64);
-    let raw = e.get("message").and_then(Value::as_str).unwrap_or_default();
+    let code = e["code"].as_i64();
+    let raw = e["message"].as_str().unwrap_or_default();
     // The API's own error object, when the message is one.
     let message = serde_json::from_str::<Value>(raw)
         .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| raw.to_string());
     if code == Some(401) || code == Some(41) || says_auth(raw) {
         said.halt = Some(Halt::refused_key("gemini"));

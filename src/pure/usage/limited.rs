@@ -36,11 +36,8 @@ pub fn saw(seen: &mut Vec<Limited>, provider: Provider, until: Option<jiff::Time
         return;
     };
     l.answers = l.answers.saturating_add(1);
-    if let Some(until) = until {
-        let later = instant(l.held_until.as_deref()).is_none_or(|before| until > before);
-        if later {
-            l.held_until = Some(super::timestamp(until));
-        }
+    if let Some(until) = until.filter(|u| instant(l.held_until.as_deref()).is_none_or(|b| u > &b)) {
+        l.held_until = Some(super::timestamp(until));
     }
 }
 
@@ -52,19 +49,14 @@ pub fn instant(s: Option<&str>) -> Option<jiff::Timestamp> {
 /// `seen` as a record keeps it: one entry per provider (the first), in provider order, a
 /// held-until that does not parse dropped and the others written to the second.
 pub fn checked(seen: &[Limited]) -> Vec<Limited> {
-    let mut out: Vec<Limited> = Vec::new();
+    let mut out = std::collections::BTreeMap::new();
     for l in seen {
-        if out.iter().any(|o| o.provider == l.provider) {
-            continue;
-        }
-        out.push(Limited {
-            provider: l.provider,
-            answers: l.answers,
+        out.entry(l.provider).or_insert_with(|| Limited {
             held_until: instant(l.held_until.as_deref()).map(super::timestamp),
+            ..l.clone()
         });
     }
-    out.sort_by_key(|l| l.provider);
-    out
+    out.into_values().collect()
 }
 
 /// Reads a record's `rateLimits` leniently (serde's `deserialize_with`): anything but a list

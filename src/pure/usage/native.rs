@@ -29,8 +29,7 @@ pub(super) fn one_line(s: &str) -> String {
 
 /// `Write /abs/path` from one of claude's `permission_denials`.
 pub(super) fn refused_call(d: &Value) -> Option<String> {
-    let tool = d.get("tool_name")?.as_str()?;
-    let input = d.get("tool_input");
+    let tool = d["tool_name"].as_str()?;
     let what = [
         "file_path",
         "notebook_path",
@@ -40,7 +39,7 @@ pub(super) fn refused_call(d: &Value) -> Option<String> {
         "pattern",
     ]
     .iter()
-    .find_map(|k| input.and_then(|i| i.get(*k)).and_then(Value::as_str));
+    .find_map(|k| d["tool_input"][*k].as_str());
     Some(match what {
         Some(w) => format!("{tool} {}", one_line(w)),
         None => tool.to_string(),
@@ -70,7 +69,7 @@ pub(super) fn says_auth(text: &str) -> bool {
 }
 /// The last JSON object in `text` that starts on a line of its own (`{` at the start of a
 /// line) and runs to the end: how gemini prints its result (stdout) and its error (stderr).
-pub(super) fn trailing_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+pub(super) fn trailing_object(text: &str) -> Option<Value> {
     let t = text.trim_end();
     let mut at = t.len();
     // Worker output is hostile: a bounded number of tries.
@@ -81,7 +80,7 @@ pub(super) fn trailing_object(text: &str) -> Option<serde_json::Map<String, Valu
         if tries > 16 {
             return None;
         }
-        if starts_line && let Ok(Value::Object(o)) = serde_json::from_str::<Value>(&t[i..]) {
+        if starts_line && let Ok(o @ Value::Object(_)) = serde_json::from_str::<Value>(&t[i..]) {
             return Some(o);
         }
         at = i;
