@@ -264,6 +264,18 @@ pub(crate) fn task_of(
     }
 }
 
+/// Lists the plan's completed tasks in `progress.completedTasks`, each with its result.
+pub(crate) fn list_completed(plan: &mut Plan) {
+    for (i, t) in plan.tasks.iter().enumerate() {
+        if t.status == crate::pure::plan::model::Status::Completed {
+            let summary = t.result.clone().unwrap_or_default();
+            plan.progress
+                .completed_tasks
+                .push(crate::pure::plan::model::CompletedTask::new(i, summary));
+        }
+    }
+}
+
 /// The documents `context` (repository-relative) as every task's context, each read for
 /// `reason`.
 pub(crate) fn context_files(context: &[String], reason: &str) -> Vec<ContextFile> {

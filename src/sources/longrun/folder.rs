@@ -277,16 +277,7 @@ pub fn build(
         LONG_RUN_FIELD.into(),
         json!({"state": paths.state, "spec": paths.spec}),
     );
-    for (i, t) in plan.tasks.iter().enumerate() {
-        if t.status == Status::Completed {
-            plan.progress
-                .completed_tasks
-                .push(crate::pure::plan::model::CompletedTask::new(
-                    i,
-                    t.result.clone().unwrap_or_default(),
-                ));
-        }
-    }
+    crate::sources::list_completed(&mut plan);
     Ok(plan)
 }
 
