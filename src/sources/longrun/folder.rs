@@ -304,18 +304,12 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Result<(), LongRunError> {
             // A summary marked it completed since: keep the fresh one.
             continue;
         }
-        if new.status == Status::Skipped {
-            // Deferred (its summary says skipped): skipped whatever the old plan said.
-            for (k, v) in &old.extra {
-                if k != LONG_RUN_FIELD {
-                    new.extra.insert(k.clone(), v.clone());
-                }
-            }
-            continue;
+        // Deferred (its summary says skipped): skipped whatever the old plan said.
+        if new.status != Status::Skipped {
+            new.status = old.status;
+            new.result = old.result.clone();
+            new.attempts = old.attempts;
         }
-        new.status = old.status;
-        new.result = old.result.clone();
-        new.attempts = old.attempts;
         for (k, v) in &old.extra {
             if k != LONG_RUN_FIELD {
                 new.extra.insert(k.clone(), v.clone());
