@@ -156,8 +156,8 @@ struct Summary {
 }
 #[derive(Deserialize)]
 struct BlockerNode {
-    number: u64,
-    state: String,
+    #[serde(flatten)]
+    text: IssueText,
     repository: NameWithOwner,
 }
 
@@ -179,6 +179,15 @@ struct IssueText {
 impl IssueText {
     fn closed(&self) -> bool {
         self.state.eq_ignore_ascii_case("closed")
+    }
+
+    /// The issue as another one names it, in `repo`.
+    fn linked(&self, repo: String) -> Linked {
+        Linked {
+            repo,
+            number: self.number,
+            closed: self.closed(),
+        }
     }
 
     /// The issue in `repo` at `url` by `author`, with no blockers or sub-issues yet.
@@ -204,11 +213,7 @@ impl IssueNode {
                 .blocked_by
                 .iter()
                 .flat_map(|c| c.nodes.iter().flatten())
-                .map(|b| Linked {
-                    repo: b.repository.name_with_owner.clone(),
-                    number: b.number,
-                    closed: b.state.eq_ignore_ascii_case("closed"),
-                })
+                .map(|b| b.text.linked(b.repository.name_with_owner.clone()))
                 .collect(),
             ..self.text.issue(
                 self.repository.name_with_owner.clone(),
@@ -248,17 +253,16 @@ impl IssueJson {
     }
 }
 
-fn split_repo(repo: &str) -> (String, String) {
-    let (o, n) = repo.split_once('/').unwrap_or((repo, ""));
-    (o.to_string(), n.to_string())
+fn split_repo(repo: &str) -> (&str, &str) {
+    repo.split_once('/').unwrap_or((repo, ""))
 }
 
 fn issue_path(repo: &str, number: u64, rest: &str) -> String {
     let (o, n) = split_repo(repo);
     format!(
         "/repos/{}/{}/issues/{number}{rest}",
-        encode_segment(&o),
-        encode_segment(&n)
+        encode_segment(o),
+        encode_segment(n)
     )
 }
 
@@ -404,14 +408,7 @@ impl Client {
                 "/dependencies/blocked_by",
             )
             .await?;
-        Ok(list
-            .iter()
-            .map(|b| Linked {
-                repo: b.repo(),
-                number: b.text.number,
-                closed: b.text.closed(),
-            })
-            .collect())
+        Ok(list.iter().map(|b| b.text.linked(b.repo())).collect())
     }
 
     /// Every page (100 a page, at most [`MAX_PAGES`]) of an issue's list at `suffix`; a short

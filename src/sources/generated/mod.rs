@@ -502,9 +502,15 @@ pub(crate) fn write_back(
         path: path.clone(),
         why,
     };
-    let (mode, text) = match crate::sources::indexed_text(index, &path)? {
-        Ok(found) => found,
-        Err(why) => return Ok(skipped(why.into())),
+    // The list in the round's index, unless it cannot be written back there.
+    let Some((mode, bytes)) = index.read_entry(&path)? else {
+        return Ok(skipped("the commit holds no such file (deleted?)".into()));
+    };
+    if mode == "120000" {
+        return Ok(skipped("it is a symbolic link".into()));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(skipped("it is not UTF-8 text".into()));
     };
     let written = match reader.write_back(&text, &super::completed_ids(plan), &meta_of(plan)) {
         Ok(t) => t,
