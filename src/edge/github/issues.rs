@@ -161,10 +161,6 @@ struct BlockerNode {
     repository: NameWithOwner,
 }
 
-/// An issue read with its sub-issues, boxed: the reading recurses into them.
-type IssueTree<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Issue, ApiError>> + Send + 'a>>;
-
 /// What GraphQL's issue node and REST's issue object name alike.
 #[derive(Deserialize)]
 struct IssueText {
@@ -302,76 +298,72 @@ impl Client {
         self.tree_rest(&repo, number, 0).await
     }
 
-    fn tree_graphql<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
-        Box::pin(async move {
-            let (owner, name) = split_repo(repo);
-            let mut after: Option<String> = None;
-            let mut me: Option<Issue> = None;
-            for read in 1..=MAX_PAGES {
-                let data: TreeData = self
-                    .graphql(
-                        "graphql: issue with sub-issues",
-                        TREE_QUERY,
-                        json!({"owner": owner, "name": name, "number": number, "after": after}),
-                    )
-                    .await?;
-                let node =
-                    data.repository
-                        .and_then(|r| r.issue)
-                        .ok_or_else(|| ApiError::Status {
-                            op: "graphql: issue with sub-issues".into(),
-                            status: 404,
-                            message: format!("{repo}#{number}: no such issue"),
-                            why: None,
-                        })?;
-                let issue = me.get_or_insert_with(|| node.issue());
-                let Some(subs) = node.sub_issues else { break };
-                for sub in subs.nodes.into_iter().flatten() {
-                    let mut child = sub.issue();
-                    if sub
-                        .blocked_by
-                        .as_ref()
-                        .is_some_and(|b| b.page_info.as_ref().is_some_and(|p| p.has_next_page))
-                    {
-                        child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
-                    }
-                    if sub.sub_issues_summary.is_some_and(|s| s.total > 0) && depth + 1 < MAX_DEPTH
-                    {
-                        child.sub_issues = self
-                            .tree_graphql(&child.repo, child.number, depth + 1)
+    async fn tree_graphql(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
+        let (owner, name) = split_repo(repo);
+        let mut after: Option<String> = None;
+        let mut me: Option<Issue> = None;
+        for read in 1..=MAX_PAGES {
+            let data: TreeData = self
+                .graphql(
+                    "graphql: issue with sub-issues",
+                    TREE_QUERY,
+                    json!({"owner": owner, "name": name, "number": number, "after": after}),
+                )
+                .await?;
+            let node = data
+                .repository
+                .and_then(|r| r.issue)
+                .ok_or_else(|| ApiError::Status {
+                    op: "graphql: issue with sub-issues".into(),
+                    status: 404,
+                    message: format!("{repo}#{number}: no such issue"),
+                    why: None,
+                })?;
+            let issue = me.get_or_insert_with(|| node.issue());
+            let Some(subs) = node.sub_issues else { break };
+            for sub in subs.nodes.into_iter().flatten() {
+                let mut child = sub.issue();
+                if sub
+                    .blocked_by
+                    .as_ref()
+                    .is_some_and(|b| b.page_info.as_ref().is_some_and(|p| p.has_next_page))
+                {
+                    child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
+                }
+                if sub.sub_issues_summary.is_some_and(|s| s.total > 0) && depth + 1 < MAX_DEPTH {
+                    // Boxed: the reading recurses into sub-issues.
+                    child.sub_issues =
+                        Box::pin(self.tree_graphql(&child.repo, child.number, depth + 1))
                             .await?
                             .sub_issues;
-                    }
-                    issue.sub_issues.push(child);
                 }
-                let page = subs.page_info.unwrap_or_default();
-                if !page.has_next_page {
-                    break;
-                }
-                if read == MAX_PAGES {
-                    return Err(too_long(
-                        "graphql: issue with sub-issues",
-                        repo,
-                        number,
-                        "sub-issues",
-                    ));
-                }
-                after = page.end_cursor;
+                issue.sub_issues.push(child);
             }
-            // The first page either answered with the issue or returned its error.
-            Ok(me.expect("the first page read the issue"))
-        })
+            let page = subs.page_info.unwrap_or_default();
+            if !page.has_next_page {
+                break;
+            }
+            if read == MAX_PAGES {
+                return Err(too_long(
+                    "graphql: issue with sub-issues",
+                    repo,
+                    number,
+                    "sub-issues",
+                ));
+            }
+            after = page.end_cursor;
+        }
+        // The first page either answered with the issue or returned its error.
+        Ok(me.expect("the first page read the issue"))
     }
 
-    fn tree_rest<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
-        Box::pin(async move {
-            let me: IssueJson = self
-                .get("issues/get", &issue_path(repo, number, ""))
-                .await?;
-            let mut issue = me.issue();
-            issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
-            Ok(issue)
-        })
+    async fn tree_rest(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
+        let me: IssueJson = self
+            .get("issues/get", &issue_path(repo, number, ""))
+            .await?;
+        let mut issue = me.issue();
+        issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
+        Ok(issue)
     }
 
     async fn sub_issues_rest(
