@@ -223,23 +223,6 @@ pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
         .collect()
 }
 
-/// The mode and text of the task list at `path` in the round's index, or why it cannot be
-/// written back there (gone, a symbolic link, not UTF-8).
-pub(crate) fn indexed_text(
-    index: &crate::edge::git::RoundIndex,
-    path: &str,
-) -> Result<Result<(String, String), &'static str>, crate::edge::git::GitError> {
-    let Some((mode, bytes)) = index.read_entry(path)? else {
-        return Ok(Err("the commit holds no such file (deleted?)"));
-    };
-    if mode == "120000" {
-        return Ok(Err("it is a symbolic link"));
-    }
-    Ok(String::from_utf8(bytes)
-        .map(|text| (mode, text))
-        .map_err(|_| "it is not UTF-8 text"))
-}
-
 /// A plan task of a source's: `kind` (the source's name in the plan), the worker's `role`,
 /// the files the source gives it and the documents it reads for context. The caller says
 /// what the task is (subject, description, status, blockers).
@@ -261,6 +244,18 @@ pub(crate) fn task_of(
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+/// Lists the plan's completed tasks in `progress.completedTasks`, each with its result.
+pub(crate) fn list_completed(plan: &mut Plan) {
+    for (i, t) in plan.tasks.iter().enumerate() {
+        if t.status == crate::pure::plan::model::Status::Completed {
+            let summary = t.result.clone().unwrap_or_default();
+            plan.progress
+                .completed_tasks
+                .push(crate::pure::plan::model::CompletedTask::new(i, summary));
+        }
     }
 }
 

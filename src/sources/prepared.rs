@@ -86,3 +86,26 @@ impl Prepared {
         }
     }
 }
+
+impl Prepared {
+    /// `plan` written at `plan_path` (kept at `plan_rel`), or with `write` false in a
+    /// temporary directory instead (removed when the `Prepared` drops); `Err`: the path that
+    /// could not be written, and why.
+    pub(crate) fn save(
+        plan: &crate::pure::plan::model::Plan,
+        plan_path: PathBuf,
+        plan_rel: String,
+        write: bool,
+    ) -> Result<Prepared, (PathBuf, std::io::Error)> {
+        let scratch = if write {
+            None
+        } else {
+            Some(tempfile::tempdir().map_err(|e| (std::env::temp_dir(), e))?)
+        };
+        let target = scratch
+            .as_ref()
+            .map_or(plan_path, |d| d.path().join("plan.json"));
+        crate::edge::plan_file::save(plan, &target).map_err(|e| (target.clone(), e))?;
+        Ok(Prepared::at(target, plan_rel, scratch))
+    }
+}

@@ -156,14 +156,10 @@ struct Summary {
 }
 #[derive(Deserialize)]
 struct BlockerNode {
-    number: u64,
-    state: String,
+    #[serde(flatten)]
+    text: IssueText,
     repository: NameWithOwner,
 }
-
-/// An issue read with its sub-issues, boxed: the reading recurses into them.
-type IssueTree<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Issue, ApiError>> + Send + 'a>>;
 
 /// What GraphQL's issue node and REST's issue object name alike.
 #[derive(Deserialize)]
@@ -179,6 +175,15 @@ struct IssueText {
 impl IssueText {
     fn closed(&self) -> bool {
         self.state.eq_ignore_ascii_case("closed")
+    }
+
+    /// The issue as another one names it, in `repo`.
+    fn linked(&self, repo: String) -> Linked {
+        Linked {
+            repo,
+            number: self.number,
+            closed: self.closed(),
+        }
     }
 
     /// The issue in `repo` at `url` by `author`, with no blockers or sub-issues yet.
@@ -204,11 +209,7 @@ impl IssueNode {
                 .blocked_by
                 .iter()
                 .flat_map(|c| c.nodes.iter().flatten())
-                .map(|b| Linked {
-                    repo: b.repository.name_with_owner.clone(),
-                    number: b.number,
-                    closed: b.state.eq_ignore_ascii_case("closed"),
-                })
+                .map(|b| b.text.linked(b.repository.name_with_owner.clone()))
                 .collect(),
             ..self.text.issue(
                 self.repository.name_with_owner.clone(),
@@ -248,17 +249,16 @@ impl IssueJson {
     }
 }
 
-fn split_repo(repo: &str) -> (String, String) {
-    let (o, n) = repo.split_once('/').unwrap_or((repo, ""));
-    (o.to_string(), n.to_string())
+fn split_repo(repo: &str) -> (&str, &str) {
+    repo.split_once('/').unwrap_or((repo, ""))
 }
 
 fn issue_path(repo: &str, number: u64, rest: &str) -> String {
     let (o, n) = split_repo(repo);
     format!(
         "/repos/{}/{}/issues/{number}{rest}",
-        encode_segment(&o),
-        encode_segment(&n)
+        encode_segment(o),
+        encode_segment(n)
     )
 }
 
@@ -298,78 +298,72 @@ impl Client {
         self.tree_rest(&repo, number, 0).await
     }
 
-    fn tree_graphql<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
-        Box::pin(async move {
-            let (owner, name) = split_repo(repo);
-            let mut after: Option<String> = None;
-            let mut me: Option<Issue> = None;
-            for read in 1..=MAX_PAGES {
-                let data: TreeData = self
-                    .graphql(
-                        "graphql: issue with sub-issues",
-                        TREE_QUERY,
-                        json!({"owner": owner, "name": name, "number": number, "after": after}),
-                    )
-                    .await?;
-                let node =
-                    data.repository
-                        .and_then(|r| r.issue)
-                        .ok_or_else(|| ApiError::Status {
-                            op: "graphql: issue with sub-issues".into(),
-                            status: 404,
-                            message: format!("{repo}#{number}: no such issue"),
-                            why: None,
-                        })?;
-                let issue = me.get_or_insert_with(|| node.issue());
-                let Some(subs) = node.sub_issues else { break };
-                for sub in subs.nodes.into_iter().flatten() {
-                    let mut child = sub.issue();
-                    if sub
-                        .blocked_by
-                        .as_ref()
-                        .is_some_and(|b| b.page_info.as_ref().is_some_and(|p| p.has_next_page))
-                    {
-                        child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
-                    }
-                    if sub.sub_issues_summary.is_some_and(|s| s.total > 0) && depth + 1 < MAX_DEPTH
-                    {
-                        child.sub_issues = self
-                            .tree_graphql(&child.repo, child.number, depth + 1)
+    async fn tree_graphql(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
+        let (owner, name) = split_repo(repo);
+        let mut after: Option<String> = None;
+        let mut me: Option<Issue> = None;
+        for read in 1..=MAX_PAGES {
+            let data: TreeData = self
+                .graphql(
+                    "graphql: issue with sub-issues",
+                    TREE_QUERY,
+                    json!({"owner": owner, "name": name, "number": number, "after": after}),
+                )
+                .await?;
+            let node = data
+                .repository
+                .and_then(|r| r.issue)
+                .ok_or_else(|| ApiError::Status {
+                    op: "graphql: issue with sub-issues".into(),
+                    status: 404,
+                    message: format!("{repo}#{number}: no such issue"),
+                    why: None,
+                })?;
+            let issue = me.get_or_insert_with(|| node.issue());
+            let Some(subs) = node.sub_issues else { break };
+            for sub in subs.nodes.into_iter().flatten() {
+                let mut child = sub.issue();
+                if sub
+                    .blocked_by
+                    .as_ref()
+                    .is_some_and(|b| b.page_info.as_ref().is_some_and(|p| p.has_next_page))
+                {
+                    child.blocked_by = self.blockers_rest(&child.repo, child.number).await?;
+                }
+                if sub.sub_issues_summary.is_some_and(|s| s.total > 0) && depth + 1 < MAX_DEPTH {
+                    // Boxed: the reading recurses into sub-issues.
+                    child.sub_issues =
+                        Box::pin(self.tree_graphql(&child.repo, child.number, depth + 1))
                             .await?
                             .sub_issues;
-                    }
-                    issue.sub_issues.push(child);
                 }
-                let page = subs.page_info.unwrap_or_default();
-                if !page.has_next_page {
-                    break;
-                }
-                if read == MAX_PAGES {
-                    return Err(too_long(
-                        "graphql: issue with sub-issues",
-                        repo,
-                        number,
-                        "sub-issues",
-                    ));
-                }
-                after = page.end_cursor;
+                issue.sub_issues.push(child);
             }
-            me.ok_or_else(|| ApiError::Invalid {
-                op: "graphql: issue with sub-issues".into(),
-                message: "no answer".into(),
-            })
-        })
+            let page = subs.page_info.unwrap_or_default();
+            if !page.has_next_page {
+                break;
+            }
+            if read == MAX_PAGES {
+                return Err(too_long(
+                    "graphql: issue with sub-issues",
+                    repo,
+                    number,
+                    "sub-issues",
+                ));
+            }
+            after = page.end_cursor;
+        }
+        // The first page either answered with the issue or returned its error.
+        Ok(me.expect("the first page read the issue"))
     }
 
-    fn tree_rest<'a>(&'a self, repo: &'a str, number: u64, depth: usize) -> IssueTree<'a> {
-        Box::pin(async move {
-            let me: IssueJson = self
-                .get("issues/get", &issue_path(repo, number, ""))
-                .await?;
-            let mut issue = me.issue();
-            issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
-            Ok(issue)
-        })
+    async fn tree_rest(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
+        let me: IssueJson = self
+            .get("issues/get", &issue_path(repo, number, ""))
+            .await?;
+        let mut issue = me.issue();
+        issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
+        Ok(issue)
     }
 
     async fn sub_issues_rest(
@@ -404,14 +398,7 @@ impl Client {
                 "/dependencies/blocked_by",
             )
             .await?;
-        Ok(list
-            .iter()
-            .map(|b| Linked {
-                repo: b.repo(),
-                number: b.text.number,
-                closed: b.text.closed(),
-            })
-            .collect())
+        Ok(list.iter().map(|b| b.text.linked(b.repo())).collect())
     }
 
     /// Every page (100 a page, at most [`MAX_PAGES`]) of an issue's list at `suffix`; a short

@@ -15,7 +15,7 @@ pub(crate) use carry::{carry_over, identities, settle};
 
 use super::{Format, Prepared};
 use crate::pure::plan::fields::SOURCE;
-use crate::pure::plan::model::{CompletedTask, Plan, Status};
+use crate::pure::plan::model::{Plan, Status};
 
 /// The folder next to a task list that holds the plan generated from it.
 pub const GENERATED_DIR: &str = ".dagexec";
@@ -180,6 +180,35 @@ impl Place<'_> {
     }
 }
 
+/// `text` with the checkbox at each byte offset of `boxes` (the character between its
+/// brackets) ticked, every other byte unchanged.
+pub(crate) fn ticked(text: &str, boxes: impl IntoIterator<Item = usize>) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for b in boxes {
+        bytes[b] = b'x';
+    }
+    String::from_utf8(bytes).expect("an ASCII space or dash became an ASCII x")
+}
+
+/// The documents `names` that are files beside the task list (links not followed),
+/// repository-relative.
+pub(crate) fn docs_beside(cx: &Context<'_>, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|d| std::fs::symlink_metadata(cx.dir.join(d)).is_ok_and(|m| m.is_file()))
+        .map(|d| join(dir_of(cx.rel), d))
+        .collect()
+}
+
+/// `value`, unless anything was refused on the way to it (`errors`, all of them).
+pub(crate) fn ok_unless<T, E>(errors: Vec<E>, value: T) -> Result<T, Vec<E>> {
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(errors)
+    }
+}
+
 /// `dir/name`, or `name` when `dir` is the root.
 pub(crate) fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
@@ -217,16 +246,13 @@ fn stamp(built: &mut Built, name: &str, rel: &str) {
         meta,
     } = built;
     plan.progress.completed_tasks.clear();
-    for (i, (task, unit)) in plan.tasks.iter_mut().zip(units.iter()).enumerate() {
+    for (task, unit) in plan.tasks.iter_mut().zip(units.iter()) {
         task.extra.insert(SOURCE.into(), json!({"id": unit.id}));
         if task.status == Status::Completed {
-            let summary = format!("done in {rel}");
-            task.result.get_or_insert_with(|| summary.clone());
-            plan.progress
-                .completed_tasks
-                .push(CompletedTask::new(i, summary));
+            task.result.get_or_insert_with(|| format!("done in {rel}"));
         }
     }
+    super::list_completed(plan);
     let ids: Vec<serde_json::Value> = units
         .iter()
         .map(|u| json!({"id": u.id, "text": u.text, "mark": u.mark}))
@@ -290,70 +316,55 @@ pub(crate) fn prepare(
         carry_over(&mut plan, &old, reader.field());
     }
     settle(&mut plan);
-    let (target, scratch) = save(&plan, &root_c, plan_path, write).map_err(one)?;
+    let failed = |path: &Path, e: &dyn std::fmt::Display| {
+        vec![Problem::new(
+            format!("cannot write {}: {e}", path.display()),
+            "",
+        )]
+    };
+    if write && let Some(parent) = plan_path.parent() {
+        crate::edge::fsx::create_dir_all(&root_c, parent).map_err(|e| failed(parent, &e))?;
+    }
+    let prepared =
+        Prepared::save(&plan, plan_path, plan_rel, write).map_err(|(path, e)| failed(&path, &e))?;
     Ok(Prepared {
         warnings,
-        ..Prepared::at(target, plan_rel, scratch)
+        ..prepared
     })
+}
+
+/// `path` (absolute, or relative to `root`) and `root`, canonical, and the path relative to
+/// the root: `None` when the path is outside it.
+pub(crate) fn within(root: &Path, path: &Path) -> (PathBuf, PathBuf, Option<String>) {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let (root_c, abs_c) = (canon(root), canon(&root.join(path)));
+    let rel = abs_c.starts_with(&root_c).then(|| rel(&root_c, &abs_c));
+    (root_c, abs_c, rel)
 }
 
 /// The root and the file canonical, and the file relative to the root; a file outside the
 /// root or in its `.git` is refused.
 fn locate(root: &Path, path: &Path) -> Result<(PathBuf, PathBuf, String), Problem> {
-    let abs = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        root.join(path)
-    };
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let (root_c, abs_c) = (canon(root), canon(&abs));
-    let rel = rel(&root_c, &abs_c);
-    if !abs_c.starts_with(&root_c) || crate::pure::paths::git_dir_prefix(&rel).is_some() {
-        let name = abs.file_name().map_or_else(
-            || "the task list".to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        return Err(Problem::new(
-            format!(
-                "{} is outside the repository {}",
-                abs.display(),
-                root.display()
-            ),
-            format!("run dagexec from the repository that holds {name}"),
-        ));
+    match within(root, path) {
+        (root_c, abs_c, Some(rel)) if crate::pure::paths::git_dir_prefix(&rel).is_none() => {
+            Ok((root_c, abs_c, rel))
+        }
+        _ => {
+            let abs = root.join(path);
+            let name = abs.file_name().map_or_else(
+                || "the task list".to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            Err(Problem::new(
+                format!(
+                    "{} is outside the repository {}",
+                    abs.display(),
+                    root.display()
+                ),
+                format!("run dagexec from the repository that holds {name}"),
+            ))
+        }
     }
-    Ok((root_c, abs_c, rel))
-}
-
-/// Writes the plan at `plan_path` (under `root_c`), or with `write` false in a temporary
-/// directory, which comes back with the path written.
-fn save(
-    plan: &Plan,
-    root_c: &Path,
-    plan_path: PathBuf,
-    write: bool,
-) -> Result<(PathBuf, Option<tempfile::TempDir>), Problem> {
-    let failed = |path: &Path, e: &dyn std::fmt::Display| {
-        Problem::new(format!("cannot write {}: {e}", path.display()), "")
-    };
-    let scratch = if write {
-        None
-    } else {
-        Some(tempfile::tempdir().map_err(|e| failed(&std::env::temp_dir(), &e))?)
-    };
-    let target = scratch
-        .as_ref()
-        .map_or(plan_path, |d| d.path().join("plan.json"));
-    if let Some(parent) = target.parent() {
-        let base = if scratch.is_some() {
-            crate::edge::fsx::default_root(parent)
-        } else {
-            root_c
-        };
-        crate::edge::fsx::create_dir_all(base, parent).map_err(|e| failed(parent, &e))?;
-    }
-    crate::edge::plan_file::save(plan, &target).map_err(|e| failed(&target, &e))?;
-    Ok((target, scratch))
 }
 
 /// A task may not declare the task list itself: only dagexec writes it during a run.
@@ -374,11 +385,7 @@ fn own_file_declared(plan: &Plan, units: &[Unit], rel: &str) -> Result<(), Vec<P
                 })
         })
         .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    ok_unless(errors, ())
 }
 
 /// The file's text: a regular file of at most [`MAX_BYTES`], UTF-8.
@@ -495,9 +502,15 @@ pub(crate) fn write_back(
         path: path.clone(),
         why,
     };
-    let (mode, text) = match crate::sources::indexed_text(index, &path)? {
-        Ok(found) => found,
-        Err(why) => return Ok(skipped(why.into())),
+    // The list in the round's index, unless it cannot be written back there.
+    let Some((mode, bytes)) = index.read_entry(&path)? else {
+        return Ok(skipped("the commit holds no such file (deleted?)".into()));
+    };
+    if mode == "120000" {
+        return Ok(skipped("it is a symbolic link".into()));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(skipped("it is not UTF-8 text".into()));
     };
     let written = match reader.write_back(&text, &super::completed_ids(plan), &meta_of(plan)) {
         Ok(t) => t,

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::body::{self, Ref};
-use crate::pure::plan::model::{CompletedTask, Files, Plan, Status, Task};
+use crate::pure::plan::model::{Files, Plan, Status, Task};
 use crate::pure::question::{Kind, Question};
 
 /// The task field holding a task's issue (`{"repo", "number", "url"}`).
@@ -322,24 +322,20 @@ fn plan(
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
 ) -> Result<Plan, IssueError> {
+    let tasks = task_nodes
+        .iter()
+        .enumerate()
+        .map(|(t, &n)| task(r, &nodes[n], deps[t].clone(), &waits[t]))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut plan = Plan::new(
         format!(
             "{} ({})",
             crate::pure::sanitize::line(&r.parent.title),
             Ref::new(&r.parent.repo, r.parent.number).show(&r.repo)
         ),
-        Vec::with_capacity(task_nodes.len()),
+        tasks,
     );
-    for (t, &n) in task_nodes.iter().enumerate() {
-        let task = task(r, &nodes[n], deps[t].clone(), &waits[t])?;
-        if task.status == Status::Completed {
-            plan.progress.completed_tasks.push(CompletedTask::new(
-                t,
-                task.result.clone().unwrap_or_default(),
-            ));
-        }
-        plan.tasks.push(task);
-    }
+    crate::sources::list_completed(&mut plan);
     Ok(plan)
 }
 

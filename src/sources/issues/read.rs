@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::body::{self, Ref};
-use super::convert::{self, Converted, Note, PLAN_FIELD, ReadIssues, TASK_FIELD};
+use super::convert::{self, Converted, Note, ReadIssues, TASK_FIELD};
 use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
@@ -251,9 +251,7 @@ fn walk(issue: &Issue, f: &mut impl FnMut(&Issue)) {
 
 /// The issues an earlier reading included (`/execute include`, `--include`).
 fn included_before(old: &Plan, repo: &str) -> Vec<Ref> {
-    old.extra
-        .get(PLAN_FIELD)
-        .and_then(|v| v.get("included"))
+    super::write_back::recorded(old, "included")
         .and_then(|v| v.as_array())
         .into_iter()
         .flatten()

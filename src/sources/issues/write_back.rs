@@ -10,14 +10,15 @@ use super::body::Ref;
 use super::convert::{PLAN_FIELD, TASK_FIELD};
 use crate::pure::plan::model::{Plan, Status};
 
+/// What the plan's record ([`PLAN_FIELD`]) says under `key`, for a plan made of issues.
+pub(crate) fn recorded<'p>(plan: &'p Plan, key: &str) -> Option<&'p serde_json::Value> {
+    plan.extra.get(PLAN_FIELD)?.get(key)
+}
+
 /// The issue of each task of a plan made of issues, by index (`None` for a plan of another
 /// kind). Read from the plan's own record first, as completion trims a task's fields.
 pub fn issue_keys(plan: &Plan) -> Vec<Option<Ref>> {
-    let listed = plan
-        .extra
-        .get(PLAN_FIELD)
-        .and_then(|v| v.get("tasks"))
-        .and_then(|v| v.as_array());
+    let listed = recorded(plan, "tasks").and_then(|v| v.as_array());
     let key = |v: &serde_json::Value| {
         Some(Ref::new(
             v.get("repo")?.as_str()?,
@@ -37,12 +38,7 @@ pub fn issue_keys(plan: &Plan) -> Vec<Option<Ref>> {
 /// `Closes #N` for each completed task of a plan made of issues (empty for any other plan),
 /// in plan order; `#N` relative to the repository the plan was read for.
 pub fn closes(plan: &Plan) -> Vec<String> {
-    let Some(repo) = plan
-        .extra
-        .get(PLAN_FIELD)
-        .and_then(|v| v.get("repo"))
-        .and_then(|v| v.as_str())
-    else {
+    let Some(repo) = recorded(plan, "repo").and_then(|v| v.as_str()) else {
         return Vec::new();
     };
     issue_keys(plan)
@@ -56,7 +52,7 @@ pub fn closes(plan: &Plan) -> Vec<String> {
 /// Where a plan made of issues is kept (`.design/issues/<parent>/plan.json`); `None` for a
 /// plan of another kind.
 pub fn state_path(plan: &Plan) -> Option<String> {
-    let parent = plan.extra.get(PLAN_FIELD)?.get("parent")?.as_u64()?;
+    let parent = recorded(plan, "parent")?.as_u64()?;
     Some(super::convert::plan_rel(parent))
 }
 
@@ -79,10 +75,7 @@ pub fn parent_in(plan: &Plan, repo: &str) -> Option<u64> {
 /// with a line break; empty when nothing was left out. Every rewrite of that comment keeps
 /// it, to the run's end.
 pub fn left_out_lines(plan: &Plan) -> String {
-    let notes: Vec<super::Note> = plan
-        .extra
-        .get(PLAN_FIELD)
-        .and_then(|v| v.get("leftOut"))
+    let notes: Vec<super::Note> = recorded(plan, "leftOut")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
     let mut s = String::new();

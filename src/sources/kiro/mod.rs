@@ -69,11 +69,7 @@ impl Reader for Kiro {
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
         let parsed = parse::read(cx.rel, text)?;
         let deps = parse::derive(cx.rel, &parsed)?;
-        let context: Vec<String> = CONTEXT_DOCS
-            .iter()
-            .filter(|d| std::fs::symlink_metadata(cx.dir.join(d)).is_ok_and(|m| m.is_file()))
-            .map(|d| super::generated::join(super::generated::dir_of(cx.rel), d))
-            .collect();
+        let context = super::generated::docs_beside(cx, &CONTEXT_DOCS);
         Ok(build(cx.rel, &parsed, &deps, &context))
     }
 

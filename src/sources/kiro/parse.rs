@@ -159,11 +159,7 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
             "is this a Kiro or cc-sdd tasks.md? Task lines look like `- [ ] 1.1 (P) Build the worker`",
         ));
     }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
-    }
+    crate::sources::generated::ok_unless(errors, out)
 }
 
 /// The index of the group of major task `major`, made on its first line.
@@ -432,11 +428,7 @@ fn explicit(
             }
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    crate::sources::generated::ok_unless(errors, ())
 }
 
 /// `text` with the checkbox of every unit in `done` ticked, and each major task whose required
@@ -464,11 +456,9 @@ pub(crate) fn tick(
             ticked[m] = true;
         }
     }
-    let mut bytes = text.as_bytes().to_vec();
-    for (l, &t) in p.lines.iter().zip(&ticked) {
-        if t && !l.done {
-            bytes[l.checkbox] = b'x';
-        }
-    }
-    Ok(String::from_utf8(bytes).expect("an ASCII space became an ASCII x"))
+    let boxes = p.lines.iter().zip(ticked).filter(|(l, t)| *t && !l.done);
+    Ok(crate::sources::generated::ticked(
+        text,
+        boxes.map(|(l, _)| l.checkbox),
+    ))
 }

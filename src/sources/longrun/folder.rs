@@ -277,16 +277,7 @@ pub fn build(
         LONG_RUN_FIELD.into(),
         json!({"state": paths.state, "spec": paths.spec}),
     );
-    for (i, t) in plan.tasks.iter().enumerate() {
-        if t.status == Status::Completed {
-            plan.progress
-                .completed_tasks
-                .push(crate::pure::plan::model::CompletedTask::new(
-                    i,
-                    t.result.clone().unwrap_or_default(),
-                ));
-        }
-    }
+    crate::sources::list_completed(&mut plan);
     Ok(plan)
 }
 
@@ -313,18 +304,12 @@ pub fn carry_over(fresh: &mut Plan, old: &Plan) -> Result<(), LongRunError> {
             // A summary marked it completed since: keep the fresh one.
             continue;
         }
-        if new.status == Status::Skipped {
-            // Deferred (its summary says skipped): skipped whatever the old plan said.
-            for (k, v) in &old.extra {
-                if k != LONG_RUN_FIELD {
-                    new.extra.insert(k.clone(), v.clone());
-                }
-            }
-            continue;
+        // Deferred (its summary says skipped): skipped whatever the old plan said.
+        if new.status != Status::Skipped {
+            new.status = old.status;
+            new.result = old.result.clone();
+            new.attempts = old.attempts;
         }
-        new.status = old.status;
-        new.result = old.result.clone();
-        new.attempts = old.attempts;
         for (k, v) in &old.extra {
             if k != LONG_RUN_FIELD {
                 new.extra.insert(k.clone(), v.clone());

@@ -213,49 +213,17 @@ fn numbered_plans(
     Ok(found)
 }
 
-/// Writes the plan at `plan_path`, or without `write` in a temporary directory, which comes
-/// back with the path written.
-fn save(
-    plan: &crate::pure::plan::Plan,
-    plan_path: PathBuf,
-    write: bool,
-) -> Result<(PathBuf, Option<tempfile::TempDir>), LongRunError> {
-    let scratch = if write {
-        None
-    } else {
-        Some(tempfile::tempdir().map_err(|source| LongRunError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })?)
-    };
-    let plan_path = scratch
-        .as_ref()
-        .map_or(plan_path, |d| d.path().join("plan.json"));
-    crate::edge::plan_file::save(plan, &plan_path).map_err(|source| LongRunError::Write {
-        path: plan_path.clone(),
-        source,
-    })?;
-    Ok((plan_path, scratch))
-}
-
 /// Reads the long-run folder `dir` (inside `root`) and writes its plan as `dir/plan.json`,
 /// keeping the state an earlier run left there. Without `write` the folder is not written to:
 /// the plan goes to a temporary directory (`run --dry-run`).
 pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRunError> {
-    let abs = if dir.is_absolute() {
-        dir.to_path_buf()
-    } else {
-        root.join(dir)
-    };
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let (root_c, abs_c) = (canon(root), canon(&abs));
-    if !abs_c.starts_with(&root_c) {
+    let abs = root.join(dir);
+    let (root_c, abs_c, Some(state)) = super::generated::within(root, dir) else {
         return Err(LongRunError::Outside {
             dir: abs,
             root: root.to_path_buf(),
         });
-    }
-    let state = rel(&root_c, &abs_c);
+    };
     let plans_dir = if abs_c.join("plans").is_dir() {
         abs_c.join("plans")
     } else {
@@ -308,10 +276,6 @@ pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRun
         folder::carry_over(&mut plan, &old)?;
     }
     folder::skip_after_deferred(&mut plan);
-    let (plan_path, scratch) = save(&plan, plan_path, write)?;
-    Ok(Prepared::at(
-        plan_path,
-        format!("{state}/plan.json"),
-        scratch,
-    ))
+    Prepared::save(&plan, plan_path, format!("{state}/plan.json"), write)
+        .map_err(|(path, source)| LongRunError::Write { path, source })
 }

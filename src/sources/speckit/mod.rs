@@ -63,17 +63,19 @@
 pub mod parse;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use serde_json::json;
 
 pub use parse::{Parsed, TaskLine, parse};
 
 use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
-use crate::pure::plan::model::{CompletedTask, Files, Plan, Status, Task};
+use crate::pure::plan::model::{Files, Plan, Status, Task};
 
 pub use super::generated::GENERATED_DIR;
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
+// What the tests (`use super::*`) name that this file no longer does.
+#[cfg(test)]
+use {crate::pure::plan::model::CompletedTask, std::path::Path};
 
 /// The feature folder's design documents, in the order a prompt lists them.
 pub const CONTEXT_DOCS: [&str; 5] = [
@@ -185,7 +187,7 @@ impl Reader for SpecKit {
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
         let parsed = parse(cx.rel, text)
             .map_err(|errors| errors.iter().map(Problem::from).collect::<Vec<_>>())?;
-        let plan = build(&parsed, cx.rel, &context_docs(cx.root, cx.dir));
+        let plan = build(&parsed, cx.rel, &context_docs(cx));
         let units = parsed
             .tasks
             .iter()
@@ -218,20 +220,14 @@ impl Reader for SpecKit {
     }
 }
 
-/// The context documents of the feature folder `dir` (absolute) that exist, relative to
-/// `root`: the [`CONTEXT_DOCS`], then the files under `contracts/` in name order. Links are
+/// The context documents of the feature folder (`cx.dir`) that exist, repository-relative:
+/// the [`CONTEXT_DOCS`], then the files under `contracts/` in name order. Links are
 /// not followed.
-fn context_docs(root: &Path, dir: &Path) -> Vec<String> {
+fn context_docs(cx: &Context<'_>) -> Vec<String> {
     use crate::sources::generated::rel;
-    let mut out = Vec::new();
-    for name in CONTEXT_DOCS {
-        let p = dir.join(name);
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
-            out.push(rel(root, &p));
-        }
-    }
+    let mut out = super::generated::docs_beside(cx, &CONTEXT_DOCS);
     let mut contracts = Vec::new();
-    let contracts_dir = dir.join("contracts");
+    let contracts_dir = cx.dir.join("contracts");
     // A linked contracts/ is not followed (its files could be anywhere).
     let mut stack = if std::fs::symlink_metadata(&contracts_dir).is_ok_and(|m| m.is_dir()) {
         vec![contracts_dir]
@@ -245,7 +241,7 @@ fn context_docs(root: &Path, dir: &Path) -> Vec<String> {
         for e in entries.flatten() {
             match e.file_type() {
                 Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => contracts.push(rel(root, &e.path())),
+                Ok(t) if t.is_file() => contracts.push(rel(cx.root, &e.path())),
                 _ => {}
             }
         }
@@ -312,15 +308,12 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         };
         if t.done {
             task.result = Some(format!("ticked in {tasks_md}"));
-            plan.progress.completed_tasks.push(CompletedTask::new(
-                i,
-                task.result.clone().unwrap_or_default(),
-            ));
         }
         task.extra
             .insert(FIELD.into(), json!({"id": t.id, "line": t.line}));
         plan.tasks.push(task);
     }
+    super::list_completed(&mut plan);
     // The joins come after every task, so each task keeps its plan index (its state, its
     // entry in the field's task list, its attempt logs).
     for (k, subject) in parsed.joins.iter().enumerate() {

@@ -209,13 +209,12 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
 /// refuses is not ticked (the errors say why).
 pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<SpecKitError>> {
     let (read, _) = read_lines(path, text)?;
-    let mut bytes = text.as_bytes().to_vec();
-    for t in read
+    let boxes = read
         .tasks
         .iter()
-        .filter(|t| !t.done && done.contains(&t.id))
-    {
-        bytes[t.checkbox] = b'x';
-    }
-    Ok(String::from_utf8(bytes).expect("an ASCII space became an ASCII x"))
+        .filter(|t| !t.done && done.contains(&t.id));
+    Ok(crate::sources::generated::ticked(
+        text,
+        boxes.map(|t| t.checkbox),
+    ))
 }

@@ -184,11 +184,7 @@ pub(crate) fn read(rel: &str, doc: &Value, preferred: Option<&str>) -> Result<Re
     };
     r.collect(tasks, &prefix);
     r.link(tasks, &prefix);
-    if r.errors.is_empty() {
-        Ok(r.out)
-    } else {
-        Err(r.errors)
-    }
+    crate::sources::generated::ok_unless(r.errors, r.out)
 }
 
 const HINT_SHAPE: &str = "is this a Taskmaster tasks.json? It holds `{\"tasks\": [...]}` or tags `{\"master\": {\"tasks\": [...]}}`";

@@ -128,11 +128,7 @@ fn explicit_edges(
             }
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    crate::sources::generated::ok_unless(errors, ())
 }
 
 /// The phase edges as task edges: each first task of a phase (one waiting for nothing in it)

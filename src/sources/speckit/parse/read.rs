@@ -35,10 +35,7 @@ pub(super) fn read_lines(
     if out.tasks.is_empty() && errors.is_empty() {
         errors.push(SpecKitError::NoTasks { path: path.into() });
     }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    Ok((out, by_number))
+    crate::sources::generated::ok_unless(errors, (out, by_number))
 }
 
 /// What [`read_lines`] has read so far.
