@@ -240,18 +240,20 @@ impl UsedGroups {
     }
 }
 
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "the ready set is made for this decision"
-)]
-fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
+/// Done when nothing is pending, deadlock when nothing pending is `ready`, else the batch
+/// `choose` takes from `ready`.
+fn decide(
+    pending: usize,
+    ready: &[usize],
+    choose: impl FnOnce(&[usize]) -> (Vec<usize>, Vec<usize>),
+) -> Next {
     if pending == 0 {
         return Next::Done;
     }
     if ready.is_empty() {
         return Next::Deadlock { pending };
     }
-    let (tasks, waiting) = select_batch(&ready, view.dag, view.conflicts, cap);
+    let (tasks, waiting) = choose(ready);
     Next::Batch { tasks, waiting }
 }
 
@@ -259,15 +261,8 @@ impl Policy for Rounds {
     /// The whole ready set (with a cap: the first `cap` by critical path, then plan index).
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
         let pending = view.plan.count(Status::Pending);
-        if pending == 0 {
-            return Next::Done;
-        }
         let ready = ready_set(view.plan, view.dag);
-        if ready.is_empty() {
-            return Next::Deadlock { pending };
-        }
-        let (tasks, waiting) = round_of(&ready, view.dag, cap);
-        Next::Batch { tasks, waiting }
+        decide(pending, &ready, |r| round_of(r, view.dag, cap))
     }
 }
 
@@ -284,7 +279,10 @@ fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<
 impl Policy for Batches {
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
         let pending = view.plan.count(Status::Pending);
-        decide(pending, ready_set(view.plan, view.dag), view, cap)
+        let ready = ready_set(view.plan, view.dag);
+        decide(pending, &ready, |r| {
+            select_batch(r, view.dag, view.conflicts, cap)
+        })
     }
 }
 
@@ -313,7 +311,9 @@ impl Policy for Waves {
             .into_iter()
             .filter(|&i| wave_of(view.plan, view.dag, i) == wave)
             .collect();
-        decide(pending, ready, view, cap)
+        decide(pending, &ready, |r| {
+            select_batch(r, view.dag, view.conflicts, cap)
+        })
     }
 }
 
@@ -359,30 +359,18 @@ pub fn eager_pick(
     in_flight: &[usize],
     slots: usize,
 ) -> Vec<usize> {
-    eager_pick_after(plan, dag, conflicts, in_flight, slots, &[])
-}
-
-/// [`eager_pick`] as it will be once the tasks `landing` (completed, not yet integrated)
-/// are: no copy of the plan, so it costs what a pick costs.
-pub fn eager_pick_after(
-    plan: &Plan,
-    dag: &Dag,
-    conflicts: &Conflicts,
-    in_flight: &[usize],
-    slots: usize,
-    landing: &[usize],
-) -> Vec<usize> {
     let pick = Pick {
         in_flight,
         slots,
-        landing,
+        landing: &[],
         held: &[],
     };
     eager_pick_with(plan, dag, conflicts, pick)
 }
 
 /// What an eager pick starts from: the tasks in flight, the free slots, the completed
-/// attempts about to land ([`eager_pick_after`]) and the ready tasks held back (on the
+/// attempts about to land (the pick is as it will be once they are: no copy of the plan, so
+/// it costs what a pick costs) and the ready tasks held back (on the
 /// Action, a provider's rate limit holds them: `pure::gateway::held`).
 #[derive(Debug, Clone, Copy)]
 pub struct Pick<'a> {
@@ -392,7 +380,7 @@ pub struct Pick<'a> {
     pub held: &'a [usize],
 }
 
-/// [`eager_pick_after`] with `pick.held` left out, as if not ready: they take no slot and
+/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready: they take no slot and
 /// hold no file, so work beside them goes on.
 pub fn eager_pick_with(
     plan: &Plan,
