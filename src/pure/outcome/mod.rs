@@ -388,18 +388,12 @@ pub struct BatchEntry {
 
 /// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
 pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
-    let completed = entries
-        .iter()
-        .filter(|e| e.status == Status::Completed)
-        .count();
-    let blocked = entries
-        .iter()
-        .filter(|e| e.status == Status::Blocked)
-        .count();
-    let failed = entries
-        .iter()
-        .filter(|e| e.status == Status::Failed)
-        .count();
+    let count = |s: Status| entries.iter().filter(|e| e.status == s).count();
+    let (completed, blocked, failed) = (
+        count(Status::Completed),
+        count(Status::Blocked),
+        count(Status::Failed),
+    );
     let mut s = format!("{completed} completed, {retries} retry pending, {blocked} blocked");
     if failed > 0 {
         s.push_str(&format!(", {failed} failed"));
