@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
-use crate::pure::engine::{self, Next, Policy, Schedule, View};
+use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::{Plan, Status};
@@ -148,32 +148,40 @@ impl Sim<'_> {
         }
     }
 
-    /// Local rounds and waves: one batch after another, its groups in sequence.
-    pub(super) fn local_rounds(&self, schedule: Schedule) -> Prediction {
-        self.rounds_with(schedule, None)
-    }
-
-    /// Local rounds under `overlap: merge` (this `Sim` keeping no conflicts apart): each
-    /// round's tasks, then the expected rebases — `rebase[i]` ms for task `i` — of those that
-    /// ran beside a task they conflict with under `serial` (`conflicts`), queued on the
-    /// slots after the round's other work, as `run` starts them.
-    pub(super) fn local_rounds_merge(&self, conflicts: &Conflicts, rebase: &[u64]) -> Prediction {
-        self.rounds_with(Schedule::Rounds, Some((conflicts, rebase)))
-    }
-
-    fn rounds_with(&self, schedule: Schedule, tail: Option<(&Conflicts, &[u64])>) -> Prediction {
+    /// Plays `schedule`'s batches from the start state as the engine decides them, each
+    /// played on the clock by `round` and then completed; returns the deadlock, if one is
+    /// reached.
+    fn each_round(&self, schedule: Schedule, mut round: impl FnMut(&[usize])) -> Option<usize> {
         let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
-        let (mut t, mut rounds) = (0u64, 0u64);
-        let deadlock = loop {
+        loop {
             let tasks = match schedule.policy().next(self.view(&state), None) {
                 Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
+                Next::Done => return None,
+                Next::Deadlock { pending } => return Some(pending),
             };
+            round(&tasks);
+            for &i in &tasks {
+                state.tasks[i].status = Status::Completed;
+            }
+        }
+    }
+
+    /// Local rounds and waves: one batch after another, its groups in sequence. With `tail`
+    /// (`overlap: merge`, this `Sim` keeping no conflicts apart): each round's tasks, then the
+    /// expected rebases — `rebase[i]` ms for task `i` — of those that ran beside a task they
+    /// conflict with under `serial` (`conflicts`), queued on the slots after the round's
+    /// other work, as `run` starts them.
+    pub(super) fn local_rounds(
+        &self,
+        schedule: Schedule,
+        tail: Option<(&Conflicts, &[u64])>,
+    ) -> Prediction {
+        let mut clock = Clock::new(self.plan.tasks.len());
+        let (mut t, mut rounds) = (0u64, 0u64);
+        let deadlock = self.each_round(schedule, |tasks| {
             let groups = match schedule {
-                Schedule::Rounds => engine::sequential_groups(&tasks, self.dag, self.conflicts),
-                _ => vec![tasks.clone()],
+                Schedule::Rounds => engine::sequential_groups(tasks, self.dag, self.conflicts),
+                _ => vec![tasks.to_vec()],
             };
             for group in &groups {
                 t = list_schedule(group, self.setting.jobs, t, |i, start| {
@@ -193,11 +201,8 @@ impl Sim<'_> {
                     .collect();
                 t = list_schedule(&beside, self.setting.jobs, t, |i, start| start + rebase[i]);
             }
-            for &i in &tasks {
-                state.tasks[i].status = Status::Completed;
-            }
             rounds += 1;
-        };
+        });
         let spans = clock.into_spans();
         Prediction {
             schedule,
@@ -210,9 +215,9 @@ impl Sim<'_> {
         }
     }
 
-    /// Local eager with `slots` slots: the spans, the end, the number of integrations and the
-    /// deadlock.
-    fn eager(&self, slots: usize) -> (Vec<Span>, u64, u64, Option<usize>) {
+    /// Local eager on `--jobs` slots.
+    pub(super) fn local_eager(&self) -> Prediction {
+        let slots = self.setting.jobs;
         let mut state = start_state(self.plan, self.setting.remaining);
         let mut clock = Clock::new(state.tasks.len());
         // (end, task) of the tasks in flight.
@@ -249,24 +254,15 @@ impl Sim<'_> {
             integrations += 1;
         }
         let pending = state.count(Status::Pending);
-        (
-            clock.into_spans(),
-            now,
-            integrations,
-            (pending > 0).then_some(pending),
-        )
-    }
-
-    pub(super) fn local_eager(&self) -> Prediction {
-        let (spans, wall, rounds, deadlock) = self.eager(self.setting.jobs);
+        let spans = clock.into_spans();
         Prediction {
             schedule: Schedule::Eager,
             place: Place::Local,
-            wall,
+            wall: now,
             jobs: spans.len() as u64,
-            rounds,
+            rounds: integrations,
             spans,
-            deadlock,
+            deadlock: (pending > 0).then_some(pending),
         }
     }
 
@@ -306,20 +302,11 @@ impl Sim<'_> {
         &self,
         mut round: impl FnMut(&[usize], &mut Clock, &mut Tally),
     ) -> Prediction {
-        let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
+        let mut clock = Clock::new(self.plan.tasks.len());
         let mut at = Tally::default();
-        let deadlock = loop {
-            let tasks = match engine::Rounds.next(self.view(&state), None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
-            };
-            round(&tasks, &mut clock, &mut at);
-            for &i in &tasks {
-                state.tasks[i].status = Status::Completed;
-            }
-        };
+        let deadlock = self.each_round(Schedule::Rounds, |tasks| {
+            round(tasks, &mut clock, &mut at);
+        });
         Prediction {
             schedule: Schedule::Rounds,
             place: Place::Actions,
