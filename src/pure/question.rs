@@ -84,16 +84,12 @@ pub fn set(task: &mut Task, q: &Question) {
     let mut q = q.clone();
     q.text = crate::pure::outcome::clip_result(&q.text);
     q.options.truncate(MAX_OPTIONS);
+    let line = |s: &str, max| crate::pure::clip::chars(&crate::pure::sanitize::line(s), max);
     for c in &mut q.options {
-        c.key = crate::pure::clip::chars(&crate::pure::sanitize::line(&c.key), MAX_KEY_CHARS);
-        c.description = crate::pure::clip::chars(
-            &crate::pure::sanitize::line(&c.description),
-            MAX_DESCRIPTION_CHARS,
-        );
+        c.key = line(&c.key, MAX_KEY_CHARS);
+        c.description = line(&c.description, MAX_DESCRIPTION_CHARS);
     }
-    q.blocked_at = q
-        .blocked_at
-        .map(|b| crate::pure::clip::chars(&crate::pure::sanitize::line(&b), MAX_DESCRIPTION_CHARS));
+    q.blocked_at = q.blocked_at.map(|b| line(&b, MAX_DESCRIPTION_CHARS));
     task.extra.insert(
         QUESTION_FIELD.into(),
         serde_json::to_value(&q).expect("questions serialise"),

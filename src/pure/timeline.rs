@@ -132,16 +132,7 @@ pub struct Ran {
 impl Ran {
     /// `rounds locally on 4 worker(s)`, `eager on Actions, max-parallel 8, …`.
     pub fn describe(&self) -> String {
-        let text = self.describe_place();
-        if self.merge {
-            format!("{text}, overlap: merge")
-        } else {
-            text
-        }
-    }
-
-    fn describe_place(&self) -> String {
-        match self.place {
+        let text = match self.place {
             Place::Local => format!(
                 "{} locally on {} worker(s)",
                 schedule_name(self.schedule),
@@ -154,6 +145,11 @@ impl Ran {
                 human(JOB_START_MS),
                 human(INTEGRATE_MS)
             ),
+        };
+        if self.merge {
+            format!("{text}, overlap: merge")
+        } else {
+            text
         }
     }
 }
