@@ -22,14 +22,15 @@ pub fn judge_among(
     own: OwnFiles<'_>,
 ) -> Verdict {
     let warnings = unexpected_files_among(index, task, report, own);
-    let failed = |result: String| Verdict {
-        status: Status::Failed,
+    let verdict = |status: Status, result: String| Verdict {
+        status,
         result,
         acceptance_passed: false,
         failed_checks: Vec::new(),
         warnings: warnings.clone(),
         halt: None,
     };
+    let failed = |result: String| verdict(Status::Failed, result);
     let last = last_nonempty_line(&report.output);
     if let Some(reason) = exit_failure(&report.exit, last) {
         return failed(reason);
@@ -39,16 +40,7 @@ pub fn judge_among(
     };
     match status.kind {
         Reported::Failed => return failed(status.message),
-        Reported::Blocked => {
-            return Verdict {
-                status: Status::Blocked,
-                result: status.message,
-                acceptance_passed: false,
-                failed_checks: Vec::new(),
-                warnings,
-                halt: None,
-            };
-        }
+        Reported::Blocked => return verdict(Status::Blocked, status.message),
         Reported::Completed => {}
     }
     let spot = spot_check(task, report);
@@ -59,21 +51,13 @@ pub fn judge_among(
     if !failed_checks.is_empty() {
         let details = check_details(&failed_checks);
         return Verdict {
-            status: Status::Failed,
-            result: format!("acceptance check failed: {details}"),
-            acceptance_passed: false,
             failed_checks,
-            warnings,
-            halt: None,
+            ..failed(format!("acceptance check failed: {details}"))
         };
     }
     Verdict {
-        status: Status::Completed,
-        result: status.message,
         acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
-        failed_checks: Vec::new(),
-        warnings,
-        halt: None,
+        ..verdict(Status::Completed, status.message)
     }
 }
 
