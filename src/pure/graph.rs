@@ -64,11 +64,6 @@ impl Dag {
             deps.push(d);
         }
         let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (i, d) in deps.iter().enumerate() {
-            for &b in d {
-                dependents[b as usize].push(i as u32);
-            }
-        }
         let mut g: DiGraph<(), (), u32> =
             DiGraph::with_capacity(n, deps.iter().map(Vec::len).sum());
         for _ in 0..n {
@@ -76,6 +71,7 @@ impl Dag {
         }
         for (i, d) in deps.iter().enumerate() {
             for &b in d {
+                dependents[b as usize].push(i as u32);
                 g.add_edge(NodeIndex::new(b as usize), NodeIndex::new(i), ());
             }
         }
@@ -359,15 +355,14 @@ fn find_cycle(g: &DiGraph<(), (), u32>, deps: &[Vec<u32>]) -> Vec<usize> {
                 continue;
             }
             if d == start {
-                let mut chain = Vec::new();
+                // start, then the chain from start's child to `v`, then start again.
+                let mut path = vec![start];
                 let mut cur = v;
                 while cur != start {
-                    chain.push(cur);
+                    path.push(cur);
                     cur = parent[cur];
                 }
-                chain.reverse();
-                let mut path = vec![start];
-                path.extend(chain);
+                path[1..].reverse();
                 path.push(start);
                 return path;
             }
