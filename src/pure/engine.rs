@@ -243,10 +243,11 @@ impl UsedGroups {
 /// Done when nothing is pending, deadlock when nothing pending is `ready`, else the batch
 /// `choose` takes from `ready`.
 fn decide(
-    pending: usize,
+    view: View<'_>,
     ready: &[usize],
     choose: impl FnOnce(&[usize]) -> (Vec<usize>, Vec<usize>),
 ) -> Next {
+    let pending = view.plan.count(Status::Pending);
     if pending == 0 {
         return Next::Done;
     }
@@ -260,9 +261,8 @@ fn decide(
 impl Policy for Rounds {
     /// The whole ready set (with a cap: the first `cap` by critical path, then plan index).
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let pending = view.plan.count(Status::Pending);
         let ready = ready_set(view.plan, view.dag);
-        decide(pending, &ready, |r| round_of(r, view.dag, cap))
+        decide(view, &ready, |r| round_of(r, view.dag, cap))
     }
 }
 
@@ -278,9 +278,8 @@ fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<
 
 impl Policy for Batches {
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let pending = view.plan.count(Status::Pending);
         let ready = ready_set(view.plan, view.dag);
-        decide(pending, &ready, |r| {
+        decide(view, &ready, |r| {
             select_batch(r, view.dag, view.conflicts, cap)
         })
     }
@@ -306,12 +305,11 @@ impl Policy for Waves {
         let Some(wave) = current_wave(view.plan, view.dag) else {
             return Next::Done;
         };
-        let pending = view.plan.count(Status::Pending);
         let ready: Vec<usize> = ready_set(view.plan, view.dag)
             .into_iter()
             .filter(|&i| wave_of(view.plan, view.dag, i) == wave)
             .collect();
-        decide(pending, &ready, |r| {
+        decide(view, &ready, |r| {
             select_batch(r, view.dag, view.conflicts, cap)
         })
     }

@@ -22,13 +22,10 @@ pub fn judge_among(
     own: OwnFiles<'_>,
 ) -> Verdict {
     let warnings = unexpected_files_among(index, task, report, own);
+    // A failed verdict (no check failed, no halt), given its status.
     let verdict = |status: Status, result: String| Verdict {
         status,
-        result,
-        acceptance_passed: false,
-        failed_checks: Vec::new(),
-        warnings: warnings.clone(),
-        halt: None,
+        ..Verdict::refused(result, warnings.clone())
     };
     let failed = |result: String| verdict(Status::Failed, result);
     let last = last_nonempty_line(&report.output);
