@@ -86,12 +86,13 @@ pub fn actual(plan: &Plan) -> Option<Actual> {
     })
 }
 
-/// The glyph of an outcome in the terminal chart.
-fn glyph(o: Outcome) -> char {
+/// How an outcome is drawn: its glyph in the terminal chart, and its Mermaid tag (completed
+/// `done`, failed, timed out or rejected `crit`, blocked or interrupted `active`).
+fn look(o: Outcome) -> (char, &'static str) {
     match o {
-        Outcome::Completed => '█',
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => '▒',
-        Outcome::Blocked | Outcome::Interrupted => '▓',
+        Outcome::Completed => ('█', "done"),
+        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => ('▒', "crit"),
+        Outcome::Blocked | Outcome::Interrupted => ('▓', "active"),
     }
 }
 
@@ -111,7 +112,7 @@ pub fn terminal(plan: &Plan, actual: &Actual, width: usize) -> String {
             start: a.start,
             work: a.start,
             end: a.end,
-            glyph: glyph(a.outcome),
+            glyph: look(a.outcome).0,
         })
         .collect();
     chart(plan, &heading, &bars, actual.wall, width)
@@ -256,16 +257,6 @@ pub fn mermaid_text(text: &str, max: usize) -> String {
     cut
 }
 
-/// The Mermaid tag of an outcome: completed `done`, failed, timed out or rejected `crit`,
-/// blocked or interrupted `active`.
-fn tag(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Completed => "done",
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => "crit",
-        Outcome::Blocked | Outcome::Interrupted => "active",
-    }
-}
-
 /// The actual run as a fenced Mermaid `gantt` block (Markdown): a section per task (ordered by
 /// its first attempt), a bar per attempt named by its number and outcome and tagged by it,
 /// at most `max_bars` of them (the latest starts), then a line saying how many were left out.
@@ -299,7 +290,7 @@ pub fn mermaid(plan: &Plan, actual: &Actual, max_bars: usize) -> String {
                 "    attempt {} {} :{}, {}, {}s",
                 a.attempt,
                 a.outcome,
-                tag(a.outcome),
+                look(a.outcome).1,
                 a.at.strftime("%Y-%m-%d %H:%M:%S"),
                 (took * 10.0).round() / 10.0
             );

@@ -201,20 +201,13 @@ fn prediction_rows(report: &Report) -> String {
             .unwrap_or(0)
     };
     let w: Vec<usize> = (0..5).map(width).collect();
+    // The schedule and the place left-aligned, the figures right-aligned.
     let line = |r: [&str; 5]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}\n",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        )
+        let cells = r.iter().zip(&w).enumerate().map(|(k, (c, &w))| match k {
+            0 | 1 => format!("{c:<w$}"),
+            _ => format!("{c:>w$}"),
+        });
+        format!("{}\n", cells.collect::<Vec<_>>().join("  "))
     };
     out.push_str(&line(head));
     for r in &rows {
