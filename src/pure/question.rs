@@ -84,7 +84,7 @@ pub fn set(task: &mut Task, q: &Question) {
     let mut q = q.clone();
     q.text = crate::pure::outcome::clip_result(&q.text);
     q.options.truncate(MAX_OPTIONS);
-    let line = |s: &str, max| crate::pure::clip::chars(&crate::pure::sanitize::line(s), max);
+    let line = crate::pure::clip::line;
     for c in &mut q.options {
         c.key = line(&c.key, MAX_KEY_CHARS);
         c.description = line(&c.description, MAX_DESCRIPTION_CHARS);
