@@ -412,32 +412,23 @@ impl Sim<'_> {
     pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
         // A join is no work (`pure::join`).
-        let counted = |i: usize| {
+        let cost_of = |i: usize| {
             let t = &self.plan.tasks[i];
-            !(t.join || self.setting.remaining && t.status == Status::Completed)
+            let counted = !(t.join || self.setting.remaining && t.status == Status::Completed);
+            if counted {
+                cost(&self.times.tasks[i])
+            } else {
+                0
+            }
         };
         let mut finish = vec![0u64; n];
         for &i in self.dag.topo() {
             let i = i as usize;
-            let ready = self
-                .dag
-                .deps(i)
-                .iter()
-                .map(|&d| finish[d as usize])
-                .max()
-                .unwrap_or(0);
-            finish[i] = ready
-                + if counted(i) {
-                    cost(&self.times.tasks[i])
-                } else {
-                    0
-                };
+            let deps = self.dag.deps(i).iter().map(|&d| finish[d as usize]);
+            finish[i] = deps.max().unwrap_or(0) + cost_of(i);
         }
         let critical_path = finish.iter().copied().max().unwrap_or(0);
-        let work: u64 = (0..n)
-            .filter(|&i| counted(i))
-            .map(|i| cost(&self.times.tasks[i]))
-            .sum();
+        let work: u64 = (0..n).map(cost_of).sum();
         let slots = slots.max(1);
         Bound {
             critical_path,
