@@ -130,28 +130,19 @@ pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
         .collect()
 }
 
-/// How the user answers, as a command line.
-fn how_to_answer(name: &str, q: &Question, plan_arg: &str) -> String {
-    let example = match q.kind {
-        Kind::Review => "\"<your guidance>\"".to_string(),
-        Kind::Decision => q
-            .options
-            .first()
-            .map_or("<choice>".to_string(), |c| c.key.clone()),
-        Kind::Action => "done".to_string(),
-    };
-    format!("dagexec{plan_arg} answer {name} {example}")
-}
-
 /// The open questions as the run prints them: each question, its options, and the command
 /// that answers it. `plan_arg` is `""` for the default plan or ` --plan <path>`.
 pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
     let mut s = String::new();
     for (i, q) in open(plan) {
-        let heading = match q.kind {
-            Kind::Review => "needs your guidance",
-            Kind::Decision => "needs a decision",
-            Kind::Action => "needs an action from you",
+        // What the task needs, and an answer the command line that answers it may give.
+        let (heading, example) = match q.kind {
+            Kind::Review => ("needs your guidance", "\"<your guidance>\""),
+            Kind::Decision => (
+                "needs a decision",
+                q.options.first().map_or("<choice>", |c| c.key.as_str()),
+            ),
+            Kind::Action => ("needs an action from you", "done"),
         };
         // A task list's own ID (`13.3`), else the plan index: what `answer` takes.
         let name = crate::pure::plan::ids::name(plan, i);
@@ -166,7 +157,7 @@ pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
         if q.kind == Kind::Decision {
             s.push_str("  (or: defer — skip this task for now)\n");
         }
-        let _ = writeln!(s, "Answer with: {}", how_to_answer(&name, &q, plan_arg));
+        let _ = writeln!(s, "Answer with: dagexec{plan_arg} answer {name} {example}");
     }
     s
 }

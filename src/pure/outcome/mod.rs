@@ -210,10 +210,6 @@ pub fn unexpected_files_among(
     report: &AttemptReport,
     own: OwnFiles<'_>,
 ) -> Vec<String> {
-    let OwnFiles {
-        plan: plan_rel,
-        task_list: tasks_md,
-    } = own;
     let declared: BTreeSet<String> = task.files().map(|f| crate::pure::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
@@ -221,9 +217,9 @@ pub fn unexpected_files_among(
         .iter()
         .filter(|f| !declared.contains(f.as_str()) && **f != own_log)
         .map(|f| {
-            if f == plan_rel {
+            if f == own.plan {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
-            } else if Some(f.as_str()) == tasks_md {
+            } else if Some(f.as_str()) == own.task_list {
                 // Named as its own kind: a checkbox list is ticked, a tasks.json gets statuses.
                 let how = if f.to_ascii_lowercase().ends_with(".json") {
                     "writes the task's status"
