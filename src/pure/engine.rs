@@ -386,19 +386,13 @@ pub fn eager_pick_with(
     conflicts: &Conflicts,
     pick: Pick<'_>,
 ) -> Vec<usize> {
-    let Pick {
-        in_flight,
-        slots,
-        landing,
-        held,
-    } = pick;
-    if slots == 0 {
+    if pick.slots == 0 {
         return Vec::new();
     }
-    let busy: rustc_hash::FxHashSet<usize> = in_flight.iter().copied().collect();
-    let ready: Vec<usize> = ready_set_after(plan, dag, landing)
+    let busy: rustc_hash::FxHashSet<usize> = pick.in_flight.iter().copied().collect();
+    let ready: Vec<usize> = ready_set_after(plan, dag, pick.landing)
         .into_iter()
-        .filter(|i| !busy.contains(i) && !held.contains(i))
+        .filter(|i| !busy.contains(i) && !pick.held.contains(i))
         .collect();
     let mut everyone = ready.clone();
     everyone.extend(busy.iter().copied());
@@ -407,7 +401,7 @@ pub fn eager_pick_with(
     for &r in &busy {
         locks.take(r);
     }
-    choose(&ready, dag, &mut locks, Some(slots)).0
+    choose(&ready, dag, &mut locks, Some(pick.slots)).0
 }
 
 #[cfg(test)]

@@ -140,21 +140,18 @@ fn list_schedule(
 }
 
 impl Sim<'_> {
-    fn view<'b>(&'b self, state: &'b Plan) -> View<'b> {
-        View {
-            plan: state,
-            dag: self.dag,
-            conflicts: self.conflicts,
-        }
-    }
-
     /// Plays `schedule`'s batches from the start state as the engine decides them, each
     /// played on the clock by `round` and then completed; returns the deadlock, if one is
     /// reached.
     fn each_round(&self, schedule: Schedule, mut round: impl FnMut(&[usize])) -> Option<usize> {
         let mut state = start_state(self.plan, self.setting.remaining);
         loop {
-            let tasks = match schedule.policy().next(self.view(&state), None) {
+            let view = View {
+                plan: &state,
+                dag: self.dag,
+                conflicts: self.conflicts,
+            };
+            let tasks = match schedule.policy().next(view, None) {
                 Next::Batch { tasks, .. } => tasks,
                 Next::Done => return None,
                 Next::Deadlock { pending } => return Some(pending),
