@@ -64,28 +64,25 @@ const TIMED_HEADERS: [&str; 7] = [
 pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     let spent = crate::pure::usage::per_task(plan);
     let timed = !spent.is_empty();
-    let mut rows: Vec<Vec<Cow<'_, str>>> = plan
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !t.join)
-        .map(|(i, t)| row(i, t, plan.attempts_of(i), spent.get(&i), timed))
-        .collect();
-    let mut headers: Vec<&str> = if timed {
-        TIMED_HEADERS.to_vec()
-    } else {
-        HEADERS.to_vec()
-    };
+    let headers: &[&str] = if timed { &TIMED_HEADERS } else { &HEADERS };
+    // The header row, then one row per task.
+    let mut rows: Vec<Vec<Cow<'_, str>>> = vec![headers.iter().map(|&h| h.into()).collect()];
+    rows.extend(
+        plan.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.join)
+            .map(|(i, t)| row(i, t, plan.attempts_of(i), spent.get(&i), timed)),
+    );
     // A task list's tasks go by its own IDs (what `retry` and `answer` take), not plan indices.
     if let Some(ids) = crate::pure::plan::ids::list_ids(plan) {
-        headers[0] = "ID";
-        for (row, id) in rows.iter_mut().zip(ids) {
+        rows[0][0] = "ID".into();
+        for (row, id) in rows[1..].iter_mut().zip(ids) {
             row[0] = Cow::Owned(id);
         }
     }
-    let headers = headers.as_slice();
 
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut widths = vec![0; headers.len()];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -94,7 +91,6 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
 
     let mut out = io::BufWriter::new(out);
     let mut line = String::new();
-    write_row(&mut out, &mut line, &widths, headers)?;
     for row in &rows {
         write_row(&mut out, &mut line, &widths, row)?;
     }
