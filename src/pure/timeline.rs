@@ -248,13 +248,7 @@ pub fn mermaid_text(text: &str, max: usize) -> String {
         })
         .collect();
     let one = kept.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= max {
-        return one;
-    }
-    let mut cut: String = one.chars().take(max.saturating_sub(1)).collect();
-    cut.truncate(cut.trim_end().len());
-    cut.push('…');
-    cut
+    crate::pure::clip::chars(&one, max)
 }
 
 /// The actual run as a fenced Mermaid `gantt` block (Markdown): a section per task (ordered by
