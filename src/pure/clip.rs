@@ -17,6 +17,12 @@ pub fn chars(s: &str, max: usize) -> String {
     format!("{}…", s[..end].trim_end())
 }
 
+/// `s` made one plain line ([`crate::pure::sanitize::line`]: no escape sequences, no control
+/// characters) and cut to `max` characters as [`chars`] cuts: untrusted text a message quotes.
+pub fn line(s: &str, max: usize) -> String {
+    chars(&crate::pure::sanitize::line(s), max)
+}
+
 /// `s` when it fits `max` bytes; else its start, cut on a character boundary and without
 /// trailing whitespace, then `mark`, together at most `max` bytes.
 pub fn bytes(s: &str, max: usize, mark: &str) -> String {

@@ -111,30 +111,20 @@ pub struct Hosts {
 }
 
 /// Why the proxy refused a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The host is not on the list.
+    #[error("not on the egress list")]
     NotListed,
     /// The port is not 443 or 80.
+    #[error("port {0} (only 443 and 80 pass)")]
     Port(u16),
     /// The name resolved to an address of this machine or a private network.
+    #[error("it resolves to {0}, an address of this machine or a private network")]
     Private(IpAddr),
     /// The name did not resolve.
+    #[error("its name does not resolve")]
     Unresolved,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::NotListed => f.write_str("not on the egress list"),
-            Refusal::Port(p) => write!(f, "port {p} (only 443 and 80 pass)"),
-            Refusal::Private(ip) => write!(
-                f,
-                "it resolves to {ip}, an address of this machine or a private network"
-            ),
-            Refusal::Unresolved => f.write_str("its name does not resolve"),
-        }
-    }
 }
 
 impl Hosts {

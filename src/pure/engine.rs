@@ -240,34 +240,29 @@ impl UsedGroups {
     }
 }
 
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "the ready set is made for this decision"
-)]
-fn decide(pending: usize, ready: Vec<usize>, view: View<'_>, cap: Option<usize>) -> Next {
+/// Done when nothing is pending, deadlock when nothing pending is `ready`, else the batch
+/// `choose` takes from `ready`.
+fn decide(
+    view: View<'_>,
+    ready: &[usize],
+    choose: impl FnOnce(&[usize]) -> (Vec<usize>, Vec<usize>),
+) -> Next {
+    let pending = view.plan.count(Status::Pending);
     if pending == 0 {
         return Next::Done;
     }
     if ready.is_empty() {
         return Next::Deadlock { pending };
     }
-    let (tasks, waiting) = select_batch(&ready, view.dag, view.conflicts, cap);
+    let (tasks, waiting) = choose(ready);
     Next::Batch { tasks, waiting }
 }
 
 impl Policy for Rounds {
     /// The whole ready set (with a cap: the first `cap` by critical path, then plan index).
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let pending = view.plan.count(Status::Pending);
-        if pending == 0 {
-            return Next::Done;
-        }
         let ready = ready_set(view.plan, view.dag);
-        if ready.is_empty() {
-            return Next::Deadlock { pending };
-        }
-        let (tasks, waiting) = round_of(&ready, view.dag, cap);
-        Next::Batch { tasks, waiting }
+        decide(view, &ready, |r| round_of(r, view.dag, cap))
     }
 }
 
@@ -283,8 +278,10 @@ fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<
 
 impl Policy for Batches {
     fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let pending = view.plan.count(Status::Pending);
-        decide(pending, ready_set(view.plan, view.dag), view, cap)
+        let ready = ready_set(view.plan, view.dag);
+        decide(view, &ready, |r| {
+            select_batch(r, view.dag, view.conflicts, cap)
+        })
     }
 }
 
@@ -308,12 +305,13 @@ impl Policy for Waves {
         let Some(wave) = current_wave(view.plan, view.dag) else {
             return Next::Done;
         };
-        let pending = view.plan.count(Status::Pending);
         let ready: Vec<usize> = ready_set(view.plan, view.dag)
             .into_iter()
             .filter(|&i| wave_of(view.plan, view.dag, i) == wave)
             .collect();
-        decide(pending, ready, view, cap)
+        decide(view, &ready, |r| {
+            select_batch(r, view.dag, view.conflicts, cap)
+        })
     }
 }
 
@@ -359,30 +357,18 @@ pub fn eager_pick(
     in_flight: &[usize],
     slots: usize,
 ) -> Vec<usize> {
-    eager_pick_after(plan, dag, conflicts, in_flight, slots, &[])
-}
-
-/// [`eager_pick`] as it will be once the tasks `landing` (completed, not yet integrated)
-/// are: no copy of the plan, so it costs what a pick costs.
-pub fn eager_pick_after(
-    plan: &Plan,
-    dag: &Dag,
-    conflicts: &Conflicts,
-    in_flight: &[usize],
-    slots: usize,
-    landing: &[usize],
-) -> Vec<usize> {
     let pick = Pick {
         in_flight,
         slots,
-        landing,
+        landing: &[],
         held: &[],
     };
     eager_pick_with(plan, dag, conflicts, pick)
 }
 
 /// What an eager pick starts from: the tasks in flight, the free slots, the completed
-/// attempts about to land ([`eager_pick_after`]) and the ready tasks held back (on the
+/// attempts about to land (the pick is as it will be once they are: no copy of the plan, so
+/// it costs what a pick costs) and the ready tasks held back (on the
 /// Action, a provider's rate limit holds them: `pure::gateway::held`).
 #[derive(Debug, Clone, Copy)]
 pub struct Pick<'a> {
@@ -392,7 +378,7 @@ pub struct Pick<'a> {
     pub held: &'a [usize],
 }
 
-/// [`eager_pick_after`] with `pick.held` left out, as if not ready: they take no slot and
+/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready: they take no slot and
 /// hold no file, so work beside them goes on.
 pub fn eager_pick_with(
     plan: &Plan,
@@ -400,19 +386,13 @@ pub fn eager_pick_with(
     conflicts: &Conflicts,
     pick: Pick<'_>,
 ) -> Vec<usize> {
-    let Pick {
-        in_flight,
-        slots,
-        landing,
-        held,
-    } = pick;
-    if slots == 0 {
+    if pick.slots == 0 {
         return Vec::new();
     }
-    let busy: rustc_hash::FxHashSet<usize> = in_flight.iter().copied().collect();
-    let ready: Vec<usize> = ready_set_after(plan, dag, landing)
+    let busy: rustc_hash::FxHashSet<usize> = pick.in_flight.iter().copied().collect();
+    let ready: Vec<usize> = ready_set_after(plan, dag, pick.landing)
         .into_iter()
-        .filter(|i| !busy.contains(i) && !held.contains(i))
+        .filter(|i| !busy.contains(i) && !pick.held.contains(i))
         .collect();
     let mut everyone = ready.clone();
     everyone.extend(busy.iter().copied());
@@ -421,7 +401,7 @@ pub fn eager_pick_with(
     for &r in &busy {
         locks.take(r);
     }
-    choose(&ready, dag, &mut locks, Some(slots)).0
+    choose(&ready, dag, &mut locks, Some(pick.slots)).0
 }
 
 #[cfg(test)]

@@ -24,35 +24,24 @@ pub struct Dag {
     step_height: Vec<u32>,
 }
 
-/// Depth and height over `topo`, each task weighing `work(task)`.
-fn levels(
-    topo: &[u32],
-    deps: &[Vec<u32>],
-    dependents: &[Vec<u32>],
-    work: impl Fn(usize) -> u32,
-) -> (Vec<u32>, Vec<u32>) {
-    let n = deps.len();
-    let mut depth = vec![1u32; n];
-    for &t in topo {
+/// Depth (over `topo` and `deps`) or height (over `topo` reversed and `dependents`): each
+/// task's weight `work(task)` plus the largest level among its `edges`.
+fn levels<'a>(
+    order: impl Iterator<Item = &'a u32>,
+    edges: &[Vec<u32>],
+    work: &impl Fn(usize) -> u32,
+) -> Vec<u32> {
+    let mut level = vec![1u32; edges.len()];
+    for &t in order {
         let t = t as usize;
-        depth[t] = work(t)
-            + deps[t]
+        level[t] = work(t)
+            + edges[t]
                 .iter()
-                .map(|&d| depth[d as usize])
+                .map(|&d| level[d as usize])
                 .max()
                 .unwrap_or(0);
     }
-    let mut height = vec![1u32; n];
-    for &t in topo.iter().rev() {
-        let t = t as usize;
-        height[t] = work(t)
-            + dependents[t]
-                .iter()
-                .map(|&d| height[d as usize])
-                .max()
-                .unwrap_or(0);
-    }
-    (depth, height)
+    level
 }
 
 impl Dag {
@@ -75,11 +64,6 @@ impl Dag {
             deps.push(d);
         }
         let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (i, d) in deps.iter().enumerate() {
-            for &b in d {
-                dependents[b as usize].push(i as u32);
-            }
-        }
         let mut g: DiGraph<(), (), u32> =
             DiGraph::with_capacity(n, deps.iter().map(Vec::len).sum());
         for _ in 0..n {
@@ -87,6 +71,7 @@ impl Dag {
         }
         for (i, d) in deps.iter().enumerate() {
             for &b in d {
+                dependents[b as usize].push(i as u32);
                 g.add_edge(NodeIndex::new(b as usize), NodeIndex::new(i), ());
             }
         }
@@ -101,11 +86,14 @@ impl Dag {
         // A join is no work: it adds nothing to a depth or a chain (`pure::join`). `reaches`
         // keeps counting it as a step (its cheap facts need every edge to add one).
         let joins = plan.tasks.iter().any(|t| t.join);
-        let (depth, height) = levels(&topo, &deps, &dependents, |t| {
-            u32::from(!plan.tasks[t].join)
-        });
+        let work = |t: usize| u32::from(!plan.tasks[t].join);
+        let depth = levels(topo.iter(), &deps, &work);
+        let height = levels(topo.iter().rev(), &dependents, &work);
         let (step_depth, step_height) = if joins {
-            levels(&topo, &deps, &dependents, |_| 1)
+            (
+                levels(topo.iter(), &deps, &|_| 1),
+                levels(topo.iter().rev(), &dependents, &|_| 1),
+            )
         } else {
             (Vec::new(), Vec::new())
         };
@@ -367,15 +355,14 @@ fn find_cycle(g: &DiGraph<(), (), u32>, deps: &[Vec<u32>]) -> Vec<usize> {
                 continue;
             }
             if d == start {
-                let mut chain = Vec::new();
+                // start, then the chain from start's child to `v`, then start again.
+                let mut path = vec![start];
                 let mut cur = v;
                 while cur != start {
-                    chain.push(cur);
+                    path.push(cur);
                     cur = parent[cur];
                 }
-                chain.reverse();
-                let mut path = vec![start];
-                path.extend(chain);
+                path[1..].reverse();
                 path.push(start);
                 return path;
             }

@@ -226,11 +226,7 @@ pub fn resolve_dependencies(prompt: &str, results: Option<&str>) -> String {
     if prompt.contains(DEPENDENCY_PLACEHOLDER) {
         prompt.replacen(DEPENDENCY_PLACEHOLDER, results, 1)
     } else {
-        let mut s = prompt.trim_end().to_string();
-        s.push_str("\n\n");
-        s.push_str(results);
-        s.push('\n');
-        s
+        format!("{}\n\n{results}\n", prompt.trim_end())
     }
 }
 
@@ -246,12 +242,7 @@ pub fn spawn_prompt(plan: &Plan, index: usize, base: &str) -> String {
 /// text — a `## Rebase` heading, a `COMPLETED:` line, a fence of its own — can be read as
 /// part of the prompt around it.
 pub fn fenced(text: &str, info: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat((longest + 1).max(3));
     format!("{fence}{info}\n{}\n{fence}", text.trim_end_matches('\n'))
 }

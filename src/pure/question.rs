@@ -84,16 +84,12 @@ pub fn set(task: &mut Task, q: &Question) {
     let mut q = q.clone();
     q.text = crate::pure::outcome::clip_result(&q.text);
     q.options.truncate(MAX_OPTIONS);
+    let line = crate::pure::clip::line;
     for c in &mut q.options {
-        c.key = crate::pure::clip::chars(&crate::pure::sanitize::line(&c.key), MAX_KEY_CHARS);
-        c.description = crate::pure::clip::chars(
-            &crate::pure::sanitize::line(&c.description),
-            MAX_DESCRIPTION_CHARS,
-        );
+        c.key = line(&c.key, MAX_KEY_CHARS);
+        c.description = line(&c.description, MAX_DESCRIPTION_CHARS);
     }
-    q.blocked_at = q
-        .blocked_at
-        .map(|b| crate::pure::clip::chars(&crate::pure::sanitize::line(&b), MAX_DESCRIPTION_CHARS));
+    q.blocked_at = q.blocked_at.map(|b| line(&b, MAX_DESCRIPTION_CHARS));
     task.extra.insert(
         QUESTION_FIELD.into(),
         serde_json::to_value(&q).expect("questions serialise"),
@@ -134,28 +130,19 @@ pub fn open(plan: &Plan) -> Vec<(usize, Question)> {
         .collect()
 }
 
-/// How the user answers, as a command line.
-fn how_to_answer(name: &str, q: &Question, plan_arg: &str) -> String {
-    let example = match q.kind {
-        Kind::Review => "\"<your guidance>\"".to_string(),
-        Kind::Decision => q
-            .options
-            .first()
-            .map_or("<choice>".to_string(), |c| c.key.clone()),
-        Kind::Action => "done".to_string(),
-    };
-    format!("dagexec{plan_arg} answer {name} {example}")
-}
-
 /// The open questions as the run prints them: each question, its options, and the command
 /// that answers it. `plan_arg` is `""` for the default plan or ` --plan <path>`.
 pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
     let mut s = String::new();
     for (i, q) in open(plan) {
-        let heading = match q.kind {
-            Kind::Review => "needs your guidance",
-            Kind::Decision => "needs a decision",
-            Kind::Action => "needs an action from you",
+        // What the task needs, and an answer the command line that answers it may give.
+        let (heading, example) = match q.kind {
+            Kind::Review => ("needs your guidance", "\"<your guidance>\""),
+            Kind::Decision => (
+                "needs a decision",
+                q.options.first().map_or("<choice>", |c| c.key.as_str()),
+            ),
+            Kind::Action => ("needs an action from you", "done"),
         };
         // A task list's own ID (`13.3`), else the plan index: what `answer` takes.
         let name = crate::pure::plan::ids::name(plan, i);
@@ -170,7 +157,7 @@ pub fn render_open(plan: &Plan, plan_arg: &str) -> String {
         if q.kind == Kind::Decision {
             s.push_str("  (or: defer — skip this task for now)\n");
         }
-        let _ = writeln!(s, "Answer with: {}", how_to_answer(&name, &q, plan_arg));
+        let _ = writeln!(s, "Answer with: dagexec{plan_arg} answer {name} {example}");
     }
     s
 }

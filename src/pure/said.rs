@@ -71,8 +71,7 @@ impl Said {
 
     /// Bounded and made safe for a terminal, a plan and a commit message.
     pub fn checked(self) -> Said {
-        let line =
-            |s: &str, max: usize| crate::pure::clip::chars(&crate::pure::sanitize::line(s), max);
+        let line = crate::pure::clip::line;
         Said {
             failure: self.failure.map(|f| line(&f, FAILURE_MAX)),
             halt: self.halt.map(|h| match h {
@@ -92,11 +91,8 @@ impl Said {
 impl Halt {
     /// `cli`'s API key was refused or is missing: the run stops, naming the secret it lives in.
     pub fn refused_key(cli: &str) -> Halt {
-        let secret = match cli {
-            "codex" => "OPENAI_API_KEY",
-            "gemini" => "GEMINI_API_KEY",
-            _ => "ANTHROPIC_API_KEY",
-        };
+        // The CLI's own secret (`pure::agents`); Claude Code's for a command line of its own.
+        let secret = crate::pure::agents::named(cli).map_or("ANTHROPIC_API_KEY", |a| a.secret);
         Halt::Run {
             secret: secret.into(),
         }

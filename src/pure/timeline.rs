@@ -86,12 +86,13 @@ pub fn actual(plan: &Plan) -> Option<Actual> {
     })
 }
 
-/// The glyph of an outcome in the terminal chart.
-fn glyph(o: Outcome) -> char {
+/// How an outcome is drawn: its glyph in the terminal chart, and its Mermaid tag (completed
+/// `done`, failed, timed out or rejected `crit`, blocked or interrupted `active`).
+fn look(o: Outcome) -> (char, &'static str) {
     match o {
-        Outcome::Completed => '█',
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => '▒',
-        Outcome::Blocked | Outcome::Interrupted => '▓',
+        Outcome::Completed => ('█', "done"),
+        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => ('▒', "crit"),
+        Outcome::Blocked | Outcome::Interrupted => ('▓', "active"),
     }
 }
 
@@ -111,7 +112,7 @@ pub fn terminal(plan: &Plan, actual: &Actual, width: usize) -> String {
             start: a.start,
             work: a.start,
             end: a.end,
-            glyph: glyph(a.outcome),
+            glyph: look(a.outcome).0,
         })
         .collect();
     chart(plan, &heading, &bars, actual.wall, width)
@@ -132,16 +133,7 @@ pub struct Ran {
 impl Ran {
     /// `rounds locally on 4 worker(s)`, `eager on Actions, max-parallel 8, …`.
     pub fn describe(&self) -> String {
-        let text = self.describe_place();
-        if self.merge {
-            format!("{text}, overlap: merge")
-        } else {
-            text
-        }
-    }
-
-    fn describe_place(&self) -> String {
-        match self.place {
+        let text = match self.place {
             Place::Local => format!(
                 "{} locally on {} worker(s)",
                 schedule_name(self.schedule),
@@ -154,6 +146,11 @@ impl Ran {
                 human(JOB_START_MS),
                 human(INTEGRATE_MS)
             ),
+        };
+        if self.merge {
+            format!("{text}, overlap: merge")
+        } else {
+            text
         }
     }
 }
@@ -251,23 +248,7 @@ pub fn mermaid_text(text: &str, max: usize) -> String {
         })
         .collect();
     let one = kept.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= max {
-        return one;
-    }
-    let mut cut: String = one.chars().take(max.saturating_sub(1)).collect();
-    cut.truncate(cut.trim_end().len());
-    cut.push('…');
-    cut
-}
-
-/// The Mermaid tag of an outcome: completed `done`, failed, timed out or rejected `crit`,
-/// blocked or interrupted `active`.
-fn tag(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Completed => "done",
-        Outcome::Failed | Outcome::Timeout | Outcome::Rejected | Outcome::Conflict => "crit",
-        Outcome::Blocked | Outcome::Interrupted => "active",
-    }
+    crate::pure::clip::chars(&one, max)
 }
 
 /// The actual run as a fenced Mermaid `gantt` block (Markdown): a section per task (ordered by
@@ -303,7 +284,7 @@ pub fn mermaid(plan: &Plan, actual: &Actual, max_bars: usize) -> String {
                 "    attempt {} {} :{}, {}, {}s",
                 a.attempt,
                 a.outcome,
-                tag(a.outcome),
+                look(a.outcome).1,
                 a.at.strftime("%Y-%m-%d %H:%M:%S"),
                 (took * 10.0).round() / 10.0
             );

@@ -244,23 +244,16 @@ pub fn cascade(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
                 Status::Blocked => "was blocked",
                 _ => "failed",
             };
-            let result = if dep == cause {
-                format!(
-                    "Skipped: dependency task {} ({}) {}",
-                    names.get(dep),
-                    names.subject(dep, &plan.tasks[dep].subject),
-                    verb(dep)
-                )
-            } else {
-                format!(
-                    "Skipped: dependency task {} ({}) was skipped because task {} ({}) {}",
-                    names.get(dep),
-                    names.subject(dep, &plan.tasks[dep].subject),
-                    names.get(cause),
-                    names.subject(cause, &plan.tasks[cause].subject),
-                    verb(cause)
-                )
+            let named = |i: usize| {
+                let subject = names.subject(i, &plan.tasks[i].subject);
+                format!("task {} ({subject})", names.get(i))
             };
+            let why = if dep == cause {
+                verb(dep).to_string()
+            } else {
+                format!("was skipped because {} {}", named(cause), verb(cause))
+            };
+            let result = format!("Skipped: dependency {} {why}", named(dep));
             let task = &mut plan.tasks[t];
             task.status = Status::Skipped;
             task.result = Some(result);

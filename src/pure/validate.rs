@@ -104,14 +104,14 @@ fn join_work(task: &crate::pure::plan::model::Task) -> impl Iterator<Item = &'st
 /// Every path a task declares, with the field it is in.
 pub(crate) fn declared(task: &crate::pure::plan::model::Task) -> Vec<(String, &str)> {
     let mut paths: Vec<(String, &str)> = Vec::new();
-    for (k, p) in task.creates().iter().enumerate() {
-        paths.push((format!("metadata.files.create[{k}]"), p));
-    }
-    for (k, p) in task.modifies().iter().enumerate() {
-        paths.push((format!("metadata.files.modify[{k}]"), p));
-    }
-    for (k, p) in task.scope().iter().enumerate() {
-        paths.push((format!("metadata.files.scope[{k}]"), p));
+    for (list, files) in [
+        ("create", task.creates()),
+        ("modify", task.modifies()),
+        ("scope", task.scope()),
+    ] {
+        for (k, p) in files.iter().enumerate() {
+            paths.push((format!("metadata.files.{list}[{k}]"), p));
+        }
     }
     for (k, c) in task.context_files().iter().enumerate() {
         paths.push((format!("agent.contextFiles[{k}].path"), &c.path));

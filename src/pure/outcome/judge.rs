@@ -4,7 +4,7 @@ use super::{
     AttemptReport, Exit, NO_STATUS_NO_LOG, OwnFiles, Reported, Verdict, human_duration,
     last_nonempty_line, parse_status_line, spot_check, unexpected_files_among,
 };
-use crate::pure::clip::chars as clip;
+use crate::pure::clip::{chars as clip, line as clip_line};
 use crate::pure::plan::model::{Status, Task};
 use crate::pure::prompt::FailedCheck;
 
@@ -22,14 +22,12 @@ pub fn judge_among(
     own: OwnFiles<'_>,
 ) -> Verdict {
     let warnings = unexpected_files_among(index, task, report, own);
-    let failed = |result: String| Verdict {
-        status: Status::Failed,
-        result,
-        acceptance_passed: false,
-        failed_checks: Vec::new(),
-        warnings: warnings.clone(),
-        halt: None,
+    // A failed verdict (no check failed, no halt), given its status.
+    let verdict = |status: Status, result: String| Verdict {
+        status,
+        ..Verdict::refused(result, warnings.clone())
     };
+    let failed = |result: String| verdict(Status::Failed, result);
     let last = last_nonempty_line(&report.output);
     if let Some(reason) = exit_failure(&report.exit, last) {
         return failed(reason);
@@ -39,16 +37,7 @@ pub fn judge_among(
     };
     match status.kind {
         Reported::Failed => return failed(status.message),
-        Reported::Blocked => {
-            return Verdict {
-                status: Status::Blocked,
-                result: status.message,
-                acceptance_passed: false,
-                failed_checks: Vec::new(),
-                warnings,
-                halt: None,
-            };
-        }
+        Reported::Blocked => return verdict(Status::Blocked, status.message),
         Reported::Completed => {}
     }
     let spot = spot_check(task, report);
@@ -59,21 +48,13 @@ pub fn judge_among(
     if !failed_checks.is_empty() {
         let details = check_details(&failed_checks);
         return Verdict {
-            status: Status::Failed,
-            result: format!("acceptance check failed: {details}"),
-            acceptance_passed: false,
             failed_checks,
-            warnings,
-            halt: None,
+            ..failed(format!("acceptance check failed: {details}"))
         };
     }
     Verdict {
-        status: Status::Completed,
-        result: status.message,
         acceptance_passed: report.acceptance.is_some() || task.acceptance_criteria().is_empty(),
-        failed_checks: Vec::new(),
-        warnings,
-        halt: None,
+        ..verdict(Status::Completed, status.message)
     }
 }
 
@@ -116,8 +97,8 @@ fn no_status(output: &str, log: Option<&str>) -> String {
     {
         return format!(
             "The status line {:?} is not the last non-empty line of stdout (the last is {:?}); print it last",
-            clip(&crate::pure::sanitize::line(line), 120),
-            clip(&crate::pure::sanitize::line(last.unwrap_or_default()), 120)
+            clip_line(line, 120),
+            clip_line(last.unwrap_or_default(), 120)
         );
     }
     let said = match (log, last) {
@@ -129,7 +110,7 @@ fn no_status(output: &str, log: Option<&str>) -> String {
         (Some(log), _) => match last_nonempty_line(log) {
             Some(l) => format!(
                 "No status line returned; last log line: {}",
-                clip(&crate::pure::sanitize::line(l), 200)
+                clip_line(l, 200)
             ),
             None => "No status line returned and the log file is empty".to_string(),
         },
@@ -150,16 +131,13 @@ fn almost_status(line: &str) -> Option<String> {
         "FAILED" => "<reason>",
         _ => "<question>",
     };
-    let shown = clip(&crate::pure::sanitize::line(line), 120);
+    let shown = clip_line(line, 120);
     if text.is_empty() {
         return Some(format!(
             "The status line {shown:?} has no text after the colon; it must read \"{kind}: {placeholder}\""
         ));
     }
-    let fixed = clip(
-        &crate::pure::sanitize::line(&format!("{kind}: {text}")),
-        120,
-    );
+    let fixed = clip_line(&format!("{kind}: {text}"), 120);
     let why = if word.trim() == kind {
         "is not written as the word, a colon, one space and the text"
     } else {
@@ -195,11 +173,7 @@ fn check_details(failed_checks: &[FailedCheck]) -> String {
                 .map(str::trim)
                 .find(|l| !l.is_empty())
                 .unwrap_or("no output");
-            format!(
-                "`{}`: {}",
-                c.check,
-                clip(&crate::pure::sanitize::line(first), 160)
-            )
+            format!("`{}`: {}", c.check, clip_line(first, 160))
         })
         .collect::<Vec<_>>()
         .join("; ")

@@ -210,10 +210,6 @@ pub fn unexpected_files_among(
     report: &AttemptReport,
     own: OwnFiles<'_>,
 ) -> Vec<String> {
-    let OwnFiles {
-        plan: plan_rel,
-        task_list: tasks_md,
-    } = own;
     let declared: BTreeSet<String> = task.files().map(|f| crate::pure::paths::key(f)).collect();
     let own_log = format!(".design/worker-{index}.log");
     report
@@ -221,9 +217,9 @@ pub fn unexpected_files_among(
         .iter()
         .filter(|f| !declared.contains(f.as_str()) && **f != own_log)
         .map(|f| {
-            if f == plan_rel {
+            if f == own.plan {
                 format!("edited {f} (the edit is discarded; only dagexec writes the plan)")
-            } else if Some(f.as_str()) == tasks_md {
+            } else if Some(f.as_str()) == own.task_list {
                 // Named as its own kind: a checkbox list is ticked, a tasks.json gets statuses.
                 let how = if f.to_ascii_lowercase().ends_with(".json") {
                     "writes the task's status"
@@ -388,18 +384,12 @@ pub struct BatchEntry {
 
 /// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
 pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
-    let completed = entries
-        .iter()
-        .filter(|e| e.status == Status::Completed)
-        .count();
-    let blocked = entries
-        .iter()
-        .filter(|e| e.status == Status::Blocked)
-        .count();
-    let failed = entries
-        .iter()
-        .filter(|e| e.status == Status::Failed)
-        .count();
+    let count = |s: Status| entries.iter().filter(|e| e.status == s).count();
+    let (completed, blocked, failed) = (
+        count(Status::Completed),
+        count(Status::Blocked),
+        count(Status::Failed),
+    );
     let mut s = format!("{completed} completed, {retries} retry pending, {blocked} blocked");
     if failed > 0 {
         s.push_str(&format!(", {failed} failed"));

@@ -7,40 +7,21 @@ use std::borrow::Cow;
 
 use rustc_hash::FxHashMap;
 
+use super::OverlapMatrix;
 use crate::pure::plan::model::Plan;
-
-/// Rows of small integers in one array (compressed sparse rows).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Csr {
-    offsets: Vec<usize>,
-    data: Vec<u32>,
-}
-
-impl Csr {
-    pub(crate) fn row(&self, i: usize) -> &[u32] {
-        &self.data[self.offsets[i]..self.offsets[i + 1]]
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.offsets.len() - 1
-    }
-}
 
 /// Task → its distinct file ids; file id → the tasks touching it, ascending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FileIndex {
-    pub(crate) task_files: Csr,
-    pub(crate) file_tasks: Csr,
+    task_files: OverlapMatrix,
+    file_tasks: OverlapMatrix,
 }
 
 impl FileIndex {
     /// Indexes the create+modify files of every task.
     pub fn of(plan: &Plan) -> Self {
         let mut ids: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
-        let mut task_files = Csr {
-            offsets: vec![0],
-            data: Vec::new(),
-        };
+        let mut task_files = OverlapMatrix::empty(0);
         let mut counts: Vec<usize> = Vec::new();
         for task in &plan.tasks {
             let first = task_files.data.len();
@@ -79,21 +60,15 @@ impl FileIndex {
         }
         FileIndex {
             task_files,
-            file_tasks: Csr { offsets, data },
+            file_tasks: OverlapMatrix { offsets, data },
         }
     }
 
     /// `n` tasks without files.
     pub fn empty(n: usize) -> Self {
         FileIndex {
-            task_files: Csr {
-                offsets: vec![0; n + 1],
-                data: Vec::new(),
-            },
-            file_tasks: Csr {
-                offsets: vec![0],
-                data: Vec::new(),
-            },
+            task_files: OverlapMatrix::empty(n),
+            file_tasks: OverlapMatrix::empty(0),
         }
     }
 

@@ -125,11 +125,8 @@ impl<'a> Locks<'a> {
     /// take locks: the ready tasks and those in flight).
     pub fn new(conflicts: &'a Conflicts, dag: &'a Dag, candidates: &[usize]) -> Self {
         Locks {
-            conflicts,
-            dag,
             exact: may_be_ordered(dag, candidates),
-            holders: FxHashMap::default(),
-            chosen: FxHashSet::default(),
+            ..Locks::unordered(conflicts, dag)
         }
     }
 

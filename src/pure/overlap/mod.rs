@@ -58,7 +58,8 @@ impl Policy {
     }
 }
 
-/// Symmetric conflict lists, one sorted row per task, stored as one array with offsets.
+/// Symmetric conflict lists, one sorted row per task, stored as one array with offsets
+/// (compressed sparse rows; the [`FileIndex`] keeps its rows of tasks and files so too).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OverlapMatrix {
     /// Row `i` is `data[offsets[i]..offsets[i + 1]]`.
@@ -131,7 +132,12 @@ impl OverlapMatrix {
 
     /// Tasks that conflict with `task` (sorted).
     pub fn conflicts(&self, task: usize) -> &[u32] {
-        &self.data[self.offsets[task]..self.offsets[task + 1]]
+        self.row(task)
+    }
+
+    /// Row `i`.
+    fn row(&self, i: usize) -> &[u32] {
+        &self.data[self.offsets[i]..self.offsets[i + 1]]
     }
 
     /// Whether the two tasks may not run at the same time.

@@ -6,7 +6,6 @@
 //! index that names no task is left out. Rendering takes time linear in the size of the plan.
 
 use std::fmt::{self, Display, Formatter, Write as _};
-use std::str::FromStr;
 
 use super::{one_line, status_rank};
 use crate::pure::plan::model::{Plan, Status};
@@ -19,42 +18,6 @@ pub enum GraphFormat {
     Mermaid,
     /// A Graphviz `digraph`, for `dot -Tsvg`.
     Dot,
-}
-
-impl GraphFormat {
-    /// Every format, in the order they are listed to people.
-    pub const ALL: [GraphFormat; 2] = [GraphFormat::Mermaid, GraphFormat::Dot];
-
-    /// The format's name: `mermaid` or `dot`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GraphFormat::Mermaid => "mermaid",
-            GraphFormat::Dot => "dot",
-        }
-    }
-}
-
-impl Display for GraphFormat {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for GraphFormat {
-    type Err = String;
-
-    /// Parses `mermaid` or `dot`, in any case (`mmd` also means Mermaid; `graphviz` and `gv`
-    /// also mean DOT).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "mermaid" | "mmd" => Ok(GraphFormat::Mermaid),
-            "dot" | "graphviz" | "gv" => Ok(GraphFormat::Dot),
-            _ => Err(format!(
-                "unknown graph format {s:?} (expected mermaid or dot)"
-            )),
-        }
-    }
 }
 
 /// The graph of `plan` in `format`.
@@ -493,27 +456,6 @@ mod tests {
         let plan = auth_v2();
         assert_eq!(render(&plan, GraphFormat::Mermaid), mermaid(&plan));
         assert_eq!(render(&plan, GraphFormat::Dot), dot(&plan));
-    }
-
-    #[test]
-    fn graph_format_names_round_trip() {
-        for format in GraphFormat::ALL {
-            assert_eq!(format.to_string().parse(), Ok(format));
-        }
-        let cases = [
-            ("MERMAID", Ok(GraphFormat::Mermaid)),
-            ("Graphviz", Ok(GraphFormat::Dot)),
-            ("gv", Ok(GraphFormat::Dot)),
-            ("svg", Err(())),
-            ("", Err(())),
-        ];
-        for (input, want) in cases {
-            assert_eq!(
-                input.parse::<GraphFormat>().map_err(|_| ()),
-                want,
-                "{input:?}"
-            );
-        }
     }
 
     #[test]

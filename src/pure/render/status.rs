@@ -64,39 +64,35 @@ const TIMED_HEADERS: [&str; 7] = [
 pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
     let spent = crate::pure::usage::per_task(plan);
     let timed = !spent.is_empty();
-    let mut rows: Vec<Row<'_>> = plan
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !t.join)
-        .map(|(i, t)| Row::new(i, t, plan.attempts_of(i), spent.get(&i)))
-        .collect();
-    let mut headers: Vec<&str> = if timed {
-        TIMED_HEADERS.to_vec()
-    } else {
-        HEADERS.to_vec()
-    };
+    let headers: &[&str] = if timed { &TIMED_HEADERS } else { &HEADERS };
+    // The header row, then one row per task.
+    let mut rows: Vec<Vec<Cow<'_, str>>> = vec![headers.iter().map(|&h| h.into()).collect()];
+    rows.extend(
+        plan.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.join)
+            .map(|(i, t)| row(i, t, plan.attempts_of(i), spent.get(&i), timed)),
+    );
     // A task list's tasks go by its own IDs (what `retry` and `answer` take), not plan indices.
     if let Some(ids) = crate::pure::plan::ids::list_ids(plan) {
-        headers[0] = "ID";
-        for (row, id) in rows.iter_mut().zip(ids) {
-            row.index = id;
+        rows[0][0] = "ID".into();
+        for (row, id) in rows[1..].iter_mut().zip(ids) {
+            row[0] = Cow::Owned(id);
         }
     }
-    let headers = headers.as_slice();
 
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut widths = vec![0; headers.len()];
     for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row.cells(timed)) {
+        for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
 
     let mut out = io::BufWriter::new(out);
     let mut line = String::new();
-    write_row(&mut out, &mut line, &widths, headers)?;
     for row in &rows {
-        write_row(&mut out, &mut line, &widths, &row.cells(timed))?;
+        write_row(&mut out, &mut line, &widths, row)?;
     }
     writeln!(out, "{}", summary_line(plan))?;
     if let Some(total) = crate::pure::usage::total_line(plan) {
@@ -204,60 +200,28 @@ pub fn logs_section(plan: &Plan, dir: &str, logs: &KeptLogs, unfinished_only: bo
     format!("Attempt logs in {dir} (run-R/task-N-attempt-K.stdout, .stderr, .log):\n{lines}")
 }
 
-/// One task's cells, ready to print.
-struct Row<'a> {
-    /// Plan index.
-    index: String,
-    /// Subject, made fit for one line.
-    subject: Cow<'a, str>,
-    /// Status as written in the plan file.
-    status: &'static str,
-    /// Attempts made so far.
-    attempts: String,
-    /// The recorded attempts' wall time and cost (or [`NONE`]).
-    time: String,
-    cost: String,
-    /// Result (or [`NONE`]), made fit for one line.
-    result: Cow<'a, str>,
-}
-
-impl<'a> Row<'a> {
-    /// The row of the task at plan index `index`.
-    fn new(
-        index: usize,
-        task: &'a Task,
-        attempts: u32,
-        spent: Option<&crate::pure::usage::Totals>,
-    ) -> Self {
+/// The cells of the task at plan index `index`, in column order: index, subject and result
+/// made fit for one line, status, attempts, and with `timed` the recorded attempts' wall time
+/// and cost (or [`NONE`]) before the result.
+fn row<'a>(
+    index: usize,
+    task: &'a Task,
+    attempts: u32,
+    spent: Option<&crate::pure::usage::Totals>,
+    timed: bool,
+) -> Vec<Cow<'a, str>> {
+    let status = Cow::Borrowed(task.status.as_str());
+    let mut cells = vec![index.to_string().into(), cell(&task.subject), status];
+    cells.push(attempts.to_string().into());
+    if timed {
         let or_none = |s: String| if s.is_empty() { NONE.to_string() } else { s };
-        Row {
-            index: index.to_string(),
-            subject: cell(&task.subject),
-            status: task.status.as_str(),
-            attempts: attempts.to_string(),
-            time: or_none(
-                spent
-                    .map(super::super::usage::Totals::time_text)
-                    .unwrap_or_default(),
-            ),
-            cost: or_none(
-                spent
-                    .map(super::super::usage::Totals::cost_and_cli_text)
-                    .unwrap_or_default(),
-            ),
-            result: cell(task.result.as_deref().unwrap_or_default()),
-        }
+        let time = spent.map(crate::pure::usage::Totals::time_text);
+        let cost = spent.map(crate::pure::usage::Totals::cost_and_cli_text);
+        cells.push(or_none(time.unwrap_or_default()).into());
+        cells.push(or_none(cost.unwrap_or_default()).into());
     }
-
-    /// The cells in column order (with TIME and COST when `timed`).
-    fn cells(&self, timed: bool) -> Vec<&str> {
-        let mut cells = vec![&*self.index, &self.subject, self.status, &self.attempts];
-        if timed {
-            cells.extend([self.time.as_str(), self.cost.as_str()]);
-        }
-        cells.push(&self.result);
-        cells
-    }
+    cells.push(cell(task.result.as_deref().unwrap_or_default()));
+    cells
 }
 
 /// Writes one table line: every cell but the last padded to its column's width.
@@ -267,13 +231,14 @@ fn write_row(
     out: &mut impl Write,
     line: &mut String,
     widths: &[usize],
-    cells: &[&str],
+    cells: &[impl AsRef<str>],
 ) -> io::Result<()> {
     use std::fmt::Write as _;
 
     line.clear();
     let last = cells.len() - 1;
     for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
+        let cell = cell.as_ref();
         if i == last {
             line.push_str(cell);
         } else {

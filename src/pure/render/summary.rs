@@ -14,21 +14,17 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
         .iter()
         .filter(|&&i| plan.tasks[i].status == Status::Completed)
         .count();
+    let overall = format!(
+        "({}/{} overall)",
+        plan.count(Status::Completed),
+        plan.total()
+    );
     let mut s = if batch.is_empty() {
         // Every arrival went back for a rebase (`overlap: merge`): the round only records
         // their attempts.
-        format!(
-            "Round {round}: no task landed; attempts recorded ({}/{} overall)",
-            plan.count(Status::Completed),
-            plan.total()
-        )
+        format!("Round {round}: no task landed; attempts recorded {overall}")
     } else {
-        format!(
-            "Round {round}: {done}/{} tasks ({}/{} overall)",
-            batch.len(),
-            plan.count(Status::Completed),
-            plan.total()
-        )
+        format!("Round {round}: {done}/{} tasks {overall}", batch.len())
     };
     let spent = crate::pure::usage::per_task(plan);
     let names = crate::pure::plan::ids::TaskNames::of(plan);

@@ -180,17 +180,9 @@ pub fn parse(output: &str) -> Result<Review, ReviewParseError> {
 pub fn issues_hash(issues: &[String]) -> String {
     let mut sorted: Vec<&str> = issues.iter().map(|i| i.trim()).collect();
     sorted.sort_unstable();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (n, issue) in sorted.iter().enumerate() {
-        if n > 0 {
-            h ^= 0x0a;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        for b in issue.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
+    // The issues one per line, as bytes.
+    let fnv = |h: u64, b: u8| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    let h = sorted.join("\n").bytes().fold(0xcbf2_9ce4_8422_2325, fnv);
     format!("{h:016x}")
 }
 

@@ -108,16 +108,9 @@ pub fn reviewer_failure(exit: &crate::pure::outcome::Exit, stderr_tail: &str) ->
         format!("{how} (no stderr)")
     } else {
         let mut text = tail.join(" | ");
-        if text.chars().count() > 400 {
-            let cut: String = text
-                .chars()
-                .rev()
-                .take(400)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            text = format!("…{cut}");
+        let n = text.chars().count();
+        if n > 400 {
+            text = format!("…{}", text.chars().skip(n - 400).collect::<String>());
         }
         format!("{how}; its stderr ends: {text}")
     }

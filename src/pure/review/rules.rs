@@ -90,16 +90,15 @@ pub fn feedback_section(history: &[ReviewEntry], start: NextTree) -> String {
                 &e.summary
             }
         );
-        if !e.issues.is_empty() {
-            s.push_str("\n\nIssues identified:");
-            for i in &e.issues {
-                let _ = write!(s, "\n- {i}");
-            }
-        }
-        if !e.suggestions.is_empty() {
-            s.push_str("\n\nSuggestions:");
-            for i in &e.suggestions {
-                let _ = write!(s, "\n- {i}");
+        for (title, items) in [
+            ("Issues identified", &e.issues),
+            ("Suggestions", &e.suggestions),
+        ] {
+            if !items.is_empty() {
+                let _ = write!(s, "\n\n{title}:");
+                for i in items {
+                    let _ = write!(s, "\n- {i}");
+                }
             }
         }
     }
@@ -158,56 +157,39 @@ pub fn conclude(
         .iter()
         .filter(|e| e.review.word == Word::Rejected)
         .count();
-    if r.word == Word::Approved {
-        let after = if rejections > 0 {
-            format!(" after {rejections} rejection(s)")
-        } else {
-            String::new()
-        };
-        verdict.result = format!(
-            "{} (reviewer approved{after}: {})",
-            verdict.result,
-            if r.summary.is_empty() {
-                "no summary"
-            } else {
-                &r.summary
-            }
-        );
-        return Concluded {
-            history,
-            question: None,
-            retry: false,
-        };
-    }
     let summary = if r.summary.is_empty() {
-        r.issues
-            .first()
-            .cloned()
-            .unwrap_or_else(|| "no summary".into())
+        let first = r.issues.first().filter(|_| r.word == Word::Rejected);
+        first.map_or("no summary", String::as_str)
     } else {
-        r.summary.clone()
+        &r.summary
     };
-    match after_rejection(&history, attempt) {
-        AfterRejection::Retry => {
+    let (question, retry) = match (r.word, after_rejection(&history, attempt)) {
+        (Word::Approved, _) => {
+            let after = if rejections > 0 {
+                format!(" after {rejections} rejection(s)")
+            } else {
+                String::new()
+            };
+            verdict.result = format!("{} (reviewer approved{after}: {summary})", verdict.result);
+            (None, false)
+        }
+        (Word::Rejected, AfterRejection::Retry) => {
             verdict.status = Status::Failed;
             verdict.result = format!("reviewer rejected: {summary}");
-            Concluded {
-                history,
-                question: None,
-                retry: true,
-            }
+            (None, true)
         }
-        AfterRejection::Escalate(why) => {
+        (Word::Rejected, AfterRejection::Escalate(why)) => {
             let text = escalation_question(index, task, &history, &why);
             verdict.status = Status::Blocked;
             verdict.result =
                 format!("escalated to the user after {rejections} rejection(s): {summary}");
-            Concluded {
-                history,
-                question: Some(Question::new(Kind::Review, text)),
-                retry: false,
-            }
+            (Some(Question::new(Kind::Review, text)), false)
         }
+    };
+    Concluded {
+        history,
+        question,
+        retry,
     }
 }
 

@@ -219,8 +219,8 @@ pub fn predict(
             t.total() + js * t.attempts.len() as u64
         }),
         predictions: vec![
-            sim.local_rounds(Schedule::Rounds),
-            sim.local_rounds(Schedule::Waves),
+            sim.local_rounds(Schedule::Rounds, None),
+            sim.local_rounds(Schedule::Waves, None),
             sim.local_eager(),
             sim.actions_rounds(),
             sim.actions_eager(),
@@ -244,7 +244,8 @@ fn predict_merge(sim: &Sim<'_>) -> Option<(merge::MergeRate, Vec<Prediction>)> {
         ..*sim
     };
     // Rounds: the tasks' own times, their rebases after the round's other work.
-    let rounds = free.local_rounds_merge(sim.conflicts, &merge::rebases(sim.times, &sharing, rate));
+    let rebases = merge::rebases(sim.times, &sharing, rate);
+    let rounds = free.local_rounds(Schedule::Rounds, Some((sim.conflicts, &rebases)));
     // Eager: a rebase starts as soon as its task is integrated, on its slot.
     let eager = Sim {
         times: &times,

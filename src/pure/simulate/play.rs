@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
-use crate::pure::engine::{self, Next, Policy, Schedule, View};
+use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::{Plan, Status};
@@ -140,40 +140,45 @@ fn list_schedule(
 }
 
 impl Sim<'_> {
-    fn view<'b>(&'b self, state: &'b Plan) -> View<'b> {
-        View {
-            plan: state,
-            dag: self.dag,
-            conflicts: self.conflicts,
+    /// Plays `schedule`'s batches from the start state as the engine decides them, each
+    /// played on the clock by `round` and then completed; returns the deadlock, if one is
+    /// reached.
+    fn each_round(&self, schedule: Schedule, mut round: impl FnMut(&[usize])) -> Option<usize> {
+        let mut state = start_state(self.plan, self.setting.remaining);
+        loop {
+            let view = View {
+                plan: &state,
+                dag: self.dag,
+                conflicts: self.conflicts,
+            };
+            let tasks = match schedule.policy().next(view, None) {
+                Next::Batch { tasks, .. } => tasks,
+                Next::Done => return None,
+                Next::Deadlock { pending } => return Some(pending),
+            };
+            round(&tasks);
+            for &i in &tasks {
+                state.tasks[i].status = Status::Completed;
+            }
         }
     }
 
-    /// Local rounds and waves: one batch after another, its groups in sequence.
-    pub(super) fn local_rounds(&self, schedule: Schedule) -> Prediction {
-        self.rounds_with(schedule, None)
-    }
-
-    /// Local rounds under `overlap: merge` (this `Sim` keeping no conflicts apart): each
-    /// round's tasks, then the expected rebases — `rebase[i]` ms for task `i` — of those that
-    /// ran beside a task they conflict with under `serial` (`conflicts`), queued on the
-    /// slots after the round's other work, as `run` starts them.
-    pub(super) fn local_rounds_merge(&self, conflicts: &Conflicts, rebase: &[u64]) -> Prediction {
-        self.rounds_with(Schedule::Rounds, Some((conflicts, rebase)))
-    }
-
-    fn rounds_with(&self, schedule: Schedule, tail: Option<(&Conflicts, &[u64])>) -> Prediction {
-        let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
+    /// Local rounds and waves: one batch after another, its groups in sequence. With `tail`
+    /// (`overlap: merge`, this `Sim` keeping no conflicts apart): each round's tasks, then the
+    /// expected rebases — `rebase[i]` ms for task `i` — of those that ran beside a task they
+    /// conflict with under `serial` (`conflicts`), queued on the slots after the round's
+    /// other work, as `run` starts them.
+    pub(super) fn local_rounds(
+        &self,
+        schedule: Schedule,
+        tail: Option<(&Conflicts, &[u64])>,
+    ) -> Prediction {
+        let mut clock = Clock::new(self.plan.tasks.len());
         let (mut t, mut rounds) = (0u64, 0u64);
-        let deadlock = loop {
-            let tasks = match schedule.policy().next(self.view(&state), None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
-            };
+        let deadlock = self.each_round(schedule, |tasks| {
             let groups = match schedule {
-                Schedule::Rounds => engine::sequential_groups(&tasks, self.dag, self.conflicts),
-                _ => vec![tasks.clone()],
+                Schedule::Rounds => engine::sequential_groups(tasks, self.dag, self.conflicts),
+                _ => vec![tasks.to_vec()],
             };
             for group in &groups {
                 t = list_schedule(group, self.setting.jobs, t, |i, start| {
@@ -193,11 +198,8 @@ impl Sim<'_> {
                     .collect();
                 t = list_schedule(&beside, self.setting.jobs, t, |i, start| start + rebase[i]);
             }
-            for &i in &tasks {
-                state.tasks[i].status = Status::Completed;
-            }
             rounds += 1;
-        };
+        });
         let spans = clock.into_spans();
         Prediction {
             schedule,
@@ -210,9 +212,9 @@ impl Sim<'_> {
         }
     }
 
-    /// Local eager with `slots` slots: the spans, the end, the number of integrations and the
-    /// deadlock.
-    fn eager(&self, slots: usize) -> (Vec<Span>, u64, u64, Option<usize>) {
+    /// Local eager on `--jobs` slots.
+    pub(super) fn local_eager(&self) -> Prediction {
+        let slots = self.setting.jobs;
         let mut state = start_state(self.plan, self.setting.remaining);
         let mut clock = Clock::new(state.tasks.len());
         // (end, task) of the tasks in flight.
@@ -249,24 +251,15 @@ impl Sim<'_> {
             integrations += 1;
         }
         let pending = state.count(Status::Pending);
-        (
-            clock.into_spans(),
-            now,
-            integrations,
-            (pending > 0).then_some(pending),
-        )
-    }
-
-    pub(super) fn local_eager(&self) -> Prediction {
-        let (spans, wall, rounds, deadlock) = self.eager(self.setting.jobs);
+        let spans = clock.into_spans();
         Prediction {
             schedule: Schedule::Eager,
             place: Place::Local,
-            wall,
+            wall: now,
             jobs: spans.len() as u64,
-            rounds,
+            rounds: integrations,
             spans,
-            deadlock,
+            deadlock: (pending > 0).then_some(pending),
         }
     }
 
@@ -306,20 +299,11 @@ impl Sim<'_> {
         &self,
         mut round: impl FnMut(&[usize], &mut Clock, &mut Tally),
     ) -> Prediction {
-        let mut state = start_state(self.plan, self.setting.remaining);
-        let mut clock = Clock::new(state.tasks.len());
+        let mut clock = Clock::new(self.plan.tasks.len());
         let mut at = Tally::default();
-        let deadlock = loop {
-            let tasks = match engine::Rounds.next(self.view(&state), None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => break None,
-                Next::Deadlock { pending } => break Some(pending),
-            };
-            round(&tasks, &mut clock, &mut at);
-            for &i in &tasks {
-                state.tasks[i].status = Status::Completed;
-            }
-        };
+        let deadlock = self.each_round(Schedule::Rounds, |tasks| {
+            round(tasks, &mut clock, &mut at);
+        });
         Prediction {
             schedule: Schedule::Rounds,
             place: Place::Actions,
@@ -425,32 +409,23 @@ impl Sim<'_> {
     pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
         // A join is no work (`pure::join`).
-        let counted = |i: usize| {
+        let cost_of = |i: usize| {
             let t = &self.plan.tasks[i];
-            !(t.join || self.setting.remaining && t.status == Status::Completed)
+            let counted = !(t.join || self.setting.remaining && t.status == Status::Completed);
+            if counted {
+                cost(&self.times.tasks[i])
+            } else {
+                0
+            }
         };
         let mut finish = vec![0u64; n];
         for &i in self.dag.topo() {
             let i = i as usize;
-            let ready = self
-                .dag
-                .deps(i)
-                .iter()
-                .map(|&d| finish[d as usize])
-                .max()
-                .unwrap_or(0);
-            finish[i] = ready
-                + if counted(i) {
-                    cost(&self.times.tasks[i])
-                } else {
-                    0
-                };
+            let deps = self.dag.deps(i).iter().map(|&d| finish[d as usize]);
+            finish[i] = deps.max().unwrap_or(0) + cost_of(i);
         }
         let critical_path = finish.iter().copied().max().unwrap_or(0);
-        let work: u64 = (0..n)
-            .filter(|&i| counted(i))
-            .map(|i| cost(&self.times.tasks[i]))
-            .sum();
+        let work: u64 = (0..n).map(cost_of).sum();
         let slots = slots.max(1);
         Bound {
             critical_path,

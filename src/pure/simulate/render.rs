@@ -164,63 +164,48 @@ fn settings_lines(report: &Report, durations: &Durations) -> String {
 
 /// One row per prediction, under the column names, aligned.
 fn prediction_rows(report: &Report) -> String {
-    let mut out = String::new();
     let merged = report
         .merge
         .iter()
         .flat_map(|(_, ps)| ps)
         .map(|p| (p, " + merge"));
-    let rows: Vec<[String; 5]> = report
-        .predictions
-        .iter()
-        .map(|p| (p, ""))
-        .chain(merged)
-        .map(|(p, policy)| {
-            let wall = match p.deadlock {
-                Some(n) => format!("deadlock ({n} left)"),
-                None => human(p.wall),
-            };
-            let ratio = report
-                .ratio(p)
-                .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
-            [
-                format!("{}{policy}", schedule_name(p.schedule)),
-                place_name(p.place).to_string(),
-                wall,
-                p.jobs.to_string(),
-                ratio,
-            ]
-        })
-        .collect();
     let head = ["schedule", "where", "wall time", "jobs", "× bound"];
-    let width = |k: usize| {
-        rows.iter()
-            .map(|r| r[k].chars().count())
-            .chain([head[k].chars().count()])
-            .max()
-            .unwrap_or(0)
-    };
+    // The column names, then a row per prediction.
+    let mut rows: Vec<[String; 5]> = vec![head.map(String::from)];
+    rows.extend(
+        report
+            .predictions
+            .iter()
+            .map(|p| (p, ""))
+            .chain(merged)
+            .map(|(p, policy)| {
+                let wall = match p.deadlock {
+                    Some(n) => format!("deadlock ({n} left)"),
+                    None => human(p.wall),
+                };
+                let ratio = report
+                    .ratio(p)
+                    .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+                [
+                    format!("{}{policy}", schedule_name(p.schedule)),
+                    place_name(p.place).to_string(),
+                    wall,
+                    p.jobs.to_string(),
+                    ratio,
+                ]
+            }),
+    );
+    let width = |k: usize| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0);
     let w: Vec<usize> = (0..5).map(width).collect();
-    let line = |r: [&str; 5]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}\n",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        )
+    // The schedule and the place left-aligned, the figures right-aligned.
+    let line = |r: &[String; 5]| {
+        let cells = r.iter().zip(&w).enumerate().map(|(k, (c, &w))| match k {
+            0 | 1 => format!("{c:<w$}"),
+            _ => format!("{c:>w$}"),
+        });
+        format!("{}\n", cells.collect::<Vec<_>>().join("  "))
     };
-    out.push_str(&line(head));
-    for r in &rows {
-        out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
-    }
-    out
+    rows.iter().map(line).collect()
 }
 
 /// The label of task `i`: `  3 Add the parser`, clipped to `width` characters.
