@@ -23,6 +23,22 @@ use nix::unistd::Pid;
 /// The environment variable that tags everything one command started.
 pub const TAG_VAR: &str = "DAGEXEC_PROCESS_TAG";
 
+/// `sh -c command` in `cwd`, the one way dagexec starts task code (a worker, a check): in a
+/// process group of its own, tagged with `tag` ([`TAG_VAR`]), its environment scrubbed of
+/// the runner's secrets and file commands ([`crate::edge::child_env::scrub_child_env`]), as
+/// the agent user when there is one ([`crate::edge::agent_user::drop_to`]).
+pub fn sh(command: &str, cwd: &std::path::Path, tag: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env(TAG_VAR, tag);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::edge::child_env::scrub_child_env(&mut cmd);
+    crate::edge::agent_user::drop_to(&mut cmd);
+    cmd
+}
+
 /// A tag no other command of this or any other dagexec process has: `<pid>-<n>`.
 pub fn new_tag() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
