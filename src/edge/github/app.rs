@@ -92,11 +92,7 @@ pub async fn installation_token(
     // Rate-limit waits must leave the JWT (valid 9 minutes) alive for both calls.
     client.policy.max_wait = client.policy.max_wait.min(Duration::from_secs(180));
 
-    #[derive(Deserialize)]
-    struct Installation {
-        id: u64,
-    }
-    let installation: Installation = client
+    let installation: super::ops::Id = client
         .get(
             "apps/get-repo-installation",
             &client.repo_path("/installation"),

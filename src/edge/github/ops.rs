@@ -325,7 +325,7 @@ impl Client {
         &self,
         run_id: &str,
     ) -> Result<std::collections::BTreeMap<String, u64>, ApiError> {
-        let list = self.list_artifacts(&encode_segment(run_id), None).await?;
+        let list = self.artifacts_of(run_id, None).await?;
         Ok(list.into_iter().map(|a| (a.name, a.id)).collect())
     }
 }
