@@ -389,9 +389,8 @@ pub(crate) struct Tail {
 
 impl Tail {
     pub(crate) fn new(cap: usize) -> Self {
-        let buf = Vec::new();
         Self {
-            buf,
+            buf: Vec::new(),
             cap,
             cut: false,
         }
