@@ -71,7 +71,7 @@ struct CommentJson {
     issue_url: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct UserJson {
     #[serde(default, deserialize_with = "nullable")]
     login: String,
@@ -87,10 +87,7 @@ struct AppJson {
 
 impl From<CommentJson> for IssueComment {
     fn from(c: CommentJson) -> IssueComment {
-        let user = c.user.unwrap_or(UserJson {
-            login: String::new(),
-            kind: String::new(),
-        });
+        let user = c.user.unwrap_or_default();
         let issue = c
             .issue_url
             .rsplit_once("/issues/")

@@ -201,25 +201,6 @@ impl Client {
             .await
     }
 
-    /// [`Client::send`] for a request GitHub may carry out although it fails to answer (a
-    /// `workflow_dispatch` that starts a run): sent again only after a refusal that says
-    /// nothing was done (a rate limit). A 5xx or a network error after it was sent is returned
-    /// at once ([`ApiError::transient`]): the caller looks for what it did before sending it
-    /// again.
-    pub async fn send_once<T: DeserializeOwned, B: Serialize + ?Sized>(
-        &self,
-        op: &str,
-        method: Method,
-        path: &str,
-        body: &B,
-    ) -> Result<T, ApiError> {
-        let call = Call {
-            resend: Resend::OnlyRefused,
-            ..Call::new(op, method, path, Some(body))
-        };
-        self.json(false, call).await
-    }
-
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
     /// [`Client::get`] and [`Client::send`] are preferred.
     pub async fn rest(

@@ -7,7 +7,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ApiError, Client, nullable};
+use super::{ApiError, Call, Client, Resend, nullable};
 
 /// The pull request an execution branch is reviewed in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,17 +94,6 @@ pub enum Conclusion {
     Failure,
     ActionRequired,
     Neutral,
-}
-
-impl Conclusion {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Conclusion::Success => "success",
-            Conclusion::Failure => "failure",
-            Conclusion::ActionRequired => "action_required",
-            Conclusion::Neutral => "neutral",
-        }
-    }
 }
 
 /// An answer dagexec reads only the `id` of.
@@ -288,11 +277,13 @@ impl Client {
                 inputs,
                 return_run_details,
             };
-            if return_run_details {
-                self.send_once(op, Method::POST, &path, &body).await
+            let resend = if return_run_details {
+                Resend::OnlyRefused
             } else {
-                self.send(op, Method::POST, &path, &body).await
-            }
+                Resend::Always
+            };
+            let call = Call::new(op, Method::POST, &path, Some(&body));
+            self.json(false, Call { resend, ..call }).await
         };
         match send(inputs).await {
             // A workflow written before one of dagexec's optional inputs existed declares no
