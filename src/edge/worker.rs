@@ -291,18 +291,11 @@ async fn supervise(
 
 /// What waiting for the worker gave, as an [`Exit`].
 fn exit_of_wait(status: io::Result<ExitStatus>) -> Exit {
-    match status {
-        Ok(status) => exit_of(status),
+    match status.map(|s| (s.code(), s.signal())) {
+        Ok((Some(0), _)) => Exit::Success,
+        Ok((Some(code), _)) => Exit::Code(code),
+        Ok((None, signal)) => signal.map_or(Exit::Code(-1), Exit::Signal),
         Err(e) => Exit::SpawnFailed(format!("waiting for the worker failed: {e}")),
-    }
-}
-
-/// Maps an exit status onto [`Exit`].
-fn exit_of(status: ExitStatus) -> Exit {
-    match status.code() {
-        Some(0) => Exit::Success,
-        Some(code) => Exit::Code(code),
-        None => status.signal().map_or(Exit::Code(-1), Exit::Signal),
     }
 }
 
