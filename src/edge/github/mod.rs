@@ -314,6 +314,8 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
         resend,
     } = call;
     let octo = to.octo;
+    // A GET is sent without a body, whatever it was given.
+    let body = body.filter(|_| method != Method::GET);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -321,19 +323,11 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
         if let Some(sent) = to.sent {
             sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let sent = match method.as_str() {
-            "GET" => octo._get(path).await,
-            "POST" => octo._post(path, body).await,
-            "PATCH" => octo._patch(path, body).await,
-            "PUT" => octo._put(path, body).await,
-            "DELETE" => octo._delete(path, body).await,
-            other => {
-                return Err(ApiError::Invalid {
-                    op: op.to_string(),
-                    message: format!("unsupported method {other}"),
-                });
-            }
-        };
+        let sent = async {
+            let request = http::Request::builder().method(&method).uri(path);
+            octo.execute(octo.build_request(request, body)?).await
+        }
+        .await;
         let next = match sent {
             Err(e) => {
                 let next = match resend {
