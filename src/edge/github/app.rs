@@ -113,10 +113,6 @@ pub async fn installation_token(
         })?;
 
     const CREATE: &str = "apps/create-installation-access-token";
-    #[derive(Serialize)]
-    struct TokenRequest<'a> {
-        repositories: [&'a str; 1],
-    }
     #[derive(Deserialize)]
     struct Access {
         token: String,
@@ -126,9 +122,7 @@ pub async fn installation_token(
             CREATE,
             Method::POST,
             &format!("/app/installations/{}/access_tokens", installation.id),
-            &TokenRequest {
-                repositories: [&repo.name],
-            },
+            &serde_json::json!({ "repositories": [&repo.name] }),
         )
         .await?;
     if access.token.is_empty() {

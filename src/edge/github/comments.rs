@@ -9,8 +9,9 @@
 //! marker alone.
 
 use http::Method;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::ops::{CUT_MARK, Id, MAX_BODY, PullJson, encode_segment};
 use super::{ApiError, Client, nullable};
@@ -108,12 +109,6 @@ impl From<CommentJson> for IssueComment {
 /// The most pages of comments read from one pull request (10,000 comments).
 pub const MAX_COMMENT_PAGES: u32 = 100;
 
-/// A comment's new body (`issues/create-comment`, `issues/update-comment`).
-#[derive(Serialize)]
-struct CommentBody {
-    body: String,
-}
-
 impl Client {
     /// `user`'s access to the repository: (`permission`, `role_name`)
     /// (`repos/get-collaborator-permission-level`). `permission` is `admin`, `write`, `read` or
@@ -140,15 +135,11 @@ impl Client {
     /// `content` is one of GitHub's reaction names (`eyes`, `+1`, `rocket`, …). Reacting twice
     /// is not an error.
     pub async fn react(&self, comment_id: u64, content: &str) -> Result<(), ApiError> {
-        #[derive(Serialize)]
-        struct Reaction<'a> {
-            content: &'a str,
-        }
         self.send::<IgnoredAny, _>(
             "reactions/create-for-issue-comment",
             Method::POST,
             &self.repo_path(&format!("/issues/comments/{comment_id}/reactions")),
-            &Reaction { content },
+            &json!({ "content": content }),
         )
         .await
         .map(drop)
@@ -162,9 +153,7 @@ impl Client {
                 "issues/create-comment",
                 Method::POST,
                 &self.repo_path(&format!("/issues/{issue_number}/comments")),
-                &CommentBody {
-                    body: clip(body, MAX_BODY, CUT_MARK),
-                },
+                &json!({ "body": clip(body, MAX_BODY, CUT_MARK) }),
             )
             .await?;
         Ok(created.id)
@@ -176,9 +165,7 @@ impl Client {
             "issues/update-comment",
             Method::PATCH,
             &self.repo_path(&format!("/issues/comments/{id}")),
-            &CommentBody {
-                body: clip(body, MAX_BODY, CUT_MARK),
-            },
+            &json!({ "body": clip(body, MAX_BODY, CUT_MARK) }),
         )
         .await
         .map(drop)

@@ -188,7 +188,7 @@ impl Client {
         self.json(false, call).await
     }
 
-    /// One REST call with a JSON `body` (a serde struct), its answer read as `T`
+    /// One REST call with a JSON `body` (a `json!` value), its answer read as `T`
     /// ([`serde::de::IgnoredAny`] when dagexec needs nothing from it).
     pub async fn send<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
