@@ -1,7 +1,7 @@
 //! What a child process dagexec starts (worker, reviewer, acceptance or pre-flight check)
 //! must not inherit: the runner's file commands, every `ACTIONS_*` variable and the
-//! credentials. Every spawner of task code calls [`scrub_child_env`]; locally the variables
-//! are not set and it costs nothing.
+//! credentials. Every spawner of task code calls [`scrub_child_env`] (through
+//! [`crate::edge::procs::sh`]); locally the variables are not set and it costs nothing.
 
 /// The runner's file commands: a line appended to any of them changes the step's outputs,
 /// the next steps' environment or `PATH`, the post step's state or the job summary.

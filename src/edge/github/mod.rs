@@ -221,11 +221,6 @@ impl Client {
         query: &str,
         variables: Value,
     ) -> Result<T, ApiError> {
-        #[derive(Serialize)]
-        struct Request<'a> {
-            query: &'a str,
-            variables: Value,
-        }
         #[derive(Deserialize)]
         struct Answer {
             data: Option<Value>,
@@ -236,7 +231,7 @@ impl Client {
         struct GraphqlError {
             message: Option<String>,
         }
-        let body = Request { query, variables };
+        let body = serde_json::json!({ "query": query, "variables": variables });
         let call = Call::new(op, Method::POST, "/graphql", Some(&body));
         let answer: Answer = self.json(true, call).await?;
         if !answer.errors.is_empty() {
