@@ -1,7 +1,7 @@
 //! What a child process dagexec starts (worker, reviewer, acceptance or pre-flight check)
 //! must not inherit: the runner's file commands, every `ACTIONS_*` variable and the
-//! credentials. Every spawner of task code calls [`scrub_child_env`]; locally the variables
-//! are not set and it costs nothing.
+//! credentials. Every spawner of task code calls [`scrub_child_env`] (through
+//! [`crate::edge::procs::sh`]); locally the variables are not set and it costs nothing.
 
 /// The runner's file commands: a line appended to any of them changes the step's outputs,
 /// the next steps' environment or `PATH`, the post step's state or the job summary.
@@ -38,30 +38,14 @@ pub fn hidden_from_children(name: &str) -> bool {
 }
 
 /// A command whose environment can lose variables: std's and tokio's `Command`.
-pub trait ChildEnv {
-    fn remove_var(&mut self, name: &std::ffi::OsStr);
-}
-
-impl ChildEnv for std::process::Command {
-    fn remove_var(&mut self, name: &std::ffi::OsStr) {
-        self.env_remove(name);
-    }
-}
-
-impl ChildEnv for tokio::process::Command {
-    fn remove_var(&mut self, name: &std::ffi::OsStr) {
-        self.env_remove(name);
-    }
-}
-
 /// Takes every variable [`hidden_from_children`] names (of dagexec's own environment) out of
 /// `cmd`'s: task code never sees the runner's file commands or a token. Every spawner of
-/// task code calls it; locally it costs nothing (the variables are not set).
-pub fn scrub_child_env<C: ChildEnv>(cmd: &mut C) -> &mut C {
+/// task code calls it (through [`crate::edge::procs::sh`]); locally it costs nothing (the
+/// variables are not set).
+pub fn scrub_child_env(cmd: &mut std::process::Command) {
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_none_or(hidden_from_children) {
-            cmd.remove_var(&name);
+            cmd.env_remove(&name);
         }
     }
-    cmd
 }

@@ -23,6 +23,22 @@ use nix::unistd::Pid;
 /// The environment variable that tags everything one command started.
 pub const TAG_VAR: &str = "DAGEXEC_PROCESS_TAG";
 
+/// `sh -c command` in `cwd`, the one way dagexec starts task code (a worker, a check): in a
+/// process group of its own, tagged with `tag` ([`TAG_VAR`]), its environment scrubbed of
+/// the runner's secrets and file commands ([`crate::edge::child_env::scrub_child_env`]), as
+/// the agent user when there is one ([`crate::edge::agent_user::drop_to`]).
+pub fn sh(command: &str, cwd: &std::path::Path, tag: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env(TAG_VAR, tag);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    crate::edge::child_env::scrub_child_env(&mut cmd);
+    crate::edge::agent_user::drop_to(&mut cmd);
+    cmd
+}
+
 /// A tag no other command of this or any other dagexec process has: `<pid>-<n>`.
 pub fn new_tag() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -80,22 +96,26 @@ fn tagged(needle: &[u8]) -> Vec<Pid> {
     matching(|entry| entry == needle)
 }
 
+/// The pids listed in `/proc`, but this process's own.
+pub(crate) fn others() -> std::io::Result<impl Iterator<Item = i32>> {
+    let me = std::process::id();
+    Ok(std::fs::read_dir("/proc")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(move |&pid| u32::try_from(pid) != Ok(me)))
+}
+
 /// The live processes (not zombies, not this one) with an environment entry `wanted` accepts.
 fn matching(wanted: impl Fn(&[u8]) -> bool) -> Vec<Pid> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let me = std::process::id();
-    entries
+    others()
+        .into_iter()
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
         .filter(|&pid| {
             // A zombie's environ reads empty; another user's fails: both are skipped.
             std::fs::read(format!("/proc/{pid}/environ"))
                 .is_ok_and(|env| env.split(|&b| b == 0).any(&wanted))
         })
-        .filter_map(|pid| i32::try_from(pid).ok().map(Pid::from_raw))
+        .map(Pid::from_raw)
         .collect()
 }
 
@@ -122,7 +142,7 @@ impl std::fmt::Display for Holder {
 /// it later.
 pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
     use std::os::unix::ffi::OsStrExt;
-    let entries = std::fs::read_dir("/proc").ok()?;
+    let pids = others().ok()?;
     std::fs::read_link("/proc/self/cwd").ok()?;
     let mut prefixes: Vec<Vec<u8>> = vec![dir.as_os_str().as_bytes().to_vec()];
     if let Ok(real) = dir.canonicalize()
@@ -150,13 +170,8 @@ pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
             })
         })
     };
-    let me = std::process::id();
     let mut found = Vec::new();
-    for pid in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-    {
+    for pid in pids {
         let base = format!("/proc/{pid}");
         let link = |name: &str| {
             std::fs::read_link(format!("{base}/{name}"))
@@ -185,9 +200,7 @@ pub fn inside(dir: &std::path::Path) -> Option<Vec<Holder>> {
             let name = std::fs::read_to_string(format!("{base}/comm"))
                 .map(|n| n.trim_end().to_string())
                 .unwrap_or_default();
-            if let Ok(pid) = i32::try_from(pid) {
-                found.push(Holder { pid, name });
-            }
+            found.push(Holder { pid, name });
         }
     }
     Some(found)

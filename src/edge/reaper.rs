@@ -95,14 +95,7 @@ fn reap() {
 fn descendants() -> Vec<(i32, String)> {
     let me = std::process::id() as i32;
     let mut parent = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for pid in crate::edge::procs::others().into_iter().flatten() {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };

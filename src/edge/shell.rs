@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -82,27 +82,15 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
         timed_out: false,
         output,
     };
-    let (reader, writer) = match std::io::pipe() {
+    let pipe = std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w)));
+    let (reader, writer2, writer) = match pipe {
         Ok(p) => p,
         Err(e) => return failed(format!("cannot create a pipe: {e}")),
     };
-    let writer2 = match writer.try_clone() {
-        Ok(w) => w,
-        Err(e) => return failed(format!("cannot create a pipe: {e}")),
-    };
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(writer)
-        .stderr(writer2);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let tag = crate::edge::procs::new_tag();
-    cmd.env(crate::edge::procs::TAG_VAR, &tag);
-    crate::edge::child_env::scrub_child_env(&mut cmd);
-    // The Action's work job: as the agent's unprivileged user (nothing elsewhere).
-    crate::edge::agent_user::drop_to(&mut cmd);
+    // In the Action's work job, as the agent's unprivileged user (nothing elsewhere).
+    let mut cmd = crate::edge::procs::sh(command, cwd, &tag);
+    cmd.stdin(Stdio::null()).stdout(writer).stderr(writer2);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run sh: {e}")),

@@ -190,10 +190,8 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         let removed = crate::edge::fsx::remove_file(crate::edge::fsx::default_root(stale), stale);
         removed.map_err(|e| format!("cannot remove the old {}: {e}", stale.display()))?;
     }
-    let mut command = Command::new("sh");
-    crate::edge::child_env::scrub_child_env(&mut command);
-    // The Action's work job: as the agent's unprivileged user (nothing elsewhere).
-    crate::edge::agent_user::drop_to(command.as_std_mut());
+    // In the Action's work job, as the agent's unprivileged user (nothing elsewhere).
+    let mut command = Command::from(crate::edge::procs::sh(&spec.command, &spec.cwd, tag));
     // A worker the model gateway serves gets no provider key or base URL of dagexec's own:
     // only the gateway's, in `extra_env`.
     if spec
@@ -206,10 +204,6 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         }
     }
     command
-        .arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.cwd)
-        .process_group(0)
         .kill_on_drop(true)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -220,8 +214,7 @@ async fn spawn(spec: &WorkerSpec, tag: &str) -> Result<(Child, PathBuf, Option<P
         .env("DAGEXEC_ROUND", spec.round.to_string())
         .env("DAGEXEC_MODEL", &spec.model)
         .env("DAGEXEC_PROMPT_FILE", &prompt_file)
-        .env("DAGEXEC_LOG_FILE", &log_file)
-        .env(crate::edge::procs::TAG_VAR, tag);
+        .env("DAGEXEC_LOG_FILE", &log_file);
     // Only this attempt's file: never one inherited from dagexec's own environment.
     match &usage_file {
         Some(f) => command.env(crate::pure::usage::USAGE_FILE_VAR, f),
@@ -298,18 +291,11 @@ async fn supervise(
 
 /// What waiting for the worker gave, as an [`Exit`].
 fn exit_of_wait(status: io::Result<ExitStatus>) -> Exit {
-    match status {
-        Ok(status) => exit_of(status),
+    match status.map(|s| (s.code(), s.signal())) {
+        Ok((Some(0), _)) => Exit::Success,
+        Ok((Some(code), _)) => Exit::Code(code),
+        Ok((None, signal)) => signal.map_or(Exit::Code(-1), Exit::Signal),
         Err(e) => Exit::SpawnFailed(format!("waiting for the worker failed: {e}")),
-    }
-}
-
-/// Maps an exit status onto [`Exit`].
-fn exit_of(status: ExitStatus) -> Exit {
-    match status.code() {
-        Some(0) => Exit::Success,
-        Some(code) => Exit::Code(code),
-        None => status.signal().map_or(Exit::Code(-1), Exit::Signal),
     }
 }
 
@@ -396,9 +382,8 @@ pub(crate) struct Tail {
 
 impl Tail {
     pub(crate) fn new(cap: usize) -> Self {
-        let buf = Vec::new();
         Self {
-            buf,
+            buf: Vec::new(),
             cap,
             cut: false,
         }

@@ -92,11 +92,7 @@ pub async fn installation_token(
     // Rate-limit waits must leave the JWT (valid 9 minutes) alive for both calls.
     client.policy.max_wait = client.policy.max_wait.min(Duration::from_secs(180));
 
-    #[derive(Deserialize)]
-    struct Installation {
-        id: u64,
-    }
-    let installation: Installation = client
+    let installation: super::ops::Id = client
         .get(
             "apps/get-repo-installation",
             &client.repo_path("/installation"),
@@ -117,10 +113,6 @@ pub async fn installation_token(
         })?;
 
     const CREATE: &str = "apps/create-installation-access-token";
-    #[derive(Serialize)]
-    struct TokenRequest<'a> {
-        repositories: [&'a str; 1],
-    }
     #[derive(Deserialize)]
     struct Access {
         token: String,
@@ -130,9 +122,7 @@ pub async fn installation_token(
             CREATE,
             Method::POST,
             &format!("/app/installations/{}/access_tokens", installation.id),
-            &TokenRequest {
-                repositories: [&repo.name],
-            },
+            &serde_json::json!({ "repositories": [&repo.name] }),
         )
         .await?;
     if access.token.is_empty() {

@@ -9,8 +9,9 @@
 //! marker alone.
 
 use http::Method;
+use serde::Deserialize;
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::ops::{CUT_MARK, Id, MAX_BODY, PullJson, encode_segment};
 use super::{ApiError, Client, nullable};
@@ -71,7 +72,7 @@ struct CommentJson {
     issue_url: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct UserJson {
     #[serde(default, deserialize_with = "nullable")]
     login: String,
@@ -87,10 +88,7 @@ struct AppJson {
 
 impl From<CommentJson> for IssueComment {
     fn from(c: CommentJson) -> IssueComment {
-        let user = c.user.unwrap_or(UserJson {
-            login: String::new(),
-            kind: String::new(),
-        });
+        let user = c.user.unwrap_or_default();
         let issue = c
             .issue_url
             .rsplit_once("/issues/")
@@ -110,12 +108,6 @@ impl From<CommentJson> for IssueComment {
 
 /// The most pages of comments read from one pull request (10,000 comments).
 pub const MAX_COMMENT_PAGES: u32 = 100;
-
-/// A comment's new body (`issues/create-comment`, `issues/update-comment`).
-#[derive(Serialize)]
-struct CommentBody {
-    body: String,
-}
 
 impl Client {
     /// `user`'s access to the repository: (`permission`, `role_name`)
@@ -143,15 +135,11 @@ impl Client {
     /// `content` is one of GitHub's reaction names (`eyes`, `+1`, `rocket`, …). Reacting twice
     /// is not an error.
     pub async fn react(&self, comment_id: u64, content: &str) -> Result<(), ApiError> {
-        #[derive(Serialize)]
-        struct Reaction<'a> {
-            content: &'a str,
-        }
         self.send::<IgnoredAny, _>(
             "reactions/create-for-issue-comment",
             Method::POST,
             &self.repo_path(&format!("/issues/comments/{comment_id}/reactions")),
-            &Reaction { content },
+            &json!({ "content": content }),
         )
         .await
         .map(drop)
@@ -165,9 +153,7 @@ impl Client {
                 "issues/create-comment",
                 Method::POST,
                 &self.repo_path(&format!("/issues/{issue_number}/comments")),
-                &CommentBody {
-                    body: clip(body, MAX_BODY, CUT_MARK),
-                },
+                &json!({ "body": clip(body, MAX_BODY, CUT_MARK) }),
             )
             .await?;
         Ok(created.id)
@@ -179,9 +165,7 @@ impl Client {
             "issues/update-comment",
             Method::PATCH,
             &self.repo_path(&format!("/issues/comments/{id}")),
-            &CommentBody {
-                body: clip(body, MAX_BODY, CUT_MARK),
-            },
+            &json!({ "body": clip(body, MAX_BODY, CUT_MARK) }),
         )
         .await
         .map(drop)

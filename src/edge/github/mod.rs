@@ -188,7 +188,7 @@ impl Client {
         self.json(false, call).await
     }
 
-    /// One REST call with a JSON `body` (a serde struct), its answer read as `T`
+    /// One REST call with a JSON `body` (a `json!` value), its answer read as `T`
     /// ([`serde::de::IgnoredAny`] when dagexec needs nothing from it).
     pub async fn send<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
@@ -199,25 +199,6 @@ impl Client {
     ) -> Result<T, ApiError> {
         self.json(false, Call::new(op, method, path, Some(body)))
             .await
-    }
-
-    /// [`Client::send`] for a request GitHub may carry out although it fails to answer (a
-    /// `workflow_dispatch` that starts a run): sent again only after a refusal that says
-    /// nothing was done (a rate limit). A 5xx or a network error after it was sent is returned
-    /// at once ([`ApiError::transient`]): the caller looks for what it did before sending it
-    /// again.
-    pub async fn send_once<T: DeserializeOwned, B: Serialize + ?Sized>(
-        &self,
-        op: &str,
-        method: Method,
-        path: &str,
-        body: &B,
-    ) -> Result<T, ApiError> {
-        let call = Call {
-            resend: Resend::OnlyRefused,
-            ..Call::new(op, method, path, Some(body))
-        };
-        self.json(false, call).await
     }
 
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
@@ -240,11 +221,6 @@ impl Client {
         query: &str,
         variables: Value,
     ) -> Result<T, ApiError> {
-        #[derive(Serialize)]
-        struct Request<'a> {
-            query: &'a str,
-            variables: Value,
-        }
         #[derive(Deserialize)]
         struct Answer {
             data: Option<Value>,
@@ -255,7 +231,7 @@ impl Client {
         struct GraphqlError {
             message: Option<String>,
         }
-        let body = Request { query, variables };
+        let body = serde_json::json!({ "query": query, "variables": variables });
         let call = Call::new(op, Method::POST, "/graphql", Some(&body));
         let answer: Answer = self.json(true, call).await?;
         if !answer.errors.is_empty() {
@@ -333,6 +309,8 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
         resend,
     } = call;
     let octo = to.octo;
+    // A GET is sent without a body, whatever it was given.
+    let body = body.filter(|_| method != Method::GET);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -340,19 +318,11 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
         if let Some(sent) = to.sent {
             sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let sent = match method.as_str() {
-            "GET" => octo._get(path).await,
-            "POST" => octo._post(path, body).await,
-            "PATCH" => octo._patch(path, body).await,
-            "PUT" => octo._put(path, body).await,
-            "DELETE" => octo._delete(path, body).await,
-            other => {
-                return Err(ApiError::Invalid {
-                    op: op.to_string(),
-                    message: format!("unsupported method {other}"),
-                });
-            }
-        };
+        let sent = async {
+            let request = http::Request::builder().method(&method).uri(path);
+            octo.execute(octo.build_request(request, body)?).await
+        }
+        .await;
         let next = match sent {
             Err(e) => {
                 let next = match resend {

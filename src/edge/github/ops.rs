@@ -7,7 +7,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ApiError, Client, nullable};
+use super::{ApiError, Call, Client, Resend, nullable};
 
 /// The pull request an execution branch is reviewed in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,17 +96,6 @@ pub enum Conclusion {
     Neutral,
 }
 
-impl Conclusion {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Conclusion::Success => "success",
-            Conclusion::Failure => "failure",
-            Conclusion::ActionRequired => "action_required",
-            Conclusion::Neutral => "neutral",
-        }
-    }
-}
-
 /// An answer dagexec reads only the `id` of.
 #[derive(Deserialize)]
 pub(crate) struct Id {
@@ -148,21 +137,8 @@ impl Client {
         body: &str,
         draft: bool,
     ) -> Result<PullRequest, ApiError> {
-        #[derive(Serialize)]
-        struct NewPull<'a> {
-            title: &'a str,
-            head: &'a str,
-            base: &'a str,
-            body: &'a str,
-            draft: bool,
-        }
-        let req = NewPull {
-            title,
-            head,
-            base,
-            body,
-            draft,
-        };
+        let req =
+            json!({ "title": title, "head": head, "base": base, "body": body, "draft": draft });
         let pull: PullJson = self
             .send(
                 "pulls/create",
@@ -176,15 +152,11 @@ impl Client {
 
     /// Replaces a pull request's body (`pulls/update`).
     pub async fn update_pull_body(&self, number: u64, body: &str) -> Result<(), ApiError> {
-        #[derive(Serialize)]
-        struct Update<'a> {
-            body: &'a str,
-        }
         self.send::<IgnoredAny, _>(
             "pulls/update",
             Method::PATCH,
             &self.repo_path(&format!("/pulls/{number}")),
-            &Update { body },
+            &json!({ "body": body }),
         )
         .await
         .map(drop)
@@ -205,32 +177,17 @@ impl Client {
 
     /// Creates a completed check run named `name` on `head_sha` (`checks/create`).
     pub async fn complete_check_run(&self, run: &CompletedCheckRun<'_>) -> Result<u64, ApiError> {
-        #[derive(Serialize)]
-        struct NewCheckRun<'a> {
-            name: &'a str,
-            head_sha: &'a str,
-            status: &'static str,
-            conclusion: Conclusion,
-            output: CheckOutput<'a>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            details_url: Option<&'a str>,
+        let summary = crate::pure::clip::bytes(run.summary, MAX_BODY, CUT_MARK);
+        let mut req = json!({
+            "name": run.name,
+            "head_sha": run.head_sha,
+            "status": "completed",
+            "conclusion": run.conclusion,
+            "output": { "title": run.title, "summary": summary },
+        });
+        if let Some(url) = run.details_url {
+            req["details_url"] = url.into();
         }
-        #[derive(Serialize)]
-        struct CheckOutput<'a> {
-            title: &'a str,
-            summary: String,
-        }
-        let req = NewCheckRun {
-            name: run.name,
-            head_sha: run.head_sha,
-            status: "completed",
-            conclusion: run.conclusion,
-            output: CheckOutput {
-                title: run.title,
-                summary: crate::pure::clip::bytes(run.summary, MAX_BODY, CUT_MARK),
-            },
-            details_url: run.details_url,
-        };
         let run: Id = self
             .send(
                 "checks/create",
@@ -266,14 +223,6 @@ impl Client {
         inputs: &serde_json::Map<String, Value>,
         return_run_details: bool,
     ) -> Result<T, ApiError> {
-        #[derive(Serialize)]
-        struct Dispatch<'a> {
-            #[serde(rename = "ref")]
-            git_ref: &'a str,
-            inputs: &'a serde_json::Map<String, Value>,
-            #[serde(skip_serializing_if = "std::ops::Not::not")]
-            return_run_details: bool,
-        }
         let path = self.repo_path(&format!(
             "/actions/workflows/{}/dispatches",
             encode(workflow)
@@ -283,16 +232,17 @@ impl Client {
         // never sent twice blindly (a 5xx may come after GitHub started it; the caller looks
         // for the run first, `conduct`). Without details nobody could look: retried as any call.
         let send = async |inputs| {
-            let body = Dispatch {
-                git_ref,
-                inputs,
-                return_run_details,
-            };
+            let mut body = json!({ "ref": git_ref, "inputs": inputs });
             if return_run_details {
-                self.send_once(op, Method::POST, &path, &body).await
-            } else {
-                self.send(op, Method::POST, &path, &body).await
+                body["return_run_details"] = true.into();
             }
+            let resend = if return_run_details {
+                Resend::OnlyRefused
+            } else {
+                Resend::Always
+            };
+            let call = Call::new(op, Method::POST, &path, Some(&body));
+            self.json(false, Call { resend, ..call }).await
         };
         match send(inputs).await {
             // A workflow written before one of dagexec's optional inputs existed declares no
@@ -325,7 +275,7 @@ impl Client {
         &self,
         run_id: &str,
     ) -> Result<std::collections::BTreeMap<String, u64>, ApiError> {
-        let list = self.list_artifacts(&encode_segment(run_id), None).await?;
+        let list = self.artifacts_of(run_id, None).await?;
         Ok(list.into_iter().map(|a| (a.name, a.id)).collect())
     }
 }

@@ -127,15 +127,12 @@ impl RetryPolicy {
             return RetryOrFail::Fail(None);
         }
         if status >= 500 {
-            if last {
-                return RetryOrFail::Fail(Some(format!("still failing after {attempt} attempts")));
-            }
-            return RetryOrFail::Retry(self.jittered(attempt));
+            return self.after_network_error(attempt);
         }
         RetryOrFail::Fail(None)
     }
 
-    /// After a network error on attempt `attempt`.
+    /// After a network error (or a 5xx answer) on attempt `attempt`.
     pub fn after_network_error(&self, attempt: u32) -> RetryOrFail {
         if attempt >= self.max_attempts {
             RetryOrFail::Fail(Some(format!("still failing after {attempt} attempts")))

@@ -18,7 +18,7 @@ use std::io::{Seek, SeekFrom, Write};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::ops::encode;
+use super::ops::{encode, encode_segment};
 use super::{ApiError, Client, RawResponse};
 
 /// A workflow run, as far as the conductor cares.
@@ -158,37 +158,29 @@ impl Client {
                 &self.repo_path(&format!(
                     "/actions/workflows/{}/runs?branch={}&event=workflow_dispatch&per_page=100&page={page}",
                     encode(workflow),
-                    super::ops::encode_segment(branch)
+                    encode_segment(branch)
                 )),
             )
             .await?;
         Ok(list.workflow_runs)
     }
 
-    /// The artifacts of a run (`actions/list-workflow-run-artifacts`, `name` filtered when
-    /// given).
+    /// The artifacts of run `run_id` (a number, or the text of one: it is encoded as a path
+    /// segment) (`actions/list-workflow-run-artifacts`, `name` filtered when given).
     pub async fn artifacts_of(
         &self,
-        run_id: u64,
-        name: Option<&str>,
-    ) -> Result<Vec<Artifact>, ApiError> {
-        self.list_artifacts(&run_id.to_string(), name).await
-    }
-
-    /// The artifacts of the run whose id is `run_segment` (already encoded as a path segment).
-    pub(crate) async fn list_artifacts(
-        &self,
-        run_segment: &str,
+        run_id: impl std::fmt::Display,
         name: Option<&str>,
     ) -> Result<Vec<Artifact>, ApiError> {
         let filter = name
             .map(|n| format!("&name={}", encode(n)))
             .unwrap_or_default();
+        let run = encode_segment(&run_id.to_string());
         let list: ArtifactList = self
             .get(
                 "actions/list-workflow-run-artifacts",
                 &self.repo_path(&format!(
-                    "/actions/runs/{run_segment}/artifacts?per_page=100{filter}"
+                    "/actions/runs/{run}/artifacts?per_page=100{filter}"
                 )),
             )
             .await?;

@@ -313,7 +313,7 @@ impl Remote<'_> {
     }
 
     /// Dispatches the run of task `i` attempt `attempt` (its start is recorded already) and
-    /// returns its id. The dispatch is sent once ([`crate::edge::github::Client::send_once`]):
+    /// returns its id. The dispatch is sent once ([`crate::edge::github::Client::dispatch_run`]):
     /// GitHub may have started the run although it failed to answer (5xx, a lost connection),
     /// so before it is ever sent again the branch's dispatched runs are searched for one with
     /// this task's and attempt's run-name from this base, and such a run is taken instead of
