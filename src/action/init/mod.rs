@@ -235,24 +235,51 @@ pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// `dagexec init`'s flags.
-#[derive(Debug, Clone, Default)]
+/// The arguments of `dagexec init` (its flags; the doc comments are `--help` text, printed
+/// as written).
+#[allow(clippy::doc_markdown)]
+#[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plan `run` would read here, relative to the root (`--plan`, else found).
-    pub plan: String,
+    /// The worker: claude, codex, gemini or aider (installed at a pinned version), or any
+    /// command line that reads the prompt on stdin.
+    #[arg(long, value_name = "claude|codex|gemini|aider|CMD")]
     pub worker: Option<String>,
+    /// The repository secret the worker needs, passed to it as an environment variable of
+    /// the same name and checked before it runs (default: the worker's own, e.g.
+    /// ANTHROPIC_API_KEY; none for a command).
+    #[arg(long, value_name = "NAME")]
     pub secret: Option<String>,
+    /// Keep the secret in this GitHub environment (the work job runs in it, so no other
+    /// job can read the secret) instead of the repository's secrets.
+    #[arg(long, value_name = "NAME")]
     pub environment: Option<String>,
+    /// The action the workflow uses: the repository that holds dagexec's action.yml, at a
+    /// commit or tag [default: this dagexec's own repository (Cargo.toml's `repository`) at
+    /// the commit it was built from]; `./` builds it from the repository's own source.
+    #[arg(long, value_name = "OWNER/REPO@REF")]
     pub action: Option<String>,
-    /// `--schedule eager`.
-    pub eager: bool,
+    /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
+    /// conductor job starts each task as its own run as soon as its blockers are
+    /// committed and a slot is free, and commits each result as it arrives.
+    #[arg(long, value_name = "rounds|eager", default_value = "rounds", value_parser = ["rounds", "eager"])]
+    pub schedule: String,
+    /// Replace an existing workflow file.
+    #[arg(long)]
     pub force: bool,
+    /// Print the workflow instead of writing it.
+    #[arg(long)]
     pub stdout: bool,
 }
 
 /// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
-/// writes or prints the workflow, and says what to do next. Errors are usage errors.
-pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
+/// writes or prints the workflow for the plan at `plan` (relative to `root`: the one `run`
+/// would read there), and says what to do next. Errors are usage errors.
+pub fn run(
+    root: &Path,
+    plan: String,
+    args: &Args,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
     use std::io::IsTerminal;
     if !args.stdout && crate::edge::git::Repo::discover(root).is_err() {
         return Err(InitError::NotARepository(root.to_path_buf()).to_string());
@@ -292,8 +319,8 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
         worker,
         secret,
         environment,
-        eager: args.eager,
-        plan: args.plan.clone(),
+        eager: args.schedule == "eager",
+        plan,
     };
     for w in warnings(&opts) {
         eprintln!("warning: {w}");
