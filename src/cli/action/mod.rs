@@ -91,7 +91,7 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
         ActionCommand::Conduct(a) => {
             let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
             inputs.max_parallel = a.max_parallel.into();
-            let r = round_of(&a.common, a.base, a.round);
+            let r = round_of(a.common.branch.clone(), a.base, a.round);
             let done = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await?;
             writer_outputs(ctx, &done, true)
         }
@@ -100,7 +100,7 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
                 matrix: a.matrix,
                 planned: a.conclusion,
                 planned_message: a.message,
-                ..round_of(&a.common, a.base, a.round)
+                ..round_of(a.common.branch.clone(), a.base, a.round)
             };
             let inputs = inputs(&a.common, String::new(), PathBuf::from(a.artifacts));
             finalize_job(root, ctx, inputs, &a.writer, &r).await
@@ -109,23 +109,13 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
 }
 
 /// The round a writer of the branch was handed: the branch, its base and number.
-fn round_of(common: &Common, base: String, round: u32) -> Round {
+fn round_of(branch: String, base: String, round: u32) -> Round {
     Round {
-        branch: common.branch.clone(),
+        branch,
         base,
         round,
         ..Default::default()
     }
-}
-
-/// A writer of the branch (`job`) needs to be told which.
-fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
-    if r.branch.is_empty() {
-        return Err(ActionError::Input(format!(
-            "{job} needs the execution branch (the plan job's `branch` output)"
-        )));
-    }
-    Ok(())
 }
 
 /// Where the plan job's pre-flight checks may run, and the agent's user they run as. A job
@@ -229,12 +219,7 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     // The conductor, in this job: the branch, base and round just planned.
     let mut inputs = inputs;
     inputs.max_parallel = max_parallel.into();
-    let r = Round {
-        branch: planned.branch.clone(),
-        base: planned.base.clone(),
-        round: planned.round,
-        ..Default::default()
-    };
+    let r = round_of(planned.branch.clone(), planned.base.clone(), planned.round);
     let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
     // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
     hand_back(root);
@@ -358,8 +343,7 @@ async fn conduct_job(
     r: Round,
     timing: crate::action::jobs::conduct::Timing,
 ) -> Result<Finalized, ActionError> {
-    let client = writer_client(ctx, &mut inputs, writer, "conduct").await?;
-    require_branch(&r, "conduct")?;
+    let client = writer_client(ctx, &mut inputs, writer, "conduct", &r).await?;
     let r = Round {
         planned: PlanConclusion::Conduct,
         ..r
@@ -379,8 +363,7 @@ async fn finalize_job(
     writer: &Writer,
     r: &Round,
 ) -> Result<Exit, ActionError> {
-    let client = writer_client(ctx, &mut inputs, writer, "finalize").await?;
-    require_branch(r, "finalize")?;
+    let client = writer_client(ctx, &mut inputs, writer, "finalize", r).await?;
     let done = finalize::run(root, &inputs, ctx, r, client.as_ref()).await?;
     writer_outputs(ctx, &done, true)
 }
@@ -405,13 +388,15 @@ fn writer_outputs(ctx: &Runner, done: &Finalized, conclusion: bool) -> Result<Ex
     })
 }
 
-/// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
-/// GitHub App's installation token replaces the token. `None` outside a repository.
+/// The client of a job that writes (finalize, conduct) round `r`'s branch, which it must be
+/// told: with `app_id` and `private_key`, a GitHub App's installation token replaces the
+/// token. `None` outside a repository.
 async fn writer_client(
     ctx: &Runner,
     inputs: &mut Inputs,
     writer: &Writer,
     job: &str,
+    r: &Round,
 ) -> Result<Option<Client>, ActionError> {
     inputs.allow_workflow_changes = writer.allow_workflow_changes;
     inputs.workflow.clone_from(&writer.workflow);
@@ -449,6 +434,11 @@ async fn writer_client(
         }
         None => None,
     };
+    if r.branch.is_empty() {
+        return Err(ActionError::Input(format!(
+            "{job} needs the execution branch (the plan job's `branch` output)"
+        )));
+    }
     Ok(client)
 }
 
