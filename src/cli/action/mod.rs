@@ -167,9 +167,9 @@ fn plan_summary(planned: &plan::Planned, agent: &AgentUser, conducts: bool) -> S
 /// (with the writer's settings and the pace) when the plan says so.
 async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, ActionError> {
     let (schedule, max_parallel) = (a.schedule, a.max_parallel);
-    let conductor = (a.conduct && schedule == Schedule::Eager).then_some((&a.writer, &a.pace));
-    let inputs = inputs(&a.common, String::new(), PathBuf::new());
-    let (agent, preflight) = preflight_where(conductor.is_some());
+    let conductor = a.conduct && schedule == Schedule::Eager;
+    let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+    let (agent, preflight) = preflight_where(conductor);
     if let Err(e) = agent_user::let_pass(root) {
         println!(
             "warning: cannot let the agent's user reach {}: {e}",
@@ -204,7 +204,7 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     }
     let mut planned = planned?;
     println!("{}", planned.message);
-    let conducts = planned.conclusion == PlanConclusion::Conduct && conductor.is_some();
+    let conducts = planned.conclusion == PlanConclusion::Conduct && conductor;
     if conducts {
         planned.conclusion = PlanConclusion::Conducted;
     }
@@ -213,14 +213,13 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     outs.push(("max-parallel", max_parallel.to_string()));
     ctx.set_outputs(&outs)?;
     ctx.summary(&plan_summary(&planned, &agent, conducts))?;
-    let (Some((writer, pace)), true) = (conductor, conducts) else {
+    if !conducts {
         return Ok(Exit::Success);
-    };
+    }
     // The conductor, in this job: the branch, base and round just planned.
-    let mut inputs = inputs;
     inputs.max_parallel = max_parallel.into();
     let r = round_of(planned.branch.clone(), planned.base.clone(), planned.round);
-    let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
+    let conducted = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await;
     // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
     hand_back(root);
     writer_outputs(ctx, &conducted?, false)
