@@ -35,7 +35,7 @@ fn token() -> Token {
     t
 }
 
-fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
+fn inputs(common: &Common, worker: &str, artifacts: PathBuf) -> Inputs {
     Inputs {
         // An input the workflow left empty arrives as an empty variable.
         plan_rel: if common.plan.trim().is_empty() {
@@ -44,7 +44,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
             common.plan.clone()
         },
         // `claude`, `codex`, …: the command line `run --worker NAME` and `init` give it.
-        worker: crate::pure::agents::named(&worker).map_or(worker, |a| a.command.to_string()),
+        worker: crate::pure::agents::command_of(worker),
         reviewer: None,
         max_parallel: 1,
         timeout: common.timeout,
@@ -89,7 +89,7 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
         ActionCommand::Comment(a) => steer_job(root, ctx, a, SteerPhase::Route).await,
         ActionCommand::Steer(a) => steer_job(root, ctx, a, SteerPhase::Apply).await,
         ActionCommand::Conduct(a) => {
-            let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+            let mut inputs = inputs(&a.common, "", PathBuf::new());
             inputs.max_parallel = a.max_parallel.into();
             let r = round_of(a.common.branch.clone(), a.base, a.round);
             let done = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await?;
@@ -102,7 +102,7 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
                 planned_message: a.message,
                 ..round_of(a.common.branch.clone(), a.base, a.round)
             };
-            let inputs = inputs(&a.common, String::new(), PathBuf::from(a.artifacts));
+            let inputs = inputs(&a.common, "", PathBuf::from(a.artifacts));
             finalize_job(root, ctx, inputs, &a.writer, &r).await
         }
     }
@@ -168,7 +168,7 @@ fn plan_summary(planned: &plan::Planned, agent: &AgentUser, conducts: bool) -> S
 async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, ActionError> {
     let (schedule, max_parallel) = (a.schedule, a.max_parallel);
     let conductor = a.conduct && schedule == Schedule::Eager;
-    let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+    let mut inputs = inputs(&a.common, "", PathBuf::new());
     let (agent, preflight) = preflight_where(conductor);
     if let Err(e) = agent_user::let_pass(root) {
         println!(
@@ -251,7 +251,7 @@ async fn work_job(root: &Path, ctx: &Runner, given: WorkArgs) -> Result<Exit, Ac
         PathBuf::from(given.artifacts)
     };
     let name = crate::action::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
-    let mut inputs = inputs(&given.common, given.worker, dir.clone());
+    let mut inputs = inputs(&given.common, &given.worker, dir.clone());
     inputs.reviewer = Some(given.reviewer).filter(|r| !r.trim().is_empty());
     // The work job holds no write token; it needs none to fetch a public base, and
     // the checkout's own credentials otherwise.
@@ -448,7 +448,7 @@ async fn steer_job(
     a: SteerArgs,
     phase: SteerPhase,
 ) -> Result<Exit, ActionError> {
-    let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+    let mut inputs = inputs(&a.common, "", PathBuf::new());
     inputs.workflow = a.workflow;
     if inputs.token.is_empty() {
         return Err(ActionError::Input(
