@@ -88,15 +88,11 @@ pub fn main() -> ExitCode {
     install_panic_hook(loc.plan.clone());
     // Not `stdout().lock()`: the live display of `run` writes from its own thread.
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
-    match commands::run(cli.command, &loc, &mut out) {
-        Ok(exit) => {
-            let _ = out.flush();
-            exit.into()
-        }
-        Err(e) => {
-            let _ = out.flush();
-            report(&e, &loc);
-            Exit::Usage.into()
-        }
-    }
+    let ran = commands::run(cli.command, &loc, &mut out);
+    let _ = out.flush();
+    ran.unwrap_or_else(|e| {
+        report(&e, &loc);
+        Exit::Usage
+    })
+    .into()
 }
