@@ -393,14 +393,10 @@ fn start_runtime() -> Result<Runtime, RunError> {
         // cleanly, killing the workers and leaving the plan resumable.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        // Without SIGTERM's handler, its branch is disabled and Ctrl-C alone ends the wait.
         let signal = tokio::select! {
             _ = tokio::signal::ctrl_c() => "SIGINT",
-            () = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending::<()>().await,
-                }
-            } => "SIGTERM",
+            Some(()) = async { term.as_mut()?.recv().await } => "SIGTERM",
         };
         let _ = by.set(signal);
         let _ = cancel_tx.send(true);
