@@ -1,5 +1,6 @@
 //! The command line's arguments (clap): the commands, their flags and the help text they
-//! teach. Converted to domain values where each command runs ([`crate::cli::commands`]).
+//! teach. Converted to domain values where each command runs ([`crate::cli::commands`]);
+//! `init`'s flags are the struct it runs with, [`crate::action::init::Args`].
 
 // The doc comments here are `--help` text, printed as written.
 #![allow(clippy::doc_markdown)]

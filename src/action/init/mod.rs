@@ -293,22 +293,20 @@ pub fn run(
         && !args.stdout
         && std::io::stdin().is_terminal()
         && std::io::stderr().is_terminal();
-    let (worker, secret) = if interactive {
-        ask(args.secret.as_deref())?
-    } else {
-        let worker = if let Some(w) = &args.worker {
-            Worker::parse(w).map_err(|e| e.to_string())?
-        } else {
+    let worker = match &args.worker {
+        Some(w) => Worker::parse(w).map_err(|e| e.to_string())?,
+        None if interactive => ask_worker()?,
+        None => {
             eprintln!(
                 "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
             );
             Worker::claude()
-        };
-        let secret = match (&args.secret, worker.default_secret()) {
-            (Some(s), _) => Some(check_secret(s).map_err(|e| e.to_string())?),
-            (None, d) => d.map(str::to_string),
-        };
-        (worker, secret)
+        }
+    };
+    let secret = match &args.secret {
+        Some(s) => Some(check_secret(s).map_err(|e| e.to_string())?),
+        None if interactive => ask_secret(&worker)?,
+        None => worker.default_secret().map(str::to_string),
     };
     let environment = match &args.environment {
         Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
@@ -367,10 +365,10 @@ pub fn warnings(opts: &InitOptions) -> Vec<String> {
     out
 }
 
-/// Asks which worker and which secret (dialoguer, on the terminal).
-fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
+/// Asks which worker (dialoguer, on the terminal).
+fn ask_worker() -> Result<Worker, String> {
     use dialoguer::{Input, Select};
-    let err = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
+    let cannot_ask = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
     let mut items: Vec<String> = crate::pure::agents::AGENTS
         .iter()
         .map(crate::pure::agents::AgentCli::offer)
@@ -381,22 +379,23 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
         .items(&items)
         .default(0)
         .interact()
-        .map_err(err)?;
-    let worker = if let Some(agent) = crate::pure::agents::AGENTS.get(pick) {
-        Worker::Named(agent)
-    } else {
-        let cmd: String = Input::new()
-            .with_prompt("The command (reads the prompt on stdin)")
-            .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
-            .interact_text()
-            .map_err(err)?;
-        Worker::parse(&cmd).map_err(|e| e.to_string())?
-    };
-    if let Some(s) = secret_flag {
-        return Ok((worker, Some(check_secret(s).map_err(|e| e.to_string())?)));
+        .map_err(cannot_ask)?;
+    if let Some(agent) = crate::pure::agents::AGENTS.get(pick) {
+        return Ok(Worker::Named(agent));
     }
+    let cmd: String = Input::new()
+        .with_prompt("The command (reads the prompt on stdin)")
+        .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
+        .interact_text()
+        .map_err(cannot_ask)?;
+    Worker::parse(&cmd).map_err(|e| e.to_string())
+}
+
+/// Asks which repository secret holds `worker`'s API key (dialoguer, on the terminal).
+fn ask_secret(worker: &Worker) -> Result<Option<String>, String> {
+    let cannot_ask = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
     let default = worker.default_secret().unwrap_or("").to_string();
-    let name: String = Input::new()
+    let name: String = dialoguer::Input::new()
         .with_prompt("The repository secret holding its API key (empty: none)")
         .default(default)
         .allow_empty(true)
@@ -408,9 +407,8 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
             }
         })
         .interact_text()
-        .map_err(err)?;
-    let secret = Some(name.trim().to_string()).filter(|s| !s.is_empty());
-    Ok((worker, secret))
+        .map_err(cannot_ask)?;
+    Ok(Some(name.trim().to_string()).filter(|s| !s.is_empty()))
 }
 
 /// The three commands to run after `init`, numbered.
