@@ -32,7 +32,7 @@ pub(crate) fn run(
         Command::Prompt(a) => cmd_prompt(loc, out, &a),
         Command::Status(a) => cmd_status(loc, out, &a),
         Command::Graph(a) => cmd_graph(loc, out, &a),
-        Command::Simulate(a) => simulate(loc, out, a),
+        Command::Simulate(a) => simulate(loc, out, &a),
         Command::Init(a) => cmd_init(loc, out, &a),
         Command::Action(cmd) => {
             out.flush()?;
