@@ -28,7 +28,7 @@ pub(crate) fn run(
         Command::Answer(a) => cmd_answer(loc, out, a),
         Command::Retry(a) => cmd_retry(loc, out, &a),
         Command::Demo(a) => cmd_demo(loc, out, a),
-        Command::Validate(a) => validate(loc, out, a.json, a.no_checks, a.check_timeout),
+        Command::Validate(a) => validate(loc, out, &a),
         Command::Prompt(a) => cmd_prompt(loc, out, &a),
         Command::Status(a) => cmd_status(loc, out, &a),
         Command::Graph(a) => cmd_graph(loc, out, &a),
