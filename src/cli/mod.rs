@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
     };
     // No `--plan`, no `.design/plan.json`, several task lists: which one is for the user.
     if cli.plan.is_none()
-        && location::reads_plan(&cli.command)
+        && location::plan_use(&cli.command).is_some()
         && !loc.plan.exists()
         && let Some(e) = location::several_task_lists(&loc.root)
     {
