@@ -123,23 +123,23 @@ fn round_of(branch: String, base: String, round: u32) -> Round {
 /// it only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
 /// write), never as dagexec's own.
 fn preflight_where(conducts: bool) -> (AgentUser, plan::Preflight) {
-    let agent = if conducts {
-        agent_user::from_env()
-    } else {
-        AgentUser::Off
-    };
-    let preflight = match (&agent, conducts) {
-        (_, false) | (AgentUser::On(_), _) => plan::Preflight::Here,
-        (AgentUser::Unavailable(why), true) => {
-            plan::Preflight::Refused(format!(
-                "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
-            ))
-        }
-        (AgentUser::Off, true) => plan::Preflight::Refused(
-            "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
+    if !conducts {
+        return (AgentUser::Off, plan::Preflight::Here);
+    }
+    let agent = agent_user::from_env();
+    let missing = match &agent {
+        AgentUser::On(_) => return (agent, plan::Preflight::Here),
+        AgentUser::Unavailable(why) => format!(
+            "is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made"
         ),
+        AgentUser::Off => {
+            "is off (`agent-user: false`); give the plan job `agent-user: true`".into()
+        }
     };
-    (agent, preflight)
+    let refused = format!(
+        "this job holds the conductor's write token and the agent's user {missing}, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
+    );
+    (agent, plan::Preflight::Refused(refused))
 }
 
 /// The plan job's summary: the plan of the round, and in a job that conducts where its
