@@ -339,14 +339,11 @@ async fn conduct_job(
     ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
-    r: Round,
+    mut r: Round,
     timing: crate::action::jobs::conduct::Timing,
 ) -> Result<Finalized, ActionError> {
     let client = writer_client(ctx, &mut inputs, writer, "conduct", &r).await?;
-    let r = Round {
-        planned: PlanConclusion::Conduct,
-        ..r
-    };
+    r.planned = PlanConclusion::Conduct;
     let client = client.as_ref();
     let done = crate::action::jobs::conduct::run(root, &inputs, ctx, client, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
@@ -455,10 +452,8 @@ async fn steer_job(
             "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
         ));
     }
-    let api_url = ctx.api_url.clone();
-    let token = inputs.token.clone();
     let client_for = |t: &crate::action::steering::comment::Trigger| {
-        Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+        Client::new(&ctx.api_url, &inputs.token, t.repo.clone()).map_err(ActionError::from)
     };
     let done = crate::action::jobs::steer::run(root, &inputs, ctx, client_for, phase).await?;
     println!("{}", done.message);
