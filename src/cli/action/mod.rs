@@ -102,8 +102,12 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
                 planned_message: a.message,
                 ..round_of(a.common.branch.clone(), a.base, a.round)
             };
-            let inputs = inputs(&a.common, "", PathBuf::from(a.artifacts));
-            finalize_job(root, ctx, inputs, &a.writer, &r).await
+            // Job `finalize`: round `r` as the plan job handed it over, its artifacts'
+            // folder among the inputs.
+            let mut inputs = inputs(&a.common, "", PathBuf::from(a.artifacts));
+            let client = writer_client(ctx, &mut inputs, &a.writer, "finalize", &r).await?;
+            let done = finalize::run(root, &inputs, ctx, &r, client.as_ref()).await?;
+            writer_outputs(ctx, &done, true)
         }
     }
 }
@@ -348,20 +352,6 @@ async fn conduct_job(
     let done = crate::action::jobs::conduct::run(root, &inputs, ctx, client, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
     Ok(done)
-}
-
-/// Job `finalize`: round `r` as the plan job handed it over, with the job's `inputs` (its
-/// artifacts' folder among them; the writer's settings, `writer`, go into them).
-async fn finalize_job(
-    root: &Path,
-    ctx: &Runner,
-    mut inputs: Inputs,
-    writer: &Writer,
-    r: &Round,
-) -> Result<Exit, ActionError> {
-    let client = writer_client(ctx, &mut inputs, writer, "finalize", r).await?;
-    let done = finalize::run(root, &inputs, ctx, r, client.as_ref()).await?;
-    writer_outputs(ctx, &done, true)
 }
 
 /// A writer's outputs (`conclusion` unless a plan job conducted: its own is `conducted`,
