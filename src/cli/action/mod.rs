@@ -64,21 +64,15 @@ fn inputs(common: &Common, worker: &str, artifacts: PathBuf) -> Inputs {
 /// a person must fix; usage: dagexec could not do its job).
 pub fn run(cmd: ActionCommand) -> Exit {
     let ctx = Runner::from_env();
-    match execute(cmd, &ctx) {
-        Ok(code) => code,
-        Err(e) => {
+    std::env::current_dir()
+        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))
+        // The one place an action command blocks on a future: every job is async and runs
+        // on this runtime (how blocking work fits in: `crate::action::runtime`).
+        .and_then(|root| crate::action::runtime()?.block_on(job(cmd, &ctx, &root)))
+        .unwrap_or_else(|e| {
             runtime::error_annotation("dagexec", &e.to_string());
             Exit::Usage
-        }
-    }
-}
-
-fn execute(cmd: ActionCommand, ctx: &Runner) -> Result<Exit, ActionError> {
-    let root = std::env::current_dir()
-        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
-    // The one place an action command blocks on a future: every job is async and runs on
-    // this runtime (how blocking work fits in: `crate::action::runtime`).
-    crate::action::runtime()?.block_on(job(cmd, ctx, &root))
+        })
 }
 
 /// The job `cmd` names, run in the checkout at `root`.
