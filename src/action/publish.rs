@@ -52,11 +52,12 @@ pub(crate) struct Publisher<'a> {
     pub holding: Option<&'a str>,
 }
 
-/// The run's pull request as finalize writes on it: the client and the pull request's number.
-#[derive(Clone, Copy)]
+/// The run's pull request as finalize writes on it: the client, the pull request's number,
+/// and the comments on it that carry a dagexec marker ([`Publisher::marked`]).
 struct Pr<'a> {
     client: &'a Client,
     number: u64,
+    marked: comment::Trusted,
 }
 
 impl Publisher<'_> {
@@ -184,20 +185,15 @@ impl Publisher<'_> {
         };
         let pr = self.pull_request(c, plan, links, stop).await?;
         println!("Pull request #{}: {}", pr.number, pr.html_url);
-        let at = Pr {
-            client: c,
-            number: pr.number,
-        };
-        let marked = self.marked(at).await?;
-        self.ask(at, plan, &marked, preflight).await?;
-        let aborted = steering::abort_confirmed(c, pr.number, &marked).await?;
+        let at = self.marked(c, pr.number).await?;
+        self.ask(&at, plan, preflight).await?;
+        let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?;
         let dispatched = more && !aborted;
         if dispatched {
             self.dispatch(c).await?;
         }
-        self.write_status(at, plan, links, &marked, more && aborted)
-            .await?;
-        self.write_back_issues(at, plan, links).await?;
+        self.write_status(&at, plan, links, more && aborted).await?;
+        self.write_back_issues(&at, plan, links).await?;
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr).await?;
         }
@@ -227,13 +223,8 @@ impl Publisher<'_> {
             return self.stale(c, plan).await;
         }
         crate::flow::failpoint("push", self.round.round);
-        let marked = self
-            .marked(Pr {
-                client: c,
-                number: pr,
-            })
-            .await?;
-        let aborted = steering::abort_confirmed(c, pr, &marked).await?;
+        let at = self.marked(c, pr).await?;
+        let aborted = steering::abort_confirmed(c, pr, &at.marked).await?;
         Ok(Published {
             pr: Some(pr),
             dispatched: false,
@@ -253,28 +244,28 @@ impl Publisher<'_> {
             return Ok(());
         };
         let pr = self.pull_request(c, plan, links, None).await?;
-        let at = Pr {
-            client: c,
-            number: pr.number,
-        };
-        let marked = self.marked(at).await?;
-        self.ask(at, plan, &marked, None).await?;
-        self.write_status(at, plan, links, &marked, false).await?;
-        self.write_back_issues(at, plan, links).await
+        let at = self.marked(c, pr.number).await?;
+        self.ask(&at, plan, None).await?;
+        self.write_status(&at, plan, links, false).await?;
+        self.write_back_issues(&at, plan, links).await
     }
 
-    /// The comments on the pull request that carry a dagexec marker: only those dagexec
-    /// wrote itself are its state; one by anyone else is reported and ignored.
-    async fn marked(&self, at: Pr<'_>) -> Result<comment::Trusted, ActionError> {
+    /// Pull request `number` with the comments on it that carry a dagexec marker: only those
+    /// dagexec wrote itself are its state; one by anyone else is reported and ignored.
+    async fn marked<'a>(&self, client: &'a Client, number: u64) -> Result<Pr<'a>, ActionError> {
         let me = self.inputs.me();
-        let marked = comment::trusted_marked(at.client, at.number, me).await?;
+        let marked = comment::trusted_marked(client, number, me).await?;
         for other in &marked.ignored {
             println!(
                 "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
                 other.id, other.author.login
             );
         }
-        Ok(marked)
+        Ok(Pr {
+            client,
+            number,
+            marked,
+        })
     }
 
     /// The pull request of the branch, its body brought up to date; opened as a draft on the
@@ -295,74 +286,56 @@ impl Publisher<'_> {
                 .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge),
         };
         let body = report::pr_body(plan, round.round, links, stop, ran);
-        let pr = async {
-            if let Some(pr) = c.find_pull(&round.branch).await? {
-                c.update_pull_body(pr.number, &body).await?;
-                Ok::<_, crate::edge::github::ApiError>(pr)
-            } else {
-                // The ref the run was started on; a round runs on its own branch once the run
-                // that started it was on the default branch (see `plan`): that one.
-                let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
-                    ctx.ref_name.clone()
-                } else if !ctx.default_branch.is_empty() {
-                    ctx.default_branch.clone()
-                } else {
-                    c.default_branch().await?
-                };
-                let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
-                match c
-                    .create_pull(&round.branch, &base, &title, &body, true)
-                    .await
-                {
-                    // A retried create whose first try landed after all: adopt that PR.
-                    Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
-                        Some(pr) => Ok(pr),
-                        None => Err(e),
-                    },
-                    other => other,
-                }
-            }
+        if let Some(pr) = c.find_pull(&round.branch).await? {
+            c.update_pull_body(pr.number, &body).await?;
+            return Ok(pr);
         }
-        .await?;
-        Ok(pr)
+        // The ref the run was started on; a round runs on its own branch once the run that
+        // started it was on the default branch (see `plan`): that one.
+        let base = if !ctx.ref_name.is_empty() && ctx.ref_name != round.branch {
+            ctx.ref_name.clone()
+        } else if !ctx.default_branch.is_empty() {
+            ctx.default_branch.clone()
+        } else {
+            c.default_branch().await?
+        };
+        let title = format!("dagexec: {}", plan.goal.lines().next().unwrap_or("plan"));
+        match c
+            .create_pull(&round.branch, &base, &title, &body, true)
+            .await
+        {
+            // A retried create whose first try landed after all: adopt that PR.
+            Err(e) if e.status() == Some(422) => match c.find_pull(&round.branch).await? {
+                Some(pr) => Ok(pr),
+                None => Err(e.into()),
+            },
+            other => Ok(other?),
+        }
     }
 
     /// One comment per open question on the pull request, and the pre-flight question.
     async fn ask(
         &self,
-        at: Pr<'_>,
+        at: &Pr<'_>,
         plan: &plan::model::Plan,
-        marked: &comment::Trusted,
         preflight: Option<&str>,
     ) -> Result<(), ActionError> {
-        let Pr {
-            client: c,
-            number: n,
-        } = at;
-        async {
-            for (i, q) in crate::pure::question::open(plan) {
-                let text = steering::question_comment(
-                    i,
-                    &crate::pure::plan::ids::name(plan, i),
-                    &plan.tasks[i].subject,
-                    &q,
-                );
-                let marker = steering::question_marker(&i.to_string());
-                c.upsert_marked_comment(n, &marker, &text, &marked.own)
-                    .await?;
-            }
-            if let Some(message) = preflight {
-                c.upsert_marked_comment(
-                    n,
-                    &steering::question_marker("preflight"),
-                    &steering::preflight_comment(message),
-                    &marked.own,
-                )
-                .await?;
-            }
-            Ok::<_, crate::edge::github::ApiError>(())
+        let (c, n, own) = (at.client, at.number, &at.marked.own);
+        for (i, q) in crate::pure::question::open(plan) {
+            let text = steering::question_comment(
+                i,
+                &crate::pure::plan::ids::name(plan, i),
+                &plan.tasks[i].subject,
+                &q,
+            );
+            let marker = steering::question_marker(&i.to_string());
+            c.upsert_marked_comment(n, &marker, &text, own).await?;
         }
-        .await?;
+        if let Some(message) = preflight {
+            let marker = steering::question_marker("preflight");
+            let text = steering::preflight_comment(message);
+            c.upsert_marked_comment(n, &marker, &text, own).await?;
+        }
         Ok(())
     }
 
@@ -370,16 +343,12 @@ impl Publisher<'_> {
     /// stopped it).
     async fn write_status(
         &self,
-        at: Pr<'_>,
+        at: &Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
-        marked: &comment::Trusted,
         stopped: bool,
     ) -> Result<(), ActionError> {
-        let Pr {
-            client: c,
-            number: n,
-        } = at;
+        let (c, marked) = (at.client, &at.marked);
         let round = self.round;
         let (_, part) = super::rounds::position(plan);
         let waiting = if stopped && part > 0 {
@@ -402,7 +371,7 @@ impl Publisher<'_> {
         };
         let status = comment::status_body(plan, round.round, links, &waiting);
         let status_id = c
-            .upsert_marked_comment(n, comment::STATUS_MARKER, &status, &marked.own)
+            .upsert_marked_comment(at.number, comment::STATUS_MARKER, &status, &marked.own)
             .await?;
         // The abort is consumed: any other status comment of dagexec's that asked for it (the
         // comment job writes as GitHub Actions, a finalize with an App as the App) says so.
@@ -421,14 +390,11 @@ impl Publisher<'_> {
     /// written to the issues: they close when the pull request merges.
     async fn write_back_issues(
         &self,
-        at: Pr<'_>,
+        at: &Pr<'_>,
         plan: &plan::model::Plan,
         links: &Links,
     ) -> Result<(), ActionError> {
-        let Pr {
-            client: c,
-            number: n,
-        } = at;
+        let (c, n) = (at.client, at.number);
         use crate::sources::issues::write_back;
         let repo = c.repo.to_string();
         let Some(parent) = write_back::parent_in(plan, &repo) else {

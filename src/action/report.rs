@@ -435,7 +435,9 @@ fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
         RunStop::NeedsInput(_) => "Waiting for your answer".to_string(),
         RunStop::Budget(why) => {
             let what = cell(why.split(':').next().unwrap_or("the budget is spent"), 80);
-            match plan_budget(plan) {
+            // What the plan's recorded attempts cost, when any reported a cost.
+            let spent = crate::pure::usage::total(plan).cost_usd;
+            match spent.map(crate::pure::usage::money) {
                 Some(spent) => format!("Stopped: {what} ({spent} recorded)"),
                 None => format!("Stopped: {what}"),
             }
@@ -512,13 +514,6 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         s,
         "### How to resume\nFix the cause on branch `{branch}` if it is in the repository, then comment `/execute retry N` on this pull request for each failed task N (the tasks it cascaded to come back with it); a blocked task takes `/execute answer N …`."
     );
-}
-
-/// What the plan's recorded attempts cost, as `$1.23`, when any reported a cost.
-fn plan_budget(plan: &Plan) -> Option<String> {
-    crate::pure::usage::total(plan)
-        .cost_usd
-        .map(crate::pure::usage::money)
 }
 
 #[cfg(test)]

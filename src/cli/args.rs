@@ -1,5 +1,6 @@
 //! The command line's arguments (clap): the commands, their flags and the help text they
-//! teach. Converted to domain values where each command runs ([`crate::cli::commands`]).
+//! teach. Converted to domain values where each command runs ([`crate::cli::commands`]);
+//! `init`'s flags are the struct it runs with, [`crate::action::init::Args`].
 
 // The doc comments here are `--help` text, printed as written.
 #![allow(clippy::doc_markdown)]
@@ -170,7 +171,7 @@ pub(crate) enum Command {
     /// the next round). The action is pinned by commit. Without --worker, asks on a terminal
     /// (which worker, which secret) and otherwise uses Claude Code; then prints the next three
     /// commands (set the secret, commit and push the workflow, start a run).
-    Init(InitArgs),
+    Init(crate::action::init::Args),
     /// The jobs of a round on GitHub Actions (run by action.yml; see `dagexec init`).
     ///
     /// Inputs come from flags or the DAGEXEC_* variables action.yml sets, and the GITHUB_*
@@ -421,38 +422,4 @@ pub(crate) struct SimulateArgs {
     /// The charts' width in columns [default: the terminal's, else 100].
     #[arg(long, value_name = "COLUMNS")]
     pub(crate) width: Option<usize>,
-}
-
-/// The arguments of `dagexec init`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct InitArgs {
-    /// The worker: claude, codex, gemini or aider (installed at a pinned version), or any
-    /// command line that reads the prompt on stdin.
-    #[arg(long, value_name = "claude|codex|gemini|aider|CMD")]
-    pub(crate) worker: Option<String>,
-    /// The repository secret the worker needs, passed to it as an environment variable of
-    /// the same name and checked before it runs (default: the worker's own, e.g.
-    /// ANTHROPIC_API_KEY; none for a command).
-    #[arg(long, value_name = "NAME")]
-    pub(crate) secret: Option<String>,
-    /// Keep the secret in this GitHub environment (the work job runs in it, so no other
-    /// job can read the secret) instead of the repository's secrets.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) environment: Option<String>,
-    /// The action the workflow uses: the repository that holds dagexec's action.yml, at a
-    /// commit or tag [default: this dagexec's own repository (Cargo.toml's `repository`) at
-    /// the commit it was built from]; `./` builds it from the repository's own source.
-    #[arg(long, value_name = "OWNER/REPO@REF")]
-    pub(crate) action: Option<String>,
-    /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
-    /// conductor job starts each task as its own run as soon as its blockers are
-    /// committed and a slot is free, and commits each result as it arrives.
-    #[arg(long, value_name = "rounds|eager", default_value = "rounds", value_parser = ["rounds", "eager"])]
-    pub(crate) schedule: String,
-    /// Replace an existing workflow file.
-    #[arg(long)]
-    pub(crate) force: bool,
-    /// Print the workflow instead of writing it.
-    #[arg(long)]
-    pub(crate) stdout: bool,
 }

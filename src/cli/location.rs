@@ -106,20 +106,21 @@ pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
     ))
 }
 
-/// The commands that read the plan `--plan` names, or the one found here: not `demo` (its
-/// own), `action` (the Action's inputs), nor `run --long-run` / `--issue` (theirs).
-pub(crate) fn reads_plan(command: &Command) -> bool {
+/// How a command uses the plan `--plan` names, or the one found here: `None` when it reads
+/// none — `demo` (its own), `action` (the Action's inputs), `run --long-run` / `--issue`
+/// (theirs) —, else whether it writes the plan's state (`run` but a dry run, `answer`,
+/// `retry`).
+pub(crate) fn plan_use(command: &Command) -> Option<bool> {
     match command {
-        Command::Run(a) => a.long_run.is_none() && a.issue.issue.is_none(),
-        Command::Validate(a) => a.issue.issue.is_none(),
-        Command::Demo(_) | Command::Action(_) => false,
+        Command::Run(a) => (a.long_run.is_none() && a.issue.issue.is_none()).then_some(!a.dry_run),
+        Command::Validate(a) => a.issue.issue.is_none().then_some(false),
+        Command::Answer(_) | Command::Retry(_) => Some(true),
         Command::Prompt(_)
         | Command::Status(_)
-        | Command::Answer(_)
-        | Command::Retry(_)
         | Command::Graph(_)
         | Command::Simulate(_)
-        | Command::Init(_) => true,
+        | Command::Init(_) => Some(false),
+        Command::Demo(_) | Command::Action(_) => None,
     }
 }
 
@@ -170,15 +171,9 @@ fn source_of(command: &Command, loc: &Location) -> Result<Option<(Source, bool)>
     let Some(format) = crate::sources::Format::detect(&loc.plan) else {
         return Ok(None);
     };
-    let write = match command {
-        Command::Run(a) => !a.dry_run,
-        Command::Answer { .. } | Command::Retry { .. } => true,
-        Command::Validate { .. }
-        | Command::Status { .. }
-        | Command::Graph { .. }
-        | Command::Simulate { .. }
-        | Command::Prompt { .. } => false,
-        Command::Demo { .. } | Command::Init { .. } | Command::Action(_) => return Ok(None),
+    // `init` names the task list itself in the workflow: no plan is generated for it.
+    let Some(write) = plan_use(command).filter(|_| !matches!(command, Command::Init(_))) else {
+        return Ok(None);
     };
     let path = loc.plan.clone();
     Ok(Some((Source::TaskList { format, path }, write)))

@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
     };
     // No `--plan`, no `.design/plan.json`, several task lists: which one is for the user.
     if cli.plan.is_none()
-        && location::reads_plan(&cli.command)
+        && location::plan_use(&cli.command).is_some()
         && !loc.plan.exists()
         && let Some(e) = location::several_task_lists(&loc.root)
     {
@@ -88,15 +88,11 @@ pub fn main() -> ExitCode {
     install_panic_hook(loc.plan.clone());
     // Not `stdout().lock()`: the live display of `run` writes from its own thread.
     let mut out = io::BufWriter::with_capacity(1 << 20, io::stdout());
-    match commands::run(cli.command, &loc, &mut out) {
-        Ok(exit) => {
-            let _ = out.flush();
-            exit.into()
-        }
-        Err(e) => {
-            let _ = out.flush();
-            report(&e, &loc);
-            Exit::Usage.into()
-        }
-    }
+    let ran = commands::run(cli.command, &loc, &mut out);
+    let _ = out.flush();
+    ran.unwrap_or_else(|e| {
+        report(&e, &loc);
+        Exit::Usage
+    })
+    .into()
 }

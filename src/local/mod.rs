@@ -34,7 +34,7 @@ pub fn run(opts: &RunOptions, ui: &Ui) -> Result<RunEnd, RunError> {
         .overlap
         .for_scheduling(overlaps.for_scheduling(), plan.tasks.len());
     if opts.dry_run {
-        return dry_run(&plan, &dag, &conflicts, opts, ui);
+        return Ok(dry_run(&plan, &dag, &conflicts, opts, ui));
     }
     crate::flow::steps::review::check_reviewers(
         &plan,
@@ -393,14 +393,10 @@ fn start_runtime() -> Result<Runtime, RunError> {
         // cleanly, killing the workers and leaving the plan resumable.
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        // Without SIGTERM's handler, its branch is disabled and Ctrl-C alone ends the wait.
         let signal = tokio::select! {
             _ = tokio::signal::ctrl_c() => "SIGINT",
-            () = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending::<()>().await,
-                }
-            } => "SIGTERM",
+            Some(()) = async { term.as_mut()?.recv().await } => "SIGTERM",
         };
         let _ = by.set(signal);
         let _ = cancel_tx.send(true);
@@ -446,17 +442,13 @@ fn ask(ui: &Ui, question: &str) -> Result<bool, RunError> {
 }
 
 /// `--dry-run`: the rounds the engine would run if every task completed.
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "the dry run answers where the run would, with its result type"
-)]
 fn dry_run(
     plan: &Plan,
     dag: &Dag,
     conflicts: &crate::pure::overlap::Conflicts,
     opts: &RunOptions,
     ui: &Ui,
-) -> Result<RunEnd, RunError> {
+) -> RunEnd {
     let (batches, deadlock) = engine::simulate(plan, dag, conflicts, opts.settings.schedule, None);
     ui.say(format!(
         "Dry run: {} round(s) if every task completes (nothing is changed).",
@@ -492,7 +484,7 @@ fn dry_run(
     }
     if let Some(p) = deadlock {
         ui.say(engine::deadlock_message(p));
-        return Ok(RunEnd::Deadlock);
+        return RunEnd::Deadlock;
     }
-    Ok(RunEnd::Completed)
+    RunEnd::Completed
 }

@@ -235,24 +235,51 @@ pub fn write(root: &Path, text: &str, force: bool) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// `dagexec init`'s flags.
-#[derive(Debug, Clone, Default)]
+/// The arguments of `dagexec init` (its flags; the doc comments are `--help` text, printed
+/// as written).
+#[allow(clippy::doc_markdown)]
+#[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plan `run` would read here, relative to the root (`--plan`, else found).
-    pub plan: String,
+    /// The worker: claude, codex, gemini or aider (installed at a pinned version), or any
+    /// command line that reads the prompt on stdin.
+    #[arg(long, value_name = "claude|codex|gemini|aider|CMD")]
     pub worker: Option<String>,
+    /// The repository secret the worker needs, passed to it as an environment variable of
+    /// the same name and checked before it runs (default: the worker's own, e.g.
+    /// ANTHROPIC_API_KEY; none for a command).
+    #[arg(long, value_name = "NAME")]
     pub secret: Option<String>,
+    /// Keep the secret in this GitHub environment (the work job runs in it, so no other
+    /// job can read the secret) instead of the repository's secrets.
+    #[arg(long, value_name = "NAME")]
     pub environment: Option<String>,
+    /// The action the workflow uses: the repository that holds dagexec's action.yml, at a
+    /// commit or tag [default: this dagexec's own repository (Cargo.toml's `repository`) at
+    /// the commit it was built from]; `./` builds it from the repository's own source.
+    #[arg(long, value_name = "OWNER/REPO@REF")]
     pub action: Option<String>,
-    /// `--schedule eager`.
-    pub eager: bool,
+    /// `rounds`: one workflow run per round (a job matrix; the seeds' rounds). `eager`: a
+    /// conductor job starts each task as its own run as soon as its blockers are
+    /// committed and a slot is free, and commits each result as it arrives.
+    #[arg(long, value_name = "rounds|eager", default_value = "rounds", value_parser = ["rounds", "eager"])]
+    pub schedule: String,
+    /// Replace an existing workflow file.
+    #[arg(long)]
     pub force: bool,
+    /// Print the workflow instead of writing it.
+    #[arg(long)]
     pub stdout: bool,
 }
 
 /// `dagexec init`: decides the options (asking on a terminal when `--worker` is not given),
-/// writes or prints the workflow, and says what to do next. Errors are usage errors.
-pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<(), String> {
+/// writes or prints the workflow for the plan at `plan` (relative to `root`: the one `run`
+/// would read there), and says what to do next. Errors are usage errors.
+pub fn run(
+    root: &Path,
+    plan: String,
+    args: &Args,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
     use std::io::IsTerminal;
     if !args.stdout && crate::edge::git::Repo::discover(root).is_err() {
         return Err(InitError::NotARepository(root.to_path_buf()).to_string());
@@ -266,22 +293,20 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
         && !args.stdout
         && std::io::stdin().is_terminal()
         && std::io::stderr().is_terminal();
-    let (worker, secret) = if interactive {
-        ask(args.secret.as_deref())?
-    } else {
-        let worker = if let Some(w) = &args.worker {
-            Worker::parse(w).map_err(|e| e.to_string())?
-        } else {
+    let worker = match &args.worker {
+        Some(w) => Worker::parse(w).map_err(|e| e.to_string())?,
+        None if interactive => ask_worker()?,
+        None => {
             eprintln!(
                 "Not a terminal, so not asking: the worker is Claude Code (pass --worker claude|codex|gemini|aider|CMD to choose)."
             );
             Worker::claude()
-        };
-        let secret = match (&args.secret, worker.default_secret()) {
-            (Some(s), _) => Some(check_secret(s).map_err(|e| e.to_string())?),
-            (None, d) => d.map(str::to_string),
-        };
-        (worker, secret)
+        }
+    };
+    let secret = match &args.secret {
+        Some(s) => Some(check_secret(s).map_err(|e| e.to_string())?),
+        None if interactive => ask_secret(&worker)?,
+        None => worker.default_secret().map(str::to_string),
     };
     let environment = match &args.environment {
         Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
@@ -292,8 +317,8 @@ pub fn run(root: &Path, args: &Args, out: &mut impl std::io::Write) -> Result<()
         worker,
         secret,
         environment,
-        eager: args.eager,
-        plan: args.plan.clone(),
+        eager: args.schedule == "eager",
+        plan,
     };
     for w in warnings(&opts) {
         eprintln!("warning: {w}");
@@ -340,10 +365,10 @@ pub fn warnings(opts: &InitOptions) -> Vec<String> {
     out
 }
 
-/// Asks which worker and which secret (dialoguer, on the terminal).
-fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
+/// Asks which worker (dialoguer, on the terminal).
+fn ask_worker() -> Result<Worker, String> {
     use dialoguer::{Input, Select};
-    let err = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
+    let cannot_ask = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
     let mut items: Vec<String> = crate::pure::agents::AGENTS
         .iter()
         .map(crate::pure::agents::AgentCli::offer)
@@ -354,22 +379,23 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
         .items(&items)
         .default(0)
         .interact()
-        .map_err(err)?;
-    let worker = if let Some(agent) = crate::pure::agents::AGENTS.get(pick) {
-        Worker::Named(agent)
-    } else {
-        let cmd: String = Input::new()
-            .with_prompt("The command (reads the prompt on stdin)")
-            .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
-            .interact_text()
-            .map_err(err)?;
-        Worker::parse(&cmd).map_err(|e| e.to_string())?
-    };
-    if let Some(s) = secret_flag {
-        return Ok((worker, Some(check_secret(s).map_err(|e| e.to_string())?)));
+        .map_err(cannot_ask)?;
+    if let Some(agent) = crate::pure::agents::AGENTS.get(pick) {
+        return Ok(Worker::Named(agent));
     }
+    let cmd: String = Input::new()
+        .with_prompt("The command (reads the prompt on stdin)")
+        .validate_with(|c: &String| Worker::parse(c).map(drop).map_err(|e| e.to_string()))
+        .interact_text()
+        .map_err(cannot_ask)?;
+    Worker::parse(&cmd).map_err(|e| e.to_string())
+}
+
+/// Asks which repository secret holds `worker`'s API key (dialoguer, on the terminal).
+fn ask_secret(worker: &Worker) -> Result<Option<String>, String> {
+    let cannot_ask = |e: dialoguer::Error| format!("cannot ask on the terminal: {e}");
     let default = worker.default_secret().unwrap_or("").to_string();
-    let name: String = Input::new()
+    let name: String = dialoguer::Input::new()
         .with_prompt("The repository secret holding its API key (empty: none)")
         .default(default)
         .allow_empty(true)
@@ -381,9 +407,8 @@ fn ask(secret_flag: Option<&str>) -> Result<(Worker, Option<String>), String> {
             }
         })
         .interact_text()
-        .map_err(err)?;
-    let secret = Some(name.trim().to_string()).filter(|s| !s.is_empty());
-    Ok((worker, secret))
+        .map_err(cannot_ask)?;
+    Ok(Some(name.trim().to_string()).filter(|s| !s.is_empty()))
 }
 
 /// The three commands to run after `init`, numbered.

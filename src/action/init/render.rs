@@ -48,24 +48,22 @@ fn plan(text: &str, plan: &str) -> String {
     }
     // A YAML single-quoted scalar: only the quote itself needs escaping.
     let quoted = format!("'{}'", plan.replace('\'', "''"));
-    text.replacen(
-        "# dagexec: executes .design/plan.json on",
-        &format!("# dagexec: executes {plan} on"),
-        1,
-    )
-    .replacen(
-        &format!("        default: {DEFAULT_PLAN}\n"),
-        &format!("        default: {quoted}\n"),
-        1,
-    )
-    .replace(
-        "          command: comment\n",
-        &format!("          command: comment\n          plan: {quoted}\n"),
-    )
-    .replace(
-        "          command: steer\n",
-        &format!("          command: steer\n          plan: {quoted}\n"),
-    )
+    let mut text = text
+        .replacen(
+            "# dagexec: executes .design/plan.json on",
+            &format!("# dagexec: executes {plan} on"),
+            1,
+        )
+        .replacen(
+            &format!("        default: {DEFAULT_PLAN}\n"),
+            &format!("        default: {quoted}\n"),
+            1,
+        );
+    for job in ["comment", "steer"] {
+        let line = format!("          command: {job}\n");
+        text = text.replace(&line, &format!("{line}          plan: {quoted}\n"));
+    }
+    text
 }
 
 /// The jobs that hold a write token (plan reads the branch they act on) run the action from
@@ -93,7 +91,8 @@ fn trusted_checkout(opts: &InitOptions) -> String {
 /// trusted checkout in the jobs that write (plan, finalize, conduct) when it is local.
 fn pin_action(text: &str, opts: &InitOptions) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut job = "";
+    // Whether the job the line is in holds a write token.
+    let mut writes = false;
     let target = format!("uses: {TEMPLATE_ACTION}");
     for line in text.split_inclusive('\n') {
         if let Some(name) = line
@@ -101,15 +100,10 @@ fn pin_action(text: &str, opts: &InitOptions) -> String {
             .and_then(|l| l.strip_suffix(":\n"))
             .filter(|l| !l.starts_with(' '))
         {
-            job = match name {
-                "plan" => "plan",
-                "finalize" => "finalize",
-                "conduct" => "conduct",
-                _ => "other",
-            };
+            writes = matches!(name, "plan" | "finalize" | "conduct");
         }
         if let Some(at) = line.find(&target) {
-            let uses = if opts.action.is_local() && matches!(job, "plan" | "finalize" | "conduct") {
+            let uses = if opts.action.is_local() && writes {
                 format!("./{TRUSTED_ACTION_DIR}")
             } else {
                 opts.action.uses.clone()

@@ -95,11 +95,7 @@ pub enum Handled {
 /// The command in `body`, if its first line starts with the word `/execute` (leading
 /// whitespace aside; `/executed` is not it). Case-sensitive.
 pub fn parse(body: &str) -> Option<SlashCommand> {
-    let rest = body.trim_start().strip_prefix(PREFIX)?;
-    if rest.chars().next().is_some_and(|c| !c.is_whitespace()) {
-        return None;
-    }
-    let (name, rest) = word(rest);
+    let (name, rest) = word(after_prefix(body)?);
     let no_args = |cmd: SlashCommand| {
         if first_line(rest).is_empty() {
             cmd
@@ -141,6 +137,16 @@ pub fn parse(body: &str) -> Option<SlashCommand> {
         "help" | "-h" | "--help" => SlashCommand::Unknown(String::new()),
         other => SlashCommand::Unknown(format!("unknown command {}", quote(other))),
     })
+}
+
+/// What follows the word `/execute` that `body` starts with (leading whitespace aside), if it
+/// does (`/executed` does not).
+pub(super) fn after_prefix(body: &str) -> Option<&str> {
+    let rest = body.trim_start().strip_prefix(PREFIX)?;
+    rest.chars()
+        .next()
+        .is_none_or(char::is_whitespace)
+        .then_some(rest)
 }
 
 /// The next word on the current line (spaces and tabs skipped) and what follows it.

@@ -55,12 +55,8 @@ pub fn classify(event_name: &str, payload: &Value) -> Option<IssueTrigger> {
 
 /// `/execute` → no inclusions; `/execute include #4 #7` (or `4, 7`) → those; else `None`.
 pub fn parse(body: &str) -> Option<Vec<u64>> {
-    let line = body.trim_start().lines().next()?.trim();
-    let rest = line.strip_prefix("/execute")?;
-    if rest.chars().next().is_some_and(|c| !c.is_whitespace()) {
-        return None;
-    }
-    let mut words = rest
+    let line = comment::after_prefix(body)?.lines().next().unwrap_or("");
+    let mut words = line
         .split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| !w.is_empty());
     match words.next() {

@@ -124,13 +124,9 @@ pub fn waiting_on(plan: &Plan) -> String {
         let mut ids: Vec<usize> = open.iter().map(|(i, _)| *i).chain(blocked).collect();
         ids.sort_unstable();
         ids.dedup();
-        let names: Vec<String> = ids
-            .iter()
-            .map(|&i| crate::pure::plan::ids::name(plan, i))
-            .collect();
         format!(
             "you: answer the question(s) of task(s) {} (`/execute answer <task> …`)",
-            names.join(", ")
+            crate::pure::plan::ids::TaskNames::of(plan).list(&ids)
         )
     } else if plan.count(Status::Pending) > 0 {
         "the next round".into()

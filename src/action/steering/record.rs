@@ -5,6 +5,7 @@
 use crate::action::ActionError;
 use crate::action::steering::comment::SlashCommand;
 use crate::edge::git::Repo;
+use crate::pure::plan::ids::TaskNames;
 use crate::pure::plan::{Plan, model::Status};
 
 pub use crate::pure::plan::fields::PROCEED as PROCEED_FIELD;
@@ -192,7 +193,7 @@ pub fn apply(
                     if a.reopened.is_empty() {
                         String::new()
                     } else {
-                        format!(" and tasks {}", names(plan, &a.reopened))
+                        format!(" and tasks {}", TaskNames::of(plan).list(&a.reopened))
                     }
                 )),
                 Err(e) => Err(format!(
@@ -208,22 +209,13 @@ pub fn apply(
             match retry(plan, dag, index) {
                 Ok(reopened) => Ok(format!(
                     "dagexec: retry task {name}\n\nAsked for with {by}; pending again: {}.\n",
-                    names(plan, &reopened)
+                    TaskNames::of(plan).list(&reopened)
                 )),
                 Err(why) => Err(format!("dagexec cannot retry that: {why}")),
             }
         }
         other => Err(format!("{other:?} does not change the plan")),
     }
-}
-
-/// Tasks as messages name them ([`crate::pure::plan::ids::name`]), comma-separated.
-fn names(plan: &Plan, indices: &[usize]) -> String {
-    indices
-        .iter()
-        .map(|&i| crate::pure::plan::ids::name(plan, i))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// `/execute retry N`: a failed, blocked or skipped task gets a fresh set of attempts, and

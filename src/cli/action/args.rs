@@ -266,7 +266,7 @@ pub struct FinalizeArgs {
     #[arg(long, env = "DAGEXEC_ROUND")]
     pub(super) round: u32,
     /// The plan job's conclusion (`work`, `close-round`, `completed`, …).
-    #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = parse_planned)]
+    #[arg(long, env = "DAGEXEC_CONCLUSION", default_value = "work", value_parser = str::parse::<PlanConclusion>)]
     pub(super) conclusion: PlanConclusion,
     #[arg(
         long,
@@ -285,11 +285,6 @@ pub struct FinalizeArgs {
     pub(super) artifacts: String,
     #[command(flatten)]
     pub(super) writer: Writer,
-}
-
-/// The plan job's conclusion, as finalize's `conclusion` input carries it.
-fn parse_planned(s: &str) -> Result<PlanConclusion, String> {
-    s.parse()
 }
 
 /// A schedule on Actions: the engine's rounds or eager (waves are a local schedule only).

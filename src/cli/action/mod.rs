@@ -35,7 +35,7 @@ fn token() -> Token {
     t
 }
 
-fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
+fn inputs(common: &Common, worker: &str, artifacts: PathBuf) -> Inputs {
     Inputs {
         // An input the workflow left empty arrives as an empty variable.
         plan_rel: if common.plan.trim().is_empty() {
@@ -44,7 +44,7 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
             common.plan.clone()
         },
         // `claude`, `codex`, …: the command line `run --worker NAME` and `init` give it.
-        worker: crate::pure::agents::named(&worker).map_or(worker, |a| a.command.to_string()),
+        worker: crate::pure::agents::command_of(worker),
         reviewer: None,
         max_parallel: 1,
         timeout: common.timeout,
@@ -64,21 +64,15 @@ fn inputs(common: &Common, worker: String, artifacts: PathBuf) -> Inputs {
 /// a person must fix; usage: dagexec could not do its job).
 pub fn run(cmd: ActionCommand) -> Exit {
     let ctx = Runner::from_env();
-    match execute(cmd, &ctx) {
-        Ok(code) => code,
-        Err(e) => {
+    std::env::current_dir()
+        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))
+        // The one place an action command blocks on a future: every job is async and runs
+        // on this runtime (how blocking work fits in: `crate::action::runtime`).
+        .and_then(|root| crate::action::runtime()?.block_on(job(cmd, &ctx, &root)))
+        .unwrap_or_else(|e| {
             runtime::error_annotation("dagexec", &e.to_string());
             Exit::Usage
-        }
-    }
-}
-
-fn execute(cmd: ActionCommand, ctx: &Runner) -> Result<Exit, ActionError> {
-    let root = std::env::current_dir()
-        .map_err(|e| ActionError::Input(format!("no current directory: {e}")))?;
-    // The one place an action command blocks on a future: every job is async and runs on
-    // this runtime (how blocking work fits in: `crate::action::runtime`).
-    crate::action::runtime()?.block_on(job(cmd, ctx, &root))
+        })
 }
 
 /// The job `cmd` names, run in the checkout at `root`.
@@ -89,9 +83,9 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
         ActionCommand::Comment(a) => steer_job(root, ctx, a, SteerPhase::Route).await,
         ActionCommand::Steer(a) => steer_job(root, ctx, a, SteerPhase::Apply).await,
         ActionCommand::Conduct(a) => {
-            let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+            let mut inputs = inputs(&a.common, "", PathBuf::new());
             inputs.max_parallel = a.max_parallel.into();
-            let r = round_of(&a.common, a.base, a.round);
+            let r = round_of(a.common.branch.clone(), a.base, a.round);
             let done = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await?;
             writer_outputs(ctx, &done, true)
         }
@@ -100,32 +94,26 @@ async fn job(cmd: ActionCommand, ctx: &Runner, root: &Path) -> Result<Exit, Acti
                 matrix: a.matrix,
                 planned: a.conclusion,
                 planned_message: a.message,
-                ..round_of(&a.common, a.base, a.round)
+                ..round_of(a.common.branch.clone(), a.base, a.round)
             };
-            let inputs = inputs(&a.common, String::new(), PathBuf::from(a.artifacts));
-            finalize_job(root, ctx, inputs, &a.writer, &r).await
+            // Job `finalize`: round `r` as the plan job handed it over, its artifacts'
+            // folder among the inputs.
+            let mut inputs = inputs(&a.common, "", PathBuf::from(a.artifacts));
+            let client = writer_client(ctx, &mut inputs, &a.writer, "finalize", &r).await?;
+            let done = finalize::run(root, &inputs, ctx, &r, client.as_ref()).await?;
+            writer_outputs(ctx, &done, true)
         }
     }
 }
 
 /// The round a writer of the branch was handed: the branch, its base and number.
-fn round_of(common: &Common, base: String, round: u32) -> Round {
+fn round_of(branch: String, base: String, round: u32) -> Round {
     Round {
-        branch: common.branch.clone(),
+        branch,
         base,
         round,
         ..Default::default()
     }
-}
-
-/// A writer of the branch (`job`) needs to be told which.
-fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
-    if r.branch.is_empty() {
-        return Err(ActionError::Input(format!(
-            "{job} needs the execution branch (the plan job's `branch` output)"
-        )));
-    }
-    Ok(())
 }
 
 /// Where the plan job's pre-flight checks may run, and the agent's user they run as. A job
@@ -133,23 +121,23 @@ fn require_branch(r: &Round, job: &str) -> Result<(), ActionError> {
 /// it only as the agent's unprivileged user (no token, no runner files, a checkout it cannot
 /// write), never as dagexec's own.
 fn preflight_where(conducts: bool) -> (AgentUser, plan::Preflight) {
-    let agent = if conducts {
-        agent_user::from_env()
-    } else {
-        AgentUser::Off
-    };
-    let preflight = match (&agent, conducts) {
-        (_, false) | (AgentUser::On(_), _) => plan::Preflight::Here,
-        (AgentUser::Unavailable(why), true) => {
-            plan::Preflight::Refused(format!(
-                "this job holds the conductor's write token and the agent's user is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
-            ))
-        }
-        (AgentUser::Off, true) => plan::Preflight::Refused(
-            "this job holds the conductor's write token and the agent's user is off (`agent-user: false`); give the plan job `agent-user: true`, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)".into(),
+    if !conducts {
+        return (AgentUser::Off, plan::Preflight::Here);
+    }
+    let agent = agent_user::from_env();
+    let missing = match &agent {
+        AgentUser::On(_) => return (agent, plan::Preflight::Here),
+        AgentUser::Unavailable(why) => format!(
+            "is not there ({why}); give the plan job `agent-user: true` on a runner where it can be made"
         ),
+        AgentUser::Off => {
+            "is off (`agent-user: false`); give the plan job `agent-user: true`".into()
+        }
     };
-    (agent, preflight)
+    let refused = format!(
+        "this job holds the conductor's write token and the agent's user {missing}, or run the conductor as a job of its own (the plan job's `conduct: false`, its permissions `contents: read`)"
+    );
+    (agent, plan::Preflight::Refused(refused))
 }
 
 /// The plan job's summary: the plan of the round, and in a job that conducts where its
@@ -177,9 +165,9 @@ fn plan_summary(planned: &plan::Planned, agent: &AgentUser, conducts: bool) -> S
 /// (with the writer's settings and the pace) when the plan says so.
 async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, ActionError> {
     let (schedule, max_parallel) = (a.schedule, a.max_parallel);
-    let conductor = (a.conduct && schedule == Schedule::Eager).then_some((&a.writer, &a.pace));
-    let inputs = inputs(&a.common, String::new(), PathBuf::new());
-    let (agent, preflight) = preflight_where(conductor.is_some());
+    let conductor = a.conduct && schedule == Schedule::Eager;
+    let mut inputs = inputs(&a.common, "", PathBuf::new());
+    let (agent, preflight) = preflight_where(conductor);
     if let Err(e) = agent_user::let_pass(root) {
         println!(
             "warning: cannot let the agent's user reach {}: {e}",
@@ -214,7 +202,7 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     }
     let mut planned = planned?;
     println!("{}", planned.message);
-    let conducts = planned.conclusion == PlanConclusion::Conduct && conductor.is_some();
+    let conducts = planned.conclusion == PlanConclusion::Conduct && conductor;
     if conducts {
         planned.conclusion = PlanConclusion::Conducted;
     }
@@ -223,19 +211,13 @@ async fn plan_job(root: &Path, ctx: &Runner, a: PlanArgs) -> Result<Exit, Action
     outs.push(("max-parallel", max_parallel.to_string()));
     ctx.set_outputs(&outs)?;
     ctx.summary(&plan_summary(&planned, &agent, conducts))?;
-    let (Some((writer, pace)), true) = (conductor, conducts) else {
+    if !conducts {
         return Ok(Exit::Success);
-    };
+    }
     // The conductor, in this job: the branch, base and round just planned.
-    let mut inputs = inputs;
     inputs.max_parallel = max_parallel.into();
-    let r = Round {
-        branch: planned.branch.clone(),
-        base: planned.base.clone(),
-        round: planned.round,
-        ..Default::default()
-    };
-    let conducted = conduct_job(root, ctx, inputs, writer, r, pace.timing()).await;
+    let r = round_of(planned.branch.clone(), planned.base.clone(), planned.round);
+    let conducted = conduct_job(root, ctx, inputs, &a.writer, r, a.pace.timing()).await;
     // As root (through sudo), what git wrote in the checkout goes back to the runner's user.
     hand_back(root);
     writer_outputs(ctx, &conducted?, false)
@@ -267,7 +249,7 @@ async fn work_job(root: &Path, ctx: &Runner, given: WorkArgs) -> Result<Exit, Ac
         PathBuf::from(given.artifacts)
     };
     let name = crate::action::matrix::artifact_name(&ctx.run_id, &ctx.run_attempt, task, attempt);
-    let mut inputs = inputs(&given.common, given.worker, dir.clone());
+    let mut inputs = inputs(&given.common, &given.worker, dir.clone());
     inputs.reviewer = Some(given.reviewer).filter(|r| !r.trim().is_empty());
     // The work job holds no write token; it needs none to fetch a public base, and
     // the checkout's own credentials otherwise.
@@ -355,34 +337,15 @@ async fn conduct_job(
     ctx: &Runner,
     mut inputs: Inputs,
     writer: &Writer,
-    r: Round,
+    mut r: Round,
     timing: crate::action::jobs::conduct::Timing,
 ) -> Result<Finalized, ActionError> {
-    let client = writer_client(ctx, &mut inputs, writer, "conduct").await?;
-    require_branch(&r, "conduct")?;
-    let r = Round {
-        planned: PlanConclusion::Conduct,
-        ..r
-    };
+    let client = writer_client(ctx, &mut inputs, writer, "conduct", &r).await?;
+    r.planned = PlanConclusion::Conduct;
     let client = client.as_ref();
     let done = crate::action::jobs::conduct::run(root, &inputs, ctx, client, &r, timing).await?;
     println!("Conductor: {}.", done.conclusion);
     Ok(done)
-}
-
-/// Job `finalize`: round `r` as the plan job handed it over, with the job's `inputs` (its
-/// artifacts' folder among them; the writer's settings, `writer`, go into them).
-async fn finalize_job(
-    root: &Path,
-    ctx: &Runner,
-    mut inputs: Inputs,
-    writer: &Writer,
-    r: &Round,
-) -> Result<Exit, ActionError> {
-    let client = writer_client(ctx, &mut inputs, writer, "finalize").await?;
-    require_branch(r, "finalize")?;
-    let done = finalize::run(root, &inputs, ctx, r, client.as_ref()).await?;
-    writer_outputs(ctx, &done, true)
 }
 
 /// A writer's outputs (`conclusion` unless a plan job conducted: its own is `conducted`,
@@ -405,13 +368,15 @@ fn writer_outputs(ctx: &Runner, done: &Finalized, conclusion: bool) -> Result<Ex
     })
 }
 
-/// The client of a job that writes (finalize, conduct): with `app_id` and `private_key`, a
-/// GitHub App's installation token replaces the token. `None` outside a repository.
+/// The client of a job that writes (finalize, conduct) round `r`'s branch, which it must be
+/// told: with `app_id` and `private_key`, a GitHub App's installation token replaces the
+/// token. `None` outside a repository.
 async fn writer_client(
     ctx: &Runner,
     inputs: &mut Inputs,
     writer: &Writer,
     job: &str,
+    r: &Round,
 ) -> Result<Option<Client>, ActionError> {
     inputs.allow_workflow_changes = writer.allow_workflow_changes;
     inputs.workflow.clone_from(&writer.workflow);
@@ -449,6 +414,11 @@ async fn writer_client(
         }
         None => None,
     };
+    if r.branch.is_empty() {
+        return Err(ActionError::Input(format!(
+            "{job} needs the execution branch (the plan job's `branch` output)"
+        )));
+    }
     Ok(client)
 }
 
@@ -459,17 +429,15 @@ async fn steer_job(
     a: SteerArgs,
     phase: SteerPhase,
 ) -> Result<Exit, ActionError> {
-    let mut inputs = inputs(&a.common, String::new(), PathBuf::new());
+    let mut inputs = inputs(&a.common, "", PathBuf::new());
     inputs.workflow = a.workflow;
     if inputs.token.is_empty() {
         return Err(ActionError::Input(
             "comment needs a token (the action's `token` input) to read permissions, reply and start rounds".into(),
         ));
     }
-    let api_url = ctx.api_url.clone();
-    let token = inputs.token.clone();
     let client_for = |t: &crate::action::steering::comment::Trigger| {
-        Client::new(&api_url, &token, t.repo.clone()).map_err(ActionError::from)
+        Client::new(&ctx.api_url, &inputs.token, t.repo.clone()).map_err(ActionError::from)
     };
     let done = crate::action::jobs::steer::run(root, &inputs, ctx, client_for, phase).await?;
     println!("{}", done.message);

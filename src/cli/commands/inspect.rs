@@ -5,9 +5,8 @@ use crate::flow::preflight::{self, Overlaps, checks};
 use crate::pure::prompt::{self, Unit};
 use crate::pure::render;
 use std::io::{self, Write};
-use std::time::Duration;
 
-use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs};
+use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs, ValidateArgs};
 use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
@@ -15,9 +14,7 @@ use crate::cli::{Exit, Location};
 pub(crate) fn validate(
     loc: &Location,
     out: &mut impl Write,
-    json: bool,
-    no_checks: bool,
-    timeout: Duration,
+    a: &ValidateArgs,
 ) -> Result<Exit, CliError> {
     let Loaded { plan, dag } = {
         let _span = tracing::debug_span!("load").entered();
@@ -45,14 +42,14 @@ pub(crate) fn validate(
             &plan,
             &loc.root,
             checks::CheckOptions {
-                skip_checks: no_checks,
-                timeout,
+                skip_checks: a.no_checks,
+                timeout: a.check_timeout,
             },
         )
     });
     let setup = preflight::output(&plan, &dag, &overlaps, validation);
     let _span = tracing::debug_span!("write").entered();
-    if json {
+    if a.json {
         let missed = overlaps.missed_by_plan();
         if !missed.is_empty() {
             eprintln!(

@@ -13,7 +13,7 @@ pub(crate) use simulate::*;
 
 use std::io::Write;
 
-use crate::cli::args::{AnswerArgs, Command, InitArgs, RetryArgs};
+use crate::cli::args::{AnswerArgs, Command, RetryArgs};
 use crate::cli::location::{Loaded, load};
 use crate::cli::report::{CliError, config_error};
 use crate::cli::{Exit, Location};
@@ -28,12 +28,12 @@ pub(crate) fn run(
         Command::Answer(a) => cmd_answer(loc, out, a),
         Command::Retry(a) => cmd_retry(loc, out, &a),
         Command::Demo(a) => cmd_demo(loc, out, a),
-        Command::Validate(a) => validate(loc, out, a.json, a.no_checks, a.check_timeout),
+        Command::Validate(a) => validate(loc, out, &a),
         Command::Prompt(a) => cmd_prompt(loc, out, &a),
         Command::Status(a) => cmd_status(loc, out, &a),
         Command::Graph(a) => cmd_graph(loc, out, &a),
-        Command::Simulate(a) => simulate(loc, out, a),
-        Command::Init(a) => cmd_init(loc, out, a),
+        Command::Simulate(a) => simulate(loc, out, &a),
+        Command::Init(a) => cmd_init(loc, out, &a),
         Command::Action(cmd) => {
             out.flush()?;
             Ok(crate::cli::action::run(cmd))
@@ -150,24 +150,14 @@ pub(crate) fn cmd_retry(
 pub(crate) fn cmd_init(
     loc: &Location,
     out: &mut impl Write,
-    a: InitArgs,
+    a: &crate::action::init::Args,
 ) -> Result<Exit, CliError> {
     // The plan `run` would read here: the workflow runs the same one.
     let plan = run::plan_rel(
         loc,
         "run `dagexec init` in the repository that holds the plan, with --plan relative to it",
     )?;
-    let args = crate::action::init::Args {
-        plan,
-        worker: a.worker,
-        secret: a.secret,
-        environment: a.environment,
-        action: a.action,
-        eager: a.schedule == "eager",
-        force: a.force,
-        stdout: a.stdout,
-    };
-    crate::action::init::run(&loc.root, &args, out)
+    crate::action::init::run(&loc.root, plan, a, out)
         .map(|()| Exit::Success)
         .map_err(|message| CliError::usage(message, "see `dagexec init --help`"))
 }

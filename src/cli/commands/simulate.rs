@@ -9,14 +9,10 @@ use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "clap hands the arguments over by value"
-)]
 pub(crate) fn simulate(
     loc: &Location,
     out: &mut impl Write,
-    a: SimulateArgs,
+    a: &SimulateArgs,
 ) -> Result<Exit, CliError> {
     use crate::pure::simulate::{self, Place, Setting};
     use std::io::IsTerminal;
@@ -38,7 +34,7 @@ pub(crate) fn simulate(
             "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
-    let input = duration_input(&a)?;
+    let input = duration_input(a)?;
     let times = simulate::durations::durations(&plan, &input)
         .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
