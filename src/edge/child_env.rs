@@ -37,7 +37,6 @@ pub fn hidden_from_children(name: &str) -> bool {
         || SECRET_VARS.iter().any(|s| s.eq_ignore_ascii_case(name))
 }
 
-/// A command whose environment can lose variables: std's and tokio's `Command`.
 /// Takes every variable [`hidden_from_children`] names (of dagexec's own environment) out of
 /// `cmd`'s: task code never sees the runner's file commands or a token. Every spawner of
 /// task code calls it (through [`crate::edge::procs::sh`]); locally it costs nothing (the

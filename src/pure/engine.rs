@@ -378,8 +378,8 @@ pub struct Pick<'a> {
     pub held: &'a [usize],
 }
 
-/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready: they take no slot and
-/// hold no file, so work beside them goes on.
+/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready:
+/// they take no slot and hold no file, so work beside them goes on.
 pub fn eager_pick_with(
     plan: &Plan,
     dag: &Dag,
