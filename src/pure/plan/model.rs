@@ -118,7 +118,8 @@ pub enum Status {
 }
 
 impl Status {
-    /// All statuses, in display order.
+    /// All statuses, in display order, which is the order they are declared in: `status as
+    /// usize` indexes a per-status array.
     pub const ALL: [Status; 6] = [
         Status::Pending,
         Status::InProgress,

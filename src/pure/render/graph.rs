@@ -7,7 +7,7 @@
 
 use std::fmt::{self, Display, Formatter, Write as _};
 
-use super::{one_line, status_rank};
+use super::one_line;
 use crate::pure::plan::model::{Plan, Status};
 
 /// The text formats a plan's graph can be rendered in.
@@ -127,7 +127,7 @@ fn raw_edges(plan: &Plan) -> impl Iterator<Item = (usize, usize)> + '_ {
 fn by_status(plan: &Plan) -> [Vec<usize>; Status::ALL.len()] {
     let mut groups: [Vec<usize>; Status::ALL.len()] = Default::default();
     for (i, task) in plan.tasks.iter().enumerate().filter(|(_, t)| !t.join) {
-        groups[status_rank(task.status)].push(i);
+        groups[task.status as usize].push(i);
     }
     groups
 }

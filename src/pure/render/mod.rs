@@ -7,8 +7,6 @@ pub mod graph;
 pub mod status;
 pub mod summary;
 
-use crate::pure::plan::model::Status;
-
 /// The chars of `text` on one line: every control character (newline, tab, …) and Unicode
 /// line or paragraph separator becomes a space, and `\r\n` a single space.
 fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
@@ -21,12 +19,6 @@ fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
         let breaks = c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
         Some(if breaks { ' ' } else { c })
     })
-}
-
-/// Position of `status` in [`Status::ALL`] (which lists the statuses in the order they are
-/// declared), to index per-status arrays.
-fn status_rank(status: Status) -> usize {
-    status as usize
 }
 
 /// Fixtures shared by the renderers' tests.

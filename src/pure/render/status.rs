@@ -29,7 +29,7 @@
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-use super::{one_line, status_rank};
+use super::one_line;
 use crate::pure::plan::model::{Plan, Status, Task};
 
 /// Longest subject or result shown in full, in chars; longer ones are cut to one char less
@@ -111,7 +111,7 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
 pub fn summary_line(plan: &Plan) -> String {
     let mut counts = [0usize; Status::ALL.len()];
     for task in plan.tasks.iter().filter(|t| !t.join) {
-        counts[status_rank(task.status)] += 1;
+        counts[task.status as usize] += 1;
     }
     let parts: Vec<String> = Status::ALL
         .iter()
