@@ -35,6 +35,11 @@ impl MergeRate {
     pub fn fraction(self) -> f64 {
         f64::from(self.permille) / 1000.0
     }
+
+    /// The expected share of `x` at this rate, rounded.
+    fn of(self, x: u64) -> u64 {
+        (x * u64::from(self.permille) + 500) / 1000
+    }
 }
 
 /// Which tasks share a declared file with a task they could run beside.
@@ -94,7 +99,7 @@ pub fn rebases(times: &Durations, sharing: &[bool], rate: MergeRate) -> Vec<u64>
         .iter()
         .zip(sharing)
         .map(|(t, &shares)| match t.attempts.last() {
-            Some(&last) if shares => (last * u64::from(rate.permille) + 500) / 1000,
+            Some(&last) if shares => rate.of(last),
             _ => 0,
         })
         .collect()
@@ -102,8 +107,13 @@ pub fn rebases(times: &Durations, sharing: &[bool], rate: MergeRate) -> Vec<u64>
 
 /// The task times under `merge` with each expected rebase added to the last attempt.
 pub fn times(times: &Durations, sharing: &[bool], rate: MergeRate) -> Durations {
+    with_last(times, rebases(times, sharing, rate))
+}
+
+/// `times` with each of `extra` (in task order) added to its task's last attempt.
+fn with_last(times: &Durations, extra: impl IntoIterator<Item = u64>) -> Durations {
     let mut out = times.clone();
-    for (t, extra) in out.tasks.iter_mut().zip(rebases(times, sharing, rate)) {
+    for (t, extra) in out.tasks.iter_mut().zip(extra) {
         if let Some(last) = t.attempts.last_mut() {
             *last += extra;
         }
@@ -121,16 +131,11 @@ pub fn recheck_runs(
     rate: MergeRate,
     run: u64,
 ) -> (Durations, u64) {
-    let mut out = times.clone();
-    let per = run + (run * u64::from(rate.permille) + 500) / 1000;
-    let mut n = 0u64;
-    for (t, _) in out.tasks.iter_mut().zip(sharing).filter(|(_, s)| **s) {
-        if let Some(last) = t.attempts.last_mut() {
-            *last += per;
-            n += 1;
-        }
-    }
-    (out, n + (n * u64::from(rate.permille) + 500) / 1000)
+    let per = run + rate.of(run);
+    // A task's attempts are never empty: every sharing task gets its runs.
+    let n = sharing.iter().filter(|&&s| s).count() as u64;
+    let extra = sharing.iter().map(|&s| if s { per } else { 0 });
+    (with_last(times, extra), n + rate.of(n))
 }
 
 #[cfg(test)]

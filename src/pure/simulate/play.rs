@@ -15,21 +15,8 @@ mod merge_actions;
 /// A job matrix holds at most this many jobs (the plan job's limit).
 const MATRIX_LIMIT: usize = crate::pure::pace::MAX_MATRIX_JOBS;
 
-/// When the conductor hands over to a successor (its `handover-after` default, before
-/// GitHub's 6-hour job limit), in ms.
-fn handover_ms() -> u64 {
-    let t = crate::pure::pace::Timing::default().handover_after;
-    u64::try_from(t.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The conductor's wait between two polls (`conduct::poll_interval`; a poll is one listing of
-/// the branch's runs, however many are in flight), ms.
-fn poll_wait(s: &Setting) -> u64 {
-    let d = crate::pure::pace::poll_interval(
-        std::time::Duration::from_millis(s.poll),
-        1,
-        s.polls_per_hour,
-    );
+/// `d` in ms.
+fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -113,10 +100,32 @@ impl Clock {
         (end, failed)
     }
 
-    fn into_spans(mut self) -> Vec<Span> {
+    /// The prediction of the run played on this clock, ended at `wall`: a job per attempt
+    /// (the workers locally), `rounds` commits or workflow runs.
+    fn prediction(
+        mut self,
+        schedule: Schedule,
+        place: Place,
+        wall: u64,
+        rounds: u64,
+        deadlock: Option<usize>,
+    ) -> Prediction {
         self.spans.sort_by_key(|s| (s.task, s.attempt));
-        self.spans
+        Prediction {
+            schedule,
+            place,
+            wall,
+            jobs: self.spans.len() as u64,
+            rounds,
+            spans: self.spans,
+            deadlock,
+        }
     }
+}
+
+/// The pending tasks left when a loop ended, if any (none could start).
+fn stuck(state: &Plan) -> Option<usize> {
+    Some(state.count(Status::Pending)).filter(|&n| n > 0)
 }
 
 /// Queues `tasks` in order on `slots` slots from `t0` (each starts when one is free, the
@@ -200,16 +209,7 @@ impl Sim<'_> {
             }
             rounds += 1;
         });
-        let spans = clock.into_spans();
-        Prediction {
-            schedule,
-            place: Place::Local,
-            wall: t,
-            jobs: spans.len() as u64,
-            rounds,
-            spans,
-            deadlock,
-        }
+        clock.prediction(schedule, Place::Local, t, rounds, deadlock)
     }
 
     /// Local eager on `--jobs` slots.
@@ -250,17 +250,8 @@ impl Sim<'_> {
             }
             integrations += 1;
         }
-        let pending = state.count(Status::Pending);
-        let spans = clock.into_spans();
-        Prediction {
-            schedule: Schedule::Eager,
-            place: Place::Local,
-            wall: now,
-            jobs: spans.len() as u64,
-            rounds: integrations,
-            spans,
-            deadlock: (pending > 0).then_some(pending),
-        }
+        let deadlock = stuck(&state);
+        clock.prediction(Schedule::Eager, Place::Local, now, integrations, deadlock)
     }
 
     /// The Action's rounds: each round the whole ready set, one workflow run (plan job,
@@ -305,13 +296,8 @@ impl Sim<'_> {
             round(tasks, &mut clock, &mut at);
         });
         Prediction {
-            schedule: Schedule::Rounds,
-            place: Place::Actions,
-            wall: at.t,
             jobs: at.jobs,
-            rounds: at.runs,
-            spans: clock.into_spans(),
-            deadlock,
+            ..clock.prediction(Schedule::Rounds, Place::Actions, at.t, at.runs, deadlock)
         }
     }
 
@@ -335,7 +321,13 @@ impl Sim<'_> {
         let mut clock = Clock::new(state.tasks.len());
         // (end, task, failed) of the runs in flight.
         let mut flights: Vec<(u64, usize, bool)> = Vec::new();
-        let handover = handover_ms();
+        // When the conductor hands over to a successor (its `handover-after` default, before
+        // GitHub's 6-hour job limit).
+        let handover = ms(crate::pure::pace::Timing::default().handover_after);
+        // Its wait between two polls (`conduct::poll_interval`; a poll is one listing of the
+        // branch's runs, however many are in flight).
+        let poll = std::time::Duration::from_millis(s.poll);
+        let wait = ms(crate::pure::pace::poll_interval(poll, 1, s.polls_per_hour));
         // The plan job's start-up (it goes on as the conductor), then its first commit and
         // pull request.
         let mut since = js;
@@ -363,7 +355,6 @@ impl Sim<'_> {
             }
             // A poll after the wait, then one every wait until a run has ended or it is
             // time to hand over.
-            let wait = poll_wait(s);
             now += wait;
             let until = first.min(since + handover);
             if until > now {
@@ -391,17 +382,12 @@ impl Sim<'_> {
                 };
             }
         }
-        let pending = state.count(Status::Pending);
-        let spans = clock.into_spans();
+        let deadlock = stuck(&state);
+        let p = clock.prediction(Schedule::Eager, Place::Actions, now, conductors, deadlock);
+        // Each conductor's run: its plan job, which conducts.
         Prediction {
-            schedule: Schedule::Eager,
-            place: Place::Actions,
-            wall: now,
-            // Each conductor's run: its plan job, which conducts.
-            jobs: conductors + spans.len() as u64,
-            rounds: conductors,
-            spans,
-            deadlock: (pending > 0).then_some(pending),
+            jobs: conductors + p.jobs,
+            ..p
         }
     }
 
