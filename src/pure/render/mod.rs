@@ -21,6 +21,34 @@ fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
     })
 }
 
+/// `rows` as a table: columns two spaces apart, each as wide as its widest cell (in chars),
+/// those from `right_from` on right-aligned, the others left-aligned — the last one then
+/// unpadded, so no line ends in spaces.
+pub(crate) fn columns<S: AsRef<str>>(rows: &[Vec<S>], right_from: usize) -> String {
+    use std::fmt::Write as _;
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        widths.resize(widths.len().max(row.len()), 0);
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.as_ref().chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        for (k, (cell, &w)) in row.iter().zip(&widths).enumerate() {
+            let (cell, last) = (cell.as_ref(), k + 1 == row.len());
+            // Writing to a String cannot fail.
+            let _ = match k {
+                _ if k >= right_from => write!(out, "{cell:>w$}"),
+                _ if last => write!(out, "{cell}"),
+                _ => write!(out, "{cell:<w$}"),
+            };
+            out.push_str(if last { "\n" } else { "  " });
+        }
+    }
+    out
+}
+
 /// Fixtures shared by the renderers' tests.
 #[cfg(test)]
 pub(crate) mod tests {

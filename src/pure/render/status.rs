@@ -42,9 +42,6 @@ const ELLIPSIS: char = '…';
 /// Shown for an empty cell: a task without a result, or with an empty subject or result.
 const NONE: &str = "-";
 
-/// Space between two columns.
-const GAP: &str = "  ";
-
 /// The column titles, in order.
 const HEADERS: [&str; 5] = ["#", "SUBJECT", "STATUS", "ATTEMPTS", "RESULT"];
 /// With attempt records: the column titles, in order.
@@ -81,24 +78,14 @@ pub fn status_table(plan: &Plan, out: &mut impl Write) -> io::Result<()> {
             row[0] = Cow::Owned(id);
         }
     }
-
-    let mut widths = vec![0; headers.len()];
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-
-    let mut out = io::BufWriter::new(out);
-    let mut line = String::new();
-    for row in &rows {
-        write_row(&mut out, &mut line, &widths, row)?;
-    }
-    writeln!(out, "{}", summary_line(plan))?;
+    let mut text = super::columns(&rows, headers.len());
+    text.push_str(&summary_line(plan));
+    text.push('\n');
     if let Some(total) = crate::pure::usage::total_line(plan) {
-        writeln!(out, "Total: {total}")?;
+        text.push_str(&format!("Total: {total}\n"));
     }
-    write!(out, "{}", crate::pure::usage::mismatch_lines(plan))?;
+    text.push_str(&crate::pure::usage::mismatch_lines(plan));
+    out.write_all(text.as_bytes())?;
     out.flush()
 }
 
@@ -222,32 +209,6 @@ fn row<'a>(
     }
     cells.push(cell(task.result.as_deref().unwrap_or_default()));
     cells
-}
-
-/// Writes one table line: every cell but the last padded to its column's width.
-///
-/// `line` is a scratch buffer, reused between calls.
-fn write_row(
-    out: &mut impl Write,
-    line: &mut String,
-    widths: &[usize],
-    cells: &[impl AsRef<str>],
-) -> io::Result<()> {
-    use std::fmt::Write as _;
-
-    line.clear();
-    let last = cells.len() - 1;
-    for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
-        let cell = cell.as_ref();
-        if i == last {
-            line.push_str(cell);
-        } else {
-            // Writing to a String cannot fail.
-            let _ = write!(line, "{cell:<width$}{GAP}");
-        }
-    }
-    line.push('\n');
-    out.write_all(line.as_bytes())
 }
 
 /// `text` made fit for one table cell: trimmed, [`NONE`] if that leaves nothing, on one line

@@ -171,7 +171,7 @@ fn prediction_rows(report: &Report) -> String {
         .map(|p| (p, " + merge"));
     let head = ["schedule", "where", "wall time", "jobs", "× bound"];
     // The column names, then a row per prediction.
-    let mut rows: Vec<[String; 5]> = vec![head.map(String::from)];
+    let mut rows: Vec<Vec<String>> = vec![head.map(String::from).to_vec()];
     rows.extend(
         report
             .predictions
@@ -186,7 +186,7 @@ fn prediction_rows(report: &Report) -> String {
                 let ratio = report
                     .ratio(p)
                     .map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
-                [
+                vec![
                     format!("{}{policy}", schedule_name(p.schedule)),
                     place_name(p.place).to_string(),
                     wall,
@@ -195,17 +195,8 @@ fn prediction_rows(report: &Report) -> String {
                 ]
             }),
     );
-    let width = |k: usize| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0);
-    let w: Vec<usize> = (0..5).map(width).collect();
     // The schedule and the place left-aligned, the figures right-aligned.
-    let line = |r: &[String; 5]| {
-        let cells = r.iter().zip(&w).enumerate().map(|(k, (c, &w))| match k {
-            0 | 1 => format!("{c:<w$}"),
-            _ => format!("{c:>w$}"),
-        });
-        format!("{}\n", cells.collect::<Vec<_>>().join("  "))
-    };
-    rows.iter().map(line).collect()
+    crate::pure::render::columns(&rows, 2)
 }
 
 /// The label of task `i`: `  3 Add the parser`, clipped to `width` characters.
