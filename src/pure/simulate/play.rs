@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
-use crate::pure::engine::{self, Next, Schedule, View};
+use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::{Plan, Status};
@@ -149,27 +149,15 @@ fn list_schedule(
 }
 
 impl Sim<'_> {
-    /// Plays `schedule`'s batches from the start state as the engine decides them, each
-    /// played on the clock by `round` and then completed; returns the deadlock, if one is
-    /// reached.
-    fn each_round(&self, schedule: Schedule, mut round: impl FnMut(&[usize])) -> Option<usize> {
-        let mut state = start_state(self.plan, self.setting.remaining);
-        loop {
-            let view = View {
-                plan: &state,
-                dag: self.dag,
-                conflicts: self.conflicts,
-            };
-            let tasks = match schedule.policy().next(view, None) {
-                Next::Batch { tasks, .. } => tasks,
-                Next::Done => return None,
-                Next::Deadlock { pending } => return Some(pending),
-            };
-            round(&tasks);
-            for &i in &tasks {
-                state.tasks[i].status = Status::Completed;
-            }
-        }
+    /// Plays `schedule`'s batches from the start state as the engine decides them (its dry
+    /// run: each batch completed in turn), each played on the clock by `round`; returns the
+    /// deadlock, if one is reached.
+    fn each_round(&self, schedule: Schedule, round: impl FnMut(&[usize])) -> Option<usize> {
+        let state = start_state(self.plan, self.setting.remaining);
+        let (batches, deadlock) =
+            engine::simulate(&state, self.dag, self.conflicts, schedule, None);
+        batches.iter().map(Vec::as_slice).for_each(round);
+        deadlock
     }
 
     /// Local rounds and waves: one batch after another, its groups in sequence. With `tail`
