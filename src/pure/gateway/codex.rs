@@ -27,24 +27,13 @@ pub struct CodexProvider {
 }
 
 /// Why a Codex configuration cannot be used: the field and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if field.is_empty() { String::new() } else { format!("{field}: ") })]
 pub struct CodexConfigError {
     /// The TOML key, dotted (`model_providers.azure.base_url`); empty for the whole file.
     pub field: String,
     pub message: String,
 }
-
-impl std::fmt::Display for CodexConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.field, self.message)
-        }
-    }
-}
-
-impl std::error::Error for CodexConfigError {}
 
 /// Codex's providers that need no table of their own.
 enum BuiltIn {
