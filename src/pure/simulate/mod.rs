@@ -1,9 +1,10 @@
 //! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on GitHub
 //! Actions, from task durations ([`durations`]) — before spending money on a run. Pure: the
 //! schedules are played with the engine's own decisions
-//! ([`engine::Rounds`](crate::pure::engine::Rounds),
+//! ([`engine::Rounds`](crate::pure::engine::Rounds) and
+//! [`engine::Waves`](crate::pure::engine::Waves) through their dry run
+//! [`engine::simulate`](crate::pure::engine::simulate),
 //! [`engine::sequential_groups`](crate::pure::engine::sequential_groups),
-//! [`engine::Waves`](crate::pure::engine::Waves),
 //! [`engine::eager_pick`](crate::pure::engine::eager_pick)) on a clock instead of workers.
 //! Deterministic: times are whole milliseconds, ties go by plan index. Locally, integration,
 //! commits, git and dagexec's own work take no time in the model; on Actions they are the jobs'
