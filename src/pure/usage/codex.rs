@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
+use super::Usage;
 use super::native::{Native, one_line, says_auth};
-use super::{Usage, either};
 use crate::pure::said::{Halt, Said};
 
 /// The output of a worker run under `codex exec --json` (JSON lines): every `turn.completed`
@@ -14,34 +14,62 @@ use crate::pure::said::{Halt, Said};
 /// missing key stops the run. Lines that are not events are skipped; `None` when no line is a
 /// codex event.
 pub fn codex_events(stdout: &str) -> Option<Native> {
-    let mut tally = CodexTally::default();
-    for line in stdout.lines() {
-        if let Ok(event) = serde_json::from_str::<Value>(line.trim()) {
-            tally.take(&event);
-        }
-    }
-    if !tally.seen {
+    // Whether any line is a codex event; of them, only those read below are kept.
+    let mut seen = false;
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
+        .filter(|event| {
+            let kind = event["type"].as_str().unwrap_or_default();
+            seen |= ["thread.", "turn.", "item."]
+                .iter()
+                .any(|p| kind.starts_with(p))
+                || kind == "error";
+            matches!(kind, "turn.completed" | "turn.failed" | "error")
+                || kind == "item.completed" && event["item"]["type"] == "agent_message"
+        })
+        .collect();
+    if !seen {
         return None;
     }
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+    let sum = |k: &str| {
+        of("turn.completed")
+            .filter_map(|e| e["usage"][k].as_u64())
+            .reduce(u64::saturating_add)
+    };
+    let (input, output) = (sum("input_tokens"), sum("output_tokens"));
+    // The last `turn.failed` event's message, else the last `error` event's that is not a
+    // reconnection notice.
+    let failed = of("turn.failed")
+        .next_back()
+        .and_then(|e| e["error"]["message"].as_str().map(one_line));
+    let error = of("error")
+        .filter_map(|e| e["message"].as_str().map(one_line))
+        .rfind(|m| !m.starts_with("Reconnecting..."));
     let mut said = Said::default();
-    if let Some(why) = tally.failed.or(tally.error) {
+    if let Some(why) = failed.or(error) {
         if says_auth(&why) {
             said.halt = Some(Halt::refused_key("codex"));
         }
         said.failure = Some(format!("codex: the turn failed: {why}"));
     }
-    let (input, output) = (tally.input, tally.output);
     let tokens = match (input, output) {
         (None, None) => Vec::new(),
         (i, o) => vec![crate::pure::prices::ModelTokens {
             model: None,
             input: i.unwrap_or(0),
-            cached: tally.cached,
+            cached: sum("cached_input_tokens").unwrap_or(0),
             output: o.unwrap_or(0),
         }],
     };
+    // The last agent message stands for the output.
+    let text = of("item.completed")
+        .filter_map(|e| e["item"]["text"].as_str())
+        .next_back()
+        .map(str::to_string);
     Some(Native {
-        text: tally.text.filter(|_| said.failure.is_none()),
+        text: text.filter(|_| said.failure.is_none()),
         usage: Usage {
             cost_usd: None,
             input_tokens: input,
@@ -53,62 +81,4 @@ pub fn codex_events(stdout: &str) -> Option<Native> {
         tokens,
         cli: "codex",
     })
-}
-
-/// What the events said so far.
-#[derive(Default)]
-struct CodexTally {
-    /// Whether any line was a codex event.
-    seen: bool,
-    input: Option<u64>,
-    cached: u64,
-    output: Option<u64>,
-    /// The last agent message.
-    text: Option<String>,
-    /// A `turn.failed` event's message.
-    failed: Option<String>,
-    /// The last `error` event's message that is not a reconnection notice.
-    error: Option<String>,
-}
-
-impl CodexTally {
-    /// One JSON line; anything that is not a codex event is skipped.
-    fn take(&mut self, event: &Value) {
-        let kind = event["type"].as_str().unwrap_or_default();
-        let is_event = ["thread.", "turn.", "item."]
-            .iter()
-            .any(|p| kind.starts_with(p))
-            || kind == "error";
-        if !is_event {
-            return;
-        }
-        self.seen = true;
-        match kind {
-            "turn.completed" => {
-                let count = |k: &str| event["usage"][k].as_u64();
-                let add = |sum: Option<u64>, n| either(sum, n, u64::saturating_add);
-                self.input = add(self.input, count("input_tokens"));
-                self.output = add(self.output, count("output_tokens"));
-                self.cached = self
-                    .cached
-                    .saturating_add(count("cached_input_tokens").unwrap_or(0));
-            }
-            "item.completed" => {
-                let item = &event["item"];
-                if let (true, Some(t)) = (item["type"] == "agent_message", item["text"].as_str()) {
-                    self.text = Some(t.to_string());
-                }
-            }
-            "turn.failed" => {
-                self.failed = event["error"]["message"].as_str().map(one_line);
-            }
-            "error" => {
-                let m = event["message"].as_str().map(one_line);
-                if let Some(m) = m.filter(|m| !m.starts_with("Reconnecting...")) {
-                    self.error = Some(m);
-                }
-            }
-            _ => {}
-        }
-    }
 }
