@@ -63,59 +63,50 @@ fn costliest_model(object: &Value) -> Option<String> {
 
 /// How it ended: `subtype`, `is_error` with the API's status, and the refused tool calls.
 fn said_of(object: &Value, text: Option<&str>) -> Said {
-    let str_of = |k: &str| object[k].as_str();
-    let errors: Vec<String> = object["errors"]
+    let first_error = object["errors"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
-        .map(one_line)
-        .collect();
-    let first_error = || errors.first().map(|e| format!(": {e}")).unwrap_or_default();
-    let mut said = Said {
+        .find_map(Value::as_str)
+        .map(|e| format!(": {}", one_line(e)))
+        .unwrap_or_default();
+    let turns = object["num_turns"].as_u64().unwrap_or(0);
+    let mut halt = None;
+    let failure = match object["subtype"].as_str().unwrap_or_default() {
+        "error_max_turns" => Some(format!(
+            "claude stopped at its turn limit after {turns} turn(s) (error_max_turns){first_error}"
+        )),
+        "error_max_budget_usd" => {
+            halt = Some(Halt::Budget);
+            Some(format!(
+                "claude stopped at its spending limit (error_max_budget_usd){first_error}"
+            ))
+        }
+        s if s.starts_with("error") => {
+            Some(format!("claude ended with {}{first_error}", one_line(s)))
+        }
+        _ if object["is_error"] == true => {
+            let status = object["api_error_status"].as_u64();
+            let kind = object["api_error_type"].as_str().unwrap_or_default();
+            let what = text.map(one_line).unwrap_or_default();
+            if status == Some(401) || says_auth(kind) || says_auth(&what) {
+                halt = Some(Halt::refused_key("claude"));
+            }
+            Some(match status {
+                Some(s) => format!("claude: API error {s}: {what}"),
+                None => format!("claude: {what}"),
+            })
+        }
+        _ => None,
+    };
+    Said {
+        failure,
+        halt,
         refused: object["permission_denials"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(refused_call)
             .collect(),
-        ..Said::default()
-    };
-    let turns = object["num_turns"].as_u64().unwrap_or(0);
-    match str_of("subtype").unwrap_or_default() {
-        "error_max_turns" => {
-            said.failure = Some(format!(
-                "claude stopped at its turn limit after {turns} turn(s) (error_max_turns){}",
-                first_error()
-            ));
-        }
-        "error_max_budget_usd" => {
-            said.failure = Some(format!(
-                "claude stopped at its spending limit (error_max_budget_usd){}",
-                first_error()
-            ));
-            said.halt = Some(Halt::Budget);
-        }
-        s if s.starts_with("error") => {
-            said.failure = Some(format!(
-                "claude ended with {}{}",
-                one_line(s),
-                first_error()
-            ));
-        }
-        _ if object["is_error"] == true => {
-            let status = object["api_error_status"].as_u64();
-            let kind = str_of("api_error_type").unwrap_or_default();
-            let what = text.map(one_line).unwrap_or_default();
-            said.failure = Some(match status {
-                Some(s) => format!("claude: API error {s}: {what}"),
-                None => format!("claude: {what}"),
-            });
-            if status == Some(401) || says_auth(kind) || says_auth(&what) {
-                said.halt = Some(Halt::refused_key("claude"));
-            }
-        }
-        _ => {}
     }
-    said
 }
