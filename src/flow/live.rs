@@ -30,6 +30,16 @@ pub(crate) struct Running {
 }
 
 impl Running {
+    /// The attempt `input` describes, started at `start`.
+    pub(crate) fn of(input: &crate::flow::pool::AttemptInput, start: jiff::Timestamp) -> Self {
+        Running {
+            task: input.index,
+            attempt: input.attempt,
+            rebase: input.rebase,
+            start,
+        }
+    }
+
     fn file(&self, common_dir: &Path) -> PathBuf {
         dir(common_dir).join(format!(
             "task-{}-attempt-{}{}.json",
@@ -39,9 +49,10 @@ impl Running {
         ))
     }
 
-    /// The attempt's record if it ended now, having spent `spend`.
-    fn record(&self, spend: &crate::edge::gateway::Spend) -> AttemptRecord {
-        let measured = Measured::since(self.start, spend.usage());
+    /// The attempt's record if it ended now, having spent `usage`: outcome `interrupted`, no
+    /// signal. A live file holds it, and the pool keeps it for an attempt Ctrl-C stopped.
+    pub(crate) fn record(&self, usage: crate::pure::usage::Usage) -> AttemptRecord {
+        let measured = Measured::since(self.start, usage);
         let mut record =
             AttemptRecord::new(self.task, self.attempt, &measured, Outcome::Interrupted);
         record.rebase = self.rebase;
@@ -64,7 +75,7 @@ pub(crate) fn keep(
     tokio::spawn(on_growth(
         spend,
         move |now| {
-            let bytes = serde_json::to_vec(&at.record(&now)).expect("a record serialises");
+            let bytes = serde_json::to_vec(&at.record(now.usage())).expect("a record serialises");
             crate::edge::fsx::write(&root, &path, &bytes).map_err(|e| e.to_string())
         },
         move |e| tracing::warn!("task {task}: cannot keep the attempt's spend so far: {e}"),
@@ -204,6 +215,46 @@ mod tests {
         assert!(unrecorded(&p, vec![live.clone()]).is_empty());
         let other = record(2, "2026-11-28T11:00:00Z", 0.2);
         assert_eq!(unrecorded(&p, vec![other.clone()]), vec![other]);
+    }
+
+    /// A rebase attempt (`overlap: merge`) that Ctrl-C stopped is recorded by the pool, with
+    /// its signal; its live file, left for the next run, is that record already: the next run
+    /// neither counts it as an attempt a crash cut short nor counts its spend twice.
+    #[test]
+    fn a_rebase_attempt_ctrl_c_stopped_is_not_taken_again_from_its_live_file() {
+        let s: jiff::Timestamp = "2026-11-28T10:00:00Z".parse().unwrap();
+        let task = &plan("in_progress", 2).tasks[0];
+        let input = crate::flow::pool::AttemptInput {
+            index: 0,
+            attempt: 2,
+            round: 3,
+            task: task.clone(),
+            prompt: String::new(),
+            base: String::new(),
+            worker: String::new(),
+            timeout: std::time::Duration::from_secs(1),
+            scratch: PathBuf::new(),
+            plan_rel: "plan.json".into(),
+            tasks_md: None,
+            reviewer: None,
+            rebase: true,
+        };
+        let pool = crate::flow::pool::Pool::default();
+        let usage = record(2, "2026-11-28T10:00:00Z", 0.5).usage;
+        pool.interrupted(&input, s, usage.clone());
+        let mut p = plan("in_progress", 2);
+        for mut r in pool.take_interrupted() {
+            assert!(r.rebase, "the pool's record says it was a rebase attempt");
+            r.signal = Some("SIGINT".into());
+            crate::pure::usage::record(&mut p, &r);
+        }
+        let running = Running {
+            task: 0,
+            attempt: 2,
+            rebase: true,
+            start: s,
+        };
+        assert!(unrecorded(&p, vec![running.record(usage)]).is_empty());
     }
 
     #[test]

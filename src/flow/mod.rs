@@ -258,8 +258,8 @@ pub(crate) fn finish(
 ) -> Result<RunEnd, RunError> {
     ui.finish();
     say_summary(repo, plan, ui);
-    let logs = crate::flow::logs::kept_logs(repo.common_dir());
-    let shown = crate::flow::logs::logs_dir_shown(repo.root(), repo.common_dir());
+    let logs = logs::kept_logs(repo.common_dir());
+    let shown = logs::logs_dir_shown(repo.root(), repo.common_dir());
     let logs = crate::pure::render::status::logs_section(plan, &shown, &logs, true);
     if !logs.is_empty() {
         ui.say(format!("\n{}", logs.trim_end()));
@@ -268,7 +268,10 @@ pub(crate) fn finish(
     let end = crate::flow::steps::questions::ask(plan, opts, ui, end);
     let all_done = plan.tasks.iter().all(|t| t.status == Status::Completed);
     if all_done {
-        let stamp = utc_timestamp();
+        // UTC, for the v3 history archive.
+        let stamp = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string();
         if let update::Completion::Archive { to } = update::completion(plan, &opts.plan, &stamp) {
             if let Some(dir) = to.parent() {
                 crate::edge::fsx::create_dir_all(crate::edge::fsx::default_root(dir), dir)
@@ -305,11 +308,4 @@ pub(crate) fn finish(
         return Ok(end.unwrap_or(RunEnd::Completed));
     }
     Ok(end.unwrap_or(RunEnd::Incomplete))
-}
-
-/// UTC `%Y%m%dT%H%M%SZ` for the v3 history archive.
-fn utc_timestamp() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string()
 }

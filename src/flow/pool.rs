@@ -106,11 +106,10 @@ impl Pool {
         start: jiff::Timestamp,
         usage: crate::pure::usage::Usage,
     ) {
-        let measured = crate::pure::usage::Measured::since(start, usage);
-        let outcome = crate::pure::usage::Outcome::Interrupted;
-        let record =
-            crate::pure::usage::AttemptRecord::new(input.index, input.attempt, &measured, outcome);
-        held(&self.interrupted).push(record);
+        // Built as its live file's record is: a rebase attempt's says so, and the next run
+        // finds the attempt recorded rather than cut short by a crash.
+        let running = crate::flow::live::Running::of(input, start);
+        held(&self.interrupted).push(running.record(usage));
     }
 
     /// The records of the attempts Ctrl-C stopped since the last call, in the order they

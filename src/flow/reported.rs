@@ -17,18 +17,17 @@ pub(crate) struct Told {
     pub cli_usage: Option<crate::pure::usage::Usage>,
 }
 
-/// Reads what the worker reported spending ([`crate::pure::usage::gather`], token-only CLIs priced
-/// with [`crate::pure::prices::current`]) and what it said about how it ended (its structured
-/// output, else its exit: [`worker::classify`]); when its output was structured, replaces it
-/// with the text that stands for it. Returns the usage, what the CLI said, and warnings (an
-/// unusable usage file, a model without a price).
-fn reported_usage(
+/// What the run of worker `command` reported and its failure detail, with the model
+/// gateway's count ([`with_wire`]) taken in: the usage, what the worker told, and a budget
+/// stop. What it reported spending is read by [`crate::pure::usage::gather`] (token-only CLIs
+/// priced with [`crate::pure::prices::current`]), what it said about how it ended from its
+/// structured output, else its exit ([`worker::classify`]); a structured output is replaced
+/// with the text that stands for it.
+pub(crate) fn through_gateway(
     run: &mut worker::WorkerRun,
-) -> (
-    crate::pure::usage::Usage,
-    crate::pure::said::Said,
-    Vec<String>,
-) {
+    command: &str,
+    wire: Option<&crate::edge::gateway::Spend>,
+) -> (crate::pure::usage::Usage, Told, Option<String>) {
     let g = crate::pure::usage::gather(
         &run.stdout,
         &run.stderr_tail,
@@ -39,25 +38,13 @@ fn reported_usage(
     if let Some(text) = g.text {
         run.stdout = text;
     }
-    (g.usage, said, g.warnings)
-}
-
-/// What the run of worker `command` reported ([`reported_usage`]) and its failure detail,
-/// with the model gateway's count ([`with_wire`]) taken in: the usage, what the worker told,
-/// and a budget stop.
-pub(crate) fn through_gateway(
-    run: &mut worker::WorkerRun,
-    command: &str,
-    wire: Option<&crate::edge::gateway::Spend>,
-) -> (crate::pure::usage::Usage, Told, Option<String>) {
-    let (usage, said, warnings) = reported_usage(run);
     let mut told = Told {
         detail: worker::failure_detail(run, command),
         said,
-        warnings,
+        warnings: g.warnings,
         cli_usage: None,
     };
-    let (usage, budget) = with_wire(usage, &mut told, wire);
+    let (usage, budget) = with_wire(g.usage, &mut told, wire);
     (usage, told, budget)
 }
 

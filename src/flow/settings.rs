@@ -79,24 +79,9 @@ pub fn gateway(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<GatewaySettings, ConfigError> {
-    let on = match (env("DAGEXEC_GATEWAY"), &file.gateway) {
-        (Some(v), _) => on_off(&v).map_err(|m| value("DAGEXEC_GATEWAY", m))?,
-        (None, Some(v)) => on_off(v).map_err(|m| value("gateway", m))?,
-        _ => true,
-    };
-    let max_task_cost = match (env("DAGEXEC_MAX_TASK_COST"), &file.max_task_cost) {
-        (Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_TASK_COST", m))?),
-        (None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-task-cost", m))?),
-        _ => None,
-    };
-    let max_requests = match (env("DAGEXEC_MAX_REQUESTS"), file.max_requests) {
-        (Some(n), _) => Some(
-            n.trim()
-                .parse::<u32>()
-                .map_err(|_| value("DAGEXEC_MAX_REQUESTS", format!("{n:?} is not a number")))?,
-        ),
-        (None, n) => n,
-    };
+    let on = file.layered(env, None, "gateway", on_off)?.unwrap_or(true);
+    let max_task_cost = file.layered(env, None, "max-task-cost", Budget::parse)?;
+    let max_requests = file.layered(env, None, "max-requests", number)?;
     if max_requests == Some(0) {
         return Err(value("max-requests", "must be at least 1".into()));
     }
@@ -172,6 +157,13 @@ pub fn gateway_config(
     Ok((config, warning))
 }
 
+/// A whole number, as `DAGEXEC_JOBS` and `DAGEXEC_MAX_REQUESTS` give one.
+fn number<T: std::str::FromStr>(n: &str) -> Result<T, String> {
+    n.trim()
+        .parse()
+        .map_err(|_| format!("{n:?} is not a number"))
+}
+
 /// A [`ConfigError::Value`] for `field`.
 fn value(field: &str, message: String) -> ConfigError {
     ConfigError::Value {
@@ -197,6 +189,43 @@ fn on_off(v: &str) -> Result<bool, String> {
 }
 
 impl FileConfig {
+    /// Setting `key` by its precedence: the flag, else `DAGEXEC_<KEY>` in the environment
+    /// (`max-cost`: `DAGEXEC_MAX_COST`), else the file (`None`: none gives it); a value from
+    /// the environment or the file is parsed by `parse`, an error named by where it came from.
+    fn layered<T>(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        flag: Option<T>,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ConfigError> {
+        if flag.is_some() {
+            return Ok(flag);
+        }
+        let var = format!("DAGEXEC_{}", key.to_uppercase().replace('-', "_"));
+        let (from, text) = match (env(&var), self.text(key)) {
+            (Some(v), _) => (var, v),
+            (None, Some(v)) => (key.to_string(), v),
+            (None, None) => return Ok(None),
+        };
+        parse(&text).map(Some).map_err(|m| value(&from, m))
+    }
+
+    /// The file's value of setting `key` ([`FileConfig::layered`]), as text.
+    fn text(&self, key: &str) -> Option<String> {
+        match key {
+            "jobs" => self.jobs.map(|n| n.to_string()),
+            "max-requests" => self.max_requests.map(|n| n.to_string()),
+            "timeout" => self.timeout.clone(),
+            "schedule" => self.schedule.clone(),
+            "overlap" => self.overlap.clone(),
+            "max-cost" => self.max_cost.clone(),
+            "gateway" => self.gateway.clone(),
+            "max-task-cost" => self.max_task_cost.clone(),
+            other => unreachable!("no layered setting {other}"),
+        }
+    }
+
     /// The price table: the defaults with the file's `prices:` over them.
     pub fn prices(&self) -> Result<crate::pure::prices::Prices, ConfigError> {
         crate::pure::prices::Prices::with(self.prices.as_ref()).map_err(file_error)
@@ -339,48 +368,22 @@ pub fn resolve(
         .filter(|w| !w.trim().is_empty())
         .map(|w| crate::pure::agents::command_of(&w))
         .ok_or(ConfigError::NoWorker)?;
-    let jobs = match (flags.jobs, env("DAGEXEC_JOBS"), file.jobs) {
-        (Some(j), _, _) => j,
-        (None, Some(j), _) => j
-            .trim()
-            .parse()
-            .map_err(|_| value("DAGEXEC_JOBS", format!("{j:?} is not a number")))?,
-        (None, None, Some(j)) => j,
-        _ => std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
-    };
+    let jobs = file.layered(env, flags.jobs, "jobs", number)?;
+    let jobs = jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZero::get));
     if jobs == 0 {
         return Err(value("jobs", "must be at least 1".into()));
     }
-    let timeout = match (flags.timeout, env("DAGEXEC_TIMEOUT"), &file.timeout) {
-        (Some(t), _, _) => t,
-        (None, Some(t), _) => parse_duration(&t).map_err(|m| value("DAGEXEC_TIMEOUT", m))?,
-        (None, None, Some(t)) => parse_duration(t).map_err(|m| value("timeout", m))?,
-        _ => DEFAULT_TIMEOUT,
-    };
-    let schedule = match (flags.schedule, env("DAGEXEC_SCHEDULE"), &file.schedule) {
-        (Some(s), _, _) => s,
-        (None, Some(s), _) => parse_schedule(&s).map_err(|m| value("DAGEXEC_SCHEDULE", m))?,
-        (None, None, Some(s)) => parse_schedule(s).map_err(|m| value("schedule", m))?,
-        _ => Schedule::Rounds,
-    };
-    let overlap = match (flags.overlap, env("DAGEXEC_OVERLAP"), &file.overlap) {
-        (Some(o), _, _) => o,
-        (None, Some(o), _) => Policy::parse(&o).map_err(|m| value("DAGEXEC_OVERLAP", m))?,
-        (None, None, Some(o)) => Policy::parse(o).map_err(|m| value("overlap", m))?,
-        _ => Policy::Serial,
-    };
+    let timeout = file.layered(env, flags.timeout, "timeout", parse_duration)?;
+    let schedule = file.layered(env, flags.schedule, "schedule", parse_schedule)?;
+    let overlap = file.layered(env, flags.overlap, "overlap", Policy::parse)?;
     let reviewer = flags
         .reviewer
         .clone()
         .or_else(|| env("DAGEXEC_REVIEWER"))
         .or_else(|| file.reviewer.clone())
         .filter(|r| !r.trim().is_empty());
-    let max_cost = match (flags.max_cost, env("DAGEXEC_MAX_COST"), &file.max_cost) {
-        (Some(b), _, _) => Some(b),
-        (None, Some(b), _) => Some(Budget::parse(&b).map_err(|m| value("DAGEXEC_MAX_COST", m))?),
-        (None, None, Some(b)) => Some(Budget::parse(b).map_err(|m| value("max-cost", m))?),
-        _ => None,
-    };
+    let max_cost = file.layered(env, flags.max_cost, "max-cost", Budget::parse)?;
     let worktrees = match (env("DAGEXEC_WORKTREES"), &file.worktrees) {
         (Some(d), _) if !d.trim().is_empty() => Some(WorktreesHome {
             dir: d.into(),
@@ -395,9 +398,9 @@ pub fn resolve(
     Ok(Settings {
         worker,
         jobs,
-        timeout,
-        schedule,
-        overlap,
+        timeout: timeout.unwrap_or(DEFAULT_TIMEOUT),
+        schedule: schedule.unwrap_or(Schedule::Rounds),
+        overlap: overlap.unwrap_or(Policy::Serial),
         reviewer,
         max_cost,
         worktrees,

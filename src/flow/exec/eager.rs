@@ -3,8 +3,8 @@
 //! integrated and committed as a round.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Launch, Settled, Standing, arrive, begin, count, halts,
-    lands, settle, uncount,
+    Ending, Executor, Integrated, Judged, Launch, Settled, Standing, arrive, begin, count, lands,
+    settle, uncount,
 };
 use crate::pure::engine::{self, Schedule};
 use crate::pure::events::Event;
@@ -238,11 +238,7 @@ impl Eager<'_> {
     ) -> Result<Vec<Judged>, X::Error> {
         let mut landed: Vec<Judged> = Vec::new();
         for j in judged {
-            s.standing.judged(&j);
-            let retry = arrive(x, plan, &j, Unit::Batch);
-            if let Some(end) = halts(x, plan, &j)? {
-                s.stop = s.stop.take().or(Some(end));
-            }
+            let retry = arrive(x, plan, &j, Unit::Batch, (&mut s.standing, &mut s.stop))?;
             if !lands(&j) {
                 s.in_flight.remove(&j.index);
                 continue;

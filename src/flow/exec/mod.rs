@@ -335,9 +335,17 @@ pub fn ended(plan: &Plan, j: &Judged, retry: Option<u32>) -> Ended {
     }
 }
 
-/// Records judged attempt `j` in the plan (its time and cost), reports it and its warnings,
+/// Records judged attempt `j` in the plan (its time and cost) and in `standing`, reports it
+/// and its warnings, sets `stop` when it stops the run ([`halts`], the first reason kept),
 /// and decides: `Some((next attempt, retry prompt))` when the task is to be tried again.
-fn arrive<X: Executor>(x: &X, plan: &mut Plan, j: &Judged, unit: Unit) -> Option<(u32, String)> {
+fn arrive<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    j: &Judged,
+    unit: Unit,
+    (standing, stop): (&mut Standing, &mut Option<Ending>),
+) -> Result<Option<(u32, String)>, X::Error> {
+    standing.judged(j);
     if let Some(r) = j.record() {
         crate::pure::usage::record(plan, &r);
     }
@@ -356,7 +364,10 @@ fn arrive<X: Executor>(x: &X, plan: &mut Plan, j: &Judged, unit: Unit) -> Option
         j,
         retry.as_ref().map(|r| r.0),
     )));
-    retry
+    if let Some(end) = halts(x, plan, j)? {
+        stop.get_or_insert(end);
+    }
+    Ok(retry)
 }
 
 /// What a judged attempt means for the run beyond its task: `Some` when the run must stop —

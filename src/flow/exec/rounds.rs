@@ -3,15 +3,13 @@
 //! round, then one update, one circuit-breaker decision and one commit.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, halts, lands,
-    uncount,
+    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, lands, uncount,
 };
 use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::Plan;
-use crate::pure::prompt::Unit;
 use crate::pure::usage::Budget;
 use std::collections::VecDeque;
 
@@ -35,10 +33,6 @@ pub struct RoundLoop<'a> {
 impl RoundLoop<'_> {
     fn spent(&self, plan: &Plan) -> Option<String> {
         self.budget?.exhausted(plan)
-    }
-
-    fn unit(&self) -> Unit {
-        self.schedule.unit()
     }
 
     /// Runs round after round until nothing is pending, the run stops, or it is cancelled;
@@ -242,11 +236,7 @@ impl RoundLoop<'_> {
             let arrivals = x.wait(plan).await?;
             cancelled |= arrivals.cancelled;
             for j in arrivals.judged {
-                standing.judged(&j);
-                let retry = arrive(x, plan, &j, self.unit());
-                if let Some(end) = halts(x, plan, &j)? {
-                    stop = stop.or(Some(end));
-                }
+                let retry = arrive(x, plan, &j, self.schedule.unit(), (standing, &mut stop))?;
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::{BlockingCheck, Validation};
@@ -182,17 +182,14 @@ pub fn blocking_checks(plan: &Plan, root: &Path, timeout: Duration) -> Vec<Block
     let mut distinct: Vec<&str> = wanted.iter().map(|w| w.2.as_str()).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    let next = Mutex::new(distinct.iter());
+    let next = AtomicUsize::new(0);
     // Each thread takes the next distinct command until none is left.
     let run_next = || {
         let mut ran = Vec::new();
-        loop {
-            // Taken in a statement of its own: the lock is let go before the check runs.
-            let Some(&cmd) = crate::edge::lock::held(&next).next() else {
-                return ran;
-            };
+        while let Some(&cmd) = distinct.get(next.fetch_add(1, Ordering::Relaxed)) {
             ran.push((cmd, shell::run(cmd, root, timeout)));
         }
+        ran
     };
     let results: BTreeMap<&str, shell::ShellOutcome> = std::thread::scope(|s| {
         let threads = CHECK_PARALLELISM.min(distinct.len());
