@@ -28,7 +28,7 @@ pub const MERMAID_SUBJECT: usize = 40;
 /// `dagexec simulate`'s defaults for the Action (`--job-start`, `--integrate`, `--poll`), ms.
 pub const JOB_START_MS: u64 = 30_000;
 pub const INTEGRATE_MS: u64 = 10_000;
-pub const POLL_MS: u64 = 30_000;
+pub const POLL_MS: u64 = 10_000;
 
 /// One recorded attempt on the run's clock.
 #[derive(Debug, Clone, PartialEq)]

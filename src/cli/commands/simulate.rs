@@ -107,3 +107,26 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The prediction `status` and the job summaries show beside a run
+    /// ([`crate::pure::timeline::predicted`]) assumes `dagexec simulate`'s defaults for the
+    /// Action; those are the action's own defaults (a `poll` of 10 s).
+    #[test]
+    fn the_status_prediction_uses_simulates_defaults() {
+        let cli = crate::cli::args::Cli::try_parse_from(["dagexec", "simulate"]).unwrap();
+        let crate::cli::args::Command::Simulate(a) = cli.command else {
+            panic!("not simulate: {:?}", cli.command)
+        };
+        use crate::pure::timeline::{INTEGRATE_MS, JOB_START_MS, POLL_MS};
+        assert_eq!(
+            (ms(a.job_start), ms(a.integrate), ms(a.poll)),
+            (JOB_START_MS, INTEGRATE_MS, POLL_MS)
+        );
+        assert_eq!(POLL_MS, 10_000, "the action's `poll` input defaults to 10s");
+    }
+}
