@@ -351,14 +351,13 @@ impl Publisher<'_> {
         let (c, marked) = (at.client, &at.marked);
         let round = self.round;
         let (_, part) = super::rounds::position(plan);
-        let waiting = if stopped && part > 0 {
+        let waiting = if stopped {
+            let (after, what) = match part {
+                0 => (String::new(), ""),
+                _ => (format!("part {part} of "), " the round"),
+            };
             format!(
-                "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
-                round.round
-            )
-        } else if stopped {
-            format!(
-                "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
+                "you: stopped after {after}round {} as `/execute abort` asked; comment `/execute` to resume{what}",
                 round.round
             )
         } else {

@@ -122,6 +122,10 @@ fn pin_action(text: &str, opts: &InitOptions) -> String {
 fn worker_setup(opts: &InitOptions) -> String {
     let mut setup = String::new();
     if let Some(secret) = &opts.secret {
+        let (place, flag) = match &opts.environment {
+            Some(e) => (format!(" in the environment {e}"), format!(" --env {e}")),
+            None => (" of the repository".to_string(), String::new()),
+        };
         setup.push_str(&format!(
             "      # The worker's secret, checked before anything is installed or run.
       - name: Check the {secret} secret
@@ -134,14 +138,6 @@ fn worker_setup(opts: &InitOptions) -> String {
           fi
 ",
             label = opts.worker.label().replace('"', "'"),
-            place = match &opts.environment {
-                Some(e) => format!(" in the environment {e}"),
-                None => " of the repository".to_string(),
-            },
-            flag = match &opts.environment {
-                Some(e) => format!(" --env {e}"),
-                None => String::new(),
-            },
         ));
     }
     if let Some((name, run)) = opts.worker.install() {
