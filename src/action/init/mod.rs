@@ -308,10 +308,8 @@ pub fn run(
         None if interactive => ask_secret(&worker)?,
         None => worker.default_secret().map(str::to_string),
     };
-    let environment = match &args.environment {
-        Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let environment = args.environment.as_deref().map(check_environment);
+    let environment = environment.transpose().map_err(|e| e.to_string())?;
     let opts = InitOptions {
         action,
         worker,

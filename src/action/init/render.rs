@@ -151,12 +151,9 @@ fn worker_setup(opts: &InitOptions) -> String {
 
 /// The work job's environment, when the secret lives in one.
 fn environment_line(opts: &InitOptions) -> String {
-    match &opts.environment {
-        Some(e) => format!(
-            "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
-        ),
-        None => String::new(),
-    }
+    opts.environment.as_ref().map_or_else(String::new, |e| format!(
+        "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
+    ))
 }
 
 /// The worker step's variables: its secret and the CLI's own settings.

@@ -463,22 +463,17 @@ pub async fn handle_as(
     }
     let head = client.pull_head(pr).await?;
     let refusal = if head.state != "open" {
-        Some("This pull request is closed; reopen it to run its plan.")
+        "This pull request is closed; reopen it to run its plan."
     } else if !head.head_owner.eq_ignore_ascii_case(&client.repo.owner) {
-        Some(
-            "This pull request's branch is in a fork; dagexec runs plans on branches of this repository only.",
-        )
+        "This pull request's branch is in a fork; dagexec runs plans on branches of this repository only."
     } else {
-        None
+        return Ok(Handled::Run {
+            head_branch: head.head_ref,
+            command: trigger.command.clone(),
+        });
     };
-    if let Some(text) = refusal {
-        client.comment(pr, &format!("{text}\n")).await?;
-        return Ok(Handled::Replied);
-    }
-    Ok(Handled::Run {
-        head_branch: head.head_ref,
-        command: trigger.command.clone(),
-    })
+    client.comment(pr, &format!("{refusal}\n")).await?;
+    Ok(Handled::Replied)
 }
 
 #[cfg(test)]
