@@ -201,7 +201,7 @@ impl Publisher<'_> {
             pr: Some(pr.number),
             dispatched,
             aborted,
-            stale: false,
+            ..Published::default()
         })
     }
 
@@ -227,9 +227,8 @@ impl Publisher<'_> {
         let aborted = steering::abort_confirmed(c, pr, &at.marked).await?;
         Ok(Published {
             pr: Some(pr),
-            dispatched: false,
             aborted,
-            stale: false,
+            ..Published::default()
         })
     }
 

@@ -411,13 +411,12 @@ fn ask_secret(worker: &Worker) -> Result<Option<String>, String> {
 
 /// The three commands to run after `init`, numbered.
 pub fn next_steps(opts: &InitOptions) -> String {
+    let env = opts.environment.as_ref().map(|e| format!(" --env {e}"));
     let secret = match &opts.secret {
-        Some(s) => match &opts.environment {
-            Some(e) => format!(
-                "gh secret set {s} --env {e}    # the worker's API key; paste it when asked"
-            ),
-            None => format!("gh secret set {s}    # the worker's API key; paste it when asked"),
-        },
+        Some(s) => format!(
+            "gh secret set {s}{}    # the worker's API key; paste it when asked",
+            env.unwrap_or_default()
+        ),
         None => "# no secret: the worker needs none (else rerun with --secret NAME)".to_string(),
     };
     format!(
