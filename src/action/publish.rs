@@ -125,8 +125,7 @@ impl Publisher<'_> {
         let pr = c.find_pull(&round.branch).await?.map(|p| p.number);
         let aborted = match pr {
             Some(n) => {
-                let me = inputs.me();
-                let marked = comment::trusted_marked(c, n, me).await?;
+                let marked = comment::trusted_marked(c, n, inputs.me()).await?;
                 steering::abort_confirmed(c, n, &marked).await?
             }
             None => false,
@@ -148,10 +147,9 @@ impl Publisher<'_> {
 
     /// Starts the next round on the execution branch.
     async fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
-        c.dispatch(workflow, branch, &inputs_json).await?;
-        Ok(())
+        let inputs = super::dispatch_inputs(self.inputs, branch);
+        Ok(c.dispatch(workflow, branch, &inputs).await?)
     }
 
     /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
@@ -252,8 +250,7 @@ impl Publisher<'_> {
     /// Pull request `number` with the comments on it that carry a dagexec marker: only those
     /// dagexec wrote itself are its state; one by anyone else is reported and ignored.
     async fn marked<'a>(&self, client: &'a Client, number: u64) -> Result<Pr<'a>, ActionError> {
-        let me = self.inputs.me();
-        let marked = comment::trusted_marked(client, number, me).await?;
+        let marked = comment::trusted_marked(client, number, self.inputs.me()).await?;
         for other in &marked.ignored {
             println!(
                 "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
