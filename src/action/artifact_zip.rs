@@ -225,7 +225,19 @@ fn zip64_values(extra: &[u8], wanted: [bool; 3]) -> Option<[Option<u64>; 3]> {
 /// has more than [`MAX_ENTRIES`] entries) and returns the expected entries it names, each
 /// checked; every other entry is skipped without being kept.
 fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Wanted>, String> {
-    check_directory_size(end)?;
+    if end.entries > MAX_ENTRIES {
+        return Err(format!(
+            "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
+             artifact may have (it has 3); refused before reading them",
+            end.entries
+        ));
+    }
+    if end.directory_size > MAX_DIRECTORY_BYTES {
+        return Err(format!(
+            "the artifact's zip has a central directory of {} bytes, more than {MAX_DIRECTORY_BYTES}; refused",
+            end.directory_size
+        ));
+    }
     let start = end.directory_offset;
     let stop = start
         .checked_add(end.directory_size)
@@ -268,24 +280,6 @@ fn wanted_entries<R: Read + Seek>(archive: &mut R, end: &End) -> Result<Vec<Want
 /// Why the archive is no zip: `what` is wrong in its central directory.
 fn broken(what: &str) -> String {
     format!("{NOT_A_ZIP} ({what} in its central directory)")
-}
-
-/// Refuses a central directory of more entries or bytes than an artifact's.
-fn check_directory_size(end: &End) -> Result<(), String> {
-    if end.entries > MAX_ENTRIES {
-        return Err(format!(
-            "the artifact's zip has {} entries, more than the {MAX_ENTRIES} a work job's \
-             artifact may have (it has 3); refused before reading them",
-            end.entries
-        ));
-    }
-    if end.directory_size > MAX_DIRECTORY_BYTES {
-        return Err(format!(
-            "the artifact's zip has a central directory of {} bytes, more than {MAX_DIRECTORY_BYTES}; refused",
-            end.directory_size
-        ));
-    }
-    Ok(())
 }
 
 /// A central directory entry: the directory, where the entry starts, its extra field.

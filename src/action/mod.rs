@@ -165,25 +165,23 @@ pub(crate) fn load_plan(
 ) -> Result<(crate::pure::plan::model::Plan, Option<String>), ActionError> {
     use crate::pure::plan::error::PlanErrors;
     let path = repo.root().join(plan_rel);
-    match crate::edge::plan_file::load(&path) {
-        Ok(plan) => Ok((plan, None)),
-        Err(e) if !path.exists() => {
-            let Some(rel) = archived_plan(repo, plan_rel) else {
-                return Err(PlanErrors::from(e).into());
-            };
-            let archived =
-                crate::edge::plan_file::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
-            let all = archived
-                .tasks
-                .iter()
-                .all(|t| t.status == crate::pure::plan::model::Status::Completed);
-            if !all {
-                return Err(PlanErrors::from(e).into());
-            }
-            Ok((archived, Some(rel)))
-        }
-        Err(e) => Err(PlanErrors::from(e).into()),
+    let e = match crate::edge::plan_file::load(&path) {
+        Ok(plan) => return Ok((plan, None)),
+        Err(e) => PlanErrors::from(e),
+    };
+    let Some(rel) = (!path.exists())
+        .then(|| archived_plan(repo, plan_rel))
+        .flatten()
+    else {
+        return Err(e.into());
+    };
+    let archived =
+        crate::edge::plan_file::load(&repo.root().join(&rel)).map_err(PlanErrors::from)?;
+    let completed = crate::pure::plan::model::Status::Completed;
+    if !archived.tasks.iter().all(|t| t.status == completed) {
+        return Err(e.into());
     }
+    Ok((archived, Some(rel)))
 }
 
 /// Where a completed run archived the plan at `plan_rel`: the archive the commit that removed
@@ -279,12 +277,6 @@ pub(crate) async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send 
     }
 }
 
-/// The inputs of a `workflow_dispatch` that runs the plan of `inputs` on `branch` (a
-/// conductor's task run adds `task`, `attempt` and `base`), with `build`, the SHA-256 of this
-/// binary, when known: the pin the started run's jobs check a restored build against. Only
-/// trusted jobs dispatch, so the pin travels only through channels task code cannot write. A
-/// workflow written by an older `dagexec init` declares no `build` input; GitHub refuses such
-/// a dispatch and [`crate::edge::github::Client::dispatch`] sends it again without the pin.
 /// Writes `plan` to its file at `path` (atomically, never through a link).
 pub(crate) fn save_plan(
     plan: &crate::pure::plan::model::Plan,
@@ -296,6 +288,12 @@ pub(crate) fn save_plan(
     })
 }
 
+/// The inputs of a `workflow_dispatch` that runs the plan of `inputs` on `branch` (a
+/// conductor's task run adds `task`, `attempt` and `base`), with `build`, the SHA-256 of this
+/// binary, when known: the pin the started run's jobs check a restored build against. Only
+/// trusted jobs dispatch, so the pin travels only through channels task code cannot write. A
+/// workflow written by an older `dagexec init` declares no `build` input; GitHub refuses such
+/// a dispatch and [`crate::edge::github::Client::dispatch`] sends it again without the pin.
 pub(crate) fn dispatch_inputs(
     inputs: &Inputs,
     branch: &str,

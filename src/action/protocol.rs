@@ -121,19 +121,10 @@ wire! {
 
 impl PlanConclusion {
     /// The conclusion finalize passes on when the plan job planned no work: the plan job's
-    /// own (`None` for [`PlanConclusion::Work`] and [`PlanConclusion::CloseRound`], which integrate).
+    /// own, the [`Conclusion`] of the same wire word (`None` for [`PlanConclusion::Work`] and
+    /// [`PlanConclusion::CloseRound`], which integrate: no conclusion has their words).
     pub fn passed_on(self) -> Option<Conclusion> {
-        Some(match self {
-            PlanConclusion::Work | PlanConclusion::CloseRound => return None,
-            PlanConclusion::Conduct => Conclusion::Conduct,
-            PlanConclusion::Conducted => Conclusion::Conducted,
-            PlanConclusion::Completed => Conclusion::Completed,
-            PlanConclusion::Incomplete => Conclusion::Incomplete,
-            PlanConclusion::Deadlock => Conclusion::Deadlock,
-            PlanConclusion::PreflightFailed => Conclusion::PreflightFailed,
-            PlanConclusion::Budget => Conclusion::Budget,
-            PlanConclusion::Redirect => Conclusion::Redirect,
-        })
+        self.as_str().parse().ok()
     }
 }
 

@@ -125,8 +125,7 @@ impl Publisher<'_> {
         let pr = c.find_pull(&round.branch).await?.map(|p| p.number);
         let aborted = match pr {
             Some(n) => {
-                let me = inputs.me();
-                let marked = comment::trusted_marked(c, n, me).await?;
+                let marked = comment::trusted_marked(c, n, inputs.me()).await?;
                 steering::abort_confirmed(c, n, &marked).await?
             }
             None => false,
@@ -148,10 +147,9 @@ impl Publisher<'_> {
 
     /// Starts the next round on the execution branch.
     async fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let inputs_json = super::dispatch_inputs(self.inputs, &self.round.branch);
         let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
-        c.dispatch(workflow, branch, &inputs_json).await?;
-        Ok(())
+        let inputs = super::dispatch_inputs(self.inputs, branch);
+        Ok(c.dispatch(workflow, branch, &inputs).await?)
     }
 
     /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
@@ -201,7 +199,7 @@ impl Publisher<'_> {
             pr: Some(pr.number),
             dispatched,
             aborted,
-            stale: false,
+            ..Published::default()
         })
     }
 
@@ -227,9 +225,8 @@ impl Publisher<'_> {
         let aborted = steering::abort_confirmed(c, pr, &at.marked).await?;
         Ok(Published {
             pr: Some(pr),
-            dispatched: false,
             aborted,
-            stale: false,
+            ..Published::default()
         })
     }
 
@@ -253,8 +250,7 @@ impl Publisher<'_> {
     /// Pull request `number` with the comments on it that carry a dagexec marker: only those
     /// dagexec wrote itself are its state; one by anyone else is reported and ignored.
     async fn marked<'a>(&self, client: &'a Client, number: u64) -> Result<Pr<'a>, ActionError> {
-        let me = self.inputs.me();
-        let marked = comment::trusted_marked(client, number, me).await?;
+        let marked = comment::trusted_marked(client, number, self.inputs.me()).await?;
         for other in &marked.ignored {
             println!(
                 "Ignoring comment {} by @{}: it carries a dagexec marker, but dagexec did not write it.",
@@ -351,14 +347,13 @@ impl Publisher<'_> {
         let (c, marked) = (at.client, &at.marked);
         let round = self.round;
         let (_, part) = super::rounds::position(plan);
-        let waiting = if stopped && part > 0 {
+        let waiting = if stopped {
+            let (after, what) = match part {
+                0 => (String::new(), ""),
+                _ => (format!("part {part} of "), " the round"),
+            };
             format!(
-                "you: stopped after part {part} of round {} as `/execute abort` asked; comment `/execute` to resume the round",
-                round.round
-            )
-        } else if stopped {
-            format!(
-                "you: stopped after round {} as `/execute abort` asked; comment `/execute` to resume",
+                "you: stopped after {after}round {} as `/execute abort` asked; comment `/execute` to resume{what}",
                 round.round
             )
         } else {

@@ -367,15 +367,11 @@ pub fn round_summary(
     events: &[crate::pure::events::Stamped],
     ran: crate::pure::timeline::Ran,
 ) -> String {
-    let Part {
-        round,
-        batch,
-        waiting,
-    } = part;
-    let names = crate::pure::plan::ids::TaskNames::of(plan);
+    let (names, waiting) = (TaskNames::of(plan), part.waiting);
     let mut s = format!(
-        "## dagexec round {round}\n\n```\n{}```\n\n",
-        summary::round_progress(plan, round, batch)
+        "## dagexec round {}\n\n```\n{}```\n\n",
+        part.round,
+        summary::round_progress(plan, part.round, part.batch)
     );
     if !waiting.is_empty() {
         let (noun, verb) = if waiting.len() == 1 {
@@ -455,15 +451,9 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         .enumerate()
         .filter(|(_, t)| t.status == Status::Completed && !t.join)
         .map(|(i, t)| {
-            let cost = spent
-                .get(&i)
-                .map(super::super::pure::usage::Totals::cost_text)
-                .unwrap_or_default();
-            let cost = if cost.is_empty() {
-                "no cost reported".into()
-            } else {
-                cost
-            };
+            let cost = spent.get(&i).map(crate::pure::usage::Totals::cost_text);
+            let cost = cost.filter(|c| !c.is_empty());
+            let cost = cost.unwrap_or_else(|| "no cost reported".into());
             format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
         })
         .collect();

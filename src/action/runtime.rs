@@ -41,7 +41,6 @@ pub struct Runner {
     /// The repository's default branch (`DAGEXEC_DEFAULT_BRANCH`, which action.yml sets from
     /// the event's `repository.default_branch`; empty when unknown).
     pub default_branch: String,
-    pub sha: String,
     pub event_name: String,
     pub event_path: Option<PathBuf>,
     pub output: Option<PathBuf>,
@@ -66,7 +65,6 @@ impl Runner {
             run_attempt: var("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".into()),
             ref_name: var("GITHUB_REF_NAME").unwrap_or_default(),
             default_branch: var("DAGEXEC_DEFAULT_BRANCH").unwrap_or_default(),
-            sha: var("GITHUB_SHA").unwrap_or_default(),
             event_name: var("GITHUB_EVENT_NAME").unwrap_or_default(),
             event_path: var("GITHUB_EVENT_PATH").map(PathBuf::from),
             output: var("GITHUB_OUTPUT").map(PathBuf::from),

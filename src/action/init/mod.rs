@@ -308,10 +308,8 @@ pub fn run(
         None if interactive => ask_secret(&worker)?,
         None => worker.default_secret().map(str::to_string),
     };
-    let environment = match &args.environment {
-        Some(e) => Some(check_environment(e).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let environment = args.environment.as_deref().map(check_environment);
+    let environment = environment.transpose().map_err(|e| e.to_string())?;
     let opts = InitOptions {
         action,
         worker,
@@ -413,13 +411,12 @@ fn ask_secret(worker: &Worker) -> Result<Option<String>, String> {
 
 /// The three commands to run after `init`, numbered.
 pub fn next_steps(opts: &InitOptions) -> String {
+    let env = opts.environment.as_ref().map(|e| format!(" --env {e}"));
     let secret = match &opts.secret {
-        Some(s) => match &opts.environment {
-            Some(e) => format!(
-                "gh secret set {s} --env {e}    # the worker's API key; paste it when asked"
-            ),
-            None => format!("gh secret set {s}    # the worker's API key; paste it when asked"),
-        },
+        Some(s) => format!(
+            "gh secret set {s}{}    # the worker's API key; paste it when asked",
+            env.unwrap_or_default()
+        ),
         None => "# no secret: the worker needs none (else rerun with --secret NAME)".to_string(),
     };
     format!(

@@ -122,6 +122,10 @@ fn pin_action(text: &str, opts: &InitOptions) -> String {
 fn worker_setup(opts: &InitOptions) -> String {
     let mut setup = String::new();
     if let Some(secret) = &opts.secret {
+        let (place, flag) = match &opts.environment {
+            Some(e) => (format!(" in the environment {e}"), format!(" --env {e}")),
+            None => (" of the repository".to_string(), String::new()),
+        };
         setup.push_str(&format!(
             "      # The worker's secret, checked before anything is installed or run.
       - name: Check the {secret} secret
@@ -134,14 +138,6 @@ fn worker_setup(opts: &InitOptions) -> String {
           fi
 ",
             label = opts.worker.label().replace('"', "'"),
-            place = match &opts.environment {
-                Some(e) => format!(" in the environment {e}"),
-                None => " of the repository".to_string(),
-            },
-            flag = match &opts.environment {
-                Some(e) => format!(" --env {e}"),
-                None => String::new(),
-            },
         ));
     }
     if let Some((name, run)) = opts.worker.install() {
@@ -155,12 +151,9 @@ fn worker_setup(opts: &InitOptions) -> String {
 
 /// The work job's environment, when the secret lives in one.
 fn environment_line(opts: &InitOptions) -> String {
-    match &opts.environment {
-        Some(e) => format!(
-            "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
-        ),
-        None => String::new(),
-    }
+    opts.environment.as_ref().map_or_else(String::new, |e| format!(
+        "    # The worker's secret lives in this environment: only this job can read it.\n    environment: {e}\n"
+    ))
 }
 
 /// The worker step's variables: its secret and the CLI's own settings.

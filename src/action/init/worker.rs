@@ -52,31 +52,31 @@ impl Worker {
         }
     }
 
-    /// The secret the worker reads its API key from, by default.
-    pub fn default_secret(&self) -> Option<&'static str> {
+    /// The named CLI (`None` for a command).
+    fn agent(&self) -> Option<&'static AgentCli> {
         match self {
-            Worker::Named(a) => Some(a.secret),
+            Worker::Named(a) => Some(a),
             Worker::Command(_) => None,
         }
+    }
+
+    /// The secret the worker reads its API key from, by default.
+    pub fn default_secret(&self) -> Option<&'static str> {
+        self.agent().map(|a| a.secret)
     }
 
     /// Variables the work job sets for the worker besides its secret.
     pub(super) fn env(&self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Worker::Named(a) => a.env,
-            Worker::Command(_) => &[],
-        }
+        self.agent().map_or(&[], |a| a.env)
     }
 
     /// The install step's name and command, for a known CLI.
     pub(super) fn install(&self) -> Option<(String, String)> {
-        match self {
-            Worker::Named(a) => Some((
-                format!("Install the worker ({} {})", a.label, a.version),
-                a.install(),
-            )),
-            Worker::Command(_) => None,
-        }
+        let a = self.agent()?;
+        Some((
+            format!("Install the worker ({} {})", a.label, a.version),
+            a.install(),
+        ))
     }
 
     /// The paths of this machine the command names (`/home/me/worker.sh`, `~/bin/w`): they do

@@ -256,6 +256,16 @@ pub fn may_run(permission: &str, role_name: Option<&str>) -> bool {
         || matches!(role_name, Some("admin" | "maintain" | "write"))
 }
 
+/// The access `user` has on the repository now when it is too little to run commands
+/// (`read`, `none`, …); `None` when they may run them.
+pub(super) async fn too_little_access(
+    client: &Client,
+    user: &str,
+) -> Result<Option<String>, ApiError> {
+    let (permission, role) = client.permission(user).await?;
+    Ok((!may_run(&permission, role.as_deref())).then(|| role.unwrap_or(permission)))
+}
+
 /// The login of GitHub Actions' bot: who writes what a job does with `GITHUB_TOKEN`. No person
 /// or other App can have it (logins cannot hold brackets; an App's bot is `<slug>[bot]`).
 pub const ACTIONS_BOT: &str = "github-actions[bot]";
@@ -437,12 +447,10 @@ pub async fn handle_as(
         });
     }
     let pr = trigger.pr_number;
-    let (permission, role) = client.permission(&trigger.user).await?;
-    if !may_run(&permission, role.as_deref()) {
-        let access = role.as_deref().unwrap_or(&permission);
+    if let Some(access) = too_little_access(client, &trigger.user).await? {
         tracing::info!(user = %trigger.user, access, "{}: not allowed", op());
         client
-            .comment(pr, &denied_reply(&trigger.user, access))
+            .comment(pr, &denied_reply(&trigger.user, &access))
             .await?;
         return Ok(Handled::Denied);
     }
@@ -455,22 +463,17 @@ pub async fn handle_as(
     }
     let head = client.pull_head(pr).await?;
     let refusal = if head.state != "open" {
-        Some("This pull request is closed; reopen it to run its plan.")
+        "This pull request is closed; reopen it to run its plan."
     } else if !head.head_owner.eq_ignore_ascii_case(&client.repo.owner) {
-        Some(
-            "This pull request's branch is in a fork; dagexec runs plans on branches of this repository only.",
-        )
+        "This pull request's branch is in a fork; dagexec runs plans on branches of this repository only."
     } else {
-        None
+        return Ok(Handled::Run {
+            head_branch: head.head_ref,
+            command: trigger.command.clone(),
+        });
     };
-    if let Some(text) = refusal {
-        client.comment(pr, &format!("{text}\n")).await?;
-        return Ok(Handled::Replied);
-    }
-    Ok(Handled::Run {
-        head_branch: head.head_ref,
-        command: trigger.command.clone(),
-    })
+    client.comment(pr, &format!("{refusal}\n")).await?;
+    Ok(Handled::Replied)
 }
 
 #[cfg(test)]

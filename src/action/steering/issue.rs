@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::comment::{self, STATUS_MARKER, SlashCommand, Trigger, may_run};
+use super::comment::{self, STATUS_MARKER, SlashCommand, Trigger};
 use super::{Steered, said};
 use crate::action::report::{Links, progress_table};
 use crate::action::{ActionError, Inputs};
@@ -82,12 +82,10 @@ pub async fn run(
 ) -> Result<Steered, ActionError> {
     let issue = t.issue();
     let user = &t.trigger.user;
-    let (permission, role) = client.permission(user).await?;
-    if !may_run(&permission, role.as_deref()) {
+    if let Some(access) = comment::too_little_access(client, user).await? {
         if !apply {
-            let access = role.as_deref().unwrap_or(&permission);
             client
-                .comment(issue, &comment::denied_reply(user, access))
+                .comment(issue, &comment::denied_reply(user, &access))
                 .await?;
         }
         return Ok(said(format!("@{user} may not run dagexec here.")));

@@ -110,20 +110,17 @@ pub fn blocked_question(index: usize, reason: &str) -> crate::pure::question::Qu
 
 /// What the status comment says the run waits on.
 pub fn waiting_on(plan: &Plan) -> String {
-    let open = crate::pure::question::open(plan);
-    let blocked: Vec<usize> = plan
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.status == Status::Blocked)
+    let blocked = plan.tasks.iter().enumerate();
+    let blocked = blocked.filter(|(_, t)| t.status == Status::Blocked);
+    let open = crate::pure::question::open(plan).into_iter();
+    let ids: std::collections::BTreeSet<usize> = open
         .map(|(i, _)| i)
+        .chain(blocked.map(|(i, _)| i))
         .collect();
     if plan.tasks.iter().all(|t| t.status == Status::Completed) {
         "nothing: every task completed".into()
-    } else if !open.is_empty() || !blocked.is_empty() {
-        let mut ids: Vec<usize> = open.iter().map(|(i, _)| *i).chain(blocked).collect();
-        ids.sort_unstable();
-        ids.dedup();
+    } else if !ids.is_empty() {
+        let ids: Vec<usize> = ids.into_iter().collect();
         format!(
             "you: answer the question(s) of task(s) {} (`/execute answer <task> …`)",
             crate::pure::plan::ids::TaskNames::of(plan).list(&ids)

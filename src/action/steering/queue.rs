@@ -314,13 +314,11 @@ pub(super) async fn still_a_command(
             "comment {id} was not written by a person; nothing was applied."
         )));
     }
-    let (permission, role) = match client.permission(&user).await {
-        Ok(p) => p,
-        Err(e) if e.status() == Some(404) => ("none".to_string(), None),
-        Err(e) => return Err(e.into()),
+    let lacking = match comment::too_little_access(client, &user).await {
+        Err(e) if e.status() == Some(404) => Some("none".to_string()),
+        other => other?,
     };
-    if !comment::may_run(&permission, role.as_deref()) {
-        let access = role.as_deref().unwrap_or(&permission);
+    if let Some(access) = lacking {
         return Ok(Err(format!(
             "@{user} has {access} access now, and only people with write, maintain or admin access can change the plan; comment {id} was not applied."
         )));

@@ -109,19 +109,15 @@ pub(super) fn settled_between(
 ) -> Result<std::collections::BTreeMap<u64, SettledCommand>, ActionError> {
     let mut out = std::collections::BTreeMap::new();
     for c in repo.commits_mentioning(STEERED_TRAILER, since)? {
-        let mut lines = c.message.lines();
-        let subject = lines.next().unwrap_or("").to_string();
+        let lines: Vec<&str> = c.message.lines().collect();
+        let subject = lines.first().copied().unwrap_or("").to_string();
         if !STEER_SUBJECTS.iter().any(|s| subject.starts_with(s)) {
             continue;
         }
-        let Some((id, applied)) = c.message.lines().last().and_then(parse_trailer) else {
+        let Some((id, applied)) = lines.last().copied().and_then(parse_trailer) else {
             continue;
         };
-        let body: Vec<&str> = c.message.lines().skip(1).collect();
-        let why = body[..body.len().saturating_sub(1)]
-            .join("\n")
-            .trim()
-            .to_string();
+        let why = lines[1..lines.len() - 1].join("\n").trim().to_string();
         out.entry(id).or_insert(SettledCommand {
             sha: c.sha,
             applied,
