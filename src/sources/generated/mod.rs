@@ -44,6 +44,30 @@ impl Problem {
             hint: hint.into(),
         }
     }
+
+    /// A problem at line `line` of the file `rel`: `rel:line: what`.
+    pub fn at(
+        rel: &str,
+        line: usize,
+        what: impl std::fmt::Display,
+        hint: impl Into<String>,
+    ) -> Self {
+        Problem::new(format!("{rel}:{line}: {what}"), hint)
+    }
+}
+
+// What the tests name as a Spec Kit error, from when it had its own type.
+#[cfg(test)]
+impl Problem {
+    pub fn hint(&self) -> String {
+        self.hint.clone()
+    }
+}
+#[cfg(test)]
+impl From<&Problem> for Problem {
+    fn from(p: &Problem) -> Self {
+        p.clone()
+    }
 }
 
 /// One task of the plan as the source names it.

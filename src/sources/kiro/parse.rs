@@ -104,10 +104,12 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
                 .trim()
                 .to_string();
             if let Some(&first) = by_id.get(&id) {
-                errors.push(Problem::new(
+                errors.push(Problem::at(
+                    path,
+                    c.number,
                     format!(
-                        "{path}:{}: task ID {id} is used twice (first on line {})",
-                        c.number, out.lines[first].line
+                        "task ID {id} is used twice (first on line {})",
+                        out.lines[first].line
                     ),
                     "number the tasks 1, 2, … and their subtasks 1.1, 1.2, … once each",
                 ));
@@ -407,16 +409,20 @@ fn explicit(
                 (None, None) => None,
             };
             match target {
-                None => errors.push(Problem::new(
+                None => errors.push(Problem::at(
+                    path,
+                    l.line,
                     format!(
-                        "{path}:{}: task {} depends on {d}, which is not a task in this file",
-                        l.line, l.id
+                        "task {} depends on {d}, which is not a task in this file",
+                        l.id
                     ),
                     "fix the ID or drop it from `_Depends:_`",
                 )),
                 Some(t) if t.iter().any(|j| whose.contains(j)) || d == l.id => {
-                    errors.push(Problem::new(
-                        format!("{path}:{}: task {} depends on itself", l.line, l.id),
+                    errors.push(Problem::at(
+                        path,
+                        l.line,
+                        format!("task {} depends on itself", l.id),
                         "drop it from `_Depends:_`",
                     ));
                 }

@@ -1,11 +1,11 @@
 //! Reading the lines of a tasks.md: the title, sections, phase fields and task lines (no edges
 //! yet).
 
-use super::SpecKitError;
 use super::{
     CHECKBOX, Content, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION,
     STORY_HEADING, TaskLine, content_lines, files_of, id_number,
 };
+use crate::sources::Problem;
 use std::collections::BTreeMap;
 
 /// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 pub(super) fn read_lines(
     path: &str,
     text: &str,
-) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
+) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<Problem>> {
     let mut r = LinesRead {
         path,
         plan_rel: crate::sources::generated::plan_rel_of(path),
@@ -33,7 +33,10 @@ pub(super) fn read_lines(
         ..
     } = r;
     if out.tasks.is_empty() && errors.is_empty() {
-        errors.push(SpecKitError::NoTasks { path: path.into() });
+        errors.push(Problem::new(
+            format!("{path}: no task lines (`- [ ] T001 Description`)"),
+            "is this a Spec Kit tasks.md? Task lines look like `- [ ] T001 [P] [US1] Create X in src/x.py`",
+        ));
     }
     crate::sources::generated::ok_unless(errors, (out, by_number))
 }
@@ -44,7 +47,7 @@ struct LinesRead<'a> {
     path: &'a str,
     /// The generated plan's path, which no task may name.
     plan_rel: String,
-    errors: Vec<SpecKitError>,
+    errors: Vec<Problem>,
     out: Parsed,
     /// The current `## ` section: (title, line, goal, test), made a phase when it gets a task.
     section: Option<Phase>,
@@ -121,13 +124,8 @@ impl LinesRead<'_> {
         }
     }
 
-    fn malformed(&mut self, line: usize, why: String, hint: String) {
-        self.errors.push(SpecKitError::Malformed {
-            path: self.path.into(),
-            line,
-            why,
-            hint,
-        });
+    fn malformed(&mut self, line: usize, why: String, hint: impl Into<String>) {
+        self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
     /// A checkbox line's ID, markers and description; `None` (an error kept) when it has no
@@ -144,8 +142,7 @@ impl LinesRead<'_> {
             self.malformed(
                 content.number,
                 format!("the checkbox line {rest:?} has no task ID"),
-                "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID"
-                    .into(),
+                "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID",
             );
             return None;
         };
@@ -164,8 +161,7 @@ impl LinesRead<'_> {
             self.malformed(
                 content.number,
                 format!("task {id} has no description"),
-                "say what to do and where: `- [ ] T012 Create User model in src/models/user.py`"
-                    .into(),
+                "say what to do and where: `- [ ] T012 Create User model in src/models/user.py`",
             );
             return None;
         }
@@ -191,25 +187,27 @@ impl LinesRead<'_> {
         } = head;
         let number = id_number(&id).unwrap_or(u64::MAX);
         if let Some(&first) = self.by_number.get(&number) {
-            self.errors.push(SpecKitError::Duplicate {
-                path: self.path.into(),
-                line: line_no,
-                id: id.clone(),
-                first: self.out.tasks[first].line,
-            });
+            self.errors.push(Problem::at(
+                self.path,
+                line_no,
+                format!(
+                    "task ID {id} is used twice (first on line {})",
+                    self.out.tasks[first].line
+                ),
+                "give one of them the next free ID and update any `depends on` naming it",
+            ));
             return;
         }
         let depends_on = self.depends_on(line_no, &body);
         let phase = self.phase();
         let (files, problems) = files_of(&body, self.path, &self.plan_rel);
-        for p in problems {
-            self.errors.push(SpecKitError::Path {
-                path: self.path.into(),
-                line: line_no,
-                id: id.clone(),
-                file: p.0,
-                why: p.1,
-            });
+        for (file, why) in problems {
+            self.errors.push(Problem::at(
+                self.path,
+                line_no,
+                format!("task {id} names the file {file:?}, which {why}"),
+                "name files relative to the repository root, without `..`, outside .git/ and dagexec's generated plan",
+            ));
         }
         let out = &mut self.out;
         self.by_number.insert(number, out.tasks.len());
@@ -249,8 +247,7 @@ impl LinesRead<'_> {
                         Err(why) => self.malformed(
                             line_no,
                             format!("`depends on` lists the range {token:?}, which {why}"),
-                            "write a range as T003-T005 (first, then last, at most 1000 tasks)"
-                                .into(),
+                            "write a range as T003-T005 (first, then last, at most 1000 tasks)",
                         ),
                     }
                 } else if id_number(token).is_some() {
@@ -259,7 +256,7 @@ impl LinesRead<'_> {
                     self.malformed(
                         line_no,
                         format!("`depends on` lists {token:?}, which is not a task ID"),
-                        "list task IDs separated by commas: (depends on T012, T013)".into(),
+                        "list task IDs separated by commas: (depends on T012, T013)",
                     );
                 }
             }
