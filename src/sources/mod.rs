@@ -107,11 +107,6 @@ impl Format {
         }
     }
 
-    /// Its name in messages and in the generated plan.
-    pub fn name(self) -> &'static str {
-        self.reader().names().name
-    }
-
     /// What people call it.
     pub fn label(self) -> &'static str {
         self.reader().names().label

@@ -56,7 +56,7 @@ impl Problem {
     }
 }
 
-// What the tests name as a Spec Kit error, from when it had its own type.
+// How the tests read a problem, from when Spec Kit's and the issues' errors had their own types.
 #[cfg(test)]
 impl Problem {
     pub fn hint(&self) -> String {

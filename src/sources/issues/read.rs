@@ -51,8 +51,8 @@ pub enum ReadError {
         #[source]
         source: ApiError,
     },
-    #[error(transparent)]
-    Convert(#[from] convert::IssueError),
+    #[error("{0}")]
+    Convert(crate::sources::Problem),
     #[error("{0}")]
     Other(String),
 }
@@ -69,7 +69,7 @@ impl ReadError {
                 Some(404) => "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)".into(),
                 _ => "try again; GITHUB_API_URL says which GitHub is asked".into(),
             },
-            ReadError::Convert(e) => e.hint(),
+            ReadError::Convert(e) => e.hint.clone(),
             ReadError::Other(_) => "see the message".into(),
         }
     }
@@ -237,7 +237,7 @@ fn fetch_and_convert(
         writers,
         include,
     };
-    let converted = convert::convert(&reading)?;
+    let converted = convert::convert(&reading).map_err(ReadError::Convert)?;
     let (rest, graphql) = client.requests_sent();
     Ok((converted, rest, graphql))
 }

@@ -292,12 +292,7 @@ pub(crate) fn derive(
             }
         }
     }
-    let groups = Groups {
-        members: &members,
-        sources: &sources,
-        sinks: &sinks,
-    };
-    explicit(path, p, &groups, &mut deps)?;
+    explicit(path, p, [&members, &sources, &sinks], &mut deps)?;
     // Optional nodes bypassed.
     let optional: BTreeSet<usize> = nodes
         .iter()
@@ -353,27 +348,17 @@ fn chain<T: Ord + Copy>(
     }
 }
 
-/// The units of each group (line indices, by group): all of them, those that wait for none of
-/// the others (its sources), and those none of the others waits for (its sinks).
-struct Groups<'a> {
-    members: &'a [Vec<usize>],
-    sources: &'a [Vec<usize>],
-    sinks: &'a [Vec<usize>],
-}
-
 /// `_Depends:_`: on a subtask, on a major task (its group's sinks, or itself), each unknown or
-/// self reference an error at its line.
+/// self reference an error at its line. `groups`: the units of each group (line indices, by
+/// group) — all of them, those that wait for none of the others (its sources), and those none
+/// of the others waits for (its sinks).
 fn explicit(
     path: &str,
     p: &Parsed,
-    groups: &Groups<'_>,
+    groups: [&[Vec<usize>]; 3],
     deps: &mut BTreeMap<usize, BTreeSet<usize>>,
 ) -> Result<(), Vec<Problem>> {
-    let Groups {
-        members,
-        sources,
-        sinks,
-    } = groups;
+    let [members, sources, sinks] = groups;
     let mut errors = Vec::new();
     let by_id: BTreeMap<&str, usize> = p
         .lines
