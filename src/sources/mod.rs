@@ -40,7 +40,7 @@ pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
-use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Task};
+use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Status, Task};
 
 /// A task-list format dagexec reads as a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,21 +213,28 @@ pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
     generated::identities(plan, field)
         .into_iter()
         .zip(&plan.tasks)
-        .filter(|(_, t)| t.status == crate::pure::plan::model::Status::Completed)
+        .filter(|(_, t)| t.status == Status::Completed)
         .map(|((id, _), _)| id)
         .collect()
 }
 
 /// A plan task of a source's: `kind` (the source's name in the plan), the worker's `role`,
-/// the files the source gives it and the documents it reads for context. The caller says
-/// what the task is (subject, description, status, blockers).
+/// completed when the source says it is `done` (else pending), the files the source gives it
+/// and the documents it reads for context. The caller says what the task is (subject,
+/// description, blockers).
 pub(crate) fn task_of(
     kind: &str,
     role: &str,
+    done: bool,
     files: Files,
     context_files: Option<Vec<ContextFile>>,
 ) -> Task {
     Task {
+        status: if done {
+            Status::Completed
+        } else {
+            Status::Pending
+        },
         metadata: Some(Metadata {
             kind: Some(kind.into()),
             files,
@@ -242,10 +249,18 @@ pub(crate) fn task_of(
     }
 }
 
+/// The end of a task list's task's description: only this task, and the list left to dagexec,
+/// which `marks` the task (`ticks the task`) there when its work is committed.
+pub(crate) fn do_only(rel: &str, marks: &str) -> String {
+    format!(
+        "\n\nDo only this task. Do not edit {rel}: dagexec {marks} there when its work is committed."
+    )
+}
+
 /// Lists the plan's completed tasks in `progress.completedTasks`, each with its result.
 pub(crate) fn list_completed(plan: &mut Plan) {
     for (i, t) in plan.tasks.iter().enumerate() {
-        if t.status == crate::pure::plan::model::Status::Completed {
+        if t.status == Status::Completed {
             let summary = t.result.clone().unwrap_or_default();
             plan.progress
                 .completed_tasks

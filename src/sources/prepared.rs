@@ -85,9 +85,7 @@ impl Prepared {
             read: None,
         }
     }
-}
 
-impl Prepared {
     /// `plan` written at `plan_path` (kept at `plan_rel`), or with `write` false in a
     /// temporary directory instead (removed when the `Prepared` drops); `Err`: the path that
     /// could not be written, and why.

@@ -387,15 +387,11 @@ fn task(
     let mut task = Task {
         subject: format!("{name} {title}"),
         description: Some(description(r, issue, &name)),
-        status: if issue.closed {
-            Status::Completed
-        } else {
-            Status::Pending
-        },
         blocked_by,
         ..crate::sources::task_of(
             "github-issue",
             "software engineer resolving one GitHub issue of a planned change",
+            issue.closed,
             Files {
                 modify: files,
                 ..Default::default()

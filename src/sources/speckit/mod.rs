@@ -69,13 +69,16 @@ use serde_json::json;
 pub use parse::{Parsed, TaskLine, parse};
 
 use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
-use crate::pure::plan::model::{Files, Plan, Status, Task};
+use crate::pure::plan::model::{Files, Plan, Task};
 
 pub use super::generated::GENERATED_DIR;
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
 // What the tests (`use super::*`) name that this file no longer does.
 #[cfg(test)]
-use {crate::pure::plan::model::CompletedTask, std::path::Path};
+use {
+    crate::pure::plan::model::{CompletedTask, Status},
+    std::path::Path,
+};
 /// A Spec Kit error, as the tests name it: a [`Problem`] at its line.
 #[cfg(test)]
 pub type SpecKitError = Problem;
@@ -198,10 +201,7 @@ fn description(parsed: &Parsed, t: &TaskLine, tasks_md: &str) -> String {
     if let Some(test) = &phase.independent_test {
         s.push_str(&format!("\nIndependent Test: {test}"));
     }
-    s.push_str(&format!(
-        "\n\nDo only this task. Do not edit {tasks_md}: dagexec ticks the task there when its work is committed."
-    ));
-    s
+    s + &super::do_only(tasks_md, "ticks the task")
 }
 
 /// The plan for a parsed tasks.md at `tasks_md` (repository-relative), with `context` (the
@@ -219,15 +219,11 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         let mut task = Task {
             subject: format!("{} {}", t.id, t.text),
             description: Some(description(parsed, t, tasks_md)),
-            status: if t.done {
-                Status::Completed
-            } else {
-                Status::Pending
-            },
             blocked_by: parsed.deps[i].clone(),
             ..super::task_of(
                 "speckit",
                 "software engineer implementing one task of a Spec Kit feature",
+                t.done,
                 Files {
                     create: t.create.clone(),
                     modify: t.modify.clone(),

@@ -55,16 +55,6 @@ struct LinesRead<'a> {
     by_number: BTreeMap<u64, usize>,
 }
 
-/// A task line's ID, markers and description, before its checks.
-struct Head {
-    id: String,
-    done: bool,
-    checkbox: usize,
-    parallel: bool,
-    story: Option<String>,
-    body: String,
-}
-
 impl LinesRead<'_> {
     /// One content line: the title, a section heading, a phase field, or a task line.
     fn line(&mut self, content: &Content<'_>) {
@@ -105,7 +95,7 @@ impl LinesRead<'_> {
             return;
         }
         if let Some(head) = self.head(content) {
-            self.task(line_no, head);
+            self.task(head);
         }
     }
 
@@ -128,9 +118,10 @@ impl LinesRead<'_> {
         self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
-    /// A checkbox line's ID, markers and description; `None` (an error kept) when it has no
-    /// ID or no description, or is no checkbox line.
-    fn head(&mut self, content: &Content<'_>) -> Option<Head> {
+    /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
+    /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
+    /// no description, or is no checkbox line.
+    fn head(&mut self, content: &Content<'_>) -> Option<TaskLine> {
         let line = content.text;
         let trimmed = line.trim_start();
         let c = CHECKBOX.captures(trimmed)?;
@@ -165,27 +156,25 @@ impl LinesRead<'_> {
             );
             return None;
         }
-        Some(Head {
+        Some(TaskLine {
             id,
+            line: content.number,
             done,
-            checkbox,
             parallel,
             story,
-            body,
+            text: body,
+            depends_on: Vec::new(),
+            create: Vec::new(),
+            modify: Vec::new(),
+            phase: 0,
+            checkbox,
         })
     }
 
     /// A task line: its ID unique, its `depends on` IDs, its phase and files.
-    fn task(&mut self, line_no: usize, head: Head) {
-        let Head {
-            id,
-            done,
-            checkbox,
-            parallel,
-            story,
-            body,
-        } = head;
-        let number = id_number(&id).unwrap_or(u64::MAX);
+    fn task(&mut self, mut t: TaskLine) {
+        let (id, line_no) = (&t.id, t.line);
+        let number = id_number(id).unwrap_or(u64::MAX);
         if let Some(&first) = self.by_number.get(&number) {
             self.errors.push(Problem::at(
                 self.path,
@@ -198,9 +187,9 @@ impl LinesRead<'_> {
             ));
             return;
         }
-        let depends_on = self.depends_on(line_no, &body);
-        let phase = self.phase();
-        let (files, problems) = files_of(&body, self.path, &self.plan_rel);
+        t.depends_on = self.depends_on(line_no, &t.text);
+        t.phase = self.phase();
+        let (files, problems) = files_of(&t.text, self.path, &self.plan_rel);
         for (file, why) in problems {
             self.errors.push(Problem::at(
                 self.path,
@@ -209,22 +198,11 @@ impl LinesRead<'_> {
                 "name files relative to the repository root, without `..`, outside .git/ and dagexec's generated plan",
             ));
         }
+        t.modify = files;
         let out = &mut self.out;
         self.by_number.insert(number, out.tasks.len());
-        out.phases[phase].tasks.push(out.tasks.len());
-        out.tasks.push(TaskLine {
-            id,
-            line: line_no,
-            done,
-            parallel,
-            story,
-            text: body,
-            depends_on,
-            create: Vec::new(),
-            modify: files,
-            phase,
-            checkbox,
-        });
+        out.phases[t.phase].tasks.push(out.tasks.len());
+        out.tasks.push(t);
     }
 
     /// The task IDs of a description's `(depends on …)`: IDs, ranges (`T003-T005`, `T003–T005`,
