@@ -42,9 +42,7 @@ impl Source {
             Source::LongRun(dir) => {
                 longrun::prepare(root, dir, write).map_err(|e| one(e.to_string(), e.hint()))
             }
-            Source::Issues(opts) => {
-                issues::read::prepare(root, opts, write).map_err(|e| one(e.to_string(), e.hint()))
-            }
+            Source::Issues(opts) => issues::read::prepare(root, opts, write).map_err(|p| vec![p]),
         }
     }
 }
