@@ -275,21 +275,22 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, Problem> {
         })
         .collect();
 
-    let plan = plan(r, &nodes, &task_nodes, &deps, &waits)?;
+    let notes = [left_out.as_slice(), outside_notes.as_slice()];
     Ok(Converted {
-        plan: with_record(plan, r, &nodes, &task_nodes, &left_out, &outside_notes),
+        plan: plan(r, &nodes, &task_nodes, &deps, &waits, notes)?,
         left_out,
         outside: outside_notes,
     })
 }
 
-/// The plan's tasks, in order.
+/// The plan: its tasks, in order, and in [`PLAN_FIELD`] where it came from and what was noted.
 fn plan(
     r: &ReadIssues,
     nodes: &[FlatIssue<'_>],
     task_nodes: &[usize],
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
+    [left_out, outside]: [&[Note]; 2],
 ) -> Result<Plan, Problem> {
     let tasks = task_nodes
         .iter()
@@ -305,18 +306,7 @@ fn plan(
         tasks,
     );
     crate::sources::list_completed(&mut plan);
-    Ok(plan)
-}
-
-/// The plan with where it came from and what was noted, in [`PLAN_FIELD`].
-fn with_record(
-    mut plan: Plan,
-    r: &ReadIssues,
-    nodes: &[FlatIssue<'_>],
-    task_nodes: &[usize],
-    left_out: &[Note],
-    outside: &[Note],
-) -> Plan {
+    // Where it came from and what was noted (what was left out, issues outside the plan).
     plan.extra.insert(
         PLAN_FIELD.into(),
         json!({
@@ -333,7 +323,7 @@ fn with_record(
             }).collect::<Vec<_>>(),
         }),
     );
-    plan
+    Ok(plan)
 }
 
 fn outside_text(closed: bool, known: bool, from: &BTreeSet<String>) -> String {
