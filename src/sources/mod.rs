@@ -36,7 +36,7 @@ pub mod taskmaster;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit};
+pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit, prepare};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
@@ -118,17 +118,6 @@ impl Format {
             .into_iter()
             .find(|f| f.reader().file_of(plan).is_some())
     }
-}
-
-/// Reads the file at `path` (inside `root`) in `format` and writes its plan (next to it with
-/// `write`, else in a temporary directory), carrying over an earlier run's state.
-pub fn prepare(
-    format: Format,
-    root: &Path,
-    path: &Path,
-    write: bool,
-) -> Result<Prepared, Vec<Problem>> {
-    generated::prepare(format.reader(), root, path, write)
 }
 
 /// Several problems as one message (one per line) and their hints.

@@ -287,13 +287,15 @@ fn stamp(built: &mut Built, name: &str, rel: &str) {
     );
 }
 
-/// Reads `path` (inside `root`) with `reader` and writes its plan; see [`super::prepare`].
-pub(crate) fn prepare(
-    reader: &dyn Reader,
+/// Reads the file at `path` (inside `root`) in `format` and writes its plan (next to it with
+/// `write`, else in a temporary directory), carrying over an earlier run's state.
+pub fn prepare(
+    format: Format,
     root: &Path,
     path: &Path,
     write: bool,
 ) -> Result<Prepared, Vec<Problem>> {
+    let reader = format.reader();
     let one = |p: Problem| vec![p];
     let (root_c, abs_c, rel) = locate(root, path).map_err(one)?;
     let text = read(&abs_c, &rel).map_err(one)?;
