@@ -36,7 +36,7 @@ pub mod taskmaster;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit, prepare};
+pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit, prepare, write_back};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
@@ -180,20 +180,6 @@ pub enum Tick {
     Ticked(String),
     /// The file could not be written in the round's tree; the round is committed without it.
     Skipped { path: String, why: String },
-}
-
-/// For a generated plan, writes its completed tasks into its source file in the round's
-/// `index` (`HEAD`'s version, never the work tree's: a user's uncommitted edit is neither
-/// committed nor overwritten). A file the commit does not hold or that no longer reads as its
-/// format is skipped with why.
-pub fn write_back(
-    index: &crate::edge::git::RoundIndex,
-    plan: &Plan,
-) -> Result<Tick, crate::edge::git::GitError> {
-    match Format::of_plan(plan) {
-        None => Ok(Tick::Nothing),
-        Some(format) => generated::write_back(index, plan, format),
-    }
 }
 
 /// The IDs of a generated plan's completed tasks.

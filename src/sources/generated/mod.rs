@@ -507,13 +507,18 @@ pub(crate) fn writable(plan: &Plan, format: Format) -> Result<String, String> {
     }
 }
 
-/// [`super::write_back`] for a plan made from a file in `format`.
-pub(crate) fn write_back(
+/// For a generated plan, writes its completed tasks into its source file in the round's
+/// `index` (`HEAD`'s version, never the work tree's: a user's uncommitted edit is neither
+/// committed nor overwritten). A file the commit does not hold or that no longer reads as its
+/// format is skipped with why.
+pub fn write_back(
     index: &crate::edge::git::RoundIndex,
     plan: &Plan,
-    format: Format,
 ) -> Result<super::Tick, crate::edge::git::GitError> {
     use super::Tick;
+    let Some(format) = Format::of_plan(plan) else {
+        return Ok(Tick::Nothing);
+    };
     let reader = format.reader();
     let path = match writable(plan, format) {
         Ok(p) => p,
