@@ -36,11 +36,11 @@ pub mod taskmaster;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit};
+pub use generated::{Built, Context, Names, Place, Problem, Reader, Unit, prepare, write_back};
 pub use prepared::{Prepared, Source};
 
 use crate::pure::plan::fields::SOURCE;
-use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Task};
+use crate::pure::plan::model::{Agent, ContextFile, Files, Metadata, Plan, Status, Task};
 
 /// A task-list format dagexec reads as a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,11 +107,6 @@ impl Format {
         }
     }
 
-    /// Its name in messages and in the generated plan.
-    pub fn name(self) -> &'static str {
-        self.reader().names().name
-    }
-
     /// What people call it.
     pub fn label(self) -> &'static str {
         self.reader().names().label
@@ -123,17 +118,6 @@ impl Format {
             .into_iter()
             .find(|f| f.reader().file_of(plan).is_some())
     }
-}
-
-/// Reads the file at `path` (inside `root`) in `format` and writes its plan (next to it with
-/// `write`, else in a temporary directory), carrying over an earlier run's state.
-pub fn prepare(
-    format: Format,
-    root: &Path,
-    path: &Path,
-    write: bool,
-) -> Result<Prepared, Vec<Problem>> {
-    generated::prepare(format.reader(), root, path, write)
 }
 
 /// Several problems as one message (one per line) and their hints.
@@ -198,41 +182,34 @@ pub enum Tick {
     Skipped { path: String, why: String },
 }
 
-/// For a generated plan, writes its completed tasks into its source file in the round's
-/// `index` (`HEAD`'s version, never the work tree's: a user's uncommitted edit is neither
-/// committed nor overwritten). A file the commit does not hold or that no longer reads as its
-/// format is skipped with why.
-pub fn write_back(
-    index: &crate::edge::git::RoundIndex,
-    plan: &Plan,
-) -> Result<Tick, crate::edge::git::GitError> {
-    match Format::of_plan(plan) {
-        None => Ok(Tick::Nothing),
-        Some(format) => generated::write_back(index, plan, format),
-    }
-}
-
 /// The IDs of a generated plan's completed tasks.
 pub fn completed_ids(plan: &Plan) -> BTreeSet<String> {
     let field = Format::of_plan(plan).map_or(SOURCE, |f| f.reader().field());
     generated::identities(plan, field)
         .into_iter()
         .zip(&plan.tasks)
-        .filter(|(_, t)| t.status == crate::pure::plan::model::Status::Completed)
+        .filter(|(_, t)| t.status == Status::Completed)
         .map(|((id, _), _)| id)
         .collect()
 }
 
 /// A plan task of a source's: `kind` (the source's name in the plan), the worker's `role`,
-/// the files the source gives it and the documents it reads for context. The caller says
-/// what the task is (subject, description, status, blockers).
+/// completed when the source says it is `done` (else pending), the files the source gives it
+/// and the documents it reads for context. The caller says what the task is (subject,
+/// description, blockers).
 pub(crate) fn task_of(
     kind: &str,
     role: &str,
+    done: bool,
     files: Files,
     context_files: Option<Vec<ContextFile>>,
 ) -> Task {
     Task {
+        status: if done {
+            Status::Completed
+        } else {
+            Status::Pending
+        },
         metadata: Some(Metadata {
             kind: Some(kind.into()),
             files,
@@ -247,10 +224,18 @@ pub(crate) fn task_of(
     }
 }
 
+/// The end of a task list's task's description: only this task, and the list left to dagexec,
+/// which `marks` the task (`ticks the task`) there when its work is committed.
+pub(crate) fn do_only(rel: &str, marks: &str) -> String {
+    format!(
+        "\n\nDo only this task. Do not edit {rel}: dagexec {marks} there when its work is committed."
+    )
+}
+
 /// Lists the plan's completed tasks in `progress.completedTasks`, each with its result.
 pub(crate) fn list_completed(plan: &mut Plan) {
     for (i, t) in plan.tasks.iter().enumerate() {
-        if t.status == crate::pure::plan::model::Status::Completed {
+        if t.status == Status::Completed {
             let summary = t.result.clone().unwrap_or_default();
             plan.progress
                 .completed_tasks

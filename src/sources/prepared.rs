@@ -42,9 +42,7 @@ impl Source {
             Source::LongRun(dir) => {
                 longrun::prepare(root, dir, write).map_err(|e| one(e.to_string(), e.hint()))
             }
-            Source::Issues(opts) => {
-                issues::read::prepare(root, opts, write).map_err(|e| one(e.to_string(), e.hint()))
-            }
+            Source::Issues(opts) => issues::read::prepare(root, opts, write).map_err(|p| vec![p]),
         }
     }
 }
@@ -85,9 +83,7 @@ impl Prepared {
             read: None,
         }
     }
-}
 
-impl Prepared {
     /// `plan` written at `plan_path` (kept at `plan_rel`), or with `write` false in a
     /// temporary directory instead (removed when the `Prepared` drops); `Err`: the path that
     /// could not be written, and why.

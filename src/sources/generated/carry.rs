@@ -65,46 +65,42 @@ pub(crate) fn carry_over(fresh: &mut Plan, old: &Plan, field: &str) {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
             continue;
         };
-        let team = Marks {
-            now: now.get(i).cloned().flatten(),
-            then: then.get(j).cloned().flatten(),
-        };
-        if j < old.tasks.len() && i < fresh.tasks.len() && !team.changed(fresh, old, i, j) {
+        let team = (
+            now.get(i).cloned().flatten(),
+            then.get(j).cloned().flatten(),
+        );
+        if j < old.tasks.len() && i < fresh.tasks.len() && !changed(team, fresh, old, (i, j)) {
             moved[j] = Some(i);
         }
     }
     crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
 }
 
-/// A task's status mark in the file now and when dagexec read it last.
-struct Marks {
-    now: Option<String>,
-    then: Option<String>,
+/// Whether the team changed the status of the task (fresh `i`, old `j`) in its file since
+/// dagexec read it (`team`: its status mark there now, and when dagexec read it last): then
+/// the file's status wins and the task starts afresh (`pending` gives fresh attempts; `done`
+/// and `cancelled` are the file's already). A task dagexec completed whose file no longer says
+/// so was reopened — unless its round is still open on the Action (`progress.dagexecRound`),
+/// whose status is written when the round ends.
+fn changed(team: Marks, fresh: &Plan, old: &Plan, (i, j): (usize, usize)) -> bool {
+    let (Some(now), Some(then)) = team else {
+        return false;
+    };
+    if fresh.tasks[i].status == Status::Completed {
+        return false;
+    }
+    if old.tasks[j].status == Status::Completed {
+        let open_round = old
+            .progress
+            .extra
+            .get(crate::pure::plan::fields::ROUND)
+            .and_then(|r| r.get("tasks"))
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| t.iter().any(|x| x.as_u64() == Some(j as u64)));
+        return !(open_round && now == then);
+    }
+    now != then
 }
 
-impl Marks {
-    /// Whether the team changed the status of the task (fresh `i`, old `j`) in its file since
-    /// dagexec read it: then the file's status wins and the task starts afresh (`pending`
-    /// gives fresh attempts; `done` and `cancelled` are the file's already). A task dagexec
-    /// completed whose file no longer says so was reopened — unless its round is still open
-    /// on the Action (`progress.dagexecRound`), whose status is written when the round ends.
-    fn changed(&self, fresh: &Plan, old: &Plan, i: usize, j: usize) -> bool {
-        let (Some(now), Some(then)) = (&self.now, &self.then) else {
-            return false;
-        };
-        if fresh.tasks[i].status == Status::Completed {
-            return false;
-        }
-        if old.tasks[j].status == Status::Completed {
-            let open_round = old
-                .progress
-                .extra
-                .get(crate::pure::plan::fields::ROUND)
-                .and_then(|r| r.get("tasks"))
-                .and_then(|t| t.as_array())
-                .is_some_and(|t| t.iter().any(|x| x.as_u64() == Some(j as u64)));
-            return !(open_round && now == then);
-        }
-        now != then
-    }
-}
+/// A task's status mark in the file now and when dagexec read it last.
+type Marks = (Option<String>, Option<String>);

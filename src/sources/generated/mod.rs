@@ -44,6 +44,30 @@ impl Problem {
             hint: hint.into(),
         }
     }
+
+    /// A problem at line `line` of the file `rel`: `rel:line: what`.
+    pub fn at(
+        rel: &str,
+        line: usize,
+        what: impl std::fmt::Display,
+        hint: impl Into<String>,
+    ) -> Self {
+        Problem::new(format!("{rel}:{line}: {what}"), hint)
+    }
+}
+
+// How the tests read a problem, from when Spec Kit's and the issues' errors had their own types.
+#[cfg(test)]
+impl Problem {
+    pub fn hint(&self) -> String {
+        self.hint.clone()
+    }
+}
+#[cfg(test)]
+impl From<&Problem> for Problem {
+    fn from(p: &Problem) -> Self {
+        p.clone()
+    }
 }
 
 /// One task of the plan as the source names it.
@@ -263,13 +287,15 @@ fn stamp(built: &mut Built, name: &str, rel: &str) {
     );
 }
 
-/// Reads `path` (inside `root`) with `reader` and writes its plan; see [`super::prepare`].
-pub(crate) fn prepare(
-    reader: &dyn Reader,
+/// Reads the file at `path` (inside `root`) in `format` and writes its plan (next to it with
+/// `write`, else in a temporary directory), carrying over an earlier run's state.
+pub fn prepare(
+    format: Format,
     root: &Path,
     path: &Path,
     write: bool,
 ) -> Result<Prepared, Vec<Problem>> {
+    let reader = format.reader();
     let one = |p: Problem| vec![p];
     let (root_c, abs_c, rel) = locate(root, path).map_err(one)?;
     let text = read(&abs_c, &rel).map_err(one)?;
@@ -481,13 +507,18 @@ pub(crate) fn writable(plan: &Plan, format: Format) -> Result<String, String> {
     }
 }
 
-/// [`super::write_back`] for a plan made from a file in `format`.
-pub(crate) fn write_back(
+/// For a generated plan, writes its completed tasks into its source file in the round's
+/// `index` (`HEAD`'s version, never the work tree's: a user's uncommitted edit is neither
+/// committed nor overwritten). A file the commit does not hold or that no longer reads as its
+/// format is skipped with why.
+pub fn write_back(
     index: &crate::edge::git::RoundIndex,
     plan: &Plan,
-    format: Format,
 ) -> Result<super::Tick, crate::edge::git::GitError> {
     use super::Tick;
+    let Some(format) = Format::of_plan(plan) else {
+        return Ok(Tick::Nothing);
+    };
     let reader = format.reader();
     let path = match writable(plan, format) {
         Ok(p) => p,

@@ -28,6 +28,7 @@ use serde_json::json;
 use super::body::{self, Ref};
 use crate::pure::plan::model::{Files, Plan, Status, Task};
 use crate::pure::question::{Kind, Question};
+use crate::sources::Problem;
 
 /// The task field holding a task's issue (`{"repo", "number", "url"}`).
 pub const TASK_FIELD: &str = "dagexecIssue";
@@ -51,47 +52,6 @@ pub struct ReadIssues {
     pub writers: BTreeSet<String>,
     /// Issues a writer included despite their author (`/execute include #N`).
     pub include: BTreeSet<Ref>,
-}
-
-/// What could not be made into a plan.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IssueError {
-    #[error("issue {parent} has no sub-issues to run")]
-    NoSubIssues { parent: String },
-    #[error("issue {parent}: every sub-issue was left out ({left_out})")]
-    AllLeftOut { parent: String, left_out: String },
-    #[error("the issues' dependencies form a cycle: {path}")]
-    Cycle { path: String },
-    #[error("issue {issue}: file `{file}` {why}")]
-    File {
-        issue: String,
-        file: String,
-        why: String,
-    },
-}
-
-impl IssueError {
-    /// What to do about it.
-    pub fn hint(&self) -> String {
-        match self {
-            IssueError::NoSubIssues { .. } => {
-                "add sub-issues to the parent issue (each one a task), then run again".into()
-            }
-            IssueError::AllLeftOut { .. } => {
-                "a person with write access can include one with `/execute include #N` \
-                 (locally: `--include N`)"
-                    .into()
-            }
-            IssueError::Cycle { .. } => {
-                "remove one of these \"blocked by\" dependencies or `Depends on` lines".into()
-            }
-            IssueError::File { .. } => {
-                "list files as plain paths inside the repository (`src/lib.rs`) in the \
-                 issue's `Files:` list or ```files block"
-                    .into()
-            }
-        }
-    }
 }
 
 /// A note about the reading, shown by `validate` and kept in the plan.
@@ -245,12 +205,13 @@ fn edges(r: &ReadIssues, nodes: &[FlatIssue<'_>], task_nodes: &[usize]) -> Edges
 }
 
 /// Makes the plan.
-pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
+pub fn convert(r: &ReadIssues) -> Result<Converted, Problem> {
     let parent_name = Ref::new(&r.parent.repo, r.parent.number).show(&r.repo);
     if r.parent.sub_issues.is_empty() {
-        return Err(IssueError::NoSubIssues {
-            parent: parent_name,
-        });
+        return Err(Problem::new(
+            format!("issue {parent_name} has no sub-issues to run"),
+            "add sub-issues to the parent issue (each one a task), then run again",
+        ));
     }
     let mut nodes = Vec::new();
     let mut left_out = Vec::new();
@@ -274,10 +235,14 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
             .map(|n| n.issue.as_str())
             .filter(|n| *n != parent_name)
             .collect();
-        return Err(IssueError::AllLeftOut {
-            parent: parent_name,
-            left_out: left.join(", "),
-        });
+        return Err(Problem::new(
+            format!(
+                "issue {parent_name}: every sub-issue was left out ({})",
+                left.join(", ")
+            ),
+            "a person with write access can include one with `/execute include #N` \
+             (locally: `--include N`)",
+        ));
     }
     let Edges {
         deps,
@@ -294,9 +259,13 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
             .iter()
             .map(|&t| nodes[task_nodes[t]].key.show(&r.repo))
             .collect();
-        return Err(IssueError::Cycle {
-            path: path.join(" → "),
-        });
+        return Err(Problem::new(
+            format!(
+                "the issues' dependencies form a cycle: {}",
+                path.join(" → ")
+            ),
+            "remove one of these \"blocked by\" dependencies or `Depends on` lines",
+        ));
     }
     let outside_notes: Vec<Note> = outside
         .iter()
@@ -306,22 +275,23 @@ pub fn convert(r: &ReadIssues) -> Result<Converted, IssueError> {
         })
         .collect();
 
-    let plan = plan(r, &nodes, &task_nodes, &deps, &waits)?;
+    let notes = [left_out.as_slice(), outside_notes.as_slice()];
     Ok(Converted {
-        plan: with_record(plan, r, &nodes, &task_nodes, &left_out, &outside_notes),
+        plan: plan(r, &nodes, &task_nodes, &deps, &waits, notes)?,
         left_out,
         outside: outside_notes,
     })
 }
 
-/// The plan's tasks, in order.
+/// The plan: its tasks, in order, and in [`PLAN_FIELD`] where it came from and what was noted.
 fn plan(
     r: &ReadIssues,
     nodes: &[FlatIssue<'_>],
     task_nodes: &[usize],
     deps: &[Vec<usize>],
     waits: &[Vec<Ref>],
-) -> Result<Plan, IssueError> {
+    [left_out, outside]: [&[Note]; 2],
+) -> Result<Plan, Problem> {
     let tasks = task_nodes
         .iter()
         .enumerate()
@@ -336,18 +306,7 @@ fn plan(
         tasks,
     );
     crate::sources::list_completed(&mut plan);
-    Ok(plan)
-}
-
-/// The plan with where it came from and what was noted, in [`PLAN_FIELD`].
-fn with_record(
-    mut plan: Plan,
-    r: &ReadIssues,
-    nodes: &[FlatIssue<'_>],
-    task_nodes: &[usize],
-    left_out: &[Note],
-    outside: &[Note],
-) -> Plan {
+    // Where it came from and what was noted (what was left out, issues outside the plan).
     plan.extra.insert(
         PLAN_FIELD.into(),
         json!({
@@ -364,7 +323,7 @@ fn with_record(
             }).collect::<Vec<_>>(),
         }),
     );
-    plan
+    Ok(plan)
 }
 
 fn outside_text(closed: bool, known: bool, from: &BTreeSet<String>) -> String {
@@ -389,16 +348,21 @@ fn task(
     node: &FlatIssue<'_>,
     blocked_by: Vec<usize>,
     waits: &[Ref],
-) -> Result<Task, IssueError> {
+) -> Result<Task, Problem> {
     let issue = node.issue;
     let name = node.key.show(&r.repo);
     let declared = body::declared(&issue.repo, &issue.body);
     let mut files = Vec::new();
     for f in &declared.files {
-        let refused = |why: String| IssueError::File {
-            issue: name.clone(),
-            file: crate::pure::sanitize::line(f),
-            why,
+        let refused = |why: String| {
+            Problem::new(
+                format!(
+                    "issue {name}: file `{}` {why}",
+                    crate::pure::sanitize::line(f)
+                ),
+                "list files as plain paths inside the repository (`src/lib.rs`) in the \
+                 issue's `Files:` list or ```files block",
+            )
         };
         let clean = crate::pure::paths::normalize(f).map_err(|e| refused(e.to_string()))?;
         if crate::pure::paths::git_dir_prefix(&clean).is_some() {
@@ -413,15 +377,11 @@ fn task(
     let mut task = Task {
         subject: format!("{name} {title}"),
         description: Some(description(r, issue, &name)),
-        status: if issue.closed {
-            Status::Completed
-        } else {
-            Status::Pending
-        },
         blocked_by,
         ..crate::sources::task_of(
             "github-issue",
             "software engineer resolving one GitHub issue of a planned change",
+            issue.closed,
             Files {
                 modify: files,
                 ..Default::default()

@@ -13,6 +13,4 @@ pub mod read;
 mod tests;
 pub mod write_back;
 
-pub use convert::{
-    Converted, Issue, IssueError, Linked, Note, PLAN_FIELD, ReadIssues, TASK_FIELD, convert,
-};
+pub use convert::{Converted, Issue, Linked, Note, PLAN_FIELD, ReadIssues, TASK_FIELD, convert};

@@ -13,7 +13,7 @@ use super::write_back::issue_keys;
 use crate::edge::github::issues::{Api, Issue};
 use crate::edge::github::{ApiError, Client, RepoName, Token};
 use crate::pure::plan::model::{Plan, Status};
-use crate::sources::Prepared;
+use crate::sources::{Prepared, Problem};
 
 /// What `--issue N` was given.
 #[derive(Debug, Clone)]
@@ -42,44 +42,33 @@ pub struct ReadReport {
     pub commit: Option<String>,
 }
 
-/// Why `--issue N` could not make a plan.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    #[error("reading issue #{number}: {source}")]
-    Api {
-        number: u64,
-        #[source]
-        source: ApiError,
-    },
-    #[error(transparent)]
-    Convert(#[from] convert::IssueError),
-    #[error("{0}")]
-    Other(String),
+/// Why `--issue N` could not make a plan, said plainly (`see the message`).
+fn other(message: String) -> Problem {
+    Problem::new(message, "see the message")
 }
 
-impl ReadError {
-    pub fn hint(&self) -> String {
-        match self {
-            ReadError::Api {
-                source: ApiError::TooLong { .. },
-                ..
-            } => "split the sub-issues among several parent issues, each run on its own (`--issue N`)".into(),
-            ReadError::Api { source, .. } => match source.status() {
-                Some(401) => "set GITHUB_TOKEN (or log in with `gh auth login`) to a token that can read the repository's issues".into(),
-                Some(404) => "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)".into(),
-                _ => "try again; GITHUB_API_URL says which GitHub is asked".into(),
-            },
-            ReadError::Convert(e) => e.hint(),
-            ReadError::Other(_) => "see the message".into(),
+/// Reading issue `number` from GitHub failed, with what to do about it.
+fn unread(number: u64, source: &ApiError) -> Problem {
+    let hint = match (source, source.status()) {
+        (ApiError::TooLong { .. }, _) => {
+            "split the sub-issues among several parent issues, each run on its own (`--issue N`)"
         }
-    }
+        (_, Some(401)) => {
+            "set GITHUB_TOKEN (or log in with `gh auth login`) to a token that can read the repository's issues"
+        }
+        (_, Some(404)) => {
+            "check the issue number and the repository (`--repo OWNER/NAME`, else GITHUB_REPOSITORY, else the `origin` remote)"
+        }
+        _ => "try again; GITHUB_API_URL says which GitHub is asked",
+    };
+    Problem::new(format!("reading issue #{number}: {source}"), hint)
 }
 
 /// The plan for `--issue N`: the one committed at the start, or read now — and with `write`
 /// written and committed, else in a temporary directory. Its notes say which, and what
 /// reading cost and noted ([`ReadReport::describe`]); `read` is present when the issues were
 /// read, `archived` when every task of the plan is completed.
-pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, ReadError> {
+pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, Problem> {
     let number = opts.number;
     let plan_rel = super::convert::plan_rel(opts.number);
     let plan_path = root.join(&plan_rel);
@@ -89,8 +78,7 @@ pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, Rea
         .into_iter()
         .find(|p| p.is_file())
         .map(|p| {
-            crate::edge::plan_file::load(p)
-                .map_err(|e| ReadError::Other(format!("{}: {e}", p.display())))
+            crate::edge::plan_file::load(p).map_err(|e| other(format!("{}: {e}", p.display())))
         })
         .transpose()?;
     if old.is_some() && !opts.reread {
@@ -142,10 +130,10 @@ pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, Rea
         report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
         Prepared::at(plan_path, plan_rel, None)
     } else {
-        let dir = tempfile::tempdir().map_err(|e| ReadError::Other(e.to_string()))?;
+        let dir = tempfile::tempdir().map_err(|e| other(e.to_string()))?;
         let path = dir.path().join("plan.json");
         crate::edge::plan_file::save(&plan, &path)
-            .map_err(|e| ReadError::Other(format!("{}: {e}", path.display())))?;
+            .map_err(|e| other(format!("{}: {e}", path.display())))?;
         Prepared::at(path, plan_rel, Some(dir))
     };
     Ok(Prepared {
@@ -186,15 +174,12 @@ impl ReadReport {
 fn fetch_and_convert(
     opts: &Options,
     include: BTreeSet<Ref>,
-) -> Result<(Converted, u64, u64), ReadError> {
-    let api = |source| ReadError::Api {
-        number: opts.number,
-        source,
-    };
+) -> Result<(Converted, u64, u64), Problem> {
+    let api = |source| unread(opts.number, &source);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ReadError::Other(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| other(format!("cannot start the async runtime: {e}")))?;
     // octocrab starts its service on the runtime it is built in.
     let client = {
         let _in = rt.enter();
@@ -349,18 +334,18 @@ fn write_and_commit(
     plan: &Plan,
     plan_rel: &str,
     reread: bool,
-) -> Result<Option<String>, ReadError> {
+) -> Result<Option<String>, Problem> {
     use std::fmt::Write as _;
-    let other = |e: &dyn std::fmt::Display| ReadError::Other(e.to_string());
-    crate::edge::plan_file::check_in(plan, Some(plan_rel), root).map_err(|e| other(&e))?;
+    let failed = |e: &dyn std::fmt::Display| other(e.to_string());
+    crate::edge::plan_file::check_in(plan, Some(plan_rel), root).map_err(|e| failed(&e))?;
     let plan_path = root.join(plan_rel);
     // Never through a link (a symlinked `.design/issues`): refused before anything is made.
     if let Some(dir) = plan_path.parent() {
-        crate::edge::fsx::create_dir_all(root, dir).map_err(|e| other(&e))?;
+        crate::edge::fsx::create_dir_all(root, dir).map_err(|e| failed(&e))?;
     }
     crate::edge::plan_file::save(plan, &plan_path)
-        .map_err(|e| ReadError::Other(format!("{}: {e}", plan_path.display())))?;
-    let repo = crate::edge::git::Repo::discover(root).map_err(|e| other(&e))?;
+        .map_err(|e| other(format!("{}: {e}", plan_path.display())))?;
+    let repo = crate::edge::git::Repo::discover(root).map_err(|e| failed(&e))?;
     let verb = if reread { "re-read" } else { "read" };
     let mut message = format!(
         "dagexec: plan {verb} from issue #{} — {} tasks\n\n",
@@ -372,5 +357,5 @@ fn write_and_commit(
     }
     // Only the plan: the user's staged changes stay staged, out of this commit.
     repo.commit_only(&message, &[plan_rel.to_string()])
-        .map_err(|e| other(&e))
+        .map_err(|e| failed(&e))
 }

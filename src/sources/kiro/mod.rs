@@ -111,10 +111,7 @@ fn description(rel: &str, p: &parse::Parsed, i: usize) -> String {
             l.boundary.join(", ")
         ));
     }
-    s.push_str(&format!(
-        "\n\nDo only this task. Do not edit {rel}: dagexec ticks the task there when its work is committed."
-    ));
-    s
+    s + &super::do_only(rel, "ticks the task")
 }
 
 fn build(
@@ -195,15 +192,11 @@ fn task(
     Task {
         subject: format!("{} {}", l.id, l.title),
         description: Some(description(rel, p, i)),
-        status: if l.done || major_done {
-            Status::Completed
-        } else {
-            Status::Pending
-        },
         blocked_by,
         ..super::task_of(
             "kiro",
             "software engineer implementing one task of a Kiro spec",
+            l.done || major_done,
             // A boundary is what the task may touch, not what it must change.
             Files {
                 scope: files,

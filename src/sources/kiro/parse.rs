@@ -104,10 +104,12 @@ pub(crate) fn read(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
                 .trim()
                 .to_string();
             if let Some(&first) = by_id.get(&id) {
-                errors.push(Problem::new(
+                errors.push(Problem::at(
+                    path,
+                    c.number,
                     format!(
-                        "{path}:{}: task ID {id} is used twice (first on line {})",
-                        c.number, out.lines[first].line
+                        "task ID {id} is used twice (first on line {})",
+                        out.lines[first].line
                     ),
                     "number the tasks 1, 2, … and their subtasks 1.1, 1.2, … once each",
                 ));
@@ -216,22 +218,6 @@ pub(crate) fn boundary_files(entry: &str) -> Vec<String> {
         .collect()
 }
 
-/// The units of work: each line that is a unit (a subtask of a container group, or a major
-/// task whose group has no required subtask), optional ones included (they are dropped after
-/// the edges are made), in file order.
-pub(crate) fn nodes(p: &Parsed) -> Vec<usize> {
-    let mut out = Vec::new();
-    for g in &p.groups {
-        if g.container(&p.lines) {
-            out.extend(g.subs.iter().copied());
-        } else if let Some(m) = g.major {
-            out.push(m);
-        }
-    }
-    out.sort_unstable();
-    out
-}
-
 /// The edges between lines (each node's blockers, as line indices): groups in order (a `(P)`
 /// group runs beside the groups back to the last one without `(P)`), subtasks in order within
 /// their group (a `(P)` subtask waits for none of its siblings), and `_Depends:_`. Optional
@@ -240,24 +226,24 @@ pub(crate) fn derive(
     path: &str,
     p: &Parsed,
 ) -> Result<BTreeMap<usize, BTreeSet<usize>>, Vec<Problem>> {
-    let nodes = nodes(p);
-    let is_node: BTreeSet<usize> = nodes.iter().copied().collect();
-    let mut deps: BTreeMap<usize, BTreeSet<usize>> =
-        nodes.iter().map(|&n| (n, BTreeSet::new())).collect();
+    // The units of each group: its subtasks when one is required, else its major task;
+    // optional ones included (bypassed once the edges are made). They are the keys of `deps`.
+    let members: Vec<Vec<usize>> = p
+        .groups
+        .iter()
+        .map(|g| {
+            if g.container(&p.lines) {
+                g.subs.clone()
+            } else {
+                g.major.into_iter().collect()
+            }
+        })
+        .collect();
     // Within each group, and its sources and sinks.
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for g in &p.groups {
-        let m: Vec<usize> = if g.container(&p.lines) {
-            g.subs.clone()
-        } else {
-            g.major.into_iter().collect()
-        };
-        chain(&m, |i| p.lines[i].parallel, false, &mut deps);
-        members.push(m);
+    let mut deps: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for m in &members {
+        chain(m, |i| p.lines[i].parallel, false, &mut deps);
     }
-    let waits_inside = |g: &[usize], deps: &BTreeMap<usize, BTreeSet<usize>>, i: usize| {
-        deps[&i].iter().any(|d| g.contains(d))
-    };
     let sinks: Vec<Vec<usize>> = members
         .iter()
         .map(|g| {
@@ -272,7 +258,7 @@ pub(crate) fn derive(
         .map(|g| {
             g.iter()
                 .copied()
-                .filter(|&i| !waits_inside(g, &deps, i))
+                .filter(|&i| !deps[&i].iter().any(|d| g.contains(d)))
                 .collect()
         })
         .collect();
@@ -290,31 +276,22 @@ pub(crate) fn derive(
             }
         }
     }
-    let groups = Groups {
-        members: &members,
-        sources: &sources,
-        sinks: &sinks,
-    };
-    explicit(path, p, &groups, &mut deps)?;
+    explicit(path, p, [&members, &sources, &sinks], &mut deps)?;
     // Optional nodes bypassed.
-    let optional: BTreeSet<usize> = nodes
-        .iter()
-        .copied()
-        .filter(|&n| p.lines[n].optional)
-        .collect();
+    let optional = |n: usize| p.lines[n].optional;
     let mut resolved: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
-    for &n in &nodes {
-        if optional.contains(&n) {
+    for &n in deps.keys() {
+        if optional(n) {
             continue;
         }
         let mut out = BTreeSet::new();
         let mut stack: Vec<usize> = deps[&n].iter().copied().collect();
         let mut seen = BTreeSet::new();
         while let Some(d) = stack.pop() {
-            if !seen.insert(d) || !is_node.contains(&d) {
+            if !seen.insert(d) || !deps.contains_key(&d) {
                 continue;
             }
-            if optional.contains(&d) {
+            if optional(d) {
                 stack.extend(deps[&d].iter().copied());
             } else {
                 out.insert(d);
@@ -351,27 +328,17 @@ fn chain<T: Ord + Copy>(
     }
 }
 
-/// The units of each group (line indices, by group): all of them, those that wait for none of
-/// the others (its sources), and those none of the others waits for (its sinks).
-struct Groups<'a> {
-    members: &'a [Vec<usize>],
-    sources: &'a [Vec<usize>],
-    sinks: &'a [Vec<usize>],
-}
-
 /// `_Depends:_`: on a subtask, on a major task (its group's sinks, or itself), each unknown or
-/// self reference an error at its line.
+/// self reference an error at its line. `groups`: the units of each group (line indices, by
+/// group) — all of them, those that wait for none of the others (its sources), and those none
+/// of the others waits for (its sinks).
 fn explicit(
     path: &str,
     p: &Parsed,
-    groups: &Groups<'_>,
+    groups: [&[Vec<usize>]; 3],
     deps: &mut BTreeMap<usize, BTreeSet<usize>>,
 ) -> Result<(), Vec<Problem>> {
-    let Groups {
-        members,
-        sources,
-        sinks,
-    } = groups;
+    let [members, sources, sinks] = groups;
     let mut errors = Vec::new();
     let by_id: BTreeMap<&str, usize> = p
         .lines
@@ -407,16 +374,20 @@ fn explicit(
                 (None, None) => None,
             };
             match target {
-                None => errors.push(Problem::new(
+                None => errors.push(Problem::at(
+                    path,
+                    l.line,
                     format!(
-                        "{path}:{}: task {} depends on {d}, which is not a task in this file",
-                        l.line, l.id
+                        "task {} depends on {d}, which is not a task in this file",
+                        l.id
                     ),
                     "fix the ID or drop it from `_Depends:_`",
                 )),
                 Some(t) if t.iter().any(|j| whose.contains(j)) || d == l.id => {
-                    errors.push(Problem::new(
-                        format!("{path}:{}: task {} depends on itself", l.line, l.id),
+                    errors.push(Problem::at(
+                        path,
+                        l.line,
+                        format!("task {} depends on itself", l.id),
                         "drop it from `_Depends:_`",
                     ));
                 }

@@ -224,17 +224,11 @@ pub fn prepare(root: &Path, dir: &Path, write: bool) -> Result<Prepared, LongRun
             root: root.to_path_buf(),
         });
     };
-    let plans_dir = if abs_c.join("plans").is_dir() {
-        abs_c.join("plans")
-    } else {
-        abs_c.clone()
-    };
+    // DIR/plans and DIR/spec, else DIR itself.
+    let inside = |name: &str| Some(abs_c.join(name)).filter(|d| d.is_dir());
+    let plans_dir = inside("plans").unwrap_or_else(|| abs_c.clone());
     let found = numbered_plans(&plans_dir, &state)?;
-    let spec_dir = if abs_c.join("spec").is_dir() {
-        abs_c.join("spec")
-    } else {
-        abs_c.clone()
-    };
+    let spec_dir = inside("spec").unwrap_or_else(|| abs_c.clone());
     let spec = read(&spec_dir.join("spec.md"))?.ok_or_else(|| LongRunError::NoSpec {
         dir: state.clone(),
         tried: format!("{state}/spec/spec.md and {state}/spec.md"),

@@ -69,13 +69,19 @@ use serde_json::json;
 pub use parse::{Parsed, TaskLine, parse};
 
 use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
-use crate::pure::plan::model::{Files, Plan, Status, Task};
+use crate::pure::plan::model::{Files, Plan, Task};
 
 pub use super::generated::GENERATED_DIR;
 pub use crate::pure::plan::fields::SPEC_KIT as FIELD;
 // What the tests (`use super::*`) name that this file no longer does.
 #[cfg(test)]
-use {crate::pure::plan::model::CompletedTask, std::path::Path};
+use {
+    crate::pure::plan::model::{CompletedTask, Status},
+    std::path::Path,
+};
+/// A Spec Kit error, as the tests name it: a [`Problem`] at its line.
+#[cfg(test)]
+pub type SpecKitError = Problem;
 
 /// The feature folder's design documents, in the order a prompt lists them.
 pub const CONTEXT_DOCS: [&str; 5] = [
@@ -85,78 +91,6 @@ pub const CONTEXT_DOCS: [&str; 5] = [
     "research.md",
     "quickstart.md",
 ];
-
-/// Why a tasks.md cannot run.
-#[derive(Debug, thiserror::Error)]
-pub enum SpecKitError {
-    #[error("{path}:{line}: {why}")]
-    Malformed {
-        path: String,
-        line: usize,
-        why: String,
-        hint: String,
-    },
-    #[error("{path}:{line}: task ID {id} is used twice (first on line {first})")]
-    Duplicate {
-        path: String,
-        line: usize,
-        id: String,
-        first: usize,
-    },
-    #[error("{path}:{line}: task {id} depends on {dep}, which is not a task in this file")]
-    UnknownDependency {
-        path: String,
-        line: usize,
-        id: String,
-        dep: String,
-    },
-    #[error("{path}:{line}: the tasks wait for each other in a cycle: {}", ids.join(" → "))]
-    Cycle {
-        path: String,
-        line: usize,
-        ids: Vec<String>,
-    },
-    #[error("{path}:{line}: task {id} names the file {file:?}, which {why}")]
-    Path {
-        path: String,
-        line: usize,
-        id: String,
-        file: String,
-        why: String,
-    },
-    #[error("{path}: no task lines (`- [ ] T001 Description`)")]
-    NoTasks { path: String },
-}
-
-impl SpecKitError {
-    /// What to do about it.
-    pub fn hint(&self) -> String {
-        match self {
-            SpecKitError::Malformed { hint, .. } => hint.clone(),
-            SpecKitError::Duplicate { .. } => {
-                "give one of them the next free ID and update any `depends on` naming it".into()
-            }
-            SpecKitError::UnknownDependency { .. } => {
-                "fix the ID or drop it from `(depends on …)`".into()
-            }
-            SpecKitError::Cycle { .. } => {
-                "remove one `(depends on …)` of the cycle, or move a task so the one it waits for is written before it".into()
-            }
-            SpecKitError::Path { .. } => {
-                "name files relative to the repository root, without `..`, outside .git/ and dagexec's generated plan".into()
-            }
-            SpecKitError::NoTasks { .. } => {
-                "is this a Spec Kit tasks.md? Task lines look like `- [ ] T001 [P] [US1] Create X in src/x.py`".into()
-            }
-        }
-    }
-}
-
-impl From<&SpecKitError> for Problem {
-    fn from(e: &SpecKitError) -> Self {
-        Problem::new(e.to_string(), e.hint())
-    }
-}
 
 /// The Spec Kit reader.
 pub struct SpecKit;
@@ -185,8 +119,7 @@ impl Reader for SpecKit {
     }
 
     fn build(&self, cx: &Context<'_>, text: &str) -> Result<Built, Vec<Problem>> {
-        let parsed = parse(cx.rel, text)
-            .map_err(|errors| errors.iter().map(Problem::from).collect::<Vec<_>>())?;
+        let parsed = parse(cx.rel, text)?;
         let plan = build(&parsed, cx.rel, &context_docs(cx));
         let units = parsed
             .tasks
@@ -268,10 +201,7 @@ fn description(parsed: &Parsed, t: &TaskLine, tasks_md: &str) -> String {
     if let Some(test) = &phase.independent_test {
         s.push_str(&format!("\nIndependent Test: {test}"));
     }
-    s.push_str(&format!(
-        "\n\nDo only this task. Do not edit {tasks_md}: dagexec ticks the task there when its work is committed."
-    ));
-    s
+    s + &super::do_only(tasks_md, "ticks the task")
 }
 
 /// The plan for a parsed tasks.md at `tasks_md` (repository-relative), with `context` (the
@@ -289,15 +219,11 @@ pub fn build(parsed: &Parsed, tasks_md: &str, context: &[String]) -> Plan {
         let mut task = Task {
             subject: format!("{} {}", t.id, t.text),
             description: Some(description(parsed, t, tasks_md)),
-            status: if t.done {
-                Status::Completed
-            } else {
-                Status::Pending
-            },
             blocked_by: parsed.deps[i].clone(),
             ..super::task_of(
                 "speckit",
                 "software engineer implementing one task of a Spec Kit feature",
+                t.done,
                 Files {
                     create: t.create.clone(),
                     modify: t.modify.clone(),

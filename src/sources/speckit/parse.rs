@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::SpecKitError;
+use crate::sources::Problem;
 
 mod derive;
 mod files;
@@ -172,7 +172,7 @@ pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
 }
 
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).
-pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
+pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     let (mut out, by_number) = read_lines(path, text)?;
     for ph in &mut out.phases {
         let all_stories = ph.tasks.iter().all(|&t| out.tasks[t].story.is_some());
@@ -207,7 +207,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<SpecKitError>> {
 /// ticked (`- [ ]` → `- [x]`); every other byte unchanged. The task lines are the parser's
 /// own ([`content_lines`]): a line in a comment or a fence is never ticked. A file the parser
 /// refuses is not ticked (the errors say why).
-pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<SpecKitError>> {
+pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<Problem>> {
     let (read, _) = read_lines(path, text)?;
     let boxes = read
         .tasks

@@ -43,7 +43,7 @@ mod write;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::generated::{Built, Context, Names, Place, Problem, Reader, Unit};
-use crate::pure::plan::model::{Plan, Status, Task};
+use crate::pure::plan::model::{Plan, Task};
 use read::{Item, State};
 
 /// The Taskmaster reader.
@@ -211,10 +211,7 @@ fn description(rel: &str, it: &Item) -> String {
     if !it.priority.is_empty() {
         s.push_str(&format!("\n\nPriority: {}", it.priority));
     }
-    s.push_str(&format!(
-        "\n\nDo only this task. Do not edit {rel}: dagexec sets the task's status there when its work is committed."
-    ));
-    s
+    s + &super::do_only(rel, "sets the task's status")
 }
 
 fn build(rel: &str, r: &read::Read) -> Built {
@@ -252,15 +249,11 @@ fn build(rel: &str, r: &read::Read) -> Built {
         plan.tasks.push(Task {
             subject: format!("{} {}", it.id, it.title),
             description: Some(description(rel, it)),
-            status: if it.state == State::Done {
-                Status::Completed
-            } else {
-                Status::Pending
-            },
             blocked_by: blockers(&r.items, i, &index),
             ..super::task_of(
                 "taskmaster",
                 "software engineer implementing one task of a Taskmaster plan",
+                it.state == State::Done,
                 Default::default(),
                 None,
             )

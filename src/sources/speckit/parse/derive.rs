@@ -1,7 +1,7 @@
 //! The edges: phase order, `[P]`, `(depends on …)`, stories; and the cycle check.
 
-use super::SpecKitError;
 use super::{Parsed, id_number};
+use crate::sources::Problem;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How a task without `[P]` waits for the tasks written before it in its phase.
@@ -31,26 +31,32 @@ pub(crate) fn derive(
     out: &Parsed,
     by_number: &BTreeMap<u64, usize>,
     rule: Rule,
-) -> Result<Derived, Vec<SpecKitError>> {
+) -> Result<Derived, Vec<Problem>> {
     let mut deps = within_phases(out, rule);
     let phase_deps = between_phases(out);
     explicit_edges(path, out, by_number, &mut deps)?;
     let joins = phase_edges(out, &phase_deps, &mut deps);
     let deps: Vec<Vec<usize>> = deps.into_iter().map(|s| s.into_iter().collect()).collect();
-    if let Some(cycle) = crate::pure::graph::cycle_in(&deps) {
+    if let Some(found) = crate::pure::graph::cycle_in(&deps) {
         // A join in the cycle is no task of the file: the path goes through it unnamed.
-        let real: Vec<usize> = cycle
-            .iter()
-            .copied()
-            .filter(|&t| t < out.tasks.len())
-            .collect();
-        return Err(vec![SpecKitError::Cycle {
-            path: path.into(),
-            line: out.tasks[real[0]].line,
-            ids: real.iter().map(|&t| out.tasks[t].id.clone()).collect(),
-        }]);
+        let real: Vec<_> = found.iter().filter_map(|&t| out.tasks.get(t)).collect();
+        let ids: Vec<&str> = real.iter().map(|t| t.id.as_str()).collect();
+        return Err(vec![cycle(path, real[0].line, &ids)]);
     }
     Ok(Derived { deps, joins })
+}
+
+/// The tasks `ids` (at `line`, the first one's) wait for each other in a cycle.
+fn cycle(path: &str, line: usize, ids: &[&str]) -> Problem {
+    Problem::at(
+        path,
+        line,
+        format!(
+            "the tasks wait for each other in a cycle: {}",
+            ids.join(" → ")
+        ),
+        "remove one `(depends on …)` of the cycle, or move a task so the one it waits for is written before it",
+    )
 }
 
 /// The edges inside each phase, by `rule`.
@@ -106,25 +112,24 @@ fn explicit_edges(
     out: &Parsed,
     by_number: &BTreeMap<u64, usize>,
     deps: &mut [BTreeSet<usize>],
-) -> Result<(), Vec<SpecKitError>> {
+) -> Result<(), Vec<Problem>> {
     let mut errors = Vec::new();
     for (t, task) in out.tasks.iter().enumerate() {
         for d in &task.depends_on {
             match id_number(d).and_then(|n| by_number.get(&n)) {
-                Some(&j) if j == t => errors.push(SpecKitError::Cycle {
-                    path: path.into(),
-                    line: task.line,
-                    ids: vec![task.id.clone(), task.id.clone()],
-                }),
+                Some(&j) if j == t => errors.push(cycle(path, task.line, &[&task.id, &task.id])),
                 Some(&j) => {
                     deps[t].insert(j);
                 }
-                None => errors.push(SpecKitError::UnknownDependency {
-                    path: path.into(),
-                    line: task.line,
-                    id: task.id.clone(),
-                    dep: d.clone(),
-                }),
+                None => errors.push(Problem::at(
+                    path,
+                    task.line,
+                    format!(
+                        "task {} depends on {d}, which is not a task in this file",
+                        task.id
+                    ),
+                    "fix the ID or drop it from `(depends on …)`",
+                )),
             }
         }
     }

@@ -1,11 +1,11 @@
 //! Reading the lines of a tasks.md: the title, sections, phase fields and task lines (no edges
 //! yet).
 
-use super::SpecKitError;
 use super::{
     CHECKBOX, Content, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION,
     STORY_HEADING, TaskLine, content_lines, files_of, id_number,
 };
+use crate::sources::Problem;
 use std::collections::BTreeMap;
 
 /// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 pub(super) fn read_lines(
     path: &str,
     text: &str,
-) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<SpecKitError>> {
+) -> Result<(Parsed, BTreeMap<u64, usize>), Vec<Problem>> {
     let mut r = LinesRead {
         path,
         plan_rel: crate::sources::generated::plan_rel_of(path),
@@ -33,7 +33,10 @@ pub(super) fn read_lines(
         ..
     } = r;
     if out.tasks.is_empty() && errors.is_empty() {
-        errors.push(SpecKitError::NoTasks { path: path.into() });
+        errors.push(Problem::new(
+            format!("{path}: no task lines (`- [ ] T001 Description`)"),
+            "is this a Spec Kit tasks.md? Task lines look like `- [ ] T001 [P] [US1] Create X in src/x.py`",
+        ));
     }
     crate::sources::generated::ok_unless(errors, (out, by_number))
 }
@@ -44,22 +47,12 @@ struct LinesRead<'a> {
     path: &'a str,
     /// The generated plan's path, which no task may name.
     plan_rel: String,
-    errors: Vec<SpecKitError>,
+    errors: Vec<Problem>,
     out: Parsed,
     /// The current `## ` section: (title, line, goal, test), made a phase when it gets a task.
     section: Option<Phase>,
     section_phase: Option<usize>,
     by_number: BTreeMap<u64, usize>,
-}
-
-/// A task line's ID, markers and description, before its checks.
-struct Head {
-    id: String,
-    done: bool,
-    checkbox: usize,
-    parallel: bool,
-    story: Option<String>,
-    body: String,
 }
 
 impl LinesRead<'_> {
@@ -102,7 +95,7 @@ impl LinesRead<'_> {
             return;
         }
         if let Some(head) = self.head(content) {
-            self.task(line_no, head);
+            self.task(head);
         }
     }
 
@@ -121,18 +114,14 @@ impl LinesRead<'_> {
         }
     }
 
-    fn malformed(&mut self, line: usize, why: String, hint: String) {
-        self.errors.push(SpecKitError::Malformed {
-            path: self.path.into(),
-            line,
-            why,
-            hint,
-        });
+    fn malformed(&mut self, line: usize, why: String, hint: impl Into<String>) {
+        self.errors.push(Problem::at(self.path, line, why, hint));
     }
 
-    /// A checkbox line's ID, markers and description; `None` (an error kept) when it has no
-    /// ID or no description, or is no checkbox line.
-    fn head(&mut self, content: &Content<'_>) -> Option<Head> {
+    /// A checkbox line's task as written (ID, line, checkbox, markers and description; its
+    /// phase, dependencies and files not read yet); `None` (an error kept) when it has no ID or
+    /// no description, or is no checkbox line.
+    fn head(&mut self, content: &Content<'_>) -> Option<TaskLine> {
         let line = content.text;
         let trimmed = line.trim_start();
         let c = CHECKBOX.captures(trimmed)?;
@@ -144,8 +133,7 @@ impl LinesRead<'_> {
             self.malformed(
                 content.number,
                 format!("the checkbox line {rest:?} has no task ID"),
-                "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID"
-                    .into(),
+                "every task line is `- [ ] T0NN [P] [USn] Description`; give it the next free ID",
             );
             return None;
         };
@@ -164,69 +152,57 @@ impl LinesRead<'_> {
             self.malformed(
                 content.number,
                 format!("task {id} has no description"),
-                "say what to do and where: `- [ ] T012 Create User model in src/models/user.py`"
-                    .into(),
+                "say what to do and where: `- [ ] T012 Create User model in src/models/user.py`",
             );
             return None;
         }
-        Some(Head {
+        Some(TaskLine {
             id,
-            done,
-            checkbox,
-            parallel,
-            story,
-            body,
-        })
-    }
-
-    /// A task line: its ID unique, its `depends on` IDs, its phase and files.
-    fn task(&mut self, line_no: usize, head: Head) {
-        let Head {
-            id,
-            done,
-            checkbox,
-            parallel,
-            story,
-            body,
-        } = head;
-        let number = id_number(&id).unwrap_or(u64::MAX);
-        if let Some(&first) = self.by_number.get(&number) {
-            self.errors.push(SpecKitError::Duplicate {
-                path: self.path.into(),
-                line: line_no,
-                id: id.clone(),
-                first: self.out.tasks[first].line,
-            });
-            return;
-        }
-        let depends_on = self.depends_on(line_no, &body);
-        let phase = self.phase();
-        let (files, problems) = files_of(&body, self.path, &self.plan_rel);
-        for p in problems {
-            self.errors.push(SpecKitError::Path {
-                path: self.path.into(),
-                line: line_no,
-                id: id.clone(),
-                file: p.0,
-                why: p.1,
-            });
-        }
-        let out = &mut self.out;
-        self.by_number.insert(number, out.tasks.len());
-        out.phases[phase].tasks.push(out.tasks.len());
-        out.tasks.push(TaskLine {
-            id,
-            line: line_no,
+            line: content.number,
             done,
             parallel,
             story,
             text: body,
-            depends_on,
+            depends_on: Vec::new(),
             create: Vec::new(),
-            modify: files,
-            phase,
+            modify: Vec::new(),
+            phase: 0,
             checkbox,
-        });
+        })
+    }
+
+    /// A task line: its ID unique, its `depends on` IDs, its phase and files.
+    fn task(&mut self, mut t: TaskLine) {
+        let (id, line_no) = (&t.id, t.line);
+        let number = id_number(id).unwrap_or(u64::MAX);
+        if let Some(&first) = self.by_number.get(&number) {
+            self.errors.push(Problem::at(
+                self.path,
+                line_no,
+                format!(
+                    "task ID {id} is used twice (first on line {})",
+                    self.out.tasks[first].line
+                ),
+                "give one of them the next free ID and update any `depends on` naming it",
+            ));
+            return;
+        }
+        t.depends_on = self.depends_on(line_no, &t.text);
+        t.phase = self.phase();
+        let (files, problems) = files_of(&t.text, self.path, &self.plan_rel);
+        for (file, why) in problems {
+            self.errors.push(Problem::at(
+                self.path,
+                line_no,
+                format!("task {id} names the file {file:?}, which {why}"),
+                "name files relative to the repository root, without `..`, outside .git/ and dagexec's generated plan",
+            ));
+        }
+        t.modify = files;
+        let out = &mut self.out;
+        self.by_number.insert(number, out.tasks.len());
+        out.phases[t.phase].tasks.push(out.tasks.len());
+        out.tasks.push(t);
     }
 
     /// The task IDs of a description's `(depends on …)`: IDs, ranges (`T003-T005`, `T003–T005`,
@@ -249,8 +225,7 @@ impl LinesRead<'_> {
                         Err(why) => self.malformed(
                             line_no,
                             format!("`depends on` lists the range {token:?}, which {why}"),
-                            "write a range as T003-T005 (first, then last, at most 1000 tasks)"
-                                .into(),
+                            "write a range as T003-T005 (first, then last, at most 1000 tasks)",
                         ),
                     }
                 } else if id_number(token).is_some() {
@@ -259,7 +234,7 @@ impl LinesRead<'_> {
                     self.malformed(
                         line_no,
                         format!("`depends on` lists {token:?}, which is not a task ID"),
-                        "list task IDs separated by commas: (depends on T012, T013)".into(),
+                        "list task IDs separated by commas: (depends on T012, T013)",
                     );
                 }
             }
