@@ -40,7 +40,7 @@ impl Store {
     }
 
     /// The file name of a plan's entry: its checkpoint path with every character other than
-    /// ASCII letters, digits, `-` and `.` replaced by `_` (no separator, no `..`).
+    /// ASCII letters, digits and `-` replaced by `_` (no separator, no `.`, so no `..`).
     fn key(checkpoint_rel: &str) -> String {
         checkpoint_rel
             .chars()
