@@ -333,11 +333,6 @@ async fn run_worker(
     )
     .await?;
     if let Some(s) = &served {
-        println!(
-            "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",
-            s.url,
-            s.took.as_secs_f64() * 1000.0
-        );
         spec.extra_env.extend(s.env.iter().cloned());
     }
     // The prompt, log and usage files and the Codex home are the agent's to use.
