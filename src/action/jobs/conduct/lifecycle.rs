@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::remote::Remote;
-use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
+use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name};
 use crate::action::protocol::Conclusion;
 use crate::action::report::RunStop;
 use crate::action::rounds::FollowUp;
@@ -38,7 +38,10 @@ impl Remote<'_> {
                 t.extra.shift_remove(FOLLOW_UP_CHECKS);
                 continue;
             }
-            match flight_of(t) {
+            // The flight recorded on the task, if any.
+            match (t.extra.get(RUN_FIELD))
+                .and_then(|f| serde_json::from_value::<Flight>(f.clone()).ok())
+            {
                 Some(f) => {
                     self.ui.say(format!(
                         "Adopting task {i} attempt {} (run {}), started earlier.",

@@ -113,11 +113,6 @@ pub fn starts_ref(branch: &str) -> String {
     format!("refs/dagexec/starts/{branch}")
 }
 
-/// The flight recorded on task `t`, if any.
-pub fn flight_of(t: &crate::pure::plan::model::Task) -> Option<Flight> {
-    serde_json::from_value(t.extra.get(RUN_FIELD)?.clone()).ok()
-}
-
 /// Reads the three files of a work job's artifact from its zip archive (the temporary file
 /// the download streamed it into): only regular entries with exactly the expected names are
 /// read, each bounded in size (`changes.patch` into a temporary file of its own, the log's
