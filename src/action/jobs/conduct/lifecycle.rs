@@ -288,21 +288,6 @@ impl Remote<'_> {
         }
     }
 
-    /// Dispatches the follow-ups [`Remote::adopt`] returned (`overlap: merge`: recorded by a
-    /// dead conductor, never dispatched) from the commit just pushed, which keeps their
-    /// merges; the tasks in flight then.
-    pub(super) async fn restart(
-        &mut self,
-        plan: &mut Plan,
-        again: Vec<Launch>,
-        round: u32,
-    ) -> Result<Vec<usize>, ActionError> {
-        for start in again {
-            crate::flow::exec::Executor::start(self, plan, start, round).await?;
-        }
-        Ok(self.flights.keys().copied().collect())
-    }
-
     /// How the engine loop ended (`ending`, after round `round_no`): committed, published and
     /// summed up. Before GitHub's job limit (a handover) the state is committed and pushed and
     /// a successor conductor run dispatched (it adopts the runs in flight).
