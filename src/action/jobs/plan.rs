@@ -101,13 +101,19 @@ pub fn run(root: &Path, inputs: &Inputs, job: &PlanJob<'_>) -> Result<Planned, A
         .for_each(|t| t.status = Status::Pending);
     let round = crate::flow::round_counter(&plan) + 1;
     let overlaps = Overlaps::of(&plan, &dag);
-    let fresh = fresh_start(&plan, round);
     let at = At {
         branch,
         base,
         round,
     };
-    if fresh
+    // A fresh start runs the pre-flight checks: not a resume, and no round open on the branch
+    // (round 1 retried in a later part is not a fresh start).
+    if !plan.is_resume()
+        && round == 1
+        && !plan
+            .progress
+            .extra
+            .contains_key(crate::action::rounds::FIELD)
         && let Some(failed) =
             preflight_failed(&repo, &plan, &dag, &overlaps, inputs, &job.preflight)
     {
@@ -202,17 +208,6 @@ impl At {
             message,
         }
     }
-}
-
-/// Whether round `round` of `plan` starts the run afresh: not a resume, and no round open on
-/// the branch (round 1 retried in a later part is not a fresh start).
-fn fresh_start(plan: &plan::model::Plan, round: u32) -> bool {
-    !plan.is_resume()
-        && round == 1
-        && !plan
-            .progress
-            .extra
-            .contains_key(crate::action::rounds::FIELD)
 }
 
 /// A fresh run's blocking pre-flight checks: what failed (unless `/execute proceed` asked

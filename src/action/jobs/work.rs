@@ -239,7 +239,13 @@ async fn attempt(
     let text = prompt_text(plan, job, repo.root(), &history);
     let text = rebased(plan, follow, chain, text);
     // Prompt and log files live outside the checkout, so they are never part of the patch.
-    let scratch = scratch_dir()?;
+    let scratch = tempfile::Builder::new()
+        .prefix("dagexec-work-")
+        .tempdir()
+        .map_err(|source| ActionError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let WorkerRan {
@@ -333,11 +339,6 @@ async fn run_worker(
     )
     .await?;
     if let Some(s) = &served {
-        println!(
-            "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",
-            s.url,
-            s.took.as_secs_f64() * 1000.0
-        );
         spec.extra_env.extend(s.env.iter().cloned());
     }
     // The prompt, log and usage files and the Codex home are the agent's to use.
@@ -384,17 +385,6 @@ fn rebased(
         .filter_map(|&k| Some((k, plan.tasks.get(k)?.subject.as_str())))
         .collect();
     prompt::rebase_prompt(&text, &onto, why)
-}
-
-/// A temporary directory for the prompt and log files, outside the checkout.
-fn scratch_dir() -> Result<tempfile::TempDir, ActionError> {
-    tempfile::Builder::new()
-        .prefix("dagexec-work-")
-        .tempdir()
-        .map_err(|source| ActionError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })
 }
 
 /// The checkout at `base`, the inputs with the plan resolved there, and the plan (which must

@@ -2,7 +2,7 @@
 //! poll of the runs in flight (an ended run's artifact read and judged), a commit integrates
 //! the batch of arrivals, applies the commands queued on the pull request and publishes.
 
-use super::fetch::{Fetched, fetch};
+use super::fetch::fetch;
 use super::remote::Remote;
 use super::{Flight, RUN_FIELD, run_name, save};
 use std::collections::BTreeMap;
@@ -365,13 +365,13 @@ impl Remote<'_> {
         let (found, log_url, conclusion, span) = match state {
             Ok(run) if !run.completed() => return Ok(Polled::Running),
             Ok(run) => match fetch(self.client, &run, i, f.attempt, self.ui).await {
-                Fetched::Later(e) => {
+                Err(e) => {
                     return Ok(Polled::Later(format!(
                         "the result of run {} (task {i}): {e}",
                         f.run
                     )));
                 }
-                Fetched::Done(found, url) => {
+                Ok((found, url)) => {
                     let span = run.span(now);
                     let conclusion = run.conclusion.unwrap_or_else(|| "no conclusion".into());
                     (found, url, conclusion, span)

@@ -8,33 +8,29 @@ use crate::edge::github::Client;
 use crate::edge::github::runs::WorkflowRun;
 use crate::flow::Ui;
 
-/// What a poll got of an ended run's result.
-pub(super) enum Fetched {
-    /// The artifact read (or why it could not be: `None` when the run left none — it failed
-    /// before uploading, was cancelled, or the artifact expired), and its page for the logs
-    /// link.
-    Done(
-        Option<Result<Box<crate::action::artifact::Collected>, String>>,
-        Option<String>,
-    ),
-    /// GitHub failed to list or serve it (down, or rate limiting): the result is still
-    /// there (an artifact is kept for a day at least, 90 by default), to be read at a later
-    /// poll — by this conductor until its hand-over, then by its successor.
-    Later(crate::edge::github::ApiError),
-}
+/// What a poll got of an ended run's result: the artifact read (or why it could not be:
+/// `None` when the run left none — it failed before uploading, was cancelled, or the artifact
+/// expired), and its page for the logs link.
+pub(super) type Fetched = (
+    Option<Result<Box<crate::action::artifact::Collected>, String>>,
+    Option<String>,
+);
 
 /// The artifact of task `task` attempt `attempt` from its ended `run`: the exact name its job
 /// uploads (the latest run attempt first, see [`arrival::accepted_names`]), downloaded into
 /// an anonymous temporary file and read from it. A listing or download GitHub fails (after
-/// the retry policy's tries: 5xx, network, rate limit) is [`Fetched::Later`] however long
-/// ago the run ended: an outage costs waiting, never the attempt (issue 31).
+/// the retry policy's tries: 5xx, network, rate limit) is the error however long ago the run
+/// ended: GitHub failed to list or serve it (down, or rate limiting), but the result is still
+/// there (an artifact is kept for a day at least, 90 by default), to be read at a later poll —
+/// by this conductor until its hand-over, then by its successor. An outage costs waiting,
+/// never the attempt (issue 31).
 pub(super) async fn fetch(
     client: &Client,
     run: &WorkflowRun,
     task: usize,
     attempt: u32,
     ui: &Ui,
-) -> Fetched {
+) -> Result<Fetched, crate::edge::github::ApiError> {
     let entry = MatrixEntry {
         task,
         attempt,
@@ -43,12 +39,12 @@ pub(super) async fn fetch(
     let names = arrival::accepted_names(&run.id.to_string(), run.run_attempt.max(1), &entry);
     let listed = match client.artifacts_of(run.id, None).await {
         Ok(l) => l,
-        Err(e) if e.transient() => return Fetched::Later(e),
+        Err(e) if e.transient() => return Err(e),
         Err(e) => {
-            return Fetched::Done(
+            return Ok((
                 Some(Err(format!("cannot list the run's artifacts: {e}"))),
                 None,
-            );
+            ));
         }
     };
     for a in listed.iter().filter(|a| !names.contains(&a.name)) {
@@ -61,7 +57,7 @@ pub(super) async fn fetch(
         .iter()
         .find_map(|n| listed.iter().find(|a| &a.name == n && !a.expired))
     else {
-        return Fetched::Done(None, None);
+        return Ok((None, None));
     };
     let url = (!run.html_url.is_empty()).then(|| {
         format!(
@@ -75,12 +71,12 @@ pub(super) async fn fetch(
         .await
     {
         Ok(f) => f,
-        Err(e) if e.transient() => return Fetched::Later(e),
+        Err(e) if e.transient() => return Err(e),
         Err(e) => {
-            return Fetched::Done(
+            return Ok((
                 Some(Err(format!("cannot download {}: {e}", artifact.name))),
                 url,
-            );
+            ));
         }
     };
     let read = read_zip(file).and_then(|c| {
@@ -93,5 +89,5 @@ pub(super) async fn fetch(
             ))
         }
     });
-    Fetched::Done(Some(read.map(Box::new)), url)
+    Ok((Some(read.map(Box::new)), url))
 }

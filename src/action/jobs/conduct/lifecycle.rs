@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::remote::Remote;
-use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, flight_of, run_name};
+use super::{DISPATCH_PATIENCE, Flight, RUN_FIELD, run_name};
 use crate::action::protocol::Conclusion;
 use crate::action::report::RunStop;
 use crate::action::rounds::FollowUp;
@@ -38,7 +38,10 @@ impl Remote<'_> {
                 t.extra.shift_remove(FOLLOW_UP_CHECKS);
                 continue;
             }
-            match flight_of(t) {
+            // The flight recorded on the task, if any.
+            match (t.extra.get(RUN_FIELD))
+                .and_then(|f| serde_json::from_value::<Flight>(f.clone()).ok())
+            {
                 Some(f) => {
                     self.ui.say(format!(
                         "Adopting task {i} attempt {} (run {}), started earlier.",
@@ -285,23 +288,9 @@ impl Remote<'_> {
         }
     }
 
-    /// Dispatches the follow-ups [`Remote::adopt`] returned (`overlap: merge`: recorded by a
-    /// dead conductor, never dispatched) from the commit just pushed, which keeps their
-    /// merges; the tasks in flight then.
-    pub(super) async fn restart(
-        &mut self,
-        plan: &mut Plan,
-        again: Vec<Launch>,
-        round: u32,
-    ) -> Result<Vec<usize>, ActionError> {
-        for start in again {
-            crate::flow::exec::Executor::start(self, plan, start, round).await?;
-        }
-        Ok(self.flights.keys().copied().collect())
-    }
-
     /// How the engine loop ended (`ending`, after round `round_no`): committed, published and
-    /// summed up; a handover starts the successor first.
+    /// summed up. Before GitHub's job limit (a handover) the state is committed and pushed and
+    /// a successor conductor run dispatched (it adopts the runs in flight).
     pub(super) async fn end(
         &mut self,
         plan: &mut Plan,
@@ -311,7 +300,13 @@ impl Remote<'_> {
         let in_flight = self.flights.len();
         let (conclusion, stop) = match ending {
             Ending::Stale => return Ok(writer::stale(Default::default())),
-            Ending::Handover => return self.hand_over(plan, round_no).await,
+            Ending::Handover => {
+                self.commit(
+                    plan,
+                    &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
+                )?;
+                (Conclusion::Handover, None)
+            }
             Ending::Ended(end) => {
                 // Runs still in flight stay recorded on their tasks: a later conductor adopts
                 // them.
@@ -340,11 +335,22 @@ impl Remote<'_> {
             Ending::Halted(why) => (Conclusion::Halted, Some(RunStop::CircuitBreaker(why))),
             Ending::Done => self.done(plan)?,
         };
-        let published = self.publish(round_no, plan, stop.as_ref()).await?;
+        let handover = conclusion == Conclusion::Handover;
+        let published = if handover {
+            self.publish_through(round_no, plan).await?
+        } else {
+            self.publish(round_no, plan, stop.as_ref()).await?
+        };
         if published.stale {
             return Ok(writer::stale(published));
         }
-        if self.flights.is_empty() {
+        if handover {
+            self.dispatch_successor().await?;
+            self.ui.emit(Event::Note(format!(
+                "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
+                humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs())),
+            )));
+        } else if self.flights.is_empty() {
             self.drop_starts_record();
         }
         self.summary(plan, round_no)?;
@@ -369,32 +375,6 @@ impl Remote<'_> {
             None => Conclusion::Incomplete,
         };
         Ok((conclusion, stop))
-    }
-
-    /// Before GitHub's job limit: the state committed and pushed, a successor conductor run
-    /// dispatched (it adopts the runs in flight).
-    async fn hand_over(&mut self, plan: &Plan, round_no: u32) -> Result<Finalized, ActionError> {
-        let in_flight = self.flights.len();
-        self.commit(
-            plan,
-            &format!("dagexec: conductor hands over ({in_flight} run(s) in flight)"),
-        )?;
-        let published = self.publish_through(round_no, plan).await?;
-        if published.stale {
-            return Ok(writer::stale(published));
-        }
-        self.dispatch_successor().await?;
-        self.ui.emit(Event::Note(format!(
-            "Handed over after {}: a new conductor run adopts the {in_flight} run(s) in flight.",
-            humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs())),
-        )));
-        self.summary(plan, round_no)?;
-        Ok(Finalized {
-            conclusion: Conclusion::Handover,
-            pr: published.pr,
-            failed: false,
-            spent: Some(crate::pure::usage::total(plan)),
-        })
     }
 
     /// The successor's start: the state is pushed, so only this is left; an outage is waited

@@ -78,6 +78,7 @@ use crate::edge::github::Client;
 use crate::flow::exec::Eager;
 use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
+use crate::pure::gateway::held::Holds;
 pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
 use crate::pure::plan::model::Plan;
 use remote::Remote;
@@ -111,11 +112,6 @@ pub fn run_name(branch: &str, task: usize, attempt: u32) -> String {
 /// (pushed before their runs are dispatched; off the history the pull request shows).
 pub fn starts_ref(branch: &str) -> String {
     format!("refs/dagexec/starts/{branch}")
-}
-
-/// The flight recorded on task `t`, if any.
-pub fn flight_of(t: &crate::pure::plan::model::Task) -> Option<Flight> {
-    serde_json::from_value(t.extra.get(RUN_FIELD)?.clone()).ok()
 }
 
 /// Reads the three files of a work job's artifact from its zip archive (the temporary file
@@ -152,37 +148,34 @@ pub async fn run(
             "conduct needs GitHub (GITHUB_REPOSITORY and a token): it starts every task as a workflow run; run the plan locally with `dagexec run --schedule eager` instead".into(),
         ));
     };
-    let writer::WriterJob { checkout, ui, opts } =
-        writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
-    let writer::Checkout {
-        repo,
-        auth,
-        inputs,
-        plan_path,
-        mut plan,
-        dag,
-        ..
-    } = checkout;
+    let writer::WriterJob {
+        mut checkout,
+        ui,
+        opts,
+    } = writer::WriterJob::open(root, inputs, &round.base, engine::Schedule::Eager)?;
+    let plan = &mut checkout.plan;
     // `overlap: merge`: tasks that share files may run side by side; each arrival is merged.
-    let policy = crate::action::overlap_policy(root, &inputs)?;
+    let policy = crate::action::overlap_policy(root, &checkout.inputs)?;
     let merge = policy == crate::pure::overlap::Policy::Merge;
-    let conflicts =
-        policy.for_scheduling(Overlaps::of(&plan, &dag).for_scheduling(), plan.tasks.len());
+    let conflicts = policy.for_scheduling(
+        Overlaps::of(plan, &checkout.dag).for_scheduling(),
+        plan.tasks.len(),
+    );
     let mut remote = Remote {
         client,
         ctx,
-        repo: &repo,
-        auth: &auth,
-        inputs: &inputs,
+        repo: &checkout.repo,
+        auth: &checkout.auth,
+        inputs: &checkout.inputs,
         branch: &round.branch,
-        plan_path: &plan_path,
-        dag: &dag,
+        plan_path: &checkout.plan_path,
+        dag: &checkout.dag,
         opts: &opts,
         ui: &ui,
         timing,
         started: Instant::now(),
         flights: BTreeMap::new(),
-        pushed: repo.head()?,
+        pushed: checkout.repo.head()?,
         links: Links {
             run: ctx.run_url(),
             logs: BTreeMap::new(),
@@ -197,34 +190,41 @@ pub async fn run(
             ..Default::default()
         },
         starts: remote::Starts::default(),
-        rate: remote::RateHolds::of(&plan),
+        // A provider the records found rate-limited is still held (a successor, or a
+        // conductor `/execute` started, learns it from them).
+        rate: remote::RateHolds {
+            holds: Holds::of_records(&crate::pure::usage::records(plan)),
+            holding: None,
+        },
     };
-    let again = remote.adopt(&mut plan).await;
-    fail_exhausted(&mut plan, &dag, &ui);
-    let round_no = crate::flow::round_counter(&plan);
+    let again = remote.adopt(plan).await;
+    fail_exhausted(plan, &checkout.dag, &ui);
+    let round_no = crate::flow::round_counter(plan);
     // The branch (and the pull request) exist before any run is dispatched on it.
-    let adopted = format!(
-        "dagexec: conductor starts ({} run(s) adopted)",
-        remote.flights.len()
-    );
-    remote.commit(&plan, &adopted)?;
-    let published = remote.publish_through(round_no, &plan).await?;
+    let n = remote.flights.len();
+    let adopted = format!("dagexec: conductor starts ({n} run(s) adopted)");
+    remote.commit(plan, &adopted)?;
+    let published = remote.publish_through(round_no, plan).await?;
     if published.stale {
         return Ok(writer::stale(published));
     }
-    remote.pushed = repo.head()?;
+    remote.pushed = checkout.repo.head()?;
     remote.pr = published.pr;
-    let adopted = remote.restart(&mut plan, again, round_no).await?;
+    // The follow-ups `adopt` returned (`overlap: merge`: recorded by a dead conductor, never
+    // dispatched), from the commit just pushed, which keeps their merges; the tasks in flight
+    // then.
+    for start in again {
+        crate::flow::exec::Executor::start(&mut remote, plan, start, round_no).await?;
+    }
+    let adopted: Vec<usize> = remote.flights.keys().copied().collect();
     let engine = Eager {
-        dag: &dag,
+        dag: &checkout.dag,
         conflicts: &conflicts,
-        budget: inputs.max_cost,
+        budget: checkout.inputs.max_cost,
     };
-    let (ending, round_no) = engine
-        .run(&mut remote, &mut plan, round_no, adopted)
-        .await?;
+    let (ending, round_no) = engine.run(&mut remote, plan, round_no, adopted).await?;
     if let Some(published) = remote.stale.take() {
         return Ok(writer::stale(published));
     }
-    remote.end(&mut plan, ending, round_no).await
+    remote.end(plan, ending, round_no).await
 }

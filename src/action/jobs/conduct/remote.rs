@@ -80,19 +80,6 @@ pub(super) struct RateHolds {
     pub(super) holding: Option<String>,
 }
 
-impl RateHolds {
-    /// The holds `plan`'s attempt records leave: a provider they found rate-limited is still
-    /// held (a successor, or a conductor `/execute` started, learns it from them).
-    pub(super) fn of(plan: &Plan) -> RateHolds {
-        RateHolds {
-            holds: crate::pure::gateway::held::Holds::of_records(&crate::pure::usage::records(
-                plan,
-            )),
-            holding: None,
-        }
-    }
-}
-
 /// What the conductor keeps between a poll and the batch's commit under `overlap: merge`.
 #[derive(Debug, Default)]
 pub(super) struct MergeState {

@@ -88,16 +88,6 @@ struct Finalize<'a> {
     links: Links,
 }
 
-/// What a part's integration left to decide the run's stop with.
-struct PartEnd {
-    /// The round ended with this part.
-    closed: bool,
-    /// The circuit breaker's end, when it tripped.
-    end: Option<RunEnd>,
-    /// Refused credentials: why nothing more is dispatched.
-    halted: Option<String>,
-}
-
 impl Finalize<'_> {
     /// Pushes, and brings the pull request, its comments and the check run up to date.
     fn ending(&self) -> Publisher<'_> {
@@ -200,13 +190,22 @@ impl Finalize<'_> {
         let mut open = self.open_round()?;
         let entries = self.entries(&open)?;
         let batch: Vec<usize> = entries.iter().map(|e| e.task).collect();
-        let done = self.integrate_entries(&entries, &mut open).await?;
+        let judged = self.judge(&entries).await?;
+        // Refused credentials: every task would fail the same way, so nothing more is
+        // dispatched (the check run names the secret to fix).
+        let halted = judged.iter().find_map(|j| {
+            matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
+                .then(|| format!("task {}: {}", j.index, j.verdict.result))
+        });
+        let (closed, end) = self.integrate(judged, &mut open)?;
         // Plan changes queued on the pull request while this run ran (`/execute answer|retry|
         // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
         // next round queues): applied now, before deciding what runs next.
         let steered_on = self.catch_up().await?;
-        let closed = done.closed;
-        let stop = self.stop(done)?;
+        let stop = match halted {
+            Some(why) => Some(RunStop::CircuitBreaker(why)),
+            None => self.stop(closed, end)?,
+        };
         let plan = &self.job.checkout.plan;
         let more = stop.is_none() && plan.count(Status::Pending) > 0;
         let published = self
@@ -287,20 +286,13 @@ impl Finalize<'_> {
         Ok(entries)
     }
 
-    /// Finds each entry's artifact (and its page, for the logs link), judges it, and
-    /// integrates the part.
-    async fn integrate_entries(
+    /// Integrates the part's `judged` attempts: whether the round ended with it, and the
+    /// circuit breaker's end when it tripped.
+    fn integrate(
         &mut self,
-        entries: &[matrix::MatrixEntry],
+        judged: Vec<crate::flow::attempt::Judged>,
         open: &mut crate::action::rounds::OpenRound,
-    ) -> Result<PartEnd, ActionError> {
-        let judged = self.judge(entries).await?;
-        // Refused credentials: every task would fail the same way, so nothing more is
-        // dispatched (the check run names the secret to fix).
-        let halted = judged.iter().find_map(|j| {
-            matches!(j.verdict.halt, Some(crate::pure::said::Halt::Run { .. }))
-                .then(|| format!("task {}: {}", j.index, j.verdict.result))
-        });
+    ) -> Result<(bool, Option<RunEnd>), ActionError> {
         let WriterJob {
             checkout: Checkout {
                 repo, plan, dag, ..
@@ -315,12 +307,7 @@ impl Finalize<'_> {
             ui,
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
-        let (closed, end) = integrate_part(at, plan, open, judged, merge, &self.round.base)?;
-        Ok(PartEnd {
-            closed,
-            end,
-            halted,
-        })
+        integrate_part(at, plan, open, judged, merge, &self.round.base)
     }
 
     /// Applies the plan changes queued on the pull request; the pull request whose queued
@@ -354,15 +341,10 @@ impl Finalize<'_> {
         Ok(steered_on)
     }
 
-    /// How the run stops after this part, if it does.
-    fn stop(&mut self, done: PartEnd) -> Result<Option<RunStop>, ActionError> {
-        let PartEnd {
-            closed,
-            end,
-            halted,
-        } = done;
+    /// How the run stops after this part (`closed`: it ended the round, `end`: the circuit
+    /// breaker's end), if it does.
+    fn stop(&mut self, closed: bool, end: Option<RunEnd>) -> Result<Option<RunStop>, ActionError> {
         Ok(match end {
-            _ if halted.is_some() => halted.map(RunStop::CircuitBreaker),
             // A part that leaves tasks of the round unresolved: the next part runs them.
             _ if !closed => None,
             // The numbers the breaker decided on: pending before this round's cascade, and

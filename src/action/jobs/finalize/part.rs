@@ -138,9 +138,6 @@ pub(super) fn save_logs(plan: &mut plan::model::Plan, logs: &BTreeMap<usize, Str
     if logs.is_empty() {
         return;
     }
-    let map: serde_json::Map<String, serde_json::Value> = logs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone().into()))
-        .collect();
-    plan.progress.extra.insert(LOGS_FIELD.into(), map.into());
+    let map = serde_json::to_value(logs).expect("a map of strings serialises");
+    plan.progress.extra.insert(LOGS_FIELD.into(), map);
 }

@@ -13,7 +13,7 @@
 //! the start, until the held-until their records carry.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::action::ActionError;
 use crate::edge::gateway::{Gateway, Pass, Spend};
@@ -27,10 +27,6 @@ pub(super) struct Served {
     pass: Option<Pass>,
     /// The worker's variables: the gateway's URL, each CLI pointed at it with the token.
     pub(super) env: Vec<(String, String)>,
-    /// How long starting it took (the job's own time it adds).
-    pub(super) took: Duration,
-    /// `http://127.0.0.1:PORT`.
-    pub(super) url: String,
     /// What the branch's `.design/dagexec.yml` asked that would have loosened the gateway,
     /// not followed.
     pub(super) loosened: Vec<crate::flow::settings::Loosening>,
@@ -97,13 +93,16 @@ pub(super) async fn start(
     let env = pass
         .worker_env(&scratch.join("codex-home"), user_config.as_deref())
         .map_err(write_err)?;
-    let url = gateway.url();
+    // How long starting it took: the job's own time it adds.
+    println!(
+        "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",
+        gateway.url(),
+        began.elapsed().as_secs_f64() * 1000.0
+    );
     Ok(Some(Served {
         gateway,
         pass: Some(pass),
         env,
-        took: began.elapsed(),
-        url,
         loosened,
     }))
 }
