@@ -13,7 +13,7 @@ use crate::action::rounds::FollowUp;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::pure::integration::{
-    Arrival, Driver, Ledger, Meets, Merge, Rechecked, Start, Step, names,
+    Arrival, Driver, Ledger, Meets, Merge, Rebase, Rechecked, Start, Step, names,
 };
 use crate::pure::plan::model::Plan;
 
@@ -36,24 +36,49 @@ pub(crate) trait Aside {
     /// Attempt `j`, sent back as `f` (`result` says why), waits for its rebase.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String);
 
-    /// Attempt `j`, sent back by the rules (`step`, [`crate::action::rounds::sent_back`]),
-    /// said: a rebase waits for its run (`false`: nothing more to do with it now); a failed
-    /// attempt is decided as any (`true`: the caller integrates it as failed).
+    /// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]),
+    /// recorded as a conflict and said: a rebase waits for its run (`false`: nothing more to do
+    /// with it now); a failed attempt is decided as any (`true`: the caller integrates it as
+    /// failed; `j` says why and carries no patch).
     fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
-        let onto = match &step {
-            Step::Rebase(r) => names(&r.onto),
-            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
-        };
+        const KEPT: usize = 16 << 10;
         let (plan, ui) = self.plan_ui();
-        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
+        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+            r.outcome = crate::pure::usage::Outcome::Conflict;
+        });
+        let (rebase, why) = match step {
+            Step::Rebase(r) => (Some(r.clone()), r.why),
+            Step::Fail { why } => (None, why),
+            Step::Land | Step::Recheck { .. } => (None, String::new()),
+        };
+        let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+        let line: String = line.chars().take(300).collect();
+        let Some(Rebase {
+            task,
+            attempt,
+            onto,
+            why,
+        }) = rebase
+        else {
+            j.verdict.status = crate::pure::plan::model::Status::Failed;
+            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+            j.patch.clear();
             return true;
         };
         ui.say(format!(
-            "  task {}: attempt {} cannot land beside {onto} ({line}); it runs again as a rebase attempt from the integrated tree{}",
+            "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree{}",
             j.index,
             j.attempt,
+            names(&onto),
             Self::LATER
         ));
+        let why = why.chars().take(KEPT).collect();
+        let f = FollowUp::Rebase {
+            task,
+            attempt,
+            onto,
+            why,
+        };
         let result = format!(
             "attempt {} runs again as a rebase attempt: {line}",
             j.attempt

@@ -91,8 +91,7 @@ impl Remote<'_> {
             let Some(onto) = moved else {
                 if j.verdict.status == Status::Completed {
                     let touched = j.touched.iter().cloned().collect();
-                    let declared = integration::declared(plan, j.index);
-                    ledger.landed(j.index, touched, declared, Vec::new());
+                    crate::flow::merge::landed(&mut ledger, plan, j.index, touched);
                 }
                 now.push(j);
                 continue;
@@ -135,15 +134,7 @@ impl Remote<'_> {
                 .insert(j.index, t.acceptance_criteria().to_vec());
         }
         let base = self.merging.bases.remove(&j.index);
-        let rebase_onto = match &follow {
-            Some(FollowUp::Recheck {
-                checks,
-                rebased: true,
-                ..
-            }) => Some(checks.clone()),
-            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
-            None | Some(FollowUp::Recheck { .. }) => None,
-        };
+        let rebase_onto = follow.as_ref().and_then(FollowUp::rebase_onto);
         let start = integration::Start {
             since: before,
             ..ledger.resumed(
@@ -333,8 +324,7 @@ fn landed_before(plan: &Plan) -> Ledger {
     let mut ledger = Ledger::later();
     for (k, t) in plan.tasks.iter().enumerate() {
         if t.status == Status::Completed {
-            let declared = integration::declared(plan, k);
-            ledger.landed(k, BTreeSet::new(), declared, Vec::new());
+            crate::flow::merge::landed(&mut ledger, plan, k, BTreeSet::new());
         }
     }
     ledger

@@ -29,7 +29,7 @@
 //! display. Everything it decides follows from
 //! the part's base and its artifacts, so a re-run decides the same and lands nothing twice.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::ActionError;
 use crate::action::arrival::{Aside, Integrator, merge_aside, prepare_arrivals};
@@ -74,13 +74,15 @@ pub(super) fn add(
     base: &str,
 ) -> Result<(), ActionError> {
     // What each rebase of the part builds on, read before the chain leaves the record.
-    let built: Vec<(usize, crate::action::rounds::BuiltOn)> = open
+    let built: BTreeMap<usize, crate::action::rounds::BuiltOn> = open
         .follow_ups
         .iter()
         .filter(|f| matches!(f, FollowUp::Rebase { .. }))
         .map(|f| {
-            let on = FollowUp::built_on_in(open, f.task()).unwrap_or_default();
-            (f.task(), on)
+            (
+                f.task(),
+                FollowUp::built_on_in(open, f.task()).unwrap_or_default(),
+            )
         })
         .collect();
     let (chain, items) = in_order(open, judged);
@@ -97,19 +99,11 @@ pub(super) fn add(
     };
     chain::land_chain(&mut at, chain)?;
     for (mut j, follow) in items {
-        let onto = match &follow {
-            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
-            None | Some(FollowUp::Recheck { .. }) => None,
-        };
+        let onto = follow.as_ref().and_then(FollowUp::rebase_onto);
         j.rebase = onto.is_some();
-        let on = match &follow {
-            Some(FollowUp::Rebase { .. }) => built
-                .iter()
-                .find(|(k, _)| *k == j.index)
-                .map(|(_, on)| on.clone())
-                .unwrap_or_default(),
-            None | Some(FollowUp::Recheck { .. }) => Vec::new(),
-        };
+        let on = follow
+            .and_then(|_| built.get(&j.index).cloned())
+            .unwrap_or_default();
         let built_on = on.iter().map(|(k, _)| *k).collect();
         let start = at.ledger.resumed(j.index, base, onto, built_on);
         // A rebase that failed beside a change that did not land goes back uncounted: no retry.
@@ -178,22 +172,10 @@ impl Integrating<'_> {
     /// any attempt); the ledger learns what landed.
     fn land(&mut self, mut j: Judged) -> Result<(), ActionError> {
         prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
-        self.build
-            .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
-        let lands = self
+        let (repo, ui) = (self.repo, self.ui);
+        Ok(self
             .build
-            .results()
-            .iter()
-            .rev()
-            .find(|r| r.index == j.index)
-            .is_some_and(|r| r.status == Status::Completed);
-        if lands {
-            let touched = j.touched.iter().cloned().collect();
-            crate::flow::merge::landed(&mut self.ledger, self.plan, j.index, touched);
-        } else {
-            self.ledger.ended(j.index);
-        }
-        Ok(())
+            .add_serial(repo, self.plan, &j, ui, &mut self.ledger)?)
     }
 
     /// Attempt `j`'s completed change (owning `mine`; made on the part's base with `made_on`

@@ -77,14 +77,12 @@ pub(super) fn land_chain(
         .map(|(f, _)| f.patch().unwrap_or_default())
         .collect();
     for (n, (f, j)) in chain.into_iter().enumerate() {
-        let FollowUp::Recheck {
-            checks, rebased, ..
-        } = &f
-        else {
+        let FollowUp::Recheck { checks, .. } = &f else {
             continue;
         };
-        let onto = rebased.then(|| checks.clone());
-        let start = at.ledger.resumed(f.task(), at.base, onto, Vec::new());
+        let start = at
+            .ledger
+            .resumed(f.task(), at.base, f.rebase_onto(), Vec::new());
         let Some(mut j) = j else {
             let a = Arrival {
                 task: f.task(),
