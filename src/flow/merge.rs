@@ -298,7 +298,9 @@ impl integration::Driver for Inline<'_, '_> {
         touched.extend(changed);
         self.build.applied.push((j.index, touched.clone()));
         landed(ledger, self.plan, j.index, touched);
-        self.build.decided(j, j.verdict.status, &j.verdict.result);
+        self.build
+            .decided
+            .push(j, j.verdict.status, &j.verdict.result);
         Ok(())
     }
 
@@ -321,7 +323,7 @@ impl integration::Driver for Inline<'_, '_> {
             let why = format!("it cannot be merged after its rebase: {why}");
             let (status, result) = not_integrated(j, &why, at.ui);
             ledger.failed(j.index, status != Status::Pending);
-            self.build.decided(j, status, &result);
+            self.build.decided.push(j, status, &result);
             return Ok(());
         };
         at.ui.say(format!(
