@@ -46,20 +46,13 @@ pub(crate) trait Aside {
         crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
             r.outcome = crate::pure::usage::Outcome::Conflict;
         });
-        let (rebase, why) = match step {
-            Step::Rebase(r) => (Some(r.clone()), r.why),
-            Step::Fail { why } => (None, why),
-            Step::Land | Step::Recheck { .. } => (None, String::new()),
+        let why = match &step {
+            Step::Rebase(Rebase { why, .. }) | Step::Fail { why } => why.as_str(),
+            Step::Land | Step::Recheck { .. } => "",
         };
         let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
         let line: String = line.chars().take(300).collect();
-        let Some(Rebase {
-            task,
-            attempt,
-            onto,
-            why,
-        }) = rebase
-        else {
+        let Step::Rebase(r) = step else {
             j.verdict.status = crate::pure::plan::model::Status::Failed;
             j.verdict.result = format!("it cannot be merged after its rebase: {line}");
             j.patch.clear();
@@ -69,15 +62,14 @@ pub(crate) trait Aside {
             "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree{}",
             j.index,
             j.attempt,
-            names(&onto),
+            names(&r.onto),
             Self::LATER
         ));
-        let why = why.chars().take(KEPT).collect();
         let f = FollowUp::Rebase {
-            task,
-            attempt,
-            onto,
-            why,
+            task: r.task,
+            attempt: r.attempt,
+            why: r.why.chars().take(KEPT).collect(),
+            onto: r.onto,
         };
         let result = format!(
             "attempt {} runs again as a rebase attempt: {line}",

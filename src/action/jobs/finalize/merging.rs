@@ -160,10 +160,7 @@ impl Integrating<'_> {
                     }
                 }
             }
-            let to = match last {
-                Some(last) if last >= at_now => last,
-                _ => at_now,
-            };
+            let to = last.filter(|&last| last >= at_now).unwrap_or(at_now);
             open.follow_ups.insert(to, f);
         }
     }
