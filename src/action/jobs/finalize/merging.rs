@@ -38,7 +38,7 @@ use crate::edge::git::{PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{Ledger, Meets, Merge, Start, Step, paths_of};
+use crate::pure::integration::{Ledger, Meets, Merge, Start, Step};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -110,24 +110,7 @@ pub(super) fn add(
         let beside_rejected =
             j.verdict.status == Status::Failed && !at.ledger.not_landed(&start).is_empty();
         ended(at.plan, &j, !beside_rejected, at.ui);
-        if !on.is_empty() {
-            chain::rebased_on_chain(&mut at, j, &start, &on)?;
-            continue;
-        }
-        let mine = paths_of(at.plan, j.index, &j.touched);
-        let meeting = at.ledger.meeting(&start, &mine);
-        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !meeting.is_empty() {
-            match at.aside(&mut j, &start, &mine, Vec::new(), meeting)? {
-                Step::Fail { .. } => {}
-                Step::Recheck { .. } => {
-                    // Its review (if any) concluded now: the re-check reports none.
-                    crate::flow::steps::questions::record(at.plan, &j);
-                    continue;
-                }
-                Step::Land | Step::Rebase(_) => continue,
-            }
-        }
-        at.land(j)?;
+        chain::arrived(&mut at, j, &start, &on)?;
     }
     at.build_on_the_chain();
     Ok(())

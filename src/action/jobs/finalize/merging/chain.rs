@@ -13,15 +13,18 @@ use crate::pure::plan::model::Status;
 
 use super::{Aside, Integrating};
 
-/// A rebase `j` (started at `start`) whose job built on the previous chain's candidates `on`
-/// (task, merged patch; its patch was read against the base with them applied). When the
-/// ledger says it lands as built ([`crate::pure::integration::Ledger::lands_as_built`]), the
-/// tree it lands on is, in its paths, the one its job judged it on (and ran their checks on):
-/// it lands as under `serial`. Otherwise it is merged onto the round's tree and the new chain
-/// with those patches as the merge base (a cherry-pick that leaves out a candidate that did not
-/// land) and re-checked in the next part; a conflict fails it when everything it built on
-/// landed, else sends it back once more.
-pub(super) fn rebased_on_chain(
+/// An arrival `j` of the part (started at `start`) that is not the chain's: one that shares no
+/// path with what landed before it or with the new chain lands as under `serial`; one that
+/// does is merged aside onto the round's tree and the new chain and re-checked in the next
+/// part ([`Integrating::aside`]). A rebase whose job built on the previous chain's candidates
+/// `on` (task, merged patch; its patch was read against the base with them applied) lands as
+/// it is when the ledger says it lands as built
+/// ([`crate::pure::integration::Ledger::lands_as_built`]: the tree it lands on is, in its
+/// paths, the one its job judged it on and ran their checks on); otherwise it is merged with
+/// those patches as the merge base (a cherry-pick that leaves out a candidate that did not
+/// land); a conflict fails it when everything it built on landed, else sends it back once
+/// more.
+pub(super) fn arrived(
     at: &mut Integrating<'_>,
     mut j: Judged,
     start: &Start,
@@ -56,6 +59,7 @@ pub(super) fn rebased_on_chain(
     }
     let made_on = on.iter().map(|(_, p)| p.clone()).collect();
     match at.aside(&mut j, start, &mine, made_on, meeting)? {
+        // Its review (if any) concluded now: the re-check reports none.
         Step::Recheck { .. } => crate::flow::steps::questions::record(at.plan, &j),
         Step::Land | Step::Rebase(_) => {}
         Step::Fail { .. } => at.land(j)?,
