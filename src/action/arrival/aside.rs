@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
+use crate::edge::git::Merged;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::pure::integration::{
@@ -26,8 +27,8 @@ pub(crate) trait Aside {
     fn plan_ui(&mut self) -> (&mut Plan, &Ui);
 
     /// Attempt `j`'s change (started at `start`) merged three-way onto the writer's tree
-    /// without landing: what the merge came to, and the merged change.
-    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<(Merge, Vec<u8>), ActionError>;
+    /// without landing.
+    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<Merged, ActionError>;
 
     /// Attempt `j`'s clean merge `patch`, recorded as `f` with the checks of `checks`, waits
     /// for its re-check.
@@ -113,7 +114,7 @@ impl<W: Aside> Driver for Deferred<'_, W> {
     type Error = ActionError;
 
     fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ActionError> {
-        let (merge, patch) = self.w.merge_aside(self.j, a.start)?;
+        let (merge, patch) = crate::flow::merge::judged_merge(self.w.merge_aside(self.j, a.start)?);
         self.patch = patch;
         Ok(merge)
     }

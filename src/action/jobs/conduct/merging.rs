@@ -33,6 +33,7 @@ use super::remote::Remote;
 use crate::action::ActionError;
 use crate::action::arrival::{Aside, merge_aside};
 use crate::action::rounds::FollowUp;
+use crate::edge::git::Merged;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
@@ -148,27 +149,18 @@ impl Remote<'_> {
     }
 
     /// Merges completed attempt `j` (made at `base`) onto the branch's tree with the batch's
-    /// landing arrivals `now`, without landing it: what the merge came to, in the rules'
-    /// terms, and the merged change.
-    fn merge_aside(
-        &self,
-        j: &Judged,
-        now: &[Judged],
-        base: &str,
-    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
+    /// landing arrivals `now`, without landing it.
+    fn merge_aside(&self, j: &Judged, now: &[Judged], base: &str) -> Result<Merged, ActionError> {
         let index = self.repo.round_index()?;
         for l in now
             .iter()
             .filter(|l| l.verdict.status == Status::Completed && !l.patch.is_empty())
         {
-            // As the batch's integration applies them (one that does not is not integrated).
-            if index.check_patch(l.patch.borrowed()).is_ok() {
-                let _ = index.apply_patch(l.patch.borrowed());
-            }
+            // As the batch's integration applies them (all or nothing: one that does not apply
+            // is not integrated).
+            let _ = index.apply_patch(l.patch.borrowed());
         }
-        let merged = index.merge_patch(base, j.patch.borrowed())?;
-        drop(index);
-        Ok(crate::flow::merge::judged_merge(merged))
+        Ok(index.merge_patch(base, j.patch.borrowed())?)
     }
 
     /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
@@ -251,11 +243,7 @@ impl Aside for Batch<'_, '_> {
         (self.plan, self.remote.ui)
     }
 
-    fn merge_aside(
-        &mut self,
-        j: &Judged,
-        start: &Start,
-    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
+    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<Merged, ActionError> {
         self.remote.merge_aside(j, self.now, &start.base)
     }
 

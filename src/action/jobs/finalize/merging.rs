@@ -34,11 +34,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::action::ActionError;
 use crate::action::arrival::{Aside, Integrator, merge_aside, prepare_arrivals};
 use crate::action::rounds::{FollowUp, OpenRound};
-use crate::edge::git::{PatchRef, Repo};
+use crate::edge::git::{Merged, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{Ledger, Meets, Merge, Start, Step};
+use crate::pure::integration::{Ledger, Meets, Start, Step};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -106,10 +106,6 @@ pub(super) fn add(
             .unwrap_or_default();
         let built_on = on.iter().map(|(k, _)| *k).collect();
         let start = at.ledger.resumed(j.index, base, onto, built_on);
-        // A rebase that failed beside a change that did not land goes back uncounted: no retry.
-        let beside_rejected =
-            j.verdict.status == Status::Failed && !at.ledger.not_landed(&start).is_empty();
-        ended(at.plan, &j, !beside_rejected, at.ui);
         chain::arrived(&mut at, j, &start, &on)?;
     }
     at.build_on_the_chain();
@@ -190,14 +186,14 @@ impl Aside for Integrating<'_> {
 
     /// Onto the round's tree with the chain applied (trees only), the change read against the
     /// part's base with `made_on` applied.
-    fn merge_aside(&mut self, j: &Judged, _: &Start) -> Result<(Merge, Vec<u8>), ActionError> {
+    fn merge_aside(&mut self, j: &Judged, _: &Start) -> Result<Merged, ActionError> {
         let tree = self.build.next_base(self.repo)?;
         let chain: Vec<PatchRef<'_>> = self.kept.iter().map(Into::into).collect();
         let made_on: Vec<PatchRef<'_>> = self.made_on.iter().map(Into::into).collect();
-        let merged =
-            self.repo
-                .merge_aside(&tree, &chain, self.base, &made_on, j.patch.borrowed())?;
-        Ok(crate::flow::merge::judged_merge(merged))
+        let patch = j.patch.borrowed();
+        Ok(self
+            .repo
+            .merge_aside(&tree, &chain, self.base, &made_on, patch)?)
     }
 
     /// Kept in the open round for a re-check in the next part, and joins the chain.

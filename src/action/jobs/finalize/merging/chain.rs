@@ -1,7 +1,8 @@
 //! The chain of a part under `overlap: merge` (see [`super`]): the previous finalize's
-//! re-checked merges landed as far as their re-checks passed, the rest merged again, and a
-//! rebase whose job built on that chain landed after it or merged again — each as the rules'
-//! ledger ([`crate::pure::integration::Ledger`]) decides; this module does the I/O.
+//! re-checked merges landed as far as their re-checks passed, the rest merged again; then each
+//! other arrival landed as under `serial` or merged aside, a rebase whose job built on that
+//! chain landed after it or merged again — each as the rules' ledger
+//! ([`crate::pure::integration::Ledger`]) decides; this module does the I/O.
 
 use std::collections::BTreeSet;
 
@@ -33,12 +34,15 @@ pub(super) fn arrived(
     let mine = paths_of(at.plan, j.index, &j.touched);
     let meeting = at.ledger.meeting(start, &mine);
     let rejected = at.ledger.not_landed(start);
+    let beside_rejected = j.verdict.status == Status::Failed && !rejected.is_empty();
+    // A rebase that failed beside a change that did not land goes back uncounted: no retry.
+    super::ended(at.plan, &j, !beside_rejected, at.ui);
     // Its job judged it on a tree holding a candidate that did not land (its re-check
     // failed): a failed verdict may be that change's, not its own (another task's check
     // failing beside it), so it is no failed attempt — like the chain's later candidates, it
     // is tried again without that change: sent back once more, uncounted, building again on
     // what it shares paths with (not on the rejected change, which goes back itself).
-    if j.verdict.status == Status::Failed && !rejected.is_empty() {
+    if beside_rejected {
         let why = format!(
             "it failed beside the change of {}, which did not land: {}",
             names(&rejected),
