@@ -30,11 +30,19 @@ pub(crate) trait Aside {
     /// without landing.
     fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<Merged, ActionError>;
 
-    /// Attempt `j`'s clean merge `patch`, recorded as `f` with the checks of `checks`, waits
-    /// for its re-check.
-    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]);
+    /// Whom a re-check that names no task runs beside, as the writer says it.
+    const NOBODY: &'static str;
+    /// Who re-checks a clean merge, as the writer says it (after "it lands after").
+    const RECHECKER: &'static str;
+    /// When that re-check runs (after "its re-check runs").
+    const RECHECK_RUNS: &'static str;
 
-    /// Attempt `j`, sent back as `f` (`result` says why), waits for its rebase.
+    /// Attempt `j`'s clean merge `patch`, to be re-checked with the checks of `checks`, kept
+    /// where its re-check finds it (its record then waits as [`Aside::wait`] says).
+    fn keep(&mut self, j: &Judged, patch: Vec<u8>, checks: &[usize]);
+
+    /// Attempt `j`, kept for a re-check or sent back as `f` (`result` says why), waits for its
+    /// re-check or rebase.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String);
 
     /// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]),
@@ -130,7 +138,23 @@ impl<W: Aside> Driver for Deferred<'_, W> {
         let kept = FollowUp::recheck(a.task, a.attempt, &patch, tasks.clone(), a.start.rebase);
         Ok(match kept {
             Ok(f) => {
-                self.w.keep(self.j, f, patch, &tasks);
+                self.w.keep(self.j, patch, &tasks);
+                let names = match tasks.as_slice() {
+                    [] => W::NOBODY.to_string(),
+                    _ => names(&tasks),
+                };
+                let result = format!(
+                    "attempt {} merged cleanly beside {names}; its re-check runs {}",
+                    a.attempt,
+                    W::RECHECK_RUNS
+                );
+                self.w.wait(self.j, f, result);
+                self.w.plan_ui().1.say(format!(
+                    "  task {}: attempt {} merges cleanly onto {names}; it lands after {}",
+                    a.task,
+                    a.attempt,
+                    W::RECHECKER
+                ));
                 Rechecked::Kept
             }
             Err(why) => Rechecked::NotKept(why),

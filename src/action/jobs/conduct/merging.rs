@@ -37,7 +37,7 @@ use crate::edge::git::Merged;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::pure::integration::{self, Ledger, Meets, Start, Step, names, paths_of};
+use crate::pure::integration::{self, Ledger, Meets, Start, Step, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
@@ -163,9 +163,8 @@ impl Remote<'_> {
         Ok(index.merge_patch(base, j.patch.borrowed())?)
     }
 
-    /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
-    /// for its re-check run.
-    fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, onto: &[usize]) {
+    /// Attempt `j` merged cleanly beside `onto`: what its re-check run needs goes on its task.
+    fn keep_for_recheck(&mut self, plan: &mut Plan, j: &Judged, onto: &[usize]) {
         // Its review (if any) concluded now: the re-check reports none.
         crate::flow::steps::questions::record(plan, j);
         // The landed tasks' checks go beside the record: the plan update trims a completed
@@ -196,20 +195,6 @@ impl Remote<'_> {
                 .extra
                 .insert(FOLLOW_UP_CHECKS.into(), kept.into());
         }
-        let names = names(onto);
-        self.ui.say(format!(
-            "  task {}: attempt {} merges cleanly onto {names}; it lands after a re-check run checks the merged tree",
-            j.index, j.attempt
-        ));
-        self.follow(
-            plan,
-            j,
-            f,
-            format!(
-                "attempt {} merged cleanly beside {names}; its re-check runs now",
-                j.attempt
-            ),
-        );
     }
 
     /// Records follow-up `f` on `j`'s task (in progress, its attempt as it was, `result`
@@ -238,6 +223,9 @@ struct Batch<'x, 'r> {
 
 impl Aside for Batch<'_, '_> {
     const LATER: &'static str = "";
+    const NOBODY: &'static str = "the branch";
+    const RECHECKER: &'static str = "a re-check run checks the merged tree";
+    const RECHECK_RUNS: &'static str = "now";
 
     fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
         (self.plan, self.remote.ui)
@@ -248,11 +236,11 @@ impl Aside for Batch<'_, '_> {
     }
 
     /// Kept on its task, which waits in progress for its re-check run.
-    fn keep(&mut self, j: &Judged, f: FollowUp, _: Vec<u8>, checks: &[usize]) {
-        self.remote.wait_for_recheck(self.plan, j, &f, checks);
+    fn keep(&mut self, j: &Judged, _: Vec<u8>, checks: &[usize]) {
+        self.remote.keep_for_recheck(self.plan, j, checks);
     }
 
-    /// Its rebase runs now.
+    /// Its re-check or rebase runs now.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
         self.remote.follow(self.plan, j, &f, result);
     }

@@ -179,6 +179,9 @@ impl Integrating<'_> {
 
 impl Aside for Integrating<'_> {
     const LATER: &'static str = " in the round's next part";
+    const NOBODY: &'static str = "the tasks landed before it";
+    const RECHECKER: &'static str = "the next part's job re-checks the merged tree";
+    const RECHECK_RUNS: &'static str = "in the round's next part";
 
     fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
         (self.plan, self.ui)
@@ -196,29 +199,12 @@ impl Aside for Integrating<'_> {
             .merge_aside(&tree, &chain, self.base, &made_on, patch)?)
     }
 
-    /// Kept in the open round for a re-check in the next part, and joins the chain.
-    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]) {
-        self.open.follow_ups.push(f);
+    /// Joins the chain (its record is kept in the open round for a re-check in the next part).
+    fn keep(&mut self, _: &Judged, patch: Vec<u8>, _: &[usize]) {
         self.kept.push(patch);
-        let names = match checks {
-            [] => "the tasks landed before it".to_string(),
-            _ => crate::pure::integration::names(checks),
-        };
-        self.ui.say(format!(
-            "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
-            j.index, j.attempt
-        ));
-        waits(
-            self.plan,
-            j,
-            format!(
-                "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
-                j.attempt
-            ),
-        );
     }
 
-    /// A rebase in the next part.
+    /// A re-check or a rebase in the next part.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
         waits(self.plan, j, result);
         self.open.follow_ups.push(f);
