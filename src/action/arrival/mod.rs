@@ -153,21 +153,18 @@ fn read_found<'a>(
     Option<&'a artifact::ReviewRecord>,
 ) {
     match found {
-        Some(Ok(c)) => (
-            c.result.report(c.log.clone()),
-            c.patch.clone(),
-            Duration::from_millis(c.result.duration_ms),
-            c.result.review.as_ref(),
-        ),
-        Some(Err(why)) => {
-            ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (Default::default(), Default::default(), Duration::ZERO, None)
+        Some(Ok(c)) => {
+            return (
+                c.result.report(c.log.clone()),
+                c.patch.clone(),
+                Duration::from_millis(c.result.duration_ms),
+                c.result.review.as_ref(),
+            );
         }
-        None => {
-            ui.say(format!("  task {}: no artifact from its job", e.task));
-            (Default::default(), Default::default(), Duration::ZERO, None)
-        }
+        Some(Err(why)) => ui.say(format!("  task {}: unreadable artifact: {why}", e.task)),
+        None => ui.say(format!("  task {}: no artifact from its job", e.task)),
     }
+    (Default::default(), Default::default(), Duration::ZERO, None)
 }
 
 /// What the patch touches (paths, links): the patch is what gets applied, so this comes from
