@@ -17,7 +17,6 @@
 use serde::{Deserialize, Serialize};
 
 mod follow;
-pub(crate) use follow::sent_back;
 pub use follow::{BuiltOn, FollowUp};
 
 use crate::pure::engine;

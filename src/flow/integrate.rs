@@ -29,33 +29,18 @@ pub(crate) struct RoundCommit<'a> {
     pub ui: &'a Ui,
 }
 
-/// Applies completed patches in plan-index order, updates the plan, writes the processor
-/// batch file, and commits the round. Returns an end when the circuit breaker trips.
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "the round's verdicts end here"
-)]
-pub(crate) fn integrate_and_commit(
-    at: RoundCommit<'_>,
-    plan: &mut Plan,
-    judged: Vec<Judged>,
-) -> Result<Option<RunEnd>, RunError> {
-    let mut build = RoundBuild::start();
-    build.add(at.repo, plan, &judged, at.ui)?;
-    build.commit(at, plan)
-}
-
 /// A round being integrated: the patches accepted so far (in the order they apply) and the
 /// results decided so far. A round whose conflicting tasks run in sequential groups adds each
 /// group's judged attempts in turn ([`RoundBuild::add`]); the next group starts from
 /// [`RoundBuild::next_base`], so its patches apply on top of the earlier ones. The temporary
 /// index is built from `HEAD` and the accepted patches each time it is needed and removed
 /// before any worker runs again: no worker ever runs while it exists.
+#[derive(Default)]
 pub(crate) struct RoundBuild {
     /// The accepted patches, in the order they were applied.
     pub(super) accepted: Vec<crate::edge::git::Patch>,
     /// How each of the round's tasks ended so far.
-    decided: Decided,
+    pub(super) decided: Decided,
     /// Tasks whose changes are in the index, with the paths they touch.
     pub(super) applied: Vec<(usize, BTreeSet<String>)>,
 }
@@ -64,11 +49,7 @@ impl RoundBuild {
     /// A round built at `HEAD` (the user's index and work tree are not touched until the
     /// commit exists and `HEAD` points at it).
     pub(crate) fn start() -> RoundBuild {
-        RoundBuild {
-            accepted: Vec::new(),
-            decided: Decided::default(),
-            applied: Vec::new(),
-        }
+        RoundBuild::default()
     }
 
     /// Whether no patch is accepted yet (the round's tree is `HEAD`'s).
@@ -174,11 +155,6 @@ impl RoundBuild {
             self.decided.push(j, status, &result);
         }
         Ok(())
-    }
-
-    /// Records how judged attempt `j` ends in the round: its status and result.
-    pub(super) fn decided(&mut self, j: &Judged, status: Status, result: &str) {
-        self.decided.push(j, status, result);
     }
 
     /// The results decided so far (this build's attempts, after integration).
@@ -393,7 +369,7 @@ pub(super) fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String)
 /// How the round's tasks ended so far, in the two forms the round's end writes: the
 /// results of the plan's update and the entries of the processor's batch file.
 #[derive(Default)]
-struct Decided {
+pub(super) struct Decided {
     results: Vec<TaskResult>,
     entries: Vec<BatchEntry>,
 }
@@ -402,7 +378,7 @@ impl Decided {
     /// Judged attempt `j` ends in the round as `status`, with `result` (bounded here: whatever
     /// made it — a status line, a question, a refusal — it reaches the plan, the commit
     /// message and the pull request).
-    fn push(&mut self, j: &Judged, status: Status, result: &str) {
+    pub(super) fn push(&mut self, j: &Judged, status: Status, result: &str) {
         let result = outcome::clip_result(result);
         self.entries.push(BatchEntry {
             plan_index: j.index,

@@ -190,14 +190,7 @@ impl RoundBuild {
                 && !j.patch.is_empty()
                 && at.repo.uncommitted(&j.touched)?.is_empty();
             let Some(start) = started.filter(|_| merging) else {
-                let before = self.applied.len();
-                self.add(at.repo, plan, std::slice::from_ref(&j), at.ui)?;
-                let now: Vec<(usize, BTreeSet<String>)> =
-                    self.applied.get(before..).unwrap_or_default().to_vec();
-                for (k, changed) in now {
-                    landed(ledger, plan, k, changed);
-                }
-                ledger.ended(j.index);
+                self.add_serial(at.repo, plan, &j, at.ui, ledger)?;
                 continue;
             };
             crate::flow::steps::questions::record(plan, &j);
@@ -214,6 +207,27 @@ impl RoundBuild {
             ledger.integrate(&mut local, &a, Meets::default())?;
         }
         merges.keep(plan)
+    }
+}
+
+impl RoundBuild {
+    /// Judged attempt `j` decided as under `serial` ([`RoundBuild::add`]), whoever drives the
+    /// rules: `ledger` learns what landed, and that `j`'s send-back is over.
+    pub(crate) fn add_serial(
+        &mut self,
+        repo: &Repo,
+        plan: &mut Plan,
+        j: &Judged,
+        ui: &Ui,
+        ledger: &mut Ledger,
+    ) -> Result<(), RunError> {
+        let before = self.applied.len();
+        self.add(repo, plan, std::slice::from_ref(j), ui)?;
+        for (k, changed) in self.applied.get(before..).unwrap_or_default().to_vec() {
+            landed(ledger, plan, k, changed);
+        }
+        ledger.ended(j.index);
+        Ok(())
     }
 }
 
@@ -284,7 +298,9 @@ impl integration::Driver for Inline<'_, '_> {
         touched.extend(changed);
         self.build.applied.push((j.index, touched.clone()));
         landed(ledger, self.plan, j.index, touched);
-        self.build.decided(j, j.verdict.status, &j.verdict.result);
+        self.build
+            .decided
+            .push(j, j.verdict.status, &j.verdict.result);
         Ok(())
     }
 
@@ -307,7 +323,7 @@ impl integration::Driver for Inline<'_, '_> {
             let why = format!("it cannot be merged after its rebase: {why}");
             let (status, result) = not_integrated(j, &why, at.ui);
             ledger.failed(j.index, status != Status::Pending);
-            self.build.decided(j, status, &result);
+            self.build.decided.push(j, status, &result);
             return Ok(());
         };
         at.ui.say(format!(

@@ -66,26 +66,6 @@ pub fn declared(plan: &Plan, task: usize) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// Why a clean merge of task `task` cannot land although git merged it: the paths it
-/// changes that `own` (declared or changed by the task) does not hold — a rename carrying
-/// another task's edit is never accepted behind its back. `None` when there are none.
-pub fn foreign(
-    task: usize,
-    changed: &BTreeSet<String>,
-    own: &BTreeSet<String>,
-) -> Option<(BTreeSet<String>, String)> {
-    let foreign: BTreeSet<String> = changed.difference(own).cloned().collect();
-    if foreign.is_empty() {
-        return None;
-    }
-    let list: Vec<&str> = foreign.iter().map(String::as_str).collect();
-    let why = format!(
-        "the merge changes {}, which task {task} does not declare",
-        list.join(", ")
-    );
-    Some((foreign, why))
-}
-
 /// An attempt that cannot land: the landed tasks it must build on (`onto`: none is the
 /// branch) and why (git's account of the conflict, a path the task does not declare, the
 /// failed check).
@@ -448,8 +428,17 @@ impl Ledger {
             Merge::Conflict { files, why } => return self.cannot_merge(a, meets, &files, why),
             Merge::Clean { changed, combined } => (changed, combined),
         };
-        if let Some((paths, why)) = foreign(a.task, &changed, a.own) {
-            return self.cannot_merge(a, meets, &paths, why);
+        // A path the merge changes that the task neither declared nor changed: a rename
+        // carrying another task's edit is never accepted behind its back.
+        let foreign: BTreeSet<String> = changed.difference(a.own).cloned().collect();
+        if !foreign.is_empty() {
+            let list: Vec<&str> = foreign.iter().map(String::as_str).collect();
+            let why = format!(
+                "the merge changes {}, which task {} does not declare",
+                list.join(", "),
+                a.task
+            );
+            return self.cannot_merge(a, meets, &foreign, why);
         }
         if self.later {
             self.aside.push(TaskPaths {

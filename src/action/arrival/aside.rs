@@ -10,10 +10,11 @@ use std::collections::BTreeSet;
 
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
+use crate::edge::git::Merged;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::pure::integration::{
-    Arrival, Driver, Ledger, Meets, Merge, Rechecked, Start, Step, names,
+    Arrival, Driver, Ledger, Meets, Merge, Rebase, Rechecked, Start, Step, names,
 };
 use crate::pure::plan::model::Plan;
 
@@ -26,34 +27,59 @@ pub(crate) trait Aside {
     fn plan_ui(&mut self) -> (&mut Plan, &Ui);
 
     /// Attempt `j`'s change (started at `start`) merged three-way onto the writer's tree
-    /// without landing: what the merge came to, and the merged change.
-    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<(Merge, Vec<u8>), ActionError>;
+    /// without landing.
+    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<Merged, ActionError>;
 
-    /// Attempt `j`'s clean merge `patch`, recorded as `f` with the checks of `checks`, waits
-    /// for its re-check.
-    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]);
+    /// Whom a re-check that names no task runs beside, as the writer says it.
+    const NOBODY: &'static str;
+    /// Who re-checks a clean merge, as the writer says it (after "it lands after").
+    const RECHECKER: &'static str;
+    /// When that re-check runs (after "its re-check runs").
+    const RECHECK_RUNS: &'static str;
 
-    /// Attempt `j`, sent back as `f` (`result` says why), waits for its rebase.
+    /// Attempt `j`'s clean merge `patch`, to be re-checked with the checks of `checks`, kept
+    /// where its re-check finds it (its record then waits as [`Aside::wait`] says).
+    fn keep(&mut self, j: &Judged, patch: Vec<u8>, checks: &[usize]);
+
+    /// Attempt `j`, kept for a re-check or sent back as `f` (`result` says why), waits for its
+    /// re-check or rebase.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String);
 
-    /// Attempt `j`, sent back by the rules (`step`, [`crate::action::rounds::sent_back`]),
-    /// said: a rebase waits for its run (`false`: nothing more to do with it now); a failed
-    /// attempt is decided as any (`true`: the caller integrates it as failed).
+    /// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]),
+    /// recorded as a conflict and said: a rebase waits for its run (`false`: nothing more to do
+    /// with it now); a failed attempt is decided as any (`true`: the caller integrates it as
+    /// failed; `j` says why and carries no patch).
     fn send_back(&mut self, j: &mut Judged, step: Step) -> bool {
-        let onto = match &step {
-            Step::Rebase(r) => names(&r.onto),
-            Step::Fail { .. } | Step::Land | Step::Recheck { .. } => String::new(),
-        };
+        const KEPT: usize = 16 << 10;
         let (plan, ui) = self.plan_ui();
-        let Some((f, line)) = crate::action::rounds::sent_back(plan, j, step) else {
+        crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
+            r.outcome = crate::pure::usage::Outcome::Conflict;
+        });
+        let why = match &step {
+            Step::Rebase(Rebase { why, .. }) | Step::Fail { why } => why.as_str(),
+            Step::Land | Step::Recheck { .. } => "",
+        };
+        let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
+        let line: String = line.chars().take(300).collect();
+        let Step::Rebase(r) = step else {
+            j.verdict.status = crate::pure::plan::model::Status::Failed;
+            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
+            j.patch.clear();
             return true;
         };
         ui.say(format!(
-            "  task {}: attempt {} cannot land beside {onto} ({line}); it runs again as a rebase attempt from the integrated tree{}",
+            "  task {}: attempt {} cannot land beside {} ({line}); it runs again as a rebase attempt from the integrated tree{}",
             j.index,
             j.attempt,
+            names(&r.onto),
             Self::LATER
         ));
+        let f = FollowUp::Rebase {
+            task: r.task,
+            attempt: r.attempt,
+            why: r.why.chars().take(KEPT).collect(),
+            onto: r.onto,
+        };
         let result = format!(
             "attempt {} runs again as a rebase attempt: {line}",
             j.attempt
@@ -96,7 +122,7 @@ impl<W: Aside> Driver for Deferred<'_, W> {
     type Error = ActionError;
 
     fn merge(&mut self, a: &Arrival<'_>) -> Result<Merge, ActionError> {
-        let (merge, patch) = self.w.merge_aside(self.j, a.start)?;
+        let (merge, patch) = crate::flow::merge::judged_merge(self.w.merge_aside(self.j, a.start)?);
         self.patch = patch;
         Ok(merge)
     }
@@ -112,7 +138,23 @@ impl<W: Aside> Driver for Deferred<'_, W> {
         let kept = FollowUp::recheck(a.task, a.attempt, &patch, tasks.clone(), a.start.rebase);
         Ok(match kept {
             Ok(f) => {
-                self.w.keep(self.j, f, patch, &tasks);
+                self.w.keep(self.j, patch, &tasks);
+                let names = match tasks.as_slice() {
+                    [] => W::NOBODY.to_string(),
+                    _ => names(&tasks),
+                };
+                let result = format!(
+                    "attempt {} merged cleanly beside {names}; its re-check runs {}",
+                    a.attempt,
+                    W::RECHECK_RUNS
+                );
+                self.w.wait(self.j, f, result);
+                self.w.plan_ui().1.say(format!(
+                    "  task {}: attempt {} merges cleanly onto {names}; it lands after {}",
+                    a.task,
+                    a.attempt,
+                    W::RECHECKER
+                ));
                 Rechecked::Kept
             }
             Err(why) => Rechecked::NotKept(why),

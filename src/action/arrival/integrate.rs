@@ -4,8 +4,6 @@
 //! the rest integrated and committed in the one round-commit format; and the stop when
 //! nothing is pending.
 
-use std::collections::BTreeMap;
-
 use crate::action::report::RunStop;
 use crate::action::{ActionError, steering};
 use crate::edge::git::Repo;
@@ -32,20 +30,13 @@ pub(crate) struct Integrator<'a> {
 /// when that runs); the others' retry prompts dropped; a BLOCKED task's question asked.
 pub(crate) fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judged], when: &str) {
     judged.sort_by_key(|j| j.index);
-    let retries: BTreeMap<usize, String> = judged
-        .iter()
-        .filter_map(|j| {
-            let Decision::Retry { prompt, .. } =
-                outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch)
-            else {
-                return None;
-            };
-            Some((j.index, prompt))
-        })
-        .collect();
     for j in judged.iter_mut() {
+        let retry = match outcome::decide(plan, j.index, &j.verdict, j.attempt, Unit::Batch) {
+            Decision::Retry { prompt, .. } => Some(prompt),
+            _ => None,
+        };
         let t = &mut plan.tasks[j.index];
-        match retries.get(&j.index) {
+        match retry {
             Some(p) => {
                 j.verdict.result = format!(
                     "attempt {} failed: {} — retried {when} (attempt {} of {})",
@@ -56,18 +47,14 @@ pub(crate) fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judge
                 );
                 j.verdict.status = Status::Pending;
                 j.patch.clear();
-                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.clone().into());
+                t.extra.insert(RETRY_PROMPT_FIELD.into(), p.into());
             }
             None => {
                 t.extra.shift_remove(RETRY_PROMPT_FIELD);
             }
         }
     }
-    ask_blocked(plan, judged);
-}
-
-fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
-    for j in judged {
+    for j in judged.iter() {
         if j.verdict.status == Status::Blocked && j.question.is_none() {
             let t = &mut plan.tasks[j.index];
             if crate::pure::question::get(t).is_none_or(|q| q.reply.is_some()) {
@@ -83,7 +70,7 @@ fn ask_blocked(plan: &mut plan::model::Plan, judged: &[Judged]) {
 /// Integrates judged attempts as one round `round`, exactly as `dagexec run` does: a failed
 /// attempt with attempts left goes back to pending with its retry prompt kept in the plan
 /// (the next attempt's job reads it at its base), a BLOCKED task asks its question, completed
-/// patches are applied and the plan updated ([`crate::flow::integrate::integrate_and_commit`]),
+/// patches are applied and the plan updated ([`crate::flow::integrate::RoundBuild`]),
 /// and the plan is committed in the one round-commit format even when no task completed.
 /// Only the judged tasks' retry prompts are touched. Shared by finalize (a round's matrix)
 /// by the conductor (`schedule: eager`, a batch of arrivals). Returns an end when the circuit
@@ -100,12 +87,9 @@ pub(crate) fn integrate(
         opts,
         ui,
     } = at;
-    let batch: Vec<usize> = {
-        let mut b: Vec<usize> = judged.iter().map(|j| j.index).collect();
-        b.sort_unstable();
-        b
-    };
+    // In task order, as `prepare_arrivals` sorts them.
     prepare_arrivals(plan, &mut judged, "as soon as a slot is free");
+    let batch: Vec<usize> = judged.iter().map(|j| j.index).collect();
     let at = crate::flow::integrate::RoundCommit {
         repo,
         dag,
@@ -115,7 +99,9 @@ pub(crate) fn integrate(
         opts,
         ui,
     };
-    let end = crate::flow::integrate::integrate_and_commit(at, plan, judged)?;
+    let mut build = crate::flow::integrate::RoundBuild::start();
+    build.add(repo, plan, &judged, ui)?;
+    let end = build.commit(at, plan)?;
     // The state is committed every round, even when no task completed, in the one round
     // commit format (the plan now holds each batch task's outcome).
     commit_round(repo, opts, plan, round, &batch)?;

@@ -37,14 +37,6 @@ pub(crate) struct Judge<'a> {
     pub ui: &'a Ui,
 }
 
-/// What the work job's network guards saw, bounded and made safe: the file is the job's.
-fn network(found: Option<&Result<Collected, String>>) -> crate::pure::usage::Network {
-    match found {
-        Some(Ok(c)) => c.result.network.checked(),
-        _ => Default::default(),
-    }
-}
-
 /// Judges one matrix entry from its artifact (a missing one is the seed's "no status line and
 /// no log"), refusing patches that touch what a task may never change. Its job started at
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
@@ -68,11 +60,10 @@ pub(super) fn judge_entry_at(
     } = at;
     let task = &plan.tasks[e.task];
     let (mut report, mut patch, duration, reviewed) = read_found(found, e, ui);
+    // What the job's result file says, bounded and made safe again below: the file is the job's.
+    let result = found.and_then(|f| f.as_ref().ok()).map(|c| &c.result);
     // The attempt's time and cost, within bounds (nothing is known of a job without artifact).
-    let measured = match found {
-        Some(Ok(c)) => Some(c.result.measured(jiff::Timestamp::now())),
-        _ => None,
-    };
+    let measured = result.map(|r| r.measured(jiff::Timestamp::now()));
     let timed_out = matches!(report.exit, Exit::TimedOut(_));
     let (touched, links, broken) = touched_by(repo, &mut patch, base.unwrap_or("HEAD"));
     report.changed.extend(touched.iter().cloned());
@@ -86,8 +77,8 @@ pub(super) fn judge_entry_at(
     let mut verdict = outcome::judge_among(e.task, task, &report, own);
     // What the agent CLI said (its failure, refusals, no retry), as the work job read it;
     // bounded again, since the file is the job's.
-    if let Some(Ok(c)) = found {
-        heed_said(&mut verdict, &c.result.said);
+    if let Some(r) = result {
+        heed_said(&mut verdict, &r.said);
     }
     crate::flow::steps::longrun::quiet_long_run(task, &mut verdict);
     // A worker that stops for the user (the long-run seed's NEEDS_DECISION / NEEDS_ACTION, as
@@ -96,14 +87,9 @@ pub(super) fn judge_entry_at(
     let question = stop_for_user(&mut verdict, &report.output);
     // What the work job refused to take of the worker's tree (too large, a full disk):
     // bounded and made safe again, since the file is the job's.
-    let refused_by_job = match found {
-        Some(Ok(c)) => c
-            .result
-            .refused
-            .as_deref()
-            .map(|r| outcome::clip_result(crate::pure::sanitize::line(r).trim())),
-        _ => None,
-    };
+    let refused_by_job = result
+        .and_then(|r| r.refused.as_deref())
+        .map(|r| outcome::clip_result(crate::pure::sanitize::line(r).trim()));
     let refusal = broken
         .or(refused_by_job)
         .or_else(|| outcome::refused_changes(task, &touched, &links, &inputs.plan_rel))
@@ -149,7 +135,8 @@ pub(super) fn judge_entry_at(
         timed_out,
         rebase: false,
         reported: None,
-        network: network(found),
+        // What the work job's network guards saw.
+        network: result.map(|r| r.network.checked()).unwrap_or_default(),
     })
 }
 
@@ -166,21 +153,18 @@ fn read_found<'a>(
     Option<&'a artifact::ReviewRecord>,
 ) {
     match found {
-        Some(Ok(c)) => (
-            c.result.report(c.log.clone()),
-            c.patch.clone(),
-            Duration::from_millis(c.result.duration_ms),
-            c.result.review.as_ref(),
-        ),
-        Some(Err(why)) => {
-            ui.say(format!("  task {}: unreadable artifact: {why}", e.task));
-            (Default::default(), Default::default(), Duration::ZERO, None)
+        Some(Ok(c)) => {
+            return (
+                c.result.report(c.log.clone()),
+                c.patch.clone(),
+                Duration::from_millis(c.result.duration_ms),
+                c.result.review.as_ref(),
+            );
         }
-        None => {
-            ui.say(format!("  task {}: no artifact from its job", e.task));
-            (Default::default(), Default::default(), Duration::ZERO, None)
-        }
+        Some(Err(why)) => ui.say(format!("  task {}: unreadable artifact: {why}", e.task)),
+        None => ui.say(format!("  task {}: no artifact from its job", e.task)),
     }
+    (Default::default(), Default::default(), Duration::ZERO, None)
 }
 
 /// What the patch touches (paths, links): the patch is what gets applied, so this comes from

@@ -28,7 +28,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::pure::integration::{Rebase, Step};
 use crate::pure::plan::model::Plan;
 
 /// How large a merged patch the open-round record keeps (base64 in the plan file); a larger
@@ -81,6 +80,20 @@ impl FollowUp {
     pub fn attempt(&self) -> u32 {
         match self {
             FollowUp::Recheck { attempt, .. } | FollowUp::Rebase { attempt, .. } => *attempt,
+        }
+    }
+
+    /// The tasks it was sent back onto when it continues a rebase (a rebase, or the re-check
+    /// of a rebase's merge), else `None`.
+    pub fn rebase_onto(&self) -> Option<Vec<usize>> {
+        match self {
+            FollowUp::Recheck {
+                checks,
+                rebased: true,
+                ..
+            } => Some(checks.clone()),
+            FollowUp::Rebase { onto, .. } => Some(onto.clone()),
+            FollowUp::Recheck { .. } => None,
         }
     }
 
@@ -153,13 +166,9 @@ impl FollowUp {
     /// round of `plan`, in order (what its job applies before its own; none without an open
     /// round, or for the conductor's follow-up on the task); `None` when one is unreadable.
     pub fn before(plan: &Plan, task: usize) -> Option<Vec<Vec<u8>>> {
-        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
-            return Some(Vec::new());
-        }
-        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+        let Some(open) = Self::open_round(plan, task).ok()? else {
             return Some(Vec::new());
         };
-        let open: super::OpenRound = serde_json::from_value(record.clone()).ok()?;
         open.follow_ups
             .iter()
             .filter(|f| matches!(f, FollowUp::Recheck { .. }))
@@ -174,14 +183,24 @@ impl FollowUp {
     /// the earlier ones. Empty without an open round, for the conductor's follow-up, or when
     /// it shares nothing with the chain; `None` when a patch is unreadable.
     pub fn built_on(plan: &Plan, task: usize) -> Option<BuiltOn> {
-        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
-            return Some(Vec::new());
-        }
-        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+        let Some(open) = Self::open_round(plan, task).ok()? else {
             return Some(Vec::new());
         };
-        let open: super::OpenRound = serde_json::from_value(record.clone()).ok()?;
         Self::built_on_in(&open, task)
+    }
+
+    /// The open round's record in `plan` that `task`'s follow-up continues: `None` without
+    /// one, or for the conductor's follow-up on the task; `Err` when unreadable.
+    fn open_round(plan: &Plan, task: usize) -> Result<Option<super::OpenRound>, ()> {
+        if plan.tasks.get(task).and_then(Self::on_task).is_some() {
+            return Ok(None);
+        }
+        let Some(record) = plan.progress.extra.get(super::FIELD) else {
+            return Ok(None);
+        };
+        serde_json::from_value::<super::OpenRound>(record.clone())
+            .map(Some)
+            .map_err(drop)
     }
 
     /// [`FollowUp::built_on`] in the open round's record `open`.
@@ -219,50 +238,6 @@ impl FollowUp {
                 .ok()
                 .filter(|p| p.len() <= MAX_KEPT_PATCH),
             FollowUp::Rebase { .. } => None,
-        }
-    }
-}
-
-/// Attempt `j`, sent back by the rules (`step`: [`Step::Rebase`] or [`Step::Fail`]), recorded
-/// as a conflict: a failed attempt (`None`, `j` says why and carries no patch), or the rebase
-/// it runs again as and the one line that says why.
-pub(crate) fn sent_back(
-    plan: &mut Plan,
-    j: &mut crate::flow::attempt::Judged,
-    step: Step,
-) -> Option<(FollowUp, String)> {
-    const KEPT: usize = 16 << 10;
-    let why = match &step {
-        Step::Rebase(r) => r.why.as_str(),
-        Step::Fail { why } => why.as_str(),
-        Step::Land | Step::Recheck { .. } => "",
-    };
-    let line = crate::pure::sanitize::line(why.lines().next().unwrap_or_default());
-    let line: String = line.chars().take(300).collect();
-    crate::pure::usage::amend(plan, j.index, j.attempt, |r| {
-        r.outcome = crate::pure::usage::Outcome::Conflict;
-    });
-    match step {
-        Step::Rebase(Rebase {
-            task,
-            attempt,
-            onto,
-            why,
-        }) => {
-            let why = why.chars().take(KEPT).collect();
-            let f = FollowUp::Rebase {
-                task,
-                attempt,
-                onto,
-                why,
-            };
-            Some((f, line))
-        }
-        Step::Fail { .. } | Step::Land | Step::Recheck { .. } => {
-            j.verdict.status = crate::pure::plan::model::Status::Failed;
-            j.verdict.result = format!("it cannot be merged after its rebase: {line}");
-            j.patch.clear();
-            None
         }
     }
 }

@@ -450,9 +450,7 @@ impl RoundIndex {
         round.git("read-tree").args(["read-tree", at]).run()?;
         Ok(round)
     }
-}
 
-impl RoundIndex {
     /// The tree of commit (or tree) `rev`.
     fn tree_of(&self, rev: &str) -> Result<String, GitError> {
         git(&self.root, "rev-parse")

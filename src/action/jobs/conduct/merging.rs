@@ -33,10 +33,11 @@ use super::remote::Remote;
 use crate::action::ActionError;
 use crate::action::arrival::{Aside, merge_aside};
 use crate::action::rounds::FollowUp;
+use crate::edge::git::Merged;
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::exec::Launch;
-use crate::pure::integration::{self, Ledger, Meets, Start, Step, names, paths_of};
+use crate::pure::integration::{self, Ledger, Meets, Start, Step, paths_of};
 use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS};
 use crate::pure::plan::model::{Plan, Status};
 
@@ -91,8 +92,7 @@ impl Remote<'_> {
             let Some(onto) = moved else {
                 if j.verdict.status == Status::Completed {
                     let touched = j.touched.iter().cloned().collect();
-                    let declared = integration::declared(plan, j.index);
-                    ledger.landed(j.index, touched, declared, Vec::new());
+                    crate::flow::merge::landed(&mut ledger, plan, j.index, touched);
                 }
                 now.push(j);
                 continue;
@@ -135,15 +135,7 @@ impl Remote<'_> {
                 .insert(j.index, t.acceptance_criteria().to_vec());
         }
         let base = self.merging.bases.remove(&j.index);
-        let rebase_onto = match &follow {
-            Some(FollowUp::Recheck {
-                checks,
-                rebased: true,
-                ..
-            }) => Some(checks.clone()),
-            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
-            None | Some(FollowUp::Recheck { .. }) => None,
-        };
+        let rebase_onto = follow.as_ref().and_then(FollowUp::rebase_onto);
         let start = integration::Start {
             since: before,
             ..ledger.resumed(
@@ -157,32 +149,22 @@ impl Remote<'_> {
     }
 
     /// Merges completed attempt `j` (made at `base`) onto the branch's tree with the batch's
-    /// landing arrivals `now`, without landing it: what the merge came to, in the rules'
-    /// terms, and the merged change.
-    fn merge_aside(
-        &self,
-        j: &Judged,
-        now: &[Judged],
-        base: &str,
-    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
+    /// landing arrivals `now`, without landing it.
+    fn merge_aside(&self, j: &Judged, now: &[Judged], base: &str) -> Result<Merged, ActionError> {
         let index = self.repo.round_index()?;
         for l in now
             .iter()
             .filter(|l| l.verdict.status == Status::Completed && !l.patch.is_empty())
         {
-            // As the batch's integration applies them (one that does not is not integrated).
-            if index.check_patch(l.patch.borrowed()).is_ok() {
-                let _ = index.apply_patch(l.patch.borrowed());
-            }
+            // As the batch's integration applies them (all or nothing: one that does not apply
+            // is not integrated).
+            let _ = index.apply_patch(l.patch.borrowed());
         }
-        let merged = index.merge_patch(base, j.patch.borrowed())?;
-        drop(index);
-        Ok(crate::flow::merge::judged_merge(merged))
+        Ok(index.merge_patch(base, j.patch.borrowed())?)
     }
 
-    /// Attempt `j` merged cleanly (`f`, beside `onto`): it waits on its task, in progress,
-    /// for its re-check run.
-    fn wait_for_recheck(&mut self, plan: &mut Plan, j: &Judged, f: &FollowUp, onto: &[usize]) {
+    /// Attempt `j` merged cleanly beside `onto`: what its re-check run needs goes on its task.
+    fn keep_for_recheck(&mut self, plan: &mut Plan, j: &Judged, onto: &[usize]) {
         // Its review (if any) concluded now: the re-check reports none.
         crate::flow::steps::questions::record(plan, j);
         // The landed tasks' checks go beside the record: the plan update trims a completed
@@ -213,20 +195,6 @@ impl Remote<'_> {
                 .extra
                 .insert(FOLLOW_UP_CHECKS.into(), kept.into());
         }
-        let names = names(onto);
-        self.ui.say(format!(
-            "  task {}: attempt {} merges cleanly onto {names}; it lands after a re-check run checks the merged tree",
-            j.index, j.attempt
-        ));
-        self.follow(
-            plan,
-            j,
-            f,
-            format!(
-                "attempt {} merged cleanly beside {names}; its re-check runs now",
-                j.attempt
-            ),
-        );
     }
 
     /// Records follow-up `f` on `j`'s task (in progress, its attempt as it was, `result`
@@ -255,25 +223,24 @@ struct Batch<'x, 'r> {
 
 impl Aside for Batch<'_, '_> {
     const LATER: &'static str = "";
+    const NOBODY: &'static str = "the branch";
+    const RECHECKER: &'static str = "a re-check run checks the merged tree";
+    const RECHECK_RUNS: &'static str = "now";
 
     fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
         (self.plan, self.remote.ui)
     }
 
-    fn merge_aside(
-        &mut self,
-        j: &Judged,
-        start: &Start,
-    ) -> Result<(integration::Merge, Vec<u8>), ActionError> {
+    fn merge_aside(&mut self, j: &Judged, start: &Start) -> Result<Merged, ActionError> {
         self.remote.merge_aside(j, self.now, &start.base)
     }
 
     /// Kept on its task, which waits in progress for its re-check run.
-    fn keep(&mut self, j: &Judged, f: FollowUp, _: Vec<u8>, checks: &[usize]) {
-        self.remote.wait_for_recheck(self.plan, j, &f, checks);
+    fn keep(&mut self, j: &Judged, _: Vec<u8>, checks: &[usize]) {
+        self.remote.keep_for_recheck(self.plan, j, checks);
     }
 
-    /// Its rebase runs now.
+    /// Its re-check or rebase runs now.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
         self.remote.follow(self.plan, j, &f, result);
     }
@@ -333,8 +300,7 @@ fn landed_before(plan: &Plan) -> Ledger {
     let mut ledger = Ledger::later();
     for (k, t) in plan.tasks.iter().enumerate() {
         if t.status == Status::Completed {
-            let declared = integration::declared(plan, k);
-            ledger.landed(k, BTreeSet::new(), declared, Vec::new());
+            crate::flow::merge::landed(&mut ledger, plan, k, BTreeSet::new());
         }
     }
     ledger

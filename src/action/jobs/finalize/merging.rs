@@ -29,16 +29,16 @@
 //! display. Everything it decides follows from
 //! the part's base and its artifacts, so a re-run decides the same and lands nothing twice.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::ActionError;
 use crate::action::arrival::{Aside, Integrator, merge_aside, prepare_arrivals};
 use crate::action::rounds::{FollowUp, OpenRound};
-use crate::edge::git::{PatchRef, Repo};
+use crate::edge::git::{Merged, PatchRef, Repo};
 use crate::flow::Ui;
 use crate::flow::attempt::Judged;
 use crate::flow::integrate::RoundBuild;
-use crate::pure::integration::{Ledger, Meets, Merge, Start, Step, paths_of};
+use crate::pure::integration::{Ledger, Meets, Start, Step};
 use crate::pure::outcome::{self, Decision};
 use crate::pure::plan::model::{Plan, Status};
 use crate::pure::prompt::Unit;
@@ -74,13 +74,15 @@ pub(super) fn add(
     base: &str,
 ) -> Result<(), ActionError> {
     // What each rebase of the part builds on, read before the chain leaves the record.
-    let built: Vec<(usize, crate::action::rounds::BuiltOn)> = open
+    let built: BTreeMap<usize, crate::action::rounds::BuiltOn> = open
         .follow_ups
         .iter()
         .filter(|f| matches!(f, FollowUp::Rebase { .. }))
         .map(|f| {
-            let on = FollowUp::built_on_in(open, f.task()).unwrap_or_default();
-            (f.task(), on)
+            (
+                f.task(),
+                FollowUp::built_on_in(open, f.task()).unwrap_or_default(),
+            )
         })
         .collect();
     let (chain, items) = in_order(open, judged);
@@ -97,43 +99,14 @@ pub(super) fn add(
     };
     chain::land_chain(&mut at, chain)?;
     for (mut j, follow) in items {
-        let onto = match &follow {
-            Some(FollowUp::Rebase { onto, .. }) => Some(onto.clone()),
-            None | Some(FollowUp::Recheck { .. }) => None,
-        };
+        let onto = follow.as_ref().and_then(FollowUp::rebase_onto);
         j.rebase = onto.is_some();
-        let on = match &follow {
-            Some(FollowUp::Rebase { .. }) => built
-                .iter()
-                .find(|(k, _)| *k == j.index)
-                .map(|(_, on)| on.clone())
-                .unwrap_or_default(),
-            None | Some(FollowUp::Recheck { .. }) => Vec::new(),
-        };
+        let on = follow
+            .and_then(|_| built.get(&j.index).cloned())
+            .unwrap_or_default();
         let built_on = on.iter().map(|(k, _)| *k).collect();
         let start = at.ledger.resumed(j.index, base, onto, built_on);
-        // A rebase that failed beside a change that did not land goes back uncounted: no retry.
-        let beside_rejected =
-            j.verdict.status == Status::Failed && !at.ledger.not_landed(&start).is_empty();
-        ended(at.plan, &j, !beside_rejected, at.ui);
-        if !on.is_empty() {
-            chain::rebased_on_chain(&mut at, j, &start, &on)?;
-            continue;
-        }
-        let mine = paths_of(at.plan, j.index, &j.touched);
-        let meeting = at.ledger.meeting(&start, &mine);
-        if j.verdict.status == Status::Completed && !j.patch.is_empty() && !meeting.is_empty() {
-            match at.aside(&mut j, &start, &mine, Vec::new(), meeting)? {
-                Step::Fail { .. } => {}
-                Step::Recheck { .. } => {
-                    // Its review (if any) concluded now: the re-check reports none.
-                    crate::flow::steps::questions::record(at.plan, &j);
-                    continue;
-                }
-                Step::Land | Step::Rebase(_) => continue,
-            }
-        }
-        at.land(j)?;
+        chain::arrived(&mut at, j, &start, &on)?;
     }
     at.build_on_the_chain();
     Ok(())
@@ -166,10 +139,7 @@ impl Integrating<'_> {
                     }
                 }
             }
-            let to = match last {
-                Some(last) if last >= at_now => last,
-                _ => at_now,
-            };
+            let to = last.filter(|&last| last >= at_now).unwrap_or(at_now);
             open.follow_ups.insert(to, f);
         }
     }
@@ -178,22 +148,10 @@ impl Integrating<'_> {
     /// any attempt); the ledger learns what landed.
     fn land(&mut self, mut j: Judged) -> Result<(), ActionError> {
         prepare_arrivals(self.plan, std::slice::from_mut(&mut j), "in this round");
-        self.build
-            .add(self.repo, self.plan, std::slice::from_ref(&j), self.ui)?;
-        let lands = self
+        let (repo, ui) = (self.repo, self.ui);
+        Ok(self
             .build
-            .results()
-            .iter()
-            .rev()
-            .find(|r| r.index == j.index)
-            .is_some_and(|r| r.status == Status::Completed);
-        if lands {
-            let touched = j.touched.iter().cloned().collect();
-            crate::flow::merge::landed(&mut self.ledger, self.plan, j.index, touched);
-        } else {
-            self.ledger.ended(j.index);
-        }
-        Ok(())
+            .add_serial(repo, self.plan, &j, ui, &mut self.ledger)?)
     }
 
     /// Attempt `j`'s completed change (owning `mine`; made on the part's base with `made_on`
@@ -221,6 +179,9 @@ impl Integrating<'_> {
 
 impl Aside for Integrating<'_> {
     const LATER: &'static str = " in the round's next part";
+    const NOBODY: &'static str = "the tasks landed before it";
+    const RECHECKER: &'static str = "the next part's job re-checks the merged tree";
+    const RECHECK_RUNS: &'static str = "in the round's next part";
 
     fn plan_ui(&mut self) -> (&mut Plan, &Ui) {
         (self.plan, self.ui)
@@ -228,39 +189,22 @@ impl Aside for Integrating<'_> {
 
     /// Onto the round's tree with the chain applied (trees only), the change read against the
     /// part's base with `made_on` applied.
-    fn merge_aside(&mut self, j: &Judged, _: &Start) -> Result<(Merge, Vec<u8>), ActionError> {
+    fn merge_aside(&mut self, j: &Judged, _: &Start) -> Result<Merged, ActionError> {
         let tree = self.build.next_base(self.repo)?;
         let chain: Vec<PatchRef<'_>> = self.kept.iter().map(Into::into).collect();
         let made_on: Vec<PatchRef<'_>> = self.made_on.iter().map(Into::into).collect();
-        let merged =
-            self.repo
-                .merge_aside(&tree, &chain, self.base, &made_on, j.patch.borrowed())?;
-        Ok(crate::flow::merge::judged_merge(merged))
+        let patch = j.patch.borrowed();
+        Ok(self
+            .repo
+            .merge_aside(&tree, &chain, self.base, &made_on, patch)?)
     }
 
-    /// Kept in the open round for a re-check in the next part, and joins the chain.
-    fn keep(&mut self, j: &Judged, f: FollowUp, patch: Vec<u8>, checks: &[usize]) {
-        self.open.follow_ups.push(f);
+    /// Joins the chain (its record is kept in the open round for a re-check in the next part).
+    fn keep(&mut self, _: &Judged, patch: Vec<u8>, _: &[usize]) {
         self.kept.push(patch);
-        let names = match checks {
-            [] => "the tasks landed before it".to_string(),
-            _ => crate::pure::integration::names(checks),
-        };
-        self.ui.say(format!(
-            "  task {}: attempt {} merges cleanly onto {names}; it lands after the next part's job re-checks the merged tree",
-            j.index, j.attempt
-        ));
-        waits(
-            self.plan,
-            j,
-            format!(
-                "attempt {} merged cleanly beside {names}; its re-check runs in the round's next part",
-                j.attempt
-            ),
-        );
     }
 
-    /// A rebase in the next part.
+    /// A re-check or a rebase in the next part.
     fn wait(&mut self, j: &Judged, f: FollowUp, result: String) {
         waits(self.plan, j, result);
         self.open.follow_ups.push(f);

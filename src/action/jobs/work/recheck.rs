@@ -82,16 +82,18 @@ pub(super) fn run(at: &WorkJob, follow: &FollowUp) -> Result<outcome::Verdict, A
     Ok(verdict)
 }
 
-/// The chain's earlier merged changes and then `follow`'s own applied in the checkout: whether
-/// they applied, and the commit its own change is judged against (the part's base with the
-/// earlier changes).
+/// The chain's earlier merged changes applied in the checkout and committed there (never
+/// pushed), then `follow`'s own applied: whether they all applied, and the commit its own
+/// change is judged against (the part's base with the earlier changes).
 fn apply_chain(
     repo: &Repo,
     plan: &plan::model::Plan,
     follow: &FollowUp,
     base: &str,
 ) -> (Result<(), String>, String) {
-    let earlier = before(repo, plan, follow.task());
+    let earlier = FollowUp::before(plan, follow.task())
+        .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())
+        .and_then(|patches| commit_chain(repo, &patches, follow.task(), "re-check"));
     let applied = earlier.as_ref().map_err(Clone::clone).and_then(|_| {
         follow
             .patch()
@@ -99,14 +101,6 @@ fn apply_chain(
             .and_then(|p| repo.apply_patch(&p).map_err(|e| e.message))
     });
     (applied, earlier.unwrap_or_else(|_| base.to_string()))
-}
-
-/// The earlier candidates' merged changes of the chain applied in the checkout and committed
-/// there (never pushed): the commit its own change is judged against, or why they do not apply.
-fn before(repo: &Repo, plan: &plan::model::Plan, task: usize) -> Result<String, String> {
-    let patches = FollowUp::before(plan, task)
-        .ok_or_else(|| "the open round's record holds an unreadable patch".to_string())?;
-    commit_chain(repo, &patches, task, "re-check")
 }
 
 /// `patches` (a prefix of the chain's merged changes) applied in the checkout and committed

@@ -1,7 +1,8 @@
 //! The chain of a part under `overlap: merge` (see [`super`]): the previous finalize's
-//! re-checked merges landed as far as their re-checks passed, the rest merged again, and a
-//! rebase whose job built on that chain landed after it or merged again — each as the rules'
-//! ledger ([`crate::pure::integration::Ledger`]) decides; this module does the I/O.
+//! re-checked merges landed as far as their re-checks passed, the rest merged again; then each
+//! other arrival landed as under `serial` or merged aside, a rebase whose job built on that
+//! chain landed after it or merged again — each as the rules' ledger
+//! ([`crate::pure::integration::Ledger`]) decides; this module does the I/O.
 
 use std::collections::BTreeSet;
 
@@ -13,15 +14,18 @@ use crate::pure::plan::model::Status;
 
 use super::{Aside, Integrating};
 
-/// A rebase `j` (started at `start`) whose job built on the previous chain's candidates `on`
-/// (task, merged patch; its patch was read against the base with them applied). When the
-/// ledger says it lands as built ([`crate::pure::integration::Ledger::lands_as_built`]), the
-/// tree it lands on is, in its paths, the one its job judged it on (and ran their checks on):
-/// it lands as under `serial`. Otherwise it is merged onto the round's tree and the new chain
-/// with those patches as the merge base (a cherry-pick that leaves out a candidate that did not
-/// land) and re-checked in the next part; a conflict fails it when everything it built on
-/// landed, else sends it back once more.
-pub(super) fn rebased_on_chain(
+/// An arrival `j` of the part (started at `start`) that is not the chain's: one that shares no
+/// path with what landed before it or with the new chain lands as under `serial`; one that
+/// does is merged aside onto the round's tree and the new chain and re-checked in the next
+/// part ([`Integrating::aside`]). A rebase whose job built on the previous chain's candidates
+/// `on` (task, merged patch; its patch was read against the base with them applied) lands as
+/// it is when the ledger says it lands as built
+/// ([`crate::pure::integration::Ledger::lands_as_built`]: the tree it lands on is, in its
+/// paths, the one its job judged it on and ran their checks on); otherwise it is merged with
+/// those patches as the merge base (a cherry-pick that leaves out a candidate that did not
+/// land); a conflict fails it when everything it built on landed, else sends it back once
+/// more.
+pub(super) fn arrived(
     at: &mut Integrating<'_>,
     mut j: Judged,
     start: &Start,
@@ -30,12 +34,15 @@ pub(super) fn rebased_on_chain(
     let mine = paths_of(at.plan, j.index, &j.touched);
     let meeting = at.ledger.meeting(start, &mine);
     let rejected = at.ledger.not_landed(start);
+    let beside_rejected = j.verdict.status == Status::Failed && !rejected.is_empty();
+    // A rebase that failed beside a change that did not land goes back uncounted: no retry.
+    super::ended(at.plan, &j, !beside_rejected, at.ui);
     // Its job judged it on a tree holding a candidate that did not land (its re-check
     // failed): a failed verdict may be that change's, not its own (another task's check
     // failing beside it), so it is no failed attempt — like the chain's later candidates, it
     // is tried again without that change: sent back once more, uncounted, building again on
     // what it shares paths with (not on the rejected change, which goes back itself).
-    if j.verdict.status == Status::Failed && !rejected.is_empty() {
+    if beside_rejected {
         let why = format!(
             "it failed beside the change of {}, which did not land: {}",
             names(&rejected),
@@ -56,6 +63,7 @@ pub(super) fn rebased_on_chain(
     }
     let made_on = on.iter().map(|(_, p)| p.clone()).collect();
     match at.aside(&mut j, start, &mine, made_on, meeting)? {
+        // Its review (if any) concluded now: the re-check reports none.
         Step::Recheck { .. } => crate::flow::steps::questions::record(at.plan, &j),
         Step::Land | Step::Rebase(_) => {}
         Step::Fail { .. } => at.land(j)?,
@@ -77,14 +85,12 @@ pub(super) fn land_chain(
         .map(|(f, _)| f.patch().unwrap_or_default())
         .collect();
     for (n, (f, j)) in chain.into_iter().enumerate() {
-        let FollowUp::Recheck {
-            checks, rebased, ..
-        } = &f
-        else {
+        let FollowUp::Recheck { checks, .. } = &f else {
             continue;
         };
-        let onto = rebased.then(|| checks.clone());
-        let start = at.ledger.resumed(f.task(), at.base, onto, Vec::new());
+        let start = at
+            .ledger
+            .resumed(f.task(), at.base, f.rebase_onto(), Vec::new());
         let Some(mut j) = j else {
             let a = Arrival {
                 task: f.task(),
