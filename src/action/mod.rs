@@ -65,11 +65,24 @@ pub struct Inputs {
     pub overlap: Option<crate::pure::overlap::Policy>,
 }
 
+use crate::pure::timeline::Ran;
+
 impl Inputs {
     /// Who dagexec is on GitHub in this job (the App of `app_id`, if any, besides Actions' bot).
     pub(crate) fn me(&self) -> steering::comment::Identity {
         steering::comment::Identity {
             app_id: self.app_id,
+        }
+    }
+
+    /// How a run of `schedule` runs on Actions under these inputs (`merge`: under `overlap:
+    /// merge`), for the timeline's prediction beside it.
+    pub(crate) fn ran(&self, schedule: crate::pure::engine::Schedule, merge: bool) -> Ran {
+        Ran {
+            schedule,
+            place: crate::pure::simulate::Place::Actions,
+            slots: self.max_parallel,
+            merge,
         }
     }
 }

@@ -274,13 +274,9 @@ impl Publisher<'_> {
         stop: Option<&RunStop>,
     ) -> Result<crate::edge::github::ops::PullRequest, ActionError> {
         let (ctx, round) = (self.ctx, self.round);
-        let ran = crate::pure::timeline::Ran {
-            schedule: self.schedule,
-            place: crate::pure::simulate::Place::Actions,
-            slots: self.inputs.max_parallel,
-            merge: crate::action::overlap_policy(self.repo.root(), self.inputs)
-                .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge),
-        };
+        let merge = crate::action::overlap_policy(self.repo.root(), self.inputs)
+            .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge);
+        let ran = self.inputs.ran(self.schedule, merge);
         let body = report::pr_body(plan, round.round, links, stop, ran);
         if let Some(pr) = c.find_pull(&round.branch).await? {
             c.update_pull_body(pr.number, &body).await?;
@@ -445,7 +441,7 @@ impl Publisher<'_> {
         .await?;
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
-                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+                runtime::annotation("error", &title, summary.lines().next().unwrap_or(""));
             }
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }

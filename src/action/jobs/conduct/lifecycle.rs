@@ -354,12 +354,12 @@ impl Remote<'_> {
             self.drop_starts_record();
         }
         self.summary(plan, round_no)?;
-        Ok(Finalized {
+        Ok(Finalized::ended(
             conclusion,
-            pr: published.pr,
-            failed: stop.as_ref().is_some_and(RunStop::fails),
-            spent: Some(crate::pure::usage::total(plan)),
-        })
+            published.pr,
+            stop.as_ref(),
+            plan,
+        ))
     }
 
     /// Nothing is pending: the seed's summary and clean-up, committed.
@@ -369,11 +369,7 @@ impl Remote<'_> {
             "dagexec: run complete",
             std::slice::from_ref(&self.inputs.plan_rel),
         )?;
-        let conclusion = match stop {
-            Some(RunStop::Completed) => Conclusion::Completed,
-            Some(_) => Conclusion::NeedsInput,
-            None => Conclusion::Incomplete,
-        };
+        let conclusion = stop.as_ref().map_or(Conclusion::Incomplete, Conclusion::of);
         Ok((conclusion, stop))
     }
 
@@ -415,12 +411,8 @@ impl Remote<'_> {
             part,
             &self.links,
             &events,
-            crate::pure::timeline::Ran {
-                schedule: crate::pure::engine::Schedule::Eager,
-                place: crate::pure::simulate::Place::Actions,
-                slots: self.inputs.max_parallel,
-                merge: self.merging.on,
-            },
+            self.inputs
+                .ran(crate::pure::engine::Schedule::Eager, self.merging.on),
         ))?;
         // What a provider's rate limit held back during this job, when it began and ended.
         let holds: Vec<String> = events
