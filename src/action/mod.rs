@@ -320,6 +320,18 @@ pub(crate) fn dispatch_inputs(
     map
 }
 
+/// Starts a round of the plan of `inputs` on `branch`: its workflow dispatched on `on` (the
+/// branch, or the ref a redirected run started from) with [`dispatch_inputs`].
+pub(crate) async fn dispatch_round(
+    c: &crate::edge::github::Client,
+    inputs: &Inputs,
+    branch: &str,
+    on: &str,
+) -> Result<(), crate::edge::github::ApiError> {
+    c.dispatch(&inputs.workflow, on, &dispatch_inputs(inputs, branch))
+        .await
+}
+
 /// The dispatch input that carries the build pin (`templates/dagexec.yml`'s `build`).
 pub const BUILD_INPUT: &str = "build";
 

@@ -131,7 +131,7 @@ impl Publisher<'_> {
             None => false,
         };
         if !aborted {
-            self.dispatch(c).await?;
+            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
             self.ui.say(format!(
                 "Dispatched a fresh round on {} to plan from where it stands.",
                 round.branch
@@ -143,13 +143,6 @@ impl Publisher<'_> {
             aborted,
             stale: true,
         })
-    }
-
-    /// Starts the next round on the execution branch.
-    async fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
-        let inputs = super::dispatch_inputs(self.inputs, branch);
-        Ok(c.dispatch(workflow, branch, &inputs).await?)
     }
 
     /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
@@ -188,7 +181,7 @@ impl Publisher<'_> {
         let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?;
         let dispatched = more && !aborted;
         if dispatched {
-            self.dispatch(c).await?;
+            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
         self.write_status(&at, plan, links, more && aborted).await?;
         self.write_back_issues(&at, plan, links).await?;

@@ -289,10 +289,7 @@ impl Steer<'_> {
             client.comment(self.trigger.pr_number, &refusal).await?;
             return Ok(said(refusal));
         }
-        let dispatch = crate::action::dispatch_inputs(&c.inputs, branch);
-        client
-            .dispatch(&c.inputs.workflow, branch, &dispatch)
-            .await?;
+        crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

@@ -376,11 +376,8 @@ impl Remote<'_> {
     /// The successor's start: the state is pushed, so only this is left; an outage is waited
     /// out (a second successor would only wait in the branch's group).
     async fn dispatch_successor(&self) -> Result<(), ActionError> {
-        let next = crate::action::dispatch_inputs(self.inputs, self.branch);
-        let call = || {
-            self.client
-                .dispatch(&self.inputs.workflow, self.branch, &next)
-        };
+        let (inputs, branch) = (self.inputs, self.branch);
+        let call = || crate::action::dispatch_round(self.client, inputs, branch, branch);
         let again = |e: &ApiError, pause| {
             format!(
                 "GitHub could not start the successor conductor ({e}); trying again in {pause}."

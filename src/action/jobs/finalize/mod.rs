@@ -109,7 +109,6 @@ impl Finalize<'_> {
         let (round, ui, ctx) = (self.round, &self.job.ui, self.ctx);
         ui.say(&round.planned_message);
         if let Some(c) = self.client {
-            let inputs_json = crate::action::dispatch_inputs(self.given, &round.branch);
             // A run of the default branch runs no task code (see `plan`): the round runs on
             // the execution branch, started here at this run's commit when it is new.
             let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
@@ -128,8 +127,7 @@ impl Finalize<'_> {
             } else {
                 ctx.ref_name.as_str()
             };
-            c.dispatch(&self.job.checkout.inputs.workflow, on, &inputs_json)
-                .await?;
+            crate::action::dispatch_round(c, self.given, &round.branch, on).await?;
             ui.say(format!(
                 "Dispatched the round on {on} (branch: {}).",
                 round.branch
