@@ -290,20 +290,15 @@ impl Finalize<'_> {
         judged: Vec<crate::flow::attempt::Judged>,
         open: &mut crate::action::rounds::OpenRound,
     ) -> Result<(bool, Option<RunEnd>), ActionError> {
-        let WriterJob {
-            checkout: Checkout {
-                repo, plan, dag, ..
-            },
-            ui,
-            opts,
-        } = &mut self.job;
+        let job = &mut self.job;
         let at = Integrator {
-            repo,
-            dag,
-            opts,
-            ui,
+            repo: &job.checkout.repo,
+            dag: &job.checkout.dag,
+            opts: &job.opts,
+            ui: &job.ui,
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
+        let plan = &mut job.checkout.plan;
         integrate_part(at, plan, open, judged, merge, &self.round.base)
     }
 
