@@ -175,9 +175,9 @@ impl<'a> Queue<'a> {
 }
 
 /// Applies every plan change queued on pull request `pr` that is not settled yet, oldest first,
-/// each committed in the checkout (`plan_path`) with its record
+/// each committed in the checkout (the plan at the inputs' `plan_rel`) with its record
 /// ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)): the queued markers are dagexec's own
-/// comments (`me`: a stranger's marker is no command), each naming an `/execute` comment. A command
+/// comments (the inputs' `me`: a stranger's marker is no command), each naming an `/execute` comment. A command
 /// is settled when one of its markers says so, when the branch's history records it, or when the
 /// plan's cache does; nothing settled is applied again. Before a command is applied, the comment it
 /// names is read again and must be on this pull request, by a person who has write access *now*
