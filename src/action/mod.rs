@@ -65,11 +65,24 @@ pub struct Inputs {
     pub overlap: Option<crate::pure::overlap::Policy>,
 }
 
+use crate::pure::timeline::Ran;
+
 impl Inputs {
     /// Who dagexec is on GitHub in this job (the App of `app_id`, if any, besides Actions' bot).
     pub(crate) fn me(&self) -> steering::comment::Identity {
         steering::comment::Identity {
             app_id: self.app_id,
+        }
+    }
+
+    /// How a run of `schedule` runs on Actions under these inputs (`merge`: under `overlap:
+    /// merge`), for the timeline's prediction beside it.
+    pub(crate) fn ran(&self, schedule: crate::pure::engine::Schedule, merge: bool) -> Ran {
+        Ran {
+            schedule,
+            place: crate::pure::simulate::Place::Actions,
+            slots: self.max_parallel,
+            merge,
         }
     }
 }
@@ -305,6 +318,18 @@ pub(crate) fn dispatch_inputs(
         map.insert(BUILD_INPUT.into(), inputs.build.as_str().into());
     }
     map
+}
+
+/// Starts a round of the plan of `inputs` on `branch`: its workflow dispatched on `on` (the
+/// branch, or the ref a redirected run started from) with [`dispatch_inputs`].
+pub(crate) async fn dispatch_round(
+    c: &crate::edge::github::Client,
+    inputs: &Inputs,
+    branch: &str,
+    on: &str,
+) -> Result<(), crate::edge::github::ApiError> {
+    c.dispatch(&inputs.workflow, on, &dispatch_inputs(inputs, branch))
+        .await
 }
 
 /// The dispatch input that carries the build pin (`templates/dagexec.yml`'s `build`).

@@ -128,6 +128,20 @@ impl PlanConclusion {
     }
 }
 
+impl Conclusion {
+    /// The conclusion of a run that stopped at `stop`.
+    pub fn of(stop: &crate::action::report::RunStop) -> Conclusion {
+        use crate::action::report::RunStop;
+        match stop {
+            RunStop::Completed => Conclusion::Completed,
+            RunStop::CircuitBreaker(_) => Conclusion::CircuitBreaker,
+            RunStop::Deadlock(_) => Conclusion::Deadlock,
+            RunStop::NeedsInput(_) => Conclusion::NeedsInput,
+            RunStop::Budget(_) => Conclusion::Budget,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Conclusion, PlanConclusion};

@@ -131,7 +131,7 @@ impl Publisher<'_> {
             None => false,
         };
         if !aborted {
-            self.dispatch(c).await?;
+            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
             self.ui.say(format!(
                 "Dispatched a fresh round on {} to plan from where it stands.",
                 round.branch
@@ -143,13 +143,6 @@ impl Publisher<'_> {
             aborted,
             stale: true,
         })
-    }
-
-    /// Starts the next round on the execution branch.
-    async fn dispatch(&self, c: &Client) -> Result<(), ActionError> {
-        let (workflow, branch) = (&self.inputs.workflow, &self.round.branch);
-        let inputs = super::dispatch_inputs(self.inputs, branch);
-        Ok(c.dispatch(workflow, branch, &inputs).await?)
     }
 
     /// Pushes the round, then, on GitHub: the pull request (opened as a draft on the first
@@ -188,7 +181,7 @@ impl Publisher<'_> {
         let aborted = steering::abort_confirmed(c, pr.number, &at.marked).await?;
         let dispatched = more && !aborted;
         if dispatched {
-            self.dispatch(c).await?;
+            super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
         self.write_status(&at, plan, links, more && aborted).await?;
         self.write_back_issues(&at, plan, links).await?;
@@ -274,13 +267,9 @@ impl Publisher<'_> {
         stop: Option<&RunStop>,
     ) -> Result<crate::edge::github::ops::PullRequest, ActionError> {
         let (ctx, round) = (self.ctx, self.round);
-        let ran = crate::pure::timeline::Ran {
-            schedule: self.schedule,
-            place: crate::pure::simulate::Place::Actions,
-            slots: self.inputs.max_parallel,
-            merge: crate::action::overlap_policy(self.repo.root(), self.inputs)
-                .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge),
-        };
+        let merge = crate::action::overlap_policy(self.repo.root(), self.inputs)
+            .is_ok_and(|p| p == crate::pure::overlap::Policy::Merge);
+        let ran = self.inputs.ran(self.schedule, merge);
         let body = report::pr_body(plan, round.round, links, stop, ran);
         if let Some(pr) = c.find_pull(&round.branch).await? {
             c.update_pull_body(pr.number, &body).await?;
@@ -445,7 +434,7 @@ impl Publisher<'_> {
         .await?;
         if conclusion != Conclusion::Success {
             if conclusion == Conclusion::Failure {
-                runtime::error_annotation(&title, summary.lines().next().unwrap_or(""));
+                runtime::annotation("error", &title, summary.lines().next().unwrap_or(""));
             }
             let _ = ctx.summary(&format!("## {title}\n\n{summary}"));
         }

@@ -138,19 +138,10 @@ pub fn mask(token: &Token) {
     }
 }
 
-/// An error annotation (shown on the run's page) in Actions, a plain line elsewhere.
-pub fn error_annotation(title: &str, message: &str) {
-    annotation("error", title, message);
-}
-
-/// A warning annotation (shown on the run's page) in Actions, a plain line elsewhere.
-pub fn warning_annotation(title: &str, message: &str) {
-    annotation("warning", title, message);
-}
-
-/// The workflow command `::KIND title=…::…`, its title and message escaped as the runner
-/// reads them.
-fn annotation(kind: &str, title: &str, message: &str) {
+/// An annotation of `kind` (`error`, `warning`; shown on the run's page) in Actions: the
+/// workflow command `::KIND title=…::…`, its title and message escaped as the runner reads
+/// them. A plain line elsewhere.
+pub fn annotation(kind: &str, title: &str, message: &str) {
     if std::env::var_os("GITHUB_ACTIONS").is_some() {
         let esc = |s: &str| {
             s.replace('%', "%25")

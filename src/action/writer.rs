@@ -24,6 +24,22 @@ pub struct Finalized {
 }
 
 impl Finalized {
+    /// How a job ended that published pull request `pr` and stopped at `stop`, if it did:
+    /// failed when the user must act on the stop; the plan's spend.
+    pub(crate) fn ended(
+        conclusion: crate::action::protocol::Conclusion,
+        pr: Option<u64>,
+        stop: Option<&crate::action::report::RunStop>,
+        plan: &plan::model::Plan,
+    ) -> Finalized {
+        Finalized {
+            conclusion,
+            pr,
+            failed: stop.is_some_and(crate::action::report::RunStop::fails),
+            spent: Some(crate::pure::usage::total(plan)),
+        }
+    }
+
     /// The `cost` (USD, as recorded: `0.000615`; `0` when no attempt reported one),
     /// `input-tokens` and `output-tokens` outputs: what the plan's attempt records add up to,
     /// the model gateway's figures where it counted them. None when the job read no plan.

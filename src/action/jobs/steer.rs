@@ -237,14 +237,7 @@ impl Steer<'_> {
     /// a round's writer applied it already.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
-        let queue = Queue {
-            client: self.client,
-            pr: trigger.pr_number,
-            me: self.inputs.me(),
-            repo: &c.repo,
-            plan_path: &c.plan_path,
-            plan_rel: &c.inputs.plan_rel,
-        };
+        let queue = Queue::new(self.client, trigger.pr_number, &c.repo, &c.inputs);
         let caught = catch_up(queue, &mut c.plan, &c.dag, Some(trigger)).await?;
         for line in &caught.lines {
             println!("{line}");
@@ -296,10 +289,7 @@ impl Steer<'_> {
             client.comment(self.trigger.pr_number, &refusal).await?;
             return Ok(said(refusal));
         }
-        let dispatch = crate::action::dispatch_inputs(&c.inputs, branch);
-        client
-            .dispatch(&c.inputs.workflow, branch, &dispatch)
-            .await?;
+        crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

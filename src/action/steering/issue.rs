@@ -153,10 +153,7 @@ async fn start(
     comment::upsert_status(client, issue, inputs.me(), &text).await?;
     let mut run_inputs = inputs.clone();
     run_inputs.plan_rel.clone_from(&prepared.plan_rel);
-    let dispatch = crate::action::dispatch_inputs(&run_inputs, &branch);
-    client
-        .dispatch(&inputs.workflow, &branch, &dispatch)
-        .await?;
+    crate::action::dispatch_round(client, &run_inputs, &branch, &branch).await?;
     Ok(Steered {
         message: format!("Started the plan of #{issue}'s sub-issues on {branch}."),
         dispatched: Some(branch),

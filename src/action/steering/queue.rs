@@ -2,14 +2,12 @@
 //! naming an `/execute` comment; applied in order by whichever job writes the branch next,
 //! each re-checked first, and the markers rewritten once the branch records them.
 
-use std::path::Path;
-
 use super::comment::{self, SlashCommand, Trigger};
 use super::record::{
     STEER_MARKER_PREFIX, SettledCommand, apply, changes_plan, record, settled_between,
     settled_in_history, steer_marker, steered, with_trailer,
 };
-use crate::action::ActionError;
+use crate::action::{ActionError, Inputs};
 use crate::edge::git::Repo;
 use crate::edge::github::Client;
 use crate::pure::plan::Plan;
@@ -155,23 +153,31 @@ async fn settle_markers(
     Ok(format!("{status} (comment {id})"))
 }
 
-/// The pull request whose queued commands a writer of the branch applies, and its checkout
-/// of the branch (`plan_path`, `plan_rel`: the plan there).
+/// The pull request whose queued commands a writer of the branch applies, its checkout of the
+/// branch, and its inputs (the plan there, `plan_rel`, and whose markers count, `me`).
 #[derive(Clone, Copy)]
 pub(crate) struct Queue<'a> {
-    pub client: &'a Client,
-    pub pr: u64,
-    /// Whose markers count (dagexec's own comments).
-    pub me: comment::Identity,
-    pub repo: &'a Repo,
-    pub plan_path: &'a Path,
-    pub plan_rel: &'a str,
+    client: &'a Client,
+    pr: u64,
+    repo: &'a Repo,
+    inputs: &'a Inputs,
+}
+
+impl<'a> Queue<'a> {
+    pub(crate) fn new(client: &'a Client, pr: u64, repo: &'a Repo, inputs: &'a Inputs) -> Self {
+        Queue {
+            client,
+            pr,
+            repo,
+            inputs,
+        }
+    }
 }
 
 /// Applies every plan change queued on pull request `pr` that is not settled yet, oldest first,
-/// each committed in the checkout (`plan_path`) with its record
+/// each committed in the checkout (the plan at the inputs' `plan_rel`) with its record
 /// ([`STEERED_TRAILER`](super::record::STEERED_TRAILER)): the queued markers are dagexec's own
-/// comments (`me`: a stranger's marker is no command), each naming an `/execute` comment. A command
+/// comments (the inputs' `me`: a stranger's marker is no command), each naming an `/execute` comment. A command
 /// is settled when one of its markers says so, when the branch's history records it, or when the
 /// plan's cache does; nothing settled is applied again. Before a command is applied, the comment it
 /// names is read again and must be on this pull request, by a person who has write access *now*
@@ -188,13 +194,9 @@ pub(crate) async fn catch_up(
     known: Option<&Trigger>,
 ) -> Result<CaughtUp, ActionError> {
     let Queue {
-        client,
-        pr,
-        me,
-        repo,
-        ..
+        client, pr, repo, ..
     } = q;
-    let markers = markers(client, pr, me).await?;
+    let markers = markers(client, pr, q.inputs.me()).await?;
     let mut out = CaughtUp {
         settled: markers.iter().filter(|m| m.settled).map(|m| m.id).collect(),
         ..Default::default()
@@ -264,7 +266,7 @@ fn commit_command(
         )),
     };
     record(plan, id);
-    crate::action::save_plan(plan, q.plan_path)?;
+    crate::action::save_plan(plan, &q.repo.root().join(&q.inputs.plan_rel))?;
     let message = match &outcome {
         Ok(message) => with_trailer(message, id, true),
         Err(why) => with_trailer(
@@ -276,7 +278,8 @@ fn commit_command(
             false,
         ),
     };
-    q.repo.commit(&message, &[q.plan_rel.to_string()])?;
+    q.repo
+        .commit(&message, std::slice::from_ref(&q.inputs.plan_rel))?;
     Ok(format!(
         "{}: comment {id} ({}).",
         if outcome.is_ok() {

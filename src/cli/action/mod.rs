@@ -70,7 +70,7 @@ pub fn run(cmd: ActionCommand) -> Exit {
         // on this runtime (how blocking work fits in: `crate::action::runtime`).
         .and_then(|root| crate::action::runtime()?.block_on(job(cmd, &ctx, &root)))
         .unwrap_or_else(|e| {
-            runtime::error_annotation("dagexec", &e.to_string());
+            runtime::annotation("error", "dagexec", &e.to_string());
             Exit::Usage
         })
 }

@@ -204,14 +204,7 @@ impl Executor for Remote<'_> {
         // Plan changes queued on the pull request (`/execute answer|retry|proceed`: their
         // steer job waits in the branch's group until this conductor ends), applied now.
         if let Some(pr) = self.pr {
-            let queue = steering::Queue {
-                client: self.client,
-                pr,
-                me: self.inputs.me(),
-                repo: self.repo,
-                plan_path: self.plan_path,
-                plan_rel: &self.inputs.plan_rel,
-            };
+            let queue = steering::Queue::new(self.client, pr, self.repo, self.inputs);
             let applied = steering::catch_up(queue, plan, self.dag, None).await;
             match applied {
                 Ok(applied) => {

@@ -354,12 +354,12 @@ impl Remote<'_> {
             self.drop_starts_record();
         }
         self.summary(plan, round_no)?;
-        Ok(Finalized {
+        Ok(Finalized::ended(
             conclusion,
-            pr: published.pr,
-            failed: stop.as_ref().is_some_and(RunStop::fails),
-            spent: Some(crate::pure::usage::total(plan)),
-        })
+            published.pr,
+            stop.as_ref(),
+            plan,
+        ))
     }
 
     /// Nothing is pending: the seed's summary and clean-up, committed.
@@ -369,22 +369,15 @@ impl Remote<'_> {
             "dagexec: run complete",
             std::slice::from_ref(&self.inputs.plan_rel),
         )?;
-        let conclusion = match stop {
-            Some(RunStop::Completed) => Conclusion::Completed,
-            Some(_) => Conclusion::NeedsInput,
-            None => Conclusion::Incomplete,
-        };
+        let conclusion = stop.as_ref().map_or(Conclusion::Incomplete, Conclusion::of);
         Ok((conclusion, stop))
     }
 
     /// The successor's start: the state is pushed, so only this is left; an outage is waited
     /// out (a second successor would only wait in the branch's group).
     async fn dispatch_successor(&self) -> Result<(), ActionError> {
-        let next = crate::action::dispatch_inputs(self.inputs, self.branch);
-        let call = || {
-            self.client
-                .dispatch(&self.inputs.workflow, self.branch, &next)
-        };
+        let (inputs, branch) = (self.inputs, self.branch);
+        let call = || crate::action::dispatch_round(self.client, inputs, branch, branch);
         let again = |e: &ApiError, pause| {
             format!(
                 "GitHub could not start the successor conductor ({e}); trying again in {pause}."
@@ -415,12 +408,8 @@ impl Remote<'_> {
             part,
             &self.links,
             &events,
-            crate::pure::timeline::Ran {
-                schedule: crate::pure::engine::Schedule::Eager,
-                place: crate::pure::simulate::Place::Actions,
-                slots: self.inputs.max_parallel,
-                merge: self.merging.on,
-            },
+            self.inputs
+                .ran(crate::pure::engine::Schedule::Eager, self.merging.on),
         ))?;
         // What a provider's rate limit held back during this job, when it began and ended.
         let holds: Vec<String> = events

@@ -109,7 +109,6 @@ impl Finalize<'_> {
         let (round, ui, ctx) = (self.round, &self.job.ui, self.ctx);
         ui.say(&round.planned_message);
         if let Some(c) = self.client {
-            let inputs_json = crate::action::dispatch_inputs(self.given, &round.branch);
             // A run of the default branch runs no task code (see `plan`): the round runs on
             // the execution branch, started here at this run's commit when it is new.
             let on = if !ctx.default_branch.is_empty() && ctx.ref_name == ctx.default_branch {
@@ -128,8 +127,7 @@ impl Finalize<'_> {
             } else {
                 ctx.ref_name.as_str()
             };
-            c.dispatch(&self.job.checkout.inputs.workflow, on, &inputs_json)
-                .await?;
+            crate::action::dispatch_round(c, self.given, &round.branch, on).await?;
             ui.say(format!(
                 "Dispatched the round on {on} (branch: {}).",
                 round.branch
@@ -176,12 +174,14 @@ impl Finalize<'_> {
             return Ok(stale(published));
         }
         self.ctx.summary(&format!("## dagexec\n\n{message}\n"))?;
-        Ok(Finalized {
-            conclusion: planned.passed_on().expect("work and close-round integrate"),
-            pr: published.pr,
-            failed: stop.as_ref().is_some_and(RunStop::fails),
-            spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
-        })
+        let conclusion = planned.passed_on().expect("work and close-round integrate");
+        let plan = &self.job.checkout.plan;
+        Ok(Finalized::ended(
+            conclusion,
+            published.pr,
+            stop.as_ref(),
+            plan,
+        ))
     }
 
     /// A part of a round (or the close of one): judge, integrate, catch up on steering,
@@ -223,21 +223,18 @@ impl Finalize<'_> {
         self.summary(&batch)?;
         self.say_next(&published, &open, closed);
         let conclusion = match &stop {
-            Some(RunStop::Completed) => Conclusion::Completed,
-            Some(RunStop::CircuitBreaker(_)) => Conclusion::CircuitBreaker,
-            Some(RunStop::Deadlock(_)) => Conclusion::Deadlock,
-            Some(RunStop::NeedsInput(_)) => Conclusion::NeedsInput,
-            Some(RunStop::Budget(_)) => Conclusion::Budget,
+            Some(stop) => Conclusion::of(stop),
             None if more && published.aborted => Conclusion::Aborted,
             None if more => Conclusion::Continue,
             None => Conclusion::Incomplete,
         };
-        Ok(Finalized {
+        let plan = &self.job.checkout.plan;
+        Ok(Finalized::ended(
             conclusion,
-            pr: published.pr,
-            failed: stop.as_ref().is_some_and(RunStop::fails),
-            spent: Some(crate::pure::usage::total(&self.job.checkout.plan)),
-        })
+            published.pr,
+            stop.as_ref(),
+            plan,
+        ))
     }
 
     /// The round this run is a part of: the one open on the branch, else the one it starts
@@ -293,20 +290,15 @@ impl Finalize<'_> {
         judged: Vec<crate::flow::attempt::Judged>,
         open: &mut crate::action::rounds::OpenRound,
     ) -> Result<(bool, Option<RunEnd>), ActionError> {
-        let WriterJob {
-            checkout: Checkout {
-                repo, plan, dag, ..
-            },
-            ui,
-            opts,
-        } = &mut self.job;
+        let job = &mut self.job;
         let at = Integrator {
-            repo,
-            dag,
-            opts,
-            ui,
+            repo: &job.checkout.repo,
+            dag: &job.checkout.dag,
+            opts: &job.opts,
+            ui: &job.ui,
         };
         let merge = matrix::Matrix::merges(&self.round.matrix);
+        let plan = &mut job.checkout.plan;
         integrate_part(at, plan, open, judged, merge, &self.round.base)
     }
 
@@ -322,14 +314,7 @@ impl Finalize<'_> {
         };
         let job = &mut self.job;
         let me = job.checkout.inputs.me();
-        let queue = steering::Queue {
-            client: c,
-            pr,
-            me,
-            repo: &job.checkout.repo,
-            plan_path: &job.checkout.plan_path,
-            plan_rel: &job.checkout.inputs.plan_rel,
-        };
+        let queue = steering::Queue::new(c, pr, &job.checkout.repo, &job.checkout.inputs);
         let plan = &mut job.checkout.plan;
         let applied = steering::catch_up(queue, plan, &job.checkout.dag, None)
             .await?
@@ -389,12 +374,10 @@ impl Finalize<'_> {
             part,
             &self.links,
             &self.job.ui.activity(),
-            crate::pure::timeline::Ran {
-                schedule: engine::Schedule::Rounds,
-                place: crate::pure::simulate::Place::Actions,
-                slots: self.job.checkout.inputs.max_parallel,
-                merge: matrix::Matrix::merges(&self.round.matrix),
-            },
+            self.job.checkout.inputs.ran(
+                engine::Schedule::Rounds,
+                matrix::Matrix::merges(&self.round.matrix),
+            ),
         ))?;
         Ok(())
     }

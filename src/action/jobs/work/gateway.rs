@@ -68,7 +68,7 @@ pub(super) async fn start(
         crate::flow::settings::gateway_config(&input, plan, max_cost, &settings, worker)
             .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
     if let Some(w) = warning {
-        crate::action::runtime::warning_annotation("dagexec", &w);
+        crate::action::runtime::annotation("warning", "dagexec", &w);
     }
     let gateway = Gateway::start(config).await.map_err(|e| {
         ActionError::Input(format!("cannot start the model gateway on 127.0.0.1: {e}"))
