@@ -238,7 +238,7 @@ impl Eager<'_> {
     ) -> Result<Vec<Judged>, X::Error> {
         let mut landed: Vec<Judged> = Vec::new();
         for j in judged {
-            let retry = arrive(x, plan, &j, Unit::Batch, (&mut s.standing, &mut s.stop))?;
+            let retry = arrive(x, plan, &j, Unit::Batch, &mut s.standing, &mut s.stop)?;
             if !lands(&j) {
                 s.in_flight.remove(&j.index);
                 continue;

@@ -343,7 +343,8 @@ fn arrive<X: Executor>(
     plan: &mut Plan,
     j: &Judged,
     unit: Unit,
-    (standing, stop): (&mut Standing, &mut Option<Ending>),
+    standing: &mut Standing,
+    stop: &mut Option<Ending>,
 ) -> Result<Option<(u32, String)>, X::Error> {
     standing.judged(j);
     if let Some(r) = j.record() {

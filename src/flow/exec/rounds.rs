@@ -236,7 +236,7 @@ impl RoundLoop<'_> {
             let arrivals = x.wait(plan).await?;
             cancelled |= arrivals.cancelled;
             for j in arrivals.judged {
-                let retry = arrive(x, plan, &j, self.schedule.unit(), (standing, &mut stop))?;
+                let retry = arrive(x, plan, &j, self.schedule.unit(), standing, &mut stop)?;
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;

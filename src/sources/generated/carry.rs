@@ -65,28 +65,34 @@ pub(crate) fn carry_over(fresh: &mut Plan, old: &Plan, field: &str) {
         let Some(j) = old_ids.iter().position(|o| o == id) else {
             continue;
         };
-        let team = (
-            now.get(i).cloned().flatten(),
-            then.get(j).cloned().flatten(),
-        );
-        if j < old.tasks.len() && i < fresh.tasks.len() && !changed(team, fresh, old, (i, j)) {
+        if j < old.tasks.len()
+            && i < fresh.tasks.len()
+            && !changed(
+                now.get(i).cloned().flatten(),
+                then.get(j).cloned().flatten(),
+                fresh.tasks[i].status,
+                old,
+                j,
+            )
+        {
             moved[j] = Some(i);
         }
     }
     crate::pure::plan::carry::carry_state(fresh, old, &moved, field, |_| false);
 }
 
-/// Whether the team changed the status of the task (fresh `i`, old `j`) in its file since
-/// dagexec read it (`team`: its status mark there now, and when dagexec read it last): then
+/// Whether the team changed the status of the task (old `j`, whose fresh status is `fresh`)
+/// in its file since dagexec read it (its status mark there `now`, and `then` when dagexec
+/// read it last): then
 /// the file's status wins and the task starts afresh (`pending` gives fresh attempts; `done`
 /// and `cancelled` are the file's already). A task dagexec completed whose file no longer says
 /// so was reopened — unless its round is still open on the Action (`progress.dagexecRound`),
 /// whose status is written when the round ends.
-fn changed(team: Marks, fresh: &Plan, old: &Plan, (i, j): (usize, usize)) -> bool {
-    let (Some(now), Some(then)) = team else {
+fn changed(now: Option<String>, then: Option<String>, fresh: Status, old: &Plan, j: usize) -> bool {
+    let (Some(now), Some(then)) = (now, then) else {
         return false;
     };
-    if fresh.tasks[i].status == Status::Completed {
+    if fresh == Status::Completed {
         return false;
     }
     if old.tasks[j].status == Status::Completed {
@@ -101,6 +107,3 @@ fn changed(team: Marks, fresh: &Plan, old: &Plan, (i, j): (usize, usize)) -> boo
     }
     now != then
 }
-
-/// A task's status mark in the file now and when dagexec read it last.
-type Marks = (Option<String>, Option<String>);
