@@ -122,7 +122,7 @@ pub(crate) struct Content<'a> {
 /// lines themselves excluded). The one scanner behind both [`parse`] and [`tick`], so a line
 /// the parser reads as a task is exactly a line ticking may change. A line starting `<!--`
 /// opens a comment (closed on the line that holds `-->`); inside a fence only its closing
-/// fence (the same character, at least as long) counts.
+/// fence (the same character, at least as long, and nothing after it) counts.
 pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
     let mut fence: Option<(char, usize)> = None;
     let mut in_comment = false;
@@ -146,7 +146,11 @@ pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
                 (n >= 3).then_some((c, n))
             });
             if let Some((c, n)) = fence {
-                if opens.is_some_and(|(o, m)| o == c && m >= n) {
+                // A closing fence is only the fence character (CommonMark): ```` ```rust ````
+                // inside a fence is its text.
+                let closes = opens.is_some_and(|(o, m)| o == c && m >= n)
+                    && trimmed.trim_start_matches(c).is_empty();
+                if closes {
                     fence = None;
                 }
                 return None;

@@ -659,6 +659,25 @@ fn a_backtick_fence_is_closed_only_by_its_own_kind() {
     );
 }
 
+/// CommonMark (and so GitHub, which renders the file): a closing fence has nothing after its
+/// backticks but spaces. A "```rust" line inside a fence is the fence's text, so the example
+/// below stays one block, and the tasks after it are tasks.
+#[test]
+fn a_fence_line_with_an_info_string_does_not_close_a_fence() {
+    let text = "## Phase 1\n\nAn example of a block in a block:\n```\n```rust\n- [ ] T009 In the fence\n```\n- [ ] T001 Create `a.txt`\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["T001", "T002"]
+    );
+    let ticked = parse::tick("t.md", text, &done(&["T001", "T002"])).unwrap();
+    assert_eq!(
+        ticked,
+        text.replace("- [ ] T001", "- [x] T001")
+            .replace("- [ ] T002", "- [x] T002")
+    );
+}
+
 #[test]
 fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
     let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n- [ ] T005 Tick the task in specs/x/tasks.md\n";
