@@ -47,7 +47,8 @@ pub fn declared(repo: &str, body: &str) -> Declared {
     for raw in body.lines() {
         let line = raw.trim();
         if let Some((marker, is_files)) = &fence {
-            if line.starts_with(marker.as_str()) && line.trim_start_matches(['`', '~']).is_empty() {
+            if line.starts_with(marker.as_str()) && line.trim_start_matches(&marker[..1]).is_empty()
+            {
                 fence = None;
             } else if *is_files && !line.is_empty() {
                 push_file(&mut out.files, line);
@@ -180,6 +181,9 @@ mod tests {
         let d = declared("o/r", body);
         assert_eq!(d.depends_on, [Ref::new("o/r", 6)]);
         assert!(d.files.is_empty());
+        // Only a line of the fence's own character closes it (CommonMark).
+        let mixed = "```\n```~~~\nDepends on #5\n```\nDepends on #6\n";
+        assert_eq!(declared("o/r", mixed).depends_on, [Ref::new("o/r", 6)]);
     }
 
     #[test]
