@@ -1,7 +1,10 @@
 //! What an issue body says beyond its prose: `Depends on #N` / `Blocked by #N` lines (the
 //! edges written by hand) and the files the task touches (a fenced block whose info string is
 //! `files`, or a `Files:` list). Pure: text in, values out. Lines inside other fenced blocks
-//! are prose (a code sample naming `Depends on #3` is not an edge).
+//! are prose (a code sample naming `Depends on #3` is not an edge), and nothing in an HTML
+//! comment (GitHub does not show it) is read.
+
+use crate::sources::markdown::{Block, lines};
 
 /// An issue named in a body: `#12`, `owner/repo#12` or `https://github.com/owner/repo/issues/12`,
 /// its repository resolved against the repository of the issue the body belongs to.
@@ -42,23 +45,21 @@ pub struct Declared {
 /// Reads `body`, an issue of `repo`.
 pub fn declared(repo: &str, body: &str) -> Declared {
     let mut out = Declared::default();
-    let mut fence: Option<(String, bool)> = None; // (marker, is a `files` block)
     let mut files_list = false;
-    for raw in body.lines() {
-        let line = raw.trim();
-        if let Some((marker, is_files)) = &fence {
-            if line.starts_with(marker.as_str()) && line.trim_start_matches(&marker[..1]).is_empty()
-            {
-                fence = None;
-            } else if *is_files && !line.is_empty() {
-                push_file(&mut out.files, line);
+    for content in lines(body) {
+        let line = content.text.trim();
+        match content.block {
+            Block::Text => {}
+            Block::Code(info) => {
+                if info.eq_ignore_ascii_case("files") && !line.is_empty() {
+                    push_file(&mut out.files, line);
+                }
+                continue;
             }
-            continue;
-        }
-        if let Some((marker, info)) = fence_open(line) {
-            fence = Some((marker, info.eq_ignore_ascii_case("files")));
-            files_list = false;
-            continue;
+            Block::Fence | Block::Comment => {
+                files_list = false;
+                continue;
+            }
         }
         let item = line
             .strip_prefix("- ")
@@ -98,13 +99,6 @@ pub fn declared(repo: &str, body: &str) -> Declared {
         }
     }
     out
-}
-
-/// A line opening a fenced block: its marker (three or more backticks or tildes) and info.
-fn fence_open(line: &str) -> Option<(String, &str)> {
-    let ch = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
-    let n = line.chars().take_while(|c| *c == ch).count();
-    (n >= 3).then(|| (ch.to_string().repeat(n), line[n..].trim()))
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
@@ -184,6 +178,16 @@ mod tests {
         // Only a line of the fence's own character closes it (CommonMark).
         let mixed = "```\n```~~~\nDepends on #5\n```\nDepends on #6\n";
         assert_eq!(declared("o/r", mixed).depends_on, [Ref::new("o/r", 6)]);
+    }
+
+    /// GitHub does not render an HTML comment (an issue template's instructions are often
+    /// one), so nothing in it is the issue's: its example lines declare nothing.
+    #[test]
+    fn lines_inside_an_html_comment_are_not_read() {
+        let body = "## Depends on\n<!-- one line per issue, e.g.\nDepends on #5\nFiles: src/example.rs\n-->\nDepends on #6\n<!-- Files: x.rs -->\nFiles: src/a.rs\n";
+        let d = declared("o/r", body);
+        assert_eq!(d.depends_on, [Ref::new("o/r", 6)]);
+        assert_eq!(d.files, ["src/a.rs"]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::sources::Problem;
-use crate::sources::speckit::parse::content_lines;
+use crate::sources::markdown::content_lines;
 
 /// `- [ ] 1.`, `- [x]* 2.1`, `- [ ] 2.2* Title` (optional), `  - [ ] 3.2. Title`, `- [-] 3.`
 /// (Kiro's task in progress: open).

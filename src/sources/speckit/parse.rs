@@ -108,73 +108,6 @@ fn id_number(id: &str) -> Option<u64> {
     id.strip_prefix('T').and_then(|n| n.parse().ok())
 }
 
-/// One line of a tasks.md that carries Markdown content, as every reader of the file sees it.
-pub(crate) struct Content<'a> {
-    /// 1-based line number.
-    pub(crate) number: usize,
-    /// Byte offset of `text` in the file.
-    pub(crate) start: usize,
-    /// The line without its line end, trailing whitespace and (on line 1) a UTF-8 BOM.
-    pub(crate) text: &'a str,
-}
-
-/// The lines of `text` outside HTML comments and fenced code blocks (the comment and fence
-/// lines themselves excluded). The one scanner behind both [`parse`] and [`tick`], so a line
-/// the parser reads as a task is exactly a line ticking may change. A line starting `<!--`
-/// opens a comment (closed on the line that holds `-->`); inside a fence only its closing
-/// fence (the same character, at least as long, and nothing after it) counts.
-pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = Content<'_>> {
-    let mut fence: Option<(char, usize)> = None;
-    let mut in_comment = false;
-    let mut offset = 0;
-    text.split_inclusive('\n')
-        .enumerate()
-        .filter_map(move |(i, raw)| {
-            let mut start = offset;
-            offset += raw.len();
-            let mut line = raw.strip_suffix('\n').unwrap_or(raw);
-            if i == 0
-                && let Some(rest) = line.strip_prefix('\u{feff}')
-            {
-                start += '\u{feff}'.len_utf8();
-                line = rest;
-            }
-            let line = line.trim_end();
-            let trimmed = line.trim_start();
-            let opens = ['`', '~'].into_iter().find_map(|c| {
-                let n = trimmed.chars().take_while(|&x| x == c).count();
-                (n >= 3).then_some((c, n))
-            });
-            if let Some((c, n)) = fence {
-                // A closing fence is only the fence character (CommonMark): ```` ```rust ````
-                // inside a fence is its text.
-                let closes = opens.is_some_and(|(o, m)| o == c && m >= n)
-                    && trimmed.trim_start_matches(c).is_empty();
-                if closes {
-                    fence = None;
-                }
-                return None;
-            }
-            if in_comment {
-                in_comment = !trimmed.contains("-->");
-                return None;
-            }
-            if trimmed.starts_with("<!--") {
-                in_comment = !trimmed.contains("-->");
-                return None;
-            }
-            if opens.is_some() {
-                fence = opens;
-                return None;
-            }
-            Some(Content {
-                number: i + 1,
-                start,
-                text: line,
-            })
-        })
-}
-
 /// Reads `text` (the tasks.md at `path`, repository-relative, used in messages).
 pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
     let (mut out, by_number) = read_lines(path, text)?;
@@ -209,7 +142,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, Vec<Problem>> {
 
 /// `text` (the tasks.md at `path`) with the checkbox of every task whose ID is in `done`
 /// ticked (`- [ ]` → `- [x]`); every other byte unchanged. The task lines are the parser's
-/// own ([`content_lines`]): a line in a comment or a fence is never ticked. A file the parser
+/// own ([`content_lines`](crate::sources::markdown::content_lines)): a line in a comment or a fence is never ticked. A file the parser
 /// refuses is not ticked (the errors say why).
 pub fn tick(path: &str, text: &str, done: &BTreeSet<String>) -> Result<String, Vec<Problem>> {
     let (read, _) = read_lines(path, text)?;

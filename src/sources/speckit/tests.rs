@@ -659,8 +659,8 @@ fn a_backtick_fence_is_closed_only_by_its_own_kind() {
     );
 }
 
-/// CommonMark (and so GitHub, which renders the file): a closing fence has nothing after its
-/// backticks but spaces. A "```rust" line inside a fence is the fence's text, so the example
+/// `CommonMark` (and so GitHub, which renders the file): a closing fence has nothing after its
+/// backticks but spaces. A line `` ```rust `` inside a fence is the fence's text, so the example
 /// below stays one block, and the tasks after it are tasks.
 #[test]
 fn a_fence_line_with_an_info_string_does_not_close_a_fence() {

@@ -2,10 +2,11 @@
 //! yet).
 
 use super::{
-    CHECKBOX, Content, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION,
-    STORY_HEADING, TaskLine, content_lines, files_of, id_number,
+    CHECKBOX, DEPENDS, FIELD, ID, MARKER, NO_CHECKBOX, Parsed, Phase, SECTION, STORY_HEADING,
+    TaskLine, files_of, id_number,
 };
 use crate::sources::Problem;
+use crate::sources::markdown::{Content, content_lines};
 use std::collections::BTreeMap;
 
 /// The phases and task lines of `text` (no edges yet), and the tasks by ID number.
