@@ -366,10 +366,10 @@ pub fn eager_pick(
     eager_pick_with(plan, dag, conflicts, pick)
 }
 
-/// What an eager pick starts from: the tasks in flight, the free slots, the completed
-/// attempts about to land (the pick is as it will be once they are: no copy of the plan, so
-/// it costs what a pick costs) and the ready tasks held back (on the
-/// Action, a provider's rate limit holds them: `pure::gateway::held`).
+/// What an eager pick starts from: the tasks in flight (arrivals not yet integrated among
+/// them: they hold their files until committed), the free slots, the completed attempts about
+/// to land, and the ready tasks held back (on the Action, a provider's rate limit holds them:
+/// `pure::gateway::held`).
 #[derive(Debug, Clone, Copy)]
 pub struct Pick<'a> {
     pub in_flight: &'a [usize],
@@ -378,19 +378,39 @@ pub struct Pick<'a> {
     pub held: &'a [usize],
 }
 
-/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready:
-/// they take no slot and hold no file, so work beside them goes on.
+/// [`eager_pick`] with `pick.held` left out, as if not ready (they take no slot and hold no
+/// file, so work beside them goes on); while `pick.landing` are about to land, only what would
+/// also be picked once they have: a slot an arrival frees goes first to the work it unblocks
+/// when that comes first (the critical path, often), not to lower-priority work that started
+/// before it could. What `run`'s eager loop and `dagexec simulate`'s start.
 pub fn eager_pick_with(
     plan: &Plan,
     dag: &Dag,
     conflicts: &Conflicts,
     pick: Pick<'_>,
 ) -> Vec<usize> {
+    let mut picks = pick_after(plan, dag, conflicts, pick, &[]);
+    if !pick.landing.is_empty() && !picks.is_empty() {
+        let then = pick_after(plan, dag, conflicts, pick, pick.landing);
+        picks.retain(|i| then.contains(i));
+    }
+    picks
+}
+
+/// The pick as it will be once `landed` are completed (no copy of the plan, so it costs what
+/// a pick costs).
+fn pick_after(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    pick: Pick<'_>,
+    landed: &[usize],
+) -> Vec<usize> {
     if pick.slots == 0 {
         return Vec::new();
     }
     let busy: rustc_hash::FxHashSet<usize> = pick.in_flight.iter().copied().collect();
-    let ready: Vec<usize> = ready_set_after(plan, dag, pick.landing)
+    let ready: Vec<usize> = ready_set_after(plan, dag, landed)
         .into_iter()
         .filter(|i| !busy.contains(i) && !pick.held.contains(i))
         .collect();

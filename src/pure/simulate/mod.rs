@@ -20,8 +20,9 @@
 //! * local `eager`: a task starts when its blockers are completed, a slot is free and no task
 //!   it conflicts with runs; longest remaining chain first. Arrivals at one instant are
 //!   integrated together: first the free slots are filled around them (they still count as
-//!   running for conflicts), then they are completed and the slots filled again, as
-//!   `run::eager` does.
+//!   running for conflicts; a slot goes only to a task that would also be picked once they
+//!   are integrated), then they are completed and the slots filled again, as `run`'s eager
+//!   loop does (`engine::eager_pick_with`).
 //! * Every job on Actions pays T, its time that is not a task's work (queueing, runner,
 //!   checkout, installs, artifact upload, tear-down), counted before its work.
 //! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`engine::Rounds`),

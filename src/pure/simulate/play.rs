@@ -215,8 +215,13 @@ impl Sim<'_> {
                     .map(|&(_, i)| i)
                     .chain(landed.iter().copied())
                     .collect();
-                let free = slots.saturating_sub(running.len());
-                for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
+                let pick = engine::Pick {
+                    in_flight: &busy,
+                    slots: slots.saturating_sub(running.len()),
+                    landing: landed,
+                    held: &[],
+                };
+                for i in engine::eager_pick_with(state, self.dag, self.conflicts, pick) {
                     state.tasks[i].status = Status::InProgress;
                     let end = clock.all_attempts(self.times, i, now, 0);
                     running.push((end, i));
