@@ -1,10 +1,7 @@
 //! The dry run: the batches the engine would pick if every task completed, keeping the
 //! ready set as tasks complete instead of recomputing it.
 
-use crate::pure::engine::Schedule;
-use crate::pure::engine::round_of;
-use crate::pure::engine::select_batch;
-use crate::pure::engine::wave_of;
+use crate::pure::engine::{Schedule, round_of, select_batch, wave_of};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::overlap::locks::Locks;
@@ -16,10 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The batches a run would execute if every task completed: what `--dry-run` shows, and what
 /// the property tests check. Returns the batches, and the deadlock if one is reached.
 ///
-/// The same decisions as [`Policy::next`](crate::pure::engine::Policy::next) on the plan with each
-/// batch marked completed in turn, with the ready set kept as tasks complete (a count of open
-/// blockers per task) instead of found anew each step, so a 100,000-task chain is not 100,000
-/// scans.
+/// The same decisions as [`Schedule::next`] on the plan with each batch marked completed in
+/// turn, with the ready set kept as tasks complete (a count of open blockers per task) instead
+/// of found anew each step, so a 100,000-task chain is not 100,000 scans.
 pub fn simulate(
     plan: &Plan,
     dag: &Dag,

@@ -1,11 +1,11 @@
 //! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on GitHub
 //! Actions, from task durations ([`durations`]) — before spending money on a run. Pure: the
-//! schedules are played with the engine's own decisions
-//! ([`engine::Rounds`](crate::pure::engine::Rounds) and
-//! [`engine::Waves`](crate::pure::engine::Waves) through their dry run
+//! schedules are played with the engine's own decisions (the rounds' and waves'
+//! [`Schedule::next`](crate::pure::engine::Schedule::next) through their dry run
 //! [`engine::simulate`](crate::pure::engine::simulate),
 //! [`engine::sequential_groups`](crate::pure::engine::sequential_groups),
-//! [`engine::eager_pick`](crate::pure::engine::eager_pick)) on a clock instead of workers.
+//! [`engine::eager_pick_with`](crate::pure::engine::eager_pick_with)) on a clock instead of
+//! workers.
 //! Deterministic: times are whole milliseconds, ties go by plan index. Locally, integration,
 //! commits, git and dagexec's own work take no time in the model; on Actions they are the jobs'
 //! start-up and the integrations' time. Every task completes, after the failed attempts its history
@@ -25,7 +25,7 @@
 //!   loop does (`engine::eager_pick_with`).
 //! * Every job on Actions pays T, its time that is not a task's work (queueing, runner,
 //!   checkout, installs, artifact upload, tear-down), counted before its work.
-//! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`engine::Rounds`),
+//! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`Schedule::Rounds`),
 //!   as locally; it takes one workflow run (*part*) per sequential group of its unresolved
 //!   tasks (at most 256 jobs; the rest wait for the next part), and a failed attempt stays
 //!   unresolved, so its retry is a later part of the same round. A part is a plan job (T),
