@@ -74,20 +74,12 @@ use crate::pure::plan::model::{Plan, Status};
 pub use durations::{DurationInput, Durations, Origin, TaskTime};
 use play::Sim;
 
-/// Where the plan runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Where the plan runs (`local`, `actions` in the JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Place {
     Local,
     Actions,
-}
-
-impl Place {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Place::Local => "local",
-            Place::Actions => "actions",
-        }
-    }
 }
 
 /// The settings the prediction is for.
@@ -208,14 +200,11 @@ pub fn predict(
         setting,
     };
     let js = setting.job_start;
-    let tasks = plan
-        .tasks
-        .iter()
-        .filter(|t| !(t.join || setting.remaining && t.status == Status::Completed))
-        .count();
     Report {
         setting,
-        tasks,
+        tasks: (0..plan.tasks.len())
+            .filter(|&i| simulated(plan, setting, i))
+            .count(),
         local_bound: sim.bound(setting.jobs, TaskTime::total),
         actions_bound: sim.bound(setting.max_parallel, |t| {
             t.total() + js * t.attempts.len() as u64
@@ -229,6 +218,13 @@ pub fn predict(
         ],
         merge: predict_merge(&sim),
     }
+}
+
+/// Whether task `i` is simulated: not a join (no work: `pure::join`), and with `remaining`
+/// not completed.
+fn simulated(plan: &Plan, setting: Setting, i: usize) -> bool {
+    let t = &plan.tasks[i];
+    !(t.join || setting.remaining && t.status == Status::Completed)
 }
 
 /// `overlap: merge` locally and on the Action, when some tasks share files: no conflicts kept

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
+use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime, simulated};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
@@ -387,11 +387,8 @@ impl Sim<'_> {
     /// max(critical path, work ÷ slots) over the simulated tasks, each costing `cost`.
     pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
-        // A join is no work (`pure::join`).
         let cost_of = |i: usize| {
-            let t = &self.plan.tasks[i];
-            let counted = !(t.join || self.setting.remaining && t.status == Status::Completed);
-            if counted {
+            if simulated(self.plan, self.setting, i) {
                 cost(&self.times.tasks[i])
             } else {
                 0

@@ -341,7 +341,7 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
     let prediction = |p: &super::Prediction| {
         json!({
             "schedule": schedule_name(p.schedule),
-            "where": p.place.as_str(),
+            "where": p.place,
             "seconds": secs(p.wall),
             "jobs": p.jobs,
             "rounds": p.rounds,
@@ -360,11 +360,11 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "remaining": s.remaining,
         },
         "durations": {
-            "default": {"seconds": secs(durations.default.0), "source": durations.default.1.as_str()},
-            "sources": sources.iter().map(|&x| (x.as_str().to_string(), json!(durations.count(x)))).collect::<serde_json::Map<_, _>>(),
+            "default": {"seconds": secs(durations.default.0), "source": durations.default.1},
+            "sources": sources.iter().map(|&x| (x, durations.count(x))).collect::<std::collections::BTreeMap<_, _>>(),
             "tasks": durations.tasks.iter().enumerate().filter(|(_, t)| t.source != Origin::Join).map(|(i, t)| json!({
                 "task": i,
-                "source": t.source.as_str(),
+                "source": t.source,
                 "attempts": t.attempts.iter().map(|&a| secs(a)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "warnings": durations.warnings,
