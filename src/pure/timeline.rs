@@ -203,7 +203,7 @@ pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
     let guessed = times
         .tasks
         .iter()
-        .filter(|t| t.source != Origin::History)
+        .filter(|t| !matches!(t.source, Origin::History | Origin::Join))
         .count();
     Some(Predicted {
         prediction,
@@ -367,6 +367,26 @@ mod tests {
                 .describe()
                 .ends_with("locally on 2 worker(s), overlap: merge")
         );
+    }
+
+    /// A join has no work and no attempt: it is not a task "without a completed attempt".
+    #[test]
+    fn a_join_is_not_counted_as_a_task_without_a_completed_attempt() {
+        let mut p = plan();
+        p.tasks.push(crate::pure::plan::model::Task {
+            subject: "all".into(),
+            join: true,
+            blocked_by: vec![1, 2],
+            ..Default::default()
+        });
+        let ran = Ran {
+            schedule: Schedule::Eager,
+            place: Place::Local,
+            slots: 2,
+            merge: false,
+        };
+        // Task 2 only timed out; the join is no task of work.
+        assert_eq!(predicted(&p, ran).unwrap().guessed, 1);
     }
 
     #[test]
