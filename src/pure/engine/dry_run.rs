@@ -45,14 +45,14 @@ pub fn simulate(
         Schedule::Rounds | Schedule::Eager => 0,
     };
     let mut ready = ReadySet::default();
-    for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0 && !join(i)) {
-        ready.insert(i, wave(i), dag, conflicts);
-    }
     let mut pending = 0;
     let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
     for i in (0..n).filter(|&i| status[i] == Status::Pending && !join(i)) {
         pending += 1;
         *waves.entry(wave(i)).or_default() += 1;
+        if open[i] == 0 {
+            ready.insert(i, wave(i), dag, conflicts);
+        }
     }
     let mut batches = Vec::new();
     loop {

@@ -204,14 +204,12 @@ fn label(plan: &Plan, names: &TaskNames, i: usize, width: usize, index_width: us
     let subject = crate::pure::sanitize::line(names.subject(i, &plan.tasks[i].subject));
     let name = names.get(i);
     let full = format!("{name:>index_width$} {subject}");
-    let n = full.chars().count();
-    if n <= width {
-        format!("{full}{}", " ".repeat(width - n))
-    } else {
-        let mut s: String = full.chars().take(width.saturating_sub(1)).collect();
-        s.push('…');
-        s
+    if full.chars().count() <= width {
+        return format!("{full:<width$}");
     }
+    let mut s: String = full.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
 }
 
 /// A text Gantt chart of one prediction, `width` columns wide: one row per task (plan
