@@ -64,13 +64,13 @@ impl Clock {
         }
     }
 
-    /// Runs task `i`'s remaining attempts back to back from `start`, each after a start-up
-    /// of `startup`; returns the end.
-    fn all_attempts(&mut self, times: &Durations, i: usize, start: u64, startup: u64) -> u64 {
+    /// Runs task `i`'s remaining attempts back to back from `start` on one worker (no
+    /// start-up: locally); returns the end.
+    fn all_attempts(&mut self, times: &Durations, i: usize, start: u64) -> u64 {
         let attempts = &times.tasks[i].attempts;
         let mut t = start;
         while self.next[i] < attempts.len() {
-            t = self.one_attempt(times, i, t, startup).0;
+            t = self.one_attempt(times, i, t, 0).0;
         }
         t
     }
@@ -179,7 +179,7 @@ impl Sim<'_> {
             };
             for group in &groups {
                 t = list_schedule(group, self.setting.jobs, t, |i, start| {
-                    clock.all_attempts(self.times, i, start, 0)
+                    clock.all_attempts(self.times, i, start)
                 });
             }
             if let Some((conflicts, rebase)) = tail {
@@ -223,7 +223,7 @@ impl Sim<'_> {
                 };
                 for i in engine::eager_pick_with(state, self.dag, self.conflicts, pick) {
                     state.tasks[i].status = Status::InProgress;
-                    let end = clock.all_attempts(self.times, i, now, 0);
+                    let end = clock.all_attempts(self.times, i, now);
                     running.push((end, i));
                 }
             };
