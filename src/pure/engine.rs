@@ -1,13 +1,14 @@
 //! The round engine: which tasks run next. Pure — it reads plan state and returns decisions.
 //!
 //! * Ready set (seed 3a): pending tasks whose blockers are all completed.
-//! * Round ([`Schedule::Rounds`], seed 3b): the whole ready set. Tasks in it that conflict on files "run
-//!   sequentially": [`sequential_groups`] splits the round into groups run one after another,
-//!   no two conflicting tasks in one group; the round still ends with one update, one circuit
-//!   breaker decision and one commit.
-//! * Batch ([`Schedule::Eager`]'s dry run, and within a wave): a subset of the ready set in which no two tasks
-//!   conflict in the overlap matrix; conflicting ready tasks wait for a later batch. The
-//!   GitHub Action plans its job matrices this way (a matrix cannot order its jobs).
+//! * Round ([`Schedule::Rounds`], seed 3b): the whole ready set. Tasks in it that conflict on
+//!   files "run sequentially": [`sequential_groups`] splits the round into groups run one
+//!   after another, no two conflicting tasks in one group; the round still ends with one
+//!   update, one circuit breaker decision and one commit.
+//! * Batch ([`Schedule::Eager`]'s dry run, and within a wave): a subset of the ready set in
+//!   which no two tasks conflict in the overlap matrix; conflicting ready tasks wait for a
+//!   later batch. The GitHub Action plans its job matrices this way (a matrix cannot order
+//!   its jobs).
 //!   Order of choice (for batches and groups alike): longest remaining critical path first
 //!   (the task heading the longest chain of dependents), ties by plan index. Why: when two
 //!   ready tasks conflict, the one that unblocks deeper work should not wait behind one that
