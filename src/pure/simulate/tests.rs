@@ -193,10 +193,11 @@ fn eager_fills_free_slots_before_integrating_like_the_runner() {
 
 #[test]
 fn eager_gives_a_slot_freed_by_an_arrival_to_the_work_it_unblocks_like_the_runner() {
-    // The runner's case (`flow::exec`'s test of the same name): 0 → 1 → 2 (the longest
-    // chain); 3, 4 and 5 alone; 10 s each, two slots. When 0 and 3 arrive (t = 10), 4 and 5
-    // are ready at once and 1 only once 0 is integrated; the runner starts before integrating
-    // only what it would also pick after (4), then 1: 30 s, not 40.
+    // The runner's case (`flow::exec`'s test `a_slot_freed_by_an_arrival_goes_to_the_work_it_
+    // unblocks_when_that_comes_first`): 0 → 1 → 2 (the longest chain); 3, 4 and 5 alone; 10 s
+    // each, two slots. When 0 and 3 arrive (t = 10), 4 and 5 are ready at once and 1 only once
+    // 0 is integrated; the runner starts before integrating only what it would also pick
+    // after (4), then 1: 30 s, not 40.
     let ten = (&[][..], &[][..], 10);
     let (p, d) = plan(&[ten, (&[0], &[], 10), (&[1], &[], 10), ten, ten, ten]);
     let r = report(&p, &d, setting(2, 2, 0));
