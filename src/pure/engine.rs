@@ -1,13 +1,14 @@
 //! The round engine: which tasks run next. Pure — it reads plan state and returns decisions.
 //!
 //! * Ready set (seed 3a): pending tasks whose blockers are all completed.
-//! * Round ([`Rounds`], seed 3b): the whole ready set. Tasks in it that conflict on files "run
-//!   sequentially": [`sequential_groups`] splits the round into groups run one after another,
-//!   no two conflicting tasks in one group; the round still ends with one update, one circuit
-//!   breaker decision and one commit.
-//! * Batch ([`Batches`], and within a wave): a subset of the ready set in which no two tasks
-//!   conflict in the overlap matrix; conflicting ready tasks wait for a later batch. The
-//!   GitHub Action plans its job matrices this way (a matrix cannot order its jobs).
+//! * Round ([`Schedule::Rounds`], seed 3b): the whole ready set. Tasks in it that conflict on
+//!   files "run sequentially": [`sequential_groups`] splits the round into groups run one
+//!   after another, no two conflicting tasks in one group; the round still ends with one
+//!   update, one circuit breaker decision and one commit.
+//! * Batch ([`Schedule::Eager`]'s dry run, and within a wave): a subset of the ready set in
+//!   which no two tasks conflict in the overlap matrix; conflicting ready tasks wait for a
+//!   later batch. The GitHub Action plans its job matrices this way (a matrix cannot order
+//!   its jobs).
 //!   Order of choice (for batches and groups alike): longest remaining critical path first
 //!   (the task heading the longest chain of dependents), ties by plan index. Why: when two
 //!   ready tasks conflict, the one that unblocks deeper work should not wait behind one that
@@ -16,8 +17,8 @@
 //! * Deadlock (seed 3a): pending tasks remain but none is ready.
 //! * Waves (seed 001): a batch holds only tasks of the lowest wave that still has pending
 //!   tasks, so a wave starts only when the previous one is resolved.
-//! * [`Policy`] is the hook for other schedulers (an eager one later): anything that can pick
-//!   the next batch from a [`View`].
+//! * [`Schedule::next`] takes each schedule's next decision from a [`View`]; eager runs pick
+//!   with [`eager_pick_with`] as slots free up.
 //! * Conflicts are per-file locks ([`Conflicts`], [`Locks`]), not the pairwise matrix: a task
 //!   joins a batch or group when none of its files is held by a task already in it. Ready
 //!   tasks are not ordered among themselves in any state the runner writes, so this is the
@@ -68,26 +69,6 @@ pub enum Next {
     /// Pending tasks remain but none can start.
     Deadlock { pending: usize },
 }
-
-/// A scheduling policy: picks the next batch.
-pub trait Policy {
-    /// The next decision; `cap` limits the batch size (e.g. 256 jobs per GitHub matrix).
-    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next;
-}
-
-/// The seed's ready-set rounds: a round is every ready task (conflicting ones run one after
-/// another inside it, see [`sequential_groups`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Rounds;
-
-/// Conflict-free batches of the ready set: conflicting ready tasks wait for a later batch.
-/// What a GitHub job matrix can run at once; also the dry-run view of `eager`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Batches;
-
-/// Seed 001: wave by wave.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Waves;
 
 /// Pending tasks whose blockers are all completed (a join counting as completed once its own
 /// blockers are; a join itself is never ready), ascending.
@@ -240,32 +221,6 @@ impl UsedGroups {
     }
 }
 
-/// Done when nothing is pending, deadlock when nothing pending is `ready`, else the batch
-/// `choose` takes from `ready`.
-fn decide(
-    view: View<'_>,
-    ready: &[usize],
-    choose: impl FnOnce(&[usize]) -> (Vec<usize>, Vec<usize>),
-) -> Next {
-    let pending = view.plan.count(Status::Pending);
-    if pending == 0 {
-        return Next::Done;
-    }
-    if ready.is_empty() {
-        return Next::Deadlock { pending };
-    }
-    let (tasks, waiting) = choose(ready);
-    Next::Batch { tasks, waiting }
-}
-
-impl Policy for Rounds {
-    /// The whole ready set (with a cap: the first `cap` by critical path, then plan index).
-    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let ready = ready_set(view.plan, view.dag);
-        decide(view, &ready, |r| round_of(r, view.dag, cap))
-    }
-}
-
 /// A round of `ready`: all of it, or with a cap the first `cap` by critical path, then plan index.
 fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<usize>) {
     let cap = cap.unwrap_or(usize::MAX).max(1);
@@ -274,15 +229,6 @@ fn round_of(ready: &[usize], dag: &Dag, cap: Option<usize>) -> (Vec<usize>, Vec<
     tasks.sort_unstable();
     waiting.sort_unstable();
     (tasks, waiting)
-}
-
-impl Policy for Batches {
-    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let ready = ready_set(view.plan, view.dag);
-        decide(view, &ready, |r| {
-            select_batch(r, view.dag, view.conflicts, cap)
-        })
-    }
 }
 
 /// The wave a task belongs to: its `wave` field, else its dependency depth.
@@ -298,21 +244,6 @@ pub fn current_wave(plan: &Plan, dag: &Dag) -> Option<u64> {
         .filter(|&i| plan.tasks[i].status == Status::Pending && !plan.tasks[i].join)
         .map(|i| wave_of(plan, dag, i))
         .min()
-}
-
-impl Policy for Waves {
-    fn next(&self, view: View<'_>, cap: Option<usize>) -> Next {
-        let Some(wave) = current_wave(view.plan, view.dag) else {
-            return Next::Done;
-        };
-        let ready: Vec<usize> = ready_set(view.plan, view.dag)
-            .into_iter()
-            .filter(|&i| wave_of(view.plan, view.dag, i) == wave)
-            .collect();
-        decide(view, &ready, |r| {
-            select_batch(r, view.dag, view.conflicts, cap)
-        })
-    }
 }
 
 /// How batches are chosen.
@@ -337,14 +268,35 @@ impl Schedule {
         }
     }
 
-    /// The policy object for this schedule (eager runs pick with [`eager_pick`]; its batch
-    /// view, for the dry run, is [`Batches`]).
-    pub fn policy(self) -> &'static dyn Policy {
-        match self {
-            Schedule::Rounds => &Rounds,
-            Schedule::Waves => &Waves,
-            Schedule::Eager => &Batches,
+    /// The next decision; `cap` limits the batch size (e.g. 256 jobs per GitHub matrix).
+    /// Done when nothing is pending, deadlock when nothing pending is ready; else rounds take
+    /// the whole ready set (with a cap, the first `cap` by critical path, then plan index: a
+    /// round's conflicting tasks run one after another inside it, see [`sequential_groups`]),
+    /// waves a conflict-free batch of the lowest wave with pending tasks, and eager a
+    /// conflict-free batch of the ready set (its dry-run view, and what a GitHub job matrix
+    /// can run at once; eager runs pick with [`eager_pick`]).
+    pub fn next(self, view: View<'_>, cap: Option<usize>) -> Next {
+        let mut ready = ready_set(view.plan, view.dag);
+        if self == Schedule::Waves {
+            let Some(wave) = current_wave(view.plan, view.dag) else {
+                return Next::Done;
+            };
+            ready.retain(|&i| wave_of(view.plan, view.dag, i) == wave);
         }
+        let pending = view.plan.count(Status::Pending);
+        if pending == 0 {
+            return Next::Done;
+        }
+        if ready.is_empty() {
+            return Next::Deadlock { pending };
+        }
+        let (tasks, waiting) = match self {
+            Schedule::Rounds => round_of(&ready, view.dag, cap),
+            Schedule::Waves | Schedule::Eager => {
+                select_batch(&ready, view.dag, view.conflicts, cap)
+            }
+        };
+        Next::Batch { tasks, waiting }
     }
 }
 
@@ -366,10 +318,10 @@ pub fn eager_pick(
     eager_pick_with(plan, dag, conflicts, pick)
 }
 
-/// What an eager pick starts from: the tasks in flight, the free slots, the completed
-/// attempts about to land (the pick is as it will be once they are: no copy of the plan, so
-/// it costs what a pick costs) and the ready tasks held back (on the
-/// Action, a provider's rate limit holds them: `pure::gateway::held`).
+/// What an eager pick starts from: the tasks in flight (arrivals not yet integrated among
+/// them: they hold their files until committed), the free slots, the completed attempts about
+/// to land, and the ready tasks held back (on the Action, a provider's rate limit holds them:
+/// `pure::gateway::held`).
 #[derive(Debug, Clone, Copy)]
 pub struct Pick<'a> {
     pub in_flight: &'a [usize],
@@ -378,19 +330,39 @@ pub struct Pick<'a> {
     pub held: &'a [usize],
 }
 
-/// [`eager_pick`] once `pick.landing` landed, with `pick.held` left out, as if not ready:
-/// they take no slot and hold no file, so work beside them goes on.
+/// [`eager_pick`] with `pick.held` left out, as if not ready (they take no slot and hold no
+/// file, so work beside them goes on); while `pick.landing` are about to land, only what would
+/// also be picked once they have: a slot an arrival frees goes first to the work it unblocks
+/// when that comes first (the critical path, often), not to lower-priority work that started
+/// before it could. What `run`'s eager loop and `dagexec simulate`'s start.
 pub fn eager_pick_with(
     plan: &Plan,
     dag: &Dag,
     conflicts: &Conflicts,
     pick: Pick<'_>,
 ) -> Vec<usize> {
+    let mut picks = pick_after(plan, dag, conflicts, pick, &[]);
+    if !pick.landing.is_empty() && !picks.is_empty() {
+        let then = pick_after(plan, dag, conflicts, pick, pick.landing);
+        picks.retain(|i| then.contains(i));
+    }
+    picks
+}
+
+/// The pick as it will be once `landed` are completed (no copy of the plan, so it costs what
+/// a pick costs).
+fn pick_after(
+    plan: &Plan,
+    dag: &Dag,
+    conflicts: &Conflicts,
+    pick: Pick<'_>,
+    landed: &[usize],
+) -> Vec<usize> {
     if pick.slots == 0 {
         return Vec::new();
     }
     let busy: rustc_hash::FxHashSet<usize> = pick.in_flight.iter().copied().collect();
-    let ready: Vec<usize> = ready_set_after(plan, dag, pick.landing)
+    let ready: Vec<usize> = ready_set_after(plan, dag, landed)
         .into_iter()
         .filter(|i| !busy.contains(i) && !pick.held.contains(i))
         .collect();
@@ -441,7 +413,10 @@ mod tests {
             dag: &dag,
             conflicts: &m,
         };
-        assert_eq!(Rounds.next(view, None), Next::Deadlock { pending: 1 });
+        assert_eq!(
+            Schedule::Rounds.next(view, None),
+            Next::Deadlock { pending: 1 }
+        );
         assert_eq!(
             deadlock_message(1),
             "Deadlock detected: 1 tasks remain but none are ready. Remaining tasks depend on failed or blocked predecessors."
@@ -503,7 +478,7 @@ mod tests {
             conflicts: &m,
         };
         assert_eq!(
-            Rounds.next(view, Some(1)),
+            Schedule::Rounds.next(view, Some(1)),
             Next::Batch {
                 tasks: vec![1],
                 waiting: vec![0]
@@ -737,7 +712,7 @@ mod tests {
             for schedule in [Schedule::Rounds, Schedule::Waves, Schedule::Eager] {
                 let view = View { plan: &p, dag: &dag, conflicts: &locks };
                 prop_assert_eq!(
-                    schedule.policy().next(view, cap),
+                    schedule.next(view, cap),
                     by_matrix::next(&p, &dag, &m, schedule, cap),
                     "{:?}", schedule
                 );
@@ -977,7 +952,7 @@ mod tests {
         (joined, expanded)
     }
 
-    /// Batches taken one decision at a time ([`Policy::next`]), each marked completed and
+    /// Batches taken one decision at a time ([`Schedule::next`]), each marked completed and
     /// nothing else (no plan update settles a join): what the drivers see between updates.
     fn stepped(p: &Plan, schedule: Schedule, cap: Option<usize>) -> Vec<Vec<usize>> {
         let mut state = p.clone();
@@ -990,7 +965,7 @@ mod tests {
                 dag: &dag,
                 conflicts: &m,
             };
-            match schedule.policy().next(view, cap) {
+            match schedule.next(view, cap) {
                 Next::Batch { tasks, .. } => {
                     for &t in &tasks {
                         state.tasks[t].status = Status::Completed;

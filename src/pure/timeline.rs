@@ -11,7 +11,7 @@
 //! section or the fence, no `%%` directive, no HTML) and at most [`MERMAID_SUBJECT`] chars;
 //! the chart draws at most `max_bars` attempts (the latest) and says how many it left out.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::pure::engine::Schedule;
@@ -203,7 +203,7 @@ pub fn predicted(plan: &Plan, ran: Ran) -> Option<Predicted> {
     let guessed = times
         .tasks
         .iter()
-        .filter(|t| t.source != Origin::History)
+        .filter(|t| !matches!(t.source, Origin::History | Origin::Join))
         .count();
     Some(Predicted {
         prediction,
@@ -262,22 +262,17 @@ pub fn mermaid(plan: &Plan, actual: &Actual, max_bars: usize) -> String {
         w if w < 2 * 24 * 3_600_000 => "%H:%M",
         _ => "%m-%d %H:%M",
     };
-    let mut by_task: BTreeMap<usize, Vec<&Attempt>> = BTreeMap::new();
-    let mut order: Vec<usize> = Vec::new();
-    for a in shown {
-        let bars = by_task.entry(a.task).or_default();
-        if bars.is_empty() {
-            order.push(a.task);
-        }
-        bars.push(a);
-    }
+    // A section per task, in the order of its first attempt shown.
+    let mut order: Vec<usize> = shown.iter().map(|a| a.task).collect();
+    let mut seen = BTreeSet::new();
+    order.retain(|&t| seen.insert(t));
     let mut s = format!(
         "```mermaid\ngantt\n    title Attempts (UTC)\n    dateFormat YYYY-MM-DD HH:mm:ss\n    axisFormat {axis}\n"
     );
     for task in order {
         let subject = mermaid_text(&plan.tasks[task].subject, MERMAID_SUBJECT);
         let _ = writeln!(s, "    section {task} {subject}");
-        for a in &by_task[&task] {
+        for a in shown.iter().filter(|a| a.task == task) {
             let took = a.end.saturating_sub(a.start) as f64 / 1000.0;
             let _ = writeln!(
                 s,
@@ -367,6 +362,26 @@ mod tests {
                 .describe()
                 .ends_with("locally on 2 worker(s), overlap: merge")
         );
+    }
+
+    /// A join has no work and no attempt: it is not a task "without a completed attempt".
+    #[test]
+    fn a_join_is_not_counted_as_a_task_without_a_completed_attempt() {
+        let mut p = plan();
+        p.tasks.push(crate::pure::plan::model::Task {
+            subject: "all".into(),
+            join: true,
+            blocked_by: vec![1, 2],
+            ..Default::default()
+        });
+        let ran = Ran {
+            schedule: Schedule::Eager,
+            place: Place::Local,
+            slots: 2,
+            merge: false,
+        };
+        // Task 2 only timed out; the join is no task of work.
+        assert_eq!(predicted(&p, ran).unwrap().guessed, 1);
     }
 
     #[test]

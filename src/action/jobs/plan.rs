@@ -300,9 +300,10 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
         }
         return work(plan, &c.open, part, at.branch, at.base);
     }
-    let policy: &dyn engine::Policy = match schedule {
-        Schedule::Eager => &engine::Batches,
-        _ => &engine::Rounds,
+    // The Action has no waves: its rounds.
+    let policy = match schedule {
+        Schedule::Eager => Schedule::Eager,
+        _ => Schedule::Rounds,
     };
     match policy.next(view, None) {
         Next::Done => {

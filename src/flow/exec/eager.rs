@@ -51,15 +51,10 @@ impl Eager<'_> {
         let pick = engine::Pick {
             in_flight: &busy,
             slots: free,
-            landing: &[],
+            landing,
             held: &held.tasks,
         };
-        let mut picks = engine::eager_pick_with(plan, self.dag, self.conflicts, pick);
-        if !landing.is_empty() && !picks.is_empty() {
-            let after = engine::Pick { landing, ..pick };
-            let then = engine::eager_pick_with(plan, self.dag, self.conflicts, after);
-            picks.retain(|i| then.contains(i));
-        }
+        let picks = engine::eager_pick_with(plan, self.dag, self.conflicts, pick);
         if picks.is_empty() {
             return Ok(());
         }

@@ -231,7 +231,7 @@ pub fn settle(
         dag,
         conflicts,
     };
-    match schedule.policy().next(view, None) {
+    match schedule.next(view, None) {
         Next::Done => Settled::Done,
         Next::Deadlock { pending } => Settled::Deadlock { pending },
         Next::Batch { .. } => match budget.and_then(|b| b.exhausted(plan)) {

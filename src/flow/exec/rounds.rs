@@ -107,7 +107,7 @@ impl RoundLoop<'_> {
             dag: self.dag,
             conflicts: self.conflicts,
         };
-        match self.schedule.policy().next(view, None) {
+        match self.schedule.next(view, None) {
             Next::Done => Err(Ending::Done),
             Next::Deadlock { pending } => Err(Ending::Deadlock { pending }),
             Next::Batch { .. } if self.spent(plan).is_some() => {

@@ -1,10 +1,7 @@
 //! The dry run: the batches the engine would pick if every task completed, keeping the
 //! ready set as tasks complete instead of recomputing it.
 
-use crate::pure::engine::Schedule;
-use crate::pure::engine::round_of;
-use crate::pure::engine::select_batch;
-use crate::pure::engine::wave_of;
+use crate::pure::engine::{Schedule, round_of, select_batch, wave_of};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::overlap::locks::Locks;
@@ -16,10 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The batches a run would execute if every task completed: what `--dry-run` shows, and what
 /// the property tests check. Returns the batches, and the deadlock if one is reached.
 ///
-/// The same decisions as [`Policy::next`](crate::pure::engine::Policy::next) on the plan with each
-/// batch marked completed in turn, with the ready set kept as tasks complete (a count of open
-/// blockers per task) instead of found anew each step, so a 100,000-task chain is not 100,000
-/// scans.
+/// The same decisions as [`Schedule::next`] on the plan with each batch marked completed in
+/// turn, with the ready set kept as tasks complete (a count of open blockers per task) instead
+/// of found anew each step, so a 100,000-task chain is not 100,000 scans.
 pub fn simulate(
     plan: &Plan,
     dag: &Dag,
@@ -49,14 +45,14 @@ pub fn simulate(
         Schedule::Rounds | Schedule::Eager => 0,
     };
     let mut ready = ReadySet::default();
-    for i in (0..n).filter(|&i| status[i] == Status::Pending && open[i] == 0 && !join(i)) {
-        ready.insert(i, wave(i), dag, conflicts);
-    }
     let mut pending = 0;
     let mut waves: BTreeMap<u64, usize> = BTreeMap::new();
     for i in (0..n).filter(|&i| status[i] == Status::Pending && !join(i)) {
         pending += 1;
         *waves.entry(wave(i)).or_default() += 1;
+        if open[i] == 0 {
+            ready.insert(i, wave(i), dag, conflicts);
+        }
     }
     let mut batches = Vec::new();
     loop {

@@ -38,14 +38,96 @@ pub fn render(plan: &Plan, format: GraphFormat) -> String {
 /// with more than 500 edges: check the length before putting a big plan in a PR body.
 #[must_use]
 pub fn mermaid(plan: &Plan) -> String {
-    Mermaid(plan).to_string()
+    let mut f = String::from("flowchart TD\n");
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
+    for (i, task) in plan.tasks.iter().enumerate() {
+        // A join is a junction point: its edges show what it joins.
+        if task.join {
+            let _ = writeln!(f, "    t{i}(( ))");
+            continue;
+        }
+        let _ = writeln!(
+            f,
+            "    t{i}[\"{}: {}<br/>{}\"]",
+            MermaidText(&names.get(i)),
+            MermaidText(names.subject(i, &task.subject)),
+            task.status.as_str()
+        );
+    }
+    for (from, to) in edges(plan) {
+        let _ = writeln!(f, "    t{from} --> t{to}");
+    }
+    let groups = by_status(plan);
+    for (status, ids) in Status::ALL.iter().zip(&groups) {
+        if ids.is_empty() {
+            continue;
+        }
+        let Look {
+            fill,
+            stroke,
+            text,
+            dashed,
+        } = look(*status);
+        let dash = if dashed { ",stroke-dasharray:5 5" } else { "" };
+        let _ = writeln!(
+            f,
+            "    classDef {status} fill:{fill},stroke:{stroke},color:{text}{dash}"
+        );
+    }
+    for (status, ids) in Status::ALL.iter().zip(&groups) {
+        if let Some((first, rest)) = ids.split_first() {
+            let _ = write!(f, "    class t{first}");
+            for i in rest {
+                let _ = write!(f, ",t{i}");
+            }
+            let _ = writeln!(f, " {status}");
+        }
+    }
+    f
 }
 
 /// The graph of `plan` as a Graphviz `digraph` (top to bottom), each node filled with its
 /// status's colour.
 #[must_use]
 pub fn dot(plan: &Plan) -> String {
-    Dot(plan).to_string()
+    let mut f = String::from("digraph plan {\n");
+    f.push_str("    rankdir=TB;\n");
+    f.push_str("    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n");
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
+    for (i, task) in plan.tasks.iter().enumerate() {
+        // A join is a junction point: its edges show what it joins.
+        if task.join {
+            let _ = writeln!(
+                f,
+                "    t{i} [shape=point, width=0.15, label=\"\", style=filled, fillcolor=\"#57606a\"];"
+            );
+            continue;
+        }
+        let Look {
+            fill,
+            stroke,
+            text,
+            dashed,
+        } = look(task.status);
+        let style = if dashed {
+            ", style=\"rounded,filled,dashed\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            f,
+            "    t{i} [label=\"{}: {}\\n{}\", fillcolor=\"{fill}\", fontcolor=\"{text}\", \
+             color=\"{stroke}\"{style}];",
+            DotText(&names.get(i)),
+            DotText(names.subject(i, &task.subject)),
+            task.status.as_str()
+        );
+    }
+    for (from, to) in edges(plan) {
+        let _ = writeln!(f, "    t{from} -> t{to};");
+    }
+    f.push_str("}\n");
+    f
 }
 
 /// How a node of a given status is drawn.
@@ -132,61 +214,6 @@ fn by_status(plan: &Plan) -> [Vec<usize>; Status::ALL.len()] {
     groups
 }
 
-/// Displays the Mermaid flowchart of a plan.
-struct Mermaid<'a>(&'a Plan);
-
-impl Display for Mermaid<'_> {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let plan = self.0;
-        f.write_str("flowchart TD\n")?;
-        let names = crate::pure::plan::ids::TaskNames::of(plan);
-        for (i, task) in plan.tasks.iter().enumerate() {
-            // A join is a junction point: its edges show what it joins.
-            if task.join {
-                writeln!(f, "    t{i}(( ))")?;
-                continue;
-            }
-            writeln!(
-                f,
-                "    t{i}[\"{}: {}<br/>{}\"]",
-                MermaidText(&names.get(i)),
-                MermaidText(names.subject(i, &task.subject)),
-                task.status.as_str()
-            )?;
-        }
-        for (from, to) in edges(plan) {
-            writeln!(f, "    t{from} --> t{to}")?;
-        }
-        let groups = by_status(plan);
-        for (status, ids) in Status::ALL.iter().zip(&groups) {
-            if ids.is_empty() {
-                continue;
-            }
-            let Look {
-                fill,
-                stroke,
-                text,
-                dashed,
-            } = look(*status);
-            let dash = if dashed { ",stroke-dasharray:5 5" } else { "" };
-            writeln!(
-                f,
-                "    classDef {status} fill:{fill},stroke:{stroke},color:{text}{dash}"
-            )?;
-        }
-        for (status, ids) in Status::ALL.iter().zip(&groups) {
-            if let Some((first, rest)) = ids.split_first() {
-                write!(f, "    class t{first}")?;
-                for i in rest {
-                    write!(f, ",t{i}")?;
-                }
-                writeln!(f, " {status}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Displays text for inside a quoted Mermaid label, on one line, shown as it is.
 ///
 /// These are written as Mermaid entities (`#…;`, which Mermaid turns into HTML entities):
@@ -231,52 +258,6 @@ impl Display for MermaidText<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// Displays the Graphviz digraph of a plan.
-struct Dot<'a>(&'a Plan);
-
-impl Display for Dot<'_> {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let plan = self.0;
-        f.write_str("digraph plan {\n")?;
-        f.write_str("    rankdir=TB;\n")?;
-        f.write_str("    node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\"];\n")?;
-        let names = crate::pure::plan::ids::TaskNames::of(plan);
-        for (i, task) in plan.tasks.iter().enumerate() {
-            // A join is a junction point: its edges show what it joins.
-            if task.join {
-                writeln!(
-                    f,
-                    "    t{i} [shape=point, width=0.15, label=\"\", style=filled, fillcolor=\"#57606a\"];"
-                )?;
-                continue;
-            }
-            let Look {
-                fill,
-                stroke,
-                text,
-                dashed,
-            } = look(task.status);
-            let style = if dashed {
-                ", style=\"rounded,filled,dashed\""
-            } else {
-                ""
-            };
-            writeln!(
-                f,
-                "    t{i} [label=\"{}: {}\\n{}\", fillcolor=\"{fill}\", fontcolor=\"{text}\", \
-                 color=\"{stroke}\"{style}];",
-                DotText(&names.get(i)),
-                DotText(names.subject(i, &task.subject)),
-                task.status.as_str()
-            )?;
-        }
-        for (from, to) in edges(plan) {
-            writeln!(f, "    t{from} -> t{to};")?;
-        }
-        f.write_str("}\n")
     }
 }
 

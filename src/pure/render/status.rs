@@ -104,7 +104,7 @@ pub fn summary_line(plan: &Plan) -> String {
         .iter()
         .zip(counts)
         .filter(|&(&status, n)| n > 0 || matches!(status, Status::Pending | Status::Completed))
-        .map(|(&status, n)| format!("{n} {}", status_words(status)))
+        .map(|(&status, n)| format!("{n} {}", status.as_str().replace('_', " ")))
         .collect();
     let total = plan.total();
     let noun = if total == 1 { "task" } else { "tasks" };
@@ -234,14 +234,6 @@ fn cell(text: &str) -> Cow<'_, str> {
         shown.push(ELLIPSIS);
     }
     Cow::Owned(shown)
-}
-
-/// The status as a person reads it in the count line.
-fn status_words(status: Status) -> &'static str {
-    match status {
-        Status::InProgress => "in progress",
-        other => other.as_str(),
-    }
 }
 
 #[cfg(test)]

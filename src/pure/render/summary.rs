@@ -39,7 +39,10 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
             t.status
         );
         if let Some(spent) = spent.get(&i) {
-            let _ = write!(s, " ({})", time_and_cost(spent));
+            // `2m3s, $0.42` (the cost left out when none was reported).
+            let cost = spent.cost_usd.map(crate::pure::usage::money);
+            let cost = cost.map(|c| format!(", {c}")).unwrap_or_default();
+            let _ = write!(s, " ({}{cost})", spent.time_text());
         }
     }
     s.push('\n');
@@ -47,14 +50,6 @@ pub fn round_progress(plan: &Plan, round: u32, batch: &[usize]) -> String {
         let _ = writeln!(s, "So far: {total}");
     }
     s
-}
-
-/// `2m3s, $0.42` (the cost left out when none was reported).
-fn time_and_cost(t: &crate::pure::usage::Totals) -> String {
-    match t.cost_usd {
-        Some(c) => format!("{}, {}", t.time_text(), crate::pure::usage::money(c)),
-        None => t.time_text(),
-    }
 }
 
 /// The Step 4 summary: counts with the subjects of what did not complete, follow-up

@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::pure::plan::model::Plan;
 
@@ -36,8 +36,9 @@ pub const ASSUMED_MS: u64 = 10 * 60 * 1000;
 /// Longest attempt taken from a record (30 days); longer ones are read as this.
 const MAX_MS: u64 = 30 * 24 * 3600 * 1000;
 
-/// Where a task's duration comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a task's duration comes from (its name in the JSON output: `given`, `history`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Origin {
     /// `--duration N=…`.
     Given,
@@ -51,20 +52,6 @@ pub enum Origin {
     Assumed,
     /// A join (`pure::join`): no work, no time, never counted.
     Join,
-}
-
-impl Origin {
-    /// The name used in the JSON output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Given => "given",
-            Origin::History => "history",
-            Origin::Default => "default",
-            Origin::Median => "median",
-            Origin::Assumed => "assumed",
-            Origin::Join => "join",
-        }
-    }
 }
 
 /// One task's predicted attempts: every one but the last fails.

@@ -1,11 +1,11 @@
 //! `dagexec simulate`: the predicted wall time and jobs of each schedule, locally and on GitHub
 //! Actions, from task durations ([`durations`]) — before spending money on a run. Pure: the
-//! schedules are played with the engine's own decisions
-//! ([`engine::Rounds`](crate::pure::engine::Rounds) and
-//! [`engine::Waves`](crate::pure::engine::Waves) through their dry run
+//! schedules are played with the engine's own decisions (the rounds' and waves'
+//! [`Schedule::next`](crate::pure::engine::Schedule::next) through their dry run
 //! [`engine::simulate`](crate::pure::engine::simulate),
 //! [`engine::sequential_groups`](crate::pure::engine::sequential_groups),
-//! [`engine::eager_pick`](crate::pure::engine::eager_pick)) on a clock instead of workers.
+//! [`engine::eager_pick_with`](crate::pure::engine::eager_pick_with)) on a clock instead of
+//! workers.
 //! Deterministic: times are whole milliseconds, ties go by plan index. Locally, integration,
 //! commits, git and dagexec's own work take no time in the model; on Actions they are the jobs'
 //! start-up and the integrations' time. Every task completes, after the failed attempts its history
@@ -20,11 +20,12 @@
 //! * local `eager`: a task starts when its blockers are completed, a slot is free and no task
 //!   it conflicts with runs; longest remaining chain first. Arrivals at one instant are
 //!   integrated together: first the free slots are filled around them (they still count as
-//!   running for conflicts), then they are completed and the slots filled again, as
-//!   `run::eager` does.
+//!   running for conflicts; a slot goes only to a task that would also be picked once they
+//!   are integrated), then they are completed and the slots filled again, as `run`'s eager
+//!   loop does (`engine::eager_pick_with`).
 //! * Every job on Actions pays T, its time that is not a task's work (queueing, runner,
 //!   checkout, installs, artifact upload, tear-down), counted before its work.
-//! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`engine::Rounds`),
+//! * Actions `rounds` (`actions::rounds`): a round is the whole ready set (`Schedule::Rounds`),
 //!   as locally; it takes one workflow run (*part*) per sequential group of its unresolved
 //!   tasks (at most 256 jobs; the rest wait for the next part), and a failed attempt stays
 //!   unresolved, so its retry is a later part of the same round. A part is a plan job (T),
@@ -73,20 +74,12 @@ use crate::pure::plan::model::{Plan, Status};
 pub use durations::{DurationInput, Durations, Origin, TaskTime};
 use play::Sim;
 
-/// Where the plan runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Where the plan runs (`local`, `actions` in the JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Place {
     Local,
     Actions,
-}
-
-impl Place {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Place::Local => "local",
-            Place::Actions => "actions",
-        }
-    }
 }
 
 /// The settings the prediction is for.
@@ -207,14 +200,11 @@ pub fn predict(
         setting,
     };
     let js = setting.job_start;
-    let tasks = plan
-        .tasks
-        .iter()
-        .filter(|t| !(t.join || setting.remaining && t.status == Status::Completed))
-        .count();
     Report {
         setting,
-        tasks,
+        tasks: (0..plan.tasks.len())
+            .filter(|&i| simulated(plan, setting, i))
+            .count(),
         local_bound: sim.bound(setting.jobs, TaskTime::total),
         actions_bound: sim.bound(setting.max_parallel, |t| {
             t.total() + js * t.attempts.len() as u64
@@ -228,6 +218,13 @@ pub fn predict(
         ],
         merge: predict_merge(&sim),
     }
+}
+
+/// Whether task `i` is simulated: not a join (no work: `pure::join`), and with `remaining`
+/// not completed.
+fn simulated(plan: &Plan, setting: Setting, i: usize) -> bool {
+    let t = &plan.tasks[i];
+    !(t.join || setting.remaining && t.status == Status::Completed)
 }
 
 /// `overlap: merge` locally and on the Action, when some tasks share files: no conflicts kept

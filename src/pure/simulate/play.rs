@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime};
+use super::{Bound, Durations, Place, Prediction, Setting, Span, TaskTime, simulated};
 use crate::pure::engine::{self, Schedule};
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
@@ -64,13 +64,13 @@ impl Clock {
         }
     }
 
-    /// Runs task `i`'s remaining attempts back to back from `start`, each after a start-up
-    /// of `startup`; returns the end.
-    fn all_attempts(&mut self, times: &Durations, i: usize, start: u64, startup: u64) -> u64 {
+    /// Runs task `i`'s remaining attempts back to back from `start` on one worker (no
+    /// start-up: locally); returns the end.
+    fn all_attempts(&mut self, times: &Durations, i: usize, start: u64) -> u64 {
         let attempts = &times.tasks[i].attempts;
         let mut t = start;
         while self.next[i] < attempts.len() {
-            t = self.one_attempt(times, i, t, startup).0;
+            t = self.one_attempt(times, i, t, 0).0;
         }
         t
     }
@@ -179,7 +179,7 @@ impl Sim<'_> {
             };
             for group in &groups {
                 t = list_schedule(group, self.setting.jobs, t, |i, start| {
-                    clock.all_attempts(self.times, i, start, 0)
+                    clock.all_attempts(self.times, i, start)
                 });
             }
             if let Some((conflicts, rebase)) = tail {
@@ -215,10 +215,15 @@ impl Sim<'_> {
                     .map(|&(_, i)| i)
                     .chain(landed.iter().copied())
                     .collect();
-                let free = slots.saturating_sub(running.len());
-                for i in engine::eager_pick(state, self.dag, self.conflicts, &busy, free) {
+                let pick = engine::Pick {
+                    in_flight: &busy,
+                    slots: slots.saturating_sub(running.len()),
+                    landing: landed,
+                    held: &[],
+                };
+                for i in engine::eager_pick_with(state, self.dag, self.conflicts, pick) {
                     state.tasks[i].status = Status::InProgress;
-                    let end = clock.all_attempts(self.times, i, now, 0);
+                    let end = clock.all_attempts(self.times, i, now);
                     running.push((end, i));
                 }
             };
@@ -382,11 +387,8 @@ impl Sim<'_> {
     /// max(critical path, work ÷ slots) over the simulated tasks, each costing `cost`.
     pub(super) fn bound(&self, slots: usize, cost: impl Fn(&TaskTime) -> u64) -> Bound {
         let n = self.plan.tasks.len();
-        // A join is no work (`pure::join`).
         let cost_of = |i: usize| {
-            let t = &self.plan.tasks[i];
-            let counted = !(t.join || self.setting.remaining && t.status == Status::Completed);
-            if counted {
+            if simulated(self.plan, self.setting, i) {
                 cost(&self.times.tasks[i])
             } else {
                 0

@@ -204,14 +204,12 @@ fn label(plan: &Plan, names: &TaskNames, i: usize, width: usize, index_width: us
     let subject = crate::pure::sanitize::line(names.subject(i, &plan.tasks[i].subject));
     let name = names.get(i);
     let full = format!("{name:>index_width$} {subject}");
-    let n = full.chars().count();
-    if n <= width {
-        format!("{full}{}", " ".repeat(width - n))
-    } else {
-        let mut s: String = full.chars().take(width.saturating_sub(1)).collect();
-        s.push('…');
-        s
+    if full.chars().count() <= width {
+        return format!("{full:<width$}");
     }
+    let mut s: String = full.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
 }
 
 /// A text Gantt chart of one prediction, `width` columns wide: one row per task (plan
@@ -341,7 +339,7 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
     let prediction = |p: &super::Prediction| {
         json!({
             "schedule": schedule_name(p.schedule),
-            "where": p.place.as_str(),
+            "where": p.place,
             "seconds": secs(p.wall),
             "jobs": p.jobs,
             "rounds": p.rounds,
@@ -360,11 +358,11 @@ pub fn json(report: &Report, durations: &Durations) -> Value {
             "remaining": s.remaining,
         },
         "durations": {
-            "default": {"seconds": secs(durations.default.0), "source": durations.default.1.as_str()},
-            "sources": sources.iter().map(|&x| (x.as_str().to_string(), json!(durations.count(x)))).collect::<serde_json::Map<_, _>>(),
+            "default": {"seconds": secs(durations.default.0), "source": durations.default.1},
+            "sources": sources.iter().map(|&x| (x, durations.count(x))).collect::<std::collections::BTreeMap<_, _>>(),
             "tasks": durations.tasks.iter().enumerate().filter(|(_, t)| t.source != Origin::Join).map(|(i, t)| json!({
                 "task": i,
-                "source": t.source.as_str(),
+                "source": t.source,
                 "attempts": t.attempts.iter().map(|&a| secs(a)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "warnings": durations.warnings,

@@ -172,9 +172,11 @@ fn jobs_limit_queues_in_plan_order() {
 #[test]
 fn eager_fills_free_slots_before_integrating_like_the_runner() {
     // One job. 0 (10 s) heads 0 → 3 → 4; 1 and 2 are alone (10 s). At 10 s task 0 arrives:
-    // the runner fills the free slot before integrating it, so 1 (ready already) starts, not
-    // 3 (ready only once 0 is integrated). At 20 s, 3 is ready and heads a chain: it starts;
-    // at 30 s it arrives and 2 (ready) starts before 4 (ready once 3 is integrated).
+    // the runner fills the free slot before integrating it only with what it would also pick
+    // once 0 is integrated, so not 1 (ready already): 3 (ready once 0 is integrated, heading
+    // a chain) comes first and starts after the integration. At 20 s 3 arrives and 1 starts
+    // before it is integrated (4, which it unblocks, comes after 1 in plan order); at 30 s
+    // 1 arrives and 2 starts, then 4 at 40 s.
     let (p, d) = plan(&[
         (&[], &[], 10),
         (&[], &[], 10),
@@ -185,8 +187,29 @@ fn eager_fills_free_slots_before_integrating_like_the_runner() {
     let r = report(&p, &d, setting(1, 1, 0));
     let eager = &r.predictions[2];
     let starts: Vec<u64> = eager.spans.iter().map(|s| s.start / S).collect();
-    assert_eq!(starts, [0, 10, 30, 20, 40]);
+    assert_eq!(starts, [0, 20, 30, 10, 40]);
     assert_eq!(eager.wall, 50 * S);
+}
+
+#[test]
+fn eager_gives_a_slot_freed_by_an_arrival_to_the_work_it_unblocks_like_the_runner() {
+    // The runner's case (`flow::exec`'s test `a_slot_freed_by_an_arrival_goes_to_the_work_it_
+    // unblocks_when_that_comes_first`): 0 → 1 → 2 (the longest chain); 3, 4 and 5 alone; 10 s
+    // each, two slots. When 0 and 3 arrive (t = 10), 4 and 5 are ready at once and 1 only once
+    // 0 is integrated; the runner starts before integrating only what it would also pick
+    // after (4), then 1: 30 s, not 40.
+    let ten = (&[][..], &[][..], 10);
+    let (p, d) = plan(&[ten, (&[0], &[], 10), (&[1], &[], 10), ten, ten, ten]);
+    let r = report(&p, &d, setting(2, 2, 0));
+    let eager = &r.predictions[2];
+    let at_10: Vec<usize> = eager
+        .spans
+        .iter()
+        .filter(|s| s.start == 10 * S)
+        .map(|s| s.task)
+        .collect();
+    assert_eq!(at_10, [1, 4]);
+    assert_eq!(eager.wall, 30 * S);
 }
 
 #[test]
