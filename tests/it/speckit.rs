@@ -924,3 +924,19 @@ fn eager_runs_a_phase_after_a_parallel_phase_through_the_join() {
         SIX_MD.replace("- [ ] T", "- [x] T")
     );
 }
+
+/// A ticked task whose declared file is missing runs again, and the run says so by the
+/// list's own ID (`T001`), never by the plan index behind it.
+#[test]
+fn a_ticked_task_whose_file_is_missing_is_named_by_its_id_when_it_runs_again() {
+    let dir = repo();
+    git(dir.path(), &["rm", "-q", "Makefile"]);
+    git(dir.path(), &["commit", "-qm", "no Makefile"]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), out.path(), "");
+    let log = o.expect_code(0);
+    assert!(
+        log.contains("Task T001 was marked completed but Makefile does not exist; it runs again."),
+        "{log}"
+    );
+}
