@@ -40,10 +40,12 @@ impl Location {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or(cwd);
+        // `Path::strip_prefix` keeps a `..` (`../elsewhere/plan.json`): such a plan is not
+        // inside the root either.
         let plan_rel = abs
             .strip_prefix(&root)
             .ok()
-            .map(|p| p.to_string_lossy().replace('\\', "/"));
+            .and_then(|p| crate::pure::paths::normalize(&p.to_string_lossy()).ok());
         Ok(Location {
             plan,
             root,
