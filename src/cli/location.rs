@@ -19,6 +19,11 @@ pub(crate) struct Location {
 }
 
 impl Location {
+    /// `path` as messages show it: relative to the root when it is inside.
+    pub(crate) fn shown<'a>(&self, path: &'a Path) -> std::path::Display<'a> {
+        path.strip_prefix(&self.root).unwrap_or(path).display()
+    }
+
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
         // Without `--plan`: `.design/plan.json`, or the one task list here ([`find_plan`]).
@@ -187,10 +192,14 @@ pub(crate) struct Loaded {
     pub(crate) dag: Dag,
 }
 
-/// Where a completed run archived the plan at `plan`: `plan.done.json` beside it (schema 2),
-/// or the newest `history/<timestamp>-plan.json` (schema 3).
-pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
-    let dir = plan.parent()?;
+/// The plan once a completed run archived it (no plan at `loc.plan`): `plan.done.json` beside
+/// it (schema 2), or the newest `history/<timestamp>-plan.json` (schema 3), read as a plan
+/// outside the project.
+pub(crate) fn archived(loc: &Location) -> Option<Location> {
+    if loc.plan.exists() {
+        return None;
+    }
+    let dir = loc.plan.parent()?;
     let done = dir.join("plan.done.json");
     let newest = std::fs::read_dir(dir.join("history"))
         .into_iter()
@@ -199,28 +208,20 @@ pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.to_string_lossy().ends_with("-plan.json"))
         .max();
-    match (done.is_file(), newest) {
+    let plan = match (done.is_file(), newest) {
         (true, Some(h)) => {
             // Both: the one written last.
             let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            Some(if modified(&h) > modified(&done) {
+            if modified(&h) > modified(&done) {
                 h
             } else {
                 done
-            })
+            }
         }
-        (true, None) => Some(done),
-        (false, h) => h,
-    }
-}
-
-/// The plan once a completed run archived it (no plan at `loc.plan`): where the archived one
-/// is ([`archived_plan`]), read as a plan outside the project.
-pub(crate) fn archived(loc: &Location) -> Option<Location> {
-    if loc.plan.exists() {
-        return None;
-    }
-    archived_plan(&loc.plan).map(|plan| Location {
+        (true, None) => done,
+        (false, h) => h?,
+    };
+    Some(Location {
         plan,
         root: loc.root.clone(),
         plan_rel: None,

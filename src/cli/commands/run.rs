@@ -18,16 +18,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         reviewer: a.reviewer,
         max_cost: a.max_cost,
     };
-    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-    let env = |k: &str| std::env::var(k).ok();
-    let worker = Some("(none)".to_string());
-    let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
-        Err(crate::flow::settings::ConfigError::NoWorker) if a.dry_run => {
-            crate::flow::settings::resolve(&Flags { worker, ..flags }, &env, &file)
-        }
-        resolved => resolved,
-    }
-    .map_err(config_error)?;
+    let (settings, file) = super::settings(loc, flags, a.dry_run)?;
     // What tokens cost, for the CLIs that report no cost of their own.
     crate::pure::prices::install(file.prices().map_err(config_error)?);
     // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
@@ -39,10 +30,8 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())
             .map_err(run_error)?;
     }
-    if !loc.plan.exists()
-        && let Some(done) = crate::cli::location::archived_plan(&loc.plan)
-    {
-        return completed(loc, &done, out);
+    if let Some(done) = crate::cli::location::archived(loc) {
+        return completed(loc, &done.plan, out);
     }
     let opts = crate::flow::RunOptions {
         plan: loc.plan.clone(),
@@ -81,13 +70,12 @@ fn completed(
     out: &mut impl Write,
 ) -> Result<Exit, CliError> {
     let plan = crate::edge::plan_file::load(done).map_err(crate::pure::plan::PlanErrors::from)?;
-    let shown = |p: &std::path::Path| p.strip_prefix(&loc.root).unwrap_or(p).display().to_string();
     writeln!(
         out,
         "Nothing to run: the plan is complete. {}\nIt is archived as {}; `dagexec status` shows how it went. For a new plan, write {} (/design <goal>) and run again.",
         crate::pure::update::closing_line(&plan),
-        shown(done),
-        shown(&loc.plan),
+        loc.shown(done),
+        loc.shown(&loc.plan),
     )?;
     Ok(Exit::Success)
 }

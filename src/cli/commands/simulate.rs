@@ -4,29 +4,30 @@ use crate::flow::preflight::Overlaps;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::args::{ChartPlace, SimulateArgs, TaskDuration};
+use crate::cli::args::{SimulateArgs, TaskDuration};
 use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
+use crate::flow::settings::Flags;
 
 pub(crate) fn simulate(
     loc: &Location,
     out: &mut impl Write,
     a: &SimulateArgs,
 ) -> Result<Exit, CliError> {
-    use crate::pure::simulate::{self, Place, Setting};
+    use crate::pure::simulate::{self, Setting};
     use std::io::IsTerminal;
     let archived = archived(loc);
     if let Some(Location { plan: path, .. }) = &archived {
         eprintln!(
             "(the run is complete: simulating the archived plan {})",
-            path.strip_prefix(&loc.root).unwrap_or(path).display()
+            loc.shown(path)
         );
     }
     let Loaded { plan, dag } = load(archived.as_ref().unwrap_or(loc))?;
     let jobs = match a.jobs {
         Some(j) => j,
-        None => super::local_settings(loc)?.jobs,
+        None => super::settings(loc, Flags::default(), true)?.0.jobs,
     };
     if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
         return Err(CliError::usage(
@@ -58,14 +59,10 @@ pub(crate) fn simulate(
     let terminal = io::stdout().is_terminal();
     if !a.no_gantt && (a.gantt || terminal) {
         let width = super::chart_width(a.width, terminal);
-        let place = match a.chart {
-            ChartPlace::Local => Place::Local,
-            ChartPlace::Actions => Place::Actions,
-        };
         for p in report
             .predictions
             .iter()
-            .filter(|p| p.place == place && p.schedule != crate::pure::engine::Schedule::Waves)
+            .filter(|p| p.place == a.chart && p.schedule != crate::pure::engine::Schedule::Waves)
         {
             writeln!(out)?;
             out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
