@@ -26,12 +26,10 @@ impl Location {
 
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        // Without `--plan`: `.design/plan.json`, or the one task list here ([`find_plan`]).
-        let plan = plan.unwrap_or_else(|| match find_plan(&cwd) {
-            Found::One(one) => PathBuf::from(one),
-            Found::Default | Found::Several(_) => {
-                PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL)
-            }
+        // Without `--plan`: `.design/plan.json`, or the one task list here ([`task_lists`]).
+        let plan = plan.unwrap_or_else(|| match task_lists(&cwd).as_slice() {
+            [(_, one)] => PathBuf::from(one),
+            _ => PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL),
         });
         let abs = if plan.is_absolute() {
             plan.clone()
@@ -59,43 +57,29 @@ impl Location {
     }
 }
 
-/// What a directory offers as its plan when no `--plan` is given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// `.design/plan.json` (it exists, it was archived, or nothing else is there).
-    Default,
-    /// No `.design/` plan and exactly one task list, relative to the directory.
-    One(String),
-    /// No `.design/` plan and several task lists: the user must choose.
-    Several(Vec<(crate::sources::Format, String)>),
-}
-
-/// The plan of `cwd` without `--plan`: `.design/plan.json`, unless `.design/` holds no plan
-/// (nor an archived one) and the directory holds task lists in their usual places
-/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit). `run`, `init` and every
+/// The task lists that may be the plan of `cwd` without `--plan`, relative to it: none when
+/// `.design/` holds a plan (or an archived one), else the task lists in their usual places
+/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit). The plan is the one task
+/// list, else `.design/plan.json`; of several, the user must choose. `run`, `init` and every
 /// other command decide the same way.
-pub(crate) fn find_plan(cwd: &Path) -> Found {
+fn task_lists(cwd: &Path) -> Vec<(crate::sources::Format, String)> {
     let design = cwd.join(".design");
     if ["plan.json", "plan.done.json", "history"]
         .iter()
         .any(|n| design.join(n).exists())
     {
-        return Found::Default;
+        return Vec::new();
     }
-    let mut found = crate::sources::Format::find(cwd);
-    match found.len() {
-        0 => Found::Default,
-        1 => Found::One(found.remove(0).1),
-        _ => Found::Several(found),
-    }
+    crate::sources::Format::find(cwd)
 }
 
 /// Without `--plan`, when `cwd` holds no `.design/plan.json` but several task lists: which
 /// they are and how to choose one (rather than "No plan found").
 pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
-    let Found::Several(lists) = find_plan(cwd) else {
+    let lists = task_lists(cwd);
+    if lists.len() < 2 {
         return None;
-    };
+    }
     let named: Vec<String> = lists
         .iter()
         .map(|(format, rel)| format!("  {rel} ({})", format.label()))

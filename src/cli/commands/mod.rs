@@ -15,7 +15,7 @@ use std::io::Write;
 
 use crate::cli::args::{AnswerArgs, Command, RetryArgs};
 use crate::cli::location::{Loaded, load};
-use crate::cli::report::{CliError, config_error};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 use crate::flow::settings::{ConfigError, FileConfig, Flags, Settings};
 
@@ -79,7 +79,7 @@ fn settings(
     flags: Flags,
     no_worker: bool,
 ) -> Result<(Settings, FileConfig), CliError> {
-    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
+    let file = crate::flow::settings::read_file_config(&loc.root)?;
     let env = |k: &str| std::env::var(k).ok();
     let worker = Some("(none)".to_string());
     let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
@@ -88,7 +88,7 @@ fn settings(
         }
         resolved => resolved,
     };
-    Ok((settings.map_err(config_error)?, file))
+    Ok((settings?, file))
 }
 
 /// A chart's width: `given`, else the terminal's when `terminal`, else 100 columns.

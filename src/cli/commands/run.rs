@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::args::{DemoArgs, RunArgs};
-use crate::cli::report::{CliError, config_error, run_error};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 use crate::flow::settings::Flags;
 
@@ -20,15 +20,14 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     };
     let (settings, file) = super::settings(loc, flags, a.dry_run)?;
     // What tokens cost, for the CLIs that report no cost of their own.
-    crate::pure::prices::install(file.prices().map_err(config_error)?);
+    crate::pure::prices::install(file.prices()?);
     // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
     // After the end: the plan was archived by the run that completed it (a crash in the
     // archiving commit finished first).
     if !loc.plan.exists()
         && let Some(rel) = &loc.plan_rel
     {
-        crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())
-            .map_err(run_error)?;
+        crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())?;
     }
     if let Some(done) = crate::cli::location::archived(loc) {
         return completed(loc, &done.plan, out);
@@ -45,9 +44,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     };
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
-    crate::local::run(&opts, &ui)
-        .map(Exit::of_run)
-        .map_err(run_error)
+    Ok(Exit::of_run(crate::local::run(&opts, &ui)?))
 }
 
 /// The plan's path relative to the project root, which `run` and `init` need; `hint` says
@@ -97,7 +94,9 @@ pub(crate) fn cmd_demo(
     }
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
-    crate::local::demo::demo(dir, jobs.max(1), &ui)
-        .map(Exit::of_run)
-        .map_err(run_error)
+    Ok(Exit::of_run(crate::local::demo::demo(
+        dir,
+        jobs.max(1),
+        &ui,
+    )?))
 }
