@@ -55,10 +55,11 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
                     d.display()
                 )));
             }
-            // A new directory may be several levels deep; the user named it, so make it.
+            // A new directory may be several levels deep; the user named it, so make it. The
+            // worker runs in each task's worktree: its path must not be relative to here.
             std::fs::create_dir_all(&d)
-                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?;
-            d
+                .and_then(|()| std::path::absolute(&d))
+                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?
         }
         None => tempfile::Builder::new()
             .prefix("dagexec-demo-")
