@@ -185,23 +185,20 @@ pub(crate) enum Command {
     Action(crate::cli::action::ActionCommand),
 }
 
-/// `--duration`: for every task without history, or for one task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--duration`: for every task without history, or for one task (as the command line names
+/// it: [`crate::pure::plan::ids`], read once the plan is).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TaskDuration {
     All(Duration),
-    Task(usize, Duration),
+    Task(String, Duration),
 }
 
-/// `10m` or `3=10m`.
+/// `10m`, `3=10m` or `T004=10m`.
 pub(crate) fn parse_task_duration(s: &str) -> Result<TaskDuration, String> {
     match s.split_once('=') {
         None => crate::flow::settings::parse_duration(s).map(TaskDuration::All),
-        Some((task, d)) => {
-            let task = task.trim().parse::<usize>().map_err(|_| {
-                format!("{task:?} is not a task number (expected TASK=DURATION, e.g. 3=20m)")
-            })?;
-            crate::flow::settings::parse_duration(d).map(|d| TaskDuration::Task(task, d))
-        }
+        Some((task, d)) => crate::flow::settings::parse_duration(d)
+            .map(|d| TaskDuration::Task(task.trim().to_string(), d)),
     }
 }
 

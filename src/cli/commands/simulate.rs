@@ -35,7 +35,7 @@ pub(crate) fn simulate(
             "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
-    let input = duration_input(a)?;
+    let input = duration_input(a, &plan)?;
     let times = simulate::durations::durations(&plan, &input)
         .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
@@ -71,15 +71,21 @@ pub(crate) fn simulate(
     Ok(Exit::Success)
 }
 
-/// The durations given with `--duration` (each task's once, one for every task).
-fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInput, CliError> {
+/// The durations given with `--duration` (each task's once, one for every task). A task is
+/// named as every command names it: a task list's own ID, a plan.json's index (whether the
+/// plan has it, `durations` says).
+fn duration_input(
+    a: &SimulateArgs,
+    plan: &crate::pure::plan::Plan,
+) -> Result<crate::pure::simulate::DurationInput, CliError> {
     let mut input = crate::pure::simulate::DurationInput {
         use_history: !a.no_history,
         ..Default::default()
     };
+    let listed = crate::pure::plan::ids::list_ids(plan).is_some();
     for d in &a.duration {
-        match *d {
-            TaskDuration::All(d) => {
+        match d {
+            &TaskDuration::All(d) => {
                 if input.default.replace(ms(d)).is_some() {
                     return Err(CliError::usage(
                         "--duration without a task is given twice",
@@ -87,10 +93,20 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
                     ));
                 }
             }
-            TaskDuration::Task(task, d) => {
-                if input.per_task.insert(task, ms(d)).is_some() {
+            TaskDuration::Task(name, d) => {
+                let task = match name.parse() {
+                    _ if listed => super::find_task(plan, name)?,
+                    Ok(task) => task,
+                    Err(_) => {
+                        return Err(CliError::usage(
+                            format!("--duration {name}=…: {name:?} is not a task number"),
+                            "expected TASK=DURATION, e.g. 3=20m: task numbers are plan indices",
+                        ));
+                    }
+                };
+                if input.per_task.insert(task, ms(*d)).is_some() {
                     return Err(CliError::usage(
-                        format!("--duration {task}=… is given twice"),
+                        format!("--duration {name}=… is given twice"),
                         "give each task's duration once",
                     ));
                 }
