@@ -94,9 +94,6 @@ pub(crate) fn cmd_demo(
     }
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
-    Ok(Exit::of_run(crate::local::demo::demo(
-        dir,
-        jobs.max(1),
-        &ui,
-    )?))
+    let end = crate::local::demo::demo(dir, jobs.max(1), &ui)?;
+    Ok(Exit::of_run(end))
 }
