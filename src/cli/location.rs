@@ -213,13 +213,10 @@ pub(crate) fn archived(loc: &Location) -> Option<Location> {
 }
 
 pub(crate) fn load(loc: &Location) -> Result<Loaded, CliError> {
-    let plan = {
-        let _span = tracing::debug_span!("parse").entered();
-        crate::edge::plan_file::load(&loc.plan).map_err(PlanErrors::from)?
-    };
-    let dag = {
-        let _span = tracing::debug_span!("check").entered();
-        crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
-    };
+    let plan = tracing::debug_span!("parse")
+        .in_scope(|| crate::edge::plan_file::load(&loc.plan))
+        .map_err(PlanErrors::from)?;
+    let dag = tracing::debug_span!("check")
+        .in_scope(|| crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root))?;
     Ok(Loaded { plan, dag })
 }

@@ -17,10 +17,7 @@ pub(crate) fn validate(
     out: &mut impl Write,
     a: &ValidateArgs,
 ) -> Result<Exit, CliError> {
-    let Loaded { plan, dag } = {
-        let _span = tracing::debug_span!("load").entered();
-        load(loc)?
-    };
+    let Loaded { plan, dag } = tracing::debug_span!("load").in_scope(|| load(loc))?;
     // A plan runs in a git repository (worktrees, a commit per round): outside one, the
     // setup report could only repeat git's own complaint.
     if let Err(crate::edge::git::GitError::NotARepository { .. }) =
@@ -34,10 +31,7 @@ pub(crate) fn validate(
             "run dagexec from the repository that holds the plan, or make this directory one: `git init && git add -A && git commit -m start`",
         ));
     }
-    let overlaps = {
-        let _span = tracing::debug_span!("overlap").entered();
-        Overlaps::of(&plan, &dag)
-    };
+    let overlaps = tracing::debug_span!("overlap").in_scope(|| Overlaps::of(&plan, &dag));
     let validation = tracing::debug_span!("checks").in_scope(|| {
         checks::gather(
             &plan,
