@@ -94,15 +94,15 @@ fn duration_input(
                 }
             }
             TaskDuration::Task(name, d) => {
-                let task = match name.parse() {
-                    _ if listed => super::find_task(plan, name)?,
-                    Ok(task) => task,
-                    Err(_) => {
-                        return Err(CliError::usage(
+                let task = if listed {
+                    super::find_task(plan, name)?
+                } else {
+                    name.parse().map_err(|_| {
+                        CliError::usage(
                             format!("--duration {name}=…: {name:?} is not a task number"),
                             "expected TASK=DURATION, e.g. 3=20m: task numbers are plan indices",
-                        ));
-                    }
+                        )
+                    })?
                 };
                 if input.per_task.insert(task, ms(*d)).is_some() {
                     return Err(CliError::usage(
