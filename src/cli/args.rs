@@ -5,9 +5,13 @@
 // The doc comments here are `--help` text, printed as written.
 #![allow(clippy::doc_markdown)]
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::pure::render::graph::GraphFormat;
+use crate::pure::simulate::Place;
 
 pub(crate) const AFTER_HELP: &str = "\
 Examples:
@@ -181,35 +185,20 @@ pub(crate) enum Command {
     Action(crate::cli::action::ActionCommand),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum GraphFormatArg {
-    Mermaid,
-    Dot,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ChartPlace {
-    Local,
-    Actions,
-}
-
-/// `--duration`: for every task without history, or for one task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--duration`: for every task without history, or for one task (as the command line names
+/// it: [`crate::pure::plan::ids`], read once the plan is).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum TaskDuration {
     All(Duration),
-    Task(usize, Duration),
+    Task(String, Duration),
 }
 
-/// `10m` or `3=10m`.
+/// `10m`, `3=10m` or `T004=10m`.
 pub(crate) fn parse_task_duration(s: &str) -> Result<TaskDuration, String> {
     match s.split_once('=') {
         None => crate::flow::settings::parse_duration(s).map(TaskDuration::All),
-        Some((task, d)) => {
-            let task = task.trim().parse::<usize>().map_err(|_| {
-                format!("{task:?} is not a task number (expected TASK=DURATION, e.g. 3=20m)")
-            })?;
-            crate::flow::settings::parse_duration(d).map(|d| TaskDuration::Task(task, d))
-        }
+        Some((task, d)) => crate::flow::settings::parse_duration(d)
+            .map(|d| TaskDuration::Task(task.trim().to_string(), d)),
     }
 }
 
@@ -362,8 +351,9 @@ pub(crate) struct DemoArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct GraphArgs {
     /// mermaid (renders in GitHub markdown) or dot (Graphviz).
-    #[arg(long, value_enum, default_value_t = GraphFormatArg::Mermaid)]
-    pub(crate) format: GraphFormatArg,
+    #[arg(long, default_value = "mermaid", value_parser = PossibleValuesParser::new(["mermaid", "dot"])
+        .map(|f| if f == "dot" { GraphFormat::Dot } else { GraphFormat::Mermaid }))]
+    pub(crate) format: GraphFormat,
 }
 
 /// The arguments of `dagexec simulate`.
@@ -417,8 +407,9 @@ pub(crate) struct SimulateArgs {
     #[arg(long)]
     pub(crate) no_gantt: bool,
     /// Which place the charts show the rounds and eager schedules of.
-    #[arg(long, value_enum, value_name = "WHERE", default_value_t = ChartPlace::Actions)]
-    pub(crate) chart: ChartPlace,
+    #[arg(long, value_name = "WHERE", default_value = "actions", value_parser = PossibleValuesParser::new(["local", "actions"])
+        .map(|p| if p == "local" { Place::Local } else { Place::Actions }))]
+    pub(crate) chart: Place,
     /// The charts' width in columns [default: the terminal's, else 100].
     #[arg(long, value_name = "COLUMNS")]
     pub(crate) width: Option<usize>,

@@ -19,14 +19,17 @@ pub(crate) struct Location {
 }
 
 impl Location {
+    /// `path` as messages show it: relative to the root when it is inside.
+    pub(crate) fn shown<'a>(&self, path: &'a Path) -> std::path::Display<'a> {
+        path.strip_prefix(&self.root).unwrap_or(path).display()
+    }
+
     pub(crate) fn resolve(plan: Option<PathBuf>) -> io::Result<Self> {
         let cwd = std::env::current_dir()?;
-        // Without `--plan`: `.design/plan.json`, or the one task list here ([`find_plan`]).
-        let plan = plan.unwrap_or_else(|| match find_plan(&cwd) {
-            Found::One(one) => PathBuf::from(one),
-            Found::Default | Found::Several(_) => {
-                PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL)
-            }
+        // Without `--plan`: `.design/plan.json`, or the one task list here ([`task_lists`]).
+        let plan = plan.unwrap_or_else(|| match task_lists(&cwd).as_slice() {
+            [(_, one)] => PathBuf::from(one),
+            _ => PathBuf::from(crate::pure::validate::DEFAULT_PLAN_REL),
         });
         let abs = if plan.is_absolute() {
             plan.clone()
@@ -40,10 +43,12 @@ impl Location {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or(cwd);
+        // `Path::strip_prefix` keeps a `..` (`../elsewhere/plan.json`): such a plan is not
+        // inside the root either.
         let plan_rel = abs
             .strip_prefix(&root)
             .ok()
-            .map(|p| p.to_string_lossy().replace('\\', "/"));
+            .and_then(|p| crate::pure::paths::normalize(&p.to_string_lossy()).ok());
         Ok(Location {
             plan,
             root,
@@ -52,43 +57,29 @@ impl Location {
     }
 }
 
-/// What a directory offers as its plan when no `--plan` is given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// `.design/plan.json` (it exists, it was archived, or nothing else is there).
-    Default,
-    /// No `.design/` plan and exactly one task list, relative to the directory.
-    One(String),
-    /// No `.design/` plan and several task lists: the user must choose.
-    Several(Vec<(crate::sources::Format, String)>),
-}
-
-/// The plan of `cwd` without `--plan`: `.design/plan.json`, unless `.design/` holds no plan
-/// (nor an archived one) and the directory holds task lists in their usual places
-/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit). `run`, `init` and every
+/// The task lists that may be the plan of `cwd` without `--plan`, relative to it: none when
+/// `.design/` holds a plan (or an archived one), else the task lists in their usual places
+/// (`sources::Format::find`: Taskmaster, Kiro / cc-sdd, Spec Kit). The plan is the one task
+/// list, else `.design/plan.json`; of several, the user must choose. `run`, `init` and every
 /// other command decide the same way.
-pub(crate) fn find_plan(cwd: &Path) -> Found {
+fn task_lists(cwd: &Path) -> Vec<(crate::sources::Format, String)> {
     let design = cwd.join(".design");
     if ["plan.json", "plan.done.json", "history"]
         .iter()
         .any(|n| design.join(n).exists())
     {
-        return Found::Default;
+        return Vec::new();
     }
-    let mut found = crate::sources::Format::find(cwd);
-    match found.len() {
-        0 => Found::Default,
-        1 => Found::One(found.remove(0).1),
-        _ => Found::Several(found),
-    }
+    crate::sources::Format::find(cwd)
 }
 
 /// Without `--plan`, when `cwd` holds no `.design/plan.json` but several task lists: which
 /// they are and how to choose one (rather than "No plan found").
 pub(crate) fn several_task_lists(cwd: &Path) -> Option<CliError> {
-    let Found::Several(lists) = find_plan(cwd) else {
+    let lists = task_lists(cwd);
+    if lists.len() < 2 {
         return None;
-    };
+    }
     let named: Vec<String> = lists
         .iter()
         .map(|(format, rel)| format!("  {rel} ({})", format.label()))
@@ -185,10 +176,14 @@ pub(crate) struct Loaded {
     pub(crate) dag: Dag,
 }
 
-/// Where a completed run archived the plan at `plan`: `plan.done.json` beside it (schema 2),
-/// or the newest `history/<timestamp>-plan.json` (schema 3).
-pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
-    let dir = plan.parent()?;
+/// The plan once a completed run archived it (no plan at `loc.plan`): `plan.done.json` beside
+/// it (schema 2), or the newest `history/<timestamp>-plan.json` (schema 3), read as a plan
+/// outside the project.
+pub(crate) fn archived(loc: &Location) -> Option<Location> {
+    if loc.plan.exists() {
+        return None;
+    }
+    let dir = loc.plan.parent()?;
     let done = dir.join("plan.done.json");
     let newest = std::fs::read_dir(dir.join("history"))
         .into_iter()
@@ -197,28 +192,20 @@ pub(crate) fn archived_plan(plan: &Path) -> Option<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.to_string_lossy().ends_with("-plan.json"))
         .max();
-    match (done.is_file(), newest) {
+    let plan = match (done.is_file(), newest) {
         (true, Some(h)) => {
             // Both: the one written last.
             let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            Some(if modified(&h) > modified(&done) {
+            if modified(&h) > modified(&done) {
                 h
             } else {
                 done
-            })
+            }
         }
-        (true, None) => Some(done),
-        (false, h) => h,
-    }
-}
-
-/// The plan once a completed run archived it (no plan at `loc.plan`): where the archived one
-/// is ([`archived_plan`]), read as a plan outside the project.
-pub(crate) fn archived(loc: &Location) -> Option<Location> {
-    if loc.plan.exists() {
-        return None;
-    }
-    archived_plan(&loc.plan).map(|plan| Location {
+        (true, None) => done,
+        (false, h) => h?,
+    };
+    Some(Location {
         plan,
         root: loc.root.clone(),
         plan_rel: None,
@@ -226,13 +213,10 @@ pub(crate) fn archived(loc: &Location) -> Option<Location> {
 }
 
 pub(crate) fn load(loc: &Location) -> Result<Loaded, CliError> {
-    let plan = {
-        let _span = tracing::debug_span!("parse").entered();
-        crate::edge::plan_file::load(&loc.plan).map_err(PlanErrors::from)?
-    };
-    let dag = {
-        let _span = tracing::debug_span!("check").entered();
-        crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root)?
-    };
+    let plan = tracing::debug_span!("parse")
+        .in_scope(|| crate::edge::plan_file::load(&loc.plan))
+        .map_err(PlanErrors::from)?;
+    let dag = tracing::debug_span!("check")
+        .in_scope(|| crate::edge::plan_file::check_in(&plan, loc.plan_rel.as_deref(), &loc.root))?;
     Ok(Loaded { plan, dag })
 }

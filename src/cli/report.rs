@@ -28,18 +28,18 @@ impl CliError {
     }
 }
 
-#[expect(
-    clippy::needless_pass_by_value,
-    reason = "`map_err` hands the error over by value"
-)]
-pub(crate) fn config_error(e: crate::flow::settings::ConfigError) -> CliError {
-    CliError::usage(e.to_string(), e.hint())
+impl From<crate::flow::settings::ConfigError> for CliError {
+    fn from(e: crate::flow::settings::ConfigError) -> CliError {
+        CliError::usage(e.to_string(), e.hint())
+    }
 }
 
-pub(crate) fn run_error(e: crate::flow::RunError) -> CliError {
-    match e {
-        crate::flow::RunError::Plan(p) => CliError::Plan(p),
-        other => CliError::usage(other.to_string(), other.hint()),
+impl From<crate::flow::RunError> for CliError {
+    fn from(e: crate::flow::RunError) -> CliError {
+        match e {
+            crate::flow::RunError::Plan(p) => CliError::Plan(p),
+            other => CliError::usage(other.to_string(), other.hint()),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! sharing a file run one after another inside a round, and one commit per round to review
 //! with `git log`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::edge::git::run_in;
@@ -31,20 +31,6 @@ const FILES: &[(&str, &str)] = &[
 ];
 const WORKER: &str = include_str!("../../examples/demo/worker.sh");
 
-/// The demo's settings: the bundled script as the worker, `jobs` at once, rounds.
-fn settings(worker: &Path, jobs: usize) -> Settings {
-    Settings {
-        worker: format!("sh '{}'", worker.display()),
-        jobs,
-        timeout: Duration::from_secs(60),
-        schedule: Schedule::Rounds,
-        overlap: crate::pure::overlap::Policy::Serial,
-        reviewer: None,
-        max_cost: None,
-        worktrees: None,
-    }
-}
-
 /// Writes the demo into `dir` (a new directory; a temporary one when `None`) and runs it.
 pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunError> {
     let top = match dir {
@@ -55,10 +41,11 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
                     d.display()
                 )));
             }
-            // A new directory may be several levels deep; the user named it, so make it.
+            // A new directory may be several levels deep; the user named it, so make it. The
+            // worker runs in each task's worktree: its path must not be relative to here.
             std::fs::create_dir_all(&d)
-                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?;
-            d
+                .and_then(|()| std::path::absolute(&d))
+                .map_err(|e| RunError::Other(format!("cannot create {}: {e}", d.display())))?
         }
         None => tempfile::Builder::new()
             .prefix("dagexec-demo-")
@@ -105,7 +92,17 @@ pub fn demo(dir: Option<PathBuf>, jobs: usize, ui: &Ui) -> Result<RunEnd, RunErr
         plan: repo.join(".design/plan.json"),
         plan_rel: ".design/plan.json".into(),
         root: repo.clone(),
-        settings: settings(&worker, jobs),
+        // The bundled script as the worker, `jobs` at once, rounds.
+        settings: Settings {
+            worker: format!("sh '{}'", worker.display()),
+            jobs,
+            timeout: Duration::from_secs(60),
+            schedule: Schedule::Rounds,
+            overlap: crate::pure::overlap::Policy::Serial,
+            reviewer: None,
+            max_cost: None,
+            worktrees: None,
+        },
         yes: true,
         dry_run: false,
         check_timeout: Duration::from_secs(10),

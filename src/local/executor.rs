@@ -69,19 +69,14 @@ impl Executor for Local<'_> {
     }
 
     async fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
-        let base = if let Some(b) = &self.base {
-            b.clone()
-        } else {
+        let base = match &self.base {
+            Some(b) => b.clone(),
             // A round's later group starts from the round so far (its earlier groups'
             // accepted patches), unpublished.
-            let b = if self.build.is_empty() {
-                self.repo.head()?
-            } else {
-                self.build.next_base(self.repo)?
-            };
-            self.base = Some(b.clone());
-            b
+            None if self.build.is_empty() => self.repo.head()?,
+            None => self.build.next_base(self.repo)?,
         };
+        self.base = Some(base.clone());
         let (rebase, resumed) = match &mut self.ledger {
             None => (false, None),
             Some(l) => {

@@ -145,11 +145,12 @@ fn keep_live_spend(
     ui: &Ui,
 ) -> Result<(), RunError> {
     let left = crate::flow::live::left(repo.common_dir(), plan);
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for r in &left {
         crate::pure::usage::record(plan, r);
         ui.say(format!(
             "Task {} attempt {} was cut short when the last run stopped; what it spent through the model gateway is recorded: {}.",
-            r.task,
+            names.get(r.task),
             r.attempt,
             crate::pure::usage::spend_text(&r.usage)
         ));

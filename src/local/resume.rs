@@ -97,9 +97,11 @@ pub(super) fn resume(
         }
     }
     if !failures.is_empty() {
-        for (t, why) in &failures {
+        let names = plan::ids::TaskNames::of(plan);
+        for (&t, why) in &failures {
             ui.say(format!(
-                "Task {t} was marked completed but {why}; it runs again."
+                "Task {} was marked completed but {why}; it runs again.",
+                names.get(t)
             ));
         }
         update::fail_verification(plan, &failures);

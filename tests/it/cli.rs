@@ -378,3 +378,50 @@ fn a_bad_duration_names_its_flag_and_shows_examples() {
         );
     }
 }
+
+/// `--plan ../elsewhere/plan.json` names a plan outside the project: `run` and `init` refuse
+/// it before anything runs (no worker spent, no workflow naming `../`), as they refuse an
+/// absolute path outside it.
+#[test]
+fn a_plan_up_the_tree_is_outside_the_project() {
+    let top = tempfile::tempdir().unwrap();
+    let (project, elsewhere) = (top.path().join("project"), top.path().join("elsewhere"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let plan = r#"{"schemaVersion": 2, "goal": "g", "tasks": [{"subject": "s", "description": "d", "files": {"create": ["x.txt"]}}]}"#;
+    std::fs::write(elsewhere.join("plan.json"), plan).unwrap();
+    git(&project, &["init", "-q"]);
+    git(&project, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let marker = top.path().join("worker-ran");
+    let worker = format!("touch '{}'; echo 'COMPLETED: done'", marker.display());
+    for args in [
+        &[
+            "--plan",
+            "../elsewhere/plan.json",
+            "run",
+            "--worker",
+            &worker,
+        ][..],
+        &[
+            "--plan",
+            "../elsewhere/plan.json",
+            "init",
+            "--worker",
+            "claude",
+        ][..],
+    ] {
+        let out = run(&project, args);
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr
+                .contains("../elsewhere/plan.json is outside the project directory"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        !marker.exists(),
+        "no worker runs for a plan outside the project"
+    );
+    assert!(!project.join(".github").exists(), "no workflow is written");
+}

@@ -33,6 +33,19 @@ fn the_demo_runs_in_a_new_nested_directory_and_commits_round_by_round() {
     );
 }
 
+/// `--dir` relative to the current directory: the bundled worker is found from the task's
+/// worktree too, and the demo completes.
+#[test]
+fn the_demo_runs_in_a_directory_named_relative_to_here() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = exec(tmp.path(), &["demo", "--dir", "rel/demo"]);
+    let text = common::text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("cannot open"), "{text}");
+    let log = git(&tmp.path().join("rel/demo/repo"), &["log", "--format=%s"]);
+    assert!(log.lines().any(|l| l.contains("completed")), "{log}");
+}
+
 /// README.md's "A run" shows the demo's output, cut where it says `…`: every line it shows is a
 /// line the demo prints, times and commit ids aside (they differ run to run). Lines of a round
 /// may come in another order (workers run in parallel), so each is looked up on its own.

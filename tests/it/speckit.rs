@@ -924,3 +924,48 @@ fn eager_runs_a_phase_after_a_parallel_phase_through_the_join() {
         SIX_MD.replace("- [ ] T", "- [x] T")
     );
 }
+
+/// A ticked task whose declared file is missing runs again, and the run says so by the
+/// list's own ID (`T001`), never by the plan index behind it.
+#[test]
+fn a_ticked_task_whose_file_is_missing_is_named_by_its_id_when_it_runs_again() {
+    let dir = repo();
+    git(dir.path(), &["rm", "-q", "Makefile"]);
+    git(dir.path(), &["commit", "-qm", "no Makefile"]);
+    let out = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), out.path(), "");
+    let log = o.expect_code(0);
+    assert!(
+        log.contains("Task T001 was marked completed but Makefile does not exist; it runs again."),
+        "{log}"
+    );
+}
+
+/// `simulate --duration T004=1h` names a task of the list by its own ID, as `prompt`,
+/// `answer` and `retry` do (and as simulate's own charts name it).
+#[test]
+fn simulate_takes_a_task_lists_own_ids_for_durations() {
+    let dir = repo();
+    let o = exec(
+        dir.path(),
+        &[
+            "--plan", TASKS, "simulate", "-d", "5m", "-d", "T004=1h", "--json",
+        ],
+    );
+    let out = o.expect_code(0);
+    let json: serde_json::Value =
+        serde_json::from_str(&o.stdout()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let given: Vec<&serde_json::Value> = json["durations"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["source"] == "given")
+        .collect();
+    assert_eq!(given.len(), 1, "{out}");
+    assert_eq!(given[0]["task"], 3, "T004 is the plan's task 3: {out}");
+    assert_eq!(given[0]["attempts"], serde_json::json!([3600.0]), "{out}");
+    let o = exec(dir.path(), &["--plan", TASKS, "simulate", "-d", "T404=1h"]);
+    let err = o.stderr();
+    assert_eq!(o.code(), Some(2), "{err}");
+    assert!(err.contains("no task \"T404\" in the task list"), "{err}");
+}

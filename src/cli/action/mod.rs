@@ -380,27 +380,22 @@ async fn writer_client(
 ) -> Result<Option<Client>, ActionError> {
     inputs.allow_workflow_changes = writer.allow_workflow_changes;
     inputs.workflow.clone_from(&writer.workflow);
-    let (app_id, private_key) = (writer.app_id.as_str(), writer.private_key.as_str());
-    if !app_id.trim().is_empty() || !private_key.trim().is_empty() {
-        let (Some(repo), false, false) = (
-            &ctx.repository,
-            app_id.trim().is_empty(),
-            private_key.trim().is_empty(),
-        ) else {
+    // The app's id trimmed (as the JWT takes it), its key as given.
+    let (app_id, key) = (writer.app_id.trim(), writer.private_key.as_str());
+    if !app_id.is_empty() || !key.trim().is_empty() {
+        let (Some(repo), false, false) =
+            (&ctx.repository, app_id.is_empty(), key.trim().is_empty())
+        else {
             return Err(ActionError::Input(
                     "GitHub App authentication needs both `app-id` and `private-key`, in a run with GITHUB_REPOSITORY set".into(),
                 ));
         };
         let token =
-            crate::edge::github::app::installation_token(&ctx.api_url, repo, app_id, private_key)
-                .await?;
+            crate::edge::github::app::installation_token(&ctx.api_url, repo, app_id, key).await?;
         runtime::mask(&token);
-        println!(
-            "Authenticated as GitHub App {} (installation token).",
-            app_id.trim()
-        );
+        println!("Authenticated as GitHub App {app_id} (installation token).");
         inputs.token = token;
-        inputs.app_id = app_id.trim().parse().ok();
+        inputs.app_id = app_id.parse().ok();
     }
     let client = match &ctx.repository {
         Some(repo) if !inputs.token.is_empty() => {

@@ -6,20 +6,18 @@ use crate::pure::prompt::{self, Unit};
 use crate::pure::render;
 use std::io::{self, Write};
 
-use crate::cli::args::{GraphArgs, GraphFormatArg, PromptArgs, StatusArgs, ValidateArgs};
+use crate::cli::args::{GraphArgs, PromptArgs, StatusArgs, ValidateArgs};
 use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
+use crate::flow::settings::Flags;
 
 pub(crate) fn validate(
     loc: &Location,
     out: &mut impl Write,
     a: &ValidateArgs,
 ) -> Result<Exit, CliError> {
-    let Loaded { plan, dag } = {
-        let _span = tracing::debug_span!("load").entered();
-        load(loc)?
-    };
+    let Loaded { plan, dag } = tracing::debug_span!("load").in_scope(|| load(loc))?;
     // A plan runs in a git repository (worktrees, a commit per round): outside one, the
     // setup report could only repeat git's own complaint.
     if let Err(crate::edge::git::GitError::NotARepository { .. }) =
@@ -33,10 +31,7 @@ pub(crate) fn validate(
             "run dagexec from the repository that holds the plan, or make this directory one: `git init && git add -A && git commit -m start`",
         ));
     }
-    let overlaps = {
-        let _span = tracing::debug_span!("overlap").entered();
-        Overlaps::of(&plan, &dag)
-    };
+    let overlaps = tracing::debug_span!("overlap").in_scope(|| Overlaps::of(&plan, &dag));
     let validation = tracing::debug_span!("checks").in_scope(|| {
         checks::gather(
             &plan,
@@ -93,7 +88,7 @@ pub(crate) fn status_gantt(
         return Ok(());
     };
     let width = super::chart_width(width, io::stdout().is_terminal());
-    let settings = super::local_settings(loc)?;
+    let settings = super::settings(loc, Flags::default(), true)?.0;
     let ran = timeline::Ran {
         schedule: settings.schedule,
         place: crate::pure::simulate::Place::Local,
@@ -152,7 +147,7 @@ pub(crate) fn cmd_status(
             out,
             "The run is complete: {} (the plan was archived at {}).\n",
             crate::pure::update::closing_line(&plan),
-            path.strip_prefix(&loc.root).unwrap_or(path).display()
+            loc.shown(path)
         )?;
     }
     // The attempts' kept stdout, stderr and work logs, when the plan is in a repository.
@@ -217,11 +212,7 @@ pub(crate) fn cmd_graph(
     a: &GraphArgs,
 ) -> Result<Exit, CliError> {
     let Loaded { plan, .. } = load(loc)?;
-    let format = match a.format {
-        GraphFormatArg::Mermaid => render::graph::GraphFormat::Mermaid,
-        GraphFormatArg::Dot => render::graph::GraphFormat::Dot,
-    };
-    out.write_all(render::graph::render(&plan, format).as_bytes())?;
+    out.write_all(render::graph::render(&plan, a.format).as_bytes())?;
     Ok(Exit::Success)
 }
 

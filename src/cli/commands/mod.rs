@@ -15,8 +15,9 @@ use std::io::Write;
 
 use crate::cli::args::{AnswerArgs, Command, RetryArgs};
 use crate::cli::location::{Loaded, load};
-use crate::cli::report::{CliError, config_error};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
+use crate::flow::settings::{ConfigError, FileConfig, Flags, Settings};
 
 pub(crate) fn run(
     command: Command,
@@ -70,16 +71,24 @@ pub(crate) fn cmd_answer(
     pending_again(out, &plan, &answered.reopened, "")
 }
 
-/// The settings `run` would resolve here (flags aside), for what the commands that do not
-/// run the plan show of them.
-fn local_settings(loc: &Location) -> Result<crate::flow::settings::Settings, CliError> {
-    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-    let flags = crate::flow::settings::Flags {
-        worker: Some("(none)".into()),
-        ..Default::default()
-    };
+/// The settings `run` resolves here from `flags`, and the settings file they were read with.
+/// With `no_worker` (a dry run; the commands that do not run the plan, which call it with
+/// no flags) no worker is needed: without one, it is `(none)`.
+fn settings(
+    loc: &Location,
+    flags: Flags,
+    no_worker: bool,
+) -> Result<(Settings, FileConfig), CliError> {
+    let file = crate::flow::settings::read_file_config(&loc.root)?;
     let env = |k: &str| std::env::var(k).ok();
-    crate::flow::settings::resolve(&flags, &env, &file).map_err(config_error)
+    let worker = Some("(none)".to_string());
+    let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
+        Err(ConfigError::NoWorker) if no_worker => {
+            crate::flow::settings::resolve(&Flags { worker, ..flags }, &env, &file)
+        }
+        resolved => resolved,
+    };
+    Ok((settings?, file))
 }
 
 /// A chart's width: `given`, else the terminal's when `terminal`, else 100 columns.

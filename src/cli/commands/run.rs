@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::cli::args::{DemoArgs, RunArgs};
-use crate::cli::report::{CliError, config_error, run_error};
+use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
 use crate::flow::settings::Flags;
 
@@ -18,31 +18,19 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
         reviewer: a.reviewer,
         max_cost: a.max_cost,
     };
-    let file = crate::flow::settings::read_file_config(&loc.root).map_err(config_error)?;
-    let env = |k: &str| std::env::var(k).ok();
-    let worker = Some("(none)".to_string());
-    let settings = match crate::flow::settings::resolve(&flags, &env, &file) {
-        Err(crate::flow::settings::ConfigError::NoWorker) if a.dry_run => {
-            crate::flow::settings::resolve(&Flags { worker, ..flags }, &env, &file)
-        }
-        resolved => resolved,
-    }
-    .map_err(config_error)?;
+    let (settings, file) = super::settings(loc, flags, a.dry_run)?;
     // What tokens cost, for the CLIs that report no cost of their own.
-    crate::pure::prices::install(file.prices().map_err(config_error)?);
+    crate::pure::prices::install(file.prices()?);
     // `--long-run DIR`: `loc` is its plan already (`cli::location::source_location`).
     // After the end: the plan was archived by the run that completed it (a crash in the
     // archiving commit finished first).
     if !loc.plan.exists()
         && let Some(rel) = &loc.plan_rel
     {
-        crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())
-            .map_err(run_error)?;
+        crate::local::finish_interrupted_round(&loc.root, rel, &crate::flow::Ui::for_stdout())?;
     }
-    if !loc.plan.exists()
-        && let Some(done) = crate::cli::location::archived_plan(&loc.plan)
-    {
-        return completed(loc, &done, out);
+    if let Some(done) = crate::cli::location::archived(loc) {
+        return completed(loc, &done.plan, out);
     }
     let opts = crate::flow::RunOptions {
         plan: loc.plan.clone(),
@@ -56,9 +44,7 @@ pub(crate) fn cmd_run(loc: &Location, out: &mut impl Write, a: RunArgs) -> Resul
     };
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
-    crate::local::run(&opts, &ui)
-        .map(Exit::of_run)
-        .map_err(run_error)
+    Ok(Exit::of_run(crate::local::run(&opts, &ui)?))
 }
 
 /// The plan's path relative to the project root, which `run` and `init` need; `hint` says
@@ -81,13 +67,12 @@ fn completed(
     out: &mut impl Write,
 ) -> Result<Exit, CliError> {
     let plan = crate::edge::plan_file::load(done).map_err(crate::pure::plan::PlanErrors::from)?;
-    let shown = |p: &std::path::Path| p.strip_prefix(&loc.root).unwrap_or(p).display().to_string();
     writeln!(
         out,
         "Nothing to run: the plan is complete. {}\nIt is archived as {}; `dagexec status` shows how it went. For a new plan, write {} (/design <goal>) and run again.",
         crate::pure::update::closing_line(&plan),
-        shown(done),
-        shown(&loc.plan),
+        loc.shown(done),
+        loc.shown(&loc.plan),
     )?;
     Ok(Exit::Success)
 }
@@ -109,7 +94,6 @@ pub(crate) fn cmd_demo(
     }
     out.flush()?;
     let ui = crate::flow::Ui::for_stdout();
-    crate::local::demo::demo(dir, jobs.max(1), &ui)
-        .map(Exit::of_run)
-        .map_err(run_error)
+    let end = crate::local::demo::demo(dir, jobs.max(1), &ui)?;
+    Ok(Exit::of_run(end))
 }

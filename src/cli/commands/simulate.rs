@@ -4,29 +4,30 @@ use crate::flow::preflight::Overlaps;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use crate::cli::args::{ChartPlace, SimulateArgs, TaskDuration};
+use crate::cli::args::{SimulateArgs, TaskDuration};
 use crate::cli::location::{Loaded, archived, load};
 use crate::cli::report::CliError;
 use crate::cli::{Exit, Location};
+use crate::flow::settings::Flags;
 
 pub(crate) fn simulate(
     loc: &Location,
     out: &mut impl Write,
     a: &SimulateArgs,
 ) -> Result<Exit, CliError> {
-    use crate::pure::simulate::{self, Place, Setting};
+    use crate::pure::simulate::{self, Setting};
     use std::io::IsTerminal;
     let archived = archived(loc);
     if let Some(Location { plan: path, .. }) = &archived {
         eprintln!(
             "(the run is complete: simulating the archived plan {})",
-            path.strip_prefix(&loc.root).unwrap_or(path).display()
+            loc.shown(path)
         );
     }
     let Loaded { plan, dag } = load(archived.as_ref().unwrap_or(loc))?;
     let jobs = match a.jobs {
         Some(j) => j,
-        None => super::local_settings(loc)?.jobs,
+        None => super::settings(loc, Flags::default(), true)?.0.jobs,
     };
     if jobs == 0 || a.max_parallel == 0 || a.polls_per_hour == 0 {
         return Err(CliError::usage(
@@ -34,7 +35,7 @@ pub(crate) fn simulate(
             "the first two are how many tasks run at once, the last the conductor's budget of run reads",
         ));
     }
-    let input = duration_input(a)?;
+    let input = duration_input(a, &plan)?;
     let times = simulate::durations::durations(&plan, &input)
         .map_err(|e| CliError::usage(e.to_string(), e.hint()))?;
     let conflicts = Overlaps::of(&plan, &dag).for_scheduling();
@@ -58,14 +59,10 @@ pub(crate) fn simulate(
     let terminal = io::stdout().is_terminal();
     if !a.no_gantt && (a.gantt || terminal) {
         let width = super::chart_width(a.width, terminal);
-        let place = match a.chart {
-            ChartPlace::Local => Place::Local,
-            ChartPlace::Actions => Place::Actions,
-        };
         for p in report
             .predictions
             .iter()
-            .filter(|p| p.place == place && p.schedule != crate::pure::engine::Schedule::Waves)
+            .filter(|p| p.place == a.chart && p.schedule != crate::pure::engine::Schedule::Waves)
         {
             writeln!(out)?;
             out.write_all(simulate::render::gantt(&plan, p, width).as_bytes())?;
@@ -74,15 +71,21 @@ pub(crate) fn simulate(
     Ok(Exit::Success)
 }
 
-/// The durations given with `--duration` (each task's once, one for every task).
-fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInput, CliError> {
+/// The durations given with `--duration` (each task's once, one for every task). A task is
+/// named as every command names it: a task list's own ID, a plan.json's index (whether the
+/// plan has it, `durations` says).
+fn duration_input(
+    a: &SimulateArgs,
+    plan: &crate::pure::plan::Plan,
+) -> Result<crate::pure::simulate::DurationInput, CliError> {
     let mut input = crate::pure::simulate::DurationInput {
         use_history: !a.no_history,
         ..Default::default()
     };
+    let listed = crate::pure::plan::ids::list_ids(plan).is_some();
     for d in &a.duration {
-        match *d {
-            TaskDuration::All(d) => {
+        match d {
+            &TaskDuration::All(d) => {
                 if input.default.replace(ms(d)).is_some() {
                     return Err(CliError::usage(
                         "--duration without a task is given twice",
@@ -90,10 +93,20 @@ fn duration_input(a: &SimulateArgs) -> Result<crate::pure::simulate::DurationInp
                     ));
                 }
             }
-            TaskDuration::Task(task, d) => {
-                if input.per_task.insert(task, ms(d)).is_some() {
+            TaskDuration::Task(name, d) => {
+                let task = if listed {
+                    super::find_task(plan, name)?
+                } else {
+                    name.parse().map_err(|_| {
+                        CliError::usage(
+                            format!("--duration {name}=…: {name:?} is not a task number"),
+                            "expected TASK=DURATION, e.g. 3=20m: task numbers are plan indices",
+                        )
+                    })?
+                };
+                if input.per_task.insert(task, ms(*d)).is_some() {
                     return Err(CliError::usage(
-                        format!("--duration {task}=… is given twice"),
+                        format!("--duration {name}=… is given twice"),
                         "give each task's duration once",
                     ));
                 }
