@@ -298,6 +298,7 @@ pub(crate) async fn run(
             ui.say(interrupted(&Interruption {
                 signal,
                 stopped: &stopped,
+                names: &crate::pure::plan::ids::TaskNames::of(plan),
                 logs: logs.as_deref(),
                 eager,
             }));
@@ -312,6 +313,8 @@ struct Interruption<'a> {
     signal: &'a str,
     /// The attempts stopped, `(task, attempt)`.
     stopped: &'a [(usize, u32)],
+    /// How the run names its tasks (a task list's own IDs).
+    names: &'a crate::pure::plan::ids::TaskNames,
     /// This run's folder of kept logs, as shown, when it made one.
     logs: Option<&'a str>,
     eager: bool,
@@ -331,7 +334,7 @@ fn interrupted(i: &Interruption<'_>) -> String {
     } else {
         let list: Vec<String> = stopped
             .iter()
-            .map(|(t, a)| format!("task {t} attempt {a}"))
+            .map(|&(t, a)| format!("task {} attempt {a}", i.names.get(t)))
             .collect();
         format!(
             "Interrupted by {by}: stopped {}; an attempt you interrupt is not counted.",
@@ -354,6 +357,7 @@ fn interrupted(i: &Interruption<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::plan::ids::TaskNames;
 
     #[test]
     fn an_interrupt_says_what_was_stopped_kept_and_how_to_go_on() {
@@ -361,12 +365,14 @@ mod tests {
             interrupted(&Interruption {
                 signal: "SIGINT",
                 stopped: &[(3, 2), (0, 1)],
+                names: &TaskNames::default(),
                 logs: Some(".git/dagexec/logs/run-4"),
                 eager: false,
             }),
             interrupted(&Interruption {
                 signal: "SIGTERM",
                 stopped: &[],
+                names: &TaskNames::default(),
                 logs: None,
                 eager: true,
             }),

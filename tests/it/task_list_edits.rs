@@ -162,3 +162,40 @@ fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
         "{out}"
     );
 }
+
+/// Ctrl-C says which attempt it stopped by the task list's own ID (Taskmaster's task 1 is plan
+/// index 0), as the resume after it does.
+#[test]
+fn an_interrupt_names_the_stopped_task_by_its_task_list_id() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
+    std::fs::write(dir.path().join(TM), TASKS).unwrap();
+    commit_new(dir.path());
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("started");
+    let (_w, cmd) = crate::common::worker(r#"touch "$MARK"; sleep 60; echo "COMPLETED: ok""#);
+    let child = crate::common::dagexec(dir.path())
+        .args(["--plan", TM, "run", "--worker", &cmd])
+        .env("MARK", &mark)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !mark.exists() {
+        assert!(std::time::Instant::now() < deadline, "task 1 never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("stopped task 1 attempt 1; an attempt you interrupt is not counted."),
+        "{text}"
+    );
+}
