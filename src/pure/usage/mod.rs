@@ -620,7 +620,7 @@ impl Budget {
                 "the budget of {self} is spent: {} recorded over {attempts} attempt(s) bought {} of {} task(s) completed; no new attempt is started (raise the budget to go on)",
                 money(spent),
                 plan.count(Status::Completed),
-                plan.tasks.len()
+                plan.total()
             )
         })
     }
