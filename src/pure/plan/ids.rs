@@ -92,11 +92,11 @@ impl TaskNames {
 /// `Task 13.3 is` / `Tasks 2, 13.3 are` (the verb in its `singular` and `plural` forms), the
 /// tasks named as [`name`] does.
 pub fn tasks_subject(plan: &Plan, indices: &[usize], singular: &str, plural: &str) -> String {
-    let names: Vec<String> = indices.iter().map(|&i| name(plan, i)).collect();
-    if names.len() == 1 {
-        format!("Task {} {}", names[0], singular)
+    let names = TaskNames::of(plan).list(indices);
+    if indices.len() == 1 {
+        format!("Task {names} {singular}")
     } else {
-        format!("Tasks {} {}", names.join(", "), plural)
+        format!("Tasks {names} {plural}")
     }
 }
 
