@@ -132,16 +132,13 @@ pub fn apply_round(
 /// gets another chance: those another failed or blocked task still cuts off stay skipped
 /// ([`reopen`]). Returns the reopened, in plan order.
 pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Vec<usize> {
-    let mut stack = vec![index];
     let mut below = vec![false; plan.tasks.len()];
-    while let Some(n) = stack.pop() {
-        for &d in dag.dependents(n) {
-            if !std::mem::replace(&mut below[d as usize], true) {
-                stack.push(d as usize);
-            }
-        }
+    below[index] = true;
+    for &t in dag.topo() {
+        let t = t as usize;
+        below[t] |= dag.deps(t).iter().any(|&d| below[d as usize]);
     }
-    reopen(plan, dag, |i| below[i])
+    reopen(plan, dag, |i| i != index && below[i])
 }
 
 /// A plan read again from its task list: every skipped task is pending again, then the
