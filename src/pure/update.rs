@@ -6,8 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Agent, CompletedTask, Metadata, Plan, Status, Task};
 
@@ -30,8 +28,7 @@ pub struct RoundNotes {
 }
 
 /// The seed's `circuitBreaker` object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitBreaker {
     pub total_tasks: usize,
     /// Tasks still pending before this round's cascade was applied.
@@ -65,10 +62,8 @@ impl CircuitBreaker {
 }
 
 /// The updater's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateReport {
-    pub updated: bool,
     pub skip_list: Vec<usize>,
     pub circuit_breaker: CircuitBreaker,
 }
@@ -122,7 +117,6 @@ pub fn apply_round(
     let pending_count = plan.count(Status::Pending);
     let skip_list = cascade(plan, dag);
     UpdateReport {
-        updated: true,
         circuit_breaker: CircuitBreaker::evaluate(plan.total(), pending_count, skip_list.len()),
         skip_list,
     }
@@ -392,18 +386,11 @@ pub fn fail_verification(plan: &mut Plan, failures: &BTreeMap<usize, String>) {
             t.result = Some(format!("reset on resume: {why}"));
         }
     }
-    // A join completed with a task reset here waits again (joins of joins: until none moves).
-    while let Some(j) = (0..plan.tasks.len()).find(|&j| {
-        let t = &plan.tasks[j];
-        t.join
-            && t.status == Status::Completed
-            && t.blocked_by.iter().any(|&b| {
-                plan.tasks
-                    .get(b)
-                    .is_some_and(|d| d.status != Status::Completed)
-            })
-    }) {
-        plan.tasks[j].status = Status::Pending;
+    // A join completed with a task reset here waits again.
+    if crate::pure::join::any(plan)
+        && let Ok(dag) = Dag::build(plan)
+    {
+        crate::pure::join::settle(plan, &dag);
     }
     plan.progress
         .completed_tasks
