@@ -172,10 +172,9 @@ fn found_words(found: &str) -> String {
 
 /// `serde_json` appends " at line X column Y"; the position is already in the message prefix.
 fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
+    msg.rfind(" at line ")
+        .map_or(msg, |i| &msg[..i])
+        .to_string()
 }
 
 /// `tasks[2].agent.model` → `task 2 agent.model`.
@@ -185,11 +184,7 @@ fn describe_path(p: &str) -> String {
     {
         let idx = &rest[..end];
         let field = rest[end + 1..].trim_start_matches('.');
-        return if field.is_empty() {
-            format!("task {idx}")
-        } else {
-            format!("task {idx} {field}")
-        };
+        return format!("task {idx} {field}").trim_end().to_string();
     }
     p.to_string()
 }
