@@ -13,12 +13,7 @@ pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
         let tasks = plan.extra.get(*field)?.get("tasks")?.as_array()?;
         let ids: Vec<String> = tasks
             .iter()
-            .map(|t| {
-                t.get("id")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            })
+            .map(|t| t["id"].as_str().unwrap_or("").to_string())
             .collect();
         // Joins (`pure::join`) come after the list's tasks and have no ID of their own.
         let listed = ids.len() == plan.tasks.len()
