@@ -4,7 +4,7 @@
 //!
 //! Prices are **list prices in USD per million tokens** — `input` (uncached prompt tokens),
 //! `cached-input` (prompt tokens read from the provider's cache) and `output` (reasoning or
-//! thinking tokens included) — as the providers' pricing pages showed them on [`TAKEN`].
+//! thinking tokens included) — as the providers' pricing pages showed them on 2026-11-25.
 //! They change: a repository's `.design/dagexec.yml` may name its own under `prices:`, each
 //! entry replacing the default of that name:
 //!
@@ -92,9 +92,6 @@ impl Tokens {
     }
 }
 
-/// When the default prices were taken from the providers' pricing pages.
-pub const TAKEN: &str = "2026-11-25";
-
 /// One model's list prices, USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,7 +148,7 @@ impl std::fmt::Display for Price {
     }
 }
 
-/// The default list prices (USD per million tokens, taken on [`TAKEN`]): `OpenAI`'s
+/// The default list prices (USD per million tokens, taken on 2026-11-25): `OpenAI`'s
 /// (openai.com/api/pricing), Google's Gemini API, paid tier, prompts up to 200k tokens
 /// (ai.google.dev/gemini-api/docs/pricing), and Anthropic's (claude.com/pricing; cache write
 /// for 5 minutes). Claude Code reports its own cost; dagexec's gateway prices what it sees on

@@ -100,7 +100,7 @@ pub fn set(task: &mut Task, q: &Question) {
 /// stdout line): `NEEDS_DECISION: …` or `NEEDS_ACTION: …`, the text after the colon. The
 /// long-run seed's `OUTPUT_JSON` form is [`crate::sources::longrun::output`]'s.
 pub fn from_status_line(output: &str) -> Option<Question> {
-    let last = output.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    let last = crate::pure::outcome::last_nonempty_line(output)?;
     let (kind, text) = if let Some(t) = last.strip_prefix("NEEDS_DECISION:") {
         (Kind::Decision, t)
     } else if let Some(t) = last.strip_prefix("NEEDS_ACTION:") {

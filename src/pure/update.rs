@@ -6,8 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Agent, CompletedTask, Metadata, Plan, Status, Task};
 
@@ -30,8 +28,7 @@ pub struct RoundNotes {
 }
 
 /// The seed's `circuitBreaker` object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitBreaker {
     pub total_tasks: usize,
     /// Tasks still pending before this round's cascade was applied.
@@ -65,10 +62,8 @@ impl CircuitBreaker {
 }
 
 /// The updater's output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpdateReport {
-    pub updated: bool,
     pub skip_list: Vec<usize>,
     pub circuit_breaker: CircuitBreaker,
 }
@@ -122,39 +117,22 @@ pub fn apply_round(
     let pending_count = plan.count(Status::Pending);
     let skip_list = cascade(plan, dag);
     UpdateReport {
-        updated: true,
         circuit_breaker: CircuitBreaker::evaluate(plan.total(), pending_count, skip_list.len()),
         skip_list,
     }
 }
 
-/// Puts the tasks the cascade skipped downstream of `index` back to pending (their results
-/// cleared), for when `index` gets another chance; returns them in plan order.
+/// Puts the tasks the cascade skipped downstream of `index` back to pending, for when `index`
+/// gets another chance: those another failed or blocked task still cuts off stay skipped
+/// ([`reopen`]). Returns the reopened, in plan order.
 pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Vec<usize> {
-    let count = plan.tasks.len();
-    let mut stack = vec![index];
-    let mut seen = vec![false; count];
-    while let Some(n) = stack.pop() {
-        for &d in dag.dependents(n) {
-            let d = d as usize;
-            if !std::mem::replace(&mut seen[d], true) {
-                stack.push(d);
-            }
-        }
+    let mut below = vec![false; plan.tasks.len()];
+    below[index] = true;
+    for &t in dag.topo() {
+        let t = t as usize;
+        below[t] |= dag.deps(t).iter().any(|&d| below[d as usize]);
     }
-    let mut reopened = Vec::new();
-    for d in (0..count).filter(|&d| seen[d]) {
-        let t = &mut plan.tasks[d];
-        if t.status == Status::Skipped {
-            t.status = Status::Pending;
-            t.result = None;
-            if !t.join {
-                reopened.push(d);
-            }
-        }
-    }
-    crate::pure::join::settle(plan, dag);
-    reopened
+    reopen(plan, dag, |i| i != index && below[i])
 }
 
 /// A plan read again from its task list: every skipped task is pending again, then the
@@ -162,8 +140,15 @@ pub fn reopen_skipped_dependents(plan: &mut Plan, dag: &Dag, index: usize) -> Ve
 /// settled in the file (a failed task cancelled, reopened or marked done) frees what waited
 /// for it. Returns the tasks reopened, ascending.
 pub fn reopen_stale_skips(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
+    reopen(plan, dag, |_| true)
+}
+
+/// The skipped tasks `which` picks are pending again, then the cascade skips those whose chain
+/// still reaches a failed or blocked task; the others' skip results are cleared. Returns them
+/// (joins aside), ascending.
+fn reopen(plan: &mut Plan, dag: &Dag, which: impl Fn(usize) -> bool) -> Vec<usize> {
     let skipped: Vec<usize> = (0..plan.tasks.len())
-        .filter(|&i| plan.tasks[i].status == Status::Skipped)
+        .filter(|&i| which(i) && plan.tasks[i].status == Status::Skipped)
         .collect();
     for &i in &skipped {
         plan.tasks[i].status = Status::Pending;
@@ -172,9 +157,12 @@ pub fn reopen_stale_skips(plan: &mut Plan, dag: &Dag) -> Vec<usize> {
     cascade(plan, dag);
     let mut reopened = Vec::new();
     for i in skipped {
-        if plan.tasks[i].status == Status::Pending && !plan.tasks[i].join {
-            plan.tasks[i].result = None;
-            reopened.push(i);
+        let t = &mut plan.tasks[i];
+        if t.status == Status::Pending {
+            t.result = None;
+            if !t.join {
+                reopened.push(i);
+            }
         }
     }
     reopened
@@ -398,18 +386,11 @@ pub fn fail_verification(plan: &mut Plan, failures: &BTreeMap<usize, String>) {
             t.result = Some(format!("reset on resume: {why}"));
         }
     }
-    // A join completed with a task reset here waits again (joins of joins: until none moves).
-    while let Some(j) = (0..plan.tasks.len()).find(|&j| {
-        let t = &plan.tasks[j];
-        t.join
-            && t.status == Status::Completed
-            && t.blocked_by.iter().any(|&b| {
-                plan.tasks
-                    .get(b)
-                    .is_some_and(|d| d.status != Status::Completed)
-            })
-    }) {
-        plan.tasks[j].status = Status::Pending;
+    // A join completed with a task reset here waits again.
+    if crate::pure::join::any(plan)
+        && let Ok(dag) = Dag::build(plan)
+    {
+        crate::pure::join::settle(plan, &dag);
     }
     plan.progress
         .completed_tasks
@@ -563,6 +544,30 @@ mod tests {
         );
         // pending before: 0, 2, 3, 4, 5 = 5; skipped 2; 4 < 5 → no abort.
         assert!(!rep.circuit_breaker.should_abort);
+    }
+
+    /// A task skipped because of two failures stays skipped when one of them gets another
+    /// chance (`dagexec retry`, `answer`): the other still cuts it off, so it is not said to
+    /// be pending again, and its skip names the failure that holds it now.
+    #[test]
+    fn reopening_leaves_skipped_what_another_failure_still_cuts_off() {
+        // auth-v2: 2 ← {0,1}, 3 ← 0, 4 ← {2,3}.
+        let mut p = example("auth-v2.json");
+        let dag = Dag::build(&p).unwrap();
+        let results = [
+            res(0, Status::Blocked, "which database?", 1),
+            res(1, Status::Failed, "bcrypt broke", 3),
+        ];
+        apply_round(&mut p, &dag, &results, &RoundNotes::default());
+        assert_eq!(p.count(Status::Skipped), 3);
+        p.tasks[0].status = Status::Pending;
+        assert_eq!(reopen_skipped_dependents(&mut p, &dag, 0), [3]);
+        assert_eq!(p.tasks[3].status, Status::Pending);
+        assert_eq!(
+            p.tasks[2].result.as_deref(),
+            Some("Skipped: dependency task 1 (Add password hashing helper) failed")
+        );
+        assert_eq!(p.tasks[4].status, Status::Skipped);
     }
 
     #[test]

@@ -58,22 +58,16 @@ pub fn judge_among(
     }
 }
 
-/// Why an attempt whose worker did not exit 0 failed; `None` when it did.
+/// Why an attempt whose worker did not exit 0 failed, with its last output when it ran;
+/// `None` when it did.
 fn exit_failure(exit: &Exit, last: Option<&str>) -> Option<String> {
     let shown = last
         .map(|l| format!(" (last output: {:?})", clip(l, 120)))
         .unwrap_or_default();
     Some(match exit {
-        Exit::Success => return None,
-        // A shell reports a child killed by signal N as exit status 128 + N.
-        Exit::Code(c) if (129..=192).contains(c) => format!(
-            "worker crashed: killed by signal {} (exit status {c}){shown}",
-            c - 128
-        ),
-        Exit::Code(c) => format!("worker exited with status {c}{shown}"),
-        Exit::Signal(s) => format!("worker crashed: killed by signal {s}{shown}"),
         Exit::TimedOut(d) => format!("timed out after {}", human_duration(*d)),
-        Exit::SpawnFailed(e) => format!("worker could not be started: {e}"),
+        Exit::SpawnFailed(_) => exit.failure("worker")?,
+        _ => format!("{}{shown}", exit.failure("worker")?),
     })
 }
 

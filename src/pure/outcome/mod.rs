@@ -101,6 +101,25 @@ pub enum Exit {
     SpawnFailed(String),
 }
 
+impl Exit {
+    /// How a process (`who`: `worker`, `the reviewer`) that did not exit 0 ended; `None` when
+    /// it did.
+    pub fn failure(&self, who: &str) -> Option<String> {
+        Some(match self {
+            Exit::Success => return None,
+            // A shell reports a child killed by signal N as exit status 128 + N.
+            Exit::Code(c @ 129..=192) => format!(
+                "{who} crashed: killed by signal {} (exit status {c})",
+                c - 128
+            ),
+            Exit::Code(c) => format!("{who} exited with status {c}"),
+            Exit::Signal(s) => format!("{who} crashed: killed by signal {s}"),
+            Exit::TimedOut(d) => format!("{who} timed out after {}", human_duration(*d)),
+            Exit::SpawnFailed(e) => format!("{who} could not be started: {e}"),
+        })
+    }
+}
+
 /// One acceptance check as it ran in the task's tree (and as the Action's work job writes it
 /// in its `result.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -380,21 +399,6 @@ pub struct BatchEntry {
     pub result: String,
     pub attempts: u32,
     pub acceptance_passed: bool,
-}
-
-/// The processor summary line: `2 completed, 1 retry pending, 0 blocked`.
-pub fn summary(entries: &[BatchEntry], retries: usize) -> String {
-    let count = |s: Status| entries.iter().filter(|e| e.status == s).count();
-    let (completed, blocked, failed) = (
-        count(Status::Completed),
-        count(Status::Blocked),
-        count(Status::Failed),
-    );
-    let mut s = format!("{completed} completed, {retries} retry pending, {blocked} blocked");
-    if failed > 0 {
-        s.push_str(&format!(", {failed} failed"));
-    }
-    s
 }
 
 /// At most this many refused calls are named in a reason.
@@ -938,17 +942,6 @@ mod tests {
             attempts: 1,
             acceptance_passed: true,
         };
-        assert_eq!(
-            summary(
-                &[
-                    e(Status::Completed),
-                    e(Status::Completed),
-                    e(Status::Blocked)
-                ],
-                1
-            ),
-            "2 completed, 1 retry pending, 1 blocked"
-        );
         assert_eq!(
             serde_json::to_string(&e(Status::Completed)).unwrap(),
             r#"{"planIndex":0,"status":"completed","result":"","attempts":1,"acceptancePassed":true}"#

@@ -31,11 +31,11 @@ pub enum PlanError {
     #[error(
         "schemaVersion: unsupported schema version {found} (dagexec reads schemaVersion 2 and 3)"
     )]
-    SchemaVersion { path: PathBuf, found: String },
+    SchemaVersion { found: String },
 
     /// `tasks` is missing or empty.
     #[error("tasks: the plan contains no tasks")]
-    NoTasks { path: PathBuf },
+    NoTasks,
 
     /// A field has the wrong JSON type or an unknown value (`location` is empty for the
     /// document as a whole).
@@ -155,7 +155,7 @@ impl PlanError {
             PlanError::SchemaVersion { .. } => {
                 "Set \"schemaVersion\" to 2 or 3, or re-run /design to produce a current plan.".into()
             }
-            PlanError::NoTasks { .. } => "Re-run /design <goal>: a plan needs at least one task.".into(),
+            PlanError::NoTasks => "Re-run /design <goal>: a plan needs at least one task.".into(),
             PlanError::Shape { .. } => {
                 "Fix the field to match the plan format (see docs/src/plan-format.md in dagexec's repository).".into()
             }

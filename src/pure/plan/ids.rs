@@ -13,12 +13,7 @@ pub fn list_ids(plan: &Plan) -> Option<Vec<String>> {
         let tasks = plan.extra.get(*field)?.get("tasks")?.as_array()?;
         let ids: Vec<String> = tasks
             .iter()
-            .map(|t| {
-                t.get("id")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            })
+            .map(|t| t["id"].as_str().unwrap_or("").to_string())
             .collect();
         // Joins (`pure::join`) come after the list's tasks and have no ID of their own.
         let listed = ids.len() == plan.tasks.len()
@@ -92,11 +87,11 @@ impl TaskNames {
 /// `Task 13.3 is` / `Tasks 2, 13.3 are` (the verb in its `singular` and `plural` forms), the
 /// tasks named as [`name`] does.
 pub fn tasks_subject(plan: &Plan, indices: &[usize], singular: &str, plural: &str) -> String {
-    let names: Vec<String> = indices.iter().map(|&i| name(plan, i)).collect();
-    if names.len() == 1 {
-        format!("Task {} {}", names[0], singular)
+    let names = TaskNames::of(plan).list(indices);
+    if indices.len() == 1 {
+        format!("Task {names} {singular}")
     } else {
-        format!("Tasks {} {}", names.join(", "), plural)
+        format!("Tasks {names} {plural}")
     }
 }
 

@@ -16,11 +16,9 @@ use super::model::{Plan, SUPPORTED_SCHEMA_VERSIONS};
 pub fn parse(text: &str, path: &Path) -> Result<Plan, PlanError> {
     match serde_json::from_str::<Plan>(text) {
         Ok(plan) => {
-            check_version(&Value::from(plan.schema_version), path)?;
+            check_version(&Value::from(plan.schema_version))?;
             if plan.tasks.is_empty() {
-                return Err(PlanError::NoTasks {
-                    path: path.to_path_buf(),
-                });
+                return Err(PlanError::NoTasks);
             }
             Ok(plan)
         }
@@ -28,21 +26,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Plan, PlanError> {
     }
 }
 
-fn check_version(v: &Value, path: &Path) -> Result<(), PlanError> {
-    let ok = v
-        .as_u64()
-        .is_some_and(|n| SUPPORTED_SCHEMA_VERSIONS.contains(&n));
-    if ok {
-        Ok(())
-    } else {
-        Err(PlanError::SchemaVersion {
-            path: path.to_path_buf(),
-            found: match v {
-                Value::Null => "(missing)".to_string(),
-                other => other.to_string(),
-            },
-        })
+fn check_version(v: &Value) -> Result<(), PlanError> {
+    if v.as_u64()
+        .is_some_and(|n| SUPPORTED_SCHEMA_VERSIONS.contains(&n))
+    {
+        return Ok(());
     }
+    let found = match v {
+        Value::Null => "(missing)".to_string(),
+        other => other.to_string(),
+    };
+    Err(PlanError::SchemaVersion { found })
 }
 
 fn diagnose(text: &str, path: &Path) -> PlanError {
@@ -63,16 +57,14 @@ fn diagnose(text: &str, path: &Path) -> PlanError {
             message: "a plan is a JSON object with schemaVersion, goal and tasks".into(),
         };
     };
-    if let Err(e) = check_version(obj.get("schemaVersion").unwrap_or(&Value::Null), path) {
+    if let Err(e) = check_version(obj.get("schemaVersion").unwrap_or(&Value::Null)) {
         return e;
     }
     if obj
         .get("tasks")
         .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty))
     {
-        return PlanError::NoTasks {
-            path: path.to_path_buf(),
-        };
+        return PlanError::NoTasks;
     }
     match serde_path_to_error::deserialize::<_, Plan>(&value) {
         Ok(_) => PlanError::Shape {
@@ -180,10 +172,9 @@ fn found_words(found: &str) -> String {
 
 /// `serde_json` appends " at line X column Y"; the position is already in the message prefix.
 fn strip_position(msg: &str) -> String {
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
+    msg.rfind(" at line ")
+        .map_or(msg, |i| &msg[..i])
+        .to_string()
 }
 
 /// `tasks[2].agent.model` → `task 2 agent.model`.
@@ -193,11 +184,7 @@ fn describe_path(p: &str) -> String {
     {
         let idx = &rest[..end];
         let field = rest[end + 1..].trim_start_matches('.');
-        return if field.is_empty() {
-            format!("task {idx}")
-        } else {
-            format!("task {idx} {field}")
-        };
+        return format!("task {idx} {field}").trim_end().to_string();
     }
     p.to_string()
 }

@@ -302,10 +302,6 @@ pub struct AcceptanceCriterion {
     pub extra: Extra,
 }
 
-fn slice<T>(v: Option<&Vec<T>>) -> &[T] {
-    v.map_or(&[], Vec::as_slice)
-}
-
 impl Task {
     /// Attempts made so far.
     pub fn attempts(&self) -> u32 {
@@ -344,21 +340,21 @@ impl Task {
     pub fn assumptions(&self) -> &[Assumption] {
         self.agent
             .as_ref()
-            .map_or(&[], |a| slice(a.assumptions.as_ref()))
+            .map_or(&[], |a| a.assumptions.as_deref().unwrap_or_default())
     }
 
     /// The agent section's context files.
     pub fn context_files(&self) -> &[ContextFile] {
         self.agent
             .as_ref()
-            .map_or(&[], |a| slice(a.context_files.as_ref()))
+            .map_or(&[], |a| a.context_files.as_deref().unwrap_or_default())
     }
 
     /// The agent section's acceptance criteria.
     pub fn acceptance_criteria(&self) -> &[AcceptanceCriterion] {
-        self.agent
-            .as_ref()
-            .map_or(&[], |a| slice(a.acceptance_criteria.as_ref()))
+        self.agent.as_ref().map_or(&[], |a| {
+            a.acceptance_criteria.as_deref().unwrap_or_default()
+        })
     }
 
     /// The agent section's fallback strategy, if any (empty counts as none).
@@ -378,12 +374,12 @@ impl Task {
 impl Agent {
     /// `rollbackTriggers`, or none.
     pub fn rollback_triggers(&self) -> &[String] {
-        slice(self.rollback_triggers.as_ref())
+        self.rollback_triggers.as_deref().unwrap_or_default()
     }
 
     /// `constraints`, or none.
     pub fn constraints(&self) -> &[String] {
-        slice(self.constraints.as_ref())
+        self.constraints.as_deref().unwrap_or_default()
     }
 }
 

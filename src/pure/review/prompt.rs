@@ -58,7 +58,7 @@ pub fn review_prompt(input: &ReviewInput<'_>) -> String {
             cut -= 1;
         }
         format!(
-            "{}\n… (diff cut at {MAX_DIFF_BYTES} bytes; run `git diff HEAD` for the rest)",
+            "{}\n… (diff cut at {MAX_DIFF_BYTES} bytes; run `git diff $DAGEXEC_BASE` for the rest)",
             &input.diff[..cut]
         )
     } else {

@@ -81,22 +81,13 @@ fn first_word(s: &str) -> Option<(String, &str)> {
 pub fn reviewer_failure(exit: &crate::pure::outcome::Exit, stderr_tail: &str) -> String {
     use crate::pure::outcome::Exit;
     let how = match exit {
-        Exit::Success => "the reviewer finished".to_string(),
-        Exit::Code(c @ 129..=192) => format!(
-            "the reviewer crashed: killed by signal {} (exit status {c})",
-            c - 128
-        ),
         Exit::Code(126) => {
             "the reviewer exited with status 126 (its command is not executable)".into()
         }
         Exit::Code(127) => "the reviewer exited with status 127 (its command was not found)".into(),
-        Exit::Code(c) => format!("the reviewer exited with status {c}"),
-        Exit::Signal(sig) => format!("the reviewer crashed: killed by signal {sig}"),
-        Exit::TimedOut(d) => format!(
-            "the reviewer timed out after {}",
-            crate::pure::outcome::human_duration(*d)
-        ),
-        Exit::SpawnFailed(e) => format!("the reviewer could not be started: {e}"),
+        other => other
+            .failure("the reviewer")
+            .unwrap_or_else(|| "the reviewer finished".into()),
     };
     let tail: Vec<&str> = stderr_tail
         .lines()

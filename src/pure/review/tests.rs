@@ -255,3 +255,27 @@ fn a_failed_reviewer_is_described_in_words() {
     let long = "x".repeat(1000);
     assert!(reviewer_failure(&Exit::Code(1), &long).chars().count() < 500);
 }
+
+/// A diff too long for the prompt is cut with a pointer to the rest that agrees with the
+/// prompt's own account of where the changes are: against `$DAGEXEC_BASE`, committed or not
+/// (`git diff HEAD` would miss what the implementer committed).
+#[test]
+fn a_cut_diff_points_at_the_rest_against_the_base() {
+    let plan = crate::testing::example("auth-v2.json");
+    let diff = "+x\n".repeat(MAX_DIFF_BYTES);
+    let prompt = review_prompt(&ReviewInput {
+        index: 1,
+        task: &plan.tasks[1],
+        attempt: 1,
+        worker_summary: "Added login",
+        changed: &[],
+        diff: &diff,
+    });
+    assert!(
+        prompt.contains(&format!(
+            "(diff cut at {MAX_DIFF_BYTES} bytes; run `git diff $DAGEXEC_BASE` for the rest)"
+        )),
+        "{}",
+        &prompt[prompt.find("(diff cut").unwrap_or(0)..][..80]
+    );
+}

@@ -292,7 +292,7 @@ impl Network {
                 .egress_blocked
                 .iter()
                 .take(EGRESS_BLOCKED_MAX)
-                .map(|h| crate::pure::clip::chars(&crate::pure::sanitize::line(h), 100))
+                .map(|h| crate::pure::clip::line(h, 100))
                 .collect(),
             rate_limits: crate::pure::usage::limited::checked(&self.rate_limits),
         }
@@ -533,13 +533,10 @@ pub fn mismatch_lines(plan: &Plan) -> String {
     if found.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "Spend reported by the agent CLI differs from the gateway's count (the totals are the gateway's):\n",
-    );
-    for m in found {
-        s.push_str(&format!("- {m}\n"));
-    }
-    s
+    format!(
+        "Spend reported by the agent CLI differs from the gateway's count (the totals are the gateway's):\n- {}\n",
+        found.join("\n- ")
+    )
 }
 
 /// Per task index, the totals of its recorded attempts.
@@ -620,7 +617,7 @@ impl Budget {
                 "the budget of {self} is spent: {} recorded over {attempts} attempt(s) bought {} of {} task(s) completed; no new attempt is started (raise the budget to go on)",
                 money(spent),
                 plan.count(Status::Completed),
-                plan.tasks.len()
+                plan.total()
             )
         })
     }

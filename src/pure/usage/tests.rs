@@ -537,3 +537,27 @@ fn a_token_only_cli_is_priced_unless_its_cost_is_reported() {
     assert_eq!((g.usage.cost_usd, g.usage.input_tokens), (None, Some(360)));
     assert!(g.warnings[0].contains("no price for the model \"gemini-9-ultra\""));
 }
+
+/// The budget's message counts tasks as every report does: a join is no task of its own.
+#[test]
+fn a_spent_budget_counts_the_tasks_without_their_joins() {
+    let b = Budget::parse("1").unwrap();
+    let mut p = plan(2);
+    p.tasks.push(crate::pure::plan::model::Task {
+        join: true,
+        blocked_by: vec![0, 1],
+        ..Default::default()
+    });
+    let m = Measured {
+        start: at("2026-01-01T00:00:00Z"),
+        end: at("2026-01-01T00:01:00Z"),
+        usage: Usage {
+            cost_usd: Some(1.25),
+            ..Default::default()
+        },
+    };
+    record(&mut p, &AttemptRecord::new(0, 1, &m, Outcome::Completed));
+    p.tasks[0].status = Status::Completed;
+    let said = b.exhausted(&p).unwrap();
+    assert!(said.contains("bought 1 of 2 task(s) completed"), "{said}");
+}
