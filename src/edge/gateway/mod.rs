@@ -581,22 +581,19 @@ pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
 /// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level
 /// `model_provider` taken out, with `model_provider = "dagexec"` first and the provider
 /// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
-/// token) last, keeping the retry and timeout settings of the provider the user had chosen.
+/// token) last, keeping the retry and timeout settings of the provider the user had chosen
+/// (at the top level or in the selected profile).
 fn codex_config(user: &str, url: &str) -> String {
     const CARRIED: [&str; 3] = [
         "request_max_retries",
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
-    let chosen = user
-        .lines()
-        .map(str::trim)
-        .take_while(|t| !t.starts_with('['))
-        .find(|t| key_of(t) == "model_provider")
-        .and_then(|t| {
-            t.split_once('=')
-                .map(|(_, v)| v.trim().trim_matches('"').to_string())
-        });
+    // The provider Codex would use: the top level's choice, or the selected profile's.
+    let chosen = toml::from_str(user)
+        .ok()
+        .and_then(|doc| crate::pure::gateway::codex::chosen(&doc).ok().flatten())
+        .map(|(id, _)| id);
     let mut table = String::new();
     let mut kept = String::new();
     let mut carried = String::new();

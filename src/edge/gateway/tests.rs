@@ -314,3 +314,13 @@ async fn codexs_own_provider_is_the_openai_upstream_unless_openai_base_url_is_se
     let u = Upstreams::from_env(&env).with_codex(Some(&codex), &env);
     assert_eq!(u.0[&Provider::OpenAi].base, "http://127.0.0.1:1/v1");
 }
+
+/// The provider a profile chooses is the one Codex uses (`codex::selected` reads it so): its
+/// retry and timeout settings go to the gateway's provider as a top-level choice's do.
+#[test]
+fn a_profiles_provider_keeps_its_retry_settings() {
+    let user = "profile = \"p\"\n[profiles.p]\nmodel_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://x/v1\"\nstream_idle_timeout_ms = 900000\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    let ours = config.split("[model_providers.dagexec]").nth(1).unwrap();
+    assert!(ours.contains("stream_idle_timeout_ms = 900000"), "{config}");
+}
