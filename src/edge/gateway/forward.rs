@@ -164,7 +164,7 @@ async fn forward(
     tab: Arc<Tab>,
     model_call: bool,
 ) -> Result<Response<Out>, Refused> {
-    let Some(upstream) = shared.upstreams.0.get(&provider) else {
+    let Some(upstream) = shared.config.upstreams.0.get(&provider) else {
         return Err(Refused::Upstream("no upstream".into()));
     };
     let (parts, body) = req.into_parts();

@@ -217,16 +217,12 @@ impl Tab {
 
 /// What every connection shares (no `Debug`: it holds the keys and the tokens).
 struct Shared {
-    upstreams: Upstreams,
-    budgets: Budgets,
-    prices: crate::pure::prices::Prices,
+    config: Config,
     tabs: Mutex<HashMap<String, Arc<Tab>>>,
     /// This run's spend through the gateway: the whole run's, and per task.
     run_spend: Mutex<(f64, BTreeMap<usize, f64>)>,
     /// Until when a provider's rate limit holds every worker's next request.
     holds: Mutex<BTreeMap<Provider, Instant>>,
-    /// The task's spend the plan recorded before this run, per task.
-    task_recorded: BTreeMap<usize, f64>,
     /// The requests- and tokens-per-minute windows of the providers that have limits
     /// ([`Gateway::pace`]), their time counted from `origin`.
     windows: Mutex<BTreeMap<Provider, crate::pure::gateway::window::Window>>,
@@ -248,7 +244,7 @@ impl Shared {
                 tokens.prompt().saturating_add(tokens.output),
             );
         }
-        let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
+        let cost = crate::pure::gateway::cost(&self.config.prices, model, tokens);
         let grow = |s: &mut Spend| {
             let entry = s.tokens.entry(model.to_string()).or_default();
             *entry = entry.plus(tokens);
@@ -280,15 +276,13 @@ impl Shared {
     /// The limits for `tab`'s next request.
     fn limits(&self, tab: &Tab) -> crate::pure::gateway::Limits {
         let run = held(&self.run_spend);
+        let (budgets, recorded) = (&self.config.budgets, &self.config.task_recorded);
         let task_live = run.1.get(&tab.task).copied().unwrap_or(0.0);
-        let task_before = self.task_recorded.get(&tab.task).copied().unwrap_or(0.0);
+        let task_before = recorded.get(&tab.task).copied().unwrap_or(0.0);
         crate::pure::gateway::Limits {
-            run: self
-                .budgets
-                .run
-                .map(|(limit, before)| (limit, before + run.0)),
-            task: self.budgets.task.map(|cap| (cap, task_before + task_live)),
-            max_requests: self.budgets.max_requests,
+            run: budgets.run.map(|(limit, before)| (limit, before + run.0)),
+            task: budgets.task.map(|cap| (cap, task_before + task_live)),
+            max_requests: budgets.max_requests,
         }
     }
 }
@@ -317,13 +311,10 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            upstreams: config.upstreams,
-            budgets: config.budgets,
-            prices: config.prices,
+            config,
             tabs: Mutex::new(HashMap::new()),
             run_spend: Mutex::new((0.0, BTreeMap::new())),
             holds: Mutex::new(BTreeMap::new()),
-            task_recorded: config.task_recorded,
             windows: Mutex::new(BTreeMap::new()),
             origin: Instant::now(),
             total: tokio::sync::watch::Sender::new(Spend::default()),
@@ -479,17 +470,17 @@ impl Pass {
     /// `GOOGLE_GEMINI_BASE_URL` and `GEMINI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_API_KEY`
     /// for `OpenAI` clients, and for Codex (which takes its provider from its configuration)
     /// `CODEX_HOME`, a folder `codex_home` whose `config.toml` is the user's own
-    /// (`user_codex_config`) with a provider `dagexec` at the gateway made the one in use;
+    /// ([`user_codex_file`]) with a provider `dagexec` at the gateway made the one in use;
     /// and [`URL_VAR`], the gateway itself. The worker's spawner removes every other variable
     /// of [`PROVIDER_VARS`] when it sees [`URL_VAR`].
     pub fn worker_env(
         &self,
         codex_home: &std::path::Path,
-        user_codex_config: Option<&str>,
     ) -> std::io::Result<Vec<(String, String)>> {
         let url = &self.url;
         std::fs::create_dir_all(codex_home)?;
-        let config = codex_config(user_codex_config.unwrap_or_default(), url);
+        let user = user_codex_file().map(|(_, text)| text).unwrap_or_default();
+        let config = codex_config(&user, url);
         // A scratch file of this attempt alone: written once, never through a link (one left
         // there is replaced), without the sync a durable write pays (it cost the Action's
         // work job tens of milliseconds).
@@ -544,27 +535,20 @@ pub fn pass_for(
         }
     };
     let env = pass
-        .worker_env(codex_home, user_codex_config().as_deref())
-        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env));
-    match env {
-        Ok(env) => (Some(pass), env),
-        Err(e) => {
+        .worker_env(codex_home)
+        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env))
+        .unwrap_or_else(|e| {
             tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
-            (Some(pass), closed)
-        }
-    }
+            closed
+        });
+    (Some(pass), env)
 }
 
 /// The variable that tells a worker (and its spawner) the gateway serves it: its URL.
 pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
 
-/// The user's own Codex configuration, to build an attempt's on: `$CODEX_HOME/config.toml`,
-/// else `~/.codex/config.toml` (at most 1 MiB).
-pub fn user_codex_config() -> Option<String> {
-    user_codex_file().map(|(_, text)| text)
-}
-
-/// [`user_codex_config`] and where it was read.
+/// The user's own Codex configuration, to build an attempt's on, and where it was read:
+/// `$CODEX_HOME/config.toml`, else `~/.codex/config.toml` (at most 1 MiB).
 pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
     let home = std::env::var_os("CODEX_HOME")
         .filter(|h| !h.is_empty())
