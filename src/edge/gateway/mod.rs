@@ -566,13 +566,15 @@ pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
 /// `model_provider` taken out, with `model_provider = "dagexec"` first and the provider
 /// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
 /// token) last, keeping the retry and timeout settings of the provider the user had chosen
-/// (at the top level or in the selected profile).
+/// (at the top level or in the selected profile) and leaving out every provider's headers,
+/// query parameters and bearer token.
 fn codex_config(user: &str, url: &str) -> String {
     const CARRIED: [&str; 3] = [
         "request_max_retries",
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
+    const SECRET: [&str; 3] = ["http_headers", "query_params", "experimental_bearer_token"];
     // The provider Codex would use: the top level's choice, or the selected profile's.
     let chosen = toml::from_str(user)
         .ok()
@@ -589,7 +591,13 @@ fn codex_config(user: &str, url: &str) -> String {
         let top = table.is_empty();
         // Nothing may choose another provider: not the top level, not a profile.
         let chooses = (top || table.starts_with("profiles.")) && key_of(t) == "model_provider";
-        if table == "model_providers.dagexec" || chooses {
+        // A provider's headers, query parameters and token may be credentials: the gateway
+        // adds them upstream, the agent's user never reads them.
+        let secret = table.starts_with("model_providers.")
+            && SECRET
+                .iter()
+                .any(|k| key_of(t) == *k || table.ends_with(&format!(".{k}")));
+        if table == "model_providers.dagexec" || chooses || secret {
             continue;
         }
         if chosen

@@ -324,3 +324,14 @@ fn a_profiles_provider_keeps_its_retry_settings() {
     let ours = config.split("[model_providers.dagexec]").nth(1).unwrap();
     assert!(ours.contains("stream_idle_timeout_ms = 900000"), "{config}");
 }
+
+/// A Codex provider's headers and query parameters may be credentials: the gateway adds them
+/// upstream ([`Upstreams::with_codex`]), and the attempt's `config.toml`, which the agent's
+/// user reads, carries none of them.
+#[test]
+fn the_attempts_codex_configuration_carries_no_header_of_the_users_provider() {
+    let user = "model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://a/v1\"\nhttp_headers = { \"X-Api-Key\" = \"sk-header-secret\" }\nquery_params = { api-key = \"sk-query-secret\" }\nexperimental_bearer_token = \"sk-bearer-secret\"\n[model_providers.other.http_headers]\nX-Other = \"sk-table-secret\"\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    assert!(!config.contains("secret"), "{config}");
+    assert!(config.contains("base_url = \"https://a/v1\""), "{config}");
+}
