@@ -194,12 +194,11 @@ async fn forward(
         parts.headers.remove(name);
     }
     let body = if model_call && (200..300).contains(&status) {
-        let events = parts
-            .headers
-            .get(hyper::header::CONTENT_TYPE)
+        let content_type = parts.headers.get(hyper::header::CONTENT_TYPE);
+        let content_type = content_type
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.contains("text/event-stream"));
-        let kind = if events {
+            .unwrap_or_default();
+        let kind = if content_type.contains("text/event-stream") {
             meter::Body::Events
         } else {
             meter::Body::Json
