@@ -208,7 +208,7 @@ async fn forward(
             meter: Meter::new(provider, kind),
             tab,
             shared: shared.clone(),
-            last: crate::pure::gateway::Tokens::default(),
+            last: meter::Reading::default(),
             done: false,
         }
         .boxed()
@@ -313,19 +313,17 @@ struct Metered {
     meter: Meter,
     tab: Arc<Tab>,
     shared: Arc<Shared>,
-    /// The tokens already added to the tab.
-    last: crate::pure::gateway::Tokens,
+    /// The reading the tab counts.
+    last: meter::Reading,
     done: bool,
 }
 
 impl Metered {
     fn account(&mut self) {
-        let now = self.meter.reading();
-        let model = now.model.as_deref().unwrap_or("unknown");
-        let grown = now.tokens.since(self.last);
+        let now = self.meter.reading().clone();
         self.shared
-            .add(&self.tab, self.meter.provider(), model, grown);
-        self.last = now.tokens;
+            .count(&self.tab, self.meter.provider(), &self.last, &now);
+        self.last = now;
     }
 }
 

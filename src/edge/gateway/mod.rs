@@ -25,6 +25,7 @@ use crate::edge::lock::held;
 use std::time::{Duration, Instant};
 
 use crate::edge::github::ops::encode_segment;
+use crate::pure::gateway::meter::Reading;
 use crate::pure::gateway::{Provider, Tokens};
 
 /// A provider key, redacted in `Debug`.
@@ -232,36 +233,41 @@ struct Shared {
 }
 
 impl Shared {
-    /// Adds `tokens` of `model` (one response's growth, from `provider`) to `tab`, the run's
-    /// and the task's, and to the provider's tokens-per-minute window.
-    fn add(&self, tab: &Tab, provider: Provider, model: &str, tokens: Tokens) {
-        if tokens == Tokens::default() {
+    /// Counts one response's reading `now` (from `provider`) in place of its reading before,
+    /// `was` — a stream's usage grows, and a later event may move tokens between kinds (Gemini
+    /// names a prompt's cached part late) — in `tab`, the run's and the task's spend, and in
+    /// the provider's tokens-per-minute window.
+    fn count(&self, tab: &Tab, provider: Provider, was: &Reading, now: &Reading) {
+        if now.tokens == Tokens::default() || now == was {
             return;
         }
+        let all = |t: Tokens| t.prompt().saturating_add(t.output);
         if let Some(w) = held(&self.windows).get_mut(&provider) {
-            w.spent(
-                self.origin.elapsed(),
-                tokens.prompt().saturating_add(tokens.output),
-            );
+            let grown = all(now.tokens).saturating_sub(all(was.tokens));
+            w.spent(self.origin.elapsed(), grown);
         }
-        let cost = crate::pure::gateway::cost(&self.config.prices, model, tokens);
+        let model = |r: &Reading| r.model.clone().unwrap_or_else(|| "unknown".to_string());
+        let (was_model, now_model) = (model(was), model(now));
+        let price = |m: &str, t| crate::pure::gateway::cost(&self.config.prices, m, t);
+        let now_cost = price(&now_model, now.tokens);
+        let cost = now_cost.unwrap_or(0.0) - price(&was_model, was.tokens).unwrap_or(0.0);
         let grow = |s: &mut Spend| {
-            let entry = s.tokens.entry(model.to_string()).or_default();
-            *entry = entry.plus(tokens);
-            match cost {
-                Some(c) => s.cost_usd += c,
-                None => {
-                    s.unpriced.insert(model.to_string());
-                }
+            if was.tokens != Tokens::default() {
+                let entry = s.tokens.entry(was_model.clone()).or_default();
+                *entry = entry.since(was.tokens);
+            }
+            let entry = s.tokens.entry(now_model.clone()).or_default();
+            *entry = entry.plus(now.tokens);
+            s.cost_usd += cost;
+            if now_cost.is_none() {
+                s.unpriced.insert(now_model.clone());
             }
         };
         tab.change(grow);
         self.total.send_modify(grow);
-        if let Some(c) = cost {
-            let mut run = held(&self.run_spend);
-            run.0 += c;
-            *run.1.entry(tab.task).or_default() += c;
-        }
+        let mut run = held(&self.run_spend);
+        run.0 += cost;
+        *run.1.entry(tab.task).or_default() += cost;
     }
 
     /// Counts a 429 or 529 answer of `provider` to `tab`'s request (the run's too), and
