@@ -236,7 +236,7 @@ fn upstream_parts(
     let mut url = format!("{}{rest}", upstream.base);
     if !upstream.query.is_empty() {
         let sep = if rest.contains('?') { '&' } else { '?' };
-        url = format!("{url}{sep}{}", upstream.query.join("&"));
+        url = format!("{url}{sep}{}", upstream.query.expose());
     }
     parts.uri = url
         .parse()
@@ -244,7 +244,7 @@ fn upstream_parts(
     for name in HOP_BY_HOP.iter().chain(&crate::pure::gateway::KEY_HEADERS) {
         parts.headers.remove(*name);
     }
-    let mut v = hyper::header::HeaderValue::from_str(&key.value).map_err(|_| {
+    let mut v = hyper::header::HeaderValue::from_str(key.value.expose()).map_err(|_| {
         Refused::Upstream(format!(
             "the {} key in dagexec's environment is not a valid header value",
             provider.label()
@@ -260,7 +260,7 @@ fn upstream_parts(
             ))
         };
         let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-        let mut value = hyper::header::HeaderValue::from_str(value).map_err(|_| bad())?;
+        let mut value = hyper::header::HeaderValue::from_str(value.expose()).map_err(|_| bad())?;
         value.set_sensitive(true);
         parts.headers.insert(name, value);
     }

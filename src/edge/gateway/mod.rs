@@ -24,55 +24,41 @@ use std::sync::{Arc, Mutex};
 use crate::edge::lock::held;
 use std::time::{Duration, Instant};
 
+use crate::edge::github::Token;
 use crate::edge::github::ops::encode_segment;
 use crate::pure::gateway::meter::Reading;
 use crate::pure::gateway::{Provider, Tokens};
 
 /// A provider key, redacted in `Debug`.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Key {
     header: &'static str,
-    value: String,
+    value: Token,
 }
 
 impl Key {
     /// `provider`'s key `value`, read from the variable `var`, in the header it goes in.
     fn of(provider: Provider, var: &str, value: &str) -> Key {
         let (header, value) = provider.key_header(var, value.trim());
-        Key { header, value }
-    }
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Key({}: <redacted>)", self.header)
+        Key {
+            header,
+            value: Token::new(value),
+        }
     }
 }
 
 /// Where one provider's requests go: its base URL and key, and what a user's Codex provider
 /// adds to every request (query parameters, headers: redacted in `Debug`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Upstream {
     pub base: String,
     key: Option<Key>,
     /// The variable the key is read from, for the message when it is unset.
     key_var: String,
-    /// `name=value` pairs, encoded, added to the query.
-    query: Vec<String>,
+    /// `name=value` pairs, encoded and joined with `&`, added to the query (empty: none).
+    query: Token,
     /// Headers added upstream (values may be credentials).
-    headers: Vec<(String, String)>,
-}
-
-impl std::fmt::Debug for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
-            .field("base", &self.base)
-            .field("key", &self.key)
-            .field("key_var", &self.key_var)
-            .field("query", &self.query.len())
-            .field("headers", &self.headers.len())
-            .finish()
-    }
+    headers: Vec<(String, Token)>,
 }
 
 /// The providers' base URLs and keys, read from dagexec's environment.
@@ -95,7 +81,7 @@ impl Upstreams {
                         base: base.trim().trim_end_matches('/').to_string(),
                         key: vars.iter().find_map(|v| set(v).map(|k| Key::of(p, v, &k))),
                         key_var: vars[0].to_string(),
-                        query: Vec::new(),
+                        query: Token::new(""),
                         headers: Vec::new(),
                     };
                     (p, upstream)
@@ -126,15 +112,19 @@ impl Upstreams {
             up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
         }
-        up.query = codex
-            .query_params
+        let query = codex.query_params.iter();
+        let query = query.map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)));
+        up.query = Token::new(query.collect::<Vec<_>>().join("&"));
+        let literal = codex
+            .http_headers
             .iter()
-            .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
-            .collect();
-        up.headers = codex.http_headers.clone().into_iter().collect();
+            .map(|(k, v)| (k.clone(), v.clone()));
         let from_env = codex.env_http_headers.iter();
-        up.headers
-            .extend(from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))));
+        let from_env = from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v)));
+        up.headers = literal
+            .chain(from_env)
+            .map(|(k, v)| (k, Token::new(v)))
+            .collect();
         self
     }
 }
