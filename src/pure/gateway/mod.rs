@@ -149,15 +149,13 @@ pub struct Route {
 
 /// Which provider the request for `path_and_query` goes to, or why the gateway refuses it.
 pub fn route(path_and_query: &str) -> Result<Route, Refused> {
-    let provider = Provider::ALL.into_iter().find(|p| {
-        path_and_query
-            .strip_prefix(p.prefix())
-            .is_some_and(|r| r.starts_with('/'))
+    let routed = Provider::ALL.into_iter().find_map(|p| {
+        let rest = path_and_query.strip_prefix(p.prefix())?;
+        rest.starts_with('/').then_some((p, rest))
     });
-    let Some(provider) = provider else {
+    let Some((provider, rest)) = routed else {
         return Err(Refused::NotFound(None));
     };
-    let rest = &path_and_query[provider.prefix().len()..];
     if !provider.passes(rest) {
         return Err(Refused::NotFound(Some(provider)));
     }
