@@ -40,10 +40,8 @@ impl Key {
     /// `provider`'s key `value`, read from the variable `var`, in the header it goes in.
     fn of(provider: Provider, var: &str, value: &str) -> Key {
         let (header, value) = provider.key_header(var, value.trim());
-        Key {
-            header,
-            value: Token::new(value),
-        }
+        let value = Token::new(value);
+        Key { header, value }
     }
 }
 
@@ -115,16 +113,10 @@ impl Upstreams {
         let query = codex.query_params.iter();
         let query = query.map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)));
         up.query = Token::new(query.collect::<Vec<_>>().join("&"));
-        let literal = codex
-            .http_headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()));
         let from_env = codex.env_http_headers.iter();
         let from_env = from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v)));
-        up.headers = literal
-            .chain(from_env)
-            .map(|(k, v)| (k, Token::new(v)))
-            .collect();
+        let all = codex.http_headers.clone().into_iter().chain(from_env);
+        up.headers = all.map(|(k, v)| (k, Token::new(v))).collect();
         self
     }
 }
