@@ -283,12 +283,10 @@ fn message_of(provider: Provider, refused: &Refused) -> String {
 async fn wait_for_hold(shared: &Shared, provider: Provider) {
     loop {
         let until = held(&shared.holds).get(&provider).copied();
-        match until {
-            Some(until) if until > Instant::now() => {
-                tokio::time::sleep_until(until.into()).await;
-            }
-            _ => return,
-        }
+        let Some(until) = until.filter(|u| *u > Instant::now()) else {
+            return;
+        };
+        tokio::time::sleep_until(until.into()).await;
     }
 }
 
@@ -299,10 +297,10 @@ async fn wait_for_window(shared: &Shared, provider: Provider) {
         let admitted = held(&shared.windows)
             .get_mut(&provider)
             .map_or(Ok(()), |w| w.admit(shared.origin.elapsed()));
-        match admitted {
-            Ok(()) => return,
-            Err(wait) => tokio::time::sleep(wait).await,
-        }
+        let Err(wait) = admitted else {
+            return;
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
