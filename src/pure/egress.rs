@@ -80,20 +80,16 @@ impl EgressSetting {
             .split(|c: char| c == ',' || c.is_whitespace())
             .filter(|w| !w.is_empty())
             .collect();
-        match words.as_slice() {
-            [] => return Ok(EgressSetting::Off),
-            [w] if ["false", "off"].contains(&w.to_ascii_lowercase().as_str()) => {
-                return Ok(EgressSetting::Off);
-            }
-            _ => {}
+        // Nothing, or one word that says off.
+        let off = |w: &&str| ["false", "off"].contains(&w.to_ascii_lowercase().as_str());
+        if words.len() <= 1 && words.iter().all(off) {
+            return Ok(EgressSetting::Off);
         }
         let mut hosts = Hosts::default();
         for w in words {
             let lower = w.to_ascii_lowercase();
             if ["true", "on", "defaults"].contains(&lower.as_str()) {
-                for h in DEFAULT_HOSTS {
-                    hosts.names.insert(h.to_string());
-                }
+                hosts.names.extend(DEFAULT_HOSTS.map(String::from));
                 continue;
             }
             hosts.add(w)?;
@@ -294,20 +290,15 @@ impl ProxyRequest {
             path.to_string()
         };
         let mut forward = format!("{method} {path} {version}\r\n");
+        const DROPPED: [&str; 4] = [
+            "connection",
+            "proxy-connection",
+            "proxy-authorization",
+            "keep-alive",
+        ];
         for line in lines.filter(|l| !l.is_empty()) {
-            let name = line
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .to_ascii_lowercase();
-            if ![
-                "connection",
-                "proxy-connection",
-                "proxy-authorization",
-                "keep-alive",
-            ]
-            .contains(&name.as_str())
-            {
+            let name = line.split(':').next().unwrap_or_default();
+            if !DROPPED.iter().any(|d| name.eq_ignore_ascii_case(d)) {
                 forward.push_str(line);
                 forward.push_str("\r\n");
             }

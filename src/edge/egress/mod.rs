@@ -111,7 +111,7 @@ pub async fn start(
         Err(why) => return Ok(Err(Egressed::Unavailable(why))),
     };
     crate::edge::agent_user::route_through(proxy.env());
-    let _ = ACTIVE.set(proxy.record_handle());
+    let _ = ACTIVE.set(proxy.record.clone());
     Ok(Ok(Egress {
         proxy,
         firewall,

@@ -35,7 +35,8 @@ pub struct ProxyLog {
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
-    record: Arc<Mutex<ProxyLog>>,
+    /// What it saw, as it grows.
+    pub(super) record: Arc<Mutex<ProxyLog>>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -63,24 +64,20 @@ impl Proxy {
         held(&self.record).clone()
     }
 
-    /// Its record as it grows.
-    pub(super) fn record_handle(&self) -> Arc<Mutex<ProxyLog>> {
-        self.record.clone()
-    }
-
     /// The variables that send task code's web requests through it, in both cases (tools
     /// read either), loopback excepted (the model gateway is reached directly); Node's own
     /// `fetch` follows them with `NODE_USE_ENV_PROXY`.
     pub fn env(&self) -> Vec<(String, String)> {
-        let url = self.url();
+        let (url, local) = (self.url(), "127.0.0.1,localhost,::1");
         let mut env = Vec::new();
-        for k in ["HTTPS_PROXY", "HTTP_PROXY"] {
-            env.push((k.to_string(), url.clone()));
-            env.push((k.to_ascii_lowercase(), url.clone()));
+        for (k, v) in [
+            ("HTTPS_PROXY", &*url),
+            ("HTTP_PROXY", &url),
+            ("NO_PROXY", local),
+        ] {
+            env.push((k.to_string(), v.to_string()));
+            env.push((k.to_ascii_lowercase(), v.to_string()));
         }
-        let local = "127.0.0.1,localhost,::1".to_string();
-        env.push(("NO_PROXY".into(), local.clone()));
-        env.push(("no_proxy".into(), local));
         env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
         env
     }

@@ -164,7 +164,7 @@ async fn forward(
     tab: Arc<Tab>,
     model_call: bool,
 ) -> Result<Response<Out>, Refused> {
-    let Some(upstream) = shared.upstreams.0.get(&provider) else {
+    let Some(upstream) = shared.config.upstreams.0.get(&provider) else {
         return Err(Refused::Upstream("no upstream".into()));
     };
     let (parts, body) = req.into_parts();
@@ -194,12 +194,11 @@ async fn forward(
         parts.headers.remove(name);
     }
     let body = if model_call && (200..300).contains(&status) {
-        let events = parts
-            .headers
-            .get(hyper::header::CONTENT_TYPE)
+        let content_type = parts.headers.get(hyper::header::CONTENT_TYPE);
+        let content_type = content_type
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.contains("text/event-stream"));
-        let kind = if events {
+            .unwrap_or_default();
+        let kind = if content_type.contains("text/event-stream") {
             meter::Body::Events
         } else {
             meter::Body::Json
@@ -209,7 +208,7 @@ async fn forward(
             meter: Meter::new(provider, kind),
             tab,
             shared: shared.clone(),
-            last: crate::pure::gateway::Tokens::default(),
+            last: meter::Reading::default(),
             done: false,
         }
         .boxed()
@@ -237,7 +236,7 @@ fn upstream_parts(
     let mut url = format!("{}{rest}", upstream.base);
     if !upstream.query.is_empty() {
         let sep = if rest.contains('?') { '&' } else { '?' };
-        url = format!("{url}{sep}{}", upstream.query.join("&"));
+        url = format!("{url}{sep}{}", upstream.query.expose());
     }
     parts.uri = url
         .parse()
@@ -245,7 +244,7 @@ fn upstream_parts(
     for name in HOP_BY_HOP.iter().chain(&crate::pure::gateway::KEY_HEADERS) {
         parts.headers.remove(*name);
     }
-    let mut v = hyper::header::HeaderValue::from_str(&key.value).map_err(|_| {
+    let mut v = hyper::header::HeaderValue::from_str(key.value.expose()).map_err(|_| {
         Refused::Upstream(format!(
             "the {} key in dagexec's environment is not a valid header value",
             provider.label()
@@ -261,7 +260,7 @@ fn upstream_parts(
             ))
         };
         let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-        let mut value = hyper::header::HeaderValue::from_str(value).map_err(|_| bad())?;
+        let mut value = hyper::header::HeaderValue::from_str(value.expose()).map_err(|_| bad())?;
         value.set_sensitive(true);
         parts.headers.insert(name, value);
     }
@@ -284,12 +283,10 @@ fn message_of(provider: Provider, refused: &Refused) -> String {
 async fn wait_for_hold(shared: &Shared, provider: Provider) {
     loop {
         let until = held(&shared.holds).get(&provider).copied();
-        match until {
-            Some(until) if until > Instant::now() => {
-                tokio::time::sleep_until(until.into()).await;
-            }
-            _ => return,
-        }
+        let Some(until) = until.filter(|u| *u > Instant::now()) else {
+            return;
+        };
+        tokio::time::sleep_until(until.into()).await;
     }
 }
 
@@ -300,10 +297,10 @@ async fn wait_for_window(shared: &Shared, provider: Provider) {
         let admitted = held(&shared.windows)
             .get_mut(&provider)
             .map_or(Ok(()), |w| w.admit(shared.origin.elapsed()));
-        match admitted {
-            Ok(()) => return,
-            Err(wait) => tokio::time::sleep(wait).await,
-        }
+        let Err(wait) = admitted else {
+            return;
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -314,19 +311,17 @@ struct Metered {
     meter: Meter,
     tab: Arc<Tab>,
     shared: Arc<Shared>,
-    /// The tokens already added to the tab.
-    last: crate::pure::gateway::Tokens,
+    /// The reading the tab counts.
+    last: meter::Reading,
     done: bool,
 }
 
 impl Metered {
     fn account(&mut self) {
-        let now = self.meter.reading();
-        let model = now.model.as_deref().unwrap_or("unknown");
-        let grown = now.tokens.since(self.last);
+        let now = self.meter.reading().clone();
         self.shared
-            .add(&self.tab, self.meter.provider(), model, grown);
-        self.last = now.tokens;
+            .count(&self.tab, self.meter.provider(), &self.last, &now);
+        self.last = now;
     }
 }
 

@@ -24,54 +24,39 @@ use std::sync::{Arc, Mutex};
 use crate::edge::lock::held;
 use std::time::{Duration, Instant};
 
+use crate::edge::github::Token;
 use crate::edge::github::ops::encode_segment;
+use crate::pure::gateway::meter::Reading;
 use crate::pure::gateway::{Provider, Tokens};
 
 /// A provider key, redacted in `Debug`.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Key {
     header: &'static str,
-    value: String,
+    value: Token,
 }
 
 impl Key {
     /// `provider`'s key `value`, read from the variable `var`, in the header it goes in.
     fn of(provider: Provider, var: &str, value: &str) -> Key {
         let (header, value) = provider.key_header(var, value.trim());
+        let value = Token::new(value);
         Key { header, value }
-    }
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Key({}: <redacted>)", self.header)
     }
 }
 
 /// Where one provider's requests go: its base URL and key, and what a user's Codex provider
 /// adds to every request (query parameters, headers: redacted in `Debug`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Upstream {
     pub base: String,
     key: Option<Key>,
     /// The variable the key is read from, for the message when it is unset.
     key_var: String,
-    /// `name=value` pairs, encoded, added to the query.
-    query: Vec<String>,
+    /// `name=value` pairs, encoded and joined with `&`, added to the query (empty: none).
+    query: Token,
     /// Headers added upstream (values may be credentials).
-    headers: Vec<(String, String)>,
-}
-
-impl std::fmt::Debug for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
-            .field("base", &self.base)
-            .field("key", &self.key)
-            .field("key_var", &self.key_var)
-            .field("query", &self.query.len())
-            .field("headers", &self.headers.len())
-            .finish()
-    }
+    headers: Vec<(String, Token)>,
 }
 
 /// The providers' base URLs and keys, read from dagexec's environment.
@@ -94,7 +79,7 @@ impl Upstreams {
                         base: base.trim().trim_end_matches('/').to_string(),
                         key: vars.iter().find_map(|v| set(v).map(|k| Key::of(p, v, &k))),
                         key_var: vars[0].to_string(),
-                        query: Vec::new(),
+                        query: Token::new(""),
                         headers: Vec::new(),
                     };
                     (p, upstream)
@@ -125,15 +110,13 @@ impl Upstreams {
             up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
         }
-        up.query = codex
-            .query_params
-            .iter()
-            .map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)))
-            .collect();
-        up.headers = codex.http_headers.clone().into_iter().collect();
+        let query = codex.query_params.iter();
+        let query = query.map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)));
+        up.query = Token::new(query.collect::<Vec<_>>().join("&"));
         let from_env = codex.env_http_headers.iter();
-        up.headers
-            .extend(from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v))));
+        let from_env = from_env.filter_map(|(k, var)| set(var).map(|v| (k.clone(), v)));
+        let all = codex.http_headers.clone().into_iter().chain(from_env);
+        up.headers = all.map(|(k, v)| (k, Token::new(v))).collect();
         self
     }
 }
@@ -217,16 +200,12 @@ impl Tab {
 
 /// What every connection shares (no `Debug`: it holds the keys and the tokens).
 struct Shared {
-    upstreams: Upstreams,
-    budgets: Budgets,
-    prices: crate::pure::prices::Prices,
+    config: Config,
     tabs: Mutex<HashMap<String, Arc<Tab>>>,
     /// This run's spend through the gateway: the whole run's, and per task.
     run_spend: Mutex<(f64, BTreeMap<usize, f64>)>,
     /// Until when a provider's rate limit holds every worker's next request.
     holds: Mutex<BTreeMap<Provider, Instant>>,
-    /// The task's spend the plan recorded before this run, per task.
-    task_recorded: BTreeMap<usize, f64>,
     /// The requests- and tokens-per-minute windows of the providers that have limits
     /// ([`Gateway::pace`]), their time counted from `origin`.
     windows: Mutex<BTreeMap<Provider, crate::pure::gateway::window::Window>>,
@@ -236,36 +215,41 @@ struct Shared {
 }
 
 impl Shared {
-    /// Adds `tokens` of `model` (one response's growth, from `provider`) to `tab`, the run's
-    /// and the task's, and to the provider's tokens-per-minute window.
-    fn add(&self, tab: &Tab, provider: Provider, model: &str, tokens: Tokens) {
-        if tokens == Tokens::default() {
+    /// Counts one response's reading `now` (from `provider`) in place of its reading before,
+    /// `was` — a stream's usage grows, and a later event may move tokens between kinds (Gemini
+    /// names a prompt's cached part late) — in `tab`, the run's and the task's spend, and in
+    /// the provider's tokens-per-minute window.
+    fn count(&self, tab: &Tab, provider: Provider, was: &Reading, now: &Reading) {
+        if now.tokens == Tokens::default() || now == was {
             return;
         }
+        let all = |t: Tokens| t.prompt().saturating_add(t.output);
         if let Some(w) = held(&self.windows).get_mut(&provider) {
-            w.spent(
-                self.origin.elapsed(),
-                tokens.prompt().saturating_add(tokens.output),
-            );
+            let grown = all(now.tokens).saturating_sub(all(was.tokens));
+            w.spent(self.origin.elapsed(), grown);
         }
-        let cost = crate::pure::gateway::cost(&self.prices, model, tokens);
+        let model = |r: &Reading| r.model.clone().unwrap_or_else(|| "unknown".to_string());
+        let (was_model, now_model) = (model(was), model(now));
+        let price = |m: &str, t| crate::pure::gateway::cost(&self.config.prices, m, t);
+        let now_cost = price(&now_model, now.tokens);
+        let cost = now_cost.unwrap_or(0.0) - price(&was_model, was.tokens).unwrap_or(0.0);
         let grow = |s: &mut Spend| {
-            let entry = s.tokens.entry(model.to_string()).or_default();
-            *entry = entry.plus(tokens);
-            match cost {
-                Some(c) => s.cost_usd += c,
-                None => {
-                    s.unpriced.insert(model.to_string());
-                }
+            if was.tokens != Tokens::default() {
+                let entry = s.tokens.entry(was_model.clone()).or_default();
+                *entry = entry.since(was.tokens);
+            }
+            let entry = s.tokens.entry(now_model.clone()).or_default();
+            *entry = entry.plus(now.tokens);
+            s.cost_usd += cost;
+            if now_cost.is_none() {
+                s.unpriced.insert(now_model.clone());
             }
         };
         tab.change(grow);
         self.total.send_modify(grow);
-        if let Some(c) = cost {
-            let mut run = held(&self.run_spend);
-            run.0 += c;
-            *run.1.entry(tab.task).or_default() += c;
-        }
+        let mut run = held(&self.run_spend);
+        run.0 += cost;
+        *run.1.entry(tab.task).or_default() += cost;
     }
 
     /// Counts a 429 or 529 answer of `provider` to `tab`'s request (the run's too), and
@@ -280,15 +264,13 @@ impl Shared {
     /// The limits for `tab`'s next request.
     fn limits(&self, tab: &Tab) -> crate::pure::gateway::Limits {
         let run = held(&self.run_spend);
+        let (budgets, recorded) = (&self.config.budgets, &self.config.task_recorded);
         let task_live = run.1.get(&tab.task).copied().unwrap_or(0.0);
-        let task_before = self.task_recorded.get(&tab.task).copied().unwrap_or(0.0);
+        let task_before = recorded.get(&tab.task).copied().unwrap_or(0.0);
         crate::pure::gateway::Limits {
-            run: self
-                .budgets
-                .run
-                .map(|(limit, before)| (limit, before + run.0)),
-            task: self.budgets.task.map(|cap| (cap, task_before + task_live)),
-            max_requests: self.budgets.max_requests,
+            run: budgets.run.map(|(limit, before)| (limit, before + run.0)),
+            task: budgets.task.map(|cap| (cap, task_before + task_live)),
+            max_requests: budgets.max_requests,
         }
     }
 }
@@ -317,13 +299,10 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            upstreams: config.upstreams,
-            budgets: config.budgets,
-            prices: config.prices,
+            config,
             tabs: Mutex::new(HashMap::new()),
             run_spend: Mutex::new((0.0, BTreeMap::new())),
             holds: Mutex::new(BTreeMap::new()),
-            task_recorded: config.task_recorded,
             windows: Mutex::new(BTreeMap::new()),
             origin: Instant::now(),
             total: tokio::sync::watch::Sender::new(Spend::default()),
@@ -479,17 +458,17 @@ impl Pass {
     /// `GOOGLE_GEMINI_BASE_URL` and `GEMINI_API_KEY`, `OPENAI_BASE_URL` and `OPENAI_API_KEY`
     /// for `OpenAI` clients, and for Codex (which takes its provider from its configuration)
     /// `CODEX_HOME`, a folder `codex_home` whose `config.toml` is the user's own
-    /// (`user_codex_config`) with a provider `dagexec` at the gateway made the one in use;
+    /// ([`user_codex_file`]) with a provider `dagexec` at the gateway made the one in use;
     /// and [`URL_VAR`], the gateway itself. The worker's spawner removes every other variable
     /// of [`PROVIDER_VARS`] when it sees [`URL_VAR`].
     pub fn worker_env(
         &self,
         codex_home: &std::path::Path,
-        user_codex_config: Option<&str>,
     ) -> std::io::Result<Vec<(String, String)>> {
         let url = &self.url;
         std::fs::create_dir_all(codex_home)?;
-        let config = codex_config(user_codex_config.unwrap_or_default(), url);
+        let user = user_codex_file().map(|(_, text)| text).unwrap_or_default();
+        let config = codex_config(&user, url);
         // A scratch file of this attempt alone: written once, never through a link (one left
         // there is replaced), without the sync a durable write pays (it cost the Action's
         // work job tens of milliseconds).
@@ -544,27 +523,20 @@ pub fn pass_for(
         }
     };
     let env = pass
-        .worker_env(codex_home, user_codex_config().as_deref())
-        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env));
-    match env {
-        Ok(env) => (Some(pass), env),
-        Err(e) => {
+        .worker_env(codex_home)
+        .and_then(|env| crate::edge::agent_user::hand_over(codex_home).map(|()| env))
+        .unwrap_or_else(|e| {
             tracing::warn!("task {task}: cannot prepare the gateway settings: {e}");
-            (Some(pass), closed)
-        }
-    }
+            closed
+        });
+    (Some(pass), env)
 }
 
 /// The variable that tells a worker (and its spawner) the gateway serves it: its URL.
 pub const URL_VAR: &str = "DAGEXEC_GATEWAY";
 
-/// The user's own Codex configuration, to build an attempt's on: `$CODEX_HOME/config.toml`,
-/// else `~/.codex/config.toml` (at most 1 MiB).
-pub fn user_codex_config() -> Option<String> {
-    user_codex_file().map(|(_, text)| text)
-}
-
-/// [`user_codex_config`] and where it was read.
+/// The user's own Codex configuration, to build an attempt's on, and where it was read:
+/// `$CODEX_HOME/config.toml`, else `~/.codex/config.toml` (at most 1 MiB).
 pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
     let home = std::env::var_os("CODEX_HOME")
         .filter(|h| !h.is_empty())
@@ -581,22 +553,21 @@ pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
 /// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level
 /// `model_provider` taken out, with `model_provider = "dagexec"` first and the provider
 /// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
-/// token) last, keeping the retry and timeout settings of the provider the user had chosen.
+/// token) last, keeping the retry and timeout settings of the provider the user had chosen
+/// (at the top level or in the selected profile) and leaving out every provider's headers,
+/// query parameters and bearer token.
 fn codex_config(user: &str, url: &str) -> String {
     const CARRIED: [&str; 3] = [
         "request_max_retries",
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
-    let chosen = user
-        .lines()
-        .map(str::trim)
-        .take_while(|t| !t.starts_with('['))
-        .find(|t| key_of(t) == "model_provider")
-        .and_then(|t| {
-            t.split_once('=')
-                .map(|(_, v)| v.trim().trim_matches('"').to_string())
-        });
+    const SECRET: [&str; 3] = ["http_headers", "query_params", "experimental_bearer_token"];
+    // The provider Codex would use: the top level's choice, or the selected profile's.
+    let chosen = toml::from_str(user)
+        .ok()
+        .and_then(|doc| crate::pure::gateway::codex::chosen(&doc).ok().flatten())
+        .map(|(id, _)| id);
     let mut table = String::new();
     let mut kept = String::new();
     let mut carried = String::new();
@@ -608,7 +579,13 @@ fn codex_config(user: &str, url: &str) -> String {
         let top = table.is_empty();
         // Nothing may choose another provider: not the top level, not a profile.
         let chooses = (top || table.starts_with("profiles.")) && key_of(t) == "model_provider";
-        if table == "model_providers.dagexec" || chooses {
+        // A provider's headers, query parameters and token may be credentials: the gateway
+        // adds them upstream, the agent's user never reads them.
+        let secret = table.starts_with("model_providers.")
+            && SECRET
+                .iter()
+                .any(|k| key_of(t) == *k || table.ends_with(&format!(".{k}")));
+        if table == "model_providers.dagexec" || chooses || secret {
             continue;
         }
         if chosen

@@ -314,3 +314,79 @@ async fn codexs_own_provider_is_the_openai_upstream_unless_openai_base_url_is_se
     let u = Upstreams::from_env(&env).with_codex(Some(&codex), &env);
     assert_eq!(u.0[&Provider::OpenAi].base, "http://127.0.0.1:1/v1");
 }
+
+/// The provider a profile chooses is the one Codex uses (`codex::selected` reads it so): its
+/// retry and timeout settings go to the gateway's provider as a top-level choice's do.
+#[test]
+fn a_profiles_provider_keeps_its_retry_settings() {
+    let user = "profile = \"p\"\n[profiles.p]\nmodel_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://x/v1\"\nstream_idle_timeout_ms = 900000\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    let ours = config.split("[model_providers.dagexec]").nth(1).unwrap();
+    assert!(ours.contains("stream_idle_timeout_ms = 900000"), "{config}");
+}
+
+/// A Codex provider's headers and query parameters may be credentials: the gateway adds them
+/// upstream ([`Upstreams::with_codex`]), and the attempt's `config.toml`, which the agent's
+/// user reads, carries none of them.
+#[test]
+fn the_attempts_codex_configuration_carries_no_header_of_the_users_provider() {
+    let user = "model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://a/v1\"\nhttp_headers = { \"X-Api-Key\" = \"sk-header-secret\" }\nquery_params = { api-key = \"sk-query-secret\" }\nexperimental_bearer_token = \"sk-bearer-secret\"\n[model_providers.other.http_headers]\nX-Other = \"sk-table-secret\"\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    assert!(!config.contains("secret"), "{config}");
+    assert!(config.contains("base_url = \"https://a/v1\""), "{config}");
+}
+
+/// Issue 35: a stream's usage is the latest reading, not the sum of what grew: Gemini names
+/// the cached part of a prompt in a later chunk than the prompt, which moves tokens from
+/// `input` to `cache_read`; the attempt is charged what the response's last chunk says.
+#[tokio::test]
+async fn a_reading_that_moves_tokens_between_kinds_is_counted_once() {
+    const GEMINI: &str = "data: {\"usageMetadata\":{\"promptTokenCount\":90,\"candidatesTokenCount\":1},\"modelVersion\":\"gemini-2.5-pro\"}\n\n\
+data: {\"usageMetadata\":{\"promptTokenCount\":90,\"cachedContentTokenCount\":30,\"candidatesTokenCount\":20},\"modelVersion\":\"gemini-2.5-pro\"}\n\n";
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A provider that streams its chunks one by one, as a real stream arrives.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let _ = s.read(&mut [0u8; 4096]).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        s.write_all(head.as_bytes()).await.unwrap();
+        for chunk in GEMINI.split_inclusive("\n\n") {
+            let frame = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+            s.write_all(frame.as_bytes()).await.unwrap();
+            s.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        s.write_all(b"0\r\n\r\n").await.unwrap();
+    });
+    let env = env_of(&[
+        ("GOOGLE_GEMINI_BASE_URL", upstream),
+        ("GEMINI_API_KEY", "g-real".into()),
+    ]);
+    let gw = Gateway::start(Config {
+        upstreams: Upstreams::from_env(&env),
+        budgets: Budgets::default(),
+        prices: crate::pure::prices::Prices::default(),
+        task_recorded: BTreeMap::new(),
+    })
+    .await
+    .unwrap();
+    let pass = gw.open(0).unwrap();
+    let url = format!(
+        "{}/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        gw.url()
+    );
+    assert_eq!(post(&url, &[("x-goog-api-key", &pass.token)]).await.0, 200);
+    let spend = pass.spend();
+    let want = Tokens::with_cached(90, 30, 20);
+    assert_eq!(spend.tokens["gemini-2.5-pro"], want);
+    let prices = crate::pure::prices::Prices::default();
+    let cost = crate::pure::gateway::cost(&prices, "gemini-2.5-pro", want).unwrap();
+    assert!(
+        (spend.cost_usd - cost).abs() < 1e-12,
+        "{} {cost}",
+        spend.cost_usd
+    );
+    assert_eq!(spend.usage().input_tokens, Some(90));
+}

@@ -99,7 +99,7 @@ pub fn selected(text: &str) -> Result<Option<CodexProvider>, CodexConfigError> {
 
 /// The provider's id and the field that chose it: the top level's `model_provider`, or the
 /// selected `profile`'s.
-fn chosen(doc: &toml::Table) -> Result<Option<(String, String)>, CodexConfigError> {
+pub fn chosen(doc: &toml::Table) -> Result<Option<(String, String)>, CodexConfigError> {
     let mut chosen = doc
         .get("model_provider")
         .map(|v| Ok((string(v, "model_provider")?, "model_provider".to_string())))

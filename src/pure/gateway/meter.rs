@@ -45,19 +45,42 @@ pub enum Body {
     Json,
 }
 
+/// Bytes gathered up to a cap: past it, what came is dropped and the rest skipped until
+/// the bytes are taken.
+#[derive(Debug, Default)]
+struct Capped {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl Capped {
+    fn push(&mut self, part: &[u8], cap: usize) {
+        if self.over || self.bytes.len() + part.len() > cap {
+            self.over = true;
+            self.bytes = Vec::new();
+        } else {
+            self.bytes.extend_from_slice(part);
+        }
+    }
+
+    /// What was gathered, `None` when it went past its cap; empty again after.
+    fn take(&mut self) -> Option<Vec<u8>> {
+        let bytes = std::mem::take(&mut self.bytes);
+        (!std::mem::take(&mut self.over)).then_some(bytes)
+    }
+}
+
 /// Reads one response's usage from its bytes as they pass.
 #[derive(Debug)]
 pub struct Meter {
     provider: Provider,
     body: Body,
-    line: Vec<u8>,
-    /// The current line is over [`LINE_CAP`]: skipped to its end.
-    skipping: bool,
-    data: String,
-    /// The current event is over [`EVENT_CAP`]: dropped at its end.
-    event_over: bool,
-    json: Vec<u8>,
-    json_over: bool,
+    /// The current line, up to [`LINE_CAP`] (a longer one is skipped to its end).
+    line: Capped,
+    /// The current event's `data:` lines, up to [`EVENT_CAP`] (a larger one is dropped).
+    data: Capped,
+    /// A JSON body, up to [`JSON_CAP`].
+    json: Capped,
     reading: Reading,
 }
 
@@ -67,12 +90,9 @@ impl Meter {
         Meter {
             provider,
             body,
-            line: Vec::new(),
-            skipping: false,
-            data: String::new(),
-            event_over: false,
-            json: Vec::new(),
-            json_over: false,
+            line: Capped::default(),
+            data: Capped::default(),
+            json: Capped::default(),
             reading: Reading::default(),
         }
     }
@@ -91,28 +111,20 @@ impl Meter {
     pub fn feed(&mut self, bytes: &[u8]) -> bool {
         match self.body {
             Body::Json => {
-                if !self.json_over {
-                    if self.json.len() + bytes.len() > JSON_CAP {
-                        self.json_over = true;
-                        self.json = Vec::new();
-                    } else {
-                        self.json.extend_from_slice(bytes);
-                    }
-                }
+                self.json.push(bytes, JSON_CAP);
                 false
             }
             Body::Events => {
                 let before = self.reading.clone();
                 let mut rest = bytes;
                 while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-                    self.push_line_part(&rest[..nl]);
-                    let line = std::mem::take(&mut self.line);
-                    if !std::mem::take(&mut self.skipping) {
+                    self.line.push(&rest[..nl], LINE_CAP);
+                    if let Some(line) = self.line.take() {
                         self.line_done(&line);
                     }
                     rest = &rest[nl + 1..];
                 }
-                self.push_line_part(rest);
+                self.line.push(rest, LINE_CAP);
                 self.reading != before
             }
         }
@@ -124,33 +136,20 @@ impl Meter {
         let before = self.reading.clone();
         match self.body {
             Body::Json => {
-                if !self.json_over
-                    && let Ok(v) = serde_json::from_slice::<Value>(&std::mem::take(&mut self.json))
+                if let Some(json) = self.json.take()
+                    && let Ok(v) = serde_json::from_slice::<Value>(&json)
                 {
                     self.whole(&v);
                 }
             }
             Body::Events => {
-                let line = std::mem::take(&mut self.line);
-                if !self.skipping {
+                if let Some(line) = self.line.take() {
                     self.line_done(&line);
                 }
                 self.dispatch();
             }
         }
         self.reading != before
-    }
-
-    fn push_line_part(&mut self, part: &[u8]) {
-        if self.skipping {
-            return;
-        }
-        if self.line.len() + part.len() > LINE_CAP {
-            self.skipping = true;
-            self.line = Vec::new();
-        } else {
-            self.line.extend_from_slice(part);
-        }
     }
 
     fn line_done(&mut self, line: &[u8]) {
@@ -162,24 +161,18 @@ impl Meter {
         let Some(data) = line.strip_prefix(b"data:") else {
             return;
         };
-        let data = data.strip_prefix(b" ").unwrap_or(data);
-        if self.event_over || self.data.len() + data.len() + 1 > EVENT_CAP {
-            self.event_over = true;
-            self.data = String::new();
-            return;
+        if !self.data.bytes.is_empty() {
+            self.data.push(b"\n", EVENT_CAP);
         }
-        if !self.data.is_empty() {
-            self.data.push('\n');
-        }
-        self.data.push_str(&String::from_utf8_lossy(data));
+        self.data
+            .push(data.strip_prefix(b" ").unwrap_or(data), EVENT_CAP);
     }
 
     fn dispatch(&mut self) {
-        let data = std::mem::take(&mut self.data);
-        if std::mem::take(&mut self.event_over) || data.is_empty() {
-            return;
-        }
-        if let Ok(v) = serde_json::from_str::<Value>(&data) {
+        if let Some(data) = self.data.take()
+            && !data.is_empty()
+            && let Ok(v) = serde_json::from_str::<Value>(&String::from_utf8_lossy(&data))
+        {
             self.event(&v);
         }
     }

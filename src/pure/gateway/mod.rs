@@ -99,8 +99,8 @@ impl Provider {
     /// model calls the CLIs make, and listing models; nothing else of the provider's API
     /// (files, batches, fine-tuning, the admin API) is reachable with an attempt's token.
     fn passes(self, rest: &str) -> bool {
-        let path = rest.split('?').next().unwrap_or_default();
-        let segments_ok = !path.split('/').any(|s| s == ".." || s == ".");
+        let path = &*path_of(rest);
+        let segments_ok = !path.split(['/', '\\']).any(|s| s == ".." || s == ".");
         // The model calls, and the model listings with every path under them.
         let (calls, listings): (&[&str], &[&str]) = match self {
             Provider::Anthropic => (
@@ -120,7 +120,7 @@ impl Provider {
     /// Whether `rest` asks for a model's answer (metered, counted and held to the budget),
     /// not a listing or a token count.
     pub fn is_model_call(self, rest: &str) -> bool {
-        let path = rest.split('?').next().unwrap_or_default();
+        let path = &*path_of(rest);
         match self {
             Provider::Anthropic => path == "/v1/messages",
             Provider::OpenAi => path == "/responses" || path == "/responses/compact",
@@ -129,6 +129,13 @@ impl Provider {
             }
         }
     }
+}
+
+/// The path of `rest` (its query left out) as the upstream reads it: percent-decoded, so an
+/// encoded dot segment or letter is judged as what it stands for.
+fn path_of(rest: &str) -> std::borrow::Cow<'_, str> {
+    let path = rest.split('?').next().unwrap_or_default();
+    percent_encoding::percent_decode_str(path).decode_utf8_lossy()
 }
 
 /// A request the gateway passes: its provider and the path and query after the prefix.
@@ -142,15 +149,13 @@ pub struct Route {
 
 /// Which provider the request for `path_and_query` goes to, or why the gateway refuses it.
 pub fn route(path_and_query: &str) -> Result<Route, Refused> {
-    let provider = Provider::ALL.into_iter().find(|p| {
-        path_and_query
-            .strip_prefix(p.prefix())
-            .is_some_and(|r| r.starts_with('/'))
+    let routed = Provider::ALL.into_iter().find_map(|p| {
+        let rest = path_and_query.strip_prefix(p.prefix())?;
+        rest.starts_with('/').then_some((p, rest))
     });
-    let Some(provider) = provider else {
+    let Some((provider, rest)) = routed else {
         return Err(Refused::NotFound(None));
     };
-    let rest = &path_and_query[provider.prefix().len()..];
     if !provider.passes(rest) {
         return Err(Refused::NotFound(Some(provider)));
     }

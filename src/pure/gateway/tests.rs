@@ -275,3 +275,21 @@ fn wire_tokens_are_priced_with_cache_reads_and_writes() {
     assert_eq!(t.prompt(), 115);
     assert_eq!(t.plus(t).since(t), t);
 }
+
+/// The upstream (and the proxies before it) reads a path percent-decoded: an encoded dot
+/// segment reaches the endpoints the gateway does not pass, an encoded letter makes a model
+/// call the gateway would neither meter nor count against the budget.
+#[test]
+fn an_encoded_path_is_judged_as_the_upstream_reads_it() {
+    for refused in [
+        "/anthropic/v1/models/%2e%2e/files",
+        "/anthropic/v1/models/%2E%2E/organizations/api_keys",
+        "/openai/models/.%2e/files",
+        "/gemini/v1beta/models/%2e%2e%2f%2e%2e%2fupload",
+        "/gemini/v1beta/models/..%5c..%5cupload",
+    ] {
+        assert!(route(refused).is_err(), "{refused}");
+    }
+    assert!(Provider::Gemini.is_model_call("/v1beta/models/m:gener%61teContent"));
+    assert!(Provider::Anthropic.is_model_call("/v1/m%65ssages"));
+}

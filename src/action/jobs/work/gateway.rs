@@ -57,16 +57,17 @@ pub(super) async fn start(
     worker: &str,
 ) -> Result<Option<Served>, ActionError> {
     let began = Instant::now();
-    let file = crate::flow::settings::read_file_config(root)
-        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
-    let (settings, loosened) = crate::flow::settings::gateway_on_action(&input, &file)
-        .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+    let config_err =
+        |e: crate::flow::settings::ConfigError| ActionError::Input(format!("{e} ({})", e.hint()));
+    let file = crate::flow::settings::read_file_config(root).map_err(config_err)?;
+    let (settings, loosened) =
+        crate::flow::settings::gateway_on_action(&input, &file).map_err(config_err)?;
     if !settings.on {
         return Ok(None);
     }
     let (config, warning) =
         crate::flow::settings::gateway_config(&input, plan, max_cost, &settings, worker)
-            .map_err(|e| ActionError::Input(format!("{e} ({})", e.hint())))?;
+            .map_err(config_err)?;
     if let Some(w) = warning {
         crate::action::runtime::annotation("warning", "dagexec", &w);
     }
@@ -89,9 +90,8 @@ pub(super) async fn start(
         source,
     };
     let pass = gateway.open(task).map_err(write_err)?;
-    let user_config = crate::edge::gateway::user_codex_config();
     let env = pass
-        .worker_env(&scratch.join("codex-home"), user_config.as_deref())
+        .worker_env(&scratch.join("codex-home"))
         .map_err(write_err)?;
     // How long starting it took: the job's own time it adds.
     println!(
