@@ -550,12 +550,13 @@ pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
     Some((path, text))
 }
 
-/// Codex's `config.toml` for an attempt: the user's own (`user`), its top-level
-/// `model_provider` taken out, with `model_provider = "dagexec"` first and the provider
+/// Codex's `config.toml` for an attempt: the user's own (`user`), every `model_provider`
+/// choice taken out (the top level's and each profile's), with `model_provider = "dagexec"` first and the provider
 /// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
 /// token) last, keeping the retry and timeout settings of the provider the user had chosen
 /// (at the top level or in the selected profile) and leaving out every provider's headers,
-/// query parameters and bearer token.
+/// query parameters and bearer token, however the file writes them. Line by line: a
+/// multi-line string or array under a provider is not followed.
 fn codex_config(user: &str, url: &str) -> String {
     const CARRIED: [&str; 3] = [
         "request_max_retries",
@@ -573,28 +574,36 @@ fn codex_config(user: &str, url: &str) -> String {
     let mut carried = String::new();
     for line in user.lines() {
         let t = line.trim();
-        if t.starts_with('[') {
+        // The line's whole dotted path: its table's and its key's (a dotted key names a
+        // table of its own: `model_providers.x.http_headers = …` at the top level).
+        let path = if t.starts_with('[') {
             table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
-        }
-        let top = table.is_empty();
+            table.clone()
+        } else if table.is_empty() {
+            key_of(t).to_string()
+        } else {
+            format!("{table}.{}", key_of(t))
+        };
         // Nothing may choose another provider: not the top level, not a profile.
-        let chooses = (top || table.starts_with("profiles.")) && key_of(t) == "model_provider";
+        let chooses = path == "model_provider"
+            || (path.starts_with("profiles.") && path.ends_with(".model_provider"));
         // A provider's headers, query parameters and token may be credentials: the gateway
-        // adds them upstream, the agent's user never reads them.
-        let secret = table.starts_with("model_providers.")
-            && SECRET
-                .iter()
-                .any(|k| key_of(t) == *k || table.ends_with(&format!(".{k}")));
-        if table == "model_providers.dagexec" || chooses || secret {
+        // adds them upstream, the agent's user never reads them (however the line writes
+        // them: a table, a key, a dotted key, an inline table).
+        let providers = path.starts_with("model_providers");
+        let secret = providers && SECRET.iter().any(|k| path.contains(k) || t.contains(k));
+        let ours =
+            path == "model_providers.dagexec" || path.starts_with("model_providers.dagexec.");
+        if ours || chooses || secret {
             continue;
         }
-        if chosen
-            .as_ref()
-            .is_some_and(|c| table == format!("model_providers.{c}"))
-            && CARRIED.contains(&key_of(t))
+        if let Some(c) = &chosen
+            && let Some(k) = CARRIED
+                .iter()
+                .find(|k| path == format!("model_providers.{c}.{k}"))
         {
-            carried.push_str(t);
-            carried.push('\n');
+            let value = t.split_once('=').map_or("", |(_, v)| v.trim());
+            carried.push_str(&format!("{k} = {value}\n"));
         }
         kept.push_str(line);
         kept.push('\n');

@@ -390,3 +390,25 @@ data: {\"usageMetadata\":{\"promptTokenCount\":90,\"cachedContentTokenCount\":30
     );
     assert_eq!(spend.usage().input_tokens, Some(90));
 }
+
+/// The same keys written as dotted keys or in an inline table (TOML's other ways to write
+/// them) are left out too.
+#[test]
+fn a_providers_secret_written_as_a_dotted_key_or_inline_is_left_out_too() {
+    let dotted = "model_provider = \"azure\"\nmodel_providers.azure.base_url = \"https://a/v1\"\nmodel_providers.azure.http_headers = { \"X-Api-Key\" = \"sk-dotted-secret\" }\n";
+    let inline = "model_provider = \"azure\"\n[model_providers]\nazure = { base_url = \"https://a/v1\", query_params = { api-key = \"sk-inline-secret\" } }\nother.experimental_bearer_token = \"sk-other-secret\"\n";
+    for user in [dotted, inline] {
+        let config = codex_config(user, "http://127.0.0.1:9");
+        assert!(!config.contains("secret"), "{config}");
+    }
+}
+
+/// A profile's choice written as a dotted key chooses no provider past the gateway either.
+#[test]
+fn a_profiles_choice_written_as_a_dotted_key_is_left_out() {
+    let user = "profile = \"p\"\nprofiles.p.model_provider = \"direct\"\n[model_providers.direct]\nbase_url = \"https://d/v1\"\nrequest_max_retries = 7\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    assert!(!config.contains("profiles.p.model_provider"), "{config}");
+    let ours = config.split("[model_providers.dagexec]").nth(1).unwrap();
+    assert!(ours.contains("request_max_retries = 7"), "{config}");
+}
