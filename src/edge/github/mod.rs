@@ -136,6 +136,10 @@ impl ApiError {
     }
 }
 
+/// The most pages of 100 read from one list that is not refused whole when longer (the
+/// comments on a pull request, the artifacts of a run): 10,000 items.
+pub const MAX_LIST_PAGES: u32 = 100;
+
 /// A GitHub REST + GraphQL client for one repository.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -199,6 +203,30 @@ impl Client {
     ) -> Result<T, ApiError> {
         self.json(false, Call::new(op, method, path, Some(body)))
             .await
+    }
+
+    /// Every item of the REST list at `path` (with its query, if any), 100 a page from page
+    /// 1 until a short page, at most `most` pages; `items` takes a page's items out of its
+    /// answer (`identity` for a list GitHub answers as a JSON array).
+    pub(crate) async fn pages<P: DeserializeOwned, T>(
+        &self,
+        op: &str,
+        path: &str,
+        most: u32,
+        items: impl Fn(P) -> Vec<T>,
+    ) -> Result<Vec<T>, ApiError> {
+        let query = if path.contains('?') { '&' } else { '?' };
+        let mut all = Vec::new();
+        for page in 1..=most {
+            let path = format!("{path}{query}per_page=100&page={page}");
+            let list = items(self.get(op, &path).await?);
+            let last = list.len() < 100;
+            all.extend(list);
+            if last {
+                break;
+            }
+        }
+        Ok(all)
     }
 
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed

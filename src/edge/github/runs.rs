@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ops::{encode, encode_segment};
-use super::{ApiError, Client, RawResponse};
+use super::{ApiError, Client, MAX_LIST_PAGES, RawResponse};
 
 /// A workflow run, as far as the conductor cares.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -166,25 +166,21 @@ impl Client {
     }
 
     /// The artifacts of run `run_id` (a number, or the text of one: it is encoded as a path
-    /// segment) (`actions/list-workflow-run-artifacts`, `name` filtered when given).
+    /// segment) (`actions/list-workflow-run-artifacts`, `name` filtered when given; every
+    /// page, at most [`MAX_LIST_PAGES`]).
     pub async fn artifacts_of(
         &self,
         run_id: impl std::fmt::Display,
         name: Option<&str>,
     ) -> Result<Vec<Artifact>, ApiError> {
         let filter = name
-            .map(|n| format!("&name={}", encode(n)))
+            .map(|n| format!("?name={}", encode(n)))
             .unwrap_or_default();
         let run = encode_segment(&run_id.to_string());
-        let list: ArtifactList = self
-            .get(
-                "actions/list-workflow-run-artifacts",
-                &self.repo_path(&format!(
-                    "/actions/runs/{run}/artifacts?per_page=100{filter}"
-                )),
-            )
-            .await?;
-        Ok(list.artifacts)
+        let path = self.repo_path(&format!("/actions/runs/{run}/artifacts{filter}"));
+        let op = "actions/list-workflow-run-artifacts";
+        self.pages(op, &path, MAX_LIST_PAGES, |l: ArtifactList| l.artifacts)
+            .await
     }
 
     /// An artifact's zip archive (`actions/download-artifact`), at most `limit` bytes, asked
@@ -358,6 +354,40 @@ mod tests {
             sent > limit && sent < limit + (32 << 20),
             "refused as it read, the connection dropped: {sent} bytes sent"
         );
+    }
+
+    /// A rounds run's matrix has up to 256 jobs, each uploading an artifact (and a re-run
+    /// uploads again): only the first page of 100 was read, so finalize linked no log for the
+    /// tasks past it. Every page is read.
+    #[tokio::test]
+    async fn every_page_of_a_runs_artifacts_is_read() {
+        use wiremock::matchers::{method, path, query_param};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        let page = |ids: std::ops::Range<u64>| {
+            let list: Vec<Value> = ids
+                .map(|id| serde_json::json!({ "id": id, "name": format!("dagexec-{id}") }))
+                .collect();
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({ "total_count": 150, "artifacts": list }))
+        };
+        let at = || path("/repos/o/r/actions/runs/7/artifacts");
+        Mock::given(method("GET"))
+            .and(at())
+            .and(query_param("page", "2"))
+            .respond_with(page(100..150))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(at())
+            .respond_with(page(0..100))
+            .mount(&server)
+            .await;
+        let repo = super::super::RepoName::parse("o/r").unwrap();
+        let client = Client::new(&server.uri(), &super::super::Token::new("t"), repo).unwrap();
+        let ids = client.run_artifacts("7").await.unwrap();
+        assert_eq!(ids.len(), 150);
+        assert_eq!(ids["dagexec-149"], 149);
     }
 
     fn run(status: &str, started: &str, updated: &str) -> WorkflowRun {
