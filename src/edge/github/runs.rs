@@ -201,14 +201,20 @@ impl Client {
                 .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
             return fetch_unauthenticated(&self.policy, OP, &location, limit).await;
         }
-        read_limited(OP, response, limit).await
+        let from = format!("{}{path}", self.api_url());
+        read_limited(OP, &from, response, limit).await
     }
 }
 
-/// The body of `response` written into a new anonymous temporary file as it arrives,
-/// refused (and the file dropped, which frees it) as soon as it passes `limit` bytes; the
-/// file is returned rewound to its start.
-async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<File, ApiError> {
+/// The body of `response` (from `url`, as errors name it) written into a new anonymous
+/// temporary file as it arrives, refused (and the file dropped, which frees it) as soon as it
+/// passes `limit` bytes; the file is returned rewound to its start.
+async fn read_limited(
+    op: &str,
+    url: &str,
+    response: RawResponse,
+    limit: u64,
+) -> Result<File, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
     let disk = |what: &str, e: std::io::Error| ApiError::Invalid {
@@ -223,7 +229,7 @@ async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<Fil
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::Network {
             op: op.into(),
-            url: String::new(),
+            url: url.to_string(),
             message: super::error_chain(&e),
         })?;
         if let Ok(data) = frame.into_data() {
@@ -270,7 +276,7 @@ async fn fetch_unauthenticated(
         storage: true,
     };
     let call = super::Call::new(op, http::Method::GET, url, None::<&()>);
-    read_limited(op, super::respond(storage, call).await?, limit).await
+    read_limited(op, &base, super::respond(storage, call).await?, limit).await
 }
 
 #[cfg(test)]
@@ -354,6 +360,32 @@ mod tests {
             sent > limit && sent < limit + (32 << 20),
             "refused as it read, the connection dropped: {sent} bytes sent"
         );
+    }
+
+    /// A download cut off mid-body said "cannot reach GitHub at : …", naming no place: it
+    /// names the storage's `scheme://host` (never its signed URL), as a refused connection does.
+    #[tokio::test]
+    async fn a_download_cut_off_names_where_it_came_from() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let _ = s.read(&mut [0u8; 4096]).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nonly ten b";
+            s.write_all(head.as_bytes()).await.unwrap();
+        });
+        let policy = super::super::retry::RetryPolicy::default();
+        let url = format!("{host}/artifact.zip?sig=secret");
+        let e = fetch_unauthenticated(&policy, "op", &url, 1 << 20)
+            .await
+            .unwrap_err()
+            .to_string();
+        server.await.unwrap();
+        assert!(
+            e.starts_with(&format!("op: cannot reach GitHub at {host}: ")),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
     }
 
     /// A rounds run's matrix has up to 256 jobs, each uploading an artifact (and a re-run
