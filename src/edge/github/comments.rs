@@ -236,11 +236,10 @@ impl Client {
             .and_then(|l| l.split_once(':'))
             .map(|(owner, _)| owner.to_string())
             .or_else(|| pull.head.repo.map(|r| r.owner.login))
-            .ok_or_else(|| ApiError::Invalid {
-                op: OP.into(),
-                message: "GitHub's answer is not what dagexec reads: `head.label` (or \
-                          `head.repo.owner.login`) is missing"
-                    .into(),
+            .ok_or_else(|| {
+                let missing = "GitHub's answer is not what dagexec reads: `head.label` (or \
+                               `head.repo.owner.login`) is missing";
+                ApiError::invalid(OP, missing)
             })?;
         Ok(PullHead {
             head_ref: pull.head.git_ref,

@@ -114,6 +114,14 @@ fn thousands(n: usize) -> String {
 }
 
 impl ApiError {
+    /// An answer (or a request) dagexec cannot use, for operation `op`.
+    pub(crate) fn invalid(op: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Invalid {
+            op: op.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// A failure of GitHub rather than of the request: unreachable, a 5xx, or a rate limit
     /// (a 403 or 429 the retry policy recognised) — worth waiting out, as the same request
     /// may succeed later.
@@ -269,15 +277,11 @@ impl Client {
                 .filter_map(|e| e.message.as_deref())
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(ApiError::Invalid {
-                op: op.to_string(),
-                message: format!("GraphQL error: {message}"),
-            });
+            return Err(ApiError::invalid(op, format!("GraphQL error: {message}")));
         }
-        let data = answer.data.ok_or_else(|| ApiError::Invalid {
-            op: op.to_string(),
-            message: "GitHub's GraphQL answer has no `data`".into(),
-        })?;
+        let data = answer
+            .data
+            .ok_or_else(|| ApiError::invalid(op, "GitHub's GraphQL answer has no `data`"))?;
         serde_path_to_error::deserialize(data).map_err(|e| shape_error(op, e))
     }
 
@@ -520,10 +524,7 @@ fn shape_error(op: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Ap
     } else {
         format!("GitHub's answer is not what dagexec reads: `{path}`: {inner}")
     };
-    ApiError::Invalid {
-        op: op.to_string(),
-        message,
-    }
+    ApiError::invalid(op, message)
 }
 
 /// A string, number or flag GitHub may send as `null` or leave out: its default then.

@@ -105,10 +105,10 @@ struct DispatchDetails {
 }
 
 fn invalid(op: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::Invalid {
-        op: op.to_string(),
-        message: format!("GitHub's answer lacks what dagexec reads ({e})"),
-    }
+    ApiError::invalid(
+        op,
+        format!("GitHub's answer lacks what dagexec reads ({e})"),
+    )
 }
 
 impl Client {
@@ -217,12 +217,12 @@ async fn read_limited(
 ) -> Result<File, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
-    let disk = |what: &str, e: std::io::Error| ApiError::Invalid {
-        op: op.into(),
-        message: format!(
+    let disk = |what: &str, e: std::io::Error| {
+        let message = format!(
             "cannot {what} the temporary file the artifact is downloaded into ({e}); check \
              that the temporary directory ($TMPDIR, else /tmp) is writable and has room"
-        ),
+        );
+        ApiError::invalid(op, message)
     };
     let mut file = tempfile::tempfile().map_err(|e| disk("create", e))?;
     let mut written: u64 = 0;
@@ -235,10 +235,8 @@ async fn read_limited(
         if let Ok(data) = frame.into_data() {
             written += data.len() as u64;
             if written > limit {
-                return Err(ApiError::Invalid {
-                    op: op.into(),
-                    message: format!("the artifact is larger than {limit} bytes; refused"),
-                });
+                let refused = format!("the artifact is larger than {limit} bytes; refused");
+                return Err(ApiError::invalid(op, refused));
             }
             file.write_all(&data).map_err(|e| disk("write", e))?;
         }
