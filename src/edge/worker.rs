@@ -257,7 +257,10 @@ async fn supervise(
                 return (Exit::TimedOut(timeout), false);
             }
             () = cancelled(cancel) => {
-                group.signal(Signal::SIGTERM);
+                if let Some(pgid) = group.pgid {
+                    // ESRCH: the group is empty already.
+                    let _ = killpg(pgid, Signal::SIGTERM);
+                }
                 let status = if let Ok(status) =
                     tokio::time::timeout(TERM_GRACE, child.wait()).await
                 {
@@ -400,13 +403,6 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    fn signal(&self, signal: Signal) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH (an empty group) is the normal case after a clean exit.
-            let _ = killpg(pgid, signal);
-        }
-    }
-
     /// SIGKILLs the group and every process that left it carrying the tag.
     fn kill(&self) {
         crate::edge::procs::kill_all(self.pgid, &self.tag);

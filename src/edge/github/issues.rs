@@ -296,7 +296,12 @@ impl Client {
                 }
             }
         }
-        self.tree_rest(&repo, number, 0).await
+        let me: IssueJson = self
+            .get("issues/get", &issue_path(&repo, number, ""))
+            .await?;
+        let mut issue = me.issue();
+        issue.sub_issues = self.sub_issues_rest(&repo, number, 0).await?;
+        Ok(issue)
     }
 
     async fn tree_graphql(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
@@ -356,15 +361,6 @@ impl Client {
         }
         // The first page either answered with the issue or returned its error.
         Ok(me.expect("the first page read the issue"))
-    }
-
-    async fn tree_rest(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
-        let me: IssueJson = self
-            .get("issues/get", &issue_path(repo, number, ""))
-            .await?;
-        let mut issue = me.issue();
-        issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
-        Ok(issue)
     }
 
     async fn sub_issues_rest(
