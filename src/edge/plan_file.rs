@@ -1,6 +1,7 @@
 //! The plan file on disk: read ([`load`]), written atomically and never through a link
-//! ([`save`], [`write_atomic`]: `{path}.tmp`, fsync, rename, as the seed's "Atomic write"
-//! convention says), and its declared paths checked against the work tree ([`check_in`]).
+//! ([`save`], [`write_atomic`]: a fresh temp file beside it, fsync, rename — the seed's "Atomic
+//! write" convention, through [`crate::edge::fsx`]), and its declared paths checked against
+//! the work tree ([`check_in`]).
 
 use std::fs;
 use std::path::Path;

@@ -30,23 +30,18 @@ pub struct ShellOutcome {
 }
 
 /// Reads the pipe to its end on a thread, keeping the first [`OUTPUT_LIMIT`] bytes; they
-/// arrive on the channel.
-fn read_all(mut reader: std::io::PipeReader) -> mpsc::Receiver<Vec<u8>> {
+/// arrive on the channel, with whether more came.
+fn read_all(mut reader: std::io::PipeReader) -> mpsc::Receiver<(Vec<u8>, bool)> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = Vec::new();
+        let (mut buf, mut cut) = (Vec::new(), false);
         let mut chunk = [0u8; 8192];
-        loop {
-            match reader.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(k) => {
-                    if buf.len() < OUTPUT_LIMIT {
-                        buf.extend_from_slice(&chunk[..k]);
-                    }
-                }
-            }
+        while let Ok(k @ 1..) = reader.read(&mut chunk) {
+            let room = OUTPUT_LIMIT - buf.len();
+            buf.extend_from_slice(&chunk[..k.min(room)]);
+            cut |= k > room;
         }
-        let _ = tx.send(buf);
+        let _ = tx.send((buf, cut));
     });
     rx
 }
@@ -104,9 +99,9 @@ pub fn run(command: &str, cwd: &Path, timeout: Duration) -> ShellOutcome {
     let pgid = i32::try_from(child.id()).ok().map(Pid::from_raw);
     crate::edge::procs::kill_all(pgid, &tag);
     // A process that escaped both may hold the pipe open; do not wait for it forever.
-    let bytes = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
+    let (bytes, cut) = rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
     let mut output = String::from_utf8_lossy(&bytes).trim().to_string();
-    if bytes.len() >= OUTPUT_LIMIT {
+    if cut {
         output.push_str("\n… (output cut)");
     }
     if timed_out {
@@ -162,6 +157,31 @@ mod tests {
             start.elapsed() < Duration::from_secs(4),
             "the whole group was killed"
         );
+    }
+
+    /// Output of exactly the limit was said to be cut, and longer output kept up to a read
+    /// past it (16 KiB + 8 KiB): output is cut at the limit, and said so only when cut.
+    #[test]
+    fn output_is_cut_at_the_limit_and_said_so_only_then() {
+        let dir = std::env::temp_dir();
+        let t = Duration::from_secs(10);
+        let just = run(
+            &format!("head -c {OUTPUT_LIMIT} /dev/zero | tr '\\0' a"),
+            &dir,
+            t,
+        );
+        assert!(
+            just.output == "a".repeat(OUTPUT_LIMIT),
+            "{}",
+            &just.output[16_000..]
+        );
+        let more = run(
+            &format!("head -c {} /dev/zero | tr '\\0' a", OUTPUT_LIMIT + 1),
+            &dir,
+            t,
+        );
+        let cut = format!("{}\n… (output cut)", "a".repeat(OUTPUT_LIMIT));
+        assert!(more.output == cut, "{}", &more.output[16_000..]);
     }
 }
 

@@ -139,18 +139,19 @@ pub async fn run(spec: &WorkerSpec, cancel: &watch::Receiver<bool>) -> Stop {
     };
     drop(group);
     let (stdout, stderr_tail) = (out.into_string(CUT_MARKER), err.into_string(""));
-    let log = read_log(&log_file).await;
+    // The work log's last LOG_CAP bytes; a usage file bigger than USAGE_CAP is no report.
+    let log = read_back(&log_file, LOG_CAP).await;
     let usage = match &usage_file {
-        Some(path) => read_usage(path).await,
+        Some(path) => read_back(path, USAGE_CAP).await.filter(|t| !t.cut),
         None => None,
     };
     let run = WorkerRun {
         stdout,
         stderr_tail,
         exit,
-        log,
+        log: log.map(|t| t.into_string(CUT_MARKER)),
         duration: started.elapsed(),
-        usage,
+        usage: usage.map(|t| t.into_string("")),
     };
     if cancelled {
         Stop::Cancelled(Some(Box::new(run)))
@@ -256,7 +257,10 @@ async fn supervise(
                 return (Exit::TimedOut(timeout), false);
             }
             () = cancelled(cancel) => {
-                group.signal(Signal::SIGTERM);
+                if let Some(pgid) = group.pgid {
+                    // ESRCH: the group is empty already.
+                    let _ = killpg(pgid, Signal::SIGTERM);
+                }
                 let status = if let Ok(status) =
                     tokio::time::timeout(TERM_GRACE, child.wait()).await
                 {
@@ -323,55 +327,31 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
     }
 }
 
-/// `path` opened for reading; `None` if it cannot be, or is a symbolic link (the worker could
-/// point one at any file of the user's).
-async fn open_unlinked(path: &Path) -> Option<tokio::fs::File> {
-    tokio::fs::OpenOptions::new()
+/// The last `cap` bytes of the file the worker left at `path`; `None` if there is none or it
+/// is not a regular file (a link: the worker could point one at any file of the user's).
+async fn read_back(path: &Path, cap: usize) -> Option<Tail> {
+    let mut file = tokio::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
         .await
-        .ok()
-}
-
-/// Reads back the work log: `None` if there is none (or it is a link: the worker could point
-/// it at any file of the user's), else its last [`LOG_CAP`] bytes.
-async fn read_log(path: &Path) -> Option<String> {
-    let mut file = open_unlinked(path).await?;
-    let len = file
+        .ok()?;
+    let meta = file
         .metadata()
         .await
         .ok()
-        .filter(std::fs::Metadata::is_file)?
-        .len();
-    let mut tail = Tail::new(LOG_CAP);
-    if let Some(skip) = len.checked_sub(LOG_CAP as u64).filter(|&skip| skip > 0) {
+        .filter(std::fs::Metadata::is_file)?;
+    let mut tail = Tail::new(cap);
+    if let Some(skip) = meta.len().checked_sub(cap as u64).filter(|&skip| skip > 0) {
         file.seek(SeekFrom::Start(skip)).await.ok()?;
         tail.cut = true;
     }
     pump(Some(file), &mut tail).await;
-    Some(tail.into_string(CUT_MARKER))
+    Some(tail)
 }
 
 /// Bytes of a usage file read; a bigger one is not a usage report.
-const USAGE_CAP: u64 = 64 << 10;
-
-/// Reads back the usage file: `None` if there is none, it is not a regular file (a link could
-/// point at any file of the user's) or it is bigger than [`USAGE_CAP`].
-async fn read_usage(path: &Path) -> Option<String> {
-    let mut file = open_unlinked(path).await?;
-    let meta = file.metadata().await.ok()?;
-    if !meta.is_file() || meta.len() > USAGE_CAP {
-        return None;
-    }
-    let mut buf = Vec::new();
-    (&mut file)
-        .take(USAGE_CAP)
-        .read_to_end(&mut buf)
-        .await
-        .ok()?;
-    Some(String::from_utf8_lossy(&buf).into_owned())
-}
+const USAGE_CAP: usize = 64 << 10;
 
 /// The last `cap` bytes of a stream.
 pub(crate) struct Tail {
@@ -423,13 +403,6 @@ struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    fn signal(&self, signal: Signal) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH (an empty group) is the normal case after a clean exit.
-            let _ = killpg(pgid, signal);
-        }
-    }
-
     /// SIGKILLs the group and every process that left it carrying the tag.
     fn kill(&self) {
         crate::edge::procs::kill_all(self.pgid, &self.tag);

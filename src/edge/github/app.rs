@@ -39,10 +39,7 @@ pub enum AppError {
 
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> ApiError {
-        ApiError::Invalid {
-            op: "GitHub App JWT".into(),
-            message: e.to_string(),
-        }
+        ApiError::invalid("GitHub App JWT", e.to_string())
     }
 }
 
@@ -98,18 +95,21 @@ pub async fn installation_token(
             &client.repo_path("/installation"),
         )
         .await
-        .map_err(|e| {
-            explain(e, |status| match status {
-                401 => Some(format!(
-                    "GitHub rejected the JWT of app `{}`: check that `app-id` and `private-key` belong to the same GitHub App",
-                    app_id.trim()
-                )),
-                404 => Some(format!(
-                    "the GitHub App `{}` is not installed on {repo}",
-                    app_id.trim()
-                )),
-                _ => None,
-            })
+        .map_err(|mut e| {
+            // A hint for the refusals a wrong app or installation gets.
+            let app = app_id.trim();
+            if let ApiError::Status { status, why, .. } = &mut e
+                && why.is_none()
+            {
+                *why = match status {
+                    401 => Some(format!(
+                        "GitHub rejected the JWT of app `{app}`: check that `app-id` and `private-key` belong to the same GitHub App"
+                    )),
+                    404 => Some(format!("the GitHub App `{app}` is not installed on {repo}")),
+                    _ => None,
+                };
+            }
+            e
         })?;
 
     const CREATE: &str = "apps/create-installation-access-token";
@@ -126,30 +126,12 @@ pub async fn installation_token(
         )
         .await?;
     if access.token.is_empty() {
-        return Err(ApiError::Invalid {
-            op: CREATE.into(),
-            message: "GitHub's answer has an empty `token`".into(),
-        });
+        return Err(ApiError::invalid(
+            CREATE,
+            "GitHub's answer has an empty `token`",
+        ));
     }
     Ok(Token::new(access.token))
-}
-
-/// Adds a hint to a status error that has none.
-fn explain(e: ApiError, hint: impl FnOnce(u16) -> Option<String>) -> ApiError {
-    match e {
-        ApiError::Status {
-            op,
-            status,
-            message,
-            why: None,
-        } => ApiError::Status {
-            op,
-            status,
-            message,
-            why: hint(status),
-        },
-        other => other,
-    }
 }
 
 /// The signing key of an RSA private key given as PKCS#1 (`RSA PRIVATE KEY`) or PKCS#8

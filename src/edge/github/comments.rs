@@ -8,13 +8,15 @@
 //! believes are chosen by the caller (see `actions::comment::trusted_marked`), never by the
 //! marker alone.
 
+use std::convert::identity;
+
 use http::Method;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::json;
 
 use super::ops::{CUT_MARK, Id, MAX_BODY, PullJson, encode_segment};
-use super::{ApiError, Client, nullable};
+use super::{ApiError, Client, MAX_LIST_PAGES, nullable};
 use crate::pure::clip::bytes as clip;
 
 /// The head of a pull request, as `/execute` needs it.
@@ -106,9 +108,6 @@ impl From<CommentJson> for IssueComment {
     }
 }
 
-/// The most pages of comments read from one pull request (10,000 comments).
-pub const MAX_COMMENT_PAGES: u32 = 100;
-
 impl Client {
     /// `user`'s access to the repository: (`permission`, `role_name`)
     /// (`repos/get-collaborator-permission-level`). `permission` is `admin`, `write`, `read` or
@@ -173,25 +172,18 @@ impl Client {
 
     /// Every comment on issue or pull request `issue_number`, oldest first
     /// (`issues/list-comments`, 100 a page, page after page until a short one; at most
-    /// [`MAX_COMMENT_PAGES`] pages).
+    /// [`MAX_LIST_PAGES`] pages).
     pub async fn list_comments(&self, issue_number: u64) -> Result<Vec<IssueComment>, ApiError> {
-        let mut all = Vec::new();
-        for page in 1..=MAX_COMMENT_PAGES {
-            let list: Vec<CommentJson> = self
-                .get(
-                    "issues/list-comments",
-                    &self.repo_path(&format!(
-                        "/issues/{issue_number}/comments?per_page=100&page={page}"
-                    )),
-                )
-                .await?;
-            let last = list.len() < 100;
-            all.extend(list.into_iter().map(IssueComment::from));
-            if last {
-                break;
-            }
-        }
-        Ok(all)
+        let path = self.repo_path(&format!("/issues/{issue_number}/comments"));
+        let list = self
+            .pages(
+                "issues/list-comments",
+                &path,
+                MAX_LIST_PAGES,
+                identity::<Vec<CommentJson>>,
+            )
+            .await?;
+        Ok(list.into_iter().map(IssueComment::from).collect())
     }
 
     /// One comment (`issues/get-comment`).
@@ -244,11 +236,10 @@ impl Client {
             .and_then(|l| l.split_once(':'))
             .map(|(owner, _)| owner.to_string())
             .or_else(|| pull.head.repo.map(|r| r.owner.login))
-            .ok_or_else(|| ApiError::Invalid {
-                op: OP.into(),
-                message: "GitHub's answer is not what dagexec reads: `head.label` (or \
-                          `head.repo.owner.login`) is missing"
-                    .into(),
+            .ok_or_else(|| {
+                let missing = "GitHub's answer is not what dagexec reads: `head.label` (or \
+                               `head.repo.owner.login`) is missing";
+                ApiError::invalid(OP, missing)
             })?;
         Ok(PullHead {
             head_ref: pull.head.git_ref,

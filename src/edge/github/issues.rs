@@ -10,6 +10,7 @@
 //! is gone (404, 410, or 301 for a transferred one) is reported as not found.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::identity;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -295,7 +296,12 @@ impl Client {
                 }
             }
         }
-        self.tree_rest(&repo, number, 0).await
+        let me: IssueJson = self
+            .get("issues/get", &issue_path(&repo, number, ""))
+            .await?;
+        let mut issue = me.issue();
+        issue.sub_issues = self.sub_issues_rest(&repo, number, 0).await?;
+        Ok(issue)
     }
 
     async fn tree_graphql(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
@@ -357,15 +363,6 @@ impl Client {
         Ok(me.expect("the first page read the issue"))
     }
 
-    async fn tree_rest(&self, repo: &str, number: u64, depth: usize) -> Result<Issue, ApiError> {
-        let me: IssueJson = self
-            .get("issues/get", &issue_path(repo, number, ""))
-            .await?;
-        let mut issue = me.issue();
-        issue.sub_issues = self.sub_issues_rest(repo, number, depth).await?;
-        Ok(issue)
-    }
-
     async fn sub_issues_rest(
         &self,
         repo: &str,
@@ -374,7 +371,7 @@ impl Client {
     ) -> Result<Vec<Issue>, ApiError> {
         let mut out = Vec::new();
         for sub in self
-            .pages("issues/list-sub-issues", repo, number, "/sub_issues")
+            .issue_list("issues/list-sub-issues", repo, number, "/sub_issues")
             .await?
         {
             let mut child = sub.issue();
@@ -391,7 +388,7 @@ impl Client {
 
     async fn blockers_rest(&self, repo: &str, number: u64) -> Result<Vec<Linked>, ApiError> {
         let list = self
-            .pages(
+            .issue_list(
                 "issues/list-dependencies-blocked-by",
                 repo,
                 number,
@@ -401,39 +398,29 @@ impl Client {
         Ok(list.iter().map(|b| b.text.linked(b.repo())).collect())
     }
 
-    /// Every page (100 a page, at most [`MAX_PAGES`]) of an issue's list at `suffix`; a short
-    /// page is the last.
-    async fn pages(
+    /// Every page (100 a page, at most [`MAX_PAGES`]) of an issue's list at `suffix`; a
+    /// longer list is refused.
+    async fn issue_list(
         &self,
         op: &str,
         repo: &str,
         number: u64,
         suffix: &str,
     ) -> Result<Vec<IssueJson>, ApiError> {
-        let mut out = Vec::new();
         // One page past the most read: a list that fills it is longer than dagexec reads.
-        for page in 1..=MAX_PAGES + 1 {
-            let list: Vec<IssueJson> = self
-                .get(
-                    op,
-                    &issue_path(repo, number, &format!("{suffix}?per_page=100&page={page}")),
-                )
-                .await?;
-            if page > MAX_PAGES && !list.is_empty() {
-                let what = if suffix == "/sub_issues" {
-                    "sub-issues"
-                } else {
-                    "\"blocked by\" dependencies"
-                };
-                return Err(too_long(op, repo, number, what));
-            }
-            let last = list.len() < 100;
-            out.extend(list);
-            if last {
-                break;
-            }
+        let path = issue_path(repo, number, suffix);
+        let list = self
+            .pages(op, &path, MAX_PAGES + 1, identity::<Vec<IssueJson>>)
+            .await?;
+        if list.len() > MAX_PAGES as usize * 100 {
+            let what = if suffix == "/sub_issues" {
+                "sub-issues"
+            } else {
+                "\"blocked by\" dependencies"
+            };
+            return Err(too_long(op, repo, number, what));
         }
-        Ok(out)
+        Ok(list)
     }
 
     /// Whether each issue is closed (`issues/get`); an issue GitHub no longer has here (404,

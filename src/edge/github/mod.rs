@@ -114,6 +114,14 @@ fn thousands(n: usize) -> String {
 }
 
 impl ApiError {
+    /// An answer (or a request) dagexec cannot use, for operation `op`.
+    pub(crate) fn invalid(op: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Invalid {
+            op: op.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// A failure of GitHub rather than of the request: unreachable, a 5xx, or a rate limit
     /// (a 403 or 429 the retry policy recognised) — worth waiting out, as the same request
     /// may succeed later.
@@ -135,6 +143,10 @@ impl ApiError {
         }
     }
 }
+
+/// The most pages of 100 read from one list that is not refused whole when longer (the
+/// comments on a pull request, the artifacts of a run): 10,000 items.
+pub const MAX_LIST_PAGES: u32 = 100;
 
 /// A GitHub REST + GraphQL client for one repository.
 #[derive(Debug, Clone)]
@@ -185,7 +197,7 @@ impl Client {
     /// root.
     pub async fn get<T: DeserializeOwned>(&self, op: &str, path: &str) -> Result<T, ApiError> {
         let call = Call::new(op, Method::GET, path, None::<&()>);
-        self.json(false, call).await
+        self.json(call).await
     }
 
     /// One REST call with a JSON `body` (a `json!` value), its answer read as `T`
@@ -197,8 +209,31 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, ApiError> {
-        self.json(false, Call::new(op, method, path, Some(body)))
-            .await
+        self.json(Call::new(op, method, path, Some(body))).await
+    }
+
+    /// Every item of the REST list at `path` (with its query, if any), 100 a page from page
+    /// 1 until a short page, at most `most` pages; `items` takes a page's items out of its
+    /// answer (`identity` for a list GitHub answers as a JSON array).
+    pub(crate) async fn pages<P: DeserializeOwned, T>(
+        &self,
+        op: &str,
+        path: &str,
+        most: u32,
+        items: impl Fn(P) -> Vec<T>,
+    ) -> Result<Vec<T>, ApiError> {
+        let query = if path.contains('?') { '&' } else { '?' };
+        let mut all = Vec::new();
+        for page in 1..=most {
+            let path = format!("{path}{query}per_page=100&page={page}");
+            let list = items(self.get(op, &path).await?);
+            let last = list.len() < 100;
+            all.extend(list);
+            if last {
+                break;
+            }
+        }
+        Ok(all)
     }
 
     /// One REST call with its answer as untyped JSON (`Null` for an empty body); the typed
@@ -210,11 +245,12 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        self.json(false, Call::new(op, method, path, body)).await
+        self.json(Call::new(op, method, path, body)).await
     }
 
     /// One GraphQL query or mutation, its `data` read as `T`. GraphQL reports errors in a 200
-    /// answer; they fail the call.
+    /// answer; they fail the call, but for an exhausted rate limit (`RATE_LIMITED`), waited out
+    /// as a REST 429 is.
     pub async fn graphql<T: DeserializeOwned>(
         &self,
         op: &str,
@@ -230,10 +266,33 @@ impl Client {
         #[derive(Deserialize)]
         struct GraphqlError {
             message: Option<String>,
+            /// `RATE_LIMITED` (`RATE_LIMIT` in some answers): the rate limit is exhausted.
+            #[serde(default, rename = "type")]
+            kind: Option<String>,
         }
         let body = serde_json::json!({ "query": query, "variables": variables });
-        let call = Call::new(op, Method::POST, "/graphql", Some(&body));
-        let answer: Answer = self.json(true, call).await?;
+        let to = self.endpoint(true);
+        let mut attempt = 0;
+        let answer: Answer = loop {
+            attempt += 1;
+            let call = Call::new(op, Method::POST, "/graphql", Some(&body));
+            let response = respond(to, call).await?;
+            let limits = retry::RateLimitHeaders::from_headers(response.headers());
+            let text = to.octo.body_to_string(response).await.unwrap_or_default();
+            let answer: Answer = decode(op, &text)?;
+            let limited =
+                |e: &GraphqlError| matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"));
+            if !answer.errors.iter().any(limited) {
+                break answer;
+            }
+            match self.policy.after_status(429, &limits, "", attempt, now()) {
+                retry::RetryOrFail::Retry(wait) => {
+                    tracing::warn!("{op}: GitHub's GraphQL rate limit; retrying in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                }
+                retry::RetryOrFail::Fail(_) => break answer,
+            }
+        };
         if !answer.errors.is_empty() {
             let message = answer
                 .errors
@@ -241,27 +300,21 @@ impl Client {
                 .filter_map(|e| e.message.as_deref())
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(ApiError::Invalid {
-                op: op.to_string(),
-                message: format!("GraphQL error: {message}"),
-            });
+            return Err(ApiError::invalid(op, format!("GraphQL error: {message}")));
         }
-        let data = answer.data.ok_or_else(|| ApiError::Invalid {
-            op: op.to_string(),
-            message: "GitHub's GraphQL answer has no `data`".into(),
-        })?;
+        let data = answer
+            .data
+            .ok_or_else(|| ApiError::invalid(op, "GitHub's GraphQL answer has no `data`"))?;
         serde_path_to_error::deserialize(data).map_err(|e| shape_error(op, e))
     }
 
-    /// Sends one request (to the GraphQL root when `graphql`) under the retry policy; the
-    /// body of the 2xx answer read as `T`.
+    /// Sends one REST request under the retry policy; the body of the 2xx answer read as `T`.
     async fn json<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
-        graphql: bool,
         call: Call<'_, B>,
     ) -> Result<T, ApiError> {
         let op = call.op;
-        let to = self.endpoint(graphql);
+        let to = self.endpoint(false);
         let response = respond(to, call).await?;
         decode(
             op,
@@ -492,10 +545,7 @@ fn shape_error(op: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Ap
     } else {
         format!("GitHub's answer is not what dagexec reads: `{path}`: {inner}")
     };
-    ApiError::Invalid {
-        op: op.to_string(),
-        message,
-    }
+    ApiError::invalid(op, message)
 }
 
 /// A string, number or flag GitHub may send as `null` or leave out: its default then.
@@ -592,6 +642,39 @@ mod tests {
             message: "m".into(),
         };
         assert!(!invalid.transient());
+    }
+
+    /// GraphQL answers an exhausted rate limit with a 200 whose `errors` say `RATE_LIMITED`
+    /// (GitHub's GraphQL rate-limit docs): it failed the call at once, as a refusal, where
+    /// every REST rate limit is waited out. It is waited out the same way.
+    #[tokio::test]
+    async fn a_graphql_rate_limit_is_waited_out() {
+        use wiremock::matchers::{method, path};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        let limited = serde_json::json!({ "errors": [{ "type": "RATE_LIMITED",
+            "message": "API rate limit already exceeded for user ID 1." }] });
+        Mock::given(method("POST"))
+            .and(path("/graphql"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("retry-after", "1")
+                    .set_body_json(limited),
+            )
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+        let data = serde_json::json!({ "data": { "n": 7 } });
+        Mock::given(method("POST"))
+            .and(path("/graphql"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(data))
+            .mount(&server)
+            .await;
+        let repo = RepoName::parse("o/r").unwrap();
+        let client = Client::new(&server.uri(), &Token::new("t"), repo).unwrap();
+        let got: Value = client.graphql("op", "{ n }", Value::Null).await.unwrap();
+        assert_eq!(got["n"], 7);
+        assert_eq!(client.requests_sent(), (0, 2));
     }
 
     #[test]

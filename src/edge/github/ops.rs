@@ -242,7 +242,7 @@ impl Client {
                 Resend::Always
             };
             let call = Call::new(op, Method::POST, &path, Some(&body));
-            self.json(false, Call { resend, ..call }).await
+            self.json(Call { resend, ..call }).await
         };
         match send(inputs).await {
             // A workflow written before one of dagexec's optional inputs existed declares no

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ops::{encode, encode_segment};
-use super::{ApiError, Client, RawResponse};
+use super::{ApiError, Client, MAX_LIST_PAGES, RawResponse};
 
 /// A workflow run, as far as the conductor cares.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -105,10 +105,10 @@ struct DispatchDetails {
 }
 
 fn invalid(op: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::Invalid {
-        op: op.to_string(),
-        message: format!("GitHub's answer lacks what dagexec reads ({e})"),
-    }
+    ApiError::invalid(
+        op,
+        format!("GitHub's answer lacks what dagexec reads ({e})"),
+    )
 }
 
 impl Client {
@@ -166,25 +166,21 @@ impl Client {
     }
 
     /// The artifacts of run `run_id` (a number, or the text of one: it is encoded as a path
-    /// segment) (`actions/list-workflow-run-artifacts`, `name` filtered when given).
+    /// segment) (`actions/list-workflow-run-artifacts`, `name` filtered when given; every
+    /// page, at most [`MAX_LIST_PAGES`]).
     pub async fn artifacts_of(
         &self,
         run_id: impl std::fmt::Display,
         name: Option<&str>,
     ) -> Result<Vec<Artifact>, ApiError> {
         let filter = name
-            .map(|n| format!("&name={}", encode(n)))
+            .map(|n| format!("?name={}", encode(n)))
             .unwrap_or_default();
         let run = encode_segment(&run_id.to_string());
-        let list: ArtifactList = self
-            .get(
-                "actions/list-workflow-run-artifacts",
-                &self.repo_path(&format!(
-                    "/actions/runs/{run}/artifacts?per_page=100{filter}"
-                )),
-            )
-            .await?;
-        Ok(list.artifacts)
+        let path = self.repo_path(&format!("/actions/runs/{run}/artifacts{filter}"));
+        let op = "actions/list-workflow-run-artifacts";
+        self.pages(op, &path, MAX_LIST_PAGES, |l: ArtifactList| l.artifacts)
+            .await
     }
 
     /// An artifact's zip archive (`actions/download-artifact`), at most `limit` bytes, asked
@@ -205,38 +201,42 @@ impl Client {
                 .ok_or_else(|| invalid(OP, "a redirect without a Location"))?;
             return fetch_unauthenticated(&self.policy, OP, &location, limit).await;
         }
-        read_limited(OP, response, limit).await
+        let from = format!("{}{path}", self.api_url());
+        read_limited(OP, &from, response, limit).await
     }
 }
 
-/// The body of `response` written into a new anonymous temporary file as it arrives,
-/// refused (and the file dropped, which frees it) as soon as it passes `limit` bytes; the
-/// file is returned rewound to its start.
-async fn read_limited(op: &str, response: RawResponse, limit: u64) -> Result<File, ApiError> {
+/// The body of `response` (from `url`, as errors name it) written into a new anonymous
+/// temporary file as it arrives, refused (and the file dropped, which frees it) as soon as it
+/// passes `limit` bytes; the file is returned rewound to its start.
+async fn read_limited(
+    op: &str,
+    url: &str,
+    response: RawResponse,
+    limit: u64,
+) -> Result<File, ApiError> {
     use http_body_util::BodyExt;
     let mut body = response.into_body();
-    let disk = |what: &str, e: std::io::Error| ApiError::Invalid {
-        op: op.into(),
-        message: format!(
+    let disk = |what: &str, e: std::io::Error| {
+        let message = format!(
             "cannot {what} the temporary file the artifact is downloaded into ({e}); check \
              that the temporary directory ($TMPDIR, else /tmp) is writable and has room"
-        ),
+        );
+        ApiError::invalid(op, message)
     };
     let mut file = tempfile::tempfile().map_err(|e| disk("create", e))?;
     let mut written: u64 = 0;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::Network {
             op: op.into(),
-            url: String::new(),
+            url: url.to_string(),
             message: super::error_chain(&e),
         })?;
         if let Ok(data) = frame.into_data() {
             written += data.len() as u64;
             if written > limit {
-                return Err(ApiError::Invalid {
-                    op: op.into(),
-                    message: format!("the artifact is larger than {limit} bytes; refused"),
-                });
+                let refused = format!("the artifact is larger than {limit} bytes; refused");
+                return Err(ApiError::invalid(op, refused));
             }
             file.write_all(&data).map_err(|e| disk("write", e))?;
         }
@@ -274,7 +274,7 @@ async fn fetch_unauthenticated(
         storage: true,
     };
     let call = super::Call::new(op, http::Method::GET, url, None::<&()>);
-    read_limited(op, super::respond(storage, call).await?, limit).await
+    read_limited(op, &base, super::respond(storage, call).await?, limit).await
 }
 
 #[cfg(test)]
@@ -358,6 +358,66 @@ mod tests {
             sent > limit && sent < limit + (32 << 20),
             "refused as it read, the connection dropped: {sent} bytes sent"
         );
+    }
+
+    /// A download cut off mid-body said "cannot reach GitHub at : …", naming no place: it
+    /// names the storage's `scheme://host` (never its signed URL), as a refused connection does.
+    #[tokio::test]
+    async fn a_download_cut_off_names_where_it_came_from() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let _ = s.read(&mut [0u8; 4096]).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nonly ten b";
+            s.write_all(head.as_bytes()).await.unwrap();
+        });
+        let policy = super::super::retry::RetryPolicy::default();
+        let url = format!("{host}/artifact.zip?sig=secret");
+        let e = fetch_unauthenticated(&policy, "op", &url, 1 << 20)
+            .await
+            .unwrap_err()
+            .to_string();
+        server.await.unwrap();
+        assert!(
+            e.starts_with(&format!("op: cannot reach GitHub at {host}: ")),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
+    }
+
+    /// A rounds run's matrix has up to 256 jobs, each uploading an artifact (and a re-run
+    /// uploads again): only the first page of 100 was read, so finalize linked no log for the
+    /// tasks past it. Every page is read.
+    #[tokio::test]
+    async fn every_page_of_a_runs_artifacts_is_read() {
+        use wiremock::matchers::{method, path, query_param};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        let page = |ids: std::ops::Range<u64>| {
+            let list: Vec<Value> = ids
+                .map(|id| serde_json::json!({ "id": id, "name": format!("dagexec-{id}") }))
+                .collect();
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({ "total_count": 150, "artifacts": list }))
+        };
+        let at = || path("/repos/o/r/actions/runs/7/artifacts");
+        Mock::given(method("GET"))
+            .and(at())
+            .and(query_param("page", "2"))
+            .respond_with(page(100..150))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(at())
+            .respond_with(page(0..100))
+            .mount(&server)
+            .await;
+        let repo = super::super::RepoName::parse("o/r").unwrap();
+        let client = Client::new(&server.uri(), &super::super::Token::new("t"), repo).unwrap();
+        let ids = client.run_artifacts("7").await.unwrap();
+        assert_eq!(ids.len(), 150);
+        assert_eq!(ids["dagexec-149"], 149);
     }
 
     fn run(status: &str, started: &str, updated: &str) -> WorkflowRun {
