@@ -367,7 +367,9 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        tracing::debug!(op, %method, path, attempt, "GitHub call");
+        // A storage download's URL is signed (a credential while it lasts): its host only.
+        let shown = if to.storage { to.base } else { path };
+        tracing::debug!(op, %method, path = shown, attempt, "GitHub call");
         if let Some(sent) = to.sent {
             sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }

@@ -360,6 +360,54 @@ mod tests {
         );
     }
 
+    /// A writer into a buffer the test reads.
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// `DAGEXEC_LOG=debug` logs each call: a storage download's by its `scheme://host`, never
+    /// the signed URL, which is a credential while it lasts.
+    #[tokio::test]
+    async fn a_storage_downloads_debug_line_names_no_signed_url() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let _ = s.read(&mut [0u8; 4096]).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            s.write_all(head.as_bytes()).await.unwrap();
+        });
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let subscriber = tracing_subscriber::fmt()
+            // What `DAGEXEC_LOG=debug` turns on (`cli`'s filter).
+            .with_env_filter("debug,octocrab=info")
+            .with_ansi(false)
+            .with_writer({
+                let log = log.clone();
+                move || Shared(log.clone())
+            })
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let policy = super::super::retry::RetryPolicy::default();
+        let url = format!("{host}/artifact.zip?sig=secret");
+        fetch_unauthenticated(&policy, "op", &url, 1 << 20)
+            .await
+            .unwrap();
+        server.await.unwrap();
+        let log = String::from_utf8(log.lock().unwrap().clone()).unwrap();
+        assert!(log.contains("GitHub call"), "{log}");
+        assert!(!log.contains("secret"), "{log}");
+    }
+
     /// A download cut off mid-body said "cannot reach GitHub at : …", naming no place: it
     /// names the storage's `scheme://host` (never its signed URL), as a refused connection does.
     #[tokio::test]
