@@ -156,24 +156,32 @@ impl Worktree {
     }
 }
 
-/// Why the change in the checkout at `dir` is refused when the files the worker added or
-/// changed (those `git add --all` would stage: untracked and not ignored, or modified) hold
-/// more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold 200.0 MiB
-/// (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read from the
-/// file system (lstat) before anything is staged, so an oversized change never reaches the
-/// object store or memory.
-fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
-    let out = git(dir, "ls-files --others --modified")
+/// Why the change in the checkout at `dir` against `base` is refused when the files the
+/// worker added or changed (those `git add --all` would stage — untracked and not ignored —,
+/// and the tracked ones that differ from `base`, in the work tree or in a commit the worker
+/// made) hold more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold
+/// 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read
+/// from the file system (lstat) before anything is staged, so an oversized change never
+/// reaches the object store or memory.
+fn oversized(dir: &Path, base: &str) -> Result<Option<String>, GitError> {
+    let untracked = git(dir, "ls-files --others")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["ls-files", "-z", "--others", "--exclude-standard"])
+        .run()?;
+    let changed = git(dir, "diff --name-only")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args([
-            "ls-files",
+            "diff",
+            "--name-only",
             "-z",
-            "--others",
-            "--exclude-standard",
-            "--modified",
+            "--no-renames",
+            "--no-ext-diff",
+            base,
         ])
+        .arg("--")
         .run()?;
-    let mut files: Vec<(String, u64)> = nul_fields(&out)
+    let mut files: Vec<(String, u64)> = nul_fields(&untracked)
+        .chain(nul_fields(&changed))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .filter_map(|p| {
@@ -213,7 +221,7 @@ fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
 /// was staged. Either is the attempt's own failure, never the run's. Shared by the local
 /// executor and the Action's work job.
 pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
-    if let Some(why) = oversized(dir)? {
+    if let Some(why) = oversized(dir, base)? {
         return Ok(Err(why));
     }
     match changes_in(dir, base) {
