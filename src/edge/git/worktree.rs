@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::GitError;
-use super::cmd::{git, nul_fields};
+use super::cmd::{Git, git, nul_fields};
+use super::{GitError, Patch, PatchRef};
 use crate::pure::paths::Link;
 
 /// A detached worktree of the repository at a base commit, where one worker works. Removed
@@ -48,7 +48,7 @@ pub struct Changes {
     /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
     /// applies onto a tree at the base; empty when nothing changed. In an unlinked temporary
     /// file, as git wrote it: never in memory whole.
-    pub patch: super::Patch,
+    pub patch: Patch,
     /// Repo-relative paths added, modified, deleted or renamed (both names of a rename),
     /// including executable-bit and type changes.
     pub changed: BTreeSet<String>,
@@ -121,10 +121,7 @@ impl Worktree {
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
-    pub fn apply<'p>(
-        &self,
-        patch: impl Into<super::PatchRef<'p>>,
-    ) -> Result<(), super::ApplyError> {
+    pub fn apply<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), super::ApplyError> {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
@@ -356,7 +353,7 @@ const DIFF_OPTIONS: &[&str] = &[
 
 impl<'a> Staged<'a> {
     /// `git diff --cached <DIFF_OPTIONS> <format> <base> -- <pathspec>`.
-    fn diff(&self, label: &'static str, format: &[&str]) -> super::cmd::Git<'a> {
+    fn diff(&self, label: &'static str, format: &[&str]) -> Git<'a> {
         let Staged(dir, index, base, pathspec) = *self;
         git(dir, label)
             .index(index)
@@ -367,7 +364,7 @@ impl<'a> Staged<'a> {
     }
 
     /// The changes as a binary patch (full index lines), in an unlinked temporary file.
-    pub(super) fn patch(&self) -> Result<super::Patch, GitError> {
+    pub(super) fn patch(&self) -> Result<Patch, GitError> {
         let mut call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
         call.run_to_file().map(Into::into)
     }
