@@ -12,7 +12,8 @@
 //! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
 //! and none of the variables a git hook exports (`GIT_DIR`, `GIT_INDEX_FILE`, …) that would
 //! aim it at another repository or index. Commits are never signed nor verified, and get the
-//! identity `dagexec <dagexec@localhost>` when the repository has none configured.
+//! identity `dagexec <dagexec@localhost>` where neither the configuration nor the environment
+//! (`GIT_AUTHOR_*`, `GIT_COMMITTER_*`, `EMAIL`) gives one.
 //!
 //! A patch is bytes or a file (`patch`: an artifact's, which git reads from its file in
 //! chunks, never held in memory).
@@ -430,7 +431,9 @@ impl Repo {
             ("committer", "name", "GIT_COMMITTER_NAME", FALLBACK_NAME),
             ("committer", "email", "GIT_COMMITTER_EMAIL", FALLBACK_EMAIL),
         ] {
+            // `EMAIL` gives both addresses when nothing else does, as git reads it.
             let set = cmd::env_is_set(var)
+                || (field == "email" && cmd::env_is_set("EMAIL"))
                 || configured(&format!("user.{field}"))
                 || configured(&format!("{role}.{field}"));
             if !set {
