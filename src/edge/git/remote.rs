@@ -272,7 +272,6 @@ impl Repo {
         let scratch = RoundIndex::read(self.root(), tmp.path(), "index", base)?;
         scratch.apply_cached(patch)?;
         let staged = super::worktree::Staged(self.root(), Some(&scratch.index), base, &[]);
-        let (paths, links) = staged.changed()?;
-        Ok((paths.into_iter().collect(), links))
+        Ok((staged.paths()?.into_iter().collect(), staged.links()?))
     }
 }

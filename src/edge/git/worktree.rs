@@ -369,24 +369,59 @@ impl<'a> Staged<'a> {
         call.run_to_file().map(Into::into)
     }
 
-    /// The paths changed (both names of a rename) and the symlinks (and gitlinks) among the
-    /// changes, with their targets read from the object database.
-    pub(super) fn changed(&self) -> Result<(BTreeSet<String>, Vec<Link>), GitError> {
-        let label = "diff --cached --raw";
-        let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
-        let (paths, mut links) = parse_raw(&raw).map_err(|detail| GitError::Unexpected {
+    /// The paths changed (both names of a rename).
+    pub(super) fn paths(&self) -> Result<BTreeSet<String>, GitError> {
+        let label = "diff --cached --name-status";
+        let names = self.diff(label, &["--name-status", "-z"]).run()?;
+        parse_name_status(&names).map_err(|detail| GitError::Unexpected {
             command: label.into(),
             dir: self.0.to_path_buf(),
             detail,
-        })?;
-        for link in links.iter_mut().filter(|l| !l.gitlink) {
-            let target = git(self.0, "cat-file blob")
-                .index(self.1)
-                .args(["cat-file", "blob", &link.target])
-                .run()?;
-            link.target = String::from_utf8_lossy(&target).into_owned();
+        })
+    }
+
+    /// The symlinks (and gitlinks) among the changes, with their targets read from the
+    /// object database.
+    pub(super) fn links(&self) -> Result<Vec<Link>, GitError> {
+        let label = "diff --cached --raw";
+        let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
+        let unexpected = |detail: String| GitError::Unexpected {
+            command: label.into(),
+            dir: self.0.to_path_buf(),
+            detail,
+        };
+        let mut links = Vec::new();
+        let mut fields = nul_fields(&raw);
+        while let Some(head) = fields.next() {
+            // `:<old mode> <new mode> <old sha> <new sha> <status>`
+            let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
+            let [_, new_mode, _, new_sha, status] = parts[..] else {
+                return Err(unexpected(format!("unexpected raw line {head:?}")));
+            };
+            let mut path = fields
+                .next()
+                .ok_or_else(|| unexpected(format!("{head:?} without a path")))?;
+            if status.starts_with(['R', 'C']) {
+                path = fields
+                    .next()
+                    .ok_or_else(|| unexpected(format!("{head:?} without its second path")))?;
+            }
+            let target = match new_mode {
+                "160000" => new_sha.to_owned(),
+                "120000" => git(self.0, "cat-file blob")
+                    .index(self.1)
+                    .args(["cat-file", "blob", new_sha])
+                    .run()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())?,
+                _ => continue,
+            };
+            links.push(Link {
+                path,
+                target,
+                gitlink: new_mode == "160000",
+            });
         }
-        Ok((paths, links))
+        Ok(links)
     }
 }
 
@@ -408,7 +443,7 @@ fn diff(
 ) -> Result<Changes, GitError> {
     let pathspec = excluding(&excluded);
     let staged = Staged(worktree, None, base, &pathspec);
-    let (changed, links) = staged.changed()?;
+    let changed = staged.paths()?;
     let present = changed
         .iter()
         .filter(|p| std::fs::symlink_metadata(worktree.join(p)).is_ok_and(|m| m.is_file()))
@@ -418,7 +453,7 @@ fn diff(
         patch: staged.patch()?,
         changed,
         present,
-        links,
+        links: staged.links()?,
         forbidden,
         worktree: worktree.to_path_buf(),
         base: base.to_owned(),
@@ -426,46 +461,33 @@ fn diff(
     })
 }
 
-/// The paths in `--raw -z` output (`:<old mode> <new mode> <old object> <new object>
-/// <status>\0path\0`, or `…\0old\0new\0` for renames and copies: a copy's source is
-/// unchanged, so only its destination counts), and the symlinks and gitlinks after the change
-/// (mode 120000 or 160000) with their new object as the target.
-pub(super) fn parse_raw(out: &[u8]) -> Result<(BTreeSet<String>, Vec<Link>), String> {
+/// The paths in `--name-status -z` output: `X\0path\0`, or `R<score>\0old\0new\0` for renames
+/// and copies (a copy's source is unchanged, so only its destination counts).
+pub(super) fn parse_name_status(out: &[u8]) -> Result<BTreeSet<String>, String> {
     let mut fields = nul_fields(out);
     let mut paths = BTreeSet::new();
-    let mut links = Vec::new();
-    while let Some(head) = fields.next() {
-        let parts: Vec<&str> = head.trim_start_matches(':').split(' ').collect();
-        let [_, new_mode, _, new_object, status] = parts[..] else {
-            return Err(format!("unexpected raw line {head:?}"));
-        };
+    while let Some(status) = fields.next() {
         let mut path = || {
             fields
                 .next()
                 .ok_or_else(|| format!("status {status:?} without a path"))
         };
-        let path = match status.chars().next() {
+        match status.chars().next() {
             Some('R') => {
                 paths.insert(path()?);
-                path()?
+                paths.insert(path()?);
             }
             Some('C') => {
                 path()?;
-                path()?
+                paths.insert(path()?);
             }
-            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => path()?,
+            Some('A' | 'M' | 'D' | 'T' | 'U' | 'X') => {
+                paths.insert(path()?);
+            }
             _ => return Err(format!("unknown status {status:?}")),
-        };
-        if matches!(new_mode, "120000" | "160000") {
-            links.push(Link {
-                path: path.clone(),
-                target: new_object.to_owned(),
-                gitlink: new_mode == "160000",
-            });
         }
-        paths.insert(path);
     }
-    Ok((paths, links))
+    Ok(paths)
 }
 
 #[cfg(test)]
@@ -473,38 +495,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn raw_output_parses_renames_copies_and_links() {
-        let entry = |modes: &str, status: &str| {
-            format!(":{modes} {} {} {status}\0", "0".repeat(40), "1".repeat(40))
-        };
-        let file = "100644 100644";
-        let out = [
-            entry(file, "M") + "a b.txt\0",
-            entry(file, "R087") + "old\0new/dir\0",
-            entry(file, "C100") + "src\0copy\0",
-            entry("100644 000000", "D") + "gone\0",
-            entry("000000 100644", "A") + "\u{fc}\0",
-            entry("100644 120000", "T") + "link\0",
-            entry("000000 160000", "A") + "sub\0",
-        ]
-        .concat();
-        let (paths, links) = parse_raw(out.as_bytes()).unwrap();
-        let expected: BTreeSet<String> = [
-            "a b.txt", "old", "new/dir", "copy", "gone", "ü", "link", "sub",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        assert_eq!(paths, expected);
-        let links: Vec<(&str, &str, bool)> = links
-            .iter()
-            .map(|l| (l.path.as_str(), l.target.as_str(), l.gitlink))
+    fn name_status_parses_renames_and_copies() {
+        let out = b"M\0a b.txt\0R087\0old\0new/dir\0C100\0src\0copy\0D\0gone\0A\0\xc3\xbc\0";
+        let paths = parse_name_status(out).unwrap();
+        let expected: BTreeSet<String> = ["a b.txt", "old", "new/dir", "copy", "gone", "ü"]
+            .into_iter()
+            .map(String::from)
             .collect();
-        let object = "1".repeat(40);
-        assert_eq!(links, [("link", &*object, false), ("sub", &*object, true)]);
-        assert!(parse_raw((entry(file, "R100") + "only-one\0").as_bytes()).is_err());
-        assert!(parse_raw((entry(file, "?") + "x\0").as_bytes()).is_err());
-        assert!(parse_raw(b"M\0x\0").is_err());
-        assert!(parse_raw(b"").unwrap().0.is_empty());
+        assert_eq!(paths, expected);
+        assert!(parse_name_status(b"R100\0only-one\0").is_err());
+        assert!(parse_name_status(b"?\0x\0").is_err());
+        assert!(parse_name_status(b"").unwrap().is_empty());
     }
 }
