@@ -234,7 +234,7 @@ impl Repo {
 
     /// Brings `journal.paths` of the work tree and the index from `old` to `new`: a file at
     /// the old content (or absent, as in `old`) gets the new one; a file already at the new
-    /// content is left; any other file is the user's and is left (its path returned), unless
+    /// content is left, or written again when the round changed its mode; any other file is the user's and is left (its path returned), unless
     /// it is one of `own` (dagexec's files, a regular file or absent: brought to the new
     /// content). The index gets the new commit's entries for all of them.
     fn sync_round(&self, journal: &Journal, own: &[String]) -> Result<Vec<String>, GitError> {

@@ -154,9 +154,8 @@ impl Worktree {
 }
 
 /// Why the change in the checkout at `dir` against `base` is refused when the files the
-/// worker added or changed (those `git add --all` would stage — untracked and not ignored —,
-/// and the tracked ones that differ from `base`, in the work tree or in a commit the worker
-/// made) hold more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold
+/// worker added or changed (the untracked ones `git add --all` would stage, and the tracked
+/// ones that differ from `base`, in the work tree or in a commit the worker made) hold more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold
 /// 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read
 /// from the file system (lstat) before anything is staged, so an oversized change never
 /// reaches the object store or memory.
