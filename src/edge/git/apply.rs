@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::PatchRef;
 use super::cmd::{Git, describe_failure, git};
 
 /// A patch that does not apply (or could not be tried).
@@ -18,11 +19,7 @@ pub struct ApplyError {
 
 /// `git apply [--check] --index --binary --whitespace=nowarn` of `patch` in `root`. An empty
 /// patch applies trivially (git itself would call it "no valid patches").
-pub(super) fn apply(
-    root: &Path,
-    patch: super::PatchRef<'_>,
-    check_only: bool,
-) -> Result<(), ApplyError> {
+pub(super) fn apply(root: &Path, patch: PatchRef<'_>, check_only: bool) -> Result<(), ApplyError> {
     apply_to(root, None, patch, check_only)
 }
 
@@ -32,7 +29,7 @@ pub(super) fn apply(
 pub(super) fn apply_to(
     dir: &Path,
     index: Option<&Path>,
-    patch: super::PatchRef<'_>,
+    patch: PatchRef<'_>,
     check_only: bool,
 ) -> Result<(), ApplyError> {
     if patch.is_blank() {
@@ -64,7 +61,7 @@ pub(super) fn apply_to(
 pub(super) fn applying<'a>(
     call: Git<'a>,
     target: &str,
-    patch: super::PatchRef<'a>,
+    patch: PatchRef<'a>,
     check_only: bool,
 ) -> Git<'a> {
     call.config("apply.ignoreWhitespace=no")

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::cmd::{git, git_path};
-use super::{GitError, Repo};
+use super::{GitError, Patch, Repo};
 
 impl Repo {
     /// Everything the worktree at `tree` holds against commit `base` — the commits made there
@@ -20,7 +20,7 @@ impl Repo {
         tree: &Path,
         base: &str,
         excluded: &[String],
-    ) -> Result<super::Patch, GitError> {
+    ) -> Result<Patch, GitError> {
         let tmp = self.scratch("snapshot-")?;
         let index = tmp.path().join("index");
         let own = git_path(tree, "index")?;

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use super::GitError;
+use super::{GitError, PatchFile, PatchRef};
 
 /// Variables that would point git at another repository, index or object store than the
 /// directory we run it in (git's own `git rev-parse --local-env-vars`, less the `-c` config it
@@ -75,7 +75,7 @@ pub(super) struct Git<'a> {
     cmd: Command,
     dir: &'a Path,
     label: &'static str,
-    stdin: Option<super::PatchRef<'a>>,
+    stdin: Option<PatchRef<'a>>,
 }
 
 /// Starts building `git …` in `dir`; `label` names the command in errors ("worktree add").
@@ -166,7 +166,7 @@ impl<'a> Git<'a> {
     }
 
     /// Feeds `data` to git's standard input (closed otherwise), a patch file's in chunks.
-    pub(super) fn stdin(mut self, data: impl Into<super::PatchRef<'a>>) -> Self {
+    pub(super) fn stdin(mut self, data: impl Into<PatchRef<'a>>) -> Self {
         self.stdin = Some(data.into());
         self
     }
@@ -220,7 +220,6 @@ impl<'a> Git<'a> {
         GitError::Failed {
             command: self.label.to_owned(),
             dir: self.dir.to_path_buf(),
-            code: out.status.code(),
             stderr: describe_failure(out),
         }
     }
@@ -252,7 +251,7 @@ impl<'a> Git<'a> {
 
     /// Runs git, requiring success, with its standard output written straight into an
     /// unlinked temporary file: a patch of any size never passes through memory. No input.
-    pub(super) fn run_to_file(&mut self) -> Result<super::PatchFile, GitError> {
+    pub(super) fn run_to_file(&mut self) -> Result<PatchFile, GitError> {
         tracing::debug!(dir = %self.dir.display(), args = ?self.cmd.get_args(), "git (output to a file)");
         let file = tempfile::tempfile().map_err(self.spawn_error())?;
         let into = file.try_clone().map_err(self.spawn_error())?;
@@ -262,7 +261,7 @@ impl<'a> Git<'a> {
             return Err(self.error(&out));
         }
         let len = file.metadata().map_err(self.spawn_error())?.len();
-        Ok(super::PatchFile::new(file, len))
+        Ok(PatchFile::new(file, len))
     }
 }
 

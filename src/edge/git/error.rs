@@ -20,7 +20,6 @@ pub enum GitError {
     Failed {
         command: String,
         dir: PathBuf,
-        code: Option<i32>,
         stderr: String,
     },
     /// [`Repo::discover`](crate::edge::git::Repo::discover) outside any repository.

@@ -12,7 +12,8 @@
 //! hooks, no automatic gc, `GIT_TERMINAL_PROMPT=0`, the C locale (git's messages are parsed),
 //! and none of the variables a git hook exports (`GIT_DIR`, `GIT_INDEX_FILE`, …) that would
 //! aim it at another repository or index. Commits are never signed nor verified, and get the
-//! identity `dagexec <dagexec@localhost>` when the repository has none configured.
+//! identity `dagexec <dagexec@localhost>` where neither the configuration nor the environment
+//! (`GIT_AUTHOR_*`, `GIT_COMMITTER_*`, `EMAIL`) gives one.
 //!
 //! A patch is bytes or a file (`patch`: an artifact's, which git reads from its file in
 //! chunks, never held in memory).
@@ -315,11 +316,8 @@ impl Repo {
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;
-        // Fails as well before the first commit.
-        let in_head = git(&self.root, "cat-file -e")
-            .args(["cat-file", "-e", &format!("HEAD:{path}")])
-            .output()?;
-        if !in_head.status.success() {
+        // None as well before the first commit.
+        if self.rev_parse(&format!("HEAD:{path}"))?.is_none() {
             return Ok(false);
         }
         let status = cmd::status(&self.root, "status", &["--"])
@@ -427,20 +425,19 @@ impl Repo {
         let mut call = git(&self.root, label)
             .config("commit.gpgsign=false")
             .config("i18n.commitEncoding=UTF-8");
-        for (role, var_name, var_email) in [
-            ("author", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"),
-            ("committer", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+        for (role, field, var, value) in [
+            ("author", "name", "GIT_AUTHOR_NAME", FALLBACK_NAME),
+            ("author", "email", "GIT_AUTHOR_EMAIL", FALLBACK_EMAIL),
+            ("committer", "name", "GIT_COMMITTER_NAME", FALLBACK_NAME),
+            ("committer", "email", "GIT_COMMITTER_EMAIL", FALLBACK_EMAIL),
         ] {
-            for (field, var, value) in [
-                ("name", var_name, FALLBACK_NAME),
-                ("email", var_email, FALLBACK_EMAIL),
-            ] {
-                let set = cmd::env_is_set(var)
-                    || configured(&format!("user.{field}"))
-                    || configured(&format!("{role}.{field}"));
-                if !set {
-                    call = call.env(var, value);
-                }
+            // `EMAIL` gives both addresses when nothing else does, as git reads it.
+            let set = cmd::env_is_set(var)
+                || (field == "email" && cmd::env_is_set("EMAIL"))
+                || configured(&format!("user.{field}"))
+                || configured(&format!("{role}.{field}"));
+            if !set {
+                call = call.env(var, value);
             }
         }
         Ok(call)

@@ -5,8 +5,9 @@
 
 use base64::Engine as _;
 
-use super::cmd::{git, nul_fields};
-use super::{GitError, Repo, RoundIndex};
+use super::cmd::{Git, git, nul_fields};
+use super::{GitError, PatchRef, Repo, RoundIndex};
+use crate::pure::paths::Link;
 
 /// Credentials for the remote: the token GitHub's own checkout would use.
 #[derive(Clone, Default)]
@@ -48,7 +49,7 @@ pub enum Pushed {
 }
 
 impl Repo {
-    fn remote_git<'a>(&'a self, label: &'static str, auth: &RemoteAuth) -> super::cmd::Git<'a> {
+    fn remote_git<'a>(&'a self, label: &'static str, auth: &RemoteAuth) -> Git<'a> {
         let mut g = git(self.root(), label);
         if let Some(h) = &auth.header {
             g = g
@@ -228,10 +229,7 @@ impl Repo {
     /// applying it to a scratch index of `HEAD` and diffing that: exact whatever the names
     /// hold. Nothing in the work tree or the real index changes. `Err` when the patch does not
     /// apply to `HEAD`.
-    pub fn patch_paths<'p>(
-        &self,
-        patch: impl Into<super::PatchRef<'p>>,
-    ) -> Result<Vec<String>, GitError> {
+    pub fn patch_paths<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<Vec<String>, GitError> {
         self.patch_changes(patch).map(|(paths, _)| paths)
     }
 
@@ -239,8 +237,8 @@ impl Repo {
     /// as git stores them (so a hand-made patch cannot hide one from the check).
     pub fn patch_changes<'p>(
         &self,
-        patch: impl Into<super::PatchRef<'p>>,
-    ) -> Result<(Vec<String>, Vec<crate::pure::paths::Link>), GitError> {
+        patch: impl Into<PatchRef<'p>>,
+    ) -> Result<(Vec<String>, Vec<Link>), GitError> {
         self.patch_changes_at("HEAD", patch)
     }
 
@@ -250,8 +248,8 @@ impl Repo {
     pub fn patch_changes_at<'p>(
         &self,
         base: &str,
-        patch: impl Into<super::PatchRef<'p>>,
-    ) -> Result<(Vec<String>, Vec<crate::pure::paths::Link>), GitError> {
+        patch: impl Into<PatchRef<'p>>,
+    ) -> Result<(Vec<String>, Vec<Link>), GitError> {
         let patch = patch.into();
         if patch.is_empty() {
             return Ok((Vec::new(), Vec::new()));

@@ -73,6 +73,26 @@ fn commit_commits_what_apply_staged() {
     assert!(f.repo.is_committed("new.txt").unwrap());
 }
 
+/// `EMAIL` is an address git itself takes when none is configured: the fallback identity
+/// fills in what neither the configuration nor the environment gives, never more.
+#[test]
+fn commit_takes_the_email_the_environment_gives_before_the_fallback() {
+    let f = Fixture::empty(false);
+    super::cmd::TEST_ENV.with(|e| {
+        e.borrow_mut()
+            .push(("EMAIL".into(), Some("me@example.com".into())));
+    });
+    f.write("a.txt", "first\n");
+    f.repo
+        .commit("first", &strings(&["a.txt"]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        f.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>"]),
+        "dagexec <me@example.com>|dagexec <me@example.com>"
+    );
+}
+
 #[test]
 fn commit_without_a_configured_identity_uses_the_fallback() {
     let f = Fixture::empty(false);

@@ -234,7 +234,7 @@ impl Repo {
 
     /// Brings `journal.paths` of the work tree and the index from `old` to `new`: a file at
     /// the old content (or absent, as in `old`) gets the new one; a file already at the new
-    /// content is left; any other file is the user's and is left (its path returned), unless
+    /// content is left, or written again when the round changed its mode; any other file is the user's and is left (its path returned), unless
     /// it is one of `own` (dagexec's files, a regular file or absent: brought to the new
     /// content). The index gets the new commit's entries for all of them.
     fn sync_round(&self, journal: &Journal, own: &[String]) -> Result<Vec<String>, GitError> {
@@ -249,15 +249,21 @@ impl Repo {
             for p in paths {
                 let w = work.get(p).unwrap_or(&WorkState::Other);
                 let (o, n) = (old.get(p), new.get(p));
+                let (o_id, n_id) = (o.map(|(_, id)| id), n.map(|(_, id)| id));
+                // A mode the round changed (a file made executable): the new one is written
+                // even where the content is already the new one.
+                let new_mode = o.zip(n).is_some_and(|(o, n)| o.0 != n.0);
                 let to = if n.is_some() {
                     &mut sync.write
                 } else {
                     &mut sync.delete
                 };
                 match w {
-                    WorkState::Blob(b) if Some(b) == n => {}
+                    WorkState::Blob(b) if Some(b) == n_id && !new_mode => {}
                     WorkState::Absent if n.is_none() => {}
-                    WorkState::Blob(b) if Some(b) == o => to.push(p.clone()),
+                    WorkState::Blob(b) if Some(b) == o_id || Some(b) == n_id => {
+                        to.push(p.clone());
+                    }
                     WorkState::Absent if o.is_none() => to.push(p.clone()),
                     WorkState::Blob(_) | WorkState::Absent if own.contains(p) => to.push(p.clone()),
                     _ => sync.kept.push(p.clone()),
@@ -297,8 +303,12 @@ impl Repo {
         Ok(kept)
     }
 
-    /// `path → blob id` of the files of `commit` among `paths`.
-    fn blobs(&self, commit: &str, paths: &[String]) -> Result<BTreeMap<String, String>, GitError> {
+    /// `path → (mode, blob id)` of the files of `commit` among `paths`.
+    fn blobs(
+        &self,
+        commit: &str,
+        paths: &[String],
+    ) -> Result<BTreeMap<String, (String, String)>, GitError> {
         let out = git(&self.root, "ls-tree")
             .args(["ls-tree", "-r", "-z", "--full-tree", commit, "--"])
             .args(paths.iter().map(|p| literal(p)))
@@ -307,7 +317,9 @@ impl Repo {
             .filter_map(|entry| {
                 // `<mode> SP <type> SP <object> TAB <path>`
                 let (meta, path) = entry.split_once('\t')?;
-                Some((path.to_owned(), meta.split(' ').nth(2)?.to_owned()))
+                let mut meta = meta.split(' ');
+                let (mode, id) = (meta.next()?, meta.nth(1)?);
+                Some((path.to_owned(), (mode.to_owned(), id.to_owned())))
             })
             .collect())
     }
@@ -813,6 +825,23 @@ mod tests {
         fs::write(&lock, "stale").unwrap();
         f.repo.recover_round(&[]).unwrap();
         assert!(!lock.exists());
+    }
+
+    /// A round that only makes a file executable (its content unchanged) brings the work
+    /// tree's file to that mode: the commit and the work tree agree.
+    #[test]
+    fn a_round_that_changes_only_a_mode_brings_the_work_tree_to_it() {
+        let f = Fixture::new();
+        let wt = f.repo.add_worktree("HEAD", "w").unwrap();
+        set_executable(&wt.path().join("mod.txt"));
+        let prepared = commit(&f, &wt.changes().unwrap().patch.read_to_vec());
+        prepared.publish(&f.repo).unwrap();
+        assert_eq!(prepared.sync(&f.repo).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            f.git(&["ls-files", "-s", "mod.txt"]).split(' ').next(),
+            Some("100755")
+        );
+        assert_eq!(f.repo.status_porcelain().unwrap(), "");
     }
 
     #[test]

@@ -787,3 +787,22 @@ fn tree_changes_take_commits_and_uncommitted_work_without_touching_the_index() {
     assert!(!fresh.path().join("build/out.bin").exists());
     assert!(!fresh.path().join(".design/worker-0.log").exists());
 }
+
+/// The cap on a change counts what differs from the base, as the change does: a worker that
+/// commits its oversized file in its worktree is refused as one that leaves it uncommitted.
+#[test]
+fn a_change_over_the_cap_is_refused_when_the_worker_committed_it_too() {
+    let f = Fixture::new();
+    let base = f.repo.head().unwrap();
+    let wt = f.repo.add_worktree(&base, "big").unwrap();
+    // Sparse: 101 MiB long, no disk.
+    let big = fs::File::create(wt.path().join("big.bin")).unwrap();
+    big.set_len(101 << 20).unwrap();
+    run(wt.path(), &["add", "big.bin"]);
+    commit_as_worker(wt.path(), "a large output");
+    let why = wt.changes_within().unwrap().unwrap_err();
+    assert!(
+        why.starts_with("refused: its added and changed files hold 101.0 MiB (big.bin 101.0 MiB)"),
+        "{why}"
+    );
+}

@@ -3,8 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::GitError;
-use super::cmd::{git, nul_fields};
+use super::cmd::{Git, git, nul_fields};
+use super::{GitError, Patch, PatchRef};
+use crate::pure::paths::Link;
 
 /// A detached worktree of the repository at a base commit, where one worker works. Removed
 /// by [`Worktree::remove`], or on drop (best effort).
@@ -47,7 +48,7 @@ pub struct Changes {
     /// A binary patch (full index lines) that [`Repo::apply_patch`](super::Repo::apply_patch)
     /// applies onto a tree at the base; empty when nothing changed. In an unlinked temporary
     /// file, as git wrote it: never in memory whole.
-    pub patch: super::Patch,
+    pub patch: Patch,
     /// Repo-relative paths added, modified, deleted or renamed (both names of a rename),
     /// including executable-bit and type changes.
     pub changed: BTreeSet<String>,
@@ -56,7 +57,7 @@ pub struct Changes {
     pub present: BTreeSet<String>,
     /// The symlinks the change adds or changes (mode 120000 after it), with their targets, and
     /// the gitlinks (mode 160000: a nested repository) it adds or changes.
-    pub links: Vec<crate::pure::paths::Link>,
+    pub links: Vec<Link>,
     /// Paths the worker wrote inside git's own directory under another case (`.GIT/hooks/x`,
     /// `sub/.Git`): never staged, listed so the attempt is refused with them named.
     pub forbidden: Vec<String>,
@@ -120,10 +121,7 @@ impl Worktree {
 
     /// Applies `patch` (a [`Changes::patch`] made against this tree's base) to the tree and its
     /// index; all or nothing. Used to let a retry continue from a rejected attempt's work.
-    pub fn apply<'p>(
-        &self,
-        patch: impl Into<super::PatchRef<'p>>,
-    ) -> Result<(), super::ApplyError> {
+    pub fn apply<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), super::ApplyError> {
         super::apply::apply(&self.path, patch.into(), false)
     }
 
@@ -155,24 +153,31 @@ impl Worktree {
     }
 }
 
-/// Why the change in the checkout at `dir` is refused when the files the worker added or
-/// changed (those `git add --all` would stage: untracked and not ignored, or modified) hold
-/// more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold 200.0 MiB
-/// (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read from the
-/// file system (lstat) before anything is staged, so an oversized change never reaches the
-/// object store or memory.
-fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
-    let out = git(dir, "ls-files --others --modified")
+/// Why the change in the checkout at `dir` against `base` is refused when the files the
+/// worker added or changed (the untracked ones `git add --all` would stage, and the tracked
+/// ones that differ from `base`, in the work tree or in a commit the worker made) hold more than [`MAX_CHANGE_BYTES`] together — `its added and changed files hold
+/// 200.0 MiB (big.bin 200.0 MiB), over the 100 MiB …`, largest first; `None` within it. Read
+/// from the file system (lstat) before anything is staged, so an oversized change never
+/// reaches the object store or memory.
+fn oversized(dir: &Path, base: &str) -> Result<Option<String>, GitError> {
+    let untracked = git(dir, "ls-files --others")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .args(["ls-files", "-z", "--others", "--exclude-standard"])
+        .run()?;
+    let changed = git(dir, "diff --name-only")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .args([
-            "ls-files",
+            "diff",
+            "--name-only",
             "-z",
-            "--others",
-            "--exclude-standard",
-            "--modified",
+            "--no-renames",
+            "--no-ext-diff",
+            base,
         ])
+        .arg("--")
         .run()?;
-    let mut files: Vec<(String, u64)> = nul_fields(&out)
+    let mut files: Vec<(String, u64)> = nul_fields(&untracked)
+        .chain(nul_fields(&changed))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .filter_map(|p| {
@@ -212,7 +217,7 @@ fn oversized(dir: &Path) -> Result<Option<String>, GitError> {
 /// was staged. Either is the attempt's own failure, never the run's. Shared by the local
 /// executor and the Action's work job.
 pub fn changes_within(dir: &Path, base: &str) -> Result<Result<Changes, String>, GitError> {
-    if let Some(why) = oversized(dir)? {
+    if let Some(why) = oversized(dir, base)? {
         return Ok(Err(why));
     }
     match changes_in(dir, base) {
@@ -347,7 +352,7 @@ const DIFF_OPTIONS: &[&str] = &[
 
 impl<'a> Staged<'a> {
     /// `git diff --cached <DIFF_OPTIONS> <format> <base> -- <pathspec>`.
-    fn diff(&self, label: &'static str, format: &[&str]) -> super::cmd::Git<'a> {
+    fn diff(&self, label: &'static str, format: &[&str]) -> Git<'a> {
         let Staged(dir, index, base, pathspec) = *self;
         git(dir, label)
             .index(index)
@@ -358,7 +363,7 @@ impl<'a> Staged<'a> {
     }
 
     /// The changes as a binary patch (full index lines), in an unlinked temporary file.
-    pub(super) fn patch(&self) -> Result<super::Patch, GitError> {
+    pub(super) fn patch(&self) -> Result<Patch, GitError> {
         let mut call = self.diff("diff --cached --binary", &["--binary", "--full-index"]);
         call.run_to_file().map(Into::into)
     }
@@ -376,7 +381,7 @@ impl<'a> Staged<'a> {
 
     /// The symlinks (and gitlinks) among the changes, with their targets read from the
     /// object database.
-    pub(super) fn links(&self) -> Result<Vec<crate::pure::paths::Link>, GitError> {
+    pub(super) fn links(&self) -> Result<Vec<Link>, GitError> {
         let label = "diff --cached --raw";
         let raw = self.diff(label, &["--raw", "--no-abbrev", "-z"]).run()?;
         let unexpected = |detail: String| GitError::Unexpected {
@@ -409,7 +414,7 @@ impl<'a> Staged<'a> {
                     .map(|t| String::from_utf8_lossy(&t).into_owned())?,
                 _ => continue,
             };
-            links.push(crate::pure::paths::Link {
+            links.push(Link {
                 path,
                 target,
                 gitlink: new_mode == "160000",

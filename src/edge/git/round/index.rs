@@ -2,14 +2,14 @@
 //! staged, the commit prepared without touching the user's index.
 
 use super::super::apply::{ApplyError, apply_to, applying};
-use super::super::cmd::{git, literal, nul_fields};
+use super::super::cmd::{Git, git, literal, nul_fields};
 use super::super::error::io_error;
 use super::super::paths::normalize;
-use super::super::{GitError, Repo};
+use super::super::{GitError, PatchRef, Repo};
 use super::{Journal, RoundIndex, StagedRound, cleanup_message};
 
 impl RoundIndex {
-    pub(super) fn git(&self, label: &'static str) -> super::super::cmd::Git<'_> {
+    pub(super) fn git(&self, label: &'static str) -> Git<'_> {
         git(&self.root, label).index(Some(&self.index))
     }
 
@@ -19,26 +19,17 @@ impl RoundIndex {
     }
 
     /// Whether `patch` applies to the index as it is now; nothing is changed.
-    pub fn check_patch<'p>(
-        &self,
-        patch: impl Into<super::super::PatchRef<'p>>,
-    ) -> Result<(), ApplyError> {
+    pub fn check_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
         apply_to(&self.root, Some(&self.index), patch.into(), true)
     }
 
     /// Applies `patch` to the index (all or nothing). The work tree is not touched.
-    pub fn apply_patch<'p>(
-        &self,
-        patch: impl Into<super::super::PatchRef<'p>>,
-    ) -> Result<(), ApplyError> {
+    pub fn apply_patch<'p>(&self, patch: impl Into<PatchRef<'p>>) -> Result<(), ApplyError> {
         apply_to(&self.root, Some(&self.index), patch.into(), false)
     }
 
     /// Applies `patch`, made on this index's tree, to it; a failure is git's error.
-    pub(in super::super) fn apply_cached(
-        &self,
-        patch: super::super::PatchRef<'_>,
-    ) -> Result<(), GitError> {
+    pub(in super::super) fn apply_cached(&self, patch: PatchRef<'_>) -> Result<(), GitError> {
         let mut call = applying(self.git("apply --cached"), "--cached", patch, false);
         call.run().map(drop)
     }
