@@ -313,6 +313,12 @@ impl Repo {
         self.head().map(Some)
     }
 
+    /// The paths the index changes from `HEAD` (both names of a rename).
+    pub fn staged_paths(&self) -> Result<Vec<String>, GitError> {
+        let staged = worktree::Staged(&self.root, None, "HEAD", &[]);
+        Ok(staged.paths()?.into_iter().collect())
+    }
+
     /// Whether `path` is tracked in `HEAD` with no staged or unstaged change.
     pub fn is_committed(&self, path: &str) -> Result<bool, GitError> {
         let path = normalize(path)?;

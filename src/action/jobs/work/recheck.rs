@@ -112,14 +112,15 @@ pub(super) fn commit_chain(
     task: usize,
     what: &str,
 ) -> Result<String, String> {
-    let mut paths = Vec::new();
+    // Each is made on the ones before it: applied in turn (to the work tree and the index),
+    // never read against `HEAD` alone.
     for p in patches {
         repo.apply_patch(p).map_err(|e| e.message)?;
-        paths.extend(repo.patch_changes(p).map_err(|e| e.to_string())?.0);
     }
     if patches.is_empty() {
         return repo.head().map_err(|e| e.to_string());
     }
+    let paths = repo.staged_paths().map_err(|e| e.to_string())?;
     let message = format!("dagexec: the merged changes before task {task}'s ({what}, not pushed)");
     repo.commit(&message, &paths)
         .map_err(|e| e.to_string())?
@@ -196,4 +197,53 @@ fn others_pass(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::git;
+
+    /// A chain's merged changes are each made on the ones before it: the second one's context
+    /// holds the first's edit, two lines above its own, and the chain is committed whole.
+    #[test]
+    fn a_chain_whose_changes_overlap_in_context_is_committed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        let lines = |edit: &[(usize, &str)]| {
+            let mut l: Vec<String> = (1..=9).map(|i| format!("line {i}")).collect();
+            for &(i, s) in edit {
+                l[i] = s.to_string();
+            }
+            l.join("\n") + "\n"
+        };
+        std::fs::write(root.join("f.txt"), lines(&[])).unwrap();
+        git(root, &["add", "f.txt"]);
+        git(root, &["commit", "-qm", "base"]);
+        let diff = |from: &str, to: &str| {
+            std::fs::write(root.join("f.txt"), from).unwrap();
+            git(root, &["add", "f.txt"]);
+            git(root, &["commit", "-q", "--allow-empty", "-m", "from"]);
+            std::fs::write(root.join("f.txt"), to).unwrap();
+            let d = git(root, &["diff", "--binary", "--full-index"]);
+            git(root, &["checkout", "-q", "--", "f.txt"]);
+            git(root, &["reset", "-q", "--hard", "HEAD~1"]);
+            d
+        };
+        let first = diff(&lines(&[]), &lines(&[(3, "first")]));
+        let second = diff(
+            &lines(&[(3, "first")]),
+            &lines(&[(3, "first"), (5, "second")]),
+        );
+        let repo = Repo::discover(root).unwrap();
+        let head = commit_chain(&repo, &[first, second], 2, "re-check").unwrap();
+        let at = String::from_utf8(git(root, &["rev-parse", "HEAD"])).unwrap();
+        assert_eq!(head, at.trim());
+        assert_eq!(
+            String::from_utf8(git(root, &["show", "HEAD:f.txt"])).unwrap(),
+            lines(&[(3, "first"), (5, "second")])
+        );
+        assert!(git(root, &["status", "--porcelain"]).is_empty());
+    }
 }
