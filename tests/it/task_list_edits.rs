@@ -124,23 +124,31 @@ fn retry_takes_and_names_the_task_lists_own_ids() {
     assert!(!text.contains("/tmp"), "{text}");
 }
 
-#[test]
-fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
-    // Task-list ID 1 is plan index 0: the resume message must say the ID the team knows.
+/// A run of the task list whose first attempt is running: its worker touches `$MARK`, then
+/// sleeps. What the test keeps alive, the worker's command and the run's process.
+struct Running {
+    dir: tempfile::TempDir,
+    _marks: tempfile::TempDir,
+    _worker: tempfile::TempDir,
+    cmd: String,
+    child: std::process::Child,
+}
+
+/// Starts `dagexec run` on the task list with `worker` (output piped or not) and waits until
+/// the worker has touched `$MARK`.
+fn running(worker: &str, output: fn() -> std::process::Stdio) -> Running {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
     std::fs::write(dir.path().join(TM), TASKS).unwrap();
     commit_new(dir.path());
     let marks = tempfile::tempdir().unwrap();
     let mark = marks.path().join("started");
-    let (_w, cmd) = crate::common::worker(
-        r#"if [ -n "$MARK" ]; then touch "$MARK"; sleep 60; fi; echo "COMPLETED: ok""#,
-    );
-    let mut child = crate::common::dagexec(dir.path())
+    let (w, cmd) = crate::common::worker(worker);
+    let child = crate::common::dagexec(dir.path())
         .args(["--plan", TM, "run", "--worker", &cmd])
         .env("MARK", &mark)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(output())
+        .stderr(output())
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
@@ -148,11 +156,27 @@ fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
         assert!(std::time::Instant::now() < deadline, "task 1 never started");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let again = local(dir.path())
+    Running {
+        dir,
+        _marks: marks,
+        _worker: w,
+        cmd,
+        child,
+    }
+}
+
+#[test]
+fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
+    // Task-list ID 1 is plan index 0: the resume message must say the ID the team knows.
+    let mut r = running(
+        r#"if [ -n "$MARK" ]; then touch "$MARK"; sleep 60; fi; echo "COMPLETED: ok""#,
+        std::process::Stdio::null,
+    );
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let again = local(r.dir.path())
         .global(&["--plan", TM])
-        .worker(&cmd)
+        .worker(&r.cmd)
         .env("MARK", "")
         .timeout("20s")
         .run();
@@ -167,28 +191,13 @@ fn a_resumed_run_names_the_interrupted_task_by_its_task_list_id() {
 /// index 0), as the resume after it does.
 #[test]
 fn an_interrupt_names_the_stopped_task_by_its_task_list_id() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".taskmaster/tasks")).unwrap();
-    std::fs::write(dir.path().join(TM), TASKS).unwrap();
-    commit_new(dir.path());
-    let marks = tempfile::tempdir().unwrap();
-    let mark = marks.path().join("started");
-    let (_w, cmd) = crate::common::worker(r#"touch "$MARK"; sleep 60; echo "COMPLETED: ok""#);
-    let child = crate::common::dagexec(dir.path())
-        .args(["--plan", TM, "run", "--worker", &cmd])
-        .env("MARK", &mark)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !mark.exists() {
-        assert!(std::time::Instant::now() < deadline, "task 1 never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let r = running(
+        r#"touch "$MARK"; sleep 60; echo "COMPLETED: ok""#,
+        std::process::Stdio::piped,
+    );
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(r.child.id()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = r.child.wait_with_output().unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -367,9 +367,7 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        // A storage download's URL is signed (a credential while it lasts): its host only.
-        let shown = if to.storage { to.base } else { path };
-        tracing::debug!(op, %method, path = shown, attempt, "GitHub call");
+        tracing::debug!(op, %method, url = to.shown(path), attempt, "GitHub call");
         if let Some(sent) = to.sent {
             sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -387,11 +385,7 @@ pub(super) async fn respond<B: Serialize + ?Sized>(
                 if let retry::RetryOrFail::Fail(_) = next {
                     return Err(ApiError::Network {
                         op: op.to_string(),
-                        url: if to.storage {
-                            to.base.to_string()
-                        } else {
-                            format!("{}{path}", to.base)
-                        },
+                        url: to.shown(path),
                         message: error_chain(&e),
                     });
                 }
@@ -454,6 +448,16 @@ pub(super) struct Endpoint<'a> {
 }
 
 impl Endpoint<'_> {
+    /// Where a request to `path` went, as errors and the debug log name it: an artifact's
+    /// storage by its `scheme://host` only (its URL is signed, a credential while it lasts).
+    fn shown(&self, path: &str) -> String {
+        if self.storage {
+            self.base.to_string()
+        } else {
+            format!("{}{path}", self.base)
+        }
+    }
+
     /// What an answer that is neither 2xx nor a redirect returned says: GitHub's message (the
     /// status, from an artifact's storage), and whether the request is sent again.
     async fn refused(

@@ -360,66 +360,46 @@ mod tests {
         );
     }
 
-    /// A writer into a buffer the test reads.
-    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// `DAGEXEC_LOG=debug` logs each call: a storage download's by its `scheme://host`, never
-    /// the signed URL, which is a credential while it lasts.
-    #[tokio::test]
-    async fn a_storage_downloads_debug_line_names_no_signed_url() {
+    /// A server on a local port that answers one request with `answer`, as written: its
+    /// `http://host:port` and its task.
+    async fn serve_once(answer: &'static str) -> (String, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let host = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();
             let _ = s.read(&mut [0u8; 4096]).await;
-            let head = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-            s.write_all(head.as_bytes()).await.unwrap();
+            s.write_all(answer.as_bytes()).await.unwrap();
         });
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-        let subscriber = tracing_subscriber::fmt()
-            // What `DAGEXEC_LOG=debug` turns on (`cli`'s filter).
-            .with_env_filter("debug,octocrab=info")
-            .with_ansi(false)
-            .with_writer({
-                let log = log.clone();
-                move || Shared(log.clone())
-            })
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        (host, server)
+    }
+
+    /// Each call's debug line (`DAGEXEC_LOG=debug`) names where it went as errors do: a
+    /// storage download by its `scheme://host`, never the signed URL.
+    #[tokio::test]
+    async fn a_storage_download_is_named_without_its_signed_url() {
+        let octo = super::super::octocrab("https://storage.example", None).unwrap();
         let policy = super::super::retry::RetryPolicy::default();
-        let url = format!("{host}/artifact.zip?sig=secret");
-        fetch_unauthenticated(&policy, "op", &url, 1 << 20)
-            .await
-            .unwrap();
-        server.await.unwrap();
-        let log = String::from_utf8(log.lock().unwrap().clone()).unwrap();
-        assert!(log.contains("GitHub call"), "{log}");
-        assert!(!log.contains("secret"), "{log}");
+        let to = |storage| super::super::Endpoint {
+            octo: &octo,
+            policy: &policy,
+            base: "https://storage.example",
+            sent: None,
+            storage,
+        };
+        let signed = "https://storage.example/a.zip?sig=secret";
+        assert_eq!(to(true).shown(signed), "https://storage.example");
+        assert_eq!(
+            to(false).shown("/repos/o/r"),
+            "https://storage.example/repos/o/r"
+        );
     }
 
     /// A download cut off mid-body said "cannot reach GitHub at : …", naming no place: it
     /// names the storage's `scheme://host` (never its signed URL), as a refused connection does.
     #[tokio::test]
     async fn a_download_cut_off_names_where_it_came_from() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let host = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let _ = s.read(&mut [0u8; 4096]).await;
-            let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nonly ten b";
-            s.write_all(head.as_bytes()).await.unwrap();
-        });
+        let (host, server) =
+            serve_once("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nonly ten b").await;
         let policy = super::super::retry::RetryPolicy::default();
         let url = format!("{host}/artifact.zip?sig=secret");
         let e = fetch_unauthenticated(&policy, "op", &url, 1 << 20)
