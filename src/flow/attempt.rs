@@ -322,7 +322,7 @@ async fn run_worker(
     spec.extra_env.extend(gateway_env);
     // What it spends is kept on disk as it grows, for a crash of this process.
     let live = pass.as_ref().map(|p| {
-        let at = crate::flow::live::Running::of(input, start);
+        let at = input.running(start);
         crate::flow::live::keep(repo.common_dir(), at, p.watch())
     });
     // A long-run worker's progress is kept as it goes, for a crash of this process.

@@ -30,16 +30,6 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// The attempt `input` describes, started at `start`.
-    pub(crate) fn of(input: &crate::flow::pool::AttemptInput, start: jiff::Timestamp) -> Self {
-        Running {
-            task: input.index,
-            attempt: input.attempt,
-            rebase: input.rebase,
-            start,
-        }
-    }
-
     fn file(&self, common_dir: &Path) -> PathBuf {
         dir(common_dir).join(format!(
             "task-{}-attempt-{}{}.json",

@@ -37,6 +37,19 @@ pub(crate) struct AttemptInput {
     pub rebase: bool,
 }
 
+impl AttemptInput {
+    /// This attempt, started at `start`, as its live spend file and its interrupted record
+    /// name it.
+    pub(crate) fn running(&self, start: jiff::Timestamp) -> crate::flow::live::Running {
+        crate::flow::live::Running {
+            task: self.index,
+            attempt: self.attempt,
+            rebase: self.rebase,
+            start,
+        }
+    }
+}
+
 /// Where an attempt runs: the repository, the worktree pool, the attempt's input, where in
 /// its tree the prompt asks for the work log, and the run's Ctrl-C; its reviewer runs there
 /// too ([`crate::flow::steps::review::review`]).
@@ -108,7 +121,7 @@ impl Pool {
     ) {
         // Built as its live file's record is: a rebase attempt's says so, and the next run
         // finds the attempt recorded rather than cut short by a crash.
-        let running = crate::flow::live::Running::of(input, start);
+        let running = input.running(start);
         held(&self.interrupted).push(running.record(usage));
     }
 
