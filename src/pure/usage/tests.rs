@@ -318,16 +318,7 @@ fn the_budget() {
     assert!(!b.reached(0.999) && b.reached(1.0) && b.reached(1.2));
     let mut p = plan(2);
     assert_eq!(b.exhausted(&p), None);
-    let m = Measured {
-        start: at("2026-01-01T00:00:00Z"),
-        end: at("2026-01-01T00:01:00Z"),
-        usage: Usage {
-            cost_usd: Some(1.25),
-            ..Default::default()
-        },
-    };
-    record(&mut p, &AttemptRecord::new(0, 1, &m, Outcome::Completed));
-    p.tasks[0].status = Status::Completed;
+    completed_for(&mut p, 0, 1.25);
     assert_eq!(
         b.exhausted(&p).unwrap(),
         "the budget of $1.00 is spent: $1.25 recorded over 1 attempt(s) bought 1 of 2 task(s) completed; no new attempt is started (raise the budget to go on)"
@@ -548,16 +539,21 @@ fn a_spent_budget_counts_the_tasks_without_their_joins() {
         blocked_by: vec![0, 1],
         ..Default::default()
     });
+    completed_for(&mut p, 0, 1.25);
+    let said = b.exhausted(&p).unwrap();
+    assert!(said.contains("bought 1 of 2 task(s) completed"), "{said}");
+}
+
+/// Task `task` of `p` completed in one minute-long attempt that cost `cost` dollars.
+fn completed_for(p: &mut Plan, task: usize, cost: f64) {
     let m = Measured {
         start: at("2026-01-01T00:00:00Z"),
         end: at("2026-01-01T00:01:00Z"),
         usage: Usage {
-            cost_usd: Some(1.25),
+            cost_usd: Some(cost),
             ..Default::default()
         },
     };
-    record(&mut p, &AttemptRecord::new(0, 1, &m, Outcome::Completed));
-    p.tasks[0].status = Status::Completed;
-    let said = b.exhausted(&p).unwrap();
-    assert!(said.contains("bought 1 of 2 task(s) completed"), "{said}");
+    record(p, &AttemptRecord::new(task, 1, &m, Outcome::Completed));
+    p.tasks[task].status = Status::Completed;
 }
