@@ -14,8 +14,12 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another dagexec run (pid {pid}) is executing this repository's plan")]
-    Held { pid: i32 },
+    /// `pid`: the holder's, when it wrote it.
+    #[error(
+        "another dagexec run{} is executing this repository's plan",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Held { pid: Option<i32> },
     #[error("cannot create the lock {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -60,8 +64,8 @@ impl RunLock {
             match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 Err(e) if e == rustix::io::Errno::WOULDBLOCK => match pid_in(&file) {
-                    Some(pid) => return Err(LockError::Held { pid }),
-                    None if tries >= 100 => return Err(LockError::Held { pid: 0 }),
+                    Some(pid) => return Err(LockError::Held { pid: Some(pid) }),
+                    None if tries >= 100 => return Err(LockError::Held { pid: None }),
                     None => {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                         continue;
@@ -139,6 +143,18 @@ mod tests {
     use super::*;
     use std::fs;
 
+    /// A holder that never wrote its pid (one stopped before it could, or another program
+    /// holding the file): the refusal names no pid rather than "pid 0".
+    #[test]
+    fn a_lock_held_without_a_pid_is_named_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.lock");
+        let holder = open(&path).unwrap();
+        rustix::fs::flock(&holder, FlockOperation::NonBlockingLockExclusive).unwrap();
+        let e = RunLock::acquire(&path).unwrap_err().to_string();
+        assert_eq!(e, "another dagexec run is executing this repository's plan");
+    }
+
     #[test]
     fn held_stale_and_released() {
         let dir = tempfile::tempdir().unwrap();
@@ -148,7 +164,9 @@ mod tests {
         let own = std::process::id() as i32;
         // Held (by this process, through another open file: the lock is the file's, not the
         // process's).
-        assert!(matches!(RunLock::acquire(&path), Err(LockError::Held { pid }) if pid == own));
+        assert!(
+            matches!(RunLock::acquire(&path), Err(LockError::Held { pid }) if pid == Some(own))
+        );
         drop(lock);
         assert_eq!(fs::read_to_string(&path).unwrap(), "", "released on drop");
         // What a run killed with the lock leaves: its pid, and no lock.
@@ -219,9 +237,12 @@ mod tests {
             other.join().unwrap()
         });
         assert!(
-            named.iter().all(|&p| p == own),
+            named.iter().all(|&p| p == Some(own)),
             "named {:?}",
-            named.iter().filter(|&&p| p != own).collect::<Vec<_>>()
+            named
+                .iter()
+                .filter(|&&p| p != Some(own))
+                .collect::<Vec<_>>()
         );
     }
 
