@@ -13,19 +13,24 @@ fn env_of(pairs: &[(&str, String)]) -> impl Fn(&str) -> Option<String> + use<> {
     move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
 }
 
-async fn gateway(upstream: &MockServer, budgets: Budgets) -> Gateway {
-    let env = env_of(&[
-        ("ANTHROPIC_BASE_URL", upstream.uri()),
-        ("ANTHROPIC_API_KEY", "sk-ant-real".into()),
-    ]);
+/// A gateway in front of `upstreams`, held to `budgets`, at the default prices.
+async fn start(upstreams: Upstreams, budgets: Budgets) -> Gateway {
     Gateway::start(Config {
-        upstreams: Upstreams::from_env(&env),
+        upstreams,
         budgets,
         prices: crate::pure::prices::Prices::default(),
         task_recorded: BTreeMap::new(),
     })
     .await
     .unwrap()
+}
+
+async fn gateway(upstream: &MockServer, budgets: Budgets) -> Gateway {
+    let env = env_of(&[
+        ("ANTHROPIC_BASE_URL", upstream.uri()),
+        ("ANTHROPIC_API_KEY", "sk-ant-real".into()),
+    ]);
+    start(Upstreams::from_env(&env), budgets).await
 }
 
 /// A POST of `body` to `url` with `headers`: the status and the answer's text.
@@ -295,14 +300,7 @@ async fn codexs_own_provider_is_the_openai_upstream_unless_openai_base_url_is_se
     ]);
     let upstreams = Upstreams::from_env(&env).with_codex(Some(&codex), &env);
     assert!(!format!("{upstreams:?}").contains("org-7"));
-    let gw = Gateway::start(Config {
-        upstreams,
-        budgets: Budgets::default(),
-        prices: crate::pure::prices::Prices::default(),
-        task_recorded: BTreeMap::new(),
-    })
-    .await
-    .unwrap();
+    let gw = start(upstreams, Budgets::default()).await;
     let pass = gw.open(0).unwrap();
     let url = format!("{}/openai/responses", gw.url());
     let auth = format!("Bearer {}", pass.token);
@@ -364,14 +362,7 @@ data: {\"usageMetadata\":{\"promptTokenCount\":90,\"cachedContentTokenCount\":30
         ("GOOGLE_GEMINI_BASE_URL", upstream),
         ("GEMINI_API_KEY", "g-real".into()),
     ]);
-    let gw = Gateway::start(Config {
-        upstreams: Upstreams::from_env(&env),
-        budgets: Budgets::default(),
-        prices: crate::pure::prices::Prices::default(),
-        task_recorded: BTreeMap::new(),
-    })
-    .await
-    .unwrap();
+    let gw = start(Upstreams::from_env(&env), Budgets::default()).await;
     let pass = gw.open(0).unwrap();
     let url = format!(
         "{}/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
