@@ -287,6 +287,52 @@ fn codex_with_its_own_provider_and_no_openai_base_url_reaches_it_through_the_gat
     }
 }
 
+/// A user whose Codex configuration selects a provider that names no key (a local server,
+/// as Codex's built-in `ollama` and `lmstudio` are) and who has no `OpenAI` key at all: Codex
+/// itself sends such a provider no key, so the gateway does not refuse its requests for want
+/// of `OPENAI_API_KEY` but sends them on without one.
+#[test]
+fn codex_with_a_keyless_provider_and_no_openai_key_reaches_it_without_a_key() {
+    let Some(bin) = agents_bin() else {
+        return;
+    };
+    let server = ModelServer::start();
+    let dir = repo(&plan("gpt-5.5"), &[("README.md", "real agents\n")]);
+    let home = tempfile::tempdir().unwrap();
+    let codex_home = home.path().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let config = format!(
+        "model = \"gpt-5.5\"\nmodel_provider = \"local\"\n\n\
+         [model_providers.local]\nname = \"a local server\"\nbase_url = \"{}/local/v1\"\n\
+         wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+        server.url()
+    );
+    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = local(dir.path())
+        .worker(&documented_worker("codex"))
+        .args(["--yes", "--timeout", "120s"])
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("CODEX_HOME", &codex_home)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CODEX_API_KEY")
+        .env_remove("DAGEXEC_GATEWAY")
+        .run();
+    assert!(out.status.success(), "{}", text(&out));
+    let seen = server.seen();
+    assert!(!seen.is_empty(), "{}", text(&out));
+    for s in &seen {
+        assert_eq!(s.path, "/local/v1/responses", "{seen:?}");
+        assert_eq!(s.key, None, "{seen:?}");
+    }
+}
+
 #[test]
 fn gemini_completes_a_plan_with_its_spend() {
     let Some((dir, server)) = completes_a_plan("gemini", "gemini-2.5-pro") else {

@@ -226,13 +226,13 @@ fn upstream_parts(
     upstream: &super::Upstream,
     rest: &str,
 ) -> Result<hyper::http::request::Parts, Refused> {
-    let Some(key) = &upstream.key else {
+    if upstream.key.is_none() && !upstream.keyless {
         return Err(Refused::Upstream(format!(
             "no {} key: set {} in dagexec's environment",
             provider.label(),
             upstream.key_var
         )));
-    };
+    }
     let mut url = format!("{}{rest}", upstream.base);
     if !upstream.query.is_empty() {
         let sep = if rest.contains('?') { '&' } else { '?' };
@@ -244,14 +244,16 @@ fn upstream_parts(
     for name in HOP_BY_HOP.iter().chain(&crate::pure::gateway::KEY_HEADERS) {
         parts.headers.remove(*name);
     }
-    let mut v = hyper::header::HeaderValue::from_str(key.value.expose()).map_err(|_| {
-        Refused::Upstream(format!(
-            "the {} key in dagexec's environment is not a valid header value",
-            provider.label()
-        ))
-    })?;
-    v.set_sensitive(true);
-    parts.headers.insert(key.header, v);
+    if let Some(key) = &upstream.key {
+        let mut v = hyper::header::HeaderValue::from_str(key.value.expose()).map_err(|_| {
+            Refused::Upstream(format!(
+                "the {} key in dagexec's environment is not a valid header value",
+                provider.label()
+            ))
+        })?;
+        v.set_sensitive(true);
+        parts.headers.insert(key.header, v);
+    }
     // A user's Codex provider's own headers (`http_headers`, `env_http_headers`).
     for (name, value) in &upstream.headers {
         let bad = || {

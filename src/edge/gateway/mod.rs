@@ -53,6 +53,9 @@ pub struct Upstream {
     key: Option<Key>,
     /// The variable the key is read from, for the message when it is unset.
     key_var: String,
+    /// Without a key, requests go without one (a user's Codex provider that names no key of
+    /// its own, as Codex sends them) instead of being refused.
+    keyless: bool,
     /// `name=value` pairs, encoded and joined with `&`, added to the query (empty: none).
     query: Token,
     /// Headers added upstream (values may be credentials).
@@ -79,6 +82,7 @@ impl Upstreams {
                         base: base.trim().trim_end_matches('/').to_string(),
                         key: vars.iter().find_map(|v| set(v).map(|k| Key::of(p, v, &k))),
                         key_var: vars[0].to_string(),
+                        keyless: false,
                         query: Token::new(""),
                         headers: Vec::new(),
                     };
@@ -89,10 +93,11 @@ impl Upstreams {
     }
 
     /// `OpenAI`'s upstream taken from the provider a user's Codex configuration selects
-    /// (`codex`) when `OPENAI_BASE_URL` is unset in `env`: its base URL, its key from the
-    /// variable its `env_key` names (else `OPENAI_API_KEY` as before), its query parameters
-    /// and headers (`env_http_headers` read from `env`; one whose variable is unset is left
-    /// out, as Codex does).
+    /// (`codex`) when `OPENAI_BASE_URL` is unset in `env`: its base URL; its key as Codex
+    /// picks it — its `experimental_bearer_token`, else the variable its `env_key` names,
+    /// else `OPENAI_API_KEY` when set and none at all when not; its query parameters and
+    /// headers (`env_http_headers` read from `env`; one whose variable is unset is left out,
+    /// as Codex does).
     pub fn with_codex(
         mut self,
         codex: Option<&crate::pure::gateway::codex::CodexProvider>,
@@ -106,9 +111,17 @@ impl Upstreams {
             return self;
         };
         up.base.clone_from(&codex.base_url);
-        if let Some(var) = &codex.env_key {
+        if let Some(token) = &codex.bearer_token {
+            up.key = Some(Key::of(
+                Provider::OpenAi,
+                "experimental_bearer_token",
+                token,
+            ));
+        } else if let Some(var) = &codex.env_key {
             up.key = set(var).map(|k| Key::of(Provider::OpenAi, var, &k));
             up.key_var.clone_from(var);
+        } else {
+            up.keyless = true;
         }
         let query = codex.query_params.iter();
         let query = query.map(|(k, v)| format!("{}={}", encode_segment(k), encode_segment(v)));
@@ -551,71 +564,71 @@ pub fn user_codex_file() -> Option<(std::path::PathBuf, String)> {
 }
 
 /// Codex's `config.toml` for an attempt: the user's own (`user`), every `model_provider`
-/// choice taken out (the top level's and each profile's), with `model_provider = "dagexec"` first and the provider
-/// `dagexec` (the gateway's `/openai`, the Responses API, the key from `OPENAI_API_KEY`: the
-/// token) last, keeping the retry and timeout settings of the provider the user had chosen
-/// (at the top level or in the selected profile) and leaving out every provider's headers,
-/// query parameters and bearer token, however the file writes them. Line by line: a
-/// multi-line string or array under a provider is not followed.
+/// choice taken out (the top level's and each profile's), with `model_provider = "dagexec"`
+/// and the provider `dagexec` (the gateway's `/openai`, the Responses API, the key from
+/// `OPENAI_API_KEY`: the token), keeping the retry and timeout settings of the provider the
+/// user had chosen (at the top level or in the selected profile) and leaving out every
+/// provider's headers, query parameters and bearer token. The file is read as TOML and
+/// written again, so however it writes a key (a table, a dotted key, an inline table, within
+/// a multi-line string) it is judged as Codex reads it; a file that is not TOML gives only
+/// the gateway's provider (Codex would refuse the file itself; the run refuses it first when
+/// it reads the file, [`crate::pure::gateway::codex::selected`]).
 fn codex_config(user: &str, url: &str) -> String {
+    use toml::{Table, Value};
     const CARRIED: [&str; 3] = [
         "request_max_retries",
         "stream_max_retries",
         "stream_idle_timeout_ms",
     ];
     const SECRET: [&str; 3] = ["http_headers", "query_params", "experimental_bearer_token"];
+    let mut doc: Table = toml::from_str(user).unwrap_or_default();
     // The provider Codex would use: the top level's choice, or the selected profile's.
-    let chosen = toml::from_str(user)
-        .ok()
-        .and_then(|doc| crate::pure::gateway::codex::chosen(&doc).ok().flatten())
-        .map(|(id, _)| id);
-    let mut table = String::new();
-    let mut kept = String::new();
-    let mut carried = String::new();
-    for line in user.lines() {
-        let t = line.trim();
-        // The line's whole dotted path: its table's and its key's (a dotted key names a
-        // table of its own: `model_providers.x.http_headers = …` at the top level).
-        let path = if t.starts_with('[') {
-            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
-            table.clone()
-        } else if table.is_empty() {
-            key_of(t).to_string()
-        } else {
-            format!("{table}.{}", key_of(t))
-        };
-        // Nothing may choose another provider: not the top level, not a profile.
-        let chooses = path == "model_provider"
-            || (path.starts_with("profiles.") && path.ends_with(".model_provider"));
-        // A provider's headers, query parameters and token may be credentials: the gateway
-        // adds them upstream, the agent's user never reads them (however the line writes
-        // them: a table, a key, a dotted key, an inline table).
-        let providers = path.starts_with("model_providers");
-        let secret = providers && SECRET.iter().any(|k| path.contains(k) || t.contains(k));
-        let ours =
-            path == "model_providers.dagexec" || path.starts_with("model_providers.dagexec.");
-        if ours || chooses || secret {
-            continue;
+    let chosen = crate::pure::gateway::codex::chosen(&doc).ok().flatten();
+    // Nothing may choose another provider: not the top level, not a profile.
+    doc.remove("model_provider");
+    if let Some(Value::Table(profiles)) = doc.get_mut("profiles") {
+        for profile in profiles.iter_mut().filter_map(|(_, p)| p.as_table_mut()) {
+            profile.remove("model_provider");
         }
-        if let Some(c) = &chosen
-            && let Some(k) = CARRIED
-                .iter()
-                .find(|k| path == format!("model_providers.{c}.{k}"))
-        {
-            let value = t.split_once('=').map_or("", |(_, v)| v.trim());
-            carried.push_str(&format!("{k} = {value}\n"));
-        }
-        kept.push_str(line);
-        kept.push('\n');
     }
-    format!(
-        "model_provider = \"dagexec\"\n{kept}\n[model_providers.dagexec]\nname = \"dagexec gateway\"\nbase_url = \"{url}/openai\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n{carried}"
-    )
-}
-
-/// The key of a TOML line `key = value` (the whole line, trimmed, when it has no `=`).
-fn key_of(line: &str) -> &str {
-    line.split('=').next().unwrap_or_default().trim()
+    let mut ours = Table::new();
+    for (k, v) in [
+        ("name", "dagexec gateway".to_string()),
+        ("base_url", format!("{url}/openai")),
+        ("env_key", "OPENAI_API_KEY".to_string()),
+        ("wire_api", "responses".to_string()),
+    ] {
+        ours.insert(k.to_string(), Value::String(v));
+    }
+    let providers = doc
+        .entry("model_providers")
+        .or_insert_with(|| Value::Table(Table::new()));
+    if !providers.is_table() {
+        *providers = Value::Table(Table::new());
+    }
+    let providers = providers.as_table_mut().expect("made a table above");
+    if let Some((id, _)) = chosen
+        && let Some(theirs) = providers.get(&id).and_then(Value::as_table)
+    {
+        ours.extend(
+            CARRIED
+                .iter()
+                .filter_map(|k| Some(((*k).to_string(), theirs.get(*k)?.clone()))),
+        );
+    }
+    // A provider's headers, query parameters and token may be credentials: the gateway
+    // adds them upstream, the agent's user never reads them.
+    for provider in providers.iter_mut().filter_map(|(_, p)| p.as_table_mut()) {
+        for k in SECRET {
+            provider.remove(k);
+        }
+    }
+    providers.insert("dagexec".to_string(), Value::Table(ours));
+    doc.insert(
+        "model_provider".to_string(),
+        Value::String("dagexec".into()),
+    );
+    toml::to_string(&doc).unwrap_or_default()
 }
 
 /// A hold on `provider` until `until` (a later hold wins).

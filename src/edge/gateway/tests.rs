@@ -403,3 +403,95 @@ fn a_profiles_choice_written_as_a_dotted_key_is_left_out() {
     let ours = config.split("[model_providers.dagexec]").nth(1).unwrap();
     assert!(ours.contains("request_max_retries = 7"), "{config}");
 }
+
+/// A multi-line string is one TOML value, whatever its lines look like: one holding a line
+/// like a table header hides nothing from the attempt's configuration.
+#[test]
+fn a_multi_line_string_under_a_provider_hides_no_secret() {
+    let user = "model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://a/v1\"\nname = \"\"\"\n[profiles.p]\n\"\"\"\nexperimental_bearer_token = \"sk-hidden-secret\"\n";
+    let config = codex_config(user, "http://127.0.0.1:9");
+    assert!(!config.contains("secret"), "{config}");
+    let doc: toml::Table = toml::from_str(&config).unwrap();
+    assert_eq!(doc["model_provider"].as_str(), Some("dagexec"));
+    assert_eq!(
+        doc["model_providers"]["azure"]["name"].as_str(),
+        Some("[profiles.p]\n")
+    );
+}
+
+/// A mock provider answering a Responses call at `at` when `auth` (the whole
+/// `authorization` header, or none at all) is what reaches it.
+async fn responses_upstream(at: &str, auth: Option<&str>) -> MockServer {
+    let server = MockServer::start().await;
+    let answer = ResponseTemplate::new(200).set_body_json(serde_json::json!({
+        "model": "qwen3", "usage": {"input_tokens": 3, "output_tokens": 2}}));
+    let call = Mock::given(method("POST")).and(path(at));
+    match auth {
+        Some(auth) => call.and(header("authorization", auth)),
+        None => call.and(wiremock::matchers::any()),
+    }
+    .respond_with(answer)
+    .mount(&server)
+    .await;
+    if auth.is_none() {
+        Mock::given(header_exists("authorization"))
+            .respond_with(ResponseTemplate::new(500))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+    }
+    server
+}
+
+/// The status of one Responses call of an attempt through a gateway whose `OpenAI`
+/// upstream is the provider `config` (a Codex `config.toml`) selects, in `env`.
+async fn call_through_codex(config: &str, env: &[(&str, String)]) -> (u16, String) {
+    let codex = crate::pure::gateway::codex::selected(config)
+        .unwrap()
+        .unwrap();
+    let env = env_of(env);
+    let gw = start(
+        Upstreams::from_env(&env).with_codex(Some(&codex), &env),
+        Budgets::default(),
+    )
+    .await;
+    let pass = gw.open(0).unwrap();
+    let auth = format!("Bearer {}", pass.token);
+    post(
+        &format!("{}/openai/responses", gw.url()),
+        &[("authorization", &auth)],
+    )
+    .await
+}
+
+/// Codex sends a provider that names no `env_key` (its built-in `ollama` and `lmstudio`, a
+/// local server) no key of its own: without an `OpenAI` key in the environment the request
+/// goes without one, as Codex's own would, instead of being refused for want of
+/// `OPENAI_API_KEY`.
+#[tokio::test]
+async fn a_codex_provider_without_env_key_is_reached_without_a_key() {
+    let server = responses_upstream("/v1/responses", None).await;
+    let config = format!(
+        "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"{}/v1\"\n",
+        server.uri()
+    );
+    let (status, body) = call_through_codex(&config, &[]).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A provider's `experimental_bearer_token` is its key, as Codex uses it (before `env_key`):
+/// it is kept out of the attempt's configuration, so the gateway sends it upstream.
+#[tokio::test]
+async fn a_codex_providers_bearer_token_is_the_key_sent_upstream() {
+    let server = responses_upstream("/v1/responses", Some("Bearer sk-bearer")).await;
+    let config = format!(
+        "model_provider = \"p\"\n[model_providers.p]\nbase_url = \"{}/v1\"\nenv_key = \"P_KEY\"\nexperimental_bearer_token = \"sk-bearer\"\n",
+        server.uri()
+    );
+    let env = [
+        ("P_KEY", "sk-env".to_string()),
+        ("OPENAI_API_KEY", "sk-openai".to_string()),
+    ];
+    let (status, body) = call_through_codex(&config, &env).await;
+    assert_eq!(status, 200, "{body}");
+}

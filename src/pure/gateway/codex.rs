@@ -18,6 +18,9 @@ pub struct CodexProvider {
     pub base_url: String,
     /// The variable holding its key (sent as a bearer token), if it names one.
     pub env_key: Option<String>,
+    /// Its key written in the file (`experimental_bearer_token`), which Codex sends before
+    /// `env_key`'s.
+    pub bearer_token: Option<String>,
     /// Query parameters added to every request.
     pub query_params: BTreeMap<String, String>,
     /// Headers added to every request.
@@ -172,6 +175,7 @@ fn provider(
         id,
         base_url,
         env_key,
+        bearer_token: opt_string("experimental_bearer_token")?,
         query_params: map("query_params")?,
         http_headers: map("http_headers")?,
         env_http_headers: map("env_http_headers")?,
