@@ -198,16 +198,18 @@ pub fn token_of<'a>(
 ) -> Option<&'a str> {
     headers
         .into_iter()
-        .find_map(|(name, value)| match name {
-            "x-api-key" | "x-goog-api-key" => Some(value.trim()),
-            "authorization" => value
-                .trim()
-                .strip_prefix("Bearer ")
-                .or_else(|| value.trim().strip_prefix("bearer "))
-                .map(str::trim),
-            _ => None,
+        .find_map(|(name, value)| {
+            let token = match name {
+                "x-api-key" | "x-goog-api-key" => Some(value.trim()),
+                "authorization" => value
+                    .trim()
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.trim().strip_prefix("bearer "))
+                    .map(str::trim),
+                _ => None,
+            };
+            token.filter(|t| !t.is_empty())
         })
-        .filter(|t| !t.is_empty())
         .or(query_key)
 }
 

@@ -178,6 +178,11 @@ fn the_token_is_read_from_whichever_header_the_cli_uses() {
         Some("dgx-d")
     );
     assert_eq!(token_of([("x-api-key", " ")], None), None);
+    // An empty key header does not hide the token another one carries.
+    assert_eq!(
+        token_of([("x-api-key", ""), ("authorization", "Bearer dgx-e")], None),
+        Some("dgx-e")
+    );
     assert_eq!(token_of([], None), None);
     assert_eq!(
         without_key_param("/m?key=k&alt=sse"),
