@@ -6,7 +6,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::Frame;
@@ -137,21 +137,42 @@ async fn admit(
     };
     let model_call = provider.is_model_call(&route.rest);
     if model_call {
-        wait_for_hold(shared, provider).await;
-        wait_for_window(shared, provider).await;
-        // Checked and counted in one change of the tab (under its lock): requests arriving
-        // together with one left cannot both pass.
-        let admitted = tab.change(|s| {
-            let admitted = shared.limits(&tab).admit(s.requests);
-            match &admitted {
-                Ok(()) => s.requests += 1,
-                Err(refused) => s.refused = Some(message_of(provider, refused)),
+        let refused = |r: Refused| refuse(Some(provider), &r);
+        wait_for_hold(shared, &tab, provider)
+            .await
+            .map_err(refused)?;
+        let started = wait_for_window(shared, &tab, provider)
+            .await
+            .map_err(refused)?;
+        // A request the limits refuse gives its place in the window back.
+        if let Err(r) = admit_within_limits(shared, &tab, provider, true) {
+            if let (Some(at), Some(w)) = (started, held(&shared.windows).get_mut(&provider)) {
+                w.withdraw(at);
             }
-            admitted
-        });
-        admitted.map_err(|refused| refuse(Some(provider), &refused))?;
+            return Err(refused(r));
+        }
     }
     Ok((route, tab, model_call))
+}
+
+/// Whether the attempt's limits (budgets, request cap) let one more model request start;
+/// with `count`, it is counted as started in the same change of the tab (under its lock),
+/// so requests arriving together with one left cannot both pass. A refusal is recorded.
+fn admit_within_limits(
+    shared: &Shared,
+    tab: &Tab,
+    provider: Provider,
+    count: bool,
+) -> Result<(), Refused> {
+    tab.change(|s| {
+        let admitted = shared.limits(tab).admit(s.requests);
+        match &admitted {
+            Ok(()) if count => s.requests += 1,
+            Ok(()) => {}
+            Err(refused) => s.refused = Some(message_of(provider, refused)),
+        }
+        admitted
+    })
 }
 
 /// Sends the admitted request upstream with the provider's key and streams the answer back,
@@ -282,26 +303,35 @@ fn message_of(provider: Provider, refused: &Refused) -> String {
 
 /// Waits while a provider's rate limit holds its requests (a hold set meanwhile is waited
 /// out too).
-async fn wait_for_hold(shared: &Shared, provider: Provider) {
+async fn wait_for_hold(shared: &Shared, tab: &Tab, provider: Provider) -> Result<(), Refused> {
     loop {
         let until = held(&shared.holds).get(&provider).copied();
         let Some(until) = until.filter(|u| *u > Instant::now()) else {
-            return;
+            return Ok(());
         };
+        // A request the limits refuse is answered at once, not after the wait.
+        admit_within_limits(shared, tab, provider, false)?;
         tokio::time::sleep_until(until.into()).await;
     }
 }
 
 /// Waits while the provider's requests- and tokens-per-minute window holds its requests
-/// (counting this one in once it lets it start).
-async fn wait_for_window(shared: &Shared, provider: Provider) {
+/// (counting this one in once it lets it start: when, if the provider has a window); a
+/// request the limits refuse is answered at once, not after the wait.
+async fn wait_for_window(
+    shared: &Shared,
+    tab: &Tab,
+    provider: Provider,
+) -> Result<Option<Duration>, Refused> {
     loop {
+        let now = shared.origin.elapsed();
         let admitted = held(&shared.windows)
             .get_mut(&provider)
-            .map_or(Ok(()), |w| w.admit(shared.origin.elapsed()));
-        let Err(wait) = admitted else {
-            return;
+            .map(|w| w.admit(now).map(|()| now));
+        let Some(Err(wait)) = admitted else {
+            return Ok(admitted.and_then(Result::ok));
         };
+        admit_within_limits(shared, tab, provider, false)?;
         tokio::time::sleep(wait).await;
     }
 }

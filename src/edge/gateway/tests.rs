@@ -495,3 +495,35 @@ async fn a_codex_providers_bearer_token_is_the_key_sent_upstream() {
     let (status, body) = call_through_codex(&config, &env).await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// A request the budget refuses is answered at once: it neither waits for the provider's
+/// requests-per-minute window nor takes a place in it from the requests that may start (the
+/// second would fill it, and the third wait a minute).
+#[tokio::test]
+async fn a_request_past_the_budget_takes_no_place_in_the_rate_window() {
+    let server = upstream().await;
+    let gw = gateway(
+        &server,
+        Budgets {
+            run: Some((0.0001, 0.0)),
+            ..Budgets::default()
+        },
+    )
+    .await;
+    let rate = crate::pure::gateway::window::Rate {
+        requests_per_minute: Some(2),
+        tokens_per_minute: None,
+    };
+    gw.pace(&BTreeMap::from([(Provider::Anthropic, rate)]));
+    let pass = gw.open(0).unwrap();
+    let url = format!("{}/anthropic/v1/messages", gw.url());
+    assert_eq!(post(&url, &[("x-api-key", &pass.token)]).await.0, 200);
+    let key = [("x-api-key", pass.token.as_str())];
+    for _ in 0..2 {
+        let refused = tokio::time::timeout(Duration::from_secs(5), post(&url, &key));
+        let (status, body) = refused.await.expect("answered without waiting");
+        assert_eq!(status, 400, "{body}");
+    }
+    let started = held(&gw.shared.windows)[&Provider::Anthropic].requests();
+    assert_eq!(started, 1);
+}

@@ -88,6 +88,13 @@ impl Window {
         Ok(())
     }
 
+    /// Forgets the request [`Window::admit`] counted as started at `at` (it did not start).
+    pub fn withdraw(&mut self, at: Duration) {
+        if let Some(i) = self.starts.iter().rposition(|&t| t == at) {
+            self.starts.remove(i);
+        }
+    }
+
     /// `tokens` spent at `now`.
     pub fn spent(&mut self, now: Duration, tokens: u64) {
         if tokens > 0 && self.rate.tokens_per_minute.is_some() {
