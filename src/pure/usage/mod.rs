@@ -587,13 +587,15 @@ impl Budget {
         let usd: f64 = t
             .parse()
             .map_err(|_| format!("{s:?} is not an amount of USD (examples: 5, 12.50)"))?;
-        if !usd.is_finite() || usd <= 0.0 || usd > MAX_BUDGET_USD {
+        // Kept in millionths of a dollar: a budget that rounds to none is refused too.
+        let micros = (usd * 1e6).round();
+        if !usd.is_finite() || micros < 1.0 || usd > MAX_BUDGET_USD {
             return Err(format!(
-                "{s:?}: the budget must be more than 0 and at most {MAX_BUDGET_USD} USD"
+                "{s:?}: the budget must be at least 0.000001 and at most {MAX_BUDGET_USD} USD"
             ));
         }
         Ok(Budget {
-            micros: (usd * 1e6).round() as u64,
+            micros: micros as u64,
         })
     }
 

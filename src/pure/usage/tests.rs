@@ -311,9 +311,11 @@ fn the_file_wins_field_by_field() {
 fn the_budget() {
     assert_eq!(Budget::parse("5").unwrap().usd(), 5.0);
     assert_eq!(Budget::parse(" $12.50 ").unwrap().to_string(), "$12.50");
-    for bad in ["0", "-1", "abc", "NaN", "inf", "1e12", ""] {
+    for bad in ["0", "-1", "abc", "NaN", "inf", "1e12", "", "0.0000001"] {
         assert!(Budget::parse(bad).is_err(), "{bad}");
     }
+    // The smallest budget kept: a millionth of a dollar, not one that rounds to nothing.
+    assert_eq!(Budget::parse("0.000001").unwrap().usd(), 0.000001);
     let b = Budget::parse("1").unwrap();
     assert!(!b.reached(0.999) && b.reached(1.0) && b.reached(1.2));
     let mut p = plan(2);
