@@ -35,12 +35,14 @@ const STRIPPED_ENV: &[&str] = &[
 
 /// Settings passed with `-c` to every call: unquoted paths in output, no hooks (a
 /// `post-checkout` hook would run on every worktree we add), no automatic gc or maintenance
-/// started behind our back between two of our commands.
+/// started behind our back between two of our commands, and no signature verification
+/// printed into `git log`'s output (a user's `log.showSignature`).
 const ALWAYS: &[&str] = &[
     "core.quotepath=off",
     "core.hooksPath=/dev/null",
     "gc.auto=0",
     "maintenance.auto=false",
+    "log.showSignature=false",
 ];
 
 #[cfg(test)]

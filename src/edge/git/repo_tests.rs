@@ -318,3 +318,38 @@ fn history_is_read_at_a_commit_along_first_parents_and_by_the_last_change_of_a_p
     );
     assert!(f.repo.files_of_last_change("never.txt").unwrap().is_empty());
 }
+
+/// A user's `log.showSignature` prints each signed commit's verification before the commit
+/// in `git log`; the history dagexec reads back (the steering records, the plan's last
+/// change) is read without it. The signature is made and verified by a stand-in for gpg.
+#[test]
+fn signed_commits_read_back_under_log_show_signature() {
+    let f = Fixture::new();
+    let gpg = f.tmp.path().join("gpg");
+    write(
+        f.tmp.path(),
+        "gpg",
+        "#!/bin/sh\ncase \"$*\" in\n*--verify*) echo 'gpg: Good signature from \"Someone\"' >&2; echo '[GNUPG:] GOODSIG 0 Someone';;\n*) cat >/dev/null; printf '\\n[GNUPG:] SIG_CREATED D 1 8 00 1 X\\n' >&2; printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nZmFrZQ==\\n-----END PGP SIGNATURE-----\\n';;\nesac\n",
+    );
+    set_executable(&gpg);
+    f.git(&["config", "gpg.program", gpg.to_str().unwrap()]);
+    f.git(&["config", "user.signingkey", "X"]);
+    f.write("a.txt", "a\n");
+    f.git(&["add", "a.txt"]);
+    f.git(&["commit", "-q", "-S", "-m", "steer\n\nDagexec-Steered: yes"]);
+    let sha = f.git(&["rev-parse", "HEAD"]);
+    assert!(f.git(&["cat-file", "commit", "HEAD"]).contains("gpgsig"));
+    f.git(&["config", "log.showSignature", "true"]);
+    // Plain `git log` (without dagexec's settings) shows the verification first.
+    let plain = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%H"])
+        .current_dir(f.root())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&plain.stdout).starts_with("gpg: Good signature"));
+    let found = f.repo.commits_mentioning("Dagexec-Steered", None).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].sha, sha);
+    assert_eq!(found[0].message, "steer\n\nDagexec-Steered: yes");
+    assert_eq!(f.repo.files_of_last_change("a.txt").unwrap(), ["a.txt"]);
+}
