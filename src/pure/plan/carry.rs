@@ -4,14 +4,16 @@
 
 use serde_json::Value;
 
+use super::fields;
 use super::model::{CompletedTask, Plan, Status, Task};
 
 /// Carries the state of `old`'s tasks to `fresh` along `moved` (old task index → fresh task
 /// index): a paired task that is not completed in `fresh` and not `held` keeps its status,
 /// result, attempts and extra fields (reviews, questions), except the source's own field
 /// `own`; a completed task keeps the summary it was completed with, and the records of a
-/// paired task's attempts (`progress.dagexecAttempts`) name its fresh index. Unpaired tasks
-/// start afresh.
+/// paired task's attempts (`progress.dagexecAttempts`) name its fresh index, as the
+/// Action's records do (the open round, the logs' links, a task's follow-up: [`Moved`]).
+/// Unpaired tasks start afresh.
 pub fn carry_state(
     fresh: &mut Plan,
     old: &Plan,
@@ -37,10 +39,29 @@ pub fn carry_state(
                 new.extra.insert(k.clone(), v.clone());
             }
         }
+        let to = Moved(moved);
+        if let Some(f) = new.extra.get_mut(fields::FOLLOW_UP) {
+            to.follow_up(f);
+        }
+        if let Some(Value::Object(checks)) = new.extra.get_mut(fields::FOLLOW_UP_CHECKS) {
+            to.keys(checks);
+        }
     }
     let mut progress = old.progress.clone();
+    let to = Moved(moved);
+    if let Some(Value::Object(round)) = progress.extra.get_mut(fields::ROUND) {
+        if let Some(Value::Array(tasks)) = round.get_mut("tasks") {
+            to.list(tasks);
+        }
+        if let Some(Value::Array(follow_ups)) = round.get_mut("followUps") {
+            follow_ups.retain_mut(|f| to.follow_up(f));
+        }
+    }
+    if let Some(Value::Object(logs)) = progress.extra.get_mut(fields::LOGS) {
+        to.keys(logs);
+    }
     // An attempt's record follows its task; one of a task left unpaired stays where it was.
-    if let Some(Value::Array(records)) = progress.extra.get_mut(super::fields::ATTEMPTS) {
+    if let Some(Value::Array(records)) = progress.extra.get_mut(fields::ATTEMPTS) {
         for r in records {
             let to = r["task"]
                 .as_u64()
@@ -74,6 +95,55 @@ pub fn carry_state(
     fresh.progress = progress;
 }
 
+/// Old task index → fresh task index, for the Action's own records that name tasks by
+/// index (`progress.dagexecRound`, `progress.dagexecLogs`, a task's `dagexecFollowUp` and
+/// `dagexecFollowUpChecks`): an index whose task is unpaired is dropped from them.
+struct Moved<'a>(&'a [Option<usize>]);
+
+impl Moved<'_> {
+    fn to(&self, j: u64) -> Option<usize> {
+        self.0.get(usize::try_from(j).ok()?).copied().flatten()
+    }
+
+    /// A list of task indices.
+    fn list(&self, tasks: &mut Vec<Value>) {
+        tasks.retain_mut(|t| match t.as_u64().and_then(|j| self.to(j)) {
+            Some(i) => {
+                *t = i.into();
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// A map keyed by task index.
+    fn keys(&self, map: &mut serde_json::Map<String, Value>) {
+        *map = std::mem::take(map)
+            .into_iter()
+            .filter_map(|(k, v)| Some((self.to(k.parse().ok()?)?.to_string(), v)))
+            .collect();
+    }
+
+    /// A follow-up (`action::rounds::FollowUp`'s record): its task, the checks it runs and
+    /// the tasks it builds on; `false` when its own task is unpaired.
+    fn follow_up(&self, f: &mut Value) -> bool {
+        let Some(task) = f
+            .get("task")
+            .and_then(Value::as_u64)
+            .and_then(|j| self.to(j))
+        else {
+            return false;
+        };
+        f["task"] = task.into();
+        for k in ["checks", "onto"] {
+            if let Some(Value::Array(tasks)) = f.get_mut(k) {
+                self.list(tasks);
+            }
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +170,55 @@ mod tests {
         assert_eq!(fresh.tasks[2].status, Status::Failed);
         let records = &fresh.progress.extra[crate::pure::plan::fields::ATTEMPTS];
         assert_eq!(records[0]["task"], 2, "{records}");
+    }
+
+    /// The Action's own records that name tasks by index move with their tasks too: the open
+    /// round (its tasks and its follow-ups' tasks, checks and `onto`), the links to the
+    /// attempts' logs, and a task's follow-up and the checks kept beside it. Otherwise, after
+    /// the team puts a task first in tasks.md mid-round, the round's next part re-checks a
+    /// kept merge as another task's, with another task's checks, and links another's log.
+    #[test]
+    fn the_actions_records_follow_their_task_to_its_new_index() {
+        use crate::pure::plan::fields::{FOLLOW_UP, FOLLOW_UP_CHECKS, LOGS, ROUND};
+        use serde_json::json;
+        let task = |subject: &str| Task {
+            subject: subject.into(),
+            ..Default::default()
+        };
+        let mut old = Plan::new("g".into(), vec![task("a"), task("b"), task("c")]);
+        old.tasks[1].status = Status::InProgress;
+        old.tasks[1].extra.insert(
+            FOLLOW_UP.into(),
+            json!({"kind": "rebase", "task": 1, "attempt": 1, "onto": [0, 2], "why": "x"}),
+        );
+        old.tasks[1]
+            .extra
+            .insert(FOLLOW_UP_CHECKS.into(), json!({"0": [], "2": []}));
+        old.progress.extra.insert(
+            ROUND.into(),
+            json!({"round": 1, "tasks": [0, 1, 2], "parts": 1, "followUps": [
+                {"kind": "recheck", "task": 1, "attempt": 1, "patch": "", "checks": [0, 2]},
+                {"kind": "recheck", "task": 2, "attempt": 1, "patch": "", "checks": [1]}]}),
+        );
+        old.progress
+            .extra
+            .insert(LOGS.into(), json!({"0": "u0", "1": "u1", "2": "u2"}));
+        let mut fresh = Plan::new("g".into(), vec![task("new"), task("a"), task("b")]);
+        // `c` was rewritten: it is no longer paired.
+        carry_state(&mut fresh, &old, &[Some(1), Some(2), None], "own", |_| {
+            false
+        });
+        let b = &fresh.tasks[2].extra;
+        assert_eq!(
+            b[FOLLOW_UP],
+            json!({"kind": "rebase", "task": 2, "attempt": 1, "onto": [1], "why": "x"})
+        );
+        assert_eq!(b[FOLLOW_UP_CHECKS], json!({"1": []}));
+        assert_eq!(
+            fresh.progress.extra[ROUND],
+            json!({"round": 1, "tasks": [1, 2], "parts": 1, "followUps": [
+                {"kind": "recheck", "task": 2, "attempt": 1, "patch": "", "checks": [1]}]})
+        );
+        assert_eq!(fresh.progress.extra[LOGS], json!({"1": "u0", "2": "u1"}));
     }
 }
