@@ -233,45 +233,59 @@ fn codex_completes_a_plan_with_its_spend() {
     }
 }
 
-/// Issue 35: a user whose own Codex configuration selects a provider of their own (an Azure
-/// or proxy endpoint: its `base_url`, its key in the variable `env_key` names, its
-/// `query_params`) and who sets no `OPENAI_BASE_URL`: the gateway sends Codex's requests
-/// there, with that key, not to api.openai.com — and the agent holds neither.
-#[test]
-fn codex_with_its_own_provider_and_no_openai_base_url_reaches_it_through_the_gateway() {
-    let Some(bin) = agents_bin() else {
-        return;
-    };
+/// A local run of the three-task plan in a new repository through the pinned Codex, whose
+/// user configuration (`$CODEX_HOME/config.toml`) is `config` with `{url}` the scripted
+/// server's; no `OPENAI_BASE_URL`, `OPENAI_API_KEY` or `CODEX_API_KEY` in the environment,
+/// `env` set. `None` where the agent CLIs are not installed.
+fn codex_with_user_config(
+    config: &str,
+    env: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, ModelServer, Ran)> {
+    let bin = agents_bin()?;
     let server = ModelServer::start();
     let dir = repo(&plan("gpt-5.5"), &[("README.md", "real agents\n")]);
     let home = tempfile::tempdir().unwrap();
     let codex_home = home.path().join(".codex");
     std::fs::create_dir_all(&codex_home).unwrap();
-    let config = format!(
-        "model = \"gpt-5.5\"\nmodel_provider = \"proxy\"\n\n\
-         [model_providers.proxy]\nname = \"a proxy\"\nbase_url = \"{}/proxy/v1\"\n\
-         env_key = \"PROXY_API_KEY\"\nwire_api = \"responses\"\n\
-         query_params = {{ api-version = \"2025-04-01-preview\" }}\n\
-         request_max_retries = 0\nstream_max_retries = 0\n",
-        server.url()
-    );
+    let config = config.replace("{url}", &server.url());
     std::fs::write(codex_home.join("config.toml"), config).unwrap();
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = local(dir.path())
+    let mut run = local(dir.path())
         .worker(&documented_worker("codex"))
         .args(["--yes", "--timeout", "120s"])
         .env("PATH", path)
         .env("HOME", home.path())
         .env("CODEX_HOME", &codex_home)
-        .env("PROXY_API_KEY", "sk-proxy")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_API_KEY")
-        .env_remove("DAGEXEC_GATEWAY")
-        .run();
+        .env_remove("CODEX_API_KEY")
+        .env_remove("DAGEXEC_GATEWAY");
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    let out = run.run();
+    Some((dir, server, out))
+}
+
+/// Issue 35: a user whose own Codex configuration selects a provider of their own (an Azure
+/// or proxy endpoint: its `base_url`, its key in the variable `env_key` names, its
+/// `query_params`) and who sets no `OPENAI_BASE_URL`: the gateway sends Codex's requests
+/// there, with that key, not to api.openai.com — and the agent holds neither.
+#[test]
+fn codex_with_its_own_provider_and_no_openai_base_url_reaches_it_through_the_gateway() {
+    let config = "model = \"gpt-5.5\"\nmodel_provider = \"proxy\"\n\n\
+         [model_providers.proxy]\nname = \"a proxy\"\nbase_url = \"{url}/proxy/v1\"\n\
+         env_key = \"PROXY_API_KEY\"\nwire_api = \"responses\"\n\
+         query_params = { api-version = \"2025-04-01-preview\" }\n\
+         request_max_retries = 0\nstream_max_retries = 0\n";
+    let Some((dir, server, out)) = codex_with_user_config(config, &[("PROXY_API_KEY", "sk-proxy")])
+    else {
+        return;
+    };
     assert!(out.status.success(), "{}", text(&out));
     let seen = server.seen();
     assert!(!seen.is_empty(), "{}", text(&out));
@@ -293,37 +307,12 @@ fn codex_with_its_own_provider_and_no_openai_base_url_reaches_it_through_the_gat
 /// of `OPENAI_API_KEY` but sends them on without one.
 #[test]
 fn codex_with_a_keyless_provider_and_no_openai_key_reaches_it_without_a_key() {
-    let Some(bin) = agents_bin() else {
+    let config = "model = \"gpt-5.5\"\nmodel_provider = \"local\"\n\n\
+         [model_providers.local]\nname = \"a local server\"\nbase_url = \"{url}/local/v1\"\n\
+         wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n";
+    let Some((_dir, server, out)) = codex_with_user_config(config, &[]) else {
         return;
     };
-    let server = ModelServer::start();
-    let dir = repo(&plan("gpt-5.5"), &[("README.md", "real agents\n")]);
-    let home = tempfile::tempdir().unwrap();
-    let codex_home = home.path().join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    let config = format!(
-        "model = \"gpt-5.5\"\nmodel_provider = \"local\"\n\n\
-         [model_providers.local]\nname = \"a local server\"\nbase_url = \"{}/local/v1\"\n\
-         wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
-        server.url()
-    );
-    std::fs::write(codex_home.join("config.toml"), config).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = local(dir.path())
-        .worker(&documented_worker("codex"))
-        .args(["--yes", "--timeout", "120s"])
-        .env("PATH", path)
-        .env("HOME", home.path())
-        .env("CODEX_HOME", &codex_home)
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("CODEX_API_KEY")
-        .env_remove("DAGEXEC_GATEWAY")
-        .run();
     assert!(out.status.success(), "{}", text(&out));
     let seen = server.seen();
     assert!(!seen.is_empty(), "{}", text(&out));
