@@ -12,7 +12,7 @@ use super::model::{CompletedTask, Plan, Status, Task};
 /// result, attempts and extra fields (reviews, questions), except the source's own field
 /// `own`; a completed task keeps the summary it was completed with, and the records of a
 /// paired task's attempts (`progress.dagexecAttempts`) name its fresh index, as the
-/// Action's records do (the open round, the logs' links, a task's follow-up: [`Moved`]).
+/// Action's records do (the open round, the logs' links, a task's follow-up).
 /// Unpaired tasks start afresh.
 pub fn carry_state(
     fresh: &mut Plan,
