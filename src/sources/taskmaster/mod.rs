@@ -32,6 +32,7 @@
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
+//!   A status the team set that is not open (`review`, `cancelled`, `deferred`) stays.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's
