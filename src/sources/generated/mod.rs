@@ -339,7 +339,11 @@ pub fn prepare(
                 "",
             ))
         })?;
-        carry_over(&mut plan, &old, reader.field());
+        // Another list of the file (a Taskmaster tag switched to since) starts afresh.
+        let before = meta_of(&old);
+        if before.is_null() || before == meta_of(&plan) {
+            carry_over(&mut plan, &old, reader.field());
+        }
     }
     settle(&mut plan);
     let failed = |path: &Path, e: &dyn std::fmt::Display| {

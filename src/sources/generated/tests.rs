@@ -270,3 +270,34 @@ fn a_task_dagexec_completed_and_the_team_reopens_runs_again() {
     let plan = prepared(&dir, Format::Kiro, rel);
     assert_eq!(plan.tasks[0].status, Status::Pending);
 }
+
+#[test]
+fn a_run_of_another_tag_does_not_take_the_earlier_tags_state() {
+    // `task-master add-tag feature --copy-from-current`, then `use-tag feature`: the same IDs
+    // and texts, another list.
+    let tagged = TM_ABC.replacen(
+        "{\"master\": ",
+        &format!(
+            "{{\"feature\": {},\n\"master\": ",
+            &TM_ABC[11..TM_ABC.len() - 1]
+        ),
+        1,
+    );
+    let dir = repo(&[(TM, &tagged)]);
+    failed_run(&dir);
+    std::fs::write(
+        dir.path().join(".taskmaster/state.json"),
+        r#"{"currentTag": "feature"}"#,
+    )
+    .unwrap();
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert!(plan.goal.contains("(tag feature)"), "{}", plan.goal);
+    assert_eq!(
+        statuses(&plan),
+        [
+            ("1 a".to_string(), Status::Completed, 0),
+            ("2 b".to_string(), Status::Pending, 0),
+            ("3 c".to_string(), Status::Pending, 0)
+        ]
+    );
+}

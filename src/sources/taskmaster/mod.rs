@@ -5,7 +5,8 @@
 //! (`{"tasks": [...]}`) or tagged (`{"master": {"tasks": [...]}, "feature-x": {...}}`).
 //!
 //! - **Tag**: the plain form's tasks; else the current tag of `.taskmaster/state.json`
-//!   (`currentTag`) when the file has it, else `master`, else the only tag.
+//!   (`currentTag`) when the file has it, else `master`, else the only tag. A tag other than
+//!   the earlier run's starts afresh: that run's state is not carried over to it.
 //! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
 //!   (ID `3`). A task with subtasks is done when they all are: dagexec sets its status too.
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
