@@ -25,16 +25,11 @@ pub const GENERATED_DIR: &str = ".dagexec";
 pub const MAX_BYTES: u64 = 64 << 20;
 
 /// Why a task list cannot run: the message names the file's line or JSON path and the task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Problem {
     pub message: String,
     pub hint: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
 }
 
 impl Problem {
