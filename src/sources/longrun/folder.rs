@@ -85,10 +85,8 @@ pub fn front_matter<T: serde::de::DeserializeOwned + Default>(
     let end = rest
         .match_indices("\n---")
         .map(|(i, _)| i)
-        .find(|&i| {
-            let after = &rest[i + 4..];
-            after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
-        })
+        // A line `---`, spaces after it allowed.
+        .find(|&i| rest[i + 4..].split('\n').next().is_some_and(|l| l.trim().is_empty()))
         .ok_or_else(|| LongRunError::FrontMatter {
             path: path.into(),
             message: "the front matter opened with --- has no closing --- line".into(),
@@ -102,7 +100,8 @@ pub fn front_matter<T: serde::de::DeserializeOwned + Default>(
             message: e.to_string(),
         })?
     };
-    let body = rest[end + 4..].trim_start_matches(['\r', '\n']).to_string();
+    let after = rest[end + 4..].split_once('\n').map_or("", |(_, b)| b);
+    let body = after.trim_start_matches(['\r', '\n']).to_string();
     Ok((fm, body))
 }
 
@@ -514,6 +513,7 @@ mod tests {
         ));
         assert!(summary_skipped("---\r\nstatus: skipped\r\n---\r\n"));
         assert!(summary_completed("\u{feff}---\nstatus: completed\n---\n"));
+        assert!(summary_completed("---\nstatus: completed\n--- \r\n# x"));
         // An editor's BOM before the front matter: its depends_on still orders the plans.
         let files = vec![
             file("01", "# A\n"),
