@@ -28,8 +28,9 @@ pub(crate) enum Block<'a> {
     Comment,
 }
 
-/// Every line of `text`. A fence is three or more backticks or tildes; inside it only a line
-/// of the same character, at least as long and with nothing after it, closes it (`CommonMark`).
+/// Every line of `text`. A fence is three or more backticks (with no backtick after them) or
+/// tildes; inside it only a line of the same character, at least as long and with nothing
+/// after it, closes it (`CommonMark`).
 pub(crate) fn lines(text: &str) -> impl Iterator<Item = Content<'_>> {
     let mut fence: Option<(char, usize, &str)> = None;
     let mut in_comment = false;
@@ -46,9 +47,10 @@ pub(crate) fn lines(text: &str) -> impl Iterator<Item = Content<'_>> {
         }
         let line = line.trim_end();
         let trimmed = line.trim_start();
+        // A backtick fence's info string holds no backtick (else the line is a code span).
         let opens = ['`', '~'].into_iter().find_map(|c| {
             let n = trimmed.chars().take_while(|&x| x == c).count();
-            (n >= 3).then_some((c, n))
+            (n >= 3 && !(c == '`' && trimmed[n..].contains('`'))).then_some((c, n))
         });
         let block = if let Some((c, n, info)) = fence {
             if opens.is_some_and(|(o, m)| o == c && m >= n)

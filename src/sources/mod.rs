@@ -282,11 +282,17 @@ pub fn edit_would_undo(repo: &crate::edge::git::Repo, plan: &Plan) -> Option<Str
     if marks_done(&done)? == work {
         return None;
     }
+    // A unit the edit does not mark done is one whose own mark changes the text: what marking
+    // none changes (a task whose subtasks the edit marks done, itself not) is no unit's.
+    let none = marks_done(&BTreeSet::new())?;
     let missing: Vec<&str> = done
         .iter()
-        .filter(|id| marks_done(&BTreeSet::from([(*id).clone()])).is_some_and(|t| t != work))
+        .filter(|id| marks_done(&BTreeSet::from([(*id).clone()])).is_some_and(|t| t != none))
         .map(String::as_str)
         .collect();
+    if missing.is_empty() {
+        return None;
+    }
     let name = path.rsplit('/').next().unwrap_or(&path);
     let keep = reader.mark_done_hint(&missing);
     Some(format!(

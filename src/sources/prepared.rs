@@ -36,12 +36,10 @@ impl Source {
     /// over an earlier run's state — with `write` false in a temporary directory instead
     /// (`validate`, `status`, `run --dry-run`).
     pub fn prepare(&self, root: &Path, write: bool) -> Result<Prepared, Vec<Problem>> {
-        let one = |message: String, hint: String| vec![Problem { message, hint }];
         match self {
             Source::TaskList { format, path } => super::prepare(*format, root, path, write),
-            Source::LongRun(dir) => {
-                longrun::prepare(root, dir, write).map_err(|e| one(e.to_string(), e.hint()))
-            }
+            Source::LongRun(dir) => longrun::prepare(root, dir, write)
+                .map_err(|e| vec![Problem::new(e.to_string(), e.hint())]),
             Source::Issues(opts) => issues::read::prepare(root, opts, write).map_err(|p| vec![p]),
         }
     }

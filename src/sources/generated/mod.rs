@@ -25,16 +25,11 @@ pub const GENERATED_DIR: &str = ".dagexec";
 pub const MAX_BYTES: u64 = 64 << 20;
 
 /// Why a task list cannot run: the message names the file's line or JSON path and the task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct Problem {
     pub message: String,
     pub hint: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
 }
 
 impl Problem {
@@ -339,7 +334,11 @@ pub fn prepare(
                 "",
             ))
         })?;
-        carry_over(&mut plan, &old, reader.field());
+        // Another list of the file (a Taskmaster tag switched to since) starts afresh.
+        let before = meta_of(&old);
+        if before.is_null() || before == meta_of(&plan) {
+            carry_over(&mut plan, &old, reader.field());
+        }
     }
     settle(&mut plan);
     let failed = |path: &Path, e: &dyn std::fmt::Display| {

@@ -270,3 +270,105 @@ fn a_task_dagexec_completed_and_the_team_reopens_runs_again() {
     let plan = prepared(&dir, Format::Kiro, rel);
     assert_eq!(plan.tasks[0].status, Status::Pending);
 }
+
+#[test]
+fn a_run_of_another_tag_does_not_take_the_earlier_tags_state() {
+    // `task-master add-tag feature --copy-from-current`, then `use-tag feature`: the same IDs
+    // and texts, another list.
+    let tagged = TM_ABC.replacen(
+        "{\"master\": ",
+        &format!(
+            "{{\"feature\": {},\n\"master\": ",
+            &TM_ABC[11..TM_ABC.len() - 1]
+        ),
+        1,
+    );
+    let dir = repo(&[(TM, &tagged)]);
+    failed_run(&dir);
+    std::fs::write(
+        dir.path().join(".taskmaster/state.json"),
+        r#"{"currentTag": "feature"}"#,
+    )
+    .unwrap();
+    let plan = prepared(&dir, Format::Taskmaster, TM);
+    assert!(plan.goal.contains("(tag feature)"), "{}", plan.goal);
+    assert_eq!(
+        statuses(&plan),
+        [
+            ("1 a".to_string(), Status::Completed, 0),
+            ("2 b".to_string(), Status::Pending, 0),
+            ("3 c".to_string(), Status::Pending, 0)
+        ]
+    );
+}
+
+#[test]
+fn an_edit_that_marks_a_unit_done_is_not_said_to_undo_it() {
+    let open = r#"{"tasks": [
+  {"id": 2, "title": "b", "status": "pending", "subtasks": [
+    {"id": 1, "title": "x", "status": "pending"},
+    {"id": 2, "title": "y", "status": "pending"}]},
+  {"id": 3, "title": "c", "status": "pending"}
+]}"#;
+    let dir = repo(&[(TM, open)]);
+    let mut plan = prepared(&dir, Format::Taskmaster, TM);
+    for t in &mut plan.tasks {
+        t.status = Status::Completed;
+    }
+    // The run's commit holds every status written; the person's edit during the run set the
+    // two subtasks done with `task-master set-status`, which leaves their task as it was.
+    let committed = written_back(open, &["2.1", "2.2", "3"]);
+    std::fs::write(dir.path().join(TM), &committed).unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "run"]);
+    let edited = open
+        .replace(
+            r#""title": "x", "status": "pending""#,
+            r#""title": "x", "status": "done""#,
+        )
+        .replace(
+            r#""title": "y", "status": "pending""#,
+            r#""title": "y", "status": "done""#,
+        );
+    std::fs::write(dir.path().join(TM), &edited).unwrap();
+    let repo = crate::edge::git::Repo::discover(dir.path()).unwrap();
+    let note = crate::sources::edit_would_undo(&repo, &plan).unwrap();
+    assert!(
+        note.contains("it does not mark done 3 that this run completed"),
+        "{note}"
+    );
+    // Every unit marked done, their task not: the next run runs nothing again.
+    let all = edited.replace(
+        r#""title": "c", "status": "pending""#,
+        r#""title": "c", "status": "done""#,
+    );
+    std::fs::write(dir.path().join(TM), all).unwrap();
+    assert_eq!(crate::sources::edit_would_undo(&repo, &plan), None);
+}
+
+fn written_back(text: &str, done: &[&str]) -> String {
+    let done: std::collections::BTreeSet<String> = done.iter().map(ToString::to_string).collect();
+    Format::Taskmaster
+        .reader()
+        .write_back(text, &done, &serde_json::json!({"tag": null}))
+        .unwrap()
+}

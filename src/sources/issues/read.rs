@@ -130,11 +130,8 @@ pub fn prepare(root: &Path, opts: &Options, write: bool) -> Result<Prepared, Pro
         report.commit = write_and_commit(root, opts, &plan, &plan_rel, old.is_some())?;
         Prepared::at(plan_path, plan_rel, None)
     } else {
-        let dir = tempfile::tempdir().map_err(|e| other(e.to_string()))?;
-        let path = dir.path().join("plan.json");
-        crate::edge::plan_file::save(&plan, &path)
-            .map_err(|e| other(format!("{}: {e}", path.display())))?;
-        Prepared::at(path, plan_rel, Some(dir))
+        Prepared::save(&plan, plan_path, plan_rel, false)
+            .map_err(|(path, e)| other(format!("{}: {e}", path.display())))?
     };
     Ok(Prepared {
         notes: report.describe(number),

@@ -69,50 +69,50 @@ pub fn plan_number(file_name: &str) -> Option<&str> {
     (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(n)
 }
 
-/// Splits `---\n<yaml>\n---\n` off the top of a file.
-pub fn front_matter(path: &str, text: &str) -> Result<(FrontMatter, String), LongRunError> {
+/// Splits `---\n<yaml>\n---\n` off the top of a file (after a BOM; CRLF line ends too) and
+/// reads the YAML as `T` (its default when there is none).
+pub fn front_matter<T: serde::de::DeserializeOwned + Default>(
+    path: &str,
+    text: &str,
+) -> Result<(T, String), LongRunError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
     else {
-        return Ok((FrontMatter::default(), text.to_string()));
+        return Ok((T::default(), text.to_string()));
     };
     let end = rest
         .match_indices("\n---")
         .map(|(i, _)| i)
-        .find(|&i| {
-            let after = &rest[i + 4..];
-            after.is_empty() || after.starts_with('\n') || after.starts_with("\r\n")
-        })
+        // A line `---`, spaces after it allowed.
+        .find(|&i| rest[i + 4..].split('\n').next().is_some_and(|l| l.trim().is_empty()))
         .ok_or_else(|| LongRunError::FrontMatter {
             path: path.into(),
             message: "the front matter opened with --- has no closing --- line".into(),
         })?;
     let yaml = &rest[..end];
-    let fm: FrontMatter = if yaml.trim().is_empty() {
-        FrontMatter::default()
+    let fm = if yaml.trim().is_empty() {
+        T::default()
     } else {
         serde_yaml::from_str(yaml).map_err(|e| LongRunError::FrontMatter {
             path: path.into(),
             message: e.to_string(),
         })?
     };
-    let body = rest[end + 4..].trim_start_matches(['\r', '\n']).to_string();
+    let after = rest[end + 4..].split_once('\n').map_or("", |(_, b)| b);
+    let body = after.trim_start_matches(['\r', '\n']).to_string();
     Ok((fm, body))
 }
 
 /// The `status` of a summary's front matter.
 fn summary_status(text: &str) -> Option<String> {
-    #[derive(Deserialize)]
+    #[derive(Deserialize, Default)]
     struct S {
         status: Option<String>,
     }
-    let rest = text.strip_prefix("---\n")?;
-    let end = rest.find("\n---")?;
-    serde_yaml::from_str::<S>(&rest[..end])
-        .ok()
-        .and_then(|s| s.status)
-        .map(|s| s.trim().to_ascii_lowercase())
+    let (s, _) = front_matter::<S>("", text).ok()?;
+    s.status.map(|s| s.trim().to_ascii_lowercase())
 }
 
 /// Whether a summary's front matter says `status: completed`.
@@ -141,7 +141,7 @@ fn task_of(
     requirements: &str,
 ) -> Result<Task, LongRunError> {
     let f = &files[i];
-    let (fm, body) = front_matter(&f.path, &f.content)?;
+    let (fm, body): (FrontMatter, _) = front_matter(&f.path, &f.content)?;
     let blocked_by = match &fm.depends_on {
         // The previous plan in number order; a deferred one does not hold the next back
         // (the seed continues to the next plan).
@@ -503,6 +503,29 @@ mod tests {
         assert_eq!(plan.tasks[0].status, Status::Completed);
         assert_eq!(plan.progress.completed_tasks.len(), 1);
         assert!(!plan.tasks[0].extra.contains_key(LONG_RUN_FIELD));
+    }
+
+    #[test]
+    fn a_checkout_with_crlf_line_ends_or_a_bom_reads_the_same() {
+        // git's core.autocrlf checks the summaries dagexec wrote out with CRLF line ends.
+        assert!(summary_completed(
+            "---\r\nplan: \"01\"\r\nstatus: completed\r\n---\r\n# x\r\n"
+        ));
+        assert!(summary_skipped("---\r\nstatus: skipped\r\n---\r\n"));
+        assert!(summary_completed("\u{feff}---\nstatus: completed\n---\n"));
+        assert!(summary_completed("---\nstatus: completed\n--- \r\n# x"));
+        // An editor's BOM before the front matter: its depends_on still orders the plans.
+        let files = vec![
+            file("01", "# A\n"),
+            file("02", "# B\n"),
+            file(
+                "03",
+                "\u{feff}---\r\ndepends_on: []\r\ntitle: C\r\n---\r\n# ignored\r\n",
+            ),
+        ];
+        let plan = build(&files, &paths(), "", "").unwrap();
+        assert_eq!(plan.tasks[2].blocked_by, Vec::<usize>::new());
+        assert_eq!(plan.tasks[2].subject, "C");
     }
 
     #[test]

@@ -678,6 +678,21 @@ fn a_fence_line_with_an_info_string_does_not_close_a_fence() {
     );
 }
 
+/// `CommonMark`: a backtick fence's info string holds no backtick, so a line starting with
+/// a code span in triple backticks opens no block: the tasks after it are tasks (GitHub
+/// shows them as such).
+#[test]
+fn a_line_starting_with_a_triple_backtick_code_span_opens_no_fence() {
+    let text = "## Phase 1\n\n- [ ] T001 Create `a.txt`\n```make check``` runs the tests.\n- [ ] T002 Create `b.txt`\n";
+    let p = read(text);
+    assert_eq!(
+        p.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["T001", "T002"]
+    );
+    let ticked = parse::tick("t.md", text, &done(&["T002"])).unwrap();
+    assert_eq!(ticked, text.replace("- [ ] T002", "- [x] T002"));
+}
+
 #[test]
 fn paths_no_task_may_name_are_errors_with_the_line_and_id() {
     let text = "- [ ] T001 Create `a.txt`\n- [ ] T002 Update `.git/config`\n- [ ] T003 Update `../x`\n- [ ] T004 Edit `specs/x/.dagexec/plan.json`\n- [ ] T005 Tick the task in specs/x/tasks.md\n";

@@ -5,7 +5,8 @@
 //! (`{"tasks": [...]}`) or tagged (`{"master": {"tasks": [...]}, "feature-x": {...}}`).
 //!
 //! - **Tag**: the plain form's tasks; else the current tag of `.taskmaster/state.json`
-//!   (`currentTag`) when the file has it, else `master`, else the only tag.
+//!   (`currentTag`) when the file has it, else `master`, else the only tag. A tag other than
+//!   the earlier run's starts afresh: that run's state is not carried over to it.
 //! - **Unit of work**: a subtask, when its task has subtasks (ID `3.2`); the task otherwise
 //!   (ID `3`). A task with subtasks is done when they all are: dagexec sets its status too.
 //! - **Dependencies**: a task's `dependencies` name tasks (`3`, `"3"`) or subtasks (`"3.2"`);
@@ -32,6 +33,7 @@
 //! - **Write-back**: each round commit sets `"status": "done"` on the units completed so far
 //!   (and on a task whose subtasks are all done) in the committed tasks.json of the round's
 //!   index; only those bytes change, so key order, unknown fields and formatting are kept.
+//!   A status the team set that is not open (`review`, `cancelled`, `deferred`) stays.
 //!   During a run only dagexec writes tasks.json: a worker's edit of it is dropped.
 //! - **The team's edits win**: a unit whose status (or `updatedAt`, which `task-master
 //!   set-status` stamps) changed since dagexec last read the file starts from the file's

@@ -21,7 +21,8 @@ pub(crate) enum State {
 }
 
 impl State {
-    fn of(status: &str) -> State {
+    /// What the status word `status` means (any case, spaces around it ignored).
+    pub(crate) fn of(status: &str) -> State {
         match status.trim().to_ascii_lowercase().as_str() {
             "done" | "completed" | "review" => State::Done,
             "cancelled" | "canceled" => State::Cancelled,

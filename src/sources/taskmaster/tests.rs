@@ -262,3 +262,42 @@ fn a_status_written_twice_is_written_where_json_readers_read_it() {
     let read: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(read["tasks"][0]["status"], "done");
 }
+
+#[test]
+fn write_back_keeps_a_status_the_team_set_that_is_already_finished() {
+    // `review` reads as done (never run), a parent `cancelled` or `deferred` settles its
+    // subtasks: dagexec did none of them, so none becomes "done".
+    let text = r#"{"tasks": [
+      {"id": 1, "title": "a", "status": "review"},
+      {"id": 2, "title": "b", "status": "cancelled", "subtasks": [{"id": 1, "title": "x", "status": "done"}]},
+      {"id": 3, "title": "c", "status": "deferred", "subtasks": [{"id": 1, "title": "y", "status": "cancelled"}]},
+      {"id": 4, "title": "d", "status": "review", "subtasks": [{"id": 1, "title": "z", "status": "done"}]},
+      {"id": 5, "title": "e", "status": "pending"}
+    ]}"#;
+    let b = built(text).unwrap();
+    let done: Vec<&str> = (b.plan.tasks.iter().zip(&b.units))
+        .filter(|(t, _)| t.status == Status::Completed)
+        .map(|(_, u)| u.id.as_str())
+        .collect();
+    assert_eq!(done, ["1", "4.1"]);
+    assert_eq!(
+        written(text, &["1", "4.1", "5"], None),
+        text.replace(
+            r#""title": "e", "status": "pending""#,
+            r#""title": "e", "status": "done""#,
+        )
+    );
+    // A subtask finished in any word Taskmaster's reader counts (`Done`, `review`,
+    // `canceled`) finishes its open parent.
+    let text = r#"{"tasks": [{"id": 1, "title": "a", "status": "in-progress", "subtasks": [
+      {"id": 1, "title": "x", "status": "Done"}, {"id": 2, "title": "y", "status": "review"},
+      {"id": 3, "title": "z", "status": "canceled"}, {"id": 4, "title": "w", "status": "pending"}]}]}"#;
+    assert_eq!(
+        written(text, &["1.4"], None),
+        text.replace(r#""status": "in-progress""#, r#""status": "done""#)
+            .replace(
+                r#""title": "w", "status": "pending""#,
+                r#""title": "w", "status": "done""#
+            )
+    );
+}

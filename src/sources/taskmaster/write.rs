@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::read::{id_of, tasks_of};
+use super::read::{State, id_of, tasks_of};
 
 /// A JSON object's members as written (its last one of a name, as serde reads it).
 type Members<'a> = HashMap<String, &'a RawValue>;
@@ -22,8 +22,9 @@ fn span(text: &str, raw: &RawValue) -> (usize, usize) {
 /// An edit: replace `start..end` with `with`.
 type Edit = (usize, usize, &'static str);
 
-/// The edit that makes the object `obj` (its members `m`) `done` (nothing when it is already,
-/// or when its status is not a plain value).
+/// The edit that makes the object `obj` (its members `m`) `done`: nothing when its status is
+/// not open (done already, or `review`, `cancelled`, `deferred` as the team set it), or not a
+/// plain value.
 fn set_done(text: &str, obj: &RawValue, m: &Members<'_>) -> Option<Edit> {
     let Some(status) = m.get("status") else {
         let start = span(text, obj).0;
@@ -33,15 +34,19 @@ fn set_done(text: &str, obj: &RawValue, m: &Members<'_>) -> Option<Edit> {
         return None;
     }
     let (s, e) = span(text, status);
-    (status_of(m).as_deref() != Some("done")).then_some((s, e, "\"done\""))
+    (state_of(m) == State::Open).then_some((s, e, "\"done\""))
 }
 
 fn id_at(m: &Members<'_>) -> Option<String> {
     id_of(&serde_json::from_str::<Value>(m.get("id")?.get()).ok()?)
 }
 
-fn status_of(m: &Members<'_>) -> Option<String> {
-    serde_json::from_str(m.get("status")?.get()).ok()
+/// What its status means, as the reader reads it (no status, or not a string: open).
+fn state_of(m: &Members<'_>) -> State {
+    let word = m
+        .get("status")
+        .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
+    State::of(word.as_deref().unwrap_or(""))
 }
 
 /// The members of the object `raw`; `None` for another value.
@@ -49,8 +54,8 @@ fn members(raw: &RawValue) -> Option<Members<'_>> {
     serde_json::from_str(raw.get()).ok()
 }
 
-/// `text` with every unit in `done` set to `"done"`, and a task whose subtasks are all done
-/// (or cancelled) too; the tag is `tag` (`None`: the plain form).
+/// `text` with every open unit in `done` set to `"done"`, and an open task whose subtasks are
+/// all done (or cancelled) too; the tag is `tag` (`None`: the plain form).
 pub(crate) fn write_done(
     text: &str,
     done: &BTreeSet<String>,
@@ -93,10 +98,7 @@ pub(crate) fn write_done(
             };
             if done.contains(&format!("{id}.{local}")) {
                 edits.extend(set_done(text, raw_sub, &s));
-            } else if !matches!(
-                status_of(&s).as_deref(),
-                Some("done" | "cancelled" | "completed")
-            ) {
+            } else if !matches!(state_of(&s), State::Done | State::Cancelled) {
                 all = false;
             }
         }
