@@ -9,9 +9,9 @@ use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
-use crate::pure::plan::model::Plan;
+use crate::pure::plan::model::{Plan, Status};
 use crate::pure::usage::Budget;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// A group's judged attempts (ascending), its tasks the budget kept from starting (or whose
 /// attempt its CLI's spending limit stopped), and why the run stops after this round.
@@ -198,6 +198,13 @@ impl RoundLoop<'_> {
         standing: &mut Standing,
     ) -> Result<Option<GroupEnd>, X::Error> {
         // Attempts waiting for a slot, in plan order; a retry goes to the front.
+        // The group's first launches that carry a prompt are rebases (`overlap: merge`),
+        // which are not counted: held back, they keep the attempt they repeat.
+        let mut rebasing: BTreeSet<usize> = starts
+            .iter()
+            .filter(|s| s.retry_prompt.is_some())
+            .map(|s| s.task)
+            .collect();
         let mut queue: VecDeque<Launch> = starts.into();
         let mut done: Vec<Judged> = Vec::new();
         let mut unstarted = Vec::new();
@@ -210,9 +217,7 @@ impl RoundLoop<'_> {
             let free = x.slots().saturating_sub(x.running());
             if free > 0 && !cancelled {
                 if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
-                    let held = queue.drain(..).map(|s| uncount(plan, s.task, s.attempt));
-                    let held = held.collect();
-                    x.save(plan)?;
+                    let held = hold_back(x, plan, queue.drain(..), &rebasing)?;
                     not_started(x, held, stop.is_none(), &mut unstarted);
                 }
                 let starts: Vec<Launch> = queue.drain(..free.min(queue.len())).collect();
@@ -240,6 +245,7 @@ impl RoundLoop<'_> {
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;
+                        rebasing.remove(&j.index);
                         queue.push_front(Launch {
                             task: j.index,
                             attempt,
@@ -257,6 +263,29 @@ impl RoundLoop<'_> {
         done.sort_by_key(|j| j.index);
         Ok(Some((done, unstarted, stop)))
     }
+}
+
+/// Puts back the tasks of `launches`, which will not start (the budget, a stop): pending,
+/// each counted attempt uncounted, a rebase (`rebasing`) keeping the attempt it repeats;
+/// saved. Returns the tasks.
+fn hold_back<X: Executor>(
+    x: &mut X,
+    plan: &mut Plan,
+    launches: impl Iterator<Item = Launch>,
+    rebasing: &BTreeSet<usize>,
+) -> Result<Vec<usize>, X::Error> {
+    let held = launches
+        .map(|s| {
+            if rebasing.contains(&s.task) {
+                plan.tasks[s.task].status = Status::Pending;
+                s.task
+            } else {
+                uncount(plan, s.task, s.attempt)
+            }
+        })
+        .collect();
+    x.save(plan)?;
+    Ok(held)
 }
 
 /// Tasks of a round that will not start now (the budget ran out first), said when `say` (not
