@@ -360,12 +360,11 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<Settings, ConfigError> {
-    let worker = flags
-        .worker
-        .clone()
-        .or_else(|| env("DAGEXEC_WORKER"))
-        .or_else(|| file.worker.clone())
-        .filter(|w| !w.trim().is_empty())
+    // An empty value (`DAGEXEC_WORKER=`) gives none, and the next place is asked.
+    let given = |w: &String| !w.trim().is_empty();
+    let worker = (flags.worker.clone().filter(given))
+        .or_else(|| env("DAGEXEC_WORKER").filter(given))
+        .or_else(|| file.worker.clone().filter(given))
         .map(|w| crate::pure::agents::command_of(&w))
         .ok_or(ConfigError::NoWorker)?;
     let jobs = file.layered(env, flags.jobs, "jobs", number)?;
@@ -549,6 +548,21 @@ mod tests {
         };
         let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
         assert_eq!(s.worker, "claude -p");
+    }
+
+    /// `DAGEXEC_WORKER=` (set, empty) gives no worker, as an empty `DAGEXEC_WORKTREES` gives
+    /// no folder: the file's `worker:` is used, not refused with "no worker command".
+    #[test]
+    fn an_empty_worker_variable_leaves_the_files_worker() {
+        let empty = |k: &str| (k == "DAGEXEC_WORKER").then(String::new);
+        let file = FileConfig {
+            worker: Some("./w.sh".into()),
+            ..Default::default()
+        };
+        let s = resolve(&Flags::default(), &empty, &file).unwrap();
+        assert_eq!(s.worker, "./w.sh");
+        let e = resolve(&Flags::default(), &empty, &FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoWorker));
     }
 
     #[test]
