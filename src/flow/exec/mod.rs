@@ -410,18 +410,26 @@ fn uncount(plan: &mut Plan, task: usize, attempt: u32) -> usize {
     task
 }
 
-/// Puts back the tasks of rebase attempts that will not start (the budget, a stop): pending,
-/// with the attempts they made (a rebase is not counted). Returns them, ascending.
+/// Puts back the tasks of `launches`, which will not start (the budget, a stop): pending,
+/// each counted attempt uncounted, a rebase (`rebase`: never counted) keeping the attempt it
+/// repeats; saved. Returns the tasks.
 fn put_back<X: Executor>(
     x: &mut X,
     plan: &mut Plan,
-    starts: &[Launch],
+    launches: impl IntoIterator<Item = Launch>,
+    rebase: impl Fn(&Launch) -> bool,
 ) -> Result<Vec<usize>, X::Error> {
-    let mut held: Vec<usize> = starts.iter().map(|s| s.task).collect();
-    held.sort_unstable();
-    for &i in &held {
-        plan.tasks[i].status = Status::Pending;
-    }
+    let held = launches
+        .into_iter()
+        .map(|s| {
+            if rebase(&s) {
+                plan.tasks[s.task].status = Status::Pending;
+                s.task
+            } else {
+                uncount(plan, s.task, s.attempt)
+            }
+        })
+        .collect();
     x.save(plan)?;
     Ok(held)
 }

@@ -3,13 +3,13 @@
 //! round, then one update, one circuit-breaker decision and one commit.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, lands, uncount,
+    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, lands, put_back,
 };
 use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
 use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
-use crate::pure::plan::model::{Plan, Status};
+use crate::pure::plan::model::Plan;
 use crate::pure::usage::Budget;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -174,7 +174,7 @@ impl RoundLoop<'_> {
                 }
                 if self.spent(plan).is_some() || stop.is_some() {
                     // Not started: pending again, with the attempts they made.
-                    let held = super::put_back(x, plan, &starts)?;
+                    let held = put_back(x, plan, starts, |_| true)?;
                     not_started(x, held, stop.is_none(), &mut unstarted);
                     break;
                 }
@@ -217,7 +217,7 @@ impl RoundLoop<'_> {
             let free = x.slots().saturating_sub(x.running());
             if free > 0 && !cancelled {
                 if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
-                    let held = hold_back(x, plan, queue.drain(..), &rebasing)?;
+                    let held = put_back(x, plan, queue.drain(..), |s| rebasing.contains(&s.task))?;
                     not_started(x, held, stop.is_none(), &mut unstarted);
                 }
                 let starts: Vec<Launch> = queue.drain(..free.min(queue.len())).collect();
@@ -263,29 +263,6 @@ impl RoundLoop<'_> {
         done.sort_by_key(|j| j.index);
         Ok(Some((done, unstarted, stop)))
     }
-}
-
-/// Puts back the tasks of `launches`, which will not start (the budget, a stop): pending,
-/// each counted attempt uncounted, a rebase (`rebasing`) keeping the attempt it repeats;
-/// saved. Returns the tasks.
-fn hold_back<X: Executor>(
-    x: &mut X,
-    plan: &mut Plan,
-    launches: impl Iterator<Item = Launch>,
-    rebasing: &BTreeSet<usize>,
-) -> Result<Vec<usize>, X::Error> {
-    let held = launches
-        .map(|s| {
-            if rebasing.contains(&s.task) {
-                plan.tasks[s.task].status = Status::Pending;
-                s.task
-            } else {
-                uncount(plan, s.task, s.attempt)
-            }
-        })
-        .collect();
-    x.save(plan)?;
-    Ok(held)
 }
 
 /// Tasks of a round that will not start now (the budget ran out first), said when `say` (not
