@@ -373,7 +373,8 @@ fn arrive<X: Executor>(
 
 /// What a judged attempt means for the run beyond its task: `Some` when the run must stop —
 /// [`Ending::Halted`] for refused credentials, [`Ending::Budget`] when the CLI stopped at
-/// its own spending limit (the task is then pending again, this attempt not counted).
+/// its own spending limit (the task is then pending again, this attempt not counted; a
+/// rebase, never counted, keeps the attempt it repeats).
 fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<Ending>, X::Error> {
     use crate::pure::said::Halt;
     let why = || {
@@ -387,8 +388,12 @@ fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<E
         Some(Halt::Run { .. }) => Some(Ending::Halted(why())),
         Some(Halt::Budget) => {
             let why = why();
-            uncount(plan, j.index, j.attempt);
-            x.save(plan)?;
+            let stopped = Launch {
+                task: j.index,
+                attempt: j.attempt,
+                retry_prompt: None,
+            };
+            put_back(x, plan, [stopped], |_| j.rebase)?;
             Some(Ending::Budget(why))
         }
         Some(Halt::Task { .. }) | None => None,

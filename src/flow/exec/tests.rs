@@ -44,6 +44,8 @@ struct Virtual {
     /// The rebases the last stage asked for, and the tasks in one.
     asked: Vec<Launch>,
     rebasing: std::collections::BTreeSet<usize>,
+    /// Tasks whose rebase its CLI stops at its own spending limit.
+    rebase_halts: std::collections::BTreeSet<usize>,
 }
 
 impl Virtual {
@@ -66,6 +68,7 @@ impl Virtual {
             unmergeable: Default::default(),
             asked: Vec::new(),
             rebasing: Default::default(),
+            rebase_halts: Default::default(),
         }
     }
 }
@@ -130,6 +133,12 @@ impl Executor for Virtual {
             .into_iter()
             .map(|(end, task, attempt)| {
                 let (took, ok, cost) = self.script[&(task, attempt)];
+                let rebase = self.rebasing.remove(&task);
+                let halt = if rebase && self.rebase_halts.contains(&task) {
+                    Some(crate::pure::said::Halt::Budget)
+                } else {
+                    self.halts.get(&(task, attempt)).cloned()
+                };
                 Judged {
                     index: task,
                     attempt,
@@ -143,7 +152,7 @@ impl Executor for Virtual {
                         acceptance_passed: ok,
                         failed_checks: Vec::new(),
                         warnings: Vec::new(),
-                        halt: self.halts.get(&(task, attempt)).cloned(),
+                        halt,
                     },
                     patch: Default::default(),
                     touched: Vec::new(),
@@ -159,7 +168,7 @@ impl Executor for Virtual {
                         },
                     }),
                     timed_out: false,
-                    rebase: self.rebasing.remove(&task),
+                    rebase,
                     reported: None,
                     network: Default::default(),
                 }
@@ -579,6 +588,32 @@ fn a_rebase_the_budget_holds_back_keeps_the_attempt_it_made() {
         assert!(matches!(end, Ending::Budget(_)), "{end:?}");
         assert_eq!(p.tasks[2].status, Status::Pending, "{slots} slots");
         assert_eq!(p.tasks[2].attempts(), 1, "{slots} slots");
+    }
+}
+
+/// A rebase its CLI stops at its own spending limit is not counted either: its task is
+/// pending again with the attempt the rebase repeats, in a round as in eager.
+#[test]
+fn a_rebase_a_clis_spending_limit_stops_keeps_the_attempt_it_repeats() {
+    let plan = plan_of(
+        (0..2)
+            .map(|i| task(&[], &[&format!("f{i}")], &[]))
+            .collect(),
+    );
+    let script: Script = (0..2).map(|i| ((i, 1), (10, true, 0.0))).collect();
+    for eager in [false, true] {
+        let mut p = plan.clone();
+        let mut x = Virtual::new(&p, true, 2, script.clone());
+        x.unmergeable = [1].into();
+        x.rebase_halts = [1].into();
+        let end = if eager {
+            drive(&mut p, &mut x, None)
+        } else {
+            rounds(&mut p, &mut x, None)
+        };
+        assert!(matches!(end, Ending::Budget(_)), "{end:?}");
+        assert_eq!(p.tasks[1].status, Status::Pending, "eager: {eager}");
+        assert_eq!(p.tasks[1].attempts(), 1, "eager: {eager}");
     }
 }
 
