@@ -197,7 +197,6 @@ impl RoundLoop<'_> {
         round: u32,
         standing: &mut Standing,
     ) -> Result<Option<GroupEnd>, X::Error> {
-        // Attempts waiting for a slot, in plan order; a retry goes to the front.
         // The group's first launches that carry a prompt are rebases (`overlap: merge`),
         // which are not counted: held back, they keep the attempt they repeat.
         let mut rebasing: BTreeSet<usize> = starts
@@ -205,6 +204,7 @@ impl RoundLoop<'_> {
             .filter(|s| s.retry_prompt.is_some())
             .map(|s| s.task)
             .collect();
+        // Attempts waiting for a slot, in plan order; a retry goes to the front.
         let mut queue: VecDeque<Launch> = starts.into();
         let mut done: Vec<Judged> = Vec::new();
         let mut unstarted = Vec::new();
