@@ -374,6 +374,12 @@ pub fn resolve(
         return Err(value("jobs", "must be at least 1".into()));
     }
     let timeout = file.layered(env, flags.timeout, "timeout", parse_duration)?;
+    if timeout == Some(Duration::ZERO) {
+        return Err(value(
+            "timeout",
+            "must be more than 0 (each worker's time)".into(),
+        ));
+    }
     let schedule = file.layered(env, flags.schedule, "schedule", parse_schedule)?;
     let overlap = file.layered(env, flags.overlap, "overlap", Policy::parse)?;
     let reviewer = flags
@@ -563,6 +569,26 @@ mod tests {
         assert_eq!(s.worker, "./w.sh");
         let e = resolve(&Flags::default(), &empty, &FileConfig::default()).unwrap_err();
         assert!(matches!(e, ConfigError::NoWorker));
+    }
+
+    /// `--timeout 0` (often "no limit" elsewhere) would kill every worker as it starts and
+    /// spend each task's attempts on nothing: refused, wherever it comes from.
+    #[test]
+    fn a_zero_timeout_is_refused() {
+        let flags = Flags {
+            worker: Some("w".into()),
+            timeout: Some(Duration::ZERO),
+            ..Default::default()
+        };
+        let none = |_: &str| None;
+        let e = resolve(&flags, &none, &FileConfig::default()).unwrap_err();
+        assert!(e.to_string().starts_with("timeout: "), "{e}");
+        let env = |k: &str| (k == "DAGEXEC_TIMEOUT").then(|| "0s".to_string());
+        let flags = Flags {
+            timeout: None,
+            ..flags
+        };
+        assert!(resolve(&flags, &env, &FileConfig::default()).is_err());
     }
 
     #[test]
