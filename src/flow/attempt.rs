@@ -71,13 +71,27 @@ fn left(run: &worker::WorkerRun, all: &crate::edge::git::Changes) -> AttemptRepo
 
 /// The work log a worker wrote inside its tree at `log_rel` (the prompt names that path), when
 /// it is a regular file: a link there could point at any file the job can read, which would
-/// then travel with the attempt's logs (and, on GitHub, its artifact).
+/// then travel with the attempt's logs (and, on GitHub, its artifact). Read as the log file
+/// the worker is given is: its last [`worker::LOG_CAP`] bytes, cut with a marker.
 pub(crate) fn log_in_tree(tree: &Path, log_rel: &str) -> Option<String> {
-    let path = tree.join(log_rel);
-    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-    regular
-        .then(|| std::fs::read_to_string(&path).ok())
-        .flatten()
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        // Nor a FIFO, whose opening would wait for a writer that never comes.
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(tree.join(log_rel))
+        .ok()?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    // One byte over the cap, so that a longer log is cut (and marked) as the tail is read.
+    let over = worker::LOG_CAP as u64 + 1;
+    file.seek(SeekFrom::Start(meta.len().saturating_sub(over)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.take(over).read_to_end(&mut bytes).ok()?;
+    let mut tail = worker::Tail::new(worker::LOG_CAP);
+    tail.push(&bytes);
+    Some(tail.into_string(worker::CUT_MARKER))
 }
 
 /// An attempt after its worker, observed and judged.
@@ -612,10 +626,24 @@ mod tests {
         assert_eq!(log_in_tree(tree.path(), rel), None);
         std::fs::remove_file(tree.path().join(rel)).expect("rm");
         assert_eq!(log_in_tree(tree.path(), rel), None, "no log");
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(tree.path().join(rel))
+            .status();
+        assert!(fifo.expect("mkfifo").success());
+        assert_eq!(log_in_tree(tree.path(), rel), None, "a FIFO");
+        std::fs::remove_file(tree.path().join(rel)).expect("rm");
         std::fs::write(tree.path().join(rel), "did the work\n").expect("write");
         assert_eq!(
             log_in_tree(tree.path(), rel).as_deref(),
             Some("did the work\n")
         );
+        // A flood is read as the worker's own log file is: its last LOG_CAP bytes, cut.
+        let mut flood = vec![b'x'; worker::LOG_CAP + 10];
+        flood.extend_from_slice(b"the end\n");
+        std::fs::write(tree.path().join(rel), &flood).expect("write");
+        let read = log_in_tree(tree.path(), rel).expect("a log");
+        assert!(read.starts_with(worker::CUT_MARKER), "cut");
+        assert!(read.ends_with("the end\n"));
+        assert_eq!(read.len(), worker::CUT_MARKER.len() + worker::LOG_CAP);
     }
 }

@@ -355,12 +355,12 @@ pub(super) fn not_integrated(j: &Judged, why: &str, ui: &Ui) -> (Status, String)
         outcome::MAX_ATTEMPTS
     );
     if j.attempt >= outcome::MAX_ATTEMPTS {
-        ui.say(format!("  task {}: {result}; it fails", j.index));
+        ui.say(format!("  task {}: {result}; it fails", ui.task(j.index)));
         (Status::Failed, result)
     } else {
         ui.say(format!(
             "  task {}: {result}; it runs again next round on the new base",
-            j.index
+            ui.task(j.index)
         ));
         (Status::Pending, result)
     }
@@ -412,6 +412,50 @@ fn synced(prepared: &StagedRound, repo: &Repo, ui: &Ui) -> Result<(), RunError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A task list's plan: a patch that cannot land names its task as every other line
+    /// does, by the list's own ID (`T002`), never by the plan index behind it.
+    #[test]
+    fn a_patch_that_cannot_land_names_its_task_as_the_list_does() {
+        let mut plan = crate::testing::plan_of(vec![
+            crate::testing::task(&[], &["a"], &[]),
+            crate::testing::task(&[], &["b"], &[]),
+        ]);
+        let ids = serde_json::json!({"tasks": [{"id": "T001"}, {"id": "T002"}]});
+        plan.extra
+            .insert(crate::pure::plan::fields::SOURCE.into(), ids);
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let ui = Ui::plain(Box::new(Sink(out.clone())));
+        ui.name_tasks(&plan);
+        let j = Judged {
+            index: 1,
+            attempt: 1,
+            verdict: outcome::Verdict::refused("done".into(), Vec::new()),
+            patch: Default::default(),
+            touched: Vec::new(),
+            duration: std::time::Duration::ZERO,
+            reviews: None,
+            question: None,
+            measured: None,
+            timed_out: false,
+            rebase: false,
+            reported: None,
+            network: Default::default(),
+        };
+        not_integrated(&j, "conflicts with task T001", &ui);
+        let said = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        assert!(said.starts_with("  task T002: attempt 1 of 3"), "{said}");
+    }
 
     /// Every arrival of an eager batch went back for a rebase: not "0/0 tasks".
     #[test]

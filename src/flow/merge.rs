@@ -101,6 +101,7 @@ impl Merges {
             .filter(|k| resume && k.plan == plan_rel && k.tasks == plan.tasks.len());
         let mut ledger = Ledger::default();
         if let Some(kept) = kept {
+            ui.name_tasks(plan);
             ledger = kept.ledger;
             let again = ledger.after_crash(|k| {
                 plan.tasks
@@ -117,8 +118,8 @@ impl Merges {
                 }
                 ui.say(format!(
                     "Task {} was in its rebase onto {} (attempt {}, not counted) when the last run stopped; it runs that rebase again.",
-                    r.task,
-                    integration::names(&r.onto),
+                    ui.task(r.task),
+                    ui.onto(&r.onto),
                     r.attempt
                 ));
             }
@@ -328,9 +329,9 @@ impl integration::Driver for Inline<'_, '_> {
         };
         at.ui.say(format!(
             "  task {}: attempt {} cannot be merged onto {} ({}); it runs again as a rebase attempt from the integrated tree",
-            j.index,
+            at.ui.task(j.index),
             j.attempt,
-            integration::names(&onto),
+            at.ui.onto(&onto),
             crate::pure::sanitize::line(&clip::chars(why.lines().next().unwrap_or_default(), 300))
         ));
         Ok(())

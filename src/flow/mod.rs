@@ -219,15 +219,25 @@ pub(crate) fn stop_for_budget(
     ui: &Ui,
     why: String,
 ) -> Result<RunEnd, RunError> {
-    // `--max-cost`'s own words when it is spent, else why the loop stopped (a CLI's own
-    // spending limit).
-    let spent = opts.settings.max_cost.and_then(|b| b.exhausted(plan));
-    let why = spent.unwrap_or(why);
+    let stopped = budget_stopped(opts.settings.max_cost, plan, why);
     let end = finish(repo, plan, opts, ui, Some(RunEnd::BudgetSpent))?;
-    ui.say(format!(
-        "\nStopped: {why}. Run again with a higher --max-cost to go on."
-    ));
+    ui.say(stopped);
     Ok(end)
+}
+
+/// The line a budget stop ends with: `--max-cost`'s own words when it is spent (raise it to go
+/// on), else why the loop stopped — an attempt stopped at a spending limit (its CLI's own,
+/// the task's cap), which a higher `--max-cost` would not lift.
+fn budget_stopped(
+    max_cost: Option<crate::pure::usage::Budget>,
+    plan: &Plan,
+    why: String,
+) -> String {
+    let (why, then) = match max_cost.and_then(|b| b.exhausted(plan)) {
+        Some(spent) => (spent, "Run again with a higher --max-cost to go on."),
+        None => (why, "Raise the limit it names, then run again to go on."),
+    };
+    format!("\nStopped: {why}. {then}")
 }
 
 /// The last round number recorded in the plan (`progress.round`, dagexec's own field).
@@ -308,4 +318,21 @@ pub(crate) fn finish(
         return Ok(end.unwrap_or(RunEnd::Completed));
     }
     Ok(end.unwrap_or(RunEnd::Incomplete))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A stop that `--max-cost` did not cause (a task's cap, an agent's own limit) is not
+    /// told to raise `--max-cost`: that would not let the run go on.
+    #[test]
+    fn a_budget_stop_says_which_limit_to_raise() {
+        let plan = crate::testing::plan_of(vec![crate::testing::task(&[], &["a"], &[])]);
+        let why = "task 0: this task's budget of $0.50 is spent".to_string();
+        let budget = crate::pure::usage::Budget::parse("5").ok();
+        let line = super::budget_stopped(budget, &plan, why.clone());
+        assert!(!line.contains("--max-cost"), "{line}");
+        assert!(line.contains(&why), "{line}");
+        let line = super::budget_stopped(None, &plan, why);
+        assert!(!line.contains("--max-cost"), "{line}");
+    }
 }

@@ -360,12 +360,11 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     file: &FileConfig,
 ) -> Result<Settings, ConfigError> {
-    let worker = flags
-        .worker
-        .clone()
-        .or_else(|| env("DAGEXEC_WORKER"))
-        .or_else(|| file.worker.clone())
-        .filter(|w| !w.trim().is_empty())
+    // An empty value (`DAGEXEC_WORKER=`) gives none, and the next place is asked.
+    let given = |w: &String| !w.trim().is_empty();
+    let worker = (flags.worker.clone().filter(given))
+        .or_else(|| env("DAGEXEC_WORKER").filter(given))
+        .or_else(|| file.worker.clone().filter(given))
         .map(|w| crate::pure::agents::command_of(&w))
         .ok_or(ConfigError::NoWorker)?;
     let jobs = file.layered(env, flags.jobs, "jobs", number)?;
@@ -375,6 +374,12 @@ pub fn resolve(
         return Err(value("jobs", "must be at least 1".into()));
     }
     let timeout = file.layered(env, flags.timeout, "timeout", parse_duration)?;
+    if timeout == Some(Duration::ZERO) {
+        return Err(value(
+            "timeout",
+            "must be more than 0 (each worker's time)".into(),
+        ));
+    }
     let schedule = file.layered(env, flags.schedule, "schedule", parse_schedule)?;
     let overlap = file.layered(env, flags.overlap, "overlap", Policy::parse)?;
     let reviewer = flags
@@ -549,6 +554,41 @@ mod tests {
         };
         let s = resolve(&flags, &none, &FileConfig::default()).unwrap();
         assert_eq!(s.worker, "claude -p");
+    }
+
+    /// `DAGEXEC_WORKER=` (set, empty) gives no worker, as an empty `DAGEXEC_WORKTREES` gives
+    /// no folder: the file's `worker:` is used, not refused with "no worker command".
+    #[test]
+    fn an_empty_worker_variable_leaves_the_files_worker() {
+        let empty = |k: &str| (k == "DAGEXEC_WORKER").then(String::new);
+        let file = FileConfig {
+            worker: Some("./w.sh".into()),
+            ..Default::default()
+        };
+        let s = resolve(&Flags::default(), &empty, &file).unwrap();
+        assert_eq!(s.worker, "./w.sh");
+        let e = resolve(&Flags::default(), &empty, &FileConfig::default()).unwrap_err();
+        assert!(matches!(e, ConfigError::NoWorker));
+    }
+
+    /// `--timeout 0` (often "no limit" elsewhere) would kill every worker as it starts and
+    /// spend each task's attempts on nothing: refused, wherever it comes from.
+    #[test]
+    fn a_zero_timeout_is_refused() {
+        let flags = Flags {
+            worker: Some("w".into()),
+            timeout: Some(Duration::ZERO),
+            ..Default::default()
+        };
+        let none = |_: &str| None;
+        let e = resolve(&flags, &none, &FileConfig::default()).unwrap_err();
+        assert!(e.to_string().starts_with("timeout: "), "{e}");
+        let env = |k: &str| (k == "DAGEXEC_TIMEOUT").then(|| "0s".to_string());
+        let flags = Flags {
+            timeout: None,
+            ..flags
+        };
+        assert!(resolve(&flags, &env, &FileConfig::default()).is_err());
     }
 
     #[test]

@@ -107,6 +107,25 @@ impl Ui {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = TaskNames::of(plan);
     }
 
+    /// How lines name task `index` ([`Ui::name_tasks`]).
+    pub(crate) fn task(&self, index: usize) -> String {
+        self.names().get(index)
+    }
+
+    /// `task T002, task T004`, or `the branch` for none: what a rebase builds on, as lines
+    /// name the tasks.
+    pub(crate) fn onto(&self, tasks: &[usize]) -> String {
+        if tasks.is_empty() {
+            return "the branch".into();
+        }
+        let names = self.names();
+        let named: Vec<String> = tasks
+            .iter()
+            .map(|&k| format!("task {}", names.get(k)))
+            .collect();
+        named.join(", ")
+    }
+
     fn names(&self) -> std::sync::RwLockReadGuard<'_, TaskNames> {
         self.names
             .read()

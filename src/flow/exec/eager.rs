@@ -197,7 +197,7 @@ impl Eager<'_> {
             let held = s.cancelled || s.aborted || s.stop.is_some() || self.spent(plan).is_some();
             if held {
                 // Not started: pending again, with the attempts they made.
-                super::put_back(x, plan, &again)?;
+                super::put_back(x, plan, again.clone(), |_| true)?;
             } else {
                 s.in_flight.extend(again.iter().map(|r| r.task));
             }
@@ -207,8 +207,8 @@ impl Eager<'_> {
                 if committed == Integrated::Continue {
                     x.start(plan, start, round + 1).await?;
                 } else {
-                    super::put_back(x, plan, std::slice::from_ref(&start))?;
                     s.in_flight.remove(&start.task);
+                    super::put_back(x, plan, [start], |_| true)?;
                 }
             }
             match committed {

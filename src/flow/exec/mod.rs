@@ -373,7 +373,8 @@ fn arrive<X: Executor>(
 
 /// What a judged attempt means for the run beyond its task: `Some` when the run must stop —
 /// [`Ending::Halted`] for refused credentials, [`Ending::Budget`] when the CLI stopped at
-/// its own spending limit (the task is then pending again, this attempt not counted).
+/// its own spending limit (the task is then pending again, this attempt not counted; a
+/// rebase, never counted, keeps the attempt it repeats).
 fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<Ending>, X::Error> {
     use crate::pure::said::Halt;
     let why = || {
@@ -387,8 +388,12 @@ fn halts<X: Executor>(x: &mut X, plan: &mut Plan, j: &Judged) -> Result<Option<E
         Some(Halt::Run { .. }) => Some(Ending::Halted(why())),
         Some(Halt::Budget) => {
             let why = why();
-            uncount(plan, j.index, j.attempt);
-            x.save(plan)?;
+            let stopped = Launch {
+                task: j.index,
+                attempt: j.attempt,
+                retry_prompt: None,
+            };
+            put_back(x, plan, [stopped], |_| j.rebase)?;
             Some(Ending::Budget(why))
         }
         Some(Halt::Task { .. }) | None => None,
@@ -410,18 +415,26 @@ fn uncount(plan: &mut Plan, task: usize, attempt: u32) -> usize {
     task
 }
 
-/// Puts back the tasks of rebase attempts that will not start (the budget, a stop): pending,
-/// with the attempts they made (a rebase is not counted). Returns them, ascending.
+/// Puts back the tasks of `launches`, which will not start (the budget, a stop): pending,
+/// each counted attempt uncounted, a rebase (`rebase`: never counted) keeping the attempt it
+/// repeats; saved. Returns the tasks.
 fn put_back<X: Executor>(
     x: &mut X,
     plan: &mut Plan,
-    starts: &[Launch],
+    launches: impl IntoIterator<Item = Launch>,
+    rebase: impl Fn(&Launch) -> bool,
 ) -> Result<Vec<usize>, X::Error> {
-    let mut held: Vec<usize> = starts.iter().map(|s| s.task).collect();
-    held.sort_unstable();
-    for &i in &held {
-        plan.tasks[i].status = Status::Pending;
-    }
+    let held = launches
+        .into_iter()
+        .map(|s| {
+            if rebase(&s) {
+                plan.tasks[s.task].status = Status::Pending;
+                s.task
+            } else {
+                uncount(plan, s.task, s.attempt)
+            }
+        })
+        .collect();
     x.save(plan)?;
     Ok(held)
 }

@@ -3,7 +3,7 @@
 //! round, then one update, one circuit-breaker decision and one commit.
 
 use super::{
-    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, lands, uncount,
+    Ending, Executor, Integrated, Judged, Launch, Standing, arrive, begin, count, lands, put_back,
 };
 use crate::pure::engine::{self, Next, Schedule, View};
 use crate::pure::events::Event;
@@ -11,7 +11,7 @@ use crate::pure::graph::Dag;
 use crate::pure::overlap::Conflicts;
 use crate::pure::plan::model::Plan;
 use crate::pure::usage::Budget;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// A group's judged attempts (ascending), its tasks the budget kept from starting (or whose
 /// attempt its CLI's spending limit stopped), and why the run stops after this round.
@@ -174,7 +174,7 @@ impl RoundLoop<'_> {
                 }
                 if self.spent(plan).is_some() || stop.is_some() {
                     // Not started: pending again, with the attempts they made.
-                    let held = super::put_back(x, plan, &starts)?;
+                    let held = put_back(x, plan, starts, |_| true)?;
                     not_started(x, held, stop.is_none(), &mut unstarted);
                     break;
                 }
@@ -197,6 +197,13 @@ impl RoundLoop<'_> {
         round: u32,
         standing: &mut Standing,
     ) -> Result<Option<GroupEnd>, X::Error> {
+        // The group's first launches that carry a prompt are rebases (`overlap: merge`),
+        // which are not counted: held back, they keep the attempt they repeat.
+        let mut rebasing: BTreeSet<usize> = starts
+            .iter()
+            .filter(|s| s.retry_prompt.is_some())
+            .map(|s| s.task)
+            .collect();
         // Attempts waiting for a slot, in plan order; a retry goes to the front.
         let mut queue: VecDeque<Launch> = starts.into();
         let mut done: Vec<Judged> = Vec::new();
@@ -210,9 +217,7 @@ impl RoundLoop<'_> {
             let free = x.slots().saturating_sub(x.running());
             if free > 0 && !cancelled {
                 if (self.spent(plan).is_some() || stop.is_some()) && !queue.is_empty() {
-                    let held = queue.drain(..).map(|s| uncount(plan, s.task, s.attempt));
-                    let held = held.collect();
-                    x.save(plan)?;
+                    let held = put_back(x, plan, queue.drain(..), |s| rebasing.contains(&s.task))?;
                     not_started(x, held, stop.is_none(), &mut unstarted);
                 }
                 let starts: Vec<Launch> = queue.drain(..free.min(queue.len())).collect();
@@ -240,6 +245,7 @@ impl RoundLoop<'_> {
                 match retry {
                     Some((attempt, prompt)) if x.retries_in_place() => {
                         count(x, plan, j.index, attempt)?;
+                        rebasing.remove(&j.index);
                         queue.push_front(Launch {
                             task: j.index,
                             attempt,

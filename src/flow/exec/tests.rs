@@ -38,6 +38,14 @@ struct Virtual {
     cancel_at: Option<u64>,
     /// Tasks a provider's rate limit holds, until this second (the conductor's holds).
     holds: BTreeMap<usize, u64>,
+    /// `overlap: merge`: tasks whose first completed attempt cannot be merged, sent back as
+    /// a rebase (the same attempt, run again as its script says).
+    unmergeable: std::collections::BTreeSet<usize>,
+    /// The rebases the last stage asked for, and the tasks in one.
+    asked: Vec<Launch>,
+    rebasing: std::collections::BTreeSet<usize>,
+    /// Tasks whose rebase its CLI stops at its own spending limit.
+    rebase_halts: std::collections::BTreeSet<usize>,
 }
 
 impl Virtual {
@@ -57,6 +65,10 @@ impl Virtual {
             halts: BTreeMap::new(),
             cancel_at: None,
             holds: BTreeMap::new(),
+            unmergeable: Default::default(),
+            asked: Vec::new(),
+            rebasing: Default::default(),
+            rebase_halts: Default::default(),
         }
     }
 }
@@ -93,7 +105,7 @@ impl Executor for Virtual {
         );
         assert_eq!(
             start.retry_prompt.is_some(),
-            start.attempt > 1 && self.in_place
+            start.attempt > 1 && self.in_place || self.rebasing.contains(&start.task)
         );
         let (took, _, _) = self.script[&(start.task, start.attempt)];
         self.running
@@ -121,6 +133,12 @@ impl Executor for Virtual {
             .into_iter()
             .map(|(end, task, attempt)| {
                 let (took, ok, cost) = self.script[&(task, attempt)];
+                let rebase = self.rebasing.remove(&task);
+                let halt = if rebase && self.rebase_halts.contains(&task) {
+                    Some(crate::pure::said::Halt::Budget)
+                } else {
+                    self.halts.get(&(task, attempt)).cloned()
+                };
                 Judged {
                     index: task,
                     attempt,
@@ -134,7 +152,7 @@ impl Executor for Virtual {
                         acceptance_passed: ok,
                         failed_checks: Vec::new(),
                         warnings: Vec::new(),
-                        halt: self.halts.get(&(task, attempt)).cloned(),
+                        halt,
                     },
                     patch: Default::default(),
                     touched: Vec::new(),
@@ -150,7 +168,7 @@ impl Executor for Virtual {
                         },
                     }),
                     timed_out: false,
-                    rebase: false,
+                    rebase,
                     reported: None,
                     network: Default::default(),
                 }
@@ -162,8 +180,22 @@ impl Executor for Virtual {
         })
     }
     fn stage(&mut self, _plan: &mut Plan, judged: Vec<Judged>) -> Result<(), Self::Error> {
-        self.staged.extend(judged);
+        for j in judged {
+            if j.verdict.status == Status::Completed && self.unmergeable.remove(&j.index) {
+                self.rebasing.insert(j.index);
+                self.asked.push(Launch {
+                    task: j.index,
+                    attempt: j.attempt,
+                    retry_prompt: Some("rebase".into()),
+                });
+            } else {
+                self.staged.push(j);
+            }
+        }
         Ok(())
+    }
+    fn rebases(&mut self, _plan: &Plan) -> Vec<Launch> {
+        std::mem::take(&mut self.asked)
     }
     async fn commit(
         &mut self,
@@ -533,6 +565,56 @@ fn a_round_the_budget_cuts_short_commits_what_ran_and_stops() {
     assert_eq!(x.rounds, vec![vec![0, 4]]);
     assert_eq!(plan.tasks[1].status, Status::Pending);
     assert_eq!(plan.tasks[1].attempts(), 0);
+}
+
+/// `overlap: merge`: a rebase is not counted, so one the budget keeps from starting leaves
+/// its task pending with the attempt it made — whether the budget ran out before the
+/// rebases started or while one of them waited for a slot.
+#[test]
+fn a_rebase_the_budget_holds_back_keeps_the_attempt_it_made() {
+    let plan = plan_of(
+        (0..3)
+            .map(|i| task(&[], &[&format!("f{i}")], &[]))
+            .collect(),
+    );
+    let script: Script = (0..3).map(|i| ((i, 1), (10, true, 1.0))).collect();
+    // 0, 1 and 2 spend $3: with $3 the rebases never start; with $3.50 and one slot, 1's
+    // rebase spends the rest while 2's waits.
+    for (slots, budget) in [(3, "3"), (1, "3.5")] {
+        let mut p = plan.clone();
+        let mut x = Virtual::new(&p, true, slots, script.clone());
+        x.unmergeable = [1, 2].into();
+        let end = rounds(&mut p, &mut x, Some(Budget::parse(budget).unwrap()));
+        assert!(matches!(end, Ending::Budget(_)), "{end:?}");
+        assert_eq!(p.tasks[2].status, Status::Pending, "{slots} slots");
+        assert_eq!(p.tasks[2].attempts(), 1, "{slots} slots");
+    }
+}
+
+/// A rebase its CLI stops at its own spending limit is not counted either: its task is
+/// pending again with the attempt the rebase repeats, in a round as in eager.
+#[test]
+fn a_rebase_a_clis_spending_limit_stops_keeps_the_attempt_it_repeats() {
+    let plan = plan_of(
+        (0..2)
+            .map(|i| task(&[], &[&format!("f{i}")], &[]))
+            .collect(),
+    );
+    let script: Script = (0..2).map(|i| ((i, 1), (10, true, 0.0))).collect();
+    for eager in [false, true] {
+        let mut p = plan.clone();
+        let mut x = Virtual::new(&p, true, 2, script.clone());
+        x.unmergeable = [1].into();
+        x.rebase_halts = [1].into();
+        let end = if eager {
+            drive(&mut p, &mut x, None)
+        } else {
+            rounds(&mut p, &mut x, None)
+        };
+        assert!(matches!(end, Ending::Budget(_)), "{end:?}");
+        assert_eq!(p.tasks[1].status, Status::Pending, "eager: {eager}");
+        assert_eq!(p.tasks[1].attempts(), 1, "eager: {eager}");
+    }
 }
 
 #[test]

@@ -200,6 +200,7 @@ pub fn blocking_checks(plan: &Plan, root: &Path, timeout: Duration) -> Vec<Block
             .collect()
     });
     let v3 = plan.schema_version >= 3;
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     wanted
         .iter()
         .map(|(task, claim, verify)| {
@@ -210,7 +211,7 @@ pub fn blocking_checks(plan: &Plan, root: &Path, timeout: Duration) -> Vec<Block
                 passed: o.passed,
                 output: o.output.clone(),
                 verify: verify.clone(),
-                task: *task,
+                task: names.get(*task),
             }
         })
         .collect()
@@ -337,5 +338,19 @@ mod tests {
             },
         );
         assert!(skipped.blocking_checks.is_empty() && skipped.checks_skipped);
+        // A task list's plan: the failed check's task is named as the list names it, in
+        // `validate`'s report and `run`'s question alike.
+        let mut listed = plan.clone();
+        let ids = serde_json::json!({"tasks": [{"id": "T001"}, {"id": "T002"}]});
+        listed
+            .extra
+            .insert(crate::pure::plan::fields::SOURCE.into(), ids);
+        let checks = blocking_checks(&listed, dir.path(), Duration::from_secs(10));
+        let failed: Vec<&str> = checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.task.as_str())
+            .collect();
+        assert_eq!(failed, ["T002"]);
     }
 }

@@ -26,8 +26,9 @@ pub struct BlockingCheck {
     /// The command, for the human report (not in the seed's object).
     #[serde(skip)]
     pub verify: String,
+    /// The task as messages name it ([`crate::pure::plan::ids`]), for the human report.
     #[serde(skip)]
-    pub task: usize,
+    pub task: String,
 }
 
 /// The seed's `validation` object.

@@ -77,23 +77,19 @@ pub(crate) fn record(plan: &mut Plan, j: &Judged) {
 
 /// For a plan generated from a task list, writes the completed tasks into the list in the
 /// round's `index` (see [`crate::sources::write_back`]: Spec Kit ticks, Taskmaster statuses,
-/// Kiro ticks); whether it changed. A file that cannot be written is said with a warning
+/// Kiro ticks). A file that cannot be written is said with a warning
 /// naming it, and the round is committed without it.
 pub(crate) fn tasks_md(
     plan: &Plan,
     index: &crate::edge::git::RoundIndex,
     ui: &crate::flow::Ui,
-) -> Result<bool, crate::flow::RunError> {
-    Ok(match crate::sources::write_back(index, plan)? {
-        crate::sources::Tick::Nothing => false,
-        crate::sources::Tick::Ticked(_) => true,
-        crate::sources::Tick::Skipped { path, why } => {
-            ui.say(format!(
-                "  warning: {path} is not ticked in this commit: {why}; the completed tasks are recorded in the plan"
-            ));
-            false
-        }
-    })
+) -> Result<(), crate::flow::RunError> {
+    if let crate::sources::Tick::Skipped { path, why } = crate::sources::write_back(index, plan)? {
+        ui.say(format!(
+            "  warning: {path} is not ticked in this commit: {why}; the completed tasks are recorded in the plan"
+        ));
+    }
+    Ok(())
 }
 
 /// At the end of a run: the reviewer summary, then the questions waiting for the user. A

@@ -197,7 +197,8 @@ pub(crate) fn check_reviewers(plan: &Plan, run: Option<&str>, root: &Path) -> Re
         };
         if !program_exists(&program, root) {
             let source = if task.extra.contains_key(review::REVIEWER_FIELD) {
-                format!("task {i}'s `reviewer` field")
+                let task = crate::pure::plan::ids::name(plan, i);
+                format!("task {task}'s `reviewer` field")
             } else {
                 "--reviewer (or DAGEXEC_REVIEWER, or `reviewer:` in .design/dagexec.yml)".into()
             };
@@ -373,6 +374,24 @@ mod tests {
             duration: std::time::Duration::ZERO,
             usage: None,
         }
+    }
+
+    /// A task list's task whose own reviewer is missing is named as the list names it.
+    #[test]
+    fn a_missing_reviewer_names_the_task_whose_field_it_is() {
+        let mut plan = crate::testing::plan_of(vec![
+            crate::testing::task(&[], &["a"], &[]),
+            crate::testing::task(&[], &["b"], &[]),
+        ]);
+        plan.tasks[1].extra.insert(
+            review::REVIEWER_FIELD.into(),
+            "no-such-reviewer-anywhere --check".into(),
+        );
+        let ids = serde_json::json!({"tasks": [{"id": "T001"}, {"id": "T002"}]});
+        plan.extra
+            .insert(crate::pure::plan::fields::SOURCE.into(), ids);
+        let e = check_reviewers(&plan, None, Path::new("/")).unwrap_err();
+        assert!(e.contains("from task T002's `reviewer` field"), "{e}");
     }
 
     /// The reviewer's output lands beside the attempt's logs and is listed with them; a link
