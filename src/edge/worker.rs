@@ -328,11 +328,12 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
 }
 
 /// The last `cap` bytes of the file the worker left at `path`; `None` if there is none or it
-/// is not a regular file (a link: the worker could point one at any file of the user's).
+/// is not a regular file (a link: the worker could point one at any file of the user's; a
+/// FIFO, opened without waiting for a writer that never comes).
 async fn read_back(path: &Path, cap: usize) -> Option<Tail> {
     let mut file = tokio::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .await
         .ok()?;

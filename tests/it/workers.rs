@@ -356,6 +356,23 @@ echo 'no status line'"#,
     }
 }
 
+/// A FIFO the worker leaves at `$DAGEXEC_LOG_FILE` or at its usage file is no log and no
+/// usage report: reading either back does not wait for a writer that never comes (the
+/// worker has exited), so the run goes on and the attempt is judged without them.
+#[test]
+fn a_fifo_left_at_the_work_log_or_usage_file_does_not_hang_the_run() {
+    let dir = repo(&["a.txt"]);
+    let (_w, cmd) = worker(
+        r#"rm -f "$DAGEXEC_LOG_FILE" "$DAGEXEC_USAGE_FILE"; mkfifo "$DAGEXEC_LOG_FILE" "$DAGEXEC_USAGE_FILE"
+echo x > a.txt; echo 'COMPLETED: made a.txt'"#,
+    );
+    let o = run(dir.path())
+        .worker(&cmd)
+        .timeout("20s")
+        .run_within(std::time::Duration::from_secs(120));
+    o.expect_code(0);
+}
+
 /// Terminal escapes in a status line reach neither the output nor the commit message.
 #[test]
 fn escape_sequences_in_a_status_line_are_neutralised() {
