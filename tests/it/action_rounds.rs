@@ -875,3 +875,32 @@ fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
     assert_eq!(st.dispatches[0].inputs["plan"], "specs/003-todo/tasks.md");
     lab.gh.assert_clean();
 }
+
+/// Refused credentials stop the run as the conductor's `halted` (locally: exit 6), not as a
+/// circuit breaker: every task would fail the same way, so nothing more is dispatched, and the
+/// conclusion says why (one word for one ending, whichever schedule ran it).
+#[test]
+fn refused_credentials_conclude_halted_as_under_the_conductor() {
+    let refused = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/agents/claude-401.json"),
+    )
+    .unwrap();
+    let worker = format!(
+        "#!/bin/sh\ncat > /dev/null\ncat <<'JSON'\n{}\nJSON\nexit 1\n",
+        refused.trim()
+    );
+    let lab = rounds_lab(
+        vec![
+            task("Zero", &["t0.txt"], &[]),
+            task("One", &["t1.txt"], &[0]),
+        ],
+        &worker,
+        &[],
+    );
+    let (ok, log) = lab.run_rounds(3);
+    assert!(!ok, "{log}");
+    assert!(log.contains("output conclusion=halted"), "{log}");
+    assert!(log.contains("ANTHROPIC_API_KEY"), "{log}");
+    assert_eq!(lab.dispatches(), 0, "{log}");
+}

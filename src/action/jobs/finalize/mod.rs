@@ -202,7 +202,7 @@ impl Finalize<'_> {
         // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
         // next round queues): applied now, before deciding what runs next.
         let steered_on = self.catch_up().await?;
-        let stop = match halted {
+        let stop = match halted.clone() {
             Some(why) => Some(RunStop::CircuitBreaker(why)),
             None => self.stop(closed, end)?,
         };
@@ -223,6 +223,8 @@ impl Finalize<'_> {
         self.summary(&batch)?;
         self.say_next(&published, &open, closed);
         let conclusion = match &stop {
+            // The conductor's word for the same ending.
+            Some(_) if halted.is_some() => Conclusion::Halted,
             Some(stop) => Conclusion::of(stop),
             None if more && published.aborted => Conclusion::Aborted,
             None if more => Conclusion::Continue,
