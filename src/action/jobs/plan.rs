@@ -289,6 +289,9 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
     for note in current.iter().flat_map(|c| &c.notes) {
         println!("{note}");
     }
+    // Once the `max-cost` budget is spent no job starts: no round, and no part of one (as
+    // locally, where a round's groups that have not started never start).
+    let spent = inputs.max_cost.and_then(|b| b.exhausted(plan));
     if let Some(c) = current.as_ref().filter(|c| c.resumed) {
         let part = c.open.next_part(plan, dag, conflicts);
         if part.is_empty() {
@@ -297,6 +300,9 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
                 c.open.round, at.branch
             );
             return at.done(PlanConclusion::CloseRound, message);
+        }
+        if let Some(why) = spent {
+            return at.done(PlanConclusion::Budget, why);
         }
         return work(plan, &c.open, part, at.branch, at.base);
     }
@@ -326,10 +332,9 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
         Next::Deadlock { pending } => {
             at.done(PlanConclusion::Deadlock, engine::deadlock_message(pending))
         }
-        // Work waits, but the `max-cost` budget is spent: no job starts.
-        Next::Batch { .. } if inputs.max_cost.is_some_and(|b| b.exhausted(plan).is_some()) => {
-            let budget = inputs.max_cost.and_then(|b| b.exhausted(plan));
-            at.done(PlanConclusion::Budget, budget.unwrap_or_default())
+        // Work waits, but the budget is spent.
+        Next::Batch { .. } if spent.is_some() => {
+            at.done(PlanConclusion::Budget, spent.unwrap_or_default())
         }
         Next::Batch { tasks, .. } if schedule == Schedule::Eager => {
             let ready = tasks.len();

@@ -331,9 +331,14 @@ impl Finalize<'_> {
     /// How the run stops after this part (`closed`: it ended the round, `end`: the circuit
     /// breaker's end), if it does.
     fn stop(&mut self, closed: bool, end: Option<RunEnd>) -> Result<Option<RunStop>, ActionError> {
+        let Checkout { plan, inputs, .. } = &self.job.checkout;
         Ok(match end {
-            // A part that leaves tasks of the round unresolved: the next part runs them.
-            _ if !closed => None,
+            // A part that leaves tasks of the round unresolved: the next part runs them, unless
+            // the budget is spent (as locally, a round's groups not started then never start).
+            _ if !closed => inputs
+                .max_cost
+                .and_then(|b| b.exhausted(plan))
+                .map(RunStop::Budget),
             // The numbers the breaker decided on: pending before this round's cascade, and
             // what the cascade skipped (not a recount after it).
             Some(RunEnd::CircuitBreaker(breaker)) => {
