@@ -182,6 +182,11 @@ impl OpenRound {
         self.follow_ups.iter().find(|f| f.task() == task)
     }
 
+    /// Whether `task`'s next job re-checks a merge (`overlap: merge`): no worker runs in it.
+    pub fn rechecks(&self, task: usize) -> bool {
+        matches!(self.follow_up(task), Some(FollowUp::Recheck { .. }))
+    }
+
     /// The attempt number `task`'s next job carries: a follow-up's own (a re-check or a
     /// rebase is not a new attempt), else the task's attempts + 1.
     pub fn entry_attempt(&self, plan: &Plan, task: usize) -> u32 {

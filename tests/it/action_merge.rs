@@ -583,3 +583,27 @@ fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_sam
         "{plan:#}"
     );
 }
+
+#[test]
+fn a_budget_spent_mid_round_still_rechecks_the_merges_it_bought_and_starts_no_worker() {
+    // Task 1's clean merge waits for its re-check when task 0's and task 2's attempts spend
+    // the budget: the re-check runs no worker, so it still runs and task 1 lands; task 2's
+    // retry (a worker) does not start.
+    const PAY: &str = r#"printf '{"cost_usd": 0.4, "input_tokens": 1, "output_tokens": 1}' > "$DAGEXEC_USAGE_FILE";"#;
+    let zero = format!(r#"0) {PAY} sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;"#);
+    let one = format!(r#"1) {PAY} sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;"#);
+    let two = format!(r#"2) {PAY} echo "FAILED: not yet" ;;"#);
+    let mut tasks = clean_tasks();
+    tasks.push(lab::task("Two", &["two.txt"], &[]));
+    let mut lab = merge_lab(tasks, &worker(&[&zero, &one, &two]));
+    lab.set_env("DAGEXEC_MAX_COST", "1");
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(!ok, "{log}");
+    assert_eq!(parts, [vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1)]], "{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let plan = lab.branch_plan();
+    assert_landed_first_time(&plan, 1);
+    assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
+    assert_eq!(plan["tasks"][2]["attempts"], 1, "{plan:#}");
+}

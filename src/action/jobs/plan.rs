@@ -289,8 +289,9 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
     for note in current.iter().flat_map(|c| &c.notes) {
         println!("{note}");
     }
-    // Once the `max-cost` budget is spent no job starts: no round, and no part of one (as
-    // locally, where a round's groups that have not started never start).
+    // Once the `max-cost` budget is spent no worker starts: no round, and no part of one (as
+    // locally, where a round's groups that have not started never start) but for the
+    // re-checks of merges it bought, which run none.
     let spent = inputs.max_cost.and_then(|b| b.exhausted(plan));
     if let Some(c) = current.as_ref().filter(|c| c.resumed) {
         let part = c.open.next_part(plan, dag, conflicts);
@@ -301,9 +302,13 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
             );
             return at.done(PlanConclusion::CloseRound, message);
         }
-        if let Some(why) = spent {
-            return at.done(PlanConclusion::Budget, why);
-        }
+        let part = match spent {
+            Some(why) if !part.iter().any(|&t| c.open.rechecks(t)) => {
+                return at.done(PlanConclusion::Budget, why);
+            }
+            Some(_) => part.into_iter().filter(|&t| c.open.rechecks(t)).collect(),
+            None => part,
+        };
         return work(plan, &c.open, part, at.branch, at.base);
     }
     // The Action has no waves: its rounds.
