@@ -14,6 +14,8 @@
 //! a local `dagexec run` on the branch) never redoes committed work. Pure: reads and writes a
 //! [`Plan`] in memory.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 mod follow;
@@ -95,7 +97,7 @@ pub fn current(plan: &Plan, dag: &Dag) -> Option<Current> {
                 r.tasks,
                 plan.tasks.len()
             )),
-            Ok(r) if has_duplicates(&r.tasks) => notes.push(format!(
+            Ok(r) if r.tasks.iter().collect::<BTreeSet<_>>().len() != r.tasks.len() => notes.push(format!(
                 "the open round {} names a task twice ({:?}); the record is dropped and a new round starts",
                 r.round, r.tasks
             )),
@@ -151,12 +153,6 @@ pub fn current(plan: &Plan, dag: &Dag) -> Option<Current> {
     })
 }
 
-fn has_duplicates(tasks: &[usize]) -> bool {
-    let mut v = tasks.to_vec();
-    v.sort_unstable();
-    v.windows(2).any(|w| w[0] == w[1])
-}
-
 impl OpenRound {
     /// The round's tasks not yet resolved: pending in the plan (never run, retried, or
     /// reopened by a person).
@@ -182,6 +178,11 @@ impl OpenRound {
         self.follow_ups.iter().find(|f| f.task() == task)
     }
 
+    /// Whether `task`'s next job re-checks a merge (`overlap: merge`): no worker runs in it.
+    pub fn rechecks(&self, task: usize) -> bool {
+        matches!(self.follow_up(task), Some(FollowUp::Recheck { .. }))
+    }
+
     /// The attempt number `task`'s next job carries: a follow-up's own (a re-check or a
     /// rebase is not a new attempt), else the task's attempts + 1.
     pub fn entry_attempt(&self, plan: &Plan, task: usize) -> u32 {
@@ -195,12 +196,6 @@ impl OpenRound {
             FIELD.into(),
             serde_json::to_value(self).expect("the record serialises"),
         );
-    }
-
-    /// The results the round's update applies: each task's outcome as the plan holds it
-    /// (the parts wrote them there).
-    pub fn results(&self, plan: &Plan) -> Vec<TaskResult> {
-        results_of(plan, &self.tasks)
     }
 }
 

@@ -325,6 +325,79 @@ fn a_chain_whose_middle_candidate_fails_its_recheck_lands_the_rest_and_never_the
 }
 
 #[test]
+fn a_chained_candidate_merged_again_keeps_the_files_it_changed_without_declaring_them() {
+    // The middle-failure chain, task 2 also writing a notes file it does not declare. Its
+    // kept merge was made on the tree with task 1's `b=1` (its hunk's context holds that
+    // line), so it does not apply onto the part's base alone: merged again, it is read
+    // against the base with the chain before it applied, and its own notes file is its own.
+    const TWO_NOTES: &str =
+        r#"2) sed -i 's/^2$/two/' list.txt; echo two > two.txt; echo "COMPLETED: two" ;;"#;
+    let mut tasks = breaking_tasks();
+    tasks.push(on_list("Two", "grep -q '^two$' list.txt"));
+    let lab = merge_lab(
+        tasks,
+        &worker(&[&zero(""), &one_without_eq_on_rebase(""), TWO_NOTES]),
+    );
+    let log = assert_parts(
+        &lab,
+        8,
+        &[
+            &[(0, 1), (1, 1), (2, 1)],
+            &[(1, 1), (2, 1)],
+            &[(1, 1), (2, 1)],
+        ],
+    );
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\ntwo\n3\n4\nb1\n");
+    assert_eq!(lab.branch_file("two.txt"), "two\n", "{log}");
+    let plan = lab.branch_plan();
+    assert_landed_first_time(&plan, 2);
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_retry_sharing_a_file_a_landed_chain_candidate_changed_without_declaring_is_rechecked() {
+    // Task 2, chained after task 1 (its hunk's context holds task 1's `two`), also edits the
+    // first line of notes.txt, which it does not declare; task 3 (declaring notes.txt) fails
+    // its first attempt and edits the last line on its retry, in the part where the chain
+    // lands. Task 2's change, read where it was made, is notes.txt's too: task 3 meets it and
+    // is merged and re-checked, not landed beside it unchecked.
+    const ONE: &str = r#"1) sed -i 's/^2$/two/' list.txt; echo "COMPLETED: one" ;;"#;
+    const TWO: &str = r#"2) sed -i 's/^b$/b=2/' list.txt; sed -i 's/^n1$/n1=2/' notes.txt; echo "COMPLETED: two" ;;"#;
+    const THREE: &str = r#"3) if [ "$DAGEXEC_ATTEMPT" -ge 2 ]; then sed -i 's/^n6$/n6=3/' notes.txt; echo "COMPLETED: three"; else echo "FAILED: not yet"; fi ;;"#;
+    let mut three = lab::edit("Three", &[], &["notes.txt"], &[]);
+    three["agent"] = json!({"role": "engineer", "acceptanceCriteria": [
+        {"criterion": "three", "check": "grep -q '^n6=3$' notes.txt"}
+    ]});
+    let lab = lab::lab()
+        .plan(
+            "Merge",
+            vec![
+                on_list("Zero", "grep -q '^a=0$' list.txt"),
+                on_list("One", "grep -q '^two$' list.txt"),
+                on_list("Two", "grep -q '^b=2$' list.txt"),
+                three,
+            ],
+        )
+        .worker(&worker(&[&zero(""), ONE, TWO, THREE]))
+        .branch(BRANCH)
+        .file("list.txt", LIST)
+        .file("notes.txt", "n1\nn2\nn3\nn4\nn5\nn6\n")
+        .file(".design/dagexec.yml", "overlap: merge\n")
+        .start();
+    assert_parts(
+        &lab,
+        8,
+        &[
+            &[(0, 1), (1, 1), (2, 1), (3, 1)],
+            &[(1, 1), (2, 1), (3, 2)],
+            &[(3, 2)],
+        ],
+    );
+    assert_eq!(lab.branch_file("notes.txt"), "n1=2\nn2\nn3\nn4\nn5\nn6=3\n");
+    lab.gh.assert_clean();
+}
+
+#[test]
 fn a_finalize_killed_after_each_push_and_run_again_lands_every_chained_merge_once() {
     // The middle-failure chain again, each part's finalize killed (kill -9) right after its
     // push and run again from the same artifacts: the branch says what landed; the re-run
@@ -509,4 +582,28 @@ fn a_finalize_killed_after_each_push_decides_a_rebase_built_on_the_chain_the_sam
             .all(|(a, o, _)| *a == 1 && o != "failed"),
         "{plan:#}"
     );
+}
+
+#[test]
+fn a_budget_spent_mid_round_still_rechecks_the_merges_it_bought_and_starts_no_worker() {
+    // Task 1's clean merge waits for its re-check when task 0's and task 2's attempts spend
+    // the budget: the re-check runs no worker, so it still runs and task 1 lands; task 2's
+    // retry (a worker) does not start.
+    const PAY: &str = r#"printf '{"cost_usd": 0.4, "input_tokens": 1, "output_tokens": 1}' > "$DAGEXEC_USAGE_FILE";"#;
+    let zero = format!(r#"0) {PAY} sed -i 's/^a$/a=0/' list.txt; echo "COMPLETED: zero" ;;"#);
+    let one = format!(r#"1) {PAY} sed -i 's/^b$/b=1/' list.txt; echo "COMPLETED: one" ;;"#);
+    let two = format!(r#"2) {PAY} echo "FAILED: not yet" ;;"#);
+    let mut tasks = clean_tasks();
+    tasks.push(lab::task("Two", &["two.txt"], &[]));
+    let mut lab = merge_lab(tasks, &worker(&[&zero, &one, &two]));
+    lab.set_env("DAGEXEC_MAX_COST", "1");
+    let (parts, ok, log) = run_parts(&lab, 6);
+    assert!(!ok, "{log}");
+    assert_eq!(parts, [vec![(0, 1), (1, 1), (2, 1)], vec![(1, 1)]], "{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    assert_eq!(lab.branch_file("list.txt"), "a=0\n1\n2\n3\n4\nb=1\n");
+    let plan = lab.branch_plan();
+    assert_landed_first_time(&plan, 1);
+    assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
+    assert_eq!(plan["tasks"][2]["attempts"], 1, "{plan:#}");
 }

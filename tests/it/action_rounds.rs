@@ -875,3 +875,66 @@ fn a_redirected_spec_kit_run_is_started_with_the_tasks_md_it_was_given() {
     assert_eq!(st.dispatches[0].inputs["plan"], "specs/003-todo/tasks.md");
     lab.gh.assert_clean();
 }
+
+/// Refused credentials stop the run as the conductor's `halted` (locally: exit 6), not as a
+/// circuit breaker: every task would fail the same way, so nothing more is dispatched, and the
+/// conclusion says why (one word for one ending, whichever schedule ran it).
+#[test]
+fn refused_credentials_conclude_halted_as_under_the_conductor() {
+    let refused = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/agents/claude-401.json"),
+    )
+    .unwrap();
+    let worker = format!(
+        "#!/bin/sh\ncat > /dev/null\ncat <<'JSON'\n{}\nJSON\nexit 1\n",
+        refused.trim()
+    );
+    let lab = rounds_lab(
+        vec![
+            task("Zero", &["t0.txt"], &[]),
+            task("One", &["t1.txt"], &[0]),
+        ],
+        &worker,
+        &[],
+    );
+    let (ok, log) = lab.run_rounds(3);
+    assert!(!ok, "{log}");
+    assert!(log.contains("output conclusion=halted"), "{log}");
+    assert!(log.contains("ANTHROPIC_API_KEY"), "{log}");
+    assert_eq!(lab.dispatches(), 0, "{log}");
+}
+
+/// A budget spent by a part of a round stops the run there, as locally (a round's groups
+/// that have not started never start once it is spent): the round's next part is neither
+/// dispatched nor, on a later run, planned; the round stays open for a larger budget.
+#[test]
+fn a_budget_spent_mid_round_starts_no_further_part() {
+    const WORKER: &str = r#"#!/bin/sh
+cat > /dev/null
+echo "t$DAGEXEC_TASK_INDEX" >> shared.txt
+printf '{"cost_usd": 0.4, "input_tokens": 1000, "output_tokens": 50, "model": "m-1"}' > "$DAGEXEC_USAGE_FILE"
+echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#;
+    let mut lab = rounds_lab(
+        vec![
+            edit("Zero", &[], &["shared.txt"], &[]),
+            edit("One", &[], &["shared.txt"], &[]),
+        ],
+        WORKER,
+        &[("shared.txt", "start\n")],
+    );
+    lab.set_env("DAGEXEC_MAX_COST", "0.3");
+    let (ok, log) = lab.run_rounds(4);
+    assert!(!ok, "{log}");
+    assert!(log.contains("output conclusion=budget"), "{log}");
+    assert_eq!(lab.dispatches(), 0, "{log}");
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][1]["status"], "pending", "{plan:#}");
+    assert_eq!(plan["tasks"][1]["attempts"], Value::Null, "{plan:#}");
+    assert_eq!(plan["progress"]["dagexecRound"]["parts"], 1, "{plan:#}");
+    // A later run plans no part while the budget stays spent.
+    let (outputs, _, text) = lab.round_result(200);
+    assert_eq!(outputs["conclusion"], "budget", "{text}");
+    assert_eq!(outputs["has-work"], "false", "{text}");
+}

@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use crate::action::matrix::Matrix;
+use crate::action::matrix::{MAX_MATRIX_JOBS, Matrix};
 use crate::action::protocol::PlanConclusion;
 use crate::action::{ActionError, Inputs, default_branch_name};
 use crate::edge::git::{RemoteAuth, Repo};
@@ -289,6 +289,10 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
     for note in current.iter().flat_map(|c| &c.notes) {
         println!("{note}");
     }
+    // Once the `max-cost` budget is spent no worker starts: no round, and no part of one (as
+    // locally, where a round's groups that have not started never start) but for the
+    // re-checks of merges it bought, which run none.
+    let spent = inputs.max_cost.and_then(|b| b.exhausted(plan));
     if let Some(c) = current.as_ref().filter(|c| c.resumed) {
         let part = c.open.next_part(plan, dag, conflicts);
         if part.is_empty() {
@@ -298,6 +302,13 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
             );
             return at.done(PlanConclusion::CloseRound, message);
         }
+        let part = match spent {
+            Some(why) if !part.iter().any(|&t| c.open.rechecks(t)) => {
+                return at.done(PlanConclusion::Budget, why);
+            }
+            Some(_) => part.into_iter().filter(|&t| c.open.rechecks(t)).collect(),
+            None => part,
+        };
         return work(plan, &c.open, part, at.branch, at.base);
     }
     // The Action has no waves: its rounds.
@@ -326,10 +337,9 @@ fn next(view: View<'_>, schedule: Schedule, inputs: &Inputs, at: At) -> Planned 
         Next::Deadlock { pending } => {
             at.done(PlanConclusion::Deadlock, engine::deadlock_message(pending))
         }
-        // Work waits, but the `max-cost` budget is spent: no job starts.
-        Next::Batch { .. } if inputs.max_cost.is_some_and(|b| b.exhausted(plan).is_some()) => {
-            let budget = inputs.max_cost.and_then(|b| b.exhausted(plan));
-            at.done(PlanConclusion::Budget, budget.unwrap_or_default())
+        // Work waits, but the budget is spent.
+        Next::Batch { .. } if spent.is_some() => {
+            at.done(PlanConclusion::Budget, spent.unwrap_or_default())
         }
         Next::Batch { tasks, .. } if schedule == Schedule::Eager => {
             let ready = tasks.len();
@@ -361,7 +371,7 @@ fn work(
     branch: String,
     base: String,
 ) -> Planned {
-    let mut m = Matrix::of(plan, &part, crate::action::matrix::MAX_MATRIX_JOBS);
+    let mut m = Matrix::of(plan, &part, MAX_MATRIX_JOBS);
     // A merge's re-check or a rebase continues its attempt (`overlap: merge`).
     for e in &mut m.include {
         e.attempt = open.entry_attempt(plan, e.task);
@@ -374,11 +384,17 @@ fn work(
     m.waiting.sort_unstable();
     let names: Vec<String> = m.include.iter().map(|e| e.name.clone()).collect();
     let round = open.round;
+    // A part larger than a matrix holds runs its first jobs now, the rest in a later part.
+    let cut = if part.len() > m.include.len() {
+        format!(" exceed the {MAX_MATRIX_JOBS} jobs a matrix holds, or")
+    } else {
+        String::new()
+    };
     let of = if m.include.len() == open.tasks.len() {
         String::new()
     } else {
         format!(
-            " of the round's {} (part {}; the rest share files with them, wait for a retry or were resolved earlier)",
+            " of the round's {} (part {}; the rest{cut} share files with them, wait for a retry or were resolved earlier)",
             open.tasks.len(),
             open.parts + 1
         )
@@ -414,4 +430,40 @@ pub fn outputs(p: &Planned) -> Vec<(&'static str, String)> {
         ("branch", p.branch.clone()),
         ("conclusion", p.conclusion.to_string()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_cut_to_the_matrix_limit_says_so() {
+        let tasks: Vec<serde_json::Value> = (0..300)
+            .map(|i| serde_json::json!({"subject": format!("T{i}"), "status": "pending", "blockedBy": []}))
+            .collect();
+        let plan: plan::model::Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "tasks": tasks
+        }))
+        .unwrap();
+        let open = crate::action::rounds::OpenRound {
+            round: 1,
+            tasks: (0..300).collect(),
+            parts: 0,
+            follow_ups: Vec::new(),
+        };
+        let p = work(
+            &plan,
+            &open,
+            (0..300).collect(),
+            "b".into(),
+            "c0ffee".into(),
+        );
+        let m = p.matrix.unwrap();
+        assert_eq!((m.include.len(), m.waiting.len()), (256, 44));
+        assert!(
+            p.message.contains("256 task(s) of the round's 300 (part 1; the rest exceed the 256 jobs a matrix holds"),
+            "{}",
+            p.message
+        );
+    }
 }

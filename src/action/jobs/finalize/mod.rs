@@ -202,9 +202,9 @@ impl Finalize<'_> {
         // proceed`; their steer job, pending behind this run, is cancelled by GitHub when the
         // next round queues): applied now, before deciding what runs next.
         let steered_on = self.catch_up().await?;
-        let stop = match halted {
+        let stop = match halted.clone() {
             Some(why) => Some(RunStop::CircuitBreaker(why)),
-            None => self.stop(closed, end)?,
+            None => self.stop(&open, closed, end)?,
         };
         let plan = &self.job.checkout.plan;
         let more = stop.is_none() && plan.count(Status::Pending) > 0;
@@ -223,6 +223,8 @@ impl Finalize<'_> {
         self.summary(&batch)?;
         self.say_next(&published, &open, closed);
         let conclusion = match &stop {
+            // The conductor's word for the same ending.
+            Some(_) if halted.is_some() => Conclusion::Halted,
             Some(stop) => Conclusion::of(stop),
             None if more && published.aborted => Conclusion::Aborted,
             None if more => Conclusion::Continue,
@@ -326,12 +328,24 @@ impl Finalize<'_> {
         Ok(steered_on)
     }
 
-    /// How the run stops after this part (`closed`: it ended the round, `end`: the circuit
-    /// breaker's end), if it does.
-    fn stop(&mut self, closed: bool, end: Option<RunEnd>) -> Result<Option<RunStop>, ActionError> {
+    /// How the run stops after this part of `open` (`closed`: it ended the round, `end`: the
+    /// circuit breaker's end), if it does.
+    fn stop(
+        &mut self,
+        open: &crate::action::rounds::OpenRound,
+        closed: bool,
+        end: Option<RunEnd>,
+    ) -> Result<Option<RunStop>, ActionError> {
+        let Checkout { plan, inputs, .. } = &self.job.checkout;
         Ok(match end {
-            // A part that leaves tasks of the round unresolved: the next part runs them.
-            _ if !closed => None,
+            // A part that leaves tasks of the round unresolved: the next part runs them, unless
+            // the budget is spent (as locally, a round's groups not started then never start)
+            // and no merge it bought waits for its re-check (which runs no worker).
+            _ if !closed => inputs
+                .max_cost
+                .and_then(|b| b.exhausted(plan))
+                .filter(|_| !open.unresolved(plan).iter().any(|&t| open.rechecks(t)))
+                .map(RunStop::Budget),
             // The numbers the breaker decided on: pending before this round's cascade, and
             // what the cascade skipped (not a recount after it).
             Some(RunEnd::CircuitBreaker(breaker)) => {

@@ -96,12 +96,15 @@ fn finish_part(
         ));
         return Ok((false, None));
     }
-    let earlier: Vec<crate::pure::update::TaskResult> = open
-        .results(plan)
-        .into_iter()
-        .filter(|r| !part.contains(&r.index))
+    // The round's update applies each task's outcome as the plan holds it (the parts wrote
+    // them there).
+    let earlier: Vec<usize> = open
+        .tasks
+        .iter()
+        .copied()
+        .filter(|t| !part.contains(t))
         .collect();
-    build.resolved_earlier(earlier);
+    build.resolved_earlier(crate::action::rounds::results_of(plan, &earlier));
     crate::action::rounds::clear(plan);
     let at = crate::flow::integrate::RoundCommit {
         repo,

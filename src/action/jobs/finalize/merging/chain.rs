@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use crate::action::ActionError;
 use crate::action::rounds::FollowUp;
+use crate::edge::git::PatchRef;
 use crate::flow::attempt::Judged;
 use crate::pure::integration::{Arrival, CannotLand, Start, Step, names, paths_of};
 use crate::pure::plan::model::Status;
@@ -113,14 +114,19 @@ pub(super) fn land_chain(
         };
         let a = j.arrival(&start, &own);
         let step = at.ledger.chain_rechecked(&a, checks, Some(passed));
+        // Its kept change was made on the base with the chain's earlier changes applied: it
+        // is read there (onto the base alone its hunks may not apply).
+        let before: Vec<PatchRef<'_>> = kept[..n].iter().map(Into::into).collect();
+        let made_at = at.repo.tree_with_chain("HEAD", &before)?;
+        let made_at = made_at.as_deref().unwrap_or("HEAD");
         let failed = match step {
             Some(Step::Land) => {
                 let patch = f.patch().unwrap_or_default();
-                crate::action::arrival::rechecked_lands(at.repo, &mut j, patch, "HEAD", at.ui);
+                crate::action::arrival::rechecked_lands(at.repo, &mut j, patch, made_at, at.ui);
                 true
             }
             Some(step) => at.send_back(&mut j, step),
-            None => merge_again(at, &f, &mut j, &start, &kept[..n])?,
+            None => merge_again(at, &f, &mut j, &start, &kept[..n], made_at)?,
         };
         if failed {
             at.land(j)?;
@@ -130,14 +136,16 @@ pub(super) fn land_chain(
 }
 
 /// Chain member `f` (this part's re-check `j`, started at `start`), whose re-check is void,
-/// merged again from its kept change (made on the part's base with `before` applied) onto
-/// the round's tree and the new chain. Whether the caller integrates `j` as a failed attempt.
+/// merged again from its kept change (made on the part's base with `before` applied: the
+/// tree `made_at`) onto the round's tree and the new chain. Whether the caller integrates `j`
+/// as a failed attempt.
 fn merge_again(
     at: &mut Integrating<'_>,
     f: &FollowUp,
     j: &mut Judged,
     start: &Start,
     before: &[Vec<u8>],
+    made_at: &str,
 ) -> Result<bool, ActionError> {
     let FollowUp::Recheck { checks, .. } = f else {
         return Ok(false);
@@ -145,7 +153,7 @@ fn merge_again(
     let patch = f.patch().unwrap_or_default();
     j.touched = at
         .repo
-        .patch_changes(&patch)
+        .patch_changes_at(made_at, &patch)
         .map(|(t, _)| t)
         .unwrap_or_default();
     let mine = paths_of(at.plan, j.index, &j.touched);
