@@ -242,8 +242,8 @@ pub fn timeline(plan: &Plan, ran: crate::pure::timeline::Ran) -> String {
 }
 
 /// The pull request body after `round` rounds, the timeline's prediction for `ran`. At most
-/// [`BODY_LIMIT`] characters for any plan whose progress table fits: the timeline and the
-/// dependency graph are left out (saying so) when they would not fit.
+/// [`BODY_LIMIT`] characters: the progress table is cut, and the timeline and the dependency
+/// graph are left out (each saying so), when they would not fit.
 pub fn pr_body(
     plan: &Plan,
     round: u32,
@@ -274,19 +274,22 @@ pub fn pr_body(
         }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
     }
-    s.push_str(&progress_table(plan, links));
-    s.push('\n');
-    s.push_str(&egress_blocked(plan));
+    let mut after = egress_blocked(plan);
     // A plan made of issues: merging closes the sub-issues completed (nothing sooner).
     let closes = crate::sources::issues::write_back::closes(plan);
     if !closes.is_empty() {
-        let _ = write!(s, "{}\n\n", closes.join("\n"));
+        let _ = write!(after, "{}\n\n", closes.join("\n"));
     }
     let latest = latest_attempts(plan);
     if !latest.is_empty() {
-        let _ = write!(s, "### Latest attempts\n\n{latest}\n");
+        let _ = write!(after, "### Latest attempts\n\n{latest}\n");
     }
     const FOOTER: usize = 400;
+    // A row per task can pass the limit alone: the table gets the room the rest leaves.
+    let room = BODY_LIMIT.saturating_sub(s.len() + after.len() + FOOTER + 1);
+    s.push_str(&fit_table(&progress_table(plan, links), room));
+    s.push('\n');
+    s.push_str(&after);
     let timeline = timeline(plan, ran);
     if timeline.is_empty() {
     } else if s.len() + timeline.len() + FOOTER < BODY_LIMIT {
@@ -311,6 +314,28 @@ pub fn pr_body(
         "\n<sub>Written by dagexec. The execution state is `{state}` on this branch; each round is one commit.</sub>"
     );
     s
+}
+
+/// `table` when it fits in `room` bytes; else its first lines that do, and how many of its
+/// tasks are not shown.
+fn fit_table(table: &str, room: usize) -> String {
+    const NOTE: usize = 120;
+    if table.len() <= room {
+        return table.to_string();
+    }
+    let mut end = 0;
+    for line in table.split_inclusive('\n') {
+        if end + line.len() + NOTE > room {
+            break;
+        }
+        end += line.len();
+    }
+    let rows = |t: &str| t.lines().filter(|l| l.starts_with("| ")).count();
+    format!(
+        "{}\n_{} more tasks are not shown here; `dagexec status` on the branch lists them all._\n",
+        &table[..end],
+        rows(table) - rows(&table[..end])
+    )
 }
 
 /// How many attempts' blocked hosts the pull request body names (the latest).
@@ -790,6 +815,44 @@ mod tests {
         let summary = round_summary(&p, part, &links(), &[], ran());
         assert!(summary.contains("### Timeline\n\npredicted "), "{summary}");
         assert!(summary.contains("```mermaid\ngantt\n"), "{summary}");
+    }
+
+    /// A plan whose progress table alone is past GitHub's limit on a pull request body
+    /// (which refuses the whole body, so finalize would stop before dispatching the next
+    /// round): the rows that fit, how many are not shown, and every `Closes` line and the
+    /// footer kept.
+    #[test]
+    fn a_table_too_long_for_the_body_is_cut_and_the_closing_lines_kept() {
+        let mut p = plan();
+        let task = p.tasks[3].clone();
+        p.tasks = (0..1500)
+            .map(|i| {
+                let mut t = task.clone();
+                t.subject = format!("Task {i} {}", "word ".repeat(20));
+                t.result = Some("because ".repeat(20));
+                if i % 2 == 0 {
+                    t.status = Status::Completed;
+                }
+                t
+            })
+            .collect();
+        let tasks: Vec<serde_json::Value> = (0..p.tasks.len())
+            .map(|i| serde_json::json!({"repo": "o/r", "number": 10_000 + i}))
+            .collect();
+        p.extra.insert(
+            crate::sources::issues::PLAN_FIELD.into(),
+            serde_json::json!({"repo": "o/r", "parent": 7, "tasks": tasks}),
+        );
+        let body = pr_body(&p, 2, &links(), None, ran());
+        assert!(body.chars().count() <= BODY_LIMIT, "{}", body.len());
+        assert!(body.contains("| 0 | Task 0 word"), "{body}");
+        assert!(!body.contains("| 1499 | Task 1499"), "{body}");
+        assert!(body.contains("more tasks are not shown here"), "{body}");
+        assert_eq!(body.matches("Closes #").count(), 750, "{body}");
+        assert!(
+            body.ends_with("each round is one commit.</sub>\n"),
+            "{body}"
+        );
     }
 
     #[test]
