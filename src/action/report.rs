@@ -73,6 +73,22 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
+/// A worker's words made inert on GitHub: a zero-width space after each `#` before a digit
+/// and each `@` before a letter or digit, so `Fixes #12` closes no issue when the pull
+/// request is merged and `@login` pings nobody.
+fn inert(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        let next = chars.peek().copied().unwrap_or(' ');
+        if (c == '#' && next.is_ascii_digit()) || (c == '@' && next.is_alphanumeric()) {
+            out.push_str("&#8203;");
+        }
+    }
+    out
+}
+
 /// The progress table (Markdown): one row per task, and a Review column with each task's
 /// latest review ([`crate::pure::review::latest_word`]) once a reviewer has run on any task.
 pub fn progress_table(plan: &Plan, links: &Links) -> String {
@@ -118,7 +134,11 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         if reviewed {
             let _ = write!(extra, " {} |", reviews[i]);
         }
-        let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
+        let _ = write!(
+            extra,
+            " {} |",
+            inert(&cell(t.result.as_deref().unwrap_or(""), 120))
+        );
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
             let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_and_cli_text());
@@ -852,6 +872,23 @@ mod tests {
         assert!(
             body.ends_with("each round is one commit.</sub>\n"),
             "{body}"
+        );
+    }
+
+    /// A worker's words in the body are shown, never acted on: a `Fixes #12` in a result
+    /// would close issue 12 when the pull request is merged (dagexec closes only the
+    /// completed sub-issues of a plan made of issues), and an `@login` would ping someone.
+    #[test]
+    fn a_workers_result_closes_no_issue_and_mentions_nobody() {
+        let mut p = plan();
+        p.tasks[0].result = Some("Fixes #12 and closes o/r#7, thanks @octocat (a@b.io)".into());
+        let table = progress_table(&p, &links());
+        let row = table.lines().find(|l| l.starts_with("| 0 |")).unwrap();
+        assert!(
+            row.contains(
+                "Fixes #&#8203;12 and closes o/r#&#8203;7, thanks @&#8203;octocat (a@&#8203;b.io)"
+            ),
+            "{row}"
         );
     }
 
