@@ -97,11 +97,11 @@ pub async fn abort_confirmed(
     Ok(false)
 }
 
-/// The question a plain BLOCKED result asks.
-pub fn blocked_question(index: usize, reason: &str) -> crate::pure::question::Question {
+/// The question a plain BLOCKED result of the task named `name` asks.
+pub fn blocked_question(name: &str, reason: &str) -> crate::pure::question::Question {
     crate::pure::question::Question {
         kind: crate::pure::question::Kind::Review,
-        text: format!("Task {index} is blocked: {reason}"),
+        text: format!("Task {name} is blocked: {reason}"),
         options: Vec::new(),
         blocked_at: None,
         reply: None,
