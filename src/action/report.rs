@@ -489,7 +489,7 @@ fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
 /// The check run's text for a spent budget: why, what the money bought, how to go on.
 fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
     let _ = writeln!(s, "{}\n", cell(why, 400));
-    let spent = crate::pure::usage::per_task(plan);
+    let (spent, names) = (crate::pure::usage::per_task(plan), TaskNames::of(plan));
     let bought: Vec<String> = plan
         .tasks
         .iter()
@@ -499,7 +499,7 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
             let cost = spent.get(&i).map(crate::pure::usage::Totals::cost_text);
             let cost = cost.filter(|c| !c.is_empty());
             let cost = cost.unwrap_or_else(|| "no cost reported".into());
-            format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
+            format!("- task {} ({}): {cost}", names.get(i), cell(&t.subject, 80))
         })
         .collect();
     if !bought.is_empty() {
@@ -515,6 +515,7 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
 /// cascade skipped, how to resume.
 fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
     let _ = writeln!(s, "{why}\n");
+    let names = TaskNames::of(plan);
     let failed: Vec<_> = plan
         .tasks
         .iter()
@@ -526,7 +527,8 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         for (i, t) in failed {
             let _ = writeln!(
                 s,
-                "- task {i} ({}): {} after {} attempt(s) — {}",
+                "- task {} ({}): {} after {} attempt(s) — {}",
+                names.get(i),
                 cell(&t.subject, 80),
                 t.status,
                 plan.attempts_of(i),
@@ -540,7 +542,7 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         .iter()
         .enumerate()
         .filter(|(_, t)| t.status == Status::Skipped && !t.join)
-        .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
+        .map(|(i, t)| format!("task {} ({})", names.get(i), cell(&t.subject, 60)))
         .collect();
     if !skipped.is_empty() {
         let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
@@ -889,6 +891,34 @@ mod tests {
                 "Fixes #&#8203;12 and closes o/r#&#8203;7, thanks @&#8203;octocat (a@&#8203;b.io)"
             ),
             "{row}"
+        );
+    }
+
+    /// The check run names failed, skipped and paid-for tasks as `/execute retry` takes them:
+    /// by a task list's own IDs, not plan indices.
+    #[test]
+    fn the_check_run_names_tasks_by_their_own_ids() {
+        let mut p = plan();
+        p.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [
+                {"id": "1", "text": "a"}, {"id": "2", "text": "b"}, {"id": "3", "text": "c"}, {"id": "4", "text": "d"}
+            ]}),
+        );
+        let stop = RunStop::CircuitBreaker("Circuit breaker.".into());
+        let (_, summary) = check_run_text(&p, &stop, "b");
+        assert!(
+            summary.contains("- task 2 (API): failed after 3 attempt(s)"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Skipped by the cascade\ntask 3 (UI)"),
+            "{summary}"
+        );
+        let (_, summary) = check_run_text(&p, &RunStop::Budget("spent".into()), "b");
+        assert!(
+            summary.contains("- task 1 (Model): no cost reported"),
+            "{summary}"
         );
     }
 
