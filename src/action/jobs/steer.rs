@@ -33,9 +33,6 @@ use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
 use crate::pure::plan;
 
-/// `/execute retry N` (the local `dagexec retry` uses it too).
-pub use crate::action::steering::retry;
-
 pub use crate::action::steering::Steered;
 
 /// Which half of a command this job does (see the module docs).

@@ -20,17 +20,17 @@ pub fn changes_plan(command: &SlashCommand) -> bool {
 
 /// The start of the marker of a queued plan change: `<!-- dagexec:steer:<comment id> -->`,
 /// written by the comment job once the commenter's permission is checked.
-pub const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
+pub(super) const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
 
 /// The marker of the plan change asked for in comment `id`.
 pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
-pub use crate::pure::plan::fields::STEERED as STEERED_FIELD;
+pub(super) use crate::pure::plan::fields::STEERED as STEERED_FIELD;
 
 /// How many settled comments the plan's cache keeps (the record itself is not capped).
-pub const STEERED_KEPT: usize = 500;
+pub(super) const STEERED_KEPT: usize = 500;
 
 /// The last line of the message of the commit that settled `/execute` comment `<id>`:
 /// `Dagexec-Steered: <id> applied` (its change is in that commit) or `… refused` (the
@@ -40,7 +40,7 @@ pub const STEERED_KEPT: usize = 500;
 pub const STEERED_TRAILER: &str = "Dagexec-Steered:";
 
 /// The comments whose change the plan records as settled.
-pub fn steered(plan: &Plan) -> Vec<u64> {
+pub(super) fn steered(plan: &Plan) -> Vec<u64> {
     plan.progress
         .extra
         .get(STEERED_FIELD)
@@ -83,7 +83,7 @@ const STEER_SUBJECTS: [&str; 4] = [
 
 /// A command settled in the branch's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettledCommand {
+pub(super) struct SettledCommand {
     /// The commit that settled it.
     pub sha: String,
     /// Applied (else refused).
@@ -96,7 +96,7 @@ pub struct SettledCommand {
 
 /// Every command the history of `HEAD` records as settled, by comment id (the newest record
 /// of each).
-pub fn settled_in_history(
+pub(super) fn settled_in_history(
     repo: &Repo,
 ) -> Result<std::collections::BTreeMap<u64, SettledCommand>, ActionError> {
     settled_between(repo, None)
