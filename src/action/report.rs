@@ -73,16 +73,22 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
-/// A worker's words made inert on GitHub: a zero-width space after each `#` before a digit
-/// and each `@` before a letter or digit, so `Fixes #12` closes no issue when the pull
-/// request is merged and `@login` pings nobody.
+/// A worker's words made inert on GitHub: a zero-width space after each `#` or `@` before a
+/// letter or digit, and after each `&` that starts an entity (`&num;`, `&#x23;`: Markdown
+/// decodes them) other than `&lt;`, so `Fixes #12` closes no issue when the pull request is
+/// merged and `@login` pings nobody.
 fn inert(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
+    for (at, c) in s.char_indices() {
         out.push(c);
-        let next = chars.peek().copied().unwrap_or(' ');
-        if (c == '#' && next.is_ascii_digit()) || (c == '@' && next.is_alphanumeric()) {
+        let rest = &s[at + c.len_utf8()..];
+        let next = rest.chars().next().unwrap_or(' ');
+        let breaks = match c {
+            '#' | '@' => next.is_alphanumeric(),
+            '&' => (next == '#' || next.is_ascii_alphabetic()) && !rest.starts_with("lt;"),
+            _ => false,
+        };
+        if breaks {
             out.push_str("&#8203;");
         }
     }
@@ -920,6 +926,23 @@ mod tests {
             summary.contains("- task 1 (Model): no cost reported"),
             "{summary}"
         );
+    }
+
+    /// The same through HTML entities, which GitHub's Markdown decodes: `&#35;12`,
+    /// `&#x23;12`, `&num;12` and `&commat;login` stay plain text too.
+    #[test]
+    fn a_workers_result_cannot_spell_a_reference_as_an_entity() {
+        for spelled in [
+            "&#35;12",
+            "&#x23;12",
+            "&num;12",
+            "&commat;octocat",
+            "&#64;octocat",
+        ] {
+            let shown = inert(spelled);
+            assert!(shown.starts_with("&&#8203;"), "{spelled}: {shown}");
+        }
+        assert_eq!(inert("a & b &lt;c>"), "a & b &lt;c>");
     }
 
     #[test]
