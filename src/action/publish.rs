@@ -323,7 +323,8 @@ impl Publisher<'_> {
     }
 
     /// The one status comment on the pull request (`stopped`: work waits, but `/execute abort`
-    /// stopped it), and a plan made of issues' on its issues.
+    /// stopped it), then, for a plan made of issues, what its issues are told
+    /// ([`Publisher::write_back_issues`]).
     async fn write_status(
         &self,
         at: &Pr<'_>,

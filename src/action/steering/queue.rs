@@ -242,7 +242,7 @@ pub(crate) async fn catch_up(
             None => match still_a_command(client, pr, id).await? {
                 Ok(found) => found,
                 Err(why) => {
-                    out.refused.insert(id);
+                    out.note(id, false);
                     rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
                     out.lines.push(format!("❌ Not applied: {why}"));
                     continue;
