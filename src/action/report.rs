@@ -357,10 +357,13 @@ fn fit_table(table: &str, room: usize) -> String {
         end += line.len();
     }
     let rows = |t: &str| t.lines().filter(|l| l.starts_with("| ")).count();
+    let what = match rows(table) - rows(&table[..end]) {
+        0 => "The table's last lines are".to_string(),
+        left => format!("{left} more tasks are"),
+    };
     format!(
-        "{}\n_{} more tasks are not shown here; `dagexec status` on the branch lists them all._\n",
-        &table[..end],
-        rows(table) - rows(&table[..end])
+        "{}\n_{what} not shown here; `dagexec status` on the branch lists them all._\n",
+        &table[..end]
     )
 }
 
@@ -943,6 +946,17 @@ mod tests {
             assert!(shown.starts_with("&&#8203;"), "{spelled}: {shown}");
         }
         assert_eq!(inert("a & b &lt;c>"), "a & b &lt;c>");
+    }
+
+    /// Cut below its last task, the table does not say that 0 tasks are not shown.
+    #[test]
+    fn a_table_cut_after_its_rows_says_what_is_left_out() {
+        let table = format!("| # |\n|---|\n| 0 |\n\n{}\n", "x".repeat(300));
+        let cut = fit_table(&table, 200);
+        assert!(
+            cut.ends_with("| 0 |\n\n\n_The table's last lines are not shown here; `dagexec status` on the branch lists them all._\n"),
+            "{cut}"
+        );
     }
 
     #[test]
