@@ -184,7 +184,6 @@ impl Publisher<'_> {
             super::dispatch_round(c, self.inputs, &self.round.branch, &self.round.branch).await?;
         }
         self.write_status(&at, plan, links, more && aborted).await?;
-        self.write_back_issues(&at, plan, links).await?;
         if let Some(s) = stop {
             self.check_run(c, plan, s, &pr).await?;
         }
@@ -236,8 +235,7 @@ impl Publisher<'_> {
         let pr = self.pull_request(c, plan, links, None).await?;
         let at = self.marked(c, pr.number).await?;
         self.ask(&at, plan, None).await?;
-        self.write_status(&at, plan, links, false).await?;
-        self.write_back_issues(&at, plan, links).await
+        self.write_status(&at, plan, links, false).await
     }
 
     /// Pull request `number` with the comments on it that carry a dagexec marker: only those
@@ -325,7 +323,8 @@ impl Publisher<'_> {
     }
 
     /// The one status comment on the pull request (`stopped`: work waits, but `/execute abort`
-    /// stopped it).
+    /// stopped it), then, for a plan made of issues, what its issues are told
+    /// ([`Publisher::write_back_issues`]).
     async fn write_status(
         &self,
         at: &Pr<'_>,
@@ -366,7 +365,7 @@ impl Publisher<'_> {
         }) {
             c.update_comment(other.id, &status).await?;
         }
-        Ok(())
+        self.write_back_issues(at, plan, links).await
     }
 
     /// A plan made of issues: the status on the parent issue too, and a note on the sub-issue

@@ -73,6 +73,28 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
+/// A worker's words made inert on GitHub: a zero-width space after each `#` or `@` before a
+/// letter or digit, and after each `&` that starts an entity (`&num;`, `&#x23;`: Markdown
+/// decodes them) other than `&lt;`, so `Fixes #12` closes no issue when the pull request is
+/// merged and `@login` pings nobody.
+fn inert(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (at, c) in s.char_indices() {
+        out.push(c);
+        let rest = &s[at + c.len_utf8()..];
+        let next = rest.chars().next().unwrap_or(' ');
+        let breaks = match c {
+            '#' | '@' => next.is_alphanumeric(),
+            '&' => (next == '#' || next.is_ascii_alphabetic()) && !rest.starts_with("lt;"),
+            _ => false,
+        };
+        if breaks {
+            out.push_str("&#8203;");
+        }
+    }
+    out
+}
+
 /// The progress table (Markdown): one row per task, and a Review column with each task's
 /// latest review ([`crate::pure::review::latest_word`]) once a reviewer has run on any task.
 pub fn progress_table(plan: &Plan, links: &Links) -> String {
@@ -118,7 +140,11 @@ pub fn progress_table(plan: &Plan, links: &Links) -> String {
         if reviewed {
             let _ = write!(extra, " {} |", reviews[i]);
         }
-        let _ = write!(extra, " {} |", cell(t.result.as_deref().unwrap_or(""), 120));
+        let _ = write!(
+            extra,
+            " {} |",
+            inert(&cell(t.result.as_deref().unwrap_or(""), 120))
+        );
         if timed {
             let t = spent.get(&i).cloned().unwrap_or_default();
             let _ = write!(extra, " {} | {} |", t.time_text(), t.cost_and_cli_text());
@@ -242,8 +268,8 @@ pub fn timeline(plan: &Plan, ran: crate::pure::timeline::Ran) -> String {
 }
 
 /// The pull request body after `round` rounds, the timeline's prediction for `ran`. At most
-/// [`BODY_LIMIT`] characters for any plan whose progress table fits: the timeline and the
-/// dependency graph are left out (saying so) when they would not fit.
+/// [`BODY_LIMIT`] characters: the progress table is cut, and the timeline and the dependency
+/// graph are left out (each saying so), when they would not fit.
 pub fn pr_body(
     plan: &Plan,
     round: u32,
@@ -274,19 +300,22 @@ pub fn pr_body(
         }
         None => s.push_str("Execution is in progress; this body is updated after every round.\n\n"),
     }
-    s.push_str(&progress_table(plan, links));
-    s.push('\n');
-    s.push_str(&egress_blocked(plan));
+    let mut after = egress_blocked(plan);
     // A plan made of issues: merging closes the sub-issues completed (nothing sooner).
     let closes = crate::sources::issues::write_back::closes(plan);
     if !closes.is_empty() {
-        let _ = write!(s, "{}\n\n", closes.join("\n"));
+        let _ = write!(after, "{}\n\n", closes.join("\n"));
     }
     let latest = latest_attempts(plan);
     if !latest.is_empty() {
-        let _ = write!(s, "### Latest attempts\n\n{latest}\n");
+        let _ = write!(after, "### Latest attempts\n\n{latest}\n");
     }
     const FOOTER: usize = 400;
+    // A row per task can pass the limit alone: the table gets the room the rest leaves.
+    let room = BODY_LIMIT.saturating_sub(s.len() + after.len() + FOOTER + 1);
+    s.push_str(&fit_table(&progress_table(plan, links), room));
+    s.push('\n');
+    s.push_str(&after);
     let timeline = timeline(plan, ran);
     if timeline.is_empty() {
     } else if s.len() + timeline.len() + FOOTER < BODY_LIMIT {
@@ -311,6 +340,31 @@ pub fn pr_body(
         "\n<sub>Written by dagexec. The execution state is `{state}` on this branch; each round is one commit.</sub>"
     );
     s
+}
+
+/// `table` when it fits in `room` bytes; else its first lines that do, and how many of its
+/// tasks are not shown.
+fn fit_table(table: &str, room: usize) -> String {
+    const NOTE: usize = 120;
+    if table.len() <= room {
+        return table.to_string();
+    }
+    let mut end = 0;
+    for line in table.split_inclusive('\n') {
+        if end + line.len() + NOTE > room {
+            break;
+        }
+        end += line.len();
+    }
+    let rows = |t: &str| t.lines().filter(|l| l.starts_with("| ")).count();
+    let what = match rows(table) - rows(&table[..end]) {
+        0 => "The table's last lines are".to_string(),
+        left => format!("{left} more tasks are"),
+    };
+    format!(
+        "{}\n_{what} not shown here; `dagexec status` on the branch lists them all._\n",
+        &table[..end]
+    )
 }
 
 /// How many attempts' blocked hosts the pull request body names (the latest).
@@ -444,7 +498,7 @@ fn check_run_title(plan: &Plan, stop: &RunStop) -> String {
 /// The check run's text for a spent budget: why, what the money bought, how to go on.
 fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
     let _ = writeln!(s, "{}\n", cell(why, 400));
-    let spent = crate::pure::usage::per_task(plan);
+    let (spent, names) = (crate::pure::usage::per_task(plan), TaskNames::of(plan));
     let bought: Vec<String> = plan
         .tasks
         .iter()
@@ -454,7 +508,7 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
             let cost = spent.get(&i).map(crate::pure::usage::Totals::cost_text);
             let cost = cost.filter(|c| !c.is_empty());
             let cost = cost.unwrap_or_else(|| "no cost reported".into());
-            format!("- task {i} ({}): {cost}", cell(&t.subject, 80))
+            format!("- task {} ({}): {cost}", names.get(i), cell(&t.subject, 80))
         })
         .collect();
     if !bought.is_empty() {
@@ -470,6 +524,7 @@ fn budget_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
 /// cascade skipped, how to resume.
 fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
     let _ = writeln!(s, "{why}\n");
+    let names = TaskNames::of(plan);
     let failed: Vec<_> = plan
         .tasks
         .iter()
@@ -481,7 +536,8 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         for (i, t) in failed {
             let _ = writeln!(
                 s,
-                "- task {i} ({}): {} after {} attempt(s) — {}",
+                "- task {} ({}): {} after {} attempt(s) — {}",
+                names.get(i),
                 cell(&t.subject, 80),
                 t.status,
                 plan.attempts_of(i),
@@ -495,7 +551,7 @@ fn failed_text(s: &mut String, plan: &Plan, why: &str, branch: &str) {
         .iter()
         .enumerate()
         .filter(|(_, t)| t.status == Status::Skipped && !t.join)
-        .map(|(i, t)| format!("task {i} ({})", cell(&t.subject, 60)))
+        .map(|(i, t)| format!("task {} ({})", names.get(i), cell(&t.subject, 60)))
         .collect();
     if !skipped.is_empty() {
         let _ = writeln!(s, "### Skipped by the cascade\n{}\n", skipped.join(", "));
@@ -790,6 +846,117 @@ mod tests {
         let summary = round_summary(&p, part, &links(), &[], ran());
         assert!(summary.contains("### Timeline\n\npredicted "), "{summary}");
         assert!(summary.contains("```mermaid\ngantt\n"), "{summary}");
+    }
+
+    /// A plan whose progress table alone is past GitHub's limit on a pull request body
+    /// (which refuses the whole body, so finalize would stop before dispatching the next
+    /// round): the rows that fit, how many are not shown, and every `Closes` line and the
+    /// footer kept.
+    #[test]
+    fn a_table_too_long_for_the_body_is_cut_and_the_closing_lines_kept() {
+        let mut p = plan();
+        let task = p.tasks[3].clone();
+        p.tasks = (0..1500)
+            .map(|i| {
+                let mut t = task.clone();
+                t.subject = format!("Task {i} {}", "word ".repeat(20));
+                t.result = Some("because ".repeat(20));
+                if i % 2 == 0 {
+                    t.status = Status::Completed;
+                }
+                t
+            })
+            .collect();
+        let tasks: Vec<serde_json::Value> = (0..p.tasks.len())
+            .map(|i| serde_json::json!({"repo": "o/r", "number": 10_000 + i}))
+            .collect();
+        p.extra.insert(
+            crate::sources::issues::PLAN_FIELD.into(),
+            serde_json::json!({"repo": "o/r", "parent": 7, "tasks": tasks}),
+        );
+        let body = pr_body(&p, 2, &links(), None, ran());
+        assert!(body.chars().count() <= BODY_LIMIT, "{}", body.len());
+        assert!(body.contains("| 0 | Task 0 word"), "{body}");
+        assert!(!body.contains("| 1499 | Task 1499"), "{body}");
+        assert!(body.contains("more tasks are not shown here"), "{body}");
+        assert_eq!(body.matches("Closes #").count(), 750, "{body}");
+        assert!(
+            body.ends_with("each round is one commit.</sub>\n"),
+            "{body}"
+        );
+    }
+
+    /// A worker's words in the body are shown, never acted on: a `Fixes #12` in a result
+    /// would close issue 12 when the pull request is merged (dagexec closes only the
+    /// completed sub-issues of a plan made of issues), and an `@login` would ping someone.
+    #[test]
+    fn a_workers_result_closes_no_issue_and_mentions_nobody() {
+        let mut p = plan();
+        p.tasks[0].result = Some("Fixes #12 and closes o/r#7, thanks @octocat (a@b.io)".into());
+        let table = progress_table(&p, &links());
+        let row = table.lines().find(|l| l.starts_with("| 0 |")).unwrap();
+        assert!(
+            row.contains(
+                "Fixes #&#8203;12 and closes o/r#&#8203;7, thanks @&#8203;octocat (a@&#8203;b.io)"
+            ),
+            "{row}"
+        );
+    }
+
+    /// The check run names failed, skipped and paid-for tasks as `/execute retry` takes them:
+    /// by a task list's own IDs, not plan indices.
+    #[test]
+    fn the_check_run_names_tasks_by_their_own_ids() {
+        let mut p = plan();
+        p.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [
+                {"id": "1", "text": "a"}, {"id": "2", "text": "b"}, {"id": "3", "text": "c"}, {"id": "4", "text": "d"}
+            ]}),
+        );
+        let stop = RunStop::CircuitBreaker("Circuit breaker.".into());
+        let (_, summary) = check_run_text(&p, &stop, "b");
+        assert!(
+            summary.contains("- task 2 (API): failed after 3 attempt(s)"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("Skipped by the cascade\ntask 3 (UI)"),
+            "{summary}"
+        );
+        let (_, summary) = check_run_text(&p, &RunStop::Budget("spent".into()), "b");
+        assert!(
+            summary.contains("- task 1 (Model): no cost reported"),
+            "{summary}"
+        );
+    }
+
+    /// The same through HTML entities, which GitHub's Markdown decodes: `&#35;12`,
+    /// `&#x23;12`, `&num;12` and `&commat;login` stay plain text too.
+    #[test]
+    fn a_workers_result_cannot_spell_a_reference_as_an_entity() {
+        for spelled in [
+            "&#35;12",
+            "&#x23;12",
+            "&num;12",
+            "&commat;octocat",
+            "&#64;octocat",
+        ] {
+            let shown = inert(spelled);
+            assert!(shown.starts_with("&&#8203;"), "{spelled}: {shown}");
+        }
+        assert_eq!(inert("a & b &lt;c>"), "a & b &lt;c>");
+    }
+
+    /// Cut below its last task, the table does not say that 0 tasks are not shown.
+    #[test]
+    fn a_table_cut_after_its_rows_says_what_is_left_out() {
+        let table = format!("| # |\n|---|\n| 0 |\n\n{}\n", "x".repeat(300));
+        let cut = fit_table(&table, 200);
+        assert!(
+            cut.ends_with("| 0 |\n\n\n_The table's last lines are not shown here; `dagexec status` on the branch lists them all._\n"),
+            "{cut}"
+        );
     }
 
     #[test]

@@ -313,3 +313,28 @@ fn a_forged_abort_in_a_bot_status_comment_stops_nothing() {
     assert!(!log.contains("Stopped after"), "{log}");
     lab.gh.assert_clean();
 }
+
+/// A command refused when its steer job applies it starts no round, whether or not the
+/// comment job queued it first (it always does): its author gets the reason, and the branch
+/// waits as it did. One that comes with an earlier command that was applied (whose own steer
+/// job GitHub cancelled) still starts the round that one needs.
+#[test]
+fn a_refused_command_starts_no_round_unless_an_earlier_one_was_applied() {
+    let lab = chain();
+    let r = lab.round(1);
+    assert!(r.finalized.as_ref().unwrap().0, "{:?}", r.finalized);
+    let dispatches = || lab.gh.calls("actions/create-workflow-dispatch").len();
+    let before = dispatches();
+    // Task 0 completed in round 1: it cannot be retried.
+    let (id, text) = lab.comment_jobs(90, 1, "/execute retry 0", true);
+    assert!(marker(&lab.gh, id).contains("❌ Not applied"), "{text}");
+    assert_eq!(dispatches(), before, "{text}");
+    // An answer nobody asked for is refused too, but the proceed queued before it (its steer
+    // job cancelled) is applied, and its round starts.
+    lab.comment_jobs(91, 1, "/execute proceed", false);
+    let (id, text) = lab.comment_jobs(92, 1, "/execute answer 1 yes", true);
+    assert!(marker(&lab.gh, id).contains("❌ Not applied"), "{text}");
+    assert_eq!(commits(&lab, "dagexec: proceed"), 1, "{text}");
+    assert_eq!(dispatches(), before + 1, "{text}");
+    lab.gh.assert_clean();
+}

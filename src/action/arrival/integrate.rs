@@ -56,11 +56,12 @@ pub(crate) fn prepare_arrivals(plan: &mut plan::model::Plan, judged: &mut [Judge
     }
     for j in judged.iter() {
         if j.verdict.status == Status::Blocked && j.question.is_none() {
+            let name = crate::pure::plan::ids::name(plan, j.index);
             let t = &mut plan.tasks[j.index];
             if crate::pure::question::get(t).is_none_or(|q| q.reply.is_some()) {
                 crate::pure::question::set(
                     t,
-                    &steering::blocked_question(j.index, &j.verdict.result),
+                    &steering::blocked_question(&name, &j.verdict.result),
                 );
             }
         }

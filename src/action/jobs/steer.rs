@@ -33,9 +33,6 @@ use crate::edge::git::{RemoteAuth, Repo};
 use crate::edge::github::Client;
 use crate::pure::plan;
 
-/// `/execute retry N` (the local `dagexec retry` uses it too).
-pub use crate::action::steering::retry;
-
 pub use crate::action::steering::Steered;
 
 /// Which half of a command this job does (see the module docs).
@@ -154,7 +151,7 @@ impl Steer<'_> {
             Err(done) => return Ok(done),
         };
         match &self.trigger.command {
-            SlashCommand::Start => self.commit_and_start(&checkout, None, false, None).await,
+            SlashCommand::Start => self.start(&checkout).await,
             SlashCommand::Status => self.status(&checkout.plan).await,
             SlashCommand::Abort => self.abort(&checkout.plan).await,
             SlashCommand::Proceed | SlashCommand::Answer { .. } | SlashCommand::Retry { .. } => {
@@ -234,7 +231,8 @@ impl Steer<'_> {
 
     /// `proceed`, `answer`, `retry`: commands queued earlier whose steer job GitHub cancelled
     /// (one pending job per branch group) are applied first, in order; then this one, unless
-    /// a round's writer applied it already.
+    /// a round's writer applied it already. Pushed, and a round started, unless this one was
+    /// refused (its author is told why) and no other was applied.
     async fn change(&self, mut c: Checkout) -> Result<Steered, ActionError> {
         let trigger = self.trigger;
         let queue = Queue::new(self.client, trigger.pr_number, &c.repo, &c.inputs);
@@ -255,21 +253,29 @@ impl Steer<'_> {
                 Err(refusal) => (None, Some(refusal)),
             }
         };
-        let change = change.as_deref();
-        self.commit_and_start(&c, change, caught.committed, refused)
-            .await
+        self.commit_and_push(&c, change.as_deref(), caught.committed)
+            .await?;
+        let id = trigger.comment_id;
+        let refused_here = refused.is_some() || caught.refused.contains(&id);
+        if let Some(refusal) = &refused {
+            self.client.comment(trigger.pr_number, refusal).await?;
+        }
+        if refused_here && !caught.applied {
+            return Ok(said(refused.unwrap_or_else(|| {
+                format!("Comment {id} was not applied (its reply says why); no round started.")
+            })));
+        }
+        self.start(&c).await
     }
 
     /// Commits the plan with `change` (its message), pushes it and what was caught up, and
-    /// confirms the markers; then replies with `refused` (why this command cannot be
-    /// applied), or starts a round on the branch.
-    async fn commit_and_start(
+    /// confirms the markers.
+    async fn commit_and_push(
         &self,
         c: &Checkout,
         change: Option<&str>,
         caught_up: bool,
-        refused: Option<String>,
-    ) -> Result<Steered, ActionError> {
+    ) -> Result<(), ActionError> {
         let (client, branch) = (self.client, &self.branch);
         if let Some(message) = change {
             crate::action::save_plan(&c.plan, &c.plan_path)?;
@@ -285,11 +291,13 @@ impl Steer<'_> {
                 println!("{line}");
             }
         }
-        if let Some(refusal) = refused {
-            client.comment(self.trigger.pr_number, &refusal).await?;
-            return Ok(said(refusal));
-        }
-        crate::action::dispatch_round(client, &c.inputs, branch, branch).await?;
+        Ok(())
+    }
+
+    /// Starts a round on the branch.
+    async fn start(&self, c: &Checkout) -> Result<Steered, ActionError> {
+        let branch = &self.branch;
+        crate::action::dispatch_round(self.client, &c.inputs, branch, branch).await?;
         Ok(Steered {
             message: format!("Started a round on {branch}."),
             dispatched: Some(branch.clone()),

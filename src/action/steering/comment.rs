@@ -149,9 +149,10 @@ pub(super) fn after_prefix(body: &str) -> Option<&str> {
         .then_some(rest)
 }
 
-/// The next word on the current line (spaces and tabs skipped) and what follows it.
+/// The next word on the current line (any whitespace but a line's end skipped) and what
+/// follows it.
 fn word(s: &str) -> (&str, &str) {
-    let s = s.trim_start_matches([' ', '\t']);
+    let s = s.trim_start_matches(|c: char| c.is_whitespace() && c != '\n');
     s.split_at(s.find(char::is_whitespace).unwrap_or(s.len()))
 }
 
@@ -551,6 +552,19 @@ mod tests {
                 other => panic!("{body:?}: {other:?}"),
             }
         }
+    }
+
+    /// A space that is not ASCII (a no-break space, as some keyboards type after a word)
+    /// still separates the command: `/execute abort` typed so never starts a round.
+    #[test]
+    fn a_unicode_space_separates_the_command_too() {
+        use SlashCommand::*;
+        assert_eq!(parse("/execute\u{a0}abort"), Some(Abort));
+        assert_eq!(
+            parse("/execute\u{2003}retry\u{a0}3"),
+            Some(Retry { task: "3".into() })
+        );
+        assert_eq!(parse("/execute \r\nabort"), Some(Start));
     }
 
     fn webhook(name: &str) -> Value {

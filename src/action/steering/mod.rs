@@ -22,10 +22,7 @@ use crate::pure::plan::{Plan, model::Status};
 use comment::SlashCommand;
 use queue::still_a_command;
 pub(crate) use queue::{Queue, catch_up, confirm, settled_since};
-pub use record::{
-    PROCEED_FIELD, STEER_MARKER_PREFIX, STEERED_FIELD, STEERED_KEPT, STEERED_TRAILER,
-    SettledCommand, apply, changes_plan, retry, settled_in_history, steer_marker, steered,
-};
+pub use record::{PROCEED_FIELD, STEERED_TRAILER, apply, changes_plan, retry, steer_marker};
 pub(crate) use record::{command_text, record, with_trailer};
 
 /// What an `/execute` command did (on a pull request, `jobs::steer`; on a parent issue,
@@ -74,15 +71,8 @@ pub async fn abort_confirmed(
         .own
         .iter()
         .filter(|c| c.starts_with(comment::STATUS_MARKER) && c.body.contains(ABORT_MARKER))
-        .flat_map(|c| {
-            c.body
-                .match_indices(ABORT_BY_PREFIX)
-                .filter_map(|(at, _)| {
-                    let rest = &c.body[at + ABORT_BY_PREFIX.len()..];
-                    rest.split(" -->").next()?.trim().parse().ok()
-                })
-                .collect::<Vec<u64>>()
-        })
+        .flat_map(|c| c.body.split(ABORT_BY_PREFIX).skip(1))
+        .filter_map(|rest| rest.split(" -->").next()?.trim().parse().ok())
         .collect();
     for id in ids {
         match still_a_command(client, pr, id).await? {
@@ -97,11 +87,11 @@ pub async fn abort_confirmed(
     Ok(false)
 }
 
-/// The question a plain BLOCKED result asks.
-pub fn blocked_question(index: usize, reason: &str) -> crate::pure::question::Question {
+/// The question a plain BLOCKED result of the task named `name` asks.
+pub fn blocked_question(name: &str, reason: &str) -> crate::pure::question::Question {
     crate::pure::question::Question {
         kind: crate::pure::question::Kind::Review,
-        text: format!("Task {index} is blocked: {reason}"),
+        text: format!("Task {name} is blocked: {reason}"),
         options: Vec::new(),
         blocked_at: None,
         reply: None,

@@ -21,6 +21,11 @@ pub(crate) struct CaughtUp {
     pub settled: std::collections::BTreeSet<u64>,
     /// Commits were made in the checkout (to push).
     pub committed: bool,
+    /// A command was applied here, or found applied by a job that may have died before it
+    /// started its round.
+    pub applied: bool,
+    /// The queued commands found not to apply.
+    pub refused: std::collections::BTreeSet<u64>,
 }
 
 /// A queued change as its marker shows it: `<!-- dagexec:steer:<id> -->` then `⏳ Queued…`
@@ -211,11 +216,13 @@ pub(crate) async fn catch_up(
         out.settled.insert(id);
         // Settled by a job that pushed and then died before rewriting the marker.
         if let Some(s) = history.get(&id) {
+            out.note(id, s.applied);
             out.lines
                 .push(settle_markers(client, pr, id, &marks, s).await?);
             continue;
         }
         if cache.contains(&id) {
+            out.applied = true;
             rewrite(
                 client,
                 id,
@@ -235,21 +242,34 @@ pub(crate) async fn catch_up(
             None => match still_a_command(client, pr, id).await? {
                 Ok(found) => found,
                 Err(why) => {
+                    out.note(id, false);
                     rewrite(client, id, &marks, &format!("❌ Not applied: {why}")).await;
                     out.lines.push(format!("❌ Not applied: {why}"));
                     continue;
                 }
             },
         };
-        let line = commit_command(q, plan, dag, id, &user, command)?;
+        let (line, applied) = commit_command(q, plan, dag, id, &user, command)?;
         out.committed = true;
+        out.note(id, applied);
         out.lines.push(line);
     }
     Ok(out)
 }
 
+impl CaughtUp {
+    /// Comment `id` was found `applied`, or refused.
+    fn note(&mut self, id: u64, applied: bool) {
+        self.applied |= applied;
+        if !applied {
+            self.refused.insert(id);
+        }
+    }
+}
+
 /// Applies `command` (comment `id`, by `user`; `None`: it holds none now) to the plan and
-/// commits it with its record, applied or refused: the line for the log.
+/// commits it with its record, applied or refused: the line for the log, and whether it was
+/// applied.
 fn commit_command(
     q: Queue<'_>,
     plan: &mut Plan,
@@ -257,7 +277,7 @@ fn commit_command(
     id: u64,
     user: &str,
     command: Option<SlashCommand>,
-) -> Result<String, ActionError> {
+) -> Result<(String, bool), ActionError> {
     let by = format!("`/execute` by @{user}");
     let outcome = match command {
         Some(command) if changes_plan(&command) => apply(plan, dag, &command, &by),
@@ -280,7 +300,7 @@ fn commit_command(
     };
     q.repo
         .commit(&message, std::slice::from_ref(&q.inputs.plan_rel))?;
-    Ok(format!(
+    let line = format!(
         "{}: comment {id} ({}).",
         if outcome.is_ok() {
             "Applied"
@@ -288,7 +308,8 @@ fn commit_command(
             "Not applied"
         },
         message.lines().next().unwrap_or("")
-    ))
+    );
+    Ok((line, outcome.is_ok()))
 }
 
 /// Comment `id` read again at the moment its queued change is applied: its author and

@@ -20,17 +20,17 @@ pub fn changes_plan(command: &SlashCommand) -> bool {
 
 /// The start of the marker of a queued plan change: `<!-- dagexec:steer:<comment id> -->`,
 /// written by the comment job once the commenter's permission is checked.
-pub const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
+pub(super) const STEER_MARKER_PREFIX: &str = "<!-- dagexec:steer:";
 
 /// The marker of the plan change asked for in comment `id`.
 pub fn steer_marker(id: u64) -> String {
     format!("{STEER_MARKER_PREFIX}{id} -->")
 }
 
-pub use crate::pure::plan::fields::STEERED as STEERED_FIELD;
+pub(super) use crate::pure::plan::fields::STEERED as STEERED_FIELD;
 
 /// How many settled comments the plan's cache keeps (the record itself is not capped).
-pub const STEERED_KEPT: usize = 500;
+pub(super) const STEERED_KEPT: usize = 500;
 
 /// The last line of the message of the commit that settled `/execute` comment `<id>`:
 /// `Dagexec-Steered: <id> applied` (its change is in that commit) or `… refused` (the
@@ -40,7 +40,7 @@ pub const STEERED_KEPT: usize = 500;
 pub const STEERED_TRAILER: &str = "Dagexec-Steered:";
 
 /// The comments whose change the plan records as settled.
-pub fn steered(plan: &Plan) -> Vec<u64> {
+pub(super) fn steered(plan: &Plan) -> Vec<u64> {
     plan.progress
         .extra
         .get(STEERED_FIELD)
@@ -83,7 +83,7 @@ const STEER_SUBJECTS: [&str; 4] = [
 
 /// A command settled in the branch's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettledCommand {
+pub(super) struct SettledCommand {
     /// The commit that settled it.
     pub sha: String,
     /// Applied (else refused).
@@ -96,7 +96,7 @@ pub struct SettledCommand {
 
 /// Every command the history of `HEAD` records as settled, by comment id (the newest record
 /// of each).
-pub fn settled_in_history(
+pub(super) fn settled_in_history(
     repo: &Repo,
 ) -> Result<std::collections::BTreeMap<u64, SettledCommand>, ActionError> {
     settled_between(repo, None)
@@ -179,7 +179,7 @@ pub fn apply(
                 if t.status == Status::Blocked && crate::pure::question::get(t).is_none() {
                     crate::pure::question::set(
                         t,
-                        &super::blocked_question(index, t.result.as_deref().unwrap_or("")),
+                        &super::blocked_question(&name, t.result.as_deref().unwrap_or("")),
                     );
                 }
             }
@@ -221,13 +221,13 @@ pub fn retry(
     dag: &crate::pure::graph::Dag,
     index: usize,
 ) -> Result<Vec<usize>, String> {
-    let count = plan.tasks.len();
+    let (count, name) = (plan.tasks.len(), TaskNames::of(plan).get(index));
     let Some(t) = plan.tasks.get_mut(index) else {
         return Err(format!("task {index}: no such task (the plan has {count})"));
     };
     if !matches!(t.status, Status::Failed | Status::Blocked | Status::Skipped) {
         return Err(format!(
-            "task {index} is {}; only a failed, blocked or skipped task can be retried",
+            "task {name} is {}; only a failed, blocked or skipped task can be retried",
             t.status
         ));
     }
@@ -364,6 +364,55 @@ mod tests {
         let comment = super::super::question_comment(1, "13.3", "b", &q);
         assert!(comment.contains("/execute answer 13.3 done"), "{comment}");
         assert!(comment.contains("`/execute retry 13.3`"), "{comment}");
+    }
+
+    /// A task that cannot be retried is named as the user named it: in a task list whose IDs
+    /// start at 1, plan index 0 is task 1, and "task 0 is completed" named no task at all.
+    #[test]
+    fn a_refused_retry_names_the_task_by_its_own_id() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "progress": {"completedTasks": []},
+            "tasks": [
+                {"subject": "a", "status": "completed", "blockedBy": []},
+                {"subject": "b", "status": "pending", "blockedBy": [0]}
+            ]
+        }))
+        .unwrap();
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [
+                {"id": "1", "text": "a"}, {"id": "2", "text": "b"}
+            ]}),
+        );
+        let dag = crate::pure::validate::check(&plan, None).unwrap();
+        let retry = SlashCommand::Retry { task: "1".into() };
+        assert_eq!(
+            apply(&mut plan, &dag, &retry, "by").unwrap_err(),
+            "dagexec cannot retry that: task 1 is completed; only a failed, blocked or skipped task can be retried"
+        );
+    }
+
+    /// A plain BLOCKED answered on the pull request keeps the question it was asked as, in
+    /// the task's own name (its question comment is headed by that name).
+    #[test]
+    fn a_plain_blocked_question_names_the_task_by_its_own_id() {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({
+            "schemaVersion": 2, "goal": "g", "progress": {"completedTasks": []},
+            "tasks": [{"subject": "a", "status": "blocked", "result": "which db?", "blockedBy": []}]
+        }))
+        .unwrap();
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [{"id": "7", "text": "a"}]}),
+        );
+        let dag = crate::pure::validate::check(&plan, None).unwrap();
+        let answer = SlashCommand::Answer {
+            task: "7".into(),
+            text: "sqlite".into(),
+        };
+        apply(&mut plan, &dag, &answer, "by").unwrap();
+        let q = crate::pure::question::get(&plan.tasks[0]).unwrap();
+        assert_eq!(q.text, "Task 7 is blocked: which db?");
     }
 
     #[test]

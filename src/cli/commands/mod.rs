@@ -146,7 +146,7 @@ pub(crate) fn cmd_retry(
     let Loaded { mut plan, dag } = load(loc)?;
     let task = find_task(&plan, &a.task)?;
     let name = crate::pure::plan::ids::name(&plan, task);
-    let reopened = crate::action::jobs::steer::retry(&mut plan, &dag, task).map_err(task_usage)?;
+    let reopened = crate::action::steering::retry(&mut plan, &dag, task).map_err(task_usage)?;
     crate::edge::plan_file::save(&plan, &loc.plan)?;
     writeln!(
         out,
