@@ -324,7 +324,12 @@ impl Remote<'_> {
                 )
             }
             // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
-            Ending::Aborted | Ending::Interrupted { .. } => (Conclusion::Aborted, None),
+            Ending::Aborted | Ending::Interrupted { .. } => {
+                // A re-check or rebase the batch that found the abort asked for never starts:
+                // its task, put back to pending after that batch's commit, is committed so.
+                self.commit(plan, "dagexec: conductor stops at `/execute abort`")?;
+                (Conclusion::Aborted, None)
+            }
             Ending::Deadlock { pending } => (
                 Conclusion::Deadlock,
                 Some(RunStop::Deadlock(engine::deadlock_message(pending))),
