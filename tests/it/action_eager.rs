@@ -635,6 +635,56 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
     lab.gh.assert_clean();
 }
 
+#[test]
+fn execute_abort_given_during_a_handover_stops_the_successor_starting_tasks() {
+    // `/execute abort` marks the status comment while the successor waits in the branch's
+    // group: the successor integrates the runs it adopts and starts nothing new.
+    let lab = Arc::new(Lab::new(diamond()));
+    let first = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "1s")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Handed over after"), "{log}");
+    let tasks_dispatched = |lab: &Lab| {
+        let st = lab.gh.state();
+        st.dispatches
+            .iter()
+            .filter(|d| d.inputs.get("task").is_some())
+            .count()
+    };
+    let before = tasks_dispatched(&lab);
+    let st = lab.gh.state();
+    let c = st
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("the status comment");
+    let asked = lab
+        .gh
+        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+    let body = format!(
+        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+        c.body
+    );
+    lab.gh.edit_comment(c.id, &body);
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert_eq!(
+        tasks_dispatched(&lab),
+        before,
+        "nothing new started:\n{log}"
+    );
+    let plan = lab.branch_plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_ne!(t["status"], "in_progress", "task {i}: {t:#}\n{log}");
+        assert!(t.get("dagexecRun").is_none(), "task {i}: {t:#}\n{log}");
+    }
+    lab.gh.assert_clean();
+}
+
 /// Task 0 never works; 1–3 need it; 4 is slow and independent.
 /// Task 0 always fails; slow task 4 outlasts task 0's three attempts: it ends only once the
 /// conductor has (its last line, `Conductor: …`, in the lab's conduct-1.log beside

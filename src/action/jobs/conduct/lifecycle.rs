@@ -110,6 +110,47 @@ impl Remote<'_> {
         again
     }
 
+    /// The conductor's start once it adopted what its branch records: that committed and
+    /// published (the branch and the pull request exist before any run is dispatched on it),
+    /// an `/execute abort` given while it waited to start (a handover's successor) heeded —
+    /// the runs adopted are integrated, nothing new starts —, and the follow-ups `adopt`
+    /// returned (`again`: `overlap: merge`, recorded by a dead conductor, never dispatched)
+    /// dispatched from the commit just pushed, which keeps their merges, or put back to
+    /// pending after an abort. `Some`: how the conductor ends right there.
+    pub(super) async fn take_over(
+        &mut self,
+        plan: &mut Plan,
+        again: Vec<Launch>,
+        round_no: u32,
+    ) -> Result<Option<Finalized>, ActionError> {
+        let n = self.flights.len();
+        self.commit(
+            plan,
+            &format!("dagexec: conductor starts ({n} run(s) adopted)"),
+        )?;
+        let published = self.publish_through(round_no, plan).await?;
+        if published.stale {
+            return Ok(Some(writer::stale(published)));
+        }
+        self.pushed = self.repo.head()?;
+        self.pr = published.pr;
+        if published.aborted {
+            self.abort();
+        }
+        for start in again {
+            if self.aborted {
+                plan.tasks[start.task].status = Status::Pending;
+                crate::flow::exec::Executor::save(self, plan)?;
+            } else {
+                crate::flow::exec::Executor::start(self, plan, start, round_no).await?;
+            }
+        }
+        if self.aborted && self.flights.is_empty() {
+            return Ok(Some(self.end(plan, Ending::Aborted, round_no).await?));
+        }
+        Ok(None)
+    }
+
     /// The record of starts beside the branch ([`super::starts_ref`]), read into `plan`: each
     /// attempt it holds that the branch's tip does not (a conductor died after recording it,
     /// before the branch's next commit) is in progress again, counted, with its run when the

@@ -183,6 +183,7 @@ pub async fn run(
         stale: None,
         staged: Vec::new(),
         pr: None,
+        aborted: false,
         polls: remote::Polls::default(),
         untold: None,
         merging: remote::MergeState {
@@ -200,21 +201,8 @@ pub async fn run(
     let again = remote.adopt(plan).await;
     fail_exhausted(plan, &checkout.dag, &ui);
     let round_no = crate::flow::round_counter(plan);
-    // The branch (and the pull request) exist before any run is dispatched on it.
-    let n = remote.flights.len();
-    let adopted = format!("dagexec: conductor starts ({n} run(s) adopted)");
-    remote.commit(plan, &adopted)?;
-    let published = remote.publish_through(round_no, plan).await?;
-    if published.stale {
-        return Ok(writer::stale(published));
-    }
-    remote.pushed = checkout.repo.head()?;
-    remote.pr = published.pr;
-    // The follow-ups `adopt` returned (`overlap: merge`: recorded by a dead conductor, never
-    // dispatched), from the commit just pushed, which keeps their merges; the tasks in flight
-    // then.
-    for start in again {
-        crate::flow::exec::Executor::start(&mut remote, plan, start, round_no).await?;
+    if let Some(ended) = remote.take_over(plan, again, round_no).await? {
+        return Ok(ended);
     }
     let adopted: Vec<usize> = remote.flights.keys().copied().collect();
     let engine = Eager {
