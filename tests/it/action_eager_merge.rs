@@ -597,6 +597,12 @@ fn a_merge_put_back_by_execute_abort_is_committed_as_the_conductor_says_it() {
     let one = &plan["tasks"][1];
     assert_eq!(one["status"], "pending", "{one:#}\n{log}");
     assert!(one.get("dagexecFollowUp").is_none(), "{one:#}\n{log}");
+    // Its result does not say that a re-check runs.
+    let result = one["result"].as_str().unwrap_or_default();
+    assert!(
+        !result.contains("runs now") && result.contains("not re-checked"),
+        "{one:#}"
+    );
     // Its merged change never landed: the attempt's record says it was interrupted.
     let records = &plan["progress"]["dagexecAttempts"];
     assert_eq!(records[1]["outcome"], "interrupted", "{records:#}");
