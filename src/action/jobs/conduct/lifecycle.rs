@@ -341,6 +341,20 @@ impl Remote<'_> {
         let in_flight = self.flights.len();
         let (conclusion, stop) = match ending {
             Ending::Stale => return Ok(writer::stale(Default::default())),
+            // A successor would not know of the abort (its marker is consumed): the runs in
+            // flight stay recorded on their tasks for a later conductor, as at the breaker.
+            Ending::Handover if self.aborted => {
+                self.commit(
+                    plan,
+                    &format!(
+                        "dagexec: conductor stops at `/execute abort` ({in_flight} run(s) left in flight)"
+                    ),
+                )?;
+                self.ui.emit(Event::Note(format!(
+                    "`/execute abort`: no successor conductor is started; the {in_flight} run(s) in flight stay recorded, and `/execute` integrates them."
+                )));
+                (Conclusion::Aborted, None)
+            }
             Ending::Handover => {
                 self.commit(
                     plan,

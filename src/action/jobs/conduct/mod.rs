@@ -53,7 +53,9 @@
 //! (spanning the run). Before the 6-hour job
 //! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
 //! successor conductor run (which waits in the branch's concurrency group until this one
-//! ends) and exits; the successor adopts the runs still in flight.
+//! ends) and exits; the successor adopts the runs still in flight (after an `/execute abort`
+//! it stops instead, those runs left recorded for a later conductor; a successor started
+//! before an abort heeds it, integrating what it adopts and starting nothing).
 
 mod executor;
 mod fetch;
