@@ -399,7 +399,6 @@ impl Remote<'_> {
             "Run {} of task {i} ended ({conclusion}).",
             f.run
         )));
-        let found = found.map(|r| r.map(|c| *c));
         // Under `overlap: merge` the run's patch is read at its own base: the branch may have
         // moved under its files since (the merge comes later, `Remote::sort_merged`).
         let base = self.merging.on.then_some(f.base.as_str());
@@ -409,7 +408,7 @@ impl Remote<'_> {
             inputs: self.inputs,
             ui: self.ui,
         };
-        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref())?;
+        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref());
         // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
         // its own); a rebase run is recorded as one.
         let follow = FollowUp::of(plan, i, f.attempt);
