@@ -110,7 +110,8 @@ impl Remote<'_> {
         again
     }
 
-    /// The conductor's start once it adopted what its branch records: that committed and
+    /// The conductor's start once it adopted what its branch records (a task an interrupted
+    /// attempt left without attempts failed, said): that committed and
     /// published (the branch and the pull request exist before any run is dispatched on it),
     /// an `/execute abort` given while it waited to start (a handover's successor) heeded —
     /// the runs adopted are integrated, nothing new starts —, and the follow-ups `adopt`
@@ -123,6 +124,11 @@ impl Remote<'_> {
         again: Vec<Launch>,
         round_no: u32,
     ) -> Result<Option<Finalized>, ActionError> {
+        for i in crate::pure::update::fail_exhausted(plan, self.dag).failed {
+            self.ui.say(format!(
+                "Task {i}: no attempts left after an interrupted one."
+            ));
+        }
         let n = self.flights.len();
         self.commit(
             plan,

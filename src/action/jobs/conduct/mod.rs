@@ -82,7 +82,6 @@ use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
 use crate::pure::gateway::held::Holds;
 pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
-use crate::pure::plan::model::Plan;
 use remote::Remote;
 
 use crate::action::save_plan as save;
@@ -123,16 +122,6 @@ pub fn starts_ref(branch: &str) -> String {
 /// and an archive of more entries than an artifact has is refused
 /// before its directory is parsed ([`crate::action::artifact_zip`]).
 pub use crate::action::artifact_zip::read as read_zip;
-
-/// Fails the tasks an interrupted attempt left without attempts, saying so.
-fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::flow::Ui) {
-    let exhausted = crate::pure::update::fail_exhausted(plan, dag);
-    for i in &exhausted.failed {
-        ui.say(format!(
-            "Task {i}: no attempts left after an interrupted one."
-        ));
-    }
-}
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`),
 /// reporting to the run's context `ctx` and through `client` (`None` without a repository or
@@ -201,7 +190,6 @@ pub async fn run(
         },
     };
     let again = remote.adopt(plan).await;
-    fail_exhausted(plan, &checkout.dag, &ui);
     let round_no = crate::flow::round_counter(plan);
     if let Some(ended) = remote.take_over(plan, again, round_no).await? {
         return Ok(ended);
