@@ -145,6 +145,10 @@ impl Remote<'_> {
         }
         for start in again {
             if self.aborted {
+                self.ui.say(format!(
+                    "Task {}: it does not start after all, as `/execute abort` asked; pending again.",
+                    start.task
+                ));
                 plan.tasks[start.task].status = Status::Pending;
                 crate::flow::exec::Executor::save(self, plan)?;
             } else {
