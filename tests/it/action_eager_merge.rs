@@ -610,3 +610,38 @@ fn a_merge_put_back_by_execute_abort_is_committed_as_the_conductor_says_it() {
     assert_eq!(runs_of(&dispatched(&lab), "1").len(), 1, "{log}");
     lab.gh.assert_clean();
 }
+
+#[test]
+fn a_merge_whose_recheck_never_started_is_put_back_when_the_next_conductor_finds_an_abort() {
+    let lab = lab(clean_tasks(), &clean(), true);
+    killed_at(&lab, "push:2");
+    assert_eq!(dispatched(&lab).len(), 2, "{:?}", dispatched(&lab));
+    // `/execute abort` marks the status comment (as the comment job does) before the next
+    // conductor starts.
+    let st = lab.gh.state();
+    let c = st
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("the status comment");
+    let asked = lab
+        .gh
+        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+    let body = format!(
+        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+        c.body
+    );
+    lab.gh.edit_comment(c.id, &body);
+    let log = conduct(&lab, 2, &[]);
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert!(
+        log.contains("Task 1: it does not start after all, as `/execute abort` asked"),
+        "{log}"
+    );
+    assert_eq!(dispatched(&lab).len(), 2, "nothing dispatched:\n{log}");
+    let plan = lab.branch_plan();
+    let one = &plan["tasks"][1];
+    assert_eq!(one["status"], "pending", "{one:#}\n{log}");
+    assert!(one.get("dagexecFollowUp").is_none(), "{one:#}");
+    lab.gh.assert_clean();
+}
