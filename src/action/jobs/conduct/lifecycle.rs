@@ -110,14 +110,14 @@ impl Remote<'_> {
         again
     }
 
-    /// The conductor's start once it adopted what its branch records (a task an interrupted
-    /// attempt left without attempts failed, said): that committed and
-    /// published (the branch and the pull request exist before any run is dispatched on it),
-    /// an `/execute abort` given while it waited to start (a handover's successor) heeded —
-    /// the runs adopted are integrated, nothing new starts —, and the follow-ups `adopt`
-    /// returned (`again`: `overlap: merge`, recorded by a dead conductor, never dispatched)
-    /// dispatched from the commit just pushed, which keeps their merges, or put back to
-    /// pending after an abort. `Some`: how the conductor ends right there.
+    /// The conductor's start once it adopted what its branch records: a task an interrupted
+    /// attempt left without attempts failed, said; that committed and published (the branch
+    /// and the pull request exist before any run is dispatched on it); an `/execute abort`
+    /// given while it waited to start (a handover's successor) heeded — the runs adopted are
+    /// integrated, nothing new starts —; and the follow-ups `adopt` returned (`again`:
+    /// `overlap: merge`, recorded by a dead conductor, never dispatched) dispatched from the
+    /// commit just pushed, which keeps their merges, or put back to pending after an abort.
+    /// `Some`: how the conductor ends right there.
     pub(super) async fn take_over(
         &mut self,
         plan: &mut Plan,
