@@ -635,6 +635,133 @@ fn a_conductor_hands_over_before_the_job_limit_and_its_successor_adopts_the_runs
     lab.gh.assert_clean();
 }
 
+#[test]
+fn execute_abort_given_during_a_handover_stops_the_successor_starting_tasks() {
+    // `/execute abort` marks the status comment while the successor waits in the branch's
+    // group: the successor integrates the runs it adopts and starts nothing new.
+    let lab = Arc::new(Lab::new(diamond()));
+    let first = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "1s")]);
+    let code = lab.drive(first, Duration::from_secs(60));
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Handed over after"), "{log}");
+    let tasks_dispatched = |lab: &Lab| {
+        let st = lab.gh.state();
+        st.dispatches
+            .iter()
+            .filter(|d| d.inputs.get("task").is_some())
+            .count()
+    };
+    let before = tasks_dispatched(&lab);
+    let st = lab.gh.state();
+    let c = st
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("the status comment");
+    let asked = lab
+        .gh
+        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+    let body = format!(
+        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+        c.body
+    );
+    lab.gh.edit_comment(c.id, &body);
+    let second = lab.conductor(2, &[]);
+    let code = lab.drive(second, Duration::from_secs(120));
+    let log = lab.conduct_log(2);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert_eq!(
+        tasks_dispatched(&lab),
+        before,
+        "nothing new started:\n{log}"
+    );
+    let plan = lab.branch_plan();
+    for (i, t) in plan["tasks"].as_array().unwrap().iter().enumerate() {
+        assert_ne!(t["status"], "in_progress", "task {i}: {t:#}\n{log}");
+        assert!(t.get("dagexecRun").is_none(), "task {i}: {t:#}\n{log}");
+    }
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_conductor_that_found_execute_abort_stops_at_its_handover_instead_of_starting_a_successor() {
+    // The abort is found at quick task 1's batch while slow task 0 runs; the handover comes
+    // before task 0 ends. A successor would not know of the abort (its marker is consumed):
+    // the conductor stops as aborted, task 0's run left recorded for a later `/execute`.
+    let lab = Arc::new(Lab::with_worker(
+        vec![
+            task("slow", &["t0.txt"], &[]),
+            task("quick", &["t1.txt"], &[]),
+            task("after", &["t2.txt"], &[1]),
+        ],
+        r#"#!/bin/sh
+cat > /dev/null
+[ "$DAGEXEC_TASK_INDEX" = 0 ] && sleep 8
+echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
+"#,
+    ));
+    let conductor = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "4s")]);
+    let t0 = Instant::now();
+    let mut threads = Vec::new();
+    loop {
+        threads.extend(lab.run_dispatched());
+        let st = lab.gh.state();
+        if let Some(c) = st
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        {
+            let asked = lab
+                .gh
+                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+            let body = format!(
+                "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+                c.body
+            );
+            lab.gh.edit_comment(c.id, &body);
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let code = lab.drive(conductor, Duration::from_secs(60));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("`/execute abort`: no new task starts"),
+        "{log}"
+    );
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    let dispatched: Vec<Value> = lab
+        .gh
+        .state()
+        .dispatches
+        .iter()
+        .map(|d| d.inputs.get("task").cloned().unwrap_or(Value::Null))
+        .collect();
+    assert_eq!(
+        dispatched,
+        vec![json!("0"), json!("1")],
+        "no successor, nothing new:\n{log}"
+    );
+    let plan = lab.branch_plan();
+    assert_eq!(plan["tasks"][1]["status"], "completed", "{plan:#}");
+    assert_eq!(plan["tasks"][2]["status"], "pending", "{plan:#}");
+    let slow = &plan["tasks"][0];
+    assert_eq!(slow["status"], "in_progress", "{slow:#}");
+    assert!(slow.get("dagexecRun").is_some(), "{slow:#}");
+    lab.gh.assert_clean();
+}
+
 /// Task 0 never works; 1–3 need it; 4 is slow and independent.
 /// Task 0 always fails; slow task 4 outlasts task 0's three attempts: it ends only once the
 /// conductor has (its last line, `Conductor: …`, in the lab's conduct-1.log beside

@@ -537,3 +537,111 @@ fn a_merge_beside_a_task_landing_in_the_same_batch_is_rechecked_with_that_tasks_
         "{log}"
     );
 }
+
+#[test]
+fn a_merge_put_back_by_execute_abort_is_committed_as_the_conductor_says_it() {
+    // Task 1's clean merge waits for its re-check when `/execute abort` is found at its
+    // batch's push: no re-check starts, and the task is put back to pending. The branch the
+    // conductor leaves says so too (not in progress with a follow-up no run will ever take).
+    let lab = lab(clean_tasks(), &clean(), true);
+    let conductor = lab.conductor(1, &[]);
+    let status = |lab: &Lab| {
+        let st = lab.gh.state();
+        let c = st
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))?;
+        Some((c.id, c.body.clone()))
+    };
+    let t0 = std::time::Instant::now();
+    let first = loop {
+        if let Some((_, body)) = status(&lab) {
+            break body;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            lab.conduct_log(1)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Task 1's run is held until task 0 landed and the status comment told it; then
+    // `/execute abort` marks the status comment (as the comment job does), found at task 1's
+    // batch.
+    let code = drive_holding(&lab, conductor, |d, _| {
+        if run_ids(&lab, "1").first() != Some(&d.run_id) {
+            return false;
+        }
+        let Some((id, body)) = status(&lab) else {
+            return true;
+        };
+        if !lab.branch_file("list.txt").contains("a=0") || body == first {
+            return true;
+        }
+        if !body.contains("abort-requested") {
+            let asked = lab
+                .gh
+                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+            let marked = format!(
+                "{body}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->"
+            );
+            lab.gh.edit_comment(id, &marked);
+        }
+        false
+    });
+    let log = lab.conduct_log(1);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert!(log.contains("merges cleanly onto"), "{log}");
+    let plan = lab.branch_plan();
+    let one = &plan["tasks"][1];
+    assert_eq!(one["status"], "pending", "{one:#}\n{log}");
+    assert!(one.get("dagexecFollowUp").is_none(), "{one:#}\n{log}");
+    // Its result does not say that a re-check runs.
+    let result = one["result"].as_str().unwrap_or_default();
+    assert!(
+        !result.contains("runs now") && result.contains("not re-checked"),
+        "{one:#}"
+    );
+    // Its merged change never landed: the attempt's record says it was interrupted.
+    let records = &plan["progress"]["dagexecAttempts"];
+    assert_eq!(records[1]["outcome"], "interrupted", "{records:#}");
+    // No re-check was dispatched after the abort.
+    assert_eq!(runs_of(&dispatched(&lab), "1").len(), 1, "{log}");
+    lab.gh.assert_clean();
+}
+
+#[test]
+fn a_merge_whose_recheck_never_started_is_put_back_when_the_next_conductor_finds_an_abort() {
+    let lab = lab(clean_tasks(), &clean(), true);
+    killed_at(&lab, "push:2");
+    assert_eq!(dispatched(&lab).len(), 2, "{:?}", dispatched(&lab));
+    // `/execute abort` marks the status comment (as the comment job does) before the next
+    // conductor starts.
+    let st = lab.gh.state();
+    let c = st
+        .comments
+        .iter()
+        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
+        .expect("the status comment");
+    let asked = lab
+        .gh
+        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
+    let body = format!(
+        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
+        c.body
+    );
+    lab.gh.edit_comment(c.id, &body);
+    let log = conduct(&lab, 2, &[]);
+    assert!(log.contains("Conductor: aborted."), "{log}");
+    assert!(
+        log.contains("Task 1: it does not start after all, as `/execute abort` asked"),
+        "{log}"
+    );
+    assert_eq!(dispatched(&lab).len(), 2, "nothing dispatched:\n{log}");
+    let plan = lab.branch_plan();
+    let one = &plan["tasks"][1];
+    assert_eq!(one["status"], "pending", "{one:#}\n{log}");
+    assert!(one.get("dagexecFollowUp").is_none(), "{one:#}");
+    lab.gh.assert_clean();
+}

@@ -42,16 +42,12 @@ pub(crate) struct Judge<'a> {
 /// `base` (`None`: the checkout's `HEAD`), and its patch is read against that commit or tree:
 /// the conductor's arrivals under `overlap: merge`, whose runs started before the branch
 /// moved, and a rounds rebase built on the chain's merged changes.
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "callers treat every arrival step alike, as fallible"
-)]
 pub(super) fn judge_entry_at(
     at: Judge<'_>,
     e: &MatrixEntry,
     base: Option<&str>,
     found: Option<&Result<Collected, String>>,
-) -> Result<Judged, ActionError> {
+) -> Judged {
     let Judge {
         repo,
         plan,
@@ -122,7 +118,7 @@ pub(super) fn judge_entry_at(
         "  task {} ({}) attempt {}: {} — {}",
         e.task, task.subject, e.attempt, verdict.status, verdict.result
     ));
-    Ok(Judged {
+    Judged {
         index: e.task,
         attempt: e.attempt,
         verdict,
@@ -137,7 +133,7 @@ pub(super) fn judge_entry_at(
         reported: None,
         // What the work job's network guards saw.
         network: result.map(|r| r.network.checked()).unwrap_or_default(),
-    })
+    }
 }
 
 /// What the entry's job left: its report, patch, duration and review (a missing or unreadable
@@ -428,17 +424,7 @@ pub fn collect(
     for e in entries {
         let names = accepted_names(run_id, run_attempt, e);
         if let Some(name) = names.iter().find(|n| present.contains(*n)) {
-            let path = dir.join(name);
-            let read = artifact::read(&path).and_then(|c| {
-                if (c.result.task, c.result.attempt) == (e.task, e.attempt) {
-                    Ok(c)
-                } else {
-                    Err(format!(
-                        "{name} holds the result of task {} attempt {}, not of task {} attempt {}",
-                        c.result.task, c.result.attempt, e.task, e.attempt
-                    ))
-                }
-            });
+            let read = artifact::read(&dir.join(name)).and_then(|c| of_entry(c, name, e));
             found.insert((e.task, e.attempt), read);
         }
         for n in &names {
@@ -446,6 +432,18 @@ pub fn collect(
         }
     }
     (found, present.into_iter().collect())
+}
+
+/// Artifact `name`'s contents `c`, when they are the result of `e`'s task and attempt: the
+/// right name around another task's result is unreadable, not that task's.
+pub(crate) fn of_entry(c: Collected, name: &str, e: &MatrixEntry) -> Result<Collected, String> {
+    if (c.result.task, c.result.attempt) == (e.task, e.attempt) {
+        return Ok(c);
+    }
+    Err(format!(
+        "{name} holds the result of task {} attempt {}, not of task {} attempt {}",
+        c.result.task, c.result.attempt, e.task, e.attempt
+    ))
 }
 
 /// A merge's re-check that passed (`overlap: merge`): `j` carries the merged change kept for

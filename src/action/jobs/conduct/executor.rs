@@ -20,8 +20,13 @@ use crate::pure::plan::model::Plan;
 impl Executor for Remote<'_> {
     type Error = ActionError;
 
+    /// None once `/execute abort` was found.
     fn slots(&self) -> usize {
-        self.inputs.max_parallel.max(1)
+        if self.aborted {
+            0
+        } else {
+            self.inputs.max_parallel.max(1)
+        }
     }
 
     /// Nothing runs for a conductor that found another writer on the branch: it stops.
@@ -243,13 +248,14 @@ impl Executor for Remote<'_> {
             }
         }
         self.pushed = self.repo.head()?;
-        if published.aborted {
-            self.emit(Event::Note(
-                "`/execute abort`: no new task starts; what is in flight is integrated.".into(),
-            ));
-            return Ok(Integrated::Abort);
+        if published.aborted && !self.aborted {
+            self.abort();
         }
-        Ok(Integrated::Continue)
+        Ok(if self.aborted {
+            Integrated::Abort
+        } else {
+            Integrated::Continue
+        })
     }
 
     /// The ready tasks whose worker's provider is rate-limited, each until its hold ends
@@ -393,7 +399,6 @@ impl Remote<'_> {
             "Run {} of task {i} ended ({conclusion}).",
             f.run
         )));
-        let found = found.map(|r| r.map(|c| *c));
         // Under `overlap: merge` the run's patch is read at its own base: the branch may have
         // moved under its files since (the merge comes later, `Remote::sort_merged`).
         let base = self.merging.on.then_some(f.base.as_str());
@@ -403,7 +408,7 @@ impl Remote<'_> {
             inputs: self.inputs,
             ui: self.ui,
         };
-        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref())?;
+        let mut judged = arrival::judge_entry_at(at, &entry, base, found.as_ref());
         // `overlap: merge`: a re-check run continues the attempt (it is not one: no record of
         // its own); a rebase run is recorded as one.
         let follow = FollowUp::of(plan, i, f.attempt);
@@ -422,6 +427,14 @@ impl Remote<'_> {
             });
         }
         Ok(Polled::Ended(Box::new(judged)))
+    }
+
+    /// `/execute abort` found: said, and nothing new starts.
+    pub(super) fn abort(&mut self) {
+        self.aborted = true;
+        self.emit(Event::Note(
+            "`/execute abort`: no new task starts; what is in flight is integrated.".into(),
+        ));
     }
 
     /// Counts a poll at which GitHub failed (`outage`: what it failed to give), or says that

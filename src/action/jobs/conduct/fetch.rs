@@ -12,7 +12,7 @@ use crate::flow::Ui;
 /// `None` when the run left none — it failed before uploading, was cancelled, or the artifact
 /// expired), and its page for the logs link.
 pub(super) type Fetched = (
-    Option<Result<Box<crate::action::artifact::Collected>, String>>,
+    Option<Result<crate::action::artifact::Collected, String>>,
     Option<String>,
 );
 
@@ -79,15 +79,6 @@ pub(super) async fn fetch(
             ));
         }
     };
-    let read = read_zip(file).and_then(|c| {
-        if (c.result.task, c.result.attempt) == (task, attempt) {
-            Ok(c)
-        } else {
-            Err(format!(
-                "{} holds the result of task {} attempt {}, not of task {task} attempt {attempt}",
-                artifact.name, c.result.task, c.result.attempt
-            ))
-        }
-    });
-    Ok((Some(read.map(Box::new)), url))
+    let read = read_zip(file).and_then(|c| arrival::of_entry(c, &artifact.name, &entry));
+    Ok((Some(read), url))
 }

@@ -110,6 +110,57 @@ impl Remote<'_> {
         again
     }
 
+    /// The conductor's start once it adopted what its branch records: a task an interrupted
+    /// attempt left without attempts failed, said; that committed and published (the branch
+    /// and the pull request exist before any run is dispatched on it); an `/execute abort`
+    /// given while it waited to start (a handover's successor) heeded — the runs adopted are
+    /// integrated, nothing new starts —; and the follow-ups `adopt` returned (`again`:
+    /// `overlap: merge`, recorded by a dead conductor, never dispatched) dispatched from the
+    /// commit just pushed, which keeps their merges, or put back to pending after an abort.
+    /// `Some`: how the conductor ends right there.
+    pub(super) async fn take_over(
+        &mut self,
+        plan: &mut Plan,
+        again: Vec<Launch>,
+        round_no: u32,
+    ) -> Result<Option<Finalized>, ActionError> {
+        for i in crate::pure::update::fail_exhausted(plan, self.dag).failed {
+            self.ui.say(format!(
+                "Task {i}: no attempts left after an interrupted one."
+            ));
+        }
+        let n = self.flights.len();
+        self.commit(
+            plan,
+            &format!("dagexec: conductor starts ({n} run(s) adopted)"),
+        )?;
+        let published = self.publish_through(round_no, plan).await?;
+        if published.stale {
+            return Ok(Some(writer::stale(published)));
+        }
+        self.pushed = self.repo.head()?;
+        self.pr = published.pr;
+        if published.aborted {
+            self.abort();
+        }
+        for start in again {
+            if self.aborted {
+                self.ui.say(format!(
+                    "Task {}: it does not start after all, as `/execute abort` asked; pending again.",
+                    start.task
+                ));
+                plan.tasks[start.task].status = Status::Pending;
+                crate::flow::exec::Executor::save(self, plan)?;
+            } else {
+                crate::flow::exec::Executor::start(self, plan, start, round_no).await?;
+            }
+        }
+        if self.aborted && self.flights.is_empty() {
+            return Ok(Some(self.end(plan, Ending::Aborted, round_no).await?));
+        }
+        Ok(None)
+    }
+
     /// The record of starts beside the branch ([`super::starts_ref`]), read into `plan`: each
     /// attempt it holds that the branch's tip does not (a conductor died after recording it,
     /// before the branch's next commit) is in progress again, counted, with its run when the
@@ -300,6 +351,20 @@ impl Remote<'_> {
         let in_flight = self.flights.len();
         let (conclusion, stop) = match ending {
             Ending::Stale => return Ok(writer::stale(Default::default())),
+            // A successor would not know of the abort (its marker is consumed): the runs in
+            // flight stay recorded on their tasks for a later conductor, as at the breaker.
+            Ending::Handover if self.aborted => {
+                self.commit(
+                    plan,
+                    &format!(
+                        "dagexec: conductor stops at `/execute abort` ({in_flight} run(s) left in flight)"
+                    ),
+                )?;
+                self.ui.emit(Event::Note(format!(
+                    "`/execute abort`: no successor conductor is started; the {in_flight} run(s) in flight stay recorded, and `/execute` integrates them."
+                )));
+                (Conclusion::Aborted, None)
+            }
             Ending::Handover => {
                 self.commit(
                     plan,
@@ -324,7 +389,12 @@ impl Remote<'_> {
                 )
             }
             // Only `/execute abort` stops a conductor early (no Ctrl-C reaches it).
-            Ending::Aborted | Ending::Interrupted { .. } => (Conclusion::Aborted, None),
+            Ending::Aborted | Ending::Interrupted { .. } => {
+                // A re-check or rebase the batch that found the abort asked for never starts:
+                // its task, put back to pending after that batch's commit, is committed so.
+                self.commit(plan, "dagexec: conductor stops at `/execute abort`")?;
+                (Conclusion::Aborted, None)
+            }
             Ending::Deadlock { pending } => (
                 Conclusion::Deadlock,
                 Some(RunStop::Deadlock(engine::deadlock_message(pending))),

@@ -271,7 +271,7 @@ impl Remote<'_> {
 
 /// Drops the follow-ups of tasks no longer in progress — put back to pending before their run
 /// started (the budget, a stop, the circuit breaker): the change they kept never landed, and
-/// the attempt's record says so.
+/// the attempt's record and the task's result say so.
 pub(super) fn drop_stale(plan: &mut Plan) {
     for i in 0..plan.tasks.len() {
         let t = &mut plan.tasks[i];
@@ -284,6 +284,14 @@ pub(super) fn drop_stale(plan: &mut Plan) {
             .shift_remove(FOLLOW_UP)
             .and_then(|v| serde_json::from_value(v).ok());
         if let Some(f) = kept {
+            let what = match f {
+                FollowUp::Recheck { .. } => "merged cleanly but was not re-checked",
+                FollowUp::Rebase { .. } => "was not run again as a rebase",
+            };
+            t.result = Some(format!(
+                "attempt {} {what}: the run stopped starting tasks first, so its change did not land",
+                f.attempt()
+            ));
             crate::pure::usage::amend(plan, i, f.attempt(), |r| {
                 r.outcome = crate::pure::usage::Outcome::Interrupted;
             });

@@ -53,7 +53,9 @@
 //! (spanning the run). Before the 6-hour job
 //! limit (`handover-after`, 5h30m by default) the conductor commits its state, dispatches a
 //! successor conductor run (which waits in the branch's concurrency group until this one
-//! ends) and exits; the successor adopts the runs still in flight.
+//! ends) and exits; the successor adopts the runs still in flight (after an `/execute abort`
+//! it stops instead, those runs left recorded for a later conductor; a successor started
+//! before an abort heeds it, integrating what it adopts and starting nothing).
 
 mod executor;
 mod fetch;
@@ -80,7 +82,6 @@ use crate::flow::preflight::Overlaps;
 use crate::pure::engine;
 use crate::pure::gateway::held::Holds;
 pub use crate::pure::pace::{POLLS_PER_HOUR, Timing, poll_interval};
-use crate::pure::plan::model::Plan;
 use remote::Remote;
 
 use crate::action::save_plan as save;
@@ -121,16 +122,6 @@ pub fn starts_ref(branch: &str) -> String {
 /// and an archive of more entries than an artifact has is refused
 /// before its directory is parsed ([`crate::action::artifact_zip`]).
 pub use crate::action::artifact_zip::read as read_zip;
-
-/// Fails the tasks an interrupted attempt left without attempts, saying so.
-fn fail_exhausted(plan: &mut Plan, dag: &crate::pure::graph::Dag, ui: &crate::flow::Ui) {
-    let exhausted = crate::pure::update::fail_exhausted(plan, dag);
-    for i in &exhausted.failed {
-        ui.say(format!(
-            "Task {i}: no attempts left after an interrupted one."
-        ));
-    }
-}
 
 /// Runs the conductor in the checkout at `root` (the plan job's `base` of `branch`),
 /// reporting to the run's context `ctx` and through `client` (`None` without a repository or
@@ -183,6 +174,7 @@ pub async fn run(
         stale: None,
         staged: Vec::new(),
         pr: None,
+        aborted: false,
         polls: remote::Polls::default(),
         untold: None,
         merging: remote::MergeState {
@@ -198,23 +190,9 @@ pub async fn run(
         },
     };
     let again = remote.adopt(plan).await;
-    fail_exhausted(plan, &checkout.dag, &ui);
     let round_no = crate::flow::round_counter(plan);
-    // The branch (and the pull request) exist before any run is dispatched on it.
-    let n = remote.flights.len();
-    let adopted = format!("dagexec: conductor starts ({n} run(s) adopted)");
-    remote.commit(plan, &adopted)?;
-    let published = remote.publish_through(round_no, plan).await?;
-    if published.stale {
-        return Ok(writer::stale(published));
-    }
-    remote.pushed = checkout.repo.head()?;
-    remote.pr = published.pr;
-    // The follow-ups `adopt` returned (`overlap: merge`: recorded by a dead conductor, never
-    // dispatched), from the commit just pushed, which keeps their merges; the tasks in flight
-    // then.
-    for start in again {
-        crate::flow::exec::Executor::start(&mut remote, plan, start, round_no).await?;
+    if let Some(ended) = remote.take_over(plan, again, round_no).await? {
+        return Ok(ended);
     }
     let adopted: Vec<usize> = remote.flights.keys().copied().collect();
     let engine = Eager {

@@ -47,6 +47,9 @@ pub(super) struct Remote<'a> {
     pub(super) staged: Vec<Judged>,
     /// The pull request, once published.
     pub(super) pr: Option<u64>,
+    /// `/execute abort` was found: nothing new starts (the engine learns it at the next
+    /// commit).
+    pub(super) aborted: bool,
     /// What the last polls cost and met: the next poll's wait follows from them.
     pub(super) polls: Polls,
     /// The round whose commit is pushed but not yet told on the pull request

@@ -1,4 +1,5 @@
 use super::*;
+use crate::pure::plan::model::Plan;
 
 #[test]
 fn polls_stay_under_the_hourly_budget() {

@@ -56,7 +56,7 @@ impl Finalize<'_> {
                 inputs: &job.checkout.inputs,
                 ui: &job.ui,
             };
-            let mut j = judge_entry_at(at, e, on.as_deref(), found)?;
+            let mut j = judge_entry_at(at, e, on.as_deref(), found);
             if j.measured.is_none() {
                 let start = if let Some(start) = run_start {
                     start
