@@ -191,6 +191,25 @@ pub enum InitError {
         .0.display()
     )]
     NotARepository(PathBuf),
+    #[error(
+        "{} is inside the git repository {top}, not its root: GitHub runs only the workflows in the root's .github/workflows, and the Action runs the plan from the root; run `dagexec init` in {top}, with the plan there",
+        .0.display(), top = .1.display()
+    )]
+    NotTheRoot(PathBuf, PathBuf),
+}
+
+/// `root` is a git repository's root, where GitHub finds the workflow.
+fn in_repository_root(root: &Path) -> Result<(), InitError> {
+    let repo = crate::edge::git::Repo::discover(root)
+        .map_err(|_| InitError::NotARepository(root.to_path_buf()))?;
+    let top = repo
+        .root()
+        .canonicalize()
+        .unwrap_or(repo.root().to_path_buf());
+    if root.canonicalize().is_ok_and(|r| r != top) {
+        return Err(InitError::NotTheRoot(root.to_path_buf(), top));
+    }
+    Ok(())
 }
 
 /// An environment's name, as `init` accepts it: letters, digits, `-`, `_` and `.`.
@@ -281,8 +300,8 @@ pub fn run(
     out: &mut impl std::io::Write,
 ) -> Result<(), String> {
     use std::io::IsTerminal;
-    if !args.stdout && crate::edge::git::Repo::discover(root).is_err() {
-        return Err(InitError::NotARepository(root.to_path_buf()).to_string());
+    if !args.stdout {
+        in_repository_root(root).map_err(|e| e.to_string())?;
     }
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),
