@@ -15,10 +15,7 @@ mod render;
 mod worker;
 
 pub use render::render;
-pub use worker::{
-    AIDER_VERSION, CLAUDE_CODE_VERSION, CLAUDE_COMMAND, CODEX_COMMAND, CODEX_VERSION,
-    GEMINI_CLI_VERSION, GEMINI_COMMAND, Worker,
-};
+pub use worker::Worker;
 
 use std::path::{Path, PathBuf};
 

@@ -41,8 +41,6 @@ mod recheck;
 
 pub use protections::Protections;
 
-pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
-
 /// Which attempt to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Assignment {
@@ -433,7 +431,7 @@ fn prompt_text(
     let task = &plan.tasks[job.task];
     let retry = task
         .extra
-        .get(RETRY_PROMPT_FIELD)
+        .get(plan::fields::RETRY_PROMPT)
         .and_then(|v| v.as_str())
         .filter(|_| job.attempt > 1);
     let base_prompt = match retry {
