@@ -156,6 +156,23 @@ pub struct Worked {
     pub loosened: Vec<crate::flow::settings::Loosening>,
 }
 
+impl Worked {
+    /// What the job's log prints of the attempt, one plain line each: its warnings name the
+    /// worker's files and the branch's settings are task code's too, so no line break in them
+    /// may start a workflow command (a forged annotation, a mask) in the job's log.
+    fn plain(mut self) -> Worked {
+        let line = crate::pure::sanitize::line;
+        self.verdict.result = line(&self.verdict.result);
+        for w in &mut self.verdict.warnings {
+            *w = line(w);
+        }
+        for l in &mut self.loosened {
+            l.asked = line(&l.asked);
+        }
+        self
+    }
+}
+
 /// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
@@ -169,10 +186,13 @@ pub async fn run(
     // `overlap: merge`: this job may continue an attempt instead of starting one.
     let follow = FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ FollowUp::Recheck { .. }) = &follow {
-        return recheck::run(&at, f).map(|verdict| Worked {
-            verdict,
-            gateway: None,
-            loosened: Vec::new(),
+        return recheck::run(&at, f).map(|verdict| {
+            Worked {
+                verdict,
+                gateway: None,
+                loosened: Vec::new(),
+            }
+            .plain()
         });
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
@@ -204,7 +224,9 @@ pub async fn run(
         chain = onto.iter().copied().chain(later).collect();
     }
     hand_over(repo.root())?;
-    attempt(&at, &on, &chain, start, follow.as_ref()).await
+    attempt(&at, &on, &chain, start, follow.as_ref())
+        .await
+        .map(Worked::plain)
 }
 
 /// Gives the agent's unprivileged user, when task code runs as one, the checkout at `root`
