@@ -141,15 +141,9 @@ pub(super) fn with_checks_of(
     let Some(failed) = others_pass(at, tasks, report) else {
         return;
     };
+    let warnings = std::mem::take(&mut verdict.warnings);
+    *verdict = outcome::Verdict::refused(failed.trim().to_string(), warnings);
     report.output = failed;
-    *verdict = outcome::Verdict {
-        status: plan::model::Status::Failed,
-        result: report.output.trim().to_string(),
-        acceptance_passed: false,
-        failed_checks: Vec::new(),
-        warnings: std::mem::take(&mut verdict.warnings),
-        halt: None,
-    };
 }
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
