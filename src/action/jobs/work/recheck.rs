@@ -148,10 +148,9 @@ pub(super) fn with_checks_of(
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
 /// status line saying which failed first (the task named as the user's task list names it),
-/// or `None` when all pass. A task the plan update
-/// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
-/// conductor's record beside the follow-up on the checkout's task
-/// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
+/// or `None` when all pass. A task the plan update trimmed (completed in an earlier round, or
+/// under `schedule: eager`) has its checks from the conductor's record beside the follow-up
+/// on the checkout's task ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
 fn others_pass(
     at: &WorkJob,
     tasks: &[usize],
