@@ -237,10 +237,7 @@ fn hand_over(root: &Path) -> Result<(), ActionError> {
     } else {
         crate::edge::agent_user::hand_over(root)
     };
-    handed.map_err(|source| ActionError::Write {
-        path: root.to_path_buf(),
-        source,
-    })
+    handed.map_err(ActionError::write(root))
 }
 
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
@@ -262,10 +259,7 @@ async fn attempt(
     let scratch = tempfile::Builder::new()
         .prefix("dagexec-work-")
         .tempdir()
-        .map_err(|source| ActionError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })?;
+        .map_err(ActionError::write(&std::env::temp_dir()))?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let WorkerRan {
@@ -546,15 +540,11 @@ pub(super) fn write_files(
     log: Option<&str>,
     review_log: Option<String>,
 ) -> Result<(), ActionError> {
-    let write_err = |source| ActionError::Write {
-        path: inputs.artifacts.clone(),
-        source,
-    };
-    artifact::write(&inputs.artifacts, result, patch.borrowed(), log).map_err(write_err)?;
+    let dir = &inputs.artifacts;
+    artifact::write(dir, result, patch.borrowed(), log).map_err(ActionError::write(dir))?;
     if let Some(log) = review_log {
-        let path = inputs.artifacts.join(artifact::REVIEW_LOG_FILE);
-        crate::edge::fsx::write(&inputs.artifacts, &path, log.as_bytes())
-            .map_err(|e| write_err(e.into()))?;
+        let path = dir.join(artifact::REVIEW_LOG_FILE);
+        crate::edge::fsx::write(dir, &path, log.as_bytes()).map_err(ActionError::write(dir))?;
     }
     Ok(())
 }
