@@ -226,7 +226,9 @@ pub struct Collected {
     pub log: Option<String>,
 }
 
-/// Writes the three files into `dir` (created if needed).
+/// Writes the three files into `dir` (created if needed); of the log, only its last
+/// [`crate::edge::worker::LOG_CAP`] bytes, as a local run keeps of a work log (and what the
+/// conductor keeps of an artifact's).
 pub fn write<'p>(
     dir: &Path,
     result: &WorkResult,
@@ -238,7 +240,10 @@ pub fn write<'p>(
     let json = serde_json::to_string_pretty(result).expect("a work result serialises");
     crate::edge::fsx::write(dir, &dir.join(RESULT_FILE), json.as_bytes())?;
     crate::edge::fsx::write_with(dir, &dir.join(PATCH_FILE), |f| patch.write_to(f))?;
-    crate::edge::fsx::write(dir, &dir.join(LOG_FILE), log.unwrap_or("").as_bytes())?;
+    let mut tail = crate::edge::worker::Tail::new(crate::edge::worker::LOG_CAP);
+    tail.push(log.unwrap_or("").as_bytes());
+    let log = tail.into_string(crate::edge::worker::CUT_MARKER);
+    crate::edge::fsx::write(dir, &dir.join(LOG_FILE), log.as_bytes())?;
     Ok(())
 }
 
@@ -405,6 +410,35 @@ mod tests {
                 model: Some("imgsrcx".into())
             }
         );
+    }
+
+    /// A worker's log over what the conductor reads of an artifact (a verbose build's, written
+    /// in the tree) leaves its tail, as a local run keeps of it, and never makes the artifact
+    /// one the conductor refuses.
+    #[test]
+    fn a_log_over_the_conductors_bound_is_kept_by_its_tail() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let r = WorkResult::new(0, 1, 1, "abc", &AttemptReport::default(), Duration::ZERO);
+        let limit = usize::try_from(crate::action::artifact_zip::LOG_LIMIT).unwrap();
+        let log = format!("{}the end\n", "build output\n".repeat(limit / 13 + 1));
+        write(dir.path(), &r, b"", Some(&log)).unwrap();
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in [RESULT_FILE, PATCH_FILE, LOG_FILE] {
+            zip.start_file(name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(&std::fs::read(dir.path().join(name)).unwrap())
+                .unwrap();
+        }
+        let zip = zip.finish().unwrap();
+        let zipped = crate::action::artifact_zip::read(zip).unwrap();
+        assert!(zipped.log.unwrap().ends_with("build output\nthe end\n"));
+        let kept = read(dir.path()).unwrap().log.unwrap();
+        assert!(
+            kept.starts_with(crate::edge::worker::CUT_MARKER),
+            "cut, and says so"
+        );
+        assert!(kept.len() <= crate::edge::worker::CUT_MARKER.len() + crate::edge::worker::LOG_CAP);
     }
 
     #[test]

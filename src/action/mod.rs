@@ -107,6 +107,18 @@ pub enum ActionError {
     },
 }
 
+impl ActionError {
+    /// [`ActionError::Write`] of `path`, for `map_err` on an I/O error or a safe write's
+    /// ([`crate::edge::fsx`]).
+    pub(crate) fn write<E: Into<std::io::Error>>(path: &std::path::Path) -> impl FnOnce(E) -> Self {
+        let path = path.to_path_buf();
+        move |e| ActionError::Write {
+            path,
+            source: e.into(),
+        }
+    }
+}
+
 impl From<crate::pure::plan::error::PlanError> for ActionError {
     fn from(e: crate::pure::plan::error::PlanError) -> Self {
         ActionError::Plan(e.into())
@@ -295,10 +307,7 @@ pub(crate) fn save_plan(
     plan: &crate::pure::plan::model::Plan,
     path: &std::path::Path,
 ) -> Result<(), ActionError> {
-    crate::edge::plan_file::save(plan, path).map_err(|source| ActionError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::edge::plan_file::save(plan, path).map_err(ActionError::write(path))
 }
 
 /// The inputs of a `workflow_dispatch` that runs the plan of `inputs` on `branch` (a

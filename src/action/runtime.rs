@@ -124,10 +124,7 @@ impl Runner {
 fn append(path: &std::path::Path, text: &str) -> Result<(), super::ActionError> {
     // The runner's own file: only its last component is checked not to be a link.
     let dir = path.parent().unwrap_or(std::path::Path::new(""));
-    crate::edge::fsx::append(dir, path, text.as_bytes()).map_err(|e| super::ActionError::Write {
-        path: path.to_path_buf(),
-        source: e.into(),
-    })
+    crate::edge::fsx::append(dir, path, text.as_bytes()).map_err(super::ActionError::write(path))
 }
 
 /// Asks the runner to mask `token` in every later log line. Only when running in Actions:
@@ -199,10 +196,7 @@ impl FileGuard {
             if !link && std::fs::read(path).unwrap_or_default() == *before {
                 continue;
             }
-            replace(path, before).map_err(|source| super::ActionError::Write {
-                path: path.clone(),
-                source,
-            })?;
+            replace(path, before).map_err(super::ActionError::write(path))?;
             said.push(format!(
                 "{} was changed while task code ran; put back as it was (task code may not set the step's outputs, environment or summary)",
                 path.display()

@@ -87,7 +87,7 @@ pub fn apply_round(
                 ..CompletedTask::new(r.index, r.result.clone())
             };
             entry.extra.insert(
-                crate::pure::plan::model::COMPLETED_ATTEMPTS_FIELD.into(),
+                crate::pure::plan::fields::COMPLETED_ATTEMPTS.into(),
                 r.attempts.into(),
             );
             let list = &mut plan.progress.completed_tasks;

@@ -1519,3 +1519,29 @@ fn the_work_job_refuses_a_change_over_the_cap_and_finalize_fails_the_attempt_wit
         "{files}"
     );
 }
+
+/// A file the worker names with a line break and a workflow command after it is a warning
+/// the work job prints on one line: task code never writes a workflow command (a forged
+/// `dagexec` annotation, a mask, `stop-commands`) into the job's log through dagexec.
+#[test]
+fn a_workers_file_name_never_starts_a_workflow_command_in_the_jobs_log() {
+    let lab = setup();
+    let (tmp, repo, _, base) = parts(&lab);
+    let worker = tmp.path().join("forge.sh");
+    std::fs::write(
+        &worker,
+        "cat > /dev/null\necho a > a.txt\necho x > \"$(printf 'x\\n::error title=dagexec::forged')\"\necho 'COMPLETED: a'\n",
+    )
+    .unwrap();
+    let worker = format!("sh {}", worker.display());
+    let out = work_job(&repo, ("78", 1), &base, &worker, tmp.path().join("forged"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", lab::text(&out));
+    assert!(stdout.contains("unexpected file changed"), "{stdout}");
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("::error title=dagexec::forged")),
+        "{stdout}"
+    );
+}

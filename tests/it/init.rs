@@ -152,3 +152,23 @@ fn the_secret_check_step_fails_early_with_the_fix() {
     assert!(said.contains("gh secret set ANTHROPIC_API_KEY"), "{said}");
     assert!(run("sk-test").status.success());
 }
+
+/// GitHub reads workflows only from the repository root's `.github/workflows`, and the Action
+/// runs the plan from the root: `init` in a subdirectory writes nothing there (where it would
+/// never run) and says where to run it.
+#[test]
+fn init_in_a_subdirectory_of_the_repository_writes_no_workflow_github_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    let sub = dir.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = exec(&sub, &["init", "--worker", "claude"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!sub.join(".github").exists(), "no workflow GitHub ignores");
+    let top = dir.path().canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("run `dagexec init` in {}", top.display())),
+        "{stderr}"
+    );
+}

@@ -15,10 +15,7 @@ mod render;
 mod worker;
 
 pub use render::render;
-pub use worker::{
-    AIDER_VERSION, CLAUDE_CODE_VERSION, CLAUDE_COMMAND, CODEX_COMMAND, CODEX_VERSION,
-    GEMINI_CLI_VERSION, GEMINI_COMMAND, Worker,
-};
+pub use worker::Worker;
 
 use std::path::{Path, PathBuf};
 
@@ -191,6 +188,25 @@ pub enum InitError {
         .0.display()
     )]
     NotARepository(PathBuf),
+    #[error(
+        "{} is inside the git repository {top}, not its root: GitHub runs only the workflows in the root's .github/workflows, and the Action runs the plan from the root; run `dagexec init` in {top}, with the plan there",
+        .0.display(), top = .1.display()
+    )]
+    NotTheRoot(PathBuf, PathBuf),
+}
+
+/// `root` is a git repository's root, where GitHub finds the workflow.
+fn in_repository_root(root: &Path) -> Result<(), InitError> {
+    let repo = crate::edge::git::Repo::discover(root)
+        .map_err(|_| InitError::NotARepository(root.to_path_buf()))?;
+    let top = repo
+        .root()
+        .canonicalize()
+        .unwrap_or(repo.root().to_path_buf());
+    if root.canonicalize().is_ok_and(|r| r != top) {
+        return Err(InitError::NotTheRoot(root.to_path_buf(), top));
+    }
+    Ok(())
 }
 
 /// An environment's name, as `init` accepts it: letters, digits, `-`, `_` and `.`.
@@ -281,8 +297,8 @@ pub fn run(
     out: &mut impl std::io::Write,
 ) -> Result<(), String> {
     use std::io::IsTerminal;
-    if !args.stdout && crate::edge::git::Repo::discover(root).is_err() {
-        return Err(InitError::NotARepository(root.to_path_buf()).to_string());
+    if !args.stdout {
+        in_repository_root(root).map_err(|e| e.to_string())?;
     }
     let action = match &args.action {
         Some(a) => ActionRef::parse(a),

@@ -2,8 +2,8 @@
 //! the jobs that hold a write token when it is built from the repository), the worker's
 //! secret check and install, its environment and variables, the command, the schedule.
 
-use super::worker::CLAUDE_COMMAND;
 use super::{CHECKOUT, DEFAULT_PLAN, InitOptions, TEMPLATE, TEMPLATE_ACTION, TRUSTED_ACTION_DIR};
+use crate::pure::agents::CLAUDE_COMMAND;
 
 /// The template with the action reference, the plan, the worker, its install and secret
 /// filled in.

@@ -5,11 +5,6 @@
 use super::InitError;
 use crate::pure::agents::{self, AgentCli};
 
-pub use crate::pure::agents::{
-    AIDER_VERSION, CLAUDE_CODE_VERSION, CLAUDE_COMMAND, CODEX_COMMAND, CODEX_VERSION,
-    GEMINI_CLI_VERSION, GEMINI_COMMAND,
-};
-
 /// A worker `--worker` can name, or any command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Worker {

@@ -41,8 +41,6 @@ mod recheck;
 
 pub use protections::Protections;
 
-pub use crate::pure::plan::fields::RETRY_PROMPT as RETRY_PROMPT_FIELD;
-
 /// Which attempt to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Assignment {
@@ -158,6 +156,23 @@ pub struct Worked {
     pub loosened: Vec<crate::flow::settings::Loosening>,
 }
 
+impl Worked {
+    /// What the job's log prints of the attempt, one plain line each: its warnings name the
+    /// worker's files and the branch's settings are task code's too, so no line break in them
+    /// may start a workflow command (a forged annotation, a mask) in the job's log.
+    fn plain(mut self) -> Worked {
+        let line = crate::pure::sanitize::line;
+        self.verdict.result = line(&self.verdict.result);
+        for w in &mut self.verdict.warnings {
+            *w = line(w);
+        }
+        for l in &mut self.loosened {
+            l.asked = line(&l.asked);
+        }
+        self
+    }
+}
+
 /// Runs the attempt in the checkout at `root`, at commit `base`.
 pub async fn run(
     root: &Path,
@@ -171,10 +186,13 @@ pub async fn run(
     // `overlap: merge`: this job may continue an attempt instead of starting one.
     let follow = FollowUp::of(plan, job.task, job.attempt);
     if let Some(f @ FollowUp::Recheck { .. }) = &follow {
-        return recheck::run(&at, f).map(|verdict| Worked {
-            verdict,
-            gateway: None,
-            loosened: Vec::new(),
+        return recheck::run(&at, f).map(|verdict| {
+            Worked {
+                verdict,
+                gateway: None,
+                loosened: Vec::new(),
+            }
+            .plain()
         });
     }
     // A rebase sent back beside candidates of the chain builds on them: their merged changes
@@ -206,7 +224,9 @@ pub async fn run(
         chain = onto.iter().copied().chain(later).collect();
     }
     hand_over(repo.root())?;
-    attempt(&at, &on, &chain, start, follow.as_ref()).await
+    attempt(&at, &on, &chain, start, follow.as_ref())
+        .await
+        .map(Worked::plain)
 }
 
 /// Gives the agent's unprivileged user, when task code runs as one, the checkout at `root`
@@ -217,10 +237,7 @@ fn hand_over(root: &Path) -> Result<(), ActionError> {
     } else {
         crate::edge::agent_user::hand_over(root)
     };
-    handed.map_err(|source| ActionError::Write {
-        path: root.to_path_buf(),
-        source,
-    })
+    handed.map_err(ActionError::write(root))
 }
 
 /// An attempt (started at `start`, its change read against `on`: the base, or the chain's
@@ -242,10 +259,7 @@ async fn attempt(
     let scratch = tempfile::Builder::new()
         .prefix("dagexec-work-")
         .tempdir()
-        .map_err(|source| ActionError::Write {
-            path: std::env::temp_dir(),
-            source,
-        })?;
+        .map_err(ActionError::write(&std::env::temp_dir()))?;
     let spec = worker_spec(inputs, job, task, repo.root(), scratch.path(), text);
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let WorkerRan {
@@ -433,7 +447,7 @@ fn prompt_text(
     let task = &plan.tasks[job.task];
     let retry = task
         .extra
-        .get(RETRY_PROMPT_FIELD)
+        .get(plan::fields::RETRY_PROMPT)
         .and_then(|v| v.as_str())
         .filter(|_| job.attempt > 1);
     let base_prompt = match retry {
@@ -526,15 +540,11 @@ pub(super) fn write_files(
     log: Option<&str>,
     review_log: Option<String>,
 ) -> Result<(), ActionError> {
-    let write_err = |source| ActionError::Write {
-        path: inputs.artifacts.clone(),
-        source,
-    };
-    artifact::write(&inputs.artifacts, result, patch.borrowed(), log).map_err(write_err)?;
+    let dir = &inputs.artifacts;
+    artifact::write(dir, result, patch.borrowed(), log).map_err(ActionError::write(dir))?;
     if let Some(log) = review_log {
-        let path = inputs.artifacts.join(artifact::REVIEW_LOG_FILE);
-        crate::edge::fsx::write(&inputs.artifacts, &path, log.as_bytes())
-            .map_err(|e| write_err(e.into()))?;
+        let path = dir.join(artifact::REVIEW_LOG_FILE);
+        crate::edge::fsx::write(dir, &path, log.as_bytes()).map_err(ActionError::write(dir))?;
     }
     Ok(())
 }

@@ -383,8 +383,6 @@ impl Agent {
     }
 }
 
-pub use crate::pure::plan::fields::COMPLETED_ATTEMPTS as COMPLETED_ATTEMPTS_FIELD;
-
 impl Plan {
     /// A schema 2 plan of `tasks` achieving `goal`, with no context and no progress yet (what
     /// a task list, a long-run folder or an issue's sub-issues become).
@@ -413,7 +411,7 @@ impl Plan {
 
     /// Attempts task `index` took. Completion trims a task's `attempts` (the seed's keep-list),
     /// so for a completed task the count kept in its `progress.completedTasks` entry
-    /// ([`COMPLETED_ATTEMPTS_FIELD`]) answers.
+    /// ([`super::fields::COMPLETED_ATTEMPTS`]) answers.
     pub fn attempts_of(&self, index: usize) -> u32 {
         let task = &self.tasks[index];
         if let Some(n) = task.attempts {
@@ -423,7 +421,7 @@ impl Plan {
             .completed_tasks
             .iter()
             .find(|c| c.index == index)
-            .and_then(|c| c.extra.get(COMPLETED_ATTEMPTS_FIELD))
+            .and_then(|c| c.extra.get(super::fields::COMPLETED_ATTEMPTS))
             .and_then(serde_json::Value::as_u64)
             .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
     }

@@ -85,14 +85,10 @@ pub(super) async fn start(
         );
         gateway.hold_until(provider, until);
     }
-    let write_err = |source| ActionError::Write {
-        path: scratch.to_path_buf(),
-        source,
-    };
-    let pass = gateway.open(task).map_err(write_err)?;
+    let pass = gateway.open(task).map_err(ActionError::write(scratch))?;
     let env = pass
         .worker_env(&scratch.join("codex-home"))
-        .map_err(write_err)?;
+        .map_err(ActionError::write(scratch))?;
     // How long starting it took: the job's own time it adds.
     println!(
         "dagexec's model gateway: {} (started in {:.1} ms); the worker holds a token for this attempt, no provider key",

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use crate::action::artifact::{self, WorkResult};
 use crate::edge::gateway::Spend;
 use crate::edge::lock::held;
-use crate::pure::outcome::{AttemptReport, Exit};
+use crate::pure::outcome::AttemptReport;
 
 /// The status line of an attempt whose job ended before it did.
 pub(super) const CUT_SHORT: &str = "FAILED: the work job ended before the attempt did (cancelled, past its timeout-minutes, or its dagexec killed); its spend so far is the model gateway's count";
@@ -40,13 +40,10 @@ pub(super) struct Provisional {
 impl Provisional {
     /// The attempt's result if its job ended now, having spent `spend`.
     fn cut_short(&self, spend: &Spend) -> WorkResult {
+        // Exit status 0, nothing to show: the status line says it failed, and why.
         let report = AttemptReport {
             output: CUT_SHORT.to_string(),
-            exit: Exit::Success,
-            log: None,
-            present: Default::default(),
-            changed: Default::default(),
-            acceptance: None,
+            ..AttemptReport::default()
         };
         let measured = crate::pure::usage::Measured::since(self.start, spend.usage());
         let mut result = self.job.result(&self.base, &report, measured.duration());

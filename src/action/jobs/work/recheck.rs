@@ -141,22 +141,16 @@ pub(super) fn with_checks_of(
     let Some(failed) = others_pass(at, tasks, report) else {
         return;
     };
+    let warnings = std::mem::take(&mut verdict.warnings);
+    *verdict = outcome::Verdict::refused(failed.trim().to_string(), warnings);
     report.output = failed;
-    *verdict = outcome::Verdict {
-        status: plan::model::Status::Failed,
-        result: report.output.trim().to_string(),
-        acceptance_passed: false,
-        failed_checks: Vec::new(),
-        warnings: std::mem::take(&mut verdict.warnings),
-        halt: None,
-    };
 }
 
 /// Runs the acceptance checks of `tasks` in the checkout, each recorded in `report`: the
-/// status line saying which failed first, or `None` when all pass. A task the plan update
-/// trimmed (completed in an earlier round, or under `schedule: eager`) has its checks from the
-/// conductor's record beside the follow-up on the checkout's task
-/// ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
+/// status line saying which failed first (the task named as the user's task list names it),
+/// or `None` when all pass. A task the plan update trimmed (completed in an earlier round, or
+/// under `schedule: eager`) has its checks from the conductor's record beside the follow-up
+/// on the checkout's task ([`crate::pure::plan::fields::FOLLOW_UP_CHECKS`]).
 fn others_pass(
     at: &WorkJob,
     tasks: &[usize],
@@ -169,6 +163,7 @@ fn others_pass(
         .and_then(|t| t.extra.get(crate::pure::plan::fields::FOLLOW_UP_CHECKS))
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
+    let names = crate::pure::plan::ids::TaskNames::of(plan);
     for &k in tasks {
         let Some(t) = plan.tasks.get(k) else { continue };
         let criteria = match t.acceptance_criteria() {
@@ -181,14 +176,15 @@ fn others_pass(
                 .acceptance
                 .get_or_insert_with(Vec::new)
                 .push(CheckRun {
-                    criterion: format!("task {k}: {}", c.criterion),
+                    criterion: format!("task {}: {}", names.get(k), c.criterion),
                     check: c.check.clone(),
                     passed: o.passed,
                     output: o.output.clone(),
                 });
             if !o.passed {
                 return Some(format!(
-                    "FAILED: on the merged tree, task {k}'s acceptance check `{}` ({}) fails: {}\n",
+                    "FAILED: on the merged tree, task {}'s acceptance check `{}` ({}) fails: {}\n",
+                    names.get(k),
                     c.check,
                     c.criterion,
                     o.output.trim().lines().last().unwrap_or_default()
@@ -245,5 +241,70 @@ mod tests {
             lines(&[(3, "first"), (5, "second")])
         );
         assert!(git(root, &["status", "--porcelain"]).is_empty());
+    }
+
+    /// A landed task's failing check names the task as the user's task list does (Taskmaster's
+    /// `2`), never by its plan index (`1`, another task of the list).
+    #[test]
+    fn a_failing_check_of_a_landed_task_names_it_by_the_task_lists_id() {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        let task = |check: &str| plan::model::Task {
+            subject: "s".into(),
+            agent: Some(plan::model::Agent {
+                acceptance_criteria: Some(vec![plan::model::AcceptanceCriterion {
+                    criterion: "holds".into(),
+                    check: check.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut plan = plan::model::Plan::new("g".into(), vec![task("true"), task("false")]);
+        plan.extra.insert(
+            crate::pure::plan::fields::SOURCE.into(),
+            serde_json::json!({"format": "taskmaster", "tasks": [{"id": "1"}, {"id": "2"}]}),
+        );
+        let at = WorkJob {
+            job: super::super::Assignment {
+                task: 0,
+                attempt: 1,
+                round: 1,
+            },
+            base: String::new(),
+            repo: Repo::discover(dir.path()).unwrap(),
+            inputs: crate::action::Inputs {
+                plan_rel: ".design/plan.json".into(),
+                worker: String::new(),
+                reviewer: None,
+                max_parallel: 1,
+                timeout: std::time::Duration::from_secs(30),
+                branch: String::new(),
+                allow_workflow_changes: false,
+                token: crate::edge::github::Token::new(String::new()),
+                app_id: None,
+                workflow: String::new(),
+                artifacts: dir.path().join("artifacts"),
+                max_cost: None,
+                build: String::new(),
+                overlap: None,
+            },
+            plan,
+            prices_lowered: Vec::new(),
+        };
+        let mut report = outcome::AttemptReport::default();
+        let failed = others_pass(&at, &[0, 1], &mut report).unwrap();
+        assert!(
+            failed.starts_with("FAILED: on the merged tree, task 2's acceptance check `false`"),
+            "{failed}"
+        );
+        let named: Vec<&str> = report
+            .acceptance
+            .iter()
+            .flatten()
+            .map(|c| c.criterion.as_str())
+            .collect();
+        assert_eq!(named, ["task 1: holds", "task 2: holds"]);
     }
 }
