@@ -162,6 +162,52 @@ impl Lab {
             .unwrap_or_default()
     }
 
+    /// The status comment dagexec keeps on the pull request: its id and body.
+    pub(crate) fn status_comment(&self) -> Option<(u64, String)> {
+        let st = self.gh.state();
+        let c = st
+            .comments
+            .iter()
+            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))?;
+        Some((c.id, c.body.clone()))
+    }
+
+    /// `/execute abort` from octocat, marked on the status comment as the comment job marks
+    /// it; `false` while there is no status comment to mark (nothing is asked then).
+    pub(crate) fn ask_abort(&self) -> bool {
+        let Some((id, body)) = self.status_comment() else {
+            return false;
+        };
+        let asked = self
+            .gh
+            .add_comment(&self.repository, 1, "octocat", "/execute abort");
+        let marked =
+            format!("{body}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->");
+        self.gh.edit_comment(id, &marked);
+        true
+    }
+
+    /// Plays the runners ([`Lab::run_dispatched`]) until the status comment exists, then
+    /// asks `/execute abort` ([`Lab::ask_abort`]). Returns the threads started.
+    pub(crate) fn abort_once_the_status_comment_exists(
+        self: &Arc<Self>,
+    ) -> Vec<std::thread::JoinHandle<()>> {
+        let t0 = Instant::now();
+        let mut threads = Vec::new();
+        loop {
+            threads.extend(self.run_dispatched());
+            if self.ask_abort() {
+                return threads;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{}",
+                self.conduct_log(1)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Plays GitHub's runners: starts every task run dispatched so far that has not been
     /// started yet, each on its own thread. Returns the threads started.
     pub(crate) fn run_dispatched(self: &Arc<Self>) -> Vec<std::thread::JoinHandle<()>> {
@@ -653,20 +699,7 @@ fn execute_abort_given_during_a_handover_stops_the_successor_starting_tasks() {
             .count()
     };
     let before = tasks_dispatched(&lab);
-    let st = lab.gh.state();
-    let c = st
-        .comments
-        .iter()
-        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
-        .expect("the status comment");
-    let asked = lab
-        .gh
-        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
-    let body = format!(
-        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
-        c.body
-    );
-    lab.gh.edit_comment(c.id, &body);
+    assert!(lab.ask_abort(), "the status comment");
     let second = lab.conductor(2, &[]);
     let code = lab.drive(second, Duration::from_secs(120));
     let log = lab.conduct_log(2);
@@ -703,33 +736,7 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
 "#,
     ));
     let conductor = lab.conductor(1, &[("DAGEXEC_HANDOVER_AFTER", "4s")]);
-    let t0 = Instant::now();
-    let mut threads = Vec::new();
-    loop {
-        threads.extend(lab.run_dispatched());
-        let st = lab.gh.state();
-        if let Some(c) = st
-            .comments
-            .iter()
-            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
-        {
-            let asked = lab
-                .gh
-                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
-            let body = format!(
-                "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
-                c.body
-            );
-            lab.gh.edit_comment(c.id, &body);
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{}",
-            lab.conduct_log(1)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let threads = lab.abort_once_the_status_comment_exists();
     let code = lab.drive(conductor, Duration::from_secs(60));
     for t in threads {
         t.join().unwrap();
@@ -1000,33 +1007,7 @@ echo x > "t$DAGEXEC_TASK_INDEX.txt"; echo "COMPLETED: t$DAGEXEC_TASK_INDEX"
     ));
     let conductor = lab.conductor(1, &[]);
     // Once the status comment exists, `/execute abort` marks it (as the comment job does).
-    let t0 = Instant::now();
-    let mut threads = Vec::new();
-    loop {
-        threads.extend(lab.run_dispatched());
-        let st = lab.gh.state();
-        if let Some(c) = st
-            .comments
-            .iter()
-            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
-        {
-            let asked = lab
-                .gh
-                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
-            let body = format!(
-                "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
-                c.body
-            );
-            lab.gh.edit_comment(c.id, &body);
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "{}",
-            lab.conduct_log(1)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let threads = lab.abort_once_the_status_comment_exists();
     let code = lab.drive(conductor, Duration::from_secs(60));
     for t in threads {
         t.join().unwrap();

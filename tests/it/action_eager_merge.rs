@@ -545,17 +545,9 @@ fn a_merge_put_back_by_execute_abort_is_committed_as_the_conductor_says_it() {
     // conductor leaves says so too (not in progress with a follow-up no run will ever take).
     let lab = lab(clean_tasks(), &clean(), true);
     let conductor = lab.conductor(1, &[]);
-    let status = |lab: &Lab| {
-        let st = lab.gh.state();
-        let c = st
-            .comments
-            .iter()
-            .find(|c| c.body.starts_with("<!-- dagexec:status -->"))?;
-        Some((c.id, c.body.clone()))
-    };
     let t0 = std::time::Instant::now();
     let first = loop {
-        if let Some((_, body)) = status(&lab) {
+        if let Some((_, body)) = lab.status_comment() {
             break body;
         }
         assert!(
@@ -572,20 +564,14 @@ fn a_merge_put_back_by_execute_abort_is_committed_as_the_conductor_says_it() {
         if run_ids(&lab, "1").first() != Some(&d.run_id) {
             return false;
         }
-        let Some((id, body)) = status(&lab) else {
+        let Some((_, body)) = lab.status_comment() else {
             return true;
         };
         if !lab.branch_file("list.txt").contains("a=0") || body == first {
             return true;
         }
         if !body.contains("abort-requested") {
-            let asked = lab
-                .gh
-                .add_comment(&lab.repository, 1, "octocat", "/execute abort");
-            let marked = format!(
-                "{body}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->"
-            );
-            lab.gh.edit_comment(id, &marked);
+            lab.ask_abort();
         }
         false
     });
@@ -618,20 +604,7 @@ fn a_merge_whose_recheck_never_started_is_put_back_when_the_next_conductor_finds
     assert_eq!(dispatched(&lab).len(), 2, "{:?}", dispatched(&lab));
     // `/execute abort` marks the status comment (as the comment job does) before the next
     // conductor starts.
-    let st = lab.gh.state();
-    let c = st
-        .comments
-        .iter()
-        .find(|c| c.body.starts_with("<!-- dagexec:status -->"))
-        .expect("the status comment");
-    let asked = lab
-        .gh
-        .add_comment(&lab.repository, 1, "octocat", "/execute abort");
-    let body = format!(
-        "{}\n<!-- dagexec:abort-requested -->\n<!-- dagexec:abort-by:{asked} -->",
-        c.body
-    );
-    lab.gh.edit_comment(c.id, &body);
+    assert!(lab.ask_abort(), "the status comment");
     let log = conduct(&lab, 2, &[]);
     assert!(log.contains("Conductor: aborted."), "{log}");
     assert!(
