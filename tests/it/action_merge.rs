@@ -282,11 +282,16 @@ fn three_tasks_on_one_file_that_merge_cleanly_land_with_one_follow_up_part() {
 /// Task 1's `b=1` merges cleanly but breaks task 0's check (one `=` line), rebased it
 /// writes `b1`; task 2's line (`two`) is chained after it.
 fn middle_breaks_the_chain() -> Lab {
+    middle_breaks_the_chain_with(TWO)
+}
+
+/// [`middle_breaks_the_chain`], task 2's worker case `two`.
+fn middle_breaks_the_chain_with(two: &str) -> Lab {
     let mut tasks = breaking_tasks();
     tasks.push(on_list("Two", "grep -q '^two$' list.txt"));
     merge_lab(
         tasks,
-        &worker(&[&zero(""), &one_without_eq_on_rebase(""), TWO]),
+        &worker(&[&zero(""), &one_without_eq_on_rebase(""), two]),
     )
 }
 
@@ -332,12 +337,7 @@ fn a_chained_candidate_merged_again_keeps_the_files_it_changed_without_declaring
     // against the base with the chain before it applied, and its own notes file is its own.
     const TWO_NOTES: &str =
         r#"2) sed -i 's/^2$/two/' list.txt; echo two > two.txt; echo "COMPLETED: two" ;;"#;
-    let mut tasks = breaking_tasks();
-    tasks.push(on_list("Two", "grep -q '^two$' list.txt"));
-    let lab = merge_lab(
-        tasks,
-        &worker(&[&zero(""), &one_without_eq_on_rebase(""), TWO_NOTES]),
-    );
+    let lab = middle_breaks_the_chain_with(TWO_NOTES);
     let log = assert_parts(
         &lab,
         8,
