@@ -73,26 +73,10 @@ fn cell(s: &str, max: usize) -> String {
     }
 }
 
-/// A worker's words made inert on GitHub: a zero-width space after each `#` or `@` before a
-/// letter or digit, and after each `&` that starts an entity (`&num;`, `&#x23;`: Markdown
-/// decodes them) other than `&lt;`, so `Fixes #12` closes no issue when the pull request is
-/// merged and `@login` pings nobody.
+/// A worker's words made inert in the pull request's Markdown
+/// ([`crate::pure::sanitize::unreferenced`]).
 fn inert(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for (at, c) in s.char_indices() {
-        out.push(c);
-        let rest = &s[at + c.len_utf8()..];
-        let next = rest.chars().next().unwrap_or(' ');
-        let breaks = match c {
-            '#' | '@' => next.is_alphanumeric(),
-            '&' => (next == '#' || next.is_ascii_alphabetic()) && !rest.starts_with("lt;"),
-            _ => false,
-        };
-        if breaks {
-            out.push_str("&#8203;");
-        }
-    }
-    out
+    crate::pure::sanitize::unreferenced(s, true)
 }
 
 /// The progress table (Markdown): one row per task, and a Review column with each task's

@@ -296,7 +296,8 @@ fn stage_plan(
     Ok(())
 }
 
-/// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task.
+/// `dagexec: round N — x/y tasks (a/b overall)` and one body line per task (its result made
+/// inert on GitHub: [`crate::pure::sanitize::unreferenced`]).
 pub fn commit_message(
     plan: &Plan,
     round: u32,
@@ -322,7 +323,9 @@ pub fn commit_message(
     };
     s.push('\n');
     for r in results {
-        let result = r.result.lines().next().unwrap_or("");
+        // A worker's words: shown, never a reference GitHub acts on.
+        let result =
+            crate::pure::sanitize::unreferenced(r.result.lines().next().unwrap_or(""), false);
         s.push_str(&format!(
             "- task {}: {} — {}: {}\n",
             r.index, plan.tasks[r.index].subject, r.status, result
@@ -455,6 +458,29 @@ mod tests {
         not_integrated(&j, "conflicts with task T001", &ui);
         let said = String::from_utf8(out.lock().unwrap().clone()).unwrap();
         assert!(said.starts_with("  task T002: attempt 1 of 3"), "{said}");
+    }
+
+    /// A worker's result in a round commit is shown, never acted on: GitHub closes the issue
+    /// a commit message's `Fixes #12` names once the commit reaches the default branch (the
+    /// pull request merged), and a result is what a worker, maybe a prompt-injected agent,
+    /// wrote. The plan's own subject is the team's and is kept as written.
+    #[test]
+    fn a_workers_result_in_a_round_commit_closes_no_issue() {
+        let plan = crate::testing::example("auth-v2.json");
+        let done = crate::pure::update::TaskResult {
+            index: 0,
+            status: Status::Completed,
+            result: "done; Fixes #12, closes o/r#7 (thanks @octocat)".into(),
+            attempts: 1,
+        };
+        let message = commit_message(&plan, 1, &[0], &[done], 1);
+        let line = message.lines().nth(2).unwrap();
+        assert!(
+            line.ends_with(
+                "— completed: done; Fixes #\u{200B}12, closes o/r#\u{200B}7 (thanks @\u{200B}octocat)"
+            ),
+            "{line}"
+        );
     }
 
     /// Every arrival of an eager batch went back for a rebase: not "0/0 tasks".

@@ -22,6 +22,33 @@ pub fn text(s: &str) -> String {
     clean(s, true)
 }
 
+/// A worker's words made inert on GitHub: a zero-width space after each `#` or `@` before a
+/// letter or digit, so `Fixes #12` closes no issue when the pull request (or the commit, in
+/// its message) reaches the default branch and `@login` pings nobody. In `markdown` (a pull
+/// request's body, a comment) the space is written `&#8203;`, and one also goes after each
+/// `&` that starts an entity (`&num;`, `&#x23;`: Markdown decodes them) other than `&lt;`;
+/// in plain text (a commit message) it is the character itself.
+pub fn unreferenced(s: &str, markdown: bool) -> String {
+    let mark = if markdown { "&#8203;" } else { "\u{200B}" };
+    let mut out = String::with_capacity(s.len());
+    for (at, c) in s.char_indices() {
+        out.push(c);
+        let rest = &s[at + c.len_utf8()..];
+        let next = rest.chars().next().unwrap_or(' ');
+        let breaks = match c {
+            '#' | '@' => next.is_alphanumeric(),
+            '&' => {
+                markdown && (next == '#' || next.is_ascii_alphabetic()) && !rest.starts_with("lt;")
+            }
+            _ => false,
+        };
+        if breaks {
+            out.push_str(mark);
+        }
+    }
+    out
+}
+
 /// Whether `s` holds anything [`line()`] would change (a control character of any kind).
 pub fn has_control(s: &str) -> bool {
     s.chars().any(|c| c.is_control() || is_bidi_control(c))
