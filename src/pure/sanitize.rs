@@ -7,6 +7,9 @@
 //! two-character escapes) are removed whole, and every other control character — C0 but tab
 //! (and newline in [`text`]), DEL, C1, and the bidirectional overrides that reorder what a
 //! reader sees — becomes U+FFFD. Printable text, any script, is kept as it is.
+//!
+//! And a worker's words made inert on GitHub ([`unreferenced`]): no issue reference a
+//! closing keyword acts on, no mention, in a pull request's Markdown or a commit message.
 
 /// What a removed control character is shown as.
 pub const REPLACEMENT: char = '\u{FFFD}';
