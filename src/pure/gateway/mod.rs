@@ -318,7 +318,7 @@ impl Limits {
         let money = crate::pure::prices::money;
         let budgets = [
             (self.run, "the run's", "max-cost"),
-            (self.task, "this task's", "the task's max-cost"),
+            (self.task, "this task's", "max-task-cost"),
         ];
         for (limit, whose, setting) in budgets {
             if let Some((budget, spent)) = limit

@@ -241,6 +241,10 @@ fn a_request_starts_only_inside_every_limit() {
     assert!(
         matches!(task_spent.admit(0), Err(Refused::Budget(m)) if m.contains("task's budget of $0.50"))
     );
+    // The refusal names the setting as it is written (max-task-cost), for the agent's log.
+    assert!(
+        matches!(task_spent.admit(0), Err(Refused::Budget(m)) if m.ends_with("(max-task-cost)"))
+    );
     assert_eq!(Limits::default().admit(u32::MAX), Ok(()));
 }
 
