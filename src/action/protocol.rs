@@ -146,6 +146,28 @@ impl Conclusion {
 mod tests {
     use super::{Conclusion, PlanConclusion};
 
+    /// The action's `conclusion` output names every word a plan job, finalize or the
+    /// conductor concludes with, so a workflow that branches on it knows them all.
+    #[test]
+    fn the_actions_conclusion_output_names_every_word() {
+        let action: serde_yaml::Value =
+            serde_yaml::from_str(include_str!("../../action.yml")).unwrap();
+        let said = action["outputs"]["conclusion"]["description"]
+            .as_str()
+            .unwrap();
+        let words = PlanConclusion::ALL
+            .iter()
+            .map(ToString::to_string)
+            .chain(Conclusion::ALL.iter().map(ToString::to_string));
+        for w in words {
+            assert!(
+                said.split(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+                    .any(|x| x == w),
+                "{w} is not in: {said}"
+            );
+        }
+    }
+
     #[test]
     fn the_wire_words_are_the_templates_and_serde_agrees() {
         let words: Vec<String> = PlanConclusion::ALL
