@@ -205,7 +205,7 @@ impl Steer<'_> {
             Some(extra) => format!("{status}\n{extra}"),
             None => status,
         };
-        let me = comment::Identity::default();
+        let me = self.inputs.me();
         Ok(comment::upsert_status(client, pr, me, &body).await?)
     }
 
