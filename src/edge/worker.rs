@@ -10,7 +10,7 @@
 //! floods them with tens of megabytes of binary), this returns a [`WorkerRun`]: memory stays
 //! bounded (tails only) and nothing here panics.
 
-use std::io::{self, SeekFrom};
+use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::watch;
 
@@ -327,27 +327,38 @@ async fn pump(src: Option<impl AsyncRead + Unpin>, tail: &mut Tail) {
     }
 }
 
-/// The last `cap` bytes of the file the worker left at `path`; `None` if there is none or it
-/// is not a regular file (a link: the worker could point one at any file of the user's; a
-/// FIFO, opened without waiting for a writer that never comes).
+/// The last `cap` bytes of the file the worker left at `path` ([`read_tail`]), read off the
+/// runtime's threads.
 async fn read_back(path: &Path, cap: usize) -> Option<Tail> {
-    let mut file = tokio::fs::OpenOptions::new()
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_tail(&path, cap))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The last `cap` bytes of the file a worker left at `path` (cut, when it holds more); `None`
+/// if there is none or it is not a regular file: a link (the worker could point one at any
+/// file of the user's) is not followed, and a FIFO is opened without waiting for a writer
+/// that never comes. At most `cap` + 1 bytes are read, however the file grows meanwhile.
+pub(crate) fn read_tail(path: &Path, cap: usize) -> Option<Tail> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
-        .await
         .ok()?;
-    let meta = file
-        .metadata()
-        .await
-        .ok()
-        .filter(std::fs::Metadata::is_file)?;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    // One byte over the cap, so that a longer file is cut (and marked) as the tail is read.
+    let over = cap as u64 + 1;
+    file.seek(SeekFrom::Start(meta.len().saturating_sub(over)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.take(over).read_to_end(&mut bytes).ok()?;
     let mut tail = Tail::new(cap);
-    if let Some(skip) = meta.len().checked_sub(cap as u64).filter(|&skip| skip > 0) {
-        file.seek(SeekFrom::Start(skip)).await.ok()?;
-        tail.cut = true;
-    }
-    pump(Some(file), &mut tail).await;
+    tail.push(&bytes);
+    tail.trim();
     Some(tail)
 }
 

@@ -74,24 +74,8 @@ fn left(run: &worker::WorkerRun, all: &crate::edge::git::Changes) -> AttemptRepo
 /// then travel with the attempt's logs (and, on GitHub, its artifact). Read as the log file
 /// the worker is given is: its last [`worker::LOG_CAP`] bytes, cut with a marker.
 pub(crate) fn log_in_tree(tree: &Path, log_rel: &str) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        // Nor a FIFO, whose opening would wait for a writer that never comes.
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(tree.join(log_rel))
-        .ok()?;
-    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
-    // One byte over the cap, so that a longer log is cut (and marked) as the tail is read.
-    let over = worker::LOG_CAP as u64 + 1;
-    file.seek(SeekFrom::Start(meta.len().saturating_sub(over)))
-        .ok()?;
-    let mut bytes = Vec::new();
-    file.take(over).read_to_end(&mut bytes).ok()?;
-    let mut tail = worker::Tail::new(worker::LOG_CAP);
-    tail.push(&bytes);
-    Some(tail.into_string(worker::CUT_MARKER))
+    worker::read_tail(&tree.join(log_rel), worker::LOG_CAP)
+        .map(|t| t.into_string(worker::CUT_MARKER))
 }
 
 /// An attempt after its worker, observed and judged.
