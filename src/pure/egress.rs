@@ -289,15 +289,22 @@ impl ProxyRequest {
         } else {
             path.to_string()
         };
-        let mut forward = format!("{method} {path} {version}\r\n");
-        const DROPPED: [&str; 4] = [
+        // The server is told the host the target names (RFC 9112 §3.2.2), never the
+        // client's own `Host`: on servers shared by many names (a CDN) that one would reach
+        // a host nobody listed.
+        let mut forward = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
+        const DROPPED: [&str; 5] = [
+            "host",
             "connection",
             "proxy-connection",
             "proxy-authorization",
             "keep-alive",
         ];
         for line in lines.filter(|l| !l.is_empty()) {
-            let name = line.split(':').next().unwrap_or_default();
+            if line.starts_with([' ', '\t']) {
+                return Err("a folded header line (obsolete line folding)".into());
+            }
+            let name = line.split(':').next().unwrap_or_default().trim();
             if !DROPPED.iter().any(|d| name.eq_ignore_ascii_case(d)) {
                 forward.push_str(line);
                 forward.push_str("\r\n");

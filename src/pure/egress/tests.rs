@@ -151,6 +151,34 @@ fn a_request_head_is_a_tunnel_or_one_plain_request_rewritten_for_its_server() {
     }
 }
 
+/// RFC 9112 §3.2.2: a proxy given an absolute-form target ignores the client's `Host` and
+/// sends the target's own. Forwarded as written, `Host: other.example` on a request to a listed
+/// name that shares its servers (a CDN) reached a host nobody listed.
+#[test]
+fn a_plain_request_reaches_the_host_its_target_names_whatever_its_host_header_says() {
+    let p = ProxyRequest::parse(
+        b"GET http://pypi.org/simple/ HTTP/1.1\r\nAccept: */*\r\nHost: evil.example\r\nhost : evil.example\r\n",
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(p.forward).unwrap(),
+        "GET /simple/ HTTP/1.1\r\nHost: pypi.org\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    let q = ProxyRequest::parse(b"GET http://u@h.org:8080/ HTTP/1.0\r\n").unwrap();
+    assert!(
+        String::from_utf8(q.forward)
+            .unwrap()
+            .starts_with("GET / HTTP/1.0\r\nHost: h.org:8080\r\n")
+    );
+    // A folded header line could carry a second Host past the check: refused whole.
+    assert!(
+        ProxyRequest::parse(
+            b"GET http://pypi.org/ HTTP/1.1\r\nAccept: */*\r\n Host: evil.example\r\n"
+        )
+        .is_err()
+    );
+}
+
 #[test]
 fn the_firewall_holds_the_agents_user_to_loopback_and_is_removed_whole() {
     insta::assert_snapshot!(format!(
