@@ -68,6 +68,11 @@ impl Executor for Local<'_> {
         save(plan, self.opts)
     }
 
+    fn keep(&mut self, plan: &mut Plan) -> Result<(), RunError> {
+        let _held = self.pool.memory.apply(plan);
+        save(plan, self.opts)
+    }
+
     async fn start(&mut self, plan: &mut Plan, start: Launch, round: u32) -> Result<(), RunError> {
         let base = match &self.base {
             Some(b) => b.clone(),

@@ -26,17 +26,7 @@ pub(super) fn resume(
     ui: &Ui,
 ) -> Result<(), RunError> {
     let work = update::prepare_resume(plan);
-    if !work.reset.is_empty() {
-        ui.say(format!(
-            "{} in progress when the last run stopped; {} again.",
-            plan::ids::tasks_subject(plan, &work.reset, "was", "were"),
-            if work.reset.len() == 1 {
-                "it starts"
-            } else {
-                "they start"
-            }
-        ));
-    }
+    say_reset(plan, &work, ui);
     // A completed task is verified against the commits: its round was committed when the
     // plan at HEAD records it completed. (Checking its files alone is not enough: a later,
     // uncommitted round may have changed the same files.) Otherwise every file it declares
@@ -107,6 +97,37 @@ pub(super) fn resume(
         update::fail_verification(plan, &failures);
     }
     save(plan, opts)
+}
+
+/// What resuming did to the tasks in progress when the last run stopped.
+fn say_reset(plan: &Plan, work: &update::ResumeWork, ui: &Ui) {
+    if !work.given_back.is_empty() {
+        ui.say(format!(
+            "{} before the last run stopped, but {} round was never committed: {} not counted.",
+            plan::ids::tasks_subject(plan, &work.given_back, "completed", "completed"),
+            if work.given_back.len() == 1 {
+                "its"
+            } else {
+                "their"
+            },
+            if work.given_back.len() == 1 {
+                "that attempt is"
+            } else {
+                "those attempts are"
+            },
+        ));
+    }
+    if !work.reset.is_empty() {
+        ui.say(format!(
+            "{} in progress when the last run stopped; {} again.",
+            plan::ids::tasks_subject(plan, &work.reset, "was", "were"),
+            if work.reset.len() == 1 {
+                "it starts"
+            } else {
+                "they start"
+            }
+        ));
+    }
 }
 
 /// Pending tasks that have used every attempt (the last one's result never committed: a crash

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::pure::graph::Dag;
 use crate::pure::plan::model::{Agent, CompletedTask, Metadata, Plan, Status, Task};
+use crate::pure::usage::Outcome;
 
 /// One task's outcome for the round, as the processor decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -311,6 +312,10 @@ pub struct ResumeWork {
     /// declared files; dagexec does not: a task's work never reaches the work tree before its
     /// round is committed, so what is there is the user's.)
     pub reset: Vec<usize>,
+    /// Of those, the tasks whose last attempt had completed (or asked a question) before the
+    /// run stopped: the attempt is given back, as a Ctrl-C gives back what it keeps from
+    /// being committed.
+    pub given_back: Vec<usize>,
     pub verify: Vec<Verify>,
 }
 
@@ -320,15 +325,25 @@ pub struct ResumeWork {
 /// The seed increments `attempts` here to count the interrupted attempt; dagexec counts an
 /// attempt when it starts it (the plan is saved with the new count before the worker runs),
 /// so the interrupted one is already counted and a crash loop can never run a task more than
-/// [`MAX_ATTEMPTS`](crate::pure::outcome::MAX_ATTEMPTS) times. A task left with no attempts is
-/// failed by [`fail_exhausted`].
+/// [`MAX_ATTEMPTS`](crate::pure::outcome::MAX_ATTEMPTS) times. An attempt the plan records as
+/// having completed (or asked a question) was not cut short: only its round's commit was, so
+/// it is given back. A task left with no attempts is failed by [`fail_exhausted`].
 pub fn prepare_resume(plan: &mut Plan) -> ResumeWork {
     let mut work = ResumeWork::default();
+    let records = crate::pure::usage::records(plan);
     for (i, t) in plan.tasks.iter_mut().enumerate() {
         match t.status {
             Status::InProgress => {
                 t.status = Status::Pending;
                 work.reset.push(i);
+                let last = records
+                    .iter()
+                    .rfind(|r| r.task == i && r.attempt == t.attempts() && !r.rebase);
+                if last.is_some_and(|r| matches!(r.outcome, Outcome::Completed | Outcome::Blocked))
+                {
+                    t.attempts = Some(t.attempts() - 1).filter(|&n| n > 0);
+                    work.given_back.push(i);
+                }
             }
             Status::Completed if !t.join => work.verify.push(Verify {
                 task: i,
@@ -661,5 +676,35 @@ mod tests {
         );
         assert_eq!(p.tasks[0].status, Status::Pending);
         assert!(p.progress.completed_tasks.is_empty());
+    }
+
+    /// An attempt recorded as completed (or blocked) was not cut short by the crash, only its
+    /// round's commit: given back. One cut short (no record, or its own record failed), a
+    /// rebase's record, or an earlier attempt's completion: still counted.
+    #[test]
+    fn resume_gives_back_an_attempt_that_completed_before_the_crash() {
+        use crate::pure::usage::{AttemptRecord, Measured, record};
+        let mut p = example("auth-v2.json");
+        let at = |task, attempt, outcome| {
+            let m = Measured::since(jiff::Timestamp::now(), Default::default());
+            AttemptRecord::new(task, attempt, &m, outcome)
+        };
+        for i in 0..5 {
+            p.tasks[i].status = Status::InProgress;
+            p.tasks[i].attempts = Some(2);
+        }
+        record(&mut p, &at(0, 2, Outcome::Completed));
+        record(&mut p, &at(1, 2, Outcome::Failed));
+        record(&mut p, &at(2, 1, Outcome::Completed));
+        let mut rebase = at(3, 2, Outcome::Completed);
+        rebase.rebase = true;
+        record(&mut p, &rebase);
+        record(&mut p, &at(4, 2, Outcome::Completed));
+        record(&mut p, &at(4, 2, Outcome::Blocked));
+        let work = prepare_resume(&mut p);
+        assert_eq!(work.reset, [0, 1, 2, 3, 4]);
+        assert_eq!(work.given_back, [0, 4]);
+        let attempts: Vec<_> = p.tasks[..5].iter().map(|t| t.attempts).collect();
+        assert_eq!(attempts, [Some(1), Some(2), Some(2), Some(2), Some(1)]);
     }
 }
